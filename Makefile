@@ -1,0 +1,63 @@
+# ddpbench: every target works alone on a fresh clone (bench and test build the venv first).
+# Variables map onto `ddpbench bench` flags; unset ones take the CLI's defaults.
+#   make bench GPUS=8 IMPLS=naive,stock WORKLOADS=mlp,gpt2 BUCKETS="1 25" SIZE=small STEPS=20
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+RESULTS ?= results
+SITE   ?= reports/site
+
+comma := ,
+empty :=
+space := $(empty) $(empty)
+join   = $(subst $(space),$(comma),$(strip $(1)))
+
+BENCH_FLAGS := $(if $(GPUS),--gpus $(GPUS)) \
+	$(if $(IMPLS),--impls $(call join,$(IMPLS))) \
+	$(if $(WORKLOADS),--workloads $(call join,$(WORKLOADS))) \
+	$(if $(BUCKETS),--bucket-cap-mb $(call join,$(BUCKETS))) \
+	$(if $(SIZE),--size $(SIZE)) \
+	$(if $(STEPS),--steps $(STEPS)) \
+	$(if $(WARMUP),--warmup $(WARMUP)) \
+	$(if $(BATCH),--batch-size $(BATCH)) \
+	$(if $(DEVICE),--device $(DEVICE)) \
+	--results $(RESULTS) $(ARGS)
+
+.PHONY: setup bench sweep report publish test lint clean
+
+setup: $(STAMP)
+
+# The stamp makes a second `make setup` free; it is rebuilt when the dependencies change.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+bench: setup
+	$(BIN)/ddpbench bench $(BENCH_FLAGS)
+	$(BIN)/ddpbench report --results $(RESULTS) --out $(SITE)
+
+# A bucket_cap_mb response curve: `make bench` over a list of caps (DDP's default 25 included).
+sweep:
+	$(MAKE) bench BUCKETS="$(or $(BUCKETS),1 5 10 25 50 100)"
+
+report: setup
+	$(BIN)/ddpbench report --results $(RESULTS) --out $(SITE)
+
+# A self-contained folder (plotly.js shipped once, relative links) plus a tarball to upload.
+publish: report
+	tar -czf reports/site.tar.gz -C $(dir $(SITE)) $(notdir $(SITE))
+	@echo "publish: $(SITE)/ is ready to copy to any static host; archive: reports/site.tar.gz"
+
+test: setup
+	$(BIN)/python -m pytest -q
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+clean:
+	rm -rf $(VENV) $(SITE) reports/site.tar.gz .pytest_cache .ruff_cache *.egg-info

@@ -1,0 +1,252 @@
+"""`ddpbench`: the command line. Thin: it parses text into `harness.config` objects and calls
+the launcher or the reporter. Bad input is one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import NoReturn
+
+from harness.config import DEVICES, SIZE_CHOICES, BenchConfig, ConfigError
+
+EXIT_BAD_INPUT = 2
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse prints the usage block before an error; we print the error alone, on one line."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def _int(flag: str):
+    def parse(text: str) -> int:
+        try:
+            return int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} {text!r} is not a whole number") from None
+
+    return parse
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def _option(text: str) -> tuple[str, tuple[str, ...]]:
+    key, sep, values = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"--opt {text!r} is not key=value[,value…]")
+    return key.strip(), _names(values)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(prog="ddpbench", description="Benchmark data-parallel training strategies in PyTorch.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
+
+    commands.add_parser("list", help="strategies and workloads, one per line")
+    commands.add_parser("env", help="the environment, as JSON")
+
+    bench = commands.add_parser(
+        "bench",
+        help="run the grid and write results/<run_id>/",
+        description="Run every strategy × workload × world size × option value, one torchrun launch "
+        "per world size. Without GPUs, every rank is a CPU process with the gloo backend.",
+    )
+    bench.add_argument(
+        "--gpus",
+        type=_int("--gpus"),
+        help="ranks per node; world sizes run as 1, 2, 4, … up to it "
+        "(default: the GPUs visible, or 2 simulated on the CPU)",
+    )
+    bench.add_argument("--impls", type=_names, help="comma-separated strategies (default: all; see `ddpbench list`)")
+    bench.add_argument("--workloads", type=_names, default=("mlp",), help="comma-separated workloads (default: mlp)")
+    bench.add_argument("--bucket-cap-mb", type=_names, help="shorthand for --opt bucket_cap_mb=A,B,…")
+    bench.add_argument(
+        "--opt",
+        type=_option,
+        action="append",
+        default=[],
+        metavar="KEY=V[,V…]",
+        help="a strategy option; several values sweep it (repeatable)",
+    )
+    bench.add_argument(
+        "--size", default="auto", help=f"{'|'.join(SIZE_CHOICES)} (auto: small on the CPU, full on GPUs)"
+    )
+    bench.add_argument("--steps", type=_int("--steps"), default=20, help="measured steps (default: 20)")
+    bench.add_argument("--warmup", type=_int("--warmup"), default=3, help="warm-up steps (default: 3)")
+    bench.add_argument("--batch-size", type=_int("--batch-size"), help="samples per rank (default: the workload's)")
+    bench.add_argument("--device", default="auto", help=f"{'|'.join(DEVICES)} (default: auto)")
+    bench.add_argument("--results", type=Path, default=Path("results"), help="results folder (default: results)")
+    bench.add_argument("--run-id", default="", help="run folder name (default: timestamp plus random suffix)")
+    bench.add_argument("--nnodes", type=_int("--nnodes"), default=1, help="nodes in the job (default: 1)")
+    bench.add_argument("--node-rank", type=_int("--node-rank"), default=0, help="this node's rank (default: 0)")
+    bench.add_argument("--rdzv-endpoint", help="HOST:PORT of torchrun's c10d rendezvous (several nodes)")
+    bench.add_argument("--no-baseline", action="store_true", help="do not add the `local` no-communication baseline")
+    bench.add_argument("--no-parity", action="store_true", help="skip the gradient-parity check")
+    bench.add_argument("--seed", type=_int("--seed"), default=0, help="base seed (default: 0)")
+    bench.add_argument("--timeout", type=float, default=1800.0, help="seconds a collective may wait (default: 1800)")
+
+    report = commands.add_parser("report", help="build the HTML site from results/")
+    report.add_argument("--results", type=Path, default=Path("results"), help="results folder (default: results)")
+    report.add_argument("--out", type=Path, default=Path("reports/site"), help="site folder (default: reports/site)")
+    return parser
+
+
+def bench_config(args: argparse.Namespace, *, default_gpus: int, all_impls: list[str]) -> BenchConfig:
+    options = list(args.opt)
+    if args.bucket_cap_mb:
+        options.append(("bucket_cap_mb", args.bucket_cap_mb))
+    return BenchConfig(
+        gpus=args.gpus if args.gpus is not None else default_gpus,
+        impls=args.impls if args.impls is not None else tuple(all_impls),
+        workloads=args.workloads,
+        options=tuple(options),
+        size=args.size,
+        steps=args.steps,
+        warmup=args.warmup,
+        batch_size=args.batch_size,
+        device=args.device,
+        results=args.results,
+        run_id=args.run_id,
+        nnodes=args.nnodes,
+        node_rank=args.node_rank,
+        rdzv_endpoint=args.rdzv_endpoint,
+        baseline=not args.no_baseline,
+        parity=not args.no_parity,
+        seed=args.seed,
+        timeout_s=args.timeout,
+        command=tuple(sys.argv),
+    )
+
+
+def cmd_list() -> int:
+    import impls
+    import workloads
+
+    print("strategies:")
+    for entry in impls.REGISTRY.entries():
+        options = ", ".join(f"{o.name}={o.default}" for o in entry.options().values())
+        print(f"  {entry.name:<14} {entry.description}" + (f"  [options: {options}]" if options else ""))
+    print("workloads:")
+    for entry in workloads.REGISTRY.entries():
+        print(f"  {entry.name:<14} {entry.description}")
+    return 0
+
+
+def cmd_env() -> int:
+    from harness import env
+
+    print(json.dumps(env.capture(sys.argv), indent=2, default=str))
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import torch
+
+    import impls
+    from harness import config as cfgmod
+    from harness import env, launch
+
+    cuda = torch.cuda.is_available()
+    device = cfgmod.resolve_device(args.device if args.device in DEVICES else "auto", cuda_available=cuda)
+    default_gpus = torch.cuda.device_count() if device == "cuda" else 2
+    config = bench_config(args, default_gpus=default_gpus, all_impls=impls.names())
+    device = cfgmod.resolve_device(config.device, cuda_available=cuda)
+    if device == "cuda" and config.gpus > torch.cuda.device_count():
+        raise ConfigError(f"--gpus {config.gpus} is more than the {torch.cuda.device_count()} GPU(s) visible here")
+    configurations = cfgmod.expand(config, device=device)
+    run_id = config.run_id or cfgmod.new_run_id()
+    cfgmod.check_results_folder(config.results, run_id)
+
+    plan = launch.create_run(
+        config, configurations, run_id=run_id, device=device, environment=env.capture(config.command)
+    )
+    _say_where(plan, config)
+    began = time.monotonic()
+    done = [0]
+
+    def on_written(cfg) -> None:
+        done[0] += 1
+        print(f"[{done[0]}/{len(configurations)}] {_describe(store_row(plan.run, cfg.config_id))}", flush=True)
+
+    launch.run_groups(config, plan, on_written=on_written)
+    return _summarize(plan, time.monotonic() - began)
+
+
+def store_row(run: Path, config_id: str) -> dict:
+    from harness import store
+
+    return store.read_config_row(run, config_id)
+
+
+def _say_where(plan, config: BenchConfig) -> None:
+    worlds = sorted({c.world_size for c in plan.configurations})
+    if plan.device == "cpu":
+        print(
+            f"ddpbench: no GPU in use: running on the CPU with the gloo backend, one process per simulated GPU "
+            f"({plan.threads_per_rank} thread(s) each), world sizes {worlds}",
+            flush=True,
+        )
+    else:
+        print(f"ddpbench: running on CUDA with NCCL, world sizes {worlds}", flush=True)
+    print(f"ddpbench: run {plan.run_id}: {len(plan.configurations)} configurations -> {plan.run}/", flush=True)
+
+
+def _describe(row: dict) -> str:
+    opts = json.loads(row["impl_options"] or "{}")
+    label = f"w{row['world_size']} {row['workload']}/{row['size']} {row['impl']}" + "".join(
+        f" {k}={v}" for k, v in opts.items()
+    )
+    if row["status"] != "ok":
+        return f"{label}: {row['status'].upper()} {row['error']}"
+    parity = {True: "parity ok", False: "PARITY FAILED", None: "parity not judged"}[row["parity_ok"]]
+    return (
+        f"{label}: {row['step_ms_median']:.2f} ms/step (p10 {row['step_ms_p10']:.2f}, p90 {row['step_ms_p90']:.2f}), "
+        f"{row['samples_per_s']:.0f} samples/s, {parity}"
+    )
+
+
+def _summarize(plan, wall_s: float) -> int:
+    from harness import store
+
+    configs = store.read_configs(plan.run)
+    counts = configs["status"].value_counts().to_dict()
+    summary = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("ok", "failed", "skipped"))
+    print(f"ddpbench: run {plan.run_id} finished in {wall_s:.0f} s: {summary}; results in {plan.run}/")
+    return 1 if counts.get("failed", 0) else 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from reports import site
+
+    built = site.build_site(results=args.results, out=args.out)
+    print(f"report: {built.index}")
+    for run_id, page in built.run_pages.items():
+        print(f"  run {run_id}: {page}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "list":
+            return cmd_list()
+        if args.command == "env":
+            return cmd_env()
+        if args.command == "bench":
+            return cmd_bench(args)
+        if args.command == "report":
+            return cmd_report(args)
+    except ConfigError as exc:
+        print(f"ddpbench: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    raise AssertionError(f"unhandled command {args.command}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,266 @@
+"""Typed, validated configuration: what the user asked for (`BenchConfig`) and the grid of
+`Configuration`s it expands into, one per measured row.
+
+The CLI parses text into these objects at the edge; everything inside reads only them.
+Every check raises `ConfigError` with one line naming the bad value and the valid choices,
+before anything is written.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import os
+import re
+import secrets
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from harness.protocols import SIZES, ConfigError
+
+DEVICES = ("auto", "cpu", "cuda")
+SIZE_CHOICES = ("auto", *SIZES)
+DEFAULT_WORKLOADS = ("mlp",)
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+BASELINE_IMPL = "local"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class BenchConfig:
+    """Everything `ddpbench bench` was asked to do."""
+
+    gpus: int
+    """Ranks per node (one per GPU; simulated by CPU processes without GPUs). World sizes run
+    as the ladder 1, 2, 4, … up to this, plus this."""
+    impls: tuple[str, ...]
+    """Strategies to run (names from `ddpbench list`)."""
+    workloads: tuple[str, ...] = DEFAULT_WORKLOADS
+    """Workloads to run."""
+    options: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    """Strategy options as (key, values): each value list is a sweep axis."""
+    size: str = "auto"
+    """tiny, small or full; auto is small on the CPU and full on GPUs."""
+    steps: int = 20
+    """Measured steps per configuration."""
+    warmup: int = 3
+    """Unmeasured steps before them (DDP rebuilds its buckets in step 2)."""
+    batch_size: int | None = None
+    """Samples per rank per step; None takes each workload's default."""
+    device: str = "auto"
+    """auto, cpu or cuda."""
+    results: Path = Path("results")
+    """Folder that holds one sub-folder per run."""
+    run_id: str = ""
+    """Name of this run's folder; empty makes a timestamp plus a random suffix."""
+    nnodes: int = 1
+    """Nodes in the job; above 1, torchrun's c10d rendezvous joins them."""
+    node_rank: int = 0
+    """This node's rank among `nnodes`."""
+    rdzv_endpoint: str | None = None
+    """HOST:PORT of the rendezvous, needed when nnodes > 1."""
+    baseline: bool = True
+    """Add a `local` (no communication) configuration per group, the floor for exposed comm."""
+    parity: bool = True
+    """Check every configuration against the single-process reference."""
+    seed: int = 0
+    """Base seed for model weights and synthetic batches."""
+    timeout_s: float = 1800.0
+    """Process-group timeout: a collective that waits longer fails the configuration."""
+    command: tuple[str, ...] = ()
+    """The command line, recorded with the run."""
+
+    def __post_init__(self) -> None:
+        _require_positive_int("--gpus", self.gpus)
+        _require_positive_int("--steps", self.steps)
+        _require_positive_int("--nnodes", self.nnodes)
+        if not isinstance(self.warmup, int) or self.warmup < 0:
+            raise ConfigError(f"--warmup {self.warmup} is not valid; give a whole number ≥ 0")
+        if self.batch_size is not None:
+            _require_positive_int("--batch-size", self.batch_size)
+        if self.size not in SIZE_CHOICES:
+            raise ConfigError(f"--size {self.size!r} is not valid; choose one of {', '.join(SIZE_CHOICES)}")
+        if self.device not in DEVICES:
+            raise ConfigError(f"--device {self.device!r} is not valid; choose one of {', '.join(DEVICES)}")
+        if not self.impls:
+            raise ConfigError("--impls is empty; give at least one strategy (see `ddpbench list`)")
+        if not self.workloads:
+            raise ConfigError("--workloads is empty; give at least one workload (see `ddpbench list`)")
+        if not 0 <= self.node_rank < self.nnodes:
+            raise ConfigError(f"--node-rank {self.node_rank} is not valid; give 0 to {self.nnodes - 1}")
+        if self.nnodes > 1 and not self.rdzv_endpoint:
+            raise ConfigError("--nnodes above 1 needs --rdzv-endpoint HOST:PORT")
+        if self.timeout_s <= 0:
+            raise ConfigError(f"--timeout {self.timeout_s} is not valid; give seconds > 0")
+        validate_run_id(self.run_id)
+
+    @property
+    def world_sizes(self) -> list[int]:
+        return [self.nnodes * ranks for ranks in rank_ladder(self.gpus)]
+
+
+def _require_positive_int(flag: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ConfigError(f"{flag} {value!r} is not valid; give a whole number ≥ 1")
+
+
+def rank_ladder(gpus: int) -> list[int]:
+    """1, 2, 4, … below `gpus`, then `gpus` itself: the world sizes of a scaling run."""
+    ladder = [1]
+    while ladder[-1] * 2 < gpus:
+        ladder.append(ladder[-1] * 2)
+    if gpus > 1:
+        ladder.append(gpus)
+    return ladder
+
+
+def validate_run_id(run_id: str) -> None:
+    if run_id and (not RUN_ID_PATTERN.match(run_id) or ".." in run_id):
+        raise ConfigError(
+            f"--run-id {run_id!r} is not valid; use letters, digits, '.', '_' and '-' "
+            "(no '/' or '..', at most 100 characters)"
+        )
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+def check_results_folder(results: Path, run_id: str) -> None:
+    """The run folder must be new and its parent writable; checked before anything is written."""
+    if (results / run_id).exists():
+        raise ConfigError(f"--run-id {run_id!r} already exists in {results}; choose another run id")
+    existing = results
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"--results {str(results)!r} cannot be written (checked {str(existing)!r})")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Configuration:
+    """One measured row: a strategy with its options on a workload at one world size."""
+
+    config_id: str
+    impl: str
+    impl_options: dict[str, Any]
+    workload: str
+    size: str
+    world_size: int
+    nnodes: int
+    batch_size: int
+    steps: int
+    warmup: int
+    device: str
+    backend: str
+    seed: int
+    parity: bool
+
+    @property
+    def options_json(self) -> str:
+        return json.dumps(self.impl_options, sort_keys=True)
+
+    @property
+    def bucket_cap_mb(self) -> float | None:
+        value = self.impl_options.get("bucket_cap_mb")
+        return float(value) if value is not None else None
+
+    def label(self) -> str:
+        opts = " ".join(f"{k}={v}" for k, v in sorted(self.impl_options.items()))
+        return f"w{self.world_size} {self.workload}/{self.size} {self.impl}" + (f" {opts}" if opts else "")
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Configuration:
+        return cls(**data)
+
+
+def impl_option_grids(
+    impls: Iterable[str], options: tuple[tuple[str, tuple[str, ...]], ...]
+) -> dict[str, list[dict[str, Any]]]:
+    """Per strategy, the list of option dicts to run: the product of the axes it accepts.
+
+    A key that none of the chosen strategies accepts is an error; a key that only some
+    accept applies to those (so `--bucket-cap-mb` sweeps stock and bucketed, not naive).
+    """
+    import impls as impl_registry
+
+    impls = list(impls)
+    accepted = {name: impl_registry.entry(name).options() for name in impls}
+    for key, values in options:
+        if not any(key in opts for opts in accepted.values()):
+            valid = sorted({k for opts in accepted.values() for k in opts})
+            raise ConfigError(f"no chosen strategy has option {key!r}; valid options: {', '.join(valid) or '(none)'}")
+        if not values:
+            raise ConfigError(f"option {key!r} has no value")
+    grids: dict[str, list[dict[str, Any]]] = {}
+    for name in impls:
+        axes = [(key, values) for key, values in options if key in accepted[name]]
+        combos = itertools.product(*(values for _, values in axes))
+        grid = []
+        for combo in combos:
+            texts = {key: text for (key, _), text in zip(axes, combo, strict=True)}
+            typed = impl_registry.REGISTRY.parse_options(name, texts)
+            impl_registry.create(name, **typed)  # validates values (e.g. bucket_cap_mb > 0)
+            grid.append(typed)
+        grids[name] = grid
+    return grids
+
+
+def resolve_device(requested: str, *, cuda_available: bool) -> str:
+    if requested == "auto":
+        return "cuda" if cuda_available else "cpu"
+    if requested == "cuda" and not cuda_available:
+        raise ConfigError("--device cuda is not valid here: no CUDA GPU is visible; use --device cpu or auto")
+    return requested
+
+
+def expand(config: BenchConfig, *, device: str) -> list[Configuration]:
+    """The grid in run order: world sizes ascending, the `local` baseline first in each."""
+    import workloads as workload_registry
+
+    names = list(dict.fromkeys(config.impls))
+    if config.baseline and BASELINE_IMPL not in names:
+        names.insert(0, BASELINE_IMPL)
+    names.sort(key=lambda n: n != BASELINE_IMPL)
+    for name in config.workloads:
+        workload_registry.entry(name)
+    grids = impl_option_grids(names, config.options)
+    size = config.size if config.size != "auto" else ("full" if device == "cuda" else "small")
+    backend = "nccl" if device == "cuda" else "gloo"
+    configurations: list[Configuration] = []
+    for world in config.world_sizes:
+        for workload in config.workloads:
+            batch = config.batch_size or workload_registry.create(workload, size=size).default_batch_size()
+            for impl in names:
+                for opts in grids[impl]:
+                    index = len(configurations)
+                    configurations.append(
+                        Configuration(
+                            config_id=_config_id(index, world, workload, size, impl, opts),
+                            impl=impl,
+                            impl_options=opts,
+                            workload=workload,
+                            size=size,
+                            world_size=world,
+                            nnodes=config.nnodes,
+                            batch_size=batch,
+                            steps=config.steps,
+                            warmup=config.warmup,
+                            device=device,
+                            backend=backend,
+                            seed=config.seed,
+                            parity=config.parity,
+                        )
+                    )
+    return configurations
+
+
+def _config_id(index: int, world: int, workload: str, size: str, impl: str, opts: dict) -> str:
+    parts = [f"{index:04d}", f"w{world}", workload, size, impl]
+    parts += [f"{k}{v}" for k, v in sorted(opts.items())]
+    return re.sub(r"[^A-Za-z0-9._-]", "_", "-".join(parts))

@@ -1,0 +1,63 @@
+"""Distributed plumbing, once: read what torchrun set, pick the device, init, tear down.
+
+This is the only module that reads torchrun's environment variables (RANK, WORLD_SIZE,
+LOCAL_RANK); everything else gets a `Session`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+
+@dataclasses.dataclass(frozen=True)
+class Session:
+    rank: int
+    world_size: int
+    local_rank: int
+    device: torch.device
+    backend: str
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def gather_to_main(self, obj: Any) -> list[Any] | None:
+        """Every rank's `obj`, in rank order, on rank 0 (None elsewhere)."""
+        gathered: list[Any] | None = [None] * self.world_size if self.is_main else None
+        dist.gather_object(obj, gathered, dst=0)
+        return gathered
+
+    def barrier(self) -> None:
+        dist.barrier()
+
+
+@contextlib.contextmanager
+def distributed_session(*, device_kind: str, timeout_s: float) -> Iterator[Session]:
+    """One process group for the life of the worker: NCCL on GPUs, gloo on the CPU."""
+    rank = int(os.environ["RANK"])
+    world_size = int(os.environ["WORLD_SIZE"])
+    local_rank = int(os.environ["LOCAL_RANK"])
+    if device_kind == "cuda":
+        # One GPU per rank; set it before init so NCCL's communicator binds to it.
+        torch.cuda.set_device(local_rank)
+        device, backend = torch.device("cuda", local_rank), "nccl"
+    else:
+        device, backend = torch.device("cpu"), "gloo"
+    dist.init_process_group(
+        backend=backend,
+        rank=rank,
+        world_size=world_size,
+        timeout=datetime.timedelta(seconds=timeout_s),
+    )
+    try:
+        yield Session(rank, world_size, local_rank, device, backend)
+    finally:
+        dist.destroy_process_group()

@@ -1,0 +1,289 @@
+"""The two plug-in protocols (strategy, workload) and the registry that finds them.
+
+`impls/` and `workloads/` import this module and nothing else from the harness: it is the
+whole contract between a plug-in and the runner. A plug-in is a keyword-only dataclass whose
+init fields are its options; the registry reads those fields to validate and coerce
+`--opt key=value` from the command line, so a plug-in never parses text itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+import importlib.util
+import itertools
+import pkgutil
+import types
+import typing
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
+
+import torch
+from torch import nn
+
+SIZES = ("tiny", "small", "full")
+"""Workload sizes: tiny for tests (milliseconds on a CPU), small for CPU benchmarks, full for GPUs."""
+
+
+class ConfigError(ValueError):
+    """A bad value from the user. The CLI prints its message as one line and exits with 2."""
+
+
+@runtime_checkable
+class Strategy(Protocol):
+    """A data-parallel strategy, created with its options and used in every training step.
+
+    `wrap` runs after `init_process_group`; rank 0's parameters and buffers win.
+    `sync_gradients` returns once every `.grad` holds the mean over all ranks.
+    """
+
+    def wrap(self, model: nn.Module) -> nn.Module: ...
+
+    def sync_gradients(self) -> None: ...
+
+    def make_optimizer(
+        self, params: Iterable[nn.Parameter], optimizer_cls: type[torch.optim.Optimizer], **kwargs
+    ) -> torch.optim.Optimizer: ...
+
+    def full_state_dict(self, model: nn.Module) -> dict[str, torch.Tensor]: ...
+
+    def no_sync(self) -> contextlib.AbstractContextManager: ...
+
+    def layout(self) -> dict[str, Any] | None: ...
+
+    def unavailable_reason(self, *, device: str, world_size: int) -> str | None: ...
+
+    @property
+    def parity_exact(self) -> bool: ...
+
+
+class StrategyDefaults:
+    """Plain defaults for the optional parts of `Strategy`; a strategy overrides what it owns."""
+
+    def make_optimizer(self, params, optimizer_cls, **kwargs):
+        return optimizer_cls(params, **kwargs)
+
+    def full_state_dict(self, model: nn.Module) -> dict[str, torch.Tensor]:
+        return model.state_dict()
+
+    def no_sync(self) -> contextlib.AbstractContextManager:
+        return contextlib.nullcontext()
+
+    def layout(self) -> dict[str, Any] | None:
+        """The bucket layout, for strategies that have one: {"bucket_sizes_mb": [...]}."""
+        return None
+
+    def unavailable_reason(self, *, device: str, world_size: int) -> str | None:
+        """Why this strategy cannot run here (the row is then `skipped`), or None."""
+        return None
+
+    @property
+    def parity_exact(self) -> bool:
+        """Whether this strategy should reproduce the single-process reference exactly.
+
+        False for strategies that are lossy (compression hooks) or that do not synchronise
+        (`local`): their parity difference is recorded but not judged.
+        """
+        return True
+
+
+@runtime_checkable
+class Workload(Protocol):
+    """A standard model with synthetic data made on the device."""
+
+    size: str
+
+    def build_model(self) -> nn.Module: ...
+
+    def make_batch(self, batch_size: int, *, device: torch.device, generator: torch.Generator) -> Any: ...
+
+    def loss(self, model: nn.Module, batch: Any) -> torch.Tensor: ...
+
+    def default_batch_size(self) -> int: ...
+
+    def unavailable_reason(self, *, device: str) -> str | None: ...
+
+
+class WorkloadDefaults:
+    """Plain defaults for the optional parts of `Workload`."""
+
+    requires: tuple[str, ...] = ()
+    """Python modules the workload imports lazily; a missing one makes its rows `skipped`."""
+
+    def default_batch_size(self) -> int:
+        return 8
+
+    def unavailable_reason(self, *, device: str) -> str | None:
+        missing = [m for m in self.requires if importlib.util.find_spec(m) is None]
+        return f"needs the Python package(s) {', '.join(missing)}" if missing else None
+
+
+T = TypeVar("T")
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One option of a plug-in: its name, type, default and the docstring under its field."""
+
+    name: str
+    type: Any
+    default: Any
+    doc: str
+
+    def choices(self) -> tuple[Any, ...] | None:
+        return typing.get_args(self.type) if typing.get_origin(self.type) is Literal else None
+
+    def type_name(self) -> str:
+        choices = self.choices()
+        if choices:
+            return "|".join(str(c) for c in choices)
+        return getattr(self.type, "__name__", str(self.type))
+
+    def coerce(self, text: str) -> Any:
+        """Turn command-line text into this option's type, or raise ConfigError."""
+        choices = self.choices()
+        if choices:
+            for choice in choices:
+                if text == str(choice):
+                    return choice
+            raise ConfigError(f"option {self.name}={text!r} is not valid; choose one of {', '.join(map(str, choices))}")
+        base = _strip_optional(self.type)
+        try:
+            if base is bool:
+                return _parse_bool(text)
+            return base(text)
+        except ValueError:
+            raise ConfigError(f"option {self.name}={text!r} is not a valid {self.type_name()}") from None
+
+
+def _strip_optional(tp: Any) -> Any:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return tp
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(text)
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry(Generic[T]):
+    """A registered plug-in: its name, one-line description and class."""
+
+    name: str
+    description: str
+    cls: type[T]
+
+    def options(self) -> dict[str, Option]:
+        hints = typing.get_type_hints(self.cls)
+        docs = _field_docs(self.cls)
+        return {
+            f.name: Option(f.name, hints[f.name], _field_default(f), docs.get(f.name, ""))
+            for f in dataclasses.fields(self.cls)
+            if f.init
+        }
+
+
+def _field_default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+def _field_docs(cls: type) -> dict[str, str]:
+    """The docstrings written under dataclass fields (a string right after `name: type = …`)."""
+    import ast
+    import inspect
+    import textwrap
+
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    docs: dict[str, str] = {}
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+    for node, following in itertools.pairwise(body):
+        if (
+            isinstance(node, ast.AnnAssign)
+            and isinstance(node.target, ast.Name)
+            and isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
+            docs[node.target.id] = " ".join(following.value.value.split())
+    return docs
+
+
+class Registry(Generic[T]):
+    """Plug-ins of one kind, found by importing every module of their package.
+
+    A duplicate name or a module that fails to import is an error, never a silent skip:
+    a plug-in that needs an optional library imports it lazily and reports it through
+    `unavailable_reason`, which the runner records as a `skipped` row.
+    """
+
+    def __init__(self, kind: str, package: str) -> None:
+        self.kind = kind
+        self.package = package
+        self._entries: dict[str, Entry[T]] = {}
+        self._loaded = False
+
+    def register(self, name: str, *, description: str) -> Callable[[type[T]], type[T]]:
+        def decorate(cls: type[T]) -> type[T]:
+            if name in self._entries:
+                raise RuntimeError(f"{self.kind} {name!r} is registered twice")
+            if not dataclasses.is_dataclass(cls):
+                raise TypeError(f"{self.kind} {name!r} must be a dataclass (its fields are its options)")
+            self._entries[name] = Entry(name, description, cls)
+            return cls
+
+        return decorate
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        package = importlib.import_module(self.package)
+        for module in pkgutil.iter_modules(package.__path__):
+            if not module.name.startswith("_"):
+                importlib.import_module(f"{self.package}.{module.name}")
+
+    def names(self) -> list[str]:
+        self._load()
+        return sorted(self._entries)
+
+    def entry(self, name: str) -> Entry[T]:
+        self._load()
+        if name not in self._entries:
+            raise ConfigError(f"unknown {self.kind} {name!r}; choose one of {', '.join(self.names())}")
+        return self._entries[name]
+
+    def entries(self) -> Iterator[Entry[T]]:
+        for name in self.names():
+            yield self._entries[name]
+
+    def create(self, name: str, **options: Any) -> T:
+        entry = self.entry(name)
+        valid = entry.options()
+        unknown = sorted(set(options) - set(valid))
+        if unknown:
+            raise ConfigError(
+                f"{self.kind} {name!r} has no option {', '.join(unknown)}; "
+                f"valid options: {', '.join(valid) or '(none)'}"
+            )
+        return entry.cls(**options)
+
+    def parse_options(self, name: str, texts: dict[str, str]) -> dict[str, Any]:
+        """Coerce {key: text} from the command line into typed options of plug-in `name`."""
+        valid = self.entry(name).options()
+        return {key: valid[key].coerce(text) for key, text in texts.items() if key in valid}

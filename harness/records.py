@@ -1,0 +1,208 @@
+"""Turn every rank's measurement of one configuration into the rows the store writes.
+
+Pure functions: rank 0 calls `assemble` with what it gathered, and the tests call it with
+hand-made records.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+from torch import nn
+
+from harness import stats
+from harness.config import BASELINE_IMPL, Configuration
+from harness.timing import PHASES
+
+MEMORY_COLUMNS = (
+    "mem_peak_nvml_mb",
+    "mem_peak_nvml_process_mb",
+    "mem_peak_allocated_mb",
+    "mem_peak_reserved_mb",
+    "mem_peak_rss_mb",
+)
+
+
+def error_line(exc: BaseException) -> str:
+    """The exception's type and the last non-empty line of its message."""
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[-1].strip()}" if lines else type(exc).__name__
+
+
+def model_sizes(model: nn.Module) -> tuple[int, int]:
+    """(parameter count, bytes of gradients) with each shared parameter counted once."""
+    params = list(model.parameters())
+    grad_bytes = sum(p.numel() * p.element_size() for p in params if p.requires_grad)
+    return sum(p.numel() for p in params), grad_bytes
+
+
+def combined_status(results: list[dict[str, Any]]) -> tuple[str, str | None]:
+    failed = [(rank, r) for rank, r in enumerate(results) if r["status"] == "failed"]
+    if failed:
+        return "failed", "; ".join(f"rank {rank}: {r['error']}" for rank, r in failed)
+    if all(r["status"] == "skipped" for r in results):
+        return "skipped", results[0]["error"]
+    return "ok", None
+
+
+def step_rows(cfg: Configuration, run_id: str, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    rows = []
+    for rank, result in enumerate(results):
+        for step, timing in enumerate(result.get("steps", [])):
+            row = {
+                "run_id": run_id,
+                "config_id": cfg.config_id,
+                "rank": rank,
+                "step": step,
+                "warmup": step < cfg.warmup,
+            }
+            row["step_ms"] = timing["step_ms"]
+            row.update({f"{phase}_ms": timing.get(f"{phase}_ms") for phase in PHASES})
+            rows.append(row)
+    return rows
+
+
+def rank_rows(cfg: Configuration, run_id: str, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per rank: its memory peaks (so a rank-0 skew is visible) and its wall time."""
+    rows = []
+    for rank, result in enumerate(results):
+        memory = result.get("memory") or {}
+        row = {"run_id": run_id, "config_id": cfg.config_id, "rank": rank, "status": result["status"]}
+        row.update({column: memory.get(column) for column in MEMORY_COLUMNS})
+        row["wall_s"] = result.get("wall_s")
+        rows.append(row)
+    return rows
+
+
+def _max_over_ranks(results: list[dict[str, Any]], column: str) -> float | None:
+    values = [(r.get("memory") or {}).get(column) for r in results]
+    values = [v for v in values if v is not None]
+    return max(values) if values else None
+
+
+def _same_setup(written: pd.DataFrame, cfg: Configuration) -> pd.Series:
+    if written.empty:
+        return pd.Series(dtype=bool)
+    return (
+        (written["status"] == "ok")
+        & (written["workload"] == cfg.workload)
+        & (written["size"] == cfg.size)
+        & (written["batch_size"] == cfg.batch_size)
+        & (written["device"] == cfg.device)
+        & (written["backend"] == cfg.backend)
+    )
+
+
+def _lookup(written: pd.DataFrame, mask: pd.Series, column: str) -> float | None:
+    if written.empty or not mask.any():
+        return None
+    value = written.loc[mask, column].iloc[-1]
+    return None if pd.isna(value) else float(value)
+
+
+def derived_metrics(
+    cfg: Configuration, step_ms: float | None, samples_per_s: float | None, written: pd.DataFrame
+) -> dict[str, Any]:
+    """Scaling against world size 1 and exposed comm against `local`, from rows already written."""
+    same = _same_setup(written, cfg)
+    if written.empty:
+        single = local = None
+    else:
+        single = _lookup(
+            written,
+            same
+            & (written["impl"] == cfg.impl)
+            & (written["impl_options"] == cfg.options_json)
+            & (written["world_size"] == 1),
+            "samples_per_s",
+        )
+        local = _lookup(
+            written,
+            same
+            & (written["impl"] == BASELINE_IMPL)
+            & (written["world_size"] == cfg.world_size)
+            & (written["nnodes"] == cfg.nnodes),
+            "step_ms_median",
+        )
+    if cfg.world_size == 1 and samples_per_s:
+        single = samples_per_s
+    if cfg.impl == BASELINE_IMPL:
+        local = step_ms
+    return {
+        "scaling_efficiency": stats.scaling_efficiency(
+            samples_per_s, world_size=cfg.world_size, single_rank_samples_per_s=single
+        ),
+        "exposed_comm_ms": stats.exposed_comm_ms(step_ms, local),
+        "overlap_efficiency": stats.overlap_efficiency(step_ms, local),
+    }
+
+
+def parity_columns(main_result: dict[str, Any], *, parity_exact: bool) -> dict[str, Any]:
+    checked = main_result.get("parity")
+    if not checked:
+        return {"parity_max_abs_diff": None, "parity_ok": None, "parity_note": "not checked"}
+    note = checked.get("note")
+    ok = checked.get("within_tolerance")
+    if not parity_exact and ok is not None:
+        # Lossy or non-synchronising strategies: the difference is recorded, never judged a pass.
+        note = f"not judged: this strategy is not expected to match exactly; {note}"
+        ok = None
+    return {"parity_max_abs_diff": checked.get("max_abs_diff"), "parity_ok": ok, "parity_note": note}
+
+
+def assemble(
+    cfg: Configuration,
+    results: list[dict[str, Any]],
+    *,
+    run_context: dict[str, Any],
+    parity_exact: bool,
+    written: pd.DataFrame,
+) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    """(config row, step rows, rank rows) for one configuration."""
+    run_id = run_context["run_id"]
+    status, error = combined_status(results)
+    steps = step_rows(cfg, run_id, results)
+    summary = (
+        stats.summarize(stats.slowest_rank_per_step(pd.DataFrame(steps)))
+        if steps and status == "ok"
+        else stats.summarize([])
+    )
+    step_ms = summary["step_ms_median"]
+    throughput = stats.samples_per_second(step_ms=step_ms, batch_size=cfg.batch_size, world_size=cfg.world_size)
+    main = results[0]
+    layout = main.get("layout") or {}
+    row: dict[str, Any] = {
+        "run_id": run_id,
+        "config_id": cfg.config_id,
+        "status": status,
+        "error": error,
+        "impl": cfg.impl,
+        "impl_options": cfg.options_json,
+        "workload": cfg.workload,
+        "size": cfg.size,
+        "world_size": cfg.world_size,
+        "nnodes": cfg.nnodes,
+        "bucket_cap_mb": cfg.bucket_cap_mb,
+        "batch_size": cfg.batch_size,
+        "device": cfg.device,
+        "backend": cfg.backend,
+        "steps": cfg.steps,
+        "warmup": cfg.warmup,
+        **summary,
+        "samples_per_s": throughput,
+        **derived_metrics(cfg, step_ms, throughput, written),
+        **{column: _max_over_ranks(results, column) for column in MEMORY_COLUMNS},
+        "mem_note": (main.get("memory") or {}).get("mem_note"),
+        **parity_columns(main, parity_exact=parity_exact),
+        "param_count": main.get("param_count"),
+        "grad_bytes": main.get("grad_bytes"),
+        "bucket_sizes_mb": json.dumps(layout["bucket_sizes_mb"]) if "bucket_sizes_mb" in layout else None,
+        "wall_s": max((r.get("wall_s") or 0.0) for r in results),
+        **{
+            k: run_context.get(k)
+            for k in ("threads_per_rank", "torch_version", "gpu_name", "hostname", "git_sha", "started_at")
+        },
+    }
+    return row, steps, rank_rows(cfg, run_id, results)

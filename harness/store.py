@@ -1,0 +1,203 @@
+"""The results store: `results/<run_id>/` with Parquet part files and the run's metadata.
+
+    results/<run_id>/run.json          environment, command line, grid (written first)
+    results/<run_id>/configs/<id>.parquet   one row per configuration
+    results/<run_id>/steps/<id>.parquet     one row per configuration × rank × step
+    results/<run_id>/ranks/<id>.parquet     one row per configuration × rank (memory peaks)
+    results/<run_id>/logs/             torchrun's output per launch
+
+Every file is written atomically: to a temporary name beginning with '.', fsync, rename.
+Readers (pyarrow, pandas) ignore names beginning with '.', so an interrupted write leaves
+nothing visible and loses nothing that was finished.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+SCHEMA_VERSION = 1
+
+CONFIG_SCHEMA = pa.schema(
+    [
+        ("schema_version", pa.int32()),
+        ("run_id", pa.string()),
+        ("config_id", pa.string()),
+        ("status", pa.string()),  # ok | failed | skipped
+        ("error", pa.string()),
+        ("impl", pa.string()),
+        ("impl_options", pa.string()),  # JSON of the strategy's options
+        ("workload", pa.string()),
+        ("size", pa.string()),
+        ("world_size", pa.int32()),
+        ("nnodes", pa.int32()),
+        ("bucket_cap_mb", pa.float64()),
+        ("batch_size", pa.int32()),  # per rank
+        ("device", pa.string()),
+        ("backend", pa.string()),
+        ("threads_per_rank", pa.int32()),
+        ("steps", pa.int32()),
+        ("warmup", pa.int32()),
+        ("step_ms_median", pa.float64()),
+        ("step_ms_p10", pa.float64()),
+        ("step_ms_p90", pa.float64()),
+        ("step_ms_cv", pa.float64()),
+        ("samples_per_s", pa.float64()),
+        ("scaling_efficiency", pa.float64()),
+        ("exposed_comm_ms", pa.float64()),
+        ("overlap_efficiency", pa.float64()),
+        ("mem_peak_nvml_mb", pa.float64()),
+        ("mem_peak_nvml_process_mb", pa.float64()),
+        ("mem_peak_allocated_mb", pa.float64()),
+        ("mem_peak_reserved_mb", pa.float64()),
+        ("mem_peak_rss_mb", pa.float64()),
+        ("mem_note", pa.string()),
+        ("parity_max_abs_diff", pa.float64()),
+        ("parity_ok", pa.bool_()),
+        ("parity_note", pa.string()),
+        ("param_count", pa.int64()),
+        ("grad_bytes", pa.int64()),
+        ("bucket_sizes_mb", pa.string()),  # JSON list, where the strategy has buckets
+        ("wall_s", pa.float64()),  # the whole configuration: build, warm-up, steps, parity
+        ("torch_version", pa.string()),
+        ("gpu_name", pa.string()),
+        ("hostname", pa.string()),
+        ("git_sha", pa.string()),
+        ("started_at", pa.string()),  # the run's start, ISO 8601 UTC
+    ]
+)
+
+STEP_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("config_id", pa.string()),
+        ("rank", pa.int32()),
+        ("step", pa.int32()),
+        ("warmup", pa.bool_()),  # warm-up steps are kept (to show warm-up effects), not counted
+        ("step_ms", pa.float64()),
+        ("forward_ms", pa.float64()),
+        ("backward_ms", pa.float64()),
+        ("sync_ms", pa.float64()),
+        ("optimizer_ms", pa.float64()),
+    ]
+)
+
+
+RANK_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("config_id", pa.string()),
+        ("rank", pa.int32()),
+        ("status", pa.string()),
+        ("mem_peak_nvml_mb", pa.float64()),
+        ("mem_peak_nvml_process_mb", pa.float64()),
+        ("mem_peak_allocated_mb", pa.float64()),
+        ("mem_peak_reserved_mb", pa.float64()),
+        ("mem_peak_rss_mb", pa.float64()),
+        ("wall_s", pa.float64()),
+    ]
+)
+
+
+def run_dir(results: Path, run_id: str) -> Path:
+    return Path(results) / run_id
+
+
+def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    """Write through `write(tmp_path)` to a hidden temporary, fsync it, rename it into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # make the rename itself durable
+    finally:
+        os.close(dir_fd)
+
+
+def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
+    unknown = {key for row in rows for key in row} - set(schema.names)
+    if unknown:
+        raise KeyError(f"columns not in the schema: {sorted(unknown)}")
+    return pa.Table.from_pylist(rows, schema=schema)
+
+
+def write_parquet(path: Path, rows: list[dict[str, Any]], schema: pa.Schema) -> None:
+    table = _table(rows, schema)
+    atomic_write(path, lambda tmp: pq.write_table(table, tmp))
+
+
+def write_configuration(
+    run: Path,
+    config_id: str,
+    config_row: dict[str, Any],
+    step_rows: list[dict[str, Any]] = (),
+    rank_rows: list[dict[str, Any]] = (),
+) -> None:
+    """Steps and ranks first, then the config row: a visible config part means the rest is there."""
+    row = {"schema_version": SCHEMA_VERSION, **config_row}
+    write_parquet(run / "steps" / f"{config_id}.parquet", list(step_rows), STEP_SCHEMA)
+    write_parquet(run / "ranks" / f"{config_id}.parquet", list(rank_rows), RANK_SCHEMA)
+    write_parquet(run / "configs" / f"{config_id}.parquet", [row], CONFIG_SCHEMA)
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    text = json.dumps(data, indent=2, sort_keys=True, default=str)
+    atomic_write(path, lambda tmp: tmp.write_text(text))
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    return json.loads(Path(path).read_text())
+
+
+def written_config_ids(run: Path) -> set[str]:
+    folder = run / "configs"
+    if not folder.is_dir():
+        return set()
+    return {p.stem for p in folder.glob("*.parquet") if not p.name.startswith(".")}
+
+
+def _read_folder(folder: Path, schema: pa.Schema) -> pd.DataFrame:
+    parts = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith(".")) if folder.is_dir() else []
+    if not parts:
+        return schema.empty_table().to_pandas()
+    return pd.read_parquet(folder)
+
+
+def read_configs(run: Path) -> pd.DataFrame:
+    return _read_folder(Path(run) / "configs", CONFIG_SCHEMA)
+
+
+def read_steps(run: Path) -> pd.DataFrame:
+    return _read_folder(Path(run) / "steps", STEP_SCHEMA)
+
+
+def read_ranks(run: Path) -> pd.DataFrame:
+    return _read_folder(Path(run) / "ranks", RANK_SCHEMA)
+
+
+def read_config_row(run: Path, config_id: str) -> dict[str, Any]:
+    return pq.read_table(Path(run) / "configs" / f"{config_id}.parquet").to_pylist()[0]
+
+
+def list_runs(results: Path) -> list[Path]:
+    """Run folders (those with a run.json), newest first."""
+    results = Path(results)
+    if not results.is_dir():
+        return []
+    runs = [p for p in results.iterdir() if (p / "run.json").is_file()]
+    return sorted(runs, key=lambda p: read_json(p / "run.json").get("started_at", ""), reverse=True)

@@ -1,0 +1,73 @@
+"""Per-phase step timing: wall clock on the CPU, CUDA events on GPUs.
+
+The CUDA timer records events at phase boundaries and reads them once, after the measured
+window, so timing adds no host synchronisation per step (that would serialise the CPU with
+the GPU and hide launch overheads the real training loop has).
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from typing import Protocol
+
+import torch
+
+PHASES = ("forward", "backward", "sync", "optimizer")
+
+
+class StepTimer(Protocol):
+    def start(self) -> None:
+        """Begin a step."""
+
+    def lap(self, phase: str) -> None:
+        """End `phase` (one of PHASES, in order) of the current step."""
+
+    def collect(self) -> list[dict[str, float]]:
+        """Per step: {"step_ms", "<phase>_ms" …}, in milliseconds."""
+
+
+class WallClockTimer:
+    def __init__(self, clock=time.perf_counter) -> None:
+        self._clock = clock
+        self._steps: list[list[tuple[str, float]]] = []
+
+    def start(self) -> None:
+        self._steps.append([("start", self._clock())])
+
+    def lap(self, phase: str) -> None:
+        self._steps[-1].append((phase, self._clock()))
+
+    def collect(self) -> list[dict[str, float]]:
+        return [_durations(marks, lambda a, b: (b - a) * 1e3) for marks in self._steps]
+
+
+class CudaEventTimer:
+    def __init__(self, device: torch.device) -> None:
+        self._device = device
+        self._steps: list[list[tuple[str, torch.cuda.Event]]] = []
+
+    def _event(self) -> torch.cuda.Event:
+        event = torch.cuda.Event(enable_timing=True)
+        event.record(torch.cuda.current_stream(self._device))
+        return event
+
+    def start(self) -> None:
+        self._steps.append([("start", self._event())])
+
+    def lap(self, phase: str) -> None:
+        self._steps[-1].append((phase, self._event()))
+
+    def collect(self) -> list[dict[str, float]]:
+        torch.cuda.synchronize(self._device)
+        return [_durations(marks, lambda a, b: a.elapsed_time(b)) for marks in self._steps]
+
+
+def _durations(marks, elapsed) -> dict[str, float]:
+    row = {f"{phase}_ms": elapsed(prev, mark) for (_, prev), (phase, mark) in itertools.pairwise(marks)}
+    row["step_ms"] = elapsed(marks[0][1], marks[-1][1])
+    return row
+
+
+def make_step_timer(device: torch.device) -> StepTimer:
+    return CudaEventTimer(device) if device.type == "cuda" else WallClockTimer()

@@ -1,0 +1,54 @@
+"""The training step every strategy runs, and the seeds that make its data reproducible.
+
+Kept apart from the worker so that the parity reference runs exactly the same step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from harness.protocols import Strategy, Workload
+from harness.timing import StepTimer
+
+LEARNING_RATE = 0.01
+OPTIMIZER = torch.optim.SGD
+
+
+def batch_seed(seed: int, rank: int, step: int) -> int:
+    """Every rank sees different data, identical from run to run."""
+    return (seed * 1_000_003 + rank) * 1_000_003 + step
+
+
+def make_batch(workload: Workload, *, batch_size: int, seed: int, rank: int, step: int, device: torch.device) -> Any:
+    generator = torch.Generator(device=device)
+    generator.manual_seed(batch_seed(seed, rank, step))
+    return workload.make_batch(batch_size, device=device, generator=generator)
+
+
+def build_model(workload: Workload, *, seed: int, device: torch.device) -> nn.Module:
+    torch.manual_seed(seed)
+    return workload.build_model().to(device)
+
+
+def train_step(
+    *,
+    model: nn.Module,
+    workload: Workload,
+    strategy: Strategy,
+    optimizer: torch.optim.Optimizer,
+    batch: Any,
+    timer: StepTimer,
+) -> None:
+    timer.start()
+    loss = workload.loss(model, batch)
+    timer.lap("forward")
+    loss.backward()
+    timer.lap("backward")
+    strategy.sync_gradients()
+    timer.lap("sync")
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    timer.lap("optimizer")

@@ -1,0 +1,163 @@
+"""The per-rank worker that torchrun starts: runs every configuration of one world size.
+
+    torchrun --standalone --nproc-per-node N -m harness.worker PLAN.json
+
+For each configuration: build, wrap, warm up, measure, check parity, gather every rank's
+records on rank 0, which writes them. A configuration that raises is recorded as `failed`
+and the worker goes on with the next one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import impls
+import workloads
+from harness import parity, records, store
+from harness.config import Configuration
+from harness.dist import Session, distributed_session
+from harness.memory import MemorySampler, peaks_as_row
+from harness.timing import make_step_timer
+from harness.training import LEARNING_RATE, OPTIMIZER, build_model, make_batch, train_step
+
+
+def measure(cfg: Configuration, session: Session) -> dict[str, Any]:
+    """This rank's measurement of one configuration. Never raises: failures become records."""
+    began = time.perf_counter()
+    try:
+        result = _measure(cfg, session)
+    except Exception as exc:
+        traceback.print_exc(file=sys.stderr)
+        result = {"status": "failed", "error": records.error_line(exc)}
+    result["wall_s"] = time.perf_counter() - began
+    return result
+
+
+def _measure(cfg: Configuration, session: Session) -> dict[str, Any]:
+    strategy = impls.create(cfg.impl, **cfg.impl_options)
+    workload = workloads.create(cfg.workload, size=cfg.size)
+    reason = strategy.unavailable_reason(device=cfg.device, world_size=cfg.world_size) or (
+        workload.unavailable_reason(device=cfg.device)
+    )
+    if reason:
+        return {"status": "skipped", "error": reason}
+
+    sampler = MemorySampler(session.device).start()
+    try:
+        # Each rank builds from its own seed: `wrap` must make rank 0's weights win.
+        model = build_model(workload, seed=cfg.seed + session.rank, device=session.device)
+        param_count, grad_bytes = records.model_sizes(model)
+        model = strategy.wrap(model)
+        optimizer = strategy.make_optimizer(model.parameters(), OPTIMIZER, lr=LEARNING_RATE)
+        step_times = _train(cfg, session, model=model, workload=workload, strategy=strategy, optimizer=optimizer)
+    finally:
+        peaks = sampler.stop()
+
+    result = {
+        "status": "ok",
+        "error": None,
+        "steps": step_times,
+        "memory": peaks_as_row(peaks),
+        "param_count": param_count,
+        "grad_bytes": grad_bytes,
+        "layout": strategy.layout(),
+    }
+    if cfg.parity and session.is_main:
+        final_state = parity.state_on_cpu(strategy.full_state_dict(model))
+        del model, optimizer, strategy
+        _release_memory(session.device)
+        result["parity"] = _check_parity(cfg, workload, final_state, session.device)
+    return result
+
+
+def _train(cfg: Configuration, session: Session, **step_parts) -> list[dict[str, float]]:
+    """Warm-up then measured steps; each timed per phase, warm-up kept apart."""
+    warmup_timer, timer = make_step_timer(session.device), make_step_timer(session.device)
+    for step in range(cfg.warmup + cfg.steps):
+        if step == cfg.warmup:
+            session.barrier()  # every rank starts the measured window together
+        batch = make_batch(
+            step_parts["workload"],
+            batch_size=cfg.batch_size,
+            seed=cfg.seed,
+            rank=session.rank,
+            step=step,
+            device=session.device,
+        )
+        train_step(batch=batch, timer=warmup_timer if step < cfg.warmup else timer, **step_parts)
+    return warmup_timer.collect() + timer.collect()
+
+
+def _check_parity(cfg: Configuration, workload, final_state, device) -> dict[str, Any]:
+    try:
+        expected = parity.reference_parameters(
+            workload,
+            world_size=cfg.world_size,
+            batch_size=cfg.batch_size,
+            steps=cfg.warmup + cfg.steps,
+            seed=cfg.seed,
+            device=device,
+        )
+        outcome = parity.compare(final_state, expected)
+    except Exception as exc:  # a broken reference must not hide the timing
+        traceback.print_exc(file=sys.stderr)
+        return {
+            "max_abs_diff": None,
+            "within_tolerance": None,
+            "note": f"parity check failed: {records.error_line(exc)}",
+        }
+    return {
+        "max_abs_diff": outcome.max_abs_diff,
+        "within_tolerance": outcome.within_tolerance,
+        "note": f"largest difference in {outcome.worst_parameter}",
+    }
+
+
+def _release_memory(device: torch.device) -> None:
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+
+
+def run_plan(plan: dict[str, Any], session: Session) -> None:
+    run = Path(plan["run_dir"])
+    configurations = [Configuration.from_json(c) for c in plan["configurations"]]
+    for cfg in configurations:
+        if cfg.world_size != session.world_size:
+            raise RuntimeError(
+                f"{cfg.config_id} is for world size {cfg.world_size}, this launch has {session.world_size}"
+            )
+        result = measure(cfg, session)
+        _release_memory(session.device)
+        gathered = session.gather_to_main(result)
+        if session.is_main:
+            strategy_exact = impls.create(cfg.impl, **cfg.impl_options).parity_exact
+            config_row, step_rows, rank_rows = records.assemble(
+                cfg, gathered, run_context=plan["context"], parity_exact=strategy_exact, written=store.read_configs(run)
+            )
+            store.write_configuration(run, cfg.config_id, config_row, step_rows, rank_rows)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="harness.worker", description=__doc__.splitlines()[0])
+    parser.add_argument("plan", type=Path, help="JSON plan written by the launcher")
+    args = parser.parse_args(argv)
+    plan = json.loads(args.plan.read_text())
+    if plan["device"] == "cpu":
+        torch.set_num_threads(plan["context"]["threads_per_rank"])
+    with distributed_session(device_kind=plan["device"], timeout_s=plan["timeout_s"]) as session:
+        run_plan(plan, session)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

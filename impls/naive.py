@@ -1,0 +1,31 @@
+"""`naive`: after backward, one blocking all-reduce per parameter gradient, in parameter order.
+
+The textbook version: no fusion (one collective per tensor) and no overlap with backward.
+"""
+
+import dataclasses
+
+import torch.distributed as dist
+from torch import nn
+
+from harness.protocols import StrategyDefaults
+from impls import register
+from impls._common import broadcast_module_state, trainable_parameters, zero_missing_grads
+
+
+@register("naive", description="one blocking all-reduce per parameter after backward (no fusion, no overlap)")
+@dataclasses.dataclass(kw_only=True)
+class Naive(StrategyDefaults):
+    _params: list[nn.Parameter] = dataclasses.field(default_factory=list, init=False, repr=False)
+
+    def wrap(self, model: nn.Module) -> nn.Module:
+        broadcast_module_state(model)
+        self._params = trainable_parameters(model)
+        return model
+
+    def sync_gradients(self) -> None:
+        zero_missing_grads(self._params)
+        world = dist.get_world_size()
+        for p in self._params:
+            dist.all_reduce(p.grad)
+            p.grad.div_(world)

@@ -1,0 +1,53 @@
+"""`mlp`: a deep multilayer perceptron on random features, classifying random labels.
+
+Plain torch, so it runs everywhere; width and depth grow with the size, so that the
+gradient volume (and so the communication) does too.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from harness.protocols import WorkloadDefaults
+from workloads import register
+
+# size: (width, hidden layers, batch per rank)
+SHAPES = {"tiny": (32, 2, 8), "small": (1024, 8, 32), "full": (4096, 16, 64)}
+
+
+@register("mlp", description="deep MLP on random features (plain torch); width/depth grow with size")
+@dataclasses.dataclass(kw_only=True)
+class MLP(WorkloadDefaults):
+    size: Literal["tiny", "small", "full"] = "tiny"
+    """tiny: width 32 × 2 layers; small: 1024 × 8; full: 4096 × 16."""
+    classes: int = 10
+    """Number of output classes."""
+
+    @property
+    def width(self) -> int:
+        return SHAPES[self.size][0]
+
+    def default_batch_size(self) -> int:
+        return SHAPES[self.size][2]
+
+    def build_model(self) -> nn.Module:
+        width, depth, _ = SHAPES[self.size]
+        layers: list[nn.Module] = []
+        for _ in range(depth):
+            layers += [nn.Linear(width, width), nn.ReLU()]
+        layers.append(nn.Linear(width, self.classes))
+        return nn.Sequential(*layers)
+
+    def make_batch(self, batch_size: int, *, device: torch.device, generator: torch.Generator):
+        features = torch.randn(batch_size, self.width, device=device, generator=generator)
+        labels = torch.randint(0, self.classes, (batch_size,), device=device, generator=generator)
+        return features, labels
+
+    def loss(self, model: nn.Module, batch) -> torch.Tensor:
+        features, labels = batch
+        return F.cross_entropy(model(features), labels)
