@@ -61,6 +61,11 @@ class Strategy(Protocol):
 class StrategyDefaults:
     """Plain defaults for the optional parts of `Strategy`; a strategy overrides what it owns."""
 
+    single_process: bool = False
+    """True for strategies that drive every local GPU from one process (nn.DataParallel).
+    The harness then lets rank 0 alone train, on the concatenation of every rank's batch,
+    over `world_size` devices; the other ranks of the launch stay idle."""
+
     def make_optimizer(self, params, optimizer_cls, **kwargs):
         return optimizer_cls(params, **kwargs)
 
@@ -102,6 +107,8 @@ class Workload(Protocol):
 
     def default_batch_size(self) -> int: ...
 
+    def tokens_per_sample(self) -> int | None: ...
+
     def unavailable_reason(self, *, device: str) -> str | None: ...
 
 
@@ -113,6 +120,10 @@ class WorkloadDefaults:
 
     def default_batch_size(self) -> int:
         return 8
+
+    def tokens_per_sample(self) -> int | None:
+        """Tokens in one sample for language models (so reports can show tokens/s), else None."""
+        return None
 
     def unavailable_reason(self, *, device: str) -> str | None:
         missing = [m for m in self.requires if importlib.util.find_spec(m) is None]
