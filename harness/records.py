@@ -39,11 +39,13 @@ def model_sizes(model: nn.Module) -> tuple[int, int]:
 
 
 def combined_status(results: list[dict[str, Any]]) -> tuple[str, str | None]:
+    """Failed if any rank failed (naming each); skipped if all skipped; idle ranks don't count."""
     failed = [(rank, r) for rank, r in enumerate(results) if r["status"] == "failed"]
     if failed:
         return "failed", "; ".join(f"rank {rank}: {r['error']}" for rank, r in failed)
-    if all(r["status"] == "skipped" for r in results):
-        return "skipped", results[0]["error"]
+    working = [r for r in results if r["status"] != "idle"]
+    if all(r["status"] == "skipped" for r in working):
+        return "skipped", working[0]["error"]
     return "ok", None
 
 

@@ -28,6 +28,18 @@ def make_batch(workload: Workload, *, batch_size: int, seed: int, rank: int, ste
     return workload.make_batch(batch_size, device=device, generator=generator)
 
 
+def concat_batches(batches: list[Any]) -> Any:
+    """One batch from several of the same structure (tensors, tuples, lists, dicts), along dim 0."""
+    first = batches[0]
+    if isinstance(first, torch.Tensor):
+        return torch.cat(batches)
+    if isinstance(first, dict):
+        return {key: concat_batches([b[key] for b in batches]) for key in first}
+    if isinstance(first, (tuple, list)):
+        return type(first)(concat_batches(list(parts)) for parts in zip(*batches, strict=True))
+    raise TypeError(f"cannot concatenate batches of type {type(first).__name__}")
+
+
 def build_model(workload: Workload, *, seed: int, device: torch.device) -> nn.Module:
     torch.manual_seed(seed)
     return workload.build_model().to(device)

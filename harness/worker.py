@@ -50,6 +50,8 @@ def _measure(cfg: Configuration, session: Session) -> dict[str, Any]:
     )
     if reason:
         return {"status": "skipped", "error": reason}
+    if strategy.single_process and not session.is_main:
+        return {"status": "idle", "error": None}  # rank 0 drives every device of this launch
 
     sampler = MemorySampler(session.device).start()
     try:

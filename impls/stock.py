@@ -47,11 +47,13 @@ class Stock(StrategyDefaults):
 
     def wrap(self, model: nn.Module) -> nn.Module:
         device = next(model.parameters()).device
+        # broadcast_buffers=True is DDP's default; newer torch warns when it is passed at all.
+        buffers = {} if self.broadcast_buffers else {"broadcast_buffers": False}
         self._ddp = DistributedDataParallel(
             model,
             device_ids=[device] if device.type == "cuda" else None,
             bucket_cap_mb=self.bucket_cap_mb,
-            broadcast_buffers=self.broadcast_buffers,
+            **buffers,
             find_unused_parameters=self.find_unused_parameters,
             gradient_as_bucket_view=self.gradient_as_bucket_view,
             static_graph=self.static_graph,

@@ -1,0 +1,35 @@
+"""Shared fixtures. The end-to-end run is made once per session: each torchrun launch costs
+seconds of interpreter start-up, so several tests read the same small run."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+PROJECT = Path(__file__).resolve().parent.parent
+
+
+def run_ddpbench(*args: str, cwd: Path | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
+    """The real command line, in a fresh interpreter, as a user types it."""
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd or PROJECT,
+    )
+
+
+@pytest.fixture(scope="session")
+def small_run(tmp_path_factory) -> Path:
+    """`ddpbench bench --gpus 2` over local, naive and stock on mlp/tiny: 6 configurations."""
+    results = tmp_path_factory.mktemp("results")
+    done = run_ddpbench(
+        "bench", "--gpus", "2", "--impls", "local,naive,stock", "--workloads", "mlp", "--size", "tiny",
+        "--steps", "4", "--warmup", "2", "--results", str(results), "--run-id", "e2e",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return results / "e2e"

@@ -1,0 +1,99 @@
+"""Rows assembled from every rank's records: status, slowest-rank statistics, parity verdicts."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness import records, store
+from harness.config import Configuration
+
+CONTEXT = {"run_id": "r", "started_at": "t", "threads_per_rank": 1, "torch_version": "2.x", "hostname": "h"}
+
+
+def configuration(**overrides) -> Configuration:
+    fields = dict(
+        config_id="c", impl="naive", impl_options={}, workload="mlp", size="tiny", world_size=2, nnodes=1,
+        batch_size=4, steps=3, warmup=1, device="cpu", backend="gloo", seed=0, parity=True,
+    )  # fmt: skip
+    fields.update(overrides)
+    return Configuration(**fields)
+
+
+def rank_result(step_ms: list[float], *, parity=None, rss=100.0) -> dict:
+    steps = [
+        {"step_ms": t, "forward_ms": t / 4, "backward_ms": t / 2, "sync_ms": t / 8, "optimizer_ms": t / 8}
+        for t in step_ms
+    ]
+    memory = {"mem_peak_rss_mb": rss, "mem_note": "cpu"}
+    return {
+        "status": "ok",
+        "error": None,
+        "steps": steps,
+        "memory": memory,
+        "param_count": 10,
+        "grad_bytes": 40,
+        "parity": parity,
+        "wall_s": 1.0,
+    }
+
+
+def assemble(results, cfg=None, written=None, exact=True):
+    cfg = cfg or configuration()
+    written = written if written is not None else store.read_configs(store.Path("/nonexistent"))
+    return records.assemble(cfg, results, run_context=CONTEXT, parity_exact=exact, written=written)
+
+
+def test_step_time_is_the_median_of_the_slowest_rank_per_measured_step():
+    # step 0 is warm-up (ignored); measured steps: max(2,9)=9, max(5,3)=5, max(4,4)=4 -> median 5
+    row, steps, ranks = assemble([rank_result([100, 2, 5, 4]), rank_result([100, 9, 3, 4])])
+    assert row["step_ms_median"] == 5
+    assert row["samples_per_s"] == 4 * 2 * 1000 / 5
+    assert len(steps) == 8 and sum(s["warmup"] for s in steps) == 2
+    assert [r["rank"] for r in ranks] == [0, 1]
+
+
+def test_memory_is_the_largest_rank_and_unmeasured_memory_stays_null():
+    row, _, ranks = assemble([rank_result([1, 1], rss=100), rank_result([1, 1], rss=250)])
+    assert row["mem_peak_rss_mb"] == 250
+    assert row["mem_peak_nvml_mb"] is None
+    assert [r["mem_peak_rss_mb"] for r in ranks] == [100, 250]
+
+
+def test_one_failed_rank_fails_the_configuration_and_names_the_rank():
+    failed = {"status": "failed", "error": "RuntimeError: boom", "wall_s": 0.1}
+    row, _steps, _ = assemble([rank_result([1, 1]), failed])
+    assert row["status"] == "failed"
+    assert row["error"] == "rank 1: RuntimeError: boom"
+    assert row["step_ms_median"] is None
+
+
+def test_parity_within_tolerance_passes_and_outside_fails():
+    ok = {"max_abs_diff": 1e-8, "within_tolerance": True, "note": "n"}
+    bad = {"max_abs_diff": 0.5, "within_tolerance": False, "note": "n"}
+    assert assemble([rank_result([1, 1], parity=ok), rank_result([1, 1])])[0]["parity_ok"] is True
+    assert assemble([rank_result([1, 1], parity=bad), rank_result([1, 1])])[0]["parity_ok"] is False
+
+
+def test_a_lossy_strategy_records_its_difference_but_is_not_judged():
+    close = {"max_abs_diff": 1e-3, "within_tolerance": False, "note": "n"}
+    row = assemble([rank_result([1, 1], parity=close), rank_result([1, 1])], exact=False)[0]
+    assert row["parity_ok"] is None and row["parity_max_abs_diff"] == 1e-3
+    assert row["parity_note"].startswith("not judged")
+
+
+def test_exposed_comm_and_scaling_come_from_rows_already_written():
+    written = pd.DataFrame(
+        [
+            {**assemble([rank_result([9, 10, 10])], cfg=configuration(impl="local", world_size=2))[0]},
+            {**assemble([rank_result([9, 4, 4])], cfg=configuration(world_size=1))[0]},
+        ]
+    )
+    row = assemble([rank_result([9, 16, 16]), rank_result([9, 16, 16])], written=written)[0]
+    assert row["exposed_comm_ms"] == 6
+    assert row["overlap_efficiency"] == 10 / 16
+    assert row["scaling_efficiency"] == (4 * 2 * 1000 / 16) / (2 * (4 * 1000 / 4))
+
+
+def test_error_line_keeps_the_type_and_the_last_line():
+    assert records.error_line(ValueError("context\n\nthe cause ")) == "ValueError: the cause"
+    assert records.error_line(KeyError()) == "KeyError"
