@@ -80,6 +80,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--steps", type=_int("--steps"), default=20, help="measured steps (default: 20)")
     bench.add_argument("--warmup", type=_int("--warmup"), default=3, help="warm-up steps (default: 3)")
     bench.add_argument("--batch-size", type=_int("--batch-size"), help="samples per rank (default: the workload's)")
+    bench.add_argument("--dtype", default="fp32", help="fp32|bf16|fp16: autocast dtype of the forward (default: fp32)")
     bench.add_argument("--device", default="auto", help=f"{'|'.join(DEVICES)} (default: auto)")
     bench.add_argument("--results", type=Path, default=Path("results"), help="results folder (default: results)")
     bench.add_argument("--run-id", default="", help="run folder name (default: timestamp plus random suffix)")
@@ -110,6 +111,7 @@ def bench_config(args: argparse.Namespace, *, default_gpus: int, all_impls: list
         steps=args.steps,
         warmup=args.warmup,
         batch_size=args.batch_size,
+        dtype=args.dtype,
         device=args.device,
         results=args.results,
         run_id=args.run_id,

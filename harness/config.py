@@ -22,6 +22,7 @@ from typing import Any
 from harness.protocols import SIZES, ConfigError
 
 DEVICES = ("auto", "cpu", "cuda")
+DTYPES = ("fp32", "bf16", "fp16")
 SIZE_CHOICES = ("auto", *SIZES)
 DEFAULT_WORKLOADS = ("mlp",)
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -49,6 +50,8 @@ class BenchConfig:
     """Unmeasured steps before them (DDP rebuilds its buckets in step 2)."""
     batch_size: int | None = None
     """Samples per rank per step; None takes each workload's default."""
+    dtype: str = "fp32"
+    """fp32, or bf16/fp16 autocast for the forward (fp16 needs CUDA); parameters stay fp32."""
     device: str = "auto"
     """auto, cpu or cuda."""
     results: Path = Path("results")
@@ -82,6 +85,8 @@ class BenchConfig:
             _require_positive_int("--batch-size", self.batch_size)
         if self.size not in SIZE_CHOICES:
             raise ConfigError(f"--size {self.size!r} is not valid; choose one of {', '.join(SIZE_CHOICES)}")
+        if self.dtype not in DTYPES:
+            raise ConfigError(f"--dtype {self.dtype!r} is not valid; choose one of {', '.join(DTYPES)}")
         if self.device not in DEVICES:
             raise ConfigError(f"--device {self.device!r} is not valid; choose one of {', '.join(DEVICES)}")
         if not self.impls:
@@ -153,6 +158,7 @@ class Configuration:
     batch_size: int
     steps: int
     warmup: int
+    dtype: str
     device: str
     backend: str
     seed: int
@@ -230,6 +236,8 @@ def expand(config: BenchConfig, *, device: str) -> list[Configuration]:
     for name in config.workloads:
         workload_registry.entry(name)
     grids = impl_option_grids(names, config.options)
+    if config.dtype == "fp16" and device != "cuda":
+        raise ConfigError("--dtype fp16 needs CUDA (the CPU has no float16 autocast); use bf16 or fp32")
     size = config.size if config.size != "auto" else ("full" if device == "cuda" else "small")
     backend = "nccl" if device == "cuda" else "gloo"
     configurations: list[Configuration] = []
@@ -251,6 +259,7 @@ def expand(config: BenchConfig, *, device: str) -> list[Configuration]:
                             batch_size=batch,
                             steps=config.steps,
                             warmup=config.warmup,
+                            dtype=config.dtype,
                             device=device,
                             backend=backend,
                             seed=config.seed,

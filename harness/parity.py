@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from harness.protocols import Workload
-from harness.training import LEARNING_RATE, OPTIMIZER, build_model, make_batch
+from harness.training import LEARNING_RATE, OPTIMIZER, build_model, forward_precision, make_batch
 
 # (atol, rtol) per parameter dtype after a few steps.
 TOLERANCE = {
@@ -42,6 +42,7 @@ def reference_parameters(
     steps: int,
     seed: int,
     device: torch.device,
+    dtype: str = "fp32",
 ) -> dict[str, torch.Tensor]:
     """Parameters of the single-process reference after `steps` steps, on the CPU."""
     model = build_model(workload, seed=seed, device=device)
@@ -49,7 +50,9 @@ def reference_parameters(
     for step in range(steps):
         for rank in range(world_size):
             batch = make_batch(workload, batch_size=batch_size, seed=seed, rank=rank, step=step, device=device)
-            workload.loss(model, batch).backward()
+            with forward_precision(dtype, device):
+                loss = workload.loss(model, batch)
+            loss.backward()
         for p in model.parameters():
             if p.grad is not None:
                 p.grad.div_(world_size)

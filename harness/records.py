@@ -92,6 +92,7 @@ def _same_setup(written: pd.DataFrame, cfg: Configuration) -> pd.Series:
         & (written["workload"] == cfg.workload)
         & (written["size"] == cfg.size)
         & (written["batch_size"] == cfg.batch_size)
+        & (written["dtype"] == cfg.dtype)
         & (written["device"] == cfg.device)
         & (written["backend"] == cfg.backend)
     )
@@ -188,6 +189,7 @@ def assemble(
         "nnodes": cfg.nnodes,
         "bucket_cap_mb": cfg.bucket_cap_mb,
         "batch_size": cfg.batch_size,
+        "dtype": cfg.dtype,
         "device": cfg.device,
         "backend": cfg.backend,
         "steps": cfg.steps,

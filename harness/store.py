@@ -40,6 +40,7 @@ CONFIG_SCHEMA = pa.schema(
         ("nnodes", pa.int32()),
         ("bucket_cap_mb", pa.float64()),
         ("batch_size", pa.int32()),  # per rank
+        ("dtype", pa.string()),  # fp32, or the autocast dtype of the forward
         ("device", pa.string()),
         ("backend", pa.string()),
         ("threads_per_rank", pa.int32()),

@@ -5,6 +5,7 @@ Kept apart from the worker so that the parity reference runs exactly the same st
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
@@ -30,6 +31,8 @@ def make_batch(workload: Workload, *, batch_size: int, seed: int, rank: int, ste
 
 def concat_batches(batches: list[Any]) -> Any:
     """One batch from several of the same structure (tensors, tuples, lists, dicts), along dim 0."""
+    if len(batches) == 1:
+        return batches[0]
     first = batches[0]
     if isinstance(first, torch.Tensor):
         return torch.cat(batches)
@@ -45,6 +48,16 @@ def build_model(workload: Workload, *, seed: int, device: torch.device) -> nn.Mo
     return workload.build_model().to(device)
 
 
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def forward_precision(dtype: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """Autocast for bf16/fp16 runs (parameters and gradients stay fp32); nothing for fp32."""
+    if dtype == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=AUTOCAST_DTYPES[dtype])
+
+
 def train_step(
     *,
     model: nn.Module,
@@ -53,9 +66,11 @@ def train_step(
     optimizer: torch.optim.Optimizer,
     batch: Any,
     timer: StepTimer,
+    precision: contextlib.AbstractContextManager | None = None,
 ) -> None:
     timer.start()
-    loss = workload.loss(model, batch)
+    with precision or contextlib.nullcontext():
+        loss = workload.loss(model, batch)
     timer.lap("forward")
     loss.backward()
     timer.lap("backward")

@@ -27,7 +27,15 @@ from harness.config import Configuration
 from harness.dist import Session, distributed_session
 from harness.memory import MemorySampler, peaks_as_row
 from harness.timing import make_step_timer
-from harness.training import LEARNING_RATE, OPTIMIZER, build_model, make_batch, train_step
+from harness.training import (
+    LEARNING_RATE,
+    OPTIMIZER,
+    build_model,
+    concat_batches,
+    forward_precision,
+    make_batch,
+    train_step,
+)
 
 
 def measure(cfg: Configuration, session: Session) -> dict[str, Any]:
@@ -83,19 +91,29 @@ def _measure(cfg: Configuration, session: Session) -> dict[str, Any]:
 
 def _train(cfg: Configuration, session: Session, **step_parts) -> list[dict[str, float]]:
     """Warm-up then measured steps; each timed per phase, warm-up kept apart."""
+    single_process = step_parts["strategy"].single_process
+    # A single-process strategy sees the whole job's batch: every rank's batch, concatenated.
+    ranks = range(cfg.world_size) if single_process else [session.rank]
+    precision = forward_precision(cfg.dtype, session.device)
     warmup_timer, timer = make_step_timer(session.device), make_step_timer(session.device)
     for step in range(cfg.warmup + cfg.steps):
-        if step == cfg.warmup:
+        if step == cfg.warmup and not single_process:
             session.barrier()  # every rank starts the measured window together
-        batch = make_batch(
-            step_parts["workload"],
-            batch_size=cfg.batch_size,
-            seed=cfg.seed,
-            rank=session.rank,
-            step=step,
-            device=session.device,
+        batch = concat_batches(
+            [
+                make_batch(
+                    step_parts["workload"],
+                    batch_size=cfg.batch_size,
+                    seed=cfg.seed,
+                    rank=rank,
+                    step=step,
+                    device=session.device,
+                )
+                for rank in ranks
+            ]
         )
-        train_step(batch=batch, timer=warmup_timer if step < cfg.warmup else timer, **step_parts)
+        timing = warmup_timer if step < cfg.warmup else timer
+        train_step(batch=batch, timer=timing, precision=precision, **step_parts)
     return warmup_timer.collect() + timer.collect()
 
 
@@ -108,6 +126,7 @@ def _check_parity(cfg: Configuration, workload, final_state, device) -> dict[str
             steps=cfg.warmup + cfg.steps,
             seed=cfg.seed,
             device=device,
+            dtype=cfg.dtype,
         )
         outcome = parity.compare(final_state, expected)
     except Exception as exc:  # a broken reference must not hide the timing

@@ -33,6 +33,8 @@ BAD_BENCH_ARGS = [
     (["--warmup", "-1"], "--warmup -1"),
     (["--batch-size", "0"], "--batch-size 0"),
     (["--size", "huge"], "'huge'"),
+    (["--dtype", "fp8"], "'fp8'"),
+    (["--dtype", "fp16", "--device", "cpu"], "--dtype fp16"),
     (["--device", "tpu"], "'tpu'"),
     pytest.param(
         ["--device", "cuda"], "--device cuda", marks=pytest.mark.skipif(torch.cuda.is_available(), reason="has a GPU")

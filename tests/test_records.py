@@ -13,7 +13,7 @@ CONTEXT = {"run_id": "r", "started_at": "t", "threads_per_rank": 1, "torch_versi
 def configuration(**overrides) -> Configuration:
     fields = dict(
         config_id="c", impl="naive", impl_options={}, workload="mlp", size="tiny", world_size=2, nnodes=1,
-        batch_size=4, steps=3, warmup=1, device="cpu", backend="gloo", seed=0, parity=True,
+        batch_size=4, steps=3, warmup=1, dtype="fp32", device="cpu", backend="gloo", seed=0, parity=True,
     )  # fmt: skip
     fields.update(overrides)
     return Configuration(**fields)
