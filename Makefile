@@ -58,6 +58,7 @@ publish: report
 # Speed goals are checked here, side by side in one run, never by timed unit tests.
 perf: setup
 	$(BIN)/python benchmarks/strategies.py
+	$(BIN)/python benchmarks/overhead.py
 
 test: setup
 	$(BIN)/python -m pytest -q

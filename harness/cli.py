@@ -89,6 +89,10 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--rdzv-endpoint", help="HOST:PORT of torchrun's c10d rendezvous (several nodes)")
     bench.add_argument("--no-baseline", action="store_true", help="do not add the `local` no-communication baseline")
     bench.add_argument("--no-parity", action="store_true", help="skip the gradient-parity check")
+    bench.add_argument("--profile", action="store_true", help="write a torch.profiler trace per rank and configuration")
+    bench.add_argument(
+        "--mem-period-ms", type=float, default=20.0, help="memory sampling period, 0 = off (default: 20)"
+    )
     bench.add_argument("--seed", type=_int("--seed"), default=0, help="base seed (default: 0)")
     bench.add_argument("--timeout", type=float, default=1800.0, help="seconds a collective may wait (default: 1800)")
 
@@ -120,6 +124,8 @@ def bench_config(args: argparse.Namespace, *, default_gpus: int, all_impls: list
         rdzv_endpoint=args.rdzv_endpoint,
         baseline=not args.no_baseline,
         parity=not args.no_parity,
+        profile=args.profile,
+        mem_period_ms=args.mem_period_ms,
         seed=args.seed,
         timeout_s=args.timeout,
         command=tuple(sys.argv),

@@ -70,6 +70,10 @@ class BenchConfig:
     """Check every configuration against the single-process reference."""
     seed: int = 0
     """Base seed for model weights and synthetic batches."""
+    mem_period_ms: float = 20.0
+    """Memory sampling period; 0 turns the sampler off."""
+    profile: bool = False
+    """Capture a torch.profiler trace per rank after each configuration's measured steps."""
     timeout_s: float = 1800.0
     """Process-group timeout: a collective that waits longer fails the configuration."""
     command: tuple[str, ...] = ()
@@ -97,6 +101,8 @@ class BenchConfig:
             raise ConfigError(f"--node-rank {self.node_rank} is not valid; give 0 to {self.nnodes - 1}")
         if self.nnodes > 1 and not self.rdzv_endpoint:
             raise ConfigError("--nnodes above 1 needs --rdzv-endpoint HOST:PORT")
+        if self.mem_period_ms < 0:
+            raise ConfigError(f"--mem-period-ms {self.mem_period_ms} is not valid; give milliseconds ≥ 0 (0: off)")
         if self.timeout_s <= 0:
             raise ConfigError(f"--timeout {self.timeout_s} is not valid; give seconds > 0")
         validate_run_id(self.run_id)
@@ -163,6 +169,8 @@ class Configuration:
     backend: str
     seed: int
     parity: bool
+    mem_period_s: float = 0.02
+    profile: bool = False
 
     @property
     def options_json(self) -> str:
@@ -264,6 +272,8 @@ def expand(config: BenchConfig, *, device: str) -> list[Configuration]:
                             backend=backend,
                             seed=config.seed,
                             parity=config.parity,
+                            mem_period_s=config.mem_period_ms / 1000.0,
+                            profile=config.profile,
                         )
                     )
     return configurations

@@ -91,6 +91,49 @@ def nvml_driver() -> dict[str, Any]:
         return {"driver_version": None, "cuda_driver_version": None, "nvml_note": f"{type(exc).__name__}: {exc}"}
 
 
+TOPOLOGY_LEVELS = {
+    "NVML_TOPOLOGY_INTERNAL": "same board",
+    "NVML_TOPOLOGY_SINGLE": "single PCIe switch",
+    "NVML_TOPOLOGY_MULTIPLE": "multiple PCIe switches",
+    "NVML_TOPOLOGY_HOSTBRIDGE": "host bridge",
+    "NVML_TOPOLOGY_NODE": "same NUMA node",
+    "NVML_TOPOLOGY_SYSTEM": "across NUMA nodes",
+}
+
+
+def gpu_topology() -> list[dict[str, Any]]:
+    """For every pair of GPUs: their nearest common ancestor and whether NVLink P2P works."""
+    if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
+        return []
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:
+        return []
+    names = {getattr(pynvml, key): label for key, label in TOPOLOGY_LEVELS.items() if hasattr(pynvml, key)}
+    try:
+        handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
+        pairs = []
+        for a in range(len(handles)):
+            for b in range(a + 1, len(handles)):
+                level = pynvml.nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b])
+                nvlink = pynvml.nvmlDeviceGetP2PStatus(handles[a], handles[b], pynvml.NVML_P2P_CAPS_INDEX_NVLINK)
+                pairs.append(
+                    {
+                        "gpu_a": a,
+                        "gpu_b": b,
+                        "common_ancestor": names.get(level, str(level)),
+                        "nvlink_p2p": nvlink == pynvml.NVML_P2P_STATUS_OK,
+                    }
+                )
+        return pairs
+    except pynvml.NVMLError:
+        return []
+    finally:
+        pynvml.nvmlShutdown()
+
+
 def distributed_env_vars() -> dict[str, str]:
     return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES) or k in ENV_NAMES}
 
@@ -118,6 +161,7 @@ def capture(command: list[str] | tuple[str, ...] | None = None) -> dict[str, Any
         "gpu_count": len(gpu_list),
         "gpus": gpu_list,
         "gpu_name": gpu_list[0]["name"] if gpu_list else None,
+        "topology": gpu_topology(),
         **nvml_driver(),
         "libraries": library_versions(),
         **git_state(),

@@ -10,12 +10,48 @@ from __future__ import annotations
 import dataclasses
 import os
 import threading
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
 MB = 1024 * 1024
 DEFAULT_PERIOD_S = 0.02
+
+
+class GpuReader(Protocol):
+    """What the sampler reads from NVML for one GPU; a fake one stands in for it in tests."""
+
+    memory_struct: str
+
+    def device_used_mb(self) -> float: ...
+
+    def process_used_mb(self) -> float | None: ...
+
+    def utilization_pct(self) -> float | None: ...
+
+    def sm_clock_mhz(self) -> float | None: ...
+
+    def power_w(self) -> float | None: ...
+
+
+class Extremes:
+    """Peak and mean of a series of samples, ignoring samples that could not be read."""
+
+    def __init__(self) -> None:
+        self.peak: float | None = None
+        self.total = 0.0
+        self.count = 0
+
+    def add(self, value: float | None) -> None:
+        if value is None:
+            return
+        self.peak = value if self.peak is None else max(self.peak, value)
+        self.total += value
+        self.count += 1
+
+    @property
+    def mean(self) -> float | None:
+        return self.total / self.count if self.count else None
 
 
 @dataclasses.dataclass
@@ -24,17 +60,24 @@ class MemoryPeaks:
     """Peak device memory used on this rank's GPU (NVML; all processes on it)."""
     nvml_process_mb: float | None = None
     """Peak device memory NVML attributes to this process."""
+    nvml_struct: str | None = None
+    """Which NVML memory struct was read: v2 (excludes driver-reserved memory) or v1."""
     allocated_mb: float | None = None
     """torch.cuda.max_memory_allocated since the configuration began."""
     reserved_mb: float | None = None
     """torch.cuda.max_memory_reserved since the configuration began."""
     rss_mb: float | None = None
     """Peak resident set size of this process, sampled."""
+    gpu_util_mean_pct: float | None = None
+    gpu_util_peak_pct: float | None = None
+    sm_clock_mean_mhz: float | None = None
+    power_mean_w: float | None = None
+    power_peak_w: float | None = None
     samples: int = 0
     note: str | None = None
 
 
-class _Nvml:
+class NvmlReader:
     """This rank's GPU through NVML, found by UUID (NVML numbers GPUs physically, CUDA does not)."""
 
     def __init__(self, device: torch.device) -> None:
@@ -42,27 +85,51 @@ class _Nvml:
 
         self._nvml = pynvml
         pynvml.nvmlInit()
-        uuid = str(torch.cuda.get_device_properties(device).uuid)
-        uuid = uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
-        self._handle = pynvml.nvmlDeviceGetHandleByUUID(uuid)
+        self._handle = self._find_handle(device)
         self._pid = os.getpid()
+        self.memory_struct = "v2"
+        try:  # v2 excludes memory the driver reserves for itself, which v1 counts as used
+            pynvml.nvmlDeviceGetMemoryInfo(self._handle, version=pynvml.nvmlMemory_v2)
+        except (TypeError, AttributeError, pynvml.NVMLError):
+            self.memory_struct = "v1"
+
+    def _find_handle(self, device: torch.device):
+        props = torch.cuda.get_device_properties(device)
+        uuid = str(getattr(props, "uuid", "") or "")
+        if uuid:
+            return self._nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+        bus = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+        return self._nvml.nvmlDeviceGetHandleByPciBusId(bus)
 
     def device_used_mb(self) -> float:
         nvml = self._nvml
-        try:  # the v2 struct excludes memory the driver reserves; v1 counts it as used
-            info = nvml.nvmlDeviceGetMemoryInfo(self._handle, version=nvml.nvmlMemory_v2)
-        except (TypeError, AttributeError, nvml.NVMLError):
-            info = nvml.nvmlDeviceGetMemoryInfo(self._handle)
-        return info.used / MB
+        if self.memory_struct == "v2":
+            return nvml.nvmlDeviceGetMemoryInfo(self._handle, version=nvml.nvmlMemory_v2).used / MB
+        return nvml.nvmlDeviceGetMemoryInfo(self._handle).used / MB
 
     def process_used_mb(self) -> float | None:
         for proc in self._nvml.nvmlDeviceGetComputeRunningProcesses(self._handle):
             if proc.pid == self._pid and proc.usedGpuMemory is not None:
                 return proc.usedGpuMemory / MB
-        return None
+        return None  # not listed (e.g. inside a container's PID namespace)
+
+    def _optional(self, read) -> float | None:
+        try:
+            return float(read())
+        except self._nvml.NVMLError:
+            return None  # not supported on this GPU
+
+    def utilization_pct(self) -> float | None:
+        return self._optional(lambda: self._nvml.nvmlDeviceGetUtilizationRates(self._handle).gpu)
+
+    def sm_clock_mhz(self) -> float | None:
+        return self._optional(lambda: self._nvml.nvmlDeviceGetClockInfo(self._handle, self._nvml.NVML_CLOCK_SM))
+
+    def power_w(self) -> float | None:
+        return self._optional(lambda: self._nvml.nvmlDeviceGetPowerUsage(self._handle) / 1000.0)
 
 
-def _rss_mb() -> float | None:
+def rss_mb() -> float | None:
     try:
         with open("/proc/self/statm") as f:
             resident_pages = int(f.read().split()[1])
@@ -71,37 +138,41 @@ def _rss_mb() -> float | None:
     return resident_pages * os.sysconf("SC_PAGE_SIZE") / MB
 
 
-def _max(current: float | None, value: float | None) -> float | None:
-    if value is None:
-        return current
-    return value if current is None else max(current, value)
-
-
 class MemorySampler:
-    """Samples memory every `period_s` in a daemon thread between `start()` and `stop()`."""
+    """Samples memory every `period_s` in a daemon thread between `start()` and `stop()`.
 
-    def __init__(self, device: torch.device, *, period_s: float = DEFAULT_PERIOD_S) -> None:
+    `period_s=0` turns sampling off (every sampled column is then null, with a note); the
+    allocator's own peaks are still read.
+    """
+
+    def __init__(self, device: torch.device, *, period_s: float = DEFAULT_PERIOD_S, gpu: GpuReader | None = None):
         self._device = device
         self._period_s = period_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._peaks = MemoryPeaks()
-        self._nvml: _Nvml | None = None
-        if device.type == "cuda":
+        self._series = {name: Extremes() for name in ("rss", "nvml", "nvml_process", "util", "clock", "power")}
+        self._samples = 0
+        self._gpu, self._note = gpu, None
+        if period_s <= 0:
+            self._note = "memory sampling off"
+        elif gpu is None and device.type == "cuda":
             try:
-                self._nvml = _Nvml(device)
+                self._gpu = NvmlReader(device)
             except Exception as exc:  # no driver, no library, no such UUID: record why
-                self._peaks.note = f"NVML unavailable: {type(exc).__name__}: {exc}"
-        else:
-            self._peaks.note = "NVML not sampled: the run is on the CPU"
+                self._note = f"NVML unavailable: {type(exc).__name__}: {exc}"
+        elif gpu is None:
+            self._note = "NVML not sampled: the run is on the CPU"
 
     def _sample(self) -> None:
-        peaks = self._peaks
-        peaks.rss_mb = _max(peaks.rss_mb, _rss_mb())
-        if self._nvml is not None:
-            peaks.nvml_mb = _max(peaks.nvml_mb, self._nvml.device_used_mb())
-            peaks.nvml_process_mb = _max(peaks.nvml_process_mb, self._nvml.process_used_mb())
-        peaks.samples += 1
+        series = self._series
+        series["rss"].add(rss_mb())
+        if self._gpu is not None:
+            series["nvml"].add(self._gpu.device_used_mb())
+            series["nvml_process"].add(self._gpu.process_used_mb())
+            series["util"].add(self._gpu.utilization_pct())
+            series["clock"].add(self._gpu.sm_clock_mhz())
+            series["power"].add(self._gpu.power_w())
+        self._samples += 1
 
     def _loop(self) -> None:
         while not self._stop.wait(self._period_s):
@@ -110,28 +181,50 @@ class MemorySampler:
     def start(self) -> MemorySampler:
         if self._device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self._device)
-        self._sample()
-        self._thread = threading.Thread(target=self._loop, name="memory-sampler", daemon=True)
-        self._thread.start()
+        if self._period_s > 0:
+            self._sample()
+            self._thread = threading.Thread(target=self._loop, name="memory-sampler", daemon=True)
+            self._thread.start()
         return self
 
     def stop(self) -> MemoryPeaks:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        self._sample()  # one last sample, so a short configuration still has its peak
+            self._sample()  # one last sample, so a short configuration still has its peak
+        s = self._series
+        peaks = MemoryPeaks(
+            nvml_mb=s["nvml"].peak,
+            nvml_process_mb=s["nvml_process"].peak,
+            nvml_struct=self._gpu.memory_struct if self._gpu is not None else None,
+            rss_mb=s["rss"].peak,
+            gpu_util_mean_pct=s["util"].mean,
+            gpu_util_peak_pct=s["util"].peak,
+            sm_clock_mean_mhz=s["clock"].mean,
+            power_mean_w=s["power"].mean,
+            power_peak_w=s["power"].peak,
+            samples=self._samples,
+            note=self._note,
+        )
         if self._device.type == "cuda":
-            self._peaks.allocated_mb = torch.cuda.max_memory_allocated(self._device) / MB
-            self._peaks.reserved_mb = torch.cuda.max_memory_reserved(self._device) / MB
-        return self._peaks
+            peaks.allocated_mb = torch.cuda.max_memory_allocated(self._device) / MB
+            peaks.reserved_mb = torch.cuda.max_memory_reserved(self._device) / MB
+        return peaks
 
 
 def peaks_as_row(peaks: MemoryPeaks) -> dict[str, Any]:
     return {
         "mem_peak_nvml_mb": peaks.nvml_mb,
         "mem_peak_nvml_process_mb": peaks.nvml_process_mb,
+        "mem_nvml_struct": peaks.nvml_struct,
         "mem_peak_allocated_mb": peaks.allocated_mb,
         "mem_peak_reserved_mb": peaks.reserved_mb,
         "mem_peak_rss_mb": peaks.rss_mb,
+        "gpu_util_mean_pct": peaks.gpu_util_mean_pct,
+        "gpu_util_peak_pct": peaks.gpu_util_peak_pct,
+        "sm_clock_mean_mhz": peaks.sm_clock_mean_mhz,
+        "power_mean_w": peaks.power_mean_w,
+        "power_peak_w": peaks.power_peak_w,
+        "mem_samples": peaks.samples,
         "mem_note": peaks.note,
     }

@@ -16,13 +16,18 @@ from harness import stats
 from harness.config import BASELINE_IMPL, Configuration
 from harness.timing import PHASES
 
-MEMORY_COLUMNS = (
+# Per-rank sampled figures, and how a configuration's row combines its ranks.
+PEAK_COLUMNS = (
     "mem_peak_nvml_mb",
     "mem_peak_nvml_process_mb",
     "mem_peak_allocated_mb",
     "mem_peak_reserved_mb",
     "mem_peak_rss_mb",
+    "gpu_util_peak_pct",
+    "power_peak_w",
 )
+MEAN_COLUMNS = ("gpu_util_mean_pct", "sm_clock_mean_mhz", "power_mean_w")
+RANK_COLUMNS = (*PEAK_COLUMNS, *MEAN_COLUMNS, "mem_nvml_struct", "mem_samples", "mem_note")
 
 
 def error_line(exc: BaseException) -> str:
@@ -72,16 +77,28 @@ def rank_rows(cfg: Configuration, run_id: str, results: list[dict[str, Any]]) ->
     for rank, result in enumerate(results):
         memory = result.get("memory") or {}
         row = {"run_id": run_id, "config_id": cfg.config_id, "rank": rank, "status": result["status"]}
-        row.update({column: memory.get(column) for column in MEMORY_COLUMNS})
+        row.update({column: memory.get(column) for column in RANK_COLUMNS})
         row["wall_s"] = result.get("wall_s")
         rows.append(row)
     return rows
 
 
-def _max_over_ranks(results: list[dict[str, Any]], column: str) -> float | None:
+def _over_ranks(results: list[dict[str, Any]], column: str, combine) -> float | None:
     values = [(r.get("memory") or {}).get(column) for r in results]
     values = [v for v in values if v is not None]
-    return max(values) if values else None
+    return combine(values) if values else None
+
+
+def memory_columns(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """Peaks: the largest rank (the one that runs out first). Means: the mean of the ranks."""
+    main = results[0].get("memory") or {}
+    return {
+        **{column: _over_ranks(results, column, max) for column in PEAK_COLUMNS},
+        **{column: _over_ranks(results, column, lambda v: sum(v) / len(v)) for column in MEAN_COLUMNS},
+        "mem_nvml_struct": main.get("mem_nvml_struct"),
+        "mem_samples": main.get("mem_samples"),
+        "mem_note": main.get("mem_note"),
+    }
 
 
 def _same_setup(written: pd.DataFrame, cfg: Configuration) -> pd.Series:
@@ -197,12 +214,12 @@ def assemble(
         **summary,
         "samples_per_s": throughput,
         **derived_metrics(cfg, step_ms, throughput, written),
-        **{column: _max_over_ranks(results, column) for column in MEMORY_COLUMNS},
-        "mem_note": (main.get("memory") or {}).get("mem_note"),
+        **memory_columns(results),
         **parity_columns(main, parity_exact=parity_exact),
         "param_count": main.get("param_count"),
         "grad_bytes": main.get("grad_bytes"),
         "bucket_sizes_mb": json.dumps(layout["bucket_sizes_mb"]) if "bucket_sizes_mb" in layout else None,
+        "trace_dir": main.get("trace_dir"),
         "wall_s": max((r.get("wall_s") or 0.0) for r in results),
         **{
             k: run_context.get(k)

@@ -59,6 +59,13 @@ CONFIG_SCHEMA = pa.schema(
         ("mem_peak_allocated_mb", pa.float64()),
         ("mem_peak_reserved_mb", pa.float64()),
         ("mem_peak_rss_mb", pa.float64()),
+        ("mem_nvml_struct", pa.string()),  # v2 or v1: which NVML memory struct was read
+        ("gpu_util_mean_pct", pa.float64()),
+        ("gpu_util_peak_pct", pa.float64()),
+        ("sm_clock_mean_mhz", pa.float64()),
+        ("power_mean_w", pa.float64()),
+        ("power_peak_w", pa.float64()),
+        ("mem_samples", pa.int32()),
         ("mem_note", pa.string()),
         ("parity_max_abs_diff", pa.float64()),
         ("parity_ok", pa.bool_()),
@@ -66,6 +73,7 @@ CONFIG_SCHEMA = pa.schema(
         ("param_count", pa.int64()),
         ("grad_bytes", pa.int64()),
         ("bucket_sizes_mb", pa.string()),  # JSON list, where the strategy has buckets
+        ("trace_dir", pa.string()),  # with --profile: traces/<config_id>/rank<N>.json, relative to the run
         ("wall_s", pa.float64()),  # the whole configuration: build, warm-up, steps, parity
         ("torch_version", pa.string()),
         ("gpu_name", pa.string()),
@@ -102,6 +110,14 @@ RANK_SCHEMA = pa.schema(
         ("mem_peak_allocated_mb", pa.float64()),
         ("mem_peak_reserved_mb", pa.float64()),
         ("mem_peak_rss_mb", pa.float64()),
+        ("mem_nvml_struct", pa.string()),  # v2 or v1: which NVML memory struct was read
+        ("gpu_util_mean_pct", pa.float64()),
+        ("gpu_util_peak_pct", pa.float64()),
+        ("sm_clock_mean_mhz", pa.float64()),
+        ("power_mean_w", pa.float64()),
+        ("power_peak_w", pa.float64()),
+        ("mem_samples", pa.int32()),
+        ("mem_note", pa.string()),
         ("wall_s", pa.float64()),
     ]
 )
@@ -193,6 +209,18 @@ def read_ranks(run: Path) -> pd.DataFrame:
 
 def read_config_row(run: Path, config_id: str) -> dict[str, Any]:
     return pq.read_table(Path(run) / "configs" / f"{config_id}.parquet").to_pylist()[0]
+
+
+def warm_up() -> None:
+    """Load the Parquet reader and writer and their memory pool once, before anything is measured.
+
+    The worker calls this first, so that the first configuration's memory peaks do not carry
+    the one-time cost of pyarrow (about 15 MB of RSS) that every later configuration is spared.
+    """
+    table = CONFIG_SCHEMA.empty_table()
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    pq.read_table(pa.BufferReader(sink.getvalue())).to_pandas()
 
 
 def list_runs(results: Path) -> list[Path]:

@@ -10,6 +10,9 @@ and the worker goes on with the next one.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
+import ctypes.util
 import gc
 import json
 import sys
@@ -38,11 +41,11 @@ from harness.training import (
 )
 
 
-def measure(cfg: Configuration, session: Session) -> dict[str, Any]:
+def measure(cfg: Configuration, session: Session, *, run: Path) -> dict[str, Any]:
     """This rank's measurement of one configuration. Never raises: failures become records."""
     began = time.perf_counter()
     try:
-        result = _measure(cfg, session)
+        result = _measure(cfg, session, run=run)
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
         result = {"status": "failed", "error": records.error_line(exc)}
@@ -50,7 +53,7 @@ def measure(cfg: Configuration, session: Session) -> dict[str, Any]:
     return result
 
 
-def _measure(cfg: Configuration, session: Session) -> dict[str, Any]:
+def _measure(cfg: Configuration, session: Session, *, run: Path) -> dict[str, Any]:
     strategy = impls.create(cfg.impl, **cfg.impl_options)
     workload = workloads.create(cfg.workload, size=cfg.size)
     reason = strategy.unavailable_reason(device=cfg.device, world_size=cfg.world_size) or (
@@ -61,17 +64,17 @@ def _measure(cfg: Configuration, session: Session) -> dict[str, Any]:
     if strategy.single_process and not session.is_main:
         return {"status": "idle", "error": None}  # rank 0 drives every device of this launch
 
-    sampler = MemorySampler(session.device).start()
+    sampler = MemorySampler(session.device, period_s=cfg.mem_period_s).start()
     try:
         # Each rank builds from its own seed: `wrap` must make rank 0's weights win.
         model = build_model(workload, seed=cfg.seed + session.rank, device=session.device)
         param_count, grad_bytes = records.model_sizes(model)
         model = strategy.wrap(model)
         optimizer = strategy.make_optimizer(model.parameters(), OPTIMIZER, lr=LEARNING_RATE)
-        step_times = _train(cfg, session, model=model, workload=workload, strategy=strategy, optimizer=optimizer)
+        parts = {"model": model, "workload": workload, "strategy": strategy, "optimizer": optimizer}
+        step_times = _train(cfg, session, **parts)
     finally:
         peaks = sampler.stop()
-
     result = {
         "status": "ok",
         "error": None,
@@ -81,10 +84,13 @@ def _measure(cfg: Configuration, session: Session) -> dict[str, Any]:
         "grad_bytes": grad_bytes,
         "layout": strategy.layout(),
     }
-    if cfg.parity and session.is_main:
-        final_state = parity.state_on_cpu(strategy.full_state_dict(model))
-        del model, optimizer, strategy
-        _release_memory(session.device)
+    # Parity is judged on the state after the measured steps, before any profiled step.
+    final_state = parity.state_on_cpu(strategy.full_state_dict(model)) if cfg.parity and session.is_main else None
+    if cfg.profile:
+        result["trace_dir"] = _profile(cfg, session, trace_dir=run / "traces" / cfg.config_id, **parts)
+    del model, optimizer, strategy, parts
+    _release_memory(session.device)
+    if final_state is not None:
         result["parity"] = _check_parity(cfg, workload, final_state, session.device)
     return result
 
@@ -117,6 +123,42 @@ def _train(cfg: Configuration, session: Session, **step_parts) -> list[dict[str,
     return warmup_timer.collect() + timer.collect()
 
 
+PROFILE_SCHEDULE = {"wait": 1, "warmup": 1, "active": 3}
+
+
+def _profile(cfg: Configuration, session: Session, *, trace_dir: Path, **step_parts) -> str:
+    """A few extra steps under torch.profiler, one Chrome trace per rank in `trace_dir`.
+
+    They run after the measured steps (profiling slows what it watches) and their files are
+    named rank<N>.json in one folder per configuration, as Holistic Trace Analysis expects.
+    """
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    trace_dir.mkdir(parents=True, exist_ok=True)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if session.device.type == "cuda" else [])
+    total = sum(PROFILE_SCHEDULE.values())
+    path = trace_dir / f"rank{session.rank}.json"
+
+    def export(prof) -> None:
+        prof.export_chrome_trace(str(path))
+
+    precision = forward_precision(cfg.dtype, session.device)
+    timer = make_step_timer(session.device)
+    with profile(activities=activities, schedule=schedule(**PROFILE_SCHEDULE), on_trace_ready=export) as prof:
+        for step in range(total):
+            batch = make_batch(
+                step_parts["workload"],
+                batch_size=cfg.batch_size,
+                seed=cfg.seed,
+                rank=session.rank,
+                step=cfg.warmup + cfg.steps + step,
+                device=session.device,
+            )
+            train_step(batch=batch, timer=timer, precision=precision, **step_parts)
+            prof.step()
+    return str(trace_dir.relative_to(trace_dir.parent.parent.parent))
+
+
 def _check_parity(cfg: Configuration, workload, final_state, device) -> dict[str, Any]:
     try:
         expected = parity.reference_parameters(
@@ -144,9 +186,18 @@ def _check_parity(cfg: Configuration, workload, final_state, device) -> dict[str
 
 
 def _release_memory(device: torch.device) -> None:
+    """Give back what the last configuration held, so the next one's peaks are its own."""
     gc.collect()
     if device.type == "cuda":
         torch.cuda.empty_cache()
+    _trim_heap()
+
+
+def _trim_heap() -> None:
+    """glibc keeps freed heap pages resident; without this, RSS peaks carry over between configurations."""
+    # Not glibc (no malloc_trim): RSS peaks may then include memory an earlier configuration freed.
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
 
 
 def run_plan(plan: dict[str, Any], session: Session) -> None:
@@ -157,7 +208,7 @@ def run_plan(plan: dict[str, Any], session: Session) -> None:
             raise RuntimeError(
                 f"{cfg.config_id} is for world size {cfg.world_size}, this launch has {session.world_size}"
             )
-        result = measure(cfg, session)
+        result = measure(cfg, session, run=run)
         _release_memory(session.device)
         gathered = session.gather_to_main(result)
         if session.is_main:
@@ -176,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     if plan["device"] == "cpu":
         torch.set_num_threads(plan["context"]["threads_per_rank"])
     with distributed_session(device_kind=plan["device"], timeout_s=plan["timeout_s"]) as session:
+        if session.is_main:
+            store.warm_up()  # rank 0 writes Parquet: pay pyarrow's one-time memory before measuring
         run_plan(plan, session)
     return 0
 

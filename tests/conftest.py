@@ -3,11 +3,14 @@ seconds of interpreter start-up, so several tests read the same small run."""
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from harness.dist import distributed_session
 
 PROJECT = Path(__file__).resolve().parent.parent
 
@@ -29,7 +32,20 @@ def small_run(tmp_path_factory) -> Path:
     results = tmp_path_factory.mktemp("results")
     done = run_ddpbench(
         "bench", "--gpus", "2", "--impls", "local,naive,stock", "--workloads", "mlp", "--size", "tiny",
-        "--steps", "4", "--warmup", "2", "--results", str(results), "--run-id", "e2e",
+        "--steps", "4", "--warmup", "2", "--results", str(results), "--run-id", "e2e", "--profile",
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     return results / "e2e"
+
+
+@pytest.fixture
+def single_rank(monkeypatch):
+    """A one-rank gloo process group in this process, as torchrun would set it up."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    for key, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1"}.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("MASTER_PORT", str(port))
+    with distributed_session(device_kind="cpu", timeout_s=60) as session:
+        yield session

@@ -116,3 +116,17 @@ def test_run_json_carries_the_environment_and_command(small_run):
     assert "bench" in meta["command"]
     assert meta["environment"]["torch_version"]
     assert len(meta["configurations"]) == 6
+
+
+def test_profile_writes_one_readable_chrome_trace_per_rank(small_run):
+    import json
+
+    configs = pd.read_parquet(small_run / "configs")
+    row = configs[(configs["impl"] == "stock") & (configs["world_size"] == 2)].iloc[0]
+    trace_dir = small_run / row["trace_dir"]
+    assert sorted(p.name for p in trace_dir.iterdir()) == ["rank0.json", "rank1.json"]
+    for rank in (0, 1):
+        trace = json.loads((trace_dir / f"rank{rank}.json").read_text())
+        assert trace["distributedInfo"]["rank"] == rank  # what HTA reads to tell ranks apart
+        names = {event.get("name", "") for event in trace["traceEvents"]}
+        assert any(name.startswith("ProfilerStep#") for name in names)

@@ -2,26 +2,9 @@
 
 from __future__ import annotations
 
-import socket
-
-import pytest
-
 import impls
 from harness import store, worker
 from harness.config import BenchConfig, expand
-from harness.dist import distributed_session
-
-
-@pytest.fixture
-def single_rank(monkeypatch):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    for key, value in {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1"}.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setenv("MASTER_PORT", str(port))
-    with distributed_session(device_kind="cpu", timeout_s=60) as session:
-        yield session
 
 
 def plan_for(tmp_path, configurations) -> dict:

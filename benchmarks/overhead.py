@@ -1,0 +1,135 @@
+"""What does the harness cost the program it measures?
+
+Runs, in one process group of 2 CPU ranks (gloo), interleaved so that machine drift hits all
+arms alike:
+
+- bare:      a plain DDP training loop written without the harness, timed per step;
+- harness:   the worker's own measurement loop (per-phase timer, seeded batches) with the
+             memory sampler running, as `ddpbench bench` runs it;
+- no-sampler: the same without the memory sampler.
+
+and prints the median step time of each arm and the ratios harness/bare (target ≤ 1.01)
+and harness/no-sampler (the sampler's cost).
+
+    python benchmarks/overhead.py [--workload mlp --size small --steps 30 --repeats 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ARMS = ("bare", "harness", "no-sampler")
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--workload", default="mlp")
+    parser.add_argument("--size", default="small")
+    parser.add_argument("--steps", type=int, default=30, help="measured steps per arm and repeat")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    return parser.parse_args(argv)
+
+
+def bare_loop(model, workload, batches) -> list[float]:
+    """What a user writes without any harness: DDP, forward, backward, step; a clock per step."""
+    import torch
+
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    times = []
+    for batch in batches:
+        began = time.perf_counter()
+        loss = workload.loss(model, batch)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        times.append((time.perf_counter() - began) * 1e3)
+    return times
+
+
+def harness_loop(cfg, session, model, workload, *, sampler_period_s: float) -> list[float]:
+    """The worker's measurement loop, exactly as `ddpbench bench` runs it."""
+    import impls
+    from harness import worker
+    from harness.memory import MemorySampler
+    from harness.training import LEARNING_RATE, OPTIMIZER
+
+    strategy = impls.create("stock")
+    strategy._ddp = model  # already wrapped once: the same DDP object serves every arm
+    optimizer = strategy.make_optimizer(model.parameters(), OPTIMIZER, lr=LEARNING_RATE)
+    sampler = MemorySampler(session.device, period_s=sampler_period_s).start()
+    timings = worker._train(cfg, session, model=model, workload=workload, strategy=strategy, optimizer=optimizer)
+    sampler.stop()
+    return [t["step_ms"] for t in timings[cfg.warmup :]]
+
+
+def run_worker(args) -> None:
+    import dataclasses
+
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+
+    import workloads
+    from harness.config import BenchConfig, expand
+    from harness.dist import distributed_session
+    from harness.training import build_model, make_batch
+
+    with distributed_session(device_kind="cpu", timeout_s=600) as session:
+        workload = workloads.create(args.workload, size=args.size)
+        config = BenchConfig(gpus=args.ranks, impls=("stock",), workloads=(args.workload,), size=args.size,
+                             steps=args.steps, warmup=2, baseline=False, parity=False)  # fmt: skip
+        cfg = dataclasses.replace(expand(config, device="cpu")[-1], world_size=session.world_size)
+        model = DistributedDataParallel(build_model(workload, seed=0, device=session.device))
+        batches = [
+            make_batch(workload, batch_size=cfg.batch_size, seed=0, rank=session.rank, step=s, device=session.device)
+            for s in range(args.steps)
+        ]
+        bare_loop(model, workload, batches[:2])  # warm-up, as the harness does
+        samples: dict[str, list[float]] = {arm: [] for arm in ARMS}
+        for _ in range(args.repeats):
+            for arm in ARMS:
+                session.barrier()
+                if arm == "bare":
+                    times = bare_loop(model, workload, batches)
+                else:
+                    period = 0.02 if arm == "harness" else 0.0
+                    times = harness_loop(cfg, session, model, workload, sampler_period_s=period)
+                # the job's step time: the slowest rank, per step
+                slowest = torch.tensor(times, dtype=torch.float64)
+                torch.distributed.all_reduce(slowest, op=torch.distributed.ReduceOp.MAX)
+                samples[arm] += slowest.tolist()
+        if session.is_main:
+            report(args, samples)
+
+
+def report(args, samples: dict[str, list[float]]) -> None:
+    medians = {arm: statistics.median(values) for arm, values in samples.items()}
+    print(f"\n{args.workload}/{args.size}, stock DDP, {args.ranks} CPU ranks (gloo), "
+          f"{args.repeats} interleaved repeats × {args.steps} steps per arm")  # fmt: skip
+    print(f"{'arm':<12} {'median step ms':>15} {'steps':>6}")
+    for arm in ARMS:
+        print(f"{arm:<12} {medians[arm]:>15.3f} {len(samples[arm]):>6}")
+    print(f"harness / bare        = {medians['harness'] / medians['bare']:.4f}   (target ≤ 1.01)")
+    print(f"harness / no-sampler  = {medians['harness'] / medians['no-sampler']:.4f}   (the memory sampler's cost)")
+
+
+def main() -> None:
+    args = parse_args()
+    if args.worker:
+        run_worker(args)
+        return
+    threads = max(1, (os.cpu_count() or 1) // args.ranks)
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.ranks}",
+               __file__, "--worker", *sys.argv[1:]]  # fmt: skip
+    sys.exit(subprocess.call(command, env=env))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,76 @@
+"""What a workload's model is: parameter counts, gradient volume and measured FLOPs per sample.
+
+The runner records these next to each configuration so that reports can turn step times
+into achieved FLOP/s and bytes communicated, and explain why one model scales worse than
+another. FLOPs are counted by `torch.utils.flop_counter.FlopCounterMode` over one real
+forward+backward, never from hand formulas, so they stay right for every new workload.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.utils.flop_counter import FlopCounterMode
+
+from harness.protocols import Workload
+
+FLOP_COUNT_SAMPLES = 2
+"""Samples in the batch whose FLOPs are counted: small enough to be cheap, and at least 2
+because a BatchNorm over a 1×1 feature map cannot train on one sample."""
+
+SEED = 0
+
+
+def describe(workload: Workload, *, batch_size: int, device: torch.device | str) -> dict[str, Any]:
+    """Sizes and FLOPs of the workload's model, built afresh on `device` (the caller's RNG is untouched).
+
+    Counting FLOPs runs one forward+backward of FLOP_COUNT_SAMPLES samples on `device`: on a
+    CPU that is one step of a small batch, so pass the GPU for `full` sizes.
+    """
+    device = torch.device(device)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(SEED)
+        model = workload.build_model().to(device)
+        info = parameter_sizes(model)
+        info["flops_per_sample"] = flops_per_sample(workload, model, device=device)
+    tokens = workload.tokens_per_sample()
+    info["samples_per_batch"] = batch_size
+    info["tokens_per_batch"] = tokens * batch_size if tokens is not None else None
+    return info
+
+
+def parameter_sizes(model: nn.Module) -> dict[str, Any]:
+    """Counts and bytes of the parameters, each shared (tied) parameter counted once."""
+    named = dict(model.named_parameters())  # named_parameters() yields a tied tensor once
+    trainable = [p for p in named.values() if p.requires_grad]
+    largest_name = max(named, key=lambda name: _bytes(named[name]), default=None)
+    return {
+        "param_count": sum(p.numel() for p in named.values()),
+        "trainable_param_count": sum(p.numel() for p in trainable),
+        "param_tensors": len(named),
+        "grad_bytes": sum(_bytes(p) for p in trainable),
+        "largest_param_name": largest_name,
+        "largest_param_bytes": _bytes(named[largest_name]) if largest_name is not None else 0,
+    }
+
+
+def flops_per_sample(workload: Workload, model: nn.Module, *, device: torch.device) -> float:
+    """FLOPs of one training forward+backward, per sample, as FlopCounterMode counts them.
+
+    Attention runs on SDPA's math backend while counting: FlopCounterMode has no formula for
+    the fused CPU kernel, whereas the math backend is plain matmuls it does count.
+    """
+    generator = torch.Generator(device=device)
+    generator.manual_seed(SEED)
+    batch = workload.make_batch(FLOP_COUNT_SAMPLES, device=device, generator=generator)
+    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+        workload.loss(model, batch).backward()
+    model.zero_grad(set_to_none=True)
+    return counter.get_total_flops() / FLOP_COUNT_SAMPLES
+
+
+def _bytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()

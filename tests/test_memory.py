@@ -1,0 +1,99 @@
+"""The memory sampler: peaks and means per configuration, null (with a reason) when unmeasurable."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import torch
+
+from harness import store, worker
+from harness.config import BenchConfig, expand
+from harness.memory import MemorySampler
+
+
+class FakeGpu:
+    """Stands in for NVML: memory rises then falls; utilisation and power are readable, clocks are not."""
+
+    memory_struct = "v2"
+
+    def __init__(self) -> None:
+        self.used = iter([100.0, 300.0, 250.0] + [120.0] * 10_000)
+        self.reads = 0
+
+    def device_used_mb(self) -> float:
+        self.reads += 1
+        return next(self.used)
+
+    def process_used_mb(self) -> float | None:
+        return 80.0
+
+    def utilization_pct(self) -> float | None:
+        return 50.0
+
+    def sm_clock_mhz(self) -> float | None:
+        return None
+
+    def power_w(self) -> float | None:
+        return 200.0
+
+
+def test_sampler_keeps_the_peak_and_mean_of_what_the_gpu_reports():
+    gpu = FakeGpu()
+    sampler = MemorySampler(torch.device("cpu"), period_s=0.001, gpu=gpu).start()
+    time.sleep(0.05)
+    peaks = sampler.stop()
+    assert peaks.nvml_mb == 300.0 and peaks.nvml_process_mb == 80.0
+    assert peaks.nvml_struct == "v2"
+    assert peaks.gpu_util_mean_pct == 50.0 and peaks.power_peak_w == 200.0
+    assert peaks.sm_clock_mean_mhz is None  # unreadable stays null, not 0
+    assert peaks.samples == gpu.reads >= 3
+
+
+def test_sampler_stops_its_thread_and_samples_no_more():
+    gpu = FakeGpu()
+    sampler = MemorySampler(torch.device("cpu"), period_s=0.001, gpu=gpu).start()
+    sampler.stop()
+    reads = gpu.reads
+    time.sleep(0.02)
+    assert gpu.reads == reads
+    assert not sampler._thread.is_alive()
+
+
+def test_on_the_cpu_nvml_columns_are_null_with_the_reason_and_rss_is_measured():
+    peaks = MemorySampler(torch.device("cpu")).start().stop()
+    assert peaks.nvml_mb is None and peaks.allocated_mb is None and peaks.reserved_mb is None
+    assert "CPU" in peaks.note
+    assert peaks.rss_mb > 10
+
+
+def test_period_zero_turns_sampling_off_and_says_so():
+    peaks = MemorySampler(torch.device("cpu"), period_s=0).start().stop()
+    assert peaks.rss_mb is None and peaks.samples == 0
+    assert peaks.note == "memory sampling off"
+
+
+def run_in_order(session, tmp_path, sizes):
+    """Run mlp configurations of the given sizes in that order; return each one's RSS peak."""
+    configurations = []
+    for index, size in enumerate(sizes):
+        config = BenchConfig(gpus=1, impls=("stock",), size=size, steps=3, warmup=1, baseline=False, parity=False)
+        configurations.append(dataclasses.replace(expand(config, device="cpu")[0], config_id=f"{index}-{size}"))
+    plan = {
+        "run_dir": str(tmp_path),
+        "context": {"run_id": "t", "started_at": "t", "threads_per_rank": 1},
+        "configurations": [c.to_json() for c in configurations],
+    }
+    worker.run_plan(plan, session)
+    return store.read_configs(tmp_path).set_index("size")["mem_peak_rss_mb"].to_dict()
+
+
+def test_memory_peaks_belong_to_their_configuration_in_either_order(single_rank, tmp_path):
+    store.warm_up()
+    run_in_order(single_rank, tmp_path / "warm", ["tiny"])  # the process's one-time costs
+    small_first = run_in_order(single_rank, tmp_path / "a", ["small", "tiny"])
+    tiny_first = run_in_order(single_rank, tmp_path / "b", ["tiny", "small"])
+    assert small_first["small"] - small_first["tiny"] > 60  # the two really differ (~100 MB)
+    # Without giving freed heap back between configurations, tiny-after-small read ~50 MB high.
+    assert abs(small_first["tiny"] - tiny_first["tiny"]) < 15
+    assert abs(small_first["small"] - tiny_first["small"]) < 15
