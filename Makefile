@@ -25,7 +25,7 @@ BENCH_FLAGS := $(if $(GPUS),--gpus $(GPUS)) \
 	$(if $(DEVICE),--device $(DEVICE)) \
 	--results $(RESULTS) $(ARGS)
 
-.PHONY: setup bench sweep report publish perf test lint clean
+.PHONY: setup bench sweep report publish perf gpu-check test lint clean
 
 setup: $(STAMP)
 
@@ -59,6 +59,10 @@ publish: report
 perf: setup
 	$(BIN)/python benchmarks/strategies.py
 	$(BIN)/python benchmarks/overhead.py
+
+# On a machine with a CUDA GPU: event timing, NVML and provenance checked against reality.
+gpu-check: setup
+	$(BIN)/python benchmarks/gpu_check.py $(or $(OUT),gpu-check)
 
 test: setup
 	$(BIN)/python -m pytest -q

@@ -82,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--batch-size", type=_int("--batch-size"), help="samples per rank (default: the workload's)")
     bench.add_argument("--dtype", default="fp32", help="fp32|bf16|fp16: autocast dtype of the forward (default: fp32)")
     bench.add_argument("--device", default="auto", help=f"{'|'.join(DEVICES)} (default: auto)")
+    bench.add_argument("--backend", default="auto", help="auto|nccl|gloo (default: NCCL on GPUs, gloo on the CPU)")
     bench.add_argument("--results", type=Path, default=Path("results"), help="results folder (default: results)")
     bench.add_argument("--run-id", default="", help="run folder name (default: timestamp plus random suffix)")
     bench.add_argument("--nnodes", type=_int("--nnodes"), default=1, help="nodes in the job (default: 1)")
@@ -117,6 +118,7 @@ def bench_config(args: argparse.Namespace, *, default_gpus: int, all_impls: list
         batch_size=args.batch_size,
         dtype=args.dtype,
         device=args.device,
+        backend=args.backend,
         results=args.results,
         run_id=args.run_id,
         nnodes=args.nnodes,
@@ -165,9 +167,10 @@ def cmd_bench(args: argparse.Namespace) -> int:
     default_gpus = torch.cuda.device_count() if device == "cuda" else 2
     config = bench_config(args, default_gpus=default_gpus, all_impls=impls.names())
     device = cfgmod.resolve_device(config.device, cuda_available=cuda)
-    if device == "cuda" and config.gpus > torch.cuda.device_count():
-        raise ConfigError(f"--gpus {config.gpus} is more than the {torch.cuda.device_count()} GPU(s) visible here")
     configurations = cfgmod.expand(config, device=device)
+    if device == "cuda":
+        backend = cfgmod.resolve_backend(config.backend, device=device)
+        cfgmod.check_gpu_count(gpus=config.gpus, available=torch.cuda.device_count(), backend=backend)
     run_id = config.run_id or cfgmod.new_run_id()
     cfgmod.check_results_folder(config.results, run_id)
 
@@ -201,7 +204,8 @@ def _say_where(plan, config: BenchConfig) -> None:
             flush=True,
         )
     else:
-        print(f"ddpbench: running on CUDA with NCCL, world sizes {worlds}", flush=True)
+        backend = plan.configurations[0].backend.upper() if plan.configurations else "?"
+        print(f"ddpbench: running on CUDA with {backend}, world sizes {worlds}", flush=True)
     print(f"ddpbench: run {plan.run_id}: {len(plan.configurations)} configurations -> {plan.run}/", flush=True)
 
 

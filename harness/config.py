@@ -23,6 +23,7 @@ from harness.protocols import SIZES, ConfigError
 
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("fp32", "bf16", "fp16")
+BACKENDS = ("auto", "nccl", "gloo")
 SIZE_CHOICES = ("auto", *SIZES)
 DEFAULT_WORKLOADS = ("mlp",)
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -54,6 +55,8 @@ class BenchConfig:
     """fp32, or bf16/fp16 autocast for the forward (fp16 needs CUDA); parameters stay fp32."""
     device: str = "auto"
     """auto, cpu or cuda."""
+    backend: str = "auto"
+    """auto (NCCL on GPUs, gloo on the CPU), nccl or gloo. gloo on GPUs lets ranks share a GPU."""
     results: Path = Path("results")
     """Folder that holds one sub-folder per run."""
     run_id: str = ""
@@ -91,6 +94,8 @@ class BenchConfig:
             raise ConfigError(f"--size {self.size!r} is not valid; choose one of {', '.join(SIZE_CHOICES)}")
         if self.dtype not in DTYPES:
             raise ConfigError(f"--dtype {self.dtype!r} is not valid; choose one of {', '.join(DTYPES)}")
+        if self.backend not in BACKENDS:
+            raise ConfigError(f"--backend {self.backend!r} is not valid; choose one of {', '.join(BACKENDS)}")
         if self.device not in DEVICES:
             raise ConfigError(f"--device {self.device!r} is not valid; choose one of {', '.join(DEVICES)}")
         if not self.impls:
@@ -233,6 +238,23 @@ def resolve_device(requested: str, *, cuda_available: bool) -> str:
     return requested
 
 
+def resolve_backend(requested: str, *, device: str) -> str:
+    if requested == "auto":
+        return "nccl" if device == "cuda" else "gloo"
+    if requested == "nccl" and device != "cuda":
+        raise ConfigError("--backend nccl needs CUDA GPUs; use gloo (or auto) on the CPU")
+    return requested
+
+
+def check_gpu_count(*, gpus: int, available: int, backend: str) -> None:
+    """NCCL needs a GPU per rank; gloo lets several ranks share one (a GPU check, not a benchmark)."""
+    if gpus > available and backend != "gloo":
+        raise ConfigError(
+            f"--gpus {gpus} is more than the {available} GPU(s) visible here; "
+            "give at most that, or --backend gloo to let ranks share GPUs"
+        )
+
+
 def expand(config: BenchConfig, *, device: str) -> list[Configuration]:
     """The grid in run order: world sizes ascending, the `local` baseline first in each."""
     import workloads as workload_registry
@@ -247,7 +269,7 @@ def expand(config: BenchConfig, *, device: str) -> list[Configuration]:
     if config.dtype == "fp16" and device != "cuda":
         raise ConfigError("--dtype fp16 needs CUDA (the CPU has no float16 autocast); use bf16 or fp32")
     size = config.size if config.size != "auto" else ("full" if device == "cuda" else "small")
-    backend = "nccl" if device == "cuda" else "gloo"
+    backend = resolve_backend(config.backend, device=device)
     configurations: list[Configuration] = []
     for world in config.world_sizes:
         for workload in config.workloads:

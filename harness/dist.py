@@ -40,17 +40,19 @@ class Session:
 
 
 @contextlib.contextmanager
-def distributed_session(*, device_kind: str, timeout_s: float) -> Iterator[Session]:
-    """One process group for the life of the worker: NCCL on GPUs, gloo on the CPU."""
+def distributed_session(*, device_kind: str, timeout_s: float, backend: str | None = None) -> Iterator[Session]:
+    """One process group for the life of the worker: NCCL on GPUs, gloo on the CPU by default."""
     rank = int(os.environ["RANK"])
     world_size = int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ["LOCAL_RANK"])
     if device_kind == "cuda":
         # One GPU per rank; set it before init so NCCL's communicator binds to it.
-        torch.cuda.set_device(local_rank)
-        device, backend = torch.device("cuda", local_rank), "nccl"
+        # One GPU per rank; with gloo, ranks beyond the GPU count share them round-robin.
+        index = local_rank % torch.cuda.device_count()
+        torch.cuda.set_device(index)
+        device, backend = torch.device("cuda", index), backend or "nccl"
     else:
-        device, backend = torch.device("cpu"), "gloo"
+        device, backend = torch.device("cpu"), backend or "gloo"
     dist.init_process_group(
         backend=backend,
         rank=rank,

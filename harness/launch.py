@@ -65,7 +65,7 @@ def create_run(
             "run_id": run_id,
             "started_at": started_at,
             "device": device,
-            "backend": "nccl" if device == "cuda" else "gloo",
+            "backend": configurations[0].backend if configurations else None,
             "threads_per_rank": threads,
             "config": {k: v for k, v in dataclasses.asdict(config).items() if k != "command"},
             "command": list(config.command),
@@ -129,6 +129,7 @@ def launch_group(
         {
             "run_dir": str(plan.run.resolve()),
             "device": plan.device,
+            "backend": group[0].backend,
             "timeout_s": config.timeout_s,
             "context": plan.context,
             "configurations": [c.to_json() for c in group],

@@ -226,7 +226,9 @@ def main(argv: list[str] | None = None) -> int:
     plan = json.loads(args.plan.read_text())
     if plan["device"] == "cpu":
         torch.set_num_threads(plan["context"]["threads_per_rank"])
-    with distributed_session(device_kind=plan["device"], timeout_s=plan["timeout_s"]) as session:
+    with distributed_session(
+        device_kind=plan["device"], timeout_s=plan["timeout_s"], backend=plan.get("backend")
+    ) as session:
         if session.is_main:
             store.warm_up()  # rank 0 writes Parquet: pay pyarrow's one-time memory before measuring
         run_plan(plan, session)

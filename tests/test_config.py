@@ -36,6 +36,8 @@ BAD_BENCH_ARGS = [
     (["--dtype", "fp8"], "'fp8'"),
     (["--dtype", "fp16", "--device", "cpu"], "--dtype fp16"),
     (["--device", "tpu"], "'tpu'"),
+    (["--backend", "mpi"], "'mpi'"),
+    (["--backend", "nccl", "--device", "cpu"], "--backend nccl"),
     pytest.param(
         ["--device", "cuda"], "--device cuda", marks=pytest.mark.skipif(torch.cuda.is_available(), reason="has a GPU")
     ),
@@ -107,3 +109,12 @@ def test_options_apply_only_to_strategies_that_accept_them():
 def test_config_rejects_bad_values_without_the_cli():
     with pytest.raises(ConfigError, match="--steps 0"):
         BenchConfig(gpus=1, impls=("naive",), steps=0)
+
+
+def test_more_ranks_than_gpus_is_refused_unless_gloo_shares_them():
+    from harness.config import check_gpu_count
+
+    with pytest.raises(ConfigError, match="--gpus 2 is more than the 1 GPU"):
+        check_gpu_count(gpus=2, available=1, backend="nccl")
+    check_gpu_count(gpus=2, available=1, backend="gloo")
+    check_gpu_count(gpus=1, available=1, backend="nccl")
