@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from harness.config import DEVICES, SIZE_CHOICES, BenchConfig, ConfigError
+from harness.protocols import SIZES
 
 EXIT_BAD_INPUT = 2
 
@@ -142,10 +143,31 @@ def cmd_list() -> int:
     for entry in impls.REGISTRY.entries():
         options = ", ".join(f"{o.name}={o.default}" for o in entry.options().values())
         print(f"  {entry.name:<14} {entry.description}" + (f"  [options: {options}]" if options else ""))
-    print("workloads:")
+    print("workloads (parameters per size):")
     for entry in workloads.REGISTRY.entries():
         print(f"  {entry.name:<14} {entry.description}")
+        print(f"  {'':<14} {_sizes_line(entry.name)}")
     return 0
+
+
+def _sizes_line(name: str) -> str:
+    import workloads
+    from harness.modelinfo import parameter_count_on_meta
+
+    parts = []
+    for size in SIZES:
+        workload = workloads.create(name, size=size)
+        reason = workload.unavailable_reason(device="cpu")
+        count = f"unavailable ({reason})" if reason else _human_count(parameter_count_on_meta(workload))
+        parts.append(f"{size} {count}")
+    return ", ".join(parts)
+
+
+def _human_count(count: int) -> str:
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.1f}{unit}"
+    return str(count)
 
 
 def cmd_env() -> int:

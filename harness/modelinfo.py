@@ -57,6 +57,13 @@ def parameter_sizes(model: nn.Module) -> dict[str, Any]:
     }
 
 
+def parameter_count_on_meta(workload: Workload) -> int:
+    """Parameters of the workload's model, built on the meta device: no memory, no time."""
+    with torch.device("meta"):
+        model = workload.build_model()
+    return sum(p.numel() for p in dict(model.named_parameters()).values())
+
+
 def flops_per_sample(workload: Workload, model: nn.Module, *, device: torch.device) -> float:
     """FLOPs of one training forward+backward, per sample, as FlopCounterMode counts them.
 

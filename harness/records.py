@@ -10,7 +10,6 @@ import json
 from typing import Any
 
 import pandas as pd
-from torch import nn
 
 from harness import stats
 from harness.config import BASELINE_IMPL, Configuration
@@ -34,13 +33,6 @@ def error_line(exc: BaseException) -> str:
     """The exception's type and the last non-empty line of its message."""
     lines = [line for line in str(exc).splitlines() if line.strip()]
     return f"{type(exc).__name__}: {lines[-1].strip()}" if lines else type(exc).__name__
-
-
-def model_sizes(model: nn.Module) -> tuple[int, int]:
-    """(parameter count, bytes of gradients) with each shared parameter counted once."""
-    params = list(model.parameters())
-    grad_bytes = sum(p.numel() * p.element_size() for p in params if p.requires_grad)
-    return sum(p.numel() for p in params), grad_bytes
 
 
 def combined_status(results: list[dict[str, Any]]) -> tuple[str, str | None]:
@@ -159,6 +151,29 @@ def derived_metrics(
     }
 
 
+MODEL_COLUMNS = (
+    "param_count",
+    "trainable_param_count",
+    "param_tensors",
+    "grad_bytes",
+    "largest_param_name",
+    "largest_param_bytes",
+    "tokens_per_batch",
+    "flops_per_sample",
+)
+
+
+def model_columns(info: dict[str, Any] | None, *, samples_per_s: float | None) -> dict[str, Any]:
+    """What the model is, and the throughput in tokens and FLOP/s that follows from it."""
+    info = info or {}
+    row = {column: info.get(column) for column in MODEL_COLUMNS}
+    samples = info.get("samples_per_batch")
+    tokens, flops = row["tokens_per_batch"], row["flops_per_sample"]
+    row["tokens_per_s"] = tokens / samples * samples_per_s if tokens and samples and samples_per_s else None
+    row["achieved_tflops"] = flops * samples_per_s / 1e12 if flops and samples_per_s else None
+    return row
+
+
 def parity_columns(main_result: dict[str, Any], *, parity_exact: bool) -> dict[str, Any]:
     checked = main_result.get("parity")
     if not checked:
@@ -179,8 +194,9 @@ def assemble(
     run_context: dict[str, Any],
     parity_exact: bool,
     written: pd.DataFrame,
+    model_info: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
-    """(config row, step rows, rank rows) for one configuration."""
+    """(config row, step rows, rank rows) for one configuration; `model_info` from harness.modelinfo."""
     run_id = run_context["run_id"]
     status, error = combined_status(results)
     steps = step_rows(cfg, run_id, results)
@@ -216,8 +232,7 @@ def assemble(
         **derived_metrics(cfg, step_ms, throughput, written),
         **memory_columns(results),
         **parity_columns(main, parity_exact=parity_exact),
-        "param_count": main.get("param_count"),
-        "grad_bytes": main.get("grad_bytes"),
+        **model_columns(model_info, samples_per_s=throughput),
         "bucket_sizes_mb": json.dumps(layout["bucket_sizes_mb"]) if "bucket_sizes_mb" in layout else None,
         "trace_dir": main.get("trace_dir"),
         "wall_s": max((r.get("wall_s") or 0.0) for r in results),

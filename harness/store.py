@@ -70,8 +70,16 @@ CONFIG_SCHEMA = pa.schema(
         ("parity_max_abs_diff", pa.float64()),
         ("parity_ok", pa.bool_()),
         ("parity_note", pa.string()),
-        ("param_count", pa.int64()),
-        ("grad_bytes", pa.int64()),
+        ("param_count", pa.int64()),  # each shared (tied) parameter once
+        ("trainable_param_count", pa.int64()),
+        ("param_tensors", pa.int32()),
+        ("grad_bytes", pa.int64()),  # gradient volume one all-reduce moves
+        ("largest_param_name", pa.string()),
+        ("largest_param_bytes", pa.int64()),
+        ("tokens_per_batch", pa.int64()),  # per rank, for language models
+        ("flops_per_sample", pa.float64()),  # forward+backward, counted by FlopCounterMode
+        ("tokens_per_s", pa.float64()),
+        ("achieved_tflops", pa.float64()),  # flops_per_sample × samples_per_s
         ("bucket_sizes_mb", pa.string()),  # JSON list, where the strategy has buckets
         ("trace_dir", pa.string()),  # with --profile: traces/<config_id>/rank<N>.json, relative to the run
         ("wall_s", pa.float64()),  # the whole configuration: build, warm-up, steps, parity

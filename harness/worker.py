@@ -25,7 +25,7 @@ import torch
 
 import impls
 import workloads
-from harness import parity, records, store
+from harness import modelinfo, parity, records, store
 from harness.config import Configuration
 from harness.dist import Session, distributed_session
 from harness.memory import MemorySampler, peaks_as_row
@@ -68,7 +68,6 @@ def _measure(cfg: Configuration, session: Session, *, run: Path) -> dict[str, An
     try:
         # Each rank builds from its own seed: `wrap` must make rank 0's weights win.
         model = build_model(workload, seed=cfg.seed + session.rank, device=session.device)
-        param_count, grad_bytes = records.model_sizes(model)
         model = strategy.wrap(model)
         optimizer = strategy.make_optimizer(model.parameters(), OPTIMIZER, lr=LEARNING_RATE)
         parts = {"model": model, "workload": workload, "strategy": strategy, "optimizer": optimizer}
@@ -80,8 +79,6 @@ def _measure(cfg: Configuration, session: Session, *, run: Path) -> dict[str, An
         "error": None,
         "steps": step_times,
         "memory": peaks_as_row(peaks),
-        "param_count": param_count,
-        "grad_bytes": grad_bytes,
         "layout": strategy.layout(),
     }
     # Parity is judged on the state after the measured steps, before any profiled step.
@@ -200,21 +197,50 @@ def _trim_heap() -> None:
         ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
 
 
+def model_info(cfg: Configuration, session: Session, cache: dict[tuple, dict | None]) -> dict[str, Any] | None:
+    """Sizes and FLOPs of the configuration's model, once per workload and batch (rank 0 only).
+
+    Measured before the configuration starts, and its memory released, so that it counts
+    neither in the configuration's time nor in its memory peaks.
+    """
+    key = (cfg.workload, cfg.size, cfg.batch_size)
+    if key not in cache:
+        try:
+            workload = workloads.create(cfg.workload, size=cfg.size)
+            cache[key] = (
+                None
+                if workload.unavailable_reason(device=cfg.device)
+                else (modelinfo.describe(workload, batch_size=cfg.batch_size, device=session.device))
+            )
+        except Exception:  # metadata is a nicety: its failure must not cost the measurement
+            traceback.print_exc(file=sys.stderr)
+            cache[key] = None
+        _release_memory(session.device)
+    return cache[key]
+
+
 def run_plan(plan: dict[str, Any], session: Session) -> None:
     run = Path(plan["run_dir"])
     configurations = [Configuration.from_json(c) for c in plan["configurations"]]
+    infos: dict[tuple, dict | None] = {}
     for cfg in configurations:
         if cfg.world_size != session.world_size:
             raise RuntimeError(
                 f"{cfg.config_id} is for world size {cfg.world_size}, this launch has {session.world_size}"
             )
+        info = model_info(cfg, session, infos) if session.is_main else None
         result = measure(cfg, session, run=run)
         _release_memory(session.device)
         gathered = session.gather_to_main(result)
         if session.is_main:
             strategy_exact = impls.create(cfg.impl, **cfg.impl_options).parity_exact
             config_row, step_rows, rank_rows = records.assemble(
-                cfg, gathered, run_context=plan["context"], parity_exact=strategy_exact, written=store.read_configs(run)
+                cfg,
+                gathered,
+                run_context=plan["context"],
+                parity_exact=strategy_exact,
+                written=store.read_configs(run),
+                model_info=info,
             )
             store.write_configuration(run, cfg.config_id, config_row, step_rows, rank_rows)
 

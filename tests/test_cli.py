@@ -15,6 +15,10 @@ def test_list_names_every_strategy_and_workload_with_a_description(capsys):
     for name in impls.names() + workloads.names():
         line = next(line for line in out.splitlines() if line.strip().startswith(name + " "))
         assert len(line.split(None, 1)[1]) > 10
+    for name in workloads.names():  # each workload's sizes with their parameter counts
+        index = out.splitlines().index(next(line for line in out.splitlines() if line.strip().startswith(name + " ")))
+        sizes = out.splitlines()[index + 1]
+        assert "tiny " in sizes and "small " in sizes and "full " in sizes
 
 
 def test_env_is_json_with_versions_host_and_git(capsys):

@@ -30,8 +30,6 @@ def rank_result(step_ms: list[float], *, parity=None, rss=100.0) -> dict:
         "error": None,
         "steps": steps,
         "memory": memory,
-        "param_count": 10,
-        "grad_bytes": 40,
         "parity": parity,
         "wall_s": 1.0,
     }
@@ -97,3 +95,26 @@ def test_exposed_comm_and_scaling_come_from_rows_already_written():
 def test_error_line_keeps_the_type_and_the_last_line():
     assert records.error_line(ValueError("context\n\nthe cause ")) == "ValueError: the cause"
     assert records.error_line(KeyError()) == "KeyError"
+
+
+def test_model_metadata_turns_throughput_into_tokens_and_flops_per_second():
+    info = {
+        "param_count": 100,
+        "grad_bytes": 400,
+        "samples_per_batch": 4,
+        "tokens_per_batch": 64,
+        "flops_per_sample": 1e9,
+    }
+    row = records.assemble(
+        configuration(), [rank_result([9, 10, 10]), rank_result([9, 10, 10])], run_context=CONTEXT,
+        parity_exact=True, written=store.read_configs(store.Path("/nonexistent")), model_info=info,
+    )[0]  # fmt: skip
+    assert row["samples_per_s"] == 4 * 2 * 1000 / 10
+    assert row["tokens_per_s"] == 16 * row["samples_per_s"]
+    assert row["achieved_tflops"] == 1e9 * row["samples_per_s"] / 1e12
+    assert row["param_count"] == 100 and row["largest_param_name"] is None
+
+
+def test_without_model_metadata_its_columns_stay_null():
+    row = assemble([rank_result([1, 1]), rank_result([1, 1])])[0]
+    assert row["param_count"] is None and row["tokens_per_s"] is None and row["achieved_tflops"] is None

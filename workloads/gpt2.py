@@ -1,0 +1,75 @@
+"""`gpt2`: Hugging Face GPT-2 (`GPT2LMHeadModel`) trained as a causal LM on random token ids.
+
+Built from a `GPT2Config`, never from downloaded weights. full is GPT-2 124M (12 layers,
+width 768, vocabulary 50257) at sequence 1024. small and tiny shrink depth, width,
+vocabulary and sequence (see SHAPES). Dropout is 0 so that a step is deterministic; the
+input and output embeddings are tied, as in GPT-2, which the strategies must handle.
+The loss is computed here (not by passing labels) so it is a plain mean over tokens and
+transformers prints nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Literal
+
+import torch
+from torch import nn
+
+from harness.protocols import WorkloadDefaults
+from workloads import register
+from workloads._text import TransformerShape, causal_lm_batch, token_loss
+
+SHAPES = {
+    "tiny": TransformerShape(layers=2, hidden=32, heads=2, vocab=256, seq=16, batch_size=4),
+    "small": TransformerShape(layers=4, hidden=256, heads=4, vocab=4096, seq=128, batch_size=2),
+    "full": TransformerShape(layers=12, hidden=768, heads=12, vocab=50257, seq=1024, batch_size=8),
+}
+
+
+@register("gpt2", description="Hugging Face GPT-2 causal LM on random tokens (124M at sequence 1024 at full)")
+@dataclasses.dataclass(kw_only=True)
+class GPT2(WorkloadDefaults):
+    size: Literal["tiny", "small", "full"] = "tiny"
+    """tiny: 2 layers of width 32, vocabulary 256, sequence 16; small: 4 layers of width 256,
+    vocabulary 4096, sequence 128, batch 2; full: GPT-2 124M at sequence 1024, batch 8."""
+
+    requires = ("transformers",)
+
+    @property
+    def shape(self) -> TransformerShape:
+        return SHAPES[self.size]
+
+    def default_batch_size(self) -> int:
+        return self.shape.batch_size
+
+    def tokens_per_sample(self) -> int:
+        return self.shape.seq
+
+    def build_model(self) -> nn.Module:
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        shape = self.shape
+        config = GPT2Config(
+            vocab_size=shape.vocab,
+            n_positions=shape.seq,
+            n_embd=shape.hidden,
+            n_layer=shape.layers,
+            n_head=shape.heads,
+            resid_pdrop=0.0,
+            embd_pdrop=0.0,
+            attn_pdrop=0.0,
+            # GPT-2's <|endoftext|> is its last id; pointing past a small vocabulary makes transformers warn.
+            bos_token_id=shape.vocab - 1,
+            eos_token_id=shape.vocab - 1,
+            use_cache=False,  # training: no key/value cache to allocate
+            attn_implementation="sdpa",
+        )
+        return GPT2LMHeadModel(config).train()
+
+    def make_batch(self, batch_size: int, *, device: torch.device, generator: torch.Generator):
+        return causal_lm_batch(batch_size, self.shape, device=device, generator=generator)
+
+    def loss(self, model: nn.Module, batch) -> torch.Tensor:
+        inputs, targets = batch
+        return token_loss(model(input_ids=inputs).logits, targets)
