@@ -81,3 +81,12 @@ def test_runs_are_listed_newest_first(tmp_path):
     store.write_json(tmp_path / "new" / "run.json", {"run_id": "new", "started_at": "2026-06-01T00:00:00"})
     (tmp_path / "not-a-run").mkdir()
     assert [p.name for p in store.list_runs(tmp_path)] == ["new", "old"]
+
+
+def test_every_column_is_documented_in_docs_results_md():
+    from pathlib import Path
+
+    documented = (Path(__file__).resolve().parent.parent / "docs" / "results.md").read_text()
+    for schema in (store.CONFIG_SCHEMA, store.STEP_SCHEMA, store.RANK_SCHEMA):
+        missing = [name for name in schema.names if f"`{name}`" not in documented]
+        assert not missing, f"undocumented columns: {missing}"
