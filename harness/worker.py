@@ -153,7 +153,7 @@ def _profile(cfg: Configuration, session: Session, *, trace_dir: Path, **step_pa
             )
             train_step(batch=batch, timer=timer, precision=precision, **step_parts)
             prof.step()
-    return str(trace_dir.relative_to(trace_dir.parent.parent.parent))
+    return str(trace_dir.relative_to(trace_dir.parent.parent))  # relative to the run folder
 
 
 def _check_parity(cfg: Configuration, workload, final_state, device) -> dict[str, Any]:

@@ -22,3 +22,54 @@ def zero_missing_grads(params: list[nn.Parameter]) -> None:
     for p in params:
         if p.grad is None:
             p.grad = torch.zeros_like(p)
+
+
+MIB = 1024 * 1024
+
+
+def nbytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
+
+
+def group_by_dtype_and_device(params: list[nn.Parameter]) -> dict[tuple[torch.dtype, torch.device], list[nn.Parameter]]:
+    """A collective moves one dtype on one device, so flat buffers never mix them. Order is kept."""
+    groups: dict[tuple[torch.dtype, torch.device], list[nn.Parameter]] = {}
+    for p in params:
+        groups.setdefault((p.dtype, p.device), []).append(p)
+    return groups
+
+
+def flat_buffer_with_views(params: list[nn.Parameter]) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """One zeroed flat buffer holding every parameter's gradient, and a view shaped like each parameter.
+
+    All `params` must share one dtype and device.
+    """
+    buffer = torch.zeros(sum(p.numel() for p in params), dtype=params[0].dtype, device=params[0].device)
+    views, offset = [], 0
+    for p in params:
+        views.append(buffer[offset : offset + p.numel()].view_as(p))
+        offset += p.numel()
+    return buffer, views
+
+
+@torch.no_grad()
+def stage_mean_gradient(param: nn.Parameter, view: torch.Tensor, world_size: int) -> None:
+    """Write .grad / world_size into its slot of a flat buffer, in one pass (copy and divide fused).
+
+    Dividing before the all-reduce (SUM) gives the mean without a second pass over the buffer;
+    a missing gradient (none on this rank) counts as zeros, so every rank joins the collective.
+    """
+    grad = param.grad
+    if grad is None:
+        view.zero_()
+    elif grad.data_ptr() == view.data_ptr():
+        view.div_(world_size)  # .grad already is this slot (left from the previous step)
+    else:
+        torch.div(grad, world_size, out=view)
+
+
+def point_grads_at_views(params: list[nn.Parameter], views: list[torch.Tensor]) -> None:
+    """Make each .grad the reduced slot itself: saves copying the buffer back, gradient by gradient."""
+    for p, view in zip(params, views, strict=True):
+        if p.grad is not view:
+            p.grad = view

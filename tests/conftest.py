@@ -28,11 +28,11 @@ def run_ddpbench(*args: str, cwd: Path | None = None, timeout: float = 240) -> s
 
 @pytest.fixture(scope="session")
 def small_run(tmp_path_factory) -> Path:
-    """`ddpbench bench --gpus 2` over local, naive and stock on mlp/tiny: 6 configurations."""
+    """`ddpbench bench --gpus 2` over the whole strategy ladder on mlp/tiny: 6 strategies × 2 world sizes."""
     results = tmp_path_factory.mktemp("results")
     done = run_ddpbench(
-        "bench", "--gpus", "2", "--impls", "local,naive,stock", "--workloads", "mlp", "--size", "tiny",
-        "--steps", "4", "--warmup", "2", "--results", str(results), "--run-id", "e2e", "--profile",
+        "bench", "--gpus", "2", "--impls", "naive,flat,stock,bucketed,dataparallel", "--workloads", "mlp",
+        "--size", "tiny", "--steps", "4", "--warmup", "2", "--results", str(results), "--run-id", "e2e", "--profile",
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     return results / "e2e"

@@ -26,7 +26,7 @@ def test_report_command_writes_index_and_run_page_with_the_figure(small_run, tmp
 def test_step_time_figure_has_one_trace_per_strategy_with_p10_p90_whiskers(small_run):
     configs = store.read_configs(small_run)
     figure = figures.step_time_by_strategy(configs, workload="mlp")
-    assert sorted(trace.name for trace in figure.data) == ["local", "naive", "stock"]
+    assert sorted(trace.name for trace in figure.data) == ["bucketed", "flat", "local", "naive", "stock"]
     for trace in figure.data:
         assert list(trace.x) == ["1 rank", "2 ranks"]
         assert all(minus >= 0 for minus in trace.error_y.arrayminus)

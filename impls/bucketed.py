@@ -1,0 +1,236 @@
+"""`bucketed`: our own bucketed all-reduce, overlapped with backward (the ideas of DDP's reducer, in Python).
+
+- At wrap, the parameters that require grad are packed in reverse registration order (backward
+  roughly produces gradients from the last layer to the first) into buckets of at most
+  `bucket_cap_mb`, one flat buffer each, never mixing dtypes or devices. The first bucket of
+  each dtype is smaller, so that the first all-reduce starts early in backward.
+- A post-accumulate-grad hook per parameter writes its gradient, divided by the world size,
+  into its bucket; when a bucket's last parameter is in, the bucket's all-reduce starts
+  asynchronously while backward goes on.
+- Buckets start strictly in bucket order on every rank. A collective is matched by its
+  position in the sequence, so launching in readiness order (which may differ between ranks)
+  would pair different buckets and corrupt or hang the run.
+- `sync_gradients()` starts what is left (a parameter without a gradient counts as zeros),
+  waits, and makes every .grad a view into its reduced bucket: no copy back. As with DDP's
+  gradient_as_bucket_view, a .grad kept across steps is overwritten by the next reduction.
+- Gradients must be dense (no sparse embeddings), as with the buckets of DDP.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from harness.protocols import ConfigError, StrategyDefaults
+from impls import register
+from impls._common import (
+    MIB,
+    broadcast_module_state,
+    flat_buffer_with_views,
+    nbytes,
+    point_grads_at_views,
+    stage_mean_gradient,
+    trainable_parameters,
+)
+
+
+def assign_buckets(tensors: Sequence[torch.Tensor], *, cap_bytes: int, first_cap_bytes: int) -> list[list[int]]:
+    """Group `tensors` (given in packing order) into buckets; indices per bucket, in launch order.
+
+    Each (dtype, device) fills its own buckets: the first up to `first_cap_bytes`, the rest up to
+    `cap_bytes`. A tensor that does not fit closes the open bucket; one bigger than the cap
+    gets a bucket of its own (a gradient is never split). Buckets launch in the order of their
+    first tensor, so the bucket holding the earliest-packed gradient goes first.
+    """
+    closed: list[list[int]] = []
+    filling: dict[tuple[torch.dtype, torch.device], _Filling] = {}
+    for index, tensor in enumerate(tensors):
+        key = (tensor.dtype, tensor.device)
+        bucket = filling.setdefault(key, _Filling(limit=min(first_cap_bytes, cap_bytes)))
+        size = nbytes(tensor)
+        if bucket.members and bucket.bytes + size > bucket.limit:
+            closed.append(bucket.members)
+            bucket = filling[key] = _Filling(limit=cap_bytes)
+        bucket.members.append(index)
+        bucket.bytes += size
+        if bucket.bytes >= bucket.limit:  # full, or one oversized tensor alone
+            closed.append(bucket.members)
+            filling[key] = _Filling(limit=cap_bytes)
+    closed.extend(bucket.members for bucket in filling.values() if bucket.members)
+    return sorted(closed, key=lambda members: members[0])
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class _Filling:
+    """The bucket one (dtype, device) is filling now."""
+
+    limit: int
+    members: list[int] = dataclasses.field(default_factory=list)
+    bytes: int = 0
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class _Bucket:
+    """Parameters whose gradients travel in one all-reduce, and the flat buffer they travel in."""
+
+    indices: list[int]
+    """Positions of the parameters in Bucketed._params."""
+    params: list[nn.Parameter]
+    buffer: torch.Tensor
+    views: list[torch.Tensor]
+    pending: int
+    """Parameters of this step still without their gradient in the buffer."""
+    work: dist.Work | None = None
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class _Slot:
+    """Where one parameter's gradient goes, and the last step in which it arrived."""
+
+    bucket_index: int
+    view: torch.Tensor
+    ready_step: int = -1
+
+
+@register("bucketed", description="our own bucketed all-reduce overlapped with backward (DDP's reducer in Python)")
+@dataclasses.dataclass(kw_only=True)
+class Bucketed(StrategyDefaults):
+    bucket_cap_mb: float = 25.0
+    """Largest bucket in MiB; a parameter bigger than this gets a bucket of its own."""
+    first_bucket_mb: float = 1.0
+    """Cap of the first bucket of each dtype in MiB (small, as in DDP, so communication starts early)."""
+    rebuild: bool = False
+    """Re-pack the buckets once, after the first step, in the order gradients became ready (as DDP does)."""
+
+    _params: list[nn.Parameter] = dataclasses.field(default_factory=list, init=False, repr=False)
+    _names: list[str] = dataclasses.field(default_factory=list, init=False, repr=False)
+    _buckets: list[_Bucket] = dataclasses.field(default_factory=list, init=False, repr=False)
+    _slots: list[_Slot] = dataclasses.field(default_factory=list, init=False, repr=False)
+    _next_launch: int = dataclasses.field(default=0, init=False, repr=False)
+    """Index of the next bucket to start: buckets start strictly in order."""
+    _step: int = dataclasses.field(default=0, init=False, repr=False)
+    _world: int = dataclasses.field(default=1, init=False, repr=False)
+    _sync_enabled: bool = dataclasses.field(default=True, init=False, repr=False)
+    _readiness: list[int] | None = dataclasses.field(default=None, init=False, repr=False)
+    """Parameter indices in the order their gradients arrived, recorded in the first step when rebuilding."""
+
+    def __post_init__(self) -> None:
+        for name in ("bucket_cap_mb", "first_bucket_mb"):
+            value = getattr(self, name)
+            if not value > 0:
+                raise ConfigError(f"option {name}={value} is not valid; give MiB > 0")
+
+    def wrap(self, model: nn.Module) -> nn.Module:
+        broadcast_module_state(model)
+        self._world = dist.get_world_size()
+        self._params = trainable_parameters(model)
+        names = {id(p): name for name, p in model.named_parameters()}
+        self._names = [names[id(p)] for p in self._params]
+        self._build_buckets(packing_order=list(reversed(range(len(self._params)))))
+        for index, p in enumerate(self._params):
+            p.register_post_accumulate_grad_hook(functools.partial(self._on_gradient, index))
+        self._readiness = [] if self.rebuild else None
+        return model
+
+    def _build_buckets(self, *, packing_order: list[int]) -> None:
+        """Buckets over the parameters taken in `packing_order` (indices into self._params)."""
+        groups = assign_buckets(
+            [self._params[i] for i in packing_order],
+            cap_bytes=round(self.bucket_cap_mb * MIB),
+            first_cap_bytes=round(self.first_bucket_mb * MIB),
+        )
+        slots: dict[int, _Slot] = {}
+        self._buckets = []
+        for bucket_index, members in enumerate(groups):
+            indices = [packing_order[m] for m in members]
+            params = [self._params[i] for i in indices]
+            buffer, views = flat_buffer_with_views(params)
+            self._buckets.append(_Bucket(indices, params, buffer, views, pending=len(params)))
+            slots.update((i, _Slot(bucket_index, view)) for i, view in zip(indices, views, strict=True))
+        self._slots = [slots[i] for i in range(len(self._params))]
+        self._next_launch = 0
+
+    def _on_gradient(self, index: int, param: nn.Parameter) -> None:
+        """Runs inside backward, once the gradient of self._params[index] is fully accumulated."""
+        if not self._sync_enabled:
+            return  # inside no_sync(): the gradient stays in .grad and accumulates
+        slot = self._slots[index]
+        if slot.ready_step == self._step:
+            raise RuntimeError(
+                f"parameter {self._names[index]} got a second gradient before sync_gradients(); "
+                "accumulate inside no_sync() and call sync_gradients() after every synchronised backward"
+            )
+        slot.ready_step = self._step
+        if self._readiness is not None:
+            self._readiness.append(index)
+        stage_mean_gradient(param, slot.view, self._world)
+        bucket = self._buckets[slot.bucket_index]
+        bucket.pending -= 1
+        if bucket.pending == 0 and slot.bucket_index == self._next_launch:
+            self._launch_ready_buckets()
+
+    def _launch_ready_buckets(self) -> None:
+        """Start every complete bucket from the next one in order; stop at the first incomplete one."""
+        buckets = self._buckets
+        while self._next_launch < len(buckets) and buckets[self._next_launch].pending == 0:
+            bucket = buckets[self._next_launch]
+            bucket.work = dist.all_reduce(bucket.buffer, async_op=True)
+            self._next_launch += 1
+
+    @torch.no_grad()
+    def sync_gradients(self) -> None:
+        self._stage_missing_gradients()
+        self._launch_ready_buckets()
+        for bucket in self._buckets:
+            bucket.work.wait()
+            bucket.work = None
+            bucket.pending = len(bucket.params)
+            point_grads_at_views(bucket.params, bucket.views)
+        self._next_launch = 0
+        self._step += 1
+        if self._readiness is not None:  # the first step has shown the order gradients arrive in
+            readiness, self._readiness = self._readiness, None
+            self._rebuild_in_readiness_order(readiness)
+
+    def _stage_missing_gradients(self) -> None:
+        """Parameters whose hook did not fire this step: a gradient left from no_sync, or zeros."""
+        for bucket in self._buckets[self._next_launch :]:
+            if bucket.pending == 0:
+                continue
+            for i, p, view in zip(bucket.indices, bucket.params, bucket.views, strict=True):
+                if self._slots[i].ready_step != self._step:
+                    stage_mean_gradient(p, view, self._world)
+            bucket.pending = 0
+
+    def _rebuild_in_readiness_order(self, readiness: list[int]) -> None:
+        """Re-pack once, in rank 0's readiness order: every rank must build the same buckets."""
+        seen = set(readiness)
+        order = readiness + [i for i in reversed(range(len(self._params))) if i not in seen]
+        shared = [order]
+        dist.broadcast_object_list(shared, src=0)
+        self._build_buckets(packing_order=shared[0])
+
+    @contextlib.contextmanager
+    def no_sync(self) -> Iterator[None]:
+        """Backward passes inside only accumulate into .grad; the next one outside reduces the sum."""
+        previous, self._sync_enabled = self._sync_enabled, False
+        try:
+            yield
+        finally:
+            self._sync_enabled = previous
+
+    def layout(self) -> dict[str, Any] | None:
+        if not self._buckets:
+            return None
+        return {"bucket_sizes_mb": [round(nbytes(b.buffer) / MIB, 6) for b in self._buckets]}
+
+    def bucket_members(self) -> list[list[str]]:
+        """The parameter names in each bucket, in launch order (for tests and for people reading a layout)."""
+        return [[self._names[i] for i in bucket.indices] for bucket in self._buckets]

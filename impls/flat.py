@@ -1,0 +1,59 @@
+"""`flat`: after backward, every gradient in one flat buffer per dtype and device, all-reduced once.
+
+Fusion without overlap: one large collective instead of one per parameter (so per-message
+latency is paid once), but it starts only after backward has finished, so none of it hides
+behind compute. The buffers are allocated once, at wrap, and after the all-reduce each .grad
+becomes a view into its buffer, so a step costs one copy in (fused with the division by the
+world size) and no copy back.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from harness.protocols import StrategyDefaults
+from impls import register
+from impls._common import (
+    broadcast_module_state,
+    flat_buffer_with_views,
+    group_by_dtype_and_device,
+    point_grads_at_views,
+    stage_mean_gradient,
+    trainable_parameters,
+)
+
+
+@dataclasses.dataclass(eq=False)
+class _FlatGroup:
+    """The parameters of one dtype and device, and the one buffer their gradients travel in."""
+
+    params: list[nn.Parameter]
+    buffer: torch.Tensor
+    views: list[torch.Tensor]
+
+
+@register("flat", description="one all-reduce of all gradients flattened, after backward (fusion, no overlap)")
+@dataclasses.dataclass(kw_only=True)
+class Flat(StrategyDefaults):
+    _groups: list[_FlatGroup] = dataclasses.field(default_factory=list, init=False, repr=False)
+
+    def wrap(self, model: nn.Module) -> nn.Module:
+        broadcast_module_state(model)
+        self._groups = [
+            _FlatGroup(params, *flat_buffer_with_views(params))
+            for params in group_by_dtype_and_device(trainable_parameters(model)).values()
+        ]
+        return model
+
+    @torch.no_grad()
+    def sync_gradients(self) -> None:
+        world = dist.get_world_size()
+        for group in self._groups:
+            for p, view in zip(group.params, group.views, strict=True):
+                stage_mean_gradient(p, view, world)
+            dist.all_reduce(group.buffer)
+            point_grads_at_views(group.params, group.views)

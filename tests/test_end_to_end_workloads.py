@@ -1,0 +1,26 @@
+"""Every workload runs end to end under the launcher with two strategies, and trains right."""
+
+from __future__ import annotations
+
+import pandas as pd
+from conftest import run_ddpbench
+
+import workloads
+
+
+def test_every_workload_runs_with_stock_and_bucketed_at_two_world_sizes(tmp_path):
+    names = workloads.names()
+    done = run_ddpbench(
+        "bench", "--gpus", "2", "--impls", "stock,bucketed", "--workloads", ",".join(names), "--size", "tiny",
+        "--steps", "2", "--warmup", "1", "--no-baseline", "--results", str(tmp_path), "--run-id", "all",
+        timeout=480,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    configs = pd.read_parquet(tmp_path / "all" / "configs")
+    assert len(configs) == len(names) * 2 * 2
+    failed = configs[configs["status"] != "ok"]
+    assert failed.empty, failed[["config_id", "error"]].to_string()
+    assert configs["parity_ok"].tolist() == [True] * len(configs)
+    assert (configs["flops_per_sample"] > 0).all() and (configs["param_count"] > 0).all()
+    language = configs[configs["workload"].isin(["gpt2", "bert"])]
+    assert (language["tokens_per_s"] > 0).all()
