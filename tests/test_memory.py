@@ -67,10 +67,21 @@ def test_on_the_cpu_nvml_columns_are_null_with_the_reason_and_rss_is_measured():
     assert peaks.rss_mb > 10
 
 
-def test_period_zero_turns_sampling_off_and_says_so():
-    peaks = MemorySampler(torch.device("cpu"), period_s=0).start().stop()
-    assert peaks.rss_mb is None and peaks.samples == 0
+def test_period_zero_turns_sampling_off_and_says_so_but_keeps_the_kernel_peak():
+    peaks = MemorySampler(torch.device("cpu"), period_s=0, gpu=FakeGpu()).start().stop()
+    assert peaks.nvml_mb is None and peaks.samples == 0
     assert peaks.note == "memory sampling off"
+    assert peaks.rss_mb > 10
+
+
+def test_on_the_cpu_no_thread_runs_and_the_rss_peak_is_exact():
+    sampler = MemorySampler(torch.device("cpu"), period_s=0.001).start()
+    block = torch.ones(64 * 1024 * 1024 // 4)  # 64 MiB, freed before stop(): only a peak can see it
+    del block
+    peaks = sampler.stop()
+    assert sampler._thread is None and peaks.samples == 0
+    before = MemorySampler(torch.device("cpu")).start().stop().rss_mb
+    assert peaks.rss_mb - before > 60
 
 
 def run_in_order(session, tmp_path, sizes):
