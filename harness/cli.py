@@ -182,13 +182,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     import impls
     from harness import config as cfgmod
-    from harness import env, launch
+    from harness import env, launch, store
 
-    cuda = torch.cuda.is_available()
-    device = cfgmod.resolve_device(args.device if args.device in DEVICES else "auto", cuda_available=cuda)
-    default_gpus = torch.cuda.device_count() if device == "cuda" else 2
+    # Default: every visible GPU, or 2 simulated ranks on the CPU.
+    uses_cuda = args.device in ("auto", "cuda") and torch.cuda.is_available()
+    default_gpus = torch.cuda.device_count() if uses_cuda else 2
     config = bench_config(args, default_gpus=default_gpus, all_impls=impls.names())
-    device = cfgmod.resolve_device(config.device, cuda_available=cuda)
+    device = cfgmod.resolve_device(config.device, cuda_available=torch.cuda.is_available())
     configurations = cfgmod.expand(config, device=device)
     if device == "cuda":
         backend = cfgmod.resolve_backend(config.backend, device=device)
@@ -205,16 +205,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
     def on_written(cfg) -> None:
         done[0] += 1
-        print(f"[{done[0]}/{len(configurations)}] {_describe(store_row(plan.run, cfg.config_id))}", flush=True)
+        row = store.read_config_row(plan.run, cfg.config_id)
+        print(f"[{done[0]}/{len(configurations)}] {_describe(row)}", flush=True)
 
     launch.run_groups(config, plan, on_written=on_written)
     return _summarize(plan, time.monotonic() - began)
-
-
-def store_row(run: Path, config_id: str) -> dict:
-    from harness import store
-
-    return store.read_config_row(run, config_id)
 
 
 def _say_where(plan, config: BenchConfig) -> None:
