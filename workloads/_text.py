@@ -7,9 +7,13 @@ imports transformers; the workloads import it inside `build_model`.
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
+from torch import nn
+
+from harness.protocols import WorkloadDefaults
 
 IGNORE_INDEX = -100
 """Label of a position that does not count in the loss (PyTorch's and Hugging Face's convention)."""
@@ -28,6 +32,32 @@ class TransformerShape:
     vocab: int
     seq: int
     batch_size: int
+
+
+class LanguageModel(WorkloadDefaults):
+    """What every language-model workload shares: a shape per size and the token counts.
+
+    A subclass is a registered dataclass with its own `size` field and SHAPES table, and
+    builds its model, batches and loss.
+    """
+
+    SHAPES: ClassVar[dict[str, TransformerShape]]
+    requires = ("transformers",)
+    size: str
+
+    @property
+    def shape(self) -> TransformerShape:
+        return self.SHAPES[self.size]
+
+    def default_batch_size(self) -> int:
+        return self.shape.batch_size
+
+    def tokens_per_sample(self) -> int:
+        return self.shape.seq
+
+    def loss(self, model: nn.Module, batch) -> torch.Tensor:
+        inputs, labels = batch
+        return token_loss(model(input_ids=inputs).logits, labels)
 
 
 def causal_lm_batch(

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections import OrderedDict
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from harness.protocols import WorkloadDefaults
 
 STANDARD_RESNET_WIDTHS = (64, 128, 256, 512)
 """Stage widths of torchvision's ResNets; any other widths build a narrow ResNet."""
@@ -30,6 +33,31 @@ class ImageShape:
 class ResNetShape(ImageShape):
     layers: tuple[int, int, int, int]
     widths: tuple[int, int, int, int] = STANDARD_RESNET_WIDTHS
+
+
+class ImageClassifier(WorkloadDefaults):
+    """What every image workload shares: a shape per size, random images, cross-entropy.
+
+    A subclass is a registered dataclass with its own `size` field and SHAPES table, and
+    builds its model.
+    """
+
+    SHAPES: ClassVar[dict[str, ImageShape]]
+    requires = ("torchvision",)
+    size: str
+
+    @property
+    def shape(self) -> ImageShape:
+        return self.SHAPES[self.size]
+
+    def default_batch_size(self) -> int:
+        return self.shape.batch_size
+
+    def make_batch(self, batch_size: int, *, device: torch.device, generator: torch.Generator):
+        return random_images(batch_size, self.shape, device=device, generator=generator)
+
+    def loss(self, model: nn.Module, batch) -> torch.Tensor:
+        return classification_loss(model, batch)
 
 
 def random_images(

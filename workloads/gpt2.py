@@ -16,9 +16,8 @@ from typing import Literal
 import torch
 from torch import nn
 
-from harness.protocols import WorkloadDefaults
 from workloads import register
-from workloads._text import TransformerShape, causal_lm_batch, token_loss
+from workloads._text import LanguageModel, TransformerShape, causal_lm_batch
 
 SHAPES = {
     "tiny": TransformerShape(layers=2, hidden=32, heads=2, vocab=256, seq=16, batch_size=4),
@@ -29,22 +28,12 @@ SHAPES = {
 
 @register("gpt2", description="Hugging Face GPT-2 causal LM on random tokens (124M at sequence 1024 at full)")
 @dataclasses.dataclass(kw_only=True)
-class GPT2(WorkloadDefaults):
+class GPT2(LanguageModel):
     size: Literal["tiny", "small", "full"] = "tiny"
     """tiny: 2 layers of width 32, vocabulary 256, sequence 16; small: 4 layers of width 256,
     vocabulary 4096, sequence 128, batch 2; full: GPT-2 124M at sequence 1024, batch 8."""
 
-    requires = ("transformers",)
-
-    @property
-    def shape(self) -> TransformerShape:
-        return SHAPES[self.size]
-
-    def default_batch_size(self) -> int:
-        return self.shape.batch_size
-
-    def tokens_per_sample(self) -> int:
-        return self.shape.seq
+    SHAPES = SHAPES
 
     def build_model(self) -> nn.Module:
         from transformers import GPT2Config, GPT2LMHeadModel
@@ -69,7 +58,3 @@ class GPT2(WorkloadDefaults):
 
     def make_batch(self, batch_size: int, *, device: torch.device, generator: torch.Generator):
         return causal_lm_batch(batch_size, self.shape, device=device, generator=generator)
-
-    def loss(self, model: nn.Module, batch) -> torch.Tensor:
-        inputs, targets = batch
-        return token_loss(model(input_ids=inputs).logits, targets)

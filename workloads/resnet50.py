@@ -14,12 +14,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-import torch
 from torch import nn
 
-from harness.protocols import WorkloadDefaults
 from workloads import register
-from workloads._vision import ResNetShape, classification_loss, random_images, resnet
+from workloads._vision import ImageClassifier, ResNetShape, resnet
 
 SHAPES = {
     "tiny": ResNetShape(image_size=64, classes=10, batch_size=8, layers=(1, 1, 1, 1), widths=(4, 8, 16, 32)),
@@ -30,25 +28,12 @@ SHAPES = {
 
 @register("resnet50", description="torchvision ResNet-50 on random images (224×224 at full)")
 @dataclasses.dataclass(kw_only=True)
-class ResNet50(WorkloadDefaults):
+class ResNet50(ImageClassifier):
     size: Literal["tiny", "small", "full"] = "tiny"
     """tiny: narrow bottlenecks (4–32 planes, 1 block per stage) at 64×64; small: ResNet-50 at
     32×32, 100 classes, batch 4; full: ResNet-50 at 224×224, 1000 classes, batch 64."""
 
-    requires = ("torchvision",)
-
-    @property
-    def shape(self) -> ResNetShape:
-        return SHAPES[self.size]
-
-    def default_batch_size(self) -> int:
-        return self.shape.batch_size
+    SHAPES = SHAPES
 
     def build_model(self) -> nn.Module:
         return resnet("bottleneck", self.shape)
-
-    def make_batch(self, batch_size: int, *, device: torch.device, generator: torch.Generator):
-        return random_images(batch_size, self.shape, device=device, generator=generator)
-
-    def loss(self, model: nn.Module, batch) -> torch.Tensor:
-        return classification_loss(model, batch)

@@ -11,12 +11,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Literal
 
-import torch
 from torch import nn
 
-from harness.protocols import WorkloadDefaults
 from workloads import register
-from workloads._vision import ImageShape, classification_loss, random_images
+from workloads._vision import ImageClassifier, ImageShape
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,19 +34,12 @@ SHAPES = {
 
 @register("vit", description="torchvision Vision Transformer on random images (ViT-B/16 at 224×224 at full)")
 @dataclasses.dataclass(kw_only=True)
-class ViT(WorkloadDefaults):
+class ViT(ImageClassifier):
     size: Literal["tiny", "small", "full"] = "tiny"
     """tiny: 32×32 images in 8×8 patches, 2 layers of width 32; small: 64×64 in 8×8 patches,
     4 layers of width 256, batch 8; full: ViT-B/16 at 224×224, batch 32."""
 
-    requires = ("torchvision",)
-
-    @property
-    def shape(self) -> ViTShape:
-        return SHAPES[self.size]
-
-    def default_batch_size(self) -> int:
-        return self.shape.batch_size
+    SHAPES = SHAPES
 
     def build_model(self) -> nn.Module:
         from torchvision.models.vision_transformer import VisionTransformer
@@ -65,9 +56,3 @@ class ViT(WorkloadDefaults):
             attention_dropout=0.0,
             num_classes=shape.classes,
         )
-
-    def make_batch(self, batch_size: int, *, device: torch.device, generator: torch.Generator):
-        return random_images(batch_size, self.shape, device=device, generator=generator)
-
-    def loss(self, model: nn.Module, batch) -> torch.Tensor:
-        return classification_loss(model, batch)
