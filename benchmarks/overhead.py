@@ -17,11 +17,11 @@ and harness/no-sampler (the sampler's cost).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 import time
+
+from _torchrun import relaunch
 
 ARMS = ("bare", "harness", "no-sampler")
 
@@ -124,11 +124,7 @@ def main() -> None:
     if args.worker:
         run_worker(args)
         return
-    threads = max(1, (os.cpu_count() or 1) // args.ranks)
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.ranks}",
-               __file__, "--worker", *sys.argv[1:]]  # fmt: skip
-    sys.exit(subprocess.call(command, env=env))
+    sys.exit(relaunch(__file__, ranks=args.ranks))
 
 
 if __name__ == "__main__":

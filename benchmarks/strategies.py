@@ -16,10 +16,11 @@ import dataclasses
 import gc
 import os
 import statistics
-import subprocess
 import sys
 import time
 from typing import Any
+
+from _torchrun import relaunch
 
 IMPLS = ("local", "naive", "flat", "stock", "bucketed")
 SEED = 0
@@ -200,12 +201,7 @@ def main() -> None:
     if args.worker:
         run_worker(args)
         return
-    # Every rank gets the same share of the cores, as `ddpbench bench` gives them.
-    threads = max(1, len(os.sched_getaffinity(0)) // args.ranks)
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={args.ranks}",
-               __file__, "--worker", *sys.argv[1:]]  # fmt: skip
-    sys.exit(subprocess.call(command, env=env))
+    sys.exit(relaunch(__file__, ranks=args.ranks))
 
 
 if __name__ == "__main__":

@@ -25,6 +25,23 @@ import pyarrow.parquet as pq
 
 SCHEMA_VERSION = 1
 
+# What the memory sampler measures, per rank (ranks/) and over the ranks (configs/).
+MEMORY_FIELDS = [
+    ("mem_peak_nvml_mb", pa.float64()),
+    ("mem_peak_nvml_process_mb", pa.float64()),
+    ("mem_peak_allocated_mb", pa.float64()),
+    ("mem_peak_reserved_mb", pa.float64()),
+    ("mem_peak_rss_mb", pa.float64()),
+    ("mem_nvml_struct", pa.string()),  # v2 or v1: which NVML memory struct was read
+    ("gpu_util_mean_pct", pa.float64()),
+    ("gpu_util_peak_pct", pa.float64()),
+    ("sm_clock_mean_mhz", pa.float64()),
+    ("power_mean_w", pa.float64()),
+    ("power_peak_w", pa.float64()),
+    ("mem_samples", pa.int32()),
+    ("mem_note", pa.string()),
+]
+
 CONFIG_SCHEMA = pa.schema(
     [
         ("schema_version", pa.int32()),
@@ -54,19 +71,7 @@ CONFIG_SCHEMA = pa.schema(
         ("scaling_efficiency", pa.float64()),
         ("exposed_comm_ms", pa.float64()),
         ("overlap_efficiency", pa.float64()),
-        ("mem_peak_nvml_mb", pa.float64()),
-        ("mem_peak_nvml_process_mb", pa.float64()),
-        ("mem_peak_allocated_mb", pa.float64()),
-        ("mem_peak_reserved_mb", pa.float64()),
-        ("mem_peak_rss_mb", pa.float64()),
-        ("mem_nvml_struct", pa.string()),  # v2 or v1: which NVML memory struct was read
-        ("gpu_util_mean_pct", pa.float64()),
-        ("gpu_util_peak_pct", pa.float64()),
-        ("sm_clock_mean_mhz", pa.float64()),
-        ("power_mean_w", pa.float64()),
-        ("power_peak_w", pa.float64()),
-        ("mem_samples", pa.int32()),
-        ("mem_note", pa.string()),
+        *MEMORY_FIELDS,
         ("parity_max_abs_diff", pa.float64()),
         ("parity_ok", pa.bool_()),
         ("parity_note", pa.string()),
@@ -113,19 +118,7 @@ RANK_SCHEMA = pa.schema(
         ("config_id", pa.string()),
         ("rank", pa.int32()),
         ("status", pa.string()),
-        ("mem_peak_nvml_mb", pa.float64()),
-        ("mem_peak_nvml_process_mb", pa.float64()),
-        ("mem_peak_allocated_mb", pa.float64()),
-        ("mem_peak_reserved_mb", pa.float64()),
-        ("mem_peak_rss_mb", pa.float64()),
-        ("mem_nvml_struct", pa.string()),  # v2 or v1: which NVML memory struct was read
-        ("gpu_util_mean_pct", pa.float64()),
-        ("gpu_util_peak_pct", pa.float64()),
-        ("sm_clock_mean_mhz", pa.float64()),
-        ("power_mean_w", pa.float64()),
-        ("power_peak_w", pa.float64()),
-        ("mem_samples", pa.int32()),
-        ("mem_note", pa.string()),
+        *MEMORY_FIELDS,
         ("wall_s", pa.float64()),
     ]
 )
