@@ -95,8 +95,23 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--mem-period-ms", type=float, default=20.0, help="memory sampling period, 0 = off (default: 20)"
     )
+    bench.add_argument("--repeats", type=_int("--repeats"), default=1,
+                       help="run every configuration R times, interleaved (default: 1)")  # fmt: skip
+    bench.add_argument("--resume", metavar="RUN_ID", help="finish an interrupted run: skip what it wrote, run the rest")
     bench.add_argument("--seed", type=_int("--seed"), default=0, help="base seed (default: 0)")
     bench.add_argument("--timeout", type=float, default=1800.0, help="seconds a collective may wait (default: 1800)")
+
+    compare = commands.add_parser(
+        "compare",
+        help="did NEW get significantly slower than BASE? (exit 1 if so)",
+        description="Match the configurations of two runs and judge each: slower/faster only when the ratio of "
+        "medians is beyond --threshold AND Mann-Whitney U gives p < 0.002. Exit 1 when any is slower.",
+    )
+    compare.add_argument("base", help="run id of the baseline")
+    compare.add_argument("new", help="run id to judge")
+    compare.add_argument("--threshold", default="5%", help="smallest change that counts (default: 5%%)")
+    compare.add_argument("--results", type=Path, default=Path("results"), help="results folder (default: results)")
+    compare.add_argument("--out", type=Path, default=Path("reports/site"), help="site folder (default: reports/site)")
 
     report = commands.add_parser("report", help="build the HTML site from results/")
     report.add_argument("--results", type=Path, default=Path("results"), help="results folder (default: results)")
@@ -130,6 +145,7 @@ def bench_config(args: argparse.Namespace, *, default_gpus: int, all_impls: list
         profile=args.profile,
         mem_period_ms=args.mem_period_ms,
         seed=args.seed,
+        repeats=args.repeats,
         timeout_s=args.timeout,
         command=tuple(sys.argv),
     )
@@ -177,12 +193,13 @@ def cmd_env() -> int:
     return 0
 
 
-def cmd_bench(args: argparse.Namespace) -> int:
+def new_run(args: argparse.Namespace):
+    """Validate everything, then create the run folder: (config, plan)."""
     import torch
 
     import impls
     from harness import config as cfgmod
-    from harness import env, launch, store
+    from harness import env, launch
 
     # Default: every visible GPU, or 2 simulated ranks on the CPU.
     uses_cuda = args.device in ("auto", "cuda") and torch.cuda.is_available()
@@ -195,21 +212,42 @@ def cmd_bench(args: argparse.Namespace) -> int:
         cfgmod.check_gpu_count(gpus=config.gpus, available=torch.cuda.device_count(), backend=backend)
     run_id = config.run_id or cfgmod.new_run_id()
     cfgmod.check_results_folder(config.results, run_id)
+    environment = env.capture(config.command)
+    return config, launch.create_run(config, configurations, run_id=run_id, device=device, environment=environment)
 
-    plan = launch.create_run(
-        config, configurations, run_id=run_id, device=device, environment=env.capture(config.command)
-    )
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from harness import launch
+    from harness.progress import Progress
+
+    if args.resume:
+        config, plan, done = launch.resume_run(args.results, args.resume)
+        print(f"ddpbench: resuming run {plan.run_id}: {done} finished configuration(s) kept, "
+              f"{len(plan.configurations)} to run", flush=True)  # fmt: skip
+    else:
+        (config, plan), done = new_run(args), 0
     _say_where(plan, config)
     began = time.monotonic()
-    done = [0]
-
-    def on_written(cfg) -> None:
-        done[0] += 1
-        row = store.read_config_row(plan.run, cfg.config_id)
-        print(f"[{done[0]}/{len(configurations)}] {_describe(row)}", flush=True)
-
-    launch.run_groups(config, plan, on_written=on_written)
+    progress = Progress(plan.run, plan.configurations, done=done)
+    try:
+        launch.run_groups(config, plan, on_written=progress.written)
+    finally:
+        progress.close()
+    _recommend(plan.run)
     return _summarize(plan, time.monotonic() - began)
+
+
+def _recommend(run: Path) -> None:
+    """After a sweep over bucket caps: the recommended cap per strategy and world size."""
+    from harness import store, sweep
+
+    frame = sweep.recommendations(store.read_configs(run), store.read_steps(run))
+    if frame.empty:
+        return
+    store.write_recommendations(run, frame)
+    print("ddpbench: recommended bucket caps (fastest; 'as good' = not significantly slower, Mann-Whitney p ≥ 0.002):")
+    for _, row in frame.iterrows():
+        print(f"  {sweep.describe(row)}")
 
 
 def _say_where(plan, config: BenchConfig) -> None:
@@ -226,20 +264,6 @@ def _say_where(plan, config: BenchConfig) -> None:
     print(f"ddpbench: run {plan.run_id}: {len(plan.configurations)} configurations -> {plan.run}/", flush=True)
 
 
-def _describe(row: dict) -> str:
-    opts = json.loads(row["impl_options"] or "{}")
-    label = f"w{row['world_size']} {row['workload']}/{row['size']} {row['impl']}" + "".join(
-        f" {k}={v}" for k, v in opts.items()
-    )
-    if row["status"] != "ok":
-        return f"{label}: {row['status'].upper()} {row['error']}"
-    parity = {True: "parity ok", False: "PARITY FAILED", None: "parity not judged"}[row["parity_ok"]]
-    return (
-        f"{label}: {row['step_ms_median']:.2f} ms/step (p10 {row['step_ms_p10']:.2f}, p90 {row['step_ms_p90']:.2f}), "
-        f"{row['samples_per_s']:.0f} samples/s, {parity}"
-    )
-
-
 def _summarize(plan, wall_s: float) -> int:
     from harness import store
 
@@ -248,6 +272,25 @@ def _summarize(plan, wall_s: float) -> int:
     summary = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("ok", "failed", "skipped"))
     print(f"ddpbench: run {plan.run_id} finished in {wall_s:.0f} s: {summary}; results in {plan.run}/")
     return 1 if counts.get("failed", 0) else 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from harness import compare
+    from reports.compare import write_comparison_page
+
+    threshold = compare.parse_threshold(args.threshold)
+    frame, warnings = compare.compare(args.results, args.base, args.new, threshold=threshold)
+    for warning in warnings:
+        print(f"ddpbench: warning: {warning}", file=sys.stderr)
+    for r in frame.itertuples():
+        options = "".join(f" {k}={v}" for k, v in json.loads(r.impl_options or "{}").items())
+        interval = f"95% CI {r.ratio_ci_low:.3f}-{r.ratio_ci_high:.3f}"
+        print(f"w{r.world_size} {r.workload}/{r.size} {r.impl}{options}: {r.base_ms:.2f} -> {r.new_ms:.2f} ms, "
+              f"ratio {r.ratio:.3f} ({interval}), p={r.p_value:.2g}: {r.verdict}")  # fmt: skip
+    page = write_comparison_page(args.out, args.base, args.new, frame, warnings, threshold=threshold)
+    slower = int((frame["verdict"] == "slower").sum()) if not frame.empty else 0
+    print(f"compare: {len(frame)} configuration(s) matched, {slower} significantly slower; page: {page}")
+    return 1 if slower else 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -269,6 +312,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_env()
         if args.command == "bench":
             return cmd_bench(args)
+        if args.command == "compare":
+            return cmd_compare(args)
         if args.command == "report":
             return cmd_report(args)
     except ConfigError as exc:

@@ -77,6 +77,8 @@ class BenchConfig:
     """Memory sampling period; 0 turns the sampler off."""
     profile: bool = False
     """Capture a torch.profiler trace per rank after each configuration's measured steps."""
+    repeats: int = 1
+    """Run every configuration this many times, interleaved, so drift hits all alike."""
     timeout_s: float = 1800.0
     """Process-group timeout: a collective that waits longer fails the configuration."""
     command: tuple[str, ...] = ()
@@ -86,6 +88,7 @@ class BenchConfig:
         _require_positive_int("--gpus", self.gpus)
         _require_positive_int("--steps", self.steps)
         _require_positive_int("--nnodes", self.nnodes)
+        _require_positive_int("--repeats", self.repeats)
         if not isinstance(self.warmup, int) or self.warmup < 0:
             raise ConfigError(f"--warmup {self.warmup} is not valid; give a whole number ≥ 0")
         if self.batch_size is not None:
@@ -111,6 +114,18 @@ class BenchConfig:
         if self.timeout_s <= 0:
             raise ConfigError(f"--timeout {self.timeout_s} is not valid; give seconds > 0")
         validate_run_id(self.run_id)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> BenchConfig:
+        """The inverse of dataclasses.asdict after a JSON round trip (tuples came back as lists)."""
+        fields = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in fields}
+        for key in ("impls", "workloads", "command"):
+            if key in values:
+                values[key] = tuple(values[key])
+        values["options"] = tuple((key, tuple(texts)) for key, texts in values.get("options", ()))
+        values["results"] = Path(values.get("results", "results"))
+        return cls(**values)
 
     @property
     def world_sizes(self) -> list[int]:
@@ -176,6 +191,7 @@ class Configuration:
     parity: bool
     mem_period_s: float = 0.02
     profile: bool = False
+    repeat: int = 0
 
     @property
     def options_json(self) -> str:
@@ -272,36 +288,45 @@ def expand(config: BenchConfig, *, device: str) -> list[Configuration]:
     backend = resolve_backend(config.backend, device=device)
     configurations: list[Configuration] = []
     for world in config.world_sizes:
+        group = []
         for workload in config.workloads:
             batch = config.batch_size or workload_registry.create(workload, size=size).default_batch_size()
-            for impl in names:
-                for opts in grids[impl]:
-                    index = len(configurations)
-                    configurations.append(
-                        Configuration(
-                            config_id=_config_id(index, world, workload, size, impl, opts),
-                            impl=impl,
-                            impl_options=opts,
-                            workload=workload,
-                            size=size,
-                            world_size=world,
-                            nnodes=config.nnodes,
-                            batch_size=batch,
-                            steps=config.steps,
-                            warmup=config.warmup,
-                            dtype=config.dtype,
-                            device=device,
-                            backend=backend,
-                            seed=config.seed,
-                            parity=config.parity,
-                            mem_period_s=config.mem_period_ms / 1000.0,
-                            profile=config.profile,
-                        )
+            group += [(workload, batch, impl, opts) for impl in names for opts in grids[impl]]
+        # Repeats interleave (A B C A B C …) so that the machine's drift hits every configuration alike.
+        for repeat in range(config.repeats):
+            for workload, batch, impl, opts in group:
+                configurations.append(
+                    Configuration(
+                        config_id=_config_id(
+                            len(configurations), world, workload, size, impl, opts, repeat, config.repeats
+                        ),
+                        impl=impl,
+                        impl_options=opts,
+                        workload=workload,
+                        size=size,
+                        world_size=world,
+                        nnodes=config.nnodes,
+                        batch_size=batch,
+                        steps=config.steps,
+                        warmup=config.warmup,
+                        dtype=config.dtype,
+                        device=device,
+                        backend=backend,
+                        seed=config.seed,
+                        parity=config.parity,
+                        mem_period_s=config.mem_period_ms / 1000.0,
+                        profile=config.profile,
+                        repeat=repeat,
                     )
+                )
     return configurations
 
 
-def _config_id(index: int, world: int, workload: str, size: str, impl: str, opts: dict) -> str:
+def _config_id(
+    index: int, world: int, workload: str, size: str, impl: str, opts: dict, repeat: int, repeats: int
+) -> str:
     parts = [f"{index:04d}", f"w{world}", workload, size, impl]
     parts += [f"{k}{v}" for k, v in sorted(opts.items())]
+    if repeats > 1:
+        parts.append(f"r{repeat}")
     return re.sub(r"[^A-Za-z0-9._-]", "_", "-".join(parts))

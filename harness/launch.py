@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import records, store
-from harness.config import BenchConfig, Configuration
+from harness.config import BenchConfig, ConfigError, Configuration
 
 POLL_S = 0.5
 
@@ -71,9 +71,29 @@ def create_run(
             "command": list(config.command),
             "environment": environment,
             "configurations": [c.to_json() for c in configurations],
+            "context": context,
         },
     )
     return RunPlan(run_id, run, device, threads, configurations, context)
+
+
+def resume_run(results: Path, run_id: str) -> tuple[BenchConfig, RunPlan, int]:
+    """The configuration and plan of an interrupted run, left with what it did not write.
+
+    Returns (config, plan, number already written). Nothing is overwritten: a configuration
+    whose part exists is skipped.
+    """
+    run = store.run_dir(results, run_id)
+    if not (run / "run.json").is_file():
+        known = ", ".join(p.name for p in store.list_runs(results)[:5]) or "none"
+        raise ConfigError(f"--resume {run_id!r}: no such run in {str(results)!r} (newest runs: {known})")
+    meta = store.read_json(run / "run.json")
+    config = BenchConfig.from_json({**meta["config"], "results": str(results), "command": meta.get("command", ())})
+    configurations = [Configuration.from_json(c) for c in meta["configurations"]]
+    written = store.written_config_ids(run)
+    pending = [c for c in configurations if c.config_id not in written]
+    plan = RunPlan(run_id, run, meta["device"], meta["threads_per_rank"], pending, meta["context"])
+    return config, plan, len(configurations) - len(pending)
 
 
 def torchrun_command(config: BenchConfig, *, local_ranks: int, plan_path: Path, run_id: str) -> list[str]:

@@ -107,9 +107,12 @@ def _same_setup(written: pd.DataFrame, cfg: Configuration) -> pd.Series:
     )
 
 
-def _lookup(written: pd.DataFrame, mask: pd.Series, column: str) -> float | None:
+def _lookup(written: pd.DataFrame, mask: pd.Series, column: str, *, repeat: int = 0) -> float | None:
+    """The matching row's value, from the same repeat where there is one."""
     if written.empty or not mask.any():
         return None
+    if "repeat" in written and (mask & (written["repeat"] == repeat)).any():
+        mask = mask & (written["repeat"] == repeat)
     value = written.loc[mask, column].iloc[-1]
     return None if pd.isna(value) else float(value)
 
@@ -129,6 +132,7 @@ def derived_metrics(
             & (written["impl_options"] == cfg.options_json)
             & (written["world_size"] == 1),
             "samples_per_s",
+            repeat=cfg.repeat,
         )
         local = _lookup(
             written,
@@ -137,6 +141,7 @@ def derived_metrics(
             & (written["world_size"] == cfg.world_size)
             & (written["nnodes"] == cfg.nnodes),
             "step_ms_median",
+            repeat=cfg.repeat,
         )
     if cfg.world_size == 1 and samples_per_s:
         single = samples_per_s
@@ -212,6 +217,7 @@ def assemble(
     row: dict[str, Any] = {
         "run_id": run_id,
         "config_id": cfg.config_id,
+        "repeat": cfg.repeat,
         "status": status,
         "error": error,
         "impl": cfg.impl,

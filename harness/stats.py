@@ -55,3 +55,83 @@ def overlap_efficiency(step_ms: float | None, local_step_ms: float | None) -> fl
     if not step_ms or local_step_ms is None:
         return None
     return local_step_ms / step_ms
+
+
+# ---- significance (used by sweeps and `ddpbench compare`) ----------------------------------------
+
+SIGNIFICANCE_P = 0.002
+"""Mann-Whitney U threshold for 'significantly different', as asv uses: few false alarms."""
+NOISY_CV = 0.10
+"""Coefficient of variation above which a configuration's timing is flagged as noisy."""
+
+
+def bootstrap_median_ci(samples: Sequence[float], *, confidence: float = 0.95, seed: int = 0) -> tuple[float, float]:
+    """Percentile-bootstrap confidence interval of the median (scipy.stats.bootstrap)."""
+    from scipy import stats as sp
+
+    values = np.asarray(samples, dtype=float)
+    if values.size < 2 or np.all(values == values[0]):
+        return float(np.median(values)), float(np.median(values))
+    result = sp.bootstrap(
+        (values,), np.median, confidence_level=confidence, n_resamples=2000, method="percentile", random_state=seed
+    )
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def mann_whitney_p(a: Sequence[float], b: Sequence[float]) -> float:
+    """Two-sided Mann-Whitney U p-value: do the two samples come from one distribution?"""
+    from scipy import stats as sp
+
+    if len(a) < 2 or len(b) < 2:
+        return 1.0
+    return float(sp.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+
+
+def is_noisy(cv: float | None, *, threshold: float = NOISY_CV) -> bool:
+    return cv is not None and cv > threshold
+
+
+def verdict(base: Sequence[float], new: Sequence[float], *, threshold: float, p_limit: float = SIGNIFICANCE_P) -> dict:
+    """Compare two step-time samples: the ratio of medians, its p-value, and what it means.
+
+    'slower'/'faster' only when the difference is both beyond `threshold` (a fraction, e.g.
+    0.05) and significant; a large but insignificant difference is 'no significant change'.
+    """
+    ratio = float(np.median(new) / np.median(base))
+    p = mann_whitney_p(base, new)
+    significant = p < p_limit
+    if significant and ratio > 1 + threshold:
+        word = "slower"
+    elif significant and ratio < 1 - threshold:
+        word = "faster"
+    else:
+        word = "no significant change"
+    return {"ratio": ratio, "p_value": p, "verdict": word}
+
+
+DDP_DEFAULT_CAP_MB = 25.0
+
+
+def recommend_cap(
+    samples_by_cap: dict[float, Sequence[float]],
+    *,
+    default_cap: float = DDP_DEFAULT_CAP_MB,
+    p_limit: float = SIGNIFICANCE_P,
+) -> dict:
+    """The fastest bucket cap, its median's 95 % CI, the caps not significantly slower than it
+    (how flat the optimum is), and its gain over DDP's default cap when that was measured."""
+    medians = {cap: float(np.median(samples)) for cap, samples in samples_by_cap.items()}
+    best = min(medians, key=medians.get)
+    low, high = bootstrap_median_ci(samples_by_cap[best])
+    equivalent = sorted(
+        cap for cap, samples in samples_by_cap.items() if mann_whitney_p(samples_by_cap[best], samples) >= p_limit
+    )
+    gain = medians[default_cap] / medians[best] - 1 if default_cap in medians else None
+    return {
+        "best_cap_mb": best,
+        "best_step_ms": medians[best],
+        "best_ci_low_ms": low,
+        "best_ci_high_ms": high,
+        "equivalent_caps_mb": sorted({best, *equivalent}),
+        "gain_vs_default": gain,
+    }

@@ -47,6 +47,7 @@ CONFIG_SCHEMA = pa.schema(
         ("schema_version", pa.int32()),
         ("run_id", pa.string()),
         ("config_id", pa.string()),
+        ("repeat", pa.int32()),  # 0 … --repeats-1: the same configuration measured again, interleaved
         ("status", pa.string()),  # ok | failed | skipped
         ("error", pa.string()),
         ("impl", pa.string()),
@@ -222,6 +223,17 @@ def warm_up() -> None:
     sink = pa.BufferOutputStream()
     pq.write_table(table, sink)
     pq.read_table(pa.BufferReader(sink.getvalue())).to_pandas()
+
+
+def write_recommendations(run: Path, frame: pd.DataFrame) -> None:
+    """The bucket-cap recommendations of a sweep, next to its parts (rewritten after a resume)."""
+    table = pa.Table.from_pandas(frame, preserve_index=False)
+    atomic_write(Path(run) / "recommendations.parquet", lambda tmp: pq.write_table(table, tmp))
+
+
+def read_recommendations(run: Path) -> pd.DataFrame:
+    path = Path(run) / "recommendations.parquet"
+    return pd.read_parquet(path) if path.is_file() else pd.DataFrame()
 
 
 def list_runs(results: Path) -> list[Path]:

@@ -1,0 +1,63 @@
+"""Progress over a run's configurations: a line per finished configuration, always; on a
+terminal also a bar with the current configuration and an ETA (tqdm). Off a terminal (CI,
+logs, pipes) the bar stays away, so logs hold only the lines.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import TextIO
+
+from harness import store
+from harness.config import Configuration
+
+
+def describe_row(row: dict) -> str:
+    opts = json.loads(row["impl_options"] or "{}")
+    label = f"w{row['world_size']} {row['workload']}/{row['size']} {row['impl']}"
+    label += "".join(f" {k}={v}" for k, v in opts.items())
+    if row.get("repeat"):
+        label += f" (repeat {row['repeat']})"
+    if row["status"] != "ok":
+        return f"{label}: {row['status'].upper()} {row['error']}"
+    parity = {True: "parity ok", False: "PARITY FAILED", None: "parity not judged"}[row["parity_ok"]]
+    return (
+        f"{label}: {row['step_ms_median']:.2f} ms/step (p10 {row['step_ms_p10']:.2f}, p90 {row['step_ms_p90']:.2f}), "
+        f"{row['samples_per_s']:.0f} samples/s, {parity}"
+    )
+
+
+class Progress:
+    def __init__(self, run: Path, pending: list[Configuration], *, done: int = 0, stream: TextIO = sys.stdout):
+        self._run = run
+        self._pending = list(pending)
+        self._done = done
+        self._total = done + len(pending)
+        self._stream = stream
+        self._bar = None
+        if stream.isatty() and pending:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=self._total, initial=done, unit="config", file=stream, dynamic_ncols=True)
+            self._show_current()
+
+    def _show_current(self) -> None:
+        if self._bar is not None and self._pending:
+            self._bar.set_description_str(f"running {self._pending[0].label()}")
+
+    def written(self, cfg: Configuration) -> None:
+        self._done += 1
+        self._pending = [c for c in self._pending if c.config_id != cfg.config_id]
+        line = f"[{self._done}/{self._total}] {describe_row(store.read_config_row(self._run, cfg.config_id))}"
+        if self._bar is None:
+            print(line, file=self._stream, flush=True)
+            return
+        self._bar.write(line)
+        self._bar.update(1)
+        self._show_current()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()

@@ -1,0 +1,89 @@
+"""Sweeps: interleaved repeats, the recommendation from a run's rows, resume, progress off a terminal."""
+
+from __future__ import annotations
+
+import io
+import shutil
+
+import numpy as np
+import pandas as pd
+from conftest import run_ddpbench
+
+from harness import launch, store, sweep
+from harness.config import BenchConfig, expand
+from harness.progress import Progress
+
+
+def test_repeats_interleave_so_drift_hits_every_configuration_alike():
+    config = BenchConfig(gpus=1, impls=("naive", "stock"), size="tiny", repeats=3, baseline=False)
+    order = [(c.impl, c.repeat) for c in expand(config, device="cpu")]
+    assert order == [("naive", 0), ("stock", 0), ("naive", 1), ("stock", 1), ("naive", 2), ("stock", 2)]
+    assert all(c.config_id.endswith(f"-r{c.repeat}") for c in expand(config, device="cpu"))
+
+
+def sweep_rows(curve: dict[float, float], world_sizes=(1, 2)) -> tuple[pd.DataFrame, pd.DataFrame]:
+    configs, steps = [], []
+    rng = np.random.default_rng(0)
+    for world in world_sizes:
+        for cap, ms in curve.items():
+            config_id = f"w{world}-{cap}"
+            options = f'{{"bucket_cap_mb": {cap}}}'
+            configs.append({"config_id": config_id, "status": "ok", "impl": "stock", "impl_options": options,
+                            "bucket_cap_mb": cap, "workload": "gpt2", "size": "tiny", "batch_size": 2, "dtype": "fp32",
+                            "world_size": world, "nnodes": 1})  # fmt: skip
+            for step in range(30):
+                for rank in range(world):
+                    steps.append({"config_id": config_id, "step": step, "rank": rank, "warmup": False,
+                                  "step_ms": rng.normal(ms * world, ms * 0.02)})  # fmt: skip
+    return pd.DataFrame(configs), pd.DataFrame(steps)
+
+
+def test_a_sweep_recommends_its_known_optimum_per_world_size():
+    configs, steps = sweep_rows({1.0: 120.0, 5.0: 100.0, 25.0: 110.0})
+    frame = sweep.recommendations(configs, steps)
+    assert frame["world_size"].tolist() == [1, 2]
+    assert frame["best_cap_mb"].tolist() == [5.0, 5.0]
+    assert all(0.05 < gain < 0.15 for gain in frame["gain_vs_default"])
+    assert "use bucket_cap_mb=5" in sweep.describe(frame.iloc[0])
+
+
+def test_a_run_without_several_caps_has_no_recommendation():
+    configs, steps = sweep_rows({25.0: 100.0})
+    assert sweep.recommendations(configs, steps).empty
+
+
+def test_progress_off_a_terminal_is_plain_lines(small_run):
+    stream = io.StringIO()
+    config_ids = sorted(store.written_config_ids(small_run))[:2]
+    meta = store.read_json(small_run / "run.json")
+    from harness.config import Configuration
+
+    pending = [Configuration.from_json(c) for c in meta["configurations"] if c["config_id"] in config_ids]
+    progress = Progress(small_run, pending, stream=stream)
+    for cfg in pending:
+        progress.written(cfg)
+    progress.close()
+    lines = stream.getvalue().splitlines()
+    assert [line.split("]")[0] for line in lines] == ["[1/2", "[2/2"]
+    assert "\r" not in stream.getvalue()  # no bar redraws in a log
+
+
+def test_resume_runs_exactly_what_an_interrupted_run_did_not_write(small_run, tmp_path):
+    results = tmp_path / "results"
+    shutil.copytree(small_run, results / "e2e")
+    written = sorted(store.written_config_ids(results / "e2e"))
+    lost = [written[1], written[-1]]  # one of each world size: both launches are needed
+    for config_id in lost:
+        (results / "e2e" / "configs" / f"{config_id}.parquet").unlink()
+    kept_mtimes = {p.name: p.stat().st_mtime_ns for p in (results / "e2e" / "configs").iterdir()}
+
+    _, plan, done = launch.resume_run(results, "e2e")
+    assert sorted(c.config_id for c in plan.configurations) == sorted(lost)
+    assert done == len(written) - 2
+
+    finished = run_ddpbench("bench", "--resume", "e2e", "--results", str(results))
+    assert finished.returncode == 0, finished.stdout + finished.stderr
+    assert f"{len(written) - 2} finished configuration(s) kept, 2 to run" in finished.stdout
+    assert store.written_config_ids(results / "e2e") == set(written)
+    for name, mtime in kept_mtimes.items():  # nothing already written was touched
+        assert (results / "e2e" / "configs" / name).stat().st_mtime_ns == mtime
