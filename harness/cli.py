@@ -265,12 +265,24 @@ def _say_where(plan, config: BenchConfig) -> None:
 
 
 def _summarize(plan, wall_s: float) -> int:
-    from harness import store
+    from harness import stats, store
 
     configs = store.read_configs(plan.run)
     counts = configs["status"].value_counts().to_dict()
     summary = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("ok", "failed", "skipped"))
     print(f"ddpbench: run {plan.run_id} finished in {wall_s:.0f} s: {summary}; results in {plan.run}/")
+    steps = store.read_steps(plan.run)
+    ran_now = {c.config_id for c in plan.configurations}  # a resumed run counts only what it ran
+    step_s = stats.training_seconds(steps[steps["config_id"].isin(ran_now)])
+    if step_s:
+        # What the harness costs around the steps it measures: launches, builds, parity, writes.
+        print(
+            f"ddpbench: {step_s:.0f} s of that was training steps (warm-up included): {wall_s / step_s:.2f}× overhead"
+        )
+    store.write_json(
+        plan.run / "summary.json",
+        {"wall_s": wall_s, "training_step_s": step_s, "status_counts": counts, "configurations": len(configs)},
+    )
     return 1 if counts.get("failed", 0) else 0
 
 

@@ -28,6 +28,13 @@ def slowest_rank_per_step(steps: pd.DataFrame) -> pd.Series:
     return measured.groupby("step")["step_ms"].max().sort_index()
 
 
+def training_seconds(steps: pd.DataFrame) -> float:
+    """Wall time the job spent in training steps, warm-up included: per step, the slowest rank."""
+    if steps.empty:
+        return 0.0
+    return float(steps.groupby(["config_id", "step"])["step_ms"].max().sum() / 1000.0)
+
+
 def samples_per_second(*, step_ms: float | None, batch_size: int, world_size: int) -> float | None:
     if not step_ms:
         return None

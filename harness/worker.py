@@ -13,6 +13,7 @@ import argparse
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import gc
 import json
 import sys
@@ -88,7 +89,7 @@ def _measure(cfg: Configuration, session: Session, *, run: Path) -> dict[str, An
     del model, optimizer, strategy, parts
     _release_memory(session.device)
     if final_state is not None:
-        result["parity"] = _check_parity(cfg, workload, final_state, session.device)
+        result["parity"] = _check_parity(cfg, final_state, session.device)
     return result
 
 
@@ -156,10 +157,26 @@ def _profile(cfg: Configuration, session: Session, *, trace_dir: Path, **step_pa
     return str(trace_dir.relative_to(trace_dir.parent.parent))  # relative to the run folder
 
 
-def _check_parity(cfg: Configuration, workload, final_state, device) -> dict[str, Any]:
+@functools.lru_cache(maxsize=4)
+def _reference(workload: str, size: str, *, world_size: int, batch_size: int, steps: int, seed: int, device, dtype):
+    """The single-process reference, computed once per setup: every strategy, bucket cap and
+    repeat of a sweep at one world size shares it (on the CPU, in rank 0's memory)."""
+    return parity.reference_parameters(
+        workloads.create(workload, size=size),
+        world_size=world_size,
+        batch_size=batch_size,
+        steps=steps,
+        seed=seed,
+        device=device,
+        dtype=dtype,
+    )
+
+
+def _check_parity(cfg: Configuration, final_state, device) -> dict[str, Any]:
     try:
-        expected = parity.reference_parameters(
-            workload,
+        expected = _reference(
+            cfg.workload,
+            cfg.size,
             world_size=cfg.world_size,
             batch_size=cfg.batch_size,
             steps=cfg.warmup + cfg.steps,
