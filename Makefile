@@ -12,12 +12,12 @@ SITE   ?= reports/site
 comma := ,
 empty :=
 space := $(empty) $(empty)
-join   = $(subst $(space),$(comma),$(strip $(1)))
+commas = $(subst $(space),$(comma),$(strip $(1)))
 
 BENCH_FLAGS := $(if $(GPUS),--gpus $(GPUS)) \
-	$(if $(IMPLS),--impls $(call join,$(IMPLS))) \
-	$(if $(WORKLOADS),--workloads $(call join,$(WORKLOADS))) \
-	$(if $(BUCKETS),--bucket-cap-mb $(call join,$(BUCKETS))) \
+	$(if $(IMPLS),--impls $(call commas,$(IMPLS))) \
+	$(if $(WORKLOADS),--workloads $(call commas,$(WORKLOADS))) \
+	$(if $(BUCKETS),--bucket-cap-mb $(call commas,$(BUCKETS))) \
 	$(if $(SIZE),--size $(SIZE)) \
 	$(if $(STEPS),--steps $(STEPS)) \
 	$(if $(WARMUP),--warmup $(WARMUP)) \

@@ -1,0 +1,31 @@
+"""`make bench` variables map onto `ddpbench bench` flags (checked with `make -n`, nothing runs)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import pytest
+from conftest import PROJECT
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+
+
+def dry_run(*variables: str) -> str:
+    done = subprocess.run(["make", "-n", *variables], cwd=PROJECT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_bench_variables_become_cli_flags_with_spaces_turned_into_commas():
+    out = dry_run("bench", "GPUS=8", "IMPLS=naive stock", "WORKLOADS=mlp,gpt2", "BUCKETS=1 25", "SIZE=small", "STEPS=7")
+    command = next(line for line in out.splitlines() if "ddpbench bench" in line)
+    for flag in ("--gpus 8", "--impls naive,stock", "--workloads mlp,gpt2", "--bucket-cap-mb 1,25", "--size small"):
+        assert flag in command
+    assert "--steps 7" in command
+    assert "ddpbench report" in out  # the report follows a finished run
+
+
+def test_sweep_defaults_to_a_ladder_of_bucket_caps_including_ddps_default():
+    out = dry_run("sweep", "GPUS=2")
+    assert "--bucket-cap-mb 1,5,10,25,50,100" in out
