@@ -1,51 +1,437 @@
-"""Pure figure functions: a tidy DataFrame in, a plotly Figure out. No I/O, no `show()`."""
+"""Pure figure functions: tidy DataFrames in, a plotly Figure out. No I/O, no `show()`.
+
+Each function answers one question of the run page. `configs` is the configs table of a run;
+the step-level inputs are the reductions of `reports.aggregate`, never raw steps.
+"""
 
 from __future__ import annotations
 
-import json
-
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from reports.aggregate import PHASES, labelled, strategy_label, sweep_rows, world_label
+
+__all__ = [
+    "MEMORY_METRICS",
+    "NOISY_CV",
+    "bucket_cap_sweep",
+    "exposed_communication",
+    "held_by_rank",
+    "memory_by_rank",
+    "memory_vs_time",
+    "noise",
+    "scaling",
+    "step_time_by_strategy",
+    "step_time_distribution",
+    "step_time_series",
+    "strategy_label",
+    "throughput_by_strategy",
+    "time_breakdown",
+]
+
+NOISY_CV = 0.1  # a coefficient of variation above this makes a median hard to compare
+MEMORY_METRICS = (
+    ("mem_peak_nvml_mb", "device peak (NVML)"),
+    ("mem_peak_reserved_mb", "allocator reserved peak"),
+    ("mem_peak_allocated_mb", "allocator allocated peak"),
+    ("mem_peak_rss_mb", "process RSS peak"),
+)
+PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b", "#9d755d", "#ff9da6", "#bab0ac")
+DASHES = ("solid", "dot", "dash", "longdash", "dashdot", "longdashdot")
+PHASE_COLOURS = {"forward_ms": "#4c78a8", "backward_ms": "#f58518", "sync_ms": "#e45756", "optimizer_ms": "#72b7b2"}
 
 
-def strategy_label(row: pd.Series) -> str:
-    """The strategy with the options that distinguish it, e.g. 'stock bucket_cap_mb=25'."""
-    options = json.loads(row["impl_options"]) if isinstance(row["impl_options"], str) else {}
-    return " ".join([row["impl"], *(f"{k}={v}" for k, v in sorted(options.items()))])
+# A small template built once: plotly's stock ones are deep-copied into every figure, which made
+# that copy the largest cost of a site build.
+TEMPLATE = go.layout.Template(
+    layout={
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "white",
+        "colorway": PALETTE,
+        "font": {"color": "#2a3f5f"},
+        "xaxis": {"gridcolor": "#ebf0f8", "linecolor": "#ebf0f8", "zerolinecolor": "#ebf0f8", "automargin": True},
+        "yaxis": {"gridcolor": "#ebf0f8", "linecolor": "#ebf0f8", "zerolinecolor": "#ebf0f8", "automargin": True},
+        "hovermode": "closest",
+    }
+)
+
+
+def new_figure(*traces: go.BaseTraceType) -> go.Figure:
+    return go.Figure(data=list(traces), layout={"template": TEMPLATE})
+
+
+def strategy_colours(rows: pd.DataFrame) -> dict[str, str]:
+    """One colour per strategy label, the same in every figure of a page (labels in sorted order)."""
+    return {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(sorted(set(rows["label"])))}
+
+
+def _layout(figure: go.Figure, *, title: str, **layout) -> go.Figure:
+    figure.update_layout(title=title, margin={"t": 60, "b": 40}, **layout)
+    return figure
+
+
+def _parity_failed(rows: pd.DataFrame) -> bool:
+    return bool((rows["parity_ok"] == False).any())  # noqa: E712 (None means not judged)
+
+
+def _whiskers(rows: pd.DataFrame, *, median: str, low: str, high: str) -> dict:
+    return {
+        "type": "data",
+        "symmetric": False,
+        "array": (rows[high] - rows[median]).clip(lower=0),
+        "arrayminus": (rows[median] - rows[low]).clip(lower=0),
+    }
 
 
 def step_time_by_strategy(configs: pd.DataFrame, *, workload: str) -> go.Figure:
     """Median step time per strategy (bars) and world size (groups), whiskers p10 to p90.
 
-    A strategy that failed parity gets '(PARITY FAILED)' in its legend entry.
+    A strategy that failed parity gets '(PARITY FAILED)' in its legend entry and a hatched bar.
     """
-    ok = configs[(configs["status"] == "ok") & (configs["workload"] == workload)].copy()
-    ok["label"] = ok.apply(strategy_label, axis=1)
-    figure = go.Figure()
+    figure = new_figure()
+    ok = labelled(configs, workload=workload)
+    colours = strategy_colours(ok)
     for label, rows in ok.groupby("label", sort=False):
-        rows = rows.sort_values("world_size")
-        failed_parity = (rows["parity_ok"] == False).any()  # noqa: E712 (None means not judged)
+        failed_parity = _parity_failed(rows)
         figure.add_trace(
             go.Bar(
                 name=label + (" (PARITY FAILED)" if failed_parity else ""),
-                x=[f"{n} rank{'s' if n > 1 else ''}" for n in rows["world_size"]],
+                marker_color=colours[label],
+                x=[world_label(n) for n in rows["world_size"]],
                 y=rows["step_ms_median"],
-                error_y={
-                    "type": "data",
-                    "symmetric": False,
-                    "array": rows["step_ms_p90"] - rows["step_ms_median"],
-                    "arrayminus": rows["step_ms_median"] - rows["step_ms_p10"],
-                },
+                error_y=_whiskers(rows, median="step_ms_median", low="step_ms_p10", high="step_ms_p90"),
                 marker_pattern_shape="x" if failed_parity else "",
-                hovertemplate="%{y:.2f} ms<extra>" + label + "</extra>",
+                hovertemplate="%{y:.2f} ms<extra>%{fullData.name}</extra>",
             )
         )
-    figure.update_layout(
+    return _layout(
+        figure,
         title=f"{workload}: median step time (whiskers p10–p90; lower is better)",
         barmode="group",
         xaxis_title="world size",
         yaxis_title="step time (ms)",
         legend_title="strategy",
-        template="plotly_white",
     )
-    return figure
+
+
+def throughput_by_strategy(configs: pd.DataFrame, *, workload: str) -> go.Figure:
+    """Samples per second over all ranks, per strategy and world size."""
+    figure = new_figure()
+    ok = labelled(configs, workload=workload)
+    colours = strategy_colours(ok)
+    for label, rows in ok.groupby("label", sort=False):
+        failed_parity = _parity_failed(rows)
+        figure.add_trace(
+            go.Bar(
+                name=label + (" (PARITY FAILED)" if failed_parity else ""),
+                marker_color=colours[label],
+                x=[world_label(n) for n in rows["world_size"]],
+                y=rows["samples_per_s"],
+                marker_pattern_shape="x" if failed_parity else "",
+                hovertemplate="%{y:.0f} samples/s<extra>%{fullData.name}</extra>",
+            )
+        )
+    return _layout(
+        figure,
+        title=f"{workload}: throughput (samples/s over all ranks; higher is better)",
+        barmode="group",
+        xaxis_title="world size",
+        yaxis_title="samples/s",
+        legend_title="strategy",
+    )
+
+
+def scaling(configs: pd.DataFrame, *, workload: str) -> go.Figure:
+    """Weak-scaling efficiency against world size, one line per strategy, and the ideal 1.0."""
+    rows = labelled(configs, workload=workload).dropna(subset=["scaling_efficiency"])
+    figure = new_figure()
+    colours = strategy_colours(rows)
+    for label, group in rows.groupby("label", sort=False):
+        group = group.sort_values("world_size")
+        figure.add_trace(
+            go.Scatter(
+                name=label,
+                x=group["world_size"],
+                y=group["scaling_efficiency"],
+                mode="lines+markers",
+                line_color=colours[label],
+            )
+        )
+    worlds = sorted(rows["world_size"].unique().tolist()) or [1]
+    figure.add_trace(
+        go.Scatter(
+            name="ideal", x=[worlds[0], worlds[-1]], y=[1.0, 1.0], mode="lines", line={"dash": "dash", "color": "#888"}
+        )
+    )
+    return _layout(
+        figure,
+        title=f"{workload}: weak-scaling efficiency (1.0 = perfect)",
+        xaxis={"title": "world size", "tickvals": worlds, "type": "log" if worlds[-1] > 8 else "linear"},
+        yaxis={"title": "samples/s(n) / (n × samples/s(1))", "rangemode": "tozero"},
+        legend_title="strategy",
+    )
+
+
+def bucket_cap_sweep(configs: pd.DataFrame, *, workload: str, strategy: str) -> go.Figure:
+    """Step time against bucket_cap_mb (log x), one line per world size, the best cap starred."""
+    rows = sweep_rows(configs, workload=workload)
+    rows = rows[rows["strategy"] == strategy].dropna(subset=["step_ms_median"])
+    caps = sorted(rows["bucket_cap_mb"].unique().tolist())
+    figure = new_figure()
+    best_x, best_y, best_text = [], [], []
+    for world, group in rows.groupby("world_size"):
+        group = group.sort_values("bucket_cap_mb")
+        figure.add_trace(
+            go.Scatter(
+                name=world_label(world),
+                x=group["bucket_cap_mb"],
+                y=group["step_ms_median"],
+                mode="lines+markers",
+                error_y=_whiskers(group, median="step_ms_median", low="step_ms_p10", high="step_ms_p90"),
+            )
+        )
+        best = group.loc[group["step_ms_median"].idxmin()]
+        best_x.append(best["bucket_cap_mb"])
+        best_y.append(best["step_ms_median"])
+        best_text.append(f"best for {world_label(world)}: {best['bucket_cap_mb']:g} MB")
+    figure.add_trace(
+        go.Scatter(
+            name="best cap",
+            x=best_x,
+            y=best_y,
+            mode="markers+text",
+            text=[t.split(": ")[1] for t in best_text],
+            textposition="top center",
+            hovertext=best_text,
+            marker={"symbol": "star", "size": 16, "color": "gold", "line": {"color": "black", "width": 1}},
+        )
+    )
+    return _layout(
+        figure,
+        title=f"{workload} · {strategy}: step time against bucket_cap_mb (whiskers p10–p90)",
+        xaxis={"title": "bucket_cap_mb (log)", "type": "log", "tickvals": caps, "ticktext": [f"{c:g}" for c in caps]},
+        yaxis_title="median step time (ms)",
+        legend_title="world size",
+    )
+
+
+def time_breakdown(configs: pd.DataFrame, phases: pd.DataFrame, *, workload: str) -> go.Figure:
+    """Stacked median forward / backward / sync / optimizer time per strategy and world size."""
+    rows = labelled(configs, workload=workload).merge(phases, on="config_id", suffixes=("", "_phase"))
+    figure = new_figure()
+    for phase in PHASES:
+        figure.add_trace(
+            go.Bar(
+                name=phase.removesuffix("_ms"),
+                x=rows["config_label"],
+                y=rows[phase],
+                marker_color=PHASE_COLOURS[phase],
+                hovertemplate="%{y:.2f} ms<extra>%{fullData.name}</extra>",
+            )
+        )
+    return _layout(
+        figure,
+        title=f"{workload}: where the time goes (median per phase over measured steps and ranks)",
+        barmode="stack",
+        yaxis_title="ms",
+        legend_title="phase",
+    )
+
+
+def exposed_communication(configs: pd.DataFrame, *, workload: str) -> go.Figure:
+    """Exposed communication (ms) and overlap efficiency against `local`, per strategy and world size."""
+    rows = labelled(configs, workload=workload)
+    rows = rows[rows["impl"] != "local"].dropna(subset=["exposed_comm_ms"])
+    figure = make_subplots(
+        figure=new_figure(),
+        rows=1,
+        cols=2,
+        subplot_titles=("exposed communication (ms; lower is better)", "overlap efficiency (1.0 = hidden)"),
+    )
+    colours = strategy_colours(labelled(configs, workload=workload))
+    for label, group in rows.groupby("label", sort=False):
+        x = [world_label(n) for n in group["world_size"]]
+        colour = colours[label]
+        common = {"name": label, "legendgroup": label, "marker_color": colour}
+        figure.add_trace(go.Bar(x=x, y=group["exposed_comm_ms"], **common), row=1, col=1)
+        figure.add_trace(go.Bar(x=x, y=group["overlap_efficiency"], showlegend=False, **common), row=1, col=2)
+    figure.add_hline(y=1.0, line_dash="dash", line_color="#888", row=1, col=2)
+    return _layout(figure, title=f"{workload}: communication that backward did not hide", barmode="group")
+
+
+def memory_by_rank(configs: pd.DataFrame, ranks: pd.DataFrame, *, workload: str) -> go.Figure:
+    """Each measured memory peak per configuration, one bar per rank (rank-0 skew shows)."""
+    rows = labelled(configs, workload=workload)[["config_id", "config_label"]].merge(ranks, on="config_id")
+    metrics = [(column, title) for column, title in MEMORY_METRICS if rows[column].notna().any()]
+    figure = make_subplots(
+        figure=new_figure(),
+        rows=max(len(metrics), 1),
+        cols=1,
+        shared_xaxes=True,
+        subplot_titles=[t for _, t in metrics],
+    )
+    for row, (column, _) in enumerate(metrics, start=1):
+        for rank, group in rows.groupby("rank"):
+            figure.add_trace(
+                go.Bar(
+                    name=f"rank {rank}",
+                    legendgroup=f"rank {rank}",
+                    marker_color=PALETTE[int(rank) % len(PALETTE)],  # one colour per rank in every panel
+                    showlegend=row == 1,
+                    x=group["config_label"],
+                    y=group[column],
+                    hovertemplate="%{y:.0f} MB<extra>%{fullData.name}</extra>",
+                ),
+                row=row,
+                col=1,
+            )
+        figure.update_yaxes(title_text="MB", row=row, col=1)
+    return _layout(
+        figure,
+        title=f"{workload}: memory peaks per rank",
+        barmode="group",
+        height=260 * max(len(metrics), 1) + 120,
+        legend_title="rank",
+    )
+
+
+HELD_PARTS = (
+    ("held_param_mb", "parameters"),
+    ("held_grad_mb", "gradients"),
+    ("held_optimizer_state_mb", "optimizer state"),
+)
+
+
+def peak_memory_column(configs: pd.DataFrame) -> tuple[str, str] | None:
+    """The most telling memory peak this run measured: NVML, else the allocator, else RSS."""
+    for column, title in MEMORY_METRICS[:2] + MEMORY_METRICS[3:]:
+        if column in configs and configs[column].notna().any():
+            return column, title
+    return None
+
+
+def memory_vs_time(configs: pd.DataFrame, *, workload: str) -> go.Figure:
+    """Every strategy as a point at (median step time, peak memory of its largest rank), one
+    trace per world size: the time–memory frontier that sharding trades along."""
+    rows = labelled(configs, workload=workload)
+    metric = peak_memory_column(rows)
+    figure = new_figure()
+    if metric is not None:
+        column = metric[0]
+        for world, group in rows.dropna(subset=[column]).groupby("world_size"):
+            figure.add_trace(
+                go.Scatter(
+                    name=world_label(int(world)),
+                    x=group["step_ms_median"],
+                    y=group[column],
+                    mode="markers+text",
+                    text=group["label"],
+                    textposition="top center",
+                    hovertemplate="%{text}: %{x:.2f} ms, %{y:.0f} MB<extra>%{fullData.name}</extra>",
+                )
+            )
+    label = metric[1] if metric else "no memory measured"
+    return _layout(
+        figure,
+        title=f"{workload}: memory against time ({label}, largest rank)",
+        xaxis_title="median step time (ms)",
+        yaxis_title="MB",
+        legend_title="world size",
+    )
+
+
+def held_by_rank(configs: pd.DataFrame, ranks: pd.DataFrame, *, workload: str) -> go.Figure:
+    """What each rank holds after its last step, stacked: parameters, gradients, optimizer state.
+    Sharded strategies (zero, fsdp) hold 1/N of some of them; replicated ones hold it all."""
+    rows = labelled(configs, workload=workload)[["config_id", "config_label"]].merge(ranks, on="config_id")
+    rows = rows.dropna(subset=["held_param_mb"]) if "held_param_mb" in rows else rows.iloc[0:0]
+    x = [rows["config_label"], "rank " + rows["rank"].astype(str)]
+    traces = [
+        go.Bar(name=title, x=x, y=rows[column], hovertemplate="%{y:.2f} MB<extra>" + title + "</extra>")
+        for column, title in HELD_PARTS
+        if column in rows
+    ]
+    return _layout(
+        new_figure(*traces), title=f"{workload}: what each rank holds after a step", barmode="stack", yaxis_title="MB"
+    )
+
+
+def step_time_distribution(configs: pd.DataFrame, boxes: pd.DataFrame, *, workload: str) -> go.Figure:
+    """A box per configuration over measured slowest-rank step times (quartiles; whiskers min–max)."""
+    rows = labelled(configs, workload=workload).merge(boxes, on="config_id")
+    figure = new_figure(
+        go.Box(
+            name="step time",
+            x=rows["config_label"],
+            q1=rows["q1"],
+            median=rows["median"],
+            q3=rows["q3"],
+            lowerfence=rows["min"],
+            upperfence=rows["max"],
+            marker_color="#4c78a8",
+        )
+    )
+    return _layout(figure, title=f"{workload}: step-time distribution per configuration", yaxis_title="step time (ms)")
+
+
+def step_time_series(configs: pd.DataFrame, series: pd.DataFrame, *, workload: str) -> go.Figure:
+    """Slowest-rank step time against step, one line per configuration, warm-up steps as crosses."""
+    rows = labelled(configs, workload=workload)
+    colours = strategy_colours(rows)
+    dashes = {world: DASHES[i % len(DASHES)] for i, world in enumerate(sorted(set(rows["world_size"])))}
+    # Plain numpy arrays, split once: slicing pandas' Arrow-backed frames per configuration was the slow part.
+    ids = series["config_id"].to_numpy(dtype=object)
+    steps, times, warm = (series[c].to_numpy() for c in ("step", "step_ms", "warmup"))
+    positions = pd.Series(np.arange(len(ids))).groupby(ids, sort=False).indices if len(ids) else {}
+    figure = new_figure()
+    for config in rows.itertuples():
+        at = positions.get(config.config_id, np.array([], dtype=int))
+        measured, warmup = at[~warm[at].astype(bool)], at[warm[at].astype(bool)]
+        line = {"color": colours[config.label], "dash": dashes[config.world_size], "width": 1.5}
+        figure.add_trace(
+            go.Scatter(
+                name=config.config_label,
+                legendgroup=config.config_label,
+                x=steps[measured],
+                y=times[measured],
+                mode="lines",
+                line=line,
+            )
+        )
+        if len(warmup):
+            figure.add_trace(
+                go.Scatter(
+                    name=f"{config.config_label} (warm-up)",
+                    legendgroup=config.config_label,
+                    showlegend=False,
+                    x=steps[warmup],
+                    y=times[warmup],
+                    mode="markers",
+                    marker={"symbol": "x", "size": 9, "color": "#d62728"},
+                )
+            )
+    return _layout(
+        figure, title=f"{workload}: step time per step (× = warm-up, not counted)", xaxis_title="step", yaxis_title="ms"
+    )
+
+
+def noise(configs: pd.DataFrame, *, workload: str, threshold: float = NOISY_CV) -> go.Figure:
+    """Coefficient of variation of step time per configuration; those above `threshold` in red."""
+    rows = labelled(configs, workload=workload).dropna(subset=["step_ms_cv"])
+    noisy = rows["step_ms_cv"] > threshold
+    figure = new_figure()
+    for name, part, colour in (
+        (f"cv ≤ {threshold:g}", rows[~noisy], "#54a24b"),
+        (f"cv > {threshold:g} (noisy)", rows[noisy], "#d62728"),
+    ):
+        figure.add_trace(go.Bar(name=name, x=part["config_label"], y=part["step_ms_cv"], marker_color=colour))
+    figure.add_hline(y=threshold, line_dash="dash", line_color="#d62728")
+    return _layout(
+        figure,
+        title=f"{workload}: noise (coefficient of variation of step time)",
+        yaxis_title="std / mean",
+        barmode="overlay",
+        xaxis={"categoryorder": "array", "categoryarray": list(rows["config_label"])},
+    )

@@ -1,35 +1,35 @@
-"""`ddpbench report`: a static site with the figure, plotly.js shipped once, user text escaped."""
+"""`ddpbench report`: a static site of relative links, plotly.js shipped once, user text escaped,
+every run's failures, skips, CPU-ness and best bucket cap stated on its page."""
 
 from __future__ import annotations
 
+import re
+import shutil
+from pathlib import Path
+
+import pytest
 from conftest import run_ddpbench
 
 from harness import store
-from reports import figures, site
+from reports import site
+
+DATA = Path(__file__).resolve().parent / "data"
 
 
-def test_report_command_writes_index_and_run_page_with_the_figure(small_run, tmp_path):
+def test_report_command_writes_index_and_run_page_with_the_figures(small_run, tmp_path):
     out = tmp_path / "site"
     done = run_ddpbench("report", "--results", str(small_run.parent), "--out", str(out))
     assert done.returncode == 0, done.stderr
     assert str(out / "index.html") in done.stdout
     page = (out / "runs" / "e2e.html").read_text()
-    assert 'class="plotly-graph-div"' in page
+    assert page.count('class="plotly-graph-div"') >= 9
     assert '<script src="../assets/plotly.min.js">' in page
     assert "ran on the <b>CPU</b> with the gloo backend" in page
+    assert "Skipped configurations" in page and "needs CUDA" in page  # dataparallel on the CPU
     index = (out / "index.html").read_text()
-    assert 'href="runs/e2e.html"' in index and "CPU, gloo, up to 2 rank(s)" in index
+    assert 'href="runs/e2e.html"' in index and "CPU, gloo, up to 2 ranks" in index
     assert (out / "assets" / "plotly.min.js").stat().st_size > 1_000_000
-    assert "cdn.plot.ly" not in page and "https://" not in page.split("<h2>Environment</h2>")[0]
-
-
-def test_step_time_figure_has_one_trace_per_strategy_with_p10_p90_whiskers(small_run):
-    configs = store.read_configs(small_run)
-    figure = figures.step_time_by_strategy(configs, workload="mlp")
-    assert sorted(trace.name for trace in figure.data) == ["bucketed", "flat", "local", "naive", "stock"]
-    for trace in figure.data:
-        assert list(trace.x) == ["1 rank", "2 ranks"]
-        assert all(minus >= 0 for minus in trace.error_y.arrayminus)
+    assert "cdn.plot.ly" not in page and "https://" not in page.split("<h2 id=environment>")[0]
 
 
 def hand_made_run(results, *, error: str, command: list[str]):
@@ -56,9 +56,66 @@ def test_user_text_is_escaped_and_failures_are_shown_with_their_error(tmp_path):
     assert "<script>alert(1)</script>" not in page and "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "<b>x</b>" not in page and "&lt;b&gt;x&lt;/b&gt;" in page
     assert "Failed configurations" in page and "1 ok, 1 failed, 0 skipped" in page
-    assert "naive (PARITY FAILED)" in page and "<b>FAILED</b>" in page
+    assert "naive (PARITY FAILED)" in page and "<b>FAILED</b>" in page and "PARITY FAILED: c1" in page
 
 
 def test_an_empty_results_folder_builds_an_index_that_says_so(tmp_path):
     built = site.build_site(results=tmp_path / "none", out=tmp_path / "site")
     assert "No runs yet" in built.index.read_text()
+
+
+@pytest.fixture(scope="module")
+def golden(tmp_path_factory) -> site.BuiltSite:
+    """The site of the golden runs in tests/data/, built once for the tests that only read it."""
+    return site.build_site(results=DATA, out=tmp_path_factory.mktemp("golden-site"))
+
+
+def test_the_index_lists_runs_newest_first_with_their_machine(golden):
+    index = golden.index.read_text()
+    order = [index.index(f'href="runs/{name}.html"') for name in ("gpu_memory", "failures", "bucket_sweep", "cpu_run")]
+    assert order == sorted(order)
+    assert "2 × NVIDIA H100 80GB HBM3, NCCL, up to 2 ranks on 1 node" in index
+    assert "CPU, gloo, up to 2 ranks" in index
+
+
+def test_failed_rows_show_their_error_and_skipped_rows_their_reason(golden):
+    page = golden.run_pages["failures"].read_text()
+    assert "Failed configurations" in page and "rank 1: RuntimeError: &lt;gloo&gt; connection reset" in page
+    assert "Skipped configurations" in page and "needs CUDA GPUs" in page
+    assert "2 ok, 1 failed, 1 skipped" in page
+
+
+def test_a_bucket_sweep_states_the_best_cap_per_world_size(golden):
+    page = golden.run_pages["bucket_sweep"].read_text()
+    assert "Best bucket_cap_mb for mlp · stock: 1 rank: <b>25 MB</b>" in page
+    assert "2 ranks: <b>5 MB</b>" in page
+
+
+def test_a_bucket_sweep_shows_the_recommended_cap_with_its_interval(golden):
+    page = golden.run_pages["bucket_sweep"].read_text()
+    table = page.split("Recommended bucket_cap_mb", 1)[1]
+    assert "2 ranks</td><td><b>5 MB</b>" in table and "95% CI" in table
+
+
+def test_a_gpu_run_has_no_cpu_banner_and_shows_its_topology(golden):
+    page = golden.run_pages["gpu_memory"].read_text()
+    assert "ran on the <b>CPU</b>" not in page
+    assert "NVLink P2P" in page and "550.54.15" in page
+
+
+def test_every_link_and_script_is_relative_and_resolves(golden):
+    built = golden
+    for path in [built.index, *built.run_pages.values()]:
+        for target in re.findall(r'(?:href|src)="([^"#]+)"', path.read_text()):
+            assert "://" not in target, target
+            assert (path.parent / target).resolve().is_file(), f"{path.name} links to missing {target}"
+
+
+def test_rebuilding_keeps_the_shared_plotly_asset_once(tmp_path):
+    out = tmp_path / "site"
+    shutil.copytree(DATA / "cpu_run", tmp_path / "results" / "cpu_run")
+    site.build_site(results=tmp_path / "results", out=out)
+    site.build_site(results=tmp_path / "results", out=out)
+    assert [p.name for p in (out / "assets").iterdir()] == ["plotly.min.js"]
+    assert "Plotly.newPlot" in (out / "runs" / "cpu_run.html").read_text()
+    assert "plotly.js v" not in (out / "runs" / "cpu_run.html").read_text()  # the library is not inlined

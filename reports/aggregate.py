@@ -1,0 +1,130 @@
+"""Pure reductions of the raw tables into what the figures draw: DataFrames in, DataFrames out.
+
+A results folder can hold millions of step rows. Every reduction here is one vectorised
+group-by, so that the pages never carry raw samples: the step-time series is downsampled to a
+fixed number of points per configuration and the distributions are drawn from precomputed
+quartiles.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+
+PHASES = ("forward_ms", "backward_ms", "sync_ms", "optimizer_ms")
+MAX_SERIES_POINTS = 400  # per configuration and trace: enough to see warm-up and drift
+
+
+def strategy_label(impl: str, impl_options: str | None, *, without: tuple[str, ...] = ()) -> str:
+    """The strategy with the options that distinguish it, e.g. 'stock bucket_cap_mb=25'."""
+    options = json.loads(impl_options) if isinstance(impl_options, str) and impl_options else {}
+    shown = (
+        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(options.items()) if k not in without
+    )
+    return " ".join([impl, *shown])
+
+
+def world_label(world_size: int) -> str:
+    return f"{world_size} rank{'s' if world_size != 1 else ''}"
+
+
+def labelled(configs: pd.DataFrame, *, workload: str | None = None, status: str | None = "ok") -> pd.DataFrame:
+    """Configurations of one workload with `label` (strategy) and `config_label` (strategy · world)."""
+    rows = configs
+    if workload is not None:
+        rows = rows[rows["workload"] == workload]
+    if status is not None:
+        rows = rows[rows["status"] == status]
+    if "config_label" not in rows:
+        rows = with_labels(rows)
+    # Caps in numeric order (1, 5, 25), not the labels' alphabetical one (1, 25, 5).
+    keys = [key for key in ("world_size", "impl", "bucket_cap_mb", "label") if key in rows]
+    return rows.sort_values(keys, kind="stable")
+
+
+def with_labels(configs: pd.DataFrame) -> pd.DataFrame:
+    """The configs with their labels, computed once per run (a page asks for them many times)."""
+    rows = configs.copy()
+    rows["label"] = [strategy_label(i, o) for i, o in zip(rows["impl"], rows["impl_options"], strict=True)]
+    if "repeat" in rows and rows["repeat"].fillna(0).nunique() > 1:
+        # --repeats: each measurement is drawn apart (never stacked on the same bar) until repeats are pooled.
+        rows["label"] = [f"{label} #{int(r)}" for label, r in zip(rows["label"], rows["repeat"].fillna(0), strict=True)]
+    rows["config_label"] = [f"{label} · w{w}" for label, w in zip(rows["label"], rows["world_size"], strict=True)]
+    return rows
+
+
+def slowest_rank_series(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration and step, the slowest rank's step time (the time the job sees)."""
+    if steps.empty:
+        return pd.DataFrame(
+            {
+                "config_id": pd.Series(dtype=str),
+                "step": pd.Series(dtype=int),
+                "warmup": pd.Series(dtype=bool),
+                "step_ms": pd.Series(dtype=float),
+            }
+        )
+    grouped = steps.groupby(["config_id", "step"], observed=True, sort=True)
+    return grouped.agg(warmup=("warmup", "any"), step_ms=("step_ms", "max")).reset_index()
+
+
+def phase_medians(steps: pd.DataFrame) -> pd.DataFrame:
+    """Median of each phase over measured steps and ranks, per configuration."""
+    measured = steps[~steps["warmup"]]
+    return measured.groupby("config_id", observed=True)[list(PHASES)].median().reset_index()
+
+
+def box_stats(series: pd.DataFrame) -> pd.DataFrame:
+    """Quartiles and extremes of the measured slowest-rank step times, per configuration."""
+    measured = series[~series["warmup"]]
+    if measured.empty:
+        return pd.DataFrame(columns=["config_id", "min", "q1", "median", "q3", "max"])
+    grouped = measured.groupby("config_id", observed=True)["step_ms"]
+    quantiles = grouped.quantile([0.0, 0.25, 0.5, 0.75, 1.0]).unstack()
+    quantiles.columns = ["min", "q1", "median", "q3", "max"]
+    return quantiles.reset_index()
+
+
+def downsample(series: pd.DataFrame, *, max_points: int = MAX_SERIES_POINTS) -> pd.DataFrame:
+    """At most `max_points` measured points per configuration (median of consecutive steps per bin).
+
+    Warm-up steps are few and are what the series is for, so they are all kept. One group-by
+    over every configuration at once: a loop per configuration cost seconds at a million rows.
+    """
+    warmup, measured = series[series["warmup"]], series[~series["warmup"]]
+    by_config = measured.groupby("config_id", observed=True, sort=False)
+    position = by_config.cumcount().to_numpy()
+    count = by_config["step"].transform("size").to_numpy()
+    bins = np.where(count > max_points, position * max_points // np.maximum(count, 1), position)
+    binned = (
+        measured.assign(bin=bins)
+        .groupby(["config_id", "bin"], observed=True, sort=False)
+        .agg(step=("step", "median"), step_ms=("step_ms", "median"))
+        .reset_index()
+        .drop(columns="bin")
+        .assign(warmup=False)
+    )
+    return pd.concat([warmup, binned], ignore_index=True).sort_values(["config_id", "step"], kind="stable")
+
+
+def best_caps(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
+    """For each strategy with several bucket caps, the fastest cap per world size."""
+    rows = sweep_rows(configs, workload=workload).dropna(subset=["step_ms_median"])
+    columns = ["strategy", "world_size", "bucket_cap_mb", "step_ms_median"]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    best = rows.loc[rows.groupby(["strategy", "world_size"])["step_ms_median"].idxmin()]
+    return best[columns].reset_index(drop=True)
+
+
+def sweep_rows(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
+    """The ok configurations of strategies that sweep bucket_cap_mb, with their strategy (cap left out)."""
+    rows = labelled(configs, workload=workload).dropna(subset=["bucket_cap_mb"])
+    rows["strategy"] = [
+        strategy_label(i, o, without=("bucket_cap_mb",))
+        for i, o in zip(rows["impl"], rows["impl_options"], strict=True)
+    ]
+    swept = rows.groupby("strategy")["bucket_cap_mb"].transform("nunique") > 1
+    return rows[swept].sort_values(["strategy", "world_size", "bucket_cap_mb"])

@@ -1,0 +1,105 @@
+"""Every page of a built site in headless Chromium: no console error, no request off the machine,
+and every plot rendered. Skipped (with the reason) only where Playwright or Chromium is missing."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from reports import site
+
+DATA = Path(__file__).resolve().parent / "data"
+CHROMIUM = os.environ.get("DDPBENCH_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+# Plots each golden page must at least render: a regression that drops a figure fails here.
+MINIMUM_PLOTS = {"index.html": 0, "cpu_run.html": 9, "bucket_sweep.html": 10, "failures.html": 8, "gpu_memory.html": 9}
+RENDERED = "[...document.querySelectorAll('.plotly-graph-div')].filter(d => d.querySelector('.main-svg')).length"
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed: pip install playwright")
+if not Path(CHROMIUM).is_file():
+    pytest.skip(
+        f"no chromium at {CHROMIUM}: apt-get install chromium to run the browser tests", allow_module_level=True
+    )
+
+
+@dataclasses.dataclass
+class Tab:
+    """One browser tab that records console errors and blocks (and records) every non-file request."""
+
+    page: object
+    errors: list[str] = dataclasses.field(default_factory=list)
+    outside: list[str] = dataclasses.field(default_factory=list)
+
+    def route(self, route) -> None:
+        if route.request.url.startswith("file://"):
+            route.continue_()
+        else:
+            self.outside.append(route.request.url)
+            route.abort()
+
+    def visit(self, path: Path) -> tuple[int, int]:
+        """Open a page and wait for its plots; return (plot divs, rendered plots)."""
+        self.errors.clear()
+        self.outside.clear()
+        self.page.goto(path.as_uri(), wait_until="load")
+        divs = self.page.locator(".plotly-graph-div").count()
+        if divs:
+            self.page.wait_for_function(f"() => {RENDERED} >= {divs}", timeout=30_000)
+        return divs, self.page.evaluate(f"() => {RENDERED}")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> site.BuiltSite:
+    return site.build_site(results=DATA, out=tmp_path_factory.mktemp("site"))
+
+
+@pytest.fixture(scope="module")
+def tab():
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        page = browser.new_page()
+        tab = Tab(page)
+        page.on("console", lambda message: message.type == "error" and tab.errors.append(message.text))
+        page.on("pageerror", lambda error: tab.errors.append(str(error)))
+        page.route("**/*", tab.route)
+        yield tab
+        browser.close()
+
+
+def test_every_golden_run_has_a_page(built):
+    assert sorted(built.run_pages) == ["bucket_sweep", "cpu_run", "failures", "gpu_memory"]
+
+
+def test_every_page_renders_every_plot_offline_without_errors(built, tab):
+    for path in [built.index, *built.run_pages.values()]:
+        divs, rendered = tab.visit(path)
+        assert not tab.errors, f"{path.name}: console errors {tab.errors}"
+        assert not tab.outside, f"{path.name}: requests left the machine: {tab.outside}"
+        assert rendered == divs >= MINIMUM_PLOTS[path.name], f"{path.name}: {rendered} of {divs} plots rendered"
+
+
+def test_the_index_links_to_every_run_page(built, tab):
+    tab.visit(built.index)
+    hrefs = tab.page.eval_on_selector_all("table a", "links => links.map(a => a.href)")
+    assert sorted(Path(href.removeprefix("file://")).name for href in hrefs) == sorted(
+        p.name for p in built.run_pages.values()
+    )
+
+
+def test_a_request_off_the_machine_is_caught(tab, tmp_path):
+    """The guard itself: a page that asks a CDN for plotly is seen, so the test above cannot pass vacuously."""
+    page = tmp_path / "cdn.html"
+    page.write_text('<html><head><script src="https://cdn.plot.ly/plotly-2.0.0.min.js"></script></head></html>')
+    tab.visit(page)
+    assert tab.outside == ["https://cdn.plot.ly/plotly-2.0.0.min.js"]
+
+
+def test_a_console_error_is_caught(tab, tmp_path):
+    """The guard itself: a script error on a page is recorded."""
+    page = tmp_path / "broken.html"
+    page.write_text("<html><body><script>throw new Error('boom')</script></body></html>")
+    tab.visit(page)
+    assert any("boom" in error for error in tab.errors)

@@ -1,0 +1,209 @@
+"""Figure functions on the golden runs in tests/data/: each figure has the traces that answer its question."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from harness import store
+from reports import aggregate, figures, pages
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def load(scenario: str) -> pages.RunData:
+    run = DATA / scenario
+    meta = store.read_json(run / "run.json")
+    return pages.summarize_run(meta, store.read_configs(run), store.read_steps(run), store.read_ranks(run))
+
+
+@pytest.fixture(scope="module")
+def cpu_run() -> pages.RunData:
+    return load("cpu_run")
+
+
+@pytest.fixture(scope="module")
+def sweep() -> pages.RunData:
+    return load("bucket_sweep")
+
+
+@pytest.fixture(scope="module")
+def failures() -> pages.RunData:
+    return load("failures")
+
+
+@pytest.fixture(scope="module")
+def gpu() -> pages.RunData:
+    return load("gpu_memory")
+
+
+def names(figure) -> list[str]:
+    return [trace.name for trace in figure.data]
+
+
+@pytest.mark.parametrize("scenario", ["cpu_run", "bucket_sweep", "failures", "gpu_memory"])
+def test_golden_runs_have_the_current_schema(scenario):
+    run = DATA / scenario
+    assert list(store.read_configs(run).columns) == store.CONFIG_SCHEMA.names
+    assert list(store.read_steps(run).columns) == store.STEP_SCHEMA.names
+    assert list(store.read_ranks(run).columns) == store.RANK_SCHEMA.names
+
+
+def test_step_time_has_a_bar_per_strategy_over_world_sizes_with_p10_p90_whiskers(cpu_run):
+    figure = figures.step_time_by_strategy(cpu_run.configs, workload="mlp")
+    assert sorted(names(figure)) == ["local", "naive", "stock"]
+    ok = cpu_run.configs.set_index("config_id")
+    for trace in figure.data:
+        assert list(trace.x) == ["1 rank", "2 ranks"]
+        rows = ok[ok["impl"] == trace.name].sort_values("world_size")
+        assert np.allclose(trace.y, rows["step_ms_median"])
+        assert np.allclose(trace.error_y.arrayminus, rows["step_ms_median"] - rows["step_ms_p10"])
+
+
+def test_a_parity_failure_is_marked_in_the_legend_and_failed_rows_are_not_drawn(failures):
+    figure = figures.step_time_by_strategy(failures.configs, workload="mlp")
+    assert sorted(names(figure)) == ["local", "naive (PARITY FAILED)"]
+    hatched = next(t for t in figure.data if t.name.startswith("naive"))
+    assert hatched.marker.pattern.shape == "x"
+
+
+def test_throughput_bars_are_the_samples_per_second_column(cpu_run):
+    figure = figures.throughput_by_strategy(cpu_run.configs, workload="mlp")
+    stock = next(t for t in figure.data if t.name == "stock")
+    expected = cpu_run.configs[cpu_run.configs["impl"] == "stock"].sort_values("world_size")["samples_per_s"]
+    assert np.allclose(stock.y, expected)
+
+
+def test_scaling_has_one_line_per_strategy_starting_at_one_and_the_ideal_line(cpu_run):
+    figure = figures.scaling(cpu_run.configs, workload="mlp")
+    assert names(figure) == ["local", "naive", "stock", "ideal"]
+    for trace in figure.data:
+        assert trace.y[0] == pytest.approx(1.0)
+    assert list(figure.data[-1].y) == [1.0, 1.0]
+
+
+def test_the_bucket_sweep_stars_the_best_cap_per_world_size_on_a_log_axis(sweep):
+    best = aggregate.best_caps(sweep.configs, workload="mlp")
+    assert best[["world_size", "bucket_cap_mb"]].values.tolist() == [[1, 25.0], [2, 5.0]]
+    figure = figures.bucket_cap_sweep(sweep.configs, workload="mlp", strategy="stock")
+    assert names(figure) == ["1 rank", "2 ranks", "best cap"]
+    assert list(figure.data[0].x) == [1.0, 5.0, 25.0]
+    assert list(figure.data[-1].x) == [25.0, 5.0]
+    assert figure.layout.xaxis.type == "log"
+
+
+def test_a_run_without_a_sweep_has_no_best_cap(cpu_run):
+    assert aggregate.best_caps(cpu_run.configs, workload="mlp").empty
+
+
+def test_time_breakdown_stacks_the_four_phases_from_measured_steps_only(cpu_run):
+    figure = figures.time_breakdown(cpu_run.configs, cpu_run.phases, workload="mlp")
+    assert names(figure) == ["forward", "backward", "sync", "optimizer"]
+    assert figure.layout.barmode == "stack"
+    steps = store.read_steps(DATA / "cpu_run")
+    first = cpu_run.configs.sort_values(["world_size", "impl"]).iloc[0]
+    measured = steps[(steps["config_id"] == first["config_id"]) & ~steps["warmup"]]
+    assert figure.data[0].y[0] == pytest.approx(measured["forward_ms"].median())
+    assert figure.data[0].y[0] < steps.loc[steps["warmup"], "forward_ms"].min()  # warm-up steps are twice as slow
+
+
+def test_exposed_communication_leaves_out_the_local_baseline(cpu_run):
+    figure = figures.exposed_communication(cpu_run.configs, workload="mlp")
+    assert names(figure) == ["naive", "naive", "stock", "stock"]
+    naive = cpu_run.configs[cpu_run.configs["impl"] == "naive"].sort_values("world_size")
+    assert np.allclose(figure.data[0].y, naive["exposed_comm_ms"])
+    assert np.allclose(figure.data[1].y, naive["overlap_efficiency"])
+
+
+def test_cpu_memory_shows_rss_per_rank_only(cpu_run):
+    figure = figures.memory_by_rank(cpu_run.configs, cpu_run.ranks, workload="mlp")
+    assert names(figure) == ["rank 0", "rank 1"]
+    assert [a.text for a in figure.layout.annotations] == ["process RSS peak"]
+
+
+def test_gpu_memory_shows_every_measured_peak_per_rank_and_the_rank0_skew(gpu):
+    figure = figures.memory_by_rank(gpu.configs, gpu.ranks, workload="mlp")
+    panels = [a.text for a in figure.layout.annotations]
+    assert panels == ["device peak (NVML)", "allocator reserved peak", "allocator allocated peak", "process RSS peak"]
+    assert names(figure) == ["rank 0", "rank 1"] * 4
+    reserved_rank0 = figure.data[2]
+    assert dict(zip(reserved_rank0.x, reserved_rank0.y, strict=True))["dataparallel · w2"] == 3500.0
+
+
+def test_distribution_boxes_have_the_same_median_as_the_configs_table(cpu_run):
+    figure = figures.step_time_distribution(cpu_run.configs, cpu_run.boxes, workload="mlp")
+    (box,) = figure.data
+    medians = dict(zip(box.x, box.median, strict=True))
+    labelled = aggregate.labelled(cpu_run.configs)
+    for row in labelled.itertuples():
+        assert medians[row.config_label] == pytest.approx(row.step_ms_median)
+
+
+def test_series_draws_measured_steps_as_lines_and_warm_up_steps_apart(cpu_run):
+    figure = figures.step_time_series(cpu_run.configs, cpu_run.series, workload="mlp")
+    lines = [t for t in figure.data if t.mode == "lines"]
+    warm = [t for t in figure.data if t.mode == "markers"]
+    assert len(lines) == len(warm) == 6
+    assert all(list(t.x) == [0, 1] for t in warm) and all(list(t.x) == [2, 3, 4, 5] for t in lines)
+
+
+def test_downsampling_caps_points_per_configuration_and_keeps_warm_up():
+    steps = np.arange(10_000)
+    series = pd.DataFrame({"config_id": "c", "step": steps, "warmup": steps < 3, "step_ms": 1.0 + steps % 7})
+    sampled = aggregate.downsample(series, max_points=100)
+    assert sampled["warmup"].sum() == 3
+    assert (~sampled["warmup"]).sum() == 100
+    assert sampled["step"].is_monotonic_increasing
+
+
+def test_noise_splits_configurations_at_the_threshold():
+    configs = pd.DataFrame(
+        {
+            "status": "ok",
+            "workload": "mlp",
+            "impl": ["a", "b"],
+            "impl_options": "{}",
+            "world_size": 1,
+            "step_ms_cv": [0.05, 0.3],
+        }
+    )
+    figure = figures.noise(configs, workload="mlp", threshold=0.1)
+    assert [list(t.x) for t in figure.data] == [["a · w1"], ["b · w1"]]
+    assert figure.data[1].name == "cv > 0.1 (noisy)"
+
+
+def test_repeated_measurements_of_a_configuration_are_drawn_apart(cpu_run):
+    again = cpu_run.configs.drop(columns=["label", "config_label"]).assign(repeat=1)
+    again["config_id"] = again["config_id"] + "-r1"
+    both = aggregate.with_labels(pd.concat([cpu_run.configs.drop(columns=["label", "config_label"]), again]))
+    figure = figures.step_time_by_strategy(both, workload="mlp")
+    assert sorted(names(figure)) == ["local #0", "local #1", "naive #0", "naive #1", "stock #0", "stock #1"]
+
+
+def test_memory_against_time_has_a_point_per_strategy_for_each_world_size(gpu):
+    figure = figures.memory_vs_time(gpu.configs, workload=gpu.configs["workload"].iloc[0])
+    ok = gpu.configs[gpu.configs["status"] == "ok"]
+    assert sorted(trace.name for trace in figure.data) == sorted(
+        aggregate.world_label(int(w)) for w in ok["world_size"].unique()
+    )
+    assert sum(len(trace.x) for trace in figure.data) == len(ok)
+    assert "device peak (NVML)" in figure.layout.title.text  # NVML wins over allocator and RSS
+
+
+def test_held_memory_stacks_parameters_gradients_and_optimizer_state_per_rank():
+    configs = pd.DataFrame(
+        [{"config_id": "z", "status": "ok", "impl": "zero", "impl_options": "{}", "workload": "mlp", "world_size": 2}]
+    )
+    ranks = pd.DataFrame(
+        [
+            {"config_id": "z", "rank": r, "held_param_mb": 4.0, "held_grad_mb": 4.0, "held_optimizer_state_mb": 4.0 + r}
+            for r in (0, 1)
+        ]
+    )
+    figure = figures.held_by_rank(aggregate.with_labels(configs), ranks, workload="mlp")
+    assert [trace.name for trace in figure.data] == ["parameters", "gradients", "optimizer state"]
+    assert list(figure.data[2].y) == [4.0, 5.0]
+    assert figure.layout.barmode == "stack"
