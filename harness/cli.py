@@ -81,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--steps", type=_int("--steps"), default=20, help="measured steps (default: 20)")
     bench.add_argument("--warmup", type=_int("--warmup"), default=3, help="warm-up steps (default: 3)")
     bench.add_argument("--batch-size", type=_int("--batch-size"), help="samples per rank (default: the workload's)")
+    bench.add_argument("--optimizer", default="sgd", help="sgd|adam (default: sgd)")
     bench.add_argument("--dtype", default="fp32", help="fp32|bf16|fp16: autocast dtype of the forward (default: fp32)")
     bench.add_argument("--device", default="auto", help=f"{'|'.join(DEVICES)} (default: auto)")
     bench.add_argument("--backend", default="auto", help="auto|nccl|gloo (default: NCCL on GPUs, gloo on the CPU)")
@@ -133,6 +134,7 @@ def bench_config(args: argparse.Namespace, *, default_gpus: int, all_impls: list
         warmup=args.warmup,
         batch_size=args.batch_size,
         dtype=args.dtype,
+        optimizer=args.optimizer,
         device=args.device,
         backend=args.backend,
         results=args.results,

@@ -15,7 +15,18 @@ import pandas as pd
 from harness import stats, store
 from harness.config import ConfigError
 
-MATCH_KEYS = ("impl", "impl_options", "workload", "size", "world_size", "nnodes", "batch_size", "dtype", "device")
+MATCH_KEYS = (
+    "impl",
+    "impl_options",
+    "workload",
+    "size",
+    "world_size",
+    "nnodes",
+    "batch_size",
+    "dtype",
+    "optimizer",
+    "device",
+)
 ENVIRONMENT_KEYS = ("gpu_name", "driver_version", "torch_version", "nccl_version", "cpu_model", "hostname")
 
 
@@ -63,9 +74,9 @@ def compare(results, base_id: str, new_id: str, *, threshold: float) -> tuple[pd
     """(one row per matched configuration, environment warnings)."""
     base_meta, base = load_samples(results, base_id)
     new_meta, new = load_samples(results, new_id)
-    new_groups = dict(list(new.groupby(list(MATCH_KEYS))))
+    new_groups = dict(list(new.groupby(list(MATCH_KEYS), dropna=False)))
     rows = []
-    for keys, base_group in base.groupby(list(MATCH_KEYS)):
+    for keys, base_group in base.groupby(list(MATCH_KEYS), dropna=False):  # null keys (older rows) match too
         if keys not in new_groups:
             continue
         a, b = base_group["step_ms"].tolist(), new_groups[keys]["step_ms"].tolist()

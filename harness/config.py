@@ -24,6 +24,7 @@ from harness.protocols import SIZES, ConfigError
 DEVICES = ("auto", "cpu", "cuda")
 DTYPES = ("fp32", "bf16", "fp16")
 BACKENDS = ("auto", "nccl", "gloo")
+OPTIMIZER_CHOICES = ("sgd", "adam")
 SIZE_CHOICES = ("auto", *SIZES)
 DEFAULT_WORKLOADS = ("mlp",)
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
@@ -51,6 +52,8 @@ class BenchConfig:
     """Unmeasured steps before them (DDP rebuilds its buckets in step 2)."""
     batch_size: int | None = None
     """Samples per rank per step; None takes each workload's default."""
+    optimizer: str = "sgd"
+    """sgd or adam (Adam keeps two moments per parameter: the state ZeRO and FSDP shard)."""
     dtype: str = "fp32"
     """fp32, or bf16/fp16 autocast for the forward (fp16 needs CUDA); parameters stay fp32."""
     device: str = "auto"
@@ -95,6 +98,10 @@ class BenchConfig:
             _require_positive_int("--batch-size", self.batch_size)
         if self.size not in SIZE_CHOICES:
             raise ConfigError(f"--size {self.size!r} is not valid; choose one of {', '.join(SIZE_CHOICES)}")
+        if self.optimizer not in OPTIMIZER_CHOICES:
+            raise ConfigError(
+                f"--optimizer {self.optimizer!r} is not valid; choose one of {', '.join(OPTIMIZER_CHOICES)}"
+            )
         if self.dtype not in DTYPES:
             raise ConfigError(f"--dtype {self.dtype!r} is not valid; choose one of {', '.join(DTYPES)}")
         if self.backend not in BACKENDS:
@@ -192,6 +199,7 @@ class Configuration:
     mem_period_s: float = 0.02
     profile: bool = False
     repeat: int = 0
+    optimizer: str = "sgd"
 
     @property
     def options_json(self) -> str:
@@ -317,6 +325,7 @@ def expand(config: BenchConfig, *, device: str) -> list[Configuration]:
                         mem_period_s=config.mem_period_ms / 1000.0,
                         profile=config.profile,
                         repeat=repeat,
+                        optimizer=config.optimizer,
                     )
                 )
     return configurations

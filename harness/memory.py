@@ -18,6 +18,7 @@ import threading
 from typing import Any, Protocol
 
 import torch
+from torch import nn
 
 MB = 1024 * 1024
 DEFAULT_PERIOD_S = 0.02
@@ -247,6 +248,58 @@ class MemorySampler:
             peaks.allocated_mb = torch.cuda.max_memory_allocated(self._device) / MB
             peaks.reserved_mb = torch.cuda.max_memory_reserved(self._device) / MB
         return peaks
+
+
+# ---- what a rank holds: parameters, gradients, optimizer state --------------------------------------
+
+
+def local_nbytes(tensor: torch.Tensor) -> int:
+    """Bytes this rank stores for `tensor`: a DTensor's local shard, not its global size."""
+    from torch.distributed.tensor import DTensor
+
+    local = tensor.to_local() if isinstance(tensor, DTensor) else tensor
+    return local.numel() * local.element_size()
+
+
+def _local_optimizer(optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+    """The optimizer that really holds state: ZeroRedundancyOptimizer keeps its shard's in `.optim`."""
+    inner = getattr(optimizer, "optim", None)
+    return inner if isinstance(inner, torch.optim.Optimizer) else optimizer
+
+
+def optimizer_state_bytes(optimizer: torch.optim.Optimizer) -> int:
+    """Bytes of the tensors this rank's optimizer holds as state (e.g. Adam's moments and step)."""
+    return sum(
+        local_nbytes(value)
+        for state in _local_optimizer(optimizer).state.values()
+        for value in state.values()
+        if isinstance(value, torch.Tensor)
+    )
+
+
+def held_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, int]:
+    """Parameter, gradient and optimizer-state bytes this rank holds (shards only, for sharded strategies).
+
+    Sizes of live tensors, not allocator statistics: call it after `optimizer.step()` and before
+    `zero_grad(set_to_none=True)` to see gradients too. A tied parameter counts once; buffers
+    outside `.grad` (DDP's buckets, FSDP's gather buffers) are not counted.
+    """
+    params = list(model.parameters())
+    return {
+        "param_bytes": sum(local_nbytes(p) for p in params),
+        "grad_bytes": sum(local_nbytes(p.grad) for p in params if p.grad is not None),
+        "optimizer_state_bytes": optimizer_state_bytes(optimizer),
+    }
+
+
+def held_as_row(held: dict[str, int] | None) -> dict[str, float | None]:
+    """held_bytes in MiB, as the ranks and configs tables record it (null where not measured)."""
+    held = held or {}
+    return {
+        "held_param_mb": held["param_bytes"] / MB if "param_bytes" in held else None,
+        "held_grad_mb": held["grad_bytes"] / MB if "grad_bytes" in held else None,
+        "held_optimizer_state_mb": held["optimizer_state_bytes"] / MB if "optimizer_state_bytes" in held else None,
+    }
 
 
 def peaks_as_row(peaks: MemoryPeaks) -> dict[str, Any]:

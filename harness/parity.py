@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from harness.protocols import Workload
-from harness.training import LEARNING_RATE, OPTIMIZER, build_model, forward_precision, make_batch
+from harness.training import OPTIMIZERS, build_model, forward_precision, make_batch
 
 # (atol, rtol) per parameter dtype after a few steps.
 TOLERANCE = {
@@ -43,10 +43,12 @@ def reference_parameters(
     seed: int,
     device: torch.device,
     dtype: str = "fp32",
+    optimizer: str = "sgd",
 ) -> dict[str, torch.Tensor]:
     """Parameters of the single-process reference after `steps` steps, on the CPU."""
     model = build_model(workload, seed=seed, device=device)
-    optimizer = OPTIMIZER(model.parameters(), lr=LEARNING_RATE)
+    optimizer_cls, learning_rate = OPTIMIZERS[optimizer]
+    optimizer = optimizer_cls(model.parameters(), lr=learning_rate)
     for step in range(steps):
         for rank in range(world_size):
             batch = make_batch(workload, batch_size=batch_size, seed=seed, rank=rank, step=step, device=device)

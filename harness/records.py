@@ -24,6 +24,9 @@ PEAK_COLUMNS = (
     "mem_peak_rss_mb",
     "gpu_util_peak_pct",
     "power_peak_w",
+    "held_param_mb",
+    "held_grad_mb",
+    "held_optimizer_state_mb",
 )
 MEAN_COLUMNS = ("gpu_util_mean_pct", "sm_clock_mean_mhz", "power_mean_w")
 RANK_COLUMNS = (*PEAK_COLUMNS, *MEAN_COLUMNS, "mem_nvml_struct", "mem_samples", "mem_note")
@@ -102,6 +105,7 @@ def _same_setup(written: pd.DataFrame, cfg: Configuration) -> pd.Series:
         & (written["size"] == cfg.size)
         & (written["batch_size"] == cfg.batch_size)
         & (written["dtype"] == cfg.dtype)
+        & (written["optimizer"] == cfg.optimizer)
         & (written["device"] == cfg.device)
         & (written["backend"] == cfg.backend)
     )
@@ -229,6 +233,7 @@ def assemble(
         "bucket_cap_mb": cfg.bucket_cap_mb,
         "batch_size": cfg.batch_size,
         "dtype": cfg.dtype,
+        "optimizer": cfg.optimizer,
         "device": cfg.device,
         "backend": cfg.backend,
         "steps": cfg.steps,

@@ -40,6 +40,9 @@ MEMORY_FIELDS = [
     ("power_peak_w", pa.float64()),
     ("mem_samples", pa.int32()),
     ("mem_note", pa.string()),
+    ("held_param_mb", pa.float64()),  # tensors this rank holds after the last step (its shard, if sharded)
+    ("held_grad_mb", pa.float64()),
+    ("held_optimizer_state_mb", pa.float64()),
 ]
 
 CONFIG_SCHEMA = pa.schema(
@@ -59,6 +62,7 @@ CONFIG_SCHEMA = pa.schema(
         ("bucket_cap_mb", pa.float64()),
         ("batch_size", pa.int32()),  # per rank
         ("dtype", pa.string()),  # fp32, or the autocast dtype of the forward
+        ("optimizer", pa.string()),  # sgd or adam
         ("device", pa.string()),
         ("backend", pa.string()),
         ("threads_per_rank", pa.int32()),

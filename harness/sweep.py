@@ -12,7 +12,7 @@ import pandas as pd
 
 from harness import stats
 
-GROUP_KEYS = ("impl", "other_options", "workload", "size", "batch_size", "dtype", "world_size", "nnodes")
+GROUP_KEYS = ("impl", "other_options", "workload", "size", "batch_size", "dtype", "optimizer", "world_size", "nnodes")
 
 
 def _other_options(options_json: str) -> str:
@@ -35,7 +35,7 @@ def recommendations(configs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     samples = step_samples(configs, steps).dropna(subset=["bucket_cap_mb"])
     rows = []
-    for keys, group in samples.groupby(list(GROUP_KEYS)):
+    for keys, group in samples.groupby(list(GROUP_KEYS), dropna=False):  # a null key (older rows) is a key too
         by_cap = {float(cap): g["step_ms"].tolist() for cap, g in group.groupby("bucket_cap_mb")}
         if len(by_cap) < 2:
             continue

@@ -6,6 +6,7 @@ Kept apart from the worker so that the parity reference runs exactly the same st
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -14,8 +15,10 @@ from torch import nn
 from harness.protocols import Strategy, Workload
 from harness.timing import StepTimer
 
-LEARNING_RATE = 0.01
-OPTIMIZER = torch.optim.SGD
+OPTIMIZERS = {"sgd": (torch.optim.SGD, 0.01), "adam": (torch.optim.Adam, 1e-3)}
+"""--optimizer choices: (class, learning rate). Adam has state (two moments per parameter),
+which is what ZeRO and FSDP shard; plain SGD has none."""
+OPTIMIZER, LEARNING_RATE = OPTIMIZERS["sgd"]  # the default
 
 
 def batch_seed(seed: int, rank: int, step: int) -> int:
@@ -67,6 +70,7 @@ def train_step(
     batch: Any,
     timer: StepTimer,
     precision: contextlib.AbstractContextManager | None = None,
+    after_optimizer_step: Callable[[], None] | None = None,
 ) -> None:
     timer.start()
     with precision or contextlib.nullcontext():
@@ -77,5 +81,9 @@ def train_step(
     strategy.sync_gradients()
     timer.lap("sync")
     optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
     timer.lap("optimizer")
+    if after_optimizer_step is not None:  # e.g. to see what a rank holds while gradients still exist
+        after_optimizer_step()
+    # Untimed: with set_to_none it only drops references (microseconds), and it lets the hook above
+    # see the gradients.
+    optimizer.zero_grad(set_to_none=True)

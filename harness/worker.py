@@ -29,11 +29,10 @@ import workloads
 from harness import modelinfo, parity, records, store
 from harness.config import Configuration
 from harness.dist import Session, distributed_session
-from harness.memory import MemorySampler, peaks_as_row
+from harness.memory import MemorySampler, held_as_row, held_bytes, peaks_as_row
 from harness.timing import make_step_timer
 from harness.training import (
-    LEARNING_RATE,
-    OPTIMIZER,
+    OPTIMIZERS,
     build_model,
     concat_batches,
     forward_precision,
@@ -70,20 +69,24 @@ def _measure(cfg: Configuration, session: Session, *, run: Path) -> dict[str, An
         # Each rank builds from its own seed: `wrap` must make rank 0's weights win.
         model = build_model(workload, seed=cfg.seed + session.rank, device=session.device)
         model = strategy.wrap(model)
-        optimizer = strategy.make_optimizer(model.parameters(), OPTIMIZER, lr=LEARNING_RATE)
+        optimizer_cls, learning_rate = OPTIMIZERS[cfg.optimizer]
+        optimizer = strategy.make_optimizer(model.parameters(), optimizer_cls, lr=learning_rate)
         parts = {"model": model, "workload": workload, "strategy": strategy, "optimizer": optimizer}
-        step_times = _train(cfg, session, **parts)
+        step_times, held = _train(cfg, session, **parts)
     finally:
         peaks = sampler.stop()
     result = {
         "status": "ok",
         "error": None,
         "steps": step_times,
-        "memory": peaks_as_row(peaks),
+        "memory": {**peaks_as_row(peaks), **held_as_row(held)},
         "layout": strategy.layout(),
     }
-    # Parity is judged on the state after the measured steps, before any profiled step.
-    final_state = parity.state_on_cpu(strategy.full_state_dict(model)) if cfg.parity and session.is_main else None
+    # Parity is judged on the state after the measured steps, before any profiled step. Every
+    # rank calls full_state_dict (sharded strategies gather with collectives); rank 0 keeps it.
+    full_state = strategy.full_state_dict(model) if cfg.parity else None
+    final_state = parity.state_on_cpu(full_state) if full_state is not None and session.is_main else None
+    del full_state
     if cfg.profile:
         result["trace_dir"] = _profile(cfg, session, trace_dir=run / "traces" / cfg.config_id, **parts)
     del model, optimizer, strategy, parts
@@ -93,13 +96,15 @@ def _measure(cfg: Configuration, session: Session, *, run: Path) -> dict[str, An
     return result
 
 
-def _train(cfg: Configuration, session: Session, **step_parts) -> list[dict[str, float]]:
-    """Warm-up then measured steps; each timed per phase, warm-up kept apart."""
+def _train(cfg: Configuration, session: Session, **step_parts) -> tuple[list[dict[str, float]], dict[str, int]]:
+    """Warm-up then measured steps, each timed per phase (warm-up kept apart); and what this rank
+    held (parameters, gradients, optimizer state) after the last step's optimizer step."""
     single_process = step_parts["strategy"].single_process
     # A single-process strategy sees the whole job's batch: every rank's batch, concatenated.
     ranks = range(cfg.world_size) if single_process else [session.rank]
     precision = forward_precision(cfg.dtype, session.device)
     warmup_timer, timer = make_step_timer(session.device), make_step_timer(session.device)
+    held: dict[str, int] = {}
     for step in range(cfg.warmup + cfg.steps):
         if step == cfg.warmup and not single_process:
             session.barrier()  # every rank starts the measured window together
@@ -117,8 +122,10 @@ def _train(cfg: Configuration, session: Session, **step_parts) -> list[dict[str,
             ]
         )
         timing = warmup_timer if step < cfg.warmup else timer
-        train_step(batch=batch, timer=timing, precision=precision, **step_parts)
-    return warmup_timer.collect() + timer.collect()
+        last = step == cfg.warmup + cfg.steps - 1
+        inspect = (lambda: held.update(held_bytes(step_parts["model"], step_parts["optimizer"]))) if last else None
+        train_step(batch=batch, timer=timing, precision=precision, after_optimizer_step=inspect, **step_parts)
+    return warmup_timer.collect() + timer.collect(), held
 
 
 PROFILE_SCHEDULE = {"wait": 1, "warmup": 1, "active": 3}
@@ -158,7 +165,9 @@ def _profile(cfg: Configuration, session: Session, *, trace_dir: Path, **step_pa
 
 
 @functools.lru_cache(maxsize=4)
-def _reference(workload: str, size: str, *, world_size: int, batch_size: int, steps: int, seed: int, device, dtype):
+def _reference(
+    workload: str, size: str, *, world_size: int, batch_size: int, steps: int, seed: int, device, dtype, optimizer
+):
     """The single-process reference, computed once per setup: every strategy, bucket cap and
     repeat of a sweep at one world size shares it (on the CPU, in rank 0's memory)."""
     return parity.reference_parameters(
@@ -169,6 +178,7 @@ def _reference(workload: str, size: str, *, world_size: int, batch_size: int, st
         seed=seed,
         device=device,
         dtype=dtype,
+        optimizer=optimizer,
     )
 
 
@@ -183,6 +193,7 @@ def _check_parity(cfg: Configuration, final_state, device) -> dict[str, Any]:
             seed=cfg.seed,
             device=device,
             dtype=cfg.dtype,
+            optimizer=cfg.optimizer,
         )
         outcome = parity.compare(final_state, expected)
     except Exception as exc:  # a broken reference must not hide the timing

@@ -8,7 +8,7 @@ import pytest
 from harness import cli, store
 
 KEYS = {"impl": "stock", "impl_options": "{}", "workload": "mlp", "size": "tiny", "world_size": 2, "nnodes": 1}
-KEYS |= {"batch_size": 8, "dtype": "fp32", "device": "cpu", "status": "ok"}
+KEYS |= {"batch_size": 8, "dtype": "fp32", "optimizer": "sgd", "device": "cpu", "status": "ok"}
 
 
 def synthetic_run(results, run_id: str, *, mean_ms: float, seed: int, torch_version: str = "2.x") -> None:

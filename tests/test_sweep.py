@@ -30,6 +30,7 @@ def sweep_rows(curve: dict[float, float], world_sizes=(1, 2)) -> tuple[pd.DataFr
             options = f'{{"bucket_cap_mb": {cap}}}'
             configs.append({"config_id": config_id, "status": "ok", "impl": "stock", "impl_options": options,
                             "bucket_cap_mb": cap, "workload": "gpt2", "size": "tiny", "batch_size": 2, "dtype": "fp32",
+                            "optimizer": "sgd",
                             "world_size": world, "nnodes": 1})  # fmt: skip
             for step in range(30):
                 for rank in range(world):

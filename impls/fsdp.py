@@ -1,0 +1,137 @@
+"""`fsdp`: FSDP2 (`torch.distributed.fsdp.fully_shard`) on each block of the model and on the root.
+
+Every rank holds 1/N of each parameter, gradient and optimizer state (ZeRO-3): a block's parameters
+are all-gathered just before its forward (and again before its backward when resharded after
+forward), and its gradients are reduce-scattered inside backward, so `sync_gradients()` has nothing
+left to do. Parameters are DTensors; `full_state_dict` gathers them under the unwrapped names.
+
+Which modules are blocks is the workload's knowledge; until the workload protocol says so, `blocks`
+guesses it from the model's shape (see there).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections import Counter
+from collections.abc import Iterator
+from typing import Literal
+
+import torch
+from torch import nn
+
+from harness.protocols import ConfigError, StrategyDefaults
+from impls import register
+from impls._common import broadcast_module_state
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+@register("fsdp", description="FSDP2 fully_shard per block and root (parameters, gradients, optimizer state sharded)")
+@dataclasses.dataclass(kw_only=True)
+class FSDP(StrategyDefaults):
+    reshard_after_forward: bool = True
+    """Free each block's gathered parameters after its forward and gather them again for backward
+    (less memory, one more all-gather per block); false keeps them until backward (ZeRO-2-like)."""
+    param_dtype: Literal["fp32", "bf16"] = "fp32"
+    """Dtype the gathered parameters are computed in (mixed precision; sharded masters stay fp32). CUDA only."""
+    reduce_dtype: Literal["fp32", "bf16"] = "fp32"
+    """Dtype gradients are reduce-scattered in. CUDA only."""
+
+    _model: nn.Module | None = dataclasses.field(default=None, init=False, repr=False)
+
+    @property
+    def mixed_precision(self) -> bool:
+        return (self.param_dtype, self.reduce_dtype) != ("fp32", "fp32")
+
+    def unavailable_reason(self, *, device: str, world_size: int) -> str | None:
+        if self.mixed_precision and device != "cuda":
+            return "FSDP mixed precision (param_dtype/reduce_dtype bf16) is offered on CUDA only"
+        return None
+
+    def wrap(self, model: nn.Module) -> nn.Module:
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        if self.mixed_precision and next(model.parameters()).device.type != "cuda":
+            raise ConfigError("fsdp: param_dtype/reduce_dtype bf16 need CUDA; use fp32 on the CPU")
+        # fully_shard keeps each rank's own slice of its own weights: make rank 0's the only weights first.
+        broadcast_module_state(model)
+        policy = MixedPrecisionPolicy(param_dtype=DTYPES[self.param_dtype], reduce_dtype=DTYPES[self.reduce_dtype])
+        options = {"reshard_after_forward": self.reshard_after_forward, "mp_policy": policy}
+        for block in blocks(model):
+            fully_shard(block, **options)
+        # The root takes what no block holds (embeddings, heads, tied weights); its parameters are
+        # gathered at the start of forward and, being needed again first in backward, kept until then.
+        self._model = fully_shard(model, **options)
+        return self._model
+
+    def sync_gradients(self) -> None:
+        pass  # FSDP already reduce-scattered every block's gradients inside backward
+
+    def no_sync(self) -> contextlib.AbstractContextManager:
+        return _without_gradient_sync(self._model)
+
+    def full_state_dict(self, model: nn.Module) -> dict[str, torch.Tensor]:
+        """Every parameter and buffer in full, under the unwrapped model's names. A collective: call on every rank."""
+        from torch.distributed.tensor import DTensor
+
+        return {
+            name: tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
+            for name, tensor in model.state_dict().items()
+        }
+
+    @property
+    def parity_exact(self) -> bool:
+        return not self.mixed_precision  # bf16 compute or reduction cannot reproduce fp32
+
+
+@contextlib.contextmanager
+def _without_gradient_sync(model) -> Iterator[None]:
+    """Accumulate unsharded gradients locally (FSDP2's no_sync); the next synced backward reduces them all."""
+    model.set_requires_gradient_sync(False)
+    try:
+        yield
+    finally:
+        model.set_requires_gradient_sync(True)
+
+
+def blocks(model: nn.Module) -> list[nn.Module]:
+    """The modules to shard one by one, below the root: a guess at the model's repeated blocks.
+
+    The elements of the outermost lists of repeated layers (a ModuleList, or a Sequential of one
+    class): GPT-2's `transformer.h`, BERT's `encoder.layer`, ViT's `encoder.layers`, the BasicBlocks
+    of ResNet's stages. Without any, the root's children that hold parameters (each Linear of an MLP
+    `nn.Sequential`). A module sharing a parameter with another (tied weights) is left to the root,
+    which also takes whatever no block holds (embeddings, stems, heads): a parameter is sharded once.
+    """
+    candidates = _repeated_blocks(model) or [child for child in model.children() if _has_parameters(child)]
+    shared = _shared_parameters(model)
+    return [block for block in candidates if not any(id(p) in shared for p in block.parameters())]
+
+
+def _repeated_blocks(model: nn.Module) -> list[nn.Module]:
+    found: list[nn.Module] = []
+    inside: set[int] = set()
+    for module in model.modules():  # pre-order: an outer list comes before anything inside it
+        if module is model or id(module) in inside or not _is_list_of_layers(module):
+            continue
+        found += [child for child in module.children() if _has_parameters(child)]
+        inside.update(id(m) for m in module.modules())
+    return found
+
+
+def _is_list_of_layers(module: nn.Module) -> bool:
+    if isinstance(module, nn.ModuleList):
+        return True
+    children = list(module.children())
+    return isinstance(module, nn.Sequential) and len(children) > 1 and len({type(c) for c in children}) == 1
+
+
+def _shared_parameters(model: nn.Module) -> set[int]:
+    """Ids of parameters reachable from more than one module (tied weights)."""
+    uses = Counter(id(p) for module in model.modules() for p in module.parameters(recurse=False))
+    return {pid for pid, count in uses.items() if count > 1}
+
+
+def _has_parameters(module: nn.Module) -> bool:
+    return next(module.parameters(), None) is not None

@@ -1,0 +1,123 @@
+"""`zero`: DDP plus torch's ZeroRedundancyOptimizer (ZeRO stage 1: optimizer state sharded across ranks).
+
+Gradients are all-reduced by DDP exactly as in `stock`; the optimizer made by `make_optimizer` keeps
+state (Adam's moments) only for the parameters this rank owns, steps those, then broadcasts them, so
+every rank ends the step with the full, identical parameters while holding ~1/N of the optimizer state.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from harness.protocols import ConfigError, StrategyDefaults
+from impls import register
+from impls.stock import Stock
+
+
+@register("zero", description="DDP + ZeroRedundancyOptimizer (optimizer state sharded across ranks, ZeRO-1)")
+@dataclasses.dataclass(kw_only=True)
+class Zero(StrategyDefaults):
+    bucket_cap_mb: float = 25.0
+    """Largest gradient bucket of the DDP underneath, in MiB (DDP's default is 25)."""
+    broadcast_buffers: bool = True
+    """Broadcast rank 0's buffers (e.g. BatchNorm statistics) before every forward."""
+    find_unused_parameters: bool = False
+    """Walk the autograd graph each step to find parameters that get no gradient."""
+    gradient_as_bucket_view: bool = False
+    """Make .grad a view into DDP's bucket (saves one gradient copy of memory)."""
+    static_graph: bool = False
+    """Promise DDP that the graph and unused parameters never change (enables optimisations)."""
+    overlap_with_ddp: bool = False
+    """Run each rank's optimizer step inside DDP's comm hook, overlapping backward (NCCL only; the
+    first two steps then do not update, so parity is recorded but not judged)."""
+    parameters_as_bucket_view: bool = False
+    """Pack each rank's parameters into one flat buffer per device, so the broadcast after the step
+    is one collective per rank instead of one per parameter."""
+
+    _stock: Stock = dataclasses.field(init=False, repr=False)
+    _zero: torch.optim.Optimizer | None = dataclasses.field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        # Composed, not subclassed: the registry reads option docstrings from this class's own source.
+        self._stock = Stock(
+            bucket_cap_mb=self.bucket_cap_mb,
+            broadcast_buffers=self.broadcast_buffers,
+            find_unused_parameters=self.find_unused_parameters,
+            gradient_as_bucket_view=self.gradient_as_bucket_view,
+            static_graph=self.static_graph,
+        )
+
+    def wrap(self, model: nn.Module) -> nn.Module:
+        return self._stock.wrap(model)
+
+    def sync_gradients(self) -> None:
+        pass  # DDP already reduced every bucket inside backward
+
+    def no_sync(self):
+        return self._stock.no_sync()
+
+    def layout(self):
+        return self._stock.layout()
+
+    def unavailable_reason(self, *, device: str, world_size: int) -> str | None:
+        if self.overlap_with_ddp and device != "cuda":
+            # torch's hook_with_zero_step raises on gloo ("may meet hangs", pytorch issue 62300).
+            return "overlap_with_ddp needs NCCL: torch's hook_with_zero_step refuses gloo, which may hang"
+        return None
+
+    def make_optimizer(self, params, optimizer_cls, **kwargs) -> torch.optim.Optimizer:
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        params = list(params)
+        dtypes = sorted({str(p.dtype).removeprefix("torch.") for p in params})
+        if len(dtypes) > 1:
+            # ZeroRedundancyOptimizer refuses it itself, but only after building half its state.
+            raise ConfigError(
+                f"zero: ZeroRedundancyOptimizer needs every parameter in one dtype; got {', '.join(dtypes)}"
+            )
+        self._zero = ZeroRedundancyOptimizer(
+            params,
+            optimizer_class=optimizer_cls,
+            overlap_with_ddp=self.overlap_with_ddp,
+            parameters_as_bucket_view=self.parameters_as_bucket_view,
+            **kwargs,
+        )
+        if self.overlap_with_ddp:
+            self._hook_optimizer_into_ddp(self._zero)
+            return _OverlappedStep(self._zero)
+        return self._zero
+
+    def _hook_optimizer_into_ddp(self, zero) -> None:
+        from torch.distributed.algorithms.ddp_comm_hooks.ddp_zero_hook import hook_with_zero_step
+        from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+        ddp = self._stock._ddp
+        if ddp is None:
+            raise RuntimeError("zero: call wrap() before make_optimizer(), whose optimizer DDP's hook steps")
+        ddp.register_comm_hook(dist.group.WORLD, hook_with_zero_step(allreduce_hook, ddp, zero))
+
+    def full_state_dict(self, model: nn.Module) -> dict[str, torch.Tensor]:
+        return self._stock.full_state_dict(model)  # replicated: ZeRO broadcast every owner's shard after the step
+
+    @property
+    def parity_exact(self) -> bool:
+        # With overlap the first two steps only learn DDP's buckets and do not update the parameters.
+        return not self.overlap_with_ddp
+
+
+class _OverlappedStep:
+    """The optimizer the training loop sees when ZeRO steps inside backward: `step()` has nothing
+    left to do (calling ZeRO's own would log a warning every step); everything else is ZeRO's."""
+
+    def __init__(self, zero: torch.optim.Optimizer) -> None:
+        self._zero = zero
+
+    def step(self, closure=None):
+        return None
+
+    def __getattr__(self, name: str):
+        return getattr(self._zero, name)

@@ -1,0 +1,222 @@
+"""The sharded strategies (`zero`, `fsdp`) beyond the SGD contract: parity with the single-process
+reference under Adam (stateful, elementwise: a shard that is stepped wrongly shows at once), the
+optimizer state that ZeRO really shards, and the CPU limits they declare.
+
+One gloo group per world size trains the whole matrix; the tests read the cached results.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+
+import pytest
+import torch
+import torch.distributed as dist
+from dist_helpers import run_in_process_group, stop_ranks
+from test_impls_contract import (
+    BATCH,
+    SCENARIOS,
+    SEED,
+    STEPS,
+    Scenario,
+    micro_batch,
+    options_for,
+    skip_if_refused,
+)
+from torch import nn
+
+import impls
+from harness import parity
+from harness.memory import held_bytes, optimizer_state_bytes
+from harness.protocols import ConfigError
+from harness.timing import WallClockTimer
+from harness.training import LEARNING_RATE, build_model, make_batch, train_step
+from impls.fsdp import blocks
+
+CPU = torch.device("cpu")
+SHARDED = ("zero", "fsdp")
+WORLD_SIZES = (2, 3)
+ADAM = torch.optim.Adam
+MEMORY_WORKLOAD = "mlp"
+"""Adam's state on the contract mlp, measured after one step for `stock` and for `zero`."""
+
+
+# ---- inside every rank ----------------------------------------------------------------------
+
+
+def train_matrix() -> dict:
+    """Per (strategy, scenario): this rank's final parameters or the error text; and held bytes after one step."""
+    finals: dict = {}
+    for strategy in SHARDED:
+        for name, scenario in SCENARIOS.items():
+            try:
+                finals[strategy, name] = train_case(strategy, scenario)
+            except Exception as exc:
+                finals[strategy, name] = f"{type(exc).__name__}: {exc}"
+                dist.barrier()  # best effort: let the next case start together
+    held = {strategy: held_after_one_step(strategy) for strategy in ("stock", *SHARDED)}
+    return {"finals": finals, "held": held}
+
+
+def train_case(strategy_name: str, scenario: Scenario) -> dict[str, torch.Tensor]:
+    workload = scenario.make_workload()
+    strategy = impls.create(strategy_name, **options_for(strategy_name, scenario))
+    model = strategy.wrap(build_model(workload, seed=SEED + dist.get_rank(), device=CPU))
+    optimizer = strategy.make_optimizer(model.parameters(), ADAM, lr=LEARNING_RATE)
+    for step in range(STEPS):
+        for micro in range(scenario.micro_batches):
+            batch = micro_batch(
+                workload, rank=dist.get_rank(), step=step, micro=micro, micro_batches=scenario.micro_batches
+            )
+            with strategy.no_sync() if micro < scenario.micro_batches - 1 else contextlib.nullcontext():
+                workload.loss(model, batch).backward()
+        strategy.sync_gradients()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return parity.state_on_cpu(strategy.full_state_dict(model))
+
+
+def held_after_one_step(strategy_name: str) -> dict[str, int]:
+    workload = SCENARIOS[MEMORY_WORKLOAD].make_workload()
+    strategy = impls.create(strategy_name)
+    model = strategy.wrap(build_model(workload, seed=SEED, device=CPU))
+    optimizer = strategy.make_optimizer(model.parameters(), ADAM, lr=LEARNING_RATE)
+    batch = make_batch(workload, batch_size=BATCH, seed=SEED, rank=dist.get_rank(), step=0, device=CPU)
+    train_step(
+        model=model, workload=workload, strategy=strategy, optimizer=optimizer, batch=batch, timer=WallClockTimer()
+    )
+    return held_bytes(model, optimizer)
+
+
+# ---- in the test process ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def trained():
+    @functools.cache
+    def by_world_size(world_size: int) -> list[dict]:
+        return run_in_process_group(train_matrix, world_size=world_size, timeout_s=180)
+
+    yield by_world_size
+    stop_ranks(3)
+
+
+@functools.cache
+def adam_reference(scenario_name: str, world_size: int) -> dict[str, torch.Tensor]:
+    """One process: every rank's (micro-)batches accumulated, divided by the world size, one Adam step."""
+    scenario = SCENARIOS[scenario_name]
+    workload = scenario.make_workload()
+    model = build_model(workload, seed=SEED, device=CPU)
+    optimizer = ADAM(model.parameters(), lr=LEARNING_RATE)
+    for step in range(STEPS):
+        for rank in range(world_size):
+            for micro in range(scenario.micro_batches):
+                batch = micro_batch(workload, rank=rank, step=step, micro=micro, micro_batches=scenario.micro_batches)
+                workload.loss(model, batch).backward()
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad.div_(world_size)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return parity.parameters_on_cpu(model)
+
+
+def finals_of(trained, strategy: str, scenario: str, world_size: int) -> list[dict[str, torch.Tensor]]:
+    per_rank = [results["finals"][strategy, scenario] for results in trained(world_size)]
+    skip_if_refused(strategy, scenario, per_rank)
+    for rank, final in enumerate(per_rank):
+        assert not isinstance(final, str), f"{strategy} on {scenario} failed on rank {rank}: {final}"
+    return per_rank
+
+
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("strategy", SHARDED)
+def test_sharded_strategy_matches_single_process_reference_with_adam(trained, strategy, scenario, world_size):
+    finals = finals_of(trained, strategy, scenario, world_size)
+    expected = adam_reference(scenario, world_size)
+    for rank, final in enumerate(finals):
+        outcome = parity.compare(final, expected)
+        assert outcome.within_tolerance, (
+            f"{strategy} rank {rank} differs from the Adam reference by {outcome.max_abs_diff:.3g} "
+            f"in {outcome.worst_parameter}"
+        )
+
+
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+def test_zero_holds_about_one_nth_of_stocks_optimizer_state(trained, world_size):
+    held = [results["held"] for results in trained(world_size)]
+    stock = [rank["stock"]["optimizer_state_bytes"] for rank in held]
+    zero = [rank["zero"]["optimizer_state_bytes"] for rank in held]
+    assert len(set(stock)) == 1 and stock[0] > 0, f"stock replicates the whole state on every rank: {stock}"
+    assert sum(zero) == pytest.approx(stock[0], rel=0.02), "the shards together are the whole state (steps aside)"
+    for rank, nbytes in enumerate(zero):
+        # ZeRO assigns whole parameters to ranks, so a shard is 1/N only up to one parameter's state.
+        assert nbytes / stock[0] == pytest.approx(1 / world_size, abs=0.25), f"rank {rank}: {zero} vs {stock[0]}"
+
+
+@pytest.mark.parametrize("world_size", WORLD_SIZES)
+def test_fsdp_shards_parameters_gradients_and_optimizer_state(trained, world_size):
+    held = [results["held"] for results in trained(world_size)]
+    for kind in ("param_bytes", "optimizer_state_bytes"):
+        stock = held[0]["stock"][kind]
+        fsdp = [rank["fsdp"][kind] for rank in held]
+        assert sum(fsdp) == pytest.approx(stock, rel=0.1), f"{kind}: FSDP's shards should add up to the whole"
+        assert max(fsdp) < stock * (1 / world_size + 0.1), f"{kind}: {fsdp} vs replicated {stock}"
+
+
+# ---- what holds without any process group ---------------------------------------------------------
+
+
+def test_optimizer_state_bytes_counts_adams_two_moments_and_step():
+    weight = torch.nn.Parameter(torch.ones(10))
+    optimizer = ADAM([weight], lr=0.1)
+    weight.grad = torch.ones(10)
+    optimizer.step()
+    step_bytes = optimizer.state[weight]["step"].numel() * optimizer.state[weight]["step"].element_size()
+    assert optimizer_state_bytes(optimizer) == 2 * 10 * 4 + step_bytes
+
+
+def test_fsdp_refuses_mixed_precision_on_the_cpu_with_its_reason():
+    strategy = impls.create("fsdp", param_dtype="bf16")
+    assert strategy.unavailable_reason(device="cpu", world_size=2) == (
+        "FSDP mixed precision (param_dtype/reduce_dtype bf16) is offered on CUDA only"
+    )
+    assert strategy.unavailable_reason(device="cuda", world_size=2) is None
+    with pytest.raises(ConfigError, match="need CUDA"):
+        strategy.wrap(torch.nn.Linear(2, 2))
+
+
+def test_zero_overlap_with_ddp_is_declared_unavailable_on_gloo():
+    strategy = impls.create("zero", overlap_with_ddp=True)
+    assert "NCCL" in strategy.unavailable_reason(device="cpu", world_size=2)
+    assert strategy.unavailable_reason(device="cuda", world_size=2) is None
+    assert not strategy.parity_exact
+
+
+class Stacked(nn.Module):
+    """A transformer-like shape: an embedding, a ModuleList of repeated layers, a head tied to the embedding."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(10, 4)
+        self.layers = nn.ModuleList(nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4)) for _ in range(3))
+        self.head = nn.Linear(4, 10, bias=False)
+        self.head.weight = self.embed.weight
+
+
+def test_fsdp_blocks_are_the_repeated_layers_and_leave_tied_weights_to_the_root():
+    model = Stacked()
+    assert blocks(model) == list(model.layers)
+
+
+def test_fsdp_blocks_of_a_plain_sequential_are_its_layers_with_parameters():
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
+    assert blocks(model) == [model[0], model[2]]
+
+
+def test_fsdp_blocks_skip_children_that_share_a_parameter():
+    model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 2))
+    model[1].weight = model[0].weight
+    assert blocks(model) == [model[2]]
