@@ -112,6 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("new", help="run id to judge")
     compare.add_argument("--threshold", default="5%", help="smallest change that counts (default: 5%%)")
     compare.add_argument("--results", type=Path, default=Path("results"), help="results folder (default: results)")
+    compare.add_argument(
+        "--across-strategies",
+        action="store_true",
+        help="match configurations whatever their strategy (e.g. a naive run against a bucketed one)",
+    )
     compare.add_argument("--out", type=Path, default=Path("reports/site"), help="site folder (default: reports/site)")
 
     report = commands.add_parser("report", help="build the HTML site from results/")
@@ -293,7 +298,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from reports.compare import write_comparison_page
 
     threshold = compare.parse_threshold(args.threshold)
-    frame, warnings = compare.compare(args.results, args.base, args.new, threshold=threshold)
+    frame, warnings = compare.compare(
+        args.results, args.base, args.new, threshold=threshold, across_strategies=args.across_strategies
+    )
     for warning in warnings:
         print(f"ddpbench: warning: {warning}", file=sys.stderr)
     for r in frame.itertuples():

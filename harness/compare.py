@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from harness import stats, store
-from harness.config import ConfigError
+from harness.config import BASELINE_IMPL, ConfigError
 
 MATCH_KEYS = (
     "impl",
@@ -70,20 +70,57 @@ def environment_differences(base_meta: dict, new_meta: dict) -> list[str]:
     return notes
 
 
-def compare(results, base_id: str, new_id: str, *, threshold: float) -> tuple[pd.DataFrame, list[str]]:
-    """(one row per matched configuration, environment warnings)."""
+def match_keys(*, across_strategies: bool) -> list[str]:
+    """What makes two configurations the same measurement; across strategies, the strategy is not part of it."""
+    return [k for k in MATCH_KEYS if not (across_strategies and k in ("impl", "impl_options"))]
+
+
+def _without_baseline(samples: pd.DataFrame) -> pd.DataFrame:
+    return samples[samples["impl"] != BASELINE_IMPL]
+
+
+def _check_unambiguous(samples: pd.DataFrame, keys: list[str], run_id: str) -> None:
+    strategies = samples.groupby(keys, dropna=False)["impl"].nunique()
+    if (strategies > 1).any():
+        raise ConfigError(
+            f"run {run_id!r} has several strategies per setup; --across-strategies compares runs of one strategy each"
+        )
+
+
+def _strategy_label(base: pd.DataFrame, new: pd.DataFrame) -> str:
+    """'stock', or 'naive -> bucketed' when the two runs measured different strategies."""
+    before, after = base["impl"].iloc[0], new["impl"].iloc[0]
+    return before if before == after else f"{before} -> {after}"
+
+
+def compare(
+    results, base_id: str, new_id: str, *, threshold: float, across_strategies: bool = False
+) -> tuple[pd.DataFrame, list[str]]:
+    """(one row per matched configuration, environment warnings).
+
+    `across_strategies` matches configurations whatever their strategy (the `local` baseline
+    set aside), so a run of one strategy can be judged against a run of another.
+    """
     base_meta, base = load_samples(results, base_id)
     new_meta, new = load_samples(results, new_id)
-    new_groups = dict(list(new.groupby(list(MATCH_KEYS), dropna=False)))
+    keys = match_keys(across_strategies=across_strategies)
+    if across_strategies:
+        base, new = _without_baseline(base), _without_baseline(new)
+        _check_unambiguous(base, keys, base_id)
+        _check_unambiguous(new, keys, new_id)
+    new_groups = dict(list(new.groupby(keys, dropna=False)))
     rows = []
-    for keys, base_group in base.groupby(list(MATCH_KEYS), dropna=False):  # null keys (older rows) match too
-        if keys not in new_groups:
+    for key, base_group in base.groupby(keys, dropna=False):  # null keys (older rows) match too
+        if key not in new_groups:
             continue
-        a, b = base_group["step_ms"].tolist(), new_groups[keys]["step_ms"].tolist()
+        new_group = new_groups[key]
+        a, b = base_group["step_ms"].tolist(), new_group["step_ms"].tolist()
         judged = stats.verdict(a, b, threshold=threshold)
         low, high = ratio_ci(a, b)
         rows.append({
-            **dict(zip(MATCH_KEYS, keys, strict=True)),
+            **dict(zip(keys, key, strict=True)),
+            "impl": _strategy_label(base_group, new_group),
+            "impl_options": base_group["impl_options"].iloc[0],
             "base_ms": float(np.median(a)), "new_ms": float(np.median(b)),
             "ratio": judged["ratio"], "ratio_ci_low": low, "ratio_ci_high": high,
             "p_value": judged["p_value"], "verdict": judged["verdict"],

@@ -11,7 +11,9 @@ KEYS = {"impl": "stock", "impl_options": "{}", "workload": "mlp", "size": "tiny"
 KEYS |= {"batch_size": 8, "dtype": "fp32", "optimizer": "sgd", "device": "cpu", "status": "ok"}
 
 
-def synthetic_run(results, run_id: str, *, mean_ms: float, seed: int, torch_version: str = "2.x") -> None:
+def synthetic_run(
+    results, run_id: str, *, mean_ms: float, seed: int, torch_version: str = "2.x", impl: str = "stock"
+) -> None:
     """A run with one configuration whose 2 ranks took normally distributed step times."""
     meta = {"run_id": run_id, "started_at": run_id, "device": "cpu", "configurations": [{"world_size": 2}]}
     meta["environment"] = {"torch_version": torch_version, "hostname": "h"}
@@ -22,7 +24,8 @@ def synthetic_run(results, run_id: str, *, mean_ms: float, seed: int, torch_vers
         for r in range(2)
         for s in range(40)
     ]
-    store.write_configuration(results / run_id, "c0", {"run_id": run_id, "config_id": "c0", **KEYS}, steps)
+    row = {"run_id": run_id, "config_id": "c0", **KEYS, "impl": impl}
+    store.write_configuration(results / run_id, "c0", row, steps)
 
 
 def run_compare(capsys, results, base, new, *extra):
@@ -66,3 +69,14 @@ def test_bad_compare_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsy
     code, out = run_compare(capsys, tmp_path / "r", *args)
     assert code == 2 and named in out.err and out.err.count("\n") == 1
     assert not (tmp_path / "site").exists()
+
+
+def test_runs_of_two_strategies_compare_only_when_asked_to_match_across_strategies(tmp_path, capsys):
+    synthetic_run(tmp_path / "r", "naive", mean_ms=100, seed=1, impl="naive")
+    synthetic_run(tmp_path / "r", "bucketed", mean_ms=60, seed=2, impl="bucketed")
+    code, out = run_compare(capsys, tmp_path / "r", "naive", "bucketed")
+    assert code == 0 and "0 configuration(s) matched" in out.out
+    code, out = run_compare(capsys, tmp_path / "r", "naive", "bucketed", "--across-strategies")
+    assert code == 0 and "naive -> bucketed" in out.out and ": faster" in out.out
+    code, out = run_compare(capsys, tmp_path / "r", "bucketed", "naive", "--across-strategies")
+    assert code == 1 and ": slower" in out.out
