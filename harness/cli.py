@@ -237,7 +237,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     began = time.monotonic()
     progress = Progress(plan.run, plan.configurations, done=done)
     try:
-        launch.run_groups(config, plan, on_written=progress.written)
+        launch.run_groups(config, plan, on_written=progress.written, on_tick=progress.tick)
     finally:
         progress.close()
     _recommend(plan.run)

@@ -140,6 +140,7 @@ def launch_group(
     group: list[Configuration],
     *,
     on_written: Callable[[Configuration], None],
+    on_tick: Callable[[], None] | None = None,
 ) -> int:
     """Run one world size's configurations in one torchrun launch; return its exit code."""
     world = group[0].world_size
@@ -170,6 +171,8 @@ def launch_group(
                 on_written(pending.pop(0))
             if finished:
                 break
+            if on_tick is not None:
+                on_tick()
             time.sleep(POLL_S)
         returncode = process.wait()
     for cfg in pending:  # the launch died before writing these
@@ -196,10 +199,16 @@ def _record_launch_failure(plan: RunPlan, cfg: Configuration, error: str) -> Non
     store.write_configuration(plan.run, cfg.config_id, row, steps, ranks)
 
 
-def run_groups(config: BenchConfig, plan: RunPlan, *, on_written: Callable[[Configuration], None]) -> list[int]:
+def run_groups(
+    config: BenchConfig,
+    plan: RunPlan,
+    *,
+    on_written: Callable[[Configuration], None],
+    on_tick: Callable[[], None] | None = None,
+) -> list[int]:
     """Every world size in ascending order (world size 1 first: scaling needs it)."""
     codes = []
     by_world = itertools.groupby(sorted(plan.configurations, key=lambda c: c.world_size), key=lambda c: c.world_size)
     for _, group in by_world:
-        codes.append(launch_group(config, plan, list(group), on_written=on_written))
+        codes.append(launch_group(config, plan, list(group), on_written=on_written, on_tick=on_tick))
     return codes

@@ -6,7 +6,9 @@ logs, pipes) the bar stays away, so logs hold only the lines.
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 from pathlib import Path
 from typing import TextIO
 
@@ -27,6 +29,38 @@ def describe_row(row: dict) -> str:
         f"{label}: {row['step_ms_median']:.2f} ms/step (p10 {row['step_ms_p10']:.2f}, p90 {row['step_ms_p90']:.2f}), "
         f"{row['samples_per_s']:.0f} samples/s, {parity}"
     )
+
+
+PROGRESS_FILE = ".progress.json"  # hidden: readers of the run folder never see it as a result
+PROGRESS_PERIOD_S = 0.5
+
+
+class StepProgress:
+    """Rank 0 tells the launcher how far the current configuration is, at most twice a second.
+
+    Called between steps (outside every timed window); a plain rename, no fsync: it is a hint.
+    """
+
+    def __init__(self, run: Path, config_id: str, total_steps: int) -> None:
+        self._path = run / PROGRESS_FILE
+        self._config_id, self._total = config_id, total_steps
+        self._last = 0.0
+
+    def __call__(self, step: int) -> None:
+        now = time.monotonic()
+        if now - self._last < PROGRESS_PERIOD_S and step + 1 < self._total:
+            return
+        self._last = now
+        tmp = self._path.with_name(f"{PROGRESS_FILE}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps({"config_id": self._config_id, "step": step + 1, "total": self._total}))
+        os.replace(tmp, self._path)
+
+
+def read_step_progress(run: Path) -> dict | None:
+    try:
+        return json.loads((run / PROGRESS_FILE).read_text())
+    except (OSError, ValueError):
+        return None
 
 
 class Progress:
@@ -54,9 +88,17 @@ class Progress:
         if self._bar is None:
             print(line, file=self._stream, flush=True)
             return
-        self._bar.write(line)
+        self._bar.write(line, file=self._stream)
         self._bar.update(1)
         self._show_current()
+
+    def tick(self) -> None:
+        """Show how far the current configuration is (steps done), on a terminal only."""
+        if self._bar is None or not self._pending:
+            return
+        state = read_step_progress(self._run)
+        if state and state.get("config_id") == self._pending[0].config_id:
+            self._bar.set_postfix_str(f"step {state['step']}/{state['total']}")
 
     def close(self) -> None:
         if self._bar is not None:

@@ -19,6 +19,7 @@ import json
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from harness import modelinfo, parity, records, store
 from harness.config import Configuration
 from harness.dist import Session, distributed_session
 from harness.memory import MemorySampler, held_as_row, held_bytes, peaks_as_row
+from harness.progress import StepProgress
 from harness.timing import make_step_timer
 from harness.training import (
     OPTIMIZERS,
@@ -72,7 +74,8 @@ def _measure(cfg: Configuration, session: Session, *, run: Path) -> dict[str, An
         optimizer_cls, learning_rate = OPTIMIZERS[cfg.optimizer]
         optimizer = strategy.make_optimizer(model.parameters(), optimizer_cls, lr=learning_rate)
         parts = {"model": model, "workload": workload, "strategy": strategy, "optimizer": optimizer}
-        step_times, held = _train(cfg, session, **parts)
+        progress = StepProgress(run, cfg.config_id, cfg.warmup + cfg.steps) if session.is_main else None
+        step_times, held = _train(cfg, session, progress=progress, **parts)
     finally:
         peaks = sampler.stop()
     result = {
@@ -96,7 +99,9 @@ def _measure(cfg: Configuration, session: Session, *, run: Path) -> dict[str, An
     return result
 
 
-def _train(cfg: Configuration, session: Session, **step_parts) -> tuple[list[dict[str, float]], dict[str, int]]:
+def _train(
+    cfg: Configuration, session: Session, *, progress: Callable[[int], None] | None = None, **step_parts
+) -> tuple[list[dict[str, float]], dict[str, int]]:
     """Warm-up then measured steps, each timed per phase (warm-up kept apart); and what this rank
     held (parameters, gradients, optimizer state) after the last step's optimizer step."""
     single_process = step_parts["strategy"].single_process
@@ -125,6 +130,8 @@ def _train(cfg: Configuration, session: Session, **step_parts) -> tuple[list[dic
         last = step == cfg.warmup + cfg.steps - 1
         inspect = (lambda: held.update(held_bytes(step_parts["model"], step_parts["optimizer"]))) if last else None
         train_step(batch=batch, timer=timing, precision=precision, after_optimizer_step=inspect, **step_parts)
+        if progress is not None:
+            progress(step)
     return warmup_timer.collect() + timer.collect(), held
 
 

@@ -88,3 +88,28 @@ def test_resume_runs_exactly_what_an_interrupted_run_did_not_write(small_run, tm
     assert store.written_config_ids(results / "e2e") == set(written)
     for name, mtime in kept_mtimes.items():  # nothing already written was touched
         assert (results / "e2e" / "configs" / name).stat().st_mtime_ns == mtime
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_a_bar_shows_the_current_configuration_its_steps_and_an_eta(small_run, tmp_path):
+    from harness.config import Configuration
+    from harness.progress import StepProgress
+
+    run = tmp_path / "run"
+    shutil.copytree(small_run, run)
+    meta = store.read_json(run / "run.json")
+    pending = [Configuration.from_json(c) for c in meta["configurations"][:2]]
+    terminal = Terminal()
+    progress = Progress(run, pending, stream=terminal)
+    StepProgress(run, pending[0].config_id, total_steps=6)(2)  # the worker finished its third step
+    progress.tick()
+    progress.written(pending[0])
+    progress.close()
+    shown = terminal.getvalue()
+    assert f"running {pending[0].label()}" in shown and "step 3/6" in shown
+    assert "[1/2]" in shown and "<" in shown  # tqdm's elapsed<remaining: the ETA
+    assert not list(run.glob("*.tmp"))
