@@ -209,15 +209,15 @@ def micro_batch(workload, *, rank: int, step: int, micro: int, micro_batches: in
 # ---- in the test process ----------------------------------------------------------------------
 
 
-def reference(scenario: Scenario, world_size: int) -> dict[str, torch.Tensor]:
-    """One process: every rank's (micro-)batches accumulated, divided by the world size, one SGD step."""
+def reference(scenario: Scenario, world_size: int, *, optimizer_cls=OPTIMIZER) -> dict[str, torch.Tensor]:
+    """One process: every rank's (micro-)batches accumulated, divided by the world size, one optimizer step."""
     workload = scenario.make_workload()
-    if scenario.micro_batches == 1:
+    if scenario.micro_batches == 1 and optimizer_cls is OPTIMIZER:
         return parity.reference_parameters(
             workload, world_size=world_size, batch_size=BATCH, steps=STEPS, seed=SEED, device=CPU
         )
     model = build_model(workload, seed=SEED, device=CPU)
-    optimizer = OPTIMIZER(model.parameters(), lr=LEARNING_RATE)
+    optimizer = optimizer_cls(model.parameters(), lr=LEARNING_RATE)
     for step in range(STEPS):
         for rank in range(world_size):
             for micro in range(scenario.micro_batches):

@@ -22,6 +22,7 @@ from test_impls_contract import (
     Scenario,
     micro_batch,
     options_for,
+    reference,
     skip_if_refused,
 )
 from torch import nn
@@ -104,22 +105,8 @@ def trained():
 
 @functools.cache
 def adam_reference(scenario_name: str, world_size: int) -> dict[str, torch.Tensor]:
-    """One process: every rank's (micro-)batches accumulated, divided by the world size, one Adam step."""
-    scenario = SCENARIOS[scenario_name]
-    workload = scenario.make_workload()
-    model = build_model(workload, seed=SEED, device=CPU)
-    optimizer = ADAM(model.parameters(), lr=LEARNING_RATE)
-    for step in range(STEPS):
-        for rank in range(world_size):
-            for micro in range(scenario.micro_batches):
-                batch = micro_batch(workload, rank=rank, step=step, micro=micro, micro_batches=scenario.micro_batches)
-                workload.loss(model, batch).backward()
-        for p in model.parameters():
-            if p.grad is not None:
-                p.grad.div_(world_size)
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    return parity.parameters_on_cpu(model)
+    """The contract's one-process reference, stepped with Adam."""
+    return reference(SCENARIOS[scenario_name], world_size, optimizer_cls=ADAM)
 
 
 def finals_of(trained, strategy: str, scenario: str, world_size: int) -> list[dict[str, torch.Tensor]]:
