@@ -5,6 +5,7 @@ logs, pipes) the bar stays away, so logs hold only the lines.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -52,8 +53,9 @@ class StepProgress:
             return
         self._last = now
         tmp = self._path.with_name(f"{PROGRESS_FILE}.{os.getpid()}.tmp")
-        tmp.write_text(json.dumps({"config_id": self._config_id, "step": step + 1, "total": self._total}))
-        os.replace(tmp, self._path)
+        with contextlib.suppress(OSError):  # a hint: failing to give it must never cost a measurement
+            tmp.write_text(json.dumps({"config_id": self._config_id, "step": step + 1, "total": self._total}))
+            os.replace(tmp, self._path)
 
 
 def read_step_progress(run: Path) -> dict | None:
