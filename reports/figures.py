@@ -85,27 +85,32 @@ def _whiskers(rows: pd.DataFrame, *, median: str, low: str, high: str) -> dict:
     }
 
 
-def step_time_by_strategy(configs: pd.DataFrame, *, workload: str) -> go.Figure:
-    """Median step time per strategy (bars) and world size (groups), whiskers p10 to p90.
-
-    A strategy that failed parity gets '(PARITY FAILED)' in its legend entry and a hatched bar.
-    """
+def _bars_by_strategy(configs: pd.DataFrame, *, workload: str, column: str, hover: str, whiskers: bool) -> go.Figure:
+    """One bar per strategy in each world-size group; a strategy that failed parity gets
+    '(PARITY FAILED)' in its legend entry and a hatched bar."""
     figure = new_figure()
     ok = labelled(configs, workload=workload)
     colours = strategy_colours(ok)
     for label, rows in ok.groupby("label", sort=False):
         failed_parity = _parity_failed(rows)
+        error_y = _whiskers(rows, median="step_ms_median", low="step_ms_p10", high="step_ms_p90") if whiskers else None
         figure.add_trace(
             go.Bar(
                 name=label + (" (PARITY FAILED)" if failed_parity else ""),
                 marker_color=colours[label],
                 x=[world_label(n) for n in rows["world_size"]],
-                y=rows["step_ms_median"],
-                error_y=_whiskers(rows, median="step_ms_median", low="step_ms_p10", high="step_ms_p90"),
+                y=rows[column],
+                error_y=error_y,
                 marker_pattern_shape="x" if failed_parity else "",
-                hovertemplate="%{y:.2f} ms<extra>%{fullData.name}</extra>",
+                hovertemplate=hover + "<extra>%{fullData.name}</extra>",
             )
         )
+    return figure
+
+
+def step_time_by_strategy(configs: pd.DataFrame, *, workload: str) -> go.Figure:
+    """Median step time per strategy (bars) and world size (groups), whiskers p10 to p90."""
+    figure = _bars_by_strategy(configs, workload=workload, column="step_ms_median", hover="%{y:.2f} ms", whiskers=True)
     return _layout(
         figure,
         title=f"{workload}: median step time (whiskers p10–p90; lower is better)",
@@ -118,21 +123,9 @@ def step_time_by_strategy(configs: pd.DataFrame, *, workload: str) -> go.Figure:
 
 def throughput_by_strategy(configs: pd.DataFrame, *, workload: str) -> go.Figure:
     """Samples per second over all ranks, per strategy and world size."""
-    figure = new_figure()
-    ok = labelled(configs, workload=workload)
-    colours = strategy_colours(ok)
-    for label, rows in ok.groupby("label", sort=False):
-        failed_parity = _parity_failed(rows)
-        figure.add_trace(
-            go.Bar(
-                name=label + (" (PARITY FAILED)" if failed_parity else ""),
-                marker_color=colours[label],
-                x=[world_label(n) for n in rows["world_size"]],
-                y=rows["samples_per_s"],
-                marker_pattern_shape="x" if failed_parity else "",
-                hovertemplate="%{y:.0f} samples/s<extra>%{fullData.name}</extra>",
-            )
-        )
+    figure = _bars_by_strategy(
+        configs, workload=workload, column="samples_per_s", hover="%{y:.0f} samples/s", whiskers=False
+    )
     return _layout(
         figure,
         title=f"{workload}: throughput (samples/s over all ranks; higher is better)",
