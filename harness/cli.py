@@ -5,7 +5,10 @@ the launcher or the reporter. Bad input is one line on stderr and exit code 2.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import logging
+import signal
 import sys
 import time
 from pathlib import Path
@@ -32,6 +35,13 @@ def _int(flag: str):
             raise argparse.ArgumentTypeError(f"{flag} {text!r} is not a whole number") from None
 
     return parse
+
+
+def _seconds(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--timeout {text!r} is not a number of seconds") from None
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -100,7 +110,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="run every configuration R times, interleaved (default: 1)")  # fmt: skip
     bench.add_argument("--resume", metavar="RUN_ID", help="finish an interrupted run: skip what it wrote, run the rest")
     bench.add_argument("--seed", type=_int("--seed"), default=0, help="base seed (default: 0)")
-    bench.add_argument("--timeout", type=float, default=1800.0, help="seconds a collective may wait (default: 1800)")
+    bench.add_argument(
+        "--timeout",
+        type=_seconds,
+        help="seconds a configuration may go without progress before it is declared hung and its launch "
+        "ended (default: ten times its slowest step so far, at least 60)",
+    )
+    bench.add_argument("--fail-fast", action="store_true", help="stop at the first failed configuration (exit 1)")
 
     compare = commands.add_parser(
         "compare",
@@ -154,6 +170,7 @@ def bench_config(args: argparse.Namespace, *, default_gpus: int, all_impls: list
         seed=args.seed,
         repeats=args.repeats,
         timeout_s=args.timeout,
+        fail_fast=args.fail_fast,
         command=tuple(sys.argv),
     )
 
@@ -218,9 +235,19 @@ def new_run(args: argparse.Namespace):
         backend = cfgmod.resolve_backend(config.backend, device=device)
         cfgmod.check_gpu_count(gpus=config.gpus, available=torch.cuda.device_count(), backend=backend)
     run_id = config.run_id or cfgmod.new_run_id()
-    cfgmod.check_results_folder(config.results, run_id)
+    if config.node_rank == 0:  # the other nodes join the folder node 0 makes
+        cfgmod.check_results_folder(config.results, run_id)
     environment = env.capture(config.command)
-    return config, launch.create_run(config, configurations, run_id=run_id, device=device, environment=environment)
+    for _ in range(10):
+        try:
+            return config, launch.create_run(
+                config, configurations, run_id=run_id, device=device, environment=environment
+            )
+        except ConfigError:
+            if config.run_id:
+                raise  # the user's own name is taken (another run made it since the check)
+            run_id = cfgmod.new_run_id()  # a run started in the same second drew the same suffix
+    raise ConfigError(f"no free run id in {config.results} after 10 tries; give --run-id")
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -237,11 +264,57 @@ def cmd_bench(args: argparse.Namespace) -> int:
     began = time.monotonic()
     progress = Progress(plan.run, plan.configurations, done=done)
     try:
-        launch.run_groups(config, plan, on_written=progress.written, on_tick=progress.tick)
+        with _sigterm_as_exception():
+            launch.run_groups(config, plan, on_written=progress.written, on_tick=progress.tick)
+    except (KeyboardInterrupt, Terminated) as stop:
+        progress.close()
+        return _stopped(plan, "SIGTERM" if isinstance(stop, Terminated) else "SIGINT", EXIT_SIGNAL[type(stop)])
+    except launch.FailFast as failure:
+        progress.close()
+        print(f"ddpbench: --fail-fast: stopping at the first failure: {failure}", file=sys.stderr)
+        return _stopped(plan, "--fail-fast", 1)
+    except OSError as exc:  # the results cannot be written (a full disk): nothing more can be kept
+        progress.close()
+        print(f"ddpbench: error: cannot write results in {plan.run}/: {exc}", file=sys.stderr)
+        return _stopped(plan, "a write error", 1)
     finally:
         progress.close()
     _recommend(plan.run)
     return _summarize(plan, time.monotonic() - began)
+
+
+class Terminated(Exception):
+    """SIGTERM, raised in the main thread like KeyboardInterrupt is for SIGINT."""
+
+
+EXIT_SIGNAL = {KeyboardInterrupt: 130, Terminated: 143}  # 128 + the signal's number, as shells do
+
+
+@contextlib.contextmanager
+def _sigterm_as_exception():
+    def raise_terminated(signum, frame):
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _stopped(plan, why: str, code: int) -> int:
+    """One line: what was saved, and the command that finishes the run."""
+    from harness import store
+
+    saved = len(store.written_config_ids(plan.run))
+    total = len(store.read_json(plan.run / "run.json")["configurations"])
+    results = plan.run.parent
+    print(
+        f"ddpbench: stopped by {why}: {saved} of {total} configurations saved in {plan.run}/; "
+        f"finish with: ddpbench bench --resume {plan.run_id} --results {results}",
+        flush=True,
+    )
+    return code
 
 
 def _recommend(run: Path) -> None:
@@ -325,6 +398,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # The library's warnings (a skipped results file, say) as one line each on stderr.
+    logging.basicConfig(format="ddpbench: warning: %(message)s", level=logging.WARNING, stream=sys.stderr)
     args = build_parser().parse_args(argv)
     try:
         if args.command == "list":

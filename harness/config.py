@@ -82,8 +82,11 @@ class BenchConfig:
     """Capture a torch.profiler trace per rank after each configuration's measured steps."""
     repeats: int = 1
     """Run every configuration this many times, interleaved, so drift hits all alike."""
-    timeout_s: float = 1800.0
-    """Process-group timeout: a collective that waits longer fails the configuration."""
+    timeout_s: float | None = None
+    """Seconds a configuration may go without progress before it is declared hung and its
+    launch ended; None: ten times its slowest step so far, at least a minute."""
+    fail_fast: bool = False
+    """Stop the run at the first failed configuration instead of going on with the next."""
     command: tuple[str, ...] = ()
     """The command line, recorded with the run."""
 
@@ -118,8 +121,10 @@ class BenchConfig:
             raise ConfigError("--nnodes above 1 needs --rdzv-endpoint HOST:PORT")
         if self.mem_period_ms < 0:
             raise ConfigError(f"--mem-period-ms {self.mem_period_ms} is not valid; give milliseconds ≥ 0 (0: off)")
-        if self.timeout_s <= 0:
-            raise ConfigError(f"--timeout {self.timeout_s} is not valid; give seconds > 0")
+        if self.timeout_s is not None and not self.timeout_s > 0:
+            raise ConfigError(f"--timeout {self.timeout_s} is not valid; give seconds > 0 (or leave it out: automatic)")
+        if self.nnodes > 1 and not self.run_id:
+            raise ConfigError("--nnodes above 1 needs --run-id: every node's launcher must name the same run")
         validate_run_id(self.run_id)
 
     @classmethod

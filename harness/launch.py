@@ -1,16 +1,19 @@
 """The launcher: one torchrun launch per world size, each running `harness.worker` in every rank.
 
-torchrun starts and tears down the ranks; this module only writes each launch's plan,
-watches the run folder for finished configurations (that is the progress report), and
-records as `failed` whatever a launch that died did not write.
+torchrun starts and tears down the ranks; this module writes each launch's plan, watches the
+run folder for finished configurations (the progress report) and for progress within one
+(the hang detector), and when a launch dies or hangs, records the configuration it was in as
+`failed` with the rank and the cause, then runs the rest in a fresh launch.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import itertools
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -18,8 +21,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import records, store
+from harness import faults, liveness, records, store, supervise
 from harness.config import BenchConfig, ConfigError, Configuration
+from harness.progress import read_step_progress
 
 POLL_S = 0.5
 
@@ -45,8 +49,19 @@ def threads_per_rank(*, device: str, max_local_ranks: int, cpu_count: int | None
 def create_run(
     config: BenchConfig, configurations: list[Configuration], *, run_id: str, device: str, environment: dict[str, Any]
 ) -> RunPlan:
-    """Make the run folder and write run.json, the run's provenance, before any launch."""
+    """Make the run folder and write run.json, the run's provenance, before any launch.
+
+    The folder is made exclusively: two runs started at once into one results folder never
+    share one. On a multi-node job, node 0 writes run.json; the other nodes' launchers find
+    (or make) the same folder on a shared file system and keep their plans and logs in it.
+    """
     run = store.run_dir(config.results, run_id)
+    if config.node_rank != 0:
+        _wait_for_node_zero(run)
+    try:
+        run.mkdir(parents=True, exist_ok=config.node_rank != 0)
+    except FileExistsError:
+        raise ConfigError(f"--run-id {run_id!r} already exists in {config.results}; choose another run id") from None
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     threads = threads_per_rank(device=device, max_local_ranks=config.gpus, cpu_count=len(os.sched_getaffinity(0)))
     context = {
@@ -58,6 +73,8 @@ def create_run(
         "hostname": environment.get("hostname"),
         "git_sha": environment.get("git_sha"),
     }
+    if config.node_rank != 0:
+        return RunPlan(run_id, run, device, threads, configurations, context)
     store.write_json(
         run / "run.json",
         {
@@ -75,6 +92,17 @@ def create_run(
         },
     )
     return RunPlan(run_id, run, device, threads, configurations, context)
+
+
+NODE_ZERO_WAIT_S = 60.0
+
+
+def _wait_for_node_zero(run: Path) -> None:
+    """On a shared file system node 0 makes the run folder; wait for it so as not to race it.
+    Without one (node-local disks) it never appears here, and this node makes its own."""
+    deadline = time.monotonic() + NODE_ZERO_WAIT_S
+    while not (run / "run.json").is_file() and time.monotonic() < deadline:
+        time.sleep(POLL_S)
 
 
 def resume_run(results: Path, run_id: str) -> tuple[BenchConfig, RunPlan, int]:
@@ -96,7 +124,9 @@ def resume_run(results: Path, run_id: str) -> tuple[BenchConfig, RunPlan, int]:
     return config, plan, len(configurations) - len(pending)
 
 
-def torchrun_command(config: BenchConfig, *, local_ranks: int, plan_path: Path, run_id: str) -> list[str]:
+def torchrun_command(
+    config: BenchConfig, *, local_ranks: int, plan_path: Path, run_id: str, log_dir: Path | None = None
+) -> list[str]:
     if config.nnodes == 1:
         rendezvous = ["--standalone"]
     else:
@@ -107,9 +137,12 @@ def torchrun_command(config: BenchConfig, *, local_ranks: int, plan_path: Path, 
             f"--rdzv-endpoint={config.rdzv_endpoint}",
             f"--rdzv-id={run_id}",
         ]
+    # torchrun notices a dead rank within the monitor interval; its @record error files
+    # (a rank's uncaught exception, with its traceback) go into the run folder.
+    logging = [f"--log-dir={log_dir}"] if log_dir is not None else []
     return [
         sys.executable, "-m", "torch.distributed.run", *rendezvous,
-        f"--nproc-per-node={local_ranks}", "--max-restarts=0",
+        f"--nproc-per-node={local_ranks}", "--max-restarts=0", "--monitor-interval=0.5", *logging,
         "-m", "harness.worker", str(plan_path),
     ]  # fmt: skip
 
@@ -134,6 +167,21 @@ def last_error_in_log(log: Path) -> str:
     return lines[-1][:500] if lines else "(empty log)"
 
 
+class FailFast(Exception):
+    """--fail-fast: a configuration failed, and the run stops there."""
+
+
+@dataclasses.dataclass
+class LaunchEnd:
+    """How one torchrun launch ended."""
+
+    returncode: int
+    log: Path
+    hint: dict[str, Any] | None  # rank 0's last progress hint: the configuration and step it was in
+    came_alive: bool  # whether any rank showed progress: if not, the launch itself failed
+    hang: str | None = None  # set when the launcher ended a launch that made no progress
+
+
 def launch_group(
     config: BenchConfig,
     plan: RunPlan,
@@ -142,60 +190,179 @@ def launch_group(
     on_written: Callable[[Configuration], None],
     on_tick: Callable[[], None] | None = None,
 ) -> int:
-    """Run one world size's configurations in one torchrun launch; return its exit code."""
-    world = group[0].world_size
-    plan_path = plan.run / "plan" / f"world-{world}.json"
+    """Run one world size's configurations; return the exit code of the last launch.
+
+    A launch that dies (a rank killed, an exception, an out-of-memory) or hangs costs the
+    configuration it was in: that one is recorded `failed` with the rank and the cause, and
+    the rest run in a fresh launch (--fail-fast: FailFast is raised instead).
+    """
+    written = store.written_config_ids(plan.run)
+    pending = [c for c in group if c.config_id not in written]
+    returncode, attempt = 0, 0
+    while pending:
+        end = _run_launch(config, plan, pending, attempt=attempt, on_written=on_written, on_tick=on_tick)
+        returncode = end.returncode
+        written = store.written_config_ids(plan.run)
+        pending = [c for c in pending if c.config_id not in written]
+        if not pending or config.node_rank != 0:
+            break  # node 0's launcher records failures; the others only launch
+        current, rest = pending[0], pending[1:]
+        failure = diagnose(plan.run, current, end)
+        _record_failure(plan, current, failure)
+        on_written(current)
+        if failure["error_kind"] == "launch":  # nothing ran: every further launch would fail alike
+            for cfg in rest:
+                _record_failure(plan, cfg, failure)
+                on_written(cfg)
+            break
+        if config.fail_fast:
+            raise FailFast(f"{current.label()}: {failure['error']}")
+        if config.nnodes > 1:
+            # The other nodes' launchers cannot follow a relaunch; the rest are left for --resume.
+            break
+        pending, attempt = rest, attempt + 1
+    return returncode
+
+
+def _write_launch_plan(config: BenchConfig, plan: RunPlan, pending: list[Configuration]) -> Path:
+    world = pending[0].world_size
+    node = f".node{config.node_rank}" if config.nnodes > 1 else ""  # each node's launcher writes its own
+    plan_path = plan.run / "plan" / f"world-{world}{node}.json"
     store.write_json(
         plan_path,
         {
             "run_dir": str(plan.run.resolve()),
             "device": plan.device,
-            "backend": group[0].backend,
+            "backend": pending[0].backend,
             "timeout_s": config.timeout_s,
             "context": plan.context,
-            "configurations": [c.to_json() for c in group],
+            "configurations": [c.to_json() for c in pending],
         },
     )
-    log_path = plan.run / "logs" / f"world-{world}.log"
+    return plan_path
+
+
+def _run_launch(
+    config: BenchConfig,
+    plan: RunPlan,
+    pending: list[Configuration],
+    *,
+    attempt: int,
+    on_written: Callable[[Configuration], None],
+    on_tick: Callable[[], None] | None,
+) -> LaunchEnd:
+    """One torchrun launch over `pending`, watched until it ends or goes quiet for too long."""
+    world = pending[0].world_size
+    plan_path = _write_launch_plan(config, plan, pending)
+    name = f"world-{world}" + (f".node{config.node_rank}" if config.nnodes > 1 else "")
+    name += f".retry{attempt}" if attempt else ""
+    log_path = plan.run / "logs" / f"{name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    command = torchrun_command(config, local_ranks=world // config.nnodes, plan_path=plan_path, run_id=plan.run_id)
-    pending = list(group)
-    with open(log_path, "w") as log:
-        process = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, env=child_environment(plan.threads_per_rank)
-        )
-        while pending:
-            finished = process.poll() is not None
-            written = store.written_config_ids(plan.run)
-            while pending and pending[0].config_id in written:
-                on_written(pending.pop(0))
-            if finished:
-                break
-            if on_tick is not None:
-                on_tick()
-            time.sleep(POLL_S)
-        returncode = process.wait()
-    for cfg in pending:  # the launch died before writing these
-        _record_launch_failure(
-            plan,
-            cfg,
-            f"launch for world size {world} exited with code {returncode} "
-            f"before this configuration finished: {last_error_in_log(log_path)} "
-            f"(log: {log_path})",
-        )
-        on_written(cfg)
-    return returncode
-
-
-def _record_launch_failure(plan: RunPlan, cfg: Configuration, error: str) -> None:
-    row, steps, ranks = records.assemble(
-        cfg,
-        [{"status": "failed", "error": error}],
-        run_context=plan.context,
-        parity_exact=True,
-        written=store.read_configs(plan.run),
+    command = torchrun_command(
+        config,
+        local_ranks=world // config.nnodes,
+        plan_path=plan_path,
+        run_id=plan.run_id,
+        log_dir=plan.run / "logs" / f"{name}.torchrun",
     )
-    row["error"] = error
+    remaining = list(pending)
+    watch = supervise.ProgressWatch(config.timeout_s)
+    before = hint = read_step_progress(plan.run)
+    came_alive, hang = False, None
+    with open(log_path, "w") as log:
+        process = supervise.start(command, log=log, env=child_environment(plan.threads_per_rank))
+        try:
+            while remaining:
+                finished = process.poll() is not None
+                written = store.written_config_ids(plan.run)
+                while remaining and remaining[0].config_id in written:
+                    on_written(remaining.pop(0))
+                if finished or not remaining:
+                    break
+                latest = read_step_progress(plan.run)
+                if latest != hint and latest != before:
+                    came_alive = True
+                    watch.progressed(new_configuration=(latest or {}).get("config_id") != (hint or {}).get("config_id"))
+                    hint = latest
+                if watch.expired():
+                    hang = _describe_hang(plan.run, world, watch, hint)
+                    break
+                if on_tick is not None:
+                    on_tick()
+                time.sleep(POLL_S)
+            if hang is None:
+                _wait_for_exit(process, watch)
+        finally:
+            supervise.stop(process)  # no-op for a launch that ended; no orphans for one that did not
+    return LaunchEnd(process.returncode, log_path, hint if came_alive else None, came_alive, hang)
+
+
+def _wait_for_exit(process: subprocess.Popen, watch: supervise.ProgressWatch) -> None:
+    """After the last configuration is written, the ranks only tear down: give them time."""
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=watch.limit_s())
+
+
+def _describe_hang(run: Path, world: int, watch: supervise.ProgressWatch, hint: dict | None) -> str:
+    answers = liveness.ask(run, list(range(world)))
+    where = _where(hint)
+    return (
+        f"timeout: no progress for {watch.silent_s():.0f} s (limit {watch.limit_s():.0f} s){where}; "
+        f"{liveness.describe_hang(answers)}"
+    )
+
+
+def _where(hint: dict | None) -> str:
+    if not hint or not hint.get("total"):
+        return " while building" if hint else ""
+    what = "parity reference step" if hint.get("phase") == "parity" else "step"
+    return f" after {what} {hint['step']}/{hint['total']}"
+
+
+def diagnose(run: Path, cfg: Configuration, end: LaunchEnd) -> dict[str, Any]:
+    """Why `cfg` did not finish, root cause first: the hang the launcher ended; else a rank that
+    died without a word (a signal other than torchrun's own SIGTERM, a hard exit) — its peers'
+    "connection reset" errors are echoes; else the earliest record a failing rank wrote; else
+    the launch's log."""
+    hint = end.hint if end.hint and end.hint.get("config_id") == cfg.config_id else None
+    where = _where(hint)
+    if end.hang is not None:
+        return {"error_kind": "timeout", "error": end.hang}
+    rank_failures = faults.read_rank_failures(run, cfg.config_id)
+    wrote = {r["rank"] for r in rank_failures}
+    exits = supervise.rank_exits(end.log.read_text(errors="replace")) if end.log.is_file() else []
+    silent = [e for e in exits if e.rank not in wrote and e.exitcode != -signal.SIGTERM]
+    memory = {r["rank"]: r.get("memory") or {} for r in rank_failures}
+    if silent and end.came_alive:
+        return {"error_kind": "killed", "error": f"{silent[0].describe()}{where}", "rank": silent[0].rank,
+                "memory": memory}  # fmt: skip
+    if rank_failures:
+        first = rank_failures[0]
+        return {
+            "error_kind": first["error_kind"],
+            "error": f"rank {first['rank']}: {first['error']}",
+            "error_file": first["error_file"],
+            "rank": first["rank"],
+            "memory": memory,
+        }
+    kind = "killed" if end.came_alive else "launch"
+    return {
+        "error_kind": kind,
+        "error": f"launch exited with code {end.returncode}{where}: {last_error_in_log(end.log)} (log: {end.log})",
+    }
+
+
+def _record_failure(plan: RunPlan, cfg: Configuration, failure: dict[str, Any]) -> None:
+    """The failed row, with the failing rank's memory figures where it wrote them."""
+    results: list[dict[str, Any]] = [{"status": "failed", "error": failure["error"]}]
+    if failure.get("rank") is not None:  # the failing rank, and the peers its failure stopped
+        memory = failure.get("memory") or {}
+        results = [{"status": "stopped", "error": None, "memory": memory.get(r)} for r in range(cfg.world_size)]
+        results[failure["rank"]].update(status="failed", error=failure["error"])
+    row, steps, ranks = records.assemble(
+        cfg, results, run_context=plan.context, parity_exact=True, written=store.read_configs(plan.run)
+    )
+    row.update(error=failure["error"], error_kind=failure["error_kind"], error_file=failure.get("error_file"))
     store.write_configuration(plan.run, cfg.config_id, row, steps, ranks)
 
 

@@ -11,6 +11,7 @@ rank 0's buffers, which no single-process run reproduces).
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import torch
 from torch import nn
@@ -44,8 +45,12 @@ def reference_parameters(
     device: torch.device,
     dtype: str = "fp32",
     optimizer: str = "sgd",
+    on_step: Callable[[int], None] | None = None,
 ) -> dict[str, torch.Tensor]:
-    """Parameters of the single-process reference after `steps` steps, on the CPU."""
+    """Parameters of the single-process reference after `steps` steps, on the CPU.
+
+    `on_step(step)` after each step tells the launcher the reference is still moving.
+    """
     model = build_model(workload, seed=seed, device=device)
     optimizer_cls, learning_rate = OPTIMIZERS[optimizer]
     optimizer = optimizer_cls(model.parameters(), lr=learning_rate)
@@ -60,6 +65,8 @@ def reference_parameters(
                 p.grad.div_(world_size)
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
+        if on_step is not None:
+            on_step(step)
     return parameters_on_cpu(model)
 
 

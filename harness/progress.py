@@ -36,15 +36,30 @@ PROGRESS_FILE = ".progress.json"  # hidden: readers of the run folder never see 
 PROGRESS_PERIOD_S = 0.5
 
 
+def _write_hint(run: Path, hint: dict) -> None:
+    path = run / PROGRESS_FILE
+    tmp = path.with_name(f"{PROGRESS_FILE}.{os.getpid()}.tmp")
+    with contextlib.suppress(OSError):  # a hint: failing to give it must never cost a measurement
+        tmp.write_text(json.dumps(hint))
+        os.replace(tmp, path)
+
+
+def announce_configuration(run: Path, config_id: str) -> None:
+    """Rank 0 starts a configuration: its progress (and the launcher's clock for it) begins."""
+    _write_hint(run, {"config_id": config_id, "phase": "build", "step": 0, "total": None})
+
+
 class StepProgress:
     """Rank 0 tells the launcher how far the current configuration is, at most twice a second.
 
-    Called between steps (outside every timed window); a plain rename, no fsync: it is a hint.
+    The launcher shows it and, from it, judges whether the configuration still moves (see
+    `harness.supervise.ProgressWatch`). Called between steps (outside every timed window);
+    a plain rename, no fsync: it is a hint. `phase` is train, or parity for the reference.
     """
 
-    def __init__(self, run: Path, config_id: str, total_steps: int) -> None:
-        self._path = run / PROGRESS_FILE
-        self._config_id, self._total = config_id, total_steps
+    def __init__(self, run: Path, config_id: str, total_steps: int, *, phase: str = "train") -> None:
+        self._run = run
+        self._config_id, self._total, self._phase = config_id, total_steps, phase
         self._last = 0.0
 
     def __call__(self, step: int) -> None:
@@ -52,10 +67,8 @@ class StepProgress:
         if now - self._last < PROGRESS_PERIOD_S and step + 1 < self._total:
             return
         self._last = now
-        tmp = self._path.with_name(f"{PROGRESS_FILE}.{os.getpid()}.tmp")
-        with contextlib.suppress(OSError):  # a hint: failing to give it must never cost a measurement
-            tmp.write_text(json.dumps({"config_id": self._config_id, "step": step + 1, "total": self._total}))
-            os.replace(tmp, self._path)
+        hint = {"config_id": self._config_id, "phase": self._phase, "step": step + 1, "total": self._total}
+        _write_hint(self._run, hint)
 
 
 def read_step_progress(run: Path) -> dict | None:
@@ -99,9 +112,11 @@ class Progress:
         if self._bar is None or not self._pending:
             return
         state = read_step_progress(self._run)
-        if state and state.get("config_id") == self._pending[0].config_id:
-            self._bar.set_postfix_str(f"step {state['step']}/{state['total']}")
+        if state and state.get("config_id") == self._pending[0].config_id and state.get("total"):
+            what = "parity reference step" if state.get("phase") == "parity" else "step"
+            self._bar.set_postfix_str(f"{what} {state['step']}/{state['total']}")
 
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
+            self._bar = None

@@ -14,6 +14,7 @@ nothing visible and loses nothing that was finished.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
@@ -23,7 +24,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-SCHEMA_VERSION = 1
+from harness.protocols import ConfigError
+
+log = logging.getLogger("ddpbench")
+
+# 2: `error_kind` and `error_file` (why and where a configuration failed); see MIGRATIONS.
+SCHEMA_VERSION = 2
 
 # What the memory sampler measures, per rank (ranks/) and over the ranks (configs/).
 MEMORY_FIELDS = [
@@ -53,6 +59,8 @@ CONFIG_SCHEMA = pa.schema(
         ("repeat", pa.int32()),  # 0 … --repeats-1: the same configuration measured again, interleaved
         ("status", pa.string()),  # ok | failed | skipped
         ("error", pa.string()),
+        ("error_kind", pa.string()),  # failed rows: exception | oom | killed | timeout | launch
+        ("error_file", pa.string()),  # the failing rank's full traceback, relative to the run folder
         ("impl", pa.string()),
         ("impl_options", pa.string()),  # JSON of the strategy's options
         ("workload", pa.string()),
@@ -194,11 +202,103 @@ def written_config_ids(run: Path) -> set[str]:
     return {p.stem for p in folder.glob("*.parquet") if not p.name.startswith(".")}
 
 
+class UnsupportedSchema(ConfigError):
+    """Results written by a newer ddpbench, whose columns this one cannot vouch for."""
+
+
+# What a part file must have to be ours; a Parquet file without them is foreign and skipped.
+REQUIRED_COLUMNS = {
+    "configs": {"config_id", "status", "impl", "workload", "world_size"},
+    "steps": {"config_id", "rank", "step", "step_ms"},
+    "ranks": {"config_id", "rank"},
+}
+
+
+def migrate_v1_to_v2(table: pa.Table) -> pa.Table:
+    """Schema 1 had no `error_kind`/`error_file`: classify each failed row from its error text
+    (as the launcher of schema 1 wrote it); the traceback file did not exist."""
+    errors = table.column("error").to_pylist()
+    statuses = table.column("status").to_pylist()
+    kinds = [_kind_from_error_text(e) if s == "failed" else None for s, e in zip(statuses, errors, strict=True)]
+    table = table.append_column("error_kind", pa.array(kinds, pa.string()))
+    table = table.append_column("error_file", pa.nulls(len(table), pa.string()))
+    return table.set_column(
+        table.schema.get_field_index("schema_version"), "schema_version", pa.array([2] * len(table), pa.int32())
+    )
+
+
+def _kind_from_error_text(error: str | None) -> str:
+    text = error or ""
+    if "out of memory" in text.lower() or "can't allocate memory" in text:
+        return "oom"
+    if text.startswith("launch for world size"):  # schema 1's record of a launch that died
+        return "killed"
+    return "exception"
+
+
+# version -> the function that lifts a configs part of that version to the next one.
+MIGRATIONS: dict[int, Callable[[pa.Table], pa.Table]] = {1: migrate_v1_to_v2}
+
+
+def migrate(table: pa.Table, *, source: Path) -> pa.Table:
+    """A configs part, lifted to SCHEMA_VERSION through MIGRATIONS, one version at a time."""
+    versions = set(table.column("schema_version").to_pylist()) if "schema_version" in table.column_names else {1}
+    version = max(v for v in versions if v is not None) if versions - {None} else 1
+    if version > SCHEMA_VERSION:
+        raise UnsupportedSchema(
+            f"{source} has schema version {version}, newer than the {SCHEMA_VERSION} this ddpbench reads; "
+            "upgrade ddpbench to read it"
+        )
+    while version < SCHEMA_VERSION:
+        table, version = MIGRATIONS[version](table), version + 1
+    return table
+
+
+def _read_part(path: Path, kind: str) -> pa.Table | None:
+    """One part file, or None (named in a warning) when it is unreadable or not ours."""
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowException) as exc:
+        _skip(path, f"unreadable Parquet ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")
+        return None
+    missing = REQUIRED_COLUMNS[kind] - set(table.column_names)
+    if missing:
+        _skip(path, f"not a ddpbench {kind} part (no column {', '.join(sorted(missing))})")
+        return None
+    return migrate(table, source=path) if kind == "configs" else table
+
+
+def _skip(path: Path, reason: str) -> None:
+    if path not in _SKIPPED:  # each file is named once per process, however often it is read
+        _SKIPPED.add(path)
+        log.warning("skipping %s: %s", path, reason)
+
+
+_SKIPPED: set[Path] = set()
+
+
 def _read_folder(folder: Path, schema: pa.Schema) -> pd.DataFrame:
+    """Every readable part of one table. Parts that differ in columns (a newer part with an
+    extra column, an older one without) are unified: nothing is dropped, gaps are null."""
+    kind = folder.name
     parts = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith(".")) if folder.is_dir() else []
-    if not parts:
+    tables = [t for t in (_read_part(p, kind) for p in parts) if t is not None]
+    if not tables:
         return schema.empty_table().to_pandas()
-    return pd.read_parquet(folder)
+    # The known columns keep their declared types (a part whose column is all null says "null").
+    known = [pa.field(f.name, f.type) for f in schema if any(f.name in t.column_names for t in tables)]
+    table = pa.concat_tables([_conform(t, known) for t in tables], promote_options="permissive")
+    return table.to_pandas()
+
+
+def _conform(table: pa.Table, known: list[pa.Field]) -> pa.Table:
+    for field in known:
+        if field.name not in table.column_names:
+            table = table.append_column(field, pa.nulls(len(table), field.type))
+        elif table.schema.field(field.name).type != field.type:
+            index = table.schema.get_field_index(field.name)
+            table = table.set_column(index, field, table.column(field.name).cast(field.type))
+    return table
 
 
 def read_configs(run: Path) -> pd.DataFrame:
@@ -245,5 +345,12 @@ def list_runs(results: Path) -> list[Path]:
     results = Path(results)
     if not results.is_dir():
         return []
-    runs = [p for p in results.iterdir() if (p / "run.json").is_file()]
-    return sorted(runs, key=lambda p: read_json(p / "run.json").get("started_at", ""), reverse=True)
+    started = {}
+    for folder in results.iterdir():
+        if not (folder / "run.json").is_file():
+            continue
+        try:
+            started[folder] = str(read_json(folder / "run.json").get("started_at", ""))
+        except (OSError, ValueError, AttributeError) as exc:
+            _skip(folder / "run.json", f"unreadable run metadata ({type(exc).__name__})")
+    return sorted(started, key=started.get, reverse=True)

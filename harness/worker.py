@@ -3,8 +3,10 @@
     torchrun --standalone --nproc-per-node N -m harness.worker PLAN.json
 
 For each configuration: build, wrap, warm up, measure, check parity, gather every rank's
-records on rank 0, which writes them. A configuration that raises is recorded as `failed`
-and the worker goes on with the next one.
+records on rank 0, which writes them. A rank whose configuration raises writes down why
+(`harness.faults`) and leaves: its peers may be blocked in a collective it will never join,
+and only the end of the launch frees them. The launcher records the configuration `failed`
+and runs the rest in a fresh launch.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import argparse
 import contextlib
 import ctypes
 import ctypes.util
-import functools
+import dataclasses
 import gc
 import json
 import sys
@@ -24,14 +26,16 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch.distributed.elastic.multiprocessing.errors import record
 
 import impls
 import workloads
-from harness import modelinfo, parity, records, store
+from harness import faults, modelinfo, parity, records, store
 from harness.config import Configuration
 from harness.dist import Session, distributed_session
+from harness.liveness import Responder
 from harness.memory import MemorySampler, held_as_row, held_bytes, peaks_as_row
-from harness.progress import StepProgress
+from harness.progress import StepProgress, announce_configuration
 from harness.timing import make_step_timer
 from harness.training import (
     OPTIMIZERS,
@@ -43,19 +47,40 @@ from harness.training import (
 )
 
 
-def measure(cfg: Configuration, session: Session, *, run: Path) -> dict[str, Any]:
-    """This rank's measurement of one configuration. Never raises: failures become records."""
+@dataclasses.dataclass
+class RankWatch:
+    """What watches this rank's steps: the launcher's liveness questions, rank 0's progress
+    hint, and an injected fault (DDPBENCH_FAULT) when the tests ask for one."""
+
+    responder: Responder | None = None
+    injected: list[faults.Fault] = dataclasses.field(default_factory=list)
+
+    def before_step(self, cfg: Configuration, session: Session, step: int) -> None:
+        if self.responder is not None:
+            self.responder.note(cfg.config_id, step)
+        for fault in self.injected:
+            if fault.applies(impl=cfg.impl, world=cfg.world_size, rank=session.rank, step=step):
+                fault.fire(session.device)
+
+
+def measure(cfg: Configuration, session: Session, *, run: Path, watch: RankWatch | None = None) -> dict[str, Any]:
+    """This rank's measurement of one configuration. A failure is written down for the
+    launcher (with the memory reached and the traceback) and raised again."""
     began = time.perf_counter()
+    memory: dict[str, Any] = {}
     try:
-        result = _measure(cfg, session, run=run)
+        result = _measure(cfg, session, run=run, watch=watch or RankWatch(), memory=memory)
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
-        result = {"status": "failed", "error": records.error_line(exc)}
+        faults.write_rank_failure(run, cfg.config_id, session.rank, exc, memory)
+        raise
     result["wall_s"] = time.perf_counter() - began
     return result
 
 
-def _measure(cfg: Configuration, session: Session, *, run: Path) -> dict[str, Any]:
+def _measure(
+    cfg: Configuration, session: Session, *, run: Path, watch: RankWatch, memory: dict[str, Any]
+) -> dict[str, Any]:
     strategy = impls.create(cfg.impl, **cfg.impl_options)
     workload = workloads.create(cfg.workload, size=cfg.size)
     reason = strategy.unavailable_reason(device=cfg.device, world_size=cfg.world_size) or (
@@ -75,14 +100,17 @@ def _measure(cfg: Configuration, session: Session, *, run: Path) -> dict[str, An
         optimizer = strategy.make_optimizer(model.parameters(), optimizer_cls, lr=learning_rate)
         parts = {"model": model, "workload": workload, "strategy": strategy, "optimizer": optimizer}
         progress = StepProgress(run, cfg.config_id, cfg.warmup + cfg.steps) if session.is_main else None
-        step_times, held = _train(cfg, session, progress=progress, **parts)
+        step_times, held = _train(
+            cfg, session, before_step=lambda step: watch.before_step(cfg, session, step), progress=progress, **parts
+        )
+        memory.update(held_as_row(held))
     finally:
-        peaks = sampler.stop()
+        memory.update(peaks_as_row(sampler.stop()))  # kept for the failure record, too
     result = {
         "status": "ok",
         "error": None,
         "steps": step_times,
-        "memory": {**peaks_as_row(peaks), **held_as_row(held)},
+        "memory": dict(memory),
         "layout": strategy.layout(),
     }
     # Parity is judged on the state after the measured steps, before any profiled step. Every
@@ -95,12 +123,18 @@ def _measure(cfg: Configuration, session: Session, *, run: Path) -> dict[str, An
     del model, optimizer, strategy, parts
     _release_memory(session.device)
     if final_state is not None:
-        result["parity"] = _check_parity(cfg, final_state, session.device)
+        progress = StepProgress(run, cfg.config_id, cfg.warmup + cfg.steps, phase="parity") if session.is_main else None
+        result["parity"] = _check_parity(cfg, final_state, session.device, progress=progress)
     return result
 
 
 def _train(
-    cfg: Configuration, session: Session, *, progress: Callable[[int], None] | None = None, **step_parts
+    cfg: Configuration,
+    session: Session,
+    *,
+    before_step: Callable[[int], None] | None = None,
+    progress: Callable[[int], None] | None = None,
+    **step_parts,
 ) -> tuple[list[dict[str, float]], dict[str, int]]:
     """Warm-up then measured steps, each timed per phase (warm-up kept apart); and what this rank
     held (parameters, gradients, optimizer state) after the last step's optimizer step."""
@@ -111,6 +145,8 @@ def _train(
     warmup_timer, timer = make_step_timer(session.device), make_step_timer(session.device)
     held: dict[str, int] = {}
     for step in range(cfg.warmup + cfg.steps):
+        if before_step is not None:
+            before_step(step)
         if step == cfg.warmup and not single_process:
             session.barrier()  # every rank starts the measured window together
         batch = concat_batches(
@@ -171,29 +207,19 @@ def _profile(cfg: Configuration, session: Session, *, trace_dir: Path, **step_pa
     return str(trace_dir.relative_to(trace_dir.parent.parent))  # relative to the run folder
 
 
-@functools.lru_cache(maxsize=4)
-def _reference(
-    workload: str, size: str, *, world_size: int, batch_size: int, steps: int, seed: int, device, dtype, optimizer
-):
+_REFERENCES: dict[tuple, Any] = {}
+
+
+def _reference(cfg: Configuration, device, *, progress: Callable[[int], None] | None = None):
     """The single-process reference, computed once per setup: every strategy, bucket cap and
     repeat of a sweep at one world size shares it (on the CPU, in rank 0's memory)."""
-    return parity.reference_parameters(
-        workloads.create(workload, size=size),
-        world_size=world_size,
-        batch_size=batch_size,
-        steps=steps,
-        seed=seed,
-        device=device,
-        dtype=dtype,
-        optimizer=optimizer,
-    )
-
-
-def _check_parity(cfg: Configuration, final_state, device) -> dict[str, Any]:
-    try:
-        expected = _reference(
-            cfg.workload,
-            cfg.size,
+    key = (cfg.workload, cfg.size, cfg.world_size, cfg.batch_size, cfg.warmup + cfg.steps, cfg.seed, str(device),
+           cfg.dtype, cfg.optimizer)  # fmt: skip
+    if key not in _REFERENCES:
+        if len(_REFERENCES) >= 4:
+            _REFERENCES.pop(next(iter(_REFERENCES)))  # the oldest: a grid runs one setup after another
+        _REFERENCES[key] = parity.reference_parameters(
+            workloads.create(cfg.workload, size=cfg.size),
             world_size=cfg.world_size,
             batch_size=cfg.batch_size,
             steps=cfg.warmup + cfg.steps,
@@ -201,7 +227,16 @@ def _check_parity(cfg: Configuration, final_state, device) -> dict[str, Any]:
             device=device,
             dtype=cfg.dtype,
             optimizer=cfg.optimizer,
+            on_step=progress,
         )
+    return _REFERENCES[key]
+
+
+def _check_parity(
+    cfg: Configuration, final_state, device, *, progress: Callable[[int], None] | None = None
+) -> dict[str, Any]:
+    try:
+        expected = _reference(cfg, device, progress=progress)
         outcome = parity.compare(final_state, expected)
     except Exception as exc:  # a broken reference must not hide the timing
         traceback.print_exc(file=sys.stderr)
@@ -254,7 +289,7 @@ def model_info(cfg: Configuration, session: Session, cache: dict[tuple, dict | N
     return cache[key]
 
 
-def run_plan(plan: dict[str, Any], session: Session) -> None:
+def run_plan(plan: dict[str, Any], session: Session, *, watch: RankWatch | None = None) -> None:
     run = Path(plan["run_dir"])
     configurations = [Configuration.from_json(c) for c in plan["configurations"]]
     infos: dict[tuple, dict | None] = {}
@@ -263,8 +298,10 @@ def run_plan(plan: dict[str, Any], session: Session) -> None:
             raise RuntimeError(
                 f"{cfg.config_id} is for world size {cfg.world_size}, this launch has {session.world_size}"
             )
+        if session.is_main:
+            announce_configuration(run, cfg.config_id)  # the launcher's clock for this configuration starts
         info = model_info(cfg, session, infos) if session.is_main else None
-        result = measure(cfg, session, run=run)
+        result = measure(cfg, session, run=run, watch=watch)
         _release_memory(session.device)
         gathered = session.gather_to_main(result)
         if session.is_main:
@@ -280,6 +317,12 @@ def run_plan(plan: dict[str, Any], session: Session) -> None:
             store.write_configuration(run, cfg.config_id, config_row, step_rows, rank_rows)
 
 
+# No NCCL or gloo timeout should fire before the launcher's own (--timeout), which names
+# the rank the others wait for; this is the last resort if the launcher itself is gone.
+COLLECTIVE_TIMEOUT_S = 1800.0
+
+
+@record  # an exception that ends this rank lands, with its traceback, in torchrun's error file
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="harness.worker", description=__doc__.splitlines()[0])
     parser.add_argument("plan", type=Path, help="JSON plan written by the launcher")
@@ -287,12 +330,12 @@ def main(argv: list[str] | None = None) -> int:
     plan = json.loads(args.plan.read_text())
     if plan["device"] == "cpu":
         torch.set_num_threads(plan["context"]["threads_per_rank"])
-    with distributed_session(
-        device_kind=plan["device"], timeout_s=plan["timeout_s"], backend=plan.get("backend")
-    ) as session:
+    timeout_s = max(COLLECTIVE_TIMEOUT_S, 2 * (plan.get("timeout_s") or 0))
+    with distributed_session(device_kind=plan["device"], timeout_s=timeout_s, backend=plan.get("backend")) as session:
+        watch = RankWatch(Responder(Path(plan["run_dir"]), session.rank).start(), faults.faults_from_environment())
         if session.is_main:
             store.warm_up()  # rank 0 writes Parquet: pay pyarrow's one-time memory before measuring
-        run_plan(plan, session)
+        run_plan(plan, session, watch=watch)
     return 0
 
 

@@ -44,6 +44,9 @@ BAD_BENCH_ARGS = [
     (["--run-id", "a/b"], "'a/b'"),
     (["--run-id", "x..y"], "'x..y'"),
     (["--nnodes", "2"], "--rdzv-endpoint"),
+    (["--nnodes", "2", "--rdzv-endpoint", "h:1"], "--run-id"),
+    (["--timeout", "0"], "--timeout 0.0"),
+    (["--timeout", "soon"], "'soon'"),
 ]
 
 

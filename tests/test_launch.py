@@ -13,7 +13,7 @@ def test_single_node_uses_standalone_and_several_nodes_the_c10d_rendezvous(tmp_p
     command = launch.torchrun_command(one, local_ranks=2, plan_path=tmp_path / "p.json", run_id="r")
     assert "--standalone" in command and "--nproc-per-node=2" in command
     assert command[-3:] == ["-m", "harness.worker", str(tmp_path / "p.json")]
-    two = BenchConfig(gpus=8, impls=("naive",), nnodes=2, node_rank=1, rdzv_endpoint="node0:29500")
+    two = BenchConfig(gpus=8, impls=("naive",), nnodes=2, node_rank=1, rdzv_endpoint="node0:29500", run_id="job")
     command = launch.torchrun_command(two, local_ranks=8, plan_path=tmp_path / "p.json", run_id="r")
     assert "--standalone" not in command
     assert {"--nnodes=2", "--node-rank=1", "--rdzv-backend=c10d", "--rdzv-endpoint=node0:29500", "--rdzv-id=r"} <= set(
@@ -36,18 +36,19 @@ def test_a_launch_that_dies_leaves_its_finished_configurations_and_records_the_r
         plan.run, first.config_id, {"run_id": "dies", "config_id": first.config_id, "status": "ok"}
     )
 
-    def crashing_torchrun(config, *, local_ranks, plan_path, run_id):
+    def crashing_torchrun(config, *, local_ranks, plan_path, run_id, log_dir):
         return [sys.executable, "-c", "import sys; print('RuntimeError: rank 1 died'); sys.exit(3)"]
 
     monkeypatch.setattr(launch, "torchrun_command", crashing_torchrun)
     seen = []
     codes = launch.run_groups(config, plan, on_written=lambda cfg: seen.append(cfg.config_id))
     rows = store.read_configs(plan.run).set_index("config_id")
-    assert codes == [3, 3]
+    assert codes == [0, 3]  # world size 1 had nothing left to run
     assert rows.loc[first.config_id, "status"] == "ok"  # kept, not overwritten
     second = configurations[1].config_id
     assert rows.loc[second, "status"] == "failed"
+    assert rows.loc[second, "error_kind"] == "launch"  # no rank ever started: not retried
     assert (
         "exited with code 3" in rows.loc[second, "error"] and "RuntimeError: rank 1 died" in rows.loc[second, "error"]
     )
-    assert seen == [first.config_id, second]
+    assert seen == [second]

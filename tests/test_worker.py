@@ -1,9 +1,11 @@
-"""The worker inside one rank: a configuration that raises is recorded and the next one runs."""
+"""The worker inside one rank: a configuration that raises leaves a record of why; one that cannot run is skipped."""
 
 from __future__ import annotations
 
+import pytest
+
 import impls
-from harness import store, worker
+from harness import faults, store, worker
 from harness.config import BenchConfig, expand
 
 
@@ -17,7 +19,9 @@ class ExplodingStrategy(impls.entry("naive").cls):
         raise RuntimeError("first line\nthe strategy exploded")
 
 
-def test_a_failing_configuration_is_recorded_and_the_next_one_runs(tmp_path, single_rank, monkeypatch):
+def test_a_failing_configuration_writes_down_why_and_leaves_the_launch(tmp_path, single_rank, monkeypatch):
+    """Its peers may wait in a collective it never joins: only ending the launch frees them.
+    The record it leaves is what the launcher turns into the failed row."""
     config = BenchConfig(gpus=1, impls=("naive", "stock"), size="tiny", steps=2, warmup=1, baseline=False)
     configurations = expand(config, device="cpu")
     real_create = impls.create
@@ -25,13 +29,15 @@ def test_a_failing_configuration_is_recorded_and_the_next_one_runs(tmp_path, sin
         impls, "create", lambda name, **kw: ExplodingStrategy() if name == "naive" else real_create(name, **kw)
     )
 
-    worker.run_plan(plan_for(tmp_path, configurations), single_rank)
+    with pytest.raises(RuntimeError, match="the strategy exploded"):
+        worker.run_plan(plan_for(tmp_path, configurations), single_rank)
 
-    rows = store.read_configs(tmp_path).set_index("impl")
-    assert rows.loc["naive", "status"] == "failed"
-    assert rows.loc["naive", "error"] == "rank 0: RuntimeError: the strategy exploded"
-    assert rows.loc["stock", "status"] == "ok"
-    assert rows.loc["stock", "parity_ok"]
+    assert store.read_configs(tmp_path).empty  # nothing half-recorded: the launcher records it
+    [failure] = faults.read_rank_failures(tmp_path, configurations[0].config_id)
+    assert (failure["rank"], failure["error_kind"]) == (0, "exception")
+    assert failure["error"] == "RuntimeError: the strategy exploded"
+    assert "Traceback" in (tmp_path / failure["error_file"]).read_text()
+    assert failure["memory"]["mem_peak_rss_mb"] > 0  # how far it got, in memory
 
 
 def test_an_unavailable_strategy_is_recorded_as_skipped_with_its_reason(tmp_path, single_rank, monkeypatch):

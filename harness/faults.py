@@ -1,0 +1,139 @@
+"""What went wrong in a configuration, said precisely.
+
+- `error_kind`: the class of a failure (`ERROR_KINDS`), recorded in the `error_kind` column.
+- A rank whose measurement raises writes its own record (the error line, its kind, the memory
+  it had reached, the full traceback) into `failures/<config_id>/` of the run folder, then
+  leaves the launch: the other ranks may be waiting for it inside a collective, and only
+  tearing the launch down frees them. The launcher turns that record into the failed row.
+- `DDPBENCH_FAULT` injects a fault into one rank, so that the tests (and a user who doubts
+  the harness) can watch every failure path on purpose; see `Fault`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import signal
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness import store
+from harness.records import error_line
+
+# exception: a Python exception in a strategy, workload or the harness; oom: an allocation
+# failed; killed: a rank died without a Python exception (a signal, a hard exit);
+# timeout: no progress for --timeout seconds; launch: the launch itself never got going.
+ERROR_KINDS = ("exception", "oom", "killed", "timeout", "launch")
+FAILURES_DIR = "failures"
+
+_OOM_TYPES = tuple(
+    t
+    for t in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None), MemoryError)
+    if t
+)
+
+
+def error_kind(exc: BaseException) -> str:
+    """oom for CUDA's out-of-memory error, Python's MemoryError and the CPU allocator's refusal."""
+    if isinstance(exc, _OOM_TYPES) or "can't allocate memory" in str(exc):
+        return "oom"
+    return "exception"
+
+
+def rank_failure_paths(run: Path, config_id: str, rank: int) -> tuple[Path, Path]:
+    folder = Path(run) / FAILURES_DIR / config_id
+    return folder / f"rank{rank}.json", folder / f"rank{rank}.traceback.txt"
+
+
+def write_rank_failure(run: Path, config_id: str, rank: int, exc: BaseException, memory: dict[str, Any]) -> None:
+    """This rank's account of its failure, for the launcher to record once the launch is down."""
+    record_path, traceback_path = rank_failure_paths(run, config_id, rank)
+    text = "".join(traceback.format_exception(exc))
+    store.atomic_write(traceback_path, lambda tmp: tmp.write_text(text))
+    store.write_json(
+        record_path,
+        {
+            "rank": rank,
+            "at": time.time(),  # the earliest record is the root cause; later ones are its echoes
+            "error_kind": error_kind(exc),
+            "error": error_line(exc),
+            "error_file": str(traceback_path.relative_to(run)),
+            "memory": memory,
+        },
+    )
+
+
+def read_rank_failures(run: Path, config_id: str) -> list[dict[str, Any]]:
+    """The records that ranks wrote for this configuration, earliest first.
+
+    When one rank fails and leaves, its peers' collectives fail next ("connection closed by
+    peer"): the first record is the cause, the others its consequences."""
+    folder = Path(run) / FAILURES_DIR / config_id
+    records = []
+    for path in sorted(folder.glob("rank*.json")) if folder.is_dir() else []:
+        try:
+            records.append(store.read_json(path))
+        except (OSError, ValueError):
+            continue  # a record half-written when its rank was killed says nothing reliable
+    return sorted(records, key=lambda r: (r.get("at", 0.0), r["rank"]))
+
+
+FAULT_KINDS = ("raise", "oom", "stop", "kill", "exit")
+
+
+@dataclasses.dataclass(frozen=True)
+class Fault:
+    """A fault to inject: DDPBENCH_FAULT="KIND:impl=stock,world=2,rank=1,step=3" (';' between several).
+
+    raise: a RuntimeError; oom: a real allocation far beyond any memory on the rank's device;
+    stop: the rank freezes itself (SIGSTOP: a hang as its peers see it); kill: SIGKILL to itself;
+    exit: the process ends with code 3, no exception. The conditions (all optional) pick the
+    configuration's strategy and world size, the rank, and the step (warm-up included).
+    """
+
+    kind: str
+    impl: str | None = None
+    world: int | None = None
+    rank: int = 0
+    step: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> Fault:
+        kind, _, conditions = text.partition(":")
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"DDPBENCH_FAULT kind {kind!r} is not one of {', '.join(FAULT_KINDS)}")
+        fields: dict[str, Any] = {}
+        for item in filter(None, conditions.split(",")):
+            key, _, value = item.partition("=")
+            if key not in ("impl", "world", "rank", "step"):
+                raise ValueError(f"DDPBENCH_FAULT condition {key!r} is not one of impl, world, rank, step")
+            fields[key] = value if key == "impl" else int(value)
+        return cls(kind, **fields)
+
+    def applies(self, *, impl: str, world: int, rank: int, step: int) -> bool:
+        return (
+            (self.impl is None or self.impl == impl)
+            and (self.world is None or self.world == world)
+            and (rank, step) == (self.rank, self.step)
+        )
+
+    def fire(self, device: torch.device) -> None:
+        if self.kind == "raise":
+            raise RuntimeError(f"fault injected by DDPBENCH_FAULT at step {self.step}")
+        if self.kind == "oom":
+            torch.empty(1 << 50, dtype=torch.uint8, device=device)  # 1 PiB: refused by any allocator
+        if self.kind == "stop":
+            os.kill(os.getpid(), signal.SIGSTOP)
+        if self.kind == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.kind == "exit":
+            os._exit(3)
+
+
+def faults_from_environment() -> list[Fault]:
+    """DDPBENCH_FAULT: one fault, or several separated by ';'."""
+    return [Fault.parse(text.strip()) for text in os.environ.get("DDPBENCH_FAULT", "").split(";") if text.strip()]

@@ -1,0 +1,172 @@
+"""Keeping a torchrun launch on a leash: start it, watch its progress, end it without orphans,
+and read why it died.
+
+torchrun starts every rank in a session of its own, so a signal to torchrun's process group
+does not reach them; `stop` therefore signals torchrun and every descendant by pid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import IO
+
+TERM_GRACE_S = 3.0
+# Before a launch's first sign of life: interpreter start, imports, rendezvous.
+STARTUP_S = 300.0
+# Without --timeout: this many times the slowest interval between two signs of progress
+# seen in the configuration, and at least MIN_AUTO_TIMEOUT_S.
+AUTO_TIMEOUT_FACTOR = 10.0
+MIN_AUTO_TIMEOUT_S = 60.0
+# From a configuration's start to its first step (model build, wrap, the first collectives, and
+# in a fresh launch the imports): without --timeout this long, with it at least FIRST_STEP_MIN_S.
+FIRST_STEP_S = 600.0
+FIRST_STEP_MIN_S = 30.0
+
+
+def _die_with_parent() -> None:
+    """torchrun gets SIGTERM if ddpbench itself is killed (Linux): no launch outlives it."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def start(command: list[str], *, log: IO, env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, preexec_fn=_die_with_parent
+    )
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below `pid`, from /proc (children before grandchildren)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(parent, []).append(int(entry.name))
+    found, frontier = [], [pid]
+    while frontier:
+        below = [child for p in frontier for child in children.get(p, [])]
+        found.extend(below)
+        frontier = below
+    return found
+
+
+def _signal_all(pids: list[int], sig: signal.Signals) -> None:
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def stop(process: subprocess.Popen, *, grace_s: float = TERM_GRACE_S) -> None:
+    """SIGTERM to torchrun and all its ranks, SIGKILL to whatever is left after `grace_s`."""
+    if process.poll() is not None:
+        ranks = [pid for pid in descendants(process.pid) if _alive(pid)]
+        _signal_all(ranks, signal.SIGKILL)  # ranks torchrun left behind (it normally reaps them)
+        return
+    everyone = [process.pid, *descendants(process.pid)]
+    _signal_all(everyone, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and any(_alive(pid) for pid in everyone):
+        time.sleep(0.05)
+        process.poll()  # reap torchrun, so that it stops counting as alive
+    _signal_all([pid for pid in everyone if _alive(pid)], signal.SIGKILL)  # a stopped rank ignores SIGTERM
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=grace_s)
+
+
+@dataclasses.dataclass(frozen=True)
+class RankExit:
+    """One failed rank in torchrun's failure summary."""
+
+    rank: int
+    exitcode: int
+    message: str
+
+    @property
+    def by_signal(self) -> bool:
+        return self.exitcode < 0
+
+    def describe(self) -> str:
+        if self.by_signal:
+            try:
+                name = signal.Signals(-self.exitcode).name
+            except ValueError:
+                name = f"signal {-self.exitcode}"
+            return f"rank {self.rank} killed by {name} (exit code {self.exitcode})"
+        return f"rank {self.rank} exited with code {self.exitcode}"
+
+
+_RANK_EXIT = re.compile(r"rank\s*:\s*(\d+) \(local_rank.*?exitcode\s*:\s*(-?\d+).*?traceback\s*:\s*([^\n]*)", re.DOTALL)
+
+
+def rank_exits(log_text: str) -> list[RankExit]:
+    """Every failed rank torchrun reports at the end of a launch that failed, each once."""
+    summary = log_text[log_text.rfind("Failures:") :] if "Failures:" in log_text else ""
+    found: dict[int, RankExit] = {}
+    for rank, exitcode, message in _RANK_EXIT.findall(summary):
+        found.setdefault(int(rank), RankExit(int(rank), int(exitcode), message.strip()))
+    return sorted(found.values(), key=lambda e: e.rank)
+
+
+class ProgressWatch:
+    """Has the running configuration gone quiet for too long?
+
+    `progressed()` is called on every sign of progress (a step, a reference step, a written
+    configuration). With --timeout the limit is that many seconds of silence; without it, ten
+    times the slowest interval seen so far in the configuration (at least a minute). Before a
+    configuration's first step, and before a launch's first sign of life (interpreters,
+    imports, rendezvous), the limits are more generous either way.
+    """
+
+    def __init__(self, timeout_s: float | None, *, now: float | None = None) -> None:
+        self._timeout_s = timeout_s
+        self._last = time.monotonic() if now is None else now
+        self._started = False  # any sign of life from this launch yet
+        self._slowest = 0.0
+        self._steps_seen = 0
+
+    def progressed(self, *, new_configuration: bool = False, now: float | None = None) -> None:
+        now = time.monotonic() if now is None else now
+        if new_configuration:
+            self._slowest, self._steps_seen = 0.0, 0
+        elif self._started:
+            self._slowest = max(self._slowest, now - self._last)
+            self._steps_seen += 1
+        self._started = True
+        self._last = now
+
+    def limit_s(self) -> float:
+        if not self._started:
+            return max(self._timeout_s or 0.0, STARTUP_S)
+        if self._steps_seen == 0:
+            return FIRST_STEP_S if self._timeout_s is None else max(self._timeout_s, FIRST_STEP_MIN_S)
+        if self._timeout_s is not None:
+            return self._timeout_s
+        return max(MIN_AUTO_TIMEOUT_S, AUTO_TIMEOUT_FACTOR * self._slowest)
+
+    def silent_s(self, now: float | None = None) -> float:
+        return (time.monotonic() if now is None else now) - self._last
+
+    def expired(self, now: float | None = None) -> bool:
+        return self.silent_s(now) > self.limit_s()

@@ -1,0 +1,165 @@
+"""Faults during a run, produced for real on CPU ranks: a rank killed with SIGKILL, a rank that
+freezes (a hang as its peers see it), an exception, an out-of-memory, --fail-fast, Ctrl-C and
+SIGTERM to ddpbench. Each run keeps what finished, records what failed with the rank and the
+cause, goes on in a fresh launch, and leaves no process behind.
+
+The runs are made through the launcher's API at world size 2 only (the CLI would add a world
+size 1 launch per test); the signal tests use the real command line.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import launch, store
+from harness.config import BenchConfig, expand
+from harness.liveness import registered_ranks
+from harness.progress import read_step_progress
+from tests.conftest import PROJECT
+
+
+def start_plan(tmp_path: Path, impls: tuple[str, ...], **options):
+    config = BenchConfig(
+        gpus=2, impls=impls, size="tiny", warmup=1, baseline=False, parity=False, results=tmp_path, **options
+    )
+    configurations = [c for c in expand(config, device="cpu") if c.world_size == 2]
+    plan = launch.create_run(config, configurations, run_id="faulty", device="cpu", environment={})
+    return config, plan
+
+
+def processes_of(run: Path) -> list[str]:
+    """Command lines of live processes that belong to this run (its plan files name the run folder)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if str(run) in command and state != "Z":
+            found.append(f"{entry.name}: {command}")
+    return found
+
+
+def rows_by_impl(run: Path):
+    return store.read_configs(run).set_index("impl")
+
+
+def test_kill_9_of_one_rank_costs_that_configuration_only(tmp_path):
+    """The acceptance: kill -9 of rank 1 in the middle of configuration 2 of 4 gives 3 ok rows,
+    1 failed row naming rank 1 and SIGKILL, within a minute, and no process of the run left."""
+    config, plan = start_plan(tmp_path, ("stock", "naive", "flat", "bucketed"), steps=100)
+    victim = plan.configurations[1]
+    written_at: dict[str, float] = {}
+    runner = threading.Thread(
+        target=launch.run_groups,
+        args=(config, plan),
+        kwargs={"on_written": lambda cfg: written_at.setdefault(cfg.config_id, time.monotonic())},
+    )
+    runner.start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        hint = read_step_progress(plan.run) or {}
+        if hint.get("config_id") == victim.config_id and hint.get("phase") == "train" and hint["step"] >= 1:
+            break
+        time.sleep(0.02)
+    else:
+        pytest.fail("configuration 2 never started")
+    os.kill(registered_ranks(plan.run)[1]["pid"], signal.SIGKILL)
+    killed_at = time.monotonic()
+    runner.join(timeout=180)
+
+    configs = store.read_configs(plan.run)
+    assert sorted(configs["status"]) == ["failed", "ok", "ok", "ok"]
+    failed = configs[configs["status"] == "failed"].iloc[0]
+    assert failed["config_id"] == victim.config_id
+    assert failed["error_kind"] == "killed"
+    assert "rank 1 killed by SIGKILL" in failed["error"]
+    assert written_at[victim.config_id] - killed_at < 60
+    assert processes_of(plan.run) == []
+
+
+def test_a_frozen_rank_is_a_timeout_that_names_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("DDPBENCH_FAULT", "stop:impl=stock,world=2,rank=1,step=3")
+    config, plan = start_plan(tmp_path, ("stock", "naive"), steps=5, timeout_s=3.0)
+    launch.run_groups(config, plan, on_written=lambda cfg: None)
+    rows = rows_by_impl(plan.run)
+    assert rows.loc["stock", "status"] == "failed"
+    assert rows.loc["stock", "error_kind"] == "timeout"
+    assert "no progress for" in rows.loc["stock", "error"]
+    assert "rank 1 did not respond" in rows.loc["stock", "error"]
+    assert "rank 0 at step 3" in rows.loc["stock", "error"]  # the rank left waiting, and where
+    assert rows.loc["naive", "status"] == "ok"  # the next configuration ran in a fresh launch
+    assert processes_of(plan.run) == []  # the stopped rank too: SIGKILL reaches a stopped process
+
+
+def test_an_exception_and_an_out_of_memory_are_recorded_with_their_rank_cause_and_traceback(tmp_path, monkeypatch):
+    monkeypatch.setenv("DDPBENCH_FAULT", "raise:impl=stock,world=2,rank=1,step=2;oom:impl=naive,world=2,rank=0,step=1")
+    config, plan = start_plan(tmp_path, ("stock", "naive", "flat"), steps=3)
+    launch.run_groups(config, plan, on_written=lambda cfg: None)
+    rows = rows_by_impl(plan.run)
+
+    assert rows.loc["stock", "status"] == "failed"
+    assert rows.loc["stock", "error_kind"] == "exception"
+    assert rows.loc["stock", "error"] == "rank 1: RuntimeError: fault injected by DDPBENCH_FAULT at step 2"
+    traceback_text = (plan.run / rows.loc["stock", "error_file"]).read_text()
+    assert "Traceback (most recent call last)" in traceback_text and "fault injected" in traceback_text
+    # torchrun's own error file (the rank left by raising through @record) is in the run folder too.
+    assert any("fault injected" in p.read_text() for p in (plan.run / "logs").rglob("error.json"))
+
+    assert rows.loc["naive", "status"] == "failed"
+    assert rows.loc["naive", "error_kind"] == "oom"
+    assert rows.loc["naive", "error"].startswith("rank 0: RuntimeError:")
+    assert rows.loc["naive", "mem_peak_rss_mb"] > 0  # the memory it had reached when it failed
+
+    assert rows.loc["flat", "status"] == "ok"
+    ranks = store.read_ranks(plan.run)
+    naive_ranks = ranks[ranks["config_id"] == rows.loc["naive", "config_id"]].set_index("rank")
+    assert naive_ranks.loc[0, "status"] == "failed" and naive_ranks.loc[1, "status"] == "stopped"
+    assert processes_of(plan.run) == []
+
+
+def test_fail_fast_stops_at_the_first_failure(tmp_path, monkeypatch):
+    monkeypatch.setenv("DDPBENCH_FAULT", "exit:impl=stock,world=2,rank=1,step=1")
+    config, plan = start_plan(tmp_path, ("stock", "naive"), steps=2, fail_fast=True)
+    with pytest.raises(launch.FailFast, match="rank 1 exited with code 3"):
+        launch.run_groups(config, plan, on_written=lambda cfg: None)
+    rows = rows_by_impl(plan.run)
+    assert list(rows.index) == ["stock"]  # naive was not run: --resume runs it
+    assert (rows.loc["stock", "status"], rows.loc["stock", "error_kind"]) == ("failed", "killed")
+
+
+@pytest.mark.parametrize(("sig", "code", "name"), [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])
+def test_ctrl_c_or_sigterm_stops_every_rank_keeps_what_finished_and_says_how_to_resume(tmp_path, sig, code, name):
+    command = [sys.executable, "-m", "harness", "bench", "--gpus", "1", "--impls", "naive,flat", "--no-baseline",
+               "--size", "tiny", "--steps", "1000", "--no-parity", "--results", str(tmp_path),
+               "--run-id", "cut"]  # fmt: skip
+    # A session of its own, as a shell gives a foreground job: Ctrl-C signals the whole group.
+    process = subprocess.Popen(command, cwd=PROJECT, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    run = tmp_path / "cut"
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # signal as the second configuration starts
+        if len(store.written_config_ids(run)) == 1 and "flat" in (read_step_progress(run) or {}).get("config_id", ""):
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the second configuration never started")
+    os.killpg(process.pid, sig) if sig == signal.SIGINT else process.send_signal(sig)
+    out, _ = process.communicate(timeout=60)
+
+    assert process.returncode == code
+    last = out.strip().splitlines()[-1]
+    assert last.startswith(f"ddpbench: stopped by {name}: 1 of 2 configurations saved")
+    assert f"ddpbench bench --resume cut --results {tmp_path}" in last
+    assert list(store.read_configs(run)["impl"]) == ["naive"]
+    assert processes_of(run) == []
