@@ -285,8 +285,9 @@ def _read_folder(folder: Path, schema: pa.Schema) -> pd.DataFrame:
     tables = [t for t in (_read_part(p, kind) for p in parts) if t is not None]
     if not tables:
         return schema.empty_table().to_pandas()
-    # The known columns keep their declared types (a part whose column is all null says "null").
-    known = [pa.field(f.name, f.type) for f in schema if any(f.name in t.column_names for t in tables)]
+    # Every declared column, with its declared type (an old part lacks new ones; a part whose
+    # column is all null says "null"); columns the schema does not know are kept as they are.
+    known = list(schema)
     table = pa.concat_tables([_conform(t, known) for t in tables], promote_options="permissive")
     return table.to_pandas()
 

@@ -372,9 +372,17 @@ def status_section(configs: pd.DataFrame) -> str:
     for status, title in (("failed", "Failed configurations"), ("skipped", "Skipped configurations")):
         rows = configs[configs["status"] == status].sort_values("config_id")
         if not rows.empty:
-            items = "".join(f"<li><code>{esc(r.config_id)}</code>: {esc(r.error)}</li>" for r in rows.itertuples())
+            items = "".join(
+                f"<li><code>{esc(r.config_id)}</code>{_failure_kind(r)}: {esc(r.error)}</li>" for r in rows.itertuples()
+            )
             parts.append(f'<h3>{title}</h3><ul class="{status}">{items}</ul>')
     return "\n".join(parts)
+
+
+def _failure_kind(row) -> str:
+    """(oom), (timeout), …: the class of a failure, where the run recorded one."""
+    kind = getattr(row, "error_kind", None)
+    return f" <b>({esc(kind)})</b>" if isinstance(kind, str) and row.status == "failed" else ""
 
 
 def header(run: RunData) -> str:

@@ -11,11 +11,14 @@ and the figures from `reports.figures`.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from pathlib import Path
 
 from harness import store
 from reports import pages
 from reports.pages import PLOTLY_ASSET
+
+log = logging.getLogger("ddpbench")
 
 STEP_COLUMNS = [
     "config_id",
@@ -65,7 +68,11 @@ def build_site(*, results: Path, out: Path) -> BuiltSite:
     summaries = []
     run_pages: dict[str, Path] = {}
     for run_folder in store.list_runs(results):
-        run = read_run(run_folder)
+        try:
+            run = read_run(run_folder)
+        except (store.UnsupportedSchema, OSError, ValueError, KeyError) as exc:
+            log.warning("skipping run %s: %s", run_folder, exc)  # one bad run must not cost the site
+            continue
         path = out / "runs" / f"{run.meta['run_id']}.html"
         write_text(path, pages.run_page(run))
         run_pages[run.meta["run_id"]] = path

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
+from conftest import run_ddpbench
 
 from harness import cli, store
 
@@ -80,3 +83,22 @@ def test_runs_of_two_strategies_compare_only_when_asked_to_match_across_strategi
     assert code == 0 and "naive -> bucketed" in out.out and ": faster" in out.out
     code, out = run_compare(capsys, tmp_path / "r", "bucketed", "naive", "--across-strategies")
     assert code == 1 and ": slower" in out.out
+
+
+def test_compare_names_and_skips_a_corrupt_part_and_refuses_a_newer_schema(tmp_path):
+    results = tmp_path / "r"
+    synthetic_run(results, "a", mean_ms=100, seed=1)
+    synthetic_run(results, "b", mean_ms=100, seed=2)
+    (results / "b" / "steps" / "torn.parquet").write_bytes(b"PAR1")
+    done = run_ddpbench("compare", "a", "b", "--results", str(results), "--out", str(tmp_path / "site"))
+    assert done.returncode == 0, done.stderr
+    assert f"ddpbench: warning: skipping {results / 'b' / 'steps' / 'torn.parquet'}: unreadable Parquet" in done.stderr
+
+    newer = {"run_id": "b", "config_id": "c9", **KEYS, "schema_version": store.SCHEMA_VERSION + 1}
+    pq.write_table(pa.Table.from_pylist([newer]), results / "b" / "configs" / "c9.parquet")
+    done = run_ddpbench("compare", "a", "b", "--results", str(results), "--out", str(tmp_path / "site"))
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"ddpbench: error: {results / 'b' / 'configs' / 'c9.parquet'} has schema version {store.SCHEMA_VERSION + 1}, "
+        f"newer than the {store.SCHEMA_VERSION} this ddpbench reads; upgrade ddpbench to read it"
+    ]

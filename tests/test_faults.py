@@ -18,12 +18,12 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import PROJECT
 
 from harness import launch, store
 from harness.config import BenchConfig, expand
 from harness.liveness import registered_ranks
 from harness.progress import read_step_progress
-from tests.conftest import PROJECT
 
 
 def start_plan(tmp_path: Path, impls: tuple[str, ...], **options):

@@ -7,6 +7,8 @@ import re
 import shutil
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from conftest import run_ddpbench
 
@@ -119,3 +121,22 @@ def test_rebuilding_keeps_the_shared_plotly_asset_once(tmp_path):
     assert [p.name for p in (out / "assets").iterdir()] == ["plotly.min.js"]
     assert "Plotly.newPlot" in (out / "runs" / "cpu_run.html").read_text()
     assert "plotly.js v" not in (out / "runs" / "cpu_run.html").read_text()  # the library is not inlined
+
+
+def test_the_reporter_names_and_skips_bad_parts_and_a_run_of_a_newer_schema(tmp_path):
+    results = tmp_path / "results"
+    run = hand_made_run(results, error="rank 1: RuntimeError: boom", command=["ddpbench"])
+    (run / "configs" / "truncated.parquet").write_bytes((run / "configs" / "c1.parquet").read_bytes()[:100])
+    future = {"schema_version": store.SCHEMA_VERSION + 1, "run_id": "future", "config_id": "c0", "status": "ok",
+              "impl": "naive", "workload": "mlp", "world_size": 1}  # fmt: skip
+    store.write_json(results / "future" / "run.json", {"run_id": "future", "started_at": "2027"})
+    (results / "future" / "configs").mkdir()
+    pq.write_table(pa.Table.from_pylist([future]), results / "future" / "configs" / "c0.parquet")
+
+    done = run_ddpbench("report", "--results", str(results), "--out", str(tmp_path / "site"))
+
+    assert done.returncode == 0, done.stderr
+    assert f"ddpbench: warning: skipping {run / 'configs' / 'truncated.parquet'}: unreadable Parquet" in done.stderr
+    assert f"ddpbench: warning: skipping run {results / 'future'}" in done.stderr and "upgrade" in done.stderr
+    assert (tmp_path / "site" / "runs" / "hostile.html").is_file()
+    assert not (tmp_path / "site" / "runs" / "future.html").exists()

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import errno
+import logging
+from pathlib import Path
+
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from harness import store
@@ -90,3 +96,91 @@ def test_every_column_is_documented_in_docs_results_md():
     for schema in (store.CONFIG_SCHEMA, store.STEP_SCHEMA, store.RANK_SCHEMA):
         missing = [name for name in schema.names if f"`{name}`" not in documented]
         assert not missing, f"undocumented columns: {missing}"
+
+
+def write_raw_part(path, table) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, path)
+
+
+def test_a_truncated_empty_or_foreign_part_is_skipped_and_named(tmp_path, caplog):
+    store.write_configuration(tmp_path, "good", config_row("good"), [step_row("good", 0, 0)])
+    whole = (tmp_path / "configs" / "good.parquet").read_bytes()
+    (tmp_path / "configs" / "truncated.parquet").write_bytes(whole[: len(whole) // 2])
+    (tmp_path / "configs" / "empty.parquet").write_bytes(b"")
+    write_raw_part(tmp_path / "configs" / "foreign.parquet", pa.table({"x": [1, 2]}))
+    write_raw_part(tmp_path / "steps" / "foreign.parquet", pa.table({"config_id": ["good"]}))
+
+    with caplog.at_level(logging.WARNING, logger="ddpbench"):
+        configs, steps = store.read_configs(tmp_path), store.read_steps(tmp_path)
+
+    assert configs["config_id"].tolist() == ["good"] and len(steps) == 1
+    named = {record.getMessage().split(":")[0] for record in caplog.records}
+    for name in ("configs/truncated", "configs/empty", "configs/foreign", "steps/foreign"):
+        assert f"skipping {tmp_path / name}.parquet" in named
+    assert "not a ddpbench configs part (no column config_id" in caplog.text
+
+
+def schema_1_part(path, **row) -> None:
+    """A configs part as ddpbench wrote it before error_kind and error_file existed."""
+    version_1 = pa.schema([f for f in store.CONFIG_SCHEMA if f.name not in ("error_kind", "error_file")])
+    write_raw_part(path, pa.Table.from_pylist([{"schema_version": 1, **config_row("old"), **row}], schema=version_1))
+
+
+def test_an_older_schema_is_read_through_its_named_migration(tmp_path):
+    died = "launch for world size 2 exited with code 1 before this configuration finished: x"
+    schema_1_part(tmp_path / "configs" / "a.parquet", config_id="a", status="failed", error=died)
+    schema_1_part(
+        tmp_path / "configs" / "b.parquet", config_id="b", status="failed", error="rank 0: CUDA out of memory."
+    )
+    schema_1_part(tmp_path / "configs" / "c.parquet", config_id="c", status="ok")
+    store.write_configuration(tmp_path, "d", config_row("d", status="failed", error="e", error_kind="timeout"))
+
+    rows = store.read_configs(tmp_path).set_index("config_id")
+    assert store.MIGRATIONS[1] is store.migrate_v1_to_v2
+    assert rows["error_kind"].fillna("-").to_dict() == {"a": "killed", "b": "oom", "c": "-", "d": "timeout"}
+    assert set(rows["schema_version"]) == {store.SCHEMA_VERSION}
+    assert rows["error_file"].isna().all()
+
+
+def test_a_newer_schema_is_refused_with_a_message_naming_the_file(tmp_path):
+    path = tmp_path / "configs" / "future.parquet"
+    write_raw_part(path, pa.Table.from_pylist([{"schema_version": store.SCHEMA_VERSION + 1, **config_row("f")}]))
+    with pytest.raises(store.UnsupportedSchema, match=f"{path} has schema version {store.SCHEMA_VERSION + 1}.*upgrade"):
+        store.read_configs(tmp_path)
+
+
+def test_a_new_column_in_a_newer_part_is_kept_not_dropped(tmp_path):
+    store.write_configuration(tmp_path, "old", config_row("old"))
+    newer = {"schema_version": store.SCHEMA_VERSION, **config_row("new"), "future_metric": 4.5}
+    write_raw_part(tmp_path / "configs" / "new.parquet", pa.Table.from_pylist([newer]))
+    rows = store.read_configs(tmp_path).set_index("config_id")
+    assert rows.loc["new", "future_metric"] == 4.5 and pd.isna(rows.loc["old", "future_metric"])
+    assert set(store.CONFIG_SCHEMA.names) <= set(rows.reset_index().columns)
+
+
+def test_a_full_disk_fails_the_write_cleanly_and_keeps_earlier_files(tmp_path, monkeypatch):
+    store.write_configuration(tmp_path, "before", config_row("before"), [step_row("before", 0, 0)])
+
+    def disk_full(table, where, **kwargs):
+        Path(where).write_bytes(b"PAR1 the first blocks")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(pq, "write_table", disk_full)
+    with pytest.raises(OSError, match="No space left"):
+        store.write_configuration(tmp_path, "during", config_row("during"), [step_row("during", 0, 0)])
+    monkeypatch.undo()
+
+    leftovers = [p.name for p in tmp_path.rglob("*") if p.is_file() and "during" in p.name]
+    assert leftovers == []  # not even a hidden temporary
+    assert store.written_config_ids(tmp_path) == {"before"}
+    assert store.read_steps(tmp_path)["config_id"].tolist() == ["before"]
+
+
+def test_an_unreadable_run_json_is_skipped_when_listing_runs(tmp_path, caplog):
+    store.write_json(tmp_path / "good" / "run.json", {"run_id": "good", "started_at": "2026"})
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "run.json").write_text("{ not json")
+    with caplog.at_level(logging.WARNING, logger="ddpbench"):
+        assert [p.name for p in store.list_runs(tmp_path)] == ["good"]
+    assert f"skipping {tmp_path / 'bad' / 'run.json'}" in caplog.text

@@ -1,0 +1,59 @@
+"""Several nodes through torchrun's c10d rendezvous, and several runs at once: two launchers on
+this machine act as two nodes of one job (one rank each); two runs started together into one
+results folder get distinct run folders."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+
+from conftest import PROJECT
+
+from harness import store
+
+TINY = ["--impls", "naive", "--no-baseline", "--size", "tiny", "--steps", "3", "--warmup", "1", "--no-parity"]
+
+
+def ddpbench(*args: str) -> subprocess.Popen:
+    command = [sys.executable, "-m", "harness", "bench", *TINY, *args]
+    return subprocess.Popen(command, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_two_launchers_on_localhost_run_one_job_and_rank_0_writes(tmp_path):
+    endpoint = f"127.0.0.1:{free_port()}"
+    job = ["--gpus", "1", "--nnodes", "2", "--rdzv-endpoint", endpoint, "--run-id", "job", "--results", str(tmp_path)]
+    nodes = [ddpbench(*job, "--node-rank", str(rank)) for rank in (0, 1)]
+    outputs = [node.communicate(timeout=240)[0] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], outputs
+
+    configs = store.read_configs(tmp_path / "job")
+    assert len(configs) == 1  # one job: written once, by rank 0
+    row = configs.iloc[0]
+    assert (row["status"], row["world_size"], row["nnodes"]) == ("ok", 2, 2)
+    assert sorted(store.read_steps(tmp_path / "job")["rank"].unique()) == [0, 1]
+    assert (tmp_path / "job" / "logs" / "world-2.node0.log").is_file()
+    assert (tmp_path / "job" / "logs" / "world-2.node1.log").is_file()
+
+
+def test_two_runs_started_together_into_one_results_folder_do_not_clobber_each_other(tmp_path):
+    runs = [ddpbench("--gpus", "1", "--results", str(tmp_path)) for _ in range(2)]
+    outputs = [run.communicate(timeout=240)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0], outputs
+    folders = store.list_runs(tmp_path)
+    assert len(folders) == 2
+    for folder in folders:
+        assert store.read_configs(folder)["status"].tolist() == ["ok"]
+
+    # The same explicit run id twice at once: one run gets it, the other is refused (exit 2).
+    same = [ddpbench("--gpus", "1", "--results", str(tmp_path), "--run-id", "same") for _ in range(2)]
+    outputs = [run.communicate(timeout=240)[0] for run in same]
+    assert sorted(run.returncode for run in same) == [0, 2], outputs
+    assert "--run-id 'same' already exists" in "".join(outputs)
+    assert store.read_configs(tmp_path / "same")["status"].tolist() == ["ok"]
