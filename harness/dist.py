@@ -59,7 +59,6 @@ def distributed_session(*, device_kind: str, timeout_s: float, backend: str | No
         world_size=world_size,
         timeout=datetime.timedelta(seconds=timeout_s),
     )
-    try:
-        yield Session(rank, world_size, local_rank, device, backend)
-    finally:
-        dist.destroy_process_group()
+    yield Session(rank, world_size, local_rank, device, backend)
+    # Not on an exception: peers may be blocked in a collective, and the teardown would wait.
+    dist.destroy_process_group()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import signal
+import sys
 import time
 import traceback
 from pathlib import Path
@@ -39,9 +40,12 @@ _OOM_TYPES = tuple(
 
 def error_kind(exc: BaseException) -> str:
     """oom for CUDA's out-of-memory error, Python's MemoryError and the CPU allocator's refusal."""
-    if isinstance(exc, _OOM_TYPES) or "can't allocate memory" in str(exc):
-        return "oom"
-    return "exception"
+    return "oom" if isinstance(exc, _OOM_TYPES) else kind_from_text(str(exc))
+
+
+def kind_from_text(text: str) -> str:
+    """The same, from an exception's text alone (all that torchrun's error file keeps)."""
+    return "oom" if store.looks_like_oom(text) else "exception"
 
 
 def rank_failure_paths(run: Path, config_id: str, rank: int) -> tuple[Path, Path]:
@@ -122,6 +126,8 @@ class Fault:
         )
 
     def fire(self, device: torch.device) -> None:
+        # When it fired, for benchmarks/faults.py to measure how long the launcher takes to notice.
+        print(f"DDPBENCH_FAULT {self.kind} fired at {time.time():.3f}", file=sys.stderr, flush=True)
         if self.kind == "raise":
             raise RuntimeError(f"fault injected by DDPBENCH_FAULT at step {self.step}")
         if self.kind == "oom":

@@ -277,12 +277,15 @@ def _run_launch(
                 written = store.written_config_ids(plan.run)
                 while remaining and remaining[0].config_id in written:
                     on_written(remaining.pop(0))
+                    came_alive = True
+                    watch.progressed(new_configuration=True)
                 if finished or not remaining:
                     break
                 latest = read_step_progress(plan.run)
                 if latest != hint and latest != before:
                     came_alive = True
-                    watch.progressed(new_configuration=(latest or {}).get("config_id") != (hint or {}).get("config_id"))
+                    new = (latest or {}).get("config_id") != (hint or {}).get("config_id")
+                    watch.progressed(new_configuration=new, stepping=bool((latest or {}).get("total")))
                     hint = latest
                 if watch.expired():
                     hang = _describe_hang(plan.run, world, watch, hint)
@@ -334,8 +337,12 @@ def diagnose(run: Path, cfg: Configuration, end: LaunchEnd) -> dict[str, Any]:
     silent = [e for e in exits if e.rank not in wrote and e.exitcode != -signal.SIGTERM]
     memory = {r["rank"]: r.get("memory") or {} for r in rank_failures}
     if silent and end.came_alive:
-        return {"error_kind": "killed", "error": f"{silent[0].describe()}{where}", "rank": silent[0].rank,
-                "memory": memory}  # fmt: skip
+        first = silent[0]
+        exception = first.exception_line()  # raised outside a measurement (writing results, say)
+        if exception is not None:
+            return {"error_kind": faults.kind_from_text(exception), "error": f"rank {first.rank}: {exception}",
+                    "error_file": _relative(first.error_file, run), "rank": first.rank, "memory": memory}  # fmt: skip
+        return {"error_kind": "killed", "error": f"{first.describe()}{where}", "rank": first.rank, "memory": memory}
     if rank_failures:
         first = rank_failures[0]
         return {
@@ -350,6 +357,15 @@ def diagnose(run: Path, cfg: Configuration, end: LaunchEnd) -> dict[str, Any]:
         "error_kind": kind,
         "error": f"launch exited with code {end.returncode}{where}: {last_error_in_log(end.log)} (log: {end.log})",
     }
+
+
+def _relative(path: str | None, run: Path) -> str | None:
+    if path is None:
+        return None
+    try:
+        return str(Path(path).resolve().relative_to(run.resolve()))
+    except ValueError:
+        return path  # outside the run folder (torchrun's default temporary folder): absolute
 
 
 def _record_failure(plan: RunPlan, cfg: Configuration, failure: dict[str, Any]) -> None:

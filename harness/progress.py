@@ -24,7 +24,8 @@ def describe_row(row: dict) -> str:
     if row.get("repeat"):
         label += f" (repeat {row['repeat']})"
     if row["status"] != "ok":
-        return f"{label}: {row['status'].upper()} {row['error']}"
+        kind = f" ({row['error_kind']})" if row.get("error_kind") else ""
+        return f"{label}: {row['status'].upper()}{kind} {row['error']}"
     parity = {True: "parity ok", False: "PARITY FAILED", None: "parity not judged"}[row["parity_ok"]]
     return (
         f"{label}: {row['step_ms_median']:.2f} ms/step (p10 {row['step_ms_p10']:.2f}, p90 {row['step_ms_p90']:.2f}), "

@@ -229,11 +229,15 @@ def migrate_v1_to_v2(table: pa.Table) -> pa.Table:
 
 def _kind_from_error_text(error: str | None) -> str:
     text = error or ""
-    if "out of memory" in text.lower() or "can't allocate memory" in text:
-        return "oom"
     if text.startswith("launch for world size"):  # schema 1's record of a launch that died
         return "killed"
-    return "exception"
+    return "oom" if looks_like_oom(text) else "exception"
+
+
+def looks_like_oom(text: str) -> bool:
+    """CUDA's "out of memory", the CPU allocator's "can't allocate memory", Python's MemoryError."""
+    lowered = text.lower()
+    return "out of memory" in lowered or "can't allocate memory" in lowered or text.startswith("MemoryError")
 
 
 # version -> the function that lifts a configs part of that version to the next one.

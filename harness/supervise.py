@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import dataclasses
+import json
 import os
 import re
 import signal
@@ -70,12 +71,16 @@ def _signal_all(pids: list[int], sig: signal.Signals) -> None:
             os.kill(pid, sig)
 
 
-def _alive(pid: int) -> bool:
+def _state(pid: int) -> str | None:
+    """The kernel's one-letter state (R, S, T for stopped, Z for zombie), None when gone."""
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
-        return False
-    return state != "Z"
+        return None
+
+
+def _alive(pid: int) -> bool:
+    return _state(pid) not in (None, "Z")
 
 
 def stop(process: subprocess.Popen, *, grace_s: float = TERM_GRACE_S) -> None:
@@ -85,12 +90,13 @@ def stop(process: subprocess.Popen, *, grace_s: float = TERM_GRACE_S) -> None:
         _signal_all(ranks, signal.SIGKILL)  # ranks torchrun left behind (it normally reaps them)
         return
     everyone = [process.pid, *descendants(process.pid)]
+    _signal_all([pid for pid in everyone if _state(pid) == "T"], signal.SIGKILL)  # a stopped rank ignores SIGTERM
     _signal_all(everyone, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline and any(_alive(pid) for pid in everyone):
         time.sleep(0.05)
         process.poll()  # reap torchrun, so that it stops counting as alive
-    _signal_all([pid for pid in everyone if _alive(pid)], signal.SIGKILL)  # a stopped rank ignores SIGTERM
+    _signal_all([pid for pid in everyone if _alive(pid)], signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=grace_s)
 
@@ -101,11 +107,21 @@ class RankExit:
 
     rank: int
     exitcode: int
-    message: str
+    error_file: str | None  # torchrun's @record file: the exception that ended the rank, if any
 
     @property
     def by_signal(self) -> bool:
         return self.exitcode < 0
+
+    def exception_line(self) -> str | None:
+        """The last line of the exception that ended the rank (from its error file), if one did."""
+        try:
+            message = json.loads(Path(self.error_file).read_text())["message"]
+        except (TypeError, OSError, ValueError, KeyError):
+            return None
+        text = message.get("message") if isinstance(message, dict) else message
+        lines = [line.strip() for line in str(text).splitlines() if line.strip()]
+        return lines[-1] if lines else None
 
     def describe(self) -> str:
         if self.by_signal:
@@ -117,15 +133,18 @@ class RankExit:
         return f"rank {self.rank} exited with code {self.exitcode}"
 
 
-_RANK_EXIT = re.compile(r"rank\s*:\s*(\d+) \(local_rank.*?exitcode\s*:\s*(-?\d+).*?traceback\s*:\s*([^\n]*)", re.DOTALL)
+_RANK_EXIT = re.compile(
+    r"rank\s*:\s*(\d+) \(local_rank.*?exitcode\s*:\s*(-?\d+).*?error_file\s*:\s*([^\n]*)", re.DOTALL
+)
 
 
 def rank_exits(log_text: str) -> list[RankExit]:
     """Every failed rank torchrun reports at the end of a launch that failed, each once."""
     summary = log_text[log_text.rfind("Failures:") :] if "Failures:" in log_text else ""
     found: dict[int, RankExit] = {}
-    for rank, exitcode, message in _RANK_EXIT.findall(summary):
-        found.setdefault(int(rank), RankExit(int(rank), int(exitcode), message.strip()))
+    for rank, exitcode, error_file in _RANK_EXIT.findall(summary):
+        error_file = error_file.strip()
+        found.setdefault(int(rank), RankExit(int(rank), int(exitcode), None if error_file == "<N/A>" else error_file))
     return sorted(found.values(), key=lambda e: e.rank)
 
 
@@ -146,10 +165,12 @@ class ProgressWatch:
         self._slowest = 0.0
         self._steps_seen = 0
 
-    def progressed(self, *, new_configuration: bool = False, now: float | None = None) -> None:
+    def progressed(self, *, new_configuration: bool = False, stepping: bool = False, now: float | None = None) -> None:
+        """A sign of progress; `stepping`: the configuration has finished a step (the hint is
+        throttled, so its first sign may already be a step)."""
         now = time.monotonic() if now is None else now
         if new_configuration:
-            self._slowest, self._steps_seen = 0.0, 0
+            self._slowest, self._steps_seen = 0.0, int(stepping)
         elif self._started:
             self._slowest = max(self._slowest, now - self._last)
             self._steps_seen += 1

@@ -18,6 +18,7 @@ import ctypes.util
 import dataclasses
 import gc
 import json
+import os
 import sys
 import time
 import traceback
@@ -322,8 +323,19 @@ def run_plan(plan: dict[str, Any], session: Session, *, watch: RankWatch | None 
 COLLECTIVE_TIMEOUT_S = 1800.0
 
 
-@record  # an exception that ends this rank lands, with its traceback, in torchrun's error file
 def main(argv: list[str] | None = None) -> int:
+    """Run the plan; a rank that fails leaves at once (exit 1), without a teardown that would
+    wait on peers blocked in a collective: torchrun's teardown of the launch frees them."""
+    try:
+        return _run_recorded(argv)
+    except BaseException:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+
+
+@record  # an exception that ends this rank lands, with its traceback, in torchrun's error file
+def _run_recorded(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="harness.worker", description=__doc__.splitlines()[0])
     parser.add_argument("plan", type=Path, help="JSON plan written by the launcher")
     args = parser.parse_args(argv)

@@ -1,0 +1,100 @@
+"""The launcher's judgement, on hand-made inputs: when a quiet configuration counts as hung,
+what torchrun's failure summary says, whom a hang is blamed on, and the fault switch."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from harness import faults, liveness, supervise
+
+SUMMARY = """
+[W] something earlier
+============================================================
+harness.worker FAILED
+------------------------------------------------------------
+Failures:
+[1]:
+  time      : 2026-11-30_02:08:59
+  host      : localhost
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 3881)  (SIGTERM)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 3881
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-30_02:08:59
+  host      : localhost
+  rank      : 1 (local_rank: 1)
+  exitcode  : {code} (pid: 3882)
+  error_file: {error_file}
+  traceback : Signal 9 (SIGKILL) received by PID 3882
+============================================================
+"""
+
+
+def test_torchrun_summary_gives_every_failed_rank_with_its_signal():
+    exits = supervise.rank_exits(SUMMARY.format(code=-9, error_file="<N/A>"))
+    assert [(e.rank, e.exitcode, e.error_file) for e in exits] == [(0, -15, None), (1, -9, None)]
+    assert exits[1].describe() == "rank 1 killed by SIGKILL (exit code -9)"
+    assert supervise.rank_exits("no summary here") == []
+
+
+def test_an_exception_outside_a_measurement_is_read_from_torchruns_error_file(tmp_path):
+    error_file = tmp_path / "error.json"
+    message = {"message": "OSError: [Errno 28] No space left on device", "extraInfo": {"py_callstack": "..."}}
+    error_file.write_text(json.dumps({"message": message}))
+    [_, rank_1] = supervise.rank_exits(SUMMARY.format(code=1, error_file=error_file))
+    assert rank_1.describe() == "rank 1 exited with code 1"
+    assert rank_1.exception_line() == "OSError: [Errno 28] No space left on device"
+
+
+def test_with_a_timeout_a_stepping_configuration_may_be_quiet_that_long():
+    watch = supervise.ProgressWatch(5.0, now=0.0)
+    assert watch.limit_s() == supervise.STARTUP_S  # interpreters and imports first
+    watch.progressed(new_configuration=True, now=10.0)
+    assert watch.limit_s() == supervise.FIRST_STEP_MIN_S  # building, before the first step
+    watch.progressed(now=11.0)
+    assert watch.limit_s() == 5.0
+    assert not watch.expired(now=15.9) and watch.expired(now=16.1)
+    watch.progressed(new_configuration=True, stepping=True, now=20.0)  # the hint's first word is a step
+    assert watch.limit_s() == 5.0
+
+
+def test_without_a_timeout_the_limit_follows_the_slowest_step_seen():
+    watch = supervise.ProgressWatch(None, now=0.0)
+    watch.progressed(new_configuration=True, now=1.0)
+    assert watch.limit_s() == supervise.FIRST_STEP_S
+    watch.progressed(now=3.0)  # 2 s
+    watch.progressed(now=20.0)  # 17 s: the slowest so far
+    assert watch.limit_s() == pytest.approx(supervise.AUTO_TIMEOUT_FACTOR * 17.0)
+    watch.progressed(new_configuration=True, now=21.0)  # a new configuration starts over
+    watch.progressed(now=21.5)
+    assert watch.limit_s() == supervise.MIN_AUTO_TIMEOUT_S
+
+
+def test_a_hang_is_blamed_on_the_silent_rank_else_on_the_rank_behind():
+    waiting = {"step": 3, "position": "graph.py:829 _engine_run_backward"}
+    assert liveness.describe_hang({0: waiting, 1: None}).startswith("rank 1 did not respond")
+    described = liveness.describe_hang({0: waiting, 1: {"step": 2, "position": "faults.py:9 fire"}})
+    assert described.startswith("rank 1 is behind (step 2)")
+    assert "rank 0 at step 3 in graph.py:829 _engine_run_backward" in described
+
+
+def test_the_fault_switch_parses_its_conditions_and_rejects_nonsense():
+    fault = faults.Fault.parse("stop:impl=stock,world=2,rank=1,step=3")
+    assert fault.applies(impl="stock", world=2, rank=1, step=3)
+    assert not fault.applies(impl="naive", world=2, rank=1, step=3)
+    assert not fault.applies(impl="stock", world=2, rank=0, step=3)
+    with pytest.raises(ValueError, match="'melt' is not one of"):
+        faults.Fault.parse("melt:rank=1")
+    with pytest.raises(ValueError, match="'node' is not one of"):
+        faults.Fault.parse("kill:node=1")
+
+
+def test_out_of_memory_is_recognised_on_cuda_and_on_the_cpu():
+    assert faults.kind_from_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB") == "oom"
+    assert faults.kind_from_text("RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried") == "oom"
+    assert faults.kind_from_text("RuntimeError: shapes do not match") == "exception"
