@@ -9,6 +9,7 @@ size 1 launch per test); the signal tests use the real command line.
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
 import subprocess
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import PROJECT
 
-from harness import launch, store
+from harness import cli, launch, store
 from harness.config import BenchConfig, expand
 from harness.liveness import registered_ranks
 from harness.progress import read_step_progress
@@ -163,3 +164,16 @@ def test_ctrl_c_or_sigterm_stops_every_rank_keeps_what_finished_and_says_how_to_
     assert f"ddpbench bench --resume cut --results {tmp_path}" in last
     assert list(store.read_configs(run)["impl"]) == ["naive"]
     assert processes_of(run) == []
+
+
+def test_a_full_disk_stops_the_run_with_exit_1_and_the_resume_command(tmp_path, monkeypatch, capsys):
+    def disk_full(config, plan, *, on_written, on_tick=None):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(launch, "run_groups", disk_full)
+    args = ["bench", "--gpus", "1", "--impls", "naive", "--no-baseline", "--size", "tiny",
+            "--results", str(tmp_path), "--run-id", "full"]  # fmt: skip
+    assert cli.main(args) == 1
+    out, err = capsys.readouterr()
+    assert f"ddpbench: error: cannot write results in {tmp_path / 'full'}/: [Errno 28] No space left on device" in err
+    assert out.strip().splitlines()[-1].startswith("ddpbench: stopped by a write error: 0 of 1 configurations saved")
