@@ -11,6 +11,7 @@ import dataclasses
 import datetime
 import itertools
 import os
+import re
 import subprocess
 import sys
 import time
@@ -48,7 +49,9 @@ def create_run(
     """Make the run folder and write run.json, the run's provenance, before any launch."""
     run = store.run_dir(config.results, run_id)
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    threads = threads_per_rank(device=device, max_local_ranks=config.gpus, cpu_count=len(os.sched_getaffinity(0)))
+    # Extra ranks (rpc_hybrid's parameter server) are processes too: they get their share.
+    most_ranks = config.gpus + max((c.extra_ranks for c in configurations), default=0)
+    threads = threads_per_rank(device=device, max_local_ranks=most_ranks, cpu_count=len(os.sched_getaffinity(0)))
     context = {
         "run_id": run_id,
         "started_at": started_at,
@@ -134,6 +137,18 @@ def last_error_in_log(log: Path) -> str:
     return lines[-1][:500] if lines else "(empty log)"
 
 
+def extra_rank_note(log: Path, world: int) -> str:
+    """Names the failed rank when torchrun's root cause is an extra rank (rpc_hybrid's parameter server)."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return ""
+    cause = re.search(r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", text, re.DOTALL)
+    if not cause or int(cause.group(1)) < world:
+        return ""
+    return f"; root cause: rank {cause.group(1)}, the parameter server, exited with code {cause.group(2)}"
+
+
 def launch_group(
     config: BenchConfig,
     plan: RunPlan,
@@ -143,8 +158,9 @@ def launch_group(
     on_tick: Callable[[], None] | None = None,
 ) -> int:
     """Run one world size's configurations in one torchrun launch; return its exit code."""
-    world = group[0].world_size
-    plan_path = plan.run / "plan" / f"world-{world}.json"
+    world, extra = group[0].world_size, group[0].extra_ranks
+    name = f"world-{world}" + (f"-plus{extra}" if extra else "")  # e.g. rpc_hybrid's server rank
+    plan_path = plan.run / "plan" / f"{name}.json"
     store.write_json(
         plan_path,
         {
@@ -156,9 +172,11 @@ def launch_group(
             "configurations": [c.to_json() for c in group],
         },
     )
-    log_path = plan.run / "logs" / f"world-{world}.log"
+    log_path = plan.run / "logs" / f"{name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    command = torchrun_command(config, local_ranks=world // config.nnodes, plan_path=plan_path, run_id=plan.run_id)
+    command = torchrun_command(
+        config, local_ranks=world // config.nnodes + extra, plan_path=plan_path, run_id=plan.run_id
+    )
     pending = list(group)
     with open(log_path, "w") as log:
         process = subprocess.Popen(
@@ -180,7 +198,7 @@ def launch_group(
             plan,
             cfg,
             f"launch for world size {world} exited with code {returncode} "
-            f"before this configuration finished: {last_error_in_log(log_path)} "
+            f"before this configuration finished: {last_error_in_log(log_path)}{extra_rank_note(log_path, world)} "
             f"(log: {log_path})",
         )
         on_written(cfg)
@@ -208,7 +226,11 @@ def run_groups(
 ) -> list[int]:
     """Every world size in ascending order (world size 1 first: scaling needs it)."""
     codes = []
-    by_world = itertools.groupby(sorted(plan.configurations, key=lambda c: c.world_size), key=lambda c: c.world_size)
+
+    def launch_key(cfg: Configuration) -> tuple[int, int]:
+        return cfg.world_size, cfg.extra_ranks  # extra ranks (a parameter server) need a launch of their own
+
+    by_world = itertools.groupby(sorted(plan.configurations, key=launch_key), key=launch_key)
     for _, group in by_world:
         codes.append(launch_group(config, plan, list(group), on_written=on_written, on_tick=on_tick))
     return codes
