@@ -115,7 +115,7 @@ def _join_rpc(session: Session, *, name: str) -> None:
 
 def _serve(cfg: Configuration, session: Session, strategy, workload) -> dict[str, Any]:
     sampler = MemorySampler(session.device, period_s=cfg.mem_period_s).start()
-    held = None
+    held, failure = None, None
     try:
         # Rank 0's seed: the trainers' DDP starts from rank 0's dense part, so the model as a whole
         # starts as the single-process reference does.
@@ -123,12 +123,15 @@ def _serve(cfg: Configuration, session: Session, strategy, workload) -> dict[str
         strategy.serve(model.get_submodule(workload.remote_part), device=session.device)
         del model
         held = {"param_bytes": strategy.served_parameter_bytes()}
-        dist.barrier()  # served: the trainers may reach for it
-        dist.barrier()  # the trainers are done (training and parity)
-        failure = strategy.served_failure()
-    finally:
-        strategy.stop_serving()
-        peaks = sampler.stop()
+    except Exception as exc:  # the trainers' first RPC then fails, naming the server
+        traceback.print_exc(file=sys.stderr)
+        failure = records.error_line(exc)
+    # The server reaches both barriers whatever happened, or the trainers would wait for it.
+    dist.barrier()  # served: the trainers may reach for it
+    dist.barrier()  # the trainers are done (training and parity)
+    failure = failure or strategy.served_failure()
+    strategy.stop_serving()
+    peaks = sampler.stop()
     result = {"role": "parameter_server", "memory": {**peaks_as_row(peaks), **held_as_row(held)}}
     if failure:
         return {**result, "status": "failed", "error": f"parameter server (rank {session.rank}): {failure}"}

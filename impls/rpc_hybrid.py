@@ -68,6 +68,8 @@ def _payload_bytes(value: Any) -> int:
 
 def _served_module() -> nn.Module:
     """The value of the RRef that `rpc.remote` makes on the server: the served module itself."""
+    if "module" not in _SERVED:
+        raise RuntimeError("the parameter server has no module to serve (it failed to build it)")
     return _SERVED["module"]
 
 
