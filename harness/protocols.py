@@ -126,8 +126,10 @@ class WorkloadDefaults:
     remote_part: str | None = None
     """Name of the submodule (as for `model.get_submodule`) that a parameter-server strategy
     (rpc_hybrid) places on its server, typically a large embedding table; None when the workload
-    has no such part (rpc_hybrid is then skipped). Its forward must take and return tensors.
-    A subclass sets it as a plain class attribute, so that it is not an option."""
+    has no such part (rpc_hybrid is then skipped). Its forward must take and return tensors, and
+    its backward must not read its own parameters (true of embedding lookups): the server may
+    apply one trainer's update while another trainer's backward still runs there. A subclass
+    sets it as a plain class attribute, so that it is not an option."""
 
     def default_batch_size(self) -> int:
         return 8
