@@ -1,9 +1,10 @@
 """The worker flow of a strategy with a parameter server (rpc_hybrid): N trainers plus one server rank.
 
-The launch has N + 1 ranks; the last is the server. For each configuration every rank joins RPC
-(TensorPipe, through torchrun's rendezvous store: no second port to pick), the trainers form a
-process group of their own for DDP, the server builds the model from the reference seed and
-serves the workload's remote part, and the trainers train against it. Every rank goes through
+The launch has N + 1 ranks; the last is the server. Every rank joins RPC (TensorPipe, through
+torchrun's rendezvous store: no second port to pick) at its first configuration and stays joined.
+For each configuration the trainers form a process group of their own for DDP, the server builds
+the model from the reference seed and serves the workload's remote part, and the trainers train
+against it. Every rank goes through
 the same collectives in the same order whatever fails (a failed trainer still reaches the final
 barrier, the server always does), so that a failure becomes a `failed` row, not a hang.
 
