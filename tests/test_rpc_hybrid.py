@@ -205,3 +205,9 @@ def test_rpc_columns_are_the_mean_over_trainers_and_null_without_rpc():
         "rpc_bytes_per_step": 200.0,
     }
     assert records.rpc_columns([{}, {}]) == {"rpc_round_trips_per_step": None, "rpc_bytes_per_step": None}
+
+
+def test_a_ranks_row_says_which_role_the_rank_had():
+    cfg = configuration("recsys", world_size=1)
+    results = [{"status": "ok"}, {"status": "ok", "role": "parameter_server"}]
+    assert [row["role"] for row in records.rank_rows(cfg, "run", results)] == ["trainer", "parameter_server"]
