@@ -205,6 +205,14 @@ class Configuration:
     profile: bool = False
     repeat: int = 0
     optimizer: str = "sgd"
+    extra_ranks: int = 0
+    """Processes beyond `world_size` trainers that this configuration's launch needs
+    (rpc_hybrid's parameter server); rows still report `world_size` trainers."""
+
+    @property
+    def processes(self) -> int:
+        """Ranks in this configuration's launch: the trainers and any extra ranks."""
+        return self.world_size + self.extra_ranks
 
     @property
     def options_json(self) -> str:
@@ -303,11 +311,16 @@ def expand(config: BenchConfig, *, device: str) -> list[Configuration]:
     for world in config.world_sizes:
         group = []
         for workload in config.workloads:
-            batch = config.batch_size or workload_registry.create(workload, size=size).default_batch_size()
-            group += [(workload, batch, impl, opts) for impl in names for opts in grids[impl]]
+            sized = workload_registry.create(workload, size=size)
+            batch = config.batch_size or sized.default_batch_size()
+            group += [
+                (workload, batch, impl, opts, extra_ranks(impl, sized, config.nnodes))
+                for impl in names
+                for opts in grids[impl]
+            ]
         # Repeats interleave (A B C A B C …) so that the machine's drift hits every configuration alike.
         for repeat in range(config.repeats):
-            for workload, batch, impl, opts in group:
+            for workload, batch, impl, opts, extra in group:
                 configurations.append(
                     Configuration(
                         config_id=_config_id(
@@ -331,9 +344,19 @@ def expand(config: BenchConfig, *, device: str) -> list[Configuration]:
                         profile=config.profile,
                         repeat=repeat,
                         optimizer=config.optimizer,
+                        extra_ranks=extra,
                     )
                 )
     return configurations
+
+
+def extra_ranks(impl: str, workload, nnodes: int) -> int:
+    """The strategy's extra ranks where they will be used: none for a workload without a remote
+    part or a multi-node job, whose rows the worker records as skipped in an ordinary launch."""
+    import impls as impl_registry
+
+    wanted = impl_registry.entry(impl).cls.extra_ranks
+    return wanted if wanted and workload.remote_part is not None and nnodes == 1 else 0
 
 
 def _config_id(

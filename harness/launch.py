@@ -63,7 +63,9 @@ def create_run(
     except FileExistsError:
         raise ConfigError(f"--run-id {run_id!r} already exists in {config.results}; choose another run id") from None
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    threads = threads_per_rank(device=device, max_local_ranks=config.gpus, cpu_count=len(os.sched_getaffinity(0)))
+    # Extra ranks (rpc_hybrid's parameter server) are processes too: they get their share.
+    most_ranks = config.gpus + max((c.extra_ranks for c in configurations), default=0)
+    threads = threads_per_rank(device=device, max_local_ranks=most_ranks, cpu_count=len(os.sched_getaffinity(0)))
     context = {
         "run_id": run_id,
         "started_at": started_at,
@@ -224,10 +226,15 @@ def launch_group(
     return returncode
 
 
+def launch_name(config: BenchConfig, cfg: Configuration) -> str:
+    """world-N, -plusK for extra ranks (rpc_hybrid's server), .nodeK on a multi-node job (each
+    node's launcher writes its own plan and log)."""
+    name = f"world-{cfg.world_size}" + (f"-plus{cfg.extra_ranks}" if cfg.extra_ranks else "")
+    return name + (f".node{config.node_rank}" if config.nnodes > 1 else "")
+
+
 def _write_launch_plan(config: BenchConfig, plan: RunPlan, pending: list[Configuration]) -> Path:
-    world = pending[0].world_size
-    node = f".node{config.node_rank}" if config.nnodes > 1 else ""  # each node's launcher writes its own
-    plan_path = plan.run / "plan" / f"world-{world}{node}.json"
+    plan_path = plan.run / "plan" / f"{launch_name(config, pending[0])}.json"
     store.write_json(
         plan_path,
         {
@@ -252,15 +259,14 @@ def _run_launch(
     on_tick: Callable[[], None] | None,
 ) -> LaunchEnd:
     """One torchrun launch over `pending`, watched until it ends or goes quiet for too long."""
-    world = pending[0].world_size
+    world, extra = pending[0].world_size, pending[0].extra_ranks
     plan_path = _write_launch_plan(config, plan, pending)
-    name = f"world-{world}" + (f".node{config.node_rank}" if config.nnodes > 1 else "")
-    name += f".retry{attempt}" if attempt else ""
+    name = launch_name(config, pending[0]) + (f".retry{attempt}" if attempt else "")
     log_path = plan.run / "logs" / f"{name}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     command = torchrun_command(
         config,
-        local_ranks=world // config.nnodes,
+        local_ranks=world // config.nnodes + extra,
         plan_path=plan_path,
         run_id=plan.run_id,
         log_dir=plan.run / "logs" / f"{name}.torchrun",
@@ -288,7 +294,7 @@ def _run_launch(
                     watch.progressed(new_configuration=new, stepping=bool((latest or {}).get("total")))
                     hint = latest
                 if watch.expired():
-                    hang = _describe_hang(plan.run, world, watch, hint)
+                    hang = _describe_hang(plan.run, world + extra, watch, hint)
                     break
                 if on_tick is not None:
                     on_tick()
@@ -326,7 +332,15 @@ def diagnose(run: Path, cfg: Configuration, end: LaunchEnd) -> dict[str, Any]:
     """Why `cfg` did not finish, root cause first: the hang the launcher ended; else a rank that
     died without a word (a signal other than torchrun's own SIGTERM, a hard exit) — its peers'
     "connection reset" errors are echoes; else the earliest record a failing rank wrote; else
-    the launch's log."""
+    the launch's log. A rank beyond the trainers is named for what it is (a parameter server)."""
+    failure = _diagnose(run, cfg, end)
+    rank = failure.get("rank")
+    if rank is not None and rank >= cfg.world_size and failure["error"].startswith(f"rank {rank}"):
+        failure["error"] = f"rank {rank} (the parameter server){failure['error'][len(f'rank {rank}') :]}"
+    return failure
+
+
+def _diagnose(run: Path, cfg: Configuration, end: LaunchEnd) -> dict[str, Any]:
     hint = end.hint if end.hint and end.hint.get("config_id") == cfg.config_id else None
     where = _where(hint)
     if end.hang is not None:
@@ -373,7 +387,7 @@ def _record_failure(plan: RunPlan, cfg: Configuration, failure: dict[str, Any]) 
     results: list[dict[str, Any]] = [{"status": "failed", "error": failure["error"]}]
     if failure.get("rank") is not None:  # the failing rank, and the peers its failure stopped
         memory = failure.get("memory") or {}
-        results = [{"status": "stopped", "error": None, "memory": memory.get(r)} for r in range(cfg.world_size)]
+        results = [{"status": "stopped", "error": None, "memory": memory.get(r)} for r in range(cfg.processes)]
         results[failure["rank"]].update(status="failed", error=failure["error"])
     row, steps, ranks = records.assemble(
         cfg, results, run_context=plan.context, parity_exact=True, written=store.read_configs(plan.run)
@@ -391,7 +405,11 @@ def run_groups(
 ) -> list[int]:
     """Every world size in ascending order (world size 1 first: scaling needs it)."""
     codes = []
-    by_world = itertools.groupby(sorted(plan.configurations, key=lambda c: c.world_size), key=lambda c: c.world_size)
+
+    def launch_key(cfg: Configuration) -> tuple[int, int]:
+        return cfg.world_size, cfg.extra_ranks  # extra ranks (a parameter server) need a launch of their own
+
+    by_world = itertools.groupby(sorted(plan.configurations, key=launch_key), key=launch_key)
     for _, group in by_world:
         codes.append(launch_group(config, plan, list(group), on_written=on_written, on_tick=on_tick))
     return codes

@@ -66,6 +66,11 @@ class StrategyDefaults:
     The harness then lets rank 0 alone train, on the concatenation of every rank's batch,
     over `world_size` devices; the other ranks of the launch stay idle."""
 
+    extra_ranks: int = 0
+    """Ranks the strategy needs beyond the world size's trainers (rpc_hybrid: 1, its parameter
+    server). The launcher starts world size + extra_ranks processes; the extra ones are the last
+    ranks. A strategy with extra ranks has its own worker flow (harness.rpc_flow), not `wrap`."""
+
     def make_optimizer(self, params, optimizer_cls, **kwargs):
         return optimizer_cls(params, **kwargs)
 
@@ -117,6 +122,14 @@ class WorkloadDefaults:
 
     requires: tuple[str, ...] = ()
     """Python modules the workload imports lazily; a missing one makes its rows `skipped`."""
+
+    remote_part: str | None = None
+    """Name of the submodule (as for `model.get_submodule`) that a parameter-server strategy
+    (rpc_hybrid) places on its server, typically a large embedding table; None when the workload
+    has no such part (rpc_hybrid is then skipped). Its forward must take and return tensors, and
+    its backward must not read its own parameters (true of embedding lookups): the server may
+    apply one trainer's update while another trainer's backward still runs there. A subclass
+    sets it as a plain class attribute, so that it is not an option."""
 
     def default_batch_size(self) -> int:
         return 8

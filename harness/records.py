@@ -74,6 +74,7 @@ def rank_rows(cfg: Configuration, run_id: str, results: list[dict[str, Any]]) ->
         row = {"run_id": run_id, "config_id": cfg.config_id, "rank": rank, "status": result["status"]}
         row.update({column: memory.get(column) for column in RANK_COLUMNS})
         row["wall_s"] = result.get("wall_s")
+        row["role"] = result.get("role", "trainer")  # rpc_hybrid's last rank: "parameter_server"
         rows.append(row)
     return rows
 
@@ -183,6 +184,18 @@ def model_columns(info: dict[str, Any] | None, *, samples_per_s: float | None) -
     return row
 
 
+def rpc_columns(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """RPC round trips and tensor bytes per step and trainer (rpc_hybrid), the mean over trainers;
+    null for strategies without RPC."""
+    figures = [r["rpc"] for r in results if r.get("rpc")]
+    if not figures:
+        return {"rpc_round_trips_per_step": None, "rpc_bytes_per_step": None}
+    return {
+        "rpc_round_trips_per_step": sum(f["round_trips_per_step"] for f in figures) / len(figures),
+        "rpc_bytes_per_step": sum(f["bytes_per_step"] for f in figures) / len(figures),
+    }
+
+
 def parity_columns(main_result: dict[str, Any], *, parity_exact: bool) -> dict[str, Any]:
     checked = main_result.get("parity")
     if not checked:
@@ -247,6 +260,7 @@ def assemble(
         "bucket_sizes_mb": json.dumps(layout["bucket_sizes_mb"]) if "bucket_sizes_mb" in layout else None,
         "trace_dir": main.get("trace_dir"),
         "wall_s": max((r.get("wall_s") or 0.0) for r in results),
+        **rpc_columns(results),
         **{
             k: run_context.get(k)
             for k in ("threads_per_rank", "torch_version", "gpu_name", "hostname", "git_sha", "started_at")

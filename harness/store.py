@@ -106,6 +106,8 @@ CONFIG_SCHEMA = pa.schema(
         ("hostname", pa.string()),
         ("git_sha", pa.string()),
         ("started_at", pa.string()),  # the run's start, ISO 8601 UTC
+        ("rpc_round_trips_per_step", pa.float64()),  # rpc_hybrid: per trainer and step; null without RPC
+        ("rpc_bytes_per_step", pa.float64()),  # rpc_hybrid: tensor bytes both ways, per trainer and step
     ]
 )
 
@@ -133,6 +135,7 @@ RANK_SCHEMA = pa.schema(
         ("status", pa.string()),
         *MEMORY_FIELDS,
         ("wall_s", pa.float64()),
+        ("role", pa.string()),  # trainer, or parameter_server (rpc_hybrid's last rank)
     ]
 )
 

@@ -31,7 +31,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 
 import impls
 import workloads
-from harness import faults, modelinfo, parity, records, store
+from harness import faults, modelinfo, parity, records, rpc_flow, store
 from harness.config import Configuration
 from harness.dist import Session, distributed_session
 from harness.liveness import Responder
@@ -84,6 +84,8 @@ def _measure(
 ) -> dict[str, Any]:
     strategy = impls.create(cfg.impl, **cfg.impl_options)
     workload = workloads.create(cfg.workload, size=cfg.size)
+    if strategy.extra_ranks:  # a parameter server: trainers and server run a flow of their own
+        return rpc_flow.measure(cfg, session, strategy, workload, run=run)
     reason = strategy.unavailable_reason(device=cfg.device, world_size=cfg.world_size) or (
         workload.unavailable_reason(device=cfg.device)
     )
@@ -295,10 +297,8 @@ def run_plan(plan: dict[str, Any], session: Session, *, watch: RankWatch | None 
     configurations = [Configuration.from_json(c) for c in plan["configurations"]]
     infos: dict[tuple, dict | None] = {}
     for cfg in configurations:
-        if cfg.world_size != session.world_size:
-            raise RuntimeError(
-                f"{cfg.config_id} is for world size {cfg.world_size}, this launch has {session.world_size}"
-            )
+        if cfg.processes != session.world_size:
+            raise RuntimeError(f"{cfg.config_id} needs {cfg.processes} ranks, this launch has {session.world_size}")
         if session.is_main:
             announce_configuration(run, cfg.config_id)  # the launcher's clock for this configuration starts
         info = model_info(cfg, session, infos) if session.is_main else None
