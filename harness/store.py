@@ -296,7 +296,8 @@ def _read_folder(folder: Path, schema: pa.Schema) -> pd.DataFrame:
     # column is all null says "null"); columns the schema does not know are kept as they are.
     known = list(schema)
     table = pa.concat_tables([_conform(t, known) for t in tables], promote_options="permissive")
-    return table.to_pandas()
+    extra = [name for name in table.column_names if name not in schema.names]
+    return table.select([*schema.names, *extra]).to_pandas()  # the declared order, then the unknown
 
 
 def _conform(table: pa.Table, known: list[pa.Field]) -> pa.Table:

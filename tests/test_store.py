@@ -184,3 +184,14 @@ def test_an_unreadable_run_json_is_skipped_when_listing_runs(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="ddpbench"):
         assert [p.name for p in store.list_runs(tmp_path)] == ["good"]
     assert f"skipping {tmp_path / 'bad' / 'run.json'}" in caplog.text
+
+
+def test_the_golden_runs_of_schema_1_read_as_schema_2_with_their_failures_classified():
+    """tests/data was written by schema 1 and is kept so: every report test reads it through the migration."""
+    failures = Path(__file__).resolve().parent / "data" / "failures"
+    raw = pd.concat(pd.read_parquet(p) for p in sorted((failures / "configs").glob("*.parquet")))
+    assert set(raw["schema_version"]) == {1} and "error_kind" not in raw
+    rows = store.read_configs(failures)
+    assert set(rows["schema_version"]) == {2}
+    assert rows.loc[rows["status"] == "failed", "error_kind"].tolist() == ["exception"]
+    assert rows.loc[rows["status"] != "failed", "error_kind"].isna().all()

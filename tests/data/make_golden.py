@@ -2,6 +2,9 @@
 
     python tests/data/make_golden.py          # rewrites the four scenarios (deterministic)
 
+The committed scenarios were written with schema version 1 and are kept so on purpose: every
+report test then reads them through `store.migrate_v1_to_v2` (tests/test_store.py checks it).
+
 Scenarios (each a run folder; tests/data itself is a results folder):
     cpu_run        CPU, gloo: local, naive, stock at world sizes 1 and 2
     bucket_sweep   CPU: stock at bucket_cap_mb 1, 5, 25 (best cap 25 at 1 rank, 5 at 2 ranks)
