@@ -247,3 +247,163 @@ def list_runs(results: Path) -> list[Path]:
         return []
     runs = [p for p in results.iterdir() if (p / "run.json").is_file()]
     return sorted(runs, key=lambda p: read_json(p / "run.json").get("started_at", ""), reverse=True)
+
+
+# ---------------------------------------------------------------- `ddpbench collectives`, `ddpbench predict`
+# results/<run_id>/collectives/run.json                  environment, command line, what was asked
+# results/<run_id>/collectives/w<N>.parquet              one row per op × message size at world size N
+# results/<run_id>/collectives/contention-w<N>.parquet   how overlapped compute and communication slow each other
+# results/<run_id>/gradprofile/<workload>.parquet         when each gradient is ready in backward (world size 1)
+# results/<run_id>/predictions.parquet                   the step-time model against a measured bucket sweep
+# results/<run_id>/floor.parquet                         the communication floor of each configuration
+
+COLLECTIVE_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("op", pa.string()),
+        ("world_size", pa.int32()),
+        ("bytes", pa.int64()),  # the whole message: all_gather's output, reduce_scatter's input
+        ("dtype", pa.string()),
+        ("iters", pa.int32()),
+        ("warmup", pa.int32()),
+        ("time_us", pa.float64()),  # median over iterations of the slowest rank
+        ("time_us_p10", pa.float64()),
+        ("time_us_p90", pa.float64()),
+        ("algbw_gbps", pa.float64()),  # bytes / time, GB/s (1e9)
+        ("busbw_gbps", pa.float64()),  # algbw × bus_factor(op, world_size)
+        ("correct", pa.bool_()),  # the result matched the expected values on every rank
+        ("device", pa.string()),
+        ("backend", pa.string()),
+        ("threads_per_rank", pa.int32()),
+        ("hostname", pa.string()),
+        ("started_at", pa.string()),
+    ]
+)
+
+CONTENTION_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("world_size", pa.int32()),
+        ("bytes", pa.int64()),  # all-reduce message used
+        ("compute_alone_ms", pa.float64()),
+        ("compute_overlapped_ms", pa.float64()),
+        ("comm_alone_ms", pa.float64()),
+        ("comm_overlapped_ms", pa.float64()),
+        ("compute_slowdown", pa.float64()),  # overlapped / alone (1.0: no contention)
+        ("comm_slowdown", pa.float64()),
+        ("device", pa.string()),
+        ("backend", pa.string()),
+        ("threads_per_rank", pa.int32()),
+        ("hostname", pa.string()),
+    ]
+)
+
+
+def collectives_dir(run: Path) -> Path:
+    return Path(run) / "collectives"
+
+
+def list_collectives_runs(results: Path) -> list[Path]:
+    """Run folders holding a collectives measurement, newest first."""
+    results = Path(results)
+    if not results.is_dir():
+        return []
+    runs = [p for p in results.iterdir() if (collectives_dir(p) / "run.json").is_file()]
+    return sorted(runs, key=lambda p: read_json(collectives_dir(p) / "run.json").get("started_at", ""), reverse=True)
+
+
+def _read_parts(folder: Path, pattern: str, schema: pa.Schema) -> pd.DataFrame:
+    parts = sorted(p for p in Path(folder).glob(pattern) if not p.name.startswith(".")) if Path(folder).is_dir() else []
+    if not parts:
+        return schema.empty_table().to_pandas()
+    return pd.concat([pd.read_parquet(p) for p in parts], ignore_index=True)
+
+
+def read_collectives(run: Path) -> pd.DataFrame:
+    return _read_parts(collectives_dir(run), "w*.parquet", COLLECTIVE_SCHEMA)
+
+
+def read_contention(run: Path) -> pd.DataFrame:
+    return _read_parts(collectives_dir(run), "contention-w*.parquet", CONTENTION_SCHEMA)
+
+
+GRADPROFILE_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("workload", pa.string()),
+        ("size", pa.string()),
+        ("batch_size", pa.int32()),  # per rank
+        ("dtype", pa.string()),
+        ("optimizer", pa.string()),
+        ("device", pa.string()),
+        ("threads_per_rank", pa.int32()),
+        ("param_index", pa.int32()),  # registration order (model.parameters(), shared parameters once)
+        ("param_name", pa.string()),
+        ("numel", pa.int64()),
+        ("bytes", pa.int64()),  # the gradient's size
+        ("param_dtype", pa.string()),
+        ("requires_grad", pa.bool_()),
+        ("ready_ms", pa.float64()),  # median time after backward began at which the gradient was accumulated
+        ("forward_ms", pa.float64()),  # medians of the profiled steps, repeated on every row
+        ("backward_ms", pa.float64()),
+        ("optimizer_ms", pa.float64()),
+        ("steps", pa.int32()),
+    ]
+)
+
+
+def gradprofile_path(run: Path, *, workload: str, size: str, batch_size: int, dtype: str, optimizer: str) -> Path:
+    return Path(run) / "gradprofile" / f"{workload}-{size}-b{batch_size}-{dtype}-{optimizer}.parquet"
+
+
+def write_gradprofile(path: Path, rows: list[dict[str, Any]]) -> None:
+    write_parquet(path, rows, GRADPROFILE_SCHEMA)
+
+
+def read_gradprofiles(run: Path) -> pd.DataFrame:
+    return _read_parts(Path(run) / "gradprofile", "*.parquet", GRADPROFILE_SCHEMA)
+
+
+PREDICTION_SCHEMA = pa.schema(
+    [
+        ("workload", pa.string()),
+        ("size", pa.string()),
+        ("impl", pa.string()),
+        ("world_size", pa.int32()),
+        ("bucket_cap_mb", pa.float64()),
+        ("measured_ms", pa.float64()),  # median over repeats of the configurations' step_ms_median
+        ("predicted_ms", pa.float64()),  # the model without contention
+        ("predicted_contention_ms", pa.float64()),  # the model with the measured contention (null: not measured)
+        ("buckets", pa.int32()),  # how many buckets the simulated assignment made
+        ("network", pa.string()),  # where α and β came from
+    ]
+)
+
+FLOOR_SCHEMA = pa.schema(
+    [
+        ("config_id", pa.string()),
+        ("world_size", pa.int32()),
+        ("grad_bytes", pa.int64()),
+        ("allreduce_ms", pa.float64()),  # all gradient bytes all-reduced once at the measured bandwidth
+        ("local_ms", pa.float64()),  # `local` (no communication) step time at the same world size and setup
+        ("floor_ms", pa.float64()),  # max(local_ms, allreduce_ms)
+        ("step_ms", pa.float64()),
+        ("network", pa.string()),
+    ]
+)
+
+
+def write_model_tables(run: Path, *, predictions: list[dict[str, Any]], floor: list[dict[str, Any]]) -> None:
+    """The step-time model's tables for one run (rewritten whenever the model is rerun)."""
+    write_parquet(Path(run) / "predictions.parquet", predictions, PREDICTION_SCHEMA)
+    write_parquet(Path(run) / "floor.parquet", floor, FLOOR_SCHEMA)
+
+
+def read_predictions(run: Path) -> pd.DataFrame:
+    path = Path(run) / "predictions.parquet"
+    return pd.read_parquet(path) if path.is_file() else PREDICTION_SCHEMA.empty_table().to_pandas()
+
+
+def read_floor(run: Path) -> pd.DataFrame:
+    path = Path(run) / "floor.parquet"
+    return pd.read_parquet(path) if path.is_file() else FLOOR_SCHEMA.empty_table().to_pandas()

@@ -27,7 +27,7 @@ import torch
 
 import impls
 import workloads
-from harness import modelinfo, parity, records, store
+from harness import gradprofile, modelinfo, parity, records, store
 from harness.config import Configuration
 from harness.dist import Session, distributed_session
 from harness.memory import MemorySampler, held_as_row, held_bytes, peaks_as_row
@@ -258,6 +258,7 @@ def run_plan(plan: dict[str, Any], session: Session) -> None:
     run = Path(plan["run_dir"])
     configurations = [Configuration.from_json(c) for c in plan["configurations"]]
     infos: dict[tuple, dict | None] = {}
+    profiled: set[tuple] = set()
     for cfg in configurations:
         if cfg.world_size != session.world_size:
             raise RuntimeError(
@@ -278,6 +279,9 @@ def run_plan(plan: dict[str, Any], session: Session) -> None:
                 model_info=info,
             )
             store.write_configuration(run, cfg.config_id, config_row, step_rows, rank_rows)
+            # At world size 1, when gradients become ready in backward (input of `ddpbench predict`).
+            gradprofile.record_once(cfg, run=run, device=session.device, context=plan["context"], done=profiled)
+            _release_memory(session.device)
 
 
 def main(argv: list[str] | None = None) -> int:
