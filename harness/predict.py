@@ -364,6 +364,8 @@ def network_for_run(results: Path, run: Path) -> Network | None:
 
 
 SETUP_KEYS = ["workload", "size", "batch_size", "dtype", "optimizer"]
+# Rows written before a column existed hold null there; these were the only values then.
+SETUP_DEFAULTS = {"dtype": "fp32", "optimizer": "sgd"}
 
 
 def _profile_for(profiles: pd.DataFrame, setup: dict) -> Profile | None:
@@ -382,6 +384,7 @@ def _ddp_defaults_but_cap(options_json: str) -> bool:
 
 def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Network) -> list[dict]:
     """Per stock bucket-cap configuration at world size ≥ 2 with a profile: measured against predicted."""
+    configs = configs.fillna(SETUP_DEFAULTS)
     ok = configs[(configs["status"] == "ok") & (configs["impl"] == "stock") & configs["bucket_cap_mb"].notna()]
     ok = ok[(ok["world_size"] > 1) & ok["impl_options"].map(_ddp_defaults_but_cap)]
     rows = []
@@ -411,6 +414,7 @@ def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Ne
 def floor_rows(configs: pd.DataFrame, network: Network) -> list[dict]:
     """Per configuration at world size ≥ 2: all its gradient bytes all-reduced once at the
     network's bandwidth, and the floor max(local step, that all-reduce)."""
+    configs = configs.fillna(SETUP_DEFAULTS)
     ok = configs[(configs["status"] == "ok") & (configs["world_size"] > 1) & configs["grad_bytes"].notna()]
     local = ok[ok["impl"] == "local"].groupby([*SETUP_KEYS, "world_size"])["step_ms_median"].median()
     rows = []

@@ -73,15 +73,20 @@ def step_vs_floor(configs: pd.DataFrame, floor: pd.DataFrame, *, workload: str) 
                                                       on="config_id")  # fmt: skip
     rows = rows[rows["impl"] != "local"]
     x = rows["config_label"].tolist()
-    figure = new_figure(
-        go.Bar(name="measured step", x=x, y=rows["step_ms_median"], marker_color=PALETTE[0],
-               hovertemplate="%{y:.2f} ms<extra>measured</extra>"),
-        go.Scatter(name="floor: max(local step, all-reduce of all gradients)", x=x, y=rows["floor_ms"],
-                   mode="markers", marker={"symbol": "line-ew-open", "size": 30, "color": "black", "line": {"width": 3}},
-                   customdata=list(zip(rows["local_ms"], rows["allreduce_ms"], strict=True)),
-                   hovertemplate="floor %{y:.2f} ms (local %{customdata[0]:.2f}, all-reduce %{customdata[1]:.2f})"
-                   "<extra></extra>"),
+    measured = go.Bar(
+        name="measured step", x=x, y=rows["step_ms_median"], marker_color=PALETTE[0],
+        hovertemplate="%{y:.2f} ms<extra>measured</extra>",
     )  # fmt: skip
+    floor_marks = go.Scatter(
+        name="floor: max(local step, all-reduce of all gradients)",
+        x=x,
+        y=rows["floor_ms"],
+        mode="markers",
+        marker={"symbol": "line-ew-open", "size": 30, "color": "black", "line": {"width": 3}},
+        customdata=list(zip(rows["local_ms"], rows["allreduce_ms"], strict=True)),
+        hovertemplate="floor %{y:.2f} ms (local %{customdata[0]:.2f}, all-reduce %{customdata[1]:.2f})<extra></extra>",
+    )
+    figure = new_figure(measured, floor_marks)
     return _layout(
         figure,
         title=f"{workload}: step time against the communication floor (closer is better)",

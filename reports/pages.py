@@ -399,7 +399,8 @@ def header(run: RunData) -> str:
     meta, configs = run.meta, run.configs
     parts = [
         '<nav><a href="../index.html">all runs</a><a href="#fastest">fastest</a><a href="#scaling">scaling</a>'
-        '<a href="#buckets">bucket cap</a><a href="#time">time</a><a href="#model">floor &amp; model</a><a href="#memory">memory</a>'
+        '<a href="#buckets">bucket cap</a><a href="#time">time</a><a href="#model">floor &amp; model</a>'
+        '<a href="#memory">memory</a>'
         '<a href="#trust">trust</a><a href="#environment">environment</a></nav>',
         f"<h1>Run {esc(meta['run_id'])}</h1>",
     ]
@@ -441,6 +442,13 @@ def model_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     return "\n".join(parts)
 
 
+def describe_error(error: dict) -> str:
+    return (
+        f"MAPE {error['mape']:.1%}; best cap {error['best_predicted_cap_mb']:g} MB vs measured "
+        f"{error['best_measured_cap_mb']:g} MB ({error['best_cap_grid_steps']} grid step(s) apart)"
+    )
+
+
 def prediction_error_table(predictions: pd.DataFrame) -> str:
     """Per sweep: the model's error with and without contention, and whether it picks the measured best cap."""
     rows = []
@@ -448,9 +456,8 @@ def prediction_error_table(predictions: pd.DataFrame) -> str:
         cells = [esc(workload), esc(size), esc(aggregate.world_label(int(world))), esc(group["network"].iloc[0])]
         for column in ("predicted_ms", "predicted_contention_ms"):
             if group[column].notna().all() and len(group) > 1:
-                e = stats.prediction_error(group["bucket_cap_mb"], group["measured_ms"], group[column])
-                cells.append(f"MAPE {e['mape']:.1%}; best cap {e['best_predicted_cap_mb']:g} MB vs measured "
-                             f"{e['best_measured_cap_mb']:g} MB ({e['best_cap_grid_steps']} grid step(s) apart)")  # fmt: skip
+                cells.append(describe_error(stats.prediction_error(group["bucket_cap_mb"], group["measured_ms"],
+                                                                   group[column])))  # fmt: skip
             else:
                 cells.append("not available")
         rows.append(cells)
@@ -523,9 +530,10 @@ def collectives_page(meta: dict[str, Any], frame: pd.DataFrame, contention: pd.D
         parts.append(figs.add(netfigures.busbw_vs_size(frame, op=op), CAPTIONS["busbw"]))
     parts.append("<h2>Every size</h2>" + collectives_table(frame))
     if not contention.empty:
-        rows = [[esc(aggregate.world_label(int(r.world_size))), f"{r.compute_alone_ms:.2f}", f"{r.compute_overlapped_ms:.2f}",
-                 f"{r.compute_slowdown:.2f}×", f"{r.comm_alone_ms:.2f}", f"{r.comm_overlapped_ms:.2f}",
-                 f"{r.comm_slowdown:.2f}×"] for r in contention.itertuples()]  # fmt: skip
+        rows = [[esc(aggregate.world_label(int(r.world_size))), f"{r.compute_alone_ms:.2f}",
+                 f"{r.compute_overlapped_ms:.2f}", f"{r.compute_slowdown:.2f}×", f"{r.comm_alone_ms:.2f}",
+                 f"{r.comm_overlapped_ms:.2f}", f"{r.comm_slowdown:.2f}×"]
+                for r in contention.itertuples()]  # fmt: skip
         head = ["world size", "compute alone ms", "compute with all-reduce ms", "compute slowdown",
                 "all-reduce alone ms", "all-reduce with compute ms", "all-reduce slowdown"]  # fmt: skip
         parts.append("<h2>Contention</h2><p>An all-reduce and a compute burst timed alone, then overlapped on the "

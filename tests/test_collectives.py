@@ -7,7 +7,7 @@ import pytest
 
 from harness import cli, collectives, store
 from harness.config import ConfigError
-from tests.conftest import run_ddpbench
+from conftest import run_ddpbench
 
 
 @pytest.mark.parametrize(
