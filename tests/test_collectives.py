@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from conftest import run_ddpbench
 
 from harness import cli, collectives, store
 from harness.config import ConfigError
-from conftest import run_ddpbench
 
 
 @pytest.mark.parametrize(

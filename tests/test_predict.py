@@ -234,7 +234,9 @@ def test_gradient_ready_profile_sees_the_last_layer_first():
     assert ready[-1] < ready[0]  # backward reaches the output layer before the input layer
     assert all(0 <= t <= rows[0]["backward_ms"] * 1.5 for t in ready)
     profile = predict.profile_from_rows(pd.DataFrame(rows))
-    assert [g.index for g in profile.grads][0] == len(params) - 1 or profile.grads[0].ready_s <= ready[-1] / 1e3
+    times = [g.ready_s for g in profile.grads]
+    assert times == sorted(times)  # the simulation walks gradients in the order they became ready
+    assert profile.grads[0].index >= len(params) - 2  # the output layer's weight or bias comes first
 
 
 def test_a_bench_run_stores_the_profile_at_world_size_1(small_run):
