@@ -101,6 +101,9 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--resume", metavar="RUN_ID", help="finish an interrupted run: skip what it wrote, run the rest")
     bench.add_argument("--seed", type=_int("--seed"), default=0, help="base seed (default: 0)")
     bench.add_argument("--timeout", type=float, default=1800.0, help="seconds a collective may wait (default: 1800)")
+    bench.add_argument("--busbw", help="all-reduce bus bandwidth (e.g. 90GB/s) for the report's communication floor "
+                       "(default: fitted from a `ddpbench collectives` run of this machine in --results)")  # fmt: skip
+    bench.add_argument("--latency", help="all-reduce latency that goes with --busbw (e.g. 30us; default: 0)")
 
     compare = commands.add_parser(
         "compare",
@@ -218,6 +221,8 @@ def bench_config(args: argparse.Namespace, *, default_gpus: int, all_impls: list
         repeats=args.repeats,
         timeout_s=args.timeout,
         command=tuple(sys.argv),
+        busbw=args.busbw,
+        latency=args.latency,
     )
 
 

@@ -86,6 +86,11 @@ class BenchConfig:
     """Process-group timeout: a collective that waits longer fails the configuration."""
     command: tuple[str, ...] = ()
     """The command line, recorded with the run."""
+    busbw: str | None = None
+    """All-reduce bus bandwidth of the cluster (e.g. 90GB/s), for the communication floor when no
+    `ddpbench collectives` run of this machine is at hand; stored in run.json."""
+    latency: str | None = None
+    """All-reduce latency (e.g. 30us) that goes with `busbw`."""
 
     def __post_init__(self) -> None:
         _require_positive_int("--gpus", self.gpus)
@@ -121,6 +126,17 @@ class BenchConfig:
         if self.timeout_s <= 0:
             raise ConfigError(f"--timeout {self.timeout_s} is not valid; give seconds > 0")
         validate_run_id(self.run_id)
+        self._check_network()
+
+    def _check_network(self) -> None:
+        from harness.predict import parse_bandwidth, parse_latency
+
+        if self.busbw is not None:
+            parse_bandwidth(self.busbw)
+        if self.latency is not None:
+            if self.busbw is None:
+                raise ConfigError("--latency needs --busbw too")
+            parse_latency(self.latency)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BenchConfig:

@@ -80,3 +80,14 @@ def test_bad_collectives_input_is_one_line_exit_2_and_writes_nothing(tmp_path, c
     err = capsys.readouterr().err
     assert named in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "r").exists()
+
+
+def test_every_new_column_is_documented_in_docs_results_md():
+    from pathlib import Path
+
+    documented = (Path(__file__).resolve().parent.parent / "docs" / "results.md").read_text()
+    schemas = (store.COLLECTIVE_SCHEMA, store.CONTENTION_SCHEMA, store.GRADPROFILE_SCHEMA, store.PREDICTION_SCHEMA,
+               store.FLOOR_SCHEMA)  # fmt: skip
+    for schema in schemas:
+        missing = [name for name in schema.names if f"`{name}`" not in documented]
+        assert not missing, f"undocumented columns: {missing}"

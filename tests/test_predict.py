@@ -305,3 +305,25 @@ def test_bad_predict_input_is_one_line_exit_2(tmp_path, capsys, flags, named):
     assert cli.main(["predict", *flags, "--results-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert named in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_bench_run_given_busbw_takes_its_network_from_run_json(tmp_path):
+    run = tmp_path / "r"
+    store.write_json(run / "run.json", {"run_id": "r", "device": "cpu", "backend": "gloo",
+                                        "config": {"busbw": "2GB/s", "latency": "10us"}})  # fmt: skip
+    network = predict.network_for_run(tmp_path, run)
+    link = predict.network_link(network, 8)
+    assert (link.alpha_s, link.busbw_bytes_per_s) == pytest.approx((10e-6, 2e9))
+
+
+def test_a_bench_run_without_busbw_or_collectives_has_no_network(tmp_path):
+    run = tmp_path / "r"
+    store.write_json(run / "run.json", {"run_id": "r", "device": "cpu", "backend": "gloo", "config": {}})
+    assert predict.network_for_run(tmp_path, run) is None
+
+
+@pytest.mark.parametrize(("flags", "named"), [(["--busbw", "fast"], "fast"), (["--latency", "30us"], "--busbw")])
+def test_bench_rejects_a_bad_network_before_writing_anything(tmp_path, capsys, flags, named):
+    assert cli.main(["bench", *flags, "--results", str(tmp_path / "r")]) == 2
+    assert named in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
