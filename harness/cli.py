@@ -421,7 +421,11 @@ def cmd_collectives(args: argparse.Namespace) -> int:
     print(f"ddpbench: collectives {','.join(config.ops)} on {config.device} with {config.backend}, world sizes "
           f"{config.world_sizes}, {config.iters} iterations per size -> {config.results / run_id}/collectives/",
           flush=True)  # fmt: skip
-    folder = collectives.launch(config, run_id=run_id, environment=env.capture(config.command))
+    try:
+        folder = collectives.launch(config, run_id=run_id, environment=env.capture(config.command))
+    except collectives.LaunchFailed as exc:
+        print(f"ddpbench: error: {exc}", file=sys.stderr)
+        return 1
     frame = store.read_collectives(folder.parent)
     for (world, op), rows in frame.groupby(["world_size", "op"], sort=True):
         best = rows.loc[rows["busbw_gbps"].idxmax()]

@@ -96,7 +96,7 @@ class CollectivesConfig:
     """Everything `ddpbench collectives` was asked to do."""
 
     gpus: int
-    """Ranks on this node; world sizes run as the ladder 2, 4, … up to it."""
+    """Ranks on this node (one node); world sizes run as the ladder 2, 4, … up to it."""
     ops: tuple[str, ...] = OPS
     """Collectives to measure."""
     sizes: tuple[int, int]
@@ -384,6 +384,10 @@ def main(argv: list[str] | None = None) -> int:
 # ---------------------------------------------------------------- the launcher side
 
 
+class LaunchFailed(RuntimeError):
+    """A torchrun launch of the measurement exited non-zero (its log says why)."""
+
+
 def launch(config: CollectivesConfig, *, run_id: str, environment: dict[str, Any], say=print) -> Path:
     """Write run.json, then one torchrun launch per world size; return the collectives folder."""
     from harness.launch import child_environment, threads_per_rank
@@ -429,7 +433,7 @@ def launch(config: CollectivesConfig, *, run_id: str, environment: dict[str, Any
         began = time.monotonic()
         code = _torchrun(plan_path, ranks=world, log=log, env=child_environment(threads))
         if code != 0:
-            raise RuntimeError(f"collectives at world size {world} exited with code {code}; see {log}")
+            raise LaunchFailed(f"collectives at world size {world} exited with code {code}; see {log}")
         say(f"ddpbench: collectives at world size {world} done in {time.monotonic() - began:.0f} s")
     return folder
 
