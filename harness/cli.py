@@ -571,21 +571,21 @@ def _print_predictions(predict, profile, network, *, world: int, caps: list[floa
 def _print_validation(rows: list[dict]) -> None:
     import pandas as pd
 
-    from harness import stats
+    from harness import predict, stats
 
     if not rows:
         print("validation: this run has no stock bucket-cap sweep at world size ≥ 2 to check the model against")
         return
     frame = pd.DataFrame(rows)
     for (workload, size, world), group in frame.groupby(["workload", "size", "world_size"]):
-        print(f"validation w{world} {workload}/{size} (measured in the run vs predicted):")
+        print(f"validation w{world} {workload}/{size}, measured in the run against predicted "
+              f"(raw / calibrated / calibrated + contention):")  # fmt: skip
         for r in group.itertuples():
-            contended = (
-                "" if pd.isna(r.predicted_contention_ms) else f", with contention {r.predicted_contention_ms:.2f}"
-            )
-            print(f"  cap {r.bucket_cap_mb:g} MiB: measured {r.measured_ms:.2f} ms, predicted {r.predicted_ms:.2f}"
-                  f"{contended}")  # fmt: skip
-        for label, column in (("without contention", "predicted_ms"), ("with contention", "predicted_contention_ms")):
+            variants = (r.predicted_raw_ms, r.predicted_ms, r.predicted_contention_ms)
+            predicted = " / ".join("—" if pd.isna(v) else f"{v:.2f}" for v in variants)
+            print(f"  cap {r.bucket_cap_mb:g} MiB: measured {r.measured_ms:.2f} ms, predicted {predicted} ms "
+                  f"(compute ×{r.compute_scale:.2f}, DDP's own {r.reducer_ms:.1f} ms)")  # fmt: skip
+        for column, label in predict.VARIANTS:
             if group[column].notna().all() and len(group) > 1:
                 error = stats.prediction_error(group["bucket_cap_mb"], group["measured_ms"], group[column])
                 print(f"  {label}: MAPE {error['mape']:.1%}, best cap measured {error['best_measured_cap_mb']:g} "

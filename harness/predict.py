@@ -255,6 +255,14 @@ def _overlap(backward_s: float, ready: list[float], costs: list[float], contenti
     return backward_end, comm_end
 
 
+def predict_cap(
+    profile: Profile, *, cap_mb: float, link: Link, world_size: int, contention: Contention = NO_CONTENTION
+) -> StepPrediction:
+    cap_bytes = int(cap_mb * MB)
+    buckets = assign_buckets(profile.grads, cap_bytes=cap_bytes, first_cap_bytes=first_bucket_bytes(cap_bytes))
+    return simulate(profile, buckets, link=link, world_size=world_size, contention=contention)
+
+
 def predict_caps(
     profile: Profile,
     *,
@@ -266,9 +274,7 @@ def predict_caps(
     """Predicted step per cap, with scaling efficiency against the profile's one-rank step."""
     rows = []
     for cap in caps_mb:
-        cap_bytes = int(cap * MB)
-        buckets = assign_buckets(profile.grads, cap_bytes=cap_bytes, first_cap_bytes=first_bucket_bytes(cap_bytes))
-        step = simulate(profile, buckets, link=link, world_size=world_size, contention=contention)
+        step = predict_cap(profile, cap_mb=cap, link=link, world_size=world_size, contention=contention)
         rows.append(
             {
                 "bucket_cap_mb": float(cap),
@@ -280,6 +286,29 @@ def predict_caps(
             }
         )
     return pd.DataFrame(rows)
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    """What a plain model's profile at world size 1 cannot see, measured in the same run without communication.
+
+    compute_scale: the `local` step at this world size over the profile's step (on one machine,
+    ranks slow each other's compute: shared memory bandwidth, caches, hyper-threads).
+    reducer_s: DDP's own cost at this cap with nothing to communicate (`stock` minus `local` at
+    world size 1: copying gradients into buckets and back, its hooks), spent during backward.
+    """
+
+    compute_scale: float = 1.0
+    reducer_s: float = 0.0
+
+
+def calibrate(profile: Profile, calibration: Calibration) -> Profile:
+    """The profile with compute scaled and backward stretched by the reducer's cost (ready times alike)."""
+    scale = calibration.compute_scale
+    backward = profile.backward_s * scale
+    stretch = (backward + calibration.reducer_s) / backward if backward > 0 else 1.0
+    grads = tuple(dataclasses.replace(g, ready_s=g.ready_s * scale * stretch) for g in profile.grads)
+    return Profile(profile.forward_s * scale, backward + calibration.reducer_s, profile.optimizer_s * scale, grads)
 
 
 # ---------------------------------------------------------------- user input
@@ -382,31 +411,55 @@ def _ddp_defaults_but_cap(options_json: str) -> bool:
     return not options
 
 
+def _median_step(configs: pd.DataFrame, setup: dict, *, world: int, impl: str, cap: float | None = None):
+    rows = configs[(configs["impl"] == impl) & (configs["world_size"] == world)]
+    for key, value in setup.items():
+        rows = rows[rows[key] == value]
+    if cap is not None:
+        rows = rows[rows["bucket_cap_mb"] == cap]
+    return float(rows["step_ms_median"].median()) / 1e3 if not rows.empty else None
+
+
+def run_calibration(configs: pd.DataFrame, setup: dict, *, world: int, cap: float, profile: Profile) -> Calibration:
+    """From the run's own configurations: its `local` step at this world size and at 1, and DDP at this cap at 1.
+    Whatever is missing leaves that part uncalibrated."""
+    local_n = _median_step(configs, setup, world=world, impl="local")
+    local_1 = _median_step(configs, setup, world=1, impl="local")
+    stock_1 = _median_step(configs, setup, world=1, impl="stock", cap=cap)
+    scale = local_n / profile.local_step_s if local_n else 1.0
+    reducer = max(0.0, stock_1 - local_1) * (local_n or local_1) / local_1 if stock_1 and local_1 else 0.0
+    return Calibration(compute_scale=scale, reducer_s=reducer)
+
+
 def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Network) -> list[dict]:
-    """Per stock bucket-cap configuration at world size ≥ 2 with a profile: measured against predicted."""
+    """Per stock bucket-cap configuration at world size ≥ 2 with a profile: measured against predicted,
+    raw (the profile as measured), calibrated (see Calibration), and calibrated with contention."""
     configs = configs.fillna(SETUP_DEFAULTS)
-    ok = configs[(configs["status"] == "ok") & (configs["impl"] == "stock") & configs["bucket_cap_mb"].notna()]
-    ok = ok[(ok["world_size"] > 1) & ok["impl_options"].map(_ddp_defaults_but_cap)]
+    configs = configs[(configs["status"] == "ok") & configs["impl_options"].map(_ddp_defaults_but_cap)]
+    sweeps = configs[(configs["impl"] == "stock") & configs["bucket_cap_mb"].notna() & (configs["world_size"] > 1)]
     rows = []
-    for keys, group in ok.groupby([*SETUP_KEYS, "world_size"]):
+    for keys, group in sweeps.groupby([*SETUP_KEYS, "world_size"]):
         setup = dict(zip(SETUP_KEYS, keys[:-1], strict=True))
         world = int(keys[-1])
         profile = _profile_for(profiles, setup)
         if profile is None or not network.links:
             continue
-        measured = group.groupby("bucket_cap_mb")["step_ms_median"].median()
         link = network_link(network, world)
-        plain = predict_caps(profile, caps_mb=list(measured.index), link=link, world_size=world)
         contention = network.contention.get(world)
-        contended = (predict_caps(profile, caps_mb=list(measured.index), link=link, world_size=world,
-                                  contention=contention) if contention else None)  # fmt: skip
-        for i, (cap, measured_ms) in enumerate(measured.items()):
+        for cap, measured_ms in group.groupby("bucket_cap_mb")["step_ms_median"].median().items():
+            calibration = run_calibration(configs, setup, world=world, cap=cap, profile=profile)
+            calibrated = calibrate(profile, calibration)
+            raw = predict_cap(profile, cap_mb=cap, link=link, world_size=world)
+            plain = predict_cap(calibrated, cap_mb=cap, link=link, world_size=world)
+            contended = (predict_cap(calibrated, cap_mb=cap, link=link, world_size=world, contention=contention)
+                         if contention else None)  # fmt: skip
             rows.append({
                 "workload": setup["workload"], "size": setup["size"], "impl": "stock", "world_size": world,
                 "bucket_cap_mb": float(cap), "measured_ms": float(measured_ms),
-                "predicted_ms": float(plain["step_ms"].iloc[i]),
-                "predicted_contention_ms": float(contended["step_ms"].iloc[i]) if contended is not None else None,
-                "buckets": int(plain["buckets"].iloc[i]), "network": link.source,
+                "predicted_raw_ms": raw.step_s * 1e3, "predicted_ms": plain.step_s * 1e3,
+                "predicted_contention_ms": contended.step_s * 1e3 if contended else None,
+                "compute_scale": calibration.compute_scale, "reducer_ms": calibration.reducer_s * 1e3,
+                "buckets": plain.buckets, "network": link.source,
             })  # fmt: skip
     return rows
 
@@ -504,3 +557,11 @@ def profile_for_run(run: Path, setup: dict, *, device) -> tuple[Profile, str]:
     }
     store.write_gradprofile(store.gradprofile_path(run, **setup), [{**context, **row} for row in rows])
     return profile_from_rows(pd.DataFrame(rows)), f"profile measured now (run {run.name} had none) and stored with it"
+
+
+# The model's variants as the report and `ddpbench predict` show them: (column, label).
+VARIANTS = (
+    ("predicted_raw_ms", "raw profile"),
+    ("predicted_ms", "calibrated on the run's local steps"),
+    ("predicted_contention_ms", "calibrated, with measured contention"),
+)

@@ -372,8 +372,11 @@ PREDICTION_SCHEMA = pa.schema(
         ("world_size", pa.int32()),
         ("bucket_cap_mb", pa.float64()),
         ("measured_ms", pa.float64()),  # median over repeats of the configurations' step_ms_median
-        ("predicted_ms", pa.float64()),  # the model without contention
-        ("predicted_contention_ms", pa.float64()),  # the model with the measured contention (null: not measured)
+        ("predicted_raw_ms", pa.float64()),  # the model on the world-size-1 profile as measured
+        ("predicted_ms", pa.float64()),  # calibrated on the run's own local (and world-size-1 stock) steps
+        ("predicted_contention_ms", pa.float64()),  # calibrated, with the measured contention (null: not measured)
+        ("compute_scale", pa.float64()),  # local step at this world size / the profile's step
+        ("reducer_ms", pa.float64()),  # DDP's own cost at this cap: stock − local at world size 1 (scaled alike)
         ("buckets", pa.int32()),  # how many buckets the simulated assignment made
         ("network", pa.string()),  # where α and β came from
     ]

@@ -104,13 +104,15 @@ def predicted_vs_measured(predictions: pd.DataFrame, *, workload: str, world_siz
         go.Scatter(name="measured", x=caps, y=rows["measured_ms"], mode="lines+markers",
                    line={"color": "black", "width": 3}),
     )  # fmt: skip
-    for column, name, colour in (("predicted_ms", "predicted", PALETTE[0]),
-                                 ("predicted_contention_ms", "predicted, with contention", PALETTE[1])):  # fmt: skip
-        if rows[column].notna().all():
+    curves = (("predicted_raw_ms", "predicted, raw profile", PALETTE[2], "dot"),
+              ("predicted_ms", "predicted, calibrated", PALETTE[0], "dash"),
+              ("predicted_contention_ms", "predicted, calibrated + contention", PALETTE[1], "dash"))  # fmt: skip
+    for column, name, colour, dash in curves:
+        if column in rows and rows[column].notna().all():
             error = stats.prediction_error(caps, rows["measured_ms"], rows[column])
             figure.add_trace(
                 go.Scatter(name=f"{name} (MAPE {error['mape']:.1%}, best {error['best_predicted_cap_mb']:g} MB)",
-                           x=caps, y=rows[column], mode="lines+markers", line={"color": colour, "dash": "dash"})
+                           x=caps, y=rows[column], mode="lines+markers", line={"color": colour, "dash": dash})
             )  # fmt: skip
     return _layout(
         figure,

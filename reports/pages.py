@@ -212,9 +212,10 @@ CAPTIONS = {
     "floor": "Each bar is a configuration's median step; its black tick is the floor max(local step, one all-reduce "
     "of all gradient bytes at the measured bus bandwidth): no data-parallel strategy can go below it, and the gap "
     "is what better overlap could still win.",
-    "model": "The black line is measured; dashed lines are `ddpbench predict`'s simulation of DDP's buckets over the "
-    "run's gradient-ready profile and the measured network, without and with the measured compute/communication "
-    "contention. The legend gives each model's MAPE and its best cap.",
+    "model": "The black line is measured; the others are `ddpbench predict`'s simulation of DDP's buckets over the "
+    "run's gradient-ready profile and the measured network: dotted on the profile as measured, dashed calibrated "
+    "on the run's own steps without communication (local at this world size, DDP at one rank), and with the "
+    "measured compute/communication contention. The legend gives each curve's MAPE and best cap.",
     "busbw": "Higher is better: bus bandwidth (algorithm bandwidth × the nccl-tests factor) per message size; "
     "small messages are latency-bound, the plateau is what the link sustains. Red crosses: a wrong result.",
     "breakdown": "Each bar is one configuration's median step split into phases (measured steps only, all ranks); "
@@ -442,6 +443,14 @@ def model_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     return "\n".join(parts)
 
 
+# The model's variants (as harness.predict.VARIANTS; reports read results, never the model's code).
+MODEL_VARIANTS = (
+    ("predicted_raw_ms", "raw profile"),
+    ("predicted_ms", "calibrated on the run's local steps"),
+    ("predicted_contention_ms", "calibrated, with measured contention"),
+)
+
+
 def describe_error(error: dict) -> str:
     return (
         f"MAPE {error['mape']:.1%}; best cap {error['best_predicted_cap_mb']:g} MB vs measured "
@@ -454,14 +463,14 @@ def prediction_error_table(predictions: pd.DataFrame) -> str:
     rows = []
     for (workload, size, world), group in predictions.groupby(["workload", "size", "world_size"]):
         cells = [esc(workload), esc(size), esc(aggregate.world_label(int(world))), esc(group["network"].iloc[0])]
-        for column in ("predicted_ms", "predicted_contention_ms"):
-            if group[column].notna().all() and len(group) > 1:
+        for column, _ in MODEL_VARIANTS:
+            if column in group and group[column].notna().all() and len(group) > 1:
                 cells.append(describe_error(stats.prediction_error(group["bucket_cap_mb"], group["measured_ms"],
                                                                    group[column])))  # fmt: skip
             else:
                 cells.append("not available")
         rows.append(cells)
-    head = ["workload", "size", "world size", "network", "model without contention", "model with measured contention"]
+    head = ["workload", "size", "world size", "network", *(f"model: {label}" for _, label in MODEL_VARIANTS)]
     return "<h3>Model error</h3><p>Target: MAPE ≤ 10 % and the best cap within one grid step.</p>" + table(head, rows)
 
 

@@ -81,6 +81,7 @@ def test_a_run_page_shows_the_floor_and_the_predicted_curve_with_its_error(built
     page = built_site.run_pages["bucket_sweep"].read_text()
     section = page.split("<h2 id=model>")[1].split("<h2")[0]
     assert section.count('class="plotly-graph-div"') == 2  # the floor and one predicted-vs-measured curve
+    assert "predicted, raw profile" in section and "predicted, calibrated + contention" in section
     assert "Model error" in section and "MAPE" in section and "grid step(s) apart" in section
 
 

@@ -265,18 +265,21 @@ def test_floor_is_the_larger_of_local_step_and_one_all_reduce_of_every_gradient(
     assert floor["s"]["local_ms"] == 10.0 and floor["s"]["floor_ms"] == 10.0
 
 
+_PROFILE_ROWS = pd.DataFrame([
+    {"workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32", "optimizer": "sgd", "param_index": i,
+     "bytes": MB, "param_dtype": "float32", "requires_grad": True, "ready_ms": 2.0 * (5 - i),
+     "forward_ms": 3.0, "backward_ms": 10.0, "optimizer_ms": 1.0} for i in range(5)
+])  # fmt: skip
+
+
 def test_sweep_predictions_pair_each_measured_cap_with_the_model():
     configs = pd.DataFrame([_config("a", "stock", 1.0, 20.0), _config("b", "stock", 1.0, 22.0),
-                            _config("c", "stock", 100.0, 25.0), _config("d", "stock", 1.0, 99.0, world=1)])  # fmt: skip
-    profile_rows = pd.DataFrame([
-        {"workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32", "optimizer": "sgd", "param_index": i,
-         "bytes": MB, "param_dtype": "float32", "requires_grad": True, "ready_ms": 2.0 * (5 - i),
-         "forward_ms": 3.0, "backward_ms": 10.0, "optimizer_ms": 1.0} for i in range(5)
-    ])  # fmt: skip
+                            _config("c", "stock", 100.0, 25.0)])  # fmt: skip
     network = predict.given_network(busbw_bytes_per_s=MB / 1e-3, latency_s=0.0)
-    rows = predict.sweep_predictions(configs, profile_rows, network)
+    rows = predict.sweep_predictions(configs, _PROFILE_ROWS, network)
     assert [(r["bucket_cap_mb"], r["measured_ms"]) for r in rows] == [(1.0, 21.0), (100.0, 25.0)]
-    assert [r["predicted_ms"] for r in rows] == pytest.approx([15.0, 19.0])
+    assert [r["predicted_ms"] for r in rows] == pytest.approx([15.0, 19.0])  # nothing to calibrate on
+    assert [r["predicted_raw_ms"] for r in rows] == pytest.approx([15.0, 19.0])
 
 
 # ---------------------------------------------------------------- the command
@@ -327,3 +330,15 @@ def test_bench_rejects_a_bad_network_before_writing_anything(tmp_path, capsys, f
     assert cli.main(["bench", *flags, "--results", str(tmp_path / "r")]) == 2
     assert named in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_calibration_scales_compute_to_the_runs_local_step_and_adds_ddps_own_cost():
+    configs = pd.DataFrame([_config("l1", "local", None, 14.0, world=1), _config("l2", "local", None, 28.0),
+                            _config("s1", "stock", 100.0, 16.0, world=1),
+                            _config("s2", "stock", 100.0, 50.0)])  # fmt: skip
+    network = predict.given_network(busbw_bytes_per_s=MB / 1e-3, latency_s=0.0)
+    [row] = predict.sweep_predictions(configs, _PROFILE_ROWS, network)
+    # Raw: 3 + 10 + 5 (one 5 MiB bucket after backward) + 1. Calibrated: compute × 28/14 = 2, DDP's own
+    # 16 − 14 = 2 ms at one rank, × 2 as well, added to backward: 6 + (20 + 4) + 5 + 2.
+    assert (row["compute_scale"], row["reducer_ms"]) == pytest.approx((2.0, 4.0))
+    assert (row["predicted_raw_ms"], row["predicted_ms"]) == pytest.approx((19.0, 37.0))
