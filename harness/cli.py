@@ -189,6 +189,12 @@ def add_predict_parser(commands) -> None:
     predict.add_argument("--busbw", help="all-reduce bus bandwidth, e.g. 90GB/s (default: fitted from collectives)")
     predict.add_argument("--latency", help="all-reduce latency α, e.g. 30us (default: fitted; 0 with --busbw alone)")
     predict.add_argument("--caps", help="bucket caps in MiB (default: 1,5,10,25,50,100, or the run's sweep)")
+    predict.add_argument(
+        "--profile-steps",
+        type=_int("--profile-steps"),
+        default=5,
+        help="steps profiled when the profile is measured now, after 2 warm-up steps (default: 5)",
+    )
 
 
 def bench_config(args: argparse.Namespace, *, default_gpus: int, all_impls: list[str]) -> BenchConfig:
@@ -463,8 +469,9 @@ def cmd_predict(args: argparse.Namespace) -> int:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     given = _given_network(args)
     caps = predict.parse_caps(args.caps) if args.caps else None
-    if args.gpus is not None and args.gpus < 1:
-        raise ConfigError(f"--gpus {args.gpus} is not valid; give a whole number ≥ 1")
+    for flag, value in (("--gpus", args.gpus), ("--profile-steps", args.profile_steps)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag} {value} is not valid; give a whole number ≥ 1")
     if args.results:
         run = predict.resolve_run(args.results, args.results_dir)
         setup = _run_setup(run, args)
@@ -484,7 +491,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
                               "or a `ddpbench collectives` run of this machine in --results-dir")  # fmt: skip
         print(f"ddpbench predict: profiling {setup['workload']}/{setup['size']} (batch {setup['batch_size']}) "
               f"here on {device.type} with {torch.get_num_threads()} thread(s)…", flush=True)  # fmt: skip
-        profile = predict.profile_from_rows(pd.DataFrame(predict.measure_profile(setup, device=device)))
+        rows = predict.measure_profile(setup, device=device, steps=args.profile_steps)
+        profile = predict.profile_from_rows(pd.DataFrame(rows))
         profile_source, run, worlds = f"profile measured now on {device.type}", None, [args.gpus or 8]
     caps = caps or predict.parse_caps(DEFAULT_PREDICT_CAPS)
     _print_profile(setup, profile, profile_source)

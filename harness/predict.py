@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from harness import store
+from harness.gradprofile import PROFILE_STEPS
 from harness.protocols import ConfigError
 
 MB = 1024 * 1024
@@ -523,7 +524,9 @@ def run_setups(run: Path) -> list[dict]:
     ]
 
 
-def measure_profile(setup: dict, *, device, seed: int = 0, threads: int | None = None) -> list[dict]:
+def measure_profile(
+    setup: dict, *, device, seed: int = 0, threads: int | None = None, steps: int = PROFILE_STEPS
+) -> list[dict]:
     """Profile a workload setup in this process (world size 1 needs no process group); on the
     CPU with the run's threads per rank, so that compute runs as fast as in one of its ranks."""
     import torch
@@ -539,7 +542,7 @@ def measure_profile(setup: dict, *, device, seed: int = 0, threads: int | None =
     if reason:
         raise ConfigError(f"--workload {setup['workload']!r} cannot run here: {reason}")
     rows = gradprofile.measure(workload, batch_size=setup["batch_size"], device=device, dtype=setup["dtype"],
-                               optimizer=setup["optimizer"], seed=seed)  # fmt: skip
+                               optimizer=setup["optimizer"], seed=seed, steps=steps)  # fmt: skip
     return [{**setup, **row} for row in rows]
 
 
