@@ -295,8 +295,8 @@ class Calibration:
 
     compute_scale: the `local` step at this world size over the profile's step (on one machine,
     ranks slow each other's compute: shared memory bandwidth, caches, hyper-threads).
-    reducer_s: DDP's own cost at this cap with nothing to communicate (`stock` minus `local` at
-    world size 1: copying gradients into buckets and back, its hooks), spent during backward.
+    reducer_s: DDP's own cost with nothing to communicate (`stock` minus `local` at world size 1:
+    copying gradients into buckets and back, its hooks), spent during backward.
     """
 
     compute_scale: float = 1.0
@@ -421,12 +421,17 @@ def _median_step(configs: pd.DataFrame, setup: dict, *, world: int, impl: str, c
     return float(rows["step_ms_median"].median()) / 1e3 if not rows.empty else None
 
 
-def run_calibration(configs: pd.DataFrame, setup: dict, *, world: int, cap: float, profile: Profile) -> Calibration:
-    """From the run's own configurations: its `local` step at this world size and at 1, and DDP at this cap at 1.
-    Whatever is missing leaves that part uncalibrated."""
+def run_calibration(configs: pd.DataFrame, setup: dict, *, world: int, profile: Profile) -> Calibration:
+    """From the run's own configurations: its `local` step at this world size and at 1, and DDP at 1.
+
+    DDP's own cost is pooled over every cap measured at one rank (median of stock − local): it is
+    mostly copying gradients into buckets and back, the same bytes whatever the cap, and the
+    difference of two noisy medians per cap would be mostly noise. Whatever is missing leaves
+    that part uncalibrated.
+    """
     local_n = _median_step(configs, setup, world=world, impl="local")
     local_1 = _median_step(configs, setup, world=1, impl="local")
-    stock_1 = _median_step(configs, setup, world=1, impl="stock", cap=cap)
+    stock_1 = _median_step(configs, setup, world=1, impl="stock")
     scale = local_n / profile.local_step_s if local_n else 1.0
     reducer = max(0.0, stock_1 - local_1) * (local_n or local_1) / local_1 if stock_1 and local_1 else 0.0
     return Calibration(compute_scale=scale, reducer_s=reducer)
@@ -447,9 +452,9 @@ def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Ne
             continue
         link = network_link(network, world)
         contention = network.contention.get(world)
+        calibration = run_calibration(configs, setup, world=world, profile=profile)
+        calibrated = calibrate(profile, calibration)
         for cap, measured_ms in group.groupby("bucket_cap_mb")["step_ms_median"].median().items():
-            calibration = run_calibration(configs, setup, world=world, cap=cap, profile=profile)
-            calibrated = calibrate(profile, calibration)
             raw = predict_cap(profile, cap_mb=cap, link=link, world_size=world)
             plain = predict_cap(calibrated, cap_mb=cap, link=link, world_size=world)
             contended = (predict_cap(calibrated, cap_mb=cap, link=link, world_size=world, contention=contention)

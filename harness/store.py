@@ -376,7 +376,7 @@ PREDICTION_SCHEMA = pa.schema(
         ("predicted_ms", pa.float64()),  # calibrated on the run's own local (and world-size-1 stock) steps
         ("predicted_contention_ms", pa.float64()),  # calibrated, with the measured contention (null: not measured)
         ("compute_scale", pa.float64()),  # local step at this world size / the profile's step
-        ("reducer_ms", pa.float64()),  # DDP's own cost at this cap: stock − local at world size 1 (scaled alike)
+        ("reducer_ms", pa.float64()),  # DDP's own cost: stock − local at world size 1, over all caps (scaled alike)
         ("buckets", pa.int32()),  # how many buckets the simulated assignment made
         ("network", pa.string()),  # where α and β came from
     ]
