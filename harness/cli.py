@@ -140,7 +140,8 @@ def add_collectives_parser(commands) -> None:
         description="Measure each collective over doubling message sizes at world sizes 2, 4, … up to --gpus "
         "(warm-up, timed iterations, a correctness check), with algorithm and bus bandwidth "
         "(all_reduce × 2(n-1)/n, all_gather and reduce_scatter × (n-1)/n, broadcast × 1), and how much "
-        "communication and compute slow each other down when they overlap. Writes results/<run_id>/collectives/.",
+        "communication and compute slow each other down when they overlap. Writes results/<run_id>/collectives/; "
+        "exits 1 if a result was wrong.",
     )
     collectives.add_argument(
         "--gpus", type=_int("--gpus"), help="ranks; world sizes 2, 4, … up to it (default: the GPUs visible, or 2)"
