@@ -83,6 +83,7 @@ def test_a_run_page_shows_the_floor_and_the_predicted_curve_with_its_error(built
     assert section.count('class="plotly-graph-div"') == 2  # the floor and one predicted-vs-measured curve
     assert "predicted, raw profile" in section and "predicted, calibrated + contention" in section
     assert "Model error" in section and "MAPE" in section and "grid step(s) apart" in section
+    assert "the measured &#x27;as good&#x27; caps" in section  # the golden sweep has its recommendations
 
 
 def test_a_run_without_network_says_how_to_get_the_floor(tmp_path):
