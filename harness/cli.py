@@ -500,7 +500,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     for world in worlds:
         _print_predictions(predict, profile, network, world=world, caps=caps)
     if run is not None:
-        _print_validation(predict.update_model_tables(args.results_dir, run, network)[0])
+        rows = predict.update_model_tables(args.results_dir, run, network)[0]
+        _print_validation(rows, store.read_recommendations(run))
     return 0
 
 
@@ -577,7 +578,7 @@ def _print_predictions(predict, profile, network, *, world: int, caps: list[floa
           f"scaling efficiency {best['scaling_efficiency']:.3f})")  # fmt: skip
 
 
-def _print_validation(rows: list[dict]) -> None:
+def _print_validation(rows: list[dict], recommendations) -> None:
     import pandas as pd
 
     from harness import predict, stats
@@ -594,12 +595,24 @@ def _print_validation(rows: list[dict]) -> None:
             predicted = " / ".join("—" if pd.isna(v) else f"{v:.2f}" for v in variants)
             print(f"  cap {r.bucket_cap_mb:g} MiB: measured {r.measured_ms:.2f} ms, predicted {predicted} ms "
                   f"(compute ×{r.compute_scale:.2f}, DDP's own {r.reducer_ms:.1f} ms)")  # fmt: skip
+        as_good = _as_good(recommendations, workload=workload, size=size, world=world)
+        if as_good is not None:
+            print(f"  measured caps not significantly slower than the best (Mann-Whitney p ≥ 0.002): "
+                  f"{', '.join(f'{c:g}' for c in as_good)} MiB")  # fmt: skip
         for column, label in predict.VARIANTS:
             if group[column].notna().all() and len(group) > 1:
                 error = stats.prediction_error(group["bucket_cap_mb"], group["measured_ms"], group[column])
                 print(f"  {label}: MAPE {error['mape']:.1%}, best cap measured {error['best_measured_cap_mb']:g} "
                       f"vs predicted {error['best_predicted_cap_mb']:g} MiB "
                       f"({error['best_cap_grid_steps']} grid step(s) apart)")  # fmt: skip
+
+
+def _as_good(recommendations, *, workload: str, size: str, world: int) -> list[float] | None:
+    if recommendations.empty:
+        return None
+    rows = recommendations[(recommendations["impl"] == "stock") & (recommendations["workload"] == workload)
+                           & (recommendations["size"] == size) & (recommendations["world_size"] == world)]  # fmt: skip
+    return json.loads(rows["equivalent_caps_mb"].iloc[0]) if len(rows) == 1 else None
 
 
 def cmd_report(args: argparse.Namespace) -> int:
