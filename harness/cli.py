@@ -500,7 +500,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
     for world in worlds:
         _print_predictions(predict, profile, network, world=world, caps=caps)
     if run is not None:
-        rows = predict.update_model_tables(args.results_dir, run, network)[0]
+        if given is None:  # the run's own network: its floor and model tables are (re)written for the report
+            rows = predict.update_model_tables(args.results_dir, run, network)[0]
+        else:  # a hypothetical network is printed against the run, never stored with it
+            rows = predict.sweep_predictions(store.read_configs(run), store.read_gradprofiles(run), network)
         _print_validation(rows, store.read_recommendations(run))
     return 0
 

@@ -522,7 +522,7 @@ def resolve_run(text: str, results: Path) -> Path:
 
 def run_setups(run: Path) -> list[dict]:
     """The workload setups a run measured successfully, in run order."""
-    configs = store.read_configs(run)
+    configs = store.read_configs(run).fillna(SETUP_DEFAULTS)
     ok = configs[configs["status"] == "ok"]
     return [
         dict(zip(SETUP_KEYS, keys, strict=True)) for keys in ok[SETUP_KEYS].drop_duplicates().itertuples(index=False)

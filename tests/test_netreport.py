@@ -6,6 +6,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 
@@ -98,3 +99,15 @@ def test_the_collectives_page_draws_busbw_per_op_and_flags_a_wrong_result(built)
     assert page.count('class="plotly-graph-div"') == len(collectives.OPS)
     assert "WRONG RESULTS: broadcast w2 8 KB" in page and "Contention" in page and "1.60×" in page
     assert 'href="collectives/net.html"' in built_site.index.read_text()
+
+
+def test_predict_against_a_run_with_a_hypothetical_network_prints_but_stores_nothing(built, capsys):
+    from harness import cli
+
+    results, _ = built
+    run = results / "bucket_sweep"
+    before = store.read_predictions(run)
+    assert cli.main(["predict", "--results", str(run), "--busbw", "1GB/s", "--latency", "5us"]) == 0
+    out = capsys.readouterr().out
+    assert "busbw 1.000 GB/s (given" in out and "validation w2 mlp/tiny" in out
+    pd.testing.assert_frame_equal(store.read_predictions(run), before)  # still the measured network's
