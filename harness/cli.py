@@ -117,6 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
         "ended (default: ten times its slowest step so far, at least 60)",
     )
     bench.add_argument("--fail-fast", action="store_true", help="stop at the first failed configuration (exit 1)")
+    bench.add_argument("--busbw", help="all-reduce bus bandwidth (e.g. 90GB/s) for the report's communication floor "
+                       "(default: fitted from a `ddpbench collectives` run of this machine in --results)")  # fmt: skip
+    bench.add_argument("--latency", help="all-reduce latency that goes with --busbw (e.g. 30us; default: 0)")
 
     compare = commands.add_parser(
         "compare",
@@ -135,10 +138,80 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compare.add_argument("--out", type=Path, default=Path("reports/site"), help="site folder (default: reports/site)")
 
+    add_collectives_parser(commands)
+    add_predict_parser(commands)
+
     report = commands.add_parser("report", help="build the HTML site from results/")
     report.add_argument("--results", type=Path, default=Path("results"), help="results folder (default: results)")
     report.add_argument("--out", type=Path, default=Path("reports/site"), help="site folder (default: reports/site)")
     return parser
+
+
+def add_collectives_parser(commands) -> None:
+    from harness.collectives import DEFAULT_ITERS, DEFAULT_SIZES, DEFAULT_WARMUP, OPS
+
+    collectives = commands.add_parser(
+        "collectives",
+        help="nccl-tests-style bandwidth of each collective, per message size and world size",
+        description="Measure each collective over doubling message sizes at world sizes 2, 4, … up to --gpus "
+        "(warm-up, timed iterations, a correctness check), with algorithm and bus bandwidth "
+        "(all_reduce × 2(n-1)/n, all_gather and reduce_scatter × (n-1)/n, broadcast × 1), and how much "
+        "communication and compute slow each other down when they overlap. Writes results/<run_id>/collectives/; "
+        "exits 1 if a result was wrong.",
+    )
+    collectives.add_argument(
+        "--gpus", type=_int("--gpus"), help="ranks; world sizes 2, 4, … up to it (default: the GPUs visible, or 2)"
+    )
+    collectives.add_argument("--ops", default=",".join(OPS), help=f"comma-separated (default: {','.join(OPS)})")
+    collectives.add_argument(
+        "--sizes",
+        help=f"MIN:MAX message bytes, doubling; KB/MB/GB are powers of 1024 "
+        f"(default: {DEFAULT_SIZES['cuda']} on GPUs, {DEFAULT_SIZES['cpu']} on the CPU)",
+    )
+    collectives.add_argument(
+        "--iters",
+        type=_int("--iters"),
+        help=f"timed iterations per size (default: {DEFAULT_ITERS['cuda']} on GPUs, {DEFAULT_ITERS['cpu']} on the CPU)",
+    )
+    collectives.add_argument(
+        "--warmup",
+        type=_int("--warmup"),
+        help=f"warm-up iterations (default: {DEFAULT_WARMUP['cuda']} on GPUs, {DEFAULT_WARMUP['cpu']} on the CPU)",
+    )
+    collectives.add_argument("--device", default="auto", help=f"{'|'.join(DEVICES)} (default: auto)")
+    collectives.add_argument(
+        "--backend", default="auto", help="auto|nccl|gloo (default: NCCL on GPUs, gloo on the CPU)"
+    )
+    collectives.add_argument("--results", type=Path, default=Path("results"), help="results folder (default: results)")
+    collectives.add_argument("--run-id", default="", help="run folder name (default: timestamp plus random suffix)")
+
+
+def add_predict_parser(commands) -> None:
+    predict = commands.add_parser(
+        "predict",
+        help="predicted step time and scaling efficiency per bucket cap, at world sizes you cannot run",
+        description="Simulate DDP's bucketed all-reduce over a gradient-ready profile (when each gradient is "
+        "ready in backward, at world size 1) and a network model t(S) = latency + S × 2(n-1)/n / busbw. "
+        "With --results RUN: the profile and the network (fitted from a `ddpbench collectives` run on the same "
+        "machine in the same results folder) measured there, and the error against the run's bucket sweeps. "
+        "Without: the profile is measured now, in this process, on this machine, and --busbw is needed.",
+    )
+    predict.add_argument("--results", metavar="RUN", help="a bench run: its folder, or its id in --results-dir")
+    predict.add_argument("--results-dir", type=Path, default=Path("results"), help="results folder (default: results)")
+    predict.add_argument("--workload", help="workload to profile (default: gpt2, or the run's)")
+    predict.add_argument("--size", help=f"{'|'.join(SIZE_CHOICES)} (default: auto: small on the CPU, full on GPUs; "
+                         "or the run's)")  # fmt: skip
+    predict.add_argument("--batch-size", type=_int("--batch-size"), help="samples per rank (default: the workload's)")
+    predict.add_argument("--gpus", type=_int("--gpus"), help="world size to predict (default: 8, or the run's)")
+    predict.add_argument("--busbw", help="all-reduce bus bandwidth, e.g. 90GB/s (default: fitted from collectives)")
+    predict.add_argument("--latency", help="all-reduce latency α, e.g. 30us (default: fitted; 0 with --busbw alone)")
+    predict.add_argument("--caps", help="bucket caps in MiB (default: 1,5,10,25,50,100, or the run's sweep)")
+    predict.add_argument(
+        "--profile-steps",
+        type=_int("--profile-steps"),
+        default=5,
+        help="steps profiled when the profile is measured now, after 2 warm-up steps (default: 5)",
+    )
 
 
 def bench_config(args: argparse.Namespace, *, default_gpus: int, all_impls: list[str]) -> BenchConfig:
@@ -172,6 +245,8 @@ def bench_config(args: argparse.Namespace, *, default_gpus: int, all_impls: list
         timeout_s=args.timeout,
         fail_fast=args.fail_fast,
         command=tuple(sys.argv),
+        busbw=args.busbw,
+        latency=args.latency,
     )
 
 
@@ -387,9 +462,241 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 1 if slower else 0
 
 
+def collectives_config(args: argparse.Namespace):
+    """Validate everything before anything is written: the config and the resolved device."""
+    import torch
+
+    from harness import collectives
+    from harness import config as cfgmod
+
+    for flag, value, choices in (("--device", args.device, DEVICES), ("--backend", args.backend, cfgmod.BACKENDS)):
+        if value not in choices:
+            raise ConfigError(f"{flag} {value!r} is not valid; choose one of {', '.join(choices)}")
+    device = cfgmod.resolve_device(args.device, cuda_available=torch.cuda.is_available())
+    backend = cfgmod.resolve_backend(args.backend, device=device)
+    gpus = args.gpus if args.gpus is not None else (torch.cuda.device_count() if device == "cuda" else 2)
+    if device == "cuda":
+        cfgmod.check_gpu_count(gpus=gpus, available=torch.cuda.device_count(), backend=backend)
+    config = collectives.CollectivesConfig(
+        gpus=gpus,
+        ops=collectives.parse_ops(args.ops),
+        sizes=collectives.parse_size_range(args.sizes or collectives.DEFAULT_SIZES[device]),
+        iters=args.iters if args.iters is not None else collectives.DEFAULT_ITERS[device],
+        warmup=args.warmup if args.warmup is not None else collectives.DEFAULT_WARMUP[device],
+        device=device,
+        backend=backend,
+        results=args.results,
+        run_id=args.run_id,
+        command=tuple(sys.argv),
+    )
+    run_id = config.run_id or cfgmod.new_run_id()
+    cfgmod.check_results_folder(config.results, run_id)
+    return config, run_id
+
+
+def cmd_collectives(args: argparse.Namespace) -> int:
+    from harness import collectives, env, store
+
+    config, run_id = collectives_config(args)
+    print(f"ddpbench: collectives {','.join(config.ops)} on {config.device} with {config.backend}, world sizes "
+          f"{config.world_sizes}, {config.iters} iterations per size -> {config.results / run_id}/collectives/",
+          flush=True)  # fmt: skip
+    try:
+        folder = collectives.launch(config, run_id=run_id, environment=env.capture(config.command))
+    except collectives.LaunchFailed as exc:
+        print(f"ddpbench: error: {exc}", file=sys.stderr)
+        return 1
+    frame = store.read_collectives(folder.parent)
+    for (world, op), rows in frame.groupby(["world_size", "op"], sort=True):
+        best = rows.loc[rows["busbw_gbps"].idxmax()]
+        largest = rows.loc[rows["bytes"].idxmax()]
+        verdict = (
+            "all correct"
+            if rows["correct"].all()
+            else "WRONG RESULTS at " + ", ".join(_bytes_text(b) for b in rows.loc[~rows["correct"], "bytes"])
+        )
+        print(f"  w{world} {op:<14} busbw {largest['busbw_gbps']:.3f} GB/s at {_bytes_text(largest['bytes'])} "
+              f"(peak {best['busbw_gbps']:.3f} at {_bytes_text(best['bytes'])}); {verdict}")  # fmt: skip
+    for row in store.read_contention(folder.parent).itertuples():
+        print(f"  w{row.world_size} overlap: compute {row.compute_slowdown:.2f}× slower, all-reduce "
+              f"{row.comm_slowdown:.2f}× slower while the other runs")  # fmt: skip
+    print(f"collectives: {folder}/")
+    return 0 if frame["correct"].all() else 1
+
+
+def _bytes_text(count: float) -> str:
+    for unit, scale in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
+        if count >= scale:
+            return f"{count / scale:g} {unit}"
+    return f"{count:g} B"
+
+
+DEFAULT_PREDICT_CAPS = "1,5,10,25,50,100"
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    import pandas as pd
+    import torch
+
+    from harness import predict, store
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    given = _given_network(args)
+    caps = predict.parse_caps(args.caps) if args.caps else None
+    for flag, value in (("--gpus", args.gpus), ("--profile-steps", args.profile_steps)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag} {value} is not valid; give a whole number ≥ 1")
+    if args.results:
+        run = predict.resolve_run(args.results, args.results_dir)
+        setup = _run_setup(run, args)
+        network = given or predict.network_for_run(args.results_dir, run)
+        if network is None:
+            raise ConfigError(f"no `ddpbench collectives` run from this run's machine in {str(args.results_dir)!r}; "
+                              "run one there, or give --busbw (and --latency)")  # fmt: skip
+        profile, profile_source = predict.profile_for_run(run, setup, device=device)
+        configs = store.read_configs(run)
+        worlds = [args.gpus] if args.gpus else sorted({int(n) for n in configs["world_size"] if n > 1}) or [8]
+        caps = caps or sorted({float(c) for c in configs["bucket_cap_mb"].dropna()}) or None
+    else:
+        setup = _fresh_setup(args, device)
+        network = given or _this_machine_network(args.results_dir, device=device.type)
+        if network is None:
+            raise ConfigError("--busbw is needed (e.g. --busbw 90GB/s --latency 30us), or --results RUN, "
+                              "or a `ddpbench collectives` run of this machine in --results-dir")  # fmt: skip
+        print(f"ddpbench predict: profiling {setup['workload']}/{setup['size']} (batch {setup['batch_size']}) "
+              f"here on {device.type} with {torch.get_num_threads()} thread(s)…", flush=True)  # fmt: skip
+        rows = predict.measure_profile(setup, device=device, steps=args.profile_steps)
+        profile = predict.profile_from_rows(pd.DataFrame(rows))
+        profile_source, run, worlds = f"profile measured now on {device.type}", None, [args.gpus or 8]
+    caps = caps or predict.parse_caps(DEFAULT_PREDICT_CAPS)
+    _print_profile(setup, profile, profile_source)
+    for world in worlds:
+        _print_predictions(predict, profile, network, world=world, caps=caps)
+    if run is not None:
+        if given is None:  # the run's own network: its floor and model tables are (re)written for the report
+            rows = predict.update_model_tables(args.results_dir, run, network)[0]
+        else:  # a hypothetical network is printed against the run, never stored with it
+            rows = predict.sweep_predictions(store.read_configs(run), store.read_gradprofiles(run), network)
+        _print_validation(rows, store.read_recommendations(run))
+    return 0
+
+
+def _given_network(args: argparse.Namespace):
+    from harness import predict
+
+    if args.latency and not args.busbw:
+        raise ConfigError("--latency needs --busbw too (or neither: both fitted from collectives)")
+    if not args.busbw:
+        return None
+    latency = predict.parse_latency(args.latency) if args.latency else 0.0
+    return predict.given_network(busbw_bytes_per_s=predict.parse_bandwidth(args.busbw), latency_s=latency)
+
+
+def _this_machine_network(results: Path, *, device: str):
+    import socket
+
+    from harness import predict
+
+    backend = "nccl" if device == "cuda" else "gloo"
+    meta = {"environment": {"hostname": socket.gethostname()}, "device": device, "backend": backend}
+    run = predict.matching_collectives(results, meta) if Path(results).is_dir() else None
+    return predict.measured_network(run) if run is not None else None
+
+
+def _run_setup(run: Path, args: argparse.Namespace) -> dict:
+    from harness import predict
+
+    setups = predict.run_setups(run)
+    chosen = [s for s in setups if (not args.workload or s["workload"] == args.workload)
+              and (not args.size or s["size"] == args.size)
+              and (not args.batch_size or s["batch_size"] == args.batch_size)]  # fmt: skip
+    if not chosen:
+        have = ", ".join(f"{s['workload']}/{s['size']} batch {s['batch_size']}" for s in setups) or "nothing ok"
+        raise ConfigError(
+            f"run {run.name} has no measured setup matching --workload/--size/--batch-size (it has: {have})"
+        )
+    return chosen[0]
+
+
+def _fresh_setup(args: argparse.Namespace, device) -> dict:
+    import workloads
+
+    name = args.workload or "gpt2"
+    workload_entry = workloads.entry(name)  # raises ConfigError naming the valid workloads
+    size = args.size or "auto"
+    if size not in SIZE_CHOICES:
+        raise ConfigError(f"--size {size!r} is not valid; choose one of {', '.join(SIZE_CHOICES)}")
+    size = size if size != "auto" else ("full" if device.type == "cuda" else "small")
+    batch = args.batch_size or workloads.create(workload_entry.name, size=size).default_batch_size()
+    return {"workload": name, "size": size, "batch_size": batch, "dtype": "fp32", "optimizer": "sgd"}
+
+
+def _print_profile(setup: dict, profile, source: str) -> None:
+    print(f"ddpbench predict: {setup['workload']}/{setup['size']}, batch {setup['batch_size']} per rank; {source}: "
+          f"forward {profile.forward_s * 1e3:.2f} ms, backward {profile.backward_s * 1e3:.2f} ms, optimizer "
+          f"{profile.optimizer_s * 1e3:.2f} ms, {profile.grad_bytes / 2**20:.2f} MiB of gradients "
+          f"in {len(profile.grads)} tensors")  # fmt: skip
+
+
+def _print_predictions(predict, profile, network, *, world: int, caps: list[float]) -> None:
+    link = predict.network_link(network, world)
+    contention = network.contention.get(world, predict.NO_CONTENTION)
+    print(f"w{world}: all-reduce α {link.alpha_s * 1e6:.1f} µs, busbw {link.busbw_bytes_per_s / 1e9:.3f} GB/s "
+          f"({link.source}); contention: compute ×{contention.compute_slowdown:.2f}, "
+          f"all-reduce ×{contention.comm_slowdown:.2f} while overlapped")  # fmt: skip
+    frame = predict.predict_caps(profile, caps_mb=caps, link=link, world_size=world, contention=contention)
+    print(f"  {'cap MiB':>8} {'buckets':>8} {'step ms':>9} {'exposed comm ms':>16} {'scaling eff.':>13}")
+    for r in frame.itertuples():
+        print(f"  {r.bucket_cap_mb:>8g} {r.buckets:>8} {r.step_ms:>9.2f} {r.exposed_comm_ms:>16.2f} "
+              f"{r.scaling_efficiency:>13.3f}")  # fmt: skip
+    best = frame.loc[frame["step_ms"].idxmin()]
+    print(f"  predicted best cap at w{world}: {best['bucket_cap_mb']:g} MiB ({best['step_ms']:.2f} ms, "
+          f"scaling efficiency {best['scaling_efficiency']:.3f})")  # fmt: skip
+
+
+def _print_validation(rows: list[dict], recommendations) -> None:
+    import pandas as pd
+
+    from harness import predict, stats
+
+    if not rows:
+        print("validation: this run has no stock bucket-cap sweep at world size ≥ 2 to check the model against")
+        return
+    frame = pd.DataFrame(rows)
+    for (workload, size, world), group in frame.groupby(["workload", "size", "world_size"]):
+        print(f"validation w{world} {workload}/{size}, measured in the run against predicted "
+              f"(raw / calibrated / calibrated + contention):")  # fmt: skip
+        for r in group.itertuples():
+            variants = (r.predicted_raw_ms, r.predicted_ms, r.predicted_contention_ms)
+            predicted = " / ".join("—" if pd.isna(v) else f"{v:.2f}" for v in variants)
+            print(f"  cap {r.bucket_cap_mb:g} MiB: measured {r.measured_ms:.2f} ms, predicted {predicted} ms "
+                  f"(compute ×{r.compute_scale:.2f}, DDP's own {r.reducer_ms:.1f} ms)")  # fmt: skip
+        as_good = _as_good(recommendations, workload=workload, size=size, world=world)
+        if as_good is not None:
+            print(f"  measured caps not significantly slower than the best (Mann-Whitney p ≥ 0.002): "
+                  f"{', '.join(f'{c:g}' for c in as_good)} MiB")  # fmt: skip
+        for column, label in predict.VARIANTS:
+            if group[column].notna().all() and len(group) > 1:
+                error = stats.prediction_error(group["bucket_cap_mb"], group["measured_ms"], group[column])
+                print(f"  {label}: MAPE {error['mape']:.1%}, best cap measured {error['best_measured_cap_mb']:g} "
+                      f"vs predicted {error['best_predicted_cap_mb']:g} MiB "
+                      f"({error['best_cap_grid_steps']} grid step(s) apart)")  # fmt: skip
+
+
+def _as_good(recommendations, *, workload: str, size: str, world: int) -> list[float] | None:
+    if recommendations.empty:
+        return None
+    rows = recommendations[(recommendations["impl"] == "stock") & (recommendations["workload"] == workload)
+                           & (recommendations["size"] == size) & (recommendations["world_size"] == world)]  # fmt: skip
+    return json.loads(rows["equivalent_caps_mb"].iloc[0]) if len(rows) == 1 else None
+
+
 def cmd_report(args: argparse.Namespace) -> int:
+    from harness import predict
     from reports import site
 
+    # The floor and the model's curves depend on collectives runs that may have come after a bench run.
+    predict.update_all_model_tables(args.results)
     built = site.build_site(results=args.results, out=args.out)
     print(f"report: {built.index}")
     for run_id, page in built.run_pages.items():
@@ -412,6 +719,10 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_compare(args)
         if args.command == "report":
             return cmd_report(args)
+        if args.command == "collectives":
+            return cmd_collectives(args)
+        if args.command == "predict":
+            return cmd_predict(args)
     except ConfigError as exc:
         print(f"ddpbench: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -89,6 +89,11 @@ class BenchConfig:
     """Stop the run at the first failed configuration instead of going on with the next."""
     command: tuple[str, ...] = ()
     """The command line, recorded with the run."""
+    busbw: str | None = None
+    """All-reduce bus bandwidth of the cluster (e.g. 90GB/s), for the communication floor when no
+    `ddpbench collectives` run of this machine is at hand; stored in run.json."""
+    latency: str | None = None
+    """All-reduce latency (e.g. 30us) that goes with `busbw`."""
 
     def __post_init__(self) -> None:
         _require_positive_int("--gpus", self.gpus)
@@ -126,6 +131,17 @@ class BenchConfig:
         if self.nnodes > 1 and not self.run_id:
             raise ConfigError("--nnodes above 1 needs --run-id: every node's launcher must name the same run")
         validate_run_id(self.run_id)
+        self._check_network()
+
+    def _check_network(self) -> None:
+        from harness.predict import parse_bandwidth, parse_latency
+
+        if self.busbw is not None:
+            parse_bandwidth(self.busbw)
+        if self.latency is not None:
+            if self.busbw is None:
+                raise ConfigError("--latency needs --busbw too")
+            parse_latency(self.latency)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> BenchConfig:

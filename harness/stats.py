@@ -142,3 +142,22 @@ def recommend_cap(
         "equivalent_caps_mb": sorted({best, *equivalent}),
         "gain_vs_default": gain,
     }
+
+
+def prediction_error(caps: Sequence[float], measured: Sequence[float], predicted: Sequence[float]) -> dict:
+    """How well a predicted curve over bucket caps matches the measured one.
+
+    MAPE (mean absolute percentage error), the best cap of each, and how many grid steps
+    apart they are (0: the prediction picks the measured best; the target is at most 1).
+    """
+    order = np.argsort(np.asarray(caps, dtype=float))
+    caps_sorted = np.asarray(caps, dtype=float)[order]
+    measured_sorted = np.asarray(measured, dtype=float)[order]
+    predicted_sorted = np.asarray(predicted, dtype=float)[order]
+    best_measured, best_predicted = int(np.argmin(measured_sorted)), int(np.argmin(predicted_sorted))
+    return {
+        "mape": float(np.mean(np.abs(predicted_sorted - measured_sorted) / measured_sorted)),
+        "best_measured_cap_mb": float(caps_sorted[best_measured]),
+        "best_predicted_cap_mb": float(caps_sorted[best_predicted]),
+        "best_cap_grid_steps": abs(best_measured - best_predicted),
+    }

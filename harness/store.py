@@ -220,11 +220,13 @@ REQUIRED_COLUMNS = {
 def migrate_v1_to_v2(table: pa.Table) -> pa.Table:
     """Schema 1 had no `error_kind`/`error_file`: classify each failed row from its error text
     (as the launcher of schema 1 wrote it); the traceback file did not exist."""
-    errors = table.column("error").to_pylist()
+    errors = table.column("error").to_pylist() if "error" in table.column_names else [None] * len(table)
     statuses = table.column("status").to_pylist()
     kinds = [_kind_from_error_text(e) if s == "failed" else None for s, e in zip(statuses, errors, strict=True)]
-    table = table.append_column("error_kind", pa.array(kinds, pa.string()))
-    table = table.append_column("error_file", pa.nulls(len(table), pa.string()))
+    if "error_kind" not in table.column_names:
+        table = table.append_column("error_kind", pa.array(kinds, pa.string()))
+    if "error_file" not in table.column_names:
+        table = table.append_column("error_file", pa.nulls(len(table), pa.string()))
     return table.set_column(
         table.schema.get_field_index("schema_version"), "schema_version", pa.array([2] * len(table), pa.int32())
     )
@@ -363,3 +365,178 @@ def list_runs(results: Path) -> list[Path]:
         except (OSError, ValueError, AttributeError) as exc:
             _skip(folder / "run.json", f"unreadable run metadata ({type(exc).__name__})")
     return sorted(started, key=started.get, reverse=True)
+
+
+# ---------------------------------------------------------------- `ddpbench collectives`, `ddpbench predict`
+# results/<run_id>/collectives/run.json                  environment, command line, what was asked
+# results/<run_id>/collectives/w<N>.parquet              one row per op × message size at world size N
+# results/<run_id>/collectives/contention-w<N>.parquet   how overlapped compute and communication slow each other
+# results/<run_id>/gradprofile/<workload>.parquet         when each gradient is ready in backward (world size 1)
+# results/<run_id>/predictions.parquet                   the step-time model against a measured bucket sweep
+# results/<run_id>/floor.parquet                         the communication floor of each configuration
+
+COLLECTIVE_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("op", pa.string()),
+        ("world_size", pa.int32()),
+        ("bytes", pa.int64()),  # the whole message: all_gather's output, reduce_scatter's input
+        ("dtype", pa.string()),
+        ("iters", pa.int32()),
+        ("warmup", pa.int32()),
+        ("time_us", pa.float64()),  # median over iterations of the slowest rank
+        ("time_us_p10", pa.float64()),
+        ("time_us_p90", pa.float64()),
+        ("algbw_gbps", pa.float64()),  # bytes / time, GB/s (1e9)
+        ("busbw_gbps", pa.float64()),  # algbw × bus_factor(op, world_size)
+        ("correct", pa.bool_()),  # the result matched the expected values on every rank
+        ("device", pa.string()),
+        ("backend", pa.string()),
+        ("threads_per_rank", pa.int32()),
+        ("hostname", pa.string()),
+        ("started_at", pa.string()),
+    ]
+)
+
+CONTENTION_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("world_size", pa.int32()),
+        ("bytes", pa.int64()),  # all-reduce message used
+        ("compute_alone_ms", pa.float64()),
+        ("compute_overlapped_ms", pa.float64()),
+        ("comm_alone_ms", pa.float64()),
+        ("comm_overlapped_ms", pa.float64()),
+        ("compute_slowdown", pa.float64()),  # overlapped / alone (1.0: no contention)
+        ("comm_slowdown", pa.float64()),
+        ("device", pa.string()),
+        ("backend", pa.string()),
+        ("threads_per_rank", pa.int32()),
+        ("hostname", pa.string()),
+    ]
+)
+
+
+def collectives_dir(run: Path) -> Path:
+    return Path(run) / "collectives"
+
+
+def list_collectives_runs(results: Path) -> list[Path]:
+    """Run folders holding a collectives measurement, newest first."""
+    results = Path(results)
+    if not results.is_dir():
+        return []
+    runs = [p for p in results.iterdir() if (collectives_dir(p) / "run.json").is_file()]
+    return sorted(runs, key=lambda p: read_json(collectives_dir(p) / "run.json").get("started_at", ""), reverse=True)
+
+
+def _read_parts(folder: Path, pattern: str, schema: pa.Schema) -> pd.DataFrame:
+    parts = sorted(p for p in Path(folder).glob(pattern) if not p.name.startswith(".")) if Path(folder).is_dir() else []
+    frames = []
+    for path in parts:  # an unreadable or foreign part is named and skipped, as for configs/steps/ranks
+        try:
+            table = pq.read_table(path)
+        except (OSError, pa.ArrowException) as exc:
+            _skip(path, f"unreadable Parquet ({type(exc).__name__})")
+            continue
+        missing = set(schema.names) - set(table.column_names)
+        if missing:
+            _skip(path, f"not a ddpbench {pattern} part (no column {', '.join(sorted(missing))})")
+            continue
+        frames.append(table.to_pandas())
+    if not frames:
+        return schema.empty_table().to_pandas()
+    return pd.concat(frames, ignore_index=True)
+
+
+def read_collectives(run: Path) -> pd.DataFrame:
+    return _read_parts(collectives_dir(run), "w*.parquet", COLLECTIVE_SCHEMA)
+
+
+def read_contention(run: Path) -> pd.DataFrame:
+    return _read_parts(collectives_dir(run), "contention-w*.parquet", CONTENTION_SCHEMA)
+
+
+GRADPROFILE_SCHEMA = pa.schema(
+    [
+        ("run_id", pa.string()),
+        ("workload", pa.string()),
+        ("size", pa.string()),
+        ("batch_size", pa.int32()),  # per rank
+        ("dtype", pa.string()),
+        ("optimizer", pa.string()),
+        ("device", pa.string()),
+        ("threads_per_rank", pa.int32()),
+        ("param_index", pa.int32()),  # registration order (model.parameters(), shared parameters once)
+        ("param_name", pa.string()),
+        ("numel", pa.int64()),
+        ("bytes", pa.int64()),  # the gradient's size
+        ("param_dtype", pa.string()),
+        ("requires_grad", pa.bool_()),
+        ("ready_ms", pa.float64()),  # median time after backward began at which the gradient was accumulated
+        ("forward_ms", pa.float64()),  # medians of the profiled steps, repeated on every row
+        ("backward_ms", pa.float64()),
+        ("optimizer_ms", pa.float64()),
+        ("steps", pa.int32()),
+    ]
+)
+
+
+def gradprofile_path(run: Path, *, workload: str, size: str, batch_size: int, dtype: str, optimizer: str) -> Path:
+    return Path(run) / "gradprofile" / f"{workload}-{size}-b{batch_size}-{dtype}-{optimizer}.parquet"
+
+
+def write_gradprofile(path: Path, rows: list[dict[str, Any]]) -> None:
+    write_parquet(path, rows, GRADPROFILE_SCHEMA)
+
+
+def read_gradprofiles(run: Path) -> pd.DataFrame:
+    return _read_parts(Path(run) / "gradprofile", "*.parquet", GRADPROFILE_SCHEMA)
+
+
+PREDICTION_SCHEMA = pa.schema(
+    [
+        ("workload", pa.string()),
+        ("size", pa.string()),
+        ("impl", pa.string()),
+        ("world_size", pa.int32()),
+        ("bucket_cap_mb", pa.float64()),
+        ("measured_ms", pa.float64()),  # median over repeats of the configurations' step_ms_median
+        ("predicted_raw_ms", pa.float64()),  # the model on the world-size-1 profile as measured
+        ("predicted_ms", pa.float64()),  # calibrated on the run's own local (and world-size-1 stock) steps
+        ("predicted_contention_ms", pa.float64()),  # calibrated, with the measured contention (null: not measured)
+        ("compute_scale", pa.float64()),  # local step at this world size / the profile's step
+        ("reducer_ms", pa.float64()),  # DDP's own cost: stock − local at world size 1, over all caps (scaled alike)
+        ("buckets", pa.int32()),  # how many buckets the simulated assignment made
+        ("network", pa.string()),  # where α and β came from
+    ]
+)
+
+FLOOR_SCHEMA = pa.schema(
+    [
+        ("config_id", pa.string()),
+        ("world_size", pa.int32()),
+        ("grad_bytes", pa.int64()),
+        ("allreduce_ms", pa.float64()),  # all gradient bytes all-reduced once at the measured bandwidth
+        ("local_ms", pa.float64()),  # `local` (no communication) step time at the same world size and setup
+        ("floor_ms", pa.float64()),  # max(local_ms, allreduce_ms)
+        ("step_ms", pa.float64()),
+        ("network", pa.string()),
+    ]
+)
+
+
+def write_model_tables(run: Path, *, predictions: list[dict[str, Any]], floor: list[dict[str, Any]]) -> None:
+    """The step-time model's tables for one run (rewritten whenever the model is rerun)."""
+    write_parquet(Path(run) / "predictions.parquet", predictions, PREDICTION_SCHEMA)
+    write_parquet(Path(run) / "floor.parquet", floor, FLOOR_SCHEMA)
+
+
+def read_predictions(run: Path) -> pd.DataFrame:
+    path = Path(run) / "predictions.parquet"
+    return pd.read_parquet(path) if path.is_file() else PREDICTION_SCHEMA.empty_table().to_pandas()
+
+
+def read_floor(run: Path) -> pd.DataFrame:
+    path = Path(run) / "floor.parquet"
+    return pd.read_parquet(path) if path.is_file() else FLOOR_SCHEMA.empty_table().to_pandas()

@@ -31,7 +31,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 
 import impls
 import workloads
-from harness import faults, modelinfo, parity, records, rpc_flow, store
+from harness import faults, gradprofile, modelinfo, parity, records, rpc_flow, store
 from harness.config import Configuration
 from harness.dist import Session, distributed_session
 from harness.liveness import Responder
@@ -296,6 +296,7 @@ def run_plan(plan: dict[str, Any], session: Session, *, watch: RankWatch | None 
     run = Path(plan["run_dir"])
     configurations = [Configuration.from_json(c) for c in plan["configurations"]]
     infos: dict[tuple, dict | None] = {}
+    profiled: set[tuple] = set()
     for cfg in configurations:
         if cfg.processes != session.world_size:
             raise RuntimeError(f"{cfg.config_id} needs {cfg.processes} ranks, this launch has {session.world_size}")
@@ -316,6 +317,9 @@ def run_plan(plan: dict[str, Any], session: Session, *, watch: RankWatch | None 
                 model_info=info,
             )
             store.write_configuration(run, cfg.config_id, config_row, step_rows, rank_rows)
+            # At world size 1, when gradients become ready in backward (input of `ddpbench predict`).
+            gradprofile.record_once(cfg, run=run, device=session.device, context=plan["context"], done=profiled)
+            _release_memory(session.device)
 
 
 # No NCCL or gloo timeout should fire before the launcher's own (--timeout), which names

@@ -17,7 +17,8 @@ from urllib.parse import quote
 import pandas as pd
 import plotly.graph_objects as go
 
-from reports import aggregate, figures
+from harness import stats
+from reports import aggregate, figures, netfigures
 
 PLOTLY_ASSET = "assets/plotly.min.js"
 STYLE = """
@@ -45,6 +46,10 @@ class RunData:
     series: pd.DataFrame  # downsampled slowest-rank step times, warm-up included
     recommendations: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     """The sweep's recommended caps (harness.sweep), where the run swept bucket_cap_mb."""
+    floor: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    """Per configuration, the communication floor (harness.predict), where a network was measured or given."""
+    predictions: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    """The step-time model against the run's bucket sweeps (harness.predict)."""
 
 
 def summarize_run(
@@ -53,10 +58,15 @@ def summarize_run(
     steps: pd.DataFrame,
     ranks: pd.DataFrame,
     recommendations: pd.DataFrame | None = None,
+    *,
+    floor: pd.DataFrame | None = None,
+    predictions: pd.DataFrame | None = None,
 ) -> RunData:
     series = aggregate.slowest_rank_series(steps)
     return RunData(
         recommendations=recommendations if recommendations is not None else pd.DataFrame(),
+        floor=floor if floor is not None else pd.DataFrame(),
+        predictions=predictions if predictions is not None else pd.DataFrame(),
         meta=meta,
         configs=aggregate.with_labels(configs),
         ranks=ranks,
@@ -199,6 +209,15 @@ CAPTIONS = {
     "the throughput at one rank, with the batch per rank fixed (weak scaling).",
     "sweep": "The lowest point of each line is the cap to use at that world size (starred); a flat line means "
     "the cap does not matter here. Whiskers span p10–p90.",
+    "floor": "Each bar is a configuration's median step; its black tick is the floor max(local step, one all-reduce "
+    "of all gradient bytes at the measured bus bandwidth): no data-parallel strategy can go below it, and the gap "
+    "is what better overlap could still win.",
+    "model": "The black line is measured; the others are `ddpbench predict`'s simulation of DDP's buckets over the "
+    "run's gradient-ready profile and the measured network: dotted on the profile as measured, dashed calibrated "
+    "on the run's own steps without communication (local at this world size, DDP at one rank), and with the "
+    "measured compute/communication contention. The legend gives each curve's MAPE and best cap.",
+    "busbw": "Higher is better: bus bandwidth (algorithm bandwidth × the nccl-tests factor) per message size; "
+    "small messages are latency-bound, the plateau is what the link sustains. Red crosses: a wrong result.",
     "breakdown": "Each bar is one configuration's median step split into phases (measured steps only, all ranks); "
     "a tall sync segment is communication that backward did not hide.",
     "exposed": "Left: step time minus local's at the same world size (0 is free communication). Right: local "
@@ -389,7 +408,8 @@ def header(run: RunData) -> str:
     meta, configs = run.meta, run.configs
     parts = [
         '<nav><a href="../index.html">all runs</a><a href="#fastest">fastest</a><a href="#scaling">scaling</a>'
-        '<a href="#buckets">bucket cap</a><a href="#time">time</a><a href="#memory">memory</a>'
+        '<a href="#buckets">bucket cap</a><a href="#time">time</a><a href="#model">floor &amp; model</a>'
+        '<a href="#memory">memory</a>'
         '<a href="#trust">trust</a><a href="#environment">environment</a></nav>',
         f"<h1>Run {esc(meta['run_id'])}</h1>",
     ]
@@ -408,7 +428,80 @@ def header(run: RunData) -> str:
     return "\n".join(parts)
 
 
-SECTIONS = (fastest_section, scaling_section, bucket_section, time_section, memory_section, trust_section)
+def model_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
+    """How far each strategy is from the physical limit, and whether the step-time model agrees with the sweeps."""
+    parts = ["<h2 id=model>4b. How far from the floor, and does the model agree?</h2>"]
+    if run.floor.empty and run.predictions.empty:
+        parts.append(
+            "<p>No network measurement for this run: <code>ddpbench collectives</code> on the same machine, into "
+            "the same results folder (or <code>--busbw</code> to <code>ddpbench predict</code>), then "
+            "<code>ddpbench report</code>, adds the communication floor and the predicted bucket-cap curves.</p>"
+        )
+        return "\n".join(parts)
+    for workload in workloads:
+        if not run.floor.empty:
+            parts.append(
+                figs.add(netfigures.step_vs_floor(run.configs, run.floor, workload=workload), CAPTIONS["floor"])
+            )
+        for world in sorted(run.predictions.loc[run.predictions["workload"] == workload, "world_size"].unique()):
+            figure = netfigures.predicted_vs_measured(run.predictions, workload=workload, world_size=int(world))
+            parts.append(figs.add(figure, CAPTIONS["model"]))
+    if not run.predictions.empty:
+        parts.append(prediction_error_table(run.predictions, run.recommendations))
+    return "\n".join(parts)
+
+
+# The model's variants (as harness.predict.VARIANTS; reports read results, never the model's code).
+MODEL_VARIANTS = (
+    ("predicted_raw_ms", "raw profile"),
+    ("predicted_ms", "calibrated on the run's local steps"),
+    ("predicted_contention_ms", "calibrated, with measured contention"),
+)
+
+
+def describe_error(error: dict) -> str:
+    return (
+        f"MAPE {error['mape']:.1%}; best cap {error['best_predicted_cap_mb']:g} MB vs measured "
+        f"{error['best_measured_cap_mb']:g} MB ({error['best_cap_grid_steps']} grid step(s) apart)"
+    )
+
+
+def _measured_as_good(recommendations: pd.DataFrame, *, workload: str, size: str, world: int) -> list[float] | None:
+    """The caps the sweep found not significantly slower than its best (harness.sweep), where it has them."""
+    if recommendations.empty:
+        return None
+    rows = recommendations[(recommendations["impl"] == "stock") & (recommendations["workload"] == workload)
+                           & (recommendations["size"] == size) & (recommendations["world_size"] == world)]  # fmt: skip
+    return json.loads(rows["equivalent_caps_mb"].iloc[0]) if len(rows) == 1 else None
+
+
+def prediction_error_table(predictions: pd.DataFrame, recommendations: pd.DataFrame | None = None) -> str:
+    """Per sweep: each model variant's error, whether it picks the measured best cap, and whether its pick
+    is among the caps the measurement cannot tell apart from the best (a flat optimum)."""
+    rows = []
+    for (workload, size, world), group in predictions.groupby(["workload", "size", "world_size"]):
+        cells = [esc(workload), esc(size), esc(aggregate.world_label(int(world))), esc(group["network"].iloc[0])]
+        as_good = _measured_as_good(recommendations if recommendations is not None else pd.DataFrame(),
+                                    workload=workload, size=size, world=int(world))  # fmt: skip
+        for column, _ in MODEL_VARIANTS:
+            if column in group and group[column].notna().all() and len(group) > 1:
+                error = stats.prediction_error(group["bucket_cap_mb"], group["measured_ms"], group[column])
+                within = "" if as_good is None else (
+                    "; among the measured 'as good' caps" if error["best_predicted_cap_mb"] in as_good
+                    else "; not among the measured 'as good' caps")  # fmt: skip
+                cells.append(esc(describe_error(error) + within))
+            else:
+                cells.append("not available")
+        rows.append(cells)
+    head = ["workload", "size", "world size", "network", *(f"model: {label}" for _, label in MODEL_VARIANTS)]
+    return (
+        "<h3>Model error</h3><p>Target: MAPE ≤ 10 % and the best cap within one grid step. 'As good' caps are those "
+        "the sweep found not significantly slower than its best (Mann-Whitney U, p ≥ 0.002).</p>" + table(head, rows)
+    )
+
+
+SECTIONS = (fastest_section, scaling_section, bucket_section, time_section, model_section, memory_section,
+            trust_section)  # fmt: skip
 
 
 def run_page(run: RunData) -> str:
@@ -425,7 +518,7 @@ def joined(values: Any) -> str:
     return ", ".join(str(v) for v in sorted(set(values)))
 
 
-def index_page(runs: list[tuple[dict[str, Any], pd.DataFrame]]) -> str:
+def index_page(runs: list[tuple[dict[str, Any], pd.DataFrame]], collectives: list[dict[str, Any]] = ()) -> str:
     rows = []
     for meta, configs in runs:
         run_id = meta["run_id"]
@@ -445,6 +538,66 @@ def index_page(runs: list[tuple[dict[str, Any], pd.DataFrame]]) -> str:
     listing = table(head, rows) if rows else "<p>No runs yet: <code>make bench</code>.</p>"
     body = (
         "<h1>ddpbench runs</h1><p>Newest first. Each run page answers which strategy is fastest, how it scales, "
-        "which bucket cap to use, where the time goes, what it costs in memory, and whether to trust it.</p>" + listing
+        "which bucket cap to use, where the time goes, what it costs in memory, and whether to trust it.</p>"
+        + listing
+        + collectives_index(list(collectives))
     )
     return page("ddpbench runs", body, depth=0, plots=False)
+
+
+def collectives_page(meta: dict[str, Any], frame: pd.DataFrame, contention: pd.DataFrame) -> str:
+    """One collectives run: bus bandwidth against size per op and world size, the checks, the contention."""
+    figs = FigureList()
+    parts = ['<nav><a href="../index.html">all runs</a></nav>', f"<h1>Collectives {esc(meta.get('run_id'))}</h1>"]
+    if meta.get("device") == "cpu":
+        parts.append(
+            '<p class="banner">Measured on the <b>CPU</b> with gloo, one process per simulated GPU '
+            f"({esc(meta.get('threads_per_rank'))} thread(s) each): loopback bandwidth on shared cores, "
+            "not an interconnect.</p>"
+        )
+    parts.append(f"<p>Started {esc(meta.get('started_at'))} on {esc(meta.get('hostname'))}, "
+                 f"{esc(meta.get('device'))}/{esc(meta.get('backend'))}.</p>")  # fmt: skip
+    wrong = frame[~frame["correct"].astype(bool)]
+    if not wrong.empty:
+        cells = ", ".join(f"{r.op} w{r.world_size} {netfigures.size_label(r.bytes)}" for r in wrong.itertuples())
+        parts.append(f'<p class="alarm">WRONG RESULTS: {esc(cells)}.</p>')
+    for op in dict.fromkeys(frame["op"]):
+        parts.append(figs.add(netfigures.busbw_vs_size(frame, op=op), CAPTIONS["busbw"]))
+    parts.append("<h2>Every size</h2>" + collectives_table(frame))
+    if not contention.empty:
+        rows = [[esc(aggregate.world_label(int(r.world_size))), f"{r.compute_alone_ms:.2f}",
+                 f"{r.compute_overlapped_ms:.2f}", f"{r.compute_slowdown:.2f}×", f"{r.comm_alone_ms:.2f}",
+                 f"{r.comm_overlapped_ms:.2f}", f"{r.comm_slowdown:.2f}×"]
+                for r in contention.itertuples()]  # fmt: skip
+        head = ["world size", "compute alone ms", "compute with all-reduce ms", "compute slowdown",
+                "all-reduce alone ms", "all-reduce with compute ms", "all-reduce slowdown"]  # fmt: skip
+        parts.append("<h2>Contention</h2><p>An all-reduce and a compute burst timed alone, then overlapped on the "
+                     "same rank (as DDP overlaps them): on the CPU they share cores. `ddpbench predict` uses these "
+                     "slowdowns.</p>" + table(head, rows))  # fmt: skip
+    command = shlex.join(str(c) for c in meta.get("command") or [])
+    parts.append(f"<h3>Reproduce</h3><pre>{esc(command)}</pre>")
+    return page(f"ddpbench collectives {meta.get('run_id')}", "\n".join(parts), depth=1)
+
+
+def collectives_table(frame: pd.DataFrame) -> str:
+    rows = [
+        [esc(r.op), esc(r.world_size), esc(netfigures.size_label(r.bytes)), f"{r.time_us:.1f}",
+         f"{r.algbw_gbps:.3f}", f"{r.busbw_gbps:.3f}", "ok" if r.correct else "<b>WRONG</b>"]
+        for r in frame.sort_values(["op", "world_size", "bytes"]).itertuples()
+    ]  # fmt: skip
+    head = ["op", "ranks", "size", "time µs (median)", "algbw GB/s", "busbw GB/s", "check"]
+    return table(head, rows, row_classes=["" if r.correct else "failed" for r in frame.sort_values(
+        ["op", "world_size", "bytes"]).itertuples()])  # fmt: skip
+
+
+def collectives_index(runs: list[dict[str, Any]]) -> str:
+    """The index's list of collectives runs (meta of each, with the ops and world sizes measured)."""
+    if not runs:
+        return ""
+    rows = [[f'<a href="collectives/{esc(quote(m["run_id"]))}.html">{esc(m["run_id"])}</a>', esc(m.get("started_at")),
+             esc(f"{m.get('device')}, {m.get('backend')}"), esc(m.get("hostname")), esc(", ".join(m.get("ops", []))),
+             esc(", ".join(str(w) for w in m.get("world_sizes", [])))] for m in runs]  # fmt: skip
+    head = ["collectives run", "started", "device, backend", "host", "ops", "world sizes"]
+    return "<h2>Collectives</h2><p>Bus bandwidth per message size (<code>ddpbench collectives</code>).</p>" + table(
+        head, rows
+    )

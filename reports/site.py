@@ -2,6 +2,7 @@
 
     index.html              every run, newest first
     runs/<run_id>.html      one page per run
+    collectives/<run_id>.html   one page per `ddpbench collectives` run
     assets/plotly.min.js    plotly.js, shipped once (no CDN: the site works offline)
 
 This is the only module of `reports/` that touches files; the HTML comes from `reports.pages`
@@ -58,8 +59,33 @@ def read_run(run: Path) -> pages.RunData:
     meta.setdefault("run_id", run.name)
     steps = store.read_steps(run)
     return pages.summarize_run(
-        meta, store.read_configs(run), steps[STEP_COLUMNS], store.read_ranks(run), store.read_recommendations(run)
+        meta,
+        store.read_configs(run),
+        steps[STEP_COLUMNS],
+        store.read_ranks(run),
+        store.read_recommendations(run),
+        floor=store.read_floor(run),
+        predictions=store.read_predictions(run),
     )
+
+
+def write_collectives_pages(results: Path, out: Path) -> list[dict]:
+    """One page per collectives run (collectives/<run_id>.html); their metadata for the index."""
+    metas = []
+    for run in store.list_collectives_runs(results):
+        meta = store.read_json(store.collectives_dir(run) / "run.json")
+        frame = store.read_collectives(run)
+        meta = {
+            **meta,
+            "run_id": run.name,
+            "ops": sorted(set(frame["op"])),
+            "world_sizes": sorted(set(frame["world_size"])),
+        }
+        write_text(
+            out / "collectives" / f"{run.name}.html", pages.collectives_page(meta, frame, store.read_contention(run))
+        )
+        metas.append(meta)
+    return metas
 
 
 def build_site(*, results: Path, out: Path) -> BuiltSite:
@@ -77,6 +103,7 @@ def build_site(*, results: Path, out: Path) -> BuiltSite:
         write_text(path, pages.run_page(run))
         run_pages[run.meta["run_id"]] = path
         summaries.append((run.meta, run.configs))
+    collectives = write_collectives_pages(results, out)
     index = out / "index.html"
-    write_text(index, pages.index_page(summaries))
+    write_text(index, pages.index_page(summaries, collectives))
     return BuiltSite(index=index, run_pages=run_pages)

@@ -103,3 +103,14 @@ def test_a_console_error_is_caught(tab, tmp_path):
     page.write_text("<html><body><script>throw new Error('boom')</script></body></html>")
     tab.visit(page)
     assert any("boom" in error for error in tab.errors)
+
+
+def test_the_network_pages_render_offline_without_errors(tab, tmp_path):
+    """The collectives page and a run page with the floor and the model's curves (built from the golden sweep)."""
+    from test_netreport import network_results
+
+    built_site = site.build_site(results=network_results(tmp_path), out=tmp_path / "site")
+    for path in (built_site.index.parent / "collectives" / "net.html", built_site.run_pages["bucket_sweep"]):
+        divs, rendered = tab.visit(path)
+        assert not tab.errors and not tab.outside, f"{path.name}: {tab.errors} {tab.outside}"
+        assert rendered == divs >= 4, f"{path.name}: {rendered} of {divs} plots rendered"

@@ -1,0 +1,123 @@
+"""Pure figure functions for the network pages: collective bandwidth, the communication floor,
+and the step-time model against measured bucket sweeps. DataFrames in, a plotly Figure out.
+
+Inputs are the tables `harness.store` reads: collectives rows (`read_collectives`), a run's
+`floor.parquet` and `predictions.parquet` (written by `harness.predict`).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from harness import stats
+from reports.aggregate import labelled, world_label
+from reports.figures import PALETTE, _layout, new_figure
+
+
+def size_label(nbytes: float) -> str:
+    for unit, scale in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:g} {unit}"
+    return f"{nbytes:g} B"
+
+
+def busbw_vs_size(collectives: pd.DataFrame, *, op: str) -> go.Figure:
+    """Bus bandwidth against message size (log x), one line per world size; wrong results marked."""
+    rows = collectives[collectives["op"] == op].sort_values("bytes")
+    figure = new_figure()
+    for i, (world, group) in enumerate(rows.groupby("world_size")):
+        wrong = group[~group["correct"].astype(bool)]
+        figure.add_trace(
+            go.Scatter(
+                name=world_label(int(world)),
+                x=group["bytes"],
+                y=group["busbw_gbps"],
+                mode="lines+markers",
+                line={"color": PALETTE[i % len(PALETTE)]},
+                customdata=list(zip(group["time_us"], group["algbw_gbps"], strict=True)),
+                hovertemplate="%{x:.3s}B: busbw %{y:.3f} GB/s, algbw %{customdata[1]:.3f} GB/s, "
+                "%{customdata[0]:.1f} µs<extra>%{fullData.name}</extra>",
+            )
+        )
+        if not wrong.empty:
+            figure.add_trace(
+                go.Scatter(
+                    name=f"{world_label(int(world))}: WRONG RESULT",
+                    x=wrong["bytes"],
+                    y=wrong["busbw_gbps"],
+                    mode="markers",
+                    marker={"symbol": "x", "size": 14, "color": "#d62728"},
+                )
+            )
+    ticks = sorted(rows["bytes"].unique())[::2]
+    return _layout(
+        figure,
+        title=f"{op}: bus bandwidth against message size (higher is better)",
+        xaxis={
+            "title": "message size (log)",
+            "type": "log",
+            "tickvals": ticks,
+            "ticktext": [size_label(t) for t in ticks],
+        },
+        yaxis={"title": "bus bandwidth (GB/s)", "rangemode": "tozero"},
+        legend_title="world size",
+    )
+
+
+def step_vs_floor(configs: pd.DataFrame, floor: pd.DataFrame, *, workload: str) -> go.Figure:
+    """Each configuration's median step (bars) against its floor max(local step, one all-reduce
+    of every gradient byte at the measured bandwidth) (black ticks): the gap is what a better
+    strategy could still win."""
+    rows = labelled(configs, workload=workload).merge(floor[["config_id", "floor_ms", "allreduce_ms", "local_ms"]],
+                                                      on="config_id")  # fmt: skip
+    rows = rows[rows["impl"] != "local"]
+    x = rows["config_label"].tolist()
+    measured = go.Bar(
+        name="measured step", x=x, y=rows["step_ms_median"], marker_color=PALETTE[0],
+        hovertemplate="%{y:.2f} ms<extra>measured</extra>",
+    )  # fmt: skip
+    floor_marks = go.Scatter(
+        name="floor: max(local step, all-reduce of all gradients)",
+        x=x,
+        y=rows["floor_ms"],
+        mode="markers",
+        marker={"symbol": "line-ew-open", "size": 30, "color": "black", "line": {"width": 3}},
+        customdata=list(zip(rows["local_ms"], rows["allreduce_ms"], strict=True)),
+        hovertemplate="floor %{y:.2f} ms (local %{customdata[0]:.2f}, all-reduce %{customdata[1]:.2f})<extra></extra>",
+    )
+    figure = new_figure(measured, floor_marks)
+    return _layout(
+        figure,
+        title=f"{workload}: step time against the communication floor (closer is better)",
+        xaxis_title="configuration",
+        yaxis={"title": "step time (ms)", "rangemode": "tozero"},
+    )
+
+
+def predicted_vs_measured(predictions: pd.DataFrame, *, workload: str, world_size: int) -> go.Figure:
+    """The measured bucket-cap curve with the model's, with and without contention, and the error of each."""
+    rows = predictions[(predictions["workload"] == workload) & (predictions["world_size"] == world_size)]
+    rows = rows.sort_values("bucket_cap_mb")
+    caps = rows["bucket_cap_mb"].tolist()
+    figure = new_figure(
+        go.Scatter(name="measured", x=caps, y=rows["measured_ms"], mode="lines+markers",
+                   line={"color": "black", "width": 3}),
+    )  # fmt: skip
+    curves = (("predicted_raw_ms", "predicted, raw profile", PALETTE[2], "dot"),
+              ("predicted_ms", "predicted, calibrated", PALETTE[0], "dash"),
+              ("predicted_contention_ms", "predicted, calibrated + contention", PALETTE[1], "dash"))  # fmt: skip
+    for column, name, colour, dash in curves:
+        if column in rows and rows[column].notna().all():
+            error = stats.prediction_error(caps, rows["measured_ms"], rows[column])
+            figure.add_trace(
+                go.Scatter(name=f"{name} (MAPE {error['mape']:.1%}, best {error['best_predicted_cap_mb']:g} MB)",
+                           x=caps, y=rows[column], mode="lines+markers", line={"color": colour, "dash": dash})
+            )  # fmt: skip
+    return _layout(
+        figure,
+        title=f"{workload} at {world_label(world_size)}: predicted against measured step time per bucket cap",
+        xaxis={"title": "bucket_cap_mb (log)", "type": "log", "tickvals": caps, "ticktext": [f"{c:g}" for c in caps]},
+        yaxis={"title": "median step time (ms)", "rangemode": "tozero"},
+        legend_title="curve",
+    )

@@ -1,0 +1,113 @@
+"""The report's network pages: a collectives page per `ddpbench collectives` run, and on a run page the
+communication floor and the step-time model against the run's bucket sweep."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+
+import workloads
+from harness import collectives, gradprofile, predict, store
+from reports import site
+
+DATA = Path(__file__).resolve().parent / "data"
+SIZES = [1024 * 2**k for k in range(11)]
+
+
+def _collectives_rows(*, wrong_at: int | None = None) -> list[dict]:
+    rows = []
+    for op in collectives.OPS:
+        for size in SIZES:
+            time_us = 50.0 + size / 1e3  # 50 µs + 1 GB/s
+            algbw = size / time_us / 1e3
+            rows.append({"run_id": "net", "op": op, "world_size": 2, "bytes": size, "dtype": "float32", "iters": 5,
+                         "warmup": 1, "time_us": time_us, "algbw_gbps": algbw,
+                         "busbw_gbps": algbw * collectives.bus_factor(op, 2),
+                         "correct": not (op == "broadcast" and size == wrong_at), "device": "cpu", "backend": "gloo",
+                         "hostname": "golden"})  # fmt: skip
+    return rows
+
+
+def network_results(root: Path) -> Path:
+    """The golden bucket sweep (with gradient bytes filled in), its gradient-ready profile, and a
+    collectives run from the same machine, in one results folder; the model tables written."""
+    results = root / "results"
+    run = results / "bucket_sweep"
+    shutil.copytree(DATA / "bucket_sweep", run)
+    grad_bytes = sum(p.numel() * 4 for p in workloads.create("mlp", size="tiny").build_model().parameters())
+    for part in (run / "configs").glob("*.parquet"):
+        row = store.read_config_row(run, part.stem)
+        store.write_parquet(part, [{**row, "grad_bytes": grad_bytes}], store.CONFIG_SCHEMA)
+    rows = gradprofile.measure(workloads.create("mlp", size="tiny"), batch_size=8, device=torch.device("cpu"),
+                               steps=2, warmup=1)  # fmt: skip
+    setup = {"workload": "mlp", "size": "tiny", "batch_size": 8, "dtype": "fp32", "optimizer": "sgd"}
+    store.write_gradprofile(store.gradprofile_path(run, **setup), [{**setup, **row} for row in rows])
+    folder = results / "net" / "collectives"
+    store.write_json(folder / "run.json", {"kind": "collectives", "run_id": "net", "started_at": "2026-11-30",
+                                           "hostname": "golden", "device": "cpu", "backend": "gloo",
+                                           "command": ["ddpbench", "collectives"]})  # fmt: skip
+    store.write_parquet(folder / "w2.parquet", _collectives_rows(wrong_at=SIZES[3]), store.COLLECTIVE_SCHEMA)
+    contention = {"run_id": "net", "world_size": 2, "bytes": 8 << 20, "compute_alone_ms": 10.0,
+                  "compute_overlapped_ms": 13.0, "comm_alone_ms": 5.0, "comm_overlapped_ms": 7.5,
+                  "compute_slowdown": 1.6, "comm_slowdown": 1.5}  # fmt: skip
+    store.write_parquet(folder / "contention-w2.parquet", [contention], store.CONTENTION_SCHEMA)
+    predict.update_all_model_tables(results)
+    return results
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory) -> tuple[Path, site.BuiltSite]:
+    root = tmp_path_factory.mktemp("net")
+    results = network_results(root)
+    return results, site.build_site(results=results, out=root / "site")
+
+
+def test_the_model_tables_pair_the_sweep_with_the_floor_and_the_prediction(built):
+    results, _ = built
+    predictions = store.read_predictions(results / "bucket_sweep")
+    assert sorted(predictions["bucket_cap_mb"]) == [1.0, 5.0, 25.0]
+    assert (predictions["world_size"] == 2).all() and predictions["predicted_contention_ms"].notna().all()
+    assert (predictions["network"] == "collectives run net").all()
+    floor = store.read_floor(results / "bucket_sweep")
+    assert set(floor["world_size"]) == {2}
+    assert (floor["floor_ms"] >= floor["local_ms"]).all() and (floor["floor_ms"] >= floor["allreduce_ms"]).all()
+
+
+def test_a_run_page_shows_the_floor_and_the_predicted_curve_with_its_error(built):
+    _, built_site = built
+    page = built_site.run_pages["bucket_sweep"].read_text()
+    section = page.split("<h2 id=model>")[1].split("<h2")[0]
+    assert section.count('class="plotly-graph-div"') == 2  # the floor and one predicted-vs-measured curve
+    assert "predicted, raw profile" in section and "predicted, calibrated + contention" in section
+    assert "Model error" in section and "MAPE" in section and "grid step(s) apart" in section
+    assert "the measured &#x27;as good&#x27; caps" in section  # the golden sweep has its recommendations
+
+
+def test_a_run_without_network_says_how_to_get_the_floor(tmp_path):
+    shutil.copytree(DATA / "cpu_run", tmp_path / "results" / "cpu_run")
+    page = site.build_site(results=tmp_path / "results", out=tmp_path / "site").run_pages["cpu_run"].read_text()
+    assert "ddpbench collectives</code> on the same machine" in page
+
+
+def test_the_collectives_page_draws_busbw_per_op_and_flags_a_wrong_result(built):
+    _, built_site = built
+    page = (built_site.index.parent / "collectives" / "net.html").read_text()
+    assert page.count('class="plotly-graph-div"') == len(collectives.OPS)
+    assert "WRONG RESULTS: broadcast w2 8 KB" in page and "Contention" in page and "1.60×" in page
+    assert 'href="collectives/net.html"' in built_site.index.read_text()
+
+
+def test_predict_against_a_run_with_a_hypothetical_network_prints_but_stores_nothing(built, capsys):
+    from harness import cli
+
+    results, _ = built
+    run = results / "bucket_sweep"
+    before = store.read_predictions(run)
+    assert cli.main(["predict", "--results", str(run), "--busbw", "1GB/s", "--latency", "5us"]) == 0
+    out = capsys.readouterr().out
+    assert "busbw 1.000 GB/s (given" in out and "validation w2 mlp/tiny" in out
+    pd.testing.assert_frame_equal(store.read_predictions(run), before)  # still the measured network's
