@@ -90,44 +90,54 @@ def test_kill_9_of_one_rank_costs_that_configuration_only(tmp_path):
     assert processes_of(plan.run) == []
 
 
-def test_a_frozen_rank_is_a_timeout_that_names_it(tmp_path, monkeypatch):
-    monkeypatch.setenv("DDPBENCH_FAULT", "stop:impl=stock,world=2,rank=1,step=3")
-    config, plan = start_plan(tmp_path, ("stock", "naive"), steps=5, timeout_s=3.0)
-    launch.run_groups(config, plan, on_written=lambda cfg: None)
-    rows = rows_by_impl(plan.run)
-    assert rows.loc["stock", "status"] == "failed"
-    assert rows.loc["stock", "error_kind"] == "timeout"
-    assert "no progress for" in rows.loc["stock", "error"]
-    assert "rank 1 did not respond" in rows.loc["stock", "error"]
-    assert "rank 0 at step 3" in rows.loc["stock", "error"]  # the rank left waiting, and where
-    assert rows.loc["naive", "status"] == "ok"  # the next configuration ran in a fresh launch
-    assert processes_of(plan.run) == []  # the stopped rank too: SIGKILL reaches a stopped process
+@pytest.fixture(scope="module")
+def three_faults(tmp_path_factory):
+    """One run, one fault per configuration, each ending its launch: an exception in rank 1, an
+    out-of-memory in rank 0, then rank 1 freezing (a hang, --timeout 3). Three launches in all."""
+    faults = ";".join(
+        [
+            "raise:impl=stock,world=2,rank=1,step=2",
+            "oom:impl=naive,world=2,rank=0,step=1",
+            "stop:impl=flat,world=2,rank=1,step=3",
+        ]
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DDPBENCH_FAULT", faults)
+        config, plan = start_plan(tmp_path_factory.mktemp("faults"), ("stock", "naive", "flat"), steps=5, timeout_s=3.0)
+        launch.run_groups(config, plan, on_written=lambda cfg: None)
+    return plan.run, rows_by_impl(plan.run)
 
 
-def test_an_exception_and_an_out_of_memory_are_recorded_with_their_rank_cause_and_traceback(tmp_path, monkeypatch):
-    monkeypatch.setenv("DDPBENCH_FAULT", "raise:impl=stock,world=2,rank=1,step=2;oom:impl=naive,world=2,rank=0,step=1")
-    config, plan = start_plan(tmp_path, ("stock", "naive", "flat"), steps=3)
-    launch.run_groups(config, plan, on_written=lambda cfg: None)
-    rows = rows_by_impl(plan.run)
-
+def test_an_exception_is_recorded_with_its_rank_last_line_and_full_traceback(three_faults):
+    run, rows = three_faults
     assert rows.loc["stock", "status"] == "failed"
     assert rows.loc["stock", "error_kind"] == "exception"
     assert rows.loc["stock", "error"] == "rank 1: RuntimeError: fault injected by DDPBENCH_FAULT at step 2"
-    traceback_text = (plan.run / rows.loc["stock", "error_file"]).read_text()
+    traceback_text = (run / rows.loc["stock", "error_file"]).read_text()
     assert "Traceback (most recent call last)" in traceback_text and "fault injected" in traceback_text
     # torchrun's own error file (the rank left by raising through @record) is in the run folder too.
-    assert any("fault injected" in p.read_text() for p in (plan.run / "logs").rglob("error.json"))
+    assert any("fault injected" in p.read_text() for p in (run / "logs").rglob("error.json"))
 
-    assert rows.loc["naive", "status"] == "failed"
+
+def test_an_out_of_memory_is_recorded_as_oom_with_the_memory_it_reached_and_the_next_runs(three_faults):
+    run, rows = three_faults
+    assert rows.loc["naive", "status"] == "failed"  # run in a fresh launch after stock's failure
     assert rows.loc["naive", "error_kind"] == "oom"
     assert rows.loc["naive", "error"].startswith("rank 0: RuntimeError:")
     assert rows.loc["naive", "mem_peak_rss_mb"] > 0  # the memory it had reached when it failed
-
-    assert rows.loc["flat", "status"] == "ok"
-    ranks = store.read_ranks(plan.run)
+    ranks = store.read_ranks(run)
     naive_ranks = ranks[ranks["config_id"] == rows.loc["naive", "config_id"]].set_index("rank")
     assert naive_ranks.loc[0, "status"] == "failed" and naive_ranks.loc[1, "status"] == "stopped"
-    assert processes_of(plan.run) == []
+
+
+def test_a_frozen_rank_is_a_timeout_that_names_it(three_faults):
+    run, rows = three_faults
+    assert rows.loc["flat", "status"] == "failed"
+    assert rows.loc["flat", "error_kind"] == "timeout"
+    assert "no progress for" in rows.loc["flat", "error"]
+    assert "rank 1 did not respond" in rows.loc["flat", "error"]
+    assert "rank 0 at step 3" in rows.loc["flat", "error"]  # the rank left waiting, and where
+    assert processes_of(run) == []  # the stopped rank too: SIGKILL reaches a stopped process
 
 
 def test_fail_fast_stops_at_the_first_failure(tmp_path, monkeypatch):
@@ -140,13 +150,21 @@ def test_fail_fast_stops_at_the_first_failure(tmp_path, monkeypatch):
     assert (rows.loc["stock", "status"], rows.loc["stock", "error_kind"]) == ("failed", "killed")
 
 
+def default_sigint() -> None:
+    """A shell's background job inherits SIGINT ignored, and Python then keeps ignoring it;
+    a terminal's foreground job has it at its default: that is the case tested."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize(("sig", "code", "name"), [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])
 def test_ctrl_c_or_sigterm_stops_every_rank_keeps_what_finished_and_says_how_to_resume(tmp_path, sig, code, name):
     command = [sys.executable, "-m", "harness", "bench", "--gpus", "1", "--impls", "naive,flat", "--no-baseline",
                "--size", "tiny", "--steps", "1000", "--no-parity", "--results", str(tmp_path),
                "--run-id", "cut"]  # fmt: skip
     # A session of its own, as a shell gives a foreground job: Ctrl-C signals the whole group.
-    process = subprocess.Popen(command, cwd=PROJECT, stdout=subprocess.PIPE, text=True, start_new_session=True)
+    process = subprocess.Popen(
+        command, cwd=PROJECT, stdout=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=default_sigint
+    )
     run = tmp_path / "cut"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # signal as the second configuration starts

@@ -8,9 +8,11 @@ import socket
 import subprocess
 import sys
 
+import pytest
 from conftest import PROJECT
 
-from harness import store
+from harness import launch, store
+from harness.config import BenchConfig, ConfigError, expand
 
 TINY = ["--impls", "naive", "--no-baseline", "--size", "tiny", "--steps", "3", "--warmup", "1", "--no-parity"]
 
@@ -51,9 +53,10 @@ def test_two_runs_started_together_into_one_results_folder_do_not_clobber_each_o
     for folder in folders:
         assert store.read_configs(folder)["status"].tolist() == ["ok"]
 
-    # The same explicit run id twice at once: one run gets it, the other is refused (exit 2).
-    same = [ddpbench("--gpus", "1", "--results", str(tmp_path), "--run-id", "same") for _ in range(2)]
-    outputs = [run.communicate(timeout=240)[0] for run in same]
-    assert sorted(run.returncode for run in same) == [0, 2], outputs
-    assert "--run-id 'same' already exists" in "".join(outputs)
-    assert store.read_configs(tmp_path / "same")["status"].tolist() == ["ok"]
+
+def test_a_run_folder_is_made_exclusively_so_a_second_run_cannot_take_the_same_id(tmp_path):
+    config = BenchConfig(gpus=1, impls=("naive",), size="tiny", baseline=False, results=tmp_path, run_id="same")
+    configurations = expand(config, device="cpu")
+    launch.create_run(config, configurations, run_id="same", device="cpu", environment={})
+    with pytest.raises(ConfigError, match="--run-id 'same' already exists"):
+        launch.create_run(config, configurations, run_id="same", device="cpu", environment={})
