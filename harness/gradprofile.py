@@ -162,8 +162,10 @@ def record_once(cfg, *, run, device: torch.device, context: dict[str, Any], done
         workload = workloads.create(cfg.workload, size=cfg.size)
         if workload.unavailable_reason(device=device.type):
             return
+        # No more profiled steps than the configuration measured: the profile must not cost more than the run.
         rows = measure(workload, batch_size=cfg.batch_size, device=device, dtype=cfg.dtype, optimizer=cfg.optimizer,
-                       seed=cfg.seed)  # fmt: skip
+                       seed=cfg.seed, steps=min(PROFILE_STEPS, cfg.steps),
+                       warmup=min(PROFILE_WARMUP, max(cfg.warmup, 1)))  # fmt: skip
         setup = {"run_id": context.get("run_id"), "workload": cfg.workload, "size": cfg.size,
                  "batch_size": cfg.batch_size, "dtype": cfg.dtype, "optimizer": cfg.optimizer,
                  "device": device.type, "threads_per_rank": context.get("threads_per_rank")}  # fmt: skip

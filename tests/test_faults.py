@@ -59,7 +59,7 @@ def rows_by_impl(run: Path):
 def test_kill_9_of_one_rank_costs_that_configuration_only(tmp_path):
     """The acceptance: kill -9 of rank 1 in the middle of configuration 2 of 4 gives 3 ok rows,
     1 failed row naming rank 1 and SIGKILL, within a minute, and no process of the run left."""
-    config, plan = start_plan(tmp_path, ("stock", "naive", "flat", "bucketed"), steps=100)
+    config, plan = start_plan(tmp_path, ("stock", "naive", "flat", "bucketed"), steps=60)
     victim = plan.configurations[1]
     written_at: dict[str, float] = {}
     runner = threading.Thread(
