@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from harness.launch import threads_per_rank
+from harness.launch.launcher import threads_per_rank
 
 
 def relaunch(script: str, *, ranks: int) -> int:

@@ -28,10 +28,11 @@ import threading
 import time
 from pathlib import Path
 
-from harness import launch, store
-from harness.config import BenchConfig, expand
-from harness.liveness import registered_ranks
-from harness.progress import read_step_progress
+from harness.launch import launcher as launch
+from harness.plan.config import BenchConfig, expand
+from harness.rank.liveness import registered_ranks
+from harness.rank.progress import read_step_progress
+from harness.results import store
 
 PROJECT = Path(__file__).resolve().parent.parent
 IMPLS = ("naive", "stock", "flat")  # the fault meets stock

@@ -37,8 +37,8 @@ def event_vs_wall_clock(steps: int = 20) -> dict:
     import torch
 
     import workloads
-    from harness.timing import CudaEventTimer
-    from harness.training import build_model, make_batch
+    from harness.rank.timing import CudaEventTimer
+    from harness.rank.training import build_model, make_batch
 
     device = torch.device("cuda", 0)
     workload = workloads.create("mlp", size="small")

@@ -56,9 +56,9 @@ def bare_loop(model, workload, batches) -> list[float]:
 def harness_loop(cfg, session, model, workload, *, sampler_period_s: float) -> list[float]:
     """The worker's measurement loop, exactly as `ddpbench bench` runs it."""
     import impls
-    from harness import worker
-    from harness.memory import MemorySampler
-    from harness.training import LEARNING_RATE, OPTIMIZER
+    from harness.rank import worker
+    from harness.rank.memory import MemorySampler
+    from harness.rank.training import LEARNING_RATE, OPTIMIZER
 
     strategy = impls.create("stock")
     strategy._ddp = model  # already wrapped once: the same DDP object serves every arm
@@ -76,9 +76,9 @@ def run_worker(args) -> None:
     from torch.nn.parallel import DistributedDataParallel
 
     import workloads
-    from harness.config import BenchConfig, expand
-    from harness.dist import distributed_session
-    from harness.training import build_model, make_batch
+    from harness.plan.config import BenchConfig, expand
+    from harness.rank.dist import distributed_session
+    from harness.rank.training import build_model, make_batch
 
     with distributed_session(device_kind="cpu", timeout_s=600) as session:
         workload = workloads.create(args.workload, size=args.size)

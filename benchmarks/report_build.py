@@ -1,6 +1,6 @@
 """How long does `ddpbench report` take over a large results folder?
 
-Writes a synthetic results folder of about 1,000,000 step rows through `harness.store` (so the
+Writes a synthetic results folder of about 1,000,000 step rows through `harness.results.store` (so the
 format is the real one: several runs, world sizes 1-8, a bucket sweep), then times
 `reports.site.build_site` over it and prints the build time and the site's size.
 Target: ≤ 10 s for 1 M rows.

@@ -52,7 +52,7 @@ class Arm:
 
 
 def prepare_arms(specs: list[str], workload, *, device, bucket_cap_mb: float) -> list[Arm]:
-    from harness.training import LEARNING_RATE, OPTIMIZER, build_model
+    from harness.rank.training import LEARNING_RATE, OPTIMIZER, build_model
 
     arms = []
     for spec in specs:
@@ -76,8 +76,8 @@ def create_strategy(spec: str, *, bucket_cap_mb: float):
 
 def run_steps(arm: Arm, workload, batches: list[Any]) -> list[dict[str, float]]:
     """This rank's step and phase times in ms: the harness's own training step and timer."""
-    from harness.timing import WallClockTimer
-    from harness.training import train_step
+    from harness.rank.timing import WallClockTimer
+    from harness.rank.training import train_step
 
     timer = WallClockTimer()
     for batch in batches:
@@ -116,7 +116,7 @@ def measure_interleaved(arms: list[Arm], workload, batches: list[Any], *, repeat
 
 def benchmark_workload(args, session, name: str, size: str) -> None:
     import workloads
-    from harness.training import make_batch
+    from harness.rank.training import make_batch
 
     if name not in workloads.names():
         say(session, f"\n{name}/{size}: skipped, the workload is not registered")
@@ -187,7 +187,7 @@ def buckets(arms: list[Arm], name: str) -> str:
 def run_worker(args) -> None:
     import torch
 
-    from harness.dist import distributed_session
+    from harness.rank.dist import distributed_session
 
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     with distributed_session(device_kind="cpu", timeout_s=600) as session:

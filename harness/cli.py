@@ -1,4 +1,4 @@
-"""`ddpbench`: the command line. Thin: it parses text into `harness.config` objects and calls
+"""`ddpbench`: the command line. Thin: it parses text into `harness.plan.config` objects and calls
 the launcher or the reporter. Bad input is one line on stderr and exit code 2.
 """
 
@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-from harness.config import DEVICES, SIZE_CHOICES, BenchConfig, ConfigError
+from harness.plan.config import DEVICES, SIZE_CHOICES, BenchConfig, ConfigError
 from harness.protocols import SIZES
 
 EXIT_BAD_INPUT = 2
@@ -148,7 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def add_collectives_parser(commands) -> None:
-    from harness.collectives import DEFAULT_ITERS, DEFAULT_SIZES, DEFAULT_WARMUP, OPS
+    from harness.rank.collectives import DEFAULT_ITERS, DEFAULT_SIZES, DEFAULT_WARMUP, OPS
 
     collectives = commands.add_parser(
         "collectives",
@@ -267,7 +267,7 @@ def cmd_list() -> int:
 
 def _sizes_line(name: str) -> str:
     import workloads
-    from harness.modelinfo import parameter_count_on_meta
+    from harness.rank.modelinfo import parameter_count_on_meta
 
     parts = []
     for size in SIZES:
@@ -286,7 +286,7 @@ def _human_count(count: int) -> str:
 
 
 def cmd_env() -> int:
-    from harness import env
+    from harness.rank import env
 
     print(json.dumps(env.capture(sys.argv), indent=2, default=str))
     return 0
@@ -297,8 +297,9 @@ def new_run(args: argparse.Namespace):
     import torch
 
     import impls
-    from harness import config as cfgmod
-    from harness import env, launch
+    from harness.launch import launcher as launch
+    from harness.plan import config as cfgmod
+    from harness.rank import env
 
     # Default: every visible GPU, or 2 simulated ranks on the CPU.
     uses_cuda = args.device in ("auto", "cuda") and torch.cuda.is_available()
@@ -326,8 +327,8 @@ def new_run(args: argparse.Namespace):
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from harness import launch
-    from harness.progress import Progress
+    from harness.launch import launcher as launch
+    from harness.rank.progress import Progress
 
     if args.resume:
         config, plan, done = launch.resume_run(args.results, args.resume)
@@ -379,7 +380,7 @@ def _sigterm_as_exception():
 
 def _stopped(plan, why: str, code: int) -> int:
     """One line: what was saved, and the command that finishes the run."""
-    from harness import store
+    from harness.results import store
 
     saved = len(store.written_config_ids(plan.run))
     total = len(store.read_json(plan.run / "run.json")["configurations"])
@@ -394,7 +395,8 @@ def _stopped(plan, why: str, code: int) -> int:
 
 def _recommend(run: Path) -> None:
     """After a sweep over bucket caps: the recommended cap per strategy and world size."""
-    from harness import store, sweep
+    from harness.analysis import sweep
+    from harness.results import store
 
     frame = sweep.recommendations(store.read_configs(run), store.read_steps(run))
     if frame.empty:
@@ -420,7 +422,8 @@ def _say_where(plan, config: BenchConfig) -> None:
 
 
 def _summarize(plan, wall_s: float) -> int:
-    from harness import stats, store
+    from harness.analysis import stats
+    from harness.results import store
 
     configs = store.read_configs(plan.run)
     counts = configs["status"].value_counts().to_dict()
@@ -442,7 +445,7 @@ def _summarize(plan, wall_s: float) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from harness import compare
+    from harness.analysis import compare
     from reports.compare import write_comparison_page
 
     threshold = compare.parse_threshold(args.threshold)
@@ -466,8 +469,8 @@ def collectives_config(args: argparse.Namespace):
     """Validate everything before anything is written: the config and the resolved device."""
     import torch
 
-    from harness import collectives
-    from harness import config as cfgmod
+    from harness.plan import config as cfgmod
+    from harness.rank import collectives
 
     for flag, value, choices in (("--device", args.device, DEVICES), ("--backend", args.backend, cfgmod.BACKENDS)):
         if value not in choices:
@@ -495,7 +498,8 @@ def collectives_config(args: argparse.Namespace):
 
 
 def cmd_collectives(args: argparse.Namespace) -> int:
-    from harness import collectives, env, store
+    from harness.rank import collectives, env
+    from harness.results import store
 
     config, run_id = collectives_config(args)
     print(f"ddpbench: collectives {','.join(config.ops)} on {config.device} with {config.backend}, world sizes "
@@ -538,7 +542,8 @@ def cmd_predict(args: argparse.Namespace) -> int:
     import pandas as pd
     import torch
 
-    from harness import predict, store
+    from harness.model import predict
+    from harness.results import store
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     given = _given_network(args)
@@ -582,7 +587,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
 
 def _given_network(args: argparse.Namespace):
-    from harness import predict
+    from harness.model import predict
 
     if args.latency and not args.busbw:
         raise ConfigError("--latency needs --busbw too (or neither: both fitted from collectives)")
@@ -595,7 +600,7 @@ def _given_network(args: argparse.Namespace):
 def _this_machine_network(results: Path, *, device: str):
     import socket
 
-    from harness import predict
+    from harness.model import predict
 
     backend = "nccl" if device == "cuda" else "gloo"
     meta = {"environment": {"hostname": socket.gethostname()}, "device": device, "backend": backend}
@@ -604,7 +609,7 @@ def _this_machine_network(results: Path, *, device: str):
 
 
 def _run_setup(run: Path, args: argparse.Namespace) -> dict:
-    from harness import predict
+    from harness.model import predict
 
     setups = predict.run_setups(run)
     chosen = [s for s in setups if (not args.workload or s["workload"] == args.workload)
@@ -657,7 +662,8 @@ def _print_predictions(predict, profile, network, *, world: int, caps: list[floa
 def _print_validation(rows: list[dict], recommendations) -> None:
     import pandas as pd
 
-    from harness import predict, stats
+    from harness.analysis import stats
+    from harness.model import predict
 
     if not rows:
         print("validation: this run has no stock bucket-cap sweep at world size ≥ 2 to check the model against")
@@ -692,7 +698,7 @@ def _as_good(recommendations, *, workload: str, size: str, world: int) -> list[f
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from harness import predict
+    from harness.model import predict
     from reports import site
 
     # The floor and the model's curves depend on collectives runs that may have come after a bench run.

@@ -69,7 +69,7 @@ class StrategyDefaults:
     extra_ranks: int = 0
     """Ranks the strategy needs beyond the world size's trainers (rpc_hybrid: 1, its parameter
     server). The launcher starts world size + extra_ranks processes; the extra ones are the last
-    ranks. A strategy with extra ranks has its own worker flow (harness.rpc_flow), not `wrap`."""
+    ranks. A strategy with extra ranks has its own worker flow (harness.rank.rpc_flow), not `wrap`."""
 
     def make_optimizer(self, params, optimizer_cls, **kwargs):
         return optimizer_cls(params, **kwargs)

@@ -23,7 +23,7 @@ neither update reads the parameters (no weight decay). The harness adds a barrie
 trainers after the optimizer step (its `sync` phase) so that every trainer's next forward sees
 every update of this step; without it this would be asynchronous (stale reads).
 
-The harness drives this strategy in its own flow (harness/rpc_flow.py), which starts RPC, makes
+The harness drives this strategy in its own flow (harness/rank/rpc_flow.py), which starts RPC, makes
 the trainers' group and calls `serve` on the server and `connect`, `wrap` and `make_optimizer`
 on the trainers. On CUDA the RPCs carry CPU tensors (the trainer moves inputs to the CPU and the
 output back to its GPU), so no TensorPipe device maps are needed; that transfer is part of the
@@ -174,7 +174,9 @@ class RpcHybrid(StrategyDefaults):
     def wrap(self, model: nn.Module) -> nn.Module:
         """The remote part replaced by an RPC proxy to the server's module; the rest in DDP over the trainers."""
         if self._server is None:
-            raise RuntimeError("rpc_hybrid needs a parameter server: harness.rpc_flow calls connect() before wrap()")
+            raise RuntimeError(
+                "rpc_hybrid needs a parameter server: harness.rank.rpc_flow calls connect() before wrap()"
+            )
         device = next(model.parameters()).device
         self._module_rref = rpc.remote(self._server, _served_module)
         parent_name, _, child = self._remote_part.rpartition(".")
@@ -220,4 +222,4 @@ class RpcHybrid(StrategyDefaults):
 
     @property
     def parity_exact(self) -> bool:
-        return True  # judged against the parameter-server reference (harness.parity)
+        return True  # judged against the parameter-server reference (harness.rank.parity)

@@ -1,6 +1,6 @@
 """The comparison page of two runs: per configuration, the ratio and whether it is significant.
 
-Rendering only: `harness.compare` computes the table; this turns it into a page of the site.
+Rendering only: `harness.analysis.compare` computes the table; this turns it into a page of the site.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness import store
+from harness.results import store
 from reports.pages import esc, page
 
 VERDICT_CLASS = {"slower": "failed", "faster": "ok", "no significant change": ""}

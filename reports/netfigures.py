@@ -1,8 +1,8 @@
 """Pure figure functions for the network pages: collective bandwidth, the communication floor,
 and the step-time model against measured bucket sweeps. DataFrames in, a plotly Figure out.
 
-Inputs are the tables `harness.store` reads: collectives rows (`read_collectives`), a run's
-`floor.parquet` and `predictions.parquet` (written by `harness.predict`).
+Inputs are the tables `harness.results.store` reads: collectives rows (`read_collectives`), a run's
+`floor.parquet` and `predictions.parquet` (written by `harness.model.predict`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from harness import stats
+from harness.analysis import stats
 from reports.aggregate import labelled, world_label
 from reports.figures import PALETTE, _layout, new_figure
 

@@ -17,7 +17,7 @@ from urllib.parse import quote
 import pandas as pd
 import plotly.graph_objects as go
 
-from harness import stats
+from harness.analysis import stats
 from reports import aggregate, figures, netfigures
 
 PLOTLY_ASSET = "assets/plotly.min.js"
@@ -45,11 +45,11 @@ class RunData:
     boxes: pd.DataFrame
     series: pd.DataFrame  # downsampled slowest-rank step times, warm-up included
     recommendations: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
-    """The sweep's recommended caps (harness.sweep), where the run swept bucket_cap_mb."""
+    """The sweep's recommended caps (harness.analysis.sweep), where the run swept bucket_cap_mb."""
     floor: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
-    """Per configuration, the communication floor (harness.predict), where a network was measured or given."""
+    """Per configuration, the communication floor (harness.model.predict), where a network was measured or given."""
     predictions: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
-    """The step-time model against the run's bucket sweeps (harness.predict)."""
+    """The step-time model against the run's bucket sweeps (harness.model.predict)."""
 
 
 def summarize_run(
@@ -451,7 +451,7 @@ def model_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     return "\n".join(parts)
 
 
-# The model's variants (as harness.predict.VARIANTS; reports read results, never the model's code).
+# The model's variants (as harness.model.predict.VARIANTS; reports read results, never the model's code).
 MODEL_VARIANTS = (
     ("predicted_raw_ms", "raw profile"),
     ("predicted_ms", "calibrated on the run's local steps"),
@@ -467,7 +467,7 @@ def describe_error(error: dict) -> str:
 
 
 def _measured_as_good(recommendations: pd.DataFrame, *, workload: str, size: str, world: int) -> list[float] | None:
-    """The caps the sweep found not significantly slower than its best (harness.sweep), where it has them."""
+    """The caps the sweep found not significantly slower than its best (harness.analysis.sweep), where it has them."""
     if recommendations.empty:
         return None
     rows = recommendations[(recommendations["impl"] == "stock") & (recommendations["workload"] == workload)

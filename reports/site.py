@@ -15,7 +15,7 @@ import dataclasses
 import logging
 from pathlib import Path
 
-from harness import store
+from harness.results import store
 from reports import pages
 from reports.pages import PLOTLY_ASSET
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.dist import distributed_session
+from harness.rank.dist import distributed_session
 
 PROJECT = Path(__file__).resolve().parent.parent
 

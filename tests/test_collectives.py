@@ -6,8 +6,10 @@ import pandas as pd
 import pytest
 from conftest import run_ddpbench
 
-from harness import cli, collectives, store
-from harness.config import ConfigError
+from harness import cli
+from harness.plan.config import ConfigError
+from harness.rank import collectives
+from harness.results import store
 
 
 @pytest.mark.parametrize(

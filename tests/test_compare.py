@@ -8,7 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import run_ddpbench
 
-from harness import cli, store
+from harness import cli
+from harness.results import store
 
 KEYS = {"impl": "stock", "impl_options": "{}", "workload": "mlp", "size": "tiny", "world_size": 2, "nnodes": 1}
 KEYS |= {"batch_size": 8, "dtype": "fp32", "optimizer": "sgd", "device": "cpu", "status": "ok"}

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from harness import cli
-from harness.config import BenchConfig, ConfigError, expand, rank_ladder
+from harness.plan.config import BenchConfig, ConfigError, expand, rank_ladder
 
 
 def run_cli(capsys, *args: str) -> tuple[int, str, str]:
@@ -115,7 +115,7 @@ def test_config_rejects_bad_values_without_the_cli():
 
 
 def test_more_ranks_than_gpus_is_refused_unless_gloo_shares_them():
-    from harness.config import check_gpu_count
+    from harness.plan.config import check_gpu_count
 
     with pytest.raises(ConfigError, match="--gpus 2 is more than the 1 GPU"):
         check_gpu_count(gpus=2, available=1, backend="nccl")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness import env
+from harness.rank import env
 
 
 def test_environment_names_software_host_devices_and_git_state():

@@ -21,10 +21,12 @@ from pathlib import Path
 import pytest
 from conftest import PROJECT
 
-from harness import cli, launch, store
-from harness.config import BenchConfig, expand
-from harness.liveness import registered_ranks
-from harness.progress import read_step_progress
+from harness import cli
+from harness.launch import launcher as launch
+from harness.plan.config import BenchConfig, expand
+from harness.rank.liveness import registered_ranks
+from harness.rank.progress import read_step_progress
+from harness.results import store
 
 
 def start_plan(tmp_path: Path, impls: tuple[str, ...], **options):

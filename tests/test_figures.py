@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness import store
+from harness.results import store
 from reports import aggregate, figures, pages
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -22,10 +22,10 @@ from torch import nn
 
 import impls
 import workloads
-from harness import parity
 from harness.protocols import ConfigError, Strategy
-from harness.timing import WallClockTimer
-from harness.training import LEARNING_RATE, OPTIMIZER, build_model, make_batch, train_step
+from harness.rank import parity
+from harness.rank.timing import WallClockTimer
+from harness.rank.training import LEARNING_RATE, OPTIMIZER, build_model, make_batch, train_step
 from impls.dataparallel import batch_note
 
 WORLD_SIZES = (1, 2, 3)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import sys
 
-from harness import launch, store
-from harness.config import BenchConfig, expand
+from harness.launch import launcher as launch
+from harness.plan.config import BenchConfig, expand
+from harness.results import store
 
 
 def test_single_node_uses_standalone_and_several_nodes_the_c10d_rendezvous(tmp_path):
     one = BenchConfig(gpus=2, impls=("naive",))
     command = launch.torchrun_command(one, local_ranks=2, plan_path=tmp_path / "p.json", run_id="r")
     assert "--standalone" in command and "--nproc-per-node=2" in command
-    assert command[-3:] == ["-m", "harness.worker", str(tmp_path / "p.json")]
+    assert command[-3:] == ["-m", "harness.rank.worker", str(tmp_path / "p.json")]
     two = BenchConfig(gpus=8, impls=("naive",), nnodes=2, node_rank=1, rdzv_endpoint="node0:29500", run_id="job")
     command = launch.torchrun_command(two, local_ranks=8, plan_path=tmp_path / "p.json", run_id="r")
     assert "--standalone" not in command

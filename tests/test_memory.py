@@ -7,9 +7,10 @@ import time
 
 import torch
 
-from harness import store, worker
-from harness.config import BenchConfig, expand
-from harness.memory import MemorySampler
+from harness.plan.config import BenchConfig, expand
+from harness.rank import worker
+from harness.rank.memory import MemorySampler
+from harness.results import store
 
 
 class FakeGpu:

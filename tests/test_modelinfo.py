@@ -1,4 +1,4 @@
-"""harness.modelinfo on hand-made models whose counts and FLOPs can be worked out by hand."""
+"""harness.rank.modelinfo on hand-made models whose counts and FLOPs can be worked out by hand."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import dataclasses
 import torch
 from torch import nn
 
-from harness.modelinfo import FLOP_COUNT_SAMPLES, describe, parameter_sizes
 from harness.protocols import WorkloadDefaults
+from harness.rank.modelinfo import FLOP_COUNT_SAMPLES, describe, parameter_sizes
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -11,7 +11,9 @@ import pytest
 import torch
 
 import workloads
-from harness import collectives, gradprofile, predict, store
+from harness.model import predict
+from harness.rank import collectives, gradprofile
+from harness.results import store
 from reports import site
 
 DATA = Path(__file__).resolve().parent / "data"

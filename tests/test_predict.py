@@ -14,8 +14,12 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 import workloads
-from harness import cli, gradprofile, predict, stats, store
-from harness.predict import Contention, Grad, Link, Profile
+from harness import cli
+from harness.analysis import stats
+from harness.model import predict
+from harness.model.predict import Contention, Grad, Link, Profile
+from harness.rank import gradprofile
+from harness.results import store
 
 MB = 1024 * 1024
 

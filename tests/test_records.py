@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness import records, store
-from harness.config import Configuration
+from harness.plan.config import Configuration
+from harness.rank import records
+from harness.results import store
 
 CONTEXT = {"run_id": "r", "started_at": "t", "threads_per_rank": 1, "torch_version": "2.x", "hostname": "h"}
 

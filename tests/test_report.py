@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import run_ddpbench
 
-from harness import store
+from harness.results import store
 from reports import site
 
 DATA = Path(__file__).resolve().parent / "data"

@@ -15,10 +15,10 @@ from conftest import run_ddpbench
 
 import impls
 import workloads
-from harness import parity, records, rpc_flow
-from harness.config import BenchConfig, Configuration, expand
-from harness.dist import Session
-from harness.training import LEARNING_RATE, build_model, make_batch
+from harness.plan.config import BenchConfig, Configuration, expand
+from harness.rank import parity, records, rpc_flow
+from harness.rank.dist import Session
+from harness.rank.training import LEARNING_RATE, build_model, make_batch
 
 CPU = torch.device("cpu")
 SEED = 0

@@ -28,11 +28,11 @@ from test_impls_contract import (
 from torch import nn
 
 import impls
-from harness import parity
-from harness.memory import held_bytes, optimizer_state_bytes
 from harness.protocols import ConfigError
-from harness.timing import WallClockTimer
-from harness.training import LEARNING_RATE, build_model, make_batch, train_step
+from harness.rank import parity
+from harness.rank.memory import held_bytes, optimizer_state_bytes
+from harness.rank.timing import WallClockTimer
+from harness.rank.training import LEARNING_RATE, build_model, make_batch, train_step
 from impls.fsdp import blocks
 
 CPU = torch.device("cpu")

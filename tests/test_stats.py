@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from harness import stats
+from harness.analysis import stats
 
 
 def normal(mean: float, n: int = 60, seed: int = 0, spread: float = 0.03) -> list[float]:

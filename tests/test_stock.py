@@ -16,8 +16,8 @@ from dist_helpers import CLASSES, FEATURES, TinyClassification, run_in_process_g
 from torch import nn
 
 import impls
-from harness import parity
-from harness.training import LEARNING_RATE, OPTIMIZER, build_model, make_batch
+from harness.rank import parity
+from harness.rank.training import LEARNING_RATE, OPTIMIZER, build_model, make_batch
 from impls._common import MIB
 
 SEED = 11

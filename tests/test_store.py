@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from harness import store
+from harness.results import store
 
 
 def config_row(config_id: str, **overrides) -> dict:

@@ -7,12 +7,13 @@ import json
 
 import pytest
 
-from harness import faults, liveness, supervise
+from harness.launch import supervise
+from harness.rank import faults, liveness
 
 SUMMARY = """
 [W] something earlier
 ============================================================
-harness.worker FAILED
+harness.rank.worker FAILED
 ------------------------------------------------------------
 Failures:
 [1]:

@@ -9,9 +9,11 @@ import numpy as np
 import pandas as pd
 from conftest import run_ddpbench
 
-from harness import launch, store, sweep
-from harness.config import BenchConfig, expand
-from harness.progress import Progress
+from harness.analysis import sweep
+from harness.launch import launcher as launch
+from harness.plan.config import BenchConfig, expand
+from harness.rank.progress import Progress
+from harness.results import store
 
 
 def test_repeats_interleave_so_drift_hits_every_configuration_alike():
@@ -57,7 +59,7 @@ def test_progress_off_a_terminal_is_plain_lines(small_run):
     stream = io.StringIO()
     config_ids = sorted(store.written_config_ids(small_run))[:2]
     meta = store.read_json(small_run / "run.json")
-    from harness.config import Configuration
+    from harness.plan.config import Configuration
 
     pending = [Configuration.from_json(c) for c in meta["configurations"] if c["config_id"] in config_ids]
     progress = Progress(small_run, pending, stream=stream)
@@ -96,8 +98,8 @@ class Terminal(io.StringIO):
 
 
 def test_on_a_terminal_a_bar_shows_the_current_configuration_its_steps_and_an_eta(small_run, tmp_path):
-    from harness.config import Configuration
-    from harness.progress import StepProgress
+    from harness.plan.config import Configuration
+    from harness.rank.progress import StepProgress
 
     run = tmp_path / "run"
     shutil.copytree(small_run, run)

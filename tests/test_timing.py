@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.timing import PHASES, WallClockTimer
+from harness.rank.timing import PHASES, WallClockTimer
 
 
 def test_wall_clock_timer_measures_each_phase_between_marks():

@@ -5,8 +5,9 @@ from __future__ import annotations
 import pytest
 
 import impls
-from harness import faults, store, worker
-from harness.config import BenchConfig, expand
+from harness.plan.config import BenchConfig, expand
+from harness.rank import faults, worker
+from harness.results import store
 
 
 def plan_for(tmp_path, configurations) -> dict:

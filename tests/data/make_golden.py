@@ -1,4 +1,4 @@
-"""Writes the golden results under tests/data/<scenario>/ through `harness.store`, so they match the real schema.
+"""Writes the golden results under tests/data/<scenario>/ through `harness.results.store` (the real schema).
 
     python tests/data/make_golden.py          # rewrites the four scenarios (deterministic)
 
@@ -24,7 +24,8 @@ from typing import Any
 
 import numpy as np
 
-from harness import stats, store, sweep
+from harness.analysis import stats, sweep
+from harness.results import store
 
 HERE = Path(__file__).resolve().parent
 SCENARIOS = ("cpu_run", "bucket_sweep", "failures", "gpu_memory")
@@ -166,7 +167,7 @@ def synthetic_run(
     started_at: str = "2026-01-01T00:00:00+00:00",
     seed: int = 0,
 ) -> Path:
-    """A complete run folder (run.json, configs, steps, ranks) written through harness.store."""
+    """A complete run folder (run.json, configs, steps, ranks) written through harness.results.store."""
     run = store.run_dir(results, run_id)
     rng = np.random.default_rng(seed)
     backend = "gloo" if device == "cpu" else "nccl"

@@ -2,7 +2,7 @@
 
 Three inputs, each measured or given:
 
-- a gradient-ready profile (`harness.gradprofile`): forward, backward and optimizer times at
+- a gradient-ready profile (`harness.rank.gradprofile`): forward, backward and optimizer times at
   world size 1 and when each gradient is ready during backward;
 - a network model per world size: an all-reduce of S bytes takes `t(S) = α + S × f(n) / busbw`,
   f(n) = 2(n−1)/n (nccl-tests' bus factor), fitted from `ddpbench collectives` or given;
@@ -27,9 +27,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from harness import store
-from harness.gradprofile import PROFILE_STEPS
 from harness.protocols import ConfigError
+from harness.rank.gradprofile import PROFILE_STEPS
+from harness.results import store
 
 MB = 1024 * 1024
 
@@ -118,7 +118,7 @@ class Profile:
 
 
 def profile_from_rows(rows: pd.DataFrame) -> Profile:
-    """A stored profile (one row per parameter, see harness.store.GRADPROFILE_SCHEMA) as a Profile."""
+    """A stored profile (one row per parameter, see harness.results.store.GRADPROFILE_SCHEMA) as a Profile."""
     trainable = rows[rows["requires_grad"].astype(bool)]
     ordered = trainable.sort_values(["ready_ms", "param_index"], ascending=[True, False])
     grads = tuple(
@@ -537,7 +537,7 @@ def measure_profile(
     import torch
 
     import workloads
-    from harness import gradprofile
+    from harness.rank import gradprofile
 
     if threads:
         torch.set_num_threads(int(threads))

@@ -3,7 +3,7 @@
 For each world size of the ladder (2, 4, … up to --gpus: one rank has nothing to communicate)
 one torchrun launch runs this module in every rank:
 
-    torchrun --standalone --nproc-per-node N -m harness.collectives PLAN.json
+    torchrun --standalone --nproc-per-node N -m harness.rank.collectives PLAN.json
 
 Per operation and doubling message size: warm-up, timed iterations (each ended by a device
 sync, the slowest rank's time counts), a correctness check of the result, then algorithm
@@ -12,7 +12,7 @@ number compares across world sizes). Rank 0 writes `results/<run_id>/collectives
 
 It also measures how communication and computation slow each other down when they overlap
 (on the CPU gloo's threads compete with the training thread for the same cores), which the
-step-time model of `harness.predict` uses.
+step-time model of `harness.model.predict` uses.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import store
-from harness.config import BACKENDS, DEVICES, ConfigError, rank_ladder, validate_run_id
+from harness.plan.config import BACKENDS, DEVICES, ConfigError, rank_ladder, validate_run_id
+from harness.results import store
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 UNITS = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3}
@@ -366,9 +366,9 @@ def run_plan(plan: dict[str, Any], session) -> None:
 def main(argv: list[str] | None = None) -> int:
     import torch
 
-    from harness.dist import distributed_session
+    from harness.rank.dist import distributed_session
 
-    parser = argparse.ArgumentParser(prog="harness.collectives", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="harness.rank.collectives", description=__doc__.splitlines()[0])
     parser.add_argument("plan", type=Path, help="JSON plan written by `ddpbench collectives`")
     args = parser.parse_args(argv)
     plan = json.loads(args.plan.read_text())
@@ -390,7 +390,7 @@ class LaunchFailed(RuntimeError):
 
 def launch(config: CollectivesConfig, *, run_id: str, environment: dict[str, Any], say=print) -> Path:
     """Write run.json, then one torchrun launch per world size; return the collectives folder."""
-    from harness.launch import child_environment, threads_per_rank
+    from harness.launch.launcher import child_environment, threads_per_rank
 
     folder = store.run_dir(config.results, run_id) / "collectives"
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
@@ -441,7 +441,7 @@ def launch(config: CollectivesConfig, *, run_id: str, environment: dict[str, Any
 def _torchrun(plan_path: Path, *, ranks: int, log: Path, env: dict[str, str]) -> int:
     command = [
         sys.executable, "-m", "torch.distributed.run", "--standalone",
-        f"--nproc-per-node={ranks}", "--max-restarts=0", "-m", "harness.collectives", str(plan_path),
+        f"--nproc-per-node={ranks}", "--max-restarts=0", "-m", "harness.rank.collectives", str(plan_path),
     ]  # fmt: skip
     with open(log, "w") as out:
         return subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env).returncode

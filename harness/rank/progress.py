@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import TextIO
 
-from harness import store
-from harness.config import Configuration
+from harness.plan.config import Configuration
+from harness.results import store
 
 
 def describe_row(row: dict) -> str:
@@ -54,7 +54,7 @@ class StepProgress:
     """Rank 0 tells the launcher how far the current configuration is, at most twice a second.
 
     The launcher shows it and, from it, judges whether the configuration still moves (see
-    `harness.supervise.ProgressWatch`). Called between steps (outside every timed window);
+    `harness.launch.supervise.ProgressWatch`). Called between steps (outside every timed window);
     a plain rename, no fsync: it is a hint. `phase` is train, or parity for the reference.
     """
 

@@ -1,6 +1,6 @@
 """Gradient-ready profile: when each parameter's gradient is ready during backward, at world size 1.
 
-This is the input of the step-time model (`harness.predict`): DDP launches a bucket's
+This is the input of the step-time model (`harness.model.predict`): DDP launches a bucket's
 all-reduce when the bucket's last gradient is ready, so the times at which gradients become
 ready, with the forward and optimizer times, fix how much communication backward can hide.
 
@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from harness.protocols import Workload
-from harness.training import OPTIMIZERS, build_model, forward_precision, make_batch
+from harness.rank.training import OPTIMIZERS, build_model, forward_precision, make_batch
 
 PROFILE_STEPS = 5
 PROFILE_WARMUP = 2
@@ -152,7 +152,7 @@ def record_once(cfg, *, run, device: torch.device, context: dict[str, Any], done
     import traceback
 
     import workloads
-    from harness import store
+    from harness.results import store
 
     key = (cfg.workload, cfg.size, cfg.batch_size, cfg.dtype, cfg.optimizer)
     if cfg.world_size != 1 or key in done:

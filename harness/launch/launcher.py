@@ -1,4 +1,4 @@
-"""The launcher: one torchrun launch per world size, each running `harness.worker` in every rank.
+"""The launcher: one torchrun launch per world size, each running `harness.rank.worker` in every rank.
 
 torchrun starts and tears down the ranks; this module writes each launch's plan, watches the
 run folder for finished configurations (the progress report) and for progress within one
@@ -21,9 +21,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness import faults, liveness, records, store, supervise
-from harness.config import BenchConfig, ConfigError, Configuration
-from harness.progress import read_step_progress
+from harness.launch import supervise
+from harness.plan.config import BenchConfig, ConfigError, Configuration
+from harness.rank import faults, liveness, records
+from harness.rank.progress import read_step_progress
+from harness.results import store
 
 POLL_S = 0.5
 
@@ -145,7 +147,7 @@ def torchrun_command(
     return [
         sys.executable, "-m", "torch.distributed.run", *rendezvous,
         f"--nproc-per-node={local_ranks}", "--max-restarts=0", "--monitor-interval=0.5", *logging,
-        "-m", "harness.worker", str(plan_path),
+        "-m", "harness.rank.worker", str(plan_path),
     ]  # fmt: skip
 
 

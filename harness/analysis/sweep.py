@@ -10,7 +10,7 @@ import json
 
 import pandas as pd
 
-from harness import stats
+from harness.analysis import stats
 
 GROUP_KEYS = ("impl", "other_options", "workload", "size", "batch_size", "dtype", "optimizer", "world_size", "nnodes")
 

@@ -11,9 +11,9 @@ from typing import Any
 
 import pandas as pd
 
-from harness import stats
-from harness.config import BASELINE_IMPL, Configuration
-from harness.timing import PHASES
+from harness.analysis import stats
+from harness.plan.config import BASELINE_IMPL, Configuration
+from harness.rank.timing import PHASES
 
 # Per-rank sampled figures, and how a configuration's row combines its ranks.
 PEAK_COLUMNS = (
@@ -218,7 +218,7 @@ def assemble(
     written: pd.DataFrame,
     model_info: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
-    """(config row, step rows, rank rows) for one configuration; `model_info` from harness.modelinfo."""
+    """(config row, step rows, rank rows) for one configuration; `model_info` from harness.rank.modelinfo."""
     run_id = run_context["run_id"]
     status, error = combined_status(results)
     steps = step_rows(cfg, run_id, results)

@@ -1,10 +1,10 @@
 """The per-rank worker that torchrun starts: runs every configuration of one world size.
 
-    torchrun --standalone --nproc-per-node N -m harness.worker PLAN.json
+    torchrun --standalone --nproc-per-node N -m harness.rank.worker PLAN.json
 
 For each configuration: build, wrap, warm up, measure, check parity, gather every rank's
 records on rank 0, which writes them. A rank whose configuration raises writes down why
-(`harness.faults`) and leaves: its peers may be blocked in a collective it will never join,
+(`harness.rank.faults`) and leaves: its peers may be blocked in a collective it will never join,
 and only the end of the launch frees them. The launcher records the configuration `failed`
 and runs the rest in a fresh launch.
 """
@@ -31,14 +31,14 @@ from torch.distributed.elastic.multiprocessing.errors import record
 
 import impls
 import workloads
-from harness import faults, gradprofile, modelinfo, parity, records, rpc_flow, store
-from harness.config import Configuration
-from harness.dist import Session, distributed_session
-from harness.liveness import Responder
-from harness.memory import MemorySampler, held_as_row, held_bytes, peaks_as_row
-from harness.progress import StepProgress, announce_configuration
-from harness.timing import make_step_timer
-from harness.training import (
+from harness.plan.config import Configuration
+from harness.rank import faults, gradprofile, modelinfo, parity, records, rpc_flow
+from harness.rank.dist import Session, distributed_session
+from harness.rank.liveness import Responder
+from harness.rank.memory import MemorySampler, held_as_row, held_bytes, peaks_as_row
+from harness.rank.progress import StepProgress, announce_configuration
+from harness.rank.timing import make_step_timer
+from harness.rank.training import (
     OPTIMIZERS,
     build_model,
     concat_batches,
@@ -46,6 +46,7 @@ from harness.training import (
     make_batch,
     train_step,
 )
+from harness.results import store
 
 
 @dataclasses.dataclass
@@ -340,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
 
 @record  # an exception that ends this rank lands, with its traceback, in torchrun's error file
 def _run_recorded(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="harness.worker", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="harness.rank.worker", description=__doc__.splitlines()[0])
     parser.add_argument("plan", type=Path, help="JSON plan written by the launcher")
     args = parser.parse_args(argv)
     plan = json.loads(args.plan.read_text())

@@ -22,8 +22,8 @@ from typing import Any
 
 import torch
 
-from harness import store
-from harness.records import error_line
+from harness.rank.records import error_line
+from harness.results import store
 
 # exception: a Python exception in a strategy, workload or the harness; oom: an allocation
 # failed; killed: a rank died without a Python exception (a signal, a hard exit);

@@ -33,13 +33,13 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
 import workloads
-from harness import parity, records
-from harness.config import Configuration
-from harness.dist import Session
-from harness.memory import MemorySampler, held_as_row, peaks_as_row
-from harness.progress import StepProgress
-from harness.timing import make_step_timer
-from harness.training import OPTIMIZERS, build_model, forward_precision, make_batch
+from harness.plan.config import Configuration
+from harness.rank import parity, records
+from harness.rank.dist import Session
+from harness.rank.memory import MemorySampler, held_as_row, peaks_as_row
+from harness.rank.progress import StepProgress
+from harness.rank.timing import make_step_timer
+from harness.rank.training import OPTIMIZERS, build_model, forward_precision, make_batch
 
 SERVER_NAME = "parameter_server"
 RPC_TIMEOUT_S = 120.0
@@ -70,7 +70,7 @@ def unavailable_reason(cfg: Configuration, session: Session, strategy, workload)
 
 
 def measure(cfg: Configuration, session: Session, strategy, workload, *, run: Path) -> dict[str, Any]:
-    """This rank's record of one configuration, as harness.worker.measure returns it."""
+    """This rank's record of one configuration, as harness.rank.worker.measure returns it."""
     reason = unavailable_reason(cfg, session, strategy, workload)
     if reason:
         return {"status": "skipped", "error": reason}

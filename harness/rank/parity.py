@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from harness.protocols import Workload
-from harness.training import OPTIMIZERS, build_model, forward_precision, make_batch
+from harness.rank.training import OPTIMIZERS, build_model, forward_precision, make_batch
 
 # (atol, rtol) per parameter dtype after a few steps.
 TOLERANCE = {

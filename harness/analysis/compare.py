@@ -12,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness import stats, store
-from harness.config import BASELINE_IMPL, ConfigError
+from harness.analysis import stats
+from harness.plan.config import BASELINE_IMPL, ConfigError
+from harness.results import store
 
 MATCH_KEYS = (
     "impl",

@@ -134,7 +134,7 @@ class BenchConfig:
         self._check_network()
 
     def _check_network(self) -> None:
-        from harness.predict import parse_bandwidth, parse_latency
+        from harness.model.predict import parse_bandwidth, parse_latency
 
         if self.busbw is not None:
             parse_bandwidth(self.busbw)

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from harness.protocols import Strategy, Workload
-from harness.timing import StepTimer
+from harness.rank.timing import StepTimer
 
 OPTIMIZERS = {"sgd": (torch.optim.SGD, 0.01), "adam": (torch.optim.Adam, 1e-3)}
 """--optimizer choices: (class, learning rate). Adam has state (two moments per parameter),
