@@ -465,76 +465,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 1 if slower else 0
 
 
-def collectives_config(args: argparse.Namespace):
-    """Validate everything before anything is written: the config and the resolved device."""
-    import torch
-
-    from harness.plan import config as cfgmod
-    from harness.rank import collectives
-
-    for flag, value, choices in (("--device", args.device, DEVICES), ("--backend", args.backend, cfgmod.BACKENDS)):
-        if value not in choices:
-            raise ConfigError(f"{flag} {value!r} is not valid; choose one of {', '.join(choices)}")
-    device = cfgmod.resolve_device(args.device, cuda_available=torch.cuda.is_available())
-    backend = cfgmod.resolve_backend(args.backend, device=device)
-    gpus = args.gpus if args.gpus is not None else (torch.cuda.device_count() if device == "cuda" else 2)
-    if device == "cuda":
-        cfgmod.check_gpu_count(gpus=gpus, available=torch.cuda.device_count(), backend=backend)
-    config = collectives.CollectivesConfig(
-        gpus=gpus,
-        ops=collectives.parse_ops(args.ops),
-        sizes=collectives.parse_size_range(args.sizes or collectives.DEFAULT_SIZES[device]),
-        iters=args.iters if args.iters is not None else collectives.DEFAULT_ITERS[device],
-        warmup=args.warmup if args.warmup is not None else collectives.DEFAULT_WARMUP[device],
-        device=device,
-        backend=backend,
-        results=args.results,
-        run_id=args.run_id,
-        command=tuple(sys.argv),
-    )
-    run_id = config.run_id or cfgmod.new_run_id()
-    cfgmod.check_results_folder(config.results, run_id)
-    return config, run_id
-
-
-def cmd_collectives(args: argparse.Namespace) -> int:
-    from harness.rank import collectives, env
-    from harness.results import store
-
-    config, run_id = collectives_config(args)
-    print(f"ddpbench: collectives {','.join(config.ops)} on {config.device} with {config.backend}, world sizes "
-          f"{config.world_sizes}, {config.iters} iterations per size -> {config.results / run_id}/collectives/",
-          flush=True)  # fmt: skip
-    try:
-        folder = collectives.launch(config, run_id=run_id, environment=env.capture(config.command))
-    except collectives.LaunchFailed as exc:
-        print(f"ddpbench: error: {exc}", file=sys.stderr)
-        return 1
-    frame = store.read_collectives(folder.parent)
-    for (world, op), rows in frame.groupby(["world_size", "op"], sort=True):
-        best = rows.loc[rows["busbw_gbps"].idxmax()]
-        largest = rows.loc[rows["bytes"].idxmax()]
-        verdict = (
-            "all correct"
-            if rows["correct"].all()
-            else "WRONG RESULTS at " + ", ".join(_bytes_text(b) for b in rows.loc[~rows["correct"], "bytes"])
-        )
-        print(f"  w{world} {op:<14} busbw {largest['busbw_gbps']:.3f} GB/s at {_bytes_text(largest['bytes'])} "
-              f"(peak {best['busbw_gbps']:.3f} at {_bytes_text(best['bytes'])}); {verdict}")  # fmt: skip
-    for row in store.read_contention(folder.parent).itertuples():
-        print(f"  w{row.world_size} overlap: compute {row.compute_slowdown:.2f}× slower, all-reduce "
-              f"{row.comm_slowdown:.2f}× slower while the other runs")  # fmt: skip
-    print(f"collectives: {folder}/")
-    return 0 if frame["correct"].all() else 1
-
-
-def _bytes_text(count: float) -> str:
-    for unit, scale in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
-        if count >= scale:
-            return f"{count / scale:g} {unit}"
-    return f"{count:g} B"
-
-
 DEFAULT_PREDICT_CAPS = "1,5,10,25,50,100"
 
 
@@ -726,7 +656,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "report":
             return cmd_report(args)
         if args.command == "collectives":
-            return cmd_collectives(args)
+            from harness.commands import collectives
+
+            return collectives.run(args, command=tuple(sys.argv))
         if args.command == "predict":
             return cmd_predict(args)
     except ConfigError as exc:
