@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
+
+import pytest
+
 from harness.rank import env
 
 
@@ -11,13 +16,25 @@ def test_environment_names_software_host_devices_and_git_state():
         assert key in captured, key
     assert captured["command"] == ["ddpbench", "bench"]
     assert captured["libraries"]["torch"] and captured["libraries"]["pyarrow"]
-    assert isinstance(captured["git_dirty"], bool) or captured["git_sha"] is None
+
+
+def test_the_git_state_is_that_of_ddpbench_own_checkout_not_the_working_directory(tmp_path, monkeypatch):
+    inside_git = subprocess.run(
+        ["git", "-C", str(env.PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
+    )
+    if inside_git.returncode != 0:
+        pytest.skip("ddpbench is not installed from a git checkout here")
+    monkeypatch.chdir(tmp_path)  # a directory outside any repository: the state must not come from here
+    state = env.git_state()
+    assert state["git_sha"] == inside_git.stdout.strip()
+    assert re.fullmatch(r"[0-9a-f]{40}", state["git_sha"])
+    assert isinstance(state["git_dirty"], bool)
 
 
 def test_without_a_gpu_the_driver_fields_are_null_with_a_reason():
     captured = env.capture()
     if captured["cuda_available"]:
-        return  # on a GPU machine the fields are filled; the GPU check verifies them
+        pytest.skip("a GPU is visible: the driver fields are filled, and the GPU check verifies them")
     assert captured["driver_version"] is None and captured["nvml_note"]
     assert captured["gpus"] == [] and captured["topology"] == []
 

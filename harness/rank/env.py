@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the checkout ddpbench runs from (harness/rank/env.py)
 LIBRARIES = ("torch", "torchvision", "transformers", "numpy", "pandas", "pyarrow", "plotly", "nvidia-ml-py", "scipy")
 ENV_PREFIXES = ("NCCL_", "TORCH_NCCL_", "TORCH_DISTRIBUTED", "GLOO_", "TORCHELASTIC_", "CUDA_")
 ENV_NAMES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "MASTER_ADDR", "MASTER_PORT", "TORCH_CPP_LOG_LEVEL")

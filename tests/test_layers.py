@@ -1,0 +1,114 @@
+"""The house: imports point one way through the layers, and every module fits in one's head.
+
+The layers of `harness/`, top to bottom (DESIGN.md): a module may import its own layer and any
+layer below it, never one above. The plug-ins (`impls/`, `workloads/`) see only the contract, and
+the reporter only reads (results, analysis, model).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+STACK = [
+    ("face", ("harness.cli", "harness.__main__", "harness.commands")),
+    ("launch", ("harness.launch",)),
+    ("rank", ("harness.rank",)),
+    ("model", ("harness.model",)),
+    ("analysis", ("harness.analysis",)),
+    ("plan", ("harness.plan",)),
+    ("results", ("harness.results",)),
+    ("plug-ins", ("impls", "workloads")),
+    ("contract", ("harness.protocols", "harness.bucketing")),
+]
+REPORTS_MAY_IMPORT = ("results", "analysis", "model")
+PLUGINS_MAY_IMPORT = ("plug-ins", "contract")
+MAX_LINES = 400
+
+
+def layer_of(module: str) -> str | None:
+    for layer, prefixes in STACK:
+        if any(module == p or module.startswith(p + ".") for p in prefixes):
+            return layer
+    if module == "reports" or module.startswith("reports."):
+        return "reports"
+    return None
+
+
+def depth(layer: str) -> int:
+    return [name for name, _ in STACK].index(layer)
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path) -> set[str]:
+    """Every project module a file imports, at the top or inside a function."""
+    found: set[str] = set()
+    package = module_name(path) if path.name == "__init__.py" else module_name(path).rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
+            # `from harness import x` imports the module harness.x
+            found.update(f"{base}.{alias.name}" if layer_of(f"{base}.{alias.name}") else base for alias in node.names)
+    return {m for m in found if layer_of(m)}
+
+
+def project_modules() -> list[Path]:
+    return sorted(p for folder in ("harness", "impls", "workloads", "reports") for p in (ROOT / folder).rglob("*.py"))
+
+
+def violations(path: Path) -> list[str]:
+    here = layer_of(module_name(path))
+    bad = []
+    for target in sorted(imported_modules(path)):
+        there = layer_of(target)
+        if here == "reports":
+            ok = there == "reports" or there in REPORTS_MAY_IMPORT
+        elif here == "plug-ins":
+            ok = there in PLUGINS_MAY_IMPORT
+        elif there == "reports":
+            ok = here == "face"  # the face builds the report; nothing else in the harness knows the reporter
+        else:
+            ok = here is not None and depth(there) >= depth(here)
+        if not ok:
+            bad.append(f"{module_name(path)} ({here}) imports {target} ({there})")
+    return bad
+
+
+@pytest.mark.parametrize("path", project_modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_imports_point_down_the_layers(path):
+    bad = violations(path)
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("path", project_modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_module_fits_in_ones_head(path):
+    lines = len(path.read_text().splitlines())
+    assert lines <= MAX_LINES, (
+        f"{path.relative_to(ROOT)} has {lines} lines (at most {MAX_LINES}): split it where a name helps"
+    )
+
+
+def test_every_harness_module_belongs_to_a_layer():
+    homeless = [module_name(p) for p in (ROOT / "harness").rglob("*.py") if layer_of(module_name(p)) is None]
+    assert homeless in ([], ["harness"]), homeless
+
+
+def test_the_check_catches_an_upward_import(monkeypatch):
+    """A rank module importing the launcher is refused, so the check above can fail."""
+    fake = ROOT / "harness" / "rank" / "_layer_probe.py"
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: "from harness.launch import launcher\n")
+    assert violations(fake) == ["harness.rank._layer_probe (rank) imports harness.launch.launcher (launch)"]
