@@ -14,7 +14,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 import workloads
-from harness import cli
+from harness import bucketing, cli
 from harness.analysis import stats
 from harness.model import predict
 from harness.model.predict import Contention, Grad, Link, Profile
@@ -58,6 +58,13 @@ def _grads(model: nn.Module, order: list[int]) -> list[Grad]:
     return [Grad(i, params[i].numel() * params[i].element_size(), str(params[i].dtype), 0.0) for i in order]
 
 
+def _buckets(model: nn.Module, order: list[int], **caps) -> list[list[Grad]]:
+    """harness.bucketing's layout of the model's gradients taken in `order`, as lists of Grads."""
+    grads = _grads(model, order)
+    layout = bucketing.assign_buckets([g.nbytes for g in grads], [g.dtype for g in grads], **caps)
+    return [[grads[i] for i in bucket] for bucket in layout]
+
+
 CASES = {
     "gpt2-tiny": (lambda: workloads.create("gpt2", size="tiny"), 0.01),
     "mlp-tiny": (lambda: workloads.create("mlp", size="tiny"), 0.0005),
@@ -78,9 +85,7 @@ def test_bucket_assignment_reproduces_the_buckets_ddp_rebuilds(single_rank, case
         workload.loss(ddp, batch).backward()
     logged = [int(s) for s in str(ddp._get_ddp_logging_data()["rebuilt_bucket_sizes"]).split(",") if s.strip()]
     cap = int(cap_mb * MB)
-    buckets = predict.assign_buckets(
-        _grads(model, order), cap_bytes=cap, first_cap_bytes=predict.first_bucket_bytes(cap)
-    )
+    buckets = _buckets(model, order, cap_bytes=cap, first_cap_bytes=bucketing.first_bucket_bytes(cap))
     assert len(logged) > 2  # the cap really splits the model
     assert [sum(g.nbytes for g in b) for b in buckets] == logged
 
@@ -95,14 +100,25 @@ def test_bucket_assignment_matches_torchs_own_function_with_several_dtypes(cap_m
     expected, _ = dist._compute_bucket_assignment_by_size(
         [params[i] for i in order], [first, cap], [False] * len(order), order
     )
-    buckets = predict.assign_buckets(_grads(model, order), cap_bytes=cap, first_cap_bytes=first)
+    buckets = _buckets(model, order, cap_bytes=cap, first_cap_bytes=first)
     assert sorted([g.index for g in b] for b in buckets) == sorted(list(b) for b in expected)
+
+
+def test_bucket_layout_walks_the_given_order_and_keeps_dtypes_apart():
+    sizes, dtypes = [400, 300, 500, 100, 700], ["f32", "f32", "f64", "f32", "f64"]
+    # Walked 4, 3, 2, 1, 0: f64 closes {4} at the first cap, f32 closes {3, 1} at the first cap,
+    # then {0} and {2} stay open (launched in order of their dtype's first use: f64, then f32).
+    layout = bucketing.assign_buckets(sizes, dtypes, cap_bytes=1000, first_cap_bytes=350, order=[4, 3, 2, 1, 0])
+    assert layout == [[4], [3, 1], [2], [0]]
+    assert bucketing.assign_buckets(sizes, dtypes, cap_bytes=10_000, first_cap_bytes=10_000) == [[0, 1, 3], [2, 4]]
+    with pytest.raises(ValueError, match="5 sizes but 4 dtypes"):
+        bucketing.assign_buckets(sizes, dtypes[:4], cap_bytes=1, first_cap_bytes=1)
 
 
 def test_first_bucket_follows_the_installed_ddp():
     # An explicit bucket_cap_mb caps the first bucket alike in torch ≥ 2.9; the default keeps 1 MiB.
-    assert predict.first_bucket_bytes(25 * MB, cap_given=False) == dist._DEFAULT_FIRST_BUCKET_BYTES
-    assert predict.first_bucket_bytes(25 * MB) in (25 * MB, dist._DEFAULT_FIRST_BUCKET_BYTES)
+    assert bucketing.first_bucket_bytes(25 * MB, cap_given=False) == dist._DEFAULT_FIRST_BUCKET_BYTES
+    assert bucketing.first_bucket_bytes(25 * MB) in (25 * MB, dist._DEFAULT_FIRST_BUCKET_BYTES)
 
 
 # ---------------------------------------------------------------- the simulation, on hand-made profiles

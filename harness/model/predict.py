@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from harness import bucketing
 from harness.protocols import ConfigError
 from harness.rank.gradprofile import PROFILE_STEPS
 from harness.results import store
@@ -129,43 +130,6 @@ def profile_from_rows(rows: pd.DataFrame) -> Profile:
     return Profile(first["forward_ms"] / 1e3, first["backward_ms"] / 1e3, first["optimizer_ms"] / 1e3, grads)
 
 
-def first_bucket_bytes(cap_bytes: int, *, cap_given: bool = True) -> int:
-    """The first bucket's cap as the installed DDP sets it.
-
-    torch ≥ 2.9 caps the first bucket at _DEFAULT_FIRST_BUCKET_BYTES (1 MiB) only when
-    bucket_cap_mb is left at its default; an explicit bucket_cap_mb (as ddpbench always
-    passes) caps every bucket alike. Older torch always used 1 MiB.
-    """
-    import torch.distributed as dist
-
-    try:
-        from torch.nn.parallel.distributed import _BucketCapacityConfig
-    except ImportError:
-        return min(dist._DEFAULT_FIRST_BUCKET_BYTES, cap_bytes)
-    config = _BucketCapacityConfig.create(cap_bytes / MB if cap_given else None, None, False)
-    return config.first_bucket_bytes_cap
-
-
-def assign_buckets(grads: Sequence[Grad], *, cap_bytes: int, first_cap_bytes: int) -> list[list[Grad]]:
-    """DDP's compute_bucket_assignment_by_size as its reducer calls it when it rebuilds buckets:
-    walk the gradients in ready order, one open bucket per dtype; a bucket closes as soon as
-    it holds ≥ its limit (so a parameter is never split, and a big one makes a big bucket);
-    the first bucket of each dtype has the first-bucket limit, later ones the cap. Buckets are
-    launched in the order they closed; the open ones follow in order of first use."""
-    closed: list[list[Grad]] = []
-    open_buckets: dict[str, list[Grad]] = {}
-    limits: dict[str, int] = {}
-    for grad in grads:
-        bucket = open_buckets.setdefault(grad.dtype, [])
-        limit = limits.setdefault(grad.dtype, first_cap_bytes)
-        bucket.append(grad)
-        if sum(g.nbytes for g in bucket) >= limit:
-            closed.append(bucket)
-            open_buckets[grad.dtype] = []
-            limits[grad.dtype] = cap_bytes
-    return closed + [b for b in open_buckets.values() if b]
-
-
 # ---------------------------------------------------------------- the simulation
 
 
@@ -260,7 +224,12 @@ def predict_cap(
     profile: Profile, *, cap_mb: float, link: Link, world_size: int, contention: Contention = NO_CONTENTION
 ) -> StepPrediction:
     cap_bytes = int(cap_mb * MB)
-    buckets = assign_buckets(profile.grads, cap_bytes=cap_bytes, first_cap_bytes=first_bucket_bytes(cap_bytes))
+    grads = profile.grads
+    layout = bucketing.assign_buckets(
+        [g.nbytes for g in grads], [g.dtype for g in grads],
+        cap_bytes=cap_bytes, first_cap_bytes=bucketing.first_bucket_bytes(cap_bytes),
+    )  # fmt: skip
+    buckets = [[grads[i] for i in bucket] for bucket in layout]
     return simulate(profile, buckets, link=link, world_size=world_size, contention=contention)
 
 
