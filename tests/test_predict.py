@@ -16,8 +16,11 @@ from torch.nn.parallel import DistributedDataParallel
 import workloads
 from harness import bucketing, cli
 from harness.analysis import stats
-from harness.model import predict
-from harness.model.predict import Contention, Grad, Link, Profile
+from harness.model import network as net
+from harness.model import predict, schedule
+from harness.model.network import Contention, Link
+from harness.model.schedule import Grad, Profile
+from harness.plan import units
 from harness.rank import gradprofile
 from harness.results import store
 
@@ -141,21 +144,21 @@ def _each_alone(profile: Profile) -> list[list[Grad]]:
 def test_full_overlap_hides_all_but_the_last_bucket():
     # Buckets ready at 2, 4, 6, 8, 10 ms, each all-reduce 1 ms: only the last one's 1 ms shows.
     profile = _profile([2, 4, 6, 8, 10], backward_ms=10)
-    step = predict.simulate(profile, _each_alone(profile), link=ONE_MS_PER_MB, world_size=2)
+    step = schedule.simulate(profile, _each_alone(profile), link=ONE_MS_PER_MB, world_size=2)
     assert step.comm_end_s == pytest.approx(11 * MS)
     assert step.step_s == pytest.approx((3 + 11 + 1) * MS)
 
 
 def test_one_giant_bucket_overlaps_nothing():
     profile = _profile([2, 4, 6, 8, 10], backward_ms=10)
-    step = predict.simulate(profile, [list(profile.grads)], link=ONE_MS_PER_MB, world_size=2)
+    step = schedule.simulate(profile, [list(profile.grads)], link=ONE_MS_PER_MB, world_size=2)
     assert step.step_s == pytest.approx((3 + 10 + 5 + 1) * MS)
 
 
 def test_communication_bound_buckets_queue_behind_each_other():
     # Each all-reduce takes 4 ms but a bucket is ready every 2 ms: they run back to back from 2 ms.
     profile = _profile([2, 4, 6, 8, 10], backward_ms=10, nbytes=4 * MB)
-    step = predict.simulate(profile, _each_alone(profile), link=ONE_MS_PER_MB, world_size=2)
+    step = schedule.simulate(profile, _each_alone(profile), link=ONE_MS_PER_MB, world_size=2)
     assert step.comm_end_s == pytest.approx(22 * MS)
     assert step.exposed_comm_s == pytest.approx(12 * MS)
 
@@ -163,10 +166,10 @@ def test_communication_bound_buckets_queue_behind_each_other():
 def test_latency_counts_once_per_bucket():
     profile = _profile([10, 10, 10], backward_ms=10)
     link = Link(alpha_s=0.5 * MS, busbw_bytes_per_s=MB / 1e-3)
-    assert predict.simulate(profile, _each_alone(profile), link=link, world_size=2).comm_end_s == pytest.approx(
+    assert schedule.simulate(profile, _each_alone(profile), link=link, world_size=2).comm_end_s == pytest.approx(
         (10 + 3 * 1.5) * MS
     )
-    assert predict.simulate(profile, [list(profile.grads)], link=link, world_size=2).comm_end_s == pytest.approx(
+    assert schedule.simulate(profile, [list(profile.grads)], link=link, world_size=2).comm_end_s == pytest.approx(
         (10 + 3.5) * MS
     )
 
@@ -176,26 +179,26 @@ def test_contention_slows_whichever_work_overlaps():
     # 6 ms of its work at 7 ms, ends at 11 ms; the second bucket runs 11–13 ms alone.
     profile = _profile([5, 10], backward_ms=10, nbytes=2 * MB)
     slow = Contention(compute_slowdown=2.0, comm_slowdown=1.0)
-    step = predict.simulate(profile, _each_alone(profile), link=ONE_MS_PER_MB, world_size=2, contention=slow)
+    step = schedule.simulate(profile, _each_alone(profile), link=ONE_MS_PER_MB, world_size=2, contention=slow)
     assert step.backward_end_s == pytest.approx(11 * MS)
     assert step.comm_end_s == pytest.approx(13 * MS)
     # The other way round: the first all-reduce runs at half speed while backward computes (its 2 ms
     # of work take 5 → 9 ms), the second runs alone after backward, 10 → 12 ms.
     slow_comm = Contention(compute_slowdown=1.0, comm_slowdown=2.0)
-    step = predict.simulate(profile, _each_alone(profile), link=ONE_MS_PER_MB, world_size=2, contention=slow_comm)
+    step = schedule.simulate(profile, _each_alone(profile), link=ONE_MS_PER_MB, world_size=2, contention=slow_comm)
     assert step.backward_end_s == pytest.approx(10 * MS)
     assert step.comm_end_s == pytest.approx(12 * MS)
 
 
 def test_one_rank_communicates_nothing():
     profile = _profile([2, 4], backward_ms=4)
-    step = predict.simulate(profile, [list(profile.grads)], link=ONE_MS_PER_MB, world_size=1)
+    step = schedule.simulate(profile, [list(profile.grads)], link=ONE_MS_PER_MB, world_size=1)
     assert step.step_s == pytest.approx(profile.local_step_s)
 
 
 def test_predict_caps_gives_efficiency_against_the_one_rank_step():
     profile = _profile([2, 4, 6, 8, 10], backward_ms=10)
-    frame = predict.predict_caps(profile, caps_mb=[1, 100], link=ONE_MS_PER_MB, world_size=2)
+    frame = schedule.predict_caps(profile, caps_mb=[1, 100], link=ONE_MS_PER_MB, world_size=2)
     assert frame["buckets"].tolist() == [5, 1]
     assert frame["scaling_efficiency"].tolist() == pytest.approx([14 / 15, 14 / 19])
 
@@ -208,7 +211,7 @@ def test_alpha_beta_fit_recovers_latency_and_bandwidth_from_noisy_samples():
     sizes = 1024 * 2.0 ** np.arange(0, 17)
     alpha, busbw, world = 40e-6, 3e9, 4
     times = (alpha + sizes * 1.5 / busbw) * rng.normal(1.0, 0.01, sizes.size)
-    link = predict.fit_link(sizes, times, world_size=world)
+    link = net.fit_link(sizes, times, world_size=world)
     assert link.alpha_s == pytest.approx(alpha, rel=0.05)
     assert link.busbw_bytes_per_s == pytest.approx(busbw, rel=0.05)
 
@@ -218,22 +221,22 @@ def test_links_come_from_correct_all_reduce_rows_per_world_size():
     rows = [{"op": "all_reduce", "world_size": w, "bytes": s, "time_us": (10e-6 + s * f / 1e9) * 1e6, "correct": True}
             for w, f in ((2, 1.0), (4, 1.5)) for s in sizes]  # fmt: skip
     rows.append({"op": "all_reduce", "world_size": 8, "bytes": 1024, "time_us": 1.0, "correct": False})
-    links = predict.links_from_collectives(pd.DataFrame(rows))
+    links = net.links_from_collectives(pd.DataFrame(rows))
     assert sorted(links) == [2, 4]
     assert links[4].busbw_bytes_per_s == pytest.approx(1e9, rel=1e-6)
-    assert "extrapolated" in predict.link_for(links, 64).source
+    assert "extrapolated" in net.link_for(links, 64).source
 
 
 @pytest.mark.parametrize(
     ("text", "value"), [("90GB/s", 90e9), ("400Gb/s", 50e9), ("800MB/s", 800e6), ("1.5 GB/s", 1.5e9)]
 )
 def test_bandwidth_parses_in_bytes_or_bits(text, value):
-    assert predict.parse_bandwidth(text) == pytest.approx(value)
+    assert units.parse_bandwidth(text) == pytest.approx(value)
 
 
 @pytest.mark.parametrize(("text", "value"), [("30us", 30e-6), ("0.2ms", 2e-4), ("5e-6s", 5e-6)])
 def test_latency_parses_with_its_unit(text, value):
-    assert predict.parse_latency(text) == pytest.approx(value)
+    assert units.parse_latency(text) == pytest.approx(value)
 
 
 def test_prediction_error_is_mape_and_grid_steps_between_best_caps():
@@ -253,7 +256,7 @@ def test_gradient_ready_profile_sees_the_last_layer_first():
     ready = [r["ready_ms"] for r in rows]
     assert ready[-1] < ready[0]  # backward reaches the output layer before the input layer
     assert all(0 <= t <= rows[0]["backward_ms"] * 1.5 for t in ready)
-    profile = predict.profile_from_rows(pd.DataFrame(rows))
+    profile = schedule.profile_from_rows(pd.DataFrame(rows))
     times = [g.ready_s for g in profile.grads]
     assert times == sorted(times)  # the simulation walks gradients in the order they became ready
     assert profile.grads[0].index >= len(params) - 2  # the output layer's weight or bias comes first
@@ -265,6 +268,20 @@ def test_a_bench_run_stores_the_profile_at_world_size_1(small_run):
     params = list(workloads.create("mlp", size="tiny").build_model().parameters())
     assert len(profiles) == len(params)
     assert profiles["ready_ms"].notna().all() and (profiles["backward_ms"] > 0).all()
+
+
+def test_a_profile_measured_later_is_stored_with_the_run_and_found_again(tmp_path):
+    run = tmp_path / "r"
+    store.write_json(run / "run.json", {"run_id": "r", "threads_per_rank": 1})
+    setup = {"workload": "mlp", "size": "tiny", "batch_size": 4, "dtype": "fp32", "optimizer": "sgd"}
+    assert predict.stored_profile(run, setup) is None
+    measured = gradprofile.measure(workloads.create("mlp", size="tiny"), batch_size=4, device=torch.device("cpu"),
+                                   steps=2, warmup=1)  # fmt: skip
+    kept = predict.store_profile(run, setup, pd.DataFrame([{**setup, **r} for r in measured]), device="cpu")
+    assert predict.stored_profile(run, setup) == kept
+    assert predict.stored_profile(run, {**setup, "batch_size": 8}) is None
+    stored = store.read_gradprofiles(run)
+    assert set(stored["run_id"]) == {"r"} and set(stored["threads_per_rank"]) == {1}
 
 
 # ---------------------------------------------------------------- a run's model tables
@@ -279,7 +296,7 @@ def _config(config_id, impl, cap, step_ms, world=2):
 
 def test_floor_is_the_larger_of_local_step_and_one_all_reduce_of_every_gradient():
     configs = pd.DataFrame([_config("l", "local", None, 10.0), _config("s", "stock", 1.0, 30.0)])
-    network = predict.given_network(busbw_bytes_per_s=MB / 1e-3, latency_s=1e-3)  # 1 ms + 1 ms per MiB at n = 2
+    network = net.given_network(busbw_bytes_per_s=MB / 1e-3, latency_s=1e-3)  # 1 ms + 1 ms per MiB at n = 2
     floor = {r["config_id"]: r for r in predict.floor_rows(configs, network)}
     assert floor["s"]["allreduce_ms"] == pytest.approx(6.0)
     assert floor["s"]["local_ms"] == 10.0 and floor["s"]["floor_ms"] == 10.0
@@ -295,7 +312,7 @@ _PROFILE_ROWS = pd.DataFrame([
 def test_sweep_predictions_pair_each_measured_cap_with_the_model():
     configs = pd.DataFrame([_config("a", "stock", 1.0, 20.0), _config("b", "stock", 1.0, 22.0),
                             _config("c", "stock", 100.0, 25.0)])  # fmt: skip
-    network = predict.given_network(busbw_bytes_per_s=MB / 1e-3, latency_s=0.0)
+    network = net.given_network(busbw_bytes_per_s=MB / 1e-3, latency_s=0.0)
     rows = predict.sweep_predictions(configs, _PROFILE_ROWS, network)
     assert [(r["bucket_cap_mb"], r["measured_ms"]) for r in rows] == [(1.0, 21.0), (100.0, 25.0)]
     assert [r["predicted_ms"] for r in rows] == pytest.approx([15.0, 19.0])  # nothing to calibrate on
@@ -334,15 +351,15 @@ def test_a_bench_run_given_busbw_takes_its_network_from_run_json(tmp_path):
     run = tmp_path / "r"
     store.write_json(run / "run.json", {"run_id": "r", "device": "cpu", "backend": "gloo",
                                         "config": {"busbw": "2GB/s", "latency": "10us"}})  # fmt: skip
-    network = predict.network_for_run(tmp_path, run)
-    link = predict.network_link(network, 8)
+    network = net.network_for_run(tmp_path, run)
+    link = net.network_link(network, 8)
     assert (link.alpha_s, link.busbw_bytes_per_s) == pytest.approx((10e-6, 2e9))
 
 
 def test_a_bench_run_without_busbw_or_collectives_has_no_network(tmp_path):
     run = tmp_path / "r"
     store.write_json(run / "run.json", {"run_id": "r", "device": "cpu", "backend": "gloo", "config": {}})
-    assert predict.network_for_run(tmp_path, run) is None
+    assert net.network_for_run(tmp_path, run) is None
 
 
 @pytest.mark.parametrize(("flags", "named"), [(["--busbw", "fast"], "fast"), (["--latency", "30us"], "--busbw")])
@@ -356,7 +373,7 @@ def test_calibration_scales_compute_to_the_runs_local_step_and_adds_ddps_own_cos
     configs = pd.DataFrame([_config("l1", "local", None, 14.0, world=1), _config("l2", "local", None, 28.0),
                             _config("s1", "stock", 100.0, 16.0, world=1),
                             _config("s2", "stock", 100.0, 50.0)])  # fmt: skip
-    network = predict.given_network(busbw_bytes_per_s=MB / 1e-3, latency_s=0.0)
+    network = net.given_network(busbw_bytes_per_s=MB / 1e-3, latency_s=0.0)
     [row] = predict.sweep_predictions(configs, _PROFILE_ROWS, network)
     # Raw: 3 + 10 + 5 (one 5 MiB bucket after backward) + 1. Calibrated: compute × 28/14 = 2, DDP's own
     # 16 − 14 = 2 ms at one rank, × 2 as well, added to backward: 6 + (20 + 4) + 5 + 2.

@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from harness.plan.units import parse_bandwidth, parse_latency
 from harness.protocols import SIZES, ConfigError
 
 DEVICES = ("auto", "cpu", "cuda")
@@ -134,8 +135,6 @@ class BenchConfig:
         self._check_network()
 
     def _check_network(self) -> None:
-        from harness.model.predict import parse_bandwidth, parse_latency
-
         if self.busbw is not None:
             parse_bandwidth(self.busbw)
         if self.latency is not None:
