@@ -1,12 +1,18 @@
-"""`ddpbench collectives`: bus-bandwidth factors, input parsing, and the command end to end on 2 CPU ranks."""
+"""`ddpbench collectives`: bus-bandwidth factors, input parsing, the command end to end on 2 CPU
+ranks, and a rank killed in the middle, diagnosed by the same supervised launch as `bench`'s."""
 
 from __future__ import annotations
+
+import os
+from pathlib import Path
 
 import pandas as pd
 import pytest
 from conftest import run_ddpbench
 
 from harness import cli
+from harness.launch import collectives as launch_collectives
+from harness.plan import collectives as plan
 from harness.plan.config import ConfigError
 from harness.rank import collectives
 from harness.results import store
@@ -27,20 +33,20 @@ def test_bus_factor_is_the_nccl_tests_one(op, world, factor):
 
 
 def test_sizes_parse_in_powers_of_1024_and_double_from_min_to_max():
-    assert collectives.parse_size("1KB") == 1024
-    assert collectives.parse_size("256MB") == 256 * 1024**2
-    assert collectives.parse_size_range("1KB:8KB") == (1024, 8192)
-    assert collectives.message_sizes(1024, 8192) == [1024, 2048, 4096, 8192]
-    assert collectives.message_sizes(1024, 5000) == [1024, 2048, 4096]
+    assert plan.parse_size("1KB") == 1024
+    assert plan.parse_size("256MB") == 256 * 1024**2
+    assert plan.parse_size_range("1KB:8KB") == (1024, 8192)
+    assert plan.message_sizes(1024, 8192) == [1024, 2048, 4096, 8192]
+    assert plan.message_sizes(1024, 5000) == [1024, 2048, 4096]
 
 
 @pytest.mark.parametrize(
     ("call", "named"),
     [
-        (lambda: collectives.parse_ops("all_reduce,alltoall"), "alltoall"),
-        (lambda: collectives.parse_size_range("1MB:1KB"), "1MB:1KB"),
-        (lambda: collectives.parse_size_range("1KB"), "1KB"),
-        (lambda: collectives.parse_size("12XB"), "12XB"),
+        (lambda: plan.parse_ops("all_reduce,alltoall"), "alltoall"),
+        (lambda: plan.parse_size_range("1MB:1KB"), "1MB:1KB"),
+        (lambda: plan.parse_size_range("1KB"), "1KB"),
+        (lambda: plan.parse_size("12XB"), "12XB"),
     ],
 )
 def test_bad_input_names_the_value(call, named):
@@ -48,24 +54,93 @@ def test_bad_input_names_the_value(call, named):
         call()
 
 
-def test_collectives_command_measures_checks_and_writes_parquet(tmp_path):
+@pytest.fixture(scope="module")
+def collectives_run(tmp_path_factory) -> Path:
+    """`ddpbench collectives --gpus 2` on small messages, once for the tests that read it."""
+    results = tmp_path_factory.mktemp("collectives")
     done = run_ddpbench(
         "collectives", "--gpus", "2", "--sizes", "1KB:8KB", "--iters", "3", "--warmup", "1",
-        "--results", str(tmp_path), "--run-id", "c",
+        "--results", str(results), "--run-id", "c",
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    frame = store.read_collectives(tmp_path / "c")
-    assert sorted(frame["op"].unique()) == sorted(collectives.OPS)
+    assert "world size 2 done" in done.stdout
+    return results / "c"
+
+
+def test_collectives_command_measures_checks_and_writes_parquet(collectives_run):
+    frame = store.read_collectives(collectives_run)
+    assert sorted(frame["op"].unique()) == sorted(plan.OPS)
     assert sorted(frame["bytes"].unique()) == [1024, 2048, 4096, 8192]
     assert frame["correct"].all()
     assert (frame["world_size"] == 2).all()
     factors = frame["op"].map(lambda op: collectives.bus_factor(op, 2))
     pd.testing.assert_series_equal(frame["busbw_gbps"], frame["algbw_gbps"] * factors, check_names=False)
     assert (frame["algbw_gbps"] - frame["bytes"] / frame["time_us"] / 1e3).abs().max() < 1e-9
-    meta = store.read_json(tmp_path / "c" / "collectives" / "run.json")
+    meta = store.read_json(collectives_run / "run.json")
     assert meta["kind"] == "collectives" and meta["environment"]["hostname"]
-    contention = store.read_contention(tmp_path / "c")
+    assert store.list_collectives_runs(collectives_run.parent) == [collectives_run]
+    assert store.list_runs(collectives_run.parent) == []  # not a bench run
+    contention = store.read_contention(collectives_run)
     assert len(contention) == 1 and contention["compute_slowdown"].iloc[0] >= 1.0
+
+
+def assert_every_table_folder_reads_with_pandas(run: Path) -> list[str]:
+    """A folder holding a Parquet part holds Parquet parts only (names beginning with '.' are
+    hidden from readers), and pandas reads it whole. Returns the table folders found."""
+    tables = []
+    for folder in sorted(p for p in run.rglob("*") if p.is_dir() and not p.name.startswith(".")):
+        visible = [p for p in folder.iterdir() if not p.name.startswith(".")]
+        if not any(p.suffix == ".parquet" for p in visible):
+            continue
+        others = sorted(p.name for p in visible if not (p.is_file() and p.suffix == ".parquet"))
+        assert not others, f"{folder} holds more than Parquet parts: {others}"
+        assert len(pd.read_parquet(folder)) > 0, folder
+        tables.append(str(folder.relative_to(run)))
+    return tables
+
+
+def test_every_table_folder_of_a_collectives_run_reads_with_pandas(collectives_run):
+    assert assert_every_table_folder_reads_with_pandas(collectives_run) == ["collectives", "contention"]
+    assert (collectives_run / "logs" / "world-2.log").is_file()  # the logs are the run's, beside the tables
+    columns = set(pd.read_parquet(collectives_run / "collectives").columns)
+    assert set(store.COLLECTIVE_SCHEMA.names) <= columns
+
+
+def test_every_table_folder_of_a_bench_run_reads_with_pandas(small_run):
+    assert {"configs", "steps", "ranks"} <= set(assert_every_table_folder_reads_with_pandas(small_run))
+
+
+def test_a_killed_rank_is_named_with_its_signal_and_no_rank_is_left(tmp_path, monkeypatch):
+    """The supervised launch, not a bare subprocess: rank 1 killed at its second case is the cause
+    reported, the launch is down, and nothing of the world size is written."""
+    monkeypatch.setenv("DDPBENCH_FAULT", "kill:impl=collectives,world=2,rank=1,step=1")
+    config = plan.CollectivesConfig(gpus=2, ops=("all_reduce",), sizes=(1024, 4096), iters=2, warmup=0,
+                                    device="cpu", backend="gloo", results=tmp_path, contention=False)  # fmt: skip
+    with pytest.raises(launch_collectives.LaunchFailed) as failed:
+        launch_collectives.run_collectives(config, run_id="killed", environment={})
+    assert failed.value.failure["error_kind"] == "killed"
+    assert failed.value.failure["error"].startswith("rank 1 killed by SIGKILL"), failed.value.failure
+    assert "all_reduce message size" in failed.value.failure["error"]  # where it was, from rank 0's hint
+    run = tmp_path / "killed"
+    assert not store.collectives_part(run, 2).exists()
+    assert failed.value.log == run / "logs" / "world-2.log"
+    assert not processes_naming(run)
+
+
+def processes_naming(run: Path) -> list[str]:
+    """Live processes whose command line names the run folder (every rank's does: its plan's path)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if str(run) in command and state != "Z":
+            found.append(command)
+    return found
 
 
 @pytest.mark.parametrize(

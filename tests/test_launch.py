@@ -1,31 +1,38 @@
-"""The launcher: torchrun commands, core shares, and what a launch that dies leaves behind."""
+"""The launcher: torchrun commands, core shares, what a launch that dies leaves behind, and a
+launch that hangs (any rank module: `bench`'s worker and `collectives` share the one launch)."""
 
 from __future__ import annotations
 
 import sys
+import time
 
 from harness.launch import launcher as launch
+from harness.launch import supervise, torchrun
 from harness.plan.config import BenchConfig, expand
+from harness.plan.ranks import threads_per_rank
 from harness.results import store
 
 
 def test_single_node_uses_standalone_and_several_nodes_the_c10d_rendezvous(tmp_path):
-    one = BenchConfig(gpus=2, impls=("naive",))
-    command = launch.torchrun_command(one, local_ranks=2, plan_path=tmp_path / "p.json", run_id="r")
+    one = launch.rendezvous(BenchConfig(gpus=2, impls=("naive",)), "r")
+    command = torchrun.torchrun_command(launch.WORKER, tmp_path / "p.json", local_ranks=2, rendezvous=one)
     assert "--standalone" in command and "--nproc-per-node=2" in command
     assert command[-3:] == ["-m", "harness.rank.worker", str(tmp_path / "p.json")]
     two = BenchConfig(gpus=8, impls=("naive",), nnodes=2, node_rank=1, rdzv_endpoint="node0:29500", run_id="job")
-    command = launch.torchrun_command(two, local_ranks=8, plan_path=tmp_path / "p.json", run_id="r")
+    command = torchrun.torchrun_command(
+        "harness.rank.collectives", tmp_path / "p.json", local_ranks=8, rendezvous=launch.rendezvous(two, "r")
+    )
     assert "--standalone" not in command
     assert {"--nnodes=2", "--node-rank=1", "--rdzv-backend=c10d", "--rdzv-endpoint=node0:29500", "--rdzv-id=r"} <= set(
         command
     )
+    assert command[-3:] == ["-m", "harness.rank.collectives", str(tmp_path / "p.json")]
 
 
 def test_every_simulated_gpu_gets_the_same_share_of_cores_at_every_world_size():
-    assert launch.threads_per_rank(device="cpu", max_local_ranks=2, cpu_count=8) == 4
-    assert launch.threads_per_rank(device="cpu", max_local_ranks=4, cpu_count=2) == 1
-    assert launch.threads_per_rank(device="cuda", max_local_ranks=8, cpu_count=64) == 1
+    assert threads_per_rank(device="cpu", max_local_ranks=2, cpu_count=8) == 4
+    assert threads_per_rank(device="cpu", max_local_ranks=4, cpu_count=2) == 1
+    assert threads_per_rank(device="cuda", max_local_ranks=8, cpu_count=64) == 1
 
 
 def test_a_launch_that_dies_leaves_its_finished_configurations_and_records_the_rest_failed(tmp_path, monkeypatch):
@@ -37,10 +44,11 @@ def test_a_launch_that_dies_leaves_its_finished_configurations_and_records_the_r
         plan.run, first.config_id, {"run_id": "dies", "config_id": first.config_id, "status": "ok"}
     )
 
-    def crashing_torchrun(config, *, local_ranks, plan_path, run_id, log_dir):
+    def crashing_torchrun(module, plan_path, *, local_ranks, rendezvous, log_dir):
+        assert module == "harness.rank.worker" and log_dir.parent == plan.run / "logs"
         return [sys.executable, "-c", "import sys; print('RuntimeError: rank 1 died'); sys.exit(3)"]
 
-    monkeypatch.setattr(launch, "torchrun_command", crashing_torchrun)
+    monkeypatch.setattr(torchrun, "torchrun_command", crashing_torchrun)
     seen = []
     codes = launch.run_groups(config, plan, on_written=lambda cfg: seen.append(cfg.config_id))
     rows = store.read_configs(plan.run).set_index("config_id")
@@ -53,3 +61,27 @@ def test_a_launch_that_dies_leaves_its_finished_configurations_and_records_the_r
         "exited with code 3" in rows.loc[second, "error"] and "RuntimeError: rank 1 died" in rows.loc[second, "error"]
     )
     assert seen == [second]
+
+
+# A "torchrun" that never makes progress, with a "rank" in a session of its own (as torchrun's are).
+SILENT_LAUNCH = """
+import subprocess, sys, time
+rank = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+print(f"rank pid {rank.pid}", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_silent_launch_is_ended_as_a_hang_with_every_rank_named_and_none_left(tmp_path, monkeypatch):
+    monkeypatch.setattr(supervise, "STARTUP_S", 0.5)  # the limit before a launch's first sign of life
+    monkeypatch.setattr(torchrun, "torchrun_command", lambda *args, **kwargs: [sys.executable, "-c", SILENT_LAUNCH])
+    began = time.monotonic()
+    end = torchrun.launch_ranks(
+        "harness.rank.collectives", tmp_path / "p.json", 2, run=tmp_path, name="world-2", threads=1, timeout_s=0.5
+    )
+    assert time.monotonic() - began < 30
+    assert end.hang is not None and end.hang.startswith("timeout: no progress for")
+    assert "rank 0, 1 did not respond" in end.hang
+    assert not end.came_alive and end.log == tmp_path / "logs" / "world-2.log"
+    rank_pid = int(end.log.read_text().split("rank pid ")[1].split()[0])
+    assert not supervise._alive(rank_pid)  # the rank in its own session went down with the launch

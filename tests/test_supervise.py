@@ -8,6 +8,8 @@ import json
 import pytest
 
 from harness.launch import supervise
+from harness.launch.diagnose import diagnose_launch
+from harness.launch.torchrun import LaunchEnd
 from harness.rank import faults, liveness
 
 SUMMARY = """
@@ -99,3 +101,19 @@ def test_out_of_memory_is_recognised_on_cuda_and_on_the_cpu():
     assert faults.kind_from_text("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB") == "oom"
     assert faults.kind_from_text("RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried") == "oom"
     assert faults.kind_from_text("RuntimeError: shapes do not match") == "exception"
+
+
+def test_a_rank_killed_without_a_word_is_the_cause_and_its_peers_exception_the_echo(tmp_path):
+    error_file = tmp_path / "error.json"
+    error_file.write_text(json.dumps({"message": {"message": "RuntimeError: Connection reset by peer"}}))
+    log = tmp_path / "world-2.log"
+    # Rank 0 raised ("connection reset": rank 1 was gone), rank 1 was killed: rank 1 is the cause.
+    rank_0_raised = f"exitcode  : 1 (pid: 3881)\n  error_file: {error_file}"
+    summary = SUMMARY.format(code=-9, error_file="<N/A>")
+    log.write_text(summary.replace("exitcode  : -15 (pid: 3881)  (SIGTERM)\n  error_file: <N/A>", rank_0_raised))
+    hint = {"config_id": "w2-all_reduce", "phase": "all_reduce message size", "step": 2, "total": 4}
+    failure = diagnose_launch(tmp_path, LaunchEnd(1, log, hint, came_alive=True))
+    assert failure["error_kind"] == "killed" and failure["rank"] == 1
+    assert failure["error"] == "rank 1 killed by SIGKILL (exit code -9) after all_reduce message size 2/4"
+    hung = LaunchEnd(-15, log, hint, came_alive=True, hang="timeout: no progress for 61 s")
+    assert diagnose_launch(tmp_path, hung) == {"error_kind": "timeout", "error": "timeout: no progress for 61 s"}

@@ -1,5 +1,6 @@
-"""`ddpbench collectives`: validate the flags, launch the microbenchmarks, print the bandwidth table.
-Exit 1 when a collective gave a wrong result.
+"""`ddpbench collectives`: validate the flags, launch the microbenchmarks (through the same
+supervised launch as `bench`: `harness.launch.collectives`), print the bandwidth table.
+Exit 1 when a launch failed or a collective gave a wrong result; 130 on Ctrl-C.
 """
 
 from __future__ import annotations
@@ -14,8 +15,8 @@ def collectives_config(args: argparse.Namespace, *, command: tuple[str, ...]):
     """Validate everything before anything is written: the config and the resolved device."""
     import torch
 
+    from harness.plan import collectives
     from harness.plan import config as cfgmod
-    from harness.rank import collectives
 
     for flag, value, choices in (("--device", args.device, DEVICES), ("--backend", args.backend, cfgmod.BACKENDS)):
         if value not in choices:
@@ -43,19 +44,30 @@ def collectives_config(args: argparse.Namespace, *, command: tuple[str, ...]):
 
 
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
-    from harness.rank import collectives, env
+    from harness.launch import collectives
+    from harness.rank import env
     from harness.results import store
 
     config, run_id = collectives_config(args, command=command)
+    run_dir = config.results / run_id
     console.say(f"ddpbench: collectives {','.join(config.ops)} on {config.device} with {config.backend}, "
-                f"world sizes {config.world_sizes}, {config.iters} iterations per size -> "
-                f"{config.results / run_id}/collectives/")  # fmt: skip
+                f"world sizes {config.world_sizes}, {config.iters} iterations per size -> {run_dir}/")  # fmt: skip
     try:
-        folder = collectives.launch(config, run_id=run_id, environment=env.capture(config.command))
+        collectives.run_collectives(
+            config, run_id=run_id, environment=env.capture(config.command), on_world_done=_world_done
+        )
     except collectives.LaunchFailed as exc:
         console.error(str(exc))
         return 1
-    frame = store.read_collectives(folder.parent)
-    console.collectives_table(frame, store.read_contention(folder.parent))
-    console.say(f"collectives: {folder}/")
+    except KeyboardInterrupt:  # the launch in flight is down, ranks included; finished world sizes stay
+        done = sorted(store.read_collectives(run_dir)["world_size"].unique().tolist())
+        console.say(f"ddpbench: stopped by SIGINT: world sizes {done} saved in {run_dir}/")
+        return 130
+    frame = store.read_collectives(run_dir)
+    console.collectives_table(frame, store.read_contention(run_dir))
+    console.say(f"collectives: {store.collectives_dir(run_dir)}/")
     return 0 if frame["correct"].all() else 1
+
+
+def _world_done(world: int, seconds: float) -> None:
+    console.say(f"ddpbench: collectives at world size {world} done in {seconds:.0f} s")

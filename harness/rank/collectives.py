@@ -1,7 +1,7 @@
-"""`ddpbench collectives`: nccl-tests-style microbenchmarks of the collectives DDP is made of.
-
-For each world size of the ladder (2, 4, … up to --gpus: one rank has nothing to communicate)
-one torchrun launch runs this module in every rank:
+"""The rank side of `ddpbench collectives`: nccl-tests-style microbenchmarks of the collectives
+DDP is made of. `harness.launch.collectives` starts it in every rank, one launch per world size
+of the ladder (2, 4, … up to --gpus: one rank has nothing to communicate), through the same
+supervised torchrun launch as `bench`'s worker:
 
     torchrun --standalone --nproc-per-node N -m harness.rank.collectives PLAN.json
 
@@ -12,36 +12,36 @@ number compares across world sizes). Rank 0 writes `results/<run_id>/collectives
 
 It also measures how communication and computation slow each other down when they overlap
 (on the CPU gloo's threads compete with the training thread for the same cores), which the
-step-time model of `harness.model.predict` uses.
+step-time model of `harness.model.predict` uses: `results/<run_id>/contention/w<N>.parquet`.
+
+As the worker does, every rank answers the launcher's liveness questions, rank 0 gives a
+progress hint after each message size, and DDPBENCH_FAULT (with impl=collectives, and step
+counting the (operation, size) cases from 0) injects a fault for the tests.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
-import datetime
 import json
 import os
-import re
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.plan.config import BACKENDS, DEVICES, ConfigError, rank_ladder, validate_run_id
+from harness.plan.collectives import (  # noqa: F401  (DEFAULT_*: still read from here by the CLI's parser)
+    DEFAULT_ITERS,
+    DEFAULT_SIZES,
+    DEFAULT_WARMUP,
+    ELEMENT_BYTES,
+    OPS,
+    message_sizes,
+)
+from harness.plan.config import ConfigError
 from harness.results import store
-
-OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
-UNITS = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3}
-ELEMENT_BYTES = 4  # float32 messages
-# Defaults per device: the CPU (gloo over loopback, cores shared with the ranks) gets a smaller
-# largest message and fewer iterations, so `ddpbench collectives --gpus 2` takes seconds.
-DEFAULT_SIZES = {"cpu": "1KB:32MB", "cuda": "1KB:256MB"}
-DEFAULT_ITERS = {"cpu": 10, "cuda": 20}
-DEFAULT_WARMUP = {"cpu": 2, "cuda": 5}
 
 
 def bus_factor(op: str, world_size: int) -> float:
@@ -54,83 +54,6 @@ def bus_factor(op: str, world_size: int) -> float:
     if op == "broadcast":
         return 1.0
     raise ConfigError(f"collective {op!r} is not valid; choose from {', '.join(OPS)}")
-
-
-def parse_size(text: str, *, flag: str = "--sizes") -> int:
-    """'1KB', '256MB', '4096' → bytes (KB, MB, GB are powers of 1024, as in nccl-tests)."""
-    match = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", text)
-    unit = match.group(2).upper() if match else ""
-    if not match or unit not in {"", *UNITS}:
-        raise ConfigError(f"{flag} {text!r} is not a size; give e.g. 1KB, 64MB or 1GB (units: B, KB, MB, GB)")
-    return int(match.group(1)) * UNITS.get(unit, 1)
-
-
-def parse_size_range(text: str) -> tuple[int, int]:
-    low, sep, high = text.partition(":")
-    if not sep:
-        raise ConfigError(f"--sizes {text!r} is not a range; give MIN:MAX, e.g. 1KB:64MB")
-    low_bytes, high_bytes = parse_size(low), parse_size(high)
-    if low_bytes < ELEMENT_BYTES or high_bytes < low_bytes:
-        raise ConfigError(f"--sizes {text!r} is not valid; give {ELEMENT_BYTES} B ≤ MIN ≤ MAX, e.g. 1KB:64MB")
-    return low_bytes, high_bytes
-
-
-def message_sizes(low: int, high: int) -> list[int]:
-    """Doubling from `low` while ≤ `high` (nccl-tests' -f 2)."""
-    sizes = [low]
-    while sizes[-1] * 2 <= high:
-        sizes.append(sizes[-1] * 2)
-    return sizes
-
-
-def parse_ops(text: str) -> tuple[str, ...]:
-    names = tuple(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
-    bad = [name for name in names if name not in OPS]
-    if bad or not names:
-        raise ConfigError(f"--ops {bad[0] if bad else text!r} is not a collective; choose from {', '.join(OPS)}")
-    return names
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class CollectivesConfig:
-    """Everything `ddpbench collectives` was asked to do."""
-
-    gpus: int
-    """Ranks on this node (one node); world sizes run as the ladder 2, 4, … up to it."""
-    ops: tuple[str, ...] = OPS
-    """Collectives to measure."""
-    sizes: tuple[int, int]
-    """Smallest and largest message in bytes; sizes double in between."""
-    iters: int
-    """Timed iterations per size."""
-    warmup: int
-    """Untimed iterations before them."""
-    device: str
-    """cpu or cuda (resolved)."""
-    backend: str
-    """gloo or nccl (resolved)."""
-    results: Path = Path("results")
-    run_id: str = ""
-    timeout_s: float = 600.0
-    command: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        if self.gpus < 2:
-            raise ConfigError(f"--gpus {self.gpus} is not valid for collectives; give 2 or more ranks")
-        if self.iters < 1:
-            raise ConfigError(f"--iters {self.iters} is not valid; give a whole number ≥ 1")
-        if self.warmup < 0:
-            raise ConfigError(f"--warmup {self.warmup} is not valid; give a whole number ≥ 0")
-        if self.device not in DEVICES[1:] or self.backend not in BACKENDS[1:]:
-            raise ConfigError(f"device {self.device!r} / backend {self.backend!r} must be resolved before this point")
-        validate_run_id(self.run_id)
-
-    @property
-    def world_sizes(self) -> list[int]:
-        return [n for n in rank_ladder(self.gpus) if n > 1]
-
-
-# ---------------------------------------------------------------- in each rank
 
 
 def _sync(device) -> None:
@@ -207,14 +130,49 @@ def time_op(run_once: Callable[[], None], *, iters: int, warmup: int, device) ->
     return times
 
 
-def measure_rank(plan: dict[str, Any], session) -> list[dict[str, Any]]:
+@dataclasses.dataclass
+class CaseWatch:
+    """What watches this rank's cases, as `harness.rank.worker.RankWatch` watches its steps: the
+    launcher's liveness questions, rank 0's progress hint, and an injected fault."""
+
+    run: Path
+    session: Any
+    responder: Any = None  # a liveness.Responder (None in a test that calls the body directly)
+    injected: list = dataclasses.field(default_factory=list)  # faults.Fault
+    _hints: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def before(self, unit: str, step: int, case: int) -> None:
+        """`unit` (an op at this world size) starts its `step`-th item; `case` counts every item so far."""
+        if self.responder is not None:
+            self.responder.note(unit, step)
+        for fault in self.injected:
+            if fault.applies(impl="collectives", world=self.session.world_size, rank=self.session.rank, step=case):
+                fault.fire(self.session.device)
+
+    def after(self, unit: str, step: int, total: int, *, phase: str) -> None:
+        """Rank 0 tells the launcher that `unit` finished its `step`-th of `total` items."""
+        if not self.session.is_main:
+            return
+        from harness.rank.progress import StepProgress
+
+        if unit not in self._hints:
+            self._hints[unit] = StepProgress(self.run, unit, total, phase=phase)
+        self._hints[unit](step)
+
+
+def measure_rank(plan: dict[str, Any], session, watch: CaseWatch | None = None) -> list[dict[str, Any]]:
     """This rank's timings and checks for every op and size (rank 0 combines them)."""
+    watch = watch or CaseWatch(Path(plan["run_dir"]), session)
+    sizes = message_sizes(*plan["sizes"])
     out = []
     for op in plan["ops"]:
-        for size in message_sizes(*plan["sizes"]):
+        unit = f"w{session.world_size}-{op}"
+        for index, size in enumerate(sizes):
+            watch.before(unit, index, len(out))
             case = make_case(op, size, world=session.world_size, rank=session.rank, device=session.device)
             times = time_op(case.run, iters=plan["iters"], warmup=plan["warmup"], device=session.device)
             out.append({"op": op, "bytes": case.bytes, "times_s": times, "correct": case.check(session.device)})
+            watch.after(unit, index, len(sizes), phase=f"{op} message size")
     return out
 
 
@@ -265,7 +223,7 @@ def _compute_piece(device) -> Callable[[], None]:
     return piece
 
 
-def measure_contention(session) -> dict[str, float]:
+def measure_contention(session, watch: CaseWatch | None = None) -> dict[str, float]:
     """How much an all-reduce in flight slows compute on the same rank, and the other way round.
 
     Each is timed alone, then together: the all-reduce launched asynchronously and compute run
@@ -297,7 +255,7 @@ def measure_contention(session) -> dict[str, float]:
     piece_s = statistics.median(_timed(piece) for _ in range(20))
     pieces = max(BURST_PIECES, int(3 * comm_alone / piece_s))  # comfortably longer than the all-reduce
     compute_alone, overlapped_compute, overlapped_comm = [], [], []
-    for _ in range(CONTENTION_REPEATS):
+    for repeat in range(CONTENTION_REPEATS):
         compute_alone.append(burst(pieces)[0])
         dist.barrier()
         work = dist.all_reduce(buf, async_op=True)
@@ -305,6 +263,8 @@ def measure_contention(session) -> dict[str, float]:
         work.wait()
         overlapped_compute.append(compute_s)
         overlapped_comm.append(comm_s if comm_s is not None else compute_s)  # finished only after: a lower bound
+        if watch is not None:
+            watch.after(f"w{session.world_size}-contention", repeat, CONTENTION_REPEATS, phase="contention repeat")
     return {
         "bytes": CONTENTION_BYTES,
         "compute_alone_ms": statistics.median(compute_alone) * 1e3,
@@ -346,105 +306,66 @@ def contention_row(plan: dict[str, Any], per_rank: list[dict[str, float]], *, wo
     }
 
 
-def run_plan(plan: dict[str, Any], session) -> None:
+def run_plan(plan: dict[str, Any], session, watch: CaseWatch | None = None) -> None:
     import torch.distributed as dist
 
-    results = measure_rank(plan, session)
-    contention = measure_contention(session) if plan.get("contention", True) else None
+    watch = watch or CaseWatch(Path(plan["run_dir"]), session)
+    results = measure_rank(plan, session, watch)
+    contention = measure_contention(session, watch) if plan.get("contention", True) else None
     gathered: list[Any] = [None] * session.world_size if session.is_main else None
     dist.gather_object((results, contention), gathered, dst=0)
     if not session.is_main:
         return
-    folder = Path(plan["out_dir"])
-    rows = combine(plan, [g[0] for g in gathered], world_size=session.world_size)
-    store.write_parquet(folder / f"w{session.world_size}.parquet", rows, store.COLLECTIVE_SCHEMA)
-    if contention is not None:
-        row = contention_row(plan, [g[1] for g in gathered], world_size=session.world_size)
-        store.write_parquet(folder / f"contention-w{session.world_size}.parquet", [row], store.CONTENTION_SCHEMA)
+    run, world = Path(plan["run_dir"]), session.world_size
+    if contention is not None:  # first: the collectives part is the last word of a launch
+        row = contention_row(plan, [g[1] for g in gathered], world_size=world)
+        store.write_parquet(store.contention_part(run, world), [row], store.CONTENTION_SCHEMA)
+    rows = combine(plan, [g[0] for g in gathered], world_size=world)
+    store.write_parquet(store.collectives_part(run, world), rows, store.COLLECTIVE_SCHEMA)
+
+
+# No gloo or NCCL timeout should fire before the launcher's own, which names the rank the
+# others wait for; this is the last resort if the launcher itself is gone.
+COLLECTIVE_TIMEOUT_FACTOR = 2
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the plan; a rank that fails leaves at once (exit 1), without a teardown that would
+    wait on peers blocked in a collective: torchrun's teardown of the launch frees them."""
+    try:
+        return _run_recorded(argv)
+    except BaseException:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)
+
+
+def _run_recorded(argv: list[str] | None) -> int:
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    # An exception that ends this rank lands, with its traceback, in torchrun's error file.
+    return record(_run)(argv)
+
+
+def _run(argv: list[str] | None) -> int:
     import torch
 
+    from harness.rank import faults
     from harness.rank.dist import distributed_session
+    from harness.rank.liveness import Responder
 
     parser = argparse.ArgumentParser(prog="harness.rank.collectives", description=__doc__.splitlines()[0])
-    parser.add_argument("plan", type=Path, help="JSON plan written by `ddpbench collectives`")
-    args = parser.parse_args(argv)
-    plan = json.loads(args.plan.read_text())
-    if plan["context"]["device"] == "cpu":
-        torch.set_num_threads(plan["context"]["threads_per_rank"])
-    with distributed_session(
-        device_kind=plan["context"]["device"], timeout_s=plan["timeout_s"], backend=plan["context"]["backend"]
-    ) as session:
-        run_plan(plan, session)
+    parser.add_argument("plan", type=Path, help="JSON plan written by `harness.launch.collectives`")
+    plan = json.loads(parser.parse_args(argv).plan.read_text())
+    context = plan["context"]
+    if context["device"] == "cpu":
+        torch.set_num_threads(context["threads_per_rank"])
+    timeout_s = COLLECTIVE_TIMEOUT_FACTOR * plan["timeout_s"]
+    with distributed_session(device_kind=context["device"], timeout_s=timeout_s, backend=context["backend"]) as session:
+        run = Path(plan["run_dir"])
+        responder = Responder(run, session.rank).start()
+        run_plan(plan, session, CaseWatch(run, session, responder, faults.faults_from_environment()))
     return 0
-
-
-# ---------------------------------------------------------------- the launcher side
-
-
-class LaunchFailed(RuntimeError):
-    """A torchrun launch of the measurement exited non-zero (its log says why)."""
-
-
-def launch(config: CollectivesConfig, *, run_id: str, environment: dict[str, Any], say=print) -> Path:
-    """Write run.json, then one torchrun launch per world size; return the collectives folder."""
-    from harness.launch.launcher import child_environment, threads_per_rank
-
-    folder = store.run_dir(config.results, run_id) / "collectives"
-    started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    threads = threads_per_rank(
-        device=config.device, max_local_ranks=config.gpus, cpu_count=len(os.sched_getaffinity(0))
-    )
-    context = {
-        "run_id": run_id,
-        "device": config.device,
-        "backend": config.backend,
-        "threads_per_rank": threads,
-        "hostname": environment.get("hostname"),
-        "started_at": started_at,
-    }
-    store.write_json(
-        folder / "run.json",
-        {
-            "kind": "collectives",
-            "schema_version": store.SCHEMA_VERSION,
-            **context,
-            "config": {k: v for k, v in dataclasses.asdict(config).items() if k != "command"},
-            "command": list(config.command),
-            "environment": environment,
-        },
-    )
-    for world in config.world_sizes:
-        plan = {
-            "ops": list(config.ops),
-            "sizes": list(config.sizes),
-            "iters": config.iters,
-            "warmup": config.warmup,
-            "timeout_s": config.timeout_s,
-            "out_dir": str(folder.resolve()),
-            "context": context,
-        }
-        plan_path = folder / "plan" / f"world-{world}.json"
-        store.write_json(plan_path, plan)
-        log = folder / "logs" / f"world-{world}.log"
-        log.parent.mkdir(parents=True, exist_ok=True)
-        began = time.monotonic()
-        code = _torchrun(plan_path, ranks=world, log=log, env=child_environment(threads))
-        if code != 0:
-            raise LaunchFailed(f"collectives at world size {world} exited with code {code}; see {log}")
-        say(f"ddpbench: collectives at world size {world} done in {time.monotonic() - began:.0f} s")
-    return folder
-
-
-def _torchrun(plan_path: Path, *, ranks: int, log: Path, env: dict[str, str]) -> int:
-    command = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone",
-        f"--nproc-per-node={ranks}", "--max-restarts=0", "-m", "harness.rank.collectives", str(plan_path),
-    ]  # fmt: skip
-    with open(log, "w") as out:
-        return subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, env=env).returncode
 
 
 if __name__ == "__main__":

@@ -1,0 +1,132 @@
+"""The launcher of `collectives`: the run folder and its run.json, then one launch per world size
+of `harness.rank.collectives` through `harness.launch.torchrun.launch_ranks`, the supervised
+launch `bench` takes (hang detection, the failing rank and its cause, no rank left behind).
+
+    results/<run_id>/run.json                 "kind": "collectives", environment, command line
+    results/<run_id>/collectives/w<N>.parquet one row per op × message size
+    results/<run_id>/contention/w<N>.parquet  how overlapped compute and communication slow each other
+    results/<run_id>/plan/ logs/              each launch's plan, torchrun's output
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.launch.diagnose import diagnose_launch
+from harness.launch.torchrun import launch_ranks
+from harness.plan.collectives import CollectivesConfig
+from harness.plan.config import ConfigError
+from harness.plan.ranks import available_cpus, threads_per_rank
+from harness.results import store
+
+RANK_MODULE = "harness.rank.collectives"
+
+
+class LaunchFailed(RuntimeError):
+    """A launch of the measurement did not finish: which world size, which rank, why."""
+
+    def __init__(self, world_size: int, failure: dict[str, Any], log: Path) -> None:
+        self.world_size, self.failure, self.log = world_size, failure, log
+        super().__init__(f"collectives at world size {world_size} failed ({failure['error_kind']}): "
+                         f"{failure['error']} (log: {log})")  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class CollectivesRun:
+    run_id: str
+    run: Path
+    threads_per_rank: int
+    context: dict[str, Any]  # the columns every row repeats (run_id, device, backend, …)
+
+
+def create_collectives_run(config: CollectivesConfig, *, run_id: str, environment: dict[str, Any]) -> CollectivesRun:
+    """Make the run folder (exclusively: two runs never share one) and write its run.json."""
+    run = store.run_dir(config.results, run_id)
+    try:
+        run.mkdir(parents=True)
+    except FileExistsError:
+        raise ConfigError(f"--run-id {run_id!r} already exists in {config.results}; choose another run id") from None
+    threads = threads_per_rank(device=config.device, max_local_ranks=config.gpus, cpu_count=available_cpus())
+    context = {
+        "run_id": run_id,
+        "device": config.device,
+        "backend": config.backend,
+        "threads_per_rank": threads,
+        "hostname": environment.get("hostname"),
+        "started_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    }
+    store.write_json(
+        run / "run.json",
+        {
+            "kind": store.COLLECTIVES_KIND,
+            "schema_version": store.SCHEMA_VERSION,
+            **context,
+            "config": {k: v for k, v in dataclasses.asdict(config).items() if k != "command"},
+            "command": list(config.command),
+            "environment": environment,
+        },
+    )
+    return CollectivesRun(run_id, run, threads, context)
+
+
+def run_collectives(
+    config: CollectivesConfig,
+    *,
+    run_id: str,
+    environment: dict[str, Any],
+    on_world_done: Callable[[int, float], None] | None = None,
+    on_tick: Callable[[], None] | None = None,
+) -> Path:
+    """Every world size of the ladder in turn; return the run folder.
+
+    `on_world_done(world_size, seconds)` after each launch. A launch that fails raises
+    `LaunchFailed` (the world sizes before it stay written); Ctrl-C ends the launch in flight,
+    ranks included, and propagates.
+    """
+    plan = create_collectives_run(config, run_id=run_id, environment=environment)
+    for world in config.world_sizes:
+        began = time.monotonic()
+        launch_world(config, plan, world, on_tick=on_tick)
+        if on_world_done is not None:
+            on_world_done(world, time.monotonic() - began)
+    return plan.run
+
+
+def launch_world(
+    config: CollectivesConfig, plan: CollectivesRun, world: int, *, on_tick: Callable[[], None] | None = None
+) -> None:
+    """One launch at one world size; its parts are on disk when this returns."""
+    name = f"world-{world}"
+    plan_path = plan.run / "plan" / f"{name}.json"
+    store.write_json(
+        plan_path,
+        {
+            "ops": list(config.ops),
+            "sizes": list(config.sizes),
+            "iters": config.iters,
+            "warmup": config.warmup,
+            "timeout_s": config.timeout_s,
+            "contention": config.contention,
+            "run_dir": str(plan.run.resolve()),
+            "context": plan.context,
+        },
+    )
+    # Rank 0 writes the collectives part last: once it is there only the teardown is left.
+    part = store.collectives_part(plan.run, world)
+    end = launch_ranks(
+        RANK_MODULE,
+        plan_path,
+        world,
+        run=plan.run,
+        name=name,
+        threads=plan.threads_per_rank,
+        timeout_s=config.timeout_s,
+        collect=lambda: (int(part.is_file()), part.is_file()),
+    )
+    if end.returncode != 0 or not part.is_file():
+        raise LaunchFailed(world, diagnose_launch(plan.run, end), end.log)

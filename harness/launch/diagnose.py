@@ -1,0 +1,104 @@
+"""Why a launch failed, root cause first, from what it left behind: the hang the supervisor
+ended; a rank that died (torchrun's failure summary: its signal, or the exception in its error
+file); the record a failing rank wrote (`harness.rank.faults`, bench's worker); the launch's log.
+
+`diagnose` judges one `bench` configuration; `diagnose_launch` any launch (`collectives`).
+Each returns {error_kind, error, and where known rank, error_file, memory}.
+"""
+
+from __future__ import annotations
+
+import signal
+from pathlib import Path
+from typing import Any
+
+from harness.launch import supervise
+from harness.launch.torchrun import LaunchEnd, where
+from harness.plan.config import Configuration
+from harness.rank import faults
+
+
+def last_error_in_log(log: Path) -> str:
+    """The most telling line of a launch's log: the last exception line, else the last line."""
+    try:
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return "(no log)"
+    for line in reversed(lines):
+        head = line.split(":", 1)[0]
+        if head.endswith(("Error", "Exception", "Interrupt")) or "Signal" in head:
+            return line[:500]
+    return lines[-1][:500] if lines else "(empty log)"
+
+
+def diagnose_launch(run: Path, end: LaunchEnd) -> dict[str, Any]:
+    """Why a launch did not finish its work: the hang, else the rank that died, else the log."""
+    if end.hang is not None:
+        return {"error_kind": "timeout", "error": end.hang}
+    return _rank_that_died(run, end, end.hint, spoke=set()) or _from_log(end, end.hint)
+
+
+def diagnose(run: Path, cfg: Configuration, end: LaunchEnd) -> dict[str, Any]:
+    """Why `cfg` did not finish, root cause first: the hang the launcher ended; else a rank that
+    died without a word (a signal other than torchrun's own SIGTERM, a hard exit) — its peers'
+    "connection reset" errors are echoes; else the earliest record a failing rank wrote; else
+    the launch's log. A rank beyond the trainers is named for what it is (a parameter server)."""
+    failure = _diagnose(run, cfg, end)
+    rank = failure.get("rank")
+    if rank is not None and rank >= cfg.world_size and failure["error"].startswith(f"rank {rank}"):
+        failure["error"] = f"rank {rank} (the parameter server){failure['error'][len(f'rank {rank}') :]}"
+    return failure
+
+
+def _diagnose(run: Path, cfg: Configuration, end: LaunchEnd) -> dict[str, Any]:
+    hint = end.hint if end.hint and end.hint.get("config_id") == cfg.config_id else None
+    if end.hang is not None:
+        return {"error_kind": "timeout", "error": end.hang}
+    rank_failures = faults.read_rank_failures(run, cfg.config_id)
+    memory = {r["rank"]: r.get("memory") or {} for r in rank_failures}
+    died = _rank_that_died(run, end, hint, spoke={r["rank"] for r in rank_failures})
+    if died is not None:
+        return {**died, "memory": memory}
+    if rank_failures:
+        first = rank_failures[0]
+        return {
+            "error_kind": first["error_kind"],
+            "error": f"rank {first['rank']}: {first['error']}",
+            "error_file": first["error_file"],
+            "rank": first["rank"],
+            "memory": memory,
+        }
+    return _from_log(end, hint)
+
+
+def _rank_that_died(run: Path, end: LaunchEnd, hint: dict | None, *, spoke: set[int]) -> dict[str, Any] | None:
+    """The rank torchrun saw die, leaving out torchrun's own SIGTERMs and the ranks in `spoke`
+    (they wrote their own record). One that died without an exception comes first: the others'
+    exceptions ("connection reset by peer") are the echoes of its death."""
+    if not end.came_alive:
+        return None
+    exits = supervise.rank_exits(end.log.read_text(errors="replace")) if end.log.is_file() else []
+    died = [e for e in exits if e.rank not in spoke and e.exitcode != -signal.SIGTERM]
+    if not died:
+        return None
+    first = min(died, key=lambda e: (e.exception_line() is not None, e.rank))
+    exception = first.exception_line()  # raised outside a measurement (writing results, say)
+    if exception is not None:
+        return {"error_kind": faults.kind_from_text(exception), "error": f"rank {first.rank}: {exception}",
+                "error_file": _relative(first.error_file, run), "rank": first.rank}  # fmt: skip
+    return {"error_kind": "killed", "error": f"{first.describe()}{where(hint)}", "rank": first.rank}
+
+
+def _from_log(end: LaunchEnd, hint: dict | None) -> dict[str, Any]:
+    kind = "killed" if end.came_alive else "launch"
+    said = f"{last_error_in_log(end.log)} (log: {end.log})"
+    return {"error_kind": kind, "error": f"launch exited with code {end.returncode}{where(hint)}: {said}"}
+
+
+def _relative(path: str | None, run: Path) -> str | None:
+    if path is None:
+        return None
+    try:
+        return str(Path(path).resolve().relative_to(run.resolve()))
+    except ValueError:
+        return path  # outside the run folder (torchrun's default temporary folder): absolute

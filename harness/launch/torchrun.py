@@ -1,0 +1,197 @@
+"""One supervised torchrun launch of a rank module: the path every launch takes, `bench`'s
+worker (`harness.rank.worker`) and `collectives`' measurement (`harness.rank.collectives`) alike.
+
+`launch_ranks` starts torchrun with its output in the run's `logs/`, follows the ranks' progress
+(rank 0's hint in the run folder, and whatever parts the caller counts as finished work), ends
+a launch that goes quiet for too long after asking every rank where it is (the hang's
+description names the rank the others wait for), and never leaves a rank behind: not when the
+launch ends, not on Ctrl-C. Why a launch failed is read from what it leaves (`diagnose`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from harness.launch import supervise
+from harness.plan.ranks import child_environment
+from harness.rank import liveness
+from harness.rank.progress import read_step_progress
+
+POLL_S = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class Rendezvous:
+    """How the nodes of a launch find each other: one node (`--standalone`), or torchrun's c10d
+    rendezvous at `endpoint` under `run_id`, this node being `node_rank` of `nnodes`."""
+
+    nnodes: int = 1
+    node_rank: int = 0
+    endpoint: str | None = None
+    run_id: str = ""
+
+    def flags(self) -> list[str]:
+        if self.nnodes == 1:
+            return ["--standalone"]
+        return [
+            f"--nnodes={self.nnodes}",
+            f"--node-rank={self.node_rank}",
+            "--rdzv-backend=c10d",
+            f"--rdzv-endpoint={self.endpoint}",
+            f"--rdzv-id={self.run_id}",
+        ]
+
+
+def torchrun_command(
+    module: str, plan_path: Path, *, local_ranks: int, rendezvous: Rendezvous, log_dir: Path | None = None
+) -> list[str]:
+    # torchrun notices a dead rank within the monitor interval; its @record error files
+    # (a rank's uncaught exception, with its traceback) go into the run folder.
+    logging = [f"--log-dir={log_dir}"] if log_dir is not None else []
+    return [
+        sys.executable, "-m", "torch.distributed.run", *rendezvous.flags(),
+        f"--nproc-per-node={local_ranks}", "--max-restarts=0", "--monitor-interval=0.5", *logging,
+        "-m", module, str(plan_path),
+    ]  # fmt: skip
+
+
+@dataclasses.dataclass
+class LaunchEnd:
+    """How one torchrun launch ended."""
+
+    returncode: int
+    log: Path
+    hint: dict[str, Any] | None  # rank 0's last progress hint: the unit of work and step it was in
+    came_alive: bool  # whether any rank showed progress: if not, the launch itself failed
+    hang: str | None = None  # set when the supervisor ended a launch that made no progress
+
+
+# Called on every poll: (units of work newly finished, whether all of the launch's work is done).
+Collect = Callable[[], tuple[int, bool]]
+
+
+def _nothing_collected() -> tuple[int, bool]:
+    return 0, False
+
+
+@dataclasses.dataclass
+class _Follow:
+    """What the supervisor has seen of one launch so far."""
+
+    watch: supervise.ProgressWatch
+    before: dict[str, Any] | None  # the hint an earlier launch left in the run folder
+    hint: dict[str, Any] | None = None
+    came_alive: bool = False
+
+    def finished_units(self, count: int) -> None:
+        for _ in range(count):
+            self.came_alive = True
+            self.watch.progressed(new_configuration=True)
+
+    def read_hint(self, run: Path) -> None:
+        latest = read_step_progress(run)
+        if latest != self.hint and latest != self.before:
+            self.came_alive = True
+            new = (latest or {}).get("config_id") != (self.hint or {}).get("config_id")
+            self.watch.progressed(new_configuration=new, stepping=bool((latest or {}).get("total")))
+            self.hint = latest
+
+
+def launch_ranks(
+    module: str,
+    plan_path: Path,
+    world: int,
+    *,
+    run: Path,
+    name: str,
+    threads: int,
+    timeout_s: float | None,
+    rendezvous: Rendezvous = Rendezvous(),
+    extra_ranks: int = 0,
+    collect: Collect = _nothing_collected,
+    on_tick: Callable[[], None] | None = None,
+) -> LaunchEnd:
+    """Run `python -m module plan_path` in `world` ranks (plus `extra_ranks`, e.g. a parameter
+    server) under torchrun, watched until it ends or goes quiet for too long.
+
+    The log is `run/logs/<name>.log`, torchrun's error files go to `run/logs/<name>.torchrun/`.
+    `collect` says what finished (each finished unit is progress, and once all is done only the
+    ranks' teardown is left); `timeout_s` is the silence allowed (None: judged from the pace seen,
+    see `supervise.ProgressWatch`). Every process of the launch is gone when this returns or raises.
+    """
+    log_path = run / "logs" / f"{name}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    command = torchrun_command(
+        module,
+        plan_path,
+        local_ranks=world // rendezvous.nnodes + extra_ranks,
+        rendezvous=rendezvous,
+        log_dir=run / "logs" / f"{name}.torchrun",
+    )
+    follow = _Follow(supervise.ProgressWatch(timeout_s), before=read_step_progress(run))
+    hang = None
+    with open(log_path, "w") as log:
+        process = supervise.start(command, log=log, env=child_environment(threads))
+        try:
+            hang = _supervise(process, follow, run=run, ranks=world + extra_ranks, collect=collect, on_tick=on_tick)
+            if hang is None:
+                follow.read_hint(run)  # the ranks' last word, given between the last poll and the end
+        finally:
+            supervise.stop(process)  # no-op for a launch that ended; no orphans for one that did not
+    return LaunchEnd(process.returncode, log_path, follow.hint if follow.came_alive else None, follow.came_alive, hang)
+
+
+def _supervise(
+    process: subprocess.Popen,
+    follow: _Follow,
+    *,
+    run: Path,
+    ranks: int,
+    collect: Collect,
+    on_tick: Callable[[], None] | None,
+) -> str | None:
+    """Poll until the launch exits, its work is all done, or it hangs (returns the hang's description)."""
+    while True:
+        exited = process.poll() is not None
+        newly, done = collect()
+        follow.finished_units(newly)
+        if exited or done:
+            break
+        follow.read_hint(run)
+        if follow.watch.expired():
+            return describe_hang(run, ranks, follow.watch, follow.hint)
+        if on_tick is not None:
+            on_tick()
+        time.sleep(POLL_S)
+    # After the last unit is written the ranks only tear down: give them time.
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=follow.watch.limit_s())
+    return None
+
+
+def describe_hang(run: Path, ranks: int, watch: supervise.ProgressWatch, hint: dict | None) -> str:
+    answers = liveness.ask(run, list(range(ranks)))
+    return (
+        f"timeout: no progress for {watch.silent_s():.0f} s (limit {watch.limit_s():.0f} s){where(hint)}; "
+        f"{liveness.describe_hang(answers)}"
+    )
+
+
+# What a hint's step counts, by its phase; a phase not named here is its own name
+# (collectives: "all_reduce message size").
+STEP_NAMES = {"train": "step", "parity": "parity reference step"}
+
+
+def where(hint: dict | None) -> str:
+    """' after step 3/10', ' while building', or nothing without a hint."""
+    if not hint or not hint.get("total"):
+        return " while building" if hint else ""
+    what = STEP_NAMES.get(hint.get("phase"), hint.get("phase") or "step")
+    return f" after {what} {hint['step']}/{hint['total']}"

@@ -1,0 +1,31 @@
+"""What every rank process of a launch gets: its share of the cores and the environment it starts in.
+
+Both launches (`bench`'s worker, `collectives`' measurement) and the benchmark scripts under
+benchmarks/ start ranks; they share the cores by this one rule, so that their numbers compare.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def threads_per_rank(*, device: str, max_local_ranks: int, cpu_count: int | None) -> int:
+    """On the CPU every simulated GPU gets the same share of cores at every world size,
+    so that weak scaling compares like with like (1 rank must not get all the cores)."""
+    if device != "cpu":
+        return 1
+    return max(1, (cpu_count or 1) // max_local_ranks)
+
+
+def available_cpus() -> int:
+    """The cores this process may run on (a container's or taskset's share, not the machine's)."""
+    return len(os.sched_getaffinity(0))
+
+
+def child_environment(threads: int) -> dict[str, str]:
+    """The environment of a launch: ours, with the thread count and unbuffered output (a rank's
+    last words reach the log even when it is killed)."""
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", str(threads))  # a user's own setting wins (and is recorded)
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
