@@ -22,7 +22,7 @@ sys.path.insert(0, str(PROJECT / "tests" / "data"))  # the golden-data synthesis
 
 from make_golden import Spec, synthetic_run  # noqa: E402
 
-from harness import store  # noqa: E402
+from harness.results import store  # noqa: E402
 from reports import site  # noqa: E402
 
 WORLD_SIZES = (1, 2, 4, 8)

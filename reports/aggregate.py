@@ -8,7 +8,9 @@ quartiles.
 
 from __future__ import annotations
 
+import dataclasses
 import json
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -128,3 +130,64 @@ def sweep_rows(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
     ]
     swept = rows.groupby("strategy")["bucket_cap_mb"].transform("nunique") > 1
     return rows[swept].sort_values(["strategy", "world_size", "bucket_cap_mb"])
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunData:
+    """One run reduced to what its page draws (no raw steps: the reductions above)."""
+
+    meta: dict[str, Any]
+    configs: pd.DataFrame
+    ranks: pd.DataFrame
+    phases: pd.DataFrame
+    boxes: pd.DataFrame
+    series: pd.DataFrame  # downsampled slowest-rank step times, warm-up included
+    recommendations: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    """The sweep's recommended caps (harness.analysis.sweep), where the run swept bucket_cap_mb."""
+    floor: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    """Per configuration, the communication floor (harness.model.predict), where a network was measured or given."""
+    predictions: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    """The step-time model against the run's bucket sweeps (harness.model.predict)."""
+
+
+def summarize_run(
+    meta: dict[str, Any],
+    configs: pd.DataFrame,
+    steps: pd.DataFrame,
+    ranks: pd.DataFrame,
+    recommendations: pd.DataFrame | None = None,
+    *,
+    floor: pd.DataFrame | None = None,
+    predictions: pd.DataFrame | None = None,
+) -> RunData:
+    series = slowest_rank_series(steps)
+    return RunData(
+        recommendations=recommendations if recommendations is not None else pd.DataFrame(),
+        floor=floor if floor is not None else pd.DataFrame(),
+        predictions=predictions if predictions is not None else pd.DataFrame(),
+        meta=meta,
+        configs=with_labels(configs),
+        ranks=ranks,
+        phases=phase_medians(steps),
+        boxes=box_stats(series),
+        series=downsample(series),
+    )
+
+
+def world_sizes(configs: pd.DataFrame) -> list[int]:
+    return sorted(int(n) for n in configs.get("world_size", pd.Series(dtype=int)).dropna().unique())
+
+
+def machine_summary(meta: dict[str, Any], configs: pd.DataFrame) -> str:
+    """'CPU, gloo, up to 2 ranks' or '8 × NVIDIA H100, NCCL, up to 8 ranks on 1 node'."""
+    worlds = world_sizes(configs) or [c["world_size"] for c in meta.get("configurations", [])] or [0]
+    most = max(worlds)
+    ranks = f"up to {most} rank{'s' if most != 1 else ''}"
+    if meta.get("device") == "cuda":
+        environment = meta.get("environment", {})
+        gpu = environment.get("gpu_name") or "GPU"
+        count = environment.get("gpu_count") or ""
+        nnodes = int(configs["nnodes"].max()) if "nnodes" in configs and configs["nnodes"].notna().any() else 1
+        nodes = f" on {nnodes} node{'s' if nnodes != 1 else ''}"
+        return f"{count} × {gpu}, {str(meta.get('backend') or 'nccl').upper()}, {ranks}{nodes}".lstrip(" ×")
+    return f"CPU, {meta.get('backend') or 'gloo'}, {ranks}"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.results import store
-from reports.pages import esc, page
+from reports.html import esc, page
 
 VERDICT_CLASS = {"slower": "failed", "faster": "ok", "no significant change": ""}
 

@@ -6,32 +6,24 @@ the step-level inputs are the reductions of `reports.aggregate`, never raw steps
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from reports.aggregate import PHASES, labelled, strategy_label, sweep_rows, world_label
+from reports.aggregate import labelled, strategy_label, sweep_rows, world_label
 
 __all__ = [
     "MEMORY_METRICS",
-    "NOISY_CV",
     "bucket_cap_sweep",
-    "exposed_communication",
     "held_by_rank",
     "memory_by_rank",
     "memory_vs_time",
-    "noise",
     "scaling",
     "step_time_by_strategy",
-    "step_time_distribution",
-    "step_time_series",
     "strategy_label",
     "throughput_by_strategy",
-    "time_breakdown",
 ]
 
-NOISY_CV = 0.1  # a coefficient of variation above this makes a median hard to compare
 MEMORY_METRICS = (
     ("mem_peak_nvml_mb", "device peak (NVML)"),
     ("mem_peak_reserved_mb", "allocator reserved peak"),
@@ -40,7 +32,6 @@ MEMORY_METRICS = (
 )
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b", "#9d755d", "#ff9da6", "#bab0ac")
 DASHES = ("solid", "dot", "dash", "longdash", "dashdot", "longdashdot")
-PHASE_COLOURS = {"forward_ms": "#4c78a8", "backward_ms": "#f58518", "sync_ms": "#e45756", "optimizer_ms": "#72b7b2"}
 
 
 # A small template built once: plotly's stock ones are deep-copied into every figure, which made
@@ -67,7 +58,7 @@ def strategy_colours(rows: pd.DataFrame) -> dict[str, str]:
     return {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(sorted(set(rows["label"])))}
 
 
-def _layout(figure: go.Figure, *, title: str, **layout) -> go.Figure:
+def styled(figure: go.Figure, *, title: str, **layout) -> go.Figure:
     figure.update_layout(title=title, margin={"t": 60, "b": 40}, **layout)
     return figure
 
@@ -111,7 +102,7 @@ def _bars_by_strategy(configs: pd.DataFrame, *, workload: str, column: str, hove
 def step_time_by_strategy(configs: pd.DataFrame, *, workload: str) -> go.Figure:
     """Median step time per strategy (bars) and world size (groups), whiskers p10 to p90."""
     figure = _bars_by_strategy(configs, workload=workload, column="step_ms_median", hover="%{y:.2f} ms", whiskers=True)
-    return _layout(
+    return styled(
         figure,
         title=f"{workload}: median step time (whiskers p10–p90; lower is better)",
         barmode="group",
@@ -126,7 +117,7 @@ def throughput_by_strategy(configs: pd.DataFrame, *, workload: str) -> go.Figure
     figure = _bars_by_strategy(
         configs, workload=workload, column="samples_per_s", hover="%{y:.0f} samples/s", whiskers=False
     )
-    return _layout(
+    return styled(
         figure,
         title=f"{workload}: throughput (samples/s over all ranks; higher is better)",
         barmode="group",
@@ -158,7 +149,7 @@ def scaling(configs: pd.DataFrame, *, workload: str) -> go.Figure:
             name="ideal", x=[worlds[0], worlds[-1]], y=[1.0, 1.0], mode="lines", line={"dash": "dash", "color": "#888"}
         )
     )
-    return _layout(
+    return styled(
         figure,
         title=f"{workload}: weak-scaling efficiency (1.0 = perfect)",
         xaxis={"title": "world size", "tickvals": worlds, "type": "log" if worlds[-1] > 8 else "linear"},
@@ -201,57 +192,13 @@ def bucket_cap_sweep(configs: pd.DataFrame, *, workload: str, strategy: str) -> 
             marker={"symbol": "star", "size": 16, "color": "gold", "line": {"color": "black", "width": 1}},
         )
     )
-    return _layout(
+    return styled(
         figure,
         title=f"{workload} · {strategy}: step time against bucket_cap_mb (whiskers p10–p90)",
         xaxis={"title": "bucket_cap_mb (log)", "type": "log", "tickvals": caps, "ticktext": [f"{c:g}" for c in caps]},
         yaxis_title="median step time (ms)",
         legend_title="world size",
     )
-
-
-def time_breakdown(configs: pd.DataFrame, phases: pd.DataFrame, *, workload: str) -> go.Figure:
-    """Stacked median forward / backward / sync / optimizer time per strategy and world size."""
-    rows = labelled(configs, workload=workload).merge(phases, on="config_id", suffixes=("", "_phase"))
-    figure = new_figure()
-    for phase in PHASES:
-        figure.add_trace(
-            go.Bar(
-                name=phase.removesuffix("_ms"),
-                x=rows["config_label"],
-                y=rows[phase],
-                marker_color=PHASE_COLOURS[phase],
-                hovertemplate="%{y:.2f} ms<extra>%{fullData.name}</extra>",
-            )
-        )
-    return _layout(
-        figure,
-        title=f"{workload}: where the time goes (median per phase over measured steps and ranks)",
-        barmode="stack",
-        yaxis_title="ms",
-        legend_title="phase",
-    )
-
-
-def exposed_communication(configs: pd.DataFrame, *, workload: str) -> go.Figure:
-    """Exposed communication (ms) and overlap efficiency against `local`, per strategy and world size."""
-    rows = labelled(configs, workload=workload)
-    rows = rows[rows["impl"] != "local"].dropna(subset=["exposed_comm_ms"])
-    figure = make_subplots(
-        figure=new_figure(),
-        rows=1,
-        cols=2,
-        subplot_titles=("exposed communication (ms; lower is better)", "overlap efficiency (1.0 = hidden)"),
-    )
-    colours = strategy_colours(labelled(configs, workload=workload))
-    for label, group in rows.groupby("label", sort=False):
-        x = [world_label(n) for n in group["world_size"]]
-        colour = colours[label]
-        common = {"name": label, "legendgroup": label, "marker_color": colour}
-        figure.add_trace(go.Bar(x=x, y=group["exposed_comm_ms"], **common), row=1, col=1)
-        figure.add_trace(go.Bar(x=x, y=group["overlap_efficiency"], showlegend=False, **common), row=1, col=2)
-    figure.add_hline(y=1.0, line_dash="dash", line_color="#888", row=1, col=2)
-    return _layout(figure, title=f"{workload}: communication that backward did not hide", barmode="group")
 
 
 def memory_by_rank(configs: pd.DataFrame, ranks: pd.DataFrame, *, workload: str) -> go.Figure:
@@ -281,7 +228,7 @@ def memory_by_rank(configs: pd.DataFrame, ranks: pd.DataFrame, *, workload: str)
                 col=1,
             )
         figure.update_yaxes(title_text="MB", row=row, col=1)
-    return _layout(
+    return styled(
         figure,
         title=f"{workload}: memory peaks per rank",
         barmode="group",
@@ -326,7 +273,7 @@ def memory_vs_time(configs: pd.DataFrame, *, workload: str) -> go.Figure:
                 )
             )
     label = metric[1] if metric else "no memory measured"
-    return _layout(
+    return styled(
         figure,
         title=f"{workload}: memory against time ({label}, largest rank)",
         xaxis_title="median step time (ms)",
@@ -346,85 +293,6 @@ def held_by_rank(configs: pd.DataFrame, ranks: pd.DataFrame, *, workload: str) -
         for column, title in HELD_PARTS
         if column in rows
     ]
-    return _layout(
+    return styled(
         new_figure(*traces), title=f"{workload}: what each rank holds after a step", barmode="stack", yaxis_title="MB"
-    )
-
-
-def step_time_distribution(configs: pd.DataFrame, boxes: pd.DataFrame, *, workload: str) -> go.Figure:
-    """A box per configuration over measured slowest-rank step times (quartiles; whiskers min–max)."""
-    rows = labelled(configs, workload=workload).merge(boxes, on="config_id")
-    figure = new_figure(
-        go.Box(
-            name="step time",
-            x=rows["config_label"],
-            q1=rows["q1"],
-            median=rows["median"],
-            q3=rows["q3"],
-            lowerfence=rows["min"],
-            upperfence=rows["max"],
-            marker_color="#4c78a8",
-        )
-    )
-    return _layout(figure, title=f"{workload}: step-time distribution per configuration", yaxis_title="step time (ms)")
-
-
-def step_time_series(configs: pd.DataFrame, series: pd.DataFrame, *, workload: str) -> go.Figure:
-    """Slowest-rank step time against step, one line per configuration, warm-up steps as crosses."""
-    rows = labelled(configs, workload=workload)
-    colours = strategy_colours(rows)
-    dashes = {world: DASHES[i % len(DASHES)] for i, world in enumerate(sorted(set(rows["world_size"])))}
-    # Plain numpy arrays, split once: slicing pandas' Arrow-backed frames per configuration was the slow part.
-    ids = series["config_id"].to_numpy(dtype=object)
-    steps, times, warm = (series[c].to_numpy() for c in ("step", "step_ms", "warmup"))
-    positions = pd.Series(np.arange(len(ids))).groupby(ids, sort=False).indices if len(ids) else {}
-    figure = new_figure()
-    for config in rows.itertuples():
-        at = positions.get(config.config_id, np.array([], dtype=int))
-        measured, warmup = at[~warm[at].astype(bool)], at[warm[at].astype(bool)]
-        line = {"color": colours[config.label], "dash": dashes[config.world_size], "width": 1.5}
-        figure.add_trace(
-            go.Scatter(
-                name=config.config_label,
-                legendgroup=config.config_label,
-                x=steps[measured],
-                y=times[measured],
-                mode="lines",
-                line=line,
-            )
-        )
-        if len(warmup):
-            figure.add_trace(
-                go.Scatter(
-                    name=f"{config.config_label} (warm-up)",
-                    legendgroup=config.config_label,
-                    showlegend=False,
-                    x=steps[warmup],
-                    y=times[warmup],
-                    mode="markers",
-                    marker={"symbol": "x", "size": 9, "color": "#d62728"},
-                )
-            )
-    return _layout(
-        figure, title=f"{workload}: step time per step (× = warm-up, not counted)", xaxis_title="step", yaxis_title="ms"
-    )
-
-
-def noise(configs: pd.DataFrame, *, workload: str, threshold: float = NOISY_CV) -> go.Figure:
-    """Coefficient of variation of step time per configuration; those above `threshold` in red."""
-    rows = labelled(configs, workload=workload).dropna(subset=["step_ms_cv"])
-    noisy = rows["step_ms_cv"] > threshold
-    figure = new_figure()
-    for name, part, colour in (
-        (f"cv ≤ {threshold:g}", rows[~noisy], "#54a24b"),
-        (f"cv > {threshold:g} (noisy)", rows[noisy], "#d62728"),
-    ):
-        figure.add_trace(go.Bar(name=name, x=part["config_label"], y=part["step_ms_cv"], marker_color=colour))
-    figure.add_hline(y=threshold, line_dash="dash", line_color="#d62728")
-    return _layout(
-        figure,
-        title=f"{workload}: noise (coefficient of variation of step time)",
-        yaxis_title="std / mean",
-        barmode="overlay",
-        xaxis={"categoryorder": "array", "categoryarray": list(rows["config_label"])},
     )

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from harness.analysis import stats
 from reports.aggregate import labelled, world_label
-from reports.figures import PALETTE, _layout, new_figure
+from reports.figures import PALETTE, new_figure, styled
 
 
 def size_label(nbytes: float) -> str:
@@ -51,7 +51,7 @@ def busbw_vs_size(collectives: pd.DataFrame, *, op: str) -> go.Figure:
                 )
             )
     ticks = sorted(rows["bytes"].unique())[::2]
-    return _layout(
+    return styled(
         figure,
         title=f"{op}: bus bandwidth against message size (higher is better)",
         xaxis={
@@ -87,7 +87,7 @@ def step_vs_floor(configs: pd.DataFrame, floor: pd.DataFrame, *, workload: str) 
         hovertemplate="floor %{y:.2f} ms (local %{customdata[0]:.2f}, all-reduce %{customdata[1]:.2f})<extra></extra>",
     )
     figure = new_figure(measured, floor_marks)
-    return _layout(
+    return styled(
         figure,
         title=f"{workload}: step time against the communication floor (closer is better)",
         xaxis_title="configuration",
@@ -114,7 +114,7 @@ def predicted_vs_measured(predictions: pd.DataFrame, *, workload: str, world_siz
                 go.Scatter(name=f"{name} (MAPE {error['mape']:.1%}, best {error['best_predicted_cap_mb']:g} MB)",
                            x=caps, y=rows[column], mode="lines+markers", line={"color": colour, "dash": dash})
             )  # fmt: skip
-    return _layout(
+    return styled(
         figure,
         title=f"{workload} at {world_label(world_size)}: predicted against measured step time per bucket cap",
         xaxis={"title": "bucket_cap_mb (log)", "type": "log", "tickvals": caps, "ticktext": [f"{c:g}" for c in caps]},

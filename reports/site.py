@@ -5,8 +5,8 @@
     collectives/<run_id>.html   one page per `ddpbench collectives` run
     assets/plotly.min.js    plotly.js, shipped once (no CDN: the site works offline)
 
-This is the only module of `reports/` that touches files; the HTML comes from `reports.pages`
-and the figures from `reports.figures`.
+This is the only module of `reports/` that touches files; the HTML comes from `reports.run_page` and
+`reports.pages`, the figures from `reports.figures`, `reports.stepfigures` and `reports.netfigures`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import logging
 from pathlib import Path
 
 from harness.results import store
-from reports import pages
-from reports.pages import PLOTLY_ASSET
+from reports import aggregate, pages, run_page
+from reports.html import PLOTLY_ASSET
 
 log = logging.getLogger("ddpbench")
 
@@ -54,11 +54,11 @@ def write_plotly_asset(out: Path) -> None:
         write_text(target, script)
 
 
-def read_run(run: Path) -> pages.RunData:
+def read_run(run: Path) -> aggregate.RunData:
     meta = store.read_json(run / "run.json")
     meta.setdefault("run_id", run.name)
     steps = store.read_steps(run)
-    return pages.summarize_run(
+    return aggregate.summarize_run(
         meta,
         store.read_configs(run),
         steps[STEP_COLUMNS],
@@ -100,7 +100,7 @@ def build_site(*, results: Path, out: Path) -> BuiltSite:
             log.warning("skipping run %s: %s", run_folder, exc)  # one bad run must not cost the site
             continue
         path = out / "runs" / f"{run.meta['run_id']}.html"
-        write_text(path, pages.run_page(run))
+        write_text(path, run_page.run_page(run))
         run_pages[run.meta["run_id"]] = path
         summaries.append((run.meta, run.configs))
     collectives = write_collectives_pages(results, out)

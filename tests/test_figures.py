@@ -9,34 +9,34 @@ import pandas as pd
 import pytest
 
 from harness.results import store
-from reports import aggregate, figures, pages
+from reports import aggregate, figures, stepfigures
 
 DATA = Path(__file__).resolve().parent / "data"
 
 
-def load(scenario: str) -> pages.RunData:
+def load(scenario: str) -> aggregate.RunData:
     run = DATA / scenario
     meta = store.read_json(run / "run.json")
-    return pages.summarize_run(meta, store.read_configs(run), store.read_steps(run), store.read_ranks(run))
+    return aggregate.summarize_run(meta, store.read_configs(run), store.read_steps(run), store.read_ranks(run))
 
 
 @pytest.fixture(scope="module")
-def cpu_run() -> pages.RunData:
+def cpu_run() -> aggregate.RunData:
     return load("cpu_run")
 
 
 @pytest.fixture(scope="module")
-def sweep() -> pages.RunData:
+def sweep() -> aggregate.RunData:
     return load("bucket_sweep")
 
 
 @pytest.fixture(scope="module")
-def failures() -> pages.RunData:
+def failures() -> aggregate.RunData:
     return load("failures")
 
 
 @pytest.fixture(scope="module")
-def gpu() -> pages.RunData:
+def gpu() -> aggregate.RunData:
     return load("gpu_memory")
 
 
@@ -100,7 +100,7 @@ def test_a_run_without_a_sweep_has_no_best_cap(cpu_run):
 
 
 def test_time_breakdown_stacks_the_four_phases_from_measured_steps_only(cpu_run):
-    figure = figures.time_breakdown(cpu_run.configs, cpu_run.phases, workload="mlp")
+    figure = stepfigures.time_breakdown(cpu_run.configs, cpu_run.phases, workload="mlp")
     assert names(figure) == ["forward", "backward", "sync", "optimizer"]
     assert figure.layout.barmode == "stack"
     steps = store.read_steps(DATA / "cpu_run")
@@ -111,7 +111,7 @@ def test_time_breakdown_stacks_the_four_phases_from_measured_steps_only(cpu_run)
 
 
 def test_exposed_communication_leaves_out_the_local_baseline(cpu_run):
-    figure = figures.exposed_communication(cpu_run.configs, workload="mlp")
+    figure = stepfigures.exposed_communication(cpu_run.configs, workload="mlp")
     assert names(figure) == ["naive", "naive", "stock", "stock"]
     naive = cpu_run.configs[cpu_run.configs["impl"] == "naive"].sort_values("world_size")
     assert np.allclose(figure.data[0].y, naive["exposed_comm_ms"])
@@ -134,7 +134,7 @@ def test_gpu_memory_shows_every_measured_peak_per_rank_and_the_rank0_skew(gpu):
 
 
 def test_distribution_boxes_have_the_same_median_as_the_configs_table(cpu_run):
-    figure = figures.step_time_distribution(cpu_run.configs, cpu_run.boxes, workload="mlp")
+    figure = stepfigures.step_time_distribution(cpu_run.configs, cpu_run.boxes, workload="mlp")
     (box,) = figure.data
     medians = dict(zip(box.x, box.median, strict=True))
     labelled = aggregate.labelled(cpu_run.configs)
@@ -143,7 +143,7 @@ def test_distribution_boxes_have_the_same_median_as_the_configs_table(cpu_run):
 
 
 def test_series_draws_measured_steps_as_lines_and_warm_up_steps_apart(cpu_run):
-    figure = figures.step_time_series(cpu_run.configs, cpu_run.series, workload="mlp")
+    figure = stepfigures.step_time_series(cpu_run.configs, cpu_run.series, workload="mlp")
     lines = [t for t in figure.data if t.mode == "lines"]
     warm = [t for t in figure.data if t.mode == "markers"]
     assert len(lines) == len(warm) == 6
@@ -170,7 +170,7 @@ def test_noise_splits_configurations_at_the_threshold():
             "step_ms_cv": [0.05, 0.3],
         }
     )
-    figure = figures.noise(configs, workload="mlp", threshold=0.1)
+    figure = stepfigures.noise(configs, workload="mlp", threshold=0.1)
     assert [list(t.x) for t in figure.data] == [["a · w1"], ["b · w1"]]
     assert figure.data[1].name == "cv > 0.1 (noisy)"
 

@@ -1,0 +1,84 @@
+"""HTML helpers shared by every page: the page frame and its style, escaping, tables, figures.
+
+Every string that came from a user or a run (ids, labels, command lines, errors) goes
+through `esc`; figure data is escaped by plotly's JSON encoder (`<` becomes `\\u003c`).
+Links are relative, so the folder can be copied to any static host or opened from disk.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import Any
+
+import pandas as pd
+import plotly.graph_objects as go
+
+PLOTLY_ASSET = "assets/plotly.min.js"
+STYLE = """
+body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:1200px;padding:0 1rem}
+body{color:#222}table{border-collapse:collapse;font-size:.85rem;margin:1rem 0}
+th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:left}th{background:#f4f4f4}
+.failed{background:#fde2e2}.skipped{background:#f0f0f0;color:#666}.scroll{overflow-x:auto}
+.banner{background:#fff6d6;border:1px solid #e9d48a;padding:.5rem 1rem;border-radius:4px}
+.alarm{background:#fde2e2;border:2px solid #d62728;padding:.5rem 1rem;border-radius:4px;font-weight:600}
+.caption{color:#444;font-size:.9rem;margin:.2rem 0 1.5rem}.figure{margin-bottom:1rem}
+nav a{margin-right:1rem}h2{border-bottom:1px solid #ddd;padding-bottom:.2rem;margin-top:2.5rem}
+code,pre{background:#f6f6f6;padding:.1rem .3rem;border-radius:3px;font-size:.8rem}pre{padding:.5rem;overflow-x:auto}
+"""
+
+
+def esc(value: Any) -> str:
+    return html.escape("" if value is None or (isinstance(value, float) and pd.isna(value)) else str(value))
+
+
+def page(title: str, body: str, *, depth: int, plots: bool = True) -> str:
+    """A whole page; only pages with plots load plotly.js (4 MB of script to parse)."""
+    script = f'<script src="{"../" * depth}{PLOTLY_ASSET}"></script>' if plots else ""
+    return (
+        "<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>{esc(title)}</title><style>{STYLE}</style>{script}</head>\n<body>\n{body}\n</body></html>\n"
+    )
+
+
+def figure_html(figure: go.Figure, *, caption: str, div_id: str) -> str:
+    """The figure's div (plotly.js comes from the shared asset) and its one-line caption."""
+    height = figure.layout.height or 450
+    div = figure.to_html(
+        full_html=False,
+        include_plotlyjs=False,
+        div_id=div_id,
+        default_height=f"{height}px",
+        config={"displaylogo": False, "responsive": True},
+    )
+    return f'<div class="figure">{div}<p class="caption">{esc(caption)}</p></div>'
+
+
+class FigureList:
+    """Collects a page's figures with unique div ids (stable across rebuilds, so pages diff well)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def add(self, figure: go.Figure, caption: str) -> str:
+        self.count += 1
+        return figure_html(figure, caption=caption, div_id=f"figure-{self.count}")
+
+
+def format_number(value: Any, digits: int = 2) -> str:
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return ""
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return esc(value)
+
+
+def table(head: list[str], rows: list[list[str]], *, row_classes: list[str] | None = None) -> str:
+    """An HTML table from already-escaped cells."""
+    classes = row_classes or [""] * len(rows)
+    header = "".join(f"<th>{h}</th>" for h in head)
+    body = "".join(
+        f'<tr class="{cls}">' + "".join(f"<td>{c}</td>" for c in row) + "</tr>"
+        for cls, row in zip(classes, rows, strict=True)
+    )
+    return f"<div class=scroll><table><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table></div>"

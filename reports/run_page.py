@@ -1,0 +1,152 @@
+"""The run page: its header and status, a section per question (`reports.run_sections`), the
+environment it ran on, and every configuration in one table."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from typing import Any
+
+import pandas as pd
+
+from reports.aggregate import RunData, machine_summary
+from reports.html import FigureList, esc, page, table
+from reports.run_sections import (
+    bucket_section,
+    config_cell,
+    fastest_section,
+    memory_section,
+    model_section,
+    scaling_section,
+    time_section,
+    trust_section,
+)
+
+TABLE_COLUMNS = (
+    ("config_id", "configuration", None),
+    ("status", "status", None),
+    ("impl", "strategy", None),
+    ("impl_options", "options", None),
+    ("workload", "workload", None),
+    ("size", "size", None),
+    ("world_size", "ranks", None),
+    ("batch_size", "batch/rank", None),
+    ("step_ms_median", "step ms (median)", 2),
+    ("step_ms_p10", "p10", 2),
+    ("step_ms_p90", "p90", 2),
+    ("step_ms_cv", "cv", 3),
+    ("samples_per_s", "samples/s", 0),
+    ("scaling_efficiency", "scaling eff.", 3),
+    ("exposed_comm_ms", "exposed comm ms", 2),
+    ("overlap_efficiency", "overlap eff.", 3),
+    ("mem_peak_rss_mb", "peak RSS MB", 0),
+    ("mem_peak_nvml_mb", "peak NVML MB", 0),
+    ("parity_ok", "parity", None),
+    ("parity_max_abs_diff", "parity max |Δ|", None),
+    ("error", "error / reason", None),
+)
+
+
+def configs_table(configs: pd.DataFrame) -> str:
+    ordered = configs.sort_values("config_id")
+    rows = [[config_cell(col, row[col], digits) for col, _, digits in TABLE_COLUMNS] for _, row in ordered.iterrows()]
+    return table([esc(t) for _, t, _ in TABLE_COLUMNS], rows, row_classes=[esc(s) for s in ordered["status"]])
+
+
+def ok_workloads(configs: pd.DataFrame) -> list[str]:
+    return list(dict.fromkeys(configs.loc[configs["status"] == "ok", "workload"]))
+
+
+def header(run: RunData) -> str:
+    meta, configs = run.meta, run.configs
+    parts = [
+        '<nav><a href="../index.html">all runs</a><a href="#fastest">fastest</a><a href="#scaling">scaling</a>'
+        '<a href="#buckets">bucket cap</a><a href="#time">time</a><a href="#model">floor &amp; model</a>'
+        '<a href="#memory">memory</a>'
+        '<a href="#trust">trust</a><a href="#environment">environment</a></nav>',
+        f"<h1>Run {esc(meta['run_id'])}</h1>",
+    ]
+    if meta.get("device") == "cpu":
+        parts.append(
+            '<p class="banner">This run ran on the <b>CPU</b> with the gloo backend, one process per simulated '
+            f"GPU ({esc(meta.get('threads_per_rank'))} thread(s) each). Its times show relative costs on this "
+            "machine, not GPU performance.</p>"
+        )
+    failed_parity = configs[configs["parity_ok"] == False]  # noqa: E712 (None means not judged)
+    if not failed_parity.empty:
+        names = ", ".join(esc(c) for c in failed_parity["config_id"])
+        parts.append(f'<p class="alarm">PARITY FAILED: {names} did not train like one process on the whole batch.</p>')
+    parts.append(f"<p>Started {esc(meta.get('started_at'))} on {esc(machine_summary(meta, configs))}.</p>")
+    parts.append(status_section(configs))
+    return "\n".join(parts)
+
+
+def status_section(configs: pd.DataFrame) -> str:
+    """The counts, and every configuration that was not measured, with its error or reason."""
+    counts = configs["status"].value_counts().to_dict() if not configs.empty else {}
+    parts = ["<p>" + ", ".join(f"{counts.get(s, 0)} {s}" for s in ("ok", "failed", "skipped")) + "</p>"]
+    for status, title in (("failed", "Failed configurations"), ("skipped", "Skipped configurations")):
+        rows = configs[configs["status"] == status].sort_values("config_id")
+        if not rows.empty:
+            items = "".join(
+                f"<li><code>{esc(r.config_id)}</code>{_failure_kind(r)}: {esc(r.error)}</li>" for r in rows.itertuples()
+            )
+            parts.append(f'<h3>{title}</h3><ul class="{status}">{items}</ul>')
+    return "\n".join(parts)
+
+
+def _failure_kind(row) -> str:
+    """(oom), (timeout), …: the class of a failure, where the run recorded one."""
+    kind = getattr(row, "error_kind", None)
+    return f" <b>({esc(kind)})</b>" if isinstance(kind, str) and row.status == "failed" else ""
+
+
+def environment_section(meta: dict[str, Any]) -> str:
+    environment = meta.get("environment", {})
+    gpus = environment.get("gpus") or []
+    facts = [
+        ("device, backend", f"{meta.get('device')}, {meta.get('backend')}"),
+        ("threads per rank", meta.get("threads_per_rank")),
+        ("host", environment.get("hostname")),
+        ("CPU", f"{environment.get('cpu_model')} ({environment.get('cpu_count')} cores)"),
+        (
+            "GPUs",
+            ", ".join(f"{g.get('index')}: {g.get('name')} ({g.get('memory_mb', 0):.0f} MB)" for g in gpus) or "none",
+        ),
+        (
+            "driver, CUDA driver, torch CUDA, NCCL",
+            ", ".join(
+                str(environment.get(k)) for k in ("driver_version", "cuda_driver_version", "torch_cuda", "nccl_version")
+            ),
+        ),
+        ("torch, python", f"{environment.get('torch_version')}, {environment.get('python')}"),
+        ("platform", environment.get("platform")),
+        ("git", f"{environment.get('git_sha')}{' (dirty)' if environment.get('git_dirty') else ''}"),
+    ]
+    parts = ["<h2 id=environment>7. On what?</h2>", table(["", ""], [[esc(k), esc(v)] for k, v in facts])]
+    topology = environment.get("topology") or []
+    if topology:
+        rows = [
+            [esc(t.get("gpu_a")), esc(t.get("gpu_b")), esc(t.get("common_ancestor")), esc(t.get("nvlink_p2p"))]
+            for t in topology
+        ]
+        parts.append("<h3>Topology</h3>" + table(["GPU", "GPU", "nearest common ancestor", "NVLink P2P"], rows))
+    command = shlex.join(str(c) for c in meta.get("command") or [])
+    parts.append(f"<h3>Reproduce</h3><pre>{esc(command)}</pre>")
+    full = json.dumps(environment, indent=2, default=str, sort_keys=True)
+    parts.append(f"<details><summary>Full environment</summary><pre>{esc(full)}</pre></details>")
+    return "\n".join(parts)
+
+
+SECTIONS = (fastest_section, scaling_section, bucket_section, time_section, model_section, memory_section,
+            trust_section)  # fmt: skip
+
+
+def run_page(run: RunData) -> str:
+    workloads = ok_workloads(run.configs)
+    figs = FigureList()
+    parts = [header(run)]
+    parts.extend(section(run, workloads, figs) for section in SECTIONS)
+    parts.append(environment_section(run.meta))
+    parts.append("<h2>Configurations</h2>" + configs_table(run.configs))
+    return page(f"ddpbench run {run.meta['run_id']}", "\n".join(parts), depth=1)

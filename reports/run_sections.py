@@ -1,0 +1,247 @@
+"""The run page's sections, one per question it answers (which strategy is fastest, how it scales,
+which bucket cap, where the time goes, how far from the floor, what memory costs, whether to trust
+it), each a heading, its figures with a one-line caption, and its small tables.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pandas as pd
+
+from harness.analysis import stats
+from reports import aggregate, figures, netfigures, stepfigures
+from reports.aggregate import RunData, world_sizes
+from reports.html import FigureList, esc, format_number, table
+
+CAPTIONS = {
+    "step_time": "Shorter bars are faster: compare strategies within a world size, and each against local "
+    "(no communication); whiskers span p10–p90, and a hatched bar marked PARITY FAILED trained wrongly.",
+    "throughput": "Taller is better: samples per second over all ranks; at equal world size the ranking "
+    "mirrors step time, across world sizes it shows what adding ranks buys.",
+    "scaling": "Lines near the dashed ideal (1.0) scale well: each point is throughput at n ranks over n times "
+    "the throughput at one rank, with the batch per rank fixed (weak scaling).",
+    "sweep": "The lowest point of each line is the cap to use at that world size (starred); a flat line means "
+    "the cap does not matter here. Whiskers span p10–p90.",
+    "floor": "Each bar is a configuration's median step; its black tick is the floor max(local step, one all-reduce "
+    "of all gradient bytes at the measured bus bandwidth): no data-parallel strategy can go below it, and the gap "
+    "is what better overlap could still win.",
+    "model": "The black line is measured; the others are `ddpbench predict`'s simulation of DDP's buckets over the "
+    "run's gradient-ready profile and the measured network: dotted on the profile as measured, dashed calibrated "
+    "on the run's own steps without communication (local at this world size, DDP at one rank), and with the "
+    "measured compute/communication contention. The legend gives each curve's MAPE and best cap.",
+    "breakdown": "Each bar is one configuration's median step split into phases (measured steps only, all ranks); "
+    "a tall sync segment is communication that backward did not hide.",
+    "exposed": "Left: step time minus local's at the same world size (0 is free communication). Right: local "
+    "step time / step time (1.0, dashed, means communication is completely hidden).",
+    "memory": "Bars side by side are the ranks of one configuration: a taller rank 0 is a rank-0 skew. "
+    "Panels without data were not measurable on this machine (null, never 0).",
+    "frontier": "Lower-left is better: the strategies furthest down trade communication for memory (zero, "
+    "fsdp); compare points of one colour (one world size).",
+    "held": "Sizes of the tensors each rank holds after its last step: a sharded strategy's bars shrink with "
+    "the world size where a replicated one's stay put. Buffers (DDP buckets, FSDP gathers) are not included.",
+    "memory_cpu": "On the CPU only the process's peak RSS is measured (GPU panels are absent, not zero); "
+    "bars side by side are the ranks of one configuration, so a rank-0 skew shows.",
+    "distribution": "Narrow boxes are steady: quartiles of the measured slowest-rank step times, whiskers "
+    "min–max; drawn from precomputed quartiles, not raw points.",
+    "series": "Look for a flat line after the red crosses (warm-up steps, not counted): a slope is drift. "
+    f"Series with more than {aggregate.MAX_SERIES_POINTS} measured steps show the median of each bin.",
+    "noise": f"Red bars (cv above {stepfigures.NOISY_CV:g}, dashed) are noisy: their medians differ by chance more "
+    "than usual; rerun them with more steps before trusting small differences.",
+}
+
+
+def config_cell(column: str, value: Any, digits: int | None) -> str:
+    missing = value is None or (isinstance(value, float) and pd.isna(value))
+    if column == "parity_ok":
+        return {True: "ok", False: "<b>FAILED</b>"}.get(None if missing else bool(value), "not judged")
+    if column == "parity_max_abs_diff" and not missing:
+        return f"{value:.2e}"
+    if column == "step_ms_cv" and not missing and value > stepfigures.NOISY_CV:
+        return f"<b>{value:.3f} noisy</b>"
+    if digits is not None:
+        return format_number(None if missing else float(value), digits)
+    return esc(value)
+
+
+def fastest_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
+    parts = ["<h2 id=fastest>1. Which strategy is fastest here?</h2>"]
+    for workload in workloads:
+        parts.append(figs.add(figures.step_time_by_strategy(run.configs, workload=workload), CAPTIONS["step_time"]))
+        parts.append(figs.add(figures.throughput_by_strategy(run.configs, workload=workload), CAPTIONS["throughput"]))
+    return "\n".join(parts)
+
+
+def scaling_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
+    parts = ["<h2 id=scaling>2. How does it scale?</h2>"]
+    if len(world_sizes(run.configs)) < 2:
+        return parts[0] + "<p>This run has one world size only: nothing to scale.</p>"
+    for workload in workloads:
+        parts.append(figs.add(figures.scaling(run.configs, workload=workload), CAPTIONS["scaling"]))
+    return "\n".join(parts)
+
+
+def bucket_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
+    parts = ["<h2 id=buckets>3. Which bucket cap?</h2>"]
+    for workload in workloads:
+        best = aggregate.best_caps(run.configs, workload=workload)
+        for strategy, rows in best.groupby("strategy", sort=False):
+            parts.append(
+                figs.add(figures.bucket_cap_sweep(run.configs, workload=workload, strategy=strategy), CAPTIONS["sweep"])
+            )
+            picks = ", ".join(
+                f"{aggregate.world_label(r.world_size)}: <b>{r.bucket_cap_mb:g} MB</b> ({r.step_ms_median:.2f} ms)"
+                for r in rows.itertuples()
+            )
+            parts.append(f"<p>Best bucket_cap_mb for {esc(workload)} · {esc(strategy)}: {picks}.</p>")
+    if not run.recommendations.empty:
+        parts.append(recommendation_table(run.recommendations))
+    if len(parts) == 1:
+        parts.append(
+            "<p>This run does not sweep <code>bucket_cap_mb</code>; <code>make sweep</code> does "
+            "(<code>--bucket-cap-mb 1,5,10,25,50,100</code>).</p>"
+        )
+    return "\n".join(parts)
+
+
+def recommendation_table(frame: pd.DataFrame) -> str:
+    """The sweep's verdict: the cap to use, how sure (bootstrap 95 % CI), how flat, and the gain over 25 MB."""
+    rows = []
+    for r in frame.itertuples():
+        gain = "" if pd.isna(r.gain_vs_default) else f"{r.gain_vs_default:+.1%}"
+        as_good = ", ".join(f"{c:g}" for c in json.loads(r.equivalent_caps_mb))
+        rows.append([
+            esc(r.workload), esc(r.impl), esc(aggregate.world_label(int(r.world_size))),
+            f"<b>{r.best_cap_mb:g} MB</b>", f"{r.best_step_ms:.2f}", f"{r.best_ci_low_ms:.2f}–{r.best_ci_high_ms:.2f}",
+            esc(as_good), gain,
+        ])  # fmt: skip
+    head = ["workload", "strategy", "world size", "recommended cap", "median ms", "95% CI", "as good (MB)", "vs 25 MB"]
+    return (
+        "<h3>Recommended bucket_cap_mb</h3><p>The fastest cap; 'as good' lists the caps not significantly slower "
+        "(Mann-Whitney U, p ≥ 0.002): a long list means a flat optimum.</p>" + table(head, rows)
+    )
+
+
+def time_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
+    parts = ["<h2 id=time>4. Where does the time go?</h2>"]
+    for workload in workloads:
+        parts.append(
+            figs.add(stepfigures.time_breakdown(run.configs, run.phases, workload=workload), CAPTIONS["breakdown"])
+        )
+        parts.append(figs.add(stepfigures.exposed_communication(run.configs, workload=workload), CAPTIONS["exposed"]))
+    return "\n".join(parts)
+
+
+def memory_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
+    parts = ["<h2 id=memory>5. What does it cost in memory?</h2>"]
+    caption = CAPTIONS["memory_cpu" if run.meta.get("device") == "cpu" else "memory"]
+    for workload in workloads:
+        parts.append(figs.add(figures.memory_by_rank(run.configs, run.ranks, workload=workload), caption))
+        parts.append(figs.add(figures.memory_vs_time(run.configs, workload=workload), CAPTIONS["frontier"]))
+        if "held_param_mb" in run.ranks and run.ranks["held_param_mb"].notna().any():
+            parts.append(figs.add(figures.held_by_rank(run.configs, run.ranks, workload=workload), CAPTIONS["held"]))
+    return "\n".join(parts)
+
+
+def parity_table(configs: pd.DataFrame) -> str:
+    ok = aggregate.labelled(configs)
+    rows = [
+        [
+            esc(r.config_label),
+            config_cell("parity_ok", r.parity_ok, None),
+            config_cell("parity_max_abs_diff", r.parity_max_abs_diff, None),
+            esc(r.parity_note),
+        ]
+        for r in ok.itertuples()
+    ]
+    classes = ["failed" if r.parity_ok is False else "" for r in ok.itertuples()]
+    return table(["configuration", "parity", "max |Δ| vs reference", "note"], rows, row_classes=classes)
+
+
+def trust_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
+    parts = ["<h2 id=trust>6. Is every number trustworthy?</h2>"]
+    for workload in workloads:
+        parts.append(
+            figs.add(
+                stepfigures.step_time_distribution(run.configs, run.boxes, workload=workload), CAPTIONS["distribution"]
+            )
+        )
+        parts.append(
+            figs.add(stepfigures.step_time_series(run.configs, run.series, workload=workload), CAPTIONS["series"])
+        )
+        parts.append(figs.add(stepfigures.noise(run.configs, workload=workload), CAPTIONS["noise"]))
+    parts.append("<h3>Gradient parity</h3>" + parity_table(run.configs))
+    return "\n".join(parts)
+
+
+def model_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
+    """How far each strategy is from the physical limit, and whether the step-time model agrees with the sweeps."""
+    parts = ["<h2 id=model>4b. How far from the floor, and does the model agree?</h2>"]
+    if run.floor.empty and run.predictions.empty:
+        parts.append(
+            "<p>No network measurement for this run: <code>ddpbench collectives</code> on the same machine, into "
+            "the same results folder (or <code>--busbw</code> to <code>ddpbench predict</code>), then "
+            "<code>ddpbench report</code>, adds the communication floor and the predicted bucket-cap curves.</p>"
+        )
+        return "\n".join(parts)
+    for workload in workloads:
+        if not run.floor.empty:
+            parts.append(
+                figs.add(netfigures.step_vs_floor(run.configs, run.floor, workload=workload), CAPTIONS["floor"])
+            )
+        for world in sorted(run.predictions.loc[run.predictions["workload"] == workload, "world_size"].unique()):
+            figure = netfigures.predicted_vs_measured(run.predictions, workload=workload, world_size=int(world))
+            parts.append(figs.add(figure, CAPTIONS["model"]))
+    if not run.predictions.empty:
+        parts.append(prediction_error_table(run.predictions, run.recommendations))
+    return "\n".join(parts)
+
+
+# The model's variants (as harness.model.predict.VARIANTS; reports read results, never the model's code).
+MODEL_VARIANTS = (
+    ("predicted_raw_ms", "raw profile"),
+    ("predicted_ms", "calibrated on the run's local steps"),
+    ("predicted_contention_ms", "calibrated, with measured contention"),
+)
+
+
+def describe_error(error: dict) -> str:
+    return (
+        f"MAPE {error['mape']:.1%}; best cap {error['best_predicted_cap_mb']:g} MB vs measured "
+        f"{error['best_measured_cap_mb']:g} MB ({error['best_cap_grid_steps']} grid step(s) apart)"
+    )
+
+
+def _measured_as_good(recommendations: pd.DataFrame, *, workload: str, size: str, world: int) -> list[float] | None:
+    """The caps the sweep found not significantly slower than its best (harness.analysis.sweep), where it has them."""
+    if recommendations.empty:
+        return None
+    rows = recommendations[(recommendations["impl"] == "stock") & (recommendations["workload"] == workload)
+                           & (recommendations["size"] == size) & (recommendations["world_size"] == world)]  # fmt: skip
+    return json.loads(rows["equivalent_caps_mb"].iloc[0]) if len(rows) == 1 else None
+
+
+def prediction_error_table(predictions: pd.DataFrame, recommendations: pd.DataFrame | None = None) -> str:
+    """Per sweep: each model variant's error, whether it picks the measured best cap, and whether its pick
+    is among the caps the measurement cannot tell apart from the best (a flat optimum)."""
+    rows = []
+    for (workload, size, world), group in predictions.groupby(["workload", "size", "world_size"]):
+        cells = [esc(workload), esc(size), esc(aggregate.world_label(int(world))), esc(group["network"].iloc[0])]
+        as_good = _measured_as_good(recommendations if recommendations is not None else pd.DataFrame(),
+                                    workload=workload, size=size, world=int(world))  # fmt: skip
+        for column, _ in MODEL_VARIANTS:
+            if column in group and group[column].notna().all() and len(group) > 1:
+                error = stats.prediction_error(group["bucket_cap_mb"], group["measured_ms"], group[column])
+                within = "" if as_good is None else (
+                    "; among the measured 'as good' caps" if error["best_predicted_cap_mb"] in as_good
+                    else "; not among the measured 'as good' caps")  # fmt: skip
+                cells.append(esc(describe_error(error) + within))
+            else:
+                cells.append("not available")
+        rows.append(cells)
+    head = ["workload", "size", "world size", "network", *(f"model: {label}" for _, label in MODEL_VARIANTS)]
+    return (
+        "<h3>Model error</h3><p>Target: MAPE ≤ 10 % and the best cap within one grid step. 'As good' caps are those "
+        "the sweep found not significantly slower than its best (Mann-Whitney U, p ≥ 0.002).</p>" + table(head, rows)
+    )

@@ -1,0 +1,138 @@
+"""Figures of steps and phases: where a step's time goes, and whether its numbers can be trusted
+(distribution, drift over steps, noise). Style and colours come from `reports.figures`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from reports.aggregate import PHASES, labelled, world_label
+from reports.figures import DASHES, new_figure, strategy_colours, styled
+
+NOISY_CV = 0.1  # a coefficient of variation above this makes a median hard to compare
+PHASE_COLOURS = {"forward_ms": "#4c78a8", "backward_ms": "#f58518", "sync_ms": "#e45756", "optimizer_ms": "#72b7b2"}
+
+
+def time_breakdown(configs: pd.DataFrame, phases: pd.DataFrame, *, workload: str) -> go.Figure:
+    """Stacked median forward / backward / sync / optimizer time per strategy and world size."""
+    rows = labelled(configs, workload=workload).merge(phases, on="config_id", suffixes=("", "_phase"))
+    figure = new_figure()
+    for phase in PHASES:
+        figure.add_trace(
+            go.Bar(
+                name=phase.removesuffix("_ms"),
+                x=rows["config_label"],
+                y=rows[phase],
+                marker_color=PHASE_COLOURS[phase],
+                hovertemplate="%{y:.2f} ms<extra>%{fullData.name}</extra>",
+            )
+        )
+    return styled(
+        figure,
+        title=f"{workload}: where the time goes (median per phase over measured steps and ranks)",
+        barmode="stack",
+        yaxis_title="ms",
+        legend_title="phase",
+    )
+
+
+def exposed_communication(configs: pd.DataFrame, *, workload: str) -> go.Figure:
+    """Exposed communication (ms) and overlap efficiency against `local`, per strategy and world size."""
+    rows = labelled(configs, workload=workload)
+    rows = rows[rows["impl"] != "local"].dropna(subset=["exposed_comm_ms"])
+    figure = make_subplots(
+        figure=new_figure(),
+        rows=1,
+        cols=2,
+        subplot_titles=("exposed communication (ms; lower is better)", "overlap efficiency (1.0 = hidden)"),
+    )
+    colours = strategy_colours(labelled(configs, workload=workload))
+    for label, group in rows.groupby("label", sort=False):
+        x = [world_label(n) for n in group["world_size"]]
+        colour = colours[label]
+        common = {"name": label, "legendgroup": label, "marker_color": colour}
+        figure.add_trace(go.Bar(x=x, y=group["exposed_comm_ms"], **common), row=1, col=1)
+        figure.add_trace(go.Bar(x=x, y=group["overlap_efficiency"], showlegend=False, **common), row=1, col=2)
+    figure.add_hline(y=1.0, line_dash="dash", line_color="#888", row=1, col=2)
+    return styled(figure, title=f"{workload}: communication that backward did not hide", barmode="group")
+
+
+def step_time_distribution(configs: pd.DataFrame, boxes: pd.DataFrame, *, workload: str) -> go.Figure:
+    """A box per configuration over measured slowest-rank step times (quartiles; whiskers min–max)."""
+    rows = labelled(configs, workload=workload).merge(boxes, on="config_id")
+    figure = new_figure(
+        go.Box(
+            name="step time",
+            x=rows["config_label"],
+            q1=rows["q1"],
+            median=rows["median"],
+            q3=rows["q3"],
+            lowerfence=rows["min"],
+            upperfence=rows["max"],
+            marker_color="#4c78a8",
+        )
+    )
+    return styled(figure, title=f"{workload}: step-time distribution per configuration", yaxis_title="step time (ms)")
+
+
+def step_time_series(configs: pd.DataFrame, series: pd.DataFrame, *, workload: str) -> go.Figure:
+    """Slowest-rank step time against step, one line per configuration, warm-up steps as crosses."""
+    rows = labelled(configs, workload=workload)
+    colours = strategy_colours(rows)
+    dashes = {world: DASHES[i % len(DASHES)] for i, world in enumerate(sorted(set(rows["world_size"])))}
+    # Plain numpy arrays, split once: slicing pandas' Arrow-backed frames per configuration was the slow part.
+    ids = series["config_id"].to_numpy(dtype=object)
+    steps, times, warm = (series[c].to_numpy() for c in ("step", "step_ms", "warmup"))
+    positions = pd.Series(np.arange(len(ids))).groupby(ids, sort=False).indices if len(ids) else {}
+    figure = new_figure()
+    for config in rows.itertuples():
+        at = positions.get(config.config_id, np.array([], dtype=int))
+        measured, warmup = at[~warm[at].astype(bool)], at[warm[at].astype(bool)]
+        line = {"color": colours[config.label], "dash": dashes[config.world_size], "width": 1.5}
+        figure.add_trace(
+            go.Scatter(
+                name=config.config_label,
+                legendgroup=config.config_label,
+                x=steps[measured],
+                y=times[measured],
+                mode="lines",
+                line=line,
+            )
+        )
+        if len(warmup):
+            figure.add_trace(
+                go.Scatter(
+                    name=f"{config.config_label} (warm-up)",
+                    legendgroup=config.config_label,
+                    showlegend=False,
+                    x=steps[warmup],
+                    y=times[warmup],
+                    mode="markers",
+                    marker={"symbol": "x", "size": 9, "color": "#d62728"},
+                )
+            )
+    return styled(
+        figure, title=f"{workload}: step time per step (× = warm-up, not counted)", xaxis_title="step", yaxis_title="ms"
+    )
+
+
+def noise(configs: pd.DataFrame, *, workload: str, threshold: float = NOISY_CV) -> go.Figure:
+    """Coefficient of variation of step time per configuration; those above `threshold` in red."""
+    rows = labelled(configs, workload=workload).dropna(subset=["step_ms_cv"])
+    noisy = rows["step_ms_cv"] > threshold
+    figure = new_figure()
+    for name, part, colour in (
+        (f"cv ≤ {threshold:g}", rows[~noisy], "#54a24b"),
+        (f"cv > {threshold:g} (noisy)", rows[noisy], "#d62728"),
+    ):
+        figure.add_trace(go.Bar(name=name, x=part["config_label"], y=part["step_ms_cv"], marker_color=colour))
+    figure.add_hline(y=threshold, line_dash="dash", line_color="#d62728")
+    return styled(
+        figure,
+        title=f"{workload}: noise (coefficient of variation of step time)",
+        yaxis_title="std / mean",
+        barmode="overlay",
+        xaxis={"categoryorder": "array", "categoryarray": list(rows["config_label"])},
+    )
