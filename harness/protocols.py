@@ -12,12 +12,12 @@ import contextlib
 import dataclasses
 import importlib
 import importlib.util
-import itertools
+import inspect
 import pkgutil
 import types
 import typing
 from collections.abc import Callable, Iterable, Iterator
-from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 import torch
 from torch import nn
@@ -34,9 +34,15 @@ class ConfigError(ValueError):
 class Strategy(Protocol):
     """A data-parallel strategy, created with its options and used in every training step.
 
+    Everything the runner asks of a strategy is declared here. A strategy class must define
+    `wrap` and `sync_gradients`; `StrategyDefaults` gives every other member a plain default.
     `wrap` runs after `init_process_group`; rank 0's parameters and buffers win.
     `sync_gradients` returns once every `.grad` holds the mean over all ranks.
     """
+
+    reference: ClassVar[bool]
+    single_process: ClassVar[bool]
+    extra_ranks: ClassVar[int]
 
     def wrap(self, model: nn.Module) -> nn.Module: ...
 
@@ -58,18 +64,28 @@ class Strategy(Protocol):
     def parity_exact(self) -> bool: ...
 
 
+REQUIRED_STRATEGY_MEMBERS = ("wrap", "sync_gradients")
+"""What a new strategy file must define itself; the rest of `Strategy` has defaults."""
+
+
 class StrategyDefaults:
     """Plain defaults for the optional parts of `Strategy`; a strategy overrides what it owns."""
 
-    single_process: bool = False
+    reference: ClassVar[bool] = False
+    """True for the one strategy every other is measured against (`stock`: DDP as torch ships
+    it): sweeps recommend its bucket cap and the model predicts its step time. `impls.reference_name()`
+    finds it; nothing else names it."""
+
+    single_process: ClassVar[bool] = False
     """True for strategies that drive every local GPU from one process (nn.DataParallel).
     The harness then lets rank 0 alone train, on the concatenation of every rank's batch,
     over `world_size` devices; the other ranks of the launch stay idle."""
 
-    extra_ranks: int = 0
+    extra_ranks: ClassVar[int] = 0
     """Ranks the strategy needs beyond the world size's trainers (rpc_hybrid: 1, its parameter
     server). The launcher starts world size + extra_ranks processes; the extra ones are the last
-    ranks. A strategy with extra ranks has its own worker flow (harness.rank.rpc_flow), not `wrap`."""
+    ranks. A strategy with extra ranks is a `ParameterServer` and has its own worker flow
+    (harness.rank.rpc_flow)."""
 
     def make_optimizer(self, params, optimizer_cls, **kwargs):
         return optimizer_cls(params, **kwargs)
@@ -96,6 +112,56 @@ class StrategyDefaults:
         (`local`): their parity difference is recorded but not judged.
         """
         return True
+
+
+@runtime_checkable
+class ParameterServer(Strategy, Protocol):
+    """A strategy with a parameter server on its extra rank, as harness.rank.rpc_flow drives it.
+
+    The server rank calls `serve`, then (after the trainers are done) `served_failure` and
+    `stop_serving`. Each trainer calls `connect`, then `wrap` and `make_optimizer`, and after
+    every step `step_traffic`. No defaults: a strategy with `extra_ranks` defines all six.
+    """
+
+    # -- on the server
+    def serve(self, module: nn.Module, *, device: torch.device) -> None:
+        """Hold `module` (the workload's remote part) on this process until `stop_serving`."""
+
+    def served_parameter_bytes(self) -> int:
+        """Bytes of the parameters the server holds."""
+
+    def served_failure(self) -> str | None:
+        """The first error the served module raised while answering a trainer, if any."""
+
+    def stop_serving(self) -> None: ...
+
+    # -- on a trainer
+    def connect(self, *, server: str, remote_part: str, process_group: Any) -> None:
+        """Where the remote part lives (an RPC worker name), and the trainers' group for the rest."""
+
+    def step_traffic(self, context_id: int, optimizer: Any) -> dict[str, int]:
+        """{"round_trips", "bytes"} of the step that just ended (since the previous call)."""
+
+
+def protocol_members(protocol: type) -> tuple[str, ...]:
+    """The names a protocol declares (attributes and methods, its bases' included)."""
+    names: set[str] = set()
+    for klass in protocol.__mro__:
+        if klass in (Protocol, Generic, object) or not getattr(klass, "_is_protocol", False):
+            continue
+        names.update(inspect.get_annotations(klass))
+        names.update(n for n, v in klass.__dict__.items() if callable(v) or isinstance(v, property))
+    return tuple(sorted(n for n in names if not n.startswith("_")))
+
+
+def missing_members(cls: type, protocol: type) -> list[str]:
+    """Members of `protocol` that `cls` neither defines nor inherits."""
+    return [name for name in protocol_members(protocol) if not hasattr(cls, name)]
+
+
+def strategy_contract_gaps(cls: type) -> list[str]:
+    """What a strategy class lacks: any `Strategy` member, and with extra ranks any `ParameterServer` one."""
+    return missing_members(cls, ParameterServer if getattr(cls, "extra_ranks", 0) else Strategy)
 
 
 @runtime_checkable
@@ -146,9 +212,20 @@ class WorkloadDefaults:
 T = TypeVar("T")
 
 
+def option(default: Any, doc: str) -> Any:
+    """An option of a plug-in: a dataclass field with its default and the line `ddpbench list` shows.
+
+        bucket_cap_mb: float = option(25.0, "Largest gradient bucket in MiB.")
+
+    The doc travels in the field's metadata, so a class that inherits the field (options shared
+    by several strategies) inherits its doc too.
+    """
+    return dataclasses.field(default=default, metadata={"doc": " ".join(doc.split())})
+
+
 @dataclasses.dataclass(frozen=True)
 class Option:
-    """One option of a plug-in: its name, type, default and the docstring under its field."""
+    """One option of a plug-in: its name, type, default and the doc given to `option`."""
 
     name: str
     type: Any
@@ -208,9 +285,8 @@ class Entry(Generic[T]):
 
     def options(self) -> dict[str, Option]:
         hints = typing.get_type_hints(self.cls)
-        docs = _field_docs(self.cls)
         return {
-            f.name: Option(f.name, hints[f.name], _field_default(f), docs.get(f.name, ""))
+            f.name: Option(f.name, hints[f.name], _field_default(f), f.metadata.get("doc", ""))
             for f in dataclasses.fields(self.cls)
             if f.init
         }
@@ -224,41 +300,19 @@ def _field_default(f: dataclasses.Field) -> Any:
     return None
 
 
-def _field_docs(cls: type) -> dict[str, str]:
-    """The docstrings written under dataclass fields (a string right after `name: type = …`)."""
-    import ast
-    import inspect
-    import textwrap
-
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(cls)))
-    except (OSError, TypeError, SyntaxError):
-        return {}
-    docs: dict[str, str] = {}
-    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
-    for node, following in itertools.pairwise(body):
-        if (
-            isinstance(node, ast.AnnAssign)
-            and isinstance(node.target, ast.Name)
-            and isinstance(following, ast.Expr)
-            and isinstance(following.value, ast.Constant)
-            and isinstance(following.value.value, str)
-        ):
-            docs[node.target.id] = " ".join(following.value.value.split())
-    return docs
-
-
 class Registry(Generic[T]):
     """Plug-ins of one kind, found by importing every module of their package.
 
     A duplicate name or a module that fails to import is an error, never a silent skip:
     a plug-in that needs an optional library imports it lazily and reports it through
-    `unavailable_reason`, which the runner records as a `skipped` row.
+    `unavailable_reason`, which the runner records as a `skipped` row. So is a class that
+    misses part of its protocol (`contract_gaps` names what it lacks).
     """
 
-    def __init__(self, kind: str, package: str) -> None:
+    def __init__(self, kind: str, package: str, *, contract_gaps: Callable[[type], list[str]] | None = None) -> None:
         self.kind = kind
         self.package = package
+        self.contract_gaps = contract_gaps
         self._entries: dict[str, Entry[T]] = {}
         self._loaded = False
 
@@ -268,6 +322,9 @@ class Registry(Generic[T]):
                 raise RuntimeError(f"{self.kind} {name!r} is registered twice")
             if not dataclasses.is_dataclass(cls):
                 raise TypeError(f"{self.kind} {name!r} must be a dataclass (its fields are its options)")
+            gaps = self.contract_gaps(cls) if self.contract_gaps else []
+            if gaps:
+                raise TypeError(f"{self.kind} {name!r} does not define {', '.join(gaps)}")
             self._entries[name] = Entry(name, description, cls)
             return cls
 
@@ -295,6 +352,13 @@ class Registry(Generic[T]):
     def entries(self) -> Iterator[Entry[T]]:
         for name in self.names():
             yield self._entries[name]
+
+    def flagged(self, attribute: str) -> str:
+        """The name of the one plug-in whose class sets `attribute` true (e.g. the reference strategy)."""
+        found = [e.name for e in self.entries() if getattr(e.cls, attribute, False)]
+        if len(found) != 1:
+            raise RuntimeError(f"exactly one {self.kind} must set {attribute} = True; found {found or 'none'}")
+        return found[0]
 
     def create(self, name: str, **options: Any) -> T:
         entry = self.entry(name)

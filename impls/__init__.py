@@ -3,12 +3,18 @@
 import impls
 impls.names()                                  # ['local', 'naive', 'stock', ...]
 strategy = impls.create("stock", bucket_cap_mb=25)
+impls.reference_name()                         # 'stock': the strategy the others are measured against
 """
 
-from harness.protocols import Registry, Strategy
+from harness.protocols import Registry, Strategy, strategy_contract_gaps
 
-REGISTRY: Registry[Strategy] = Registry("strategy", __name__)
+REGISTRY: Registry[Strategy] = Registry("strategy", __name__, contract_gaps=strategy_contract_gaps)
 register = REGISTRY.register
 names = REGISTRY.names
 create = REGISTRY.create
 entry = REGISTRY.entry
+
+
+def reference_name() -> str:
+    """The reference strategy (DDP as torch ships it): the one whose class declares `reference = True`."""
+    return REGISTRY.flagged("reference")

@@ -1,9 +1,10 @@
 """`bucketed`: our own bucketed all-reduce, overlapped with backward (the ideas of DDP's reducer, in Python).
 
 - At wrap, the parameters that require grad are packed in reverse registration order (backward
-  roughly produces gradients from the last layer to the first) into buckets of at most
-  `bucket_cap_mb`, one flat buffer each, never mixing dtypes or devices. The first bucket of
-  each dtype is smaller, so that the first all-reduce starts early in backward.
+  roughly produces gradients from the last layer to the first) into buckets by DDP's own rules
+  (harness.bucketing, which the step-time model uses too): a bucket closes once it holds
+  `bucket_cap_mb` or more, one flat buffer each, never mixing dtypes or devices; the first
+  bucket of each dtype has DDP's first-bucket cap unless `first_bucket_mb` sets it.
 - A post-accumulate-grad hook per parameter writes its gradient, divided by the world size,
   into its bucket; when a bucket's last parameter is in, the bucket's all-reduce starts
   asynchronously while backward goes on.
@@ -21,14 +22,15 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
-from harness.protocols import ConfigError, StrategyDefaults
+from harness.bucketing import assign_buckets, first_bucket_bytes
+from harness.protocols import ConfigError, StrategyDefaults, option
 from impls import register
 from impls._common import (
     MIB,
@@ -39,41 +41,6 @@ from impls._common import (
     stage_mean_gradient,
     trainable_parameters,
 )
-
-
-def assign_buckets(tensors: Sequence[torch.Tensor], *, cap_bytes: int, first_cap_bytes: int) -> list[list[int]]:
-    """Group `tensors` (given in packing order) into buckets; indices per bucket, in launch order.
-
-    Each (dtype, device) fills its own buckets: the first up to `first_cap_bytes`, the rest up to
-    `cap_bytes`. A tensor that does not fit closes the open bucket; one bigger than the cap
-    gets a bucket of its own (a gradient is never split). Buckets launch in the order of their
-    first tensor, so the bucket holding the earliest-packed gradient goes first.
-    """
-    closed: list[list[int]] = []
-    filling: dict[tuple[torch.dtype, torch.device], _Filling] = {}
-    for index, tensor in enumerate(tensors):
-        key = (tensor.dtype, tensor.device)
-        bucket = filling.setdefault(key, _Filling(limit=min(first_cap_bytes, cap_bytes)))
-        size = nbytes(tensor)
-        if bucket.members and bucket.bytes + size > bucket.limit:
-            closed.append(bucket.members)
-            bucket = filling[key] = _Filling(limit=cap_bytes)
-        bucket.members.append(index)
-        bucket.bytes += size
-        if bucket.bytes >= bucket.limit:  # full, or one oversized tensor alone
-            closed.append(bucket.members)
-            filling[key] = _Filling(limit=cap_bytes)
-    closed.extend(bucket.members for bucket in filling.values() if bucket.members)
-    return sorted(closed, key=lambda members: members[0])
-
-
-@dataclasses.dataclass(eq=False, slots=True)
-class _Filling:
-    """The bucket one (dtype, device) is filling now."""
-
-    limit: int
-    members: list[int] = dataclasses.field(default_factory=list)
-    bytes: int = 0
 
 
 @dataclasses.dataclass(eq=False, slots=True)
@@ -102,12 +69,19 @@ class _Slot:
 @register("bucketed", description="our own bucketed all-reduce overlapped with backward (DDP's reducer in Python)")
 @dataclasses.dataclass(kw_only=True)
 class Bucketed(StrategyDefaults):
-    bucket_cap_mb: float = 25.0
-    """Largest bucket in MiB; a parameter bigger than this gets a bucket of its own."""
-    first_bucket_mb: float = 1.0
-    """Cap of the first bucket of each dtype in MiB (small, as in DDP, so communication starts early)."""
-    rebuild: bool = False
-    """Re-pack the buckets once, after the first step, in the order gradients became ready (as DDP does)."""
+    bucket_cap_mb: float = option(
+        25.0,
+        "Bucket cap in MiB: a bucket closes once it holds this much or more (DDP's rule; a gradient is never split).",
+    )
+    first_bucket_mb: float | None = option(
+        None,
+        "Cap of the first bucket of each dtype in MiB (small, so communication starts early); unset: "
+        "DDP's own first-bucket cap for this bucket cap (harness.bucketing.first_bucket_bytes).",
+    )
+    rebuild: bool = option(
+        False,
+        "Re-pack the buckets once, after the first step, in the order gradients became ready (as DDP does).",
+    )
 
     _params: list[nn.Parameter] = dataclasses.field(default_factory=list, init=False, repr=False)
     _names: list[str] = dataclasses.field(default_factory=list, init=False, repr=False)
@@ -124,8 +98,16 @@ class Bucketed(StrategyDefaults):
     def __post_init__(self) -> None:
         for name in ("bucket_cap_mb", "first_bucket_mb"):
             value = getattr(self, name)
-            if not value > 0:
+            if value is not None and not value > 0:
                 raise ConfigError(f"option {name}={value} is not valid; give MiB > 0")
+
+    def cap_bytes(self) -> tuple[int, int]:
+        """(cap, first bucket's cap) in bytes. The first is never above the cap: DDP uses its smaller
+        first bucket only when it is smaller."""
+        cap = round(self.bucket_cap_mb * MIB)
+        if self.first_bucket_mb is None:
+            return cap, first_bucket_bytes(cap)
+        return cap, min(round(self.first_bucket_mb * MIB), cap)
 
     def wrap(self, model: nn.Module) -> nn.Module:
         broadcast_module_state(model)
@@ -141,15 +123,17 @@ class Bucketed(StrategyDefaults):
 
     def _build_buckets(self, *, packing_order: list[int]) -> None:
         """Buckets over the parameters taken in `packing_order` (indices into self._params)."""
+        cap, first_cap = self.cap_bytes()
         groups = assign_buckets(
-            [self._params[i] for i in packing_order],
-            cap_bytes=round(self.bucket_cap_mb * MIB),
-            first_cap_bytes=round(self.first_bucket_mb * MIB),
+            [nbytes(p) for p in self._params],
+            [(p.dtype, p.device) for p in self._params],
+            cap_bytes=cap,
+            first_cap_bytes=first_cap,
+            order=packing_order,
         )
         slots: dict[int, _Slot] = {}
         self._buckets = []
-        for bucket_index, members in enumerate(groups):
-            indices = [packing_order[m] for m in members]
+        for bucket_index, indices in enumerate(groups):
             params = [self._params[i] for i in indices]
             buffer, views = flat_buffer_with_views(params)
             self._buckets.append(_Bucket(indices, params, buffer, views, pending=len(params)))

@@ -10,6 +10,7 @@ concatenation of every rank's batch (`single_process`).
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import torch
 import torch.distributed as dist
@@ -48,7 +49,7 @@ def _device_count() -> int:
 @register("dataparallel", description="torch nn.DataParallel: one process over all local GPUs (needs CUDA)")
 @dataclasses.dataclass(kw_only=True)
 class DataParallel(StrategyDefaults):
-    single_process = True  # a class attribute, not an option: the harness reads it to run rank 0 alone
+    single_process: ClassVar[bool] = True  # the harness runs rank 0 alone, over every local GPU
 
     _module: nn.DataParallel | None = dataclasses.field(default=None, init=False, repr=False)
 

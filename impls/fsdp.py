@@ -20,7 +20,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from harness.protocols import ConfigError, StrategyDefaults
+from harness.protocols import ConfigError, StrategyDefaults, option
 from impls import register
 from impls._common import broadcast_module_state
 
@@ -30,13 +30,16 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 @register("fsdp", description="FSDP2 fully_shard per block and root (parameters, gradients, optimizer state sharded)")
 @dataclasses.dataclass(kw_only=True)
 class FSDP(StrategyDefaults):
-    reshard_after_forward: bool = True
-    """Free each block's gathered parameters after its forward and gather them again for backward
-    (less memory, one more all-gather per block); false keeps them until backward (ZeRO-2-like)."""
-    param_dtype: Literal["fp32", "bf16"] = "fp32"
-    """Dtype the gathered parameters are computed in (mixed precision; sharded masters stay fp32). CUDA only."""
-    reduce_dtype: Literal["fp32", "bf16"] = "fp32"
-    """Dtype gradients are reduce-scattered in. CUDA only."""
+    reshard_after_forward: bool = option(
+        True,
+        "Free each block's gathered parameters after its forward and gather them again for backward (less"
+        " memory, one more all-gather per block); false keeps them until backward (ZeRO-2-like).",
+    )
+    param_dtype: Literal["fp32", "bf16"] = option(
+        "fp32",
+        "Dtype the gathered parameters are computed in (mixed precision; sharded masters stay fp32). CUDA only.",
+    )
+    reduce_dtype: Literal["fp32", "bf16"] = option("fp32", "Dtype gradients are reduce-scattered in. CUDA only.")
 
     _model: nn.Module | None = dataclasses.field(default=None, init=False, repr=False)
 

@@ -23,7 +23,8 @@ neither update reads the parameters (no weight decay). The harness adds a barrie
 trainers after the optimizer step (its `sync` phase) so that every trainer's next forward sees
 every update of this step; without it this would be asynchronous (stale reads).
 
-The harness drives this strategy in its own flow (harness/rank/rpc_flow.py), which starts RPC, makes
+The harness drives this strategy in its own flow (harness/rank/rpc_flow.py), through the
+`ParameterServer` protocol (harness/protocols.py): it starts RPC, makes
 the trainers' group and calls `serve` on the server and `connect`, `wrap` and `make_optimizer`
 on the trainers. On CUDA the RPCs carry CPU tensors (the trainer moves inputs to the CPU and the
 output back to its GPU), so no TensorPipe device maps are needed; that transfer is part of the
@@ -33,8 +34,7 @@ measured forward and backward.
 from __future__ import annotations
 
 import dataclasses
-import os
-from typing import Any, Literal
+from typing import Any, ClassVar
 
 import torch
 import torch.distributed as dist
@@ -44,11 +44,11 @@ from torch import nn
 from torch.distributed.optim import DistributedOptimizer
 from torch.nn.parallel import DistributedDataParallel
 
-from harness.protocols import ConfigError, StrategyDefaults
+from harness.protocols import ConfigError, StrategyDefaults, option
 from impls import register
 
 _SERVED: dict[str, Any] = {}
-"""On the server process: the module it serves, its device, the failure to inject, and the first error."""
+"""On the server process: the module it serves, its device, and the first error it raised."""
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -75,10 +75,6 @@ def _served_module() -> nn.Module:
 
 def _remote_forward(module_rref: rpc.RRef, *inputs: torch.Tensor) -> torch.Tensor:
     try:
-        if _SERVED["inject"] == "exit":
-            os._exit(17)  # a testing aid: the server dies in the middle of a step
-        if _SERVED["inject"] == "raise":
-            raise RuntimeError("injected failure (inject_server_failure=raise)")
         device = _SERVED["device"]
         return module_rref.local_value()(*(t.to(device) for t in inputs)).cpu()
     except Exception as exc:
@@ -130,13 +126,9 @@ class RemotePart(nn.Module):
 @register("rpc_hybrid", description="DDP on the dense part + the workload's remote part on an RPC parameter server")
 @dataclasses.dataclass(kw_only=True)
 class RpcHybrid(StrategyDefaults):
-    extra_ranks = 1  # a class attribute, not an option: the parameter server, the launch's last rank
+    extra_ranks: ClassVar[int] = 1  # the parameter server, the launch's last rank
 
-    bucket_cap_mb: float = 25.0
-    """Largest gradient bucket of the DDP over the dense part, in MiB."""
-    inject_server_failure: Literal["none", "raise", "exit"] = "none"
-    """Testing aid: the parameter server raises in (raise) or dies during (exit) its first remote forward."""
-
+    bucket_cap_mb: float = option(25.0, "Largest gradient bucket of the DDP over the dense part, in MiB.")
     _server: str | None = dataclasses.field(default=None, init=False, repr=False)
     _remote_part: str | None = dataclasses.field(default=None, init=False, repr=False)
     _group: Any = dataclasses.field(default=None, init=False, repr=False)
@@ -153,7 +145,7 @@ class RpcHybrid(StrategyDefaults):
     def serve(self, module: nn.Module, *, device: torch.device) -> None:
         """Hold `module` on this (the server's) process until `stop_serving`; trainers reach it by RPC."""
         _SERVED.clear()
-        _SERVED.update(module=module.to(device), device=device, inject=self.inject_server_failure)
+        _SERVED.update(module=module.to(device), device=device)
 
     def served_failure(self) -> str | None:
         """The first error the served module raised while answering a trainer, if any."""
@@ -205,7 +197,8 @@ class RpcHybrid(StrategyDefaults):
         return {**self._ddp.module.state_dict(), **{f"{self._remote_part}.{k}": v for k, v in remote.items()}}
 
     def step_traffic(self, context_id: int, optimizer: DistributedOptimizer) -> dict[str, int]:
-        """Round trips to other processes in this step, and their tensor bytes, read from what ran.
+        """Round trips to other processes in the step that just ended, and their tensor bytes, read
+        from what ran; the forward counters start again at zero for the next step.
 
         Forward: one RPC per remote call (counted by RemotePart). Backward: distributed autograd
         sends one gradient message back per message received in forward (its recv functions); each
@@ -215,10 +208,12 @@ class RpcHybrid(StrategyDefaults):
         me = rpc.get_worker_info()
         optimizer_messages = sum(1 for o in optimizer.remote_optimizers if o.owner() != me)
         per_message = self.traffic.received_bytes / self.traffic.calls if self.traffic.calls else 0
-        return {
+        counted = {
             "round_trips": self.traffic.calls + backward_messages + optimizer_messages,
             "bytes": int(self.traffic.sent_bytes + self.traffic.received_bytes + backward_messages * per_message),
         }
+        self.traffic.reset()
+        return counted
 
     @property
     def parity_exact(self) -> bool:

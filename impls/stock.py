@@ -7,41 +7,59 @@ soon as the bucket is full), so `sync_gradients()` has nothing left to do.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import torch
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from harness.protocols import ConfigError, StrategyDefaults
+from harness.protocols import ConfigError, StrategyDefaults, option
 from impls import register
 
 MB = 1024 * 1024
 
 
-@register("stock", description="torch DistributedDataParallel (bucketed all-reduce overlapped with backward)")
 @dataclasses.dataclass(kw_only=True)
-class Stock(StrategyDefaults):
-    bucket_cap_mb: float = 25.0
-    """Largest gradient bucket in MiB (DDP's default is 25)."""
-    broadcast_buffers: bool = True
-    """Broadcast rank 0's buffers (e.g. BatchNorm statistics) before every forward."""
-    find_unused_parameters: bool = False
-    """Walk the autograd graph each step to find parameters that get no gradient."""
-    gradient_as_bucket_view: bool = False
-    """Make .grad a view into the bucket (saves one gradient copy of memory)."""
-    static_graph: bool = False
-    """Promise that the graph and unused parameters never change (enables optimisations)."""
-    comm_hook: Literal["none", "fp16", "bf16", "powersgd"] = "none"
-    """Gradient compression hook from torch.distributed.algorithms.ddp_comm_hooks."""
-    powersgd_rank: int = 1
-    """Matrix approximation rank of the PowerSGD hook."""
+class DDPOptions:
+    """DDP's own knobs, shared by every strategy built on DDP (stock, zero): fields and docs inherited."""
 
-    _ddp: DistributedDataParallel | None = dataclasses.field(default=None, init=False, repr=False)
+    bucket_cap_mb: float = option(25.0, "Largest gradient bucket of DDP in MiB (DDP's default is 25).")
+    broadcast_buffers: bool = option(
+        True, "Broadcast rank 0's buffers (e.g. BatchNorm statistics) before every forward."
+    )
+    find_unused_parameters: bool = option(
+        False, "Walk the autograd graph each step to find parameters that get no gradient."
+    )
+    gradient_as_bucket_view: bool = option(
+        False, "Make .grad a view into DDP's bucket (saves one gradient copy of memory)."
+    )
+    static_graph: bool = option(
+        False, "Promise DDP that the graph and unused parameters never change (enables optimisations)."
+    )
 
     def __post_init__(self) -> None:
         if self.bucket_cap_mb <= 0:
             raise ConfigError(f"option bucket_cap_mb={self.bucket_cap_mb} is not valid; give MiB > 0")
+
+    def ddp_options(self) -> dict[str, Any]:
+        """These options by name, to build a `Stock` (the DDP underneath) from a strategy that shares them."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(DDPOptions)}
+
+
+@register("stock", description="torch DistributedDataParallel (bucketed all-reduce overlapped with backward)")
+@dataclasses.dataclass(kw_only=True)
+class Stock(DDPOptions, StrategyDefaults):
+    reference: ClassVar[bool] = True  # the strategy every other is measured against
+
+    comm_hook: Literal["none", "fp16", "bf16", "powersgd"] = option(
+        "none", "Gradient compression hook from torch.distributed.algorithms.ddp_comm_hooks."
+    )
+    powersgd_rank: int = option(1, "Matrix approximation rank of the PowerSGD hook.")
+
+    _ddp: DistributedDataParallel | None = dataclasses.field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if self.powersgd_rank < 1:
             raise ConfigError(f"option powersgd_rank={self.powersgd_rank} is not valid; give a whole number ≥ 1")
 

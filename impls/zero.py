@@ -13,43 +13,31 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from harness.protocols import ConfigError, StrategyDefaults
+from harness.protocols import ConfigError, StrategyDefaults, option
 from impls import register
-from impls.stock import Stock
+from impls.stock import DDPOptions, Stock
 
 
 @register("zero", description="DDP + ZeroRedundancyOptimizer (optimizer state sharded across ranks, ZeRO-1)")
 @dataclasses.dataclass(kw_only=True)
-class Zero(StrategyDefaults):
-    bucket_cap_mb: float = 25.0
-    """Largest gradient bucket of the DDP underneath, in MiB (DDP's default is 25)."""
-    broadcast_buffers: bool = True
-    """Broadcast rank 0's buffers (e.g. BatchNorm statistics) before every forward."""
-    find_unused_parameters: bool = False
-    """Walk the autograd graph each step to find parameters that get no gradient."""
-    gradient_as_bucket_view: bool = False
-    """Make .grad a view into DDP's bucket (saves one gradient copy of memory)."""
-    static_graph: bool = False
-    """Promise DDP that the graph and unused parameters never change (enables optimisations)."""
-    overlap_with_ddp: bool = False
-    """Run each rank's optimizer step inside DDP's comm hook, overlapping backward (NCCL only; the
-    first two steps then do not update, so parity is recorded but not judged)."""
-    parameters_as_bucket_view: bool = False
-    """Pack each rank's parameters into one flat buffer per device, so the broadcast after the step
-    is one collective per rank instead of one per parameter."""
+class Zero(DDPOptions, StrategyDefaults):
+    overlap_with_ddp: bool = option(
+        False,
+        "Run each rank's optimizer step inside DDP's comm hook, overlapping backward (NCCL only; the "
+        "first two steps then do not update, so parity is recorded but not judged).",
+    )
+    parameters_as_bucket_view: bool = option(
+        False,
+        "Pack each rank's parameters into one flat buffer per device, so the broadcast after the step "
+        "is one collective per rank instead of one per parameter.",
+    )
 
     _stock: Stock = dataclasses.field(init=False, repr=False)
     _zero: torch.optim.Optimizer | None = dataclasses.field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        # Composed, not subclassed: the registry reads option docstrings from this class's own source.
-        self._stock = Stock(
-            bucket_cap_mb=self.bucket_cap_mb,
-            broadcast_buffers=self.broadcast_buffers,
-            find_unused_parameters=self.find_unused_parameters,
-            gradient_as_bucket_view=self.gradient_as_bucket_view,
-            static_graph=self.static_graph,
-        )
+        super().__post_init__()
+        self._stock = Stock(**self.ddp_options())  # the DDP underneath, with the options shared with stock
 
     def wrap(self, model: nn.Module) -> nn.Module:
         return self._stock.wrap(model)

@@ -18,17 +18,18 @@ from dist_helpers import CLASSES, FEATURES, TinyClassification, run_in_process_g
 from torch import nn
 
 import impls
+from harness.bucketing import assign_buckets, first_bucket_bytes
 from harness.protocols import ConfigError
 from harness.rank import parity
 from harness.rank.training import LEARNING_RATE, OPTIMIZER, build_model, make_batch
-from impls._common import MIB
-from impls.bucketed import assign_buckets
+from impls._common import MIB, nbytes
 
 SEED = 7
 BATCH = 4
 WIDTH = 32
-LAYER_CAP_MB = 5000 / MIB
-"""Holds one WIDTH×WIDTH layer (4 KiB weight + bias) but not two: one bucket per layer."""
+LAYER_CAP_MB = WIDTH * WIDTH * 4 / MIB
+"""One WIDTH×WIDTH float32 weight: a bucket closes at each such layer (DDP closes a bucket once it
+holds its cap or more), so Chain's hidden layers get a bucket each."""
 BRANCH_CAP_MB = 4 * (FEATURES * WIDTH + WIDTH + WIDTH * CLASSES + CLASSES) / MIB
 """Exactly the float32 parameters of one RankOrderedBranches branch: one bucket per branch."""
 CPU = torch.device("cpu")
@@ -38,7 +39,7 @@ CPU = torch.device("cpu")
 
 
 class Chain(nn.Module):
-    """Six equal layers: with LAYER_CAP_MB, one bucket each, the last layer's bucket first."""
+    """Six layers: with LAYER_CAP_MB five buckets (out shares layers[3]'s), the last layer's bucket first."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -110,18 +111,20 @@ class KnownLayout(nn.Module):
             self.register_parameter(name, nn.Parameter(torch.zeros(numel, dtype=dtype)))
 
 
-# name, elements, dtype — packing order. Caps: first bucket 1000 B, others 2000 B.
+# name, elements, dtype — packing order. Caps: first bucket 1000 B, others 2000 B. DDP's rule: a
+# tensor joins the open bucket of its dtype, which closes once it holds its cap or more.
 LAYOUT_TENSORS = [
-    ("a", 100, torch.float32),  # 400 B: first bucket (a + b = 1200 B would pass its 1000 B cap)
-    ("b", 200, torch.float32),  # 800 B
-    ("c", 300, torch.float32),  # 1200 B: b + c = 2000 B fills the second bucket exactly
-    ("d", 1000, torch.float32),  # 4000 B: bigger than the cap, a bucket of its own
-    ("e", 50, torch.float64),  # 400 B: float64 opens its own first bucket
-    ("f", 100, torch.float32),  # 400 B: float32 again, a new bucket after d
+    ("a", 100, torch.float32),  # 400 B: below the first bucket's 1000 B
+    ("b", 200, torch.float32),  # 800 B: a + b = 1200 B ≥ 1000 B closes the first bucket
+    ("c", 300, torch.float32),  # 1200 B: below the 2000 B cap
+    ("d", 1000, torch.float32),  # 4000 B: bigger than the cap, joins c (never split) and closes it
+    ("e", 50, torch.float64),  # 400 B: float64 opens its own first bucket, left open
+    ("f", 100, torch.float32),  # 400 B: float32 again, a new bucket, left open
 ]
 LAYOUT_CAP_BYTES, LAYOUT_FIRST_CAP_BYTES = 2000, 1000
-EXPECTED_MEMBERS = [["a"], ["b", "c"], ["d"], ["e"], ["f"]]
-EXPECTED_SIZES_BYTES = [400, 2000, 4000, 400, 400]
+EXPECTED_MEMBERS = [["a", "b"], ["c", "d"], ["f"], ["e"]]
+"""Closed buckets launch in the order they closed; open ones follow in order of their dtype's first use."""
+EXPECTED_SIZES_BYTES = [1200, 5200, 400, 400]
 
 
 # ---- recording what happens inside backward -----------------------------------------------------
@@ -336,16 +339,26 @@ def gradient_order(events: list[tuple[str, Any]]) -> list[Any]:
 WORLD_SIZES = [1, 2]
 
 
-def test_buckets_pack_in_reverse_order_with_a_smaller_first_bucket_an_oversized_tensor_alone_and_dtypes_apart():
+def test_ddp_rules_close_a_bucket_at_its_cap_with_a_smaller_first_bucket_and_dtypes_apart():
     tensors = [torch.zeros(numel, dtype=dtype) for _, numel, dtype in LAYOUT_TENSORS]
-    buckets = assign_buckets(tensors, cap_bytes=LAYOUT_CAP_BYTES, first_cap_bytes=LAYOUT_FIRST_CAP_BYTES)
+    buckets = assign_buckets(
+        [nbytes(t) for t in tensors],
+        [t.dtype for t in tensors],
+        cap_bytes=LAYOUT_CAP_BYTES,
+        first_cap_bytes=LAYOUT_FIRST_CAP_BYTES,
+    )
     names = [[LAYOUT_TENSORS[i][0] for i in bucket] for bucket in buckets]
     assert names == EXPECTED_MEMBERS
 
 
 def test_first_bucket_is_never_larger_than_the_cap():
-    tensors = [torch.zeros(100) for _ in range(4)]  # 400 B each
-    assert assign_buckets(tensors, cap_bytes=800, first_cap_bytes=10_000) == [[0, 1], [2, 3]]
+    assert impls.create("bucketed", bucket_cap_mb=800 / MIB, first_bucket_mb=10_000 / MIB).cap_bytes() == (800, 800)
+    assert impls.create("bucketed", bucket_cap_mb=800 / MIB, first_bucket_mb=400 / MIB).cap_bytes() == (800, 400)
+
+
+def test_without_first_bucket_mb_the_first_bucket_has_ddps_cap_for_the_given_bucket_cap():
+    cap = 4 * MIB
+    assert impls.create("bucketed", bucket_cap_mb=4.0).cap_bytes() == (cap, first_bucket_bytes(cap))
 
 
 @pytest.mark.parametrize("world_size", WORLD_SIZES)
@@ -359,7 +372,7 @@ def test_layout_reports_bucket_sizes_in_mib_in_launch_order(observed, world_size
 def test_first_bucket_is_launched_while_backward_still_produces_gradients(observed, world_size):
     for rank_observed in observed(world_size):
         overlap = rank_observed["overlap"]
-        assert overlap["buckets"] >= 4
+        assert overlap["buckets"] == 5  # DDP's packing of Chain at LAYER_CAP_MB
         for events in overlap["events"]:
             assert gradients_after_first_launch(events) > 1, "no all-reduce started before backward's last gradient"
             assert events.index(("launch", 0)) < events.index(("backward returned", None))

@@ -22,7 +22,7 @@ from torch import nn
 
 import impls
 import workloads
-from harness.protocols import ConfigError, Strategy
+from harness.protocols import ConfigError, Strategy, strategy_contract_gaps
 from harness.rank import parity
 from harness.rank.timing import WallClockTimer
 from harness.rank.training import LEARNING_RATE, OPTIMIZER, build_model, make_batch, train_step
@@ -335,9 +335,10 @@ def test_tied_weight_model_really_shares_one_parameter():
 
 @pytest.mark.parametrize("strategy", impls.names())
 def test_strategy_follows_the_protocol_and_documents_every_option(strategy):
+    assert strategy_contract_gaps(impls.entry(strategy).cls) == []
     assert isinstance(impls.create(strategy), Strategy)
     undocumented = [name for name, option in impls.entry(strategy).options().items() if not option.doc]
-    assert not undocumented, f"{strategy} options without a docstring: {undocumented}"
+    assert not undocumented, f"{strategy} options without a doc (harness.protocols.option): {undocumented}"
 
 
 def test_dataparallel_is_skipped_on_a_cpu_machine_with_its_reason():

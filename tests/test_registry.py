@@ -3,20 +3,70 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Literal
+from typing import ClassVar, Literal
 
 import pytest
 
 import impls
 import workloads
-from harness.protocols import ConfigError, Registry, Strategy, StrategyDefaults, Workload
+from harness.protocols import (
+    ConfigError,
+    ParameterServer,
+    Registry,
+    Strategy,
+    StrategyDefaults,
+    Workload,
+    missing_members,
+    option,
+    protocol_members,
+    strategy_contract_gaps,
+)
 
 
-def test_every_strategy_and_workload_satisfies_its_protocol():
+def test_every_strategy_class_defines_or_inherits_every_member_of_its_protocol():
+    declared = set(protocol_members(Strategy))
+    assert {"wrap", "sync_gradients", "make_optimizer", "parity_exact", "extra_ranks", "reference"} <= declared
     for name in impls.names():
-        assert isinstance(impls.create(name), Strategy), name
+        cls = impls.entry(name).cls
+        assert [m for m in declared if not hasattr(cls, m)] == [], name
+        if cls.extra_ranks:
+            assert missing_members(cls, ParameterServer) == [], name
     for name in workloads.names():
-        assert isinstance(workloads.create(name, size="tiny"), Workload), name
+        assert missing_members(workloads.entry(name).cls, Workload) == [], name
+
+
+def test_a_strategy_missing_wrap_fails_the_check_and_is_refused_at_registration():
+    @dataclasses.dataclass(kw_only=True)
+    class NoWrap(StrategyDefaults):
+        def sync_gradients(self) -> None:
+            pass
+
+    assert strategy_contract_gaps(NoWrap) == ["wrap"]
+    registry = Registry("strategy", "impls", contract_gaps=strategy_contract_gaps)
+    with pytest.raises(TypeError, match="strategy 'nowrap' does not define wrap"):
+        registry.register("nowrap", description="d")(NoWrap)
+
+
+def test_a_strategy_with_extra_ranks_must_define_the_parameter_server_side():
+    @dataclasses.dataclass(kw_only=True)
+    class HalfAServer(StrategyDefaults):
+        extra_ranks: ClassVar[int] = 1
+
+        def wrap(self, model):
+            return model
+
+        def sync_gradients(self) -> None:
+            pass
+
+        def serve(self, module, *, device) -> None:
+            pass
+
+    gaps = strategy_contract_gaps(HalfAServer)
+    assert gaps == ["connect", "served_failure", "served_parameter_bytes", "step_traffic", "stop_serving"]
+
+
+def test_exactly_one_strategy_is_the_reference_and_it_is_ddp_as_torch_ships_it():
+    assert [n for n in impls.names() if impls.entry(n).cls.reference] == [impls.reference_name()] == ["stock"]
 
 
 def test_a_name_registered_twice_is_an_error():
@@ -44,10 +94,29 @@ def test_options_are_coerced_from_text_by_their_field_types():
         parse("stock", {"static_graph": "maybe"})
 
 
-def test_options_carry_the_docstring_under_their_field():
+def test_options_carry_the_doc_given_to_their_field():
     options = impls.entry("stock").options()
     assert options["bucket_cap_mb"].default == 25.0
     assert "MiB" in options["bucket_cap_mb"].doc
+
+
+def test_a_strategy_sharing_anothers_options_shares_their_docs():
+    stock, zero = impls.entry("stock").options(), impls.entry("zero").options()
+    shared = ["bucket_cap_mb", "broadcast_buffers", "find_unused_parameters", "gradient_as_bucket_view", "static_graph"]
+    assert [name for name in zero if name in stock] == shared
+    assert all(zero[name] == stock[name] and zero[name].doc for name in shared)
+
+
+def test_an_option_without_a_doc_has_an_empty_one():
+    @dataclasses.dataclass(kw_only=True)
+    class Bare(StrategyDefaults):
+        knob: int = 3
+        documented: int = option(4, "A   knob\n  with words.")
+
+    registry = Registry("thing", "impls")
+    registry.register("bare", description="d")(Bare)
+    options = registry._entries["bare"].options()
+    assert (options["knob"].doc, options["documented"].doc) == ("", "A knob with words.")
 
 
 def test_unknown_option_names_the_valid_ones():

@@ -2,8 +2,9 @@
 parameter-server reference; a server that raises or dies becomes a `failed` row that names it.
 
 One run serves every end-to-end test (two torchrun launches: world sizes 1 and 2, each plus the
-server): per world size a healthy configuration, then one whose server raises, then one whose
-server dies, which ends that launch.
+server): per world size three repeats, a healthy one, then one whose server raises, then one whose
+server dies, which ends that launch. The faults come from the harness (DDPBENCH_FAULT, on the
+server rank: `step` counts its remote forwards), never from the strategy.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from conftest import run_ddpbench
 import impls
 import workloads
 from harness.plan.config import BenchConfig, Configuration, expand
-from harness.rank import parity, records, rpc_flow
+from harness.rank import faults, parity, records, rpc_flow
 from harness.rank.dist import Session
 from harness.rank.training import LEARNING_RATE, build_model, make_batch
 
@@ -26,20 +27,30 @@ BATCH = 8
 RUN_TIMEOUT_S = 240
 
 
+FAULT_OF_REPEAT = {0: "none", 1: "raise", 2: "exit"}
+SERVER_FAULTS = ";".join(
+    f"{kind}:impl=rpc_hybrid,world={world},repeat={repeat},rank={world},step=0"  # rank `world`: the server
+    for repeat, kind in FAULT_OF_REPEAT.items()
+    if kind != "none"
+    for world in (1, 2)
+)
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     results = tmp_path_factory.mktemp("results")
-    done = run_ddpbench(
-        "bench", "--gpus", "2", "--impls", "rpc_hybrid", "--workloads", "recsys", "--size", "tiny",
-        "--steps", "3", "--warmup", "2", "--batch-size", str(BATCH), "--no-baseline",
-        "--opt", "inject_server_failure=none,raise,exit", "--results", str(results), "--run-id", "rpc",
-        timeout=RUN_TIMEOUT_S,
-    )  # fmt: skip
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("DDPBENCH_FAULT", SERVER_FAULTS)
+        done = run_ddpbench(
+            "bench", "--gpus", "2", "--impls", "rpc_hybrid", "--workloads", "recsys", "--size", "tiny",
+            "--steps", "3", "--warmup", "2", "--batch-size", str(BATCH), "--no-baseline",
+            "--repeats", "3", "--results", str(results), "--run-id", "rpc", timeout=RUN_TIMEOUT_S,
+        )  # fmt: skip
     # Exit code 1: the run finished, with failed rows (the injected failures).
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     folder = results / "rpc"
     configs = pd.read_parquet(folder / "configs")
-    configs["fault"] = configs["impl_options"].str.extract(r'"inject_server_failure": "(\w+)"')[0]
+    configs["fault"] = configs["repeat"].map(FAULT_OF_REPEAT)
     return {"configs": configs, "ranks": pd.read_parquet(folder / "ranks"), "steps": pd.read_parquet(folder / "steps")}
 
 
@@ -92,7 +103,7 @@ def test_a_server_that_raises_fails_its_row_naming_the_server_and_the_run_goes_o
     raised = rows(run, "raise")
     assert raised["status"].tolist() == ["failed", "failed"]
     for world, error in zip(raised["world_size"], raised["error"], strict=True):
-        assert f"the parameter server (rank {world}) raised RuntimeError('injected failure" in error
+        assert f"the parameter server (rank {world}) raised RuntimeError('fault injected by DDPBENCH_FAULT" in error
     assert len(rows(run, "exit")) == 2, "the configuration after the failed one was not run"
 
 
@@ -100,7 +111,7 @@ def test_a_server_that_dies_fails_its_row_naming_the_server_without_a_hang(run):
     died = rows(run, "exit")
     assert died["status"].tolist() == ["failed", "failed"]
     for world, error in zip(died["world_size"], died["error"], strict=True):
-        assert error.startswith(f"rank {world} (the parameter server) exited with code 17")
+        assert error.startswith(f"rank {world} (the parameter server) exited with code 3")
 
 
 # ---- without a launch ----------------------------------------------------------------------------
@@ -195,3 +206,19 @@ def test_a_ranks_row_says_which_role_the_rank_had():
     cfg = configuration("recsys", world_size=1)
     results = [{"status": "ok"}, {"status": "ok", "role": "parameter_server"}]
     assert [row["role"] for row in records.rank_rows(cfg, "run", results)] == ["trainer", "parameter_server"]
+
+
+def test_a_server_fault_fires_at_its_forward_call_and_on_every_call_after_it():
+    module = torch.nn.Linear(2, 2)
+    where = {"impl": "rpc_hybrid", "world": 2, "repeat": 1, "rank": 2}
+    injected = [faults.Fault.parse("raise:impl=rpc_hybrid,world=2,repeat=1,rank=2,step=1")]
+    faults.arm_served_module(module, injected, device=CPU, **where)
+    module(torch.zeros(1, 2))  # call 0: not yet
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="fault injected by DDPBENCH_FAULT at step 1"):
+            module(torch.zeros(1, 2))
+    other_repeat = torch.nn.Linear(2, 2)
+    faults.arm_served_module(other_repeat, injected, device=CPU, **{**where, "repeat": 0})
+    for _ in range(3):
+        other_repeat(torch.zeros(1, 2))
+    assert list(other_repeat.state_dict()) == ["weight", "bias"]  # a hook: the names stay the module's

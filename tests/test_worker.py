@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 
 import impls
@@ -11,7 +12,7 @@ from harness.results import store
 
 
 def plan_for(tmp_path, configurations) -> dict:
-    context = {"run_id": "t", "started_at": "now", "threads_per_rank": 1}
+    context = {"run_id": "t", "started_at": "2025-01-01T00:00:00+00:00", "threads_per_rank": 1}
     return {"run_dir": str(tmp_path), "context": context, "configurations": [c.to_json() for c in configurations]}
 
 
@@ -52,3 +53,20 @@ def test_an_unavailable_strategy_is_recorded_as_skipped_with_its_reason(tmp_path
     row = store.read_configs(tmp_path).iloc[0]
     assert (row["status"], row["error"]) == ("skipped", "needs CUDA GPUs")
     assert store.read_steps(tmp_path).empty
+
+
+def test_the_strategy_is_created_once_per_configuration_and_its_parity_verdict_reaches_the_row(
+    tmp_path, single_rank, monkeypatch
+):
+    """No throwaway strategy to read `parity_exact`: the one that trained says whether it is judged."""
+    config = BenchConfig(gpus=1, impls=("naive", "local"), size="tiny", steps=1, warmup=0, baseline=False)
+    configurations = expand(config, device="cpu")
+    created: list[str] = []
+    real_create = impls.create
+    monkeypatch.setattr(impls, "create", lambda name, **kw: created.append(name) or real_create(name, **kw))
+    worker.run_plan(plan_for(tmp_path, configurations), single_rank)
+    assert created == [c.impl for c in configurations] and sorted(created) == ["local", "naive"]
+    rows = store.read_configs(tmp_path).set_index("impl")
+    assert rows.loc["naive", "parity_ok"] == True  # noqa: E712 (a numpy bool)
+    assert pd.isna(rows.loc["local", "parity_ok"])  # local does not synchronise: recorded, not judged
+    assert rows.loc["local", "parity_note"].startswith("not judged")

@@ -15,6 +15,7 @@ from typing import Literal
 import torch
 from torch import nn
 
+from harness.protocols import option
 from workloads import register
 from workloads._text import LanguageModel, TransformerShape, masked_lm_batch
 
@@ -28,9 +29,11 @@ SHAPES = {
 @register("bert", description="Hugging Face BERT masked LM on random tokens (BERT-base at sequence 512 at full)")
 @dataclasses.dataclass(kw_only=True)
 class BERT(LanguageModel):
-    size: Literal["tiny", "small", "full"] = "tiny"
-    """tiny: 2 layers of width 32, vocabulary 256, sequence 16; small: 4 layers of width 256,
-    vocabulary 4096, sequence 128, batch 2; full: BERT-base at sequence 512, batch 16."""
+    size: Literal["tiny", "small", "full"] = option(
+        "tiny",
+        "tiny: 2 layers of width 32, vocabulary 256, sequence 16; small: 4 layers of width 256, "
+        "vocabulary 4096, sequence 128, batch 2; full: BERT-base at sequence 512, batch 16.",
+    )
 
     SHAPES = SHAPES
 

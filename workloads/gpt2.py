@@ -16,6 +16,7 @@ from typing import Literal
 import torch
 from torch import nn
 
+from harness.protocols import option
 from workloads import register
 from workloads._text import LanguageModel, TransformerShape, causal_lm_batch
 
@@ -29,9 +30,11 @@ SHAPES = {
 @register("gpt2", description="Hugging Face GPT-2 causal LM on random tokens (124M at sequence 1024 at full)")
 @dataclasses.dataclass(kw_only=True)
 class GPT2(LanguageModel):
-    size: Literal["tiny", "small", "full"] = "tiny"
-    """tiny: 2 layers of width 32, vocabulary 256, sequence 16; small: 4 layers of width 256,
-    vocabulary 4096, sequence 128, batch 2; full: GPT-2 124M at sequence 1024, batch 8."""
+    size: Literal["tiny", "small", "full"] = option(
+        "tiny",
+        "tiny: 2 layers of width 32, vocabulary 256, sequence 16; small: 4 layers of width 256, "
+        "vocabulary 4096, sequence 128, batch 2; full: GPT-2 124M at sequence 1024, batch 8.",
+    )
 
     SHAPES = SHAPES
 

@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.protocols import WorkloadDefaults
+from harness.protocols import WorkloadDefaults, option
 from workloads import register
 
 # size: (width, hidden layers, batch per rank)
@@ -23,10 +23,11 @@ SHAPES = {"tiny": (32, 2, 8), "small": (1024, 8, 32), "full": (4096, 16, 64)}
 @register("mlp", description="deep MLP on random features (plain torch); width/depth grow with size")
 @dataclasses.dataclass(kw_only=True)
 class MLP(WorkloadDefaults):
-    size: Literal["tiny", "small", "full"] = "tiny"
-    """tiny: width 32 × 2 layers; small: 1024 × 8; full: 4096 × 16."""
-    classes: int = 10
-    """Number of output classes."""
+    size: Literal["tiny", "small", "full"] = option(
+        "tiny",
+        "tiny: width 32 × 2 layers; small: 1024 × 8; full: 4096 × 16.",
+    )
+    classes: int = option(10, "Number of output classes.")
 
     @property
     def width(self) -> int:

@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.protocols import WorkloadDefaults
+from harness.protocols import WorkloadDefaults, option
 from workloads import register
 
 PADDING_ID = 0
@@ -65,9 +65,11 @@ class Recommender(nn.Module):
 @register("recsys", description="embedding table (EmbeddingBag) + MLP on sparse ids; its table can live remotely")
 @dataclasses.dataclass(kw_only=True)
 class Recsys(WorkloadDefaults):
-    size: Literal["tiny", "small", "full"] = "tiny"
-    """tiny: 1,000 × 16 table, bags of up to 4 ids; small: 100,000 × 64, bags of 16;
-    full: 2,000,000 × 128 (1 GiB in fp32), bags of 32."""
+    size: Literal["tiny", "small", "full"] = option(
+        "tiny",
+        "tiny: 1,000 × 16 table, bags of up to 4 ids; small: 100,000 × 64, bags of 16; full: 2,000,000 × "
+        "128 (1 GiB in fp32), bags of 32.",
+    )
 
     remote_part = "embedding"  # a class attribute, not an option: rpc_hybrid places this table on its server
 

@@ -14,6 +14,7 @@ from typing import Literal
 
 from torch import nn
 
+from harness.protocols import option
 from workloads import register
 from workloads._vision import ImageClassifier, ResNetShape, resnet
 
@@ -27,9 +28,11 @@ SHAPES = {
 @register("resnet18", description="torchvision ResNet-18 on random images (224×224 at full)")
 @dataclasses.dataclass(kw_only=True)
 class ResNet18(ImageClassifier):
-    size: Literal["tiny", "small", "full"] = "tiny"
-    """tiny: narrow (8–64 channels, 1 block per stage) at 64×64, ~80k params; small: ResNet-18 at
-    32×32, 100 classes, batch 8; full: ResNet-18 at 224×224, 1000 classes, batch 64."""
+    size: Literal["tiny", "small", "full"] = option(
+        "tiny",
+        "tiny: narrow (8–64 channels, 1 block per stage) at 64×64, ~80k params; small: ResNet-18 at "
+        "32×32, 100 classes, batch 8; full: ResNet-18 at 224×224, 1000 classes, batch 64.",
+    )
 
     SHAPES = SHAPES
 

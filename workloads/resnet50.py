@@ -16,6 +16,7 @@ from typing import Literal
 
 from torch import nn
 
+from harness.protocols import option
 from workloads import register
 from workloads._vision import ImageClassifier, ResNetShape, resnet
 
@@ -29,9 +30,11 @@ SHAPES = {
 @register("resnet50", description="torchvision ResNet-50 on random images (224×224 at full)")
 @dataclasses.dataclass(kw_only=True)
 class ResNet50(ImageClassifier):
-    size: Literal["tiny", "small", "full"] = "tiny"
-    """tiny: narrow bottlenecks (4–32 planes, 1 block per stage) at 64×64; small: ResNet-50 at
-    32×32, 100 classes, batch 4; full: ResNet-50 at 224×224, 1000 classes, batch 64."""
+    size: Literal["tiny", "small", "full"] = option(
+        "tiny",
+        "tiny: narrow bottlenecks (4–32 planes, 1 block per stage) at 64×64; small: ResNet-50 at 32×32, "
+        "100 classes, batch 4; full: ResNet-50 at 224×224, 1000 classes, batch 64.",
+    )
 
     SHAPES = SHAPES
 

@@ -13,6 +13,7 @@ from typing import Literal
 
 from torch import nn
 
+from harness.protocols import option
 from workloads import register
 from workloads._vision import ImageClassifier, ImageShape
 
@@ -35,9 +36,11 @@ SHAPES = {
 @register("vit", description="torchvision Vision Transformer on random images (ViT-B/16 at 224×224 at full)")
 @dataclasses.dataclass(kw_only=True)
 class ViT(ImageClassifier):
-    size: Literal["tiny", "small", "full"] = "tiny"
-    """tiny: 32×32 images in 8×8 patches, 2 layers of width 32; small: 64×64 in 8×8 patches,
-    4 layers of width 256, batch 8; full: ViT-B/16 at 224×224, batch 32."""
+    size: Literal["tiny", "small", "full"] = option(
+        "tiny",
+        "tiny: 32×32 images in 8×8 patches, 2 layers of width 32; small: 64×64 in 8×8 patches, 4 layers "
+        "of width 256, batch 8; full: ViT-B/16 at 224×224, batch 32.",
+    )
 
     SHAPES = SHAPES
 

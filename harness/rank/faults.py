@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import signal
 import sys
@@ -87,6 +88,7 @@ def read_rank_failures(run: Path, config_id: str) -> list[dict[str, Any]]:
 
 
 FAULT_KINDS = ("raise", "oom", "stop", "kill", "exit")
+CONDITIONS = ("impl", "world", "repeat", "rank", "step")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,12 +98,15 @@ class Fault:
     raise: a RuntimeError; oom: a real allocation far beyond any memory on the rank's device;
     stop: the rank freezes itself (SIGSTOP: a hang as its peers see it); kill: SIGKILL to itself;
     exit: the process ends with code 3, no exception. The conditions (all optional) pick the
-    configuration's strategy and world size, the rank, and the step (warm-up included).
+    configuration's strategy, world size and repeat, the rank, and the step (warm-up included).
+    On a parameter server's rank, which runs no steps, `step` counts the served module's forward
+    calls (from any trainer, the first is 0): the fault fires inside the server's answer.
     """
 
     kind: str
     impl: str | None = None
     world: int | None = None
+    repeat: int | None = None
     rank: int = 0
     step: int = 0
 
@@ -113,15 +118,16 @@ class Fault:
         fields: dict[str, Any] = {}
         for item in filter(None, conditions.split(",")):
             key, _, value = item.partition("=")
-            if key not in ("impl", "world", "rank", "step"):
-                raise ValueError(f"DDPBENCH_FAULT condition {key!r} is not one of impl, world, rank, step")
+            if key not in CONDITIONS:
+                raise ValueError(f"DDPBENCH_FAULT condition {key!r} is not one of {', '.join(CONDITIONS)}")
             fields[key] = value if key == "impl" else int(value)
         return cls(kind, **fields)
 
-    def applies(self, *, impl: str, world: int, rank: int, step: int) -> bool:
+    def applies(self, *, impl: str, world: int, rank: int, step: int, repeat: int = 0) -> bool:
         return (
             (self.impl is None or self.impl == impl)
             and (self.world is None or self.world == world)
+            and (self.repeat is None or self.repeat == repeat)
             and (rank, step) == (self.rank, self.step)
         )
 
@@ -143,3 +149,25 @@ class Fault:
 def faults_from_environment() -> list[Fault]:
     """DDPBENCH_FAULT: one fault, or several separated by ';'."""
     return [Fault.parse(text.strip()) for text in os.environ.get("DDPBENCH_FAULT", "").split(";") if text.strip()]
+
+
+def arm_served_module(module: torch.nn.Module, injected: list[Fault], *, device: torch.device, **where: Any) -> None:
+    """Make the faults meant for this parameter server fire in the served module's forward.
+
+    `where` is the configuration and rank (impl, world, repeat, rank) as `Fault.applies` takes
+    them; the forward calls count as steps. A fault, once due, fires on every later call too: a
+    broken server fails every trainer alike, so that no trainer whose own call happened to succeed
+    is left waiting in a collective for a failed peer. A hook, not a wrapper, so the module's state
+    keeps its names.
+    """
+    calls = itertools.count()
+    due: list[Fault] = []
+
+    def fire_due_faults(_module, _inputs) -> None:
+        call = next(calls)
+        due.extend(fault for fault in injected if fault.applies(step=call, **where))
+        for fault in due:
+            fault.fire(device)
+
+    if injected:
+        module.register_forward_pre_hook(fire_due_faults)

@@ -24,6 +24,7 @@ import functools
 import itertools
 import sys
 import traceback
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,8 @@ import torch.distributed.rpc as rpc
 
 import workloads
 from harness.plan.config import Configuration
-from harness.rank import parity, records
+from harness.protocols import ParameterServer, missing_members
+from harness.rank import faults, parity, records
 from harness.rank.dist import Session
 from harness.rank.memory import MemorySampler, held_as_row, peaks_as_row
 from harness.rank.progress import StepProgress
@@ -50,7 +52,7 @@ def trainer_name(rank: int) -> str:
     return f"trainer{rank}"
 
 
-def unavailable_reason(cfg: Configuration, session: Session, strategy, workload) -> str | None:
+def unavailable_reason(cfg: Configuration, session: Session, strategy: ParameterServer, workload) -> str | None:
     """Why this configuration cannot run here (its rows are then `skipped`), or None."""
     if workload.remote_part is None:
         return (
@@ -69,8 +71,22 @@ def unavailable_reason(cfg: Configuration, session: Session, strategy, workload)
     )
 
 
-def measure(cfg: Configuration, session: Session, strategy, workload, *, run: Path) -> dict[str, Any]:
-    """This rank's record of one configuration, as harness.rank.worker.measure returns it."""
+def measure(
+    cfg: Configuration,
+    session: Session,
+    strategy: ParameterServer,
+    workload,
+    *,
+    run: Path,
+    injected: Sequence[faults.Fault] = (),
+) -> dict[str, Any]:
+    """This rank's record of one configuration, as harness.rank.worker.measure returns it.
+
+    The strategy is used only through the `ParameterServer` protocol; `injected` are the faults
+    (DDPBENCH_FAULT) of this launch, which fire on the server inside its answer to a trainer."""
+    missing = missing_members(type(strategy), ParameterServer)
+    if missing:
+        raise TypeError(f"strategy {cfg.impl!r} has extra ranks but does not define {', '.join(missing)}")
     reason = unavailable_reason(cfg, session, strategy, workload)
     if reason:
         return {"status": "skipped", "error": reason}
@@ -81,7 +97,7 @@ def measure(cfg: Configuration, session: Session, strategy, workload, *, run: Pa
     _join_rpc(session, name=SERVER_NAME if is_server else trainer_name(session.rank))
     try:
         if is_server:
-            return _serve(cfg, session, strategy, workload)
+            return _serve(cfg, session, strategy, workload, injected=list(injected))
         return _train(cfg, session, strategy, workload, trainers=trainers, run=run)
     finally:
         dist.destroy_process_group(trainers)
@@ -114,15 +130,20 @@ def _join_rpc(session: Session, *, name: str) -> None:
 # ---- the parameter server ------------------------------------------------------------------------
 
 
-def _serve(cfg: Configuration, session: Session, strategy, workload) -> dict[str, Any]:
+def _serve(
+    cfg: Configuration, session: Session, strategy: ParameterServer, workload, *, injected: list[faults.Fault]
+) -> dict[str, Any]:
     sampler = MemorySampler(session.device, period_s=cfg.mem_period_s).start()
     held, failure = None, None
     try:
         # Rank 0's seed: the trainers' DDP starts from rank 0's dense part, so the model as a whole
         # starts as the single-process reference does.
         model = build_model(workload, seed=cfg.seed, device=session.device)
-        strategy.serve(model.get_submodule(workload.remote_part), device=session.device)
-        del model
+        served = model.get_submodule(workload.remote_part)
+        where = {"impl": cfg.impl, "world": cfg.world_size, "repeat": cfg.repeat, "rank": session.rank}
+        faults.arm_served_module(served, injected, device=session.device, **where)
+        strategy.serve(served, device=session.device)
+        del model, served
         held = {"param_bytes": strategy.served_parameter_bytes()}
     except Exception as exc:  # the trainers' first RPC then fails, naming the server
         traceback.print_exc(file=sys.stderr)
@@ -142,7 +163,9 @@ def _serve(cfg: Configuration, session: Session, strategy, workload) -> dict[str
 # ---- a trainer -------------------------------------------------------------------------------------
 
 
-def _train(cfg: Configuration, session: Session, strategy, workload, *, trainers, run: Path) -> dict[str, Any]:
+def _train(
+    cfg: Configuration, session: Session, strategy: ParameterServer, workload, *, trainers, run: Path
+) -> dict[str, Any]:
     sampler = MemorySampler(session.device, period_s=cfg.mem_period_s).start()
     final_state = None
     dist.barrier()  # the server serves
@@ -173,7 +196,7 @@ def _failure_line(exc: Exception, session: Session) -> str:
     return records.error_line(exc)
 
 
-def _train_steps(cfg: Configuration, session: Session, strategy, workload, *, trainers, run: Path):
+def _train_steps(cfg: Configuration, session: Session, strategy: ParameterServer, workload, *, trainers, run: Path):
     strategy.connect(server=SERVER_NAME, remote_part=workload.remote_part, process_group=trainers)
     # Each trainer builds from its own seed: DDP makes rank 0's dense part win.
     model = strategy.wrap(build_model(workload, seed=cfg.seed + session.rank, device=session.device))
@@ -225,7 +248,6 @@ def rpc_step(
     *, model, workload, strategy, optimizer, batch, timer, trainers, precision=None, held=None
 ) -> dict[str, int]:
     """One step in a distributed-autograd context; returns its RPC round trips and bytes."""
-    strategy.traffic.reset()
     with dist_autograd.context() as context_id:
         timer.start()
         with precision or contextlib.nullcontext():

@@ -61,13 +61,16 @@ class RankWatch:
         if self.responder is not None:
             self.responder.note(cfg.config_id, step)
         for fault in self.injected:
-            if fault.applies(impl=cfg.impl, world=cfg.world_size, rank=session.rank, step=step):
+            if fault.applies(impl=cfg.impl, world=cfg.world_size, repeat=cfg.repeat, rank=session.rank, step=step):
                 fault.fire(session.device)
 
 
 def measure(cfg: Configuration, session: Session, *, run: Path, watch: RankWatch | None = None) -> dict[str, Any]:
     """This rank's measurement of one configuration. A failure is written down for the
-    launcher (with the memory reached and the traceback) and raised again."""
+    launcher (with the memory reached and the traceback) and raised again.
+
+    The configuration's strategy is created here, once; what the records need of it after it is
+    gone (`parity_exact`) comes back in the result."""
     began = time.perf_counter()
     memory: dict[str, Any] = {}
     try:
@@ -85,15 +88,16 @@ def _measure(
 ) -> dict[str, Any]:
     strategy = impls.create(cfg.impl, **cfg.impl_options)
     workload = workloads.create(cfg.workload, size=cfg.size)
+    judged = {"parity_exact": strategy.parity_exact}  # for records.assemble, read while the strategy exists
     if strategy.extra_ranks:  # a parameter server: trainers and server run a flow of their own
-        return rpc_flow.measure(cfg, session, strategy, workload, run=run)
+        return {**rpc_flow.measure(cfg, session, strategy, workload, run=run, injected=watch.injected), **judged}
     reason = strategy.unavailable_reason(device=cfg.device, world_size=cfg.world_size) or (
         workload.unavailable_reason(device=cfg.device)
     )
     if reason:
-        return {"status": "skipped", "error": reason}
+        return {"status": "skipped", "error": reason, **judged}
     if strategy.single_process and not session.is_main:
-        return {"status": "idle", "error": None}  # rank 0 drives every device of this launch
+        return {"status": "idle", "error": None, **judged}  # rank 0 drives every device of this launch
 
     sampler = MemorySampler(session.device, period_s=cfg.mem_period_s).start()
     try:
@@ -116,6 +120,7 @@ def _measure(
         "steps": step_times,
         "memory": dict(memory),
         "layout": strategy.layout(),
+        **judged,
     }
     # Parity is judged on the state after the measured steps, before any profiled step. Every
     # rank calls full_state_dict (sharded strategies gather with collectives); rank 0 keeps it.
@@ -305,15 +310,15 @@ def run_plan(plan: dict[str, Any], session: Session, *, watch: RankWatch | None 
             announce_configuration(run, cfg.config_id)  # the launcher's clock for this configuration starts
         info = model_info(cfg, session, infos) if session.is_main else None
         result = measure(cfg, session, run=run, watch=watch)
+        parity_exact = result.pop("parity_exact")  # every rank made the same strategy; rank 0's counts
         _release_memory(session.device)
         gathered = session.gather_to_main(result)
         if session.is_main:
-            strategy_exact = impls.create(cfg.impl, **cfg.impl_options).parity_exact
             config_row, step_rows, rank_rows = records.assemble(
                 cfg,
                 gathered,
                 run_context=plan["context"],
-                parity_exact=strategy_exact,
+                parity_exact=parity_exact,
                 written=store.read_configs(run),
                 model_info=info,
             )
