@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import json
+from pathlib import Path
+
+import pytest
 
 import impls
 import workloads
@@ -28,3 +32,68 @@ def test_env_is_json_with_versions_host_and_git(capsys):
     assert "git_sha" in env and "git_dirty" in env
     assert env["libraries"]["pyarrow"]
     assert env["gpu_count"] == len(env["gpus"])
+
+
+def test_version_names_the_installed_package(capsys):
+    from importlib import metadata
+
+    with pytest.raises(SystemExit) as exit_:
+        cli.main(["--version"])
+    assert exit_.value.code == 0
+    assert capsys.readouterr().out == f"ddpbench {metadata.version('ddpbench')}\n"
+
+
+def test_version_without_package_metadata_is_unknown(monkeypatch):
+    from importlib import metadata
+
+    def missing(name):
+        raise metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(metadata, "version", missing)
+    assert cli.version() == "unknown"
+
+
+def test_bad_input_is_one_line_on_stderr_and_exit_2(capsys, tmp_path):
+    assert cli.main(["compare", "nope-a", "nope-b", "--results", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("ddpbench: error: ") and captured.err.count("\n") == 1
+
+
+# Below the face (cli.py and harness/commands/) nothing prints to the user's terminal or parses a
+# command line. The exceptions are the torchrun ranks' own: their entry points parse the arguments
+# the launcher gives them, and a fired fault writes one line to the rank's log file.
+RANK_ENTRY_POINTS = {"harness/rank/worker.py", "harness/rank/collectives.py"}
+RANK_LOG_LINES = {"harness/rank/faults.py"}
+
+
+def _below_the_face() -> list[Path]:
+    root = Path(__file__).resolve().parents[1] / "harness"
+    return [p for p in root.rglob("*.py") if p.name != "cli.py" and "commands" not in p.relative_to(root).parts]
+
+
+def _calls_and_imports(path: Path) -> tuple[set[str], set[str]]:
+    calls, names = set(), set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            calls.add(node.func.id)
+        elif isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "sys":
+            names.add(f"sys.{node.attr}")
+    return calls, names
+
+
+def test_nothing_below_the_face_prints_or_parses_argv():
+    root = Path(__file__).resolve().parents[1]
+    checked = _below_the_face()
+    assert len(checked) > 20  # the walk found the harness
+    for path in checked:
+        name = path.relative_to(root).as_posix()
+        calls, names = _calls_and_imports(path)
+        if name not in RANK_LOG_LINES:
+            assert "print" not in calls, f"{name} prints: printing belongs to harness/commands/console.py"
+        if name not in RANK_ENTRY_POINTS:
+            assert not {"argparse", "sys.argv"} & names, f"{name} reads a command line: that is the face's job"

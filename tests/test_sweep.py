@@ -12,7 +12,7 @@ from conftest import run_ddpbench
 from harness.analysis import sweep
 from harness.launch import launcher as launch
 from harness.plan.config import BenchConfig, expand
-from harness.rank.progress import Progress
+from harness.commands.console import Progress
 from harness.results import store
 
 

@@ -1,16 +1,19 @@
 """Bucket-cap sweeps: from a run's rows to a recommended `bucket_cap_mb` per strategy and world size.
 
-Pure: DataFrames in, a DataFrame out. The runner writes the result next to the run
-(`recommendations.parquet`) and the report shows it.
+Pure: DataFrames in, a DataFrame out; `write_run_recommendations` alone reads a run and writes the
+result next to it (`recommendations.parquet`), which the report and `predict` show.
 """
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 
+import impls
 from harness.analysis import stats
+from harness.results import store
 
 GROUP_KEYS = ("impl", "other_options", "workload", "size", "batch_size", "dtype", "optimizer", "world_size", "nnodes")
 
@@ -53,3 +56,20 @@ def describe(row: pd.Series) -> str:
         f"({row['best_step_ms']:.2f} ms, 95% CI {row['best_ci_low_ms']:.2f}–{row['best_ci_high_ms']:.2f}; "
         f"as good: {', '.join(f'{c:g}' for c in json.loads(row['equivalent_caps_mb']))}{gain})"
     )
+
+
+def write_run_recommendations(run: Path) -> pd.DataFrame:
+    """A finished run's recommendations, written next to it when it swept bucket caps (else empty)."""
+    frame = recommendations(store.read_configs(run), store.read_steps(run))
+    if not frame.empty:
+        store.write_recommendations(run, frame)
+    return frame
+
+
+def as_good_caps(table: pd.DataFrame, *, workload: str, size: str, world: int) -> list[float] | None:
+    """The caps the stock sweep found not significantly slower than its best, where it has them."""
+    if table.empty:
+        return None
+    rows = table[(table["impl"] == impls.reference_name()) & (table["workload"] == workload)
+                 & (table["size"] == size) & (table["world_size"] == world)]  # fmt: skip
+    return json.loads(rows["equivalent_caps_mb"].iloc[0]) if len(rows) == 1 else None

@@ -1,10 +1,21 @@
 """The terminal: every line ddpbench prints goes through here. The commands compute and decide;
 this module formats and writes. Results on stdout; errors and warnings on stderr, one line each.
+A run's progress is a line per finished configuration, always; on a terminal also a bar with the
+current configuration and an ETA (tqdm). Off a terminal (CI, logs, pipes) the bar stays away, so
+logs hold only the lines.
 """
 
 from __future__ import annotations
 
+import json
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, TextIO
+
+from harness.plan.config import Configuration
+
+if TYPE_CHECKING:  # pandas is imported where a table is printed: `--help` and errors stay quick
+    import pandas as pd
 
 
 def say(line: str) -> None:
@@ -12,12 +23,16 @@ def say(line: str) -> None:
     print(line, flush=True)
 
 
+def say_err(line: str) -> None:
+    print(line, file=sys.stderr)
+
+
 def error(message: str) -> None:
-    print(f"ddpbench: error: {message}", file=sys.stderr)
+    say_err(f"ddpbench: error: {message}")
 
 
 def warning(message: str) -> None:
-    print(f"ddpbench: warning: {message}", file=sys.stderr)
+    say_err(f"ddpbench: warning: {message}")
 
 
 def bytes_text(count: float) -> str:
@@ -27,7 +42,100 @@ def bytes_text(count: float) -> str:
     return f"{count:g} B"
 
 
-def collectives_table(frame, contention) -> None:
+def options_text(options_json: str | None) -> str:
+    return "".join(f" {k}={v}" for k, v in json.loads(options_json or "{}").items())
+
+
+# --- bench --------------------------------------------------------------------------------------
+
+
+def describe_row(row: dict) -> str:
+    """A finished configuration in one line: its time and parity, or why it did not run."""
+    label = f"w{row['world_size']} {row['workload']}/{row['size']} {row['impl']}{options_text(row['impl_options'])}"
+    if row.get("repeat"):
+        label += f" (repeat {row['repeat']})"
+    if row["status"] != "ok":
+        kind = f" ({row['error_kind']})" if row.get("error_kind") else ""
+        return f"{label}: {row['status'].upper()}{kind} {row['error']}"
+    parity = {True: "parity ok", False: "PARITY FAILED", None: "parity not judged"}[row["parity_ok"]]
+    return (
+        f"{label}: {row['step_ms_median']:.2f} ms/step (p10 {row['step_ms_p10']:.2f}, p90 {row['step_ms_p90']:.2f}), "
+        f"{row['samples_per_s']:.0f} samples/s, {parity}"
+    )
+
+
+class Progress:
+    """The launcher's callbacks: `written` when a configuration is on disk, `tick` while one runs."""
+
+    def __init__(self, run: Path, pending: list[Configuration], *, done: int = 0, stream: TextIO | None = None):
+        self._run = run
+        self._pending = list(pending)
+        self._done = done
+        self._total = done + len(pending)
+        self._stream = stream if stream is not None else sys.stdout
+        self._bar = None
+        if self._stream.isatty() and pending:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=self._total, initial=done, unit="config", file=self._stream, dynamic_ncols=True)
+            self._show_current()
+
+    def _show_current(self) -> None:
+        if self._bar is not None and self._pending:
+            self._bar.set_description_str(f"running {self._pending[0].label()}")
+
+    def written(self, cfg: Configuration) -> None:
+        from harness.results import store
+
+        self._done += 1
+        self._pending = [c for c in self._pending if c.config_id != cfg.config_id]
+        line = f"[{self._done}/{self._total}] {describe_row(store.read_config_row(self._run, cfg.config_id))}"
+        if self._bar is None:
+            print(line, file=self._stream, flush=True)
+            return
+        self._bar.write(line, file=self._stream)
+        self._bar.update(1)
+        self._show_current()
+
+    def tick(self) -> None:
+        """Show how far the current configuration is (steps done), on a terminal only."""
+        from harness.rank.progress import read_step_progress
+
+        if self._bar is None or not self._pending:
+            return
+        state = read_step_progress(self._run)
+        if state and state.get("config_id") == self._pending[0].config_id and state.get("total"):
+            what = "parity reference step" if state.get("phase") == "parity" else "step"
+            self._bar.set_postfix_str(f"{what} {state['step']}/{state['total']}")
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
+def recommendations(frame: pd.DataFrame) -> None:
+    from harness.analysis import sweep
+
+    say("ddpbench: recommended bucket caps (fastest; 'as good' = not significantly slower, Mann-Whitney p ≥ 0.002):")
+    for _, row in frame.iterrows():
+        print(f"  {sweep.describe(row)}")
+
+
+# --- compare ------------------------------------------------------------------------------------
+
+
+def comparison(frame: pd.DataFrame) -> None:
+    for r in frame.itertuples():
+        interval = f"95% CI {r.ratio_ci_low:.3f}-{r.ratio_ci_high:.3f}"
+        print(f"w{r.world_size} {r.workload}/{r.size} {r.impl}{options_text(r.impl_options)}: {r.base_ms:.2f} -> "
+              f"{r.new_ms:.2f} ms, ratio {r.ratio:.3f} ({interval}), p={r.p_value:.2g}: {r.verdict}")  # fmt: skip
+
+
+# --- collectives --------------------------------------------------------------------------------
+
+
+def collectives_table(frame: pd.DataFrame, contention: pd.DataFrame) -> None:
     """Per world size and collective: bus bandwidth at the largest size, the peak, and correctness;
     then how much compute and all-reduce slow each other down when they overlap."""
     for (world, op), rows in frame.groupby(["world_size", "op"], sort=True):
@@ -43,3 +151,53 @@ def collectives_table(frame, contention) -> None:
     for row in contention.itertuples():
         say(f"  w{row.world_size} overlap: compute {row.compute_slowdown:.2f}× slower, all-reduce "
             f"{row.comm_slowdown:.2f}× slower while the other runs")  # fmt: skip
+
+
+# --- predict ------------------------------------------------------------------------------------
+
+
+def predict_profile(setup: dict, profile, source: str) -> None:
+    print(f"ddpbench predict: {setup['workload']}/{setup['size']}, batch {setup['batch_size']} per rank; {source}: "
+          f"forward {profile.forward_s * 1e3:.2f} ms, backward {profile.backward_s * 1e3:.2f} ms, optimizer "
+          f"{profile.optimizer_s * 1e3:.2f} ms, {profile.grad_bytes / 2**20:.2f} MiB of gradients "
+          f"in {len(profile.grads)} tensors")  # fmt: skip
+
+
+def predict_table(frame: pd.DataFrame, *, world: int, link, contention) -> None:
+    """The network at this world size, then one row per bucket cap and the predicted best."""
+    print(f"w{world}: all-reduce α {link.alpha_s * 1e6:.1f} µs, busbw {link.busbw_bytes_per_s / 1e9:.3f} GB/s "
+          f"({link.source}); contention: compute ×{contention.compute_slowdown:.2f}, "
+          f"all-reduce ×{contention.comm_slowdown:.2f} while overlapped")  # fmt: skip
+    print(f"  {'cap MiB':>8} {'buckets':>8} {'step ms':>9} {'exposed comm ms':>16} {'scaling eff.':>13}")
+    for r in frame.itertuples():
+        print(f"  {r.bucket_cap_mb:>8g} {r.buckets:>8} {r.step_ms:>9.2f} {r.exposed_comm_ms:>16.2f} "
+              f"{r.scaling_efficiency:>13.3f}")  # fmt: skip
+    best = frame.loc[frame["step_ms"].idxmin()]
+    print(f"  predicted best cap at w{world}: {best['bucket_cap_mb']:g} MiB ({best['step_ms']:.2f} ms, "
+          f"scaling efficiency {best['scaling_efficiency']:.3f})")  # fmt: skip
+
+
+def no_validation() -> None:
+    print("validation: this run has no stock bucket-cap sweep at world size ≥ 2 to check the model against")
+
+
+def validation(key: tuple, group: pd.DataFrame, as_good: list[float] | None, errors: list[tuple[str, dict]]) -> None:
+    """One (workload, size, world size) of a run: measured against predicted per cap, the caps the
+    sweep found as good as the best, and each model variant's error."""
+    import pandas as pd
+
+    workload, size, world = key
+    print(f"validation w{world} {workload}/{size}, measured in the run against predicted "
+          f"(raw / calibrated / calibrated + contention):")  # fmt: skip
+    for r in group.itertuples():
+        variants = (r.predicted_raw_ms, r.predicted_ms, r.predicted_contention_ms)
+        predicted = " / ".join("—" if pd.isna(v) else f"{v:.2f}" for v in variants)
+        print(f"  cap {r.bucket_cap_mb:g} MiB: measured {r.measured_ms:.2f} ms, predicted {predicted} ms "
+              f"(compute ×{r.compute_scale:.2f}, DDP's own {r.reducer_ms:.1f} ms)")  # fmt: skip
+    if as_good is not None:
+        print(f"  measured caps not significantly slower than the best (Mann-Whitney p ≥ 0.002): "
+              f"{', '.join(f'{c:g}' for c in as_good)} MiB")  # fmt: skip
+    for label, error in errors:
+        print(f"  {label}: MAPE {error['mape']:.1%}, best cap measured {error['best_measured_cap_mb']:g} "
+              f"vs predicted {error['best_predicted_cap_mb']:g} MiB "
+              f"({error['best_cap_grid_steps']} grid step(s) apart)")  # fmt: skip

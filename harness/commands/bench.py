@@ -1,0 +1,188 @@
+"""`ddpbench bench`: from flags to a finished run. Validate everything, make the run folder (drawing
+a fresh run id if another run took this one), launch the groups with a progress line per finished
+configuration, then write the sweep's recommendations and `summary.json` and say where it all is.
+Ctrl-C, SIGTERM, --fail-fast and a write error stop the run with one line saying how to finish it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import time
+
+from harness.commands import console
+from harness.plan.config import BenchConfig, ConfigError
+
+RUN_ID_TRIES = 10
+
+
+class Terminated(Exception):
+    """SIGTERM, raised in the main thread like KeyboardInterrupt is for SIGINT."""
+
+
+EXIT_SIGNAL = {KeyboardInterrupt: 130, Terminated: 143}  # 128 + the signal's number, as shells do
+
+
+def bench_config(
+    args: argparse.Namespace, *, default_gpus: int, all_impls: list[str], command: tuple[str, ...]
+) -> BenchConfig:
+    options = list(args.opt)
+    if args.bucket_cap_mb:
+        options.append(("bucket_cap_mb", args.bucket_cap_mb))
+    return BenchConfig(
+        gpus=args.gpus if args.gpus is not None else default_gpus,
+        impls=args.impls if args.impls is not None else tuple(all_impls),
+        workloads=args.workloads,
+        options=tuple(options),
+        size=args.size,
+        steps=args.steps,
+        warmup=args.warmup,
+        batch_size=args.batch_size,
+        dtype=args.dtype,
+        optimizer=args.optimizer,
+        device=args.device,
+        backend=args.backend,
+        results=args.results,
+        run_id=args.run_id,
+        nnodes=args.nnodes,
+        node_rank=args.node_rank,
+        rdzv_endpoint=args.rdzv_endpoint,
+        baseline=not args.no_baseline,
+        parity=not args.no_parity,
+        profile=args.profile,
+        mem_period_ms=args.mem_period_ms,
+        seed=args.seed,
+        repeats=args.repeats,
+        timeout_s=args.timeout,
+        fail_fast=args.fail_fast,
+        command=command,
+        busbw=args.busbw,
+        latency=args.latency,
+    )
+
+
+def new_run(args: argparse.Namespace, *, command: tuple[str, ...]):
+    """Validate everything, then create the run folder: (config, plan)."""
+    import torch
+
+    import impls
+    from harness.launch import launcher as launch
+    from harness.plan import config as cfgmod
+    from harness.rank import env
+
+    # Default: every visible GPU, or 2 simulated ranks on the CPU.
+    uses_cuda = args.device in ("auto", "cuda") and torch.cuda.is_available()
+    default_gpus = torch.cuda.device_count() if uses_cuda else 2
+    config = bench_config(args, default_gpus=default_gpus, all_impls=impls.names(), command=command)
+    device = cfgmod.resolve_device(config.device, cuda_available=torch.cuda.is_available())
+    configurations = cfgmod.expand(config, device=device)
+    if device == "cuda":
+        backend = cfgmod.resolve_backend(config.backend, device=device)
+        cfgmod.check_gpu_count(gpus=config.gpus, available=torch.cuda.device_count(), backend=backend)
+    run_id = config.run_id or cfgmod.new_run_id()
+    if config.node_rank == 0:  # the other nodes join the folder node 0 makes
+        cfgmod.check_results_folder(config.results, run_id)
+    environment = env.capture(config.command)
+    for _ in range(RUN_ID_TRIES):
+        try:
+            return config, launch.create_run(
+                config, configurations, run_id=run_id, device=device, environment=environment
+            )
+        except ConfigError:
+            if config.run_id:
+                raise  # the user's own name is taken (another run made it since the check)
+            run_id = cfgmod.new_run_id()  # a run started in the same second drew the same suffix
+    raise ConfigError(f"no free run id in {config.results} after {RUN_ID_TRIES} tries; give --run-id")
+
+
+def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
+    from harness.analysis import sweep
+    from harness.launch import launcher as launch
+
+    if args.resume:
+        config, plan, done = launch.resume_run(args.results, args.resume)
+        console.say(f"ddpbench: resuming run {plan.run_id}: {done} finished configuration(s) kept, "
+                    f"{len(plan.configurations)} to run")  # fmt: skip
+    else:
+        (config, plan), done = new_run(args, command=command), 0
+    _say_where(plan)
+    began = time.monotonic()
+    progress = console.Progress(plan.run, plan.configurations, done=done)
+    try:
+        with _sigterm_as_exception():
+            launch.run_groups(config, plan, on_written=progress.written, on_tick=progress.tick)
+    except (KeyboardInterrupt, Terminated) as stop:
+        progress.close()
+        return _stopped(plan, "SIGTERM" if isinstance(stop, Terminated) else "SIGINT", EXIT_SIGNAL[type(stop)])
+    except launch.FailFast as failure:
+        progress.close()
+        console.say_err(f"ddpbench: --fail-fast: stopping at the first failure: {failure}")
+        return _stopped(plan, "--fail-fast", 1)
+    except OSError as exc:  # the results cannot be written (a full disk): nothing more can be kept
+        progress.close()
+        console.error(f"cannot write results in {plan.run}/: {exc}")
+        return _stopped(plan, "a write error", 1)
+    finally:
+        progress.close()
+    recommended = sweep.write_run_recommendations(plan.run)  # after a sweep over bucket caps
+    if not recommended.empty:
+        console.recommendations(recommended)
+    return _summarize(plan, time.monotonic() - began)
+
+
+@contextlib.contextmanager
+def _sigterm_as_exception():
+    def raise_terminated(signum, frame):
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _stopped(plan, why: str, code: int) -> int:
+    """One line: what was saved, and the command that finishes the run."""
+    from harness.results import store
+
+    saved = len(store.written_config_ids(plan.run))
+    total = len(store.read_json(plan.run / "run.json")["configurations"])
+    console.say(f"ddpbench: stopped by {why}: {saved} of {total} configurations saved in {plan.run}/; "
+                f"finish with: ddpbench bench --resume {plan.run_id} --results {plan.run.parent}")  # fmt: skip
+    return code
+
+
+def _say_where(plan) -> None:
+    worlds = sorted({c.world_size for c in plan.configurations})
+    if plan.device == "cpu":
+        console.say(f"ddpbench: no GPU in use: running on the CPU with the gloo backend, one process per simulated "
+                    f"GPU ({plan.threads_per_rank} thread(s) each), world sizes {worlds}")  # fmt: skip
+    else:
+        backend = plan.configurations[0].backend.upper() if plan.configurations else "?"
+        console.say(f"ddpbench: running on CUDA with {backend}, world sizes {worlds}")
+    console.say(f"ddpbench: run {plan.run_id}: {len(plan.configurations)} configurations -> {plan.run}/")
+
+
+def _summarize(plan, wall_s: float) -> int:
+    """The run's counts and wall time on the terminal and in `summary.json`; exit 1 if any failed."""
+    from harness.analysis import stats
+    from harness.results import store
+
+    configs = store.read_configs(plan.run)
+    counts = configs["status"].value_counts().to_dict()
+    summary = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("ok", "failed", "skipped"))
+    console.say(f"ddpbench: run {plan.run_id} finished in {wall_s:.0f} s: {summary}; results in {plan.run}/")
+    steps = store.read_steps(plan.run)
+    ran_now = {c.config_id for c in plan.configurations}  # a resumed run counts only what it ran
+    step_s = stats.training_seconds(steps[steps["config_id"].isin(ran_now)])
+    if step_s:
+        # What the harness costs around the steps it measures: launches, builds, parity, writes.
+        console.say(f"ddpbench: {step_s:.0f} s of that was training steps (warm-up included): "
+                    f"{wall_s / step_s:.2f}× overhead")  # fmt: skip
+    store.write_json(
+        plan.run / "summary.json",
+        {"wall_s": wall_s, "training_step_s": step_s, "status_counts": counts, "configurations": len(configs)},
+    )
+    return 1 if counts.get("failed", 0) else 0

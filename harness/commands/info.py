@@ -1,0 +1,52 @@
+"""`ddpbench list` (the strategies with their options, the workloads with their sizes) and
+`ddpbench env` (the environment a run would record, as JSON)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from harness.commands import console
+from harness.protocols import SIZES
+
+
+def run_list(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
+    import impls
+    import workloads
+
+    console.say("strategies:")
+    for entry in impls.REGISTRY.entries():
+        options = ", ".join(f"{o.name}={o.default}" for o in entry.options().values())
+        console.say(f"  {entry.name:<14} {entry.description}" + (f"  [options: {options}]" if options else ""))
+    console.say("workloads (parameters per size):")
+    for entry in workloads.REGISTRY.entries():
+        console.say(f"  {entry.name:<14} {entry.description}")
+        console.say(f"  {'':<14} {_sizes_line(entry.name)}")
+    return 0
+
+
+def _sizes_line(name: str) -> str:
+    import workloads
+    from harness.rank.modelinfo import parameter_count_on_meta
+
+    parts = []
+    for size in SIZES:
+        workload = workloads.create(name, size=size)
+        reason = workload.unavailable_reason(device="cpu")
+        count = f"unavailable ({reason})" if reason else _human_count(parameter_count_on_meta(workload))
+        parts.append(f"{size} {count}")
+    return ", ".join(parts)
+
+
+def _human_count(count: int) -> str:
+    for unit, scale in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
+        if count >= scale:
+            return f"{count / scale:.1f}{unit}"
+    return str(count)
+
+
+def run_env(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
+    from harness.rank import env
+
+    console.say(json.dumps(env.capture(list(command)), indent=2, default=str))
+    return 0

@@ -1,0 +1,198 @@
+"""`ddpbench predict`: predicted step time per bucket cap at world sizes you cannot run.
+
+It chooses the gradient-ready profile (a run's, or measured now in this process) and the network
+(given by --busbw/--latency, or fitted from a `ddpbench collectives` run of the same machine),
+prints the predictions, and with a run checks them against the run's own bucket sweeps.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.commands import console
+from harness.plan.config import SIZE_CHOICES, ConfigError
+
+DEFAULT_CAPS = "1,5,10,25,50,100"
+DEFAULT_WORLD = 8
+
+
+def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
+    import torch
+
+    from harness.model.network import NO_CONTENTION, network_link
+    from harness.model.schedule import predict_caps
+    from harness.plan.units import parse_caps
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    given = _given_network(args)
+    caps = parse_caps(args.caps) if args.caps else None
+    for flag, value in (("--gpus", args.gpus), ("--profile-steps", args.profile_steps)):
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag} {value} is not valid; give a whole number ≥ 1")
+    if args.results:
+        setup, network, profile, source, run_dir, worlds, caps = _from_run(args, given, caps, device=device)
+    else:
+        setup, network, profile, source, worlds = _measured_now(args, given, device=device)
+        run_dir = None
+    caps = caps or parse_caps(DEFAULT_CAPS)
+    console.predict_profile(setup, profile, source)
+    for world in worlds:
+        link = network_link(network, world)
+        contention = network.contention.get(world, NO_CONTENTION)
+        frame = predict_caps(profile, caps_mb=caps, link=link, world_size=world, contention=contention)
+        console.predict_table(frame, world=world, link=link, contention=contention)
+    if run_dir is not None:
+        _validate(args.results_dir, run_dir, network, stored=given is None)
+    return 0
+
+
+def _from_run(args: argparse.Namespace, given, caps, *, device):
+    """The run's setup, profile, world sizes and caps; the network given, or fitted next to the run."""
+    from harness.model import predict
+    from harness.model.network import network_for_run
+    from harness.results import store
+
+    run_dir = predict.resolve_run(args.results, args.results_dir)
+    setup = _run_setup(run_dir, args)
+    network = given or network_for_run(args.results_dir, run_dir)
+    if network is None:
+        raise ConfigError(f"no `ddpbench collectives` run from this run's machine in {str(args.results_dir)!r}; "
+                          "run one there, or give --busbw (and --latency)")  # fmt: skip
+    profile, source = _profile_for_run(run_dir, setup, device=device)
+    configs = store.read_configs(run_dir)
+    worlds = [args.gpus] if args.gpus else sorted({int(n) for n in configs["world_size"] if n > 1}) or [DEFAULT_WORLD]
+    caps = caps or sorted({float(c) for c in configs["bucket_cap_mb"].dropna()}) or None
+    return setup, network, profile, source, run_dir, worlds, caps
+
+
+def _measured_now(args: argparse.Namespace, given, *, device):
+    """A fresh setup profiled here, in this process; the network given, or this machine's fit."""
+    import pandas as pd
+    import torch
+
+    from harness.model.schedule import profile_from_rows
+
+    setup = _fresh_setup(args, device)
+    network = given or _this_machine_network(args.results_dir, device=device.type)
+    if network is None:
+        raise ConfigError("--busbw is needed (e.g. --busbw 90GB/s --latency 30us), or --results RUN, "
+                          "or a `ddpbench collectives` run of this machine in --results-dir")  # fmt: skip
+    console.say(f"ddpbench predict: profiling {setup['workload']}/{setup['size']} (batch {setup['batch_size']}) "
+                f"here on {device.type} with {torch.get_num_threads()} thread(s)…")  # fmt: skip
+    rows = _measure_profile(setup, device=device, steps=args.profile_steps)
+    profile = profile_from_rows(pd.DataFrame(rows))
+    return setup, network, profile, f"profile measured now on {device.type}", [args.gpus or DEFAULT_WORLD]
+
+
+def _profile_for_run(run_dir: Path, setup: dict, *, device):
+    """The run's stored profile for this setup, else one measured now and stored with the run."""
+    import pandas as pd
+
+    from harness.model import predict
+    from harness.results import store
+
+    profile = predict.stored_profile(run_dir, setup)
+    if profile is not None:
+        return profile, f"profile stored with run {run_dir.name}"
+    threads = store.read_json(run_dir / "run.json").get("threads_per_rank") if device.type == "cpu" else None
+    rows = pd.DataFrame(_measure_profile(setup, device=device, threads=threads))
+    profile = predict.store_profile(run_dir, setup, rows, device=device.type)
+    return profile, f"profile measured now (run {run_dir.name} had none) and stored with it"
+
+
+def _measure_profile(setup: dict, *, device, threads: int | None = None, steps: int | None = None) -> list[dict]:
+    """Profile a workload setup in this process (world size 1 needs no process group); on the
+    CPU with the run's threads per rank, so that compute runs as fast as in one of its ranks."""
+    import torch
+
+    import workloads
+    from harness.rank import gradprofile
+
+    if threads:
+        torch.set_num_threads(int(threads))
+    workload = workloads.create(setup["workload"], size=setup["size"])
+    reason = workload.unavailable_reason(device=device.type)
+    if reason:
+        raise ConfigError(f"--workload {setup['workload']!r} cannot run here: {reason}")
+    steps = steps or gradprofile.PROFILE_STEPS
+    rows = gradprofile.measure(workload, batch_size=setup["batch_size"], device=device, dtype=setup["dtype"],
+                               optimizer=setup["optimizer"], seed=0, steps=steps)  # fmt: skip
+    return [{**setup, **row} for row in rows]
+
+
+def _validate(results_dir: Path, run_dir: Path, network, *, stored: bool) -> None:
+    """The model against the run's measured sweeps, per (workload, size, world size)."""
+    import pandas as pd
+
+    from harness.analysis import stats, sweep
+    from harness.model import predict
+    from harness.results import store
+
+    if stored:  # the run's own network: its floor and model tables are (re)written for the report
+        rows = predict.update_model_tables(results_dir, run_dir, network)[0]
+    else:  # a hypothetical network is printed against the run, never stored with it
+        rows = predict.sweep_predictions(store.read_configs(run_dir), store.read_gradprofiles(run_dir), network)
+    if not rows:
+        console.no_validation()
+        return
+    recommendations = store.read_recommendations(run_dir)
+    for (workload, size, world), group in pd.DataFrame(rows).groupby(["workload", "size", "world_size"]):
+        as_good = sweep.as_good_caps(recommendations, workload=workload, size=size, world=world)
+        errors = [
+            (label, stats.prediction_error(group["bucket_cap_mb"], group["measured_ms"], group[column]))
+            for column, label in predict.VARIANTS
+            if group[column].notna().all() and len(group) > 1
+        ]
+        console.validation((workload, size, world), group, as_good, errors)
+
+
+def _given_network(args: argparse.Namespace):
+    from harness.model.network import given_network
+    from harness.plan.units import parse_bandwidth, parse_latency
+
+    if args.latency and not args.busbw:
+        raise ConfigError("--latency needs --busbw too (or neither: both fitted from collectives)")
+    if not args.busbw:
+        return None
+    latency = parse_latency(args.latency) if args.latency else 0.0
+    return given_network(busbw_bytes_per_s=parse_bandwidth(args.busbw), latency_s=latency)
+
+
+def _this_machine_network(results: Path, *, device: str):
+    import socket
+
+    from harness.model.network import matching_collectives, measured_network
+
+    backend = "nccl" if device == "cuda" else "gloo"
+    meta = {"environment": {"hostname": socket.gethostname()}, "device": device, "backend": backend}
+    run_dir = matching_collectives(results, meta) if Path(results).is_dir() else None
+    return measured_network(run_dir) if run_dir is not None else None
+
+
+def _run_setup(run_dir: Path, args: argparse.Namespace) -> dict:
+    from harness.model import predict
+
+    setups = predict.run_setups(run_dir)
+    chosen = [s for s in setups if (not args.workload or s["workload"] == args.workload)
+              and (not args.size or s["size"] == args.size)
+              and (not args.batch_size or s["batch_size"] == args.batch_size)]  # fmt: skip
+    if not chosen:
+        have = ", ".join(f"{s['workload']}/{s['size']} batch {s['batch_size']}" for s in setups) or "nothing ok"
+        raise ConfigError(
+            f"run {run_dir.name} has no measured setup matching --workload/--size/--batch-size (it has: {have})"
+        )
+    return chosen[0]
+
+
+def _fresh_setup(args: argparse.Namespace, device) -> dict:
+    import workloads
+
+    name = args.workload or "gpt2"
+    workload_entry = workloads.entry(name)  # raises ConfigError naming the valid workloads
+    size = args.size or "auto"
+    if size not in SIZE_CHOICES:
+        raise ConfigError(f"--size {size!r} is not valid; choose one of {', '.join(SIZE_CHOICES)}")
+    size = size if size != "auto" else ("full" if device.type == "cuda" else "small")
+    batch = args.batch_size or workloads.create(workload_entry.name, size=size).default_batch_size()
+    return {"workload": name, "size": size, "batch_size": batch, "dtype": "fp32", "optimizer": "sgd"}
