@@ -10,9 +10,9 @@ import pandas as pd
 from conftest import run_ddpbench
 
 from harness.analysis import sweep
+from harness.commands.console import Progress
 from harness.launch import launcher as launch
 from harness.plan.config import BenchConfig, expand
-from harness.commands.console import Progress
 from harness.results import store
 
 
