@@ -59,7 +59,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("list", help="strategies and workloads, one per line")
     commands.add_parser("env", help="the environment, as JSON")
+    add_bench_parser(commands)
+    add_compare_parser(commands)
+    add_collectives_parser(commands)
+    add_predict_parser(commands)
+    report = commands.add_parser("report", help="build the HTML site from results/")
+    report.add_argument("--results", type=Path, default=Path("results"), help="results folder (default: results)")
+    report.add_argument("--out", type=Path, default=Path("reports/site"), help="site folder (default: reports/site)")
+    return parser
 
+
+def add_bench_parser(commands) -> None:
     bench = commands.add_parser(
         "bench",
         help="run the grid and write results/<run_id>/",
@@ -119,6 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "(default: fitted from a `ddpbench collectives` run of this machine in --results)")  # fmt: skip
     bench.add_argument("--latency", help="all-reduce latency that goes with --busbw (e.g. 30us; default: 0)")
 
+
+def add_compare_parser(commands) -> None:
     compare = commands.add_parser(
         "compare",
         help="did NEW get significantly slower than BASE? (exit 1 if so)",
@@ -136,17 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     compare.add_argument("--out", type=Path, default=Path("reports/site"), help="site folder (default: reports/site)")
 
-    add_collectives_parser(commands)
-    add_predict_parser(commands)
-
-    report = commands.add_parser("report", help="build the HTML site from results/")
-    report.add_argument("--results", type=Path, default=Path("results"), help="results folder (default: results)")
-    report.add_argument("--out", type=Path, default=Path("reports/site"), help="site folder (default: reports/site)")
-    return parser
-
 
 def add_collectives_parser(commands) -> None:
-    from harness.rank.collectives import DEFAULT_ITERS, DEFAULT_SIZES, DEFAULT_WARMUP, OPS
+    from harness.plan.collectives import DEFAULT_ITERS, DEFAULT_SIZES, DEFAULT_WARMUP, OPS
 
     collectives = commands.add_parser(
         "collectives",
