@@ -61,7 +61,7 @@ def batches_equal(a, b) -> bool:
 def test_workload_declares_three_documented_sizes(name):
     size = workloads.entry(name).options()["size"]
     assert size.choices() == SIZES and size.default == "tiny"
-    assert all(s in size.doc for s in SIZES), f"the docstring under `size` should say what each size is: {size.doc!r}"
+    assert all(s in size.doc for s in SIZES), f"the doc of `size` should say what each size is: {size.doc!r}"
     for s in SIZES:
         assert workloads.create(name, size=s).default_batch_size() >= 1
 
