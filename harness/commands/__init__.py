@@ -1,0 +1,2 @@
+"""The face's commands: one module per `ddpbench` subcommand, each with a `run(args, *, command)`;
+`console` prints every line the user sees."""
