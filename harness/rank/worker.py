@@ -32,7 +32,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 import impls
 import workloads
 from harness.plan.config import Configuration
-from harness.rank import faults, gradprofile, modelinfo, parity, records, rpc_flow
+from harness.rank import faults, gradprofile, modelinfo, parity, parity_check, records, rpc_flow
 from harness.rank.dist import Session, distributed_session
 from harness.rank.liveness import Responder
 from harness.rank.memory import MemorySampler, held_as_row, held_bytes, peaks_as_row
@@ -122,18 +122,27 @@ def _measure(
         "layout": strategy.layout(),
         **judged,
     }
-    # Parity is judged on the state after the measured steps, before any profiled step. Every
-    # rank calls full_state_dict (sharded strategies gather with collectives); rank 0 keeps it.
-    full_state = strategy.full_state_dict(model) if cfg.parity else None
+    # Parity is judged on the state after the measured steps (on a GPU: on a deterministic replay,
+    # see parity_check), before any profiled step. Every rank calls full_state_dict (sharded
+    # strategies gather with collectives); rank 0 keeps it.
+    replay = parity_check.replays(cfg, session.device)
+    full_state = strategy.full_state_dict(model) if cfg.parity and not replay else None
     final_state = parity.state_on_cpu(full_state) if full_state is not None and session.is_main else None
     del full_state
     if cfg.profile:
         result["trace_dir"] = _profile(cfg, session, trace_dir=run / "traces" / cfg.config_id, **parts)
     del model, optimizer, strategy, parts
     _release_memory(session.device)
+    judged_cfg = cfg
+    if replay:
+        final_state, judged_cfg = parity_check.replay_state(cfg, session, _train)
+        _release_memory(session.device)
     if final_state is not None:
-        progress = StepProgress(run, cfg.config_id, cfg.warmup + cfg.steps, phase="parity") if session.is_main else None
-        result["parity"] = _check_parity(cfg, final_state, session.device, progress=progress)
+        total = judged_cfg.warmup + judged_cfg.steps
+        progress = StepProgress(run, cfg.config_id, total, phase="parity") if session.is_main else None
+        result["parity"] = parity_check.verdict(
+            judged_cfg, final_state, session.device, replayed=replay, progress=progress
+        )
     return result
 
 
@@ -214,51 +223,6 @@ def _profile(cfg: Configuration, session: Session, *, trace_dir: Path, **step_pa
             train_step(batch=batch, timer=timer, precision=precision, **step_parts)
             prof.step()
     return str(trace_dir.relative_to(trace_dir.parent.parent))  # relative to the run folder
-
-
-_REFERENCES: dict[tuple, Any] = {}
-
-
-def _reference(cfg: Configuration, device, *, progress: Callable[[int], None] | None = None):
-    """The single-process reference, computed once per setup: every strategy, bucket cap and
-    repeat of a sweep at one world size shares it (on the CPU, in rank 0's memory)."""
-    key = (cfg.workload, cfg.size, cfg.world_size, cfg.batch_size, cfg.warmup + cfg.steps, cfg.seed, str(device),
-           cfg.dtype, cfg.optimizer)  # fmt: skip
-    if key not in _REFERENCES:
-        if len(_REFERENCES) >= 4:
-            _REFERENCES.pop(next(iter(_REFERENCES)))  # the oldest: a grid runs one setup after another
-        _REFERENCES[key] = parity.reference_parameters(
-            workloads.create(cfg.workload, size=cfg.size),
-            world_size=cfg.world_size,
-            batch_size=cfg.batch_size,
-            steps=cfg.warmup + cfg.steps,
-            seed=cfg.seed,
-            device=device,
-            dtype=cfg.dtype,
-            optimizer=cfg.optimizer,
-            on_step=progress,
-        )
-    return _REFERENCES[key]
-
-
-def _check_parity(
-    cfg: Configuration, final_state, device, *, progress: Callable[[int], None] | None = None
-) -> dict[str, Any]:
-    try:
-        expected = _reference(cfg, device, progress=progress)
-        outcome = parity.compare(final_state, expected)
-    except Exception as exc:  # a broken reference must not hide the timing
-        traceback.print_exc(file=sys.stderr)
-        return {
-            "max_abs_diff": None,
-            "within_tolerance": None,
-            "note": f"parity check failed: {records.error_line(exc)}",
-        }
-    return {
-        "max_abs_diff": outcome.max_abs_diff,
-        "within_tolerance": outcome.within_tolerance,
-        "note": f"largest difference in {outcome.worst_parameter}",
-    }
 
 
 def _release_memory(device: torch.device) -> None:

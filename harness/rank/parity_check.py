@@ -1,0 +1,104 @@
+"""The worker's side of gradient parity: which state is judged, against which reference, and the verdict.
+
+On the CPU the state after the measured steps is judged (its kernels are deterministic). On a GPU
+cuDNN's default algorithms are not, and a small ResNet's two identical trainings drift apart by
+up to 0.9 in 20 steps (measured on an H200), so parity is judged on a short replay instead: a
+fresh strategy and model, `REPLAY_STEPS` steps under deterministic algorithms, against a reference
+computed the same way. The timed steps keep the fast algorithms.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+import impls
+import workloads
+from harness.plan.config import Configuration
+from harness.rank import parity, records
+from harness.rank.dist import Session
+from harness.rank.training import OPTIMIZERS, build_model
+
+REPLAY_STEPS = 3
+"""Steps of the GPU replay: enough for every bucket, hook and optimizer state to take part twice."""
+
+
+def replays(cfg: Configuration, device: torch.device) -> bool:
+    """Whether this configuration's parity is judged on a deterministic replay (on GPUs)."""
+    return cfg.parity and device.type == "cuda"
+
+
+def replay_state(cfg: Configuration, session: Session, train: Callable[..., Any]) -> tuple[dict | None, Configuration]:
+    """The full state after a deterministic replay (rank 0's copy on the CPU, None elsewhere), and
+    the configuration it ran (its steps are what the reference must run). `train` is the worker's loop."""
+    replayed = dataclasses.replace(cfg, warmup=0, steps=REPLAY_STEPS)
+    with parity.deterministic_algorithms():
+        strategy = impls.create(cfg.impl, **cfg.impl_options)  # a fresh one: the measured one holds its model
+        workload = workloads.create(cfg.workload, size=cfg.size)
+        model = strategy.wrap(build_model(workload, seed=cfg.seed + session.rank, device=session.device))
+        optimizer_cls, learning_rate = OPTIMIZERS[cfg.optimizer]
+        optimizer = strategy.make_optimizer(model.parameters(), optimizer_cls, lr=learning_rate)
+        train(replayed, session, model=model, workload=workload, strategy=strategy, optimizer=optimizer)
+        state = strategy.full_state_dict(model)  # every rank: sharded strategies gather with collectives
+    return (parity.state_on_cpu(state) if session.is_main else None), replayed
+
+
+_REFERENCES: dict[tuple, Any] = {}
+
+
+def reference(cfg: Configuration, device: torch.device, *, progress: Callable[[int], None] | None = None):
+    """(final, initial or None) of the single-process reference, computed once per setup: every
+    strategy, bucket cap and repeat of a sweep at one world size shares it (on the CPU, in rank 0's
+    memory). The initial parameters are kept only for autocast runs, which are judged against them."""
+    key = (cfg.workload, cfg.size, cfg.world_size, cfg.batch_size, cfg.warmup + cfg.steps, cfg.seed, str(device),
+           cfg.dtype, cfg.optimizer)  # fmt: skip
+    if key not in _REFERENCES:
+        if len(_REFERENCES) >= 4:
+            _REFERENCES.pop(next(iter(_REFERENCES)))  # the oldest: a grid runs one setup after another
+        with parity.deterministic_algorithms() if device.type == "cuda" else contextlib.nullcontext():
+            final, initial = parity.reference_run(
+                workloads.create(cfg.workload, size=cfg.size),
+                world_size=cfg.world_size,
+                batch_size=cfg.batch_size,
+                steps=cfg.warmup + cfg.steps,
+                seed=cfg.seed,
+                device=device,
+                dtype=cfg.dtype,
+                optimizer=cfg.optimizer,
+                on_step=progress,
+            )
+        _REFERENCES[key] = (final, initial if parity.COMPUTE_RTOL[cfg.dtype] else None)
+    return _REFERENCES[key]
+
+
+def verdict(
+    cfg: Configuration,
+    final_state,
+    device: torch.device,
+    *,
+    replayed: bool = False,
+    progress: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """The parity columns' values for `final_state` (a broken reference must not hide the timing)."""
+    try:
+        expected, initial = reference(cfg, device, progress=progress)
+        outcome = parity.compare(final_state, expected, initial=initial, compute_dtype=cfg.dtype)
+    except Exception as exc:
+        traceback.print_exc(file=sys.stderr)
+        return {
+            "max_abs_diff": None,
+            "within_tolerance": None,
+            "note": f"parity check failed: {records.error_line(exc)}",
+        }
+    how = f", on a deterministic replay of {cfg.steps} steps" if replayed else ""
+    return {
+        "max_abs_diff": outcome.max_abs_diff,
+        "within_tolerance": outcome.within_tolerance,
+        "note": f"largest difference in {outcome.worst_parameter}{how}",
+    }

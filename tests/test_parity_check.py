@@ -1,0 +1,35 @@
+"""The worker's parity check: the GPU's deterministic replay, exercised on the CPU."""
+
+from __future__ import annotations
+
+from test_worker import plan_for
+
+from harness.plan.config import BenchConfig, expand
+from harness.rank import parity_check, worker
+from harness.results import store
+
+
+def test_a_replayed_check_judges_a_fresh_short_run_against_a_reference_of_the_same_steps(
+    tmp_path, single_rank, monkeypatch
+):
+    monkeypatch.setattr(parity_check, "replays", lambda cfg, device: cfg.parity)  # as on a GPU
+    config = BenchConfig(gpus=1, impls=("stock", "bucketed"), size="tiny", steps=2, warmup=1, baseline=False)
+    worker.run_plan(plan_for(tmp_path, expand(config, device="cpu")), single_rank)
+    rows = store.read_configs(tmp_path)
+    assert rows["parity_ok"].tolist() == [True, True]
+    assert rows["parity_note"].str.endswith(f"on a deterministic replay of {parity_check.REPLAY_STEPS} steps").all()
+
+
+def test_a_replay_that_trains_wrong_fails(tmp_path, single_rank, monkeypatch):
+    monkeypatch.setattr(parity_check, "replays", lambda cfg, device: cfg.parity)
+    real_train = worker._train
+
+    def train_twice_the_rate(cfg, session, **parts):  # a wrong replay: every update doubled
+        for group in parts["optimizer"].param_groups:
+            group["lr"] *= 2
+        return real_train(cfg, session, **parts)
+
+    monkeypatch.setattr(worker, "_train", train_twice_the_rate)
+    config = BenchConfig(gpus=1, impls=("stock",), size="tiny", steps=1, warmup=0, baseline=False)
+    worker.run_plan(plan_for(tmp_path, expand(config, device="cpu")), single_rank)
+    assert store.read_configs(tmp_path)["parity_ok"].tolist() == [False]
