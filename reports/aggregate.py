@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-PHASES = ("forward_ms", "backward_ms", "sync_ms", "optimizer_ms")
+from harness.results.columns import PHASE_COLUMNS as PHASES  # the step phases, as steps/ names them
+
 MAX_SERIES_POINTS = 400  # per configuration and trace: enough to see warm-up and drift
 
 

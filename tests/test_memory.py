@@ -93,7 +93,7 @@ def run_in_order(session, tmp_path, sizes):
         configurations.append(dataclasses.replace(expand(config, device="cpu")[0], config_id=f"{index}-{size}"))
     plan = {
         "run_dir": str(tmp_path),
-        "context": {"run_id": "t", "started_at": "t", "threads_per_rank": 1},
+        "context": {"run_id": "t", "started_at": "2026-01-01T00:00:00+00:00", "threads_per_rank": 1},
         "configurations": [c.to_json() for c in configurations],
     }
     worker.run_plan(plan, session)

@@ -8,7 +8,13 @@ from harness.plan.config import Configuration
 from harness.rank import records
 from harness.results import store
 
-CONTEXT = {"run_id": "r", "started_at": "t", "threads_per_rank": 1, "torch_version": "2.x", "hostname": "h"}
+CONTEXT = {
+    "run_id": "r",
+    "started_at": "2026-01-01T00:00:00+00:00",
+    "threads_per_rank": 1,
+    "torch_version": "2.x",
+    "hostname": "h",
+}
 
 
 def configuration(**overrides) -> Configuration:
@@ -119,3 +125,14 @@ def test_model_metadata_turns_throughput_into_tokens_and_flops_per_second():
 def test_without_model_metadata_its_columns_stay_null():
     row = assemble([rank_result([1, 1]), rank_result([1, 1])])[0]
     assert row["param_count"] is None and row["tokens_per_s"] is None and row["achieved_tflops"] is None
+
+
+def test_an_assembled_row_is_stored_with_typed_options_buckets_and_start(tmp_path):
+    result = {**rank_result([1, 1]), "layout": {"bucket_sizes_mb": [0.25, 1.5]}}
+    cfg = configuration(impl="stock", impl_options={"bucket_cap_mb": 1.5})
+    row, steps, ranks = assemble([result, rank_result([1, 1])], cfg=cfg)
+    assert row["bucket_sizes_mb"] == [0.25, 1.5]
+    store.write_configuration(tmp_path, "c", row, steps, ranks)
+    read = store.read_config_row(tmp_path, "c")
+    assert read["impl_options"] == cfg.options_json and read["bucket_sizes_mb"] == [0.25, 1.5]
+    assert read["started_at"].isoformat() == "2026-01-01T00:00:00+00:00"

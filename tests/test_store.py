@@ -89,15 +89,6 @@ def test_runs_are_listed_newest_first(tmp_path):
     assert [p.name for p in store.list_runs(tmp_path)] == ["new", "old"]
 
 
-def test_every_column_is_documented_in_docs_results_md():
-    from pathlib import Path
-
-    documented = (Path(__file__).resolve().parent.parent / "docs" / "results.md").read_text()
-    for schema in (store.CONFIG_SCHEMA, store.STEP_SCHEMA, store.RANK_SCHEMA):
-        missing = [name for name in schema.names if f"`{name}`" not in documented]
-        assert not missing, f"undocumented columns: {missing}"
-
-
 def write_raw_part(path, table) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, path)
@@ -121,10 +112,26 @@ def test_a_truncated_empty_or_foreign_part_is_skipped_and_named(tmp_path, caplog
     assert "not a ddpbench configs part (no column config_id" in caplog.text
 
 
+# Schema 2 held these as text: options and buckets as JSON, the start as ISO 8601.
+TEXT_BEFORE_3 = ("impl_options", "bucket_sizes_mb", "started_at")
+
+
+def schema_2_fields(*, without=()) -> list[pa.Field]:
+    return [
+        pa.field(f.name, pa.string()) if f.name in TEXT_BEFORE_3 else f.remove_metadata()
+        for f in store.CONFIG_SCHEMA
+        if f.name not in without
+    ]
+
+
 def schema_1_part(path, **row) -> None:
     """A configs part as ddpbench wrote it before error_kind and error_file existed."""
-    version_1 = pa.schema([f for f in store.CONFIG_SCHEMA if f.name not in ("error_kind", "error_file")])
+    version_1 = pa.schema(schema_2_fields(without=("error_kind", "error_file")))
     write_raw_part(path, pa.Table.from_pylist([{"schema_version": 1, **config_row("old"), **row}], schema=version_1))
+
+
+def schema_2_part(path, **row) -> None:
+    write_raw_part(path, pa.Table.from_pylist([{"schema_version": 2, **row}], schema=pa.schema(schema_2_fields())))
 
 
 def test_an_older_schema_is_read_through_its_named_migration(tmp_path):
@@ -137,10 +144,38 @@ def test_an_older_schema_is_read_through_its_named_migration(tmp_path):
     store.write_configuration(tmp_path, "d", config_row("d", status="failed", error="e", error_kind="timeout"))
 
     rows = store.read_configs(tmp_path).set_index("config_id")
-    assert store.MIGRATIONS[1] is store.migrate_v1_to_v2
+    assert store.MIGRATIONS[1] is store.migrate_v1_to_v2 and store.MIGRATIONS[2] is store.migrate_v2_to_v3
     assert rows["error_kind"].fillna("-").to_dict() == {"a": "killed", "b": "oom", "c": "-", "d": "timeout"}
     assert set(rows["schema_version"]) == {store.SCHEMA_VERSION}
     assert rows["error_file"].isna().all()
+
+
+def test_schema_2_text_columns_are_lifted_to_the_map_list_and_timestamp(tmp_path):
+    schema_2_part(
+        tmp_path / "configs" / "old.parquet", **config_row("old", impl="stock"),
+        impl_options='{"bucket_cap_mb": 25.0, "comm_hook": "fp16"}', bucket_sizes_mb="[0.5, 24.75]",
+        started_at="2026-02-01T10:00:00+00:00", error_kind=None,
+    )  # fmt: skip
+    store.write_configuration(tmp_path, "new", config_row("new", impl_options={"bucket_cap_mb": 25.0}))
+
+    rows = store.read_configs(tmp_path).set_index("config_id")
+    assert set(rows["schema_version"]) == {store.SCHEMA_VERSION} == {3}
+    assert rows.loc["old", "impl_options"] == '{"bucket_cap_mb": 25.0, "comm_hook": "fp16"}'
+    assert rows.loc["new", "impl_options"] == '{"bucket_cap_mb": 25.0}'
+    assert list(rows.loc["old", "bucket_sizes_mb"]) == [0.5, 24.75]
+    assert rows.loc["old", "started_at"] == pd.Timestamp("2026-02-01T10:00:00", tz="UTC")
+    lifted = store.migrate_v2_to_v3(pq.read_table(tmp_path / "configs" / "old.parquet"))
+    assert lifted.schema.field("impl_options").type == pa.map_(pa.string(), pa.string())
+    assert lifted.column("impl_options").to_pylist() == [[("bucket_cap_mb", "25.0"), ("comm_hook", '"fp16"')]]
+
+
+def test_collectives_parts_with_a_text_start_read_as_timestamps(tmp_path):
+    old = pa.schema([pa.field(f.name, pa.string()) if f.name == "started_at" else f for f in store.COLLECTIVE_SCHEMA])
+    row = {"run_id": "c", "op": "all_reduce", "world_size": 2, "bytes": 1024, "time_us": 5.0,
+           "started_at": "2026-02-01T10:00:00+00:00"}  # fmt: skip
+    write_raw_part(store.collectives_part(tmp_path, 2), pa.Table.from_pylist([row], schema=old))
+    frame = store.read_collectives(tmp_path)
+    assert frame.loc[0, "started_at"] == pd.Timestamp("2026-02-01T10:00:00", tz="UTC")
 
 
 def test_a_newer_schema_is_refused_with_a_message_naming_the_file(tmp_path):
@@ -186,12 +221,14 @@ def test_an_unreadable_run_json_is_skipped_when_listing_runs(tmp_path, caplog):
     assert f"skipping {tmp_path / 'bad' / 'run.json'}" in caplog.text
 
 
-def test_the_golden_runs_of_schema_1_read_as_schema_2_with_their_failures_classified():
-    """tests/data was written by schema 1 and is kept so: every report test reads it through the migration."""
+def test_the_golden_runs_of_schema_1_read_through_every_migration_with_their_failures_classified():
+    """tests/data was written by schema 1 and is kept so: every report test reads it through the migrations."""
     failures = Path(__file__).resolve().parent / "data" / "failures"
     raw = pd.concat(pd.read_parquet(p) for p in sorted((failures / "configs").glob("*.parquet")))
     assert set(raw["schema_version"]) == {1} and "error_kind" not in raw
     rows = store.read_configs(failures)
-    assert set(rows["schema_version"]) == {2}
+    assert set(rows["schema_version"]) == {store.SCHEMA_VERSION}
     assert rows.loc[rows["status"] == "failed", "error_kind"].tolist() == ["exception"]
+    assert set(rows["impl_options"]) == {"{}"} and rows["bucket_sizes_mb"].isna().all()
+    assert set(rows["started_at"]) == {pd.Timestamp("2026-01-03", tz="UTC")}
     assert rows.loc[rows["status"] != "failed", "error_kind"].isna().all()

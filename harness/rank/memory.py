@@ -20,7 +20,8 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-MB = 1024 * 1024
+from harness.results.columns import MIB as MB  # MiB, as every `_mb` column
+
 DEFAULT_PERIOD_S = 0.02
 
 

@@ -6,30 +6,20 @@ hand-made records.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pandas as pd
 
 from harness.analysis import stats
 from harness.plan.config import BASELINE_IMPL, Configuration
-from harness.rank.timing import PHASES
+from harness.results import columns
+from harness.results.columns import PHASES
 
-# Per-rank sampled figures, and how a configuration's row combines its ranks.
-PEAK_COLUMNS = (
-    "mem_peak_nvml_mb",
-    "mem_peak_nvml_process_mb",
-    "mem_peak_allocated_mb",
-    "mem_peak_reserved_mb",
-    "mem_peak_rss_mb",
-    "gpu_util_peak_pct",
-    "power_peak_w",
-    "held_param_mb",
-    "held_grad_mb",
-    "held_optimizer_state_mb",
-)
-MEAN_COLUMNS = ("gpu_util_mean_pct", "sm_clock_mean_mhz", "power_mean_w")
-RANK_COLUMNS = (*PEAK_COLUMNS, *MEAN_COLUMNS, "mem_nvml_struct", "mem_samples", "mem_note")
+# Per-rank sampled figures (the dictionary's memory columns), and how a configuration's row
+# combines its ranks: the largest rank's peak, the ranks' mean, rank 0's note.
+PEAK_COLUMNS = columns.PEAK_MEMORY
+MEAN_COLUMNS = columns.MEAN_MEMORY
+RANK_COLUMNS = columns.names(columns.MEMORY)
 
 
 def error_line(exc: BaseException) -> str:
@@ -161,16 +151,7 @@ def derived_metrics(
     }
 
 
-MODEL_COLUMNS = (
-    "param_count",
-    "trainable_param_count",
-    "param_tensors",
-    "grad_bytes",
-    "largest_param_name",
-    "largest_param_bytes",
-    "tokens_per_batch",
-    "flops_per_sample",
-)
+MODEL_COLUMNS = columns.names(columns.MODEL)
 
 
 def model_columns(info: dict[str, Any] | None, *, samples_per_s: float | None) -> dict[str, Any]:
@@ -238,7 +219,7 @@ def assemble(
         "status": status,
         "error": error,
         "impl": cfg.impl,
-        "impl_options": cfg.options_json,
+        "impl_options": cfg.options_json,  # as the reader returns it; the store writes it as a map
         "workload": cfg.workload,
         "size": cfg.size,
         "world_size": cfg.world_size,
@@ -257,7 +238,7 @@ def assemble(
         **memory_columns(results),
         **parity_columns(main, parity_exact=parity_exact),
         **model_columns(model_info, samples_per_s=throughput),
-        "bucket_sizes_mb": json.dumps(layout["bucket_sizes_mb"]) if "bucket_sizes_mb" in layout else None,
+        "bucket_sizes_mb": layout.get("bucket_sizes_mb"),
         "trace_dir": main.get("trace_dir"),
         "wall_s": max((r.get("wall_s") or 0.0) for r in results),
         **rpc_columns(results),

@@ -13,7 +13,7 @@ from typing import Protocol
 
 import torch
 
-PHASES = ("forward", "backward", "sync", "optimizer")
+from harness.results.columns import PHASES  # noqa: F401 (the phases, named once in the column dictionary)
 
 
 class StepTimer(Protocol):

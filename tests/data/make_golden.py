@@ -3,7 +3,9 @@
     python tests/data/make_golden.py          # rewrites the four scenarios (deterministic)
 
 The committed scenarios were written with schema version 1 and are kept so on purpose: every
-report test then reads them through `store.migrate_v1_to_v2` (tests/test_store.py checks it).
+report test then reads them through every migration of harness/results/migrate.py, schema 1 to the
+current one (tests/test_store.py checks it). `synthetic_run` hands the store options, bucket sizes and
+the start as text, which the store parses into the map, list and timestamp columns.
 
 Scenarios (each a run folder; tests/data itself is a results folder):
     cpu_run        CPU, gloo: local, naive, stock at world sizes 1 and 2

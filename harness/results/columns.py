@@ -1,0 +1,345 @@
+"""The column dictionary: every table a run folder holds, each column declared once.
+
+A column is (name, Arrow type, unit, one-line meaning). The store's Arrow schemas are built
+from it (each field carries its unit and meaning as Parquet field metadata, so every part file
+describes itself), the reader conforms older parts to it, and docs/results.md renders its
+column tables from it (`python -m harness.results.docs`).
+"""
+
+# ruff: noqa: E501 (one column per line, its meaning included: the file reads as the table it declares)
+
+from __future__ import annotations
+
+import dataclasses
+
+import pyarrow as pa
+
+MIB = 1024 * 1024  # every `_mb` column is MiB: 2^20 bytes
+PHASES = ("forward", "backward", "sync", "optimizer")  # a training step's phases, in order
+PHASE_COLUMNS = tuple(f"{phase}_ms" for phase in PHASES)  # their columns in steps/
+
+# Arrow types, named once.
+I32, I64, F64, BOOL, STR = pa.int32(), pa.int64(), pa.float64(), pa.bool_(), pa.string()
+UTC_TIME = pa.timestamp("us", tz="UTC")
+# Options are a map because a strategy's options are open-ended (a struct would need one type per
+# strategy, and Parquet cannot store the empty struct of an option-less one). Each value is the
+# option's JSON literal (25.0, true, "fp16"), so a number and a string never read back as each other.
+OPTIONS = pa.map_(pa.string(), pa.string())
+F64_LIST = pa.list_(pa.float64())
+
+# Units. "" for identifiers, text and flags.
+MIB_UNIT = "MiB (2^20 bytes)"
+BYTES, MS, US, SECONDS, COUNT = "bytes", "ms", "µs", "s", "count"
+RATIO, PCT, MHZ, WATTS = "ratio", "%", "MHz", "W"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Column:
+    name: str
+    type: pa.DataType
+    unit: str
+    meaning: str
+
+    def field(self) -> pa.Field:
+        return pa.field(self.name, self.type, metadata={"unit": self.unit, "meaning": self.meaning})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Table:
+    """One table of a run folder: where its files are, what a row is, and its columns."""
+
+    name: str
+    files: str  # where, relative to the run folder
+    about: str  # a paragraph for docs/results.md
+    columns: tuple[Column, ...]
+
+    @property
+    def schema(self) -> pa.Schema:
+        return pa.schema([column.field() for column in self.columns])
+
+    @property
+    def names(self) -> list[str]:
+        return [column.name for column in self.columns]
+
+    def column(self, name: str) -> Column:
+        return next(column for column in self.columns if column.name == name)
+
+
+def names(columns: tuple[Column, ...]) -> tuple[str, ...]:
+    return tuple(column.name for column in columns)
+
+
+C = Column
+RUN_ID = C("run_id", STR, "", "the run (its folder's name)")
+CONFIG_ID = C(
+    "config_id", STR, "", "the configuration within the run: `<index>-w<world>-<workload>-<size>-<impl>[-<options>]`"
+)
+RANK = C("rank", I32, "", "the rank (process) in the launch")
+WORKLOAD = C("workload", STR, "", "the workload (workloads/)")
+SIZE = C("size", STR, "", "the workload's size: `tiny`, `small`, `full`")
+IMPL = C("impl", STR, "", "the strategy (impls/)")
+WORLD_SIZE = C(
+    "world_size",
+    I32,
+    "",
+    "ranks in the job; for `rpc_hybrid`, the trainers (its launch has one more rank, the parameter server)",
+)
+NNODES = C("nnodes", I32, "", "nodes in the job")
+BUCKET_CAP_MB = C("bucket_cap_mb", F64, MIB_UNIT, "the strategy's bucket cap, where it has one")
+BATCH_SIZE = C("batch_size", I32, COUNT, "samples per rank per step")
+DTYPE = C("dtype", STR, "", "`fp32`, or the autocast dtype of the forward (`bf16`, `fp16`)")
+OPTIMIZER = C("optimizer", STR, "", "`sgd` or `adam` (`--optimizer`)")
+DEVICE = C("device", STR, "", "`cpu` or `cuda`")
+BACKEND = C("backend", STR, "", "`gloo` or `nccl`")
+THREADS = C("threads_per_rank", I32, COUNT, "CPU threads each rank had (on the CPU, the same at every world size)")
+HOSTNAME = C("hostname", STR, "", "the machine (rank 0's, on several nodes)")
+STARTED_AT = C("started_at", UTC_TIME, "UTC", "when the run started")
+STEP_MS = C("step_ms", F64, MS, "the whole step on this rank")
+GRAD_BYTES = C(
+    "grad_bytes", I64, BYTES, "bytes of gradients one all-reduce of everything moves (shared parameters once)"
+)
+NETWORK = C("network", STR, "", "where α and the bus bandwidth came from")
+
+# What the memory sampler measures, per rank (ranks/) and over the ranks (configs/: peaks are the
+# largest rank's, the one that runs out first; means are the mean of the ranks).
+MEMORY = (
+    C("mem_peak_nvml_mb", F64, MIB_UNIT, "peak device memory used on the rank's GPU (NVML)"),
+    C("mem_peak_nvml_process_mb", F64, MIB_UNIT, "peak device memory NVML attributes to the rank's process"),
+    C(
+        "mem_peak_allocated_mb",
+        F64,
+        MIB_UNIT,
+        "peak of the torch allocator's allocated memory, reset per configuration",
+    ),
+    C("mem_peak_reserved_mb", F64, MIB_UNIT, "peak of the torch allocator's reserved memory, reset per configuration"),
+    C("mem_peak_rss_mb", F64, MIB_UNIT, "peak resident memory of the rank's process (sampled)"),
+    C("mem_nvml_struct", STR, "", "the NVML memory struct read: `v2` (excludes driver-reserved memory) or `v1`"),
+    C("gpu_util_mean_pct", F64, PCT, "mean GPU utilisation (NVML)"),
+    C("gpu_util_peak_pct", F64, PCT, "peak GPU utilisation (NVML)"),
+    C("sm_clock_mean_mhz", F64, MHZ, "mean SM clock (NVML)"),
+    C("power_mean_w", F64, WATTS, "mean board power (NVML)"),
+    C("power_peak_w", F64, WATTS, "peak board power (NVML)"),
+    C("mem_samples", I32, COUNT, "samples the memory sampler took (period: `--mem-period-ms`)"),
+    C("mem_note", STR, "", "why memory columns are null, where they are"),
+    C(
+        "held_param_mb",
+        F64,
+        MIB_UNIT,
+        "parameters a rank holds after its last step (its shard, for `zero` and `fsdp`; `rpc_hybrid`: trainers the dense part, the server the remote part)",
+    ),
+    C(
+        "held_grad_mb",
+        F64,
+        MIB_UNIT,
+        "gradients a rank holds after its last step (`rpc_hybrid` trainers: read from the distributed-autograd context; null on its server, whose contexts are released after each step)",
+    ),
+    C(
+        "held_optimizer_state_mb",
+        F64,
+        MIB_UNIT,
+        "optimizer state a rank holds after its last step (null for `rpc_hybrid`: inside DistributedOptimizer)",
+    ),
+)
+PEAK_MEMORY = ("mem_peak_nvml_mb", "mem_peak_nvml_process_mb", "mem_peak_allocated_mb", "mem_peak_reserved_mb",
+               "mem_peak_rss_mb", "gpu_util_peak_pct", "power_peak_w",
+               "held_param_mb", "held_grad_mb", "held_optimizer_state_mb")  # fmt: skip
+MEAN_MEMORY = ("gpu_util_mean_pct", "sm_clock_mean_mhz", "power_mean_w")
+
+# What the model is (harness.rank.modelinfo), the same on every rank.
+MODEL = (
+    C("param_count", I64, COUNT, "the model's parameters (shared ones once)"),
+    C("trainable_param_count", I64, COUNT, "parameters with `requires_grad`"),
+    C("param_tensors", I32, COUNT, "parameter tensors"),
+    GRAD_BYTES,
+    C("largest_param_name", STR, "", "the largest single parameter"),
+    C("largest_param_bytes", I64, BYTES, "its size"),
+    C("tokens_per_batch", I64, COUNT, "tokens per rank per step, for language models"),
+    C("flops_per_sample", F64, "FLOP", "forward+backward FLOPs per sample, counted by `FlopCounterMode`"),
+)
+
+CONFIGS = Table(
+    "configs", "configs/<id>.parquet",
+    "One row per configuration (× repeat). Memory columns are over the ranks: peaks the largest rank's, "
+    "means the mean of the ranks.",
+    (
+        C("schema_version", I32, "", "the version of this format that wrote the part (see Schema versions)"),
+        RUN_ID, CONFIG_ID,
+        C("repeat", I32, "", "which of the `--repeats` measurements of this configuration (0 when run once; repeats are interleaved)"),
+        C("status", STR, "", "`ok`, `failed` or `skipped`"),
+        C("error", STR, "", "failed: the error's last line, naming the rank; skipped: the reason"),
+        C("error_kind", STR, "", "why a failed row failed: `exception` (a Python exception), `oom` (an allocation refused: CUDA's out-of-memory, the CPU allocator's), `killed` (a rank died without an exception: a signal, a hard exit), `timeout` (no progress for `--timeout` seconds; `error` names the ranks that did not respond and where the others wait), `launch` (the launch never started a configuration); null otherwise"),
+        C("error_file", STR, "", "the failing rank's full traceback, relative to the run folder (`failures/<id>/rank<N>.traceback.txt`)"),
+        IMPL,
+        C("impl_options", OPTIONS, "", "the strategy's options: option name → its value as a JSON literal (`25.0`, `true`, `\"fp16\"`); ddpbench's reader returns them as one canonical JSON text"),
+        WORKLOAD, SIZE, WORLD_SIZE, NNODES, BUCKET_CAP_MB, BATCH_SIZE, DTYPE, OPTIMIZER, DEVICE, BACKEND, THREADS,
+        C("steps", I32, COUNT, "measured steps"),
+        C("warmup", I32, COUNT, "warm-up steps before them"),
+        C("step_ms_median", F64, MS, "median over measured steps of the slowest rank's step time"),
+        C("step_ms_p10", F64, MS, "10th percentile of the same"),
+        C("step_ms_p90", F64, MS, "90th percentile of the same"),
+        C("step_ms_cv", F64, RATIO, "coefficient of variation of those step times (noise)"),
+        C("samples_per_s", F64, "samples/s", "`batch_size × world_size / step_ms_median`"),
+        C("scaling_efficiency", F64, RATIO, "`samples_per_s(n) / (n × samples_per_s(1))`, same configuration at world size 1"),
+        C("exposed_comm_ms", F64, MS, "step time minus the `local` step time at the same world size"),
+        C("overlap_efficiency", F64, RATIO, "`local` step time / step time (1.0: communication fully hidden)"),
+        *MEMORY,
+        C("parity_max_abs_diff", F64, "", "largest parameter difference from the single-process reference, in the parameters' own units (for `rpc_hybrid`, the parameter-server reference: see the README)"),
+        C("parity_ok", BOOL, "", "true/false within the dtype's tolerance; null where not judged (`local`, lossy hooks) or not checked; `rpc_hybrid` judges each parameter's update within 1e-3 of the largest expected update (fp32)"),
+        C("parity_note", STR, "", "which parameter differed most, or why the verdict is null"),
+        *MODEL,
+        C("tokens_per_s", F64, "tokens/s", "tokens per second over all ranks: `tokens_per_batch / samples per batch × samples_per_s`"),
+        C("achieved_tflops", F64, "TFLOP/s", "`flops_per_sample × samples_per_s / 10^12`"),
+        C("bucket_sizes_mb", F64_LIST, MIB_UNIT, "the strategy's buckets in launch order, where it has buckets"),
+        C("trace_dir", STR, "", "with `--profile`: the folder of this configuration's traces (`traces/<id>/rank<N>.json`), relative to the run"),
+        C("wall_s", F64, SECONDS, "the whole configuration: build, warm-up, steps, parity check"),
+        C("torch_version", STR, "", "torch's version"),
+        C("gpu_name", STR, "", "the GPU's name (null on the CPU)"),
+        HOSTNAME,
+        C("git_sha", STR, "", "ddpbench's commit, where it runs from a git checkout"),
+        STARTED_AT,
+        C("rpc_round_trips_per_step", F64, COUNT, "`rpc_hybrid`: RPCs a trainer makes to another process per step (forward calls to the server, the gradient messages distributed autograd sends back, the server's optimizer step), mean over trainers and measured steps; null without RPC"),
+        C("rpc_bytes_per_step", F64, BYTES, "`rpc_hybrid`: tensor payload of those RPCs per trainer and step, both ways; RPC headers and pickled metadata not counted"),
+    ),
+)  # fmt: skip
+
+STEPS = Table(
+    "steps", "steps/<id>.parquet",
+    "One row per configuration × rank × step. Phases are timed with CUDA events on GPUs, the wall clock on "
+    "the CPU. For `rpc_hybrid`: forward includes the RPC to the server, backward is `dist_autograd.backward` "
+    "(DDP's all-reduce and the gradient sent to the server), optimizer is `DistributedOptimizer.step`, sync "
+    "the trainers' barrier after it; only trainers have steps.",
+    (
+        RUN_ID, CONFIG_ID, RANK,
+        C("step", I32, "", "the step's index, warm-up steps included"),
+        C("warmup", BOOL, "", "true for warm-up steps (kept to show warm-up effects, never counted)"),
+        STEP_MS,
+        C("forward_ms", F64, MS, "the forward pass and the loss (under autocast where `dtype` is not fp32)"),
+        C("backward_ms", F64, MS, "`loss.backward()`, with whatever communication the strategy overlaps with it"),
+        C("sync_ms", F64, MS, "`sync_gradients()`: the gradient communication left after backward (DDP: none)"),
+        C("optimizer_ms", F64, MS, "`optimizer.step()`"),
+    ),
+)  # fmt: skip
+
+RANKS = Table(
+    "ranks", "ranks/<id>.parquet",
+    "One row per configuration × rank: this rank's memory (a rank-0 skew shows here).",
+    (
+        RUN_ID, CONFIG_ID, RANK,
+        C("status", STR, "", "how the configuration went on this rank (`stopped`: its launch was ended because another rank failed)"),
+        *MEMORY,
+        C("wall_s", F64, SECONDS, "this rank's time for the whole configuration"),
+        C("role", STR, "", "`trainer`, or `parameter_server` for `rpc_hybrid`'s last rank (its memory is the table's)"),
+    ),
+)  # fmt: skip
+
+RECOMMENDATIONS = Table(
+    "recommendations", "recommendations.parquet",
+    "After a bucket-cap sweep: one row per strategy × setup × world size measured at two or more caps "
+    "(rewritten after a resume).",
+    (
+        IMPL,
+        C("other_options", STR, "", "the strategy's options other than `bucket_cap_mb`, as JSON text"),
+        WORKLOAD, SIZE, BATCH_SIZE, DTYPE, OPTIMIZER, WORLD_SIZE, NNODES,
+        C("caps_mb", STR, MIB_UNIT, "the caps measured, a JSON list"),
+        C("best_cap_mb", F64, MIB_UNIT, "the cap with the fastest median step (the slowest rank per step, repeats pooled)"),
+        C("best_step_ms", F64, MS, "its median step time"),
+        C("best_ci_low_ms", F64, MS, "the 95 % interval of that median (bootstrap): low end"),
+        C("best_ci_high_ms", F64, MS, "high end"),
+        C("equivalent_caps_mb", STR, MIB_UNIT, "the caps not significantly slower than the best, the best included, a JSON list"),
+        C("gain_vs_default", F64, RATIO, "`1 − best / the 25 MiB default's median step`; null when 25 was not measured"),
+    ),
+)  # fmt: skip
+
+COLLECTIVES = Table(
+    "collectives", "collectives/w<N>.parquet",
+    "`ddpbench collectives`: one file per world size, with its provenance in the run's `run.json` "
+    "(`\"kind\": \"collectives\"`, environment, command line). One row per collective × message size, "
+    "nccl-tests style.",
+    (
+        RUN_ID,
+        C("op", STR, "", "the collective: `all_reduce`, `all_gather`, `reduce_scatter`, `broadcast`"),
+        WORLD_SIZE,
+        C("bytes", I64, BYTES, "the whole message: all_gather's output, reduce_scatter's input"),
+        C("dtype", STR, "", "the message's element type (float32)"),
+        C("iters", I32, COUNT, "timed iterations"),
+        C("warmup", I32, COUNT, "warm-up iterations before them"),
+        C("time_us", F64, US, "median over iterations of the slowest rank's time, each iteration ended by a device sync"),
+        C("time_us_p10", F64, US, "10th percentile of the same"),
+        C("time_us_p90", F64, US, "90th percentile of the same"),
+        C("algbw_gbps", F64, "GB/s (10^9 bytes/s)", "`bytes / time_us`"),
+        C("busbw_gbps", F64, "GB/s (10^9 bytes/s)", "`algbw × factor`: all_reduce 2(n−1)/n, all_gather and reduce_scatter (n−1)/n, broadcast 1"),
+        C("correct", BOOL, "", "after timing, a fresh run's result matched the expected rank-dependent values on every rank"),
+        DEVICE, BACKEND, THREADS, HOSTNAME, STARTED_AT,
+    ),
+)  # fmt: skip
+
+CONTENTION = Table(
+    "contention", "contention/w<N>.parquet",
+    "An 8 MiB all-reduce and a compute burst (matrix products), each timed alone, then overlapped on the same "
+    "rank (the all-reduce launched asynchronously, the burst polling it between pieces). Older runs "
+    "kept these as `collectives/contention-w<N>.parquet`; they are still read.",
+    (
+        RUN_ID, WORLD_SIZE,
+        C("bytes", I64, BYTES, "the all-reduce's message"),
+        C("compute_alone_ms", F64, MS, "the burst alone"),
+        C("compute_overlapped_ms", F64, MS, "the burst while the all-reduce was in flight"),
+        C("comm_alone_ms", F64, MS, "the all-reduce alone"),
+        C("comm_overlapped_ms", F64, MS, "the all-reduce while the burst ran"),
+        C("compute_slowdown", F64, RATIO, "how much slower compute runs while an all-reduce is in flight (the burst's extra time spread over the all-reduce's duration; ≥ 1)"),
+        C("comm_slowdown", F64, RATIO, "`comm_overlapped_ms / comm_alone_ms` (≥ 1)"),
+        DEVICE, BACKEND, THREADS, HOSTNAME,
+    ),
+)  # fmt: skip
+
+GRADPROFILE = Table(
+    "gradprofile", "gradprofile/<workload>-<size>-b<batch>-<dtype>-<optimizer>.parquet",
+    "Written by a bench run after its first configuration of each workload setup at world size 1 (or by "
+    "`ddpbench predict`): one row per parameter, in `model.parameters()` order, shared ones once.",
+    (
+        RUN_ID, WORKLOAD, SIZE, BATCH_SIZE, DTYPE, OPTIMIZER, DEVICE, THREADS,
+        C("param_index", I32, "", "registration order (`model.parameters()`, shared parameters once)"),
+        C("param_name", STR, "", "the parameter's name"),
+        C("numel", I64, COUNT, "its elements"),
+        C("bytes", I64, BYTES, "its gradient's size"),
+        C("param_dtype", STR, "", "its dtype"),
+        C("requires_grad", BOOL, "", "whether it gets a gradient"),
+        C("ready_ms", F64, MS, "median over the profiled steps of when its gradient was accumulated, after backward began (post-accumulate-grad hook; CUDA events on GPUs)"),
+        C("forward_ms", F64, MS, "the profiled steps' median forward, on every row"),
+        C("backward_ms", F64, MS, "their median backward, on every row"),
+        C("optimizer_ms", F64, MS, "their median optimizer step, on every row"),
+        C("steps", I32, COUNT, "profiled steps (after warm-up)"),
+    ),
+)  # fmt: skip
+
+PREDICTIONS = Table(
+    "predictions", "predictions.parquet",
+    "The step-time model against the run's bucket sweeps (`ddpbench predict`, `ddpbench report`): per `stock` "
+    "bucket-cap configuration at world size ≥ 2 (repeats pooled) with a profile and a network.",
+    (
+        WORKLOAD, SIZE, IMPL, WORLD_SIZE, BUCKET_CAP_MB,
+        C("measured_ms", F64, MS, "median over repeats of `step_ms_median`"),
+        C("predicted_raw_ms", F64, MS, "the simulated DDP schedule on the world-size-1 profile as measured, without contention"),
+        C("predicted_ms", F64, MS, "the same, calibrated on the run's own configurations without communication, without contention"),
+        C("predicted_contention_ms", F64, MS, "calibrated, with the measured contention (null where none was measured)"),
+        C("compute_scale", F64, RATIO, "`local` step at this world size / the profile's step: how much ranks sharing the machine slow compute"),
+        C("reducer_ms", F64, MS, "DDP's own cost with nothing to communicate: median `stock` (every cap) − `local` at world size 1, × (`local` at this world size / at 1), added to backward"),
+        C("buckets", I32, COUNT, "buckets in the simulated assignment"),
+        NETWORK,
+    ),
+)  # fmt: skip
+
+FLOOR = Table(
+    "floor", "floor.parquet",
+    "Each configuration's communication floor (written with `predictions.parquet`).",
+    (
+        CONFIG_ID, WORLD_SIZE, GRAD_BYTES,
+        C("allreduce_ms", F64, MS, "one all-reduce of all `grad_bytes` at the network's α and bus bandwidth"),
+        C("local_ms", F64, MS, "`local` (no communication) step time at the same world size and setup"),
+        C("floor_ms", F64, MS, "`max(local_ms, allreduce_ms)`: no data-parallel strategy can be faster"),
+        C("step_ms", F64, MS, "the configuration's measured step time"),
+        NETWORK,
+    ),
+)  # fmt: skip
+
+TABLES = {t.name: t for t in (CONFIGS, STEPS, RANKS, RECOMMENDATIONS, COLLECTIVES, CONTENTION, GRADPROFILE,
+                              PREDICTIONS, FLOOR)}  # fmt: skip

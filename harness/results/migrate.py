@@ -1,0 +1,108 @@
+"""Older parts, read as the current format: named migrations, one schema version at a time.
+
+`schema_version` (configs only) says which format wrote a part. The reader lifts it through
+MIGRATIONS to SCHEMA_VERSION and refuses a part from a newer ddpbench. Every table is also
+conformed to the column dictionary: a column an older part lacks is null, a column it holds as
+text where the dictionary now has a map, a list or a timestamp is parsed (so tables without a
+version, such as collectives/, read alike).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+
+from harness.protocols import ConfigError
+from harness.results import columns, values
+
+# 2: `error_kind` and `error_file` (why and where a configuration failed).
+# 3: `impl_options` a map, `bucket_sizes_mb` a list, `started_at` a timestamp (text before).
+SCHEMA_VERSION = 3
+
+
+class UnsupportedSchema(ConfigError):
+    """Results written by a newer ddpbench, whose columns this one cannot vouch for."""
+
+
+def looks_like_oom(text: str) -> bool:
+    """CUDA's "out of memory", the CPU allocator's "can't allocate memory", Python's MemoryError."""
+    lowered = text.lower()
+    return "out of memory" in lowered or "can't allocate memory" in lowered or text.startswith("MemoryError")
+
+
+def _kind_from_error_text(error: str | None) -> str:
+    text = error or ""
+    if text.startswith("launch for world size"):  # schema 1's record of a launch that died
+        return "killed"
+    return "oom" if looks_like_oom(text) else "exception"
+
+
+def _with_version(table: pa.Table, version: int) -> pa.Table:
+    index = table.schema.get_field_index("schema_version")
+    return table.set_column(index, "schema_version", pa.array([version] * len(table), pa.int32()))
+
+
+def migrate_v1_to_v2(table: pa.Table) -> pa.Table:
+    """Schema 1 had no `error_kind`/`error_file`: classify each failed row from its error text
+    (as the launcher of schema 1 wrote it); the traceback file did not exist."""
+    errors = table.column("error").to_pylist() if "error" in table.column_names else [None] * len(table)
+    statuses = table.column("status").to_pylist()
+    kinds = [_kind_from_error_text(e) if s == "failed" else None for s, e in zip(statuses, errors, strict=True)]
+    if "error_kind" not in table.column_names:
+        table = table.append_column("error_kind", pa.array(kinds, pa.string()))
+    if "error_file" not in table.column_names:
+        table = table.append_column("error_file", pa.nulls(len(table), pa.string()))
+    return _with_version(table, 2)
+
+
+def migrate_v2_to_v3(table: pa.Table) -> pa.Table:
+    """Schema 2 stored `impl_options` and `bucket_sizes_mb` as JSON text and `started_at` as ISO
+    8601 text: parse them into the map, the list and the UTC timestamp the dictionary declares."""
+    return _with_version(lift_text_columns(table, columns.CONFIGS), 3)
+
+
+# version -> the function that lifts a configs part of that version to the next one.
+MIGRATIONS: dict[int, Callable[[pa.Table], pa.Table]] = {1: migrate_v1_to_v2, 2: migrate_v2_to_v3}
+
+
+def migrate(table: pa.Table, *, source: Path) -> pa.Table:
+    """A configs part, lifted to SCHEMA_VERSION through MIGRATIONS, one version at a time."""
+    versions = set(table.column("schema_version").to_pylist()) if "schema_version" in table.column_names else {1}
+    version = max(v for v in versions if v is not None) if versions - {None} else 1
+    if version > SCHEMA_VERSION:
+        raise UnsupportedSchema(
+            f"{source} has schema version {version}, newer than the {SCHEMA_VERSION} this ddpbench reads; "
+            "upgrade ddpbench to read it"
+        )
+    while version < SCHEMA_VERSION:
+        table, version = MIGRATIONS[version](table), version + 1
+    return table
+
+
+def lift_text_columns(table: pa.Table, spec: columns.Table) -> pa.Table:
+    """Columns held as text where `spec` declares a map, a list or a timestamp, parsed."""
+    for column in spec.columns:
+        if column.name not in table.column_names or not values.is_text_typed(column.type):
+            continue
+        stored = table.schema.field(column.name).type
+        if pa.types.is_string(stored) or pa.types.is_large_string(stored):
+            lifted = [values.to_arrow(v, column.type) for v in table.column(column.name).to_pylist()]
+            index = table.schema.get_field_index(column.name)
+            table = table.set_column(index, column.field(), pa.array(lifted, column.type))
+    return table
+
+
+def conform(table: pa.Table, spec: columns.Table) -> pa.Table:
+    """Every declared column, with its declared type and field metadata (an old part lacks new
+    ones; a part whose column is all null says "null"); columns `spec` does not know are kept."""
+    table = lift_text_columns(table, spec)
+    for column in spec.columns:
+        field = column.field()
+        if column.name not in table.column_names:
+            table = table.append_column(field, pa.nulls(len(table), column.type))
+        else:
+            index = table.schema.get_field_index(column.name)
+            table = table.set_column(index, field, table.column(column.name).cast(column.type))
+    return table

@@ -1,0 +1,51 @@
+"""Values of the typed columns (maps, lists, timestamps) and their text forms.
+
+Writers may hand these columns their text form (what the readers return, and what parts before
+schema 3 stored); `to_arrow` turns it into the column's Arrow value, and the migration uses the same.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+
+
+def options_map(options: Mapping[str, Any] | str | None) -> list[tuple[str, str]] | None:
+    """A strategy's options as the map's (name, JSON literal) pairs, sorted; JSON text is parsed."""
+    if options is None:
+        return None
+    if isinstance(options, str):
+        options = json.loads(options or "{}")
+    return [(key, json.dumps(value)) for key, value in sorted(dict(options).items())]
+
+
+def options_json(pairs: list[tuple[str, str]] | None) -> str | None:
+    """The map's pairs as one canonical JSON text, `Configuration.options_json`'s form: pandas can
+    group and compare it, which it cannot do with a dict."""
+    if pairs is None:
+        return None
+    return json.dumps({key: json.loads(value) for key, value in pairs}, sort_keys=True)
+
+
+def to_arrow(value: Any, type_: pa.DataType) -> Any:
+    """`value` as pyarrow takes it for a column of `type_`: text forms of maps, lists and
+    timestamps are parsed (a timestamp without an offset is UTC); anything else is unchanged."""
+    if value is None:
+        return None
+    if pa.types.is_map(type_):
+        return options_map(value)
+    if pa.types.is_list(type_) and isinstance(value, str):
+        return json.loads(value)
+    if pa.types.is_timestamp(type_) and isinstance(value, str):
+        parsed = datetime.datetime.fromisoformat(value)
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=datetime.timezone.utc)
+    return value
+
+
+def is_text_typed(type_: pa.DataType) -> bool:
+    """Columns that older parts (and writers) may hold as text: maps, lists, timestamps."""
+    return pa.types.is_map(type_) or pa.types.is_list(type_) or pa.types.is_timestamp(type_)

@@ -1,0 +1,115 @@
+"""The column dictionary is the one source: docs/results.md, the store's schemas and each part's
+Parquet field metadata all say what it says."""
+
+from __future__ import annotations
+
+import datetime
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from harness.results import columns, docs, store, values
+
+
+def test_docs_results_md_holds_the_tables_the_dictionary_renders():
+    committed = docs.DOCS.read_text()
+    assert committed == docs.render(committed), "docs/results.md is stale: run `python -m harness.results.docs`"
+    for table in columns.TABLES.values():
+        for name in table.names:
+            assert f"| `{name}` |" in committed
+
+
+def test_every_column_has_a_unit_field_and_a_meaning_and_appears_once_per_table():
+    for table in columns.TABLES.values():
+        assert len(set(table.names)) == len(table.names), table.name
+        for column in table.columns:
+            assert column.meaning.strip() and "\n" not in column.meaning, (table.name, column.name)
+            if column.name.endswith("_mb"):
+                assert column.unit == columns.MIB_UNIT, column.name
+            if column.name.endswith("_ms"):
+                assert column.unit == columns.MS, column.name
+
+
+def test_the_store_schemas_are_the_dictionarys():
+    assert store.CONFIG_SCHEMA.equals(columns.CONFIGS.schema, check_metadata=True)
+    assert store.STEP_SCHEMA.names == ["run_id", "config_id", "rank", "step", "warmup", "step_ms",
+                                       *columns.PHASE_COLUMNS]  # fmt: skip
+    assert columns.CONFIGS.column("achieved_tflops").unit == "TFLOP/s"
+
+
+def part_metadata(path) -> dict[str, dict[str, str]]:
+    schema = pq.read_schema(path)
+    return {field.name: {k.decode(): v.decode() for k, v in (field.metadata or {}).items()} for field in schema}
+
+
+def expected_metadata(table: columns.Table) -> dict[str, dict[str, str]]:
+    return {c.name: {"unit": c.unit, "meaning": c.meaning} for c in table.columns}
+
+
+def test_a_freshly_written_part_carries_each_columns_unit_and_meaning(tmp_path):
+    row = {"run_id": "r", "config_id": "c", "status": "ok", "impl": "stock", "workload": "mlp", "world_size": 2,
+           "impl_options": {"bucket_cap_mb": 25.0}, "bucket_sizes_mb": [0.5, 1.25],
+           "started_at": "2026-03-01T12:00:00+00:00"}  # fmt: skip
+    step = {"run_id": "r", "config_id": "c", "rank": 0, "step": 0, "warmup": False, "step_ms": 2.0}
+    rank = {"run_id": "r", "config_id": "c", "rank": 0, "status": "ok", "mem_peak_rss_mb": 100.0}
+    store.write_configuration(tmp_path, "c", row, [step], [rank])
+    for table in (columns.CONFIGS, columns.STEPS, columns.RANKS):
+        path = tmp_path / table.name / "c.parquet"
+        assert part_metadata(path) == expected_metadata(table)
+        assert pq.read_schema(path).remove_metadata().equals(table.schema.remove_metadata())
+    store.write_model_tables(tmp_path, predictions=[], floor=[])
+    assert part_metadata(tmp_path / "floor.parquet") == expected_metadata(columns.FLOOR)
+
+
+def test_options_lists_and_timestamps_are_stored_typed_and_read_back(tmp_path):
+    row = {"run_id": "r", "config_id": "c", "status": "ok", "impl": "stock", "workload": "mlp", "world_size": 2,
+           "impl_options": {"comm_hook": "fp16", "bucket_cap_mb": 25.0, "static_graph": True},
+           "bucket_sizes_mb": [0.5, 1.25], "started_at": "2026-03-01T12:00:00+00:00"}  # fmt: skip
+    store.write_configuration(tmp_path, "c", row)
+    raw = pq.read_table(tmp_path / "configs" / "c.parquet")
+    assert raw.column("impl_options").to_pylist() == [
+        [("bucket_cap_mb", "25.0"), ("comm_hook", '"fp16"'), ("static_graph", "true")]
+    ]
+    assert raw.column("bucket_sizes_mb").to_pylist() == [[0.5, 1.25]]
+    assert raw.column("started_at").to_pylist() == [datetime.datetime(2026, 3, 1, 12, tzinfo=datetime.timezone.utc)]
+    read = store.read_config_row(tmp_path, "c")
+    assert read["impl_options"] == '{"bucket_cap_mb": 25.0, "comm_hook": "fp16", "static_graph": true}'
+    assert store.read_configs(tmp_path).loc[0, "impl_options"] == read["impl_options"]
+    assert read["bucket_sizes_mb"] == [0.5, 1.25]
+    assert read["started_at"] == datetime.datetime(2026, 3, 1, 12, tzinfo=datetime.timezone.utc)
+
+
+def test_a_row_read_back_writes_again_unchanged(tmp_path):
+    """What the reader returns (options as JSON text) is what the writer takes."""
+    row = {"run_id": "r", "config_id": "c", "status": "ok", "impl": "stock", "workload": "mlp", "world_size": 2,
+           "impl_options": {"bucket_cap_mb": 5.0}, "started_at": "2026-03-01T12:00:00"}  # fmt: skip
+    store.write_configuration(tmp_path, "c", row)
+    first = pq.read_table(tmp_path / "configs" / "c.parquet")
+    store.write_parquet(tmp_path / "configs" / "c.parquet", [store.read_config_row(tmp_path, "c")], store.CONFIG_SCHEMA)
+    assert pq.read_table(tmp_path / "configs" / "c.parquet").equals(first)
+
+
+def test_options_text_and_the_map_convert_both_ways_without_losing_types():
+    options = {"b": 25.0, "a": "fp16", "c": False, "d": 3}
+    pairs = values.options_map(options)
+    assert [key for key, _ in pairs] == ["a", "b", "c", "d"]
+    assert values.options_json(pairs) == '{"a": "fp16", "b": 25.0, "c": false, "d": 3}'
+    assert values.options_map(values.options_json(pairs)) == pairs
+
+
+def test_an_unparseable_timestamp_is_an_error_not_a_silent_null(tmp_path):
+    with pytest.raises(ValueError):
+        store.write_parquet(
+            tmp_path / "x.parquet", [{"run_id": "r", "started_at": "yesterday"}], store.COLLECTIVE_SCHEMA
+        )
+
+
+def test_phase_names_and_mib_are_defined_once():
+    from harness.rank import memory, timing
+    from reports import aggregate
+
+    assert timing.PHASES is columns.PHASES
+    assert aggregate.PHASES is columns.PHASE_COLUMNS
+    assert memory.MB == columns.MIB == 2**20
+    assert pa.types.is_timestamp(columns.CONFIGS.column("started_at").type)
