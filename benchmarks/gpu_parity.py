@@ -65,10 +65,12 @@ def main() -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--budget", type=float, default=300.0, help="seconds after which no new launch starts")
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--cases", help="only these, e.g. gpt2/full/fp32,resnet50/full/fp32 (default: all, in order)")
     args = parser.parse_args()
+    cases = [tuple(c.split("/")) for c in args.cases.split(",")] if args.cases else CASES
     results = args.out / "results"
     began, codes, not_run = time.monotonic(), [], []
-    for workload, size, dtype in CASES:
+    for workload, size, dtype in cases:
         left = args.budget - (time.monotonic() - began)
         if left < 20:
             not_run.append(f"{workload}/{size} {dtype}")

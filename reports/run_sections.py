@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis import stats
+from harness.analysis import stats, sweep
 from reports import aggregate, figures, netfigures, stepfigures
 from reports.aggregate import RunData, world_sizes
 from reports.html import FigureList, esc, format_number, table
@@ -213,23 +213,14 @@ def describe_error(error: dict) -> str:
     )
 
 
-def _measured_as_good(recommendations: pd.DataFrame, *, workload: str, size: str, world: int) -> list[float] | None:
-    """The caps the sweep found not significantly slower than its best (harness.analysis.sweep), where it has them."""
-    if recommendations.empty:
-        return None
-    rows = recommendations[(recommendations["impl"] == "stock") & (recommendations["workload"] == workload)
-                           & (recommendations["size"] == size) & (recommendations["world_size"] == world)]  # fmt: skip
-    return json.loads(rows["equivalent_caps_mb"].iloc[0]) if len(rows) == 1 else None
-
-
 def prediction_error_table(predictions: pd.DataFrame, recommendations: pd.DataFrame | None = None) -> str:
     """Per sweep: each model variant's error, whether it picks the measured best cap, and whether its pick
     is among the caps the measurement cannot tell apart from the best (a flat optimum)."""
     rows = []
     for (workload, size, world), group in predictions.groupby(["workload", "size", "world_size"]):
         cells = [esc(workload), esc(size), esc(aggregate.world_label(int(world))), esc(group["network"].iloc[0])]
-        as_good = _measured_as_good(recommendations if recommendations is not None else pd.DataFrame(),
-                                    workload=workload, size=size, world=int(world))  # fmt: skip
+        as_good = sweep.as_good_caps(recommendations if recommendations is not None else pd.DataFrame(),
+                                     workload=workload, size=size, world=int(world))  # fmt: skip
         for column, _ in MODEL_VARIANTS:
             if column in group and group[column].notna().all() and len(group) > 1:
                 error = stats.prediction_error(group["bucket_cap_mb"], group["measured_ms"], group[column])

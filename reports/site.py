@@ -73,7 +73,7 @@ def write_collectives_pages(results: Path, out: Path) -> list[dict]:
     """One page per collectives run (collectives/<run_id>.html); their metadata for the index."""
     metas = []
     for run in store.list_collectives_runs(results):
-        meta = store.read_json(store.collectives_dir(run) / "run.json")
+        meta = store.read_collectives_meta(run)
         frame = store.read_collectives(run)
         meta = {
             **meta,

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pandas as pd
 
+import impls
 from harness.model.network import Network, network_for_run, network_link
 from harness.model.schedule import Calibration, Profile, calibrate, predict_cap, profile_from_rows
 from harness.protocols import ConfigError
@@ -58,7 +59,7 @@ def run_calibration(configs: pd.DataFrame, setup: dict, *, world: int, profile: 
     """
     local_n = _median_step(configs, setup, world=world, impl="local")
     local_1 = _median_step(configs, setup, world=1, impl="local")
-    stock_1 = _median_step(configs, setup, world=1, impl="stock")
+    stock_1 = _median_step(configs, setup, world=1, impl=impls.reference_name())
     scale = local_n / profile.local_step_s if local_n else 1.0
     reducer = max(0.0, stock_1 - local_1) * (local_n or local_1) / local_1 if stock_1 and local_1 else 0.0
     return Calibration(compute_scale=scale, reducer_s=reducer)
@@ -69,7 +70,8 @@ def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Ne
     raw (the profile as measured), calibrated (see Calibration), and calibrated with contention."""
     configs = configs.fillna(SETUP_DEFAULTS)
     configs = configs[(configs["status"] == "ok") & configs["impl_options"].map(_ddp_defaults_but_cap)]
-    sweeps = configs[(configs["impl"] == "stock") & configs["bucket_cap_mb"].notna() & (configs["world_size"] > 1)]
+    reference = impls.reference_name()  # DDP as torch ships it: the strategy whose cap the model predicts
+    sweeps = configs[(configs["impl"] == reference) & configs["bucket_cap_mb"].notna() & (configs["world_size"] > 1)]
     rows = []
     for keys, group in sweeps.groupby([*SETUP_KEYS, "world_size"]):
         setup = dict(zip(SETUP_KEYS, keys[:-1], strict=True))
@@ -87,7 +89,7 @@ def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Ne
             contended = (predict_cap(calibrated, cap_mb=cap, link=link, world_size=world, contention=contention)
                          if contention else None)  # fmt: skip
             rows.append({
-                "workload": setup["workload"], "size": setup["size"], "impl": "stock", "world_size": world,
+                "workload": setup["workload"], "size": setup["size"], "impl": reference, "world_size": world,
                 "bucket_cap_mb": float(cap), "measured_ms": float(measured_ms),
                 "predicted_raw_ms": raw.step_s * 1e3, "predicted_ms": plain.step_s * 1e3,
                 "predicted_contention_ms": contended.step_s * 1e3 if contended else None,
