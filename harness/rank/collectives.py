@@ -12,7 +12,7 @@ number compares across world sizes). Rank 0 writes `results/<run_id>/collectives
 
 It also measures how communication and computation slow each other down when they overlap
 (on the CPU gloo's threads compete with the training thread for the same cores), which the
-step-time model of `harness.model.predict` uses: `results/<run_id>/contention/w<N>.parquet`.
+step-time model (`harness.model.network`) uses: `results/<run_id>/contention/w<N>.parquet`.
 
 As the worker does, every rank answers the launcher's liveness questions, rank 0 gives a
 progress hint after each message size, and DDPBENCH_FAULT (with impl=collectives, and step

@@ -1,6 +1,6 @@
 """Gradient-ready profile: when each parameter's gradient is ready during backward, at world size 1.
 
-This is the input of the step-time model (`harness.model.predict`): DDP launches a bucket's
+This is the input of the step-time model (`harness.model.schedule`): DDP launches a bucket's
 all-reduce when the bucket's last gradient is ready, so the times at which gradients become
 ready, with the forward and optimizer times, fix how much communication backward can hide.
 

@@ -157,9 +157,9 @@ def unavailable(strategy: str, world_size: int) -> str | None:
     created = impls.create(strategy)
     if created.extra_ranks:
         # Its step is a distributed-autograd step against a server rank, and its semantics differ
-        # (the remote part is updated once per trainer): tests/test_rpc_hybrid.py checks it against
+        # (the remote part is updated once per trainer): tests/plugins/test_rpc_hybrid.py checks it against
         # its own reference, through the real launcher.
-        return "needs a parameter-server rank and a workload with a remote part; covered by tests/test_rpc_hybrid.py"
+        return "needs a parameter-server rank and a workload with a remote part; see tests/plugins/test_rpc_hybrid.py"
     return created.unavailable_reason(device="cpu", world_size=world_size)
 
 

@@ -68,7 +68,7 @@ RANK_LOG_LINES = {"harness/rank/faults.py"}
 
 
 def _below_the_face() -> list[Path]:
-    root = Path(__file__).resolve().parents[1] / "harness"
+    root = Path(__file__).resolve().parents[2] / "harness"
     return [p for p in root.rglob("*.py") if p.name != "cli.py" and "commands" not in p.relative_to(root).parts]
 
 
@@ -87,7 +87,7 @@ def _calls_and_imports(path: Path) -> tuple[set[str], set[str]]:
 
 
 def test_nothing_below_the_face_prints_or_parses_argv():
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     checked = _below_the_face()
     assert len(checked) > 20  # the walk found the harness
     for path in checked:

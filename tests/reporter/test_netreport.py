@@ -16,7 +16,7 @@ from harness.rank import collectives, gradprofile
 from harness.results import store
 from reports import site
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 SIZES = [1024 * 2**k for k in range(11)]
 
 

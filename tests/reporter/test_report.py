@@ -15,7 +15,7 @@ from conftest import run_ddpbench
 from harness.results import store
 from reports import site
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def test_report_command_writes_index_and_run_page_with_the_figures(small_run, tmp_path):

@@ -12,7 +12,7 @@ import pytest
 
 from reports import site
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 CHROMIUM = os.environ.get("DDPBENCH_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 # Plots each golden page must at least render: a regression that drops a figure fails here.
 MINIMUM_PLOTS = {"index.html": 0, "cpu_run.html": 9, "bucket_sweep.html": 10, "failures.html": 8, "gpu_memory.html": 9}

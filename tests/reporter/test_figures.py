@@ -11,7 +11,7 @@ import pytest
 from harness.results import store
 from reports import aggregate, figures, stepfigures
 
-DATA = Path(__file__).resolve().parent / "data"
+DATA = Path(__file__).resolve().parents[1] / "data"
 
 
 def load(scenario: str) -> aggregate.RunData:
