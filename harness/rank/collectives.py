@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
 import statistics
 import sys
 import time
@@ -32,15 +31,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.plan.collectives import (  # noqa: F401  (DEFAULT_*: still read from here by the CLI's parser)
-    DEFAULT_ITERS,
-    DEFAULT_SIZES,
-    DEFAULT_WARMUP,
+from harness.plan.collectives import (
     ELEMENT_BYTES,
     OPS,
     message_sizes,
 )
 from harness.plan.config import ConfigError
+from harness.rank.dist import leave_on_failure
 from harness.results import store
 
 
@@ -330,14 +327,8 @@ COLLECTIVE_TIMEOUT_FACTOR = 2
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the plan; a rank that fails leaves at once (exit 1), without a teardown that would
-    wait on peers blocked in a collective: torchrun's teardown of the launch frees them."""
-    try:
-        return _run_recorded(argv)
-    except BaseException:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1)
+    """Run the plan; a rank that fails leaves at once (`dist.leave_on_failure`)."""
+    return leave_on_failure(lambda: _run_recorded(argv))
 
 
 def _run_recorded(argv: list[str] | None) -> int:

@@ -10,7 +10,8 @@ import contextlib
 import dataclasses
 import datetime
 import os
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -62,3 +63,14 @@ def distributed_session(*, device_kind: str, timeout_s: float, backend: str | No
     yield Session(rank, world_size, local_rank, device, backend)
     # Not on an exception: peers may be blocked in a collective, and the teardown would wait.
     dist.destroy_process_group()
+
+
+def leave_on_failure(body: Callable[[], int]) -> int:
+    """Run a rank's body; a rank that fails leaves at once (exit 1), without a teardown that would
+    wait on peers blocked in a collective: torchrun's teardown of the launch frees them."""
+    try:
+        return body()
+    except BaseException:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1)

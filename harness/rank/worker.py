@@ -18,7 +18,6 @@ import ctypes.util
 import dataclasses
 import gc
 import json
-import os
 import sys
 import time
 import traceback
@@ -33,7 +32,7 @@ import impls
 import workloads
 from harness.plan.config import Configuration
 from harness.rank import faults, gradprofile, modelinfo, parity, parity_check, records, rpc_flow
-from harness.rank.dist import Session, distributed_session
+from harness.rank.dist import Session, distributed_session, leave_on_failure
 from harness.rank.liveness import Responder
 from harness.rank.memory import MemorySampler, held_as_row, held_bytes, peaks_as_row
 from harness.rank.progress import StepProgress, announce_configuration
@@ -298,14 +297,8 @@ COLLECTIVE_TIMEOUT_S = 1800.0
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the plan; a rank that fails leaves at once (exit 1), without a teardown that would
-    wait on peers blocked in a collective: torchrun's teardown of the launch frees them."""
-    try:
-        return _run_recorded(argv)
-    except BaseException:
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1)
+    """Run the plan; a rank that fails leaves at once (`dist.leave_on_failure`)."""
+    return leave_on_failure(lambda: _run_recorded(argv))
 
 
 @record  # an exception that ends this rank lands, with its traceback, in torchrun's error file
