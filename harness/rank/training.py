@@ -61,6 +61,16 @@ def forward_precision(dtype: str, device: torch.device) -> contextlib.AbstractCo
     return torch.autocast(device_type=device.type, dtype=AUTOCAST_DTYPES[dtype])
 
 
+def set_tf32(enabled: bool) -> None:
+    """`--tf32`: fp32 matmuls and convolutions on TF32 tensor cores, or neither. Set once per rank
+    before the model is built. Off also turns off cuDNN's TF32, which torch enables by default, so
+    that a row's `tf32 = false` means no TF32 anywhere (NVIDIA_TF32_OVERRIDE=0 can still veto it
+    on, below torch: run.json's env_vars records it)."""
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
+    torch.set_float32_matmul_precision("high" if enabled else "highest")
+
+
 def train_step(
     *,
     model: nn.Module,
