@@ -100,7 +100,10 @@ def add_bench_parser(commands) -> None:
     bench.add_argument("--warmup", type=_int("--warmup"), default=3, help="warm-up steps (default: 3)")
     bench.add_argument("--batch-size", type=_int("--batch-size"), help="samples per rank (default: the workload's)")
     bench.add_argument("--optimizer", default="sgd", help="sgd|adam (default: sgd)")
-    bench.add_argument("--dtype", default="fp32", help="fp32|bf16|fp16: autocast dtype of the forward (default: fp32)")
+    bench.add_argument("--dtype", default="auto", help="auto|fp32|bf16|fp16: autocast dtype of the forward "
+                       "(default: auto, bf16 on GPUs that support it, fp32 elsewhere)")  # fmt: skip
+    bench.add_argument("--tf32", action="store_true", help="TF32 tensor cores for fp32 matmuls and convolutions "
+                       "(default: off, cuDNN's too)")  # fmt: skip
     bench.add_argument("--device", default="auto", help=f"{'|'.join(DEVICES)} (default: auto)")
     bench.add_argument("--backend", default="auto", help="auto|nccl|gloo (default: NCCL on GPUs, gloo on the CPU)")
     bench.add_argument("--results", type=Path, default=Path("results"), help="results folder (default: results)")

@@ -40,6 +40,7 @@ def bench_config(
         warmup=args.warmup,
         batch_size=args.batch_size,
         dtype=args.dtype,
+        tf32=args.tf32,
         optimizer=args.optimizer,
         device=args.device,
         backend=args.backend,
@@ -76,14 +77,14 @@ def new_run(args: argparse.Namespace, *, command: tuple[str, ...]):
     default_gpus = torch.cuda.device_count() if uses_cuda else 2
     config = bench_config(args, default_gpus=default_gpus, all_impls=impls.names(), command=command)
     device = cfgmod.resolve_device(config.device, cuda_available=torch.cuda.is_available())
-    configurations = cfgmod.expand(config, device=device)
+    configurations = cfgmod.expand(config, device=device, bf16_supported=device == "cuda" and _native_bf16())
     if device == "cuda":
         backend = cfgmod.resolve_backend(config.backend, device=device)
         cfgmod.check_gpu_count(gpus=config.gpus, available=torch.cuda.device_count(), backend=backend)
     run_id = config.run_id or cfgmod.new_run_id()
     if config.node_rank == 0:  # the other nodes join the folder node 0 makes
         cfgmod.check_results_folder(config.results, run_id)
-    environment = env.capture(config.command)
+    environment = env.capture(config.command, tf32=config.tf32)  # the math flags the ranks will run with
     for _ in range(RUN_ID_TRIES):
         try:
             return config, launch.create_run(
@@ -96,6 +97,16 @@ def new_run(args: argparse.Namespace, *, command: tuple[str, ...]):
     raise ConfigError(f"no free run id in {config.results} after {RUN_ID_TRIES} tries; give --run-id")
 
 
+def _native_bf16() -> bool:
+    """Whether the GPU computes bf16 natively (Ampere on): older GPUs emulate it, slower than fp32."""
+    import torch
+
+    try:
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    except TypeError:  # torch before 2.3 has no such argument and counts native support only
+        return torch.cuda.is_bf16_supported()
+
+
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     from harness.analysis import sweep
     from harness.launch import launcher as launch
@@ -106,7 +117,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
                     f"{len(plan.configurations)} to run")  # fmt: skip
     else:
         (config, plan), done = new_run(args, command=command), 0
-    _say_where(plan)
+    _say_where(plan, requested_dtype=config.dtype)
     began = time.monotonic()
     progress = console.Progress(plan.run, plan.configurations, done=done)
     try:
@@ -154,7 +165,7 @@ def _stopped(plan, why: str, code: int) -> int:
     return code
 
 
-def _say_where(plan) -> None:
+def _say_where(plan, *, requested_dtype: str) -> None:
     worlds = sorted({c.world_size for c in plan.configurations})
     if plan.device == "cpu":
         console.say(f"ddpbench: no GPU in use: running on the CPU with the gloo backend, one process per simulated "
@@ -162,7 +173,18 @@ def _say_where(plan) -> None:
     else:
         backend = plan.configurations[0].backend.upper() if plan.configurations else "?"
         console.say(f"ddpbench: running on CUDA with {backend}, world sizes {worlds}")
+    console.say(f"ddpbench: precision: {_precision_line(plan.configurations, requested_dtype)}")
     console.say(f"ddpbench: run {plan.run_id}: {len(plan.configurations)} configurations -> {plan.run}/")
+
+
+def _precision_line(configurations, requested_dtype: str) -> str:
+    """What the ranks compute in, as resolved from --dtype (auto) and --tf32."""
+    if not configurations:
+        return "nothing left to run"
+    first = configurations[0]
+    compute = "fp32" if first.dtype == "fp32" else f"{first.dtype} autocast (parameters fp32)"
+    resolved = " (--dtype auto)" if requested_dtype == "auto" else ""
+    return f"{compute}{resolved}, TF32 {'on' if first.tf32 else 'off'}"
 
 
 def _summarize(plan, wall_s: float) -> int:

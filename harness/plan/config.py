@@ -19,11 +19,11 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from harness.plan.precision import DTYPES, resolve_dtype
 from harness.plan.units import parse_bandwidth, parse_latency
 from harness.protocols import SIZES, ConfigError
 
 DEVICES = ("auto", "cpu", "cuda")
-DTYPES = ("fp32", "bf16", "fp16")
 BACKENDS = ("auto", "nccl", "gloo")
 OPTIMIZER_CHOICES = ("sgd", "adam")
 SIZE_CHOICES = ("auto", *SIZES)
@@ -55,8 +55,12 @@ class BenchConfig:
     """Samples per rank per step; None takes each workload's default."""
     optimizer: str = "sgd"
     """sgd or adam (Adam keeps two moments per parameter: the state ZeRO and FSDP shard)."""
-    dtype: str = "fp32"
-    """fp32, or bf16/fp16 autocast for the forward (fp16 needs CUDA); parameters stay fp32."""
+    dtype: str = "auto"
+    """auto, fp32, or bf16/fp16 autocast for the forward (fp16 needs CUDA); parameters stay fp32.
+    auto: bf16 on GPUs that support it natively, fp32 elsewhere (the CPU); rows record the result."""
+    tf32: bool = False
+    """TF32 tensor cores for fp32 matmuls and convolutions (in fp32 runs, and outside autocast);
+    off: none, cuDNN's included."""
     device: str = "auto"
     """auto, cpu or cuda."""
     backend: str = "auto"
@@ -216,13 +220,20 @@ class Configuration:
     backend: str
     seed: int
     parity: bool
-    mem_period_s: float = 0.02
+    mem_period_ms: float = 20.0
     profile: bool = False
     repeat: int = 0
     optimizer: str = "sgd"
     extra_ranks: int = 0
     """Processes beyond `world_size` trainers that this configuration's launch needs
     (rpc_hybrid's parameter server); rows still report `world_size` trainers."""
+    tf32: bool = False
+    """TF32 for fp32 matmuls and convolutions in the ranks (`--tf32`)."""
+
+    @property
+    def mem_period_s(self) -> float:
+        """The memory sampler's period, as the sampler takes it."""
+        return self.mem_period_ms / 1000.0
 
     @property
     def processes(self) -> int:
@@ -247,6 +258,9 @@ class Configuration:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Configuration:
+        data = dict(data)
+        if "mem_period_s" in data:  # run.json before the period was kept once, in ms
+            data.setdefault("mem_period_ms", data.pop("mem_period_s") * 1000.0)
         return cls(**data)
 
 
@@ -307,8 +321,9 @@ def check_gpu_count(*, gpus: int, available: int, backend: str) -> None:
         )
 
 
-def expand(config: BenchConfig, *, device: str) -> list[Configuration]:
-    """The grid in run order: world sizes ascending, the `local` baseline first in each."""
+def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) -> list[Configuration]:
+    """The grid in run order: world sizes ascending, the `local` baseline first in each.
+    `bf16_supported`: whether the GPU runs bf16 natively (what `--dtype auto` resolves by)."""
     import workloads as workload_registry
 
     names = list(dict.fromkeys(config.impls))
@@ -318,8 +333,7 @@ def expand(config: BenchConfig, *, device: str) -> list[Configuration]:
     for name in config.workloads:
         workload_registry.entry(name)
     grids = impl_option_grids(names, config.options)
-    if config.dtype == "fp16" and device != "cuda":
-        raise ConfigError("--dtype fp16 needs CUDA (the CPU has no float16 autocast); use bf16 or fp32")
+    dtype = resolve_dtype(config.dtype, device=device, bf16_supported=bf16_supported)
     size = config.size if config.size != "auto" else ("full" if device == "cuda" else "small")
     backend = resolve_backend(config.backend, device=device)
     configurations: list[Configuration] = []
@@ -350,12 +364,13 @@ def expand(config: BenchConfig, *, device: str) -> list[Configuration]:
                         batch_size=batch,
                         steps=config.steps,
                         warmup=config.warmup,
-                        dtype=config.dtype,
+                        dtype=dtype,
+                        tf32=config.tf32,
                         device=device,
                         backend=backend,
                         seed=config.seed,
                         parity=config.parity,
-                        mem_period_s=config.mem_period_ms / 1000.0,
+                        mem_period_ms=config.mem_period_ms,
                         profile=config.profile,
                         repeat=repeat,
                         optimizer=config.optimizer,

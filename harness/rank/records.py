@@ -11,6 +11,7 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis import stats
+from harness.plan import precision
 from harness.plan.config import BASELINE_IMPL, Configuration
 from harness.results import columns
 from harness.results.columns import PHASES
@@ -154,14 +155,21 @@ def derived_metrics(
 MODEL_COLUMNS = columns.names(columns.MODEL)
 
 
-def model_columns(info: dict[str, Any] | None, *, samples_per_s: float | None) -> dict[str, Any]:
-    """What the model is, and the throughput in tokens and FLOP/s that follows from it."""
+def model_columns(
+    info: dict[str, Any] | None, *, samples_per_s: float | None, cfg: Configuration, gpu_name: str | None
+) -> dict[str, Any]:
+    """What the model is, the throughput in tokens/s and TFLOP/s that follows from it, and `mfu`:
+    that TFLOP/s over the dense peak of `world_size` `gpu_name` GPUs in the row's precision (null
+    where the peak is not known, the CPU included: harness.plan.precision)."""
     info = info or {}
     row = {column: info.get(column) for column in MODEL_COLUMNS}
     samples = info.get("samples_per_batch")
     tokens, flops = row["tokens_per_batch"], row["flops_per_sample"]
     row["tokens_per_s"] = tokens / samples * samples_per_s if tokens and samples and samples_per_s else None
     row["achieved_tflops"] = flops * samples_per_s / 1e12 if flops and samples_per_s else None
+    row["mfu"] = precision.mfu(
+        row["achieved_tflops"], gpu_name=gpu_name, dtype=cfg.dtype, tf32=cfg.tf32, gpus=cfg.world_size
+    )
     return row
 
 
@@ -227,6 +235,7 @@ def assemble(
         "bucket_cap_mb": cfg.bucket_cap_mb,
         "batch_size": cfg.batch_size,
         "dtype": cfg.dtype,
+        "tf32": cfg.tf32,
         "optimizer": cfg.optimizer,
         "device": cfg.device,
         "backend": cfg.backend,
@@ -237,7 +246,7 @@ def assemble(
         **derived_metrics(cfg, step_ms, throughput, written),
         **memory_columns(results),
         **parity_columns(main, parity_exact=parity_exact),
-        **model_columns(model_info, samples_per_s=throughput),
+        **model_columns(model_info, samples_per_s=throughput, cfg=cfg, gpu_name=run_context.get("gpu_name")),
         "bucket_sizes_mb": layout.get("bucket_sizes_mb"),
         "trace_dir": main.get("trace_dir"),
         "wall_s": max((r.get("wall_s") or 0.0) for r in results),

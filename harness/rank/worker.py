@@ -43,6 +43,7 @@ from harness.rank.training import (
     concat_batches,
     forward_precision,
     make_batch,
+    set_tf32,
     train_step,
 )
 from harness.results import store
@@ -85,6 +86,7 @@ def measure(cfg: Configuration, session: Session, *, run: Path, watch: RankWatch
 def _measure(
     cfg: Configuration, session: Session, *, run: Path, watch: RankWatch, memory: dict[str, Any]
 ) -> dict[str, Any]:
+    set_tf32(cfg.tf32)  # before the model is built; run.json records the flags this sets (env.capture)
     strategy = impls.create(cfg.impl, **cfg.impl_options)
     workload = workloads.create(cfg.workload, size=cfg.size)
     judged = {"parity_exact": strategy.parity_exact}  # for records.assemble, read while the strategy exists

@@ -87,7 +87,8 @@ WORLD_SIZE = C(
 NNODES = C("nnodes", I32, "", "nodes in the job")
 BUCKET_CAP_MB = C("bucket_cap_mb", F64, MIB_UNIT, "the strategy's bucket cap, where it has one")
 BATCH_SIZE = C("batch_size", I32, COUNT, "samples per rank per step")
-DTYPE = C("dtype", STR, "", "`fp32`, or the autocast dtype of the forward (`bf16`, `fp16`)")
+DTYPE = C("dtype", STR, "", "`fp32`, or the autocast dtype of the forward (`bf16`, `fp16`); what `--dtype auto` resolved to (bf16 on GPUs that support it, fp32 elsewhere)")
+TF32 = C("tf32", BOOL, "", "`--tf32`: fp32 matmuls and convolutions were allowed TF32 tensor cores; false: no TF32 at all, cuDNN's included (null: written before it was recorded)")
 OPTIMIZER = C("optimizer", STR, "", "`sgd` or `adam` (`--optimizer`)")
 DEVICE = C("device", STR, "", "`cpu` or `cuda`")
 BACKEND = C("backend", STR, "", "`gloo` or `nccl`")
@@ -171,7 +172,7 @@ CONFIGS = Table(
         C("error_file", STR, "", "the failing rank's full traceback, relative to the run folder (`failures/<id>/rank<N>.traceback.txt`)"),
         IMPL,
         C("impl_options", OPTIONS, "", "the strategy's options: option name → its value as a JSON literal (`25.0`, `true`, `\"fp16\"`); ddpbench's reader returns them as one canonical JSON text"),
-        WORKLOAD, SIZE, WORLD_SIZE, NNODES, BUCKET_CAP_MB, BATCH_SIZE, DTYPE, OPTIMIZER, DEVICE, BACKEND, THREADS,
+        WORKLOAD, SIZE, WORLD_SIZE, NNODES, BUCKET_CAP_MB, BATCH_SIZE, DTYPE, TF32, OPTIMIZER, DEVICE, BACKEND, THREADS,
         C("steps", I32, COUNT, "measured steps"),
         C("warmup", I32, COUNT, "warm-up steps before them"),
         C("step_ms_median", F64, MS, "median over measured steps of the slowest rank's step time"),
@@ -189,6 +190,7 @@ CONFIGS = Table(
         *MODEL,
         C("tokens_per_s", F64, "tokens/s", "tokens per second over all ranks: `tokens_per_batch / samples per batch × samples_per_s`"),
         C("achieved_tflops", F64, "TFLOP/s", "`flops_per_sample × samples_per_s / 10^12`"),
+        C("mfu", F64, RATIO, "model FLOPs utilisation: `achieved_tflops / (dense peak TFLOP/s of one GPU × world_size)`, the peak for `dtype` (fp32: TF32's with `tf32`) from NVIDIA's datasheets (harness/plan/precision.py); null where the GPU's peak is not known, and on the CPU"),
         C("bucket_sizes_mb", F64_LIST, MIB_UNIT, "the strategy's buckets in launch order, where it has buckets"),
         C("trace_dir", STR, "", "with `--profile`: the folder of this configuration's traces (`traces/<id>/rank<N>.json`), relative to the run"),
         C("wall_s", F64, SECONDS, "the whole configuration: build, warm-up, steps, parity check"),

@@ -121,3 +121,48 @@ def test_more_ranks_than_gpus_is_refused_unless_gloo_shares_them():
         check_gpu_count(gpus=2, available=1, backend="nccl")
     check_gpu_count(gpus=2, available=1, backend="gloo")
     check_gpu_count(gpus=1, available=1, backend="nccl")
+
+
+def test_dtype_auto_is_bf16_on_a_gpu_that_supports_it_and_fp32_elsewhere():
+    from harness.plan.precision import resolve_dtype
+
+    assert resolve_dtype("auto", device="cuda", bf16_supported=True) == "bf16"
+    assert resolve_dtype("auto", device="cuda", bf16_supported=False) == "fp32"  # a V100, a T4
+    assert resolve_dtype("auto", device="cpu", bf16_supported=True) == "fp32"
+    assert resolve_dtype("fp32", device="cuda", bf16_supported=True) == "fp32"  # asked for: kept
+    with pytest.raises(ConfigError, match="--dtype fp16 needs CUDA"):
+        resolve_dtype("fp16", device="cpu", bf16_supported=False)
+
+
+def test_the_grid_carries_the_resolved_dtype_and_tf32_never_auto():
+    config = BenchConfig(gpus=2, impls=("naive",), size="tiny", tf32=True)
+    assert config.dtype == "auto"  # the default
+    on_cpu = expand(config, device="cpu", bf16_supported=True)
+    assert {(c.dtype, c.tf32) for c in on_cpu} == {("fp32", True)}
+    on_gpu = expand(config, device="cuda", bf16_supported=True)
+    assert {(c.dtype, c.tf32) for c in on_gpu} == {("bf16", True)}
+    plain = expand(BenchConfig(gpus=1, impls=("naive",), size="tiny", dtype="fp32"), device="cuda", bf16_supported=True)
+    assert {(c.dtype, c.tf32) for c in plain} == {("fp32", False)}
+
+
+def test_the_sampler_period_is_kept_once_in_ms_and_old_plans_still_read():
+    from harness.plan.config import Configuration
+
+    cfg = expand(BenchConfig(gpus=1, impls=("naive",), size="tiny", mem_period_ms=50.0), device="cpu")[0]
+    saved = cfg.to_json()
+    assert saved["mem_period_ms"] == 50.0 and "mem_period_s" not in saved
+    assert cfg.mem_period_s == 0.05  # what the sampler takes
+    old = {**saved, "mem_period_s": 0.05}
+    del old["mem_period_ms"], old["tf32"]  # a run.json written before both changes
+    assert Configuration.from_json(old) == cfg
+
+
+def test_bench_flags_reach_the_config(capsys):
+    from harness.commands.bench import bench_config
+
+    args = cli.build_parser().parse_args(["bench", "--tf32"])
+    config = bench_config(args, default_gpus=2, all_impls=["naive"], command=("ddpbench",))
+    assert config.dtype == "auto" and config.tf32 is True
+    args = cli.build_parser().parse_args(["bench", "--dtype", "fp16"])
+    config = bench_config(args, default_gpus=2, all_impls=["naive"], command=("ddpbench",))
+    assert config.dtype == "fp16" and config.tf32 is False

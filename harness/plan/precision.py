@@ -1,0 +1,97 @@
+"""Precision: the compute dtype a run uses (`--dtype auto` resolved once, in the launcher) and the
+dense peak each known GPU reaches in it, for model FLOPs utilisation (`mfu`).
+
+The peaks are NVIDIA's datasheet figures per GPU, in TFLOP/s, **dense** (no 2:4 sparsity): where a
+datasheet gives only the "with sparsity" figure (marked * there), the dense one is half of it. A GPU
+not in the table, a MIG slice of one, or a dtype a GPU has no tensor-core path for, has no peak:
+its `mfu` is null, never a guess.
+"""
+
+from __future__ import annotations
+
+import re
+
+from harness.protocols import ConfigError
+
+COMPUTE_DTYPES = ("fp32", "bf16", "fp16")
+DTYPES = ("auto", *COMPUTE_DTYPES)
+
+
+def resolve_dtype(requested: str, *, device: str, bf16_supported: bool) -> str:
+    """The compute dtype every rank runs: auto is bf16 autocast where the GPU supports bf16
+    natively, fp32 elsewhere (the CPU, older GPUs)."""
+    if requested not in DTYPES:
+        raise ConfigError(f"--dtype {requested!r} is not valid; choose one of {', '.join(DTYPES)}")
+    if requested == "auto":
+        return "bf16" if device == "cuda" and bf16_supported else "fp32"
+    if requested == "fp16" and device != "cuda":
+        raise ConfigError("--dtype fp16 needs CUDA (the CPU has no float16 autocast); use bf16, fp32 or auto")
+    return requested
+
+
+def peak_dtype(dtype: str, *, tf32: bool) -> str:
+    """Which peak a run can reach: its autocast dtype's, or for fp32 the TF32 tensor cores' (with
+    `--tf32`) or plain fp32's."""
+    if dtype == "fp32":
+        return "tf32" if tf32 else "fp32"
+    return dtype
+
+
+# (pattern on torch's device name, {dtype: dense peak TFLOP/s}). First match wins: the more specific
+# names (NVL, PCIe) come before the family. Sources, NVIDIA datasheets:
+_H100_SXM = {"fp32": 67.0, "tf32": 494.5, "bf16": 989.5, "fp16": 989.5}
+# H100 SXM5 (nvidia.com/en-us/data-center/h100, "H100 SXM"): FP32 67, TF32 989*, BF16 1,979*, FP16 1,979*
+_H100_NVL = {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5}
+# H100 NVL (same datasheet): FP32 60, TF32 835*, BF16 1,671*, FP16 1,671*
+_H100_PCIE = {"fp32": 51.0, "tf32": 378.0, "bf16": 756.5, "fp16": 756.5}
+# H100 PCIe (H100 datasheet, 2022): FP32 51, TF32 756*, BF16 1,513*, FP16 1,513*
+# H200 SXM (nvidia.com/en-us/data-center/h200): FP32 67, TF32 989*, BF16 1,979*, FP16 1,979*: the H100
+# SXM's compute; H200 NVL: FP32 60, TF32 835*, BF16 1,671*, FP16 1,671*, the H100 NVL's.
+_A100 = {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}
+# A100 40/80 GB, PCIe and SXM alike (A100 datasheet): FP32 19.5, TF32 156 (312*), BF16 312 (624*), FP16 312 (624*)
+_L40S = {"fp32": 91.6, "tf32": 183.0, "bf16": 366.5, "fp16": 366.5}
+# L40S (L40S datasheet): FP32 91.6, TF32 366*, BF16 733*, FP16 733*
+_L4 = {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0}
+# L4 (L4 datasheet): FP32 30.3, TF32 120*, BF16 242*, FP16 242*
+_A10 = {"fp32": 31.2, "tf32": 62.5, "bf16": 125.0, "fp16": 125.0}
+# A10 (A10 datasheet): FP32 31.2, TF32 62.5 (125*), BF16 125 (250*), FP16 125 (250*)
+_V100_SXM2 = {"fp32": 15.7, "fp16": 125.0}
+_V100_PCIE = {"fp32": 14.0, "fp16": 112.0}
+# V100 (V100 datasheet): SXM2 FP32 15.7, tensor (FP16) 125; PCIe FP32 14, tensor 112. No BF16, no TF32.
+_T4 = {"fp32": 8.1, "fp16": 65.0}
+# T4 (T4 datasheet): FP32 8.1, mixed precision (FP16/FP32) 65. No BF16, no TF32.
+
+PEAK_TFLOPS: tuple[tuple[str, dict[str, float]], ...] = (
+    (r"\bH200 NVL\b", _H100_NVL),
+    (r"\bH200\b", _H100_SXM),
+    (r"\bH100 NVL\b", _H100_NVL),
+    (r"\bH100 PCIE\b", _H100_PCIE),
+    (r"\bH100\b", _H100_SXM),  # "NVIDIA H100 80GB HBM3", "NVIDIA H100 SXM5 …"
+    (r"\bA100\b", _A100),  # "NVIDIA A100-SXM4-80GB", "NVIDIA A100-PCIE-40GB", "NVIDIA A100 80GB PCIe"
+    (r"\bL40S\b", _L40S),
+    (r"\bL4\b", _L4),
+    (r"\bA10\b", _A10),  # not the A10G, whose clocks differ
+    (r"\bV100-SXM2\b", _V100_SXM2),
+    (r"\bV100-PCIE\b", _V100_PCIE),
+    (r"\bT4\b", _T4),
+)
+
+
+def peak_tflops(gpu_name: str | None, dtype: str, *, tf32: bool) -> float | None:
+    """Dense peak TFLOP/s of one `gpu_name` GPU for a run in `dtype`; None where it is not known."""
+    if not gpu_name or "MIG" in gpu_name.upper().split():  # a MIG slice has a share of the GPU
+        return None
+    name = gpu_name.upper()
+    for pattern, peaks in PEAK_TFLOPS:
+        if re.search(pattern, name):
+            return peaks.get(peak_dtype(dtype, tf32=tf32))
+    return None
+
+
+def mfu(achieved_tflops: float | None, *, gpu_name: str | None, dtype: str, tf32: bool, gpus: int) -> float | None:
+    """Model FLOPs utilisation: achieved TFLOP/s over the `gpus` GPUs' dense peak; None where the
+    peak or the achieved figure is not known (the CPU, an unlisted GPU)."""
+    peak = peak_tflops(gpu_name, dtype, tf32=tf32)
+    if achieved_tflops is None or peak is None or gpus < 1:
+        return None
+    return achieved_tflops / (peak * gpus)

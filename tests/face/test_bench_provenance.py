@@ -1,0 +1,65 @@
+"""What `bench` records before its first launch: run.json's environment with the math flags the
+ranks will run with, the resolved precision in every configuration, the sampler period once."""
+
+from __future__ import annotations
+
+import json
+
+import torch
+
+from harness import cli
+from harness.commands import bench
+from harness.rank import env
+
+FLAGS = ("float32_matmul_precision", "tf32_matmul", "tf32_cudnn", "cudnn_benchmark", "cudnn_deterministic")
+
+
+def new_run_json(tmp_path, *flags: str) -> dict:
+    args = cli.build_parser().parse_args(
+        ["bench", "--results", str(tmp_path), "--run-id", "r", "--impls", "naive", "--size", "tiny", *flags]
+    )
+    _, plan = bench.new_run(args, command=("ddpbench", "bench", *flags))
+    return json.loads((plan.run / "run.json").read_text())
+
+
+def test_run_json_records_the_ranks_tf32_flags_not_the_launchers(tmp_path):
+    launcher = env.precision_flags()
+    meta = new_run_json(tmp_path, "--tf32")
+    environment = meta["environment"]
+    assert environment["tf32_matmul"] is True and environment["tf32_cudnn"] is True
+    assert environment["float32_matmul_precision"] == "high"
+    assert env.precision_flags() == launcher  # the launcher itself is left as it was
+    assert {c["tf32"] for c in meta["configurations"]} == {True}
+    assert meta["config"]["tf32"] is True
+
+
+def test_by_default_run_json_says_tf32_off_everywhere_and_the_dtype_auto_resolved(tmp_path):
+    meta = new_run_json(tmp_path)
+    environment = meta["environment"]
+    assert {key: environment[key] for key in FLAGS} == {
+        "float32_matmul_precision": "highest", "tf32_matmul": False, "tf32_cudnn": False,
+        "cudnn_benchmark": torch.backends.cudnn.benchmark, "cudnn_deterministic": torch.backends.cudnn.deterministic,
+    }  # fmt: skip
+    assert meta["config"]["dtype"] == "auto"
+    expected = "bf16" if meta["device"] == "cuda" and bench._native_bf16() else "fp32"
+    assert {c["dtype"] for c in meta["configurations"]} == {expected}
+    for key in ("gpu_clocks", "gpu_power_limit_w", "gpu_ecc", "gpu_mig"):
+        assert len(environment[key]) == environment["gpu_count"]
+    assert "ddpbench_git_sha" in environment and "allocator_conf" in environment
+
+
+def test_the_sampler_period_is_in_run_json_once_in_ms(tmp_path):
+    meta = new_run_json(tmp_path, "--mem-period-ms", "50")
+    assert meta["config"]["mem_period_ms"] == 50.0
+    assert all(c["mem_period_ms"] == 50.0 and "mem_period_s" not in c for c in meta["configurations"])
+    assert "mem_period_s" not in json.dumps(meta)
+
+
+def test_the_console_says_the_precision(tmp_path, capsys):
+    args = cli.build_parser().parse_args(["bench", "--results", str(tmp_path), "--run-id", "r", "--impls", "naive"])
+    _, plan = bench.new_run(args, command=("ddpbench",))
+    bench._say_where(plan, requested_dtype="auto")
+    out = capsys.readouterr().out
+    dtype = plan.configurations[0].dtype
+    expected = "fp32" if dtype == "fp32" else "bf16 autocast (parameters fp32)"
+    assert f"ddpbench: precision: {expected} (--dtype auto), TF32 off\n" in out
