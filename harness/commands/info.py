@@ -48,5 +48,6 @@ def _human_count(count: int) -> str:
 def run_env(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     from harness.rank import env
 
-    console.say(json.dumps(env.capture(list(command)), indent=2, default=str))
+    # As a default `bench` records it: the math flags its ranks run with (--tf32 off), not ours.
+    console.say(json.dumps(env.capture(list(command), tf32=False), indent=2, default=str))
     return 0

@@ -63,3 +63,12 @@ def test_the_console_says_the_precision(tmp_path, capsys):
     dtype = plan.configurations[0].dtype
     expected = "fp32" if dtype == "fp32" else "bf16 autocast (parameters fp32)"
     assert f"ddpbench: precision: {expected} (--dtype auto), TF32 off\n" in out
+
+
+def test_ddpbench_env_shows_what_a_default_bench_run_records(capsys):
+    assert cli.main(["env"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    recorded = env.capture(tf32=False)
+    for key in (*FLAGS, "cudnn_enabled", "allocator_conf", "gpu_clocks", "gpu_power_limit_w", "gpu_ecc", "gpu_mig"):
+        assert shown[key] == recorded[key], key
+    assert shown["ddpbench_git_sha"] == recorded["ddpbench_git_sha"] == recorded["git_sha"]
