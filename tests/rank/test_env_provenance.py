@@ -184,3 +184,33 @@ def test_a_checkout_of_its_own_records_its_sha_under_both_names(other_repository
     assert state["git_dirty"] is False
     (other_repository / "app.py").write_text("print('changed')\n")
     assert env.git_state(other_repository)["git_dirty"] is True
+
+
+@pytest.mark.parametrize("tf32", [True, False], ids=["tf32-on", "tf32-off"])
+def test_a_rank_runs_its_configuration_with_the_flags_run_json_records(tmp_path, single_rank, monkeypatch, tf32):
+    import impls
+    from harness.plan.config import BenchConfig, expand
+    from harness.rank import worker
+
+    seen = []
+
+    class Watching(impls.entry("naive").cls):
+        def wrap(self, model):
+            seen.append(env.precision_flags())  # the rank's flags once its model is built
+            return super().wrap(model)
+
+    config = BenchConfig(gpus=1, impls=("naive",), size="tiny", steps=1, warmup=0, baseline=False, tf32=tf32)
+    plan = {
+        "run_dir": str(tmp_path),
+        "context": {"run_id": "t", "started_at": "2025-01-01T00:00:00+00:00", "threads_per_rank": 1},
+        "configurations": [c.to_json() for c in expand(config, device="cpu")],
+    }
+    monkeypatch.setattr(impls, "create", lambda name, **kw: Watching(**kw))
+    set_tf32(not tf32)  # the process starts the other way: the configuration must set them
+    try:
+        recorded = env.capture(tf32=tf32)
+        worker.run_plan(plan, single_rank)
+        assert seen and seen[0] == {key: recorded[key] for key in FLAG_KEYS}
+    finally:
+        set_tf32(False)
+        torch.backends.cudnn.allow_tf32 = True  # torch's default, as the suite found it
