@@ -9,6 +9,7 @@ import argparse
 import importlib
 import logging
 import sys
+import textwrap
 from pathlib import Path
 from typing import NoReturn
 
@@ -69,12 +70,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The help is raw text (the examples keep their lines), so the description is wrapped here.
+BENCH_DESCRIPTION = textwrap.fill(
+    "Run every strategy × workload × world size × option value, one torchrun launch per world size. "
+    "Without GPUs, every rank is a CPU process with the gloo backend."
+)
+BENCH_EXAMPLES = """examples:
+  ddpbench bench                          # every strategy on mlp (CPU: 2 simulated GPUs)
+  ddpbench bench --impls stock,bucketed --workloads gpt2 --size small --bucket-cap-mb 1,5,25,100
+  ddpbench bench --gpus 8 --workloads resnet50,gpt2 --repeats 3 --profile
+  ddpbench bench --resume RUN_ID          # finish a run stopped by Ctrl-C
+  ddpbench report                         # then open reports/site/index.html
+
+After `make setup` the command is .venv/bin/ddpbench (or `source .venv/bin/activate` first)."""
+
+
 def add_bench_parser(commands) -> None:
     bench = commands.add_parser(
         "bench",
         help="run the grid and write results/<run_id>/",
-        description="Run every strategy × workload × world size × option value, one torchrun launch "
-        "per world size. Without GPUs, every rank is a CPU process with the gloo backend.",
+        description=BENCH_DESCRIPTION,
+        epilog=BENCH_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     bench.add_argument(
         "--gpus",
@@ -197,12 +214,18 @@ def add_predict_parser(commands) -> None:
         help="predicted step time and scaling efficiency per bucket cap, at world sizes you cannot run",
         description="Simulate DDP's bucketed all-reduce over a gradient-ready profile (when each gradient is "
         "ready in backward, at world size 1) and a network model t(S) = latency + S × 2(n-1)/n / busbw. "
-        "With --results RUN: the profile and the network (fitted from a `ddpbench collectives` run on the same "
+        "With --run RUN: the profile and the network (fitted from a `ddpbench collectives` run on the same "
         "machine in the same results folder) measured there, and the error against the run's bucket sweeps. "
-        "Without: the profile is measured now, in this process, on this machine, and --busbw is needed.",
+        "Without: the profile is measured now, in this process, on this machine, and --busbw is needed "
+        "(or a collectives run of this machine in --results).",
     )
-    predict.add_argument("--results", metavar="RUN", help="a bench run: its folder, or its id in --results-dir")
-    predict.add_argument("--results-dir", type=Path, default=Path("results"), help="results folder (default: results)")
+    predict.add_argument("--run", metavar="RUN", help="a bench run: its id in --results, or its folder")
+    predict.add_argument(
+        "--results",
+        metavar="DIR",
+        help="results folder (default: results); a run given here is taken as --run RUN (deprecated spelling)",
+    )
+    predict.add_argument("--results-dir", type=Path, help=argparse.SUPPRESS)  # deprecated: --results DIR
     predict.add_argument("--workload", help="workload to profile (default: gpt2, or the run's)")
     predict.add_argument("--size", help=f"{'|'.join(SIZE_CHOICES)} (default: auto: small on the CPU, full on GPUs; "
                          "or the run's)")  # fmt: skip

@@ -161,7 +161,7 @@ def _stopped(plan, why: str, code: int) -> int:
     saved = len(store.written_config_ids(plan.run))
     total = len(store.read_json(plan.run / "run.json")["configurations"])
     console.say(f"ddpbench: stopped by {why}: {saved} of {total} configurations saved in {plan.run}/; "
-                f"finish with: ddpbench bench --resume {plan.run_id} --results {plan.run.parent}")  # fmt: skip
+                f"finish with: {console.resume_hint(plan.run_id, plan.run.parent)}")  # fmt: skip
     return code
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 
 from harness.commands import console
+from harness.plan.config import ConfigError
 
 
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
@@ -13,6 +14,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     from reports.compare import write_comparison_page
 
     threshold = compare.parse_threshold(args.threshold)
+    if not args.results.is_dir():  # said before the run ids, which would only be "unknown" there
+        raise ConfigError(f"--results {str(args.results)!r} is not a results folder (it does not exist or is a file)")
     frame, warnings = compare.compare(
         args.results, args.base, args.new, threshold=threshold, across_strategies=args.across_strategies
     )

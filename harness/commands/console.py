@@ -35,6 +35,35 @@ def warning(message: str) -> None:
     say_err(f"ddpbench: warning: {message}")
 
 
+def ddpbench_command() -> str:
+    """How to call ddpbench again from this shell: `ddpbench` when that is on PATH and is this one, else
+    the script that is running (e.g. `.venv/bin/ddpbench`, relative to the working directory), else
+    `python -m harness.cli` with this interpreter. A hint the user copies must be a command that works."""
+    import os
+    import shutil
+
+    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
+    on_path = shutil.which("ddpbench")
+    if script is not None and script.name == "ddpbench" and script.is_file():
+        if on_path and Path(on_path).resolve() == script.resolve():
+            return "ddpbench"
+        return _relative(script, Path(os.getcwd()))
+    if on_path:
+        return "ddpbench"
+    return f"{_relative(Path(sys.executable), Path(os.getcwd()))} -m harness.cli"
+
+
+def _relative(path: Path, cwd: Path) -> str:
+    try:
+        return str(Path(path).absolute().relative_to(cwd))
+    except ValueError:
+        return str(Path(path).absolute())
+
+
+def resume_hint(run_id: str, results: Path) -> str:
+    return f"{ddpbench_command()} bench --resume {run_id} --results {results}"
+
+
 def bytes_text(count: float) -> str:
     for unit, scale in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
         if count >= scale:

@@ -25,12 +25,13 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     from harness.plan.units import parse_caps
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    args.run, args.results_dir = _run_and_folder(args)
     given = _given_network(args)
     caps = parse_caps(args.caps) if args.caps else None
     for flag, value in (("--gpus", args.gpus), ("--profile-steps", args.profile_steps)):
         if value is not None and value < 1:
             raise ConfigError(f"{flag} {value} is not valid; give a whole number ≥ 1")
-    if args.results:
+    if args.run:
         setup, network, profile, source, run_dir, worlds, caps = _from_run(args, given, caps, device=device)
     else:
         setup, network, profile, source, worlds = _measured_now(args, given, device=device)
@@ -47,13 +48,30 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     return 0
 
 
+def _run_and_folder(args: argparse.Namespace) -> tuple[str | None, Path]:
+    """(the run, the results folder). `--results` names the folder, as in every other command; the older
+    spellings still work, with a warning: `--results RUN` (a run folder, or a run id) and `--results-dir DIR`."""
+    folder = args.results_dir or Path("results")  # --results-dir: a silent alias (scripts of an older ddpbench)
+    if args.results is None:
+        return args.run, folder
+    given = Path(args.results)
+    is_run = (given / "run.json").is_file() or (folder / args.results / "run.json").is_file()
+    if args.run is None and is_run:
+        console.warning(f"predict --results RUN is deprecated; use --run {args.results}")
+        return args.results, folder
+    if given.is_dir():
+        return args.run, given
+    raise ConfigError(f"--results {args.results!r} is not a results folder; give the folder with --results "
+                      "and the run with --run RUN")  # fmt: skip
+
+
 def _from_run(args: argparse.Namespace, given, caps, *, device):
     """The run's setup, profile, world sizes and caps; the network given, or fitted next to the run."""
     from harness.model import predict
     from harness.model.network import network_for_run
     from harness.results import store
 
-    run_dir = predict.resolve_run(args.results, args.results_dir)
+    run_dir = predict.resolve_run(args.run, args.results_dir)
     setup = _run_setup(run_dir, args)
     network = given or network_for_run(args.results_dir, run_dir)
     if network is None:
@@ -76,8 +94,8 @@ def _measured_now(args: argparse.Namespace, given, *, device):
     setup = _fresh_setup(args, device)
     network = given or _this_machine_network(args.results_dir, device=device.type)
     if network is None:
-        raise ConfigError("--busbw is needed (e.g. --busbw 90GB/s --latency 30us), or --results RUN, "
-                          "or a `ddpbench collectives` run of this machine in --results-dir")  # fmt: skip
+        raise ConfigError("--busbw is needed (e.g. --busbw 90GB/s --latency 30us), or --run RUN, "
+                          "or a `ddpbench collectives` run of this machine in --results")  # fmt: skip
     console.say(f"ddpbench predict: profiling {setup['workload']}/{setup['size']} (batch {setup['batch_size']}) "
                 f"here on {device.type} with {torch.get_num_threads()} thread(s)…")  # fmt: skip
     rows = _measure_profile(setup, device=device, steps=args.profile_steps)

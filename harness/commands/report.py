@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 
 from harness.commands import console
+from harness.plan.config import ConfigError
 
 
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     from harness.model import predict
     from reports import site
 
+    _check_results_folder(args.results)
     # The floor and the model's curves depend on collectives runs that may have come after a bench run.
     predict.update_all_model_tables(args.results)
     built = site.build_site(results=args.results, out=args.out)
@@ -18,3 +20,15 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     for run_id, page in built.run_pages.items():
         console.say(f"  run {run_id}: {page}")
     return 0
+
+
+def _check_results_folder(results) -> None:
+    """A missing folder or a file is a typo, not an empty site saying "No runs yet"."""
+    if not results.exists():
+        raise ConfigError(f"--results {str(results)!r} does not exist; give the folder `ddpbench bench` wrote into "
+                          "(default: results)")  # fmt: skip
+    if not results.is_dir():
+        raise ConfigError(f"--results {str(results)!r} is a file, not a results folder")
+    if (results / "run.json").is_file():
+        raise ConfigError(f"--results {str(results)!r} is one run; give the folder that holds it: "
+                          f"--results {str(results.parent)!r}")  # fmt: skip

@@ -146,7 +146,7 @@ def resolve_run(text: str, results: Path) -> Path:
         if (candidate / "run.json").is_file():
             return candidate
     known = ", ".join(p.name for p in store.list_runs(results)[:5]) or "none"
-    raise ConfigError(f"--results {text!r} is not a run folder or a run id in {str(results)!r} (newest runs: {known})")
+    raise ConfigError(f"--run {text!r} is not a run folder or a run id in {str(results)!r} (newest runs: {known})")
 
 
 def run_setups(run: Path) -> list[dict]:

@@ -109,7 +109,7 @@ def test_predict_against_a_run_with_a_hypothetical_network_prints_but_stores_not
     results, _ = built
     run = results / "bucket_sweep"
     before = store.read_predictions(run)
-    assert cli.main(["predict", "--results", str(run), "--busbw", "1GB/s", "--latency", "5us"]) == 0
+    assert cli.main(["predict", "--run", str(run), "--busbw", "1GB/s", "--latency", "5us"]) == 0
     out = capsys.readouterr().out
     assert "busbw 1.000 GB/s (given" in out and "validation w2 mlp/tiny" in out
     pd.testing.assert_frame_equal(store.read_predictions(run), before)  # still the measured network's
