@@ -66,6 +66,7 @@ def create_run(
         "threads_per_rank": threads,
         "torch_version": environment.get("torch_version"),
         "gpu_name": environment.get("gpu_name") if device == "cuda" else None,
+        "gpu_count": environment.get("gpu_count") if device == "cuda" else None,  # GPUs per node, for `mfu`
         "hostname": environment.get("hostname"),
         "git_sha": environment.get("git_sha"),
     }

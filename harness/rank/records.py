@@ -156,11 +156,16 @@ MODEL_COLUMNS = columns.names(columns.MODEL)
 
 
 def model_columns(
-    info: dict[str, Any] | None, *, samples_per_s: float | None, cfg: Configuration, gpu_name: str | None
+    info: dict[str, Any] | None,
+    *,
+    samples_per_s: float | None,
+    cfg: Configuration,
+    gpu_name: str | None,
+    gpu_count: int | None = None,
 ) -> dict[str, Any]:
     """What the model is, the throughput in tokens/s and TFLOP/s that follows from it, and `mfu`:
-    that TFLOP/s over the dense peak of `world_size` `gpu_name` GPUs in the row's precision (null
-    where the peak is not known, the CPU included: harness.plan.precision)."""
+    that TFLOP/s over the dense peak of the `gpu_name` GPUs the trainers used, in the row's
+    precision (null where the peak is not known, the CPU included: harness.plan.precision)."""
     info = info or {}
     row = {column: info.get(column) for column in MODEL_COLUMNS}
     samples = info.get("samples_per_batch")
@@ -168,9 +173,16 @@ def model_columns(
     row["tokens_per_s"] = tokens / samples * samples_per_s if tokens and samples and samples_per_s else None
     row["achieved_tflops"] = flops * samples_per_s / 1e12 if flops and samples_per_s else None
     row["mfu"] = precision.mfu(
-        row["achieved_tflops"], gpu_name=gpu_name, dtype=cfg.dtype, tf32=cfg.tf32, gpus=cfg.world_size
+        row["achieved_tflops"], gpu_name=gpu_name, dtype=cfg.dtype, tf32=cfg.tf32, gpus=gpus_in_use(cfg, gpu_count)
     )
     return row
+
+
+def gpus_in_use(cfg: Configuration, gpu_count: int | None) -> int:
+    """The GPUs a configuration's trainers ran on: one each, unless gloo let ranks share the
+    `gpu_count` GPUs each node has (then the peak is theirs, not one per rank)."""
+    per_node = cfg.world_size // cfg.nnodes
+    return cfg.nnodes * min(per_node, gpu_count) if gpu_count else cfg.world_size
 
 
 def rpc_columns(results: list[dict[str, Any]]) -> dict[str, Any]:
@@ -246,7 +258,13 @@ def assemble(
         **derived_metrics(cfg, step_ms, throughput, written),
         **memory_columns(results),
         **parity_columns(main, parity_exact=parity_exact),
-        **model_columns(model_info, samples_per_s=throughput, cfg=cfg, gpu_name=run_context.get("gpu_name")),
+        **model_columns(
+            model_info,
+            samples_per_s=throughput,
+            cfg=cfg,
+            gpu_name=run_context.get("gpu_name"),
+            gpu_count=run_context.get("gpu_count"),
+        ),
         "bucket_sizes_mb": layout.get("bucket_sizes_mb"),
         "trace_dir": main.get("trace_dir"),
         "wall_s": max((r.get("wall_s") or 0.0) for r in results),

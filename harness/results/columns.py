@@ -190,7 +190,7 @@ CONFIGS = Table(
         *MODEL,
         C("tokens_per_s", F64, "tokens/s", "tokens per second over all ranks: `tokens_per_batch / samples per batch × samples_per_s`"),
         C("achieved_tflops", F64, "TFLOP/s", "`flops_per_sample × samples_per_s / 10^12`"),
-        C("mfu", F64, RATIO, "model FLOPs utilisation: `achieved_tflops / (dense peak TFLOP/s of one GPU × world_size)`, the peak for `dtype` (fp32: TF32's with `tf32`) from NVIDIA's datasheets (harness/plan/precision.py); null where the GPU's peak is not known, and on the CPU"),
+        C("mfu", F64, RATIO, "model FLOPs utilisation: `achieved_tflops / (dense peak TFLOP/s of one GPU × the GPUs used)` (one per rank; fewer where gloo ranks share GPUs), the peak for `dtype` (fp32: TF32's with `tf32`) from NVIDIA's datasheets (harness/plan/precision.py); null where the GPU's peak is not known, and on the CPU"),
         C("bucket_sizes_mb", F64_LIST, MIB_UNIT, "the strategy's buckets in launch order, where it has buckets"),
         C("trace_dir", STR, "", "with `--profile`: the folder of this configuration's traces (`traces/<id>/rank<N>.json`), relative to the run"),
         C("wall_s", F64, SECONDS, "the whole configuration: build, warm-up, steps, parity check"),

@@ -46,6 +46,8 @@ def test_by_default_run_json_says_tf32_off_everywhere_and_the_dtype_auto_resolve
     for key in ("gpu_clocks", "gpu_power_limit_w", "gpu_ecc", "gpu_mig"):
         assert len(environment[key]) == environment["gpu_count"]
     assert "ddpbench_git_sha" in environment and "allocator_conf" in environment
+    # The ranks' rows judge `mfu` against the GPUs a node has (ranks may share them under gloo).
+    assert meta["context"]["gpu_count"] == (environment["gpu_count"] if meta["device"] == "cuda" else None)
 
 
 def test_the_sampler_period_is_in_run_json_once_in_ms(tmp_path):

@@ -52,3 +52,12 @@ def test_the_row_records_tf32_and_the_resolved_dtype():
                                model_info=INFO)[0]  # fmt: skip
         assert row["tf32"] is tf32 and row["dtype"] == "bf16"
         assert row["mfu"] == pytest.approx(row["achieved_tflops"] / (989.5 * 2))
+
+
+def test_ranks_sharing_a_gpu_are_judged_against_that_gpus_peak_not_one_per_rank():
+    shared = configuration(world_size=2, backend="gloo")  # gpu_check's two ranks on one GPU
+    assert records.gpus_in_use(shared, 1) == 1
+    assert records.gpus_in_use(configuration(world_size=8, nnodes=2), 4) == 8  # 4 per node, one each
+    assert records.gpus_in_use(configuration(world_size=2), None) == 2  # a plan written before gpu_count
+    row = records.model_columns(INFO, samples_per_s=100.0, cfg=shared, gpu_name="NVIDIA H200", gpu_count=1)
+    assert row["mfu"] == pytest.approx(200.0 / 989.5)
