@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Hashable, Sequence
 
 MIB = 1024 * 1024
+DDP_DEFAULT_CAP_MB = 25.0
+"""DDP's bucket_cap_mb when none is given (torch.nn.parallel.distributed._DEFAULT_BUCKET_CAP_MB), in MiB."""
 
 
 def assign_buckets(
@@ -53,8 +55,8 @@ def first_bucket_bytes(cap_bytes: int, *, cap_given: bool = True) -> int:
     """The first bucket's cap as the installed DDP sets it.
 
     torch ≥ 2.9 caps the first bucket at _DEFAULT_FIRST_BUCKET_BYTES (1 MiB) only when
-    bucket_cap_mb is left at its default; an explicit bucket_cap_mb (as ddpbench always
-    passes) caps every bucket alike. Older torch always used 1 MiB.
+    bucket_cap_mb is left at its default (`cap_given=False`); an explicit bucket_cap_mb caps
+    every bucket alike. Older torch always used 1 MiB.
     """
     import torch.distributed as dist
 

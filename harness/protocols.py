@@ -22,6 +22,8 @@ from typing import Any, ClassVar, Generic, Literal, Protocol, TypeVar, runtime_c
 import torch
 from torch import nn
 
+from harness.comm_timeline import CommTimeline
+
 SIZES = ("tiny", "small", "full")
 """Workload sizes: tiny for tests (milliseconds on a CPU), small for CPU benchmarks, full for GPUs."""
 
@@ -62,6 +64,11 @@ class Strategy(Protocol):
 
     @property
     def parity_exact(self) -> bool: ...
+
+    @property
+    def zero_grad_set_to_none(self) -> bool: ...
+
+    def attach_timeline(self, timeline: CommTimeline) -> bool: ...
 
 
 REQUIRED_STRATEGY_MEMBERS = ("wrap", "sync_gradients")
@@ -112,6 +119,20 @@ class StrategyDefaults:
         (`local`): their parity difference is recorded but not judged.
         """
         return True
+
+    @property
+    def zero_grad_set_to_none(self) -> bool:
+        """How the training step zeroes gradients: True drops them (`zero_grad(set_to_none=True)`, the
+        cheapest), False zeroes them in place, for strategies whose `.grad` must stay where it is
+        (DDP's gradient_as_bucket_view: the gradient *is* the bucket, and backward accumulates into it)."""
+        return True
+
+    def attach_timeline(self, timeline: CommTimeline) -> bool:
+        """Record this strategy's collectives in `timeline` (harness.comm_timeline); called before `wrap`.
+
+        False (the default) when the strategy cannot: its collectives happen inside a library that
+        offers no hook, so its rows have no measured communication."""
+        return False
 
 
 @runtime_checkable

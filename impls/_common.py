@@ -12,6 +12,22 @@ def broadcast_module_state(model: nn.Module, *, src: int = 0) -> None:
         dist.broadcast(tensor.data, src=src)
 
 
+@torch.no_grad()
+def broadcast_tensors(tensors: list[torch.Tensor], *, src: int = 0) -> None:
+    """Rank `src`'s values of `tensors` to every rank, coalesced into few messages where torch offers
+    it (the call DDP makes to broadcast buffers), one broadcast per tensor otherwise."""
+    coalesced = getattr(dist, "_broadcast_coalesced", None)
+    if coalesced is None:
+        for tensor in tensors:
+            dist.broadcast(tensor, src=src)
+        return
+    coalesced(dist.group.WORLD, tensors, BROADCAST_BUCKET_BYTES, src)
+
+
+BROADCAST_BUCKET_BYTES = 250 * 1024 * 1024
+"""The message size DDP coalesces its buffer broadcasts into (its broadcast_bucket_size)."""
+
+
 def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
     """Parameters that get gradients, each once even when shared (tied) between modules."""
     return [p for p in model.parameters() if p.requires_grad]

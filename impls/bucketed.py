@@ -4,10 +4,16 @@
   roughly produces gradients from the last layer to the first) into buckets by DDP's own rules
   (harness.bucketing, which the step-time model uses too): a bucket closes once it holds
   `bucket_cap_mb` or more, one flat buffer each, never mixing dtypes or devices; the first
-  bucket of each dtype has DDP's first-bucket cap unless `first_bucket_mb` sets it.
+  bucket of each dtype has DDP's first-bucket cap unless `first_bucket_mb` sets it. After the
+  first step the buckets are packed again in the order gradients became ready (rank 0's), as
+  DDP rebuilds its own: with the same options the two have the same buckets, so that a
+  comparison of the two compares reducers, not layouts.
+- Before every forward, rank 0's buffers (BatchNorm statistics) are broadcast, as DDP does with
+  `broadcast_buffers` (its default).
 - A post-accumulate-grad hook per parameter writes its gradient, divided by the world size,
   into its bucket; when a bucket's last parameter is in, the bucket's all-reduce starts
-  asynchronously while backward goes on.
+  asynchronously while backward goes on. Each bucket's readiness, launch and completion go into
+  the bucket timeline when the harness attaches one.
 - Buckets start strictly in bucket order on every rank. A collective is matched by its
   position in the sequence, so launching in readiness order (which may differ between ranks)
   would pair different buckets and corrupt or hang the run.
@@ -29,12 +35,14 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from harness.bucketing import assign_buckets, first_bucket_bytes
+from harness.bucketing import DDP_DEFAULT_CAP_MB, assign_buckets, first_bucket_bytes
+from harness.comm_timeline import CommTimeline
 from harness.protocols import ConfigError, StrategyDefaults, option
 from impls import register
 from impls._common import (
     MIB,
     broadcast_module_state,
+    broadcast_tensors,
     flat_buffer_with_views,
     nbytes,
     point_grads_at_views,
@@ -55,6 +63,8 @@ class _Bucket:
     pending: int
     """Parameters of this step still without their gradient in the buffer."""
     work: dist.Work | None = None
+    ready: Any = None
+    """When the bucket's last gradient arrived this step (a timeline mark), while a timeline records."""
 
 
 @dataclasses.dataclass(eq=False, slots=True)
@@ -69,9 +79,10 @@ class _Slot:
 @register("bucketed", description="our own bucketed all-reduce overlapped with backward (DDP's reducer in Python)")
 @dataclasses.dataclass(kw_only=True)
 class Bucketed(StrategyDefaults):
-    bucket_cap_mb: float = option(
-        25.0,
-        "Bucket cap in MiB: a bucket closes once it holds this much or more (DDP's rule; a gradient is never split).",
+    bucket_cap_mb: float | None = option(
+        None,
+        "Bucket cap in MiB: a bucket closes once it holds this much or more (DDP's rule; a gradient is never "
+        "split); unset: DDP's default, 25 MiB with DDP's default first bucket.",
     )
     first_bucket_mb: float | None = option(
         None,
@@ -79,8 +90,11 @@ class Bucketed(StrategyDefaults):
         "DDP's own first-bucket cap for this bucket cap (harness.bucketing.first_bucket_bytes).",
     )
     rebuild: bool = option(
-        False,
+        True,
         "Re-pack the buckets once, after the first step, in the order gradients became ready (as DDP does).",
+    )
+    broadcast_buffers: bool = option(
+        True, "Broadcast rank 0's buffers (e.g. BatchNorm statistics) before every forward, as DDP does."
     )
 
     _params: list[nn.Parameter] = dataclasses.field(default_factory=list, init=False, repr=False)
@@ -94,6 +108,7 @@ class Bucketed(StrategyDefaults):
     _sync_enabled: bool = dataclasses.field(default=True, init=False, repr=False)
     _readiness: list[int] | None = dataclasses.field(default=None, init=False, repr=False)
     """Parameter indices in the order their gradients arrived, recorded in the first step when rebuilding."""
+    _timeline: CommTimeline | None = dataclasses.field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         for name in ("bucket_cap_mb", "first_bucket_mb"):
@@ -104,10 +119,15 @@ class Bucketed(StrategyDefaults):
     def cap_bytes(self) -> tuple[int, int]:
         """(cap, first bucket's cap) in bytes. The first is never above the cap: DDP uses its smaller
         first bucket only when it is smaller."""
-        cap = round(self.bucket_cap_mb * MIB)
+        given = self.bucket_cap_mb is not None
+        cap = round((self.bucket_cap_mb if given else DDP_DEFAULT_CAP_MB) * MIB)
         if self.first_bucket_mb is None:
-            return cap, first_bucket_bytes(cap)
+            return cap, first_bucket_bytes(cap, cap_given=given)
         return cap, min(round(self.first_bucket_mb * MIB), cap)
+
+    def attach_timeline(self, timeline: CommTimeline) -> bool:
+        self._timeline = timeline
+        return True
 
     def wrap(self, model: nn.Module) -> nn.Module:
         broadcast_module_state(model)
@@ -119,6 +139,9 @@ class Bucketed(StrategyDefaults):
         for index, p in enumerate(self._params):
             p.register_post_accumulate_grad_hook(functools.partial(self._on_gradient, index))
         self._readiness = [] if self.rebuild else None
+        buffers = [b for b in model.buffers() if b.numel()]
+        if self.broadcast_buffers and buffers:
+            model.register_forward_pre_hook(lambda module, args: broadcast_tensors(buffers))
         return model
 
     def _build_buckets(self, *, packing_order: list[int]) -> None:
@@ -157,15 +180,26 @@ class Bucketed(StrategyDefaults):
         stage_mean_gradient(param, slot.view, self._world)
         bucket = self._buckets[slot.bucket_index]
         bucket.pending -= 1
-        if bucket.pending == 0 and slot.bucket_index == self._next_launch:
-            self._launch_ready_buckets()
+        if bucket.pending == 0:
+            if self._timeline is not None:
+                bucket.ready = self._timeline.now()
+            if slot.bucket_index == self._next_launch:
+                self._launch_ready_buckets()
 
     def _launch_ready_buckets(self) -> None:
         """Start every complete bucket from the next one in order; stop at the first incomplete one."""
         buckets = self._buckets
         while self._next_launch < len(buckets) and buckets[self._next_launch].pending == 0:
             bucket = buckets[self._next_launch]
-            bucket.work = dist.all_reduce(bucket.buffer, async_op=True)
+            if self._timeline is None:
+                bucket.work = dist.all_reduce(bucket.buffer, async_op=True)
+            else:
+                entry = self._timeline.launching(
+                    bucket=self._next_launch, nbytes=nbytes(bucket.buffer), ready=bucket.ready
+                )
+                bucket.work = dist.all_reduce(bucket.buffer, async_op=True)
+                self._timeline.completes(entry, bucket.work.get_future())
+            bucket.ready = None
             self._next_launch += 1
 
     @torch.no_grad()
@@ -192,6 +226,8 @@ class Bucketed(StrategyDefaults):
                 if self._slots[i].ready_step != self._step:
                     stage_mean_gradient(p, view, self._world)
             bucket.pending = 0
+            if self._timeline is not None:
+                bucket.ready = self._timeline.now()
 
     def _rebuild_in_readiness_order(self, readiness: list[int]) -> None:
         """Re-pack once, in rank 0's readiness order: every rank must build the same buckets."""
@@ -213,7 +249,13 @@ class Bucketed(StrategyDefaults):
     def layout(self) -> dict[str, Any] | None:
         if not self._buckets:
             return None
-        return {"bucket_sizes_mb": [round(nbytes(b.buffer) / MIB, 6) for b in self._buckets]}
+        cap, first_cap = self.cap_bytes()
+        return {
+            "bucket_cap_mb": cap / MIB,
+            "first_bucket_cap_mb": first_cap / MIB,
+            "bucket_sizes_mb": [round(nbytes(b.buffer) / MIB, 6) for b in self._buckets],
+            "bucket_params": [list(b.indices) for b in self._buckets],
+        }
 
     def bucket_members(self) -> list[list[str]]:
         """The parameter names in each bucket, in launch order (for tests and for people reading a layout)."""

@@ -15,12 +15,14 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from harness.comm_timeline import CommTimeline
 from harness.protocols import StrategyDefaults
 from impls import register
 from impls._common import (
     broadcast_module_state,
     flat_buffer_with_views,
     group_by_dtype_and_device,
+    nbytes,
     point_grads_at_views,
     stage_mean_gradient,
     trainable_parameters,
@@ -40,6 +42,11 @@ class _FlatGroup:
 @dataclasses.dataclass(kw_only=True)
 class Flat(StrategyDefaults):
     _groups: list[_FlatGroup] = dataclasses.field(default_factory=list, init=False, repr=False)
+    _timeline: CommTimeline | None = dataclasses.field(default=None, init=False, repr=False)
+
+    def attach_timeline(self, timeline: CommTimeline) -> bool:
+        self._timeline = timeline
+        return True
 
     def wrap(self, model: nn.Module) -> nn.Module:
         broadcast_module_state(model)
@@ -52,8 +59,12 @@ class Flat(StrategyDefaults):
     @torch.no_grad()
     def sync_gradients(self) -> None:
         world = dist.get_world_size()
-        for group in self._groups:
+        timeline = self._timeline
+        for index, group in enumerate(self._groups):
             for p, view in zip(group.params, group.views, strict=True):
                 stage_mean_gradient(p, view, world)
+            entry = timeline.launching(bucket=index, nbytes=nbytes(group.buffer)) if timeline else None
             dist.all_reduce(group.buffer)
+            if timeline:
+                timeline.finished(entry)
             point_grads_at_views(group.params, group.views)

@@ -8,15 +8,21 @@ import dataclasses
 import torch.distributed as dist
 from torch import nn
 
+from harness.comm_timeline import CommTimeline
 from harness.protocols import StrategyDefaults
 from impls import register
-from impls._common import broadcast_module_state, trainable_parameters, zero_missing_grads
+from impls._common import broadcast_module_state, nbytes, trainable_parameters, zero_missing_grads
 
 
 @register("naive", description="one blocking all-reduce per parameter after backward (no fusion, no overlap)")
 @dataclasses.dataclass(kw_only=True)
 class Naive(StrategyDefaults):
     _params: list[nn.Parameter] = dataclasses.field(default_factory=list, init=False, repr=False)
+    _timeline: CommTimeline | None = dataclasses.field(default=None, init=False, repr=False)
+
+    def attach_timeline(self, timeline: CommTimeline) -> bool:
+        self._timeline = timeline
+        return True
 
     def wrap(self, model: nn.Module) -> nn.Module:
         broadcast_module_state(model)
@@ -26,6 +32,10 @@ class Naive(StrategyDefaults):
     def sync_gradients(self) -> None:
         zero_missing_grads(self._params)
         world = dist.get_world_size()
-        for p in self._params:
+        timeline = self._timeline
+        for index, p in enumerate(self._params):
+            entry = timeline.launching(bucket=index, nbytes=nbytes(p.grad)) if timeline else None
             dist.all_reduce(p.grad)
+            if timeline:
+                timeline.finished(entry)
             p.grad.div_(world)

@@ -46,6 +46,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from harness.protocols import ConfigError, StrategyDefaults, option
 from impls import register
+from impls.stock import ddp_layout
 
 _SERVED: dict[str, Any] = {}
 """On the server process: the module it serves, its device, and the first error it raised."""
@@ -128,7 +129,9 @@ class RemotePart(nn.Module):
 class RpcHybrid(StrategyDefaults):
     extra_ranks: ClassVar[int] = 1  # the parameter server, the launch's last rank
 
-    bucket_cap_mb: float = option(25.0, "Largest gradient bucket of the DDP over the dense part, in MiB.")
+    bucket_cap_mb: float | None = option(
+        None, "Bucket cap of the DDP over the dense part, in MiB; unset: DDP's default (as `stock`)."
+    )
     _server: str | None = dataclasses.field(default=None, init=False, repr=False)
     _remote_part: str | None = dataclasses.field(default=None, init=False, repr=False)
     _group: Any = dataclasses.field(default=None, init=False, repr=False)
@@ -137,7 +140,7 @@ class RpcHybrid(StrategyDefaults):
     traffic: Traffic = dataclasses.field(default_factory=Traffic, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if self.bucket_cap_mb <= 0:
+        if self.bucket_cap_mb is not None and not self.bucket_cap_mb > 0:
             raise ConfigError(f"option bucket_cap_mb={self.bucket_cap_mb} is not valid; give MiB > 0")
 
     # -- the server
@@ -178,9 +181,12 @@ class RpcHybrid(StrategyDefaults):
             model,
             device_ids=[device] if device.type == "cuda" else None,
             process_group=self._group,
-            bucket_cap_mb=self.bucket_cap_mb,
+            **({} if self.bucket_cap_mb is None else {"bucket_cap_mb": self.bucket_cap_mb}),
         )
         return self._ddp
+
+    def layout(self) -> dict[str, Any] | None:
+        return None if self._ddp is None else ddp_layout(self._ddp)
 
     def sync_gradients(self) -> None:
         pass  # DDP reduced the dense part inside backward; the server holds the remote part's gradients

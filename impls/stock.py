@@ -1,29 +1,43 @@
 """`stock`: torch.nn.parallel.DistributedDataParallel with the knobs people tune.
 
+DDP exactly as torch builds it with the options the user gave and no others: without
+`bucket_cap_mb` it is DDP's default (first bucket 1 MiB, then 25 MiB, on torch ≥ 2.9; an explicit
+cap caps the first bucket too). `layout()` reports what DDP really used: the caps and the buckets
+after its rebuild in the order gradients became ready.
+
 DDP reduces gradients inside backward (its C++ reducer launches each bucket's all-reduce as
-soon as the bucket is full), so `sync_gradients()` has nothing left to do.
+soon as the bucket is full), so `sync_gradients()` has nothing left to do. To time those
+all-reduces, the bucket timeline registers a communication hook that does what DDP's built-in
+all-reduce does (divide by the world size, all-reduce the bucket) and stamps its launch and
+completion; a compression hook is wrapped the same way.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any, ClassVar, Literal
 
 import torch
+import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from harness.comm_timeline import CommTimeline
 from harness.protocols import ConfigError, StrategyDefaults, option
 from impls import register
-
-MB = 1024 * 1024
+from impls._common import MIB, nbytes
 
 
 @dataclasses.dataclass(kw_only=True)
 class DDPOptions:
     """DDP's own knobs, shared by every strategy built on DDP (stock, zero): fields and docs inherited."""
 
-    bucket_cap_mb: float = option(25.0, "Largest gradient bucket of DDP in MiB (DDP's default is 25).")
+    bucket_cap_mb: float | None = option(
+        None,
+        "Bucket cap of DDP in MiB; unset: DDP's default (25 MiB, and a first bucket of 1 MiB on torch ≥ 2.9, "
+        "which an explicit cap replaces).",
+    )
     broadcast_buffers: bool = option(
         True, "Broadcast rank 0's buffers (e.g. BatchNorm statistics) before every forward."
     )
@@ -38,12 +52,32 @@ class DDPOptions:
     )
 
     def __post_init__(self) -> None:
-        if self.bucket_cap_mb <= 0:
+        if self.bucket_cap_mb is not None and not self.bucket_cap_mb > 0:
             raise ConfigError(f"option bucket_cap_mb={self.bucket_cap_mb} is not valid; give MiB > 0")
 
     def ddp_options(self) -> dict[str, Any]:
         """These options by name, to build a `Stock` (the DDP underneath) from a strategy that shares them."""
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(DDPOptions)}
+
+    def ddp_arguments(self) -> dict[str, Any]:
+        """What to pass DDP: the options that differ from DDP's own defaults, and only those (newer
+        torch warns about some when passed at all, and an explicit bucket_cap_mb changes the layout)."""
+        given = self.ddp_options()
+        return {name: value for name, value in given.items() if value != DDP_DEFAULTS[name]}
+
+    @property
+    def zero_grad_set_to_none(self) -> bool:
+        return not self.gradient_as_bucket_view  # the gradients are the buckets: zero them in place
+
+
+DDP_DEFAULTS = {
+    "bucket_cap_mb": None,
+    "broadcast_buffers": True,
+    "find_unused_parameters": False,
+    "gradient_as_bucket_view": False,
+    "static_graph": False,
+}
+"""DistributedDataParallel's defaults for the options above (torch 2.4 to 2.14 alike)."""
 
 
 @register("stock", description="torch DistributedDataParallel (bucketed all-reduce overlapped with backward)")
@@ -57,37 +91,39 @@ class Stock(DDPOptions, StrategyDefaults):
     powersgd_rank: int = option(1, "Matrix approximation rank of the PowerSGD hook.")
 
     _ddp: DistributedDataParallel | None = dataclasses.field(default=None, init=False, repr=False)
+    _timeline: CommTimeline | None = dataclasses.field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if self.powersgd_rank < 1:
             raise ConfigError(f"option powersgd_rank={self.powersgd_rank} is not valid; give a whole number ≥ 1")
 
+    def attach_timeline(self, timeline: CommTimeline) -> bool:
+        self._timeline = timeline
+        return True
+
     def wrap(self, model: nn.Module) -> nn.Module:
         device = next(model.parameters()).device
-        # broadcast_buffers=True is DDP's default; newer torch warns when it is passed at all.
-        buffers = {} if self.broadcast_buffers else {"broadcast_buffers": False}
         self._ddp = DistributedDataParallel(
-            model,
-            device_ids=[device] if device.type == "cuda" else None,
-            bucket_cap_mb=self.bucket_cap_mb,
-            **buffers,
-            find_unused_parameters=self.find_unused_parameters,
-            gradient_as_bucket_view=self.gradient_as_bucket_view,
-            static_graph=self.static_graph,
+            model, device_ids=[device] if device.type == "cuda" else None, **self.ddp_arguments()
         )
-        self._register_comm_hook(self._ddp)
+        hook = self._comm_hook()
+        if self._timeline is not None:
+            hook = timed_hook(hook, self._timeline)
+        if hook is not None:
+            self._ddp.register_comm_hook(*hook)
         return self._ddp
 
-    def _register_comm_hook(self, ddp: DistributedDataParallel) -> None:
+    def _comm_hook(self) -> tuple[Any, Callable] | None:
+        """(state, hook) of the chosen compression, or None for DDP's built-in all-reduce."""
         from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
         from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powersgd
 
         if self.comm_hook == "fp16":
-            ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
-        elif self.comm_hook == "bf16":
-            ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)
-        elif self.comm_hook == "powersgd":
+            return None, default_hooks.fp16_compress_hook
+        if self.comm_hook == "bf16":
+            return None, default_hooks.bf16_compress_hook
+        if self.comm_hook == "powersgd":
             # start_powerSGD_iter=2: compress from the first step after DDP's bucket rebuild,
             # so that the measured steps really are compressed (the default waits 1000 steps).
             state = powersgd.PowerSGDState(
@@ -95,7 +131,8 @@ class Stock(DDPOptions, StrategyDefaults):
                 matrix_approximation_rank=self.powersgd_rank,
                 start_powerSGD_iter=2,
             )
-            ddp.register_comm_hook(state, powersgd.powerSGD_hook)
+            return state, powersgd.powerSGD_hook
+        return None
 
     def sync_gradients(self) -> None:
         pass  # DDP already reduced every bucket inside backward
@@ -107,15 +144,51 @@ class Stock(DDPOptions, StrategyDefaults):
         return self._ddp.module.state_dict()
 
     def layout(self) -> dict[str, Any] | None:
-        """DDP's buckets as its logger reports them (sizes in bytes, after the rebuild)."""
-        if self._ddp is None:
-            return None
-        data = self._ddp._get_ddp_logging_data()
-        sizes = data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes") or ""
-        if isinstance(sizes, str):
-            sizes = [int(s) for s in sizes.split(",") if s.strip()]
-        return {"bucket_sizes_mb": [round(s / MB, 4) for s in sizes]} if sizes else None
+        return None if self._ddp is None else ddp_layout(self._ddp)
 
     @property
     def parity_exact(self) -> bool:
         return self.comm_hook == "none"  # compression hooks are lossy by design
+
+
+def ddp_layout(ddp: DistributedDataParallel) -> dict[str, Any]:
+    """The caps DDP uses and its buckets as they are now (after its rebuild, once it has run two
+    steps): sizes in MiB in launch order, and each bucket's parameter indices."""
+    cap = ddp.bucket_bytes_cap
+    config = getattr(ddp, "_bucket_config", None)  # torch ≥ 2.9
+    first = config.first_bucket_bytes_cap if config is not None else min(dist._DEFAULT_FIRST_BUCKET_BYTES, cap)
+    layout: dict[str, Any] = {"bucket_cap_mb": cap / MIB, "first_bucket_cap_mb": first / MIB}
+    try:  # the reducer's live buckets; the logger's copy lags a step behind the rebuild
+        buckets = ddp.reducer._get_zeros_like_grad_buckets()
+    except (AttributeError, RuntimeError):
+        return layout
+    layout["bucket_sizes_mb"] = [round(nbytes(b.buffer()) / MIB, 6) for b in buckets]
+    position = {id(p): i for i, p in enumerate(p for p in ddp.module.parameters() if p.requires_grad)}
+    layout["bucket_params"] = [[position[id(p)] for p in b.parameters()] for b in buckets]
+    return layout
+
+
+def timed_hook(hook: tuple[Any, Callable] | None, timeline: CommTimeline) -> tuple[Any, Callable]:
+    """A communication hook that stamps each bucket's launch and completion in `timeline`: `hook`
+    wrapped, or for None what DDP's built-in reduction does (divide the bucket by the world size,
+    all-reduce it). DDP calls a hook the moment a bucket is ready."""
+    if hook is not None:
+        state, inner = hook
+
+        def timed(state, bucket):  # unannotated: DDP rejects a hook whose annotation is not the GradBucket class
+            entry = timeline.launching(bucket=bucket.index(), nbytes=nbytes(bucket.buffer()))
+            future = inner(state, bucket)
+            timeline.completes(entry, future)
+            return future
+
+        return state, timed
+
+    def timed_mean(state, bucket):  # as above
+        ready, buffer = timeline.now(), bucket.buffer()
+        buffer.div_(dist.get_world_size())
+        entry = timeline.launching(bucket=bucket.index(), nbytes=nbytes(buffer), ready=ready)
+        future = dist.all_reduce(buffer, async_op=True).get_future()
+        timeline.completes(entry, future)
+        return future.then(lambda fut: fut.value()[0])
+
+    return None, timed_mean

@@ -51,6 +51,10 @@ class Zero(DDPOptions, StrategyDefaults):
     def layout(self):
         return self._stock.layout()
 
+    def attach_timeline(self, timeline) -> bool:
+        # With overlap_with_ddp, DDP's one communication hook is ZeRO's optimizer step.
+        return False if self.overlap_with_ddp else self._stock.attach_timeline(timeline)
+
     def unavailable_reason(self, *, device: str, world_size: int) -> str | None:
         if self.overlap_with_ddp and device != "cuda":
             # torch's hook_with_zero_step raises on gloo ("may meet hangs", pytorch issue 62300).

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from harness.comm_timeline import CommTimeline
 from harness.protocols import Strategy, Workload
 from harness.rank.timing import StepTimer
 
@@ -81,8 +82,14 @@ def train_step(
     timer: StepTimer,
     precision: contextlib.AbstractContextManager | None = None,
     after_optimizer_step: Callable[[], None] | None = None,
+    timeline: CommTimeline | None = None,
+    step: int = 0,
 ) -> None:
+    """One step, timed per phase; with a `timeline`, the strategy's collectives are stamped from the
+    step's start (the timer's), as step `step`."""
     timer.start()
+    if timeline is not None:
+        timeline.begin_step(step)
     with precision or contextlib.nullcontext():
         loss = workload.loss(model, batch)
     timer.lap("forward")
@@ -94,6 +101,6 @@ def train_step(
     timer.lap("optimizer")
     if after_optimizer_step is not None:  # e.g. to see what a rank holds while gradients still exist
         after_optimizer_step()
-    # Untimed: with set_to_none it only drops references (microseconds), and it lets the hook above
-    # see the gradients.
-    optimizer.zero_grad(set_to_none=True)
+    # Untimed, as the step's end: it lets the hook above see the gradients. The strategy says how
+    # (dropping them costs microseconds; DDP's bucket views must be zeroed in place instead).
+    optimizer.zero_grad(set_to_none=strategy.zero_grad_set_to_none)

@@ -1,0 +1,114 @@
+"""The bucket timeline: when each collective of a step became ready, was launched and was done.
+
+A leaf of the contract (torch and the standard library only): a strategy records its own
+collectives here, as it launches them, and the rank side reads the timeline after the measured
+steps. Times are taken on the clock that times the steps, so that they line up with the phases:
+
+- on the CPU, `time.perf_counter`; a collective's completion is stamped by a callback on its
+  future, which the backend (gloo) runs the moment the work completes;
+- on a GPU, CUDA events: the launch on the current stream; the completion recorded on a stream
+  that waits for the collective (inside its future's callback, or after a blocking call, whose
+  current stream NCCL makes wait). Nothing here synchronises the host; the events are read once,
+  after the measured window.
+
+Only steps opened with `begin_step` are recorded: profiled or replayed steps are not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+import torch
+
+Mark = Any
+"""A point in time: a float (seconds, perf_counter) on the CPU, a recorded torch.cuda.Event on a GPU."""
+
+
+@dataclasses.dataclass(eq=False, slots=True)
+class Collective:
+    """One collective of one step, as the strategy launched it."""
+
+    step: int
+    bucket: int
+    """The strategy's index of what travelled (a bucket, a flat group, a parameter), in launch order."""
+    kind: str
+    nbytes: int
+    ready: Mark
+    launched: Mark
+    done: Mark | None = None
+
+
+class CommTimeline:
+    """Collects `Collective`s per step. One per configuration and rank."""
+
+    def __init__(self, device: torch.device | None = None) -> None:
+        self._cuda = device is not None and device.type == "cuda"
+        self._origins: dict[int, Mark] = {}
+        self._step: int | None = None
+        self._collectives: list[Collective] = []
+
+    # -- the harness: the window
+    def begin_step(self, step: int) -> None:
+        """Open `step`: times of its collectives are taken from now."""
+        self._step = step
+        self._origins[step] = self.now()
+
+    def end(self) -> None:
+        """Stop recording (after the measured steps)."""
+        self._step = None
+
+    # -- the strategy: its collectives
+    def now(self) -> Mark:
+        if not self._cuda:
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
+    def launching(
+        self, *, bucket: int, nbytes: int, kind: str = "all_reduce", ready: Mark | None = None
+    ) -> Collective | None:
+        """Note a collective about to be launched (call right before the launch); None outside a step."""
+        if self._step is None:
+            return None
+        launched = self.now()
+        entry = Collective(self._step, bucket, kind, nbytes, ready if ready is not None else launched, launched)
+        self._collectives.append(entry)
+        return entry
+
+    def completes(self, entry: Collective | None, future: torch.futures.Future) -> None:
+        """Stamp `entry` done when `future` (the work's `get_future()`) completes."""
+        if entry is not None:
+            future.add_done_callback(lambda _: _stamp(entry, self.now()))
+
+    def finished(self, entry: Collective | None) -> None:
+        """Stamp `entry` done now: a blocking collective has just returned."""
+        if entry is not None:
+            entry.done = self.now()
+
+    # -- the harness: reading it
+    def rows(self) -> list[dict[str, Any]]:
+        """Per collective: step, bucket, kind, bytes and ready/launched/done in ms from its step's start.
+
+        On a GPU this waits for the device (call it after the measured window)."""
+        if self._cuda:
+            torch.cuda.synchronize()
+        rows = []
+        for c in self._collectives:
+            origin = self._origins[c.step]
+            rows.append({
+                "step": c.step, "bucket": c.bucket, "collective": c.kind, "bytes": c.nbytes,
+                "ready_ms": self._since(origin, c.ready),
+                "launched_ms": self._since(origin, c.launched),
+                "done_ms": None if c.done is None else self._since(origin, c.done),
+            })  # fmt: skip
+        return rows
+
+    def _since(self, origin: Mark, mark: Mark) -> float:
+        return origin.elapsed_time(mark) if self._cuda else (mark - origin) * 1e3
+
+
+def _stamp(entry: Collective, mark: Mark) -> None:
+    entry.done = mark

@@ -1,0 +1,89 @@
+"""`stock` is DDP's default and `bucketed` packs like it: the same buckets on every workload, so that a
+comparison of the two compares reducers, not layouts; and DDP's gradient_as_bucket_view really keeps
+the gradients in the buckets from step to step.
+
+Each workload is trained for a few steps at world size 1 in this process (DDP rebuilds its buckets
+in the order gradients became ready after its first step; `bucketed` does the same), then the two
+layouts — every bucket's parameters, in launch order — are compared.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import impls
+import workloads
+from harness.comm_timeline import CommTimeline
+from harness.rank.timing import WallClockTimer
+from harness.rank.training import OPTIMIZER, build_model, make_batch, train_step
+
+CPU = torch.device("cpu")
+STEPS = 3  # DDP rebuilds after step 1; step 3 runs on the rebuilt buckets
+
+
+def trained(impl: str, workload_name: str, size: str, *, steps: int = STEPS, **options):
+    workload = workloads.create(workload_name, size=size)
+    strategy = impls.create(impl, **options)
+    timeline = CommTimeline(CPU)
+    assert strategy.attach_timeline(timeline)
+    model = strategy.wrap(build_model(workload, seed=0, device=CPU))
+    optimizer = strategy.make_optimizer(model.parameters(), OPTIMIZER, lr=1e-3)
+    after_steps = []
+    for step in range(steps):
+        batch = make_batch(workload, batch_size=2, seed=0, rank=0, step=step, device=CPU)
+        train_step(
+            model=model, workload=workload, strategy=strategy, optimizer=optimizer, batch=batch,
+            timer=WallClockTimer(), timeline=timeline, step=step,
+        )  # fmt: skip
+        after_steps.append({name: p.grad for name, p in model.named_parameters()})
+    return strategy, model, timeline, after_steps
+
+
+@pytest.mark.parametrize("size", ["tiny", "small"])
+@pytest.mark.parametrize("workload", workloads.names())
+def test_stock_and_bucketed_build_the_same_buckets_by_default(single_rank, workload, size):
+    stock = trained("stock", workload, size)[0].layout()
+    bucketed = trained("bucketed", workload, size)[0].layout()
+    assert stock["bucket_cap_mb"] == bucketed["bucket_cap_mb"] == 25.0
+    assert stock["first_bucket_cap_mb"] == bucketed["first_bucket_cap_mb"] == 1.0  # DDP's default first bucket
+    assert bucketed["bucket_params"] == stock["bucket_params"]
+    assert bucketed["bucket_sizes_mb"] == pytest.approx(stock["bucket_sizes_mb"])
+
+
+def test_an_explicit_cap_caps_the_first_bucket_too_in_both(single_rank):
+    stock = trained("stock", "gpt2", "small", bucket_cap_mb=5.0)[0].layout()
+    bucketed = trained("bucketed", "gpt2", "small", bucket_cap_mb=5.0)[0].layout()
+    assert stock["first_bucket_cap_mb"] == bucketed["first_bucket_cap_mb"] == 5.0
+    assert bucketed["bucket_params"] == stock["bucket_params"]
+    assert len(stock["bucket_sizes_mb"]) > 2
+
+
+def test_ddps_default_rebuilds_gpt2_small_into_a_small_first_bucket(single_rank):
+    sizes = trained("stock", "gpt2", "small")[0].layout()["bucket_sizes_mb"]
+    assert len(sizes) == 2 and sizes[0] == pytest.approx(1.0, abs=0.01)  # [1.00, 15.17] MiB
+
+
+def storages(grads: dict[str, torch.Tensor]) -> set[int]:
+    return {g.untyped_storage().data_ptr() for g in grads.values() if g is not None}
+
+
+def test_gradient_as_bucket_view_keeps_the_gradients_in_the_buckets_between_steps(single_rank):
+    strategy, model, _, after_steps = trained("stock", "mlp", "tiny", steps=4, gradient_as_bucket_view=True)
+    buckets = len(strategy.layout()["bucket_sizes_mb"])
+    # zeroed in place, not dropped: after step 3 every .grad is still there, zero, in one of the buckets
+    assert all(p.grad is not None and not p.grad.any() for p in model.parameters())
+    assert len(storages(after_steps[2])) == buckets
+    assert storages(after_steps[2]) == storages(after_steps[3]), "the same bucket memory from step to step"
+    _, _, _, dropped = trained("stock", "mlp", "tiny", steps=4)
+    assert all(g is None for g in dropped[2].values())  # without it: dropped, so DDP copies fresh ones in again
+
+
+@pytest.mark.parametrize("impl", ["stock", "bucketed", "naive", "flat"])
+def test_every_collective_of_every_step_is_stamped_in_order(single_rank, impl):
+    _, _, timeline, _ = trained(impl, "mlp", "tiny")
+    rows = timeline.rows()
+    assert {r["step"] for r in rows} == set(range(STEPS))
+    for r in rows:
+        assert 0 <= r["ready_ms"] <= r["launched_ms"] <= r["done_ms"], r
+        assert r["bytes"] > 0 and r["collective"] == "all_reduce"
