@@ -236,7 +236,7 @@ def _record_failure(plan: RunPlan, cfg: Configuration, failure: dict[str, Any]) 
         memory = failure.get("memory") or {}
         results = [{"status": "stopped", "error": None, "memory": memory.get(r)} for r in range(cfg.processes)]
         results[failure["rank"]].update(status="failed", error=failure["error"])
-    row, steps, ranks = records.assemble(
+    row, steps, ranks, _ = records.assemble(
         cfg, results, run_context=plan.context, parity_exact=True, written=store.read_configs(plan.run)
     )
     row.update(error=failure["error"], error_kind=failure["error_kind"], error_file=failure.get("error_file"))

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from harness.analysis import stats
+from harness.analysis import overlap, stats
 from harness.plan import precision
 from harness.plan.config import BASELINE_IMPL, Configuration
 from harness.results import columns
@@ -41,8 +42,14 @@ def combined_status(results: list[dict[str, Any]]) -> tuple[str, str | None]:
 
 
 def step_rows(cfg: Configuration, run_id: str, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per rank and step: its phases and, where the strategy's collectives were timed,
+    its communication (harness.analysis.overlap)."""
     rows = []
     for rank, result in enumerate(results):
+        timeline = result.get("comm")
+        by_step: dict[int, list[dict[str, Any]]] = {}
+        for collective in timeline or []:
+            by_step.setdefault(collective["step"], []).append(collective)
         for step, timing in enumerate(result.get("steps", [])):
             row = {
                 "run_id": run_id,
@@ -53,8 +60,41 @@ def step_rows(cfg: Configuration, run_id: str, results: list[dict[str, Any]]) ->
             }
             row["step_ms"] = timing["step_ms"]
             row.update({f"{phase}_ms": timing.get(f"{phase}_ms") for phase in PHASES})
+            if timeline is None:
+                row.update(dict.fromkeys(COMM_STEP_COLUMNS))
+            else:
+                row.update(overlap.step_communication(timing, by_step.get(step, [])))
             rows.append(row)
     return rows
+
+
+COMM_STEP_COLUMNS = ("comm_ms", "exposed_comm_ms", "exposed_backward_ms")
+
+
+def timeline_rows(cfg: Configuration, run_id: str, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The bucket timeline: one row per collective, rank and step."""
+    rows = []
+    for rank, result in enumerate(results):
+        for collective in result.get("comm") or []:
+            ids = {"run_id": run_id, "config_id": cfg.config_id, "rank": rank}
+            rows.append({**ids, **collective, "warmup": collective["step"] < cfg.warmup})
+    return rows
+
+
+def communication_columns(steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """Measured communication over the measured steps of every rank: medians of each step's
+    communication and exposed communication, and the overlap efficiency of their totals.
+    Null when the strategy's collectives were not timed."""
+    measured = [row for row in steps if not row["warmup"] and row.get("comm_ms") is not None]
+    if not measured:
+        return {"comm_ms": None, "exposed_comm_ms": None, "overlap_efficiency": None}
+    comm = [row["comm_ms"] for row in measured]
+    exposed = [row["exposed_comm_ms"] for row in measured]
+    return {
+        "comm_ms": float(np.median(comm)),
+        "exposed_comm_ms": float(np.median(exposed)),
+        "overlap_efficiency": overlap.overlap_efficiency(comm, exposed),
+    }
 
 
 def rank_rows(cfg: Configuration, run_id: str, results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -116,7 +156,7 @@ def _lookup(written: pd.DataFrame, mask: pd.Series, column: str, *, repeat: int 
 def derived_metrics(
     cfg: Configuration, step_ms: float | None, samples_per_s: float | None, written: pd.DataFrame
 ) -> dict[str, Any]:
-    """Scaling against world size 1 and exposed comm against `local`, from rows already written."""
+    """Scaling against world size 1 and the speed-up over `local`, from rows already written."""
     same = _same_setup(written, cfg)
     if written.empty:
         single = local = None
@@ -147,8 +187,7 @@ def derived_metrics(
         "scaling_efficiency": stats.scaling_efficiency(
             samples_per_s, world_size=cfg.world_size, single_rank_samples_per_s=single
         ),
-        "exposed_comm_ms": stats.exposed_comm_ms(step_ms, local),
-        "overlap_efficiency": stats.overlap_efficiency(step_ms, local),
+        "speedup_vs_local": local / step_ms if local and step_ms else None,
     }
 
 
@@ -219,7 +258,8 @@ def assemble(
     written: pd.DataFrame,
     model_info: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
-    """(config row, step rows, rank rows) for one configuration; `model_info` from harness.rank.modelinfo."""
+    """(config row, step rows, rank rows, timeline rows) for one configuration; `model_info` from
+    harness.rank.modelinfo."""
     run_id = run_context["run_id"]
     status, error = combined_status(results)
     steps = step_rows(cfg, run_id, results)
@@ -244,7 +284,6 @@ def assemble(
         "size": cfg.size,
         "world_size": cfg.world_size,
         "nnodes": cfg.nnodes,
-        "bucket_cap_mb": cfg.bucket_cap_mb,
         "batch_size": cfg.batch_size,
         "dtype": cfg.dtype,
         "tf32": cfg.tf32,
@@ -256,6 +295,7 @@ def assemble(
         **summary,
         "samples_per_s": throughput,
         **derived_metrics(cfg, step_ms, throughput, written),
+        **communication_columns(steps),
         **memory_columns(results),
         **parity_columns(main, parity_exact=parity_exact),
         **model_columns(
@@ -265,6 +305,8 @@ def assemble(
             gpu_name=run_context.get("gpu_name"),
             gpu_count=run_context.get("gpu_count"),
         ),
+        "bucket_cap_mb": layout.get("bucket_cap_mb", cfg.bucket_cap_mb),
+        "first_bucket_cap_mb": layout.get("first_bucket_cap_mb"),
         "bucket_sizes_mb": layout.get("bucket_sizes_mb"),
         "trace_dir": main.get("trace_dir"),
         "wall_s": max((r.get("wall_s") or 0.0) for r in results),
@@ -274,4 +316,4 @@ def assemble(
             for k in ("threads_per_rank", "torch_version", "gpu_name", "hostname", "git_sha", "started_at")
         },
     }
-    return row, steps, rank_rows(cfg, run_id, results)
+    return row, steps, rank_rows(cfg, run_id, results), timeline_rows(cfg, run_id, results)

@@ -30,6 +30,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 
 import impls
 import workloads
+from harness.comm_timeline import CommTimeline
 from harness.plan.config import Configuration
 from harness.rank import faults, gradprofile, modelinfo, parity, parity_check, records, rpc_flow
 from harness.rank.dist import Session, distributed_session, leave_on_failure
@@ -104,14 +105,22 @@ def _measure(
     try:
         # Each rank builds from its own seed: `wrap` must make rank 0's weights win.
         model = build_model(workload, seed=cfg.seed + session.rank, device=session.device)
+        timeline = CommTimeline(session.device)
+        measured_comm = strategy.attach_timeline(timeline)  # before wrap: DDP takes its hook there
         model = strategy.wrap(model)
         optimizer_cls, learning_rate = OPTIMIZERS[cfg.optimizer]
         optimizer = strategy.make_optimizer(model.parameters(), optimizer_cls, lr=learning_rate)
         parts = {"model": model, "workload": workload, "strategy": strategy, "optimizer": optimizer}
         progress = StepProgress(run, cfg.config_id, cfg.warmup + cfg.steps) if session.is_main else None
         step_times, held = _train(
-            cfg, session, before_step=lambda step: watch.before_step(cfg, session, step), progress=progress, **parts
+            cfg,
+            session,
+            before_step=lambda step: watch.before_step(cfg, session, step),
+            progress=progress,
+            timeline=timeline,
+            **parts,
         )
+        timeline.end()
         memory.update(held_as_row(held))
     finally:
         memory.update(peaks_as_row(sampler.stop()))  # kept for the failure record, too
@@ -121,6 +130,7 @@ def _measure(
         "steps": step_times,
         "memory": dict(memory),
         "layout": strategy.layout(),
+        "comm": timeline.rows() if measured_comm else None,
         **judged,
     }
     # Parity is judged on the state after the measured steps (on a GPU: on a deterministic replay,
@@ -153,10 +163,12 @@ def _train(
     *,
     before_step: Callable[[int], None] | None = None,
     progress: Callable[[int], None] | None = None,
+    timeline: CommTimeline | None = None,
     **step_parts,
 ) -> tuple[list[dict[str, float]], dict[str, int]]:
-    """Warm-up then measured steps, each timed per phase (warm-up kept apart); and what this rank
-    held (parameters, gradients, optimizer state) after the last step's optimizer step."""
+    """Warm-up then measured steps, each timed per phase (warm-up kept apart), with the strategy's
+    collectives stamped in `timeline`; and what this rank held (parameters, gradients, optimizer
+    state) after the last step's optimizer step."""
     single_process = step_parts["strategy"].single_process
     # A single-process strategy sees the whole job's batch: every rank's batch, concatenated.
     ranks = range(cfg.world_size) if single_process else [session.rank]
@@ -184,7 +196,15 @@ def _train(
         timing = warmup_timer if step < cfg.warmup else timer
         last = step == cfg.warmup + cfg.steps - 1
         inspect = (lambda: held.update(held_bytes(step_parts["model"], step_parts["optimizer"]))) if last else None
-        train_step(batch=batch, timer=timing, precision=precision, after_optimizer_step=inspect, **step_parts)
+        train_step(
+            batch=batch,
+            timer=timing,
+            precision=precision,
+            after_optimizer_step=inspect,
+            timeline=timeline,
+            step=step,
+            **step_parts,
+        )
         if progress is not None:
             progress(step)
     return warmup_timer.collect() + timer.collect(), held
@@ -279,7 +299,7 @@ def run_plan(plan: dict[str, Any], session: Session, *, watch: RankWatch | None 
         _release_memory(session.device)
         gathered = session.gather_to_main(result)
         if session.is_main:
-            config_row, step_rows, rank_rows = records.assemble(
+            config_row, step_rows, rank_rows, timeline_rows = records.assemble(
                 cfg,
                 gathered,
                 run_context=plan["context"],
@@ -287,7 +307,7 @@ def run_plan(plan: dict[str, Any], session: Session, *, watch: RankWatch | None 
                 written=store.read_configs(run),
                 model_info=info,
             )
-            store.write_configuration(run, cfg.config_id, config_row, step_rows, rank_rows)
+            store.write_configuration(run, cfg.config_id, config_row, step_rows, rank_rows, timeline_rows)
             # At world size 1, when gradients become ready in backward (input of `ddpbench predict`).
             gradprofile.record_once(cfg, run=run, device=session.device, context=plan["context"], done=profiled)
             _release_memory(session.device)

@@ -85,7 +85,7 @@ WORLD_SIZE = C(
     "ranks in the job; for `rpc_hybrid`, the trainers (its launch has one more rank, the parameter server)",
 )
 NNODES = C("nnodes", I32, "", "nodes in the job")
-BUCKET_CAP_MB = C("bucket_cap_mb", F64, MIB_UNIT, "the strategy's bucket cap, where it has one")
+BUCKET_CAP_MB = C("bucket_cap_mb", F64, MIB_UNIT, "the bucket cap the strategy used, where it has buckets: the one given, or DDP's default (25) when none was (`impl_options` holds what was asked)")
 BATCH_SIZE = C("batch_size", I32, COUNT, "samples per rank per step")
 DTYPE = C("dtype", STR, "", "`fp32`, or the autocast dtype of the forward (`bf16`, `fp16`); what `--dtype auto` resolved to (bf16 on GPUs that support it, fp32 elsewhere)")
 TF32 = C("tf32", BOOL, "", "`--tf32`: fp32 matmuls and convolutions were allowed TF32 tensor cores; false: no TF32 at all, cuDNN's included (null: written before it was recorded)")
@@ -181,8 +181,10 @@ CONFIGS = Table(
         C("step_ms_cv", F64, RATIO, "coefficient of variation of those step times (noise)"),
         C("samples_per_s", F64, "samples/s", "`batch_size × world_size / step_ms_median`"),
         C("scaling_efficiency", F64, RATIO, "`samples_per_s(n) / (n × samples_per_s(1))`, same configuration at world size 1"),
-        C("exposed_comm_ms", F64, MS, "step time minus the `local` step time at the same world size"),
-        C("overlap_efficiency", F64, RATIO, "`local` step time / step time (1.0: communication fully hidden)"),
+        C("comm_ms", F64, MS, "measured communication: per step and rank, how long at least one of the strategy's collectives was in flight (the bucket timeline); the median over measured steps and ranks; 0 for `local`; null where not measured (`fsdp`, `dataparallel`, `rpc_hybrid`)"),
+        C("exposed_comm_ms", F64, MS, "the part of `comm_ms` during which no compute of the step ran (forward, backward up to its last gradient, optimizer); median as above; 0 ≤ exposed ≤ comm step by step"),
+        C("overlap_efficiency", F64, RATIO, "`1 − Σ exposed / Σ comm` over measured steps and ranks (HTA's communication–compute overlap; 1.0: all hidden, 0: none; null without communication)"),
+        C("speedup_vs_local", F64, RATIO, "`local` step time at the same world size / this step time (what data parallelism costs here; schema ≤ 3 called it overlap_efficiency)"),
         *MEMORY,
         C("parity_max_abs_diff", F64, "", "largest parameter difference from the single-process reference, in the parameters' own units (for `rpc_hybrid`, the parameter-server reference: see the README)"),
         C("parity_ok", BOOL, "", "true/false within the dtype's tolerance; null where not judged (`local`, lossy hooks) or not checked; `rpc_hybrid` judges each parameter's update within 1e-3 of the largest expected update (fp32)"),
@@ -191,7 +193,8 @@ CONFIGS = Table(
         C("tokens_per_s", F64, "tokens/s", "tokens per second over all ranks: `tokens_per_batch / samples per batch × samples_per_s`"),
         C("achieved_tflops", F64, "TFLOP/s", "`flops_per_sample × samples_per_s / 10^12`"),
         C("mfu", F64, RATIO, "model FLOPs utilisation: `achieved_tflops / (dense peak TFLOP/s of one GPU × the GPUs used)` (one per rank; fewer where gloo ranks share GPUs), the peak for `dtype` (fp32: TF32's with `tf32`) from NVIDIA's datasheets (harness/plan/precision.py); null where the GPU's peak is not known, and on the CPU"),
-        C("bucket_sizes_mb", F64_LIST, MIB_UNIT, "the strategy's buckets in launch order, where it has buckets"),
+        C("first_bucket_cap_mb", F64, MIB_UNIT, "the first bucket's cap as the strategy used it (DDP's default: 1 MiB; an explicit cap caps the first bucket too, torch ≥ 2.9)"),
+        C("bucket_sizes_mb", F64_LIST, MIB_UNIT, "the strategy's buckets in launch order after the measured steps (DDP's: after its rebuild), where it has buckets"),
         C("trace_dir", STR, "", "with `--profile`: the folder of this configuration's traces (`traces/<id>/rank<N>.json`), relative to the run"),
         C("wall_s", F64, SECONDS, "the whole configuration: build, warm-up, steps, parity check"),
         C("torch_version", STR, "", "torch's version"),
@@ -219,6 +222,28 @@ STEPS = Table(
         C("backward_ms", F64, MS, "`loss.backward()`, with whatever communication the strategy overlaps with it"),
         C("sync_ms", F64, MS, "`sync_gradients()`: the gradient communication left after backward (DDP: none)"),
         C("optimizer_ms", F64, MS, "`optimizer.step()`"),
+        C("comm_ms", F64, MS, "how long at least one of the strategy's collectives was in flight in this step (null where not measured)"),
+        C("exposed_comm_ms", F64, MS, "the part of `comm_ms` with no compute running (see configs/)"),
+        C("exposed_backward_ms", F64, MS, "the part of `exposed_comm_ms` inside the backward phase (DDP waits for its buckets there); the rest lies in the sync phase"),
+    ),
+)  # fmt: skip
+
+TIMELINE = Table(
+    "timeline", "timeline/<id>.parquet",
+    "The bucket timeline: one row per collective × rank × step, as the strategy launched it (for `stock` "
+    "and `zero` through a DDP communication hook that does what DDP's built-in all-reduce does; `bucketed` "
+    "from its own reducer; `naive` and `flat` around their blocking calls). Times are ms from the step's "
+    "start on that rank (the phases' clock: CUDA events on GPUs, the wall clock on the CPU).",
+    (
+        RUN_ID, CONFIG_ID, RANK,
+        C("step", I32, "", "the step's index, warm-up steps included"),
+        C("warmup", BOOL, "", "true for warm-up steps"),
+        C("bucket", I32, "", "the strategy's index of what travelled (a bucket, a flat group, a parameter), in launch order"),
+        C("collective", STR, "", "`all_reduce`"),
+        C("bytes", I64, BYTES, "the bucket's size"),
+        C("ready_ms", F64, MS, "when its last gradient was in (DDP: when it called the hook)"),
+        C("launched_ms", F64, MS, "when the collective was launched"),
+        C("done_ms", F64, MS, "when it completed (CPU: the backend's completion callback; GPU: an event that waits for it)"),
     ),
 )  # fmt: skip
 
@@ -343,5 +368,5 @@ FLOOR = Table(
     ),
 )  # fmt: skip
 
-TABLES = {t.name: t for t in (CONFIGS, STEPS, RANKS, RECOMMENDATIONS, COLLECTIVES, CONTENTION, GRADPROFILE,
-                              PREDICTIONS, FLOOR)}  # fmt: skip
+TABLES = {t.name: t for t in (CONFIGS, STEPS, RANKS, TIMELINE, RECOMMENDATIONS, COLLECTIVES, CONTENTION,
+                              GRADPROFILE, PREDICTIONS, FLOOR)}  # fmt: skip

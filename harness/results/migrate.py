@@ -19,7 +19,9 @@ from harness.results import columns, values
 
 # 2: `error_kind` and `error_file` (why and where a configuration failed).
 # 3: `impl_options` a map, `bucket_sizes_mb` a list, `started_at` a timestamp (text before).
-SCHEMA_VERSION = 3
+# 4: communication measured (`comm_ms`; `exposed_comm_ms` and `overlap_efficiency` from the bucket
+#    timeline); the old inferred ratio is `speedup_vs_local`.
+SCHEMA_VERSION = 4
 
 
 class UnsupportedSchema(ConfigError):
@@ -63,8 +65,30 @@ def migrate_v2_to_v3(table: pa.Table) -> pa.Table:
     return _with_version(lift_text_columns(table, columns.CONFIGS), 3)
 
 
+def migrate_v3_to_v4(table: pa.Table) -> pa.Table:
+    """Schema 3 inferred communication from `local`'s step time: its `overlap_efficiency` (local /
+    step) is `speedup_vs_local` now, and its `exposed_comm_ms` (step − local) was no measurement of
+    exposed communication, so both read as null (not measured) rather than as something they were not."""
+    names = table.column_names
+    if "overlap_efficiency" in names:
+        ratio = table.column("overlap_efficiency").cast(pa.float64())
+        if "speedup_vs_local" not in names:
+            table = table.append_column("speedup_vs_local", ratio)
+        elif table.column("speedup_vs_local").null_count == len(table):
+            table = table.set_column(table.schema.get_field_index("speedup_vs_local"), "speedup_vs_local", ratio)
+    for name in ("exposed_comm_ms", "overlap_efficiency"):
+        if name in table.column_names:
+            index = table.schema.get_field_index(name)
+            table = table.set_column(index, name, pa.nulls(len(table), pa.float64()))
+    return _with_version(table, 4)
+
+
 # version -> the function that lifts a configs part of that version to the next one.
-MIGRATIONS: dict[int, Callable[[pa.Table], pa.Table]] = {1: migrate_v1_to_v2, 2: migrate_v2_to_v3}
+MIGRATIONS: dict[int, Callable[[pa.Table], pa.Table]] = {
+    1: migrate_v1_to_v2,
+    2: migrate_v2_to_v3,
+    3: migrate_v3_to_v4,
+}
 
 
 def migrate(table: pa.Table, *, source: Path) -> pa.Table:

@@ -4,6 +4,7 @@
     results/<run_id>/configs/<id>.parquet   one row per configuration
     results/<run_id>/steps/<id>.parquet     one row per configuration × rank × step
     results/<run_id>/ranks/<id>.parquet     one row per configuration × rank (memory peaks)
+    results/<run_id>/timeline/<id>.parquet  one row per collective × rank × step (the bucket timeline)
     results/<run_id>/logs/             torchrun's output per launch
 
 The columns of every table, their types, units and meanings, come from the column dictionary
@@ -37,6 +38,7 @@ from harness.results.migrate import (  # noqa: F401 (the store's readers and wri
     migrate,
     migrate_v1_to_v2,
     migrate_v2_to_v3,
+    migrate_v3_to_v4,
 )
 
 log = logging.getLogger("ddpbench")
@@ -45,6 +47,7 @@ log = logging.getLogger("ddpbench")
 CONFIG_SCHEMA = columns.CONFIGS.schema
 STEP_SCHEMA = columns.STEPS.schema
 RANK_SCHEMA = columns.RANKS.schema
+TIMELINE_SCHEMA = columns.TIMELINE.schema
 RECOMMENDATION_SCHEMA = columns.RECOMMENDATIONS.schema
 COLLECTIVE_SCHEMA = columns.COLLECTIVES.schema
 CONTENTION_SCHEMA = columns.CONTENTION.schema
@@ -100,11 +103,15 @@ def write_configuration(
     config_row: dict[str, Any],
     step_rows: list[dict[str, Any]] = (),
     rank_rows: list[dict[str, Any]] = (),
+    timeline_rows: list[dict[str, Any]] = (),
 ) -> None:
-    """Steps and ranks first, then the config row: a visible config part means the rest is there."""
+    """Steps, ranks and the bucket timeline first, then the config row: a visible config part means
+    the rest is there (a configuration without timed collectives has no timeline part)."""
     row = {"schema_version": SCHEMA_VERSION, **config_row}
     write_parquet(run / "steps" / f"{config_id}.parquet", list(step_rows), STEP_SCHEMA)
     write_parquet(run / "ranks" / f"{config_id}.parquet", list(rank_rows), RANK_SCHEMA)
+    if timeline_rows:
+        write_parquet(run / "timeline" / f"{config_id}.parquet", list(timeline_rows), TIMELINE_SCHEMA)
     write_parquet(run / "configs" / f"{config_id}.parquet", [row], CONFIG_SCHEMA)
 
 
@@ -129,6 +136,7 @@ REQUIRED_COLUMNS = {
     "configs": {"config_id", "status", "impl", "workload", "world_size"},
     "steps": {"config_id", "rank", "step", "step_ms"},
     "ranks": {"config_id", "rank"},
+    "timeline": {"config_id", "rank", "step", "bucket"},
 }
 
 
@@ -194,6 +202,11 @@ def read_steps(run: Path) -> pd.DataFrame:
 
 def read_ranks(run: Path) -> pd.DataFrame:
     return _read_folder(Path(run) / "ranks", columns.RANKS)
+
+
+def read_timeline(run: Path) -> pd.DataFrame:
+    """The bucket timeline of every configuration that timed its collectives (empty for older runs)."""
+    return _read_folder(Path(run) / "timeline", columns.TIMELINE)
 
 
 def read_config_row(run: Path, config_id: str) -> dict[str, Any]:

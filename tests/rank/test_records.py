@@ -45,7 +45,7 @@ def rank_result(step_ms: list[float], *, parity=None, rss=100.0) -> dict:
 def assemble(results, cfg=None, written=None, exact=True):
     cfg = cfg or configuration()
     written = written if written is not None else store.read_configs(store.Path("/nonexistent"))
-    return records.assemble(cfg, results, run_context=CONTEXT, parity_exact=exact, written=written)
+    return records.assemble(cfg, results, run_context=CONTEXT, parity_exact=exact, written=written)[:3]
 
 
 def test_step_time_is_the_median_of_the_slowest_rank_per_measured_step():
@@ -86,7 +86,7 @@ def test_a_lossy_strategy_records_its_difference_but_is_not_judged():
     assert row["parity_note"].startswith("not judged")
 
 
-def test_exposed_comm_and_scaling_come_from_rows_already_written():
+def test_speedup_vs_local_and_scaling_come_from_rows_already_written():
     written = pd.DataFrame(
         [
             {**assemble([rank_result([9, 10, 10])], cfg=configuration(impl="local", world_size=2))[0]},
@@ -94,9 +94,44 @@ def test_exposed_comm_and_scaling_come_from_rows_already_written():
         ]
     )
     row = assemble([rank_result([9, 16, 16]), rank_result([9, 16, 16])], written=written)[0]
-    assert row["exposed_comm_ms"] == 6
-    assert row["overlap_efficiency"] == 10 / 16
+    assert row["speedup_vs_local"] == 10 / 16
     assert row["scaling_efficiency"] == (4 * 2 * 1000 / 16) / (2 * (4 * 1000 / 4))
+    assert row["comm_ms"] is None and row["overlap_efficiency"] is None  # no timeline: not measured
+
+
+def collective(step, launched, done, ready=None):
+    ready = launched if ready is None else ready
+    return {"step": step, "bucket": 0, "collective": "all_reduce", "bytes": 8, "ready_ms": ready,
+            "launched_ms": launched, "done_ms": done}  # fmt: skip
+
+
+def test_communication_comes_from_the_timeline_step_by_step():
+    # steps of 16 ms: forward 0-4, backward 4-12, sync 12-14, optimizer 14-16 (rank_result's split)
+    after_backward = {**rank_result([16, 16, 16]), "comm": [collective(s, 12, 14) for s in range(3)]}
+    row, steps, _ = assemble([after_backward, after_backward])
+    assert row["comm_ms"] == 2 and row["exposed_comm_ms"] == 2 and row["overlap_efficiency"] == 0
+    # overlapped: one bucket hidden by backward, the last one (ready as backward ends) waited for in sync
+    hidden = {**rank_result([16, 16, 16]), "comm": [collective(s, 5, 9) for s in range(3)] + [
+        collective(s, 12, 13) for s in range(3)]}  # fmt: skip
+    row, steps, _ = assemble([hidden, hidden])
+    assert row["comm_ms"] == 5 and row["exposed_comm_ms"] == 1 and row["overlap_efficiency"] == 0.8
+    assert [s["exposed_backward_ms"] for s in steps] == [0] * 6
+    # DDP: the last bucket ready at 10 ms, backward waits for it until 12: 2 of its 4 ms exposed
+    ddp = {**rank_result([16, 16, 16]), "comm": [collective(s, 8, 10, ready=8) for s in range(3)] + [
+        collective(s, 10, 12, ready=10) for s in range(3)]}  # fmt: skip
+    row, steps, _ = assemble([ddp, ddp])
+    assert row["comm_ms"] == 4 and row["exposed_comm_ms"] == 2 and row["overlap_efficiency"] == 0.5
+    assert steps[-1]["exposed_backward_ms"] == 2
+
+
+def test_the_timeline_rows_name_their_configuration_rank_and_warmup():
+    result = {**rank_result([16, 16, 16]), "comm": [collective(s, 12, 14) for s in range(3)]}
+    rows = records.assemble(
+        configuration(), [result, result], run_context=CONTEXT, parity_exact=True,
+        written=store.read_configs(store.Path("/nonexistent")),
+    )[3]  # fmt: skip
+    assert len(rows) == 6 and {r["rank"] for r in rows} == {0, 1}
+    assert [r["warmup"] for r in rows if r["rank"] == 0] == [True, False, False]
 
 
 def test_error_line_keeps_the_type_and_the_last_line():

@@ -34,7 +34,9 @@ def test_every_column_has_a_unit_field_and_a_meaning_and_appears_once_per_table(
 def test_the_store_schemas_are_the_dictionarys():
     assert store.CONFIG_SCHEMA.equals(columns.CONFIGS.schema, check_metadata=True)
     assert store.STEP_SCHEMA.names == ["run_id", "config_id", "rank", "step", "warmup", "step_ms",
-                                       *columns.PHASE_COLUMNS]  # fmt: skip
+                                       *columns.PHASE_COLUMNS, "comm_ms", "exposed_comm_ms",
+                                       "exposed_backward_ms"]  # fmt: skip
+    assert store.TIMELINE_SCHEMA.equals(columns.TIMELINE.schema, check_metadata=True)
     assert columns.CONFIGS.column("achieved_tflops").unit == "TFLOP/s"
 
 
@@ -53,8 +55,10 @@ def test_a_freshly_written_part_carries_each_columns_unit_and_meaning(tmp_path):
            "started_at": "2026-03-01T12:00:00+00:00"}  # fmt: skip
     step = {"run_id": "r", "config_id": "c", "rank": 0, "step": 0, "warmup": False, "step_ms": 2.0}
     rank = {"run_id": "r", "config_id": "c", "rank": 0, "status": "ok", "mem_peak_rss_mb": 100.0}
-    store.write_configuration(tmp_path, "c", row, [step], [rank])
-    for table in (columns.CONFIGS, columns.STEPS, columns.RANKS):
+    collective = {"run_id": "r", "config_id": "c", "rank": 0, "step": 0, "warmup": False, "bucket": 0,
+                  "collective": "all_reduce", "bytes": 8, "ready_ms": 1.0, "launched_ms": 1.0, "done_ms": 2.0}  # fmt: skip
+    store.write_configuration(tmp_path, "c", row, [step], [rank], [collective])
+    for table in (columns.CONFIGS, columns.STEPS, columns.RANKS, columns.TIMELINE):
         path = tmp_path / table.name / "c.parquet"
         assert part_metadata(path) == expected_metadata(table)
         assert pq.read_schema(path).remove_metadata().equals(table.schema.remove_metadata())

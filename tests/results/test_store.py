@@ -159,7 +159,7 @@ def test_schema_2_text_columns_are_lifted_to_the_map_list_and_timestamp(tmp_path
     store.write_configuration(tmp_path, "new", config_row("new", impl_options={"bucket_cap_mb": 25.0}))
 
     rows = store.read_configs(tmp_path).set_index("config_id")
-    assert set(rows["schema_version"]) == {store.SCHEMA_VERSION} == {3}
+    assert set(rows["schema_version"]) == {store.SCHEMA_VERSION} == {4}
     assert rows.loc["old", "impl_options"] == '{"bucket_cap_mb": 25.0, "comm_hook": "fp16"}'
     assert rows.loc["new", "impl_options"] == '{"bucket_cap_mb": 25.0}'
     assert list(rows.loc["old", "bucket_sizes_mb"]) == [0.5, 24.75]
@@ -232,3 +232,12 @@ def test_the_golden_runs_of_schema_1_read_through_every_migration_with_their_fai
     assert set(rows["impl_options"]) == {"{}"} and rows["bucket_sizes_mb"].isna().all()
     assert set(rows["started_at"]) == {pd.Timestamp("2026-01-03", tz="UTC")}
     assert rows.loc[rows["status"] != "failed", "error_kind"].isna().all()
+
+
+def test_schema_3s_inferred_overlap_becomes_speedup_vs_local_and_exposed_reads_as_not_measured(tmp_path):
+    old = {**config_row("old", impl="stock"), "schema_version": 3, "exposed_comm_ms": -28.0, "overlap_efficiency": 1.6}
+    store.write_parquet(tmp_path / "configs" / "old.parquet", [old], store.CONFIG_SCHEMA)
+    row = store.read_configs(tmp_path).iloc[0]
+    assert row["speedup_vs_local"] == 1.6
+    assert pd.isna(row["exposed_comm_ms"]) and pd.isna(row["overlap_efficiency"]) and pd.isna(row["comm_ms"])
+    assert store.MIGRATIONS[3] is store.migrate_v3_to_v4

@@ -1,0 +1,104 @@
+"""Communication time, exposed communication and overlap, from the bucket timeline and the phases.
+
+Pure functions over one step of one rank, in ms from the step's start (DESIGN.md's definitions):
+
+- communication time: how long at least one collective was in flight (the union of each
+  collective's [launched, done]);
+- exposed communication: the part of it during which no compute of the step ran;
+- overlap efficiency: 1 − exposed / communication (HTA's communication–compute overlap).
+
+Compute is the forward, the backward up to the moment its last gradient was ready, and the
+optimizer step. "Up to its last gradient": DDP waits for its all-reduces inside backward, so the
+backward phase ends only when communication does; the last bucket that became ready during
+backward marks where gradient computation ended. A strategy that communicates after backward
+(naive, flat) has no bucket ready in it, and its whole backward counts as compute.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+Interval = tuple[float, float]
+
+
+def merged(intervals: Iterable[Interval]) -> list[Interval]:
+    """The union of `intervals` as disjoint, sorted intervals (empty ones dropped)."""
+    result: list[Interval] = []
+    for start, end in sorted((s, e) for s, e in intervals if e > s):
+        if result and start <= result[-1][1]:
+            result[-1] = (result[-1][0], max(result[-1][1], end))
+        else:
+            result.append((start, end))
+    return result
+
+
+def length(intervals: Iterable[Interval]) -> float:
+    return sum(end - start for start, end in merged(intervals))
+
+
+def minus(intervals: Sequence[Interval], removed: Sequence[Interval]) -> list[Interval]:
+    """The parts of `intervals` outside `removed` (both taken as unions)."""
+    left: list[Interval] = []
+    cuts = merged(removed)
+    for start, end in merged(intervals):
+        for cut_start, cut_end in cuts:
+            if cut_end <= start or cut_start >= end:
+                continue
+            if cut_start > start:
+                left.append((start, cut_start))
+            start = max(start, cut_end)
+            if start >= end:
+                break
+        if start < end:
+            left.append((start, end))
+    return left
+
+
+def clipped(intervals: Iterable[Interval], window: Interval) -> list[Interval]:
+    low, high = window
+    return [(max(s, low), min(e, high)) for s, e in intervals if min(e, high) > max(s, low)]
+
+
+def phase_bounds(phases: dict[str, float]) -> dict[str, Interval]:
+    """Each phase's [start, end] in ms from the step's start, from its duration (`<phase>_ms`)."""
+    bounds, clock = {}, 0.0
+    for phase in ("forward", "backward", "sync", "optimizer"):
+        duration = phases.get(f"{phase}_ms") or 0.0
+        bounds[phase] = (clock, clock + duration)
+        clock += duration
+    return bounds
+
+
+def compute_intervals(phases: dict[str, float], ready_ms: Sequence[float]) -> list[Interval]:
+    """When the step computed: forward, backward up to its last gradient, optimizer."""
+    bounds = phase_bounds(phases)
+    backward_start, backward_end = bounds["backward"]
+    in_backward = [r for r in ready_ms if backward_start <= r <= backward_end]
+    gradients_end = max(in_backward) if in_backward else backward_end
+    return [bounds["forward"], (backward_start, gradients_end), bounds["optimizer"]]
+
+
+def step_communication(phases: dict[str, float], collectives: Sequence[dict[str, float]]) -> dict[str, float]:
+    """comm_ms, exposed_comm_ms and, of the exposed part, how much lay in the backward phase
+    (`exposed_backward_ms`; the rest lay in the sync phase), for one step of one rank.
+
+    `collectives`: that step's timeline rows (ready_ms, launched_ms, done_ms). A collective without
+    a completion stamp counts until the end of the sync phase, by which time every strategy has
+    waited for all of its collectives."""
+    bounds = phase_bounds(phases)
+    sync_end = bounds["sync"][1]
+    in_flight = merged(
+        (c["launched_ms"], c["done_ms"] if c.get("done_ms") is not None else sync_end) for c in collectives
+    )
+    exposed = minus(in_flight, compute_intervals(phases, [c["ready_ms"] for c in collectives]))
+    return {
+        "comm_ms": length(in_flight),
+        "exposed_comm_ms": length(exposed),
+        "exposed_backward_ms": length(clipped(exposed, bounds["backward"])),
+    }
+
+
+def overlap_efficiency(comm_ms: Iterable[float], exposed_ms: Iterable[float]) -> float | None:
+    """1 − total exposed / total communication over the steps given (in [0, 1]); None without any."""
+    comm, exposed = sum(comm_ms), sum(exposed_ms)
+    return None if comm <= 0 else min(1.0, max(0.0, 1.0 - exposed / comm))
