@@ -149,6 +149,12 @@ class RunData:
     """Per configuration, the communication floor (harness.model.predict), where a network was measured or given."""
     predictions: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     """The step-time model against the run's bucket sweeps (harness.model.predict)."""
+    traces: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    """Per profiled configuration, its trace files (names inside its trace_dir)."""
+    run_href: str = ""
+    """The run folder relative to the run page, for links to its files (traces)."""
+    run_path: str = ""
+    """The run folder as given to `ddpbench report` (for commands and snippets the reader copies)."""
 
 
 def summarize_run(
@@ -160,9 +166,12 @@ def summarize_run(
     *,
     floor: pd.DataFrame | None = None,
     predictions: pd.DataFrame | None = None,
+    **where: Any,
 ) -> RunData:
+    """`where`: traces, run_href, run_path (see RunData)."""
     series = slowest_rank_series(steps)
     return RunData(
+        **where,
         recommendations=recommendations if recommendations is not None else pd.DataFrame(),
         floor=floor if floor is not None else pd.DataFrame(),
         predictions=predictions if predictions is not None else pd.DataFrame(),

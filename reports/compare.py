@@ -13,7 +13,15 @@ import pandas as pd
 from harness.results import store
 from reports.html import esc, page
 
-VERDICT_CLASS = {"slower": "failed", "faster": "ok", "no significant change": ""}
+VERDICT_CLASS = {"slower": "failed", "faster": "ok", "no significant change": "", "too few repeats to tell": ""}
+
+
+def verdict_cell(r) -> str:
+    """The verdict (bold unless no change), the repeats a decision needs when too few, the noise behind it."""
+    text = f"<b>{esc(r.verdict)}</b>" if r.verdict != "no significant change" else esc(r.verdict)
+    if r.verdict == "too few repeats to tell":
+        text += esc(f" (have {min(r.base_repeats, r.new_repeats)}, need about {r.repeats_needed})")
+    return text + (f"<br><small>{esc(r.noise)}</small>" if getattr(r, "noise", "") else "")
 
 
 def comparison_table(frame: pd.DataFrame) -> str:
@@ -39,7 +47,7 @@ def comparison_table(frame: pd.DataFrame) -> str:
         cells = [
             esc(r.impl), esc(options), esc(r.workload), esc(r.size), esc(r.world_size),
             f"{r.base_ms:.2f}", f"{r.new_ms:.2f}", f"{r.ratio:.3f}", f"{r.ratio_ci_low:.3f}–{r.ratio_ci_high:.3f}",
-            f"{r.p_value:.2g}", f"<b>{esc(r.verdict)}</b>" if r.verdict != "no significant change" else esc(r.verdict),
+            f"{r.p_value:.2g}", verdict_cell(r),
         ]  # fmt: skip
         rows.append(f'<tr class="{VERDICT_CLASS[r.verdict]}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return f"<div class=scroll><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
@@ -49,9 +57,10 @@ def comparison_page(base: str, new: str, frame: pd.DataFrame, warnings: list[str
     parts = [
         '<p><a href="../index.html">all runs</a></p>',
         f"<h1>{esc(new)} against {esc(base)}</h1>",
-        f"<p>Ratio = new / base median step time (slowest rank per step, repeats pooled). A configuration is "
-        f"<b>slower</b> or <b>faster</b> only when the ratio is beyond {threshold:.0%} and Mann-Whitney U gives "
-        f"p &lt; 0.002; otherwise the difference is noise.</p>",
+        f"<p>Ratio = new / base step time: per repeat the median step (slowest rank per step), then the geometric "
+        f"mean over repeats. A configuration is <b>slower</b> or <b>faster</b> only when the 95% interval of the "
+        f"ratio (Welch's t over repeats) excludes 1 and the ratio is beyond {threshold:.0%}; when the repeats "
+        f"cannot decide, <b>too few repeats to tell</b>.</p>",
     ]
     if warnings:
         items = "".join(f"<li>{esc(w)}</li>" for w in warnings)

@@ -23,6 +23,7 @@ th,td{border:1px solid #ddd;padding:.25rem .5rem;text-align:left}th{background:#
 .alarm{background:#fde2e2;border:2px solid #d62728;padding:.5rem 1rem;border-radius:4px;font-weight:600}
 .caption{color:#444;font-size:.9rem;margin:.2rem 0 1.5rem}.figure{margin-bottom:1rem}
 nav a{margin-right:1rem}h2{border-bottom:1px solid #ddd;padding-bottom:.2rem;margin-top:2.5rem}
+.warning{margin:.4rem 0}.headline{font-size:1.05rem;margin:.8rem 0 .2rem}.noisy td:last-child{color:#b35900}
 code,pre{background:#f6f6f6;padding:.1rem .3rem;border-radius:3px;font-size:.8rem}pre{padding:.5rem;overflow-x:auto}
 """
 
@@ -82,3 +83,9 @@ def table(head: list[str], rows: list[list[str]], *, row_classes: list[str] | No
         for cls, row in zip(classes, rows, strict=True)
     )
     return f"<div class=scroll><table><thead><tr>{header}</tr></thead><tbody>{body}</tbody></table></div>"
+
+
+def facts_table(facts: list[tuple[str, str]]) -> str:
+    """Name–value rows without a header row (the names are the header), values escaped here."""
+    body = "".join(f"<tr><th>{esc(name)}</th><td>{esc(text)}</td></tr>" for name, text in facts)
+    return f"<div class=scroll><table class=facts><tbody>{body}</tbody></table></div>"

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import json
 import shlex
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from reports import alerts, answer, profiles
 from reports.aggregate import RunData, machine_summary
-from reports.html import FigureList, esc, page, table
+from reports.html import FigureList, esc, facts_table, page, table
 from reports.run_sections import (
     bucket_section,
     config_cell,
@@ -39,8 +41,8 @@ TABLE_COLUMNS = (
     ("scaling_efficiency", "scaling eff.", 3),
     ("exposed_comm_ms", "exposed comm ms", 2),
     ("overlap_efficiency", "overlap eff.", 3),
-    ("mem_peak_rss_mb", "peak RSS MB", 0),
-    ("mem_peak_nvml_mb", "peak NVML MB", 0),
+    ("mem_peak_rss_mb", "peak RSS MiB", 0),
+    ("mem_peak_nvml_mb", "peak NVML MiB", 0),
     ("parity_ok", "parity", None),
     ("parity_max_abs_diff", "parity max |Δ|", None),
     ("error", "error / reason", None),
@@ -60,10 +62,11 @@ def ok_workloads(configs: pd.DataFrame) -> list[str]:
 def header(run: RunData) -> str:
     meta, configs = run.meta, run.configs
     parts = [
-        '<nav><a href="../index.html">all runs</a><a href="#fastest">fastest</a><a href="#scaling">scaling</a>'
-        '<a href="#buckets">bucket cap</a><a href="#time">time</a><a href="#model">floor &amp; model</a>'
-        '<a href="#memory">memory</a>'
-        '<a href="#trust">trust</a><a href="#environment">environment</a></nav>',
+        '<nav><a href="../index.html">all runs</a><a href="#answer">answer</a><a href="#fastest">fastest</a>'
+        '<a href="#scaling">scaling</a><a href="#buckets">bucket cap</a><a href="#time">time</a>'
+        '<a href="#model">floor &amp; model</a><a href="#memory">memory</a><a href="#trust">trust</a>'
+        + ('<a href="#profiles">profiles</a>' if not profiles.profiled(configs).empty else "")
+        + '<a href="#environment">environment</a></nav>',
         f"<h1>Run {esc(meta['run_id'])}</h1>",
     ]
     if meta.get("device") == "cpu":
@@ -77,14 +80,19 @@ def header(run: RunData) -> str:
         names = ", ".join(esc(c) for c in failed_parity["config_id"])
         parts.append(f'<p class="alarm">PARITY FAILED: {names} did not train like one process on the whole batch.</p>')
     parts.append(f"<p>Started {esc(meta.get('started_at'))} on {esc(machine_summary(meta, configs))}.</p>")
-    parts.append(status_section(configs))
+    parts.append(status_section(meta, configs))
+    resume = f"{RESUME_COMMAND} --resume {meta['run_id']} --results {Path(run.run_path).parent}"
+    parts.append(alerts.alerts(meta, configs, resume_command=resume))
+    parts.extend(f'<p class="banner warning">{s}</p>' for s in profiles.profile_alert(configs))
     return "\n".join(parts)
 
 
-def status_section(configs: pd.DataFrame) -> str:
-    """The counts, and every configuration that was not measured, with its error or reason."""
-    counts = configs["status"].value_counts().to_dict() if not configs.empty else {}
-    parts = ["<p>" + ", ".join(f"{counts.get(s, 0)} {s}" for s in ("ok", "failed", "skipped")) + "</p>"]
+def status_section(meta: dict[str, Any], configs: pd.DataFrame) -> str:
+    """The counts (skipped and never run apart from failed), and every configuration that was not
+    measured, with its error or reason."""
+    counts = alerts.status_counts(meta, configs)
+    shown = [f"{n} {status}" for status, n in counts.items() if n or status != "not run"]
+    parts = ["<p>" + ", ".join(shown) + "</p>"]
     for status, title in (("failed", "Failed configurations"), ("skipped", "Skipped configurations")):
         rows = configs[configs["status"] == status].sort_values("config_id")
         if not rows.empty:
@@ -101,29 +109,40 @@ def _failure_kind(row) -> str:
     return f" <b>({esc(kind)})</b>" if isinstance(kind, str) and row.status == "failed" else ""
 
 
-def environment_section(meta: dict[str, Any]) -> str:
+def _known(*values: Any) -> list[str]:
+    return [str(v) for v in values if v is not None and v != ""]
+
+
+def environment_facts(meta: dict[str, Any]) -> list[tuple[str, str]]:
+    """What the run measured on, each fact once; unknown parts are left out, never shown as None."""
     environment = meta.get("environment", {})
     gpus = environment.get("gpus") or []
+    cpu = environment.get("cpu_model")
+    cores = environment.get("cpu_count")
     facts = [
-        ("device, backend", f"{meta.get('device')}, {meta.get('backend')}"),
-        ("threads per rank", meta.get("threads_per_rank")),
-        ("host", environment.get("hostname")),
-        ("CPU", f"{environment.get('cpu_model')} ({environment.get('cpu_count')} cores)"),
-        (
-            "GPUs",
-            ", ".join(f"{g.get('index')}: {g.get('name')} ({g.get('memory_mb', 0):.0f} MB)" for g in gpus) or "none",
-        ),
-        (
-            "driver, CUDA driver, torch CUDA, NCCL",
-            ", ".join(
-                str(environment.get(k)) for k in ("driver_version", "cuda_driver_version", "torch_cuda", "nccl_version")
-            ),
-        ),
-        ("torch, python", f"{environment.get('torch_version')}, {environment.get('python')}"),
-        ("platform", environment.get("platform")),
-        ("git", f"{environment.get('git_sha')}{' (dirty)' if environment.get('git_dirty') else ''}"),
-    ]
-    parts = ["<h2 id=environment>7. On what?</h2>", table(["", ""], [[esc(k), esc(v)] for k, v in facts])]
+        ("device, backend", ", ".join(_known(meta.get("device"), meta.get("backend")))),
+        ("threads per rank", ", ".join(_known(meta.get("threads_per_rank")))),
+        ("host", ", ".join(_known(environment.get("hostname")))),
+        ("CPU", " ".join(_known(cpu, f"({cores} cores)" if cores else None))),
+        ("GPUs", ", ".join(f"{g.get('index')}: {g.get('name')}{gib_suffix(g.get('memory_mb'))}" for g in gpus)
+                 or ("none" if meta.get("device") == "cpu" else "")),
+        ("driver, CUDA driver, torch CUDA, NCCL",
+         ", ".join(_known(*(environment.get(k) for k in ("driver_version", "cuda_driver_version", "torch_cuda",
+                                                          "nccl_version"))))),
+        ("torch, python", ", ".join(_known(environment.get("torch_version"), environment.get("python")))),
+        ("platform", ", ".join(_known(environment.get("platform")))),
+        ("git", " ".join(_known(environment.get("git_sha"), "(dirty)" if environment.get("git_dirty") else None))),
+    ]  # fmt: skip
+    return [(name, text) for name, text in facts if text]
+
+
+def gib_suffix(mib: Any) -> str:
+    return f" ({float(mib) / 1024:.1f} GiB)" if isinstance(mib, (int, float)) and mib else ""
+
+
+def environment_section(meta: dict[str, Any]) -> str:
+    environment = meta.get("environment", {})
+    parts = ["<h2 id=environment>7. On what?</h2>", facts_table(environment_facts(meta))]
     topology = environment.get("topology") or []
     if topology:
         rows = [
@@ -138,6 +157,8 @@ def environment_section(meta: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+RESUME_COMMAND = ".venv/bin/ddpbench bench"  # as `make setup` installs it (README)
+
 SECTIONS = (fastest_section, scaling_section, bucket_section, time_section, model_section, memory_section,
             trust_section)  # fmt: skip
 
@@ -145,8 +166,9 @@ SECTIONS = (fastest_section, scaling_section, bucket_section, time_section, mode
 def run_page(run: RunData) -> str:
     workloads = ok_workloads(run.configs)
     figs = FigureList()
-    parts = [header(run)]
+    parts = [header(run), answer.answer_section(run, workloads)]
     parts.extend(section(run, workloads, figs) for section in SECTIONS)
+    parts.append(profiles.profiles_section(run.configs, run.traces, run_href=run.run_href, run_path=run.run_path))
     parts.append(environment_section(run.meta))
     parts.append("<h2>Configurations</h2>" + configs_table(run.configs))
     return page(f"ddpbench run {run.meta['run_id']}", "\n".join(parts), depth=1)

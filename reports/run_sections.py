@@ -52,12 +52,21 @@ CAPTIONS = {
 }
 
 
+def options_text(impl_options: Any) -> str:
+    """'bucket_cap_mb=25 static_graph=true', not the raw JSON the table stores."""
+    options = impl_options if isinstance(impl_options, dict) else (
+        json.loads(impl_options) if isinstance(impl_options, str) and impl_options else {})  # fmt: skip
+    return " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(options.items()))
+
+
 def config_cell(column: str, value: Any, digits: int | None) -> str:
     missing = value is None or (isinstance(value, float) and pd.isna(value))
     if column == "parity_ok":
         return {True: "ok", False: "<b>FAILED</b>"}.get(None if missing else bool(value), "not judged")
     if column == "parity_max_abs_diff" and not missing:
         return f"{value:.2e}"
+    if column == "impl_options":
+        return esc(options_text(value))
     if column == "step_ms_cv" and not missing and value > stepfigures.NOISY_CV:
         return f"<b>{value:.3f} noisy</b>"
     if digits is not None:

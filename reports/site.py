@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 from pathlib import Path
 
 from harness.results import store
@@ -54,18 +55,35 @@ def write_plotly_asset(out: Path) -> None:
         write_text(target, script)
 
 
-def read_run(run: Path) -> aggregate.RunData:
+def trace_files(run: Path, configs) -> dict[str, list[str]]:
+    """Per profiled configuration, the trace files in its folder (one per rank)."""
+    if "trace_dir" not in configs:
+        return {}
+    found = {}
+    for config_id, folder in zip(configs["config_id"], configs["trace_dir"], strict=True):
+        if isinstance(folder, str) and folder and (run / folder).is_dir():
+            found[config_id] = sorted(p.name for p in (run / folder).iterdir() if p.is_file())
+    return found
+
+
+def read_run(run: Path, *, pages: Path | None = None) -> aggregate.RunData:
+    """One run reduced for its page; `pages` is the folder its page goes into (for relative links)."""
     meta = store.read_json(run / "run.json")
     meta.setdefault("run_id", run.name)
     steps = store.read_steps(run)
+    configs = store.read_configs(run)
+    href = Path(os.path.relpath(run.resolve(), pages.resolve())).as_posix() if pages is not None else str(run)
     return aggregate.summarize_run(
         meta,
-        store.read_configs(run),
+        configs,
         steps[STEP_COLUMNS],
         store.read_ranks(run),
         store.read_recommendations(run),
         floor=store.read_floor(run),
         predictions=store.read_predictions(run),
+        traces=trace_files(run, configs),
+        run_href=href,
+        run_path=str(run),
     )
 
 
@@ -95,7 +113,7 @@ def build_site(*, results: Path, out: Path) -> BuiltSite:
     run_pages: dict[str, Path] = {}
     for run_folder in store.list_runs(results):
         try:
-            run = read_run(run_folder)
+            run = read_run(run_folder, pages=out / "runs")
         except (store.UnsupportedSchema, OSError, ValueError, KeyError) as exc:
             log.warning("skipping run %s: %s", run_folder, exc)  # one bad run must not cost the site
             continue

@@ -31,7 +31,18 @@ def test_report_command_writes_index_and_run_page_with_the_figures(small_run, tm
     index = (out / "index.html").read_text()
     assert 'href="runs/e2e.html"' in index and "CPU, gloo, up to 2 ranks" in index
     assert (out / "assets" / "plotly.min.js").stat().st_size > 1_000_000
-    assert "cdn.plot.ly" not in page and "https://" not in page.split("<h2 id=environment>")[0]
+    assert "cdn.plot.ly" not in page and not re.search(r'src="https?://', page)  # nothing loaded off the machine
+    # The answer comes first: a table naming every measured strategy with its step time, before any figure.
+    answer = page.split("<h2 id=answer>", 1)[1].split('class="plotly-graph-div"', 1)[0]
+    for strategy in ("naive", "flat", "stock", "bucketed", "local"):
+        assert re.search(rf"<td>(<b>)?{strategy}(</b>)?</td><td>\d+\.\d+ ms</td>", answer), strategy
+    # --profile: every configuration's traces are linked, with how to open them and the profiler caveat.
+    profiles = page.split("<h2 id=profiles>", 1)[1].split("<h2", 1)[0]
+    assert "https://ui.perfetto.dev" in profiles and "TraceAnalysis(trace_dir=" in profiles
+    assert "under the profiler" in profiles and "Profiled:" in page.split("<h2 id=answer>")[0]
+    for link in re.findall(r'href="([^"]+rank\d+\.json)"', profiles):
+        assert (out / "runs" / link).resolve().is_file(), link
+    assert len(re.findall(r'href="[^"]+rank\d+\.json"', profiles)) >= 2 * 4  # 2 ranks × 4 strategies at w2
 
 
 def hand_made_run(results, *, error: str, command: list[str]):
