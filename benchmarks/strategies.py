@@ -2,9 +2,12 @@
 
 Runs in one process group of 2 CPU ranks (gloo), the strategies' steps interleaved
 (A B C D E A B C D E …) so that machine drift hits all of them alike, on `mlp` small and, when
-registered, `gpt2` small. Prints per workload the median step time of each strategy (the
-slowest rank's, per step), its ratio to stock, and its overlap efficiency local / impl
-(1.0: all communication hidden behind compute).
+registered, `gpt2` small. Every strategy with buckets runs at DDP's default layout (25 MiB, first
+bucket 1 MiB) unless --bucket-cap-mb is given. Prints per workload the median step time of each
+strategy (the slowest rank's, per step), its ratio to stock, and local / impl (what data
+parallelism costs). A spec ending in `+timeline` runs that strategy with the bucket timeline
+attached, as `ddpbench bench` does: `stock+timeline` next to `stock` is what timing DDP's buckets
+through a communication hook costs.
 
     python benchmarks/strategies.py [--workloads mlp:small,gpt2:small --steps 10 --repeats 5]
 """
@@ -22,7 +25,8 @@ from typing import Any
 
 from _torchrun import relaunch
 
-IMPLS = ("local", "naive", "flat", "stock", "bucketed")
+IMPLS = ("local", "naive", "flat", "stock", "stock+timeline", "bucketed", "bucketed+timeline")
+TIMELINE = "+timeline"
 SEED = 0
 
 
@@ -36,7 +40,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--repeats", type=int, default=5, help="interleaved rounds over all strategies")
     parser.add_argument("--warmup", type=int, default=3, help="steps per strategy before measuring (DDP rebuilds in 2)")
     parser.add_argument("--ranks", type=int, default=2)
-    parser.add_argument("--bucket-cap-mb", type=float, default=25.0, help="for the strategies that have buckets")
+    parser.add_argument(
+        "--bucket-cap-mb", type=float, default=None, help="for the strategies that have buckets (default: DDP's)"
+    )
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     return parser.parse_args(argv)
 
@@ -49,27 +55,35 @@ class Arm:
     strategy: Any
     model: Any
     optimizer: Any
+    timeline: Any = None
+    """The bucket timeline the strategy stamps its collectives in (`+timeline` arms), recording every step."""
+    steps_run: int = 0
 
 
-def prepare_arms(specs: list[str], workload, *, device, bucket_cap_mb: float) -> list[Arm]:
+def prepare_arms(specs: list[str], workload, *, device, bucket_cap_mb: float | None) -> list[Arm]:
+    from harness.comm_timeline import CommTimeline
     from harness.rank.training import LEARNING_RATE, OPTIMIZER, build_model
 
     arms = []
     for spec in specs:
-        strategy = create_strategy(spec, bucket_cap_mb=bucket_cap_mb)
+        strategy = create_strategy(spec.removesuffix(TIMELINE), bucket_cap_mb=bucket_cap_mb)
+        timeline = CommTimeline(device) if spec.endswith(TIMELINE) else None
+        if timeline is not None and not strategy.attach_timeline(timeline):
+            raise SystemExit(f"{spec}: this strategy cannot record a bucket timeline")
         model = strategy.wrap(build_model(workload, seed=SEED, device=device))
         optimizer = strategy.make_optimizer(model.parameters(), OPTIMIZER, lr=LEARNING_RATE)
-        arms.append(Arm(spec, strategy, model, optimizer))
+        arms.append(Arm(spec, strategy, model, optimizer, timeline))
     return arms
 
 
-def create_strategy(spec: str, *, bucket_cap_mb: float):
+def create_strategy(spec: str, *, bucket_cap_mb: float | None):
     """`name` or `name/key=value/…` (e.g. bucketed/first_bucket_mb=25), with the common bucket cap."""
     import impls
 
     name, *pairs = spec.split("/")
     texts = dict(pair.split("=", 1) for pair in pairs)
-    options = {"bucket_cap_mb": bucket_cap_mb} if "bucket_cap_mb" in impls.entry(name).options() else {}
+    has_cap = bucket_cap_mb is not None and "bucket_cap_mb" in impls.entry(name).options()
+    options = {"bucket_cap_mb": bucket_cap_mb} if has_cap else {}
     options.update(impls.REGISTRY.parse_options(name, texts))
     return impls.create(name, **options)
 
@@ -88,7 +102,10 @@ def run_steps(arm: Arm, workload, batches: list[Any]) -> list[dict[str, float]]:
             optimizer=arm.optimizer,
             batch=batch,
             timer=timer,
+            timeline=arm.timeline,
+            step=arm.steps_run,
         )
+        arm.steps_run += 1
     return timer.collect()
 
 
@@ -148,7 +165,8 @@ def say(session, text: str) -> None:
 def report(args, label: str, batch_size: int, samples, arms: list[Arm], wall_s: float) -> None:
     medians = {name: median(steps, "step_ms") for name, steps in samples.items()}
     print(
-        f"\n{label}: {args.ranks} CPU ranks (gloo), batch {batch_size} per rank, bucket cap {args.bucket_cap_mb} MiB, "
+        f"\n{label}: {args.ranks} CPU ranks (gloo), batch {batch_size} per rank, bucket cap "
+        f"{args.bucket_cap_mb or 'DDP default'} MiB, "
         f"{args.repeats} interleaved repeats × {args.steps} steps ({wall_s:.0f} s)"
     )
     phases = ("forward_ms", "backward_ms", "sync_ms", "optimizer_ms")
@@ -165,9 +183,10 @@ def report(args, label: str, batch_size: int, samples, arms: list[Arm], wall_s: 
             + " ".join(f"{median(steps, phase):>6.1f}" for phase in phases)
             + f"  {buckets(arms, name)}"
         )
-    for name in ("bucketed", "naive", "flat"):
+    for name in ("bucketed", "naive", "flat", "bucketed+timeline"):
         print(f"{name}/stock = {ratio(medians, name, 'stock')}", end="   ")
-    print(flush=True)
+    print(f"\nhook cost: stock+timeline/stock = {ratio(medians, 'stock+timeline', 'stock')}, "
+          f"bucketed+timeline/bucketed = {ratio(medians, 'bucketed+timeline', 'bucketed')}", flush=True)  # fmt: skip
 
 
 def median(steps: list[dict[str, float]], column: str) -> float:

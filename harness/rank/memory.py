@@ -1,6 +1,11 @@
 """Memory measured per configuration: a background sampler (NVML on GPUs), the kernel's
 peak-RSS mark (reset per configuration), and the torch allocator's own peaks.
 
+Memory peaks cover the whole configuration (build, warm-up, steps): what it needs. GPU
+utilisation, SM clock and power describe the measured steps only: the sampler averages them
+between `open_window()` and `close_window()`, which the training loop calls around its measured
+steps (model build and warm-up would otherwise pull the means down).
+
 Peak RSS comes from Linux's high-water mark (VmHWM), reset at the start of each
 configuration through /proc/self/clear_refs: exact, and free, so a CPU run needs no sampling
 thread at all (a thread waking every 20 ms cost a few per cent of step time on a busy CPU).
@@ -182,6 +187,8 @@ class MemorySampler:
         self._thread: threading.Thread | None = None
         self._series = {name: Extremes() for name in ("rss", "nvml", "nvml_process", "util", "clock", "power")}
         self._samples = 0
+        self._in_window = threading.Event()
+        self._lock = threading.RLock()  # a sample and a window's edge never interleave
         self._kernel_rss = False
         self._gpu, self._note = gpu, None
         if period_s <= 0:
@@ -195,16 +202,32 @@ class MemorySampler:
             self._note = "NVML not sampled: the run is on the CPU"
 
     def _sample(self) -> None:
+        with self._lock:
+            self._sample_now()
+
+    def _sample_now(self) -> None:
         series = self._series
         if not self._kernel_rss:
             series["rss"].add(rss_mb())
         if self._gpu is not None:
             series["nvml"].add(self._gpu.device_used_mb())
             series["nvml_process"].add(self._gpu.process_used_mb())
-            series["util"].add(self._gpu.utilization_pct())
-            series["clock"].add(self._gpu.sm_clock_mhz())
-            series["power"].add(self._gpu.power_w())
+            if self._in_window.is_set():
+                series["util"].add(self._gpu.utilization_pct())
+                series["clock"].add(self._gpu.sm_clock_mhz())
+                series["power"].add(self._gpu.power_w())
         self._samples += 1
+
+    def open_window(self) -> None:
+        """The measured steps begin: from now on utilisation, clock and power count."""
+        self._in_window.set()
+
+    def close_window(self) -> None:
+        """The measured steps are over (one last sample first, so a short window has one)."""
+        with self._lock:
+            if self._thread is not None and self._in_window.is_set():
+                self._sample_now()
+            self._in_window.clear()
 
     def _loop(self) -> None:
         while not self._stop.wait(self._period_s):

@@ -9,11 +9,17 @@ computed the same way. The timed steps keep the fast algorithms.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
+import functools
+import itertools
+import shutil
 import sys
+import tempfile
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -49,18 +55,24 @@ def replay_state(cfg: Configuration, session: Session, train: Callable[..., Any]
     return (parity.state_on_cpu(state) if session.is_main else None), replayed
 
 
-_REFERENCES: dict[tuple, Any] = {}
+_REFERENCES: dict[tuple, Path] = {}
+"""Each setup's reference, saved on disk: kept in memory it would count in every later
+configuration's peak RSS (the kernel's high-water mark includes whatever the process holds)."""
+MAX_REFERENCES = 4
+_SAVED = itertools.count()
 
 
 def reference(cfg: Configuration, device: torch.device, *, progress: Callable[[int], None] | None = None):
     """(final, initial or None) of the single-process reference, computed once per setup: every
-    strategy, bucket cap and repeat of a sweep at one world size shares it (on the CPU, in rank 0's
-    memory). The initial parameters are kept only for autocast runs, which are judged against them."""
+    strategy, bucket cap and repeat of a sweep at one world size shares it. It lives in a file and
+    is mapped in while a verdict needs it (torch.load with mmap: read from the page cache, and out
+    of the process once dropped). The initial parameters are kept only for autocast runs, which
+    are judged against them."""
     key = (cfg.workload, cfg.size, cfg.world_size, cfg.batch_size, cfg.warmup + cfg.steps, cfg.seed, str(device),
            cfg.dtype, cfg.optimizer)  # fmt: skip
     if key not in _REFERENCES:
-        if len(_REFERENCES) >= 4:
-            _REFERENCES.pop(next(iter(_REFERENCES)))  # the oldest: a grid runs one setup after another
+        if len(_REFERENCES) >= MAX_REFERENCES:
+            _REFERENCES.pop(next(iter(_REFERENCES))).unlink(missing_ok=True)  # the oldest: setups come in turn
         with parity.deterministic_algorithms() if device.type == "cuda" else contextlib.nullcontext():
             final, initial = parity.reference_run(
                 workloads.create(cfg.workload, size=cfg.size),
@@ -73,8 +85,17 @@ def reference(cfg: Configuration, device: torch.device, *, progress: Callable[[i
                 optimizer=cfg.optimizer,
                 on_step=progress,
             )
-        _REFERENCES[key] = (final, initial if parity.COMPUTE_RTOL[cfg.dtype] else None)
-    return _REFERENCES[key]
+        path = _cache_dir() / f"reference-{next(_SAVED)}.pt"
+        torch.save((final, initial if parity.COMPUTE_RTOL[cfg.dtype] else None), path)
+        _REFERENCES[key] = path
+    return torch.load(_REFERENCES[key], mmap=True, weights_only=True)
+
+
+@functools.cache
+def _cache_dir() -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="ddpbench-parity-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
 
 
 def verdict(

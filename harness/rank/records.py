@@ -68,6 +68,20 @@ def step_rows(cfg: Configuration, run_id: str, results: list[dict[str, Any]]) ->
     return rows
 
 
+def window_columns(cfg: Configuration, results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The measured window as the slowest rank saw it: its mean step period (end of one step to
+    the end of the next: the step plus zeroing gradients, making the batch, gaps) and the
+    throughput over the whole window."""
+    windows = [r["window_ms"] for r in results if r.get("window_ms")]
+    if not windows or not cfg.steps:
+        return {"step_period_ms": None, "window_samples_per_s": None}
+    window_ms = max(windows)
+    return {
+        "step_period_ms": window_ms / cfg.steps,
+        "window_samples_per_s": cfg.batch_size * cfg.world_size * cfg.steps / (window_ms / 1e3),
+    }
+
+
 COMM_STEP_COLUMNS = ("comm_ms", "exposed_comm_ms", "exposed_backward_ms")
 
 
@@ -296,6 +310,7 @@ def assemble(
         "samples_per_s": throughput,
         **derived_metrics(cfg, step_ms, throughput, written),
         **communication_columns(steps),
+        **window_columns(cfg, results),
         **memory_columns(results),
         **parity_columns(main, parity_exact=parity_exact),
         **model_columns(

@@ -170,7 +170,9 @@ def _train(
     final_state = None
     dist.barrier()  # the server serves
     try:
-        result, final_state = _train_steps(cfg, session, strategy, workload, trainers=trainers, run=run)
+        result, final_state = _train_steps(
+            cfg, session, strategy, workload, trainers=trainers, run=run, sampler=sampler
+        )
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
         result = {"status": "failed", "error": _failure_line(exc, session)}
@@ -196,7 +198,9 @@ def _failure_line(exc: Exception, session: Session) -> str:
     return records.error_line(exc)
 
 
-def _train_steps(cfg: Configuration, session: Session, strategy: ParameterServer, workload, *, trainers, run: Path):
+def _train_steps(
+    cfg: Configuration, session: Session, strategy: ParameterServer, workload, *, trainers, run: Path, sampler
+):
     strategy.connect(server=SERVER_NAME, remote_part=workload.remote_part, process_group=trainers)
     # Each trainer builds from its own seed: DDP makes rank 0's dense part win.
     model = strategy.wrap(build_model(workload, seed=cfg.seed + session.rank, device=session.device))
@@ -204,12 +208,15 @@ def _train_steps(cfg: Configuration, session: Session, strategy: ParameterServer
     optimizer = strategy.make_optimizer(model.parameters(), optimizer_cls, lr=learning_rate)
     progress = StepProgress(run, cfg.config_id, cfg.warmup + cfg.steps) if session.is_main else None
     parts = {"model": model, "workload": workload, "strategy": strategy, "optimizer": optimizer}
-    steps, traffic, held = _steps(cfg, session, trainers=trainers, progress=progress, **parts)
+    steps, traffic, held, window_ms = _steps(
+        cfg, session, trainers=trainers, progress=progress, sampler=sampler, **parts
+    )
     measured = traffic[cfg.warmup :]
     result = {
         "status": "ok",
         "error": None,
         "steps": steps,
+        "window_ms": window_ms,
         "held": held_as_row(held),
         "rpc": {
             "round_trips_per_step": sum(t["round_trips"] for t in measured) / len(measured),
@@ -220,14 +227,17 @@ def _train_steps(cfg: Configuration, session: Session, strategy: ParameterServer
     return result, (parity.state_on_cpu(state) if state is not None and session.is_main else None)
 
 
-def _steps(cfg: Configuration, session: Session, *, trainers, progress, **parts):
-    """Warm-up then measured steps; per step its phase times and RPC traffic; what the last step held."""
+def _steps(cfg: Configuration, session: Session, *, trainers, progress, sampler=None, **parts):
+    """Warm-up then measured steps; per step its phase times and RPC traffic; what the last step held;
+    the measured window's length (the sampler's utilisation window around it)."""
     precision = forward_precision(cfg.dtype, session.device)
     warmup_timer, timer = make_step_timer(session.device), make_step_timer(session.device)
     traffic, held = [], {}
     for step in range(cfg.warmup + cfg.steps):
         if step == cfg.warmup:
             dist.barrier(group=trainers)  # every trainer starts the measured window together
+            if sampler is not None:
+                sampler.open_window()
         batch = make_batch(
             parts["workload"], batch_size=cfg.batch_size, seed=cfg.seed, rank=session.rank, step=step,
             device=session.device,
@@ -241,7 +251,10 @@ def _steps(cfg: Configuration, session: Session, *, trainers, progress, **parts)
         )
         if progress is not None:
             progress(step)
-    return warmup_timer.collect() + timer.collect(), traffic, held
+    steps = warmup_timer.collect() + timer.collect()
+    if sampler is not None:
+        sampler.close_window()
+    return steps, traffic, held, timer.window_ms()
 
 
 def rpc_step(

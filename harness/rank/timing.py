@@ -26,6 +26,10 @@ class StepTimer(Protocol):
     def collect(self) -> list[dict[str, float]]:
         """Per step: {"step_ms", "<phase>_ms" …}, in milliseconds."""
 
+    def window_ms(self) -> float | None:
+        """From the first step's start to the last step's end (after `collect`): the steps and
+        whatever ran between them (zeroing gradients, making batches, gaps)."""
+
 
 class WallClockTimer:
     def __init__(self, clock=time.perf_counter) -> None:
@@ -40,6 +44,9 @@ class WallClockTimer:
 
     def collect(self) -> list[dict[str, float]]:
         return [_durations(marks, lambda a, b: (b - a) * 1e3) for marks in self._steps]
+
+    def window_ms(self) -> float | None:
+        return (self._steps[-1][-1][1] - self._steps[0][0][1]) * 1e3 if self._steps else None
 
 
 class CudaEventTimer:
@@ -61,6 +68,9 @@ class CudaEventTimer:
     def collect(self) -> list[dict[str, float]]:
         torch.cuda.synchronize(self._device)
         return [_durations(marks, lambda a, b: a.elapsed_time(b)) for marks in self._steps]
+
+    def window_ms(self) -> float | None:
+        return self._steps[0][0][1].elapsed_time(self._steps[-1][-1][1]) if self._steps else None
 
 
 def _durations(marks, elapsed) -> dict[str, float]:

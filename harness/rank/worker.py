@@ -112,22 +112,24 @@ def _measure(
         optimizer = strategy.make_optimizer(model.parameters(), optimizer_cls, lr=learning_rate)
         parts = {"model": model, "workload": workload, "strategy": strategy, "optimizer": optimizer}
         progress = StepProgress(run, cfg.config_id, cfg.warmup + cfg.steps) if session.is_main else None
-        step_times, held = _train(
+        trained = _train(
             cfg,
             session,
             before_step=lambda step: watch.before_step(cfg, session, step),
             progress=progress,
             timeline=timeline,
+            sampler=sampler,
             **parts,
         )
         timeline.end()
-        memory.update(held_as_row(held))
+        memory.update(held_as_row(trained.held))
     finally:
         memory.update(peaks_as_row(sampler.stop()))  # kept for the failure record, too
     result = {
         "status": "ok",
         "error": None,
-        "steps": step_times,
+        "steps": trained.steps,
+        "window_ms": trained.window_ms,
         "memory": dict(memory),
         "layout": strategy.layout(),
         "comm": timeline.rows() if measured_comm else None,
@@ -164,11 +166,11 @@ def _train(
     before_step: Callable[[int], None] | None = None,
     progress: Callable[[int], None] | None = None,
     timeline: CommTimeline | None = None,
+    sampler: MemorySampler | None = None,
     **step_parts,
-) -> tuple[list[dict[str, float]], dict[str, int]]:
+) -> Trained:
     """Warm-up then measured steps, each timed per phase (warm-up kept apart), with the strategy's
-    collectives stamped in `timeline`; and what this rank held (parameters, gradients, optimizer
-    state) after the last step's optimizer step."""
+    collectives stamped in `timeline` and the sampler's window around the measured steps."""
     single_process = step_parts["strategy"].single_process
     # A single-process strategy sees the whole job's batch: every rank's batch, concatenated.
     ranks = range(cfg.world_size) if single_process else [session.rank]
@@ -178,8 +180,10 @@ def _train(
     for step in range(cfg.warmup + cfg.steps):
         if before_step is not None:
             before_step(step)
-        if step == cfg.warmup and not single_process:
-            session.barrier()  # every rank starts the measured window together
+        if step == cfg.warmup:
+            if not single_process:
+                session.barrier()  # every rank starts the measured window together
+            _open_window(sampler, session.device)
         batch = concat_batches(
             [
                 make_batch(
@@ -207,7 +211,28 @@ def _train(
         )
         if progress is not None:
             progress(step)
-    return warmup_timer.collect() + timer.collect(), held
+    steps = warmup_timer.collect() + timer.collect()
+    if sampler is not None:
+        sampler.close_window()  # after collect(), which waited for the GPU to finish the last step
+    return Trained(steps, held, timer.window_ms())
+
+
+@dataclasses.dataclass
+class Trained:
+    steps: list[dict[str, float]]
+    """Per step (warm-up first): step_ms and each phase's ms."""
+    held: dict[str, int]
+    """What this rank held (parameters, gradients, optimizer state) after the last optimizer step."""
+    window_ms: float | None
+    """From the first measured step's start to the last one's end."""
+
+
+def _open_window(sampler: MemorySampler | None, device: torch.device) -> None:
+    if sampler is None:
+        return
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)  # the warm-up's kernels are done: the window is the measured steps'
+    sampler.open_window()
 
 
 PROFILE_SCHEDULE = {"wait": 1, "warmup": 1, "active": 3}

@@ -21,6 +21,7 @@ class FakeGpu:
     def __init__(self) -> None:
         self.used = iter([100.0, 300.0, 250.0] + [120.0] * 10_000)
         self.reads = 0
+        self.busy = 50.0
 
     def device_used_mb(self) -> float:
         self.reads += 1
@@ -30,7 +31,7 @@ class FakeGpu:
         return 80.0
 
     def utilization_pct(self) -> float | None:
-        return 50.0
+        return self.busy
 
     def sm_clock_mhz(self) -> float | None:
         return None
@@ -42,13 +43,31 @@ class FakeGpu:
 def test_sampler_keeps_the_peak_and_mean_of_what_the_gpu_reports():
     gpu = FakeGpu()
     sampler = MemorySampler(torch.device("cpu"), period_s=0.001, gpu=gpu).start()
+    sampler.open_window()
     time.sleep(0.05)
+    sampler.close_window()
     peaks = sampler.stop()
     assert peaks.nvml_mb == 300.0 and peaks.nvml_process_mb == 80.0
     assert peaks.nvml_struct == "v2"
     assert peaks.gpu_util_mean_pct == 50.0 and peaks.power_peak_w == 200.0
     assert peaks.sm_clock_mean_mhz is None  # unreadable stays null, not 0
     assert peaks.samples == gpu.reads >= 3
+
+
+def test_utilisation_clock_and_power_are_averaged_over_the_measured_window_only():
+    gpu = FakeGpu()
+    sampler = MemorySampler(torch.device("cpu"), period_s=0.001, gpu=gpu).start()
+    gpu.busy = 5.0  # building the model, warming up
+    time.sleep(0.03)
+    gpu.busy = 97.0
+    sampler.open_window()
+    time.sleep(0.03)
+    sampler.close_window()
+    gpu.busy = 1.0  # the parity check
+    time.sleep(0.03)
+    peaks = sampler.stop()
+    assert peaks.gpu_util_mean_pct == 97.0 and peaks.gpu_util_peak_pct == 97.0
+    assert peaks.nvml_mb == 300.0  # memory peaks still cover the whole configuration
 
 
 def test_sampler_stops_its_thread_and_samples_no_more():

@@ -33,3 +33,29 @@ def test_a_replay_that_trains_wrong_fails(tmp_path, single_rank, monkeypatch):
     config = BenchConfig(gpus=1, impls=("stock",), size="tiny", steps=1, warmup=0, baseline=False)
     worker.run_plan(plan_for(tmp_path, expand(config, device="cpu")), single_rank)
     assert store.read_configs(tmp_path)["parity_ok"].tolist() == [False]
+
+
+def test_the_cached_reference_is_not_held_in_memory_between_verdicts():
+    import gc
+    import weakref
+
+    import torch
+
+    cfg = configuration_for_cache()
+    final, _ = parity_check.reference(cfg, torch.device("cpu"))
+    again, _ = parity_check.reference(cfg, torch.device("cpu"))  # from the cache: the same values
+    name = next(iter(final))
+    assert torch.equal(final[name], again[name])
+    alive = weakref.ref(final[name])
+    del final, again
+    gc.collect()
+    assert alive() is None, "the reference stays in the process: it would count in later peak RSS"
+
+
+def configuration_for_cache():
+    from harness.plan.config import Configuration
+
+    return Configuration(
+        config_id="c", impl="stock", impl_options={}, workload="mlp", size="tiny", world_size=2, nnodes=1,
+        batch_size=2, steps=1, warmup=1, dtype="fp32", device="cpu", backend="gloo", seed=3, parity=True,
+    )  # fmt: skip
