@@ -1,0 +1,24 @@
+"""The line each finished configuration gets: its time, its measured communication, its parity."""
+
+from __future__ import annotations
+
+from harness.commands import console
+
+ROW = {
+    "world_size": 2, "workload": "mlp", "size": "small", "impl": "stock", "impl_options": "{}", "repeat": 0,
+    "status": "ok", "step_ms_median": 77.29, "step_ms_p10": 70.0, "step_ms_p90": 80.0, "samples_per_s": 904.0,
+    "parity_ok": True, "comm_ms": 37.43, "exposed_comm_ms": 27.41, "overlap_efficiency": 0.2353,
+}  # fmt: skip
+
+
+def test_a_row_with_measured_communication_says_how_much_was_hidden():
+    line = console.describe_row(ROW)
+    assert line == (
+        "w2 mlp/small stock: 77.29 ms/step (p10 70.00, p90 80.00), 904 samples/s, "
+        "comm 37.4 ms (27.4 exposed, 24% hidden), parity ok"
+    )
+
+
+def test_without_communication_or_its_measurement_nothing_is_claimed():
+    for missing in ({"comm_ms": None}, {"comm_ms": float("nan")}, {"comm_ms": 0.0, "overlap_efficiency": None}):
+        assert "comm" not in console.describe_row({**ROW, **missing})
