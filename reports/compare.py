@@ -1,6 +1,8 @@
-"""The comparison page of two runs: per configuration, the ratio and whether it is significant.
+"""The comparison page of two runs: per configuration, the ratio with its interval and the verdict,
+as a figure and a table. Rendering only: `harness.analysis.compare` computes the table; this turns it
+into a page of the site (with a small .json beside it, which the index links from).
 
-Rendering only: `harness.analysis.compare` computes the table; this turns it into a page of the site.
+Columns the analysis does not give (an older or newer verdict layer) show as "—".
 """
 
 from __future__ import annotations
@@ -8,69 +10,118 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
+import plotly.graph_objects as go
 
 from harness.results import store
-from reports.html import esc, page
+from reports.figures import new_figure, styled
+from reports.html import FigureList, esc, page, table
 
-VERDICT_CLASS = {"slower": "failed", "faster": "ok", "no significant change": "", "too few repeats to tell": ""}
+VERDICT_CLASS = {"slower": "failed", "faster": "ok"}
+MISSING = "—"
 
 
-def verdict_cell(r) -> str:
-    """The verdict (bold unless no change), the repeats a decision needs when too few, the noise behind it."""
-    text = f"<b>{esc(r.verdict)}</b>" if r.verdict != "no significant change" else esc(r.verdict)
-    if r.verdict == "too few repeats to tell":
-        text += esc(f" (have {min(r.base_repeats, r.new_repeats)}, need about {r.repeats_needed})")
-    return text + (f"<br><small>{esc(r.noise)}</small>" if getattr(r, "noise", "") else "")
+def _get(row, column: str):
+    value = getattr(row, column, None)
+    return None if value is None or (isinstance(value, float) and np.isnan(value)) else value
+
+
+def _options(impl_options) -> str:
+    options = json.loads(impl_options) if isinstance(impl_options, str) and impl_options else (impl_options or {})
+    return " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(dict(options).items()))
+
+
+def configuration_label(row) -> str:
+    parts = [str(row.impl), _options(_get(row, "impl_options")), f"{_get(row, 'workload')}/{_get(row, 'size')}",
+             f"w{_get(row, 'world_size')}"]  # fmt: skip
+    return " ".join(p for p in parts if p)
+
+
+def _number(value, pattern: str) -> str:
+    return MISSING if value is None else pattern.format(value)
 
 
 def comparison_table(frame: pd.DataFrame) -> str:
-    head = "".join(
-        f"<th>{t}</th>"
-        for t in (
-            "strategy",
-            "options",
-            "workload",
-            "size",
-            "ranks",
-            "base ms",
-            "new ms",
-            "ratio",
-            "95% CI",
-            "p",
-            "verdict",
-        )
-    )
-    rows = []
+    head = ["configuration", "base ms", "new ms", "ratio", "95% interval", "p", "verdict", "noise"]
+    rows, classes = [], []
     for r in frame.itertuples():
-        options = " ".join(f"{k}={v}" for k, v in json.loads(r.impl_options or "{}").items())
-        cells = [
-            esc(r.impl), esc(options), esc(r.workload), esc(r.size), esc(r.world_size),
-            f"{r.base_ms:.2f}", f"{r.new_ms:.2f}", f"{r.ratio:.3f}", f"{r.ratio_ci_low:.3f}–{r.ratio_ci_high:.3f}",
-            f"{r.p_value:.2g}", verdict_cell(r),
-        ]  # fmt: skip
-        rows.append(f'<tr class="{VERDICT_CLASS[r.verdict]}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
-    return f"<div class=scroll><table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+        low, high = _get(r, "ratio_ci_low"), _get(r, "ratio_ci_high")
+        verdict = str(_get(r, "verdict") or MISSING)
+        if verdict == "too few repeats to tell" and _get(r, "repeats_needed") is not None:
+            have = min(_get(r, "base_repeats") or 0, _get(r, "new_repeats") or 0)
+            verdict += f" (have {have}, need about {_get(r, 'repeats_needed')})"
+        rows.append([
+            esc(configuration_label(r)), _number(_get(r, "base_ms"), "{:.2f}"), _number(_get(r, "new_ms"), "{:.2f}"),
+            _number(_get(r, "ratio"), "{:.3f}"), MISSING if low is None or high is None else f"{low:.3f}–{high:.3f}",
+            _number(_get(r, "p_value"), "{:.2g}"),
+            f"<b>{esc(verdict)}</b>" if verdict in VERDICT_CLASS else esc(verdict), esc(_get(r, "noise") or ""),
+        ])  # fmt: skip
+        classes.append(VERDICT_CLASS.get(verdict, ""))
+    return table(head, rows, row_classes=classes)
+
+
+def ratio_figure(frame: pd.DataFrame, *, threshold: float) -> go.Figure:
+    """Each configuration's ratio new/base with its interval; the band is ±threshold around 1 (no change)."""
+    labels = [configuration_label(r) for r in frame.itertuples()]
+    ratio = frame["ratio"].astype(float) if "ratio" in frame else pd.Series(np.nan, index=frame.index)
+    low = frame["ratio_ci_low"].astype(float) if "ratio_ci_low" in frame else ratio
+    high = frame["ratio_ci_high"].astype(float) if "ratio_ci_high" in frame else ratio
+    figure = new_figure(
+        go.Scatter(
+            x=ratio, y=labels, mode="markers", marker={"size": 10, "color": "#4c78a8"}, name="new / base",
+            error_x={"type": "data", "symmetric": False, "array": (high - ratio).fillna(0).clip(lower=0),
+                     "arrayminus": (ratio - low).fillna(0).clip(lower=0)},
+            hovertemplate="%{y}: ratio %{x:.3f}<extra></extra>",
+        )
+    )  # fmt: skip
+    figure.add_vrect(x0=1 - threshold, x1=1 + threshold, fillcolor="#999", opacity=0.15, line_width=0)
+    figure.add_vline(x=1.0, line_dash="dash", line_color="#555")
+    return styled(
+        figure,
+        title=f"new / base median step time per configuration (grey band: ±{threshold:.0%}, the threshold)",
+        xaxis_title="ratio (below 1: new is faster; above: slower)",
+        height=max(300, 40 * len(labels) + 140),
+        showlegend=False,
+    )
 
 
 def comparison_page(base: str, new: str, frame: pd.DataFrame, warnings: list[str], *, threshold: float) -> str:
     parts = [
-        '<p><a href="../index.html">all runs</a></p>',
+        '<nav><a href="../index.html">all runs</a></nav>',
         f"<h1>{esc(new)} against {esc(base)}</h1>",
-        f"<p>Ratio = new / base step time: per repeat the median step (slowest rank per step), then the geometric "
-        f"mean over repeats. A configuration is <b>slower</b> or <b>faster</b> only when the 95% interval of the "
-        f"ratio (Welch's t over repeats) excludes 1 and the ratio is beyond {threshold:.0%}; when the repeats "
-        f"cannot decide, <b>too few repeats to tell</b>.</p>",
+        f"<p>Ratio = new / base step time: per repeat the median step (slowest rank per step), then the "
+        f"geometric mean over repeats. A configuration is <b>slower</b> or <b>faster</b> only when the 95 % "
+        f"interval of the ratio (Welch's t over repeats) excludes 1 and the change is beyond {threshold:.0%}; "
+        "when the repeats cannot decide, <b>too few repeats to tell</b> (docs/statistics.md).</p>",
     ]
+    if base == new:
+        parts.append(
+            '<p class="alarm">This compares run ' + esc(base) + " with itself: every ratio is 1 by construction, "
+            "so this page says nothing about noise or change. Compare two separate runs.</p>"
+        )
     if warnings:
         items = "".join(f"<li>{esc(w)}</li>" for w in warnings)
         parts.append(f'<div class="banner"><b>The environments differ</b>; compare with care:<ul>{items}</ul></div>')
-    parts.append(comparison_table(frame) if not frame.empty else "<p>No configuration was measured in both runs.</p>")
+    if frame.empty:
+        parts.append("<p>No configuration was measured in both runs.</p>")
+        return page(f"ddpbench: {new} vs {base}", "\n".join(parts), depth=1, plots=False)
+    caption = "Each point is a configuration's ratio; the whisker is its 95 % interval where the runs have the repeats."
+    parts.append(FigureList().add(ratio_figure(frame, threshold=threshold), caption))
+    parts.append(comparison_table(frame))
     return page(f"ddpbench: {new} vs {base}", "\n".join(parts), depth=1)
 
 
 def write_comparison_page(out: Path, base: str, new: str, frame: pd.DataFrame, warnings, *, threshold: float) -> Path:
+    """The page, and beside it the facts the index lists (written last: the index only links whole pages)."""
+    from reports.site import write_plotly_asset  # the page's figure needs it, even before a `ddpbench report`
+
+    write_plotly_asset(Path(out))
     path = Path(out) / "compare" / f"{base}_vs_{new}.html"
     text = comparison_page(base, new, frame, warnings, threshold=threshold)
     store.atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+    verdicts = frame["verdict"].value_counts().to_dict() if "verdict" in frame else {}
+    facts = {"base": base, "new": new, "matched": len(frame), "slower": int(verdicts.get("slower", 0)),
+             "faster": int(verdicts.get("faster", 0))}  # fmt: skip
+    store.write_json(path.with_suffix(".json"), facts)
     return path

@@ -76,13 +76,24 @@ def _whiskers(rows: pd.DataFrame, *, median: str, low: str, high: str) -> dict:
     }
 
 
-def _bars_by_strategy(configs: pd.DataFrame, *, workload: str, column: str, hover: str, whiskers: bool) -> go.Figure:
-    """One bar per strategy in each world-size group; a strategy that failed parity gets
-    '(PARITY FAILED)' in its legend entry and a hatched bar."""
+def speed_order(rows: pd.DataFrame) -> list[str]:
+    """Strategy labels fastest first, by median step time at the largest world size each was measured at."""
+    if rows.empty:
+        return []
+    largest = rows.sort_values("world_size").groupby("label", sort=False).tail(1)
+    return list(largest.sort_values("step_ms_median", kind="stable")["label"])
+
+
+def _bars_by_strategy(
+    configs: pd.DataFrame, *, workload: str, column: str, hover: str, whiskers: bool, value_format: str
+) -> go.Figure:
+    """One bar per strategy in each world-size group, fastest first, its value on it; a strategy that
+    failed parity gets '(PARITY FAILED)' in its legend entry and a hatched bar."""
     figure = new_figure()
     ok = labelled(configs, workload=workload)
     colours = strategy_colours(ok)
-    for label, rows in ok.groupby("label", sort=False):
+    for label in speed_order(ok):
+        rows = ok[ok["label"] == label]
         failed_parity = _parity_failed(rows)
         error_y = _whiskers(rows, median="step_ms_median", low="step_ms_p10", high="step_ms_p90") if whiskers else None
         figure.add_trace(
@@ -93,6 +104,10 @@ def _bars_by_strategy(configs: pd.DataFrame, *, workload: str, column: str, hove
                 y=rows[column],
                 error_y=error_y,
                 marker_pattern_shape="x" if failed_parity else "",
+                text=rows[column],
+                texttemplate=value_format,
+                textposition="outside",
+                cliponaxis=False,
                 hovertemplate=hover + "<extra>%{fullData.name}</extra>",
             )
         )
@@ -101,7 +116,8 @@ def _bars_by_strategy(configs: pd.DataFrame, *, workload: str, column: str, hove
 
 def step_time_by_strategy(configs: pd.DataFrame, *, workload: str) -> go.Figure:
     """Median step time per strategy (bars) and world size (groups), whiskers p10 to p90."""
-    figure = _bars_by_strategy(configs, workload=workload, column="step_ms_median", hover="%{y:.2f} ms", whiskers=True)
+    figure = _bars_by_strategy(configs, workload=workload, column="step_ms_median", hover="%{y:.2f} ms",
+                               whiskers=True, value_format="%{y:.3g}")  # fmt: skip
     return styled(
         figure,
         title=f"{workload}: median step time (whiskers p10–p90; lower is better)",
@@ -115,7 +131,12 @@ def step_time_by_strategy(configs: pd.DataFrame, *, workload: str) -> go.Figure:
 def throughput_by_strategy(configs: pd.DataFrame, *, workload: str) -> go.Figure:
     """Samples per second over all ranks, per strategy and world size."""
     figure = _bars_by_strategy(
-        configs, workload=workload, column="samples_per_s", hover="%{y:.0f} samples/s", whiskers=False
+        configs,
+        workload=workload,
+        column="samples_per_s",
+        hover="%{y:.0f} samples/s",
+        whiskers=False,
+        value_format="%{y:.0f}",
     )
     return styled(
         figure,
@@ -179,7 +200,7 @@ def bucket_cap_sweep(configs: pd.DataFrame, *, workload: str, strategy: str) -> 
         best = group.loc[group["step_ms_median"].idxmin()]
         best_x.append(best["bucket_cap_mb"])
         best_y.append(best["step_ms_median"])
-        best_text.append(f"best for {world_label(world)}: {best['bucket_cap_mb']:g} MB")
+        best_text.append(f"best for {world_label(world)}: {best['bucket_cap_mb']:g} MiB")
     figure.add_trace(
         go.Scatter(
             name="best cap",
@@ -196,9 +217,15 @@ def bucket_cap_sweep(configs: pd.DataFrame, *, workload: str, strategy: str) -> 
         figure,
         title=f"{workload} · {strategy}: step time against bucket_cap_mb (whiskers p10–p90)",
         xaxis={"title": "bucket_cap_mb (log)", "type": "log", "tickvals": caps, "ticktext": [f"{c:g}" for c in caps]},
-        yaxis_title="median step time (ms)",
+        yaxis={"title": "median step time (ms)", "rangemode": "tozero"},
         legend_title="world size",
     )
+
+
+def memory_unit(values: pd.Series) -> tuple[str, float]:
+    """('GiB', 1024) when the largest value is a GiB or more, else ('MiB', 1): the columns are MiB."""
+    largest = pd.to_numeric(values, errors="coerce").max()
+    return ("GiB", 1024.0) if pd.notna(largest) and largest >= 1024 else ("MiB", 1.0)
 
 
 def memory_by_rank(configs: pd.DataFrame, ranks: pd.DataFrame, *, workload: str) -> go.Figure:
@@ -212,6 +239,7 @@ def memory_by_rank(configs: pd.DataFrame, ranks: pd.DataFrame, *, workload: str)
         shared_xaxes=True,
         subplot_titles=[t for _, t in metrics],
     )
+    unit, scale = memory_unit(pd.concat([rows[c] for c, _ in metrics]) if metrics else pd.Series(dtype=float))
     for row, (column, _) in enumerate(metrics, start=1):
         for rank, group in rows.groupby("rank"):
             figure.add_trace(
@@ -221,13 +249,13 @@ def memory_by_rank(configs: pd.DataFrame, ranks: pd.DataFrame, *, workload: str)
                     marker_color=PALETTE[int(rank) % len(PALETTE)],  # one colour per rank in every panel
                     showlegend=row == 1,
                     x=group["config_label"],
-                    y=group[column],
-                    hovertemplate="%{y:.0f} MB<extra>%{fullData.name}</extra>",
+                    y=group[column] / scale,
+                    hovertemplate="%{y:.3g} " + unit + "<extra>%{fullData.name}</extra>",
                 ),
                 row=row,
                 col=1,
             )
-        figure.update_yaxes(title_text="MB", row=row, col=1)
+        figure.update_yaxes(title_text=unit, rangemode="tozero", row=row, col=1)
     return styled(
         figure,
         title=f"{workload}: memory peaks per rank",
@@ -258,6 +286,7 @@ def memory_vs_time(configs: pd.DataFrame, *, workload: str) -> go.Figure:
     rows = labelled(configs, workload=workload)
     metric = peak_memory_column(rows)
     figure = new_figure()
+    unit, scale = memory_unit(rows[metric[0]]) if metric is not None else ("MiB", 1.0)
     if metric is not None:
         column = metric[0]
         for world, group in rows.dropna(subset=[column]).groupby("world_size"):
@@ -265,19 +294,22 @@ def memory_vs_time(configs: pd.DataFrame, *, workload: str) -> go.Figure:
                 go.Scatter(
                     name=world_label(int(world)),
                     x=group["step_ms_median"],
-                    y=group[column],
+                    y=group[column] / scale,
                     mode="markers+text",
                     text=group["label"],
-                    textposition="top center",
-                    hovertemplate="%{text}: %{x:.2f} ms, %{y:.0f} MB<extra>%{fullData.name}</extra>",
+                    textposition="middle right",
+                    cliponaxis=False,
+                    marker={"size": 9},
+                    hovertemplate="%{text}: %{x:.2f} ms, %{y:.3g} " + unit + "<extra>%{fullData.name}</extra>",
                 )
             )
     label = metric[1] if metric else "no memory measured"
+    # Both axes from zero: a 1 ms or 1 % difference must look like one, not like a corner-to-corner trade-off.
     return styled(
         figure,
         title=f"{workload}: memory against time ({label}, largest rank)",
-        xaxis_title="median step time (ms)",
-        yaxis_title="MB",
+        xaxis={"title": "median step time (ms)", "rangemode": "tozero"},
+        yaxis={"title": unit, "rangemode": "tozero"},
         legend_title="world size",
     )
 
@@ -288,11 +320,12 @@ def held_by_rank(configs: pd.DataFrame, ranks: pd.DataFrame, *, workload: str) -
     rows = labelled(configs, workload=workload)[["config_id", "config_label"]].merge(ranks, on="config_id")
     rows = rows.dropna(subset=["held_param_mb"]) if "held_param_mb" in rows else rows.iloc[0:0]
     x = [rows["config_label"], "rank " + rows["rank"].astype(str)]
+    present = [(column, title) for column, title in HELD_PARTS if column in rows]
+    unit, scale = memory_unit(sum(rows[c].fillna(0) for c, _ in present) if present else pd.Series(dtype=float))
     traces = [
-        go.Bar(name=title, x=x, y=rows[column], hovertemplate="%{y:.2f} MB<extra>" + title + "</extra>")
-        for column, title in HELD_PARTS
-        if column in rows
+        go.Bar(name=title, x=x, y=rows[column] / scale, hovertemplate=f"%{{y:.3g}} {unit}<extra>{title}</extra>")
+        for column, title in present
     ]
     return styled(
-        new_figure(*traces), title=f"{workload}: what each rank holds after a step", barmode="stack", yaxis_title="MB"
+        new_figure(*traces), title=f"{workload}: what each rank holds after a step", barmode="stack", yaxis_title=unit
     )

@@ -16,7 +16,7 @@ from reports.figures import PALETTE, new_figure, styled
 
 
 def size_label(nbytes: float) -> str:
-    for unit, scale in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
         if nbytes >= scale:
             return f"{nbytes / scale:g} {unit}"
     return f"{nbytes:g} B"
@@ -111,7 +111,7 @@ def predicted_vs_measured(predictions: pd.DataFrame, *, workload: str, world_siz
         if column in rows and rows[column].notna().all():
             error = stats.prediction_error(caps, rows["measured_ms"], rows[column])
             figure.add_trace(
-                go.Scatter(name=f"{name} (MAPE {error['mape']:.1%}, best {error['best_predicted_cap_mb']:g} MB)",
+                go.Scatter(name=f"{name} (MAPE {error['mape']:.1%}, best {error['best_predicted_cap_mb']:g} MiB)",
                            x=caps, y=rows[column], mode="lines+markers", line={"color": colour, "dash": dash})
             )  # fmt: skip
     return styled(

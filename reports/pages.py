@@ -10,8 +10,8 @@ from urllib.parse import quote
 
 import pandas as pd
 
-from reports import aggregate, netfigures
-from reports.aggregate import machine_summary, world_sizes
+from reports import aggregate, alerts, answer, netfigures
+from reports.aggregate import machine_summary
 from reports.html import FigureList, esc, page, table
 
 BUSBW_CAPTION = (
@@ -24,31 +24,85 @@ def joined(values: Any) -> str:
     return ", ".join(str(v) for v in sorted(set(values)))
 
 
-def index_page(runs: list[tuple[dict[str, Any], pd.DataFrame]], collectives: list[dict[str, Any]] = ()) -> str:
+def run_headline(configs: pd.DataFrame) -> str:
+    """Per workload, the fastest communicating strategy at the largest world size: 'mlp/small fp32: at 2 ranks,
+    bucketed bucket_cap_mb=25 2.46 ms'."""
+    lines = []
+    for workload in dict.fromkeys(configs.loc[configs["status"] == "ok", "workload"]) if not configs.empty else []:
+        frame = answer.ranked(configs, workload=workload)
+        if frame.empty:
+            continue
+        world = int(frame["world_size"].max())
+        contenders = frame[(frame["world_size"] == world) & ~frame["is_floor"]]
+        rows = configs[configs["workload"] == workload]
+        setup = "/".join(str(v) for v in (workload, _first(rows, "size")) if v is not None)
+        dtype = _first(rows, "dtype")
+        where = f"{esc(setup)}{' ' + esc(dtype) if dtype else ''}, {aggregate.world_label(world)}: "
+        if contenders.empty:
+            lines.append(where + "only the no-communication floor")
+            continue
+        best = contenders.iloc[0]
+        lines.append(where + f"<b>{esc(best['strategy'])}</b> {answer.milliseconds(best['step_ms'])}")
+    return "<br>".join(lines) or "nothing measured"
+
+
+def _first(rows: pd.DataFrame, column: str):
+    values = rows[column].dropna() if column in rows else []
+    return values.iloc[0] if len(values) else None
+
+
+def status_text(meta: dict[str, Any], configs: pd.DataFrame) -> str:
+    counts = alerts.status_counts(meta, configs)
+    text = ", ".join(f"{n} {status}" for status, n in counts.items() if n or status == "ok")
+    if counts["not run"]:
+        return f'<span class="failed">{esc(text)} (interrupted)</span>'
+    return f'<span class="failed">{esc(text)}</span>' if counts["failed"] else esc(text)
+
+
+def comparison_links(run_id: str, comparisons: list[dict[str, Any]]) -> str:
+    links = [
+        f'<a href="{esc(c["href"])}">{"vs " + esc(c["base"]) if c["new"] == run_id else "→ " + esc(c["new"])}</a>'
+        for c in comparisons
+        if run_id in (c["base"], c["new"])
+    ]
+    return " ".join(links)
+
+
+def index_page(
+    runs: list[tuple[dict[str, Any], pd.DataFrame]],
+    collectives: list[dict[str, Any]] = (),
+    comparisons: list[dict[str, Any]] = (),
+) -> str:
+    """The dashboard: one line per run with its answer (fastest strategy and its time), its status and its
+    comparisons; then every comparison, then the collectives runs."""
+    comparisons = list(comparisons)
     rows = []
     for meta, configs in runs:
         run_id = meta["run_id"]
-        ok = int((configs["status"] == "ok").sum()) if not configs.empty else 0
-        rows.append(
-            [
-                f'<a href="runs/{esc(quote(run_id))}.html">{esc(run_id)}</a>',
-                esc(meta.get("started_at")),
-                esc(machine_summary(meta, configs)),
-                esc(joined(configs.get("impl", []))),
-                esc(joined(configs.get("workload", []))),
-                esc(", ".join(str(w) for w in world_sizes(configs))),
-                f"{ok}/{len(configs)} ok",
-            ]
-        )
-    head = ["run", "started", "machine", "strategies", "workloads", "world sizes", "configurations"]
+        rows.append([
+            f'<a href="runs/{esc(quote(run_id))}.html">{esc(run_id)}</a><br><small>{esc(meta.get("started_at"))}'
+            "</small>",
+            run_headline(configs), esc(machine_summary(meta, configs)), esc(joined(configs.get("impl", []))),
+            status_text(meta, configs), comparison_links(run_id, comparisons),
+        ])  # fmt: skip
+    head = ["run", "fastest (largest world size)", "machine", "strategies", "configurations", "comparisons"]
     listing = table(head, rows) if rows else "<p>No runs yet: <code>make bench</code>.</p>"
     body = (
-        "<h1>ddpbench runs</h1><p>Newest first. Each run page answers which strategy is fastest, how it scales, "
-        "which bucket cap to use, where the time goes, what it costs in memory, and whether to trust it.</p>"
-        + listing
-        + collectives_index(list(collectives))
+        "<h1>ddpbench runs</h1><p>Newest first. Each run page opens with the answer (strategies ranked by step "
+        "time, the bucket cap to use) and then shows how it scales, where the time goes, what it costs in memory, "
+        "and whether to trust it.</p>" + listing + comparisons_index(comparisons) + collectives_index(list(collectives))
     )
     return page("ddpbench runs", body, depth=0, plots=False)
+
+
+def comparisons_index(comparisons: list[dict[str, Any]]) -> str:
+    if not comparisons:
+        return ""
+    rows = [[f'<a href="{esc(c["href"])}">{esc(c["new"])} against {esc(c["base"])}</a>', esc(c.get("matched")),
+             esc(c.get("slower")), esc(c.get("faster"))] for c in comparisons]  # fmt: skip
+    return "<h2>Comparisons</h2><p><code>ddpbench compare BASE NEW</code> pages.</p>" + table(
+        ["comparison", "configurations matched", "slower", "faster"], rows
+    )
 
 
 def collectives_page(meta: dict[str, Any], frame: pd.DataFrame, contention: pd.DataFrame) -> str:

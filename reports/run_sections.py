@@ -27,7 +27,7 @@ CAPTIONS = {
     "floor": "Each bar is a configuration's median step; its black tick is the floor max(local step, one all-reduce "
     "of all gradient bytes at the measured bus bandwidth): no data-parallel strategy can go below it, and the gap "
     "is what better overlap could still win.",
-    "model": "The black line is measured; the others are `ddpbench predict`'s simulation of DDP's buckets over the "
+    "model": "The black line is measured; the others are ddpbench predict's simulation of DDP's buckets over the "
     "run's gradient-ready profile and the measured network: dotted on the profile as measured, dashed calibrated "
     "on the run's own steps without communication (local at this world size, DDP at one rank), and with the "
     "measured compute/communication contention. The legend gives each curve's MAPE and best cap.",
@@ -37,15 +37,15 @@ CAPTIONS = {
     "step time / step time (1.0, dashed, means communication is completely hidden).",
     "memory": "Bars side by side are the ranks of one configuration: a taller rank 0 is a rank-0 skew. "
     "Panels without data were not measurable on this machine (null, never 0).",
-    "frontier": "Lower-left is better: the strategies furthest down trade communication for memory (zero, "
-    "fsdp); compare points of one colour (one world size).",
+    "frontier": "Lower-left is better; both axes start at zero, so small differences look small. Compare points "
+    "of one colour (one world size).",
     "held": "Sizes of the tensors each rank holds after its last step: a sharded strategy's bars shrink with "
     "the world size where a replicated one's stay put. Buffers (DDP buckets, FSDP gathers) are not included.",
     "memory_cpu": "On the CPU only the process's peak RSS is measured (GPU panels are absent, not zero); "
     "bars side by side are the ranks of one configuration, so a rank-0 skew shows.",
     "distribution": "Narrow boxes are steady: quartiles of the measured slowest-rank step times, whiskers "
     "min–max; drawn from precomputed quartiles, not raw points.",
-    "series": "Look for a flat line after the red crosses (warm-up steps, not counted): a slope is drift. "
+    "series": "Look for a flat line after the hollow circles (warm-up steps, not counted): a slope is drift. "
     f"Series with more than {aggregate.MAX_SERIES_POINTS} measured steps show the median of each bin.",
     "noise": f"Red bars (cv above {stepfigures.NOISY_CV:g}, dashed) are noisy: their medians differ by chance more "
     "than usual; rerun them with more steps before trusting small differences.",
@@ -95,15 +95,11 @@ def bucket_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     parts = ["<h2 id=buckets>3. Which bucket cap?</h2>"]
     for workload in workloads:
         best = aggregate.best_caps(run.configs, workload=workload)
-        for strategy, rows in best.groupby("strategy", sort=False):
+        for strategy, _ in best.groupby("strategy", sort=False):
             parts.append(
                 figs.add(figures.bucket_cap_sweep(run.configs, workload=workload, strategy=strategy), CAPTIONS["sweep"])
             )
-            picks = ", ".join(
-                f"{aggregate.world_label(r.world_size)}: <b>{r.bucket_cap_mb:g} MB</b> ({r.step_ms_median:.2f} ms)"
-                for r in rows.itertuples()
-            )
-            parts.append(f"<p>Best bucket_cap_mb for {esc(workload)} · {esc(strategy)}: {picks}.</p>")
+            # No "best" is named here: which cap to use is the recommendation table's decision (over repeats).
     if not run.recommendations.empty:
         parts.append(recommendation_table(run.recommendations))
     if len(parts) == 1:
@@ -115,20 +111,25 @@ def bucket_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
 
 
 def recommendation_table(frame: pd.DataFrame) -> str:
-    """The sweep's verdict: the cap to use, how sure (bootstrap 95 % CI), how flat, and the gain over 25 MB."""
+    """The sweep's verdict (harness.analysis.sweep.answer): the cap to use, 'flat: any of …' or too few
+    repeats; the fastest cap, how sure, the gain over 25 MiB, and the noise behind it."""
     rows = []
     for r in frame.itertuples():
         gain = "" if pd.isna(r.gain_vs_default) else f"{r.gain_vs_default:+.1%}"
-        as_good = ", ".join(f"{c:g}" for c in json.loads(r.equivalent_caps_mb))
+        interval = "" if pd.isna(r.best_ci_low_ms) else f"{r.best_ci_low_ms:.2f}–{r.best_ci_high_ms:.2f}"
+        answer = sweep.answer(pd.Series(r._asdict()))
         rows.append([
             esc(r.workload), esc(r.impl), esc(aggregate.world_label(int(r.world_size))),
-            f"<b>{r.best_cap_mb:g} MB</b>", f"{r.best_step_ms:.2f}", f"{r.best_ci_low_ms:.2f}–{r.best_ci_high_ms:.2f}",
-            esc(as_good), gain,
+            f"<b>{esc(answer)}</b>" if r.decision == "recommend" else esc(answer),
+            f"{r.best_cap_mb:g}", f"{r.best_step_ms:.2f}", interval, gain, esc(r.repeats), esc(r.noise or ""),
         ])  # fmt: skip
-    head = ["workload", "strategy", "world size", "recommended cap", "median ms", "95% CI", "as good (MB)", "vs 25 MB"]
+    head = ["workload", "strategy", "world size", "answer", "fastest cap (MiB)", "its ms", "95% CI", "vs 25 MiB",
+            "repeats", "noise"]  # fmt: skip
     return (
-        "<h3>Recommended bucket_cap_mb</h3><p>The fastest cap; 'as good' lists the caps not significantly slower "
-        "(Mann-Whitney U, p ≥ 0.002): a long list means a flat optimum.</p>" + table(head, rows)
+        "<h3>Recommended bucket_cap_mb</h3><p>Each repeat's median step is one piece of evidence. A cap is "
+        "recommended only when it beats DDP's default (25 MiB) significantly (Welch's t over repeats); otherwise "
+        "the optimum is flat, or the repeats are too few to tell. No recommendation at world size 1 (nothing is "
+        "communicated).</p>" + table(head, rows)
     )
 
 
@@ -142,12 +143,23 @@ def time_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     return "\n".join(parts)
 
 
+SHARDED = ("zero", "fsdp")  # strategies that trade communication for memory
+
+
+def frontier_caption(configs: pd.DataFrame) -> str:
+    """The caption names only the sharded strategies this run measured."""
+    ran = [name for name in SHARDED if name in set(configs.loc[configs["status"] == "ok", "impl"])]
+    if not ran:
+        return CAPTIONS["frontier"]
+    return CAPTIONS["frontier"] + f" The sharded strategies ({', '.join(ran)}) trade communication for memory."
+
+
 def memory_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     parts = ["<h2 id=memory>5. What does it cost in memory?</h2>"]
     caption = CAPTIONS["memory_cpu" if run.meta.get("device") == "cpu" else "memory"]
     for workload in workloads:
         parts.append(figs.add(figures.memory_by_rank(run.configs, run.ranks, workload=workload), caption))
-        parts.append(figs.add(figures.memory_vs_time(run.configs, workload=workload), CAPTIONS["frontier"]))
+        parts.append(figs.add(figures.memory_vs_time(run.configs, workload=workload), frontier_caption(run.configs)))
         if "held_param_mb" in run.ranks and run.ranks["held_param_mb"].notna().any():
             parts.append(figs.add(figures.held_by_rank(run.configs, run.ranks, workload=workload), CAPTIONS["held"]))
     return "\n".join(parts)
@@ -217,8 +229,8 @@ MODEL_VARIANTS = (
 
 def describe_error(error: dict) -> str:
     return (
-        f"MAPE {error['mape']:.1%}; best cap {error['best_predicted_cap_mb']:g} MB vs measured "
-        f"{error['best_measured_cap_mb']:g} MB ({error['best_cap_grid_steps']} grid step(s) apart)"
+        f"MAPE {error['mape']:.1%}; best cap {error['best_predicted_cap_mb']:g} MiB vs measured "
+        f"{error['best_measured_cap_mb']:g} MiB ({error['best_cap_grid_steps']} grid step(s) apart)"
     )
 
 
@@ -243,5 +255,5 @@ def prediction_error_table(predictions: pd.DataFrame, recommendations: pd.DataFr
     head = ["workload", "size", "world size", "network", *(f"model: {label}" for _, label in MODEL_VARIANTS)]
     return (
         "<h3>Model error</h3><p>Target: MAPE ≤ 10 % and the best cap within one grid step. 'As good' caps are those "
-        "the sweep found not significantly slower than its best (Mann-Whitney U, p ≥ 0.002).</p>" + table(head, rows)
+        "the sweep found not significantly slower than its best (Welch's t over repeats).</p>" + table(head, rows)
     )

@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import os
 from pathlib import Path
+from urllib.parse import quote
 
 from harness.results import store
 from reports import aggregate, pages, run_page
@@ -106,6 +107,21 @@ def write_collectives_pages(results: Path, out: Path) -> list[dict]:
     return metas
 
 
+def read_comparisons(out: Path) -> list[dict]:
+    """The comparison pages `ddpbench compare` wrote into this site (each has a .json beside it), newest first."""
+    found = []
+    for sidecar in sorted((out / "compare").glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True):
+        page = sidecar.with_suffix(".html")
+        try:
+            facts = store.read_json(sidecar)
+        except (OSError, ValueError) as exc:
+            log.warning("skipping comparison %s: %s", sidecar, exc)
+            continue
+        if page.is_file():
+            found.append({**facts, "href": f"compare/{quote(page.name)}"})
+    return found
+
+
 def build_site(*, results: Path, out: Path) -> BuiltSite:
     out = Path(out)
     write_plotly_asset(out)
@@ -123,5 +139,5 @@ def build_site(*, results: Path, out: Path) -> BuiltSite:
         summaries.append((run.meta, run.configs))
     collectives = write_collectives_pages(results, out)
     index = out / "index.html"
-    write_text(index, pages.index_page(summaries, collectives))
+    write_text(index, pages.index_page(summaries, collectives, read_comparisons(out)))
     return BuiltSite(index=index, run_pages=run_pages)

@@ -74,7 +74,11 @@ def step_time_distribution(configs: pd.DataFrame, boxes: pd.DataFrame, *, worklo
             marker_color="#4c78a8",
         )
     )
-    return styled(figure, title=f"{workload}: step-time distribution per configuration", yaxis_title="step time (ms)")
+    return styled(
+        figure,
+        title=f"{workload}: step-time distribution per configuration",
+        yaxis={"title": "step time (ms)", "rangemode": "tozero"},
+    )
 
 
 def step_time_series(configs: pd.DataFrame, series: pd.DataFrame, *, workload: str) -> go.Figure:
@@ -109,12 +113,15 @@ def step_time_series(configs: pd.DataFrame, series: pd.DataFrame, *, workload: s
                     showlegend=False,
                     x=steps[warmup],
                     y=times[warmup],
-                    mode="markers",
-                    marker={"symbol": "x", "size": 9, "color": "#d62728"},
+                    mode="markers",  # hollow, in the line's own colour: warm-up reads as part of its series
+                    marker={"symbol": "circle-open", "size": 6, "color": colours[config.label]},
                 )
             )
     return styled(
-        figure, title=f"{workload}: step time per step (× = warm-up, not counted)", xaxis_title="step", yaxis_title="ms"
+        figure,
+        title=f"{workload}: step time per step (hollow circles: warm-up, not counted)",
+        xaxis_title="step",
+        yaxis={"title": "step time (ms)", "rangemode": "tozero"},
     )
 
 

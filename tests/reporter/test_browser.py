@@ -83,7 +83,7 @@ def test_every_page_renders_every_plot_offline_without_errors(built, tab):
 
 def test_the_index_links_to_every_run_page(built, tab):
     tab.visit(built.index)
-    hrefs = tab.page.eval_on_selector_all("table a", "links => links.map(a => a.href)")
+    hrefs = tab.page.eval_on_selector_all('table a[href^="runs/"]', "links => links.map(a => a.href)")
     assert sorted(Path(href.removeprefix("file://")).name for href in hrefs) == sorted(
         p.name for p in built.run_pages.values()
     )
@@ -114,3 +114,42 @@ def test_the_network_pages_render_offline_without_errors(tab, tmp_path):
         divs, rendered = tab.visit(path)
         assert not tab.errors and not tab.outside, f"{path.name}: {tab.errors} {tab.outside}"
         assert rendered == divs >= 4, f"{path.name}: {rendered} of {divs} plots rendered"
+
+
+def test_every_run_page_answers_before_its_first_figure(built, tab):
+    """The answer table (strategies ranked with their step times) comes before any plot, as laid out."""
+    for path in built.run_pages.values():
+        tab.visit(path)
+        order = tab.page.evaluate(
+            """() => {
+                const answer = document.querySelector('#answer ~ div table');
+                const plot = document.querySelector('.plotly-graph-div');
+                if (!answer || !plot) return null;
+                return [answer.getBoundingClientRect().top + scrollY, plot.getBoundingClientRect().top + scrollY];
+            }"""
+        )
+        assert order is not None and order[0] < order[1], f"{path.name}: answer at {order}"
+
+
+def test_every_link_on_every_page_resolves(tmp_path, tab):
+    """Index, run pages, a comparison and the trace links of a profiled run: each href opens a file or an anchor."""
+    from test_answer import test_a_comparison_page_has_its_figure_a_self_compare_warning_and_an_index_link as make
+
+    make(tmp_path)  # a site with two comparison pages
+    built_site = site.build_site(results=DATA, out=tmp_path / "site")
+    pages = [built_site.index, *built_site.run_pages.values(), *(tmp_path / "site" / "compare").glob("*.html")]
+    checked = 0
+    for path in pages:
+        tab.visit(path)
+        links = tab.page.eval_on_selector_all("a[href]", "links => links.map(a => [a.getAttribute('href'), a.href])")
+        for raw, absolute in links:
+            if raw.startswith("https://"):
+                assert raw == "https://ui.perfetto.dev", f"{path.name}: unexpected external link {raw}"
+                continue
+            if raw.startswith("#"):
+                assert tab.page.locator(f"[id='{raw[1:]}']").count() == 1, f"{path.name}: no anchor {raw}"
+            else:
+                target = Path(absolute.removeprefix("file://").split("#")[0])
+                assert target.is_file(), f"{path.name} links to missing {raw}"
+            checked += 1
+    assert checked > 20

@@ -130,7 +130,8 @@ def test_gpu_memory_shows_every_measured_peak_per_rank_and_the_rank0_skew(gpu):
     assert panels == ["device peak (NVML)", "allocator reserved peak", "allocator allocated peak", "process RSS peak"]
     assert names(figure) == ["rank 0", "rank 1"] * 4
     reserved_rank0 = figure.data[2]
-    assert dict(zip(reserved_rank0.x, reserved_rank0.y, strict=True))["dataparallel · w2"] == 3500.0
+    assert dict(zip(reserved_rank0.x, reserved_rank0.y, strict=True))["dataparallel · w2"] == 3500.0 / 1024
+    assert figure.layout.yaxis.title.text == "GiB"  # MiB columns shown in GiB once they reach one
 
 
 def test_distribution_boxes_have_the_same_median_as_the_configs_table(cpu_run):
@@ -207,3 +208,28 @@ def test_held_memory_stacks_parameters_gradients_and_optimizer_state_per_rank():
     assert [trace.name for trace in figure.data] == ["parameters", "gradients", "optimizer state"]
     assert list(figure.data[2].y) == [4.0, 5.0]
     assert figure.layout.barmode == "stack"
+
+
+def test_step_time_bars_are_fastest_first_with_their_values_on_them(cpu_run):
+    figure = figures.step_time_by_strategy(cpu_run.configs, workload="mlp")
+    ok = cpu_run.configs[(cpu_run.configs["status"] == "ok") & (cpu_run.configs["world_size"] == 2)]
+    by_speed = list(ok.sort_values("step_ms_median")["label"])
+    assert [trace.name for trace in figure.data] == by_speed
+    for trace in figure.data:
+        assert trace.texttemplate == "%{y:.3g}" and list(trace.text) == list(trace.y)
+
+
+def test_memory_against_time_starts_both_axes_at_zero_in_mib_or_gib(gpu, cpu_run):
+    figure = figures.memory_vs_time(gpu.configs, workload="mlp")
+    assert figure.layout.xaxis.rangemode == "tozero" and figure.layout.yaxis.rangemode == "tozero"
+    assert figure.layout.yaxis.title.text in ("MiB", "GiB")
+    assert all(trace.cliponaxis is False for trace in figure.data)  # labels at the edge are not cut off
+
+
+def test_warm_up_steps_are_drawn_in_their_series_colour_not_as_red_crosses(cpu_run):
+    figure = stepfigures.step_time_series(cpu_run.configs, cpu_run.series, workload="mlp")
+    lines = {t.legendgroup: t.line.color for t in figure.data if t.mode == "lines"}
+    warm = [t for t in figure.data if t.mode == "markers"]
+    assert warm and all(t.marker.symbol == "circle-open" for t in warm)
+    assert all(t.marker.color == lines[t.legendgroup] for t in warm)
+    assert figure.layout.yaxis.rangemode == "tozero"

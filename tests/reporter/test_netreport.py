@@ -99,7 +99,7 @@ def test_the_collectives_page_draws_busbw_per_op_and_flags_a_wrong_result(built)
     _, built_site = built
     page = (built_site.index.parent / "collectives" / "net.html").read_text()
     assert page.count('class="plotly-graph-div"') == len(collectives.OPS)
-    assert "WRONG RESULTS: broadcast w2 8 KB" in page and "Contention" in page and "1.60×" in page
+    assert "WRONG RESULTS: broadcast w2 8 KiB" in page and "Contention" in page and "1.60×" in page
     assert 'href="collectives/net.html"' in built_site.index.read_text()
 
 

@@ -1,0 +1,123 @@
+"""The answer a run page opens with, the warnings beside it, the index's headline per run and the
+comparison page: on small hand-made tables and on the golden runs."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.results import store
+from reports import alerts, answer, compare, pages, site
+from reports.aggregate import with_labels
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def config(impl: str, world: int, ms: float, **extra) -> dict:
+    options = extra.pop("options", {})
+    return {"config_id": f"{impl}-{world}-{options.get('bucket_cap_mb', '')}", "status": "ok", "impl": impl,
+            "impl_options": json.dumps(options), "workload": "gpt2", "size": "small", "world_size": world,
+            "step_ms_median": ms, "step_ms_cv": 0.02, "parity_ok": True,
+            "bucket_cap_mb": options.get("bucket_cap_mb"), **extra}  # fmt: skip
+
+
+@pytest.fixture
+def configs() -> pd.DataFrame:
+    return with_labels(pd.DataFrame([
+        config("local", 2, 50.0, parity_ok=None),
+        config("stock", 2, 100.0, options={"bucket_cap_mb": 25.0}),
+        config("bucketed", 2, 80.0, options={"bucket_cap_mb": 25.0}, step_ms_cv=0.3),
+        config("naive", 2, 160.0, parity_ok=False),
+    ]))  # fmt: skip
+
+
+def test_strategies_are_ranked_by_step_time_with_local_as_the_floor_last(configs):
+    frame = answer.ranked(configs, workload="gpt2")
+    assert list(frame["impl"]) == ["bucketed", "stock", "naive", "local"]
+    html = answer.world_table(frame, pd.DataFrame(), workload="gpt2")
+    cells = re.findall(r"<tr[^>]*><td>([^<]+)</td><td>(?:<b>)?([^<]+)", html)
+    assert cells == [("1", "bucketed bucket_cap_mb=25"), ("2", "stock bucket_cap_mb=25"), ("3", "naive"),
+                     ("floor", "local")]  # fmt: skip
+    assert "1.25× faster" in html and "reference" in html and "1.60× slower" in html
+    assert "<b>noisy</b> (cv 0.30)" in html and "<b>FAILED</b>" in html
+
+
+def test_the_headline_names_the_fastest_communicating_strategy_against_stock(configs):
+    line = answer.headline(answer.ranked(configs, workload="gpt2"))
+    assert line == ("At 2 ranks: <b>bucketed bucket_cap_mb=25</b> is fastest, 80.00 ms, 1.25× faster than stock; "
+                    "parity ok; noisy.")  # fmt: skip
+
+
+def test_a_missing_column_is_a_dash_not_a_crash(configs):
+    bare = configs.drop(columns=["step_ms_cv", "parity_ok", "bucket_cap_mb"])
+    html = answer.world_table(answer.ranked(bare, workload="gpt2"), pd.DataFrame(), workload="gpt2")
+    assert "not judged" in html and "—" in html
+
+
+def test_the_cap_to_use_is_flat_when_the_default_is_as_good_and_absent_at_one_rank():
+    table = pd.DataFrame([{"impl": "stock", "workload": "gpt2", "world_size": 2, "best_cap_mb": 5.0,
+                           "equivalent_caps_mb": "[5.0, 25.0, 100.0]"},
+                          {"impl": "stock", "workload": "gpt2", "world_size": 4, "best_cap_mb": 5.0,
+                           "equivalent_caps_mb": "[5.0]"}])  # fmt: skip
+    assert answer.recommendation_text(table, workload="gpt2", impl="stock", world=2) == "flat: any of 5, 25, 100 MiB"
+    assert answer.recommendation_text(table, workload="gpt2", impl="stock", world=4) == "5 MiB"
+    assert answer.recommendation_text(table, workload="gpt2", impl="stock", world=1) is None
+
+
+def test_alerts_say_noise_shared_gpus_one_world_size_and_interruption(configs):
+    meta = {"device": "cuda", "environment": {"gpu_count": 1},
+            "configurations": [{"config_id": c} for c in [*configs["config_id"], "never-1", "never-2"]]}  # fmt: skip
+    text = alerts.alerts(meta, configs, resume_command=".venv/bin/ddpbench bench --resume r --results results")
+    assert "1 of 4 measured configurations have a step CV above 0.1" in text
+    assert "2 ranks per node ran on 1 GPU" in text
+    assert "4 of 6 planned configurations were recorded" in text
+    assert "<code>.venv/bin/ddpbench bench --resume r --results results</code>" in text
+    assert alerts.status_counts(meta, configs) == {"ok": 4, "failed": 0, "skipped": 0, "not run": 2}
+    single = configs.assign(world_size=1)
+    assert "One rank only" in alerts.alerts({}, single, resume_command="")
+    assert "One rank only" not in text and "Devices shared" not in alerts.alerts({"device": "cuda", "environment": {
+        "gpu_count": 2}}, configs, resume_command="")  # fmt: skip
+
+
+def test_an_interrupted_run_reads_as_interrupted_on_the_index_not_as_healthy(tmp_path):
+    run = tmp_path / "results" / "stopped"
+    planned = [{"config_id": f"c{i}", "world_size": 2} for i in range(3)]
+    store.write_json(run / "run.json", {"run_id": "stopped", "device": "cpu", "configurations": planned})
+    built = site.build_site(results=tmp_path / "results", out=tmp_path / "site")
+    assert "0 ok, 3 not run (interrupted)" in built.index.read_text()
+    page = built.run_pages["stopped"].read_text()
+    assert "0 of 3 planned configurations were recorded" in page
+    assert f".venv/bin/ddpbench bench --resume stopped --results {tmp_path / 'results'}" in page
+
+
+def test_skipped_is_counted_apart_from_failed_on_the_index():
+    meta = {"run_id": "r"}
+    configs = pd.DataFrame([config("stock", 2, 10.0), config("dataparallel", 2, 10.0, status="skipped")])
+    assert pages.status_text(meta, configs) == "1 ok, 1 skipped"
+
+
+def test_the_index_shows_each_runs_headline_step_time(tmp_path):
+    built = site.build_site(results=DATA, out=tmp_path / "site")
+    index = built.index.read_text()
+    for run in ("cpu_run", "bucket_sweep", "gpu_memory"):
+        row = index.split(f'href="runs/{run}.html"', 1)[1].split("</tr>", 1)[0]
+        assert re.search(r"mlp/\w+ \w+, 2 ranks: <b>[^<]+</b> \d+\.\d+ ms", row), row
+
+
+def test_a_comparison_page_has_its_figure_a_self_compare_warning_and_an_index_link(tmp_path):
+    frame = pd.DataFrame([{"impl": "stock", "impl_options": "{}", "workload": "mlp", "size": "tiny", "world_size": 2,
+                           "base_ms": 10.0, "new_ms": 11.0, "ratio": 1.1, "ratio_ci_low": 1.05, "ratio_ci_high": 1.15,
+                           "p_value": 0.001, "verdict": "slower"}])  # fmt: skip
+    out = tmp_path / "site"
+    same = compare.write_comparison_page(out, "a", "a", frame, [], threshold=0.05)
+    other = compare.write_comparison_page(out, "a", "b", frame.assign(verdict="too few repeats to tell"), [],
+                                          threshold=0.05)  # fmt: skip
+    assert "compares run a with itself" in same.read_text() and "with itself" not in other.read_text()
+    assert same.read_text().count('class="plotly-graph-div"') == 1 and (out / "assets" / "plotly.min.js").is_file()
+    (tmp_path / "results").mkdir()  # no runs: the index still lists the comparisons of its site
+    index = site.build_site(results=tmp_path / "results", out=out).index.read_text()
+    assert 'href="compare/a_vs_a.html"' in index and 'href="compare/a_vs_b.html"' in index
