@@ -70,6 +70,8 @@ class Strategy(Protocol):
 
     def attach_timeline(self, timeline: CommTimeline) -> bool: ...
 
+    def timeline_cost(self) -> str | None: ...
+
 
 REQUIRED_STRATEGY_MEMBERS = ("wrap", "sync_gradients")
 """What a new strategy file must define itself; the rest of `Strategy` has defaults."""
@@ -133,6 +135,12 @@ class StrategyDefaults:
         False (the default) when the strategy cannot: its collectives happen inside a library that
         offers no hook, so its rows have no measured communication."""
         return False
+
+    def timeline_cost(self) -> str | None:
+        """What recording the timeline would cost this strategy's step, or None when it costs nothing
+        measurable. The harness then attaches one only when asked (`--bucket-timeline`): a number
+        must not change because it is being recorded."""
+        return None
 
 
 @runtime_checkable

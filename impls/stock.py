@@ -69,6 +69,15 @@ class DDPOptions:
     def zero_grad_set_to_none(self) -> bool:
         return not self.gradient_as_bucket_view  # the gradients are the buckets: zero them in place
 
+    def timeline_cost(self) -> str | None:
+        return TIMED_HOOK_COST
+
+
+TIMED_HOOK_COST = (
+    "timing DDP's buckets replaces its fused C++ all-reduce with a Python communication hook (an extra pass over "
+    "every bucket: 3-6 % of a CPU step, benchmarks/strategies.py's stock+timeline)"
+)
+
 
 DDP_DEFAULTS = {
     "bucket_cap_mb": None,

@@ -52,6 +52,7 @@ def bench_config(
         baseline=not args.no_baseline,
         parity=not args.no_parity,
         profile=args.profile,
+        bucket_timeline=args.bucket_timeline,
         mem_period_ms=args.mem_period_ms,
         seed=args.seed,
         repeats=args.repeats,

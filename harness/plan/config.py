@@ -11,15 +11,13 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import os
 import re
-import secrets
-import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from harness.plan.precision import DTYPES, resolve_dtype
+from harness.plan.run_folder import check_results_folder, new_run_id, validate_run_id  # noqa: F401 (the plan's API)
 from harness.plan.units import parse_bandwidth, parse_latency
 from harness.protocols import SIZES, ConfigError
 
@@ -28,7 +26,6 @@ BACKENDS = ("auto", "nccl", "gloo")
 OPTIMIZER_CHOICES = ("sgd", "adam")
 SIZE_CHOICES = ("auto", *SIZES)
 DEFAULT_WORKLOADS = ("mlp",)
-RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 BASELINE_IMPL = "local"
 
 
@@ -85,6 +82,9 @@ class BenchConfig:
     """Memory sampling period; 0 turns the sampler off."""
     profile: bool = False
     """Capture a torch.profiler trace per rank after each configuration's measured steps."""
+    bucket_timeline: bool = False
+    """Also time the collectives of strategies whose timing costs something (DDP's buckets, through a
+    Python communication hook); strategies that launch their own collectives are always timed."""
     repeats: int = 1
     """Run every configuration this many times, interleaved, so drift hits all alike."""
     timeout_s: float | None = None
@@ -178,29 +178,6 @@ def rank_ladder(gpus: int) -> list[int]:
     return ladder
 
 
-def validate_run_id(run_id: str) -> None:
-    if run_id and (not RUN_ID_PATTERN.match(run_id) or ".." in run_id):
-        raise ConfigError(
-            f"--run-id {run_id!r} is not valid; use letters, digits, '.', '_' and '-' "
-            "(no '/' or '..', at most 100 characters)"
-        )
-
-
-def new_run_id() -> str:
-    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
-
-
-def check_results_folder(results: Path, run_id: str) -> None:
-    """The run folder must be new and its parent writable; checked before anything is written."""
-    if (results / run_id).exists():
-        raise ConfigError(f"--run-id {run_id!r} already exists in {results}; choose another run id")
-    existing = results
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"--results {str(results)!r} cannot be written (checked {str(existing)!r})")
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Configuration:
     """One measured row: a strategy with its options on a workload at one world size."""
@@ -222,6 +199,7 @@ class Configuration:
     parity: bool
     mem_period_ms: float = 20.0
     profile: bool = False
+    bucket_timeline: bool = False
     repeat: int = 0
     optimizer: str = "sgd"
     extra_ranks: int = 0
@@ -372,6 +350,7 @@ def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) ->
                         parity=config.parity,
                         mem_period_ms=config.mem_period_ms,
                         profile=config.profile,
+                        bucket_timeline=config.bucket_timeline,
                         repeat=repeat,
                         optimizer=config.optimizer,
                         extra_ranks=extra,

@@ -310,6 +310,7 @@ def assemble(
         "samples_per_s": throughput,
         **derived_metrics(cfg, step_ms, throughput, written),
         **communication_columns(steps),
+        "comm_note": main.get("comm_note"),
         **window_columns(cfg, results),
         **memory_columns(results),
         **parity_columns(main, parity_exact=parity_exact),

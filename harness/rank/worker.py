@@ -106,7 +106,7 @@ def _measure(
         # Each rank builds from its own seed: `wrap` must make rank 0's weights win.
         model = build_model(workload, seed=cfg.seed + session.rank, device=session.device)
         timeline = CommTimeline(session.device)
-        measured_comm = strategy.attach_timeline(timeline)  # before wrap: DDP takes its hook there
+        comm_note = _attach_timeline(strategy, timeline, asked=cfg.bucket_timeline)  # before wrap: DDP's hook
         model = strategy.wrap(model)
         optimizer_cls, learning_rate = OPTIMIZERS[cfg.optimizer]
         optimizer = strategy.make_optimizer(model.parameters(), optimizer_cls, lr=learning_rate)
@@ -132,7 +132,8 @@ def _measure(
         "window_ms": trained.window_ms,
         "memory": dict(memory),
         "layout": strategy.layout(),
-        "comm": timeline.rows() if measured_comm else None,
+        "comm": timeline.rows() if comm_note is None else None,
+        "comm_note": comm_note,
         **judged,
     }
     # Parity is judged on the state after the measured steps (on a GPU: on a deterministic replay,
@@ -157,6 +158,16 @@ def _measure(
             judged_cfg, final_state, session.device, replayed=replay, progress=progress
         )
     return result
+
+
+def _attach_timeline(strategy, timeline: CommTimeline, *, asked: bool) -> str | None:
+    """Attach the bucket timeline where it costs nothing or was asked for; otherwise why not."""
+    cost = strategy.timeline_cost()
+    if cost is not None and not asked:
+        return f"not measured: {cost}; --bucket-timeline measures it"
+    if not strategy.attach_timeline(timeline):
+        return "not measured: the strategy's collectives run inside a library that offers no hook to time them"
+    return None
 
 
 def _train(

@@ -171,3 +171,17 @@ def test_an_assembled_row_is_stored_with_typed_options_buckets_and_start(tmp_pat
     read = store.read_config_row(tmp_path, "c")
     assert read["impl_options"] == cfg.options_json and read["bucket_sizes_mb"] == [0.25, 1.5]
     assert read["started_at"].isoformat() == "2026-01-01T00:00:00+00:00"
+
+
+def test_a_strategy_whose_timing_costs_something_is_timed_only_when_asked():
+    import impls
+    from harness.comm_timeline import CommTimeline
+    from harness.rank.worker import _attach_timeline
+
+    note = _attach_timeline(impls.create("stock"), CommTimeline(), asked=False)
+    assert note.startswith("not measured: timing DDP's buckets") and "--bucket-timeline" in note
+    assert _attach_timeline(impls.create("stock"), CommTimeline(), asked=True) is None
+    assert _attach_timeline(impls.create("bucketed"), CommTimeline(), asked=False) is None  # free: always
+    assert "no hook" in _attach_timeline(impls.create("fsdp"), CommTimeline(), asked=True)
+    row = assemble([{**rank_result([1, 1]), "comm_note": note}, rank_result([1, 1])])[0]
+    assert row["comm_ms"] is None and row["comm_note"] == note

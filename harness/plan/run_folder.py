@@ -1,0 +1,36 @@
+"""A run's folder: its id (given or new) and the checks made before anything is written."""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import time
+from pathlib import Path
+
+from harness.protocols import ConfigError
+
+RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def validate_run_id(run_id: str) -> None:
+    if run_id and (not RUN_ID_PATTERN.match(run_id) or ".." in run_id):
+        raise ConfigError(
+            f"--run-id {run_id!r} is not valid; use letters, digits, '.', '_' and '-' "
+            "(no '/' or '..', at most 100 characters)"
+        )
+
+
+def new_run_id() -> str:
+    return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
+
+
+def check_results_folder(results: Path, run_id: str) -> None:
+    """The run folder must be new and its parent writable; checked before anything is written."""
+    if (results / run_id).exists():
+        raise ConfigError(f"--run-id {run_id!r} already exists in {results}; choose another run id")
+    existing = results
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"--results {str(results)!r} cannot be written (checked {str(existing)!r})")
