@@ -142,7 +142,8 @@ def add_bench_parser(commands) -> None:
         "--mem-period-ms", type=float, default=20.0, help="memory sampling period, 0 = off (default: 20)"
     )
     bench.add_argument("--repeats", type=_int("--repeats"), default=1,
-                       help="run every configuration R times, interleaved (default: 1)")  # fmt: skip
+                       help="run every configuration R times, interleaved; each repeat is one piece of evidence "
+                       "for compare and the recommended cap (default: 1; 5 for runs meant to be compared)")  # fmt: skip
     bench.add_argument("--resume", metavar="RUN_ID", help="finish an interrupted run: skip what it wrote, run the rest")
     bench.add_argument("--seed", type=_int("--seed"), default=0, help="base seed (default: 0)")
     bench.add_argument(
@@ -160,9 +161,14 @@ def add_bench_parser(commands) -> None:
 def add_compare_parser(commands) -> None:
     compare = commands.add_parser(
         "compare",
-        help="did NEW get significantly slower than BASE? (exit 1 if so)",
-        description="Match the configurations of two runs and judge each: slower/faster only when the ratio of "
-        "medians is beyond --threshold AND Mann-Whitney U gives p < 0.002. Exit 1 when any is slower.",
+        help="did NEW get significantly slower than BASE? (exit 1 if so, 3 if the repeats cannot tell)",
+        description="Match the configurations of two runs and judge each on its repeats (each repeat's median "
+        "step is one piece of evidence): slower/faster only when the 95% interval of the ratio excludes 1 and "
+        "the ratio is beyond --threshold. When the repeats cannot decide (fewer than 2 per run, or an interval "
+        "wider than ±threshold) the verdict is 'too few repeats to tell (have N, need about M)'.",
+        epilog="exit codes: 0 no configuration slower; 1 some significantly slower; 2 bad input; "
+        "3 none slower, but some had too few repeats to tell. Runs meant to be compared: bench --repeats 5 "
+        "(decides 5% when launches agree within about 2.5%). See docs/statistics.md.",
     )
     compare.add_argument("base", help="run id of the baseline")
     compare.add_argument("new", help="run id to judge")

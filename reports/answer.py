@@ -115,6 +115,10 @@ def recommendation_text(recommendations: pd.DataFrame, *, workload: str, impl: s
     for column in ("recommendation", "verdict_text"):  # a verdict the analysis layer words itself
         if isinstance(value(row, column), str):
             return row[column]
+    if isinstance(value(row, "decision"), str):  # the sweep's decision over repeats (docs/statistics.md)
+        from harness.analysis import sweep
+
+        return sweep.answer(row)
     best = value(row, "best_cap_mb")
     as_good = _caps(value(row, "equivalent_caps_mb"))
     if best is None:

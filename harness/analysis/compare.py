@@ -1,15 +1,14 @@
 """`ddpbench compare BASE NEW`: did anything get significantly slower?
 
 Configurations are matched by what they measure (strategy, options, workload, size, world
-size, batch, dtype, device), pooling repeats; each pair is judged on its raw per-step
-samples (the slowest rank per step): ratio of medians with a bootstrap 95 % interval,
-Mann-Whitney U p-value, and a verdict that needs both a ratio beyond the threshold and
-p < 0.002 (asv's rule), so that noise alone never fails a CI job.
+size, batch, dtype, device). The unit of evidence is the repeat: each repeat of a configuration
+is summarised by its median step (the slowest rank per step), and the two runs' repeat medians
+are judged by `stats.verdict` (Welch's t on the logs: the ratio, its 95 % interval, and
+'too few repeats to tell' when they cannot decide). See docs/statistics.md.
 """
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from harness.analysis import stats
@@ -28,7 +27,12 @@ MATCH_KEYS = (
     "optimizer",
     "device",
 )
-ENVIRONMENT_KEYS = ("gpu_name", "driver_version", "torch_version", "nccl_version", "cpu_model", "hostname")
+ENVIRONMENT_KEYS = (
+    "gpu_name", "driver_version", "torch_version", "nccl_version", "cpu_model", "hostname",
+    # What changes GPU numbers without changing the code (a run from before they were recorded: "not recorded").
+    "float32_matmul_precision", "tf32_matmul", "tf32_cudnn", "cudnn_benchmark", "cudnn_deterministic",
+    "cudnn_enabled", "allocator_conf", "gpu_clocks", "gpu_power_limit_w", "gpu_ecc", "gpu_mig",
+)  # fmt: skip
 
 
 def load_samples(results, run_id: str) -> tuple[dict, pd.DataFrame]:
@@ -43,27 +47,46 @@ def load_samples(results, run_id: str) -> tuple[dict, pd.DataFrame]:
     return store.read_json(run / "run.json"), slowest.merge(ok, on="config_id")
 
 
-def ratio_ci(base: list[float], new: list[float]) -> tuple[float, float]:
-    """Bootstrap 95 % interval of median(new) / median(base), resampling both runs."""
-    from scipy import stats as sp
+def repeat_figures(samples: pd.DataFrame) -> pd.DataFrame:
+    """One row per repeat (configuration id): its median step, the CV of its steps and the
+    batch-means uncertainty of its mean, from the steps in order."""
+    rows = []
+    for config_id, repeat in samples.sort_values("step").groupby("config_id"):
+        rows.append({"config_id": config_id, **stats.repeat_summary(repeat["step_ms"].to_numpy())})
+    figures = pd.DataFrame(rows, columns=["config_id", "median_ms", "cv", "rel_se"])
+    keys = samples.drop(columns=["step", "step_ms"]).drop_duplicates("config_id")
+    return figures.merge(keys, on="config_id")
 
-    if len(base) < 2 or len(new) < 2:
-        ratio = float(np.median(new) / np.median(base))
-        return ratio, ratio
-    result = sp.bootstrap(
-        (np.asarray(new), np.asarray(base)),
-        lambda n, b, axis=-1: np.median(n, axis=axis) / np.median(b, axis=axis),
-        n_resamples=2000, method="percentile", random_state=0, vectorized=True,
-    )  # fmt: skip
-    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+UNJUDGED_ENV_VARS = ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
+"""Distributed environment variables that differ between any two launches and change no timing."""
+
+
+def _comparable(key: str, value):
+    """What of a provenance value must match: a GPU's application clocks, not its current ones."""
+    if key == "gpu_clocks" and isinstance(value, list):
+        return [{k: v for k, v in (c or {}).items() if "current" not in k} for c in value]
+    return value
+
+
+def _recorded(env: dict, key: str) -> str:
+    return repr(_comparable(key, env[key])) if key in env else "not recorded"
 
 
 def environment_differences(base_meta: dict, new_meta: dict) -> list[str]:
+    """A line per provenance value that differs (one recorded by only one run says 'not recorded')."""
     base_env, new_env = base_meta.get("environment", {}), new_meta.get("environment", {})
     notes = [
-        f"{key} differs: {base_env.get(key)!r} vs {new_env.get(key)!r}"
+        f"{key} differs: {_recorded(base_env, key)} vs {_recorded(new_env, key)}"
         for key in ENVIRONMENT_KEYS
-        if base_env.get(key) != new_env.get(key)
+        if (key in base_env or key in new_env)
+        and _comparable(key, base_env.get(key)) != _comparable(key, new_env.get(key))
+    ]
+    base_vars, new_vars = base_env.get("env_vars") or {}, new_env.get("env_vars") or {}
+    notes += [
+        f"environment variable {name} differs: {base_vars.get(name)!r} vs {new_vars.get(name)!r}"
+        for name in sorted((set(base_vars) | set(new_vars)) - set(UNJUDGED_ENV_VARS))
+        if base_vars.get(name) != new_vars.get(name)
     ]
     worlds = [sorted({c["world_size"] for c in meta.get("configurations", [])}) for meta in (base_meta, new_meta)]
     if worlds[0] != worlds[1]:
@@ -109,24 +132,38 @@ def compare(
         base, new = _without_baseline(base), _without_baseline(new)
         _check_unambiguous(base, keys, base_id)
         _check_unambiguous(new, keys, new_id)
+    base, new = repeat_figures(base), repeat_figures(new)
     new_groups = dict(list(new.groupby(keys, dropna=False)))
     rows = []
     for key, base_group in base.groupby(keys, dropna=False):  # null keys (older rows) match too
-        if key not in new_groups:
-            continue
-        new_group = new_groups[key]
-        a, b = base_group["step_ms"].tolist(), new_group["step_ms"].tolist()
-        judged = stats.verdict(a, b, threshold=threshold)
-        low, high = ratio_ci(a, b)
-        rows.append({
-            **dict(zip(keys, key, strict=True)),
-            "impl": _strategy_label(base_group, new_group),
-            "impl_options": base_group["impl_options"].iloc[0],
-            "base_ms": float(np.median(a)), "new_ms": float(np.median(b)),
-            "ratio": judged["ratio"], "ratio_ci_low": low, "ratio_ci_high": high,
-            "p_value": judged["p_value"], "verdict": judged["verdict"],
-        })  # fmt: skip
+        if key in new_groups:
+            judged = judge(base_group, new_groups[key], threshold=threshold)
+            rows.append({**dict(zip(keys, key, strict=True)), **judged})
     return pd.DataFrame(rows), environment_differences(base_meta, new_meta)
+
+
+def judge(base: pd.DataFrame, new: pd.DataFrame, *, threshold: float) -> dict:
+    """One matched configuration: its repeat medians in each run, the verdict, and a noise note
+    for each run whose steps are noisy or whose repeats disagree."""
+    judged = stats.verdict(
+        base["median_ms"].tolist(), new["median_ms"].tolist(), threshold=threshold,
+        rel_se=float(pd.concat([base["rel_se"], new["rel_se"]]).max()),
+    )  # fmt: skip
+    notes = [
+        f"{which}: {note}"
+        for which, group in (("base", base), ("new", new))
+        if (note := stats.noise_note(group["cv"].tolist(), group["median_ms"].tolist()))
+    ]
+    return {
+        "impl": _strategy_label(base, new),
+        "impl_options": base["impl_options"].iloc[0],
+        "base_ms": stats.center_interval(base["median_ms"])[0],
+        "new_ms": stats.center_interval(new["median_ms"])[0],
+        "base_repeats": len(base), "new_repeats": len(new),
+        "ratio": judged["ratio"], "ratio_ci_low": judged["low"], "ratio_ci_high": judged["high"],
+        "p_value": judged["p_value"], "verdict": judged["verdict"],
+        "repeats_needed": judged["repeats_needed"], "noise": "; ".join(notes),
+    }  # fmt: skip
 
 
 def parse_threshold(text: str) -> float:

@@ -146,7 +146,10 @@ class Progress:
 def recommendations(frame: pd.DataFrame) -> None:
     from harness.analysis import sweep
 
-    say("ddpbench: recommended bucket caps (fastest; 'as good' = not significantly slower, Mann-Whitney p ≥ 0.002):")
+    say(
+        "ddpbench: bucket caps (a cap is recommended only when it beats DDP's default significantly over "
+        "repeats; docs/statistics.md):"
+    )
     for _, row in frame.iterrows():
         print(f"  {sweep.describe(row)}")
 
@@ -154,11 +157,18 @@ def recommendations(frame: pd.DataFrame) -> None:
 # --- compare ------------------------------------------------------------------------------------
 
 
-def comparison(frame: pd.DataFrame) -> None:
+def comparison(frame: pd.DataFrame, *, threshold: float) -> None:
+    """A line per matched configuration: the ratio, its interval, the verdict, how many repeats a
+    decision at the threshold needs when the runs had fewer, and any noise behind it."""
     for r in frame.itertuples():
-        interval = f"95% CI {r.ratio_ci_low:.3f}-{r.ratio_ci_high:.3f}"
+        interval = "no interval: one repeat" if r.ratio_ci_low != r.ratio_ci_low else (
+            f"95% CI {r.ratio_ci_low:.3f}-{r.ratio_ci_high:.3f}")  # fmt: skip
+        verdict = r.verdict
+        if verdict == "too few repeats to tell":
+            verdict += f" (have {min(r.base_repeats, r.new_repeats)}, need about {r.repeats_needed} at {threshold:.0%})"
+        noise = f" [{r.noise}]" if r.noise else ""
         print(f"w{r.world_size} {r.workload}/{r.size} {r.impl}{options_text(r.impl_options)}: {r.base_ms:.2f} -> "
-              f"{r.new_ms:.2f} ms, ratio {r.ratio:.3f} ({interval}), p={r.p_value:.2g}: {r.verdict}")  # fmt: skip
+              f"{r.new_ms:.2f} ms, ratio {r.ratio:.3f} ({interval}): {verdict}{noise}")  # fmt: skip
 
 
 # --- collectives --------------------------------------------------------------------------------
@@ -224,7 +234,7 @@ def validation(key: tuple, group: pd.DataFrame, as_good: list[float] | None, err
         print(f"  cap {r.bucket_cap_mb:g} MiB: measured {r.measured_ms:.2f} ms, predicted {predicted} ms "
               f"(compute ×{r.compute_scale:.2f}, DDP's own {r.reducer_ms:.1f} ms)")  # fmt: skip
     if as_good is not None:
-        print(f"  measured caps not significantly slower than the best (Mann-Whitney p ≥ 0.002): "
+        print(f"  measured caps not significantly slower than the best (Welch's t over repeats): "
               f"{', '.join(f'{c:g}' for c in as_good)} MiB")  # fmt: skip
     for label, error in errors:
         print(f"  {label}: MAPE {error['mape']:.1%}, best cap measured {error['best_measured_cap_mb']:g} "

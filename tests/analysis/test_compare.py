@@ -16,20 +16,32 @@ KEYS |= {"batch_size": 8, "dtype": "fp32", "optimizer": "sgd", "device": "cpu", 
 
 
 def synthetic_run(
-    results, run_id: str, *, mean_ms: float, seed: int, torch_version: str = "2.x", impl: str = "stock"
+    results,
+    run_id: str,
+    *,
+    mean_ms: float,
+    seed: int,
+    torch_version: str = "2.x",
+    impl: str = "stock",
+    repeats: int = 5,
+    environment: dict | None = None,
 ) -> None:
-    """A run with one configuration whose 2 ranks took normally distributed step times."""
+    """A run with one configuration measured `repeats` times (1 % launch-to-launch offsets), each
+    with 2 ranks whose 40 steps scatter by 3 %."""
     meta = {"run_id": run_id, "started_at": run_id, "device": "cpu", "configurations": [{"world_size": 2}]}
-    meta["environment"] = {"torch_version": torch_version, "hostname": "h"}
+    meta["environment"] = {"torch_version": torch_version, "hostname": "h", **(environment or {})}
     store.write_json(results / run_id / "run.json", meta)
-    times = np.random.default_rng(seed).normal(mean_ms, mean_ms * 0.03, size=(2, 40))
-    steps = [
-        {"run_id": run_id, "config_id": "c0", "rank": r, "step": s, "warmup": False, "step_ms": float(times[r, s])}
-        for r in range(2)
-        for s in range(40)
-    ]
-    row = {"run_id": run_id, "config_id": "c0", **KEYS, "impl": impl}
-    store.write_configuration(results / run_id, "c0", row, steps)
+    rng = np.random.default_rng(seed)
+    for repeat in range(repeats):
+        times = mean_ms * (1 + rng.normal(0, 0.01)) * (1 + rng.normal(0, 0.03, size=(2, 40)))
+        steps = [
+            {"run_id": run_id, "config_id": f"c{repeat}", "rank": r, "step": s, "warmup": False,
+             "step_ms": float(times[r, s])}
+            for r in range(2)
+            for s in range(40)
+        ]  # fmt: skip
+        row = {"run_id": run_id, "config_id": f"c{repeat}", **KEYS, "impl": impl, "repeat": repeat}
+        store.write_configuration(results / run_id, f"c{repeat}", row, steps)
 
 
 def run_compare(capsys, results, base, new, *extra):
@@ -65,6 +77,43 @@ def test_different_environments_are_warned_about(tmp_path, capsys):
     synthetic_run(tmp_path / "r", "b", mean_ms=100, seed=2, torch_version="2.14")
     _, out = run_compare(capsys, tmp_path / "r", "a", "b")
     assert "warning: torch_version differs: '2.4' vs '2.14'" in out.err
+
+
+def test_settings_that_change_gpu_numbers_are_warned_about_and_an_old_run_says_not_recorded(tmp_path, capsys):
+    clocks = [{"sm_app_mhz": 1980, "sm_current_mhz": 345}]
+    base = {"tf32_matmul": False, "gpu_clocks": clocks, "env_vars": {"NCCL_ALGO": "Ring", "MASTER_PORT": "1"}}
+    new = {"tf32_matmul": True, "allocator_conf": "expandable_segments:True",
+           "gpu_clocks": [{"sm_app_mhz": 1980, "sm_current_mhz": 1980}], "env_vars": {"MASTER_PORT": "2"}}  # fmt: skip
+    synthetic_run(tmp_path / "r", "a", mean_ms=100, seed=1, environment=base)
+    synthetic_run(tmp_path / "r", "b", mean_ms=100, seed=2, environment=new)
+    _, out = run_compare(capsys, tmp_path / "r", "a", "b")
+    assert "warning: tf32_matmul differs: False vs True" in out.err
+    assert "warning: allocator_conf differs: not recorded vs 'expandable_segments:True'" in out.err
+    assert "warning: environment variable NCCL_ALGO differs: 'Ring' vs None" in out.err
+    assert "gpu_clocks" not in out.err and "MASTER_PORT" not in out.err  # current clocks and ports always differ
+
+
+def test_one_repeat_a_run_is_too_few_to_tell_even_for_a_large_slowdown_and_exits_3(tmp_path, capsys):
+    synthetic_run(tmp_path / "r", "a", mean_ms=100, seed=1, repeats=1)
+    synthetic_run(tmp_path / "r", "b", mean_ms=150, seed=2, repeats=1)
+    code, out = run_compare(capsys, tmp_path / "r", "a", "b")
+    assert code == 3 and ": too few repeats to tell (have 1, need about " in out.out
+    assert "1 with too few repeats to tell" in out.out and "no significant change" not in out.out
+    page = (tmp_path / "site" / "compare" / "a_vs_b.html").read_text()
+    assert "too few repeats to tell" in page
+
+
+def test_a_noisy_configuration_is_flagged_on_its_line(tmp_path, capsys):
+    synthetic_run(tmp_path / "r", "a", mean_ms=100, seed=1)
+    results = tmp_path / "r"
+    store.write_json(results / "b" / "run.json", store.read_json(results / "a" / "run.json") | {"run_id": "b"})
+    for repeat, level in enumerate((100, 125, 100, 125, 100)):  # repeats 25 % apart
+        steps = [{"run_id": "b", "config_id": f"c{repeat}", "rank": 0, "step": s, "warmup": False,
+                  "step_ms": level + s % 2} for s in range(40)]  # fmt: skip
+        row = {"run_id": "b", "config_id": f"c{repeat}", **KEYS, "repeat": repeat}
+        store.write_configuration(results / "b", f"c{repeat}", row, steps)
+    _, out = run_compare(capsys, results, "a", "b")
+    assert "[new: repeats disagree (100–126 ms)]" in out.out
 
 
 @pytest.mark.parametrize(("args", "named"), [(["nope", "a"], "'nope'"), (["a", "a", "--threshold", "x"], "'x'")])

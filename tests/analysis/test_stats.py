@@ -1,14 +1,17 @@
-"""Statistics: confidence intervals, significance, verdicts and the bucket-cap recommendation."""
+"""Statistics: the repeat as the unit of evidence, intervals, verdicts, 'too few repeats to tell',
+and the bucket-cap recommendation."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from harness.analysis import stats
 
 
-def normal(mean: float, n: int = 60, seed: int = 0, spread: float = 0.03) -> list[float]:
-    return list(np.random.default_rng(seed).normal(mean, mean * spread, n))
+def repeats(mean: float, n: int = 5, seed: int = 0, spread: float = 0.01) -> list[float]:
+    """n repeat medians (ms) scattered by `spread` (relative sd) around `mean`."""
+    return list(mean * np.exp(np.random.default_rng(seed).normal(0, spread, n)))
 
 
 def test_summary_reports_median_percentiles_and_noise():
@@ -17,36 +20,87 @@ def test_summary_reports_median_percentiles_and_noise():
     assert stats.is_noisy(summary["step_ms_cv"]) and not stats.is_noisy(stats.summarize([10, 10.1, 9.9])["step_ms_cv"])
 
 
-def test_bootstrap_interval_contains_the_median_and_narrows_with_more_samples():
-    few, many = normal(100, n=10), normal(100, n=400)
-    low_few, high_few = stats.bootstrap_median_ci(few)
-    low_many, high_many = stats.bootstrap_median_ci(many)
-    assert low_few <= np.median(few) <= high_few
-    assert high_many - low_many < high_few - low_few
+def test_batch_means_uncertainty_grows_with_autocorrelation_where_s_over_root_n_does_not():
+    rng = np.random.default_rng(0)
+    independent = rng.normal(0, 1, 400)
+    drifting = np.cumsum(rng.normal(0, 0.2, 400))  # a random walk: neighbours share most of their value
+    naive = drifting.std(ddof=1) / np.sqrt(drifting.size)
+    assert stats.batch_means_se(drifting) > 3 * naive
+    assert stats.batch_means_se(independent) == pytest.approx(1 / 20, rel=0.5)
+    assert stats.batch_means_se([1.0, 2.0, 3.0]) is None  # too short for two batches
 
 
-def test_same_distribution_is_no_significant_change():
-    result = stats.verdict(normal(100, seed=1), normal(100, seed=2), threshold=0.05)
-    assert result["verdict"] == "no significant change"
+def test_an_interval_over_repeats_contains_the_center_and_needs_two_repeats():
+    center, low, high = stats.center_interval(repeats(100))
+    assert low < center < high and high / low < 1.05
+    center, low, high = stats.center_interval([100.0])
+    assert center == pytest.approx(100.0) and np.isnan(low) and np.isnan(high)
 
 
-def test_ten_percent_slower_is_slower_and_ten_percent_faster_is_faster():
-    assert stats.verdict(normal(100, seed=1), normal(110, seed=2), threshold=0.05)["verdict"] == "slower"
-    assert stats.verdict(normal(100, seed=1), normal(90, seed=2), threshold=0.05)["verdict"] == "faster"
+def test_same_code_is_no_significant_change_and_ten_percent_is_slower_or_faster():
+    assert stats.verdict(repeats(100, seed=1), repeats(100, seed=2), threshold=0.05)["verdict"] == stats.NO_CHANGE
+    assert stats.verdict(repeats(100, seed=1), repeats(110, seed=2), threshold=0.05)["verdict"] == stats.SLOWER
+    assert stats.verdict(repeats(100, seed=1), repeats(90, seed=2), threshold=0.05)["verdict"] == stats.FASTER
 
 
-def test_a_difference_below_the_threshold_is_not_flagged_even_when_significant():
-    result = stats.verdict(normal(100, seed=1, spread=0.001), normal(103, seed=2, spread=0.001), threshold=0.05)
-    assert result["p_value"] < stats.SIGNIFICANCE_P and result["verdict"] == "no significant change"
+def test_a_significant_difference_below_the_threshold_is_no_significant_change():
+    result = stats.verdict(repeats(100, seed=1, spread=0.001), repeats(103, seed=2, spread=0.001), threshold=0.05)
+    assert result["p_value"] < 0.001 and result["verdict"] == stats.NO_CHANGE
 
 
-def test_recommendation_finds_the_known_optimum_and_the_caps_as_good_as_it():
-    # A U-shaped response with its optimum at 10 MB; 5 MB is indistinguishable from it.
-    curve = {1.0: 130, 5.0: 100.5, 10.0: 100, 25.0: 112, 100.0: 140}
-    samples = {cap: normal(ms, seed=i) for i, (cap, ms) in enumerate(curve.items())}
-    recommendation = stats.recommend_cap(samples)
-    assert recommendation["best_cap_mb"] in (5.0, 10.0)
-    assert recommendation["equivalent_caps_mb"] == [5.0, 10.0]
-    assert recommendation["best_ci_low_ms"] <= recommendation["best_step_ms"] <= recommendation["best_ci_high_ms"]
-    assert 0.08 < recommendation["gain_vs_default"] < 0.16
-    assert stats.recommend_cap({1.0: normal(10), 5.0: normal(20)})["gain_vs_default"] is None
+def test_one_repeat_a_side_is_too_few_to_tell_even_for_a_twofold_slowdown():
+    result = stats.verdict([100.0], [200.0], threshold=0.05)
+    assert result["verdict"] == stats.TOO_FEW and result["repeats"] == 1
+    assert result["repeats_needed"] == stats.repeats_needed(stats.LAUNCH_SPREAD, threshold=0.05) > 2
+
+
+def test_repeats_that_scatter_more_than_the_threshold_are_too_few_never_no_change():
+    result = stats.verdict(
+        repeats(100, n=3, seed=1, spread=0.08), repeats(101, n=3, seed=2, spread=0.08), threshold=0.05
+    )
+    assert result["verdict"] == stats.TOO_FEW and result["repeats_needed"] > 3
+    # A change far beyond the scatter is decided however wide the interval.
+    wide = stats.verdict(repeats(100, n=3, seed=1, spread=0.08), repeats(200, n=3, seed=2, spread=0.08), threshold=0.05)
+    assert wide["verdict"] == stats.SLOWER
+
+
+def test_repeats_needed_grows_with_the_spread_and_shrinks_with_the_threshold():
+    needed = [stats.repeats_needed(spread, threshold=0.05) for spread in (0.005, 0.02, 0.05)]
+    assert needed == sorted(needed) and needed[0] == stats.MIN_REPEATS and needed[-1] > 10
+    assert stats.repeats_needed(0.05, threshold=0.10) < needed[-1]
+    assert stats.repeats_needed(0.05, threshold=0.0) is None
+
+
+def test_noise_is_named_when_steps_are_noisy_or_repeats_disagree():
+    assert stats.noise_note([0.02, 0.03], [100.0, 101.0]) == ""
+    assert "noisy steps (CV 0.15)" in stats.noise_note([0.15, 0.15], [100.0, 101.0])
+    assert "repeats disagree (100–120 ms)" in stats.noise_note([0.02, 0.02], [100.0, 120.0])
+
+
+def curve_repeats(curve: dict[float, float], n: int = 5, spread: float = 0.01) -> dict[float, list[float]]:
+    return {cap: repeats(ms, n=n, seed=i, spread=spread) for i, (cap, ms) in enumerate(curve.items())}
+
+
+def test_a_cap_that_beats_the_default_significantly_is_recommended_with_the_caps_as_good_as_it():
+    recommendation = stats.recommend_cap(curve_repeats({1.0: 130, 5.0: 100.3, 10.0: 100, 25.0: 112, 100.0: 140}))
+    assert recommendation["decision"] == stats.RECOMMEND
+    assert recommendation["best_cap_mb"] in (5.0, 10.0) and recommendation["equivalent_caps_mb"] == [5.0, 10.0]
+    assert recommendation["best_ci_low_ms"] < recommendation["best_step_ms"] < recommendation["best_ci_high_ms"]
+    assert 0.10 < recommendation["gain_vs_default"] < 0.14
+
+
+def test_a_best_cap_within_noise_of_the_default_is_flat_not_starred():
+    recommendation = stats.recommend_cap(curve_repeats({1.0: 130, 5.0: 100.0, 25.0: 100.5}))
+    assert recommendation["decision"] == stats.FLAT and 25.0 in recommendation["equivalent_caps_mb"]
+
+
+def test_a_sweep_with_one_repeat_per_cap_is_too_few_to_tell():
+    recommendation = stats.recommend_cap({5.0: [100.0], 25.0: [130.0]})
+    assert recommendation["decision"] == stats.TOO_FEW and recommendation["repeats"] == 1
+    assert recommendation["equivalent_caps_mb"] == [5.0, 25.0]
+
+
+def test_without_the_default_the_best_must_beat_every_other_cap():
+    assert stats.recommend_cap(curve_repeats({1.0: 150, 5.0: 100}))["decision"] == stats.RECOMMEND
+    assert stats.recommend_cap(curve_repeats({1.0: 150, 5.0: 100}))["gain_vs_default"] is None
+    assert stats.recommend_cap(curve_repeats({1.0: 100.2, 5.0: 100}))["decision"] == stats.FLAT

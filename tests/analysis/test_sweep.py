@@ -23,36 +23,69 @@ def test_repeats_interleave_so_drift_hits_every_configuration_alike():
     assert all(c.config_id.endswith(f"-r{c.repeat}") for c in expand(config, device="cpu"))
 
 
-def sweep_rows(curve: dict[float, float], world_sizes=(1, 2)) -> tuple[pd.DataFrame, pd.DataFrame]:
+def sweep_rows(
+    curve: dict[float, float], world_sizes=(1, 2), *, repeats: int = 5, impl: str = "stock"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """A sweep's rows: per world size, cap and repeat a configuration with a 1 % launch offset
+    and 30 steps per rank scattered by 2 %."""
     configs, steps = [], []
     rng = np.random.default_rng(0)
     for world in world_sizes:
         for cap, ms in curve.items():
-            config_id = f"w{world}-{cap}"
-            options = f'{{"bucket_cap_mb": {cap}}}'
-            configs.append({"config_id": config_id, "status": "ok", "impl": "stock", "impl_options": options,
-                            "bucket_cap_mb": cap, "workload": "gpt2", "size": "tiny", "batch_size": 2, "dtype": "fp32",
-                            "optimizer": "sgd",
-                            "world_size": world, "nnodes": 1})  # fmt: skip
-            for step in range(30):
-                for rank in range(world):
-                    steps.append({"config_id": config_id, "step": step, "rank": rank, "warmup": False,
-                                  "step_ms": rng.normal(ms * world, ms * 0.02)})  # fmt: skip
+            for repeat in range(repeats):
+                config_id = f"w{world}-{cap}-r{repeat}"
+                options = f'{{"bucket_cap_mb": {cap}}}'
+                configs.append({"config_id": config_id, "status": "ok", "impl": impl, "impl_options": options,
+                                "bucket_cap_mb": cap, "workload": "gpt2", "size": "tiny", "batch_size": 2,
+                                "dtype": "fp32", "optimizer": "sgd", "world_size": world, "nnodes": 1})  # fmt: skip
+                launch = 1 + rng.normal(0, 0.01)
+                for step in range(30):
+                    for rank in range(world):
+                        steps.append({"config_id": config_id, "step": step, "rank": rank, "warmup": False,
+                                      "step_ms": rng.normal(ms * launch, ms * 0.02)})  # fmt: skip
     return pd.DataFrame(configs), pd.DataFrame(steps)
 
 
-def test_a_sweep_recommends_its_known_optimum_per_world_size():
+def test_a_sweep_recommends_its_known_optimum_and_nothing_at_world_size_1():
     configs, steps = sweep_rows({1.0: 120.0, 5.0: 100.0, 25.0: 110.0})
     frame = sweep.recommendations(configs, steps)
-    assert frame["world_size"].tolist() == [1, 2]
-    assert frame["best_cap_mb"].tolist() == [5.0, 5.0]
-    assert all(0.05 < gain < 0.15 for gain in frame["gain_vs_default"])
-    assert "use bucket_cap_mb=5" in sweep.describe(frame.iloc[0])
+    assert frame["world_size"].tolist() == [2]  # world size 1 has nothing to communicate
+    row = frame.iloc[0]
+    assert row["best_cap_mb"] == 5.0 and row["decision"] == "recommend" and row["repeats"] == 5
+    assert 0.05 < row["gain_vs_default"] < 0.15
+    assert "w2 gpt2/tiny stock: use bucket_cap_mb=5 (fastest 5 MiB" in sweep.describe(row)
+
+
+def test_the_local_baseline_gets_no_recommendation():
+    configs, steps = sweep_rows({1.0: 120.0, 25.0: 100.0}, world_sizes=(2,), impl="local")
+    assert sweep.recommendations(configs, steps).empty
+
+
+def test_a_flat_optimum_says_any_of_its_caps_and_stars_none():
+    configs, steps = sweep_rows({1.0: 130.0, 5.0: 100.0, 25.0: 100.2}, world_sizes=(2,))
+    row = sweep.recommendations(configs, steps).iloc[0]
+    assert row["decision"] == "flat" and sweep.answer(row) == "flat: any of 5, 25 MiB"
+
+
+def test_one_repeat_per_cap_is_too_few_to_tell():
+    configs, steps = sweep_rows({1.0: 130.0, 25.0: 100.0}, world_sizes=(2,), repeats=1)
+    row = sweep.recommendations(configs, steps).iloc[0]
+    assert sweep.answer(row).startswith("too few repeats to tell (have 1, need about ")
 
 
 def test_a_run_without_several_caps_has_no_recommendation():
     configs, steps = sweep_rows({25.0: 100.0})
     assert sweep.recommendations(configs, steps).empty
+
+
+def test_recommendations_round_trip_through_the_store(tmp_path):
+    configs, steps = sweep_rows({1.0: 120.0, 5.0: 100.0, 25.0: 110.0}, world_sizes=(2,))
+    frame = sweep.recommendations(configs, steps)
+    store.write_recommendations(tmp_path, frame)
+    back = store.read_recommendations(tmp_path)
+    assert back[["decision", "best_cap_mb", "repeats", "noise"]].to_dict("records") == [
+        {"decision": "recommend", "best_cap_mb": 5.0, "repeats": 5, "noise": ""}
+    ]
 
 
 def test_progress_off_a_terminal_is_plain_lines(small_run):

@@ -1,0 +1,67 @@
+"""The acceptance of the verdicts, by simulation: identical code must not be called slower or
+faster, a true 10 % slowdown must be found with the repeats the tool asks for, and the 95 %
+intervals must hold the truth. Step times per launch are AR(1) around a per-launch offset, as
+on a shared machine (docs/statistics.md). Run with -s to see the measured rates.
+
+Before #17 (per-step tests, one launch of 20 steps a side, same scenarios): false slower/faster
+up to 53 %, the 95 % bootstrap interval of the median covering the truth as little as 20 %.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+from scipy.signal import lfilter
+
+from harness.analysis import stats
+
+STEPS = 20  # `bench`'s default
+REPEATS = stats.RECOMMENDED_REPEATS
+THRESHOLD = stats.DEFAULT_THRESHOLD
+PAIRS = 200
+SCENARIOS = list(itertools.product((0.0, 0.7, 0.9), (0.02, 0.05, 0.10), (0.0, 0.03)))  # φ, step CV, launch offset sd
+
+
+def repeat_medians(rng, repeats: int, *, phi: float, cv: float, offset: float, scale: float = 1.0) -> np.ndarray:
+    """Each repeat's median step (ms): a stationary AR(1) series of relative sd `cv` around
+    100 ms × scale × a launch offset drawn with sd `offset`."""
+    shocks = rng.standard_normal((repeats, STEPS)) * cv
+    shocks[:, 1:] *= np.sqrt(1 - phi**2)  # the first step is drawn from the stationary distribution
+    series = lfilter([1.0], [1.0, -phi], shocks, axis=-1)
+    launch = 1 + rng.normal(0, offset, (repeats, 1))
+    return np.median(100.0 * scale * launch * (1 + series), axis=-1)
+
+
+def rates(rng, *, phi: float, cv: float, offset: float) -> dict[str, float]:
+    false = found = ratio_covered = center_covered = 0
+    for _ in range(PAIRS):
+        base, same = (repeat_medians(rng, REPEATS, phi=phi, cv=cv, offset=offset) for _ in range(2))
+        pilot = stats.verdict(base, same, threshold=THRESHOLD)
+        false += pilot["verdict"] in (stats.SLOWER, stats.FASTER)
+        _, low, high = stats.center_interval(base)
+        center_covered += low <= 100.0 <= high
+        # What a user does next: rerun with the repeats the verdict asked for (at least the default).
+        repeats = max(REPEATS, pilot["repeats_needed"])
+        before = repeat_medians(rng, repeats, phi=phi, cv=cv, offset=offset)
+        after = repeat_medians(rng, repeats, phi=phi, cv=cv, offset=offset, scale=1.10)
+        slower = stats.verdict(before, after, threshold=THRESHOLD)
+        found += slower["verdict"] == stats.SLOWER
+        ratio_covered += slower["low"] <= 1.10 <= slower["high"]
+    return {"false": false / PAIRS, "power": found / PAIRS, "ratio_cover": ratio_covered / PAIRS,
+            "center_cover": center_covered / PAIRS}  # fmt: skip
+
+
+def test_identical_code_is_rarely_judged_different_and_a_real_slowdown_is_found():
+    rng = np.random.default_rng(17)
+    measured = {scenario: rates(rng, phi=scenario[0], cv=scenario[1], offset=scenario[2]) for scenario in SCENARIOS}
+    for (phi, cv, offset), r in measured.items():
+        print(f"φ={phi} CV={cv:.2f} offset={offset:.2f}: false slower/faster {r['false']:.1%}, "
+              f"10% slowdown found {r['power']:.1%}, ratio CI covers {r['ratio_cover']:.1%}, "
+              f"center CI covers {r['center_cover']:.1%}")  # fmt: skip
+    worst = {key: [r[key] for r in measured.values()] for key in ("false", "power", "ratio_cover", "center_cover")}
+    print(f"worst: false {max(worst['false']):.1%}, power {min(worst['power']):.1%}, coverage "
+          f"{min(worst['ratio_cover'] + worst['center_cover']):.1%}")  # fmt: skip
+    assert max(worst["false"]) <= 0.05
+    assert min(worst["power"]) >= 0.80
+    assert min(worst["ratio_cover"]) >= 0.90 and min(worst["center_cover"]) >= 0.90
