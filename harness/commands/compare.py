@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from harness.commands import console
+from harness.plan.config import ConfigError
 
 EXIT_SLOWER = 1
 EXIT_TOO_FEW = 3
@@ -18,6 +19,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     from reports.compare import write_comparison_page
 
     threshold = compare.parse_threshold(args.threshold)
+    if not args.results.is_dir():  # said before the run ids, which would only be "unknown" there
+        raise ConfigError(f"--results {str(args.results)!r} is not a results folder (it does not exist or is a file)")
     frame, warnings = compare.compare(
         args.results, args.base, args.new, threshold=threshold, across_strategies=args.across_strategies
     )
