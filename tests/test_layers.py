@@ -23,7 +23,7 @@ STACK = [
     ("plan", ("harness.plan",)),
     ("results", ("harness.results",)),
     ("plug-ins", ("impls", "workloads")),
-    ("contract", ("harness.protocols", "harness.bucketing", "harness.comm_timeline")),
+    ("contract", ("harness.protocols", "harness.registry", "harness.bucketing", "harness.comm_timeline")),
 ]
 REPORTS_MAY_IMPORT = ("results", "analysis", "model")
 PLUGINS_MAY_IMPORT = ("plug-ins", "contract")

@@ -1,0 +1,188 @@
+"""The registry of plug-ins and their options: how `--opt key=value` becomes a typed option.
+
+Part of the contract (harness.protocols re-exports all of it): a plug-in is a keyword-only
+dataclass whose init fields are its options, declared with `option()`; the registry reads those
+fields to validate and coerce text from the command line, so a plug-in never parses text itself.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+import types
+import typing
+from collections.abc import Callable, Iterator
+from typing import Any, Generic, Literal, TypeVar
+
+
+class ConfigError(ValueError):
+    """A bad value from the user. The CLI prints its message as one line and exits with 2."""
+
+
+T = TypeVar("T")
+
+
+def option(default: Any, doc: str) -> Any:
+    """An option of a plug-in: a dataclass field with its default and the line `ddpbench list` shows.
+
+        bucket_cap_mb: float = option(25.0, "Largest gradient bucket in MiB.")
+
+    The doc travels in the field's metadata, so a class that inherits the field (options shared
+    by several strategies) inherits its doc too.
+    """
+    return dataclasses.field(default=default, metadata={"doc": " ".join(doc.split())})
+
+
+@dataclasses.dataclass(frozen=True)
+class Option:
+    """One option of a plug-in: its name, type, default and the doc given to `option`."""
+
+    name: str
+    type: Any
+    default: Any
+    doc: str
+
+    def choices(self) -> tuple[Any, ...] | None:
+        return typing.get_args(self.type) if typing.get_origin(self.type) is Literal else None
+
+    def type_name(self) -> str:
+        choices = self.choices()
+        if choices:
+            return "|".join(str(c) for c in choices)
+        return getattr(self.type, "__name__", str(self.type))
+
+    def coerce(self, text: str) -> Any:
+        """Turn command-line text into this option's type, or raise ConfigError."""
+        choices = self.choices()
+        if choices:
+            for choice in choices:
+                if text == str(choice):
+                    return choice
+            raise ConfigError(f"option {self.name}={text!r} is not valid; choose one of {', '.join(map(str, choices))}")
+        base = _strip_optional(self.type)
+        try:
+            if base is bool:
+                return _parse_bool(text)
+            return base(text)
+        except ValueError:
+            raise ConfigError(f"option {self.name}={text!r} is not a valid {self.type_name()}") from None
+
+
+def _strip_optional(tp: Any) -> Any:
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return tp
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.strip().lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(text)
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry(Generic[T]):
+    """A registered plug-in: its name, one-line description and class."""
+
+    name: str
+    description: str
+    cls: type[T]
+
+    def options(self) -> dict[str, Option]:
+        hints = typing.get_type_hints(self.cls)
+        return {
+            f.name: Option(f.name, hints[f.name], _field_default(f), f.metadata.get("doc", ""))
+            for f in dataclasses.fields(self.cls)
+            if f.init
+        }
+
+
+def _field_default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return None
+
+
+class Registry(Generic[T]):
+    """Plug-ins of one kind, found by importing every module of their package.
+
+    A duplicate name or a module that fails to import is an error, never a silent skip:
+    a plug-in that needs an optional library imports it lazily and reports it through
+    `unavailable_reason`, which the runner records as a `skipped` row. So is a class that
+    misses part of its protocol (`contract_gaps` names what it lacks).
+    """
+
+    def __init__(self, kind: str, package: str, *, contract_gaps: Callable[[type], list[str]] | None = None) -> None:
+        self.kind = kind
+        self.package = package
+        self.contract_gaps = contract_gaps
+        self._entries: dict[str, Entry[T]] = {}
+        self._loaded = False
+
+    def register(self, name: str, *, description: str) -> Callable[[type[T]], type[T]]:
+        def decorate(cls: type[T]) -> type[T]:
+            if name in self._entries:
+                raise RuntimeError(f"{self.kind} {name!r} is registered twice")
+            if not dataclasses.is_dataclass(cls):
+                raise TypeError(f"{self.kind} {name!r} must be a dataclass (its fields are its options)")
+            gaps = self.contract_gaps(cls) if self.contract_gaps else []
+            if gaps:
+                raise TypeError(f"{self.kind} {name!r} does not define {', '.join(gaps)}")
+            self._entries[name] = Entry(name, description, cls)
+            return cls
+
+        return decorate
+
+    def _load(self) -> None:
+        if self._loaded:
+            return
+        self._loaded = True
+        package = importlib.import_module(self.package)
+        for module in pkgutil.iter_modules(package.__path__):
+            if not module.name.startswith("_"):
+                importlib.import_module(f"{self.package}.{module.name}")
+
+    def names(self) -> list[str]:
+        self._load()
+        return sorted(self._entries)
+
+    def entry(self, name: str) -> Entry[T]:
+        self._load()
+        if name not in self._entries:
+            raise ConfigError(f"unknown {self.kind} {name!r}; choose one of {', '.join(self.names())}")
+        return self._entries[name]
+
+    def entries(self) -> Iterator[Entry[T]]:
+        for name in self.names():
+            yield self._entries[name]
+
+    def flagged(self, attribute: str) -> str:
+        """The name of the one plug-in whose class sets `attribute` true (e.g. the reference strategy)."""
+        found = [e.name for e in self.entries() if getattr(e.cls, attribute, False)]
+        if len(found) != 1:
+            raise RuntimeError(f"exactly one {self.kind} must set {attribute} = True; found {found or 'none'}")
+        return found[0]
+
+    def create(self, name: str, **options: Any) -> T:
+        entry = self.entry(name)
+        valid = entry.options()
+        unknown = sorted(set(options) - set(valid))
+        if unknown:
+            raise ConfigError(
+                f"{self.kind} {name!r} has no option {', '.join(unknown)}; "
+                f"valid options: {', '.join(valid) or '(none)'}"
+            )
+        return entry.cls(**options)
+
+    def parse_options(self, name: str, texts: dict[str, str]) -> dict[str, Any]:
+        """Coerce {key: text} from the command line into typed options of plug-in `name`."""
+        valid = self.entry(name).options()
+        return {key: valid[key].coerce(text) for key, text in texts.items() if key in valid}
