@@ -73,10 +73,44 @@ def slowest_rank_series(steps: pd.DataFrame) -> pd.DataFrame:
     return grouped.agg(warmup=("warmup", "any"), step_ms=("step_ms", "max")).reset_index()
 
 
+SEGMENTS = ("forward_ms", "backward_ms", "exposed_comm_ms", "sync_ms", "optimizer_ms")
+"""A step's stacked segments: the phases, with the measured communication that no compute hid taken
+out of the phase it fell in (DDP waits for its buckets inside backward; naive, flat and bucketed in
+sync) and shown as its own segment."""
+
+
 def phase_medians(steps: pd.DataFrame) -> pd.DataFrame:
-    """Median of each phase over measured steps and ranks, per configuration."""
+    """Median of each segment (SEGMENTS) over measured steps and ranks, per configuration; where
+    communication was not measured, exposed_comm_ms is null and the phases are whole."""
     measured = steps[~steps["warmup"]]
-    return measured.groupby("config_id", observed=True)[list(PHASES)].median().reset_index()
+    exposed = measured.get("exposed_comm_ms", pd.Series(np.nan, index=measured.index)).astype(float)
+    in_backward = measured.get("exposed_backward_ms", pd.Series(np.nan, index=measured.index)).astype(float)
+    segments = pd.DataFrame({
+        "config_id": measured["config_id"],
+        "forward_ms": measured["forward_ms"],
+        "backward_ms": measured["backward_ms"] - in_backward.fillna(0.0),
+        "exposed_comm_ms": exposed,
+        "sync_ms": measured["sync_ms"] - (exposed - in_backward).fillna(0.0),
+        "optimizer_ms": measured["optimizer_ms"],
+    })  # fmt: skip
+    return segments.groupby("config_id", observed=True)[list(SEGMENTS)].median().reset_index()
+
+
+def typical_step_timeline(timeline: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration, rank 0's bucket timeline in its median measured step (the one whose step
+    time is the median), with that step's phase times: what one ordinary step looked like."""
+    if timeline.empty:
+        return pd.DataFrame()
+    measured = steps[(~steps["warmup"]) & (steps["rank"] == 0) & steps["config_id"].isin(timeline["config_id"])]
+    chosen = []
+    for _, group in measured.groupby("config_id", observed=True):
+        ordered = group.sort_values("step_ms")
+        chosen.append(ordered.iloc[(len(ordered) - 1) // 2])
+    if not chosen:
+        return pd.DataFrame()
+    typical = pd.DataFrame(chosen)[["config_id", "step", *PHASES]]
+    rows = timeline[timeline["rank"] == 0].merge(typical, on=["config_id", "step"])
+    return rows.sort_values(["config_id", "bucket"]).reset_index(drop=True)
 
 
 def box_stats(series: pd.DataFrame) -> pd.DataFrame:
@@ -149,6 +183,8 @@ class RunData:
     """Per configuration, the communication floor (harness.model.predict), where a network was measured or given."""
     predictions: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     """The step-time model against the run's bucket sweeps (harness.model.predict)."""
+    timeline: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    """Per configuration with timed collectives, one typical step of rank 0 (typical_step_timeline)."""
     traces: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     """Per profiled configuration, its trace files (names inside its trace_dir)."""
     run_href: str = ""

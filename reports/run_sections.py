@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis import stats, sweep
-from reports import aggregate, figures, netfigures, stepfigures
+from reports import aggregate, figures, netfigures, stepfigures, timelinefigures
 from reports.aggregate import RunData, world_sizes
 from reports.html import FigureList, esc, format_number, table
 
@@ -31,10 +31,17 @@ CAPTIONS = {
     "run's gradient-ready profile and the measured network: dotted on the profile as measured, dashed calibrated "
     "on the run's own steps without communication (local at this world size, DDP at one rank), and with the "
     "measured compute/communication contention. The legend gives each curve's MAPE and best cap.",
-    "breakdown": "Each bar is one configuration's median step split into phases (measured steps only, all ranks); "
-    "a tall sync segment is communication that backward did not hide.",
-    "exposed": "Left: step time minus local's at the same world size (0 is free communication). Right: local "
-    "step time / step time (1.0, dashed, means communication is completely hidden).",
+    "breakdown": "Each bar is one configuration's median step split into segments (measured steps only, all "
+    "ranks). The red segment is measured communication that no compute hid, taken out of the phase it fell in "
+    "(DDP waits for its buckets inside backward; naive, flat and bucketed in sync). Where communication was not "
+    "timed (DDP without --bucket-timeline, FSDP) there is no red segment and backward or sync include it.",
+    "exposed": "Left: per step, how long the strategy's collectives were in flight (outline) and the part of it "
+    "with no compute running (filled), both measured from the bucket timeline. Right: the share hidden, "
+    "1 − not hidden / in flight (naive and flat communicate after backward: 0).",
+    "timeline": "One ordinary step of rank 0 (its median step): the phases on the first row of each strategy, "
+    "then each bucket's all-reduce from launch to completion. A bucket that overlaps the orange backward is "
+    "hidden; one that starts after it is exposed. A tick marks when a bucket was ready, where it had to wait "
+    "for an earlier bucket (buckets launch in order).",
     "memory": "Bars side by side are the ranks of one configuration: a taller rank 0 is a rank-0 skew. "
     "Panels without data were not measurable on this machine (null, never 0).",
     "frontier": "Lower-left is better; both axes start at zero, so small differences look small. Compare points "
@@ -139,8 +146,26 @@ def time_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
         parts.append(
             figs.add(stepfigures.time_breakdown(run.configs, run.phases, workload=workload), CAPTIONS["breakdown"])
         )
-        parts.append(figs.add(stepfigures.exposed_communication(run.configs, workload=workload), CAPTIONS["exposed"]))
+        exposed = stepfigures.exposed_communication(run.configs, workload=workload)
+        if exposed is not None:
+            parts.append(figs.add(exposed, CAPTIONS["exposed"]))
+        parts.extend(timeline_figures(run, workload, figs))
     return "\n".join(parts)
+
+
+def timeline_figures(run: RunData, workload: str, figs: FigureList) -> list[str]:
+    """The bucket timeline at the largest world size that timed collectives (where they matter most)."""
+    if run.timeline.empty:
+        return []
+    timed = run.configs[
+        run.configs["config_id"].isin(run.timeline["config_id"]) & (run.configs["workload"] == workload)
+    ]
+    if timed.empty:
+        return []
+    figure = timelinefigures.bucket_timeline(
+        run.configs, run.timeline, workload=workload, world_size=int(timed["world_size"].max())
+    )
+    return [figs.add(figure, CAPTIONS["timeline"])] if figure is not None else []
 
 
 SHARDED = ("zero", "fsdp")  # strategies that trade communication for memory

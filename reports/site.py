@@ -33,6 +33,8 @@ STEP_COLUMNS = [
     "backward_ms",
     "sync_ms",
     "optimizer_ms",
+    "exposed_comm_ms",
+    "exposed_backward_ms",
 ]
 
 
@@ -80,6 +82,7 @@ def read_run(run: Path, *, pages: Path | None = None) -> aggregate.RunData:
         steps[STEP_COLUMNS],
         store.read_ranks(run),
         store.read_recommendations(run),
+        timeline=aggregate.typical_step_timeline(store.read_timeline(run), steps),
         floor=store.read_floor(run),
         predictions=store.read_predictions(run),
         traces=trace_files(run, configs),

@@ -8,55 +8,74 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from reports.aggregate import PHASES, labelled, world_label
+from reports.aggregate import SEGMENTS, labelled, world_label
 from reports.figures import DASHES, new_figure, strategy_colours, styled
 
 NOISY_CV = 0.1  # a coefficient of variation above this makes a median hard to compare
-PHASE_COLOURS = {"forward_ms": "#4c78a8", "backward_ms": "#f58518", "sync_ms": "#e45756", "optimizer_ms": "#72b7b2"}
+SEGMENT_STYLE = {  # column: (legend name, colour)
+    "forward_ms": ("forward", "#4c78a8"),
+    "backward_ms": ("backward", "#f58518"),
+    "exposed_comm_ms": ("communication not hidden", "#d62728"),
+    "sync_ms": ("sync (rest)", "#ff9da6"),
+    "optimizer_ms": ("optimizer", "#72b7b2"),
+}
 
 
 def time_breakdown(configs: pd.DataFrame, phases: pd.DataFrame, *, workload: str) -> go.Figure:
-    """Stacked median forward / backward / sync / optimizer time per strategy and world size."""
-    rows = labelled(configs, workload=workload).merge(phases, on="config_id", suffixes=("", "_phase"))
+    """Stacked median forward / backward / communication not hidden / sync / optimizer time per
+    strategy and world size (aggregate.SEGMENTS: the exposed communication taken out of its phase)."""
+    rows = labelled(configs, workload=workload).merge(phases, on="config_id", suffixes=("_config", ""))
     figure = new_figure()
-    for phase in PHASES:
+    for segment in SEGMENTS:
+        name, colour = SEGMENT_STYLE[segment]
         figure.add_trace(
             go.Bar(
-                name=phase.removesuffix("_ms"),
+                name=name,
                 x=rows["config_label"],
-                y=rows[phase],
-                marker_color=PHASE_COLOURS[phase],
+                y=rows[segment],
+                marker_color=colour,
                 hovertemplate="%{y:.2f} ms<extra>%{fullData.name}</extra>",
             )
         )
     return styled(
         figure,
-        title=f"{workload}: where the time goes (median per phase over measured steps and ranks)",
+        title=f"{workload}: where the time goes (median per segment over measured steps and ranks)",
         barmode="stack",
-        yaxis_title="ms",
-        legend_title="phase",
+        yaxis={"title": "ms", "rangemode": "tozero"},
+        legend_title="segment",
     )
 
 
-def exposed_communication(configs: pd.DataFrame, *, workload: str) -> go.Figure:
-    """Exposed communication (ms) and overlap efficiency against `local`, per strategy and world size."""
+def exposed_communication(configs: pd.DataFrame, *, workload: str) -> go.Figure | None:
+    """Measured communication per strategy and world size: in flight (hollow) and not hidden by
+    compute (filled), and the share hidden (overlap efficiency). None when nothing was measured."""
     rows = labelled(configs, workload=workload)
-    rows = rows[rows["impl"] != "local"].dropna(subset=["exposed_comm_ms"])
+    rows = rows[(rows["impl"] != "local") & (rows.get("comm_ms", pd.Series(dtype=float)).fillna(0) > 0)]
+    if rows.empty:
+        return None
     figure = make_subplots(
         figure=new_figure(),
         rows=1,
         cols=2,
-        subplot_titles=("exposed communication (ms; lower is better)", "overlap efficiency (1.0 = hidden)"),
+        subplot_titles=("communication per step (ms): in flight / not hidden", "overlap efficiency (1.0 = all hidden)"),
     )
     colours = strategy_colours(labelled(configs, workload=workload))
     for label, group in rows.groupby("label", sort=False):
         x = [world_label(n) for n in group["world_size"]]
         colour = colours[label]
-        common = {"name": label, "legendgroup": label, "marker_color": colour}
-        figure.add_trace(go.Bar(x=x, y=group["exposed_comm_ms"], **common), row=1, col=1)
+        common = {"name": label, "legendgroup": label, "marker_color": colour, "offsetgroup": label}
+        outline = {**common, "marker_color": "rgba(0,0,0,0)", "marker_line_color": colour, "marker_line_width": 1.5}
+        in_flight = "in flight %{y:.2f} ms<extra>%{fullData.name}</extra>"
+        figure.add_trace(go.Bar(x=x, y=group["comm_ms"], showlegend=False, hovertemplate=in_flight, **outline), 1, 1)
+        not_hidden = "not hidden %{y:.2f} ms<extra>%{fullData.name}</extra>"
+        figure.add_trace(go.Bar(x=x, y=group["exposed_comm_ms"], hovertemplate=not_hidden, **common), row=1, col=1)
         figure.add_trace(go.Bar(x=x, y=group["overlap_efficiency"], showlegend=False, **common), row=1, col=2)
     figure.add_hline(y=1.0, line_dash="dash", line_color="#888", row=1, col=2)
-    return styled(figure, title=f"{workload}: communication that backward did not hide", barmode="group")
+    figure.update_yaxes(rangemode="tozero", row=1, col=1)
+    figure.update_yaxes(range=[0, 1.05], row=1, col=2)
+    return styled(
+        figure, title=f"{workload}: measured communication, and how much of it compute hid", barmode="overlay"
+    )
 
 
 def step_time_distribution(configs: pd.DataFrame, boxes: pd.DataFrame, *, workload: str) -> go.Figure:

@@ -99,9 +99,9 @@ def test_a_run_without_a_sweep_has_no_best_cap(cpu_run):
     assert aggregate.best_caps(cpu_run.configs, workload="mlp").empty
 
 
-def test_time_breakdown_stacks_the_four_phases_from_measured_steps_only(cpu_run):
+def test_time_breakdown_stacks_the_phases_from_measured_steps_only(cpu_run):
     figure = stepfigures.time_breakdown(cpu_run.configs, cpu_run.phases, workload="mlp")
-    assert names(figure) == ["forward", "backward", "sync", "optimizer"]
+    assert names(figure) == ["forward", "backward", "communication not hidden", "sync (rest)", "optimizer"]
     assert figure.layout.barmode == "stack"
     steps = store.read_steps(DATA / "cpu_run")
     first = cpu_run.configs.sort_values(["world_size", "impl"]).iloc[0]
@@ -110,12 +110,51 @@ def test_time_breakdown_stacks_the_four_phases_from_measured_steps_only(cpu_run)
     assert figure.data[0].y[0] < steps.loc[steps["warmup"], "forward_ms"].min()  # warm-up steps are twice as slow
 
 
-def test_exposed_communication_leaves_out_the_local_baseline(cpu_run):
-    figure = stepfigures.exposed_communication(cpu_run.configs, workload="mlp")
-    assert names(figure) == ["naive", "naive", "stock", "stock"]
-    naive = cpu_run.configs[cpu_run.configs["impl"] == "naive"].sort_values("world_size")
-    assert np.allclose(figure.data[0].y, naive["exposed_comm_ms"])
-    assert np.allclose(figure.data[1].y, naive["overlap_efficiency"])
+def test_a_run_from_before_communication_was_measured_draws_no_communication_figure(cpu_run):
+    assert cpu_run.configs["comm_ms"].isna().all()  # schema 3: inferred, not measured
+    assert stepfigures.exposed_communication(cpu_run.configs, workload="mlp") is None
+    assert cpu_run.phases["exposed_comm_ms"].isna().all()  # and no segment claims any
+
+
+@pytest.fixture(scope="module")
+def measured_run(small_run) -> aggregate.RunData:
+    from reports.site import read_run
+
+    return read_run(small_run)
+
+
+def test_exposed_communication_draws_the_measured_figures_and_leaves_out_local(measured_run):
+    figure = stepfigures.exposed_communication(measured_run.configs, workload="mlp")
+    configs = measured_run.configs
+    timed = configs[(configs["impl"] != "local") & (configs["comm_ms"] > 0)]
+    assert set(names(figure)) == set(timed["impl"]) and "local" not in names(figure)
+    naive = timed[timed["impl"] == "naive"].sort_values("world_size")
+    in_flight, not_hidden, hidden_share = [trace.y for trace in figure.data if trace.name == "naive"]
+    assert np.allclose(in_flight, naive["comm_ms"]) and np.allclose(not_hidden, naive["exposed_comm_ms"])
+    assert np.allclose(hidden_share, naive["overlap_efficiency"])
+
+
+def test_the_phase_segments_take_the_exposed_communication_out_of_its_phase(measured_run):
+    phases = measured_run.phases.set_index("config_id")
+    configs = measured_run.configs.set_index("config_id")
+    stock = configs[(configs["impl"] == "stock") & (configs["world_size"] == 2)].index[0]
+    naive = configs[(configs["impl"] == "naive") & (configs["world_size"] == 2)].index[0]
+    assert phases.loc[stock, "exposed_comm_ms"] > 0 and phases.loc[naive, "exposed_comm_ms"] > 0
+    steps = store.read_steps(measured_run.run_path)
+    measured = steps[(steps["config_id"] == naive) & ~steps["warmup"]]
+    # naive communicates in sync: its sync segment is what is left of sync once communication is out
+    rest = measured["sync_ms"] - measured["exposed_comm_ms"] + measured["exposed_backward_ms"]
+    assert phases.loc[naive, "sync_ms"] == pytest.approx(rest.median())
+
+
+def test_the_bucket_timeline_draws_a_phase_row_and_one_row_per_bucket(measured_run):
+    from reports import timelinefigures
+
+    figure = timelinefigures.bucket_timeline(measured_run.configs, measured_run.timeline, workload="mlp", world_size=2)
+    rows = list(figure.layout.yaxis.categoryarray)
+    timed = measured_run.timeline.merge(measured_run.configs[["config_id", "world_size"]], on="config_id")
+    assert len(rows) == timed[timed["world_size"] == 2].groupby("config_id").size().add(1).sum()
+    assert any(r.endswith(": phases") for r in rows) and any("bucket 0" in r for r in rows)
 
 
 def test_cpu_memory_shows_rss_per_rank_only(cpu_run):

@@ -1,0 +1,86 @@
+"""The bucket timeline drawn: in one ordinary step of rank 0, when the phases ran and when each
+bucket was ready, launched and done — the overlap of backward and communication seen directly,
+without a profiler trace."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from reports.aggregate import PHASES, labelled
+from reports.figures import new_figure, styled
+
+PHASE_COLOURS = {"forward_ms": "#4c78a8", "backward_ms": "#f58518", "sync_ms": "#e45756", "optimizer_ms": "#72b7b2"}
+BUCKET_COLOUR = "#54a24b"
+
+
+def bucket_timeline(
+    configs: pd.DataFrame, timeline: pd.DataFrame, *, workload: str, world_size: int
+) -> go.Figure | None:
+    """A Gantt chart per configuration of `workload` at `world_size` that timed its collectives: one
+    row of phases, one row per bucket (its all-reduce from launch to completion; a tick where it
+    became ready, when that was earlier). None when no configuration there has a timeline."""
+    rows = labelled(configs, workload=workload)
+    rows = rows[(rows["world_size"] == world_size) & rows["config_id"].isin(timeline.get("config_id", []))]
+    if rows.empty:
+        return None
+    figure = new_figure()
+    order: list[str] = []
+    for config in rows.itertuples():
+        collectives = timeline[timeline["config_id"] == config.config_id]
+        phase_row = f"{config.label}: phases"
+        order.append(phase_row)
+        _add_phases(figure, phase_row, collectives.iloc[0], first=not figure.data)
+        for bucket in collectives.itertuples():
+            name = f"{config.label}: bucket {bucket.bucket} ({bucket.bytes / 2**20:.2f} MiB)"
+            order.append(name)
+            _add_bucket(figure, name, bucket)
+    figure.update_yaxes(categoryorder="array", categoryarray=order, autorange="reversed")
+    return styled(
+        figure,
+        title=f"{workload} at {world_size} ranks: one typical step of rank 0, its phases and its buckets",
+        barmode="overlay",
+        xaxis={"title": "ms from the step's start", "rangemode": "tozero"},
+        height=max(320, 28 * len(order) + 140),
+        legend_title="segment",
+    )
+
+
+def _add_phases(figure: go.Figure, row: str, step: pd.Series, *, first: bool) -> None:
+    start = 0.0
+    for phase in PHASES:
+        duration = float(step[phase]) if pd.notna(step[phase]) else 0.0
+        figure.add_trace(
+            go.Bar(
+                name=phase.removesuffix("_ms"), legendgroup=phase, showlegend=first, orientation="h",
+                y=[row], x=[duration], base=[start], marker_color=PHASE_COLOURS[phase],
+                hovertemplate=f"{phase.removesuffix('_ms')}: %{{base:.2f}}–%{{customdata:.2f}} ms<extra></extra>",
+                customdata=[start + duration],
+            )
+        )  # fmt: skip
+        start += duration
+
+
+def _add_bucket(figure: go.Figure, row: str, bucket) -> None:
+    done = bucket.done_ms if pd.notna(bucket.done_ms) else bucket.launched_ms
+    figure.add_trace(
+        go.Bar(
+            name="all-reduce in flight", legendgroup="bucket", showlegend=not _named(figure, "all-reduce in flight"),
+            orientation="h", y=[row], x=[done - bucket.launched_ms], base=[bucket.launched_ms],
+            marker_color=BUCKET_COLOUR,
+            hovertemplate=(f"ready {bucket.ready_ms:.2f} ms, launched {bucket.launched_ms:.2f} ms, "
+                           f"done {done:.2f} ms<extra></extra>"),
+        )
+    )  # fmt: skip
+    if bucket.launched_ms - bucket.ready_ms > 0.01:  # waited for an earlier bucket: in-order launch
+        figure.add_trace(
+            go.Scatter(
+                name="ready", legendgroup="ready", showlegend=not _named(figure, "ready"), x=[bucket.ready_ms],
+                y=[row], mode="markers", marker={"symbol": "line-ns-open", "size": 14, "color": "#222"},
+                hovertemplate=f"ready at {bucket.ready_ms:.2f} ms<extra></extra>",
+            )
+        )  # fmt: skip
+
+
+def _named(figure: go.Figure, name: str) -> bool:
+    return any(trace.name == name for trace in figure.data)
