@@ -204,8 +204,7 @@ def _summarize(plan, wall_s: float) -> int:
         # What the harness costs around the steps it measures: launches, builds, parity, writes.
         console.say(f"ddpbench: {step_s:.0f} s of that was training steps (warm-up included): "
                     f"{wall_s / step_s:.2f}× overhead")  # fmt: skip
-    store.write_json(
-        plan.run / "summary.json",
-        {"wall_s": wall_s, "training_step_s": step_s, "status_counts": counts, "configurations": len(configs)},
-    )
+    console.fixed_cost_split(wall_s, plan.fixed_cost_s, configurations=len(ran_now))
+    totals = {"wall_s": wall_s, "training_step_s": step_s, "status_counts": counts, "configurations": len(configs)}
+    store.write_json(plan.run / "summary.json", {**totals, "fixed_cost_s": plan.fixed_cost_s})
     return 1 if counts.get("failed", 0) else 0

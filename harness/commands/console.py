@@ -143,6 +143,21 @@ class Progress:
             self._bar = None
 
 
+def fixed_cost_split(wall_s: float, seconds: dict[str, float], *, configurations: int) -> None:
+    """Where the run's wall time went, phase by phase (harness.rank.costs), the rest as `other`."""
+    from harness.rank.costs import PHASES
+
+    if not seconds:
+        return
+    other = wall_s - sum(seconds.values())  # the launcher between launches, polling, the last read
+    parts = [f"{phase} {seconds[phase]:.1f}" for phase in PHASES if seconds.get(phase, 0.0) >= 0.05]
+    say(f"ddpbench: where the {wall_s:.0f} s went (s): {', '.join(parts)}, other {max(other, 0.0):.1f}")
+    fixed = wall_s - seconds.get("steps", 0.0)
+    if configurations:
+        say(f"ddpbench: fixed cost {fixed:.0f} s beyond the timed steps: {fixed / configurations:.1f} s per "
+            f"configuration ({configurations})")  # fmt: skip
+
+
 def recommendations(frame: pd.DataFrame) -> None:
     from harness.analysis import sweep
 

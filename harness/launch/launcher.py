@@ -22,7 +22,7 @@ from harness.launch.diagnose import diagnose
 from harness.launch.torchrun import LaunchEnd, Rendezvous, launch_ranks
 from harness.plan.config import BenchConfig, ConfigError, Configuration
 from harness.plan.ranks import available_cpus, threads_per_rank
-from harness.rank import records
+from harness.rank import costs, records
 from harness.results import store
 
 WORKER = "harness.rank.worker"  # the rank side of `bench`
@@ -38,6 +38,8 @@ class RunPlan:
     threads_per_rank: int
     configurations: list[Configuration]
     context: dict[str, Any]
+    fixed_cost_s: dict[str, float] = dataclasses.field(default_factory=dict, compare=False)
+    """Where this session's launches spent their time, seconds per phase (`harness.rank.costs`)."""
 
 
 def create_run(
@@ -201,7 +203,8 @@ def _run_launch(
     on_written: Callable[[Configuration], None],
     on_tick: Callable[[], None] | None,
 ) -> LaunchEnd:
-    """One torchrun launch of the worker over `pending`; each configuration written is progress."""
+    """One torchrun launch of the worker over `pending`; each configuration written is progress.
+    Its split of the time (rank 0's account, torchrun's start and teardown) adds to the plan's."""
     remaining = list(pending)
 
     def collect() -> tuple[int, bool]:
@@ -210,9 +213,12 @@ def _run_launch(
             on_written(remaining.pop(0))
         return before - len(remaining), not remaining
 
-    return launch_ranks(
+    plan_path = _write_launch_plan(config, plan, pending)
+    costs.costs_path(plan_path).unlink(missing_ok=True)  # an earlier launch's account is not this one's
+    launched_at = time.time()
+    end = launch_ranks(
         WORKER,
-        _write_launch_plan(config, plan, pending),
+        plan_path,
         pending[0].world_size,
         run=plan.run,
         name=launch_name(config, pending[0]) + (f".retry{attempt}" if attempt else ""),
@@ -223,6 +229,8 @@ def _run_launch(
         collect=collect,
         on_tick=on_tick,
     )
+    costs.add_into(plan.fixed_cost_s, costs.read_launch(plan_path, launched_at=launched_at, ended_at=time.time()))
+    return end
 
 
 def rendezvous(config: BenchConfig, run_id: str) -> Rendezvous:

@@ -48,8 +48,16 @@ def concat_batches(batches: list[Any]) -> Any:
 
 
 def build_model(workload: Workload, *, seed: int, device: torch.device) -> nn.Module:
+    """The workload's model, initialised from `seed`. On a GPU it is built there directly (the
+    initialisation runs as kernels, from the GPU's generator), not on the CPU and then copied:
+    for gpt2/full that is seconds of every configuration's fixed cost. The weights then differ
+    from a CPU build's, and every build of a run (the ranks', the parity reference's) is alike."""
     torch.manual_seed(seed)
-    return workload.build_model().to(device)
+    device = torch.device(device)
+    if device.type == "cpu":
+        return workload.build_model()
+    with device:
+        return workload.build_model().to(device)  # .to: anything the workload made on the CPU on purpose
 
 
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}

@@ -12,11 +12,7 @@ and runs the rest in a fresh launch.
 from __future__ import annotations
 
 import argparse
-import contextlib
-import ctypes
-import ctypes.util
 import dataclasses
-import gc
 import json
 import sys
 import time
@@ -32,8 +28,9 @@ import impls
 import workloads
 from harness.comm_timeline import CommTimeline
 from harness.plan.config import Configuration
-from harness.rank import faults, gradprofile, modelinfo, parity, parity_check, records, rpc_flow
+from harness.rank import costs, faults, gradprofile, modelinfo, parity, parity_check, records, rpc_flow
 from harness.rank.dist import Session, distributed_session, leave_on_failure
+from harness.rank.housekeeping import exit_now, freeze_survivors, release_memory
 from harness.rank.liveness import Responder
 from harness.rank.memory import MemorySampler, held_as_row, held_bytes, peaks_as_row
 from harness.rank.progress import StepProgress, announce_configuration
@@ -57,6 +54,7 @@ class RankWatch:
 
     responder: Responder | None = None
     injected: list[faults.Fault] = dataclasses.field(default_factory=list)
+    clock: costs.CostClock = dataclasses.field(default_factory=costs.CostClock)  # where the time goes
 
     def before_step(self, cfg: Configuration, session: Session, step: int) -> None:
         if self.responder is not None:
@@ -74,12 +72,14 @@ def measure(cfg: Configuration, session: Session, *, run: Path, watch: RankWatch
     gone (`parity_exact`) comes back in the result."""
     began = time.perf_counter()
     memory: dict[str, Any] = {}
+    watch = watch or RankWatch()
     try:
-        result = _measure(cfg, session, run=run, watch=watch or RankWatch(), memory=memory)
+        result = _measure(cfg, session, run=run, watch=watch, memory=memory)
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
         faults.write_rank_failure(run, cfg.config_id, session.rank, exc, memory)
         raise
+    watch.clock.lap(None)  # what _measure does not split (a skip, a parameter server's flow) stays `other`
     result["wall_s"] = time.perf_counter() - began
     return result
 
@@ -112,6 +112,7 @@ def _measure(
         optimizer = strategy.make_optimizer(model.parameters(), optimizer_cls, lr=learning_rate)
         parts = {"model": model, "workload": workload, "strategy": strategy, "optimizer": optimizer}
         progress = StepProgress(run, cfg.config_id, cfg.warmup + cfg.steps) if session.is_main else None
+        watch.clock.lap("build")
         trained = _train(
             cfg,
             session,
@@ -121,6 +122,7 @@ def _measure(
             sampler=sampler,
             **parts,
         )
+        watch.clock.lap_training(trained.steps)
         timeline.end()
         memory.update(held_as_row(trained.held))
     finally:
@@ -136,6 +138,7 @@ def _measure(
         "comm_note": comm_note,
         **judged,
     }
+    watch.clock.lap("build")  # the sampler's stop, the strategy's layout
     # Parity is judged on the state after the measured steps (on a GPU: on a deterministic replay,
     # see parity_check), before any profiled step. Every rank calls full_state_dict (sharded
     # strategies gather with collectives); rank 0 keeps it.
@@ -143,20 +146,24 @@ def _measure(
     full_state = strategy.full_state_dict(model) if cfg.parity and not replay else None
     final_state = parity.state_on_cpu(full_state) if full_state is not None and session.is_main else None
     del full_state
+    watch.clock.lap("parity")
     if cfg.profile:
         result["trace_dir"] = _profile(cfg, session, trace_dir=run / "traces" / cfg.config_id, **parts)
+        watch.clock.lap("profile")
     del model, optimizer, strategy, parts
-    _release_memory(session.device)
+    release_memory(session.device)
+    watch.clock.lap("release")
     judged_cfg = cfg
     if replay:
         final_state, judged_cfg = parity_check.replay_state(cfg, session, _train)
-        _release_memory(session.device)
+        release_memory(session.device)
     if final_state is not None:
         total = judged_cfg.warmup + judged_cfg.steps
         progress = StepProgress(run, cfg.config_id, total, phase="parity") if session.is_main else None
         result["parity"] = parity_check.verdict(
             judged_cfg, final_state, session.device, replayed=replay, progress=progress
         )
+    watch.clock.lap("parity")
     return result
 
 
@@ -282,45 +289,23 @@ def _profile(cfg: Configuration, session: Session, *, trace_dir: Path, **step_pa
     return str(trace_dir.relative_to(trace_dir.parent.parent))  # relative to the run folder
 
 
-def _release_memory(device: torch.device) -> None:
-    """Give back what the last configuration held, so the next one's peaks are its own."""
-    gc.collect()
-    if device.type == "cuda":
-        torch.cuda.empty_cache()
-    _trim_heap()
-
-
-def _trim_heap() -> None:
-    """glibc keeps freed heap pages resident; without this, RSS peaks carry over between configurations."""
-    # Not glibc (no malloc_trim): RSS peaks may then include memory an earlier configuration freed.
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
-
-
-def model_info(cfg: Configuration, session: Session, cache: dict[tuple, dict | None]) -> dict[str, Any] | None:
-    """Sizes and FLOPs of the configuration's model, once per workload and batch (rank 0 only).
-
-    Measured before the configuration starts, and its memory released, so that it counts
-    neither in the configuration's time nor in its memory peaks.
-    """
+def model_info(cfg: Configuration, session: Session, cache: dict[tuple, dict | None], run: Path) -> dict | None:
+    """Sizes and FLOPs of the configuration's model, once per workload setup in the run (rank 0
+    only), before the configuration starts and with its memory released, so that it counts
+    neither in the configuration's time nor in its memory peaks."""
     key = (cfg.workload, cfg.size, cfg.batch_size)
-    if key not in cache:
-        try:
-            workload = workloads.create(cfg.workload, size=cfg.size)
-            cache[key] = (
-                None
-                if workload.unavailable_reason(device=cfg.device)
-                else (modelinfo.describe(workload, batch_size=cfg.batch_size, device=session.device))
-            )
-        except Exception:  # metadata is a nicety: its failure must not cost the measurement
-            traceback.print_exc(file=sys.stderr)
-            cache[key] = None
-        _release_memory(session.device)
-    return cache[key]
+    if key in cache:
+        return cache[key]
+    workload = workloads.create(cfg.workload, size=cfg.size)
+    info = modelinfo.describe_once(workload, key=key, batch_size=cfg.batch_size, device=session.device, run=run,
+                                   cache=cache)  # fmt: skip
+    release_memory(session.device)
+    return info
 
 
 def run_plan(plan: dict[str, Any], session: Session, *, watch: RankWatch | None = None) -> None:
     run = Path(plan["run_dir"])
+    watch = watch or RankWatch()
     configurations = [Configuration.from_json(c) for c in plan["configurations"]]
     infos: dict[tuple, dict | None] = {}
     profiled: set[tuple] = set()
@@ -329,11 +314,15 @@ def run_plan(plan: dict[str, Any], session: Session, *, watch: RankWatch | None 
             raise RuntimeError(f"{cfg.config_id} needs {cfg.processes} ranks, this launch has {session.world_size}")
         if session.is_main:
             announce_configuration(run, cfg.config_id)  # the launcher's clock for this configuration starts
-        info = model_info(cfg, session, infos) if session.is_main else None
+        watch.clock.lap(None)  # the launcher's bookkeeping between configurations is not timed
+        info = model_info(cfg, session, infos, run) if session.is_main else None
+        watch.clock.lap("model info")
         result = measure(cfg, session, run=run, watch=watch)
         parity_exact = result.pop("parity_exact")  # every rank made the same strategy; rank 0's counts
-        _release_memory(session.device)
+        release_memory(session.device)
+        watch.clock.lap("release")
         gathered = session.gather_to_main(result)
+        watch.clock.lap("gather")
         if session.is_main:
             config_row, step_rows, rank_rows, timeline_rows = records.assemble(
                 cfg,
@@ -344,9 +333,13 @@ def run_plan(plan: dict[str, Any], session: Session, *, watch: RankWatch | None 
                 model_info=info,
             )
             store.write_configuration(run, cfg.config_id, config_row, step_rows, rank_rows, timeline_rows)
+            watch.clock.lap("write")
             # At world size 1, when gradients become ready in backward (input of `ddpbench predict`).
             gradprofile.record_once(cfg, run=run, device=session.device, context=plan["context"], done=profiled)
-            _release_memory(session.device)
+            watch.clock.lap("gradient profile")
+            release_memory(session.device)
+            watch.clock.lap("release")
+            watch.clock.save()
 
 
 # No NCCL or gloo timeout should fire before the launcher's own (--timeout), which names
@@ -364,17 +357,21 @@ def _run_recorded(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="harness.rank.worker", description=__doc__.splitlines()[0])
     parser.add_argument("plan", type=Path, help="JSON plan written by the launcher")
     args = parser.parse_args(argv)
+    clock = costs.CostClock(path=costs.costs_path(args.plan)).since_process_start("imports")
     plan = json.loads(args.plan.read_text())
     if plan["device"] == "cpu":
         torch.set_num_threads(plan["context"]["threads_per_rank"])
     timeout_s = max(COLLECTIVE_TIMEOUT_S, 2 * (plan.get("timeout_s") or 0))
     with distributed_session(device_kind=plan["device"], timeout_s=timeout_s, backend=plan.get("backend")) as session:
-        watch = RankWatch(Responder(Path(plan["run_dir"]), session.rank).start(), faults.faults_from_environment())
+        watch = RankWatch(Responder(Path(plan["run_dir"]), session.rank).start(), faults.faults_from_environment(),
+                          clock if session.is_main else costs.CostClock())  # fmt: skip
         if session.is_main:
             store.warm_up()  # rank 0 writes Parquet: pay pyarrow's one-time memory before measuring
+        freeze_survivors()  # before the first configuration: garbage collections skip what imports made
+        clock.lap("process group")
         run_plan(plan, session, watch=watch)
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())  # everything is written: the interpreter's finalisation would only cost time

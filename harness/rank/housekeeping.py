@@ -1,0 +1,60 @@
+"""A rank process's housekeeping between configurations and at its end: memory given back so that
+the next configuration's peaks are its own, and a quick exit once everything is written.
+
+Both are part of a `bench` run's fixed cost (`harness.rank.costs`): a full garbage collection
+over the 450k objects torch, transformers and pandas leave after import costs 0.2-0.4 s on a CPU,
+and the interpreter's own finalisation about 1 s, paid by every configuration and every launch.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import ctypes.util
+import gc
+import os
+import sys
+
+import torch
+
+_FREEZING = False
+
+
+def freeze_survivors() -> None:
+    """From now on, what survives a full collection is the process's own (modules, caches, the
+    session): later collections skip it (gc.freeze), so each costs what the configuration made,
+    not 0.3 s. Frozen objects are still freed when their last reference goes; only a frozen
+    reference cycle that later became garbage would stay. For a rank process only (its main):
+    a test runner's heap is not a rank's."""
+    global _FREEZING
+    _FREEZING = True
+    gc.collect()
+    gc.freeze()
+
+
+def release_memory(device: torch.device) -> None:
+    """Give back what the last configuration held, so the next one's peaks are its own."""
+    gc.collect()
+    if _FREEZING:
+        gc.freeze()  # what a configuration imported lazily (transformers) is the process's too
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    trim_heap()
+
+
+def trim_heap() -> None:
+    """glibc keeps freed heap pages resident; without this, RSS peaks carry over between configurations."""
+    # Not glibc (no malloc_trim): RSS peaks may then include memory an earlier configuration freed.
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+
+
+def exit_now(code: int) -> None:
+    """End the process without the interpreter's finalisation (about 1 s with torch loaded, which
+    the launch waits for): the caller has written and closed its files and left its process
+    group; atexit's handlers (e.g. the parity cache's removal) and the streams' buffers still run."""
+    atexit._run_exitfuncs()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -1,0 +1,25 @@
+"""A real `bench` launch says where its wall time went beyond the timed steps, and keeps the split."""
+
+from __future__ import annotations
+
+import json
+
+from harness import cli
+
+
+def test_bench_prints_and_keeps_where_its_wall_time_went(tmp_path, capsys):
+    code = cli.main(["bench", "--results", str(tmp_path), "--run-id", "r", "--impls", "naive", "--no-baseline",
+                     "--size", "tiny", "--gpus", "1", "--steps", "3", "--warmup", "1"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0, out
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    split = summary["fixed_cost_s"]
+    # Every phase one launch of one configuration goes through (no profile; model info may be 0.0x s).
+    for phase in ("launch", "imports", "process group", "build", "steps", "parity", "gradient profile", "write",
+                  "teardown"):  # fmt: skip
+        assert split.get(phase, 0.0) > 0.0, (phase, split)
+    assert sum(split.values()) <= summary["wall_s"] + 0.5  # rank 0's clock and the launcher's agree
+    assert split["steps"] <= summary["training_step_s"] + 1e-6
+    line = next(line for line in out.splitlines() if "went (s):" in line)
+    assert line.startswith(f"ddpbench: where the {summary['wall_s']:.0f} s went (s): launch ")
+    assert "fixed cost" in out and "per configuration (1)" in out
