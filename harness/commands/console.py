@@ -89,8 +89,17 @@ def describe_row(row: dict) -> str:
     parity = {True: "parity ok", False: "PARITY FAILED", None: "parity not judged"}[row["parity_ok"]]
     return (
         f"{label}: {row['step_ms_median']:.2f} ms/step (p10 {row['step_ms_p10']:.2f}, p90 {row['step_ms_p90']:.2f}), "
-        f"{row['samples_per_s']:.0f} samples/s, {parity}"
+        f"{row['samples_per_s']:.0f} samples/s{communication_text(row)}, {parity}"
     )
+
+
+def communication_text(row: dict) -> str:
+    """', comm 40.6 ms (27.4 exposed, 33% hidden)' where the strategy's collectives were timed (means per step)."""
+    comm, exposed, hidden = (row.get(k) for k in ("comm_ms", "exposed_comm_ms", "overlap_efficiency"))
+    if comm is None or comm != comm or not comm > 0:  # not measured (None/NaN), or no communication
+        return ""
+    share = f", {hidden:.0%} hidden" if hidden is not None and hidden == hidden else ""
+    return f", comm {comm:.1f} ms ({exposed:.1f} exposed{share})"
 
 
 class Progress:
