@@ -179,13 +179,17 @@ def scaling(configs: pd.DataFrame, *, workload: str) -> go.Figure:
     )
 
 
-def bucket_cap_sweep(configs: pd.DataFrame, *, workload: str, strategy: str) -> go.Figure:
-    """Step time against bucket_cap_mb (log x), one line per world size, the best cap starred."""
+def bucket_cap_sweep(
+    configs: pd.DataFrame, *, workload: str, strategy: str, recommended: dict[int, float] | None = None
+) -> go.Figure:
+    """Step time against bucket_cap_mb (log x), one line per world size; a star on the cap the
+    recommendation names at a world size (`recommended`: world size → cap), none where it names none
+    (a flat optimum, too few repeats, world size 1)."""
     rows = sweep_rows(configs, workload=workload)
     rows = rows[rows["strategy"] == strategy].dropna(subset=["step_ms_median"])
     caps = sorted(rows["bucket_cap_mb"].unique().tolist())
     figure = new_figure()
-    best_x, best_y, best_text = [], [], []
+    star_x, star_y, star_text = [], [], []
     for world, group in rows.groupby("world_size"):
         group = group.sort_values("bucket_cap_mb")
         figure.add_trace(
@@ -197,22 +201,25 @@ def bucket_cap_sweep(configs: pd.DataFrame, *, workload: str, strategy: str) -> 
                 error_y=_whiskers(group, median="step_ms_median", low="step_ms_p10", high="step_ms_p90"),
             )
         )
-        best = group.loc[group["step_ms_median"].idxmin()]
-        best_x.append(best["bucket_cap_mb"])
-        best_y.append(best["step_ms_median"])
-        best_text.append(f"best for {world_label(world)}: {best['bucket_cap_mb']:g} MiB")
-    figure.add_trace(
-        go.Scatter(
-            name="best cap",
-            x=best_x,
-            y=best_y,
-            mode="markers+text",
-            text=[t.split(": ")[1] for t in best_text],
-            textposition="top center",
-            hovertext=best_text,
-            marker={"symbol": "star", "size": 16, "color": "gold", "line": {"color": "black", "width": 1}},
+        cap = (recommended or {}).get(int(world))
+        chosen = group[group["bucket_cap_mb"] == cap]
+        if cap is not None and not chosen.empty:
+            star_x.append(cap)
+            star_y.append(chosen["step_ms_median"].iloc[0])
+            star_text.append(f"recommended for {world_label(world)}: {cap:g} MiB")
+    if star_x:
+        figure.add_trace(
+            go.Scatter(
+                name="recommended cap",
+                x=star_x,
+                y=star_y,
+                mode="markers+text",
+                text=[t.split(": ")[1] for t in star_text],
+                textposition="top center",
+                hovertext=star_text,
+                marker={"symbol": "star", "size": 16, "color": "gold", "line": {"color": "black", "width": 1}},
+            )
         )
-    )
     return styled(
         figure,
         title=f"{workload} · {strategy}: step time against bucket_cap_mb (whiskers p10–p90)",

@@ -22,8 +22,9 @@ CAPTIONS = {
     "mirrors step time, across world sizes it shows what adding ranks buys.",
     "scaling": "Lines near the dashed ideal (1.0) scale well: each point is throughput at n ranks over n times "
     "the throughput at one rank, with the batch per rank fixed (weak scaling).",
-    "sweep": "The lowest point of each line is the cap to use at that world size (starred); a flat line means "
-    "the cap does not matter here. Whiskers span p10–p90.",
+    "sweep": "Step time against the cap, one line per world size (whiskers p10–p90). A star marks a cap the "
+    "recommendation below names: one that beats DDP's default significantly over repeats. No star: the optimum is "
+    "flat, or the repeats were too few to tell (the table says which).",
     "floor": "Each bar is a configuration's median step; its black tick is the floor max(local step, one all-reduce "
     "of all gradient bytes at the measured bus bandwidth): no data-parallel strategy can go below it, and the gap "
     "is what better overlap could still win.",
@@ -103,10 +104,9 @@ def bucket_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     for workload in workloads:
         best = aggregate.best_caps(run.configs, workload=workload)
         for strategy, _ in best.groupby("strategy", sort=False):
-            parts.append(
-                figs.add(figures.bucket_cap_sweep(run.configs, workload=workload, strategy=strategy), CAPTIONS["sweep"])
-            )
-            # No "best" is named here: which cap to use is the recommendation table's decision (over repeats).
+            stars = recommended_caps(run.recommendations, workload=workload, strategy=strategy)
+            figure = figures.bucket_cap_sweep(run.configs, workload=workload, strategy=strategy, recommended=stars)
+            parts.append(figs.add(figure, CAPTIONS["sweep"]))
     if not run.recommendations.empty:
         parts.append(recommendation_table(run.recommendations))
     if len(parts) == 1:
@@ -115,6 +115,18 @@ def bucket_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
             "(<code>--bucket-cap-mb 1,5,10,25,50,100</code>).</p>"
         )
     return "\n".join(parts)
+
+
+def recommended_caps(frame: pd.DataFrame, *, workload: str, strategy: str) -> dict[int, float]:
+    """World size → the cap the sweep's verdict recommends for `strategy` (only where it recommends one)."""
+    if frame.empty or "decision" not in frame:
+        return {}
+    chosen = frame[(frame["workload"] == workload) & (frame["decision"] == "recommend")]
+    return {
+        int(r.world_size): float(r.best_cap_mb)
+        for r in chosen.itertuples()
+        if aggregate.strategy_label(r.impl, r.other_options) == strategy
+    }
 
 
 def recommendation_table(frame: pd.DataFrame) -> str:

@@ -9,6 +9,7 @@ import plotly.graph_objects as go
 
 from reports.aggregate import PHASES, labelled
 from reports.figures import new_figure, styled
+from reports.netfigures import size_label
 
 PHASE_COLOURS = {"forward_ms": "#4c78a8", "backward_ms": "#f58518", "sync_ms": "#e45756", "optimizer_ms": "#72b7b2"}
 BUCKET_COLOUR = "#54a24b"
@@ -32,7 +33,7 @@ def bucket_timeline(
         order.append(phase_row)
         _add_phases(figure, phase_row, collectives.iloc[0], first=not figure.data)
         for bucket in collectives.itertuples():
-            name = f"{config.label}: bucket {bucket.bucket} ({bucket.bytes / 2**20:.2f} MiB)"
+            name = f"{config.label}: bucket {bucket.bucket} ({size_label(bucket.bytes)})"
             order.append(name)
             _add_bucket(figure, name, bucket)
     figure.update_yaxes(categoryorder="array", categoryarray=order, autorange="reversed")

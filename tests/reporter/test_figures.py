@@ -85,14 +85,27 @@ def test_scaling_has_one_line_per_strategy_starting_at_one_and_the_ideal_line(cp
     assert list(figure.data[-1].y) == [1.0, 1.0]
 
 
-def test_the_bucket_sweep_stars_the_best_cap_per_world_size_on_a_log_axis(sweep):
+def test_the_bucket_sweep_stars_only_the_cap_the_recommendation_names_on_a_log_axis(sweep):
     best = aggregate.best_caps(sweep.configs, workload="mlp")
     assert best[["world_size", "bucket_cap_mb"]].values.tolist() == [[1, 25.0], [2, 5.0]]
     figure = figures.bucket_cap_sweep(sweep.configs, workload="mlp", strategy="stock")
-    assert names(figure) == ["1 rank", "2 ranks", "best cap"]
+    assert names(figure) == ["1 rank", "2 ranks"]  # nothing recommended: no star, however fast a cap looks
     assert list(figure.data[0].x) == [1.0, 5.0, 25.0]
-    assert list(figure.data[-1].x) == [25.0, 5.0]
     assert figure.layout.xaxis.type == "log"
+    starred = figures.bucket_cap_sweep(sweep.configs, workload="mlp", strategy="stock", recommended={2: 5.0})
+    assert names(starred) == ["1 rank", "2 ranks", "recommended cap"]
+    assert list(starred.data[-1].x) == [5.0]
+
+
+def test_the_stars_come_from_the_sweeps_recommendations_only_where_it_recommends():
+    from reports.run_sections import recommended_caps
+
+    frame = pd.DataFrame([
+        {"workload": "mlp", "impl": "stock", "other_options": "{}", "world_size": 2, "decision": "recommend", "best_cap_mb": 5.0},
+        {"workload": "mlp", "impl": "stock", "other_options": "{}", "world_size": 4, "decision": "flat", "best_cap_mb": 1.0},
+        {"workload": "mlp", "impl": "bucketed", "other_options": "{}", "world_size": 2, "decision": "recommend", "best_cap_mb": 9.0},
+    ])  # fmt: skip
+    assert recommended_caps(frame, workload="mlp", strategy="stock") == {2: 5.0}
 
 
 def test_a_run_without_a_sweep_has_no_best_cap(cpu_run):
