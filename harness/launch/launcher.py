@@ -172,9 +172,10 @@ def launch_group(
 
 
 def launch_name(config: BenchConfig, cfg: Configuration) -> str:
-    """world-N, -plusK for extra ranks (rpc_hybrid's server), .nodeK on a multi-node job (each
-    node's launcher writes its own plan and log)."""
+    """world-N, -plusK for extra ranks (rpc_hybrid's server), .rR for repeat R of several, .nodeK on a
+    multi-node job (each node's launcher writes its own plan and log)."""
     name = f"world-{cfg.world_size}" + (f"-plus{cfg.extra_ranks}" if cfg.extra_ranks else "")
+    name += f".r{cfg.repeat}" if config.repeats > 1 else ""
     return name + (f".node{config.node_rank}" if config.nnodes > 1 else "")
 
 
@@ -258,11 +259,14 @@ def run_groups(
     on_written: Callable[[Configuration], None],
     on_tick: Callable[[], None] | None = None,
 ) -> list[int]:
-    """Every world size in ascending order (world size 1 first: scaling needs it)."""
+    """One launch per repeat and world size: repeat by repeat (A B C, then A B C again, each time in
+    fresh processes, so that a repeat is an independent piece of evidence: placement, caches, clocks
+    and neighbours differ from launch to launch as they will between runs), and within a repeat every
+    world size in ascending order (world size 1 first: scaling needs it)."""
     codes = []
 
-    def launch_key(cfg: Configuration) -> tuple[int, int]:
-        return cfg.world_size, cfg.extra_ranks  # extra ranks (a parameter server) need a launch of their own
+    def launch_key(cfg: Configuration) -> tuple[int, int, int]:
+        return cfg.repeat, cfg.world_size, cfg.extra_ranks  # extra ranks (a parameter server): a launch of their own
 
     by_world = itertools.groupby(sorted(plan.configurations, key=launch_key), key=launch_key)
     for _, group in by_world:
