@@ -183,7 +183,7 @@ def add_compare_parser(commands) -> None:
 
 
 def add_collectives_parser(commands) -> None:
-    from harness.plan.collectives import DEFAULT_ITERS, DEFAULT_SIZES, DEFAULT_WARMUP, OPS
+    from harness.plan.collectives import BATCHES, DEFAULT_ITERS, DEFAULT_SIZES, DEFAULT_WARMUP, OPS
 
     collectives = commands.add_parser(
         "collectives",
@@ -206,7 +206,8 @@ def add_collectives_parser(commands) -> None:
     collectives.add_argument(
         "--iters",
         type=_int("--iters"),
-        help=f"timed iterations per size (default: {DEFAULT_ITERS['cuda']} on GPUs, {DEFAULT_ITERS['cpu']} on the CPU)",
+        help=f"timed iterations per batch, {BATCHES} batches per size, each queued back to back and synchronised "
+        f"once, as nccl-tests does (default: {DEFAULT_ITERS['cuda']} on GPUs, {DEFAULT_ITERS['cpu']} on the CPU)",
     )
     collectives.add_argument(
         "--warmup",

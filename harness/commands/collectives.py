@@ -45,13 +45,15 @@ def collectives_config(args: argparse.Namespace, *, command: tuple[str, ...]):
 
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     from harness.launch import collectives
+    from harness.plan.collectives import BATCHES
     from harness.rank import env
     from harness.results import store
 
     config, run_id = collectives_config(args, command=command)
     run_dir = config.results / run_id
     console.say(f"ddpbench: collectives {','.join(config.ops)} on {config.device} with {config.backend}, "
-                f"world sizes {config.world_sizes}, {config.iters} iterations per size -> {run_dir}/")  # fmt: skip
+                f"world sizes {config.world_sizes}, {BATCHES} batches of {config.iters} iterations per size "
+                f"-> {run_dir}/")  # fmt: skip
     try:
         collectives.run_collectives(
             config, run_id=run_id, environment=env.capture(config.command), on_world_done=_world_done

@@ -5,14 +5,16 @@ supervised torchrun launch as `bench`'s worker:
 
     torchrun --standalone --nproc-per-node N -m harness.rank.collectives PLAN.json
 
-Per operation and doubling message size: warm-up, timed iterations (each ended by a device
-sync, the slowest rank's time counts), a correctness check of the result, then algorithm
-bandwidth (bytes / time) and bus bandwidth (algbw × the factor nccl-tests uses, so that one
-number compares across world sizes). Rank 0 writes `results/<run_id>/collectives/w<N>.parquet`.
+Per operation and doubling message size: warm-up, then timed batches as nccl-tests times them
+(each batch's iterations queued back to back between two CUDA events, the wall clock on the CPU,
+with one synchronize; a rank's figure is the batch's mean, the slowest rank's counts), a
+correctness check of the result, then algorithm bandwidth (bytes / time) and bus bandwidth
+(algbw × the factor nccl-tests uses, so that one number compares across world sizes). Rank 0
+writes `results/<run_id>/collectives/w<N>.parquet`.
 
 It also measures how communication and computation slow each other down when they overlap
-(on the CPU gloo's threads compete with the training thread for the same cores), which the
-step-time model (`harness.model.network`) uses: `results/<run_id>/contention/w<N>.parquet`.
+(`harness.rank.contention`), which the step-time model (`harness.model.network`) uses:
+`results/<run_id>/contention/w<N>.parquet`.
 
 As the worker does, every rank answers the launcher's liveness questions, rank 0 gives a
 progress hint after each message size, and DDPBENCH_FAULT (with impl=collectives, and step
@@ -24,18 +26,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import statistics
 import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.plan.collectives import (
-    ELEMENT_BYTES,
-    OPS,
-    message_sizes,
-)
+from harness.plan.collectives import BATCHES, ELEMENT_BYTES, OPS, message_sizes
 from harness.plan.config import ConfigError
 from harness.rank.dist import leave_on_failure
 from harness.results import store
@@ -110,21 +107,50 @@ def make_case(op: str, size: int, *, world: int, rank: int, device) -> Case:
     raise ConfigError(f"collective {op!r} is not valid; choose from {', '.join(OPS)}")
 
 
-def time_op(run_once: Callable[[], None], *, iters: int, warmup: int, device) -> list[float]:
-    """Seconds per iteration on this rank, each iteration ended by a device sync."""
+class BatchClock:
+    """Marks around a batch of work: CUDA events on the current stream on GPUs (read after one
+    synchronize), the wall clock on the CPU (gloo's collectives return when they are done)."""
+
+    def __init__(self, device) -> None:
+        self.device = device
+
+    def mark(self):
+        import torch
+
+        if self.device.type != "cuda":
+            return time.perf_counter()
+        event = torch.cuda.Event(enable_timing=True)
+        event.record(torch.cuda.current_stream(self.device))
+        return event
+
+    def seconds(self, start, end) -> float:
+        """From `start` to `end`; on a GPU this waits for `end` (the batch's one synchronize)."""
+        if self.device.type != "cuda":
+            return end - start
+        end.synchronize()
+        return start.elapsed_time(end) / 1e3
+
+
+def time_op(run_once: Callable[[], None], *, iters: int, warmup: int, device, batches: int = BATCHES) -> list[float]:
+    """Seconds per iteration on this rank, one figure per batch, as nccl-tests times them: after
+    `warmup` iterations, each batch starts after a barrier, queues `iters` iterations back to back
+    between two marks (`BatchClock`) and synchronizes once; its figure is its time / `iters`.
+    A synchronize after every iteration would add the host's launch and sync latency to each, and
+    the network fit's α would absorb it."""
     import torch.distributed as dist
 
     for _ in range(warmup):
         run_once()
-    _sync(device)
-    dist.barrier()
-    times = []
-    for _ in range(iters):
-        began = time.perf_counter()
-        run_once()
+    clock, per_batch = BatchClock(device), []
+    for _ in range(batches):
         _sync(device)
-        times.append(time.perf_counter() - began)
-    return times
+        dist.barrier()  # every rank starts the batch together
+        start = clock.mark()
+        for _ in range(iters):
+            run_once()
+        per_batch.append(clock.seconds(start, clock.mark()) / iters)
+    _sync(device)
+    return per_batch
 
 
 @dataclasses.dataclass
@@ -167,14 +193,16 @@ def measure_rank(plan: dict[str, Any], session, watch: CaseWatch | None = None) 
         for index, size in enumerate(sizes):
             watch.before(unit, index, len(out))
             case = make_case(op, size, world=session.world_size, rank=session.rank, device=session.device)
-            times = time_op(case.run, iters=plan["iters"], warmup=plan["warmup"], device=session.device)
+            times = time_op(case.run, iters=plan["iters"], warmup=plan["warmup"], device=session.device,
+                            batches=plan.get("batches", BATCHES))  # fmt: skip
             out.append({"op": op, "bytes": case.bytes, "times_s": times, "correct": case.check(session.device)})
             watch.after(unit, index, len(sizes), phase=f"{op} message size")
     return out
 
 
 def combine(plan: dict[str, Any], per_rank: list[list[dict[str, Any]]], *, world_size: int) -> list[dict[str, Any]]:
-    """One row per op and size: the slowest rank's time per iteration, its median, the bandwidths."""
+    """One row per op and size: per batch the slowest rank's mean time per iteration (nccl-tests
+    reports the slowest rank's), its median over batches, the bandwidths."""
     import numpy as np
 
     rows = []
@@ -191,6 +219,7 @@ def combine(plan: dict[str, Any], per_rank: list[list[dict[str, Any]]], *, world
                 "bytes": first["bytes"],
                 "dtype": "float32",
                 "iters": plan["iters"],
+                "batches": len(slowest),
                 "warmup": plan["warmup"],
                 "time_us": median * 1e6,
                 "time_us_p10": float(np.percentile(slowest, 10)) * 1e6,
@@ -203,108 +232,10 @@ def combine(plan: dict[str, Any], per_rank: list[list[dict[str, Any]]], *, world
     return rows
 
 
-CONTENTION_BYTES = 8 * 1024**2
-CONTENTION_REPEATS = 5
-BURST_PIECES = 60
-
-
-def _compute_piece(device) -> Callable[[], None]:
-    """A slice of training-like compute (a matrix product, a pointwise op), about a millisecond on a core."""
-    import torch
-
-    a = torch.randn(192, 192, device=device)
-
-    def piece() -> None:
-        torch.tanh(a @ a)
-
-    return piece
-
-
-def measure_contention(session, watch: CaseWatch | None = None) -> dict[str, float]:
-    """How much an all-reduce in flight slows compute on the same rank, and the other way round.
-
-    Each is timed alone, then together: the all-reduce launched asynchronously and compute run
-    while it is in flight (as DDP overlaps them), the compute polling the all-reduce between
-    pieces to see when it finished. The compute burst is sized to outlast the all-reduce, so
-    both overlapped times are measured while the other one runs. Medians over a few repeats.
-    """
-    import torch
-    import torch.distributed as dist
-
-    buf = torch.ones(CONTENTION_BYTES // ELEMENT_BYTES, device=session.device)
-    piece = _compute_piece(session.device)
-
-    def comm() -> None:
-        dist.all_reduce(buf)
-        _sync(session.device)
-
-    def burst(pieces: int, work=None) -> tuple[float, float | None]:
-        began, finished_comm = time.perf_counter(), None
-        for _ in range(pieces):
-            piece()
-            if work is not None and finished_comm is None and work.is_completed():
-                finished_comm = time.perf_counter() - began
-        _sync(session.device)
-        return time.perf_counter() - began, finished_comm
-
-    piece(), comm()  # warm-up
-    comm_alone = statistics.median(_timed(comm, barrier=True) for _ in range(CONTENTION_REPEATS))
-    piece_s = statistics.median(_timed(piece) for _ in range(20))
-    pieces = max(BURST_PIECES, int(3 * comm_alone / piece_s))  # comfortably longer than the all-reduce
-    compute_alone, overlapped_compute, overlapped_comm = [], [], []
-    for repeat in range(CONTENTION_REPEATS):
-        compute_alone.append(burst(pieces)[0])
-        dist.barrier()
-        work = dist.all_reduce(buf, async_op=True)
-        compute_s, comm_s = burst(pieces, work)
-        work.wait()
-        overlapped_compute.append(compute_s)
-        overlapped_comm.append(comm_s if comm_s is not None else compute_s)  # finished only after: a lower bound
-        if watch is not None:
-            watch.after(f"w{session.world_size}-contention", repeat, CONTENTION_REPEATS, phase="contention repeat")
-    return {
-        "bytes": CONTENTION_BYTES,
-        "compute_alone_ms": statistics.median(compute_alone) * 1e3,
-        "compute_overlapped_ms": statistics.median(overlapped_compute) * 1e3,
-        "comm_alone_ms": comm_alone * 1e3,
-        "comm_overlapped_ms": statistics.median(overlapped_comm) * 1e3,
-    }
-
-
-def _timed(function: Callable[[], None], *, barrier: bool = False) -> float:
-    if barrier:
-        import torch.distributed as dist
-
-        dist.barrier()
-    began = time.perf_counter()
-    function()
-    return time.perf_counter() - began
-
-
-def contention_row(plan: dict[str, Any], per_rank: list[dict[str, float]], *, world_size: int) -> dict[str, Any]:
-    """The ranks' medians combined (mean over ranks); slowdowns as ratios to the solo times.
-
-    The compute burst outlasts the all-reduce, so the all-reduce's overlapped time is its own;
-    the compute's slowdown is spread over the whole burst, so it is scaled to the part of the
-    burst the all-reduce overlapped (what slows compute is the communication in flight).
-    """
-    mean = {key: statistics.fmean(r[key] for r in per_rank) for key in per_rank[0] if key != "bytes"}
-    context = {k: v for k, v in plan["context"].items() if k in store.CONTENTION_SCHEMA.names}
-    extra = mean["compute_overlapped_ms"] - mean["compute_alone_ms"]
-    compute_during_comm = max(mean["comm_overlapped_ms"] - extra, 1e-9)  # solo compute done while comm ran
-    return {
-        **context,
-        "world_size": world_size,
-        "bytes": per_rank[0]["bytes"],
-        **mean,
-        # Below 1.0 is noise (overlap cannot speed anything up).
-        "compute_slowdown": max(1.0, mean["comm_overlapped_ms"] / compute_during_comm),
-        "comm_slowdown": max(1.0, mean["comm_overlapped_ms"] / mean["comm_alone_ms"]),
-    }
-
-
 def run_plan(plan: dict[str, Any], session, watch: CaseWatch | None = None) -> None:
     import torch.distributed as dist
+
+    from harness.rank.contention import contention_row, measure_contention  # it times with BatchClock, from here
 
     watch = watch or CaseWatch(Path(plan["run_dir"]), session)
     results = measure_rank(plan, session, watch)

@@ -295,11 +295,12 @@ COLLECTIVES = Table(
         WORLD_SIZE,
         C("bytes", I64, BYTES, "the whole message: all_gather's output, reduce_scatter's input"),
         C("dtype", STR, "", "the message's element type (float32)"),
-        C("iters", I32, COUNT, "timed iterations"),
+        C("iters", I32, COUNT, "timed iterations per batch, queued back to back (nccl-tests' -n)"),
+        C("batches", I32, COUNT, "timed batches (each after a barrier, with one synchronize); null: written before batches, when every iteration was synchronised alone"),
         C("warmup", I32, COUNT, "warm-up iterations before them"),
-        C("time_us", F64, US, "median over iterations of the slowest rank's time, each iteration ended by a device sync"),
-        C("time_us_p10", F64, US, "10th percentile of the same"),
-        C("time_us_p90", F64, US, "90th percentile of the same"),
+        C("time_us", F64, US, "per iteration: per batch the slowest rank's mean (its batch between two CUDA events on GPUs, the wall clock on the CPU, divided by `iters`), the median over batches (older runs: over iterations each ended by a sync)"),
+        C("time_us_p10", F64, US, "10th percentile of the same, over batches"),
+        C("time_us_p90", F64, US, "90th percentile of the same, over batches"),
         C("algbw_gbps", F64, "GB/s (10^9 bytes/s)", "`bytes / time_us`"),
         C("busbw_gbps", F64, "GB/s (10^9 bytes/s)", "`algbw × factor`: all_reduce 2(n−1)/n, all_gather and reduce_scatter (n−1)/n, broadcast 1"),
         C("correct", BOOL, "", "after timing, a fresh run's result matched the expected rank-dependent values on every rank"),
@@ -310,7 +311,8 @@ COLLECTIVES = Table(
 CONTENTION = Table(
     "contention", "contention/w<N>.parquet",
     "An 8 MiB all-reduce and a compute burst (matrix products), each timed alone, then overlapped on the same "
-    "rank (the all-reduce launched asynchronously, the burst polling it between pieces). Older runs "
+    "rank (the all-reduce launched asynchronously; on the CPU the burst polls it between pieces, on GPUs both "
+    "are timed with CUDA events from one start). Older runs "
     "kept these as `collectives/contention-w<N>.parquet`; they are still read.",
     (
         RUN_ID, WORLD_SIZE,

@@ -1,0 +1,166 @@
+"""How communication and computation slow each other down when they overlap, on one rank: part
+of `ddpbench collectives` (`harness.rank.collectives` calls it after the microbenchmarks), used by
+the step-time model (`harness.model.network`).
+
+An 8 MiB all-reduce and a burst of training-like compute are each timed alone, then together:
+the all-reduce launched asynchronously and the burst run while it is in flight, as DDP overlaps
+them. On the CPU gloo's threads compete with the training thread for the same cores; the burst
+polls the all-reduce between pieces to see when it finished (host clock). On GPUs NCCL runs on
+its own stream, so both are timed with CUDA events: the burst on the compute stream, the
+all-reduce's end by an event on a side stream that waits for it, both from one start event.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+from harness.plan.collectives import ELEMENT_BYTES
+from harness.rank.collectives import BatchClock
+from harness.results import store
+
+CONTENTION_BYTES = 8 * 1024**2
+CONTENTION_REPEATS = 5
+BURST_PIECES = 60
+
+
+def _compute_piece(device) -> Callable[[], None]:
+    """A slice of training-like compute (a matrix product, a pointwise op), about a millisecond on a core."""
+    import torch
+
+    a = torch.randn(192, 192, device=device)
+
+    def piece() -> None:
+        torch.tanh(a @ a)
+
+    return piece
+
+
+def timed(function: Callable[[], None], device, *, barrier: bool = False) -> float:
+    """Seconds `function`'s work takes on `device` (CUDA events around it on GPUs), after a barrier
+    if asked."""
+    import torch.distributed as dist
+
+    if barrier:
+        _sync(device)
+        dist.barrier()
+    clock = BatchClock(device)
+    start = clock.mark()
+    function()
+    return clock.seconds(start, clock.mark())
+
+
+def _sync(device) -> None:
+    import torch
+
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def measure_contention(session, watch=None) -> dict[str, float]:
+    """How much an all-reduce in flight slows compute on the same rank, and the other way round.
+
+    The compute burst is sized to outlast the all-reduce, so both overlapped times are measured
+    while the other one runs. Medians over a few repeats.
+    """
+    import torch
+    import torch.distributed as dist
+
+    device = session.device
+    buf = torch.ones(CONTENTION_BYTES // ELEMENT_BYTES, device=device)
+    piece = _compute_piece(device)
+
+    def comm() -> None:
+        dist.all_reduce(buf)
+
+    def burst(pieces: int) -> None:
+        for _ in range(pieces):
+            piece()
+
+    piece(), comm(), _sync(device)  # warm-up
+    comm_alone = statistics.median(timed(comm, device, barrier=True) for _ in range(CONTENTION_REPEATS))
+    piece_s = statistics.median(timed(piece, device) for _ in range(20))
+    pieces = max(BURST_PIECES, int(3 * comm_alone / piece_s))  # comfortably longer than the all-reduce
+    overlap = _overlapped_on_gpu if device.type == "cuda" else _overlapped_on_host
+    compute_alone, overlapped_compute, overlapped_comm = [], [], []
+    for repeat in range(CONTENTION_REPEATS):
+        compute_alone.append(timed(lambda: burst(pieces), device))
+        compute_s, comm_s = overlap(buf, piece, pieces, device)
+        overlapped_compute.append(compute_s)
+        overlapped_comm.append(comm_s)
+        if watch is not None:
+            watch.after(f"w{session.world_size}-contention", repeat, CONTENTION_REPEATS, phase="contention repeat")
+    return {
+        "bytes": CONTENTION_BYTES,
+        "compute_alone_ms": statistics.median(compute_alone) * 1e3,
+        "compute_overlapped_ms": statistics.median(overlapped_compute) * 1e3,
+        "comm_alone_ms": comm_alone * 1e3,
+        "comm_overlapped_ms": statistics.median(overlapped_comm) * 1e3,
+    }
+
+
+def _overlapped_on_host(buf, piece, pieces: int, device) -> tuple[float, float]:
+    """(burst, all-reduce) seconds with both in flight, host clock: the burst polls the all-reduce
+    between pieces. An all-reduce that finished only after the burst counts the burst's time (a
+    lower bound)."""
+    import torch.distributed as dist
+
+    dist.barrier()
+    work = dist.all_reduce(buf, async_op=True)
+    began, finished_comm = time.perf_counter(), None
+    for _ in range(pieces):
+        piece()
+        if finished_comm is None and work.is_completed():
+            finished_comm = time.perf_counter() - began
+    compute_s = time.perf_counter() - began
+    work.wait()
+    return compute_s, finished_comm if finished_comm is not None else compute_s
+
+
+def _overlapped_on_gpu(buf, piece, pieces: int, device) -> tuple[float, float]:
+    """(burst, all-reduce) seconds with both in flight, CUDA events from one start: NCCL's stream
+    starts after it; a side stream waits for the all-reduce and marks its end (queued before the
+    burst, so the mark is the all-reduce's end, not the host's arrival); the burst's end is marked
+    on the compute stream."""
+    import torch
+    import torch.distributed as dist
+
+    _sync(device)
+    dist.barrier()
+    clock, side = BatchClock(device), torch.cuda.Stream(device)
+    start = clock.mark()
+    work = dist.all_reduce(buf, async_op=True)
+    comm_end = torch.cuda.Event(enable_timing=True)
+    with torch.cuda.stream(side):
+        work.wait()  # the side stream (current here) waits for NCCL's end
+        comm_end.record(side)
+    for _ in range(pieces):
+        piece()
+    compute_s = clock.seconds(start, clock.mark())
+    comm_end.synchronize()
+    _sync(device)
+    return compute_s, start.elapsed_time(comm_end) / 1e3
+
+
+def contention_row(plan: dict[str, Any], per_rank: list[dict[str, float]], *, world_size: int) -> dict[str, Any]:
+    """The ranks' medians combined (mean over ranks); slowdowns as ratios to the solo times.
+
+    The compute burst outlasts the all-reduce, so the all-reduce's overlapped time is its own;
+    the compute's slowdown is spread over the whole burst, so it is scaled to the part of the
+    burst the all-reduce overlapped (what slows compute is the communication in flight).
+    """
+    mean = {key: statistics.fmean(r[key] for r in per_rank) for key in per_rank[0] if key != "bytes"}
+    context = {k: v for k, v in plan["context"].items() if k in store.CONTENTION_SCHEMA.names}
+    extra = mean["compute_overlapped_ms"] - mean["compute_alone_ms"]
+    compute_during_comm = max(mean["comm_overlapped_ms"] - extra, 1e-9)  # solo compute done while comm ran
+    return {
+        **context,
+        "world_size": world_size,
+        "bytes": per_rank[0]["bytes"],
+        **mean,
+        # Below 1.0 is noise (overlap cannot speed anything up).
+        "compute_slowdown": max(1.0, mean["comm_overlapped_ms"] / compute_during_comm),
+        "comm_slowdown": max(1.0, mean["comm_overlapped_ms"] / mean["comm_alone_ms"]),
+    }

@@ -1,0 +1,75 @@
+"""Collectives timed as nccl-tests times them: batches of back-to-back iterations, one
+synchronize per batch, per rank a batch's mean, the slowest rank's counts; contention the same way."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+
+from harness.plan.collectives import BATCHES
+from harness.rank import collectives, contention
+
+CPU = torch.device("cpu")
+
+
+def test_each_batch_is_timed_once_around_its_back_to_back_iterations(single_rank, monkeypatch):
+    calls, marks = [], []
+    real_mark = collectives.BatchClock.mark
+
+    def mark(self):
+        marks.append(len(calls))  # how many iterations had run when the clock was read
+        return real_mark(self)
+
+    monkeypatch.setattr(collectives.BatchClock, "mark", mark)
+
+    def one_iteration():
+        calls.append(1)
+        time.sleep(0.002)
+
+    per_batch = collectives.time_op(one_iteration, iters=5, warmup=2, device=CPU, batches=3)
+    assert len(calls) == 2 + 3 * 5
+    assert marks == [2, 7, 7, 12, 12, 17]  # one start and one end per batch, none between iterations
+    assert len(per_batch) == 3
+    assert all(0.002 <= seconds < 0.05 for seconds in per_batch)  # a batch's time / its iterations
+
+
+def test_the_default_is_the_plans_batches(single_rank):
+    assert len(collectives.time_op(lambda: None, iters=2, warmup=0, device=CPU)) == BATCHES
+
+
+def test_the_slowest_ranks_mean_per_batch_counts_and_the_median_is_over_batches():
+    plan = {"context": {"run_id": "r"}, "iters": 10, "warmup": 1}
+    rank0 = [{"op": "all_reduce", "bytes": 1000, "times_s": [1e-3, 2e-3, 3e-3], "correct": True}]
+    rank1 = [{"op": "all_reduce", "bytes": 1000, "times_s": [4e-3, 1e-3, 1e-3], "correct": True}]
+    (row,) = collectives.combine(plan, [rank0, rank1], world_size=2)
+    # Per batch the slower rank: 4, 2, 3 ms; median 3 ms.
+    assert row["time_us"] == pytest.approx(3000.0)
+    assert row["batches"] == 3 and row["iters"] == 10
+    assert row["time_us_p10"] == pytest.approx(2200.0) and row["time_us_p90"] == pytest.approx(3800.0)
+    assert row["algbw_gbps"] == pytest.approx(1000 / 3e-3 / 1e9)
+
+
+def test_cpu_contention_is_measured_with_the_host_clock_on_one_rank(single_rank, monkeypatch):
+    monkeypatch.setattr(contention, "CONTENTION_BYTES", 64 * 1024)
+    monkeypatch.setattr(contention, "CONTENTION_REPEATS", 2)
+    monkeypatch.setattr(contention, "BURST_PIECES", 5)
+    measured = contention.measure_contention(single_rank)
+    assert measured["bytes"] == 64 * 1024
+    for key in ("compute_alone_ms", "compute_overlapped_ms", "comm_alone_ms", "comm_overlapped_ms"):
+        assert measured[key] > 0, key
+    # The all-reduce in flight ends no later than the burst it was measured against.
+    assert measured["comm_overlapped_ms"] <= measured["compute_overlapped_ms"] + 1e-9
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: CUDA events")
+def test_a_batch_on_a_gpu_is_timed_with_events_not_the_host():
+    device = torch.device("cuda")
+    clock = collectives.BatchClock(device)
+    start = clock.mark()
+    a = torch.randn(2048, 2048, device=device)
+    for _ in range(10):
+        a = a @ a / 2048
+    seconds = clock.seconds(start, clock.mark())
+    assert isinstance(start, torch.cuda.Event) and seconds > 0
