@@ -204,6 +204,8 @@ class Workload(Protocol):
 
     def unavailable_reason(self, *, device: str) -> str | None: ...
 
+    def blocks(self, model: nn.Module) -> list[nn.Module] | None: ...
+
 
 class WorkloadDefaults:
     """Plain defaults for the optional parts of `Workload`."""
@@ -229,3 +231,23 @@ class WorkloadDefaults:
     def unavailable_reason(self, *, device: str) -> str | None:
         missing = [m for m in self.requires if importlib.util.find_spec(m) is None]
         return f"needs the Python package(s) {', '.join(missing)}" if missing else None
+
+    def blocks(self, model: nn.Module) -> list[nn.Module] | None:
+        """The model's repeated blocks (transformer layers, residual blocks), the units a sharding
+        strategy (`fsdp`) wraps one by one; the root keeps the rest (embeddings, stems, heads).
+        None: not known, and the strategy guesses from the model's shape."""
+        return None
+
+
+BLOCKS_ATTRIBUTE = "_ddpbench_blocks"
+"""Where the harness leaves a built model's `Workload.blocks`, for the strategy that wraps it."""
+
+
+def record_blocks(model: nn.Module, blocks: list[nn.Module] | None) -> None:
+    """Called by the harness when it builds a workload's model (a plain attribute: no submodule)."""
+    model.__dict__[BLOCKS_ATTRIBUTE] = blocks
+
+
+def recorded_blocks(model: nn.Module) -> list[nn.Module] | None:
+    """The blocks the model's workload named, or None (unknown, or not built by the harness)."""
+    return model.__dict__.get(BLOCKS_ATTRIBUTE)

@@ -5,8 +5,8 @@ are all-gathered just before its forward (and again before its backward when res
 forward), and its gradients are reduce-scattered inside backward, so `sync_gradients()` has nothing
 left to do. Parameters are DTensors; `full_state_dict` gathers them under the unwrapped names.
 
-Which modules are blocks is the workload's knowledge; until the workload protocol says so, `blocks`
-guesses it from the model's shape (see there).
+Which modules are blocks is the workload's knowledge (`Workload.blocks`, which the harness leaves
+on the model it builds); for a model whose workload does not say, `blocks` guesses from its shape.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Literal
 import torch
 from torch import nn
 
-from harness.protocols import ConfigError, StrategyDefaults, option
+from harness.protocols import ConfigError, StrategyDefaults, option, recorded_blocks
 from impls import register
 from impls._common import broadcast_module_state
 
@@ -99,17 +99,22 @@ def _without_gradient_sync(model) -> Iterator[None]:
 
 
 def blocks(model: nn.Module) -> list[nn.Module]:
-    """The modules to shard one by one, below the root: a guess at the model's repeated blocks.
-
-    The elements of the outermost lists of repeated layers (a ModuleList, or a Sequential of one
-    class): GPT-2's `transformer.h`, BERT's `encoder.layer`, ViT's `encoder.layers`, the BasicBlocks
-    of ResNet's stages. Without any, the root's children that hold parameters (each Linear of an MLP
-    `nn.Sequential`). A module sharing a parameter with another (tied weights) is left to the root,
-    which also takes whatever no block holds (embeddings, stems, heads): a parameter is sharded once.
-    """
-    candidates = _repeated_blocks(model) or [child for child in model.children() if _has_parameters(child)]
+    """The modules to shard one by one, below the root: those the model's workload names
+    (`Workload.blocks`), else `guessed_blocks`. A module sharing a parameter with another (tied
+    weights) is left to the root, which also takes whatever no block holds (embeddings, stems,
+    heads): a parameter is sharded once."""
+    named = recorded_blocks(model)
+    candidates = named if named is not None else guessed_blocks(model)
     shared = _shared_parameters(model)
     return [block for block in candidates if not any(id(p) in shared for p in block.parameters())]
+
+
+def guessed_blocks(model: nn.Module) -> list[nn.Module]:
+    """A guess at the model's repeated blocks from its shape: the elements of the outermost lists
+    of repeated layers (a ModuleList, or a Sequential of one class): GPT-2's `transformer.h`,
+    BERT's `encoder.layer`, ViT's `encoder.layers`, the blocks of ResNet's stages of two or more.
+    Without any, the root's children that hold parameters (each Linear of an MLP `nn.Sequential`)."""
+    return _repeated_blocks(model) or [child for child in model.children() if _has_parameters(child)]
 
 
 def _repeated_blocks(model: nn.Module) -> list[nn.Module]:

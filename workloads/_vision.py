@@ -75,6 +75,12 @@ def classification_loss(model: nn.Module, batch: tuple[torch.Tensor, torch.Tenso
     return F.cross_entropy(model(images), labels)  # a mean over samples, as data parallelism assumes
 
 
+def residual_blocks(model: nn.Module) -> list[nn.Module]:
+    """A ResNet's residual blocks, stage by stage (torchvision's and the narrow one's names alike);
+    the stem and the head are left to whoever holds the model."""
+    return [block for stage in ("layer1", "layer2", "layer3", "layer4") for block in model.get_submodule(stage)]
+
+
 def resnet(block_kind: str, shape: ResNetShape) -> nn.Module:
     """torchvision's ResNet for the standard widths, else the same architecture narrowed."""
     from torchvision.models.resnet import BasicBlock, Bottleneck, ResNet

@@ -54,5 +54,8 @@ class BERT(LanguageModel):
         )
         return BertForMaskedLM(config).train()
 
+    def blocks(self, model: nn.Module) -> list[nn.Module]:
+        return list(model.bert.encoder.layer)  # the encoder layers; embeddings (tied to the head) stay at the root
+
     def make_batch(self, batch_size: int, *, device: torch.device, generator: torch.Generator):
         return masked_lm_batch(batch_size, self.shape, device=device, generator=generator)

@@ -59,5 +59,8 @@ class GPT2(LanguageModel):
         )
         return GPT2LMHeadModel(config).train()
 
+    def blocks(self, model: nn.Module) -> list[nn.Module]:
+        return list(model.transformer.h)  # the decoder layers; embeddings (tied to the head) stay at the root
+
     def make_batch(self, batch_size: int, *, device: torch.device, generator: torch.Generator):
         return causal_lm_batch(batch_size, self.shape, device=device, generator=generator)

@@ -44,6 +44,9 @@ class MLP(WorkloadDefaults):
         layers.append(nn.Linear(width, self.classes))
         return nn.Sequential(*layers)
 
+    def blocks(self, model: nn.Module) -> list[nn.Module]:
+        return [layer for layer in model if isinstance(layer, nn.Linear)]  # every layer with parameters
+
     def make_batch(self, batch_size: int, *, device: torch.device, generator: torch.Generator):
         features = torch.randn(batch_size, self.width, device=device, generator=generator)
         labels = torch.randint(0, self.classes, (batch_size,), device=device, generator=generator)

@@ -83,6 +83,9 @@ class Recsys(WorkloadDefaults):
     def build_model(self) -> nn.Module:
         return Recommender(self.shape)
 
+    def blocks(self, model: nn.Module) -> list[nn.Module]:
+        return [model.embedding, model.bottom, model.top]  # the table, the dense projection, the top MLP
+
     def make_batch(self, batch_size: int, *, device: torch.device, generator: torch.Generator):
         shape = self.shape
         ids = torch.randint(1, shape.rows, (batch_size, shape.bag), device=device, generator=generator)

@@ -16,7 +16,7 @@ from torch import nn
 
 from harness.protocols import option
 from workloads import register
-from workloads._vision import ImageClassifier, ResNetShape, resnet
+from workloads._vision import ImageClassifier, ResNetShape, residual_blocks, resnet
 
 SHAPES = {
     "tiny": ResNetShape(image_size=64, classes=10, batch_size=8, layers=(1, 1, 1, 1), widths=(8, 16, 32, 64)),
@@ -38,3 +38,6 @@ class ResNet18(ImageClassifier):
 
     def build_model(self) -> nn.Module:
         return resnet("basic", self.shape)
+
+    def blocks(self, model: nn.Module) -> list[nn.Module]:
+        return residual_blocks(model)

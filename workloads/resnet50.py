@@ -18,7 +18,7 @@ from torch import nn
 
 from harness.protocols import option
 from workloads import register
-from workloads._vision import ImageClassifier, ResNetShape, resnet
+from workloads._vision import ImageClassifier, ResNetShape, residual_blocks, resnet
 
 SHAPES = {
     "tiny": ResNetShape(image_size=64, classes=10, batch_size=8, layers=(1, 1, 1, 1), widths=(4, 8, 16, 32)),
@@ -40,3 +40,6 @@ class ResNet50(ImageClassifier):
 
     def build_model(self) -> nn.Module:
         return resnet("bottleneck", self.shape)
+
+    def blocks(self, model: nn.Module) -> list[nn.Module]:
+        return residual_blocks(model)

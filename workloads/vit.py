@@ -59,3 +59,6 @@ class ViT(ImageClassifier):
             attention_dropout=0.0,
             num_classes=shape.classes,
         )
+
+    def blocks(self, model: nn.Module) -> list[nn.Module]:
+        return list(model.encoder.layers)  # the encoder blocks; patch embedding, class token and head at the root

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from harness.comm_timeline import CommTimeline
-from harness.protocols import Strategy, Workload
+from harness.protocols import Strategy, Workload, record_blocks
 from harness.rank.timing import StepTimer
 
 OPTIMIZERS = {"sgd": (torch.optim.SGD, 0.01), "adam": (torch.optim.Adam, 1e-3)}
@@ -55,9 +55,12 @@ def build_model(workload: Workload, *, seed: int, device: torch.device) -> nn.Mo
     torch.manual_seed(seed)
     device = torch.device(device)
     if device.type == "cpu":
-        return workload.build_model()
-    with device:
-        return workload.build_model().to(device)  # .to: anything the workload made on the CPU on purpose
+        model = workload.build_model()
+    else:
+        with device:
+            model = workload.build_model().to(device)  # .to: anything the workload made on the CPU on purpose
+    record_blocks(model, workload.blocks(model))  # for a sharding strategy's wrap
+    return model
 
 
 AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
