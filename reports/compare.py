@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from harness.analysis import stats
 from harness.results import store
 from reports.figures import new_figure, styled
 from reports.html import FigureList, esc, page, table
@@ -50,7 +51,7 @@ def comparison_table(frame: pd.DataFrame) -> str:
         verdict = str(_get(r, "verdict") or MISSING)
         if verdict == "too few repeats to tell" and _get(r, "repeats_needed") is not None:
             have = min(_get(r, "base_repeats") or 0, _get(r, "new_repeats") or 0)
-            verdict += f" (have {have}, need about {_get(r, 'repeats_needed')})"
+            verdict += f" (have {have}, {stats.needed_text(_get(r, 'repeats_needed'))})"
         rows.append([
             esc(configuration_label(r)), _number(_get(r, "base_ms"), "{:.2f}"), _number(_get(r, "new_ms"), "{:.2f}"),
             _number(_get(r, "ratio"), "{:.3f}"), MISSING if low is None or high is None else f"{low:.3f}–{high:.3f}",

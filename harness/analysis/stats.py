@@ -146,6 +146,16 @@ def ratio_interval(base_ms: Sequence[float], new_ms: Sequence[float], *, confide
     return {"ratio": ratio, "low": low, "high": high, "p_value": float(test.pvalue)}
 
 
+def needed_text(needed) -> str:
+    """'need about M' for a count of repeats that can be run; at the cap, say that no practical number
+    will do (the repeats differ far beyond the threshold), not a number nobody will run."""
+    if needed is None or needed != needed:
+        return "need more"
+    if int(needed) >= MAX_REPEATS:
+        return f"need more than {MAX_REPEATS}: the repeats differ far beyond the threshold"
+    return f"need about {int(needed)}"
+
+
 def repeats_needed(spread: float, *, threshold: float, confidence: float = CONFIDENCE) -> int | None:
     """Repeats per run for the interval of a ratio to be narrower than ±threshold in most runs, when
     one repeat's median varies by `spread` (relative sd): the expected half-width is aimed at

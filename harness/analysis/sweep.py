@@ -79,7 +79,7 @@ def answer(row: pd.Series) -> str:
         return f"use bucket_cap_mb={row['best_cap_mb']:g}"
     if row["decision"] == stats.FLAT:
         return f"flat: any of {as_good} MiB"
-    return f"too few repeats to tell (have {row['repeats']}, need about {row['repeats_needed']})"
+    return f"too few repeats to tell (have {row['repeats']}, {stats.needed_text(row['repeats_needed'])})"
 
 
 def describe(row: pd.Series) -> str:

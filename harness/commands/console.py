@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from harness.analysis import stats
 from harness.plan.config import Configuration
 
 if TYPE_CHECKING:  # pandas is imported where a table is printed: `--help` and errors stay quick
@@ -189,7 +190,8 @@ def comparison(frame: pd.DataFrame, *, threshold: float) -> None:
             f"95% CI {r.ratio_ci_low:.3f}-{r.ratio_ci_high:.3f}")  # fmt: skip
         verdict = r.verdict
         if verdict == "too few repeats to tell":
-            verdict += f" (have {min(r.base_repeats, r.new_repeats)}, need about {r.repeats_needed} at {threshold:.0%})"
+            have = min(r.base_repeats, r.new_repeats)
+            verdict += f" (have {have}, {stats.needed_text(r.repeats_needed)} at {threshold:.0%})"
         noise = f" [{r.noise}]" if r.noise else ""
         print(f"w{r.world_size} {r.workload}/{r.size} {r.impl}{options_text(r.impl_options)}: {r.base_ms:.2f} -> "
               f"{r.new_ms:.2f} ms, ratio {r.ratio:.3f} ({interval}): {verdict}{noise}")  # fmt: skip

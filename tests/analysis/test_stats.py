@@ -104,3 +104,9 @@ def test_without_the_default_the_best_must_beat_every_other_cap():
     assert stats.recommend_cap(curve_repeats({1.0: 150, 5.0: 100}))["decision"] == stats.RECOMMEND
     assert stats.recommend_cap(curve_repeats({1.0: 150, 5.0: 100}))["gain_vs_default"] is None
     assert stats.recommend_cap(curve_repeats({1.0: 100.2, 5.0: 100}))["decision"] == stats.FLAT
+
+
+def test_the_repeats_needed_are_said_as_a_number_until_no_practical_number_will_do():
+    assert stats.needed_text(7) == "need about 7"
+    assert stats.needed_text(stats.MAX_REPEATS).startswith(f"need more than {stats.MAX_REPEATS}")
+    assert stats.needed_text(None) == "need more"
