@@ -11,7 +11,7 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis import stats, sweep
-from reports import aggregate, figures, netfigures, stepfigures, timelinefigures
+from reports import aggregate, figures, netfigures, stepfigures, takeaways, timelinefigures
 from reports.aggregate import RunData, world_sizes
 from reports.html import FigureList, esc, format_number, table
 
@@ -85,6 +85,7 @@ def config_cell(column: str, value: Any, digits: int | None) -> str:
 def fastest_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     parts = ["<h2 id=fastest>1. Which strategy is fastest here?</h2>"]
     for workload in workloads:
+        parts.append(takeaway(workload, takeaways.fastest(run.configs, workload=workload)))
         parts.append(figs.add(figures.step_time_by_strategy(run.configs, workload=workload), CAPTIONS["step_time"]))
         parts.append(figs.add(figures.throughput_by_strategy(run.configs, workload=workload), CAPTIONS["throughput"]))
     return "\n".join(parts)
@@ -95,6 +96,7 @@ def scaling_section(run: RunData, workloads: list[str], figs: FigureList) -> str
     if len(world_sizes(run.configs)) < 2:
         return parts[0] + "<p>This run has one world size only: nothing to scale.</p>"
     for workload in workloads:
+        parts.append(takeaway(workload, takeaways.scaling(run.configs, workload=workload)))
         parts.append(figs.add(figures.scaling(run.configs, workload=workload), CAPTIONS["scaling"]))
     return "\n".join(parts)
 
@@ -155,6 +157,7 @@ def recommendation_table(frame: pd.DataFrame) -> str:
 def time_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     parts = ["<h2 id=time>4. Where does the time go?</h2>"]
     for workload in workloads:
+        parts.append(takeaway(workload, takeaways.communication(run.configs, workload=workload)))
         parts.append(
             figs.add(stepfigures.time_breakdown(run.configs, run.phases, workload=workload), CAPTIONS["breakdown"])
         )
@@ -180,6 +183,11 @@ def timeline_figures(run: RunData, workload: str, figs: FigureList) -> list[str]
     return [figs.add(figure, CAPTIONS["timeline"])] if figure is not None else []
 
 
+def takeaway(workload: str, sentence: str) -> str:
+    """The section's one-sentence answer for `workload`, computed from the run ("" when there is none)."""
+    return f"<p class=takeaway><b>{esc(workload)}:</b> {esc(sentence)}</p>" if sentence else ""
+
+
 SHARDED = ("zero", "fsdp")  # strategies that trade communication for memory
 
 
@@ -195,6 +203,7 @@ def memory_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     parts = ["<h2 id=memory>5. What does it cost in memory?</h2>"]
     caption = CAPTIONS["memory_cpu" if run.meta.get("device") == "cpu" else "memory"]
     for workload in workloads:
+        parts.append(takeaway(workload, takeaways.memory(run.configs, workload=workload)))
         parts.append(figs.add(figures.memory_by_rank(run.configs, run.ranks, workload=workload), caption))
         parts.append(figs.add(figures.memory_vs_time(run.configs, workload=workload), frontier_caption(run.configs)))
         if "held_param_mb" in run.ranks and run.ranks["held_param_mb"].notna().any():
