@@ -1,18 +1,29 @@
-"""The GPU check: on a machine with at least one CUDA GPU, verify that the numbers are real.
+"""The GPU acceptance: on a machine with a CUDA GPU, check that ddpbench's numbers are real and its
+goals are met, in one run under 6 minutes on an H200, from a plain checkout with the machine's torch:
 
-    python benchmarks/gpu_check.py OUT_DIR        (or: make gpu-check OUT=OUT_DIR)
+    PYTHONPATH=. python3 benchmarks/gpu_check.py OUT_DIR        (or: make gpu-check OUT=OUT_DIR)
+    python benchmarks/gpu_check.py OUT_DIR --quick              (the CPU subset, for a machine without one)
 
-1. `ddpbench bench` at world size 1 with NCCL, and 2 ranks sharing the GPU with gloo, over
-   mlp and resnet50 at size small (results under OUT_DIR/results).
-2. CUDA-event step times against a synchronised wall clock, on the same steps: within 5 %.
-3. Per configuration: NVML peak ≥ torch reserved peak, and every NVML field non-null.
-4. The run's provenance: driver, CUDA driver, NCCL versions and the GPU topology filled.
+Lines (each ok or FAIL; exit 1 on any FAIL, 2 on bad usage):
+- every strategy at world size 1 with NCCL on gpt2/full and resnet50/full in bf16, and stock and
+  bucketed in fp32: ok or skipped with a reason, parity ok where judged;
+- two ranks sharing the GPU with gloo (mlp and resnet50 small);
+- one profiled configuration (stock, gpt2/full, bucket timeline): HTA's TraceAnalysis reads its
+  trace (or, without HTA, the trace holds GPU and NCCL kernels), and the communication/compute
+  overlap computed from the trace's kernels is within 10 points of the row's overlap_efficiency;
+- CUDA events against a synchronised wall clock (within 5 %); NVML ≥ allocator reserved, NVML filled;
+- the NVML sampler's cost (benchmarks/overhead.py with and without it, side by side): ≤ 1 %;
+- bucketed/stock ≤ 1.00 per workload; the fixed cost: wall / timed steps ≤ 1.5 for the default bench
+  (every strategy, 20 steps) of gpt2/full and resnet50/full;
+- provenance (driver, CUDA, NCCL, topology).
 
-Prints a table, writes OUT_DIR/gpu_check.json, exits 1 if any check fails. Under 5 minutes.
+`--quick` runs the same code paths that need no GPU on the CPU (tiny sizes, gloo) and says which
+lines need CUDA. Results under OUT_DIR/results, the table in OUT_DIR/gpu_check.json.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import statistics
 import subprocess
@@ -20,19 +31,276 @@ import sys
 import time
 from pathlib import Path
 
+HERE = Path(__file__).resolve().parent
 NVML_FIELDS = ("mem_peak_nvml_mb", "mem_nvml_struct", "gpu_util_mean_pct", "sm_clock_mean_mhz", "power_mean_w")
 TIMING_TOLERANCE = 0.05
+OVERLAP_POINTS = 0.10
+SAMPLER_COST = 1.01
+FIXED_COST_RATIO = 1.5
+RATIO_GOAL = 1.00
 
 
-def bench(results: Path, run_id: str, *extra: str) -> int:
-    command = [sys.executable, "-m", "harness", "bench", "--device", "cuda", "--impls", "stock",
-               "--workloads", "mlp,resnet50", "--size", "small", "--steps", "10", "--warmup", "3",
-               "--no-baseline", "--results", str(results), "--run-id", run_id, *extra]  # fmt: skip
+@dataclasses.dataclass
+class Line:
+    check: str
+    value: str
+    ok: bool | None  # None: not judged here (needs CUDA)
+
+    @property
+    def verdict(self) -> str:
+        return {True: "ok", False: "FAIL", None: "needs CUDA"}[self.ok]
+
+
+@dataclasses.dataclass(frozen=True)
+class Setup:
+    """What the check runs: the GPU's real sizes, or the CPU's quick stand-ins."""
+
+    quick: bool
+
+    @property
+    def device(self) -> str:
+        return "cpu" if self.quick else "cuda"
+
+    @property
+    def big(self) -> tuple[str, str]:  # (workloads, size) of the acceptance runs
+        return ("mlp,resnet50", "tiny") if self.quick else ("gpt2,resnet50", "full")
+
+    @property
+    def shared(self) -> tuple[str, str]:
+        return ("mlp", "tiny") if self.quick else ("mlp,resnet50", "small")
+
+    @property
+    def profiled_workload(self) -> tuple[str, str]:
+        return ("mlp", "tiny") if self.quick else ("gpt2", "full")
+
+
+SHORT = ("--steps", "10", "--warmup", "3")
+"""The runs other than the default one: enough steps for a median, no more."""
+
+
+def bench(results: Path, run_id: str, setup: Setup, *flags: str) -> int:
+    where = ["--device", setup.device, "--no-baseline", "--results", str(results), "--run-id", run_id]
+    command = [sys.executable, "-m", "harness", "bench", *where, *flags]
     print("$", " ".join(command), flush=True)
     return subprocess.call(command)
 
 
-def event_vs_wall_clock(steps: int = 20) -> dict:
+def run_benches(results: Path, setup: Setup) -> dict[str, int]:
+    workloads, size = setup.big
+    one = ["--gpus", "1", "--backend", "gloo" if setup.quick else "nccl", "--size", size, "--workloads", workloads]
+    profiled, profiled_size = setup.profiled_workload
+    return {  # w1-bf16 is a default bench (every strategy, default steps): its fixed cost is the goal's
+        "w1-bf16": bench(results, "w1-bf16", setup, *one, "--dtype", "fp32" if setup.quick else "bf16"),
+        "w1-fp32": bench(results, "w1-fp32", setup, *one, *SHORT, "--dtype", "fp32", "--impls", "stock,bucketed"),
+        "shared-gloo": bench(
+            results,
+            "shared-gloo",
+            setup,
+            *SHORT,
+            "--gpus",
+            "2",
+            "--backend",
+            "gloo",
+            "--impls",
+            "stock",
+            "--workloads",
+            setup.shared[0],
+            "--size",
+            setup.shared[1],
+        ),
+        "profiled": bench(
+            results,
+            "profiled",
+            setup,
+            *SHORT,
+            "--gpus",
+            "1",
+            "--impls",
+            "stock",
+            "--workloads",
+            profiled,
+            "--size",
+            profiled_size,
+            "--profile",
+            "--bucket-timeline",
+        ),
+    }
+
+
+def configs(results: Path, run_id: str):
+    import pandas as pd
+
+    return pd.read_parquet(results / run_id / "configs")
+
+
+def strategy_lines(results: Path, codes: dict[str, int]) -> list[Line]:
+    """Every row ok (or skipped with its reason), parity ok where judged; one line per run."""
+    lines = []
+    for run_id, code in codes.items():
+        frame = configs(results, run_id)
+        bad = [
+            f"{r.impl} {r.workload}: {r.status} {r.error or ''}".strip()
+            for r in frame.itertuples()
+            if r.status not in ("ok", "skipped") or (r.status == "skipped" and not r.error)
+        ]
+        parity = [
+            f"{r.impl} {r.workload} parity {r.parity_max_abs_diff}"
+            for r in frame.itertuples()
+            if r.status == "ok" and r.parity_ok is False
+        ]
+        counts = frame["status"].value_counts().to_dict()
+        value = f"exit {code}; " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        lines.append(
+            Line(
+                f"bench {run_id}", value + "".join(f"; {p}" for p in bad + parity), code == 0 and not bad and not parity
+            )
+        )
+    return lines
+
+
+def nvml_lines(results: Path, setup: Setup) -> list[Line]:
+    import pandas as pd
+
+    failing, rows = [], 0
+    for run in sorted(p for p in results.iterdir() if (p / "configs").is_dir()):
+        for row in configs(results, run.name).itertuples():
+            if row.status != "ok":
+                continue
+            rows += 1
+            missing = [f for f in NVML_FIELDS if pd.isna(getattr(row, f))]
+            if missing or not row.mem_peak_nvml_mb >= row.mem_peak_reserved_mb:
+                failing.append(
+                    f"{run.name}/{row.config_id}: nvml {row.mem_peak_nvml_mb} reserved "
+                    f"{row.mem_peak_reserved_mb} missing {missing}"
+                )
+    if setup.quick:
+        return [Line("NVML ≥ reserved, NVML filled", f"{rows} rows on the CPU: no NVML", None)]
+    return [Line("NVML ≥ reserved, NVML filled", "; ".join(failing) or f"all {rows} rows", not failing)]
+
+
+def ratio_lines(results: Path, setup: Setup) -> list[Line]:
+    """bucketed / stock per workload and dtype, both at DDP's default layout (judged on GPUs only:
+    the quick run's tiny models measure noise)."""
+    lines = []
+    for run_id in ("w1-bf16", "w1-fp32"):
+        frame = configs(results, run_id).query("status == 'ok'")
+        for (workload, dtype), group in frame.groupby(["workload", "dtype"]):
+            ms = dict(zip(group["impl"], group["step_ms_median"], strict=True))
+            if "stock" in ms and "bucketed" in ms:
+                ratio, value = ms["bucketed"] / ms["stock"], f"{ms['bucketed']:.2f} / {ms['stock']:.2f} ms"
+                judged = None if setup.quick else ratio <= RATIO_GOAL
+                lines.append(Line(f"bucketed/stock {workload} {dtype}", f"{value} = {ratio:.3f}", judged))
+    return lines
+
+
+def fixed_cost_line(results: Path, setup: Setup) -> Line:
+    summary = json.loads((results / "w1-bf16" / "summary.json").read_text())
+    ratio = summary["wall_s"] / summary["training_step_s"]
+    beyond = sorted(((v, k) for k, v in summary.get("fixed_cost_s", {}).items() if k != "steps"), reverse=True)
+    split = ", ".join(f"{k} {v:.1f}" for v, k in beyond[:5])
+    value = f"{summary['wall_s']:.1f} s / {summary['training_step_s']:.1f} s of steps = {ratio:.2f}× (largest: {split})"
+    judged = None if setup.quick else ratio <= FIXED_COST_RATIO
+    return Line(f"fixed cost: wall / steps of w1-bf16 ({' '.join(setup.big)})", value, judged)
+
+
+def trace_intervals(trace: dict) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+    """GPU kernel intervals (µs) of a Chrome trace: (NCCL kernels, every other kernel)."""
+    comm, compute = [], []
+    for event in trace.get("traceEvents", []):
+        if event.get("ph") != "X" or event.get("cat") != "kernel":
+            continue
+        interval = (float(event["ts"]), float(event["ts"]) + float(event.get("dur", 0.0)))
+        (comm if "nccl" in event.get("name", "").lower() else compute).append(interval)
+    return comm, compute
+
+
+def overlap_share(comm: list[tuple[float, float]], compute: list[tuple[float, float]]) -> float | None:
+    """The share of communication time during which some compute kernel ran (HTA's comm/compute overlap)."""
+    merged = _merge(compute)
+    total = sum(end - start for start, end in _merge(comm))
+    if total <= 0:
+        return None
+    hidden = 0.0
+    for start, end in _merge(comm):
+        hidden += sum(max(0.0, min(end, c_end) - max(start, c_start)) for c_start, c_end in merged)
+    return hidden / total
+
+
+def _merge(intervals: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    merged: list[tuple[float, float]] = []
+    for start, end in sorted(intervals):
+        if merged and start <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], end))
+        else:
+            merged.append((start, end))
+    return merged
+
+
+def trace_lines(results: Path, setup: Setup) -> list[Line]:
+    row = configs(results, "profiled").iloc[0]
+    trace_dir = results / "profiled" / row["trace_dir"]
+    trace = json.loads((trace_dir / "rank0.json").read_text())
+    comm, compute = trace_intervals(trace)
+    try:
+        from hta.trace_analysis import TraceAnalysis
+
+        TraceAnalysis(trace_dir=str(trace_dir))
+        reader = Line("profile trace read by HTA's TraceAnalysis", str(trace_dir), True)
+    except ImportError:
+        has = f"HTA not installed; {len(compute)} GPU kernels, {len(comm)} NCCL kernels in rank0.json"
+        reader = Line("profile trace (HTA not installed)", has, None if setup.quick else bool(comm and compute))
+    except Exception as exc:  # HTA present but refused the trace
+        reader = Line("profile trace read by HTA's TraceAnalysis", f"{type(exc).__name__}: {exc}", False)
+    measured = row["overlap_efficiency"]
+    from_trace = overlap_share(comm, compute)
+    if from_trace is None or measured != measured:
+        value = f"row {measured}, trace {'no NCCL kernels' if from_trace is None else f'{from_trace:.2f}'}"
+        return [reader, Line("overlap: bucket timeline vs trace kernels", value, None if setup.quick else False)]
+    close = abs(measured - from_trace) <= OVERLAP_POINTS
+    return [
+        reader,
+        Line("overlap: bucket timeline vs trace kernels", f"row {measured:.2f}, trace {from_trace:.2f}", close),
+    ]
+
+
+def sampler_line(out: Path, setup: Setup) -> Line:
+    """benchmarks/overhead.py with and without the sampler, interleaved, in its own launch."""
+    path = out / "overhead.json"
+    args = (
+        ["--device", "cpu", "--ranks", "1", "--workload", "mlp", "--size", "tiny", "--steps", "5", "--repeats", "1"]
+        if setup.quick
+        else [
+            "--device",
+            "cuda",
+            "--ranks",
+            "1",
+            "--workload",
+            "gpt2",
+            "--size",
+            "full",
+            "--dtype",
+            "bf16",
+            "--steps",
+            "20",
+            "--repeats",
+            "3",
+        ]
+    )
+    code = subprocess.call([sys.executable, str(HERE / "overhead.py"), *args, "--json", str(path)])
+    if code != 0 or not path.is_file():
+        return Line("NVML sampler cost", f"overhead.py exit {code}", False)
+    measured = json.loads(path.read_text())
+    ms = measured["median_step_ms"]
+    value = (
+        f"harness {ms['harness']:.2f} / no sampler {ms['no-sampler']:.2f} ms = "
+        f"{measured['harness_over_no_sampler']:.4f}; harness/bare {measured['harness_over_bare']:.4f}"
+    )
+    return Line(
+        "NVML sampler cost", value, None if setup.quick else measured["harness_over_no_sampler"] <= SAMPLER_COST
+    )
+
+
+def event_vs_wall_clock(steps: int = 20) -> Line:
     """The same steps timed by CudaEventTimer and by a wall clock synchronised at each step."""
     import torch
 
@@ -57,80 +325,64 @@ def event_vs_wall_clock(steps: int = 20) -> dict:
         timer.lap("optimizer")
         torch.cuda.synchronize(device)
         wall.append((time.perf_counter() - began) * 1e3)
-    events = [row["step_ms"] for row in timer.collect()][3:]
-    wall = wall[3:]
-    ratio = statistics.median(events) / statistics.median(wall)
-    return {"event_ms": statistics.median(events), "wall_ms": statistics.median(wall), "ratio": ratio,
-            "ok": abs(ratio - 1) <= TIMING_TOLERANCE}  # fmt: skip
+    events = statistics.median(row["step_ms"] for row in timer.collect()[3:])
+    clock = statistics.median(wall[3:])
+    ratio = events / clock
+    return Line(
+        "CUDA events vs synchronised wall clock",
+        f"{events:.3f} / {clock:.3f} ms = {ratio:.4f}",
+        abs(ratio - 1) <= TIMING_TOLERANCE,
+    )
 
 
-def check_rows(results: Path) -> list[dict]:
-    import pandas as pd
-
-    checks = []
-    for run in sorted(results.iterdir()):
-        configs = pd.read_parquet(run / "configs")
-        for row in configs.itertuples():
-            missing = [f for f in NVML_FIELDS if pd.isna(getattr(row, f))]
-            nvml_ge_reserved = (
-                not pd.isna(row.mem_peak_nvml_mb)
-                and not pd.isna(row.mem_peak_reserved_mb)
-                and row.mem_peak_nvml_mb >= row.mem_peak_reserved_mb
-            )
-            checks.append({
-                "run": run.name, "config": row.config_id, "status": row.status, "step_ms": row.step_ms_median,
-                "nvml_mb": row.mem_peak_nvml_mb, "reserved_mb": row.mem_peak_reserved_mb,
-                "nvml_ge_reserved": nvml_ge_reserved, "nvml_missing": missing,
-                "ok": row.status == "ok" and nvml_ge_reserved and not missing,
-            })  # fmt: skip
-    return checks
-
-
-def check_provenance(results: Path) -> dict:
-    meta = json.loads(next(results.glob("*/run.json")).read_text())
-    env = meta["environment"]
+def provenance_line(results: Path, setup: Setup) -> Line:
+    env = json.loads((results / "w1-bf16" / "run.json").read_text())["environment"]
     gpus = env.get("gpu_count") or 0
     filled = {key: env.get(key) for key in ("driver_version", "cuda_driver_version", "nccl_version", "gpu_name")}
     topology_ok = isinstance(env.get("topology"), list) and len(env["topology"]) == gpus * (gpus - 1) // 2
-    return {**filled, "topology_pairs": len(env.get("topology") or []), "ok": all(filled.values()) and topology_ok}
+    value = ", ".join(f"{k} {v}" for k, v in filled.items())
+    return Line("provenance", value, None if setup.quick else all(filled.values()) and topology_ok)
 
 
-def main() -> int:
-    if len(sys.argv) != 2:
-        print("usage: python benchmarks/gpu_check.py OUT_DIR", file=sys.stderr)
+def print_table(lines: list[Line]) -> None:
+    width = max(len(line.check) for line in lines)
+    print(f"\n{'check':<{width}}  {'verdict':<10}  value")
+    for line in lines:
+        print(f"{line.check:<{width}}  {line.verdict:<10}  {line.value}")
+
+
+def main(argv: list[str]) -> int:
+    quick = "--quick" in argv
+    positional = [a for a in argv if a != "--quick"]
+    if len(positional) != 1 or positional[0].startswith("-"):
+        print("usage: python benchmarks/gpu_check.py OUT_DIR [--quick]", file=sys.stderr)
         return 2
     import torch
 
-    if not torch.cuda.is_available():
-        print("gpu_check: error: no CUDA GPU is visible; this check needs one", file=sys.stderr)
+    if not quick and not torch.cuda.is_available():
+        print(
+            "gpu_check: error: no CUDA GPU is visible; this check needs one (--quick runs the CPU subset)",
+            file=sys.stderr,
+        )
         return 2
-    out = Path(sys.argv[1])
+    out, setup = Path(positional[0]), Setup(quick=quick)
     results = out / "results"
     began = time.monotonic()
-    codes = [
-        bench(results, "nccl-w1", "--gpus", "1"),
-        bench(results, "gloo-shared", "--gpus", "2", "--backend", "gloo"),
-    ]
-    timing = event_vs_wall_clock()
-    rows = check_rows(results)
-    provenance = check_provenance(results)
-    summary = {"bench_exit_codes": codes, "timing": timing, "rows": rows, "provenance": provenance,
-               "wall_s": time.monotonic() - began}  # fmt: skip
-    summary["ok"] = codes == [0, 0] and timing["ok"] and provenance["ok"] and all(r["ok"] for r in rows)
+    codes = run_benches(results, setup)
+    lines = strategy_lines(results, codes) + nvml_lines(results, setup) + ratio_lines(results, setup)
+    lines += [fixed_cost_line(results, setup), *trace_lines(results, setup), sampler_line(out, setup)]
+    lines.append(event_vs_wall_clock() if not quick else Line("CUDA events vs synchronised wall clock", "", None))
+    lines.append(provenance_line(results, setup))
+    wall_s = time.monotonic() - began
+    passed = all(line.ok is not False for line in lines)
     out.mkdir(parents=True, exist_ok=True)
+    summary = {"quick": quick, "ok": passed, "wall_s": wall_s, "lines": [dataclasses.asdict(line) for line in lines]}
     (out / "gpu_check.json").write_text(json.dumps(summary, indent=2, default=str))
-    print(f"\n{'run':<12} {'configuration':<40} {'status':<7} {'step ms':>8} {'NVML MB':>8} {'reserved':>8}  checks")
-    for r in rows:
-        print(f"{r['run']:<12} {r['config']:<40} {r['status']:<7} {r['step_ms'] or float('nan'):>8.2f} "
-              f"{r['nvml_mb'] or float('nan'):>8.0f} {r['reserved_mb'] or float('nan'):>8.0f}  "
-              f"{'ok' if r['ok'] else 'FAIL ' + str(r['nvml_missing'] or 'nvml<reserved')}")  # fmt: skip
-    print(f"CUDA events {timing['event_ms']:.3f} ms vs synchronised wall clock {timing['wall_ms']:.3f} ms: "
-          f"ratio {timing['ratio']:.4f} ({'ok' if timing['ok'] else 'FAIL'}, tolerance 5 %)")  # fmt: skip
-    print(f"provenance: {provenance}")
-    verdict = "PASS" if summary["ok"] else "FAIL"
-    print(f"gpu_check: {verdict} in {summary['wall_s']:.0f} s; details in {out / 'gpu_check.json'}")
-    return 0 if summary["ok"] else 1
+    print_table(lines)
+    mode = "quick (CPU subset)" if quick else "GPU"
+    print(f"gpu_check {mode}: {'PASS' if passed else 'FAIL'} in {wall_s:.0f} s; details in {out / 'gpu_check.json'}")
+    return 0 if passed else 1
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))
