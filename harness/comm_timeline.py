@@ -38,6 +38,8 @@ class Collective:
     ready: Mark
     launched: Mark
     done: Mark | None = None
+    blocking: bool = False
+    """The issuing thread (CPU) or compute stream (GPU) waited for it: no compute of the step ran meanwhile."""
 
 
 class CommTimeline:
@@ -83,14 +85,22 @@ class CommTimeline:
         if entry is not None:
             future.add_done_callback(lambda _: _stamp(entry, self.now()))
 
-    def finished(self, entry: Collective | None) -> None:
-        """Stamp `entry` done now: a blocking collective has just returned."""
+    def finished(self, entry: Collective | None, *, blocks_compute: bool = True) -> None:
+        """Stamp `entry` done now: a blocking collective has just returned. `blocks_compute`: the
+        caller's thread (or, on a GPU, its compute stream) waited for it, as after naive's
+        all-reduce; False where the call was queued on a communication stream of its own."""
         if entry is not None:
             entry.done = self.now()
+            entry.blocking = blocks_compute
+
+    @property
+    def on_gpu(self) -> bool:
+        return self._cuda
 
     # -- the harness: reading it
     def rows(self) -> list[dict[str, Any]]:
-        """Per collective: step, bucket, kind, bytes and ready/launched/done in ms from its step's start.
+        """Per collective: step, bucket, kind, bytes, ready/launched/done in ms from its step's start, and
+        whether it blocked compute.
 
         On a GPU this waits for the device (call it after the measured window)."""
         if self._cuda:
@@ -103,6 +113,7 @@ class CommTimeline:
                 "ready_ms": self._since(origin, c.ready),
                 "launched_ms": self._since(origin, c.launched),
                 "done_ms": None if c.done is None else self._since(origin, c.done),
+                "blocking": c.blocking,
             })  # fmt: skip
         return rows
 

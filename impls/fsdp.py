@@ -20,8 +20,9 @@ from typing import Literal
 import torch
 from torch import nn
 
+from harness.comm_timeline import CommTimeline
 from harness.protocols import ConfigError, StrategyDefaults, option, recorded_blocks
-from impls import register
+from impls import _fsdp_timing, register
 from impls._common import broadcast_module_state
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -42,6 +43,7 @@ class FSDP(StrategyDefaults):
     reduce_dtype: Literal["fp32", "bf16"] = option("fp32", "Dtype gradients are reduce-scattered in. CUDA only.")
 
     _model: nn.Module | None = dataclasses.field(default=None, init=False, repr=False)
+    _timeline: CommTimeline | None = dataclasses.field(default=None, init=False, repr=False)
 
     @property
     def mixed_precision(self) -> bool:
@@ -61,12 +63,19 @@ class FSDP(StrategyDefaults):
         broadcast_module_state(model)
         policy = MixedPrecisionPolicy(param_dtype=DTYPES[self.param_dtype], reduce_dtype=DTYPES[self.reduce_dtype])
         options = {"reshard_after_forward": self.reshard_after_forward, "mp_policy": policy}
-        for block in blocks(model):
-            fully_shard(block, **options)
+        sharded = [fully_shard(block, **options) for block in blocks(model)]
         # The root takes what no block holds (embeddings, heads, tied weights); its parameters are
         # gathered at the start of forward and, being needed again first in backward, kept until then.
         self._model = fully_shard(model, **options)
+        if self._timeline is not None:
+            _fsdp_timing.time_collectives([*sharded, self._model], self._timeline)
         return self._model
+
+    def attach_timeline(self, timeline: CommTimeline) -> bool:
+        if not _fsdp_timing.available():
+            return False  # torch < 2.8: FSDP2 has no custom collectives to time them through
+        self._timeline = timeline
+        return True
 
     def sync_gradients(self) -> None:
         pass  # FSDP already reduce-scattered every block's gradients inside backward

@@ -32,7 +32,8 @@ def small_run(tmp_path_factory) -> Path:
     results = tmp_path_factory.mktemp("results")
     done = run_ddpbench(
         "bench", "--gpus", "2", "--impls", "naive,flat,stock,bucketed,dataparallel", "--workloads", "mlp",
-        "--size", "tiny", "--steps", "4", "--warmup", "2", "--results", str(results), "--run-id", "e2e", "--profile", "--bucket-timeline",
+        "--size", "tiny", "--steps", "4", "--warmup", "2", "--results", str(results), "--run-id", "e2e", "--profile",
+        "--bucket-timeline",
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     return results / "e2e"

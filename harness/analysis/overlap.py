@@ -8,8 +8,10 @@ Pure functions over one step of one rank, in ms from the step's start (DESIGN.md
 - overlap efficiency: 1 − exposed / communication (HTA's communication–compute overlap).
 
 Compute is the forward, the backward up to the moment its last gradient was ready, and the
-optimizer step. "Up to its last gradient": DDP waits for its all-reduces inside backward, so the
-backward phase ends only when communication does; the last bucket that became ready during
+optimizer step, less the time a blocking collective held them up (FSDP's all-gathers on the CPU
+wait inside forward; naive's all-reduces make the GPU's compute stream wait). "Up to its last
+gradient": DDP waits for its all-reduces inside backward, so the backward phase ends only when
+communication does; the last bucket that became ready during
 backward marks where gradient computation ended. A strategy that communicates after backward
 (naive, flat) has no bucket ready in it, and its whole backward counts as compute.
 """
@@ -69,13 +71,16 @@ def phase_bounds(phases: dict[str, float]) -> dict[str, Interval]:
     return bounds
 
 
-def compute_intervals(phases: dict[str, float], ready_ms: Sequence[float]) -> list[Interval]:
-    """When the step computed: forward, backward up to its last gradient, optimizer."""
+def compute_intervals(
+    phases: dict[str, float], ready_ms: Sequence[float], blocked: Sequence[Interval] = ()
+) -> list[Interval]:
+    """When the step computed: forward, backward up to its last gradient, optimizer, less `blocked`
+    (the intervals of collectives that held compute up)."""
     bounds = phase_bounds(phases)
     backward_start, backward_end = bounds["backward"]
     in_backward = [r for r in ready_ms if backward_start <= r <= backward_end]
     gradients_end = max(in_backward) if in_backward else backward_end
-    return [bounds["forward"], (backward_start, gradients_end), bounds["optimizer"]]
+    return minus([bounds["forward"], (backward_start, gradients_end), bounds["optimizer"]], blocked)
 
 
 def step_communication(phases: dict[str, float], collectives: Sequence[dict[str, float]]) -> dict[str, float]:
@@ -87,10 +92,10 @@ def step_communication(phases: dict[str, float], collectives: Sequence[dict[str,
     waited for all of its collectives."""
     bounds = phase_bounds(phases)
     sync_end = bounds["sync"][1]
-    in_flight = merged(
-        (c["launched_ms"], c["done_ms"] if c.get("done_ms") is not None else sync_end) for c in collectives
-    )
-    exposed = minus(in_flight, compute_intervals(phases, [c["ready_ms"] for c in collectives]))
+    spans = [(c["launched_ms"], c["done_ms"] if c.get("done_ms") is not None else sync_end) for c in collectives]
+    blocked = [span for span, c in zip(spans, collectives, strict=True) if c.get("blocking")]
+    in_flight = merged(spans)
+    exposed = minus(in_flight, compute_intervals(phases, [c["ready_ms"] for c in collectives], blocked))
     return {
         "comm_ms": length(in_flight),
         "exposed_comm_ms": length(exposed),

@@ -235,18 +235,19 @@ TIMELINE = Table(
     "timeline", "timeline/<id>.parquet",
     "The bucket timeline: one row per collective × rank × step, as the strategy launched it (for `stock` "
     "and `zero` through a DDP communication hook that does what DDP's built-in all-reduce does; `bucketed` "
-    "from its own reducer; `naive` and `flat` around their blocking calls). Times are ms from the step's "
+    "from its own reducer; `naive` and `flat` around their blocking calls; `fsdp` through FSDP2's custom collectives, torch ≥ 2.8). Times are ms from the step's "
     "start on that rank (the phases' clock: CUDA events on GPUs, the wall clock on the CPU).",
     (
         RUN_ID, CONFIG_ID, RANK,
         C("step", I32, "", "the step's index, warm-up steps included"),
         C("warmup", BOOL, "", "true for warm-up steps"),
         C("bucket", I32, "", "the strategy's index of what travelled (a bucket, a flat group, a parameter), in launch order"),
-        C("collective", STR, "", "`all_reduce`"),
+        C("collective", STR, "", "`all_reduce`, or FSDP's `all_gather` and `reduce_scatter`"),
         C("bytes", I64, BYTES, "the bucket's size"),
         C("ready_ms", F64, MS, "when its last gradient was in (DDP: when it called the hook)"),
         C("launched_ms", F64, MS, "when the collective was launched"),
         C("done_ms", F64, MS, "when it completed (CPU: the backend's completion callback; GPU: an event that waits for it)"),
+        C("blocking", BOOL, "", "the caller waited for it (naive, flat; FSDP on the CPU): no compute ran on that thread or compute stream meanwhile"),
     ),
 )  # fmt: skip
 

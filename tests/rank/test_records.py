@@ -182,6 +182,19 @@ def test_a_strategy_whose_timing_costs_something_is_timed_only_when_asked():
     assert note.startswith("not measured: timing DDP's buckets") and "--bucket-timeline" in note
     assert _attach_timeline(impls.create("stock"), CommTimeline(), asked=True) is None
     assert _attach_timeline(impls.create("bucketed"), CommTimeline(), asked=False) is None  # free: always
-    assert "no hook" in _attach_timeline(impls.create("fsdp"), CommTimeline(), asked=True)
+    assert "no hook" in _attach_timeline(impls.create("dataparallel"), CommTimeline(), asked=True)
+    assert _attach_timeline(impls.create("fsdp"), CommTimeline(), asked=False) is None  # FSDP2 custom collectives
     row = assemble([{**rank_result([1, 1]), "comm_note": note}, rank_result([1, 1])])[0]
     assert row["comm_ms"] is None and row["comm_note"] == note
+
+
+def test_a_blocking_collective_inside_forward_is_exposed_a_queued_one_is_not():
+    # FSDP on the CPU: the all-gather at 1-3 ms blocks the forward (0-4 ms); on a GPU it would run on
+    # its own stream while the forward computes
+    blocking = {**collective(0, 1, 3), "blocking": True}
+    queued = {**collective(0, 1, 3), "blocking": False}
+    row = {"step_ms": 16, "forward_ms": 4, "backward_ms": 8, "sync_ms": 2, "optimizer_ms": 2}
+    from harness.analysis import overlap
+
+    assert overlap.step_communication(row, [blocking])["exposed_comm_ms"] == 2
+    assert overlap.step_communication(row, [queued])["exposed_comm_ms"] == 0

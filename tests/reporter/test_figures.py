@@ -100,10 +100,11 @@ def test_the_bucket_sweep_stars_only_the_cap_the_recommendation_names_on_a_log_a
 def test_the_stars_come_from_the_sweeps_recommendations_only_where_it_recommends():
     from reports.run_sections import recommended_caps
 
+    keys = ("workload", "impl", "other_options", "world_size", "decision", "best_cap_mb")
     frame = pd.DataFrame([
-        {"workload": "mlp", "impl": "stock", "other_options": "{}", "world_size": 2, "decision": "recommend", "best_cap_mb": 5.0},
-        {"workload": "mlp", "impl": "stock", "other_options": "{}", "world_size": 4, "decision": "flat", "best_cap_mb": 1.0},
-        {"workload": "mlp", "impl": "bucketed", "other_options": "{}", "world_size": 2, "decision": "recommend", "best_cap_mb": 9.0},
+        dict(zip(keys, ("mlp", "stock", "{}", 2, "recommend", 5.0), strict=True)),
+        dict(zip(keys, ("mlp", "stock", "{}", 4, "flat", 1.0), strict=True)),
+        dict(zip(keys, ("mlp", "bucketed", "{}", 2, "recommend", 9.0), strict=True)),
     ])  # fmt: skip
     assert recommended_caps(frame, workload="mlp", strategy="stock") == {2: 5.0}
 

@@ -1,0 +1,52 @@
+"""FSDP's collectives in the bucket timeline: every block's all-gathers and reduce-scatter, stamped
+through FSDP2's custom collectives, and the training unchanged by it."""
+
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+from dist_helpers import run_in_process_group
+
+import impls
+import workloads
+from harness.analysis import overlap
+from harness.comm_timeline import CommTimeline
+from harness.rank.timing import WallClockTimer
+from harness.rank.training import OPTIMIZER, build_model, make_batch, train_step
+
+STEPS = 3
+CPU = torch.device("cpu")
+
+
+def timed_fsdp_steps(timed: bool) -> dict:
+    workload, strategy = workloads.create("gpt2", size="tiny"), impls.create("fsdp")
+    timeline = CommTimeline(CPU)
+    attached = strategy.attach_timeline(timeline) if timed else False
+    model = strategy.wrap(build_model(workload, seed=0, device=CPU))
+    optimizer = strategy.make_optimizer(model.parameters(), OPTIMIZER, lr=1e-3)
+    timer = WallClockTimer()
+    for step in range(STEPS):
+        batch = make_batch(workload, batch_size=2, seed=0, rank=dist.get_rank(), step=step, device=CPU)
+        train_step(
+            model=model, workload=workload, strategy=strategy, optimizer=optimizer, batch=batch, timer=timer,
+            timeline=timeline, step=step,
+        )  # fmt: skip
+    state = {k: v.detach().clone() for k, v in strategy.full_state_dict(model).items()}
+    return {"attached": attached, "rows": timeline.rows(), "phases": timer.collect(), "state": state}
+
+
+def test_fsdp_stamps_its_all_gathers_and_reduce_scatters_without_changing_the_training():
+    timed = run_in_process_group(timed_fsdp_steps, world_size=2, args=(True,))
+    plain = run_in_process_group(timed_fsdp_steps, world_size=2, args=(False,))
+    rows, phases = timed[0]["rows"], timed[0]["phases"]
+    assert timed[0]["attached"] and not plain[0]["rows"]
+    last = [r for r in rows if r["step"] == STEPS - 1]
+    kinds = {r["collective"] for r in last}
+    assert kinds == {"all_gather", "reduce_scatter"}
+    sharded = {r["bucket"] for r in last if r["collective"] == "reduce_scatter"}
+    assert len(sharded) >= 2  # a reduce-scatter per sharded module (blocks and root) that has gradients
+    assert all(r["launched_ms"] <= r["done_ms"] for r in last)
+    figures = overlap.step_communication(phases[-1], last)
+    assert 0 <= figures["exposed_comm_ms"] <= figures["comm_ms"] and figures["comm_ms"] > 0
+    for name, value in timed[0]["state"].items():
+        assert torch.equal(value, plain[0]["state"][name]), name
