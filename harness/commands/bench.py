@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import shutil
 import signal
 import time
 
 from harness.commands import console
 from harness.plan.config import BenchConfig, ConfigError
+from harness.plan.run_folder import PARITY_CACHE
 
 RUN_ID_TRIES = 10
 
@@ -137,6 +139,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         return _stopped(plan, "a write error", 1)
     finally:
         progress.close()
+    shutil.rmtree(plan.run / PARITY_CACHE, ignore_errors=True)  # the run is over: its references are not needed
     recommended = sweep.write_run_recommendations(plan.run)  # after a sweep over bucket caps
     if not recommended.empty:
         console.recommendations(recommended)

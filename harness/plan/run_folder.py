@@ -10,6 +10,11 @@ from pathlib import Path
 
 from harness.protocols import ConfigError
 
+PARITY_CACHE = "plan/parity"
+"""Where in the run folder each setup's parity reference is kept while the run lasts: every launch of
+the run (one per world size and repeat) reuses it instead of computing it again; `bench` removes it
+when the run has ended (an interrupted run keeps it for --resume)."""
+
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 

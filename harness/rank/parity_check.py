@@ -13,7 +13,7 @@ import atexit
 import contextlib
 import dataclasses
 import functools
-import itertools
+import hashlib
 import shutil
 import sys
 import tempfile
@@ -27,6 +27,7 @@ import torch
 import impls
 import workloads
 from harness.plan.config import Configuration
+from harness.plan.run_folder import PARITY_CACHE  # noqa: F401 (the worker's folder for `verdict`)
 from harness.rank import parity, records
 from harness.rank.dist import Session
 from harness.rank.training import OPTIMIZERS, build_model
@@ -55,24 +56,23 @@ def replay_state(cfg: Configuration, session: Session, train: Callable[..., Any]
     return (parity.state_on_cpu(state) if session.is_main else None), replayed
 
 
-_REFERENCES: dict[tuple, Path] = {}
-"""Each setup's reference, saved on disk: kept in memory it would count in every later
-configuration's peak RSS (the kernel's high-water mark includes whatever the process holds)."""
-MAX_REFERENCES = 4
-_SAVED = itertools.count()
-
-
-def reference(cfg: Configuration, device: torch.device, *, progress: Callable[[int], None] | None = None):
+def reference(
+    cfg: Configuration,
+    device: torch.device,
+    *,
+    folder: Path | None = None,
+    progress: Callable[[int], None] | None = None,
+):
     """(final, initial or None) of the single-process reference, computed once per setup: every
-    strategy, bucket cap and repeat of a sweep at one world size shares it. It lives in a file and
-    is mapped in while a verdict needs it (torch.load with mmap: read from the page cache, and out
-    of the process once dropped). The initial parameters are kept only for autocast runs, which
-    are judged against them."""
+    strategy, bucket cap and repeat of a sweep at one world size shares it. It lives in a file in
+    `folder` (default: a temporary folder of this process) and is mapped in while a verdict needs
+    it (torch.load with mmap: read from the page cache, and out of the process once dropped; kept
+    in memory it would count in every later configuration's peak RSS). The initial parameters are
+    kept only for autocast runs, which are judged against them."""
     key = (cfg.workload, cfg.size, cfg.world_size, cfg.batch_size, cfg.warmup + cfg.steps, cfg.seed, str(device),
            cfg.dtype, cfg.optimizer)  # fmt: skip
-    if key not in _REFERENCES:
-        if len(_REFERENCES) >= MAX_REFERENCES:
-            _REFERENCES.pop(next(iter(_REFERENCES))).unlink(missing_ok=True)  # the oldest: setups come in turn
+    path = (folder or _cache_dir()) / f"reference-{hashlib.sha1(repr(key).encode()).hexdigest()[:16]}.pt"
+    if not path.is_file():
         with parity.deterministic_algorithms() if device.type == "cuda" else contextlib.nullcontext():
             final, initial = parity.reference_run(
                 workloads.create(cfg.workload, size=cfg.size),
@@ -85,10 +85,11 @@ def reference(cfg: Configuration, device: torch.device, *, progress: Callable[[i
                 optimizer=cfg.optimizer,
                 on_step=progress,
             )
-        path = _cache_dir() / f"reference-{next(_SAVED)}.pt"
-        torch.save((final, initial if parity.COMPUTE_RTOL[cfg.dtype] else None), path)
-        _REFERENCES[key] = path
-    return torch.load(_REFERENCES[key], mmap=True, weights_only=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.partial")
+        torch.save((final, initial if parity.COMPUTE_RTOL[cfg.dtype] else None), partial)
+        partial.replace(path)  # whole or absent: a launch that dies mid-save leaves no half file
+    return torch.load(path, mmap=True, weights_only=True)
 
 
 @functools.cache
@@ -104,11 +105,13 @@ def verdict(
     device: torch.device,
     *,
     replayed: bool = False,
+    folder: Path | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
-    """The parity columns' values for `final_state` (a broken reference must not hide the timing)."""
+    """The parity columns' values for `final_state` (a broken reference must not hide the timing);
+    `folder`: where the run keeps its references (PARITY_CACHE in the run folder)."""
     try:
-        expected, initial = reference(cfg, device, progress=progress)
+        expected, initial = reference(cfg, device, folder=folder, progress=progress)
         outcome = parity.compare(final_state, expected, initial=initial, compute_dtype=cfg.dtype)
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)

@@ -161,7 +161,12 @@ def _measure(
         total = judged_cfg.warmup + judged_cfg.steps
         progress = StepProgress(run, cfg.config_id, total, phase="parity") if session.is_main else None
         result["parity"] = parity_check.verdict(
-            judged_cfg, final_state, session.device, replayed=replay, progress=progress
+            judged_cfg,
+            final_state,
+            session.device,
+            replayed=replay,
+            folder=run / parity_check.PARITY_CACHE,
+            progress=progress,
         )
     watch.clock.lap("parity")
     return result

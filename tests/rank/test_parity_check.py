@@ -59,3 +59,19 @@ def configuration_for_cache():
         config_id="c", impl="stock", impl_options={}, workload="mlp", size="tiny", world_size=2, nnodes=1,
         batch_size=2, steps=1, warmup=1, dtype="fp32", device="cpu", backend="gloo", seed=3, parity=True,
     )  # fmt: skip
+
+
+def test_a_runs_launches_share_one_reference_per_setup_through_its_folder(tmp_path, monkeypatch):
+    import torch
+
+    from harness.rank import parity
+
+    cfg = configuration_for_cache()
+    calls = []
+    real = parity.reference_run
+    monkeypatch.setattr(parity, "reference_run", lambda *a, **k: calls.append(1) or real(*a, **k))
+    first, _ = parity_check.reference(cfg, torch.device("cpu"), folder=tmp_path)
+    parity_check._cache_dir.cache_clear()  # a later launch: a new process, nothing of this one's state
+    again, _ = parity_check.reference(cfg, torch.device("cpu"), folder=tmp_path)
+    assert len(calls) == 1 and [p.name for p in tmp_path.iterdir() if not p.name.startswith(".")]
+    assert all(torch.equal(first[k], again[k]) for k in first)
