@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+from test_records import configuration as records_configuration
 
 from harness.plan.config import Configuration
 from harness.rank import records
@@ -13,12 +14,8 @@ INFO = {"flops_per_sample": 2e12, "samples_per_batch": 8, "tokens_per_batch": No
 
 
 def configuration(**overrides) -> Configuration:
-    fields = dict(
-        config_id="c", impl="naive", impl_options={}, workload="mlp", size="tiny", world_size=2, nnodes=1,
-        batch_size=4, steps=3, warmup=1, dtype="bf16", device="cuda", backend="nccl", seed=0, parity=True,
-    )  # fmt: skip
-    fields.update(overrides)
-    return Configuration(**fields)
+    """test_records' configuration, on a GPU in bf16."""
+    return records_configuration(**{"dtype": "bf16", "device": "cuda", "backend": "nccl", **overrides})
 
 
 def test_mfu_is_achieved_tflops_over_world_size_times_the_gpus_dense_peak():
