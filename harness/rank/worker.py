@@ -21,6 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import torch
 from torch.distributed.elastic.multiprocessing.errors import record
 
@@ -314,6 +315,9 @@ def run_plan(plan: dict[str, Any], session: Session, *, watch: RankWatch | None 
     configurations = [Configuration.from_json(c) for c in plan["configurations"]]
     infos: dict[tuple, dict | None] = {}
     profiled: set[tuple] = set()
+    # Rows already written (derived metrics look up world size 1 and `local`): read once per launch,
+    # then grown by each row this launch writes; re-reading every part per configuration grew as n².
+    written = store.read_configs(run) if session.is_main else None
     for cfg in configurations:
         if cfg.processes != session.world_size:
             raise RuntimeError(f"{cfg.config_id} needs {cfg.processes} ranks, this launch has {session.world_size}")
@@ -334,10 +338,11 @@ def run_plan(plan: dict[str, Any], session: Session, *, watch: RankWatch | None 
                 gathered,
                 run_context=plan["context"],
                 parity_exact=parity_exact,
-                written=store.read_configs(run),
+                written=written,
                 model_info=info,
             )
             store.write_configuration(run, cfg.config_id, config_row, step_rows, rank_rows, timeline_rows)
+            written = _with_row(written, store.read_config_row(run, cfg.config_id))
             watch.clock.lap("write")
             # At world size 1, when gradients become ready in backward (input of `ddpbench predict`).
             gradprofile.record_once(cfg, run=run, device=session.device, context=plan["context"], done=profiled)
@@ -345,6 +350,12 @@ def run_plan(plan: dict[str, Any], session: Session, *, watch: RankWatch | None 
             release_memory(session.device)
             watch.clock.lap("release")
             watch.clock.save()
+
+
+def _with_row(frame: pd.DataFrame, row: dict[str, Any]) -> pd.DataFrame:
+    """`frame` and one more row, as the store reads it back."""
+    added = pd.DataFrame([row])
+    return added if frame.empty else pd.concat([frame, added], ignore_index=True)
 
 
 # No NCCL or gloo timeout should fire before the launcher's own (--timeout), which names
