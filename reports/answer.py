@@ -19,7 +19,6 @@ from reports.html import esc, table
 
 REFERENCE = "stock"  # DDP as shipped: what every strategy is measured against
 FLOOR = "local"  # no communication at all: the floor, listed last, never "the fastest strategy"
-DEFAULT_CAP_MB = 25.0  # DDP's default bucket_cap_mb
 NOISY_CV = 0.1  # a step CV above this: differences of a few per cent may be chance
 MISSING = "—"
 
@@ -78,7 +77,7 @@ def reference_row(group: pd.DataFrame) -> pd.Series | None:
     for _, row in group[group["impl"] == REFERENCE].iterrows():
         others = {k: v for k, v in row["options"].items() if k != "bucket_cap_mb"}
         cap = row["bucket_cap_mb"] if row["bucket_cap_mb"] is not None else row["options"].get("bucket_cap_mb")
-        if not others and (cap is None or float(cap) == DEFAULT_CAP_MB):
+        if not others and (cap is None or float(cap) == stats.DDP_DEFAULT_CAP_MB):
             return row
     return None
 
@@ -123,7 +122,9 @@ def recommendation_text(recommendations: pd.DataFrame, *, workload: str, impl: s
     as_good = _caps(value(row, "equivalent_caps_mb"))
     if best is None:
         return None
-    if len(as_good) > 1 and DEFAULT_CAP_MB in as_good:  # the default is as good as the best: nothing to change
+    if (
+        len(as_good) > 1 and stats.DDP_DEFAULT_CAP_MB in as_good
+    ):  # the default is as good as the best: nothing to change
         return "flat: any of " + ", ".join(f"{c:g}" for c in as_good) + " MiB"
     return f"{best:g} MiB"
 

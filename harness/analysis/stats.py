@@ -7,6 +7,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from harness.bucketing import DDP_DEFAULT_CAP_MB
+
 
 def summarize(samples_ms: Sequence[float]) -> dict[str, float | None]:
     """Median, p10, p90 and coefficient of variation of step times."""
@@ -217,9 +219,6 @@ def noise_note(cvs: Sequence[float | None], medians_ms: Sequence[float]) -> str:
     if len(medians_ms) >= MIN_REPEATS and max(medians_ms) / min(medians_ms) - 1 > NOISY_CV:
         notes.append(f"repeats disagree ({min(medians_ms):.3g}–{max(medians_ms):.3g} ms)")
     return "; ".join(notes)
-
-
-DDP_DEFAULT_CAP_MB = 25.0
 
 
 def recommend_cap(

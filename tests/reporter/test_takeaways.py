@@ -10,7 +10,7 @@ from reports import takeaways
 
 def configs(rows: list[dict]) -> pd.DataFrame:
     base = {"workload": "mlp", "status": "ok", "impl_options": "{}", "repeat": 0}
-    return pd.DataFrame([{**base, **row} for row in rows])
+    return pd.DataFrame([{**base, "config_id": f"c{i}", **row} for i, row in enumerate(rows)])
 
 
 RUN = configs([
@@ -55,3 +55,9 @@ def test_nothing_is_said_about_what_the_run_did_not_measure(say):
                             step_ms_median=None)  # fmt: skip
     assert say(unmeasured, workload="mlp") == ""
     assert say(RUN, workload="gpt2") == ""
+
+
+def test_against_stock_means_stock_as_shipped_not_another_stock_row():
+    swept = pd.concat([RUN, configs([{"impl": "stock", "world_size": 2, "step_ms_median": 110.0,
+                                      "impl_options": '{"bucket_cap_mb": 1.0}'}]).assign(config_id="extra")])  # fmt: skip
+    assert "1.20× faster than stock" in takeaways.fastest(swept, workload="mlp")  # 120 / 100, not 110 / 100
