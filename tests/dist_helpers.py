@@ -24,6 +24,7 @@ import socket
 import time
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -218,3 +219,20 @@ def _rank_main(rank: int, world_size: int, port: int, tasks, results) -> None:
                 results.put((rank, False, traceback.format_exc()))
     finally:
         dist.destroy_process_group()
+
+
+def processes_of(run) -> list[str]:
+    """Live processes whose command line names the run folder (every rank's does: its plan's path),
+    as 'pid: command'; zombies (already dead) are left out."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if str(run) in command and state != "Z":
+            found.append(f"{entry.name}: {command}")
+    return found

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 from conftest import PROJECT
+from dist_helpers import processes_of
 
 from harness import cli
 from harness.launch import launcher as launch
@@ -36,22 +37,6 @@ def start_plan(tmp_path: Path, impls: tuple[str, ...], **options):
     configurations = [c for c in expand(config, device="cpu") if c.world_size == 2]
     plan = launch.create_run(config, configurations, run_id="faulty", device="cpu", environment={})
     return config, plan
-
-
-def processes_of(run: Path) -> list[str]:
-    """Command lines of live processes that belong to this run (its plan files name the run folder)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if str(run) in command and state != "Z":
-            found.append(f"{entry.name}: {command}")
-    return found
 
 
 def rows_by_impl(run: Path):

@@ -3,12 +3,12 @@ ranks, and a rank killed in the middle, diagnosed by the same supervised launch 
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
 import pytest
 from conftest import run_ddpbench
+from dist_helpers import processes_of
 
 from harness import cli
 from harness.launch import collectives as launch_collectives
@@ -124,23 +124,7 @@ def test_a_killed_rank_is_named_with_its_signal_and_no_rank_is_left(tmp_path, mo
     run = tmp_path / "killed"
     assert not store.collectives_part(run, 2).exists()
     assert failed.value.log == run / "logs" / "world-2.log"
-    assert not processes_naming(run)
-
-
-def processes_naming(run: Path) -> list[str]:
-    """Live processes whose command line names the run folder (every rank's does: its plan's path)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit() or int(entry.name) == os.getpid():
-            continue
-        try:
-            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if str(run) in command and state != "Z":
-            found.append(command)
-    return found
+    assert not processes_of(run)
 
 
 @pytest.mark.parametrize(
