@@ -16,7 +16,8 @@ def run_list(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
 
     console.say("strategies:")
     for entry in impls.REGISTRY.entries():
-        options = ", ".join(f"{o.name}={o.default}" for o in entry.options().values())
+        # An option left unset by default lets the library choose (DDP's own bucket cap): say so, not "None".
+        options = ", ".join(f"{o.name}={'unset' if o.default is None else o.default}" for o in entry.options().values())
         console.say(f"  {entry.name:<14} {entry.description}" + (f"  [options: {options}]" if options else ""))
     console.say("workloads (parameters per size):")
     for entry in workloads.REGISTRY.entries():
