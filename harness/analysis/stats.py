@@ -52,16 +52,10 @@ def scaling_efficiency(
     return samples_per_s / (world_size * single_rank_samples_per_s)
 
 
-def exposed_comm_ms(step_ms: float | None, local_step_ms: float | None) -> float | None:
-    """The communication that backward did not hide: step time above the no-comm floor."""
-    if step_ms is None or local_step_ms is None:
-        return None
-    return step_ms - local_step_ms
-
-
-def overlap_efficiency(step_ms: float | None, local_step_ms: float | None) -> float | None:
-    """local / impl step time: 1.0 when communication is completely hidden."""
-    if not step_ms or local_step_ms is None:
+def speedup_vs_local(step_ms: float | None, local_step_ms: float | None) -> float | None:
+    """`local` step time / this step time at the same world size: what data parallelism costs here
+    (not an overlap: communication is measured from the bucket timeline, harness.analysis.overlap)."""
+    if not step_ms or not local_step_ms:
         return None
     return local_step_ms / step_ms
 

@@ -202,7 +202,7 @@ def derived_metrics(
         "scaling_efficiency": stats.scaling_efficiency(
             samples_per_s, world_size=cfg.world_size, single_rank_samples_per_s=single
         ),
-        "speedup_vs_local": local / step_ms if local and step_ms else None,
+        "speedup_vs_local": stats.speedup_vs_local(step_ms, local),
     }
 
 

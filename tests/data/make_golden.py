@@ -153,9 +153,11 @@ def add_relative_columns(rows: list[dict[str, Any]]) -> None:
             world_size=row["world_size"],
             single_rank_samples_per_s=single and single["samples_per_s"],
         )
+        # The golden runs are an old schema, whose communication columns were inferred from `local`
+        # (schema 4 reads them as speedup_vs_local and "not measured").
         local_ms = local and local["step_ms_median"]
-        row["exposed_comm_ms"] = stats.exposed_comm_ms(row["step_ms_median"], local_ms)
-        row["overlap_efficiency"] = stats.overlap_efficiency(row["step_ms_median"], local_ms)
+        row["exposed_comm_ms"] = row["step_ms_median"] - local_ms if local_ms else None
+        row["overlap_efficiency"] = stats.speedup_vs_local(row["step_ms_median"], local_ms)
 
 
 def synthetic_run(
