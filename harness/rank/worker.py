@@ -29,7 +29,7 @@ import impls
 import workloads
 from harness.comm_timeline import CommTimeline
 from harness.plan.config import Configuration
-from harness.rank import costs, faults, gradprofile, modelinfo, parity, parity_check, records, rpc_flow
+from harness.rank import costs, faults, gradprofile, modelinfo, parity, parity_check, profiling, records, rpc_flow
 from harness.rank.dist import Session, distributed_session, leave_on_failure
 from harness.rank.housekeeping import exit_now, freeze_survivors, release_memory
 from harness.rank.liveness import Responder
@@ -149,7 +149,10 @@ def _measure(
     del full_state
     watch.clock.lap("parity")
     if cfg.profile:
-        result["trace_dir"] = _profile(cfg, session, trace_dir=run / "traces" / cfg.config_id, **parts)
+        traced = timeline if comm_note is None else None
+        result["trace_dir"] = profiling.profile(
+            cfg, session, trace_dir=run / "traces" / cfg.config_id, timeline=traced, **parts
+        )
         watch.clock.lap("profile")
     del model, optimizer, strategy, parts
     release_memory(session.device)
@@ -257,42 +260,6 @@ def _open_window(sampler: MemorySampler | None, device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)  # the warm-up's kernels are done: the window is the measured steps'
     sampler.open_window()
-
-
-PROFILE_SCHEDULE = {"wait": 1, "warmup": 1, "active": 3}
-
-
-def _profile(cfg: Configuration, session: Session, *, trace_dir: Path, **step_parts) -> str:
-    """A few extra steps under torch.profiler, one Chrome trace per rank in `trace_dir`.
-
-    They run after the measured steps (profiling slows what it watches) and their files are
-    named rank<N>.json in one folder per configuration, as Holistic Trace Analysis expects.
-    """
-    from torch.profiler import ProfilerActivity, profile, schedule
-
-    trace_dir.mkdir(parents=True, exist_ok=True)
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if session.device.type == "cuda" else [])
-    total = sum(PROFILE_SCHEDULE.values())
-    path = trace_dir / f"rank{session.rank}.json"
-
-    def export(prof) -> None:
-        prof.export_chrome_trace(str(path))
-
-    precision = forward_precision(cfg.dtype, session.device)
-    timer = make_step_timer(session.device)
-    with profile(activities=activities, schedule=schedule(**PROFILE_SCHEDULE), on_trace_ready=export) as prof:
-        for step in range(total):
-            batch = make_batch(
-                step_parts["workload"],
-                batch_size=cfg.batch_size,
-                seed=cfg.seed,
-                rank=session.rank,
-                step=cfg.warmup + cfg.steps + step,
-                device=session.device,
-            )
-            train_step(batch=batch, timer=timer, precision=precision, **step_parts)
-            prof.step()
-    return str(trace_dir.relative_to(trace_dir.parent.parent))  # relative to the run folder
 
 
 def model_info(cfg: Configuration, session: Session, cache: dict[tuple, dict | None], run: Path) -> dict | None:
