@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from harness.analysis import stats
 from harness.results.columns import PHASE_COLUMNS as PHASES  # the step phases, as steps/ names them
 
 MAX_SERIES_POINTS = 400  # per configuration and trace: enough to see warm-up and drift
@@ -79,21 +80,34 @@ out of the phase it fell in (DDP waits for its buckets inside backward; naive, f
 sync) and shown as its own segment."""
 
 
-def phase_medians(steps: pd.DataFrame) -> pd.DataFrame:
-    """Median of each segment (SEGMENTS) over measured steps and ranks, per configuration; where
-    communication was not measured, exposed_comm_ms is null and the phases are whole."""
+def phase_means(steps: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration, the mean of each segment (SEGMENTS) over the measured steps of its slowest
+    rank (the rank with the longest mean step): the segments add up to that rank's mean step
+    (`step_ms`, with the `rank`), which a median per segment would not. Where communication was not
+    measured, exposed_comm_ms is null and the phases are whole."""
     measured = steps[~steps["warmup"]]
+    if measured.empty:
+        return pd.DataFrame(columns=["config_id", "rank", "step_ms", *SEGMENTS])
+    per_rank = measured.groupby(["config_id", "rank"], observed=True)["step_ms"].mean().reset_index()
+    slowest = per_rank.sort_values(["config_id", "step_ms", "rank"], ascending=[True, False, True], kind="stable")
+    slowest = slowest.drop_duplicates("config_id")[["config_id", "rank"]]
+    measured = measured.merge(slowest, on=["config_id", "rank"])
     exposed = measured.get("exposed_comm_ms", pd.Series(np.nan, index=measured.index)).astype(float)
     in_backward = measured.get("exposed_backward_ms", pd.Series(np.nan, index=measured.index)).astype(float)
     segments = pd.DataFrame({
         "config_id": measured["config_id"],
+        "rank": measured["rank"],
+        "step_ms": measured["step_ms"],
         "forward_ms": measured["forward_ms"],
         "backward_ms": measured["backward_ms"] - in_backward.fillna(0.0),
         "exposed_comm_ms": exposed,
         "sync_ms": measured["sync_ms"] - (exposed - in_backward).fillna(0.0),
         "optimizer_ms": measured["optimizer_ms"],
     })  # fmt: skip
-    return segments.groupby("config_id", observed=True)[list(SEGMENTS)].median().reset_index()
+    grouped = segments.groupby(["config_id", "rank"], observed=True)[["step_ms", *SEGMENTS]]
+    # A step without a communication figure leaves the mean unknown (null), not smaller.
+    incomplete = grouped.count().lt(grouped.size(), axis=0)
+    return grouped.mean().mask(incomplete).reset_index()
 
 
 def typical_step_timeline(timeline: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
@@ -147,13 +161,28 @@ def downsample(series: pd.DataFrame, *, max_points: int = MAX_SERIES_POINTS) -> 
 
 
 def best_caps(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
-    """For each strategy with several bucket caps, the fastest cap per world size."""
-    rows = sweep_rows(configs, workload=workload).dropna(subset=["step_ms_median"])
-    columns = ["strategy", "world_size", "bucket_cap_mb", "step_ms_median"]
-    if rows.empty:
+    """For each strategy with several bucket caps, the fastest cap per world size, by each cap's
+    centre over its repeats (sweep_centres: the centre the sweep's verdict uses)."""
+    centres = sweep_centres(configs, workload=workload)
+    columns = ["strategy", "world_size", "bucket_cap_mb", "step_ms"]
+    if centres.empty:
         return pd.DataFrame(columns=columns)
-    best = rows.loc[rows.groupby(["strategy", "world_size"])["step_ms_median"].idxmin()]
+    best = centres.loc[centres.groupby(["strategy", "world_size"])["step_ms"].idxmin()]
     return best[columns].reset_index(drop=True)
+
+
+def sweep_centres(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
+    """Per swept strategy, world size and cap, its repeats pooled: `step_ms` the geometric mean of the
+    repeats' medians and `low_ms`–`high_ms` its 95 % interval (stats.center_interval; NaN with one
+    repeat), `repeats` how many."""
+    rows = sweep_rows(configs, workload=workload).dropna(subset=["step_ms_median"])
+    pooled = []
+    for (strategy, world, cap), group in rows.groupby(["strategy", "world_size", "bucket_cap_mb"], sort=True):
+        centre, low, high = stats.center_interval(group["step_ms_median"].astype(float).tolist())
+        pooled.append({"strategy": strategy, "world_size": int(world), "bucket_cap_mb": float(cap),
+                       "step_ms": centre, "low_ms": low, "high_ms": high, "repeats": len(group)})  # fmt: skip
+    columns = ["strategy", "world_size", "bucket_cap_mb", "step_ms", "low_ms", "high_ms", "repeats"]
+    return pd.DataFrame(pooled, columns=columns)
 
 
 def sweep_rows(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
@@ -174,7 +203,7 @@ class RunData:
     meta: dict[str, Any]
     configs: pd.DataFrame
     ranks: pd.DataFrame
-    phases: pd.DataFrame
+    phases: pd.DataFrame  # per configuration, the slowest rank's mean segments (phase_means)
     boxes: pd.DataFrame
     series: pd.DataFrame  # downsampled slowest-rank step times, warm-up included
     recommendations: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
@@ -214,7 +243,7 @@ def summarize_run(
         meta=meta,
         configs=with_labels(configs),
         ranks=ranks,
-        phases=phase_medians(steps),
+        phases=phase_means(steps),
         boxes=box_stats(series),
         series=downsample(series),
     )

@@ -1,6 +1,10 @@
 """The run page's answer, before any figure: per workload and world size, the strategies ranked by
-step time, each against stock (DDP's default), with the recommended bucket cap, parity and a noise
-flag; then a one-line headline per world size. Pure: DataFrames in, HTML out.
+step time (repeats pooled), each against stock as DDP ships it, with the recommended bucket cap,
+parity and a noise flag; then a one-line headline per world size. Pure: DataFrames in, HTML out.
+
+A winner is named with its evidence: the unit of evidence is the repeat (docs/statistics.md), so
+"fastest" and "N× faster" carry the repeats' interval, and say "by median, not significantly" or
+"too few repeats to tell" where the repeats cannot back them.
 
 Columns a run does not have (older schemas, or a run made before a column existed) show as "—".
 """
@@ -14,13 +18,15 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import stats
+from harness.analysis.overlap import overlap_efficiency
 from reports.aggregate import RunData, strategy_label, world_label
 from reports.html import esc, table
 
-REFERENCE = "stock"  # DDP as shipped: what every strategy is measured against
+REFERENCE = "stock"  # DDP as shipped (no options): what every strategy is measured against
 FLOOR = "local"  # no communication at all: the floor, listed last, never "the fastest strategy"
-NOISY_CV = 0.1  # a step CV above this: differences of a few per cent may be chance
 MISSING = "—"
+SIGNIFICANT, NOT_SIGNIFICANT, TOO_FEW = "significant", "not significant", stats.TOO_FEW
+MEMORY_PEAKS = ("mem_peak_nvml_mb", "mem_peak_rss_mb")
 
 
 def value(row: pd.Series | dict, column: str) -> Any:
@@ -40,30 +46,59 @@ def milliseconds(ms: float | None) -> str:
 def ranked(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
     """One row per world size × strategy (its options included; repeats pooled), fastest first.
 
-    `repeat_ms` keeps each repeat's median, the evidence an interval is built from."""
+    `step_ms` is the median of the repeats' medians; `repeat_ms` keeps each repeat's median, the
+    evidence an interval is built from. Everything else is pooled over the repeats too (_pool)."""
     rows = configs[(configs["workload"] == workload) & (configs["status"] == "ok")]
     rows = rows.dropna(subset=["step_ms_median"])
     if rows.empty:
         return pd.DataFrame()
     rows = rows.assign(strategy=[strategy_label(i, o) for i, o in zip(rows["impl"], rows["impl_options"], strict=True)])
-    pooled = []
-    for (world, strategy), group in rows.groupby(["world_size", "strategy"], sort=False):
-        first = group.iloc[0]
-        parity = [value(r, "parity_ok") for _, r in group.iterrows()]
-        cvs = [v for v in (value(r, "step_ms_cv") for _, r in group.iterrows()) if v is not None]
-        pooled.append({
-            "world_size": int(world), "strategy": strategy, "impl": first["impl"],
-            "options": _options(first["impl_options"]), "bucket_cap_mb": value(first, "bucket_cap_mb"),
-            "step_ms": float(np.median(group["step_ms_median"])), "repeat_ms": group["step_ms_median"].tolist(),
-            "cv": max(cvs) if cvs else None,
-            "parity_ok": False if False in parity else (True if parity and all(parity) else None),
-            # Overlap as measured (1 − exposed / communication) exists only where communication was measured.
-            "overlap_efficiency": value(first, "overlap_efficiency") if value(first, "comm_ms") else None,
-        })  # fmt: skip
-    frame = pd.DataFrame(pooled).astype({"bucket_cap_mb": object, "cv": object, "overlap_efficiency": object})
+    pooled = [_pool(world, strategy, group) for (world, strategy), group in rows.groupby(["world_size", "strategy"],
+                                                                                          sort=False)]  # fmt: skip
+    frame = pd.DataFrame(pooled).astype(object)
     frame = frame.where(frame.notna(), None)  # None, not NaN: "missing" reads the same in every cell
+    frame["step_ms"] = frame["step_ms"].astype(float)
     frame["is_floor"] = frame["impl"] == FLOOR
     return frame.sort_values(["world_size", "is_floor", "step_ms"], kind="stable").reset_index(drop=True)
+
+
+def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
+    """One strategy's repeats as one row: medians of the repeats' medians (step, scaling), the noise as
+    stats.noise_note judges it (median step CV over repeats; repeats that disagree), communication as
+    the mean per step over repeats and its overlap as a ratio of totals, memory peaks as the highest."""
+    first = group.iloc[0]
+    records = group.to_dict("records")
+    parity = [value(r, "parity_ok") for r in records]
+    cvs = [value(r, "step_ms_cv") for r in records]
+    known_cvs = [cv for cv in cvs if cv is not None]
+    medians = [float(m) for m in group["step_ms_median"]]
+    timed = [r for r in records if value(r, "comm_ms") is not None and value(r, "exposed_comm_ms") is not None]
+    comm = [float(r["comm_ms"]) for r in timed]
+    exposed = [float(r["exposed_comm_ms"]) for r in timed]
+    scaling = [value(r, "scaling_efficiency") for r in records]
+    return {
+        "world_size": int(world), "strategy": strategy, "impl": first["impl"],
+        "options": _options(first["impl_options"]), "bucket_cap_mb": value(first, "bucket_cap_mb"),
+        "first_bucket_cap_mb": value(first, "first_bucket_cap_mb"),
+        "step_ms": float(np.median(medians)), "repeat_ms": medians, "repeats": len(medians),
+        "cv": float(np.median(known_cvs)) if known_cvs else None, "noise": stats.noise_note(cvs, medians),
+        "parity_ok": False if False in parity else (True if parity and all(parity) else None),
+        "comm_ms": float(np.mean(comm)) if comm else None,
+        "exposed_comm_ms": float(np.mean(exposed)) if exposed else None,
+        # Measured overlap: 1 − Σ exposed / Σ communication over the repeats (each repeat's per-step means).
+        "overlap_efficiency": overlap_efficiency(comm, exposed),
+        "scaling_efficiency": _median([s for s in scaling if s is not None]),
+        **{column: _highest([value(r, column) for r in records]) for column in MEMORY_PEAKS},
+    }  # fmt: skip
+
+
+def _median(values: list[float]) -> float | None:
+    return float(np.median(values)) if values else None
+
+
+def _highest(values: list[Any]) -> float | None:
+    known = [float(v) for v in values if v is not None]
+    return max(known) if known else None
 
 
 def _options(impl_options: Any) -> dict:
@@ -73,42 +108,85 @@ def _options(impl_options: Any) -> dict:
 
 
 def reference_row(group: pd.DataFrame) -> pd.Series | None:
-    """Stock as DDP ships it: no option but (at most) the default cap."""
-    for _, row in group[group["impl"] == REFERENCE].iterrows():
-        others = {k: v for k, v in row["options"].items() if k != "bucket_cap_mb"}
-        cap = row["bucket_cap_mb"] if row["bucket_cap_mb"] is not None else row["options"].get("bucket_cap_mb")
-        if not others and (cap is None or float(cap) == stats.DDP_DEFAULT_CAP_MB):
+    """Stock as DDP ships it: no option at all (first bucket 1 MiB, then 25 MiB). Without one, stock at an
+    explicit 25 MiB cap and nothing else stands in, named for what it is (reference_name): since torch 2.9
+    an explicit cap caps the first bucket too, so it is not DDP's default."""
+    stock = group[group["impl"] == REFERENCE]
+    for _, row in stock.iterrows():
+        if not row["options"]:
+            return row
+    for _, row in stock.iterrows():
+        cap = row["options"].get("bucket_cap_mb")
+        if set(row["options"]) == {"bucket_cap_mb"} and float(cap) == stats.DDP_DEFAULT_CAP_MB:
             return row
     return None
 
 
+def reference_name(reference: pd.Series | None) -> str:
+    """'stock' for DDP as shipped; 'stock bucket_cap_mb=25 (first bucket 25 MiB)' for the stand-in."""
+    if reference is None or not reference["options"]:
+        return REFERENCE
+    first = reference.get("first_bucket_cap_mb")
+    first_bucket = "first bucket not recorded" if first is None else f"first bucket {float(first):g} MiB"
+    return f"{reference['strategy']} ({first_bucket})"
+
+
+def ratio_number(ratio: float) -> str:
+    """A ratio for reading: '<0.01' rather than a misleading '0.00', whole numbers from 100 up."""
+    if ratio < 0.01:
+        return "<0.01"
+    return f"{ratio:.0f}" if ratio >= 100 else f"{ratio:.2f}"
+
+
+def evidence(fast: pd.Series, slow: pd.Series) -> dict:
+    """How sure it is that `fast` (lower median) beats `slow`: `times` = slow's median / fast's median
+    (the table's own figures), the 95 % interval of that ratio over repeats (stats.ratio_interval, on
+    geometric means), and the judgement: significant only when the interval lies wholly above 1."""
+    times = float(slow["step_ms"] / fast["step_ms"])
+    if min(len(fast["repeat_ms"]), len(slow["repeat_ms"])) < stats.MIN_REPEATS:
+        return {"times": times, "low": None, "high": None, "judged": TOO_FEW}
+    ratio = stats.ratio_interval(fast["repeat_ms"], slow["repeat_ms"])  # slow / fast
+    if not (np.isfinite(ratio["low"]) and np.isfinite(ratio["high"])):
+        return {"times": times, "low": None, "high": None, "judged": TOO_FEW}
+    judged = SIGNIFICANT if ratio["low"] > 1 and times > 1 else NOT_SIGNIFICANT
+    return {"times": times, "low": ratio["low"], "high": ratio["high"], "judged": judged}
+
+
+def interval_text(proof: dict) -> str:
+    return f"95% interval {ratio_number(proof['low'])}–{ratio_number(proof['high'])}"
+
+
 def against_reference(row: pd.Series, reference: pd.Series | None) -> str:
-    """'1.24× faster (1.20–1.28)': stock's time over this one's, with the repeats' interval where the
-    analysis layer gives one (two repeats a side at least)."""
+    """'1.24× faster (1.20–1.28)', '1.11× faster (0.16–7.87), not significant', or '1.02× faster, too few
+    repeats to tell': stock's time over this one's, with the interval over repeats of that ratio."""
     if reference is None:
         return MISSING
     if row["strategy"] == reference["strategy"]:
         return "reference"
-    speedup = reference["step_ms"] / row["step_ms"]
-    text = f"{speedup:.2f}× faster" if speedup >= 1 else f"{1 / speedup:.2f}× slower"
-    interval = getattr(stats, "ratio_interval", None)  # the repeat-level interval (harness.analysis.stats)
-    if interval is not None and min(len(row["repeat_ms"]), len(reference["repeat_ms"])) >= 2:
-        ratio = interval(reference["repeat_ms"], row["repeat_ms"])  # new / base step time
-        if np.isfinite(ratio["low"]) and np.isfinite(ratio["high"]):
-            low, high = sorted((1 / ratio["high"], 1 / ratio["low"]))
-            text += f" ({low:.2f}–{high:.2f})" if speedup >= 1 else f" ({1 / high:.2f}–{1 / low:.2f})"
-    return text
+    faster = row["step_ms"] <= reference["step_ms"]
+    proof = evidence(row, reference) if faster else evidence(reference, row)
+    text = f"{proof['times']:.2f}× {'faster' if faster else 'slower'}"
+    if proof["judged"] == TOO_FEW:
+        return text + ", too few repeats to tell"
+    text += f" ({ratio_number(proof['low'])}–{ratio_number(proof['high'])})"
+    return text + (", not significant" if proof["judged"] == NOT_SIGNIFICANT else "")
 
 
-def recommendation_text(recommendations: pd.DataFrame, *, workload: str, impl: str, world: int) -> str | None:
-    """The sweep's verdict for one strategy at one world size: '5 MiB', 'flat: any of 1, 5, 25 MiB', or None."""
+def recommendation_text(
+    recommendations: pd.DataFrame, *, workload: str, impl: str, world: int, options: dict | None = None
+) -> str | None:
+    """The sweep's verdict for one strategy (impl and, where given, its options other than the cap) at one
+    world size: 'use bucket_cap_mb=5', 'flat: any of 1, 5, 25 MiB', or None. A table without the options
+    that names the impl twice (two hooks swept) cannot say which verdict is this one's: None."""
     if world == 1:
         return None
     if recommendations.empty or "impl" not in recommendations:
         return None
     rows = recommendations[(recommendations["impl"] == impl) & (recommendations["workload"] == workload)
                            & (recommendations["world_size"] == world)]  # fmt: skip
-    if rows.empty:
+    if options is not None and "other_options" in rows:
+        rows = rows[rows["other_options"].map(_canonical) == _canonical(options)]
+    if len(rows) != 1:
         return None
     row = rows.iloc[0]
     for column in ("recommendation", "verdict_text"):  # a verdict the analysis layer words itself
@@ -129,6 +207,12 @@ def recommendation_text(recommendations: pd.DataFrame, *, workload: str, impl: s
     return f"{best:g} MiB"
 
 
+def _canonical(options: Any) -> str:
+    """A strategy's options but the cap, as the sweep keys them (its `other_options`)."""
+    parsed = _options(options)
+    return json.dumps({k: v for k, v in parsed.items() if k != "bucket_cap_mb"}, sort_keys=True)
+
+
 def _caps(text: Any) -> list[float]:
     if text is None:
         return []
@@ -140,10 +224,12 @@ def parity_cell(ok: bool | None) -> str:
     return {True: "ok", False: "<b>FAILED</b>"}.get(ok, "not judged")
 
 
-def noise_cell(cv: float | None) -> str:
-    if cv is None:
+def noise_cell(row: pd.Series) -> str:
+    """The step CV as stats.noise_note judges it (the median over repeats), and why it is noisy if it is."""
+    if row["cv"] is None and not row["noise"]:
         return MISSING
-    return f"<b>noisy</b> (cv {cv:.2f})" if cv > NOISY_CV else f"steady (cv {cv:.2f})"
+    steady = f"steady (cv {row['cv']:.2f})" if row["cv"] is not None else "steady"
+    return f"<b>noisy</b>: {esc(row['noise'])}" if row["noise"] else steady
 
 
 def world_table(group: pd.DataFrame, recommendations: pd.DataFrame, *, workload: str) -> str:
@@ -153,39 +239,94 @@ def world_table(group: pd.DataFrame, recommendations: pd.DataFrame, *, workload:
     for _, row in group.iterrows():
         rank += not row["is_floor"]
         cap = MISSING
-        if row["impl"] not in shown_caps:  # the verdict once per strategy, on its fastest row
-            shown_caps.add(row["impl"])
+        strategy = (row["impl"], _canonical(row["options"]))
+        if strategy not in shown_caps:  # the verdict once per strategy, on its fastest row
+            shown_caps.add(strategy)
             cap = esc(recommendation_text(recommendations, workload=workload, impl=row["impl"],
-                                          world=int(row["world_size"])) or MISSING)  # fmt: skip
+                                          world=int(row["world_size"]), options=row["options"]) or MISSING)  # fmt: skip
         overlap = row["overlap_efficiency"]
         rows.append([
             "floor" if row["is_floor"] else str(rank),
             f"<b>{esc(row['strategy'])}</b>" if rank == 1 and not row["is_floor"] else esc(row["strategy"]),
             milliseconds(row["step_ms"]), esc(against_reference(row, reference)), cap,
-            MISSING if overlap is None else f"{overlap:.0%}", parity_cell(row["parity_ok"]), noise_cell(row["cv"]),
+            MISSING if overlap is None else f"{overlap:.0%}", parity_cell(row["parity_ok"]), noise_cell(row),
         ])  # fmt: skip
-        classes.append("failed" if row["parity_ok"] is False else ("noisy" if (row["cv"] or 0) > NOISY_CV else ""))
-    head = ["#", "strategy", "step (median)", "vs stock", "bucket cap to use", "comm. hidden", "parity", "noise"]
+        classes.append("failed" if row["parity_ok"] is False else ("noisy" if row["noise"] else ""))
+    head = ["#", "strategy", "step (median of repeats)", f"vs {reference_name(reference)}", "bucket cap to use",
+            "comm. hidden (over repeats)", "parity", "noise (median CV of repeats)"]  # fmt: skip
     return table(head, rows, row_classes=classes)
 
 
+def lead(group: pd.DataFrame) -> tuple[str, str]:
+    """The fastest communicating strategy and what the repeats say of it, as (its name, the rest):
+    ('bucketed', ' is fastest (3.10 ms); next, stock takes 1.30× its time (95% interval 1.10–1.50)'), or
+    ' is fastest by median (…), not significantly: …', or '…; too few repeats to tell it from …'.
+    Against stock too, where stock is not the one it beat. Plain text (the caller escapes it)."""
+    contenders = group[~group["is_floor"]]
+    best = contenders.iloc[0]
+    if len(contenders) == 1:
+        return best["strategy"], f" is the only strategy measured ({milliseconds(best['step_ms'])})"
+    reference = reference_row(group)
+    runner = contenders.iloc[1]
+    runner_name = reference_name(reference) if runner["strategy"] == _name(reference) else runner["strategy"]
+    proof = evidence(best, runner)
+    at = milliseconds(best["step_ms"])
+    if proof["judged"] == SIGNIFICANT:
+        words = f" is fastest ({at}); next, {runner_name} takes {proof['times']:.2f}× its time ({interval_text(proof)})"
+    elif proof["judged"] == NOT_SIGNIFICANT:
+        words = (f" is fastest by median ({at}), not significantly: next, {runner_name} takes "
+                 f"{proof['times']:.2f}× its time ({interval_text(proof)})")  # fmt: skip
+    else:
+        words = f" is fastest by median ({at}); too few repeats to tell it from {runner_name} (--repeats 2 or more)"
+    if reference is not None and reference["strategy"] not in (best["strategy"], runner["strategy"]):
+        words += ", " + versus_stock(best, reference)
+    return best["strategy"], words
+
+
+def _name(row: pd.Series | None) -> str | None:
+    return None if row is None else row["strategy"]
+
+
+def versus_stock(best: pd.Series, reference: pd.Series) -> str:
+    """'1.63× faster than stock (95% interval 1.20–2.10)', or with 'by median, not significantly', or
+    'by median (too few repeats to tell)'."""
+    proof = evidence(best, reference)
+    said = f"{proof['times']:.2f}× faster than {reference_name(reference)}"
+    if proof["judged"] == TOO_FEW:
+        return said + " by median (too few repeats to tell)"
+    if proof["judged"] == NOT_SIGNIFICANT:
+        return said + f" by median, not significantly ({interval_text(proof)})"
+    return said + f" ({interval_text(proof)})"
+
+
+def lead_caveat(group: pd.DataFrame) -> str:
+    """The index's compact form of lead()'s doubt: '' when the repeats back the winner, else 'by median;
+    not significant' or 'by median; too few repeats'."""
+    contenders = group[~group["is_floor"]]
+    if len(contenders) < 2:
+        return ""
+    judged = evidence(contenders.iloc[0], contenders.iloc[1])["judged"]
+    return {SIGNIFICANT: "", NOT_SIGNIFICANT: "by median; not significant", TOO_FEW: "by median; too few repeats"}[
+        judged
+    ]
+
+
 def headline(group: pd.DataFrame) -> str:
-    """'At 2 ranks: bucketed bucket_cap_mb=1 is fastest, 3.10 ms, 1.24× faster than stock; parity ok.'"""
+    """'At 2 ranks: <b>bucketed</b> is fastest (3.10 ms); next, stock takes 1.24× its time (95% interval
+    1.10–1.40); parity ok.' — or 'by median, not significantly' / 'too few repeats to tell' (lead)."""
     contenders = group[~group["is_floor"]]
     if contenders.empty:
         return f"At {world_label(int(group['world_size'].iloc[0]))}: only the no-communication floor was measured."
     best = contenders.iloc[0]
-    reference = reference_row(group)
-    versus = against_reference(best, reference)
-    versus = "" if versus in (MISSING, "reference") else f", {versus.split(' (')[0]} than stock"
+    name, words = lead(group)
     parity = {True: "parity ok", False: "PARITY FAILED", None: "parity not judged"}[best["parity_ok"]]
-    noisy = "; noisy" if (best["cv"] or 0) > NOISY_CV else ""
-    return (f"At {world_label(int(best['world_size']))}: <b>{esc(best['strategy'])}</b> is fastest, "
-            f"{milliseconds(best['step_ms'])}{esc(versus)}; {parity}{noisy}.")  # fmt: skip
+    noisy = f"; {best['noise']}" if best["noise"] else ""
+    return f"At {world_label(int(best['world_size']))}: <b>{esc(name)}</b>{esc(words)}; {parity}{esc(noisy)}."
 
 
 def answer_section(run: RunData, workloads: list[str]) -> str:
     parts = ["<h2 id=answer>The answer</h2>"]
+    stand_in = False
     for workload in workloads:
         frame = ranked(run.configs, workload=workload)
         if frame.empty:
@@ -193,14 +334,27 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
         size = run.configs.loc[run.configs["workload"] == workload, "size"].dropna()
         parts.append(f"<h3>{esc(workload)}{esc('/' + str(size.iloc[0])) if len(size) else ''}</h3>")
         for _, group in frame.groupby("world_size", sort=True):
+            reference = reference_row(group)
+            stand_in |= reference is not None and bool(reference["options"])
             parts.append(f"<p class=headline>{headline(group)}</p>")
             parts.append(world_table(group, run.recommendations, workload=workload))
     if len(parts) == 1:
         parts.append("<p>No configuration of this run was measured: nothing to rank.</p>")
-    parts.append(
-        "<p class=caption>Ranked by median step time (slowest rank per step). 'vs stock' compares with DDP as "
-        "shipped (default bucket cap); its interval needs two repeats a side (--repeats). 'comm. hidden' is "
-        "the share of communication that overlapped compute. 'floor' is local: every rank trains alone, no "
-        "communication; no strategy can beat it. Noisy: step CV above 0.1.</p>"
-    )
+    parts.append(f"<p class=caption>{CAPTION}{STAND_IN if stand_in else ''}</p>")
     return "\n".join(parts)
+
+
+CAPTION = (
+    "Ranked by step time: each repeat's median step (slowest rank per step), then the median over repeats. "
+    "'vs stock' compares with stock as DDP ships it (no options: first bucket 1 MiB, then 25 MiB); in brackets "
+    "the 95% interval of that ratio over repeats (Welch's t on the repeats' medians), which needs two repeats a "
+    "side (--repeats); 'not significant' where it includes 1. A winner is 'fastest' only when its interval "
+    "against the next strategy lies above 1, else 'fastest by median'. 'comm. hidden' is 1 − Σ not hidden / "
+    "Σ communication over the repeats (their per-step means). Noise is the repeats' median step CV (noisy above "
+    f"{stats.NOISY_CV:g}), and repeats whose medians disagree by more than {stats.NOISY_CV:.0%}. 'floor' is local: "
+    "every rank trains alone, no communication; no strategy can beat it."
+)
+STAND_IN = (
+    " This run has no stock row without options, so stock at an explicit bucket_cap_mb=25 stands in, named as "
+    "such: since torch 2.9 an explicit cap caps the first bucket too, which DDP's default (1 MiB) does not."
+)

@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from reports.aggregate import labelled, strategy_label, sweep_rows, world_label
+from reports.aggregate import labelled, strategy_label, sweep_centres, world_label
 
 __all__ = [
     "MEMORY_METRICS",
@@ -180,51 +180,54 @@ def scaling(configs: pd.DataFrame, *, workload: str) -> go.Figure:
 
 
 def bucket_cap_sweep(
-    configs: pd.DataFrame, *, workload: str, strategy: str, recommended: dict[int, float] | None = None
+    configs: pd.DataFrame,
+    *,
+    workload: str,
+    strategy: str,
+    recommended: dict[int, tuple[float, float]] | None = None,
 ) -> go.Figure:
-    """Step time against bucket_cap_mb (log x), one line per world size; a star on the cap the
-    recommendation names at a world size (`recommended`: world size → cap), none where it names none
-    (a flat optimum, too few repeats, world size 1)."""
-    rows = sweep_rows(configs, workload=workload)
-    rows = rows[rows["strategy"] == strategy].dropna(subset=["step_ms_median"])
-    caps = sorted(rows["bucket_cap_mb"].unique().tolist())
+    """Step time against bucket_cap_mb (log x), one line per world size through each cap's centre over
+    its repeats (the geometric mean of their medians, as the sweep's verdict pools them), whiskers its
+    95 % interval over repeats (none with one repeat). A star where the recommendation names a cap at a
+    world size (`recommended`: world size → (cap, the recommendation's best_step_ms)), at its own figure;
+    none where it names none (a flat optimum, too few repeats, world size 1)."""
+    centres = sweep_centres(configs, workload=workload)
+    centres = centres[centres["strategy"] == strategy]
+    caps = sorted(centres["bucket_cap_mb"].unique().tolist())
     figure = new_figure()
-    star_x, star_y, star_text = [], [], []
-    for world, group in rows.groupby("world_size"):
+    for world, group in centres.groupby("world_size"):
         group = group.sort_values("bucket_cap_mb")
         figure.add_trace(
             go.Scatter(
                 name=world_label(world),
                 x=group["bucket_cap_mb"],
-                y=group["step_ms_median"],
+                y=group["step_ms"],
                 mode="lines+markers",
-                error_y=_whiskers(group, median="step_ms_median", low="step_ms_p10", high="step_ms_p90"),
+                error_y=_whiskers(group, median="step_ms", low="low_ms", high="high_ms"),
+                customdata=group["repeats"],
+                hovertemplate="%{x:g} MiB: %{y:.3g} ms (geometric mean of %{customdata} repeat(s)' medians)"
+                "<extra>%{fullData.name}</extra>",
             )
         )
-        cap = (recommended or {}).get(int(world))
-        chosen = group[group["bucket_cap_mb"] == cap]
-        if cap is not None and not chosen.empty:
-            star_x.append(cap)
-            star_y.append(chosen["step_ms_median"].iloc[0])
-            star_text.append(f"recommended for {world_label(world)}: {cap:g} MiB")
-    if star_x:
+    stars = sorted((recommended or {}).items())
+    if stars:
         figure.add_trace(
             go.Scatter(
                 name="recommended cap",
-                x=star_x,
-                y=star_y,
+                x=[cap for _, (cap, _) in stars],
+                y=[ms for _, (_, ms) in stars],
                 mode="markers+text",
-                text=[t.split(": ")[1] for t in star_text],
+                text=[f"{cap:g} MiB" for _, (cap, _) in stars],
                 textposition="top center",
-                hovertext=star_text,
+                hovertext=[f"recommended for {world_label(w)}: {cap:g} MiB, {ms:.3g} ms" for w, (cap, ms) in stars],
                 marker={"symbol": "star", "size": 16, "color": "gold", "line": {"color": "black", "width": 1}},
             )
         )
     return styled(
         figure,
-        title=f"{workload} · {strategy}: step time against bucket_cap_mb (whiskers p10–p90)",
+        title=f"{workload} · {strategy}: step time against bucket_cap_mb (centre of repeats, whiskers 95% interval)",
         xaxis={"title": "bucket_cap_mb (log)", "type": "log", "tickvals": caps, "ticktext": [f"{c:g}" for c in caps]},
-        yaxis={"title": "median step time (ms)", "rangemode": "tozero"},
+        yaxis={"title": "step time, geometric mean of repeats' medians (ms)", "rangemode": "tozero"},
         legend_title="world size",
     )
 

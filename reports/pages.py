@@ -26,7 +26,8 @@ def joined(values: Any) -> str:
 
 def run_headline(configs: pd.DataFrame) -> str:
     """Per workload, the fastest communicating strategy at the largest world size: 'mlp/small fp32: at 2 ranks,
-    bucketed bucket_cap_mb=25 2.46 ms'."""
+    bucketed bucket_cap_mb=25 2.46 ms', with the answer's doubt where the repeats do not back the winner
+    ('… 2.46 ms (by median; not significant)', answer.lead_caveat)."""
     lines = []
     for workload in dict.fromkeys(configs.loc[configs["status"] == "ok", "workload"]) if not configs.empty else []:
         frame = answer.ranked(configs, workload=workload)
@@ -42,7 +43,9 @@ def run_headline(configs: pd.DataFrame) -> str:
             lines.append(where + "only the no-communication floor")
             continue
         best = contenders.iloc[0]
-        lines.append(where + f"<b>{esc(best['strategy'])}</b> {answer.milliseconds(best['step_ms'])}")
+        caveat = answer.lead_caveat(frame[frame["world_size"] == world])
+        lines.append(where + f"<b>{esc(best['strategy'])}</b> {answer.milliseconds(best['step_ms'])}"
+                     + (f" ({esc(caveat)})" if caveat else ""))  # fmt: skip
     return "<br>".join(lines) or "nothing measured"
 
 
@@ -85,7 +88,8 @@ def index_page(
             run_headline(configs), esc(machine_summary(meta, configs)), esc(joined(configs.get("impl", []))),
             status_text(meta, configs), comparison_links(run_id, comparisons),
         ])  # fmt: skip
-    head = ["run", "fastest (largest world size)", "machine", "strategies", "configurations", "comparisons"]
+    head = ["run", "fastest (largest world size, median step)", "machine", "strategies", "configurations",
+            "comparisons"]  # fmt: skip
     listing = table(head, rows) if rows else "<p>No runs yet: <code>make bench</code>.</p>"
     body = (
         "<h1>ddpbench runs</h1><p>Newest first. Each run page opens with the answer (strategies ranked by step "

@@ -22,9 +22,11 @@ CAPTIONS = {
     "mirrors step time, across world sizes it shows what adding ranks buys.",
     "scaling": "Lines near the dashed ideal (1.0) scale well: each point is throughput at n ranks over n times "
     "the throughput at one rank, with the batch per rank fixed (weak scaling).",
-    "sweep": "Step time against the cap, one line per world size (whiskers p10–p90). A star marks a cap the "
-    "recommendation below names: one that beats DDP's default significantly over repeats. No star: the optimum is "
-    "flat, or the repeats were too few to tell (the table says which).",
+    "sweep": "Step time against the cap, one line per world size through each cap's centre over its repeats (the "
+    "geometric mean of the repeats' median steps, as the verdict below pools them), whiskers its 95% interval over "
+    "repeats (none with one repeat). A star marks a cap the recommendation below names, at the recommendation's own "
+    "figure: one that beats DDP's default significantly over repeats. No star: the optimum is flat, or the repeats "
+    "were too few to tell (the table says which).",
     "floor": "Each bar is a configuration's median step; its black tick is the floor max(local step, one all-reduce "
     "of all gradient bytes at the measured bus bandwidth): no data-parallel strategy can go below it, and the gap "
     "is what better overlap could still win.",
@@ -32,13 +34,16 @@ CAPTIONS = {
     "run's gradient-ready profile and the measured network: dotted on the profile as measured, dashed calibrated "
     "on the run's own steps without communication (local at this world size, DDP at one rank), and with the "
     "measured compute/communication contention. The legend gives each curve's MAPE and best cap.",
-    "breakdown": "Each bar is one configuration's median step split into segments (measured steps only, all "
-    "ranks). The red segment is measured communication that no compute hid, taken out of the phase it fell in "
+    "breakdown": "Each bar is one configuration's mean step on its slowest rank (the rank with the longest mean "
+    "step; measured steps only), split into the mean of each segment over those steps: the segments add up to that "
+    "mean step, which can differ from the median step the answer ranks by. The red segment is measured "
+    "communication that no compute hid (mean per step), taken out of the phase it fell in "
     "(DDP waits for its buckets inside backward; naive, flat and bucketed in sync). Where communication was not "
     "timed (DDP without --bucket-timeline, FSDP) there is no red segment and backward or sync include it.",
-    "exposed": "Left: per step, how long the strategy's collectives were in flight (outline) and the part of it "
-    "with no compute running (filled), both measured from the bucket timeline. Right: the share hidden, "
-    "1 − not hidden / in flight (naive and flat communicate after backward: 0).",
+    "exposed": "Left: the mean per step (over measured steps and ranks, not a median) of how long the strategy's "
+    "collectives were in flight (outline) and of the part of it with no compute running (filled), both measured "
+    "from the bucket timeline. Right: the share hidden, 1 − Σ not hidden / Σ in flight (naive and flat communicate "
+    "after backward by design: 0; a strategy with a single bucket hides none either).",
     "timeline": "One ordinary step of rank 0 (its median step): the phases on the first row of each strategy, "
     "then each bucket's all-reduce from launch to completion. A bucket that overlaps the orange backward is "
     "hidden; one that starts after it is exposed. A tick marks when a bucket was ready, where it had to wait "
@@ -119,13 +124,14 @@ def bucket_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     return "\n".join(parts)
 
 
-def recommended_caps(frame: pd.DataFrame, *, workload: str, strategy: str) -> dict[int, float]:
-    """World size → the cap the sweep's verdict recommends for `strategy` (only where it recommends one)."""
+def recommended_caps(frame: pd.DataFrame, *, workload: str, strategy: str) -> dict[int, tuple[float, float]]:
+    """World size → (the cap the sweep's verdict recommends for `strategy`, its best_step_ms), only where
+    it recommends one."""
     if frame.empty or "decision" not in frame:
         return {}
     chosen = frame[(frame["workload"] == workload) & (frame["decision"] == "recommend")]
     return {
-        int(r.world_size): float(r.best_cap_mb)
+        int(r.world_size): (float(r.best_cap_mb), float(r.best_step_ms))
         for r in chosen.itertuples()
         if aggregate.strategy_label(r.impl, r.other_options) == strategy
     }

@@ -22,8 +22,9 @@ SEGMENT_STYLE = {  # column: (legend name, colour)
 
 
 def time_breakdown(configs: pd.DataFrame, phases: pd.DataFrame, *, workload: str) -> go.Figure:
-    """Stacked median forward / backward / communication not hidden / sync / optimizer time per
-    strategy and world size (aggregate.SEGMENTS: the exposed communication taken out of its phase)."""
+    """Stacked mean forward / backward / communication not hidden / sync / optimizer time of each
+    configuration's slowest rank (aggregate.phase_means: they add up to its mean step; the exposed
+    communication taken out of its phase)."""
     rows = labelled(configs, workload=workload).merge(phases, on="config_id", suffixes=("_config", ""))
     figure = new_figure()
     for segment in SEGMENTS:
@@ -34,12 +35,12 @@ def time_breakdown(configs: pd.DataFrame, phases: pd.DataFrame, *, workload: str
                 x=rows["config_label"],
                 y=rows[segment],
                 marker_color=colour,
-                hovertemplate="%{y:.2f} ms<extra>%{fullData.name}</extra>",
+                hovertemplate="%{y:.2f} ms (mean per step, slowest rank)<extra>%{fullData.name}</extra>",
             )
         )
     return styled(
         figure,
-        title=f"{workload}: where the time goes (median per segment over measured steps and ranks)",
+        title=f"{workload}: where the time goes (mean step of the slowest rank, by segment)",
         barmode="stack",
         yaxis={"title": "ms", "rangemode": "tozero"},
         legend_title="segment",
@@ -57,7 +58,7 @@ def exposed_communication(configs: pd.DataFrame, *, workload: str) -> go.Figure 
         figure=new_figure(),
         rows=1,
         cols=2,
-        subplot_titles=("communication per step (ms): in flight / not hidden", "overlap efficiency (1.0 = all hidden)"),
+        subplot_titles=("mean per step (ms): in flight / not hidden", "overlap efficiency (1.0 = all hidden)"),
     )
     colours = strategy_colours(labelled(configs, workload=workload))
     for label, group in rows.groupby("label", sort=False):
@@ -65,9 +66,9 @@ def exposed_communication(configs: pd.DataFrame, *, workload: str) -> go.Figure 
         colour = colours[label]
         common = {"name": label, "legendgroup": label, "marker_color": colour, "offsetgroup": label}
         outline = {**common, "marker_color": "rgba(0,0,0,0)", "marker_line_color": colour, "marker_line_width": 1.5}
-        in_flight = "in flight %{y:.2f} ms<extra>%{fullData.name}</extra>"
+        in_flight = "in flight %{y:.2f} ms (mean per step)<extra>%{fullData.name}</extra>"
         figure.add_trace(go.Bar(x=x, y=group["comm_ms"], showlegend=False, hovertemplate=in_flight, **outline), 1, 1)
-        not_hidden = "not hidden %{y:.2f} ms<extra>%{fullData.name}</extra>"
+        not_hidden = "not hidden %{y:.2f} ms (mean per step)<extra>%{fullData.name}</extra>"
         figure.add_trace(go.Bar(x=x, y=group["exposed_comm_ms"], hovertemplate=not_hidden, **common), row=1, col=1)
         figure.add_trace(go.Bar(x=x, y=group["overlap_efficiency"], showlegend=False, **common), row=1, col=2)
     figure.add_hline(y=1.0, line_dash="dash", line_color="#888", row=1, col=2)

@@ -1,97 +1,108 @@
 """One sentence per section, computed from the run: what its figures show, said before them.
 
 Pure functions over a run's configs; each returns "" when the run has nothing to say there (one
-world size, nothing measured), never a sentence about data that is not in the run.
+world size, nothing measured), never a sentence about data that is not in the run. Every sentence
+reads the answer table's pooled frame (answer.ranked: one row per strategy, repeats pooled), so the
+page names one fastest strategy, and no sentence lists a repeat as if it were a strategy.
 """
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 
-from harness.analysis.stats import DDP_DEFAULT_CAP_MB
-from reports.aggregate import labelled, world_label
+from reports import answer
+from reports.aggregate import world_label
+
+AFTER_BACKWARD = ("naive", "flat")  # communicate after backward by design: nothing for compute to hide them behind
 
 
-def _largest_world(rows: pd.DataFrame) -> pd.DataFrame:
-    return rows[rows["world_size"] == rows["world_size"].max()] if not rows.empty else rows
+def _largest_world(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
+    """The pooled strategies (answer.ranked) at the run's largest world size, the floor (local) left out."""
+    frame = answer.ranked(configs, workload=workload)
+    if frame.empty:
+        return frame
+    return frame[(frame["world_size"] == frame["world_size"].max()) & ~frame["is_floor"]]
 
 
 def fastest(configs: pd.DataFrame, *, workload: str) -> str:
-    """'At 2 ranks bucketed is fastest (114.3 ms), 1.02× stock's time; naive is slowest (2.63×).'"""
-    rows = _largest_world(labelled(configs, workload=workload))
-    rows = rows[rows["impl"] != "local"].dropna(subset=["step_ms_median"])
-    if rows.empty:
+    """'At 2 ranks bucketed is fastest by median (114.3 ms), not significantly: …; naive is slowest (2.63×).'
+    The same verdict as the answer table's headline at that world size (answer.lead)."""
+    frame = answer.ranked(configs, workload=workload)
+    if frame.empty:
         return ""
-    ranked = rows.sort_values("step_ms_median")
-    best, worst = ranked.iloc[0], ranked.iloc[-1]
-    world = world_label(int(best["world_size"]))
-    sentence = f"At {world} {best['label']} is fastest ({best['step_ms_median']:.1f} ms)"
-    stock = _stock_as_shipped(rows)
-    if stock is not None and best["config_id"] != stock["config_id"]:
-        sentence += f", {stock['step_ms_median'] / best['step_ms_median']:.2f}× faster than stock"
-    if len(ranked) > 1:
-        sentence += f"; {worst['label']} is slowest ({worst['step_ms_median'] / best['step_ms_median']:.2f}× its time)"
+    group = frame[frame["world_size"] == frame["world_size"].max()]
+    contenders = group[~group["is_floor"]]
+    if contenders.empty:
+        return ""
+    name, words = answer.lead(group)
+    sentence = f"At {world_label(int(group['world_size'].iloc[0]))} {name}{words}"
+    if len(contenders) > 2:  # with two, 'next' already named the slowest
+        best, worst = contenders.iloc[0], contenders.iloc[-1]
+        sentence += f"; {worst['strategy']} is slowest ({worst['step_ms'] / best['step_ms']:.2f}× its time)"
     return sentence + "."
 
 
-def _stock_as_shipped(rows: pd.DataFrame) -> pd.Series | None:
-    """The row the answer table calls the reference: stock with no option but DDP's default cap (25 MiB)."""
-    for _, row in rows[rows["impl"] == "stock"].iterrows():
-        options = json.loads(row["impl_options"]) if isinstance(row["impl_options"], str) else {}
-        cap = options.pop("bucket_cap_mb", None)
-        if not options and (cap is None or float(cap) == DDP_DEFAULT_CAP_MB):
-            return row
-    return None
-
-
 def scaling(configs: pd.DataFrame, *, workload: str) -> str:
-    """'At 2 ranks bucketed keeps 72 % of linear scaling, stock 67 %.'"""
-    rows = _largest_world(labelled(configs, workload=workload)).dropna(subset=["scaling_efficiency"])
-    rows = rows[(rows["impl"] != "local") & (rows["world_size"] > 1)]
+    """'At 2 ranks, share of linear scaling kept (median over repeats): bucketed 72%, stock 67%.'"""
+    rows = _largest_world(configs, workload=workload)
+    rows = rows[rows["world_size"] > 1].dropna(subset=["scaling_efficiency"]) if not rows.empty else rows
     if rows.empty:
         return ""
-    ranked = rows.sort_values("scaling_efficiency", ascending=False)
-    parts = [f"{r.label} {r.scaling_efficiency:.0%}" for r in ranked.itertuples()]
-    return f"At {world_label(int(ranked['world_size'].iloc[0]))}, share of linear scaling kept: {', '.join(parts)}."
+    ranked = rows.sort_values("scaling_efficiency", ascending=False, kind="stable")
+    parts = [f"{r.strategy} {r.scaling_efficiency:.0%}" for r in ranked.itertuples()]
+    repeats = " (median over repeats)" if (ranked["repeats"] > 1).any() else ""
+    world = world_label(int(ranked["world_size"].iloc[0]))
+    return f"At {world}, share of linear scaling kept{repeats}: {', '.join(parts)}."
 
 
 def communication(configs: pd.DataFrame, *, workload: str) -> str:
-    """'At 2 ranks bucketed hides 42 % of its communication (76.4 ms per step), stock 36 % …; naive and flat none.'"""
-    rows = _largest_world(labelled(configs, workload=workload))
-    if "comm_ms" not in rows:
-        return ""
-    rows = rows[(rows["impl"] != "local") & (rows["comm_ms"].fillna(0) > 0)]
+    """'At 2 ranks bucketed hides 42% of its communication (76.4 ms per step, mean) …; naive hides none
+    (by design: it communicates after backward).' The reason only where it holds: naive and flat."""
+    rows = _largest_world(configs, workload=workload)
     if rows.empty:
         return ""
-    ranked = rows.sort_values("overlap_efficiency", ascending=False)
+    rows = rows[rows["comm_ms"].map(lambda ms: ms is not None and ms > 0)].dropna(subset=["overlap_efficiency"])
+    if rows.empty:
+        return ""
+    ranked = rows.sort_values("overlap_efficiency", ascending=False, kind="stable")
     hiding = [r for r in ranked.itertuples() if r.overlap_efficiency >= 0.005]
-    none = [r.label for r in ranked.itertuples() if r.overlap_efficiency < 0.005]
-    world = world_label(int(ranked["world_size"].iloc[0]))
     said = [
-        f"{r.label} hides {r.overlap_efficiency:.0%} of its communication ({r.comm_ms:.1f} ms per step)" for r in hiding
+        f"{r.strategy} hides {r.overlap_efficiency:.0%} of its communication ({r.comm_ms:.1f} ms per step, mean)"
+        for r in hiding
     ]
-    if none:
-        said.append(f"{' and '.join(none)} hide{'s' if len(none) == 1 else ''} none (they communicate after backward)")
-    return f"At {world} " + "; ".join(said) + "."
+    none = [r for r in ranked.itertuples() if r.overlap_efficiency < 0.005]
+    by_design = [r.strategy for r in none if r.impl in AFTER_BACKWARD]
+    others = [r.strategy for r in none if r.impl not in AFTER_BACKWARD]
+    if others:
+        said.append(f"{' and '.join(others)} hide{'s' if len(others) == 1 else ''} none")
+    if by_design:
+        one = len(by_design) == 1
+        said.append(
+            f"{' and '.join(by_design)} hide{'s' if one else ''} none (by design: "
+            f"{'it communicates' if one else 'they communicate'} after backward)"
+        )
+    return f"At {world_label(int(ranked['world_size'].iloc[0]))} " + "; ".join(said) + "."
 
 
 def memory(configs: pd.DataFrame, *, workload: str) -> str:
-    """'At 2 ranks the largest peak is stock's (1.2 GiB), the smallest fsdp's (0.4 GiB).'"""
-    rows = _largest_world(labelled(configs, workload=workload))
-    column = next((c for c in ("mem_peak_nvml_mb", "mem_peak_rss_mb") if c in rows and rows[c].notna().any()), None)
+    """'At 2 ranks the largest peak is stock's (1.2 GiB), the smallest fsdp's (0.4 GiB).' Each strategy's
+    peak is the highest any of its repeats reached (the one to plan for)."""
+    frame = answer.ranked(configs, workload=workload)
+    if frame.empty:
+        return ""
+    rows = frame[frame["world_size"] == frame["world_size"].max()]
+    column = next((c for c in answer.MEMORY_PEAKS if rows[c].map(lambda v: v is not None).any()), None)
     if column is None:
         return ""
-    rows = rows.dropna(subset=[column]).sort_values(column)
+    rows = rows[rows[column].map(lambda v: v is not None)].sort_values(column, kind="stable")
     what = "GPU memory (NVML)" if column == "mem_peak_nvml_mb" else "process memory (RSS)"
     low, high = rows.iloc[0], rows.iloc[-1]
     world = world_label(int(low["world_size"]))
-    if low["label"] == high["label"]:
+    if low["strategy"] == high["strategy"]:
         return f"At {world} the peak {what} is {_mib(high[column])}."
     return (
-        f"At {world} the largest peak {what} is {high['label']}'s ({_mib(high[column])}), "
-        f"the smallest {low['label']}'s ({_mib(low[column])})."
+        f"At {world} the largest peak {what} is {high['strategy']}'s ({_mib(high[column])}), "
+        f"the smallest {low['strategy']}'s ({_mib(low[column])})."
     )
 
 

@@ -63,14 +63,18 @@ def _add_phases(figure: go.Figure, row: str, step: pd.Series, *, first: bool) ->
 
 
 def _add_bucket(figure: go.Figure, row: str, bucket) -> None:
-    done = bucket.done_ms if pd.notna(bucket.done_ms) else bucket.launched_ms
+    """The all-reduce from launch to completion; one without a completion stamp is drawn, hatched, to the
+    end of the sync phase, where the overlap figures count it until (harness.analysis.overlap)."""
+    stamped = pd.notna(bucket.done_ms)
+    done = bucket.done_ms if stamped else _sync_end(bucket)
+    done_text = f"done {done:.2f} ms" if stamped else "done: not stamped (counted until the end of sync)"
     figure.add_trace(
         go.Bar(
             name="all-reduce in flight", legendgroup="bucket", showlegend=not _named(figure, "all-reduce in flight"),
             orientation="h", y=[row], x=[done - bucket.launched_ms], base=[bucket.launched_ms],
-            marker_color=BUCKET_COLOUR,
+            marker_color=BUCKET_COLOUR, marker_pattern_shape="" if stamped else "/",
             hovertemplate=(f"ready {bucket.ready_ms:.2f} ms, launched {bucket.launched_ms:.2f} ms, "
-                           f"done {done:.2f} ms<extra></extra>"),
+                           f"{done_text}<extra></extra>"),
         )
     )  # fmt: skip
     if bucket.launched_ms - bucket.ready_ms > 0.01:  # waited for an earlier bucket: in-order launch
@@ -81,6 +85,12 @@ def _add_bucket(figure: go.Figure, row: str, bucket) -> None:
                 hovertemplate=f"ready at {bucket.ready_ms:.2f} ms<extra></extra>",
             )
         )  # fmt: skip
+
+
+def _sync_end(bucket) -> float:
+    """Where the step's sync phase ends, in ms from its start (forward, backward, sync back to back)."""
+    durations = (getattr(bucket, phase) for phase in ("forward_ms", "backward_ms", "sync_ms"))
+    return sum(float(ms) for ms in durations if pd.notna(ms))
 
 
 def _named(figure: go.Figure, name: str) -> bool:

@@ -1,0 +1,100 @@
+"""Each figure measures what its title and caption say: the sweep pools repeats, the breakdown adds up
+to the step it splits, communication says it is a mean, a missing completion is drawn as it is counted."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats as sp
+
+from reports import aggregate, figures, run_sections, stepfigures, timelinefigures
+
+
+def sweep_run() -> pd.DataFrame:
+    """stock at caps 1 and 25, two repeats each, at two world sizes."""
+    rows = []
+    medians = {(1, 1.0): [4.0, 6.0], (1, 25.0): [3.0, 3.3], (2, 1.0): [8.0, 9.0], (2, 25.0): [10.0, 12.0]}
+    for (world, cap), values in medians.items():
+        for r, ms in enumerate(values):
+            rows.append({"config_id": f"w{world}-c{cap:g}-r{r}", "status": "ok", "impl": "stock", "workload": "mlp",
+                         "impl_options": json.dumps({"bucket_cap_mb": cap}), "bucket_cap_mb": cap, "repeat": r,
+                         "world_size": world, "step_ms_median": ms})  # fmt: skip
+    return aggregate.with_labels(pd.DataFrame(rows))
+
+
+def geometric_interval(values: list[float]) -> tuple[float, float, float]:
+    logs = np.log(values)
+    half = sp.t.ppf(0.975, len(values) - 1) * logs.std(ddof=1) / np.sqrt(len(values))
+    return float(np.exp(logs.mean())), float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half))
+
+
+def test_the_sweep_draws_one_pooled_point_per_cap_with_its_interval_and_the_star_at_the_verdicts_figure():
+    figure = figures.bucket_cap_sweep(sweep_run(), workload="mlp", strategy="stock", recommended={2: (1.0, 8.47)})
+    lines = {trace.name: trace for trace in figure.data}
+    assert list(lines["1 rank"].x) == [1.0, 25.0]  # one point per cap, not one per repeat
+    centre, low, high = geometric_interval([8.0, 9.0])
+    assert lines["2 ranks"].y[0] == pytest.approx(centre)
+    assert lines["2 ranks"].error_y.arrayminus[0] == pytest.approx(centre - low)
+    assert lines["2 ranks"].error_y.array[0] == pytest.approx(high - centre)
+    star = lines["recommended cap"]
+    assert list(star.x) == [1.0] and list(star.y) == [8.47]  # the recommendation's best_step_ms, not a repeat's
+    assert "whiskers 95% interval" in figure.layout.title.text and "p10" not in figure.layout.title.text
+    best = aggregate.best_caps(sweep_run(), workload="mlp")
+    assert best[["world_size", "bucket_cap_mb"]].values.tolist() == [[1, 25.0], [2, 1.0]]
+
+
+def test_the_breakdown_bar_adds_up_to_the_slowest_ranks_mean_step():
+    steps = pd.DataFrame({
+        "config_id": ["c"] * 6, "rank": [0, 0, 0, 1, 1, 1], "step": [0, 1, 2, 0, 1, 2],
+        "warmup": [True, False, False, True, False, False],
+        "forward_ms": [9.0, 1.0, 1.0, 9.0, 1.5, 2.5], "backward_ms": [9.0, 2.0, 2.0, 9.0, 3.0, 3.0],
+        "sync_ms": [9.0, 1.0, 1.0, 9.0, 2.0, 4.0], "optimizer_ms": [9.0, 0.5, 0.5, 9.0, 0.5, 0.5],
+        "exposed_comm_ms": [9.0, 0.5, 0.5, 9.0, 1.0, 3.0], "exposed_backward_ms": [0.0] * 6,
+    })  # fmt: skip
+    steps["step_ms"] = steps[["forward_ms", "backward_ms", "sync_ms", "optimizer_ms"]].sum(axis=1)
+    phases = aggregate.phase_means(steps).set_index("config_id")
+    assert phases.loc["c", "rank"] == 1  # mean step (7 + 10) / 2 = 8.5 ms against rank 0's 4.5 ms
+    assert phases.loc["c", "step_ms"] == pytest.approx(8.5)
+    assert phases.loc["c", list(aggregate.SEGMENTS)].sum() == pytest.approx(8.5)  # the bar is that step
+    assert phases.loc["c", "exposed_comm_ms"] == pytest.approx(2.0)
+    assert phases.loc["c", "sync_ms"] == pytest.approx(1.0)  # (2 − 1 + 4 − 3) / 2: sync less its exposed part
+    assert "mean step on its slowest rank" in run_sections.CAPTIONS["breakdown"]
+    assert "add up to that mean step" in run_sections.CAPTIONS["breakdown"]
+    assert "median step split" not in run_sections.CAPTIONS["breakdown"]
+
+
+def test_communication_figures_say_they_are_means_per_step():
+    configs = aggregate.with_labels(pd.DataFrame([{
+        "config_id": "c", "status": "ok", "impl": "bucketed", "impl_options": "{}", "workload": "mlp",
+        "world_size": 2, "comm_ms": 8.6, "exposed_comm_ms": 2.0, "overlap_efficiency": 0.77, "step_ms_median": 3.87,
+    }]))  # fmt: skip
+    figure = stepfigures.exposed_communication(configs, workload="mlp")
+    assert figure.layout.annotations[0].text.startswith("mean per step (ms)")
+    assert "(mean per step)" in figure.data[0].hovertemplate and "(mean per step)" in figure.data[1].hovertemplate
+    phases = pd.DataFrame([{"config_id": "c", "rank": 0, "step_ms": 4.0, "forward_ms": 1.0, "backward_ms": 1.0,
+                            "exposed_comm_ms": 1.0, "sync_ms": 0.5, "optimizer_ms": 0.5}])  # fmt: skip
+    breakdown = stepfigures.time_breakdown(configs, phases, workload="mlp")
+    assert all("mean per step" in trace.hovertemplate for trace in breakdown.data)
+    assert "median" not in breakdown.layout.title.text
+    assert "mean per step" in run_sections.CAPTIONS["exposed"]
+
+
+def test_a_collective_without_a_completion_is_drawn_to_the_end_of_sync_and_says_so():
+    configs = aggregate.with_labels(pd.DataFrame([{
+        "config_id": "c", "status": "ok", "impl": "bucketed", "impl_options": "{}", "workload": "mlp",
+        "world_size": 2, "step_ms_median": 10.0,
+    }]))  # fmt: skip
+    timeline = pd.DataFrame([
+        {"config_id": "c", "rank": 0, "step": 3, "bucket": 0, "bytes": 1024, "ready_ms": 2.0, "launched_ms": 2.0,
+         "done_ms": 4.0, "forward_ms": 1.0, "backward_ms": 4.0, "sync_ms": 3.0, "optimizer_ms": 1.0},
+        {"config_id": "c", "rank": 0, "step": 3, "bucket": 1, "bytes": 1024, "ready_ms": 4.5, "launched_ms": 4.5,
+         "done_ms": np.nan, "forward_ms": 1.0, "backward_ms": 4.0, "sync_ms": 3.0, "optimizer_ms": 1.0},
+    ])  # fmt: skip
+    figure = timelinefigures.bucket_timeline(configs, timeline, workload="mlp", world_size=2)
+    bars = [trace for trace in figure.data if trace.name == "all-reduce in flight"]
+    assert [(b.base[0], b.x[0]) for b in bars] == [(2.0, 2.0), (4.5, 3.5)]  # ends at 1 + 4 + 3 = 8 ms
+    assert "done 4.00 ms" in bars[0].hovertemplate
+    assert "done: not stamped (counted until the end of sync)" in bars[1].hovertemplate
