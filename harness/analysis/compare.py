@@ -1,13 +1,20 @@
 """`ddpbench compare BASE NEW`: did anything get significantly slower?
 
 Configurations are matched by what they measure (strategy, options, workload, size, world
-size, batch, dtype, device). The unit of evidence is the repeat: each repeat of a configuration
-is summarised by its median step (the slowest rank per step), and the two runs' repeat medians
-are judged by `stats.verdict` (Welch's t on the logs: the ratio, its 95 % interval, and
-'too few repeats to tell' when they cannot decide). See docs/statistics.md.
+size, batch, dtype, device) and by the settings that change the measurement without being an
+option (threads per rank, backend, TF32, the first bucket's cap): two configurations that differ in
+one of those are not the same measurement, so they are not judged, and `compare` names the setting
+(the command counts them as undecided, never as slower).
+
+The unit of evidence is the repeat: each repeat of a configuration is summarised by its median
+step (the slowest rank per step), and the two runs' repeat medians are judged by `stats.verdict`
+(Welch's t on the logs: the ratio, its 95 % interval, and 'too few repeats to tell' when they
+cannot decide). See docs/statistics.md.
 """
 
 from __future__ import annotations
+
+import json
 
 import pandas as pd
 
@@ -27,6 +34,11 @@ MATCH_KEYS = (
     "optimizer",
     "device",
 )
+SETTING_KEYS = ("threads_per_rank", "backend", "tf32", "first_bucket_cap_mb")
+"""Recorded per configuration, not in its options, and each changes the step time: on the CPU the
+threads per rank follow --gpus (a --gpus 1 run gives a world-size-1 rank twice the threads of a
+--gpus 2 run's), and since torch 2.9 an explicit bucket cap also caps the first bucket. A null (a
+run from before the column) matches any value."""
 ENVIRONMENT_KEYS = (
     "gpu_name", "driver_version", "torch_version", "nccl_version", "cpu_model", "hostname",
     # What changes GPU numbers without changing the code (a run from before they were recorded: "not recorded").
@@ -43,7 +55,10 @@ def load_samples(results, run_id: str) -> tuple[dict, pd.DataFrame]:
     configs, steps = store.read_configs(run), store.read_steps(run)
     measured = steps[~steps["warmup"]]
     slowest = measured.groupby(["config_id", "step"], as_index=False)["step_ms"].max()
-    ok = configs[configs["status"] == "ok"][["config_id", *MATCH_KEYS]]
+    for key in SETTING_KEYS:
+        if key not in configs:  # a run from before the column: not recorded
+            configs = configs.assign(**{key: None})
+    ok = configs[configs["status"] == "ok"][["config_id", *MATCH_KEYS, *SETTING_KEYS]]
     return store.read_json(run / "run.json"), slowest.merge(ok, on="config_id")
 
 
@@ -117,11 +132,44 @@ def _strategy_label(base: pd.DataFrame, new: pd.DataFrame) -> str:
     return before if before == after else f"{before} -> {after}"
 
 
+def setting_keys(*, across_strategies: bool) -> list[str]:
+    """Across strategies the bucket layout belongs to the strategy (naive has none), so it is not a setting."""
+    return [k for k in SETTING_KEYS if not (across_strategies and k == "first_bucket_cap_mb")]
+
+
+def _known(value) -> bool:
+    return value is not None and not pd.isna(value)
+
+
+def _setting_differences(base: dict, new: dict) -> list[str]:
+    """'threads_per_rank 1 vs 2' for each setting both runs recorded and that differs."""
+    return [f"{k} {base[k]!r} vs {new[k]!r}" for k in base if _known(base[k]) and _known(new[k]) and base[k] != new[k]]
+
+
+def _label(keys: dict) -> str:
+    options = "".join(f" {k}={v}" for k, v in json.loads(keys.get("impl_options") or "{}").items())
+    return f"w{keys['world_size']} {keys['workload']}/{keys['size']} {keys['impl']}{options}"
+
+
+def _pair_settings(base: pd.DataFrame, new: pd.DataFrame, settings: list[str]):
+    """Each setting of `base` with the `new` repeats that share it (exactly, else up to unrecorded
+    values), or with None and the differences that kept every one of them apart."""
+    new_sets = [(dict(zip(settings, k, strict=True)), g) for k, g in new.groupby(settings, dropna=False)]
+    for key, base_rows in base.groupby(settings, dropna=False):
+        given = dict(zip(settings, key, strict=True))
+        fits = [(s, g) for s, g in new_sets if not _setting_differences(given, s)]
+        exact = [(s, g) for s, g in fits if all(_known(given[k]) == _known(s[k]) for k in settings)]
+        chosen = (exact or fits or [(None, None)])[0][1]
+        yield base_rows, chosen, [] if fits else _setting_differences(given, new_sets[0][0])
+
+
 def compare(
     results, base_id: str, new_id: str, *, threshold: float, across_strategies: bool = False
-) -> tuple[pd.DataFrame, list[str]]:
-    """(one row per matched configuration, environment warnings).
+) -> tuple[pd.DataFrame, list[str], list[str]]:
+    """(one row per matched configuration, environment warnings, configurations not compared).
 
+    A configuration of BASE whose counterpart in NEW differs in a setting (SETTING_KEYS) is a
+    different measurement: it gets a line naming the settings and values, not a verdict.
     `across_strategies` matches configurations whatever their strategy (the `local` baseline
     set aside), so a run of one strategy can be judged against a run of another.
     """
@@ -133,13 +181,20 @@ def compare(
         _check_unambiguous(base, keys, base_id)
         _check_unambiguous(new, keys, new_id)
     base, new = repeat_figures(base), repeat_figures(new)
+    settings = setting_keys(across_strategies=across_strategies)
     new_groups = dict(list(new.groupby(keys, dropna=False)))
-    rows = []
+    rows, not_compared = [], []
     for key, base_group in base.groupby(keys, dropna=False):  # null keys (older rows) match too
-        if key in new_groups:
-            judged = judge(base_group, new_groups[key], threshold=threshold)
-            rows.append({**dict(zip(keys, key, strict=True)), **judged})
-    return pd.DataFrame(rows), environment_differences(base_meta, new_meta)
+        if key not in new_groups:
+            continue
+        matched = dict(zip(keys, key, strict=True))
+        for base_rows, new_rows, differences in _pair_settings(base_group, new_groups[key], settings):
+            if new_rows is None:
+                label = _label({**matched, "impl": base_rows["impl"].iloc[0]})
+                not_compared.append(f"{label}: not compared, a different measurement: {', '.join(differences)}")
+            else:
+                rows.append({**matched, **judge(base_rows, new_rows, threshold=threshold)})
+    return pd.DataFrame(rows), environment_differences(base_meta, new_meta), not_compared
 
 
 def judge(base: pd.DataFrame, new: pd.DataFrame, *, threshold: float) -> dict:

@@ -52,6 +52,34 @@ def scaling_efficiency(
     return samples_per_s / (world_size * single_rank_samples_per_s)
 
 
+POOLED_SCALING_FIGURES = ("repeats", "baseline_repeats", "scaling_efficiency")
+SCALING_KEYS = ("impl", "impl_options", "workload", "size", "batch_size", "dtype", "optimizer", "device", "backend")
+"""What a world-size-1 baseline must share with the row it scales (as harness.rank.records pairs them)."""
+
+
+def pooled_scaling(configs: pd.DataFrame) -> pd.DataFrame:
+    """Weak scaling summarised over repeats: per strategy, setup and world size, the centre (geometric
+    mean) of its repeats' `samples_per_s` over n × the centre of the world-size-1 repeats'.
+
+    The per-row `scaling_efficiency` pairs each repeat with the world-size-1 launch of the same
+    repeat, so one slow world-size-1 launch moves every figure of its repeat (37 % in one repeat,
+    75 % in the next); pooled, each repeat weighs 1/R in the baseline. Columns: the keys,
+    `world_size`, `nnodes`, `repeats`, `baseline_repeats`, `scaling_efficiency` (null without a
+    world-size-1 row)."""
+    keys = list(SCALING_KEYS)
+    ok = configs[(configs["status"] == "ok") & configs["samples_per_s"].notna()] if not configs.empty else configs
+    if ok.empty:
+        return pd.DataFrame(columns=[*keys, "world_size", "nnodes", *POOLED_SCALING_FIGURES])
+    centre = {"throughput": ("samples_per_s", lambda v: center_interval(v)[0]), "repeats": ("samples_per_s", "size")}
+    pooled = ok.groupby([*keys, "world_size", "nnodes"], dropna=False, as_index=False).agg(**centre)
+    single = ok[ok["world_size"] == 1].groupby(keys, dropna=False, as_index=False).agg(**centre)
+    single = single.rename(columns={"throughput": "baseline", "repeats": "baseline_repeats"})
+    pooled = pooled.merge(single, on=keys, how="left")  # null keys (older rows) match null keys
+    pooled["scaling_efficiency"] = pooled["throughput"] / (pooled["world_size"] * pooled["baseline"])
+    pooled["baseline_repeats"] = pooled["baseline_repeats"].fillna(0).astype(int)
+    return pooled.drop(columns=["throughput", "baseline"])
+
+
 def speedup_vs_local(step_ms: float | None, local_step_ms: float | None) -> float | None:
     """`local` step time / this step time at the same world size: what data parallelism costs here
     (not an overlap: communication is measured from the bucket timeline, harness.analysis.overlap)."""
@@ -74,8 +102,11 @@ MIN_REPEATS = 2
 LAUNCH_SPREAD = 0.03
 """Assumed relative spread of a repeat's median from launch to launch on a quiet machine (a few per cent);
 used only to say how many repeats a one-repeat run would need."""
+REFERENCE_CAP_MB = DDP_DEFAULT_CAP_MB
+"""The cap a sweep's gain is measured against: 25 MiB, the value DDP uses when none is given, but given
+explicitly like every cap of a sweep (on torch ≥ 2.9 that caps the first bucket too: not DDP's default layout)."""
 DEFAULT_THRESHOLD = 0.05
-"""The smallest change that counts, for `compare` and for a recommended cap's gain."""
+"""The smallest change that counts, for `compare` and for a recommended cap's gain (both judged by `verdict`)."""
 RECOMMENDED_REPEATS = 5
 """Repeats for runs meant to be compared (and `make sweep`): they decide at DEFAULT_THRESHOLD when
 launches agree within about 2.5 % (sd); noisier machines are told how many more they need."""
@@ -218,52 +249,85 @@ def noise_note(cvs: Sequence[float | None], medians_ms: Sequence[float]) -> str:
 def recommend_cap(
     figures_by_cap: dict[float, Sequence[float]],
     *,
-    default_cap: float = DDP_DEFAULT_CAP_MB,
+    reference_cap: float = REFERENCE_CAP_MB,
     threshold: float = DEFAULT_THRESHOLD,
 ) -> dict:
-    """From each cap's repeat medians: the fastest cap, its interval, the caps not significantly
-    slower (how flat the optimum is), and the decision: 'recommend' only when the fastest beats
-    DDP's default significantly (or, without the default, every other cap); 'flat' when it does
-    not; 'too few repeats to tell' when the repeats cannot decide that at the threshold."""
+    """From each cap's repeat medians: the fastest cap, its interval, the caps it does not beat (how
+    flat the optimum is), and the decision. Each rival is judged against the fastest by `verdict`,
+    the rule `compare` uses: 'recommend' only when the fastest is 'faster' than the reference cap
+    (25 MiB: the value DDP uses when none is given) or, without it, than every other cap, that is
+    significantly AND by at least the threshold; 'flat' when the repeats can tell it is not;
+    'too few repeats to tell' when they cannot tell which.
+
+    `gain_vs_default` is the reference cap's step / the fastest's − 1. The reference is the cap
+    the sweep measured at 25 MiB: given explicitly, as every cap of a sweep is, so on torch ≥ 2.9
+    its first bucket is 25 MiB too, not the 1 MiB of DDP's layout when no cap is given."""
     centers = {cap: center_interval(figures) for cap, figures in figures_by_cap.items()}
     best = min(centers, key=lambda cap: centers[cap][0])
     have = min(len(figures) for figures in figures_by_cap.values())
-    versus = {cap: ratio_interval(figures_by_cap[best], figures) for cap, figures in figures_by_cap.items()}
-    equivalent = sorted(cap for cap in figures_by_cap if cap == best or not versus[cap]["low"] > 1)
-    # Against DDP's default where it was measured, else against every other cap.
-    rivals = [default_cap] if default_cap in figures_by_cap and default_cap != best else sorted(set(centers) - {best})
-    unbeaten = [cap for cap in rivals if not versus[cap]["low"] > 1]
-    widest = max((np.log(versus[cap]["high"] / versus[cap]["low"]) / 2 for cap in unbeaten), default=0.0)
-    undecided = have < MIN_REPEATS or widest > np.log1p(threshold)
-    decision = TOO_FEW if undecided else (FLAT if unbeaten else RECOMMEND)
-    default = centers.get(default_cap)
+    words = {
+        cap: verdict(figures, figures_by_cap[best], threshold=threshold)["verdict"]
+        for cap, figures in figures_by_cap.items()
+        if cap != best
+    }
+    rivals = [reference_cap] if reference_cap in words else sorted(words)
+    if all(words[cap] == FASTER for cap in rivals):
+        decision = RECOMMEND
+    elif any(words[cap] == TOO_FEW for cap in rivals if words[cap] != FASTER):
+        decision = TOO_FEW
+    else:
+        decision = FLAT
+    reference = centers.get(reference_cap)
     return {
         "decision": decision,
         "best_cap_mb": best,
         "best_step_ms": centers[best][0],
         "best_ci_low_ms": centers[best][1],
         "best_ci_high_ms": centers[best][2],
-        "equivalent_caps_mb": equivalent if have >= MIN_REPEATS else sorted(figures_by_cap),
-        "gain_vs_default": default[0] / centers[best][0] - 1 if default else None,
+        # Not beaten by the threshold: the caps 'flat: any of …' offers (every cap with one repeat).
+        "equivalent_caps_mb": sorted(cap for cap in figures_by_cap if words.get(cap) != FASTER),
+        "gain_vs_default": reference[0] / centers[best][0] - 1 if reference else None,
         "repeats": have,
         "repeats_needed": repeats_needed(repeat_spread(*figures_by_cap.values()), threshold=threshold),
     }
 
 
+TIE_TOLERANCE = 0.005
+"""Predicted (or measured) step times within this fraction of the fastest are a tie: the model's
+arithmetic cannot tell 0.290 from 0.291 ms apart, so neither can be 'the' best cap."""
+
+
+def tied_best(caps: Sequence[float], values: Sequence[float], *, tolerance: float = TIE_TOLERANCE) -> list[float]:
+    """The caps whose value is within `tolerance` of the smallest, in cap order."""
+    values = np.asarray(values, dtype=float)
+    limit = values.min() * (1 + tolerance)
+    return sorted(float(cap) for cap, value in zip(caps, values, strict=True) if value <= limit)
+
+
 def prediction_error(caps: Sequence[float], measured: Sequence[float], predicted: Sequence[float]) -> dict:
     """How well a predicted curve over bucket caps matches the measured one.
 
-    MAPE (mean absolute percentage error), the best cap of each, and how many grid steps
-    apart they are (0: the prediction picks the measured best; the target is at most 1).
+    MAPE (mean absolute percentage error); the best caps of each, ties included (within
+    TIE_TOLERANCE of the fastest: `best_measured_caps_mb`, `best_predicted_caps_mb`); and how many
+    grid steps apart the two sets are at their closest (0: the prediction's tied best includes a
+    measured best; the target is at most 1). `best_measured_cap_mb`/`best_predicted_cap_mb` name
+    one cap of each set: the pair that are closest, the fastest of each on a tie.
     """
     order = np.argsort(np.asarray(caps, dtype=float))
     caps_sorted = np.asarray(caps, dtype=float)[order]
     measured_sorted = np.asarray(measured, dtype=float)[order]
     predicted_sorted = np.asarray(predicted, dtype=float)[order]
-    best_measured, best_predicted = int(np.argmin(measured_sorted)), int(np.argmin(predicted_sorted))
+    grid = {float(cap): index for index, cap in enumerate(caps_sorted)}
+    best_measured = tied_best(caps_sorted, measured_sorted)
+    best_predicted = tied_best(caps_sorted, predicted_sorted)
+    pairs = [(abs(grid[m] - grid[p]), measured_sorted[grid[m]], predicted_sorted[grid[p]], m, p)
+             for m in best_measured for p in best_predicted]  # fmt: skip
+    steps, _, _, measured_cap, predicted_cap = min(pairs)
     return {
         "mape": float(np.mean(np.abs(predicted_sorted - measured_sorted) / measured_sorted)),
-        "best_measured_cap_mb": float(caps_sorted[best_measured]),
-        "best_predicted_cap_mb": float(caps_sorted[best_predicted]),
-        "best_cap_grid_steps": abs(best_measured - best_predicted),
+        "best_measured_cap_mb": measured_cap,
+        "best_predicted_cap_mb": predicted_cap,
+        "best_measured_caps_mb": best_measured,
+        "best_predicted_caps_mb": best_predicted,
+        "best_cap_grid_steps": int(steps),
     }

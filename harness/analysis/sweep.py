@@ -1,9 +1,14 @@
 """Bucket-cap sweeps: from a run's rows to a recommended `bucket_cap_mb` per strategy and world size.
 
 The evidence per cap is its repeats (each repeat's median step); a cap is recommended only when it
-beats DDP's default significantly, else the optimum is 'flat: any of …', or there were too few
-repeats to tell (docs/statistics.md). Nothing is recommended where nothing communicates: world
-size 1 and the `local` baseline.
+beats the 25 MiB cap significantly and by at least the threshold (`stats.verdict`, as `compare`
+judges), else the optimum is 'flat: any of …', or there were too few repeats to tell
+(docs/statistics.md). Nothing is recommended where nothing communicates: world size 1 and the
+`local` baseline.
+
+A sweep point is a bucket layout, not just a cap: since torch 2.9 an explicit `bucket_cap_mb` caps
+the first bucket too, so a row that gave no cap (DDP's default layout: 25 MiB, first bucket 1 MiB)
+and a row that gave 25 (first bucket 25 MiB) are different measurements and are never pooled.
 
 Pure: DataFrames in, a DataFrame out; `write_run_recommendations` alone reads a run and writes the
 result next to it (`recommendations.parquet`), which the report and `predict` show.
@@ -22,6 +27,10 @@ from harness.plan.config import BASELINE_IMPL
 from harness.results import store
 
 GROUP_KEYS = ("impl", "other_options", "workload", "size", "batch_size", "dtype", "optimizer", "world_size", "nnodes")
+LAYOUT_KEYS = ("cap_given", "first_bucket_cap_mb")
+"""Besides GROUP_KEYS, what keeps two layouts apart: whether the cap was an option (DDP's default layout
+when not), and, where one cap was measured with several first buckets (a resume under another torch), the
+first bucket."""
 
 
 def _other_options(options_json: str) -> str:
@@ -30,12 +39,32 @@ def _other_options(options_json: str) -> str:
     return json.dumps(options, sort_keys=True)
 
 
+def _cap_given(options_json: str) -> bool:
+    return "bucket_cap_mb" in json.loads(options_json or "{}")
+
+
 def step_samples(configs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Per configuration and measured step: the slowest rank's time, with the configuration's keys."""
     measured = steps[~steps["warmup"]]
     slowest = measured.groupby(["config_id", "step"], as_index=False)["step_ms"].max()
-    keys = configs[configs["status"] == "ok"].assign(other_options=lambda c: c["impl_options"].map(_other_options))
-    return slowest.merge(keys[["config_id", "bucket_cap_mb", *GROUP_KEYS]], on="config_id")
+    keys = configs[configs["status"] == "ok"].assign(
+        other_options=lambda c: c["impl_options"].map(_other_options),
+        cap_given=lambda c: c["impl_options"].map(_cap_given),
+    )
+    if "first_bucket_cap_mb" not in keys:  # written before the first bucket was recorded
+        keys = keys.assign(first_bucket_cap_mb=float("nan"))
+    return slowest.merge(keys[["config_id", "bucket_cap_mb", *GROUP_KEYS, *LAYOUT_KEYS]], on="config_id")
+
+
+def _layouts(group: pd.DataFrame):
+    """One sweep per bucket-layout rule: rows that gave a cap apart from rows that did not (DDP's
+    default layout), and split by first bucket where one cap was measured with several."""
+    for _, same_rule in group.groupby("cap_given"):
+        firsts = same_rule.groupby("bucket_cap_mb")["first_bucket_cap_mb"].nunique(dropna=False)
+        if (firsts > 1).any():
+            yield from (rows for _, rows in same_rule.groupby("first_bucket_cap_mb", dropna=False))
+        else:
+            yield same_rule
 
 
 def _communicates(keys: dict) -> bool:
@@ -48,17 +77,24 @@ def recommendations(configs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame()
     samples = step_samples(configs, steps).dropna(subset=["bucket_cap_mb"])
     rows = []
-    for keys, group in samples.groupby(list(GROUP_KEYS), dropna=False):  # a null key (older rows) is a key too
+    for keys, setup_rows in samples.groupby(list(GROUP_KEYS), dropna=False):  # a null key (older rows) is a key too
         setup = dict(zip(GROUP_KEYS, keys, strict=True))
-        by_cap = {float(cap): g for cap, g in group.groupby("bucket_cap_mb")}
-        if len(by_cap) < 2 or not _communicates(setup):
+        if not _communicates(setup):
             continue
-        repeats = {cap: [stats.repeat_summary(r.sort_values("step")["step_ms"]) for _, r in g.groupby("config_id")]
-                   for cap, g in by_cap.items()}  # fmt: skip
-        best = stats.recommend_cap({cap: [r["median_ms"] for r in reps] for cap, reps in repeats.items()})
-        best["equivalent_caps_mb"] = json.dumps(best["equivalent_caps_mb"])
-        rows.append({**setup, "caps_mb": json.dumps(sorted(by_cap)), **best, "noise": _noise(repeats)})
+        for group in _layouts(setup_rows):
+            by_cap = {float(cap): g for cap, g in group.groupby("bucket_cap_mb")}
+            if len(by_cap) >= 2:
+                rows.append({**setup, **_recommend(by_cap)})
     return pd.DataFrame(rows)
+
+
+def _recommend(by_cap: dict[float, pd.DataFrame]) -> dict:
+    """One sweep's decision from its caps' rows (each configuration id one repeat)."""
+    repeats = {cap: [stats.repeat_summary(r.sort_values("step")["step_ms"]) for _, r in g.groupby("config_id")]
+               for cap, g in by_cap.items()}  # fmt: skip
+    best = stats.recommend_cap({cap: [r["median_ms"] for r in reps] for cap, reps in repeats.items()})
+    best["equivalent_caps_mb"] = json.dumps(best["equivalent_caps_mb"])
+    return {"caps_mb": json.dumps(sorted(by_cap)), **best, "noise": _noise(repeats)}
 
 
 def _noise(repeats: dict[float, list[dict]]) -> str:
@@ -82,9 +118,19 @@ def answer(row: pd.Series) -> str:
     return f"too few repeats to tell (have {row['repeats']}, {stats.needed_text(row['repeats_needed'])})"
 
 
+def versus_reference(row: pd.Series) -> str:
+    """'25 MiB takes 1.49× as long' (a ratio of step times, so its direction cannot be misread);
+    '' when 25 MiB was not measured or is itself the fastest."""
+    gain = row.get("gain_vs_default")
+    if gain is None or pd.isna(gain) or row["best_cap_mb"] == stats.REFERENCE_CAP_MB:
+        return ""
+    return f"{stats.REFERENCE_CAP_MB:g} MiB takes {1 + gain:.2f}× as long"
+
+
 def describe(row: pd.Series) -> str:
-    """One line a person reads: the decision, the fastest cap and how sure, what it gains over 25 MiB, the noise."""
-    gain = "" if pd.isna(row["gain_vs_default"]) else f", {row['gain_vs_default']:+.1%} vs 25 MiB"
+    """One line a person reads: the decision, the fastest cap and how sure, how much longer 25 MiB takes, the noise."""
+    versus = versus_reference(row)
+    gain = f"; {versus}" if versus else ""
     interval = (
         "" if pd.isna(row["best_ci_low_ms"]) else f", 95% CI {row['best_ci_low_ms']:.2f}–{row['best_ci_high_ms']:.2f}"
     )

@@ -95,12 +95,13 @@ def describe_row(row: dict) -> str:
 
 
 def communication_text(row: dict) -> str:
-    """', comm 40.6 ms (27.4 exposed, 33% hidden)' where the strategy's collectives were timed (means per step)."""
+    """', comm 40.6 ms/step mean (27.4 exposed, 33% hidden)' where the strategy's collectives were timed: means
+    over the measured steps (comm_ms, exposed_comm_ms), where the step time before it is a median."""
     comm, exposed, hidden = (row.get(k) for k in ("comm_ms", "exposed_comm_ms", "overlap_efficiency"))
     if comm is None or comm != comm or not comm > 0:  # not measured (None/NaN), or no communication
         return ""
     share = f", {hidden:.0%} hidden" if hidden is not None and hidden == hidden else ""
-    return f", comm {comm:.1f} ms ({exposed:.1f} exposed{share})"
+    return f", comm {comm:.1f} ms/step mean ({exposed:.1f} exposed{share})"
 
 
 class Progress:
@@ -172,8 +173,8 @@ def recommendations(frame: pd.DataFrame) -> None:
     from harness.analysis import sweep
 
     say(
-        "ddpbench: bucket caps (a cap is recommended only when it beats DDP's default significantly over "
-        "repeats; docs/statistics.md):"
+        f"ddpbench: bucket caps (a cap is recommended only when it beats the {stats.REFERENCE_CAP_MB:g} MiB cap "
+        f"significantly over repeats and by at least {stats.DEFAULT_THRESHOLD:.0%}; docs/statistics.md):"
     )
     for _, row in frame.iterrows():
         print(f"  {sweep.describe(row)}")
@@ -228,17 +229,31 @@ def predict_profile(setup: dict, profile, source: str) -> None:
           f"in {len(profile.grads)} tensors")  # fmt: skip
 
 
+def contention_text(contention) -> str:
+    if contention is None:
+        return "contention: not measured"
+    return (f"contention: compute ×{contention.compute_slowdown:.2f}, all-reduce ×{contention.comm_slowdown:.2f} "
+            "while overlapped")  # fmt: skip
+
+
+def caps_text(caps: list[float]) -> str:
+    """'25 MiB', or 'any of 1, 25 MiB (tied)' when the figures cannot tell them apart."""
+    listed = ", ".join(f"{c:g}" for c in caps)
+    return f"{listed} MiB" if len(caps) == 1 else f"any of {listed} MiB (tied)"
+
+
 def predict_table(frame: pd.DataFrame, *, world: int, link, contention) -> None:
-    """The network at this world size, then one row per bucket cap and the predicted best."""
+    """The network at this world size, then one row per bucket cap and the predicted best (caps within
+    stats.TIE_TOLERANCE of the fastest are tied). `contention` None: none was measured."""
     print(f"w{world}: all-reduce α {link.alpha_s * 1e6:.1f} µs, busbw {link.busbw_bytes_per_s / 1e9:.3f} GB/s "
-          f"({link.source}); contention: compute ×{contention.compute_slowdown:.2f}, "
-          f"all-reduce ×{contention.comm_slowdown:.2f} while overlapped")  # fmt: skip
+          f"({link.source}); {contention_text(contention)}")  # fmt: skip
     print(f"  {'cap MiB':>8} {'buckets':>8} {'step ms':>9} {'exposed comm ms':>16} {'scaling eff.':>13}")
     for r in frame.itertuples():
         print(f"  {r.bucket_cap_mb:>8g} {r.buckets:>8} {r.step_ms:>9.2f} {r.exposed_comm_ms:>16.2f} "
               f"{r.scaling_efficiency:>13.3f}")  # fmt: skip
     best = frame.loc[frame["step_ms"].idxmin()]
-    print(f"  predicted best cap at w{world}: {best['bucket_cap_mb']:g} MiB ({best['step_ms']:.2f} ms, "
+    tied = stats.tied_best(frame["bucket_cap_mb"], frame["step_ms"])
+    print(f"  predicted best cap at w{world}: {caps_text(tied)} ({best['step_ms']:.2f} ms, "
           f"scaling efficiency {best['scaling_efficiency']:.3f})")  # fmt: skip
 
 
@@ -260,9 +275,10 @@ def validation(key: tuple, group: pd.DataFrame, as_good: list[float] | None, err
         print(f"  cap {r.bucket_cap_mb:g} MiB: measured {r.measured_ms:.2f} ms, predicted {predicted} ms "
               f"(compute ×{r.compute_scale:.2f}, DDP's own {r.reducer_ms:.1f} ms)")  # fmt: skip
     if as_good is not None:
-        print(f"  measured caps not significantly slower than the best (Welch's t over repeats): "
+        print(f"  measured caps the best does not beat by {stats.DEFAULT_THRESHOLD:.0%} (Welch's t over repeats): "
               f"{', '.join(f'{c:g}' for c in as_good)} MiB")  # fmt: skip
     for label, error in errors:
-        print(f"  {label}: MAPE {error['mape']:.1%}, best cap measured {error['best_measured_cap_mb']:g} "
-              f"vs predicted {error['best_predicted_cap_mb']:g} MiB "
-              f"({error['best_cap_grid_steps']} grid step(s) apart)")  # fmt: skip
+        apart = error["best_cap_grid_steps"]
+        agreement = "agrees" if apart == 0 else f"{apart} grid step(s) apart"
+        print(f"  {label}: MAPE {error['mape']:.1%}, best cap measured {caps_text(error['best_measured_caps_mb'])} "
+              f"vs predicted {caps_text(error['best_predicted_caps_mb'])} ({agreement})")  # fmt: skip

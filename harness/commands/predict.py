@@ -40,9 +40,9 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     console.predict_profile(setup, profile, source)
     for world in worlds:
         link = network_link(network, world)
-        contention = network.contention.get(world, NO_CONTENTION)
-        frame = predict_caps(profile, caps_mb=caps, link=link, world_size=world, contention=contention)
-        console.predict_table(frame, world=world, link=link, contention=contention)
+        measured = network.contention.get(world)  # None: not measured, predicted without contention
+        frame = predict_caps(profile, caps_mb=caps, link=link, world_size=world, contention=measured or NO_CONTENTION)
+        console.predict_table(frame, world=world, link=link, contention=measured)
     if run_dir is not None:
         _validate(args.results_dir, run_dir, network, stored=given is None)
     return 0

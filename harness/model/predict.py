@@ -99,16 +99,54 @@ def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Ne
     return rows
 
 
+FULL_GRADIENT_ALL_REDUCE = frozenset({"naive", "flat", "bucketed", "stock", "zero", "fsdp"})
+"""Strategies whose communication is at least one all-reduce's worth of every gradient byte per step
+(FSDP's reduce-scatter of gradients plus all-gather of parameters moves as much as one all-reduce).
+The others have no such floor: `local` communicates nothing, `dataparallel` gathers on one GPU inside
+one process, `rpc_hybrid` sends part of the model to a parameter server."""
+HALF_PRECISION_HOOKS = ("fp16", "bf16")
+"""DDP comm hooks that all-reduce every gradient cast to 16 bits; PowerSGD sends low-rank factors whose
+size depends on its rank and warm-up, so it gets no floor."""
+
+
+def allreduced_bytes(row) -> int | None:
+    """The bytes of one all-reduce that moves as much as this configuration's step does: every
+    gradient byte; 2 bytes an element under an fp16/bf16 hook; for FSDP the mean of what its
+    all-gather (param_dtype) and reduce-scatter (reduce_dtype) move. None where the strategy does
+    not all-reduce its whole gradient (or an unknown hook)."""
+    if row.impl not in FULL_GRADIENT_ALL_REDUCE or pd.isna(row.grad_bytes):
+        return None
+    options = json.loads(row.impl_options or "{}")
+    full, half = int(row.grad_bytes), _sixteen_bit_bytes(row)
+    if row.impl == "fsdp":
+        return sum(half if options.get(k, "fp32") == "bf16" else full for k in ("param_dtype", "reduce_dtype")) // 2
+    hook = options.get("comm_hook", "none")
+    return full if hook == "none" else half if hook in HALF_PRECISION_HOOKS else None
+
+
+def _sixteen_bit_bytes(row) -> int:
+    """Every gradient element at 2 bytes: exactly, where the elements are known; else half of the
+    (fp32: the workloads' parameters stay fp32 under autocast) gradient bytes. Never more than sent."""
+    elements = getattr(row, "trainable_param_count", None)
+    if elements is None or pd.isna(elements):
+        return int(row.grad_bytes) // 2
+    return min(int(row.grad_bytes), 2 * int(elements))
+
+
 def floor_rows(configs: pd.DataFrame, network: Network) -> list[dict]:
-    """Per configuration at world size ≥ 2: all its gradient bytes all-reduced once at the
-    network's bandwidth, and the floor max(local step, that all-reduce)."""
+    """Per configuration at world size ≥ 2 that all-reduces its whole gradient: the bytes it sends
+    (`allreduced_bytes`) all-reduced once at the network's α and bandwidth, and the floor
+    max(local step, that all-reduce). Configurations without such a floor get no row."""
     configs = configs.fillna(SETUP_DEFAULTS)
     ok = configs[(configs["status"] == "ok") & (configs["world_size"] > 1) & configs["grad_bytes"].notna()]
     local = ok[ok["impl"] == "local"].groupby([*SETUP_KEYS, "world_size"])["step_ms_median"].median()
     rows = []
     for r in ok.itertuples():
+        sent = allreduced_bytes(r)
+        if sent is None:
+            continue
         link = network_link(network, int(r.world_size))
-        allreduce_ms = link.allreduce_s(int(r.grad_bytes), int(r.world_size)) * 1e3
+        allreduce_ms = link.allreduce_s(sent, int(r.world_size)) * 1e3
         local_ms = local.get(tuple(getattr(r, k) for k in [*SETUP_KEYS, "world_size"]))
         rows.append({
             "config_id": r.config_id, "world_size": int(r.world_size), "grad_bytes": int(r.grad_bytes),

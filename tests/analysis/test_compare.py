@@ -25,6 +25,7 @@ def synthetic_run(
     impl: str = "stock",
     repeats: int = 5,
     environment: dict | None = None,
+    settings: dict | None = None,
 ) -> None:
     """A run with one configuration measured `repeats` times (1 % launch-to-launch offsets), each
     with 2 ranks whose 40 steps scatter by 3 %."""
@@ -40,7 +41,7 @@ def synthetic_run(
             for r in range(2)
             for s in range(40)
         ]  # fmt: skip
-        row = {"run_id": run_id, "config_id": f"c{repeat}", **KEYS, "impl": impl, "repeat": repeat}
+        row = {"run_id": run_id, "config_id": f"c{repeat}", **KEYS, "impl": impl, "repeat": repeat, **(settings or {})}
         store.write_configuration(results / run_id, f"c{repeat}", row, steps)
 
 
@@ -152,3 +153,41 @@ def test_compare_names_and_skips_a_corrupt_part_and_refuses_a_newer_schema(tmp_p
         f"ddpbench: error: {results / 'b' / 'configs' / 'c9.parquet'} has schema version {store.SCHEMA_VERSION + 1}, "
         f"newer than the {store.SCHEMA_VERSION} this ddpbench reads; upgrade ddpbench to read it"
     ]
+
+
+def test_runs_with_different_threads_per_rank_are_not_judged_as_one_configuration_and_exit_3(tmp_path, capsys):
+    # A --gpus 2 run gives a world-size-1 rank 1 thread, a --gpus 1 run 2: a tenfold "slowdown" that is no regression.
+    synthetic_run(tmp_path / "r", "a", mean_ms=0.71, seed=1, settings={"threads_per_rank": 1})
+    synthetic_run(tmp_path / "r", "b", mean_ms=7.48, seed=2, settings={"threads_per_rank": 2})
+    code, out = run_compare(capsys, tmp_path / "r", "a", "b")
+    assert code == 3 and ", ratio " not in out.out and ": slower" not in out.out
+    assert "warning: w2 mlp/tiny stock: not compared, a different measurement: threads_per_rank 1 vs 2" in out.err
+    assert (
+        "0 configuration(s) matched, 0 significantly slower, 0 with too few repeats to tell, 1 not compared" in out.out
+    )
+    assert "threads_per_rank 1 vs 2" in (tmp_path / "site" / "compare" / "a_vs_b.html").read_text()
+
+
+@pytest.mark.parametrize(
+    ("base", "new", "named"),
+    [
+        ({"backend": "gloo"}, {"backend": "nccl"}, "backend 'gloo' vs 'nccl'"),
+        ({"tf32": False}, {"tf32": True}, "tf32 False vs True"),
+        ({"first_bucket_cap_mb": 1.0}, {"first_bucket_cap_mb": 25.0}, "first_bucket_cap_mb 1.0 vs 25.0"),
+    ],
+)
+def test_each_setting_outside_the_options_keeps_two_configurations_apart(tmp_path, capsys, base, new, named):
+    synthetic_run(tmp_path / "r", "a", mean_ms=100, seed=1, settings=base)
+    synthetic_run(tmp_path / "r", "b", mean_ms=150, seed=2, settings=new)
+    code, out = run_compare(capsys, tmp_path / "r", "a", "b")
+    assert code == 3 and f"not compared, a different measurement: {named}" in out.err and ", ratio " not in out.out
+
+
+def test_a_setting_an_older_run_did_not_record_still_matches_and_equal_settings_are_judged(tmp_path, capsys):
+    synthetic_run(tmp_path / "r", "old", mean_ms=100, seed=1)  # no threads_per_rank column at all
+    synthetic_run(tmp_path / "r", "a", mean_ms=100, seed=2, settings={"threads_per_rank": 2, "backend": "gloo"})
+    synthetic_run(tmp_path / "r", "b", mean_ms=110, seed=3, settings={"threads_per_rank": 2, "backend": "gloo"})
+    code, out = run_compare(capsys, tmp_path / "r", "old", "a")
+    assert code == 0 and "1 configuration(s) matched" in out.out and "not compared" not in out.err
+    code, out = run_compare(capsys, tmp_path / "r", "a", "b")
+    assert code == 1 and ": slower" in out.out and "0 not compared" in out.out

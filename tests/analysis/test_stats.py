@@ -4,6 +4,7 @@ and the bucket-cap recommendation."""
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from harness.analysis import stats
@@ -110,3 +111,58 @@ def test_the_repeats_needed_are_said_as_a_number_until_no_practical_number_will_
     assert stats.needed_text(7) == "need about 7"
     assert stats.needed_text(stats.MAX_REPEATS).startswith(f"need more than {stats.MAX_REPEATS}")
     assert stats.needed_text(None) == "need more"
+
+
+def test_a_significant_gain_below_the_threshold_is_flat_as_compare_would_judge_it():
+    # 1 % faster with tight repeats: significant (p < 0.001), but below the 5 % that counts.
+    figures = {5.0: repeats(99.0, spread=0.001, seed=1), 25.0: repeats(100.0, spread=0.001, seed=2)}
+    recommendation = stats.recommend_cap(figures)
+    assert stats.ratio_interval(figures[25.0], figures[5.0])["high"] < 1  # significant...
+    assert stats.verdict(figures[25.0], figures[5.0], threshold=0.05)["verdict"] == stats.NO_CHANGE  # ...not enough
+    assert recommendation["decision"] == stats.FLAT and recommendation["best_cap_mb"] == 5.0
+    assert recommendation["equivalent_caps_mb"] == [5.0, 25.0]
+    assert recommendation["gain_vs_default"] == pytest.approx(0.01, abs=0.002)
+
+
+def test_a_gain_at_the_threshold_is_recommended_only_when_the_repeats_are_sure_of_it():
+    sure = stats.recommend_cap({5.0: repeats(100.0, spread=0.002, seed=1), 25.0: repeats(108.0, spread=0.002, seed=2)})
+    assert sure["decision"] == stats.RECOMMEND and sure["equivalent_caps_mb"] == [5.0]
+    unsure = stats.recommend_cap({5.0: repeats(100.0, spread=0.06, seed=1), 25.0: repeats(108.0, spread=0.06, seed=2)})
+    assert unsure["decision"] == stats.TOO_FEW
+
+
+def test_a_lower_threshold_lets_a_small_sure_gain_be_recommended():
+    figures = {5.0: repeats(99.0, spread=0.001, seed=1), 25.0: repeats(100.0, spread=0.001, seed=2)}
+    assert stats.recommend_cap(figures, threshold=0.005)["decision"] == stats.RECOMMEND
+
+
+def configs_for_scaling(w1_ms: list[float], w2_ms: list[float]) -> pd.DataFrame:
+    """Rows of one strategy at world sizes 1 and 2, one per repeat, batch 10 per rank."""
+    keys = {"status": "ok", "impl": "stock", "impl_options": "{}", "workload": "mlp", "size": "tiny",
+            "batch_size": 10, "dtype": "fp32", "optimizer": "sgd", "device": "cpu", "backend": "gloo",
+            "nnodes": 1}  # fmt: skip
+    rows = [{**keys, "world_size": world, "repeat": repeat, "samples_per_s": 10 * world * 1000 / ms}
+            for world, times in ((1, w1_ms), (2, w2_ms)) for repeat, ms in enumerate(times)]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_pooled_scaling_takes_the_one_rank_baseline_over_every_repeat_not_the_same_repeats_alone():
+    # Repeat 1's world-size-1 launch ran twice as fast as the others (an outlier): paired per repeat it makes
+    # that repeat's scaling half the others'; pooled, the baseline is the centre of the three launches.
+    configs = configs_for_scaling([10.0, 5.0, 10.0], [20.0, 20.0, 20.0])
+    per_repeat = [
+        stats.scaling_efficiency(w2, world_size=2, single_rank_samples_per_s=w1)
+        for w1, w2 in zip(configs["samples_per_s"][:3], configs["samples_per_s"][3:], strict=True)
+    ]
+    assert per_repeat == pytest.approx([0.5, 0.25, 0.5])
+    pooled = stats.pooled_scaling(configs).set_index("world_size")
+    centre = np.exp(np.mean(np.log([1000.0, 2000.0, 1000.0])))  # samples/s at one rank, geometric mean
+    assert pooled.loc[2, "scaling_efficiency"] == pytest.approx(1000.0 / (2 * centre))
+    assert pooled.loc[1, "scaling_efficiency"] == pytest.approx(1.0)
+    assert (pooled.loc[2, "repeats"], pooled.loc[2, "baseline_repeats"]) == (3, 3)
+
+
+def test_pooled_scaling_without_a_one_rank_row_is_null_not_a_guess():
+    configs = configs_for_scaling([], [20.0, 21.0])
+    pooled = stats.pooled_scaling(configs)
+    assert pooled["scaling_efficiency"].isna().all() and pooled["baseline_repeats"].tolist() == [0]

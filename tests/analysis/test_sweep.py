@@ -148,3 +148,46 @@ def test_on_a_terminal_a_bar_shows_the_current_configuration_its_steps_and_an_et
     assert f"running {pending[0].label()}" in shown and "step 3/6" in shown
     assert "[1/2]" in shown and "<" in shown  # tqdm's elapsed<remaining: the ETA
     assert not list(run.glob("*.tmp"))
+
+
+def with_layouts(configs: pd.DataFrame) -> pd.DataFrame:
+    """Rows as torch ≥ 2.9 records them: an explicit cap caps the first bucket too."""
+    return configs.assign(first_bucket_cap_mb=configs["bucket_cap_mb"])
+
+
+def test_a_row_without_a_cap_option_is_never_pooled_with_an_explicit_25():
+    explicit, explicit_steps = sweep_rows({1.0: 100.0, 25.0: 110.0}, world_sizes=(2,))
+    default, default_steps = sweep_rows({25.0: 50.0}, world_sizes=(2,))  # DDP's layout: 25 MiB, first bucket 1 MiB
+    default = default.assign(config_id="default-" + default["config_id"], impl_options="{}", first_bucket_cap_mb=1.0)
+    default_steps = default_steps.assign(config_id="default-" + default_steps["config_id"])
+    configs = pd.concat([with_layouts(explicit), default], ignore_index=True)
+    frame = sweep.recommendations(configs, pd.concat([explicit_steps, default_steps], ignore_index=True))
+    assert len(frame) == 1
+    row = frame.iloc[0]
+    assert row["caps_mb"] == "[1.0, 25.0]" and row["best_cap_mb"] == 1.0 and row["decision"] == "recommend"
+    assert 0.07 < row["gain_vs_default"] < 0.13  # against the explicit 25 (110 ms), not a blend with the 50 ms rows
+
+
+def test_one_cap_measured_under_two_first_buckets_is_never_pooled():
+    # A resume under another torch: 25 MiB with first bucket 1 MiB (older) and with 25 MiB (≥ 2.9).
+    older, older_steps = sweep_rows({1.0: 100.0, 25.0: 110.0}, world_sizes=(2,))
+    newer, newer_steps = sweep_rows({1.0: 100.0, 25.0: 60.0}, world_sizes=(2,))
+    newer = with_layouts(newer).assign(config_id="new-" + newer["config_id"])
+    newer_steps = newer_steps.assign(config_id="new-" + newer_steps["config_id"])
+    configs = pd.concat([older.assign(first_bucket_cap_mb=1.0), newer], ignore_index=True)
+    frame = sweep.recommendations(configs, pd.concat([older_steps, newer_steps], ignore_index=True))
+    row = frame.iloc[
+        0
+    ]  # 1 MiB (first bucket 1 MiB either way) against the older 25 MiB; the newer one alone is no sweep
+    assert len(frame) == 1 and row["caps_mb"] == "[1.0, 25.0]" and row["best_cap_mb"] == 1.0
+    assert 0.07 < row["gain_vs_default"] < 0.13  # 110 ms over 100, not a blend with the 60 ms rows
+
+
+def test_the_line_says_how_much_longer_25_mib_takes_so_its_direction_cannot_be_misread():
+    configs, steps = sweep_rows({1.0: 100.0, 5.0: 120.0, 25.0: 150.0}, world_sizes=(2,))
+    row = sweep.recommendations(configs, steps).iloc[0]
+    assert f"fastest 1 MiB: {row['best_step_ms']:.2f} ms" in sweep.describe(row)
+    assert f"; 25 MiB takes {1 + row['gain_vs_default']:.2f}× as long;" in sweep.describe(row)
+    assert "vs 25 MiB" not in sweep.describe(row) and 1.45 < 1 + row["gain_vs_default"] < 1.55
+    fastest_25 = sweep.recommendations(*sweep_rows({1.0: 150.0, 25.0: 100.0}, world_sizes=(2,))).iloc[0]
+    assert "takes" not in sweep.describe(fastest_25)  # 25 MiB is the fastest: nothing to compare it with
