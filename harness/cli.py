@@ -165,9 +165,12 @@ def add_compare_parser(commands) -> None:
         description="Match the configurations of two runs and judge each on its repeats (each repeat's median "
         "step is one piece of evidence): slower/faster only when the 95% interval of the ratio excludes 1 and "
         "the ratio is beyond --threshold. When the repeats cannot decide (fewer than 2 per run, or an interval "
-        "wider than ±threshold) the verdict is 'too few repeats to tell (have N, need about M)'.",
+        "wider than ±threshold) the verdict is 'too few repeats to tell (have N, need about M)'. Configurations "
+        "that differ in threads_per_rank, backend, tf32 or first_bucket_cap_mb are different measurements: "
+        "not judged, named in a warning.",
         epilog="exit codes: 0 no configuration slower; 1 some significantly slower; 2 bad input; "
-        "3 none slower, but some had too few repeats to tell. Runs meant to be compared: bench --repeats 5 "
+        "3 none slower, but some had too few repeats to tell or differed in a setting. Runs meant to be compared: "
+        "bench --repeats 5 "
         "(decides 5% when launches agree within about 2.5%). See docs/statistics.md.",
     )
     compare.add_argument("base", help="run id of the baseline")
