@@ -151,7 +151,7 @@ def write_run_recommendations(run: Path) -> pd.DataFrame:
 
 
 def as_good_caps(table: pd.DataFrame, *, workload: str, size: str, world: int) -> list[float] | None:
-    """The caps the stock sweep found not significantly slower than its best, where it has them."""
+    """The caps the stock sweep's best does not beat by the threshold (`equivalent_caps_mb`), where it has them."""
     if table.empty:
         return None
     rows = table[(table["impl"] == impls.reference_name()) & (table["workload"] == workload)

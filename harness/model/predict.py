@@ -40,6 +40,12 @@ def _ddp_defaults_but_cap(options_json: str) -> bool:
     return not options
 
 
+def _cap_given(options_json: str) -> bool:
+    """The model's layout is a cap given explicitly (on torch ≥ 2.9 its first bucket is that cap too); a row
+    that gave none is DDP's default layout (first bucket 1 MiB), never pooled with an explicit 25."""
+    return "bucket_cap_mb" in json.loads(options_json or "{}")
+
+
 def _median_step(configs: pd.DataFrame, setup: dict, *, world: int, impl: str, cap: float | None = None):
     rows = configs[(configs["impl"] == impl) & (configs["world_size"] == world)]
     for key, value in setup.items():
@@ -71,7 +77,8 @@ def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Ne
     configs = configs.fillna(SETUP_DEFAULTS)
     configs = configs[(configs["status"] == "ok") & configs["impl_options"].map(_ddp_defaults_but_cap)]
     reference = impls.reference_name()  # DDP as torch ships it: the strategy whose cap the model predicts
-    sweeps = configs[(configs["impl"] == reference) & configs["bucket_cap_mb"].notna() & (configs["world_size"] > 1)]
+    sweeps = configs[(configs["impl"] == reference) & configs["impl_options"].map(_cap_given)
+                     & configs["bucket_cap_mb"].notna() & (configs["world_size"] > 1)]  # fmt: skip
     rows = []
     for keys, group in sweeps.groupby([*SETUP_KEYS, "world_size"]):
         setup = dict(zip(SETUP_KEYS, keys[:-1], strict=True))
