@@ -12,4 +12,4 @@ import gpu_check
 def test_bad_usage_exits_2_without_running_anything(capsys):
     assert gpu_check.main([]) == 2
     assert gpu_check.main(["--quick"]) == 2
-    assert "usage: python benchmarks/gpu_check.py OUT_DIR [--quick]" in capsys.readouterr().err
+    assert "usage: python benchmarks/gpu_check.py OUT_DIR [--quick] [--overlap]" in capsys.readouterr().err
