@@ -161,16 +161,17 @@ def add_bench_parser(commands) -> None:
 def add_compare_parser(commands) -> None:
     compare = commands.add_parser(
         "compare",
-        help="did NEW get significantly slower than BASE? (exit 1 if so, 3 if the repeats cannot tell)",
+        help="did NEW get significantly slower than BASE? (exit 1 if so, 3 if the evidence cannot tell)",
         description="Match the configurations of two runs and judge each on its repeats (each repeat's median "
         "step is one piece of evidence): slower/faster only when the 95% interval of the ratio excludes 1 and "
         "the ratio is beyond --threshold. When the repeats cannot decide (fewer than 2 per run, or an interval "
         "wider than ±threshold) the verdict is 'too few repeats to tell (have N, need about M)'. Configurations "
         "that differ in threads_per_rank, backend, tf32 or first_bucket_cap_mb are different measurements: "
         "not judged, named in a warning.",
-        epilog="exit codes: 0 no configuration slower; 1 some significantly slower; 2 bad input; "
-        "3 none slower, but some had too few repeats to tell or differed in a setting. Runs meant to be compared: "
-        "bench --repeats 5 "
+        epilog="exit codes: 0 every ok configuration of BASE matched and none slower; 1 some significantly "
+        "slower, or failed in NEW where BASE measured it; 2 bad input; 3 none slower, but the evidence is short: "
+        "too few repeats to tell, a setting differs, no ok result in NEW, or nothing matched at all; 4 compare "
+        "itself could not finish. Runs meant to be compared: bench --repeats 5 "
         "(decides 5% when launches agree within about 2.5%). See docs/statistics.md.",
     )
     compare.add_argument("base", help="run id of the baseline")

@@ -197,6 +197,41 @@ def compare(
     return pd.DataFrame(rows), environment_differences(base_meta, new_meta), not_compared
 
 
+def _status_rows(results, run_id: str, *, across_strategies: bool) -> pd.DataFrame:
+    configs = store.read_configs(store.run_dir(results, run_id))
+    return _without_baseline(configs) if across_strategies else configs
+
+
+def _plain(key) -> tuple:
+    """A group key with every null as None (NaN never equals NaN in a lookup)."""
+    return tuple(None if not isinstance(v, str) and pd.isna(v) else v for v in key)
+
+
+def without_counterpart(results, base_id: str, new_id: str, *, across_strategies: bool = False):
+    """BASE's ok configurations that NEW cannot vouch for, a line each: (failed in NEW, no ok result in NEW).
+
+    A configuration that failed in NEW (in any repeat) where BASE measured it is a regression a gate
+    must catch; one NEW did not run, skipped, or ran with other keys (a dtype, a batch) is no evidence.
+    """
+    keys = match_keys(across_strategies=across_strategies)
+    base = _status_rows(results, base_id, across_strategies=across_strategies)
+    new = _status_rows(results, new_id, across_strategies=across_strategies)
+    new_groups = {_plain(k): g for k, g in new.groupby(keys, dropna=False)} if not new.empty else {}
+    failed, missing = [], []
+    for key, group in base[base["status"] == "ok"].groupby(keys, dropna=False):
+        label = _label({**dict(zip(keys, key, strict=True)), "impl": group["impl"].iloc[0]})
+        counterpart = new_groups.get(_plain(key))
+        statuses = counterpart["status"] if counterpart is not None else pd.Series(dtype=str)
+        if (statuses == "failed").any():
+            error = counterpart.loc[statuses == "failed", "error"].iloc[0]
+            failed.append(f"{label}: failed in NEW ({(statuses == 'failed').sum()} of {len(statuses)} "
+                          f"repeat(s)): {error}")  # fmt: skip
+        elif not (statuses == "ok").any():
+            why = "not in NEW" if counterpart is None else f"{', '.join(sorted(set(statuses)))} in NEW"
+            missing.append(f"{label}: not compared, no ok result in NEW ({why})")
+    return failed, missing
+
+
 def judge(base: pd.DataFrame, new: pd.DataFrame, *, threshold: float) -> dict:
     """One matched configuration: its repeat medians in each run, the verdict, and a noise note
     for each run whose steps are noisy or whose repeats disagree."""

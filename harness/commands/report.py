@@ -6,6 +6,7 @@ import argparse
 
 from harness.commands import console
 from harness.plan.config import ConfigError
+from harness.plan.run_folder import check_output_folder
 
 
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
@@ -13,6 +14,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     from reports import site
 
     _check_results_folder(args.results)
+    check_output_folder("--out", args.out)
     # The floor and the model's curves depend on collectives runs that may have come after a bench run.
     predict.update_all_model_tables(args.results)
     built = site.build_site(results=args.results, out=args.out)

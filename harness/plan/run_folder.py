@@ -39,3 +39,18 @@ def check_results_folder(results: Path, run_id: str) -> None:
         existing = existing.parent
     if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
         raise ConfigError(f"--results {str(results)!r} cannot be written (checked {str(existing)!r})")
+
+
+def check_output_folder(flag: str, folder: Path) -> None:
+    """An output folder (a site) must be a folder or not exist yet, under a writable one; checked
+    before anything is written, so that a file given by mistake is one line, not a traceback."""
+    folder = Path(folder)
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"{flag} {str(folder)!r} is a file, not a folder; give a folder (it is made if missing)")
+    existing = folder
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        raise ConfigError(f"{flag} {str(folder)!r} cannot be made: {str(existing)!r} is a file")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{flag} {str(folder)!r} cannot be written (checked {str(existing)!r})")

@@ -140,18 +140,34 @@ REQUIRED_COLUMNS = {
 }
 
 
-def _read_part(path: Path, kind: str) -> pa.Table | None:
-    """One part file, or None (named in a warning) when it is unreadable or not ours."""
+def _read_part(path: Path, kind: str, spec: columns.Table) -> pa.Table | None:
+    """One part file conformed to the dictionary, or None (named in a warning) when it is
+    unreadable, not ours, or holds a value its column cannot take (a timestamp that is no date)."""
     try:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
-        _skip(path, f"unreadable Parquet ({type(exc).__name__}: {str(exc).splitlines()[0][:200]})")
+        _skip(path, f"unreadable Parquet ({_first_line(exc)})")
         return None
     missing = REQUIRED_COLUMNS[kind] - set(table.column_names)
     if missing:
         _skip(path, f"not a ddpbench {kind} part (no column {', '.join(sorted(missing))})")
         return None
-    return migrate(table, source=path) if kind == "configs" else table
+    return _conformed(path, migrate(table, source=path) if kind == "configs" else table, spec)
+
+
+def _conformed(path: Path, table: pa.Table, spec: columns.Table) -> pa.Table | None:
+    """The table in the dictionary's types; None (named) when a value does not parse or cast."""
+    try:
+        return conform(table, spec)
+    except UnsupportedSchema:
+        raise  # a newer ddpbench's results: refused with its message, never skipped
+    except (ValueError, TypeError, pa.ArrowException) as exc:
+        _skip(path, f"a value its column cannot hold ({_first_line(exc)})")
+        return None
+
+
+def _first_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
 
 
 def _present(table: pa.Table) -> pa.Table:
@@ -178,7 +194,7 @@ def _read_folder(folder: Path, spec: columns.Table) -> pd.DataFrame:
     extra column, an older one without) are unified: nothing is dropped, gaps are null."""
     kind = folder.name
     parts = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith(".")) if folder.is_dir() else []
-    tables = [t for t in (_read_part(p, kind) for p in parts) if t is not None]
+    tables = [t for t in (_read_part(p, kind, spec) for p in parts) if t is not None]
     return _unified(tables, spec)
 
 
@@ -333,13 +349,14 @@ def _read_parts(folder: Path, pattern: str, spec: columns.Table) -> pd.DataFrame
         try:
             table = pq.read_table(path)
         except (OSError, pa.ArrowException) as exc:
-            _skip(path, f"unreadable Parquet ({type(exc).__name__})")
+            _skip(path, f"unreadable Parquet ({_first_line(exc)})")
             continue
         missing = set(spec.names) - set(table.column_names)
         if missing:
             _skip(path, f"not a ddpbench {pattern} part (no column {', '.join(sorted(missing))})")
             continue
-        tables.append(table)
+        if (table := _conformed(path, table, spec)) is not None:
+            tables.append(table)
     return _unified(tables, spec)
 
 

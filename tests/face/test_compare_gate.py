@@ -1,0 +1,116 @@
+"""`compare` as a CI gate: it never passes on no evidence, a configuration that failed in NEW is a
+regression, a bad --out is one line (exit 2), and a crash has an exit code of its own (4, never 1)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from harness import cli
+from harness.results import store
+
+KEYS = {"impl": "stock", "impl_options": "{}", "workload": "mlp", "size": "tiny", "world_size": 2, "nnodes": 1}
+KEYS |= {"batch_size": 8, "optimizer": "sgd", "device": "cpu"}
+
+
+def fake_run(results, run_id: str, *, statuses=("ok",) * 3, dtype: str = "fp32", mean_ms: float = 100.0) -> None:
+    """One configuration measured once per status (a failed repeat has no steps)."""
+    meta = {"run_id": run_id, "started_at": run_id, "device": "cpu", "configurations": [{"world_size": 2}]}
+    store.write_json(results / run_id / "run.json", {**meta, "environment": {"hostname": "h"}})
+    rng = np.random.default_rng(len(run_id))
+    for repeat, status in enumerate(statuses):
+        steps = [] if status != "ok" else [
+            {"run_id": run_id, "config_id": f"c{repeat}", "rank": r, "step": s, "warmup": False,
+             "step_ms": float(mean_ms * (1 + rng.normal(0, 0.01)))}
+            for r in range(2) for s in range(10)
+        ]  # fmt: skip
+        row = {"run_id": run_id, "config_id": f"c{repeat}", **KEYS, "dtype": dtype, "status": status,
+               "repeat": repeat, "error": "rank 1: RuntimeError: boom" if status == "failed" else None}  # fmt: skip
+        store.write_configuration(results / run_id, f"c{repeat}", row, steps)
+
+
+def compare(capsys, results, *extra):
+    code = cli.main(
+        ["compare", "base", "new", "--results", str(results), "--out", str(results.parent / "site"), *extra]
+    )
+    return code, capsys.readouterr()
+
+
+def test_nothing_matched_because_new_failed_everywhere_is_exit_1_naming_the_failure(tmp_path, capsys):
+    fake_run(tmp_path / "r", "base")
+    fake_run(tmp_path / "r", "new", statuses=("failed",) * 3)
+    code, out = compare(capsys, tmp_path / "r")
+    assert code == 1, out
+    assert "w2 mlp/tiny stock: failed in NEW (3 of 3 repeat(s)): rank 1: RuntimeError: boom" in out.err
+    assert "0 configuration(s) matched" in out.out and "no evidence" in out.out
+
+
+def test_nothing_matched_because_the_dtype_differs_is_exit_3_saying_why(tmp_path, capsys):
+    fake_run(tmp_path / "r", "base")
+    fake_run(tmp_path / "r", "new", dtype="bf16")
+    code, out = compare(capsys, tmp_path / "r")
+    assert code == 3, out
+    assert "w2 mlp/tiny stock: not compared, no ok result in NEW (not in NEW)" in out.err
+    assert "compare: no evidence: no configuration of base was matched by an ok one of new" in out.out
+
+
+def test_one_failed_repeat_in_new_fails_the_gate_even_when_the_rest_match(tmp_path, capsys):
+    fake_run(tmp_path / "r", "base")
+    fake_run(tmp_path / "r", "new", statuses=("ok", "ok", "failed"))
+    code, out = compare(capsys, tmp_path / "r")
+    assert code == 1, out
+    assert "1 configuration(s) matched, 0 significantly slower" in out.out and "1 failed in NEW" in out.out
+
+
+def test_a_base_without_any_ok_configuration_is_no_evidence(tmp_path, capsys):
+    fake_run(tmp_path / "r", "base", statuses=("failed",))
+    fake_run(tmp_path / "r", "new")
+    code, out = compare(capsys, tmp_path / "r")
+    assert code == 3 and "(base has no ok configuration)" in out.out
+
+
+def test_out_given_as_a_file_is_one_line_exit_2_and_nothing_written(tmp_path, capsys):
+    fake_run(tmp_path / "r", "base")
+    fake_run(tmp_path / "r", "new")
+    plain = tmp_path / "site.txt"
+    plain.write_text("x")
+    for command in (["compare", "base", "new"], ["report"]):
+        code = cli.main([*command, "--results", str(tmp_path / "r"), "--out", str(plain)])
+        captured = capsys.readouterr()
+        assert code == 2 and captured.out == "", captured
+        assert (
+            captured.err
+            == f"ddpbench: error: --out {str(plain)!r} is a file, not a folder; give a folder (it is made if missing)\n"
+        )
+    assert plain.read_text() == "x" and not (tmp_path / "r" / "new" / "predictions.parquet").exists()
+    assert cli.main(["report", "--results", str(tmp_path / "r"), "--out", str(plain / "site")]) == 2
+    assert "cannot be made" in capsys.readouterr().err
+
+
+def test_an_unparsable_timestamp_skips_that_part_by_name_and_compares_the_rest(tmp_path, capsys, caplog):
+    fake_run(tmp_path / "r", "base")
+    fake_run(tmp_path / "r", "new")
+    part = tmp_path / "r" / "new" / "configs" / "c0.parquet"
+    table = pq.read_table(part)
+    index = table.schema.get_field_index("started_at")
+    pq.write_table(table.set_column(index, pa.field("started_at", pa.string()), pa.array(["yesterday"])), part)
+    code, out = compare(capsys, tmp_path / "r")
+    said = f"skipping {part}: a value its column cannot hold (ValueError: Invalid isoformat string: 'yesterday')"
+    assert said in caplog.messages  # on stderr through the library's logger (cli.main sets it up)
+    assert code == 0 and "1 configuration(s) matched" in out.out and "no significant change" in out.out
+
+
+def test_an_unexpected_error_is_one_line_and_exit_4_not_the_slower_code(tmp_path, capsys, monkeypatch):
+    from harness.analysis import compare as analysis
+
+    fake_run(tmp_path / "r", "base")
+    fake_run(tmp_path / "r", "new")
+
+    def crash(*args, **kwargs):
+        raise KeyError("impl_options")
+
+    monkeypatch.setattr(analysis, "compare", crash)
+    code, out = compare(capsys, tmp_path / "r")
+    assert code == 4 and out.out == ""
+    assert out.err == "ddpbench: error: compare could not finish (KeyError: 'impl_options'); exit 4, no verdict\n"
