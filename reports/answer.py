@@ -52,7 +52,8 @@ def ranked(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
     rows = rows.dropna(subset=["step_ms_median"])
     if rows.empty:
         return pd.DataFrame()
-    rows = rows.assign(strategy=[strategy_label(i, o) for i, o in zip(rows["impl"], rows["impl_options"], strict=True)])
+    rows = rows.assign(strategy=[strategy_label(i, o) for i, o in zip(rows["impl"], rows["impl_options"], strict=True)],
+                       pooled_scaling=pooled_scaling(configs[configs["workload"] == workload], rows))  # fmt: skip
     pooled = [_pool(world, strategy, group) for (world, strategy), group in rows.groupby(["world_size", "strategy"],
                                                                                           sort=False)]  # fmt: skip
     frame = pd.DataFrame(pooled).astype(object)
@@ -62,10 +63,45 @@ def ranked(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
     return frame.sort_values(["world_size", "is_floor", "step_ms"], kind="stable").reset_index(drop=True)
 
 
+SCALING_ROW_KEYS = (*stats.SCALING_KEYS, "world_size", "nnodes")
+"""What identifies one of stats.pooled_scaling's rows: the strategy, its setup and its world size."""
+
+
+def _scaling_key(values) -> tuple:
+    """A row's SCALING_ROW_KEYS as a lookup key: nulls as None (a None column and a NaN one are the same
+    missing key), numbers compared by value (8 == 8.0)."""
+    return tuple(None if pd.isna(v) else v for v in values)
+
+
+def pooled_scaling(configs: pd.DataFrame, rows: pd.DataFrame) -> list[float | None]:
+    """Per row of `rows`, stats.pooled_scaling's figure for its strategy, setup and world size: its repeats'
+    pooled throughput over n × the pooled world-size-1 repeats' (None without samples_per_s or a one-rank
+    row). A key column the run does not have is a null key, as in stats.pooled_scaling."""
+    if "samples_per_s" not in configs:
+        return [None] * len(rows)
+    missing = {key: None for key in SCALING_ROW_KEYS if key not in configs}
+    pooled = stats.pooled_scaling(configs.assign(**missing))
+    figure = {
+        _scaling_key(keys): None if pd.isna(value) else float(value)
+        for keys, value in zip(pooled[list(SCALING_ROW_KEYS)].itertuples(index=False),
+                               pooled["scaling_efficiency"], strict=True)
+    }  # fmt: skip
+    keyed = rows.assign(**{key: None for key in SCALING_ROW_KEYS if key not in rows})
+    return [figure.get(_scaling_key(keys)) for keys in keyed[list(SCALING_ROW_KEYS)].itertuples(index=False)]
+
+
+def _one(values: list[float | None]) -> float | None:
+    """The one figure every row of a strategy shares (rows of one setup share one); None where its rows are
+    of several setups, with different figures or a figure for some only (no one figure is theirs)."""
+    figures = {None if v is None or pd.isna(v) else float(v) for v in values}
+    return figures.pop() if len(figures) == 1 else None
+
+
 def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
-    """One strategy's repeats as one row: medians of the repeats' medians (step, scaling), the noise as
-    stats.noise_note judges it (median step CV over repeats; repeats that disagree), communication as
-    the mean per step over repeats and its overlap as a ratio of totals, memory peaks as the highest."""
+    """One strategy's repeats as one row: the median of the repeats' medians (step), the weak scaling pooled
+    over repeats (stats.pooled_scaling), the noise as stats.noise_note judges it (median step CV over
+    repeats; repeats that disagree), communication as the mean per step over repeats and its overlap as a
+    ratio of totals, memory peaks as the highest."""
     first = group.iloc[0]
     records = group.to_dict("records")
     parity = [value(r, "parity_ok") for r in records]
@@ -75,7 +111,6 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
     timed = [r for r in records if value(r, "comm_ms") is not None and value(r, "exposed_comm_ms") is not None]
     comm = [float(r["comm_ms"]) for r in timed]
     exposed = [float(r["exposed_comm_ms"]) for r in timed]
-    scaling = [value(r, "scaling_efficiency") for r in records]
     return {
         "world_size": int(world), "strategy": strategy, "impl": first["impl"],
         "options": _options(first["impl_options"]), "bucket_cap_mb": value(first, "bucket_cap_mb"),
@@ -87,13 +122,9 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
         "exposed_comm_ms": float(np.mean(exposed)) if exposed else None,
         # Measured overlap: 1 − Σ exposed / Σ communication over the repeats (each repeat's per-step means).
         "overlap_efficiency": overlap_efficiency(comm, exposed),
-        "scaling_efficiency": _median([s for s in scaling if s is not None]),
+        "scaling_efficiency": _one(list(group["pooled_scaling"])),
         **{column: _highest([value(r, column) for r in records]) for column in MEMORY_PEAKS},
     }  # fmt: skip
-
-
-def _median(values: list[float]) -> float | None:
-    return float(np.median(values)) if values else None
 
 
 def _highest(values: list[Any]) -> float | None:
@@ -200,9 +231,7 @@ def recommendation_text(
     as_good = _caps(value(row, "equivalent_caps_mb"))
     if best is None:
         return None
-    if (
-        len(as_good) > 1 and stats.DDP_DEFAULT_CAP_MB in as_good
-    ):  # the default is as good as the best: nothing to change
+    if len(as_good) > 1 and stats.REFERENCE_CAP_MB in as_good:  # the 25 MiB cap is as good as the best
         return "flat: any of " + ", ".join(f"{c:g}" for c in as_good) + " MiB"
     return f"{best:g} MiB"
 

@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from harness.analysis import stats
-from reports.aggregate import labelled, world_label
+from reports.aggregate import labelled, strategy_label, world_label
 from reports.figures import PALETTE, new_figure, styled
 
 
@@ -65,20 +65,36 @@ def busbw_vs_size(collectives: pd.DataFrame, *, op: str) -> go.Figure:
     )
 
 
-def step_vs_floor(configs: pd.DataFrame, floor: pd.DataFrame, *, workload: str) -> go.Figure:
-    """Each configuration's median step (bars) against its floor max(local step, one all-reduce
-    of every gradient byte at the measured bandwidth) (black ticks): the gap is what a better
-    strategy could still win."""
+def with_floor(configs: pd.DataFrame, floor: pd.DataFrame, *, workload: str) -> pd.DataFrame:
+    """The workload's configurations that have a floor row, with it (local, the floor's own compute, left out).
+    A configuration without one (a strategy that does not all-reduce its whole gradient) is not there."""
     rows = labelled(configs, workload=workload).merge(floor[["config_id", "floor_ms", "allreduce_ms", "local_ms"]],
                                                       on="config_id")  # fmt: skip
-    rows = rows[rows["impl"] != "local"]
+    return rows[rows["impl"] != "local"]
+
+
+def without_floor(configs: pd.DataFrame, floor: pd.DataFrame, *, workload: str) -> list[str]:
+    """'stock comm_hook=powersgd · w2': the workload's communicating configurations (world size ≥ 2, not local)
+    that have no floor row, so step_vs_floor does not draw them (one name per strategy and world size)."""
+    rows = labelled(configs, workload=workload)
+    rows = rows[(rows["world_size"] > 1) & (rows["impl"] != "local") & ~rows["config_id"].isin(floor["config_id"])]
+    names = (f"{strategy_label(i, o)} · w{int(w)}" for i, o, w in zip(rows["impl"], rows["impl_options"],
+                                                                       rows["world_size"], strict=True))  # fmt: skip
+    return list(dict.fromkeys(names))
+
+
+def step_vs_floor(configs: pd.DataFrame, floor: pd.DataFrame, *, workload: str) -> go.Figure:
+    """Each configuration's median step (bars) against its floor max(local step, one all-reduce of the
+    bytes it sends at the measured latency and bus bandwidth) (black ticks): the gap is what better
+    overlap could still win. Only configurations with a floor row are drawn (with_floor)."""
+    rows = with_floor(configs, floor, workload=workload)
     x = rows["config_label"].tolist()
     measured = go.Bar(
         name="measured step", x=x, y=rows["step_ms_median"], marker_color=PALETTE[0],
         hovertemplate="%{y:.2f} ms<extra>measured</extra>",
     )  # fmt: skip
     floor_marks = go.Scatter(
-        name="floor: max(local step, all-reduce of all gradients)",
+        name="floor: max(local step, one all-reduce of the bytes sent)",
         x=x,
         y=rows["floor_ms"],
         mode="markers",
@@ -93,6 +109,14 @@ def step_vs_floor(configs: pd.DataFrame, floor: pd.DataFrame, *, workload: str) 
         xaxis_title="configuration",
         yaxis={"title": "step time (ms)", "rangemode": "tozero"},
     )
+
+
+def caps_text(caps: list[float]) -> str:
+    """'5 MiB', or '5 or 25 MiB (tied)' where the model cannot tell several caps apart (stats.tied_best)."""
+    names = [f"{cap:g}" for cap in caps]
+    if len(names) == 1:
+        return f"{names[0]} MiB"
+    return f"{', '.join(names[:-1])} or {names[-1]} MiB (tied)"
 
 
 def predicted_vs_measured(predictions: pd.DataFrame, *, workload: str, world_size: int) -> go.Figure:
@@ -111,7 +135,7 @@ def predicted_vs_measured(predictions: pd.DataFrame, *, workload: str, world_siz
         if column in rows and rows[column].notna().all():
             error = stats.prediction_error(caps, rows["measured_ms"], rows[column])
             figure.add_trace(
-                go.Scatter(name=f"{name} (MAPE {error['mape']:.1%}, best {error['best_predicted_cap_mb']:g} MiB)",
+                go.Scatter(name=f"{name} (MAPE {error['mape']:.1%}, best {caps_text(error['best_predicted_caps_mb'])})",
                            x=caps, y=rows[column], mode="lines+markers", line={"color": colour, "dash": dash})
             )  # fmt: skip
     return styled(

@@ -15,6 +15,13 @@ from reports import aggregate, figures, netfigures, stepfigures, takeaways, time
 from reports.aggregate import RunData, world_sizes
 from reports.html import FigureList, esc, format_number, table
 
+BEATS_REFERENCE = (
+    f"beats the {stats.REFERENCE_CAP_MB:g} MiB cap significantly and by at least {stats.DEFAULT_THRESHOLD * 100:g} %"
+)
+"""The recommended cap's rule (stats.recommend_cap: stats.verdict's 'faster' against the 25 MiB cap), in words."""
+NOT_BEATEN = f"that its best does not beat significantly and by {stats.DEFAULT_THRESHOLD * 100:g} % or more"
+"""What 'as good' caps are (stats.recommend_cap's equivalent_caps_mb: the caps its verdict does not call slower)."""
+
 CAPTIONS = {
     "step_time": "Shorter bars are faster: compare strategies within a world size, and each against local "
     "(no communication); whiskers span p10–p90, and a hatched bar marked PARITY FAILED trained wrongly.",
@@ -25,15 +32,19 @@ CAPTIONS = {
     "sweep": "Step time against the cap, one line per world size through each cap's centre over its repeats (the "
     "geometric mean of the repeats' median steps, as the verdict below pools them), whiskers its 95% interval over "
     "repeats (none with one repeat). A star marks a cap the recommendation below names, at the recommendation's own "
-    "figure: one that beats DDP's default significantly over repeats. No star: the optimum is flat, or the repeats "
+    f"figure: one that {BEATS_REFERENCE} over repeats. No star: the optimum is flat, or the repeats "
     "were too few to tell (the table says which).",
     "floor": "Each bar is a configuration's median step; its black tick is the floor max(local step, one all-reduce "
-    "of all gradient bytes at the measured bus bandwidth): no data-parallel strategy can go below it, and the gap "
-    "is what better overlap could still win.",
+    "of the bytes it sends at the measured latency and bus bandwidth: every gradient byte, half under an fp16/bf16 "
+    "hook; for fsdp the mean of its all-gather and reduce-scatter dtypes): this configuration cannot go below it, "
+    "and the gap is what better overlap could still win. Where local was not measured at that world size, the "
+    "tick is the all-reduce alone. Strategies that do not all-reduce their whole gradient (PowerSGD, rpc_hybrid, "
+    "DataParallel) have no floor and are not shown.",
     "model": "The black line is measured; the others are ddpbench predict's simulation of DDP's buckets over the "
     "run's gradient-ready profile and the measured network: dotted on the profile as measured, dashed calibrated "
     "on the run's own steps without communication (local at this world size, DDP at one rank), and with the "
-    "measured compute/communication contention. The legend gives each curve's MAPE and best cap.",
+    "measured compute/communication contention. The legend gives each curve's MAPE and best cap (several where "
+    f"they tie within {stats.TIE_TOLERANCE:.1%}).",
     "breakdown": "Each bar is one configuration's mean step on its slowest rank (the rank with the longest mean "
     "step; measured steps only), split into the mean of each segment over those steps: the segments add up to that "
     "mean step, which can differ from the median step the answer ranks by. The red segment is measured "
@@ -139,24 +150,27 @@ def recommended_caps(frame: pd.DataFrame, *, workload: str, strategy: str) -> di
 
 def recommendation_table(frame: pd.DataFrame) -> str:
     """The sweep's verdict (harness.analysis.sweep.answer): the cap to use, 'flat: any of …' or too few
-    repeats; the fastest cap, how sure, the gain over 25 MiB, and the noise behind it."""
+    repeats; the fastest cap, how sure, how much longer the 25 MiB cap takes (sweep.versus_reference), and
+    the noise behind it."""
     rows = []
     for r in frame.itertuples():
-        gain = "" if pd.isna(r.gain_vs_default) else f"{r.gain_vs_default:+.1%}"
+        row = pd.Series(r._asdict())
         interval = "" if pd.isna(r.best_ci_low_ms) else f"{r.best_ci_low_ms:.2f}–{r.best_ci_high_ms:.2f}"
-        answer = sweep.answer(pd.Series(r._asdict()))
+        answer, gain = sweep.answer(row), sweep.versus_reference(row)
         rows.append([
             esc(r.workload), esc(r.impl), esc(aggregate.world_label(int(r.world_size))),
             f"<b>{esc(answer)}</b>" if r.decision == "recommend" else esc(answer),
             f"{r.best_cap_mb:g}", f"{r.best_step_ms:.2f}", interval, gain, esc(r.repeats), esc(r.noise or ""),
         ])  # fmt: skip
-    head = ["workload", "strategy", "world size", "answer", "fastest cap (MiB)", "its ms", "95% CI", "vs 25 MiB",
-            "repeats", "noise"]  # fmt: skip
+    head = ["workload", "strategy", "world size", "answer", "fastest cap (MiB)", "its ms", "95% CI",
+            f"the {stats.REFERENCE_CAP_MB:g} MiB cap", "repeats", "noise"]  # fmt: skip
     return (
         "<h3>Recommended bucket_cap_mb</h3><p>Each repeat's median step is one piece of evidence. A cap is "
-        "recommended only when it beats DDP's default (25 MiB) significantly (Welch's t over repeats); otherwise "
-        "the optimum is flat, or the repeats are too few to tell. No recommendation at world size 1 (nothing is "
-        "communicated).</p>" + table(head, rows)
+        f"recommended only when it {BEATS_REFERENCE} (Welch's t over repeats, as <code>compare</code> judges); "
+        "otherwise the optimum is flat, or the repeats are too few to tell. The 25 MiB cap is given explicitly, "
+        "as every cap of a sweep (since torch 2.9 that caps the first bucket too): it is not DDP's default layout "
+        "(no options: first bucket 1 MiB). No recommendation at world size 1 (nothing is communicated).</p>"
+        + table(head, rows)
     )
 
 
@@ -260,15 +274,23 @@ def model_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
         return "\n".join(parts)
     for workload in workloads:
         if not run.floor.empty:
-            parts.append(
-                figs.add(netfigures.step_vs_floor(run.configs, run.floor, workload=workload), CAPTIONS["floor"])
-            )
+            parts.append(floor_figure(run, workload, figs))
         for world in sorted(run.predictions.loc[run.predictions["workload"] == workload, "world_size"].unique()):
             figure = netfigures.predicted_vs_measured(run.predictions, workload=workload, world_size=int(world))
             parts.append(figs.add(figure, CAPTIONS["model"]))
     if not run.predictions.empty:
         parts.append(prediction_error_table(run.predictions, run.recommendations))
     return "\n".join(parts)
+
+
+def floor_figure(run: RunData, workload: str, figs: FigureList) -> str:
+    """The step-against-floor figure, its caption naming the configurations it leaves out (no floor row);
+    a sentence instead where none of the workload's configurations has a floor."""
+    absent = netfigures.without_floor(run.configs, run.floor, workload=workload)
+    left_out = f" Not shown here, having no floor: {', '.join(absent)}." if absent else ""
+    if netfigures.with_floor(run.configs, run.floor, workload=workload).empty:
+        return takeaway(workload, "no configuration has a communication floor." + left_out)
+    return figs.add(netfigures.step_vs_floor(run.configs, run.floor, workload=workload), CAPTIONS["floor"] + left_out)
 
 
 # The model's variants (as harness.model.predict.VARIANTS; reports read results, never the model's code).
@@ -280,15 +302,31 @@ MODEL_VARIANTS = (
 
 
 def describe_error(error: dict) -> str:
+    """'MAPE 4.0%; best cap 5 or 25 MiB (tied) vs measured 25 MiB (0 grid step(s) apart)': every cap the
+    prediction (and the measurement) cannot tell from its fastest (stats.tied_best), and the grid steps
+    between the two sets at their closest."""
     return (
-        f"MAPE {error['mape']:.1%}; best cap {error['best_predicted_cap_mb']:g} MiB vs measured "
-        f"{error['best_measured_cap_mb']:g} MiB ({error['best_cap_grid_steps']} grid step(s) apart)"
+        f"MAPE {error['mape']:.1%}; best cap {netfigures.caps_text(error['best_predicted_caps_mb'])} vs measured "
+        f"{netfigures.caps_text(error['best_measured_caps_mb'])} ({error['best_cap_grid_steps']} grid step(s) apart)"
     )
 
 
+def among_as_good(error: dict, as_good: list[float] | None) -> str:
+    """Whether the prediction's best (any of its tied caps) is a cap the sweep's best does not beat."""
+    if as_good is None:
+        return ""
+    picked = error["best_predicted_caps_mb"]
+    inside = [cap for cap in picked if cap in as_good]
+    if not inside:
+        return "; not among the measured 'as good' caps"
+    if len(inside) == len(picked):
+        return "; among the measured 'as good' caps"
+    return f"; {netfigures.caps_text(inside).removesuffix(' (tied)')} among the measured 'as good' caps"
+
+
 def prediction_error_table(predictions: pd.DataFrame, recommendations: pd.DataFrame | None = None) -> str:
-    """Per sweep: each model variant's error, whether it picks the measured best cap, and whether its pick
-    is among the caps the measurement cannot tell apart from the best (a flat optimum)."""
+    """Per sweep: each model variant's error, its best caps (ties included) against the measured ones, and
+    whether they are among the caps the sweep's best does not beat (a flat optimum: equivalent_caps_mb)."""
     rows = []
     for (workload, size, world), group in predictions.groupby(["workload", "size", "world_size"]):
         cells = [esc(workload), esc(size), esc(aggregate.world_label(int(world))), esc(group["network"].iloc[0])]
@@ -297,15 +335,13 @@ def prediction_error_table(predictions: pd.DataFrame, recommendations: pd.DataFr
         for column, _ in MODEL_VARIANTS:
             if column in group and group[column].notna().all() and len(group) > 1:
                 error = stats.prediction_error(group["bucket_cap_mb"], group["measured_ms"], group[column])
-                within = "" if as_good is None else (
-                    "; among the measured 'as good' caps" if error["best_predicted_cap_mb"] in as_good
-                    else "; not among the measured 'as good' caps")  # fmt: skip
-                cells.append(esc(describe_error(error) + within))
+                cells.append(esc(describe_error(error) + among_as_good(error, as_good)))
             else:
                 cells.append("not available")
         rows.append(cells)
     head = ["workload", "size", "world size", "network", *(f"model: {label}" for _, label in MODEL_VARIANTS)]
     return (
         "<h3>Model error</h3><p>Target: MAPE ≤ 10 % and the best cap within one grid step. 'As good' caps are those "
-        "the sweep found not significantly slower than its best (Welch's t over repeats).</p>" + table(head, rows)
+        f"of the sweep {NOT_BEATEN} (Welch's t over repeats). Several best caps are a tie: each within "
+        f"{stats.TIE_TOLERANCE:.1%} of the fastest.</p>" + table(head, rows)
     )

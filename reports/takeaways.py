@@ -43,14 +43,16 @@ def fastest(configs: pd.DataFrame, *, workload: str) -> str:
 
 
 def scaling(configs: pd.DataFrame, *, workload: str) -> str:
-    """'At 2 ranks, share of linear scaling kept (median over repeats): bucketed 72%, stock 67%.'"""
+    """'At 2 ranks, share of linear scaling kept (pooled over repeats): bucketed 72%, stock 67%.' Each figure
+    is stats.pooled_scaling's: the repeats' throughput at n ranks (geometric mean) over n × the one-rank
+    repeats' (geometric mean), never one repeat's one-rank launch (answer.ranked)."""
     rows = _largest_world(configs, workload=workload)
     rows = rows[rows["world_size"] > 1].dropna(subset=["scaling_efficiency"]) if not rows.empty else rows
     if rows.empty:
         return ""
     ranked = rows.sort_values("scaling_efficiency", ascending=False, kind="stable")
     parts = [f"{r.strategy} {r.scaling_efficiency:.0%}" for r in ranked.itertuples()]
-    repeats = " (median over repeats)" if (ranked["repeats"] > 1).any() else ""
+    repeats = " (pooled over repeats)" if (ranked["repeats"] > 1).any() else ""
     world = world_label(int(ranked["world_size"].iloc[0]))
     return f"At {world}, share of linear scaling kept{repeats}: {', '.join(parts)}."
 

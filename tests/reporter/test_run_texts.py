@@ -1,0 +1,172 @@
+"""The run page's words promise what the analysis layer decides: the recommended cap's rule (the 25 MiB cap
+beaten significantly and by the threshold), how much longer the 25 MiB cap takes, the floor only where a
+strategy all-reduces its whole gradient, and the model's tied best caps."""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness.analysis import stats
+from harness.model import network, predict
+from reports import aggregate, netfigures, run_sections
+from reports.html import FigureList
+
+RULE = "beats the 25 MiB cap significantly and by at least 5 %"
+
+
+def text(markup: str) -> str:
+    """What a reader sees: tags dropped, entities decoded."""
+    return html.unescape(re.sub(r"<[^>]+>", "", markup))
+
+
+def test_the_recommended_caps_rule_is_the_verdicts_against_the_25_mib_cap():
+    assert (stats.REFERENCE_CAP_MB, stats.DEFAULT_THRESHOLD) == (25, 0.05)  # the figures the words name
+    assert run_sections.BEATS_REFERENCE == RULE
+    assert f"one that {RULE} over repeats" in run_sections.CAPTIONS["sweep"]
+    assert "DDP's default" not in run_sections.CAPTIONS["sweep"]
+
+
+def recommendation(**row) -> dict:
+    base = {"impl": "stock", "other_options": "{}", "workload": "mlp", "size": "tiny", "world_size": 2,
+            "caps_mb": "[1.0, 5.0, 25.0]", "decision": "recommend", "best_cap_mb": 5.0, "best_step_ms": 10.0,
+            "best_ci_low_ms": 9.5, "best_ci_high_ms": 10.5, "equivalent_caps_mb": "[5.0]", "gain_vs_default": 0.49,
+            "repeats": 3, "repeats_needed": 3, "noise": ""}  # fmt: skip
+    return {**base, **row}
+
+
+def table_rows(markup: str) -> list[list[str]]:
+    body = re.findall(r"<tr[^>]*>(.*?)</tr>", markup)[1:]  # the header row left out
+    return [[text(cell) for cell in re.findall(r"<td>(.*?)</td>", row)] for row in body]
+
+
+def test_the_recommendation_table_says_how_much_longer_the_25_mib_cap_takes():
+    frame = pd.DataFrame([
+        recommendation(),
+        recommendation(world_size=4, decision="flat", best_cap_mb=25.0, gain_vs_default=0.0,
+                       equivalent_caps_mb="[5.0, 25.0]"),
+        recommendation(world_size=8, decision="flat", caps_mb="[1.0, 5.0]", gain_vs_default=float("nan"),
+                       equivalent_caps_mb="[1.0, 5.0]"),
+    ])  # fmt: skip
+    markup = run_sections.recommendation_table(frame)
+    head = re.findall(r"<th>(.*?)</th>", markup)
+    assert head[7] == "the 25 MiB cap" and "vs 25 MiB" not in markup
+    rows = table_rows(markup)
+    assert [row[7] for row in rows] == ["25 MiB takes 1.49× as long", "", ""]  # 25 is the fastest; 25 not swept
+    assert [row[3] for row in rows] == ["use bucket_cap_mb=5", "flat: any of 5, 25 MiB", "flat: any of 1, 5 MiB"]
+    assert not re.search(r"[+-]\d+\.\d%", markup)  # no '+48.8%' whose direction a reader must guess
+    said = text(markup)
+    assert f"recommended only when it {RULE}" in said
+    assert "it is not DDP's default layout (no options: first bucket 1 MiB)" in said
+    assert "beats DDP's default" not in said
+
+
+def floor_run() -> pd.DataFrame:
+    """At 2 ranks: local, stock (no hook, fp16 hook, PowerSGD) and dataparallel; stock at 1 rank; gpt2 with
+    PowerSGD alone."""
+    strategies = [("mlp", "local", {}, 2, 5.0), ("mlp", "stock", {}, 2, 9.0),
+                  ("mlp", "stock", {"comm_hook": "fp16"}, 2, 8.0), ("mlp", "stock", {"comm_hook": "powersgd"}, 2, 7.0),
+                  ("mlp", "dataparallel", {}, 2, 7.5),
+                  ("mlp", "stock", {}, 1, 5.0), ("gpt2", "stock", {"comm_hook": "powersgd"}, 2, 30.0)]  # fmt: skip
+    rows = [{"config_id": f"c{i}", "status": "ok", "workload": workload, "size": "tiny", "batch_size": 8,
+             "dtype": "fp32", "optimizer": "sgd", "impl": impl, "impl_options": json.dumps(options),
+             "world_size": world, "bucket_cap_mb": None, "step_ms_median": step, "grad_bytes": 4_000_000,
+             "trainable_param_count": 1_000_000}
+            for i, (workload, impl, options, world, step) in enumerate(strategies)]  # fmt: skip
+    return aggregate.with_labels(pd.DataFrame(rows))
+
+
+@pytest.fixture(scope="module")
+def floored() -> tuple[pd.DataFrame, pd.DataFrame]:
+    configs = floor_run()
+    link = network.given_network(busbw_bytes_per_s=1e9, latency_s=0.0)  # no latency: the time is the bytes
+    return configs, pd.DataFrame(predict.floor_rows(configs, link))
+
+
+def test_the_floor_figure_draws_only_configurations_with_a_floor_and_an_fp16_hook_sends_half(floored):
+    configs, floor = floored
+    labels = dict(zip(configs["config_id"], configs["config_label"], strict=True))
+    assert {labels[c] for c in floor["config_id"]} == {"stock · w2", "stock comm_hook=fp16 · w2"}
+    allreduce = floor.set_index("config_id")["allreduce_ms"]
+    assert allreduce["c2"] == pytest.approx(allreduce["c1"] / 2)  # the caption's 'half under an fp16/bf16 hook'
+    figure = netfigures.step_vs_floor(configs, floor, workload="mlp")
+    bars, ticks = figure.data
+    assert list(bars.x) == ["stock · w2", "stock comm_hook=fp16 · w2"] == list(ticks.x)
+    assert list(ticks.y) == [floor.set_index("config_id").loc[c, "floor_ms"] for c in ("c1", "c2")]
+    assert ticks.name == "floor: max(local step, one all-reduce of the bytes sent)"
+    assert netfigures.without_floor(configs, floor, workload="mlp") == [
+        "dataparallel · w2", "stock comm_hook=powersgd · w2"]  # local and 1 rank have nothing to send  # fmt: skip
+
+
+def test_the_floor_caption_names_what_it_leaves_out_and_a_workload_without_a_floor_gets_a_sentence(floored):
+    configs, floor = floored
+    run = aggregate.RunData(meta={}, configs=configs, ranks=pd.DataFrame(), phases=pd.DataFrame(),
+                            boxes=pd.DataFrame(), series=pd.DataFrame(), floor=floor,
+                            predictions=pd.DataFrame(columns=["workload", "world_size"]))  # fmt: skip
+    section = run_sections.model_section(run, ["mlp", "gpt2"], FigureList())
+    mlp, gpt2 = section.split("<b>gpt2:</b>")
+    assert mlp.count('class="plotly-graph-div"') == 1 and 'class="plotly-graph-div"' not in gpt2
+    caption = text(re.search(r'<p class="caption">(.*?)</p>', mlp).group(1))
+    assert caption.startswith("Each bar is a configuration's median step; its black tick is the floor max(local "
+                              "step, one all-reduce of the bytes it sends at the measured latency and bus bandwidth: "
+                              "every gradient byte, half under an fp16/bf16 hook")  # fmt: skip
+    assert "this configuration cannot go below it" in caption and "no data-parallel strategy" not in caption
+    assert "(PowerSGD, rpc_hybrid, DataParallel) have no floor and are not shown." in caption
+    assert caption.endswith("Not shown here, having no floor: dataparallel · w2, stock comm_hook=powersgd · w2.")
+    assert text(gpt2).startswith(" no configuration has a communication floor. Not shown here, having no floor: "
+                                 "stock comm_hook=powersgd · w2.")  # fmt: skip
+
+
+def tied_prediction() -> dict:
+    # Measured best 5; the prediction ties 5 and 25 (8.02 is within 0.5 % of 8.00).
+    return stats.prediction_error([1.0, 5.0, 25.0], [10.0, 8.0, 9.0], [9.0, 8.0, 8.02])
+
+
+def test_a_tied_predicted_best_is_shown_as_every_tied_cap():
+    error = tied_prediction()
+    assert error["best_predicted_caps_mb"] == [5.0, 25.0] and error["best_measured_caps_mb"] == [5.0]
+    assert run_sections.describe_error(error) == (
+        f"MAPE {error['mape']:.1%}; best cap 5 or 25 MiB (tied) vs measured 5 MiB (0 grid step(s) apart)"
+    )
+    predictions = pd.DataFrame({"workload": "mlp", "size": "tiny", "world_size": 2, "network": "given",
+                                "bucket_cap_mb": [1.0, 5.0, 25.0], "measured_ms": [10.0, 8.0, 9.0],
+                                "predicted_ms": [9.0, 8.0, 8.02]})  # fmt: skip
+    figure = netfigures.predicted_vs_measured(predictions, workload="mlp", world_size=2)
+    legend = [trace.name for trace in figure.data]
+    assert legend[1] == f"predicted, calibrated (MAPE {error['mape']:.1%}, best 5 or 25 MiB (tied))"
+
+
+@pytest.mark.parametrize(
+    ("as_good", "said"),
+    [([25.0], "; 25 MiB among the measured 'as good' caps"), ([5.0, 25.0], "; among the measured 'as good' caps"),
+     ([1.0], "; not among the measured 'as good' caps"), (None, "")],
+)  # fmt: skip
+def test_a_tied_best_is_among_the_as_good_caps_when_any_of_its_caps_is(as_good, said):
+    assert run_sections.among_as_good(tied_prediction(), as_good) == said
+
+
+def test_the_model_table_defines_as_good_by_the_verdicts_rule():
+    predictions = pd.DataFrame({"workload": "mlp", "size": "tiny", "world_size": 2, "network": "given",
+                                "bucket_cap_mb": [1.0, 5.0, 25.0], "measured_ms": [10.0, 8.0, 9.0],
+                                "predicted_raw_ms": [9.0, 8.0, 8.02], "predicted_ms": [9.0, 8.0, 8.02],
+                                "predicted_contention_ms": [9.0, 9.0, 8.0]})  # fmt: skip
+    recommendations = pd.DataFrame([recommendation(decision="flat", equivalent_caps_mb="[25.0]")])
+    said = text(run_sections.prediction_error_table(predictions, recommendations))
+    assert "'As good' caps are those of the sweep that its best does not beat significantly and by 5 % or more" in said
+    assert "not significantly slower" not in said
+    assert said.count("best cap 5 or 25 MiB (tied) vs measured 5 MiB (0 grid step(s) apart); 25 MiB among") == 2
+    assert "best cap 25 MiB vs measured 5 MiB (1 grid step(s) apart); among the measured 'as good' caps" in said
+
+
+def test_no_page_text_calls_an_explicit_25_mib_cap_ddps_default():
+    reports = Path(run_sections.__file__).parent
+    for module in sorted(reports.glob("*.py")):
+        for line in module.read_text().splitlines():
+            if "DDP's default" in line:
+                # Only DDP's real default (no options: first bucket 1 MiB) may be named so.
+                assert "1 MiB" in line or "not DDP's default" in line or "not its default" in line, (module, line)
