@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import math
 import sys
 import textwrap
 from pathlib import Path
@@ -35,11 +36,19 @@ def _int(flag: str):
     return parse
 
 
-def _seconds(text: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--timeout {text!r} is not a number of seconds") from None
+def _finite(flag: str, what: str):
+    """A float flag: a finite number (float() takes 'inf' and 'nan', which no setting means)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{flag} {text!r} is not {what} (a finite number)")
+        return value
+
+    return parse
 
 
 def _names(text: str) -> tuple[str, ...]:
@@ -139,7 +148,10 @@ def add_bench_parser(commands) -> None:
         "always timed: it costs them nothing)",
     )
     bench.add_argument(
-        "--mem-period-ms", type=float, default=20.0, help="memory sampling period, 0 = off (default: 20)"
+        "--mem-period-ms",
+        type=_finite("--mem-period-ms", "a period in milliseconds"),
+        default=20.0,
+        help="memory sampling period, 0 = off (default: 20)",
     )
     bench.add_argument("--repeats", type=_int("--repeats"), default=1,
                        help="run every configuration R times, interleaved; each repeat is one piece of evidence "
@@ -148,7 +160,7 @@ def add_bench_parser(commands) -> None:
     bench.add_argument("--seed", type=_int("--seed"), default=0, help="base seed (default: 0)")
     bench.add_argument(
         "--timeout",
-        type=_seconds,
+        type=_finite("--timeout", "a number of seconds"),
         help="seconds a configuration may go without progress before it is declared hung and its launch "
         "ended (default: ten times its slowest step so far, at least 60)",
     )

@@ -29,14 +29,11 @@ EXIT_SIGNAL = {KeyboardInterrupt: 130, Terminated: 143}  # 128 + the signal's nu
 def bench_config(
     args: argparse.Namespace, *, default_gpus: int, all_impls: list[str], command: tuple[str, ...]
 ) -> BenchConfig:
-    options = list(args.opt)
-    if args.bucket_cap_mb:
-        options.append(("bucket_cap_mb", args.bucket_cap_mb))
     return BenchConfig(
         gpus=args.gpus if args.gpus is not None else default_gpus,
-        impls=args.impls if args.impls is not None else tuple(all_impls),
-        workloads=args.workloads,
-        options=tuple(options),
+        impls=_once("--impls", args.impls) if args.impls is not None else tuple(all_impls),
+        workloads=_once("--workloads", args.workloads),
+        options=_options(args),
         size=args.size,
         steps=args.steps,
         warmup=args.warmup,
@@ -64,6 +61,32 @@ def bench_config(
         busbw=args.busbw,
         latency=args.latency,
     )
+
+
+def _once(flag: str, values: tuple[str, ...]) -> tuple[str, ...]:
+    """The values in order, each once; a repeated one is run once, and said so."""
+    unique = tuple(dict.fromkeys(values))
+    if len(unique) < len(values):
+        repeated = sorted({v for v in values if values.count(v) > 1}, key=values.index)
+        console.say(f"ddpbench: note: {flag} repeats {', '.join(repeated)}: each runs once")
+    return unique
+
+
+def _options(args: argparse.Namespace) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """--opt and --bucket-cap-mb as (key, values): a key given twice is refused (which one was meant?)."""
+    given = [(f"--opt {key}=", key, values) for key, values in args.opt]
+    if args.bucket_cap_mb is not None:
+        if not args.bucket_cap_mb:
+            raise ConfigError("--bucket-cap-mb is empty; give at least one cap in MiB (e.g. --bucket-cap-mb 25)")
+        given.append(("--bucket-cap-mb ", "bucket_cap_mb", args.bucket_cap_mb))
+    options, seen = [], {}
+    for flag, key, values in given:
+        if key in seen:
+            raise ConfigError(f"option {key!r} is given twice ({seen[key]} and {flag}{','.join(values)}); give it "
+                              f"once with every value, e.g. --opt {key}=A,B")  # fmt: skip
+        seen[key] = f"{flag}{','.join(values)}"
+        options.append((key, _once(flag.strip(), values)))
+    return tuple(options)
 
 
 def new_run(args: argparse.Namespace, *, command: tuple[str, ...]):
@@ -113,7 +136,9 @@ def _native_bf16() -> bool:
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     from harness.analysis import sweep
     from harness.launch import launcher as launch
+    from harness.launch.torchrun import check_fault_switch
 
+    check_fault_switch()
     if args.resume:
         config, plan, done = launch.resume_run(args.results, args.resume)
         console.say(f"ddpbench: resuming run {plan.run_id}: {done} finished configuration(s) kept, "

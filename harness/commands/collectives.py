@@ -15,9 +15,11 @@ def collectives_config(args: argparse.Namespace, *, command: tuple[str, ...]):
     """Validate everything before anything is written: the config and the resolved device."""
     import torch
 
+    from harness.launch.torchrun import check_fault_switch
     from harness.plan import collectives
     from harness.plan import config as cfgmod
 
+    check_fault_switch()
     for flag, value, choices in (("--device", args.device, DEVICES), ("--backend", args.backend, cfgmod.BACKENDS)):
         if value not in choices:
             raise ConfigError(f"{flag} {value!r} is not valid; choose one of {', '.join(choices)}")

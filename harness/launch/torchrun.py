@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.launch import supervise
+from harness.plan.config import ConfigError
 from harness.plan.ranks import child_environment
 from harness.rank import liveness
 from harness.rank.progress import read_step_progress
@@ -47,6 +48,17 @@ class Rendezvous:
             f"--rdzv-endpoint={self.endpoint}",
             f"--rdzv-id={self.run_id}",
         ]
+
+
+def check_fault_switch() -> None:
+    """DDPBENCH_FAULT, read before any run folder is made: a typo is bad input (exit 2), not a run whose
+    every configuration fails in its ranks."""
+    from harness.rank import faults
+
+    try:
+        faults.check_fault_environment()
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def torchrun_command(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import math
 import re
 from collections.abc import Iterable
 from pathlib import Path
@@ -129,13 +130,17 @@ class BenchConfig:
             raise ConfigError(f"--node-rank {self.node_rank} is not valid; give 0 to {self.nnodes - 1}")
         if self.nnodes > 1 and not self.rdzv_endpoint:
             raise ConfigError("--nnodes above 1 needs --rdzv-endpoint HOST:PORT")
-        if self.mem_period_ms < 0:
+        if not math.isfinite(self.mem_period_ms) or self.mem_period_ms < 0:
             raise ConfigError(f"--mem-period-ms {self.mem_period_ms} is not valid; give milliseconds ≥ 0 (0: off)")
-        if self.timeout_s is not None and not self.timeout_s > 0:
+        if self.timeout_s is not None and not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
             raise ConfigError(f"--timeout {self.timeout_s} is not valid; give seconds > 0 (or leave it out: automatic)")
         if self.nnodes > 1 and not self.run_id:
             raise ConfigError("--nnodes above 1 needs --run-id: every node's launcher must name the same run")
         validate_run_id(self.run_id)
+        keys = [key for key, _ in self.options]
+        if len(set(keys)) < len(keys):
+            twice = next(key for key in keys if keys.count(key) > 1)
+            raise ConfigError(f"option {twice!r} is given twice; give it once with every value, e.g. --opt {twice}=A,B")
         self._check_network()
 
     def _check_network(self) -> None:
@@ -269,7 +274,8 @@ def impl_option_grids(
             texts = {key: text for (key, _), text in zip(axes, combo, strict=True)}
             typed = impl_registry.REGISTRY.parse_options(name, texts)
             impl_registry.create(name, **typed)  # validates values (e.g. bucket_cap_mb > 0)
-            grid.append(typed)
+            if typed not in grid:  # '1' and '1.0' are one cap: one configuration, not two alike
+                grid.append(typed)
         grids[name] = grid
     return grids
 

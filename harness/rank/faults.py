@@ -112,14 +112,21 @@ class Fault:
 
     @classmethod
     def parse(cls, text: str) -> Fault:
-        kind, _, conditions = text.partition(":")
+        """KIND[:CONDITION=VALUE,…]; ValueError naming the bad part and the valid choices."""
+        kind, _, conditions = text.strip().partition(":")
         if kind not in FAULT_KINDS:
             raise ValueError(f"DDPBENCH_FAULT kind {kind!r} is not one of {', '.join(FAULT_KINDS)}")
         fields: dict[str, Any] = {}
-        for item in filter(None, conditions.split(",")):
-            key, _, value = item.partition("=")
+        for item in filter(None, (c.strip() for c in conditions.split(","))):
+            key, sep, value = (part.strip() for part in item.partition("="))
             if key not in CONDITIONS:
                 raise ValueError(f"DDPBENCH_FAULT condition {key!r} is not one of {', '.join(CONDITIONS)}")
+            if not sep or not value:
+                raise ValueError(f"DDPBENCH_FAULT condition {item!r} has no value; give {key}=VALUE")
+            if key in fields:
+                raise ValueError(f"DDPBENCH_FAULT condition {key!r} is given twice")
+            if key != "impl" and not (value.isdigit() and value.isascii()):
+                raise ValueError(f"DDPBENCH_FAULT {key}={value!r} is not a whole number ≥ 0")
             fields[key] = value if key == "impl" else int(value)
         return cls(kind, **fields)
 
@@ -147,8 +154,24 @@ class Fault:
 
 
 def faults_from_environment() -> list[Fault]:
-    """DDPBENCH_FAULT: one fault, or several separated by ';'."""
+    """DDPBENCH_FAULT: one fault, or several separated by ';'. The commands that launch ranks parse it
+    first (`check_fault_environment`), so a rank never meets one it cannot read."""
     return [Fault.parse(text.strip()) for text in os.environ.get("DDPBENCH_FAULT", "").split(";") if text.strip()]
+
+
+FAULT_FORM = (
+    f"the form is KIND[:CONDITION=VALUE,…] (';' between several), kinds {', '.join(FAULT_KINDS)}, "
+    f"conditions {', '.join(CONDITIONS)}"
+)
+
+
+def check_fault_environment() -> None:
+    """DDPBENCH_FAULT parsed before anything is written: ValueError with one line naming it and the valid
+    kinds and conditions (a typo would otherwise fail every configuration of a run)."""
+    try:
+        faults_from_environment()
+    except ValueError as exc:
+        raise ValueError(f"{exc} (DDPBENCH_FAULT={os.environ.get('DDPBENCH_FAULT')!r}; {FAULT_FORM})") from None
 
 
 def arm_served_module(module: torch.nn.Module, injected: list[Fault], *, device: torch.device, **where: Any) -> None:

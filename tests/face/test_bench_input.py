@@ -1,0 +1,102 @@
+"""`bench` refuses bad input before anything is written (one line, exit 2): non-finite numbers, a
+DDPBENCH_FAULT it cannot read, an option given twice, an empty cap list; repeated values run once."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness import cli
+from harness.commands import bench
+from harness.plan import config as cfgmod
+
+
+def refused(capsys, tmp_path, *args: str) -> str:
+    results = tmp_path / "results"
+    try:
+        code = cli.main(["bench", "--results", str(results), "--size", "tiny", "--steps", "1", *args])
+    except SystemExit as exit_:  # argparse's own refusal
+        code = exit_.code
+    captured = capsys.readouterr()
+    assert code == 2, captured
+    assert captured.err.count("\n") == 1 and "Traceback" not in captured.err, captured.err
+    assert not results.exists()  # nothing written
+    return captured.err
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "said"),
+    [
+        ("--timeout", "inf", "--timeout 'inf' is not a number of seconds (a finite number)"),
+        ("--timeout", "nan", "--timeout 'nan' is not a number of seconds (a finite number)"),
+        ("--mem-period-ms", "nan", "--mem-period-ms 'nan' is not a period in milliseconds (a finite number)"),
+        ("--mem-period-ms", "-inf", "--mem-period-ms '-inf' is not a period in milliseconds (a finite number)"),
+    ],
+)
+def test_a_non_finite_float_flag_is_refused(capsys, tmp_path, flag, value, said):
+    assert said in refused(capsys, tmp_path, f"{flag}={value}")
+
+
+def test_a_config_made_in_code_refuses_non_finite_values_too():
+    with pytest.raises(cfgmod.ConfigError, match="--timeout inf is not valid"):
+        cfgmod.BenchConfig(gpus=1, impls=("stock",), timeout_s=float("inf"))
+    with pytest.raises(cfgmod.ConfigError, match="--mem-period-ms nan is not valid"):
+        cfgmod.BenchConfig(gpus=1, impls=("stock",), mem_period_ms=float("nan"))
+
+
+@pytest.mark.parametrize(
+    ("fault", "said"),
+    [
+        ("bogus", "DDPBENCH_FAULT kind 'bogus' is not one of raise, oom, stop, kill, exit"),
+        ("explode:rank=1", "DDPBENCH_FAULT kind 'explode' is not one of"),
+        ("kill:color=red", "DDPBENCH_FAULT condition 'color' is not one of impl, world, repeat, rank, step"),
+        ("kill:rank=1,step=abc", "DDPBENCH_FAULT step='abc' is not a whole number ≥ 0"),
+        ("kill:rank", "DDPBENCH_FAULT condition 'rank' has no value"),
+        ("kill:rank=1;raise:step=-1", "DDPBENCH_FAULT step='-1' is not a whole number ≥ 0"),
+    ],
+)
+def test_a_fault_switch_it_cannot_read_is_bad_input_before_any_run_folder(capsys, tmp_path, monkeypatch, fault, said):
+    monkeypatch.setenv("DDPBENCH_FAULT", fault)
+    err = refused(capsys, tmp_path, "--impls", "stock")
+    assert said in err and "kinds raise, oom, stop, kill, exit, conditions impl, world, repeat, rank, step" in err
+    assert f"DDPBENCH_FAULT={fault!r}" in err
+
+
+def test_collectives_reads_the_fault_switch_first_too(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("DDPBENCH_FAULT", "bogus")
+    assert cli.main(["collectives", "--results", str(tmp_path / "results")]) == 2
+    assert "DDPBENCH_FAULT kind 'bogus'" in capsys.readouterr().err and not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--opt", "bucket_cap_mb=1", "--bucket-cap-mb", "5"],
+         "option 'bucket_cap_mb' is given twice (--opt bucket_cap_mb=1 and --bucket-cap-mb 5)"),
+        (["--opt", "bucket_cap_mb=1", "--opt", "bucket_cap_mb=5"],
+         "option 'bucket_cap_mb' is given twice (--opt bucket_cap_mb=1 and --opt bucket_cap_mb=5)"),
+        (["--bucket-cap-mb", ""], "--bucket-cap-mb is empty; give at least one cap in MiB"),
+        (["--bucket-cap-mb", " , "], "--bucket-cap-mb is empty"),
+        (["--impls", ""], "--impls is empty"),
+    ],
+)  # fmt: skip
+def test_an_option_given_twice_or_an_empty_list_is_refused(capsys, tmp_path, args, said):
+    assert said in refused(capsys, tmp_path, "--impls", "stock", *args)
+
+
+def planned(capsys, *args: str) -> list[str]:
+    parsed = cli.build_parser().parse_args(["bench", "--gpus", "2", "--size", "tiny", *args])
+    config = bench.bench_config(parsed, default_gpus=2, all_impls=["stock"], command=())
+    return [c.label() for c in cfgmod.expand(config, device="cpu")]
+
+
+def test_repeated_values_run_once_and_are_said_to(capsys):
+    labels = planned(capsys, "--impls", "stock,stock", "--workloads", "mlp,mlp", "--bucket-cap-mb", "1,1,5,1.0")
+    note = capsys.readouterr().out
+    assert "ddpbench: note: --impls repeats stock: each runs once" in note
+    assert "ddpbench: note: --workloads repeats mlp: each runs once" in note
+    assert "ddpbench: note: --bucket-cap-mb repeats 1: each runs once" in note
+    assert labels == [
+        "w1 mlp/tiny local", "w1 mlp/tiny stock bucket_cap_mb=1.0", "w1 mlp/tiny stock bucket_cap_mb=5.0",
+        "w2 mlp/tiny local", "w2 mlp/tiny stock bucket_cap_mb=1.0", "w2 mlp/tiny stock bucket_cap_mb=5.0",
+    ]  # fmt: skip
+    assert len(set(labels)) == len(labels)
