@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 import pkgutil
 import types
 import typing
@@ -23,28 +24,37 @@ class ConfigError(ValueError):
 T = TypeVar("T")
 
 
-def option(default: Any, doc: str) -> Any:
+def option(default: Any, doc: str, *, valid: str = "") -> Any:
     """An option of a plug-in: a dataclass field with its default and the line `ddpbench list` shows.
 
-        bucket_cap_mb: float = option(25.0, "Largest gradient bucket in MiB.")
+        bucket_cap_mb: float | None = option(None, "Largest gradient bucket in MiB.", valid="MiB > 0")
 
-    The doc travels in the field's metadata, so a class that inherits the field (options shared
-    by several strategies) inherits its doc too.
+    `valid` says in words which values of the type the plug-in accepts (its `__post_init__` checks
+    the range); a bad value's error quotes it. The doc and `valid` travel in the field's metadata,
+    so a class that inherits the field (options shared by several strategies) inherits them too.
     """
-    return dataclasses.field(default=default, metadata={"doc": " ".join(doc.split())})
+    return dataclasses.field(default=default, metadata={"doc": " ".join(doc.split()), "valid": valid})
 
 
 @dataclasses.dataclass(frozen=True)
 class Option:
-    """One option of a plug-in: its name, type, default and the doc given to `option`."""
+    """One option of a plug-in: its name, type, default, the doc given to `option` and its valid range."""
 
     name: str
     type: Any
     default: Any
     doc: str
+    valid: str = ""
 
     def choices(self) -> tuple[Any, ...] | None:
         return typing.get_args(self.type) if typing.get_origin(self.type) is Literal else None
+
+    @property
+    def optional(self) -> bool:
+        """Whether None (the option left unset) is a value of this option."""
+        return typing.get_origin(self.type) in (typing.Union, types.UnionType) and type(None) in typing.get_args(
+            self.type
+        )
 
     def type_name(self) -> str:
         choices = self.choices()
@@ -53,20 +63,61 @@ class Option:
         return getattr(self.type, "__name__", str(self.type))
 
     def coerce(self, text: str) -> Any:
-        """Turn command-line text into this option's type, or raise ConfigError."""
+        """Turn command-line text into this option's value, or raise ConfigError naming the text and
+        what is valid."""
         choices = self.choices()
-        if choices:
-            for choice in choices:
-                if text == str(choice):
-                    return choice
-            raise ConfigError(f"option {self.name}={text!r} is not valid; choose one of {', '.join(map(str, choices))}")
         base = _strip_optional(self.type)
         try:
-            if base is bool:
-                return _parse_bool(text)
-            return base(text)
+            if choices:
+                value = next((c for c in choices if text == str(c)), _NOT_PARSED)
+            elif base is bool:
+                value = _parse_bool(text)
+            else:
+                value = base(text)
         except ValueError:
-            raise ConfigError(f"option {self.name}={text!r} is not a valid {self.type_name()}") from None
+            value = _NOT_PARSED
+        return self.check(value, shown=repr(text))
+
+    def check(self, value: Any, *, shown: str | None = None) -> Any:
+        """`value` if it is one of this option's values (an int given for a float becomes the float),
+        else ConfigError: one line naming the value (`shown`, default its repr) and what is valid."""
+        if value is None and self.optional:
+            return None
+        checked = self._checked(value)
+        if checked is _NOT_PARSED:
+            raise ConfigError(f"{self.name}: {shown or repr(value)} is not {self.expected()}")
+        return checked
+
+    def _checked(self, value: Any) -> Any:
+        choices = self.choices()
+        base = _strip_optional(self.type)
+        if choices:
+            return value if any(value == c and type(value) is type(c) for c in choices) else _NOT_PARSED
+        if base is bool:
+            return value if isinstance(value, bool) else _NOT_PARSED
+        if base is int:
+            return value if isinstance(value, int) and not isinstance(value, bool) else _NOT_PARSED
+        if base is float:
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            return float(value) if number and math.isfinite(value) else _NOT_PARSED
+        return value if not isinstance(base, type) or isinstance(value, base) else _NOT_PARSED
+
+    def expected(self) -> str:
+        """What a valid value is, in words: "one of none, fp16", "a number (MiB > 0, or unset)"."""
+        choices = self.choices()
+        base = _strip_optional(self.type)
+        if choices:
+            kind = "one of " + ", ".join(map(str, choices))
+        elif base is bool:
+            kind = "one of true, false"
+        else:
+            kind = {int: "a whole number", float: "a finite number"}.get(base, f"a {self.type_name()}")
+        notes = [note for note in (self.valid, "or unset" if self.optional else "") if note]
+        return f"{kind} ({', '.join(notes)})" if notes else kind
+
+
+_NOT_PARSED = object()
+"""What `Option` returns for a value that is not one of the option's: never a valid value."""
 
 
 def _strip_optional(tp: Any) -> Any:
@@ -97,7 +148,9 @@ class Entry(Generic[T]):
     def options(self) -> dict[str, Option]:
         hints = typing.get_type_hints(self.cls)
         return {
-            f.name: Option(f.name, hints[f.name], _field_default(f), f.metadata.get("doc", ""))
+            f.name: Option(
+                f.name, hints[f.name], _field_default(f), f.metadata.get("doc", ""), f.metadata.get("valid", "")
+            )
             for f in dataclasses.fields(self.cls)
             if f.init
         }
@@ -172,6 +225,8 @@ class Registry(Generic[T]):
         return found[0]
 
     def create(self, name: str, **options: Any) -> T:
+        """Plug-in `name` with these options, each checked against its type and choices (ConfigError
+        names a bad value and what is valid; the plug-in's own `__post_init__` checks ranges)."""
         entry = self.entry(name)
         valid = entry.options()
         unknown = sorted(set(options) - set(valid))
@@ -180,7 +235,8 @@ class Registry(Generic[T]):
                 f"{self.kind} {name!r} has no option {', '.join(unknown)}; "
                 f"valid options: {', '.join(valid) or '(none)'}"
             )
-        return entry.cls(**options)
+        checked = {key: valid[key].check(value) for key, value in options.items()}
+        return entry.cls(**checked)
 
     def parse_options(self, name: str, texts: dict[str, str]) -> dict[str, Any]:
         """Coerce {key: text} from the command line into typed options of plug-in `name`."""

@@ -83,11 +83,13 @@ class Bucketed(StrategyDefaults):
         None,
         "Bucket cap in MiB: a bucket closes once it holds this much or more (DDP's rule; a gradient is never "
         "split); unset: DDP's default, 25 MiB with DDP's default first bucket.",
+        valid="MiB > 0",
     )
     first_bucket_mb: float | None = option(
         None,
         "Cap of the first bucket of each dtype in MiB (small, so communication starts early); unset: "
         "DDP's own first-bucket cap for this bucket cap (harness.bucketing.first_bucket_bytes).",
+        valid="MiB > 0",
     )
     rebuild: bool = option(
         True,

@@ -130,7 +130,7 @@ class RpcHybrid(StrategyDefaults):
     extra_ranks: ClassVar[int] = 1  # the parameter server, the launch's last rank
 
     bucket_cap_mb: float | None = option(
-        None, "Bucket cap of the DDP over the dense part, in MiB; unset: DDP's default (as `stock`)."
+        None, "Bucket cap of the DDP over the dense part, in MiB; unset: DDP's default (as `stock`).", valid="MiB > 0"
     )
     _server: str | None = dataclasses.field(default=None, init=False, repr=False)
     _remote_part: str | None = dataclasses.field(default=None, init=False, repr=False)

@@ -37,6 +37,7 @@ class DDPOptions:
         None,
         "Bucket cap of DDP in MiB; unset: DDP's default (25 MiB, and a first bucket of 1 MiB on torch ≥ 2.9, "
         "which an explicit cap replaces).",
+        valid="MiB > 0",
     )
     broadcast_buffers: bool = option(
         True, "Broadcast rank 0's buffers (e.g. BatchNorm statistics) before every forward."
@@ -97,7 +98,7 @@ class Stock(DDPOptions, StrategyDefaults):
     comm_hook: Literal["none", "fp16", "bf16", "powersgd"] = option(
         "none", "Gradient compression hook from torch.distributed.algorithms.ddp_comm_hooks."
     )
-    powersgd_rank: int = option(1, "Matrix approximation rank of the PowerSGD hook.")
+    powersgd_rank: int = option(1, "Matrix approximation rank of the PowerSGD hook.", valid="≥ 1")
 
     _ddp: DistributedDataParallel | None = dataclasses.field(default=None, init=False, repr=False)
     _timeline: CommTimeline | None = dataclasses.field(default=None, init=False, repr=False)

@@ -88,10 +88,68 @@ def test_options_are_coerced_from_text_by_their_field_types():
         "static_graph": True,
         "comm_hook": "fp16",
     }
-    with pytest.raises(ConfigError, match="choose one of none, fp16, bf16, powersgd"):
-        parse("stock", {"comm_hook": "int8"})
-    with pytest.raises(ConfigError, match="'maybe' is not a valid bool"):
-        parse("stock", {"static_graph": "maybe"})
+
+
+@pytest.mark.parametrize(
+    ("name", "texts", "message"),
+    [
+        ("stock", {"comm_hook": "int8"}, "comm_hook: 'int8' is not one of none, fp16, bf16, powersgd"),
+        ("stock", {"static_graph": "maybe"}, "static_graph: 'maybe' is not one of true, false"),
+        ("stock", {"bucket_cap_mb": "abc"}, "bucket_cap_mb: 'abc' is not a finite number (MiB > 0, or unset)"),
+        ("stock", {"powersgd_rank": "1.5"}, "powersgd_rank: '1.5' is not a whole number (≥ 1)"),
+        ("fsdp", {"param_dtype": "fp16"}, "param_dtype: 'fp16' is not one of fp32, bf16"),
+    ],
+)
+def test_a_bad_option_text_is_one_line_naming_it_and_the_valid_values(name, texts, message):
+    with pytest.raises(ConfigError) as raised:
+        impls.REGISTRY.parse_options(name, texts)
+    assert str(raised.value) == message  # no Python type name ("float | None", "bool") leaks
+
+
+FLOAT_OPTIONS = [
+    (name, option.name)
+    for name in impls.names()
+    for option in impls.entry(name).options().values()
+    if option.type in (float, float | None)
+]
+
+
+@pytest.mark.parametrize(("name", "key"), FLOAT_OPTIONS)
+@pytest.mark.parametrize("text", ["inf", "-inf", "nan", "1e999"])
+def test_every_float_option_refuses_a_non_finite_number(name, key, text):
+    with pytest.raises(ConfigError, match=f"^{key}: '{text}' is not a finite number"):
+        impls.REGISTRY.parse_options(name, {key: text})
+    with pytest.raises(ConfigError, match=f"^{key}: .* is not a finite number"):
+        impls.create(name, **{key: float(text)})
+
+
+def test_float_options_exist_to_be_checked():
+    assert ("stock", "bucket_cap_mb") in FLOAT_OPTIONS and ("bucketed", "first_bucket_mb") in FLOAT_OPTIONS
+
+
+@pytest.mark.parametrize(
+    ("name", "options", "message"),
+    [
+        ("stock", {"comm_hook": "fp32"}, "comm_hook: 'fp32' is not one of none, fp16, bf16, powersgd"),
+        ("fsdp", {"param_dtype": "fp16"}, "param_dtype: 'fp16' is not one of fp32, bf16"),
+        ("stock", {"static_graph": "true"}, "static_graph: 'true' is not one of true, false"),
+        ("stock", {"static_graph": 1}, "static_graph: 1 is not one of true, false"),
+        ("stock", {"powersgd_rank": 2.0}, "powersgd_rank: 2.0 is not a whole number (≥ 1)"),
+        ("stock", {"bucket_cap_mb": "25"}, "bucket_cap_mb: '25' is not a finite number (MiB > 0, or unset)"),
+        ("stock", {"find_unused_parameters": None}, "find_unused_parameters: None is not one of true, false"),
+    ],
+)
+def test_create_checks_every_option_value_from_python(name, options, message):
+    """The Python API checks what the command line checks: a misspelt hook is not plain DDP."""
+    with pytest.raises(ConfigError) as raised:
+        impls.create(name, **options)
+    assert str(raised.value) == message
+
+
+def test_create_takes_valid_values_and_an_int_for_a_float():
+    strategy = impls.create("stock", bucket_cap_mb=25, comm_hook="fp16", static_graph=True)
+    assert (strategy.bucket_cap_mb, type(strategy.bucket_cap_mb), strategy.comm_hook) == (25.0, float, "fp16")
+    assert impls.create("bucketed", bucket_cap_mb=None).bucket_cap_mb is None  # unset is valid
 
 
 def test_options_carry_the_doc_given_to_their_field():
