@@ -156,7 +156,13 @@ def add_bench_parser(commands) -> None:
     bench.add_argument("--repeats", type=_int("--repeats"), default=1,
                        help="run every configuration R times, interleaved; each repeat is one piece of evidence "
                        "for compare and the recommended cap (default: 1; 5 for runs meant to be compared)")  # fmt: skip
-    bench.add_argument("--resume", metavar="RUN_ID", help="finish an interrupted run: skip what it wrote, run the rest")
+    bench.add_argument("--resume", metavar="RUN_ID",
+                       help="finish an interrupted run in --results: skip what it wrote, run the rest with the run's "
+                       "own grid and settings (flags that would change them are refused; --timeout, --fail-fast, "
+                       "--node-rank and --rdzv-endpoint apply: they only steer the running)")  # fmt: skip
+    bench.add_argument("--retry-failed", action="store_true",
+                       help="with --resume: run the configurations that failed again (each failed row is kept "
+                       "in retried/<config_id>/ of the run folder)")  # fmt: skip
     bench.add_argument("--seed", type=_int("--seed"), default=0, help="base seed (default: 0)")
     bench.add_argument(
         "--timeout",
@@ -283,6 +289,21 @@ COMMANDS = {  # command -> (module in harness.commands, its function): imported 
 }
 
 
+def given_bench_flags(argv: list[str]) -> dict[str, str]:
+    """The `bench` flags typed on the command line, {dest: flag}, whatever their value (a flag typed with
+    its default value is given too): the parser again, with every default suppressed."""
+    probe = OneLineParser(prog="ddpbench")
+    add_bench_parser(probe.add_subparsers(dest="command", parser_class=OneLineParser))
+    bench = probe._subparsers._group_actions[0].choices["bench"]
+    flags = {}
+    for action in bench._actions:
+        action.default = argparse.SUPPRESS
+        if action.option_strings:
+            flags[action.dest] = action.option_strings[-1]
+    typed = vars(probe.parse_args(argv))
+    return {dest: flag for dest, flag in flags.items() if dest in typed}
+
+
 def version() -> str:
     """The installed package's version; "unknown" when running from a tree that was never installed."""
     from importlib import metadata
@@ -297,6 +318,8 @@ def main(argv: list[str] | None = None) -> int:
     # The library's warnings (a skipped results file, say) as one line each on stderr.
     logging.basicConfig(format="ddpbench: warning: %(message)s", level=logging.WARNING, stream=sys.stderr)
     args = build_parser().parse_args(argv)
+    if args.command == "bench":  # --resume refuses the flags that would change the stored run
+        args.given_flags = given_bench_flags(sys.argv[1:] if argv is None else argv)
     module_name, function = COMMANDS[args.command]
     module = importlib.import_module(f"harness.commands.{module_name}")
     try:

@@ -12,7 +12,8 @@ import shutil
 import signal
 import time
 
-from harness.commands import console
+from harness.commands import console, summary
+from harness.commands.resume import resume
 from harness.plan.config import BenchConfig, ConfigError
 from harness.plan.run_folder import PARITY_CACHE
 
@@ -140,10 +141,13 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
 
     check_fault_switch()
     if args.resume:
-        config, plan, done = launch.resume_run(args.results, args.resume)
-        console.say(f"ddpbench: resuming run {plan.run_id}: {done} finished configuration(s) kept, "
-                    f"{len(plan.configurations)} to run")  # fmt: skip
+        resumed = resume(args)
+        if resumed is None:
+            return 0
+        config, plan, done = resumed
     else:
+        if getattr(args, "retry_failed", False):
+            raise ConfigError("--retry-failed needs --resume RUN_ID: it runs a stopped run's failed configurations")
         (config, plan), done = new_run(args, command=command), 0
     _say_where(plan, requested_dtype=config.dtype)
     began = time.monotonic()
@@ -153,15 +157,16 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
             launch.run_groups(config, plan, on_written=progress.written, on_tick=progress.tick)
     except (KeyboardInterrupt, Terminated) as stop:
         progress.close()
-        return _stopped(plan, "SIGTERM" if isinstance(stop, Terminated) else "SIGINT", EXIT_SIGNAL[type(stop)])
+        why = "SIGTERM" if isinstance(stop, Terminated) else "SIGINT"
+        return _stopped(plan, why, EXIT_SIGNAL[type(stop)], wall_s=time.monotonic() - began)
     except launch.FailFast as failure:
         progress.close()
         console.say_err(f"ddpbench: --fail-fast: stopping at the first failure: {failure}")
-        return _stopped(plan, "--fail-fast", 1)
+        return _stopped(plan, "--fail-fast", 1, wall_s=time.monotonic() - began)
     except OSError as exc:  # the results cannot be written (a full disk): nothing more can be kept
         progress.close()
         console.error(f"cannot write results in {plan.run}/: {exc}")
-        return _stopped(plan, "a write error", 1)
+        return _stopped(plan, "a write error", 1, wall_s=None)
     finally:
         progress.close()
     shutil.rmtree(plan.run / PARITY_CACHE, ignore_errors=True)  # the run is over: its references are not needed
@@ -183,10 +188,13 @@ def _sigterm_as_exception():
         signal.signal(signal.SIGTERM, previous)
 
 
-def _stopped(plan, why: str, code: int) -> int:
-    """One line: what was saved, and the command that finishes the run."""
+def _stopped(plan, why: str, code: int, *, wall_s: float | None) -> int:
+    """One line: what was saved, and the command that finishes the run. The session's figures go into
+    summary.json (marked incomplete), for --resume to add its own to (not after a write error)."""
     from harness.results import store
 
+    if wall_s is not None:
+        summary.write(plan, wall_s, complete=False)
     saved = len(store.written_config_ids(plan.run))
     total = len(store.read_json(plan.run / "run.json")["configurations"])
     console.say(f"ddpbench: stopped by {why}: {saved} of {total} configurations saved in {plan.run}/; "
@@ -218,21 +226,17 @@ def _precision_line(configurations, requested_dtype: str) -> str:
 
 def _summarize(plan, wall_s: float) -> int:
     """The run's counts and wall time on the terminal and in `summary.json`; exit 1 if any failed."""
-    from harness.analysis import stats
-    from harness.results import store
-
-    configs = store.read_configs(plan.run)
-    counts = configs["status"].value_counts().to_dict()
-    summary = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("ok", "failed", "skipped"))
-    console.say(f"ddpbench: run {plan.run_id} finished in {wall_s:.0f} s: {summary}; results in {plan.run}/")
-    steps = store.read_steps(plan.run)
-    ran_now = {c.config_id for c in plan.configurations}  # a resumed run counts only what it ran
-    step_s = stats.training_seconds(steps[steps["config_id"].isin(ran_now)])
+    totals = summary.write(plan, wall_s, complete=True)
+    counts = totals["status_counts"]
+    text = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("ok", "failed", "skipped"))
+    console.say(f"ddpbench: run {plan.run_id} finished in {wall_s:.0f} s: {text}; results in {plan.run}/")
+    if totals["sessions"] > 1:
+        console.say(f"ddpbench: over its {totals['sessions']} sessions the run took {totals['wall_s']:.0f} s "
+                    f"({totals['training_step_s']:.0f} s of training steps); summary.json adds them up")  # fmt: skip
+    step_s = totals["session"]["training_step_s"]
     if step_s:
         # What the harness costs around the steps it measures: launches, builds, parity, writes.
         console.say(f"ddpbench: {step_s:.0f} s of that was training steps (warm-up included): "
                     f"{wall_s / step_s:.2f}× overhead")  # fmt: skip
-    console.fixed_cost_split(wall_s, plan.fixed_cost_s, configurations=len(ran_now))
-    totals = {"wall_s": wall_s, "training_step_s": step_s, "status_counts": counts, "configurations": len(configs)}
-    store.write_json(plan.run / "summary.json", {**totals, "fixed_cost_s": plan.fixed_cost_s})
+    console.fixed_cost_split(wall_s, plan.fixed_cost_s, configurations=len(plan.configurations))
     return 1 if counts.get("failed", 0) else 0

@@ -13,6 +13,8 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import itertools
+import os
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +24,7 @@ from harness.launch.diagnose import diagnose
 from harness.launch.torchrun import LaunchEnd, Rendezvous, launch_ranks
 from harness.plan.config import BenchConfig, ConfigError, Configuration
 from harness.plan.ranks import available_cpus, threads_per_rank
-from harness.rank import costs, records
+from harness.rank import costs, faults, records
 from harness.results import store
 
 WORKER = "harness.rank.worker"  # the rank side of `bench`
@@ -104,11 +106,12 @@ def _wait_for_node_zero(run: Path) -> None:
         time.sleep(POLL_S)
 
 
-def resume_run(results: Path, run_id: str) -> tuple[BenchConfig, RunPlan, int]:
+def resume_run(results: Path, run_id: str, *, retry_failed: bool = False) -> tuple[BenchConfig, RunPlan, int]:
     """The configuration and plan of an interrupted run, left with what it did not write.
 
     Returns (config, plan, number already written). Nothing is overwritten: a configuration
-    whose part exists is skipped.
+    whose part exists is skipped; with `retry_failed` a failed one is run again, its failed row
+    and records set aside in retried/<config_id>/ first (a failed row holds no measured step).
     """
     run = store.run_dir(results, run_id)
     if not (run / "run.json").is_file():
@@ -119,10 +122,33 @@ def resume_run(results: Path, run_id: str) -> tuple[BenchConfig, RunPlan, int]:
         raise ConfigError(f"--resume {run_id!r} is a `ddpbench collectives` run; run the measurement again instead")
     config = BenchConfig.from_json({**meta["config"], "results": str(results), "command": meta.get("command", ())})
     configurations = [Configuration.from_json(c) for c in meta["configurations"]]
+    if retry_failed:
+        configs = store.read_configs(run)
+        for config_id in configs.loc[configs["status"] == "failed", "config_id"]:
+            _set_aside(run, config_id)
     written = store.written_config_ids(run)
     pending = [c for c in configurations if c.config_id not in written]
     plan = RunPlan(run_id, run, meta["device"], meta["threads_per_rank"], pending, meta["context"])
     return config, plan, len(configurations) - len(pending)
+
+
+RETRIED_DIR = "retried"
+"""Where --retry-failed keeps each failed row it runs again (readers of the run never look there)."""
+
+
+def _set_aside(run: Path, config_id: str) -> None:
+    """Move a failed configuration's parts and failure records to retried/<config_id>/; its config part
+    last, since a visible config part means the rest is there."""
+    aside = run / RETRIED_DIR / config_id
+    aside.mkdir(parents=True, exist_ok=True)
+    for table in ("steps", "ranks", "timeline", "configs"):
+        part = run / table / f"{config_id}.parquet"
+        if part.is_file():
+            os.replace(part, aside / f"{table}.parquet")
+    records = run / faults.FAILURES_DIR / config_id
+    if records.is_dir():  # the retry's own records must not be read as this failure's
+        shutil.rmtree(aside / faults.FAILURES_DIR, ignore_errors=True)
+        os.replace(records, aside / faults.FAILURES_DIR)
 
 
 class FailFast(Exception):

@@ -18,10 +18,11 @@ when the run has ended (an interrupted run keeps it for --resume)."""
 RUN_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
-def validate_run_id(run_id: str) -> None:
+def validate_run_id(run_id: str, *, flag: str = "--run-id") -> None:
+    """A run id names a folder directly inside --results: never a path (`--resume ../R/x` included)."""
     if run_id and (not RUN_ID_PATTERN.match(run_id) or ".." in run_id):
         raise ConfigError(
-            f"--run-id {run_id!r} is not valid; use letters, digits, '.', '_' and '-' "
+            f"{flag} {run_id!r} is not valid; use letters, digits, '.', '_' and '-' "
             "(no '/' or '..', at most 100 characters)"
         )
 

@@ -1,0 +1,63 @@
+"""`bench --resume RUN_ID`: the stored run, finished with its own grid and settings.
+
+A flag that would change what the run measures is refused (exit 2, naming it): the run's
+configurations are in its run.json, and a resumed part measured otherwise would not belong to it.
+The flags that only steer the running (how long a silence may last, whether to stop at the first
+failure, where this node joins) apply, and are said to.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from harness.commands import console
+from harness.plan.config import ConfigError
+from harness.plan.run_folder import validate_run_id
+
+STEERING = {"timeout": "timeout_s", "fail_fast": "fail_fast", "node_rank": "node_rank",
+            "rdzv_endpoint": "rdzv_endpoint"}  # fmt: skip
+"""Flags (their argparse dest → BenchConfig field) that steer a resumed run without changing what it measures."""
+RESUME_FLAGS = {"resume", "results", "retry_failed"}
+
+
+def resume(args: argparse.Namespace):
+    """(config, plan, configurations already written), or None when there is nothing to resume."""
+    from harness.launch import launcher as launch
+
+    validate_run_id(args.resume, flag="--resume")
+    steering = _steering(args)
+    config, plan, done = launch.resume_run(args.results, args.resume, retry_failed=args.retry_failed)
+    config = dataclasses.replace(config, **steering)
+    if not plan.configurations:
+        console.say(f"ddpbench: run {plan.run_id} is complete ({done} configuration(s) written): nothing to resume"
+                    f"{_failed_hint(plan) if not args.retry_failed else ''}; nothing was written")  # fmt: skip
+        return None
+    retried = " (the failed ones set aside in retried/ to run again)" if args.retry_failed else ""
+    console.say(f"ddpbench: resuming run {plan.run_id}: {done} finished configuration(s) kept, "
+                f"{len(plan.configurations)} to run{retried}")  # fmt: skip
+    return config, plan, done
+
+
+def _steering(args: argparse.Namespace) -> dict:
+    """The BenchConfig fields the steering flags set; ConfigError naming any flag that would change the run."""
+    given = getattr(args, "given_flags", {})
+    refused = [flag for dest, flag in given.items() if dest not in STEERING and dest not in RESUME_FLAGS]
+    if refused:
+        raise ConfigError(f"--resume runs the stored run's own grid and settings; {', '.join(refused)} would change "
+                          f"them: leave {'it' if len(refused) == 1 else 'them'} out, or start a new run "
+                          f"(flags that apply: --timeout, --fail-fast, --node-rank, --rdzv-endpoint)")  # fmt: skip
+    steering = {STEERING[dest]: getattr(args, dest) for dest in given if dest in STEERING}
+    if steering:
+        applied = ", ".join(given[dest] for dest in given if dest in STEERING)
+        console.say(f"ddpbench: --resume: {applied} {'applies' if len(steering) == 1 else 'apply'} (steering the running "
+                    "only); the grid and every other setting are the run's")  # fmt: skip
+    return steering
+
+
+def _failed_hint(plan) -> str:
+    from harness.results import store
+
+    configs = store.read_configs(plan.run)
+    failed = int((configs["status"] == "failed").sum())
+    return f" ({failed} failed: --retry-failed runs {'it' if failed == 1 else 'them'} again)" if failed else ""

@@ -1,0 +1,48 @@
+"""A run's `summary.json`: its counts and where its wall time went, added up over the sessions that
+made it. A run stopped (Ctrl-C, --fail-fast) and finished with `--resume` is one run: each session
+adds its wall time, training-step time and fixed costs to the earlier sessions' (never overwrites
+them); `session` keeps the latest session's own figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+SUMMARY = "summary.json"
+
+
+def earlier(run: Path) -> dict[str, Any]:
+    """What the run's earlier sessions recorded; {} for a new run (or a summary that cannot be read)."""
+    from harness.results import store
+
+    try:
+        return store.read_json(Path(run) / SUMMARY)
+    except (OSError, ValueError):
+        return {}
+
+
+def write(plan, wall_s: float, *, complete: bool) -> dict[str, Any]:
+    """This session's figures added to the earlier sessions', written, and returned."""
+    from harness.analysis import stats
+    from harness.results import store
+
+    configs = store.read_configs(plan.run)
+    steps = store.read_steps(plan.run)
+    ran_now = {c.config_id for c in plan.configurations}  # a resumed session counts only what it ran
+    step_s = stats.training_seconds(steps[steps["config_id"].isin(ran_now)])
+    before = earlier(plan.run)
+    fixed = dict(before.get("fixed_cost_s") or {})
+    for phase, seconds in plan.fixed_cost_s.items():
+        fixed[phase] = fixed.get(phase, 0.0) + seconds
+    totals = {
+        "wall_s": before.get("wall_s", 0.0) + wall_s,
+        "training_step_s": before.get("training_step_s", 0.0) + step_s,
+        "fixed_cost_s": fixed,
+        "status_counts": configs["status"].value_counts().to_dict(),
+        "configurations": len(configs),
+        "sessions": before.get("sessions", 1 if before else 0) + 1,
+        "complete": complete,
+        "session": {"wall_s": wall_s, "training_step_s": step_s, "fixed_cost_s": dict(plan.fixed_cost_s)},
+    }
+    store.write_json(Path(plan.run) / SUMMARY, totals)
+    return totals

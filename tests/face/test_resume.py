@@ -1,0 +1,83 @@
+"""`bench --resume`: a complete run is left as it is; a resumed run adds its timings to the earlier
+session's; flags that would change the stored run are refused; `--retry-failed` runs the failed
+configurations again and keeps their failed rows in retried/."""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+import pytest
+
+from harness import cli
+from harness.results import store
+
+TINY = ["--impls", "naive,flat", "--no-baseline", "--size", "tiny", "--gpus", "1", "--steps", "2", "--warmup", "2"]
+
+
+def bench(capsys, results, *args: str) -> tuple[int, str, str]:
+    try:
+        code = cli.main(["bench", "--results", str(results), *args])
+    except SystemExit as exit_:
+        code = exit_.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_resume_leaves_a_complete_run_alone_and_adds_a_retry_to_its_timings(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("DDPBENCH_FAULT", "raise:impl=flat,rank=0,step=1")
+    code, out, _ = bench(capsys, tmp_path, "--run-id", "r", *TINY)
+    assert code == 1 and "1 ok, 1 failed" in out, out
+    monkeypatch.delenv("DDPBENCH_FAULT")
+    summary_path = tmp_path / "r" / "summary.json"
+    first = json.loads(summary_path.read_text())
+    assert first["sessions"] == 1 and first["complete"] is True and first["wall_s"] == first["session"]["wall_s"]
+
+    code, out, _ = bench(capsys, tmp_path, "--resume", "r", "--timeout", "30")
+    assert code == 0
+    assert "ddpbench: --resume: --timeout applies (steering the running only)" in out
+    assert ("ddpbench: run r is complete (2 configuration(s) written): nothing to resume (1 failed: --retry-failed "
+            "runs it again); nothing was written") in out  # fmt: skip
+    assert json.loads(summary_path.read_text()) == first  # the first session's timings kept as they were
+
+    code, out, _ = bench(capsys, tmp_path, "--resume", "r", "--retry-failed")
+    assert code == 0 and "1 to run (the failed ones set aside in retried/ to run again)" in out, out
+    statuses = dict(zip(*store.read_configs(tmp_path / "r")[["impl", "status"]].to_dict("list").values(), strict=True))
+    assert statuses == {"naive": "ok", "flat": "ok"}
+    kept = pq.read_table(next((tmp_path / "r" / "retried").glob("*flat*/configs.parquet"))).to_pylist()[0]
+    assert kept["status"] == "failed" and "fault injected by DDPBENCH_FAULT" in kept["error"]
+    total = json.loads(summary_path.read_text())
+    second = total["session"]
+    assert total["sessions"] == 2 and total["status_counts"] == {"ok": 2}
+    assert total["wall_s"] == pytest.approx(first["wall_s"] + second["wall_s"])
+    assert total["training_step_s"] == pytest.approx(first["training_step_s"] + second["training_step_s"])
+    for phase in ("launch", "build", "steps"):
+        assert total["fixed_cost_s"][phase] == pytest.approx(
+            first["fixed_cost_s"][phase] + second["fixed_cost_s"][phase]
+        )
+    assert "over its 2 sessions the run took" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--steps", "500", "--timeout", "5"], "--resume runs the stored run's own grid and settings; --steps would "
+         "change them: leave it out, or start a new run (flags that apply: --timeout, --fail-fast"),
+        (["--gpus", "4", "--opt", "bucket_cap_mb=1", "--steps", "20"], "--gpus, --opt, --steps would change them"),
+    ],
+)  # fmt: skip
+def test_resume_refuses_a_flag_that_would_change_the_stored_run(tmp_path, capsys, args, said):
+    store.write_json(tmp_path / "x" / "run.json", {"run_id": "x"})
+    code, _, err = bench(capsys, tmp_path, "--resume", "x", *args)
+    assert code == 2 and said in err and err.count("\n") == 1, err
+
+
+@pytest.mark.parametrize("run_id", ["../R/x", "/abs/x", "a/b", ".."])
+def test_resume_takes_only_a_run_id_inside_results(tmp_path, capsys, run_id):
+    code, _, err = bench(capsys, tmp_path, "--resume", run_id)
+    assert code == 2 and err.startswith(f"ddpbench: error: --resume {run_id!r} is not valid; use letters, digits")
+
+
+def test_retry_failed_without_resume_is_refused(tmp_path, capsys):
+    code, _, err = bench(capsys, tmp_path / "results", "--retry-failed", *TINY)
+    assert code == 2 and "--retry-failed needs --resume RUN_ID" in err and not (tmp_path / "results").exists()
