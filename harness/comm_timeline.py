@@ -81,9 +81,24 @@ class CommTimeline:
         return entry
 
     def completes(self, entry: Collective | None, future: torch.futures.Future) -> None:
-        """Stamp `entry` done when `future` (the work's `get_future()`) completes."""
+        """Stamp `entry` done when `future` (the work's `get_future()`) completes. Where a caller
+        waits on this very future to go on, hand it `completed_through`'s instead."""
         if entry is not None:
             future.add_done_callback(lambda _: _stamp(entry, self.now()))
+
+    def completed_through(self, entry: Collective | None, future: torch.futures.Future) -> torch.futures.Future:
+        """A future with `future`'s value that completes only once `entry` is stamped done: what to
+        hand a caller that waits on it (DDP waits on its hook's future), so that the stamp lands
+        before the caller goes on. A callback on `future` itself (`completes`) can land late, or not
+        at all before the timeline is read: a future wakes its waiters before it runs its callbacks."""
+        if entry is None:
+            return future
+
+        def stamp_and_pass(done: torch.futures.Future) -> Any:
+            _stamp(entry, self.now())
+            return done.value()
+
+        return future.then(stamp_and_pass)
 
     def finished(self, entry: Collective | None, *, blocks_compute: bool = True) -> None:
         """Stamp `entry` done now: a blocking collective has just returned. `blocks_compute`: the

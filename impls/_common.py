@@ -28,6 +28,15 @@ BROADCAST_BUCKET_BYTES = 250 * 1024 * 1024
 """The message size DDP coalesces its buffer broadcasts into (its broadcast_bucket_size)."""
 
 
+def collective_backend(device: str) -> str:
+    """The backend this rank's collectives run on: the default process group's once there is one
+    (the harness asks from inside its ranks, where `--backend gloo` may run on GPUs); before that,
+    the harness's default for `device` (NCCL on CUDA, gloo on the CPU)."""
+    if dist.is_available() and dist.is_initialized():
+        return str(dist.get_backend())
+    return "nccl" if device == "cuda" else "gloo"
+
+
 def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
     """Parameters that get gradients, each once even when shared (tied) between modules."""
     return [p for p in model.parameters() if p.requires_grad]

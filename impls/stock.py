@@ -9,7 +9,17 @@ DDP reduces gradients inside backward (its C++ reducer launches each bucket's al
 soon as the bucket is full), so `sync_gradients()` has nothing left to do. To time those
 all-reduces, the bucket timeline registers a communication hook that does what DDP's built-in
 all-reduce does (divide by the world size, all-reduce the bucket) and stamps its launch and
-completion; a compression hook is wrapped the same way.
+completion; a compression hook is wrapped the same way, and its row says what travelled: the
+fp16/bf16 hooks all-reduce half the bucket's bytes; PowerSGD's chain for one bucket (the all-reduce of
+the tensors it leaves uncompressed, then of P, then of Q) is one row of kind `powersgd`, with the
+bytes of those three, from its launch to the end of the chain (before its first compressed step it is
+a plain `all_reduce` of the bucket). DDP waits on the future the timed hook returns, which completes
+only after the stamp.
+
+PowerSGD is offered on NCCL only: torch's powerSGD_hook waits for its next all-reduce inside the
+callback of the previous one, which on gloo runs on one of gloo's worker threads, so with two or more
+buckets the ranks issue those all-reduces in different orders and the run hangs or aborts
+(`gloo::EnforceNotMet`). Such a configuration is `skipped` with that reason.
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ from torch.nn.parallel import DistributedDataParallel
 from harness.comm_timeline import CommTimeline
 from harness.protocols import ConfigError, StrategyDefaults, option
 from impls import register
-from impls._common import MIB, nbytes
+from impls._common import MIB, collective_backend, nbytes
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -112,6 +122,11 @@ class Stock(DDPOptions, StrategyDefaults):
         self._timeline = timeline
         return True
 
+    def unavailable_reason(self, *, device: str, world_size: int) -> str | None:
+        if self.comm_hook == "powersgd" and collective_backend(device) == "gloo":
+            return POWERSGD_ON_GLOO
+        return None
+
     def wrap(self, model: nn.Module) -> nn.Module:
         device = next(model.parameters()).device
         self._ddp = DistributedDataParallel(
@@ -119,7 +134,7 @@ class Stock(DDPOptions, StrategyDefaults):
         )
         hook = self._comm_hook()
         if self._timeline is not None:
-            hook = timed_hook(hook, self._timeline)
+            hook = timed_hook(hook, self._timeline, comm_hook=self.comm_hook)
         if hook is not None:
             self._ddp.register_comm_hook(*hook)
         return self._ddp
@@ -178,18 +193,31 @@ def ddp_layout(ddp: DistributedDataParallel) -> dict[str, Any]:
     return layout
 
 
-def timed_hook(hook: tuple[Any, Callable] | None, timeline: CommTimeline) -> tuple[Any, Callable]:
+POWERSGD_ON_GLOO = (
+    "comm_hook=powersgd needs NCCL: on gloo, torch's powerSGD_hook issues its follow-up all-reduces from gloo's "
+    "worker threads in a different order on each rank (hangs or aborts with 2 or more buckets)"
+)
+
+
+def timed_hook(
+    hook: tuple[Any, Callable] | None, timeline: CommTimeline, *, comm_hook: str = "none"
+) -> tuple[Any, Callable]:
     """A communication hook that stamps each bucket's launch and completion in `timeline`: `hook`
-    wrapped, or for None what DDP's built-in reduction does (divide the bucket by the world size,
-    all-reduce it). DDP calls a hook the moment a bucket is ready."""
+    (the compression `comm_hook`) wrapped, or for None what DDP's built-in reduction does (divide the
+    bucket by the world size, all-reduce it). DDP calls a hook the moment a bucket is ready and
+    waits on the future it returns: that future completes after the stamp."""
     if hook is not None:
         state, inner = hook
 
         def timed(state, bucket):  # unannotated: DDP rejects a hook whose annotation is not the GradBucket class
+            sent_before = _powersgd_numel(state)
             entry = timeline.launching(bucket=bucket.index(), nbytes=nbytes(bucket.buffer()))
             future = inner(state, bucket)
-            timeline.completes(entry, future)
-            return future
+            if entry is not None:
+                entry.kind, entry.nbytes = hook_traffic(
+                    comm_hook, bucket.buffer(), _powersgd_numel(state) - sent_before
+                )
+            return timeline.completed_through(entry, future)
 
         return state, timed
 
@@ -198,7 +226,24 @@ def timed_hook(hook: tuple[Any, Callable] | None, timeline: CommTimeline) -> tup
         buffer.div_(dist.get_world_size())
         entry = timeline.launching(bucket=bucket.index(), nbytes=nbytes(buffer), ready=ready)
         future = dist.all_reduce(buffer, async_op=True).get_future()
-        timeline.completes(entry, future)
+        timeline.completes(entry, future)  # runs before the callback below, which completes DDP's future
         return future.then(lambda fut: fut.value()[0])
 
     return None, timed_mean
+
+
+def hook_traffic(comm_hook: str, buffer: torch.Tensor, powersgd_numel: int) -> tuple[str, int]:
+    """(kind, bytes) of what a compression hook sent for one bucket: fp16/bf16 all-reduce the bucket cast
+    to 2-byte floats; PowerSGD, once it compresses, sends `powersgd_numel` elements (what it counted as
+    its size after compression: the uncompressed tensors plus P and Q) through its chain of all-reduces,
+    and before that all-reduces the bucket as it is."""
+    if comm_hook in ("fp16", "bf16"):
+        return "all_reduce", buffer.numel() * 2
+    if comm_hook == "powersgd" and powersgd_numel > 0:
+        return "powersgd", powersgd_numel * buffer.element_size()
+    return "all_reduce", nbytes(buffer)
+
+
+def _powersgd_numel(state: Any) -> int:
+    """Elements PowerSGD has sent so far, as it counts them (0 for a hook without that count)."""
+    return getattr(state, "total_numel_after_compression", 0)

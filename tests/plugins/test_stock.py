@@ -7,6 +7,7 @@ read what the ranks observed.
 from __future__ import annotations
 
 import functools
+import time
 from typing import Any
 
 import pytest
@@ -16,9 +17,13 @@ from dist_helpers import CLASSES, FEATURES, TinyClassification, run_in_process_g
 from torch import nn
 
 import impls
-from harness.rank import parity
+from harness.comm_timeline import CommTimeline
+from harness.plan.config import BenchConfig, expand
+from harness.rank import parity, worker
 from harness.rank.training import LEARNING_RATE, OPTIMIZER, build_model, make_batch
+from harness.results import store
 from impls._common import MIB
+from impls.stock import POWERSGD_ON_GLOO
 
 SEED = 11
 BATCH = 4
@@ -201,3 +206,113 @@ def test_layout_reports_several_buckets_when_the_cap_is_small(observed):
     assert len(sizes) > 1
     assert sum(sizes) == pytest.approx(grad_mb, abs=1e-3)
     assert len(observed["defaults"]["layout"]["bucket_sizes_mb"]) == 1
+
+
+# ---- the bucket timeline of the compression hooks ------------------------------------------------
+
+TIMED_STEPS = 30
+
+
+def timed_steps(options: dict[str, Any]) -> dict[str, Any]:
+    """Train with the bucket timeline attached; per step, when backward and sync ended (ms from the
+    step's start, on the timeline's clock, read right after `begin_step`, so never early)."""
+    rank = dist.get_rank()
+    timeline = CommTimeline(CPU)
+    strategy = impls.create("stock", **options)
+    assert strategy.attach_timeline(timeline)
+    ddp = strategy.wrap(build_model(WORKLOAD, seed=SEED + rank, device=CPU))
+    ends = []
+    for step in range(TIMED_STEPS):
+        timeline.begin_step(step)
+        started = time.perf_counter()
+        batch = make_batch(WORKLOAD, batch_size=BATCH, seed=SEED, rank=rank, step=step, device=CPU)
+        WORKLOAD.loss(ddp, batch).backward()
+        strategy.sync_gradients()
+        ends.append((time.perf_counter() - started) * 1e3)
+        ddp.zero_grad(set_to_none=True)
+    timeline.end()
+    gradient_numel = sum(p.numel() for p in ddp.parameters())
+    return {"rows": timeline.rows(), "backward_end_ms": ends, "gradient_numel": gradient_numel}
+
+
+TIMED_CASES = {
+    "fp16": {"comm_hook": "fp16", "bucket_cap_mb": 0.002},  # several buckets
+    "bf16": {"comm_hook": "bf16", "bucket_cap_mb": 0.002},
+    "powersgd": {"comm_hook": "powersgd"},  # one bucket: on gloo, more hang (the reason it is skipped there)
+}
+
+
+def timed_all_cases() -> dict[str, dict[str, Any]]:
+    return {name: timed_steps(options) for name, options in TIMED_CASES.items()}
+
+
+@pytest.fixture(scope="module")
+def timed() -> list[dict[str, dict[str, Any]]]:
+    return run_in_process_group(timed_all_cases, world_size=2)
+
+
+@pytest.mark.parametrize("case", list(TIMED_CASES))
+def test_every_hooked_collective_is_stamped_done_before_backward_returns(timed, case):
+    """DDP waits on the hook's future: the stamp must land before that future completes, never after
+    backward has returned (a callback on the same future ran after DDP's wait woke up)."""
+    for rank, observed in enumerate(timed):
+        rows, ends = observed[case]["rows"], observed[case]["backward_end_ms"]
+        assert {row["step"] for row in rows} == set(range(TIMED_STEPS))
+        late = [(r["step"], r["bucket"], r["done_ms"], ends[r["step"]]) for r in rows
+                if r["done_ms"] is None or r["done_ms"] > ends[r["step"]]]  # fmt: skip
+        assert late == [], f"rank {rank}: (step, bucket, done_ms, backward end) {late}"
+
+
+@pytest.mark.parametrize("case", ["fp16", "bf16"])
+def test_half_precision_hooks_record_the_half_size_they_all_reduce(timed, case):
+    for observed in timed:
+        rows = observed[case]["rows"]
+        assert len(rows) > TIMED_STEPS  # several buckets a step
+        assert {r["collective"] for r in rows} == {"all_reduce"}
+        for step in range(TIMED_STEPS):
+            sent = sum(r["bytes"] for r in rows if r["step"] == step)
+            assert sent == observed[case]["gradient_numel"] * 2  # every fp32 gradient, as 2-byte floats
+
+
+POWERSGD_RANK1_NUMEL = (32 + 8) + 32 + (32 + 32) + 32 + (4 + 32) + 4
+"""What PowerSGD at rank 1 sends for WithBuffer: P and Q of each weight it compresses (inp 32×8,
+hidden 32×32, out 4×32: n + m elements each) and the biases it leaves as they are (32, 32, 4)."""
+
+
+def test_powersgd_is_one_row_per_bucket_with_the_bytes_its_chain_sends(timed):
+    for observed in timed:
+        rows = observed["powersgd"]["rows"]
+        assert [r["step"] for r in rows] == list(range(TIMED_STEPS))  # one bucket, one row a step
+        plain = observed["powersgd"]["gradient_numel"] * 4
+        # start_powerSGD_iter=2: steps 0 and 1 all-reduce the bucket as it is, then it compresses.
+        assert [(r["collective"], r["bytes"]) for r in rows[:2]] == [("all_reduce", plain)] * 2
+        assert {(r["collective"], r["bytes"]) for r in rows[2:]} == {("powersgd", POWERSGD_RANK1_NUMEL * 4)}
+
+
+# ---- where it cannot run --------------------------------------------------------------------------
+
+
+def test_powersgd_is_unavailable_on_gloo_and_only_there():
+    powersgd = impls.create("stock", comm_hook="powersgd")
+    assert powersgd.unavailable_reason(device="cpu", world_size=2) == POWERSGD_ON_GLOO
+    assert powersgd.unavailable_reason(device="cuda", world_size=2) is None  # no process group: NCCL on CUDA
+    for hook in ("none", "fp16", "bf16"):
+        assert impls.create("stock", comm_hook=hook).unavailable_reason(device="cpu", world_size=2) is None
+
+
+def test_powersgd_asks_the_process_groups_backend_where_there_is_one(single_rank):
+    """Inside the ranks the group decides: gloo on GPUs (--backend gloo) hangs as well."""
+    assert impls.create("stock", comm_hook="powersgd").unavailable_reason(device="cuda", world_size=1) == (
+        POWERSGD_ON_GLOO
+    )
+
+
+def test_a_powersgd_configuration_on_the_cpu_is_skipped_with_its_reason(tmp_path, single_rank):
+    config = BenchConfig(gpus=1, impls=("stock",), workloads=("mlp",), options=(("comm_hook", ("powersgd",)),),
+                         size="small", steps=2, warmup=1, baseline=False)  # fmt: skip
+    context = {"run_id": "t", "started_at": "2025-01-01T00:00:00+00:00", "threads_per_rank": 1}
+    configurations = [c.to_json() for c in expand(config, device="cpu")]
+    worker.run_plan({"run_dir": str(tmp_path), "context": context, "configurations": configurations}, single_rank)
+    [row] = store.read_configs(tmp_path).to_dict("records")
+    assert (row["status"], row["error"]) == ("skipped", POWERSGD_ON_GLOO)
+    assert store.read_steps(tmp_path).empty
