@@ -8,6 +8,7 @@ Each returns {error_kind, error, and where known rank, error_file, memory}.
 
 from __future__ import annotations
 
+import re
 import signal
 from pathlib import Path
 from typing import Any
@@ -17,16 +18,26 @@ from harness.launch.torchrun import LaunchEnd, where
 from harness.plan.config import Configuration
 from harness.rank import faults
 
+RANK_PREFIX = re.compile(r"^\[(?:default)?rank\d+\]:\s*")  # torch's prefix on a rank's lines, where it adds one
+LAUNCHER_ERRORS = ("ChildFailedError", "torch.distributed.elastic.")
+"""torchrun's own report that a child failed: the wrapper, never the cause."""
 
-def last_error_in_log(log: Path) -> str:
-    """The most telling line of a launch's log: the last exception line, else the last line."""
+
+def _is_exception_line(line: str) -> bool:
+    head = line.split(":", 1)[0]
+    return head.endswith(("Error", "Exception", "Interrupt")) or "Signal" in head
+
+
+def error_in_log(log: Path) -> str:
+    """The most telling line of a launch's log: the first exception line a rank wrote (the root cause;
+    torchrun's ChildFailedError that follows it is only the wrapper), else the last line."""
     try:
-        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+        lines = [RANK_PREFIX.sub("", line.strip()) for line in log.read_text(errors="replace").splitlines()]
     except OSError:
         return "(no log)"
-    for line in reversed(lines):
-        head = line.split(":", 1)[0]
-        if head.endswith(("Error", "Exception", "Interrupt")) or "Signal" in head:
+    lines = [line for line in lines if line]
+    for line in lines:
+        if _is_exception_line(line) and not any(marker in line.split(":", 1)[0] for marker in LAUNCHER_ERRORS):
             return line[:500]
     return lines[-1][:500] if lines else "(empty log)"
 
@@ -35,7 +46,7 @@ def diagnose_launch(run: Path, end: LaunchEnd) -> dict[str, Any]:
     """Why a launch did not finish its work: the hang, else the rank that died, else the log."""
     if end.hang is not None:
         return {"error_kind": "timeout", "error": end.hang}
-    return _rank_that_died(run, end, end.hint, spoke=set()) or _from_log(end, end.hint)
+    return _rank_that_died(run, end, end.hint, spoke=set()) or _from_log(run, end, end.hint)
 
 
 def diagnose(run: Path, cfg: Configuration, end: LaunchEnd) -> dict[str, Any]:
@@ -68,7 +79,7 @@ def _diagnose(run: Path, cfg: Configuration, end: LaunchEnd) -> dict[str, Any]:
             "rank": first["rank"],
             "memory": memory,
         }
-    return _from_log(end, hint)
+    return _from_log(run, end, hint)
 
 
 def _rank_that_died(run: Path, end: LaunchEnd, hint: dict | None, *, spoke: set[int]) -> dict[str, Any] | None:
@@ -89,9 +100,11 @@ def _rank_that_died(run: Path, end: LaunchEnd, hint: dict | None, *, spoke: set[
     return {"error_kind": "killed", "error": f"{first.describe()}{where(hint)}", "rank": first.rank}
 
 
-def _from_log(end: LaunchEnd, hint: dict | None) -> dict[str, Any]:
+def _from_log(run: Path, end: LaunchEnd, hint: dict | None) -> dict[str, Any]:
+    """The log's telling line, and where the log is: relative to the run folder (as `error_file` is), so
+    that the row stays true wherever bench ran from and wherever the results move."""
     kind = "killed" if end.came_alive else "launch"
-    said = f"{last_error_in_log(end.log)} (log: {end.log})"
+    said = f"{error_in_log(end.log)} (log: {_relative(str(end.log), run)}, in the run folder)"
     return {"error_kind": kind, "error": f"launch exited with code {end.returncode}{where(hint)}: {said}"}
 
 

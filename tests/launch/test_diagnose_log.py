@@ -1,0 +1,75 @@
+"""A launch that failed before any configuration started is diagnosed from its log: the ranks' own
+exception (root cause), never torchrun's ChildFailedError wrapper, and a log path relative to the run
+folder (true wherever bench ran from)."""
+
+from __future__ import annotations
+
+from harness.launch import diagnose
+from harness.launch.torchrun import LaunchEnd
+from harness.plan.config import Configuration
+
+# torchrun's log of a launch whose module failed to import in both ranks (torch 2.x, abridged only in
+# the repeated frames).
+TORCHRUN_LOG = """
+*****************************************
+Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid your system being overloaded
+*****************************************
+Traceback (most recent call last):
+  File "<frozen runpy>", line 189, in _run_module_as_main
+  File "/tmp/tr/boommod.py", line 2
+    raise RuntimeError(f"boom in rank {os.environ["RANK"]}")
+SyntaxError: f-string: unmatched '['
+Traceback (most recent call last):
+  File "<frozen runpy>", line 189, in _run_module_as_main
+SyntaxError: f-string: unmatched '['
+E1130 20:47:35.250000 5798 torch/distributed/elastic/multiprocessing/api.py:1002] failed (exitcode: 1) local_rank: 0
+Traceback (most recent call last):
+  File "/work/main/.venv/lib/python3.11/site-packages/torch/distributed/launcher/api.py", line 386, in launch_agent
+    raise ChildFailedError(
+torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+boommod FAILED
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  rank      : 0 (local_rank: 0)
+  exitcode  : 1 (pid: 5804)
+============================================================
+"""
+
+
+def test_the_ranks_own_exception_is_named_not_torchruns_wrapper(tmp_path):
+    log = tmp_path / "world-2.log"
+    log.write_text(TORCHRUN_LOG)
+    assert diagnose.error_in_log(log) == "SyntaxError: f-string: unmatched '['"
+
+
+def test_a_rank_prefixed_line_and_a_chained_exception_give_the_first_cause(tmp_path):
+    log = tmp_path / "w.log"
+    log.write_text("[rank1]: Traceback (most recent call last):\n[rank1]: KeyError: 'layer'\n"
+                   "[rank1]: RuntimeError: while building\ntorch.distributed.elastic.multiprocessing.errors."
+                   "ChildFailedError: \n")  # fmt: skip
+    assert diagnose.error_in_log(log) == "KeyError: 'layer'"
+
+
+def test_a_log_without_an_exception_gives_its_last_line(tmp_path):
+    log = tmp_path / "w.log"
+    log.write_text("starting\nsomething odd happened\n")
+    assert diagnose.error_in_log(log) == "something odd happened"
+
+
+def test_a_launch_failure_names_the_cause_and_the_log_relative_to_the_run_folder(tmp_path, monkeypatch):
+    run = tmp_path / "results" / "r1"
+    (run / "logs").mkdir(parents=True)
+    (run / "logs" / "world-2.log").write_text(TORCHRUN_LOG)
+    monkeypatch.chdir(tmp_path)  # bench ran from here, with --results results
+    cfg = Configuration(config_id="0001-w2", impl="stock", impl_options={}, workload="mlp", size="tiny",
+                        world_size=2, nnodes=1, batch_size=8, steps=2, warmup=2, dtype="fp32", device="cpu",
+                        backend="gloo", seed=0, parity=True)  # fmt: skip
+    end = LaunchEnd(returncode=1, log=run.relative_to(tmp_path) / "logs" / "world-2.log", hint=None, came_alive=False)
+    failure = diagnose.diagnose(run.relative_to(tmp_path), cfg, end)
+    assert failure == {
+        "error_kind": "launch",
+        "error": "launch exited with code 1: SyntaxError: f-string: unmatched '[' "
+        "(log: logs/world-2.log, in the run folder)",
+    }
