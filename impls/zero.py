@@ -15,6 +15,7 @@ from torch import nn
 
 from harness.protocols import ConfigError, StrategyDefaults, option
 from impls import register
+from impls._common import collective_backend
 from impls.stock import DDPOptions, Stock
 
 
@@ -23,13 +24,16 @@ from impls.stock import DDPOptions, Stock
 class Zero(DDPOptions, StrategyDefaults):
     overlap_with_ddp: bool = option(
         False,
-        "Run each rank's optimizer step inside DDP's comm hook, overlapping backward (NCCL only; the "
-        "first two steps then do not update, so parity is recorded but not judged).",
+        "Run each rank's optimizer step inside DDP's comm hook, overlapping backward (NCCL only). The first "
+        "two steps (three with static_graph) then do not update the parameters (torch's "
+        "ZeroRedundancyOptimizer docs), so parity is recorded but not judged; the default --warmup 3 keeps "
+        "them all out of the measured steps, a shorter warm-up measures steps without an update.",
     )
     parameters_as_bucket_view: bool = option(
         False,
         "Pack each rank's parameters into one flat buffer per device, so the broadcast after the step "
-        "is one collective per rank instead of one per parameter.",
+        "is one collective per rank instead of one per parameter. Not with overlap_with_ddp, which "
+        "buckets parameters its own way (torch ignores this option there).",
     )
 
     _stock: Stock = dataclasses.field(init=False, repr=False)
@@ -37,6 +41,11 @@ class Zero(DDPOptions, StrategyDefaults):
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.overlap_with_ddp and self.parameters_as_bucket_view:
+            raise ConfigError(
+                "zero: parameters_as_bucket_view=true has no effect with overlap_with_ddp=true (torch's "
+                "ZeroRedundancyOptimizer ignores it and buckets by DDP's buckets); leave one of them false"
+            )
         self._stock = Stock(**self.ddp_options())  # the DDP underneath, with the options shared with stock
 
     def wrap(self, model: nn.Module) -> nn.Module:
@@ -56,7 +65,7 @@ class Zero(DDPOptions, StrategyDefaults):
         return False if self.overlap_with_ddp else self._stock.attach_timeline(timeline)
 
     def unavailable_reason(self, *, device: str, world_size: int) -> str | None:
-        if self.overlap_with_ddp and device != "cuda":
+        if self.overlap_with_ddp and collective_backend(device) != "nccl":
             # torch's hook_with_zero_step raises on gloo ("may meet hangs", pytorch issue 62300).
             return "overlap_with_ddp needs NCCL: torch's hook_with_zero_step refuses gloo, which may hang"
         return None
@@ -97,7 +106,8 @@ class Zero(DDPOptions, StrategyDefaults):
 
     @property
     def parity_exact(self) -> bool:
-        # With overlap the first two steps only learn DDP's buckets and do not update the parameters.
+        # With overlap the first two steps (three with static_graph) only learn DDP's buckets and do
+        # not update the parameters.
         return not self.overlap_with_ddp
 
 

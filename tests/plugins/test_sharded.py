@@ -8,6 +8,7 @@ One gloo group per world size trains the whole matrix; the tests read the cached
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 
 import pytest
@@ -28,6 +29,7 @@ from test_impls_contract import (
 from torch import nn
 
 import impls
+from harness.plan.config import BenchConfig
 from harness.protocols import ConfigError
 from harness.rank import parity
 from harness.rank.memory import held_bytes, optimizer_state_bytes
@@ -180,6 +182,25 @@ def test_zero_overlap_with_ddp_is_declared_unavailable_on_gloo():
     assert "NCCL" in strategy.unavailable_reason(device="cpu", world_size=2)
     assert strategy.unavailable_reason(device="cuda", world_size=2) is None
     assert not strategy.parity_exact
+
+
+def test_zero_overlap_with_ddp_asks_the_process_groups_backend_where_there_is_one(single_rank):
+    """Inside the ranks the group decides: --backend gloo on GPUs is refused too."""
+    assert "NCCL" in impls.create("zero", overlap_with_ddp=True).unavailable_reason(device="cuda", world_size=1)
+
+
+def test_zero_refuses_parameters_as_bucket_view_with_overlap_which_torch_would_ignore():
+    with pytest.raises(ConfigError, match=r"^zero: parameters_as_bucket_view=true has no effect with overlap_with_ddp"):
+        impls.create("zero", overlap_with_ddp=True, parameters_as_bucket_view=True)
+    assert impls.create("zero", parameters_as_bucket_view=True).parameters_as_bucket_view  # alone: fine
+
+
+def test_zero_overlap_says_static_graph_skips_three_updates_and_what_the_warmup_hides():
+    """torch's ZeroRedundancyOptimizer: two steps without an update, three with static_graph."""
+    doc = impls.entry("zero").options()["overlap_with_ddp"].doc
+    assert "first two steps (three with static_graph)" in doc
+    default_warmup = {f.name: f.default for f in dataclasses.fields(BenchConfig)}["warmup"]
+    assert f"--warmup {default_warmup}" in doc and default_warmup >= 3
 
 
 class Stacked(nn.Module):
