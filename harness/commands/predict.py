@@ -8,6 +8,7 @@ prints the predictions, and with a run checks them against the run's own bucket 
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from harness.commands import console
@@ -80,8 +81,21 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
     profile, source = _profile_for_run(run_dir, setup, device=device)
     configs = store.read_configs(run_dir)
     worlds = [args.gpus] if args.gpus else sorted({int(n) for n in configs["world_size"] if n > 1}) or [DEFAULT_WORLD]
-    caps = caps or sorted({float(c) for c in configs["bucket_cap_mb"].dropna()}) or None
-    return setup, network, profile, source, run_dir, worlds, caps
+    return setup, network, profile, source, run_dir, worlds, caps or _caps_of_run(configs)
+
+
+def _caps_of_run(configs) -> list[float] | None:
+    """The caps the run swept, when it swept two or more (each given as an option: DDP's default layout,
+    recorded as 25, is no choice the run made); else None, the default list. Said either way."""
+    swept = sorted({float(cap) for text in configs["impl_options"].dropna()
+                    if (cap := json.loads(text or "{}").get("bucket_cap_mb")) is not None})  # fmt: skip
+    if len(swept) >= 2:
+        console.say(f"ddpbench predict: caps: the run's sweep, {', '.join(f'{c:g}' for c in swept)} MiB")
+        return swept
+    made = f"one cap only ({swept[0]:g} MiB)" if swept else "no cap"
+    console.say(f"ddpbench predict: caps: the default list, {DEFAULT_CAPS} MiB (the run swept {made}; "
+                "--caps chooses others)")  # fmt: skip
+    return None
 
 
 def _measured_now(args: argparse.Namespace, given, *, device):

@@ -1,0 +1,45 @@
+"""`predict --run` takes the run's caps only when the run swept two or more; otherwise the default
+list (a single recorded cap, DDP's default layout recorded as 25 included, is no sweep), and says which."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from harness import cli
+from harness.results import store
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+def _with_ddp_default_recorded(results: Path) -> None:
+    """tests/data/cpu_run as a run made today records it: stock at DDP's default layout, cap 25."""
+    shutil.copytree(DATA / "cpu_run", results / "cpu_run")
+    for part in (results / "cpu_run" / "configs").glob("*.parquet"):
+        row = store.read_config_row(results / "cpu_run", part.stem)
+        if row["impl"] == "stock":
+            store.write_parquet(part, [{**row, "bucket_cap_mb": 25.0}], store.CONFIG_SCHEMA)
+
+
+def table_caps(out: str) -> list[str]:
+    return [line.split()[0] for line in out.splitlines() if line.startswith("  ") and line.split()[0][0].isdigit()]
+
+
+def test_a_run_without_a_sweep_gets_the_default_caps_not_its_one_recorded_cap(tmp_path, capsys):
+    _with_ddp_default_recorded(tmp_path)
+    code = cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--busbw", "10GB/s", "--gpus", "8"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "ddpbench predict: caps: the default list, 1,5,10,25,50,100 MiB (the run swept no cap; --caps" in out
+    assert table_caps(out) == ["1", "5", "10", "25", "50", "100"]
+
+
+def test_a_swept_run_gets_its_own_caps_and_says_so(tmp_path, capsys):
+    shutil.copytree(DATA / "bucket_sweep", tmp_path / "bucket_sweep")  # predict stores the profile it measures
+    code = cli.main(
+        ["predict", "--run", "bucket_sweep", "--results", str(tmp_path), "--busbw", "10GB/s", "--gpus", "8"]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "ddpbench predict: caps: the run's sweep, 1, 5, 25 MiB" in out
+    assert table_caps(out)[:3] == ["1", "5", "25"]
