@@ -150,6 +150,9 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
             raise ConfigError("--retry-failed needs --resume RUN_ID: it runs a stopped run's failed configurations")
         (config, plan), done = new_run(args, command=command), 0
     _say_where(plan, requested_dtype=config.dtype)
+    if config.nnodes > 1:  # torchrun's rendezvous says nothing while it waits (up to its join timeout)
+        console.say(f"ddpbench: waiting for {config.nnodes} node(s) at {config.rdzv_endpoint} … (each node runs "
+                    f"the same command with --run-id {plan.run_id}; torchrun waits up to 10 minutes)")  # fmt: skip
     began = time.monotonic()
     progress = console.Progress(plan.run, plan.configurations, done=done)
     try:
@@ -203,10 +206,19 @@ def _stopped(plan, why: str, code: int, *, wall_s: float | None) -> int:
 
 
 def _say_where(plan, *, requested_dtype: str) -> None:
+    from harness.plan.ranks import available_cpus
+
     worlds = sorted({c.world_size for c in plan.configurations})
     if plan.device == "cpu":
         console.say(f"ddpbench: no GPU in use: running on the CPU with the gloo backend, one process per simulated "
                     f"GPU ({plan.threads_per_rank} thread(s) each), world sizes {worlds}")  # fmt: skip
+        ranks, cores = (
+            max((c.world_size // c.nnodes + c.extra_ranks for c in plan.configurations), default=0),
+            available_cpus(),
+        )
+        if ranks > cores:
+            console.warning(f"{ranks} ranks per node on {cores} CPU core(s): ranks take turns on the cores, "
+                            "so the larger world sizes' steps include waiting (report: 'Cores shared')")  # fmt: skip
     else:
         backend = plan.configurations[0].backend.upper() if plan.configurations else "?"
         console.say(f"ddpbench: running on CUDA with {backend}, world sizes {worlds}")

@@ -19,13 +19,35 @@ if TYPE_CHECKING:  # pandas is imported where a table is printed: `--help` and e
     import pandas as pd
 
 
+def _print(line: str = "", *, file: TextIO | None = None) -> None:
+    """Every line goes out here, flushed at once (a long run's lines must show as they happen). When the
+    reader has gone (`ddpbench bench … | head -3`), the rest is dropped quietly: the run goes on and
+    writes its results and summary, it only stops talking."""
+    stream = file if file is not None else sys.stdout
+    try:
+        print(line, file=stream, flush=True)
+    except BrokenPipeError:
+        _reader_gone(stream)
+
+
+def _reader_gone(stream: TextIO) -> None:
+    """Point the stream's descriptor at /dev/null: later lines, and the interpreter's last flush, go nowhere."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, stream.fileno())
+    finally:
+        os.close(devnull)
+
+
 def say(line: str) -> None:
-    """One line on stdout, flushed at once (a long run's lines must show as they happen)."""
-    print(line, flush=True)
+    """One line on stdout."""
+    _print(line)
 
 
 def say_err(line: str) -> None:
-    print(line, file=sys.stderr)
+    _print(line, file=sys.stderr)
 
 
 def error(message: str) -> None:
@@ -131,7 +153,7 @@ class Progress:
         self._pending = [c for c in self._pending if c.config_id != cfg.config_id]
         line = f"[{self._done}/{self._total}] {describe_row(store.read_config_row(self._run, cfg.config_id))}"
         if self._bar is None:
-            print(line, file=self._stream, flush=True)
+            _print(line, file=self._stream)
             return
         self._bar.write(line, file=self._stream)
         self._bar.update(1)
@@ -177,7 +199,7 @@ def recommendations(frame: pd.DataFrame) -> None:
         f"significantly over repeats and by at least {stats.DEFAULT_THRESHOLD:.0%}; docs/statistics.md):"
     )
     for _, row in frame.iterrows():
-        print(f"  {sweep.describe(row)}")
+        _print(f"  {sweep.describe(row)}")
 
 
 # --- compare ------------------------------------------------------------------------------------
@@ -194,7 +216,7 @@ def comparison(frame: pd.DataFrame, *, threshold: float) -> None:
             have = min(r.base_repeats, r.new_repeats)
             verdict += f" (have {have}, {stats.needed_text(r.repeats_needed)} at {threshold:.0%})"
         noise = f" [{r.noise}]" if r.noise else ""
-        print(f"w{r.world_size} {r.workload}/{r.size} {r.impl}{options_text(r.impl_options)}: {r.base_ms:.2f} -> "
+        _print(f"w{r.world_size} {r.workload}/{r.size} {r.impl}{options_text(r.impl_options)}: {r.base_ms:.2f} -> "
               f"{r.new_ms:.2f} ms, ratio {r.ratio:.3f} ({interval}): {verdict}{noise}")  # fmt: skip
 
 
@@ -223,7 +245,7 @@ def collectives_table(frame: pd.DataFrame, contention: pd.DataFrame) -> None:
 
 
 def predict_profile(setup: dict, profile, source: str) -> None:
-    print(f"ddpbench predict: {setup['workload']}/{setup['size']}, batch {setup['batch_size']} per rank; {source}: "
+    _print(f"ddpbench predict: {setup['workload']}/{setup['size']}, batch {setup['batch_size']} per rank; {source}: "
           f"forward {profile.forward_s * 1e3:.2f} ms, backward {profile.backward_s * 1e3:.2f} ms, optimizer "
           f"{profile.optimizer_s * 1e3:.2f} ms, {profile.grad_bytes / 2**20:.2f} MiB of gradients "
           f"in {len(profile.grads)} tensors")  # fmt: skip
@@ -245,20 +267,20 @@ def caps_text(caps: list[float]) -> str:
 def predict_table(frame: pd.DataFrame, *, world: int, link, contention) -> None:
     """The network at this world size, then one row per bucket cap and the predicted best (caps within
     stats.TIE_TOLERANCE of the fastest are tied). `contention` None: none was measured."""
-    print(f"w{world}: all-reduce α {link.alpha_s * 1e6:.1f} µs, busbw {link.busbw_bytes_per_s / 1e9:.3f} GB/s "
+    _print(f"w{world}: all-reduce α {link.alpha_s * 1e6:.1f} µs, busbw {link.busbw_bytes_per_s / 1e9:.3f} GB/s "
           f"({link.source}); {contention_text(contention)}")  # fmt: skip
-    print(f"  {'cap MiB':>8} {'buckets':>8} {'step ms':>9} {'exposed comm ms':>16} {'scaling eff.':>13}")
+    _print(f"  {'cap MiB':>8} {'buckets':>8} {'step ms':>9} {'exposed comm ms':>16} {'scaling eff.':>13}")
     for r in frame.itertuples():
-        print(f"  {r.bucket_cap_mb:>8g} {r.buckets:>8} {r.step_ms:>9.2f} {r.exposed_comm_ms:>16.2f} "
+        _print(f"  {r.bucket_cap_mb:>8g} {r.buckets:>8} {r.step_ms:>9.2f} {r.exposed_comm_ms:>16.2f} "
               f"{r.scaling_efficiency:>13.3f}")  # fmt: skip
     best = frame.loc[frame["step_ms"].idxmin()]
     tied = stats.tied_best(frame["bucket_cap_mb"], frame["step_ms"])
-    print(f"  predicted best cap at w{world}: {caps_text(tied)} ({best['step_ms']:.2f} ms, "
+    _print(f"  predicted best cap at w{world}: {caps_text(tied)} ({best['step_ms']:.2f} ms, "
           f"scaling efficiency {best['scaling_efficiency']:.3f})")  # fmt: skip
 
 
 def no_validation() -> None:
-    print("validation: this run has no stock bucket-cap sweep at world size ≥ 2 to check the model against")
+    _print("validation: this run has no stock bucket-cap sweep at world size ≥ 2 to check the model against")
 
 
 def validation(key: tuple, group: pd.DataFrame, as_good: list[float] | None, errors: list[tuple[str, dict]]) -> None:
@@ -267,18 +289,18 @@ def validation(key: tuple, group: pd.DataFrame, as_good: list[float] | None, err
     import pandas as pd
 
     workload, size, world = key
-    print(f"validation w{world} {workload}/{size}, measured in the run against predicted "
+    _print(f"validation w{world} {workload}/{size}, measured in the run against predicted "
           f"(raw / calibrated / calibrated + contention):")  # fmt: skip
     for r in group.itertuples():
         variants = (r.predicted_raw_ms, r.predicted_ms, r.predicted_contention_ms)
         predicted = " / ".join("—" if pd.isna(v) else f"{v:.2f}" for v in variants)
-        print(f"  cap {r.bucket_cap_mb:g} MiB: measured {r.measured_ms:.2f} ms, predicted {predicted} ms "
+        _print(f"  cap {r.bucket_cap_mb:g} MiB: measured {r.measured_ms:.2f} ms, predicted {predicted} ms "
               f"(compute ×{r.compute_scale:.2f}, DDP's own {r.reducer_ms:.1f} ms)")  # fmt: skip
     if as_good is not None:
-        print(f"  measured caps the best does not beat by {stats.DEFAULT_THRESHOLD:.0%} (Welch's t over repeats): "
+        _print(f"  measured caps the best does not beat by {stats.DEFAULT_THRESHOLD:.0%} (Welch's t over repeats): "
               f"{', '.join(f'{c:g}' for c in as_good)} MiB")  # fmt: skip
     for label, error in errors:
         apart = error["best_cap_grid_steps"]
         agreement = "agrees" if apart == 0 else f"{apart} grid step(s) apart"
-        print(f"  {label}: MAPE {error['mape']:.1%}, best cap measured {caps_text(error['best_measured_caps_mb'])} "
+        _print(f"  {label}: MAPE {error['mape']:.1%}, best cap measured {caps_text(error['best_measured_caps_mb'])} "
               f"vs predicted {caps_text(error['best_predicted_caps_mb'])} ({agreement})")  # fmt: skip

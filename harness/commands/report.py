@@ -17,6 +17,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     check_output_folder("--out", args.out)
     # The floor and the model's curves depend on collectives runs that may have come after a bench run.
     predict.update_all_model_tables(args.results)
+    _warn_shared_run_ids(args.results)
     built = site.build_site(results=args.results, out=args.out)
     console.say(f"report: {built.index}")
     for run_id, page in built.run_pages.items():
@@ -34,3 +35,22 @@ def _check_results_folder(results) -> None:
     if (results / "run.json").is_file():
         raise ConfigError(f"--results {str(results)!r} is one run; give the folder that holds it: "
                           f"--results {str(results.parent)!r}")  # fmt: skip
+
+
+def _warn_shared_run_ids(results) -> None:
+    """Two run folders whose run.json name the same run (`cp -r results/X results/X-base`): the site names
+    each run's page by its run id, so one page holds one of them. Said, naming both folders."""
+    from harness.results import store
+
+    first_folder: dict[str, object] = {}
+    for folder in store.list_runs(results):
+        try:
+            run_id = store.read_json(folder / "run.json").get("run_id")
+        except (OSError, ValueError, AttributeError):
+            continue  # list_runs has named it
+        if run_id in first_folder:
+            console.warning(f"{first_folder[run_id]} and {folder} both have run_id {run_id!r} in run.json: the site "
+                            f"has one page for run {run_id!r}, so one of them is not shown; give the copy its own "
+                            "run_id in its run.json (or keep it in another results folder)")  # fmt: skip
+        else:
+            first_folder[run_id] = folder

@@ -130,6 +130,8 @@ class BenchConfig:
             raise ConfigError(f"--node-rank {self.node_rank} is not valid; give 0 to {self.nnodes - 1}")
         if self.nnodes > 1 and not self.rdzv_endpoint:
             raise ConfigError("--nnodes above 1 needs --rdzv-endpoint HOST:PORT")
+        if self.rdzv_endpoint is not None:
+            check_endpoint(self.rdzv_endpoint)
         if not math.isfinite(self.mem_period_ms) or self.mem_period_ms < 0:
             raise ConfigError(f"--mem-period-ms {self.mem_period_ms} is not valid; give milliseconds ≥ 0 (0: off)")
         if self.timeout_s is not None and not (math.isfinite(self.timeout_s) and self.timeout_s > 0):
@@ -166,6 +168,17 @@ class BenchConfig:
     @property
     def world_sizes(self) -> list[int]:
         return [self.nnodes * ranks for ranks in rank_ladder(self.gpus)]
+
+
+ENDPOINT = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(?::(\d{1,5}))?$")
+
+
+def check_endpoint(endpoint: str) -> None:
+    """HOST[:PORT] as torchrun's c10d rendezvous takes it (a host name, an IPv4 or a [bracketed] IPv6 address)."""
+    match = ENDPOINT.match(endpoint)
+    if match is None or (match.group(1) is not None and not 1 <= int(match.group(1)) <= 65535):
+        raise ConfigError(f"--rdzv-endpoint {endpoint!r} is not valid; give HOST[:PORT] (e.g. node0:29500; PORT "
+                          "1-65535, torchrun's default 29400)")  # fmt: skip
 
 
 def _require_positive_int(flag: str, value: Any) -> None:

@@ -1,0 +1,77 @@
+"""What `bench` says at the start and how it ends when nobody reads: more ranks than cores is a warning,
+a rendezvous endpoint is checked, two run folders with one run id are named by `report`, and a closed
+pipe stops the printing, never the run."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+from conftest import PROJECT
+
+from harness import cli
+from harness.commands import bench
+from harness.plan import config as cfgmod
+from harness.plan import ranks
+
+
+def _configuration(world: int) -> cfgmod.Configuration:
+    return cfgmod.Configuration(config_id=f"w{world}", impl="naive", impl_options={}, workload="mlp", size="tiny",
+                                world_size=world, nnodes=1, batch_size=8, steps=2, warmup=2, dtype="fp32",
+                                device="cpu", backend="gloo", seed=0, parity=True)  # fmt: skip
+
+
+def test_more_ranks_than_cores_is_a_warning_naming_both(capsys, monkeypatch):
+    monkeypatch.setattr(ranks, "available_cpus", lambda: 2)
+    plan = SimpleNamespace(device="cpu", threads_per_rank=1, run_id="r", run="results/r",
+                           configurations=[_configuration(w) for w in (1, 2, 4, 8, 16, 32, 64)])  # fmt: skip
+    bench._say_where(plan, requested_dtype="auto")
+    err = capsys.readouterr().err
+    assert err == ("ddpbench: warning: 64 ranks per node on 2 CPU core(s): ranks take turns on the cores, so the "
+                   "larger world sizes' steps include waiting (report: 'Cores shared')\n")  # fmt: skip
+    plan.configurations = plan.configurations[:2]
+    bench._say_where(plan, requested_dtype="auto")
+    assert capsys.readouterr().err == ""  # 2 ranks on 2 cores: nothing to say
+
+
+@pytest.mark.parametrize("endpoint", ["node0:29500", "node0", "10.0.0.1:1", "[fe80::1]:29400", "a-b.c"])
+def test_a_rendezvous_endpoint_host_port_is_accepted(endpoint):
+    cfgmod.check_endpoint(endpoint)
+
+
+@pytest.mark.parametrize("endpoint", ["node0:", ":29500", "node0:99999", "node0:0", "node0:port", "http://n:1",
+                                      "n 0:1", "node0:29500:1"])  # fmt: skip
+def test_a_bad_rendezvous_endpoint_is_bad_input(tmp_path, capsys, endpoint):
+    args = ["bench", "--nnodes", "2", "--run-id", "j", "--rdzv-endpoint", endpoint, "--results", str(tmp_path / "r")]
+    assert cli.main(args) == 2
+    err = capsys.readouterr().err
+    assert err == (f"ddpbench: error: --rdzv-endpoint {endpoint!r} is not valid; give HOST[:PORT] (e.g. node0:29500; "
+                   "PORT 1-65535, torchrun's default 29400)\n")  # fmt: skip
+    assert not (tmp_path / "r").exists()
+
+
+def test_report_names_both_folders_that_share_a_run_id(tmp_path, capsys):
+    from harness.results import store
+
+    for folder in ("X", "X-base"):
+        store.write_json(tmp_path / "r" / folder / "run.json", {"run_id": "X", "started_at": folder})
+    assert cli.main(["report", "--results", str(tmp_path / "r"), "--out", str(tmp_path / "site")]) == 0
+    err = capsys.readouterr().err
+    assert (f"ddpbench: warning: {tmp_path / 'r' / 'X-base'} and {tmp_path / 'r' / 'X'} both have run_id 'X' in "
+            "run.json: the site has one page for run 'X', so one of them is not shown") in err  # fmt: skip
+
+
+def test_a_reader_that_goes_away_stops_the_printing_not_the_run(tmp_path):
+    command = [sys.executable, "-m", "harness", "bench", "--impls", "naive", "--no-baseline", "--size", "tiny",
+               "--gpus", "1", "--steps", "2", "--warmup", "2", "--results", str(tmp_path), "--run-id", "p"]  # fmt: skip
+    bench_process = subprocess.Popen(command, cwd=PROJECT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first = bench_process.stdout.readline()  # `| head -1`
+    bench_process.stdout.close()
+    _, err = bench_process.communicate(timeout=240)
+    assert first.startswith("ddpbench: no GPU in use")
+    assert bench_process.returncode == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
+    summary = json.loads((tmp_path / "p" / "summary.json").read_text())
+    assert summary["status_counts"] == {"ok": 1} and summary["complete"] is True
