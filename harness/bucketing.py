@@ -1,15 +1,15 @@
 """DDP's bucket layout, written once: which gradients share an all-reduce, and the first bucket's cap.
 
 A leaf module (torch and the standard library only) so that a strategy in impls/ and the step-time
-model in harness/model/ lay out buckets by the same rules. It works on plain numbers — each
-gradient's size in bytes, its dtype (or any hashable key that keeps buckets apart, such as
-`(dtype, device)`) and the order gradients are packed in — so a caller with tensors and a caller
-with a stored profile use it alike.
+model in harness/model/ lay out buckets by the same rules: DDP's own, through the function its reducer
+calls. It works on plain numbers — each gradient's size in bytes, its dtype (and device) and the order
+gradients are packed in — so a caller with tensors and a caller with a stored profile use it alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from typing import Any
 
 MIB = 1024 * 1024
 DDP_DEFAULT_CAP_MB = 25.0
@@ -24,31 +24,47 @@ def assign_buckets(
     first_cap_bytes: int,
     order: Sequence[int] | None = None,
 ) -> list[list[int]]:
-    """Buckets as DDP's reducer builds them (compute_bucket_assignment_by_size); indices into
-    `sizes`, bucket by bucket in launch order.
+    """Buckets exactly as DDP's reducer rebuilds them; indices into `sizes`, bucket by bucket in
+    launch order.
 
-    Walk the gradients in `order` (default: as given; DDP's rebuild uses the order gradients became
-    ready), one open bucket per dtype. A bucket closes as soon as it holds ≥ its limit, so a
-    gradient is never split and a big one makes a big bucket; the first bucket of each dtype has
-    the limit `first_cap_bytes`, later ones `cap_bytes`. Buckets launch in the order they closed;
-    the ones still open follow in order of their dtype's first use.
+    `dtypes` gives each gradient's key: a torch dtype, its name ("float32"), or (dtype, device).
+    The rules (torch's `_compute_bucket_assignment_by_size`, which this calls with stand-in tensors
+    that hold no memory): walk the gradients in `order` (default: as given; DDP's rebuild uses the
+    order gradients became ready), one open bucket per key. A bucket closes as soon as it holds ≥ its
+    limit, so a gradient is never split and a big one makes a big bucket; the first bucket of each
+    key has the limit `first_cap_bytes`, later ones `cap_bytes`. Buckets launch in the order they
+    closed; the ones still open follow in the order DDP's hash table of keys holds them (on a CPU,
+    newest key first; the device takes part in the hash, so it is part of the key).
     """
+    import torch.distributed as dist
+
     if len(sizes) != len(dtypes):
         raise ValueError(f"{len(sizes)} sizes but {len(dtypes)} dtypes")
-    closed: list[list[int]] = []
-    open_buckets: dict[Hashable, list[int]] = {}
-    filled: dict[Hashable, int] = {}
-    limits: dict[Hashable, int] = {}
-    for index in range(len(sizes)) if order is None else order:
-        key = dtypes[index]
-        bucket = open_buckets.setdefault(key, [])
-        limit = limits.setdefault(key, first_cap_bytes)
-        bucket.append(index)
-        filled[key] = filled.get(key, 0) + int(sizes[index])
-        if filled[key] >= limit:
-            closed.append(bucket)
-            open_buckets[key], filled[key], limits[key] = [], 0, cap_bytes
-    return closed + [bucket for bucket in open_buckets.values() if bucket]
+    walk = list(range(len(sizes))) if order is None else [int(i) for i in order]
+    if not walk:
+        return []
+    scalars: dict[Hashable, Any] = {}
+    stand_ins = [_stand_in(int(sizes[i]), dtypes[i], scalars) for i in walk]
+    limits = [int(first_cap_bytes), int(cap_bytes)]
+    buckets, _ = dist._compute_bucket_assignment_by_size(stand_ins, limits, [False] * len(walk), walk)
+    return [list(bucket) for bucket in buckets]
+
+
+def _stand_in(nbytes: int, key: Hashable, scalars: dict[Hashable, Any]) -> Any:
+    """A tensor of `nbytes` with `key`'s dtype and device that holds one element (a broadcast view)."""
+    import torch
+
+    if key not in scalars:
+        dtype, device = key if isinstance(key, tuple) else (key, "cpu")
+        if isinstance(dtype, str):
+            dtype = getattr(torch, dtype.removeprefix("torch."), None)
+        if not isinstance(dtype, torch.dtype):
+            raise ValueError(f"{key!r} is not a torch dtype, its name, or (dtype, device)")
+        scalars[key] = torch.empty((), dtype=dtype, device=device)
+    scalar = scalars[key]
+    if nbytes % scalar.element_size():
+        raise ValueError(f"{nbytes} bytes is not a whole number of {scalar.dtype} elements")
+    return scalar.expand(nbytes // scalar.element_size())
 
 
 def first_bucket_bytes(cap_bytes: int, *, cap_given: bool = True) -> int:

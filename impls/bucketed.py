@@ -8,8 +8,11 @@
   first step the buckets are packed again in the order gradients became ready (rank 0's), as
   DDP rebuilds its own: with the same options the two have the same buckets, so that a
   comparison of the two compares reducers, not layouts.
-- Before every forward, rank 0's buffers (BatchNorm statistics) are broadcast, as DDP does with
-  `broadcast_buffers` (its default).
+- Rank 0's buffers (BatchNorm statistics) are broadcast before a forward exactly when DDP's
+  `broadcast_buffers` (its default) would: before the first forward, and before any forward that
+  follows one run with gradients enabled outside `no_sync()` (DDP's `require_forward_param_sync`,
+  set at the end of each forward). So not after an evaluation under no_grad, nor within a
+  gradient accumulation but for its first micro-batch.
 - A post-accumulate-grad hook per parameter writes its gradient, divided by the world size,
   into its bucket; when a bucket's last parameter is in, the bucket's all-reduce starts
   asynchronously while backward goes on. Each bucket's readiness, launch and completion go into
@@ -96,7 +99,9 @@ class Bucketed(StrategyDefaults):
         "Re-pack the buckets once, after the first step, in the order gradients became ready (as DDP does).",
     )
     broadcast_buffers: bool = option(
-        True, "Broadcast rank 0's buffers (e.g. BatchNorm statistics) before every forward, as DDP does."
+        True,
+        "Broadcast rank 0's buffers (e.g. BatchNorm statistics) before a forward when DDP would: before each"
+        " forward that follows one with gradients enabled outside no_sync (and before the first).",
     )
 
     _params: list[nn.Parameter] = dataclasses.field(default_factory=list, init=False, repr=False)
@@ -108,6 +113,8 @@ class Bucketed(StrategyDefaults):
     _step: int = dataclasses.field(default=0, init=False, repr=False)
     _world: int = dataclasses.field(default=1, init=False, repr=False)
     _sync_enabled: bool = dataclasses.field(default=True, init=False, repr=False)
+    _buffers_due: bool = dataclasses.field(default=True, init=False, repr=False)
+    """Whether the next forward broadcasts buffers: DDP's require_forward_param_sync."""
     _readiness: list[int] | None = dataclasses.field(default=None, init=False, repr=False)
     """Parameter indices in the order their gradients arrived, recorded in the first step when rebuilding."""
     _timeline: CommTimeline | None = dataclasses.field(default=None, init=False, repr=False)
@@ -143,8 +150,17 @@ class Bucketed(StrategyDefaults):
         self._readiness = [] if self.rebuild else None
         buffers = [b for b in model.buffers() if b.numel()]
         if self.broadcast_buffers and buffers:
-            model.register_forward_pre_hook(lambda module, args: broadcast_tensors(buffers))
+            model.register_forward_pre_hook(lambda module, args: self._broadcast_if_due(buffers))
+            model.register_forward_hook(lambda module, args, output: self._note_forward())
         return model
+
+    def _broadcast_if_due(self, buffers: list[torch.Tensor]) -> None:
+        if self._buffers_due:
+            broadcast_tensors(buffers)
+
+    def _note_forward(self) -> None:
+        """After each forward, as DDP: the next one syncs buffers only if this one will reduce gradients."""
+        self._buffers_due = torch.is_grad_enabled() and self._sync_enabled
 
     def _build_buckets(self, *, packing_order: list[int]) -> None:
         """Buckets over the parameters taken in `packing_order` (indices into self._params)."""

@@ -50,7 +50,9 @@ class DDPOptions:
         valid="MiB > 0",
     )
     broadcast_buffers: bool = option(
-        True, "Broadcast rank 0's buffers (e.g. BatchNorm statistics) before every forward."
+        True,
+        "Broadcast rank 0's buffers (e.g. BatchNorm statistics) before each forward that follows one with"
+        " gradients enabled outside no_sync (and before the first).",
     )
     find_unused_parameters: bool = option(
         False, "Walk the autograd graph each step to find parameters that get no gradient."

@@ -122,8 +122,10 @@ LAYOUT_TENSORS = [
     ("f", 100, torch.float32),  # 400 B: float32 again, a new bucket, left open
 ]
 LAYOUT_CAP_BYTES, LAYOUT_FIRST_CAP_BYTES = 2000, 1000
-EXPECTED_MEMBERS = [["a", "b"], ["c", "d"], ["f"], ["e"]]
-"""Closed buckets launch in the order they closed; open ones follow in order of their dtype's first use."""
+EXPECTED_MEMBERS = [["a", "b"], ["c", "d"], ["e"], ["f"]]
+"""Closed buckets launch in the order they closed; open ones follow as DDP's hash table of dtypes holds
+them (on a CPU, the dtype first used last comes first: float64's, then float32's), as
+torch.distributed._compute_bucket_assignment_by_size returns them for these tensors."""
 EXPECTED_SIZES_BYTES = [1200, 5200, 400, 400]
 
 
@@ -455,3 +457,63 @@ def test_post_accumulate_hook_of_a_tied_weight_fires_once_per_backward():
     second(torch.tanh(first(torch.randn(3, 4)))).sum().backward()
     assert len(seen) == 1
     assert torch.equal(seen[0], first.weight.grad)
+
+
+# ---- when buffers are broadcast: DDP's rule ------------------------------------------------------
+
+
+class WithMarker(nn.Module):
+    """One layer and a buffer that forward leaves alone: rank 1 changes it, a broadcast puts rank 0's back."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Linear(FEATURES, CLASSES)
+        self.register_buffer("marker", torch.zeros(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layer(x)
+
+
+FORWARDS = ["no_grad", "train", "no_sync", "train", "train", "no_grad", "no_grad", "train", "no_sync", "no_sync",
+            "train"]  # fmt: skip
+"""Forwards in a row: under torch.no_grad(), a synchronised training step, a micro-batch inside no_sync()."""
+BROADCAST_BEFORE = [True, False, True, False, True, True, False, False, True, False, False]
+"""DDP broadcasts before the first forward and before any forward that follows one with gradients
+enabled outside no_sync (its require_forward_param_sync, set at the end of each forward)."""
+
+
+def observe_buffer_broadcasts(impl: str) -> list[bool]:
+    """Per forward: whether rank 1's changed buffer came back as rank 0's (a broadcast ran before it)."""
+    workload = TinyClassification(model=WithMarker)
+    strategy = impls.create(impl)
+    model = strategy.wrap(build_model(workload, seed=SEED + dist.get_rank(), device=CPU))
+    marker = (model.module if impl == "stock" else model).marker
+    broadcast = []
+    for step, kind in enumerate(FORWARDS):
+        if dist.get_rank() == 1:
+            marker.fill_(99.0)
+        batch = make_batch(workload, batch_size=BATCH, seed=SEED, rank=dist.get_rank(), step=step, device=CPU)
+        if kind == "no_grad":
+            with torch.no_grad():
+                workload.loss(model, batch)
+        elif kind == "no_sync":
+            with strategy.no_sync():
+                workload.loss(model, batch).backward()
+        else:
+            workload.loss(model, batch).backward()
+            strategy.sync_gradients()
+            model.zero_grad(set_to_none=True)
+        broadcast.append(marker.item() == 0.0)
+        marker.zero_()
+    return broadcast
+
+
+def observe_buffer_broadcasts_of_both() -> dict[str, list[bool]]:
+    return {impl: observe_buffer_broadcasts(impl) for impl in ("stock", "bucketed")}
+
+
+def test_buffers_are_broadcast_before_exactly_the_forwards_ddp_broadcasts_before():
+    """Not under no_grad, not inside gradient accumulation: the same forwards as DDP, no more."""
+    _, rank1 = run_in_process_group(observe_buffer_broadcasts_of_both, world_size=2)
+    assert rank1["stock"] == BROADCAST_BEFORE  # what DDP does, read off DDP itself
+    assert rank1["bucketed"] == BROADCAST_BEFORE
