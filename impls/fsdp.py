@@ -5,6 +5,11 @@ are all-gathered just before its forward (and again before its backward when res
 forward), and its gradients are reduce-scattered inside backward, so `sync_gradients()` has nothing
 left to do. Parameters are DTensors; `full_state_dict` gathers them under the unwrapped names.
 
+With param_dtype=bf16, each BatchNorm module is sharded first, on its own, with a policy that computes it
+in fp32 (its running statistics are fp32 buffers, which FSDP does not cast, and BatchNorm refuses a
+bf16 input against them) and hands its output on in bf16; FSDP2 takes a policy per module. It costs
+one more (small) all-gather and reduce-scatter per BatchNorm module.
+
 Which modules are blocks is the workload's knowledge (`Workload.blocks`, which the harness leaves
 on the model it builds); for a model whose workload does not say, `blocks` guesses from its shape.
 """
@@ -61,15 +66,33 @@ class FSDP(StrategyDefaults):
             raise ConfigError("fsdp: param_dtype/reduce_dtype bf16 need CUDA; use fp32 on the CPU")
         # fully_shard keeps each rank's own slice of its own weights: make rank 0's the only weights first.
         broadcast_module_state(model)
-        policy = MixedPrecisionPolicy(param_dtype=DTYPES[self.param_dtype], reduce_dtype=DTYPES[self.reduce_dtype])
-        options = {"reshard_after_forward": self.reshard_after_forward, "mp_policy": policy}
-        sharded = [fully_shard(block, **options) for block in blocks(model)]
-        # The root takes what no block holds (embeddings, heads, tied weights); its parameters are
-        # gathered at the start of forward and, being needed again first in backward, kept until then.
-        self._model = fully_shard(model, **options)
+        sharded = [fully_shard(module, **options) for module, options in self.shard_plan(model, MixedPrecisionPolicy)]
+        self._model = sharded[-1]
         if self._timeline is not None:
-            _fsdp_timing.time_collectives([*sharded, self._model], self._timeline)
+            _fsdp_timing.time_collectives(sharded, self._timeline)
         return self._model
+
+    def shard_plan(self, model: nn.Module, policy_cls: type) -> list[tuple[nn.Module, dict]]:
+        """The fully_shard calls of `wrap`, in order, each (module, keyword arguments): inner before
+        outer, as FSDP2 requires. BatchNorm modules first when parameters are gathered in bf16 (fp32
+        compute, output in bf16), then the blocks, then the root, which takes what no block holds
+        (embeddings, heads, tied weights); its parameters are gathered at the start of forward and,
+        being needed again first in backward, kept until then."""
+        param_dtype, reduce_dtype = DTYPES[self.param_dtype], DTYPES[self.reduce_dtype]
+        options = {
+            "reshard_after_forward": self.reshard_after_forward,
+            "mp_policy": policy_cls(param_dtype=param_dtype, reduce_dtype=reduce_dtype),
+        }
+        plan = []
+        if param_dtype != torch.float32:
+            fp32 = {
+                "reshard_after_forward": self.reshard_after_forward,
+                "mp_policy": policy_cls(param_dtype=torch.float32, reduce_dtype=reduce_dtype, output_dtype=param_dtype),
+            }
+            plan += [(module, fp32) for module in batch_norms(model)]
+        planned = {id(module) for module, _ in plan}
+        plan += [(block, options) for block in blocks(model) if id(block) not in planned]
+        return [*plan, (model, options)]
 
     def attach_timeline(self, timeline: CommTimeline) -> bool:
         if not _fsdp_timing.available():
@@ -105,6 +128,18 @@ def _without_gradient_sync(model) -> Iterator[None]:
         yield
     finally:
         model.set_requires_gradient_sync(True)
+
+
+def batch_norms(model: nn.Module) -> list[nn.Module]:
+    """BatchNorm modules (1d, 2d, 3d, sync) with parameters, that no other module shares a parameter with."""
+    shared = _shared_parameters(model)
+    return [
+        module
+        for module in model.modules()
+        if isinstance(module, nn.modules.batchnorm._BatchNorm)
+        and _has_parameters(module)
+        and not any(id(p) in shared for p in module.parameters())
+    ]
 
 
 def blocks(model: nn.Module) -> list[nn.Module]:

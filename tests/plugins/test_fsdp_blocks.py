@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch import nn
 
+import impls
 import workloads
 from harness.protocols import WorkloadDefaults, recorded_blocks
 from harness.rank.training import build_model
@@ -85,3 +86,54 @@ def test_a_model_whose_workload_does_not_say_is_guessed_from_its_shape():
     model = build_model(Silent(), seed=0, device=CPU)
     assert recorded_blocks(model) is None
     assert blocks(model) == [model[1]]  # the heuristic's root children, the tied ones left out
+
+
+# ---- mixed precision and BatchNorm ----------------------------------------------------------------
+
+
+def shard_plan(model: nn.Module, param_dtype: str) -> list[tuple[str, dict]]:
+    from torch.distributed.fsdp import MixedPrecisionPolicy
+
+    plan = impls.create("fsdp", param_dtype=param_dtype).shard_plan(model, MixedPrecisionPolicy)
+    by_id = {id(module): name for name, module in model.named_modules()}
+    return [(by_id[id(module)], options) for module, options in plan]
+
+
+def test_with_bf16_parameters_every_batchnorm_is_sharded_first_with_an_fp32_policy(single_rank):
+    """BatchNorm's running statistics stay fp32 buffers; computed in bf16 it refuses them."""
+    model = build_model(workloads.create("resnet18", size="tiny"), seed=0, device=CPU)
+    plan = shard_plan(model, "bf16")
+    norms = [name for name, m in model.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    assert len(norms) > 4
+    assert [name for name, _ in plan[: len(norms)]] == norms  # before the blocks that hold them
+    for name, options in plan:
+        policy = options["mp_policy"]
+        if name in norms:
+            assert (policy.param_dtype, policy.output_dtype) == (torch.float32, torch.bfloat16), name
+        else:
+            assert (policy.param_dtype, policy.output_dtype) == (torch.bfloat16, None), name
+    assert plan[-1][0] == ""  # the root last
+    assert [name for name, _ in shard_plan(model, "fp32")] == [*names_of(model, blocks(model)), ""]  # fp32: no extra
+
+
+def test_a_resnet_trains_with_bf16_parameters_once_batchnorm_keeps_fp32(single_rank):
+    """On a one-rank gloo group (FSDP2's bf16 runs on the CPU too; the strategy offers it on CUDA only):
+    the plan trains; without its BatchNorm entries, BatchNorm fails as it did on an H200."""
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+    workload = workloads.create("resnet18", size="tiny")
+    batch = workload.make_batch(4, device=CPU, generator=torch.Generator().manual_seed(0))
+    outcomes = {}
+    for keep_norms in (True, False):
+        model = build_model(workload, seed=0, device=CPU)
+        plan = impls.create("fsdp", param_dtype="bf16").shard_plan(model, MixedPrecisionPolicy)
+        for module, options in plan:
+            if keep_norms or not isinstance(module, nn.modules.batchnorm._BatchNorm):
+                fully_shard(module, **options)
+        try:
+            workload.loss(model, batch).backward()
+            outcomes[keep_norms] = "trained"
+        except RuntimeError as error:
+            outcomes[keep_norms] = str(error).splitlines()[0]
+    assert outcomes[True] == "trained"
+    assert "BFloat16" in outcomes[False] and "Float" in outcomes[False]
