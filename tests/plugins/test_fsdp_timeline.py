@@ -3,6 +3,7 @@ through FSDP2's custom collectives, and the training unchanged by it."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 import torch.distributed as dist
 from dist_helpers import run_in_process_group
@@ -13,6 +14,7 @@ from harness.analysis import overlap
 from harness.comm_timeline import CommTimeline
 from harness.rank.timing import WallClockTimer
 from harness.rank.training import OPTIMIZER, build_model, make_batch, train_step
+from impls import _fsdp_timing
 
 STEPS = 3
 CPU = torch.device("cpu")
@@ -50,3 +52,41 @@ def test_fsdp_stamps_its_all_gathers_and_reduce_scatters_without_changing_the_tr
     assert 0 <= figures["exposed_comm_ms"] <= figures["comm_ms"] and figures["comm_ms"] > 0
     for name, value in timed[0]["state"].items():
         assert torch.equal(value, plain[0]["state"][name]), name
+
+
+class _GpuLikeTimeline(CommTimeline):
+    """The timeline as on a GPU (`on_gpu`), with the CPU's clock: what `_fsdp_timing` decides from it."""
+
+    @property
+    def on_gpu(self) -> bool:
+        return True
+
+
+class _Sharded:
+    """Stands in for a fully_shard-ed module: keeps the collectives set on it."""
+
+    def set_custom_all_gather(self, comm) -> None:
+        self.all_gather = comm
+
+    def set_custom_reduce_scatter(self, comm) -> None:
+        self.reduce_scatter = comm
+
+
+@pytest.mark.parametrize(("on_gpu", "gather_blocks", "scatter_blocks"), [(False, True, True), (True, True, False)])
+def test_all_gathers_hold_compute_up_on_gpus_too_and_reduce_scatters_only_on_the_cpu(
+    single_rank, on_gpu, gather_blocks, scatter_blocks
+):
+    """On a GPU FSDP makes the compute stream wait for each all-gather's event (foreach_all_gather_copy_out);
+    its reduce-scatters run on FSDP's own stream, waited for once at the end of backward."""
+    timeline = _GpuLikeTimeline(CPU) if on_gpu else CommTimeline(CPU)
+    module = _Sharded()
+    _fsdp_timing.time_collectives([module], timeline)
+    timeline.begin_step(0)
+    gathered, shard = torch.zeros(4), torch.ones(4)
+    assert module.all_gather(gathered, shard, dist.group.WORLD) is None  # blocking: stamped done on return
+    scattered = torch.zeros(4)
+    assert module.reduce_scatter(scattered, torch.ones(4), dist.group.WORLD, dist.ReduceOp.SUM) is None
+    timeline.end()
+    rows = {row["collective"]: row for row in timeline.rows()}
+    assert (rows["all_gather"]["blocking"], rows["reduce_scatter"]["blocking"]) == (gather_blocks, scatter_blocks)
+    assert rows["all_gather"]["done_ms"] is not None and rows["reduce_scatter"]["done_ms"] is not None
