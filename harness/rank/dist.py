@@ -25,6 +25,10 @@ class Session:
     local_rank: int
     device: torch.device
     backend: str
+    records_group: Any = None
+    """The group records are gathered over: a gloo group beside an NCCL one, None on gloo (the default
+    group). A rank that waits for rank 0 (dataparallel's idle ranks, while rank 0 drives every GPU)
+    then waits on the CPU: an NCCL gather on cuda:k would spin on a GPU the measured rank computes on."""
 
     @property
     def is_main(self) -> bool:
@@ -33,7 +37,7 @@ class Session:
     def gather_to_main(self, obj: Any) -> list[Any] | None:
         """Every rank's `obj`, in rank order, on rank 0 (None elsewhere)."""
         gathered: list[Any] | None = [None] * self.world_size if self.is_main else None
-        dist.gather_object(obj, gathered, dst=0)
+        dist.gather_object(obj, gathered, dst=0, group=self.records_group)
         return gathered
 
     def barrier(self) -> None:
@@ -54,13 +58,11 @@ def distributed_session(*, device_kind: str, timeout_s: float, backend: str | No
         device, backend = torch.device("cuda", index), backend or "nccl"
     else:
         device, backend = torch.device("cpu"), backend or "gloo"
-    dist.init_process_group(
-        backend=backend,
-        rank=rank,
-        world_size=world_size,
-        timeout=datetime.timedelta(seconds=timeout_s),
-    )
-    yield Session(rank, world_size, local_rank, device, backend)
+    timeout = datetime.timedelta(seconds=timeout_s)
+    dist.init_process_group(backend=backend, rank=rank, world_size=world_size, timeout=timeout)
+    # Created once, by every rank alike (creating a group is a collective of its own).
+    records_group = None if backend == "gloo" else dist.new_group(backend="gloo", timeout=timeout)
+    yield Session(rank, world_size, local_rank, device, backend, records_group)
     # Not on an exception: peers may be blocked in a collective, and the teardown would wait.
     dist.destroy_process_group()
 

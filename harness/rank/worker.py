@@ -100,7 +100,9 @@ def _measure(
     if reason:
         return {"status": "skipped", "error": reason, **judged}
     if strategy.single_process and not session.is_main:
-        return {"status": "idle", "error": None, **judged}  # rank 0 drives every device of this launch
+        # Rank 0 drives every device of this launch. This rank waits for it in the gather of records,
+        # over a gloo group on GPUs (Session.records_group): a CPU wait, never a kernel on its GPU.
+        return {"status": "idle", "error": None, **judged}
 
     sampler = MemorySampler(session.device, period_s=cfg.mem_period_s).start()
     try:
