@@ -28,7 +28,7 @@ from torch import nn
 from harness.comm_timeline import CommTimeline
 from harness.protocols import ConfigError, StrategyDefaults, option, recorded_blocks
 from impls import _fsdp_timing, register
-from impls._common import broadcast_module_state
+from impls._common import broadcast_module_state, collective_backend
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
@@ -110,14 +110,30 @@ class FSDP(StrategyDefaults):
         """Every parameter and buffer in full, under the unwrapped model's names. A collective: call on every rank."""
         from torch.distributed.tensor import DTensor
 
-        return {
-            name: tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
-            for name, tensor in model.state_dict().items()
-        }
+        state = model.state_dict()
+        on_host = collective_backend("cuda") == "gloo" and any(t.is_cuda for t in state.values())
+        gather = gathered_on_host if on_host else DTensor.full_tensor
+        return {name: gather(tensor) if isinstance(tensor, DTensor) else tensor for name, tensor in state.items()}
 
     @property
     def parity_exact(self) -> bool:
         return not self.mixed_precision  # bf16 compute or reduction cannot reproduce fp32
+
+
+def gathered_on_host(tensor) -> torch.Tensor:
+    """A dim-0-sharded DTensor in full, gathered through host memory: with gloo on GPUs, DTensor's own
+    gather (functional collectives on CUDA tensors) crashed the process on an H200 (SIGSEGV, torch
+    2.11), so each rank's shard travels as a CPU tensor (shards may differ in size) and the whole
+    comes back to the shard's device."""
+    import torch.distributed as dist
+    from torch.distributed.tensor import Shard
+
+    if [p for p in tensor.placements if not (isinstance(p, Shard) and p.dim == 0)]:
+        return tensor.full_tensor()  # not FSDP's one dim-0 shard: DTensor's own gather
+    local = tensor.to_local()
+    shards: list = [None] * dist.get_world_size()
+    dist.all_gather_object(shards, local.detach().cpu())
+    return torch.cat(shards, dim=0).to(local.device)
 
 
 @contextlib.contextmanager

@@ -137,3 +137,19 @@ def test_a_resnet_trains_with_bf16_parameters_once_batchnorm_keeps_fp32(single_r
             outcomes[keep_norms] = str(error).splitlines()[0]
     assert outcomes[True] == "trained"
     assert "BFloat16" in outcomes[False] and "Float" in outcomes[False]
+
+
+def test_the_host_gather_gloo_uses_on_gpus_rebuilds_the_full_tensors(single_rank):
+    """The path fsdp takes with gloo on GPUs (DTensor's own gather crashed there), run on the CPU:
+    the same full state as DTensor's gather."""
+    from torch.distributed.fsdp import fully_shard
+    from torch.distributed.tensor import DTensor
+
+    from impls.fsdp import gathered_on_host
+
+    model = build_model(workloads.create("mlp", size="tiny"), seed=0, device=CPU)
+    fully_shard(model)
+    sharded = [t for t in model.state_dict().values() if isinstance(t, DTensor)]
+    assert sharded
+    for tensor in sharded:
+        assert torch.equal(gathered_on_host(tensor), tensor.full_tensor())
