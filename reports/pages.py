@@ -83,7 +83,8 @@ def index_page(
     for meta, configs in runs:
         run_id = meta["run_id"]
         rows.append([
-            f'<a href="runs/{esc(quote(run_id))}.html">{esc(run_id)}</a><br><small>{esc(meta.get("started_at"))}'
+            f'<a href="runs/{esc(quote(meta.get("page", run_id)))}.html">{esc(run_id)}</a>'
+            f'<br><small>{esc(meta.get("started_at"))}'
             "</small>",
             run_headline(configs), esc(machine_summary(meta, configs)), esc(joined(configs.get("impl", []))),
             status_text(meta, configs), comparison_links(run_id, comparisons),

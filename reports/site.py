@@ -1,7 +1,7 @@
 """The static site in `reports/site/`: read every run, write its pages, ship plotly.js once.
 
     index.html              every run, newest first
-    runs/<run_id>.html      one page per run
+    runs/<folder>.html      one page per run (its folder's name: the run id unless copied)
     collectives/<run_id>.html   one page per `ddpbench collectives` run
     assets/plotly.min.js    plotly.js, shipped once (no CDN: the site works offline)
 
@@ -136,9 +136,11 @@ def build_site(*, results: Path, out: Path) -> BuiltSite:
         except (store.UnsupportedSchema, OSError, ValueError, KeyError) as exc:
             log.warning("skipping run %s: %s", run_folder, exc)  # one bad run must not cost the site
             continue
-        path = out / "runs" / f"{run.meta['run_id']}.html"
+        # Named by folder: two folders may carry one run id (a copied run), and each keeps its page.
+        run.meta["page"] = run_folder.name
+        path = out / "runs" / f"{run_folder.name}.html"
         write_text(path, run_page.run_page(run))
-        run_pages[run.meta["run_id"]] = path
+        run_pages[run_folder.name] = path
         summaries.append((run.meta, run.configs))
     collectives = write_collectives_pages(results, out)
     index = out / "index.html"

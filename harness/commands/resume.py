@@ -50,8 +50,9 @@ def _steering(args: argparse.Namespace) -> dict:
     steering = {STEERING[dest]: getattr(args, dest) for dest in given if dest in STEERING}
     if steering:
         applied = ", ".join(given[dest] for dest in given if dest in STEERING)
-        console.say(f"ddpbench: --resume: {applied} {'applies' if len(steering) == 1 else 'apply'} (steering the running "
-                    "only); the grid and every other setting are the run's")  # fmt: skip
+        verb = "applies" if len(steering) == 1 else "apply"
+        console.say(f"ddpbench: --resume: {applied} {verb} (steering the running only); "
+                    "the grid and every other setting are the run's")  # fmt: skip
     return steering
 
 

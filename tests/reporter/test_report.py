@@ -147,3 +147,15 @@ def test_the_reporter_names_and_skips_bad_parts_and_a_run_of_a_newer_schema(tmp_
     assert f"ddpbench: warning: skipping run {results / 'future'}" in done.stderr and "upgrade" in done.stderr
     assert (tmp_path / "site" / "runs" / "hostile.html").is_file()
     assert not (tmp_path / "site" / "runs" / "future.html").exists()
+
+
+def test_a_copied_run_keeps_its_own_page_named_by_folder(tmp_path):
+    """`cp -r results/X results/X-base`: two folders, one run id in run.json; neither page is lost."""
+    results = tmp_path / "results"
+    shutil.copytree(DATA / "cpu_run", results / "cpu_run")
+    shutil.copytree(DATA / "cpu_run", results / "cpu_run-base")
+    built = site.build_site(results=results, out=tmp_path / "site")
+    assert sorted(built.run_pages) == ["cpu_run", "cpu_run-base"]
+    assert all(page.is_file() for page in built.run_pages.values())
+    index = built.index.read_text()
+    assert 'href="runs/cpu_run.html"' in index and 'href="runs/cpu_run-base.html"' in index
