@@ -7,6 +7,7 @@ import json
 
 import pandas as pd
 import pytest
+from test_predict import _PROFILE_ROWS as PROFILE  # the same five 1 MiB gradients
 
 from harness.analysis import stats
 from harness.commands import console
@@ -83,13 +84,6 @@ def test_validation_says_a_model_agrees_when_its_tied_best_holds_the_measured_be
     console.validation(("w", "tiny", 2), group, None, [("calibrated", error)])
     out = capsys.readouterr().out
     assert "calibrated: MAPE 4.9%, best cap measured 25 MiB vs predicted any of 1, 25 MiB (tied) (agrees)" in out
-
-
-PROFILE = pd.DataFrame([
-    {"workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32", "optimizer": "sgd", "param_index": i,
-     "bytes": MB, "param_dtype": "float32", "requires_grad": True, "ready_ms": 2.0 * (5 - i),
-     "forward_ms": 3.0, "backward_ms": 10.0, "optimizer_ms": 1.0} for i in range(5)
-])  # fmt: skip
 
 
 def test_the_model_pairs_only_rows_that_gave_a_cap_never_ddps_default_layout_recorded_as_25():
