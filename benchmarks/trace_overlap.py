@@ -6,9 +6,9 @@ bucket timeline measured over the same steps: an independent check of `overlap_e
 The trace's overlap is the share of communication time during which some compute ran (HTA's
 communication/compute overlap), as a ratio of totals over every rank's trace. What counts as what:
 
-- GPU traces: communication is NCCL kernels, gloo's own annotations (its worker threads on the
-  host) and the copies gloo makes on streams of its own (it stages CUDA tensors through host
-  memory); compute is every other kernel.
+- GPU traces: communication is NCCL kernels and, for gloo (which stages CUDA tensors through host
+  memory on streams of its own), each collective from its copy to the host to the end of its
+  copy back; compute is every other kernel. All on the GPU's clock.
 - CPU traces: communication is gloo's annotations; compute is the operators of the training
   thread (the one that holds the ProfilerStep annotations), less the collectives' own calls.
 
@@ -16,11 +16,7 @@ Each trace carries the timeline's figures over exactly its traced steps (harness
 so the two differ only in how they count compute: the timeline counts phases (forward, backward up
 to its last gradient, optimizer), the trace counts operators or kernels, so gaps between them
 (Python, launches) count as compute only in the timeline. The configuration's row measures other
-steps (the measured window), and is shown for reference. Their communication times differ where
-the trace counts host-side waiting: gloo's worker starts its annotation as soon as the host hands
-it a CUDA bucket, before the GPU has reached that point, so on a GPU the trace's time is longer
-(on one H200: 120 ms against the timeline's 77 ms over three gpt2/full steps) while the shares
-agree (0.73 against 0.74): docs/measured/gpu-overlap-h200.md.
+steps (the measured window), and is shown for reference.
 """
 
 from __future__ import annotations
@@ -61,24 +57,46 @@ def _span(event: dict) -> Interval:
 def trace_intervals(trace: dict) -> tuple[list[Interval], list[Interval]]:
     """(communication, compute) intervals of one rank's Chrome trace, in µs."""
     events = [e for e in trace.get("traceEvents", []) if e.get("ph") == "X"]
-    gloo = [_span(e) for e in events if str(e.get("name", "")).startswith("gloo:")]
     kernels = [e for e in events if e.get("cat") == "kernel"]
     if kernels:
-        return _gpu_intervals(events, kernels, gloo)
-    return gloo, _training_thread_ops(events)
+        return _gpu_intervals(events, kernels)
+    return [_span(e) for e in events if str(e.get("name", "")).startswith("gloo:")], _training_thread_ops(events)
 
 
-def _gpu_intervals(events: list[dict], kernels: list[dict], gloo: list[Interval]):
+def _gpu_intervals(events: list[dict], kernels: list[dict]) -> tuple[list[Interval], list[Interval]]:
+    """On the GPU's own clock: NCCL kernels, and each gloo collective's staging, from its copy to
+    the host to the end of its copy back (on a stream of its own), are communication; every other
+    kernel is compute. gloo's host-side annotations are left out: they open as soon as the host
+    hands a bucket over, ahead of the GPU."""
     is_nccl = [("nccl" in e.get("name", "").lower()) for e in kernels]
     busy: Counter = Counter()
     for event, nccl in zip(kernels, is_nccl, strict=True):
         if not nccl:
             busy[_stream(event)] += float(event.get("dur", 0.0))
     compute_stream = busy.most_common(1)[0][0] if busy else None
-    copies = [_span(e) for e in events if e.get("cat") == "gpu_memcpy" and _stream(e) != compute_stream]
-    comm = [_span(e) for e, nccl in zip(kernels, is_nccl, strict=True) if nccl] + gloo + copies
+    copies = [e for e in events if e.get("cat") == "gpu_memcpy" and _stream(e) != compute_stream]
+    comm = [_span(e) for e, nccl in zip(kernels, is_nccl, strict=True) if nccl] + staged_spans(copies)
     compute = [_span(e) for e, nccl in zip(kernels, is_nccl, strict=True) if not nccl]
     return comm, compute
+
+
+def staged_spans(copies: list[dict]) -> list[Interval]:
+    """Per stream, from a copy to the host (DtoH) to the end of the next copy back (HtoD): one
+    collective staged through host memory, the host's part (gloo's all-reduce) included."""
+    spans: list[Interval] = []
+    by_stream: dict = {}
+    for event in sorted(copies, key=lambda e: float(e["ts"])):
+        by_stream.setdefault(_stream(event), []).append(event)
+    for stream_copies in by_stream.values():
+        opened: float | None = None
+        for event in stream_copies:
+            start, end = _span(event)
+            if "DtoH" in event.get("name", "") and opened is None:
+                opened = start
+            elif "HtoD" in event.get("name", "") and opened is not None:
+                spans.append((opened, end))
+                opened = None
+    return spans
 
 
 def _stream(event: dict):

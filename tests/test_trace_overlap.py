@@ -21,18 +21,30 @@ def event(name: str, ts: float, dur: float, cat: str, **where) -> dict:
 
 
 def test_on_a_gpu_nccl_kernels_and_gloo_staging_are_communication_and_other_kernels_compute():
-    compute_stream, gloo_stream = {"args": {"stream": 7}}, {"args": {"stream": 13}}
+    compute_stream, gloo_stream, other_gloo_stream = ({"args": {"stream": s}} for s in (7, 13, 17))
     trace = {"traceEvents": [
         event("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 0, 10, "kernel", **gloo_stream),
         event("sm90_gemm", 5, 20, "kernel", **compute_stream),
-        event("Memcpy DtoH (Device -> Pinned)", 30, 4, "gpu_memcpy", **gloo_stream),  # gloo stages the bucket
-        event("Memcpy HtoD (Pageable -> Device)", 40, 2, "gpu_memcpy", **compute_stream),  # a batch: not comm
-        event("gloo:all_reduce", 34, 6, "user_annotation", pid=1, tid=99),  # gloo's worker, on the host
+        # gloo stages one bucket: to the host, the all-reduce there, and back: one span, on the GPU's clock
+        event("Memcpy DtoH (Device -> Pinned)", 30, 4, "gpu_memcpy", **gloo_stream),
+        event("Memcpy HtoD (Pinned -> Device)", 44, 2, "gpu_memcpy", **gloo_stream),
+        event("Memcpy DtoH (Device -> Pinned)", 31, 2, "gpu_memcpy", **other_gloo_stream),  # another bucket
+        event("Memcpy HtoD (Pinned -> Device)", 50, 3, "gpu_memcpy", **other_gloo_stream),
+        event("Memcpy HtoD (Pageable -> Device)", 60, 2, "gpu_memcpy", **compute_stream),  # a batch: not comm
+        event("gloo:all_reduce", 20, 20, "user_annotation", pid=1, tid=99),  # the host's view: ahead of the GPU
         event("aten::mm", 0, 99, "cpu_op", pid=1, tid=1),  # host operators are not compute on a GPU
     ]}  # fmt: skip
     comm, compute = trace_overlap.trace_intervals(trace)
-    assert sorted(comm) == [(0.0, 10.0), (30.0, 34.0), (34.0, 40.0)]
+    assert sorted(comm) == [(0.0, 10.0), (30.0, 46.0), (31.0, 53.0)]
     assert compute == [(5.0, 25.0)]
+
+
+def test_a_copy_back_without_its_copy_out_is_no_span():
+    copies = [event("Memcpy HtoD (Pinned -> Device)", 0, 2, "gpu_memcpy", args={"stream": 13}),
+              event("Memcpy DtoH (Device -> Pinned)", 5, 2, "gpu_memcpy", args={"stream": 13}),
+              event("Memcpy DtoH (Device -> Pinned)", 6, 2, "gpu_memcpy", args={"stream": 13}),  # the same staging
+              event("Memcpy HtoD (Pinned -> Device)", 9, 1, "gpu_memcpy", args={"stream": 13})]  # fmt: skip
+    assert trace_overlap.staged_spans(copies) == [(5.0, 10.0)]
 
 
 def test_on_the_cpu_gloo_annotations_are_communication_and_the_training_threads_operators_compute():
