@@ -26,9 +26,10 @@ class Session:
     device: torch.device
     backend: str
     records_group: Any = None
-    """The group records are gathered over: a gloo group beside an NCCL one, None on gloo (the default
-    group). A rank that waits for rank 0 (dataparallel's idle ranks, while rank 0 drives every GPU)
-    then waits on the CPU: an NCCL gather on cuda:k would spin on a GPU the measured rank computes on."""
+    """The group records are gathered over: a gloo group beside an NCCL one when a rank will wait for
+    rank 0 (dataparallel's idle ranks, while rank 0 drives every GPU), so it waits on the CPU: an NCCL
+    gather on cuda:k would spin on a GPU the measured rank computes on. None otherwise (the default
+    group)."""
 
     @property
     def is_main(self) -> bool:
@@ -45,8 +46,13 @@ class Session:
 
 
 @contextlib.contextmanager
-def distributed_session(*, device_kind: str, timeout_s: float, backend: str | None = None) -> Iterator[Session]:
-    """One process group for the life of the worker: NCCL on GPUs, gloo on the CPU by default."""
+def distributed_session(
+    *, device_kind: str, timeout_s: float, backend: str | None = None, idle_ranks_wait: bool = False
+) -> Iterator[Session]:
+    """One process group for the life of the worker: NCCL on GPUs, gloo on the CPU by default.
+
+    `idle_ranks_wait`: some configuration leaves ranks idle while rank 0 computes (a `single_process`
+    strategy); every rank must pass the same value, since creating a group is a collective."""
     rank = int(os.environ["RANK"])
     world_size = int(os.environ["WORLD_SIZE"])
     local_rank = int(os.environ["LOCAL_RANK"])
@@ -60,11 +66,20 @@ def distributed_session(*, device_kind: str, timeout_s: float, backend: str | No
         device, backend = torch.device("cpu"), backend or "gloo"
     timeout = datetime.timedelta(seconds=timeout_s)
     dist.init_process_group(backend=backend, rank=rank, world_size=world_size, timeout=timeout)
-    # Created once, by every rank alike (creating a group is a collective of its own).
-    records_group = None if backend == "gloo" else dist.new_group(backend="gloo", timeout=timeout)
+    records_group = None
+    if _wants_cpu_gather(backend, idle_ranks_wait=idle_ranks_wait, world_size=world_size):
+        # Created once, by every rank alike (creating a group is a collective of its own).
+        records_group = dist.new_group(backend="gloo", timeout=timeout)
     yield Session(rank, world_size, local_rank, device, backend, records_group)
     # Not on an exception: peers may be blocked in a collective, and the teardown would wait.
     dist.destroy_process_group()
+
+
+def _wants_cpu_gather(backend: str, *, idle_ranks_wait: bool, world_size: int) -> bool:
+    """A gloo group beside NCCL only where it helps: idle ranks on one node. Across nodes gloo must
+    reach the other hosts on its own (GLOO_SOCKET_IFNAME), and there it runs the default group's way."""
+    one_node = int(os.environ.get("LOCAL_WORLD_SIZE", world_size)) == world_size
+    return backend != "gloo" and idle_ranks_wait and one_node
 
 
 def leave_on_failure(body: Callable[[], int]) -> int:

@@ -332,6 +332,11 @@ def _with_row(frame: pd.DataFrame, row: dict[str, Any]) -> pd.DataFrame:
 COLLECTIVE_TIMEOUT_S = 1800.0
 
 
+def _leaves_ranks_idle(plan: dict[str, Any]) -> bool:
+    """Whether a configuration of this plan runs rank 0 alone while the other ranks wait (dataparallel)."""
+    return any(impls.entry(c["impl"]).cls.single_process for c in plan["configurations"])
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the plan; a rank that fails leaves at once (`dist.leave_on_failure`)."""
     return leave_on_failure(lambda: _run_recorded(argv))
@@ -347,7 +352,12 @@ def _run_recorded(argv: list[str] | None = None) -> int:
     if plan["device"] == "cpu":
         torch.set_num_threads(plan["context"]["threads_per_rank"])
     timeout_s = max(COLLECTIVE_TIMEOUT_S, 2 * (plan.get("timeout_s") or 0))
-    with distributed_session(device_kind=plan["device"], timeout_s=timeout_s, backend=plan.get("backend")) as session:
+    with distributed_session(
+        device_kind=plan["device"],
+        timeout_s=timeout_s,
+        backend=plan.get("backend"),
+        idle_ranks_wait=_leaves_ranks_idle(plan),
+    ) as session:
         watch = RankWatch(Responder(Path(plan["run_dir"]), session.rank).start(), faults.faults_from_environment(),
                           clock if session.is_main else costs.CostClock())  # fmt: skip
         if session.is_main:
