@@ -62,11 +62,12 @@ def status_text(meta: dict[str, Any], configs: pd.DataFrame) -> str:
     return f'<span class="failed">{esc(text)}</span>' if counts["failed"] else esc(text)
 
 
-def comparison_links(run_id: str, comparisons: list[dict[str, Any]]) -> str:
+def comparison_links(folder: str, comparisons: list[dict[str, Any]]) -> str:
+    """The comparisons a run takes part in; compare names runs by folder, as the site names pages."""
     links = [
-        f'<a href="{esc(c["href"])}">{"vs " + esc(c["base"]) if c["new"] == run_id else "→ " + esc(c["new"])}</a>'
+        f'<a href="{esc(c["href"])}">{"vs " + esc(c["base"]) if c["new"] == folder else "→ " + esc(c["new"])}</a>'
         for c in comparisons
-        if run_id in (c["base"], c["new"])
+        if folder in (c["base"], c["new"])
     ]
     return " ".join(links)
 
@@ -87,7 +88,7 @@ def index_page(
             f'<br><small>{esc(meta.get("started_at"))}'
             "</small>",
             run_headline(configs), esc(machine_summary(meta, configs)), esc(joined(configs.get("impl", []))),
-            status_text(meta, configs), comparison_links(run_id, comparisons),
+            status_text(meta, configs), comparison_links(meta.get("page", run_id), comparisons),
         ])  # fmt: skip
     head = ["run", "fastest (largest world size, median step)", "machine", "strategies", "configurations",
             "comparisons"]  # fmt: skip

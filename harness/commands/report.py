@@ -38,8 +38,8 @@ def _check_results_folder(results) -> None:
 
 
 def _warn_shared_run_ids(results) -> None:
-    """Two run folders whose run.json name the same run (`cp -r results/X results/X-base`): the site names
-    each run's page by its run id, so one page holds one of them. Said, naming both folders."""
+    """Two run folders whose run.json name the same run (`cp -r results/X results/X-base`): the site keeps
+    a page for each, named by folder, but both pages carry one run id. Said, naming both folders."""
     from harness.results import store
 
     first_folder: dict[str, object] = {}
@@ -50,7 +50,8 @@ def _warn_shared_run_ids(results) -> None:
             continue  # list_runs has named it
         if run_id in first_folder:
             console.warning(f"{first_folder[run_id]} and {folder} both have run_id {run_id!r} in run.json: the site "
-                            f"has one page for run {run_id!r}, so one of them is not shown; give the copy its own "
-                            "run_id in its run.json (or keep it in another results folder)")  # fmt: skip
+                            f"keeps both pages, told apart by folder (runs/{first_folder[run_id].name}.html and "
+                            f"runs/{folder.name}.html); give the copy its own run_id in its run.json to tell them "
+                            "apart by name as well")  # fmt: skip
         else:
             first_folder[run_id] = folder

@@ -159,3 +159,18 @@ def test_a_copied_run_keeps_its_own_page_named_by_folder(tmp_path):
     assert all(page.is_file() for page in built.run_pages.values())
     index = built.index.read_text()
     assert 'href="runs/cpu_run.html"' in index and 'href="runs/cpu_run-base.html"' in index
+
+
+def test_a_copied_run_gets_its_own_comparison_links_keyed_by_folder(tmp_path):
+    """compare names runs by folder; keyed by run id, both copies would show the same link."""
+    results, out = tmp_path / "results", tmp_path / "site"
+    shutil.copytree(DATA / "cpu_run", results / "cpu_run")
+    shutil.copytree(DATA / "cpu_run", results / "cpu_run-base")
+    store.write_json(out / "compare" / "cpu_run-base-vs-cpu_run.json", {"base": "cpu_run-base", "new": "cpu_run"})
+    (out / "compare" / "cpu_run-base-vs-cpu_run.html").write_text("<html></html>")
+    rows = site.build_site(results=results, out=out).index.read_text().split("<tr")
+    link = '<a href="compare/cpu_run-base-vs-cpu_run.html">'
+    (new_row,) = [row for row in rows if 'href="runs/cpu_run.html"' in row]
+    (base_row,) = [row for row in rows if 'href="runs/cpu_run-base.html"' in row]
+    assert f"{link}vs cpu_run-base</a>" in new_row and "→" not in new_row
+    assert f"{link}→ cpu_run</a>" in base_row and "vs cpu_run-base" not in base_row
