@@ -256,8 +256,8 @@ def recommend_cap(
     flat the optimum is), and the decision. Each rival is judged against the fastest by `verdict`,
     the rule `compare` uses: 'recommend' only when the fastest is 'faster' than the reference cap
     (25 MiB: the value DDP uses when none is given) or, without it, than every other cap, that is
-    significantly AND by at least the threshold; 'flat' when the repeats can tell it is not;
-    'too few repeats to tell' when they cannot tell which.
+    significantly AND by at least the threshold; 'flat' when the repeats can tell it is not (one rival
+    judged 'no significant change' is enough); 'too few repeats to tell' when they cannot tell which.
 
     `gain_vs_default` is the reference cap's step / the fastest's − 1. The reference is the cap
     the sweep measured at 25 MiB: given explicitly, as every cap of a sweep is, so on torch ≥ 2.9
@@ -273,7 +273,9 @@ def recommend_cap(
     rivals = [reference_cap] if reference_cap in words else sorted(words)
     if all(words[cap] == FASTER for cap in rivals):
         decision = RECOMMEND
-    elif any(words[cap] == TOO_FEW for cap in rivals if words[cap] != FASTER):
+    elif any(words[cap] == NO_CHANGE for cap in rivals):
+        decision = FLAT  # one rival the fastest surely does not beat rules a recommendation out, whatever the rest
+    elif any(words[cap] == TOO_FEW for cap in rivals):
         decision = TOO_FEW
     else:
         decision = FLAT

@@ -101,6 +101,15 @@ def test_a_sweep_with_one_repeat_per_cap_is_too_few_to_tell():
     assert recommendation["equivalent_caps_mb"] == [5.0, 25.0]
 
 
+def test_one_rival_that_is_surely_no_better_makes_it_flat_though_another_has_too_few_repeats():
+    figures = {1.0: [10.0, 10.01, 10.02], 5.0: [10.01, 10.02, 10.03], 50.0: [12.0]}
+    assert stats.verdict(figures[5.0], figures[1.0], threshold=0.05)["verdict"] == stats.NO_CHANGE
+    assert stats.verdict(figures[50.0], figures[1.0], threshold=0.05)["verdict"] == stats.TOO_FEW
+    assert stats.recommend_cap(figures)["decision"] == stats.FLAT
+    # Without that rival, the one that cannot tell still decides: too few.
+    assert stats.recommend_cap({1.0: figures[1.0], 50.0: [12.0]})["decision"] == stats.TOO_FEW
+
+
 def test_without_the_default_the_best_must_beat_every_other_cap():
     assert stats.recommend_cap(curve_repeats({1.0: 150, 5.0: 100}))["decision"] == stats.RECOMMEND
     assert stats.recommend_cap(curve_repeats({1.0: 150, 5.0: 100}))["gain_vs_default"] is None
