@@ -36,10 +36,11 @@ CAPTIONS = {
     "were too few to tell (the table says which).",
     "floor": "Each bar is a configuration's median step; its black tick is the floor max(local step, one all-reduce "
     "of the bytes it sends at the measured latency and bus bandwidth: every gradient byte, half under an fp16/bf16 "
-    "hook; for fsdp the mean of its all-gather and reduce-scatter dtypes): this configuration cannot go below it, "
+    "hook): this configuration cannot go below it, "
     "and the gap is what better overlap could still win. Where local was not measured at that world size, the "
     "tick is the all-reduce alone. Strategies that do not all-reduce their whole gradient (PowerSGD, rpc_hybrid, "
-    "DataParallel) have no floor and are not shown.",
+    "DataParallel) have no floor and are not shown, nor do those that shard the optimizer (zero, fsdp: each rank "
+    "updates 1/n of the parameters, so the local step bounds nothing).",
     "model": "The black line is measured; the others are ddpbench predict's simulation of DDP's buckets over the "
     "run's gradient-ready profile and the measured network: dotted on the profile as measured, dashed calibrated "
     "on the run's own steps without communication (local at this world size, DDP at one rank), and with the "

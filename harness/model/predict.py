@@ -106,11 +106,12 @@ def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Ne
     return rows
 
 
-FULL_GRADIENT_ALL_REDUCE = frozenset({"naive", "flat", "bucketed", "stock", "zero", "fsdp"})
-"""Strategies whose communication is at least one all-reduce's worth of every gradient byte per step
-(FSDP's reduce-scatter of gradients plus all-gather of parameters moves as much as one all-reduce).
-The others have no such floor: `local` communicates nothing, `dataparallel` gathers on one GPU inside
-one process, `rpc_hybrid` sends part of the model to a parameter server."""
+FULL_GRADIENT_ALL_REDUCE = frozenset({"naive", "flat", "bucketed", "stock"})
+"""Strategies whose step is at least `local`'s (every rank updates every parameter) plus one all-reduce
+of every gradient byte. The others have no such floor: `local` communicates nothing, `dataparallel`
+gathers on one GPU inside one process, `rpc_hybrid` sends part of the model to a parameter server, and
+`zero` and `fsdp` shard the optimizer: each rank updates 1/n of the parameters, so local's optimizer
+step is no lower bound for them."""
 HALF_PRECISION_HOOKS = ("fp16", "bf16")
 """DDP comm hooks that all-reduce every gradient cast to 16 bits; PowerSGD sends low-rank factors whose
 size depends on its rank and warm-up, so it gets no floor."""
@@ -118,17 +119,12 @@ size depends on its rank and warm-up, so it gets no floor."""
 
 def allreduced_bytes(row) -> int | None:
     """The bytes of one all-reduce that moves as much as this configuration's step does: every
-    gradient byte; 2 bytes an element under an fp16/bf16 hook; for FSDP the mean of what its
-    all-gather (param_dtype) and reduce-scatter (reduce_dtype) move. None where the strategy does
-    not all-reduce its whole gradient (or an unknown hook)."""
+    gradient byte; 2 bytes an element under an fp16/bf16 hook. None where the strategy has no floor
+    (`FULL_GRADIENT_ALL_REDUCE`) or an unknown hook."""
     if row.impl not in FULL_GRADIENT_ALL_REDUCE or pd.isna(row.grad_bytes):
         return None
-    options = json.loads(row.impl_options or "{}")
-    full, half = int(row.grad_bytes), _sixteen_bit_bytes(row)
-    if row.impl == "fsdp":
-        return sum(half if options.get(k, "fp32") == "bf16" else full for k in ("param_dtype", "reduce_dtype")) // 2
-    hook = options.get("comm_hook", "none")
-    return full if hook == "none" else half if hook in HALF_PRECISION_HOOKS else None
+    hook = json.loads(row.impl_options or "{}").get("comm_hook", "none")
+    return int(row.grad_bytes) if hook == "none" else _sixteen_bit_bytes(row) if hook in HALF_PRECISION_HOOKS else None
 
 
 def _sixteen_bit_bytes(row) -> int:
@@ -141,7 +137,7 @@ def _sixteen_bit_bytes(row) -> int:
 
 
 def floor_rows(configs: pd.DataFrame, network: Network) -> list[dict]:
-    """Per configuration at world size ≥ 2 that all-reduces its whole gradient: the bytes it sends
+    """Per configuration at world size ≥ 2 with a floor (`FULL_GRADIENT_ALL_REDUCE`): the bytes it sends
     (`allreduced_bytes`) all-reduced once at the network's α and bandwidth, and the floor
     max(local step, that all-reduce). Configurations without such a floor get no row."""
     configs = configs.fillna(SETUP_DEFAULTS)

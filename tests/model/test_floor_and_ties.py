@@ -39,10 +39,10 @@ def test_a_half_precision_hook_sends_half_the_bytes_so_its_floor_is_half_the_all
     assert rows["h"]["floor_ms"] == pytest.approx(5.0) and rows["h"]["local_ms"] == 5.0
 
 
-def test_fsdp_in_bf16_moves_half_of_what_it_moves_in_fp32():
-    rows = floors(config("f", "fsdp"), config("fb", "fsdp", {"param_dtype": "bf16", "reduce_dtype": "bf16"}),
-                  config("fr", "fsdp", {"reduce_dtype": "bf16"}))  # fmt: skip
-    assert [rows[k]["allreduce_ms"] for k in ("f", "fb", "fr")] == pytest.approx([9.0, 5.0, 7.0])
+def test_sharded_optimizers_get_no_floor_since_the_local_step_does_not_bound_them():
+    """zero and fsdp update 1/n of the parameters on each rank: they may step faster than local does."""
+    rows = floors(config("z", "zero", step_ms=4.0), config("f", "fsdp", step_ms=4.0), config("s", "stock"))
+    assert set(rows) == {"s"}
 
 
 def test_strategies_that_do_not_all_reduce_their_whole_gradient_get_no_floor_rather_than_a_wrong_one():
