@@ -102,9 +102,12 @@ def _rank_that_died(run: Path, end: LaunchEnd, hint: dict | None, *, spoke: set[
 
 def _from_log(run: Path, end: LaunchEnd, hint: dict | None) -> dict[str, Any]:
     """The log's telling line, and where the log is: relative to the run folder (as `error_file` is), so
-    that the row stays true wherever bench ran from and wherever the results move."""
+    that the row stays true wherever bench ran from and wherever the results move; absolute, and not
+    said to be in the run folder, when it is elsewhere."""
     kind = "killed" if end.came_alive else "launch"
-    said = f"{error_in_log(end.log)} (log: {_relative(str(end.log), run)}, in the run folder)"
+    log = _relative(str(end.log), run)
+    where_log = log if Path(log).is_absolute() else f"{log}, in the run folder"
+    said = f"{error_in_log(end.log)} (log: {where_log})"
     return {"error_kind": kind, "error": f"launch exited with code {end.returncode}{where(hint)}: {said}"}
 
 

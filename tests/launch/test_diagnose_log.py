@@ -73,3 +73,15 @@ def test_a_launch_failure_names_the_cause_and_the_log_relative_to_the_run_folder
         "error": "launch exited with code 1: SyntaxError: f-string: unmatched '[' "
         "(log: logs/world-2.log, in the run folder)",
     }
+
+
+def test_a_log_outside_the_run_folder_is_named_absolute_and_not_said_to_be_in_it(tmp_path):
+    run, log = tmp_path / "results" / "r1", tmp_path / "elsewhere" / "world-2.log"
+    run.mkdir(parents=True)
+    log.parent.mkdir()
+    log.write_text(TORCHRUN_LOG)
+    cfg = Configuration(config_id="0001-w2", impl="stock", impl_options={}, workload="mlp", size="tiny",
+                        world_size=2, nnodes=1, batch_size=8, steps=2, warmup=2, dtype="fp32", device="cpu",
+                        backend="gloo", seed=0, parity=True)  # fmt: skip
+    failure = diagnose.diagnose(run, cfg, LaunchEnd(returncode=1, log=log, hint=None, came_alive=False))
+    assert failure["error"] == f"launch exited with code 1: SyntaxError: f-string: unmatched '[' (log: {log})"
