@@ -33,6 +33,7 @@ def resume(args: argparse.Namespace):
         console.say(f"ddpbench: run {plan.run_id} is complete ({done} configuration(s) written): nothing to resume"
                     f"{_failed_hint(plan) if not args.retry_failed else ''}; nothing was written")  # fmt: skip
         return None
+    _say_steering(args, steering)  # only now: on a complete run nothing is steered
     retried = " (the failed ones set aside in retried/ to run again)" if args.retry_failed else ""
     console.say(f"ddpbench: resuming run {plan.run_id}: {done} finished configuration(s) kept, "
                 f"{len(plan.configurations)} to run{retried}")  # fmt: skip
@@ -47,13 +48,17 @@ def _steering(args: argparse.Namespace) -> dict:
         raise ConfigError(f"--resume runs the stored run's own grid and settings; {', '.join(refused)} would change "
                           f"them: leave {'it' if len(refused) == 1 else 'them'} out, or start a new run "
                           f"(flags that apply: --timeout, --fail-fast, --node-rank, --rdzv-endpoint)")  # fmt: skip
-    steering = {STEERING[dest]: getattr(args, dest) for dest in given if dest in STEERING}
+    return {STEERING[dest]: getattr(args, dest) for dest in given if dest in STEERING}
+
+
+def _say_steering(args: argparse.Namespace, steering: dict) -> None:
+    """Which steering flags apply to the configurations about to run."""
     if steering:
+        given = getattr(args, "given_flags", {})
         applied = ", ".join(given[dest] for dest in given if dest in STEERING)
         verb = "applies" if len(steering) == 1 else "apply"
         console.say(f"ddpbench: --resume: {applied} {verb} (steering the running only); "
                     "the grid and every other setting are the run's")  # fmt: skip
-    return steering
 
 
 def _failed_hint(plan) -> str:
