@@ -19,6 +19,8 @@ BEATS_REFERENCE = (
     f"beats the {stats.REFERENCE_CAP_MB:g} MiB cap significantly and by at least {stats.DEFAULT_THRESHOLD * 100:g} %"
 )
 """The recommended cap's rule (stats.recommend_cap: stats.verdict's 'faster' against the 25 MiB cap), in words."""
+OR_REFERENCE_ITSELF = f"(or {stats.REFERENCE_CAP_MB:g} MiB itself, when it beats every other cap)"
+"""The rule's other half: when the 25 MiB cap is the fastest, recommend_cap judges it against every other cap."""
 NOT_BEATEN = f"that its best does not beat significantly and by {stats.DEFAULT_THRESHOLD * 100:g} % or more"
 """What 'as good' caps are (stats.recommend_cap's equivalent_caps_mb: the caps its verdict does not call slower)."""
 
@@ -32,8 +34,8 @@ CAPTIONS = {
     "sweep": "Step time against the cap, one line per world size through each cap's centre over its repeats (the "
     "geometric mean of the repeats' median steps, as the verdict below pools them), whiskers its 95% interval over "
     "repeats (none with one repeat). A star marks a cap the recommendation below names, at the recommendation's own "
-    f"figure: one that {BEATS_REFERENCE} over repeats. No star: the optimum is flat, or the repeats "
-    "were too few to tell (the table says which).",
+    f"figure: one that {BEATS_REFERENCE} over repeats {OR_REFERENCE_ITSELF}. No star: the optimum is flat, or the "
+    "repeats were too few to tell (the table says which).",
     "floor": "Each bar is a configuration's median step; its black tick is the floor max(local step, one all-reduce "
     "of the bytes it sends at the measured latency and bus bandwidth: every gradient byte, half under an fp16/bf16 "
     "hook): this configuration cannot go below it, "
@@ -167,7 +169,8 @@ def recommendation_table(frame: pd.DataFrame) -> str:
             f"the {stats.REFERENCE_CAP_MB:g} MiB cap", "repeats", "noise"]  # fmt: skip
     return (
         "<h3>Recommended bucket_cap_mb</h3><p>Each repeat's median step is one piece of evidence. A cap is "
-        f"recommended only when it {BEATS_REFERENCE} (Welch's t over repeats, as <code>compare</code> judges); "
+        f"recommended only when it {BEATS_REFERENCE} (Welch's t over repeats, as <code>compare</code> judges) "
+        f"{OR_REFERENCE_ITSELF}; "
         "otherwise the optimum is flat, or the repeats are too few to tell. The 25 MiB cap is given explicitly, "
         "as every cap of a sweep (since torch 2.9 that caps the first bucket too): it is not DDP's default layout "
         "(no options: first bucket 1 MiB). No recommendation at world size 1 (nothing is communicated).</p>"

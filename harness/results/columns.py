@@ -292,7 +292,7 @@ RECOMMENDATIONS = Table(
         C("other_options", STR, "", "the strategy's options other than `bucket_cap_mb`, as JSON text"),
         WORKLOAD, SIZE, BATCH_SIZE, DTYPE, OPTIMIZER, WORLD_SIZE, NNODES,
         C("caps_mb", STR, MIB_UNIT, "the caps measured, a JSON list"),
-        C("decision", STR, "", "`recommend` (the best cap beats the 25 MiB cap significantly and by at least 5 %, as `compare` judges, or every other cap when 25 was not measured), `flat` (any of `equivalent_caps_mb`), or `too few repeats to tell` (docs/statistics.md); none at world size 1 or for `local`"),
+        C("decision", STR, "", "`recommend` (the best cap beats the 25 MiB cap significantly and by at least 5 %, as `compare` judges, or every other cap when 25 was not measured; or 25 MiB itself, when it beats every other cap), `flat` (any of `equivalent_caps_mb`), or `too few repeats to tell` (docs/statistics.md); none at world size 1 or for `local`"),
         C("best_cap_mb", F64, MIB_UNIT, "the cap with the fastest step: per repeat the median step (the slowest rank per step), then the geometric mean over repeats"),
         C("best_step_ms", F64, MS, "that geometric mean of its repeats' medians"),
         C("best_ci_low_ms", F64, MS, "its 95 % interval over repeats (t on the logs): low end; null with one repeat"),
