@@ -85,25 +85,10 @@ WORLD_SIZE = C(
     "ranks in the job; for `rpc_hybrid`, the trainers (its launch has one more rank, the parameter server)",
 )
 NNODES = C("nnodes", I32, "", "nodes in the job")
-BUCKET_CAP_MB = C(
-    "bucket_cap_mb",
-    F64,
-    MIB_UNIT,
-    "the bucket cap the strategy used, where it has buckets: the one given, or DDP's default (25) when none was (`impl_options` holds what was asked)",
-)
+BUCKET_CAP_MB = C("bucket_cap_mb", F64, MIB_UNIT, "the bucket cap the strategy used, where it has buckets: the one given, or DDP's default (25) when none was (`impl_options` holds what was asked)")
 BATCH_SIZE = C("batch_size", I32, COUNT, "samples per rank per step")
-DTYPE = C(
-    "dtype",
-    STR,
-    "",
-    "`fp32`, or the autocast dtype of the forward (`bf16`, `fp16`); what `--dtype auto` resolved to (bf16 on GPUs that support it, fp32 elsewhere)",
-)
-TF32 = C(
-    "tf32",
-    BOOL,
-    "",
-    "`--tf32`: fp32 matmuls and convolutions were allowed TF32 tensor cores; false: no TF32 at all, cuDNN's included (null: written before it was recorded)",
-)
+DTYPE = C("dtype", STR, "", "`fp32`, or the autocast dtype of the forward (`bf16`, `fp16`); what `--dtype auto` resolved to (bf16 on GPUs that support it, fp32 elsewhere)")
+TF32 = C("tf32", BOOL, "", "`--tf32`: fp32 matmuls and convolutions were allowed TF32 tensor cores; false: no TF32 at all, cuDNN's included (null: written before it was recorded)")
 OPTIMIZER = C("optimizer", STR, "", "`sgd` or `adam` (`--optimizer`)")
 DEVICE = C("device", STR, "", "`cpu` or `cuda`")
 BACKEND = C("backend", STR, "", "`gloo` or `nccl`")
@@ -128,12 +113,7 @@ MEMORY = (
         "peak of the torch allocator's allocated memory, reset per configuration",
     ),
     C("mem_peak_reserved_mb", F64, MIB_UNIT, "peak of the torch allocator's reserved memory, reset per configuration"),
-    C(
-        "mem_peak_rss_mb",
-        F64,
-        MIB_UNIT,
-        "peak resident memory of the rank's process over the configuration (the kernel's high-water mark, reset per configuration; sampled where that is not possible)",
-    ),
+    C("mem_peak_rss_mb", F64, MIB_UNIT, "peak resident memory of the rank's process over the configuration (the kernel's high-water mark, reset per configuration; sampled where that is not possible)"),
     C("mem_nvml_struct", STR, "", "the NVML memory struct read: `v2` (excludes driver-reserved memory) or `v1`"),
     C("gpu_util_mean_pct", F64, PCT, "mean GPU utilisation over the measured steps (NVML; build and warm-up excluded)"),
     C("gpu_util_peak_pct", F64, PCT, "peak GPU utilisation over the measured steps (NVML)"),
