@@ -39,8 +39,16 @@ def _other_options(options_json: str) -> str:
     return json.dumps(options, sort_keys=True)
 
 
-def _cap_given(options_json: str) -> bool:
-    return "bucket_cap_mb" in json.loads(options_json or "{}")
+def given_cap(options_json: str | None) -> float | None:
+    """The bucket_cap_mb a configuration gave as an option; None when it gave none (DDP's default layout,
+    first bucket 1 MiB, recorded as 25: never pooled with an explicit 25, whose first bucket is 25 on
+    torch ≥ 2.9)."""
+    cap = json.loads(options_json or "{}").get("bucket_cap_mb")
+    return None if cap is None else float(cap)
+
+
+def cap_given(options_json: str | None) -> bool:
+    return given_cap(options_json) is not None
 
 
 def step_samples(configs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
@@ -49,7 +57,7 @@ def step_samples(configs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     slowest = measured.groupby(["config_id", "step"], as_index=False)["step_ms"].max()
     keys = configs[configs["status"] == "ok"].assign(
         other_options=lambda c: c["impl_options"].map(_other_options),
-        cap_given=lambda c: c["impl_options"].map(_cap_given),
+        cap_given=lambda c: c["impl_options"].map(cap_given),
     )
     if "first_bucket_cap_mb" not in keys:  # written before the first bucket was recorded
         keys = keys.assign(first_bucket_cap_mb=float("nan"))

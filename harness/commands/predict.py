@@ -8,7 +8,6 @@ prints the predictions, and with a run checks them against the run's own bucket 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 
 from harness.commands import console
@@ -87,8 +86,9 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
 def _caps_of_run(configs) -> list[float] | None:
     """The caps the run swept, when it swept two or more (each given as an option: DDP's default layout,
     recorded as 25, is no choice the run made); else None, the default list. Said either way."""
-    swept = sorted({float(cap) for text in configs["impl_options"].dropna()
-                    if (cap := json.loads(text or "{}").get("bucket_cap_mb")) is not None})  # fmt: skip
+    from harness.analysis.sweep import given_cap
+
+    swept = sorted({cap for text in configs["impl_options"].dropna() if (cap := given_cap(text)) is not None})
     if len(swept) >= 2:
         console.say(f"ddpbench predict: caps: the run's sweep, {', '.join(f'{c:g}' for c in swept)} MiB")
         return swept

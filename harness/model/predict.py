@@ -16,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 import impls
+from harness.analysis.sweep import cap_given  # the model's layout is a cap given explicitly
 from harness.model.network import Network, network_for_run, network_link
 from harness.model.schedule import Calibration, Profile, calibrate, predict_cap, profile_from_rows
 from harness.protocols import ConfigError
@@ -38,12 +39,6 @@ def _ddp_defaults_but_cap(options_json: str) -> bool:
     options = json.loads(options_json or "{}")
     options.pop("bucket_cap_mb", None)
     return not options
-
-
-def _cap_given(options_json: str) -> bool:
-    """The model's layout is a cap given explicitly (on torch ≥ 2.9 its first bucket is that cap too); a row
-    that gave none is DDP's default layout (first bucket 1 MiB), never pooled with an explicit 25."""
-    return "bucket_cap_mb" in json.loads(options_json or "{}")
 
 
 def _median_step(configs: pd.DataFrame, setup: dict, *, world: int, impl: str, cap: float | None = None):
@@ -77,7 +72,7 @@ def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Ne
     configs = configs.fillna(SETUP_DEFAULTS)
     configs = configs[(configs["status"] == "ok") & configs["impl_options"].map(_ddp_defaults_but_cap)]
     reference = impls.reference_name()  # DDP as torch ships it: the strategy whose cap the model predicts
-    sweeps = configs[(configs["impl"] == reference) & configs["impl_options"].map(_cap_given)
+    sweeps = configs[(configs["impl"] == reference) & configs["impl_options"].map(cap_given)
                      & configs["bucket_cap_mb"].notna() & (configs["world_size"] > 1)]  # fmt: skip
     rows = []
     for keys, group in sweeps.groupby([*SETUP_KEYS, "world_size"]):

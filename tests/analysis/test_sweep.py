@@ -191,3 +191,10 @@ def test_the_line_says_how_much_longer_25_mib_takes_so_its_direction_cannot_be_m
     assert "vs 25 MiB" not in sweep.describe(row) and 1.45 < 1 + row["gain_vs_default"] < 1.55
     fastest_25 = sweep.recommendations(*sweep_rows({1.0: 150.0, 25.0: 100.0}, world_sizes=(2,))).iloc[0]
     assert "takes" not in sweep.describe(fastest_25)  # 25 MiB is the fastest: nothing to compare it with
+
+
+def test_a_cap_is_given_only_when_the_options_name_one():
+    """DDP's default layout (no option, recorded as 25) is never taken for an explicit 25."""
+    assert sweep.given_cap('{"bucket_cap_mb": 25}') == 25.0 and sweep.cap_given('{"bucket_cap_mb": 25}')
+    assert sweep.given_cap('{"comm_hook": "fp16"}') is None and not sweep.cap_given('{"comm_hook": "fp16"}')
+    assert sweep.given_cap("") is None and sweep.given_cap(None) is None
