@@ -9,10 +9,10 @@ steps. Times are taken on the clock that times the steps, so that they line up w
 - on a GPU, CUDA events: the launch on the current stream; the completion recorded on a stream
   that waits for the collective (inside its future's callback, or after a blocking call, whose
   current stream NCCL makes wait). Nothing here synchronises the host; the events are read once,
-  after the measured window. NCCL runs a future's callbacks inline at launch, so its stamp is
-  exact; gloo on CUDA tensors runs them on its worker thread, in Python, after the host part, so
-  a completion stamp can land after the copy back finished (an upper bound; on one H200 the
-  timeline read 33–46 % more communication than the trace: docs/measured/gpu-overlap-h200.md).
+  after the measured window. NCCL records its future's events on its own stream after the
+  kernel, so the stamp is exact; gloo on CUDA tensors records them on the compute stream after
+  the copy back, so its stamp is when compute could use the result, an upper bound (on one H200,
+  33–46 % more communication than the trace shows: docs/measured/gpu-overlap-h200.md).
 
 Only steps opened with `begin_step` are recorded: profiled or replayed steps are not.
 """

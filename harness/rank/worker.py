@@ -138,7 +138,7 @@ def _measure(
         "memory": dict(memory),
         "layout": strategy.layout(),
         "comm": timeline.rows() if comm_note is None else None,
-        "comm_note": comm_note,
+        "comm_note": comm_note or _timeline_caveat(session.device),
         **judged,
     }
     watch.clock.lap("build")  # the sampler's stop, the strategy's layout
@@ -176,6 +176,20 @@ def _measure(
         )
     watch.clock.lap("parity")
     return result
+
+
+GLOO_ON_CUDA = (
+    "measured, completions late: gloo completes its CUDA work on the compute stream, so a "
+    "collective counts as done when compute could use its result (an upper bound on communication)"
+)
+
+
+def _timeline_caveat(device: torch.device) -> str | None:
+    """Why measured communication may read high: gloo, on CUDA tensors, marks its work done on the
+    device's current (compute) stream after the copy back, so the timeline's completion waits for
+    the compute queued before it (docs/measured/gpu-overlap-h200.md)."""
+    gloo_on_cuda = device.type == "cuda" and torch.distributed.get_backend() == "gloo"
+    return GLOO_ON_CUDA if gloo_on_cuda else None
 
 
 def _attach_timeline(strategy, timeline: CommTimeline, *, asked: bool) -> str | None:

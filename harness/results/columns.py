@@ -186,7 +186,7 @@ CONFIGS = Table(
         C("comm_ms", F64, MS, "measured communication: per step and rank, how long at least one of the strategy's collectives was in flight (the bucket timeline); the mean over measured steps and ranks; 0 for `local`; null where not measured (see `comm_note`)"),
         C("exposed_comm_ms", F64, MS, "the part of `comm_ms` during which no compute of the step ran (forward, backward up to its last gradient, optimizer); the mean as above; 0 ≤ exposed ≤ comm step by step"),
         C("overlap_efficiency", F64, RATIO, "`1 − exposed_comm_ms / comm_ms` (totals over measured steps and ranks; HTA's communication–compute overlap; 1.0: all hidden, 0: none; null without communication)"),
-        C("comm_note", STR, "", "why `comm_ms` is null: what timing would cost (DDP's buckets: `--bucket-timeline` times them), or that the strategy's collectives cannot be timed"),
+        C("comm_note", STR, "", "why `comm_ms` is null: what timing would cost (DDP's buckets: `--bucket-timeline` times them), or that the strategy's collectives cannot be timed; or, where measured, why it may read high (gloo on CUDA)"),
         C("speedup_vs_local", F64, RATIO, "`local` step time at the same world size / this step time (what data parallelism costs here; schema ≤ 3 called it overlap_efficiency)"),
         *MEMORY,
         C("parity_max_abs_diff", F64, "", "largest parameter difference from the single-process reference, in the parameters' own units (for `rpc_hybrid`, the parameter-server reference: see the README)"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
+import torch
 
 import impls
 from harness.plan.config import BenchConfig, expand
@@ -70,3 +71,12 @@ def test_the_strategy_is_created_once_per_configuration_and_its_parity_verdict_r
     assert rows.loc["naive", "parity_ok"] == True  # noqa: E712 (a numpy bool)
     assert pd.isna(rows.loc["local", "parity_ok"])  # local does not synchronise: recorded, not judged
     assert rows.loc["local", "parity_note"].startswith("not judged")
+
+
+def test_gloo_on_cuda_rows_say_their_completions_read_late(monkeypatch):
+    """gloo completes CUDA work on the compute stream: measured, but an upper bound, and the row says so."""
+    monkeypatch.setattr(torch.distributed, "get_backend", lambda *a, **k: "gloo")
+    assert worker._timeline_caveat(torch.device("cuda", 0)) == worker.GLOO_ON_CUDA
+    assert worker._timeline_caveat(torch.device("cpu")) is None
+    monkeypatch.setattr(torch.distributed, "get_backend", lambda *a, **k: "nccl")
+    assert worker._timeline_caveat(torch.device("cuda", 0)) is None
