@@ -152,6 +152,7 @@ def compared(run_dir: Path) -> list[dict]:
         rows.append({
             "config": f"w{row.world_size} {row.workload}/{row.size} {row.impl}",
             "world_size": int(row.world_size),
+            "backend": row.backend,
             "row": float(row.overlap_efficiency),
             "timeline": None if timed is None else timed.share,
             "trace": traced.share,
