@@ -139,9 +139,9 @@ def profiled_bench(results: Path, setup: Setup) -> int:
 
 
 def configs(results: Path, run_id: str):
-    import pandas as pd
+    from harness.results import store
 
-    return pd.read_parquet(results / run_id / "configs")
+    return store.read_configs(results / run_id)
 
 
 def strategy_lines(results: Path, codes: dict[str, int]) -> list[Line]:

@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a pl
 
 from harness.analysis.overlap import Interval, length, merged, minus
 from harness.rank.profiling import TIMELINE_KEY
+from harness.results import store
 
 COLLECTIVE_CALL = "c10d::"
 """The operators that launch (and, when blocking, wait for) a collective: communication, not compute."""
@@ -143,7 +144,7 @@ def compared(run_dir: Path) -> list[dict]:
     """Per profiled configuration with a measured overlap: the row's and the trace's."""
     import pandas as pd
 
-    frame = pd.read_parquet(run_dir / "configs")
+    frame = store.read_configs(run_dir)  # migrated and merged as every reader sees it
     rows = []
     for row in frame.itertuples():
         if row.status != "ok" or not isinstance(row.trace_dir, str) or pd.isna(row.overlap_efficiency):
