@@ -6,7 +6,7 @@ import os
 import subprocess
 import sys
 
-from harness.plan.ranks import available_cpus, threads_per_rank
+from harness.config.ranks import available_cpus, threads_per_rank
 
 
 def relaunch(script: str, *, ranks: int) -> int:

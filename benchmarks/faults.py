@@ -28,11 +28,11 @@ import threading
 import time
 from pathlib import Path
 
+from harness.config.bench import BenchConfig, expand
+from harness.handoff.liveness import registered_ranks
+from harness.handoff.progress import read_step_progress
 from harness.launch import launcher as launch
-from harness.plan.config import BenchConfig, expand
-from harness.rank.liveness import registered_ranks
-from harness.rank.progress import read_step_progress
-from harness.results import store
+from harness.results import layout, store
 
 PROJECT = Path(__file__).resolve().parent.parent
 IMPLS = ("naive", "stock", "flat")  # the fault meets stock
@@ -48,7 +48,7 @@ def plan_run(results: Path, name: str, timeout_s: float | None, steps: int):
 
 def fault_time(run: Path) -> float:
     """When the injected fault fired (wall clock), from the launch's log."""
-    for log in sorted((run / "logs").glob("*.log")):
+    for log in sorted((run / layout.LOGS).glob("*.log")):
         match = FIRED.search(log.read_text(errors="replace"))
         if match:
             return float(match.group(1))

@@ -37,6 +37,8 @@ from pathlib import Path
 
 import trace_overlap  # a sibling module: the script's folder is on sys.path
 
+from harness.results import layout
+
 HERE = Path(__file__).resolve().parent
 NVML_FIELDS = ("mem_peak_nvml_mb", "mem_nvml_struct", "gpu_util_mean_pct", "sm_clock_mean_mhz", "power_mean_w")
 TIMING_TOLERANCE = 0.05
@@ -205,7 +207,7 @@ def ratio_lines(results: Path, setup: Setup) -> list[Line]:
 
 
 def fixed_cost_line(results: Path, setup: Setup) -> Line:
-    summary = json.loads((results / "w1-bf16" / "summary.json").read_text())
+    summary = json.loads((results / "w1-bf16" / layout.SUMMARY_JSON).read_text())
     ratio = summary["wall_s"] / summary["training_step_s"]
     beyond = sorted(((v, k) for k, v in summary.get("fixed_cost_s", {}).items() if k != "steps"), reverse=True)
     split = ", ".join(f"{k} {v:.1f}" for v, k in beyond[:5])
@@ -300,18 +302,19 @@ def sampler_line(out: Path, setup: Setup) -> Line:
 
 
 def event_vs_wall_clock(steps: int = 20) -> Line:
-    """The same steps timed by CudaEventTimer and by a wall clock synchronised at each step."""
+    """The same steps timed by StepTimer on CUDA events and by a wall clock synchronised at each step."""
     import torch
 
     import workloads
-    from harness.rank.timing import CudaEventTimer
-    from harness.rank.training import build_model, make_batch
+    from harness.clock import Clock
+    from harness.measure.timing import StepTimer
+    from harness.measure.training import build_model, make_batch
 
     device = torch.device("cuda", 0)
     workload = workloads.create("mlp", size="small")
     model = build_model(workload, seed=0, device=device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    timer, wall = CudaEventTimer(device), []
+    timer, wall = StepTimer(Clock(device)), []
     for step in range(steps + 3):
         batch = make_batch(workload, batch_size=workload.default_batch_size(), seed=0, rank=0, step=step, device=device)
         torch.cuda.synchronize(device)
@@ -335,7 +338,7 @@ def event_vs_wall_clock(steps: int = 20) -> Line:
 
 
 def provenance_line(results: Path, setup: Setup) -> Line:
-    env = json.loads((results / "w1-bf16" / "run.json").read_text())["environment"]
+    env = json.loads((results / "w1-bf16" / layout.RUN_JSON).read_text())["environment"]
     gpus = env.get("gpu_count") or 0
     filled = {key: env.get(key) for key in ("driver_version", "cuda_driver_version", "nccl_version", "gpu_name")}
     topology_ok = isinstance(env.get("topology"), list) and len(env["topology"]) == gpus * (gpus - 1) // 2

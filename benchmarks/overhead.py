@@ -70,16 +70,16 @@ def bare_loop(model, workload, batches, *, precision) -> list[float]:
 def harness_loop(cfg, session, model, workload, *, sampler_period_s: float) -> list[float]:
     """The worker's measurement loop, exactly as `ddpbench bench` runs it."""
     import impls
-    from harness.rank import worker
-    from harness.rank.memory import MemorySampler
-    from harness.rank.training import LEARNING_RATE, OPTIMIZER
+    from harness.measure.memory import MemorySampler
+    from harness.measure.training import LEARNING_RATE, OPTIMIZER
+    from harness.rank import configuration
 
     strategy = impls.create("stock")
     strategy._ddp = model  # already wrapped once: the same DDP object serves every arm
     optimizer = strategy.make_optimizer(model.parameters(), OPTIMIZER, lr=LEARNING_RATE)
     sampler = MemorySampler(session.device, period_s=sampler_period_s).start()
-    trained = worker._train(cfg, session, model=model, workload=workload, strategy=strategy, optimizer=optimizer,
-                            sampler=sampler)  # fmt: skip
+    trained = configuration.train(cfg, session, model=model, workload=workload, strategy=strategy, optimizer=optimizer,
+                                    sampler=sampler)  # fmt: skip
     sampler.stop()
     return [t["step_ms"] for t in trained.steps[cfg.warmup :]]
 
@@ -91,9 +91,9 @@ def run_worker(args) -> None:
     from torch.nn.parallel import DistributedDataParallel
 
     import workloads
-    from harness.plan.config import BenchConfig, expand
+    from harness.config.bench import BenchConfig, expand
+    from harness.measure.training import build_model, forward_precision, make_batch
     from harness.rank.dist import distributed_session
-    from harness.rank.training import build_model, forward_precision, make_batch
 
     with distributed_session(device_kind=args.device, timeout_s=600) as session:
         workload = workloads.create(args.workload, size=args.size)

@@ -62,7 +62,7 @@ class Arm:
 
 def prepare_arms(specs: list[str], workload, *, device, bucket_cap_mb: float | None) -> list[Arm]:
     from harness.comm_timeline import CommTimeline
-    from harness.rank.training import LEARNING_RATE, OPTIMIZER, build_model
+    from harness.measure.training import LEARNING_RATE, OPTIMIZER, build_model
 
     arms = []
     for spec in specs:
@@ -90,10 +90,10 @@ def create_strategy(spec: str, *, bucket_cap_mb: float | None):
 
 def run_steps(arm: Arm, workload, batches: list[Any]) -> list[dict[str, float]]:
     """This rank's step and phase times in ms: the harness's own training step and timer."""
-    from harness.rank.timing import WallClockTimer
-    from harness.rank.training import train_step
+    from harness.measure.timing import StepTimer
+    from harness.measure.training import train_step
 
-    timer = WallClockTimer()
+    timer = StepTimer()
     for batch in batches:
         train_step(
             model=arm.model,
@@ -133,7 +133,7 @@ def measure_interleaved(arms: list[Arm], workload, batches: list[Any], *, repeat
 
 def benchmark_workload(args, session, name: str, size: str) -> None:
     import workloads
-    from harness.rank.training import make_batch
+    from harness.measure.training import make_batch
 
     if name not in workloads.names():
         say(session, f"\n{name}/{size}: skipped, the workload is not registered")

@@ -18,8 +18,8 @@ import time
 import torch
 
 import workloads
-from harness.rank.modelinfo import describe
-from harness.rank.training import LEARNING_RATE, OPTIMIZER, build_model, make_batch
+from harness.measure.modelinfo import describe
+from harness.measure.training import LEARNING_RATE, OPTIMIZER, build_model, make_batch
 
 CPU = torch.device("cpu")
 WARMUP_STEPS = 2

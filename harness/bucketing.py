@@ -1,7 +1,7 @@
 """DDP's bucket layout, written once: which gradients share an all-reduce, and the first bucket's cap.
 
 A leaf module (torch and the standard library only) so that a strategy in impls/ and the step-time
-model in harness/model/ lay out buckets by the same rules: DDP's own, through the function its reducer
+model in harness/perfmodel/ lay out buckets by the same rules: DDP's own, through the function its reducer
 calls. It works on plain numbers — each gradient's size in bytes, its dtype (and device) and the order
 gradients are packed in — so a caller with tensors and a caller with a stored profile use it alike.
 """

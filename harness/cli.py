@@ -14,7 +14,7 @@ import textwrap
 from pathlib import Path
 from typing import NoReturn
 
-from harness.plan.config import DEVICES, SIZE_CHOICES, ConfigError
+from harness.config.bench import DEVICES, SIZE_CHOICES, ConfigError
 
 EXIT_BAD_INPUT = 2
 
@@ -205,7 +205,7 @@ def add_compare_parser(commands) -> None:
 
 
 def add_collectives_parser(commands) -> None:
-    from harness.plan.collectives import BATCHES, DEFAULT_ITERS, DEFAULT_SIZES, DEFAULT_WARMUP, OPS
+    from harness.config.collectives import BATCHES, DEFAULT_ITERS, DEFAULT_SIZES, DEFAULT_WARMUP, OPS
 
     collectives = commands.add_parser(
         "collectives",

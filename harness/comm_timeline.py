@@ -1,15 +1,15 @@
 """The bucket timeline: when each collective of a step became ready, was launched and was done.
 
-A leaf of the contract (torch and the standard library only): a strategy records its own
-collectives here, as it launches them, and the rank side reads the timeline after the measured
-steps. Times are taken on the clock that times the steps, so that they line up with the phases:
+Part of the contract (on harness.clock alone): a strategy records its own collectives here, as it
+launches them, and the rank side reads the timeline after the measured steps. Times are marks on
+the clock that times the steps (harness.clock), so that they line up with the phases:
 
-- on the CPU, `time.perf_counter`; a collective's completion is stamped by a callback on its
+- on the CPU, the host's clock; a collective's completion is stamped by a callback on its
   future, which the backend (gloo) runs the moment the work completes;
 - on a GPU, CUDA events: the launch on the current stream; the completion recorded on a stream
   that waits for the collective (inside its future's callback, or after a blocking call, whose
-  current stream NCCL makes wait). Nothing here synchronises the host; the events are read once,
-  after the measured window. NCCL records its future's events on its own stream after the
+  current stream NCCL makes wait). As the clock's rule says, nothing here waits for the device;
+  the marks are read once, after the measured window. NCCL records its future's events on its own stream after the
   kernel, so the stamp is exact; gloo on CUDA tensors records them on the compute stream after
   the copy back, so its stamp is when compute could use the result, an upper bound (on one H200,
   33–46 % more communication than the trace shows: docs/measured/gpu-overlap-h200.md).
@@ -20,13 +20,11 @@ Only steps opened with `begin_step` are recorded: profiled or replayed steps are
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Any
 
 import torch
 
-Mark = Any
-"""A point in time: a float (seconds, perf_counter) on the CPU, a recorded torch.cuda.Event on a GPU."""
+from harness.clock import Clock, Mark
 
 
 @dataclasses.dataclass(eq=False, slots=True)
@@ -49,7 +47,7 @@ class CommTimeline:
     """Collects `Collective`s per step. One per configuration and rank."""
 
     def __init__(self, device: torch.device | None = None) -> None:
-        self._cuda = device is not None and device.type == "cuda"
+        self._clock = Clock(device)
         self._origins: dict[int, Mark] = {}
         self._step: int | None = None
         self._collectives: list[Collective] = []
@@ -66,11 +64,7 @@ class CommTimeline:
 
     # -- the strategy: its collectives
     def now(self) -> Mark:
-        if not self._cuda:
-            return time.perf_counter()
-        event = torch.cuda.Event(enable_timing=True)
-        event.record()
-        return event
+        return self._clock.mark()
 
     def launching(
         self, *, bucket: int, nbytes: int, kind: str = "all_reduce", ready: Mark | None = None
@@ -113,7 +107,7 @@ class CommTimeline:
 
     @property
     def on_gpu(self) -> bool:
-        return self._cuda
+        return self._clock.on_gpu
 
     # -- the harness: reading it
     def rows(self) -> list[dict[str, Any]]:
@@ -121,22 +115,18 @@ class CommTimeline:
         whether it blocked compute.
 
         On a GPU this waits for the device (call it after the measured window)."""
-        if self._cuda:
-            torch.cuda.synchronize()
+        self._clock.settle()
         rows = []
         for c in self._collectives:
             origin = self._origins[c.step]
             rows.append({
                 "step": c.step, "bucket": c.bucket, "collective": c.kind, "bytes": c.nbytes,
-                "ready_ms": self._since(origin, c.ready),
-                "launched_ms": self._since(origin, c.launched),
-                "done_ms": None if c.done is None else self._since(origin, c.done),
+                "ready_ms": self._clock.ms(origin, c.ready),
+                "launched_ms": self._clock.ms(origin, c.launched),
+                "done_ms": None if c.done is None else self._clock.ms(origin, c.done),
                 "blocking": c.blocking,
             })  # fmt: skip
         return rows
-
-    def _since(self, origin: Mark, mark: Mark) -> float:
-        return origin.elapsed_time(mark) if self._cuda else (mark - origin) * 1e3
 
 
 def _stamp(entry: Collective, mark: Mark) -> None:

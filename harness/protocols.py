@@ -35,7 +35,11 @@ class Strategy(Protocol):
     `sync_gradients` returns once every `.grad` holds the mean over all ranks.
     """
 
+    baseline: ClassVar[bool]
     reference: ClassVar[bool]
+    gradient_traffic: ClassVar[str]
+    shards_state: ClassVar[bool]
+    comm_after_backward: ClassVar[bool]
     single_process: ClassVar[bool]
     extra_ranks: ClassVar[int]
 
@@ -69,14 +73,53 @@ class Strategy(Protocol):
 REQUIRED_STRATEGY_MEMBERS = ("wrap", "sync_gradients")
 """What a new strategy file must define itself; the rest of `Strategy` has defaults."""
 
+GRADIENT_TRAFFIC = ("allreduce", "sharded", "none", "other")
+"""What a strategy sends for the gradients each step (`Strategy.gradient_traffic`): every gradient byte
+all-reduced once; shards of them (reduce-scatter, with all-gathers of parameters); nothing; anything else."""
+
+ROLES = ("baseline", "reference", "gradient_traffic", "shards_state", "comm_after_backward")
+"""The class attributes that say what the harness, the model and the reports need to know of a strategy.
+Every row records them (columns of the same names), and every reader decides by them, never by a name."""
+
+
+def roles_of(cls: type) -> dict[str, bool | str]:
+    """A strategy class's roles, {attribute: value}, defaults included (what its rows record)."""
+    return {name: getattr(cls, name, getattr(StrategyDefaults, name)) for name in ROLES}
+
+
+def role_gaps(cls: type) -> list[str]:
+    """What is wrong with a strategy class's declared roles (an unknown traffic kind), for the registry."""
+    traffic = getattr(cls, "gradient_traffic", StrategyDefaults.gradient_traffic)
+    return [] if traffic in GRADIENT_TRAFFIC else [f"gradient_traffic as one of {', '.join(GRADIENT_TRAFFIC)} "
+                                                   f"(it is {traffic!r})"]  # fmt: skip
+
 
 class StrategyDefaults:
     """Plain defaults for the optional parts of `Strategy`; a strategy overrides what it owns."""
+
+    baseline: ClassVar[bool] = False
+    """True for the one strategy that communicates nothing (`local`): the compute-only floor that every
+    other strategy is measured against at the same world size. It is listed last, never "the fastest",
+    and the run adds it to every world size (`--no-baseline` leaves it out). `impls.baseline_name()`
+    finds it."""
 
     reference: ClassVar[bool] = False
     """True for the one strategy every other is measured against (`stock`: DDP as torch ships
     it): sweeps recommend its bucket cap and the model predicts its step time. `impls.reference_name()`
     finds it; nothing else names it."""
+
+    gradient_traffic: ClassVar[str] = "other"
+    """What crosses the network for the gradients each step, one of GRADIENT_TRAFFIC. "allreduce": every
+    gradient byte all-reduced once (with a full optimizer step on every rank, the step is then at least
+    the baseline's plus that all-reduce: the model draws that floor)."""
+
+    shards_state: ClassVar[bool] = False
+    """True for strategies that trade communication for memory: each rank keeps (and updates) a shard of
+    the optimizer state or the parameters (ZeRO, FSDP). The baseline's optimizer step is then no lower
+    bound on theirs."""
+
+    comm_after_backward: ClassVar[bool] = False
+    """True where every collective runs after backward by design: no overlap to expect (naive, flat)."""
 
     single_process: ClassVar[bool] = False
     """True for strategies that drive every local GPU from one process (nn.DataParallel).
@@ -182,8 +225,9 @@ def missing_members(cls: type, protocol: type) -> list[str]:
 
 
 def strategy_contract_gaps(cls: type) -> list[str]:
-    """What a strategy class lacks: any `Strategy` member, and with extra ranks any `ParameterServer` one."""
-    return missing_members(cls, ParameterServer if getattr(cls, "extra_ranks", 0) else Strategy)
+    """What a strategy class lacks: any `Strategy` member, and with extra ranks any `ParameterServer` one;
+    a role it declares wrongly."""
+    return missing_members(cls, ParameterServer if getattr(cls, "extra_ranks", 0) else Strategy) + role_gaps(cls)
 
 
 @runtime_checkable

@@ -4,9 +4,11 @@ import impls
 impls.names()                                  # ['local', 'naive', 'stock', ...]
 strategy = impls.create("stock", bucket_cap_mb=25)
 impls.reference_name()                         # 'stock': the strategy the others are measured against
+impls.baseline_name()                          # 'local': the one that communicates nothing
+impls.roles("fsdp")                            # what a strategy is, as its class declares it (ROLES)
 """
 
-from harness.protocols import Registry, Strategy, strategy_contract_gaps
+from harness.protocols import Registry, Strategy, roles_of, strategy_contract_gaps
 
 REGISTRY: Registry[Strategy] = Registry("strategy", __name__, contract_gaps=strategy_contract_gaps)
 register = REGISTRY.register
@@ -18,3 +20,13 @@ entry = REGISTRY.entry
 def reference_name() -> str:
     """The reference strategy (DDP as torch ships it): the one whose class declares `reference = True`."""
     return REGISTRY.flagged("reference")
+
+
+def baseline_name() -> str:
+    """The baseline strategy (no communication): the one whose class declares `baseline = True`."""
+    return REGISTRY.flagged("baseline")
+
+
+def roles(name: str) -> dict[str, bool | str]:
+    """Strategy `name`'s roles (harness.protocols.ROLES), as its class declares them."""
+    return roles_of(entry(name).cls)

@@ -32,7 +32,7 @@ import contextlib
 import dataclasses
 import functools
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 import torch.distributed as dist
@@ -82,6 +82,7 @@ class _Slot:
 @register("bucketed", description="our own bucketed all-reduce overlapped with backward (DDP's reducer in Python)")
 @dataclasses.dataclass(kw_only=True)
 class Bucketed(StrategyDefaults):
+    gradient_traffic: ClassVar[str] = "allreduce"
     bucket_cap_mb: float | None = option(
         None,
         "Bucket cap in MiB: a bucket closes once it holds this much or more (DDP's rule; a gradient is never "

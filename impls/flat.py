@@ -10,6 +10,7 @@ world size) and no copy back.
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import torch
 import torch.distributed as dist
@@ -41,6 +42,8 @@ class _FlatGroup:
 @register("flat", description="one all-reduce of all gradients flattened, after backward (fusion, no overlap)")
 @dataclasses.dataclass(kw_only=True)
 class Flat(StrategyDefaults):
+    gradient_traffic: ClassVar[str] = "allreduce"
+    comm_after_backward: ClassVar[bool] = True
     _groups: list[_FlatGroup] = dataclasses.field(default_factory=list, init=False, repr=False)
     _timeline: CommTimeline | None = dataclasses.field(default=None, init=False, repr=False)
 

@@ -20,7 +20,7 @@ import contextlib
 import dataclasses
 from collections import Counter
 from collections.abc import Iterator
-from typing import Literal
+from typing import ClassVar, Literal
 
 import torch
 from torch import nn
@@ -36,6 +36,8 @@ DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 @register("fsdp", description="FSDP2 fully_shard per block and root (parameters, gradients, optimizer state sharded)")
 @dataclasses.dataclass(kw_only=True)
 class FSDP(StrategyDefaults):
+    gradient_traffic: ClassVar[str] = "sharded"  # reduce-scatter, and all-gathers of the parameters
+    shards_state: ClassVar[bool] = True  # parameters, gradients and optimizer state
     reshard_after_forward: bool = option(
         True,
         "Free each block's gathered parameters after its forward and gather them again for backward (less"

@@ -6,6 +6,7 @@ communication is measured, and it is zero.
 """
 
 import dataclasses
+from typing import ClassVar
 
 from harness.protocols import StrategyDefaults
 from impls import register
@@ -14,6 +15,9 @@ from impls import register
 @register("local", description="no communication: every rank trains alone (the compute-only floor)")
 @dataclasses.dataclass(kw_only=True)
 class Local(StrategyDefaults):
+    baseline: ClassVar[bool] = True  # the compute-only floor
+    gradient_traffic: ClassVar[str] = "none"
+
     def wrap(self, model):
         return model
 

@@ -4,6 +4,7 @@ The textbook version: no fusion (one collective per tensor) and no overlap with 
 """
 
 import dataclasses
+from typing import ClassVar
 
 import torch.distributed as dist
 from torch import nn
@@ -17,6 +18,8 @@ from impls._common import broadcast_module_state, nbytes, trainable_parameters, 
 @register("naive", description="one blocking all-reduce per parameter after backward (no fusion, no overlap)")
 @dataclasses.dataclass(kw_only=True)
 class Naive(StrategyDefaults):
+    gradient_traffic: ClassVar[str] = "allreduce"
+    comm_after_backward: ClassVar[bool] = True
     _params: list[nn.Parameter] = dataclasses.field(default_factory=list, init=False, repr=False)
     _timeline: CommTimeline | None = dataclasses.field(default=None, init=False, repr=False)
 

@@ -223,4 +223,4 @@ class RpcHybrid(StrategyDefaults):
 
     @property
     def parity_exact(self) -> bool:
-        return True  # judged against the parameter-server reference (harness.rank.parity)
+        return True  # judged against the parameter-server reference (harness.parity.reference)

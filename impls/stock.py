@@ -106,6 +106,7 @@ DDP_DEFAULTS = {
 @dataclasses.dataclass(kw_only=True)
 class Stock(DDPOptions, StrategyDefaults):
     reference: ClassVar[bool] = True  # the strategy every other is measured against
+    gradient_traffic: ClassVar[str] = "allreduce"  # a compression hook sends less: the rows say which
 
     comm_hook: Literal["none", "fp16", "bf16", "powersgd"] = option(
         "none", "Gradient compression hook from torch.distributed.algorithms.ddp_comm_hooks."

@@ -8,6 +8,7 @@ every rank ends the step with the full, identical parameters while holding ~1/N 
 from __future__ import annotations
 
 import dataclasses
+from typing import ClassVar
 
 import torch
 import torch.distributed as dist
@@ -22,6 +23,8 @@ from impls.stock import DDPOptions, Stock
 @register("zero", description="DDP + ZeroRedundancyOptimizer (optimizer state sharded across ranks, ZeRO-1)")
 @dataclasses.dataclass(kw_only=True)
 class Zero(DDPOptions, StrategyDefaults):
+    gradient_traffic: ClassVar[str] = "allreduce"  # DDP's, then each rank broadcasts the shard it updated
+    shards_state: ClassVar[bool] = True  # the optimizer state
     overlap_with_ddp: bool = option(
         False,
         "Run each rank's optimizer step inside DDP's comm hook, overlapping backward (NCCL only). The first "

@@ -209,9 +209,9 @@ class RunData:
     recommendations: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     """The sweep's recommended caps (harness.analysis.sweep), where the run swept bucket_cap_mb."""
     floor: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
-    """Per configuration, the communication floor (harness.model.predict), where a network was measured or given."""
+    """Per configuration, the communication floor (harness.perfmodel.predict), where a network was measured or given."""
     predictions: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
-    """The step-time model against the run's bucket sweeps (harness.model.predict)."""
+    """The step-time model against the run's bucket sweeps (harness.perfmodel.predict)."""
     timeline: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     """Per configuration with timed collectives, one typical step of rank 0 (typical_step_timeline)."""
     traces: dict[str, list[str]] = dataclasses.field(default_factory=dict)

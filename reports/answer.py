@@ -17,13 +17,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import stats
+from harness.analysis import roles, stats
 from harness.analysis.overlap import overlap_efficiency
 from reports.aggregate import RunData, strategy_label, world_label
 from reports.html import esc, table
 
-REFERENCE = "stock"  # DDP as shipped (no options): what every strategy is measured against
-FLOOR = "local"  # no communication at all: the floor, listed last, never "the fastest strategy"
 MISSING = "—"
 SIGNIFICANT, NOT_SIGNIFICANT, TOO_FEW = "significant", "not significant", stats.TOO_FEW
 MEMORY_PEAKS = ("mem_peak_nvml_mb", "mem_peak_rss_mb")
@@ -48,7 +46,7 @@ def ranked(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
 
     `step_ms` is the median of the repeats' medians; `repeat_ms` keeps each repeat's median, the
     evidence an interval is built from. Everything else is pooled over the repeats too (_pool)."""
-    rows = configs[(configs["workload"] == workload) & (configs["status"] == "ok")]
+    rows = roles.with_roles(configs[(configs["workload"] == workload) & (configs["status"] == "ok")])
     rows = rows.dropna(subset=["step_ms_median"])
     if rows.empty:
         return pd.DataFrame()
@@ -59,7 +57,8 @@ def ranked(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
     frame = pd.DataFrame(pooled).astype(object)
     frame = frame.where(frame.notna(), None)  # None, not NaN: "missing" reads the same in every cell
     frame["step_ms"] = frame["step_ms"].astype(float)
-    frame["is_floor"] = frame["impl"] == FLOOR
+    # The baseline (no communication) is the floor: listed last, never "the fastest strategy".
+    frame["is_floor"] = frame["baseline"].astype(bool)
     return frame.sort_values(["world_size", "is_floor", "step_ms"], kind="stable").reset_index(drop=True)
 
 
@@ -113,6 +112,7 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
     exposed = [float(r["exposed_comm_ms"]) for r in timed]
     return {
         "world_size": int(world), "strategy": strategy, "impl": first["impl"],
+        **{role: first[role] for role in roles.ROLES},
         "options": _options(first["impl_options"]), "bucket_cap_mb": value(first, "bucket_cap_mb"),
         "first_bucket_cap_mb": value(first, "first_bucket_cap_mb"),
         "step_ms": float(np.median(medians)), "repeat_ms": medians, "repeats": len(medians),
@@ -139,10 +139,10 @@ def _options(impl_options: Any) -> dict:
 
 
 def reference_row(group: pd.DataFrame) -> pd.Series | None:
-    """Stock as DDP ships it: no option at all (first bucket 1 MiB, then 25 MiB). Without one, stock at an
-    explicit 25 MiB cap and nothing else stands in, named for what it is (reference_name): since torch 2.9
-    an explicit cap caps the first bucket too, so it is not DDP's default."""
-    stock = group[group["impl"] == REFERENCE]
+    """The reference (stock) as DDP ships it: no option at all (first bucket 1 MiB, then 25 MiB). Without
+    one, the reference at an explicit 25 MiB cap and nothing else stands in, named for what it is
+    (reference_name): since torch 2.9 an explicit cap caps the first bucket too, so it is not DDP's default."""
+    stock = group[group["reference"].astype(bool)]
     for _, row in stock.iterrows():
         if not row["options"]:
             return row
@@ -155,8 +155,10 @@ def reference_row(group: pd.DataFrame) -> pd.Series | None:
 
 def reference_name(reference: pd.Series | None) -> str:
     """'stock' for DDP as shipped; 'stock bucket_cap_mb=25 (first bucket 25 MiB)' for the stand-in."""
-    if reference is None or not reference["options"]:
-        return REFERENCE
+    if reference is None:
+        return roles.reference_name()
+    if not reference["options"]:
+        return reference["impl"]
     first = reference.get("first_bucket_cap_mb")
     first_bucket = "first bucket not recorded" if first is None else f"first bucket {float(first):g} MiB"
     return f"{reference['strategy']} ({first_bucket})"

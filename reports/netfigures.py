@@ -2,7 +2,7 @@
 and the step-time model against measured bucket sweeps. DataFrames in, a plotly Figure out.
 
 Inputs are the tables `harness.results.store` reads: collectives rows (`read_collectives`), a run's
-`floor.parquet` and `predictions.parquet` (written by `harness.model.predict`).
+`floor.parquet` and `predictions.parquet` (written by `harness.perfmodel.predict`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from harness.analysis import stats
+from harness.analysis import roles, stats
 from reports.aggregate import labelled, strategy_label, world_label
 from reports.figures import PALETTE, new_figure, styled
 
@@ -66,18 +66,18 @@ def busbw_vs_size(collectives: pd.DataFrame, *, op: str) -> go.Figure:
 
 
 def with_floor(configs: pd.DataFrame, floor: pd.DataFrame, *, workload: str) -> pd.DataFrame:
-    """The workload's configurations that have a floor row, with it (local, the floor's own compute, left out).
-    A configuration without one (a strategy that does not all-reduce its whole gradient) is not there."""
+    """The workload's configurations that have a floor row, with it (the baseline, the floor's own compute, left
+    out). A configuration without one (a strategy that does not all-reduce its whole gradient) is not there."""
     rows = labelled(configs, workload=workload).merge(floor[["config_id", "floor_ms", "allreduce_ms", "local_ms"]],
                                                       on="config_id")  # fmt: skip
-    return rows[rows["impl"] != "local"]
+    return rows[~roles.is_baseline(rows)]
 
 
 def without_floor(configs: pd.DataFrame, floor: pd.DataFrame, *, workload: str) -> list[str]:
-    """'stock comm_hook=powersgd · w2': the workload's communicating configurations (world size ≥ 2, not local)
-    that have no floor row, so step_vs_floor does not draw them (one name per strategy and world size)."""
+    """'stock comm_hook=powersgd · w2': the workload's communicating configurations (world size ≥ 2, not the
+    baseline) that have no floor row, so step_vs_floor does not draw them (one name per strategy and world size)."""
     rows = labelled(configs, workload=workload)
-    rows = rows[(rows["world_size"] > 1) & (rows["impl"] != "local") & ~rows["config_id"].isin(floor["config_id"])]
+    rows = rows[(rows["world_size"] > 1) & ~roles.is_baseline(rows) & ~rows["config_id"].isin(floor["config_id"])]
     names = (f"{strategy_label(i, o)} · w{int(w)}" for i, o, w in zip(rows["impl"], rows["impl_options"],
                                                                        rows["world_size"], strict=True))  # fmt: skip
     return list(dict.fromkeys(names))

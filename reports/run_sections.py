@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis import stats, sweep
+from harness.analysis import roles, stats, sweep
 from reports import aggregate, figures, netfigures, stepfigures, takeaways, timelinefigures
 from reports.aggregate import RunData, world_sizes
 from reports.html import FigureList, esc, format_number, table
@@ -212,12 +212,10 @@ def takeaway(workload: str, sentence: str) -> str:
     return f"<p class=takeaway><b>{esc(workload)}:</b> {esc(sentence)}</p>" if sentence else ""
 
 
-SHARDED = ("zero", "fsdp")  # strategies that trade communication for memory
-
-
 def frontier_caption(configs: pd.DataFrame) -> str:
-    """The caption names only the sharded strategies this run measured."""
-    ran = [name for name in SHARDED if name in set(configs.loc[configs["status"] == "ok", "impl"])]
+    """The caption names only the sharded strategies (they trade communication for memory) this run measured."""
+    ok = configs[configs["status"] == "ok"]
+    ran = sorted(set(ok.loc[roles.shards_state(ok), "impl"]))
     if not ran:
         return CAPTIONS["frontier"]
     return CAPTIONS["frontier"] + f" The sharded strategies ({', '.join(ran)}) trade communication for memory."
@@ -297,7 +295,7 @@ def floor_figure(run: RunData, workload: str, figs: FigureList) -> str:
     return figs.add(netfigures.step_vs_floor(run.configs, run.floor, workload=workload), CAPTIONS["floor"] + left_out)
 
 
-# The model's variants (as harness.model.predict.VARIANTS; reports read results, never the model's code).
+# The model's variants (as harness.perfmodel.predict.VARIANTS; reports read results, never the model's code).
 MODEL_VARIANTS = (
     ("predicted_raw_ms", "raw profile"),
     ("predicted_ms", "calibrated on the run's local steps"),

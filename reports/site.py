@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from urllib.parse import quote
 
-from harness.results import store
+from harness.results import model_tables, store
 from reports import aggregate, pages, run_page
 from reports.html import PLOTLY_ASSET
 
@@ -71,7 +71,7 @@ def trace_files(run: Path, configs) -> dict[str, list[str]]:
 
 def read_run(run: Path, *, pages: Path | None = None) -> aggregate.RunData:
     """One run reduced for its page; `pages` is the folder its page goes into (for relative links)."""
-    meta = store.read_json(run / "run.json")
+    meta = store.read_run_meta(run)
     meta.setdefault("run_id", run.name)
     steps = store.read_steps(run)
     configs = store.read_configs(run)
@@ -83,8 +83,8 @@ def read_run(run: Path, *, pages: Path | None = None) -> aggregate.RunData:
         store.read_ranks(run),
         store.read_recommendations(run),
         timeline=aggregate.typical_step_timeline(store.read_timeline(run), steps),
-        floor=store.read_floor(run),
-        predictions=store.read_predictions(run),
+        floor=model_tables.read_floor(run),
+        predictions=model_tables.read_predictions(run),
         traces=trace_files(run, configs),
         run_href=href,
         run_path=str(run),
@@ -94,9 +94,9 @@ def read_run(run: Path, *, pages: Path | None = None) -> aggregate.RunData:
 def write_collectives_pages(results: Path, out: Path) -> list[dict]:
     """One page per collectives run (collectives/<run_id>.html); their metadata for the index."""
     metas = []
-    for run in store.list_collectives_runs(results):
-        meta = store.read_collectives_meta(run)
-        frame = store.read_collectives(run)
+    for run in model_tables.list_collectives_runs(results):
+        meta = model_tables.read_collectives_meta(run)
+        frame = model_tables.read_collectives(run)
         meta = {
             **meta,
             "run_id": run.name,
@@ -104,7 +104,8 @@ def write_collectives_pages(results: Path, out: Path) -> list[dict]:
             "world_sizes": sorted(set(frame["world_size"])),
         }
         write_text(
-            out / "collectives" / f"{run.name}.html", pages.collectives_page(meta, frame, store.read_contention(run))
+            out / "collectives" / f"{run.name}.html",
+            pages.collectives_page(meta, frame, model_tables.read_contention(run)),
         )
         metas.append(meta)
     return metas

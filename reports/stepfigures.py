@@ -8,6 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from harness.analysis import roles
 from reports.aggregate import SEGMENTS, labelled, world_label
 from reports.figures import DASHES, new_figure, strategy_colours, styled
 
@@ -51,7 +52,7 @@ def exposed_communication(configs: pd.DataFrame, *, workload: str) -> go.Figure 
     """Measured communication per strategy and world size: in flight (hollow) and not hidden by
     compute (filled), and the share hidden (overlap efficiency). None when nothing was measured."""
     rows = labelled(configs, workload=workload)
-    rows = rows[(rows["impl"] != "local") & (rows.get("comm_ms", pd.Series(dtype=float)).fillna(0) > 0)]
+    rows = rows[~roles.is_baseline(rows) & (rows.get("comm_ms", pd.Series(dtype=float)).fillna(0) > 0)]
     if rows.empty:
         return None
     figure = make_subplots(

@@ -13,11 +13,9 @@ import pandas as pd
 from reports import answer
 from reports.aggregate import world_label
 
-AFTER_BACKWARD = ("naive", "flat")  # communicate after backward by design: nothing for compute to hide them behind
-
 
 def _largest_world(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
-    """The pooled strategies (answer.ranked) at the run's largest world size, the floor (local) left out."""
+    """The pooled strategies (answer.ranked) at the run's largest world size, the floor (the baseline) left out."""
     frame = answer.ranked(configs, workload=workload)
     if frame.empty:
         return frame
@@ -59,7 +57,8 @@ def scaling(configs: pd.DataFrame, *, workload: str) -> str:
 
 def communication(configs: pd.DataFrame, *, workload: str) -> str:
     """'At 2 ranks bucketed hides 42% of its communication (76.4 ms per step, mean) …; naive hides none
-    (by design: it communicates after backward).' The reason only where it holds: naive and flat."""
+    (by design: it communicates after backward).' The reason only where it holds: strategies that declare
+    every collective after backward (`comm_after_backward`), with nothing for compute to hide them behind."""
     rows = _largest_world(configs, workload=workload)
     if rows.empty:
         return ""
@@ -73,8 +72,8 @@ def communication(configs: pd.DataFrame, *, workload: str) -> str:
         for r in hiding
     ]
     none = [r for r in ranked.itertuples() if r.overlap_efficiency < 0.005]
-    by_design = [r.strategy for r in none if r.impl in AFTER_BACKWARD]
-    others = [r.strategy for r in none if r.impl not in AFTER_BACKWARD]
+    by_design = [r.strategy for r in none if r.comm_after_backward]
+    others = [r.strategy for r in none if not r.comm_after_backward]
     if others:
         said.append(f"{' and '.join(others)} hide{'s' if len(others) == 1 else ''} none")
     if by_design:

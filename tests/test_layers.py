@@ -18,14 +18,20 @@ STACK = [
     ("face", ("harness.cli", "harness.__main__", "harness.commands")),
     ("launch", ("harness.launch",)),
     ("rank", ("harness.rank",)),
-    ("model", ("harness.model",)),
+    ("parity", ("harness.parity",)),
+    ("measure", ("harness.measure",)),
+    ("handoff", ("harness.handoff",)),
+    ("perfmodel", ("harness.perfmodel",)),
     ("analysis", ("harness.analysis",)),
-    ("plan", ("harness.plan",)),
+    ("config", ("harness.config",)),
     ("results", ("harness.results",)),
     ("plug-ins", ("impls", "workloads")),
-    ("contract", ("harness.protocols", "harness.registry", "harness.bucketing", "harness.comm_timeline")),
+    (
+        "contract",
+        ("harness.protocols", "harness.registry", "harness.bucketing", "harness.comm_timeline", "harness.clock"),
+    ),
 ]
-REPORTS_MAY_IMPORT = ("results", "analysis", "model")
+REPORTS_MAY_IMPORT = ("results", "analysis", "perfmodel")
 PLUGINS_MAY_IMPORT = ("plug-ins", "contract")
 MAX_LINES = 400
 

@@ -18,8 +18,8 @@ import json
 
 import pandas as pd
 
-from harness.analysis import stats
-from harness.plan.config import BASELINE_IMPL, ConfigError
+from harness.analysis import roles, stats
+from harness.config.bench import ConfigError
 from harness.results import store
 
 MATCH_KEYS = (
@@ -49,7 +49,7 @@ ENVIRONMENT_KEYS = (
 
 def load_samples(results, run_id: str) -> tuple[dict, pd.DataFrame]:
     run = store.run_dir(results, run_id)
-    if not (run / "run.json").is_file():
+    if not store.is_run_folder(run):
         known = ", ".join(p.name for p in store.list_runs(results)[:5]) or "none"
         raise ConfigError(f"unknown run id {run_id!r} in {str(results)!r} (newest runs: {known})")
     configs, steps = store.read_configs(run), store.read_steps(run)
@@ -59,7 +59,7 @@ def load_samples(results, run_id: str) -> tuple[dict, pd.DataFrame]:
         if key not in configs:  # a run from before the column: not recorded
             configs = configs.assign(**{key: None})
     ok = configs[configs["status"] == "ok"][["config_id", *MATCH_KEYS, *SETTING_KEYS]]
-    return store.read_json(run / "run.json"), slowest.merge(ok, on="config_id")
+    return store.read_run_meta(run), slowest.merge(ok, on="config_id")
 
 
 def repeat_figures(samples: pd.DataFrame) -> pd.DataFrame:
@@ -115,7 +115,7 @@ def match_keys(*, across_strategies: bool) -> list[str]:
 
 
 def _without_baseline(samples: pd.DataFrame) -> pd.DataFrame:
-    return samples[samples["impl"] != BASELINE_IMPL]
+    return samples[~roles.is_baseline(samples)]
 
 
 def _check_unambiguous(samples: pd.DataFrame, keys: list[str], run_id: str) -> None:

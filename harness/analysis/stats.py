@@ -54,7 +54,7 @@ def scaling_efficiency(
 
 POOLED_SCALING_FIGURES = ("repeats", "baseline_repeats", "scaling_efficiency")
 SCALING_KEYS = ("impl", "impl_options", "workload", "size", "batch_size", "dtype", "optimizer", "device", "backend")
-"""What a world-size-1 baseline must share with the row it scales (as harness.rank.records pairs them)."""
+"""What a world-size-1 baseline must share with the row it scales (as harness.handoff.records pairs them)."""
 
 
 def pooled_scaling(configs: pd.DataFrame) -> pd.DataFrame:

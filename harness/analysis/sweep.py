@@ -22,8 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 import impls
-from harness.analysis import stats
-from harness.plan.config import BASELINE_IMPL
+from harness.analysis import roles, stats
 from harness.results import store
 
 GROUP_KEYS = ("impl", "other_options", "workload", "size", "batch_size", "dtype", "optimizer", "world_size", "nnodes")
@@ -76,11 +75,12 @@ def _layouts(group: pd.DataFrame):
 
 
 def _communicates(keys: dict) -> bool:
-    return keys["world_size"] * keys["nnodes"] > 1 and keys["impl"] != BASELINE_IMPL
+    return keys["world_size"] * keys["nnodes"] > 1
 
 
 def recommendations(configs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """One row per communicating strategy × setup × world size measured at two or more bucket caps."""
+    configs = configs[~roles.is_baseline(configs)]  # the baseline communicates nothing: no cap to choose
     if configs.empty or steps.empty:
         return pd.DataFrame()
     samples = step_samples(configs, steps).dropna(subset=["bucket_cap_mb"])

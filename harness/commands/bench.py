@@ -14,8 +14,8 @@ import time
 
 from harness.commands import console, summary
 from harness.commands.resume import resume
-from harness.plan.config import BenchConfig, ConfigError
-from harness.plan.run_folder import PARITY_CACHE
+from harness.config.bench import BenchConfig, ConfigError
+from harness.results.layout import RunFolder
 
 RUN_ID_TRIES = 10
 
@@ -95,9 +95,9 @@ def new_run(args: argparse.Namespace, *, command: tuple[str, ...]):
     import torch
 
     import impls
+    from harness.config import bench as cfgmod
     from harness.launch import launcher as launch
-    from harness.plan import config as cfgmod
-    from harness.rank import env
+    from harness.measure import env
 
     # Default: every visible GPU, or 2 simulated ranks on the CPU.
     uses_cuda = args.device in ("auto", "cuda") and torch.cuda.is_available()
@@ -172,7 +172,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         return _stopped(plan, "a write error", 1, wall_s=None)
     finally:
         progress.close()
-    shutil.rmtree(plan.run / PARITY_CACHE, ignore_errors=True)  # the run is over: its references are not needed
+    shutil.rmtree(RunFolder(plan.run).cached(""), ignore_errors=True)  # the run is over: nothing reuses its cache
     recommended = sweep.write_run_recommendations(plan.run)  # after a sweep over bucket caps
     if not recommended.empty:
         console.recommendations(recommended)
@@ -199,14 +199,14 @@ def _stopped(plan, why: str, code: int, *, wall_s: float | None) -> int:
     if wall_s is not None:
         summary.write(plan, wall_s, complete=False)
     saved = len(store.written_config_ids(plan.run))
-    total = len(store.read_json(plan.run / "run.json")["configurations"])
+    total = len(store.read_run_meta(plan.run)["configurations"])
     console.say(f"ddpbench: stopped by {why}: {saved} of {total} configurations saved in {plan.run}/; "
                 f"finish with: {console.resume_hint(plan.run_id, plan.run.parent)}")  # fmt: skip
     return code
 
 
 def _say_where(plan, *, requested_dtype: str) -> None:
-    from harness.plan.ranks import available_cpus
+    from harness.config.ranks import available_cpus
 
     worlds = sorted({c.world_size for c in plan.configurations})
     if plan.device == "cpu":

@@ -8,16 +8,16 @@ from __future__ import annotations
 import argparse
 
 from harness.commands import console
-from harness.plan.config import DEVICES, ConfigError
+from harness.config.bench import DEVICES, ConfigError
 
 
 def collectives_config(args: argparse.Namespace, *, command: tuple[str, ...]):
     """Validate everything before anything is written: the config and the resolved device."""
     import torch
 
+    from harness.config import bench as cfgmod
+    from harness.config import collectives
     from harness.launch.torchrun import check_fault_switch
-    from harness.plan import collectives
-    from harness.plan import config as cfgmod
 
     check_fault_switch()
     for flag, value, choices in (("--device", args.device, DEVICES), ("--backend", args.backend, cfgmod.BACKENDS)):
@@ -46,10 +46,10 @@ def collectives_config(args: argparse.Namespace, *, command: tuple[str, ...]):
 
 
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
+    from harness.config.collectives import BATCHES
     from harness.launch import collectives
-    from harness.plan.collectives import BATCHES
-    from harness.rank import env
-    from harness.results import store
+    from harness.measure import env
+    from harness.results import model_tables
 
     config, run_id = collectives_config(args, command=command)
     run_dir = config.results / run_id
@@ -64,12 +64,12 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         console.error(str(exc))
         return 1
     except KeyboardInterrupt:  # the launch in flight is down, ranks included; finished world sizes stay
-        done = sorted(store.read_collectives(run_dir)["world_size"].unique().tolist())
+        done = sorted(model_tables.read_collectives(run_dir)["world_size"].unique().tolist())
         console.say(f"ddpbench: stopped by SIGINT: world sizes {done} saved in {run_dir}/")
         return 130
-    frame = store.read_collectives(run_dir)
-    console.collectives_table(frame, store.read_contention(run_dir))
-    console.say(f"collectives: {store.collectives_dir(run_dir)}/")
+    frame = model_tables.read_collectives(run_dir)
+    console.collectives_table(frame, model_tables.read_contention(run_dir))
+    console.say(f"collectives: {model_tables.collectives_dir(run_dir)}/")
     return 0 if frame["correct"].all() else 1
 
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 
 from harness.commands import console
-from harness.plan.config import ConfigError
-from harness.plan.run_folder import check_output_folder
+from harness.config.bench import ConfigError
+from harness.results.layout import check_output_folder
 
 EXIT_SLOWER = 1
 """Some configuration significantly slower, or failed in NEW where BASE measured it."""

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from harness.analysis import stats
-from harness.plan.config import Configuration
+from harness.config.bench import Configuration
 
 if TYPE_CHECKING:  # pandas is imported where a table is printed: `--help` and errors stay quick
     import pandas as pd
@@ -161,7 +161,7 @@ class Progress:
 
     def tick(self) -> None:
         """Show how far the current configuration is (steps done), on a terminal only."""
-        from harness.rank.progress import read_step_progress
+        from harness.handoff.progress import read_step_progress
 
         if self._bar is None or not self._pending:
             return
@@ -177,8 +177,8 @@ class Progress:
 
 
 def fixed_cost_split(wall_s: float, seconds: dict[str, float], *, configurations: int) -> None:
-    """Where the run's wall time went, phase by phase (harness.rank.costs), the rest as `other`."""
-    from harness.rank.costs import PHASES
+    """Where the run's wall time went, phase by phase (harness.handoff.costs), the rest as `other`."""
+    from harness.handoff.costs import PHASES
 
     if not seconds:
         return

@@ -28,7 +28,7 @@ def run_list(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
 
 def _sizes_line(name: str) -> str:
     import workloads
-    from harness.rank.modelinfo import parameter_count_on_meta
+    from harness.measure.modelinfo import parameter_count_on_meta
 
     parts = []
     for size in SIZES:
@@ -47,7 +47,7 @@ def _human_count(count: int) -> str:
 
 
 def run_env(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
-    from harness.rank import env
+    from harness.measure import env
 
     # As a default `bench` records it: the math flags its ranks run with (--tf32 off), not ours.
     console.say(json.dumps(env.capture(list(command), tf32=False), indent=2, default=str))

@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from harness.commands import console
-from harness.plan.config import SIZE_CHOICES, ConfigError
+from harness.config.bench import SIZE_CHOICES, ConfigError
 
 DEFAULT_CAPS = "1,5,10,25,50,100"
 DEFAULT_WORLD = 8
@@ -20,9 +20,9 @@ DEFAULT_WORLD = 8
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     import torch
 
-    from harness.model.network import NO_CONTENTION, network_link
-    from harness.model.schedule import predict_caps
-    from harness.plan.units import parse_caps
+    from harness.config.units import parse_caps
+    from harness.perfmodel.network import NO_CONTENTION, network_link
+    from harness.perfmodel.schedule import predict_caps
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     args.run, args.results_dir = _run_and_folder(args)
@@ -54,8 +54,10 @@ def _run_and_folder(args: argparse.Namespace) -> tuple[str | None, Path]:
     folder = args.results_dir or Path("results")  # --results-dir: a silent alias (scripts of an older ddpbench)
     if args.results is None:
         return args.run, folder
+    from harness.results import store
+
     given = Path(args.results)
-    is_run = (given / "run.json").is_file() or (folder / args.results / "run.json").is_file()
+    is_run = store.is_run_folder(given) or store.is_run_folder(folder / args.results)
     if args.run is None and is_run:
         console.warning(f"predict --results RUN is deprecated; use --run {args.results}")
         return args.results, folder
@@ -67,8 +69,8 @@ def _run_and_folder(args: argparse.Namespace) -> tuple[str | None, Path]:
 
 def _from_run(args: argparse.Namespace, given, caps, *, device):
     """The run's setup, profile, world sizes and caps; the network given, or fitted next to the run."""
-    from harness.model import predict
-    from harness.model.network import network_for_run
+    from harness.perfmodel import predict
+    from harness.perfmodel.network import network_for_run
     from harness.results import store
 
     run_dir = predict.resolve_run(args.run, args.results_dir)
@@ -103,7 +105,7 @@ def _measured_now(args: argparse.Namespace, given, *, device):
     import pandas as pd
     import torch
 
-    from harness.model.schedule import profile_from_rows
+    from harness.perfmodel.schedule import profile_from_rows
 
     setup = _fresh_setup(args, device)
     network = given or _this_machine_network(args.results_dir, device=device.type)
@@ -121,13 +123,13 @@ def _profile_for_run(run_dir: Path, setup: dict, *, device):
     """The run's stored profile for this setup, else one measured now and stored with the run."""
     import pandas as pd
 
-    from harness.model import predict
+    from harness.perfmodel import predict
     from harness.results import store
 
     profile = predict.stored_profile(run_dir, setup)
     if profile is not None:
         return profile, f"profile stored with run {run_dir.name}"
-    threads = store.read_json(run_dir / "run.json").get("threads_per_rank") if device.type == "cpu" else None
+    threads = store.read_run_meta(run_dir).get("threads_per_rank") if device.type == "cpu" else None
     rows = pd.DataFrame(_measure_profile(setup, device=device, threads=threads))
     profile = predict.store_profile(run_dir, setup, rows, device=device.type)
     return profile, f"profile measured now (run {run_dir.name} had none) and stored with it"
@@ -139,7 +141,7 @@ def _measure_profile(setup: dict, *, device, threads: int | None = None, steps: 
     import torch
 
     import workloads
-    from harness.rank import gradprofile
+    from harness.measure import gradprofile
 
     if threads:
         torch.set_num_threads(int(threads))
@@ -158,13 +160,13 @@ def _validate(results_dir: Path, run_dir: Path, network, *, stored: bool) -> Non
     import pandas as pd
 
     from harness.analysis import stats, sweep
-    from harness.model import predict
-    from harness.results import store
+    from harness.perfmodel import predict
+    from harness.results import model_tables, store
 
     if stored:  # the run's own network: its floor and model tables are (re)written for the report
         rows = predict.update_model_tables(results_dir, run_dir, network)[0]
     else:  # a hypothetical network is printed against the run, never stored with it
-        rows = predict.sweep_predictions(store.read_configs(run_dir), store.read_gradprofiles(run_dir), network)
+        rows = predict.sweep_predictions(store.read_configs(run_dir), model_tables.read_gradprofiles(run_dir), network)
     if not rows:
         console.no_validation()
         return
@@ -180,8 +182,8 @@ def _validate(results_dir: Path, run_dir: Path, network, *, stored: bool) -> Non
 
 
 def _given_network(args: argparse.Namespace):
-    from harness.model.network import given_network
-    from harness.plan.units import parse_bandwidth, parse_latency
+    from harness.config.units import parse_bandwidth, parse_latency
+    from harness.perfmodel.network import given_network
 
     if args.latency and not args.busbw:
         raise ConfigError("--latency needs --busbw too (or neither: both fitted from collectives)")
@@ -194,7 +196,7 @@ def _given_network(args: argparse.Namespace):
 def _this_machine_network(results: Path, *, device: str):
     import socket
 
-    from harness.model.network import matching_collectives, measured_network
+    from harness.perfmodel.network import matching_collectives, measured_network
 
     backend = "nccl" if device == "cuda" else "gloo"
     meta = {"environment": {"hostname": socket.gethostname()}, "device": device, "backend": backend}
@@ -203,7 +205,7 @@ def _this_machine_network(results: Path, *, device: str):
 
 
 def _run_setup(run_dir: Path, args: argparse.Namespace) -> dict:
-    from harness.model import predict
+    from harness.perfmodel import predict
 
     setups = predict.run_setups(run_dir)
     chosen = [s for s in setups if (not args.workload or s["workload"] == args.workload)

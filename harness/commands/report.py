@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 
 from harness.commands import console
-from harness.plan.config import ConfigError
-from harness.plan.run_folder import check_output_folder
+from harness.config.bench import ConfigError
+from harness.results.layout import check_output_folder
 
 
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
-    from harness.model import predict
+    from harness.perfmodel import predict
     from reports import site
 
     _check_results_folder(args.results)
@@ -32,7 +32,9 @@ def _check_results_folder(results) -> None:
                           "(default: results)")  # fmt: skip
     if not results.is_dir():
         raise ConfigError(f"--results {str(results)!r} is a file, not a results folder")
-    if (results / "run.json").is_file():
+    from harness.results import store
+
+    if store.is_run_folder(results):
         raise ConfigError(f"--results {str(results)!r} is one run; give the folder that holds it: "
                           f"--results {str(results.parent)!r}")  # fmt: skip
 
@@ -45,7 +47,7 @@ def _warn_shared_run_ids(results) -> None:
     first_folder: dict[str, object] = {}
     for folder in store.list_runs(results):
         try:
-            run_id = store.read_json(folder / "run.json").get("run_id")
+            run_id = store.read_run_meta(folder).get("run_id")
         except (OSError, ValueError, AttributeError):
             continue  # list_runs has named it
         if run_id in first_folder:

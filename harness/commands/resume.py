@@ -12,8 +12,8 @@ import argparse
 import dataclasses
 
 from harness.commands import console
-from harness.plan.config import ConfigError
-from harness.plan.run_folder import validate_run_id
+from harness.config.bench import ConfigError
+from harness.results.layout import validate_run_id
 
 STEERING = {"timeout": "timeout_s", "fail_fast": "fail_fast", "node_rank": "node_rank",
             "rdzv_endpoint": "rdzv_endpoint"}  # fmt: skip

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-SUMMARY = "summary.json"
+from harness.results.layout import SUMMARY_JSON
 
 
 def earlier(run: Path) -> dict[str, Any]:
@@ -16,7 +16,7 @@ def earlier(run: Path) -> dict[str, Any]:
     from harness.results import store
 
     try:
-        return store.read_json(Path(run) / SUMMARY)
+        return store.read_json(Path(run) / SUMMARY_JSON)
     except (OSError, ValueError):
         return {}
 
@@ -44,5 +44,5 @@ def write(plan, wall_s: float, *, complete: bool) -> dict[str, Any]:
         "complete": complete,
         "session": {"wall_s": wall_s, "training_step_s": step_s, "fixed_cost_s": dict(plan.fixed_cost_s)},
     }
-    store.write_json(Path(plan.run) / SUMMARY, totals)
+    store.write_json(Path(plan.run) / SUMMARY_JSON, totals)
     return totals

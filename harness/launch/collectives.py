@@ -17,12 +17,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.config.bench import ConfigError
+from harness.config.collectives import CollectivesConfig
+from harness.config.ranks import available_cpus, threads_per_rank
 from harness.launch.diagnose import diagnose_launch
 from harness.launch.torchrun import launch_ranks
-from harness.plan.collectives import CollectivesConfig
-from harness.plan.config import ConfigError
-from harness.plan.ranks import available_cpus, threads_per_rank
-from harness.results import store
+from harness.results import model_tables, store
+from harness.results.layout import RunFolder
 
 RANK_MODULE = "harness.rank.collectives"
 
@@ -61,7 +62,7 @@ def create_collectives_run(config: CollectivesConfig, *, run_id: str, environmen
         "started_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
     }
     store.write_json(
-        run / "run.json",
+        RunFolder(run).run_json,
         {
             "kind": store.COLLECTIVES_KIND,
             "schema_version": store.SCHEMA_VERSION,
@@ -102,7 +103,7 @@ def launch_world(
 ) -> None:
     """One launch at one world size; its parts are on disk when this returns."""
     name = f"world-{world}"
-    plan_path = plan.run / "plan" / f"{name}.json"
+    plan_path = RunFolder(plan.run).launch_plan(name)
     store.write_json(
         plan_path,
         {
@@ -117,7 +118,7 @@ def launch_world(
         },
     )
     # Rank 0 writes the collectives part last: once it is there only the teardown is left.
-    part = store.collectives_part(plan.run, world)
+    part = model_tables.collectives_part(plan.run, world)
     end = launch_ranks(
         RANK_MODULE,
         plan_path,

@@ -1,6 +1,6 @@
 """Why a launch failed, root cause first, from what it left behind: the hang the supervisor
 ended; a rank that died (torchrun's failure summary: its signal, or the exception in its error
-file); the record a failing rank wrote (`harness.rank.faults`, bench's worker); the launch's log.
+file); the record a failing rank wrote (`harness.handoff.faults`, bench's worker); the launch's log.
 
 `diagnose` judges one `bench` configuration; `diagnose_launch` any launch (`collectives`).
 Each returns {error_kind, error, and where known rank, error_file, memory}.
@@ -13,10 +13,10 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from harness.config.bench import Configuration
+from harness.handoff import faults
 from harness.launch import supervise
 from harness.launch.torchrun import LaunchEnd, where
-from harness.plan.config import Configuration
-from harness.rank import faults
 
 RANK_PREFIX = re.compile(r"^\[(?:default)?rank\d+\]:\s*")  # torch's prefix on a rank's lines, where it adds one
 LAUNCHER_ERRORS = ("ChildFailedError", "torch.distributed.elastic.")

@@ -20,12 +20,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.config.bench import BenchConfig, ConfigError, Configuration
+from harness.config.ranks import available_cpus, threads_per_rank
+from harness.handoff import costs, records
+from harness.handoff.rank_result import RankResult
 from harness.launch.diagnose import diagnose
 from harness.launch.torchrun import LaunchEnd, Rendezvous, launch_ranks
-from harness.plan.config import BenchConfig, ConfigError, Configuration
-from harness.plan.ranks import available_cpus, threads_per_rank
-from harness.rank import costs, faults, records
-from harness.results import store
+from harness.results import layout, store
+from harness.results.layout import RunFolder
 
 WORKER = "harness.rank.worker"  # the rank side of `bench`
 
@@ -33,7 +35,10 @@ POLL_S = 0.5
 
 
 @dataclasses.dataclass(frozen=True)
-class RunPlan:
+class BenchRun:
+    """The run a `bench` session makes or finishes: its folder, the configurations left for this
+    session, and where this session's launches spend their time."""
+
     run_id: str
     run: Path
     device: str
@@ -41,12 +46,12 @@ class RunPlan:
     configurations: list[Configuration]
     context: dict[str, Any]
     fixed_cost_s: dict[str, float] = dataclasses.field(default_factory=dict, compare=False)
-    """Where this session's launches spent their time, seconds per phase (`harness.rank.costs`)."""
+    """Where this session's launches spent their time, seconds per phase (`harness.handoff.costs`)."""
 
 
 def create_run(
     config: BenchConfig, configurations: list[Configuration], *, run_id: str, device: str, environment: dict[str, Any]
-) -> RunPlan:
+) -> BenchRun:
     """Make the run folder and write run.json, the run's provenance, before any launch.
 
     The folder is made exclusively: two runs started at once into one results folder never
@@ -75,9 +80,9 @@ def create_run(
         "git_sha": environment.get("git_sha"),
     }
     if config.node_rank != 0:
-        return RunPlan(run_id, run, device, threads, configurations, context)
+        return BenchRun(run_id, run, device, threads, configurations, context)
     store.write_json(
-        run / "run.json",
+        RunFolder(run).run_json,
         {
             "schema_version": store.SCHEMA_VERSION,
             "run_id": run_id,
@@ -92,7 +97,7 @@ def create_run(
             "context": context,
         },
     )
-    return RunPlan(run_id, run, device, threads, configurations, context)
+    return BenchRun(run_id, run, device, threads, configurations, context)
 
 
 NODE_ZERO_WAIT_S = 60.0
@@ -102,11 +107,11 @@ def _wait_for_node_zero(run: Path) -> None:
     """On a shared file system node 0 makes the run folder; wait for it so as not to race it.
     Without one (node-local disks) it never appears here, and this node makes its own."""
     deadline = time.monotonic() + NODE_ZERO_WAIT_S
-    while not (run / "run.json").is_file() and time.monotonic() < deadline:
+    while not RunFolder(run).run_json.is_file() and time.monotonic() < deadline:
         time.sleep(POLL_S)
 
 
-def resume_run(results: Path, run_id: str, *, retry_failed: bool = False) -> tuple[BenchConfig, RunPlan, int]:
+def resume_run(results: Path, run_id: str, *, retry_failed: bool = False) -> tuple[BenchConfig, BenchRun, int]:
     """The configuration and plan of an interrupted run, left with what it did not write.
 
     Returns (config, plan, number already written). Nothing is overwritten: a configuration
@@ -114,11 +119,11 @@ def resume_run(results: Path, run_id: str, *, retry_failed: bool = False) -> tup
     and records set aside in retried/<config_id>/ first (a failed row holds no measured step).
     """
     run = store.run_dir(results, run_id)
-    if not (run / "run.json").is_file():
+    if not RunFolder(run).run_json.is_file():
         known = ", ".join(p.name for p in store.list_runs(results)[:5]) or "none"
         raise ConfigError(f"--resume {run_id!r}: no such run in {str(results)!r} (newest runs: {known})")
-    meta = store.read_json(run / "run.json")
-    if meta.get("kind") == "collectives":
+    meta = store.read_json(RunFolder(run).run_json)
+    if meta.get("kind") == store.COLLECTIVES_KIND:
         raise ConfigError(f"--resume {run_id!r} is a `ddpbench collectives` run; run the measurement again instead")
     config = BenchConfig.from_json({**meta["config"], "results": str(results), "command": meta.get("command", ())})
     configurations = [Configuration.from_json(c) for c in meta["configurations"]]
@@ -128,27 +133,24 @@ def resume_run(results: Path, run_id: str, *, retry_failed: bool = False) -> tup
             _set_aside(run, config_id)
     written = store.written_config_ids(run)
     pending = [c for c in configurations if c.config_id not in written]
-    plan = RunPlan(run_id, run, meta["device"], meta["threads_per_rank"], pending, meta["context"])
+    plan = BenchRun(run_id, run, meta["device"], meta["threads_per_rank"], pending, meta["context"])
     return config, plan, len(configurations) - len(pending)
 
 
-RETRIED_DIR = "retried"
-"""Where --retry-failed keeps each failed row it runs again (readers of the run never look there)."""
-
-
 def _set_aside(run: Path, config_id: str) -> None:
-    """Move a failed configuration's parts and failure records to retried/<config_id>/; its config part
-    last, since a visible config part means the rest is there."""
-    aside = run / RETRIED_DIR / config_id
+    """Move a failed configuration's parts and failure records to retried/<config_id>/ (readers of the
+    run never look there); its config part last, since a visible config part means the rest is there."""
+    folder = RunFolder(run)
+    aside = folder.retried(config_id)
     aside.mkdir(parents=True, exist_ok=True)
     for table in ("steps", "ranks", "timeline", "configs"):
-        part = run / table / f"{config_id}.parquet"
+        part = folder.part(table, config_id)
         if part.is_file():
             os.replace(part, aside / f"{table}.parquet")
-    records = run / faults.FAILURES_DIR / config_id
-    if records.is_dir():  # the retry's own records must not be read as this failure's
-        shutil.rmtree(aside / faults.FAILURES_DIR, ignore_errors=True)
-        os.replace(records, aside / faults.FAILURES_DIR)
+    failures = folder.failures(config_id)
+    if failures.is_dir():  # the retry's own records must not be read as this failure's
+        shutil.rmtree(aside / layout.FAILURES, ignore_errors=True)
+        os.replace(failures, aside / layout.FAILURES)
 
 
 class FailFast(Exception):
@@ -157,7 +159,7 @@ class FailFast(Exception):
 
 def launch_group(
     config: BenchConfig,
-    plan: RunPlan,
+    plan: BenchRun,
     group: list[Configuration],
     *,
     on_written: Callable[[Configuration], None],
@@ -205,8 +207,8 @@ def launch_name(config: BenchConfig, cfg: Configuration) -> str:
     return name + (f".node{config.node_rank}" if config.nnodes > 1 else "")
 
 
-def _write_launch_plan(config: BenchConfig, plan: RunPlan, pending: list[Configuration]) -> Path:
-    plan_path = plan.run / "plan" / f"{launch_name(config, pending[0])}.json"
+def _write_launch_plan(config: BenchConfig, plan: BenchRun, pending: list[Configuration]) -> Path:
+    plan_path = RunFolder(plan.run).launch_plan(launch_name(config, pending[0]))
     store.write_json(
         plan_path,
         {
@@ -223,7 +225,7 @@ def _write_launch_plan(config: BenchConfig, plan: RunPlan, pending: list[Configu
 
 def _run_launch(
     config: BenchConfig,
-    plan: RunPlan,
+    plan: BenchRun,
     pending: list[Configuration],
     *,
     attempt: int,
@@ -241,7 +243,7 @@ def _run_launch(
         return before - len(remaining), not remaining
 
     plan_path = _write_launch_plan(config, plan, pending)
-    costs.costs_path(plan_path).unlink(missing_ok=True)  # an earlier launch's account is not this one's
+    layout.costs_path(plan_path).unlink(missing_ok=True)  # an earlier launch's account is not this one's
     launched_at = time.time()
     end = launch_ranks(
         WORKER,
@@ -264,23 +266,22 @@ def rendezvous(config: BenchConfig, run_id: str) -> Rendezvous:
     return Rendezvous(config.nnodes, config.node_rank, config.rdzv_endpoint, run_id)
 
 
-def _record_failure(plan: RunPlan, cfg: Configuration, failure: dict[str, Any]) -> None:
+def _record_failure(plan: BenchRun, cfg: Configuration, failure: dict[str, Any]) -> None:
     """The failed row, with the failing rank's memory figures where it wrote them."""
-    results: list[dict[str, Any]] = [{"status": "failed", "error": failure["error"]}]
+    results = [RankResult("failed", failure["error"])]
     if failure.get("rank") is not None:  # the failing rank, and the peers its failure stopped
         memory = failure.get("memory") or {}
-        results = [{"status": "stopped", "error": None, "memory": memory.get(r)} for r in range(cfg.processes)]
-        results[failure["rank"]].update(status="failed", error=failure["error"])
-    row, steps, ranks, _ = records.assemble(
-        cfg, results, run_context=plan.context, parity_exact=True, written=store.read_configs(plan.run)
-    )
-    row.update(error=failure["error"], error_kind=failure["error_kind"], error_file=failure.get("error_file"))
-    store.write_configuration(plan.run, cfg.config_id, row, steps, ranks)
+        results = [RankResult("stopped", memory=memory.get(r) or {}) for r in range(cfg.processes)]
+        results[failure["rank"]] = RankResult("failed", failure["error"], memory=memory.get(failure["rank"]) or {})
+    rows = records.assemble(cfg, results, run_context=plan.context, written=store.read_configs(plan.run))
+    row = {**rows.config, "error": failure["error"], "error_kind": failure["error_kind"],
+           "error_file": failure.get("error_file")}  # fmt: skip
+    store.write_configuration(plan.run, cfg.config_id, row, rows.steps, rows.ranks)
 
 
 def run_groups(
     config: BenchConfig,
-    plan: RunPlan,
+    plan: BenchRun,
     *,
     on_written: Callable[[Configuration], None],
     on_tick: Callable[[], None] | None = None,

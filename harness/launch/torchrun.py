@@ -19,11 +19,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.config.bench import ConfigError
+from harness.config.ranks import child_environment
+from harness.handoff import liveness
+from harness.handoff.progress import read_step_progress
 from harness.launch import supervise
-from harness.plan.config import ConfigError
-from harness.plan.ranks import child_environment
-from harness.rank import liveness
-from harness.rank.progress import read_step_progress
+from harness.results.layout import RunFolder
 
 POLL_S = 0.5
 
@@ -53,7 +54,7 @@ class Rendezvous:
 def check_fault_switch() -> None:
     """DDPBENCH_FAULT, read before any run folder is made: a typo is bad input (exit 2), not a run whose
     every configuration fails in its ranks."""
-    from harness.rank import faults
+    from harness.handoff import faults
 
     try:
         faults.check_fault_environment()
@@ -138,14 +139,14 @@ def launch_ranks(
     ranks' teardown is left); `timeout_s` is the silence allowed (None: judged from the pace seen,
     see `supervise.ProgressWatch`). Every process of the launch is gone when this returns or raises.
     """
-    log_path = run / "logs" / f"{name}.log"
+    log_path = RunFolder(run).log(name)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     command = torchrun_command(
         module,
         plan_path,
         local_ranks=world // rendezvous.nnodes + extra_ranks,
         rendezvous=rendezvous,
-        log_dir=run / "logs" / f"{name}.torchrun",
+        log_dir=RunFolder(run).log(name).with_suffix(".torchrun"),
     )
     follow = _Follow(supervise.ProgressWatch(timeout_s), before=read_step_progress(run))
     hang = None

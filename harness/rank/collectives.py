@@ -13,7 +13,7 @@ correctness check of the result, then algorithm bandwidth (bytes / time) and bus
 writes `results/<run_id>/collectives/w<N>.parquet`.
 
 It also measures how communication and computation slow each other down when they overlap
-(`harness.rank.contention`), which the step-time model (`harness.model.network`) uses:
+(`harness.rank.contention`), which the step-time model (`harness.perfmodel.network`) uses:
 `results/<run_id>/contention/w<N>.parquet`.
 
 As the worker does, every rank answers the launcher's liveness questions, rank 0 gives a
@@ -27,15 +27,16 @@ import argparse
 import dataclasses
 import json
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.plan.collectives import BATCHES, ELEMENT_BYTES, OPS, message_sizes
-from harness.plan.config import ConfigError
+from harness.clock import Clock
+from harness.config.bench import ConfigError
+from harness.config.collectives import BATCHES, ELEMENT_BYTES, OPS, message_sizes
+from harness.rank.contention import contention_row, measure_contention
 from harness.rank.dist import leave_on_failure
-from harness.results import store
+from harness.results import model_tables, store
 
 
 def bus_factor(op: str, world_size: int) -> float:
@@ -48,13 +49,6 @@ def bus_factor(op: str, world_size: int) -> float:
     if op == "broadcast":
         return 1.0
     raise ConfigError(f"collective {op!r} is not valid; choose from {', '.join(OPS)}")
-
-
-def _sync(device) -> None:
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +64,7 @@ class Case:
     def check(self, device) -> bool:
         self.prepare()
         self.run()
-        _sync(device)
+        Clock(device).settle()
         return bool((self.output == self.expected).all())
 
 
@@ -107,55 +101,31 @@ def make_case(op: str, size: int, *, world: int, rank: int, device) -> Case:
     raise ConfigError(f"collective {op!r} is not valid; choose from {', '.join(OPS)}")
 
 
-class BatchClock:
-    """Marks around a batch of work: CUDA events on the current stream on GPUs (read after one
-    synchronize), the wall clock on the CPU (gloo's collectives return when they are done)."""
-
-    def __init__(self, device) -> None:
-        self.device = device
-
-    def mark(self):
-        import torch
-
-        if self.device.type != "cuda":
-            return time.perf_counter()
-        event = torch.cuda.Event(enable_timing=True)
-        event.record(torch.cuda.current_stream(self.device))
-        return event
-
-    def seconds(self, start, end) -> float:
-        """From `start` to `end`; on a GPU this waits for `end` (the batch's one synchronize)."""
-        if self.device.type != "cuda":
-            return end - start
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3
-
-
 def time_op(run_once: Callable[[], None], *, iters: int, warmup: int, device, batches: int = BATCHES) -> list[float]:
     """Seconds per iteration on this rank, one figure per batch, as nccl-tests times them: after
     `warmup` iterations, each batch starts after a barrier, queues `iters` iterations back to back
-    between two marks (`BatchClock`) and synchronizes once; its figure is its time / `iters`.
+    between two marks of the rank's clock and waits once, for the last; its figure is its time / `iters`.
     A synchronize after every iteration would add the host's launch and sync latency to each, and
     the network fit's α would absorb it."""
     import torch.distributed as dist
 
     for _ in range(warmup):
         run_once()
-    clock, per_batch = BatchClock(device), []
+    clock, per_batch = Clock(device), []
     for _ in range(batches):
-        _sync(device)
+        clock.settle()
         dist.barrier()  # every rank starts the batch together
         start = clock.mark()
         for _ in range(iters):
             run_once()
-        per_batch.append(clock.seconds(start, clock.mark()) / iters)
-    _sync(device)
+        per_batch.append(clock.ms_after(start, clock.mark()) / 1e3 / iters)
+    clock.settle()
     return per_batch
 
 
 @dataclasses.dataclass
 class CaseWatch:
-    """What watches this rank's cases, as `harness.rank.worker.RankWatch` watches its steps: the
+    """What watches this rank's cases, as `harness.rank.configuration.RankWatch` watches its steps: the
     launcher's liveness questions, rank 0's progress hint, and an injected fault."""
 
     run: Path
@@ -176,7 +146,7 @@ class CaseWatch:
         """Rank 0 tells the launcher that `unit` finished its `step`-th of `total` items."""
         if not self.session.is_main:
             return
-        from harness.rank.progress import StepProgress
+        from harness.handoff.progress import StepProgress
 
         if unit not in self._hints:
             self._hints[unit] = StepProgress(self.run, unit, total, phase=phase)
@@ -232,10 +202,8 @@ def combine(plan: dict[str, Any], per_rank: list[list[dict[str, Any]]], *, world
     return rows
 
 
-def run_plan(plan: dict[str, Any], session, watch: CaseWatch | None = None) -> None:
+def run_measurements(plan: dict[str, Any], session, watch: CaseWatch | None = None) -> None:
     import torch.distributed as dist
-
-    from harness.rank.contention import contention_row, measure_contention  # it times with BatchClock, from here
 
     watch = watch or CaseWatch(Path(plan["run_dir"]), session)
     results = measure_rank(plan, session, watch)
@@ -247,9 +215,9 @@ def run_plan(plan: dict[str, Any], session, watch: CaseWatch | None = None) -> N
     run, world = Path(plan["run_dir"]), session.world_size
     if contention is not None:  # first: the collectives part is the last word of a launch
         row = contention_row(plan, [g[1] for g in gathered], world_size=world)
-        store.write_parquet(store.contention_part(run, world), [row], store.CONTENTION_SCHEMA)
+        store.write_parquet(model_tables.contention_part(run, world), [row], model_tables.CONTENTION_SCHEMA)
     rows = combine(plan, [g[0] for g in gathered], world_size=world)
-    store.write_parquet(store.collectives_part(run, world), rows, store.COLLECTIVE_SCHEMA)
+    store.write_parquet(model_tables.collectives_part(run, world), rows, model_tables.COLLECTIVE_SCHEMA)
 
 
 # No gloo or NCCL timeout should fire before the launcher's own, which names the rank the
@@ -272,9 +240,9 @@ def _run_recorded(argv: list[str] | None) -> int:
 def _run(argv: list[str] | None) -> int:
     import torch
 
-    from harness.rank import faults
+    from harness.handoff import faults
+    from harness.handoff.liveness import Responder
     from harness.rank.dist import distributed_session
-    from harness.rank.liveness import Responder
 
     parser = argparse.ArgumentParser(prog="harness.rank.collectives", description=__doc__.splitlines()[0])
     parser.add_argument("plan", type=Path, help="JSON plan written by `harness.launch.collectives`")
@@ -286,7 +254,7 @@ def _run(argv: list[str] | None) -> int:
     with distributed_session(device_kind=context["device"], timeout_s=timeout_s, backend=context["backend"]) as session:
         run = Path(plan["run_dir"])
         responder = Responder(run, session.rank).start()
-        run_plan(plan, session, CaseWatch(run, session, responder, faults.faults_from_environment()))
+        run_measurements(plan, session, CaseWatch(run, session, responder, faults.faults_from_environment()))
     return 0
 
 

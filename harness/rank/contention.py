@@ -1,6 +1,6 @@
 """How communication and computation slow each other down when they overlap, on one rank: part
 of `ddpbench collectives` (`harness.rank.collectives` calls it after the microbenchmarks), used by
-the step-time model (`harness.model.network`).
+the step-time model (`harness.perfmodel.network`).
 
 An 8 MiB all-reduce and a burst of training-like compute are each timed alone, then together:
 the all-reduce launched asynchronously and the burst run while it is in flight, as DDP overlaps
@@ -13,13 +13,12 @@ all-reduce's end by an event on a side stream that waits for it, both from one s
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable
 from typing import Any
 
-from harness.plan.collectives import ELEMENT_BYTES
-from harness.rank.collectives import BatchClock
-from harness.results import store
+from harness.clock import Clock
+from harness.config.collectives import ELEMENT_BYTES
+from harness.results import model_tables
 
 CONTENTION_BYTES = 8 * 1024**2
 CONTENTION_REPEATS = 5
@@ -43,20 +42,13 @@ def timed(function: Callable[[], None], device, *, barrier: bool = False) -> flo
     if asked."""
     import torch.distributed as dist
 
+    clock = Clock(device)
     if barrier:
-        _sync(device)
+        clock.settle()
         dist.barrier()
-    clock = BatchClock(device)
     start = clock.mark()
     function()
-    return clock.seconds(start, clock.mark())
-
-
-def _sync(device) -> None:
-    import torch
-
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
+    return clock.ms_after(start, clock.mark()) / 1e3
 
 
 def measure_contention(session, watch=None) -> dict[str, float]:
@@ -79,7 +71,7 @@ def measure_contention(session, watch=None) -> dict[str, float]:
         for _ in range(pieces):
             piece()
 
-    piece(), comm(), _sync(device)  # warm-up
+    piece(), comm(), Clock(device).settle()  # warm-up
     comm_alone = statistics.median(timed(comm, device, barrier=True) for _ in range(CONTENTION_REPEATS))
     piece_s = statistics.median(timed(piece, device) for _ in range(20))
     pieces = max(BURST_PIECES, int(3 * comm_alone / piece_s))  # comfortably longer than the all-reduce
@@ -107,14 +99,15 @@ def _overlapped_on_host(buf, piece, pieces: int, device) -> tuple[float, float]:
     lower bound)."""
     import torch.distributed as dist
 
+    clock = Clock(device)
     dist.barrier()
     work = dist.all_reduce(buf, async_op=True)
-    began, finished_comm = time.perf_counter(), None
+    began, finished_comm = clock.mark(), None
     for _ in range(pieces):
         piece()
         if finished_comm is None and work.is_completed():
-            finished_comm = time.perf_counter() - began
-    compute_s = time.perf_counter() - began
+            finished_comm = clock.ms(began, clock.mark()) / 1e3
+    compute_s = clock.ms(began, clock.mark()) / 1e3
     work.wait()
     return compute_s, finished_comm if finished_comm is not None else compute_s
 
@@ -127,21 +120,19 @@ def _overlapped_on_gpu(buf, piece, pieces: int, device) -> tuple[float, float]:
     import torch
     import torch.distributed as dist
 
-    _sync(device)
+    clock, side = Clock(device), torch.cuda.Stream(device)
+    clock.settle()
     dist.barrier()
-    clock, side = BatchClock(device), torch.cuda.Stream(device)
     start = clock.mark()
     work = dist.all_reduce(buf, async_op=True)
-    comm_end = torch.cuda.Event(enable_timing=True)
     with torch.cuda.stream(side):
         work.wait()  # the side stream (current here) waits for NCCL's end
-        comm_end.record(side)
+        comm_end = clock.mark(side)
     for _ in range(pieces):
         piece()
-    compute_s = clock.seconds(start, clock.mark())
-    comm_end.synchronize()
-    _sync(device)
-    return compute_s, start.elapsed_time(comm_end) / 1e3
+    compute_s = clock.ms_after(start, clock.mark()) / 1e3
+    clock.settle()
+    return compute_s, clock.ms(start, comm_end) / 1e3
 
 
 def contention_row(plan: dict[str, Any], per_rank: list[dict[str, float]], *, world_size: int) -> dict[str, Any]:
@@ -152,7 +143,7 @@ def contention_row(plan: dict[str, Any], per_rank: list[dict[str, float]], *, wo
     burst the all-reduce overlapped (what slows compute is the communication in flight).
     """
     mean = {key: statistics.fmean(r[key] for r in per_rank) for key in per_rank[0] if key != "bytes"}
-    context = {k: v for k, v in plan["context"].items() if k in store.CONTENTION_SCHEMA.names}
+    context = {k: v for k, v in plan["context"].items() if k in model_tables.CONTENTION_SCHEMA.names}
     extra = mean["compute_overlapped_ms"] - mean["compute_alone_ms"]
     compute_during_comm = max(mean["comm_overlapped_ms"] - extra, 1e-9)  # solo compute done while comm ran
     return {

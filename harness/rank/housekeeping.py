@@ -1,7 +1,7 @@
 """A rank process's housekeeping between configurations and at its end: memory given back so that
 the next configuration's peaks are its own, and a quick exit once everything is written.
 
-Both are part of a `bench` run's fixed cost (`harness.rank.costs`): a full garbage collection
+Both are part of a `bench` run's fixed cost (`harness.handoff.costs`): a full garbage collection
 over the 450k objects torch, transformers and pandas leave after import costs 0.2-0.4 s on a CPU,
 and the interpreter's own finalisation about 1 s, paid by every configuration and every launch.
 """

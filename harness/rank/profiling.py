@@ -17,10 +17,10 @@ from typing import Any
 
 from harness.analysis import overlap
 from harness.comm_timeline import CommTimeline
-from harness.plan.config import Configuration
+from harness.config.bench import Configuration
+from harness.measure.timing import make_step_timer
+from harness.measure.training import forward_precision, make_batch, train_step
 from harness.rank.dist import Session
-from harness.rank.timing import make_step_timer
-from harness.rank.training import forward_precision, make_batch, train_step
 
 PROFILE_SCHEDULE = {"wait": 1, "warmup": 1, "active": 3}
 TIMELINE_KEY = "ddpbench_bucket_timeline"

@@ -26,7 +26,6 @@ import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -34,14 +33,16 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
 import workloads
-from harness.plan.config import Configuration
+from harness.config.bench import Configuration
+from harness.handoff import faults
+from harness.handoff.progress import StepProgress
+from harness.handoff.rank_result import ParityVerdict, RankResult, error_line
+from harness.measure.memory import MemorySampler, held_as_row, peaks_as_row
+from harness.measure.timing import make_step_timer
+from harness.measure.training import OPTIMIZERS, build_model, forward_precision, make_batch
+from harness.parity import reference
 from harness.protocols import ParameterServer, missing_members
-from harness.rank import faults, parity, records
 from harness.rank.dist import Session
-from harness.rank.memory import MemorySampler, held_as_row, peaks_as_row
-from harness.rank.progress import StepProgress
-from harness.rank.timing import make_step_timer
-from harness.rank.training import OPTIMIZERS, build_model, forward_precision, make_batch
 
 SERVER_NAME = "parameter_server"
 RPC_TIMEOUT_S = 120.0
@@ -79,8 +80,8 @@ def measure(
     *,
     run: Path,
     injected: Sequence[faults.Fault] = (),
-) -> dict[str, Any]:
-    """This rank's record of one configuration, as harness.rank.worker.measure returns it.
+) -> RankResult:
+    """This rank's record of one configuration, as harness.rank.configuration.measure returns it.
 
     The strategy is used only through the `ParameterServer` protocol; `injected` are the faults
     (DDPBENCH_FAULT) of this launch, which fire on the server inside its answer to a trainer."""
@@ -89,7 +90,7 @@ def measure(
         raise TypeError(f"strategy {cfg.impl!r} has extra ranks but does not define {', '.join(missing)}")
     reason = unavailable_reason(cfg, session, strategy, workload)
     if reason:
-        return {"status": "skipped", "error": reason}
+        return RankResult("skipped", reason)
     server_rank = session.world_size - 1
     # Every rank, the server included, must take part in making the trainers' group.
     trainers = dist.new_group(list(range(server_rank)), backend=session.backend)
@@ -132,7 +133,7 @@ def _join_rpc(session: Session, *, name: str) -> None:
 
 def _serve(
     cfg: Configuration, session: Session, strategy: ParameterServer, workload, *, injected: list[faults.Fault]
-) -> dict[str, Any]:
+) -> RankResult:
     sampler = MemorySampler(session.device, period_s=cfg.mem_period_s).start()
     held, failure = None, None
     try:
@@ -147,17 +148,16 @@ def _serve(
         held = {"param_bytes": strategy.served_parameter_bytes()}
     except Exception as exc:  # the trainers' first RPC then fails, naming the server
         traceback.print_exc(file=sys.stderr)
-        failure = records.error_line(exc)
+        failure = error_line(exc)
     # The server reaches both barriers whatever happened, or the trainers would wait for it.
     dist.barrier()  # served: the trainers may reach for it
     dist.barrier()  # the trainers are done (training and parity)
     failure = failure or strategy.served_failure()
     strategy.stop_serving()
     peaks = sampler.stop()
-    result = {"role": "parameter_server", "memory": {**peaks_as_row(peaks), **held_as_row(held)}}
-    if failure:
-        return {**result, "status": "failed", "error": f"parameter server (rank {session.rank}): {failure}"}
-    return {**result, "status": "ok", "error": None}
+    memory = {**peaks_as_row(peaks), **held_as_row(held)}
+    error = f"parameter server (rank {session.rank}): {failure}" if failure else None
+    return RankResult("failed" if failure else "ok", error, memory=memory, role="parameter_server")
 
 
 # ---- a trainer -------------------------------------------------------------------------------------
@@ -165,7 +165,7 @@ def _serve(
 
 def _train(
     cfg: Configuration, session: Session, strategy: ParameterServer, workload, *, trainers, run: Path
-) -> dict[str, Any]:
+) -> RankResult:
     sampler = MemorySampler(session.device, period_s=cfg.mem_period_s).start()
     final_state = None
     dist.barrier()  # the server serves
@@ -175,14 +175,13 @@ def _train(
         )
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
-        result = {"status": "failed", "error": _failure_line(exc, session)}
+        result = RankResult("failed", _failure_line(exc, session))
     finally:
         dist.barrier()  # every trainer is done with the server
         peaks = sampler.stop()
-    result["memory"] = {**peaks_as_row(peaks), **result.pop("held", {})}
-    result["role"] = "trainer"
+    result.memory = {**peaks_as_row(peaks), **result.memory}  # the peaks, and what it held
     if final_state is not None:
-        result["parity"] = _check_parity(cfg, final_state, trainers=session.world_size - 1, device=session.device)
+        result.parity = _check_parity(cfg, final_state, trainers=session.world_size - 1, device=session.device)
     return result
 
 
@@ -194,8 +193,8 @@ def _failure_line(exc: Exception, session: Session) -> str:
         if f"On WorkerInfo(id={session.world_size - 1}, name={SERVER_NAME})" in header:
             return f"{server} raised {remote}"  # torch puts the remote exception's repr after this header
     if isinstance(exc, RuntimeError) and any(word in str(exc) for word in ("RPC", "rpc", "pipe", "WorkerInfo")):
-        return f"RPC to {server} failed: {records.error_line(exc)}"
-    return records.error_line(exc)
+        return f"RPC to {server} failed: {error_line(exc)}"
+    return error_line(exc)
 
 
 def _train_steps(
@@ -212,19 +211,13 @@ def _train_steps(
         cfg, session, trainers=trainers, progress=progress, sampler=sampler, **parts
     )
     measured = traffic[cfg.warmup :]
-    result = {
-        "status": "ok",
-        "error": None,
-        "steps": steps,
-        "window_ms": window_ms,
-        "held": held_as_row(held),
-        "rpc": {
-            "round_trips_per_step": sum(t["round_trips"] for t in measured) / len(measured),
-            "bytes_per_step": sum(t["bytes"] for t in measured) / len(measured),
-        },
+    rpc_figures = {
+        "round_trips_per_step": sum(t["round_trips"] for t in measured) / len(measured),
+        "bytes_per_step": sum(t["bytes"] for t in measured) / len(measured),
     }
+    result = RankResult("ok", steps=steps, window_ms=window_ms, memory=held_as_row(held), rpc=rpc_figures)
     state = strategy.full_state_dict(model) if cfg.parity else None
-    return result, (parity.state_on_cpu(state) if state is not None and session.is_main else None)
+    return result, (reference.state_on_cpu(state) if state is not None and session.is_main else None)
 
 
 def _steps(cfg: Configuration, session: Session, *, trainers, progress, sampler=None, **parts):
@@ -282,10 +275,10 @@ def rpc_step(
 @functools.lru_cache(maxsize=2)
 def _reference(workload: str, size: str, **setup) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """Computed once per setup: the repeats of a configuration share it."""
-    return parity.parameter_server_reference(workloads.create(workload, size=size), **setup)
+    return reference.parameter_server_reference(workloads.create(workload, size=size), **setup)
 
 
-def _check_parity(cfg: Configuration, final_state, *, trainers: int, device: torch.device) -> dict[str, Any]:
+def _check_parity(cfg: Configuration, final_state, *, trainers: int, device: torch.device) -> ParityVerdict:
     semantics = (
         f"against the parameter-server reference (dense part: mean over {trainers} trainer(s); "
         f"remote part: one {cfg.optimizer} update per trainer), updates compared"
@@ -295,13 +288,10 @@ def _check_parity(cfg: Configuration, final_state, *, trainers: int, device: tor
             cfg.workload, cfg.size, trainers=trainers, batch_size=cfg.batch_size, steps=cfg.warmup + cfg.steps,
             seed=cfg.seed, device=device, dtype=cfg.dtype, optimizer=cfg.optimizer,
         )  # fmt: skip
-        outcome = parity.compare_updates(final_state, *expected)
+        outcome = reference.compare_updates(final_state, *expected)
     except Exception as exc:  # a broken reference must not hide the timing
         traceback.print_exc(file=sys.stderr)
-        note = f"parity check failed: {records.error_line(exc)}"
-        return {"max_abs_diff": None, "within_tolerance": None, "note": note}
-    return {
-        "max_abs_diff": outcome.max_abs_diff,
-        "within_tolerance": outcome.within_tolerance,
-        "note": f"{semantics}; largest difference in {outcome.worst_parameter}",
-    }
+        return ParityVerdict(None, None, f"parity check failed: {error_line(exc)}")
+    return ParityVerdict(
+        outcome.max_abs_diff, outcome.within_tolerance, f"{semantics}; largest difference in {outcome.worst_parameter}"
+    )

@@ -146,7 +146,16 @@ PEAK_MEMORY = ("mem_peak_nvml_mb", "mem_peak_nvml_process_mb", "mem_peak_allocat
                "held_param_mb", "held_grad_mb", "held_optimizer_state_mb")  # fmt: skip
 MEAN_MEMORY = ("gpu_util_mean_pct", "sm_clock_mean_mhz", "power_mean_w")
 
-# What the model is (harness.rank.modelinfo), the same on every rank.
+# The strategy's roles, as its class declares them (harness.protocols.ROLES): what every reader decides by.
+ROLES = (
+    C("baseline", BOOL, "", "the strategy communicates nothing: the compute-only floor every other is measured against at the same world size (`local`)"),
+    C("reference", BOOL, "", "the strategy every other is measured against, whose bucket cap is recommended and predicted (`stock`: DDP as torch ships it)"),
+    C("gradient_traffic", STR, "", "what crosses the network for the gradients each step: `allreduce` (every gradient byte all-reduced once), `sharded` (reduce-scatter, with all-gathers of the parameters), `none`, `other`"),
+    C("shards_state", BOOL, "", "each rank keeps and updates a shard of the optimizer state or parameters: the strategy trades communication for memory (`zero`, `fsdp`)"),
+    C("comm_after_backward", BOOL, "", "every collective runs after backward by design: no overlap to expect (`naive`, `flat`)"),
+)
+
+# What the model is (harness.measure.modelinfo), the same on every rank.
 MODEL = (
     C("param_count", I64, COUNT, "the model's parameters (shared ones once)"),
     C("trainable_param_count", I64, COUNT, "parameters with `requires_grad`"),
@@ -172,6 +181,7 @@ CONFIGS = Table(
         C("error_file", STR, "", "the failing rank's full traceback, relative to the run folder (`failures/<id>/rank<N>.traceback.txt`)"),
         IMPL,
         C("impl_options", OPTIONS, "", "the strategy's options: option name → its value as a JSON literal (`25.0`, `true`, `\"fp16\"`); ddpbench's reader returns them as one canonical JSON text"),
+        *ROLES,
         WORKLOAD, SIZE, WORLD_SIZE, NNODES, BUCKET_CAP_MB, BATCH_SIZE, DTYPE, TF32, OPTIMIZER, DEVICE, BACKEND, THREADS,
         C("steps", I32, COUNT, "measured steps"),
         C("warmup", I32, COUNT, "warm-up steps before them"),
@@ -195,7 +205,7 @@ CONFIGS = Table(
         *MODEL,
         C("tokens_per_s", F64, "tokens/s", "tokens per second over all ranks: `tokens_per_batch / samples per batch × samples_per_s`"),
         C("achieved_tflops", F64, "TFLOP/s", "`flops_per_sample × samples_per_s / 10^12`"),
-        C("mfu", F64, RATIO, "model FLOPs utilisation: `achieved_tflops / (dense peak TFLOP/s of one GPU × the GPUs used)` (one per rank; fewer where gloo ranks share GPUs), the peak for `dtype` (fp32: TF32's with `tf32`) from NVIDIA's datasheets (harness/plan/precision.py); null where the GPU's peak is not known, and on the CPU"),
+        C("mfu", F64, RATIO, "model FLOPs utilisation: `achieved_tflops / (dense peak TFLOP/s of one GPU × the GPUs used)` (one per rank; fewer where gloo ranks share GPUs), the peak for `dtype` (fp32: TF32's with `tf32`) from NVIDIA's datasheets (harness/config/precision.py); null where the GPU's peak is not known, and on the CPU"),
         C("first_bucket_cap_mb", F64, MIB_UNIT, "the first bucket's cap as the strategy used it (DDP's default: 1 MiB; an explicit cap caps the first bucket too, torch ≥ 2.9)"),
         C("bucket_sizes_mb", F64_LIST, MIB_UNIT, "the strategy's buckets in launch order after the measured steps (DDP's: after its rebuild), where it has buckets"),
         C("trace_dir", STR, "", "with `--profile`: the folder of this configuration's traces (`traces/<id>/rank<N>.json`), relative to the run"),

@@ -13,15 +13,18 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from harness.protocols import ConfigError
+from harness.protocols import ConfigError, roles_of
 from harness.results import columns, values
 
 # 2: `error_kind` and `error_file` (why and where a configuration failed).
 # 3: `impl_options` a map, `bucket_sizes_mb` a list, `started_at` a timestamp (text before).
 # 4: communication measured (`comm_ms`; `exposed_comm_ms` and `overlap_efficiency` from the bucket
 #    timeline); the old inferred ratio is `speedup_vs_local`.
-SCHEMA_VERSION = 4
+# 5: the strategy's roles (`baseline`, `reference`, `gradient_traffic`, `shards_state`,
+#    `comm_after_backward`), which readers decide by instead of its name.
+SCHEMA_VERSION = 5
 
 
 class UnsupportedSchema(ConfigError):
@@ -83,11 +86,31 @@ def migrate_v3_to_v4(table: pa.Table) -> pa.Table:
     return _with_version(table, 4)
 
 
+def migrate_v4_to_v5(table: pa.Table) -> pa.Table:
+    """Schema 4 did not record the strategy's roles: take them from the class registered under the row's
+    `impl` (a name no longer registered gets the defaults a new strategy has: no role, traffic `other`)."""
+    import impls  # the plug-ins' registry, below this layer: read only for rows that predate their roles
+
+    known = set(impls.names())
+    per_row = [roles_of(impls.entry(name).cls) if name in known else roles_of(object)
+               for name in table.column("impl").to_pylist()]  # fmt: skip
+    for column in columns.ROLES:
+        declared = pa.array([r[column.name] for r in per_row], column.type)
+        if column.name not in table.column_names:
+            table = table.append_column(column.field(), declared)
+        else:  # present only as nulls (a part conformed to a newer dictionary): filled where null
+            index = table.schema.get_field_index(column.name)
+            kept = table.column(column.name).cast(column.type)
+            table = table.set_column(index, column.field(), pc.if_else(pc.is_null(kept), declared, kept))
+    return _with_version(table, 5)
+
+
 # version -> the function that lifts a configs part of that version to the next one.
 MIGRATIONS: dict[int, Callable[[pa.Table], pa.Table]] = {
     1: migrate_v1_to_v2,
     2: migrate_v2_to_v3,
     3: migrate_v3_to_v4,
+    4: migrate_v4_to_v5,
 }
 
 

@@ -1,11 +1,6 @@
-"""The results store: `results/<run_id>/` with Parquet part files and the run's metadata.
-
-    results/<run_id>/run.json          environment, command line, grid (written first)
-    results/<run_id>/configs/<id>.parquet   one row per configuration
-    results/<run_id>/steps/<id>.parquet     one row per configuration × rank × step
-    results/<run_id>/ranks/<id>.parquet     one row per configuration × rank (memory peaks)
-    results/<run_id>/timeline/<id>.parquet  one row per collective × rank × step (the bucket timeline)
-    results/<run_id>/logs/             torchrun's output per launch
+"""The results store: the per-configuration Parquet tables of `results/<run_id>/`, the run's
+metadata, and the run listing (where each lives: harness.results.layout; the tables the performance
+model reads and writes: harness.results.model_tables).
 
 The columns of every table, their types, units and meanings, come from the column dictionary
 (harness/results/columns.py); older parts are lifted by harness/results/migrate.py.
@@ -28,7 +23,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.results import columns, values
+from harness.results import columns, layout, values
+from harness.results.layout import RunFolder
 from harness.results.migrate import (  # noqa: F401 (the store's readers and writers answer for these)
     MIGRATIONS,
     SCHEMA_VERSION,
@@ -49,11 +45,7 @@ STEP_SCHEMA = columns.STEPS.schema
 RANK_SCHEMA = columns.RANKS.schema
 TIMELINE_SCHEMA = columns.TIMELINE.schema
 RECOMMENDATION_SCHEMA = columns.RECOMMENDATIONS.schema
-COLLECTIVE_SCHEMA = columns.COLLECTIVES.schema
-CONTENTION_SCHEMA = columns.CONTENTION.schema
-GRADPROFILE_SCHEMA = columns.GRADPROFILE.schema
-PREDICTION_SCHEMA = columns.PREDICTIONS.schema
-FLOOR_SCHEMA = columns.FLOOR.schema
+COLLECTIVES_KIND = "collectives"  # run.json's "kind" of a `ddpbench collectives` run
 
 
 def run_dir(results: Path, run_id: str) -> Path:
@@ -108,11 +100,12 @@ def write_configuration(
     """Steps, ranks and the bucket timeline first, then the config row: a visible config part means
     the rest is there (a configuration without timed collectives has no timeline part)."""
     row = {"schema_version": SCHEMA_VERSION, **config_row}
-    write_parquet(run / "steps" / f"{config_id}.parquet", list(step_rows), STEP_SCHEMA)
-    write_parquet(run / "ranks" / f"{config_id}.parquet", list(rank_rows), RANK_SCHEMA)
+    folder = RunFolder(run)
+    write_parquet(folder.part("steps", config_id), list(step_rows), STEP_SCHEMA)
+    write_parquet(folder.part("ranks", config_id), list(rank_rows), RANK_SCHEMA)
     if timeline_rows:
-        write_parquet(run / "timeline" / f"{config_id}.parquet", list(timeline_rows), TIMELINE_SCHEMA)
-    write_parquet(run / "configs" / f"{config_id}.parquet", [row], CONFIG_SCHEMA)
+        write_parquet(folder.part("timeline", config_id), list(timeline_rows), TIMELINE_SCHEMA)
+    write_parquet(folder.part("configs", config_id), [row], CONFIG_SCHEMA)
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
@@ -124,8 +117,18 @@ def read_json(path: Path) -> dict[str, Any]:
     return json.loads(Path(path).read_text())
 
 
+def read_run_meta(run: Path) -> dict[str, Any]:
+    """The run's run.json: its environment, command line, settings and planned grid."""
+    return read_json(RunFolder(run).run_json)
+
+
+def is_run_folder(folder: Path) -> bool:
+    """Whether `folder` holds a run (of `bench` or `collectives`): it has a run.json."""
+    return RunFolder(folder).run_json.is_file()
+
+
 def written_config_ids(run: Path) -> set[str]:
-    folder = run / "configs"
+    folder = Path(run) / "configs"
     if not folder.is_dir():
         return set()
     return {p.stem for p in folder.glob("*.parquet") if not p.name.startswith(".")}
@@ -146,27 +149,27 @@ def _read_part(path: Path, kind: str, spec: columns.Table) -> pa.Table | None:
     try:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
-        _skip(path, f"unreadable Parquet ({_first_line(exc)})")
+        warn_skipped(path, f"unreadable Parquet ({first_line(exc)})")
         return None
     missing = REQUIRED_COLUMNS[kind] - set(table.column_names)
     if missing:
-        _skip(path, f"not a ddpbench {kind} part (no column {', '.join(sorted(missing))})")
+        warn_skipped(path, f"not a ddpbench {kind} part (no column {', '.join(sorted(missing))})")
         return None
-    return _conformed(path, migrate(table, source=path) if kind == "configs" else table, spec)
+    return conformed(path, migrate(table, source=path) if kind == "configs" else table, spec)
 
 
-def _conformed(path: Path, table: pa.Table, spec: columns.Table) -> pa.Table | None:
+def conformed(path: Path, table: pa.Table, spec: columns.Table) -> pa.Table | None:
     """The table in the dictionary's types; None (named) when a value does not parse or cast."""
     try:
         return conform(table, spec)
     except UnsupportedSchema:
         raise  # a newer ddpbench's results: refused with its message, never skipped
     except (ValueError, TypeError, pa.ArrowException) as exc:
-        _skip(path, f"a value its column cannot hold ({_first_line(exc)})")
+        warn_skipped(path, f"a value its column cannot hold ({first_line(exc)})")
         return None
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0][:200]}"
 
 
@@ -180,7 +183,7 @@ def _present(table: pa.Table) -> pa.Table:
     return table
 
 
-def _skip(path: Path, reason: str) -> None:
+def warn_skipped(path: Path, reason: str) -> None:
     if path not in _SKIPPED:  # each file is named once per process, however often it is read
         _SKIPPED.add(path)
         log.warning("skipping %s: %s", path, reason)
@@ -195,10 +198,10 @@ def _read_folder(folder: Path, spec: columns.Table) -> pd.DataFrame:
     kind = folder.name
     parts = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith(".")) if folder.is_dir() else []
     tables = [t for t in (_read_part(p, kind, spec) for p in parts) if t is not None]
-    return _unified(tables, spec)
+    return unified(tables, spec)
 
 
-def _unified(tables: list[pa.Table], spec: columns.Table) -> pd.DataFrame:
+def unified(tables: list[pa.Table], spec: columns.Table) -> pd.DataFrame:
     """Parts conformed to the dictionary and concatenated: the declared columns in their order,
     then any the dictionary does not know."""
     if not tables:
@@ -227,7 +230,7 @@ def read_timeline(run: Path) -> pd.DataFrame:
 
 def read_config_row(run: Path, config_id: str) -> dict[str, Any]:
     """One configuration's row, as read_configs gives it (migrated; options as JSON text)."""
-    path = Path(run) / "configs" / f"{config_id}.parquet"
+    path = RunFolder(run).part("configs", config_id)
     table = conform(migrate(pq.read_table(path), source=path), columns.CONFIGS)
     return _present(table).to_pylist()[0]
 
@@ -252,19 +255,19 @@ def write_recommendations(run: Path, frame: pd.DataFrame) -> None:
         raise KeyError(f"columns not in the schema: {sorted(unknown)}")
     frame = frame.reindex(columns=spec.names)  # NaN in a float column is null here, as pandas means it
     table = pa.Table.from_pandas(frame, schema=spec.schema, preserve_index=False)
-    atomic_write(Path(run) / "recommendations.parquet", lambda tmp: pq.write_table(table, tmp))
+    atomic_write(Path(run) / layout.RECOMMENDATIONS, lambda tmp: pq.write_table(table, tmp))
 
 
 def read_recommendations(run: Path) -> pd.DataFrame:
-    return _read_file(Path(run) / "recommendations.parquet", columns.RECOMMENDATIONS, empty=pd.DataFrame())
+    return read_table_file(Path(run) / layout.RECOMMENDATIONS, columns.RECOMMENDATIONS, empty=pd.DataFrame())
 
 
-def _read_file(path: Path, spec: columns.Table, *, empty: pd.DataFrame | None = None) -> pd.DataFrame:
+def read_table_file(path: Path, spec: columns.Table, *, empty: pd.DataFrame | None = None) -> pd.DataFrame:
     """A table kept in one file, conformed to the dictionary; `empty` (default: no rows, the
     declared columns) when the file is not there."""
     if not path.is_file():
-        return _unified([], spec) if empty is None else empty
-    return _unified([pq.read_table(path)], spec)
+        return unified([], spec) if empty is None else empty
+    return unified([pq.read_table(path)], spec)
 
 
 def list_runs(results: Path) -> list[Path]:
@@ -274,124 +277,13 @@ def list_runs(results: Path) -> list[Path]:
         return []
     started = {}
     for folder in results.iterdir():
-        if not (folder / "run.json").is_file():
+        if not (folder / layout.RUN_JSON).is_file():
             continue
         try:
-            meta = read_json(folder / "run.json")
+            meta = read_json(folder / layout.RUN_JSON)
             if meta.get("kind") == COLLECTIVES_KIND:
                 continue
             started[folder] = str(meta.get("started_at", ""))
         except (OSError, ValueError, AttributeError) as exc:
-            _skip(folder / "run.json", f"unreadable run metadata ({type(exc).__name__})")
+            warn_skipped(folder / layout.RUN_JSON, f"unreadable run metadata ({type(exc).__name__})")
     return sorted(started, key=started.get, reverse=True)
-
-
-# ---------------------------------------------------------------- `ddpbench collectives`, `ddpbench predict`
-# results/<run_id>/run.json                             "kind": "collectives"; environment, command line
-# results/<run_id>/collectives/w<N>.parquet              one row per op × message size at world size N
-# results/<run_id>/contention/w<N>.parquet               how overlapped compute and communication slow each other
-#   (runs before the one launcher kept run.json and contention-w<N>.parquet inside collectives/: still read)
-# results/<run_id>/gradprofile/<workload>.parquet         when each gradient is ready in backward (world size 1)
-# results/<run_id>/predictions.parquet                   the step-time model against a measured bucket sweep
-# results/<run_id>/floor.parquet                         the communication floor of each configuration
-
-COLLECTIVES_KIND = "collectives"  # run.json's "kind" of a `ddpbench collectives` run
-
-
-def collectives_dir(run: Path) -> Path:
-    return Path(run) / "collectives"
-
-
-def contention_dir(run: Path) -> Path:
-    return Path(run) / "contention"
-
-
-def collectives_part(run: Path, world_size: int) -> Path:
-    return collectives_dir(run) / f"w{world_size}.parquet"
-
-
-def contention_part(run: Path, world_size: int) -> Path:
-    return contention_dir(run) / f"w{world_size}.parquet"
-
-
-def collectives_meta_path(run: Path) -> Path | None:
-    """The run.json of a collectives run (older runs kept it in collectives/), None for another run."""
-    path = Path(run) / "run.json"
-    try:
-        if path.is_file() and read_json(path).get("kind") == COLLECTIVES_KIND:
-            return path
-    except (OSError, ValueError, AttributeError):
-        return None
-    older = collectives_dir(run) / "run.json"
-    return older if older.is_file() else None
-
-
-def read_collectives_meta(run: Path) -> dict[str, Any]:
-    path = collectives_meta_path(run)
-    if path is None:
-        raise FileNotFoundError(f"{run} holds no `ddpbench collectives` run")
-    return read_json(path)
-
-
-def list_collectives_runs(results: Path) -> list[Path]:
-    """Run folders holding a collectives measurement, newest first."""
-    results = Path(results)
-    if not results.is_dir():
-        return []
-    runs = [p for p in results.iterdir() if collectives_meta_path(p) is not None]
-    return sorted(runs, key=lambda p: read_collectives_meta(p).get("started_at", ""), reverse=True)
-
-
-def _read_parts(folder: Path, pattern: str, spec: columns.Table) -> pd.DataFrame:
-    parts = sorted(p for p in Path(folder).glob(pattern) if not p.name.startswith(".")) if Path(folder).is_dir() else []
-    tables = []
-    for path in parts:  # an unreadable or foreign part is named and skipped, as for configs/steps/ranks
-        try:
-            table = pq.read_table(path)
-        except (OSError, pa.ArrowException) as exc:
-            _skip(path, f"unreadable Parquet ({_first_line(exc)})")
-            continue
-        missing = set(spec.names) - set(table.column_names)
-        if missing:
-            _skip(path, f"not a ddpbench {pattern} part (no column {', '.join(sorted(missing))})")
-            continue
-        if (table := _conformed(path, table, spec)) is not None:
-            tables.append(table)
-    return _unified(tables, spec)
-
-
-def read_collectives(run: Path) -> pd.DataFrame:
-    return _read_parts(collectives_dir(run), "w*.parquet", columns.COLLECTIVES)
-
-
-def read_contention(run: Path) -> pd.DataFrame:
-    frames = [_read_parts(contention_dir(run), "w*.parquet", columns.CONTENTION),
-              _read_parts(collectives_dir(run), "contention-w*.parquet", columns.CONTENTION)]  # fmt: skip
-    found = [frame for frame in frames if not frame.empty]
-    return pd.concat(found, ignore_index=True) if found else frames[0]
-
-
-def gradprofile_path(run: Path, *, workload: str, size: str, batch_size: int, dtype: str, optimizer: str) -> Path:
-    return Path(run) / "gradprofile" / f"{workload}-{size}-b{batch_size}-{dtype}-{optimizer}.parquet"
-
-
-def write_gradprofile(path: Path, rows: list[dict[str, Any]]) -> None:
-    write_parquet(path, rows, GRADPROFILE_SCHEMA)
-
-
-def read_gradprofiles(run: Path) -> pd.DataFrame:
-    return _read_parts(Path(run) / "gradprofile", "*.parquet", columns.GRADPROFILE)
-
-
-def write_model_tables(run: Path, *, predictions: list[dict[str, Any]], floor: list[dict[str, Any]]) -> None:
-    """The step-time model's tables for one run (rewritten whenever the model is rerun)."""
-    write_parquet(Path(run) / "predictions.parquet", predictions, PREDICTION_SCHEMA)
-    write_parquet(Path(run) / "floor.parquet", floor, FLOOR_SCHEMA)
-
-
-def read_predictions(run: Path) -> pd.DataFrame:
-    return _read_file(Path(run) / "predictions.parquet", columns.PREDICTIONS)
-
-
-def read_floor(run: Path) -> pd.DataFrame:
-    return _read_file(Path(run) / "floor.parquet", columns.FLOOR)

@@ -11,8 +11,8 @@ from conftest import run_ddpbench
 
 from harness.analysis import sweep
 from harness.commands.console import Progress
+from harness.config.bench import BenchConfig, expand
 from harness.launch import launcher as launch
-from harness.plan.config import BenchConfig, expand
 from harness.results import store
 
 
@@ -92,7 +92,7 @@ def test_progress_off_a_terminal_is_plain_lines(small_run):
     stream = io.StringIO()
     config_ids = sorted(store.written_config_ids(small_run))[:2]
     meta = store.read_json(small_run / "run.json")
-    from harness.plan.config import Configuration
+    from harness.config.bench import Configuration
 
     pending = [Configuration.from_json(c) for c in meta["configurations"] if c["config_id"] in config_ids]
     progress = Progress(small_run, pending, stream=stream)
@@ -131,8 +131,8 @@ class Terminal(io.StringIO):
 
 
 def test_on_a_terminal_a_bar_shows_the_current_configuration_its_steps_and_an_eta(small_run, tmp_path):
-    from harness.plan.config import Configuration
-    from harness.rank.progress import StepProgress
+    from harness.config.bench import Configuration
+    from harness.handoff.progress import StepProgress
 
     run = tmp_path / "run"
     shutil.copytree(small_run, run)

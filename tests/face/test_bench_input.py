@@ -7,7 +7,7 @@ import pytest
 
 from harness import cli
 from harness.commands import bench
-from harness.plan import config as cfgmod
+from harness.config import bench as cfgmod
 
 
 def refused(capsys, tmp_path, *args: str) -> str:

@@ -14,8 +14,8 @@ from conftest import PROJECT
 
 from harness import cli
 from harness.commands import bench
-from harness.plan import config as cfgmod
-from harness.plan import ranks
+from harness.config import bench as cfgmod
+from harness.config import ranks
 
 
 def _configuration(world: int) -> cfgmod.Configuration:

@@ -9,7 +9,7 @@ import torch
 
 from harness import cli
 from harness.commands import bench
-from harness.rank import env
+from harness.measure import env
 
 FLAGS = ("float32_matmul_precision", "tf32_matmul", "tf32_cudnn", "cudnn_benchmark", "cudnn_deterministic")
 

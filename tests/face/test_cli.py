@@ -64,7 +64,7 @@ def test_bad_input_is_one_line_on_stderr_and_exit_2(capsys, tmp_path):
 # command line. The exceptions are the torchrun ranks' own: their entry points parse the arguments
 # the launcher gives them, and a fired fault writes one line to the rank's log file.
 RANK_ENTRY_POINTS = {"harness/rank/worker.py", "harness/rank/collectives.py"}
-RANK_LOG_LINES = {"harness/rank/faults.py"}
+RANK_LOG_LINES = {"harness/handoff/faults.py"}
 
 
 def _below_the_face() -> list[Path]:

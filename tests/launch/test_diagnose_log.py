@@ -4,9 +4,9 @@ folder (true wherever bench ran from)."""
 
 from __future__ import annotations
 
+from harness.config.bench import Configuration
 from harness.launch import diagnose
 from harness.launch.torchrun import LaunchEnd
-from harness.plan.config import Configuration
 
 # torchrun's log of a launch whose module failed to import in both ranks (torch 2.x, abridged only in
 # the repeated frames).

@@ -23,10 +23,10 @@ from conftest import PROJECT
 from dist_helpers import processes_of
 
 from harness import cli
+from harness.config.bench import BenchConfig, expand
+from harness.handoff.liveness import registered_ranks
+from harness.handoff.progress import read_step_progress
 from harness.launch import launcher as launch
-from harness.plan.config import BenchConfig, expand
-from harness.rank.liveness import registered_ranks
-from harness.rank.progress import read_step_progress
 from harness.results import store
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import sys
 import time
 
+from harness.config.bench import BenchConfig, expand
+from harness.config.ranks import threads_per_rank
 from harness.launch import launcher as launch
 from harness.launch import supervise, torchrun
-from harness.plan.config import BenchConfig, expand
-from harness.plan.ranks import threads_per_rank
 from harness.results import store
 
 

@@ -11,8 +11,8 @@ import sys
 import pytest
 from conftest import PROJECT
 
+from harness.config.bench import BenchConfig, ConfigError, expand
 from harness.launch import launcher as launch
-from harness.plan.config import BenchConfig, ConfigError, expand
 from harness.results import store
 
 TINY = ["--impls", "naive", "--no-baseline", "--size", "tiny", "--steps", "3", "--warmup", "1", "--no-parity"]

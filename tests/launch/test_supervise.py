@@ -7,10 +7,10 @@ import json
 
 import pytest
 
+from harness.handoff import faults, liveness
 from harness.launch import supervise
 from harness.launch.diagnose import diagnose_launch
 from harness.launch.torchrun import LaunchEnd
-from harness.rank import faults, liveness
 
 SUMMARY = """
 [W] something earlier

@@ -19,9 +19,9 @@ from torch import nn
 
 import impls
 from harness.bucketing import assign_buckets, first_bucket_bytes
+from harness.measure.training import LEARNING_RATE, OPTIMIZER, build_model, make_batch
+from harness.parity import reference as parity
 from harness.protocols import ConfigError
-from harness.rank import parity
-from harness.rank.training import LEARNING_RATE, OPTIMIZER, build_model, make_batch
 from impls._common import MIB, nbytes
 
 SEED = 7

@@ -15,8 +15,8 @@ import torch
 import impls
 import workloads
 from harness.comm_timeline import CommTimeline
-from harness.rank.timing import WallClockTimer
-from harness.rank.training import OPTIMIZER, build_model, make_batch, train_step
+from harness.measure.timing import StepTimer
+from harness.measure.training import OPTIMIZER, build_model, make_batch, train_step
 
 CPU = torch.device("cpu")
 STEPS = 3  # DDP rebuilds after step 1; step 3 runs on the rebuilt buckets
@@ -34,7 +34,7 @@ def trained(impl: str, workload_name: str, size: str, *, steps: int = STEPS, **o
         batch = make_batch(workload, batch_size=2, seed=0, rank=0, step=step, device=CPU)
         train_step(
             model=model, workload=workload, strategy=strategy, optimizer=optimizer, batch=batch,
-            timer=WallClockTimer(), timeline=timeline, step=step,
+            timer=StepTimer(), timeline=timeline, step=step,
         )  # fmt: skip
         after_steps.append({name: p.grad for name, p in model.named_parameters()})
     return strategy, model, timeline, after_steps

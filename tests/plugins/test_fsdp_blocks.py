@@ -9,8 +9,8 @@ from torch import nn
 
 import impls
 import workloads
+from harness.measure.training import build_model
 from harness.protocols import WorkloadDefaults, recorded_blocks
-from harness.rank.training import build_model
 from impls.fsdp import blocks, guessed_blocks
 
 CPU = torch.device("cpu")

@@ -12,8 +12,8 @@ import impls
 import workloads
 from harness.analysis import overlap
 from harness.comm_timeline import CommTimeline
-from harness.rank.timing import WallClockTimer
-from harness.rank.training import OPTIMIZER, build_model, make_batch, train_step
+from harness.measure.timing import StepTimer
+from harness.measure.training import OPTIMIZER, build_model, make_batch, train_step
 from impls import _fsdp_timing
 
 STEPS = 3
@@ -26,7 +26,7 @@ def timed_fsdp_steps(timed: bool) -> dict:
     attached = strategy.attach_timeline(timeline) if timed else False
     model = strategy.wrap(build_model(workload, seed=0, device=CPU))
     optimizer = strategy.make_optimizer(model.parameters(), OPTIMIZER, lr=1e-3)
-    timer = WallClockTimer()
+    timer = StepTimer()
     for step in range(STEPS):
         batch = make_batch(workload, batch_size=2, seed=0, rank=dist.get_rank(), step=step, device=CPU)
         train_step(

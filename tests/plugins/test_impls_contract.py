@@ -22,10 +22,10 @@ from torch import nn
 
 import impls
 import workloads
+from harness.measure.timing import StepTimer
+from harness.measure.training import LEARNING_RATE, OPTIMIZER, build_model, make_batch, train_step
+from harness.parity import reference as parity
 from harness.protocols import ConfigError, Strategy, strategy_contract_gaps
-from harness.rank import parity
-from harness.rank.timing import WallClockTimer
-from harness.rank.training import LEARNING_RATE, OPTIMIZER, build_model, make_batch, train_step
 from impls.dataparallel import batch_note
 
 WORLD_SIZES = (1, 2, 3)
@@ -190,7 +190,7 @@ def train_case(strategy_name: str, scenario: Scenario) -> dict[str, torch.Tensor
         if scenario.micro_batches == 1:
             batch = make_batch(workload, batch_size=BATCH, seed=SEED, rank=rank, step=step, device=CPU)
             parts = {"model": model, "workload": workload, "strategy": strategy, "optimizer": optimizer}
-            train_step(batch=batch, timer=WallClockTimer(), **parts)
+            train_step(batch=batch, timer=StepTimer(), **parts)
         else:
             accumulate_and_step(model, workload, strategy, optimizer, step=step, micro_batches=scenario.micro_batches)
     return parity.state_on_cpu(strategy.full_state_dict(model))

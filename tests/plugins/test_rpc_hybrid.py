@@ -16,10 +16,13 @@ from conftest import run_ddpbench
 
 import impls
 import workloads
-from harness.plan.config import BenchConfig, Configuration, expand
-from harness.rank import faults, parity, records, rpc_flow
+from harness.config.bench import BenchConfig, Configuration, expand
+from harness.handoff import faults, records
+from harness.handoff.rank_result import RankResult
+from harness.measure.training import LEARNING_RATE, build_model, make_batch
+from harness.parity import reference as parity
+from harness.rank import rpc_flow
 from harness.rank.dist import Session
-from harness.rank.training import LEARNING_RATE, build_model, make_batch
 
 CPU = torch.device("cpu")
 SEED = 0
@@ -177,11 +180,11 @@ def test_rpc_hybrid_on_a_workload_without_a_remote_part_is_skipped_with_the_reas
     session = Session(rank=0, world_size=2, local_rank=0, device=CPU, backend="gloo")
     strategy, workload = impls.create("rpc_hybrid"), workloads.create("mlp", size="tiny")
     result = rpc_flow.measure(configuration("mlp"), session, strategy, workload, run=None)
-    assert result == {
-        "status": "skipped",
-        "error": "workload 'mlp' has no remote part for the parameter server "
+    assert (result.status, result.error) == (
+        "skipped",
+        "workload 'mlp' has no remote part for the parameter server "
         "(see WorkloadDefaults.remote_part; e.g. recsys has one)",
-    }
+    )
 
 
 def test_an_error_the_server_sent_back_is_named_as_the_servers():
@@ -194,17 +197,18 @@ def test_an_error_the_server_sent_back_is_named_as_the_servers():
 
 
 def test_rpc_columns_are_the_mean_over_trainers_and_null_without_rpc():
-    trainers = [{"rpc": {"round_trips_per_step": 3.0, "bytes_per_step": b}} for b in (100.0, 300.0)]
-    assert records.rpc_columns([*trainers, {"role": "parameter_server"}]) == {
+    trainers = [RankResult("ok", rpc={"round_trips_per_step": 3.0, "bytes_per_step": b}) for b in (100.0, 300.0)]
+    assert records.rpc_columns([*trainers, RankResult("ok", role="parameter_server")]) == {
         "rpc_round_trips_per_step": 3.0,
         "rpc_bytes_per_step": 200.0,
     }
-    assert records.rpc_columns([{}, {}]) == {"rpc_round_trips_per_step": None, "rpc_bytes_per_step": None}
+    nothing = [RankResult("ok"), RankResult("ok")]
+    assert records.rpc_columns(nothing) == {"rpc_round_trips_per_step": None, "rpc_bytes_per_step": None}
 
 
 def test_a_ranks_row_says_which_role_the_rank_had():
     cfg = configuration("recsys", world_size=1)
-    results = [{"status": "ok"}, {"status": "ok", "role": "parameter_server"}]
+    results = [RankResult("ok"), RankResult("ok", role="parameter_server")]
     assert [row["role"] for row in records.rank_rows(cfg, "run", results)] == ["trainer", "parameter_server"]
 
 

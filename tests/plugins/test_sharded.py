@@ -29,12 +29,12 @@ from test_impls_contract import (
 from torch import nn
 
 import impls
-from harness.plan.config import BenchConfig
+from harness.config.bench import BenchConfig
+from harness.measure.memory import held_bytes, optimizer_state_bytes
+from harness.measure.timing import StepTimer
+from harness.measure.training import LEARNING_RATE, build_model, make_batch, train_step
+from harness.parity import reference as parity
 from harness.protocols import ConfigError
-from harness.rank import parity
-from harness.rank.memory import held_bytes, optimizer_state_bytes
-from harness.rank.timing import WallClockTimer
-from harness.rank.training import LEARNING_RATE, build_model, make_batch, train_step
 from impls.fsdp import blocks
 
 CPU = torch.device("cpu")
@@ -86,9 +86,7 @@ def held_after_one_step(strategy_name: str) -> dict[str, int]:
     model = strategy.wrap(build_model(workload, seed=SEED, device=CPU))
     optimizer = strategy.make_optimizer(model.parameters(), ADAM, lr=LEARNING_RATE)
     batch = make_batch(workload, batch_size=BATCH, seed=SEED, rank=dist.get_rank(), step=0, device=CPU)
-    train_step(
-        model=model, workload=workload, strategy=strategy, optimizer=optimizer, batch=batch, timer=WallClockTimer()
-    )
+    train_step(model=model, workload=workload, strategy=strategy, optimizer=optimizer, batch=batch, timer=StepTimer())
     return held_bytes(model, optimizer)
 
 

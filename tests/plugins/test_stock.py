@@ -18,9 +18,10 @@ from torch import nn
 
 import impls
 from harness.comm_timeline import CommTimeline
-from harness.plan.config import BenchConfig, expand
-from harness.rank import parity, worker
-from harness.rank.training import LEARNING_RATE, OPTIMIZER, build_model, make_batch
+from harness.config.bench import BenchConfig, expand
+from harness.measure.training import LEARNING_RATE, OPTIMIZER, build_model, make_batch
+from harness.parity import reference as parity
+from harness.rank import worker
 from harness.results import store
 from impls._common import MIB
 from impls.stock import POWERSGD_ON_GLOO
@@ -312,7 +313,9 @@ def test_a_powersgd_configuration_on_the_cpu_is_skipped_with_its_reason(tmp_path
                          size="small", steps=2, warmup=1, baseline=False)  # fmt: skip
     context = {"run_id": "t", "started_at": "2025-01-01T00:00:00+00:00", "threads_per_rank": 1}
     configurations = [c.to_json() for c in expand(config, device="cpu")]
-    worker.run_plan({"run_dir": str(tmp_path), "context": context, "configurations": configurations}, single_rank)
+    worker.run_configurations(
+        {"run_dir": str(tmp_path), "context": context, "configurations": configurations}, single_rank
+    )
     [row] = store.read_configs(tmp_path).to_dict("records")
     assert (row["status"], row["error"]) == ("skipped", POWERSGD_ON_GLOO)
     assert store.read_steps(tmp_path).empty

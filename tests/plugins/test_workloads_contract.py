@@ -2,7 +2,7 @@
 
 Each workload must build deterministically, make its batches on the device from the given
 generator, give a finite loss that is a mean over samples, and send a gradient to every
-trainable parameter; harness.rank.modelinfo must describe it consistently.
+trainable parameter; harness.measure.modelinfo must describe it consistently.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pytest
 import torch
 
 import workloads
+from harness.measure.modelinfo import describe
 from harness.protocols import SIZES, Workload
-from harness.rank.modelinfo import describe
 from workloads._text import IGNORE_INDEX, masked_per_sequence
 
 NAMES = workloads.names()

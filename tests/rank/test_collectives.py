@@ -11,11 +11,11 @@ from conftest import run_ddpbench
 from dist_helpers import processes_of
 
 from harness import cli
+from harness.config import collectives as plan
+from harness.config.bench import ConfigError
 from harness.launch import collectives as launch_collectives
-from harness.plan import collectives as plan
-from harness.plan.config import ConfigError
 from harness.rank import collectives
-from harness.results import store
+from harness.results import model_tables, store
 
 
 @pytest.mark.parametrize(
@@ -68,7 +68,7 @@ def collectives_run(tmp_path_factory) -> Path:
 
 
 def test_collectives_command_measures_checks_and_writes_parquet(collectives_run):
-    frame = store.read_collectives(collectives_run)
+    frame = model_tables.read_collectives(collectives_run)
     assert sorted(frame["op"].unique()) == sorted(plan.OPS)
     assert sorted(frame["bytes"].unique()) == [1024, 2048, 4096, 8192]
     assert frame["correct"].all()
@@ -78,9 +78,9 @@ def test_collectives_command_measures_checks_and_writes_parquet(collectives_run)
     assert (frame["algbw_gbps"] - frame["bytes"] / frame["time_us"] / 1e3).abs().max() < 1e-9
     meta = store.read_json(collectives_run / "run.json")
     assert meta["kind"] == "collectives" and meta["environment"]["hostname"]
-    assert store.list_collectives_runs(collectives_run.parent) == [collectives_run]
+    assert model_tables.list_collectives_runs(collectives_run.parent) == [collectives_run]
     assert store.list_runs(collectives_run.parent) == []  # not a bench run
-    contention = store.read_contention(collectives_run)
+    contention = model_tables.read_contention(collectives_run)
     assert len(contention) == 1 and contention["compute_slowdown"].iloc[0] >= 1.0
 
 
@@ -103,7 +103,7 @@ def test_every_table_folder_of_a_collectives_run_reads_with_pandas(collectives_r
     assert assert_every_table_folder_reads_with_pandas(collectives_run) == ["collectives", "contention"]
     assert (collectives_run / "logs" / "world-2.log").is_file()  # the logs are the run's, beside the tables
     columns = set(pd.read_parquet(collectives_run / "collectives").columns)
-    assert set(store.COLLECTIVE_SCHEMA.names) <= columns
+    assert set(model_tables.COLLECTIVE_SCHEMA.names) <= columns
 
 
 def test_every_table_folder_of_a_bench_run_reads_with_pandas(small_run):
@@ -122,7 +122,7 @@ def test_a_killed_rank_is_named_with_its_signal_and_no_rank_is_left(tmp_path, mo
     assert failed.value.failure["error"].startswith("rank 1 killed by SIGKILL"), failed.value.failure
     assert "all_reduce message size" in failed.value.failure["error"]  # where it was, from rank 0's hint
     run = tmp_path / "killed"
-    assert not store.collectives_part(run, 2).exists()
+    assert not model_tables.collectives_part(run, 2).exists()
     assert failed.value.log == run / "logs" / "world-2.log"
     assert not processes_of(run)
 
@@ -147,8 +147,8 @@ def test_every_new_column_is_documented_in_docs_results_md():
     from pathlib import Path
 
     documented = (Path(__file__).resolve().parents[2] / "docs" / "results.md").read_text()
-    schemas = (store.COLLECTIVE_SCHEMA, store.CONTENTION_SCHEMA, store.GRADPROFILE_SCHEMA, store.PREDICTION_SCHEMA,
-               store.FLOOR_SCHEMA)  # fmt: skip
+    schemas = (model_tables.COLLECTIVE_SCHEMA, model_tables.CONTENTION_SCHEMA, model_tables.GRADPROFILE_SCHEMA,
+               model_tables.PREDICTION_SCHEMA, model_tables.FLOOR_SCHEMA)  # fmt: skip
     for schema in schemas:
         missing = [name for name in schema.names if f"`{name}`" not in documented]
         assert not missing, f"undocumented columns: {missing}"

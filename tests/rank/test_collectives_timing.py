@@ -8,7 +8,8 @@ import time
 import pytest
 import torch
 
-from harness.plan.collectives import BATCHES
+from harness.clock import Clock
+from harness.config.collectives import BATCHES
 from harness.rank import collectives, contention
 
 CPU = torch.device("cpu")
@@ -16,13 +17,13 @@ CPU = torch.device("cpu")
 
 def test_each_batch_is_timed_once_around_its_back_to_back_iterations(single_rank, monkeypatch):
     calls, marks = [], []
-    real_mark = collectives.BatchClock.mark
+    real_mark = Clock.mark
 
-    def mark(self):
+    def mark(self, stream=None):
         marks.append(len(calls))  # how many iterations had run when the clock was read
-        return real_mark(self)
+        return real_mark(self, stream)
 
-    monkeypatch.setattr(collectives.BatchClock, "mark", mark)
+    monkeypatch.setattr(Clock, "mark", mark)
 
     def one_iteration():
         calls.append(1)
@@ -66,10 +67,10 @@ def test_cpu_contention_is_measured_with_the_host_clock_on_one_rank(single_rank,
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: CUDA events")
 def test_a_batch_on_a_gpu_is_timed_with_events_not_the_host():
     device = torch.device("cuda")
-    clock = collectives.BatchClock(device)
+    clock = Clock(device)
     start = clock.mark()
     a = torch.randn(2048, 2048, device=device)
     for _ in range(10):
         a = a @ a / 2048
-    seconds = clock.seconds(start, clock.mark())
+    seconds = clock.ms_after(start, clock.mark()) / 1e3
     assert isinstance(start, torch.cuda.Event) and seconds > 0

@@ -5,16 +5,13 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import torch
+from worker_plans import plan_for
 
 import impls
-from harness.plan.config import BenchConfig, expand
-from harness.rank import faults, worker
+from harness.config.bench import BenchConfig, expand
+from harness.handoff import faults
+from harness.rank import configuration, worker
 from harness.results import store
-
-
-def plan_for(tmp_path, configurations) -> dict:
-    context = {"run_id": "t", "started_at": "2025-01-01T00:00:00+00:00", "threads_per_rank": 1}
-    return {"run_dir": str(tmp_path), "context": context, "configurations": [c.to_json() for c in configurations]}
 
 
 class ExplodingStrategy(impls.entry("naive").cls):
@@ -33,7 +30,7 @@ def test_a_failing_configuration_writes_down_why_and_leaves_the_launch(tmp_path,
     )
 
     with pytest.raises(RuntimeError, match="the strategy exploded"):
-        worker.run_plan(plan_for(tmp_path, configurations), single_rank)
+        worker.run_configurations(plan_for(tmp_path, configurations), single_rank)
 
     assert store.read_configs(tmp_path).empty  # nothing half-recorded: the launcher records it
     [failure] = faults.read_rank_failures(tmp_path, configurations[0].config_id)
@@ -50,7 +47,7 @@ def test_an_unavailable_strategy_is_recorded_as_skipped_with_its_reason(tmp_path
 
     config = BenchConfig(gpus=1, impls=("naive",), size="tiny", steps=1, warmup=0, baseline=False)
     monkeypatch.setattr(impls, "create", lambda name, **kw: NeedsAGpu())
-    worker.run_plan(plan_for(tmp_path, expand(config, device="cpu")), single_rank)
+    worker.run_configurations(plan_for(tmp_path, expand(config, device="cpu")), single_rank)
     row = store.read_configs(tmp_path).iloc[0]
     assert (row["status"], row["error"]) == ("skipped", "needs CUDA GPUs")
     assert store.read_steps(tmp_path).empty
@@ -65,7 +62,7 @@ def test_the_strategy_is_created_once_per_configuration_and_its_parity_verdict_r
     created: list[str] = []
     real_create = impls.create
     monkeypatch.setattr(impls, "create", lambda name, **kw: created.append(name) or real_create(name, **kw))
-    worker.run_plan(plan_for(tmp_path, configurations), single_rank)
+    worker.run_configurations(plan_for(tmp_path, configurations), single_rank)
     assert created == [c.impl for c in configurations] and sorted(created) == ["local", "naive"]
     rows = store.read_configs(tmp_path).set_index("impl")
     assert rows.loc["naive", "parity_ok"] == True  # noqa: E712 (a numpy bool)
@@ -76,7 +73,7 @@ def test_the_strategy_is_created_once_per_configuration_and_its_parity_verdict_r
 def test_gloo_on_cuda_rows_say_their_completions_read_late(monkeypatch):
     """gloo completes CUDA work on the compute stream: measured, but an upper bound, and the row says so."""
     monkeypatch.setattr(torch.distributed, "get_backend", lambda *a, **k: "gloo")
-    assert worker._timeline_caveat(torch.device("cuda", 0)) == worker.GLOO_ON_CUDA
-    assert worker._timeline_caveat(torch.device("cpu")) is None
+    assert configuration._timeline_caveat(torch.device("cuda", 0)) == configuration.GLOO_ON_CUDA
+    assert configuration._timeline_caveat(torch.device("cpu")) is None
     monkeypatch.setattr(torch.distributed, "get_backend", lambda *a, **k: "nccl")
-    assert worker._timeline_caveat(torch.device("cuda", 0)) is None
+    assert configuration._timeline_caveat(torch.device("cuda", 0)) is None

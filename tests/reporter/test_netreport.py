@@ -11,9 +11,10 @@ import pytest
 import torch
 
 import workloads
-from harness.model import predict
-from harness.rank import collectives, gradprofile
-from harness.results import store
+from harness.measure import gradprofile
+from harness.perfmodel import predict
+from harness.rank import collectives
+from harness.results import model_tables, store
 from reports import site
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -47,16 +48,16 @@ def network_results(root: Path) -> Path:
     rows = gradprofile.measure(workloads.create("mlp", size="tiny"), batch_size=8, device=torch.device("cpu"),
                                steps=2, warmup=1)  # fmt: skip
     setup = {"workload": "mlp", "size": "tiny", "batch_size": 8, "dtype": "fp32", "optimizer": "sgd"}
-    store.write_gradprofile(store.gradprofile_path(run, **setup), [{**setup, **row} for row in rows])
+    model_tables.write_gradprofile(model_tables.gradprofile_path(run, **setup), [{**setup, **row} for row in rows])
     folder = results / "net" / "collectives"
     store.write_json(folder / "run.json", {"kind": "collectives", "run_id": "net", "started_at": "2026-11-30",
                                            "hostname": "golden", "device": "cpu", "backend": "gloo",
                                            "command": ["ddpbench", "collectives"]})  # fmt: skip
-    store.write_parquet(folder / "w2.parquet", _collectives_rows(wrong_at=SIZES[3]), store.COLLECTIVE_SCHEMA)
+    store.write_parquet(folder / "w2.parquet", _collectives_rows(wrong_at=SIZES[3]), model_tables.COLLECTIVE_SCHEMA)
     contention = {"run_id": "net", "world_size": 2, "bytes": 8 << 20, "compute_alone_ms": 10.0,
                   "compute_overlapped_ms": 13.0, "comm_alone_ms": 5.0, "comm_overlapped_ms": 7.5,
                   "compute_slowdown": 1.6, "comm_slowdown": 1.5}  # fmt: skip
-    store.write_parquet(folder / "contention-w2.parquet", [contention], store.CONTENTION_SCHEMA)
+    store.write_parquet(folder / "contention-w2.parquet", [contention], model_tables.CONTENTION_SCHEMA)
     predict.update_all_model_tables(results)
     return results
 
@@ -70,11 +71,11 @@ def built(tmp_path_factory) -> tuple[Path, site.BuiltSite]:
 
 def test_the_model_tables_pair_the_sweep_with_the_floor_and_the_prediction(built):
     results, _ = built
-    predictions = store.read_predictions(results / "bucket_sweep")
+    predictions = model_tables.read_predictions(results / "bucket_sweep")
     assert sorted(predictions["bucket_cap_mb"]) == [1.0, 5.0, 25.0]
     assert (predictions["world_size"] == 2).all() and predictions["predicted_contention_ms"].notna().all()
     assert (predictions["network"] == "collectives run net").all()
-    floor = store.read_floor(results / "bucket_sweep")
+    floor = model_tables.read_floor(results / "bucket_sweep")
     assert set(floor["world_size"]) == {2}
     assert (floor["floor_ms"] >= floor["local_ms"]).all() and (floor["floor_ms"] >= floor["allreduce_ms"]).all()
 
@@ -108,8 +109,8 @@ def test_predict_against_a_run_with_a_hypothetical_network_prints_but_stores_not
 
     results, _ = built
     run = results / "bucket_sweep"
-    before = store.read_predictions(run)
+    before = model_tables.read_predictions(run)
     assert cli.main(["predict", "--run", str(run), "--busbw", "1GB/s", "--latency", "5us"]) == 0
     out = capsys.readouterr().out
     assert "busbw 1.000 GB/s (given" in out and "validation w2 mlp/tiny" in out
-    pd.testing.assert_frame_equal(store.read_predictions(run), before)  # still the measured network's
+    pd.testing.assert_frame_equal(model_tables.read_predictions(run), before)  # still the measured network's

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from harness.analysis import stats
-from harness.model import network, predict
+from harness.perfmodel import network, predict
 from reports import aggregate, netfigures, run_sections
 from reports.html import FigureList
 

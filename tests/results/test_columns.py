@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from harness.results import columns, docs, store, values
+from harness.results import columns, docs, model_tables, store, values
 
 
 def test_docs_results_md_holds_the_tables_the_dictionary_renders():
@@ -18,6 +18,13 @@ def test_docs_results_md_holds_the_tables_the_dictionary_renders():
     for table in columns.TABLES.values():
         for name in table.names:
             assert f"| `{name}` |" in committed
+
+
+def test_results_readme_holds_the_map_the_layout_renders():
+    committed = docs.README.read_text()
+    assert committed == docs.render_readme(committed), "results/README.md is stale: run `python -m harness.results.docs`"
+    for table in columns.TABLES.values():  # every table's files are on the map
+        assert f"`{table.files.split('/')[0]}" in committed, table.files
 
 
 def test_every_column_has_a_unit_field_and_a_meaning_and_appears_once_per_table():
@@ -62,7 +69,7 @@ def test_a_freshly_written_part_carries_each_columns_unit_and_meaning(tmp_path):
         path = tmp_path / table.name / "c.parquet"
         assert part_metadata(path) == expected_metadata(table)
         assert pq.read_schema(path).remove_metadata().equals(table.schema.remove_metadata())
-    store.write_model_tables(tmp_path, predictions=[], floor=[])
+    model_tables.write_model_tables(tmp_path, predictions=[], floor=[])
     assert part_metadata(tmp_path / "floor.parquet") == expected_metadata(columns.FLOOR)
 
 
@@ -105,12 +112,12 @@ def test_options_text_and_the_map_convert_both_ways_without_losing_types():
 def test_an_unparseable_timestamp_is_an_error_not_a_silent_null(tmp_path):
     with pytest.raises(ValueError):
         store.write_parquet(
-            tmp_path / "x.parquet", [{"run_id": "r", "started_at": "yesterday"}], store.COLLECTIVE_SCHEMA
+            tmp_path / "x.parquet", [{"run_id": "r", "started_at": "yesterday"}], model_tables.COLLECTIVE_SCHEMA
         )
 
 
 def test_phase_names_and_mib_are_defined_once():
-    from harness.rank import memory, timing
+    from harness.measure import memory, timing
     from reports import aggregate
 
     assert timing.PHASES is columns.PHASES

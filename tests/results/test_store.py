@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from harness.results import store
+from harness.results import model_tables, store
 
 
 def config_row(config_id: str, **overrides) -> dict:
@@ -150,6 +150,19 @@ def test_an_older_schema_is_read_through_its_named_migration(tmp_path):
     assert rows["error_file"].isna().all()
 
 
+def test_schema_4_rows_get_their_strategys_roles_from_the_registry(tmp_path):
+    """Readers decide by roles, never by names: a row written before roles were recorded gets the ones its
+    strategy's class declares; a strategy no longer registered, the defaults of a new one."""
+    for name in ("local", "stock", "fsdp", "retired_strategy"):
+        schema_2_part(tmp_path / "configs" / f"{name}.parquet", **config_row(name, impl=name), error_kind=None)
+    rows = store.read_configs(tmp_path).set_index("impl")
+    roles = ["baseline", "reference", "gradient_traffic", "shards_state", "comm_after_backward"]
+    assert rows.loc["local", roles].tolist() == [True, False, "none", False, False]
+    assert rows.loc["stock", roles].tolist() == [False, True, "allreduce", False, False]
+    assert rows.loc["fsdp", roles].tolist() == [False, False, "sharded", True, False]
+    assert rows.loc["retired_strategy", roles].tolist() == [False, False, "other", False, False]
+
+
 def test_schema_2_text_columns_are_lifted_to_the_map_list_and_timestamp(tmp_path):
     schema_2_part(
         tmp_path / "configs" / "old.parquet", **config_row("old", impl="stock"),
@@ -159,7 +172,7 @@ def test_schema_2_text_columns_are_lifted_to_the_map_list_and_timestamp(tmp_path
     store.write_configuration(tmp_path, "new", config_row("new", impl_options={"bucket_cap_mb": 25.0}))
 
     rows = store.read_configs(tmp_path).set_index("config_id")
-    assert set(rows["schema_version"]) == {store.SCHEMA_VERSION} == {4}
+    assert set(rows["schema_version"]) == {store.SCHEMA_VERSION} == {5}
     assert rows.loc["old", "impl_options"] == '{"bucket_cap_mb": 25.0, "comm_hook": "fp16"}'
     assert rows.loc["new", "impl_options"] == '{"bucket_cap_mb": 25.0}'
     assert list(rows.loc["old", "bucket_sizes_mb"]) == [0.5, 24.75]
@@ -170,11 +183,11 @@ def test_schema_2_text_columns_are_lifted_to_the_map_list_and_timestamp(tmp_path
 
 
 def test_collectives_parts_with_a_text_start_read_as_timestamps(tmp_path):
-    old = pa.schema([pa.field(f.name, pa.string()) if f.name == "started_at" else f for f in store.COLLECTIVE_SCHEMA])
+    old = pa.schema([pa.field(f.name, pa.string()) if f.name == "started_at" else f for f in model_tables.COLLECTIVE_SCHEMA])
     row = {"run_id": "c", "op": "all_reduce", "world_size": 2, "bytes": 1024, "time_us": 5.0,
            "started_at": "2026-02-01T10:00:00+00:00"}  # fmt: skip
-    write_raw_part(store.collectives_part(tmp_path, 2), pa.Table.from_pylist([row], schema=old))
-    frame = store.read_collectives(tmp_path)
+    write_raw_part(model_tables.collectives_part(tmp_path, 2), pa.Table.from_pylist([row], schema=old))
+    frame = model_tables.read_collectives(tmp_path)
     assert frame.loc[0, "started_at"] == pd.Timestamp("2026-02-01T10:00:00", tz="UTC")
 
 

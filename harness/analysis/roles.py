@@ -1,0 +1,76 @@
+"""The strategy roles a row records (harness.protocols.ROLES), as the analysis, the model and the reports
+read them: by what a strategy declares, never by its name.
+
+Rows read from a run carry them (the store's reader fills older parts from the registry);
+`with_roles` gives a frame built otherwise (by hand, or a subset of columns) the roles the registry
+declares for each row's `impl`, and the defaults of a new strategy for a name no longer registered.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+import impls
+from harness.protocols import ROLES, roles_of
+
+
+def declared(impl: str) -> dict[str, bool | str]:
+    """The roles strategy `impl` declares; a new strategy's defaults if it is not registered."""
+    return impls.roles(impl) if impl in impls.names() else roles_of(object)
+
+
+def with_roles(frame: pd.DataFrame) -> pd.DataFrame:
+    """`frame` with every role column; the ones it lacks, or holds null, from the registry by `impl`."""
+    if "impl" not in frame:
+        return frame
+    names = {name: declared(name) for name in frame["impl"].dropna().unique()}
+    default = roles_of(object)
+    filled = {}
+    for role in ROLES:
+        from_registry = frame["impl"].map(lambda name, role=role: names.get(name, default)[role])
+        filled[role] = from_registry if role not in frame else frame[role].where(frame[role].notna(), from_registry)
+    return frame.assign(**filled)
+
+
+def flag(frame: pd.DataFrame, role: str) -> pd.Series:
+    """A boolean role as a mask over `frame`'s rows (null: False)."""
+    return with_roles(frame)[role].fillna(False).astype(bool) if len(frame) else pd.Series(dtype=bool)
+
+
+def is_baseline(frame: pd.DataFrame) -> pd.Series:
+    """Rows of the strategy that communicates nothing: the compute-only floor."""
+    return flag(frame, "baseline")
+
+
+def is_reference(frame: pd.DataFrame) -> pd.Series:
+    """Rows of the strategy every other is measured against (DDP as torch ships it)."""
+    return flag(frame, "reference")
+
+
+def shards_state(frame: pd.DataFrame) -> pd.Series:
+    """Rows of strategies that trade communication for memory (a shard of the state per rank)."""
+    return flag(frame, "shards_state")
+
+
+def comm_after_backward(frame: pd.DataFrame) -> pd.Series:
+    """Rows of strategies that communicate only after backward, by design."""
+    return flag(frame, "comm_after_backward")
+
+
+def whole_gradient_allreduce(frame: pd.DataFrame) -> pd.Series:
+    """Rows whose step all-reduces every gradient byte and runs the whole optimizer step on every rank:
+    at least the baseline's step plus that all-reduce (the model's floor)."""
+    if not len(frame):
+        return pd.Series(dtype=bool)
+    rows = with_roles(frame)
+    return (rows["gradient_traffic"] == "allreduce") & ~rows["shards_state"].fillna(False).astype(bool)
+
+
+def reference_name() -> str:
+    """The reference strategy's name, for text where no row of it is at hand."""
+    return impls.reference_name()
+
+
+def baseline_name() -> str:
+    """The baseline strategy's name, for text where no row of it is at hand."""
+    return impls.baseline_name()

@@ -1,0 +1,152 @@
+"""Command-line flags declared once, as fields of a typed config: `flag()` is to a command what
+`option()` (harness.registry) is to a strategy.
+
+    steps: int = flag(20, "measured steps per configuration", parse=whole("--steps"))
+
+The field's type, default and doc make its flag: `add_flags` builds the argparse arguments from the
+fields (the help says the default, from the default itself), `from_args` turns the parsed namespace
+back into the config, and `on_resume` says what the flag may do to a stored run (`bench --resume`).
+Adding a flag is adding one field.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+from collections.abc import Callable
+from typing import Any
+
+REFUSED, STEERS, LOCATES = "refused", "steers", "locates"
+"""What a flag may do on `bench --resume`: change what the run measures (refused), steer the running
+only (applies: how long a silence may last, where this node joins), or find the run (its results folder)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Flag:
+    """How a config field appears on the command line."""
+
+    doc: str
+    name: str = ""
+    """The flag, e.g. --timeout; default: the field's name in kebab case."""
+    parse: Callable[[str], Any] | None = None
+    """Text to value; raise argparse.ArgumentTypeError with one line naming the text."""
+    metavar: str | None = None
+    default_text: str | None = None
+    """How the help shows the default where the default itself does not say it ("the GPUs visible")."""
+    negative: bool = False
+    """A bool field that the flag turns off (--no-baseline sets baseline = False)."""
+    repeatable: bool = False
+    """Given several times, each value kept (--opt)."""
+    on_resume: str = REFUSED
+
+
+def flag(default: Any, doc: str, **spec: Any) -> Any:
+    """A field of a command's config and the flag that sets it; `default=dataclasses.MISSING` for a field
+    the command fills in itself when the flag is not given (the flag's own default is then None)."""
+    metadata = {"flag": Flag(" ".join(doc.split()), **spec)}
+    if default is dataclasses.MISSING:
+        return dataclasses.field(metadata=metadata)
+    if isinstance(default, list | dict | set):
+        raise TypeError("a flag's default must be immutable (a tuple, not a list)")
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def flags_of(cls: type) -> dict[str, Flag]:
+    """{field name: its Flag}, for the fields of `cls` that have one, in declaration order."""
+    return {f.name: f.metadata["flag"] for f in dataclasses.fields(cls) if "flag" in f.metadata}
+
+
+def flag_name(field: str, spec: Flag) -> str:
+    return spec.name or "--" + ("no-" if spec.negative else "") + field.replace("_", "-")
+
+
+def _default_text(field: dataclasses.Field, spec: Flag) -> str:
+    if spec.default_text is not None:
+        return spec.default_text
+    default = field.default
+    if isinstance(default, bool) or default is None or default == () or default == "":
+        return ""
+    return ",".join(map(str, default)) if isinstance(default, tuple) else str(default)
+
+
+def help_text(field: dataclasses.Field, spec: Flag) -> str:
+    """The doc and, where there is one to say, the default (argparse's own %-formatting escaped)."""
+    shown = _default_text(field, spec)
+    text = f"{spec.doc} (default: {shown})" if shown else spec.doc
+    return text.replace("%", "%%")
+
+
+def add_flags(parser: argparse.ArgumentParser, cls: type) -> None:
+    """One argument per flagged field of `cls`, its dest the field's name."""
+    for field in dataclasses.fields(cls):
+        spec = field.metadata.get("flag")
+        if spec is None:
+            continue
+        kwargs: dict[str, Any] = {"dest": field.name, "help": help_text(field, spec)}
+        if field.type in (bool, "bool") and not spec.parse:
+            kwargs["action"] = "store_false" if spec.negative else "store_true"
+        else:
+            kwargs.update(type=spec.parse, metavar=spec.metavar)
+            if spec.repeatable:
+                kwargs.update(action="append", default=[])
+            else:
+                kwargs["default"] = None if field.default is dataclasses.MISSING else field.default
+        parser.add_argument(flag_name(field.name, spec), **kwargs)
+
+
+def from_args(cls: type, args: argparse.Namespace, **given: Any) -> Any:
+    """`cls` from the parsed flags (each field by its name), `given` filled in or overriding by the caller."""
+    values = {name: getattr(args, name) for name in flags_of(cls) if hasattr(args, name)}
+    values.update(given)
+    return cls(**values)
+
+
+def resume_fields(cls: type, what: str) -> set[str]:
+    """The fields whose flags `what` (STEERS, LOCATES) on --resume."""
+    return {name for name, spec in flags_of(cls).items() if spec.on_resume == what}
+
+
+# ---- parsers: text to value, with one line naming the bad text
+
+
+def whole(flag: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            return int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{flag} {text!r} is not a whole number") from None
+
+    return parse
+
+
+def finite(flag: str, what: str) -> Callable[[str], float]:
+    """A float flag: a finite number (float() takes 'inf' and 'nan', which no setting means)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise argparse.ArgumentTypeError(f"{flag} {text!r} is not {what} (a finite number)")
+        return value
+
+    return parse
+
+
+def names(text: str) -> tuple[str, ...]:
+    """'a, b,,c' as ('a', 'b', 'c')."""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def key_values(flag: str) -> Callable[[str], tuple[str, tuple[str, ...]]]:
+    """KEY=V[,V…] as (KEY, (V, …))."""
+
+    def parse(text: str) -> tuple[str, tuple[str, ...]]:
+        key, sep, values = text.partition("=")
+        if not sep or not key.strip():
+            raise argparse.ArgumentTypeError(f"{flag} {text!r} is not key=value[,value…]")
+        return key.strip(), names(values)
+
+    return parse

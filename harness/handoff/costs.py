@@ -1,0 +1,123 @@
+"""Where a `bench` launch's time goes beyond its training steps: the fixed cost per configuration.
+
+Rank 0 times each phase of its launch (interpreter and imports, process group, and per
+configuration: model info, build, the training loop, parity, profile, gradient profile, gather,
+write, memory release) and keeps the sums in `plan/<launch>.costs.json`, next to the launch's
+plan, rewritten after every configuration so that a launch that dies still tells where its time
+went. The launcher reads it when the launch ends and adds what only it sees (torchrun's start,
+the ranks' teardown). Every figure is wall-clock seconds on rank 0; the training loop is split
+into its timed steps (`steps`, warm-up included: what `bench` calls training) and what runs
+between them (`between steps`: batches, zeroing gradients, the window's barrier).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from pathlib import Path
+
+from harness.clock import host_seconds
+from harness.results.layout import costs_path
+
+PHASES = (
+    "launch",  # the launcher's torchrun call until rank 0's process starts
+    "imports",  # rank 0's interpreter start and the worker module's imports (torch, the plug-ins)
+    "process group",  # init_process_group, Parquet's warm-up, the imports' objects frozen (housekeeping)
+    "model info",  # FLOP counting and sizes, once per workload setup
+    "build",  # strategy, model, wrap, optimizer, memory sampler
+    "steps",  # the timed training steps, warm-up included
+    "between steps",  # the training loop's time outside its timed steps
+    "parity",  # full state gathered, reference (once per setup), verdict; GPU replay
+    "profile",  # --profile's extra steps
+    "gradient profile",  # once per setup at world size 1 (input of `predict`)
+    "gather",  # every rank's results to rank 0
+    "write",  # records assembled, Parquet parts written
+    "release",  # garbage collection, the allocator's cache, the heap trimmed
+    "teardown",  # the ranks' exit until torchrun returns
+)
+"""The split `bench` prints, in a run's order; anything else in a run's wall time is `other`."""
+
+
+class CostClock:
+    """Seconds per phase, summed over a launch's configurations; one per worker process. `lap`
+    gives a phase the time since the previous lap, so the worker marks only where a phase ends."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path  # where `save` writes (rank 0's); None: kept in memory only
+        self.seconds: dict[str, float] = {}
+        self.started_at = self.last_at = time.time()  # epoch seconds: the launcher's clock is another process's
+        self._mark = host_seconds()
+
+    def since_process_start(self, phase: str) -> CostClock:
+        """The time from this process's start (or this clock's) until now, as `phase`."""
+        self.started_at = process_started_at() or self.started_at
+        self.add(phase, time.time() - self.started_at)
+        self._mark = host_seconds()
+        return self
+
+    def add(self, phase: str, seconds: float) -> None:
+        if phase not in PHASES:
+            raise KeyError(f"unknown fixed-cost phase {phase!r}; phases: {', '.join(PHASES)}")
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + max(seconds, 0.0)
+
+    def lap(self, phase: str | None) -> None:
+        """The time since the last lap is `phase`'s (None: nobody's)."""
+        now = host_seconds()
+        if phase is not None:
+            self.add(phase, now - self._mark)
+        self._mark = now
+
+    def lap_training(self, steps: list[dict[str, float]]) -> None:
+        """The training loop since the last lap: its timed steps (`step_ms`, warm-up included), and
+        the rest of the loop as `between steps`."""
+        now = host_seconds()
+        loop_s = now - self._mark
+        stepped_s = min(sum(step["step_ms"] for step in steps) / 1e3, loop_s)
+        self.add("steps", stepped_s)
+        self.add("between steps", loop_s - stepped_s)
+        self._mark = now
+
+    def save(self) -> None:
+        """The sums so far, for the launcher (a plain rename, no fsync: an account, not a result)."""
+        if self.path is None:
+            return
+        self.last_at = time.time()
+        account = {"started_at": self.started_at, "last_at": self.last_at, "seconds": self.seconds}
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        with contextlib.suppress(OSError):  # never costs a measurement
+            tmp.write_text(json.dumps(account))
+            os.replace(tmp, self.path)
+
+
+def process_started_at() -> float | None:
+    """When this process began, in epoch seconds (Linux: /proc's start time, 10 ms ticks since
+    boot, against the boot-time clock); None where that cannot be read."""
+    try:
+        after_name = Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()
+        start_ticks = int(after_name[19])  # field 22 of proc(5), counted after "pid (comm)"
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+    return time.time() - age
+
+
+def read_launch(plan_path: Path, *, launched_at: float, ended_at: float) -> dict[str, float]:
+    """One launch's split, seconds per phase: rank 0's own account plus torchrun's start (until
+    rank 0's worker module began) and the teardown (after rank 0's last account). Without an
+    account (the launch never reached the worker), the whole launch is `launch`."""
+    path = costs_path(plan_path)
+    try:
+        account = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {"launch": max(ended_at - launched_at, 0.0)}
+    seconds = {k: float(v) for k, v in account["seconds"].items() if k in PHASES}
+    seconds["launch"] = max(account["started_at"] - launched_at, 0.0)
+    seconds["teardown"] = max(ended_at - account["last_at"], 0.0)
+    return seconds
+
+
+def add_into(total: dict[str, float], seconds: dict[str, float]) -> None:
+    for phase, value in seconds.items():
+        total[phase] = total.get(phase, 0.0) + value

@@ -1,0 +1,196 @@
+"""What went wrong in a configuration, said precisely.
+
+- `error_kind`: the class of a failure (`ERROR_KINDS`), recorded in the `error_kind` column.
+- A rank whose measurement raises writes its own record (the error line, its kind, the memory
+  it had reached, the full traceback) into `failures/<config_id>/` of the run folder, then
+  leaves the launch: the other ranks may be waiting for it inside a collective, and only
+  tearing the launch down frees them. The launcher turns that record into the failed row.
+- `DDPBENCH_FAULT` injects a fault into one rank, so that the tests (and a user who doubts
+  the harness) can watch every failure path on purpose; see `Fault`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import os
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from harness.handoff.rank_result import error_line
+from harness.results import store
+from harness.results.layout import RunFolder
+
+# exception: a Python exception in a strategy, workload or the harness; oom: an allocation
+# failed; killed: a rank died without a Python exception (a signal, a hard exit);
+# timeout: no progress for --timeout seconds; launch: the launch itself never got going.
+ERROR_KINDS = ("exception", "oom", "killed", "timeout", "launch")
+
+_OOM_TYPES = tuple(
+    t
+    for t in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None), MemoryError)
+    if t
+)
+
+
+def error_kind(exc: BaseException) -> str:
+    """oom for CUDA's out-of-memory error, Python's MemoryError and the CPU allocator's refusal."""
+    return "oom" if isinstance(exc, _OOM_TYPES) else kind_from_text(str(exc))
+
+
+def kind_from_text(text: str) -> str:
+    """The same, from an exception's text alone (all that torchrun's error file keeps)."""
+    return "oom" if store.looks_like_oom(text) else "exception"
+
+
+def rank_failure_paths(run: Path, config_id: str, rank: int) -> tuple[Path, Path]:
+    folder = RunFolder(run).failures(config_id)
+    return folder / f"rank{rank}.json", folder / f"rank{rank}.traceback.txt"
+
+
+def write_rank_failure(run: Path, config_id: str, rank: int, exc: BaseException, memory: dict[str, Any]) -> None:
+    """This rank's account of its failure, for the launcher to record once the launch is down."""
+    record_path, traceback_path = rank_failure_paths(run, config_id, rank)
+    text = "".join(traceback.format_exception(exc))
+    store.atomic_write(traceback_path, lambda tmp: tmp.write_text(text))
+    store.write_json(
+        record_path,
+        {
+            "rank": rank,
+            "at": time.time(),  # the earliest record is the root cause; later ones are its echoes
+            "error_kind": error_kind(exc),
+            "error": error_line(exc),
+            "error_file": str(traceback_path.relative_to(run)),
+            "memory": memory,
+        },
+    )
+
+
+def read_rank_failures(run: Path, config_id: str) -> list[dict[str, Any]]:
+    """The records that ranks wrote for this configuration, earliest first.
+
+    When one rank fails and leaves, its peers' collectives fail next ("connection closed by
+    peer"): the first record is the cause, the others its consequences."""
+    folder = RunFolder(run).failures(config_id)
+    records = []
+    for path in sorted(folder.glob("rank*.json")) if folder.is_dir() else []:
+        try:
+            records.append(store.read_json(path))
+        except (OSError, ValueError):
+            continue  # a record half-written when its rank was killed says nothing reliable
+    return sorted(records, key=lambda r: (r.get("at", 0.0), r["rank"]))
+
+
+FAULT_KINDS = ("raise", "oom", "stop", "kill", "exit")
+CONDITIONS = ("impl", "world", "repeat", "rank", "step")
+
+
+@dataclasses.dataclass(frozen=True)
+class Fault:
+    """A fault to inject: DDPBENCH_FAULT="KIND:impl=stock,world=2,rank=1,step=3" (';' between several).
+
+    raise: a RuntimeError; oom: a real allocation far beyond any memory on the rank's device;
+    stop: the rank freezes itself (SIGSTOP: a hang as its peers see it); kill: SIGKILL to itself;
+    exit: the process ends with code 3, no exception. The conditions (all optional) pick the
+    configuration's strategy, world size and repeat, the rank, and the step (warm-up included).
+    On a parameter server's rank, which runs no steps, `step` counts the served module's forward
+    calls (from any trainer, the first is 0): the fault fires inside the server's answer.
+    """
+
+    kind: str
+    impl: str | None = None
+    world: int | None = None
+    repeat: int | None = None
+    rank: int = 0
+    step: int = 0
+
+    @classmethod
+    def parse(cls, text: str) -> Fault:
+        """KIND[:CONDITION=VALUE,…]; ValueError naming the bad part and the valid choices."""
+        kind, _, conditions = text.strip().partition(":")
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"DDPBENCH_FAULT kind {kind!r} is not one of {', '.join(FAULT_KINDS)}")
+        fields: dict[str, Any] = {}
+        for item in filter(None, (c.strip() for c in conditions.split(","))):
+            key, sep, value = (part.strip() for part in item.partition("="))
+            if key not in CONDITIONS:
+                raise ValueError(f"DDPBENCH_FAULT condition {key!r} is not one of {', '.join(CONDITIONS)}")
+            if not sep or not value:
+                raise ValueError(f"DDPBENCH_FAULT condition {item!r} has no value; give {key}=VALUE")
+            if key in fields:
+                raise ValueError(f"DDPBENCH_FAULT condition {key!r} is given twice")
+            if key != "impl" and not (value.isdigit() and value.isascii()):
+                raise ValueError(f"DDPBENCH_FAULT {key}={value!r} is not a whole number ≥ 0")
+            fields[key] = value if key == "impl" else int(value)
+        return cls(kind, **fields)
+
+    def applies(self, *, impl: str, world: int, rank: int, step: int, repeat: int = 0) -> bool:
+        return (
+            (self.impl is None or self.impl == impl)
+            and (self.world is None or self.world == world)
+            and (self.repeat is None or self.repeat == repeat)
+            and (rank, step) == (self.rank, self.step)
+        )
+
+    def fire(self, device: torch.device) -> None:
+        # When it fired, for benchmarks/faults.py to measure how long the launcher takes to notice.
+        print(f"DDPBENCH_FAULT {self.kind} fired at {time.time():.3f}", file=sys.stderr, flush=True)
+        if self.kind == "raise":
+            raise RuntimeError(f"fault injected by DDPBENCH_FAULT at step {self.step}")
+        if self.kind == "oom":
+            torch.empty(1 << 50, dtype=torch.uint8, device=device)  # 1 PiB: refused by any allocator
+        if self.kind == "stop":
+            os.kill(os.getpid(), signal.SIGSTOP)
+        if self.kind == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if self.kind == "exit":
+            os._exit(3)
+
+
+def faults_from_environment() -> list[Fault]:
+    """DDPBENCH_FAULT: one fault, or several separated by ';'. The commands that launch ranks parse it
+    first (`check_fault_environment`), so a rank never meets one it cannot read."""
+    return [Fault.parse(text.strip()) for text in os.environ.get("DDPBENCH_FAULT", "").split(";") if text.strip()]
+
+
+FAULT_FORM = (
+    f"the form is KIND[:CONDITION=VALUE,…] (';' between several), kinds {', '.join(FAULT_KINDS)}, "
+    f"conditions {', '.join(CONDITIONS)}"
+)
+
+
+def check_fault_environment() -> None:
+    """DDPBENCH_FAULT parsed before anything is written: ValueError with one line naming it and the valid
+    kinds and conditions (a typo would otherwise fail every configuration of a run)."""
+    try:
+        faults_from_environment()
+    except ValueError as exc:
+        raise ValueError(f"{exc} (DDPBENCH_FAULT={os.environ.get('DDPBENCH_FAULT')!r}; {FAULT_FORM})") from None
+
+
+def arm_served_module(module: torch.nn.Module, injected: list[Fault], *, device: torch.device, **where: Any) -> None:
+    """Make the faults meant for this parameter server fire in the served module's forward.
+
+    `where` is the configuration and rank (impl, world, repeat, rank) as `Fault.applies` takes
+    them; the forward calls count as steps. A fault, once due, fires on every later call too: a
+    broken server fails every trainer alike, so that no trainer whose own call happened to succeed
+    is left waiting in a collective for a failed peer. A hook, not a wrapper, so the module's state
+    keeps its names.
+    """
+    calls = itertools.count()
+    due: list[Fault] = []
+
+    def fire_due_faults(_module, _inputs) -> None:
+        call = next(calls)
+        due.extend(fault for fault in injected if fault.applies(step=call, **where))
+        for fault in due:
+            fault.fire(device)
+
+    if injected:
+        module.register_forward_pre_hook(fire_due_faults)

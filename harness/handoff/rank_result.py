@@ -1,0 +1,62 @@
+"""What each rank hands rank 0 for one configuration: a `RankResult`, gathered with `gather_object`.
+
+The launcher makes them too, for the ranks of a configuration whose launch failed (from the failure
+records in the run folder), so that a failed row is assembled as a measured one is.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+STATUSES = ("ok", "failed", "skipped", "idle", "stopped")
+"""How a configuration went on one rank: idle while rank 0 drove every device (dataparallel); stopped when
+its launch was ended because another rank failed."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ParityVerdict:
+    """The parity check of one configuration, as rank 0 judged it."""
+
+    max_abs_diff: float | None
+    within_tolerance: bool | None  # None: the check itself failed
+    note: str
+
+
+@dataclasses.dataclass
+class RankResult:
+    """One rank's measurement of one configuration, gathered to rank 0 (pickled by gather_object)."""
+
+    status: str
+    error: str | None = None
+    steps: list[dict[str, float]] = dataclasses.field(default_factory=list)
+    """Per step, warm-up first: `step_ms` and each phase's `<phase>_ms`."""
+    window_ms: float | None = None
+    """From the first measured step's start to the last one's end."""
+    memory: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The memory columns this rank measured (ranks/), and what it held after its last step."""
+    layout: dict[str, Any] | None = None
+    """The strategy's bucket layout, where it has one (`Strategy.layout`)."""
+    comm: list[dict[str, Any]] | None = None
+    """The bucket timeline's rows (`CommTimeline.rows`); None where the collectives were not timed."""
+    comm_note: str | None = None
+    parity: ParityVerdict | None = None
+    """Rank 0's verdict; None elsewhere, and where parity was not checked."""
+    parity_exact: bool = True
+    """Whether the strategy should reproduce the reference exactly (`Strategy.parity_exact`)."""
+    trace_dir: str | None = None
+    wall_s: float | None = None
+    role: str = "trainer"
+    """`trainer`, or `parameter_server` (rpc_hybrid's last rank)."""
+    rpc: dict[str, float] | None = None
+    """rpc_hybrid's trainers: `round_trips_per_step`, `bytes_per_step`."""
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"rank status {self.status!r} is not one of {', '.join(STATUSES)}")
+
+
+def error_line(exc: BaseException) -> str:
+    """The exception's type and the last non-empty line of its message."""
+    lines = [line for line in str(exc).splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {lines[-1].strip()}" if lines else type(exc).__name__

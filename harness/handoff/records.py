@@ -1,0 +1,348 @@
+"""How rank 0 turns every rank's result of one configuration (`harness.handoff.rank_result`) into the
+rows the store writes (`assemble`).
+
+Pure functions: rank 0 calls `assemble` with what it gathered, the launcher with the failed ranks it
+diagnosed, and the tests with hand-made results.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+import impls
+from harness.analysis import overlap, stats
+from harness.config import precision
+from harness.config.bench import Configuration
+from harness.handoff.rank_result import RankResult
+from harness.protocols import roles_of
+from harness.results import columns
+from harness.results.columns import PHASES
+
+
+class Rows(NamedTuple):
+    """One configuration's rows, as the store writes them."""
+
+    config: dict[str, Any]
+    steps: list[dict[str, Any]]
+    ranks: list[dict[str, Any]]
+    timeline: list[dict[str, Any]]
+
+
+# Per-rank sampled figures (the dictionary's memory columns), and how a configuration's row
+# combines its ranks: the largest rank's peak, the ranks' mean, rank 0's note.
+PEAK_COLUMNS = columns.PEAK_MEMORY
+MEAN_COLUMNS = columns.MEAN_MEMORY
+RANK_COLUMNS = columns.names(columns.MEMORY)
+
+
+def combined_status(results: list[RankResult]) -> tuple[str, str | None]:
+    """Failed if any rank failed (naming each); skipped if all skipped; idle ranks don't count."""
+    failed = [(rank, r) for rank, r in enumerate(results) if r.status == "failed"]
+    if failed:
+        return "failed", "; ".join(f"rank {rank}: {r.error}" for rank, r in failed)
+    working = [r for r in results if r.status != "idle"]
+    if all(r.status == "skipped" for r in working):
+        return "skipped", working[0].error
+    return "ok", None
+
+
+def step_rows(cfg: Configuration, run_id: str, results: list[RankResult]) -> list[dict[str, Any]]:
+    """One row per rank and step: its phases and, where the strategy's collectives were timed,
+    its communication (harness.analysis.overlap)."""
+    rows = []
+    for rank, result in enumerate(results):
+        timeline = result.comm
+        by_step: dict[int, list[dict[str, Any]]] = {}
+        for collective in timeline or []:
+            by_step.setdefault(collective["step"], []).append(collective)
+        for step, timing in enumerate(result.steps):
+            row = {
+                "run_id": run_id,
+                "config_id": cfg.config_id,
+                "rank": rank,
+                "step": step,
+                "warmup": step < cfg.warmup,
+            }
+            row["step_ms"] = timing["step_ms"]
+            row.update({f"{phase}_ms": timing.get(f"{phase}_ms") for phase in PHASES})
+            if timeline is None:
+                row.update(dict.fromkeys(COMM_STEP_COLUMNS))
+            else:
+                row.update(overlap.step_communication(timing, by_step.get(step, [])))
+            rows.append(row)
+    return rows
+
+
+def window_columns(cfg: Configuration, results: list[RankResult]) -> dict[str, Any]:
+    """The measured window as the slowest rank saw it: its mean step period (end of one step to
+    the end of the next: the step plus zeroing gradients, making the batch, gaps) and the
+    throughput over the whole window."""
+    windows = [r.window_ms for r in results if r.window_ms]
+    if not windows or not cfg.steps:
+        return {"step_period_ms": None, "window_samples_per_s": None}
+    window_ms = max(windows)
+    return {
+        "step_period_ms": window_ms / cfg.steps,
+        "window_samples_per_s": cfg.batch_size * cfg.world_size * cfg.steps / (window_ms / 1e3),
+    }
+
+
+COMM_STEP_COLUMNS = ("comm_ms", "exposed_comm_ms", "exposed_backward_ms")
+
+
+def timeline_rows(cfg: Configuration, run_id: str, results: list[RankResult]) -> list[dict[str, Any]]:
+    """The bucket timeline: one row per collective, rank and step."""
+    rows = []
+    for rank, result in enumerate(results):
+        for collective in result.comm or []:
+            ids = {"run_id": run_id, "config_id": cfg.config_id, "rank": rank}
+            rows.append({**ids, **collective, "warmup": collective["step"] < cfg.warmup})
+    return rows
+
+
+def communication_columns(steps: list[dict[str, Any]]) -> dict[str, Any]:
+    """Measured communication over the measured steps of every rank: the mean per step of
+    communication and of exposed communication, and the overlap efficiency of their totals (so
+    that overlap_efficiency = 1 − exposed_comm_ms / comm_ms exactly, as a reader checks it; the
+    steps table keeps each step's figures). Null when the strategy's collectives were not timed."""
+    measured = [row for row in steps if not row["warmup"] and row.get("comm_ms") is not None]
+    if not measured:
+        return {"comm_ms": None, "exposed_comm_ms": None, "overlap_efficiency": None}
+    comm = [row["comm_ms"] for row in measured]
+    exposed = [row["exposed_comm_ms"] for row in measured]
+    return {
+        "comm_ms": float(np.mean(comm)),
+        "exposed_comm_ms": float(np.mean(exposed)),
+        "overlap_efficiency": overlap.overlap_efficiency(comm, exposed),
+    }
+
+
+def rank_rows(cfg: Configuration, run_id: str, results: list[RankResult]) -> list[dict[str, Any]]:
+    """One row per rank: its memory peaks (so a rank-0 skew is visible) and its wall time."""
+    rows = []
+    for rank, result in enumerate(results):
+        row = {"run_id": run_id, "config_id": cfg.config_id, "rank": rank, "status": result.status}
+        row.update({column: result.memory.get(column) for column in RANK_COLUMNS})
+        row["wall_s"] = result.wall_s
+        row["role"] = result.role  # rpc_hybrid's last rank: "parameter_server"
+        rows.append(row)
+    return rows
+
+
+def _over_ranks(results: list[RankResult], column: str, combine) -> float | None:
+    values = [r.memory.get(column) for r in results]
+    values = [v for v in values if v is not None]
+    return combine(values) if values else None
+
+
+def memory_columns(results: list[RankResult]) -> dict[str, Any]:
+    """Peaks: the largest rank (the one that runs out first). Means: the mean of the ranks."""
+    main = results[0].memory
+    return {
+        **{column: _over_ranks(results, column, max) for column in PEAK_COLUMNS},
+        **{column: _over_ranks(results, column, lambda v: sum(v) / len(v)) for column in MEAN_COLUMNS},
+        "mem_nvml_struct": main.get("mem_nvml_struct"),
+        "mem_samples": main.get("mem_samples"),
+        "mem_note": main.get("mem_note"),
+    }
+
+
+def _same_setup(written: pd.DataFrame, cfg: Configuration) -> pd.Series:
+    if written.empty:
+        return pd.Series(dtype=bool)
+    return (
+        (written["status"] == "ok")
+        & (written["workload"] == cfg.workload)
+        & (written["size"] == cfg.size)
+        & (written["batch_size"] == cfg.batch_size)
+        & (written["dtype"] == cfg.dtype)
+        & (written["optimizer"] == cfg.optimizer)
+        & (written["device"] == cfg.device)
+        & (written["backend"] == cfg.backend)
+    )
+
+
+def _lookup(written: pd.DataFrame, mask: pd.Series, column: str, *, repeat: int = 0) -> float | None:
+    """The matching row's value, from the same repeat where there is one."""
+    if written.empty or not mask.any():
+        return None
+    if "repeat" in written and (mask & (written["repeat"] == repeat)).any():
+        mask = mask & (written["repeat"] == repeat)
+    value = written.loc[mask, column].iloc[-1]
+    return None if pd.isna(value) else float(value)
+
+
+def derived_metrics(
+    cfg: Configuration, step_ms: float | None, samples_per_s: float | None, written: pd.DataFrame
+) -> dict[str, Any]:
+    """Scaling against world size 1 and the speed-up over the baseline strategy (the one that
+    communicates nothing), from rows already written."""
+    same = _same_setup(written, cfg)
+    if written.empty:
+        single = local = None
+    else:
+        single = _lookup(
+            written,
+            same
+            & (written["impl"] == cfg.impl)
+            & (written["impl_options"] == cfg.options_json)
+            & (written["world_size"] == 1),
+            "samples_per_s",
+            repeat=cfg.repeat,
+        )
+        local = _lookup(
+            written,
+            same
+            & written["baseline"].fillna(False).astype(bool)
+            & (written["world_size"] == cfg.world_size)
+            & (written["nnodes"] == cfg.nnodes),
+            "step_ms_median",
+            repeat=cfg.repeat,
+        )
+    if cfg.world_size == 1 and samples_per_s:
+        single = samples_per_s
+    if role_columns(cfg.impl)["baseline"]:
+        local = step_ms
+    return {
+        "scaling_efficiency": stats.scaling_efficiency(
+            samples_per_s, world_size=cfg.world_size, single_rank_samples_per_s=single
+        ),
+        "speedup_vs_local": stats.speedup_vs_local(step_ms, local),
+    }
+
+
+MODEL_COLUMNS = columns.names(columns.MODEL)
+
+
+def model_columns(
+    info: dict[str, Any] | None,
+    *,
+    samples_per_s: float | None,
+    cfg: Configuration,
+    gpu_name: str | None,
+    gpu_count: int | None = None,
+) -> dict[str, Any]:
+    """What the model is, the throughput in tokens/s and TFLOP/s that follows from it, and `mfu`:
+    that TFLOP/s over the dense peak of the `gpu_name` GPUs the trainers used, in the row's
+    precision (null where the peak is not known, the CPU included: harness.config.precision)."""
+    info = info or {}
+    row = {column: info.get(column) for column in MODEL_COLUMNS}
+    samples = info.get("samples_per_batch")
+    tokens, flops = row["tokens_per_batch"], row["flops_per_sample"]
+    row["tokens_per_s"] = tokens / samples * samples_per_s if tokens and samples and samples_per_s else None
+    row["achieved_tflops"] = flops * samples_per_s / 1e12 if flops and samples_per_s else None
+    row["mfu"] = precision.mfu(
+        row["achieved_tflops"], gpu_name=gpu_name, dtype=cfg.dtype, tf32=cfg.tf32, gpus=gpus_in_use(cfg, gpu_count)
+    )
+    return row
+
+
+def gpus_in_use(cfg: Configuration, gpu_count: int | None) -> int:
+    """The GPUs a configuration's trainers ran on: one each, unless gloo let ranks share the
+    `gpu_count` GPUs each node has (then the peak is theirs, not one per rank)."""
+    per_node = cfg.world_size // cfg.nnodes
+    return cfg.nnodes * min(per_node, gpu_count) if gpu_count else cfg.world_size
+
+
+def rpc_columns(results: list[RankResult]) -> dict[str, Any]:
+    """RPC round trips and tensor bytes per step and trainer (rpc_hybrid), the mean over trainers;
+    null for strategies without RPC."""
+    figures = [r.rpc for r in results if r.rpc]
+    if not figures:
+        return {"rpc_round_trips_per_step": None, "rpc_bytes_per_step": None}
+    return {
+        "rpc_round_trips_per_step": sum(f["round_trips_per_step"] for f in figures) / len(figures),
+        "rpc_bytes_per_step": sum(f["bytes_per_step"] for f in figures) / len(figures),
+    }
+
+
+def parity_columns(main_result: RankResult) -> dict[str, Any]:
+    checked = main_result.parity
+    if checked is None:
+        return {"parity_max_abs_diff": None, "parity_ok": None, "parity_note": "not checked"}
+    note, ok = checked.note, checked.within_tolerance
+    if not main_result.parity_exact and ok is not None:
+        # Lossy or non-synchronising strategies: the difference is recorded, never judged a pass.
+        note = f"not judged: this strategy is not expected to match exactly; {note}"
+        ok = None
+    return {"parity_max_abs_diff": checked.max_abs_diff, "parity_ok": ok, "parity_note": note}
+
+
+def role_columns(impl: str) -> dict[str, Any]:
+    """The strategy's roles as its class declares them (harness.protocols.ROLES), recorded on its row."""
+    return roles_of(impls.entry(impl).cls)
+
+
+def assemble(
+    cfg: Configuration,
+    results: list[RankResult],
+    *,
+    run_context: dict[str, Any],
+    written: pd.DataFrame,
+    model_info: dict[str, Any] | None = None,
+) -> Rows:
+    """The config row, step rows, rank rows and timeline rows of one configuration; `model_info` from
+    harness.measure.modelinfo."""
+    run_id = run_context["run_id"]
+    status, error = combined_status(results)
+    steps = step_rows(cfg, run_id, results)
+    summary = (
+        stats.summarize(stats.slowest_rank_per_step(pd.DataFrame(steps)))
+        if steps and status == "ok"
+        else stats.summarize([])
+    )
+    step_ms = summary["step_ms_median"]
+    throughput = stats.samples_per_second(step_ms=step_ms, batch_size=cfg.batch_size, world_size=cfg.world_size)
+    main = results[0]
+    layout = main.layout or {}
+    row: dict[str, Any] = {
+        "run_id": run_id,
+        "config_id": cfg.config_id,
+        "repeat": cfg.repeat,
+        "status": status,
+        "error": error,
+        "impl": cfg.impl,
+        "impl_options": cfg.options_json,  # as the reader returns it; the store writes it as a map
+        **role_columns(cfg.impl),
+        "workload": cfg.workload,
+        "size": cfg.size,
+        "world_size": cfg.world_size,
+        "nnodes": cfg.nnodes,
+        "batch_size": cfg.batch_size,
+        "dtype": cfg.dtype,
+        "tf32": cfg.tf32,
+        "optimizer": cfg.optimizer,
+        "device": cfg.device,
+        "backend": cfg.backend,
+        "steps": cfg.steps,
+        "warmup": cfg.warmup,
+        **summary,
+        "samples_per_s": throughput,
+        **derived_metrics(cfg, step_ms, throughput, written),
+        **communication_columns(steps),
+        "comm_note": main.comm_note,
+        **window_columns(cfg, results),
+        **memory_columns(results),
+        **parity_columns(main),
+        **model_columns(
+            model_info,
+            samples_per_s=throughput,
+            cfg=cfg,
+            gpu_name=run_context.get("gpu_name"),
+            gpu_count=run_context.get("gpu_count"),
+        ),
+        "bucket_cap_mb": layout.get("bucket_cap_mb", cfg.bucket_cap_mb),
+        "first_bucket_cap_mb": layout.get("first_bucket_cap_mb"),
+        "bucket_sizes_mb": layout.get("bucket_sizes_mb"),
+        "trace_dir": main.trace_dir,
+        "wall_s": max((r.wall_s or 0.0) for r in results),
+        **rpc_columns(results),
+        **{
+            k: run_context.get(k)
+            for k in ("threads_per_rank", "torch_version", "gpu_name", "hostname", "git_sha", "started_at")
+        },
+    }
+    return Rows(row, steps, rank_rows(cfg, run_id, results), timeline_rows(cfg, run_id, results))

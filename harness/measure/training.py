@@ -1,0 +1,117 @@
+"""The training step every strategy runs, and the seeds that make its data reproducible.
+
+Kept apart from the worker so that the parity reference runs exactly the same step.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch import nn
+
+from harness.comm_timeline import CommTimeline
+from harness.measure.timing import StepTimer
+from harness.protocols import Strategy, Workload, record_blocks
+
+OPTIMIZERS = {"sgd": (torch.optim.SGD, 0.01), "adam": (torch.optim.Adam, 1e-3)}
+"""--optimizer choices: (class, learning rate). Adam has state (two moments per parameter),
+which is what ZeRO and FSDP shard; plain SGD has none."""
+OPTIMIZER, LEARNING_RATE = OPTIMIZERS["sgd"]  # the default
+
+
+def batch_seed(seed: int, rank: int, step: int) -> int:
+    """Every rank sees different data, identical from run to run."""
+    return (seed * 1_000_003 + rank) * 1_000_003 + step
+
+
+def make_batch(workload: Workload, *, batch_size: int, seed: int, rank: int, step: int, device: torch.device) -> Any:
+    generator = torch.Generator(device=device)
+    generator.manual_seed(batch_seed(seed, rank, step))
+    return workload.make_batch(batch_size, device=device, generator=generator)
+
+
+def concat_batches(batches: list[Any]) -> Any:
+    """One batch from several of the same structure (tensors, tuples, lists, dicts), along dim 0."""
+    if len(batches) == 1:
+        return batches[0]
+    first = batches[0]
+    if isinstance(first, torch.Tensor):
+        return torch.cat(batches)
+    if isinstance(first, dict):
+        return {key: concat_batches([b[key] for b in batches]) for key in first}
+    if isinstance(first, (tuple, list)):
+        return type(first)(concat_batches(list(parts)) for parts in zip(*batches, strict=True))
+    raise TypeError(f"cannot concatenate batches of type {type(first).__name__}")
+
+
+def build_model(workload: Workload, *, seed: int, device: torch.device) -> nn.Module:
+    """The workload's model, initialised from `seed`. On a GPU it is built there directly (the
+    initialisation runs as kernels, from the GPU's generator), not on the CPU and then copied:
+    for gpt2/full that is seconds of every configuration's fixed cost. The weights then differ
+    from a CPU build's, and every build of a run (the ranks', the parity reference's) is alike."""
+    torch.manual_seed(seed)
+    device = torch.device(device)
+    if device.type == "cpu":
+        model = workload.build_model()
+    else:
+        with device:
+            model = workload.build_model().to(device)  # .to: anything the workload made on the CPU on purpose
+    record_blocks(model, workload.blocks(model))  # for a sharding strategy's wrap
+    return model
+
+
+AUTOCAST_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def forward_precision(dtype: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """Autocast for bf16/fp16 runs (parameters and gradients stay fp32); nothing for fp32."""
+    if dtype == "fp32":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=AUTOCAST_DTYPES[dtype])
+
+
+def set_tf32(enabled: bool) -> None:
+    """`--tf32`: fp32 matmuls and convolutions on TF32 tensor cores, or neither. Set once per rank
+    before the model is built. Off also turns off cuDNN's TF32, which torch enables by default, so
+    that a row's `tf32 = false` means no TF32 anywhere (NVIDIA_TF32_OVERRIDE=0 can still veto it
+    on, below torch: run.json's env_vars records it)."""
+    torch.backends.cuda.matmul.allow_tf32 = enabled
+    torch.backends.cudnn.allow_tf32 = enabled
+    torch.set_float32_matmul_precision("high" if enabled else "highest")
+
+
+def train_step(
+    *,
+    model: nn.Module,
+    workload: Workload,
+    strategy: Strategy,
+    optimizer: torch.optim.Optimizer,
+    batch: Any,
+    timer: StepTimer,
+    precision: contextlib.AbstractContextManager | None = None,
+    after_optimizer_step: Callable[[], None] | None = None,
+    timeline: CommTimeline | None = None,
+    step: int = 0,
+) -> None:
+    """One step, timed per phase; with a `timeline`, the strategy's collectives are stamped from the
+    step's start (the timer's), as step `step`."""
+    timer.start()
+    if timeline is not None:
+        timeline.begin_step(step)
+    with precision or contextlib.nullcontext():
+        loss = workload.loss(model, batch)
+    timer.lap("forward")
+    loss.backward()
+    timer.lap("backward")
+    strategy.sync_gradients()
+    timer.lap("sync")
+    optimizer.step()
+    timer.lap("optimizer")
+    if after_optimizer_step is not None:  # e.g. to see what a rank holds while gradients still exist
+        after_optimizer_step()
+    # Untimed, as the step's end: it lets the hook above see the gradients. The strategy says how
+    # (dropping them costs microseconds; DDP's bucket views must be zeroed in place instead).
+    optimizer.zero_grad(set_to_none=strategy.zero_grad_set_to_none)

@@ -1,0 +1,224 @@
+"""Gradient parity: did the strategy train exactly like one process on the whole batch?
+
+The reference is one process that, for every step, runs each rank's batch in turn,
+accumulating gradients, then divides by the number of ranks and steps the optimizer.
+For models whose loss is a mean over independent samples that equals one process on the
+concatenated batch; for BatchNorm it is what data parallelism without SyncBatchNorm means
+(statistics per rank's batch). Parameters are compared; buffers are not (DDP broadcasts
+rank 0's buffers, which no single-process run reproduces).
+
+The tolerance follows the *compute* dtype: under bf16/fp16 autocast a parameter that differs
+from the reference by one fp32 rounding can round to another bf16 value in the next forward,
+and training carries that on, so those runs are allowed a share of each parameter's own movement
+(`COMPUTE_RTOL`). A wrong reduction (a sum for a mean, a bucket left out) moves parameters by a
+large share of their movement and still fails in every dtype.
+
+On a GPU, cuDNN picks non-deterministic algorithms by default, and two identical single-process
+trainings of a small ResNet differ by up to 0.9 after 20 steps (measured on an H200): parity
+there is judged on a replay under deterministic algorithms (`deterministic_algorithms`), with
+the reference computed the same way, while the timed steps keep the fast algorithms.
+
+A strategy with other semantics has its own reference here: `parameter_server_reference` for
+rpc_hybrid, judged on updates (`compare_updates`), since its difference from plain data
+parallelism is the size of some updates.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Callable, Iterator
+
+import torch
+from torch import nn
+
+from harness.measure.training import OPTIMIZERS, build_model, forward_precision, make_batch
+from harness.protocols import Workload
+
+# (atol, rtol) per parameter dtype after a few steps.
+TOLERANCE = {
+    torch.float64: (1e-8, 1e-6),
+    torch.float32: (1e-5, 1e-4),
+    torch.bfloat16: (1e-2, 1e-2),
+    torch.float16: (1e-3, 1e-3),
+}
+
+
+COMPUTE_RTOL = {"fp32": 0.0, "bf16": 1e-2, "fp16": 2e-3}
+"""Allowance per compute dtype, as a share of the largest change of each parameter over the run
+(about 2.5 times the dtype's rounding step: bf16 2^-8, fp16 2^-11); fp32 keeps `TOLERANCE` alone."""
+
+
+@contextlib.contextmanager
+def deterministic_algorithms() -> Iterator[None]:
+    """cuDNN's deterministic algorithms (and no autotuning) inside the block; the flags as they were after it."""
+    before = (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
+    torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = True, False
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark = before
+
+
+@dataclasses.dataclass(frozen=True)
+class ParityResult:
+    max_abs_diff: float
+    within_tolerance: bool
+    worst_parameter: str | None
+
+
+def reference_parameters(workload: Workload, **setup) -> dict[str, torch.Tensor]:
+    """Parameters of the single-process reference after `steps` steps, on the CPU (see `reference_run`)."""
+    return reference_run(workload, **setup)[0]
+
+
+def reference_run(
+    workload: Workload,
+    *,
+    world_size: int,
+    batch_size: int,
+    steps: int,
+    seed: int,
+    device: torch.device,
+    dtype: str = "fp32",
+    optimizer: str = "sgd",
+    on_step: Callable[[int], None] | None = None,
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """(final, initial) parameters of the single-process reference over `steps` steps, on the CPU.
+
+    `on_step(step)` after each step tells the launcher the reference is still moving.
+    """
+    model = build_model(workload, seed=seed, device=device)
+    initial = parameters_on_cpu(model)
+    optimizer_cls, learning_rate = OPTIMIZERS[optimizer]
+    optimizer = optimizer_cls(model.parameters(), lr=learning_rate)
+    for step in range(steps):
+        for rank in range(world_size):
+            batch = make_batch(workload, batch_size=batch_size, seed=seed, rank=rank, step=step, device=device)
+            with forward_precision(dtype, device):
+                loss = workload.loss(model, batch)
+            loss.backward()
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad.div_(world_size)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        if on_step is not None:
+            on_step(step)
+    return parameters_on_cpu(model), initial
+
+
+def parameters_on_cpu(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Named parameters (each tied parameter once), copied to the CPU."""
+    return {name: p.detach().to("cpu", copy=True) for name, p in model.named_parameters()}
+
+
+def state_on_cpu(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {name: t.detach().to("cpu", copy=True) for name, t in state.items()}
+
+
+def compare(
+    actual: dict[str, torch.Tensor],
+    expected: dict[str, torch.Tensor],
+    *,
+    initial: dict[str, torch.Tensor] | None = None,
+    compute_dtype: str = "fp32",
+) -> ParityResult:
+    """Every parameter within the tolerance of its dtype, plus, for autocast runs, `COMPUTE_RTOL`
+    of the parameter's largest change from `initial` (which such runs must give)."""
+    missing = sorted(set(expected) - set(actual))
+    if missing:
+        raise KeyError(f"parameters missing from the strategy's state: {missing[:5]}")
+    share = COMPUTE_RTOL[compute_dtype]
+    if share and initial is None:
+        raise ValueError(f"judging a {compute_dtype} run needs the reference's initial parameters")
+    worst_name, worst_diff, ok = None, 0.0, True
+    for name, ref in expected.items():
+        got = actual[name].to(ref.dtype)
+        diff = (got.double() - ref.double()).abs().max().item() if ref.numel() else 0.0
+        atol, rtol = TOLERANCE.get(ref.dtype, TOLERANCE[torch.float32])
+        if share and ref.numel():
+            atol += share * (ref.double() - initial[name].double()).abs().max().item()
+        ok = ok and torch.allclose(got, ref, atol=atol, rtol=rtol)
+        if diff >= worst_diff:
+            worst_name, worst_diff = name, diff
+    return ParityResult(max_abs_diff=worst_diff, within_tolerance=ok, worst_parameter=worst_name)
+
+
+def parameter_server_reference(
+    workload: Workload,
+    *,
+    trainers: int,
+    batch_size: int,
+    steps: int,
+    seed: int,
+    device: torch.device,
+    dtype: str = "fp32",
+    optimizer: str = "sgd",
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+    """(final, initial) parameters of `steps` steps of the parameter-server semantics (rpc_hybrid), on the CPU.
+
+    One process, every trainer's batch in turn from the same parameters; then the dense part
+    (everything but `workload.remote_part`) steps once with the mean of the trainers' gradients,
+    as DDP does, and the remote part steps once per trainer, with that trainer's gradient alone,
+    through an optimizer of its own per trainer (as DistributedOptimizer makes one per trainer on
+    the server). With SGD the remote part so moves by the sum of the trainers' updates. The
+    initial parameters come with the final ones, for `compare_updates`.
+    """
+    model = build_model(workload, seed=seed, device=device)
+    initial = parameters_on_cpu(model)
+    remote = list(model.get_submodule(workload.remote_part).parameters())
+    remote_ids = {id(p) for p in remote}
+    dense = [p for p in model.parameters() if id(p) not in remote_ids]
+    optimizer_cls, learning_rate = OPTIMIZERS[optimizer]
+    dense_optimizer = optimizer_cls(dense, lr=learning_rate)
+    remote_optimizers = [optimizer_cls(remote, lr=learning_rate) for _ in range(trainers)]
+    for step in range(steps):
+        remote_grads = []
+        for rank in range(trainers):
+            batch = make_batch(workload, batch_size=batch_size, seed=seed, rank=rank, step=step, device=device)
+            with forward_precision(dtype, device):
+                loss = workload.loss(model, batch)
+            loss.backward()
+            remote_grads.append([p.grad for p in remote])
+            for p in remote:
+                p.grad = None  # the next trainer's gradient is its own, not accumulated
+        for p in dense:
+            if p.grad is not None:
+                p.grad.div_(trainers)
+        dense_optimizer.step()
+        for remote_optimizer, grads in zip(remote_optimizers, remote_grads, strict=True):
+            for p, grad in zip(remote, grads, strict=True):
+                p.grad = grad
+            remote_optimizer.step()
+        model.zero_grad(set_to_none=True)
+    return parameters_on_cpu(model), initial
+
+
+UPDATE_RTOL = {torch.float64: 1e-6, torch.float32: 1e-3}
+"""Relative tolerance on a parameter's update (its change over the run), per dtype; 1e-2 for others."""
+
+
+def compare_updates(
+    actual: dict[str, torch.Tensor], expected: dict[str, torch.Tensor], initial: dict[str, torch.Tensor]
+) -> ParityResult:
+    """Like `compare`, but judges each parameter's change from `initial`, relative to the largest change.
+
+    For a strategy whose semantics differ from another's only in how large some updates are (a
+    sum over trainers instead of a mean), the parameters themselves stay close to their initial
+    values and within `compare`'s tolerance either way; the updates differ by a factor. Allowed:
+    UPDATE_RTOL × the parameter's largest expected update, plus a few float32 rounding steps of
+    the parameter (the server may apply the trainers' updates in another order).
+    """
+    worst_name, worst_diff, ok = None, 0.0, True
+    for name, ref in expected.items():
+        got, start = actual[name].double(), initial[name].double()
+        change, ref_change = got - start, ref.double() - start
+        rtol = UPDATE_RTOL.get(ref.dtype, 1e-2)
+        rounding = 8 * torch.finfo(ref.dtype).eps * ref.double().abs()
+        allowed = rtol * ref_change.abs().max() + rounding if ref.numel() else rounding
+        ok = ok and bool(((change - ref_change).abs() <= allowed).all())
+        diff = (got - ref.double()).abs().max().item() if ref.numel() else 0.0
+        if diff >= worst_diff:
+            worst_name, worst_diff = name, diff
+    return ParityResult(max_abs_diff=worst_diff, within_tolerance=ok, worst_parameter=worst_name)

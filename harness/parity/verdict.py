@@ -1,0 +1,101 @@
+"""The worker's side of gradient parity: which state is judged, against which reference, and the verdict.
+
+On the CPU the state after the measured steps is judged (its kernels are deterministic). On a GPU
+cuDNN's default algorithms are not, and a small ResNet's two identical trainings drift apart by
+up to 0.9 in 20 steps (measured on an H200), so parity is judged on a short replay instead: a
+fresh strategy and model, `REPLAY_STEPS` steps under deterministic algorithms, against a reference
+computed the same way. The timed steps keep the fast algorithms.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import hashlib
+import shutil
+import sys
+import tempfile
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+import torch
+
+import workloads
+from harness.config.bench import Configuration
+from harness.handoff.rank_result import ParityVerdict, error_line
+from harness.parity import reference
+
+REPLAY_STEPS = 3
+"""Steps of the GPU replay: enough for every bucket, hook and optimizer state to take part twice."""
+
+
+def replays(cfg: Configuration, device: torch.device) -> bool:
+    """Whether this configuration's parity is judged on a deterministic replay (on GPUs)."""
+    return cfg.parity and device.type == "cuda"
+
+
+def cached_reference(
+    cfg: Configuration,
+    device: torch.device,
+    *,
+    folder: Path | None = None,
+    progress: Callable[[int], None] | None = None,
+):
+    """(final, initial or None) of the single-process reference, computed once per setup: every
+    strategy, bucket cap and repeat of a sweep at one world size shares it. It lives in a file in
+    `folder` (default: a temporary folder of this process) and is mapped in while a verdict needs
+    it (torch.load with mmap: read from the page cache, and out of the process once dropped; kept
+    in memory it would count in every later configuration's peak RSS). The initial parameters are
+    kept only for autocast runs, which are judged against them."""
+    key = (cfg.workload, cfg.size, cfg.world_size, cfg.batch_size, cfg.warmup + cfg.steps, cfg.seed, str(device),
+           cfg.dtype, cfg.optimizer)  # fmt: skip
+    path = (folder or _cache_dir()) / f"reference-{hashlib.sha1(repr(key).encode()).hexdigest()[:16]}.pt"
+    if not path.is_file():
+        with reference.deterministic_algorithms() if device.type == "cuda" else contextlib.nullcontext():
+            final, initial = reference.reference_run(
+                workloads.create(cfg.workload, size=cfg.size),
+                world_size=cfg.world_size,
+                batch_size=cfg.batch_size,
+                steps=cfg.warmup + cfg.steps,
+                seed=cfg.seed,
+                device=device,
+                dtype=cfg.dtype,
+                optimizer=cfg.optimizer,
+                on_step=progress,
+            )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.partial")
+        torch.save((final, initial if reference.COMPUTE_RTOL[cfg.dtype] else None), partial)
+        partial.replace(path)  # whole or absent: a launch that dies mid-save leaves no half file
+    return torch.load(path, mmap=True, weights_only=True)
+
+
+@functools.cache
+def _cache_dir() -> Path:
+    folder = Path(tempfile.mkdtemp(prefix="ddpbench-parity-"))
+    atexit.register(shutil.rmtree, folder, ignore_errors=True)
+    return folder
+
+
+def verdict(
+    cfg: Configuration,
+    final_state,
+    device: torch.device,
+    *,
+    replayed: bool = False,
+    folder: Path | None = None,
+    progress: Callable[[int], None] | None = None,
+) -> ParityVerdict:
+    """The parity columns' values for `final_state` (a broken reference must not hide the timing);
+    `folder`: where the run keeps its references (PARITY_CACHE in the run folder)."""
+    try:
+        expected, initial = cached_reference(cfg, device, folder=folder, progress=progress)
+        outcome = reference.compare(final_state, expected, initial=initial, compute_dtype=cfg.dtype)
+    except Exception as exc:
+        traceback.print_exc(file=sys.stderr)
+        return ParityVerdict(None, None, f"parity check failed: {error_line(exc)}")
+    how = f", on a deterministic replay of {cfg.steps} steps" if replayed else ""
+    return ParityVerdict(outcome.max_abs_diff, outcome.within_tolerance,
+                         f"largest difference in {outcome.worst_parameter}{how}")  # fmt: skip

@@ -1,0 +1,139 @@
+"""The network as the step-time model sees it: what one all-reduce costs at each world size.
+
+An all-reduce of S bytes over n ranks takes `t(S) = α + S × f(n) / busbw`, f(n) = 2(n−1)/n
+(nccl-tests' bus factor), fitted from a `ddpbench collectives` run or given (`--busbw`,
+`--latency`). With it, optionally, contention: how much compute and communication slow each
+other down while they overlap (measured by `ddpbench collectives`; on the CPU gloo's threads
+share the cores).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from harness.config.units import parse_bandwidth, parse_latency
+from harness.results import model_tables, store
+
+
+def allreduce_bus_factor(world_size: int) -> float:
+    return 2 * (world_size - 1) / world_size
+
+
+# ---------------------------------------------------------------- the network
+
+
+@dataclasses.dataclass(frozen=True)
+class Link:
+    """All-reduce cost at one world size: t(S) = alpha_s + S × 2(n−1)/n / busbw_bytes_per_s."""
+
+    alpha_s: float
+    busbw_bytes_per_s: float
+    source: str = "given"
+
+    def allreduce_s(self, nbytes: float, world_size: int) -> float:
+        if world_size <= 1 or nbytes <= 0:
+            return 0.0  # one rank has nothing to exchange
+        return self.alpha_s + nbytes * allreduce_bus_factor(world_size) / self.busbw_bytes_per_s
+
+
+def fit_link(sizes_bytes: Sequence[float], times_s: Sequence[float], *, world_size: int, source: str = "fit") -> Link:
+    """Least squares of t(S) = α + S·f/busbw on relative error (each size counts alike, small
+    ones included), with α ≥ 0 and 1/busbw ≥ 0 (scipy's non-negative least squares)."""
+    from scipy.optimize import nnls
+
+    sizes = np.asarray(sizes_bytes, dtype=float)
+    times = np.asarray(times_s, dtype=float)
+    if len(sizes) < 2:
+        raise ValueError("fitting α and β needs at least two message sizes")
+    design = np.column_stack([np.ones_like(sizes), sizes * allreduce_bus_factor(world_size)]) / times[:, None]
+    (alpha, inverse_busbw), _ = nnls(design, np.ones_like(times))
+    return Link(alpha_s=float(alpha), busbw_bytes_per_s=1.0 / inverse_busbw if inverse_busbw > 0 else float("inf"),
+                source=source)  # fmt: skip
+
+
+def links_from_collectives(frame: pd.DataFrame, *, source: str = "collectives") -> dict[int, Link]:
+    """One fitted link per world size from the all-reduce rows that passed their check."""
+    rows = frame[(frame["op"] == "all_reduce") & frame["correct"].astype(bool)]
+    links = {}
+    for world, group in rows.groupby("world_size"):
+        if len(group) >= 2:
+            links[int(world)] = fit_link(group["bytes"], group["time_us"] / 1e6, world_size=int(world), source=source)
+    return links
+
+
+def link_for(links: dict[int, Link], world_size: int) -> Link:
+    """The link measured at this world size, else the nearest measured one (an extrapolation:
+    a ring all-reduce's bus bandwidth is roughly flat in n, its latency is not)."""
+    if world_size in links:
+        return links[world_size]
+    nearest = min(links, key=lambda n: (abs(np.log2(n) - np.log2(world_size)), -n))
+    link = links[nearest]
+    return dataclasses.replace(link, source=f"{link.source} at world size {nearest}, extrapolated")
+
+
+@dataclasses.dataclass(frozen=True)
+class Contention:
+    """Overlapped work runs slower: compute by `compute_slowdown` while an all-reduce is in
+    flight, an all-reduce by `comm_slowdown` while backward computes (1.0, 1.0: none)."""
+
+    compute_slowdown: float = 1.0
+    comm_slowdown: float = 1.0
+
+
+NO_CONTENTION = Contention()
+
+
+# ---------------------------------------------------------------- a run's network
+
+
+@dataclasses.dataclass(frozen=True)
+class Network:
+    links: dict[int, Link]
+    contention: dict[int, Contention]
+    source: str
+
+
+def given_network(*, busbw_bytes_per_s: float, latency_s: float) -> Network:
+    link = Link(latency_s, busbw_bytes_per_s, source=f"given: busbw {busbw_bytes_per_s / 1e9:g} GB/s, "
+                f"latency {latency_s * 1e6:g} µs")  # fmt: skip
+    return Network({0: link}, {}, link.source)
+
+
+def network_link(network: Network, world_size: int) -> Link:
+    return network.links[0] if 0 in network.links else link_for(network.links, world_size)
+
+
+def matching_collectives(results: Path, meta: dict) -> Path | None:
+    """The newest collectives run in `results` made on the same machine, device and backend as the run."""
+    key = (meta.get("environment", {}).get("hostname"), meta.get("device"), meta.get("backend"))
+    for run in model_tables.list_collectives_runs(results):
+        other = model_tables.read_collectives_meta(run)
+        if (other.get("hostname"), other.get("device"), other.get("backend")) == key:
+            return run
+    return None
+
+
+def measured_network(collectives_run: Path) -> Network:
+    frame = model_tables.read_collectives(collectives_run)
+    links = links_from_collectives(frame, source=f"collectives run {collectives_run.name}")
+    contention = {
+        int(r.world_size): Contention(float(r.compute_slowdown), float(r.comm_slowdown))
+        for r in model_tables.read_contention(collectives_run).itertuples()
+    }
+    return Network(links, contention, f"collectives run {collectives_run.name}")
+
+
+def network_for_run(results: Path, run: Path) -> Network | None:
+    """--busbw given to bench (stored in run.json), else a matching collectives run, else None."""
+    meta = store.read_run_meta(run)
+    config = meta.get("config", {})
+    if config.get("busbw"):
+        return given_network(busbw_bytes_per_s=parse_bandwidth(config["busbw"]),
+                             latency_s=parse_latency(config.get("latency") or "0us"))  # fmt: skip
+    collectives_run = matching_collectives(results, meta)
+    return measured_network(collectives_run) if collectives_run is not None else None

@@ -1,0 +1,223 @@
+"""The step-time model against a run: its tables (`predictions.parquet`, `floor.parquet`) and what
+`ddpbench predict` reads from a run.
+
+The model itself is `harness.perfmodel.schedule` (DDP's buckets, simulated) over
+`harness.perfmodel.network` (one all-reduce's cost). Here: per bucket-cap sweep of a run, measured
+against predicted (raw, calibrated on the run's own `local` steps, and with contention); per
+configuration, the communication floor; and the run's stored gradient-ready profile. Measuring a
+profile runs a workload (the rank layer's `gradprofile`): the face does that and hands the rows here.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from harness.analysis import roles
+from harness.analysis.sweep import cap_given  # the model's layout is a cap given explicitly
+from harness.perfmodel.network import Network, network_for_run, network_link
+from harness.perfmodel.schedule import Calibration, Profile, calibrate, predict_cap, profile_from_rows
+from harness.protocols import ConfigError
+from harness.results import model_tables, store
+
+SETUP_KEYS = ["workload", "size", "batch_size", "dtype", "optimizer"]
+# Rows written before a column existed hold null there; these were the only values then.
+SETUP_DEFAULTS = {"dtype": "fp32", "optimizer": "sgd"}
+
+
+def _profile_for(profiles: pd.DataFrame, setup: dict) -> Profile | None:
+    rows = profiles
+    for key, value in setup.items():
+        rows = rows[rows[key] == value]
+    return profile_from_rows(rows) if not rows.empty else None
+
+
+def _ddp_defaults_but_cap(options_json: str) -> bool:
+    """The model simulates DDP's reducer with its defaults; a sweep with a comm hook or other knob is not modelled."""
+    options = json.loads(options_json or "{}")
+    options.pop("bucket_cap_mb", None)
+    return not options
+
+
+def _median_step(configs: pd.DataFrame, setup: dict, *, world: int, role: str, cap: float | None = None):
+    """The median step (s) of the rows of the strategy with `role` (baseline, reference) at `world`."""
+    rows = configs[roles.flag(configs, role) & (configs["world_size"] == world)]
+    for key, value in setup.items():
+        rows = rows[rows[key] == value]
+    if cap is not None:
+        rows = rows[rows["bucket_cap_mb"] == cap]
+    return float(rows["step_ms_median"].median()) / 1e3 if not rows.empty else None
+
+
+def run_calibration(configs: pd.DataFrame, setup: dict, *, world: int, profile: Profile) -> Calibration:
+    """From the run's own configurations: the baseline's step (no communication) at this world size and
+    at 1, and the reference (DDP) at 1.
+
+    DDP's own cost is pooled over every cap measured at one rank (median of stock − local): it is
+    mostly copying gradients into buckets and back, the same bytes whatever the cap, and the
+    difference of two noisy medians per cap would be mostly noise. Whatever is missing leaves
+    that part uncalibrated.
+    """
+    local_n = _median_step(configs, setup, world=world, role="baseline")
+    local_1 = _median_step(configs, setup, world=1, role="baseline")
+    stock_1 = _median_step(configs, setup, world=1, role="reference")
+    scale = local_n / profile.local_step_s if local_n else 1.0
+    reducer = max(0.0, stock_1 - local_1) * (local_n or local_1) / local_1 if stock_1 and local_1 else 0.0
+    return Calibration(compute_scale=scale, reducer_s=reducer)
+
+
+def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Network) -> list[dict]:
+    """Per stock bucket-cap configuration at world size ≥ 2 with a profile: measured against predicted,
+    raw (the profile as measured), calibrated (see Calibration), and calibrated with contention."""
+    configs = configs.fillna(SETUP_DEFAULTS)
+    configs = configs[(configs["status"] == "ok") & configs["impl_options"].map(_ddp_defaults_but_cap)]
+    sweeps = configs[roles.is_reference(configs) & configs["impl_options"].map(cap_given)
+                     & configs["bucket_cap_mb"].notna() & (configs["world_size"] > 1)]  # fmt: skip
+    rows = []
+    for keys, group in sweeps.groupby([*SETUP_KEYS, "world_size"]):
+        setup = dict(zip(SETUP_KEYS, keys[:-1], strict=True))
+        world = int(keys[-1])
+        profile = _profile_for(profiles, setup)
+        if profile is None or not network.links:
+            continue
+        link = network_link(network, world)
+        contention = network.contention.get(world)
+        calibration = run_calibration(configs, setup, world=world, profile=profile)
+        calibrated = calibrate(profile, calibration)
+        for cap, measured_ms in group.groupby("bucket_cap_mb")["step_ms_median"].median().items():
+            raw = predict_cap(profile, cap_mb=cap, link=link, world_size=world)
+            plain = predict_cap(calibrated, cap_mb=cap, link=link, world_size=world)
+            contended = (predict_cap(calibrated, cap_mb=cap, link=link, world_size=world, contention=contention)
+                         if contention else None)  # fmt: skip
+            rows.append({
+                "workload": setup["workload"], "size": setup["size"], "impl": group["impl"].iloc[0],
+                "world_size": world,
+                "bucket_cap_mb": float(cap), "measured_ms": float(measured_ms),
+                "predicted_raw_ms": raw.step_s * 1e3, "predicted_ms": plain.step_s * 1e3,
+                "predicted_contention_ms": contended.step_s * 1e3 if contended else None,
+                "compute_scale": calibration.compute_scale, "reducer_ms": calibration.reducer_s * 1e3,
+                "buckets": plain.buckets, "network": link.source,
+            })  # fmt: skip
+    return rows
+
+
+HALF_PRECISION_HOOKS = ("fp16", "bf16")
+"""DDP comm hooks that all-reduce every gradient cast to 16 bits; PowerSGD sends low-rank factors whose
+size depends on its rank and warm-up, so it gets no floor."""
+
+
+def allreduced_bytes(row) -> int | None:
+    """The bytes of one all-reduce that moves as much as this configuration's step does: every
+    gradient byte; 2 bytes an element under an fp16/bf16 hook. None where the strategy has no floor or
+    the hook is unknown. A floor is for strategies whose step is at least the baseline's (every rank
+    updates every parameter) plus one all-reduce of every gradient byte (`roles.whole_gradient_allreduce`);
+    the others have none: the baseline communicates nothing, a single-process strategy gathers inside one
+    process, a parameter server takes part of the model away, and sharding strategies update 1/n of the
+    parameters on each rank, so the baseline's optimizer step is no lower bound for them."""
+    if not row.has_floor or pd.isna(row.grad_bytes):
+        return None
+    hook = json.loads(row.impl_options or "{}").get("comm_hook", "none")
+    return int(row.grad_bytes) if hook == "none" else _sixteen_bit_bytes(row) if hook in HALF_PRECISION_HOOKS else None
+
+
+def _sixteen_bit_bytes(row) -> int:
+    """Every gradient element at 2 bytes: exactly, where the elements are known; else half of the
+    (fp32: the workloads' parameters stay fp32 under autocast) gradient bytes. Never more than sent."""
+    elements = getattr(row, "trainable_param_count", None)
+    if elements is None or pd.isna(elements):
+        return int(row.grad_bytes) // 2
+    return min(int(row.grad_bytes), 2 * int(elements))
+
+
+def floor_rows(configs: pd.DataFrame, network: Network) -> list[dict]:
+    """Per configuration at world size ≥ 2 with a floor (`allreduced_bytes`): the bytes it sends
+    all-reduced once at the network's α and bandwidth, and the floor max(baseline step, that all-reduce).
+    Configurations without such a floor get no row."""
+    configs = configs.fillna(SETUP_DEFAULTS)
+    ok = configs[(configs["status"] == "ok") & (configs["world_size"] > 1) & configs["grad_bytes"].notna()]
+    ok = ok.assign(has_floor=roles.whole_gradient_allreduce(ok))
+    local = ok[roles.is_baseline(ok)].groupby([*SETUP_KEYS, "world_size"])["step_ms_median"].median()
+    rows = []
+    for r in ok.itertuples():
+        sent = allreduced_bytes(r)
+        if sent is None:
+            continue
+        link = network_link(network, int(r.world_size))
+        allreduce_ms = link.allreduce_s(sent, int(r.world_size)) * 1e3
+        local_ms = local.get(tuple(getattr(r, k) for k in [*SETUP_KEYS, "world_size"]))
+        rows.append({
+            "config_id": r.config_id, "world_size": int(r.world_size), "grad_bytes": int(r.grad_bytes),
+            "allreduce_ms": allreduce_ms, "local_ms": None if local_ms is None else float(local_ms),
+            "floor_ms": max(allreduce_ms, float(local_ms)) if local_ms is not None else allreduce_ms,
+            "step_ms": r.step_ms_median, "network": link.source,
+        })  # fmt: skip
+    return rows
+
+
+def update_model_tables(results: Path, run: Path, network: Network | None = None) -> tuple[list[dict], list[dict]]:
+    """Write the run's predictions.parquet and floor.parquet when a network is known; return their rows."""
+    network = network or network_for_run(results, run)
+    if network is None or not network.links:
+        return [], []
+    configs = store.read_configs(run)
+    predictions = sweep_predictions(configs, model_tables.read_gradprofiles(run), network)
+    floor = floor_rows(configs, network)
+    if predictions or floor:
+        model_tables.write_model_tables(run, predictions=predictions, floor=floor)
+    return predictions, floor
+
+
+def update_all_model_tables(results: Path) -> int:
+    """Before a report: refresh every run's model tables (a collectives run may have come later)."""
+    return sum(bool(update_model_tables(results, run)[0]) for run in store.list_runs(results))
+
+
+# ---------------------------------------------------------------- what `ddpbench predict` reads
+
+
+def resolve_run(text: str, results: Path) -> Path:
+    """A run folder given as a path, or as a run id inside `results`."""
+    for candidate in (Path(text), Path(results) / text):
+        if store.is_run_folder(candidate):
+            return candidate
+    known = ", ".join(p.name for p in store.list_runs(results)[:5]) or "none"
+    raise ConfigError(f"--run {text!r} is not a run folder or a run id in {str(results)!r} (newest runs: {known})")
+
+
+def run_setups(run: Path) -> list[dict]:
+    """The workload setups a run measured successfully, in run order."""
+    configs = store.read_configs(run).fillna(SETUP_DEFAULTS)
+    ok = configs[configs["status"] == "ok"]
+    return [
+        dict(zip(SETUP_KEYS, keys, strict=True)) for keys in ok[SETUP_KEYS].drop_duplicates().itertuples(index=False)
+    ]
+
+
+def stored_profile(run: Path, setup: dict) -> Profile | None:
+    """The gradient-ready profile stored with the run for this setup, or None."""
+    return _profile_for(model_tables.read_gradprofiles(run), setup)
+
+
+def store_profile(run: Path, setup: dict, rows: pd.DataFrame, *, device: str) -> Profile:
+    """Keep a profile measured now (`harness.measure.gradprofile.measure`'s rows, one per parameter,
+    with the setup's columns) with the run, so that the next `predict` and report find it."""
+    meta = store.read_run_meta(run)
+    context = {
+        "run_id": meta.get("run_id", run.name),
+        "device": device,
+        "threads_per_rank": meta.get("threads_per_rank"),
+    }
+    model_tables.write_gradprofile(
+        model_tables.gradprofile_path(run, **setup), [{**context, **row} for row in rows.to_dict("records")]
+    )
+    return profile_from_rows(rows)
+
+
+# The model's variants as the report and `ddpbench predict` show them: (column, label).
+VARIANTS = (
+    ("predicted_raw_ms", "raw profile"),
+    ("predicted_ms", "calibrated on the run's local steps"),
+    ("predicted_contention_ms", "calibrated, with measured contention"),
+)

@@ -1,0 +1,196 @@
+"""Predicted step time per bucket cap at world sizes you cannot run: DDP's bucket schedule, simulated.
+
+Its inputs: a gradient-ready profile (`harness.measure.gradprofile`, stored with a run): forward,
+backward and optimizer times at world size 1 and when each gradient is ready during backward;
+and the network (`harness.perfmodel.network`): one all-reduce's cost, and contention.
+
+The simulation assigns gradients to buckets as DDP's reducer does after its rebuild
+(`harness.bucketing`: in the order gradients became ready, a first bucket capped at the
+first-bucket size, per dtype, never splitting a parameter), starts a bucket's all-reduce when
+its last gradient is ready and the previous all-reduce has finished, and gives step = forward +
+max(end of backward, end of the last all-reduce) + optimizer.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import pandas as pd
+
+from harness import bucketing
+from harness.perfmodel.network import NO_CONTENTION, Contention, Link
+
+# ---------------------------------------------------------------- the profile and DDP's buckets
+
+
+@dataclasses.dataclass(frozen=True)
+class Grad:
+    index: int  # registration order
+    nbytes: int
+    dtype: str
+    ready_s: float  # after backward began
+
+
+@dataclasses.dataclass(frozen=True)
+class Profile:
+    forward_s: float
+    backward_s: float
+    optimizer_s: float
+    grads: tuple[Grad, ...]  # in the order they became ready
+
+    @property
+    def grad_bytes(self) -> int:
+        return sum(g.nbytes for g in self.grads)
+
+    @property
+    def local_step_s(self) -> float:
+        return self.forward_s + self.backward_s + self.optimizer_s
+
+
+def profile_from_rows(rows: pd.DataFrame) -> Profile:
+    """A stored profile (one row per parameter, see harness.results.model_tables.GRADPROFILE_SCHEMA) as a Profile."""
+    trainable = rows[rows["requires_grad"].astype(bool)]
+    ordered = trainable.sort_values(["ready_ms", "param_index"], ascending=[True, False])
+    grads = tuple(
+        Grad(int(r.param_index), int(r.bytes), str(r.param_dtype), float(r.ready_ms) / 1e3)
+        for r in ordered.itertuples()
+    )
+    first = rows.iloc[0]
+    return Profile(first["forward_ms"] / 1e3, first["backward_ms"] / 1e3, first["optimizer_ms"] / 1e3, grads)
+
+
+@dataclasses.dataclass(frozen=True)
+class StepPrediction:
+    step_s: float
+    backward_end_s: float  # after backward began
+    comm_end_s: float
+    buckets: int
+    comm_s: float  # sum of all-reduce times without contention
+
+    @property
+    def exposed_comm_s(self) -> float:
+        return max(0.0, self.comm_end_s - self.backward_end_s)
+
+
+def simulate(
+    profile: Profile,
+    buckets: Sequence[Sequence[Grad]],
+    *,
+    link: Link,
+    world_size: int,
+    contention: Contention = NO_CONTENTION,
+) -> StepPrediction:
+    """One training step: backward progresses through its gradients while the buckets'
+    all-reduces run one after another, each starting when its last gradient is ready and
+    the previous one is done. With contention, whichever of the two overlaps the other runs
+    at 1/slowdown of its own speed, so time advances event by event."""
+    # A gradient cannot be ready after backward ends (medians of separate steps can say so).
+    ready = [min(profile.backward_s, max(g.ready_s for g in bucket)) for bucket in buckets]
+    costs = [link.allreduce_s(sum(g.nbytes for g in bucket), world_size) for bucket in buckets]
+    backward_end, comm_end = _overlap(profile.backward_s, ready, costs, contention)
+    step = profile.forward_s + max(backward_end, comm_end) + profile.optimizer_s
+    return StepPrediction(step, backward_end, comm_end, len(buckets), sum(costs))
+
+
+EPS = 1e-12
+
+
+def _overlap(backward_s: float, ready: list[float], costs: list[float], contention: Contention) -> tuple[float, float]:
+    """(end of backward, end of the last all-reduce) in wall time after backward began.
+
+    `ready` is in backward's own time (its progress when it runs alone), `costs` are solo
+    all-reduce times; buckets launch in their order, one in flight at a time.
+    """
+    now, progress = 0.0, 0.0  # wall clock; backward's progress in its own seconds
+    backward_end = 0.0 if backward_s <= 0 else None
+    comm_end = 0.0
+    pending = list(zip(ready, costs, strict=True))
+    in_flight: float | None = None  # solo seconds left of the all-reduce in flight
+    while pending or in_flight is not None:
+        if in_flight is None and pending[0][0] <= progress + EPS:  # its last gradient is ready: launch
+            in_flight = pending.pop(0)[1]
+            continue
+        computing = progress < backward_s - EPS
+        compute_rate = 1.0 / contention.compute_slowdown if in_flight is not None else 1.0
+        comm_rate = 1.0 / contention.comm_slowdown if computing else 1.0
+        horizons = []
+        if computing:  # to the end of backward, or to the next launch when nothing is in flight
+            goal = backward_s if in_flight is not None else min(pending[0][0], backward_s)
+            horizons.append((goal - progress) / compute_rate)
+        if in_flight is not None:
+            horizons.append(in_flight / comm_rate)
+        dt = min(horizons)
+        now += dt
+        if computing:
+            progress += dt * compute_rate
+            if progress >= backward_s - EPS:
+                progress, backward_end = backward_s, now
+        if in_flight is not None:
+            in_flight -= dt * comm_rate
+            if in_flight <= EPS:
+                in_flight, comm_end = None, now
+    if backward_end is None:
+        backward_end = now + (backward_s - progress)
+    return backward_end, comm_end
+
+
+def predict_cap(
+    profile: Profile, *, cap_mb: float, link: Link, world_size: int, contention: Contention = NO_CONTENTION
+) -> StepPrediction:
+    cap_bytes = int(cap_mb * bucketing.MIB)
+    grads = profile.grads
+    layout = bucketing.assign_buckets(
+        [g.nbytes for g in grads], [g.dtype for g in grads],
+        cap_bytes=cap_bytes, first_cap_bytes=bucketing.first_bucket_bytes(cap_bytes),
+    )  # fmt: skip
+    buckets = [[grads[i] for i in bucket] for bucket in layout]
+    return simulate(profile, buckets, link=link, world_size=world_size, contention=contention)
+
+
+def predict_caps(
+    profile: Profile,
+    *,
+    caps_mb: Sequence[float],
+    link: Link,
+    world_size: int,
+    contention: Contention = NO_CONTENTION,
+) -> pd.DataFrame:
+    """Predicted step per cap, with scaling efficiency against the profile's one-rank step."""
+    rows = []
+    for cap in caps_mb:
+        step = predict_cap(profile, cap_mb=cap, link=link, world_size=world_size, contention=contention)
+        rows.append(
+            {
+                "bucket_cap_mb": float(cap),
+                "buckets": step.buckets,
+                "step_ms": step.step_s * 1e3,
+                "exposed_comm_ms": step.exposed_comm_s * 1e3,
+                "comm_ms": step.comm_s * 1e3,
+                "scaling_efficiency": profile.local_step_s / step.step_s,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+@dataclasses.dataclass(frozen=True)
+class Calibration:
+    """What a plain model's profile at world size 1 cannot see, measured in the same run without communication.
+
+    compute_scale: the `local` step at this world size over the profile's step (on one machine,
+    ranks slow each other's compute: shared memory bandwidth, caches, hyper-threads).
+    reducer_s: DDP's own cost with nothing to communicate (`stock` minus `local` at world size 1:
+    copying gradients into buckets and back, its hooks), spent during backward.
+    """
+
+    compute_scale: float = 1.0
+    reducer_s: float = 0.0
+
+
+def calibrate(profile: Profile, calibration: Calibration) -> Profile:
+    """The profile with compute scaled and backward stretched by the reducer's cost (ready times alike)."""
+    scale = calibration.compute_scale
+    backward = profile.backward_s * scale
+    stretch = (backward + calibration.reducer_s) / backward if backward > 0 else 1.0
+    grads = tuple(dataclasses.replace(g, ready_s=g.ready_s * scale * stretch) for g in profile.grads)
+    return Profile(profile.forward_s * scale, backward + calibration.reducer_s, profile.optimizer_s * scale, grads)

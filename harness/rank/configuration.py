@@ -1,0 +1,280 @@
+"""One configuration on one rank, in the steps a reader can name: build, train, judge parity, profile.
+
+`measure` runs them in turn and returns this rank's `RankResult`, which rank 0 gathers and turns into
+rows (harness.handoff.records). A step that raises is written down for the launcher (with the memory
+reached and the traceback) and raised again: the worker then leaves its launch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+import impls
+import workloads
+from harness.clock import Clock, host_seconds
+from harness.comm_timeline import CommTimeline
+from harness.config.bench import Configuration
+from harness.handoff import costs, faults
+from harness.handoff.progress import StepProgress
+from harness.handoff.rank_result import RankResult
+from harness.measure.memory import MemorySampler, held_as_row, held_bytes, peaks_as_row
+from harness.measure.timing import make_step_timer
+from harness.measure.training import (
+    OPTIMIZERS,
+    build_model,
+    concat_batches,
+    forward_precision,
+    make_batch,
+    set_tf32,
+    train_step,
+)
+from harness.parity import reference, verdict
+from harness.rank import profiling, rpc_flow
+from harness.rank.dist import Session
+from harness.rank.housekeeping import release_memory
+from harness.results.layout import RunFolder
+
+
+@dataclasses.dataclass
+class RankWatch:
+    """What watches this rank's steps: the launcher's liveness questions, rank 0's progress
+    hint, and an injected fault (DDPBENCH_FAULT) when the tests ask for one."""
+
+    responder: Any = None  # a harness.handoff.liveness.Responder
+    injected: list[faults.Fault] = dataclasses.field(default_factory=list)
+    clock: costs.CostClock = dataclasses.field(default_factory=costs.CostClock)  # where the time goes
+
+    def before_step(self, cfg: Configuration, session: Session, step: int) -> None:
+        if self.responder is not None:
+            self.responder.note(cfg.config_id, step)
+        for fault in self.injected:
+            if fault.applies(impl=cfg.impl, world=cfg.world_size, repeat=cfg.repeat, rank=session.rank, step=step):
+                fault.fire(session.device)
+
+
+@dataclasses.dataclass
+class Built:
+    """A configuration's parts, built and wrapped, ready to train."""
+
+    model: torch.nn.Module
+    workload: Any
+    strategy: Any
+    optimizer: torch.optim.Optimizer
+
+    def parts(self) -> dict[str, Any]:
+        return {"model": self.model, "workload": self.workload, "strategy": self.strategy, "optimizer": self.optimizer}
+
+
+def measure(cfg: Configuration, session: Session, *, run: Path, watch: RankWatch | None = None) -> RankResult:
+    """This rank's measurement of one configuration. A failure is written down for the
+    launcher (with the memory reached and the traceback) and raised again."""
+    began = host_seconds()
+    memory: dict[str, Any] = {}
+    watch = watch or RankWatch()
+    try:
+        result = _measure(cfg, session, run=run, watch=watch, memory=memory)
+    except Exception as exc:
+        traceback.print_exc(file=sys.stderr)
+        faults.write_rank_failure(run, cfg.config_id, session.rank, exc, memory)
+        raise
+    watch.clock.lap(None)  # what _measure does not split (a skip, a parameter server's flow) stays `other`
+    result.wall_s = host_seconds() - began
+    return result
+
+
+def _measure(cfg: Configuration, session: Session, *, run: Path, watch: RankWatch, memory: dict) -> RankResult:
+    set_tf32(cfg.tf32)  # before the model is built; run.json records the flags this sets (env.capture)
+    strategy = impls.create(cfg.impl, **cfg.impl_options)
+    workload = workloads.create(cfg.workload, size=cfg.size)
+    exact = strategy.parity_exact  # read while the strategy exists
+    if strategy.extra_ranks:  # a parameter server: trainers and server run a flow of their own
+        result = rpc_flow.measure(cfg, session, strategy, workload, run=run, injected=watch.injected)
+        return dataclasses.replace(result, parity_exact=exact)
+    reason = strategy.unavailable_reason(device=cfg.device, world_size=cfg.world_size) or (
+        workload.unavailable_reason(device=cfg.device)
+    )
+    if reason:
+        return RankResult("skipped", reason, parity_exact=exact)
+    if strategy.single_process and not session.is_main:
+        # Rank 0 drives every device of this launch. This rank waits for it in the gather of records,
+        # over a gloo group on GPUs (Session.records_group): a CPU wait, never a kernel on its GPU.
+        return RankResult("idle", parity_exact=exact)
+    result, built, timeline = _build_and_train(cfg, session, strategy, workload, run=run, watch=watch, memory=memory)
+    result.parity_exact = exact
+    final_state = _measured_state(cfg, session, built)  # before any profiled step
+    watch.clock.lap("parity")
+    if cfg.profile:
+        traced = timeline if result.comm is not None else None  # where the collectives are timed
+        traces = RunFolder(run).traces(cfg.config_id)
+        result.trace_dir = profiling.profile(cfg, session, trace_dir=traces, timeline=traced, **built.parts())
+        watch.clock.lap("profile")
+    del built, strategy
+    release_memory(session.device)
+    watch.clock.lap("release")
+    result.parity = _judge_parity(cfg, session, final_state, run=run)
+    watch.clock.lap("parity")
+    return result
+
+
+def _build_and_train(cfg, session, strategy, workload, *, run: Path, watch: RankWatch, memory: dict):
+    """Build and wrap (the strategy's timeline attached first), then warm up and measure: this rank's
+    result so far, the built parts and the timeline."""
+    sampler = MemorySampler(session.device, period_s=cfg.mem_period_s).start()
+    try:
+        built, timeline, comm_note = _build(cfg, session, strategy, workload)
+        progress = StepProgress(run, cfg.config_id, cfg.warmup + cfg.steps) if session.is_main else None
+        watch.clock.lap("build")
+        before_step = lambda step: watch.before_step(cfg, session, step)  # noqa: E731
+        trained = train(cfg, session, before_step=before_step, progress=progress, timeline=timeline, sampler=sampler,
+                        **built.parts())  # fmt: skip
+        watch.clock.lap_training(trained.steps)
+        timeline.end()
+        memory.update(held_as_row(trained.held))
+    finally:
+        memory.update(peaks_as_row(sampler.stop()))  # kept for the failure record, too
+    result = RankResult("ok", steps=trained.steps, window_ms=trained.window_ms, memory=dict(memory),
+                        layout=strategy.layout(), comm=timeline.rows() if comm_note is None else None,
+                        comm_note=comm_note or _timeline_caveat(session.device))  # fmt: skip
+    watch.clock.lap("build")  # the sampler's stop, the strategy's layout
+    return result, built, timeline
+
+
+def _build(cfg: Configuration, session: Session, strategy, workload) -> tuple[Built, CommTimeline, str | None]:
+    """The model (from this rank's own seed: `wrap` must make rank 0's weights win), wrapped, and its
+    optimizer; the timeline attached before `wrap` (DDP's hook), or why it is not."""
+    model = build_model(workload, seed=cfg.seed + session.rank, device=session.device)
+    timeline = CommTimeline(session.device)
+    comm_note = attach_timeline(strategy, timeline, asked=cfg.bucket_timeline)
+    model = strategy.wrap(model)
+    optimizer_cls, learning_rate = OPTIMIZERS[cfg.optimizer]
+    optimizer = strategy.make_optimizer(model.parameters(), optimizer_cls, lr=learning_rate)
+    return Built(model, workload, strategy, optimizer), timeline, comm_note
+
+
+GLOO_ON_CUDA = (
+    "measured, completions late: gloo completes its CUDA work on the compute stream, so a "
+    "collective counts as done when compute could use its result (an upper bound on communication)"
+)
+
+
+def _timeline_caveat(device: torch.device) -> str | None:
+    """Why measured communication may read high: gloo, on CUDA tensors, marks its work done on the
+    device's current (compute) stream after the copy back, so the timeline's completion waits for
+    the compute queued before it (docs/measured/gpu-overlap-h200.md)."""
+    gloo_on_cuda = device.type == "cuda" and torch.distributed.get_backend() == "gloo"
+    return GLOO_ON_CUDA if gloo_on_cuda else None
+
+
+def attach_timeline(strategy, timeline: CommTimeline, *, asked: bool) -> str | None:
+    """Attach the bucket timeline where it costs nothing or was asked for; otherwise why not."""
+    cost = strategy.timeline_cost()
+    if cost is not None and not asked:
+        return f"not measured: {cost}; --bucket-timeline measures it"
+    if not strategy.attach_timeline(timeline):
+        return "not measured: the strategy's collectives run inside a library that offers no hook to time them"
+    return None
+
+
+# ---- judging parity ---------------------------------------------------------------------------------
+
+
+def _measured_state(cfg: Configuration, session: Session, built: Built) -> dict | None:
+    """The state after the measured steps, where it is what parity judges (on the CPU), on rank 0; every
+    rank calls full_state_dict (sharded strategies gather with collectives)."""
+    if not cfg.parity or verdict.replays(cfg, session.device):
+        return None
+    full_state = built.strategy.full_state_dict(built.model)
+    return reference.state_on_cpu(full_state) if session.is_main else None
+
+
+def _judge_parity(cfg: Configuration, session: Session, final_state: dict | None, *, run: Path):
+    """Rank 0's verdict on the measured state, or (on GPUs) on a deterministic replay of its own."""
+    judged_cfg = cfg
+    if verdict.replays(cfg, session.device):
+        final_state, judged_cfg = replay_state(cfg, session)
+        release_memory(session.device)
+    if final_state is None:
+        return None
+    total = judged_cfg.warmup + judged_cfg.steps
+    progress = StepProgress(run, cfg.config_id, total, phase="parity") if session.is_main else None
+    return verdict.verdict(judged_cfg, final_state, session.device, replayed=judged_cfg is not cfg,
+                           folder=RunFolder(run).parity_cache, progress=progress)  # fmt: skip
+
+
+def replay_state(cfg: Configuration, session: Session) -> tuple[dict | None, Configuration]:
+    """The full state after a deterministic replay (rank 0's copy on the CPU, None elsewhere), and the
+    configuration it ran (its steps are what the reference must run): a fresh strategy and model."""
+    replayed = dataclasses.replace(cfg, warmup=0, steps=verdict.REPLAY_STEPS)
+    with reference.deterministic_algorithms():
+        strategy = impls.create(cfg.impl, **cfg.impl_options)  # a fresh one: the measured one holds its model
+        workload = workloads.create(cfg.workload, size=cfg.size)
+        built, _, _ = _build(replayed, session, strategy, workload)
+        train(replayed, session, **built.parts())
+        state = strategy.full_state_dict(built.model)  # every rank: sharded strategies gather with collectives
+    return (reference.state_on_cpu(state) if session.is_main else None), replayed
+
+
+# ---- the training loop ------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class Trained:
+    steps: list[dict[str, float]]
+    """Per step (warm-up first): step_ms and each phase's ms."""
+    held: dict[str, int]
+    """What this rank held (parameters, gradients, optimizer state) after the last optimizer step."""
+    window_ms: float | None
+    """From the first measured step's start to the last one's end."""
+
+
+def train(
+    cfg: Configuration,
+    session: Session,
+    *,
+    before_step: Callable[[int], None] | None = None,
+    progress: Callable[[int], None] | None = None,
+    timeline: CommTimeline | None = None,
+    sampler: MemorySampler | None = None,
+    **step_parts,
+) -> Trained:
+    """Warm-up then measured steps, each timed per phase (warm-up kept apart), with the strategy's
+    collectives stamped in `timeline` and the sampler's window around the measured steps."""
+    single_process = step_parts["strategy"].single_process
+    # A single-process strategy sees the whole job's batch: every rank's batch, concatenated.
+    ranks = range(cfg.world_size) if single_process else [session.rank]
+    precision = forward_precision(cfg.dtype, session.device)
+    warmup_timer, timer = make_step_timer(session.device), make_step_timer(session.device)
+    held: dict[str, int] = {}
+    for step in range(cfg.warmup + cfg.steps):
+        if before_step is not None:
+            before_step(step)
+        if step == cfg.warmup:
+            if not single_process:
+                session.barrier()  # every rank starts the measured window together
+            _open_window(sampler, session.device)
+        batch = concat_batches([make_batch(step_parts["workload"], batch_size=cfg.batch_size, seed=cfg.seed,
+                                           rank=rank, step=step, device=session.device) for rank in ranks])  # fmt: skip
+        last = step == cfg.warmup + cfg.steps - 1
+        inspect = (lambda: held.update(held_bytes(step_parts["model"], step_parts["optimizer"]))) if last else None
+        train_step(batch=batch, timer=warmup_timer if step < cfg.warmup else timer, precision=precision,
+                   after_optimizer_step=inspect, timeline=timeline, step=step, **step_parts)  # fmt: skip
+        if progress is not None:
+            progress(step)
+    steps = warmup_timer.collect() + timer.collect()
+    if sampler is not None:
+        sampler.close_window()  # after collect(), which waited for the GPU to finish the last step
+    return Trained(steps, held, timer.window_ms())
+
+
+def _open_window(sampler: MemorySampler | None, device: torch.device) -> None:
+    if sampler is None:
+        return
+    Clock(device).settle()  # the warm-up's kernels are done: the window is the measured steps'
+    sampler.open_window()

@@ -1,0 +1,132 @@
+"""The tables the performance model reads and writes, beside a run's configurations: `ddpbench
+collectives`' measurements (collectives/, contention/), the gradient-ready profiles (gradprofile/),
+and the model's own tables (predictions.parquet, floor.parquet). Where each lives: harness.results.layout.
+
+Runs before the one launcher kept run.json and contention-w<N>.parquet inside collectives/: still read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from harness.results import columns, layout
+from harness.results.store import (
+    COLLECTIVES_KIND,
+    conformed,
+    first_line,
+    read_table_file,
+    warn_skipped,
+    unified,
+    read_json,
+    write_parquet,
+)
+
+COLLECTIVE_SCHEMA = columns.COLLECTIVES.schema
+CONTENTION_SCHEMA = columns.CONTENTION.schema
+GRADPROFILE_SCHEMA = columns.GRADPROFILE.schema
+PREDICTION_SCHEMA = columns.PREDICTIONS.schema
+FLOOR_SCHEMA = columns.FLOOR.schema
+
+
+def collectives_dir(run: Path) -> Path:
+    return Path(run) / layout.COLLECTIVES
+
+
+def contention_dir(run: Path) -> Path:
+    return Path(run) / layout.CONTENTION
+
+
+def collectives_part(run: Path, world_size: int) -> Path:
+    return collectives_dir(run) / f"w{world_size}.parquet"
+
+
+def contention_part(run: Path, world_size: int) -> Path:
+    return contention_dir(run) / f"w{world_size}.parquet"
+
+
+def collectives_meta_path(run: Path) -> Path | None:
+    """The run.json of a collectives run (older runs kept it in collectives/), None for another run."""
+    path = Path(run) / layout.RUN_JSON
+    try:
+        if path.is_file() and read_json(path).get("kind") == COLLECTIVES_KIND:
+            return path
+    except (OSError, ValueError, AttributeError):
+        return None
+    older = collectives_dir(run) / layout.RUN_JSON
+    return older if older.is_file() else None
+
+
+def read_collectives_meta(run: Path) -> dict[str, Any]:
+    path = collectives_meta_path(run)
+    if path is None:
+        raise FileNotFoundError(f"{run} holds no `ddpbench collectives` run")
+    return read_json(path)
+
+
+def list_collectives_runs(results: Path) -> list[Path]:
+    """Run folders holding a collectives measurement, newest first."""
+    results = Path(results)
+    if not results.is_dir():
+        return []
+    runs = [p for p in results.iterdir() if collectives_meta_path(p) is not None]
+    return sorted(runs, key=lambda p: read_collectives_meta(p).get("started_at", ""), reverse=True)
+
+
+def _read_parts(folder: Path, pattern: str, spec: columns.Table) -> pd.DataFrame:
+    parts = sorted(p for p in Path(folder).glob(pattern) if not p.name.startswith(".")) if Path(folder).is_dir() else []
+    tables = []
+    for path in parts:  # an unreadable or foreign part is named and skipped, as for configs/steps/ranks
+        try:
+            table = pq.read_table(path)
+        except (OSError, pa.ArrowException) as exc:
+            warn_skipped(path, f"unreadable Parquet ({first_line(exc)})")
+            continue
+        missing = set(spec.names) - set(table.column_names)
+        if missing:
+            warn_skipped(path, f"not a ddpbench {pattern} part (no column {', '.join(sorted(missing))})")
+            continue
+        if (table := conformed(path, table, spec)) is not None:
+            tables.append(table)
+    return unified(tables, spec)
+
+
+def read_collectives(run: Path) -> pd.DataFrame:
+    return _read_parts(collectives_dir(run), "w*.parquet", columns.COLLECTIVES)
+
+
+def read_contention(run: Path) -> pd.DataFrame:
+    frames = [_read_parts(contention_dir(run), "w*.parquet", columns.CONTENTION),
+              _read_parts(collectives_dir(run), "contention-w*.parquet", columns.CONTENTION)]  # fmt: skip
+    found = [frame for frame in frames if not frame.empty]
+    return pd.concat(found, ignore_index=True) if found else frames[0]
+
+
+def gradprofile_path(run: Path, *, workload: str, size: str, batch_size: int, dtype: str, optimizer: str) -> Path:
+    return Path(run) / layout.GRADPROFILE / f"{workload}-{size}-b{batch_size}-{dtype}-{optimizer}.parquet"
+
+
+def write_gradprofile(path: Path, rows: list[dict[str, Any]]) -> None:
+    write_parquet(path, rows, GRADPROFILE_SCHEMA)
+
+
+def read_gradprofiles(run: Path) -> pd.DataFrame:
+    return _read_parts(Path(run) / layout.GRADPROFILE, "*.parquet", columns.GRADPROFILE)
+
+
+def write_model_tables(run: Path, *, predictions: list[dict[str, Any]], floor: list[dict[str, Any]]) -> None:
+    """The step-time model's tables for one run (rewritten whenever the model is rerun)."""
+    write_parquet(Path(run) / layout.PREDICTIONS, predictions, PREDICTION_SCHEMA)
+    write_parquet(Path(run) / layout.FLOOR, floor, FLOOR_SCHEMA)
+
+
+def read_predictions(run: Path) -> pd.DataFrame:
+    return read_table_file(Path(run) / layout.PREDICTIONS, columns.PREDICTIONS)
+
+
+def read_floor(run: Path) -> pd.DataFrame:
+    return read_table_file(Path(run) / layout.FLOOR, columns.FLOOR)

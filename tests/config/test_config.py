@@ -1,0 +1,168 @@
+"""Bad input: one line on stderr naming the value and the choices, exit code 2, nothing written."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from harness import cli
+from harness.config.bench import BenchConfig, ConfigError, expand, rank_ladder
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    try:
+        code = cli.main(list(args))
+    except SystemExit as exit_:
+        code = exit_.code
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+BAD_BENCH_ARGS = [
+    (["--gpus", "0"], "--gpus 0"),
+    (["--gpus", "-2"], "--gpus -2"),
+    (["--gpus", "two"], "'two'"),
+    (["--impls", "nonesuch"], "'nonesuch'"),
+    (["--workloads", "nonesuch"], "'nonesuch'"),
+    (["--bucket-cap-mb", "0"], "bucket_cap_mb=0"),
+    (["--bucket-cap-mb", "-5"], "bucket_cap_mb=-5"),
+    (["--bucket-cap-mb", "lots"], "'lots'"),
+    (["--opt", "nonesuch=1"], "'nonesuch'"),
+    (["--opt", "comm_hook=zip"], "'zip'"),
+    (["--steps", "0"], "--steps 0"),
+    (["--warmup", "-1"], "--warmup -1"),
+    (["--batch-size", "0"], "--batch-size 0"),
+    (["--size", "huge"], "'huge'"),
+    (["--dtype", "fp8"], "'fp8'"),
+    (["--dtype", "fp16", "--device", "cpu"], "--dtype fp16"),
+    (["--device", "tpu"], "'tpu'"),
+    (["--backend", "mpi"], "'mpi'"),
+    (["--backend", "nccl", "--device", "cpu"], "--backend nccl"),
+    pytest.param(
+        ["--device", "cuda"], "--device cuda", marks=pytest.mark.skipif(torch.cuda.is_available(), reason="has a GPU")
+    ),
+    (["--run-id", "a/b"], "'a/b'"),
+    (["--run-id", "x..y"], "'x..y'"),
+    (["--nnodes", "2"], "--rdzv-endpoint"),
+    (["--nnodes", "2", "--rdzv-endpoint", "h:1"], "--run-id"),
+    (["--timeout", "0"], "--timeout 0.0"),
+    (["--timeout", "soon"], "'soon'"),
+]
+
+
+@pytest.mark.parametrize(("args", "named"), BAD_BENCH_ARGS, ids=lambda v: " ".join(v) if isinstance(v, list) else None)
+def test_bad_bench_value_is_one_line_exit_2_and_writes_nothing(capsys, tmp_path, args, named):
+    results = tmp_path / "results"
+    code, _out, err = run_cli(capsys, "bench", "--results", str(results), *args)
+    assert code == 2
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert named in err
+    assert not results.exists()
+
+
+def test_unknown_strategy_error_lists_the_valid_choices(capsys, tmp_path):
+    _, _, err = run_cli(capsys, "bench", "--results", str(tmp_path / "r"), "--impls", "nonesuch")
+    assert "choose one of" in err and "stock" in err and "naive" in err
+
+
+def test_unknown_option_error_lists_the_valid_options(capsys, tmp_path):
+    _, _, err = run_cli(capsys, "bench", "--results", str(tmp_path / "r"), "--opt", "nonesuch=1")
+    assert "bucket_cap_mb" in err and "static_graph" in err
+
+
+def test_existing_run_id_is_refused_and_left_alone(capsys, tmp_path):
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "keep.txt").write_text("mine")
+    code, _, err = run_cli(capsys, "bench", "--results", str(tmp_path), "--run-id", "taken")
+    assert code == 2 and "'taken' already exists" in err
+    assert [p.name for p in (tmp_path / "taken").iterdir()] == ["keep.txt"]
+
+
+def test_results_folder_that_cannot_be_written_is_refused(capsys, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    code, _, err = run_cli(capsys, "bench", "--results", str(blocker / "results"))
+    assert code == 2 and "cannot be written" in err
+
+
+def test_bad_report_flag_is_one_line(capsys):
+    code, _, err = run_cli(capsys, "report", "--nonesuch")
+    assert code == 2 and err.count("\n") == 1
+
+
+def test_world_sizes_are_the_doubling_ladder_plus_the_maximum():
+    assert rank_ladder(1) == [1]
+    assert rank_ladder(2) == [1, 2]
+    assert rank_ladder(6) == [1, 2, 4, 6]
+    assert rank_ladder(8) == [1, 2, 4, 8]
+
+
+def test_options_apply_only_to_strategies_that_accept_them():
+    config = BenchConfig(gpus=2, impls=("naive", "stock"), options=(("bucket_cap_mb", ("1", "25")),), size="tiny")
+    grid = expand(config, device="cpu")
+    by_impl = {}
+    for c in grid:
+        by_impl.setdefault(c.impl, []).append(c.impl_options)
+    assert by_impl["naive"] == [{}, {}]  # one per world size, no bucket axis
+    assert by_impl["stock"] == [{"bucket_cap_mb": 1.0}, {"bucket_cap_mb": 25.0}] * 2
+    assert grid[0].impl == "local"  # the baseline is added and runs first in each group
+    assert len({c.config_id for c in grid}) == len(grid)
+
+
+def test_config_rejects_bad_values_without_the_cli():
+    with pytest.raises(ConfigError, match="--steps 0"):
+        BenchConfig(gpus=1, impls=("naive",), steps=0)
+
+
+def test_more_ranks_than_gpus_is_refused_unless_gloo_shares_them():
+    from harness.config.bench import check_gpu_count
+
+    with pytest.raises(ConfigError, match="--gpus 2 is more than the 1 GPU"):
+        check_gpu_count(gpus=2, available=1, backend="nccl")
+    check_gpu_count(gpus=2, available=1, backend="gloo")
+    check_gpu_count(gpus=1, available=1, backend="nccl")
+
+
+def test_dtype_auto_is_bf16_on_a_gpu_that_supports_it_and_fp32_elsewhere():
+    from harness.config.precision import resolve_dtype
+
+    assert resolve_dtype("auto", device="cuda", bf16_supported=True) == "bf16"
+    assert resolve_dtype("auto", device="cuda", bf16_supported=False) == "fp32"  # a V100, a T4
+    assert resolve_dtype("auto", device="cpu", bf16_supported=True) == "fp32"
+    assert resolve_dtype("fp32", device="cuda", bf16_supported=True) == "fp32"  # asked for: kept
+    with pytest.raises(ConfigError, match="--dtype fp16 needs CUDA"):
+        resolve_dtype("fp16", device="cpu", bf16_supported=False)
+
+
+def test_the_grid_carries_the_resolved_dtype_and_tf32_never_auto():
+    config = BenchConfig(gpus=2, impls=("naive",), size="tiny", tf32=True)
+    assert config.dtype == "auto"  # the default
+    on_cpu = expand(config, device="cpu", bf16_supported=True)
+    assert {(c.dtype, c.tf32) for c in on_cpu} == {("fp32", True)}
+    on_gpu = expand(config, device="cuda", bf16_supported=True)
+    assert {(c.dtype, c.tf32) for c in on_gpu} == {("bf16", True)}
+    plain = expand(BenchConfig(gpus=1, impls=("naive",), size="tiny", dtype="fp32"), device="cuda", bf16_supported=True)
+    assert {(c.dtype, c.tf32) for c in plain} == {("fp32", False)}
+
+
+def test_the_sampler_period_is_kept_once_in_ms_and_old_plans_still_read():
+    from harness.config.bench import Configuration
+
+    cfg = expand(BenchConfig(gpus=1, impls=("naive",), size="tiny", mem_period_ms=50.0), device="cpu")[0]
+    saved = cfg.to_json()
+    assert saved["mem_period_ms"] == 50.0 and "mem_period_s" not in saved
+    assert cfg.mem_period_s == 0.05  # what the sampler takes
+    old = {**saved, "mem_period_s": 0.05}
+    del old["mem_period_ms"], old["tf32"]  # a run.json written before both changes
+    assert Configuration.from_json(old) == cfg
+
+
+def test_bench_flags_reach_the_config(capsys):
+    from harness.commands.bench import bench_config
+
+    args = cli.build_parser().parse_args(["bench", "--tf32"])
+    config = bench_config(args, default_gpus=2, all_impls=["naive"], command=("ddpbench",))
+    assert config.dtype == "auto" and config.tf32 is True
+    args = cli.build_parser().parse_args(["bench", "--dtype", "fp16"])
+    config = bench_config(args, default_gpus=2, all_impls=["naive"], command=("ddpbench",))
+    assert config.dtype == "fp16" and config.tf32 is False

@@ -1,0 +1,193 @@
+"""Rows assembled from every rank's records: status, slowest-rank statistics, parity verdicts."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.config.bench import Configuration
+from harness.handoff import records
+from harness.handoff.rank_result import ParityVerdict, RankResult, error_line
+from harness.results import store
+
+CONTEXT = {
+    "run_id": "r",
+    "started_at": "2026-01-01T00:00:00+00:00",
+    "threads_per_rank": 1,
+    "torch_version": "2.x",
+    "hostname": "h",
+}
+
+
+def configuration(**overrides) -> Configuration:
+    fields = dict(
+        config_id="c", impl="naive", impl_options={}, workload="mlp", size="tiny", world_size=2, nnodes=1,
+        batch_size=4, steps=3, warmup=1, dtype="fp32", device="cpu", backend="gloo", seed=0, parity=True,
+    )  # fmt: skip
+    fields.update(overrides)
+    return Configuration(**fields)
+
+
+def rank_result(step_ms: list[float], *, parity=None, rss=100.0, **fields) -> RankResult:
+    steps = [
+        {"step_ms": t, "forward_ms": t / 4, "backward_ms": t / 2, "sync_ms": t / 8, "optimizer_ms": t / 8}
+        for t in step_ms
+    ]
+    memory = {"mem_peak_rss_mb": rss, "mem_note": "cpu"}
+    return RankResult("ok", steps=steps, memory=memory, parity=parity, wall_s=1.0, **fields)
+
+
+def assemble(results, cfg=None, written=None):
+    cfg = cfg or configuration()
+    written = written if written is not None else store.read_configs(store.Path("/nonexistent"))
+    return records.assemble(cfg, results, run_context=CONTEXT, written=written)[:3]
+
+
+def test_step_time_is_the_median_of_the_slowest_rank_per_measured_step():
+    # step 0 is warm-up (ignored); measured steps: max(2,9)=9, max(5,3)=5, max(4,4)=4 -> median 5
+    row, steps, ranks = assemble([rank_result([100, 2, 5, 4]), rank_result([100, 9, 3, 4])])
+    assert row["step_ms_median"] == 5
+    assert row["samples_per_s"] == 4 * 2 * 1000 / 5
+    assert len(steps) == 8 and sum(s["warmup"] for s in steps) == 2
+    assert [r["rank"] for r in ranks] == [0, 1]
+
+
+def test_memory_is_the_largest_rank_and_unmeasured_memory_stays_null():
+    row, _, ranks = assemble([rank_result([1, 1], rss=100), rank_result([1, 1], rss=250)])
+    assert row["mem_peak_rss_mb"] == 250
+    assert row["mem_peak_nvml_mb"] is None
+    assert [r["mem_peak_rss_mb"] for r in ranks] == [100, 250]
+
+
+def test_one_failed_rank_fails_the_configuration_and_names_the_rank():
+    failed = RankResult("failed", "RuntimeError: boom", wall_s=0.1)
+    row, _steps, _ = assemble([rank_result([1, 1]), failed])
+    assert row["status"] == "failed"
+    assert row["error"] == "rank 1: RuntimeError: boom"
+    assert row["step_ms_median"] is None
+
+
+def test_parity_within_tolerance_passes_and_outside_fails():
+    ok, bad = ParityVerdict(1e-8, True, "n"), ParityVerdict(0.5, False, "n")
+    assert assemble([rank_result([1, 1], parity=ok), rank_result([1, 1])])[0]["parity_ok"] is True
+    assert assemble([rank_result([1, 1], parity=bad), rank_result([1, 1])])[0]["parity_ok"] is False
+
+
+def test_a_lossy_strategy_records_its_difference_but_is_not_judged():
+    close = ParityVerdict(1e-3, False, "n")
+    row = assemble([rank_result([1, 1], parity=close, parity_exact=False), rank_result([1, 1])])[0]
+    assert row["parity_ok"] is None and row["parity_max_abs_diff"] == 1e-3
+    assert row["parity_note"].startswith("not judged")
+
+
+def test_speedup_vs_local_and_scaling_come_from_rows_already_written():
+    written = pd.DataFrame(
+        [
+            {**assemble([rank_result([9, 10, 10])], cfg=configuration(impl="local", world_size=2))[0]},
+            {**assemble([rank_result([9, 4, 4])], cfg=configuration(world_size=1))[0]},
+        ]
+    )
+    row = assemble([rank_result([9, 16, 16]), rank_result([9, 16, 16])], written=written)[0]
+    assert row["speedup_vs_local"] == 10 / 16
+    assert row["scaling_efficiency"] == (4 * 2 * 1000 / 16) / (2 * (4 * 1000 / 4))
+    assert row["comm_ms"] is None and row["overlap_efficiency"] is None  # no timeline: not measured
+
+
+def collective(step, launched, done, ready=None):
+    ready = launched if ready is None else ready
+    return {"step": step, "bucket": 0, "collective": "all_reduce", "bytes": 8, "ready_ms": ready,
+            "launched_ms": launched, "done_ms": done}  # fmt: skip
+
+
+def test_communication_comes_from_the_timeline_step_by_step():
+    # steps of 16 ms: forward 0-4, backward 4-12, sync 12-14, optimizer 14-16 (rank_result's split)
+    after_backward = rank_result([16, 16, 16], comm=[collective(s, 12, 14) for s in range(3)])
+    row, steps, _ = assemble([after_backward, after_backward])
+    assert row["comm_ms"] == 2 and row["exposed_comm_ms"] == 2 and row["overlap_efficiency"] == 0
+    # overlapped: one bucket hidden by backward, the last one (ready as backward ends) waited for in sync
+    hidden = rank_result([16, 16, 16], comm=[collective(s, 5, 9) for s in range(3)] + [
+        collective(s, 12, 13) for s in range(3)])  # fmt: skip
+    row, steps, _ = assemble([hidden, hidden])
+    assert row["comm_ms"] == 5 and row["exposed_comm_ms"] == 1 and row["overlap_efficiency"] == 0.8
+    assert [s["exposed_backward_ms"] for s in steps] == [0] * 6
+    # DDP: the last bucket ready at 10 ms, backward waits for it until 12: 2 of its 4 ms exposed
+    ddp = rank_result([16, 16, 16], comm=[collective(s, 8, 10, ready=8) for s in range(3)] + [
+        collective(s, 10, 12, ready=10) for s in range(3)])  # fmt: skip
+    row, steps, _ = assemble([ddp, ddp])
+    assert row["comm_ms"] == 4 and row["exposed_comm_ms"] == 2 and row["overlap_efficiency"] == 0.5
+    assert steps[-1]["exposed_backward_ms"] == 2
+
+
+def test_the_timeline_rows_name_their_configuration_rank_and_warmup():
+    result = rank_result([16, 16, 16], comm=[collective(s, 12, 14) for s in range(3)])
+    rows = records.assemble(
+        configuration(), [result, result], run_context=CONTEXT,
+        written=store.read_configs(store.Path("/nonexistent")),
+    )[3]  # fmt: skip
+    assert len(rows) == 6 and {r["rank"] for r in rows} == {0, 1}
+    assert [r["warmup"] for r in rows if r["rank"] == 0] == [True, False, False]
+
+
+def test_error_line_keeps_the_type_and_the_last_line():
+    assert error_line(ValueError("context\n\nthe cause ")) == "ValueError: the cause"
+    assert error_line(KeyError()) == "KeyError"
+
+
+def test_model_metadata_turns_throughput_into_tokens_and_flops_per_second():
+    info = {
+        "param_count": 100,
+        "grad_bytes": 400,
+        "samples_per_batch": 4,
+        "tokens_per_batch": 64,
+        "flops_per_sample": 1e9,
+    }
+    row = records.assemble(
+        configuration(), [rank_result([9, 10, 10]), rank_result([9, 10, 10])], run_context=CONTEXT,
+        written=store.read_configs(store.Path("/nonexistent")), model_info=info,
+    )[0]  # fmt: skip
+    assert row["samples_per_s"] == 4 * 2 * 1000 / 10
+    assert row["tokens_per_s"] == 16 * row["samples_per_s"]
+    assert row["achieved_tflops"] == 1e9 * row["samples_per_s"] / 1e12
+    assert row["param_count"] == 100 and row["largest_param_name"] is None
+
+
+def test_without_model_metadata_its_columns_stay_null():
+    row = assemble([rank_result([1, 1]), rank_result([1, 1])])[0]
+    assert row["param_count"] is None and row["tokens_per_s"] is None and row["achieved_tflops"] is None
+
+
+def test_an_assembled_row_is_stored_with_typed_options_buckets_and_start(tmp_path):
+    result = rank_result([1, 1], layout={"bucket_sizes_mb": [0.25, 1.5]})
+    cfg = configuration(impl="stock", impl_options={"bucket_cap_mb": 1.5})
+    row, steps, ranks = assemble([result, rank_result([1, 1])], cfg=cfg)
+    assert row["bucket_sizes_mb"] == [0.25, 1.5]
+    store.write_configuration(tmp_path, "c", row, steps, ranks)
+    read = store.read_config_row(tmp_path, "c")
+    assert read["impl_options"] == cfg.options_json and read["bucket_sizes_mb"] == [0.25, 1.5]
+    assert read["started_at"].isoformat() == "2026-01-01T00:00:00+00:00"
+
+
+def test_a_strategy_whose_timing_costs_something_is_timed_only_when_asked():
+    import impls
+    from harness.comm_timeline import CommTimeline
+    from harness.rank.configuration import attach_timeline as _attach_timeline
+
+    note = _attach_timeline(impls.create("stock"), CommTimeline(), asked=False)
+    assert note.startswith("not measured: timing DDP's buckets") and "--bucket-timeline" in note
+    assert _attach_timeline(impls.create("stock"), CommTimeline(), asked=True) is None
+    assert _attach_timeline(impls.create("bucketed"), CommTimeline(), asked=False) is None  # free: always
+    assert "no hook" in _attach_timeline(impls.create("dataparallel"), CommTimeline(), asked=True)
+    assert _attach_timeline(impls.create("fsdp"), CommTimeline(), asked=False) is None  # FSDP2 custom collectives
+    row = assemble([rank_result([1, 1], comm_note=note), rank_result([1, 1])])[0]
+    assert row["comm_ms"] is None and row["comm_note"] == note
+
+
+def test_a_blocking_collective_inside_forward_is_exposed_a_queued_one_is_not():
+    # FSDP on the CPU: the all-gather at 1-3 ms blocks the forward (0-4 ms); on a GPU it would run on
+    # its own stream while the forward computes
+    blocking = {**collective(0, 1, 3), "blocking": True}
+    queued = {**collective(0, 1, 3), "blocking": False}
+    row = {"step_ms": 16, "forward_ms": 4, "backward_ms": 8, "sync_ms": 2, "optimizer_ms": 2}
+    from harness.analysis import overlap
+
+    assert overlap.step_communication(row, [blocking])["exposed_comm_ms"] == 2
+    assert overlap.step_communication(row, [queued])["exposed_comm_ms"] == 0

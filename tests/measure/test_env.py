@@ -1,0 +1,48 @@
+"""Provenance: what every run records about the machine and software it measured on."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+import pytest
+
+from harness.measure import env
+
+
+def test_environment_names_software_host_devices_and_git_state():
+    captured = env.capture(["ddpbench", "bench"])
+    for key in ("hostname", "python", "cpu_model", "cpu_count", "torch_version", "nccl_version", "gpus", "topology"):
+        assert key in captured, key
+    assert captured["command"] == ["ddpbench", "bench"]
+    assert captured["libraries"]["torch"] and captured["libraries"]["pyarrow"]
+
+
+def test_the_git_state_is_that_of_ddpbench_own_checkout_not_the_working_directory(tmp_path, monkeypatch):
+    inside_git = subprocess.run(
+        ["git", "-C", str(env.PROJECT_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
+    )
+    if inside_git.returncode != 0:
+        pytest.skip("ddpbench is not installed from a git checkout here")
+    monkeypatch.chdir(tmp_path)  # a directory outside any repository: the state must not come from here
+    state = env.git_state()
+    assert state["git_sha"] == inside_git.stdout.strip()
+    assert re.fullmatch(r"[0-9a-f]{40}", state["git_sha"])
+    assert isinstance(state["git_dirty"], bool)
+
+
+def test_without_a_gpu_the_driver_fields_are_null_with_a_reason():
+    captured = env.capture()
+    if captured["cuda_available"]:
+        pytest.skip("a GPU is visible: the driver fields are filled, and the GPU check verifies them")
+    assert captured["driver_version"] is None and captured["nvml_note"]
+    assert captured["gpus"] == [] and captured["topology"] == []
+
+
+def test_distributed_environment_variables_are_recorded(monkeypatch):
+    monkeypatch.setenv("NCCL_DEBUG", "INFO")
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.setenv("UNRELATED_SECRET", "x")
+    recorded = env.distributed_env_vars()
+    assert recorded["NCCL_DEBUG"] == "INFO" and recorded["OMP_NUM_THREADS"] == "3"
+    assert "UNRELATED_SECRET" not in recorded

@@ -1,0 +1,131 @@
+"""The memory sampler: peaks and means per configuration, null (with a reason) when unmeasurable."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+import torch
+
+from harness.config.bench import BenchConfig, expand
+from harness.measure.memory import MemorySampler
+from harness.rank import worker
+from harness.results import store
+
+
+class FakeGpu:
+    """Stands in for NVML: memory rises then falls; utilisation and power are readable, clocks are not."""
+
+    memory_struct = "v2"
+
+    def __init__(self) -> None:
+        self.used = iter([100.0, 300.0, 250.0] + [120.0] * 10_000)
+        self.reads = 0
+        self.busy = 50.0
+
+    def device_used_mb(self) -> float:
+        self.reads += 1
+        return next(self.used)
+
+    def process_used_mb(self) -> float | None:
+        return 80.0
+
+    def utilization_pct(self) -> float | None:
+        return self.busy
+
+    def sm_clock_mhz(self) -> float | None:
+        return None
+
+    def power_w(self) -> float | None:
+        return 200.0
+
+
+def test_sampler_keeps_the_peak_and_mean_of_what_the_gpu_reports():
+    gpu = FakeGpu()
+    sampler = MemorySampler(torch.device("cpu"), period_s=0.001, gpu=gpu).start()
+    sampler.open_window()
+    time.sleep(0.05)
+    sampler.close_window()
+    peaks = sampler.stop()
+    assert peaks.nvml_mb == 300.0 and peaks.nvml_process_mb == 80.0
+    assert peaks.nvml_struct == "v2"
+    assert peaks.gpu_util_mean_pct == 50.0 and peaks.power_peak_w == 200.0
+    assert peaks.sm_clock_mean_mhz is None  # unreadable stays null, not 0
+    assert peaks.samples == gpu.reads >= 3
+
+
+def test_utilisation_clock_and_power_are_averaged_over_the_measured_window_only():
+    gpu = FakeGpu()
+    sampler = MemorySampler(torch.device("cpu"), period_s=0.001, gpu=gpu).start()
+    gpu.busy = 5.0  # building the model, warming up
+    time.sleep(0.03)
+    gpu.busy = 97.0
+    sampler.open_window()
+    time.sleep(0.03)
+    sampler.close_window()
+    gpu.busy = 1.0  # the parity check
+    time.sleep(0.03)
+    peaks = sampler.stop()
+    assert peaks.gpu_util_mean_pct == 97.0 and peaks.gpu_util_peak_pct == 97.0
+    assert peaks.nvml_mb == 300.0  # memory peaks still cover the whole configuration
+
+
+def test_sampler_stops_its_thread_and_samples_no_more():
+    gpu = FakeGpu()
+    sampler = MemorySampler(torch.device("cpu"), period_s=0.001, gpu=gpu).start()
+    sampler.stop()
+    reads = gpu.reads
+    time.sleep(0.02)
+    assert gpu.reads == reads
+    assert not sampler._thread.is_alive()
+
+
+def test_on_the_cpu_nvml_columns_are_null_with_the_reason_and_rss_is_measured():
+    peaks = MemorySampler(torch.device("cpu")).start().stop()
+    assert peaks.nvml_mb is None and peaks.allocated_mb is None and peaks.reserved_mb is None
+    assert "CPU" in peaks.note
+    assert peaks.rss_mb > 10
+
+
+def test_period_zero_turns_sampling_off_and_says_so_but_keeps_the_kernel_peak():
+    peaks = MemorySampler(torch.device("cpu"), period_s=0, gpu=FakeGpu()).start().stop()
+    assert peaks.nvml_mb is None and peaks.samples == 0
+    assert peaks.note == "memory sampling off"
+    assert peaks.rss_mb > 10
+
+
+def test_on_the_cpu_no_thread_runs_and_the_rss_peak_is_exact():
+    sampler = MemorySampler(torch.device("cpu"), period_s=0.001).start()
+    block = torch.ones(64 * 1024 * 1024 // 4)  # 64 MiB, freed before stop(): only a peak can see it
+    del block
+    peaks = sampler.stop()
+    assert sampler._thread is None and peaks.samples == 0
+    before = MemorySampler(torch.device("cpu")).start().stop().rss_mb
+    assert peaks.rss_mb - before > 60
+
+
+def run_in_order(session, tmp_path, sizes):
+    """Run mlp configurations of the given sizes in that order; return each one's RSS peak."""
+    configurations = []
+    for index, size in enumerate(sizes):
+        config = BenchConfig(gpus=1, impls=("stock",), size=size, steps=3, warmup=1, baseline=False, parity=False)
+        configurations.append(dataclasses.replace(expand(config, device="cpu")[0], config_id=f"{index}-{size}"))
+    plan = {
+        "run_dir": str(tmp_path),
+        "context": {"run_id": "t", "started_at": "2026-01-01T00:00:00+00:00", "threads_per_rank": 1},
+        "configurations": [c.to_json() for c in configurations],
+    }
+    worker.run_configurations(plan, session)
+    return store.read_configs(tmp_path).set_index("size")["mem_peak_rss_mb"].to_dict()
+
+
+def test_memory_peaks_belong_to_their_configuration_in_either_order(single_rank, tmp_path):
+    store.warm_up()
+    run_in_order(single_rank, tmp_path / "warm", ["tiny", "small"])  # the process's one-time costs, both sizes'
+    small_first = run_in_order(single_rank, tmp_path / "a", ["small", "tiny"])
+    tiny_first = run_in_order(single_rank, tmp_path / "b", ["tiny", "small"])
+    seen = f"small first: {small_first}, tiny first: {tiny_first}"
+    assert small_first["small"] - small_first["tiny"] > 60, seen  # the two really differ (~100 MB)
+    # Without giving freed heap back between configurations, tiny-after-small read ~50 MB high.
+    assert abs(small_first["tiny"] - tiny_first["tiny"]) < 15, seen
+    assert abs(small_first["small"] - tiny_first["small"]) < 15, seen

@@ -1,0 +1,80 @@
+"""Gradient parity: the tolerance follows the compute dtype, and a wrong reduction still fails in every dtype.
+
+The wrong strategies are simulated in one process, exactly as the reference is computed (every
+rank's batch in turn), with the mistake made where a strategy would make it: the gradients
+summed instead of averaged, or one parameter (a bucket) left with rank 0's gradient alone.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import workloads
+from harness.measure.training import OPTIMIZERS, build_model, forward_precision, make_batch
+from harness.parity import reference
+
+CPU = torch.device("cpu")
+SETUP = {"world_size": 2, "batch_size": 4, "steps": 4, "seed": 3, "device": CPU}
+
+
+def trained(workload, *, dtype: str, mistake: str | None) -> dict[str, torch.Tensor]:
+    """Two ranks' data in one process, reduced right (mean) or wrong."""
+    model = build_model(workload, seed=SETUP["seed"], device=CPU)
+    optimizer = OPTIMIZERS["sgd"][0](model.parameters(), lr=OPTIMIZERS["sgd"][1])
+    left_out = list(model.parameters())[-1]
+    for step in range(SETUP["steps"]):
+        for rank in range(SETUP["world_size"]):
+            batch = make_batch(workload, batch_size=SETUP["batch_size"], seed=SETUP["seed"], rank=rank, step=step,
+                               device=CPU)  # fmt: skip
+            with forward_precision(dtype, CPU):
+                loss = workload.loss(model, batch)
+            loss.backward()
+            if rank == 0 and mistake == "bucket left out":
+                rank0_grad = left_out.grad.clone()
+        for p in model.parameters():
+            if p.grad is not None and mistake != "sum, not mean":
+                p.grad.div_(SETUP["world_size"])
+        if mistake == "bucket left out":
+            left_out.grad.copy_(rank0_grad)  # never all-reduced: rank 0 keeps its own gradient
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+    return reference.parameters_on_cpu(model)
+
+
+@pytest.fixture(scope="module")
+def workload():
+    return workloads.create("mlp", size="tiny")
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])
+def test_a_right_reduction_passes_and_wrong_ones_fail_in_every_compute_dtype(workload, dtype):
+    expected, initial = reference.reference_run(workload, dtype=dtype, **SETUP)
+    judged = {}
+    for mistake in (None, "sum, not mean", "bucket left out"):
+        outcome = reference.compare(trained(workload, dtype=dtype, mistake=mistake), expected, initial=initial,
+                                 compute_dtype=dtype)  # fmt: skip
+        judged[mistake] = outcome.within_tolerance
+    print(dtype, judged)
+    assert judged == {None: True, "sum, not mean": False, "bucket left out": False}
+
+
+def test_an_autocast_run_is_allowed_a_share_of_each_parameters_movement_and_fp32_is_not(workload):
+    expected, initial = reference.reference_run(workload, dtype="fp32", **SETUP)
+    share = reference.COMPUTE_RTOL["bf16"]
+    nudged = {n: t + 0.5 * share * (t - initial[n]).abs().max() for n, t in expected.items()}
+    assert reference.compare(nudged, expected, initial=initial, compute_dtype="bf16").within_tolerance
+    assert not reference.compare(nudged, expected, initial=initial, compute_dtype="fp32").within_tolerance
+
+
+def test_an_autocast_run_cannot_be_judged_without_the_initial_parameters(workload):
+    expected, _ = reference.reference_run(workload, dtype="bf16", **SETUP)
+    with pytest.raises(ValueError, match="initial parameters"):
+        reference.compare(expected, expected, compute_dtype="bf16")
+
+
+def test_deterministic_algorithms_are_on_inside_the_block_and_restored_after():
+    before = (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark)
+    with reference.deterministic_algorithms():
+        assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+    assert (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark) == before

@@ -1,0 +1,78 @@
+"""The worker's parity check: the GPU's deterministic replay, exercised on the CPU."""
+
+from __future__ import annotations
+
+from worker_plans import plan_for
+
+from harness.config.bench import BenchConfig, expand
+from harness.parity import verdict
+from harness.rank import configuration, worker
+from harness.results import store
+
+
+def test_a_replayed_check_judges_a_fresh_short_run_against_a_reference_of_the_same_steps(
+    tmp_path, single_rank, monkeypatch
+):
+    monkeypatch.setattr(verdict, "replays", lambda cfg, device: cfg.parity)  # as on a GPU
+    config = BenchConfig(gpus=1, impls=("stock", "bucketed"), size="tiny", steps=2, warmup=1, baseline=False)
+    worker.run_configurations(plan_for(tmp_path, expand(config, device="cpu")), single_rank)
+    rows = store.read_configs(tmp_path)
+    assert rows["parity_ok"].tolist() == [True, True]
+    assert rows["parity_note"].str.endswith(f"on a deterministic replay of {verdict.REPLAY_STEPS} steps").all()
+
+
+def test_a_replay_that_trains_wrong_fails(tmp_path, single_rank, monkeypatch):
+    monkeypatch.setattr(verdict, "replays", lambda cfg, device: cfg.parity)
+    real_train = configuration.train
+
+    def train_twice_the_rate(cfg, session, **parts):  # a wrong replay: every update doubled
+        for group in parts["optimizer"].param_groups:
+            group["lr"] *= 2
+        return real_train(cfg, session, **parts)
+
+    monkeypatch.setattr(configuration, "train", train_twice_the_rate)
+    config = BenchConfig(gpus=1, impls=("stock",), size="tiny", steps=1, warmup=0, baseline=False)
+    worker.run_configurations(plan_for(tmp_path, expand(config, device="cpu")), single_rank)
+    assert store.read_configs(tmp_path)["parity_ok"].tolist() == [False]
+
+
+def test_the_cached_reference_is_not_held_in_memory_between_verdicts():
+    import gc
+    import weakref
+
+    import torch
+
+    cfg = configuration_for_cache()
+    final, _ = verdict.cached_reference(cfg, torch.device("cpu"))
+    again, _ = verdict.cached_reference(cfg, torch.device("cpu"))  # from the cache: the same values
+    name = next(iter(final))
+    assert torch.equal(final[name], again[name])
+    alive = weakref.ref(final[name])
+    del final, again
+    gc.collect()
+    assert alive() is None, "the reference stays in the process: it would count in later peak RSS"
+
+
+def configuration_for_cache():
+    from harness.config.bench import Configuration
+
+    return Configuration(
+        config_id="c", impl="stock", impl_options={}, workload="mlp", size="tiny", world_size=2, nnodes=1,
+        batch_size=2, steps=1, warmup=1, dtype="fp32", device="cpu", backend="gloo", seed=3, parity=True,
+    )  # fmt: skip
+
+
+def test_a_runs_launches_share_one_reference_per_setup_through_its_folder(tmp_path, monkeypatch):
+    import torch
+
+    from harness.parity import reference
+
+    cfg = configuration_for_cache()
+    calls = []
+    real = reference.reference_run
+    monkeypatch.setattr(reference, "reference_run", lambda *a, **k: calls.append(1) or real(*a, **k))
+    first, _ = verdict.cached_reference(cfg, torch.device("cpu"), folder=tmp_path)
+    verdict._cache_dir.cache_clear()  # a later launch: a new process, nothing of this one's state
+    again, _ = verdict.cached_reference(cfg, torch.device("cpu"), folder=tmp_path)
+    assert len(calls) == 1 and [p.name for p in tmp_path.iterdir() if not p.name.startswith(".")]
+    assert all(torch.equal(first[k], again[k]) for k in first)

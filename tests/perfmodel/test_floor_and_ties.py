@@ -1,0 +1,94 @@
+"""The communication floor says what each strategy really sends (or nothing), and the predicted best
+cap is a set when the model cannot tell caps apart."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+from test_predict import _PROFILE_ROWS as PROFILE  # the same five 1 MiB gradients
+
+from harness.analysis import stats
+from harness.commands import console
+from harness.perfmodel import network as net
+from harness.perfmodel import predict
+from harness.perfmodel.network import Contention, Link
+
+MB = 1024 * 1024
+NETWORK = net.given_network(busbw_bytes_per_s=MB / 1e-3, latency_s=1e-3)  # 1 ms + 1 ms per MiB at n = 2
+
+
+def config(config_id: str, impl: str, options: dict | None = None, *, step_ms: float = 30.0) -> dict:
+    return {"config_id": config_id, "status": "ok", "impl": impl, "impl_options": json.dumps(options or {}),
+            "workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32", "optimizer": "sgd", "world_size": 2,
+            "grad_bytes": 8 * MB, "trainable_param_count": 2 * MB, "step_ms_median": step_ms}  # fmt: skip
+
+
+def floors(*rows: dict) -> dict[str, dict]:
+    return {
+        r["config_id"]: r for r in predict.floor_rows(pd.DataFrame([config("l", "local", step_ms=5.0), *rows]), NETWORK)
+    }
+
+
+def test_a_half_precision_hook_sends_half_the_bytes_so_its_floor_is_half_the_all_reduce():
+    rows = floors(config("s", "stock"), config("h", "stock", {"comm_hook": "fp16"}),
+                  config("b", "stock", {"comm_hook": "bf16"}))  # fmt: skip
+    assert rows["s"]["allreduce_ms"] == pytest.approx(9.0)  # 1 ms + 8 MiB
+    assert rows["h"]["allreduce_ms"] == pytest.approx(5.0) and rows["b"]["allreduce_ms"] == pytest.approx(5.0)
+    assert rows["h"]["floor_ms"] == pytest.approx(5.0) and rows["h"]["local_ms"] == 5.0
+
+
+def test_sharded_optimizers_get_no_floor_since_the_local_step_does_not_bound_them():
+    """zero and fsdp update 1/n of the parameters on each rank: they may step faster than local does."""
+    rows = floors(config("z", "zero", step_ms=4.0), config("f", "fsdp", step_ms=4.0), config("s", "stock"))
+    assert set(rows) == {"s"}
+
+
+def test_strategies_that_do_not_all_reduce_their_whole_gradient_get_no_floor_rather_than_a_wrong_one():
+    rows = floors(config("p", "stock", {"comm_hook": "powersgd"}), config("r", "rpc_hybrid"),
+                  config("d", "dataparallel"), config("n", "naive"))  # fmt: skip
+    assert set(rows) == {"n"}  # not powersgd, rpc_hybrid, dataparallel, nor local itself
+
+
+def test_tied_caps_are_one_best_and_a_model_that_picks_any_of_them_agrees():
+    error = stats.prediction_error([1, 5, 25], [0.31, 0.33, 0.30], [0.290, 0.35, 0.2905])
+    assert error["best_predicted_caps_mb"] == [1.0, 25.0] and error["best_measured_caps_mb"] == [25.0]
+    assert (error["best_predicted_cap_mb"], error["best_cap_grid_steps"]) == (25.0, 0)
+    apart = stats.prediction_error([1, 5, 25], [0.31, 0.33, 0.30], [0.290, 0.35, 0.30])  # 3 % apart: no tie
+    assert (apart["best_predicted_caps_mb"], apart["best_cap_grid_steps"]) == ([1.0], 2)
+
+
+def predicted(step_ms: list[float]) -> pd.DataFrame:
+    return pd.DataFrame({"bucket_cap_mb": [1.0, 5.0, 25.0], "buckets": [3, 2, 1], "step_ms": step_ms,
+                         "exposed_comm_ms": [0.1, 0.1, 0.1], "scaling_efficiency": [0.9, 0.8, 0.9]})  # fmt: skip
+
+
+def test_the_predicted_best_cap_names_every_tied_cap_and_unmeasured_contention_says_so(capsys):
+    link = Link(alpha_s=30e-6, busbw_bytes_per_s=9e9, source="given")
+    console.predict_table(predicted([0.29, 0.35, 0.29]), world=2, link=link, contention=None)
+    out = capsys.readouterr().out
+    assert "(given); contention: not measured\n" in out and "×1.00" not in out
+    assert "predicted best cap at w2: any of 1, 25 MiB (tied) (0.29 ms" in out
+    console.predict_table(predicted([0.30, 0.35, 0.29]), world=2, link=link, contention=Contention(1.2, 1.5))
+    out = capsys.readouterr().out
+    assert "contention: compute ×1.20, all-reduce ×1.50 while overlapped" in out
+    assert "predicted best cap at w2: 25 MiB (0.29 ms" in out
+
+
+def test_validation_says_a_model_agrees_when_its_tied_best_holds_the_measured_best(capsys):
+    group = pd.DataFrame({"bucket_cap_mb": [1.0, 25.0], "measured_ms": [0.31, 0.30], "predicted_raw_ms": [0.29, 0.29],
+                          "predicted_ms": [0.29, 0.29], "predicted_contention_ms": [None, None],
+                          "compute_scale": [1.0, 1.0], "reducer_ms": [0.0, 0.0]})  # fmt: skip
+    error = stats.prediction_error(group["bucket_cap_mb"], group["measured_ms"], group["predicted_ms"])
+    console.validation(("w", "tiny", 2), group, None, [("calibrated", error)])
+    out = capsys.readouterr().out
+    assert "calibrated: MAPE 4.9%, best cap measured 25 MiB vs predicted any of 1, 25 MiB (tied) (agrees)" in out
+
+
+def test_the_model_pairs_only_rows_that_gave_a_cap_never_ddps_default_layout_recorded_as_25():
+    explicit = [{**config(f"e{cap:g}", "stock", {"bucket_cap_mb": cap}, step_ms=ms), "bucket_cap_mb": cap}
+                for cap, ms in ((1.0, 20.0), (25.0, 24.0))]  # fmt: skip
+    default = {**config("d", "stock", step_ms=50.0), "bucket_cap_mb": 25.0}  # no cap given: DDP's layout
+    rows = predict.sweep_predictions(pd.DataFrame([*explicit, default]), PROFILE, NETWORK)
+    assert [(r["bucket_cap_mb"], r["measured_ms"]) for r in rows] == [(1.0, 20.0), (25.0, 24.0)]

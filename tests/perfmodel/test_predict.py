@@ -1,0 +1,382 @@
+"""The step-time model: DDP's bucket assignment, the schedule simulation, the α-β fit, the gradient-ready
+profile, the run's model tables, and `ddpbench predict` end to end."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+import workloads
+from harness import bucketing, cli
+from harness.analysis import stats
+from harness.config import units
+from harness.measure import gradprofile
+from harness.perfmodel import network as net
+from harness.perfmodel import predict, schedule
+from harness.perfmodel.network import Contention, Link
+from harness.perfmodel.schedule import Grad, Profile
+from harness.results import model_tables, store
+
+MB = 1024 * 1024
+
+
+# ---------------------------------------------------------------- DDP's buckets
+
+
+class MixedDtypes(nn.Module):
+    """Two float32 layers around a float64 one, and a parameter much bigger than the others."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(64, 64)
+        self.b = nn.Linear(64, 64).double()
+        self.big = nn.Linear(64, 512)
+        self.c = nn.Linear(512, 4)
+
+    def forward(self, x):
+        return self.c(self.big(self.b(self.a(x).double()).float()))
+
+
+def _ready_order(model: nn.Module, batch, loss) -> list[int]:
+    """Indices of model.parameters() in the order their gradients became ready."""
+    order: list[int] = []
+    handles = [p.register_post_accumulate_grad_hook(lambda _p, i=i: order.append(i))
+               for i, p in enumerate(model.parameters())]  # fmt: skip
+    loss(model, batch).backward()
+    for handle in handles:
+        handle.remove()
+    model.zero_grad(set_to_none=True)
+    return order
+
+
+def _grads(model: nn.Module, order: list[int]) -> list[Grad]:
+    params = list(model.parameters())
+    return [Grad(i, params[i].numel() * params[i].element_size(), str(params[i].dtype), 0.0) for i in order]
+
+
+def _buckets(model: nn.Module, order: list[int], **caps) -> list[list[Grad]]:
+    """harness.bucketing's layout of the model's gradients taken in `order`, as lists of Grads."""
+    grads = _grads(model, order)
+    layout = bucketing.assign_buckets([g.nbytes for g in grads], [g.dtype for g in grads], **caps)
+    return [[grads[i] for i in bucket] for bucket in layout]
+
+
+CASES = {
+    "gpt2-tiny": (lambda: workloads.create("gpt2", size="tiny"), 0.01),
+    "mlp-tiny": (lambda: workloads.create("mlp", size="tiny"), 0.0005),
+    "bert-tiny": (lambda: workloads.create("bert", size="tiny"), 0.02),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bucket_assignment_reproduces_the_buckets_ddp_rebuilds(single_rank, case):
+    make, cap_mb = CASES[case]
+    workload = make()
+    torch.manual_seed(0)
+    model = workload.build_model()
+    batch = workload.make_batch(2, device=torch.device("cpu"), generator=torch.Generator().manual_seed(0))
+    order = _ready_order(model, batch, workload.loss)
+    ddp = DistributedDataParallel(model, bucket_cap_mb=cap_mb)
+    for _ in range(3):  # DDP rebuilds its buckets in step 2 (in ready order) and logs them in step 3
+        workload.loss(ddp, batch).backward()
+    logged = [int(s) for s in str(ddp._get_ddp_logging_data()["rebuilt_bucket_sizes"]).split(",") if s.strip()]
+    cap = int(cap_mb * MB)
+    buckets = _buckets(model, order, cap_bytes=cap, first_cap_bytes=bucketing.first_bucket_bytes(cap))
+    assert len(logged) > 2  # the cap really splits the model
+    assert [sum(g.nbytes for g in b) for b in buckets] == logged
+
+
+@pytest.mark.parametrize("cap_mb", [0.01, 0.05, 1.0])
+def test_bucket_assignment_matches_torchs_own_function_with_several_dtypes(cap_mb):
+    torch.manual_seed(0)
+    model = MixedDtypes()
+    order = _ready_order(model, torch.randn(2, 64), lambda m, x: m(x).sum())
+    params = list(model.parameters())
+    cap, first = int(cap_mb * MB), int(cap_mb * MB) // 4
+    expected, _ = dist._compute_bucket_assignment_by_size(
+        [params[i] for i in order], [first, cap], [False] * len(order), order
+    )
+    buckets = _buckets(model, order, cap_bytes=cap, first_cap_bytes=first)
+    assert [[g.index for g in b] for b in buckets] == [list(b) for b in expected]  # launch order too
+
+
+def test_bucket_layout_walks_the_given_order_and_keeps_dtypes_apart():
+    sizes, dtypes = [400, 300, 504, 100, 704], ["float32", "float32", "float64", "float32", "float64"]
+    # Walked 4, 3, 2, 1, 0: f64 closes {4} at the first cap, f32 closes {3, 1} at the first cap,
+    # then {0} and {2} stay open (launched as DDP's hash table of dtypes holds them: on a CPU, the
+    # dtype first used last comes first: f32, then f64).
+    layout = bucketing.assign_buckets(sizes, dtypes, cap_bytes=1000, first_cap_bytes=350, order=[4, 3, 2, 1, 0])
+    assert layout == [[4], [3, 1], [0], [2]]
+    assert bucketing.assign_buckets(sizes, dtypes, cap_bytes=10_000, first_cap_bytes=10_000) == [[2, 4], [0, 1, 3]]
+    with pytest.raises(ValueError, match="5 sizes but 4 dtypes"):
+        bucketing.assign_buckets(sizes, dtypes[:4], cap_bytes=1, first_cap_bytes=1)
+
+
+def test_first_bucket_follows_the_installed_ddp():
+    # An explicit bucket_cap_mb caps the first bucket alike in torch ≥ 2.9; the default keeps 1 MiB.
+    assert bucketing.first_bucket_bytes(25 * MB, cap_given=False) == dist._DEFAULT_FIRST_BUCKET_BYTES
+    assert bucketing.first_bucket_bytes(25 * MB) in (25 * MB, dist._DEFAULT_FIRST_BUCKET_BYTES)
+
+
+# ---------------------------------------------------------------- the simulation, on hand-made profiles
+
+MS = 1e-3
+
+
+def _profile(ready_ms: list[float], *, backward_ms: float, nbytes: int = MB) -> Profile:
+    grads = tuple(Grad(i, nbytes, "torch.float32", t * MS) for i, t in enumerate(ready_ms))
+    return Profile(forward_s=3 * MS, backward_s=backward_ms * MS, optimizer_s=1 * MS, grads=grads)
+
+
+ONE_MS_PER_MB = Link(alpha_s=0.0, busbw_bytes_per_s=MB / 1e-3)  # at world size 2 the bus factor is 1
+
+
+def _each_alone(profile: Profile) -> list[list[Grad]]:
+    return [[g] for g in profile.grads]
+
+
+def test_full_overlap_hides_all_but_the_last_bucket():
+    # Buckets ready at 2, 4, 6, 8, 10 ms, each all-reduce 1 ms: only the last one's 1 ms shows.
+    profile = _profile([2, 4, 6, 8, 10], backward_ms=10)
+    step = schedule.simulate(profile, _each_alone(profile), link=ONE_MS_PER_MB, world_size=2)
+    assert step.comm_end_s == pytest.approx(11 * MS)
+    assert step.step_s == pytest.approx((3 + 11 + 1) * MS)
+
+
+def test_one_giant_bucket_overlaps_nothing():
+    profile = _profile([2, 4, 6, 8, 10], backward_ms=10)
+    step = schedule.simulate(profile, [list(profile.grads)], link=ONE_MS_PER_MB, world_size=2)
+    assert step.step_s == pytest.approx((3 + 10 + 5 + 1) * MS)
+
+
+def test_communication_bound_buckets_queue_behind_each_other():
+    # Each all-reduce takes 4 ms but a bucket is ready every 2 ms: they run back to back from 2 ms.
+    profile = _profile([2, 4, 6, 8, 10], backward_ms=10, nbytes=4 * MB)
+    step = schedule.simulate(profile, _each_alone(profile), link=ONE_MS_PER_MB, world_size=2)
+    assert step.comm_end_s == pytest.approx(22 * MS)
+    assert step.exposed_comm_s == pytest.approx(12 * MS)
+
+
+def test_latency_counts_once_per_bucket():
+    profile = _profile([10, 10, 10], backward_ms=10)
+    link = Link(alpha_s=0.5 * MS, busbw_bytes_per_s=MB / 1e-3)
+    assert schedule.simulate(profile, _each_alone(profile), link=link, world_size=2).comm_end_s == pytest.approx(
+        (10 + 3 * 1.5) * MS
+    )
+    assert schedule.simulate(profile, [list(profile.grads)], link=link, world_size=2).comm_end_s == pytest.approx(
+        (10 + 3.5) * MS
+    )
+
+
+def test_contention_slows_whichever_work_overlaps():
+    # Backward 10 ms; a 2 ms all-reduce launched at 5 ms halves compute while it runs: compute reaches
+    # 6 ms of its work at 7 ms, ends at 11 ms; the second bucket runs 11–13 ms alone.
+    profile = _profile([5, 10], backward_ms=10, nbytes=2 * MB)
+    slow = Contention(compute_slowdown=2.0, comm_slowdown=1.0)
+    step = schedule.simulate(profile, _each_alone(profile), link=ONE_MS_PER_MB, world_size=2, contention=slow)
+    assert step.backward_end_s == pytest.approx(11 * MS)
+    assert step.comm_end_s == pytest.approx(13 * MS)
+    # The other way round: the first all-reduce runs at half speed while backward computes (its 2 ms
+    # of work take 5 → 9 ms), the second runs alone after backward, 10 → 12 ms.
+    slow_comm = Contention(compute_slowdown=1.0, comm_slowdown=2.0)
+    step = schedule.simulate(profile, _each_alone(profile), link=ONE_MS_PER_MB, world_size=2, contention=slow_comm)
+    assert step.backward_end_s == pytest.approx(10 * MS)
+    assert step.comm_end_s == pytest.approx(12 * MS)
+
+
+def test_one_rank_communicates_nothing():
+    profile = _profile([2, 4], backward_ms=4)
+    step = schedule.simulate(profile, [list(profile.grads)], link=ONE_MS_PER_MB, world_size=1)
+    assert step.step_s == pytest.approx(profile.local_step_s)
+
+
+def test_predict_caps_gives_efficiency_against_the_one_rank_step():
+    profile = _profile([2, 4, 6, 8, 10], backward_ms=10)
+    frame = schedule.predict_caps(profile, caps_mb=[1, 100], link=ONE_MS_PER_MB, world_size=2)
+    assert frame["buckets"].tolist() == [5, 1]
+    assert frame["scaling_efficiency"].tolist() == pytest.approx([14 / 15, 14 / 19])
+
+
+# ---------------------------------------------------------------- the network
+
+
+def test_alpha_beta_fit_recovers_latency_and_bandwidth_from_noisy_samples():
+    rng = np.random.default_rng(0)
+    sizes = 1024 * 2.0 ** np.arange(0, 17)
+    alpha, busbw, world = 40e-6, 3e9, 4
+    times = (alpha + sizes * 1.5 / busbw) * rng.normal(1.0, 0.01, sizes.size)
+    link = net.fit_link(sizes, times, world_size=world)
+    assert link.alpha_s == pytest.approx(alpha, rel=0.05)
+    assert link.busbw_bytes_per_s == pytest.approx(busbw, rel=0.05)
+
+
+def test_links_come_from_correct_all_reduce_rows_per_world_size():
+    sizes = [1024 * 2**k for k in range(8)]
+    rows = [{"op": "all_reduce", "world_size": w, "bytes": s, "time_us": (10e-6 + s * f / 1e9) * 1e6, "correct": True}
+            for w, f in ((2, 1.0), (4, 1.5)) for s in sizes]  # fmt: skip
+    rows.append({"op": "all_reduce", "world_size": 8, "bytes": 1024, "time_us": 1.0, "correct": False})
+    links = net.links_from_collectives(pd.DataFrame(rows))
+    assert sorted(links) == [2, 4]
+    assert links[4].busbw_bytes_per_s == pytest.approx(1e9, rel=1e-6)
+    assert "extrapolated" in net.link_for(links, 64).source
+
+
+@pytest.mark.parametrize(
+    ("text", "value"), [("90GB/s", 90e9), ("400Gb/s", 50e9), ("800MB/s", 800e6), ("1.5 GB/s", 1.5e9)]
+)
+def test_bandwidth_parses_in_bytes_or_bits(text, value):
+    assert units.parse_bandwidth(text) == pytest.approx(value)
+
+
+@pytest.mark.parametrize(("text", "value"), [("30us", 30e-6), ("0.2ms", 2e-4), ("5e-6s", 5e-6)])
+def test_latency_parses_with_its_unit(text, value):
+    assert units.parse_latency(text) == pytest.approx(value)
+
+
+def test_prediction_error_is_mape_and_grid_steps_between_best_caps():
+    error = stats.prediction_error([1, 5, 10, 25], [110, 100, 105, 120], [100, 110, 100, 130])
+    assert error["mape"] == pytest.approx((10 / 110 + 10 / 100 + 5 / 105 + 10 / 120) / 4)
+    assert (error["best_measured_cap_mb"], error["best_predicted_cap_mb"], error["best_cap_grid_steps"]) == (5, 1, 1)
+
+
+# ---------------------------------------------------------------- the profile
+
+
+def test_gradient_ready_profile_sees_the_last_layer_first():
+    model_workload = workloads.create("mlp", size="tiny")
+    rows = gradprofile.measure(model_workload, batch_size=4, device=torch.device("cpu"), steps=2, warmup=1)
+    params = list(model_workload.build_model().parameters())
+    assert [r["numel"] for r in rows] == [p.numel() for p in params]
+    ready = [r["ready_ms"] for r in rows]
+    assert ready[-1] < ready[0]  # backward reaches the output layer before the input layer
+    assert all(0 <= t <= rows[0]["backward_ms"] * 1.5 for t in ready)
+    profile = schedule.profile_from_rows(pd.DataFrame(rows))
+    times = [g.ready_s for g in profile.grads]
+    assert times == sorted(times)  # the simulation walks gradients in the order they became ready
+    assert profile.grads[0].index >= len(params) - 2  # the output layer's weight or bias comes first
+
+
+def test_a_bench_run_stores_the_profile_at_world_size_1(small_run):
+    profiles = model_tables.read_gradprofiles(small_run)
+    assert set(profiles["workload"]) == {"mlp"}
+    params = list(workloads.create("mlp", size="tiny").build_model().parameters())
+    assert len(profiles) == len(params)
+    assert profiles["ready_ms"].notna().all() and (profiles["backward_ms"] > 0).all()
+
+
+def test_a_profile_measured_later_is_stored_with_the_run_and_found_again(tmp_path):
+    run = tmp_path / "r"
+    store.write_json(run / "run.json", {"run_id": "r", "threads_per_rank": 1})
+    setup = {"workload": "mlp", "size": "tiny", "batch_size": 4, "dtype": "fp32", "optimizer": "sgd"}
+    assert predict.stored_profile(run, setup) is None
+    measured = gradprofile.measure(workloads.create("mlp", size="tiny"), batch_size=4, device=torch.device("cpu"),
+                                   steps=2, warmup=1)  # fmt: skip
+    kept = predict.store_profile(run, setup, pd.DataFrame([{**setup, **r} for r in measured]), device="cpu")
+    assert predict.stored_profile(run, setup) == kept
+    assert predict.stored_profile(run, {**setup, "batch_size": 8}) is None
+    stored = model_tables.read_gradprofiles(run)
+    assert set(stored["run_id"]) == {"r"} and set(stored["threads_per_rank"]) == {1}
+
+
+# ---------------------------------------------------------------- a run's model tables
+
+
+def _config(config_id, impl, cap, step_ms, world=2):
+    options = json.dumps({"bucket_cap_mb": cap} if cap else {})
+    return {"config_id": config_id, "status": "ok", "impl": impl, "impl_options": options, "bucket_cap_mb": cap,
+            "workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32", "optimizer": "sgd",
+            "world_size": world, "grad_bytes": 5 * MB, "step_ms_median": step_ms}  # fmt: skip
+
+
+def test_floor_is_the_larger_of_local_step_and_one_all_reduce_of_every_gradient():
+    configs = pd.DataFrame([_config("l", "local", None, 10.0), _config("s", "stock", 1.0, 30.0)])
+    network = net.given_network(busbw_bytes_per_s=MB / 1e-3, latency_s=1e-3)  # 1 ms + 1 ms per MiB at n = 2
+    floor = {r["config_id"]: r for r in predict.floor_rows(configs, network)}
+    assert floor["s"]["allreduce_ms"] == pytest.approx(6.0)
+    assert floor["s"]["local_ms"] == 10.0 and floor["s"]["floor_ms"] == 10.0
+
+
+_PROFILE_ROWS = pd.DataFrame([
+    {"workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32", "optimizer": "sgd", "param_index": i,
+     "bytes": MB, "param_dtype": "float32", "requires_grad": True, "ready_ms": 2.0 * (5 - i),
+     "forward_ms": 3.0, "backward_ms": 10.0, "optimizer_ms": 1.0} for i in range(5)
+])  # fmt: skip
+
+
+def test_sweep_predictions_pair_each_measured_cap_with_the_model():
+    configs = pd.DataFrame([_config("a", "stock", 1.0, 20.0), _config("b", "stock", 1.0, 22.0),
+                            _config("c", "stock", 100.0, 25.0)])  # fmt: skip
+    network = net.given_network(busbw_bytes_per_s=MB / 1e-3, latency_s=0.0)
+    rows = predict.sweep_predictions(configs, _PROFILE_ROWS, network)
+    assert [(r["bucket_cap_mb"], r["measured_ms"]) for r in rows] == [(1.0, 21.0), (100.0, 25.0)]
+    assert [r["predicted_ms"] for r in rows] == pytest.approx([15.0, 19.0])  # nothing to calibrate on
+    assert [r["predicted_raw_ms"] for r in rows] == pytest.approx([15.0, 19.0])
+
+
+# ---------------------------------------------------------------- the command
+
+
+def test_predict_command_prints_step_time_and_efficiency_per_cap_and_the_best_cap(capsys):
+    code = cli.main(["predict", "--workload", "mlp", "--size", "tiny", "--gpus", "64", "--busbw", "90GB/s",
+                     "--latency", "30us", "--caps", "1,25"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "w64: all-reduce α 30.0 µs, busbw 90.000 GB/s" in out
+    assert "predicted best cap at w64:" in out and "scaling efficiency" in out
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--busbw", "fast"], "fast"),
+        (["--busbw", "9GB/s", "--latency", "soon"], "soon"),
+        (["--busbw", "9GB/s", "--caps", "0,25"], "0,25"),
+        (["--busbw", "9GB/s", "--workload", "nosuch"], "nosuch"),
+        (["--results", "no-such-run"], "no-such-run"),
+    ],
+)
+def test_bad_predict_input_is_one_line_exit_2(tmp_path, capsys, flags, named):
+    assert cli.main(["predict", *flags, "--results-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert named in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_bench_run_given_busbw_takes_its_network_from_run_json(tmp_path):
+    run = tmp_path / "r"
+    store.write_json(run / "run.json", {"run_id": "r", "device": "cpu", "backend": "gloo",
+                                        "config": {"busbw": "2GB/s", "latency": "10us"}})  # fmt: skip
+    network = net.network_for_run(tmp_path, run)
+    link = net.network_link(network, 8)
+    assert (link.alpha_s, link.busbw_bytes_per_s) == pytest.approx((10e-6, 2e9))
+
+
+def test_a_bench_run_without_busbw_or_collectives_has_no_network(tmp_path):
+    run = tmp_path / "r"
+    store.write_json(run / "run.json", {"run_id": "r", "device": "cpu", "backend": "gloo", "config": {}})
+    assert net.network_for_run(tmp_path, run) is None
+
+
+@pytest.mark.parametrize(("flags", "named"), [(["--busbw", "fast"], "fast"), (["--latency", "30us"], "--busbw")])
+def test_bench_rejects_a_bad_network_before_writing_anything(tmp_path, capsys, flags, named):
+    assert cli.main(["bench", *flags, "--results", str(tmp_path / "r")]) == 2
+    assert named in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_calibration_scales_compute_to_the_runs_local_step_and_adds_ddps_own_cost():
+    configs = pd.DataFrame([_config("l1", "local", None, 14.0, world=1), _config("l2", "local", None, 28.0),
+                            _config("s1", "stock", 100.0, 16.0, world=1),
+                            _config("s2", "stock", 100.0, 50.0)])  # fmt: skip
+    network = net.given_network(busbw_bytes_per_s=MB / 1e-3, latency_s=0.0)
+    [row] = predict.sweep_predictions(configs, _PROFILE_ROWS, network)
+    # Raw: 3 + 10 + 5 (one 5 MiB bucket after backward) + 1. Calibrated: compute × 28/14 = 2, DDP's own
+    # 16 − 14 = 2 ms at one rank, × 2 as well, added to backward: 6 + (20 + 4) + 5 + 2.
+    assert (row["compute_scale"], row["reducer_ms"]) == pytest.approx((2.0, 4.0))
+    assert (row["predicted_raw_ms"], row["predicted_ms"]) == pytest.approx((19.0, 37.0))
