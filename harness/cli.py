@@ -6,15 +6,18 @@ one line on stderr and exit code 2.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import logging
-import math
 import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
-from harness.config.bench import DEVICES, SIZE_CHOICES, ConfigError
+from harness.config import flags
+from harness.config.bench import DEVICES, SIZE_CHOICES, BenchConfig, ConfigError
+from harness.config.flags import STEERS, flag_name, flags_of, help_text
 
 EXIT_BAD_INPUT = 2
 
@@ -26,40 +29,46 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def _int(flag: str):
-    def parse(text: str) -> int:
+def argument_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """A harness.config.flags parser as argparse takes it: its ConfigError is argparse's one-line error."""
+
+    def convert(text: str) -> Any:
         try:
-            return int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} {text!r} is not a whole number") from None
+            return parse(text)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
 
-    return parse
-
-
-def _finite(flag: str, what: str):
-    """A float flag: a finite number (float() takes 'inf' and 'nan', which no setting means)."""
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{flag} {text!r} is not {what} (a finite number)")
-        return value
-
-    return parse
+    return convert
 
 
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(name.strip() for name in text.split(",") if name.strip())
+def whole(flag: str) -> Callable[[str], int]:
+    return argument_type(flags.whole(flag))
 
 
-def _option(text: str) -> tuple[str, tuple[str, ...]]:
-    key, sep, values = text.partition("=")
-    if not sep or not key.strip():
-        raise argparse.ArgumentTypeError(f"--opt {text!r} is not key=value[,value…]")
-    return key.strip(), _names(values)
+def finite(flag: str, what: str) -> Callable[[str], float]:
+    return argument_type(flags.finite(flag, what))
+
+
+names = argument_type(flags.names)
+
+
+def add_flags(parser: argparse.ArgumentParser, config: type) -> None:
+    """One argument per flagged field of `config` (harness.config.flags), its dest the field's name."""
+    for field in dataclasses.fields(config):
+        spec = field.metadata.get("flag")
+        if spec is None:
+            continue
+        kwargs: dict[str, Any] = {"dest": field.name, "help": help_text(field, spec)}
+        if field.type in (bool, "bool") and not spec.parse:
+            kwargs["action"] = "store_false" if spec.negative else "store_true"
+        else:
+            shown = flag_name(field.name, spec).lstrip("-").upper().replace("-", "_")
+            kwargs.update(type=spec.parse and argument_type(spec.parse), metavar=spec.metavar or shown)
+            if spec.repeatable:
+                kwargs.update(action="append", default=[])
+            else:
+                kwargs["default"] = None if field.default is dataclasses.MISSING else field.default
+        parser.add_argument(flag_name(field.name, spec), **kwargs)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -95,6 +104,8 @@ After `make setup` the command is .venv/bin/ddpbench (or `source .venv/bin/activ
 
 
 def add_bench_parser(commands) -> None:
+    """`bench`: a flag per BenchConfig field (harness.config.flags), and the flags that are no setting of
+    the run: a shorthand for a sweep, and what finishes a stored run."""
     bench = commands.add_parser(
         "bench",
         help="run the grid and write results/<run_id>/",
@@ -102,78 +113,17 @@ def add_bench_parser(commands) -> None:
         epilog=BENCH_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    bench.add_argument(
-        "--gpus",
-        type=_int("--gpus"),
-        help="ranks per node; world sizes run as 1, 2, 4, … up to it "
-        "(default: the GPUs visible, or 2 simulated on the CPU)",
-    )
-    bench.add_argument("--impls", type=_names, help="comma-separated strategies (default: all; see `ddpbench list`)")
-    bench.add_argument("--workloads", type=_names, default=("mlp",), help="comma-separated workloads (default: mlp)")
-    bench.add_argument("--bucket-cap-mb", type=_names, help="shorthand for --opt bucket_cap_mb=A,B,…")
-    bench.add_argument(
-        "--opt",
-        type=_option,
-        action="append",
-        default=[],
-        metavar="KEY=V[,V…]",
-        help="a strategy option; several values sweep it (repeatable)",
-    )
-    bench.add_argument(
-        "--size", default="auto", help=f"{'|'.join(SIZE_CHOICES)} (auto: small on the CPU, full on GPUs)"
-    )
-    bench.add_argument("--steps", type=_int("--steps"), default=20, help="measured steps (default: 20)")
-    bench.add_argument("--warmup", type=_int("--warmup"), default=3, help="warm-up steps (default: 3)")
-    bench.add_argument("--batch-size", type=_int("--batch-size"), help="samples per rank (default: the workload's)")
-    bench.add_argument("--optimizer", default="sgd", help="sgd|adam (default: sgd)")
-    bench.add_argument("--dtype", default="auto", help="auto|fp32|bf16|fp16: autocast dtype of the forward "
-                       "(default: auto, bf16 on GPUs that support it, fp32 elsewhere)")  # fmt: skip
-    bench.add_argument("--tf32", action="store_true", help="TF32 tensor cores for fp32 matmuls and convolutions "
-                       "(default: off, cuDNN's too)")  # fmt: skip
-    bench.add_argument("--device", default="auto", help=f"{'|'.join(DEVICES)} (default: auto)")
-    bench.add_argument("--backend", default="auto", help="auto|nccl|gloo (default: NCCL on GPUs, gloo on the CPU)")
-    bench.add_argument("--results", type=Path, default=Path("results"), help="results folder (default: results)")
-    bench.add_argument("--run-id", default="", help="run folder name (default: timestamp plus random suffix)")
-    bench.add_argument("--nnodes", type=_int("--nnodes"), default=1, help="nodes in the job (default: 1)")
-    bench.add_argument("--node-rank", type=_int("--node-rank"), default=0, help="this node's rank (default: 0)")
-    bench.add_argument("--rdzv-endpoint", help="HOST:PORT of torchrun's c10d rendezvous (several nodes)")
-    bench.add_argument("--no-baseline", action="store_true", help="do not add the `local` no-communication baseline")
-    bench.add_argument("--no-parity", action="store_true", help="skip the gradient-parity check")
-    bench.add_argument("--profile", action="store_true", help="write a torch.profiler trace per rank and configuration")
-    bench.add_argument(
-        "--bucket-timeline",
-        action="store_true",
-        help="time DDP's buckets too (stock, zero) through a communication hook, for their comm_ms, overlap and "
-        "bucket timeline; it costs 3-6%% of a CPU step, so it is off by default (naive, flat and bucketed are "
-        "always timed: it costs them nothing)",
-    )
-    bench.add_argument(
-        "--mem-period-ms",
-        type=_finite("--mem-period-ms", "a period in milliseconds"),
-        default=20.0,
-        help="memory sampling period, 0 = off (default: 20)",
-    )
-    bench.add_argument("--repeats", type=_int("--repeats"), default=1,
-                       help="run every configuration R times, interleaved; each repeat is one piece of evidence "
-                       "for compare and the recommended cap (default: 1; 5 for runs meant to be compared)")  # fmt: skip
+    add_flags(bench, BenchConfig)
+    bench.add_argument("--bucket-cap-mb", type=names, help="shorthand for --opt bucket_cap_mb=A,B,…")
+    steering = ", ".join(flag_name(name, spec) for name, spec in flags_of(BenchConfig).items()
+                         if spec.on_resume == STEERS)  # fmt: skip
     bench.add_argument("--resume", metavar="RUN_ID",
                        help="finish an interrupted run in --results: skip what it wrote, run the rest with the run's "
-                       "own grid and settings (flags that would change them are refused; --timeout, --fail-fast, "
-                       "--node-rank and --rdzv-endpoint apply: they only steer the running)")  # fmt: skip
+                       f"own grid and settings (flags that would change them are refused; {steering} apply: they "
+                       "only steer the running)")  # fmt: skip
     bench.add_argument("--retry-failed", action="store_true",
                        help="with --resume: run the configurations that failed again (each failed row is kept "
                        "in retried/<config_id>/ of the run folder)")  # fmt: skip
-    bench.add_argument("--seed", type=_int("--seed"), default=0, help="base seed (default: 0)")
-    bench.add_argument(
-        "--timeout",
-        type=_finite("--timeout", "a number of seconds"),
-        help="seconds a configuration may go without progress before it is declared hung and its launch "
-        "ended (default: ten times its slowest step so far, at least 60)",
-    )
-    bench.add_argument("--fail-fast", action="store_true", help="stop at the first failed configuration (exit 1)")
-    bench.add_argument("--busbw", help="all-reduce bus bandwidth (e.g. 90GB/s) for the report's communication floor "
-                       "(default: fitted from a `ddpbench collectives` run of this machine in --results)")  # fmt: skip
-    bench.add_argument("--latency", help="all-reduce latency that goes with --busbw (e.g. 30us; default: 0)")
 
 
 def add_compare_parser(commands) -> None:
@@ -217,7 +167,7 @@ def add_collectives_parser(commands) -> None:
         "exits 1 if a result was wrong.",
     )
     collectives.add_argument(
-        "--gpus", type=_int("--gpus"), help="ranks; world sizes 2, 4, … up to it (default: the GPUs visible, or 2)"
+        "--gpus", type=whole("--gpus"), help="ranks; world sizes 2, 4, … up to it (default: the GPUs visible, or 2)"
     )
     collectives.add_argument("--ops", default=",".join(OPS), help=f"comma-separated (default: {','.join(OPS)})")
     collectives.add_argument(
@@ -227,13 +177,13 @@ def add_collectives_parser(commands) -> None:
     )
     collectives.add_argument(
         "--iters",
-        type=_int("--iters"),
+        type=whole("--iters"),
         help=f"timed iterations per batch, {BATCHES} batches per size, each queued back to back and synchronised "
         f"once, as nccl-tests does (default: {DEFAULT_ITERS['cuda']} on GPUs, {DEFAULT_ITERS['cpu']} on the CPU)",
     )
     collectives.add_argument(
         "--warmup",
-        type=_int("--warmup"),
+        type=whole("--warmup"),
         help=f"warm-up iterations (default: {DEFAULT_WARMUP['cuda']} on GPUs, {DEFAULT_WARMUP['cpu']} on the CPU)",
     )
     collectives.add_argument("--device", default="auto", help=f"{'|'.join(DEVICES)} (default: auto)")
@@ -265,14 +215,14 @@ def add_predict_parser(commands) -> None:
     predict.add_argument("--workload", help="workload to profile (default: gpt2, or the run's)")
     predict.add_argument("--size", help=f"{'|'.join(SIZE_CHOICES)} (default: auto: small on the CPU, full on GPUs; "
                          "or the run's)")  # fmt: skip
-    predict.add_argument("--batch-size", type=_int("--batch-size"), help="samples per rank (default: the workload's)")
-    predict.add_argument("--gpus", type=_int("--gpus"), help="world size to predict (default: 8, or the run's)")
+    predict.add_argument("--batch-size", type=whole("--batch-size"), help="samples per rank (default: the workload's)")
+    predict.add_argument("--gpus", type=whole("--gpus"), help="world size to predict (default: 8, or the run's)")
     predict.add_argument("--busbw", help="all-reduce bus bandwidth, e.g. 90GB/s (default: fitted from collectives)")
     predict.add_argument("--latency", help="all-reduce latency α, e.g. 30us (default: fitted; 0 with --busbw alone)")
     predict.add_argument("--caps", help="bucket caps in MiB (default: 1,5,10,25,50,100, or the run's sweep)")
     predict.add_argument(
         "--profile-steps",
-        type=_int("--profile-steps"),
+        type=whole("--profile-steps"),
         default=5,
         help="steps profiled when the profile is measured now, after 2 warm-up steps (default: 5)",
     )

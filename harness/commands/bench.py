@@ -15,6 +15,7 @@ import time
 from harness.commands import console, summary
 from harness.commands.resume import resume
 from harness.config.bench import BenchConfig, ConfigError
+from harness.config.flags import from_args
 from harness.results.layout import RunFolder
 
 RUN_ID_TRIES = 10
@@ -30,37 +31,15 @@ EXIT_SIGNAL = {KeyboardInterrupt: 130, Terminated: 143}  # 128 + the signal's nu
 def bench_config(
     args: argparse.Namespace, *, default_gpus: int, all_impls: list[str], command: tuple[str, ...]
 ) -> BenchConfig:
-    return BenchConfig(
+    """The config from the parsed flags (one per field); what the flags leave to the command filled in."""
+    return from_args(
+        BenchConfig,
+        args,
         gpus=args.gpus if args.gpus is not None else default_gpus,
         impls=_once("--impls", args.impls) if args.impls is not None else tuple(all_impls),
         workloads=_once("--workloads", args.workloads),
         options=_options(args),
-        size=args.size,
-        steps=args.steps,
-        warmup=args.warmup,
-        batch_size=args.batch_size,
-        dtype=args.dtype,
-        tf32=args.tf32,
-        optimizer=args.optimizer,
-        device=args.device,
-        backend=args.backend,
-        results=args.results,
-        run_id=args.run_id,
-        nnodes=args.nnodes,
-        node_rank=args.node_rank,
-        rdzv_endpoint=args.rdzv_endpoint,
-        baseline=not args.no_baseline,
-        parity=not args.no_parity,
-        profile=args.profile,
-        bucket_timeline=args.bucket_timeline,
-        mem_period_ms=args.mem_period_ms,
-        seed=args.seed,
-        repeats=args.repeats,
-        timeout_s=args.timeout,
-        fail_fast=args.fail_fast,
         command=command,
-        busbw=args.busbw,
-        latency=args.latency,
     )
 
 
@@ -75,7 +54,7 @@ def _once(flag: str, values: tuple[str, ...]) -> tuple[str, ...]:
 
 def _options(args: argparse.Namespace) -> tuple[tuple[str, tuple[str, ...]], ...]:
     """--opt and --bucket-cap-mb as (key, values): a key given twice is refused (which one was meant?)."""
-    given = [(f"--opt {key}=", key, values) for key, values in args.opt]
+    given = [(f"--opt {key}=", key, values) for key, values in args.options]
     if args.bucket_cap_mb is not None:
         if not args.bucket_cap_mb:
             raise ConfigError("--bucket-cap-mb is empty; give at least one cap in MiB (e.g. --bucket-cap-mb 25)")
@@ -96,6 +75,7 @@ def new_run(args: argparse.Namespace, *, command: tuple[str, ...]):
 
     import impls
     from harness.config import bench as cfgmod
+    from harness.config import grid
     from harness.launch import launcher as launch
     from harness.measure import env
 
@@ -104,7 +84,7 @@ def new_run(args: argparse.Namespace, *, command: tuple[str, ...]):
     default_gpus = torch.cuda.device_count() if uses_cuda else 2
     config = bench_config(args, default_gpus=default_gpus, all_impls=impls.names(), command=command)
     device = cfgmod.resolve_device(config.device, cuda_available=torch.cuda.is_available())
-    configurations = cfgmod.expand(config, device=device, bf16_supported=device == "cuda" and _native_bf16())
+    configurations = grid.expand(config, device=device, bf16_supported=device == "cuda" and _native_bf16())
     if device == "cuda":
         backend = cfgmod.resolve_backend(config.backend, device=device)
         cfgmod.check_gpu_count(gpus=config.gpus, available=torch.cuda.device_count(), backend=backend)

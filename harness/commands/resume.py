@@ -12,13 +12,14 @@ import argparse
 import dataclasses
 
 from harness.commands import console
-from harness.config.bench import ConfigError
+from harness.config.bench import BenchConfig, ConfigError
+from harness.config.flags import LOCATES, STEERS, flag_name, flags_of, resume_fields
 from harness.results.layout import validate_run_id
 
-STEERING = {"timeout": "timeout_s", "fail_fast": "fail_fast", "node_rank": "node_rank",
-            "rdzv_endpoint": "rdzv_endpoint"}  # fmt: skip
-"""Flags (their argparse dest → BenchConfig field) that steer a resumed run without changing what it measures."""
-RESUME_FLAGS = {"resume", "results", "retry_failed"}
+STEERING = resume_fields(BenchConfig, STEERS)
+"""The BenchConfig fields whose flags steer a resumed run without changing what it measures."""
+RESUME_FLAGS = {"resume", "retry_failed"} | resume_fields(BenchConfig, LOCATES)
+"""What finishing a run needs: which run, where it is, whether to retry its failures."""
 
 
 def resume(args: argparse.Namespace):
@@ -45,10 +46,11 @@ def _steering(args: argparse.Namespace) -> dict:
     given = getattr(args, "given_flags", {})
     refused = [flag for dest, flag in given.items() if dest not in STEERING and dest not in RESUME_FLAGS]
     if refused:
+        applying = ", ".join(flag_name(name, spec) for name, spec in flags_of(BenchConfig).items() if name in STEERING)
         raise ConfigError(f"--resume runs the stored run's own grid and settings; {', '.join(refused)} would change "
                           f"them: leave {'it' if len(refused) == 1 else 'them'} out, or start a new run "
-                          f"(flags that apply: --timeout, --fail-fast, --node-rank, --rdzv-endpoint)")  # fmt: skip
-    return {STEERING[dest]: getattr(args, dest) for dest in given if dest in STEERING}
+                          f"(flags that apply: {applying})")  # fmt: skip
+    return {dest: getattr(args, dest) for dest in given if dest in STEERING}
 
 
 def _say_steering(args: argparse.Namespace, steering: dict) -> None:

@@ -1,5 +1,5 @@
-"""Typed, validated configuration: what the user asked for (`BenchConfig`) and the grid of
-`Configuration`s it expands into, one per measured row.
+"""What `ddpbench bench` was asked to do (`BenchConfig`): typed, validated, each field the one
+declaration of its flag (harness.config.flags). The grid it expands into is harness.config.grid.
 
 The CLI parses text into these objects at the edge; everything inside reads only them.
 Every check raises `ConfigError` with one line naming the bad value and the valid choices,
@@ -9,96 +9,124 @@ before anything is written.
 from __future__ import annotations
 
 import dataclasses
-import itertools
-import json
 import math
 import re
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from harness.config.precision import DTYPES, resolve_dtype
+from harness.config.flags import LOCATES, STEERS, finite, flag, key_values, names, whole
+from harness.config.precision import DTYPES
 from harness.config.units import parse_bandwidth, parse_latency
 from harness.protocols import SIZES, ConfigError
-from harness.results.layout import check_results_folder, new_run_id, validate_run_id  # noqa: F401 (the plan's API)
+from harness.results.layout import check_results_folder, new_run_id, validate_run_id  # noqa: F401 (the config's API)
 
 DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("auto", "nccl", "gloo")
 OPTIMIZER_CHOICES = ("sgd", "adam")
 SIZE_CHOICES = ("auto", *SIZES)
 DEFAULT_WORKLOADS = ("mlp",)
+RESULTS = Path("results")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class BenchConfig:
-    """Everything `ddpbench bench` was asked to do."""
+    """Everything `ddpbench bench` was asked to do; each field is a flag (`ddpbench bench --help`)."""
 
-    gpus: int
-    """Ranks per node (one per GPU; simulated by CPU processes without GPUs). World sizes run
-    as the ladder 1, 2, 4, … up to this, plus this."""
-    impls: tuple[str, ...]
-    """Strategies to run (names from `ddpbench list`)."""
-    workloads: tuple[str, ...] = DEFAULT_WORKLOADS
-    """Workloads to run."""
-    options: tuple[tuple[str, tuple[str, ...]], ...] = ()
-    """Strategy options as (key, values): each value list is a sweep axis."""
-    size: str = "auto"
-    """tiny, small or full; auto is small on the CPU and full on GPUs."""
-    steps: int = 20
-    """Measured steps per configuration."""
-    warmup: int = 3
-    """Unmeasured steps before them (DDP rebuilds its buckets in step 2)."""
-    batch_size: int | None = None
-    """Samples per rank per step; None takes each workload's default."""
-    optimizer: str = "sgd"
-    """sgd or adam (Adam keeps two moments per parameter: the state ZeRO and FSDP shard)."""
-    dtype: str = "auto"
-    """auto, fp32, or bf16/fp16 autocast for the forward (fp16 needs CUDA); parameters stay fp32.
-    auto: bf16 on GPUs that support it natively, fp32 elsewhere (the CPU); rows record the result."""
-    tf32: bool = False
-    """TF32 tensor cores for fp32 matmuls and convolutions (in fp32 runs, and outside autocast);
-    off: none, cuDNN's included."""
-    device: str = "auto"
-    """auto, cpu or cuda."""
-    backend: str = "auto"
-    """auto (NCCL on GPUs, gloo on the CPU), nccl or gloo. gloo on GPUs lets ranks share a GPU."""
-    results: Path = Path("results")
-    """Folder that holds one sub-folder per run."""
-    run_id: str = ""
-    """Name of this run's folder; empty makes a timestamp plus a random suffix."""
-    nnodes: int = 1
-    """Nodes in the job; above 1, torchrun's c10d rendezvous joins them."""
-    node_rank: int = 0
-    """This node's rank among `nnodes`."""
-    rdzv_endpoint: str | None = None
-    """HOST:PORT of the rendezvous, needed when nnodes > 1."""
-    baseline: bool = True
-    """Add a `local` (no communication) configuration per group, the floor for exposed comm."""
-    parity: bool = True
-    """Check every configuration against the single-process reference."""
-    seed: int = 0
-    """Base seed for model weights and synthetic batches."""
-    mem_period_ms: float = 20.0
-    """Memory sampling period; 0 turns the sampler off."""
-    profile: bool = False
-    """Capture a torch.profiler trace per rank after each configuration's measured steps."""
-    bucket_timeline: bool = False
-    """Also time the collectives of strategies whose timing costs something (DDP's buckets, through a
-    Python communication hook); strategies that launch their own collectives are always timed."""
-    repeats: int = 1
-    """Run every configuration this many times, interleaved, so drift hits all alike."""
-    timeout_s: float | None = None
-    """Seconds a configuration may go without progress before it is declared hung and its
-    launch ended; None: ten times its slowest step so far, at least a minute."""
-    fail_fast: bool = False
-    """Stop the run at the first failed configuration instead of going on with the next."""
+    gpus: int = flag(
+        dataclasses.MISSING,
+        "ranks per node (one per GPU; CPU processes without GPUs); world "
+        "sizes run as the ladder 1, 2, 4, … up to it, and it",
+        parse=whole("--gpus"),
+        default_text="the GPUs visible, or 2 simulated on the CPU",
+    )
+    impls: tuple[str, ...] = flag(
+        dataclasses.MISSING, "comma-separated strategies (see `ddpbench list`)", parse=names, default_text="all"
+    )
+    workloads: tuple[str, ...] = flag(DEFAULT_WORKLOADS, "comma-separated workloads", parse=names)
+    options: tuple[tuple[str, tuple[str, ...]], ...] = flag(
+        (),
+        "a strategy option; several values sweep it (repeatable; --bucket-cap-mb A,B is --opt bucket_cap_mb=A,B)",
+        name="--opt",
+        parse=key_values("--opt"),
+        metavar="KEY=V[,V…]",
+        repeatable=True,
+    )
+    size: str = flag(
+        "auto",
+        f"{'|'.join(SIZE_CHOICES)}: tiny for tests, small for CPU benchmarks, full for GPUs",
+        default_text="auto: small on the CPU, full on GPUs",
+    )
+    steps: int = flag(20, "measured steps per configuration", parse=whole("--steps"))
+    warmup: int = flag(3, "unmeasured steps before them (DDP rebuilds its buckets in step 2)", parse=whole("--warmup"))
+    batch_size: int | None = flag(
+        None, "samples per rank per step", parse=whole("--batch-size"), default_text="the workload's"
+    )
+    optimizer: str = flag("sgd", "sgd|adam (Adam keeps two moments per parameter: the state ZeRO and FSDP shard)")
+    dtype: str = flag(
+        "auto",
+        "auto|fp32|bf16|fp16: autocast dtype of the forward (fp16 needs CUDA); parameters stay fp32",
+        default_text="auto: bf16 on GPUs that support it natively, fp32 elsewhere",
+    )
+    tf32: bool = flag(
+        False,
+        "TF32 tensor cores for fp32 matmuls and convolutions (in fp32 runs, and outside "
+        "autocast); without it no TF32 at all, cuDNN's included",
+    )
+    device: str = flag("auto", f"{'|'.join(DEVICES)}")
+    backend: str = flag(
+        "auto", "auto|nccl|gloo; gloo on GPUs lets ranks share a GPU", default_text="NCCL on GPUs, gloo on the CPU"
+    )
+    results: Path = flag(RESULTS, "folder that holds one sub-folder per run", parse=Path, on_resume=LOCATES)  # noqa: RUF009
+    run_id: str = flag("", "name of this run's folder", default_text="a timestamp plus a random suffix")
+    nnodes: int = flag(1, "nodes in the job; above 1, torchrun's c10d rendezvous joins them", parse=whole("--nnodes"))
+    node_rank: int = flag(0, "this node's rank among --nnodes", parse=whole("--node-rank"), on_resume=STEERS)
+    rdzv_endpoint: str | None = flag(None, "HOST:PORT of torchrun's c10d rendezvous (several nodes)", on_resume=STEERS)
+    baseline: bool = flag(
+        True,
+        "leave out the `local` (no communication) configuration each world size gets, "
+        "the floor for exposed communication",
+        negative=True,
+    )
+    parity: bool = flag(
+        True, "skip the check of every configuration against the single-process reference", negative=True
+    )
+    profile: bool = flag(False, "capture a torch.profiler trace per rank after each configuration's measured steps")
+    bucket_timeline: bool = flag(
+        False,
+        "time DDP's buckets too (stock, zero) through a communication hook, for "
+        "their comm_ms, overlap and bucket timeline; it costs 3-6% of a CPU step, so it "
+        "is off by default (naive, flat and bucketed are always timed: it costs them "
+        "nothing)",
+    )
+    mem_period_ms: float = flag(
+        20.0, "memory sampling period in ms, 0 = off", parse=finite("--mem-period-ms", "a period in milliseconds")
+    )
+    repeats: int = flag(
+        1,
+        "run every configuration R times, interleaved, each a launch of its own; each repeat "
+        "is one piece of evidence for compare and the recommended cap (5 for runs meant to be "
+        "compared)",
+        parse=whole("--repeats"),
+    )
+    seed: int = flag(0, "base seed for model weights and synthetic batches", parse=whole("--seed"))
+    timeout_s: float | None = flag(
+        None,
+        "seconds a configuration may go without progress before it is declared hung and its launch ended",
+        name="--timeout",
+        parse=finite("--timeout", "a number of seconds"),
+        default_text="ten times its slowest step so far, at least 60",
+        on_resume=STEERS,
+    )
+    fail_fast: bool = flag(False, "stop at the first failed configuration (exit 1)", on_resume=STEERS)
+    busbw: str | None = flag(
+        None,
+        "all-reduce bus bandwidth of the cluster (e.g. 90GB/s) for the report's "
+        "communication floor; stored in run.json",
+        default_text="fitted from a `ddpbench collectives` run of this machine in --results",
+    )
+    latency: str | None = flag(None, "all-reduce latency that goes with --busbw (e.g. 30us)", default_text="0")
     command: tuple[str, ...] = ()
-    """The command line, recorded with the run."""
-    busbw: str | None = None
-    """All-reduce bus bandwidth of the cluster (e.g. 90GB/s), for the communication floor when no
-    `ddpbench collectives` run of this machine is at hand; stored in run.json."""
-    latency: str | None = None
-    """All-reduce latency (e.g. 30us) that goes with `busbw`."""
+    """The command line, recorded with the run (not a flag)."""
 
     def __post_init__(self) -> None:
         _require_positive_int("--gpus", self.gpus)
@@ -195,103 +223,6 @@ def rank_ladder(gpus: int) -> list[int]:
     return ladder
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Configuration:
-    """One measured row: a strategy with its options on a workload at one world size."""
-
-    config_id: str
-    impl: str
-    impl_options: dict[str, Any]
-    workload: str
-    size: str
-    world_size: int
-    nnodes: int
-    batch_size: int
-    steps: int
-    warmup: int
-    dtype: str
-    device: str
-    backend: str
-    seed: int
-    parity: bool
-    mem_period_ms: float = 20.0
-    profile: bool = False
-    bucket_timeline: bool = False
-    repeat: int = 0
-    optimizer: str = "sgd"
-    extra_ranks: int = 0
-    """Processes beyond `world_size` trainers that this configuration's launch needs
-    (rpc_hybrid's parameter server); rows still report `world_size` trainers."""
-    tf32: bool = False
-    """TF32 for fp32 matmuls and convolutions in the ranks (`--tf32`)."""
-
-    @property
-    def mem_period_s(self) -> float:
-        """The memory sampler's period, as the sampler takes it."""
-        return self.mem_period_ms / 1000.0
-
-    @property
-    def processes(self) -> int:
-        """Ranks in this configuration's launch: the trainers and any extra ranks."""
-        return self.world_size + self.extra_ranks
-
-    @property
-    def options_json(self) -> str:
-        return json.dumps(self.impl_options, sort_keys=True)
-
-    @property
-    def bucket_cap_mb(self) -> float | None:
-        value = self.impl_options.get("bucket_cap_mb")
-        return float(value) if value is not None else None
-
-    def label(self) -> str:
-        opts = " ".join(f"{k}={v}" for k, v in sorted(self.impl_options.items()))
-        return f"w{self.world_size} {self.workload}/{self.size} {self.impl}" + (f" {opts}" if opts else "")
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Configuration:
-        data = dict(data)
-        if "mem_period_s" in data:  # run.json before the period was kept once, in ms
-            data.setdefault("mem_period_ms", data.pop("mem_period_s") * 1000.0)
-        return cls(**data)
-
-
-def impl_option_grids(
-    impls: Iterable[str], options: tuple[tuple[str, tuple[str, ...]], ...]
-) -> dict[str, list[dict[str, Any]]]:
-    """Per strategy, the list of option dicts to run: the product of the axes it accepts.
-
-    A key that none of the chosen strategies accepts is an error; a key that only some
-    accept applies to those (so `--bucket-cap-mb` sweeps stock and bucketed, not naive).
-    """
-    import impls as impl_registry
-
-    impls = list(impls)
-    accepted = {name: impl_registry.entry(name).options() for name in impls}
-    for key, values in options:
-        if not any(key in opts for opts in accepted.values()):
-            valid = sorted({k for opts in accepted.values() for k in opts})
-            raise ConfigError(f"no chosen strategy has option {key!r}; valid options: {', '.join(valid) or '(none)'}")
-        if not values:
-            raise ConfigError(f"option {key!r} has no value")
-    grids: dict[str, list[dict[str, Any]]] = {}
-    for name in impls:
-        axes = [(key, values) for key, values in options if key in accepted[name]]
-        combos = itertools.product(*(values for _, values in axes))
-        grid = []
-        for combo in combos:
-            texts = {key: text for (key, _), text in zip(axes, combo, strict=True)}
-            typed = impl_registry.REGISTRY.parse_options(name, texts)
-            impl_registry.create(name, **typed)  # validates values (e.g. bucket_cap_mb > 0)
-            if typed not in grid:  # '1' and '1.0' are one cap: one configuration, not two alike
-                grid.append(typed)
-        grids[name] = grid
-    return grids
-
-
 def resolve_device(requested: str, *, cuda_available: bool) -> str:
     if requested == "auto":
         return "cuda" if cuda_available else "cpu"
@@ -315,84 +246,3 @@ def check_gpu_count(*, gpus: int, available: int, backend: str) -> None:
             f"--gpus {gpus} is more than the {available} GPU(s) visible here; "
             "give at most that, or --backend gloo to let ranks share GPUs"
         )
-
-
-def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) -> list[Configuration]:
-    """The grid in run order: world sizes ascending, the baseline strategy (no communication) first in
-    each. `bf16_supported`: whether the GPU runs bf16 natively (what `--dtype auto` resolves by)."""
-    import impls as impl_registry
-    import workloads as workload_registry
-
-    names = list(dict.fromkeys(config.impls))
-    baseline = impl_registry.baseline_name()
-    if config.baseline and baseline not in names:
-        names.insert(0, baseline)
-    names.sort(key=lambda n: n != baseline)
-    for name in config.workloads:
-        workload_registry.entry(name)
-    grids = impl_option_grids(names, config.options)
-    dtype = resolve_dtype(config.dtype, device=device, bf16_supported=bf16_supported)
-    size = config.size if config.size != "auto" else ("full" if device == "cuda" else "small")
-    backend = resolve_backend(config.backend, device=device)
-    configurations: list[Configuration] = []
-    for world in config.world_sizes:
-        group = []
-        for workload in config.workloads:
-            sized = workload_registry.create(workload, size=size)
-            batch = config.batch_size or sized.default_batch_size()
-            group += [
-                (workload, batch, impl, opts, extra_ranks(impl, sized, config.nnodes))
-                for impl in names
-                for opts in grids[impl]
-            ]
-        # Repeats interleave (A B C A B C …) so that the machine's drift hits every configuration alike.
-        for repeat in range(config.repeats):
-            for workload, batch, impl, opts, extra in group:
-                configurations.append(
-                    Configuration(
-                        config_id=_config_id(
-                            len(configurations), world, workload, size, impl, opts, repeat, config.repeats
-                        ),
-                        impl=impl,
-                        impl_options=opts,
-                        workload=workload,
-                        size=size,
-                        world_size=world,
-                        nnodes=config.nnodes,
-                        batch_size=batch,
-                        steps=config.steps,
-                        warmup=config.warmup,
-                        dtype=dtype,
-                        tf32=config.tf32,
-                        device=device,
-                        backend=backend,
-                        seed=config.seed,
-                        parity=config.parity,
-                        mem_period_ms=config.mem_period_ms,
-                        profile=config.profile,
-                        bucket_timeline=config.bucket_timeline,
-                        repeat=repeat,
-                        optimizer=config.optimizer,
-                        extra_ranks=extra,
-                    )
-                )
-    return configurations
-
-
-def extra_ranks(impl: str, workload, nnodes: int) -> int:
-    """The strategy's extra ranks where they will be used: none for a workload without a remote
-    part or a multi-node job, whose rows the worker records as skipped in an ordinary launch."""
-    import impls as impl_registry
-
-    wanted = impl_registry.entry(impl).cls.extra_ranks
-    return wanted if wanted and workload.remote_part is not None and nnodes == 1 else 0
-
-
-def _config_id(
-    index: int, world: int, workload: str, size: str, impl: str, opts: dict, repeat: int, repeats: int
-) -> str:
-    parts = [f"{index:04d}", f"w{world}", workload, size, impl]
-    parts += [f"{k}{v}" for k, v in sorted(opts.items())]
-    if repeats > 1:
-        parts.append(f"r{repeat}")
-    return re.sub(r"[^A-Za-z0-9._-]", "_", "-".join(parts))

@@ -3,19 +3,21 @@
 
     steps: int = flag(20, "measured steps per configuration", parse=whole("--steps"))
 
-The field's type, default and doc make its flag: `add_flags` builds the argparse arguments from the
-fields (the help says the default, from the default itself), `from_args` turns the parsed namespace
-back into the config, and `on_resume` says what the flag may do to a stored run (`bench --resume`).
-Adding a flag is adding one field.
+The field's type, default and doc make its flag: the face (harness.cli.add_flags) builds the parser's
+arguments from the fields (the help says the default, from the default itself), `from_args` turns the
+parsed flags back into the config, and `on_resume` says what the flag may do to a stored run
+(`bench --resume`). Adding a flag is adding one field. A parser here turns text into a value or raises
+ConfigError with one line naming the text (the face reports it as argparse reports a bad value).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any
+
+from harness.protocols import ConfigError
 
 REFUSED, STEERS, LOCATES = "refused", "steers", "locates"
 """What a flag may do on `bench --resume`: change what the run measures (refused), steer the running
@@ -30,7 +32,7 @@ class Flag:
     name: str = ""
     """The flag, e.g. --timeout; default: the field's name in kebab case."""
     parse: Callable[[str], Any] | None = None
-    """Text to value; raise argparse.ArgumentTypeError with one line naming the text."""
+    """Text to value; raise ConfigError with one line naming the text."""
     metavar: str | None = None
     default_text: str | None = None
     """How the help shows the default where the default itself does not say it ("the GPUs visible")."""
@@ -77,26 +79,8 @@ def help_text(field: dataclasses.Field, spec: Flag) -> str:
     return text.replace("%", "%%")
 
 
-def add_flags(parser: argparse.ArgumentParser, cls: type) -> None:
-    """One argument per flagged field of `cls`, its dest the field's name."""
-    for field in dataclasses.fields(cls):
-        spec = field.metadata.get("flag")
-        if spec is None:
-            continue
-        kwargs: dict[str, Any] = {"dest": field.name, "help": help_text(field, spec)}
-        if field.type in (bool, "bool") and not spec.parse:
-            kwargs["action"] = "store_false" if spec.negative else "store_true"
-        else:
-            kwargs.update(type=spec.parse, metavar=spec.metavar)
-            if spec.repeatable:
-                kwargs.update(action="append", default=[])
-            else:
-                kwargs["default"] = None if field.default is dataclasses.MISSING else field.default
-        parser.add_argument(flag_name(field.name, spec), **kwargs)
-
-
-def from_args(cls: type, args: argparse.Namespace, **given: Any) -> Any:
-    """`cls` from the parsed flags (each field by its name), `given` filled in or overriding by the caller."""
+def from_args(cls: type, args: Any, **given: Any) -> Any:
+    """`cls` from the parsed flags (`args`' attribute per field name), `given` filled in or overriding."""
     values = {name: getattr(args, name) for name in flags_of(cls) if hasattr(args, name)}
     values.update(given)
     return cls(**values)
@@ -115,7 +99,7 @@ def whole(flag: str) -> Callable[[str], int]:
         try:
             return int(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{flag} {text!r} is not a whole number") from None
+            raise ConfigError(f"{flag} {text!r} is not a whole number") from None
 
     return parse
 
@@ -129,7 +113,7 @@ def finite(flag: str, what: str) -> Callable[[str], float]:
         except ValueError:
             value = math.nan
         if not math.isfinite(value):
-            raise argparse.ArgumentTypeError(f"{flag} {text!r} is not {what} (a finite number)")
+            raise ConfigError(f"{flag} {text!r} is not {what} (a finite number)")
         return value
 
     return parse
@@ -146,7 +130,7 @@ def key_values(flag: str) -> Callable[[str], tuple[str, tuple[str, ...]]]:
     def parse(text: str) -> tuple[str, tuple[str, ...]]:
         key, sep, values = text.partition("=")
         if not sep or not key.strip():
-            raise argparse.ArgumentTypeError(f"{flag} {text!r} is not key=value[,value…]")
+            raise ConfigError(f"{flag} {text!r} is not key=value[,value…]")
         return key.strip(), names(values)
 
     return parse

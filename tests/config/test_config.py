@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from harness import cli
-from harness.config.bench import BenchConfig, ConfigError, expand, rank_ladder
+from harness.config.bench import BenchConfig, ConfigError, rank_ladder
+from harness.config.grid import expand
 
 
 def run_cli(capsys, *args: str) -> tuple[int, str, str]:
@@ -146,7 +147,7 @@ def test_the_grid_carries_the_resolved_dtype_and_tf32_never_auto():
 
 
 def test_the_sampler_period_is_kept_once_in_ms_and_old_plans_still_read():
-    from harness.config.bench import Configuration
+    from harness.config.grid import Configuration
 
     cfg = expand(BenchConfig(gpus=1, impls=("naive",), size="tiny", mem_period_ms=50.0), device="cpu")[0]
     saved = cfg.to_json()
@@ -166,3 +167,39 @@ def test_bench_flags_reach_the_config(capsys):
     args = cli.build_parser().parse_args(["bench", "--dtype", "fp16"])
     config = bench_config(args, default_gpus=2, all_impls=["naive"], command=("ddpbench",))
     assert config.dtype == "fp16" and config.tf32 is False
+
+
+def test_a_flag_is_one_field_its_type_default_and_doc_make_the_argument():
+    """Adding a flag is adding one field: the parser, the help's default and the config come from it."""
+    import argparse
+    import dataclasses
+
+    from harness import cli
+    from harness.config.flags import STEERS, flag, from_args, whole
+
+    @dataclasses.dataclass(frozen=True, kw_only=True)
+    class Settings:
+        laps: int = flag(3, "laps to run", parse=whole("--laps"))
+        quiet: bool = flag(False, "say nothing")
+        loud: bool = flag(True, "keep it down", negative=True, on_resume=STEERS)
+
+    parser = argparse.ArgumentParser()
+    cli.add_flags(parser, Settings)
+    assert from_args(Settings, parser.parse_args(["--laps", "5", "--no-loud"])) == Settings(laps=5, loud=False)
+    assert from_args(Settings, parser.parse_args([])) == Settings()
+    assert "laps to run (default: 3)" in parser.format_help()
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--laps", "five"])
+
+
+def test_every_bench_setting_but_the_command_line_is_a_flag():
+    import dataclasses
+
+    from harness import cli
+
+    flagged = {f.name for f in dataclasses.fields(BenchConfig) if "flag" in f.metadata}
+    assert {f.name for f in dataclasses.fields(BenchConfig)} - flagged == {"command"}
+    bench = cli.build_parser()._subparsers._group_actions[0].choices["bench"]
+    dests = {action.dest for action in bench._actions}
+    assert flagged <= dests
+    assert "measured steps per configuration (default: 20)" in " ".join(bench.format_help().split())
