@@ -9,7 +9,6 @@ quartiles.
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Any
 
 import numpy as np
@@ -17,17 +16,15 @@ import pandas as pd
 
 from harness.analysis import stats
 from harness.results.columns import PHASE_COLUMNS as PHASES  # the step phases, as steps/ names them
+from harness.results.values import options_words
 
 MAX_SERIES_POINTS = 400  # per configuration and trace: enough to see warm-up and drift
 
 
 def strategy_label(impl: str, impl_options: str | None, *, without: tuple[str, ...] = ()) -> str:
     """The strategy with the options that distinguish it, e.g. 'stock bucket_cap_mb=25'."""
-    options = json.loads(impl_options) if isinstance(impl_options, str) and impl_options else {}
-    shown = (
-        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(options.items()) if k not in without
-    )
-    return " ".join([impl, *shown])
+    shown = options_words(impl_options, without=without)
+    return f"{impl} {shown}" if shown else impl
 
 
 def world_label(world_size: int) -> str:

@@ -5,8 +5,8 @@
     collectives/<run_id>.html   one page per `ddpbench collectives` run
     assets/plotly.min.js    plotly.js, shipped once (no CDN: the site works offline)
 
-This is the only module of `reports/` that touches files; the HTML comes from `reports.run_page` and
-`reports.pages`, the figures from `reports.figures`, `reports.stepfigures` and `reports.netfigures`.
+This is the only module of `reports/` that touches files; the HTML comes from `reports.pages.run_page` and
+`reports.pages`, the figures from `reports.figures`, `reports.figures.steps` and `reports.figures.network`.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from pathlib import Path
 from urllib.parse import quote
 
 from harness.results import model_tables, store
-from reports import aggregate, pages, run_page
-from reports.html import PLOTLY_ASSET
+from reports import aggregate
+from reports.pages import index as pages
+from reports.pages import run_page
+from reports.pages.html import PLOTLY_ASSET
 
 log = logging.getLogger("ddpbench")
 

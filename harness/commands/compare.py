@@ -41,7 +41,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
 
 def _compare(args: argparse.Namespace, threshold: float) -> int:
     from harness.analysis import compare, stats
-    from reports.compare import write_comparison_page
+    from reports.pages.compare import write_comparison_page
 
     frame, warnings, not_compared = compare.compare(
         args.results, args.base, args.new, threshold=threshold, across_strategies=args.across_strategies

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from harness.analysis import roles, stats
 from reports.aggregate import labelled, strategy_label, world_label
-from reports.figures import PALETTE, new_figure, styled
+from reports.figures.style import PALETTE, new_figure, styled
 
 
 def size_label(nbytes: float) -> str:

@@ -8,11 +8,10 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from harness.analysis import roles
+from harness.analysis import roles, stats
 from reports.aggregate import SEGMENTS, labelled, world_label
-from reports.figures import DASHES, new_figure, strategy_colours, styled
+from reports.figures.style import DASHES, new_figure, strategy_colours, styled
 
-NOISY_CV = 0.1  # a coefficient of variation above this makes a median hard to compare
 SEGMENT_STYLE = {  # column: (legend name, colour)
     "forward_ms": ("forward", "#4c78a8"),
     "backward_ms": ("backward", "#f58518"),
@@ -146,7 +145,7 @@ def step_time_series(configs: pd.DataFrame, series: pd.DataFrame, *, workload: s
     )
 
 
-def noise(configs: pd.DataFrame, *, workload: str, threshold: float = NOISY_CV) -> go.Figure:
+def noise(configs: pd.DataFrame, *, workload: str, threshold: float = stats.NOISY_CV) -> go.Figure:
     """Coefficient of variation of step time per configuration; those above `threshold` in red."""
     rows = labelled(configs, workload=workload).dropna(subset=["step_ms_cv"])
     noisy = rows["step_ms_cv"] > threshold

@@ -1,4 +1,5 @@
-"""Pure figure functions: tidy DataFrames in, a plotly Figure out. No I/O, no `show()`.
+"""The strategies side by side: step time, throughput, scaling, the bucket-cap sweep, memory. Pure figure
+functions: tidy DataFrames in, a plotly Figure out. No I/O, no `show()`.
 
 Each function answers one question of the run page. `configs` is the configs table of a run;
 the step-level inputs are the reductions of `reports.aggregate`, never raw steps.
@@ -11,6 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from reports.aggregate import labelled, strategy_label, sweep_centres, world_label
+from reports.figures.style import PALETTE, new_figure, strategy_colours, styled
 
 __all__ = [
     "MEMORY_METRICS",
@@ -30,37 +32,6 @@ MEMORY_METRICS = (
     ("mem_peak_allocated_mb", "allocator allocated peak"),
     ("mem_peak_rss_mb", "process RSS peak"),
 )
-PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#eeca3b", "#9d755d", "#ff9da6", "#bab0ac")
-DASHES = ("solid", "dot", "dash", "longdash", "dashdot", "longdashdot")
-
-
-# A small template built once: plotly's stock ones are deep-copied into every figure, which made
-# that copy the largest cost of a site build.
-TEMPLATE = go.layout.Template(
-    layout={
-        "paper_bgcolor": "white",
-        "plot_bgcolor": "white",
-        "colorway": PALETTE,
-        "font": {"color": "#2a3f5f"},
-        "xaxis": {"gridcolor": "#ebf0f8", "linecolor": "#ebf0f8", "zerolinecolor": "#ebf0f8", "automargin": True},
-        "yaxis": {"gridcolor": "#ebf0f8", "linecolor": "#ebf0f8", "zerolinecolor": "#ebf0f8", "automargin": True},
-        "hovermode": "closest",
-    }
-)
-
-
-def new_figure(*traces: go.BaseTraceType) -> go.Figure:
-    return go.Figure(data=list(traces), layout={"template": TEMPLATE})
-
-
-def strategy_colours(rows: pd.DataFrame) -> dict[str, str]:
-    """One colour per strategy label, the same in every figure of a page (labels in sorted order)."""
-    return {label: PALETTE[i % len(PALETTE)] for i, label in enumerate(sorted(set(rows["label"])))}
-
-
-def styled(figure: go.Figure, *, title: str, **layout) -> go.Figure:
-    figure.update_layout(title=title, margin={"t": 60, "b": 40}, **layout)
-    return figure
 
 
 def _parity_failed(rows: pd.DataFrame) -> bool:

@@ -8,8 +8,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from reports.aggregate import PHASES, labelled
-from reports.figures import new_figure, styled
-from reports.netfigures import size_label
+from reports.figures.network import size_label
+from reports.figures.style import new_figure, styled
 
 PHASE_COLOURS = {"forward_ms": "#4c78a8", "backward_ms": "#f58518", "sync_ms": "#e45756", "optimizer_ms": "#72b7b2"}
 BUCKET_COLOUR = "#54a24b"

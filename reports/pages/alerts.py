@@ -8,20 +8,19 @@ from typing import Any
 
 import pandas as pd
 
-from reports.html import esc
-
-NOISY_CV = 0.1
+from harness.analysis import stats
+from reports.pages.html import esc
 
 
 def noisy(configs: pd.DataFrame) -> list[str]:
     ok = configs[configs["status"] == "ok"]
     if "step_ms_cv" not in ok or ok.empty:
         return []
-    loud = ok[ok["step_ms_cv"] > NOISY_CV]
+    loud = ok[ok["step_ms_cv"] > stats.NOISY_CV]
     if loud.empty:
         return []
     return [
-        f"<b>Noisy:</b> {len(loud)} of {len(ok)} measured configurations have a step CV above {NOISY_CV:g} "
+        f"<b>Noisy:</b> {len(loud)} of {len(ok)} measured configurations have a step CV above {stats.NOISY_CV:g} "
         f"(up to {loud['step_ms_cv'].max():.2f}); differences of a few per cent between them may be chance. "
         "Rerun with more --steps and --repeats on a quieter machine before acting on them."
     ]

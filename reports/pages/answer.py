@@ -19,8 +19,9 @@ import pandas as pd
 
 from harness.analysis import roles, stats
 from harness.analysis.overlap import overlap_efficiency
+from harness.results.values import options_of
 from reports.aggregate import RunData, strategy_label, world_label
-from reports.html import esc, table
+from reports.pages.html import esc, table
 
 MISSING = "—"
 SIGNIFICANT, NOT_SIGNIFICANT, TOO_FEW = "significant", "not significant", stats.TOO_FEW
@@ -113,7 +114,7 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
     return {
         "world_size": int(world), "strategy": strategy, "impl": first["impl"],
         **{role: first[role] for role in roles.ROLES},
-        "options": _options(first["impl_options"]), "bucket_cap_mb": value(first, "bucket_cap_mb"),
+        "options": options_of(first["impl_options"]), "bucket_cap_mb": value(first, "bucket_cap_mb"),
         "first_bucket_cap_mb": value(first, "first_bucket_cap_mb"),
         "step_ms": float(np.median(medians)), "repeat_ms": medians, "repeats": len(medians),
         "cv": float(np.median(known_cvs)) if known_cvs else None, "noise": stats.noise_note(cvs, medians),
@@ -130,12 +131,6 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
 def _highest(values: list[Any]) -> float | None:
     known = [float(v) for v in values if v is not None]
     return max(known) if known else None
-
-
-def _options(impl_options: Any) -> dict:
-    if isinstance(impl_options, dict):
-        return impl_options
-    return json.loads(impl_options) if isinstance(impl_options, str) and impl_options else {}
 
 
 def reference_row(group: pd.DataFrame) -> pd.Series | None:
@@ -240,7 +235,7 @@ def recommendation_text(
 
 def _canonical(options: Any) -> str:
     """A strategy's options but the cap, as the sweep keys them (its `other_options`)."""
-    parsed = _options(options)
+    parsed = options_of(options)
     return json.dumps({k: v for k, v in parsed.items() if k != "bucket_cap_mb"}, sort_keys=True)
 
 

@@ -7,7 +7,6 @@ Columns the analysis does not give (an older or newer verdict layer) show as "â€
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -16,8 +15,9 @@ import plotly.graph_objects as go
 
 from harness.analysis import stats
 from harness.results import store
-from reports.figures import new_figure, styled
-from reports.html import FigureList, esc, page, table
+from harness.results.values import options_words
+from reports.figures.style import new_figure, styled
+from reports.pages.html import FigureList, esc, page, table
 
 VERDICT_CLASS = {"slower": "failed", "faster": "ok"}
 MISSING = "â€”"
@@ -28,13 +28,8 @@ def _get(row, column: str):
     return None if value is None or (isinstance(value, float) and np.isnan(value)) else value
 
 
-def _options(impl_options) -> str:
-    options = json.loads(impl_options) if isinstance(impl_options, str) and impl_options else (impl_options or {})
-    return " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(dict(options).items()))
-
-
 def configuration_label(row) -> str:
-    parts = [str(row.impl), _options(_get(row, "impl_options")), f"{_get(row, 'workload')}/{_get(row, 'size')}",
+    parts = [str(row.impl), options_words(_get(row, "impl_options")), f"{_get(row, 'workload')}/{_get(row, 'size')}",
              f"w{_get(row, 'world_size')}"]  # fmt: skip
     return " ".join(p for p in parts if p)
 

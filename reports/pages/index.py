@@ -1,5 +1,5 @@
 """The site's other pages: the index of every run, and one page per `ddpbench collectives` run.
-No file I/O (that is `reports.site`); the run page is `reports.run_page`, the HTML helpers `reports.html`.
+No file I/O (that is `reports.site`); the run page is `reports.pages.run_page`, the HTML helpers `reports.pages.html`.
 """
 
 from __future__ import annotations
@@ -10,9 +10,11 @@ from urllib.parse import quote
 
 import pandas as pd
 
-from reports import aggregate, alerts, answer, netfigures
+from reports import aggregate
 from reports.aggregate import machine_summary
-from reports.html import FigureList, esc, page, table
+from reports.figures import network as netfigures
+from reports.pages import alerts, answer
+from reports.pages.html import FigureList, esc, page, table
 
 BUSBW_CAPTION = (
     "Higher is better: bus bandwidth (algorithm bandwidth × the nccl-tests factor) per message size; "

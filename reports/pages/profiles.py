@@ -9,7 +9,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
-from reports.html import esc, table
+from reports.pages.html import esc, table
 
 PERFETTO = "https://ui.perfetto.dev"
 

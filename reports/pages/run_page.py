@@ -1,4 +1,4 @@
-"""The run page: its header and status, a section per question (`reports.run_sections`), the
+"""The run page: its header and status, a section per question (`reports.pages.run_sections`), the
 environment it ran on, and every configuration in one table."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from typing import Any
 
 import pandas as pd
 
-from reports import alerts, answer, profiles
 from reports.aggregate import RunData, machine_summary
-from reports.html import FigureList, esc, facts_table, page, table
-from reports.run_sections import (
+from reports.pages import alerts, answer, profiles
+from reports.pages.html import FigureList, esc, facts_table, page, table
+from reports.pages.run_sections import (
     bucket_section,
     config_cell,
     fastest_section,

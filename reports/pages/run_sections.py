@@ -5,15 +5,20 @@ it), each a heading, its figures with a one-line caption, and its small tables.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import pandas as pd
 
 from harness.analysis import roles, stats, sweep
-from reports import aggregate, figures, netfigures, stepfigures, takeaways, timelinefigures
+from harness.results.values import options_words
+from reports import aggregate
 from reports.aggregate import RunData, world_sizes
-from reports.html import FigureList, esc, format_number, table
+from reports.figures import network as netfigures
+from reports.figures import steps as stepfigures
+from reports.figures import strategies as figures
+from reports.figures import timeline as timelinefigures
+from reports.pages import takeaways
+from reports.pages.html import FigureList, esc, format_number, table
 
 BEATS_REFERENCE = (
     f"beats the {stats.REFERENCE_CAP_MB:g} MiB cap significantly and by at least {stats.DEFAULT_THRESHOLD * 100:g} %"
@@ -74,16 +79,14 @@ CAPTIONS = {
     "min–max; drawn from precomputed quartiles, not raw points.",
     "series": "Look for a flat line after the hollow circles (warm-up steps, not counted): a slope is drift. "
     f"Series with more than {aggregate.MAX_SERIES_POINTS} measured steps show the median of each bin.",
-    "noise": f"Red bars (cv above {stepfigures.NOISY_CV:g}, dashed) are noisy: their medians differ by chance more "
+    "noise": f"Red bars (cv above {stats.NOISY_CV:g}, dashed) are noisy: their medians differ by chance more "
     "than usual; rerun them with more steps before trusting small differences.",
 }
 
 
 def options_text(impl_options: Any) -> str:
-    """'bucket_cap_mb=25 static_graph=true', not the raw JSON the table stores."""
-    options = impl_options if isinstance(impl_options, dict) else (
-        json.loads(impl_options) if isinstance(impl_options, str) and impl_options else {})  # fmt: skip
-    return " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(options.items()))
+    """'bucket_cap_mb=25 static_graph=True', not the raw JSON the table stores."""
+    return options_words(impl_options)
 
 
 def config_cell(column: str, value: Any, digits: int | None) -> str:
@@ -94,7 +97,7 @@ def config_cell(column: str, value: Any, digits: int | None) -> str:
         return f"{value:.2e}"
     if column == "impl_options":
         return esc(options_text(value))
-    if column == "step_ms_cv" and not missing and value > stepfigures.NOISY_CV:
+    if column == "step_ms_cv" and not missing and value > stats.NOISY_CV:
         return f"<b>{value:.3f} noisy</b>"
     if digits is not None:
         return format_number(None if missing else float(value), digits)

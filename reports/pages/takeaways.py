@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from reports import answer
 from reports.aggregate import world_label
+from reports.pages import answer
 
 
 def _largest_world(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:

@@ -16,15 +16,16 @@ from worker_plans import plan_for
 
 import impls
 from harness.analysis import roles
-from harness.config.bench import BenchConfig, expand
+from harness.config.bench import BenchConfig
+from harness.config.grid import expand
 from harness.handoff import records
 from harness.handoff.rank_result import RankResult
 from harness.perfmodel import predict
 from harness.perfmodel.network import given_network
 from harness.rank import worker
 from harness.results import store
-from reports import answer, takeaways
 from reports.aggregate import summarize_run
+from reports.pages import answer, takeaways
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,7 +11,8 @@ from conftest import run_ddpbench
 
 from harness.analysis import sweep
 from harness.commands.console import Progress
-from harness.config.bench import BenchConfig, expand
+from harness.config.bench import BenchConfig
+from harness.config.grid import expand
 from harness.launch import launcher as launch
 from harness.results import store
 
@@ -92,7 +93,7 @@ def test_progress_off_a_terminal_is_plain_lines(small_run):
     stream = io.StringIO()
     config_ids = sorted(store.written_config_ids(small_run))[:2]
     meta = store.read_json(small_run / "run.json")
-    from harness.config.bench import Configuration
+    from harness.config.grid import Configuration
 
     pending = [Configuration.from_json(c) for c in meta["configurations"] if c["config_id"] in config_ids]
     progress = Progress(small_run, pending, stream=stream)
@@ -131,7 +132,7 @@ class Terminal(io.StringIO):
 
 
 def test_on_a_terminal_a_bar_shows_the_current_configuration_its_steps_and_an_eta(small_run, tmp_path):
-    from harness.config.bench import Configuration
+    from harness.config.grid import Configuration
     from harness.handoff.progress import StepProgress
 
     run = tmp_path / "run"

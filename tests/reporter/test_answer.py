@@ -11,8 +11,10 @@ import pandas as pd
 import pytest
 
 from harness.results import store
-from reports import alerts, answer, compare, pages, site
+from reports import site
 from reports.aggregate import with_labels
+from reports.pages import alerts, answer, compare
+from reports.pages import index as pages
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

@@ -10,7 +10,11 @@ import pandas as pd
 import pytest
 from scipy import stats as sp
 
-from reports import aggregate, figures, run_sections, stepfigures, timelinefigures
+from reports import aggregate
+from reports.figures import steps as stepfigures
+from reports.figures import strategies as figures
+from reports.figures import timeline as timelinefigures
+from reports.pages import run_sections
 
 
 def sweep_run() -> pd.DataFrame:

@@ -9,7 +9,9 @@ import pandas as pd
 import pytest
 
 from harness.results import store
-from reports import aggregate, figures, stepfigures
+from reports import aggregate
+from reports.figures import steps as stepfigures
+from reports.figures import strategies as figures
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -98,7 +100,7 @@ def test_the_bucket_sweep_stars_only_the_cap_the_recommendation_names_on_a_log_a
 
 
 def test_the_stars_come_from_the_sweeps_recommendations_only_where_it_recommends():
-    from reports.run_sections import recommended_caps
+    from reports.pages.run_sections import recommended_caps
 
     keys = ("workload", "impl", "other_options", "world_size", "decision", "best_cap_mb")
     frame = pd.DataFrame([
@@ -166,7 +168,7 @@ def test_the_phase_segments_take_the_exposed_communication_out_of_its_phase(meas
 
 
 def test_the_bucket_timeline_draws_a_phase_row_and_one_row_per_bucket(measured_run):
-    from reports import timelinefigures
+    from reports.figures import timeline as timelinefigures
 
     figure = timelinefigures.bucket_timeline(measured_run.configs, measured_run.timeline, workload="mlp", world_size=2)
     rows = list(figure.layout.yaxis.categoryarray)

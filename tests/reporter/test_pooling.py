@@ -11,8 +11,9 @@ import pandas as pd
 import pytest
 
 from harness.analysis import stats
-from reports import answer, pages, takeaways
 from reports.aggregate import with_labels
+from reports.pages import answer, takeaways
+from reports.pages import index as pages
 
 
 def repeats(impl: str, medians: list[float], *, world: int = 2, options: dict | None = None, **extra) -> list[dict]:

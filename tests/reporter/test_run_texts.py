@@ -14,8 +14,10 @@ import pytest
 
 from harness.analysis import stats
 from harness.perfmodel import network, predict
-from reports import aggregate, netfigures, run_sections
-from reports.html import FigureList
+from reports import aggregate
+from reports.figures import network as netfigures
+from reports.pages import run_sections
+from reports.pages.html import FigureList
 
 RULE = "beats the 25 MiB cap significantly and by at least 5 %"
 OR_ITSELF = "(or 25 MiB itself, when it beats every other cap)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from reports import takeaways
+from reports.pages import takeaways
 
 
 def configs(rows: list[dict]) -> pd.DataFrame:
