@@ -28,7 +28,8 @@ import threading
 import time
 from pathlib import Path
 
-from harness.config.bench import BenchConfig, expand
+from harness.config.bench import BenchConfig
+from harness.config.grid import expand
 from harness.handoff.liveness import registered_ranks
 from harness.handoff.progress import read_step_progress
 from harness.launch import launcher as launch

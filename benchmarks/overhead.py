@@ -91,7 +91,8 @@ def run_worker(args) -> None:
     from torch.nn.parallel import DistributedDataParallel
 
     import workloads
-    from harness.config.bench import BenchConfig, expand
+    from harness.config.bench import BenchConfig
+    from harness.config.grid import expand
     from harness.measure.training import build_model, forward_precision, make_batch
     from harness.rank.dist import distributed_session
 

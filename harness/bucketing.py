@@ -12,6 +12,7 @@ from collections.abc import Hashable, Sequence
 from typing import Any
 
 MIB = 1024 * 1024
+"""A mebibyte (2^20 bytes): the unit of DDP's bucket_cap_mb, and of every `_mb` column and figure."""
 DDP_DEFAULT_CAP_MB = 25.0
 """DDP's bucket_cap_mb when none is given (torch.nn.parallel.distributed._DEFAULT_BUCKET_CAP_MB), in MiB."""
 

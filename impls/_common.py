@@ -49,9 +49,6 @@ def zero_missing_grads(params: list[nn.Parameter]) -> None:
             p.grad = torch.zeros_like(p)
 
 
-MIB = 1024 * 1024
-
-
 def nbytes(tensor: torch.Tensor) -> int:
     return tensor.numel() * tensor.element_size()
 

@@ -38,12 +38,11 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from harness.bucketing import DDP_DEFAULT_CAP_MB, assign_buckets, first_bucket_bytes
+from harness.bucketing import DDP_DEFAULT_CAP_MB, MIB, assign_buckets, first_bucket_bytes
 from harness.comm_timeline import CommTimeline
 from harness.protocols import ConfigError, StrategyDefaults, option
 from impls import register
 from impls._common import (
-    MIB,
     broadcast_module_state,
     broadcast_tensors,
     flat_buffer_with_views,

@@ -33,10 +33,11 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from harness.bucketing import MIB
 from harness.comm_timeline import CommTimeline
 from harness.protocols import ConfigError, StrategyDefaults, option
 from impls import register
-from impls._common import MIB, collective_backend, nbytes
+from impls._common import collective_backend, nbytes
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-# The columns DESIGN.md promises in every configs part.
-DESIGN_CONFIG_COLUMNS = [
+# The columns every configs part promises (docs/results.md).
+PROMISED_CONFIG_COLUMNS = [
     "schema_version",
     "run_id",
     "config_id",
@@ -40,7 +40,7 @@ DESIGN_CONFIG_COLUMNS = [
     "git_sha",
     "started_at",
 ]
-DESIGN_STEP_COLUMNS = [
+PROMISED_STEP_COLUMNS = [
     "run_id",
     "config_id",
     "rank",
@@ -59,7 +59,7 @@ LADDER = ["bucketed", "dataparallel", "flat", "local", "naive", "stock"]
 def test_bench_writes_one_config_row_per_strategy_and_world_size(small_run):
     configs = pd.read_parquet(small_run / "configs")
     assert sorted(zip(configs["impl"], configs["world_size"], strict=True)) == [(i, w) for i in LADDER for w in (1, 2)]
-    assert set(DESIGN_CONFIG_COLUMNS) <= set(configs.columns)
+    assert set(PROMISED_CONFIG_COLUMNS) <= set(configs.columns)
     assert configs["config_id"].iloc[0].endswith("local")  # the baseline runs first in each group
 
 
@@ -74,7 +74,7 @@ def test_dataparallel_is_skipped_on_the_cpu_with_its_reason_and_the_rest_run(sma
 
 def test_bench_writes_every_step_of_every_rank(small_run):
     steps = pd.read_parquet(small_run / "steps")
-    assert set(DESIGN_STEP_COLUMNS) <= set(steps.columns)
+    assert set(PROMISED_STEP_COLUMNS) <= set(steps.columns)
     per_config = steps.groupby("config_id").size()
     configs = pd.read_parquet(small_run / "configs").set_index("config_id")
     configs = configs[configs["status"] == "ok"]

@@ -1,8 +1,11 @@
-"""The house: imports point one way through the layers, and every module fits in one's head.
+"""The house: imports point one way through the layers, no module imports itself back, every room
+holds at most a dozen modules, every module fits in one's head, and docs/architecture.md names them all.
 
-The layers of `harness/`, top to bottom (DESIGN.md): a module may import its own layer and any
-layer below it, never one above. The plug-ins (`impls/`, `workloads/`) see only the contract, and
-the reporter only reads (results, analysis, model).
+The layers of `harness/`, top to bottom (docs/architecture.md): a module may import its own layer and
+any layer below it, never one above. The plug-ins (`impls/`, `workloads/`) see only the contract, and
+the reporter only reads (results, analysis, perfmodel). The launcher runs in the parent process: of what
+the ranks run, it reads only the files they hand it (handoff), never the rank's code (rank, parity,
+measure).
 """
 
 from __future__ import annotations
@@ -33,7 +36,10 @@ STACK = [
 ]
 REPORTS_MAY_IMPORT = ("results", "analysis", "perfmodel")
 PLUGINS_MAY_IMPORT = ("plug-ins", "contract")
+RANK_SIDE = ("rank", "parity", "measure")
+"""What runs inside a rank (and, for measure, in `predict`): the launcher imports none of it."""
 MAX_LINES = 400
+MAX_MODULES = 12
 
 
 def layer_of(module: str) -> str | None:
@@ -87,6 +93,8 @@ def violations(path: Path) -> list[str]:
             ok = there in PLUGINS_MAY_IMPORT
         elif there == "reports":
             ok = here == "face"  # the face builds the report; nothing else in the harness knows the reporter
+        elif here == "launch" and there in RANK_SIDE:
+            ok = False  # the launcher reads the ranks' files (handoff), never their code
         else:
             ok = here is not None and depth(there) >= depth(here)
         if not ok:
@@ -118,3 +126,77 @@ def test_the_check_catches_an_upward_import(monkeypatch):
     fake = ROOT / "harness" / "rank" / "_layer_probe.py"
     monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: "from harness.launch import launcher\n")
     assert violations(fake) == ["harness.rank._layer_probe (rank) imports harness.launch.launcher (launch)"]
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the project modules it imports (top level or inside a function), as module names."""
+    modules = {module_name(p): p for p in project_modules()}
+    graph = {}
+    for name, path in modules.items():
+        targets = set()
+        for target in imported_modules(path):
+            while target and target not in modules:  # `from harness.x import name` names the module harness.x
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                targets.add(target)
+        graph[name] = targets
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each a cycle of imports."""
+    index, low, stack, on_stack, found, counter = {}, {}, [], set(), [], [0]
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = counter[0]
+        counter[0] += 1
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_modules_import_each_other_in_a_circle():
+    assert not cycles(import_graph())
+
+
+def test_the_cycle_check_can_fail():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_room_holds_more_than_a_dozen_modules():
+    folders = {p.parent for p in project_modules()}
+    crowded = {str(f.relative_to(ROOT)): n for f in folders if (n := len(list(f.glob("*.py")))) > MAX_MODULES}
+    assert not crowded, f"split these by role (at most {MAX_MODULES} modules a folder): {crowded}"
+
+
+def test_the_launcher_reads_the_ranks_files_not_their_code(monkeypatch):
+    fake = ROOT / "harness" / "launch" / "_layer_probe.py"
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: "from harness.rank import worker\n")
+    assert violations(fake) == ["harness.launch._layer_probe (launch) imports harness.rank.worker (rank)"]
+
+
+def test_architecture_md_names_every_module():
+    documented = (ROOT / "docs" / "architecture.md").read_text()
+    missing = [str(p.relative_to(ROOT)) for p in project_modules()
+               if p.name != "__init__.py" and f"`{p.relative_to(ROOT)}`" not in documented]  # fmt: skip
+    assert not missing, f"docs/architecture.md does not list: {missing}"

@@ -14,13 +14,12 @@ cannot decide). See docs/statistics.md.
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 
 from harness.analysis import roles, stats
 from harness.config.bench import ConfigError
 from harness.results import store
+from harness.results.values import options_words
 
 MATCH_KEYS = (
     "impl",
@@ -147,8 +146,10 @@ def _setting_differences(base: dict, new: dict) -> list[str]:
 
 
 def _label(keys: dict) -> str:
-    options = "".join(f" {k}={v}" for k, v in json.loads(keys.get("impl_options") or "{}").items())
-    return f"w{keys['world_size']} {keys['workload']}/{keys['size']} {keys['impl']}{options}"
+    options = options_words(keys.get("impl_options"))
+    return f"w{keys['world_size']} {keys['workload']}/{keys['size']} {keys['impl']}" + (
+        f" {options}" if options else ""
+    )
 
 
 def _pair_settings(base: pd.DataFrame, new: pd.DataFrame, settings: list[str]):

@@ -1,6 +1,6 @@
 """Communication time, exposed communication and overlap, from the bucket timeline and the phases.
 
-Pure functions over one step of one rank, in ms from the step's start (DESIGN.md's definitions):
+Pure functions over one step of one rank, in ms from the step's start (docs/results.md defines them):
 
 - communication time: how long at least one collective was in flight (the union of each
   collective's [launched, done]);

@@ -24,6 +24,7 @@ import pandas as pd
 import impls
 from harness.analysis import roles, stats
 from harness.results import store
+from harness.results.values import options_of
 
 GROUP_KEYS = ("impl", "other_options", "workload", "size", "batch_size", "dtype", "optimizer", "world_size", "nnodes")
 LAYOUT_KEYS = ("cap_given", "first_bucket_cap_mb")
@@ -33,7 +34,7 @@ first bucket."""
 
 
 def _other_options(options_json: str) -> str:
-    options = json.loads(options_json or "{}")
+    options = options_of(options_json)
     options.pop("bucket_cap_mb", None)
     return json.dumps(options, sort_keys=True)
 
@@ -42,7 +43,7 @@ def given_cap(options_json: str | None) -> float | None:
     """The bucket_cap_mb a configuration gave as an option; None when it gave none (DDP's default layout,
     first bucket 1 MiB, recorded as 25: never pooled with an explicit 25, whose first bucket is 25 on
     torch ≥ 2.9)."""
-    cap = json.loads(options_json or "{}").get("bucket_cap_mb")
+    cap = options_of(options_json).get("bucket_cap_mb")
     return None if cap is None else float(cap)
 
 

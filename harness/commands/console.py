@@ -7,13 +7,13 @@ logs hold only the lines.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from harness.analysis import stats
-from harness.config.bench import Configuration
+from harness.config.grid import Configuration
+from harness.results.values import options_words
 
 if TYPE_CHECKING:  # pandas is imported where a table is printed: `--help` and errors stay quick
     import pandas as pd
@@ -95,7 +95,8 @@ def bytes_text(count: float) -> str:
 
 
 def options_text(options_json: str | None) -> str:
-    return "".join(f" {k}={v}" for k, v in json.loads(options_json or "{}").items())
+    words = options_words(options_json)
+    return f" {words}" if words else ""
 
 
 # --- bench --------------------------------------------------------------------------------------

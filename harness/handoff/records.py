@@ -15,7 +15,7 @@ import pandas as pd
 import impls
 from harness.analysis import overlap, stats
 from harness.config import precision
-from harness.config.bench import Configuration
+from harness.config.grid import Configuration
 from harness.handoff.rank_result import RankResult
 from harness.protocols import roles_of
 from harness.results import columns

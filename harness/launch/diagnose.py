@@ -13,7 +13,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
-from harness.config.bench import Configuration
+from harness.config.grid import Configuration
 from harness.handoff import faults
 from harness.launch import supervise
 from harness.launch.torchrun import LaunchEnd, where

@@ -20,7 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.config.bench import BenchConfig, ConfigError, Configuration
+from harness.config.bench import BenchConfig, ConfigError
+from harness.config.grid import Configuration
 from harness.config.ranks import available_cpus, threads_per_rank
 from harness.handoff import costs, records
 from harness.handoff.rank_result import RankResult

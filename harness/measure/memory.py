@@ -25,7 +25,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
-from harness.results.columns import MIB as MB  # MiB, as every `_mb` column
+from harness.bucketing import MIB as MB  # MiB, as every `_mb` column
 
 DEFAULT_PERIOD_S = 0.02
 

@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 import workloads
-from harness.config.bench import Configuration
+from harness.config.grid import Configuration
 from harness.handoff.rank_result import ParityVerdict, error_line
 from harness.parity import reference
 

@@ -10,7 +10,6 @@ profile runs a workload (the rank layer's `gradprofile`): the face does that and
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -21,6 +20,7 @@ from harness.perfmodel.network import Network, network_for_run, network_link
 from harness.perfmodel.schedule import Calibration, Profile, calibrate, predict_cap, profile_from_rows
 from harness.protocols import ConfigError
 from harness.results import model_tables, store
+from harness.results.values import options_of
 
 SETUP_KEYS = ["workload", "size", "batch_size", "dtype", "optimizer"]
 # Rows written before a column existed hold null there; these were the only values then.
@@ -36,7 +36,7 @@ def _profile_for(profiles: pd.DataFrame, setup: dict) -> Profile | None:
 
 def _ddp_defaults_but_cap(options_json: str) -> bool:
     """The model simulates DDP's reducer with its defaults; a sweep with a comm hook or other knob is not modelled."""
-    options = json.loads(options_json or "{}")
+    options = options_of(options_json)
     options.pop("bucket_cap_mb", None)
     return not options
 
@@ -118,7 +118,7 @@ def allreduced_bytes(row) -> int | None:
     parameters on each rank, so the baseline's optimizer step is no lower bound for them."""
     if not row.has_floor or pd.isna(row.grad_bytes):
         return None
-    hook = json.loads(row.impl_options or "{}").get("comm_hook", "none")
+    hook = options_of(row.impl_options).get("comm_hook", "none")
     return int(row.grad_bytes) if hook == "none" else _sixteen_bit_bytes(row) if hook in HALF_PRECISION_HOOKS else None
 
 

@@ -20,7 +20,7 @@ import impls
 import workloads
 from harness.clock import Clock, host_seconds
 from harness.comm_timeline import CommTimeline
-from harness.config.bench import Configuration
+from harness.config.grid import Configuration
 from harness.handoff import costs, faults
 from harness.handoff.progress import StepProgress
 from harness.handoff.rank_result import RankResult

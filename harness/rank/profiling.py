@@ -17,7 +17,7 @@ from typing import Any
 
 from harness.analysis import overlap
 from harness.comm_timeline import CommTimeline
-from harness.config.bench import Configuration
+from harness.config.grid import Configuration
 from harness.measure.timing import make_step_timer
 from harness.measure.training import forward_precision, make_batch, train_step
 from harness.rank.dist import Session

@@ -33,7 +33,7 @@ import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 
 import workloads
-from harness.config.bench import Configuration
+from harness.config.grid import Configuration
 from harness.handoff import faults
 from harness.handoff.progress import StepProgress
 from harness.handoff.rank_result import ParityVerdict, RankResult, error_line

@@ -22,7 +22,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 
 import impls
 import workloads
-from harness.config.bench import Configuration
+from harness.config.grid import Configuration
 from harness.handoff import costs, faults, records
 from harness.handoff.liveness import Responder
 from harness.handoff.progress import announce_configuration

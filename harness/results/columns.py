@@ -14,7 +14,6 @@ import dataclasses
 
 import pyarrow as pa
 
-MIB = 1024 * 1024  # every `_mb` column is MiB: 2^20 bytes
 PHASES = ("forward", "backward", "sync", "optimizer")  # a training step's phases, in order
 PHASE_COLUMNS = tuple(f"{phase}_ms" for phase in PHASES)  # their columns in steps/
 

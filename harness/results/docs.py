@@ -50,8 +50,8 @@ def _between(document: str, begin: str, end: str, body: str) -> str:
 
 
 def render(document: str) -> str:
-    """docs/results.md with the part between its markers replaced by the rendered tables."""
-    return _between(document, BEGIN, END, render_tables())
+    """docs/results.md with its parts between markers replaced: the run folder's map, the column tables."""
+    return _between(render_readme(document), BEGIN, END, render_tables())
 
 
 def render_readme(document: str) -> str:

@@ -18,9 +18,7 @@ def options_map(options: Mapping[str, Any] | str | None) -> list[tuple[str, str]
     """A strategy's options as the map's (name, JSON literal) pairs, sorted; JSON text is parsed."""
     if options is None:
         return None
-    if isinstance(options, str):
-        options = json.loads(options or "{}")
-    return [(key, json.dumps(value)) for key, value in sorted(dict(options).items())]
+    return [(key, json.dumps(value)) for key, value in sorted(options_of(options).items())]
 
 
 def options_json(pairs: list[tuple[str, str]] | None) -> str | None:
@@ -29,6 +27,21 @@ def options_json(pairs: list[tuple[str, str]] | None) -> str | None:
     if pairs is None:
         return None
     return json.dumps({key: json.loads(value) for key, value in pairs}, sort_keys=True)
+
+
+def options_of(impl_options: Mapping[str, Any] | str | None) -> dict[str, Any]:
+    """A row's `impl_options` (the readers' canonical JSON text, a dict, or null) as a dict: the one
+    place that decodes them."""
+    if isinstance(impl_options, Mapping):
+        return dict(impl_options)
+    return json.loads(impl_options) if isinstance(impl_options, str) and impl_options else {}
+
+
+def options_words(impl_options: Mapping[str, Any] | str | None, *, without: tuple[str, ...] = ()) -> str:
+    """'bucket_cap_mb=25 static_graph=True': the options for reading, sorted, numbers without trailing zeros."""
+    options = options_of(impl_options)
+    return " ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in sorted(options.items())
+                    if k not in without)  # fmt: skip
 
 
 def to_arrow(value: Any, type_: pa.DataType) -> Any:

@@ -8,6 +8,7 @@ import pytest
 from harness import cli
 from harness.commands import bench
 from harness.config import bench as cfgmod
+from harness.config import grid
 
 
 def refused(capsys, tmp_path, *args: str) -> str:
@@ -86,7 +87,7 @@ def test_an_option_given_twice_or_an_empty_list_is_refused(capsys, tmp_path, arg
 def planned(capsys, *args: str) -> list[str]:
     parsed = cli.build_parser().parse_args(["bench", "--gpus", "2", "--size", "tiny", *args])
     config = bench.bench_config(parsed, default_gpus=2, all_impls=["stock"], command=())
-    return [c.label() for c in cfgmod.expand(config, device="cpu")]
+    return [c.label() for c in grid.expand(config, device="cpu")]
 
 
 def test_repeated_values_run_once_and_are_said_to(capsys):

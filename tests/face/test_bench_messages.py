@@ -15,11 +15,11 @@ from conftest import PROJECT
 from harness import cli
 from harness.commands import bench
 from harness.config import bench as cfgmod
-from harness.config import ranks
+from harness.config import grid, ranks
 
 
-def _configuration(world: int) -> cfgmod.Configuration:
-    return cfgmod.Configuration(config_id=f"w{world}", impl="naive", impl_options={}, workload="mlp", size="tiny",
+def _configuration(world: int) -> grid.Configuration:
+    return grid.Configuration(config_id=f"w{world}", impl="naive", impl_options={}, workload="mlp", size="tiny",
                                 world_size=world, nnodes=1, batch_size=8, steps=2, warmup=2, dtype="fp32",
                                 device="cpu", backend="gloo", seed=0, parity=True)  # fmt: skip
 

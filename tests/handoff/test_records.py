@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.config.bench import Configuration
+from harness.config.grid import Configuration
 from harness.handoff import records
 from harness.handoff.rank_result import ParityVerdict, RankResult, error_line
 from harness.results import store

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 from test_records import configuration as records_configuration
 
-from harness.config.bench import Configuration
+from harness.config.grid import Configuration
 from harness.handoff import records
 from harness.handoff.rank_result import RankResult
 

@@ -4,7 +4,7 @@ folder (true wherever bench ran from)."""
 
 from __future__ import annotations
 
-from harness.config.bench import Configuration
+from harness.config.grid import Configuration
 from harness.launch import diagnose
 from harness.launch.torchrun import LaunchEnd
 

@@ -23,7 +23,8 @@ from conftest import PROJECT
 from dist_helpers import processes_of
 
 from harness import cli
-from harness.config.bench import BenchConfig, expand
+from harness.config.bench import BenchConfig
+from harness.config.grid import expand
 from harness.handoff.liveness import registered_ranks
 from harness.handoff.progress import read_step_progress
 from harness.launch import launcher as launch

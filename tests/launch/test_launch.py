@@ -6,7 +6,8 @@ from __future__ import annotations
 import sys
 import time
 
-from harness.config.bench import BenchConfig, expand
+from harness.config.bench import BenchConfig
+from harness.config.grid import expand
 from harness.config.ranks import threads_per_rank
 from harness.launch import launcher as launch
 from harness.launch import supervise, torchrun

@@ -11,7 +11,8 @@ import sys
 import pytest
 from conftest import PROJECT
 
-from harness.config.bench import BenchConfig, ConfigError, expand
+from harness.config.bench import BenchConfig, ConfigError
+from harness.config.grid import expand
 from harness.launch import launcher as launch
 from harness.results import store
 

@@ -189,7 +189,8 @@ def test_a_checkout_of_its_own_records_its_sha_under_both_names(other_repository
 @pytest.mark.parametrize("tf32", [True, False], ids=["tf32-on", "tf32-off"])
 def test_a_rank_runs_its_configuration_with_the_flags_run_json_records(tmp_path, single_rank, monkeypatch, tf32):
     import impls
-    from harness.config.bench import BenchConfig, expand
+    from harness.config.bench import BenchConfig
+    from harness.config.grid import expand
     from harness.rank import worker
 
     seen = []

@@ -7,7 +7,8 @@ import time
 
 import torch
 
-from harness.config.bench import BenchConfig, expand
+from harness.config.bench import BenchConfig
+from harness.config.grid import expand
 from harness.measure.memory import MemorySampler
 from harness.rank import worker
 from harness.results import store

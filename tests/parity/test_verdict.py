@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from worker_plans import plan_for
 
-from harness.config.bench import BenchConfig, expand
+from harness.config.bench import BenchConfig
+from harness.config.grid import expand
 from harness.parity import verdict
 from harness.rank import configuration, worker
 from harness.results import store
@@ -54,7 +55,7 @@ def test_the_cached_reference_is_not_held_in_memory_between_verdicts():
 
 
 def configuration_for_cache():
-    from harness.config.bench import Configuration
+    from harness.config.grid import Configuration
 
     return Configuration(
         config_id="c", impl="stock", impl_options={}, workload="mlp", size="tiny", world_size=2, nnodes=1,

@@ -18,11 +18,11 @@ from dist_helpers import CLASSES, FEATURES, TinyClassification, run_in_process_g
 from torch import nn
 
 import impls
-from harness.bucketing import assign_buckets, first_bucket_bytes
+from harness.bucketing import MIB, assign_buckets, first_bucket_bytes
 from harness.measure.training import LEARNING_RATE, OPTIMIZER, build_model, make_batch
 from harness.parity import reference as parity
 from harness.protocols import ConfigError
-from impls._common import MIB, nbytes
+from impls._common import nbytes
 
 SEED = 7
 BATCH = 4

@@ -16,7 +16,8 @@ from conftest import run_ddpbench
 
 import impls
 import workloads
-from harness.config.bench import BenchConfig, Configuration, expand
+from harness.config.bench import BenchConfig
+from harness.config.grid import Configuration, expand
 from harness.handoff import faults, records
 from harness.handoff.rank_result import RankResult
 from harness.measure.training import LEARNING_RATE, build_model, make_batch

@@ -17,13 +17,14 @@ from dist_helpers import CLASSES, FEATURES, TinyClassification, run_in_process_g
 from torch import nn
 
 import impls
+from harness.bucketing import MIB
 from harness.comm_timeline import CommTimeline
-from harness.config.bench import BenchConfig, expand
+from harness.config.bench import BenchConfig
+from harness.config.grid import expand
 from harness.measure.training import LEARNING_RATE, OPTIMIZER, build_model, make_batch
 from harness.parity import reference as parity
 from harness.rank import worker
 from harness.results import store
-from impls._common import MIB
 from impls.stock import POWERSGD_ON_GLOO
 
 SEED = 11

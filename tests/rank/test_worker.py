@@ -8,7 +8,8 @@ import torch
 from worker_plans import plan_for
 
 import impls
-from harness.config.bench import BenchConfig, expand
+from harness.config.bench import BenchConfig
+from harness.config.grid import expand
 from harness.handoff import faults
 from harness.rank import configuration, worker
 from harness.results import store
