@@ -3,12 +3,14 @@ seconds of interpreter start-up, so several tests read the same small run."""
 
 from __future__ import annotations
 
+import shutil
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 from harness.rank.dist import distributed_session
 
@@ -26,17 +28,31 @@ def run_ddpbench(*args: str, cwd: Path | None = None, timeout: float = 240) -> s
     )
 
 
+def shared_folder(request, tmp_path_factory, name: str) -> Path:
+    """A folder every test worker of this session sees (pytest-xdist's workers share the base temp's parent)."""
+    base = tmp_path_factory.getbasetemp()
+    return (base.parent if hasattr(request.config, "workerinput") else base) / name
+
+
 @pytest.fixture(scope="session")
-def small_run(tmp_path_factory) -> Path:
-    """`ddpbench bench --gpus 2` over the whole strategy ladder on mlp/tiny: 6 strategies × 2 world sizes."""
-    results = tmp_path_factory.mktemp("results")
+def small_run(request, tmp_path_factory) -> Path:
+    """`ddpbench bench --gpus 2` over the whole strategy ladder on mlp/tiny: 6 strategies × 2 world sizes.
+    Made once per test session, whichever worker asks first (the others wait on the lock); read only."""
+    results = shared_folder(request, tmp_path_factory, "small-run-results")
+    with FileLock(str(results) + ".lock"):
+        if not (results / "e2e" / "summary.json").is_file():
+            shutil.rmtree(results, ignore_errors=True)
+            _make_small_run(results)
+    return results / "e2e"
+
+
+def _make_small_run(results: Path) -> None:
     done = run_ddpbench(
         "bench", "--gpus", "2", "--impls", "naive,flat,stock,bucketed,dataparallel", "--workloads", "mlp",
         "--size", "tiny", "--steps", "4", "--warmup", "2", "--results", str(results), "--run-id", "e2e", "--profile",
         "--bucket-timeline",
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
-    return results / "e2e"
 
 
 @pytest.fixture

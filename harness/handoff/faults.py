@@ -24,8 +24,9 @@ from typing import Any
 import torch
 
 from harness.handoff.rank_result import error_line
-from harness.results import store
+from harness.results.files import atomic_write, read_json, write_json
 from harness.results.layout import RunFolder
+from harness.results.migrate import looks_like_oom
 
 # exception: a Python exception in a strategy, workload or the harness; oom: an allocation
 # failed; killed: a rank died without a Python exception (a signal, a hard exit);
@@ -46,7 +47,7 @@ def error_kind(exc: BaseException) -> str:
 
 def kind_from_text(text: str) -> str:
     """The same, from an exception's text alone (all that torchrun's error file keeps)."""
-    return "oom" if store.looks_like_oom(text) else "exception"
+    return "oom" if looks_like_oom(text) else "exception"
 
 
 def rank_failure_paths(run: Path, config_id: str, rank: int) -> tuple[Path, Path]:
@@ -58,8 +59,8 @@ def write_rank_failure(run: Path, config_id: str, rank: int, exc: BaseException,
     """This rank's account of its failure, for the launcher to record once the launch is down."""
     record_path, traceback_path = rank_failure_paths(run, config_id, rank)
     text = "".join(traceback.format_exception(exc))
-    store.atomic_write(traceback_path, lambda tmp: tmp.write_text(text))
-    store.write_json(
+    atomic_write(traceback_path, lambda tmp: tmp.write_text(text))
+    write_json(
         record_path,
         {
             "rank": rank,
@@ -81,7 +82,7 @@ def read_rank_failures(run: Path, config_id: str) -> list[dict[str, Any]]:
     records = []
     for path in sorted(folder.glob("rank*.json")) if folder.is_dir() else []:
         try:
-            records.append(store.read_json(path))
+            records.append(read_json(path))
         except (OSError, ValueError):
             continue  # a record half-written when its rank was killed says nothing reliable
     return sorted(records, key=lambda r: (r.get("at", 0.0), r["rank"]))

@@ -26,7 +26,7 @@ from harness.handoff.progress import read_step_progress
 from harness.launch import supervise
 from harness.results.layout import RunFolder
 
-POLL_S = 0.5
+POLL_S = 0.1  # how often the supervisor looks at a launch: an ended launch is seen within it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -70,7 +70,7 @@ def torchrun_command(
     logging = [f"--log-dir={log_dir}"] if log_dir is not None else []
     return [
         sys.executable, "-m", "torch.distributed.run", *rendezvous.flags(),
-        f"--nproc-per-node={local_ranks}", "--max-restarts=0", "--monitor-interval=0.5", *logging,
+        f"--nproc-per-node={local_ranks}", "--max-restarts=0", "--monitor-interval=0.1", *logging,
         "-m", module, str(plan_path),
     ]  # fmt: skip
 

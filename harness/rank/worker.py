@@ -16,27 +16,27 @@ import json
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
 import torch
 from torch.distributed.elastic.multiprocessing.errors import record
 
 import impls
 import workloads
 from harness.config.grid import Configuration
-from harness.handoff import costs, faults, records
+from harness.handoff import costs, faults
 from harness.handoff.liveness import Responder
 from harness.handoff.progress import announce_configuration
-from harness.measure import gradprofile, modelinfo
+from harness.measure import gradprofile
 from harness.rank.configuration import RankWatch, measure
 from harness.rank.dist import Session, distributed_session, leave_on_failure
 from harness.rank.housekeeping import exit_now, freeze_survivors, release_memory
-from harness.results import store
 
 
 def model_info(cfg: Configuration, session: Session, cache: dict[tuple, dict | None], run: Path) -> dict | None:
     """Sizes and FLOPs of the configuration's model, once per workload setup in the run (rank 0
     only), before the configuration starts and with its memory released, so that it counts
     neither in the configuration's time nor in its memory peaks."""
+    from harness.measure import modelinfo  # rank 0's alone: the other ranks start without FLOP counting
+
     key = (cfg.workload, cfg.size, cfg.batch_size)
     if key in cache:
         return cache[key]
@@ -47,6 +47,32 @@ def model_info(cfg: Configuration, session: Session, cache: dict[tuple, dict | N
     return info
 
 
+class RowWriter:
+    """Rank 0's side of a launch: each configuration's rows assembled from every rank's result and written.
+
+    Only rank 0 makes one, so only rank 0 imports pandas and the store (the other ranks start 0.2 s
+    sooner). The rows already written (derived metrics look up world size 1 and the baseline) are read
+    once per launch, then grown by each row this launch writes: re-reading every part per
+    configuration grew as n²."""
+
+    def __init__(self, run: Path, context: dict[str, Any]) -> None:
+        from harness.results import store
+
+        self.run, self.context, self.written = run, context, store.read_configs(run)
+        store.warm_up()  # pay pyarrow's one-time memory before anything is measured
+
+    def write(self, cfg: Configuration, gathered: list, *, model_info: dict | None) -> None:
+        import pandas as pd
+
+        from harness.handoff import records
+        from harness.results import store
+
+        rows = records.assemble(cfg, gathered, run_context=self.context, written=self.written, model_info=model_info)
+        store.write_configuration(self.run, cfg.config_id, *rows)
+        added = pd.DataFrame([store.read_config_row(self.run, cfg.config_id)])  # as the store reads it back
+        self.written = added if self.written.empty else pd.concat([self.written, added], ignore_index=True)
+
+
 def run_configurations(plan: dict[str, Any], session: Session, *, watch: RankWatch | None = None) -> None:
     """Every configuration of the launch's plan, in turn; rank 0 writes each one's rows."""
     run = Path(plan["run_dir"])
@@ -54,26 +80,22 @@ def run_configurations(plan: dict[str, Any], session: Session, *, watch: RankWat
     configurations = [Configuration.from_json(c) for c in plan["configurations"]]
     infos: dict[tuple, dict | None] = {}
     profiled: set[tuple] = set()
-    # Rows already written (derived metrics look up world size 1 and `local`): read once per launch,
-    # then grown by each row this launch writes; re-reading every part per configuration grew as n².
-    written = store.read_configs(run) if session.is_main else None
+    writer = RowWriter(run, plan["context"]) if session.is_main else None
     for cfg in configurations:
         if cfg.processes != session.world_size:
             raise RuntimeError(f"{cfg.config_id} needs {cfg.processes} ranks, this launch has {session.world_size}")
-        if session.is_main:
+        if writer is not None:
             announce_configuration(run, cfg.config_id)  # the launcher's clock for this configuration starts
         watch.clock.lap(None)  # the launcher's bookkeeping between configurations is not timed
-        info = model_info(cfg, session, infos, run) if session.is_main else None
+        info = model_info(cfg, session, infos, run) if writer is not None else None
         watch.clock.lap("model info")
         result = measure(cfg, session, run=run, watch=watch)
         release_memory(session.device)
         watch.clock.lap("release")
         gathered = session.gather_to_main(result)
         watch.clock.lap("gather")
-        if session.is_main:
-            rows = records.assemble(cfg, gathered, run_context=plan["context"], written=written, model_info=info)
-            store.write_configuration(run, cfg.config_id, *rows)
-            written = _with_row(written, store.read_config_row(run, cfg.config_id))
+        if writer is not None:
+            writer.write(cfg, gathered, model_info=info)
             watch.clock.lap("write")
             # At world size 1, when gradients become ready in backward (input of `ddpbench predict`).
             gradprofile.record_once(cfg, run=run, device=session.device, context=plan["context"], done=profiled)
@@ -81,12 +103,6 @@ def run_configurations(plan: dict[str, Any], session: Session, *, watch: RankWat
             release_memory(session.device)
             watch.clock.lap("release")
             watch.clock.save()
-
-
-def _with_row(frame: pd.DataFrame, row: dict[str, Any]) -> pd.DataFrame:
-    """`frame` and one more row, as the store reads it back."""
-    added = pd.DataFrame([row])
-    return added if frame.empty else pd.concat([frame, added], ignore_index=True)
 
 
 # No NCCL or gloo timeout should fire before the launcher's own (--timeout), which names
@@ -122,8 +138,6 @@ def _run_recorded(argv: list[str] | None = None) -> int:
     ) as session:
         watch = RankWatch(Responder(Path(plan["run_dir"]), session.rank).start(), faults.faults_from_environment(),
                           clock if session.is_main else costs.CostClock())  # fmt: skip
-        if session.is_main:
-            store.warm_up()  # rank 0 writes Parquet: pay pyarrow's one-time memory before measuring
         freeze_survivors()  # before the first configuration: garbage collections skip what imports made
         clock.lap("process group")
         run_configurations(plan, session, watch=watch)

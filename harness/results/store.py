@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.results import columns, layout, values
+from harness.results.files import atomic_write, read_json, write_json  # noqa: F401 (the store writes through these)
 from harness.results.layout import RunFolder
 from harness.results.migrate import (  # noqa: F401 (the store's readers and writers answer for these)
     MIGRATIONS,
@@ -50,25 +51,6 @@ COLLECTIVES_KIND = "collectives"  # run.json's "kind" of a `ddpbench collectives
 
 def run_dir(results: Path, run_id: str) -> Path:
     return Path(results) / run_id
-
-
-def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
-    """Write through `write(tmp_path)` to a hidden temporary, fsync it, rename it into place."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        write(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # make the rename itself durable
-    finally:
-        os.close(dir_fd)
 
 
 def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
@@ -106,15 +88,6 @@ def write_configuration(
     if timeline_rows:
         write_parquet(folder.part("timeline", config_id), list(timeline_rows), TIMELINE_SCHEMA)
     write_parquet(folder.part("configs", config_id), [row], CONFIG_SCHEMA)
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    text = json.dumps(data, indent=2, sort_keys=True, default=str)
-    atomic_write(path, lambda tmp: tmp.write_text(text))
-
-
-def read_json(path: Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text())
 
 
 def read_run_meta(run: Path) -> dict[str, Any]:

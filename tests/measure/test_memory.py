@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
+import socket
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import torch
 
@@ -11,6 +17,7 @@ from harness.config.bench import BenchConfig
 from harness.config.grid import expand
 from harness.measure.memory import MemorySampler
 from harness.rank import worker
+from harness.rank.dist import distributed_session
 from harness.results import store
 
 
@@ -120,11 +127,29 @@ def run_in_order(session, tmp_path, sizes):
     return store.read_configs(tmp_path).set_index("size")["mem_peak_rss_mb"].to_dict()
 
 
-def test_memory_peaks_belong_to_their_configuration_in_either_order(single_rank, tmp_path):
-    store.warm_up()
-    run_in_order(single_rank, tmp_path / "warm", ["tiny", "small"])  # the process's one-time costs, both sizes'
-    small_first = run_in_order(single_rank, tmp_path / "a", ["small", "tiny"])
-    tiny_first = run_in_order(single_rank, tmp_path / "b", ["tiny", "small"])
+def peaks_in_either_order(folder: Path) -> tuple[dict, dict]:
+    """In a fresh process, as a rank is: a one-rank gloo group, then the orders (small first, tiny first)
+    after a warm-up that pays the process's one-time costs for both sizes."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    with distributed_session(device_kind="cpu", timeout_s=60) as session:
+        store.warm_up()
+        run_in_order(session, folder / "warm", ["tiny", "small"])
+        return run_in_order(session, folder / "a", ["small", "tiny"]), run_in_order(
+            session, folder / "b", ["tiny", "small"]
+        )
+
+
+def test_memory_peaks_belong_to_their_configuration_in_either_order(tmp_path):
+    """Measured in a fresh process: a rank's heap is its own, not a test runner's that ran other tests."""
+    code = ("import json, pathlib, test_memory; "
+            f"print(json.dumps(test_memory.peaks_in_either_order(pathlib.Path({str(tmp_path)!r}))))")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).parent)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    small_first, tiny_first = json.loads(done.stdout.strip().splitlines()[-1])
     seen = f"small first: {small_first}, tiny first: {tiny_first}"
     assert small_first["small"] - small_first["tiny"] > 60, seen  # the two really differ (~100 MB)
     # Without giving freed heap back between configurations, tiny-after-small read ~50 MB high.

@@ -217,7 +217,8 @@ TIMED_STEPS = 30
 
 def timed_steps(options: dict[str, Any]) -> dict[str, Any]:
     """Train with the bucket timeline attached; per step, when backward and sync ended (ms from the
-    step's start, on the timeline's clock, read right after `begin_step`, so never early)."""
+    step's start, on the timeline's clock, read right before `begin_step`: so a backward end is never
+    early against the timeline's stamps, measured from `begin_step`)."""
     rank = dist.get_rank()
     timeline = CommTimeline(CPU)
     strategy = impls.create("stock", **options)
@@ -225,8 +226,8 @@ def timed_steps(options: dict[str, Any]) -> dict[str, Any]:
     ddp = strategy.wrap(build_model(WORKLOAD, seed=SEED + rank, device=CPU))
     ends = []
     for step in range(TIMED_STEPS):
-        timeline.begin_step(step)
         started = time.perf_counter()
+        timeline.begin_step(step)
         batch = make_batch(WORKLOAD, batch_size=BATCH, seed=SEED, rank=rank, step=step, device=CPU)
         WORKLOAD.loss(ddp, batch).backward()
         strategy.sync_gradients()
