@@ -41,7 +41,6 @@ import torch.distributed as dist
 import torch.distributed.autograd as dist_autograd
 import torch.distributed.rpc as rpc
 from torch import nn
-from torch.distributed.optim import DistributedOptimizer
 from torch.nn.parallel import DistributedDataParallel
 
 from harness.protocols import ConfigError, StrategyDefaults, option
@@ -191,9 +190,12 @@ class RpcHybrid(StrategyDefaults):
     def sync_gradients(self) -> None:
         pass  # DDP reduced the dense part inside backward; the server holds the remote part's gradients
 
-    def make_optimizer(self, params, optimizer_cls, **kwargs) -> DistributedOptimizer:
+    def make_optimizer(self, params, optimizer_cls, **kwargs) -> Any:
         """One optimizer over RRefs to the dense parameters here and the remote ones on the server;
         `step(context_id)` applies this trainer's gradients of that distributed-autograd context."""
+        # Imported here: torch.distributed.optim costs every process that loads the registry 0.45 s.
+        from torch.distributed.optim import DistributedOptimizer
+
         remote = rpc.rpc_sync(self._server, _parameter_rrefs, args=(self._module_rref,))
         return DistributedOptimizer(optimizer_cls, [rpc.RRef(p) for p in params] + remote, **kwargs)
 
@@ -202,7 +204,7 @@ class RpcHybrid(StrategyDefaults):
         remote = rpc.rpc_sync(self._server, _state_on_cpu, args=(self._module_rref,))
         return {**self._ddp.module.state_dict(), **{f"{self._remote_part}.{k}": v for k, v in remote.items()}}
 
-    def step_traffic(self, context_id: int, optimizer: DistributedOptimizer) -> dict[str, int]:
+    def step_traffic(self, context_id: int, optimizer: Any) -> dict[str, int]:
         """Round trips to other processes in the step that just ended, and their tensor bytes, read
         from what ran; the forward counters start again at zero for the next step.
 
