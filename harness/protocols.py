@@ -274,7 +274,10 @@ class WorkloadDefaults:
 
     def unavailable_reason(self, *, device: str) -> str | None:
         missing = [m for m in self.requires if importlib.util.find_spec(m) is None]
-        return f"needs the Python package(s) {', '.join(missing)}" if missing else None
+        if not missing:
+            return None
+        package = "package" if len(missing) == 1 else "packages"
+        return f"needs the Python {package} {', '.join(missing)} (pip install {' '.join(missing)})"
 
     def blocks(self, model: nn.Module) -> list[nn.Module] | None:
         """The model's repeated blocks (transformer layers, residual blocks), the units a sharding

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import shutil
 import signal
 import time
@@ -39,6 +40,7 @@ def bench_config(
         impls=_once("--impls", args.impls) if args.impls is not None else tuple(all_impls),
         workloads=_once("--workloads", args.workloads),
         options=_options(args),
+        workload_options=tuple((key, _once(f"--wopt {key}=", values)) for key, values in args.workload_options),
         command=command,
     )
 
@@ -156,7 +158,29 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     recommended = sweep.write_run_recommendations(plan.run)  # after a sweep over bucket caps
     if not recommended.empty:
         console.recommendations(recommended)
+    console.why_slower(_why_lines(plan.run))
     return _summarize(plan, time.monotonic() - began)
+
+
+def _why_lines(run) -> list[str]:
+    """The sentences of the configurations at the run's largest world size that have a measured gap, the
+    slow rank where one was found, and which strategies' gaps could not be taken apart, and why."""
+    from harness.analysis import why
+    from harness.results import store
+
+    configs = store.read_configs(run)
+    ok = configs[(configs["status"] == "ok") & (configs["world_size"] > 1)]
+    largest = ok[ok["world_size"] == ok["world_size"].max()] if not ok.empty else ok
+    lines = []
+    for _, row in largest[largest["gap_ms"].notna()].iterrows():
+        said = why.sentence(row, configs, cores=os.cpu_count())
+        slow = why.slow_rank_words(row)
+        lines += [line for line in (said, f"{row['impl']}: {slow}" if slow and slow not in (said or "") else None)
+                  if line]  # fmt: skip
+    untimed = largest[largest["gap_ms"].isna() & ~largest["baseline"].astype(bool) & largest["comm_note"].notna()]
+    for impl, notes in untimed.groupby("impl")["comm_note"]:
+        lines.append(f"{impl}: not taken apart: {notes.iloc[0]}")
+    return lines
 
 
 @contextlib.contextmanager

@@ -203,6 +203,14 @@ def recommendations(frame: pd.DataFrame) -> None:
         _print(f"  {sweep.describe(row)}")
 
 
+def why_slower(lines: list[str]) -> None:
+    """Each configuration's cost over the baseline, taken apart (harness.analysis.why), at the largest world size."""
+    if lines:
+        say("ddpbench: why each is slower than one rank alone (measured parts of the gap; docs/output.md):")
+        for line in lines:
+            _print(f"  {line}")
+
+
 # --- compare ------------------------------------------------------------------------------------
 
 

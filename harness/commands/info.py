@@ -19,11 +19,27 @@ def run_list(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         # An option left unset by default lets the library choose (DDP's own bucket cap): say so, not "None".
         options = ", ".join(f"{o.name}={'unset' if o.default is None else o.default}" for o in entry.options().values())
         console.say(f"  {entry.name:<14} {entry.description}" + (f"  [options: {options}]" if options else ""))
-    console.say("workloads (parameters per size):")
+    console.say("workloads (parameters per size; options set with --wopt KEY=V[,V…]):")
     for entry in workloads.REGISTRY.entries():
         console.say(f"  {entry.name:<14} {entry.description}")
         console.say(f"  {'':<14} {_sizes_line(entry.name)}")
+        options = ", ".join(f"{o.name}={o.default}" for o in entry.options().values() if o.name != "size")
+        if options:
+            console.say(f"  {'':<14} options: {options}")
+    console.say("your model, or any of a zoo's (docs/your-model.md):")
+    for spec, what in SPECS:
+        console.say(f"  {spec:<24} {what}")
     return 0
+
+
+SPECS = (
+    ("FILE.py:NAME", "your class (--wopt: its keyword arguments) or zero-argument factory; no ddpbench import"),
+    ("package.module:NAME", "the same, imported (the working directory is on the path)"),
+    ("torchvision:NAME", "any torchvision classification model, weights=None (--wopt image_size, num_classes, …)"),
+    ("hf:MODEL_TYPE", "any transformers architecture from its configuration, scaled by --size (--wopt: its fields)"),
+    ("hf:path/config.json", "your own transformers configuration"),
+    ("timm:NAME", "any timm model, pretrained=False, when timm is installed"),
+)
 
 
 def _sizes_line(name: str) -> str:

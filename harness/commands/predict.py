@@ -130,14 +130,17 @@ def _profile_for_run(run_dir: Path, setup: dict, *, device):
     if profile is not None:
         return profile, f"profile stored with run {run_dir.name}"
     threads = store.read_run_meta(run_dir).get("threads_per_rank") if device.type == "cpu" else None
-    rows = pd.DataFrame(_measure_profile(setup, device=device, threads=threads))
+    source = predict.workload_source(run_dir, setup)
+    rows = pd.DataFrame(_measure_profile(setup, device=device, threads=threads, source=source))
     profile = predict.store_profile(run_dir, setup, rows, device=device.type)
     return profile, f"profile measured now (run {run_dir.name} had none) and stored with it"
 
 
-def _measure_profile(setup: dict, *, device, threads: int | None = None, steps: int | None = None) -> list[dict]:
+def _measure_profile(setup: dict, *, device, threads: int | None = None, steps: int | None = None,
+                     source: tuple[str, dict] | None = None) -> list[dict]:  # fmt: skip
     """Profile a workload setup in this process (world size 1 needs no process group); on the
-    CPU with the run's threads per rank, so that compute runs as fast as in one of its ranks."""
+    CPU with the run's threads per rank, so that compute runs as fast as in one of its ranks.
+    `source`: (spec, options) the workload is built from, where its name alone does not say."""
     import torch
 
     import workloads
@@ -145,7 +148,8 @@ def _measure_profile(setup: dict, *, device, threads: int | None = None, steps: 
 
     if threads:
         torch.set_num_threads(int(threads))
-    workload = workloads.create(setup["workload"], size=setup["size"])
+    spec, options = source or (setup["workload"], {})
+    workload = workloads.create(spec, size=setup["size"], **options)
     reason = workload.unavailable_reason(device=device.type)
     if reason:
         raise ConfigError(f"--workload {setup['workload']!r} cannot run here: {reason}")
@@ -222,11 +226,10 @@ def _run_setup(run_dir: Path, args: argparse.Namespace) -> dict:
 def _fresh_setup(args: argparse.Namespace, device) -> dict:
     import workloads
 
-    name = args.workload or "gpt2"
-    workload_entry = workloads.entry(name)  # raises ConfigError naming the valid workloads
+    source = workloads.resolve(args.workload or "gpt2")  # raises ConfigError naming the valid workloads and specs
     size = args.size or "auto"
     if size not in SIZE_CHOICES:
         raise ConfigError(f"--size {size!r} is not valid; choose one of {', '.join(SIZE_CHOICES)}")
     size = size if size != "auto" else ("full" if device.type == "cuda" else "small")
-    batch = args.batch_size or workloads.create(workload_entry.name, size=size).default_batch_size()
-    return {"workload": name, "size": size, "batch_size": batch, "dtype": "fp32", "optimizer": "sgd"}
+    batch = args.batch_size or source.create(size=size, options={}).default_batch_size()
+    return {"workload": source.spec, "size": size, "batch_size": batch, "dtype": "fp32", "optimizer": "sgd"}

@@ -42,7 +42,21 @@ class BenchConfig:
     impls: tuple[str, ...] = flag(
         dataclasses.MISSING, "comma-separated strategies (see `ddpbench list`)", parse=names, default_text="all"
     )
-    workloads: tuple[str, ...] = flag(DEFAULT_WORKLOADS, "comma-separated workloads", parse=names)
+    workloads: tuple[str, ...] = flag(
+        DEFAULT_WORKLOADS,
+        "comma-separated workloads: registered names (`ddpbench list`), your own FILE.py:NAME or package.module:NAME, "
+        "torchvision:NAME, hf:MODEL_TYPE, hf:config.json, timm:NAME (docs/your-model.md)",
+        parse=names,
+    )
+    workload_options: tuple[tuple[str, tuple[str, ...]], ...] = flag(
+        (),
+        "a workload option; several values sweep it (repeatable): a registered workload's (`ddpbench list`), a "
+        "zoo model's configuration or builder fields, your class's keyword arguments",
+        name="--wopt",
+        parse=key_values("--wopt"),
+        metavar="KEY=V[,V…]",
+        repeatable=True,
+    )
     options: tuple[tuple[str, tuple[str, ...]], ...] = flag(
         (),
         "a strategy option; several values sweep it (repeatable; --bucket-cap-mb A,B is --opt bucket_cap_mb=A,B)",
@@ -166,10 +180,12 @@ class BenchConfig:
         if self.nnodes > 1 and not self.run_id:
             raise ConfigError("--nnodes above 1 needs --run-id: every node's launcher must name the same run")
         validate_run_id(self.run_id)
-        keys = [key for key, _ in self.options]
-        if len(set(keys)) < len(keys):
-            twice = next(key for key in keys if keys.count(key) > 1)
-            raise ConfigError(f"option {twice!r} is given twice; give it once with every value, e.g. --opt {twice}=A,B")
+        for flag_text, axes in (("--opt", self.options), ("--wopt", self.workload_options)):
+            keys = [key for key, _ in axes]
+            if len(set(keys)) < len(keys):
+                twice = next(key for key in keys if keys.count(key) > 1)
+                raise ConfigError(f"option {twice!r} is given twice; give it once with every value, e.g. "
+                                  f"{flag_text} {twice}=A,B")  # fmt: skip
         self._check_network()
 
     def _check_network(self) -> None:
@@ -188,7 +204,8 @@ class BenchConfig:
         for key in ("impls", "workloads", "command"):
             if key in values:
                 values[key] = tuple(values[key])
-        values["options"] = tuple((key, tuple(texts)) for key, texts in values.get("options", ()))
+        for key in ("options", "workload_options"):
+            values[key] = tuple((name, tuple(texts)) for name, texts in values.get(key, ()))
         values["results"] = Path(values.get("results", "results"))
         return cls(**values)
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
-import re
 from collections.abc import Iterable
 from typing import Any
 
 from harness.config.bench import BenchConfig, resolve_backend
 from harness.config.precision import resolve_dtype
 from harness.protocols import ConfigError
+from harness.results.layout import bounded, safe_name
+from harness.results.values import options_words
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -43,6 +44,21 @@ class Configuration:
     (rpc_hybrid's parameter server); rows still report `world_size` trainers."""
     tf32: bool = False
     """TF32 for fp32 matmuls and convolutions in the ranks (`--tf32`)."""
+    workload_spec: str = ""
+    """What the ranks rebuild the workload from (a registered name, or a spec with a file's absolute path);
+    `workload` is its name as rows show it, its options included. Empty: `workload` itself."""
+    workload_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """The workload's options (`--wopt`)."""
+
+    def make_workload(self):
+        """This configuration's workload, as every rank builds it (`workloads.create`)."""
+        import workloads
+
+        return workloads.create(self.workload_spec or self.workload, size=self.size, **self.workload_options)
+
+    @property
+    def workload_options_json(self) -> str:
+        return json.dumps(self.workload_options, sort_keys=True)
 
     @property
     def mem_period_s(self) -> float:
@@ -111,49 +127,132 @@ def impl_option_grids(
     return grids
 
 
+@dataclasses.dataclass(frozen=True)
+class WorkloadChoice:
+    """One workload of the grid with one combination of its options, resolved once on the parent side."""
+
+    name: str
+    """As rows show it: the source's name, with the options ('hf:llama[num_hidden_layers=4]')."""
+    spec: str
+    options: dict[str, Any]
+    batch_size: int
+    remote_part: str | None
+    provenance: dict[str, Any]
+
+
+def workload_choices(config: BenchConfig, *, size: str) -> list[WorkloadChoice]:
+    """Every workload × option combination: `--wopt` keys apply to the workloads that take them (a key
+    none takes is refused, naming what they take), several values sweep."""
+    import workloads as workload_registry
+
+    sources = [workload_registry.resolve(spec) for spec in config.workloads]
+    grids = {source.spec: _workload_option_grid(source, config.workload_options) for source in sources}
+    for key, values in config.workload_options:
+        if not values:
+            raise ConfigError(f"--wopt {key} has no value")
+        if not any(key in combo for grid in grids.values() for combo in grid):
+            raise _refused_everywhere(sources, key, values)
+    choices = []
+    for source in sources:
+        for options in grids[source.spec]:
+            workload = _built(source, size=size, options=options)
+            name = bounded(source.name + (f"[{options_words(options)}]" if options else ""))
+            batch = config.batch_size or workload.default_batch_size()
+            choices.append(WorkloadChoice(name, source.spec, options, batch, workload.remote_part, source.provenance()))
+    return choices
+
+
+def _workload_option_grid(source, axes) -> list[dict[str, Any]]:
+    """The product of the option axes this workload takes ('4' and '4.0' one value, not two alike)."""
+    taken = []
+    for key, values in axes:
+        typed = [_typed_option(source, key, text) for text in values]
+        if all(value is not _REFUSED for value in typed):
+            taken.append((key, [v for i, v in enumerate(typed) if v not in typed[:i]]))
+    keys = [key for key, _ in taken]
+    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(values for _, values in taken))]
+
+
+_REFUSED = object()
+
+
+def _typed_option(source, key: str, text: str) -> Any:
+    """The option's value for `source`, or _REFUSED where the workload does not take `key` at all."""
+    import workloads as workload_registry
+
+    try:
+        value = workload_registry.parse_options(source.spec, {key: text})[key]
+        source.check_options({key: value})
+    except ConfigError:
+        return _REFUSED
+    return value
+
+
+def _refused_everywhere(sources, key: str, values) -> ConfigError:
+    """The first workload's own words for why it does not take `key`."""
+    import workloads as workload_registry
+
+    try:
+        typed = workload_registry.parse_options(sources[0].spec, {key: values[0]})
+        sources[0].check_options(typed)
+    except ConfigError as exc:
+        return ConfigError(f"--wopt {key}: no chosen workload takes it ({exc})")
+    return ConfigError(f"--wopt {key}: no chosen workload takes it")
+
+
+def _built(source, *, size: str, options: dict[str, Any]):
+    """The workload object (its batch size, its remote part), built once here: a user's class that raises
+    is bad input, one line naming it."""
+    try:
+        return source.create(size=size, options=options)
+    except ConfigError:
+        raise
+    except Exception as exc:
+        lines = [line for line in str(exc).splitlines() if line.strip()]
+        raise ConfigError(f"workload {source.name}: building it raised {type(exc).__name__}: "
+                          f"{lines[-1].strip() if lines else ''}") from None  # fmt: skip
+
+
 def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) -> list[Configuration]:
     """The grid in run order: world sizes ascending, the baseline strategy (no communication) first in
     each. `bf16_supported`: whether the GPU runs bf16 natively (what `--dtype auto` resolves by)."""
     import impls as impl_registry
-    import workloads as workload_registry
 
     names = list(dict.fromkeys(config.impls))
     baseline = impl_registry.baseline_name()
     if config.baseline and baseline not in names:
         names.insert(0, baseline)
     names.sort(key=lambda n: n != baseline)
-    for name in config.workloads:
-        workload_registry.entry(name)
+    size = config.size if config.size != "auto" else ("full" if device == "cuda" else "small")
+    choices = workload_choices(config, size=size)
     grids = impl_option_grids(names, config.options)
     dtype = resolve_dtype(config.dtype, device=device, bf16_supported=bf16_supported)
-    size = config.size if config.size != "auto" else ("full" if device == "cuda" else "small")
     backend = resolve_backend(config.backend, device=device)
     configurations: list[Configuration] = []
     for world in config.world_sizes:
-        group = []
-        for workload in config.workloads:
-            sized = workload_registry.create(workload, size=size)
-            batch = config.batch_size or sized.default_batch_size()
-            group += [
-                (workload, batch, impl, opts, extra_ranks(impl, sized, config.nnodes))
-                for impl in names
-                for opts in grids[impl]
-            ]
+        group = [
+            (choice, impl, opts, extra_ranks(impl, choice.remote_part, config.nnodes))
+            for choice in choices
+            for impl in names
+            for opts in grids[impl]
+        ]
         # Repeats interleave (A B C A B C …) so that the machine's drift hits every configuration alike.
         for repeat in range(config.repeats):
-            for workload, batch, impl, opts, extra in group:
+            for choice, impl, opts, extra in group:
                 configurations.append(
                     Configuration(
                         config_id=_config_id(
-                            len(configurations), world, workload, size, impl, opts, repeat, config.repeats
+                            len(configurations), world, choice.name, size, impl, opts, repeat, config.repeats
                         ),
                         impl=impl,
                         impl_options=opts,
-                        workload=workload,
+                        workload=choice.name,
+                        workload_spec=choice.spec,
+                        workload_options=choice.options,
                         size=size,
                         world_size=world,
                         nnodes=config.nnodes,
-                        batch_size=batch,
+                        batch_size=choice.batch_size,
                         steps=config.steps,
                         warmup=config.warmup,
                         dtype=dtype,
@@ -173,20 +272,20 @@ def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) ->
     return configurations
 
 
-def extra_ranks(impl: str, workload, nnodes: int) -> int:
+def extra_ranks(impl: str, remote_part: str | None, nnodes: int) -> int:
     """The strategy's extra ranks where they will be used: none for a workload without a remote
     part or a multi-node job, whose rows the worker records as skipped in an ordinary launch."""
     import impls as impl_registry
 
     wanted = impl_registry.entry(impl).cls.extra_ranks
-    return wanted if wanted and workload.remote_part is not None and nnodes == 1 else 0
+    return wanted if wanted and remote_part is not None and nnodes == 1 else 0
 
 
 def _config_id(
     index: int, world: int, workload: str, size: str, impl: str, opts: dict, repeat: int, repeats: int
 ) -> str:
-    parts = [f"{index:04d}", f"w{world}", workload, size, impl]
+    parts = [f"{index:04d}", f"w{world}", safe_name(workload), size, impl]
     parts += [f"{k}{v}" for k, v in sorted(opts.items())]
     if repeats > 1:
         parts.append(f"r{repeat}")
-    return re.sub(r"[^A-Za-z0-9._-]", "_", "-".join(parts))
+    return safe_name("-".join(parts), limit=120)

@@ -88,8 +88,8 @@ def read_rank_failures(run: Path, config_id: str) -> list[dict[str, Any]]:
     return sorted(records, key=lambda r: (r.get("at", 0.0), r["rank"]))
 
 
-FAULT_KINDS = ("raise", "oom", "stop", "kill", "exit")
-CONDITIONS = ("impl", "world", "repeat", "rank", "step")
+FAULT_KINDS = ("raise", "oom", "stop", "kill", "exit", "slow")
+CONDITIONS = ("impl", "world", "repeat", "rank", "step", "ms")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,8 +98,11 @@ class Fault:
 
     raise: a RuntimeError; oom: a real allocation far beyond any memory on the rank's device;
     stop: the rank freezes itself (SIGSTOP: a hang as its peers see it); kill: SIGKILL to itself;
-    exit: the process ends with code 3, no exception. The conditions (all optional) pick the
-    configuration's strategy, world size and repeat, the rank, and the step (warm-up included).
+    exit: the process ends with code 3, no exception; slow: the rank's backward starts `ms` later in
+    every step from `step` on (a straggler, to watch the slowest rank be found: slow:rank=1,ms=20);
+    the baseline strategy is never held, since the gap over it is what the straggler costs.
+    The conditions (all optional but `ms`, which only slow takes and needs) pick the configuration's
+    strategy, world size and repeat, the rank, and the step (warm-up included).
     On a parameter server's rank, which runs no steps, `step` counts the served module's forward
     calls (from any trainer, the first is 0): the fault fires inside the server's answer.
     """
@@ -110,6 +113,7 @@ class Fault:
     repeat: int | None = None
     rank: int = 0
     step: int = 0
+    ms: int = 0
 
     @classmethod
     def parse(cls, text: str) -> Fault:
@@ -129,18 +133,29 @@ class Fault:
             if key != "impl" and not (value.isdigit() and value.isascii()):
                 raise ValueError(f"DDPBENCH_FAULT {key}={value!r} is not a whole number ≥ 0")
             fields[key] = value if key == "impl" else int(value)
+        if (kind == "slow") != bool(fields.get("ms")):
+            raise ValueError("DDPBENCH_FAULT ms=M (M > 0) goes with slow, and slow needs it: slow:rank=1,ms=20")
         return cls(kind, **fields)
 
     def applies(self, *, impl: str, world: int, rank: int, step: int, repeat: int = 0) -> bool:
+        """At this configuration, rank and step: `step` itself, or for `slow` every step from it on."""
+        at_step = step >= self.step if self.kind == "slow" else step == self.step
         return (
             (self.impl is None or self.impl == impl)
             and (self.world is None or self.world == world)
             and (self.repeat is None or self.repeat == repeat)
-            and (rank, step) == (self.rank, self.step)
+            and rank == self.rank
+            and at_step
         )
+
+    def delay_backward(self) -> None:
+        """`slow`: the rank's backward waits `ms` before it starts (called right before backward)."""
+        time.sleep(self.ms / 1000.0)
 
     def fire(self, device: torch.device) -> None:
         # When it fired, for benchmarks/faults.py to measure how long the launcher takes to notice.
+        if self.kind == "slow":
+            return
         print(f"DDPBENCH_FAULT {self.kind} fired at {time.time():.3f}", file=sys.stderr, flush=True)
         if self.kind == "raise":
             raise RuntimeError(f"fault injected by DDPBENCH_FAULT at step {self.step}")
@@ -152,6 +167,7 @@ class Fault:
             os.kill(os.getpid(), signal.SIGKILL)
         if self.kind == "exit":
             os._exit(3)
+        # slow fires nowhere here: it delays each backward (delay_backward)
 
 
 def faults_from_environment() -> list[Fault]:

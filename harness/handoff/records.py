@@ -9,17 +9,16 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-import numpy as np
 import pandas as pd
 
 import impls
-from harness.analysis import overlap, stats
+from harness.analysis import stats
 from harness.config import precision
 from harness.config.grid import Configuration
 from harness.handoff.rank_result import RankResult
+from harness.handoff.steps import baseline_means, communication_columns, part_columns, step_rows, timeline_rows
 from harness.protocols import roles_of
 from harness.results import columns
-from harness.results.columns import PHASES
 
 
 class Rows(NamedTuple):
@@ -49,33 +48,6 @@ def combined_status(results: list[RankResult]) -> tuple[str, str | None]:
     return "ok", None
 
 
-def step_rows(cfg: Configuration, run_id: str, results: list[RankResult]) -> list[dict[str, Any]]:
-    """One row per rank and step: its phases and, where the strategy's collectives were timed,
-    its communication (harness.analysis.overlap)."""
-    rows = []
-    for rank, result in enumerate(results):
-        timeline = result.comm
-        by_step: dict[int, list[dict[str, Any]]] = {}
-        for collective in timeline or []:
-            by_step.setdefault(collective["step"], []).append(collective)
-        for step, timing in enumerate(result.steps):
-            row = {
-                "run_id": run_id,
-                "config_id": cfg.config_id,
-                "rank": rank,
-                "step": step,
-                "warmup": step < cfg.warmup,
-            }
-            row["step_ms"] = timing["step_ms"]
-            row.update({f"{phase}_ms": timing.get(f"{phase}_ms") for phase in PHASES})
-            if timeline is None:
-                row.update(dict.fromkeys(COMM_STEP_COLUMNS))
-            else:
-                row.update(overlap.step_communication(timing, by_step.get(step, [])))
-            rows.append(row)
-    return rows
-
-
 def window_columns(cfg: Configuration, results: list[RankResult]) -> dict[str, Any]:
     """The measured window as the slowest rank saw it: its mean step period (end of one step to
     the end of the next: the step plus zeroing gradients, making the batch, gaps) and the
@@ -87,36 +59,6 @@ def window_columns(cfg: Configuration, results: list[RankResult]) -> dict[str, A
     return {
         "step_period_ms": window_ms / cfg.steps,
         "window_samples_per_s": cfg.batch_size * cfg.world_size * cfg.steps / (window_ms / 1e3),
-    }
-
-
-COMM_STEP_COLUMNS = ("comm_ms", "exposed_comm_ms", "exposed_backward_ms")
-
-
-def timeline_rows(cfg: Configuration, run_id: str, results: list[RankResult]) -> list[dict[str, Any]]:
-    """The bucket timeline: one row per collective, rank and step."""
-    rows = []
-    for rank, result in enumerate(results):
-        for collective in result.comm or []:
-            ids = {"run_id": run_id, "config_id": cfg.config_id, "rank": rank}
-            rows.append({**ids, **collective, "warmup": collective["step"] < cfg.warmup})
-    return rows
-
-
-def communication_columns(steps: list[dict[str, Any]]) -> dict[str, Any]:
-    """Measured communication over the measured steps of every rank: the mean per step of
-    communication and of exposed communication, and the overlap efficiency of their totals (so
-    that overlap_efficiency = 1 − exposed_comm_ms / comm_ms exactly, as a reader checks it; the
-    steps table keeps each step's figures). Null when the strategy's collectives were not timed."""
-    measured = [row for row in steps if not row["warmup"] and row.get("comm_ms") is not None]
-    if not measured:
-        return {"comm_ms": None, "exposed_comm_ms": None, "overlap_efficiency": None}
-    comm = [row["comm_ms"] for row in measured]
-    exposed = [row["exposed_comm_ms"] for row in measured]
-    return {
-        "comm_ms": float(np.mean(comm)),
-        "exposed_comm_ms": float(np.mean(exposed)),
-        "overlap_efficiency": overlap.overlap_efficiency(comm, exposed),
     }
 
 
@@ -308,6 +250,8 @@ def assemble(
         "impl_options": cfg.options_json,  # as the reader returns it; the store writes it as a map
         **role_columns(cfg.impl),
         "workload": cfg.workload,
+        "workload_spec": cfg.workload_spec or cfg.workload,
+        "workload_options": cfg.workload_options_json,
         "size": cfg.size,
         "world_size": cfg.world_size,
         "nnodes": cfg.nnodes,
@@ -323,6 +267,13 @@ def assemble(
         "samples_per_s": throughput,
         **derived_metrics(cfg, step_ms, throughput, written),
         **communication_columns(steps),
+        **part_columns(
+            cfg,
+            steps,
+            None
+            if roles_of(impls.entry(cfg.impl).cls)["baseline"]
+            else baseline_means(written, _same_setup(written, cfg), cfg),
+        ),
         "comm_note": main.comm_note,
         **window_columns(cfg, results),
         **memory_columns(results),

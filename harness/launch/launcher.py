@@ -95,10 +95,23 @@ def create_run(
             "command": list(config.command),
             "environment": environment,
             "configurations": [c.to_json() for c in configurations],
+            "workloads": workload_provenance(configurations),
             "context": context,
         },
     )
     return BenchRun(run_id, run, device, threads, configurations, context)
+
+
+def workload_provenance(configurations: list[Configuration]) -> dict[str, dict[str, Any]]:
+    """Which code each workload ran, by its name: its spec, kind, file and the file's hash."""
+    import workloads
+
+    found: dict[str, dict[str, Any]] = {}
+    for cfg in configurations:
+        if cfg.workload not in found:
+            source = workloads.resolve(cfg.workload_spec or cfg.workload)
+            found[cfg.workload] = {**source.provenance(), "options": cfg.workload_options}
+    return found
 
 
 NODE_ZERO_WAIT_S = 60.0

@@ -130,15 +130,14 @@ def record_once(cfg, *, run, device: torch.device, context: dict[str, Any], done
     import sys
     import traceback
 
-    import workloads
     from harness.results import model_tables
 
-    key = (cfg.workload, cfg.size, cfg.batch_size, cfg.dtype, cfg.optimizer)
+    key = (cfg.workload_spec, cfg.workload, cfg.size, cfg.batch_size, cfg.dtype, cfg.optimizer)
     if cfg.world_size != 1 or key in done:
         return
     done.add(key)
     try:
-        workload = workloads.create(cfg.workload, size=cfg.size)
+        workload = cfg.make_workload()
         if workload.unavailable_reason(device=device.type):
             return
         # No more profiled steps than the configuration measured: the profile must not cost more than the run.

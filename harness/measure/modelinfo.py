@@ -22,7 +22,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from harness.measure.training import build_model
 from harness.protocols import Workload
-from harness.results.layout import RunFolder
+from harness.results.layout import RunFolder, safe_name
 
 FLOP_COUNT_SAMPLES = 2
 """Samples in the batch whose FLOPs are counted: small enough to be cheap, and at least 2
@@ -42,7 +42,7 @@ def describe_once(
     if workload.unavailable_reason(device=device.type):
         cache[key] = None
         return None
-    path = RunFolder(run).cached("modelinfo-" + "-".join(map(str, key)) + ".json")
+    path = RunFolder(run).cached("modelinfo-" + safe_name("-".join(map(str, key)), limit=120) + ".json")
     try:
         cache[key] = json.loads(path.read_text())
     except (OSError, ValueError):

@@ -95,15 +95,19 @@ def train_step(
     after_optimizer_step: Callable[[], None] | None = None,
     timeline: CommTimeline | None = None,
     step: int = 0,
+    before_backward: Callable[[], None] | None = None,
 ) -> None:
     """One step, timed per phase; with a `timeline`, the strategy's collectives are stamped from the
-    step's start (the timer's), as step `step`."""
+    step's start (the timer's), as step `step`. `before_backward`: an injected straggler's delay
+    (harness.handoff.faults), inside the backward phase."""
     timer.start()
     if timeline is not None:
         timeline.begin_step(step)
     with precision or contextlib.nullcontext():
         loss = workload.loss(model, batch)
     timer.lap("forward")
+    if before_backward is not None:
+        before_backward()
     loss.backward()
     timer.lap("backward")
     strategy.sync_gradients()

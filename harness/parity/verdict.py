@@ -22,7 +22,6 @@ from pathlib import Path
 
 import torch
 
-import workloads
 from harness.config.grid import Configuration
 from harness.handoff.rank_result import ParityVerdict, error_line
 from harness.parity import reference
@@ -49,13 +48,13 @@ def cached_reference(
     it (torch.load with mmap: read from the page cache, and out of the process once dropped; kept
     in memory it would count in every later configuration's peak RSS). The initial parameters are
     kept only for autocast runs, which are judged against them."""
-    key = (cfg.workload, cfg.size, cfg.world_size, cfg.batch_size, cfg.warmup + cfg.steps, cfg.seed, str(device),
-           cfg.dtype, cfg.optimizer)  # fmt: skip
+    key = (cfg.workload_spec, cfg.workload, cfg.size, cfg.world_size, cfg.batch_size, cfg.warmup + cfg.steps,
+           cfg.seed, str(device), cfg.dtype, cfg.optimizer)  # fmt: skip
     path = (folder or _cache_dir()) / f"reference-{hashlib.sha1(repr(key).encode()).hexdigest()[:16]}.pt"
     if not path.is_file():
         with reference.deterministic_algorithms() if device.type == "cuda" else contextlib.nullcontext():
             final, initial = reference.reference_run(
-                workloads.create(cfg.workload, size=cfg.size),
+                cfg.make_workload(),
                 world_size=cfg.world_size,
                 batch_size=cfg.batch_size,
                 steps=cfg.warmup + cfg.steps,

@@ -195,6 +195,16 @@ def run_setups(run: Path) -> list[dict]:
     ]
 
 
+def workload_source(run: Path, setup: dict) -> tuple[str, dict]:
+    """(spec, options) that the run built this setup's workload from (its rows say: `workload` is only its
+    name); the name itself for rows written before specs were recorded."""
+    configs = store.read_configs(run).fillna(SETUP_DEFAULTS)
+    rows = configs[(configs["status"] == "ok") & (configs["workload"] == setup["workload"])]
+    if rows.empty or pd.isna(rows["workload_spec"].iloc[0]):
+        return setup["workload"], {}
+    return str(rows["workload_spec"].iloc[0]), options_of(rows["workload_options"].iloc[0])
+
+
 def stored_profile(run: Path, setup: dict) -> Profile | None:
     """The gradient-ready profile stored with the run for this setup, or None."""
     return _profile_for(model_tables.read_gradprofiles(run), setup)

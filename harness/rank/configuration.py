@@ -17,7 +17,6 @@ from typing import Any
 import torch
 
 import impls
-import workloads
 from harness.clock import Clock, host_seconds
 from harness.comm_timeline import CommTimeline
 from harness.config.grid import Configuration
@@ -54,9 +53,17 @@ class RankWatch:
     def before_step(self, cfg: Configuration, session: Session, step: int) -> None:
         if self.responder is not None:
             self.responder.note(cfg.config_id, step)
-        for fault in self.injected:
-            if fault.applies(impl=cfg.impl, world=cfg.world_size, repeat=cfg.repeat, rank=session.rank, step=step):
-                fault.fire(session.device)
+        for fault in self._due(cfg, session, step):
+            fault.fire(session.device)
+
+    def before_backward(self, cfg: Configuration, session: Session, step: int) -> None:
+        for fault in self._due(cfg, session, step):
+            if fault.kind == "slow":
+                fault.delay_backward()
+
+    def _due(self, cfg: Configuration, session: Session, step: int) -> list[faults.Fault]:
+        where = {"impl": cfg.impl, "world": cfg.world_size, "repeat": cfg.repeat, "rank": session.rank}
+        return [fault for fault in self.injected if fault.applies(step=step, **where)]
 
 
 @dataclasses.dataclass
@@ -92,7 +99,7 @@ def measure(cfg: Configuration, session: Session, *, run: Path, watch: RankWatch
 def _measure(cfg: Configuration, session: Session, *, run: Path, watch: RankWatch, memory: dict) -> RankResult:
     set_tf32(cfg.tf32)  # before the model is built; run.json records the flags this sets (env.capture)
     strategy = impls.create(cfg.impl, **cfg.impl_options)
-    workload = workloads.create(cfg.workload, size=cfg.size)
+    workload = cfg.make_workload()
     exact = strategy.parity_exact  # read while the strategy exists
     if strategy.extra_ranks:  # a parameter server: trainers and server run a flow of their own
         result = rpc_flow.measure(cfg, session, strategy, workload, run=run, injected=watch.injected)
@@ -131,9 +138,11 @@ def _build_and_train(cfg, session, strategy, workload, *, run: Path, watch: Rank
         built, timeline, comm_note = _build(cfg, session, strategy, workload)
         progress = StepProgress(run, cfg.config_id, cfg.warmup + cfg.steps) if session.is_main else None
         watch.clock.lap("build")
-        before_step = lambda step: watch.before_step(cfg, session, step)  # noqa: E731
-        trained = train(cfg, session, before_step=before_step, progress=progress, timeline=timeline, sampler=sampler,
-                        **built.parts())  # fmt: skip
+        # The baseline is never held: the gap is measured against it, so a straggler's cost shows as the
+        # others' wait rather than cancelling out against a baseline slowed the same way.
+        slowed = any(fault.kind == "slow" for fault in watch.injected) and not impls.roles(cfg.impl)["baseline"]
+        trained = train(cfg, session, watch=watch, slowed=slowed, progress=progress, timeline=timeline,
+                        sampler=sampler, **built.parts())  # fmt: skip
         watch.clock.lap_training(trained.steps)
         timeline.end()
         memory.update(held_as_row(trained.held))
@@ -214,7 +223,7 @@ def replay_state(cfg: Configuration, session: Session) -> tuple[dict | None, Con
     replayed = dataclasses.replace(cfg, warmup=0, steps=verdict.REPLAY_STEPS)
     with reference.deterministic_algorithms():
         strategy = impls.create(cfg.impl, **cfg.impl_options)  # a fresh one: the measured one holds its model
-        workload = workloads.create(cfg.workload, size=cfg.size)
+        workload = cfg.make_workload()
         built, _, _ = _build(replayed, session, strategy, workload)
         train(replayed, session, **built.parts())
         state = strategy.full_state_dict(built.model)  # every rank: sharded strategies gather with collectives
@@ -238,14 +247,16 @@ def train(
     cfg: Configuration,
     session: Session,
     *,
-    before_step: Callable[[int], None] | None = None,
+    watch: RankWatch | None = None,
+    slowed: bool = False,
     progress: Callable[[int], None] | None = None,
     timeline: CommTimeline | None = None,
     sampler: MemorySampler | None = None,
     **step_parts,
 ) -> Trained:
     """Warm-up then measured steps, each timed per phase (warm-up kept apart), with the strategy's
-    collectives stamped in `timeline` and the sampler's window around the measured steps."""
+    collectives stamped in `timeline` and the sampler's window around the measured steps. `watch`
+    hears of every step (liveness, injected faults); `slowed`: a straggler fault may delay backward."""
     single_process = step_parts["strategy"].single_process
     # A single-process strategy sees the whole job's batch: every rank's batch, concatenated.
     ranks = range(cfg.world_size) if single_process else [session.rank]
@@ -253,8 +264,8 @@ def train(
     warmup_timer, timer = make_step_timer(session.device), make_step_timer(session.device)
     held: dict[str, int] = {}
     for step in range(cfg.warmup + cfg.steps):
-        if before_step is not None:
-            before_step(step)
+        if watch is not None:
+            watch.before_step(cfg, session, step)
         if step == cfg.warmup:
             if not single_process:
                 session.barrier()  # every rank starts the measured window together
@@ -263,8 +274,10 @@ def train(
                                            rank=rank, step=step, device=session.device) for rank in ranks])  # fmt: skip
         last = step == cfg.warmup + cfg.steps - 1
         inspect = (lambda: held.update(held_bytes(step_parts["model"], step_parts["optimizer"]))) if last else None
+        delay = (lambda step=step: watch.before_backward(cfg, session, step)) if slowed else None
         train_step(batch=batch, timer=warmup_timer if step < cfg.warmup else timer, precision=precision,
-                   after_optimizer_step=inspect, timeline=timeline, step=step, **step_parts)  # fmt: skip
+                   after_optimizer_step=inspect, timeline=timeline, step=step, before_backward=delay,
+                   **step_parts)  # fmt: skip
         if progress is not None:
             progress(step)
     steps = warmup_timer.collect() + timer.collect()

@@ -22,6 +22,7 @@ import atexit
 import contextlib
 import functools
 import itertools
+import json
 import sys
 import traceback
 from collections.abc import Sequence
@@ -273,9 +274,12 @@ def rpc_step(
 
 
 @functools.lru_cache(maxsize=2)
-def _reference(workload: str, size: str, **setup) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
+def _reference(
+    spec: str, size: str, options_json: str, **setup
+) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """Computed once per setup: the repeats of a configuration share it."""
-    return reference.parameter_server_reference(workloads.create(workload, size=size), **setup)
+    workload = workloads.create(spec, size=size, **json.loads(options_json))
+    return reference.parameter_server_reference(workload, **setup)
 
 
 def _check_parity(cfg: Configuration, final_state, *, trainers: int, device: torch.device) -> ParityVerdict:
@@ -285,7 +289,8 @@ def _check_parity(cfg: Configuration, final_state, *, trainers: int, device: tor
     )
     try:
         expected = _reference(
-            cfg.workload, cfg.size, trainers=trainers, batch_size=cfg.batch_size, steps=cfg.warmup + cfg.steps,
+            cfg.workload_spec or cfg.workload, cfg.size, cfg.workload_options_json, trainers=trainers,
+            batch_size=cfg.batch_size, steps=cfg.warmup + cfg.steps,
             seed=cfg.seed, device=device, dtype=cfg.dtype, optimizer=cfg.optimizer,
         )  # fmt: skip
         outcome = reference.compare_updates(final_state, *expected)

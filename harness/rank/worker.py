@@ -20,7 +20,6 @@ import torch
 from torch.distributed.elastic.multiprocessing.errors import record
 
 import impls
-import workloads
 from harness.config.grid import Configuration
 from harness.handoff import costs, faults
 from harness.handoff.liveness import Responder
@@ -37,10 +36,10 @@ def model_info(cfg: Configuration, session: Session, cache: dict[tuple, dict | N
     neither in the configuration's time nor in its memory peaks."""
     from harness.measure import modelinfo  # rank 0's alone: the other ranks start without FLOP counting
 
-    key = (cfg.workload, cfg.size, cfg.batch_size)
+    key = (cfg.workload_spec, cfg.workload, cfg.size, cfg.batch_size)
     if key in cache:
         return cache[key]
-    workload = workloads.create(cfg.workload, size=cfg.size)
+    workload = cfg.make_workload()
     info = modelinfo.describe_once(workload, key=key, batch_size=cfg.batch_size, device=session.device, run=run,
                                    cache=cache)  # fmt: skip
     release_memory(session.device)

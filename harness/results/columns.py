@@ -74,7 +74,7 @@ CONFIG_ID = C(
     "config_id", STR, "", "the configuration within the run: `<index>-w<world>-<workload>-<size>-<impl>[-<options>]`"
 )
 RANK = C("rank", I32, "", "the rank (process) in the launch")
-WORKLOAD = C("workload", STR, "", "the workload (workloads/)")
+WORKLOAD = C("workload", STR, "", "the workload as run: a registered name (workloads/), `FILE.py:NAME`, `package.module:NAME`, `torchvision:NAME`, `hf:MODEL_TYPE`, `timm:NAME`, with its options in brackets where it has some (`hf:llama[num_hidden_layers=4]`)")
 SIZE = C("size", STR, "", "the workload's size: `tiny`, `small`, `full`")
 IMPL = C("impl", STR, "", "the strategy (impls/)")
 WORLD_SIZE = C(
@@ -84,10 +84,25 @@ WORLD_SIZE = C(
     "ranks in the job; for `rpc_hybrid`, the trainers (its launch has one more rank, the parameter server)",
 )
 NNODES = C("nnodes", I32, "", "nodes in the job")
-BUCKET_CAP_MB = C("bucket_cap_mb", F64, MIB_UNIT, "the bucket cap the strategy used, where it has buckets: the one given, or DDP's default (25) when none was (`impl_options` holds what was asked)")
+BUCKET_CAP_MB = C(
+    "bucket_cap_mb",
+    F64,
+    MIB_UNIT,
+    "the bucket cap the strategy used, where it has buckets: the one given, or DDP's default (25) when none was (`impl_options` holds what was asked)",
+)
 BATCH_SIZE = C("batch_size", I32, COUNT, "samples per rank per step")
-DTYPE = C("dtype", STR, "", "`fp32`, or the autocast dtype of the forward (`bf16`, `fp16`); what `--dtype auto` resolved to (bf16 on GPUs that support it, fp32 elsewhere)")
-TF32 = C("tf32", BOOL, "", "`--tf32`: fp32 matmuls and convolutions were allowed TF32 tensor cores; false: no TF32 at all, cuDNN's included (null: written before it was recorded)")
+DTYPE = C(
+    "dtype",
+    STR,
+    "",
+    "`fp32`, or the autocast dtype of the forward (`bf16`, `fp16`); what `--dtype auto` resolved to (bf16 on GPUs that support it, fp32 elsewhere)",
+)
+TF32 = C(
+    "tf32",
+    BOOL,
+    "",
+    "`--tf32`: fp32 matmuls and convolutions were allowed TF32 tensor cores; false: no TF32 at all, cuDNN's included (null: written before it was recorded)",
+)
 OPTIMIZER = C("optimizer", STR, "", "`sgd` or `adam` (`--optimizer`)")
 DEVICE = C("device", STR, "", "`cpu` or `cuda`")
 BACKEND = C("backend", STR, "", "`gloo` or `nccl`")
@@ -112,7 +127,12 @@ MEMORY = (
         "peak of the torch allocator's allocated memory, reset per configuration",
     ),
     C("mem_peak_reserved_mb", F64, MIB_UNIT, "peak of the torch allocator's reserved memory, reset per configuration"),
-    C("mem_peak_rss_mb", F64, MIB_UNIT, "peak resident memory of the rank's process over the configuration (the kernel's high-water mark, reset per configuration; sampled where that is not possible)"),
+    C(
+        "mem_peak_rss_mb",
+        F64,
+        MIB_UNIT,
+        "peak resident memory of the rank's process over the configuration (the kernel's high-water mark, reset per configuration; sampled where that is not possible)",
+    ),
     C("mem_nvml_struct", STR, "", "the NVML memory struct read: `v2` (excludes driver-reserved memory) or `v1`"),
     C("gpu_util_mean_pct", F64, PCT, "mean GPU utilisation over the measured steps (NVML; build and warm-up excluded)"),
     C("gpu_util_peak_pct", F64, PCT, "peak GPU utilisation over the measured steps (NVML)"),
@@ -147,11 +167,36 @@ MEAN_MEMORY = ("gpu_util_mean_pct", "sm_clock_mean_mhz", "power_mean_w")
 
 # The strategy's roles, as its class declares them (harness.protocols.ROLES): what every reader decides by.
 ROLES = (
-    C("baseline", BOOL, "", "the strategy communicates nothing: the compute-only floor every other is measured against at the same world size (`local`)"),
-    C("reference", BOOL, "", "the strategy every other is measured against, whose bucket cap is recommended and predicted (`stock`: DDP as torch ships it)"),
-    C("gradient_traffic", STR, "", "what crosses the network for the gradients each step: `allreduce` (every gradient byte all-reduced once), `sharded` (reduce-scatter, with all-gathers of the parameters), `none`, `other`"),
-    C("shards_state", BOOL, "", "each rank keeps and updates a shard of the optimizer state or parameters: the strategy trades communication for memory (`zero`, `fsdp`)"),
-    C("comm_after_backward", BOOL, "", "every collective runs after backward by design: no overlap to expect (`naive`, `flat`)"),
+    C(
+        "baseline",
+        BOOL,
+        "",
+        "the strategy communicates nothing: the compute-only floor every other is measured against at the same world size (`local`)",
+    ),
+    C(
+        "reference",
+        BOOL,
+        "",
+        "the strategy every other is measured against, whose bucket cap is recommended and predicted (`stock`: DDP as torch ships it)",
+    ),
+    C(
+        "gradient_traffic",
+        STR,
+        "",
+        "what crosses the network for the gradients each step: `allreduce` (every gradient byte all-reduced once), `sharded` (reduce-scatter, with all-gathers of the parameters), `none`, `other`",
+    ),
+    C(
+        "shards_state",
+        BOOL,
+        "",
+        "each rank keeps and updates a shard of the optimizer state or parameters: the strategy trades communication for memory (`zero`, `fsdp`)",
+    ),
+    C(
+        "comm_after_backward",
+        BOOL,
+        "",
+        "every collective runs after backward by design: no overlap to expect (`naive`, `flat`)",
+    ),
 )
 
 # What the model is (harness.measure.modelinfo), the same on every rank.
@@ -181,7 +226,10 @@ CONFIGS = Table(
         IMPL,
         C("impl_options", OPTIONS, "", "the strategy's options: option name → its value as a JSON literal (`25.0`, `true`, `\"fp16\"`); ddpbench's reader returns them as one canonical JSON text"),
         *ROLES,
-        WORKLOAD, SIZE, WORLD_SIZE, NNODES, BUCKET_CAP_MB, BATCH_SIZE, DTYPE, TF32, OPTIMIZER, DEVICE, BACKEND, THREADS,
+        WORKLOAD,
+        C("workload_spec", STR, "", "what the ranks built the workload from: the spec as given, a file's path made absolute (run.json's `workloads` has its content's hash)"),
+        C("workload_options", OPTIONS, "", "the workload's options (`--wopt`): option name → its value as a JSON literal, as `impl_options`"),
+        SIZE, WORLD_SIZE, NNODES, BUCKET_CAP_MB, BATCH_SIZE, DTYPE, TF32, OPTIMIZER, DEVICE, BACKEND, THREADS,
         C("steps", I32, COUNT, "measured steps"),
         C("warmup", I32, COUNT, "warm-up steps before them"),
         C("step_ms_median", F64, MS, "median over measured steps of the slowest rank's step time"),
@@ -196,6 +244,17 @@ CONFIGS = Table(
         C("exposed_comm_ms", F64, MS, "the part of `comm_ms` during which no compute of the step ran (forward, backward up to its last gradient, optimizer); the mean as above; 0 ≤ exposed ≤ comm step by step"),
         C("overlap_efficiency", F64, RATIO, "`1 − exposed_comm_ms / comm_ms` (totals over measured steps and ranks; HTA's communication–compute overlap; 1.0: all hidden, 0: none; null without communication)"),
         C("comm_note", STR, "", "why `comm_ms` is null: what timing would cost (DDP's buckets: `--bucket-timeline` times them), or that the strategy's collectives cannot be timed; or, where measured, why it may read high (gloo on CUDA)"),
+        C("step_ms_mean", F64, MS, "mean over measured steps of the slowest rank's step time (the figure the gap's parts add up to)"),
+        C("compute_ms", F64, MS, "mean over measured steps of the compute of the rank that waited most in each step (the slowest rank where none waited): forward, backward up to its last gradient, optimizer, less blocking collectives (null where the collectives were not timed)"),
+        C("gap_ms", F64, MS, "`step_ms_mean` − the baseline's (`local`) at the same world size, nodes and setup (same repeat): what data parallelism costs this configuration; null at world size 1, without a timeline, and for the baseline"),
+        C("gap_exposed_comm_ms", F64, MS, "the part of `gap_ms` that is exposed communication not spent waiting for another rank (mean per step, as the rank that waited most in each step sees it: the waits show only from the ranks that waited)"),
+        C("gap_waiting_ms", F64, MS, "the part spent waiting for the slowest rank: exposed time in which a collective was in flight only because another rank launched it later"),
+        C("gap_slower_compute_ms", F64, MS, "the part from slower compute: `compute_ms` − the baseline's (hooks, copies into buckets, cores shared with communication threads)"),
+        C("gap_rest_ms", F64, MS, "the part neither compute nor communication: the strategy's own work outside both (DDP copying buckets back, an optimizer wrapper)"),
+        C("gap_residual_ms", F64, MS, "`gap_ms` − the four parts above: what the baseline's step holds beyond its compute (its sync phase, gaps) and the step's difference between the slowest rank and the one that waited most, named, never hidden"),
+        C("slowest_rank", I32, "", "the rank the others wait for: last to launch in at least 75 % of measured steps, late by at least 5 % of the step (and 0.5 ms) in the median of those (docs/statistics.md); null on a balanced run or without a timeline"),
+        C("slowest_rank_late_ms", F64, MS, "how late it launched, the median over the steps it was last in (the longest any rank waited for it in a step)"),
+        C("slowest_rank_share", F64, RATIO, "the share of measured steps in which it launched last"),
         C("speedup_vs_local", F64, RATIO, "`local` step time at the same world size / this step time (what data parallelism costs here; schema ≤ 3 called it overlap_efficiency)"),
         *MEMORY,
         C("parity_max_abs_diff", F64, "", "largest parameter difference from the single-process reference, in the parameters' own units (for `rpc_hybrid`, the parameter-server reference: see the README)"),
@@ -237,6 +296,10 @@ STEPS = Table(
         C("comm_ms", F64, MS, "how long at least one of the strategy's collectives was in flight in this step (null where not measured)"),
         C("exposed_comm_ms", F64, MS, "the part of `comm_ms` with no compute running (see configs/)"),
         C("exposed_backward_ms", F64, MS, "the part of `exposed_comm_ms` inside the backward phase (DDP waits for its buckets there); the rest lies in the sync phase"),
+        C("compute_ms", F64, MS, "how long the step computed: forward, backward up to its last gradient, optimizer, less blocking collectives (null where not timed)"),
+        C("waiting_ms", F64, MS, "the part of `exposed_comm_ms` in which a collective of this rank was in flight only because another rank launched it later"),
+        C("rest_ms", F64, MS, "the part of the step that was neither compute nor communication (`step_ms` = compute + exposed + rest)"),
+        C("late_by_ms", F64, MS, "how much later this rank launched its collectives than the earliest rank (the most over the step's collectives; 0 for the earliest)"),
     ),
 )  # fmt: skip
 
@@ -272,123 +335,5 @@ RANKS = Table(
     ),
 )  # fmt: skip
 
-RECOMMENDATIONS = Table(
-    "recommendations", "recommendations.parquet",
-    "After a bucket-cap sweep: one row per strategy × setup × world size measured at two or more caps "
-    "(rewritten after a resume).",
-    (
-        IMPL,
-        C("other_options", STR, "", "the strategy's options other than `bucket_cap_mb`, as JSON text"),
-        WORKLOAD, SIZE, BATCH_SIZE, DTYPE, OPTIMIZER, WORLD_SIZE, NNODES,
-        C("caps_mb", STR, MIB_UNIT, "the caps measured, a JSON list"),
-        C("decision", STR, "", "`recommend` (the best cap beats the 25 MiB cap significantly and by at least 5 %, as `compare` judges, or every other cap when 25 was not measured; or 25 MiB itself, when it beats every other cap), `flat` (any of `equivalent_caps_mb`), or `too few repeats to tell` (docs/statistics.md); none at world size 1 or for `local`"),
-        C("best_cap_mb", F64, MIB_UNIT, "the cap with the fastest step: per repeat the median step (the slowest rank per step), then the geometric mean over repeats"),
-        C("best_step_ms", F64, MS, "that geometric mean of its repeats' medians"),
-        C("best_ci_low_ms", F64, MS, "its 95 % interval over repeats (t on the logs): low end; null with one repeat"),
-        C("best_ci_high_ms", F64, MS, "high end"),
-        C("equivalent_caps_mb", STR, MIB_UNIT, "the caps the best does not beat significantly by at least 5 % (Welch's t over repeats), the best included, a JSON list; every cap when too few repeats"),
-        C("gain_vs_default", F64, RATIO, "`step at bucket_cap_mb=25 / best − 1`: the 25 MiB cap given explicitly like every cap of the sweep (on torch ≥ 2.9 its first bucket is 25 MiB: not DDP's default layout, which is never pooled with it); null when 25 was not measured"),
-        C("repeats", I32, COUNT, "the fewest repeats of any cap: the evidence behind the decision"),
-        C("repeats_needed", I32, COUNT, "about how many repeats per cap decide at a 5 % threshold, from the repeats' spread"),
-        C("noise", STR, "", "the caps whose steps are noisy (CV > 0.1) or whose repeats disagree (medians > 10 % apart), and why; empty when none"),
-    ),
-)  # fmt: skip
-
-COLLECTIVES = Table(
-    "collectives", "collectives/w<N>.parquet",
-    "`ddpbench collectives`: one file per world size, with its provenance in the run's `run.json` "
-    "(`\"kind\": \"collectives\"`, environment, command line). One row per collective × message size, "
-    "nccl-tests style.",
-    (
-        RUN_ID,
-        C("op", STR, "", "the collective: `all_reduce`, `all_gather`, `reduce_scatter`, `broadcast`"),
-        WORLD_SIZE,
-        C("bytes", I64, BYTES, "the whole message: all_gather's output, reduce_scatter's input"),
-        C("dtype", STR, "", "the message's element type (float32)"),
-        C("iters", I32, COUNT, "timed iterations per batch, queued back to back (nccl-tests' -n)"),
-        C("batches", I32, COUNT, "timed batches (each after a barrier, with one synchronize); null: written before batches, when every iteration was synchronised alone"),
-        C("warmup", I32, COUNT, "warm-up iterations before them"),
-        C("time_us", F64, US, "per iteration: per batch the slowest rank's mean (its batch between two CUDA events on GPUs, the wall clock on the CPU, divided by `iters`), the median over batches (older runs: over iterations each ended by a sync)"),
-        C("time_us_p10", F64, US, "10th percentile of the same, over batches"),
-        C("time_us_p90", F64, US, "90th percentile of the same, over batches"),
-        C("algbw_gbps", F64, "GB/s (10^9 bytes/s)", "`bytes / time_us`"),
-        C("busbw_gbps", F64, "GB/s (10^9 bytes/s)", "`algbw × factor`: all_reduce 2(n−1)/n, all_gather and reduce_scatter (n−1)/n, broadcast 1"),
-        C("correct", BOOL, "", "after timing, a fresh run's result matched the expected rank-dependent values on every rank"),
-        DEVICE, BACKEND, THREADS, HOSTNAME, STARTED_AT,
-    ),
-)  # fmt: skip
-
-CONTENTION = Table(
-    "contention", "contention/w<N>.parquet",
-    "An 8 MiB all-reduce and a compute burst (matrix products), each timed alone, then overlapped on the same "
-    "rank (the all-reduce launched asynchronously; on the CPU the burst polls it between pieces, on GPUs both "
-    "are timed with CUDA events from one start). Older runs "
-    "kept these as `collectives/contention-w<N>.parquet`; they are still read.",
-    (
-        RUN_ID, WORLD_SIZE,
-        C("bytes", I64, BYTES, "the all-reduce's message"),
-        C("compute_alone_ms", F64, MS, "the burst alone"),
-        C("compute_overlapped_ms", F64, MS, "the burst while the all-reduce was in flight"),
-        C("comm_alone_ms", F64, MS, "the all-reduce alone"),
-        C("comm_overlapped_ms", F64, MS, "the all-reduce while the burst ran"),
-        C("compute_slowdown", F64, RATIO, "how much slower compute runs while an all-reduce is in flight (the burst's extra time spread over the all-reduce's duration; ≥ 1)"),
-        C("comm_slowdown", F64, RATIO, "`comm_overlapped_ms / comm_alone_ms` (≥ 1)"),
-        DEVICE, BACKEND, THREADS, HOSTNAME,
-    ),
-)  # fmt: skip
-
-GRADPROFILE = Table(
-    "gradprofile", "gradprofile/<workload>-<size>-b<batch>-<dtype>-<optimizer>.parquet",
-    "Written by a bench run after its first configuration of each workload setup at world size 1 (or by "
-    "`ddpbench predict`): one row per parameter, in `model.parameters()` order, shared ones once.",
-    (
-        RUN_ID, WORKLOAD, SIZE, BATCH_SIZE, DTYPE, OPTIMIZER, DEVICE, THREADS,
-        C("param_index", I32, "", "registration order (`model.parameters()`, shared parameters once)"),
-        C("param_name", STR, "", "the parameter's name"),
-        C("numel", I64, COUNT, "its elements"),
-        C("bytes", I64, BYTES, "its gradient's size"),
-        C("param_dtype", STR, "", "its dtype"),
-        C("requires_grad", BOOL, "", "whether it gets a gradient"),
-        C("ready_ms", F64, MS, "median over the profiled steps of when its gradient was accumulated, after backward began (post-accumulate-grad hook; CUDA events on GPUs)"),
-        C("forward_ms", F64, MS, "the profiled steps' median forward, on every row"),
-        C("backward_ms", F64, MS, "their median backward, on every row"),
-        C("optimizer_ms", F64, MS, "their median optimizer step, on every row"),
-        C("steps", I32, COUNT, "profiled steps (after warm-up)"),
-    ),
-)  # fmt: skip
-
-PREDICTIONS = Table(
-    "predictions", "predictions.parquet",
-    "The step-time model against the run's bucket sweeps (`ddpbench predict`, `ddpbench report`): per `stock` "
-    "bucket-cap configuration at world size ≥ 2 (repeats pooled) with a profile and a network.",
-    (
-        WORKLOAD, SIZE, IMPL, WORLD_SIZE, BUCKET_CAP_MB,
-        C("measured_ms", F64, MS, "median over repeats of `step_ms_median`"),
-        C("predicted_raw_ms", F64, MS, "the simulated DDP schedule on the world-size-1 profile as measured, without contention"),
-        C("predicted_ms", F64, MS, "the same, calibrated on the run's own configurations without communication, without contention"),
-        C("predicted_contention_ms", F64, MS, "calibrated, with the measured contention (null where none was measured)"),
-        C("compute_scale", F64, RATIO, "`local` step at this world size / the profile's step: how much ranks sharing the machine slow compute"),
-        C("reducer_ms", F64, MS, "DDP's own cost with nothing to communicate: median `stock` (every cap) − `local` at world size 1, × (`local` at this world size / at 1), added to backward"),
-        C("buckets", I32, COUNT, "buckets in the simulated assignment"),
-        NETWORK,
-    ),
-)  # fmt: skip
-
-FLOOR = Table(
-    "floor", "floor.parquet",
-    "Each configuration's communication floor (written with `predictions.parquet`), where it has one: strategies "
-    "that all-reduce their whole gradient and update every parameter on every rank; none for `local`, "
-    "`dataparallel`, `rpc_hybrid`, a PowerSGD hook, nor `zero` and `fsdp` (each rank updates 1/n of the "
-    "parameters, so `local_ms` bounds nothing).",
-    (
-        CONFIG_ID, WORLD_SIZE, GRAD_BYTES,
-        C("allreduce_ms", F64, MS, "one all-reduce of the bytes the configuration sends at the network's α and bus bandwidth: `grad_bytes`; 2 bytes an element under an fp16/bf16 hook"),
-        C("local_ms", F64, MS, "`local` (no communication) step time at the same world size and setup"),
-        C("floor_ms", F64, MS, "`max(local_ms, allreduce_ms)`: this configuration cannot be faster (it computes at least the local step and sends at least those bytes)"),
-        C("step_ms", F64, MS, "the configuration's measured step time"),
-        NETWORK,
-    ),
-)  # fmt: skip
-
-TABLES = {t.name: t for t in (CONFIGS, STEPS, RANKS, TIMELINE, RECOMMENDATIONS, COLLECTIVES, CONTENTION,
-                              GRADPROFILE, PREDICTIONS, FLOOR)}  # fmt: skip
+RUN_TABLES = {t.name: t for t in (CONFIGS, STEPS, RANKS, TIMELINE)}
+"""The per-configuration tables; the run's other tables are harness.results.model_columns'."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.results import columns, layout
+from harness.results import columns, layout, model_columns
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs" / "results.md"
@@ -36,7 +36,7 @@ def render_table(table: columns.Table) -> str:
 
 
 def render_tables() -> str:
-    return "\n\n".join(render_table(table) for table in columns.TABLES.values())
+    return "\n\n".join(render_table(table) for table in model_columns.TABLES.values())
 
 
 def render_map() -> str:

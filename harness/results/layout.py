@@ -11,6 +11,7 @@ run (pandas, pyarrow, duckdb) never see them as results.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import re
 import secrets
@@ -133,6 +134,22 @@ class RunFolder:
     @property
     def liveness(self) -> Path:
         return self.root / LIVENESS
+
+
+NAME_LIMIT = 60
+"""The longest name (a workload's, a part of a config id) that goes into a file name; longer ones end in a hash."""
+
+
+def bounded(name: str, limit: int = 2 * NAME_LIMIT) -> str:
+    """`name` if short enough, else its start and a hash of the whole: still unique, and short."""
+    if len(name) <= limit:
+        return name
+    return f"{name[: limit - 9]}~{hashlib.sha1(name.encode()).hexdigest()[:8]}"
+
+
+def safe_name(text: str, *, limit: int = NAME_LIMIT) -> str:
+    """`text` as (part of) a file name in a run folder: letters, digits, '.', '_', '-' (anything else '_')."""
+    return bounded(re.sub(r"[^A-Za-z0-9._-]", "_", text), limit)
 
 
 def costs_path(plan_path: Path) -> Path:

@@ -14,23 +14,23 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.results import columns, layout
+from harness.results import columns, layout, model_columns
 from harness.results.store import (
     COLLECTIVES_KIND,
     conformed,
     first_line,
-    read_table_file,
-    warn_skipped,
-    unified,
     read_json,
+    read_table_file,
+    unified,
+    warn_skipped,
     write_parquet,
 )
 
-COLLECTIVE_SCHEMA = columns.COLLECTIVES.schema
-CONTENTION_SCHEMA = columns.CONTENTION.schema
-GRADPROFILE_SCHEMA = columns.GRADPROFILE.schema
-PREDICTION_SCHEMA = columns.PREDICTIONS.schema
-FLOOR_SCHEMA = columns.FLOOR.schema
+COLLECTIVE_SCHEMA = model_columns.COLLECTIVES.schema
+CONTENTION_SCHEMA = model_columns.CONTENTION.schema
+GRADPROFILE_SCHEMA = model_columns.GRADPROFILE.schema
+PREDICTION_SCHEMA = model_columns.PREDICTIONS.schema
+FLOOR_SCHEMA = model_columns.FLOOR.schema
 
 
 def collectives_dir(run: Path) -> Path:
@@ -96,18 +96,18 @@ def _read_parts(folder: Path, pattern: str, spec: columns.Table) -> pd.DataFrame
 
 
 def read_collectives(run: Path) -> pd.DataFrame:
-    return _read_parts(collectives_dir(run), "w*.parquet", columns.COLLECTIVES)
+    return _read_parts(collectives_dir(run), "w*.parquet", model_columns.COLLECTIVES)
 
 
 def read_contention(run: Path) -> pd.DataFrame:
-    frames = [_read_parts(contention_dir(run), "w*.parquet", columns.CONTENTION),
-              _read_parts(collectives_dir(run), "contention-w*.parquet", columns.CONTENTION)]  # fmt: skip
+    frames = [_read_parts(contention_dir(run), "w*.parquet", model_columns.CONTENTION),
+              _read_parts(collectives_dir(run), "contention-w*.parquet", model_columns.CONTENTION)]  # fmt: skip
     found = [frame for frame in frames if not frame.empty]
     return pd.concat(found, ignore_index=True) if found else frames[0]
 
 
 def gradprofile_path(run: Path, *, workload: str, size: str, batch_size: int, dtype: str, optimizer: str) -> Path:
-    return Path(run) / layout.GRADPROFILE / f"{workload}-{size}-b{batch_size}-{dtype}-{optimizer}.parquet"
+    return Path(run) / layout.GRADPROFILE / f"{layout.safe_name(workload)}-{size}-b{batch_size}-{dtype}-{optimizer}.parquet"
 
 
 def write_gradprofile(path: Path, rows: list[dict[str, Any]]) -> None:
@@ -115,7 +115,7 @@ def write_gradprofile(path: Path, rows: list[dict[str, Any]]) -> None:
 
 
 def read_gradprofiles(run: Path) -> pd.DataFrame:
-    return _read_parts(Path(run) / layout.GRADPROFILE, "*.parquet", columns.GRADPROFILE)
+    return _read_parts(Path(run) / layout.GRADPROFILE, "*.parquet", model_columns.GRADPROFILE)
 
 
 def write_model_tables(run: Path, *, predictions: list[dict[str, Any]], floor: list[dict[str, Any]]) -> None:
@@ -125,8 +125,8 @@ def write_model_tables(run: Path, *, predictions: list[dict[str, Any]], floor: l
 
 
 def read_predictions(run: Path) -> pd.DataFrame:
-    return read_table_file(Path(run) / layout.PREDICTIONS, columns.PREDICTIONS)
+    return read_table_file(Path(run) / layout.PREDICTIONS, model_columns.PREDICTIONS)
 
 
 def read_floor(run: Path) -> pd.DataFrame:
-    return read_table_file(Path(run) / layout.FLOOR, columns.FLOOR)
+    return read_table_file(Path(run) / layout.FLOOR, model_columns.FLOOR)

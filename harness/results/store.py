@@ -12,10 +12,7 @@ nothing visible and loses nothing that was finished.
 
 from __future__ import annotations
 
-import json
 import logging
-import os
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.results import columns, layout, values
+from harness.results import columns, layout, model_columns, values
 from harness.results.files import atomic_write, read_json, write_json  # noqa: F401 (the store writes through these)
 from harness.results.layout import RunFolder
 from harness.results.migrate import (  # noqa: F401 (the store's readers and writers answer for these)
@@ -45,7 +42,7 @@ CONFIG_SCHEMA = columns.CONFIGS.schema
 STEP_SCHEMA = columns.STEPS.schema
 RANK_SCHEMA = columns.RANKS.schema
 TIMELINE_SCHEMA = columns.TIMELINE.schema
-RECOMMENDATION_SCHEMA = columns.RECOMMENDATIONS.schema
+RECOMMENDATION_SCHEMA = model_columns.RECOMMENDATIONS.schema
 COLLECTIVES_KIND = "collectives"  # run.json's "kind" of a `ddpbench collectives` run
 
 
@@ -222,7 +219,7 @@ def warm_up() -> None:
 
 def write_recommendations(run: Path, frame: pd.DataFrame) -> None:
     """The bucket-cap recommendations of a sweep, next to its parts (rewritten after a resume)."""
-    spec = columns.RECOMMENDATIONS
+    spec = model_columns.RECOMMENDATIONS
     unknown = set(frame.columns) - set(spec.names)
     if unknown:
         raise KeyError(f"columns not in the schema: {sorted(unknown)}")
@@ -232,7 +229,7 @@ def write_recommendations(run: Path, frame: pd.DataFrame) -> None:
 
 
 def read_recommendations(run: Path) -> pd.DataFrame:
-    return read_table_file(Path(run) / layout.RECOMMENDATIONS, columns.RECOMMENDATIONS, empty=pd.DataFrame())
+    return read_table_file(Path(run) / layout.RECOMMENDATIONS, model_columns.RECOMMENDATIONS, empty=pd.DataFrame())
 
 
 def read_table_file(path: Path, spec: columns.Table, *, empty: pd.DataFrame | None = None) -> pd.DataFrame:

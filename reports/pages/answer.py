@@ -21,7 +21,7 @@ from harness.analysis import roles, stats
 from harness.analysis.overlap import overlap_efficiency
 from harness.results.values import options_of
 from reports.aggregate import RunData, strategy_label, world_label
-from reports.pages.html import esc, table
+from reports.pages.html import esc, name_html, table
 
 MISSING = "—"
 SIGNIFICANT, NOT_SIGNIFICANT, TOO_FEW = "significant", "not significant", stats.TOO_FEW
@@ -358,7 +358,7 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
         if frame.empty:
             continue
         size = run.configs.loc[run.configs["workload"] == workload, "size"].dropna()
-        parts.append(f"<h3>{esc(workload)}{esc('/' + str(size.iloc[0])) if len(size) else ''}</h3>")
+        parts.append(f"<h3>{name_html(workload)}{esc('/' + str(size.iloc[0])) if len(size) else ''}</h3>")
         for _, group in frame.groupby("world_size", sort=True):
             reference = reference_row(group)
             stand_in |= reference is not None and bool(reference["options"])

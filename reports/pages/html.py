@@ -32,6 +32,19 @@ def esc(value: Any) -> str:
     return html.escape("" if value is None or (isinstance(value, float) and pd.isna(value)) else str(value))
 
 
+SHORT_NAME = 48
+"""Longer names (a workload file's, a zoo model's with its options) are shortened on a page, whole in a tooltip."""
+
+
+def name_html(name: Any, limit: int = SHORT_NAME) -> str:
+    """A name for a page, escaped: shortened past `limit` characters (its whole in the tooltip)."""
+    text = esc(name)
+    whole = "" if name is None else str(name)
+    if len(whole) <= limit:
+        return text
+    return f'<span title="{esc(whole)}">{esc(whole[: limit - 1])}…</span>'
+
+
 def page(title: str, body: str, *, depth: int, plots: bool = True) -> str:
     """A whole page; only pages with plots load plotly.js (4 MB of script to parse)."""
     script = f'<script src="{"../" * depth}{PLOTLY_ASSET}"></script>' if plots else ""

@@ -12,7 +12,7 @@ import pandas as pd
 
 from reports.aggregate import RunData, machine_summary
 from reports.pages import alerts, answer, profiles
-from reports.pages.html import FigureList, esc, facts_table, page, table
+from reports.pages.html import FigureList, esc, facts_table, name_html, page, table
 from reports.pages.run_sections import (
     bucket_section,
     config_cell,
@@ -157,6 +157,19 @@ def environment_section(meta: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def workloads_section(meta: dict[str, Any]) -> str:
+    """Which code each workload ran: its spec and kind, the file that defines it and a hash of its content
+    (run.json's `workloads`; runs made before it have none)."""
+    recorded = meta.get("workloads") or {}
+    if not recorded:
+        return ""
+    rows = [[name_html(name), esc(w.get("kind")), name_html(w.get("path") or w.get("spec"), 80),
+             esc((w.get("sha256") or "")[:16]), esc(json.dumps(w.get("options") or {}, sort_keys=True))]
+            for name, w in recorded.items()]  # fmt: skip
+    return "<h3>Workloads: the code that ran</h3>" + table(["workload", "kind", "file or spec", "sha256", "options"],
+                                                            rows)  # fmt: skip
+
+
 RESUME_COMMAND = ".venv/bin/ddpbench bench"  # as `make setup` installs it (README)
 
 SECTIONS = (fastest_section, scaling_section, bucket_section, time_section, model_section, memory_section,
@@ -169,6 +182,7 @@ def run_page(run: RunData) -> str:
     parts = [header(run), answer.answer_section(run, workloads)]
     parts.extend(section(run, workloads, figs) for section in SECTIONS)
     parts.append(profiles.profiles_section(run.configs, run.traces, run_href=run.run_href, run_path=run.run_path))
+    parts.append(workloads_section(run.meta))
     parts.append(environment_section(run.meta))
     parts.append("<h2>Configurations</h2>" + configs_table(run.configs))
     return page(f"ddpbench run {run.meta['run_id']}", "\n".join(parts), depth=1)

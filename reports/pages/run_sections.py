@@ -9,16 +9,17 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis import roles, stats, sweep
+from harness.analysis import roles, stats, sweep, why
 from harness.results.values import options_words
 from reports import aggregate
 from reports.aggregate import RunData, world_sizes
+from reports.figures import gap as gapfigures
 from reports.figures import network as netfigures
 from reports.figures import steps as stepfigures
 from reports.figures import strategies as figures
 from reports.figures import timeline as timelinefigures
 from reports.pages import takeaways
-from reports.pages.html import FigureList, esc, format_number, table
+from reports.pages.html import FigureList, esc, format_number, name_html, table
 
 BEATS_REFERENCE = (
     f"beats the {stats.REFERENCE_CAP_MB:g} MiB cap significantly and by at least {stats.DEFAULT_THRESHOLD * 100:g} %"
@@ -53,6 +54,12 @@ CAPTIONS = {
     "on the run's own steps without communication (local at this world size, DDP at one rank), and with the "
     "measured compute/communication contention. The legend gives each curve's MAPE and best cap (several where "
     f"they tie within {stats.TIE_TOLERANCE:.1%}).",
+    "gap": "Each bar is one configuration's cost over local at the same world size (its mean step on the slowest "
+    "rank less local's), split into parts that are each measured: communication no compute hid, the part of it "
+    "spent waiting for a rank that launched later, compute slower than local's (below zero where faster), time "
+    "neither computing nor communicating (the strategy's own work), and the residual, what local's own step holds "
+    "beyond its compute. They add up to the gap (the black tick). Only configurations whose collectives were timed "
+    "(stock and zero with --bucket-timeline).",
     "breakdown": "Each bar is one configuration's mean step on its slowest rank (the rank with the longest mean "
     "step; measured steps only), split into the mean of each segment over those steps: the segments add up to that "
     "mean step, which can differ from the median step the answer ranks by. The red segment is measured "
@@ -97,6 +104,8 @@ def config_cell(column: str, value: Any, digits: int | None) -> str:
         return f"{value:.2e}"
     if column == "impl_options":
         return esc(options_text(value))
+    if column in ("workload", "config_id"):
+        return name_html(value)
     if column == "step_ms_cv" and not missing and value > stats.NOISY_CV:
         return f"<b>{value:.3f} noisy</b>"
     if digits is not None:
@@ -188,11 +197,28 @@ def time_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
         parts.append(
             figs.add(stepfigures.time_breakdown(run.configs, run.phases, workload=workload), CAPTIONS["breakdown"])
         )
+        parts.extend(why_slower(run, workload, figs))
         exposed = stepfigures.exposed_communication(run.configs, workload=workload)
         if exposed is not None:
             parts.append(figs.add(exposed, CAPTIONS["exposed"]))
         parts.extend(timeline_figures(run, workload, figs))
     return "\n".join(parts)
+
+
+def why_slower(run: RunData, workload: str, figs: FigureList) -> list[str]:
+    """The gap over local taken apart, as a figure and a sentence per configuration (harness.analysis.why)."""
+    figure = gapfigures.gap_breakdown(run.configs, workload=workload)
+    if figure is None:
+        return []
+    rows = run.configs[(run.configs["workload"] == workload) & run.configs["gap_ms"].notna()]
+    cores = (run.meta.get("environment") or {}).get("cpu_count")
+    same = run.configs[run.configs["workload"] == workload]
+    said = []
+    for _, row in rows.sort_values("config_id").iterrows():
+        sentence, slow = why.sentence(row, same, cores=cores), why.slow_rank_words(row)
+        said += [sentence, f"{row['impl']}: {slow}" if slow and slow not in (sentence or "") else None]
+    items = "".join(f"<li>{esc(line)}</li>" for line in said if line)
+    return [figs.add(figure, CAPTIONS["gap"]), f"<ul class=why>{items}</ul>" if items else ""]
 
 
 def timeline_figures(run: RunData, workload: str, figs: FigureList) -> list[str]:
@@ -212,7 +238,7 @@ def timeline_figures(run: RunData, workload: str, figs: FigureList) -> list[str]
 
 def takeaway(workload: str, sentence: str) -> str:
     """The section's one-sentence answer for `workload`, computed from the run ("" when there is none)."""
-    return f"<p class=takeaway><b>{esc(workload)}:</b> {esc(sentence)}</p>" if sentence else ""
+    return f"<p class=takeaway><b>{name_html(workload)}:</b> {esc(sentence)}</p>" if sentence else ""
 
 
 def frontier_caption(configs: pd.DataFrame) -> str:

@@ -4,24 +4,12 @@ DDPBENCH_FAULT it cannot read, an option given twice, an empty cap list; repeate
 from __future__ import annotations
 
 import pytest
+from bad_input import refused
 
 from harness import cli
 from harness.commands import bench
 from harness.config import bench as cfgmod
 from harness.config import grid
-
-
-def refused(capsys, tmp_path, *args: str) -> str:
-    results = tmp_path / "results"
-    try:
-        code = cli.main(["bench", "--results", str(results), "--size", "tiny", "--steps", "1", *args])
-    except SystemExit as exit_:  # argparse's own refusal
-        code = exit_.code
-    captured = capsys.readouterr()
-    assert code == 2, captured
-    assert captured.err.count("\n") == 1 and "Traceback" not in captured.err, captured.err
-    assert not results.exists()  # nothing written
-    return captured.err
 
 
 @pytest.mark.parametrize(
@@ -47,18 +35,24 @@ def test_a_config_made_in_code_refuses_non_finite_values_too():
 @pytest.mark.parametrize(
     ("fault", "said"),
     [
-        ("bogus", "DDPBENCH_FAULT kind 'bogus' is not one of raise, oom, stop, kill, exit"),
+        ("bogus", "DDPBENCH_FAULT kind 'bogus' is not one of raise, oom, stop, kill, exit, slow"),
         ("explode:rank=1", "DDPBENCH_FAULT kind 'explode' is not one of"),
-        ("kill:color=red", "DDPBENCH_FAULT condition 'color' is not one of impl, world, repeat, rank, step"),
+        ("kill:color=red", "DDPBENCH_FAULT condition 'color' is not one of impl, world, repeat, rank, step, ms"),
         ("kill:rank=1,step=abc", "DDPBENCH_FAULT step='abc' is not a whole number ≥ 0"),
         ("kill:rank", "DDPBENCH_FAULT condition 'rank' has no value"),
         ("kill:rank=1;raise:step=-1", "DDPBENCH_FAULT step='-1' is not a whole number ≥ 0"),
+        ("slow:rank=1", "DDPBENCH_FAULT ms=M (M > 0) goes with slow, and slow needs it"),
+        ("slow:rank=1,ms=0", "DDPBENCH_FAULT ms=M (M > 0) goes with slow, and slow needs it"),
+        ("kill:rank=1,ms=20", "DDPBENCH_FAULT ms=M (M > 0) goes with slow, and slow needs it"),
     ],
 )
 def test_a_fault_switch_it_cannot_read_is_bad_input_before_any_run_folder(capsys, tmp_path, monkeypatch, fault, said):
     monkeypatch.setenv("DDPBENCH_FAULT", fault)
     err = refused(capsys, tmp_path, "--impls", "stock")
-    assert said in err and "kinds raise, oom, stop, kill, exit, conditions impl, world, repeat, rank, step" in err
+    assert (
+        said in err
+        and "kinds raise, oom, stop, kill, exit, slow, conditions impl, world, repeat, rank, step, ms" in err
+    )
     assert f"DDPBENCH_FAULT={fault!r}" in err
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from harness.handoff import faults, liveness
 from harness.launch import supervise
@@ -95,6 +96,16 @@ def test_the_fault_switch_parses_its_conditions_and_rejects_nonsense():
         faults.Fault.parse("melt:rank=1")
     with pytest.raises(ValueError, match="'node' is not one of"):
         faults.Fault.parse("kill:node=1")
+
+
+def test_a_slow_fault_holds_every_step_from_its_step_on_and_fires_nothing():
+    slow = faults.Fault.parse("slow:rank=1,ms=20,step=3")
+    assert (slow.kind, slow.ms) == ("slow", 20)
+    assert [slow.applies(impl="stock", world=2, rank=1, step=s) for s in range(6)] == [False] * 3 + [True] * 3
+    assert not slow.applies(impl="stock", world=2, rank=0, step=4)
+    stop = faults.Fault.parse("stop:rank=1,step=3")
+    assert [stop.applies(impl="stock", world=2, rank=1, step=s) for s in range(6)] == [False] * 3 + [True] + [False] * 2
+    slow.fire(torch.device("cpu"))  # returns: its whole effect is delay_backward
 
 
 def test_out_of_memory_is_recognised_on_cuda_and_on_the_cpu():

@@ -9,13 +9,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from harness.results import columns, docs, model_tables, store, values
+from harness.results import columns, docs, model_columns, model_tables, store, values
 
 
 def test_docs_results_md_holds_the_tables_the_dictionary_renders():
     committed = docs.DOCS.read_text()
     assert committed == docs.render(committed), "docs/results.md is stale: run `python -m harness.results.docs`"
-    for table in columns.TABLES.values():
+    for table in model_columns.TABLES.values():
         for name in table.names:
             assert f"| `{name}` |" in committed
 
@@ -23,12 +23,12 @@ def test_docs_results_md_holds_the_tables_the_dictionary_renders():
 def test_results_readme_holds_the_map_the_layout_renders():
     committed = docs.README.read_text()
     assert committed == docs.render_readme(committed), "results/README.md is stale: run `python -m harness.results.docs`"
-    for table in columns.TABLES.values():  # every table's files are on the map
+    for table in model_columns.TABLES.values():  # every table's files are on the map
         assert f"`{table.files.split('/')[0]}" in committed, table.files
 
 
 def test_every_column_has_a_unit_field_and_a_meaning_and_appears_once_per_table():
-    for table in columns.TABLES.values():
+    for table in model_columns.TABLES.values():
         assert len(set(table.names)) == len(table.names), table.name
         for column in table.columns:
             assert column.meaning.strip() and "\n" not in column.meaning, (table.name, column.name)
@@ -42,7 +42,8 @@ def test_the_store_schemas_are_the_dictionarys():
     assert store.CONFIG_SCHEMA.equals(columns.CONFIGS.schema, check_metadata=True)
     assert store.STEP_SCHEMA.names == ["run_id", "config_id", "rank", "step", "warmup", "step_ms",
                                        *columns.PHASE_COLUMNS, "comm_ms", "exposed_comm_ms",
-                                       "exposed_backward_ms"]  # fmt: skip
+                                       "exposed_backward_ms", "compute_ms", "waiting_ms", "rest_ms",
+                                       "late_by_ms"]  # fmt: skip
     assert store.TIMELINE_SCHEMA.equals(columns.TIMELINE.schema, check_metadata=True)
     assert columns.CONFIGS.column("achieved_tflops").unit == "TFLOP/s"
 
@@ -70,7 +71,7 @@ def test_a_freshly_written_part_carries_each_columns_unit_and_meaning(tmp_path):
         assert part_metadata(path) == expected_metadata(table)
         assert pq.read_schema(path).remove_metadata().equals(table.schema.remove_metadata())
     model_tables.write_model_tables(tmp_path, predictions=[], floor=[])
-    assert part_metadata(tmp_path / "floor.parquet") == expected_metadata(columns.FLOOR)
+    assert part_metadata(tmp_path / "floor.parquet") == expected_metadata(model_columns.FLOOR)
 
 
 def test_options_lists_and_timestamps_are_stored_typed_and_read_back(tmp_path):

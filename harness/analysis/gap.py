@@ -1,0 +1,169 @@
+"""Why a configuration is slower than `local`: its step minus the baseline's at the same world size,
+taken apart into measured parts, and the rank the others wait for.
+
+Per step and rank (from the phases and the bucket timeline, harness.analysis.overlap):
+
+- compute: forward, backward up to its last gradient, optimizer, less blocking collectives;
+- exposed communication: collectives in flight with no compute running;
+- waiting: the part of that exposed time during which a collective of this rank was in flight only
+  because another rank launched the same collective later;
+- the rest: time in the step that is neither compute nor communication (the strategy's own work
+  outside both: DDP copying buckets back, an optimizer wrapper, hooks).
+
+The parts of a step add up to it exactly (step = compute + exposed + rest). Per configuration, over
+its measured steps, as the rank that waited most in each step sees it (waiting_view):
+
+    gap = step − baseline step = exposed (not waiting) + waiting + slower compute + rest + residual
+
+where slower compute is compute − the baseline's compute, and the residual is what the baseline's
+step holds beyond its compute (its own sync phase and gaps): named, never hidden, and small.
+
+**How late a rank launched**, without a common clock across ranks (none exists across nodes, nor
+between GPUs' event clocks): an all-reduce completes on every rank within its last transfer, so a
+rank that launched a collective early waits for the latest launcher; its collective's time in flight
+exceeds the latest launcher's by that wait. So per collective (step, bucket), rank r waited
+`in_flight(r) − min over ranks of in_flight`, and the rank with the shortest time in flight launched
+last, late by the longest wait. Pure functions: the worker's rank 0 calls them with every rank's rows.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+from harness.analysis.overlap import Interval, clipped, compute_intervals, length, merged, minus, phase_bounds
+
+LATE_MIN_STEPS = 10
+"""A slow rank is named only from at least this many measured steps: with fewer, chance alone makes one
+rank last in most of them (at 2 ranks and 4 steps, in 3 of 4 with a chance of 5 in 8)."""
+LATE_STEPS_SHARE = 0.95
+"""…last in at least this share of them: chance alone, at 2 ranks and 10 steps, makes one rank last in all
+10 0.2 % of the time. Ranks sharing a CPU's cores fall into turns (one computes while the other waits, then
+faster): quiet 2-core runs showed a rank late by 10-20 % of the step in 75-90 % of steps with no fault at
+all; a straggler is late in every step (docs/statistics.md)."""
+LATE_MARGIN = 0.15
+"""…and late by at least this share of the step (median over the steps it was last in)."""
+LATE_FLOOR_MS = 1.0
+"""…and by at least this much (below it, scheduling noise on a loaded CPU)."""
+SMALL_PART = 0.10
+"""A part under this share of the gap is not worth a word in the sentence."""
+
+
+def _spans(collectives: Sequence[dict[str, Any]], sync_end: float) -> list[Interval]:
+    return [(c["launched_ms"], c["done_ms"] if c.get("done_ms") is not None else sync_end) for c in collectives]
+
+
+def step_parts(phases: dict[str, float], collectives: Sequence[dict[str, Any]], waits: dict[int, float]) -> dict:
+    """One step of one rank: compute_ms, exposed_comm_ms, waiting_ms (exposed time in which a collective
+    was in flight only for a later launch elsewhere: `waits` maps the collective's bucket to how long
+    it waited, counted from its launch), rest_ms (neither compute nor communication)."""
+    bounds = phase_bounds(phases)
+    step_end = bounds["optimizer"][1]
+    spans = _spans(collectives, bounds["sync"][1])
+    blocked = [span for span, c in zip(spans, collectives, strict=True) if c.get("blocking")]
+    compute = compute_intervals(phases, [c["ready_ms"] for c in collectives], blocked)
+    in_flight = merged(spans)
+    exposed = minus(in_flight, compute)
+    waiting_spans = [(c["launched_ms"], c["launched_ms"] + waits.get(c["bucket"], 0.0)) for c in collectives]
+    waiting = length(clipped(minus(exposed, minus(exposed, merged(waiting_spans))), (0.0, step_end)))
+    busy = merged([*compute, *in_flight])
+    return {
+        "compute_ms": length(compute),
+        "exposed_comm_ms": length(exposed),
+        "waiting_ms": waiting,
+        "rest_ms": max(0.0, step_end - length(clipped(busy, (0.0, step_end)))),
+    }
+
+
+def waits_per_rank(collectives_by_rank: Sequence[Sequence[dict[str, Any]]]) -> list[dict[tuple[int, int], float]]:
+    """Per rank, {(step, bucket): how long its collective waited for the latest launcher}: its time in
+    flight less the shortest time in flight any rank had for that collective. A collective some rank
+    did not complete (no stamp), or that not every rank ran, waits for nothing."""
+    flights: dict[tuple[int, int], dict[int, float]] = {}
+    for rank, rows in enumerate(collectives_by_rank):
+        for row in rows:
+            if row.get("done_ms") is not None:
+                flights.setdefault((row["step"], row["bucket"]), {})[rank] = row["done_ms"] - row["launched_ms"]
+    ranks = len(collectives_by_rank)
+    waits: list[dict[tuple[int, int], float]] = [{} for _ in range(ranks)]
+    for key, by_rank in flights.items():
+        if len(by_rank) == ranks:
+            shortest = min(by_rank.values())
+            for rank, flight in by_rank.items():
+                waits[rank][key] = flight - shortest
+    return waits
+
+
+def late_per_step(waits: Sequence[dict[tuple[int, int], float]]) -> dict[int, tuple[int, float]]:
+    """Per step, (the rank that launched last, by how much): the rank that kept the others waiting
+    longest in that step, and that longest wait (over its collectives)."""
+    by_step: dict[int, dict[int, float]] = {}
+    for key in set().union(*(w.keys() for w in waits)) if waits else ():
+        step = key[0]
+        if not all(key in w for w in waits):
+            continue
+        shortest_rank = min(range(len(waits)), key=lambda r: waits[r][key])
+        longest_wait = max(w[key] for w in waits)
+        slot = by_step.setdefault(step, {})
+        slot[shortest_rank] = max(slot.get(shortest_rank, 0.0), longest_wait)
+    return {step: max(late.items(), key=lambda item: item[1]) for step, late in by_step.items()}
+
+
+def slowest_rank(late: dict[int, tuple[int, float]], step_ms: float, *, world_size: int) -> dict[str, Any]:
+    """The rank the others wait for, or none: from at least LATE_MIN_STEPS steps, last in at least
+    LATE_STEPS_SHARE of them, late by at least LATE_MARGIN of the step (and LATE_FLOOR_MS) in the median of
+    those steps. A balanced run, where every rank is last about 1/world_size of the time, names none."""
+    empty = {"slowest_rank": None, "slowest_rank_late_ms": None, "slowest_rank_share": None}
+    if world_size < 2 or len(late) < LATE_MIN_STEPS or not step_ms:
+        return empty
+    counts: dict[int, list[float]] = {}
+    for rank, lateness in late.values():
+        counts.setdefault(rank, []).append(lateness)
+    rank, latenesses = max(counts.items(), key=lambda item: (len(item[1]), sum(item[1])))
+    share, typical = len(latenesses) / len(late), statistics.median(latenesses)
+    if share >= LATE_STEPS_SHARE and typical >= max(LATE_MARGIN * step_ms, LATE_FLOOR_MS):
+        return {"slowest_rank": rank, "slowest_rank_late_ms": typical, "slowest_rank_share": share}
+    return empty
+
+
+GAP_PARTS = ("gap_exposed_comm_ms", "gap_waiting_ms", "gap_slower_compute_ms", "gap_rest_ms", "gap_residual_ms")
+
+
+def decompose(view: Sequence[dict[str, float]], baseline: dict[str, float] | None, *, step_ms: float | None = None
+              ) -> dict[str, float | None]:  # fmt: skip
+    """The gap over the baseline, taken apart: `view` holds one rank's row per measured step (step_ms and
+    step_parts' figures: the rank that waited most, waiting_view), `baseline` the baseline configuration's
+    mean step and compute at the same world size and setup ({"step_ms", "compute_ms"}), `step_ms` the
+    configuration's mean step (the view's own by default). Means over the steps, so that the parts add up;
+    the residual is the baseline's time beyond its compute and the step's difference between ranks."""
+    empty = dict.fromkeys(("gap_ms", *GAP_PARTS))
+    if not view or baseline is None or baseline.get("step_ms") is None or baseline.get("compute_ms") is None:
+        return empty
+    mean = {key: statistics.fmean(step[key] for step in view)
+            for key in ("step_ms", "compute_ms", "exposed_comm_ms", "waiting_ms", "rest_ms")}  # fmt: skip
+    parts = {
+        "gap_exposed_comm_ms": mean["exposed_comm_ms"] - mean["waiting_ms"],
+        "gap_waiting_ms": mean["waiting_ms"],
+        "gap_slower_compute_ms": mean["compute_ms"] - baseline["compute_ms"],
+        "gap_rest_ms": mean["rest_ms"],
+    }
+    gap = (mean["step_ms"] if step_ms is None else step_ms) - baseline["step_ms"]
+    return {"gap_ms": gap, **parts, "gap_residual_ms": gap - sum(parts.values())}
+
+
+def waiting_view(steps: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per measured step, the row of the rank that waited most for the others (the slowest rank's row
+    where none waited). Every rank's step is the step time within the last transfer, since each waits
+    in the same collectives; but the waits are seen only from the ranks that waited: the late rank's own
+    view shows the same gap as its slower compute. A straggler's cost is told as the others' wait, and
+    the straggler is named beside it (slowest_rank)."""
+    chosen: dict[int, dict[str, Any]] = {}
+    for row in steps:
+        if row["warmup"]:
+            continue
+        key = (row.get("waiting_ms") or 0.0, row["step_ms"])
+        held = chosen.get(row["step"])
+        if held is None or key > (held.get("waiting_ms") or 0.0, held["step_ms"]):
+            chosen[row["step"]] = row
+    return [chosen[step] for step in sorted(chosen)]

@@ -1,0 +1,158 @@
+"""One sentence per configuration: what its cost over `local` is made of, the part that dominates, and
+what to try, computed from its row's measured parts (harness.analysis.gap) and the run's other rows.
+
+    stock at 2 ranks is 1.31× local (+4.2 ms a step): 2.6 ms (62%) exposed communication (its last bucket,
+    15.2 of 27.3 MiB, is all-reduced after the last gradient: a smaller bucket_cap_mb overlaps more of
+    it), 1.1 ms (25%) slower compute (2 ranks share 2 CPU cores with the communication threads), 0.5 ms
+    (13%) the strategy's own work (…)
+
+The shares are of the gap, which the parts (and the residual) add up to; a part that is negative
+(compute faster than the baseline's) is said as such, so the others' shares can pass 100%.
+
+Advice is given only where the run's own data supports it; a part under SMALL_PART of the gap gets
+no words. Pure: rows in, text out.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from harness.analysis import roles
+from harness.analysis.gap import SMALL_PART
+
+NEGLIGIBLE = 0.05
+"""A gap under this share of the baseline's step is no cost worth explaining."""
+
+PART_WORDS = {
+    "gap_exposed_comm_ms": "exposed communication",
+    "gap_waiting_ms": "waiting for the slowest rank",
+    "gap_slower_compute_ms": "slower compute",
+    "gap_rest_ms": "the strategy's own work",
+}
+
+
+def _get(row: Any, column: str) -> Any:
+    value = row.get(column) if hasattr(row, "get") else None
+    return None if value is None or (isinstance(value, float) and pd.isna(value)) else value
+
+
+def largest_part(row: Any) -> str | None:
+    """The part of the gap that dominates (a column of PART_WORDS), or None without a gap."""
+    parts = {column: _get(row, column) for column in PART_WORDS}
+    known = {column: value for column, value in parts.items() if value is not None}
+    return max(known, key=known.get) if known and _get(row, "gap_ms") is not None else None
+
+
+def sentence(row: Any, run: pd.DataFrame | None = None, *, cores: int | None = None) -> str | None:
+    """What `row`'s gap over the baseline is made of and what to try; None where it has no measured gap
+    (world size 1, collectives not timed, no baseline). `run`: the run's rows (for what other strategies
+    of the same setup achieved); `cores`: the machine's CPU cores (where ranks share them)."""
+    gap, step = _get(row, "gap_ms"), _get(row, "step_ms_mean")
+    if gap is None or step is None:
+        return None
+    name = _strategy(row)
+    local = step - gap
+    repeat = _get(row, "repeat")
+    several = run is not None and "repeat" in run and run["repeat"].nunique() > 1
+    workloads = run is not None and "workload" in run and run["workload"].nunique() > 1
+    head = (
+        (f"{row['workload']}: " if workloads else "")
+        + f"{name} at {int(row['world_size'])} ranks"
+        + (f" (repeat {int(repeat)})" if several and repeat is not None else "")
+    )
+    if local <= 0 or gap < NEGLIGIBLE * local:
+        return f"{head} runs as fast as {roles.baseline_name()} ({step / local:.2f}×): data parallelism costs it " \
+               "nothing measurable here" if local > 0 else None  # fmt: skip
+    said = []
+    for column, words in sorted(PART_WORDS.items(), key=lambda item: -(_get(row, item[0]) or 0.0)):
+        value = _get(row, column) or 0.0
+        if value >= SMALL_PART * gap:
+            why = _advice(column, row, run, cores=cores)
+            said.append(f"{value:.1f} ms ({value / gap:.0%}) {words}" + (f" ({why})" if why else ""))
+    faster = -(_get(row, "gap_slower_compute_ms") or 0.0)
+    if faster >= SMALL_PART * gap:
+        turns = f" (its ranks take turns on the CPU cores, where {roles.baseline_name()}'s compute all at once)" \
+            if _get(row, "device") == "cpu" else ""  # fmt: skip
+        said.append(f"its compute {faster:.1f} ms faster than {roles.baseline_name()}'s{turns}")
+    return f"{head} is {step / local:.2f}× {roles.baseline_name()} (+{gap:.1f} ms a step): " + ", ".join(said)
+
+
+def _strategy(row: Any) -> str:
+    from harness.results.values import options_words
+
+    words = options_words(_get(row, "impl_options"))
+    return f"{row['impl']} {words}" if words else str(row["impl"])
+
+
+def _advice(column: str, row: Any, run: pd.DataFrame | None, *, cores: int | None) -> str:
+    if column == "gap_exposed_comm_ms":
+        return _communication_advice(row, run)
+    if column == "gap_waiting_ms":
+        rank = _get(row, "slowest_rank")
+        if rank is None:
+            return "the ranks take turns launching late: their work per step is uneven"
+        return f"rank {int(rank)} launches {_get(row, 'slowest_rank_late_ms'):.1f} ms late in " \
+               f"{_get(row, 'slowest_rank_share'):.0%} of steps; the others wait for it"  # fmt: skip
+    if column == "gap_slower_compute_ms":
+        world, threads = int(row["world_size"]), _get(row, "threads_per_rank")
+        if row.get("device") == "cpu" and cores and threads and world * threads >= cores:
+            return f"{world} ranks share {cores} CPU cores with the communication threads"
+        return "the strategy's hooks and copies into its buckets run inside the step"
+    if column == "gap_rest_ms":
+        return "outside compute and communication: copying buckets back, its optimizer wrapper"
+    return ""
+
+
+def _communication_advice(row: Any, run: pd.DataFrame | None) -> str:
+    """Why the communication is exposed, and what the run shows would hide more of it."""
+    hidden = _get(row, "overlap_efficiency") or 0.0
+    better = _better_overlap(row, run)
+    if bool(_get(row, "comm_after_backward")):
+        tail = f": {better}" if better else ""
+        return f"it communicates after backward by design, so nothing hides it{tail}"
+    buckets = _get(row, "bucket_sizes_mb")
+    if buckets is not None and len(buckets) and hidden < 0.5:
+        sizes = [float(b) for b in buckets]
+        tail = f"; {better}" if better else ""
+        if len(sizes) == 1:
+            return (f"its one bucket ({_mib(sizes[0])}) is all-reduced after the last gradient: a smaller "
+                    f"bucket_cap_mb splits it, so that backward hides part{tail}")  # fmt: skip
+        return (f"its last bucket, {_mib(sizes[-1])} of {_mib(sum(sizes))}, is all-reduced after the last gradient: "
+                f"a smaller bucket_cap_mb overlaps more of it{tail}")  # fmt: skip
+    comm, compute = _get(row, "comm_ms"), _get(row, "compute_ms")
+    if hidden >= 0.5 and comm is not None and compute is not None and comm > compute:
+        return f"it hides {hidden:.0%}, but its communication ({comm:.1f} ms) outlasts the compute that could hide it"
+    return better
+
+
+def _mib(value: float) -> str:
+    return f"{value:.1f} MiB" if value >= 0.1 else f"{value * 1024:.0f} KiB"
+
+
+def _better_overlap(row: Any, run: pd.DataFrame | None) -> str:
+    """'bucketed hides 42 % of its communication in this run': the strategy of the same setup and world size
+    that hid the most, where that is more than this one."""
+    if run is None or run.empty or "overlap_efficiency" not in run:
+        return ""
+    same = run[(run["workload"] == row["workload"]) & (run["world_size"] == row["world_size"])
+               & (run["status"] == "ok") & (run["impl"] != row["impl"])]  # fmt: skip
+    same = same.dropna(subset=["overlap_efficiency"])
+    if same.empty:
+        return ""
+    best = same.loc[same["overlap_efficiency"].idxmax()]
+    if best["overlap_efficiency"] <= (_get(row, "overlap_efficiency") or 0.0) + 0.1:
+        return ""
+    return f"{_strategy(best)} hides {best['overlap_efficiency']:.0%} of its communication in this run"
+
+
+def slow_rank_words(row: Any) -> str | None:
+    """'rank 1 is late by 18.0 ms per step in 91% of steps: it launches its collectives later; the others
+    wait for it'."""
+    rank = _get(row, "slowest_rank")
+    if rank is None:
+        return None
+    late, share = _get(row, "slowest_rank_late_ms") or 0.0, _get(row, "slowest_rank_share") or 0.0
+    return (f"rank {int(rank)} is late by {late:.1f} ms per step in {share:.0%} of steps: it launches its "
+            "collectives later (its work before them is slower); the others wait for it")  # fmt: skip

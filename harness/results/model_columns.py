@@ -1,0 +1,164 @@
+"""The column dictionary, continued: the tables beside a run's configurations (the sweep's
+recommendations, `ddpbench collectives`' measurements, the gradient-ready profiles, the performance
+model's predictions and floor). `TABLES` is every table of a run folder, these and columns.RUN_TABLES.
+"""
+
+# ruff: noqa: E501 (one column per line, its meaning included: the file reads as the table it declares)
+
+from __future__ import annotations
+
+from harness.results.columns import (
+    BACKEND,
+    BATCH_SIZE,
+    BOOL,
+    BUCKET_CAP_MB,
+    BYTES,
+    CONFIG_ID,
+    COUNT,
+    DEVICE,
+    DTYPE,
+    F64,
+    GRAD_BYTES,
+    HOSTNAME,
+    I32,
+    I64,
+    IMPL,
+    MIB_UNIT,
+    MS,
+    NETWORK,
+    NNODES,
+    OPTIMIZER,
+    RATIO,
+    RUN_ID,
+    RUN_TABLES,
+    SIZE,
+    STARTED_AT,
+    STR,
+    THREADS,
+    US,
+    WORKLOAD,
+    WORLD_SIZE,
+    C,
+    Table,
+)
+
+RECOMMENDATIONS = Table(
+    "recommendations", "recommendations.parquet",
+    "After a bucket-cap sweep: one row per strategy × setup × world size measured at two or more caps "
+    "(rewritten after a resume).",
+    (
+        IMPL,
+        C("other_options", STR, "", "the strategy's options other than `bucket_cap_mb`, as JSON text"),
+        WORKLOAD, SIZE, BATCH_SIZE, DTYPE, OPTIMIZER, WORLD_SIZE, NNODES,
+        C("caps_mb", STR, MIB_UNIT, "the caps measured, a JSON list"),
+        C("decision", STR, "", "`recommend` (the best cap beats the 25 MiB cap significantly and by at least 5 %, as `compare` judges, or every other cap when 25 was not measured; or 25 MiB itself, when it beats every other cap), `flat` (any of `equivalent_caps_mb`), or `too few repeats to tell` (docs/statistics.md); none at world size 1 or for `local`"),
+        C("best_cap_mb", F64, MIB_UNIT, "the cap with the fastest step: per repeat the median step (the slowest rank per step), then the geometric mean over repeats"),
+        C("best_step_ms", F64, MS, "that geometric mean of its repeats' medians"),
+        C("best_ci_low_ms", F64, MS, "its 95 % interval over repeats (t on the logs): low end; null with one repeat"),
+        C("best_ci_high_ms", F64, MS, "high end"),
+        C("equivalent_caps_mb", STR, MIB_UNIT, "the caps the best does not beat significantly by at least 5 % (Welch's t over repeats), the best included, a JSON list; every cap when too few repeats"),
+        C("gain_vs_default", F64, RATIO, "`step at bucket_cap_mb=25 / best − 1`: the 25 MiB cap given explicitly like every cap of the sweep (on torch ≥ 2.9 its first bucket is 25 MiB: not DDP's default layout, which is never pooled with it); null when 25 was not measured"),
+        C("repeats", I32, COUNT, "the fewest repeats of any cap: the evidence behind the decision"),
+        C("repeats_needed", I32, COUNT, "about how many repeats per cap decide at a 5 % threshold, from the repeats' spread"),
+        C("noise", STR, "", "the caps whose steps are noisy (CV > 0.1) or whose repeats disagree (medians > 10 % apart), and why; empty when none"),
+    ),
+)  # fmt: skip
+
+COLLECTIVES = Table(
+    "collectives", "collectives/w<N>.parquet",
+    "`ddpbench collectives`: one file per world size, with its provenance in the run's `run.json` "
+    "(`\"kind\": \"collectives\"`, environment, command line). One row per collective × message size, "
+    "nccl-tests style.",
+    (
+        RUN_ID,
+        C("op", STR, "", "the collective: `all_reduce`, `all_gather`, `reduce_scatter`, `broadcast`"),
+        WORLD_SIZE,
+        C("bytes", I64, BYTES, "the whole message: all_gather's output, reduce_scatter's input"),
+        C("dtype", STR, "", "the message's element type (float32)"),
+        C("iters", I32, COUNT, "timed iterations per batch, queued back to back (nccl-tests' -n)"),
+        C("batches", I32, COUNT, "timed batches (each after a barrier, with one synchronize); null: written before batches, when every iteration was synchronised alone"),
+        C("warmup", I32, COUNT, "warm-up iterations before them"),
+        C("time_us", F64, US, "per iteration: per batch the slowest rank's mean (its batch between two CUDA events on GPUs, the wall clock on the CPU, divided by `iters`), the median over batches (older runs: over iterations each ended by a sync)"),
+        C("time_us_p10", F64, US, "10th percentile of the same, over batches"),
+        C("time_us_p90", F64, US, "90th percentile of the same, over batches"),
+        C("algbw_gbps", F64, "GB/s (10^9 bytes/s)", "`bytes / time_us`"),
+        C("busbw_gbps", F64, "GB/s (10^9 bytes/s)", "`algbw × factor`: all_reduce 2(n−1)/n, all_gather and reduce_scatter (n−1)/n, broadcast 1"),
+        C("correct", BOOL, "", "after timing, a fresh run's result matched the expected rank-dependent values on every rank"),
+        DEVICE, BACKEND, THREADS, HOSTNAME, STARTED_AT,
+    ),
+)  # fmt: skip
+
+CONTENTION = Table(
+    "contention", "contention/w<N>.parquet",
+    "An 8 MiB all-reduce and a compute burst (matrix products), each timed alone, then overlapped on the same "
+    "rank (the all-reduce launched asynchronously; on the CPU the burst polls it between pieces, on GPUs both "
+    "are timed with CUDA events from one start). Older runs "
+    "kept these as `collectives/contention-w<N>.parquet`; they are still read.",
+    (
+        RUN_ID, WORLD_SIZE,
+        C("bytes", I64, BYTES, "the all-reduce's message"),
+        C("compute_alone_ms", F64, MS, "the burst alone"),
+        C("compute_overlapped_ms", F64, MS, "the burst while the all-reduce was in flight"),
+        C("comm_alone_ms", F64, MS, "the all-reduce alone"),
+        C("comm_overlapped_ms", F64, MS, "the all-reduce while the burst ran"),
+        C("compute_slowdown", F64, RATIO, "how much slower compute runs while an all-reduce is in flight (the burst's extra time spread over the all-reduce's duration; ≥ 1)"),
+        C("comm_slowdown", F64, RATIO, "`comm_overlapped_ms / comm_alone_ms` (≥ 1)"),
+        DEVICE, BACKEND, THREADS, HOSTNAME,
+    ),
+)  # fmt: skip
+
+GRADPROFILE = Table(
+    "gradprofile", "gradprofile/<workload>-<size>-b<batch>-<dtype>-<optimizer>.parquet",
+    "Written by a bench run after its first configuration of each workload setup at world size 1 (or by "
+    "`ddpbench predict`): one row per parameter, in `model.parameters()` order, shared ones once.",
+    (
+        RUN_ID, WORKLOAD, SIZE, BATCH_SIZE, DTYPE, OPTIMIZER, DEVICE, THREADS,
+        C("param_index", I32, "", "registration order (`model.parameters()`, shared parameters once)"),
+        C("param_name", STR, "", "the parameter's name"),
+        C("numel", I64, COUNT, "its elements"),
+        C("bytes", I64, BYTES, "its gradient's size"),
+        C("param_dtype", STR, "", "its dtype"),
+        C("requires_grad", BOOL, "", "whether it gets a gradient"),
+        C("ready_ms", F64, MS, "median over the profiled steps of when its gradient was accumulated, after backward began (post-accumulate-grad hook; CUDA events on GPUs)"),
+        C("forward_ms", F64, MS, "the profiled steps' median forward, on every row"),
+        C("backward_ms", F64, MS, "their median backward, on every row"),
+        C("optimizer_ms", F64, MS, "their median optimizer step, on every row"),
+        C("steps", I32, COUNT, "profiled steps (after warm-up)"),
+    ),
+)  # fmt: skip
+
+PREDICTIONS = Table(
+    "predictions", "predictions.parquet",
+    "The step-time model against the run's bucket sweeps (`ddpbench predict`, `ddpbench report`): per `stock` "
+    "bucket-cap configuration at world size ≥ 2 (repeats pooled) with a profile and a network.",
+    (
+        WORKLOAD, SIZE, IMPL, WORLD_SIZE, BUCKET_CAP_MB,
+        C("measured_ms", F64, MS, "median over repeats of `step_ms_median`"),
+        C("predicted_raw_ms", F64, MS, "the simulated DDP schedule on the world-size-1 profile as measured, without contention"),
+        C("predicted_ms", F64, MS, "the same, calibrated on the run's own configurations without communication, without contention"),
+        C("predicted_contention_ms", F64, MS, "calibrated, with the measured contention (null where none was measured)"),
+        C("compute_scale", F64, RATIO, "`local` step at this world size / the profile's step: how much ranks sharing the machine slow compute"),
+        C("reducer_ms", F64, MS, "DDP's own cost with nothing to communicate: median `stock` (every cap) − `local` at world size 1, × (`local` at this world size / at 1), added to backward"),
+        C("buckets", I32, COUNT, "buckets in the simulated assignment"),
+        NETWORK,
+    ),
+)  # fmt: skip
+
+FLOOR = Table(
+    "floor", "floor.parquet",
+    "Each configuration's communication floor (written with `predictions.parquet`), where it has one: strategies "
+    "that all-reduce their whole gradient and update every parameter on every rank; none for `local`, "
+    "`dataparallel`, `rpc_hybrid`, a PowerSGD hook, nor `zero` and `fsdp` (each rank updates 1/n of the "
+    "parameters, so `local_ms` bounds nothing).",
+    (
+        CONFIG_ID, WORLD_SIZE, GRAD_BYTES,
+        C("allreduce_ms", F64, MS, "one all-reduce of the bytes the configuration sends at the network's α and bus bandwidth: `grad_bytes`; 2 bytes an element under an fp16/bf16 hook"),
+        C("local_ms", F64, MS, "`local` (no communication) step time at the same world size and setup"),
+        C("floor_ms", F64, MS, "`max(local_ms, allreduce_ms)`: this configuration cannot be faster (it computes at least the local step and sends at least those bytes)"),
+        C("step_ms", F64, MS, "the configuration's measured step time"),
+        NETWORK,
+    ),
+)  # fmt: skip
+
+TABLES = {**RUN_TABLES, **{t.name: t for t in (RECOMMENDATIONS, COLLECTIVES, CONTENTION, GRADPROFILE,
+                                             PREDICTIONS, FLOOR)}}  # fmt: skip

@@ -1,0 +1,166 @@
+"""The cost over local, taken apart into measured parts; the rank the others wait for; the sentence
+that says what dominates. Constructed steps and rows here; tests/test_end_to_end_slow_rank.py and
+small_run check the same on real runs."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from harness.analysis import gap, why
+
+# A step of 16 ms: forward 0-4, backward 4-12, sync 12-14, optimizer 14-16.
+PHASES = {"step_ms": 16.0, "forward_ms": 4.0, "backward_ms": 8.0, "sync_ms": 2.0, "optimizer_ms": 2.0}
+
+
+def collective(bucket, launched, done, *, ready=None, step=0):
+    return {"step": step, "bucket": bucket, "collective": "all_reduce", "bytes": 8, "launched_ms": launched,
+            "done_ms": done, "ready_ms": launched if ready is None else ready, "blocking": False}  # fmt: skip
+
+
+def test_a_steps_parts_add_up_to_it():
+    # DDP-like: bucket 0 ready at 8 (hidden), bucket 1 ready at 10, in flight until 13 (after backward ended at 12)
+    rows = [collective(0, 8, 9), collective(1, 10, 13)]
+    parts = gap.step_parts(PHASES, rows, {1: 2.0})
+    assert parts["compute_ms"] == 4 + 6 + 2  # forward, backward to its last gradient (10), optimizer
+    assert parts["exposed_comm_ms"] == 3  # 10-13
+    assert parts["waiting_ms"] == 2  # 10-12: bucket 1 waited 2 ms for a later launch elsewhere
+    assert parts["rest_ms"] == 1  # 13-14: neither compute nor communication
+    assert sum(parts[k] for k in ("compute_ms", "exposed_comm_ms", "rest_ms")) == PHASES["step_ms"]
+
+
+def test_a_wait_is_the_extra_time_in_flight_over_the_latest_launcher():
+    early = [collective(0, 5, 15), collective(1, 9, 15.5)]
+    late = [collective(0, 12, 15), collective(1, 12.5, 15.5)]  # launched 7 and 3.5 ms later, same completions
+    waits = gap.waits_per_rank([early, late])
+    assert waits[0] == {(0, 0): pytest.approx(7.0), (0, 1): pytest.approx(3.5)} and set(waits[1].values()) == {0.0}
+    assert gap.late_per_step(waits) == {0: (1, pytest.approx(7.0))}
+
+
+def test_a_collective_one_rank_never_completed_waits_for_nothing():
+    waits = gap.waits_per_rank([[collective(0, 5, None)], [collective(0, 9, 12)]])
+    assert waits == [{}, {}]
+
+
+def lateness(rank_of_step, late_ms=5.0):
+    return {step: (rank, late_ms) for step, rank in enumerate(rank_of_step)}
+
+
+def test_a_rank_last_in_most_steps_by_a_margin_is_named():
+    found = gap.slowest_rank(lateness([1] * 19 + [0] * 1, late_ms=8.0), 40.0, world_size=2)
+    assert found == {"slowest_rank": 1, "slowest_rank_late_ms": 8.0, "slowest_rank_share": 0.95}
+
+
+@pytest.mark.parametrize(
+    ("late", "why_none"),
+    [
+        (lateness([0, 1] * 10), "balanced: each rank last half the time"),
+        (lateness([1] * 20, late_ms=5.0), "late by 12.5 % of the step only"),
+        (lateness([1] * 18 + [0] * 2, late_ms=8.0), "last in 90 % of steps only: ranks taking turns on shared cores"),
+        (lateness([1] * 20, late_ms=0.8), "below the floor"),
+        (lateness([1] * 9), "too few steps to tell"),
+    ],
+)
+def test_no_rank_is_named_on_a_balanced_run_or_a_small_margin(late, why_none):
+    assert gap.slowest_rank(late, 40.0 if why_none != "below the floor" else 4.0, world_size=2)["slowest_rank"] is None
+
+
+def test_on_random_balanced_runs_the_rule_rarely_names_a_rank():
+    """Chance alone, 2 ranks, 20 steps, each last at random by a small random margin: a false alarm rate
+    well under 5 %."""
+    rng = np.random.default_rng(0)
+    named = 0
+    for _ in range(2000):
+        late = {step: (int(rng.integers(2)), float(rng.exponential(2.0))) for step in range(20)}
+        named += gap.slowest_rank(late, 40.0, world_size=2)["slowest_rank"] is not None
+    assert named / 2000 < 0.02
+
+
+def test_the_gap_is_the_parts_and_a_named_residual():
+    slowest = [{"step_ms": 20.0, "compute_ms": 13.0, "exposed_comm_ms": 5.0, "waiting_ms": 2.0, "rest_ms": 2.0}] * 3
+    parts = gap.decompose(slowest, {"step_ms": 12.5, "compute_ms": 12.0})
+    assert parts == {"gap_ms": 7.5, "gap_exposed_comm_ms": 3.0, "gap_waiting_ms": 2.0, "gap_slower_compute_ms": 1.0,
+                     "gap_rest_ms": 2.0, "gap_residual_ms": -0.5}  # fmt: skip
+    assert gap.decompose(slowest, None)["gap_ms"] is None
+
+
+def row(**parts) -> dict:
+    base = {"impl": "stock", "impl_options": "{}", "workload": "mlp", "world_size": 2, "device": "cpu",
+            "threads_per_rank": 1, "step_ms_mean": 20.0, "repeat": 0, "overlap_efficiency": 0.1,
+            "bucket_sizes_mb": [1.0, 24.0], "comm_ms": 8.0, "compute_ms": 12.0,
+            "comm_after_backward": False}  # fmt: skip
+    values = {k: 0.0 for k in why.PART_WORDS} | parts
+    return {**base, **values, "gap_ms": sum(values.values())}
+
+
+@pytest.mark.parametrize(
+    ("parts", "largest", "said"),
+    [
+        ({"gap_exposed_comm_ms": 6.0, "gap_rest_ms": 1.0}, "gap_exposed_comm_ms",
+         "6.0 ms (86%) exposed communication (its last bucket, 24.0 MiB of 25.0 MiB, is all-reduced after the last "
+         "gradient: a smaller bucket_cap_mb overlaps more of it)"),
+        ({"gap_waiting_ms": 5.0, "gap_exposed_comm_ms": 1.0, "slowest_rank": 1, "slowest_rank_late_ms": 6.0,
+          "slowest_rank_share": 0.95}, "gap_waiting_ms",
+         "5.0 ms (83%) waiting for the slowest rank (rank 1 launches 6.0 ms late in 95% of steps; the others wait"),
+        ({"gap_slower_compute_ms": 4.0, "gap_exposed_comm_ms": 1.0}, "gap_slower_compute_ms",
+         "4.0 ms (80%) slower compute (2 ranks share 2 CPU cores with the communication threads)"),
+        ({"gap_rest_ms": 3.0, "gap_exposed_comm_ms": 0.5}, "gap_rest_ms",
+         "3.0 ms (86%) the strategy's own work (outside compute and communication"),
+    ],
+)  # fmt: skip
+def test_the_sentence_names_the_largest_part_first_with_what_the_data_supports(parts, largest, said):
+    extra = {k: parts.pop(k) for k in list(parts) if k.startswith("slowest")}
+    constructed = {**row(**parts), **extra}
+    assert why.largest_part(constructed) == largest
+    text = why.sentence(constructed, cores=2)
+    assert text.startswith(f"stock at 2 ranks is {20 / (20 - constructed['gap_ms']):.2f}× local")
+    assert text.split(": ", 1)[1].startswith(said)
+
+
+def test_small_parts_get_no_words_and_a_negligible_gap_says_so():
+    text = why.sentence(row(gap_exposed_comm_ms=5.0, gap_rest_ms=0.2), cores=2)
+    assert "own work" not in text
+    assert why.sentence(row(gap_exposed_comm_ms=0.3), cores=2).endswith("costs it nothing measurable here")
+
+
+def test_a_strategy_that_communicates_after_backward_is_told_which_one_hides_it_in_this_run():
+    import pandas as pd
+
+    naive = {**row(gap_exposed_comm_ms=6.0), "impl": "naive", "comm_after_backward": True, "status": "ok",
+             "overlap_efficiency": 0.0}  # fmt: skip
+    run = pd.DataFrame([naive, {**naive, "impl": "bucketed", "comm_after_backward": False, "overlap_efficiency": 0.4}])
+    text = why.sentence(naive, run, cores=2)
+    assert (
+        "it communicates after backward by design, so nothing hides it: bucketed hides 40% of its communication" in text
+    )
+
+
+def test_every_part_has_its_words_and_its_column():
+    from harness.results import columns
+
+    names = set(columns.CONFIGS.names)
+    assert set(why.PART_WORDS) | {"gap_ms", "gap_residual_ms"} <= names
+    assert {"slowest_rank", "slowest_rank_late_ms", "slowest_rank_share"} <= names
+    assert set(itertools.chain(gap.GAP_PARTS)) <= names
+
+
+def test_compute_faster_than_local_is_said_as_such_and_why_on_the_cpu():
+    text = why.sentence(row(gap_exposed_comm_ms=8.0, gap_slower_compute_ms=-3.0), cores=2)
+    assert text.endswith("its compute 3.0 ms faster than local's (its ranks take turns on the CPU cores, where "
+                         "local's compute all at once)")  # fmt: skip
+
+
+def step(rank, index, step_ms, waiting_ms, *, warmup=False):
+    return {"rank": rank, "step": index, "step_ms": step_ms, "waiting_ms": waiting_ms, "warmup": warmup}
+
+
+def test_each_step_is_seen_from_the_rank_that_waited_most():
+    """A straggler's cost shows as the others' wait: rank 0 waited in step 1, rank 1 in step 2; with no
+    wait anywhere (step 3) the slowest rank's row; warm-up steps are left out."""
+    steps = [step(0, 0, 30.0, 9.0, warmup=True), step(1, 0, 31.0, 0.0, warmup=True),
+             step(0, 1, 20.0, 6.0), step(1, 1, 20.5, 0.0),
+             step(0, 2, 21.0, 0.0), step(1, 2, 20.0, 4.0),
+             step(0, 3, 20.0, 0.0), step(1, 3, 20.2, 0.0)]  # fmt: skip
+    assert [(r["step"], r["rank"]) for r in gap.waiting_view(steps)] == [(1, 0), (2, 1), (3, 1)]

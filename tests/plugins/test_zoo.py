@@ -1,0 +1,280 @@
+"""Workloads beyond ours: a file or module of the user's, torchvision, transformers and timm models by name.
+Each builds at --size tiny and trains; every bad spec is one line, exit 2, nothing written."""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+import types
+from pathlib import Path
+
+import pytest
+import torch
+from bad_input import refused
+from worker_plans import plan_for
+
+import workloads
+from harness import cli
+from harness.config.bench import BenchConfig
+from harness.config.grid import expand
+from harness.handoff import faults
+from harness.rank import worker
+from harness.results import store
+
+ROOT = Path(__file__).resolve().parents[2]
+CPU = torch.device("cpu")
+
+
+def one_step(workload) -> float:
+    """A training step of the workload, as the harness runs one (on the CPU)."""
+    model = workload.build_model()
+    generator = torch.Generator().manual_seed(0)
+    loss = workload.loss(model, workload.make_batch(2, device=CPU, generator=generator))
+    loss.backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+    return float(loss)
+
+
+@pytest.mark.parametrize(
+    ("spec", "tokens"),
+    [("torchvision:squeezenet1_1", None), ("hf:llama", 32), ("hf:t5", 64), ("hf:bert", 32), ("hf:vit", None)],
+)
+def test_a_zoo_model_builds_at_tiny_size_and_trains(spec, tokens):
+    workload = workloads.create(spec, size="tiny")
+    assert torch.isfinite(torch.tensor(one_step(workload)))
+    assert workload.tokens_per_sample() == tokens
+
+
+def test_a_transformers_model_is_scaled_down_its_blocks_are_its_own_and_options_set_its_fields():
+    workload = workloads.create("hf:llama", size="tiny", num_hidden_layers=3)
+    config = workload.config()
+    assert (config.num_hidden_layers, config.hidden_size, config.vocab_size) == (3, 64, 512)
+    assert config.use_cache is False
+    model = workload.build_model()
+    assert [type(b).__name__ for b in workload.blocks(model)] == ["LlamaDecoderLayer"] * 3  # _no_split_modules
+    assert workloads.create("hf:t5", size="tiny").task == "seq2seq"
+    assert workloads.create("hf:bert", size="tiny").task == "masked_lm"
+    assert workloads.create("hf:gpt2", size="tiny", task="causal_lm").task == "causal_lm"
+
+
+def test_a_users_transformers_config_file_is_built_as_it_says(tmp_path):
+    config = tmp_path / "my-model" / "config.json"
+    config.parent.mkdir()
+    config.write_text('{"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_layer": 3, "n_embd": 48, '
+                      '"n_head": 3, "vocab_size": 300, "n_positions": 64}')  # fmt: skip
+    source = workloads.resolve(f"hf:{config}")
+    assert (source.name, source.path, len(source.sha256)) == ("hf:my-model/config.json", str(config), 64)
+    full = source.create(size="full", options={})
+    assert (full.config().n_layer, full.config().vocab_size, full.task, full.seq) == (3, 300, "causal_lm", 64)
+
+
+def test_a_torchvision_model_takes_its_size_from_the_size_and_is_deterministic():
+    tiny = workloads.create("torchvision:convnext_tiny", size="tiny")
+    full = workloads.create("torchvision:vit_b_16", size="full")
+    assert (tiny.image_size, tiny.classes, full.image_size, full.classes) == (32, 10, 224, 1000)
+    assert workloads.create("torchvision:inception_v3", size="tiny").image_size == 75  # its smallest input
+    with torch.device("meta"):
+        model = tiny.build_model()
+    depths = [m.p for m in model.modules() if type(m).__name__ == "StochasticDepth"]
+    assert depths and set(depths) == {0.0}  # every rank would draw its own: no parity otherwise
+
+
+def test_without_timm_its_rows_are_skipped_with_how_to_install_it(monkeypatch):
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "timm" else object())
+    workload = workloads.resolve("timm:resnet18").create(size="tiny", options={})
+    assert workload.unavailable_reason(device="cpu") == "needs the Python package timm (pip install timm)"
+
+
+def test_with_timm_a_model_is_made_by_its_create_model(monkeypatch):
+    made = []
+    fake = types.SimpleNamespace(
+        list_models=lambda: ["resnet18", "resnet34"],
+        create_model=lambda name, **kw: made.append((name, kw)) or torch.nn.Sequential(
+            torch.nn.Flatten(), torch.nn.Linear(3 * kw.get("img_size", 32) ** 2, kw["num_classes"])),
+        get_pretrained_cfg=lambda name, **kw: types.SimpleNamespace(input_size=(3, 224, 224)),
+    )  # fmt: skip
+    monkeypatch.setitem(sys.modules, "timm", fake)
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: object())
+    workload = workloads.resolve("timm:resnet18").create(size="tiny", options={})
+    assert torch.isfinite(torch.tensor(one_step(workload)))
+    assert made[0] == ("resnet18", {"pretrained": False, "num_classes": 10, "img_size": 32})
+    with pytest.raises(cli.ConfigError, match="unknown timm model 'resnet1'; did you mean resnet18, resnet34"):
+        workloads.resolve("timm:resnet1")
+
+
+USER_FILE = """
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Explodes:
+    def build_model(self):
+        return nn.Linear(4, 2)
+
+    def make_batch(self, batch_size, *, device, generator):
+        return torch.randn(batch_size, 4, device=device, generator=generator)
+
+    def loss(self, model, batch):
+        raise ValueError("my forward is broken")  # the user's own line
+
+
+class NoLoss:
+    def build_model(self):
+        return nn.Linear(4, 2)
+
+    def make_batch(self, batch_size, *, device, generator):
+        return torch.randn(batch_size, 4)
+
+
+class Sized:
+    def __init__(self, width: int):
+        self.width = width
+
+    def build_model(self):
+        return nn.Linear(self.width, 2)
+
+    def make_batch(self, batch_size, *, device, generator):
+        return torch.randn(batch_size, self.width, device=device, generator=generator)
+
+    def loss(self, model, batch):
+        return model(batch).square().mean()
+
+
+def factory():
+    return Sized(width=3)
+
+NOT_CALLABLE = 3
+"""
+
+
+@pytest.fixture
+def user_file(tmp_path) -> Path:
+    path = tmp_path / "theirs" / "models.py"
+    path.parent.mkdir()
+    path.write_text(USER_FILE)
+    return path
+
+
+def test_a_user_class_takes_the_options_as_keyword_arguments_and_a_factory_is_called(user_file):
+    sized = workloads.create(f"{user_file}:Sized", size="tiny", width=5)
+    assert sized.build_model().in_features == 5 and sized.default_batch_size() == 8  # the defaults fill in
+    assert workloads.create(f"{user_file}:factory", size="tiny").build_model().in_features == 3
+    source = workloads.resolve(f"{user_file}:Sized")
+    assert (source.kind, source.name, source.path) == ("file", "models.py:Sized", str(user_file))
+
+
+def test_the_example_file_runs_as_a_workload_from_any_folder(tmp_path, monkeypatch):
+    copy = tmp_path / "my_workload.py"
+    copy.write_text((ROOT / "examples" / "my_workload.py").read_text())
+    monkeypatch.chdir(tmp_path)
+    source = workloads.resolve("my_workload.py:MyModel")  # relative: made absolute for the ranks
+    assert source.spec == f"{copy}:MyModel"
+    assert torch.isfinite(torch.tensor(one_step(source.create(size="tiny", options={"width": 16}))))
+    assert len([line for line in copy.read_text().splitlines() if line.strip()]) <= 25
+
+
+def test_a_user_forward_that_raises_leaves_its_own_traceback_for_the_failed_row(tmp_path, user_file, single_rank):
+    config = BenchConfig(gpus=1, impls=("stock",), workloads=(f"{user_file}:Explodes",), size="tiny", steps=1,
+                         warmup=0, baseline=False)  # fmt: skip
+    configurations = expand(config, device="cpu")
+    with pytest.raises(ValueError, match="my forward is broken"):
+        worker.run_configurations(plan_for(tmp_path, configurations), single_rank)
+    [failure] = faults.read_rank_failures(tmp_path, configurations[0].config_id)
+    assert failure["error"] == "ValueError: my forward is broken"
+    assert f'File "{user_file}", line 15, in loss' in (tmp_path / failure["error_file"]).read_text()
+    assert store.read_configs(tmp_path).empty  # the launcher records the failed row, and the run goes on
+
+
+@pytest.mark.parametrize(
+    ("spec", "said"),
+    [
+        ("torchvision:convnext", "unknown torchvision model 'convnext'; did you mean convnext_base, convnext_large, "
+                                 "convnext_small, convnext_tiny"),
+        ("hf:lama", "unknown transformers model type 'lama'; did you mean"),
+        ("hf:/no/such/config.json", "transformers configuration '/no/such/config.json' does not exist"),
+        ("nowhere/missing.py:MyModel", "workload file 'nowhere/missing.py' does not exist"),
+        ("nonesuch_package_x.models:Net", "workload module 'nonesuch_package_x.models' cannot be imported"),
+        ("mlpp", "unknown workload 'mlpp'; choose one of bert, gpt2, mlp"),
+        ("model:", "workload 'model:' is not a spec"),
+    ],
+)  # fmt: skip
+def test_a_spec_that_names_nothing_is_one_line_exit_2(capsys, tmp_path, spec, said):
+    assert said in refused(capsys, tmp_path, "--workloads", spec)
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("Missing", "models.py defines no 'Missing' (it defines: Explodes, NoLoss, Sized, factory)"),
+        ("NoLoss", "models.py:NoLoss lacks loss (a workload defines build_model(), make_batch(batch_size, *, device, "
+                   "generator), loss(model, batch))"),
+        ("NOT_CALLABLE", "models.py:NOT_CALLABLE is not a class or a factory (it is a int)"),
+    ],
+)  # fmt: skip
+def test_a_user_file_without_a_workload_is_one_line_naming_the_file(capsys, tmp_path, user_file, name, said):
+    assert said in refused(capsys, tmp_path, "--workloads", f"{user_file}:{name}")
+
+
+def test_a_user_file_that_fails_to_import_is_one_line_naming_it_and_the_line(capsys, tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text(
+        textwrap.dedent("""
+        import torch
+
+        NUMBER = undefined_name + 1
+    """)
+    )
+    said = refused(capsys, tmp_path, "--workloads", f"{broken}:Model")
+    assert (
+        "workload file broken.py: importing it raised NameError: name 'undefined_name' is not defined (line 4)" in said
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--workloads", "mlp", "--wopt", "colour=red"], "--wopt colour: no chosen workload takes it (workload 'mlp' "
+                                                        "has no option colour; valid options: classes)"),
+        (["--workloads", "hf:llama", "--wopt", "colour=red"], "hf:llama has no configuration field colour"),
+        (["--workloads", "torchvision:squeezenet1_1", "--wopt", "colour=red"], "torchvision:squeezenet1_1 cannot "
+                                                                               "be built with {'colour': 'red'}"),
+        (["--workloads", "mlp", "--wopt", "classes=many"], "classes: 'many' is not a whole number"),
+        (["--workloads", "mlp", "--wopt", "classes=2", "--wopt", "classes=3"], "option 'classes' is given twice"),
+    ],
+)  # fmt: skip
+def test_a_workload_option_nothing_takes_is_one_line_exit_2(capsys, tmp_path, args, said):
+    assert said in refused(capsys, tmp_path, *args)
+
+
+def test_a_user_class_refuses_an_option_it_does_not_take_naming_those_it_does(capsys, tmp_path, user_file):
+    said = refused(capsys, tmp_path, "--workloads", f"{user_file}:Sized", "--wopt", "depth=3")
+    assert "models.py:Sized takes no option depth; its options: width" in said
+
+
+def test_workload_options_sweep_where_they_apply_and_name_the_rows():
+    config = BenchConfig(gpus=1, impls=("stock",), workloads=("mlp", "hf:llama"), size="tiny", baseline=False,
+                         workload_options=(("num_hidden_layers", ("1", "2")),))  # fmt: skip
+    names = [(c.workload, c.workload_spec, c.workload_options) for c in expand(config, device="cpu")]
+    assert names == [("mlp", "mlp", {}), ("hf:llama[num_hidden_layers=1]", "hf:llama", {"num_hidden_layers": 1}),
+                     ("hf:llama[num_hidden_layers=2]", "hf:llama", {"num_hidden_layers": 2})]  # fmt: skip
+
+
+def test_config_ids_and_file_names_stay_short_and_safe_whatever_the_spec(tmp_path):
+    long_dir = tmp_path / ("d" * 80)
+    long_dir.mkdir()
+    path = long_dir / "a model with spaces.py"
+    path.write_text(USER_FILE)
+    config = BenchConfig(gpus=1, impls=("stock",), workloads=(f"{path}:Sized",), size="tiny", baseline=False,
+                         workload_options=(("width", ("3",)),))  # fmt: skip
+    [cfg] = expand(config, device="cpu")
+    assert cfg.workload == "a model with spaces.py:Sized[width=3]"
+    assert len(cfg.config_id) <= 120 and all(c.isalnum() or c in "._-~" for c in cfg.config_id)
+
+
+def test_the_docs_show_the_example_file_as_it_is():
+    doc = (ROOT / "docs" / "your-model.md").read_text()
+    shown = doc.split("```python\n", 1)[1].split("```", 1)[0]
+    example = (ROOT / "examples" / "my_workload.py").read_text()
+    code = example.split('"""', 2)[2]  # without its docstring
+    assert shown.strip() == code.strip()

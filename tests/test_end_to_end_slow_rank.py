@@ -1,0 +1,92 @@
+"""The gap over `local` and the slow rank, on real CPU ranks: one launch at world size 2 (through the
+launcher's API, as tests/launch/test_faults.py does), two repeats, rank 1 held 20 ms before each
+backward in repeat 1 only (DDPBENCH_FAULT slow). Every strategy that synchronises must name rank 1
+there and no rank in the quiet repeat, and each configuration's parts must add up to its gap.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.analysis import gap
+from harness.commands import bench
+from harness.config.bench import BenchConfig
+from harness.config.grid import expand
+from harness.launch import launcher as launch
+from harness.results import store
+
+SYNCHRONISING = ("stock", "bucketed", "naive", "flat")
+HELD_MS = 30
+
+
+@pytest.fixture(scope="module")
+def slow_run(tmp_path_factory, request):
+    monkeypatch = pytest.MonkeyPatch()
+    request.addfinalizer(monkeypatch.undo)
+    monkeypatch.setenv("DDPBENCH_FAULT", f"slow:rank=1,ms={HELD_MS},repeat=1")
+    results = tmp_path_factory.mktemp("slow")
+    config = BenchConfig(gpus=2, impls=SYNCHRONISING, size="tiny", steps=12, warmup=2, repeats=2, parity=False,
+                         bucket_timeline=True, results=results)  # fmt: skip
+    configurations = [c for c in expand(config, device="cpu") if c.world_size == 2]
+    plan = launch.create_run(config, configurations, run_id="slow", device="cpu", environment={})
+    launch.run_groups(config, plan, on_written=lambda cfg: None)
+    return plan.run
+
+
+@pytest.fixture(scope="module")
+def rows(slow_run):
+    configs = store.read_configs(slow_run)
+    assert (configs["status"] == "ok").all(), configs[["config_id", "status", "error"]]
+    return configs
+
+
+def test_the_held_rank_is_named_in_the_slow_repeat_and_none_in_the_quiet_one(rows):
+    synced = rows[rows["impl"].isin(SYNCHRONISING)].set_index(["impl", "repeat"])
+    for impl in SYNCHRONISING:
+        slow, quiet = synced.loc[(impl, 1)], synced.loc[(impl, 0)]
+        assert slow["slowest_rank"] == 1, (impl, slow["slowest_rank_late_ms"], slow["slowest_rank_share"])
+        assert slow["slowest_rank_late_ms"] >= 0.8 * HELD_MS and slow["slowest_rank_share"] >= gap.LATE_STEPS_SHARE, (
+            impl
+        )
+        assert quiet["slowest_rank"] is None or quiet["slowest_rank"] != quiet["slowest_rank"], impl  # null
+    assert rows.loc[rows["baseline"].astype(bool), "slowest_rank"].isna().all()  # local waits for no one
+
+
+def test_the_parts_of_each_gap_add_up_to_it(rows):
+    """gap = exposed + waiting + slower compute + rest + residual exactly, and the residual (what the
+    baseline holds beyond its compute) is a small share of the step, not a hidden remainder."""
+    parts = ["gap_exposed_comm_ms", "gap_waiting_ms", "gap_slower_compute_ms", "gap_rest_ms", "gap_residual_ms"]
+    measured = rows[rows["gap_ms"].notna()]
+    assert set(measured["impl"]) == set(SYNCHRONISING)
+    for _, row in measured.iterrows():
+        assert abs(row[parts].sum() - row["gap_ms"]) < 1e-6, row["config_id"]
+        assert abs(row["gap_residual_ms"]) <= 0.05 * row["step_ms_mean"] + 0.5, (row["config_id"], row[parts])
+    slow = measured[measured["repeat"] == 1]
+    assert (slow["gap_waiting_ms"] >= 0.5 * HELD_MS).all(), slow[["impl", "gap_waiting_ms"]]  # the wait is seen
+
+
+def test_each_step_of_each_rank_is_its_compute_exposed_communication_and_rest(slow_run):
+    steps = store.read_steps(slow_run)
+    timed = steps[steps["compute_ms"].notna()]
+    assert not timed.empty
+    total = timed["compute_ms"] + timed["exposed_comm_ms"] + timed["rest_ms"]
+    assert ((total - timed["step_ms"]).abs() <= 0.05 * timed["step_ms"]).all()
+    assert (timed["waiting_ms"] <= timed["exposed_comm_ms"] + 1e-6).all()
+
+
+def test_the_console_says_why_and_names_the_slow_rank(slow_run):
+    lines = bench._why_lines(slow_run)
+    assert any("rank 1" in line for line in lines), lines
+    for impl in SYNCHRONISING:
+        assert any(line.startswith(impl) or f" {impl}" in line for line in lines), (impl, lines)
+
+
+def test_the_sentence_leads_with_the_largest_measured_part_on_real_rows(rows):
+    from harness.analysis import why
+
+    for _, row in rows[rows["gap_ms"].notna()].iterrows():
+        parts = {column: row[column] for column in why.PART_WORDS}
+        largest = max(parts, key=parts.get)
+        text = why.sentence(row, rows, cores=2)
+        assert text.split(": ", 1)[1].split(" (", 2)[1].startswith(
+            f"{parts[largest] / row['gap_ms']:.0%}) {why.PART_WORDS[largest]}"), (text, parts)  # fmt: skip

@@ -1,0 +1,83 @@
+"""Your model, end to end: from a folder outside the repository, the example workload file (it imports
+only torch) and zoo models (torchvision, and transformers' seq2seq T5, the one with two inputs) under
+every strategy at two world sizes, through the real command line; then the report names them.
+
+One run serves every test here (two launches). A causal LM (hf:llama) builds and trains in
+tests/plugins/test_zoo.py; the heavier zoo models of the acceptance (ConvNeXt, ViT-B/16, Llama under
+DDP and FSDP) are the same code path at a bigger size: docs/measured/your-model-cpu.md has their figures.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from conftest import run_ddpbench
+
+import impls
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS = ("my_workload.py:MyModel", "torchvision:squeezenet1_1", "hf:t5")
+
+
+@pytest.fixture(scope="module")
+def elsewhere(tmp_path_factory) -> dict:
+    folder = tmp_path_factory.mktemp("my-project")
+    shutil.copy(ROOT / "examples" / "my_workload.py", folder / "my_workload.py")
+    done = run_ddpbench("bench", "--gpus", "2", "--workloads", ",".join(WORKLOADS), "--size", "tiny",
+                        "--steps", "2", "--warmup", "1", "--results", "results", "--run-id", "mine",
+                        cwd=folder, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    site = run_ddpbench("report", "--results", "results", "--out", "site", cwd=folder)
+    assert site.returncode == 0, site.stderr[-2000:]
+    run = folder / "results" / "mine"
+    return {"folder": folder, "run": run, "configs": pd.read_parquet(run / "configs"), "out": done.stdout,
+            "page": (folder / "site" / "runs" / "mine.html").read_text()}  # fmt: skip
+
+
+def test_every_strategy_that_applies_trains_each_workload_like_one_process(elsewhere):
+    configs = elsewhere["configs"]
+    assert sorted(set(configs["workload"])) == sorted(WORKLOADS)
+    assert len(configs) == len(WORKLOADS) * len(impls.names()) * 2
+    skipped = configs[configs["status"] == "skipped"]
+    assert set(skipped["impl"]) == {"dataparallel", "rpc_hybrid"}, skipped[["impl", "error"]]  # no GPU; no remote part
+    ran = configs[configs["status"] != "skipped"]
+    assert (ran["status"] == "ok").all(), ran.loc[ran["status"] != "ok", ["config_id", "error"]].to_string()
+    judged = ran[~ran["baseline"]]
+    assert judged["parity_ok"].all(), judged.loc[~judged["parity_ok"].astype(bool), ["config_id", "parity_note"]]
+
+
+def test_the_run_records_which_code_ran(elsewhere):
+    file = elsewhere["folder"] / "my_workload.py"
+    recorded = json.loads((elsewhere["run"] / "run.json").read_text())["workloads"]
+    mine = recorded["my_workload.py:MyModel"]
+    assert (mine["kind"], mine["path"], mine["spec"]) == ("file", str(file), f"{file}:MyModel")
+    import hashlib
+
+    assert mine["sha256"] == hashlib.sha256(file.read_bytes()).hexdigest()
+    assert recorded["hf:t5"]["kind"] == "hf" and recorded["torchvision:squeezenet1_1"]["path"] is None
+    specs = set(elsewhere["configs"]["workload_spec"])
+    assert f"{file}:MyModel" in specs and "hf:t5" in specs
+
+
+def test_zoo_models_count_their_flops_and_tokens(elsewhere):
+    rows = elsewhere["configs"].query("status == 'ok'").set_index("workload")
+    assert (rows["flops_per_sample"] > 0).all() and (rows["param_count"] > 0).all()
+    assert rows.loc["hf:t5", "tokens_per_batch"].max() == 64 * 2  # both sequences
+    assert rows.loc["my_workload.py:MyModel", "tokens_per_batch"].isna().all()
+
+
+def test_the_model_input_is_profiled_for_each_workload(elsewhere):
+    names = sorted(p.name for p in (elsewhere["run"] / "gradprofile").glob("*.parquet"))
+    assert len(names) == len(WORKLOADS) and all(":" not in name for name in names)
+
+
+def test_the_report_page_names_every_workload_and_its_file(elsewhere):
+    page = elsewhere["page"]
+    for name in WORKLOADS:
+        assert f"<h3>{name}/tiny</h3>" in page
+    assert "Workloads: the code that ran" in page and str(elsewhere["folder"] / "my_workload.py") in page
+    assert "w2 my_workload.py:MyModel/tiny stock" in elsewhere["out"]

@@ -1,0 +1,42 @@
+"""Workloads beyond the registered ones: the user's own file or module, and any architecture of
+torchvision, transformers or timm, each built from a configuration with synthetic data.
+
+    path/to/file.py:NAME     a class (built with the workload options) or a zero-argument factory
+    package.module:NAME      the same, imported (the working directory is on the path, as for `python -m`)
+    torchvision:NAME         torchvision.models.get_model(NAME, weights=None), a classification model
+    hf:MODEL_TYPE            transformers' AutoConfig.for_model(MODEL_TYPE), scaled by --size
+    hf:path/to/config.json   the user's own transformers configuration
+    timm:NAME                timm.create_model(NAME, pretrained=False), when timm is installed
+
+`resolve` turns a spec into a `Source` on the parent side, checking everything it can (the file, the
+name, the three methods, the zoo name), so that bad input is one line before anything runs; a rank
+rebuilds the workload from the source's `spec` (files as absolute paths) with `Source.create`.
+Private (leading underscore): the registry does not load it as a plug-in.
+"""
+
+from __future__ import annotations
+
+from harness.protocols import ConfigError
+from workloads._zoo.source import Source
+
+ZOOS = ("torchvision", "hf", "timm")
+
+
+def is_spec(text: str) -> bool:
+    """Whether `text` names a workload by a spec (KIND:NAME or FILE:NAME) rather than a registered name."""
+    return ":" in text
+
+
+def resolve(spec: str) -> Source:
+    """The source a spec names; ConfigError with one line naming what is wrong and what is valid."""
+    left, sep, target = spec.partition(":")
+    if not sep or not left or not target:
+        raise ConfigError(f"workload {spec!r} is not a spec; give FILE.py:NAME, package.module:NAME, "
+                          f"torchvision:NAME, hf:MODEL_TYPE, hf:config.json or timm:NAME")  # fmt: skip
+    if left in ZOOS:
+        from workloads._zoo import hf, timm_models, vision
+
+        return {"torchvision": vision.torchvision_source, "hf": hf.source, "timm": timm_models.source}[left](target)
+    from workloads._zoo import user
+
+    return user.source(left, target)

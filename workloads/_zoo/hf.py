@@ -1,0 +1,259 @@
+"""`hf:MODEL_TYPE` and `hf:path/to/config.json`: any transformers architecture, built from its
+configuration (`AutoConfig.for_model`, or the user's own file), never from downloaded weights.
+
+The task follows from the architecture (first that applies: seq2seq, masked LM, causal LM, image
+classification; a configuration file's `architectures` decides first; `--wopt task=…` overrides).
+`full` is the configuration as it is (MODEL_TYPE: transformers' defaults, e.g. llama's 7B); `tiny` and
+`small` scale its standard fields down for the CPU (SCALES): layers, hidden size, heads (as many
+key/value heads), intermediate size, vocabulary and the sequence. Dropout is 0 so a step is
+deterministic (parity compares exactly); the key/value cache is off. Options (`--wopt`) set any field
+of the configuration after the scaling (`num_hidden_layers=4`), and `seq_len`, `task`.
+FSDP's blocks are the model's own `_no_split_modules`; `tokens_per_sample` is the sequence length
+(both sequences for seq2seq).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from harness.protocols import ConfigError, WorkloadDefaults
+from workloads._text import TransformerShape, causal_lm_batch, masked_lm_batch, token_loss
+from workloads._zoo.source import Source, file_hash, unknown
+from workloads._zoo.vision import deterministic
+
+TASKS = ("seq2seq", "masked_lm", "causal_lm", "image_classification")
+MAPPINGS = {
+    "seq2seq": ("MODEL_FOR_SEQ_TO_SEQ_CAUSAL_LM_MAPPING_NAMES", "AutoModelForSeq2SeqLM"),
+    "masked_lm": ("MODEL_FOR_MASKED_LM_MAPPING_NAMES", "AutoModelForMaskedLM"),
+    "causal_lm": ("MODEL_FOR_CAUSAL_LM_MAPPING_NAMES", "AutoModelForCausalLM"),
+    "image_classification": ("MODEL_FOR_IMAGE_CLASSIFICATION_MAPPING_NAMES", "AutoModelForImageClassification"),
+}
+ARCHITECTURE_SUFFIXES = {"ForConditionalGeneration": "seq2seq", "ForSeq2SeqLM": "seq2seq", "ForMaskedLM": "masked_lm",
+                         "ForCausalLM": "causal_lm", "LMHeadModel": "causal_lm",
+                         "ForImageClassification": "image_classification"}  # fmt: skip
+OWN_OPTIONS = ("seq_len", "task")
+
+
+@dataclasses.dataclass(frozen=True)
+class Scale:
+    layers: int
+    hidden: int
+    heads: int
+    intermediate: int
+    vocab: int
+    seq: int
+    batch_size: int
+    image_size: int
+    patch_size: int
+
+
+SCALES = {
+    "tiny": Scale(layers=2, hidden=64, heads=2, intermediate=128, vocab=512, seq=32, batch_size=2, image_size=32,
+                  patch_size=8),
+    "small": Scale(layers=4, hidden=256, heads=4, intermediate=1024, vocab=4096, seq=128, batch_size=2,
+                   image_size=64, patch_size=8),
+}  # fmt: skip
+FULL_BATCH, FULL_SEQ = 8, 1024
+
+# The configuration fields each standard field goes by (the model's own where it has no attribute_map).
+FIELDS = {
+    "layers": ("num_hidden_layers", "num_layers", "num_decoder_layers", "encoder_layers", "decoder_layers"),
+    "hidden": ("hidden_size", "d_model"),
+    "heads": ("num_attention_heads", "num_heads", "num_key_value_heads", "encoder_attention_heads",
+              "decoder_attention_heads"),
+    "intermediate": ("intermediate_size", "d_ff", "n_inner", "ffn_dim", "encoder_ffn_dim", "decoder_ffn_dim"),
+    "vocab": ("vocab_size",),
+    "seq": ("max_position_embeddings",),
+    "image_size": ("image_size",),
+    "patch_size": ("patch_size",),
+}  # fmt: skip
+
+
+def source(target: str) -> Source:
+    from transformers import CONFIG_MAPPING
+
+    if target.endswith(".json") or "/" in target:
+        path = Path(target).expanduser().resolve()
+        if not path.is_file():
+            raise ConfigError(f"transformers configuration {target!r} does not exist (looked for {str(path)!r})")
+        fields = _read_config(path)
+        return _source(f"hf:{path}", f"hf:{path.parent.name}/{path.name}", fields, path=path)
+    if target not in CONFIG_MAPPING:
+        raise unknown("transformers model type", target, CONFIG_MAPPING.keys())
+    return _source(f"hf:{target}", f"hf:{target}", {"model_type": target})
+
+
+def _read_config(path: Path) -> dict[str, Any]:
+    import json
+
+    try:
+        fields = json.loads(path.read_text())
+    except ValueError as exc:
+        raise ConfigError(f"transformers configuration {path.name} is not JSON: {exc}") from None
+    if not isinstance(fields, dict) or "model_type" not in fields:
+        raise ConfigError(f"transformers configuration {path.name} has no model_type (a model's config.json has)")
+    return fields
+
+
+def _source(spec: str, name: str, fields: dict[str, Any], *, path: Path | None = None) -> Source:
+    def build(*, size: str, options: dict[str, Any]) -> HFModel:
+        return HFModel(size=size, fields=fields, options=options)
+
+    return Source(spec=spec, kind="hf", name=name, build=build, path=str(path) if path else None,
+                  sha256=file_hash(path) if path else None,
+                  check_options=lambda options: build(size="tiny", options=options).check(name))  # fmt: skip
+
+
+class HFModel(WorkloadDefaults):
+    """A transformers architecture on random tokens (or images), at one size, with options."""
+
+    requires = ("transformers",)
+
+    def __init__(self, *, size: str, fields: dict[str, Any], options: dict[str, Any]) -> None:
+        self.size, self.fields, self.options = size, dict(fields), dict(options)
+        scale = SCALES.get(size)
+        self.task = self.options.pop("task", None) or choose_task(fields)
+        self.batch_size = scale.batch_size if scale else FULL_BATCH
+        self._seq = self.options.pop("seq_len", None) or (scale.seq if scale else None)
+
+    @functools.cached_property
+    def settings(self):
+        """The configuration, made once: the fields, scaled to the size, then the options."""
+        return self.config()
+
+    def config(self):
+        """The configuration: the fields, scaled to the size, then the options (a fresh one each call)."""
+        from transformers import AutoConfig
+
+        fields = dict(self.fields)
+        config = AutoConfig.for_model(fields.pop("model_type"), **fields)
+        if self.size in SCALES:
+            _scale(config, SCALES[self.size], self.task)
+        if self._seq:
+            _set_if_smaller(config, "max_position_embeddings", int(self._seq))
+        _quiet(config)
+        for key, value in self.options.items():
+            setattr(config, key, value)
+        return config
+
+    def check(self, name: str) -> None:
+        """Options that are no field of this configuration are bad input, named with the fields it has."""
+        if self.task not in TASKS:
+            raise ConfigError(f"{name} task {self.task!r} is not one of {', '.join(TASKS)}")
+        config = HFModel(size=self.size, fields=self.fields, options={}).config()  # its fields, none set by options
+        unknown_keys = [key for key in self.options if not _has_field(config, key)]
+        if unknown_keys:
+            fields = f"its configuration's fields ({type(config).__name__}) and {', '.join(OWN_OPTIONS)}"
+            raise ConfigError(f"{name} has no configuration field {', '.join(unknown_keys)}; options are {fields}")
+
+    @property
+    def seq(self) -> int:
+        if self._seq:
+            return int(self._seq)
+        limit = getattr(self.settings, "max_position_embeddings", None) or FULL_SEQ
+        return min(FULL_SEQ, int(limit))
+
+    def build_model(self) -> nn.Module:
+        import transformers
+
+        transformers.logging.set_verbosity_error()  # a model built from a config: nothing worth a warning
+        auto = getattr(transformers, MAPPINGS[self.task][1])
+        return deterministic(auto.from_config(self.config())).train()
+
+    def default_batch_size(self) -> int:
+        return self.batch_size
+
+    def tokens_per_sample(self) -> int | None:
+        if self.task == "image_classification":
+            return None
+        return 2 * self.seq if self.task == "seq2seq" else self.seq
+
+    def blocks(self, model: nn.Module) -> list[nn.Module] | None:
+        names = set(getattr(model, "_no_split_modules", None) or ())
+        found = [module for module in model.modules() if type(module).__name__ in names]
+        return found or None
+
+    def make_batch(self, batch_size: int, *, device: torch.device, generator: torch.Generator):
+        config = self.settings
+        if self.task == "image_classification":
+            size = int(getattr(config, "image_size", 224))
+            images = torch.randn(batch_size, int(getattr(config, "num_channels", 3)), size, size, device=device,
+                                 generator=generator)  # fmt: skip
+            return images, torch.randint(0, config.num_labels, (batch_size,), device=device, generator=generator)
+        shape = TransformerShape(layers=0, hidden=0, heads=0, vocab=config.vocab_size, seq=self.seq, batch_size=0)
+        if self.task == "masked_lm":
+            return masked_lm_batch(batch_size, shape, device=device, generator=generator)
+        if self.task == "seq2seq":
+            source = torch.randint(0, shape.vocab, (batch_size, shape.seq), device=device, generator=generator)
+            return (source, *causal_lm_batch(batch_size, shape, device=device, generator=generator))
+        return causal_lm_batch(batch_size, shape, device=device, generator=generator)
+
+    def loss(self, model: nn.Module, batch) -> torch.Tensor:
+        if self.task == "image_classification":
+            images, labels = batch
+            return F.cross_entropy(model(pixel_values=images).logits, labels)
+        if self.task == "seq2seq":
+            source, decoder_inputs, labels = batch
+            return token_loss(model(input_ids=source, decoder_input_ids=decoder_inputs).logits, labels)
+        inputs, labels = batch
+        return token_loss(model(input_ids=inputs).logits, labels)
+
+
+def choose_task(fields: dict[str, Any]) -> str:
+    """The task an architecture trains at: its configuration's `architectures` say, else the first of
+    TASKS that transformers has a model class for."""
+    for architecture in fields.get("architectures") or ():
+        for suffix, task in ARCHITECTURE_SUFFIXES.items():
+            if architecture.endswith(suffix):
+                return task
+    from transformers.models.auto import modeling_auto
+
+    model_type = fields["model_type"]
+    for task in TASKS:
+        if model_type in getattr(modeling_auto, MAPPINGS[task][0]):
+            return task
+    raise ConfigError(f"transformers model type {model_type!r} has no model for a task ddpbench trains "
+                      f"({', '.join(TASKS)})")  # fmt: skip
+
+
+def _scale(config, scale: Scale, task: str) -> None:
+    """The standard fields of `config` set to `scale` where it has them (heads' sizes following)."""
+    wanted = {"layers": scale.layers, "hidden": scale.hidden, "heads": scale.heads, "intermediate": scale.intermediate,
+              "vocab": scale.vocab, "seq": scale.seq}  # fmt: skip
+    if task == "image_classification":
+        wanted.update(image_size=scale.image_size, patch_size=scale.patch_size)
+    for standard, value in wanted.items():
+        for field in FIELDS[standard]:
+            if _has_field(config, field) and getattr(config, field, None) is not None:
+                setattr(config, field, value)
+    for field in ("head_dim", "d_kv"):  # a head's width, where the configuration keeps it apart
+        if getattr(config, field, None) is not None:
+            setattr(config, field, scale.hidden // scale.heads)
+    for field, value in vars(config).items():  # token ids the smaller vocabulary no longer has
+        if field.endswith("token_id") and isinstance(value, int) and value >= scale.vocab:
+            setattr(config, field, scale.vocab - 1)
+
+
+def _quiet(config) -> None:
+    """No dropout (a step is deterministic, so parity can be exact) and no key/value cache (training)."""
+    for field, value in list(vars(config).items()):
+        if isinstance(value, float) and ("dropout" in field or field.endswith("pdrop") or field == "dropout_rate"):
+            setattr(config, field, 0.0)
+    if hasattr(config, "use_cache"):
+        config.use_cache = False
+
+
+def _set_if_smaller(config, field: str, value: int) -> None:
+    if _has_field(config, field) and (getattr(config, field, None) or 0) < value:
+        setattr(config, field, value)
+
+
+def _has_field(config, field: str) -> bool:
+    return field in vars(config) or field in getattr(config, "attribute_map", {})

@@ -1,0 +1,69 @@
+"""What a workload spec resolves to (`Source`), and the small pieces every kind of source shares."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import hashlib
+import json
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from harness.protocols import ConfigError
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """Where a workload comes from, and how a rank builds it again."""
+
+    spec: str
+    """What a rank rebuilds it from: the spec with a file's path made absolute."""
+    kind: str
+    """file, module, torchvision, hf or timm."""
+    name: str
+    """Its name in rows, pages and config ids: the file's name and NAME, or the zoo spec."""
+    build: Callable[..., Any] = dataclasses.field(compare=False, repr=False)
+    """(size, options) -> the workload."""
+    path: str | None = None
+    """The file that defines it (a user's file or module, a configuration file)."""
+    sha256: str | None = None
+    """A hash of that file's content: which code ran."""
+    check_options: Callable[[dict[str, Any]], None] = dataclasses.field(default=lambda options: None,
+                                                                        compare=False, repr=False)  # fmt: skip
+    """Raises ConfigError naming an option this workload does not take."""
+
+    def create(self, *, size: str, options: dict[str, Any]) -> Any:
+        return self.build(size=size, options=dict(options))
+
+    def provenance(self) -> dict[str, Any]:
+        """What run.json and the run page record of it."""
+        return {"spec": self.spec, "kind": self.kind, "path": self.path, "sha256": self.sha256}
+
+
+def closest(name: str, known: Iterable[str], *, many: int = 5) -> list[str]:
+    """Known names like `name`: those it begins, then the most similar (difflib)."""
+    known = sorted(known)
+    starting = [k for k in known if k.startswith(name)]
+    similar = difflib.get_close_matches(name, known, n=many, cutoff=0.5)
+    return list(dict.fromkeys([*starting, *similar]))[:many]
+
+
+def unknown(what: str, name: str, known: Iterable[str]) -> ConfigError:
+    """'unknown torchvision model 'convnext'; did you mean convnext_tiny, convnext_small, …?'"""
+    near = closest(name, known)
+    hint = f"did you mean {', '.join(near)}?" if near else "see `ddpbench list` for where to find the names"
+    return ConfigError(f"unknown {what} {name!r}; {hint}")
+
+
+def file_hash(path: Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def option_value(text: str) -> Any:
+    """An option given as text, for a workload whose options are not declared: a JSON literal where it is
+    one (4, 0.5, true, null, "x"), else the text itself."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

@@ -1,0 +1,53 @@
+"""`timm:NAME`: any model timm knows, `timm.create_model(NAME, pretrained=False)`, on random images, when
+timm is installed (an optional extra: `pip install timm`). Without it the rows are `skipped` with that
+reason; the sizes are torchvision's (workloads._zoo.vision), the standard input the model's own
+`pretrained_cfg["input_size"]`.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from typing import Any
+
+from torch import nn
+
+from workloads._zoo.source import Source, unknown
+from workloads._zoo.vision import SIZES, ImageModel
+
+
+def source(name: str) -> Source:
+    installed = importlib.util.find_spec("timm") is not None
+    if installed:
+        import timm
+
+        known = timm.list_models()
+        if name not in known:
+            raise unknown("timm model", name, known)
+
+    def build(*, size: str, options: dict[str, Any]) -> ImageModel:
+        shape = SIZES[size]
+        image_size = int(options.pop("image_size", None) or shape.image_size or _standard_input(name, installed))
+
+        def make(classes: int, image_size: int) -> nn.Module:
+            import timm
+
+            try:  # models with position embeddings are built for the input size
+                return timm.create_model(name, pretrained=False, num_classes=classes, img_size=image_size, **options)
+            except TypeError:
+                return timm.create_model(name, pretrained=False, num_classes=classes, **options)
+
+        classes = int(options.pop("num_classes", shape.classes))
+        return ImageModel(size=size, build=make, image_size=image_size, classes=classes,
+                          batch_size=shape.batch_size, requires=("timm",))  # fmt: skip
+
+    return Source(spec=f"timm:{name}", kind="timm", name=f"timm:{name}", build=build)
+
+
+def _standard_input(name: str, installed: bool) -> int:
+    if not installed:
+        return 224
+    import timm
+
+    config = timm.get_pretrained_cfg(name, allow_unregistered=True) if hasattr(timm, "get_pretrained_cfg") else None
+    size = getattr(config, "input_size", None) or (3, 224, 224)
+    return int(size[-1])

@@ -1,0 +1,182 @@
+"""A workload of the user's own: `path/to/file.py:NAME` or `package.module:NAME`.
+
+NAME is a class, built with the workload options as keyword arguments, or a zero-argument factory
+(options, if given, become its keyword arguments). It needs no import from ddpbench: three methods
+make a workload — `build_model()`, `make_batch(batch_size, *, device, generator)`, `loss(model, batch)` —
+and the rest of the `Workload` protocol is optional, with the defaults `WorkloadDefaults` gives.
+Every rank imports the file again from its absolute path (torchrun starts fresh processes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from harness.protocols import ConfigError, WorkloadDefaults
+from workloads._zoo.source import Source, file_hash
+
+REQUIRED = ("build_model", "make_batch", "loss")
+OPTIONAL = ("default_batch_size", "tokens_per_sample", "unavailable_reason", "blocks")
+FORM = "build_model(), make_batch(batch_size, *, device, generator), loss(model, batch)"
+
+
+def source(left: str, name: str) -> Source:
+    """The user's file (`left` ends in .py or is a path) or module, and the NAME it defines; ConfigError
+    naming the file and what is wrong when it cannot be."""
+    if left.endswith(".py") or os.sep in left or "/" in left:
+        path = Path(left).expanduser().resolve()
+        if not path.is_file():
+            raise ConfigError(f"workload file {left!r} does not exist (looked for {str(path)!r})")
+        module, shown, origin = load_file(path), path.name, path
+        spec = f"{path}:{name}"
+    else:
+        module, shown = load_module(left), left
+        origin = Path(module.__file__) if getattr(module, "__file__", None) else None
+        spec = f"{left}:{name}"
+    maker = _defined(module, name, shown)
+    source = Source(spec=spec, kind="file" if shown.endswith(".py") else "module", name=f"{shown}:{name}",
+                    build=lambda *, size, options: wrap(make(maker, options, f"{shown}:{name}"), f"{shown}:{name}",
+                                                        size=size),
+                    path=str(origin) if origin else None, sha256=file_hash(origin) if origin else None,
+                    check_options=lambda options: _check_keywords(maker, options, f"{shown}:{name}"))  # fmt: skip
+    if _takes_no_arguments(maker):  # else its options come with the run, and `create` checks it then
+        wrap(make(maker, {}, source.name), source.name, size="tiny")
+    return source
+
+
+def load_file(path: Path) -> Any:
+    """The module a file defines, imported once per process under a name of its own (its folder first on
+    the path, as `python file.py` has it, so that it can import its neighbours)."""
+    module_name = "ddpbench_workload_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        raise ConfigError(f"workload file {path.name}: importing it raised {_one_line(exc)}") from None
+    sys.modules[module_name] = module
+    return module
+
+
+def load_module(name: str) -> Any:
+    """`package.module`, as importable here or from the working directory (a rank started by torchrun
+    with `-m` has the working directory on its path; the `ddpbench` command does not)."""
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if os.getcwd() in sys.path or exc.name != name.partition(".")[0]:
+            raise ConfigError(f"workload module {name!r} cannot be imported: {_one_line(exc)}") from None
+    except Exception as exc:
+        raise ConfigError(f"workload module {name!r}: importing it raised {_one_line(exc)}") from None
+    sys.path.append(os.getcwd())
+    return load_module(name)
+
+
+def _defined(module: Any, name: str, shown: str) -> Any:
+    if not hasattr(module, name):
+        public = sorted(n for n, v in vars(module).items() if not n.startswith("_") and callable(v)
+                        and getattr(v, "__module__", None) == module.__name__)  # fmt: skip
+        raise ConfigError(f"{shown} defines no {name!r} (it defines: {', '.join(public) or 'nothing callable'})")
+    value = getattr(module, name)
+    if not callable(value):
+        raise ConfigError(f"{shown}:{name} is not a class or a factory (it is a {type(value).__name__})")
+    return value
+
+
+def make(maker: Any, options: dict[str, Any], shown: str) -> Any:
+    """The user's workload object: the class built with the options, or the factory called."""
+    try:
+        return maker(**options)
+    except TypeError as exc:
+        raise ConfigError(f"{shown}({_arguments(options)}) cannot be built: {_one_line(exc)}") from None
+
+
+def _takes_no_arguments(maker: Any) -> bool:
+    try:
+        signature = inspect.signature(maker)
+    except (TypeError, ValueError):
+        return True
+    return all(p.default is not p.empty or p.kind in (p.VAR_KEYWORD, p.VAR_POSITIONAL)
+               for p in signature.parameters.values())  # fmt: skip
+
+
+def _check_keywords(maker: Any, options: dict[str, Any], shown: str) -> None:
+    """An option the class or factory does not take is refused, naming what it takes."""
+    try:
+        parameters = inspect.signature(maker).parameters
+    except (TypeError, ValueError):
+        return
+    if any(p.kind == p.VAR_KEYWORD for p in parameters.values()):
+        return
+    unknown = sorted(set(options) - set(parameters))
+    if unknown:
+        valid = ", ".join(parameters) or "none"
+        raise ConfigError(f"{shown} takes no option {', '.join(unknown)}; its options: {valid}")
+
+
+def wrap(user: Any, shown: str, *, size: str) -> UserWorkload:
+    """The user's object as a `Workload`: its three methods, its optional ones where it has them, the
+    defaults elsewhere; ConfigError naming what it lacks."""
+    missing = [m for m in REQUIRED if not callable(getattr(user, m, None))]
+    if missing:
+        raise ConfigError(f"{shown} lacks {', '.join(missing)} (a workload defines {FORM})")
+    return UserWorkload(user, size=size)
+
+
+class UserWorkload(WorkloadDefaults):
+    """A user's workload object behind the `Workload` protocol (what it does not define, the defaults)."""
+
+    def __init__(self, user: Any, *, size: str) -> None:
+        self.user, self.size = user, getattr(user, "size", size)
+        self.requires = tuple(getattr(user, "requires", ()))
+        self.remote_part = getattr(user, "remote_part", None)
+
+    def build_model(self):
+        return self.user.build_model()
+
+    def make_batch(self, batch_size: int, *, device, generator):
+        return self.user.make_batch(batch_size, device=device, generator=generator)
+
+    def loss(self, model, batch):
+        return self.user.loss(model, batch)
+
+    def default_batch_size(self) -> int:
+        own = getattr(self.user, "default_batch_size", None)
+        return own() if callable(own) else super().default_batch_size()
+
+    def tokens_per_sample(self) -> int | None:
+        own = getattr(self.user, "tokens_per_sample", None)
+        return own() if callable(own) else None
+
+    def unavailable_reason(self, *, device: str) -> str | None:
+        own = getattr(self.user, "unavailable_reason", None)
+        return own(device=device) if callable(own) else super().unavailable_reason(device=device)
+
+    def blocks(self, model):
+        own = getattr(self.user, "blocks", None)
+        return own(model) if callable(own) else None
+
+
+def _arguments(options: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in options.items())
+
+
+def _one_line(exc: BaseException) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    where = ""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    if tb is not None and not tb.tb_frame.f_code.co_filename.startswith(str(Path(__file__).parent)):
+        where = f" (line {tb.tb_lineno})"
+    return f"{type(exc).__name__}: {lines[-1] if lines else ''}{where}".rstrip(": ")

@@ -1,0 +1,139 @@
+"""`torchvision:NAME`: any classification model torchvision knows (`torchvision.models.list_models`),
+built with `weights=None`, classifying random images into random labels.
+
+`--size` sets the input and the head, never the architecture (the model is the one named):
+
+| size  | input                                | classes | batch per rank |
+|-------|--------------------------------------|---------|----------------|
+| tiny  | 32×32 (or the model's smallest)      | 10      | 2              |
+| small | 64×64 (or the model's smallest)      | 100     | 4              |
+| full  | the model's standard (its weights'   | 1000    | 32             |
+|       | crop size: 224 for most)             |         |                |
+
+Options (`--wopt`): `image_size`, `num_classes`, and any keyword the model's builder takes. Vision
+transformers are built for the input size (`image_size`). Dropout, stochastic depth and drop path are
+turned off (`deterministic`), as in every workload: parity compares a data-parallel step with one process.
+timm's models share this workload's images and loss (harness `timm:NAME`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from harness.protocols import ConfigError, WorkloadDefaults
+from workloads._zoo.source import Source, unknown
+
+
+@dataclasses.dataclass(frozen=True)
+class ImageSize:
+    image_size: int | None  # None: the model's standard input
+    classes: int
+    batch_size: int
+
+
+SIZES = {"tiny": ImageSize(32, 10, 2), "small": ImageSize(64, 100, 4), "full": ImageSize(None, 1000, 32)}
+OWN_OPTIONS = ("image_size", "num_classes")
+
+
+class ImageModel(WorkloadDefaults):
+    """A zoo classification model on random images: `build(classes, image_size)` makes it."""
+
+    def __init__(self, *, size: str, build: Callable[[int, int], nn.Module], image_size: int, classes: int,
+                 batch_size: int, requires: tuple[str, ...] = ()) -> None:  # fmt: skip
+        self.size, self._build, self.image_size, self.classes = size, build, image_size, classes
+        self._batch_size, self.requires = batch_size, requires
+
+    def build_model(self) -> nn.Module:
+        return deterministic(self._build(self.classes, self.image_size)).train()
+
+    def default_batch_size(self) -> int:
+        return self._batch_size
+
+    def make_batch(self, batch_size: int, *, device: torch.device, generator: torch.Generator):
+        images = torch.randn(batch_size, 3, self.image_size, self.image_size, device=device, generator=generator)
+        labels = torch.randint(0, self.classes, (batch_size,), device=device, generator=generator)
+        return images, labels
+
+    def loss(self, model: nn.Module, batch) -> torch.Tensor:
+        images, labels = batch
+        return F.cross_entropy(logits(model(images)), labels)  # a mean over samples, as data parallelism assumes
+
+
+def deterministic(model: nn.Module) -> nn.Module:
+    """`model` without its random layers (dropout, stochastic depth, drop path): each rank would draw its
+    own, so no data-parallel step could match one process on the whole batch (parity), and a step's time
+    would depend on the draw."""
+    for module in model.modules():
+        if isinstance(module, nn.modules.dropout._DropoutNd) or type(module).__name__ == "StochasticDepth":
+            module.p = 0.0  # (StochasticDepth: torchvision's)
+        elif hasattr(module, "drop_prob"):  # timm's DropPath
+            module.drop_prob = 0.0
+    return model
+
+
+def logits(output: Any) -> torch.Tensor:
+    """The class scores of a model's output: GoogLeNet and Inception return them with auxiliary heads."""
+    if isinstance(output, torch.Tensor):
+        return output
+    if hasattr(output, "logits"):
+        return output.logits
+    return output[0]
+
+
+def torchvision_source(name: str) -> Source:
+    import torchvision.models as models
+
+    known = models.list_models(module=models)
+    if name not in known:
+        raise unknown("torchvision model", name, known)
+    standard, smallest = _input_sizes(models, name)
+
+    def build(*, size: str, options: dict[str, Any]) -> ImageModel:
+        shape = SIZES[size]
+        image_size = int(options.pop("image_size", None) or max(shape.image_size or standard, smallest))
+        classes = int(options.pop("num_classes", shape.classes))
+        extra = {**_size_keywords(name, image_size), **options}
+
+        def make(classes: int, image_size: int) -> nn.Module:
+            return models.get_model(name, weights=None, num_classes=classes, **extra)
+
+        return ImageModel(size=size, build=make, image_size=image_size, classes=classes,
+                          batch_size=shape.batch_size)  # fmt: skip
+
+    return Source(spec=f"torchvision:{name}", kind="torchvision", name=f"torchvision:{name}", build=build,
+                  check_options=lambda options: _check_on_meta(build, options, f"torchvision:{name}"))  # fmt: skip
+
+
+def _input_sizes(models, name: str) -> tuple[int, int]:
+    """(the standard input side, the smallest the model takes), from its weights' metadata (no download)."""
+    try:
+        weights = models.get_model_weights(name).DEFAULT
+    except (ValueError, AttributeError):
+        return 224, 32
+    crop = getattr(weights.transforms(), "crop_size", [224])
+    smallest = weights.meta.get("min_size", (32, 32))
+    return int(crop[0]), max(int(min(smallest)), 32)
+
+
+def _size_keywords(name: str, image_size: int) -> dict[str, Any]:
+    """Transformers whose position embeddings fix their input size are built for the one given."""
+    if name.startswith("vit_"):
+        return {"image_size": image_size}
+    if name.startswith("maxvit"):
+        return {"input_size": (image_size, image_size)}
+    return {}
+
+
+def _check_on_meta(build: Callable[..., ImageModel], options: dict[str, Any], shown: str) -> None:
+    """Options that the model's builder refuses are bad input: built once on the meta device (no memory)."""
+    try:
+        with torch.device("meta"):
+            build(size="tiny", options=dict(options)).build_model()
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{shown} cannot be built with {options}: {type(exc).__name__}: {exc}") from None
