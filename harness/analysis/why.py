@@ -156,3 +156,11 @@ def slow_rank_words(row: Any) -> str | None:
     late, share = _get(row, "slowest_rank_late_ms") or 0.0, _get(row, "slowest_rank_share") or 0.0
     return (f"rank {int(rank)} is late by {late:.1f} ms per step in {share:.0%} of steps: it launches its "
             "collectives later (its work before them is slower); the others wait for it")  # fmt: skip
+
+
+def lines(row: Any, run: pd.DataFrame | None = None, *, cores: int | None = None) -> list[str]:
+    """What the console and the run page say of `row`: its sentence, and its slow rank on a line of its own
+    where the sentence does not name it already (its waiting part too small to be said)."""
+    said, slow = sentence(row, run, cores=cores), slow_rank_words(row)
+    named = slow is not None and said is not None and f"rank {int(_get(row, 'slowest_rank'))} " in said
+    return [line for line in (said, f"{row['impl']}: {slow}" if slow and not named else None) if line]

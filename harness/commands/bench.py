@@ -173,10 +173,7 @@ def _why_lines(run) -> list[str]:
     largest = ok[ok["world_size"] == ok["world_size"].max()] if not ok.empty else ok
     lines = []
     for _, row in largest[largest["gap_ms"].notna()].iterrows():
-        said = why.sentence(row, configs, cores=os.cpu_count())
-        slow = why.slow_rank_words(row)
-        lines += [line for line in (said, f"{row['impl']}: {slow}" if slow and slow not in (said or "") else None)
-                  if line]  # fmt: skip
+        lines += why.lines(row, configs, cores=os.cpu_count())
     untimed = largest[largest["gap_ms"].isna() & ~largest["baseline"].astype(bool) & largest["comm_note"].notna()]
     for impl, notes in untimed.groupby("impl")["comm_note"]:
         lines.append(f"{impl}: not taken apart: {notes.iloc[0]}")

@@ -213,11 +213,8 @@ def why_slower(run: RunData, workload: str, figs: FigureList) -> list[str]:
     rows = run.configs[(run.configs["workload"] == workload) & run.configs["gap_ms"].notna()]
     cores = (run.meta.get("environment") or {}).get("cpu_count")
     same = run.configs[run.configs["workload"] == workload]
-    said = []
-    for _, row in rows.sort_values("config_id").iterrows():
-        sentence, slow = why.sentence(row, same, cores=cores), why.slow_rank_words(row)
-        said += [sentence, f"{row['impl']}: {slow}" if slow and slow not in (sentence or "") else None]
-    items = "".join(f"<li>{esc(line)}</li>" for line in said if line)
+    said = [line for _, row in rows.sort_values("config_id").iterrows() for line in why.lines(row, same, cores=cores)]
+    items = "".join(f"<li>{esc(line)}</li>" for line in said)
     return [figs.add(figure, CAPTIONS["gap"]), f"<ul class=why>{items}</ul>" if items else ""]
 
 

@@ -164,3 +164,11 @@ def test_each_step_is_seen_from_the_rank_that_waited_most():
              step(0, 2, 21.0, 0.0), step(1, 2, 20.0, 4.0),
              step(0, 3, 20.0, 0.0), step(1, 3, 20.2, 0.0)]  # fmt: skip
     assert [(r["step"], r["rank"]) for r in gap.waiting_view(steps)] == [(1, 0), (2, 1), (3, 1)]
+
+
+def test_the_slow_rank_is_said_once_in_the_sentence_or_on_its_own_line():
+    slow = {"slowest_rank": 1, "slowest_rank_late_ms": 6.0, "slowest_rank_share": 1.0}
+    in_sentence = why.lines({**row(gap_waiting_ms=5.0, gap_exposed_comm_ms=1.0), **slow}, cores=2)
+    assert len(in_sentence) == 1 and "rank 1 launches 6.0 ms late" in in_sentence[0]
+    apart = why.lines({**row(gap_exposed_comm_ms=8.0, gap_waiting_ms=0.2), **slow}, cores=2)
+    assert len(apart) == 2 and apart[1].startswith("stock: rank 1 is late by 6.0 ms per step in 100% of steps")
