@@ -9,6 +9,8 @@ version, such as collectives/, read alike).
 
 from __future__ import annotations
 
+import functools
+
 from collections.abc import Callable
 from pathlib import Path
 
@@ -128,10 +130,16 @@ def migrate(table: pa.Table, *, source: Path) -> pa.Table:
     return table
 
 
+@functools.cache
+def _declared(spec: columns.Table) -> tuple[pa.Schema, tuple[columns.Column, ...]]:
+    """`spec`'s schema and its text-typed columns, built once per table (a field per column costs)."""
+    return spec.schema, tuple(c for c in spec.columns if values.is_text_typed(c.type))
+
+
 def lift_text_columns(table: pa.Table, spec: columns.Table) -> pa.Table:
     """Columns held as text where `spec` declares a map, a list or a timestamp, parsed."""
-    for column in spec.columns:
-        if column.name not in table.column_names or not values.is_text_typed(column.type):
+    for column in _declared(spec)[1]:
+        if column.name not in table.column_names:
             continue
         stored = table.schema.field(column.name).type
         if pa.types.is_string(stored) or pa.types.is_large_string(stored):
@@ -143,13 +151,14 @@ def lift_text_columns(table: pa.Table, spec: columns.Table) -> pa.Table:
 
 def conform(table: pa.Table, spec: columns.Table) -> pa.Table:
     """Every declared column, with its declared type and field metadata (an old part lacks new
-    ones; a part whose column is all null says "null"); columns `spec` does not know are kept."""
+    ones; a part whose column is all null says "null"), in the declared order; columns `spec` does
+    not know are kept, after them."""
     table = lift_text_columns(table, spec)
-    for column in spec.columns:
-        field = column.field()
-        if column.name not in table.column_names:
-            table = table.append_column(field, pa.nulls(len(table), column.type))
-        else:
-            index = table.schema.get_field_index(column.name)
-            table = table.set_column(index, field, table.column(column.name).cast(column.type))
-    return table
+    schema = _declared(spec)[0]
+    present = set(table.column_names)
+    for field in schema:
+        if field.name not in present:
+            table = table.append_column(field, pa.nulls(len(table), field.type))
+    extra = [name for name in table.column_names if name not in schema.names]
+    table = table.select([*schema.names, *extra])
+    return table.cast(pa.schema([*schema, *(table.schema.field(name) for name in extra)]))
