@@ -47,10 +47,10 @@ bench: setup
 	exit $$status
 
 # A bucket_cap_mb response curve: `make bench` over a list of caps (DDP's default 25 included),
-# REPEATS interleaved repeats (default 5: a cap is recommended only on evidence over repeats,
-# and 5 decide a 5 % gain when launches agree within about 2.5 %; docs/statistics.md).
+# repeated until each cap's verdict is decided (REPEATS=auto, the default; or a fixed count: a cap is
+# recommended only on evidence over repeats; docs/statistics.md).
 sweep:
-	$(MAKE) bench BUCKETS="$(or $(BUCKETS),1 5 10 25 50 100)" ARGS="--repeats $(or $(REPEATS),5) $(ARGS)"
+	$(MAKE) bench BUCKETS="$(or $(BUCKETS),1 5 10 25 50 100)" ARGS="--repeats $(or $(REPEATS),auto) $(ARGS)"
 
 report: setup
 	$(BIN)/ddpbench report --results $(RESULTS) --out $(SITE)

@@ -16,8 +16,8 @@ def test_every_workload_runs_with_stock_and_bucketed_at_two_world_sizes(tmp_path
     names = workloads.names()
     done = run_ddpbench(
         "bench", "--gpus", "2", "--impls", "stock,bucketed", "--workloads", ",".join(names), "--size", "tiny",
-        "--steps", "2", "--warmup", "1", "--no-baseline", "--results", str(tmp_path), "--run-id", "all",
-        timeout=480,
+        "--steps", "2", "--warmup", "1", "--no-baseline", "--repeats", "1", "--results", str(tmp_path),
+        "--run-id", "all", timeout=480,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     configs = pd.read_parquet(tmp_path / "all" / "configs")

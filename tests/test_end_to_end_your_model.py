@@ -28,7 +28,7 @@ def elsewhere(tmp_path_factory) -> dict:
     folder = tmp_path_factory.mktemp("my-project")
     shutil.copy(ROOT / "examples" / "my_workload.py", folder / "my_workload.py")
     done = run_ddpbench("bench", "--gpus", "2", "--workloads", ",".join(WORKLOADS), "--size", "tiny",
-                        "--steps", "2", "--warmup", "1", "--results", "results", "--run-id", "mine",
+                        "--steps", "2", "--warmup", "1", "--repeats", "1", "--results", "results", "--run-id", "mine",
                         cwd=folder, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     site = run_ddpbench("report", "--results", "results", "--out", "site", cwd=folder)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 import impls
+from harness.bucketing import DDP_DEFAULT_CAP_MB
 from harness.protocols import ROLES, roles_of
 
 
@@ -64,6 +65,17 @@ def whole_gradient_allreduce(frame: pd.DataFrame) -> pd.Series:
         return pd.Series(dtype=bool)
     rows = with_roles(frame)
     return (rows["gradient_traffic"] == "allreduce") & ~rows["shards_state"].fillna(False).astype(bool)
+
+
+def reference_stand_in(options: dict) -> int | None:
+    """How a reference row's options stand for DDP as torch ships it: 0 with no option (the reference
+    itself), 1 with an explicit 25 MiB cap and nothing else (a stand-in: since torch 2.9 an explicit cap
+    caps the first bucket too), None for any other options (not the reference)."""
+    if not options:
+        return 0
+    if set(options) == {"bucket_cap_mb"} and float(options["bucket_cap_mb"]) == DDP_DEFAULT_CAP_MB:
+        return 1
+    return None
 
 
 def reference_name() -> str:

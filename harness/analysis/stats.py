@@ -221,18 +221,25 @@ def repeat_spread(*figure_sets: Sequence[float], rel_se: float | None = None) ->
 
 
 def verdict(
-    base_ms: Sequence[float], new_ms: Sequence[float], *, threshold: float, rel_se: float | None = None
+    base_ms: Sequence[float],
+    new_ms: Sequence[float],
+    *,
+    threshold: float,
+    rel_se: float | None = None,
+    confidence: float = CONFIDENCE,
 ) -> dict:
     """Judge two runs' repeat medians of one configuration.
 
     'slower'/'faster' when the interval of the ratio excludes 1 and the ratio is beyond the
     threshold. Before that, whether the evidence can decide at all: with fewer than two repeats a
     side, or an interval wider than ±threshold that settles nothing, the verdict is 'too few
-    repeats to tell', with how many would do (never 'no significant change').
+    repeats to tell', with how many would do (never 'no significant change'). `confidence`: of the
+    interval (lower it for no one; `--repeats auto` raises it to pay for its repeated looks).
     """
     have = min(len(base_ms), len(new_ms))
-    judged = ratio_interval(base_ms, new_ms)
-    need = repeats_needed(repeat_spread(base_ms, new_ms, rel_se=rel_se), threshold=threshold)
+    judged = ratio_interval(base_ms, new_ms, confidence=confidence)
+    spread = repeat_spread(base_ms, new_ms, rel_se=rel_se)
+    need = repeats_needed(spread, threshold=threshold, confidence=confidence)
     low, high, bound = judged["low"], judged["high"], 1 + threshold
     narrow = np.log(high / low) / 2 <= np.log1p(threshold)  # False with one repeat (NaN)
     if have >= MIN_REPEATS and (low > bound or (narrow and low > 1 and judged["ratio"] > bound)):
@@ -263,6 +270,7 @@ def recommend_cap(
     *,
     reference_cap: float = REFERENCE_CAP_MB,
     threshold: float = DEFAULT_THRESHOLD,
+    confidence: float = CONFIDENCE,
 ) -> dict:
     """From each cap's repeat medians: the fastest cap, its interval, the caps it does not beat (how
     flat the optimum is), and the decision. Each rival is judged against the fastest by `verdict`,
@@ -278,7 +286,7 @@ def recommend_cap(
     best = min(centers, key=lambda cap: centers[cap][0])
     have = min(len(figures) for figures in figures_by_cap.values())
     words = {
-        cap: verdict(figures, figures_by_cap[best], threshold=threshold)["verdict"]
+        cap: verdict(figures, figures_by_cap[best], threshold=threshold, confidence=confidence)["verdict"]
         for cap, figures in figures_by_cap.items()
         if cap != best
     }
@@ -302,7 +310,9 @@ def recommend_cap(
         "equivalent_caps_mb": sorted(cap for cap in figures_by_cap if words.get(cap) != FASTER),
         "gain_vs_default": reference[0] / centers[best][0] - 1 if reference else None,
         "repeats": have,
-        "repeats_needed": repeats_needed(repeat_spread(*figures_by_cap.values()), threshold=threshold),
+        "repeats_needed": repeats_needed(
+            repeat_spread(*figures_by_cap.values()), threshold=threshold, confidence=confidence
+        ),
     }
 
 

@@ -79,13 +79,13 @@ def _communicates(keys: dict) -> bool:
     return keys["world_size"] * keys["nnodes"] > 1
 
 
-def recommendations(configs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
-    """One row per communicating strategy × setup × world size measured at two or more bucket caps."""
+def sweeps(configs: pd.DataFrame, steps: pd.DataFrame):
+    """Each bucket-cap sweep of a run: (its setup keys, {cap: the step samples of that cap's repeats}), for
+    every communicating strategy × setup × world size × layout rule measured at two caps or more."""
     configs = configs[~roles.is_baseline(configs)]  # the baseline communicates nothing: no cap to choose
     if configs.empty or steps.empty:
-        return pd.DataFrame()
+        return
     samples = step_samples(configs, steps).dropna(subset=["bucket_cap_mb"])
-    rows = []
     for keys, setup_rows in samples.groupby(list(GROUP_KEYS), dropna=False):  # a null key (older rows) is a key too
         setup = dict(zip(GROUP_KEYS, keys, strict=True))
         if not _communicates(setup):
@@ -93,15 +93,24 @@ def recommendations(configs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
         for group in _layouts(setup_rows):
             by_cap = {float(cap): g for cap, g in group.groupby("bucket_cap_mb")}
             if len(by_cap) >= 2:
-                rows.append({**setup, **_recommend(by_cap)})
-    return pd.DataFrame(rows)
+                yield setup, by_cap
 
 
-def _recommend(by_cap: dict[float, pd.DataFrame]) -> dict:
+def recommendations(
+    configs: pd.DataFrame, steps: pd.DataFrame, *, confidence: float = stats.CONFIDENCE
+) -> pd.DataFrame:
+    """One row per communicating strategy × setup × world size measured at two or more bucket caps;
+    `confidence`: of each verdict's interval (raised by `--repeats auto` for its repeated looks)."""
+    found = [{**setup, **recommend(by_cap, confidence=confidence)} for setup, by_cap in sweeps(configs, steps)]
+    return pd.DataFrame(found)
+
+
+def recommend(by_cap: dict[float, pd.DataFrame], *, confidence: float = stats.CONFIDENCE) -> dict:
     """One sweep's decision from its caps' rows (each configuration id one repeat)."""
     repeats = {cap: [stats.repeat_summary(r.sort_values("step")["step_ms"]) for _, r in g.groupby("config_id")]
                for cap, g in by_cap.items()}  # fmt: skip
-    best = stats.recommend_cap({cap: [r["median_ms"] for r in reps] for cap, reps in repeats.items()})
+    figures = {cap: [r["median_ms"] for r in reps] for cap, reps in repeats.items()}
+    best = stats.recommend_cap(figures, confidence=confidence)
     best["equivalent_caps_mb"] = json.dumps(best["equivalent_caps_mb"])
     return {"caps_mb": json.dumps(sorted(by_cap)), **best, "noise": _noise(repeats)}
 
@@ -151,9 +160,9 @@ def describe(row: pd.Series) -> str:
     )
 
 
-def write_run_recommendations(run: Path) -> pd.DataFrame:
+def write_run_recommendations(run: Path, *, confidence: float = stats.CONFIDENCE) -> pd.DataFrame:
     """A finished run's recommendations, written next to it when it swept bucket caps (else empty)."""
-    frame = recommendations(store.read_configs(run), store.read_steps(run))
+    frame = recommendations(store.read_configs(run), store.read_steps(run), confidence=confidence)
     if not frame.empty:
         store.write_recommendations(run, frame)
     return frame

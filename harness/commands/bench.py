@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -117,8 +118,9 @@ def _native_bf16() -> bool:
 
 
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
-    from harness.analysis import sweep
+    from harness.analysis import decide, sweep
     from harness.launch import launcher as launch
+    from harness.launch import repeats
     from harness.launch.torchrun import check_fault_switch
 
     check_fault_switch()
@@ -140,6 +142,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     try:
         with _sigterm_as_exception():
             launch.run_groups(config, plan, on_written=progress.written, on_tick=progress.tick)
+            repeats.until_decided(config, plan, began=began, done=done, on_written=progress.written,
+                                  on_tick=progress.tick, on_round=functools.partial(_round, progress))  # fmt: skip
     except (KeyboardInterrupt, Terminated) as stop:
         progress.close()
         why = "SIGTERM" if isinstance(stop, Terminated) else "SIGINT"
@@ -155,11 +159,17 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     finally:
         progress.close()
     shutil.rmtree(RunFolder(plan.run).cached(""), ignore_errors=True)  # the run is over: nothing reuses its cache
-    recommended = sweep.write_run_recommendations(plan.run)  # after a sweep over bucket caps
+    confidence = decide.confidence_for(config.repeats, config.max_repeats)  # auto's looks are paid for
+    recommended = sweep.write_run_recommendations(plan.run, confidence=confidence)  # after a sweep over bucket caps
     if not recommended.empty:
         console.recommendations(recommended)
     console.why_slower(_why_lines(plan.run))
     return _summarize(plan, time.monotonic() - began)
+
+
+def _round(progress: console.Progress, standing, more: list) -> None:
+    progress.extend(more)
+    console.verdict_round(standing, more)
 
 
 def _why_lines(run) -> list[str]:

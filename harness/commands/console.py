@@ -160,6 +160,15 @@ class Progress:
         self._bar.update(1)
         self._show_current()
 
+    def extend(self, more: list[Configuration]) -> None:
+        """More configurations to come (a round of `--repeats auto`)."""
+        self._pending += list(more)
+        self._total += len(more)
+        if self._bar is not None:
+            self._bar.total = self._total
+            self._bar.refresh()
+            self._show_current()
+
     def tick(self) -> None:
         """Show how far the current configuration is (steps done), on a terminal only."""
         from harness.handoff.progress import read_step_progress
@@ -201,6 +210,31 @@ def recommendations(frame: pd.DataFrame) -> None:
     )
     for _, row in frame.iterrows():
         _print(f"  {sweep.describe(row)}")
+
+
+def duration_text(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def verdict_round(standing, next_round: list) -> None:
+    """`--repeats auto`'s word after each round: how many verdicts are decided, what runs next and how long
+    the rest may take; after the last, the verdicts left open and what they would need."""
+    total, still = len(standing.verdicts), standing.open
+    decided = total - len(still)
+    head = f"ddpbench: repeats auto: {decided} of {total} verdicts decided after {standing.repeats} repeat(s)"
+    if next_round:
+        eta = f"; about {duration_text(standing.estimate_s)} to decide the rest" if standing.estimate_s else ""
+        say(f"{head}; {len(next_round)} more launch(es) of configurations for the {len(still)} open{eta}")
+        return
+    if not still:
+        say(f"{head}: every verdict decided")
+        return
+    why = {"budget": "--budget spent", "max-repeats": "--max-repeats reached"}.get(standing.stopped_by or "", "")
+    say(f"{head}; {len(still)} left open{f' ({why})' if why else ''}:")
+    for verdict in still:
+        say(f"  {verdict.line()}")
 
 
 def why_slower(lines: list[str]) -> None:

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from harness.config.flags import LOCATES, STEERS, finite, flag, key_values, names, whole
+from harness.config.flags import AUTO, LOCATES, STEERS, duration, finite, flag, key_values, names, repeat_count, whole
 from harness.config.precision import DTYPES
 from harness.config.units import parse_bandwidth, parse_latency
 from harness.protocols import SIZES, ConfigError
@@ -26,6 +26,7 @@ OPTIMIZER_CHOICES = ("sgd", "adam")
 SIZE_CHOICES = ("auto", *SIZES)
 DEFAULT_WORKLOADS = ("mlp",)
 RESULTS = Path("results")
+MIN_AUTO_REPEATS = 2  # a verdict's interval needs two repeats a side (harness.analysis.stats.MIN_REPEATS)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -115,12 +116,26 @@ class BenchConfig:
     mem_period_ms: float = flag(
         20.0, "memory sampling period in ms, 0 = off", parse=finite("--mem-period-ms", "a period in milliseconds")
     )
-    repeats: int = flag(
-        1,
-        "run every configuration R times, interleaved, each a launch of its own; each repeat "
-        "is one piece of evidence for compare and the recommended cap (5 for runs meant to be "
-        "compared)",
-        parse=whole("--repeats"),
+    repeats: int | str = flag(
+        AUTO,
+        "run every configuration N times, interleaved, each a launch of its own; each repeat is one "
+        "piece of evidence for compare, the recommended cap and the ratios to the reference. 'auto' "
+        "repeats, in launches of their own, only the configurations whose verdicts are still open, "
+        "until every one is decided, --max-repeats or --budget (docs/statistics.md)",
+        parse=repeat_count,
+        metavar="N|auto",
+        default_text="auto when the run sweeps a bucket cap or compares strategies, else 1",
+    )
+    max_repeats: int = flag(
+        20, "with --repeats auto: the most repeats any configuration gets", parse=whole("--max-repeats")
+    )
+    budget_s: float | None = flag(
+        None,
+        "with --repeats auto: start no further repeat once this much wall time is spent (e.g. 90s, 20m, 1h)",
+        name="--budget",
+        parse=duration("--budget"),
+        default_text="none: --max-repeats alone",
+        on_resume=STEERS,
     )
     seed: int = flag(0, "base seed for model weights and synthetic batches", parse=whole("--seed"))
     timeout_s: float | None = flag(
@@ -146,7 +161,14 @@ class BenchConfig:
         _require_positive_int("--gpus", self.gpus)
         _require_positive_int("--steps", self.steps)
         _require_positive_int("--nnodes", self.nnodes)
-        _require_positive_int("--repeats", self.repeats)
+        if self.repeats != AUTO:
+            _require_positive_int("--repeats", self.repeats)
+        _require_positive_int("--max-repeats", self.max_repeats)
+        if self.max_repeats < MIN_AUTO_REPEATS:
+            raise ConfigError(f"--max-repeats {self.max_repeats} is not valid; give at least {MIN_AUTO_REPEATS} "
+                              "(a verdict needs two repeats a side)")  # fmt: skip
+        if self.budget_s is not None and self.budget_s <= 0:
+            raise ConfigError(f"--budget {self.budget_s:g}s is not valid; give a positive time, e.g. 20m")
         if not isinstance(self.warmup, int) or self.warmup < 0:
             raise ConfigError(f"--warmup {self.warmup} is not valid; give a whole number ≥ 0")
         if self.batch_size is not None:

@@ -20,6 +20,7 @@ from typing import Any
 from harness.protocols import ConfigError
 
 REFUSED, STEERS, LOCATES = "refused", "steers", "locates"
+AUTO = "auto"
 """What a flag may do on `bench --resume`: change what the run measures (refused), steer the running
 only (applies: how long a silence may last, where this node joins), or find the run (its results folder)."""
 
@@ -132,5 +133,36 @@ def key_values(flag: str) -> Callable[[str], tuple[str, tuple[str, ...]]]:
         if not sep or not key.strip():
             raise ConfigError(f"{flag} {text!r} is not key=value[,value…]")
         return key.strip(), names(values)
+
+    return parse
+
+
+def repeat_count(text: str) -> int | str:
+    """--repeats: a whole number, or 'auto'."""
+    if text.strip().lower() == AUTO:
+        return AUTO
+    try:
+        return int(text)
+    except ValueError:
+        raise ConfigError(f"--repeats {text!r} is not valid; give a whole number ≥ 1 or 'auto'") from None
+
+
+DURATION_UNITS = {"s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def duration(flag: str) -> Callable[[str], float]:
+    """A time: '90s', '20m', '1.5h' or a bare number of seconds, in seconds."""
+
+    def parse(text: str) -> float:
+        value = text.strip().lower()
+        scale = DURATION_UNITS.get(value[-1:])
+        number = value[:-1] if scale is not None else value
+        try:
+            seconds = float(number) * (scale or 1.0)
+        except ValueError:
+            seconds = math.nan
+        if not math.isfinite(seconds):
+            raise ConfigError(f"{flag} {text!r} is not a time; give e.g. 90s, 20m or 1h")
+        return seconds
 
     return parse

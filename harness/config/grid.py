@@ -8,7 +8,8 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from harness.config.bench import BenchConfig, resolve_backend
+from harness.config.bench import MIN_AUTO_REPEATS, BenchConfig, resolve_backend
+from harness.config.flags import AUTO
 from harness.config.precision import resolve_dtype
 from harness.protocols import ConfigError
 from harness.results.layout import bounded, safe_name
@@ -49,6 +50,8 @@ class Configuration:
     `workload` is its name as rows show it, its options included. Empty: `workload` itself."""
     workload_options: dict[str, Any] = dataclasses.field(default_factory=dict)
     """The workload's options (`--wopt`)."""
+    repeated: bool = False
+    """Whether it is one of several repeats (its id and its launch then say which)."""
 
     def make_workload(self):
         """This configuration's workload, as every rank builds it (`workloads.create`)."""
@@ -228,6 +231,9 @@ def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) ->
     grids = impl_option_grids(names, config.options)
     dtype = resolve_dtype(config.dtype, device=device, bf16_supported=bf16_supported)
     backend = resolve_backend(config.backend, device=device)
+    decides = decides_anything(names, grids, config.world_sizes, nnodes=config.nnodes)
+    repeats = initial_repeats(config, decides)
+    several = repeats > 1 or (config.repeats == AUTO and decides)
     configurations: list[Configuration] = []
     for world in config.world_sizes:
         group = [
@@ -237,12 +243,12 @@ def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) ->
             for opts in grids[impl]
         ]
         # Repeats interleave (A B C A B C …) so that the machine's drift hits every configuration alike.
-        for repeat in range(config.repeats):
+        for repeat in range(repeats):
             for choice, impl, opts, extra in group:
                 configurations.append(
                     Configuration(
                         config_id=_config_id(
-                            len(configurations), world, choice.name, size, impl, opts, repeat, config.repeats
+                            len(configurations), world, choice.name, size, impl, opts, repeat, several
                         ),
                         impl=impl,
                         impl_options=opts,
@@ -265,6 +271,7 @@ def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) ->
                         profile=config.profile,
                         bucket_timeline=config.bucket_timeline,
                         repeat=repeat,
+                        repeated=several,
                         optimizer=config.optimizer,
                         extra_ranks=extra,
                     )
@@ -281,11 +288,38 @@ def extra_ranks(impl: str, remote_part: str | None, nnodes: int) -> int:
     return wanted if wanted and remote_part is not None and nnodes == 1 else 0
 
 
+def decides_anything(names: list[str], grids: dict[str, list[dict]], worlds, *, nnodes: int) -> bool:
+    """Whether the run has a verdict to decide (harness.analysis.decide): a world size that communicates, and
+    a strategy swept over bucket caps or a strategy to hold against the reference."""
+    import impls as impl_registry
+
+    if not any(world * nnodes > 1 for world in worlds):
+        return False
+    swept = any(len({opts.get("bucket_cap_mb") for opts in grids[name]}) > 1 for name in names)
+    chosen = [impl_registry.roles(name) for name in names]
+    rivals = [r for r in chosen if not r["baseline"] and not r["reference"]]
+    return swept or (any(r["reference"] for r in chosen) and bool(rivals))
+
+
+def initial_repeats(config: BenchConfig, decides: bool) -> int:
+    """The repeats every configuration gets first: --repeats N; under auto, two where there is something to
+    decide (a verdict needs two a side), else one."""
+    if config.repeats != AUTO:
+        return config.repeats
+    return MIN_AUTO_REPEATS if decides else 1
+
+
+def again(cfg: Configuration, *, index: int, repeat: int) -> Configuration:
+    """Repeat `repeat` of configuration `cfg` (any repeat of it), as the `index`-th of its run."""
+    config_id = _config_id(index, cfg.world_size, cfg.workload, cfg.size, cfg.impl, cfg.impl_options, repeat, True)
+    return dataclasses.replace(cfg, config_id=config_id, repeat=repeat, repeated=True)
+
+
 def _config_id(
-    index: int, world: int, workload: str, size: str, impl: str, opts: dict, repeat: int, repeats: int
+    index: int, world: int, workload: str, size: str, impl: str, opts: dict, repeat: int, repeated: bool
 ) -> str:
     parts = [f"{index:04d}", f"w{world}", safe_name(workload), size, impl]
     parts += [f"{k}{v}" for k, v in sorted(opts.items())]
-    if repeats > 1:
+    if repeated:
         parts.append(f"r{repeat}")
     return safe_name("-".join(parts), limit=120)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config.bench import BenchConfig, ConfigError
+from harness.config.flags import AUTO
 from harness.config.grid import Configuration
 from harness.config.ranks import available_cpus, threads_per_rank
 from harness.handoff import costs, records
@@ -217,7 +218,8 @@ def launch_name(config: BenchConfig, cfg: Configuration) -> str:
     """world-N, -plusK for extra ranks (rpc_hybrid's server), .rR for repeat R of several, .nodeK on a
     multi-node job (each node's launcher writes its own plan and log)."""
     name = f"world-{cfg.world_size}" + (f"-plus{cfg.extra_ranks}" if cfg.extra_ranks else "")
-    name += f".r{cfg.repeat}" if config.repeats > 1 else ""
+    older = config.repeats != AUTO and config.repeats > 1  # a run.json from before configurations said so
+    name += f".r{cfg.repeat}" if cfg.repeated or older else ""
     return name + (f".node{config.node_rank}" if config.nnodes > 1 else "")
 
 

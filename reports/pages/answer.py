@@ -138,14 +138,9 @@ def reference_row(group: pd.DataFrame) -> pd.Series | None:
     one, the reference at an explicit 25 MiB cap and nothing else stands in, named for what it is
     (reference_name): since torch 2.9 an explicit cap caps the first bucket too, so it is not DDP's default."""
     stock = group[group["reference"].astype(bool)]
-    for _, row in stock.iterrows():
-        if not row["options"]:
-            return row
-    for _, row in stock.iterrows():
-        cap = row["options"].get("bucket_cap_mb")
-        if set(row["options"]) == {"bucket_cap_mb"} and float(cap) == stats.DDP_DEFAULT_CAP_MB:
-            return row
-    return None
+    ranked_rows = [(roles.reference_stand_in(row["options"]), i) for i, row in stock.iterrows()]
+    ranked_rows = sorted((rank, i) for rank, i in ranked_rows if rank is not None)
+    return stock.loc[ranked_rows[0][1]] if ranked_rows else None
 
 
 def reference_name(reference: pd.Series | None) -> str:

@@ -99,7 +99,8 @@ def test_world_sizes_are_the_doubling_ladder_plus_the_maximum():
 
 
 def test_options_apply_only_to_strategies_that_accept_them():
-    config = BenchConfig(gpus=2, impls=("naive", "stock"), options=(("bucket_cap_mb", ("1", "25")),), size="tiny")
+    config = BenchConfig(gpus=2, impls=("naive", "stock"), options=(("bucket_cap_mb", ("1", "25")),), size="tiny",
+                         repeats=1)  # fmt: skip
     grid = expand(config, device="cpu")
     by_impl = {}
     for c in grid:

@@ -25,6 +25,27 @@ def test_a_non_finite_float_flag_is_refused(capsys, tmp_path, flag, value, said)
     assert said in refused(capsys, tmp_path, f"{flag}={value}")
 
 
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (("--repeats", "often"), "--repeats 'often' is not valid; give a whole number ≥ 1 or 'auto'"),
+        (("--repeats", "0"), "--repeats 0 is not valid"),
+        (("--max-repeats", "1"), "--max-repeats 1 is not valid; give at least 2 (a verdict needs two repeats a side)"),
+        (("--budget", "20x"), "--budget '20x' is not a time; give e.g. 90s, 20m or 1h"),
+        (("--budget=-5m",), "--budget -300s is not valid; give a positive time, e.g. 20m"),
+    ],
+)
+def test_bad_repeats_max_repeats_or_budget_is_refused(capsys, tmp_path, args, said):
+    assert said in refused(capsys, tmp_path, *args)
+
+
+def test_a_budget_reads_seconds_minutes_and_hours():
+    from harness.config.flags import duration
+
+    parse = duration("--budget")
+    assert (parse("90s"), parse("20m"), parse("1.5h"), parse("45")) == (90.0, 1200.0, 5400.0, 45.0)
+
+
 def test_a_config_made_in_code_refuses_non_finite_values_too():
     with pytest.raises(cfgmod.ConfigError, match="--timeout inf is not valid"):
         cfgmod.BenchConfig(gpus=1, impls=("stock",), timeout_s=float("inf"))
@@ -85,7 +106,9 @@ def planned(capsys, *args: str) -> list[str]:
 
 
 def test_repeated_values_run_once_and_are_said_to(capsys):
-    labels = planned(capsys, "--impls", "stock,stock", "--workloads", "mlp,mlp", "--bucket-cap-mb", "1,1,5,1.0")
+    labels = planned(
+        capsys, "--impls", "stock,stock", "--workloads", "mlp,mlp", "--bucket-cap-mb", "1,1,5,1.0", "--repeats", "1"
+    )
     note = capsys.readouterr().out
     assert "ddpbench: note: --impls repeats stock: each runs once" in note
     assert "ddpbench: note: --workloads repeats mlp: each runs once" in note

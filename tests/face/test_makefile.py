@@ -31,8 +31,6 @@ def test_sweep_defaults_to_a_ladder_of_bucket_caps_including_ddps_default():
     assert "--bucket-cap-mb 1,5,10,25,50,100" in out
 
 
-def test_sweep_runs_the_recommended_repeats_by_default_and_repeats_overrides_them():
-    from harness.analysis import stats
-
-    assert f"--repeats {stats.RECOMMENDED_REPEATS}" in dry_run("sweep", "GPUS=2")
+def test_sweep_repeats_until_decided_by_default_and_repeats_overrides_it():
+    assert "--repeats auto" in dry_run("sweep", "GPUS=2")
     assert "--repeats 8" in dry_run("sweep", "GPUS=2", "REPEATS=8")

@@ -63,8 +63,8 @@ def test_resume_leaves_a_complete_run_alone_and_adds_a_retry_to_its_timings(tmp_
     ("args", "said"),
     [
         (["--steps", "500", "--timeout", "5"], "--resume runs the stored run's own grid and settings; --steps would "
-         "change them: leave it out, or start a new run (flags that apply: --node-rank, --rdzv-endpoint, --timeout, "
-         "--fail-fast)"),
+         "change them: leave it out, or start a new run (flags that apply: --node-rank, --rdzv-endpoint, --budget, "
+         "--timeout, --fail-fast)"),
         (["--gpus", "4", "--opt", "bucket_cap_mb=1", "--steps", "20"], "--gpus, --opt, --steps would change them"),
     ],
 )  # fmt: skip

@@ -33,7 +33,15 @@ from harness.results import store
 
 def start_plan(tmp_path: Path, impls: tuple[str, ...], **options):
     config = BenchConfig(
-        gpus=2, impls=impls, size="tiny", warmup=1, baseline=False, parity=False, results=tmp_path, **options
+        gpus=2,
+        impls=impls,
+        size="tiny",
+        warmup=1,
+        baseline=False,
+        parity=False,
+        results=tmp_path,
+        repeats=1,
+        **options,
     )
     configurations = [c for c in expand(config, device="cpu") if c.world_size == 2]
     plan = launch.create_run(config, configurations, run_id="faulty", device="cpu", environment={})

@@ -1,0 +1,157 @@
+"""`--repeats auto`: the verdicts a run exists for, whether each is decided yet, and which configurations
+must run again to decide the rest.
+
+A run exists for two kinds of verdict, at every world size that communicates:
+
+- **a bucket cap**: each sweep's recommendation (harness.analysis.sweep): decided once it is 'use
+  bucket_cap_mb=…' or 'flat', open while it is 'too few repeats to tell';
+- **a strategy against the reference** (DDP as torch ships it), when the run has both: each other
+  communicating strategy's ratio to it (stats.verdict): decided once 'slower', 'faster' or 'no
+  significant change', open while 'too few repeats to tell'. A variant of the reference itself (stock at
+  another cap) is the cap verdict's business; the baseline communicates nothing and is no choice.
+
+**The stopping rule** (docs/statistics.md): the evidence is looked at after 2, 3, 4, 5, 6, 8, 10, 13,
+16, 20, … repeats (`looks`: every repeat at first, where large effects are decided, then about a
+quarter more each time, so that a run allowed many repeats pays for few looks), up to `--max-repeats`.
+Each look judges at confidence 1 − α/L, L the number of looks the run may take. By Bonferroni's
+inequality the chance that a verdict is ever wrongly 'slower' or 'faster' over all its looks is at most
+α = 5 %, however the looks depend on each other: no model of the noise is needed for that bound.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis import roles, stats, sweep
+from harness.results.values import options_of
+
+ALPHA = 1 - stats.CONFIDENCE
+"""The chance a verdict may be wrongly 'slower' or 'faster' over all its looks."""
+DEFAULT_MAX_REPEATS = 20
+"""Repeats after which an open verdict is left open (and says how many it would need)."""
+LOOK_LADDER = (2, 3, 4, 5, 6, 8, 10, 13, 16, 20, 25, 32, 40, 50, 64, 80, 100)
+
+SETUP_KEYS = ("workload", "size", "batch_size", "dtype", "optimizer", "world_size", "nnodes")
+CAP, STRATEGY = "bucket cap", "against the reference"
+
+
+def looks(max_repeats: int) -> tuple[int, ...]:
+    """The repeat counts after which the evidence is judged: the ladder up to `max_repeats`, and it."""
+    ladder = tuple(n for n in LOOK_LADDER if n < max_repeats)
+    return (*ladder, max_repeats) if max_repeats >= stats.MIN_REPEATS else (stats.MIN_REPEATS,)
+
+
+def next_look(repeats: int, max_repeats: int) -> int | None:
+    """The repeat count of the next look after `repeats`; None when the last look is behind."""
+    return next((n for n in looks(max_repeats) if n > repeats), None)
+
+
+def look_confidence(max_repeats: int, *, alpha: float = ALPHA) -> float:
+    """The confidence each look judges at, so that all of a verdict's looks together err at most `alpha`."""
+    return 1 - alpha / len(looks(max_repeats))
+
+
+def confidence_for(repeats: int | str, max_repeats: int) -> float:
+    """The confidence a run's verdicts are judged at: the look confidence under `--repeats auto`, else the
+    fixed rule's (one look)."""
+    return look_confidence(max_repeats) if repeats == "auto" else stats.CONFIDENCE
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    """One verdict of a run at its current evidence."""
+
+    kind: str  # CAP or STRATEGY
+    subject: str  # 'w2 mlp/small stock' (CAP) or 'w2 mlp/small bucketed vs stock' (STRATEGY)
+    word: str  # the verdict as the run would say it now
+    decided: bool
+    repeats: int  # the fewest repeats any of its configurations has
+    repeats_needed: int | None  # per configuration, for an interval narrow enough, at the look confidence
+    config_ids: frozenset[str]  # every repeat of every configuration it rests on
+
+    def line(self) -> str:
+        if self.decided:
+            return f"{self.subject}: {self.word}"
+        return f"{self.subject}: open after {self.repeats} repeats ({stats.needed_text(self.repeats_needed)})"
+
+
+def verdicts(configs: pd.DataFrame, steps: pd.DataFrame, *, confidence: float) -> list[Verdict]:
+    """Every verdict of the run's ok rows at `confidence` (look_confidence of the run's --max-repeats)."""
+    ok = configs[configs["status"] == "ok"] if not configs.empty else configs
+    if ok.empty:
+        return []
+    return [*_cap_verdicts(ok, steps, confidence), *_strategy_verdicts(ok, confidence)]
+
+
+def open_config_ids(found: list[Verdict]) -> set[str]:
+    """The configurations (every repeat of each) that an open verdict rests on: what runs again."""
+    return {config_id for verdict in found if not verdict.decided for config_id in verdict.config_ids}
+
+
+def _subject(keys: dict, what: str) -> str:
+    return f"w{int(keys['world_size']) * int(keys['nnodes'] or 1)} {keys['workload']}/{keys['size']} {what}"
+
+
+def _cap_verdicts(ok: pd.DataFrame, steps: pd.DataFrame, confidence: float) -> list[Verdict]:
+    found = []
+    for setup, by_cap in sweep.sweeps(ok, steps):
+        decision = sweep.recommend(by_cap, confidence=confidence)
+        others = json.loads(setup["other_options"])
+        what = setup["impl"] + "".join(f" {k}={v}" for k, v in sorted(others.items()))
+        ids = frozenset(config_id for rows in by_cap.values() for config_id in rows["config_id"].unique())
+        found.append(Verdict(CAP, _subject(setup, what), sweep.answer(pd.Series(decision)),
+                             decision["decision"] != stats.TOO_FEW, int(decision["repeats"]),
+                             decision["repeats_needed"], ids))  # fmt: skip
+    return found
+
+
+def strategy_label(impl: str, options_json: str | None) -> str:
+    options = options_of(options_json)
+    return impl + "".join(f" {k}={v}" for k, v in sorted(options.items()))
+
+
+def _strategy_verdicts(ok: pd.DataFrame, confidence: float) -> list[Verdict]:
+    rows = roles.with_roles(ok)
+    rows = rows[~rows["baseline"].astype(bool) & rows["step_ms_median"].notna()]
+    found = []
+    for keys, setup in rows.groupby(list(SETUP_KEYS), dropna=False):
+        keys = dict(zip(SETUP_KEYS, keys, strict=True))
+        if int(keys["world_size"]) * int(keys["nnodes"] or 1) < 2:
+            continue  # one rank communicates nothing: every strategy is local
+        reference = _reference(setup)
+        if reference is None:
+            continue
+        base = setup[setup["impl_options"] == reference[1]]
+        base = base[base["impl"] == reference[0]]
+        for (impl, options), other in setup.groupby(["impl", "impl_options"], dropna=False):
+            if impl == reference[0]:
+                continue  # the reference at another cap: the cap verdict decides it
+            judged = stats.verdict(list(base["step_ms_median"]), list(other["step_ms_median"]),
+                                   threshold=stats.DEFAULT_THRESHOLD, confidence=confidence)  # fmt: skip
+            word = _ratio_words(judged)
+            subject = _subject(keys, f"{strategy_label(impl, options)} vs {strategy_label(*reference)}")
+            ids = frozenset([*base["config_id"], *other["config_id"]])
+            found.append(Verdict(STRATEGY, subject, word, judged["verdict"] != stats.TOO_FEW,
+                                 int(judged["repeats"]), judged["repeats_needed"], ids))  # fmt: skip
+    return found
+
+
+def _reference(setup: pd.DataFrame) -> tuple[str, str] | None:
+    """(impl, impl_options) of the setup's reference rows: DDP as shipped, else its 25 MiB stand-in."""
+    reference = setup[setup["reference"].astype(bool)]
+    ranked = {(roles.reference_stand_in(options_of(o)), o, impl) for impl, o in
+              zip(reference["impl"], reference["impl_options"], strict=True)}  # fmt: skip
+    ranked = sorted(r for r in ranked if r[0] is not None)
+    return (ranked[0][2], ranked[0][1]) if ranked else None
+
+
+def _ratio_words(judged: dict) -> str:
+    if judged["verdict"] == stats.TOO_FEW:
+        return stats.TOO_FEW
+    ratio = judged["ratio"]
+    shown = f"{ratio:.2f}× the reference's step" if np.isfinite(ratio) else "no ratio"
+    return f"{judged['verdict']} ({shown})"

@@ -1,0 +1,143 @@
+"""`--repeats auto`: after each round of launches, judge the run's verdicts (harness.analysis.decide) and run
+again only the configurations an open verdict rests on, up to the next look, each repeat a launch of its own
+as before, until every verdict is decided, --max-repeats is reached or --budget is spent.
+
+The new repeats are added to run.json's configurations before they launch, so that `--resume` finds them
+(and goes on deciding: a resumed auto run runs this loop too).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable
+
+from harness.analysis import decide
+from harness.config import grid
+from harness.config.bench import BenchConfig
+from harness.config.flags import AUTO
+from harness.config.grid import Configuration
+from harness.launch.launcher import BenchRun, run_groups
+from harness.results import store
+from harness.results.layout import RunFolder
+
+
+@dataclasses.dataclass
+class Decided:
+    """Where the verdicts stand after a round."""
+
+    verdicts: list[decide.Verdict]
+    repeats: int  # the most repeats any configuration has
+    estimate_s: float | None  # the time the open verdicts would need, at this session's pace
+    stopped_by: str | None = None  # why the open ones stay open: 'max-repeats' or 'budget'
+
+    @property
+    def open(self) -> list[decide.Verdict]:
+        return [v for v in self.verdicts if not v.decided]
+
+
+def identity(cfg: Configuration) -> str:
+    """What every repeat of one configuration shares, as a key."""
+    return json.dumps({k: v for k, v in cfg.to_json().items() if k not in ("config_id", "repeat")}, sort_keys=True)
+
+
+def until_decided(
+    config: BenchConfig,
+    plan: BenchRun,
+    *,
+    began: float,
+    done: int = 0,
+    on_round: Callable[[Decided, list[Configuration]], None],
+    on_written: Callable[[Configuration], None],
+    on_tick: Callable[[], None] | None = None,
+) -> Decided | None:
+    """Rounds of repeats until every verdict is decided (None when the run is not `--repeats auto`).
+    `on_round` hears each round's standing and the configurations about to run (none: the last word)."""
+    if config.repeats != AUTO:
+        return None
+    confidence = decide.look_confidence(config.max_repeats)
+    while True:
+        pace = _pace(plan, began, done)
+        standing, next_round = _standing(config, plan, confidence, pace=pace)
+        if next_round and _over_budget(config.budget_s, began, (pace or 0.0) * len(next_round)):
+            standing.stopped_by, next_round = "budget", []
+        on_round(standing, next_round)
+        if not next_round:
+            return standing
+        _add_to_run(plan, next_round)
+        plan.configurations.extend(next_round)  # this session's: its summary counts their steps
+        run_groups(config, dataclasses.replace(plan, configurations=next_round), on_written=on_written,
+                   on_tick=on_tick)  # fmt: skip
+
+
+def _over_budget(budget_s: float | None, began: float, next_round_s: float) -> bool:
+    """Whether the next round would end past the budget (at this session's pace)."""
+    return budget_s is not None and time.monotonic() - began + next_round_s > budget_s
+
+
+def _standing(config: BenchConfig, plan: BenchRun, confidence: float, *, pace: float | None):
+    """The verdicts now, and the configurations the next round runs (each open one up to the next look)."""
+    found = decide.verdicts(store.read_configs(plan.run), store.read_steps(plan.run), confidence=confidence)
+    every = _all_configurations(plan)
+    repeats: dict[str, list[Configuration]] = {}
+    for cfg in every:
+        repeats.setdefault(identity(cfg), []).append(cfg)
+    most = max((len(v) for v in repeats.values()), default=0)
+    by_id = {cfg.config_id: identity(cfg) for cfg in every}
+    wanted = {by_id[config_id] for config_id in decide.open_config_ids(found) if config_id in by_id}
+    needs = _needs(found, by_id)
+    standing = Decided(found, most, _estimate(pace, repeats, needs, config.max_repeats))
+    next_round: list[tuple[int, int, Configuration]] = []
+    for order, (key, members) in enumerate(repeats.items()):
+        if key not in wanted:
+            continue
+        target = decide.next_look(len(members), config.max_repeats)
+        if target is None:
+            standing.stopped_by = "max-repeats"
+            continue
+        latest = max(members, key=lambda c: c.repeat)
+        first = latest.repeat + 1
+        next_round += [(repeat, order, latest) for repeat in range(first, first + target - len(members))]
+    start = len(every)
+    ordered = sorted(next_round, key=lambda item: (item[0], item[1]))  # interleaved: A B C, then A B C again
+    return standing, [grid.again(cfg, index=start + i, repeat=repeat) for i, (repeat, _, cfg) in enumerate(ordered)]
+
+
+def _needs(found: list[decide.Verdict], by_id: dict[str, str]) -> dict[str, int]:
+    """Per configuration, the most repeats an open verdict of it asks for."""
+    needs: dict[str, int] = {}
+    for verdict in found:
+        if verdict.decided or verdict.repeats_needed is None:
+            continue
+        for config_id in verdict.config_ids:
+            key = by_id.get(config_id)
+            if key is not None:
+                needs[key] = max(needs.get(key, 0), int(verdict.repeats_needed))
+    return needs
+
+
+def _pace(plan: BenchRun, began: float, done: int) -> float | None:
+    """Seconds per configuration so far this session (`done` were written before it), launches and all."""
+    written = len(store.written_config_ids(plan.run)) - done
+    return (time.monotonic() - began) / written if written > 0 else None
+
+
+def _estimate(pace: float | None, repeats: dict, needs: dict[str, int], max_repeats: int) -> float | None:
+    """The time the open verdicts need at this session's pace: the repeats they ask for (at most
+    --max-repeats), less those they have."""
+    if pace is None:
+        return None
+    more = sum(max(0, min(need, max_repeats) - len(repeats.get(key, []))) for key, need in needs.items())
+    return more * pace
+
+
+def _all_configurations(plan: BenchRun) -> list[Configuration]:
+    return [Configuration.from_json(c) for c in store.read_run_meta(plan.run)["configurations"]]
+
+
+def _add_to_run(plan: BenchRun, added: list[Configuration]) -> None:
+    """The new repeats into run.json (whole or not at all), before they launch."""
+    meta = store.read_run_meta(plan.run)
+    meta["configurations"] = [*meta["configurations"], *(c.to_json() for c in added)]
+    store.write_json(RunFolder(plan.run).run_json, meta)

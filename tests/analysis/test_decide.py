@@ -1,0 +1,67 @@
+"""The verdicts `--repeats auto` decides (harness.analysis.decide) on constructed rows, and what the console says
+after a round."""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+from test_sweep import sweep_rows
+
+from harness.analysis import decide
+from harness.commands import console
+from harness.launch.repeats import Decided
+
+CONFIDENCE = decide.look_confidence(decide.DEFAULT_MAX_REPEATS)
+
+
+def with_medians(configs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """The rows' step_ms_median as the store records it: per configuration, the median of its slowest-rank steps."""
+    medians = steps.groupby(["config_id", "step"])["step_ms"].max().groupby("config_id").median()
+    return configs.assign(step_ms_median=configs["config_id"].map(medians))
+
+
+def rows(curve: dict[float, float], *, repeats: int, impl: str = "stock"):
+    configs, steps = sweep_rows(curve, world_sizes=(1, 2), repeats=repeats, impl=impl)
+    configs["config_id"] = impl + "-" + configs["config_id"]
+    steps["config_id"] = impl + "-" + steps["config_id"]
+    return with_medians(configs, steps), steps
+
+
+def test_a_plain_cap_is_decided_and_an_even_one_stays_open_at_two_repeats():
+    configs, steps = rows({1.0: 150.0, 25.0: 100.0}, repeats=3)
+    (verdict,) = decide.verdicts(configs, steps, confidence=CONFIDENCE)
+    assert verdict.kind == decide.CAP and verdict.subject == "w2 gpt2/tiny stock" and verdict.decided
+    assert verdict.word == "use bucket_cap_mb=25" and decide.open_config_ids([verdict]) == set()
+    even, even_steps = rows({1.0: 100.0, 25.0: 100.5}, repeats=2)
+    (still,) = decide.verdicts(even, even_steps, confidence=CONFIDENCE)
+    assert not still.decided and still.repeats == 2
+    assert decide.open_config_ids([still]) == set(even.loc[even["world_size"] == 2, "config_id"])  # every cap of it
+
+
+def test_a_strategy_is_held_against_the_reference_at_world_sizes_that_communicate():
+    stock, stock_steps = rows({25.0: 100.0}, repeats=3)
+    naive, naive_steps = rows({25.0: 180.0}, repeats=3, impl="naive")
+    naive["impl_options"], naive["bucket_cap_mb"] = "{}", None
+    found = decide.verdicts(pd.concat([stock, naive]), pd.concat([stock_steps, naive_steps]), confidence=CONFIDENCE)
+    (verdict,) = found  # none at world size 1; one cap each: no cap verdict
+    assert verdict.kind == decide.STRATEGY and verdict.subject == "w2 gpt2/tiny naive vs stock bucket_cap_mb=25.0"
+    assert verdict.decided and verdict.word.startswith("slower (1.8")
+    assert len(verdict.config_ids) == 6  # three repeats a side
+
+
+def test_the_console_says_how_many_are_decided_what_runs_next_and_what_stayed_open(monkeypatch):
+    configs, steps = rows({1.0: 100.0, 25.0: 100.5}, repeats=2)
+    found = decide.verdicts(configs, steps, confidence=CONFIDENCE)
+    out = io.StringIO()
+    monkeypatch.setattr(console, "say", lambda line: out.write(line + "\n"))
+    console.verdict_round(Decided(found, 2, 75.0), next_round=[object(), object()])
+    console.verdict_round(Decided(found, 20, None, stopped_by="max-repeats"), next_round=[])
+    said = out.getvalue().splitlines()
+    assert said[0] == ("ddpbench: repeats auto: 0 of 1 verdicts decided after 2 repeat(s); 2 more launch(es) of "
+                       "configurations for the 1 open; about 75 s to decide the rest")  # fmt: skip
+    assert (
+        said[1]
+        == "ddpbench: repeats auto: 0 of 1 verdicts decided after 20 repeat(s); 1 left open (--max-repeats reached):"
+    )
+    assert said[2].startswith("  w2 gpt2/tiny stock: open after 2 repeats (need about")
