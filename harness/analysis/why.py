@@ -164,3 +164,22 @@ def lines(row: Any, run: pd.DataFrame | None = None, *, cores: int | None = None
     said, slow = sentence(row, run, cores=cores), slow_rank_words(row)
     named = slow is not None and said is not None and f"rank {int(_get(row, 'slowest_rank'))} " in said
     return [line for line in (said, f"{row['impl']}: {slow}" if slow and not named else None) if line]
+
+
+SAME_CONFIGURATION = ("impl", "impl_options", "workload", "size", "batch_size", "dtype", "optimizer", "world_size",
+                      "nnodes")  # fmt: skip
+
+
+def typical_repeats(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration: of its repeats, the one whose gap is the median (the lower middle of an
+    even count), so that a run of 16 repeats says one sentence per configuration, not 16; and every
+    repeat where a slow rank was named (a finding of its own). Rows without a gap are left out."""
+    rows = rows[rows["gap_ms"].notna()]
+    if rows.empty or "repeat" not in rows or rows["repeat"].nunique() <= 1:
+        return rows
+    keys = [key for key in SAME_CONFIGURATION if key in rows]
+    picked = {group.sort_values(["gap_ms", "repeat"]).index[(len(group) - 1) // 2]
+              for _, group in rows.groupby(keys, dropna=False, sort=False)}  # fmt: skip
+    if "slowest_rank" in rows:
+        picked |= set(rows.index[rows["slowest_rank"].notna()])
+    return rows.loc[sorted(picked)]

@@ -182,7 +182,7 @@ def _why_lines(run) -> list[str]:
     ok = configs[(configs["status"] == "ok") & (configs["world_size"] > 1)]
     largest = ok[ok["world_size"] == ok["world_size"].max()] if not ok.empty else ok
     lines = []
-    for _, row in largest[largest["gap_ms"].notna()].iterrows():
+    for _, row in why.typical_repeats(largest).iterrows():  # one per configuration, however many repeats
         lines += why.lines(row, configs, cores=os.cpu_count())
     untimed = largest[largest["gap_ms"].isna() & ~largest["baseline"].astype(bool) & largest["comm_note"].notna()]
     for impl, notes in untimed.groupby("impl")["comm_note"]:

@@ -225,8 +225,9 @@ def verdict_round(standing, next_round: list) -> None:
     decided = total - len(still)
     head = f"ddpbench: repeats auto: {decided} of {total} verdicts decided after {standing.repeats} repeat(s)"
     if next_round:
-        eta = f"; about {duration_text(standing.estimate_s)} to decide the rest" if standing.estimate_s else ""
-        say(f"{head}; {len(next_round)} more launch(es) of configurations for the {len(still)} open{eta}")
+        until = "to reach --max-repeats (some need more)" if standing.beyond_max else "to decide the rest"
+        eta = f"; about {duration_text(standing.estimate_s)} {until}" if standing.estimate_s else ""
+        say(f"{head}; {len(next_round)} more configuration run(s) for the {len(still)} open{eta}")
         return
     if not still:
         say(f"{head}: every verdict decided")

@@ -23,7 +23,7 @@ from harness.results.layout import costs_path
 
 PHASES = (
     "launch",  # the launcher's torchrun call until rank 0's process starts
-    "imports",  # rank 0's interpreter start and the worker module's imports (torch, the plug-ins)
+    "imports",  # rank 0's interpreter start and the worker module's imports (torch and its compiler, the plug-ins)
     "process group",  # init_process_group, Parquet's warm-up, the imports' objects frozen (housekeeping)
     "model info",  # FLOP counting and sizes, once per workload setup
     "build",  # strategy, model, wrap, optimizer, memory sampler

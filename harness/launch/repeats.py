@@ -31,6 +31,7 @@ class Decided:
     repeats: int  # the most repeats any configuration has
     estimate_s: float | None  # the time the open verdicts would need, at this session's pace
     stopped_by: str | None = None  # why the open ones stay open: 'max-repeats' or 'budget'
+    beyond_max: bool = False  # some open verdict needs more than --max-repeats: the estimate runs to it
 
     @property
     def open(self) -> list[decide.Verdict]:
@@ -87,7 +88,8 @@ def _standing(config: BenchConfig, plan: BenchRun, confidence: float, *, pace: f
     by_id = {cfg.config_id: identity(cfg) for cfg in every}
     wanted = {by_id[config_id] for config_id in decide.open_config_ids(found) if config_id in by_id}
     needs = _needs(found, by_id)
-    standing = Decided(found, most, _estimate(pace, repeats, needs, config.max_repeats))
+    standing = Decided(found, most, _estimate(pace, repeats, needs, config.max_repeats),
+                       beyond_max=any(need > config.max_repeats for need in needs.values()))  # fmt: skip
     next_round: list[tuple[int, int, Configuration]] = []
     for order, (key, members) in enumerate(repeats.items()):
         if key not in wanted:

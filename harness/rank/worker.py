@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch._dynamo  # every optimizer imports it at its first param group (1 s): an import, not the build
 from torch.distributed.elastic.multiprocessing.errors import record
 
 import impls

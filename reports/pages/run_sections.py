@@ -210,7 +210,7 @@ def why_slower(run: RunData, workload: str, figs: FigureList) -> list[str]:
     figure = gapfigures.gap_breakdown(run.configs, workload=workload)
     if figure is None:
         return []
-    rows = run.configs[(run.configs["workload"] == workload) & run.configs["gap_ms"].notna()]
+    rows = why.typical_repeats(run.configs[run.configs["workload"] == workload])  # one per configuration
     cores = (run.meta.get("environment") or {}).get("cpu_count")
     same = run.configs[run.configs["workload"] == workload]
     said = [line for _, row in rows.sort_values("config_id").iterrows() for line in why.lines(row, same, cores=cores)]

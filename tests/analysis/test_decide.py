@@ -58,8 +58,8 @@ def test_the_console_says_how_many_are_decided_what_runs_next_and_what_stayed_op
     console.verdict_round(Decided(found, 2, 75.0), next_round=[object(), object()])
     console.verdict_round(Decided(found, 20, None, stopped_by="max-repeats"), next_round=[])
     said = out.getvalue().splitlines()
-    assert said[0] == ("ddpbench: repeats auto: 0 of 1 verdicts decided after 2 repeat(s); 2 more launch(es) of "
-                       "configurations for the 1 open; about 75 s to decide the rest")  # fmt: skip
+    assert said[0] == ("ddpbench: repeats auto: 0 of 1 verdicts decided after 2 repeat(s); 2 more configuration "
+                       "run(s) for the 1 open; about 75 s to decide the rest")  # fmt: skip
     assert (
         said[1]
         == "ddpbench: repeats auto: 0 of 1 verdicts decided after 20 repeat(s); 1 left open (--max-repeats reached):"

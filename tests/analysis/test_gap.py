@@ -7,6 +7,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from harness.analysis import gap, why
@@ -172,3 +173,13 @@ def test_the_slow_rank_is_said_once_in_the_sentence_or_on_its_own_line():
     assert len(in_sentence) == 1 and "rank 1 launches 6.0 ms late" in in_sentence[0]
     apart = why.lines({**row(gap_exposed_comm_ms=8.0, gap_waiting_ms=0.2), **slow}, cores=2)
     assert len(apart) == 2 and apart[1].startswith("stock: rank 1 is late by 6.0 ms per step in 100% of steps")
+
+
+def test_a_configuration_of_many_repeats_says_its_median_repeat_and_each_slow_rank_found():
+    base = {"impl": "stock", "impl_options": "{}", "workload": "mlp", "size": "tiny", "batch_size": 8,
+            "dtype": "fp32", "optimizer": "sgd", "world_size": 2, "nnodes": 1, "slowest_rank": None}  # fmt: skip
+    repeats = pd.DataFrame([{**base, "repeat": r, "gap_ms": gap} for r, gap in enumerate([9.0, 3.0, 5.0, 7.0])])
+    repeats.loc[0, "slowest_rank"] = 1  # repeat 0 found a slow rank: said too
+    other = pd.DataFrame([{**base, "impl": "naive", "repeat": 0, "gap_ms": 4.0}])
+    picked = why.typical_repeats(pd.concat([repeats, other], ignore_index=True))
+    assert sorted(zip(picked["impl"], picked["repeat"], strict=True)) == [("naive", 0), ("stock", 0), ("stock", 2)]
