@@ -1,12 +1,15 @@
 # ddpbench: every target works alone on a fresh clone (bench and test build the venv first).
 # Variables map onto `ddpbench bench` flags; unset ones take the CLI's defaults.
 #   make bench GPUS=8 IMPLS=naive,stock WORKLOADS=mlp,gpt2 BUCKETS="1 25" SIZE=small STEPS=20
+# BUDGET: how long `make bench` goes on repeating to decide its verdicts (--repeats auto): a first
+# answer in minutes; BUDGET= (empty) repeats until decided or --max-repeats. `make sweep` has none.
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 RESULTS ?= results
+BUDGET ?= 5m
 SITE   ?= reports/site
 
 comma := ,
@@ -23,6 +26,7 @@ BENCH_FLAGS := $(if $(GPUS),--gpus $(GPUS)) \
 	$(if $(WARMUP),--warmup $(WARMUP)) \
 	$(if $(BATCH),--batch-size $(BATCH)) \
 	$(if $(DEVICE),--device $(DEVICE)) \
+	$(if $(BUDGET),--budget $(BUDGET)) \
 	--results $(RESULTS) $(ARGS)
 
 .PHONY: setup bench sweep report publish perf gpu-check test lint clean
@@ -50,7 +54,7 @@ bench: setup
 # repeated until each cap's verdict is decided (REPEATS=auto, the default; or a fixed count: a cap is
 # recommended only on evidence over repeats; docs/statistics.md).
 sweep:
-	$(MAKE) bench BUCKETS="$(or $(BUCKETS),1 5 10 25 50 100)" ARGS="--repeats $(or $(REPEATS),auto) $(ARGS)"
+	$(MAKE) bench BUCKETS="$(or $(BUCKETS),1 5 10 25 50 100)" BUDGET="$(SWEEP_BUDGET)" ARGS="--repeats $(or $(REPEATS),auto) $(ARGS)"
 
 report: setup
 	$(BIN)/ddpbench report --results $(RESULTS) --out $(SITE)

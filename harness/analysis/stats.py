@@ -197,13 +197,19 @@ def needed_text(needed) -> str:
     return f"need about {int(needed)}"
 
 
-def repeats_needed(spread: float, *, threshold: float, confidence: float = CONFIDENCE) -> int | None:
-    """Repeats per run for the interval of a ratio to be narrower than ±threshold in most runs, when
-    one repeat's median varies by `spread` (relative sd): the expected half-width is aimed at
-    NEEDED_WIDTH of the threshold, a margin for the spread's own scatter. None for a zero threshold."""
+def repeats_needed(
+    spread: float, *, threshold: float, confidence: float = CONFIDENCE, ratio: float | None = None
+) -> int | None:
+    """Repeats per run for the interval of a ratio to be narrow enough to decide in most runs, when one
+    repeat's median varies by `spread` (relative sd): narrower than ±threshold (what 'no significant
+    change' needs), or, where the `ratio` seen lies beyond the threshold, narrow enough to keep the
+    threshold out (what 'slower'/'faster' needs), whichever is wider. The expected half-width is aimed
+    at NEEDED_WIDTH of that, a margin for the spread's own scatter. None for a zero threshold."""
     if threshold <= 0 or not np.isfinite(spread):
         return None
-    target = NEEDED_WIDTH * np.log1p(threshold)
+    bound = np.log1p(threshold)
+    beyond = abs(np.log(ratio)) - bound if ratio is not None and ratio > 0 and np.isfinite(ratio) else 0.0
+    target = NEEDED_WIDTH * max(bound, beyond)
     for repeats in range(MIN_REPEATS, MAX_REPEATS + 1):
         if t_quantile(0.5 + confidence / 2, 2 * repeats - 2) * spread * np.sqrt(2 / repeats) <= target:
             return repeats
@@ -239,7 +245,7 @@ def verdict(
     have = min(len(base_ms), len(new_ms))
     judged = ratio_interval(base_ms, new_ms, confidence=confidence)
     spread = repeat_spread(base_ms, new_ms, rel_se=rel_se)
-    need = repeats_needed(spread, threshold=threshold, confidence=confidence)
+    need = repeats_needed(spread, threshold=threshold, confidence=confidence, ratio=judged["ratio"])
     low, high, bound = judged["low"], judged["high"], 1 + threshold
     narrow = np.log(high / low) / 2 <= np.log1p(threshold)  # False with one repeat (NaN)
     if have >= MIN_REPEATS and (low > bound or (narrow and low > 1 and judged["ratio"] > bound)):

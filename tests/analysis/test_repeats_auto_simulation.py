@@ -15,7 +15,7 @@ from tests.analysis.test_verdict_simulation import SCENARIOS, repeat_medians
 
 MAX_REPEATS = decide.DEFAULT_MAX_REPEATS
 CONFIDENCE = decide.look_confidence(MAX_REPEATS)
-PAIRS = 200
+PAIRS = 120
 FIXED = stats.RECOMMENDED_REPEATS
 
 

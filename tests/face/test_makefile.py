@@ -33,4 +33,11 @@ def test_sweep_defaults_to_a_ladder_of_bucket_caps_including_ddps_default():
 
 def test_sweep_repeats_until_decided_by_default_and_repeats_overrides_it():
     assert "--repeats auto" in dry_run("sweep", "GPUS=2")
+    assert "--budget" not in dry_run("sweep", "GPUS=2").split("ddpbench bench", 1)[-1]  # a sweep: until decided
+
+
+def test_bench_gives_its_repeats_a_budget_that_budget_changes_or_removes():
+    assert "--budget 5m" in dry_run("bench")
+    assert "--budget 20m" in dry_run("bench", "BUDGET=20m")
+    assert "--budget" not in dry_run("bench", "BUDGET=")
     assert "--repeats 8" in dry_run("sweep", "GPUS=2", "REPEATS=8")
