@@ -1,16 +1,15 @@
-"""`--repeats auto` on real CPU ranks, at world size 2 (through the launcher's API, as
-tests/test_end_to_end_slow_rank.py does): naive against stock, and stock's cap swept (1 and 25 MiB),
-naive held 100 ms a step on rank 1 (DDPBENCH_FAULT slow) so that its verdict is plain, mlp/tiny so that
-the cap's is not. Each round must run exactly the configurations an open verdict rested on, up to the next
-look; run.json and the summary must hold every round; `bench --resume` must go on deciding.
+"""`--repeats auto` on real CPU ranks, at world size 2: naive against stock, and stock's cap swept (1 and
+25 MiB), naive held 100 ms a step on rank 1 (DDPBENCH_FAULT slow) so that its verdict is plain, mlp/tiny so
+that the cap's is not. The first round runs through the launcher's API (as tests/test_end_to_end_slow_rank.py
+does), as if the run had stopped there; `bench --resume` must then go on deciding, round by round, each round
+running exactly the configurations an open verdict rested on, up to the next look.
 """
 
 from __future__ import annotations
 
 import contextlib
 import io
-import shutil
-import time
+import itertools
 
 import pytest
 
@@ -25,6 +24,13 @@ from harness.results import store
 MAX_REPEATS = 4
 
 
+def bench(*args: str) -> tuple[int, str]:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = cli.main(["bench", *args])
+    return code, out.getvalue()
+
+
 @pytest.fixture(scope="module")
 def auto_run(tmp_path_factory):
     monkeypatch = pytest.MonkeyPatch()
@@ -35,55 +41,59 @@ def auto_run(tmp_path_factory):
                          results=results)  # fmt: skip
     configurations = [c for c in expand(config, device="cpu") if c.world_size == 2]
     plan = launch.create_run(config, configurations, run_id="auto", device="cpu", environment={})
-    began = time.monotonic()
-    launch.run_groups(config, plan, on_written=lambda cfg: None)
-    rounds: list[tuple[repeats.Decided, list[Configuration]]] = []
-    repeats.until_decided(config, plan, began=began, on_round=lambda s, more: rounds.append((s, more)),
-                          on_written=lambda cfg: None)  # fmt: skip
+    launch.run_groups(config, plan, on_written=lambda cfg: None)  # the first round (two repeats), then a stop
+    code, out = bench("--resume", "auto", "--results", str(results))
     monkeypatch.undo()
-    return results, plan, rounds
+    return results, plan.run, code, out
 
 
-def test_each_round_runs_exactly_what_an_open_verdict_rests_on(auto_run):
-    _, plan, rounds = auto_run
-    every = {c["config_id"]: Configuration.from_json(c) for c in store.read_run_meta(plan.run)["configurations"]}
-    assert (store.read_configs(plan.run)["status"] == "ok").all()
-    for standing, more in rounds:
-        if standing.stopped_by:
-            continue  # the last look: nothing more may run
-        wanted = {repeats.identity(every[i]) for i in decide.open_config_ids(standing.verdicts)}
-        assert {repeats.identity(c) for c in more} == wanted
-    first, _ = rounds[0]
-    naive = next(v for v in first.verdicts if v.kind == decide.STRATEGY)
-    assert naive.subject == "w2 mlp/tiny naive vs stock bucket_cap_mb=25.0"
-    last, more = rounds[-1]
-    assert not more
-    decided_naive = next(v for v in last.verdicts if v.kind == decide.STRATEGY)
-    assert decided_naive.decided and decided_naive.word.startswith("slower"), decided_naive
-    counts = store.read_configs(plan.run).groupby("impl")["config_id"].count()
-    assert counts["naive"] < MAX_REPEATS  # decided before the last look: not run to the end
-    if last.open:  # the cap's verdict, on tiny steps, may stay open: then only by the last look
-        assert last.stopped_by == "max-repeats" and counts["stock"] == 2 * MAX_REPEATS
+def rounds(run) -> list[tuple[int, set[str], set[str]]]:
+    """Per look after the first: (its repeat count, the configurations open at it, those the next round ran),
+    configurations as repeats.identity keys, judged again from the run's own rows."""
+    every = [Configuration.from_json(c) for c in store.read_run_meta(run)["configurations"]]
+    configs, steps = store.read_configs(run), store.read_steps(run)
+    looks = decide.looks(MAX_REPEATS)
+    found = []
+    for look, following in itertools.pairwise(looks):
+        seen = configs[configs["repeat"] < look]
+        verdicts = decide.verdicts(seen, steps, confidence=decide.look_confidence(MAX_REPEATS))
+        by_id = {c.config_id: repeats.identity(c) for c in every}
+        opened = {by_id[i] for i in decide.open_config_ids(verdicts)}
+        ran = {repeats.identity(c) for c in every if look <= c.repeat < following}
+        found.append((look, opened, ran))
+    return found
+
+
+def test_the_resume_goes_on_deciding_and_each_round_runs_exactly_what_was_open(auto_run):
+    _, run, code, out = auto_run
+    assert code == 0, out
+    assert "its open verdicts are decided further (--repeats auto)" in out
+    assert (store.read_configs(run)["status"] == "ok").all()
+    for look, opened, ran in rounds(run):
+        assert ran == opened, f"after {look} repeats"
+    naive = store.read_configs(run).query("impl == 'naive'")
+    assert len(naive) < MAX_REPEATS  # its verdict was decided before the last look: not run to the end
+    said = [line for line in out.splitlines() if line.startswith("ddpbench: repeats auto:")]
+    assert "every verdict decided" in said[-1] or "left open (--max-repeats reached)" in said[-1], out
+    assert "  w2 mlp/tiny naive vs stock" not in out  # not among the verdicts left open
 
 
 def test_run_json_and_the_summary_hold_every_round(auto_run):
-    _, plan, _ = auto_run
-    meta = store.read_run_meta(plan.run)
-    assert {c["config_id"] for c in meta["configurations"]} == store.written_config_ids(plan.run)
-    assert {c.config_id for c in plan.configurations} == store.written_config_ids(plan.run)  # the session's own
+    _, run, _, _ = auto_run
+    meta = store.read_run_meta(run)
+    assert {c["config_id"] for c in meta["configurations"]} == store.written_config_ids(run)
     assert meta["config"]["repeats"] == "auto"
+    summary = store.read_json(run / "summary.json")
+    rounds_ran = {c["config_id"] for c in meta["configurations"] if c["repeat"] >= 2}
+    steps = store.read_steps(run)
+    assert summary["session"]["training_step_s"] == pytest.approx(
+        steps[steps["config_id"].isin(rounds_ran)].groupby(["config_id", "step"])["step_ms"].max().sum() / 1000.0
+    )  # the resumed session ran the later rounds, and counts every one of their steps
 
 
-def test_resume_of_an_auto_run_runs_what_is_left_then_goes_on_deciding(auto_run, tmp_path):
-    _, plan, _ = auto_run
-    copy = tmp_path / "results"
-    shutil.copytree(plan.run, copy / "auto")
-    last = store.read_run_meta(copy / "auto")["configurations"][-1]["config_id"]
-    (copy / "auto" / "configs" / f"{last}.parquet").unlink()
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        code = cli.main(["bench", "--resume", "auto", "--results", str(copy)])
-    assert code == 0, out.getvalue()
-    assert last in store.written_config_ids(copy / "auto")
-    said = [line for line in out.getvalue().splitlines() if line.startswith("ddpbench: repeats auto:")]
-    assert said and "verdicts decided after" in said[-1], out.getvalue()
+def test_a_decided_auto_run_has_nothing_to_resume(auto_run):
+    results, run, _, _ = auto_run
+    before = sorted(p.name for p in (run / "configs").iterdir())
+    code, out = bench("--resume", "auto", "--results", str(results))
+    assert code == 0 and "nothing to resume" in out, out
+    assert sorted(p.name for p in (run / "configs").iterdir()) == before

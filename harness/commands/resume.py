@@ -25,11 +25,17 @@ RESUME_FLAGS = {"resume", "retry_failed"} | resume_fields(BenchConfig, LOCATES)
 def resume(args: argparse.Namespace):
     """(config, plan, configurations already written), or None when there is nothing to resume."""
     from harness.launch import launcher as launch
+    from harness.launch import repeats
 
     validate_run_id(args.resume, flag="--resume")
     steering = _steering(args)
     config, plan, done = launch.resume_run(args.results, args.resume, retry_failed=args.retry_failed)
     config = dataclasses.replace(config, **steering)
+    if not plan.configurations and repeats.more_to_decide(config, plan):
+        _say_steering(args, steering)
+        console.say(f"ddpbench: resuming run {plan.run_id}: {done} finished configuration(s) kept; its open "
+                    "verdicts are decided further (--repeats auto)")  # fmt: skip
+        return config, plan, done
     if not plan.configurations:
         console.say(f"ddpbench: run {plan.run_id} is complete ({done} configuration(s) written): nothing to resume"
                     f"{_failed_hint(plan) if not args.retry_failed else ''}; nothing was written")  # fmt: skip

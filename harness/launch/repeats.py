@@ -72,6 +72,15 @@ def until_decided(
                    on_tick=on_tick)  # fmt: skip
 
 
+def more_to_decide(config: BenchConfig, plan: BenchRun) -> bool:
+    """Whether an auto run whose planned configurations are all written has a round left to run: an open
+    verdict short of --max-repeats (what `--resume` finds to do after a stop between rounds)."""
+    if config.repeats != AUTO:
+        return False
+    _, next_round = _standing(config, plan, decide.look_confidence(config.max_repeats), pace=None)
+    return bool(next_round)
+
+
 def _over_budget(budget_s: float | None, began: float, next_round_s: float) -> bool:
     """Whether the next round would end past the budget (at this session's pace)."""
     return budget_s is not None and time.monotonic() - began + next_round_s > budget_s
