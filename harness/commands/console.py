@@ -220,7 +220,8 @@ def duration_text(seconds: float) -> str:
 
 def verdict_round(standing, next_round: list) -> None:
     """`--repeats auto`'s word after each round: how many verdicts are decided, what runs next and how long
-    the rest may take; after the last, the verdicts left open and what they would need."""
+    the rest may take; after the last, every verdict: the decided ones' words, then the open ones and what
+    they would need."""
     total, still = len(standing.verdicts), standing.open
     decided = total - len(still)
     head = f"ddpbench: repeats auto: {decided} of {total} verdicts decided after {standing.repeats} repeat(s)"
@@ -229,12 +230,9 @@ def verdict_round(standing, next_round: list) -> None:
         eta = f"; about {duration_text(standing.estimate_s)} {until}" if standing.estimate_s else ""
         say(f"{head}; {len(next_round)} more configuration run(s) for the {len(still)} open{eta}")
         return
-    if not still:
-        say(f"{head}: every verdict decided")
-        return
     why = {"budget": "--budget spent", "max-repeats": "--max-repeats reached"}.get(standing.stopped_by or "", "")
-    say(f"{head}; {len(still)} left open{f' ({why})' if why else ''}:")
-    for verdict in still:
+    say(f"{head}; {len(still)} left open{f' ({why})' if why else ''}:" if still else f"{head}: every verdict decided:")
+    for verdict in [*(v for v in standing.verdicts if v.decided), *still]:
         say(f"  {verdict.line()}")
 
 

@@ -65,3 +65,10 @@ def test_the_console_says_how_many_are_decided_what_runs_next_and_what_stayed_op
         == "ddpbench: repeats auto: 0 of 1 verdicts decided after 20 repeat(s); 1 left open (--max-repeats reached):"
     )
     assert said[2].startswith("  w2 gpt2/tiny stock: open after 2 repeats (need about")
+    plain, plain_steps = rows({1.0: 150.0, 25.0: 100.0}, repeats=3)
+    out.truncate(0), out.seek(0)
+    console.verdict_round(Decided(decide.verdicts(plain, plain_steps, confidence=CONFIDENCE), 3, None), next_round=[])
+    assert out.getvalue().splitlines() == [
+        "ddpbench: repeats auto: 1 of 1 verdicts decided after 3 repeat(s): every verdict decided:",
+        "  w2 gpt2/tiny stock: use bucket_cap_mb=25",
+    ]
