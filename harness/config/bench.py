@@ -131,7 +131,7 @@ class BenchConfig:
     )
     budget_s: float | None = flag(
         None,
-        "with --repeats auto: start no further repeat once this much wall time is spent (e.g. 90s, 20m, 1h)",
+        "with --repeats auto: start no round of repeats that would end past this much wall time (e.g. 90s, 20m, 1h)",
         name="--budget",
         parse=duration("--budget"),
         default_text="none: --max-repeats alone",
