@@ -240,7 +240,7 @@ def verdict(
     threshold. Before that, whether the evidence can decide at all: with fewer than two repeats a
     side, or an interval wider than ±threshold that settles nothing, the verdict is 'too few
     repeats to tell', with how many would do (never 'no significant change'). `confidence`: of the
-    interval (lower it for no one; `--repeats auto` raises it to pay for its repeated looks).
+    interval (95 % for one look; `--repeats auto` raises it to pay for its repeated looks).
     """
     have = min(len(base_ms), len(new_ms))
     judged = ratio_interval(base_ms, new_ms, confidence=confidence)

@@ -159,6 +159,8 @@ def conform(table: pa.Table, spec: columns.Table) -> pa.Table:
     for field in schema:
         if field.name not in present:
             table = table.append_column(field, pa.nulls(len(table), field.type))
-    extra = [name for name in table.column_names if name not in schema.names]
-    table = table.select([*schema.names, *extra])
+    declared = schema.names
+    known = set(declared)
+    extra = [name for name in table.column_names if name not in known]
+    table = table.select([*declared, *extra])
     return table.cast(pa.schema([*schema, *(table.schema.field(name) for name in extra)]))
