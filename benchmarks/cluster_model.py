@@ -1,0 +1,162 @@
+"""The cluster model against every published nccl-tests table in tests/data/published/ (none of them
+fitted to): predicted bus bandwidth over published, per size, 1 MiB to 8 GiB.
+
+    .venv/bin/python benchmarks/cluster_model.py            # the markdown table in docs/measured/cluster-model.md
+    .venv/bin/python benchmarks/cluster_model.py --sizes    # and every size of every table
+
+Each table is compared with the built-in profile of its GPU's node, on the table's node count,
+with the algorithms its environment allowed (NCCL_ALGO), and, where the table's network is not
+that node's DGX network, with the profile's between-node bandwidth set from the table's NICs at
+the DGX H100 profile's own ratio (380 GB/s of bus bandwidth for 8 × 400 Gb/s = 0.95 of the NICs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import math
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from harness.perfmodel import cluster, nccl
+
+PUBLISHED = Path(__file__).resolve().parent.parent / "tests" / "data" / "published"
+MIN_BYTES, MAX_BYTES = 2**20, 8 * 2**30
+NIC_EFFICIENCY = 380 / 400  # DGX H100: ≈ 380 GB/s between nodes (GTC 2024 S62129) of 8 × 400 Gb/s = 400 GB/s
+
+
+@dataclasses.dataclass(frozen=True)
+class Table:
+    file: str
+    profile: str
+    nodes: int
+    algorithms: tuple[str, ...] | None = None  # NCCL_ALGO of the run; None: NCCL chose
+    nic_gbits_per_node: float | None = None  # the table's network, when it is not the profile's
+    note: str = ""
+
+
+# fmt: off
+TABLES = (
+    Table("h200_1node_azure_ndv5_allreduce_busbw.csv", "dgx-h200", 1, ("nvls",), note="NCCL_ALGO=NVLS; in place"),
+    Table("h100_1node_azure_ndv5_allreduce_busbw.csv", "dgx-h100", 1, ("nvls",), note="NCCL_ALGO=NVLS; in place"),
+    Table("h100_1node_aws_p5_batch_allreduce.csv", "dgx-h100", 1, note="NCCL's own choice"),
+    Table("a100_1node_azure_ndv4_allreduce_busbw.csv", "dgx-a100", 1,
+          note="page says NCCL_ALGO=NVLS, which A100 lacks: NCCL's choice assumed; in place"),
+    Table("a100_1node_oci_bmgpu48_ubuntu_10GiB.csv", "dgx-a100", 1, note="10 GiB only"),
+    Table("a100_1node_oci_bmgpu48_ol_10GiB.csv", "dgx-a100", 1, note="10 GiB only"),
+    Table("a100_p4d_1to4node_nccl527_1GiB.csv", "dgx-a100", 1, note="1 GiB, the one-node row"),
+    Table("h100_2node_aws_p5_efa3200_allreduce.csv", "dgx-h100", 2, nic_gbits_per_node=3200, note="EFA, 3200 Gb/s"),
+    Table("h100_2node_oci_roce_allreduce.csv", "dgx-h100", 2, nic_gbits_per_node=3200, note="RoCE, 16 × 200 Gb/s"),
+    Table("h100_2node_gcp_a3mega_allreduce.csv", "dgx-h100", 2, nic_gbits_per_node=1600,
+          note="TCPXO Ethernet, 8 × 200 Gb/s"),
+    Table("a100_2node_aws_p4de_efa400_allreduce.csv", "dgx-a100", 2, nic_gbits_per_node=400, note="EFA, 400 Gb/s"),
+    Table("a100_2node_oci_bmgpu48_ubuntu_10GiB.csv", "dgx-a100", 2, nic_gbits_per_node=1600,
+          note="RoCE, 16 × 100 Gb/s; 10 GiB only"),
+    Table("a100_2node_oci_bmgpu48_ol_10GiB.csv", "dgx-a100", 2, nic_gbits_per_node=1600,
+          note="RoCE, 16 × 100 Gb/s; 10 GiB only"),
+)
+# fmt: on
+
+
+def read_table(path: Path) -> tuple[str, list[tuple[int, float]]]:
+    """(its source line, [(bytes, busbw GB/s)]) from a published table (comment lines, a header, rows)."""
+    source, rows, header = "", [], None
+    for line in path.read_text().splitlines():
+        if line.startswith("# source:"):
+            source = line.removeprefix("# source:").strip().split()[0]
+        elif line.startswith("#") or not line.strip():
+            continue
+        elif header is None:
+            header = line.split(",")
+        else:
+            values = dict(zip(header, line.split(","), strict=False))
+            if "nodes" in values and values["nodes"] != "1":
+                continue
+            if values.get("busbw_gbps"):
+                rows.append((int(values["size_bytes"]), float(values["busbw_gbps"])))
+    return source, rows
+
+
+def profile_for(table: Table) -> cluster.Cluster:
+    profile = cluster.load(table.profile)
+    if table.algorithms:
+        profile = dataclasses.replace(profile, algorithms=("ring", *table.algorithms))
+    if table.nic_gbits_per_node:
+        profile = dataclasses.replace(profile, inter_busbw_gbps=table.nic_gbits_per_node / 8 * NIC_EFFICIENCY)
+    return profile
+
+
+def errors(table: Table) -> tuple[str, list[tuple[int, float, float, str]]]:
+    """(source, [(bytes, published, predicted, algorithm/protocol)]) over 1 MiB … 8 GiB (a table of
+    one point is kept whatever its size)."""
+    source, rows = read_table(PUBLISHED / table.file)
+    profile = profile_for(table)
+    out = []
+    for nbytes, busbw in rows:
+        if nbytes < MIN_BYTES or (nbytes > MAX_BYTES and len(rows) > 1):
+            continue
+        if table.algorithms:  # NCCL_ALGO: only those (ring stays in the profile to keep it valid; excluded here)
+            choice = _forced(profile, nbytes, table)
+        else:
+            choice = nccl.choose(profile, "all_reduce", nbytes, nodes=table.nodes)
+        out.append((nbytes, busbw, choice.busbw_gbps, f"{choice.algorithm}/{choice.protocol}"))
+    return source, out
+
+
+def _forced(profile: cluster.Cluster, nbytes: int, table: Table) -> nccl.Choice:
+    ranks = table.nodes * profile.gpus_per_node
+    pairs = [p for p in nccl.allowed(profile, "all_reduce", table.nodes) if p[0] in table.algorithms]
+    kwargs = {"ranks": ranks, "nodes": table.nodes}
+    algorithm, protocol = min(pairs, key=lambda p: nccl.tuner_time_us(profile, "all_reduce", *p, nbytes, **kwargs))
+    time = nccl.tuner_time_us(profile, "all_reduce", algorithm, protocol, nbytes, **kwargs)
+    time += nccl.pipeline_fill_us(profile, "all_reduce", algorithm, protocol, nbytes, **kwargs)
+    return nccl.Choice("all_reduce", nbytes, ranks, table.nodes, algorithm, protocol, time)
+
+
+def summary_rows() -> list[dict]:
+    rows = []
+    for table in TABLES:
+        source, points = errors(table)
+        relative = [predicted / published - 1 for _, published, predicted, _ in points]
+        worst = max(range(len(relative)), key=lambda i: abs(relative[i]))
+        rows.append({"table": table, "source": source, "points": points, "mean": _mean_abs(relative),
+                     "worst": relative[worst], "worst_bytes": points[worst][0]})  # fmt: skip
+    return rows
+
+
+def _mean_abs(values: list[float]) -> float:
+    return sum(abs(v) for v in values) / len(values) if values else math.nan
+
+
+def _size(nbytes: int) -> str:
+    return f"{nbytes / 2**30:g} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:g} MiB"
+
+
+def markdown() -> str:
+    lines = ["| table | profile × nodes | sizes | mean abs error | worst (size) | conditions | source |",
+             "|---|---|---|---:|---:|---|---|"]  # fmt: skip
+    for row in summary_rows():
+        t, points = row["table"], row["points"]
+        span = _size(points[0][0]) if len(points) == 1 else f"{_size(points[0][0])}–{_size(points[-1][0])}"
+        lines.append(f"| `{t.file.removesuffix('.csv')}` | {t.profile} × {t.nodes} | {span} | {row['mean']:.1%} | "
+                     f"{row['worst']:+.1%} ({_size(row['worst_bytes'])}) | {t.note} | {row['source']} |")  # fmt: skip
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", action="store_true", help="every size of every table too")
+    args = parser.parse_args()
+    print(markdown())
+    if args.sizes:
+        for row in summary_rows():
+            print(f"\n{row['table'].file}")
+            for nbytes, published, predicted, how in row["points"]:
+                print(f"  {_size(nbytes):>9}  published {published:7.1f}  predicted {predicted:7.1f}  "
+                      f"{predicted / published - 1:+6.1%}  {how}")  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""Cluster profiles: a small TOML file that describes the machines a user is about to book.
+
+A profile says how many GPUs a node has, what joins them inside a node (NVLink through NVSwitch,
+an NVLink mesh, or PCIe; the all-reduce bus bandwidth it reaches, with NVLS or not), what joins the
+nodes (NICs, their rate, the bus bandwidth between nodes), and which of NCCL's algorithms the NCCL
+version has. Every number carries its source in `[sources]`. Built-in profiles live next to this
+module (`clusters/*.toml`); `ddpbench list` shows them; `--cluster FILE` takes a user's own.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+from harness.protocols import ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+BUILTIN_FOLDER = Path(__file__).with_name("clusters")
+GENERATIONS = ("volta", "ampere", "hopper", "blackwell")
+FABRICS = ("nvswitch", "nvlink", "pcie")
+CPUS = ("intel", "amd")
+KNOWN_ALGORITHMS = ("ring", "tree", "nvls", "nvlstree")
+# The numbers a profile must give, as `section.field` (top-level fields without a section).
+NUMBERS = ("gpus_per_node", "intra.nvlinks", "intra.link_gbps", "intra.busbw_gbps", "intra.nvls_busbw_gbps",
+           "inter.nics", "inter.nic_gbps", "inter.busbw_gbps", "inter.latency_us")  # fmt: skip
+
+
+@dataclasses.dataclass(frozen=True)
+class Cluster:
+    name: str
+    description: str
+    gpus_per_node: int
+    generation: str
+    cpu: str
+    nccl: str
+    algorithms: tuple[str, ...]
+    fabric: str
+    nvlinks: int
+    link_gbps: float
+    intra_busbw_gbps: float
+    nvls_busbw_gbps: float
+    nics: int
+    nic_gbps: float
+    inter_busbw_gbps: float
+    inter_latency_us: float
+    sources: dict[str, str]
+    path: str = ""
+    latency_scale: float = 1.0  # NCCL's latencies as its tuner has them; a fit to a user's logs may move it
+
+    @property
+    def intra_hw(self) -> str:
+        """NCCL's hardware class of a step inside a node (tuning.cc `intraHw`): NVLink or PCI."""
+        return "pcie" if self.fabric == "pcie" else "nvlink"
+
+    @property
+    def channels(self) -> int:
+        """NCCL's ring channels: about one per NVLink (its search fills each link; topo.h gives
+        ~20 GB/s per link and channel), two over PCIe."""
+        return max(2, self.nvlinks) if self.fabric != "pcie" else 2
+
+
+def builtin_names() -> list[str]:
+    return sorted(path.stem for path in BUILTIN_FOLDER.glob("*.toml"))
+
+
+def load(name_or_file: str) -> Cluster:
+    """A built-in profile by name, or a TOML file; a bad one raises ConfigError in one line."""
+    path = Path(name_or_file)
+    if name_or_file in builtin_names():
+        path = BUILTIN_FOLDER / f"{name_or_file}.toml"
+    elif not (path.suffix == ".toml" and path.is_file()):
+        raise ConfigError(f"--cluster {name_or_file!r} is neither a built-in profile ({', '.join(builtin_names())}) "
+                          "nor a .toml file")  # fmt: skip
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"--cluster {str(path)!r} is not valid TOML: {error}") from None
+    return from_mapping(data, where=str(path))
+
+
+def _number(data: dict, key: str, where: str) -> float:
+    section, _, field = key.rpartition(".")
+    value = (data.get(section, {}) if section else data).get(field)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
+        raise ConfigError(f"cluster profile {where}: {key} = {value!r} is not valid; give a number ≥ 0")
+    return float(value)
+
+
+def _choice(data: dict, field: str, choices: tuple[str, ...], where: str, *, section: str = "") -> str:
+    value = (data.get(section, {}) if section else data).get(field)
+    if value not in choices:
+        name = f"{section}.{field}" if section else field
+        raise ConfigError(f"cluster profile {where}: {name} = {value!r} is not valid; choose one of "
+                          f"{', '.join(choices)}")  # fmt: skip
+    return value
+
+
+def from_mapping(data: dict, *, where: str = "<profile>") -> Cluster:
+    numbers = {key: _number(data, key, where) for key in NUMBERS}
+    if numbers["gpus_per_node"] < 1 or numbers["intra.busbw_gbps"] <= 0 or numbers["inter.busbw_gbps"] <= 0:
+        raise ConfigError(f"cluster profile {where}: gpus_per_node, intra.busbw_gbps and inter.busbw_gbps must be > 0")
+    algorithms = tuple(data.get("algorithms", ("ring", "tree")))
+    unknown = [a for a in algorithms if a not in KNOWN_ALGORITHMS]
+    if unknown or "ring" not in algorithms:
+        raise ConfigError(f"cluster profile {where}: algorithms {list(algorithms)} is not valid; give ring and any of "
+                          f"{', '.join(KNOWN_ALGORITHMS)}")  # fmt: skip
+    sources = {str(k): str(v) for k, v in data.get("sources", {}).items()}
+    return Cluster(
+        name=str(data.get("name") or Path(where).stem), description=str(data.get("description", "")),
+        gpus_per_node=int(numbers["gpus_per_node"]),
+        generation=_choice(data, "generation", GENERATIONS, where), cpu=_choice(data, "cpu", CPUS, where),
+        nccl=str(data.get("nccl", "")), algorithms=algorithms,
+        fabric=_choice(data, "fabric", FABRICS, where, section="intra"),
+        nvlinks=int(numbers["intra.nvlinks"]), link_gbps=numbers["intra.link_gbps"],
+        intra_busbw_gbps=numbers["intra.busbw_gbps"], nvls_busbw_gbps=numbers["intra.nvls_busbw_gbps"],
+        nics=int(numbers["inter.nics"]), nic_gbps=numbers["inter.nic_gbps"],
+        inter_busbw_gbps=numbers["inter.busbw_gbps"], inter_latency_us=numbers["inter.latency_us"],
+        sources=sources, path=where, latency_scale=float(data.get("latency_scale", 1.0)),
+    )  # fmt: skip
+
+
+def unsourced(cluster: Cluster) -> list[str]:
+    """The fields whose number the profile does not say the source of."""
+    keys = ("gpus_per_node", "generation", "cpu", *NUMBERS[1:])
+    return [key for key in keys if not cluster.sources.get(key)]
+
+
+def with_bandwidths(cluster: Cluster, *, name: str, **changes: float) -> Cluster:
+    """The same cluster with some levels' bandwidths replaced (a fit from measurements)."""
+    return dataclasses.replace(cluster, name=name, **changes)

@@ -1,0 +1,260 @@
+"""What one NCCL collective costs on a cluster, following NCCL's own tuner (src/graph/tuning.cc).
+
+NCCL estimates, for every algorithm × protocol, `time = latency + bytes / algorithm bandwidth` and
+runs the cheapest (`ncclTopoGetAlgoTime`). This module keeps that structure and NCCL's constants
+(NCCL master, 2026: `ncclTunerConstantsDefaults`), with two changes, each said where it is made:
+
+- the bandwidths come from the cluster profile's measured peaks (nccl-tests' bus bandwidth of one
+  node, of NVLS, between nodes) instead of NCCL's topology search, so that a profile is a few
+  numbers a person can read and check;
+- the predicted time adds the pipeline fill the tuner leaves out: a message moves in chunks, and a
+  transfer pipelined with the best chunk size costs (√α + √(S/B))² = α + S/B + 2√(α·S/B) (Hockney's
+  pipelined transfer); α is NCCL's own per-step hardware latency. The choice of algorithm is NCCL's
+  (without that term), as NCCL makes it.
+
+Modelled: ring, tree, NVLS, NVLS tree, each with LL, LL128 and Simple where NCCL allows them.
+Not modelled: CollNet (SHARP in the switch) and PAT (one GPU per node). Times in µs, bandwidths in
+GB/s (1e9 bytes per second, as nccl-tests prints them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+from harness.perfmodel.cluster import Cluster
+
+ALGORITHMS = ("tree", "ring", "nvls", "nvlstree")
+PROTOCOLS = ("LL", "LL128", "Simple")
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter")
+GENERATIONS = ("volta", "ampere", "hopper", "blackwell")  # NCCL's compute-capability index
+
+# tuning.cc `baseLatencies` (µs), per protocol LL, LL128, Simple.
+BASE_LATENCY = {"tree": (6.8, 14.0, 8.4), "ring": (6.6, 14.0, 8.4), "nvls": (0, 0, 0), "nvlstree": (0, 0, 0)}
+# tuning.cc `hwLatencies` (µs per step), by the hardware a step crosses.
+HW_LATENCY = {
+    "nvlink": {"tree": (0.6, 1.25, 4.0), "ring": (0.6, 1.9, 3.4), "nvls": (0, 0, 25), "nvlstree": (0, 0, 25)},
+    "pcie": {"tree": (1.0, 1.9, 4.0), "ring": (1.0, 2.5, 5.7), "nvls": (0, 0, 0), "nvlstree": (0, 0, 0)},
+    "net": {"tree": (5.0, 8.5, 14), "ring": (2.7, 4.0, 14.0), "nvls": (0, 0, 18), "nvlstree": (0, 0, 20.9)},
+}
+# tuning.cc `llMaxBws`: one node by GPU generation; several by CPU vendor (Intel row 0, AMD row 1);
+# the columns are 1, 2 and ≥ 3 nodes.
+LL_MAX_BW = {"volta": (39.0, 39.0, 20.4), "ampere": (87.7, 22.5, 19.0), "hopper": (141.0, 45.0, 35.0),
+             "blackwell": (282.0, 90.0, 70.0)}  # fmt: skip
+LL_MAX_BW_NODES = {"intel": LL_MAX_BW["volta"], "amd": LL_MAX_BW["ampere"]}
+# tuning.cc per-channel caps (GB/s per channel), by generation, for 1, 2, ≥ 3 nodes.
+PER_CHANNEL_RING_LL128 = {"volta": (20.0,) * 3, "ampere": (20.0,) * 3, "hopper": (36.7,) * 3, "blackwell": (40.0,) * 3}
+PER_CHANNEL_TREE_LL128 = {"volta": (20.0,) * 3, "ampere": (20.0,) * 3, "hopper": (36.7, 36.7, 29.0),
+                          "blackwell": (55.6, 31.67, 20.0)}  # fmt: skip
+PER_CHANNEL_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8), "hopper": (38.7, 41.4, 36.0),
+                    "blackwell": (70.0, 42.8, 24.0)}  # fmt: skip
+PER_CHANNEL_NVLS_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8), "hopper": (0.0, 57.7, 45.5),
+                         "blackwell": (0.0, 96.0, 80.0)}  # fmt: skip
+NVLS_CHANNELS = 16  # enqueue.cc: "NVLS should not need more than 16 channels to get peak BW"
+# tuning.cc `treeCorrectionFactor[protocol][log2(bytes / 64)]`, 64 B to 256 MiB: trees stray from the model there.
+# fmt: off
+TREE_CORRECTION = {
+    "LL": (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0),
+    "LL128": (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0),
+    "Simple": (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9),
+}
+# fmt: on
+NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}  # tuning.cc getNetOverhead: a network post, ×3 for Simple
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    """One collective of `nbytes` (each rank's buffer, as nccl-tests counts its size) on `ranks` GPUs."""
+
+    collective: str
+    nbytes: int
+    ranks: int
+    nodes: int
+    algorithm: str
+    protocol: str
+    time_us: float
+
+    @property
+    def algbw_gbps(self) -> float:
+        return self.nbytes / (self.time_us * 1e3) if self.time_us > 0 else 0.0
+
+    @property
+    def busbw_gbps(self) -> float:
+        return self.algbw_gbps * bus_factor(self.collective, self.ranks)
+
+
+def bus_factor(collective: str, ranks: int) -> float:
+    """nccl-tests' busbw = algbw × factor (its doc/PERFORMANCE.md): 2(n−1)/n for all-reduce,
+    (n−1)/n for all-gather and reduce-scatter."""
+    if ranks <= 1:
+        return 0.0
+    return (2 if collective == "all_reduce" else 1) * (ranks - 1) / ranks
+
+
+def _steps(collective: str, ranks: int) -> int:
+    """tuning.cc `nsteps`: a ring all-reduce takes 2(n−1) steps, all-gather and reduce-scatter n−1."""
+    return 2 * (ranks - 1) if collective == "all_reduce" else ranks - 1
+
+
+def _node_index(nodes: int) -> int:
+    return min(nodes, 3) - 1  # tuning.cc index2: 1, 2, ≥ 3 nodes
+
+
+def allowed(cluster: Cluster, collective: str, nodes: int) -> list[tuple[str, str]]:
+    """The (algorithm, protocol) pairs NCCL would consider (tuning.cc's skips and disables)."""
+    pairs = []
+    for algorithm in ALGORITHMS:
+        if algorithm not in cluster.algorithms:
+            continue
+        if collective != "all_reduce" and algorithm not in ("ring", "nvls"):
+            continue  # all-gather / reduce-scatter: ring, NVLS (and PAT, CollNet: not modelled)
+        if algorithm == "nvlstree" and nodes == 1:
+            continue  # "Disable NVLS Tree on a single node"
+        if algorithm == "nvls" and (nodes > 1 or not cluster.nvls_busbw_gbps):
+            continue  # NVLS across nodes needs CollNet (off by default); none without NVSwitch multicast
+        if algorithm == "nvlstree" and not cluster.nvls_busbw_gbps:
+            continue
+        for protocol in PROTOCOLS:
+            if algorithm in ("nvls", "nvlstree") and protocol != "Simple":
+                continue
+            pairs.append((algorithm, protocol))
+    return pairs
+
+
+def bus_bandwidth(cluster: Cluster, collective: str, algorithm: str, protocol: str, nodes: int) -> float:
+    """NCCL's `busBw` for one algorithm × protocol (GB/s), before the bus-to-algorithm conversion.
+
+    Where NCCL multiplies a per-channel graph bandwidth by its channels, this takes the profile's
+    measured peak of that level (the change said above); NCCL's refinements apply unchanged."""
+    gen, index = cluster.generation, _node_index(nodes)
+    channels = cluster.channels
+    inter = cluster.inter_busbw_gbps if nodes > 1 else math.inf
+    ring_bw = min(cluster.intra_busbw_gbps, inter)
+    if algorithm == "nvls":
+        return cluster.nvls_busbw_gbps
+    if algorithm == "nvlstree":  # "Handle 2 node case of NVLSTree": the inter-node tree carries twice at 2 nodes
+        inter_bw = cluster.inter_busbw_gbps * (2 if nodes <= 2 else 1)
+        return min(cluster.nvls_busbw_gbps, inter_bw, PER_CHANNEL_NVLS_TREE[gen][index] * NVLS_CHANNELS)
+    ll_max = LL_MAX_BW[gen][index] if nodes == 1 else LL_MAX_BW_NODES[cluster.cpu][index]
+    bw = ring_bw
+    if algorithm == "ring":
+        if protocol == "LL":
+            bw = min(ll_max, bw * 0.5)
+        elif protocol == "LL128":
+            bw = min(bw * 0.92, channels * PER_CHANNEL_RING_LL128[gen][index])  # 120/128 of each line is data
+        return bw
+    if collective == "all_reduce":  # tree
+        bw = min(bw * 0.92, channels * PER_CHANNEL_TREE[gen][index])
+    if protocol == "LL":
+        bw = min(bw / 3.8, ll_max)
+    elif protocol == "LL128":
+        bw = min(bw * (7 / 9 if nodes == 1 else 120 / 128), channels * PER_CHANNEL_TREE_LL128[gen][index])
+    return bw
+
+
+def algorithm_bandwidth(cluster: Cluster, collective: str, algorithm: str, protocol: str, *, ranks: int,
+                        nodes: int) -> float:  # fmt: skip
+    """tuning.cc "Convert bus BW to algorithm BW": ring and NVLS × n/nsteps, tree × 1/2."""
+    bus = bus_bandwidth(cluster, collective, algorithm, protocol, nodes)
+    ratio = ranks / _steps(collective, ranks) if algorithm in ("ring", "nvls", "nvlstree") else 0.5
+    return bus * ratio
+
+
+def latency_us(cluster: Cluster, collective: str, algorithm: str, protocol: str, *, ranks: int, nodes: int) -> float:
+    """tuning.cc `latencies[coll][a][p]`, times the profile's `latency_scale` (1: NCCL's constants;
+    a fit to measurements may move it)."""
+    return cluster.latency_scale * _nccl_latency_us(cluster, collective, algorithm, protocol, ranks=ranks, nodes=nodes)
+
+
+def _nccl_latency_us(cluster: Cluster, collective: str, algorithm: str, protocol: str, *, ranks: int,
+                     nodes: int) -> float:  # fmt: skip
+    """tuning.cc `latencies[coll][a][p]`: a base per algorithm × protocol plus the steps' hardware latencies."""
+    p = PROTOCOLS.index(protocol)
+    per_node = ranks // nodes
+    intra_lat = HW_LATENCY[cluster.intra_hw][algorithm][p]
+    # "With ppn=1 latencies are fully exposed, use the Tree network latency"
+    inter_lat = HW_LATENCY["net"]["tree" if per_node == 1 else algorithm][p] + cluster.inter_latency_us
+    if protocol == "Simple":
+        inter_lat += cluster.inter_latency_us  # "Also add the flush extra latency"
+    base = BASE_LATENCY[algorithm][p]
+    log_nodes = int(math.log2(nodes)) if nodes > 1 else 0  # NCCL's log2i rounds down
+    if algorithm == "ring":
+        steps = _steps(collective, ranks)
+        overhead = NET_OVERHEAD_US[cluster.cpu] * (3 if protocol == "Simple" else 1) if nodes > 1 else 0.0
+        intra_lat = max(intra_lat, overhead)  # "Inter-node rings still have to launch nsteps * net overhead"
+        inter_steps = 0 if nodes == 1 else (2 * (nodes - 1) if collective == "all_reduce" else nodes - 1)
+        return base + (steps - inter_steps) * intra_lat + inter_steps * inter_lat
+    if algorithm == "tree":
+        return base + 2 * ((per_node - 1) * intra_lat + log_nodes * inter_lat)
+    if algorithm == "nvls":
+        return intra_lat + (inter_lat if nodes > 1 else 0.0)
+    return base + intra_lat + 2 * log_nodes * inter_lat  # nvlstree
+
+
+def tuner_time_us(cluster: Cluster, collective: str, algorithm: str, protocol: str, nbytes: int, *, ranks: int,
+                  nodes: int) -> float:  # fmt: skip
+    """enqueue.cc/tuning.cc `ncclTopoGetAlgoTime`: the time NCCL's tuner compares (one operation)."""
+    bw = algorithm_bandwidth(cluster, collective, algorithm, protocol, ranks=ranks, nodes=nodes)
+    lat = latency_us(cluster, collective, algorithm, protocol, ranks=ranks, nodes=nodes)
+    if bw <= 0:
+        return math.inf
+    log_size = int(math.log2(nbytes >> 6)) if nbytes >= 64 else -1
+    if algorithm == "tree" and collective == "all_reduce" and 0 <= log_size < 23:
+        bw *= TREE_CORRECTION[protocol][log_size]
+    if (algorithm == "ring" and protocol == "Simple" and nodes > 1 and collective == "all_reduce"
+            and nbytes / (cluster.channels * ranks) >= 64):  # fmt: skip
+        lat *= 1.9 if cluster.generation == "volta" else 1.4  # "Plateau effect of ring"
+    return lat + nbytes / (1e3 * bw)
+
+
+def pipeline_fill_us(cluster: Cluster, collective: str, algorithm: str, protocol: str, nbytes: int, *, ranks: int,
+                     nodes: int) -> float:  # fmt: skip
+    """Our addition: 2√(α·S/B), the fill of a pipelined transfer at its best chunk size, α the
+    hardware latency of one point-to-point step (a ring's step: NCCL's `hwLatencies` for rings) on
+    the level the data crosses; NVLS moves its chunks over NVLink too (its own 25 µs is a whole
+    operation's latency, not a step's). NCCL's tree correction already bends the tree's curve, so
+    the tree gets none."""
+    if algorithm == "tree":
+        return 0.0
+    level = "net" if nodes > 1 and algorithm != "nvls" else cluster.intra_hw
+    alpha = HW_LATENCY[level]["ring"][PROTOCOLS.index(protocol)]
+    transfer = nbytes / (1e3 * algorithm_bandwidth(cluster, collective, algorithm, protocol, ranks=ranks, nodes=nodes))
+    return 2 * math.sqrt(alpha * transfer)
+
+
+def choose(cluster: Cluster, collective: str, nbytes: int, *, nodes: int, ranks: int | None = None) -> Choice:
+    """The algorithm × protocol NCCL's tuner would pick, and the time we predict for it, on `nodes`
+    nodes with `ranks` GPUs in all (default: every GPU of those nodes)."""
+    if collective not in COLLECTIVES:
+        raise ValueError(f"collective {collective!r}: choose one of {', '.join(COLLECTIVES)}")
+    ranks = ranks or nodes * cluster.gpus_per_node
+    if ranks <= 1:
+        return Choice(collective, nbytes, ranks, nodes, "none", "none", 0.0)
+    pairs = allowed(cluster, collective, nodes)
+    algorithm, protocol = min(
+        pairs, key=lambda pair: tuner_time_us(cluster, collective, *pair, nbytes, ranks=ranks, nodes=nodes)
+    )
+    time = tuner_time_us(cluster, collective, algorithm, protocol, nbytes, ranks=ranks, nodes=nodes)
+    time += pipeline_fill_us(cluster, collective, algorithm, protocol, nbytes, ranks=ranks, nodes=nodes)
+    return Choice(collective, nbytes, ranks, nodes, algorithm, protocol, time)
+
+
+@dataclasses.dataclass(frozen=True)
+class ClusterLink:
+    """The all-reduce cost DDP's bucket schedule asks for (`allreduce_s`) on a cluster: a world size
+    fills whole nodes first (8 GPUs of an 8-GPU node: one node; 16: two)."""
+
+    cluster: Cluster
+
+    @property
+    def source(self) -> str:
+        return f"cluster {self.cluster.name}, NCCL's algorithms"
+
+    def nodes(self, world_size: int) -> int:
+        return -(-world_size // self.cluster.gpus_per_node)
+
+    def allreduce_s(self, nbytes: float, world_size: int) -> float:
+        if world_size <= 1 or nbytes <= 0:
+            return 0.0
+        nodes = self.nodes(world_size)
+        return choose(self.cluster, "all_reduce", int(nbytes), nodes=nodes, ranks=world_size).time_us / 1e6

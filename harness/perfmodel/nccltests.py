@@ -1,0 +1,233 @@
+"""nccl-tests logs in and out: its text table and its JSON (`-J FILE.json`), and a cluster profile
+fitted to them.
+
+A log says the collective (`# Collective test starting: all_reduce_perf`, or the program in the
+JSON's `args`), the ranks and their hosts (`#  Rank  3 Group  0 Pid … on host-1 device …`), and one
+row per size with time, algbw and busbw, out of place then in place. The ranks are read from
+busbw/algbw where a row has both (nccl-tests' own factor), else from the rank lines; the nodes
+from the distinct hosts. The fit moves only the profile's bandwidths (one node: the ring's and
+NVLS's; several: the network's), never NCCL's latencies, and reports its own error on the rows
+it used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+from harness.perfmodel import nccl
+from harness.perfmodel.cluster import Cluster, with_bandwidths
+from harness.protocols import ConfigError
+
+FIT_MIN_BYTES = 64 * 1024  # below this a collective is all latency: bandwidths cannot be read from it
+PROGRAMS = {"all_reduce_perf": "all_reduce", "all_gather_perf": "all_gather", "reduce_scatter_perf": "reduce_scatter"}
+GPU_PROFILES = (("H200", "dgx-h200"), ("H100", "dgx-h100"), ("A100", "dgx-a100"), ("V100", "dgx1-v100"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    nbytes: int
+    time_us: float
+    algbw_gbps: float
+    busbw_gbps: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Log:
+    path: str
+    collective: str
+    ranks: int
+    nodes: int
+    gpu: str  # the device name of its first rank line, "" when it has none
+    rows: tuple[Row, ...]
+
+
+# ---------------------------------------------------------------- reading
+
+
+def read(path: Path, *, nodes: int | None = None) -> Log:
+    """A text or JSON nccl-tests log; a file that is neither raises ConfigError naming it."""
+    try:
+        text = Path(path).read_text()
+    except OSError as error:
+        raise ConfigError(f"--nccl-tests {str(path)!r}: {error.strerror}") from None
+    log = _from_json(text, str(path)) if text.lstrip().startswith("{") else _from_text(text, str(path))
+    if not log.rows:
+        raise ConfigError(f"--nccl-tests {str(path)!r} has no result rows; give nccl-tests' output "
+                          "(its table, or its -J JSON)")  # fmt: skip
+    return dataclasses.replace(log, nodes=nodes) if nodes else log
+
+
+RANK_LINE = re.compile(r"#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s*(.*)")
+
+
+def _from_text(text: str, path: str) -> Log:
+    program = re.search(r"Collective test starting:\s*(\S+)", text)
+    hosts, gpu, rows = [], "", []
+    for line in text.splitlines():
+        if match := RANK_LINE.match(line):
+            hosts.append(match.group(1))
+            gpu = gpu or match.group(2).strip()
+        elif line.strip() and not line.lstrip().startswith("#"):
+            row = _row_from_tokens(line.split())
+            if row is not None:
+                rows.append(row)
+    return _log(path, program.group(1) if program else Path(path).name, hosts, gpu, rows)
+
+
+def _row_from_tokens(tokens: list[str]) -> Row | None:
+    """`size count type redop root | time algbw busbw #wrong | time algbw busbw #wrong`: the
+    out-of-place block is the first four numbers after the type, redop and root."""
+    if len(tokens) < 8 or not tokens[0].isdigit():
+        return None
+    block = tokens[-8:-4] if len(tokens) >= 11 else tokens[-4:]  # both blocks, or out of place alone
+    try:
+        return Row(int(tokens[0]), float(block[0]), float(block[1]), float(block[2]))
+    except (ValueError, IndexError):
+        return None
+
+
+def _from_json(text: str, path: str) -> Log:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"--nccl-tests {path!r} is not valid JSON: {error}") from None
+    program = Path(str((data.get("args") or [path])[0])).name
+    devices = data.get("devices") or []
+    rows = []
+    for result in data.get("results") or []:
+        block = result.get("out_of_place") or result.get("in_place")
+        if block:
+            rows.append(Row(int(result["size"]), float(block["time"]), float(block["alg_bw"]), float(block["bus_bw"])))
+    hosts = [str(d.get("hostname", "")) for d in devices]
+    return _log(path, program, hosts, str(devices[0].get("device_info", "")) if devices else "", rows)
+
+
+def _log(path: str, program: str, hosts: list[str], gpu: str, rows: list[Row]) -> Log:
+    collective = next((c for name, c in PROGRAMS.items() if name in program), None)
+    if collective is None:
+        raise ConfigError(f"--nccl-tests {path!r}: {program!r} is not one of {', '.join(PROGRAMS)}")
+    ranks = _ranks_from_rows(collective, rows) or len(hosts)
+    return Log(path, collective, ranks, max(1, len(set(hosts))), gpu, tuple(rows))
+
+
+def _ranks_from_rows(collective: str, rows: Sequence[Row]) -> int:
+    """n from busbw/algbw = 2(n−1)/n (all-reduce) or (n−1)/n, on the largest row (its ratio is the
+    least rounded)."""
+    usable = [r for r in rows if r.algbw_gbps > 0 and r.busbw_gbps > 0]
+    if not usable:
+        return 0
+    ratio = max(usable, key=lambda r: r.nbytes)
+    factor = ratio.busbw_gbps / ratio.algbw_gbps / (2 if collective == "all_reduce" else 1)
+    return round(1 / (1 - factor)) if factor < 1 else 0
+
+
+def profile_for_gpu(gpu: str) -> str | None:
+    """The built-in profile for a log's device name (NVIDIA H100 80GB HBM3 → dgx-h100)."""
+    return next((name for model, name in GPU_PROFILES if model in gpu.upper()), None)
+
+
+# ---------------------------------------------------------------- writing
+
+
+def write_text(choices: Sequence[nccl.Choice]) -> str:
+    """Rows as nccl-tests prints them (out of place; in place the same), so that its readers read them."""
+    first = choices[0]
+    program = {c: p for p, c in PROGRAMS.items()}[first.collective]
+    lines = [f"# Collective test starting: {program}",
+             f"# predicted by ddpbench: {first.ranks} ranks on {first.nodes} node(s)",
+             "#", "# Using devices"]  # fmt: skip
+    per_node = max(1, first.ranks // max(1, first.nodes))
+    for rank in range(first.ranks):
+        lines.append(f"#  Rank {rank:2d} Group  0 Pid {rank:6d} on {f'node-{rank // per_node}':>10s} device "
+                     f"{rank % per_node:2d} [0000:00:00] model")  # fmt: skip
+    block = f"{'time':>7s}  {'algbw':>6s}  {'busbw':>6s}  {'#wrong':>6s}"
+    columns = f"# {'size':>10s}  {'count':>12s}  {'type':>8s}  {'redop':>6s}  {'root':>6s}  {block}  {block}"
+    lines += ["#", f"# {'':>48s}           out-of-place                       in-place", columns]
+    for c in choices:
+        body = f"{_field(c.time_us, 7)}  {_field(c.algbw_gbps, 6)}  {_field(c.busbw_gbps, 6)}  {'N/A':>6s}"
+        lines.append(f"{c.nbytes:12d}  {c.nbytes // 4:12d}  {'float':>8s}  {'sum':>6s}  {-1:6d}  {body}  {body}")
+    average = sum(c.busbw_gbps for c in choices) / len(choices)
+    lines += [f"# {'Avg bus bandwidth':<20s} : {average:g}", "#"]
+    return "\n".join(lines) + "\n"
+
+
+def _field(value: float, width: int) -> str:
+    """nccl-tests' getFloatStr: two decimals, fewer when the number is wide."""
+    for decimals in (2, 1, 0):
+        text = f"{value:{width}.{decimals}f}"
+        if len(text) <= width:
+            return text
+    return f"{value:{width}.1e}"
+
+
+# ---------------------------------------------------------------- the fit
+
+
+@dataclasses.dataclass(frozen=True)
+class Fit:
+    cluster: Cluster
+    fitted: dict[str, float]  # profile field → fitted value (GB/s, µs; latency_scale: × NCCL's latencies)
+    errors: tuple[tuple[str, int, float], ...]  # (log, bytes, predicted/measured − 1) on the rows used
+
+    @property
+    def worst(self) -> float:
+        return max((abs(e) for *_, e in self.errors), default=0.0)
+
+    @property
+    def mean_abs(self) -> float:
+        return sum(abs(e) for *_, e in self.errors) / len(self.errors) if self.errors else 0.0
+
+
+def _fields_for(logs: Sequence[Log], base: Cluster) -> list[str]:
+    """One node's logs move NCCL's latencies (by one factor) and the node's bandwidths; several
+    nodes' logs the network's latency (NCCL's latencyInter) and bandwidth."""
+    fields = []
+    if any(log.nodes == 1 for log in logs):
+        fields += ["latency_scale", "intra_busbw_gbps"]
+        if base.nvls_busbw_gbps > 0 and "nvls" in base.algorithms:
+            fields.append("nvls_busbw_gbps")
+    if any(log.nodes > 1 for log in logs):
+        fields += ["inter_latency_us", "inter_busbw_gbps"]
+    return fields
+
+
+def predicted(cluster: Cluster, log: Log, nbytes: int) -> nccl.Choice:
+    return nccl.choose(cluster, log.collective, nbytes, nodes=log.nodes, ranks=log.ranks)
+
+
+def fit(base: Cluster, logs: Sequence[Log], *, name: str) -> Fit:
+    """The base profile's bandwidth levels that make the model closest to the logs' busbw (least
+    squares on log ratios, every row ≥ 64 KiB alike), and the error on those rows."""
+    from scipy.optimize import least_squares
+
+    points = [(log, row) for log in logs for row in log.rows if row.nbytes >= FIT_MIN_BYTES and row.busbw_gbps > 0]
+    if not points:
+        raise ConfigError(f"--nccl-tests: no rows of {FIT_MIN_BYTES // 1024} KiB or more to fit bandwidths to")
+    fields = _fields_for(logs, base)
+
+    def cluster_at(log_values) -> Cluster:
+        values = {f: float(math.exp(v)) for f, v in zip(fields, log_values, strict=True)}
+        return with_bandwidths(base, name=name, **values)
+
+    def residuals(log_values):
+        cluster = cluster_at(log_values)
+        return [math.log(predicted(cluster, log, row.nbytes).busbw_gbps / row.busbw_gbps) for log, row in points]
+
+    # Two starts: the base profile's values, and its bandwidths halved below the logs' peak (a level
+    # that does not limit the model at the base value is flat there: the search would not leave it).
+    peak = max(row.busbw_gbps for _, row in points)
+    starts = [{f: max(getattr(base, f), 1.0 if f == "inter_latency_us" else 0.01) for f in fields}]
+    starts.append({f: (min(v, peak) / 2 if f.endswith("_gbps") else v) for f, v in starts[0].items()})
+    bounds = ([math.log(0.01)] * len(fields), [math.log(1e5)] * len(fields))
+    solutions = [least_squares(residuals, [math.log(start[f]) for f in fields], bounds=bounds) for start in starts]
+    cluster = cluster_at(min(solutions, key=lambda solution: solution.cost).x)
+    errors = tuple(
+        (Path(log.path).name, row.nbytes, predicted(cluster, log, row.nbytes).busbw_gbps / row.busbw_gbps - 1)
+        for log, row in points
+    )
+    return Fit(cluster, {f: getattr(cluster, f) for f in fields}, errors)

@@ -1,0 +1,123 @@
+"""Cluster profiles and the collective model that follows NCCL's tuner (pure functions, no launches)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+
+import pytest
+
+from harness.perfmodel import cluster, nccl
+from harness.protocols import ConfigError
+
+MIB, GIB = 2**20, 2**30
+
+
+@pytest.mark.parametrize("name", ["dgx1-v100", "dgx-a100", "dgx-h100", "dgx-h200"])
+def test_each_builtin_profile_loads_and_says_where_every_number_came_from(name):
+    profile = cluster.load(name)
+    assert profile.name == name and profile.gpus_per_node == 8
+    assert cluster.unsourced(profile) == []
+
+
+def test_a_profile_without_a_source_is_caught():
+    profile = cluster.load("dgx-h100")
+    sources = {k: v for k, v in profile.sources.items() if k != "inter.busbw_gbps"}
+    assert cluster.unsourced(dataclasses.replace(profile, sources=sources)) == ["inter.busbw_gbps"]
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [({"generation": "kepler"}, "generation = 'kepler'"), ({"intra": {"fabric": "infiniband"}}, "intra.fabric"),
+     ({"inter": {"busbw_gbps": -1}}, "inter.busbw_gbps = -1"), ({"algorithms": ["tree"]}, "algorithms")],
+)  # fmt: skip
+def test_a_bad_profile_field_is_refused_naming_it(tmp_path, change, named):
+    from harness.perfmodel.cluster import tomllib
+
+    data = tomllib.loads((cluster.BUILTIN_FOLDER / "dgx-h100.toml").read_text())
+    for key, value in change.items():
+        data[key] = {**data[key], **value} if isinstance(value, dict) else value
+    with pytest.raises(ConfigError, match=named.replace("(", r"\(").replace("[", r"\[")):
+        cluster.from_mapping(data, where="mine.toml")
+
+
+def test_large_messages_reach_the_profiles_peak_bus_bandwidth():
+    """At 8 GiB latency and the pipeline's fill are a few per cent: busbw is the level's peak."""
+    for name, peak in (("dgx-a100", 232), ("dgx-h100", 480), ("dgx1-v100", 122)):
+        choice = nccl.choose(cluster.load(name), "all_reduce", 8 * GIB, nodes=1)
+        assert 0.93 * peak < choice.busbw_gbps <= peak, (name, choice)
+
+
+def test_nccl_picks_low_latency_protocols_for_small_messages_and_simple_for_large():
+    h100 = cluster.load("dgx-h100")
+    assert nccl.choose(h100, "all_reduce", 4096, nodes=1).protocol == "LL"
+    large = nccl.choose(h100, "all_reduce", GIB, nodes=1)
+    assert (large.algorithm, large.protocol) == ("nvls", "Simple")  # NVSwitch's multicast on Hopper
+    assert nccl.choose(cluster.load("dgx-a100"), "all_reduce", GIB, nodes=1).algorithm == "ring"  # no NVLS on A100
+
+
+def test_nvls_tree_only_across_nodes_and_nvls_only_inside_one():
+    h100 = cluster.load("dgx-h100")
+    one = {a for a, _ in nccl.allowed(h100, "all_reduce", 1)}
+    two = {a for a, _ in nccl.allowed(h100, "all_reduce", 2)}
+    assert "nvlstree" not in one and "nvls" in one
+    assert "nvlstree" in two and "nvls" not in two
+    assert {a for a, _ in nccl.allowed(h100, "all_gather", 2)} == {"ring"}  # trees are all-reduce only
+
+
+def test_ring_latency_grows_linearly_with_nodes_and_tree_latency_with_their_log():
+    """tuning.cc: a ring crosses the network 2(nodes−1) times; a tree log2(nodes) times each way."""
+    h100 = cluster.load("dgx-h100")
+
+    def latency(algorithm, nodes):
+        return nccl.latency_us(h100, "all_reduce", algorithm, "Simple", ranks=8 * nodes, nodes=nodes)
+
+    ring = [latency("ring", n) for n in (2, 4, 8, 16)]
+    assert ring[2] - ring[1] == pytest.approx(2 * (ring[1] - ring[0]), rel=1e-9)  # +2 nodes, then +4
+    tree = [latency("tree", n) for n in (2, 4, 8, 16)]
+    steps = [b - a for a, b in itertools.pairwise(tree)]
+    assert steps[0] == pytest.approx(steps[1]) == pytest.approx(steps[2])  # the same per doubling
+
+
+def test_bus_bandwidth_is_algorithm_bandwidth_times_nccl_tests_factor():
+    choice = nccl.choose(cluster.load("dgx-a100"), "all_reduce", 256 * MIB, nodes=2)
+    assert choice.ranks == 16
+    assert choice.busbw_gbps == pytest.approx(choice.algbw_gbps * 2 * 15 / 16)
+    gather = nccl.choose(cluster.load("dgx-a100"), "all_gather", 256 * MIB, nodes=1)
+    assert gather.busbw_gbps == pytest.approx(gather.algbw_gbps * 7 / 8)
+
+
+def test_the_cost_grows_with_the_message_and_time_is_at_least_nccls_latency():
+    h200 = cluster.load("dgx-h200")
+    times = [nccl.choose(h200, "all_reduce", 2**k, nodes=1).time_us for k in range(10, 34)]
+    assert all(b >= a for a, b in itertools.pairwise(times))
+    assert times[0] >= min(nccl.latency_us(h200, "all_reduce", a, p, ranks=8, nodes=1)
+                           for a, p in nccl.allowed(h200, "all_reduce", 1))  # fmt: skip
+
+
+def test_the_cluster_link_fills_whole_nodes_and_one_rank_costs_nothing():
+    link = nccl.ClusterLink(cluster.load("dgx-h100"))
+    assert link.nodes(8) == 1 and link.nodes(9) == 2 and link.nodes(64) == 8
+    assert link.allreduce_s(25 * MIB, 1) == 0.0
+    inside, across = link.allreduce_s(25 * MIB, 8), link.allreduce_s(25 * MIB, 16)
+    assert 0 < inside < across
+    assert math.isclose(across * 1e6, nccl.choose(link.cluster, "all_reduce", 25 * MIB, nodes=2).time_us)
+
+
+def test_the_published_comparison_page_is_what_its_script_prints():
+    """docs/measured/cluster-model.md's table is benchmarks/cluster_model.py's output, not typed figures."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("cluster_model", root / "benchmarks" / "cluster_model.py")
+    script = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = script  # its dataclasses look their module up there
+    spec.loader.exec_module(script)
+    page = (root / "docs" / "measured" / "cluster-model.md").read_text()
+    table = page.split("<!-- cluster-model table -->\n")[1].split("\n<!-- end cluster-model table -->")[0]
+    assert table == script.markdown()
+    h200 = next(r for r in script.summary_rows() if r["table"].profile == "dgx-h200")
+    assert abs(h200["worst"]) <= 0.20  # the issue's single-node bound, on a table the profile was not fitted to
