@@ -195,6 +195,8 @@ def add_collectives_parser(commands) -> None:
 
 
 def add_predict_parser(commands) -> None:
+    from harness.commands import predict_cluster
+
     predict = commands.add_parser(
         "predict",
         help="predicted step time and scaling efficiency per bucket cap, at world sizes you cannot run",
@@ -220,6 +222,22 @@ def add_predict_parser(commands) -> None:
     predict.add_argument("--busbw", help="all-reduce bus bandwidth, e.g. 90GB/s (default: fitted from collectives)")
     predict.add_argument("--latency", help="all-reduce latency α, e.g. 30us (default: fitted; 0 with --busbw alone)")
     predict.add_argument("--caps", help="bucket caps in MiB (default: 1,5,10,25,50,100, or the run's sweep)")
+    predict.add_argument("--cluster", metavar="NAME|FILE",
+                         help="a cluster profile: a built-in (`ddpbench list` shows them) or your .toml; predicts "
+                         "NCCL's collectives there, or with --run/--workload the step per cap at --nodes")  # fmt: skip
+    predict.add_argument("--nccl-tests", nargs="+", metavar="FILE",
+                         help="nccl-tests logs (text or -J JSON) to fit the profile's bandwidths to (the profile: "
+                         "--cluster, else the built-in of the logs' GPU); the fit's error is printed")  # fmt: skip
+    predict.add_argument("--nodes", help=f"node counts to predict (default: 1,2,4 for collectives, "
+                         f"{predict_cluster.DEFAULT_NODES} for steps)")  # fmt: skip
+    predict.add_argument("--collective", default="all_reduce",
+                         help="all_reduce|all_gather|reduce_scatter (default: all_reduce)")  # fmt: skip
+    predict.add_argument("--sizes", help=f"message sizes per rank: MIN:MAX[:FACTOR] or a list "
+                         f"(default: {predict_cluster.DEFAULT_SIZES}, each power of two)")  # fmt: skip
+    predict.add_argument("--out", metavar="FILE", help="also write the rows: .csv or .parquet")
+    predict.add_argument("--local-step-ms", type=finite("--local-step-ms", "the one-GPU step in ms"),
+                         help="scale the profile's compute so that one rank's step takes this long (a profile "
+                         "measured on another device, e.g. this CPU, made to stand for your GPU's)")  # fmt: skip
     predict.add_argument(
         "--profile-steps",
         type=whole("--profile-steps"),

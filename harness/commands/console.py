@@ -311,14 +311,18 @@ def predict_table(frame: pd.DataFrame, *, world: int, link, contention) -> None:
     stats.TIE_TOLERANCE of the fastest are tied). `contention` None: none was measured."""
     _print(f"w{world}: all-reduce α {link.alpha_s * 1e6:.1f} µs, busbw {link.busbw_bytes_per_s / 1e9:.3f} GB/s "
           f"({link.source}); {contention_text(contention)}")  # fmt: skip
-    _print(f"  {'cap MiB':>8} {'buckets':>8} {'step ms':>9} {'exposed comm ms':>16} {'scaling eff.':>13}")
-    for r in frame.itertuples():
-        _print(f"  {r.bucket_cap_mb:>8g} {r.buckets:>8} {r.step_ms:>9.2f} {r.exposed_comm_ms:>16.2f} "
-              f"{r.scaling_efficiency:>13.3f}")  # fmt: skip
+    _cap_rows(frame, decimals=2)
     best = frame.loc[frame["step_ms"].idxmin()]
     tied = stats.tied_best(frame["bucket_cap_mb"], frame["step_ms"])
     _print(f"  predicted best cap at w{world}: {caps_text(tied)} ({best['step_ms']:.2f} ms, "
           f"scaling efficiency {best['scaling_efficiency']:.3f})")  # fmt: skip
+
+
+def _cap_rows(frame: pd.DataFrame, *, decimals: int) -> None:
+    _print(f"  {'cap MiB':>8} {'buckets':>8} {'step ms':>9} {'exposed comm ms':>16} {'scaling eff.':>13}")
+    for r in frame.itertuples():
+        _print(f"  {r.bucket_cap_mb:>8g} {r.buckets:>8} {r.step_ms:>9.{decimals}f} "
+              f"{r.exposed_comm_ms:>16.{decimals}f} {r.scaling_efficiency:>13.3f}")  # fmt: skip
 
 
 def no_validation() -> None:
@@ -346,3 +350,47 @@ def validation(key: tuple, group: pd.DataFrame, as_good: list[float] | None, err
         agreement = "agrees" if apart == 0 else f"{apart} grid step(s) apart"
         _print(f"  {label}: MAPE {error['mape']:.1%}, best cap measured {caps_text(error['best_measured_caps_mb'])} "
               f"vs predicted {caps_text(error['best_predicted_caps_mb'])} ({agreement})")  # fmt: skip
+
+
+# --- predict on a cluster -------------------------------------------------------------------------
+
+
+def nccl_fit(fit, logs) -> None:
+    """What the fit read, what it moved, and its error on the rows it used."""
+    for log in logs:
+        _print(f"ddpbench predict: nccl-tests log {log.path}: {log.collective}, {log.ranks} ranks on {log.nodes} "
+              f"node(s), {len(log.rows)} rows")  # fmt: skip
+    moved = ", ".join(f"{field} {value:.4g}" for field, value in fit.fitted.items())
+    worst = max(fit.errors, key=lambda e: abs(e[2]))
+    size = f"{worst[1] / 2**20:g} MiB" if worst[1] >= 2**20 else f"{worst[1] / 2**10:g} KiB"
+    _print(f"ddpbench predict: fitted {moved}; busbw error on the {len(fit.errors)} rows ≥ 64 KiB: mean "
+          f"{fit.mean_abs:.1%}, worst {worst[2]:+.1%} ({size} in {worst[0]})")  # fmt: skip
+
+
+def cluster_collectives(cluster, choices) -> None:
+    """One node count's predictions as nccl-tests prints its table, with NCCL's algorithm and protocol."""
+    first = choices[0]
+    _print(f"# {cluster.name}: {first.collective} on {first.nodes} node(s) × {cluster.gpus_per_node} GPUs = "
+          f"{first.ranks} ranks (predicted: NCCL's algorithms on the profile's bandwidths)")  # fmt: skip
+    _print(f"# {'size':>10s}  {'count':>12s}  {'type':>8s}  {'time':>9s}  {'algbw':>7s}  {'busbw':>7s}  "
+          "algorithm  protocol")  # fmt: skip
+    _print(f"# {'(B)':>10s}  {'(elements)':>12s}  {'':>8s}  {'(us)':>9s}  {'(GB/s)':>7s}  {'(GB/s)':>7s}")
+    for c in choices:
+        _print(f"{c.nbytes:12d}  {c.nbytes // 4:12d}  {'float':>8s}  {c.time_us:9.2f}  {c.algbw_gbps:7.2f}  "
+              f"{c.busbw_gbps:7.2f}  {c.algorithm:<9s}  {c.protocol}")  # fmt: skip
+
+
+def cluster_steps(cluster, frame: pd.DataFrame, *, world: int, nodes: int) -> None:
+    """Step time per cap on `nodes` nodes, and the best cap with its margin over the next."""
+    _print(f"w{world} = {nodes} node(s) of {cluster.name} (NCCL's algorithms on the profile's bandwidths):")
+    _cap_rows(frame, decimals=3)
+    ordered = frame.sort_values("step_ms")
+    best = ordered.iloc[0]
+    margin = ""
+    if len(ordered) > 1:
+        runner_up = ordered.iloc[1]
+        ahead = runner_up["step_ms"] / best["step_ms"] - 1
+        margin = (f", {ahead:.1%} ahead of {runner_up['bucket_cap_mb']:g} MiB, the next best" if ahead > 0
+                  else f", tied with {runner_up['bucket_cap_mb']:g} MiB")  # fmt: skip
+    _print(f"  predicted best cap at w{world}: {best['bucket_cap_mb']:g} MiB ({best['step_ms']:.3f} ms, scaling "
+          f"efficiency {best['scaling_efficiency']:.3f}{margin})")  # fmt: skip

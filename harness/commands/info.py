@@ -29,7 +29,20 @@ def run_list(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     console.say("your model, or any of a zoo's (docs/your-model.md):")
     for spec, what in SPECS:
         console.say(f"  {spec:<24} {what}")
+    _list_clusters()
     return 0
+
+
+def _list_clusters() -> None:
+    from harness.perfmodel import cluster
+
+    console.say("clusters for `predict --cluster` (or your own .toml: docs/clusters.md):")
+    for name in cluster.builtin_names():
+        profile = cluster.load(name)
+        nvls = f", NVLS {profile.nvls_busbw_gbps:g}" if profile.nvls_busbw_gbps else ""
+        console.say(f"  {name:<14} {profile.description}")
+        console.say(f"  {'':<14} all-reduce busbw GB/s: one node {profile.intra_busbw_gbps:g}{nvls}; between nodes "
+                    f"{profile.inter_busbw_gbps:g} (sources in {profile.path})")  # fmt: skip
 
 
 SPECS = (

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.commands import console
+from harness.commands import console, predict_cluster
 from harness.config.bench import SIZE_CHOICES, ConfigError
 
 DEFAULT_CAPS = "1,5,10,25,50,100"
@@ -26,11 +26,14 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     args.run, args.results_dir = _run_and_folder(args)
+    predict_cluster.check_flags(args)
     given = _given_network(args)
     caps = parse_caps(args.caps) if args.caps else None
     for flag, value in (("--gpus", args.gpus), ("--profile-steps", args.profile_steps)):
         if value is not None and value < 1:
             raise ConfigError(f"{flag} {value} is not valid; give a whole number ≥ 1")
+    if predict_cluster.wanted(args):
+        return _on_cluster(args, caps, device=device)
     if args.run:
         setup, network, profile, source, run_dir, worlds, caps = _from_run(args, given, caps, device=device)
     else:
@@ -46,6 +49,33 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     if run_dir is not None:
         _validate(args.results_dir, run_dir, network, stored=given is None)
     return 0
+
+
+def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
+    """--cluster / --nccl-tests: collectives alone, or the step per cap of a run's (or a fresh) profile."""
+    import pandas as pd
+
+    from harness.config.units import parse_caps
+    from harness.perfmodel import predict
+    from harness.perfmodel.schedule import profile_from_rows
+    from harness.results import store
+
+    chosen = predict_cluster.cluster_from_args(args)
+    if predict_cluster.is_collective_table(args):
+        return predict_cluster.run_collectives(args, chosen)
+    if args.run:
+        run_dir = predict.resolve_run(args.run, args.results_dir)
+        setup = _run_setup(run_dir, args)
+        profile, source = _profile_for_run(run_dir, setup, device=device)
+        caps = caps or _caps_of_run(store.read_configs(run_dir))
+    else:
+        setup = _fresh_setup(args, device)
+        console.say(f"ddpbench predict: profiling {setup['workload']}/{setup['size']} (batch {setup['batch_size']}) "
+                    f"here on {device.type}…")  # fmt: skip
+        profile = profile_from_rows(pd.DataFrame(_measure_profile(setup, device=device, steps=args.profile_steps)))
+        source = f"profile measured now on {device.type}"
+    console.predict_profile(setup, profile, source)
+    return predict_cluster.run_steps(args, chosen, profile, caps or parse_caps(DEFAULT_CAPS))
 
 
 def _run_and_folder(args: argparse.Namespace) -> tuple[str | None, Path]:

@@ -32,3 +32,44 @@ def parse_caps(text: str) -> list[float]:
     if not caps or caps[0] <= 0:
         raise ConfigError(f"--caps {text!r} is not valid; give bucket caps in MiB > 0, e.g. 1,5,10,25,50,100")
     return caps
+
+
+BYTE_UNITS = {"": 1, "B": 1, "K": 2**10, "KIB": 2**10, "M": 2**20, "MIB": 2**20, "G": 2**30, "GIB": 2**30,
+              "T": 2**40, "TIB": 2**40, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}  # fmt: skip
+
+
+def parse_bytes(text: str, *, flag: str = "--sizes") -> int:
+    """'8', '64K', '1MiB', '16GiB' (binary, as nccl-tests' -b/-e read them), '1GB' (decimal) → bytes."""
+    match = re.fullmatch(r"\s*([0-9]+)\s*([A-Za-z]*)\s*", text)
+    unit = match.group(2).upper() if match else ""
+    if not match or unit not in BYTE_UNITS or int(match.group(1)) <= 0:
+        raise ConfigError(f"{flag} {text!r} is not a size; give e.g. 8, 64KiB, 1MiB or 16GiB")
+    return int(match.group(1)) * BYTE_UNITS[unit]
+
+
+def parse_size_range(text: str) -> list[int]:
+    """'1KiB:16GiB' (each power of two between, as nccl-tests -f 2), 'MIN:MAX:FACTOR', or a list '1MiB,1GiB'."""
+    if ":" not in text:
+        return sorted({parse_bytes(part) for part in text.split(",") if part.strip()})
+    parts = text.split(":")
+    if len(parts) > 3:
+        raise ConfigError(f"--sizes {text!r} is not valid; give MIN:MAX, MIN:MAX:FACTOR or a list, e.g. 1KiB:16GiB")
+    low, high = parse_bytes(parts[0]), parse_bytes(parts[1])
+    factor = int(parts[2]) if len(parts) == 3 and parts[2].strip().isdigit() else (2 if len(parts) == 2 else 0)
+    if factor < 2 or low > high:
+        raise ConfigError(f"--sizes {text!r} is not valid; MIN ≤ MAX and a whole FACTOR ≥ 2, e.g. 1KiB:16GiB:2")
+    sizes = [low]
+    while sizes[-1] * factor <= high:
+        sizes.append(sizes[-1] * factor)
+    return sizes
+
+
+def parse_counts(text: str, *, flag: str) -> list[int]:
+    """'1,2,4' → [1, 2, 4]: whole numbers ≥ 1, each once, in order."""
+    try:
+        counts = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        counts = []
+    if not counts or counts[0] < 1:
+        raise ConfigError(f"{flag} {text!r} is not valid; give whole numbers ≥ 1, e.g. 1,2,4,8")
+    return counts

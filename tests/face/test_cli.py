@@ -13,7 +13,7 @@ import workloads
 from harness import cli
 
 
-def test_list_names_every_strategy_and_workload_with_a_description(capsys):
+def test_list_names_every_strategy_workload_and_cluster_with_a_description(capsys):
     assert cli.main(["list"]) == 0
     out = capsys.readouterr().out
     for name in impls.names() + workloads.names():
@@ -23,6 +23,11 @@ def test_list_names_every_strategy_and_workload_with_a_description(capsys):
         index = out.splitlines().index(next(line for line in out.splitlines() if line.strip().startswith(name + " ")))
         sizes = out.splitlines()[index + 1]
         assert "tiny " in sizes and "small " in sizes and "full " in sizes
+    from harness.perfmodel import cluster
+
+    assert "clusters for `predict --cluster`" in out  # and each built-in cluster profile
+    for name in cluster.builtin_names():
+        assert f"  {name} " in out
 
 
 def test_env_is_json_with_versions_host_and_git(capsys):

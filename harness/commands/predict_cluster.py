@@ -1,0 +1,131 @@
+"""`ddpbench predict --cluster NAME|FILE` and `--nccl-tests FILE…`: a cluster you have not booked.
+
+Without a run or a workload it predicts one collective per (nodes, size), as nccl-tests would print
+it; with `--run RUN` (or `--workload`) it predicts the step time per bucket cap and world size of that
+run's measured gradient profile on the cluster, and the best cap with its margin. `--nccl-tests`
+fits the profile's bandwidths to the user's own nccl-tests logs first and says the fit's error.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from harness.commands import console
+from harness.config.bench import ConfigError
+
+DEFAULT_SIZES = "1KiB:16GiB"
+DEFAULT_NODES = "1,2,4,8,16,64"
+OUT_SUFFIXES = (".csv", ".parquet")
+
+
+def wanted(args: argparse.Namespace) -> bool:
+    return bool(args.cluster or args.nccl_tests)
+
+
+def is_collective_table(args: argparse.Namespace) -> bool:
+    """Collectives alone, unless a run or a workload asks for step times."""
+    return not (args.run or args.workload)
+
+
+def check_flags(args: argparse.Namespace) -> None:
+    """Everything refusable is refused before anything is measured or written."""
+    from harness.perfmodel.nccl import COLLECTIVES
+
+    if args.out and Path(args.out).suffix not in OUT_SUFFIXES:
+        raise ConfigError(f"--out {args.out!r}: the extension says the format; give a {' or '.join(OUT_SUFFIXES)} file")
+    if args.collective not in COLLECTIVES:
+        raise ConfigError(f"--collective {args.collective!r} is not valid; choose one of {', '.join(COLLECTIVES)}")
+    if args.local_step_ms is not None and not args.local_step_ms > 0:
+        raise ConfigError(f"--local-step-ms {args.local_step_ms:g} is not valid; give the one-GPU step in ms, > 0")
+    if not wanted(args):
+        for flag, value in (("--nodes", args.nodes), ("--sizes", args.sizes), ("--local-step-ms", args.local_step_ms)):
+            if value is not None:
+                raise ConfigError(f"{flag} needs --cluster NAME|FILE or --nccl-tests FILE")
+    if args.busbw and wanted(args):
+        raise ConfigError("--busbw and --cluster/--nccl-tests each describe the network; give one of them")
+
+
+def cluster_from_args(args: argparse.Namespace):
+    """The profile named or given, fitted to the nccl-tests logs when there are any (and said so)."""
+    from harness.perfmodel import cluster, nccltests
+
+    logs = [nccltests.read(Path(path)) for path in args.nccl_tests or []]
+    if args.cluster:
+        base = cluster.load(args.cluster)
+    else:
+        guess = next((name for log in logs if (name := nccltests.profile_for_gpu(log.gpu))), None)
+        if guess is None:
+            names = ", ".join(cluster.builtin_names())
+            raise ConfigError("--nccl-tests: the logs do not name a GPU ddpbench has a profile for; give the "
+                              f"closest with --cluster ({names}) or a .toml file")  # fmt: skip
+        console.say(f"ddpbench predict: the logs' GPU is {logs[0].gpu!r}: starting from the built-in {guess}")
+        base = cluster.load(guess)
+    if not logs:
+        return base
+    fitted = nccltests.fit(base, logs, name=f"{base.name}, fitted to {len(logs)} nccl-tests log(s)")
+    console.nccl_fit(fitted, logs)
+    return fitted.cluster
+
+
+def run_collectives(args: argparse.Namespace, chosen) -> int:
+    """One row per (nodes, size): what NCCL would run, its time and bandwidths."""
+    import pandas as pd
+
+    from harness.config.units import parse_counts, parse_size_range
+    from harness.perfmodel import nccl
+
+    sizes = parse_size_range(args.sizes or DEFAULT_SIZES)
+    nodes_list = parse_counts(args.nodes or "1,2,4", flag="--nodes")
+    rows = []
+    for nodes in nodes_list:
+        choices = [nccl.choose(chosen, args.collective, size, nodes=nodes) for size in sizes]
+        console.cluster_collectives(chosen, choices)
+        rows += [_collective_row(chosen, c) for c in choices]
+    if args.out:
+        _write(pd.DataFrame(rows), Path(args.out))
+    return 0
+
+
+def _collective_row(chosen, choice) -> dict:
+    return {"cluster": chosen.name, "collective": choice.collective, "nodes": choice.nodes, "ranks": choice.ranks,
+            "bytes": choice.nbytes, "time_us": choice.time_us, "algbw_gbps": choice.algbw_gbps,
+            "busbw_gbps": choice.busbw_gbps, "algorithm": choice.algorithm, "protocol": choice.protocol}  # fmt: skip
+
+
+def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float]) -> int:
+    """Step time per bucket cap at each node count for the profile, and the best cap with its margin."""
+    import pandas as pd
+
+    from harness.config.units import parse_counts
+    from harness.perfmodel.nccl import ClusterLink
+    from harness.perfmodel.schedule import Calibration, calibrate, predict_caps
+
+    if args.local_step_ms:
+        scale = args.local_step_ms / 1e3 / profile.local_step_s
+        profile = calibrate(profile, Calibration(compute_scale=scale))
+        console.say(f"ddpbench predict: compute scaled ×{scale:.4g} so that one rank's step is "
+                    f"{args.local_step_ms:g} ms (--local-step-ms): every prediction below rests on that "
+                    "scaling")  # fmt: skip
+    link = ClusterLink(chosen)
+    rows = []
+    for nodes in parse_counts(args.nodes or DEFAULT_NODES, flag="--nodes"):
+        world = nodes * chosen.gpus_per_node
+        frame = predict_caps(profile, caps_mb=caps, link=link, world_size=world)
+        frame.insert(0, "nodes", nodes)
+        frame.insert(0, "world_size", world)
+        frame["best"] = frame["step_ms"] == frame["step_ms"].min()
+        console.cluster_steps(chosen, frame, world=world, nodes=nodes)
+        rows.append(frame)
+    if args.out:
+        _write(pd.concat(rows, ignore_index=True), Path(args.out))
+    return 0
+
+
+def _write(frame, out: Path) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.suffix == ".parquet":
+        frame.to_parquet(out, index=False)
+    else:
+        frame.to_csv(out, index=False)
+    console.say(f"ddpbench predict: wrote {len(frame)} rows to {out}")

@@ -1,0 +1,170 @@
+"""nccl-tests logs in (text and -J JSON) and out, the fit of a profile to them, and `predict --cluster`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness import cli
+from harness.perfmodel import cluster, nccl, nccltests
+
+MIB, GIB = 2**20, 2**30
+PUBLISHED = Path(__file__).resolve().parent.parent / "data" / "published"
+SIZES = [2**k for k in range(10, 34)]  # 1 KiB … 8 GiB
+
+
+def a_log(profile: cluster.Cluster, *, nodes: int, collective: str = "all_reduce") -> list[nccl.Choice]:
+    return [nccl.choose(profile, collective, size, nodes=nodes) for size in SIZES]
+
+
+def nccl_tests_json(choices: list[nccl.Choice], gpu: str = "NVIDIA H100 80GB HBM3") -> str:
+    """The JSON nccl-tests writes with -J (its src/util.cu, version 3): one device per process."""
+    per_node = choices[0].ranks // choices[0].nodes
+    devices = [{"rank": r, "group": 0, "pid": r, "hostname": f"host-{r // per_node}", "device": r % per_node,
+                "device_hex": "0000:00:00", "device_info": gpu} for r in range(choices[0].ranks)]  # fmt: skip
+    results = [{"size": c.nbytes, "count": c.nbytes // 4, "type": "float", "redop": "sum", "root": "    -1",
+                "out_of_place": {"time": c.time_us, "alg_bw": c.algbw_gbps, "bus_bw": c.busbw_gbps, "nwrong": 0},
+                "in_place": {"time": c.time_us, "alg_bw": c.algbw_gbps, "bus_bw": c.busbw_gbps, "nwrong": 0},
+                "actual_iterations": 20, "experiment_name": ""} for c in choices]  # fmt: skip
+    return json.dumps({"version": 3, "args": ["./build/all_reduce_perf", "-b", "1K", "-e", "8G", "-f", "2"],
+                       "env": [], "nccl_version": 22105, "devices": devices, "results": results})  # fmt: skip
+
+
+def published_as_text(csv: Path, *, ranks: int) -> str:
+    """A published table (copied numbers, tests/data/published) printed back in nccl-tests' text form."""
+    rows = [line.split(",") for line in csv.read_text().splitlines() if line[:1].isdigit()]
+    lines = ["# Collective test starting: all_reduce_perf", "# Using devices"]
+    lines += [f"#  Rank {r:2d} Group  0 Pid {r:6d} on     host-0 device {r:2d} [0x1b] NVIDIA H100 80GB HBM3"
+              for r in range(ranks)]  # fmt: skip
+    lines += [f"{s:>12} {int(s) // 4:>12} float sum -1 {t} {a} {b} 0 {t} {a} {b} 0" for s, t, a, b in rows]
+    return "\n".join(lines) + "\n"
+
+
+def test_a_text_log_reads_back_its_rows_ranks_nodes_and_collective(tmp_path):
+    choices = a_log(cluster.load("dgx-a100"), nodes=2)
+    (tmp_path / "log.txt").write_text(nccltests.write_text(choices))
+    log = nccltests.read(tmp_path / "log.txt")
+    assert (log.collective, log.ranks, log.nodes, len(log.rows)) == ("all_reduce", 16, 2, len(SIZES))
+    for row, choice in zip(log.rows, choices, strict=True):
+        assert row.nbytes == choice.nbytes
+        assert row.busbw_gbps == pytest.approx(choice.busbw_gbps, abs=0.006, rel=0.001)  # printed to 2 decimals
+
+
+def test_a_json_log_reads_like_the_text_one_and_names_its_gpu(tmp_path):
+    choices = a_log(cluster.load("dgx-h100"), nodes=1)
+    (tmp_path / "log.json").write_text(nccl_tests_json(choices))
+    log = nccltests.read(tmp_path / "log.json")
+    assert (log.collective, log.ranks, log.nodes) == ("all_reduce", 8, 1)
+    assert [r.busbw_gbps for r in log.rows] == pytest.approx([c.busbw_gbps for c in choices])
+    assert nccltests.profile_for_gpu(log.gpu) == "dgx-h100"
+
+
+def test_rows_without_redop_and_root_and_with_na_errors_are_read():
+    older = "     1048576        262144     float    61.20   17.13   32.12    N/A    60.10   17.45   32.71    N/A"
+    row = nccltests._row_from_tokens(older.split())
+    assert (row.nbytes, row.time_us, row.algbw_gbps, row.busbw_gbps) == (1048576, 61.20, 17.13, 32.12)
+
+
+@pytest.mark.parametrize("nodes", [1, 2])
+def test_the_fit_finds_the_bandwidths_a_log_was_made_with_and_reproduces_it(tmp_path, nodes):
+    """A log made from a profile the base does not know (slower links, a slower network): the fit moves
+    the base's levels until the log's busbw is reproduced within 10 % at every size ≥ 64 KiB."""
+    base = cluster.load("dgx-h100")
+    truth = dataclasses.replace(base, intra_busbw_gbps=300.0, nvls_busbw_gbps=400.0, inter_busbw_gbps=150.0,
+                                inter_latency_us=20.0)  # fmt: skip
+    (tmp_path / "log.txt").write_text(nccltests.write_text(a_log(truth, nodes=nodes)))
+    log = nccltests.read(tmp_path / "log.txt")
+    unfitted = max(abs(nccltests.predicted(base, log, r.nbytes).busbw_gbps / r.busbw_gbps - 1)
+                   for r in log.rows if r.nbytes >= 64 * 1024)  # fmt: skip
+    fit = nccltests.fit(base, [log], name="fitted")
+    assert unfitted > 0.15  # the base alone misses the log: there was something to fit
+    assert fit.worst <= 0.10 and len(fit.errors) == sum(s >= 64 * 1024 for s in SIZES)
+    moved = "nvls_busbw_gbps" if nodes == 1 else "inter_busbw_gbps"
+    assert fit.fitted[moved] == pytest.approx(getattr(truth, moved), rel=0.05)
+
+
+def test_a_published_h100_log_is_reproduced_as_closely_as_docs_clusters_says():
+    """AWS p5, 8 × H100 (tests/data/published), fitted: mean 4.9 %, within 11 % from 2 MiB up, 17 % from
+    64 KiB (docs/clusters.md: between 64 KiB and 1 MiB NCCL's LL runs faster than its tuner's limits, so
+    the 10 % the issue asks of every size ≥ 64 KiB is missed there on this real log)."""
+    csv = PUBLISHED / "h100_1node_aws_p5_batch_allreduce.csv"
+    log = nccltests._from_text(published_as_text(csv, ranks=8), str(csv))
+    assert (log.ranks, log.nodes) == (8, 1)
+    fit = nccltests.fit(cluster.load("dgx-h100"), [log], name="p5")
+    large = [abs(error) for _, nbytes, error in fit.errors if nbytes >= 2 * MIB]
+    assert max(large) <= 0.11 and fit.worst <= 0.17 and fit.mean_abs <= 0.06
+
+
+def test_predict_cluster_prints_nccl_tests_rows_and_writes_them(tmp_path, capsys):
+    out = tmp_path / "h200.parquet"
+    code = cli.main(["predict", "--cluster", "dgx-h200", "--nodes", "1,2", "--sizes", "1MiB:8GiB", "--out", str(out)])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "# dgx-h200: all_reduce on 2 node(s) × 8 GPUs = 16 ranks" in printed
+    frame = pd.read_parquet(out)
+    assert list(frame.columns) == ["cluster", "collective", "nodes", "ranks", "bytes", "time_us", "algbw_gbps",
+                                   "busbw_gbps", "algorithm", "protocol"]  # fmt: skip
+    assert len(frame) == 2 * 14 and set(frame["nodes"]) == {1, 2}
+    largest = frame[(frame["nodes"] == 1) & (frame["bytes"] == 8 * GIB)].iloc[0]
+    assert f"{8 * GIB:12d}" in printed and f"{largest['busbw_gbps']:7.2f}" in printed
+
+
+def test_predict_nccl_tests_fits_and_says_its_error(tmp_path, capsys):
+    slower = dataclasses.replace(cluster.load("dgx-a100"), intra_busbw_gbps=180.0)
+    (tmp_path / "mine.json").write_text(nccl_tests_json(a_log(slower, nodes=1), gpu="NVIDIA A100-SXM4-80GB"))
+    code = cli.main(["predict", "--nccl-tests", str(tmp_path / "mine.json"), "--nodes", "1", "--sizes", "1GiB"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "starting from the built-in dgx-a100" in printed and "intra_busbw_gbps 18" in printed
+    assert "busbw error on the 18 rows ≥ 64 KiB" in printed
+
+
+def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run, tmp_path, capsys):
+    out = tmp_path / "steps.csv"
+    flags = ["--cluster", "dgx-h100", "--nodes", "1,2", "--caps", "0.001,25", "--local-step-ms", "0.2"]
+    flags += ["--out", str(out)]  # a 0.2 ms step: the all-reduces show, and 1 KiB buckets cost more than one
+    code = cli.main(["predict", "--run", small_run.name, "--results", str(small_run.parent), *flags])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "rests on that scaling" in printed and "predicted best cap at w16:" in printed
+    frame = pd.read_csv(out)
+    assert {"world_size", "nodes", "bucket_cap_mb", "step_ms", "exposed_comm_ms", "best"} <= set(frame.columns)
+    assert list(frame["world_size"]) == [8, 8, 16, 16]
+    assert frame.groupby("world_size")["best"].sum().tolist() == [1, 1]  # 1 KiB buckets or one: not a tie
+    tiny, default = frame[frame["bucket_cap_mb"] == 0.001], frame[frame["bucket_cap_mb"] == 25]
+    assert (tiny["buckets"].to_numpy() > default["buckets"].to_numpy()).all()
+    assert (tiny["step_ms"].to_numpy() > default["step_ms"].to_numpy()).all()
+    assert (frame["step_ms"] >= 0.2 * 0.999).all()  # the scaled one-rank step, plus what communication adds
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--cluster", "dgx-h9"], "'dgx-h9'"),
+        (["--cluster", "dgx-h100", "--sizes", "1Mx"], "'1Mx'"),
+        (["--cluster", "dgx-h100", "--sizes", "8G:1K"], "'8G:1K'"),
+        (["--cluster", "dgx-h100", "--nodes", "0,2"], "'0,2'"),
+        (["--cluster", "dgx-h100", "--collective", "broadcast"], "'broadcast'"),
+        (["--cluster", "dgx-h100", "--out", "rows.txt"], "'rows.txt'"),
+        (["--nodes", "2"], "--nodes needs --cluster"),
+        (["--cluster", "dgx-h100", "--busbw", "90GB/s"], "--busbw"),
+        (["--nccl-tests", "no-such-log.txt"], "'no-such-log.txt'"),
+    ],
+)
+def test_bad_cluster_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, monkeypatch, flags, named):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["predict", *flags]) == 2
+    err = capsys.readouterr().err
+    assert named in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_profile_file_with_a_bad_value_is_refused_naming_it(tmp_path, capsys):
+    text = (cluster.BUILTIN_FOLDER / "dgx-a100.toml").read_text().replace('generation = "ampere"', 'generation = "x"')
+    (tmp_path / "mine.toml").write_text(text)
+    assert cli.main(["predict", "--cluster", str(tmp_path / "mine.toml")]) == 2
+    assert "generation = 'x' is not valid; choose one of volta" in capsys.readouterr().err
