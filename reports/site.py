@@ -2,6 +2,7 @@
 
     index.html              every run, newest first
     runs/<folder>.html      one page per run (its folder's name: the run id unless copied)
+    runs/<folder>.whatif.html   the run's profile on a cluster it did not run on (`report --cluster`)
     collectives/<run_id>.html   one page per `ddpbench collectives` run
     assets/plotly.min.js    plotly.js, shipped once (no CDN: the site works offline)
 
@@ -20,7 +21,7 @@ from urllib.parse import quote
 from harness.results import model_tables, store
 from reports import aggregate
 from reports.pages import index as pages
-from reports.pages import run_page
+from reports.pages import run_page, whatif
 from reports.pages.html import PLOTLY_ASSET
 
 log = logging.getLogger("ddpbench")
@@ -128,7 +129,18 @@ def read_comparisons(out: Path) -> list[dict]:
     return found
 
 
-def build_site(*, results: Path, out: Path) -> BuiltSite:
+def write_whatif_page(run_folder: Path, meta: dict, configs, cluster, out: Path) -> str | None:
+    """The run's what-if page on `cluster` when it stored a gradient-ready profile; its file name."""
+    profiles = model_tables.read_gradprofiles(run_folder)
+    if cluster is None or profiles.empty:
+        return None
+    name = f"{run_folder.name}.whatif.html"
+    write_text(out / "runs" / name, whatif.whatif_page(meta, configs, profiles, cluster))
+    return name
+
+
+def build_site(*, results: Path, out: Path, cluster=None) -> BuiltSite:
+    """Every run's page (and, given a cluster profile, its what-if page), the index, plotly.js once."""
     out = Path(out)
     write_plotly_asset(out)
     summaries = []
@@ -141,6 +153,8 @@ def build_site(*, results: Path, out: Path) -> BuiltSite:
             continue
         # Named by folder: two folders may carry one run id (a copied run), and each keeps its page.
         run.meta["page"] = run_folder.name
+        run.meta["whatif"] = write_whatif_page(run_folder, run.meta, run.configs, cluster, out)
+        run.meta["whatif_cluster"] = getattr(cluster, "name", None)
         path = out / "runs" / f"{run_folder.name}.html"
         write_text(path, run_page.run_page(run))
         run_pages[run_folder.name] = path

@@ -13,7 +13,6 @@ from pathlib import Path
 from harness.commands import console, predict_cluster
 from harness.config.bench import SIZE_CHOICES, ConfigError
 
-DEFAULT_CAPS = "1,5,10,25,50,100"
 DEFAULT_WORLD = 8
 
 
@@ -22,6 +21,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
 
     from harness.config.units import parse_caps
     from harness.perfmodel.network import NO_CONTENTION, network_link
+    from harness.perfmodel.predict import DEFAULT_CAPS_MB
     from harness.perfmodel.schedule import predict_caps
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     else:
         setup, network, profile, source, worlds = _measured_now(args, given, device=device)
         run_dir = None
-    caps = caps or parse_caps(DEFAULT_CAPS)
+    caps = caps or list(DEFAULT_CAPS_MB)
     console.predict_profile(setup, profile, source)
     for world in worlds:
         link = network_link(network, world)
@@ -55,8 +55,8 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     """--cluster / --nccl-tests: collectives alone, or the step per cap of a run's (or a fresh) profile."""
     import pandas as pd
 
-    from harness.config.units import parse_caps
     from harness.perfmodel import predict
+    from harness.perfmodel.predict import DEFAULT_CAPS_MB
     from harness.perfmodel.schedule import profile_from_rows
     from harness.results import store
 
@@ -75,7 +75,7 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
         profile = profile_from_rows(pd.DataFrame(_measure_profile(setup, device=device, steps=args.profile_steps)))
         source = f"profile measured now on {device.type}"
     console.predict_profile(setup, profile, source)
-    return predict_cluster.run_steps(args, chosen, profile, caps or parse_caps(DEFAULT_CAPS))
+    return predict_cluster.run_steps(args, chosen, profile, caps or list(DEFAULT_CAPS_MB))
 
 
 def _run_and_folder(args: argparse.Namespace) -> tuple[str | None, Path]:
@@ -118,14 +118,15 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
 def _caps_of_run(configs) -> list[float] | None:
     """The caps the run swept, when it swept two or more (each given as an option: DDP's default layout,
     recorded as 25, is no choice the run made); else None, the default list. Said either way."""
-    from harness.analysis.sweep import given_cap
+    from harness.perfmodel.predict import DEFAULT_CAPS_MB, swept_caps
 
-    swept = sorted({cap for text in configs["impl_options"].dropna() if (cap := given_cap(text)) is not None})
+    swept = swept_caps(configs)
     if len(swept) >= 2:
         console.say(f"ddpbench predict: caps: the run's sweep, {', '.join(f'{c:g}' for c in swept)} MiB")
         return swept
     made = f"one cap only ({swept[0]:g} MiB)" if swept else "no cap"
-    console.say(f"ddpbench predict: caps: the default list, {DEFAULT_CAPS} MiB (the run swept {made}; "
+    listed = ",".join(f"{c:g}" for c in DEFAULT_CAPS_MB)
+    console.say(f"ddpbench predict: caps: the default list, {listed} MiB (the run swept {made}; "
                 "--caps chooses others)")  # fmt: skip
     return None
 

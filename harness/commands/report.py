@@ -10,15 +10,16 @@ from harness.results.layout import check_output_folder
 
 
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
-    from harness.perfmodel import predict
+    from harness.perfmodel import cluster, predict
     from reports import site
 
     _check_results_folder(args.results)
     check_output_folder("--out", args.out)
+    chosen = cluster.load(args.cluster) if args.cluster else None
     # The floor and the model's curves depend on collectives runs that may have come after a bench run.
     predict.update_all_model_tables(args.results)
     _warn_shared_run_ids(args.results)
-    built = site.build_site(results=args.results, out=args.out)
+    built = site.build_site(results=args.results, out=args.out, cluster=chosen)
     console.say(f"report: {built.index}")
     for run_id, page in built.run_pages.items():
         console.say(f"  run {run_id}: {page}")

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis import roles
-from harness.analysis.sweep import cap_given  # the model's layout is a cap given explicitly
+from harness.analysis.sweep import cap_given, given_cap  # the model's layout is a cap given explicitly
 from harness.perfmodel.network import Network, network_for_run, network_link
 from harness.perfmodel.schedule import Calibration, Profile, calibrate, predict_cap, profile_from_rows
 from harness.protocols import ConfigError
@@ -23,6 +23,7 @@ from harness.results import model_tables, store
 from harness.results.values import options_of
 
 SETUP_KEYS = ["workload", "size", "batch_size", "dtype", "optimizer"]
+DEFAULT_CAPS_MB = (1.0, 5.0, 10.0, 25.0, 50.0, 100.0)  # predicted where a run swept fewer than two caps
 # Rows written before a column existed hold null there; these were the only values then.
 SETUP_DEFAULTS = {"dtype": "fp32", "optimizer": "sgd"}
 
@@ -203,6 +204,20 @@ def workload_source(run: Path, setup: dict) -> tuple[str, dict]:
     if rows.empty or pd.isna(rows["workload_spec"].iloc[0]):
         return setup["workload"], {}
     return str(rows["workload_spec"].iloc[0]), options_of(rows["workload_options"].iloc[0])
+
+
+def swept_caps(configs: pd.DataFrame) -> list[float]:
+    """The caps a run swept, each given as an option (DDP's default layout, recorded as 25, is no
+    choice the run made), sorted; fewer than two is no sweep."""
+    return sorted({cap for text in configs["impl_options"].dropna() if (cap := given_cap(text)) is not None})
+
+
+def profiles_by_setup(profiles: pd.DataFrame) -> list[tuple[dict, Profile]]:
+    """Each setup a run stored a gradient-ready profile for, with that profile, in the stored order."""
+    profiles = profiles.fillna(SETUP_DEFAULTS)
+    setups = profiles[SETUP_KEYS].drop_duplicates().itertuples(index=False)
+    found = [dict(zip(SETUP_KEYS, keys, strict=True)) for keys in setups]
+    return [(setup, _profile_for(profiles, setup)) for setup in found]
 
 
 def stored_profile(run: Path, setup: dict) -> Profile | None:

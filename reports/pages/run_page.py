@@ -59,6 +59,12 @@ def ok_workloads(configs: pd.DataFrame) -> list[str]:
     return list(dict.fromkeys(configs.loc[configs["status"] == "ok", "workload"]))
 
 
+def _whatif_link(meta: dict) -> str:
+    if not meta.get("whatif"):
+        return ""
+    return f'<a href="{esc(meta["whatif"])}">what if on {esc(meta.get("whatif_cluster"))}</a>'
+
+
 def header(run: RunData) -> str:
     meta, configs = run.meta, run.configs
     parts = [
@@ -66,6 +72,7 @@ def header(run: RunData) -> str:
         '<a href="#scaling">scaling</a><a href="#buckets">bucket cap</a><a href="#time">time</a>'
         '<a href="#model">floor &amp; model</a><a href="#memory">memory</a><a href="#trust">trust</a>'
         + ('<a href="#profiles">profiles</a>' if not profiles.profiled(configs).empty else "")
+        + _whatif_link(meta)
         + '<a href="#environment">environment</a></nav>',
         f"<h1>Run {esc(meta['run_id'])}</h1>",
     ]

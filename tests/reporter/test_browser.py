@@ -106,14 +106,23 @@ def test_a_console_error_is_caught(tab, tmp_path):
 
 
 def test_the_network_pages_render_offline_without_errors(tab, tmp_path):
-    """The collectives page and a run page with the floor and the model's curves (built from the golden sweep)."""
+    """The collectives page, a run page with the floor and the model's curves (built from the golden sweep), and
+    its what-if page on a cluster, whose links resolve."""
     from test_netreport import network_results
 
-    built_site = site.build_site(results=network_results(tmp_path), out=tmp_path / "site")
-    for path in (built_site.index.parent / "collectives" / "net.html", built_site.run_pages["bucket_sweep"]):
+    from harness.perfmodel import cluster
+
+    built_site = site.build_site(results=network_results(tmp_path), out=tmp_path / "site",
+                                 cluster=cluster.load("dgx-a100"))  # fmt: skip
+    runs = built_site.index.parent / "runs"
+    pages = (built_site.index.parent / "collectives" / "net.html", runs / "bucket_sweep.html",
+             runs / "bucket_sweep.whatif.html")  # fmt: skip
+    for path, least in zip(pages, (4, 4, 2), strict=True):
         divs, rendered = tab.visit(path)
         assert not tab.errors and not tab.outside, f"{path.name}: {tab.errors} {tab.outside}"
-        assert rendered == divs >= 4, f"{path.name}: {rendered} of {divs} plots rendered"
+        assert rendered == divs >= least, f"{path.name}: {rendered} of {divs} plots rendered"
+    hrefs = tab.page.eval_on_selector_all("nav a", "links => links.map(a => a.href)")  # the what-if page's
+    assert len(hrefs) == 2 and all(Path(h.removeprefix("file://")).is_file() for h in hrefs), hrefs
 
 
 def test_every_run_page_answers_before_its_first_figure(built, tab):

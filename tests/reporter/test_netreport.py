@@ -12,7 +12,7 @@ import torch
 
 import workloads
 from harness.measure import gradprofile
-from harness.perfmodel import predict
+from harness.perfmodel import cluster, predict
 from harness.rank import collectives
 from harness.results import model_tables, store
 from reports import site
@@ -66,7 +66,7 @@ def network_results(root: Path) -> Path:
 def built(tmp_path_factory) -> tuple[Path, site.BuiltSite]:
     root = tmp_path_factory.mktemp("net")
     results = network_results(root)
-    return results, site.build_site(results=results, out=root / "site")
+    return results, site.build_site(results=results, out=root / "site", cluster=cluster.load("dgx-h100"))
 
 
 def test_the_model_tables_pair_the_sweep_with_the_floor_and_the_prediction(built):
@@ -88,6 +88,34 @@ def test_a_run_page_shows_the_floor_and_the_predicted_curve_with_its_error(built
     assert "predicted, raw profile" in section and "predicted, calibrated + contention" in section
     assert "Model error" in section and "MAPE" in section and "grid step(s) apart" in section
     assert "the measured &#x27;as good&#x27; caps" in section  # the golden sweep has its recommendations
+
+
+def test_the_what_if_page_predicts_one_node_to_1024_gpus_with_the_profiles_sources(built):
+    _, built_site = built
+    run_page = built_site.run_pages["bucket_sweep"]
+    assert 'href="bucket_sweep.whatif.html">what if on dgx-h100</a>' in run_page.read_text()
+    page = (run_page.parent / "bucket_sweep.whatif.html").read_text()
+    assert "What if run" in page and "ran on dgx-h100?" in page
+    assert page.count('class="plotly-graph-div"') == 2  # step per cap, efficiency of the best cap
+    best = page.split("ahead of the next cap")[1].split("</table>")[0]
+    assert [row.split("<td>")[1].split("</td>")[0] for row in best.split("<tr")[1:]] == [
+        str(8 * 2**k) for k in range(8)
+    ]  # 8 … 1024 GPUs
+    for cap in ("1", "5", "25"):  # the golden sweep's caps, not the default list
+        assert f'"name":"{cap} MiB"' in page
+    assert "GTC 2024 S62129" in page and "inter.busbw_gbps" in page  # where each number came from
+    assert "measured on <b>cpu</b>" in page and "--local-step-ms" in page
+    assert "What the run measured" in page
+
+
+def test_report_cluster_is_checked_before_anything_is_written(tmp_path, capsys):
+    from harness import cli
+
+    (tmp_path / "results").mkdir()
+    code = cli.main(["report", "--results", str(tmp_path / "results"), "--out", str(tmp_path / "site"),
+                     "--cluster", "dgx-z9"])  # fmt: skip
+    assert code == 2 and "'dgx-z9'" in capsys.readouterr().err
+    assert not (tmp_path / "site").exists()
 
 
 def test_a_run_without_network_says_how_to_get_the_floor(tmp_path):

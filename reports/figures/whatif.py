@@ -1,0 +1,46 @@
+"""Pure figure functions for the what-if page: a run's profile on a cluster it did not run on.
+The rows are `reports.pages.whatif.predicted_rows` (one per setup, GPU count and cap)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from reports.figures.style import DASHES, PALETTE, new_figure, styled
+
+
+def _gpu_axis(rows: pd.DataFrame) -> dict:
+    ticks = sorted(rows["world_size"].unique())
+    return {"title": "GPUs (log)", "type": "log", "tickvals": ticks, "ticktext": [str(t) for t in ticks]}
+
+
+def step_vs_gpus(rows: pd.DataFrame, *, cluster: str) -> go.Figure:
+    """Predicted step time against GPUs, one line per bucket cap (lower is better)."""
+    figure = new_figure()
+    for i, (cap, group) in enumerate(rows.groupby("bucket_cap_mb")):
+        group = group.sort_values("world_size")
+        figure.add_trace(go.Scatter(
+            name=f"{cap:g} MiB", x=group["world_size"], y=group["step_ms"], mode="lines+markers",
+            line={"color": PALETTE[i % len(PALETTE)], "dash": DASHES[i % len(DASHES)]},
+            customdata=list(zip(group["nodes"], group["exposed_comm_ms"], strict=True)),
+            hovertemplate="%{x} GPUs (%{customdata[0]} nodes): %{y:.3f} ms, exposed communication "
+            "%{customdata[1]:.3f} ms<extra>cap %{fullData.name}</extra>",
+        ))  # fmt: skip
+    return styled(figure, title=f"Predicted step time on {cluster}, per bucket cap (lower is better)",
+                  xaxis=_gpu_axis(rows), yaxis={"title": "step ms (predicted)"})  # fmt: skip
+
+
+def efficiency_vs_gpus(best: pd.DataFrame, *, cluster: str) -> go.Figure:
+    """Scaling efficiency of the best cap at each GPU count (1 = no cost of communication), labelled
+    with that cap, or "tied" where several are within the tie tolerance."""
+    best = best.sort_values("world_size")
+    labels = [f"{cap:g} MiB" if len(tied) == 1 else "tied" for cap, tied in zip(best["bucket_cap_mb"], best["tied"],
+                                                                                  strict=True)]  # fmt: skip
+    figure = new_figure(go.Scatter(
+        name="best cap", x=best["world_size"], y=best["scaling_efficiency"], mode="lines+markers+text",
+        text=labels, textposition="top center",
+        line={"color": PALETTE[0]},
+        hovertemplate="%{x} GPUs: efficiency %{y:.3f} with %{text}<extra></extra>",
+    ))  # fmt: skip
+    return styled(figure, title=f"Predicted scaling efficiency on {cluster} with the best cap (labelled)",
+                  xaxis=_gpu_axis(best), yaxis={"title": "scaling efficiency", "range": [0, 1.05]})  # fmt: skip

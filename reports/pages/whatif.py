@@ -1,0 +1,152 @@
+"""The what-if page of a run: its measured gradient-ready profile on a cluster it did not run on —
+predicted step time, scaling efficiency and best bucket cap from one node to 1,024 GPUs, the
+cluster profile's sources, next to what the run measured. Rows in, HTML out; the predictions come
+from the performance model (`harness.perfmodel`: DDP's bucket schedule over NCCL's algorithms)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.analysis import roles, stats
+from harness.analysis.sweep import given_cap
+from harness.perfmodel.cluster import BUILTIN_FOLDER, Cluster
+from harness.perfmodel.nccl import ClusterLink
+from harness.perfmodel.predict import DEFAULT_CAPS_MB, SETUP_DEFAULTS, profiles_by_setup, swept_caps
+from harness.perfmodel.schedule import predict_caps
+from reports.figures import whatif as figures
+from reports.pages.html import FigureList, esc, name_html, page, table
+
+MAX_GPUS = 1024
+DEFAULT_LAYOUT = "DDP's default (25 MiB, a first bucket of 1 MiB)"
+
+
+def world_sizes(cluster: Cluster) -> list[int]:
+    """One node, then doubling, up to 1,024 GPUs."""
+    sizes = [cluster.gpus_per_node]
+    while sizes[-1] * 2 <= MAX_GPUS:
+        sizes.append(sizes[-1] * 2)
+    return sizes
+
+
+def setup_label(setup: dict) -> str:
+    return f"{setup['workload']}/{setup['size']}, batch {setup['batch_size']} per GPU"
+
+
+def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Cluster) -> pd.DataFrame:
+    """Per stored setup, GPU count and cap (the run's sweep, else the default list): the predicted step."""
+    caps = swept_caps(configs)
+    caps = caps if len(caps) >= 2 else list(DEFAULT_CAPS_MB)
+    link, frames = ClusterLink(cluster), []
+    for setup, profile in profiles_by_setup(profiles):
+        for world in world_sizes(cluster):
+            frame = predict_caps(profile, caps_mb=caps, link=link, world_size=world)
+            frames.append(frame.assign(setup=setup_label(setup), world_size=world, nodes=link.nodes(world),
+                                       local_step_ms=profile.local_step_s * 1e3))  # fmt: skip
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def best_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """The fastest cap per setup and GPU count, the caps tied with it (within stats.TIE_TOLERANCE),
+    and its margin over the fastest cap not tied with it (None: every cap is tied)."""
+    best = []
+    for _, group in rows.groupby(["setup", "world_size"], sort=False):
+        ordered = group.sort_values("step_ms")
+        first = ordered.iloc[0]
+        tied = stats.tied_best(group["bucket_cap_mb"], group["step_ms"])
+        others = ordered[~ordered["bucket_cap_mb"].isin(tied)]
+        margin = others.iloc[0]["step_ms"] / first["step_ms"] - 1 if not others.empty else None
+        best.append({**first.to_dict(), "tied": tied, "margin": margin})
+    return pd.DataFrame(best)
+
+
+def caps_text(caps: list[float]) -> str:
+    listed = ", ".join(f"{c:g}" for c in caps)
+    return f"{listed} MiB" if len(caps) == 1 else f"any of {listed} MiB (tied)"
+
+
+def measured_rows(configs: pd.DataFrame) -> pd.DataFrame:
+    """What the run measured with the reference strategy (DDP): the median step per world size and cap."""
+    ok = configs[(configs["status"] == "ok") & roles.is_reference(configs)].fillna(SETUP_DEFAULTS)
+    if ok.empty:
+        return ok
+    ok = ok.assign(cap=ok["impl_options"].map(lambda text: DEFAULT_LAYOUT if (c := given_cap(text)) is None else c))
+    keys = ["workload", "size", "batch_size", "world_size", "cap"]
+    return ok.groupby(keys, dropna=False, sort=False)["step_ms_median"].median().reset_index()
+
+
+def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, cluster: Cluster) -> str:
+    run_id = meta.get("run_id", "")
+    rows = predicted_rows(profiles, configs, cluster)
+    parts = [f'<nav><a href="../index.html">all runs</a><a href="{esc(meta.get("page", run_id))}.html">run '
+             f"{esc(run_id)}</a></nav>", f"<h1>What if run {esc(run_id)} ran on {esc(cluster.name)}?</h1>",
+             _device_banner(meta, cluster)]  # fmt: skip
+    if rows.empty:
+        parts.append("<p>This run stored no gradient-ready profile (a bench run at world size 1 stores one), so "
+                     "there is nothing to predict from.</p>")  # fmt: skip
+        return page(f"What if: {run_id} on {cluster.name}", "\n".join(parts), depth=1, plots=False)
+    figs = FigureList()
+    for setup, group in rows.groupby("setup", sort=False):
+        best = best_rows(group)
+        parts += [f"<h2>{name_html(setup)}</h2>", _answer(best, cluster),
+                  figs.add(figures.step_vs_gpus(group, cluster=cluster.name),
+                           "Each line is one bucket_cap_mb; each point DDP's bucket schedule simulated over this "
+                           "run's gradient-ready profile, every bucket's all-reduce costed as NCCL would run it."),
+                  figs.add(figures.efficiency_vs_gpus(best, cluster=cluster.name),
+                           "Scaling efficiency = the profile's one-GPU step / the predicted step; the label is the "
+                           "fastest cap at that GPU count."),
+                  _best_table(best)]  # fmt: skip
+    parts += [_measured_section(configs), _sources_section(cluster)]
+    return page(f"What if: {run_id} on {cluster.name}", "\n".join(parts), depth=1)
+
+
+def _device_banner(meta: dict, cluster: Cluster) -> str:
+    device = meta.get("device", "?")
+    text = (f"The profile was measured on <b>{esc(device)}</b>: its forward, backward and optimizer times are "
+            f"that device's, set here against {esc(cluster.name)}'s communication.")  # fmt: skip
+    if device == "cpu":
+        text += (" A CPU computes far slower than a GPU, so communication hides behind it and the efficiency below is "
+                 "higher than it will be: <code>ddpbench predict --run RUN --cluster NAME --local-step-ms MS</code> "
+                 "scales the compute to your GPU's one-GPU step.")  # fmt: skip
+    return f'<p class="banner">{text}</p>'
+
+
+def _answer(best: pd.DataFrame, cluster: Cluster) -> str:
+    first, last = best.iloc[0], best.iloc[-1]
+    return (f'<p class="headline"><b>Best cap:</b> {caps_text(first["tied"])} on one node '
+            f"({int(first['world_size'])} GPUs, efficiency {first['scaling_efficiency']:.3f}); "
+            f"{caps_text(last['tied'])} at {int(last['world_size'])} GPUs on {int(last['nodes'])} nodes "
+            f"(efficiency {last['scaling_efficiency']:.3f}).</p>")  # fmt: skip
+
+
+def _best_table(best: pd.DataFrame) -> str:
+    cells = [[str(int(r.world_size)), str(int(r.nodes)), esc(caps_text(r.tied)), f"{r.step_ms:.3f}",
+              f"{r.exposed_comm_ms:.3f}", f"{r.scaling_efficiency:.3f}",
+              "every cap tied" if r.margin is None or pd.isna(r.margin) else f"{r.margin:.1%}"]
+             for r in best.itertuples()]  # fmt: skip
+    return table(["GPUs", "nodes", "best cap", "step ms", "exposed comm ms", "scaling eff.",
+                  "ahead of the next cap"], cells)  # fmt: skip
+
+
+def _measured_section(configs: pd.DataFrame) -> str:
+    measured = measured_rows(configs)
+    if measured.empty:
+        return ""
+    cells = [[name_html(f"{r.workload}/{r.size}, batch {r.batch_size}"), str(int(r.world_size)),
+              r.cap if isinstance(r.cap, str) else f"{r.cap:g}", f"{r.step_ms_median:.3f}"]
+             for r in measured.itertuples()]  # fmt: skip
+    return ("<h2>What the run measured</h2><p>The reference strategy's median step on the run's own machine, per "
+            "world size and cap: the evidence the profile comes from.</p>"
+            + table(["setup", "ranks", "cap MiB", "step ms (median)"], cells))  # fmt: skip
+
+
+def _sources_section(cluster: Cluster) -> str:
+    values = {"gpus_per_node": cluster.gpus_per_node, "generation": cluster.generation, "cpu": cluster.cpu,
+              "intra.nvlinks": cluster.nvlinks, "intra.link_gbps": cluster.link_gbps,
+              "intra.busbw_gbps": cluster.intra_busbw_gbps, "intra.nvls_busbw_gbps": cluster.nvls_busbw_gbps,
+              "inter.nics": cluster.nics, "inter.nic_gbps": cluster.nic_gbps,
+              "inter.busbw_gbps": cluster.inter_busbw_gbps, "inter.latency_us": cluster.inter_latency_us}  # fmt: skip
+    cells = [[esc(key), esc(f"{value:g}" if isinstance(value, float) else value),
+              esc(cluster.sources.get(key, "not given"))] for key, value in values.items()]  # fmt: skip
+    where = f"built-in profile {cluster.name}" if cluster.path.startswith(str(BUILTIN_FOLDER)) else "your profile"
+    return (f"<h2>The cluster profile</h2><p>{esc(cluster.description)} ({esc(where)}); the model: "
+            "NCCL's tuner (docs/clusters.md).</p>" + table(["field", "value", "source"], cells))  # fmt: skip
