@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import io
 import shutil
 
 import numpy as np
 import pandas as pd
-from conftest import run_ddpbench
 
+from harness import cli
 from harness.analysis import sweep
 from harness.commands.console import Progress
 from harness.config.bench import BenchConfig
@@ -118,9 +119,12 @@ def test_resume_runs_exactly_what_an_interrupted_run_did_not_write(small_run, tm
     assert sorted(c.config_id for c in plan.configurations) == sorted(lost)
     assert done == len(written) - 2
 
-    finished = run_ddpbench("bench", "--resume", "e2e", "--results", str(results))
-    assert finished.returncode == 0, finished.stdout + finished.stderr
-    assert f"{len(written) - 2} finished configuration(s) kept, 2 to run" in finished.stdout
+    # The command's own entry point, in this process: a fresh interpreter would only add its start-up.
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = cli.main(["bench", "--resume", "e2e", "--results", str(results)])
+    assert code == 0, out.getvalue() + err.getvalue()
+    assert f"{len(written) - 2} finished configuration(s) kept, 2 to run" in out.getvalue()
     assert store.written_config_ids(results / "e2e") == set(written)
     for name, mtime in kept_mtimes.items():  # nothing already written was touched
         assert (results / "e2e" / "configs" / name).stat().st_mtime_ns == mtime
