@@ -229,8 +229,9 @@ def add_predict_parser(commands) -> None:
                          help="a cluster profile: a built-in (`ddpbench list` shows them) or your .toml; predicts "
                          "NCCL's collectives there, or with --run/--workload the step per cap at --nodes")  # fmt: skip
     predict.add_argument("--nccl-tests", nargs="+", metavar="FILE",
-                         help="nccl-tests logs (text or -J JSON) to fit the profile's bandwidths to (the profile: "
-                         "--cluster, else the built-in of the logs' GPU); the fit's error is printed")  # fmt: skip
+                         help="nccl-tests logs (text or -J JSON), or `ddpbench collectives` run folders, to fit the "
+                         "profile's bandwidths to (the profile: --cluster, else the built-in of the logs' GPU); the "
+                         "fit's error is printed")  # fmt: skip
     predict.add_argument("--nodes", help=f"node counts to predict (default: 1,2,4 for collectives, "
                          f"{predict_cluster.DEFAULT_NODES} for steps)")  # fmt: skip
     predict.add_argument("--collective", default="all_reduce",

@@ -50,7 +50,9 @@ def cluster_from_args(args: argparse.Namespace):
     """The profile named or given, fitted to the nccl-tests logs when there are any (and said so)."""
     from harness.perfmodel import cluster, nccltests
 
-    logs = [nccltests.read(Path(path)) for path in args.nccl_tests or []]
+    logs = []
+    for path in map(Path, args.nccl_tests or []):  # a log file, or a `ddpbench collectives` run's folder
+        logs += nccltests.logs_from_collectives(path) if _is_collectives_run(path) else [nccltests.read(path)]
     if args.cluster:
         base = cluster.load(args.cluster)
     else:
@@ -66,6 +68,12 @@ def cluster_from_args(args: argparse.Namespace):
     fitted = nccltests.fit(base, logs, name=f"{base.name}, fitted to {len(logs)} nccl-tests log(s)")
     console.nccl_fit(fitted, logs)
     return fitted.cluster
+
+
+def _is_collectives_run(path: Path) -> bool:
+    from harness.results import model_tables
+
+    return path.is_dir() and model_tables.collectives_meta_path(path) is not None
 
 
 def run_collectives(args: argparse.Namespace, chosen) -> int:

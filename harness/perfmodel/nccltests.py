@@ -126,6 +126,22 @@ def _ranks_from_rows(collective: str, rows: Sequence[Row]) -> int:
     return round(1 / (1 - factor)) if factor < 1 else 0
 
 
+def logs_from_collectives(run: Path) -> list[Log]:
+    """A `ddpbench collectives` run read as nccl-tests logs: one per collective and world size, its
+    rows that passed their check; one node (the command measures the machine it runs on)."""
+    from harness.results import model_tables
+
+    frame = model_tables.read_collectives(run)
+    frame = frame[frame["correct"].astype(bool) & frame["op"].isin(PROGRAMS.values())]
+    meta = model_tables.read_collectives_meta(run)
+    logs = []
+    for (op, world), group in frame.groupby(["op", "world_size"]):
+        rows = tuple(Row(int(r.bytes), float(r.time_us), float(r.algbw_gbps), float(r.busbw_gbps))
+                     for r in group.sort_values("bytes").itertuples())  # fmt: skip
+        logs.append(Log(f"{run.name}/{op}-w{world}", str(op), int(world), 1, str(meta.get("gpu_name", "")), rows))
+    return logs
+
+
 def profile_for_gpu(gpu: str) -> str | None:
     """The built-in profile for a log's device name (NVIDIA H100 80GB HBM3 → dgx-h100)."""
     return next((name for model, name in GPU_PROFILES if model in gpu.upper()), None)

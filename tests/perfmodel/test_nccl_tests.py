@@ -168,3 +168,24 @@ def test_a_profile_file_with_a_bad_value_is_refused_naming_it(tmp_path, capsys):
     (tmp_path / "mine.toml").write_text(text)
     assert cli.main(["predict", "--cluster", str(tmp_path / "mine.toml")]) == 2
     assert "generation = 'x' is not valid; choose one of volta" in capsys.readouterr().err
+
+
+def test_a_collectives_run_is_fitted_like_a_log(tmp_path, capsys):
+    """`ddpbench collectives` on one node of the cluster: its all-reduce rows fit the profile as a log does."""
+    from harness.results import model_tables, store
+
+    slower = dataclasses.replace(cluster.load("dgx-h100"), nvls_busbw_gbps=400.0)
+    run = tmp_path / "coll"
+    store.write_json(run / "run.json", {"kind": "collectives", "run_id": "coll", "started_at": "2026-12-01",
+                                        "hostname": "gpu-node", "device": "cuda", "backend": "nccl"})  # fmt: skip
+    rows = [{"run_id": "coll", "op": "all_reduce", "world_size": 8, "bytes": c.nbytes, "dtype": "float32", "iters": 20,
+             "warmup": 5, "time_us": c.time_us, "algbw_gbps": c.algbw_gbps, "busbw_gbps": c.busbw_gbps,
+             "correct": True, "device": "cuda", "backend": "nccl", "hostname": "gpu-node"}
+            for c in a_log(slower, nodes=1)]  # fmt: skip
+    store.write_parquet(run / "collectives" / "w8.parquet", rows, model_tables.COLLECTIVE_SCHEMA)
+    code = cli.main(["predict", "--cluster", "dgx-h100", "--nccl-tests", str(run), "--nodes", "1", "--sizes", "8GiB"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert "coll/all_reduce-w8: all_reduce, 8 ranks on 1 node(s)" in printed
+    assert "nvls_busbw_gbps 40" in printed  # 400, fitted from the built-in's 480
+    assert "worst +0.0%" in printed or "worst -0.0%" in printed
