@@ -208,7 +208,9 @@ def add_predict_parser(commands) -> None:
         "With --run RUN: the profile and the network (fitted from a `ddpbench collectives` run on the same "
         "machine in the same results folder) measured there, and the error against the run's bucket sweeps. "
         "Without: the profile is measured now, in this process, on this machine, and --busbw is needed "
-        "(or a collectives run of this machine in --results).",
+        "(or a collectives run of this machine in --results). With --cluster NAME|FILE (or --nccl-tests LOG): "
+        "NCCL's algorithms on a cluster profile instead, per node count: the collectives alone, or with "
+        "--run/--workload the step per cap (docs/clusters.md).",
     )
     predict.add_argument("--run", metavar="RUN", help="a bench run: its id in --results, or its folder")
     predict.add_argument(
