@@ -87,6 +87,20 @@ def test_the_fit_finds_the_bandwidths_a_log_was_made_with_and_reproduces_it(tmp_
     assert fit.fitted[moved] == pytest.approx(getattr(truth, moved), rel=0.05)
 
 
+def test_logs_at_one_and_two_nodes_fit_the_node_and_the_network_together(tmp_path):
+    base = cluster.load("dgx-h100")
+    truth = dataclasses.replace(base, nvls_busbw_gbps=420.0, inter_busbw_gbps=120.0, inter_latency_us=12.0)
+    logs = []
+    for nodes in (1, 2):
+        (tmp_path / f"n{nodes}.txt").write_text(nccltests.write_text(a_log(truth, nodes=nodes)))
+        logs.append(nccltests.read(tmp_path / f"n{nodes}.txt"))
+    fit = nccltests.fit(base, logs, name="both")
+    assert set(fit.fitted) >= {"nvls_busbw_gbps", "inter_busbw_gbps", "inter_latency_us"}
+    assert fit.fitted["nvls_busbw_gbps"] == pytest.approx(420.0, rel=0.05)
+    assert fit.fitted["inter_busbw_gbps"] == pytest.approx(120.0, rel=0.05)
+    assert fit.worst <= 0.10
+
+
 def test_a_published_h100_log_is_reproduced_as_closely_as_docs_clusters_says():
     """AWS p5, 8 × H100 (tests/data/published), fitted: mean 4.9 %, within 11 % from 2 MiB up, 17 % from
     64 KiB (docs/clusters.md: between 64 KiB and 1 MiB NCCL's LL runs faster than its tuner's limits, so
