@@ -99,10 +99,15 @@ def _from_json(text: str, path: str) -> Log:
     program = Path(str((data.get("args") or [path])[0])).name
     devices = data.get("devices") or []
     rows = []
-    for result in data.get("results") or []:
+    for index, result in enumerate(data.get("results") or []):
         block = result.get("out_of_place") or result.get("in_place")
-        if block:
+        if not block:
+            continue
+        try:
             rows.append(Row(int(result["size"]), float(block["time"]), float(block["alg_bw"]), float(block["bus_bw"])))
+        except (KeyError, TypeError, ValueError) as error:
+            raise ConfigError(f"--nccl-tests {path!r}: results[{index}] is not an nccl-tests result "
+                              f"(size, out_of_place time, alg_bw, bus_bw): {error!r}") from None  # fmt: skip
     hosts = [str(d.get("hostname", "")) for d in devices]
     return _log(path, program, hosts, str(devices[0].get("device_info", "")) if devices else "", rows)
 

@@ -167,14 +167,18 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
         (["--nodes", "2"], "--nodes needs --cluster"),
         (["--cluster", "dgx-h100", "--busbw", "90GB/s"], "--busbw"),
         (["--nccl-tests", "no-such-log.txt"], "'no-such-log.txt'"),
+        (["--cluster", "dgx-h100", "--nccl-tests", "log.json"], "results[0] is not an nccl-tests result"),
     ],
 )
 def test_bad_cluster_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, monkeypatch, flags, named):
-    monkeypatch.chdir(tmp_path)
+    logs = tmp_path / "logs"  # a JSON log whose result has no size
+    logs.mkdir()
+    (logs / "log.json").write_text('{"args": ["all_reduce_perf"], "results": [{"out_of_place": {"time": 1}}]}')
+    monkeypatch.chdir(logs)
     assert cli.main(["predict", *flags]) == 2
     err = capsys.readouterr().err
     assert named in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
-    assert list(tmp_path.iterdir()) == []
+    assert [p.name for p in logs.iterdir()] == ["log.json"]  # nothing written
 
 
 def test_a_profile_file_with_a_bad_value_is_refused_naming_it(tmp_path, capsys):
