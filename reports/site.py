@@ -45,6 +45,7 @@ STEP_COLUMNS = [
 class BuiltSite:
     index: Path
     run_pages: dict[str, Path]
+    whatif_pages: dict[str, Path] = dataclasses.field(default_factory=dict)
 
 
 def write_text(path: Path, text: str) -> None:
@@ -145,6 +146,7 @@ def build_site(*, results: Path, out: Path, cluster=None) -> BuiltSite:
     write_plotly_asset(out)
     summaries = []
     run_pages: dict[str, Path] = {}
+    whatif_pages: dict[str, Path] = {}
     for run_folder in store.list_runs(results):
         try:
             run = read_run(run_folder, pages=out / "runs")
@@ -155,6 +157,8 @@ def build_site(*, results: Path, out: Path, cluster=None) -> BuiltSite:
         run.meta["page"] = run_folder.name
         run.meta["whatif"] = write_whatif_page(run_folder, run.meta, run.configs, cluster, out)
         run.meta["whatif_cluster"] = getattr(cluster, "name", None)
+        if run.meta["whatif"]:
+            whatif_pages[run_folder.name] = out / "runs" / run.meta["whatif"]
         path = out / "runs" / f"{run_folder.name}.html"
         write_text(path, run_page.run_page(run))
         run_pages[run_folder.name] = path
@@ -162,4 +166,4 @@ def build_site(*, results: Path, out: Path, cluster=None) -> BuiltSite:
     collectives = write_collectives_pages(results, out)
     index = out / "index.html"
     write_text(index, pages.index_page(summaries, collectives, read_comparisons(out)))
-    return BuiltSite(index=index, run_pages=run_pages)
+    return BuiltSite(index=index, run_pages=run_pages, whatif_pages=whatif_pages)

@@ -22,7 +22,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     built = site.build_site(results=args.results, out=args.out, cluster=chosen)
     console.say(f"report: {built.index}")
     for run_id, page in built.run_pages.items():
-        console.say(f"  run {run_id}: {page}")
+        whatif = built.whatif_pages.get(run_id)
+        console.say(f"  run {run_id}: {page}" + (f" (what if on {chosen.name}: {whatif.name})" if whatif else ""))
     return 0
 
 
