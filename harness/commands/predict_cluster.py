@@ -101,17 +101,22 @@ def _collective_row(chosen, choice) -> dict:
             "busbw_gbps": choice.busbw_gbps, "algorithm": choice.algorithm, "protocol": choice.protocol}  # fmt: skip
 
 
-def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float]) -> int:
-    """Step time per bucket cap at each node count for the profile, and the best cap with its margin."""
+def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, ddp_own_s: float | None = None) -> int:
+    """Step time per bucket cap at each node count for the profile, and the best cap with its margin.
+    `ddp_own_s`: DDP's own cost at one rank that the run measured (added to backward, as compute)."""
     import pandas as pd
 
     from harness.config.units import parse_counts
     from harness.perfmodel.nccl import ClusterLink
     from harness.perfmodel.schedule import Calibration, calibrate, predict_caps
 
+    scale = args.local_step_ms / 1e3 / profile.local_step_s if args.local_step_ms else 1.0
+    if ddp_own_s:
+        scaled = " and scaled with the compute" if scale != 1 else ""
+        console.say(f"ddpbench predict: DDP's own cost {ddp_own_s * 1e3:.3g} ms a step at one rank (the run's "
+                    f"reference minus its baseline), added to backward{scaled}")  # fmt: skip
+    profile = calibrate(profile, Calibration(compute_scale=scale, reducer_s=(ddp_own_s or 0.0) * scale))
     if args.local_step_ms:
-        scale = args.local_step_ms / 1e3 / profile.local_step_s
-        profile = calibrate(profile, Calibration(compute_scale=scale))
         console.say(f"ddpbench predict: compute scaled ×{scale:.4g} so that one rank's step is "
                     f"{args.local_step_ms:g} ms (--local-step-ms): every prediction below rests on that "
                     "scaling")  # fmt: skip

@@ -63,10 +63,19 @@ def run_calibration(configs: pd.DataFrame, setup: dict, *, world: int, profile: 
     """
     local_n = _median_step(configs, setup, world=world, role="baseline")
     local_1 = _median_step(configs, setup, world=1, role="baseline")
-    stock_1 = _median_step(configs, setup, world=1, role="reference")
     scale = local_n / profile.local_step_s if local_n else 1.0
-    reducer = max(0.0, stock_1 - local_1) * (local_n or local_1) / local_1 if stock_1 and local_1 else 0.0
+    own = ddp_own_cost_s(configs, setup)
+    reducer = own * (local_n or local_1) / local_1 if own and local_1 else 0.0
     return Calibration(compute_scale=scale, reducer_s=reducer)
+
+
+def ddp_own_cost_s(configs: pd.DataFrame, setup: dict) -> float | None:
+    """DDP's own cost at one rank, where nothing is communicated: the reference's median step minus the
+    baseline's (≥ 0), every cap pooled (see run_calibration); None where the run lacks either."""
+    configs = configs.fillna(SETUP_DEFAULTS)
+    local_1 = _median_step(configs, setup, world=1, role="baseline")
+    stock_1 = _median_step(configs, setup, world=1, role="reference")
+    return max(0.0, stock_1 - local_1) if stock_1 and local_1 else None
 
 
 def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Network) -> list[dict]:
