@@ -336,9 +336,10 @@ def validation(key: tuple, group: pd.DataFrame, as_good: list[float] | None, err
 
     workload, size, world = key
     _print(f"validation w{world} {workload}/{size}, measured in the run against predicted "
-          f"(raw / calibrated / calibrated + contention):")  # fmt: skip
+          f"(raw / raw + contention / calibrated / calibrated + contention):")  # fmt: skip
     for r in group.itertuples():
-        variants = (r.predicted_raw_ms, r.predicted_ms, r.predicted_contention_ms)
+        variants = (r.predicted_raw_ms, getattr(r, "predicted_raw_contention_ms", None), r.predicted_ms,
+                    r.predicted_contention_ms)  # fmt: skip
         predicted = " / ".join("—" if pd.isna(v) else f"{v:.2f}" for v in variants)
         _print(f"  cap {r.bucket_cap_mb:g} MiB: measured {r.measured_ms:.2f} ms, predicted {predicted} ms "
               f"(compute ×{r.compute_scale:.2f}, DDP's own {r.reducer_ms:.1f} ms)")  # fmt: skip

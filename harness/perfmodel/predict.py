@@ -80,7 +80,8 @@ def ddp_own_cost_s(configs: pd.DataFrame, setup: dict) -> float | None:
 
 def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Network) -> list[dict]:
     """Per stock bucket-cap configuration at world size ≥ 2 with a profile: measured against predicted,
-    raw (the profile as measured), calibrated (see Calibration), and calibrated with contention."""
+    raw (the profile as measured), raw with the collectives run's contention (independent of the run's
+    rows), calibrated (see Calibration), and calibrated with contention."""
     configs = configs.fillna(SETUP_DEFAULTS)
     configs = configs[(configs["status"] == "ok") & configs["impl_options"].map(_ddp_defaults_but_cap)]
     sweeps = configs[roles.is_reference(configs) & configs["impl_options"].map(cap_given)
@@ -98,6 +99,8 @@ def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Ne
         calibrated = calibrate(profile, calibration)
         for cap, measured_ms in group.groupby("bucket_cap_mb")["step_ms_median"].median().items():
             raw = predict_cap(profile, cap_mb=cap, link=link, world_size=world)
+            raw_contended = (predict_cap(profile, cap_mb=cap, link=link, world_size=world, contention=contention)
+                             if contention else None)  # fmt: skip
             plain = predict_cap(calibrated, cap_mb=cap, link=link, world_size=world)
             contended = (predict_cap(calibrated, cap_mb=cap, link=link, world_size=world, contention=contention)
                          if contention else None)  # fmt: skip
@@ -105,7 +108,9 @@ def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Ne
                 "workload": setup["workload"], "size": setup["size"], "impl": group["impl"].iloc[0],
                 "world_size": world,
                 "bucket_cap_mb": float(cap), "measured_ms": float(measured_ms),
-                "predicted_raw_ms": raw.step_s * 1e3, "predicted_ms": plain.step_s * 1e3,
+                "predicted_raw_ms": raw.step_s * 1e3,
+                "predicted_raw_contention_ms": raw_contended.step_s * 1e3 if raw_contended else None,
+                "predicted_ms": plain.step_s * 1e3,
                 "predicted_contention_ms": contended.step_s * 1e3 if contended else None,
                 "compute_scale": calibration.compute_scale, "reducer_ms": calibration.reducer_s * 1e3,
                 "buckets": plain.buckets, "network": link.source,
@@ -252,6 +257,7 @@ def store_profile(run: Path, setup: dict, rows: pd.DataFrame, *, device: str) ->
 # The model's variants as the report and `ddpbench predict` show them: (column, label).
 VARIANTS = (
     ("predicted_raw_ms", "raw profile"),
+    ("predicted_raw_contention_ms", "raw profile, with measured contention"),
     ("predicted_ms", "calibrated on the run's local steps"),
     ("predicted_contention_ms", "calibrated, with measured contention"),
 )

@@ -135,6 +135,7 @@ PREDICTIONS = Table(
         WORKLOAD, SIZE, IMPL, WORLD_SIZE, BUCKET_CAP_MB,
         C("measured_ms", F64, MS, "median over repeats of `step_ms_median`"),
         C("predicted_raw_ms", F64, MS, "the simulated DDP schedule on the world-size-1 profile as measured, without contention"),
+        C("predicted_raw_contention_ms", F64, MS, "the profile as measured with the collectives run's contention: nothing from the run's own configurations (null where no contention was measured)"),
         C("predicted_ms", F64, MS, "the same, calibrated on the run's own configurations without communication, without contention"),
         C("predicted_contention_ms", F64, MS, "calibrated, with the measured contention (null where none was measured)"),
         C("compute_scale", F64, RATIO, "`local` step at this world size / the profile's step: how much ranks sharing the machine slow compute"),

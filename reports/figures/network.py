@@ -129,6 +129,7 @@ def predicted_vs_measured(predictions: pd.DataFrame, *, workload: str, world_siz
                    line={"color": "black", "width": 3}),
     )  # fmt: skip
     curves = (("predicted_raw_ms", "predicted, raw profile", PALETTE[2], "dot"),
+              ("predicted_raw_contention_ms", "predicted, raw + contention", PALETTE[3], "dot"),
               ("predicted_ms", "predicted, calibrated", PALETTE[0], "dash"),
               ("predicted_contention_ms", "predicted, calibrated + contention", PALETTE[1], "dash"))  # fmt: skip
     for column, name, colour, dash in curves:

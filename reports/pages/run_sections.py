@@ -324,6 +324,7 @@ def floor_figure(run: RunData, workload: str, figs: FigureList) -> str:
 # The model's variants (as harness.perfmodel.predict.VARIANTS; reports read results, never the model's code).
 MODEL_VARIANTS = (
     ("predicted_raw_ms", "raw profile"),
+    ("predicted_raw_contention_ms", "raw profile, with measured contention"),
     ("predicted_ms", "calibrated on the run's local steps"),
     ("predicted_contention_ms", "calibrated, with measured contention"),
 )

@@ -74,6 +74,9 @@ def test_the_model_tables_pair_the_sweep_with_the_floor_and_the_prediction(built
     predictions = model_tables.read_predictions(results / "bucket_sweep")
     assert sorted(predictions["bucket_cap_mb"]) == [1.0, 5.0, 25.0]
     assert (predictions["world_size"] == 2).all() and predictions["predicted_contention_ms"].notna().all()
+    # the profile as measured with the collectives run's contention: slower than without, nothing calibrated
+    raw, contended = predictions["predicted_raw_ms"], predictions["predicted_raw_contention_ms"]
+    assert contended.notna().all() and (contended >= raw).all() and (contended > raw).any()
     assert (predictions["network"] == "collectives run net").all()
     floor = model_tables.read_floor(results / "bucket_sweep")
     assert set(floor["world_size"]) == {2}
@@ -86,6 +89,7 @@ def test_a_run_page_shows_the_floor_and_the_predicted_curve_with_its_error(built
     section = page.split("<h2 id=model>")[1].split("<h2")[0]
     assert section.count('class="plotly-graph-div"') == 2  # the floor and one predicted-vs-measured curve
     assert "predicted, raw profile" in section and "predicted, calibrated + contention" in section
+    assert "predicted, raw + contention" in section and "raw profile, with measured contention" in section
     assert "Model error" in section and "MAPE" in section and "grid step(s) apart" in section
     assert "the measured &#x27;as good&#x27; caps" in section  # the golden sweep has its recommendations
 
