@@ -189,7 +189,8 @@ def _measure_profile(setup: dict, *, device, threads: int | None = None, steps: 
         raise ConfigError(f"--workload {setup['workload']!r} cannot run here: {reason}")
     steps = steps or gradprofile.PROFILE_STEPS
     rows = gradprofile.measure(workload, batch_size=setup["batch_size"], device=device, dtype=setup["dtype"],
-                               optimizer=setup["optimizer"], seed=0, steps=steps)  # fmt: skip
+                               optimizer=setup["optimizer"], seed=0, steps=steps,
+                               on_step=SlowStepProgress())  # fmt: skip
     return [{**setup, **row} for row in rows]
 
 
@@ -267,3 +268,22 @@ def _fresh_setup(args: argparse.Namespace, device) -> dict:
     size = size if size != "auto" else ("full" if device.type == "cuda" else "small")
     batch = args.batch_size or source.create(size=size, options={}).default_batch_size()
     return {"workload": source.spec, "size": size, "batch_size": batch, "dtype": "fp32", "optimizer": "sgd"}
+
+
+class SlowStepProgress:
+    """`on_step(done, total)` for a profile measured now: each step said once steps take long (2 s or
+    more each), nothing for quick ones. A CPU profile of a full model takes minutes."""
+
+    SLOW_S = 2.0
+
+    def __init__(self) -> None:
+        import time
+
+        self.clock = time.perf_counter
+        self.began = self.clock()
+
+    def __call__(self, done: int, total: int) -> None:
+        elapsed = self.clock() - self.began
+        if elapsed / done >= self.SLOW_S:
+            left = elapsed / done * (total - done)
+            console.say(f"ddpbench predict: profiled step {done}/{total} ({elapsed:.0f} s; about {left:.0f} s to go)")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import statistics
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -72,10 +72,12 @@ def measure(
     seed: int = 0,
     steps: int = PROFILE_STEPS,
     warmup: int = PROFILE_WARMUP,
+    on_step: Callable[[int, int], None] | None = None,
 ) -> list[dict[str, Any]]:
     """One row per parameter (registration order, each shared parameter once): its size and the
     median over `steps` of when its gradient was ready, in ms after backward began; every row
-    also carries the step's median forward, backward and optimizer times."""
+    also carries the step's median forward, backward and optimizer times. `on_step(done, total)`
+    after each step, warm-up included (a caller's progress)."""
     model = build_model(workload, seed=seed, device=device)
     params = list(model.parameters())
     names = {id(p): name for name, p in model.named_parameters()}
@@ -90,6 +92,8 @@ def measure(
             record = _one_step(model, workload, opt, batch, clock, marks, forward_precision(dtype, device))
             if step >= warmup:
                 taken.append(record)
+            if on_step is not None:
+                on_step(step + 1, warmup + steps)
     clock.settle()
     return _rows(params, names, taken, clock)
 

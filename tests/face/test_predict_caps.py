@@ -1,5 +1,6 @@
 """`predict --run` takes the run's caps only when the run swept two or more; otherwise the default
-list (a single recorded cap, DDP's default layout recorded as 25 included, is no sweep), and says which."""
+list (a single recorded cap, DDP's default layout recorded as 25 included, is no sweep), and says which.
+A profile `predict` measures now says its steps when they are slow."""
 
 from __future__ import annotations
 
@@ -43,3 +44,18 @@ def test_a_swept_run_gets_its_own_caps_and_says_so(tmp_path, capsys):
     assert code == 0, out
     assert "ddpbench predict: caps: the run's sweep, 1, 5, 25 MiB" in out
     assert table_caps(out)[:3] == ["1", "5", "25"]
+
+
+def test_a_profile_measured_now_says_its_steps_only_when_they_are_slow(capsys):
+    from harness.commands.predict import SlowStepProgress
+
+    now = [0.0]
+    slow, quick = SlowStepProgress(), SlowStepProgress()
+    slow.clock = quick.clock = lambda: now[0]
+    slow.began = quick.began = 0.0
+    now[0] = 0.05
+    quick(1, 7)  # 50 ms a step: nothing said
+    assert capsys.readouterr().out == ""
+    now[0] = 6.0
+    slow(2, 7)  # 3 s a step: said, with the time left
+    assert capsys.readouterr().out == "ddpbench predict: profiled step 2/7 (6 s; about 15 s to go)\n"
