@@ -55,6 +55,9 @@ def cluster_from_args(args: argparse.Namespace):
         logs += nccltests.logs_from_collectives(path) if _is_collectives_run(path) else [nccltests.read(path)]
     if args.cluster:
         base = cluster.load(args.cluster)
+        if missing := cluster.unsourced(base):
+            console.warning(f"cluster profile {base.path}: no source for {', '.join(missing)}; say where each "
+                            "number came from in its [sources] table, so that a reader can check it")  # fmt: skip
     else:
         guess = next((name for log in logs if (name := nccltests.profile_for_gpu(log.gpu))), None)
         if guess is None:

@@ -212,3 +212,14 @@ def test_a_collectives_run_is_fitted_like_a_log(tmp_path, capsys):
     assert "coll/all_reduce-w8: all_reduce, 8 ranks on 1 node(s)" in printed
     assert "nvls_busbw_gbps 40" in printed  # 400, fitted from the built-in's 480
     assert "worst +0.0%" in printed or "worst -0.0%" in printed
+
+
+def test_a_users_profile_without_sources_is_used_and_warned_about(tmp_path, capsys):
+    text = (cluster.BUILTIN_FOLDER / "dgx-a100.toml").read_text().split("\n[sources]")[0]  # its numbers alone
+    (tmp_path / "ours.toml").write_text(text.replace('name = "dgx-a100"', 'name = "ours"'))
+    assert cli.main(["predict", "--cluster", str(tmp_path / "ours.toml"), "--nodes", "1", "--sizes", "1GiB"]) == 0
+    captured = capsys.readouterr()
+    assert "# ours: all_reduce on 1 node(s)" in captured.out
+    assert "no source for gpus_per_node, generation, cpu, intra.nvlinks" in captured.err
+    assert cli.main(["predict", "--cluster", "dgx-a100", "--nodes", "1", "--sizes", "1GiB"]) == 0
+    assert "no source" not in capsys.readouterr().err  # a built-in says where every number came from
