@@ -81,8 +81,8 @@ def read_table(path: Path) -> tuple[str, list[tuple[int, float]]]:
 
 def profile_for(table: Table) -> cluster.Cluster:
     profile = cluster.load(table.profile)
-    if table.algorithms:
-        profile = dataclasses.replace(profile, algorithms=("ring", *table.algorithms))
+    if table.algorithms:  # NCCL_ALGO: NCCL chooses among these alone
+        profile = dataclasses.replace(profile, algorithms=table.algorithms)
     if table.nic_gbits_per_node:
         profile = dataclasses.replace(profile, inter_busbw_gbps=table.nic_gbits_per_node / 8 * NIC_EFFICIENCY)
     return profile
@@ -97,22 +97,9 @@ def errors(table: Table) -> tuple[str, list[tuple[int, float, float, str]]]:
     for nbytes, busbw in rows:
         if nbytes < MIN_BYTES or (nbytes > MAX_BYTES and len(rows) > 1):
             continue
-        if table.algorithms:  # NCCL_ALGO: only those (ring stays in the profile to keep it valid; excluded here)
-            choice = _forced(profile, nbytes, table)
-        else:
-            choice = nccl.choose(profile, "all_reduce", nbytes, nodes=table.nodes)
+        choice = nccl.choose(profile, "all_reduce", nbytes, nodes=table.nodes)
         out.append((nbytes, busbw, choice.busbw_gbps, f"{choice.algorithm}/{choice.protocol}"))
     return source, out
-
-
-def _forced(profile: cluster.Cluster, nbytes: int, table: Table) -> nccl.Choice:
-    ranks = table.nodes * profile.gpus_per_node
-    pairs = [p for p in nccl.allowed(profile, "all_reduce", table.nodes) if p[0] in table.algorithms]
-    kwargs = {"ranks": ranks, "nodes": table.nodes}
-    algorithm, protocol = min(pairs, key=lambda p: nccl.tuner_time_us(profile, "all_reduce", *p, nbytes, **kwargs))
-    time = nccl.tuner_time_us(profile, "all_reduce", algorithm, protocol, nbytes, **kwargs)
-    time += nccl.pipeline_fill_us(profile, "all_reduce", algorithm, protocol, nbytes, **kwargs)
-    return nccl.Choice("all_reduce", nbytes, ranks, table.nodes, algorithm, protocol, time)
 
 
 def summary_rows() -> list[dict]:

@@ -128,8 +128,3 @@ def unsourced(cluster: Cluster) -> list[str]:
     """The fields whose number the profile does not say the source of."""
     keys = ("gpus_per_node", "generation", "cpu", *NUMBERS[1:])
     return [key for key in keys if not cluster.sources.get(key)]
-
-
-def with_bandwidths(cluster: Cluster, *, name: str, **changes: float) -> Cluster:
-    """The same cluster with some levels' bandwidths replaced (a fit from measurements)."""
-    return dataclasses.replace(cluster, name=name, **changes)

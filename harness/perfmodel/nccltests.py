@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from harness.perfmodel import nccl
-from harness.perfmodel.cluster import Cluster, with_bandwidths
+from harness.perfmodel.cluster import Cluster
 from harness.protocols import ConfigError
 
 FIT_MIN_BYTES = 64 * 1024  # below this a collective is all latency: bandwidths cannot be read from it
@@ -233,7 +233,7 @@ def fit(base: Cluster, logs: Sequence[Log], *, name: str) -> Fit:
 
     def cluster_at(log_values) -> Cluster:
         values = {f: float(math.exp(v)) for f, v in zip(fields, log_values, strict=True)}
-        return with_bandwidths(base, name=name, **values)
+        return dataclasses.replace(base, name=name, **values)
 
     def residuals(log_values):
         cluster = cluster_at(log_values)

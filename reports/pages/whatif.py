@@ -14,6 +14,7 @@ from harness.perfmodel.nccl import ClusterLink
 from harness.perfmodel.predict import DEFAULT_CAPS_MB, SETUP_DEFAULTS, profiles_by_setup, swept_caps
 from harness.perfmodel.schedule import predict_caps
 from reports.figures import whatif as figures
+from reports.figures.network import caps_text
 from reports.pages.html import FigureList, esc, name_html, page, table
 
 MAX_GPUS = 1024
@@ -57,11 +58,6 @@ def best_rows(rows: pd.DataFrame) -> pd.DataFrame:
         margin = others.iloc[0]["step_ms"] / first["step_ms"] - 1 if not others.empty else None
         best.append({**first.to_dict(), "tied": tied, "margin": margin})
     return pd.DataFrame(best)
-
-
-def caps_text(caps: list[float]) -> str:
-    listed = ", ".join(f"{c:g}" for c in caps)
-    return f"{listed} MiB" if len(caps) == 1 else f"any of {listed} MiB (tied)"
 
 
 def measured_rows(configs: pd.DataFrame) -> pd.DataFrame:
