@@ -9,16 +9,13 @@ launch) and raises at world size 2 (two trainers told). The faults come from the
 
 from __future__ import annotations
 
-import contextlib
-import io
-
 import pandas as pd
 import pytest
 import torch
+from conftest import run_ddpbench
 
 import impls
 import workloads
-from harness import cli
 from harness.config.bench import BenchConfig
 from harness.config.grid import Configuration, expand
 from harness.handoff import faults, records
@@ -31,6 +28,7 @@ from harness.rank.dist import Session
 CPU = torch.device("cpu")
 SEED = 0
 BATCH = 8
+RUN_TIMEOUT_S = 240
 
 
 FAULTS = {(0, 1): "none", (0, 2): "none", (1, 1): "exit", (1, 2): "raise"}  # (repeat, world size) -> fault
@@ -44,18 +42,15 @@ SERVER_FAULTS = ";".join(
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     results = tmp_path_factory.mktemp("results")
-    out, err = io.StringIO(), io.StringIO()
-    # The command's own entry point, in this process (a fresh interpreter would only add its start-up);
-    # the ranks' launches are the real ones, the fault reaching them through the environment.
-    with pytest.MonkeyPatch.context() as patch, contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with pytest.MonkeyPatch.context() as patch:
         patch.setenv("DDPBENCH_FAULT", SERVER_FAULTS)
-        code = cli.main([
+        done = run_ddpbench(
             "bench", "--gpus", "2", "--impls", "rpc_hybrid", "--workloads", "recsys", "--size", "tiny",
             "--steps", "3", "--warmup", "2", "--batch-size", str(BATCH), "--no-baseline",
-            "--repeats", "2", "--results", str(results), "--run-id", "rpc",
-        ])  # fmt: skip
+            "--repeats", "2", "--results", str(results), "--run-id", "rpc", timeout=RUN_TIMEOUT_S,
+        )  # fmt: skip
     # Exit code 1: the run finished, with failed rows (the injected failures).
-    assert code == 1, out.getvalue()[-3000:] + err.getvalue()[-3000:]
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     folder = results / "rpc"
     configs = pd.read_parquet(folder / "configs")
     configs["fault"] = [FAULTS[key] for key in zip(configs["repeat"], configs["world_size"], strict=True)]
