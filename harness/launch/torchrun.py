@@ -27,6 +27,7 @@ from harness.launch import supervise
 from harness.results.layout import RunFolder
 
 POLL_S = 0.1  # how often the supervisor looks at a launch: an ended launch is seen within it
+AGENT = "harness.launch.agent"  # torchrun itself (torch.distributed.run), leaving without finalisation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,10 +67,11 @@ def torchrun_command(
     module: str, plan_path: Path, *, local_ranks: int, rendezvous: Rendezvous, log_dir: Path | None = None
 ) -> list[str]:
     # torchrun notices a dead rank within the monitor interval; its @record error files
-    # (a rank's uncaught exception, with its traceback) go into the run folder.
+    # (a rank's uncaught exception, with its traceback) go into the run folder. harness.launch.agent is
+    # torchrun's own main, without the half second of finalisation after a launch that went well.
     logging = [f"--log-dir={log_dir}"] if log_dir is not None else []
     return [
-        sys.executable, "-m", "torch.distributed.run", *rendezvous.flags(),
+        sys.executable, "-m", AGENT, *rendezvous.flags(),
         f"--nproc-per-node={local_ranks}", "--max-restarts=0", "--monitor-interval=0.1", *logging,
         "-m", module, str(plan_path),
     ]  # fmt: skip
