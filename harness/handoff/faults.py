@@ -89,7 +89,7 @@ def read_rank_failures(run: Path, config_id: str) -> list[dict[str, Any]]:
 
 
 FAULT_KINDS = ("raise", "oom", "stop", "kill", "exit", "slow")
-CONDITIONS = ("impl", "world", "repeat", "rank", "step", "ms")
+CONDITIONS = ("impl", "world", "repeat", "cap", "rank", "step", "ms")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,7 +102,8 @@ class Fault:
     every step from `step` on (a straggler, to watch the slowest rank be found: slow:rank=1,ms=20);
     the baseline strategy is never held, since the gap over it is what the straggler costs.
     The conditions (all optional but `ms`, which only slow takes and needs) pick the configuration's
-    strategy, world size and repeat, the rank, and the step (warm-up included).
+    strategy, world size, repeat and bucket_cap_mb (`cap`, whole MiB: one configuration of a launch that
+    sweeps caps), the rank, and the step (warm-up included).
     On a parameter server's rank, which runs no steps, `step` counts the served module's forward
     calls (from any trainer, the first is 0): the fault fires inside the server's answer.
     """
@@ -111,6 +112,7 @@ class Fault:
     impl: str | None = None
     world: int | None = None
     repeat: int | None = None
+    cap: int | None = None
     rank: int = 0
     step: int = 0
     ms: int = 0
@@ -137,13 +139,16 @@ class Fault:
             raise ValueError("DDPBENCH_FAULT ms=M (M > 0) goes with slow, and slow needs it: slow:rank=1,ms=20")
         return cls(kind, **fields)
 
-    def applies(self, *, impl: str, world: int, rank: int, step: int, repeat: int = 0) -> bool:
+    def applies(
+        self, *, impl: str, world: int, rank: int, step: int, repeat: int = 0, cap: float | None = None
+    ) -> bool:
         """At this configuration, rank and step: `step` itself, or for `slow` every step from it on."""
         at_step = step >= self.step if self.kind == "slow" else step == self.step
         return (
             (self.impl is None or self.impl == impl)
             and (self.world is None or self.world == world)
             and (self.repeat is None or self.repeat == repeat)
+            and (self.cap is None or self.cap == cap)
             and rank == self.rank
             and at_step
         )
@@ -170,6 +175,11 @@ class Fault:
         # slow fires nowhere here: it delays each backward (delay_backward)
 
 
+def fault_site(cfg, *, rank: int) -> dict[str, Any]:
+    """A configuration's rank as `Fault.applies` takes it (cfg: a harness.config.grid.Configuration)."""
+    return {"impl": cfg.impl, "world": cfg.world_size, "repeat": cfg.repeat, "cap": cfg.bucket_cap_mb, "rank": rank}
+
+
 def faults_from_environment() -> list[Fault]:
     """DDPBENCH_FAULT: one fault, or several separated by ';'. The commands that launch ranks parse it
     first (`check_fault_environment`), so a rank never meets one it cannot read."""
@@ -194,7 +204,7 @@ def check_fault_environment() -> None:
 def arm_served_module(module: torch.nn.Module, injected: list[Fault], *, device: torch.device, **where: Any) -> None:
     """Make the faults meant for this parameter server fire in the served module's forward.
 
-    `where` is the configuration and rank (impl, world, repeat, rank) as `Fault.applies` takes
+    `where` is the configuration and rank (`fault_site`: impl, world, repeat, cap, rank) as `Fault.applies` takes
     them; the forward calls count as steps. A fault, once due, fires on every later call too: a
     broken server fails every trainer alike, so that no trainer whose own call happened to succeed
     is left waiting in a collective for a failed peer. A hook, not a wrapper, so the module's state

@@ -62,7 +62,7 @@ class RankWatch:
                 fault.delay_backward()
 
     def _due(self, cfg: Configuration, session: Session, step: int) -> list[faults.Fault]:
-        where = {"impl": cfg.impl, "world": cfg.world_size, "repeat": cfg.repeat, "rank": session.rank}
+        where = faults.fault_site(cfg, rank=session.rank)
         return [fault for fault in self.injected if fault.applies(step=step, **where)]
 
 

@@ -142,7 +142,7 @@ def _serve(
         # starts as the single-process reference does.
         model = build_model(workload, seed=cfg.seed, device=session.device)
         served = model.get_submodule(workload.remote_part)
-        where = {"impl": cfg.impl, "world": cfg.world_size, "repeat": cfg.repeat, "rank": session.rank}
+        where = faults.fault_site(cfg, rank=session.rank)
         faults.arm_served_module(served, injected, device=session.device, **where)
         strategy.serve(served, device=session.device)
         del model, served

@@ -58,7 +58,7 @@ def test_a_config_made_in_code_refuses_non_finite_values_too():
     [
         ("bogus", "DDPBENCH_FAULT kind 'bogus' is not one of raise, oom, stop, kill, exit, slow"),
         ("explode:rank=1", "DDPBENCH_FAULT kind 'explode' is not one of"),
-        ("kill:color=red", "DDPBENCH_FAULT condition 'color' is not one of impl, world, repeat, rank, step, ms"),
+        ("kill:color=red", "DDPBENCH_FAULT condition 'color' is not one of impl, world, repeat, cap, rank, step, ms"),
         ("kill:rank=1,step=abc", "DDPBENCH_FAULT step='abc' is not a whole number ≥ 0"),
         ("kill:rank", "DDPBENCH_FAULT condition 'rank' has no value"),
         ("kill:rank=1;raise:step=-1", "DDPBENCH_FAULT step='-1' is not a whole number ≥ 0"),
@@ -72,7 +72,7 @@ def test_a_fault_switch_it_cannot_read_is_bad_input_before_any_run_folder(capsys
     err = refused(capsys, tmp_path, "--impls", "stock")
     assert (
         said in err
-        and "kinds raise, oom, stop, kill, exit, slow, conditions impl, world, repeat, rank, step, ms" in err
+        and "kinds raise, oom, stop, kill, exit, slow, conditions impl, world, repeat, cap, rank, step, ms" in err
     )
     assert f"DDPBENCH_FAULT={fault!r}" in err
 

@@ -92,6 +92,9 @@ def test_the_fault_switch_parses_its_conditions_and_rejects_nonsense():
     assert fault.applies(impl="stock", world=2, rank=1, step=3)
     assert not fault.applies(impl="naive", world=2, rank=1, step=3)
     assert not fault.applies(impl="stock", world=2, rank=0, step=3)
+    one_cap = faults.Fault.parse("exit:cap=1,rank=1")  # one configuration of a launch that sweeps caps
+    at = {"impl": "stock", "world": 2, "rank": 1, "step": 0}
+    assert one_cap.applies(**at, cap=1.0) and not one_cap.applies(**at, cap=25.0) and not one_cap.applies(**at)
     with pytest.raises(ValueError, match="'melt' is not one of"):
         faults.Fault.parse("melt:rank=1")
     with pytest.raises(ValueError, match="'node' is not one of"):

@@ -1,9 +1,9 @@
 """rpc_hybrid: N trainers plus a parameter server, through the real launcher, checked against the
 parameter-server reference; a server that raises or dies becomes a `failed` row that names it.
 
-One run serves every end-to-end test (four torchrun launches, each plus the server): a healthy
-repeat at world sizes 1 and 2, then a repeat whose server dies at world size 1 (which ends that
-launch) and raises at world size 2 (two trainers told). The faults come from the harness
+One run serves every end-to-end test (two torchrun launches, each plus the server): at world sizes 1
+and 2, a healthy configuration (bucket_cap_mb 25), then one at 1 MiB whose server dies at world size 1
+(which ends that launch) and raises at world size 2 (two trainers told). The faults come from the harness
 (DDPBENCH_FAULT, on the server rank: `step` counts its remote forwards), never from the strategy.
 """
 
@@ -24,6 +24,8 @@ from harness.measure.training import LEARNING_RATE, build_model, make_batch
 from harness.parity import reference as parity
 from harness.rank import rpc_flow
 from harness.rank.dist import Session
+from harness.results import store
+from harness.results.values import options_of
 
 CPU = torch.device("cpu")
 SEED = 0
@@ -31,10 +33,12 @@ BATCH = 8
 RUN_TIMEOUT_S = 240
 
 
-FAULTS = {(0, 1): "none", (0, 2): "none", (1, 1): "exit", (1, 2): "raise"}  # (repeat, world size) -> fault
+# (bucket_cap_mb, world size) -> fault; the faulty configuration is its launch's last, so that no relaunch
+# follows the one that ends it.
+FAULTS = {(25, 1): "none", (25, 2): "none", (1, 1): "exit", (1, 2): "raise"}
 SERVER_FAULTS = ";".join(
-    f"{kind}:impl=rpc_hybrid,world={world},repeat={repeat},rank={world},step=0"  # rank `world`: the server
-    for (repeat, world), kind in FAULTS.items()
+    f"{kind}:impl=rpc_hybrid,world={world},cap={cap},rank={world},step=0"  # rank `world`: the server
+    for (cap, world), kind in FAULTS.items()
     if kind != "none"
 )
 
@@ -46,14 +50,15 @@ def run(tmp_path_factory):
         patch.setenv("DDPBENCH_FAULT", SERVER_FAULTS)
         done = run_ddpbench(
             "bench", "--gpus", "2", "--impls", "rpc_hybrid", "--workloads", "recsys", "--size", "tiny",
-            "--steps", "3", "--warmup", "2", "--batch-size", str(BATCH), "--no-baseline",
-            "--repeats", "2", "--results", str(results), "--run-id", "rpc", timeout=RUN_TIMEOUT_S,
+            "--steps", "3", "--warmup", "2", "--batch-size", str(BATCH), "--no-baseline", "--bucket-cap-mb", "25,1",
+            "--repeats", "1", "--results", str(results), "--run-id", "rpc", timeout=RUN_TIMEOUT_S,
         )  # fmt: skip
     # Exit code 1: the run finished, with failed rows (the injected failures).
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     folder = results / "rpc"
-    configs = pd.read_parquet(folder / "configs")
-    configs["fault"] = [FAULTS[key] for key in zip(configs["repeat"], configs["world_size"], strict=True)]
+    configs = store.read_configs(folder)  # impl_options as JSON text
+    caps = configs["impl_options"].map(lambda o: int(options_of(o)["bucket_cap_mb"]))
+    configs["fault"] = [FAULTS[key] for key in zip(caps, configs["world_size"], strict=True)]
     return {"configs": configs, "ranks": pd.read_parquet(folder / "ranks"), "steps": pd.read_parquet(folder / "steps")}
 
 
