@@ -211,6 +211,8 @@ class RunData:
     """The step-time model against the run's bucket sweeps (harness.perfmodel.predict)."""
     timeline: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     """Per configuration with timed collectives, one typical step of rank 0 (typical_step_timeline)."""
+    decisions: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
+    """Under --repeats auto, each verdict and the look it was decided at (harness.analysis.decide.history)."""
     traces: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     """Per profiled configuration, its trace files (names inside its trace_dir)."""
     run_href: str = ""

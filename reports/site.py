@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from urllib.parse import quote
 
+from harness.analysis import decide
 from harness.results import model_tables, store
 from reports import aggregate
 from reports.pages import index as pages
@@ -89,6 +90,7 @@ def read_run(run: Path, *, pages: Path | None = None) -> aggregate.RunData:
         timeline=aggregate.typical_step_timeline(store.read_timeline(run), steps),
         floor=model_tables.read_floor(run),
         predictions=model_tables.read_predictions(run),
+        decisions=decide.run_history(meta.get("config") or {}, configs, steps),
         traces=trace_files(run, configs),
         run_href=href,
         run_path=str(run),

@@ -20,6 +20,8 @@ from harness.config.grid import Configuration, expand
 from harness.launch import launcher as launch
 from harness.launch import repeats
 from harness.results import store
+from reports import site
+from reports.pages import decisions, run_page
 
 MAX_REPEATS = 4
 
@@ -103,3 +105,19 @@ def test_a_decided_auto_run_has_nothing_to_resume(auto_run):
     code, out = bench("--resume", "auto", "--results", str(results))
     assert code == 0 and "nothing to resume" in out, out
     assert sorted(p.name for p in (run / "configs").iterdir()) == before
+
+
+def test_the_run_page_says_when_each_verdict_was_decided(auto_run):
+    _, run, _, _ = auto_run
+    history = decide.run_history(store.read_run_meta(run)["config"], store.read_configs(run), store.read_steps(run))
+    subject = "w2 mlp/tiny naive vs stock bucket_cap_mb=25.0"
+    naive = history.set_index("subject").loc[subject]
+    assert naive["decided"] and 2 <= naive["decided_after"] < MAX_REPEATS  # it stopped once decided
+    assert len(history) == len(decide.verdicts(store.read_configs(run), store.read_steps(run),
+                                               confidence=decide.look_confidence(MAX_REPEATS)))  # fmt: skip
+    page = run_page.run_page(site.read_run(run))
+    assert "When each verdict was decided" in page
+    decided = f"<td>{subject}</td><td>against the reference</td><td>after {int(naive['decided_after'])} repeats</td>"
+    assert decided in page
+    for row in history.itertuples():  # open ones too, with how many repeats they had
+        assert f"<td>{row.subject}</td><td>{row.kind}</td><td>{decisions.decided_text(row)}</td>" in page

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import roles, stats, sweep
+from harness.config.flags import AUTO
 from harness.results.values import options_of
 
 ALPHA = 1 - stats.CONFIDENCE
@@ -58,7 +59,7 @@ def look_confidence(max_repeats: int, *, alpha: float = ALPHA) -> float:
 def confidence_for(repeats: int | str, max_repeats: int) -> float:
     """The confidence a run's verdicts are judged at: the look confidence under `--repeats auto`, else the
     fixed rule's (one look)."""
-    return look_confidence(max_repeats) if repeats == "auto" else stats.CONFIDENCE
+    return look_confidence(max_repeats) if repeats == AUTO else stats.CONFIDENCE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,3 +156,34 @@ def _ratio_words(judged: dict) -> str:
     ratio = judged["ratio"]
     shown = f"{ratio:.2f}× the reference's step" if np.isfinite(ratio) else "no ratio"
     return f"{judged['verdict']} ({shown})"
+
+
+HISTORY_COLUMNS = ("kind", "subject", "word", "decided", "decided_after", "repeats", "repeats_needed")
+
+
+def history(configs: pd.DataFrame, steps: pd.DataFrame, *, max_repeats: int) -> pd.DataFrame:
+    """How an auto run's answer formed, judged again from its own rows: per verdict, its word now, and the
+    look (repeats per configuration) at which it was first decided; null where it never was. A verdict the
+    run judged at several looks is listed once; its configurations' repeats below a look are what that
+    look saw."""
+    confidence = look_confidence(max_repeats)
+    found: dict[str, int] = {}
+    if not configs.empty and "repeat" in configs:
+        for look in looks(max_repeats):
+            seen = configs[configs["repeat"] < look]
+            for verdict in verdicts(seen, steps, confidence=confidence):
+                if verdict.decided and verdict.subject not in found:
+                    found[verdict.subject] = look
+            if len(seen) == len(configs):
+                break  # later looks would see the same rows
+    rows = [{"kind": v.kind, "subject": v.subject, "word": v.word, "decided": v.decided,
+             "decided_after": found.get(v.subject), "repeats": v.repeats, "repeats_needed": v.repeats_needed}
+            for v in verdicts(configs, steps, confidence=confidence)]  # fmt: skip
+    return pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
+
+
+def run_history(config: dict, configs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
+    """`history` for a run whose run.json `config` says --repeats auto (at its --max-repeats); else empty."""
+    if config.get("repeats") != AUTO or configs.empty:
+        return pd.DataFrame(columns=list(HISTORY_COLUMNS))
+    return history(configs, steps, max_repeats=int(config.get("max_repeats") or DEFAULT_MAX_REPEATS))

@@ -18,7 +18,7 @@ from reports.figures import network as netfigures
 from reports.figures import steps as stepfigures
 from reports.figures import strategies as figures
 from reports.figures import timeline as timelinefigures
-from reports.pages import takeaways
+from reports.pages import decisions, takeaways
 from reports.pages.html import FigureList, esc, format_number, name_html, table
 
 BEATS_REFERENCE = (
@@ -287,6 +287,7 @@ def trust_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
         )
         parts.append(figs.add(stepfigures.noise(run.configs, workload=workload), CAPTIONS["noise"]))
     parts.append("<h3>Gradient parity</h3>" + parity_table(run.configs))
+    parts.append(decisions.decisions_section(run.decisions, run.meta.get("config") or {}))
     return "\n".join(parts)
 
 
