@@ -1,6 +1,10 @@
 """The worker's side of gradient parity: which state is judged, against which reference, and the verdict.
 
-On the CPU the state after the measured steps is judged (its kernels are deterministic). On a GPU
+On the CPU (its kernels are deterministic) the state after the warm-up's first `REPLAY_STEPS` steps is
+judged, written to the run folder as it stands then, so that the reference trains those steps rather than
+every step of the run (23 by default); with a shorter warm-up, or for a strategy that shards its state
+(gathering it would be a model-sized copy counted in its memory peak), the state after the measured steps
+is judged against a reference of as many steps. On a GPU
 cuDNN's default algorithms are not, and a small ResNet's two identical trainings drift apart by
 up to 0.9 in 20 steps (measured on an H200), so parity is judged on a short replay instead: a
 fresh strategy and model, `REPLAY_STEPS` steps under deterministic algorithms, against a reference
@@ -34,6 +38,12 @@ REPLAY_STEPS = 3
 def replays(cfg: Configuration, device: torch.device) -> bool:
     """Whether this configuration's parity is judged on a deterministic replay (on GPUs)."""
     return cfg.parity and device.type == "cuda"
+
+
+def judged_after_warmup(cfg: Configuration, device: torch.device, *, shards_state: bool) -> bool:
+    """Whether parity judges the state after the warm-up's first REPLAY_STEPS steps (on the CPU, where the
+    warm-up has that many and the strategy keeps whole replicas, whose state is written without a copy)."""
+    return cfg.parity and not replays(cfg, device) and cfg.warmup >= REPLAY_STEPS and not shards_state
 
 
 def cached_reference(
@@ -98,18 +108,18 @@ def verdict(
     final_state,
     device: torch.device,
     *,
-    replayed: bool = False,
+    how: str = "",
     folder: Path | None = None,
     progress: Callable[[int], None] | None = None,
 ) -> ParityVerdict:
     """The parity columns' values for `final_state` (a broken reference must not hide the timing);
-    `folder`: where the run keeps its references (PARITY_CACHE in the run folder)."""
+    `how`: which state was judged, when not the one after the measured steps (', on a deterministic replay
+    of 3 steps'); `folder`: where the run keeps its references (PARITY_CACHE in the run folder)."""
     try:
         expected, initial = cached_reference(cfg, device, folder=folder, progress=progress)
         outcome = reference.compare(final_state, expected, initial=initial, compute_dtype=cfg.dtype)
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
         return ParityVerdict(None, None, f"parity check failed: {error_line(exc)}")
-    how = f", on a deterministic replay of {cfg.steps} steps" if replayed else ""
     return ParityVerdict(outcome.max_abs_diff, outcome.within_tolerance,
                          f"largest difference in {outcome.worst_parameter}{how}")  # fmt: skip

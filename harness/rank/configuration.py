@@ -141,8 +141,9 @@ def _build_and_train(cfg, session, strategy, workload, *, run: Path, watch: Rank
         # The baseline is never held: the gap is measured against it, so a straggler's cost shows as the
         # others' wait rather than cancelling out against a baseline slowed the same way.
         slowed = any(fault.kind == "slow" for fault in watch.injected) and not impls.roles(cfg.impl)["baseline"]
+        snapshot = _snapshot_in_warmup(cfg, session, built, run=run) if _judged_early(cfg, session) else None
         trained = train(cfg, session, watch=watch, slowed=slowed, progress=progress, timeline=timeline,
-                        sampler=sampler, **built.parts())  # fmt: skip
+                        sampler=sampler, after_step=snapshot, **built.parts())  # fmt: skip
         watch.clock.lap_training(trained.steps)
         timeline.end()
         memory.update(held_as_row(trained.held))
@@ -194,27 +195,62 @@ def attach_timeline(strategy, timeline: CommTimeline, *, asked: bool) -> str | N
 # ---- judging parity ---------------------------------------------------------------------------------
 
 
+def _judged_early(cfg: Configuration, session: Session) -> bool:
+    return verdict.judged_after_warmup(cfg, session.device, shards_state=bool(impls.roles(cfg.impl)["shards_state"]))
+
+
+def _snapshot_path(cfg: Configuration, run: Path) -> Path:
+    return RunFolder(run).parity_cache / f"{cfg.config_id}.judged-state.pt"
+
+
+def _snapshot_in_warmup(cfg: Configuration, session: Session, built: Built, *, run: Path) -> Callable[[int], None]:
+    """After the warm-up's REPLAY_STEPS-th step, rank 0 writes the full state as it stands (the live tensors,
+    no copy: nothing more is held in memory) for parity to judge once the configuration is measured."""
+
+    def after_step(step: int) -> None:
+        if step != verdict.REPLAY_STEPS - 1:
+            return
+        state = built.strategy.full_state_dict(built.model)  # every rank, as the protocol asks
+        if session.is_main:
+            path = _snapshot_path(cfg, run)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            torch.save(state, path)
+        del state
+
+    return after_step
+
+
 def _measured_state(cfg: Configuration, session: Session, built: Built) -> dict | None:
-    """The state after the measured steps, where it is what parity judges (on the CPU), on rank 0; every
-    rank calls full_state_dict (sharded strategies gather with collectives)."""
-    if not cfg.parity or verdict.replays(cfg, session.device):
+    """The state after the measured steps, where it is what parity judges, on rank 0; every rank calls
+    full_state_dict (sharded strategies gather with collectives)."""
+    if not cfg.parity or verdict.replays(cfg, session.device) or _judged_early(cfg, session):
         return None
     full_state = built.strategy.full_state_dict(built.model)
     return reference.state_on_cpu(full_state) if session.is_main else None
 
 
 def _judge_parity(cfg: Configuration, session: Session, final_state: dict | None, *, run: Path):
-    """Rank 0's verdict on the measured state, or (on GPUs) on a deterministic replay of its own."""
-    judged_cfg = cfg
+    """Rank 0's verdict on the measured state, on the state written after the warm-up's first steps, or
+    (on GPUs) on a deterministic replay of its own."""
+    judged_cfg, how = cfg, ""
+    early = _judged_early(cfg, session)
     if verdict.replays(cfg, session.device):
         final_state, judged_cfg = replay_state(cfg, session)
+        how = f", on a deterministic replay of {judged_cfg.steps} steps"
         release_memory(session.device)
+    elif early and session.is_main:
+        final_state = torch.load(_snapshot_path(cfg, run), mmap=True, weights_only=True)
+        judged_cfg = dataclasses.replace(cfg, warmup=0, steps=verdict.REPLAY_STEPS)
+        how = f", after the first {verdict.REPLAY_STEPS} warm-up steps"
     if final_state is None:
         return None
     total = judged_cfg.warmup + judged_cfg.steps
     progress = StepProgress(run, cfg.config_id, total, phase="parity") if session.is_main else None
-    return verdict.verdict(judged_cfg, final_state, session.device, replayed=judged_cfg is not cfg,
-                           folder=RunFolder(run).parity_cache, progress=progress)  # fmt: skip
+    judged = verdict.verdict(judged_cfg, final_state, session.device, how=how,
+                             folder=RunFolder(run).parity_cache, progress=progress)  # fmt: skip
+    if early:
+        _snapshot_path(cfg, run).unlink(missing_ok=True)  # mapped until the verdict is dropped: Linux keeps it
+    return judged
 
 
 def replay_state(cfg: Configuration, session: Session) -> tuple[dict | None, Configuration]:
@@ -252,11 +288,13 @@ def train(
     progress: Callable[[int], None] | None = None,
     timeline: CommTimeline | None = None,
     sampler: MemorySampler | None = None,
+    after_step: Callable[[int], None] | None = None,
     **step_parts,
 ) -> Trained:
     """Warm-up then measured steps, each timed per phase (warm-up kept apart), with the strategy's
     collectives stamped in `timeline` and the sampler's window around the measured steps. `watch`
-    hears of every step (liveness, injected faults); `slowed`: a straggler fault may delay backward."""
+    hears of every step (liveness, injected faults); `slowed`: a straggler fault may delay backward;
+    `after_step(step)` runs after each step (parity's snapshot in the warm-up)."""
     single_process = step_parts["strategy"].single_process
     # A single-process strategy sees the whole job's batch: every rank's batch, concatenated.
     ranks = range(cfg.world_size) if single_process else [session.rank]
@@ -280,6 +318,8 @@ def train(
                    **step_parts)  # fmt: skip
         if progress is not None:
             progress(step)
+        if after_step is not None:
+            after_step(step)
     steps = warmup_timer.collect() + timer.collect()
     if sampler is not None:
         sampler.close_window()  # after collect(), which waited for the GPU to finish the last step

@@ -22,16 +22,21 @@ def test_a_replayed_check_judges_a_fresh_short_run_against_a_reference_of_the_sa
     assert rows["parity_note"].str.endswith(f"on a deterministic replay of {verdict.REPLAY_STEPS} steps").all()
 
 
-def test_a_replay_that_trains_wrong_fails(tmp_path, single_rank, monkeypatch):
-    monkeypatch.setattr(verdict, "replays", lambda cfg, device: cfg.parity)
+def train_at_twice_the_rate(monkeypatch) -> None:
+    """Every training of this test wrong from its first step: each update doubled."""
     real_train = configuration.train
 
-    def train_twice_the_rate(cfg, session, **parts):  # a wrong replay: every update doubled
+    def train_twice_the_rate(cfg, session, **parts):
         for group in parts["optimizer"].param_groups:
             group["lr"] *= 2
         return real_train(cfg, session, **parts)
 
     monkeypatch.setattr(configuration, "train", train_twice_the_rate)
+
+
+def test_a_replay_that_trains_wrong_fails(tmp_path, single_rank, monkeypatch):
+    monkeypatch.setattr(verdict, "replays", lambda cfg, device: cfg.parity)
+    train_at_twice_the_rate(monkeypatch)  # a wrong replay
     config = BenchConfig(gpus=1, impls=("stock",), size="tiny", steps=1, warmup=0, baseline=False)
     worker.run_configurations(plan_for(tmp_path, expand(config, device="cpu")), single_rank)
     assert store.read_configs(tmp_path)["parity_ok"].tolist() == [False]
@@ -77,3 +82,40 @@ def test_a_runs_launches_share_one_reference_per_setup_through_its_folder(tmp_pa
     again, _ = verdict.cached_reference(cfg, torch.device("cpu"), folder=tmp_path)
     assert len(calls) == 1 and [p.name for p in tmp_path.iterdir() if not p.name.startswith(".")]
     assert all(torch.equal(first[k], again[k]) for k in first)
+
+
+def test_on_the_cpu_parity_judges_the_state_after_the_first_warmup_steps_against_as_many(
+    tmp_path, single_rank, monkeypatch
+):
+    from harness.parity import reference
+
+    trained = []
+    real = reference.reference_run
+    monkeypatch.setattr(reference, "reference_run", lambda *a, **k: trained.append(k["steps"]) or real(*a, **k))
+    config = BenchConfig(gpus=1, impls=("stock", "bucketed"), size="tiny", steps=4, warmup=3, baseline=False)
+    worker.run_configurations(plan_for(tmp_path, expand(config, device="cpu")), single_rank)
+    rows = store.read_configs(tmp_path)
+    assert rows["parity_ok"].tolist() == [True, True]
+    assert rows["parity_note"].str.endswith(f"after the first {verdict.REPLAY_STEPS} warm-up steps").all()
+    assert trained == [verdict.REPLAY_STEPS]  # one reference for the setup, of those steps, not warm-up + steps
+    assert not list((tmp_path / "cache" / "parity").glob("*.judged-state.pt"))  # the snapshots are gone
+
+
+def test_a_strategy_that_trains_wrong_from_the_start_fails_the_early_judgement(tmp_path, single_rank, monkeypatch):
+    train_at_twice_the_rate(monkeypatch)
+    config = BenchConfig(gpus=1, impls=("stock",), size="tiny", steps=1, warmup=3, baseline=False)
+    worker.run_configurations(plan_for(tmp_path, expand(config, device="cpu")), single_rank)
+    rows = store.read_configs(tmp_path)
+    assert rows["parity_ok"].tolist() == [False] and rows["parity_note"].str.contains("warm-up steps").all()
+
+
+def test_the_state_after_the_measured_steps_is_judged_where_the_warmup_is_short_or_the_state_sharded():
+    import dataclasses
+
+    import torch
+
+    cpu, cfg = torch.device("cpu"), dataclasses.replace(configuration_for_cache(), warmup=verdict.REPLAY_STEPS)
+    assert verdict.judged_after_warmup(cfg, cpu, shards_state=False)
+    assert not verdict.judged_after_warmup(dataclasses.replace(cfg, warmup=2), cpu, shards_state=False)
+    assert not verdict.judged_after_warmup(cfg, cpu, shards_state=True)  # gathering it is a model-sized copy
+    assert not verdict.judged_after_warmup(dataclasses.replace(cfg, parity=False), cpu, shards_state=False)
