@@ -80,7 +80,7 @@ def test_kill_9_of_one_rank_costs_that_configuration_only(tmp_path):
     assert sorted(configs["status"]) == ["failed", "ok", "ok", "ok"]
     failed = configs[configs["status"] == "failed"].iloc[0]
     assert failed["config_id"] == victim.config_id
-    assert failed["error_kind"] == "killed"
+    assert failed["error_kind"] == "killed", failed["error"]
     assert "rank 1 killed by SIGKILL" in failed["error"]
     assert written_at[victim.config_id] - killed_at < 60
     assert processes_of(plan.run) == []
