@@ -162,23 +162,25 @@ HISTORY_COLUMNS = ("kind", "subject", "word", "decided", "decided_after", "repea
 
 
 def history(configs: pd.DataFrame, steps: pd.DataFrame, *, max_repeats: int) -> pd.DataFrame:
-    """How an auto run's answer formed, judged again from its own rows: per verdict, its word now, and the
-    look (repeats per configuration) at which it was first decided; null where it never was. A verdict the
-    run judged at several looks is listed once; its configurations' repeats below a look are what that
-    look saw."""
+    """How an auto run's answer formed, judged again from its own rows (each look sees the repeats below
+    it): per verdict, its word now, and the look (repeats per configuration) from which on it stayed
+    decided; null where it is open now."""
     confidence = look_confidence(max_repeats)
-    found: dict[str, int] = {}
-    if not configs.empty and "repeat" in configs:
-        for look in looks(max_repeats):
-            seen = configs[configs["repeat"] < look]
-            for verdict in verdicts(seen, steps, confidence=confidence):
-                if verdict.decided and verdict.subject not in found:
-                    found[verdict.subject] = look
-            if len(seen) == len(configs):
-                break  # later looks would see the same rows
+    since: dict[str, int] = {}
+    most = int(configs["repeat"].max()) + 1  # beyond the last look only where --max-repeats was lowered
+    for look in sorted({*looks(max_repeats), most}):
+        seen = configs[configs["repeat"] < look]
+        current = verdicts(seen, steps, confidence=confidence)
+        for verdict in current:
+            if verdict.decided:
+                since.setdefault(verdict.subject, look)
+            else:  # reopened by repeats another open verdict asked for: decided only from a later look
+                since.pop(verdict.subject, None)
+        if len(seen) == len(configs):
+            break  # later looks would see the same rows: `current` is the run's verdicts now
     rows = [{"kind": v.kind, "subject": v.subject, "word": v.word, "decided": v.decided,
-             "decided_after": found.get(v.subject), "repeats": v.repeats, "repeats_needed": v.repeats_needed}
-            for v in verdicts(configs, steps, confidence=confidence)]  # fmt: skip
+             "decided_after": since.get(v.subject), "repeats": v.repeats, "repeats_needed": v.repeats_needed}
+            for v in current]  # fmt: skip
     return pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
 
 
