@@ -29,3 +29,25 @@ def child_environment(threads: int) -> dict[str, str]:
     env.setdefault("OMP_NUM_THREADS", str(threads))  # a user's own setting wins (and is recorded)
     env["PYTHONUNBUFFERED"] = "1"
     return env
+
+
+FORK_RANKS = "--fork-ranks"
+"""The agent's flag (`harness.launch.agent`): import the rank module once, fork every rank from it."""
+
+FORKED_RANK_ENV = "DDPBENCH_FORKED_RANK"
+"""Set in a rank that torchrun forked from the agent (`harness.launch.agent --fork-ranks`)."""
+
+FORK_GRACE_S = 0.5
+"""How long a forked rank that fails waits before it leaves. torchrun's summary of a forked launch
+names only the first rank its monitor (every 0.1 s) sees fail: a rank killed without a word must be
+seen before its peers, whose "connection reset" is only the echo of its death."""
+
+
+def forks_ranks(device: str) -> bool:
+    """Whether a launch forks its ranks from the agent, which imported their module once: on the CPU.
+    A CUDA rank must be a fresh process (CUDA cannot start in a child forked after it was loaded)."""
+    return device == "cpu"
+
+
+def forked_rank() -> bool:
+    return os.environ.get(FORKED_RANK_ENV) == "1"

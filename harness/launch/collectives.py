@@ -128,6 +128,7 @@ def launch_world(
         threads=plan.threads_per_rank,
         timeout_s=config.timeout_s,
         collect=lambda: (int(part.is_file()), part.is_file()),
+        device=plan.context["device"],
     )
     if end.returncode != 0 or not part.is_file():
         raise LaunchFailed(world, diagnose_launch(plan.run, end), end.log)

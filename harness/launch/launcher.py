@@ -273,6 +273,7 @@ def _run_launch(
         extra_ranks=pending[0].extra_ranks,
         collect=collect,
         on_tick=on_tick,
+        device=plan.device,
     )
     costs.add_into(plan.fixed_cost_s, costs.read_launch(plan_path, launched_at=launched_at, ended_at=time.time()))
     return end

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config.bench import ConfigError
-from harness.config.ranks import child_environment
+from harness.config.ranks import FORK_RANKS, child_environment, forks_ranks
 from harness.handoff import liveness
 from harness.handoff.progress import read_step_progress
 from harness.launch import supervise
@@ -64,14 +64,22 @@ def check_fault_switch() -> None:
 
 
 def torchrun_command(
-    module: str, plan_path: Path, *, local_ranks: int, rendezvous: Rendezvous, log_dir: Path | None = None
+    module: str,
+    plan_path: Path,
+    *,
+    local_ranks: int,
+    rendezvous: Rendezvous,
+    log_dir: Path | None = None,
+    fork_ranks: bool = False,
 ) -> list[str]:
     # torchrun notices a dead rank within the monitor interval; its @record error files
     # (a rank's uncaught exception, with its traceback) go into the run folder. harness.launch.agent is
-    # torchrun's own main, without the half second of finalisation after a launch that went well.
+    # torchrun's own main, without the half second of finalisation after a launch that went well, and
+    # with `fork_ranks` the module imported once and every rank forked from it (CPU launches).
     logging = [f"--log-dir={log_dir}"] if log_dir is not None else []
+    forking = [FORK_RANKS] if fork_ranks else []
     return [
-        sys.executable, "-m", AGENT, *rendezvous.flags(),
+        sys.executable, "-m", AGENT, *forking, *rendezvous.flags(),
         f"--nproc-per-node={local_ranks}", "--max-restarts=0", "--monitor-interval=0.1", *logging,
         "-m", module, str(plan_path),
     ]  # fmt: skip
@@ -132,9 +140,11 @@ def launch_ranks(
     extra_ranks: int = 0,
     collect: Collect = _nothing_collected,
     on_tick: Callable[[], None] | None = None,
+    device: str,
 ) -> LaunchEnd:
     """Run `python -m module plan_path` in `world` ranks (plus `extra_ranks`, e.g. a parameter
-    server) under torchrun, watched until it ends or goes quiet for too long.
+    server) under torchrun, watched until it ends or goes quiet for too long; on the CPU (`device`)
+    every rank is forked from an agent that imported the module once (`harness.launch.agent`).
 
     The log is `run/logs/<name>.log`, torchrun's error files go to `run/logs/<name>.torchrun/`.
     `collect` says what finished (each finished unit is progress, and once all is done only the
@@ -149,6 +159,7 @@ def launch_ranks(
         local_ranks=world // rendezvous.nnodes + extra_ranks,
         rendezvous=rendezvous,
         log_dir=RunFolder(run).log(name).with_suffix(".torchrun"),
+        fork_ranks=forks_ranks(device),
     )
     follow = _Follow(supervise.ProgressWatch(timeout_s), before=read_step_progress(run))
     hang = None

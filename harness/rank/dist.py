@@ -11,11 +11,14 @@ import dataclasses
 import datetime
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 import torch.distributed as dist
+
+from harness.config.ranks import FORK_GRACE_S, forked_rank
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,11 +86,14 @@ def _wants_cpu_gather(backend: str, *, idle_ranks_wait: bool, world_size: int) -
 
 
 def leave_on_failure(body: Callable[[], int]) -> int:
-    """Run a rank's body; a rank that fails leaves at once (exit 1), without a teardown that would
-    wait on peers blocked in a collective: torchrun's teardown of the launch frees them."""
+    """Run a rank's body; a rank that fails leaves at once (exit 1; a forked rank FORK_GRACE_S later),
+    without a teardown that would wait on peers blocked in a collective: torchrun's teardown of the
+    launch frees them."""
     try:
         return body()
     except BaseException:
+        if forked_rank():
+            time.sleep(FORK_GRACE_S)  # a peer killed without a word is seen dead first (config.ranks)
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(1)

@@ -8,7 +8,7 @@ import time
 
 from harness.config.bench import BenchConfig
 from harness.config.grid import expand
-from harness.config.ranks import threads_per_rank
+from harness.config.ranks import FORK_RANKS, forks_ranks, threads_per_rank
 from harness.launch import launcher as launch
 from harness.launch import supervise, torchrun
 from harness.results import store
@@ -30,6 +30,16 @@ def test_single_node_uses_standalone_and_several_nodes_the_c10d_rendezvous(tmp_p
     assert command[-3:] == ["-m", "harness.rank.collectives", str(tmp_path / "p.json")]
 
 
+def test_cpu_ranks_are_forked_from_the_agent_and_cuda_ranks_start_fresh(tmp_path):
+    one = launch.rendezvous(BenchConfig(gpus=2, impls=("naive",)), "r")
+    forking = torchrun.torchrun_command(launch.WORKER, tmp_path / "p.json", local_ranks=2, rendezvous=one,
+                                        fork_ranks=forks_ranks("cpu"))  # fmt: skip
+    assert forking[2:4] == ["harness.launch.agent", FORK_RANKS]
+    fresh = torchrun.torchrun_command(launch.WORKER, tmp_path / "p.json", local_ranks=2, rendezvous=one,
+                                      fork_ranks=forks_ranks("cuda"))  # fmt: skip
+    assert FORK_RANKS not in fresh and fresh[2] == "harness.launch.agent"
+
+
 def test_every_simulated_gpu_gets_the_same_share_of_cores_at_every_world_size():
     assert threads_per_rank(device="cpu", max_local_ranks=2, cpu_count=8) == 4
     assert threads_per_rank(device="cpu", max_local_ranks=4, cpu_count=2) == 1
@@ -45,8 +55,8 @@ def test_a_launch_that_dies_leaves_its_finished_configurations_and_records_the_r
         plan.run, first.config_id, {"run_id": "dies", "config_id": first.config_id, "status": "ok"}
     )
 
-    def crashing_torchrun(module, plan_path, *, local_ranks, rendezvous, log_dir):
-        assert module == "harness.rank.worker" and log_dir.parent == plan.run / "logs"
+    def crashing_torchrun(module, plan_path, *, local_ranks, rendezvous, log_dir, fork_ranks):
+        assert module == "harness.rank.worker" and log_dir.parent == plan.run / "logs" and fork_ranks
         return [sys.executable, "-c", "import sys; print('RuntimeError: rank 1 died'); sys.exit(3)"]
 
     monkeypatch.setattr(torchrun, "torchrun_command", crashing_torchrun)
@@ -95,7 +105,14 @@ def test_a_silent_launch_is_ended_as_a_hang_with_every_rank_named_and_none_left(
     monkeypatch.setattr(torchrun, "torchrun_command", lambda *args, **kwargs: [sys.executable, "-c", SILENT_LAUNCH])
     began = time.monotonic()
     end = torchrun.launch_ranks(
-        "harness.rank.collectives", tmp_path / "p.json", 2, run=tmp_path, name="world-2", threads=1, timeout_s=0.5
+        "harness.rank.collectives",
+        tmp_path / "p.json",
+        2,
+        run=tmp_path,
+        name="world-2",
+        threads=1,
+        timeout_s=0.5,
+        device="cpu",
     )
     assert time.monotonic() - began < 30
     assert end.hang is not None and end.hang.startswith("timeout: no progress for")
