@@ -221,9 +221,20 @@ def _rank_main(rank: int, world_size: int, port: int, tasks, results) -> None:
         dist.destroy_process_group()
 
 
+def _output_files(entry: Path) -> str:
+    """Where a process's stdout and stderr go."""
+    targets = []
+    for fd in ("1", "2"):
+        with contextlib.suppress(OSError):
+            targets.append(os.readlink(entry / "fd" / fd))
+    return " ".join(targets)
+
+
 def processes_of(run) -> list[str]:
-    """Live processes whose command line names the run folder (every rank's does: its plan's path),
-    as 'pid: command'; zombies (already dead) are left out."""
+    """Live processes of the run, as 'pid: command': whose command line names the run folder (a fresh
+    agent's and rank's does: the plan's path), or whose output goes into it (an agent the zygote forked,
+    and its ranks, carry the zygote's command line; they write into the launch's log). Zombies (already
+    dead) are left out."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit() or int(entry.name) == os.getpid():
@@ -233,6 +244,6 @@ def processes_of(run) -> list[str]:
             state = (entry / "stat").read_text().rsplit(")", 1)[1].split()[0]
         except OSError:
             continue
-        if str(run) in command and state != "Z":
+        if (str(run) in command or str(run) in _output_files(entry)) and state != "Z":
             found.append(f"{entry.name}: {command}")
     return found

@@ -64,11 +64,17 @@ def forked_rank(module: str, *argv: str) -> int:
     return code
 
 
-if __name__ == "__main__":
-    if sys.argv[1:2] == [FORK_RANKS]:
-        launch_forked(sys.argv[2:])
+def run(argv: list[str]) -> None:
+    """The agent's whole work: returns once every rank finished well; a failed rank raises through
+    torchrun's @record (ChildFailedError, after its summary)."""
+    if argv[:1] == [FORK_RANKS]:
+        launch_forked(argv[1:])
     else:
-        torchrun_main()  # parses sys.argv[1:] as torchrun does; a failed rank raises through its @record
+        torchrun_main(argv)  # parses argv as torchrun does
+
+
+if __name__ == "__main__":
+    run(sys.argv[1:])
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)

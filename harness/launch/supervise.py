@@ -17,7 +17,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 TERM_GRACE_S = 3.0
 # Before a launch's first sign of life: interpreter start, imports, rendezvous.
@@ -32,16 +32,27 @@ FIRST_STEP_S = 600.0
 FIRST_STEP_MIN_S = 30.0
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """torchrun gets SIGTERM if ddpbench itself is killed (Linux): no launch outlives it."""
     with contextlib.suppress(OSError, AttributeError):
         libc = ctypes.CDLL("libc.so.6", use_errno=True)
         libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
+class Agent(Protocol):
+    """What the supervisor uses of a launch's torchrun agent: a Popen, or one the zygote forked."""
+
+    pid: int
+    returncode: int | None
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
 def start(command: list[str], *, log: IO, env: dict[str, str]) -> subprocess.Popen:
     return subprocess.Popen(
-        command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, preexec_fn=_die_with_parent
+        command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True, preexec_fn=die_with_parent
     )
 
 
@@ -83,7 +94,7 @@ def _alive(pid: int) -> bool:
     return _state(pid) not in (None, "Z")
 
 
-def stop(process: subprocess.Popen, *, grace_s: float = TERM_GRACE_S) -> None:
+def stop(process: Agent, *, grace_s: float = TERM_GRACE_S) -> None:
     """SIGTERM to torchrun and all its ranks, SIGKILL to whatever is left after `grace_s`."""
     if process.poll() is not None:
         ranks = [pid for pid in descendants(process.pid) if _alive(pid)]

@@ -17,13 +17,13 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from harness.config.bench import ConfigError
 from harness.config.ranks import FORK_RANKS, child_environment, forks_ranks
 from harness.handoff import liveness
 from harness.handoff.progress import read_step_progress
-from harness.launch import supervise
+from harness.launch import supervise, zygote
 from harness.results.layout import RunFolder
 
 POLL_S = 0.1  # how often the supervisor looks at a launch: an ended launch is seen within it
@@ -83,6 +83,16 @@ def torchrun_command(
         f"--nproc-per-node={local_ranks}", "--max-restarts=0", "--monitor-interval=0.1", *logging,
         "-m", module, str(plan_path),
     ]  # fmt: skip
+
+
+def _start(command: list[str], module: str, *, log: IO, env: dict[str, str], fork: bool) -> supervise.Agent:
+    """The launch's agent: on the CPU forked from the run's zygote for `module` (its imports done once
+    a run, `harness.launch.zygote`), else (or if the zygote is gone) a fresh `python -m` process."""
+    if fork and command[:3] == [sys.executable, "-m", AGENT]:
+        forked = zygote.for_launch(module, env).start(command[3:], log=Path(log.name), env=env)
+        if forked is not None:
+            return forked
+    return supervise.start(command, log=log, env=env)
 
 
 @dataclasses.dataclass
@@ -164,7 +174,7 @@ def launch_ranks(
     follow = _Follow(supervise.ProgressWatch(timeout_s), before=read_step_progress(run))
     hang = None
     with open(log_path, "w") as log:
-        process = supervise.start(command, log=log, env=child_environment(threads))
+        process = _start(command, module, log=log, env=child_environment(threads), fork=forks_ranks(device))
         try:
             hang = _supervise(process, follow, run=run, ranks=world + extra_ranks, collect=collect, on_tick=on_tick)
             if hang is None:
@@ -175,7 +185,7 @@ def launch_ranks(
 
 
 def _supervise(
-    process: subprocess.Popen,
+    process: supervise.Agent,
     follow: _Follow,
     *,
     run: Path,

@@ -68,9 +68,12 @@ def test_bad_input_is_one_line_on_stderr_and_exit_2(capsys, tmp_path):
 # Below the face (cli.py and harness/commands/) nothing prints to the user's terminal or parses a
 # command line. The exceptions are the torchrun ranks' own: their entry points parse the arguments
 # the launcher gives them, and a fired fault writes one line to the rank's log file.
-# The entry points of the processes a launch starts: torchrun's agent and the ranks read their own command line.
-RANK_ENTRY_POINTS = {"harness/rank/worker.py", "harness/rank/collectives.py", "harness/launch/agent.py"}
-RANK_LOG_LINES = {"harness/handoff/faults.py"}
+# The entry points of the processes a launch starts (the zygote, torchrun's agent, the ranks) read their
+# own command line; what they print goes into the launch's log, never to the user's console.
+RANK_ENTRY_POINTS = {
+    "harness/rank/worker.py", "harness/rank/collectives.py", "harness/launch/agent.py", "harness/launch/zygote.py"
+}  # fmt: skip
+RANK_LOG_LINES = {"harness/handoff/faults.py", "harness/launch/zygote.py"}
 
 
 def _below_the_face() -> list[Path]:
