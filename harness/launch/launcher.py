@@ -225,6 +225,8 @@ def launch_name(config: BenchConfig, cfg: Configuration) -> str:
 
 def _write_launch_plan(config: BenchConfig, plan: BenchRun, pending: list[Configuration]) -> Path:
     plan_path = RunFolder(plan.run).launch_plan(launch_name(config, pending[0]))
+    written_before = RunFolder(plan.run).written_before
+    store.write_configs_snapshot(plan.run, written_before)
     store.write_json(
         plan_path,
         {
@@ -233,6 +235,7 @@ def _write_launch_plan(config: BenchConfig, plan: BenchRun, pending: list[Config
             "backend": pending[0].backend,
             "timeout_s": config.timeout_s,
             "context": plan.context,
+            "written_before": str(written_before.resolve()),
             "configurations": [c.to_json() for c in pending],
         },
     )

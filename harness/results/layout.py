@@ -37,6 +37,7 @@ FAILURES = "failures"
 RETRIED = "retried"
 CACHE = "cache"
 PARITY_CACHE = f"{CACHE}/parity"
+WRITTEN_BEFORE = f"{CACHE}/rows/configs.parquet"
 """Each setup's parity reference, kept while the run lasts: every launch of the run (one per world size
 and repeat) reuses it instead of computing it again; `bench` removes it when the run has ended (an
 interrupted run keeps it for --resume)."""
@@ -72,6 +73,7 @@ ENTRIES = (
           "rank 0 of collectives"),
     Entry(f"{PLANS}/<launch>.json", "what each launch was asked to run", "the launcher"),
     Entry(f"{PLANS}/<launch>.costs.json", "where that launch's time went beyond its steps", "rank 0"),
+
     Entry(f"{LOGS}/<launch>.log", "torchrun's output of each launch (and its .torchrun/ folder)", "the launcher"),
     Entry(f"{TRACES}/<config_id>/rank<N>.json", "`--profile`: one Chrome trace per rank", "every rank"),
     Entry(f"{FAILURES}/<config_id>/rank<N>.json", "a failed rank's error, kind and memory (and .traceback.txt)",
@@ -80,6 +82,8 @@ ENTRIES = (
           "bench --resume"),
     Entry(f"{CACHE}/", "what later launches of the run reuse: model information, parity references "
           "(removed when the run ends)", "rank 0"),
+    Entry(WRITTEN_BEFORE, "the configuration rows written before the current launch, as the launcher read "
+          "them: rank 0's derived metrics look up world size 1 and the baseline there", "the launcher"),
     Entry(PROGRESS, "rank 0's hint of how far the current configuration is (hidden)", "rank 0"),
     Entry(f"{LIVENESS}/", "each rank's pid and its answers when the launcher asks who is alive (hidden)",
           "every rank"),
@@ -119,6 +123,10 @@ class RunFolder:
 
     def retried(self, config_id: str) -> Path:
         return self.root / RETRIED / config_id
+
+    @property
+    def written_before(self) -> Path:
+        return self.root / WRITTEN_BEFORE
 
     def cached(self, name: str) -> Path:
         return self.root / CACHE / name

@@ -113,9 +113,29 @@ REQUIRED_COLUMNS = {
 }
 
 
+_PARTS_READ: dict[tuple[Path, str], tuple[tuple[int, int, int], pa.Table | None]] = {}
+"""Each part this process read, by its file's identity (inode, mtime, size): `bench` reads a run's
+rows again every launch and every round of `--repeats auto`, and parts are written once (atomically,
+a new file each time), so only the new ones are read."""
+
+
 def _read_part(path: Path, kind: str, spec: columns.Table) -> pa.Table | None:
     """One part file conformed to the dictionary, or None (named in a warning) when it is
     unreadable, not ours, or holds a value its column cannot take (a timestamp that is no date)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return _read_part_file(path, kind, spec)
+    identity = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
+    known = _PARTS_READ.get((path, kind))
+    if known is not None and known[0] == identity:
+        return known[1]
+    table = _read_part_file(path, kind, spec)
+    _PARTS_READ[(path, kind)] = (identity, table)
+    return table
+
+
+def _read_part_file(path: Path, kind: str, spec: columns.Table) -> pa.Table | None:
     try:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
@@ -183,6 +203,22 @@ def unified(tables: list[pa.Table], spec: columns.Table) -> pd.DataFrame:
 
 def read_configs(run: Path) -> pd.DataFrame:
     return _read_folder(Path(run) / "configs", columns.CONFIGS)
+
+
+def write_configs_snapshot(run: Path, path: Path) -> None:
+    """Every configuration row of the run so far, in one file (`RunFolder.written_before`): what a
+    launch's rank 0 reads instead of every part (a fresh process would read them all again)."""
+    folder = Path(run) / "configs"
+    parts = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith(".")) if folder.is_dir() else []
+    tables = [conform(t, columns.CONFIGS) for t in (_read_part(p, "configs", columns.CONFIGS) for p in parts) if t is not None]
+    table = pa.concat_tables(tables, promote_options="permissive") if tables else CONFIG_SCHEMA.empty_table()
+    atomic_write(path, lambda tmp: pq.write_table(table, tmp))
+
+
+def read_configs_snapshot(path: Path) -> pd.DataFrame:
+    """The rows `write_configs_snapshot` kept, as `read_configs` returned them then."""
+    table = _read_part(path, "configs", columns.CONFIGS)
+    return unified([table] if table is not None and table.num_rows else [], columns.CONFIGS)
 
 
 def read_steps(run: Path) -> pd.DataFrame:

@@ -254,3 +254,22 @@ def test_schema_3s_inferred_overlap_becomes_speedup_vs_local_and_exposed_reads_a
     assert row["speedup_vs_local"] == 1.6
     assert pd.isna(row["exposed_comm_ms"]) and pd.isna(row["overlap_efficiency"]) and pd.isna(row["comm_ms"])
     assert store.MIGRATIONS[3] is store.migrate_v3_to_v4
+
+
+@pytest.mark.parametrize("golden", ["cpu_run", "failures", "bucket_sweep"])
+def test_a_launchs_snapshot_of_the_rows_reads_back_as_every_part_reads(tmp_path, golden):
+    """Rank 0 reads the rows written before its launch from one file; they must be the rows, not a copy
+    that differs in a type (the golden runs are schema 1: every migration is in the way)."""
+    run = Path(__file__).resolve().parents[1] / "data" / golden
+    snapshot = tmp_path / "configs.parquet"
+    store.write_configs_snapshot(run, snapshot)
+    pd.testing.assert_frame_equal(store.read_configs_snapshot(snapshot), store.read_configs(run))
+    store.write_configs_snapshot(tmp_path / "empty", snapshot)  # a run with no row yet
+    pd.testing.assert_frame_equal(store.read_configs_snapshot(snapshot), store.read_configs(tmp_path / "empty"))
+
+
+def test_a_part_read_before_is_read_again_only_when_its_file_changed(tmp_path):
+    store.write_configuration(tmp_path, "c1", config_row("c1"))
+    assert store.read_configs(tmp_path)["status"].tolist() == ["ok"]
+    store.write_configuration(tmp_path, "c1", config_row("c1", status="failed"))  # rewritten: a new file
+    assert store.read_configs(tmp_path)["status"].tolist() == ["failed"]
