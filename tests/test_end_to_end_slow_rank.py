@@ -91,5 +91,9 @@ def test_the_sentence_leads_with_the_largest_measured_part_on_real_rows(rows):
         parts = {column: row[column] for column in why.PART_WORDS}
         largest = max(parts, key=parts.get)
         text = why.sentence(row, rows, cores=2)
+        local = row["step_ms_mean"] - row["gap_ms"]
+        if row["gap_ms"] < why.NEGLIGIBLE * local:  # a quiet repeat's tiny gap: nothing to take apart
+            assert "data parallelism costs it nothing measurable here" in text, (text, parts)
+            continue
         assert text.split(": ", 1)[1].split(" (", 2)[1].startswith(
             f"{parts[largest] / row['gap_ms']:.0%}) {why.PART_WORDS[largest]}"), (text, parts)  # fmt: skip
