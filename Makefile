@@ -8,6 +8,7 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+NOT_PRECOMPILED := /tests?/|/transformers/models/(?!(auto|gpt2|bert|t5|vit|llama)/)
 RESULTS ?= results
 BUDGET ?= 5m
 SITE   ?= reports/site
@@ -35,12 +36,14 @@ setup: $(STAMP)
 
 # The stamp makes a second `make setup` free; it is rebuilt when the dependencies change. pip compiles
 # what it installs one file at a time (torch alone: 36 s of a 94 s setup here); compileall does it on
-# every core instead (21 s); a file that does not compile (a template, say) is left alone, as pip leaves it.
+# every core instead; a file that does not compile (a template, say) is left alone, as pip leaves it.
+# The packages' own test suites and the transformers models no workload of ours builds are left to be
+# compiled if ever imported (5,500 of 15,000 files: 36 s -> 28 s here).
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet --no-compile -e '.[dev]'
-	$(BIN)/python -m compileall -q -j 0 $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') > /dev/null || true
+	$(BIN)/python -m compileall -q -j 0 -x '$(NOT_PRECOMPILED)' $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') > /dev/null || true
 	touch $(STAMP)
 
 # The report is rebuilt when the run finished, even if a configuration failed (exit 1: the

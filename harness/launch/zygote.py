@@ -87,13 +87,12 @@ class Zygote:
         return json.loads(line)
 
     def close(self) -> None:
+        """End the zygote. No launch is in flight (launch_ranks ends its own before it returns), and a
+        zygote holds nothing to finish: it is killed, not asked (one still importing would take seconds)."""
         if self.process.stdin and not self.process.stdin.closed:
-            self.process.stdin.close()  # the zygote's loop ends at its stdin's end
-        try:
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+            self.process.stdin.close()
+        self.process.kill()
+        self.process.wait()
 
 
 class ForkedLaunch:
@@ -143,8 +142,8 @@ def close_all() -> None:
 
 def serve(module: str) -> None:
     """The zygote process: import, then fork one agent per request and report its pid and exit status."""
+    importlib.import_module(module)  # first: a module that does not import fails before torch is loaded
     agent = importlib.import_module(AGENT)
-    importlib.import_module(module)
     # What importing made is every child's: frozen, a rank's collections skip it (its freeze_survivors
     # found 330,000 objects to walk, 0.15 s a launch) and never write to those pages shared with the zygote.
     gc.collect()
