@@ -39,6 +39,7 @@ PLUGINS_MAY_IMPORT = ("plug-ins", "contract")
 RANK_SIDE = ("rank", "parity", "measure")
 """What runs inside a rank (and, for measure, in `predict`): the launcher imports none of it."""
 MAX_LINES = 400
+CLI_MAX_LINES = 300
 MAX_MODULES = 12
 
 
@@ -114,6 +115,13 @@ def test_every_module_fits_in_ones_head(path):
     assert lines <= MAX_LINES, (
         f"{path.relative_to(ROOT)} has {lines} lines (at most {MAX_LINES}): split it where a name helps"
     )
+
+
+def test_the_command_line_stays_thin():
+    """cli.py is the command tree and the dispatch; how a flag becomes an argument is commands/arguments.py,
+    each command's work its module in commands/."""
+    lines = len((ROOT / "harness" / "cli.py").read_text().splitlines())
+    assert lines <= CLI_MAX_LINES, f"harness/cli.py has {lines} lines (at most {CLI_MAX_LINES})"
 
 
 def test_every_harness_module_belongs_to_a_layer():

@@ -3,7 +3,7 @@
 
     steps: int = flag(20, "measured steps per configuration", parse=whole("--steps"))
 
-The field's type, default and doc make its flag: the face (harness.cli.add_flags) builds the parser's
+The field's type, default and doc make its flag: the face (harness.commands.arguments.add_flags) builds the parser's
 arguments from the fields (the help says the default, from the default itself), `from_args` turns the
 parsed flags back into the config, and `on_resume` says what the flag may do to a stored run
 (`bench --resume`). Adding a flag is adding one field. A parser here turns text into a value or raises

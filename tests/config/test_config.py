@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from harness import cli
+from harness.commands import arguments
 from harness.config.bench import BenchConfig, ConfigError, rank_ladder
 from harness.config.grid import expand
 
@@ -175,7 +176,6 @@ def test_a_flag_is_one_field_its_type_default_and_doc_make_the_argument():
     import argparse
     import dataclasses
 
-    from harness import cli
     from harness.config.flags import STEERS, flag, from_args, whole
 
     @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -185,7 +185,7 @@ def test_a_flag_is_one_field_its_type_default_and_doc_make_the_argument():
         loud: bool = flag(True, "keep it down", negative=True, on_resume=STEERS)
 
     parser = argparse.ArgumentParser()
-    cli.add_flags(parser, Settings)
+    arguments.add_flags(parser, Settings)
     assert from_args(Settings, parser.parse_args(["--laps", "5", "--no-loud"])) == Settings(laps=5, loud=False)
     assert from_args(Settings, parser.parse_args([])) == Settings()
     assert "laps to run (default: 3)" in parser.format_help()

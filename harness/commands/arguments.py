@@ -1,0 +1,65 @@
+"""How a flag becomes an argparse argument: one-line errors, the config's text parsers as argparse types,
+and a config's flagged fields (harness.config.flags) as arguments. The command tree is harness.cli's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+from harness.config import flags
+from harness.config.bench import ConfigError
+from harness.config.flags import flag_name, help_text
+
+EXIT_BAD_INPUT = 2
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse prints the usage block before an error; we print the error alone, on one line."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
+
+
+def argument_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+    """A harness.config.flags parser as argparse takes it: its ConfigError is argparse's one-line error."""
+
+    def convert(text: str) -> Any:
+        try:
+            return parse(text)
+        except ConfigError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return convert
+
+
+def whole(flag: str) -> Callable[[str], int]:
+    return argument_type(flags.whole(flag))
+
+
+def finite(flag: str, what: str) -> Callable[[str], float]:
+    return argument_type(flags.finite(flag, what))
+
+
+names = argument_type(flags.names)
+
+
+def add_flags(parser: argparse.ArgumentParser, config: type) -> None:
+    """One argument per flagged field of `config` (harness.config.flags), its dest the field's name."""
+    for field in dataclasses.fields(config):
+        spec = field.metadata.get("flag")
+        if spec is None:
+            continue
+        kwargs: dict[str, Any] = {"dest": field.name, "help": help_text(field, spec)}
+        if field.type in (bool, "bool") and not spec.parse:
+            kwargs["action"] = "store_false" if spec.negative else "store_true"
+        else:
+            shown = flag_name(field.name, spec).lstrip("-").upper().replace("-", "_")
+            kwargs.update(type=spec.parse and argument_type(spec.parse), metavar=spec.metavar or shown)
+            if spec.repeatable:
+                kwargs.update(action="append", default=[])
+            else:
+                kwargs["default"] = None if field.default is dataclasses.MISSING else field.default
+        parser.add_argument(flag_name(field.name, spec), **kwargs)
