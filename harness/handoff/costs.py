@@ -22,9 +22,10 @@ from harness.clock import host_seconds
 from harness.results.layout import costs_path
 
 PHASES = (
-    "launch",  # the launcher's torchrun call until rank 0's process starts (on the CPU: the agent's imports too)
+    "launch",  # the launcher's torchrun call until rank 0's process starts (on the CPU: the zygote's imports too,
+    # in the run's first launch)
     "imports",  # rank 0's interpreter start and the worker module's imports (torch and its compiler, the
-    # plug-ins); none on the CPU, where the agent imported them once and forked every rank from itself
+    # plug-ins); none on the CPU, where the run's zygote imported them once and every rank is forked
     "process group",  # init_process_group, Parquet's warm-up, the imports' objects frozen (housekeeping)
     "model info",  # FLOP counting and sizes, once per workload setup
     "build",  # strategy, model, wrap, optimizer, memory sampler

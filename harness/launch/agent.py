@@ -11,7 +11,8 @@ file and exit code are what the launcher reads.
 `--fork-ranks` (CPU launches only: CUDA cannot be used in a process forked after it started, and
 NCCL's ranks stay fresh interpreters) imports MODULE once, in the agent, and has torchrun fork every
 rank from it (its `start_method="fork"` for a function entrypoint: the module's `main(argv)`), so
-that torch, its compiler and the plug-ins are imported once a launch instead of once a rank. A forked
+that torch, its compiler and the plug-ins are imported once a launch instead of once a rank (once a run
+when the agent itself is forked from the run's zygote, `harness.launch.zygote`). A forked
 rank resets the agent's signal handlers and exit handlers, and leaves on failure a moment late
 (`harness.rank.dist.leave_on_failure`): torchrun's summary of a function launch names only the first
 rank it saw fail, which must be one killed without a word rather than its peers' echo of it.

@@ -224,8 +224,9 @@ def launch_name(config: BenchConfig, cfg: Configuration) -> str:
 
 
 def _write_launch_plan(config: BenchConfig, plan: BenchRun, pending: list[Configuration]) -> Path:
-    plan_path = RunFolder(plan.run).launch_plan(launch_name(config, pending[0]))
-    written_before = RunFolder(plan.run).written_before
+    folder = RunFolder(plan.run)
+    plan_path = folder.launch_plan(launch_name(config, pending[0]))
+    written_before = folder.written_before
     store.write_configs_snapshot(plan.run, written_before)
     store.write_json(
         plan_path,

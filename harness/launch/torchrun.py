@@ -24,10 +24,10 @@ from harness.config.ranks import FORK_RANKS, child_environment, forks_ranks
 from harness.handoff import liveness
 from harness.handoff.progress import read_step_progress
 from harness.launch import supervise, zygote
+from harness.launch.zygote import AGENT
 from harness.results.layout import RunFolder
 
 POLL_S = 0.1  # how often the supervisor looks at a launch: an ended launch is seen within it
-AGENT = "harness.launch.agent"  # torchrun itself (torch.distributed.run), leaving without finalisation
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,7 +87,8 @@ def torchrun_command(
 
 def _start(command: list[str], module: str, *, log: IO, env: dict[str, str], fork: bool) -> supervise.Agent:
     """The launch's agent: on the CPU forked from the run's zygote for `module` (its imports done once
-    a run, `harness.launch.zygote`), else (or if the zygote is gone) a fresh `python -m` process."""
+    a run, `harness.launch.zygote`), else (or if the zygote is gone) a fresh `python -m` process. A
+    command that is not the agent's (a wrapper, a test's stand-in) runs as it is given."""
     if fork and command[:3] == [sys.executable, "-m", AGENT]:
         forked = zygote.for_launch(module, env).start(command[3:], log=Path(log.name), env=env)
         if forked is not None:
@@ -154,7 +155,8 @@ def launch_ranks(
 ) -> LaunchEnd:
     """Run `python -m module plan_path` in `world` ranks (plus `extra_ranks`, e.g. a parameter
     server) under torchrun, watched until it ends or goes quiet for too long; on the CPU (`device`)
-    every rank is forked from an agent that imported the module once (`harness.launch.agent`).
+    the agent is forked from the run's zygote, which imported the module once, and every rank from
+    the agent (`harness.launch.zygote`, `harness.launch.agent`).
 
     The log is `run/logs/<name>.log`, torchrun's error files go to `run/logs/<name>.torchrun/`.
     `collect` says what finished (each finished unit is progress, and once all is done only the
@@ -163,18 +165,19 @@ def launch_ranks(
     """
     log_path = RunFolder(run).log(name)
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    fork = forks_ranks(device)
     command = torchrun_command(
         module,
         plan_path,
         local_ranks=world // rendezvous.nnodes + extra_ranks,
         rendezvous=rendezvous,
         log_dir=RunFolder(run).log(name).with_suffix(".torchrun"),
-        fork_ranks=forks_ranks(device),
+        fork_ranks=fork,
     )
     follow = _Follow(supervise.ProgressWatch(timeout_s), before=read_step_progress(run))
     hang = None
     with open(log_path, "w") as log:
-        process = _start(command, module, log=log, env=child_environment(threads), fork=forks_ranks(device))
+        process = _start(command, module, log=log, env=child_environment(threads), fork=fork)
         try:
             hang = _supervise(process, follow, run=run, ranks=world + extra_ranks, collect=collect, on_tick=on_tick)
             if hang is None:

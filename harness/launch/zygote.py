@@ -24,6 +24,7 @@ import importlib
 import json
 import os
 import select
+import signal
 import subprocess
 import sys
 import time
@@ -33,7 +34,7 @@ from typing import Any
 
 from harness.launch import supervise
 
-AGENT = "harness.launch.agent"
+AGENT = "harness.launch.agent"  # torchrun itself (torch.distributed.run), leaving without finalisation
 READY_S = 300.0  # the zygote's imports before its first fork: as long as a launch's own start may take
 
 
@@ -115,7 +116,7 @@ class ForkedLaunch:
             reply = self._zygote.reply(timeout=timeout)
             if reply is not None:
                 # A zygote gone mid-launch took the agent with it (its parent-death signal).
-                self.returncode = -15 if reply.get("gone") else reply["returncode"]
+                self.returncode = -signal.SIGTERM if reply.get("gone") else reply["returncode"]
         return self.returncode
 
 

@@ -185,10 +185,13 @@ _SKIPPED: set[Path] = set()
 def _read_folder(folder: Path, spec: columns.Table) -> pd.DataFrame:
     """Every readable part of one table. Parts that differ in columns (a newer part with an
     extra column, an older one without) are unified: nothing is dropped, gaps are null."""
-    kind = folder.name
+    return unified(_readable_parts(folder, spec), spec)
+
+
+def _readable_parts(folder: Path, spec: columns.Table) -> list[pa.Table]:
+    """Every readable part of one table folder, conformed; the others named and skipped (`_read_part`)."""
     parts = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith(".")) if folder.is_dir() else []
-    tables = [t for t in (_read_part(p, kind, spec) for p in parts) if t is not None]
-    return unified(tables, spec)
+    return [t for t in (_read_part(p, folder.name, spec) for p in parts) if t is not None]
 
 
 def unified(tables: list[pa.Table], spec: columns.Table) -> pd.DataFrame:
@@ -208,9 +211,7 @@ def read_configs(run: Path) -> pd.DataFrame:
 def write_configs_snapshot(run: Path, path: Path) -> None:
     """Every configuration row of the run so far, in one file (`RunFolder.written_before`): what a
     launch's rank 0 reads instead of every part (a fresh process would read them all again)."""
-    folder = Path(run) / "configs"
-    parts = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith(".")) if folder.is_dir() else []
-    tables = [conform(t, columns.CONFIGS) for t in (_read_part(p, "configs", columns.CONFIGS) for p in parts) if t is not None]
+    tables = _readable_parts(Path(run) / "configs", columns.CONFIGS)
     table = pa.concat_tables(tables, promote_options="permissive") if tables else CONFIG_SCHEMA.empty_table()
     atomic_write(path, lambda tmp: pq.write_table(table, tmp))
 
