@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from harness.analysis import stats
+from harness.analysis import agreement, stats
 from harness.config.grid import Configuration
 from harness.results.values import options_words
 
@@ -308,12 +308,12 @@ def caps_text(caps: list[float]) -> str:
 
 def predict_table(frame: pd.DataFrame, *, world: int, link, contention) -> None:
     """The network at this world size, then one row per bucket cap and the predicted best (caps within
-    stats.TIE_TOLERANCE of the fastest are tied). `contention` None: none was measured."""
+    agreement.TIE_TOLERANCE of the fastest are tied). `contention` None: none was measured."""
     _print(f"w{world}: all-reduce α {link.alpha_s * 1e6:.1f} µs, busbw {link.busbw_bytes_per_s / 1e9:.3f} GB/s "
           f"({link.source}); {contention_text(contention)}")  # fmt: skip
     _cap_rows(frame, decimals=2)
     best = frame.loc[frame["step_ms"].idxmin()]
-    tied = stats.tied_best(frame["bucket_cap_mb"], frame["step_ms"])
+    tied = agreement.tied_best(frame["bucket_cap_mb"], frame["step_ms"])
     _print(f"  predicted best cap at w{world}: {caps_text(tied)} ({best['step_ms']:.2f} ms, "
           f"scaling efficiency {best['scaling_efficiency']:.3f})")  # fmt: skip
 

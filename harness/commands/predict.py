@@ -198,7 +198,7 @@ def _validate(results_dir: Path, run_dir: Path, network, *, stored: bool) -> Non
     """The model against the run's measured sweeps, per (workload, size, world size)."""
     import pandas as pd
 
-    from harness.analysis import stats, sweep
+    from harness.analysis import agreement, sweep
     from harness.perfmodel import predict
     from harness.results import model_tables, store
 
@@ -213,7 +213,7 @@ def _validate(results_dir: Path, run_dir: Path, network, *, stored: bool) -> Non
     for (workload, size, world), group in pd.DataFrame(rows).groupby(["workload", "size", "world_size"]):
         as_good = sweep.as_good_caps(recommendations, workload=workload, size=size, world=world)
         errors = [
-            (label, stats.prediction_error(group["bucket_cap_mb"], group["measured_ms"], group[column]))
+            (label, agreement.prediction_error(group["bucket_cap_mb"], group["measured_ms"], group[column]))
             for column, label in predict.VARIANTS
             if group[column].notna().all() and len(group) > 1
         ]

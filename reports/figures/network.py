@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from harness.analysis import roles, stats
+from harness.analysis import agreement, roles
 from reports.aggregate import labelled, strategy_label, world_label
 from reports.figures.style import PALETTE, new_figure, styled
 
@@ -112,7 +112,7 @@ def step_vs_floor(configs: pd.DataFrame, floor: pd.DataFrame, *, workload: str) 
 
 
 def caps_text(caps: list[float]) -> str:
-    """'5 MiB', or '5 or 25 MiB (tied)' where the model cannot tell several caps apart (stats.tied_best)."""
+    """'5 MiB', or '5 or 25 MiB (tied)' where the model cannot tell several caps apart (agreement.tied_best)."""
     names = [f"{cap:g}" for cap in caps]
     if len(names) == 1:
         return f"{names[0]} MiB"
@@ -134,7 +134,7 @@ def predicted_vs_measured(predictions: pd.DataFrame, *, workload: str, world_siz
               ("predicted_contention_ms", "predicted, calibrated + contention", PALETTE[1], "dash"))  # fmt: skip
     for column, name, colour, dash in curves:
         if column in rows and rows[column].notna().all():
-            error = stats.prediction_error(caps, rows["measured_ms"], rows[column])
+            error = agreement.prediction_error(caps, rows["measured_ms"], rows[column])
             figure.add_trace(
                 go.Scatter(name=f"{name} (MAPE {error['mape']:.1%}, best {caps_text(error['best_predicted_caps_mb'])})",
                            x=caps, y=rows[column], mode="lines+markers", line={"color": colour, "dash": dash})

@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis import roles, stats, sweep, why
+from harness.analysis import agreement, roles, stats, sweep, why
 from harness.results.values import options_words
 from reports import aggregate
 from reports.aggregate import RunData, world_sizes
@@ -53,7 +53,7 @@ CAPTIONS = {
     "run's gradient-ready profile and the measured network: dotted on the profile as measured, dashed calibrated "
     "on the run's own steps without communication (local at this world size, DDP at one rank), and with the "
     "measured compute/communication contention. The legend gives each curve's MAPE and best cap (several where "
-    f"they tie within {stats.TIE_TOLERANCE:.1%}).",
+    f"they tie within {agreement.TIE_TOLERANCE:.1%}).",
     "gap": "Each bar is one configuration's cost over local at the same world size (its mean step on the slowest "
     "rank less local's), split into parts that are each measured: communication no compute hid, the part of it "
     "spent waiting for a rank that launched later, compute slower than local's (below zero where faster), time "
@@ -333,7 +333,7 @@ MODEL_VARIANTS = (
 
 def describe_error(error: dict) -> str:
     """'MAPE 4.0%; best cap 5 or 25 MiB (tied) vs measured 25 MiB (0 grid step(s) apart)': every cap the
-    prediction (and the measurement) cannot tell from its fastest (stats.tied_best), and the grid steps
+    prediction (and the measurement) cannot tell from its fastest (agreement.tied_best), and the grid steps
     between the two sets at their closest."""
     return (
         f"MAPE {error['mape']:.1%}; best cap {netfigures.caps_text(error['best_predicted_caps_mb'])} vs measured "
@@ -364,7 +364,7 @@ def prediction_error_table(predictions: pd.DataFrame, recommendations: pd.DataFr
                                      workload=workload, size=size, world=int(world))  # fmt: skip
         for column, _ in MODEL_VARIANTS:
             if column in group and group[column].notna().all() and len(group) > 1:
-                error = stats.prediction_error(group["bucket_cap_mb"], group["measured_ms"], group[column])
+                error = agreement.prediction_error(group["bucket_cap_mb"], group["measured_ms"], group[column])
                 cells.append(esc(describe_error(error) + among_as_good(error, as_good)))
             else:
                 cells.append("not available")
@@ -373,5 +373,5 @@ def prediction_error_table(predictions: pd.DataFrame, recommendations: pd.DataFr
     return (
         "<h3>Model error</h3><p>Target: MAPE ≤ 10 % and the best cap within one grid step. 'As good' caps are those "
         f"of the sweep {NOT_BEATEN} (Welch's t over repeats). Several best caps are a tie: each within "
-        f"{stats.TIE_TOLERANCE:.1%} of the fastest.</p>" + table(head, rows)
+        f"{agreement.TIE_TOLERANCE:.1%} of the fastest.</p>" + table(head, rows)
     )

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.analysis import roles, stats
+from harness.analysis import agreement, roles
 from harness.analysis.sweep import given_cap
 from harness.perfmodel.cluster import BUILTIN_FOLDER, Cluster
 from harness.perfmodel.nccl import ClusterLink
@@ -47,13 +47,13 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
 
 
 def best_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """The fastest cap per setup and GPU count, the caps tied with it (within stats.TIE_TOLERANCE),
+    """The fastest cap per setup and GPU count, the caps tied with it (within agreement.TIE_TOLERANCE),
     and its margin over the fastest cap not tied with it (None: every cap is tied)."""
     best = []
     for _, group in rows.groupby(["setup", "world_size"], sort=False):
         ordered = group.sort_values("step_ms")
         first = ordered.iloc[0]
-        tied = stats.tied_best(group["bucket_cap_mb"], group["step_ms"])
+        tied = agreement.tied_best(group["bucket_cap_mb"], group["step_ms"])
         others = ordered[~ordered["bucket_cap_mb"].isin(tied)]
         margin = others.iloc[0]["step_ms"] / first["step_ms"] - 1 if not others.empty else None
         best.append({**first.to_dict(), "tied": tied, "margin": margin})

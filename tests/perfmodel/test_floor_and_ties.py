@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from test_predict import _PROFILE_ROWS as PROFILE  # the same five 1 MiB gradients
 
-from harness.analysis import stats
+from harness.analysis import agreement
 from harness.commands import console
 from harness.perfmodel import network as net
 from harness.perfmodel import predict
@@ -52,10 +52,10 @@ def test_strategies_that_do_not_all_reduce_their_whole_gradient_get_no_floor_rat
 
 
 def test_tied_caps_are_one_best_and_a_model_that_picks_any_of_them_agrees():
-    error = stats.prediction_error([1, 5, 25], [0.31, 0.33, 0.30], [0.290, 0.35, 0.2905])
+    error = agreement.prediction_error([1, 5, 25], [0.31, 0.33, 0.30], [0.290, 0.35, 0.2905])
     assert error["best_predicted_caps_mb"] == [1.0, 25.0] and error["best_measured_caps_mb"] == [25.0]
     assert (error["best_predicted_cap_mb"], error["best_cap_grid_steps"]) == (25.0, 0)
-    apart = stats.prediction_error([1, 5, 25], [0.31, 0.33, 0.30], [0.290, 0.35, 0.30])  # 3 % apart: no tie
+    apart = agreement.prediction_error([1, 5, 25], [0.31, 0.33, 0.30], [0.290, 0.35, 0.30])  # 3 % apart: no tie
     assert (apart["best_predicted_caps_mb"], apart["best_cap_grid_steps"]) == ([1.0], 2)
 
 
@@ -80,7 +80,7 @@ def test_validation_says_a_model_agrees_when_its_tied_best_holds_the_measured_be
     group = pd.DataFrame({"bucket_cap_mb": [1.0, 25.0], "measured_ms": [0.31, 0.30], "predicted_raw_ms": [0.29, 0.29],
                           "predicted_ms": [0.29, 0.29], "predicted_contention_ms": [None, None],
                           "compute_scale": [1.0, 1.0], "reducer_ms": [0.0, 0.0]})  # fmt: skip
-    error = stats.prediction_error(group["bucket_cap_mb"], group["measured_ms"], group["predicted_ms"])
+    error = agreement.prediction_error(group["bucket_cap_mb"], group["measured_ms"], group["predicted_ms"])
     console.validation(("w", "tiny", 2), group, None, [("calibrated", error)])
     out = capsys.readouterr().out
     assert "calibrated: MAPE 4.9%, best cap measured 25 MiB vs predicted any of 1, 25 MiB (tied) (agrees)" in out

@@ -15,7 +15,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 import workloads
 from harness import bucketing, cli
-from harness.analysis import stats
+from harness.analysis import agreement
 from harness.config import units
 from harness.measure import gradprofile
 from harness.perfmodel import network as net
@@ -241,7 +241,7 @@ def test_latency_parses_with_its_unit(text, value):
 
 
 def test_prediction_error_is_mape_and_grid_steps_between_best_caps():
-    error = stats.prediction_error([1, 5, 10, 25], [110, 100, 105, 120], [100, 110, 100, 130])
+    error = agreement.prediction_error([1, 5, 10, 25], [110, 100, 105, 120], [100, 110, 100, 130])
     assert error["mape"] == pytest.approx((10 / 110 + 10 / 100 + 5 / 105 + 10 / 120) / 4)
     assert (error["best_measured_cap_mb"], error["best_predicted_cap_mb"], error["best_cap_grid_steps"]) == (5, 1, 1)
 

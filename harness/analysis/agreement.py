@@ -1,0 +1,48 @@
+"""How a predicted step-time curve over bucket caps agrees with the measured one: its error, and which caps
+tie for best in each (a model's arithmetic cannot tell 0.290 from 0.291 ms apart)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+TIE_TOLERANCE = 0.005
+"""Predicted (or measured) step times within this fraction of the fastest are a tie: the model's
+arithmetic cannot tell 0.290 from 0.291 ms apart, so neither can be 'the' best cap."""
+
+
+def tied_best(caps: Sequence[float], values: Sequence[float], *, tolerance: float = TIE_TOLERANCE) -> list[float]:
+    """The caps whose value is within `tolerance` of the smallest, in cap order."""
+    values = np.asarray(values, dtype=float)
+    limit = values.min() * (1 + tolerance)
+    return sorted(float(cap) for cap, value in zip(caps, values, strict=True) if value <= limit)
+
+
+def prediction_error(caps: Sequence[float], measured: Sequence[float], predicted: Sequence[float]) -> dict:
+    """How well a predicted curve over bucket caps matches the measured one.
+
+    MAPE (mean absolute percentage error); the best caps of each, ties included (within
+    TIE_TOLERANCE of the fastest: `best_measured_caps_mb`, `best_predicted_caps_mb`); and how many
+    grid steps apart the two sets are at their closest (0: the prediction's tied best includes a
+    measured best; the target is at most 1). `best_measured_cap_mb`/`best_predicted_cap_mb` name
+    one cap of each set: the pair that are closest, the fastest of each on a tie.
+    """
+    order = np.argsort(np.asarray(caps, dtype=float))
+    caps_sorted = np.asarray(caps, dtype=float)[order]
+    measured_sorted = np.asarray(measured, dtype=float)[order]
+    predicted_sorted = np.asarray(predicted, dtype=float)[order]
+    grid = {float(cap): index for index, cap in enumerate(caps_sorted)}
+    best_measured = tied_best(caps_sorted, measured_sorted)
+    best_predicted = tied_best(caps_sorted, predicted_sorted)
+    pairs = [(abs(grid[m] - grid[p]), measured_sorted[grid[m]], predicted_sorted[grid[p]], m, p)
+             for m in best_measured for p in best_predicted]  # fmt: skip
+    steps, _, _, measured_cap, predicted_cap = min(pairs)
+    return {
+        "mape": float(np.mean(np.abs(predicted_sorted - measured_sorted) / measured_sorted)),
+        "best_measured_cap_mb": measured_cap,
+        "best_predicted_cap_mb": predicted_cap,
+        "best_measured_caps_mb": best_measured,
+        "best_predicted_caps_mb": best_predicted,
+        "best_cap_grid_steps": int(steps),
+    }
