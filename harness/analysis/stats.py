@@ -174,17 +174,51 @@ def welch(a: np.ndarray, b: np.ndarray, *, confidence: float) -> tuple[float, fl
     return float(p_value), float(difference - half), float(difference + half)
 
 
-def ratio_interval(base_ms: Sequence[float], new_ms: Sequence[float], *, confidence: float = CONFIDENCE) -> dict:
-    """new / base as a ratio of geometric means of repeat medians, with Welch's t test and interval
-    on the logs. Needs two repeats a side; identical repeats give a zero-width interval."""
+def ratio_interval(
+    base_ms: Sequence[float], new_ms: Sequence[float], *, confidence: float = CONFIDENCE, paired: bool = False
+) -> dict:
+    """new / base as a ratio of geometric means of repeat medians, with its t test and interval on the
+    logs: Welch's over two independent sets, or, `paired` (the i-th of each ran in the same launch), the
+    one-sample t of the per-launch log ratios, which a launch's common slowness leaves out. Needs two
+    repeats a side; identical repeats give a zero-width interval."""
     a, b = np.log(np.asarray(base_ms, dtype=float)), np.log(np.asarray(new_ms, dtype=float))
     ratio = float(np.exp(b.mean() - a.mean()))
     if min(a.size, b.size) < MIN_REPEATS:
         return {"ratio": ratio, "low": float("nan"), "high": float("nan"), "p_value": float("nan")}
-    if a.var() == 0 and b.var() == 0:  # nothing varies: the difference is exact
+    differences = b - a if paired else None
+    if (a.var() == 0 and b.var() == 0) or (paired and differences.var() == 0):  # the difference is exact
         return {"ratio": ratio, "low": ratio, "high": ratio, "p_value": float(ratio == 1.0)}
-    p_value, low, high = welch(a, b, confidence=confidence)
+    if paired:
+        p_value, low, high = one_sample(differences, confidence=confidence)
+    else:
+        p_value, low, high = welch(a, b, confidence=confidence)
     return {"ratio": ratio, "low": float(np.exp(low)), "high": float(np.exp(high)), "p_value": p_value}
+
+
+def one_sample(differences: np.ndarray, *, confidence: float) -> tuple[float, float, float]:
+    """The t test of mean(differences) against 0: (p value, interval low, interval high), the figures
+    scipy.stats.ttest_1samp gives, from their formulas."""
+    from scipy import special
+
+    df = differences.size - 1
+    difference, se = differences.mean(), differences.std(ddof=1) / np.sqrt(differences.size)
+    p_value = 2 * special.stdtr(df, -abs(difference) / se)
+    half = t_quantile(0.5 + confidence / 2, df) * se
+    return float(p_value), float(difference - half), float(difference + half)
+
+
+PAIRED_FROM = 8
+"""Repeats from which a sweep's caps that ran side by side are judged launch by launch (`recommend_cap`).
+Here they correlate 0.80–0.96 launch by launch, but a pair of n launches has n − 1 degrees of freedom, not
+about 2n − 2: pairing pays above a correlation of 0.66 at 4 repeats, 0.32 from 8. Fixed by the count, never
+by the correlation a run shows, so each look keeps its error rate (docs/statistics.md)."""
+
+
+def same_launches(*repeat_lists: Sequence[int]) -> bool:
+    """Whether configurations with these repeats ran side by side, launch by launch: each once in each of
+    the same repeats (a repeat is one launch per world size)."""
+    first = sorted(repeat_lists[0])
+    return len(set(first)) == len(first) and all(sorted(other) == first for other in repeat_lists)
 
 
 def needed_text(needed) -> str:
@@ -198,20 +232,27 @@ def needed_text(needed) -> str:
 
 
 def repeats_needed(
-    spread: float, *, threshold: float, confidence: float = CONFIDENCE, ratio: float | None = None
+    spread: float,
+    *,
+    threshold: float,
+    confidence: float = CONFIDENCE,
+    ratio: float | None = None,
+    paired: bool = False,
 ) -> int | None:
     """Repeats per run for the interval of a ratio to be narrow enough to decide in most runs, when one
     repeat's median varies by `spread` (relative sd): narrower than ±threshold (what 'no significant
     change' needs), or, where the `ratio` seen lies beyond the threshold, narrow enough to keep the
     threshold out (what 'slower'/'faster' needs), whichever is wider. The expected half-width is aimed
-    at NEEDED_WIDTH of that, a margin for the spread's own scatter. None for a zero threshold."""
+    at NEEDED_WIDTH of that, a margin for the spread's own scatter; `paired` repeats have half the degrees of
+    freedom (and their `spread` is paired_spread's). None for a zero threshold."""
     if threshold <= 0 or not np.isfinite(spread):
         return None
     bound = np.log1p(threshold)
     beyond = abs(np.log(ratio)) - bound if ratio is not None and ratio > 0 and np.isfinite(ratio) else 0.0
     target = NEEDED_WIDTH * max(bound, beyond)
     for repeats in range(MIN_REPEATS, MAX_REPEATS + 1):
-        if t_quantile(0.5 + confidence / 2, 2 * repeats - 2) * spread * np.sqrt(2 / repeats) <= target:
+        df = repeats - 1 if paired else 2 * repeats - 2
+        if t_quantile(0.5 + confidence / 2, df) * spread * np.sqrt(2 / repeats) <= target:
             return repeats
     return MAX_REPEATS
 
@@ -226,6 +267,14 @@ def repeat_spread(*figure_sets: Sequence[float], rel_se: float | None = None) ->
     return float(np.hypot(LAUNCH_SPREAD, within))
 
 
+def paired_spread(*pairs: tuple[Sequence[float], Sequence[float]]) -> float:
+    """For paired repeats, the relative sd one repeat's median would need, without the launch's share, to
+    give the spread seen in the per-launch log ratios: their sd / √2, pooled over the pairs of sets."""
+    variances = [np.var(np.log(np.asarray(b, dtype=float)) - np.log(np.asarray(a, dtype=float)), ddof=1) / 2
+                 for a, b in pairs if len(a) >= MIN_REPEATS]  # fmt: skip
+    return float(np.sqrt(np.mean(variances))) if variances else float(np.hypot(LAUNCH_SPREAD, 0.0))
+
+
 def verdict(
     base_ms: Sequence[float],
     new_ms: Sequence[float],
@@ -233,6 +282,7 @@ def verdict(
     threshold: float,
     rel_se: float | None = None,
     confidence: float = CONFIDENCE,
+    paired: bool = False,
 ) -> dict:
     """Judge two runs' repeat medians of one configuration.
 
@@ -240,12 +290,13 @@ def verdict(
     threshold. Before that, whether the evidence can decide at all: with fewer than two repeats a
     side, or an interval wider than ±threshold that settles nothing, the verdict is 'too few
     repeats to tell', with how many would do (never 'no significant change'). `confidence`: of the
-    interval (95 % for one look; `--repeats auto` raises it to pay for its repeated looks).
+    interval (95 % for one look; `--repeats auto` raises it to pay for its repeated looks). `paired`: the
+    i-th repeat of each ran in the same launch (stats.by_launch), so the ratio is judged launch by launch.
     """
     have = min(len(base_ms), len(new_ms))
-    judged = ratio_interval(base_ms, new_ms, confidence=confidence)
-    spread = repeat_spread(base_ms, new_ms, rel_se=rel_se)
-    need = repeats_needed(spread, threshold=threshold, confidence=confidence, ratio=judged["ratio"])
+    judged = ratio_interval(base_ms, new_ms, confidence=confidence, paired=paired)
+    spread = paired_spread((base_ms, new_ms)) if paired else repeat_spread(base_ms, new_ms, rel_se=rel_se)
+    need = repeats_needed(spread, threshold=threshold, confidence=confidence, ratio=judged["ratio"], paired=paired)
     low, high, bound = judged["low"], judged["high"], 1 + threshold
     narrow = np.log(high / low) / 2 <= np.log1p(threshold)  # False with one repeat (NaN)
     if have >= MIN_REPEATS and (low > bound or (narrow and low > 1 and judged["ratio"] > bound)):
@@ -277,12 +328,14 @@ def recommend_cap(
     reference_cap: float = REFERENCE_CAP_MB,
     threshold: float = DEFAULT_THRESHOLD,
     confidence: float = CONFIDENCE,
+    aligned: bool = False,
 ) -> dict:
-    """From each cap's repeat medians: the fastest cap, its interval, the caps it does not beat (how
-    flat the optimum is), and the decision. Each rival is judged against the fastest by `verdict`,
-    the rule `compare` uses: 'recommend' only when the fastest is 'faster' than the reference cap
-    (25 MiB: the value DDP uses when none is given) or, without it, than every other cap, that is
-    significantly AND by at least the threshold; 'flat' when the repeats can tell it is not (one rival
+    """From each cap's repeat medians (`aligned`: the i-th of every cap ran in the same launch, so that from
+    PAIRED_FROM repeats on each cap is judged against the fastest launch by launch): the fastest cap,
+    its interval, the caps it does not beat (how flat the optimum is), and the decision. Each rival is judged
+    against the fastest by `verdict`, the rule `compare` uses: 'recommend' only when the fastest is 'faster'
+    than the reference cap (25 MiB: the value DDP uses when none is given) or, without it, than every other cap,
+    that is significantly AND by at least the threshold; 'flat' when the repeats can tell it is not (one rival
     judged 'no significant change' is enough); 'too few repeats to tell' when they cannot tell which.
 
     `gain_vs_default` is the reference cap's step / the fastest's − 1. The reference is the cap
@@ -291,8 +344,11 @@ def recommend_cap(
     centers = {cap: center_interval(figures) for cap, figures in figures_by_cap.items()}
     best = min(centers, key=lambda cap: centers[cap][0])
     have = min(len(figures) for figures in figures_by_cap.values())
+    paired = aligned and have >= PAIRED_FROM
     words = {
-        cap: verdict(figures, figures_by_cap[best], threshold=threshold, confidence=confidence)["verdict"]
+        cap: verdict(figures, figures_by_cap[best], threshold=threshold, confidence=confidence, paired=paired)[
+            "verdict"
+        ]
         for cap, figures in figures_by_cap.items()
         if cap != best
     }
@@ -306,6 +362,7 @@ def recommend_cap(
     else:
         decision = FLAT
     reference = centers.get(reference_cap)
+    rivals_of_best = [(figures, figures_by_cap[best]) for cap, figures in figures_by_cap.items() if cap != best]
     return {
         "decision": decision,
         "best_cap_mb": best,
@@ -316,7 +373,25 @@ def recommend_cap(
         "equivalent_caps_mb": sorted(cap for cap in figures_by_cap if words.get(cap) != FASTER),
         "gain_vs_default": reference[0] / centers[best][0] - 1 if reference else None,
         "repeats": have,
-        "repeats_needed": repeats_needed(
-            repeat_spread(*figures_by_cap.values()), threshold=threshold, confidence=confidence
+        "repeats_needed": sweep_repeats_needed(
+            figures_by_cap, rivals_of_best, aligned=aligned, threshold=threshold, confidence=confidence
         ),
+        "paired": paired,
     }
+
+
+def sweep_repeats_needed(
+    figures_by_cap: dict[float, Sequence[float]],
+    rivals_of_best: list[tuple[Sequence[float], Sequence[float]]],
+    *,
+    aligned: bool,
+    threshold: float,
+    confidence: float,
+) -> int | None:
+    """The repeats per cap a sweep needs: as independent sets while that decides before PAIRED_FROM, else, for
+    caps that ran side by side, launch by launch (never fewer than PAIRED_FROM, where pairing starts)."""
+    alone = repeats_needed(repeat_spread(*figures_by_cap.values()), threshold=threshold, confidence=confidence)
+    if not aligned or alone is None or alone < PAIRED_FROM:
+        return alone
+    together = repeats_needed(paired_spread(*rivals_of_best), threshold=threshold, confidence=confidence, paired=True)
+    return max(PAIRED_FROM, together) if together is not None else alone

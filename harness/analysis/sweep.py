@@ -61,7 +61,9 @@ def step_samples(configs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     )
     if "first_bucket_cap_mb" not in keys:  # written before the first bucket was recorded
         keys = keys.assign(first_bucket_cap_mb=float("nan"))
-    return slowest.merge(keys[["config_id", "bucket_cap_mb", *GROUP_KEYS, *LAYOUT_KEYS]], on="config_id")
+    if "repeat" not in keys:  # rows without their repeat: no two can be paired by launch
+        keys = keys.assign(repeat=-1)
+    return slowest.merge(keys[["config_id", "repeat", "bucket_cap_mb", *GROUP_KEYS, *LAYOUT_KEYS]], on="config_id")
 
 
 def _layouts(group: pd.DataFrame):
@@ -106,13 +108,17 @@ def recommendations(
 
 
 def recommend(by_cap: dict[float, pd.DataFrame], *, confidence: float = stats.CONFIDENCE) -> dict:
-    """One sweep's decision from its caps' rows (each configuration id one repeat)."""
-    repeats = {cap: [stats.repeat_summary(r.sort_values("step")["step_ms"]) for _, r in g.groupby("config_id")]
-               for cap, g in by_cap.items()}  # fmt: skip
-    figures = {cap: [r["median_ms"] for r in reps] for cap, reps in repeats.items()}
-    best = stats.recommend_cap(figures, confidence=confidence)
+    """One sweep's decision from its caps' rows (each configuration id one repeat), judged launch by launch
+    where every cap ran once in each of the same repeats (a repeat's caps share one launch), from
+    stats.PAIRED_FROM of them."""
+    repeats = {cap: [(int(r["repeat"].iloc[0]), stats.repeat_summary(r.sort_values("step")["step_ms"]))
+                     for _, r in g.groupby("config_id")] for cap, g in by_cap.items()}  # fmt: skip
+    aligned = stats.same_launches(*([repeat for repeat, _ in reps] for reps in repeats.values()))
+    figures = {cap: [s["median_ms"] for _, s in sorted(reps, key=lambda r: r[0])] for cap, reps in repeats.items()}
+    best = stats.recommend_cap(figures, confidence=confidence, aligned=aligned)
     best["equivalent_caps_mb"] = json.dumps(best["equivalent_caps_mb"])
-    return {"caps_mb": json.dumps(sorted(by_cap)), **best, "noise": _noise(repeats)}
+    summaries = {cap: [s for _, s in reps] for cap, reps in repeats.items()}
+    return {"caps_mb": json.dumps(sorted(by_cap)), **best, "noise": _noise(summaries)}
 
 
 def _noise(repeats: dict[float, list[dict]]) -> str:

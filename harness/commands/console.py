@@ -344,7 +344,7 @@ def validation(key: tuple, group: pd.DataFrame, as_good: list[float] | None, err
         _print(f"  cap {r.bucket_cap_mb:g} MiB: measured {r.measured_ms:.2f} ms, predicted {predicted} ms "
               f"(compute ×{r.compute_scale:.2f}, DDP's own {r.reducer_ms:.1f} ms)")  # fmt: skip
     if as_good is not None:
-        _print(f"  measured caps the best does not beat by {stats.DEFAULT_THRESHOLD:.0%} (Welch's t over repeats): "
+        _print(f"  measured caps the best does not beat by {stats.DEFAULT_THRESHOLD:.0%} over repeats: "
               f"{', '.join(f'{c:g}' for c in as_good)} MiB")  # fmt: skip
     for label, error in errors:
         apart = error["best_cap_grid_steps"]

@@ -181,7 +181,8 @@ def recommendation_table(frame: pd.DataFrame) -> str:
             f"the {stats.REFERENCE_CAP_MB:g} MiB cap", "repeats", "noise"]  # fmt: skip
     return (
         "<h3>Recommended bucket_cap_mb</h3><p>Each repeat's median step is one piece of evidence. A cap is "
-        f"recommended only when it {BEATS_REFERENCE} (Welch's t over repeats, as <code>compare</code> judges) "
+        f"recommended only when it {BEATS_REFERENCE} (Welch's t over repeats, as <code>compare</code> judges; from "
+        f"{stats.PAIRED_FROM} repeats on, caps that ran side by side in each launch are judged launch by launch) "
         f"{OR_REFERENCE_ITSELF}; "
         "otherwise the optimum is flat, or the repeats are too few to tell. The 25 MiB cap is given explicitly, "
         "as every cap of a sweep (since torch 2.9 that caps the first bucket too): it is not DDP's default layout "

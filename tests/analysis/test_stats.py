@@ -178,3 +178,38 @@ def test_pooled_scaling_without_a_one_rank_row_is_null_not_a_guess():
     configs = configs_for_scaling([], [20.0, 21.0])
     pooled = stats.pooled_scaling(configs)
     assert pooled["scaling_efficiency"].isna().all() and pooled["baseline_repeats"].tolist() == [0]
+
+
+def test_paired_repeats_are_judged_launch_by_launch_as_scipy_does():
+    from scipy import stats as scipy_stats
+
+    rng = np.random.default_rng(3)
+    launch = np.exp(rng.normal(0, 0.08, 6))  # launches 8 % apart, each shared by both configurations
+    base, new = 100 * launch * np.exp(rng.normal(0, 0.01, 6)), 110 * launch * np.exp(rng.normal(0, 0.01, 6))
+    paired = stats.ratio_interval(base, new, paired=True)
+    expected = scipy_stats.ttest_rel(np.log(new), np.log(base))
+    low, high = expected.confidence_interval(stats.CONFIDENCE)
+    assert paired["p_value"] == pytest.approx(expected.pvalue)
+    assert (paired["low"], paired["high"]) == pytest.approx((np.exp(low), np.exp(high)))
+    alone, judged = stats.verdict(base, new, threshold=0.05), stats.verdict(base, new, threshold=0.05, paired=True)
+    assert alone["verdict"] == stats.TOO_FEW and judged["verdict"] == stats.SLOWER
+    assert judged["repeats_needed"] < alone["repeats_needed"]
+
+
+def test_caps_ran_side_by_side_only_when_each_ran_once_in_each_of_the_same_repeats():
+    assert stats.same_launches([0, 1, 2], [2, 1, 0], [1, 0, 2])  # the order rows come in does not matter
+    assert not stats.same_launches([0, 1, 2], [0, 1, 3])  # one cap ran in another repeat
+    assert not stats.same_launches([0, 0, 1], [0, 0, 1])  # a repeat twice
+
+
+def test_caps_side_by_side_are_paired_from_enough_repeats_and_asked_for_what_pairing_needs():
+    rng = np.random.default_rng(5)
+    launch = np.exp(rng.normal(0, 0.15, 12))  # launches 15 % apart, shared by both caps
+    figures = {cap: ms * launch * np.exp(rng.normal(0, 0.01, 12)) for cap, ms in ((1.0, 100.0), (25.0, 110.0))}
+    early = stats.recommend_cap({cap: f[: stats.PAIRED_FROM - 1] for cap, f in figures.items()}, aligned=True)
+    assert not early["paired"] and early["decision"] == stats.TOO_FEW
+    assert early["repeats_needed"] == stats.PAIRED_FROM  # what pairing would need, where it starts
+    later = stats.recommend_cap({cap: f[: stats.PAIRED_FROM] for cap, f in figures.items()}, aligned=True)
+    assert later["paired"] and later["decision"] == stats.RECOMMEND and later["best_cap_mb"] == 1.0
+    alone = stats.recommend_cap({cap: f[: stats.PAIRED_FROM] for cap, f in figures.items()})
+    assert not alone["paired"] and alone["decision"] == stats.TOO_FEW and alone["repeats_needed"] > 20

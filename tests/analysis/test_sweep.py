@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from harness import cli
-from harness.analysis import sweep
+from harness.analysis import stats, sweep
 from harness.commands.console import Progress
 from harness.config.bench import BenchConfig
 from harness.config.grid import expand
@@ -26,21 +26,24 @@ def test_repeats_interleave_so_drift_hits_every_configuration_alike():
 
 
 def sweep_rows(
-    curve: dict[float, float], world_sizes=(1, 2), *, repeats: int = 5, impl: str = "stock"
+    curve: dict[float, float], world_sizes=(1, 2), *, repeats: int = 5, impl: str = "stock", shared: float = 0.0
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """A sweep's rows: per world size, cap and repeat a configuration with a 1 % launch offset
-    and 30 steps per rank scattered by 2 %."""
+    """A sweep's rows: per world size, cap and repeat a configuration with a 1 % launch offset of its own,
+    times one of sd `shared` that every cap of that launch (world size and repeat) shares, and 30 steps per
+    rank scattered by 2 %."""
     configs, steps = [], []
     rng = np.random.default_rng(0)
+    launches = {(world, repeat): 1 + rng.normal(0, shared) for world in world_sizes for repeat in range(repeats)}
     for world in world_sizes:
         for cap, ms in curve.items():
             for repeat in range(repeats):
                 config_id = f"w{world}-{cap}-r{repeat}"
                 options = f'{{"bucket_cap_mb": {cap}}}'
-                configs.append({"config_id": config_id, "status": "ok", "impl": impl, "impl_options": options,
+                configs.append({"config_id": config_id, "repeat": repeat, "status": "ok", "impl": impl,
+                                "impl_options": options,
                                 "bucket_cap_mb": cap, "workload": "gpt2", "size": "tiny", "batch_size": 2,
                                 "dtype": "fp32", "optimizer": "sgd", "world_size": world, "nnodes": 1})  # fmt: skip
-                launch = 1 + rng.normal(0, 0.01)
+                launch = (1 + rng.normal(0, 0.01)) * launches[world, repeat]
                 for step in range(30):
                     for rank in range(world):
                         steps.append({"config_id": config_id, "step": step, "rank": rank, "warmup": False,
@@ -203,3 +206,20 @@ def test_a_cap_is_given_only_when_the_options_name_one():
     assert sweep.given_cap('{"bucket_cap_mb": 25}') == 25.0 and sweep.cap_given('{"bucket_cap_mb": 25}')
     assert sweep.given_cap('{"comm_hook": "fp16"}') is None and not sweep.cap_given('{"comm_hook": "fp16"}')
     assert sweep.given_cap("") is None and sweep.given_cap(None) is None
+
+
+def test_caps_of_the_same_launches_are_judged_launch_by_launch_where_launches_differ_more_than_the_caps():
+    # Launches 20 % apart hide a 10 % gain between independent sets of repeats; within each launch it is plain.
+    configs, steps = sweep_rows({1.0: 100.0, 25.0: 110.0}, world_sizes=(2,), repeats=stats.PAIRED_FROM, shared=0.2)
+    row = sweep.recommendations(configs, steps).iloc[0]
+    assert bool(row["paired"]) and row["decision"] == stats.RECOMMEND and row["best_cap_mb"] == 1.0
+    unpaired = sweep.recommendations(configs.drop(columns="repeat"), steps).iloc[0]
+    assert not unpaired["paired"] and unpaired["decision"] == stats.TOO_FEW
+    assert unpaired["repeats_needed"] > row["repeats_needed"]
+
+
+def test_a_sweep_whose_caps_ran_in_different_repeats_is_not_paired():
+    configs, steps = sweep_rows({1.0: 100.0, 25.0: 130.0}, world_sizes=(2,), repeats=stats.PAIRED_FROM + 1)
+    dropped = configs[(configs["bucket_cap_mb"] == 1.0) & (configs["repeat"] == 3)]["config_id"]
+    row = sweep.recommendations(configs[~configs["config_id"].isin(dropped)], steps).iloc[0]
+    assert not row["paired"] and row["decision"] == stats.RECOMMEND  # 30 % is plain either way

@@ -23,13 +23,16 @@ PAIRS = 200
 SCENARIOS = list(itertools.product((0.0, 0.7, 0.9), (0.02, 0.05, 0.10), (0.0, 0.03)))  # φ, step CV, launch offset sd
 
 
-def repeat_medians(rng, repeats: int, *, phi: float, cv: float, offset: float, scale: float = 1.0) -> np.ndarray:
+def repeat_medians(
+    rng, repeats: int, *, phi: float, cv: float, offset: float, scale: float = 1.0, common: np.ndarray | None = None
+) -> np.ndarray:
     """Each repeat's median step (ms): a stationary AR(1) series of relative sd `cv` around
-    100 ms × scale × a launch offset drawn with sd `offset`."""
+    100 ms × scale × a launch offset drawn with sd `offset` (plus `common`, per repeat, where another
+    configuration shares the launch and that part of its offset)."""
     shocks = rng.standard_normal((repeats, STEPS)) * cv
     shocks[:, 1:] *= np.sqrt(1 - phi**2)  # the first step is drawn from the stationary distribution
     series = lfilter([1.0], [1.0, -phi], shocks, axis=-1)
-    launch = 1 + rng.normal(0, offset, (repeats, 1))
+    launch = 1 + rng.normal(0, offset, (repeats, 1)) + (0.0 if common is None else common.reshape(repeats, 1))
     return np.median(100.0 * scale * launch * (1 + series), axis=-1)
 
 

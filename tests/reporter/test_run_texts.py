@@ -64,7 +64,9 @@ def test_the_recommendation_table_says_how_much_longer_the_25_mib_cap_takes():
     assert [row[3] for row in rows] == ["use bucket_cap_mb=5", "flat: any of 5, 25 MiB", "flat: any of 1, 5 MiB"]
     assert not re.search(r"[+-]\d+\.\d%", markup)  # no '+48.8%' whose direction a reader must guess
     said = text(markup)
-    assert f"recommended only when it {RULE} (Welch's t over repeats, as compare judges) {OR_ITSELF};" in said
+    launch_by_launch = f"from {stats.PAIRED_FROM} repeats on, caps that ran side by side in each launch are judged"
+    assert f"recommended only when it {RULE} (Welch's t over repeats, as compare judges; {launch_by_launch}" in said
+    assert f"launch by launch) {OR_ITSELF};" in said
     assert "it is not DDP's default layout (no options: first bucket 1 MiB)" in said
     assert "beats DDP's default" not in said
 
