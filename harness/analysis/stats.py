@@ -272,7 +272,7 @@ def paired_spread(*pairs: tuple[Sequence[float], Sequence[float]]) -> float:
     give the spread seen in the per-launch log ratios: their sd / √2, pooled over the pairs of sets."""
     variances = [np.var(np.log(np.asarray(b, dtype=float)) - np.log(np.asarray(a, dtype=float)), ddof=1) / 2
                  for a, b in pairs if len(a) >= MIN_REPEATS]  # fmt: skip
-    return float(np.sqrt(np.mean(variances))) if variances else float(np.hypot(LAUNCH_SPREAD, 0.0))
+    return float(np.sqrt(np.mean(variances))) if variances else LAUNCH_SPREAD
 
 
 def verdict(
@@ -291,7 +291,7 @@ def verdict(
     side, or an interval wider than ±threshold that settles nothing, the verdict is 'too few
     repeats to tell', with how many would do (never 'no significant change'). `confidence`: of the
     interval (95 % for one look; `--repeats auto` raises it to pay for its repeated looks). `paired`: the
-    i-th repeat of each ran in the same launch (stats.by_launch), so the ratio is judged launch by launch.
+    i-th repeat of each ran in the same launch (stats.same_launches), so the ratio is judged launch by launch.
     """
     have = min(len(base_ms), len(new_ms))
     judged = ratio_interval(base_ms, new_ms, confidence=confidence, paired=paired)
