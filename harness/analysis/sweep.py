@@ -111,14 +111,15 @@ def recommend(by_cap: dict[float, pd.DataFrame], *, confidence: float = stats.CO
     """One sweep's decision from its caps' rows (each configuration id one repeat), judged launch by launch
     where every cap ran once in each of the same repeats (a repeat's caps share one launch), from
     stats.PAIRED_FROM of them."""
-    repeats = {cap: [(int(r["repeat"].iloc[0]), stats.repeat_summary(r.sort_values("step")["step_ms"]))
-                     for _, r in g.groupby("config_id")] for cap, g in by_cap.items()}  # fmt: skip
-    aligned = stats.same_launches(*([repeat for repeat, _ in reps] for reps in repeats.values()))
-    figures = {cap: [s["median_ms"] for _, s in sorted(reps, key=lambda r: r[0])] for cap, reps in repeats.items()}
+    by_repeat = {cap: sorted(((int(r["repeat"].iloc[0]), stats.repeat_summary(r.sort_values("step")["step_ms"]))
+                              for _, r in g.groupby("config_id")), key=lambda pair: pair[0])
+                 for cap, g in by_cap.items()}  # fmt: skip
+    aligned = stats.same_launches(*([repeat for repeat, _ in pairs] for pairs in by_repeat.values()))
+    repeats = {cap: [summary for _, summary in pairs] for cap, pairs in by_repeat.items()}
+    figures = {cap: [r["median_ms"] for r in reps] for cap, reps in repeats.items()}
     best = stats.recommend_cap(figures, confidence=confidence, aligned=aligned)
     best["equivalent_caps_mb"] = json.dumps(best["equivalent_caps_mb"])
-    summaries = {cap: [s for _, s in reps] for cap, reps in repeats.items()}
-    return {"caps_mb": json.dumps(sorted(by_cap)), **best, "noise": _noise(summaries)}
+    return {"caps_mb": json.dumps(sorted(by_cap)), **best, "noise": _noise(repeats)}
 
 
 def _noise(repeats: dict[float, list[dict]]) -> str:
