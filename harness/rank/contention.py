@@ -4,8 +4,10 @@ the step-time model (`harness.perfmodel.network`).
 
 An 8 MiB all-reduce and a burst of training-like compute are each timed alone, then together:
 the all-reduce launched asynchronously and the burst run while it is in flight, as DDP overlaps
-them. On the CPU gloo's threads compete with the training thread for the same cores; the burst
-polls the all-reduce between pieces to see when it finished (host clock). On GPUs NCCL runs on
+them. Each repeat times all three back to back and gives its own two slowdowns; the medians over
+the repeats are the rank's (a drift of the machine between repeats moves both sides of a ratio).
+On the CPU gloo's threads compete with the training thread for the same cores; the burst polls
+the all-reduce between pieces to see when it finished (host clock). On GPUs NCCL runs on
 its own stream, so both are timed with CUDA events: the burst on the compute stream, the
 all-reduce's end by an event on a side stream that waits for it, both from one start event.
 """
@@ -21,18 +23,24 @@ from harness.config.collectives import ELEMENT_BYTES
 from harness.results import model_tables
 
 CONTENTION_BYTES = 8 * 1024**2
-CONTENTION_REPEATS = 5
+CONTENTION_REPEATS = 11
 BURST_PIECES = 60
+PIECE_BATCH, PIECE_WIDTH = 32, 1024
 
 
 def _compute_piece(device) -> Callable[[], None]:
-    """A slice of training-like compute (a matrix product, a pointwise op), about a millisecond on a core."""
+    """A slice of training-like compute: one linear layer's product and its activation, a few
+    milliseconds on a core. Its 4 MiB weight streams from memory as a layer's does in backward; an
+    in-cache 192×192 product, measured with unpaired medians of 5 repeats, put the CPU all-reduce's
+    slowdown anywhere from 1.0× to 2.7× over six runs of one machine (this piece, paired over 11
+    repeats: 1.9–2.2× over five)."""
     import torch
 
-    a = torch.randn(192, 192, device=device)
+    x = torch.randn(PIECE_BATCH, PIECE_WIDTH, device=device)
+    weight = torch.randn(PIECE_WIDTH, PIECE_WIDTH, device=device)
 
     def piece() -> None:
-        torch.tanh(a @ a)
+        torch.tanh(x @ weight)
 
     return piece
 
@@ -55,7 +63,7 @@ def measure_contention(session, watch=None) -> dict[str, float]:
     """How much an all-reduce in flight slows compute on the same rank, and the other way round.
 
     The compute burst is sized to outlast the all-reduce, so both overlapped times are measured
-    while the other one runs. Medians over a few repeats.
+    while the other one runs. Per repeat: the all-reduce alone, the burst alone, both together.
     """
     import torch
     import torch.distributed as dist
@@ -72,25 +80,41 @@ def measure_contention(session, watch=None) -> dict[str, float]:
             piece()
 
     piece(), comm(), Clock(device).settle()  # warm-up
-    comm_alone = statistics.median(timed(comm, device, barrier=True) for _ in range(CONTENTION_REPEATS))
+    comm_first = statistics.median(timed(comm, device, barrier=True) for _ in range(3))
     piece_s = statistics.median(timed(piece, device) for _ in range(20))
-    pieces = max(BURST_PIECES, int(3 * comm_alone / piece_s))  # comfortably longer than the all-reduce
+    pieces = max(BURST_PIECES, int(3 * comm_first / piece_s))  # comfortably longer than the all-reduce
     overlap = _overlapped_on_gpu if device.type == "cuda" else _overlapped_on_host
-    compute_alone, overlapped_compute, overlapped_comm = [], [], []
+    repeats = []
     for repeat in range(CONTENTION_REPEATS):
-        compute_alone.append(timed(lambda: burst(pieces), device))
+        comm_alone = timed(comm, device, barrier=True)
+        compute_alone = timed(lambda: burst(pieces), device)
         compute_s, comm_s = overlap(buf, piece, pieces, device)
-        overlapped_compute.append(compute_s)
-        overlapped_comm.append(comm_s)
+        repeats.append((compute_alone, compute_s, comm_alone, comm_s))
         if watch is not None:
             watch.after(f"w{session.world_size}-contention", repeat, CONTENTION_REPEATS, phase="contention repeat")
+    compute_alone, compute_overlapped, comm_alone, comm_overlapped = (
+        statistics.median(column) * 1e3 for column in zip(*repeats, strict=True)
+    )
+    compute_slowdowns, comm_slowdowns = zip(*(slowdowns(*r) for r in repeats), strict=True)
     return {
         "bytes": CONTENTION_BYTES,
-        "compute_alone_ms": statistics.median(compute_alone) * 1e3,
-        "compute_overlapped_ms": statistics.median(overlapped_compute) * 1e3,
-        "comm_alone_ms": comm_alone * 1e3,
-        "comm_overlapped_ms": statistics.median(overlapped_comm) * 1e3,
+        "compute_alone_ms": compute_alone,
+        "compute_overlapped_ms": compute_overlapped,
+        "comm_alone_ms": comm_alone,
+        "comm_overlapped_ms": comm_overlapped,
+        "compute_slowdown": statistics.median(compute_slowdowns),
+        "comm_slowdown": statistics.median(comm_slowdowns),
     }
+
+
+def slowdowns(compute_alone: float, compute_overlapped: float, comm_alone: float, comm_overlapped: float):
+    """(compute, all-reduce) slowdowns of one repeat, each ≥ 1 (below is noise: overlap cannot speed
+    anything up). The burst outlasts the all-reduce, so the all-reduce's overlapped time is its own;
+    the burst's extra time is spread over the part of it the all-reduce overlapped (what slows
+    compute is the communication in flight)."""
+    extra = compute_overlapped - compute_alone
+    compute_during_comm = max(comm_overlapped - extra, 1e-9)  # solo compute done while comm ran
+    return max(1.0, comm_overlapped / compute_during_comm), max(1.0, comm_overlapped / comm_alone)
 
 
 def _overlapped_on_host(buf, piece, pieces: int, device) -> tuple[float, float]:
@@ -136,22 +160,8 @@ def _overlapped_on_gpu(buf, piece, pieces: int, device) -> tuple[float, float]:
 
 
 def contention_row(plan: dict[str, Any], per_rank: list[dict[str, float]], *, world_size: int) -> dict[str, Any]:
-    """The ranks' medians combined (mean over ranks); slowdowns as ratios to the solo times.
-
-    The compute burst outlasts the all-reduce, so the all-reduce's overlapped time is its own;
-    the compute's slowdown is spread over the whole burst, so it is scaled to the part of the
-    burst the all-reduce overlapped (what slows compute is the communication in flight).
-    """
+    """The ranks' medians combined: the mean over ranks, slowdowns alike (each rank's median of its
+    repeats' slowdowns, `slowdowns`)."""
     mean = {key: statistics.fmean(r[key] for r in per_rank) for key in per_rank[0] if key != "bytes"}
     context = {k: v for k, v in plan["context"].items() if k in model_tables.CONTENTION_SCHEMA.names}
-    extra = mean["compute_overlapped_ms"] - mean["compute_alone_ms"]
-    compute_during_comm = max(mean["comm_overlapped_ms"] - extra, 1e-9)  # solo compute done while comm ran
-    return {
-        **context,
-        "world_size": world_size,
-        "bytes": per_rank[0]["bytes"],
-        **mean,
-        # Below 1.0 is noise (overlap cannot speed anything up).
-        "compute_slowdown": max(1.0, mean["comm_overlapped_ms"] / compute_during_comm),
-        "comm_slowdown": max(1.0, mean["comm_overlapped_ms"] / mean["comm_alone_ms"]),
-    }
+    return {**context, "world_size": world_size, "bytes": per_rank[0]["bytes"], **mean}

@@ -102,8 +102,8 @@ CONTENTION = Table(
         C("compute_overlapped_ms", F64, MS, "the burst while the all-reduce was in flight"),
         C("comm_alone_ms", F64, MS, "the all-reduce alone"),
         C("comm_overlapped_ms", F64, MS, "the all-reduce while the burst ran"),
-        C("compute_slowdown", F64, RATIO, "how much slower compute runs while an all-reduce is in flight (the burst's extra time spread over the all-reduce's duration; ≥ 1)"),
-        C("comm_slowdown", F64, RATIO, "`comm_overlapped_ms / comm_alone_ms` (≥ 1)"),
+        C("compute_slowdown", F64, RATIO, "how much slower compute runs while an all-reduce is in flight (per repeat, the burst's extra time spread over the all-reduce's duration; the median over repeats, the mean over ranks; ≥ 1)"),
+        C("comm_slowdown", F64, RATIO, "per repeat, the all-reduce overlapped over alone; the median over repeats, the mean over ranks (≥ 1)"),
         DEVICE, BACKEND, THREADS, HOSTNAME,
     ),
 )  # fmt: skip

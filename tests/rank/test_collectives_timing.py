@@ -60,8 +60,29 @@ def test_cpu_contention_is_measured_with_the_host_clock_on_one_rank(single_rank,
     assert measured["bytes"] == 64 * 1024
     for key in ("compute_alone_ms", "compute_overlapped_ms", "comm_alone_ms", "comm_overlapped_ms"):
         assert measured[key] > 0, key
+    assert measured["compute_slowdown"] >= 1.0 and measured["comm_slowdown"] >= 1.0
     # The all-reduce in flight ends no later than the burst it was measured against.
     assert measured["comm_overlapped_ms"] <= measured["compute_overlapped_ms"] + 1e-9
+
+
+def test_a_repeats_slowdowns_spread_the_bursts_extra_time_over_the_all_reduce_it_overlapped():
+    # Burst 30 ms alone, 33 ms overlapped: 3 ms lost while a 10 ms all-reduce ran, so 7 ms of solo
+    # compute took 10 ms (×10/7). The all-reduce took 10 ms against 8 ms alone (×1.25).
+    compute, comm = contention.slowdowns(30.0, 33.0, 8.0, 10.0)
+    assert compute == pytest.approx(10 / 7) and comm == pytest.approx(1.25)
+    # Faster together is noise: never below 1.
+    assert contention.slowdowns(30.0, 29.0, 8.0, 7.0) == (1.0, 1.0)
+
+
+def test_the_contention_row_is_the_mean_of_each_ranks_medians_slowdowns_included():
+    plan = {"context": {"run_id": "r", "device": "cpu"}}
+    ranks = [{"bytes": 8, "compute_alone_ms": 30.0, "compute_overlapped_ms": 33.0, "comm_alone_ms": 8.0,
+              "comm_overlapped_ms": 10.0, "compute_slowdown": 1.4, "comm_slowdown": 1.2},
+             {"bytes": 8, "compute_alone_ms": 32.0, "compute_overlapped_ms": 35.0, "comm_alone_ms": 9.0,
+              "comm_overlapped_ms": 12.0, "compute_slowdown": 1.6, "comm_slowdown": 1.4}]  # fmt: skip
+    row = contention.contention_row(plan, ranks, world_size=2)
+    assert row["compute_slowdown"] == pytest.approx(1.5) and row["comm_slowdown"] == pytest.approx(1.3)
+    assert row["comm_alone_ms"] == pytest.approx(8.5) and row["world_size"] == 2 and row["run_id"] == "r"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU: CUDA events")
