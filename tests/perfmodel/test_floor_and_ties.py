@@ -86,6 +86,20 @@ def test_validation_says_a_model_agrees_when_its_tied_best_holds_the_measured_be
     assert "calibrated: MAPE 4.9%, best cap measured 25 MiB vs predicted any of 1, 25 MiB (tied) (agrees)" in out
 
 
+def test_validation_agrees_when_the_predicted_best_is_a_cap_the_sweep_calls_as_good(capsys):
+    # The medians put 25 MiB first, the model 1 MiB, a grid step away; the sweep's repeats cannot tell
+    # them apart, so the model picked a cap as good as the measured best. Without that set it does not agree.
+    group = pd.DataFrame({"bucket_cap_mb": [1.0, 25.0], "measured_ms": [0.31, 0.30], "predicted_raw_ms": [0.28, 0.30],
+                          "predicted_ms": [0.28, 0.30], "predicted_contention_ms": [None, None],
+                          "compute_scale": [1.0, 1.0], "reducer_ms": [0.0, 0.0]})  # fmt: skip
+    error = agreement.prediction_error(group["bucket_cap_mb"], group["measured_ms"], group["predicted_ms"])
+    console.validation(("w", "tiny", 2), group, [1.0, 25.0], [("calibrated", error)])
+    console.validation(("w", "tiny", 2), group, [25.0], [("calibrated", error)])
+    first, second = capsys.readouterr().out.split("validation w2")[1:]
+    assert "best cap measured 25 MiB vs predicted 1 MiB (agrees: a cap the sweep calls as good)" in first
+    assert "best cap measured 25 MiB vs predicted 1 MiB (1 grid step(s) apart)" in second
+
+
 def test_the_model_pairs_only_rows_that_gave_a_cap_never_ddps_default_layout_recorded_as_25():
     explicit = [{**config(f"e{cap:g}", "stock", {"bucket_cap_mb": cap}, step_ms=ms), "bucket_cap_mb": cap}
                 for cap, ms in ((1.0, 20.0), (25.0, 24.0))]  # fmt: skip
