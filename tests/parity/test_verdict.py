@@ -119,3 +119,24 @@ def test_the_state_after_the_measured_steps_is_judged_where_the_warmup_is_short_
     assert not verdict.judged_after_warmup(dataclasses.replace(cfg, warmup=2), cpu, shards_state=False)
     assert not verdict.judged_after_warmup(cfg, cpu, shards_state=True)  # gathering it is a model-sized copy
     assert not verdict.judged_after_warmup(dataclasses.replace(cfg, parity=False), cpu, shards_state=False)
+
+
+def test_on_the_cpu_the_reference_runs_at_the_ranks_own_thread_count(tmp_path, monkeypatch):
+    # A product split over more threads rounds otherwise; ResNet-18/small's BatchNorm grew that to 3e-3
+    # in three steps, and every strategy at 2 ranks "failed" parity against a reference on both cores.
+    import torch
+
+    from harness.parity import reference
+
+    seen = []
+    real = reference.reference_run
+    monkeypatch.setattr(
+        reference, "reference_run", lambda *a, **k: seen.append(torch.get_num_threads()) or real(*a, **k)
+    )
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # a rank's share of this machine's cores
+    try:
+        verdict.cached_reference(configuration_for_cache(), torch.device("cpu"), folder=tmp_path)
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [1]
