@@ -91,7 +91,7 @@ COLLECTIVES = Table(
 
 CONTENTION = Table(
     "contention", "contention/w<N>.parquet",
-    "An 8 MiB all-reduce and a compute burst (matrix products), each timed alone, then overlapped on the same "
+    "An 8 MiB all-reduce and a compute burst (one linear layer's product and activation over and over: a 4 MiB weight streamed from memory), each timed alone, then overlapped, back to back in each of 11 repeats, on the same "
     "rank (the all-reduce launched asynchronously; on the CPU the burst polls it between pieces, on GPUs both "
     "are timed with CUDA events from one start). Older runs "
     "kept these as `collectives/contention-w<N>.parquet`; they are still read.",
