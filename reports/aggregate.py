@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import stats
+from harness.analysis import stats, sweep
 from harness.results.columns import PHASE_COLUMNS as PHASES  # the step phases, as steps/ names them
 from harness.results.values import options_words
 
@@ -185,6 +185,7 @@ def sweep_centres(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
 def sweep_rows(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
     """The ok configurations of strategies that sweep bucket_cap_mb, with their strategy (cap left out)."""
     rows = labelled(configs, workload=workload).dropna(subset=["bucket_cap_mb"])
+    rows["bucket_cap_mb"] = sweep.swept_cap(rows)  # 0.05 as given, not DDP's whole bytes
     rows["strategy"] = [
         strategy_label(i, o, without=("bucket_cap_mb",))
         for i, o in zip(rows["impl"], rows["impl_options"], strict=True)

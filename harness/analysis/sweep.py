@@ -51,6 +51,15 @@ def cap_given(options_json: str | None) -> bool:
     return given_cap(options_json) is not None
 
 
+def swept_cap(configs: pd.DataFrame) -> pd.Series:
+    """Each row's cap as a sweep names it: the bucket_cap_mb it gave, where it gave one and a layout was
+    recorded, else the recorded one (DDP keeps whole bytes: 0.05 MiB is 52,428 bytes, recorded 0.0499992,
+    and a recommendation must read 'bucket_cap_mb=0.05', the value to type)."""
+    recorded = configs["bucket_cap_mb"]
+    given = configs["impl_options"].map(given_cap).astype(float)
+    return given.where(recorded.notna() & given.notna(), recorded)
+
+
 def step_samples(configs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     """Per configuration and measured step: the slowest rank's time, with the configuration's keys."""
     measured = steps[~steps["warmup"]]
@@ -58,6 +67,7 @@ def step_samples(configs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     keys = configs[configs["status"] == "ok"].assign(
         other_options=lambda c: c["impl_options"].map(_other_options),
         cap_given=lambda c: c["impl_options"].map(cap_given),
+        bucket_cap_mb=swept_cap,
     )
     if "first_bucket_cap_mb" not in keys:  # written before the first bucket was recorded
         keys = keys.assign(first_bucket_cap_mb=float("nan"))

@@ -15,7 +15,7 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis import roles
-from harness.analysis.sweep import cap_given, given_cap  # the model's layout is a cap given explicitly
+from harness.analysis.sweep import cap_given, given_cap, swept_cap  # the model's layout: a cap given explicitly
 from harness.perfmodel.network import Network, network_for_run, network_link
 from harness.perfmodel.schedule import Calibration, Profile, calibrate, predict_cap, profile_from_rows
 from harness.protocols import ConfigError
@@ -84,6 +84,7 @@ def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Ne
     rows), calibrated (see Calibration), and calibrated with contention."""
     configs = configs.fillna(SETUP_DEFAULTS)
     configs = configs[(configs["status"] == "ok") & configs["impl_options"].map(_ddp_defaults_but_cap)]
+    configs = configs.assign(bucket_cap_mb=swept_cap(configs))  # 0.05 as given, not DDP's whole bytes
     sweeps = configs[roles.is_reference(configs) & configs["impl_options"].map(cap_given)
                      & configs["bucket_cap_mb"].notna() & (configs["world_size"] > 1)]  # fmt: skip
     rows = []

@@ -61,6 +61,14 @@ def test_a_sweep_recommends_its_known_optimum_and_nothing_at_world_size_1():
     assert "w2 gpt2/tiny stock: use bucket_cap_mb=5 (fastest 5 MiB" in sweep.describe(row)
 
 
+def test_a_cap_is_named_as_given_not_as_the_whole_bytes_ddp_recorded():
+    # DDP keeps int(0.05 MiB) = 52,428 bytes, recorded as 0.0499992 MiB; the user typed 0.05 and will again.
+    configs, steps = sweep_rows({0.05: 80.0, 25.0: 100.0})
+    configs.loc[configs["bucket_cap_mb"] == 0.05, "bucket_cap_mb"] = 52_428 / 2**20
+    row = sweep.recommendations(configs, steps).iloc[0]
+    assert row["best_cap_mb"] == 0.05 and "use bucket_cap_mb=0.05 (fastest 0.05 MiB" in sweep.describe(row)
+
+
 def test_the_local_baseline_gets_no_recommendation():
     configs, steps = sweep_rows({1.0: 120.0, 25.0: 100.0}, world_sizes=(2,), impl="local")
     assert sweep.recommendations(configs, steps).empty
