@@ -22,7 +22,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     from harness.config.units import parse_caps
     from harness.perfmodel.network import NO_CONTENTION, network_link
     from harness.perfmodel.predict import DEFAULT_CAPS_MB
-    from harness.perfmodel.schedule import predict_caps
+    from harness.perfmodel.schedule import largest_bucket_bytes, predict_caps
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     args.run, args.results_dir = _run_and_folder(args)
@@ -46,9 +46,25 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         measured = network.contention.get(world)  # None: not measured, predicted without contention
         frame = predict_caps(profile, caps_mb=caps, link=link, world_size=world, contention=measured or NO_CONTENTION)
         console.predict_table(frame, world=world, link=link, contention=measured)
+        _warn_if_extrapolated(link, largest_bucket_bytes(profile, caps), world=world)
     if run_dir is not None:
         _validate(args.results_dir, run_dir, network, stored=given is None)
     return 0
+
+
+EXTRAPOLATION_FACTOR = 2
+"""Buckets this many times the largest message a network was fitted on are beyond what it measured."""
+
+
+def _warn_if_extrapolated(link, bucket_bytes: int, *, world: int) -> None:
+    """Say so when the buckets reach well past the sizes the network's bandwidth was fitted on: α–β fitted on
+    small messages is mostly latency, and its bandwidth for megabytes is a guess."""
+    if link.largest_bytes and bucket_bytes > EXTRAPOLATION_FACTOR * link.largest_bytes:
+        largest, buckets = console.bytes_text(link.largest_bytes), console.bytes_text(bucket_bytes)
+        enough = console.bytes_text(1 << (int(bucket_bytes) - 1).bit_length()).replace(" ", "")  # a power of two
+        console.warning(f"w{world}: the network was measured up to {largest} and these buckets reach {buckets}: "
+                        f"its bandwidth there is extrapolated (`ddpbench collectives --sizes 1KB:{enough}` "
+                        "measures it)")  # fmt: skip
 
 
 def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:

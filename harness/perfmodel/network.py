@@ -34,6 +34,7 @@ class Link:
     alpha_s: float
     busbw_bytes_per_s: float
     source: str = "given"
+    largest_bytes: float | None = None  # the largest message it was fitted on (None: given, not fitted)
 
     def allreduce_s(self, nbytes: float, world_size: int) -> float:
         if world_size <= 1 or nbytes <= 0:
@@ -53,7 +54,7 @@ def fit_link(sizes_bytes: Sequence[float], times_s: Sequence[float], *, world_si
     design = np.column_stack([np.ones_like(sizes), sizes * allreduce_bus_factor(world_size)]) / times[:, None]
     (alpha, inverse_busbw), _ = nnls(design, np.ones_like(times))
     return Link(alpha_s=float(alpha), busbw_bytes_per_s=1.0 / inverse_busbw if inverse_busbw > 0 else float("inf"),
-                source=source)  # fmt: skip
+                source=source, largest_bytes=float(sizes.max()))  # fmt: skip
 
 
 def links_from_collectives(frame: pd.DataFrame, *, source: str = "collectives") -> dict[int, Link]:

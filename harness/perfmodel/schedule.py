@@ -135,17 +135,26 @@ def _overlap(backward_s: float, ready: list[float], costs: list[float], contenti
     return backward_end, comm_end
 
 
-def predict_cap(
-    profile: Profile, *, cap_mb: float, link: Link, world_size: int, contention: Contention = NO_CONTENTION
-) -> StepPrediction:
+def bucket_layout(profile: Profile, cap_mb: float) -> list[list[Grad]]:
+    """The profile's gradients in DDP's buckets at this cap (harness.bucketing, as DDP's rebuild lays them)."""
     cap_bytes = int(cap_mb * bucketing.MIB)
     grads = profile.grads
     layout = bucketing.assign_buckets(
         [g.nbytes for g in grads], [g.dtype for g in grads],
         cap_bytes=cap_bytes, first_cap_bytes=bucketing.first_bucket_bytes(cap_bytes),
     )  # fmt: skip
-    buckets = [[grads[i] for i in bucket] for bucket in layout]
-    return simulate(profile, buckets, link=link, world_size=world_size, contention=contention)
+    return [[grads[i] for i in bucket] for bucket in layout]
+
+
+def largest_bucket_bytes(profile: Profile, caps_mb: Sequence[float]) -> int:
+    """The largest all-reduce any of these caps sends (what a fitted network must have measured)."""
+    return max((sum(g.nbytes for g in b) for cap in caps_mb for b in bucket_layout(profile, cap)), default=0)
+
+
+def predict_cap(
+    profile: Profile, *, cap_mb: float, link: Link, world_size: int, contention: Contention = NO_CONTENTION
+) -> StepPrediction:
+    return simulate(profile, bucket_layout(profile, cap_mb), link=link, world_size=world_size, contention=contention)
 
 
 def predict_caps(

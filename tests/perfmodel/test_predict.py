@@ -228,6 +228,31 @@ def test_links_come_from_correct_all_reduce_rows_per_world_size():
     assert "extrapolated" in net.link_for(links, 64).source
 
 
+def test_a_network_fitted_on_small_messages_warns_when_the_buckets_reach_far_past_them(capsys):
+    from harness.commands import predict as predict_command
+
+    sizes = [1024 * 2**k for k in range(7)]  # 1 KB … 64 KB, as `collectives --sizes 1KB:64KB` measures
+    link = net.fit_link(sizes, [10e-6 + s / 1e9 for s in sizes], world_size=2)
+    assert link.largest_bytes == 64 * 1024
+    predict_command._warn_if_extrapolated(link, 128 * 1024, world=2)  # twice the largest: still measured enough
+    assert capsys.readouterr().err == ""
+    predict_command._warn_if_extrapolated(link, 28 * 2**20 + 68 * 1024, world=2)
+    assert capsys.readouterr().err.strip() == (
+        "ddpbench: warning: w2: the network was measured up to 64 KB and these buckets reach 28.0664 MB: its "
+        "bandwidth there is extrapolated (`ddpbench collectives --sizes 1KB:32MB` measures it)"
+    )
+    predict_command._warn_if_extrapolated(net.Link(0.0, 1e9), 2**30, world=2)  # a given network: nothing to say
+    assert capsys.readouterr().err == ""
+
+
+def test_the_largest_bucket_is_the_largest_any_cap_lays_out():
+    grads = tuple(Grad(i, nbytes, "torch.float32", 0.001 * i) for i, nbytes in enumerate((3 * MB, 3 * MB, 1 * MB)))
+    profile = Profile(0.01, 0.01, 0.001, grads)
+    assert schedule.largest_bucket_bytes(profile, [1.0]) == 3 * MB  # a parameter is never split
+    whole = bucketing.first_bucket_bytes(25 * MB) >= 7 * MB  # torch ≥ 2.9: an explicit cap caps the first bucket too
+    assert schedule.largest_bucket_bytes(profile, [1.0, 25.0]) == (7 * MB if whole else 4 * MB)
+
+
 @pytest.mark.parametrize(
     ("text", "value"), [("90GB/s", 90e9), ("400Gb/s", 50e9), ("800MB/s", 800e6), ("1.5 GB/s", 1.5e9)]
 )
