@@ -114,7 +114,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     from harness.perfmodel.schedule import Calibration, calibrate, predict_caps
 
     scale = args.local_step_ms / 1e3 / profile.local_step_s if args.local_step_ms else 1.0
-    if ddp_own_s:
+    if ddp_own_s is not None:  # measured, even as 0 (the reference no slower than the baseline): say so
         scaled = " and scaled with the compute" if scale != 1 else ""
         console.say(f"ddpbench predict: DDP's own cost {ddp_own_s * 1e3:.3g} ms a step at one rank (the run's "
                     f"reference minus its baseline), added to backward{scaled}")  # fmt: skip
