@@ -16,6 +16,11 @@ quarter more each time, so that a run allowed many repeats pays for few looks), 
 Each look judges at confidence 1 − α/L, L the number of looks the run may take. By Bonferroni's
 inequality the chance that a verdict is ever wrongly 'slower' or 'faster' over all its looks is at most
 α = 5 %, however the looks depend on each other: no model of the noise is needed for that bound.
+
+**Out of reach** (`out_of_reach`): from FUTILE_FROM repeats on, a verdict that no number of repeats up to
+`--max-repeats` is likely to decide at the spread seen, even for an effect at the optimistic end of what
+its repeats allow, runs no more: it stays open and says what it would need. Giving up never gives a
+verdict a word, so it cannot add a false 'slower' or 'faster'.
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ import json
 
 import numpy as np
 import pandas as pd
+from scipy.special import ndtri
+from scipy.stats import chi2
 
 from harness.analysis import roles, stats, sweep
 from harness.config.flags import AUTO
@@ -35,6 +42,15 @@ ALPHA = 1 - stats.CONFIDENCE
 DEFAULT_MAX_REPEATS = 20
 """Repeats after which an open verdict is left open (and says how many it would need)."""
 LOOK_LADDER = (2, 3, 4, 5, 6, 8, 10, 13, 16, 20, 25, 32, 40, 50, 64, 80, 100)
+
+FUTILE_FROM = 8
+"""The fewest repeats from which an open verdict may be found out of reach: its spread is then estimated with
+7 degrees of freedom or more (pairs of n launches have n − 1)."""
+OPTIMISM_Z = float(ndtri(0.9))
+"""The optimistic end of an effect: its estimate plus this many standard errors (its 90 % upper bound)."""
+SPREAD_OVERESTIMATE = 0.95
+"""The spread seen may be this likely an overestimate by the factor √(χ²(0.95, df)/df) (1.30 at 14 df): 'no
+significant change' is out of reach only when the interval at --max-repeats stays too wide after it."""
 
 SETUP_KEYS = ("workload", "size", "batch_size", "dtype", "optimizer", "world_size", "nnodes")
 CAP, STRATEGY = "bucket cap", "against the reference"
@@ -56,6 +72,34 @@ def look_confidence(max_repeats: int, *, alpha: float = ALPHA) -> float:
     return 1 - alpha / len(looks(max_repeats))
 
 
+def out_of_reach(
+    base: list[float],
+    new: list[float],
+    *,
+    max_repeats: int | None,
+    confidence: float,
+    paired: bool,
+    threshold: float = stats.DEFAULT_THRESHOLD,
+) -> bool:
+    """Whether repeats up to `max_repeats` are unlikely to decide the ratio new / base at the spread seen:
+    'no significant change' needs the interval within ±threshold, and its half-width projected to
+    max_repeats stays wider than that even if the spread was overestimated (SPREAD_OVERESTIMATE); 'slower'
+    or 'faster' needs the effect beyond the threshold by that half-width, and even its optimistic value
+    (OPTIMISM_Z standard errors past the estimate) falls short. Never before FUTILE_FROM repeats."""
+    have = min(len(base), len(new))
+    if max_repeats is None or have < FUTILE_FROM or have >= max_repeats:
+        return False
+    judged = stats.ratio_interval(base, new, confidence=confidence, paired=paired)
+    effect, half = abs(np.log(judged["ratio"])), np.log(judged["high"] / judged["low"]) / 2
+    df_now, df_max = (have - 1, max_repeats - 1) if paired else (2 * have - 2, 2 * max_repeats - 2)
+    quantile = 0.5 + confidence / 2
+    standard_error = half / stats.t_quantile(quantile, df_now)
+    half_at_max = stats.t_quantile(quantile, df_max) * standard_error * np.sqrt(have / max_repeats)
+    bound = np.log1p(threshold)
+    overestimate = np.sqrt(chi2.ppf(SPREAD_OVERESTIMATE, df_now) / df_now)
+    return bool(half_at_max > overestimate * bound and effect + OPTIMISM_Z * standard_error <= bound + half_at_max)
+
+
 def confidence_for(repeats: int | str, max_repeats: int) -> float:
     """The confidence a run's verdicts are judged at: the look confidence under `--repeats auto`, else the
     fixed rule's (one look)."""
@@ -73,41 +117,57 @@ class Verdict:
     repeats: int  # the fewest repeats any of its configurations has
     repeats_needed: int | None  # per configuration, for an interval narrow enough, at the look confidence
     config_ids: frozenset[str]  # every repeat of every configuration it rests on
+    given_up: bool = False  # open and out of reach within --max-repeats (`out_of_reach`): runs no more
 
     def line(self) -> str:
         if self.decided:
             return f"{self.subject}: {self.word}"
-        return f"{self.subject}: open after {self.repeats} repeats ({stats.needed_text(self.repeats_needed)})"
+        why = "; out of reach within --max-repeats at this spread, so given up" if self.given_up else ""
+        return f"{self.subject}: open after {self.repeats} repeats ({stats.needed_text(self.repeats_needed)}{why})"
 
 
-def verdicts(configs: pd.DataFrame, steps: pd.DataFrame, *, confidence: float) -> list[Verdict]:
-    """Every verdict of the run's ok rows at `confidence` (look_confidence of the run's --max-repeats)."""
+def verdicts(
+    configs: pd.DataFrame, steps: pd.DataFrame, *, confidence: float, max_repeats: int | None = None
+) -> list[Verdict]:
+    """Every verdict of the run's ok rows at `confidence` (look_confidence of the run's --max-repeats); with
+    `max_repeats`, the open ones out of reach within it are marked given up."""
     ok = configs[configs["status"] == "ok"] if not configs.empty else configs
     if ok.empty:
         return []
-    return [*_cap_verdicts(ok, steps, confidence), *_strategy_verdicts(ok, confidence)]
+    return [*_cap_verdicts(ok, steps, confidence, max_repeats), *_strategy_verdicts(ok, confidence, max_repeats)]
 
 
 def open_config_ids(found: list[Verdict]) -> set[str]:
-    """The configurations (every repeat of each) that an open verdict rests on: what runs again."""
-    return {config_id for verdict in found if not verdict.decided for config_id in verdict.config_ids}
+    """The configurations (every repeat of each) that an open verdict not given up rests on: what runs again."""
+    return {config_id for v in found if not v.decided and not v.given_up for config_id in v.config_ids}
 
 
 def _subject(keys: dict, what: str) -> str:
     return f"w{int(keys['world_size']) * int(keys['nnodes'] or 1)} {keys['workload']}/{keys['size']} {what}"
 
 
-def _cap_verdicts(ok: pd.DataFrame, steps: pd.DataFrame, confidence: float) -> list[Verdict]:
+def _cap_verdicts(ok: pd.DataFrame, steps: pd.DataFrame, confidence: float, max_repeats: int | None) -> list[Verdict]:
     found = []
     for setup, by_cap in sweep.sweeps(ok, steps):
         decision = sweep.recommend(by_cap, confidence=confidence)
         others = json.loads(setup["other_options"])
         what = setup["impl"] + "".join(f" {k}={v}" for k, v in sorted(others.items()))
         ids = frozenset(config_id for rows in by_cap.values() for config_id in rows["config_id"].unique())
-        found.append(Verdict(CAP, _subject(setup, what), sweep.answer(pd.Series(decision)),
-                             decision["decision"] != stats.TOO_FEW, int(decision["repeats"]),
-                             decision["repeats_needed"], ids))  # fmt: skip
+        decided = decision["decision"] != stats.TOO_FEW
+        given_up = not decided and _sweep_out_of_reach(by_cap, decision, confidence, max_repeats)
+        found.append(Verdict(CAP, _subject(setup, what), sweep.answer(pd.Series(decision)), decided,
+                             int(decision["repeats"]), decision["repeats_needed"], ids, given_up=given_up))  # fmt: skip
     return found
+
+
+def _sweep_out_of_reach(by_cap: dict, decision: dict, confidence: float, max_repeats: int | None) -> bool:
+    """Every cap's comparison with the fastest out of reach (any one within reach may still decide the sweep)."""
+    repeats, aligned = sweep.cap_repeats(by_cap)
+    figures = {cap: [r["median_ms"] for r in reps] for cap, reps in repeats.items()}
+    best = decision["best_cap_mb"]
+    paired = aligned and min(len(f) for f in figures.values()) >= stats.PAIRED_FROM  # as stats.recommend_cap judges
+    return all(out_of_reach(f, figures[best], max_repeats=max_repeats, confidence=confidence, paired=paired)
+               for cap, f in figures.items() if cap != best)  # fmt: skip
 
 
 def strategy_label(impl: str, options_json: str | None) -> str:
@@ -115,7 +175,7 @@ def strategy_label(impl: str, options_json: str | None) -> str:
     return impl + "".join(f" {k}={v}" for k, v in sorted(options.items()))
 
 
-def _strategy_verdicts(ok: pd.DataFrame, confidence: float) -> list[Verdict]:
+def _strategy_verdicts(ok: pd.DataFrame, confidence: float, max_repeats: int | None) -> list[Verdict]:
     rows = roles.with_roles(ok)
     rows = rows[~rows["baseline"].astype(bool) & rows["step_ms_median"].notna()]
     found = []
@@ -136,8 +196,16 @@ def _strategy_verdicts(ok: pd.DataFrame, confidence: float) -> list[Verdict]:
             word = _ratio_words(judged)
             subject = _subject(keys, f"{strategy_label(impl, options)} vs {strategy_label(*reference)}")
             ids = frozenset([*base["config_id"], *other["config_id"]])
-            found.append(Verdict(STRATEGY, subject, word, judged["verdict"] != stats.TOO_FEW,
-                                 int(judged["repeats"]), judged["repeats_needed"], ids))  # fmt: skip
+            decided = judged["verdict"] != stats.TOO_FEW
+            given_up = not decided and out_of_reach(
+                list(base["step_ms_median"]),
+                list(other["step_ms_median"]),
+                max_repeats=max_repeats,
+                confidence=confidence,
+                paired=False,
+            )
+            found.append(Verdict(STRATEGY, subject, word, decided, int(judged["repeats"]), judged["repeats_needed"],
+                                 ids, given_up=given_up))  # fmt: skip
     return found
 
 
@@ -170,7 +238,7 @@ def history(configs: pd.DataFrame, steps: pd.DataFrame, *, max_repeats: int) -> 
     most = int(configs["repeat"].max()) + 1  # beyond the last look only where --max-repeats was lowered
     for look in sorted({*looks(max_repeats), most}):
         seen = configs[configs["repeat"] < look]
-        current = verdicts(seen, steps, confidence=confidence)
+        current = verdicts(seen, steps, confidence=confidence, max_repeats=max_repeats)
         for verdict in current:
             if verdict.decided:
                 since.setdefault(verdict.subject, look)

@@ -117,15 +117,21 @@ def recommendations(
     return pd.DataFrame(found)
 
 
-def recommend(by_cap: dict[float, pd.DataFrame], *, confidence: float = stats.CONFIDENCE) -> dict:
-    """One sweep's decision from its caps' rows (each configuration id one repeat), judged launch by launch
-    where every cap ran once in each of the same repeats (a repeat's caps share one launch), from
-    stats.PAIRED_FROM of them."""
+def cap_repeats(by_cap: dict[float, pd.DataFrame]) -> tuple[dict[float, list[dict]], bool]:
+    """Each cap's repeat summaries (stats.repeat_summary) in repeat order, and whether every cap ran once in
+    each of the same repeats (a repeat's caps share one launch: they may be judged launch by launch)."""
     by_repeat = {cap: sorted(((int(r["repeat"].iloc[0]), stats.repeat_summary(r.sort_values("step")["step_ms"]))
                               for _, r in g.groupby("config_id")), key=lambda pair: pair[0])
                  for cap, g in by_cap.items()}  # fmt: skip
     aligned = stats.same_launches(*([repeat for repeat, _ in pairs] for pairs in by_repeat.values()))
-    repeats = {cap: [summary for _, summary in pairs] for cap, pairs in by_repeat.items()}
+    return {cap: [summary for _, summary in pairs] for cap, pairs in by_repeat.items()}, aligned
+
+
+def recommend(by_cap: dict[float, pd.DataFrame], *, confidence: float = stats.CONFIDENCE) -> dict:
+    """One sweep's decision from its caps' rows (each configuration id one repeat), judged launch by launch
+    where every cap ran once in each of the same repeats (a repeat's caps share one launch), from
+    stats.PAIRED_FROM of them."""
+    repeats, aligned = cap_repeats(by_cap)
     figures = {cap: [r["median_ms"] for r in reps] for cap, reps in repeats.items()}
     best = stats.recommend_cap(figures, confidence=confidence, aligned=aligned)
     best["equivalent_caps_mb"] = json.dumps(best["equivalent_caps_mb"])

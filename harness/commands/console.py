@@ -230,7 +230,8 @@ def verdict_round(standing, next_round: list) -> None:
         eta = f"; about {duration_text(standing.estimate_s)} {until}" if standing.estimate_s else ""
         say(f"{head}; {len(next_round)} more configuration run(s) for the {len(still)} open{eta}")
         return
-    why = {"budget": "--budget spent", "max-repeats": "--max-repeats reached"}.get(standing.stopped_by or "", "")
+    why = {"budget": "--budget spent", "max-repeats": "--max-repeats reached",
+           "out of reach": "out of reach within --max-repeats"}.get(standing.stopped_by or "", "")  # fmt: skip
     say(f"{head}; {len(still)} left open{f' ({why})' if why else ''}:" if still else f"{head}: every verdict decided:")
     for verdict in [*(v for v in standing.verdicts if v.decided), *still]:
         say(f"  {verdict.line()}")

@@ -121,7 +121,7 @@ class BenchConfig:
         "run every configuration N times, interleaved, each a launch of its own; each repeat is one "
         "piece of evidence for compare, the recommended cap and the ratios to the reference. 'auto' "
         "repeats, in launches of their own, only the configurations whose verdicts are still open, "
-        "until every one is decided, --max-repeats or --budget (docs/statistics.md)",
+        "until every one is decided or out of reach, --max-repeats or --budget (docs/statistics.md)",
         parse=repeat_count,
         metavar="N|auto",
         default_text="auto when the run sweeps a bucket cap or compares strategies, else 1",

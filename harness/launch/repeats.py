@@ -30,7 +30,7 @@ class Decided:
     verdicts: list[decide.Verdict]
     repeats: int  # the most repeats any configuration has
     estimate_s: float | None  # the time the open verdicts would need, at this session's pace
-    stopped_by: str | None = None  # why the open ones stay open: 'max-repeats' or 'budget'
+    stopped_by: str | None = None  # why the open ones stay open: 'max-repeats', 'budget' or 'out of reach'
     beyond_max: bool = False  # some open verdict needs more than --max-repeats: the estimate runs to it
 
     @property
@@ -88,7 +88,8 @@ def _over_budget(budget_s: float | None, began: float, next_round_s: float) -> b
 
 def _standing(config: BenchConfig, plan: BenchRun, confidence: float, *, pace: float | None):
     """The verdicts now, and the configurations the next round runs (each open one up to the next look)."""
-    found = decide.verdicts(store.read_configs(plan.run), store.read_steps(plan.run), confidence=confidence)
+    found = decide.verdicts(store.read_configs(plan.run), store.read_steps(plan.run), confidence=confidence,
+                            max_repeats=config.max_repeats)  # fmt: skip
     every = _all_configurations(plan)
     repeats: dict[str, list[Configuration]] = {}
     for cfg in every:
@@ -110,6 +111,8 @@ def _standing(config: BenchConfig, plan: BenchRun, confidence: float, *, pace: f
         latest = max(members, key=lambda c: c.repeat)
         first = latest.repeat + 1
         next_round += [(repeat, order, latest) for repeat in range(first, first + target - len(members))]
+    if not next_round and standing.stopped_by is None and any(v.given_up for v in standing.open):
+        standing.stopped_by = "out of reach"
     start = len(every)
     ordered = sorted(next_round, key=lambda item: (item[0], item[1]))  # interleaved: A B C, then A B C again
     return standing, [grid.again(cfg, index=start + i, repeat=repeat) for i, (repeat, _, cfg) in enumerate(ordered)]
@@ -119,7 +122,7 @@ def _needs(found: list[decide.Verdict], by_id: dict[str, str]) -> dict[str, int]
     """Per configuration, the most repeats an open verdict of it asks for."""
     needs: dict[str, int] = {}
     for verdict in found:
-        if verdict.decided or verdict.repeats_needed is None:
+        if verdict.decided or verdict.given_up or verdict.repeats_needed is None:
             continue
         for config_id in verdict.config_ids:
             key = by_id.get(config_id)

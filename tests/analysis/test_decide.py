@@ -72,3 +72,41 @@ def test_the_console_says_how_many_are_decided_what_runs_next_and_what_stayed_op
         "ddpbench: repeats auto: 1 of 1 verdicts decided after 3 repeat(s): every verdict decided:",
         "  w2 gpt2/tiny stock: use bucket_cap_mb=25",
     ]
+
+
+def test_a_ratio_is_out_of_reach_only_from_8_repeats_when_no_repeats_up_to_the_maximum_could_decide_it():
+    import numpy as np
+
+    rng = np.random.default_rng(2)
+    base, same = (list(100 * rng.lognormal(0, 0.10, 8)) for _ in range(2))  # launches spread 10 %: 20 cannot settle it
+    assert abs(np.log(same).mean() - np.log(base).mean()) < 0.01  # and the draw shows no effect
+    kwargs = {"max_repeats": 20, "confidence": CONFIDENCE, "paired": False}
+    assert decide.out_of_reach(base, same, **kwargs)
+    assert not decide.out_of_reach(base[:7], same[:7], **kwargs)  # before 8 repeats the spread is too uncertain
+    assert not decide.out_of_reach(base, same, **{**kwargs, "max_repeats": None})  # no --max-repeats: never
+    assert not decide.out_of_reach(base, [1.5 * ms for ms in same], **kwargs)  # an effect past the threshold: reachable
+    quiet = list(100 * rng.lognormal(0, 0.01, 8))
+    assert not decide.out_of_reach(quiet, list(100 * rng.lognormal(0, 0.01, 8)), **kwargs)  # 'no change' reachable
+
+
+def test_a_verdict_given_up_runs_no_more_and_says_why(monkeypatch):
+    hopeless = decide.Verdict(decide.CAP, "w2 mlp/small stock", "too few repeats to tell", False, 8, 167,
+                              frozenset({"a", "b"}), given_up=True)  # fmt: skip
+    still = decide.Verdict(decide.STRATEGY, "w2 mlp/small naive vs stock", "too few repeats to tell", False, 8, 30,
+                           frozenset({"b", "c"}))  # fmt: skip
+    assert decide.open_config_ids([hopeless, still]) == {"b", "c"}  # "b" runs again for the other verdict
+    assert hopeless.line() == ("w2 mlp/small stock: open after 8 repeats (need about 167; out of reach within "
+                               "--max-repeats at this spread, so given up)")  # fmt: skip
+    out = io.StringIO()
+    monkeypatch.setattr(console, "say", lambda line: out.write(line + "\n"))
+    console.verdict_round(Decided([hopeless], 8, None, stopped_by="out of reach"), next_round=[])
+    assert out.getvalue().splitlines()[0] == ("ddpbench: repeats auto: 0 of 1 verdicts decided after 8 repeat(s); "
+                                              "1 left open (out of reach within --max-repeats):")  # fmt: skip
+
+
+def test_verdicts_mark_open_ones_given_up_only_when_asked_with_max_repeats(monkeypatch):
+    configs, steps = rows({1.0: 100.0, 25.0: 100.5}, repeats=2)
+    monkeypatch.setattr(decide, "out_of_reach", lambda *a, max_repeats, **k: max_repeats is not None)
+    (plain,) = decide.verdicts(configs, steps, confidence=CONFIDENCE)
+    (marked,) = decide.verdicts(configs, steps, confidence=CONFIDENCE, max_repeats=20)
+    assert not plain.decided and not plain.given_up and marked.given_up

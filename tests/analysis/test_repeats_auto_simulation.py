@@ -3,6 +3,7 @@ the evidence after every repeat and stops a verdict as soon as it is decided. Ov
 the fixed-repeats acceptance (AR(1) steps around a per-launch offset, tests/analysis/test_verdict_simulation.py)
 it must call identical code slower or faster at most 5 % of the time over all its looks, find a true 10 %
 slowdown at least 80 % of the time, and, where the effect is 20 % or more, use fewer repeats than a fixed 5.
+A verdict out of reach within --max-repeats (decide.out_of_reach) stops there, as in a run.
 
 A sweep's caps run side by side in each launch, and from stats.PAIRED_FROM repeats on they are judged launch
 by launch. Launches share part of their offset (measured here: a sweep's caps correlate 0.8–0.96 launch by
@@ -32,7 +33,9 @@ def sequential(rng, ratio: float, *, phi: float, cv: float, offset: float) -> tu
     base, new = repeat_medians(rng, MAX_REPEATS, **draw), repeat_medians(rng, MAX_REPEATS, scale=ratio, **draw)
     for look in decide.looks(MAX_REPEATS):
         judged = stats.verdict(base[:look], new[:look], threshold=stats.DEFAULT_THRESHOLD, confidence=CONFIDENCE)
-        if judged["verdict"] != stats.TOO_FEW:
+        if judged["verdict"] != stats.TOO_FEW or decide.out_of_reach(
+            base[:look], new[:look], max_repeats=MAX_REPEATS, confidence=CONFIDENCE, paired=False
+        ):
             break
     return judged["verdict"], look
 
@@ -47,7 +50,13 @@ def sequential_sweep(rng, ratio: float, *, phi: float, cv: float, offset: float,
     for look in decide.looks(MAX_REPEATS):
         decided = stats.recommend_cap({cap: figures[:look] for cap, figures in every.items()}, confidence=CONFIDENCE,
                                       aligned=True)  # fmt: skip
-        if decided["decision"] != stats.TOO_FEW:
+        if decided["decision"] != stats.TOO_FEW or decide.out_of_reach(
+            every[1.0][:look],
+            every[25.0][:look],
+            max_repeats=MAX_REPEATS,
+            confidence=CONFIDENCE,
+            paired=look >= stats.PAIRED_FROM,
+        ):  # two caps: the one comparison the sweep rests on
             break
     return decided["decision"], decided["repeats"]
 
@@ -131,6 +140,11 @@ def test_auto_repeats_keep_false_alarms_rare_find_real_changes_and_stop_early_on
     assert min(r["power"] for r in rows if decidable(r["spread"])) >= 0.80
     assert min(r["sweep_power"] for r in rows if decidable(r["spread"])) >= 0.80
     assert sum(decidable(r["spread"]) for r in rows) >= len(rows) - 5  # the power claim covers 13 of 18
+    # Where launches spread most (a repeat's median 7 % or more), 20 repeats cannot settle identical code:
+    # found out of reach from 8 repeats on, it stops well short of 20, and a real 20 % change is still found.
+    hopeless = [r for r in rows if r["spread"] >= 0.07]
+    assert hopeless and max(r["repeats_same"] for r in hopeless) < 0.75 * MAX_REPEATS
+    assert min(r["right_20"] for r in hopeless) >= 0.95
     # Where a fixed 5 decides a 20 % change, auto decides it too, with fewer repeats on average over those
     # scenarios; in the noisiest of them (a repeat's median spread 5 %) about as many as 5. A sweep whose caps
     # share nothing of their launches pays for pairing's fewer degrees of freedom from 8 repeats on: a little more.
