@@ -1,6 +1,6 @@
 """The step-time model against CPU bucket sweeps it was not tuned on: each variant's error and best cap.
 
-    .venv/bin/python benchmarks/cpu_model.py                       # mlp, resnet18, gpt2 (small), ~8 min
+    .venv/bin/python benchmarks/cpu_model.py                       # mlp, resnet18, gpt2 (small), ~4 min
     .venv/bin/python benchmarks/cpu_model.py --workloads gpt2 --caps 1,5,25 --repeats 3 --results R
 
 One `ddpbench collectives` run of this machine (the network and its contention), then per workload
@@ -54,11 +54,10 @@ def judged(rows: pd.DataFrame, recommendations: pd.DataFrame) -> list[dict]:
             if not group[column].notna().all():
                 continue
             error = agreement.prediction_error(group["bucket_cap_mb"], group["measured_ms"], group[column])
-            agrees = error["best_cap_grid_steps"] == 0 or any(c in as_good for c in error["best_predicted_caps_mb"])
             out.append({"workload": f"{workload}/{size}", "world": int(world), "variant": label,
                         "mape": error["mape"], "predicted_best": error["best_predicted_caps_mb"],
                         "measured_best": error["best_measured_caps_mb"], "as_good": as_good,
-                        "agrees": agrees})  # fmt: skip
+                        "agrees": agreement.agrees(error, as_good)})  # fmt: skip
     return out
 
 

@@ -46,3 +46,10 @@ def prediction_error(caps: Sequence[float], measured: Sequence[float], predicted
         "best_predicted_caps_mb": best_predicted,
         "best_cap_grid_steps": int(steps),
     }
+
+
+def agrees(error: dict, as_good: Sequence[float] | None) -> bool:
+    """Whether a prediction's best cap agrees with the measurement (`prediction_error`'s `error`): its tied
+    best includes a measured best, or a cap the sweep's repeats call as good as the best (`as_good`, the
+    sweep's equivalent_caps_mb; None where the run has no recommendation)."""
+    return error["best_cap_grid_steps"] == 0 or any(cap in (as_good or ()) for cap in error["best_predicted_caps_mb"])

@@ -149,23 +149,23 @@ def _subject(keys: dict, what: str) -> str:
 def _cap_verdicts(ok: pd.DataFrame, steps: pd.DataFrame, confidence: float, max_repeats: int | None) -> list[Verdict]:
     found = []
     for setup, by_cap in sweep.sweeps(ok, steps):
-        decision = sweep.recommend(by_cap, confidence=confidence)
+        summarised = sweep.cap_repeats(by_cap)
+        decision = sweep.recommend(by_cap, confidence=confidence, summarised=summarised)
         others = json.loads(setup["other_options"])
         what = setup["impl"] + "".join(f" {k}={v}" for k, v in sorted(others.items()))
         ids = frozenset(config_id for rows in by_cap.values() for config_id in rows["config_id"].unique())
         decided = decision["decision"] != stats.TOO_FEW
-        given_up = not decided and _sweep_out_of_reach(by_cap, decision, confidence, max_repeats)
+        given_up = not decided and _sweep_out_of_reach(sweep.cap_figures(summarised[0]), decision, confidence,
+                                                       max_repeats)  # fmt: skip
         found.append(Verdict(CAP, _subject(setup, what), sweep.answer(pd.Series(decision)), decided,
                              int(decision["repeats"]), decision["repeats_needed"], ids, given_up=given_up))  # fmt: skip
     return found
 
 
-def _sweep_out_of_reach(by_cap: dict, decision: dict, confidence: float, max_repeats: int | None) -> bool:
-    """Every cap's comparison with the fastest out of reach (any one within reach may still decide the sweep)."""
-    repeats, aligned = sweep.cap_repeats(by_cap)
-    figures = {cap: [r["median_ms"] for r in reps] for cap, reps in repeats.items()}
-    best = decision["best_cap_mb"]
-    paired = aligned and min(len(f) for f in figures.values()) >= stats.PAIRED_FROM  # as stats.recommend_cap judges
+def _sweep_out_of_reach(figures: dict, decision: dict, confidence: float, max_repeats: int | None) -> bool:
+    """Every cap's comparison with the fastest, judged as the decision judged it (paired or not), out of reach:
+    any one within reach may still decide the sweep."""
+    best, paired = decision["best_cap_mb"], bool(decision["paired"])
     return all(out_of_reach(f, figures[best], max_repeats=max_repeats, confidence=confidence, paired=paired)
                for cap, f in figures.items() if cap != best)  # fmt: skip
 

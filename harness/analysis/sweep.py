@@ -127,12 +127,19 @@ def cap_repeats(by_cap: dict[float, pd.DataFrame]) -> tuple[dict[float, list[dic
     return {cap: [summary for _, summary in pairs] for cap, pairs in by_repeat.items()}, aligned
 
 
-def recommend(by_cap: dict[float, pd.DataFrame], *, confidence: float = stats.CONFIDENCE) -> dict:
+def cap_figures(repeats: dict[float, list[dict]]) -> dict[float, list[float]]:
+    """Each cap's repeat medians (ms), from `cap_repeats`' summaries."""
+    return {cap: [r["median_ms"] for r in reps] for cap, reps in repeats.items()}
+
+
+def recommend(
+    by_cap: dict[float, pd.DataFrame], *, confidence: float = stats.CONFIDENCE, summarised: tuple | None = None
+) -> dict:
     """One sweep's decision from its caps' rows (each configuration id one repeat), judged launch by launch
     where every cap ran once in each of the same repeats (a repeat's caps share one launch), from
-    stats.PAIRED_FROM of them."""
-    repeats, aligned = cap_repeats(by_cap)
-    figures = {cap: [r["median_ms"] for r in reps] for cap, reps in repeats.items()}
+    stats.PAIRED_FROM of them. `summarised`: `cap_repeats(by_cap)`, where the caller has it already."""
+    repeats, aligned = summarised or cap_repeats(by_cap)
+    figures = cap_figures(repeats)
     best = stats.recommend_cap(figures, confidence=confidence, aligned=aligned)
     best["equivalent_caps_mb"] = json.dumps(best["equivalent_caps_mb"])
     return {"caps_mb": json.dumps(sorted(by_cap)), **best, "noise": _noise(repeats)}

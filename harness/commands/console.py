@@ -349,11 +349,10 @@ def validation(key: tuple, group: pd.DataFrame, as_good: list[float] | None, err
               f"{', '.join(f'{c:g}' for c in as_good)} MiB")  # fmt: skip
     for label, error in errors:
         apart = error["best_cap_grid_steps"]
-        tied_in_sweep = as_good is not None and any(cap in as_good for cap in error["best_predicted_caps_mb"])
-        agreement = ("agrees" if apart == 0 else "agrees: a cap the sweep calls as good" if tied_in_sweep
-                     else f"{apart} grid step(s) apart")  # fmt: skip
+        said = ("agrees" if apart == 0 else "agrees: a cap the sweep calls as good" if agreement.agrees(error, as_good)
+                else f"{apart} grid step(s) apart")  # fmt: skip
         _print(f"  {label}: MAPE {error['mape']:.1%}, best cap measured {caps_text(error['best_measured_caps_mb'])} "
-              f"vs predicted {caps_text(error['best_predicted_caps_mb'])} ({agreement})")  # fmt: skip
+              f"vs predicted {caps_text(error['best_predicted_caps_mb'])} ({said})")  # fmt: skip
 
 
 # --- predict on a cluster -------------------------------------------------------------------------
