@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -154,6 +155,7 @@ def center_interval(figures_ms: Sequence[float], *, confidence: float = CONFIDEN
     return center, float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half))
 
 
+@functools.lru_cache(maxsize=4096)  # repeats_needed asks for the same few (confidence, df) thousands of times
 def t_quantile(probability: float, df: float) -> float:
     """Student's t quantile (scipy.special.stdtrit: scipy.stats.t.ppf without its per-call overhead)."""
     from scipy import special

@@ -155,12 +155,15 @@ def default_sigint() -> None:
 @pytest.mark.parametrize(("sig", "code", "name"), [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])
 def test_ctrl_c_or_sigterm_stops_every_rank_keeps_what_finished_and_says_how_to_resume(tmp_path, sig, code, name):
     command = [sys.executable, "-m", "harness", "bench", "--gpus", "1", "--impls", "naive,flat", "--no-baseline",
-               "--size", "tiny", "--steps", "1000", "--no-parity", "--results", str(tmp_path),
+               "--size", "tiny", "--steps", "200", "--no-parity", "--results", str(tmp_path),
                "--run-id", "cut"]  # fmt: skip
+    # flat's every step held 100 ms: it is surely still running when the signal comes, and naive is quick.
+    env = {**os.environ, "DDPBENCH_FAULT": "slow:impl=flat,ms=100"}
     # A session of its own, as a shell gives a foreground job: Ctrl-C signals the whole group.
     process = subprocess.Popen(
-        command, cwd=PROJECT, stdout=subprocess.PIPE, text=True, start_new_session=True, preexec_fn=default_sigint
-    )
+        command, cwd=PROJECT, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True,
+        preexec_fn=default_sigint,
+    )  # fmt: skip
     run = tmp_path / "cut"
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:  # signal as the second configuration starts
