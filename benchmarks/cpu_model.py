@@ -2,12 +2,13 @@
 
     .venv/bin/python benchmarks/cpu_model.py                       # mlp, resnet18, gpt2 (small), ~4 min
     .venv/bin/python benchmarks/cpu_model.py --workloads gpt2 --caps 1,5,25 --repeats 3 --results R
+    .venv/bin/python benchmarks/cpu_model.py --results R --judge-only  # the model as it now is, on R's runs
 
 One `ddpbench collectives` run of this machine (the network and its contention), then per workload
 one sweep through the real command line (`bench --impls stock` with its `local` baseline, at world
 sizes 1 and 2, the caps interleaved in every launch), then the model's four variants against each
 sweep at world size 2: the profile as measured (raw), with the collectives run's contention, and
-calibrated on the run's rows that communicate nothing (`local` at 2 ranks, DDP's own cost at one).
+calibrated on the run's rows at one rank (the `local` step, DDP's own cost: stock − local).
 No variant reads a row of the sweep it predicts. A best cap agrees when the prediction's best (any
 of its tied caps) is a cap the sweep's repeats call as good as the measured best
 (`equivalent_caps_mb`), or the measured best itself.
@@ -24,9 +25,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import numpy as np
 import pandas as pd
 
-from harness.analysis import agreement, sweep
+from harness.analysis import agreement, stats, sweep
 from harness.perfmodel import predict
 from harness.results import store
 
@@ -45,6 +47,18 @@ def sweep_rows(results: Path, run_id: str) -> tuple[pd.DataFrame, pd.DataFrame]:
     return pd.DataFrame(rows), store.read_recommendations(run)
 
 
+def noise_floor(run: Path, *, world: int) -> float:
+    """The MAPE a perfect model would show against this sweep: each cap's measured figure is the median of
+    its repeats' medians, off the truth by E|median of n draws| at the launches' spread (the sd of a
+    repeat's log median, pooled over the caps), averaged over the caps. Below it, a lower MAPE is luck."""
+    configs = store.read_configs(run)
+    stock = configs[(configs["impl"] == "stock") & (configs["world_size"] == world) & (configs["status"] == "ok")]
+    figures = [g.tolist() for _, g in stock.assign(cap=sweep.swept_cap(stock)).groupby("cap")["step_ms_median"]]
+    spread = stats.repeat_spread(*figures)
+    draws = np.random.default_rng(0).standard_normal((20_000, max(len(f) for f in figures)))
+    return float(np.mean([np.mean(np.abs(np.median(draws[:, : len(f)], axis=1))) * spread for f in figures]))
+
+
 def judged(rows: pd.DataFrame, recommendations: pd.DataFrame) -> list[dict]:
     """Per (workload, world size) and variant: MAPE and whether the best cap agrees."""
     out = []
@@ -61,7 +75,7 @@ def judged(rows: pd.DataFrame, recommendations: pd.DataFrame) -> list[dict]:
     return out
 
 
-def markdown(results: list[dict], measured: dict[str, pd.DataFrame]) -> str:
+def markdown(results: list[dict], measured: dict[str, pd.DataFrame], floors: dict[str, float]) -> str:
     lines = ["| workload | variant | MAPE | best cap predicted | measured best (as good) | agrees |",
              "|---|---|---:|---|---|---|"]  # fmt: skip
     for r in results:
@@ -77,7 +91,7 @@ def markdown(results: list[dict], measured: dict[str, pd.DataFrame]) -> str:
             + " / ".join(f"{getattr(r, c):.1f}" for c in VARIANTS if pd.notna(getattr(r, c)))
             for r in rows.sort_values("bucket_cap_mb").itertuples()
         )
-        lines.append(f"- {workload} (ms, variants in the table's order): {cells}")
+        lines.append(f"- {workload} (ms, variants in the table's order; noise floor {floors[workload]:.1%}): {cells}")
     return "\n".join(lines)
 
 
@@ -88,21 +102,29 @@ def main() -> None:
     parser.add_argument("--caps", default="1,5,25", help="bucket caps in MiB (default: 1,5,25)")
     parser.add_argument("--repeats", default="3", help="bench's --repeats (default: 3)")
     parser.add_argument("--results", type=Path, help="results folder (default: a new temporary one)")
+    parser.add_argument("--judge-only", action="store_true",
+                        help="measure nothing: judge the model (as the code now is) against the runs an earlier "
+                             "run of this benchmark left in --results")  # fmt: skip
     args = parser.parse_args()
+    if args.judge_only and not args.results:
+        parser.error("--judge-only needs --results, the folder an earlier run left")
     results = args.results or Path(tempfile.mkdtemp(prefix="ddpbench-cpu-model-"))
     began = time.monotonic()
-    ddpbench("collectives", "--gpus", "2", "--results", str(results), "--run-id", "collectives")
-    all_results, measured = [], {}
+    if not args.judge_only:
+        ddpbench("collectives", "--gpus", "2", "--results", str(results), "--run-id", "collectives")
+    all_results, measured, floors = [], {}, {}
     for workload in args.workloads.split(","):
         run_id = f"sweep-{workload}"
-        ddpbench("bench", "--impls", "stock", "--workloads", workload, "--size", args.size,
-                 "--bucket-cap-mb", args.caps, "--gpus", "2", "--repeats", args.repeats,
-                 "--results", str(results), "--run-id", run_id)  # fmt: skip
+        if not args.judge_only:
+            ddpbench("bench", "--impls", "stock", "--workloads", workload, "--size", args.size,
+                     "--bucket-cap-mb", args.caps, "--gpus", "2", "--repeats", args.repeats,
+                     "--results", str(results), "--run-id", run_id)  # fmt: skip
         rows, recommendations = sweep_rows(results, run_id)
         measured[f"{workload}/{args.size}"] = rows
+        floors[f"{workload}/{args.size}"] = noise_floor(results / run_id, world=2)
         all_results += judged(rows, recommendations)
     print(f"\ncpu_model: {len(measured)} sweep(s) in {time.monotonic() - began:.0f} s; results in {results}\n")
-    print(markdown(all_results, measured))
+    print(markdown(all_results, measured, floors))
 
 
 if __name__ == "__main__":
