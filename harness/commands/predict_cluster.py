@@ -104,23 +104,40 @@ def _collective_row(chosen, choice) -> dict:
             "busbw_gbps": choice.busbw_gbps, "algorithm": choice.algorithm, "protocol": choice.protocol}  # fmt: skip
 
 
-def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, ddp_own_s: float | None = None) -> int:
+def run_steps(
+    args: argparse.Namespace,
+    chosen,
+    profile,
+    caps: list[float],
+    *,
+    ddp_own_s: float | None = None,
+    baseline_s: float | None = None,
+) -> int:
     """Step time per bucket cap at each node count for the profile, and the best cap with its margin.
-    `ddp_own_s`: DDP's own cost at one rank that the run measured (added to backward, as compute)."""
+    `ddp_own_s`: DDP's own cost at one rank that the run measured (added to backward, as compute);
+    `baseline_s`: the run's baseline step at one rank, timed over every repeat, which the profile's
+    compute is scaled to (its own few steps are noisier), before any --local-step-ms."""
     import pandas as pd
 
     from harness.config.units import parse_counts
     from harness.perfmodel.nccl import ClusterLink
     from harness.perfmodel.schedule import Calibration, calibrate, predict_caps
 
-    scale = args.local_step_ms / 1e3 / profile.local_step_s if args.local_step_ms else 1.0
+    measured_s = baseline_s or profile.local_step_s
+    device_scale = args.local_step_ms / 1e3 / measured_s if args.local_step_ms else 1.0
+    if baseline_s:
+        console.say(f"ddpbench predict: compute scaled ×{baseline_s / profile.local_step_s:.4g} to the run's "
+                    f"baseline step at one rank ({baseline_s * 1e3:.4g} ms over every repeat; the profile's own "
+                    f"steps {profile.local_step_s * 1e3:.4g} ms)")  # fmt: skip
     if ddp_own_s is not None:  # measured, even as 0 (the reference no slower than the baseline): say so
-        scaled = " and scaled with the compute" if scale != 1 else ""
+        scaled = " and scaled with the compute" if device_scale != 1 else ""
         console.say(f"ddpbench predict: DDP's own cost {ddp_own_s * 1e3:.3g} ms a step at one rank (the run's "
                     f"reference minus its baseline), added to backward{scaled}")  # fmt: skip
-    profile = calibrate(profile, Calibration(compute_scale=scale, reducer_s=(ddp_own_s or 0.0) * scale))
+    calibration = Calibration(compute_scale=measured_s / profile.local_step_s * device_scale,
+                              reducer_s=(ddp_own_s or 0.0) * device_scale)  # fmt: skip
+    profile = calibrate(profile, calibration)
     if args.local_step_ms:
-        console.say(f"ddpbench predict: compute scaled ×{scale:.4g} so that one rank's step is "
+        console.say(f"ddpbench predict: compute scaled ×{device_scale:.4g} so that one rank's step is "
                     f"{args.local_step_ms:g} ms (--local-step-ms): every prediction below rests on that "
                     "scaling")  # fmt: skip
     link = ClusterLink(chosen)

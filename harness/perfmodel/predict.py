@@ -3,7 +3,7 @@
 
 The model itself is `harness.perfmodel.schedule` (DDP's buckets, simulated) over
 `harness.perfmodel.network` (one all-reduce's cost). Here: per bucket-cap sweep of a run, measured
-against predicted (raw, calibrated on the run's own `local` steps, and with contention); per
+against predicted (raw, calibrated on the run's own one-rank steps, and with contention); per
 configuration, the communication floor; and the run's stored gradient-ready profile. Measuring a
 profile runs a workload (the rank layer's `gradprofile`): the face does that and hands the rows here.
 """
@@ -52,26 +52,31 @@ def _median_step(configs: pd.DataFrame, setup: dict, *, world: int, role: str, c
     return float(rows["step_ms_median"].median()) / 1e3 if not rows.empty else None
 
 
-def run_calibration(configs: pd.DataFrame, setup: dict, *, world: int, profile: Profile) -> Calibration:
-    """From the run's own configurations: the baseline's step (no communication) at this world size and
-    at 1, and the reference (DDP) at 1.
+def run_calibration(configs: pd.DataFrame, setup: dict, *, profile: Profile) -> Calibration:
+    """From the run's rows at one rank, where nothing is communicated: the baseline's step over the profile's
+    (the baseline is timed over every repeat; the profile over a few steps of its own), and DDP's own cost
+    (the reference minus the baseline). Only one-rank rows: what `predict --cluster` has for world sizes
+    never run. Whatever is missing leaves that part uncalibrated.
 
-    DDP's own cost is pooled over every cap measured at one rank (median of stock − local): it is
-    mostly copying gradients into buckets and back, the same bytes whatever the cap, and the
-    difference of two noisy medians per cap would be mostly noise. Whatever is missing leaves
-    that part uncalibrated.
+    Ranks sharing one machine slow each other's compute (the baseline at 2 ranks over 1 here: 0.99-1.41);
+    scaling to the baseline at the predicted world size instead, over three CPU model runs
+    (benchmarks/cpu_model.py), gave 4.1-18.6 % MAPE (mean 8.0) against 4.0-12.3 % (mean 6.9) at one rank.
     """
-    local_n = _median_step(configs, setup, world=world, role="baseline")
     local_1 = _median_step(configs, setup, world=1, role="baseline")
-    scale = local_n / profile.local_step_s if local_n else 1.0
-    own = ddp_own_cost_s(configs, setup)
-    reducer = own * (local_n or local_1) / local_1 if own and local_1 else 0.0
-    return Calibration(compute_scale=scale, reducer_s=reducer)
+    scale = local_1 / profile.local_step_s if local_1 else 1.0
+    return Calibration(compute_scale=scale, reducer_s=ddp_own_cost_s(configs, setup) or 0.0)
+
+
+def one_rank_baseline_s(configs: pd.DataFrame, setup: dict) -> float | None:
+    """The baseline's median step at one rank (s), None where the run has none."""
+    return _median_step(configs.fillna(SETUP_DEFAULTS), setup, world=1, role="baseline")
 
 
 def ddp_own_cost_s(configs: pd.DataFrame, setup: dict) -> float | None:
     """DDP's own cost at one rank, where nothing is communicated: the reference's median step minus the
-    baseline's (≥ 0), every cap pooled (see run_calibration); None where the run lacks either."""
+    baseline's (≥ 0); None where the run lacks either. Every cap is pooled: the cost is mostly copying
+    gradients into buckets and back, the same bytes whatever the cap, and the difference of two noisy
+    medians per cap would be mostly noise."""
     configs = configs.fillna(SETUP_DEFAULTS)
     local_1 = _median_step(configs, setup, world=1, role="baseline")
     stock_1 = _median_step(configs, setup, world=1, role="reference")
@@ -96,7 +101,7 @@ def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Ne
             continue
         link = network_link(network, world)
         contention = network.contention.get(world)
-        calibration = run_calibration(configs, setup, world=world, profile=profile)
+        calibration = run_calibration(configs, setup, profile=profile)
         calibrated = calibrate(profile, calibration)
         for cap, measured_ms in group.groupby("bucket_cap_mb")["step_ms_median"].median().items():
             raw = predict_cap(profile, cap_mb=cap, link=link, world_size=world)
@@ -259,6 +264,6 @@ def store_profile(run: Path, setup: dict, rows: pd.DataFrame, *, device: str) ->
 VARIANTS = (
     ("predicted_raw_ms", "raw profile"),
     ("predicted_raw_contention_ms", "raw profile, with measured contention"),
-    ("predicted_ms", "calibrated on the run's local steps"),
+    ("predicted_ms", "calibrated on the run's one-rank steps"),
     ("predicted_contention_ms", "calibrated, with measured contention"),
 )

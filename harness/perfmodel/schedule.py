@@ -184,10 +184,10 @@ def predict_caps(
 
 @dataclasses.dataclass(frozen=True)
 class Calibration:
-    """What a plain model's profile at world size 1 cannot see, measured in the same run without communication.
+    """What a plain model's profile cannot see, measured where nothing is communicated.
 
-    compute_scale: the `local` step at this world size over the profile's step (on one machine,
-    ranks slow each other's compute: shared memory bandwidth, caches, hyper-threads).
+    compute_scale: a step measured apart (the run's `local` step at world size 1, or a GPU's step the
+    user knows: `predict --local-step-ms`) over the profile's step.
     reducer_s: DDP's own cost with nothing to communicate (`stock` minus `local` at world size 1:
     copying gradients into buckets and back, its hooks), spent during backward.
     """

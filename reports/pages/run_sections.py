@@ -51,7 +51,7 @@ CAPTIONS = {
     "updates 1/n of the parameters, so the local step bounds nothing).",
     "model": "The black line is measured; the others are ddpbench predict's simulation of DDP's buckets over the "
     "run's gradient-ready profile and the measured network: dotted on the profile as measured, dashed calibrated "
-    "on the run's own steps without communication (local at this world size, DDP at one rank), and with the "
+    "on the run's own steps at one rank, where nothing is communicated (local's step, DDP's own cost), and with the "
     "measured compute/communication contention. The legend gives each curve's MAPE and best cap (several where "
     f"they tie within {agreement.TIE_TOLERANCE:.1%}).",
     "gap": "Each bar is one configuration's cost over local at the same world size (its mean step on the slowest "
@@ -327,7 +327,7 @@ def floor_figure(run: RunData, workload: str, figs: FigureList) -> str:
 MODEL_VARIANTS = (
     ("predicted_raw_ms", "raw profile"),
     ("predicted_raw_contention_ms", "raw profile, with measured contention"),
-    ("predicted_ms", "calibrated on the run's local steps"),
+    ("predicted_ms", "calibrated on the run's one-rank steps"),
     ("predicted_contention_ms", "calibrated, with measured contention"),
 )
 

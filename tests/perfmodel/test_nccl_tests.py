@@ -147,8 +147,11 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert code == 0
     assert "rests on that scaling" in printed and "predicted best cap at w16:" in printed
     configs = store.read_configs(small_run)
-    own = predict.ddp_own_cost_s(configs, predict.run_setups(small_run)[0])
+    setup = predict.run_setups(small_run)[0]
+    own, baseline = predict.ddp_own_cost_s(configs, setup), predict.one_rank_baseline_s(configs, setup)
     assert own is not None  # the run has stock and local at one rank: DDP's own cost is measured and used
+    # the profile is scaled to the baseline's step first, which --local-step-ms then scales from
+    assert f"to the run's baseline step at one rank ({baseline * 1e3:.4g} ms over every repeat" in printed
     assert f"DDP's own cost {own * 1e3:.3g} ms a step at one rank" in printed and "scaled with the compute" in printed
     frame = pd.read_csv(out)
     assert {"world_size", "nodes", "bucket_cap_mb", "step_ms", "exposed_comm_ms", "best"} <= set(frame.columns)

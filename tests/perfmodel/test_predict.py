@@ -395,13 +395,14 @@ def test_bench_rejects_a_bad_network_before_writing_anything(tmp_path, capsys, f
     assert not (tmp_path / "r").exists()
 
 
-def test_calibration_scales_compute_to_the_runs_local_step_and_adds_ddps_own_cost():
-    configs = pd.DataFrame([_config("l1", "local", None, 14.0, world=1), _config("l2", "local", None, 28.0),
-                            _config("s1", "stock", 100.0, 16.0, world=1),
+def test_calibration_scales_compute_to_the_runs_one_rank_local_step_and_adds_ddps_own_cost():
+    configs = pd.DataFrame([_config("l1", "local", None, 28.0, world=1), _config("l2", "local", None, 50.0),
+                            _config("s1", "stock", 100.0, 32.0, world=1),
                             _config("s2", "stock", 100.0, 50.0)])  # fmt: skip
     network = net.given_network(busbw_bytes_per_s=MB / 1e-3, latency_s=0.0)
     [row] = predict.sweep_predictions(configs, _PROFILE_ROWS, network)
-    # Raw: 3 + 10 + 5 (one 5 MiB bucket after backward) + 1. Calibrated: compute × 28/14 = 2, DDP's own
-    # 16 − 14 = 2 ms at one rank, × 2 as well, added to backward: 6 + (20 + 4) + 5 + 2.
+    # Raw: 3 + 10 + 5 (one 5 MiB bucket after backward) + 1. Calibrated on one rank's rows alone (local at
+    # world size 2, 50 ms, is not read): compute × 28/14 = 2, DDP's own 32 − 28 = 4 ms added to backward:
+    # 6 + (20 + 4) + 5 + 2.
     assert (row["compute_scale"], row["reducer_ms"]) == pytest.approx((2.0, 4.0))
     assert (row["predicted_raw_ms"], row["predicted_ms"]) == pytest.approx((19.0, 37.0))
