@@ -58,9 +58,10 @@ def run_calibration(configs: pd.DataFrame, setup: dict, *, profile: Profile) -> 
     (the reference minus the baseline). Only one-rank rows: what `predict --cluster` has for world sizes
     never run. Whatever is missing leaves that part uncalibrated.
 
-    Ranks sharing one machine slow each other's compute (the baseline at 2 ranks over 1 here: 0.99-1.41);
+    Ranks sharing one machine slow each other's compute (the baseline at 2 ranks over 1 here: 0.99-1.51);
     scaling to the baseline at the predicted world size instead, over three CPU model runs
-    (benchmarks/cpu_model.py), gave 4.1-18.6 % MAPE (mean 8.0) against 4.0-12.3 % (mean 6.9) at one rank.
+    (benchmarks/cpu_model.py), gave 4.1-18.6 % MAPE (mean 8.0) against 4.0-12.3 % (mean 6.9) at one rank
+    (docs/measured-cpu.md).
     """
     local_1 = _median_step(configs, setup, world=1, role="baseline")
     scale = local_1 / profile.local_step_s if local_1 else 1.0
