@@ -18,6 +18,7 @@ from harness.config.grid import expand
 from harness.measure.memory import MemorySampler
 from harness.rank import worker
 from harness.rank.dist import distributed_session
+from harness.rank.housekeeping import freeze_survivors
 from harness.results import store
 
 
@@ -136,6 +137,7 @@ def peaks_in_either_order(folder: Path) -> tuple[dict, dict]:
     os.environ.update(RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     with distributed_session(device_kind="cpu", timeout_s=60) as session:
         store.warm_up()
+        freeze_survivors()  # as a rank's main does before its first configuration
         run_in_order(session, folder / "warm", ["tiny", "small"])
         return run_in_order(session, folder / "a", ["small", "tiny"]), run_in_order(
             session, folder / "b", ["tiny", "small"]
