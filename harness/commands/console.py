@@ -281,7 +281,7 @@ def collectives_table(frame: pd.DataFrame, contention: pd.DataFrame) -> None:
             f"(peak {best['busbw_gbps']:.3f} at {bytes_text(best['bytes'])}); {verdict}")  # fmt: skip
     for row in contention.itertuples():
         say(f"  w{row.world_size} overlap: compute {row.compute_slowdown:.2f}× slower, all-reduce "
-            f"{row.comm_slowdown:.2f}× slower while the other runs")  # fmt: skip
+            f"{row.comm_slowdown:.2f}× (4 KiB: {row.latency_slowdown:.2f}×) slower while the other runs")  # fmt: skip
 
 
 # --- predict ------------------------------------------------------------------------------------
@@ -297,8 +297,9 @@ def predict_profile(setup: dict, profile, source: str) -> None:
 def contention_text(contention) -> str:
     if contention is None:
         return "contention: not measured"
-    return (f"contention: compute ×{contention.compute_slowdown:.2f}, all-reduce ×{contention.comm_slowdown:.2f} "
-            "while overlapped")  # fmt: skip
+    latency = f" (latency ×{contention.latency_slowdown:.2f})" if contention.latency_slowdown else ""
+    return (f"contention: compute ×{contention.compute_slowdown:.2f}, all-reduce ×{contention.comm_slowdown:.2f}"
+            f"{latency} while overlapped")  # fmt: skip
 
 
 def caps_text(caps: list[float]) -> str:

@@ -80,10 +80,14 @@ def link_for(links: dict[int, Link], world_size: int) -> Link:
 @dataclasses.dataclass(frozen=True)
 class Contention:
     """Overlapped work runs slower: compute by `compute_slowdown` while an all-reduce is in
-    flight, an all-reduce by `comm_slowdown` while backward computes (1.0, 1.0: none)."""
+    flight, an all-reduce by `comm_slowdown` while backward computes (1.0, 1.0: none), measured
+    on a `probe_bytes` message. `latency_slowdown`, where measured (a 4 KiB all-reduce), is what
+    each call's latency pays: the schedule splits every bucket's slowdown into the two parts."""
 
     compute_slowdown: float = 1.0
     comm_slowdown: float = 1.0
+    latency_slowdown: float | None = None
+    probe_bytes: int = 8 * 1024**2
 
 
 NO_CONTENTION = Contention()
@@ -122,11 +126,14 @@ def matching_collectives(results: Path, meta: dict) -> Path | None:
 def measured_network(collectives_run: Path) -> Network:
     frame = model_tables.read_collectives(collectives_run)
     links = links_from_collectives(frame, source=f"collectives run {collectives_run.name}")
-    contention = {
-        int(r.world_size): Contention(float(r.compute_slowdown), float(r.comm_slowdown))
-        for r in model_tables.read_contention(collectives_run).itertuples()
-    }
+    contention = {int(r.world_size): _contention(r) for r in model_tables.read_contention(collectives_run).itertuples()}
     return Network(links, contention, f"collectives run {collectives_run.name}")
+
+
+def _contention(row) -> Contention:
+    """A contention row as the schedule uses it (a run made before the latency was measured has none)."""
+    latency = None if pd.isna(row.latency_slowdown) else float(row.latency_slowdown)
+    return Contention(float(row.compute_slowdown), float(row.comm_slowdown), latency, int(row.bytes))
 
 
 def network_for_run(results: Path, run: Path) -> Network | None:

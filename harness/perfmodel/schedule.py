@@ -88,7 +88,8 @@ def simulate(
     # A gradient cannot be ready after backward ends (medians of separate steps can say so).
     ready = [min(profile.backward_s, max(g.ready_s for g in bucket)) for bucket in buckets]
     costs = [link.allreduce_s(sum(g.nbytes for g in bucket), world_size) for bucket in buckets]
-    backward_end, comm_end = _overlap(profile.backward_s, ready, costs, contention)
+    slowdowns = comm_slowdowns(costs, link, world_size, contention)
+    backward_end, comm_end = _overlap(profile.backward_s, ready, costs, slowdowns, contention.compute_slowdown)
     step = profile.forward_s + max(backward_end, comm_end) + profile.optimizer_s
     return StepPrediction(step, backward_end, comm_end, len(buckets), sum(costs))
 
@@ -96,24 +97,49 @@ def simulate(
 EPS = 1e-12
 
 
-def _overlap(backward_s: float, ready: list[float], costs: list[float], contention: Contention) -> tuple[float, float]:
+def comm_slowdowns(costs: list[float], link: Link, world_size: int, contention: Contention) -> list[float]:
+    """Each bucket's all-reduce slowdown while backward computes. With the latency measured apart (a 4 KiB
+    all-reduce), the probe's slowdown splits in two: its latency part (α, at `latency_slowdown`) and the
+    rest, at what keeps the probe's message as slow as measured; a bucket pays each part in its own
+    proportion, so many small buckets pay the latency's far larger slowdown per call. Else one slowdown
+    for every bucket. Contention is measured only with a fitted α–β link (a collectives run)."""
+    if contention.latency_slowdown is None:
+        return [contention.comm_slowdown] * len(costs)
+    probe = link.allreduce_s(contention.probe_bytes, world_size)
+    probe_latency = min(link.alpha_s, probe)
+    rest = probe - probe_latency
+    bandwidth = max(1.0, (contention.comm_slowdown * probe - contention.latency_slowdown * probe_latency) / rest
+                    ) if rest > 0 else contention.comm_slowdown  # fmt: skip
+    slowdowns = []
+    for cost in costs:
+        latency = min(link.alpha_s, cost)
+        paid = latency * contention.latency_slowdown + (cost - latency) * bandwidth
+        slowdowns.append(paid / cost if cost > 0 else 1.0)
+    return slowdowns
+
+
+def _overlap(
+    backward_s: float, ready: list[float], costs: list[float], slowdowns: list[float], compute_slowdown: float
+) -> tuple[float, float]:
     """(end of backward, end of the last all-reduce) in wall time after backward began.
 
     `ready` is in backward's own time (its progress when it runs alone), `costs` are solo
-    all-reduce times; buckets launch in their order, one in flight at a time.
+    all-reduce times, `slowdowns` theirs while backward computes (compute's is `compute_slowdown`
+    while one is in flight); buckets launch in their order, one in flight at a time.
     """
     now, progress = 0.0, 0.0  # wall clock; backward's progress in its own seconds
     backward_end = 0.0 if backward_s <= 0 else None
     comm_end = 0.0
-    pending = list(zip(ready, costs, strict=True))
+    pending = list(zip(ready, costs, slowdowns, strict=True))
     in_flight: float | None = None  # solo seconds left of the all-reduce in flight
+    slowdown = 1.0  # the one in flight's, while backward computes
     while pending or in_flight is not None:
         if in_flight is None and pending[0][0] <= progress + EPS:  # its last gradient is ready: launch
-            in_flight = pending.pop(0)[1]
+            _, in_flight, slowdown = pending.pop(0)
             continue
         computing = progress < backward_s - EPS
-        compute_rate = 1.0 / contention.compute_slowdown if in_flight is not None else 1.0
-        comm_rate = 1.0 / contention.comm_slowdown if computing else 1.0
+        compute_rate = 1.0 / compute_slowdown if in_flight is not None else 1.0
+        comm_rate = 1.0 / slowdown if computing else 1.0
         horizons = []
         if computing:  # to the end of backward, or to the next launch when nothing is in flight
             goal = backward_s if in_flight is not None else min(pending[0][0], backward_s)

@@ -6,6 +6,9 @@ An 8 MiB all-reduce and a burst of training-like compute are each timed alone, t
 the all-reduce launched asynchronously and the burst run while it is in flight, as DDP overlaps
 them. Each repeat times all three back to back and gives its own two slowdowns; the medians over
 the repeats are the rank's (a drift of the machine between repeats moves both sides of a ratio).
+A 4 KiB all-reduce, all latency, is timed the same way: on two busy CPU cores its call waits for
+the scheduler (0.8-1 ms alone, 7-10 ms during compute here), far beyond the 8 MiB one's slowdown,
+and a small bucket pays that per call.
 On the CPU gloo's threads compete with the training thread for the same cores; the burst polls
 the all-reduce between pieces to see when it finished (host clock). On GPUs NCCL runs on
 its own stream, so both are timed with CUDA events: the burst on the compute stream, the
@@ -23,6 +26,7 @@ from harness.config.collectives import ELEMENT_BYTES
 from harness.results import model_tables
 
 CONTENTION_BYTES = 8 * 1024**2
+LATENCY_BYTES = 4 * 1024  # all latency: what each small bucket's all-reduce pays per call
 CONTENTION_REPEATS = 11
 BURST_PIECES = 60
 PIECE_BATCH, PIECE_WIDTH = 32, 1024
@@ -70,32 +74,39 @@ def measure_contention(session, watch=None) -> dict[str, float]:
 
     device = session.device
     buf = torch.ones(CONTENTION_BYTES // ELEMENT_BYTES, device=device)
+    small = torch.ones(LATENCY_BYTES // ELEMENT_BYTES, device=device)
     piece = _compute_piece(device)
 
     def comm() -> None:
         dist.all_reduce(buf)
 
+    def small_comm() -> None:
+        dist.all_reduce(small)
+
     def burst(pieces: int) -> None:
         for _ in range(pieces):
             piece()
 
-    piece(), comm(), Clock(device).settle()  # warm-up
+    piece(), comm(), small_comm(), Clock(device).settle()  # warm-up
     comm_first = statistics.median(timed(comm, device, barrier=True) for _ in range(3))
     piece_s = statistics.median(timed(piece, device) for _ in range(20))
     pieces = max(BURST_PIECES, int(3 * comm_first / piece_s))  # comfortably longer than the all-reduce
     overlap = _overlapped_on_gpu if device.type == "cuda" else _overlapped_on_host
-    repeats = []
+    repeats, latencies = [], []
     for repeat in range(CONTENTION_REPEATS):
         comm_alone = timed(comm, device, barrier=True)
         compute_alone = timed(lambda: burst(pieces), device)
         compute_s, comm_s = overlap(buf, piece, pieces, device)
         repeats.append((compute_alone, compute_s, comm_alone, comm_s))
+        latency_alone = timed(small_comm, device, barrier=True)
+        latencies.append((latency_alone, overlap(small, piece, BURST_PIECES // 2, device)[1]))
         if watch is not None:
             watch.after(f"w{session.world_size}-contention", repeat, CONTENTION_REPEATS, phase="contention repeat")
     compute_alone, compute_overlapped, comm_alone, comm_overlapped = (
         statistics.median(column) * 1e3 for column in zip(*repeats, strict=True)
     )
     compute_slowdowns, comm_slowdowns = zip(*(slowdowns(*r) for r in repeats), strict=True)
+    latency_alone, latency_overlapped = (statistics.median(column) * 1e3 for column in zip(*latencies, strict=True))
     return {
         "bytes": CONTENTION_BYTES,
         "compute_alone_ms": compute_alone,
@@ -104,6 +115,9 @@ def measure_contention(session, watch=None) -> dict[str, float]:
         "comm_overlapped_ms": comm_overlapped,
         "compute_slowdown": statistics.median(compute_slowdowns),
         "comm_slowdown": statistics.median(comm_slowdowns),
+        "latency_alone_ms": latency_alone,
+        "latency_overlapped_ms": latency_overlapped,
+        "latency_slowdown": statistics.median(max(1.0, during / alone) for alone, during in latencies),
     }
 
 

@@ -51,6 +51,7 @@ class Table:
     files: str  # where, relative to the run folder
     about: str  # a paragraph for docs/results.md
     columns: tuple[Column, ...]
+    later: frozenset[str] = frozenset()  # columns added since its first parts: a part without them reads as null
 
     @property
     def schema(self) -> pa.Schema:

@@ -93,7 +93,7 @@ CONTENTION = Table(
     "contention", "contention/w<N>.parquet",
     "An 8 MiB all-reduce and a compute burst (one linear layer's product and activation over and over: a 4 MiB weight streamed from memory), each timed alone, then overlapped, back to back in each of 11 repeats, on the same "
     "rank (the all-reduce launched asynchronously; on the CPU the burst polls it between pieces, on GPUs both "
-    "are timed with CUDA events from one start). Older runs "
+    "are timed with CUDA events from one start); a 4 KiB all-reduce, all latency, alone and during the burst too. Older runs "
     "kept these as `collectives/contention-w<N>.parquet`; they are still read.",
     (
         RUN_ID, WORLD_SIZE,
@@ -105,7 +105,11 @@ CONTENTION = Table(
         C("compute_slowdown", F64, RATIO, "how much slower compute runs while an all-reduce is in flight (per repeat, the burst's extra time spread over the all-reduce's duration; the median over repeats, the mean over ranks; ≥ 1)"),
         C("comm_slowdown", F64, RATIO, "per repeat, the all-reduce overlapped over alone; the median over repeats, the mean over ranks (≥ 1)"),
         DEVICE, BACKEND, THREADS, HOSTNAME,
+        C("latency_alone_ms", F64, MS, "a 4 KiB all-reduce (all latency) alone"),
+        C("latency_overlapped_ms", F64, MS, "the 4 KiB all-reduce while the burst ran"),
+        C("latency_slowdown", F64, RATIO, "per repeat, the 4 KiB all-reduce overlapped over alone; the median over repeats, the mean over ranks (≥ 1): what each call's latency pays while compute runs (null in runs made before it was measured)"),
     ),
+    later=frozenset({"latency_alone_ms", "latency_overlapped_ms", "latency_slowdown"}),
 )  # fmt: skip
 
 GRADPROFILE = Table(

@@ -86,7 +86,7 @@ def _read_parts(folder: Path, pattern: str, spec: columns.Table) -> pd.DataFrame
         except (OSError, pa.ArrowException) as exc:
             warn_skipped(path, f"unreadable Parquet ({first_line(exc)})")
             continue
-        missing = set(spec.names) - set(table.column_names)
+        missing = set(spec.names) - set(table.column_names) - spec.later
         if missing:
             warn_skipped(path, f"not a ddpbench {pattern} part (no column {', '.join(sorted(missing))})")
             continue

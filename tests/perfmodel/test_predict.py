@@ -191,6 +191,32 @@ def test_contention_slows_whichever_work_overlaps():
     assert step.comm_end_s == pytest.approx(12 * MS)
 
 
+def test_a_measured_latency_slowdown_falls_on_each_call_and_keeps_the_probes_own_message_as_measured():
+    # α 1 ms, 1 ms per MB: the 8 MB probe costs 9 ms alone and was measured 2× slower while computing;
+    # a 4 KiB one 10× (its latency). The probe's bandwidth part then pays (18 − 10) / 8 = 1×.
+    link = Link(alpha_s=1 * MS, busbw_bytes_per_s=MB / MS / net.allreduce_bus_factor(2))
+    measured = Contention(comm_slowdown=2.0, latency_slowdown=10.0, probe_bytes=8 * MB)
+    probe, small, large = (link.allreduce_s(n, 2) for n in (8 * MB, 1, 64 * MB))
+    assert schedule.comm_slowdowns([probe], link, 2, measured) == pytest.approx([2.0])  # as measured
+    small_slowdown, large_slowdown = schedule.comm_slowdowns([small, large], link, 2, measured)
+    assert small_slowdown == pytest.approx(10.0, rel=1e-3)  # nearly all latency
+    assert large_slowdown == pytest.approx((10 + 64) / 65)  # 1 ms of latency ×10, 64 ms of bytes ×1
+    # Without it (a run made before it was measured), every bucket pays the probe's one slowdown.
+    assert schedule.comm_slowdowns([small, large], link, 2, Contention(comm_slowdown=2.0)) == [2.0, 2.0]
+
+
+def test_a_contention_part_from_before_the_latency_was_measured_is_still_read(tmp_path):
+    run = tmp_path / "c"
+    old = [{"run_id": "c", "world_size": 2, "bytes": 8 * MB, "compute_alone_ms": 10.0, "compute_overlapped_ms": 12.0,
+            "comm_alone_ms": 5.0, "comm_overlapped_ms": 8.0, "compute_slowdown": 1.3, "comm_slowdown": 1.6,
+            "device": "cpu", "backend": "gloo", "threads_per_rank": 1, "hostname": "h"}]  # fmt: skip
+    model_tables.contention_part(run, 2).parent.mkdir(parents=True)
+    pd.DataFrame(old).to_parquet(model_tables.contention_part(run, 2))
+    [row] = model_tables.read_contention(run).itertuples()
+    assert row.comm_slowdown == 1.6 and pd.isna(row.latency_slowdown)
+    assert net._contention(row) == Contention(1.3, 1.6, None, 8 * MB)
+
+
 def test_one_rank_communicates_nothing():
     profile = _profile([2, 4], backward_ms=4)
     step = schedule.simulate(profile, [list(profile.grads)], link=ONE_MS_PER_MB, world_size=1)

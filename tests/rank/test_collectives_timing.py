@@ -61,6 +61,8 @@ def test_cpu_contention_is_measured_with_the_host_clock_on_one_rank(single_rank,
     for key in ("compute_alone_ms", "compute_overlapped_ms", "comm_alone_ms", "comm_overlapped_ms"):
         assert measured[key] > 0, key
     assert measured["compute_slowdown"] >= 1.0 and measured["comm_slowdown"] >= 1.0
+    assert measured["latency_alone_ms"] > 0 and measured["latency_overlapped_ms"] > 0
+    assert measured["latency_slowdown"] >= 1.0
     # The all-reduce in flight ends no later than the burst it was measured against.
     assert measured["comm_overlapped_ms"] <= measured["compute_overlapped_ms"] + 1e-9
 
