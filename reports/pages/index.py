@@ -135,13 +135,16 @@ def collectives_page(meta: dict[str, Any], frame: pd.DataFrame, contention: pd.D
     if not contention.empty:
         rows = [[esc(aggregate.world_label(int(r.world_size))), f"{r.compute_alone_ms:.2f}",
                  f"{r.compute_overlapped_ms:.2f}", f"{r.compute_slowdown:.2f}×", f"{r.comm_alone_ms:.2f}",
-                 f"{r.comm_overlapped_ms:.2f}", f"{r.comm_slowdown:.2f}×"]
+                 f"{r.comm_overlapped_ms:.2f}", f"{r.comm_slowdown:.2f}×",
+                 "—" if pd.isna(r.latency_slowdown) else f"{r.latency_slowdown:.2f}×"]
                 for r in contention.itertuples()]  # fmt: skip
         head = ["world size", "compute alone ms", "compute with all-reduce ms", "compute slowdown",
-                "all-reduce alone ms", "all-reduce with compute ms", "all-reduce slowdown"]  # fmt: skip
+                "8 MiB all-reduce alone ms", "with compute ms", "all-reduce slowdown",
+                "4 KiB all-reduce slowdown (its latency)"]  # fmt: skip
         parts.append("<h2>Contention</h2><p>An all-reduce and a compute burst timed alone, then overlapped on the "
                      "same rank (as DDP overlaps them): on the CPU they share cores. `ddpbench predict` uses these "
-                     "slowdowns.</p>" + table(head, rows))  # fmt: skip
+                     "slowdowns: each bucket's latency at the 4 KiB one's, its bytes at the rest.</p>"
+                     + table(head, rows))  # fmt: skip
     command = shlex.join(str(c) for c in meta.get("command") or [])
     parts.append(f"<h3>Reproduce</h3><pre>{esc(command)}</pre>")
     return page(f"ddpbench collectives {meta.get('run_id')}", "\n".join(parts), depth=1)
