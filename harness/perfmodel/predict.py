@@ -63,7 +63,7 @@ def run_calibration(configs: pd.DataFrame, setup: dict, *, profile: Profile) -> 
     (benchmarks/cpu_model.py), gave 4.1-18.6 % MAPE (mean 8.0) against 4.0-12.3 % (mean 6.9) at one rank
     (docs/measured-cpu.md).
     """
-    local_1 = _median_step(configs, setup, world=1, role="baseline")
+    local_1 = one_rank_baseline_s(configs, setup)
     scale = local_1 / profile.local_step_s if local_1 else 1.0
     return Calibration(compute_scale=scale, reducer_s=ddp_own_cost_s(configs, setup) or 0.0)
 
@@ -78,9 +78,8 @@ def ddp_own_cost_s(configs: pd.DataFrame, setup: dict) -> float | None:
     baseline's (≥ 0); None where the run lacks either. Every cap is pooled: the cost is mostly copying
     gradients into buckets and back, the same bytes whatever the cap, and the difference of two noisy
     medians per cap would be mostly noise."""
-    configs = configs.fillna(SETUP_DEFAULTS)
-    local_1 = _median_step(configs, setup, world=1, role="baseline")
-    stock_1 = _median_step(configs, setup, world=1, role="reference")
+    local_1 = one_rank_baseline_s(configs, setup)
+    stock_1 = _median_step(configs.fillna(SETUP_DEFAULTS), setup, world=1, role="reference")
     return max(0.0, stock_1 - local_1) if stock_1 and local_1 else None
 
 

@@ -7,7 +7,7 @@ the all-reduce launched asynchronously and the burst run while it is in flight, 
 them. Each repeat times all three back to back and gives its own two slowdowns; the medians over
 the repeats are the rank's (a drift of the machine between repeats moves both sides of a ratio).
 A 4 KiB all-reduce, all latency, is timed the same way: on two busy CPU cores its call waits for
-the scheduler (0.8-1 ms alone, 7-10 ms during compute here), far beyond the 8 MiB one's slowdown,
+the scheduler (0.8-1 ms alone, 5-10 ms during compute here), far beyond the 8 MiB one's slowdown,
 and a small bucket pays that per call.
 On the CPU gloo's threads compete with the training thread for the same cores; the burst polls
 the all-reduce between pieces to see when it finished (host clock). On GPUs NCCL runs on

@@ -106,7 +106,7 @@ CONTENTION = Table(
         C("comm_slowdown", F64, RATIO, "per repeat, the all-reduce overlapped over alone; the median over repeats, the mean over ranks (≥ 1)"),
         DEVICE, BACKEND, THREADS, HOSTNAME,
         C("latency_alone_ms", F64, MS, "a 4 KiB all-reduce (all latency) alone"),
-        C("latency_overlapped_ms", F64, MS, "the 4 KiB all-reduce while the burst ran"),
+        C("latency_overlapped_ms", F64, MS, "the 4 KiB all-reduce while the burst ran (on the CPU seen between the burst's pieces: to about 1 ms)"),
         C("latency_slowdown", F64, RATIO, "per repeat, the 4 KiB all-reduce overlapped over alone; the median over repeats, the mean over ranks (≥ 1): what each call's latency pays while compute runs (null in runs made before it was measured)"),
     ),
     later=frozenset({"latency_alone_ms", "latency_overlapped_ms", "latency_slowdown"}),
