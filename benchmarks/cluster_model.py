@@ -24,6 +24,7 @@ from harness.perfmodel import cluster, nccl
 
 PUBLISHED = Path(__file__).resolve().parent.parent / "tests" / "data" / "published"
 MIN_BYTES, MAX_BYTES = 2**20, 8 * 2**30
+WITHIN = (0.20, 0.25)  # the bounds: one node within 20 % at every size, several nodes within 25 %
 NIC_EFFICIENCY = 380 / 400  # DGX H100: ≈ 380 GB/s between nodes (GTC 2024 S62129) of 8 × 400 Gb/s = 400 GB/s
 
 
@@ -33,6 +34,7 @@ class Table:
     profile: str
     nodes: int
     algorithms: tuple[str, ...] | None = None  # NCCL_ALGO of the run; None: NCCL chose
+    protocols: tuple[str, ...] = nccl.PROTOCOLS  # NCCL_PROTO of the run
     nic_gbits_per_node: float | None = None  # the table's network, when it is not the profile's
     note: str = ""
 
@@ -47,6 +49,9 @@ TABLES = (
     Table("a100_1node_oci_bmgpu48_ubuntu_10GiB.csv", "dgx-a100", 1, note="10 GiB only"),
     Table("a100_1node_oci_bmgpu48_ol_10GiB.csv", "dgx-a100", 1, note="10 GiB only"),
     Table("a100_p4d_1to4node_nccl527_1GiB.csv", "dgx-a100", 1, note="1 GiB, the one-node row"),
+    Table("a100_1node_galvatron_dgxa100_40gb_allreduce.csv", "dgx-a100", 1,
+          note="one process, 8 GPUs (-g 8); a unit test's fixture"),
+    Table("a100_1node_lamforest_80gb_allreduce.csv", "dgx-a100", 1, note="one process, 8 GPUs (-g 8)"),
     Table("h100_2node_aws_p5_efa3200_allreduce.csv", "dgx-h100", 2, nic_gbits_per_node=3200, note="EFA, 3200 Gb/s"),
     Table("h100_2node_oci_roce_allreduce.csv", "dgx-h100", 2, nic_gbits_per_node=3200, note="RoCE, 16 × 200 Gb/s"),
     Table("h100_2node_gcp_a3mega_allreduce.csv", "dgx-h100", 2, nic_gbits_per_node=1600,
@@ -56,6 +61,28 @@ TABLES = (
           note="RoCE, 16 × 100 Gb/s; 10 GiB only"),
     Table("a100_2node_oci_bmgpu48_ol_10GiB.csv", "dgx-a100", 2, nic_gbits_per_node=1600,
           note="RoCE, 16 × 100 Gb/s; 10 GiB only"),
+    Table("h100_2node_dell_xe9680_ib400_nccltests309_allreduce.csv", "dgx-h100", 2,
+          note="InfiniBand, 8 × 400 Gb/s, bare metal"),
+    Table("h100_2node_gjaion_ib400_nccltests309_allreduce.csv", "dgx-h100", 2, note="InfiniBand, 8 × 400 Gb/s"),
+    Table("h100_2node_gjaion_ib400_ring_minctas24_nccltests309_allreduce.csv", "dgx-h100", 2, ("ring",),
+          note="NCCL_ALGO=Ring, NCCL_MIN_CTAS=24; InfiniBand, 8 × 400 Gb/s"),
+    Table("h100_2node_crusoe_ib_nvlstree_nccltests294_allreduce.csv", "dgx-h100", 2, ("nvlstree",),
+          note="NCCL_ALGO=NVLSTree; InfiniBand, cloud VMs"),
+    Table("h100_4node_gjaion_ib400_nccltests309_allreduce.csv", "dgx-h100", 4, note="InfiniBand, 8 × 400 Gb/s"),
+    Table("h100_4node_vmware_xe9680_ib400_nccltests309_allreduce.csv", "dgx-h100", 4,
+          note="InfiniBand, 8 × 400 Gb/s; VMs"),
+    Table("h100_8node_gjaion_ib400_nccltests309_allreduce.csv", "dgx-h100", 8, note="InfiniBand, 8 × 400 Gb/s"),
+    Table("h100_8node_gjaion_ib400_minctas24_nccltests309_allreduce.csv", "dgx-h100", 8,
+          note="NCCL_MIN_CTAS=24; InfiniBand, 8 × 400 Gb/s"),
+    Table("h100_128node_nccltests322_roce_ring_ll128_allreduce.csv", "dgx-h100", 128, ("ring",), ("LL128",),
+          note="NCCL_ALGO=Ring, NCCL_PROTO=LL128; network not stated (RoCE)"),
+    Table("h100_2node_nccltests290_ib400_degraded_allreduce.csv", "dgx-h100", 2,
+          note="a cluster its owner reported as degraded; InfiniBand"),
+    Table("h100_2node_nccltests290_ib400_ring_degraded_allreduce.csv", "dgx-h100", 2, ("ring",),
+          note="the same degraded cluster, NCCL_ALGO=Ring"),
+    Table("h100_2node_mitorcd_dgxh100_suspect_allreduce.csv", "dgx-h100", 2,
+          note="DGX H100, network not stated; erratic below 512 MiB"),
+    Table("h200_2node_nebius_ib_runai_allreduce.csv", "dgx-h200", 2, note="InfiniBand (the provider's)"),
 )
 # fmt: on
 
@@ -97,7 +124,7 @@ def errors(table: Table) -> tuple[str, list[tuple[int, float, float, str]]]:
     for nbytes, busbw in rows:
         if nbytes < MIN_BYTES or (nbytes > MAX_BYTES and len(rows) > 1):
             continue
-        choice = nccl.choose(profile, "all_reduce", nbytes, nodes=table.nodes)
+        choice = nccl.choose(profile, "all_reduce", nbytes, nodes=table.nodes, protocols=table.protocols)
         out.append((nbytes, busbw, choice.busbw_gbps, f"{choice.algorithm}/{choice.protocol}"))
     return source, out
 
@@ -109,7 +136,8 @@ def summary_rows() -> list[dict]:
         relative = [predicted / published - 1 for _, published, predicted, _ in points]
         worst = max(range(len(relative)), key=lambda i: abs(relative[i]))
         rows.append({"table": table, "source": source, "points": points, "mean": _mean_abs(relative),
-                     "worst": relative[worst], "worst_bytes": points[worst][0]})  # fmt: skip
+                     "worst": relative[worst], "worst_bytes": points[worst][0],
+                     "within": {bound: sum(abs(r) <= bound for r in relative) for bound in WITHIN}})  # fmt: skip
     return rows
 
 
@@ -117,18 +145,23 @@ def _mean_abs(values: list[float]) -> float:
     return sum(abs(v) for v in values) / len(values) if values else math.nan
 
 
+def _within(row: dict, count: int) -> str:
+    return " / ".join(f"{row['within'][bound]} of {count}" for bound in WITHIN)
+
+
 def _size(nbytes: int) -> str:
     return f"{nbytes / 2**30:g} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:g} MiB"
 
 
 def markdown() -> str:
-    lines = ["| table | profile × nodes | sizes | mean abs error | worst (size) | conditions | source |",
-             "|---|---|---|---:|---:|---|---|"]  # fmt: skip
+    lines = ["| table | profile × nodes | sizes | mean abs error | worst (size) | sizes within 20 % / 25 % "
+             "| conditions | source |", "|---|---|---|---:|---:|---:|---|---|"]  # fmt: skip
     for row in summary_rows():
         t, points = row["table"], row["points"]
         span = _size(points[0][0]) if len(points) == 1 else f"{_size(points[0][0])}–{_size(points[-1][0])}"
         lines.append(f"| `{t.file.removesuffix('.csv')}` | {t.profile} × {t.nodes} | {span} | {row['mean']:.1%} | "
-                     f"{row['worst']:+.1%} ({_size(row['worst_bytes'])}) | {t.note} | {row['source']} |")  # fmt: skip
+                     f"{row['worst']:+.1%} ({_size(row['worst_bytes'])}) | {_within(row, len(points))} | {t.note} | "
+                     f"{row['source']} |")  # fmt: skip
     return "\n".join(lines)
 
 

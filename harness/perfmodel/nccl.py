@@ -222,15 +222,19 @@ def pipeline_fill_us(cluster: Cluster, collective: str, algorithm: str, protocol
     return 2 * math.sqrt(alpha * transfer)
 
 
-def choose(cluster: Cluster, collective: str, nbytes: int, *, nodes: int, ranks: int | None = None) -> Choice:
+def choose(cluster: Cluster, collective: str, nbytes: int, *, nodes: int, ranks: int | None = None,
+           protocols: tuple[str, ...] = PROTOCOLS) -> Choice:  # fmt: skip
     """The algorithm × protocol NCCL's tuner would pick, and the time we predict for it, on `nodes`
-    nodes with `ranks` GPUs in all (default: every GPU of those nodes)."""
+    nodes with `ranks` GPUs in all (default: every GPU of those nodes), among `protocols` alone
+    (NCCL_PROTO's counterpart, as the profile's `algorithms` is NCCL_ALGO's)."""
     if collective not in COLLECTIVES:
         raise ValueError(f"collective {collective!r}: choose one of {', '.join(COLLECTIVES)}")
     ranks = ranks or nodes * cluster.gpus_per_node
     if ranks <= 1:
         return Choice(collective, nbytes, ranks, nodes, "none", "none", 0.0)
-    pairs = allowed(cluster, collective, nodes)
+    pairs = [pair for pair in allowed(cluster, collective, nodes) if pair[1] in protocols]
+    if not pairs:
+        raise ValueError(f"no algorithm of {cluster.name} runs {collective} with protocols {', '.join(protocols)}")
     algorithm, protocol = min(
         pairs, key=lambda pair: tuner_time_us(cluster, collective, *pair, nbytes, ranks=ranks, nodes=nodes)
     )
