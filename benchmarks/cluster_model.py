@@ -87,8 +87,9 @@ TABLES = (
 # fmt: on
 
 
-def read_table(path: Path) -> tuple[str, list[tuple[int, float]]]:
-    """(its source line, [(bytes, busbw GB/s)]) from a published table (comment lines, a header, rows)."""
+def read_table(path: Path) -> tuple[str, list[tuple[int, float, float]]]:
+    """(its source line, [(bytes, busbw GB/s, time µs or 0 where the table has none)]) from a published
+    table (comment lines, a header, rows)."""
     source, rows, header = "", [], None
     for line in path.read_text().splitlines():
         if line.startswith("# source:"):
@@ -102,7 +103,8 @@ def read_table(path: Path) -> tuple[str, list[tuple[int, float]]]:
             if "nodes" in values and values["nodes"] != "1":
                 continue
             if values.get("busbw_gbps"):
-                rows.append((int(values["size_bytes"]), float(values["busbw_gbps"])))
+                time_us = float(values.get("time_us") or 0)
+                rows.append((int(values["size_bytes"]), float(values["busbw_gbps"]), time_us))
     return source, rows
 
 
@@ -121,7 +123,7 @@ def errors(table: Table) -> tuple[str, list[tuple[int, float, float, str]]]:
     source, rows = read_table(PUBLISHED / table.file)
     profile = profile_for(table)
     out = []
-    for nbytes, busbw in rows:
+    for nbytes, busbw, _ in rows:
         if nbytes < MIN_BYTES or (nbytes > MAX_BYTES and len(rows) > 1):
             continue
         choice = nccl.choose(profile, "all_reduce", nbytes, nodes=table.nodes, protocols=table.protocols)
@@ -149,7 +151,9 @@ def _within(row: dict, count: int) -> str:
     return " / ".join(f"{row['within'][bound]} of {count}" for bound in WITHIN)
 
 
-def _size(nbytes: int) -> str:
+def size_label(nbytes: int) -> str:
+    if nbytes < 2**20:
+        return f"{nbytes / 2**10:g} KiB"
     return f"{nbytes / 2**30:g} GiB" if nbytes >= 2**30 else f"{nbytes / 2**20:g} MiB"
 
 
@@ -158,10 +162,11 @@ def markdown() -> str:
              "| conditions | source |", "|---|---|---|---:|---:|---:|---|---|"]  # fmt: skip
     for row in summary_rows():
         t, points = row["table"], row["points"]
-        span = _size(points[0][0]) if len(points) == 1 else f"{_size(points[0][0])}–{_size(points[-1][0])}"
+        first, last = size_label(points[0][0]), size_label(points[-1][0])
+        span = first if len(points) == 1 else f"{first}–{last}"
         lines.append(f"| `{t.file.removesuffix('.csv')}` | {t.profile} × {t.nodes} | {span} | {row['mean']:.1%} | "
-                     f"{row['worst']:+.1%} ({_size(row['worst_bytes'])}) | {_within(row, len(points))} | {t.note} | "
-                     f"{row['source']} |")  # fmt: skip
+                     f"{row['worst']:+.1%} ({size_label(row['worst_bytes'])}) | {_within(row, len(points))} | "
+                     f"{t.note} | {row['source']} |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -174,7 +179,7 @@ def main() -> None:
         for row in summary_rows():
             print(f"\n{row['table'].file}")
             for nbytes, published, predicted, how in row["points"]:
-                print(f"  {_size(nbytes):>9}  published {published:7.1f}  predicted {predicted:7.1f}  "
+                print(f"  {size_label(nbytes):>9}  published {published:7.1f}  predicted {predicted:7.1f}  "
                       f"{predicted / published - 1:+6.1%}  {how}")  # fmt: skip
 
 

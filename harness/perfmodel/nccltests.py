@@ -23,6 +23,7 @@ from harness.perfmodel import nccl
 from harness.perfmodel.cluster import Cluster
 from harness.protocols import ConfigError
 
+PRIOR_WEIGHT = 0.01  # per level, against each row's log ratio: see `fit`
 FIT_MIN_BYTES = 64 * 1024  # below this a collective is all latency: bandwidths cannot be read from it
 PROGRAMS = {"all_reduce_perf": "all_reduce", "all_gather_perf": "all_gather", "reduce_scatter_perf": "reduce_scatter"}
 GPU_PROFILES = (("H200", "dgx-h200"), ("H100", "dgx-h100"), ("A100", "dgx-a100"), ("V100", "dgx1-v100"))
@@ -235,9 +236,15 @@ def fit(base: Cluster, logs: Sequence[Log], *, name: str) -> Fit:
         values = {f: float(math.exp(v)) for f, v in zip(fields, log_values, strict=True)}
         return dataclasses.replace(base, name=name, **values)
 
+    # A weak pull towards the base profile: a level no row is limited by (a ring under NVLS, say)
+    # stays at the profile's value instead of drifting wherever the search leaves it; a level the
+    # rows pin moves as if there were none (one row's 1 % misfit outweighs a 3× move of a level).
+    anchor = [math.log(max(getattr(base, f), 1.0 if f == "inter_latency_us" else 0.01)) for f in fields]
+
     def residuals(log_values):
         cluster = cluster_at(log_values)
-        return [math.log(predicted(cluster, log, row.nbytes).busbw_gbps / row.busbw_gbps) for log, row in points]
+        misfit = [math.log(predicted(cluster, log, row.nbytes).busbw_gbps / row.busbw_gbps) for log, row in points]
+        return misfit + [PRIOR_WEIGHT * (v - a) for v, a in zip(log_values, anchor, strict=True)]
 
     # Two starts: the base profile's values, and its bandwidths halved below the logs' peak (a level
     # that does not limit the model at the base value is flat there: the search would not leave it).
