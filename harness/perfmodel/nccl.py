@@ -127,7 +127,7 @@ def bus_bandwidth(cluster: Cluster, collective: str, algorithm: str, protocol: s
     Where NCCL multiplies a per-channel graph bandwidth by its channels, this takes the profile's
     measured peak of that level (the change said above); NCCL's refinements apply unchanged."""
     gen, index = cluster.generation, _node_index(nodes)
-    channels = cluster.channels
+    channels = graph_channels(cluster, nodes)
     inter = cluster.inter_busbw_gbps if nodes > 1 else math.inf
     ring_bw = min(cluster.intra_busbw_gbps, inter)
     if algorithm == "nvls":
@@ -149,7 +149,21 @@ def bus_bandwidth(cluster: Cluster, collective: str, algorithm: str, protocol: s
         bw = min(bw / 3.8, ll_max)
     elif protocol == "LL128":
         bw = min(bw * (7 / 9 if nodes == 1 else 120 / 128), channels * PER_CHANNEL_TREE_LL128[gen][index])
+    if nodes > 1 and gen in ("hopper", "blackwell") and cluster.nics >= cluster.gpus_per_node:
+        # search.cc: with one NIC per GPU no balanced tree reaches its NIC, so Hopper's search "tries a
+        # simpler tree" (NCCL_TOPO_PATTERN_TREE), which tuning.cc penalises: `busBw *= .85`.
+        bw *= 0.85
     return bw
+
+
+def graph_channels(cluster: Cluster, nodes: int) -> int:
+    """The channels of NCCL's ring and tree graphs, which its per-channel caps multiply (`graphs[a]->nChannels`).
+    Inside one node, the profile's NVLink channels. Across nodes every channel leaves through a NIC,
+    and each NIC carries one: search.cc starts at the first speed of its inter-node array below the
+    NIC's rate (48 GB/s for 400 Gb/s = 50 GB/s, 24 for 200 Gb/s), which leaves no room for a second
+    channel, and its duplication is skipped on Hopper below 50 GB/s (`ncclTopoDupChannels`) and on
+    Ampere below 25. The communicator's doubled channels (`Channel 00/16`) are not what the tuner reads."""
+    return max(1, cluster.nics) if nodes > 1 else cluster.channels
 
 
 def algorithm_bandwidth(cluster: Cluster, collective: str, algorithm: str, protocol: str, *, ranks: int,

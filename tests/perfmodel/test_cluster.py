@@ -143,3 +143,14 @@ def test_the_fit_to_each_published_log_is_what_its_script_prints():
     assert _page_table("nccl-fit") == script.markdown()
     h200 = next(fit for table, fit in script.fits() if table.profile == "dgx-h200" and table.nodes == 1)
     assert len(h200.errors) >= 15 and h200.worst <= 0.10
+
+
+def test_across_nodes_the_tuners_caps_count_one_channel_per_nic():
+    """search.cc gives each NIC one channel across nodes (8 on a DGX, not its 18 NVLinks); with a NIC
+    per GPU, Hopper's tree is the simple pattern tuning.cc penalises by 0.85. Ampere's is not."""
+    h100, a100 = cluster.load("dgx-h100"), cluster.load("dgx-a100")
+    assert nccl.graph_channels(h100, 1) == h100.channels == 18 and nccl.graph_channels(h100, 4) == 8
+    tree = nccl.bus_bandwidth(h100, "all_reduce", "tree", "Simple", 4)
+    assert tree == pytest.approx(8 * nccl.PER_CHANNEL_TREE["hopper"][2] * 0.85)  # 288 × 0.85, not min(340, 648)
+    assert nccl.bus_bandwidth(h100, "all_reduce", "tree", "Simple", 1) == pytest.approx(370 * 0.92)  # one node
+    assert nccl.bus_bandwidth(a100, "all_reduce", "tree", "Simple", 4) == pytest.approx(8 * 17.8)  # capped, no 0.85
