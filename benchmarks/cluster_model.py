@@ -3,6 +3,7 @@ fitted to): predicted bus bandwidth over published, per size, 1 MiB to 8 GiB.
 
     .venv/bin/python benchmarks/cluster_model.py            # the markdown table in docs/measured/cluster-model.md
     .venv/bin/python benchmarks/cluster_model.py --sizes    # and every size of every table
+    .venv/bin/python benchmarks/cluster_model.py --write    # and the built-in profiles' published check (JSON)
 
 Each table is compared with the built-in profile of its GPU's node, on the table's node count,
 with the algorithms its environment allowed (NCCL_ALGO), and, where the table's network is not
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import math
 import sys
 from pathlib import Path
@@ -37,6 +39,7 @@ class Table:
     protocols: tuple[str, ...] = nccl.PROTOCOLS  # NCCL_PROTO of the run
     nic_gbits_per_node: float | None = None  # the table's network, when it is not the profile's
     note: str = ""
+    healthy: bool = True  # False: a cluster its owner reported as degraded, or a paste whose rows jump about
 
 
 # fmt: off
@@ -77,11 +80,11 @@ TABLES = (
     Table("h100_128node_nccltests322_roce_ring_ll128_allreduce.csv", "dgx-h100", 128, ("ring",), ("LL128",),
           note="NCCL_ALGO=Ring, NCCL_PROTO=LL128; network not stated (RoCE)"),
     Table("h100_2node_nccltests290_ib400_degraded_allreduce.csv", "dgx-h100", 2,
-          note="a cluster its owner reported as degraded; InfiniBand"),
+          note="a cluster its owner reported as degraded; InfiniBand", healthy=False),
     Table("h100_2node_nccltests290_ib400_ring_degraded_allreduce.csv", "dgx-h100", 2, ("ring",),
-          note="the same degraded cluster, NCCL_ALGO=Ring"),
+          note="the same degraded cluster, NCCL_ALGO=Ring", healthy=False),
     Table("h100_2node_mitorcd_dgxh100_suspect_allreduce.csv", "dgx-h100", 2,
-          note="DGX H100, network not stated; erratic below 512 MiB"),
+          note="DGX H100, network not stated; erratic below 512 MiB", healthy=False),
     Table("h200_2node_nebius_ib_runai_allreduce.csv", "dgx-h200", 2, note="InfiniBand (the provider's)"),
 )
 # fmt: on
@@ -170,11 +173,35 @@ def markdown() -> str:
     return "\n".join(lines)
 
 
+def published_checks() -> dict[str, list[dict]]:
+    """Per built-in profile, its error against each healthy table (cluster.PUBLISHED_CHECKS' content):
+    what `predict --cluster` and the what-if page tell a user about the profile they chose."""
+    checks: dict[str, list[dict]] = {}
+    for row in summary_rows():
+        t, points = row["table"], row["points"]
+        if not t.healthy:
+            continue
+        first, last = size_label(points[0][0]), size_label(points[-1][0])
+        checks.setdefault(t.profile, []).append({
+            "table": t.file.removesuffix(".csv"), "nodes": t.nodes, "sizes": first if len(points) == 1 else
+            f"{first}–{last}", "count": len(points), "within_25": row["within"][0.25],
+            "mean_abs_error": round(row["mean"], 4), "worst_error": round(row["worst"], 4),
+            "worst_size": size_label(row["worst_bytes"]), "conditions": t.note, "source": row["source"]})  # fmt: skip
+    return {name: sorted(rows, key=lambda r: r["nodes"]) for name, rows in sorted(checks.items())}
+
+
+def published_checks_text() -> str:
+    return json.dumps(published_checks(), indent=1, ensure_ascii=False) + "\n"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", action="store_true", help="every size of every table too")
+    parser.add_argument("--write", action="store_true", help=f"write {cluster.PUBLISHED_CHECKS} too")
     args = parser.parse_args()
     print(markdown())
+    if args.write:
+        cluster.PUBLISHED_CHECKS.write_text(published_checks_text())
     if args.sizes:
         for row in summary_rows():
             print(f"\n{row['table'].file}")

@@ -67,10 +67,24 @@ def cluster_from_args(args: argparse.Namespace):
         console.say(f"ddpbench predict: the logs' GPU is {logs[0].gpu!r}: starting from the built-in {guess}")
         base = cluster.load(guess)
     if not logs:
+        _say_published_check(base)
         return base
     fitted = nccltests.fit(base, logs, name=f"{base.name}, fitted to {len(logs)} nccl-tests log(s)")
     console.nccl_fit(fitted, logs)
     return fitted.cluster
+
+
+def _say_published_check(chosen) -> None:
+    """How far a built-in profile was from the published nccl-tests tables of its GPU, by node count."""
+    from harness.perfmodel import cluster
+
+    if checks := cluster.published_checks(chosen):
+        console.say(f"ddpbench predict: {chosen.name}'s busbw against published nccl-tests tables (none fitted to; "
+                    "docs/measured/cluster-model.md):")  # fmt: skip
+        for phrase in cluster.published_check_summary(checks):
+            console.say(f"ddpbench predict:   {phrase}")
+    elif chosen.name in cluster.builtin_names():
+        console.say(f"ddpbench predict: {chosen.name}: no published nccl-tests table found to check it against")
 
 
 def _is_collectives_run(path: Path) -> bool:

@@ -10,6 +10,7 @@ module (`clusters/*.toml`); `ddpbench list` shows them; `--cluster FILE` takes a
 from __future__ import annotations
 
 import dataclasses
+import json
 import sys
 from pathlib import Path
 
@@ -21,6 +22,9 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 BUILTIN_FOLDER = Path(__file__).with_name("clusters")
+# Each built-in profile's bus-bandwidth error against published nccl-tests tables (none fitted to),
+# written by benchmarks/cluster_model.py --write; a test keeps it equal to that script's output.
+PUBLISHED_CHECKS = BUILTIN_FOLDER / "published_checks.json"
 GENERATIONS = ("volta", "ampere", "hopper", "blackwell")
 FABRICS = ("nvswitch", "nvlink", "pcie")
 CPUS = ("intel", "amd")
@@ -128,3 +132,23 @@ def unsourced(cluster: Cluster) -> list[str]:
     """The fields whose number the profile does not say the source of."""
     keys = ("gpus_per_node", "generation", "cpu", *NUMBERS[1:])
     return [key for key in keys if not cluster.sources.get(key)]
+
+
+def published_checks(cluster: Cluster) -> list[dict]:
+    """The profile's error against each published nccl-tests table of its GPU, by node count (keys as
+    benchmarks/cluster_model.py writes them); [] for a profile of the user's own or one fitted to logs."""
+    if not (cluster.name in builtin_names() and cluster.path == str(BUILTIN_FOLDER / f"{cluster.name}.toml")):
+        return []
+    return json.loads(PUBLISHED_CHECKS.read_text()).get(cluster.name, [])
+
+
+def published_check_summary(checks: list[dict]) -> list[str]:
+    """One phrase per node count: the tables, the sizes within 25 %, the worst error."""
+    parts = []
+    for nodes in sorted({c["nodes"] for c in checks}):
+        rows = [c for c in checks if c["nodes"] == nodes]
+        worst = max(rows, key=lambda c: abs(c["worst_error"]))
+        parts.append(f"{nodes} node{'s' if nodes > 1 else ''}: {len(rows)} table{'s' if len(rows) > 1 else ''}, "
+                     f"{sum(c['within_25'] for c in rows)} of {sum(c['count'] for c in rows)} sizes within 25 %, "
+                     f"worst {worst['worst_error']:+.0%} ({worst['worst_size']})")  # fmt: skip
+    return parts

@@ -9,6 +9,7 @@ import pandas as pd
 
 from harness.analysis import agreement, roles
 from harness.analysis.sweep import given_cap
+from harness.perfmodel import cluster as profiles
 from harness.perfmodel.cluster import BUILTIN_FOLDER, Cluster
 from harness.perfmodel.nccl import ClusterLink
 from harness.perfmodel.predict import DEFAULT_CAPS_MB, SETUP_DEFAULTS, profiles_by_setup, swept_caps
@@ -91,7 +92,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                            "Scaling efficiency = the profile's one-GPU step / the predicted step; the label is the "
                            "fastest cap at that GPU count."),
                   _best_table(best)]  # fmt: skip
-    parts += [_measured_section(configs), _sources_section(cluster)]
+    parts += [_measured_section(configs), _sources_section(cluster), _published_section(cluster)]
     return page(f"What if: {run_id} on {cluster.name}", "\n".join(parts), depth=1)
 
 
@@ -146,3 +147,23 @@ def _sources_section(cluster: Cluster) -> str:
     where = f"built-in profile {cluster.name}" if cluster.path.startswith(str(BUILTIN_FOLDER)) else "your profile"
     return (f"<h2>The cluster profile</h2><p>{esc(cluster.description)} ({esc(where)}); the model: "
             "NCCL's tuner (docs/clusters.md).</p>" + table(["field", "value", "source"], cells))  # fmt: skip
+
+
+def _published_section(cluster: Cluster) -> str:
+    """How far this profile's bus bandwidths were from every published nccl-tests table of its GPU:
+    the error to expect of the communication behind the predictions above, by node count."""
+    checks = profiles.published_checks(cluster)
+    if not checks:
+        builtin = cluster.name in profiles.builtin_names()
+        what = "no published table was found for it" if builtin else "a profile of your own"
+        return (f"<h2>Against published figures</h2><p>Not checked: {what}. Fit it to your nccl-tests logs "
+                "(<code>ddpbench predict --nccl-tests FILE</code>), which says the fit's own error.</p>")  # fmt: skip
+    cells = [[str(c["nodes"]), esc(c["table"]), esc(c["sizes"]), f"{c['mean_abs_error']:.1%}",
+              f"{c['worst_error']:+.1%} ({esc(c['worst_size'])})", f"{c['within_25']} of {c['count']}",
+              esc(c["conditions"]), f'<a href="{esc(c["source"])}">source</a>'] for c in checks]  # fmt: skip
+    return ("<h2>Against published figures</h2><p>The model's all-reduce bus bandwidth on this profile against "
+            "every published nccl-tests table of its GPU we found, none fitted to: "
+            f"{esc('; '.join(profiles.published_check_summary(checks)))}. The sizes where a table is far off are "
+            "where the predictions above are least sure (docs/measured/cluster-model.md).</p>"
+            + table(["nodes", "table", "sizes", "mean abs error", "worst (size)", "sizes within 25 %",
+                     "conditions", "source"], cells))  # fmt: skip

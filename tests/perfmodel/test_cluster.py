@@ -131,6 +131,7 @@ def test_the_published_comparison_page_is_what_its_script_prints():
     """docs/measured/cluster-model.md's table is benchmarks/cluster_model.py's output, not typed figures."""
     script = _benchmark_script("cluster_model")
     assert _page_table("cluster-model") == script.markdown()
+    assert cluster.PUBLISHED_CHECKS.read_text() == script.published_checks_text()  # what users are told, too
     h200 = next(r for r in script.summary_rows() if r["table"].profile == "dgx-h200")
     assert abs(h200["worst"]) <= 0.20  # the issue's single-node bound, on a table the profile was not fitted to
 
@@ -154,3 +155,17 @@ def test_across_nodes_the_tuners_caps_count_one_channel_per_nic():
     assert tree == pytest.approx(8 * nccl.PER_CHANNEL_TREE["hopper"][2] * 0.85)  # 288 × 0.85, not min(340, 648)
     assert nccl.bus_bandwidth(h100, "all_reduce", "tree", "Simple", 1) == pytest.approx(370 * 0.92)  # one node
     assert nccl.bus_bandwidth(a100, "all_reduce", "tree", "Simple", 4) == pytest.approx(8 * 17.8)  # capped, no 0.85
+
+
+def test_a_builtin_profile_says_how_far_it_was_from_published_tables_and_a_users_says_nothing(tmp_path):
+    h200 = cluster.load("dgx-h200")
+    assert cluster.published_check_summary(cluster.published_checks(h200)) == [
+        "1 node: 1 table, 14 of 14 sizes within 25 %, worst +6% (8 MiB)",
+        "2 nodes: 1 table, 4 of 4 sizes within 25 %, worst -5% (2 GiB)",
+    ]
+    mine = tmp_path / "dgx-h200.toml"  # a user's copy, even under the built-in's name: not what was checked
+    mine.write_text((cluster.BUILTIN_FOLDER / "dgx-h200.toml").read_text())
+    assert cluster.published_checks(cluster.load(str(mine))) == []
+    assert cluster.published_checks(dataclasses.replace(h200, name="dgx-h200, fitted to 1 nccl-tests log(s)")) == []
+    h100 = cluster.published_checks(cluster.load("dgx-h100"))
+    assert h100 and not any("degraded" in c["table"] or "suspect" in c["table"] for c in h100)  # healthy ones only
