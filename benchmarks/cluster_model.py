@@ -6,9 +6,10 @@ fitted to): predicted bus bandwidth over published, per size, 1 MiB to 8 GiB.
     .venv/bin/python benchmarks/cluster_model.py --write    # and the built-in profiles' published check (JSON)
 
 Each table is compared with the built-in profile of its GPU's node, on the table's node count,
-with the algorithms its environment allowed (NCCL_ALGO), and, where the table's network is not
-that node's DGX network, with the profile's between-node bandwidth set from the table's NICs at
-the DGX H100 profile's own ratio (380 GB/s of bus bandwidth for 8 × 400 Gb/s = 0.95 of the NICs).
+with the algorithms and protocols its environment allowed (NCCL_ALGO, NCCL_PROTO), and, where the
+table's network is not that node's DGX network, with the table's NICs (their count and rate set
+NCCL's channels across nodes) and the profile's between-node bandwidth set from them at the DGX H100
+profile's own ratio (380 GB/s of bus bandwidth for 8 × 400 Gb/s = 0.95 of the NICs).
 """
 
 from __future__ import annotations
@@ -37,15 +38,17 @@ class Table:
     nodes: int
     algorithms: tuple[str, ...] | None = None  # NCCL_ALGO of the run; None: NCCL chose
     protocols: tuple[str, ...] = nccl.PROTOCOLS  # NCCL_PROTO of the run
-    nic_gbits_per_node: float | None = None  # the table's network, when it is not the profile's
+    nics: tuple[int, float] | None = None  # the table's network (NICs per node, Gb/s each), when not the profile's
     note: str = ""
     healthy: bool = True  # False: a cluster its owner reported as degraded, or a paste whose rows jump about
 
 
 # fmt: off
 TABLES = (
-    Table("h200_1node_azure_ndv5_allreduce_busbw.csv", "dgx-h200", 1, ("nvls",), note="NCCL_ALGO=NVLS; in place"),
-    Table("h100_1node_azure_ndv5_allreduce_busbw.csv", "dgx-h100", 1, ("nvls",), note="NCCL_ALGO=NVLS; in place"),
+    Table("h200_1node_azure_ndv5_allreduce_busbw.csv", "dgx-h200", 1, algorithms=("nvls",),
+          note="NCCL_ALGO=NVLS; in place"),
+    Table("h100_1node_azure_ndv5_allreduce_busbw.csv", "dgx-h100", 1, algorithms=("nvls",),
+          note="NCCL_ALGO=NVLS; in place"),
     Table("h100_1node_aws_p5_batch_allreduce.csv", "dgx-h100", 1, note="NCCL's own choice"),
     Table("a100_1node_azure_ndv4_allreduce_busbw.csv", "dgx-a100", 1,
           note="page says NCCL_ALGO=NVLS, which A100 lacks: NCCL's choice assumed; in place"),
@@ -55,21 +58,21 @@ TABLES = (
     Table("a100_1node_galvatron_dgxa100_40gb_allreduce.csv", "dgx-a100", 1,
           note="one process, 8 GPUs (-g 8); a unit test's fixture"),
     Table("a100_1node_lamforest_80gb_allreduce.csv", "dgx-a100", 1, note="one process, 8 GPUs (-g 8)"),
-    Table("h100_2node_aws_p5_efa3200_allreduce.csv", "dgx-h100", 2, nic_gbits_per_node=3200, note="EFA, 3200 Gb/s"),
-    Table("h100_2node_oci_roce_allreduce.csv", "dgx-h100", 2, nic_gbits_per_node=3200, note="RoCE, 16 × 200 Gb/s"),
-    Table("h100_2node_gcp_a3mega_allreduce.csv", "dgx-h100", 2, nic_gbits_per_node=1600,
+    Table("h100_2node_aws_p5_efa3200_allreduce.csv", "dgx-h100", 2, nics=(32, 100), note="EFA, 32 × 100 Gb/s"),
+    Table("h100_2node_oci_roce_allreduce.csv", "dgx-h100", 2, nics=(16, 200), note="RoCE, 16 × 200 Gb/s"),
+    Table("h100_2node_gcp_a3mega_allreduce.csv", "dgx-h100", 2, nics=(8, 200),
           note="TCPXO Ethernet, 8 × 200 Gb/s"),
-    Table("a100_2node_aws_p4de_efa400_allreduce.csv", "dgx-a100", 2, nic_gbits_per_node=400, note="EFA, 400 Gb/s"),
-    Table("a100_2node_oci_bmgpu48_ubuntu_10GiB.csv", "dgx-a100", 2, nic_gbits_per_node=1600,
+    Table("a100_2node_aws_p4de_efa400_allreduce.csv", "dgx-a100", 2, nics=(4, 100), note="EFA, 4 × 100 Gb/s"),
+    Table("a100_2node_oci_bmgpu48_ubuntu_10GiB.csv", "dgx-a100", 2, nics=(16, 100),
           note="RoCE, 16 × 100 Gb/s; 10 GiB only"),
-    Table("a100_2node_oci_bmgpu48_ol_10GiB.csv", "dgx-a100", 2, nic_gbits_per_node=1600,
+    Table("a100_2node_oci_bmgpu48_ol_10GiB.csv", "dgx-a100", 2, nics=(16, 100),
           note="RoCE, 16 × 100 Gb/s; 10 GiB only"),
     Table("h100_2node_dell_xe9680_ib400_nccltests309_allreduce.csv", "dgx-h100", 2,
           note="InfiniBand, 8 × 400 Gb/s, bare metal"),
     Table("h100_2node_gjaion_ib400_nccltests309_allreduce.csv", "dgx-h100", 2, note="InfiniBand, 8 × 400 Gb/s"),
-    Table("h100_2node_gjaion_ib400_ring_minctas24_nccltests309_allreduce.csv", "dgx-h100", 2, ("ring",),
+    Table("h100_2node_gjaion_ib400_ring_minctas24_nccltests309_allreduce.csv", "dgx-h100", 2, algorithms=("ring",),
           note="NCCL_ALGO=Ring, NCCL_MIN_CTAS=24; InfiniBand, 8 × 400 Gb/s"),
-    Table("h100_2node_crusoe_ib_nvlstree_nccltests294_allreduce.csv", "dgx-h100", 2, ("nvlstree",),
+    Table("h100_2node_crusoe_ib_nvlstree_nccltests294_allreduce.csv", "dgx-h100", 2, algorithms=("nvlstree",),
           note="NCCL_ALGO=NVLSTree; InfiniBand, cloud VMs"),
     Table("h100_4node_gjaion_ib400_nccltests309_allreduce.csv", "dgx-h100", 4, note="InfiniBand, 8 × 400 Gb/s"),
     Table("h100_4node_vmware_xe9680_ib400_nccltests309_allreduce.csv", "dgx-h100", 4,
@@ -77,11 +80,12 @@ TABLES = (
     Table("h100_8node_gjaion_ib400_nccltests309_allreduce.csv", "dgx-h100", 8, note="InfiniBand, 8 × 400 Gb/s"),
     Table("h100_8node_gjaion_ib400_minctas24_nccltests309_allreduce.csv", "dgx-h100", 8,
           note="NCCL_MIN_CTAS=24; InfiniBand, 8 × 400 Gb/s"),
-    Table("h100_128node_nccltests322_roce_ring_ll128_allreduce.csv", "dgx-h100", 128, ("ring",), ("LL128",),
-          note="NCCL_ALGO=Ring, NCCL_PROTO=LL128; network not stated (RoCE)"),
+    Table("h100_128node_nccltests322_roce_ring_ll128_allreduce.csv", "dgx-h100", 128, algorithms=("ring",),
+          protocols=("LL128",), note="NCCL_ALGO=Ring, NCCL_PROTO=LL128, NCCL_MIN_NCHANNELS=32; network not stated "
+          "(RoCE)"),
     Table("h100_2node_nccltests290_ib400_degraded_allreduce.csv", "dgx-h100", 2,
           note="a cluster its owner reported as degraded; InfiniBand", healthy=False),
-    Table("h100_2node_nccltests290_ib400_ring_degraded_allreduce.csv", "dgx-h100", 2, ("ring",),
+    Table("h100_2node_nccltests290_ib400_ring_degraded_allreduce.csv", "dgx-h100", 2, algorithms=("ring",),
           note="the same degraded cluster, NCCL_ALGO=Ring", healthy=False),
     Table("h100_2node_mitorcd_dgxh100_suspect_allreduce.csv", "dgx-h100", 2,
           note="DGX H100, network not stated; erratic below 512 MiB", healthy=False),
@@ -115,8 +119,10 @@ def profile_for(table: Table) -> cluster.Cluster:
     profile = cluster.load(table.profile)
     if table.algorithms:  # NCCL_ALGO: NCCL chooses among these alone
         profile = dataclasses.replace(profile, algorithms=table.algorithms)
-    if table.nic_gbits_per_node:
-        profile = dataclasses.replace(profile, inter_busbw_gbps=table.nic_gbits_per_node / 8 * NIC_EFFICIENCY)
+    if table.nics:  # their count and rate set NCCL's channels across nodes; their sum the bandwidth
+        count, gbits = table.nics
+        profile = dataclasses.replace(profile, nics=count, nic_gbps=gbits,
+                                      inter_busbw_gbps=count * gbits / 8 * NIC_EFFICIENCY)  # fmt: skip
     return profile
 
 

@@ -26,7 +26,7 @@ import cluster_model
 from harness.perfmodel import nccl, nccltests
 
 MIN_ROWS = 4  # fewer rows than that pin nothing: the fit moves two or three levels
-WITHIN = 0.10
+FIT_WITHIN = 0.10
 LEVEL_NAMES = {"intra_busbw_gbps": "ring", "nvls_busbw_gbps": "NVLS", "inter_busbw_gbps": "net"}
 
 
@@ -40,7 +40,7 @@ def as_log(table: cluster_model.Table, folder: Path) -> nccltests.Log | None:
         if busbw <= 0:
             continue
         time_us = time_us or nbytes * factor / (busbw * 1e3)
-        choices.append(nccl.Choice("all_reduce", nbytes, ranks, table.nodes, "published", "", time_us))
+        choices.append(nccl.Choice("all_reduce", nbytes, ranks, table.nodes, "", "", time_us))  # as published
     if sum(c.nbytes >= nccltests.FIT_MIN_BYTES for c in choices) < MIN_ROWS:
         return None
     path = folder / table.file.replace(".csv", ".txt")
@@ -57,8 +57,8 @@ def fits() -> list[tuple[cluster_model.Table, nccltests.Fit]]:
             log = as_log(table, Path(folder))
             if log is None:
                 continue
-            assert (log.ranks, log.nodes) == (8 * table.nodes, table.nodes), (table.file, log.ranks, log.nodes)
             base = cluster_model.profile_for(table)
+            assert (log.ranks, log.nodes) == (base.gpus_per_node * table.nodes, table.nodes), table.file
             out.append((table, nccltests.fit(base, [log], name=f"{base.name} fitted")))
     return out
 
@@ -75,12 +75,12 @@ def _fitted(fit: nccltests.Fit) -> str:
     return ", ".join(parts)
 
 
-def markdown() -> str:
+def markdown(fitted: list[tuple[cluster_model.Table, nccltests.Fit]] | None = None) -> str:
     lines = ["| table | nodes | rows ≥ 64 KiB | fitted | mean abs error | worst (size) | rows within 10 % |",
              "|---|---:|---:|---|---:|---:|---:|"]  # fmt: skip
-    for table, fit in fits():
+    for table, fit in fits() if fitted is None else fitted:
         worst = max(fit.errors, key=lambda e: abs(e[2]))
-        within = sum(abs(e) <= WITHIN for *_, e in fit.errors)
+        within = sum(abs(e) <= FIT_WITHIN for *_, e in fit.errors)
         lines.append(f"| `{table.file.removesuffix('.csv')}` | {table.nodes} | {len(fit.errors)} | {_fitted(fit)} | "
                      f"{fit.mean_abs:.1%} | {worst[2]:+.1%} ({cluster_model.size_label(worst[1])}) | "
                      f"{within} of {len(fit.errors)} |")  # fmt: skip

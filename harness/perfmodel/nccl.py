@@ -51,6 +51,16 @@ PER_CHANNEL_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8), "
 PER_CHANNEL_NVLS_TREE = {"volta": (26.5, 18.5, 10.0), "ampere": (24.0, 23.6, 17.8), "hopper": (0.0, 57.7, 45.5),
                          "blackwell": (0.0, 96.0, 80.0)}  # fmt: skip
 NVLS_CHANNELS = 16  # enqueue.cc: "NVLS should not need more than 16 channels to get peak BW"
+# search.cc's inter-node search speeds (GB/s per channel): speedArrayInter, sm90…, sm100SpeedArrayInter.
+_INTER_SPEEDS_PRE_HOPPER = (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4,
+                            1.2, 0.24, 0.12)  # fmt: skip
+INTER_SPEEDS = {"volta": _INTER_SPEEDS_PRE_HOPPER, "ampere": _INTER_SPEEDS_PRE_HOPPER,
+                "hopper": (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24,
+                           0.12),
+                "blackwell": (96.0, 86.0, 80.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0,
+                              6.0, 3.0, 2.4, 1.2, 0.24, 0.12)}  # fmt: skip
+NVLINK_GBPS = {"volta": 20.0, "ampere": 20.0, "hopper": 20.6, "blackwell": 40.1}  # topo.h SM*_NVLINK_BW, per link
+MAX_GRAPH_CHANNELS = 32  # init.cc: a graph's maxChannels = MAXCHANNELS / 2
 # tuning.cc `treeCorrectionFactor[protocol][log2(bytes / 64)]`, 64 B to 256 MiB: trees stray from the model there.
 # fmt: off
 TREE_CORRECTION = {
@@ -150,20 +160,34 @@ def bus_bandwidth(cluster: Cluster, collective: str, algorithm: str, protocol: s
     elif protocol == "LL128":
         bw = min(bw * (7 / 9 if nodes == 1 else 120 / 128), channels * PER_CHANNEL_TREE_LL128[gen][index])
     if nodes > 1 and gen in ("hopper", "blackwell") and cluster.nics >= cluster.gpus_per_node:
-        # search.cc: with one NIC per GPU no balanced tree reaches its NIC, so Hopper's search "tries a
-        # simpler tree" (NCCL_TOPO_PATTERN_TREE), which tuning.cc penalises: `busBw *= .85`.
+        # Our reading of search.cc, not checked against a log: with a NIC per GPU (each under its own
+        # PCIe switch) no balanced tree reaches its NIC, so the search on Hopper and later "tries a
+        # simpler tree" (NCCL_TOPO_PATTERN_TREE), which tuning.cc penalises: `busBw *= .85`. With fewer
+        # NICs than GPUs a balanced tree can share a NIC between two GPUs, and nothing is penalised.
         bw *= 0.85
     return bw
 
 
 def graph_channels(cluster: Cluster, nodes: int) -> int:
     """The channels of NCCL's ring and tree graphs, which its per-channel caps multiply (`graphs[a]->nChannels`).
-    Inside one node, the profile's NVLink channels. Across nodes every channel leaves through a NIC,
-    and each NIC carries one: search.cc starts at the first speed of its inter-node array below the
-    NIC's rate (48 GB/s for 400 Gb/s = 50 GB/s, 24 for 200 Gb/s), which leaves no room for a second
-    channel, and its duplication is skipped on Hopper below 50 GB/s (`ncclTopoDupChannels`) and on
-    Ampere below 25. The communicator's doubled channels (`Channel 00/16`) are not what the tuner reads."""
-    return max(1, cluster.nics) if nodes > 1 else cluster.channels
+
+    Inside one node, the profile's NVLink channels. Across nodes every channel leaves through a NIC
+    (search.cc `ncclTopoCompute`): the search starts at the first speed of its inter-node array at or
+    below the NIC's rate (topo.cc reads a port's Mb/s / 8000 as GB/s: 400 Gb/s → 50, so 48), gives
+    each NIC as many channels as fit in its rate, stops once the channels carry the GPU's NVLink total,
+    then `ncclTopoDupChannels` doubles them unless the speed is below 25 GB/s, or below 50 GB/s with
+    more than 4 channels on Hopper and later. A DGX H100 (8 × 400 Gb/s) gets 8, a DGX A100 (8 × 200 Gb/s)
+    8. The communicator's own channels (`Channel 00/16`) are these doubled; the tuner reads these."""
+    if nodes == 1:
+        return cluster.channels
+    nic = cluster.nic_gbps / 8
+    speeds = INTER_SPEEDS[cluster.generation]
+    speed = next((s for s in speeds if s <= nic), speeds[-1])
+    channels = max(1, cluster.nics) * max(1, int(nic // speed))
+    channels = min(channels, math.ceil(cluster.nvlinks * NVLINK_GBPS[cluster.generation] / speed), MAX_GRAPH_CHANNELS)
+    if speed >= 25 and not (cluster.generation in ("hopper", "blackwell") and speed < 50 and channels > 4):
+        channels = min(2 * channels, MAX_GRAPH_CHANNELS)
+    return channels
 
 
 def algorithm_bandwidth(cluster: Cluster, collective: str, algorithm: str, protocol: str, *, ranks: int,
@@ -216,7 +240,7 @@ def tuner_time_us(cluster: Cluster, collective: str, algorithm: str, protocol: s
     if algorithm == "tree" and collective == "all_reduce" and 0 <= log_size < 23:
         bw *= TREE_CORRECTION[protocol][log_size]
     if (algorithm == "ring" and protocol == "Simple" and nodes > 1 and collective == "all_reduce"
-            and nbytes / (cluster.channels * ranks) >= 64):  # fmt: skip
+            and nbytes / (2 * graph_channels(cluster, nodes) * ranks) >= 64):  # fmt: skip
         lat *= 1.9 if cluster.generation == "volta" else 1.4  # "Plateau effect of ring"
     return lat + nbytes / (1e3 * bw)
 

@@ -5,9 +5,9 @@ A log says the collective (`# Collective test starting: all_reduce_perf`, or the
 JSON's `args`), the ranks and their hosts (`#  Rank  3 Group  0 Pid … on host-1 device …`), and one
 row per size with time, algbw and busbw, out of place then in place. The ranks are read from
 busbw/algbw where a row has both (nccl-tests' own factor), else from the rank lines; the nodes
-from the distinct hosts. The fit moves only the profile's bandwidths (one node: the ring's and
-NVLS's; several: the network's), never NCCL's latencies, and reports its own error on the rows
-it used.
+from the distinct hosts. The fit moves only the profile's levels (one node: the ring's and NVLS's
+bandwidths and one scale on NCCL's latencies; several: the network's bandwidth and latency), pulls
+each weakly towards the profile's value, and reports its own error on the rows it used.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from harness.perfmodel import nccl
 from harness.perfmodel.cluster import Cluster
 from harness.protocols import ConfigError
 
-PRIOR_WEIGHT = 0.01  # per level, against each row's log ratio: see `fit`
+PRIOR_WEIGHT = 0.01  # per level's log, against each row's log ratio: see `fit`
 FIT_MIN_BYTES = 64 * 1024  # below this a collective is all latency: bandwidths cannot be read from it
 PROGRAMS = {"all_reduce_perf": "all_reduce", "all_gather_perf": "all_gather", "reduce_scatter_perf": "reduce_scatter"}
 GPU_PROFILES = (("H200", "dgx-h200"), ("H100", "dgx-h100"), ("A100", "dgx-a100"), ("V100", "dgx1-v100"))
@@ -218,13 +218,19 @@ def _fields_for(logs: Sequence[Log], base: Cluster) -> list[str]:
     return fields
 
 
+def _search_start(base: Cluster, field: str) -> float:
+    """The base's value of a level, lifted off 0 (the search runs in log space): 1 µs of latency."""
+    return max(getattr(base, field), 1.0 if field == "inter_latency_us" else 0.01)
+
+
 def predicted(cluster: Cluster, log: Log, nbytes: int) -> nccl.Choice:
     return nccl.choose(cluster, log.collective, nbytes, nodes=log.nodes, ranks=log.ranks)
 
 
 def fit(base: Cluster, logs: Sequence[Log], *, name: str) -> Fit:
     """The base profile's bandwidth levels that make the model closest to the logs' busbw (least
-    squares on log ratios, every row ≥ 64 KiB alike), and the error on those rows."""
+    squares on log ratios, every row ≥ 64 KiB alike, with a weak pull of each level towards the
+    base's value), and the error on those rows."""
     from scipy.optimize import least_squares
 
     points = [(log, row) for log in logs for row in log.rows if row.nbytes >= FIT_MIN_BYTES and row.busbw_gbps > 0]
@@ -237,20 +243,21 @@ def fit(base: Cluster, logs: Sequence[Log], *, name: str) -> Fit:
         return dataclasses.replace(base, name=name, **values)
 
     # A weak pull towards the base profile: a level no row is limited by (a ring under NVLS, say)
-    # stays at the profile's value instead of drifting wherever the search leaves it; a level the
-    # rows pin moves as if there were none (one row's 1 % misfit outweighs a 3× move of a level).
-    anchor = [math.log(max(getattr(base, f), 1.0 if f == "inter_latency_us" else 0.01)) for f in fields]
+    # stays at the profile's value instead of drifting wherever the search leaves it, while a level
+    # the rows pin barely feels it (a 1 % misfit on one row weighs as much as moving a level 2.7×).
+    # A base of 0 (InfiniBand's added latency) has no scale to pull towards in log space: no pull.
+    start = {f: _search_start(base, f) for f in fields}
+    pulled = [(i, math.log(start[f])) for i, f in enumerate(fields) if getattr(base, f) > 0]
 
     def residuals(log_values):
         cluster = cluster_at(log_values)
         misfit = [math.log(predicted(cluster, log, row.nbytes).busbw_gbps / row.busbw_gbps) for log, row in points]
-        return misfit + [PRIOR_WEIGHT * (v - a) for v, a in zip(log_values, anchor, strict=True)]
+        return misfit + [PRIOR_WEIGHT * (log_values[i] - anchor) for i, anchor in pulled]
 
     # Two starts: the base profile's values, and its bandwidths halved below the logs' peak (a level
     # that does not limit the model at the base value is flat there: the search would not leave it).
     peak = max(row.busbw_gbps for _, row in points)
-    starts = [{f: max(getattr(base, f), 1.0 if f == "inter_latency_us" else 0.01) for f in fields}]
-    starts.append({f: (min(v, peak) / 2 if f.endswith("_gbps") else v) for f, v in starts[0].items()})
+    starts = [start, {f: (min(v, peak) / 2 if f.endswith("_gbps") else v) for f, v in start.items()}]
     bounds = ([math.log(0.01)] * len(fields), [math.log(1e5)] * len(fields))
     solutions = [least_squares(residuals, [math.log(start[f]) for f in fields], bounds=bounds) for start in starts]
     cluster = cluster_at(min(solutions, key=lambda solution: solution.cost).x)
