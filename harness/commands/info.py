@@ -43,6 +43,11 @@ def _list_clusters() -> None:
         console.say(f"  {name:<14} {profile.description}")
         console.say(f"  {'':<14} all-reduce busbw GB/s: one node {profile.intra_busbw_gbps:g}{nvls}; between nodes "
                     f"{profile.inter_busbw_gbps:g} (sources in {profile.path})")  # fmt: skip
+        checks = cluster.published_checks(profile)
+        within, sizes = sum(c["within_25"] for c in checks), sum(c["count"] for c in checks)
+        console.say(f"  {'':<14} against published nccl-tests tables: " + (
+            f"{len(checks)}, {within} of {sizes} sizes within 25 % (`predict --cluster {name}` says where)"
+            if checks else "none found"))  # fmt: skip
 
 
 SPECS = (
