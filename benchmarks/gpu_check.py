@@ -19,7 +19,9 @@ Lines (each ok or FAIL; exit 1 on any FAIL, 2 on bad usage):
 - the NVML sampler's cost (benchmarks/overhead.py with and without it, side by side): ≤ 1 %;
 - bucketed/stock ≤ 1.00 per workload; the fixed cost: wall / timed steps ≤ 1.5 for the default bench
   (every strategy, 20 steps) of gpt2/full and resnet50/full;
-- provenance (driver, CUDA, NCCL, topology).
+- provenance (driver, CUDA, NCCL, topology);
+- DDP's own cost on this GPU, carried to dgx1-v100: ResNet-50's predicted step at 8 and 16 GPUs
+  against pytorch's published timings (benchmarks/ddp_published.py: within 3 %, 1 MiB slower).
 
 `--quick` runs the same code paths that need no GPU on the CPU (small sizes, gloo) and says which
 lines need CUDA. Results under OUT_DIR/results, the table in OUT_DIR/gpu_check.json.
@@ -35,7 +37,8 @@ import sys
 import time
 from pathlib import Path
 
-import trace_overlap  # a sibling module: the script's folder is on sys.path
+import ddp_published  # sibling modules: the script's folder is on sys.path
+import trace_overlap
 
 from harness.results import layout
 
@@ -360,7 +363,14 @@ def all_lines(out: Path, results: Path, setup: Setup) -> list[Line]:
     quick = setup.quick
     lines.append(event_vs_wall_clock() if not quick else Line("CUDA events vs synchronised wall clock", "", None))
     lines.append(provenance_line(results, setup))
+    lines.append(ddp_published_line(out, setup))
     return lines
+
+
+def ddp_published_line(out: Path, setup: Setup) -> Line:
+    """#27's DDP check: this GPU's one-rank rows (DDP's own cost) carried to dgx1-v100 (judged on GPUs)."""
+    text, ok = ddp_published.check(out / "ddp-published", setup.device, quick=setup.quick)
+    return Line("DDP ResNet-50 on dgx1-v100 vs pytorch's published (3 %)", text, None if setup.quick else ok)
 
 
 def overlap_check(results: Path, setup: Setup) -> list[Line]:
