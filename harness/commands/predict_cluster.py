@@ -83,8 +83,11 @@ def _say_published_check(chosen) -> None:
                     "docs/measured/cluster-model.md):")  # fmt: skip
         for phrase in cluster.published_check_summary(checks):
             console.say(f"ddpbench predict:   {phrase}")
-    elif chosen.name in cluster.builtin_names():
+    elif cluster.is_builtin(chosen):
         console.say(f"ddpbench predict: {chosen.name}: no published nccl-tests table found to check it against")
+    else:
+        console.say(f"ddpbench predict: {chosen.path}: a profile of your own, not checked against published "
+                    "tables; --nccl-tests fits it to your logs and says the fit's error")  # fmt: skip
 
 
 def _is_collectives_run(path: Path) -> bool:

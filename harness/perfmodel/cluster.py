@@ -134,10 +134,15 @@ def unsourced(cluster: Cluster) -> list[str]:
     return [key for key in keys if not cluster.sources.get(key)]
 
 
+def is_builtin(cluster: Cluster) -> bool:
+    """A built-in profile as shipped: not a user's file (even one under a built-in's name), not fitted."""
+    return cluster.name in builtin_names() and cluster.path == str(BUILTIN_FOLDER / f"{cluster.name}.toml")
+
+
 def published_checks(cluster: Cluster) -> list[dict]:
     """The profile's error against each published nccl-tests table of its GPU, by node count (keys as
     benchmarks/cluster_model.py writes them); [] for a profile of the user's own or one fitted to logs."""
-    if not (cluster.name in builtin_names() and cluster.path == str(BUILTIN_FOLDER / f"{cluster.name}.toml")):
+    if not is_builtin(cluster):
         return []
     return json.loads(PUBLISHED_CHECKS.read_text()).get(cluster.name, [])
 

@@ -154,8 +154,7 @@ def _published_section(cluster: Cluster) -> str:
     the error to expect of the communication behind the predictions above, by node count."""
     checks = profiles.published_checks(cluster)
     if not checks:
-        builtin = cluster.name in profiles.builtin_names()
-        what = "no published table was found for it" if builtin else "a profile of your own"
+        what = "no published table was found for it" if profiles.is_builtin(cluster) else "a profile of your own"
         return (f"<h2>Against published figures</h2><p>Not checked: {what}. Fit it to your nccl-tests logs "
                 "(<code>ddpbench predict --nccl-tests FILE</code>), which says the fit's own error.</p>")  # fmt: skip
     cells = [[str(c["nodes"]), esc(c["table"]), esc(c["sizes"]), f"{c['mean_abs_error']:.1%}",

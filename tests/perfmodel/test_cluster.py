@@ -179,7 +179,7 @@ def test_a_builtin_profile_says_how_far_it_was_from_published_tables_and_a_users
     ]
     mine = tmp_path / "dgx-h200.toml"  # a user's copy, even under the built-in's name: not what was checked
     mine.write_text((cluster.BUILTIN_FOLDER / "dgx-h200.toml").read_text())
-    assert cluster.published_checks(cluster.load(str(mine))) == []
+    assert cluster.published_checks(cluster.load(str(mine))) == [] and not cluster.is_builtin(cluster.load(str(mine)))
     assert cluster.published_checks(dataclasses.replace(h200, name="dgx-h200, fitted to 1 nccl-tests log(s)")) == []
     h100 = cluster.published_checks(cluster.load("dgx-h100"))
     assert h100 and not any("degraded" in c["table"] or "suspect" in c["table"] for c in h100)  # healthy ones only

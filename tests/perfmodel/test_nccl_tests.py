@@ -120,6 +120,11 @@ def test_predict_cluster_prints_nccl_tests_rows_and_writes_them(tmp_path, capsys
     printed = capsys.readouterr().out
     assert code == 0
     assert "# dgx-h200: all_reduce on 2 node(s) × 8 GPUs = 16 ranks" in printed
+    assert "ddpbench predict:   1 node: 1 table, 14 of 14 sizes within 25 %" in printed  # how sure it is
+    mine = tmp_path / "mine.toml"  # a user's own profile says it was not checked
+    mine.write_text((cluster.BUILTIN_FOLDER / "dgx-h200.toml").read_text())
+    assert cli.main(["predict", "--cluster", str(mine), "--nodes", "1", "--sizes", "1MiB"]) == 0
+    assert "a profile of your own, not checked against published tables" in capsys.readouterr().out
     frame = pd.read_parquet(out)
     assert list(frame.columns) == ["cluster", "collective", "nodes", "ranks", "bytes", "time_us", "algbw_gbps",
                                    "busbw_gbps", "algorithm", "protocol"]  # fmt: skip
