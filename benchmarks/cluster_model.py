@@ -160,6 +160,12 @@ def _within(row: dict, count: int) -> str:
     return " / ".join(f"{row['within'][bound]} of {count}" for bound in WITHIN)
 
 
+def _span(points: list) -> str:
+    """The sizes a table's points cover: one size, or the first–the last."""
+    first, last = size_label(points[0][0]), size_label(points[-1][0])
+    return first if len(points) == 1 else f"{first}–{last}"
+
+
 def size_label(nbytes: int) -> str:
     if nbytes < 2**20:
         return f"{nbytes / 2**10:g} KiB"
@@ -171,11 +177,9 @@ def markdown() -> str:
              "| conditions | source |", "|---|---|---|---:|---:|---:|---|---|"]  # fmt: skip
     for row in summary_rows():
         t, points = row["table"], row["points"]
-        first, last = size_label(points[0][0]), size_label(points[-1][0])
-        span = first if len(points) == 1 else f"{first}–{last}"
-        lines.append(f"| `{t.file.removesuffix('.csv')}` | {t.profile} × {t.nodes} | {span} | {row['mean']:.1%} | "
-                     f"{row['worst']:+.1%} ({size_label(row['worst_bytes'])}) | {_within(row, len(points))} | "
-                     f"{t.note} | {row['source']} |")  # fmt: skip
+        lines.append(f"| `{t.file.removesuffix('.csv')}` | {t.profile} × {t.nodes} | {_span(points)} | "
+                     f"{row['mean']:.1%} | {row['worst']:+.1%} ({size_label(row['worst_bytes'])}) | "
+                     f"{_within(row, len(points))} | {t.note} | {row['source']} |")  # fmt: skip
     return "\n".join(lines)
 
 
@@ -187,10 +191,9 @@ def published_checks() -> dict[str, list[dict]]:
         t, points = row["table"], row["points"]
         if not t.healthy:
             continue
-        first, last = size_label(points[0][0]), size_label(points[-1][0])
         checks.setdefault(t.profile, []).append({
-            "table": t.file.removesuffix(".csv"), "nodes": t.nodes, "sizes": first if len(points) == 1 else
-            f"{first}–{last}", "count": len(points), "within_25": row["within"][0.25],
+            "table": t.file.removesuffix(".csv"), "nodes": t.nodes, "sizes": _span(points),
+            "count": len(points), "within_25": row["within"][0.25],
             "mean_abs_error": round(row["mean"], 4), "worst_error": round(row["worst"], 4),
             "worst_size": size_label(row["worst_bytes"]), "conditions": t.note, "source": row["source"]})  # fmt: skip
     return {name: sorted(rows, key=lambda r: r["nodes"]) for name, rows in sorted(checks.items())}

@@ -10,6 +10,7 @@ module (`clusters/*.toml`); `ddpbench list` shows them; `--cluster FILE` takes a
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import sys
 from pathlib import Path
@@ -144,7 +145,13 @@ def published_checks(cluster: Cluster) -> list[dict]:
     benchmarks/cluster_model.py writes them); [] for a profile of the user's own or one fitted to logs."""
     if not is_builtin(cluster):
         return []
-    return json.loads(PUBLISHED_CHECKS.read_text()).get(cluster.name, [])
+    return _published_record().get(cluster.name, [])
+
+
+@functools.cache
+def _published_record() -> dict[str, list[dict]]:
+    """The file once per process: a report asks for it once per run's what-if page."""
+    return json.loads(PUBLISHED_CHECKS.read_text())
 
 
 def published_check_summary(checks: list[dict]) -> list[str]:

@@ -9,8 +9,7 @@ import pandas as pd
 
 from harness.analysis import agreement, roles
 from harness.analysis.sweep import given_cap
-from harness.perfmodel import cluster as profiles
-from harness.perfmodel.cluster import BUILTIN_FOLDER, Cluster
+from harness.perfmodel.cluster import Cluster, is_builtin, published_check_summary, published_checks
 from harness.perfmodel.nccl import ClusterLink
 from harness.perfmodel.predict import DEFAULT_CAPS_MB, SETUP_DEFAULTS, profiles_by_setup, swept_caps
 from harness.perfmodel.schedule import predict_caps
@@ -144,7 +143,7 @@ def _sources_section(cluster: Cluster) -> str:
               "inter.busbw_gbps": cluster.inter_busbw_gbps, "inter.latency_us": cluster.inter_latency_us}  # fmt: skip
     cells = [[esc(key), esc(f"{value:g}" if isinstance(value, float) else value),
               esc(cluster.sources.get(key, "not given"))] for key, value in values.items()]  # fmt: skip
-    where = f"built-in profile {cluster.name}" if cluster.path.startswith(str(BUILTIN_FOLDER)) else "your profile"
+    where = f"built-in profile {cluster.name}" if is_builtin(cluster) else "your profile"
     return (f"<h2>The cluster profile</h2><p>{esc(cluster.description)} ({esc(where)}); the model: "
             "NCCL's tuner (docs/clusters.md).</p>" + table(["field", "value", "source"], cells))  # fmt: skip
 
@@ -152,9 +151,9 @@ def _sources_section(cluster: Cluster) -> str:
 def _published_section(cluster: Cluster) -> str:
     """How far this profile's bus bandwidths were from every published nccl-tests table of its GPU:
     the error to expect of the communication behind the predictions above, by node count."""
-    checks = profiles.published_checks(cluster)
+    checks = published_checks(cluster)
     if not checks:
-        what = "no published table was found for it" if profiles.is_builtin(cluster) else "a profile of your own"
+        what = "no published table was found for it" if is_builtin(cluster) else "a profile of your own"
         return (f"<h2>Against published figures</h2><p>Not checked: {what}. Fit it to your nccl-tests logs "
                 "(<code>ddpbench predict --nccl-tests FILE</code>), which says the fit's own error.</p>")  # fmt: skip
     cells = [[str(c["nodes"]), esc(c["table"]), esc(c["sizes"]), f"{c['mean_abs_error']:.1%}",
@@ -162,7 +161,7 @@ def _published_section(cluster: Cluster) -> str:
               esc(c["conditions"]), f'<a href="{esc(c["source"])}">source</a>'] for c in checks]  # fmt: skip
     return ("<h2>Against published figures</h2><p>The model's all-reduce bus bandwidth on this profile against "
             "every published nccl-tests table of its GPU we found, none fitted to: "
-            f"{esc('; '.join(profiles.published_check_summary(checks)))}. The sizes where a table is far off are "
+            f"{esc('; '.join(published_check_summary(checks)))}. The sizes where a table is far off are "
             "where the predictions above are least sure (docs/measured/cluster-model.md).</p>"
             + table(["nodes", "table", "sizes", "mean abs error", "worst (size)", "sizes within 25 %",
                      "conditions", "source"], cells))  # fmt: skip
