@@ -254,10 +254,13 @@ def fit(base: Cluster, logs: Sequence[Log], *, name: str) -> Fit:
         misfit = [math.log(predicted(cluster, log, row.nbytes).busbw_gbps / row.busbw_gbps) for log, row in points]
         return misfit + [PRIOR_WEIGHT * (log_values[i] - anchor) for i, anchor in pulled]
 
-    # Two starts: the base profile's values, and its bandwidths halved below the logs' peak (a level
-    # that does not limit the model at the base value is flat there: the search would not leave it).
+    # Starts: the base profile's values; its bandwidths halved below the logs' peak (a level that does
+    # not limit the model at the base value is flat there: the search would not leave it); and, with
+    # logs of one node and of several, the node fitted to its own logs first and the network to the
+    # rest (below). The solution that fits best wins.
     peak = max(row.busbw_gbps for _, row in points)
     starts = [start, {f: (min(v, peak) / 2 if f.endswith("_gbps") else v) for f, v in start.items()}]
+    starts += _staged_start(base, logs, name=name)
     bounds = ([math.log(0.01)] * len(fields), [math.log(1e5)] * len(fields))
     solutions = [least_squares(residuals, [math.log(start[f]) for f in fields], bounds=bounds) for start in starts]
     cluster = cluster_at(min(solutions, key=lambda solution: solution.cost).x)
@@ -266,3 +269,16 @@ def fit(base: Cluster, logs: Sequence[Log], *, name: str) -> Fit:
         for log, row in points
     )
     return Fit(cluster, {f: getattr(cluster, f) for f in fields}, errors)
+
+
+def _staged_start(base: Cluster, logs: Sequence[Log], *, name: str) -> list[dict[str, float]]:
+    """The node's levels fitted to the one-node logs alone, then the network's to the others with the
+    node's held: one start, when there are logs of both kinds. Fitted together from the base, a slow
+    network can be read as a slow ring inside the node (the ring is what crosses nodes, and under NVLS
+    no one-node row pins it), which fits the multi-node rows about as well and predicts wrongly."""
+    one_node = [log for log in logs if log.nodes == 1]
+    if not one_node or len(one_node) == len(logs):
+        return []
+    node = fit(base, one_node, name=name).fitted
+    network = fit(dataclasses.replace(base, **node), [log for log in logs if log.nodes > 1], name=name).fitted
+    return [{**node, **network}]
