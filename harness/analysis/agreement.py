@@ -19,6 +19,15 @@ def tied_best(caps: Sequence[float], values: Sequence[float], *, tolerance: floa
     return sorted(float(cap) for cap, value in zip(caps, values, strict=True) if value <= limit)
 
 
+def best_and_margin(caps: Sequence[float], values: Sequence[float]) -> tuple[list[float], float | None]:
+    """The tied best caps (`tied_best`) and how far ahead of the fastest cap not tied with them they are
+    (the next cap's value over the best's, − 1); None when every cap is tied."""
+    values = np.asarray(values, dtype=float)
+    tied = tied_best(caps, values)
+    others = [value for cap, value in zip(caps, values, strict=True) if float(cap) not in tied]
+    return tied, (min(others) / values.min() - 1 if others else None)
+
+
 def prediction_error(caps: Sequence[float], measured: Sequence[float], predicted: Sequence[float]) -> dict:
     """How well a predicted curve over bucket caps matches the measured one.
 

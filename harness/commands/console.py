@@ -384,17 +384,13 @@ def cluster_collectives(cluster, choices) -> None:
               f"{c.busbw_gbps:7.2f}  {c.algorithm:<9s}  {c.protocol}")  # fmt: skip
 
 
-def cluster_steps(cluster, frame: pd.DataFrame, *, world: int, nodes: int) -> None:
-    """Step time per cap on `nodes` nodes, and the best cap with its margin over the next."""
+def cluster_steps(cluster, frame: pd.DataFrame, *, world: int, nodes: int, tied: list[float],
+                  margin: float | None) -> None:  # fmt: skip
+    """Step time per cap on `nodes` nodes, and the best caps (`tied`) with their margin over the fastest cap
+    not tied with them (None: every cap is tied)."""
     _print(f"w{world} = {nodes} node(s) of {cluster.name} (NCCL's algorithms on the profile's bandwidths):")
     _cap_rows(frame, decimals=3)
-    ordered = frame.sort_values("step_ms")
-    best = ordered.iloc[0]
-    margin = ""
-    if len(ordered) > 1:
-        runner_up = ordered.iloc[1]
-        ahead = runner_up["step_ms"] / best["step_ms"] - 1
-        margin = (f", {ahead:.1%} ahead of {runner_up['bucket_cap_mb']:g} MiB, the next best" if ahead > 0
-                  else f", tied with {runner_up['bucket_cap_mb']:g} MiB")  # fmt: skip
-    _print(f"  predicted best cap at w{world}: {best['bucket_cap_mb']:g} MiB ({best['step_ms']:.3f} ms, scaling "
-          f"efficiency {best['scaling_efficiency']:.3f}{margin})")  # fmt: skip
+    best = frame.loc[frame["step_ms"].idxmin()]
+    ahead = ", every cap tied" if margin is None else f", {margin:.1%} ahead of the next cap"
+    _print(f"  predicted best cap at w{world}: {caps_text(tied)} ({best['step_ms']:.3f} ms, scaling "
+          f"efficiency {best['scaling_efficiency']:.3f}{ahead})")  # fmt: skip

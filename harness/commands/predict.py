@@ -79,24 +79,24 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     chosen = predict_cluster.cluster_from_args(args)
     if predict_cluster.is_collective_table(args):
         return predict_cluster.run_collectives(args, chosen)
-    ddp_own_s = baseline_s = None
+    configs = None
     if args.run:
         run_dir = predict.resolve_run(args.run, args.results_dir)
         setup = _run_setup(run_dir, args)
         profile, source = _profile_for_run(run_dir, setup, device=device)
         configs = store.read_configs(run_dir)
         caps = caps or _caps_of_run(configs)
-        ddp_own_s = predict.ddp_own_cost_s(configs, setup)
-        baseline_s = predict.one_rank_baseline_s(configs, setup)
+        profiled_on = store.read_run_meta(run_dir).get("device", device.type)
     else:
         setup = _fresh_setup(args, device)
         console.say(f"ddpbench predict: profiling {setup['workload']}/{setup['size']} (batch {setup['batch_size']}) "
                     f"here on {device.type}…")  # fmt: skip
         profile = profile_from_rows(pd.DataFrame(_measure_profile(setup, device=device, steps=args.profile_steps)))
         source = f"profile measured now on {device.type}"
+        profiled_on = device.type
     console.predict_profile(setup, profile, source)
-    return predict_cluster.run_steps(args, chosen, profile, caps or list(DEFAULT_CAPS_MB), ddp_own_s=ddp_own_s,
-                                     baseline_s=baseline_s)  # fmt: skip
+    return predict_cluster.run_steps(args, chosen, profile, caps or list(DEFAULT_CAPS_MB), device=profiled_on,
+                                     configs=configs, setup=setup)  # fmt: skip
 
 
 def _run_and_folder(args: argparse.Namespace) -> tuple[str | None, Path]:

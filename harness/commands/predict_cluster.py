@@ -121,42 +121,25 @@ def _collective_row(chosen, choice) -> dict:
             "busbw_gbps": choice.busbw_gbps, "algorithm": choice.algorithm, "protocol": choice.protocol}  # fmt: skip
 
 
-def run_steps(
-    args: argparse.Namespace,
-    chosen,
-    profile,
-    caps: list[float],
-    *,
-    ddp_own_s: float | None = None,
-    baseline_s: float | None = None,
-) -> int:
+def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, device: str, configs=None,
+              setup: dict | None = None) -> int:  # fmt: skip
     """Step time per bucket cap at each node count for the profile, and the best cap with its margin.
-    `ddp_own_s`: DDP's own cost at one rank that the run measured (added to backward, as compute);
-    `baseline_s`: the run's baseline step at one rank, timed over every repeat, which the profile's
-    compute is scaled to (its own few steps are noisier), before any --local-step-ms."""
+    With a run's `configs` (and the profile's `setup`), the profile is first calibrated on the run's rows
+    at one rank (`predict.run_calibration`), as the what-if page does; then to --local-step-ms."""
     import pandas as pd
 
+    from harness.analysis import agreement
     from harness.config.units import parse_counts
+    from harness.perfmodel import predict
     from harness.perfmodel.nccl import ClusterLink
     from harness.perfmodel.schedule import Calibration, calibrate, predict_caps
 
-    measured_s = baseline_s or profile.local_step_s
-    device_scale = args.local_step_ms / 1e3 / measured_s if args.local_step_ms else 1.0
-    if baseline_s:
-        console.say(f"ddpbench predict: compute scaled ×{baseline_s / profile.local_step_s:.4g} to the run's "
-                    f"baseline step at one rank ({baseline_s * 1e3:.4g} ms over every repeat; the profile's own "
-                    f"steps {profile.local_step_s * 1e3:.4g} ms)")  # fmt: skip
-    if ddp_own_s is not None:  # measured, even as 0 (the reference no slower than the baseline): say so
-        scaled = " and scaled with the compute" if device_scale != 1 else ""
-        console.say(f"ddpbench predict: DDP's own cost {ddp_own_s * 1e3:.3g} ms a step at one rank (the run's "
-                    f"reference minus its baseline), added to backward{scaled}")  # fmt: skip
-    calibration = Calibration(compute_scale=measured_s / profile.local_step_s * device_scale,
-                              reducer_s=(ddp_own_s or 0.0) * device_scale)  # fmt: skip
+    from_run = predict.run_calibration(configs, setup, profile=profile) if configs is not None else Calibration()
+    calibration = predict.scaled_to_local_step(profile, from_run, args.local_step_ms and args.local_step_ms / 1e3)
+    if configs is not None:
+        _say_run_calibration(profile, configs, setup, scaled=bool(args.local_step_ms))
     profile = calibrate(profile, calibration)
-    if args.local_step_ms:
-        console.say(f"ddpbench predict: compute scaled ×{device_scale:.4g} so that one rank's step is "
-                    f"{args.local_step_ms:g} ms (--local-step-ms): every prediction below rests on that "
-                    "scaling")  # fmt: skip
+    _say_one_rank_step(profile, calibration, device=device, local_step_ms=args.local_step_ms)
     link = ClusterLink(chosen)
     rows = []
     for nodes in parse_counts(args.nodes or DEFAULT_NODES, flag="--nodes"):
@@ -164,12 +147,43 @@ def run_steps(
         frame = predict_caps(profile, caps_mb=caps, link=link, world_size=world)
         frame.insert(0, "nodes", nodes)
         frame.insert(0, "world_size", world)
-        frame["best"] = frame["step_ms"] == frame["step_ms"].min()
-        console.cluster_steps(chosen, frame, world=world, nodes=nodes)
+        tied, margin = agreement.best_and_margin(frame["bucket_cap_mb"], frame["step_ms"])
+        frame["best"] = frame["bucket_cap_mb"].isin(tied)
+        console.cluster_steps(chosen, frame, world=world, nodes=nodes, tied=tied, margin=margin)
         rows.append(frame)
     if args.out:
         _write(pd.concat(rows, ignore_index=True), Path(args.out))
     return 0
+
+
+def _say_run_calibration(profile, configs, setup: dict, *, scaled: bool) -> None:
+    """What the run's one-rank rows changed: the compute's scale, and DDP's own cost (said even as 0)."""
+    from harness.perfmodel import predict
+
+    if baseline_s := predict.one_rank_baseline_s(configs, setup):
+        console.say(f"ddpbench predict: compute scaled ×{baseline_s / profile.local_step_s:.4g} to the run's "
+                    f"baseline step at one rank ({baseline_s * 1e3:.4g} ms over every repeat; the profile's own "
+                    f"steps {profile.local_step_s * 1e3:.4g} ms)")  # fmt: skip
+    if (ddp_own_s := predict.ddp_own_cost_s(configs, setup)) is not None:
+        with_compute = " and scaled with the compute" if scaled else ""
+        console.say(f"ddpbench predict: DDP's own cost {ddp_own_s * 1e3:.3g} ms a step at one rank (the run's "
+                    f"reference minus its baseline), added to backward{with_compute}")  # fmt: skip
+
+
+def _say_one_rank_step(calibrated, calibration, *, device: str, local_step_ms: float | None) -> None:
+    """The one-rank step every efficiency below is measured against, and what it rests on."""
+    own_ms = calibration.reducer_s * 1e3
+    step_ms = calibrated.local_step_s * 1e3
+    if local_step_ms:
+        console.say(f"ddpbench predict: compute scaled so that one rank's step without DDP is {local_step_ms:g} ms "
+                    "(--local-step-ms): every prediction below rests on that scaling")  # fmt: skip
+    parts = f" ({step_ms - own_ms:.4g} ms without DDP + {own_ms:.3g} ms of DDP's own cost)" if own_ms else ""
+    console.say(f"ddpbench predict: one rank's step with DDP: {step_ms:.4g} ms{parts}; scaling efficiency below "
+                "= that step over each predicted step")  # fmt: skip
+    if device == "cpu" and not local_step_ms:
+        console.warning("the profile's compute is a CPU's, far slower than a GPU's: communication hides behind it, "
+                        "so these are a CPU's steps, and their efficiencies higher than a GPU's would be; "
+                        "--local-step-ms MS scales the compute to your GPU's one-GPU step")  # fmt: skip
 
 
 def _write(frame, out: Path) -> None:

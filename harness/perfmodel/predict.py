@@ -68,6 +68,16 @@ def run_calibration(configs: pd.DataFrame, setup: dict, *, profile: Profile) -> 
     return Calibration(compute_scale=scale, reducer_s=ddp_own_cost_s(configs, setup) or 0.0)
 
 
+def scaled_to_local_step(profile: Profile, calibration: Calibration, local_step_s: float | None) -> Calibration:
+    """`calibration` with the compute scaled further, so that the calibrated profile's step without DDP's
+    own cost is `local_step_s` (a GPU's one-GPU step the user knows: `--local-step-ms`); DDP's own cost
+    is scaled with it. Unchanged where none is given."""
+    if not local_step_s:
+        return calibration
+    device = local_step_s / (profile.local_step_s * calibration.compute_scale)
+    return Calibration(compute_scale=calibration.compute_scale * device, reducer_s=calibration.reducer_s * device)
+
+
 def one_rank_baseline_s(configs: pd.DataFrame, setup: dict) -> float | None:
     """The baseline's median step at one rank (s), None where the run has none."""
     return _median_step(configs.fillna(SETUP_DEFAULTS), setup, world=1, role="baseline")

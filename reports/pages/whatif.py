@@ -11,8 +11,8 @@ from harness.analysis import agreement, roles
 from harness.analysis.sweep import given_cap
 from harness.perfmodel.cluster import Cluster, is_builtin, published_check_summary, published_checks
 from harness.perfmodel.nccl import ClusterLink
-from harness.perfmodel.predict import DEFAULT_CAPS_MB, SETUP_DEFAULTS, profiles_by_setup, swept_caps
-from harness.perfmodel.schedule import predict_caps
+from harness.perfmodel.predict import DEFAULT_CAPS_MB, SETUP_DEFAULTS, profiles_by_setup, run_calibration, swept_caps
+from harness.perfmodel.schedule import calibrate, predict_caps
 from reports.figures import whatif as figures
 from reports.figures.network import caps_text
 from reports.pages.html import FigureList, esc, name_html, page, table
@@ -34,15 +34,20 @@ def setup_label(setup: dict) -> str:
 
 
 def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Cluster) -> pd.DataFrame:
-    """Per stored setup, GPU count and cap (the run's sweep, else the default list): the predicted step."""
+    """Per stored setup, GPU count and cap (the run's sweep, else the default list): the predicted step,
+    the profile calibrated on the run's rows at one rank as `ddpbench predict --run --cluster` does."""
     caps = swept_caps(configs)
     caps = caps if len(caps) >= 2 else list(DEFAULT_CAPS_MB)
     link, frames = ClusterLink(cluster), []
     for setup, profile in profiles_by_setup(profiles):
+        calibration = run_calibration(configs, setup, profile=profile)
+        calibrated = calibrate(profile, calibration)
         for world in world_sizes(cluster):
-            frame = predict_caps(profile, caps_mb=caps, link=link, world_size=world)
+            frame = predict_caps(calibrated, caps_mb=caps, link=link, world_size=world)
             frames.append(frame.assign(setup=setup_label(setup), world_size=world, nodes=link.nodes(world),
-                                       local_step_ms=profile.local_step_s * 1e3))  # fmt: skip
+                                       local_step_ms=calibrated.local_step_s * 1e3,
+                                       compute_scale=calibration.compute_scale,
+                                       ddp_own_ms=calibration.reducer_s * 1e3))  # fmt: skip
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -51,12 +56,8 @@ def best_rows(rows: pd.DataFrame) -> pd.DataFrame:
     and its margin over the fastest cap not tied with it (None: every cap is tied)."""
     best = []
     for _, group in rows.groupby(["setup", "world_size"], sort=False):
-        ordered = group.sort_values("step_ms")
-        first = ordered.iloc[0]
-        tied = agreement.tied_best(group["bucket_cap_mb"], group["step_ms"])
-        others = ordered[~ordered["bucket_cap_mb"].isin(tied)]
-        margin = others.iloc[0]["step_ms"] / first["step_ms"] - 1 if not others.empty else None
-        best.append({**first.to_dict(), "tied": tied, "margin": margin})
+        tied, margin = agreement.best_and_margin(group["bucket_cap_mb"], group["step_ms"])
+        best.append({**group.loc[group["step_ms"].idxmin()].to_dict(), "tied": tied, "margin": margin})
     return pd.DataFrame(best)
 
 
@@ -83,12 +84,12 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     figs = FigureList()
     for setup, group in rows.groupby("setup", sort=False):
         best = best_rows(group)
-        parts += [f"<h2>{name_html(setup)}</h2>", _answer(best, cluster),
+        parts += [f"<h2>{name_html(setup)}</h2>", _answer(best, cluster), _calibration_note(group.iloc[0]),
                   figs.add(figures.step_vs_gpus(group, cluster=cluster.name),
                            "Each line is one bucket_cap_mb; each point DDP's bucket schedule simulated over this "
                            "run's gradient-ready profile, every bucket's all-reduce costed as NCCL would run it."),
                   figs.add(figures.efficiency_vs_gpus(best, cluster=cluster.name),
-                           "Scaling efficiency = the profile's one-GPU step / the predicted step; the label is the "
+                           "Scaling efficiency = the one-GPU step with DDP / the predicted step; the label is the "
                            "fastest cap at that GPU count."),
                   _best_table(best)]  # fmt: skip
     parts += [_measured_section(configs), _sources_section(cluster), _published_section(cluster)]
@@ -112,6 +113,15 @@ def _answer(best: pd.DataFrame, cluster: Cluster) -> str:
             f"({int(first['world_size'])} GPUs, efficiency {first['scaling_efficiency']:.3f}); "
             f"{caps_text(last['tied'])} at {int(last['world_size'])} GPUs on {int(last['nodes'])} nodes "
             f"(efficiency {last['scaling_efficiency']:.3f}).</p>")  # fmt: skip
+
+
+def _calibration_note(row: pd.Series) -> str:
+    """What the run's one-rank rows changed in the profile, and the step every efficiency is against."""
+    own = f" and DDP's own cost ({row['ddp_own_ms']:.3g} ms a step at one rank) added" if row["ddp_own_ms"] else ""
+    return (f"<p>The profile's compute is scaled ×{row['compute_scale']:.4g} to the run's baseline step at one rank "
+            f"(timed over every repeat){own}, as <code>ddpbench predict --run RUN --cluster NAME</code> does. "
+            f"Scaling efficiency = the one-GPU step with DDP ({row['local_step_ms']:.4g} ms) over each predicted "
+            "step.</p>")  # fmt: skip
 
 
 def _best_table(best: pd.DataFrame) -> str:

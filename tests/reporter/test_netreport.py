@@ -114,6 +114,25 @@ def test_the_what_if_page_predicts_one_node_to_1024_gpus_with_the_profiles_sourc
     assert "1 node: 2 tables, 28 of 28 sizes within 25 %" in published and "nccltests309" in published
 
 
+def test_the_what_if_page_and_predict_give_the_same_steps(built, capsys):
+    """One model, one calibration (the run's rows at one rank): the page's best step per GPU count is the one
+    `ddpbench predict --run --cluster` prints for the same run and cluster."""
+    from harness import cli
+
+    results, built_site = built
+    page = (built_site.run_pages["bucket_sweep"].parent / "bucket_sweep.whatif.html").read_text()
+    table = page.split("ahead of the next cap")[1].split("</table>")[0]
+    cells = [[cell.split("</td>")[0] for cell in row.split("<td>")[1:]] for row in table.split("<tr")[1:]]
+    on_page = {int(row[0]): row[3] for row in cells}  # GPUs → step ms
+    assert cli.main(["predict", "--run", "bucket_sweep", "--results", str(results), "--cluster", "dgx-h100",
+                     "--nodes", "1,2,4"]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "to the run's baseline step at one rank" in printed  # calibrated on the console, as on the page
+    for world in (8, 16, 32):
+        line = next(x for x in printed.splitlines() if x.startswith(f"  predicted best cap at w{world}:"))
+        assert f"({on_page[world]} ms," in line
+
+
 def test_report_cluster_is_checked_before_anything_is_written(tmp_path, capsys):
     from harness import cli
 
