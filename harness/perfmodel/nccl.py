@@ -127,6 +127,8 @@ def allowed(cluster: Cluster, collective: str, nodes: int) -> list[tuple[str, st
         for protocol in PROTOCOLS:
             if algorithm in ("nvls", "nvlstree") and protocol != "Simple":
                 continue
+            if protocol == "LL128" and cluster.fabric == "pcie":
+                continue  # LL128 only where GPUs meet over NVLink: `pEnable &= (graphs[a]->typeIntra <= PATH_NVB)`
             pairs.append((algorithm, protocol))
     return pairs
 
@@ -184,7 +186,9 @@ def graph_channels(cluster: Cluster, nodes: int) -> int:
     speeds = INTER_SPEEDS[cluster.generation]
     speed = next((s for s in speeds if s <= nic), speeds[-1])
     channels = max(1, cluster.nics) * max(1, int(nic // speed))
-    channels = min(channels, math.ceil(cluster.nvlinks * NVLINK_GBPS[cluster.generation] / speed), MAX_GRAPH_CHANNELS)
+    if cluster.nvlinks > 0:  # no NVLink (PCIe alone): nothing to stop at but the NICs and the maximum
+        channels = min(channels, math.ceil(cluster.nvlinks * NVLINK_GBPS[cluster.generation] / speed))
+    channels = min(channels, MAX_GRAPH_CHANNELS)
     if speed >= 25 and not (cluster.generation in ("hopper", "blackwell") and speed < 50 and channels > 4):
         channels = min(2 * channels, MAX_GRAPH_CHANNELS)
     return channels

@@ -162,6 +162,17 @@ def test_across_nodes_the_tuners_caps_count_one_channel_per_nic():
     assert nccl.bus_bandwidth(four_nics, "all_reduce", "tree", "Simple", 4) == pytest.approx(8 * 36.0)
 
 
+def test_a_pcie_node_without_nvlink_is_predicted_without_ll128_at_any_node_count():
+    """No NVLink: nothing caps the channels across nodes but the NICs, and tuning.cc enables LL128 only
+    where the GPUs meet over NVLink (`typeIntra <= PATH_NVB`)."""
+    pcie = dataclasses.replace(cluster.load("dgx-a100"), fabric="pcie", nvlinks=0, intra_busbw_gbps=20.0,
+                               nvls_busbw_gbps=0.0, algorithms=("ring", "tree"))  # fmt: skip
+    assert nccl.graph_channels(pcie, 2) >= 1
+    for nodes, size in itertools.product((1, 2, 4), (4096, MIB, GIB)):
+        choice = nccl.choose(pcie, "all_reduce", size, nodes=nodes)
+        assert choice.protocol != "LL128" and choice.time_us > 0 and choice.busbw_gbps <= 20.0
+
+
 def test_a_forced_protocol_is_all_that_nccl_may_choose_and_an_impossible_one_is_refused():
     h100 = cluster.load("dgx-h100")
     assert nccl.choose(h100, "all_reduce", 4096, nodes=1).protocol == "LL"
