@@ -184,7 +184,8 @@ def add_predict_parser(commands) -> None:
                          f"{predict_cluster.DEFAULT_NODES} for steps)")  # fmt: skip
     predict.add_argument("--collective", default="all_reduce",
                          help="all_reduce|all_gather|reduce_scatter (default: all_reduce)")  # fmt: skip
-    predict.add_argument("--sizes", help=f"message sizes per rank: MIN:MAX[:FACTOR] or a list "
+    predict.add_argument("--sizes", help="message sizes as nccl-tests counts them (all_gather's whole output, "
+                         "reduce_scatter's whole input): MIN:MAX[:FACTOR] or a list; K/M/G are powers of 1024 "
                          f"(default: {predict_cluster.DEFAULT_SIZES}, each power of two)")  # fmt: skip
     predict.add_argument("--out", metavar="FILE", help="also write the rows: .csv or .parquet")
     predict.add_argument("--local-step-ms", type=finite("--local-step-ms", "the one-GPU step in ms"),

@@ -45,9 +45,9 @@ def _list_clusters() -> None:
                     f"{profile.inter_busbw_gbps:g} (sources in {profile.path})")  # fmt: skip
         checks = cluster.published_checks(profile)
         within, sizes = sum(c["within_25"] for c in checks), sum(c["count"] for c in checks)
-        console.say(f"  {'':<14} against published nccl-tests tables: " + (
-            f"{len(checks)}, {within} of {sizes} sizes within 25 % (`predict --cluster {name}` says where)"
-            if checks else "none found"))  # fmt: skip
+        console.say(f"  {'':<14} against published nccl-tests all-reduce tables: " + (
+            f"{len(checks)} table{'s' if len(checks) > 1 else ''}, {within} of {sizes} sizes within 25 % "
+            f"(`predict --cluster {name}` says where)" if checks else "none found"))  # fmt: skip
 
 
 SPECS = (

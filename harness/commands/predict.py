@@ -76,12 +76,12 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     from harness.perfmodel.schedule import profile_from_rows
     from harness.results import store
 
+    run_dir = predict.resolve_run(args.run, args.results_dir) if args.run else None  # refused before a word
     chosen = predict_cluster.cluster_from_args(args)
     if predict_cluster.is_collective_table(args):
         return predict_cluster.run_collectives(args, chosen)
     configs = None
-    if args.run:
-        run_dir = predict.resolve_run(args.run, args.results_dir)
+    if run_dir is not None:
         setup = _run_setup(run_dir, args)
         profile, source = _profile_for_run(run_dir, setup, device=device)
         configs = store.read_configs(run_dir)

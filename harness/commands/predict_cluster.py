@@ -9,6 +9,7 @@ fits the profile's bandwidths to the user's own nccl-tests logs first and says t
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 from harness.commands import console
@@ -29,11 +30,12 @@ def is_collective_table(args: argparse.Namespace) -> bool:
 
 
 def check_flags(args: argparse.Namespace) -> None:
-    """Everything refusable is refused before anything is measured or written."""
+    """Everything refusable is refused before anything is measured, printed or written."""
+    from harness.config.units import parse_counts, parse_size_range
     from harness.perfmodel.nccl import COLLECTIVES
 
-    if args.out and Path(args.out).suffix not in OUT_SUFFIXES:
-        raise ConfigError(f"--out {args.out!r}: the extension says the format; give a {' or '.join(OUT_SUFFIXES)} file")
+    if args.out:
+        _check_out(Path(args.out))
     if args.collective not in COLLECTIVES:
         raise ConfigError(f"--collective {args.collective!r} is not valid; choose one of {', '.join(COLLECTIVES)}")
     if args.local_step_ms is not None and not args.local_step_ms > 0:
@@ -42,8 +44,43 @@ def check_flags(args: argparse.Namespace) -> None:
         for flag, value in (("--nodes", args.nodes), ("--sizes", args.sizes), ("--local-step-ms", args.local_step_ms)):
             if value is not None:
                 raise ConfigError(f"{flag} needs --cluster NAME|FILE or --nccl-tests FILE")
-    if args.busbw and wanted(args):
-        raise ConfigError("--busbw and --cluster/--nccl-tests each describe the network; give one of them")
+        return
+    if args.busbw or args.latency:
+        raise ConfigError("--busbw/--latency and --cluster/--nccl-tests each describe the network; give one of them")
+    kind = "a collectives table" if is_collective_table(args) else "a DDP step"
+    for flag, reason in _unused_flags(args):
+        raise ConfigError(f"{flag} does not apply to {kind} on a cluster: {reason}")
+    if args.sizes:
+        parse_size_range(args.sizes)
+    if args.nodes:
+        parse_counts(args.nodes, flag="--nodes")
+
+
+def _unused_flags(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """The flags given that this kind of cluster prediction would not read, each with why."""
+    ranks = "the ranks are --nodes × the profile's GPUs per node"
+    if is_collective_table(args):
+        why = {"--caps": "bucket caps are a DDP step's, which --run RUN or --workload NAME predicts",
+               "--local-step-ms": "it scales a DDP step's compute, which --run RUN or --workload NAME predicts",
+               "--gpus": ranks}  # fmt: skip
+        given = {"--caps": args.caps, "--local-step-ms": args.local_step_ms, "--gpus": args.gpus}
+    else:
+        buckets = "a DDP step all-reduces its buckets, whose sizes the caps set (--caps)"
+        why = {"--gpus": ranks, "--sizes": buckets, "--collective": buckets}
+        given = {"--gpus": args.gpus, "--sizes": args.sizes,
+                 "--collective": None if args.collective == "all_reduce" else args.collective}  # fmt: skip
+    return [(flag, why[flag]) for flag, value in given.items() if value is not None]
+
+
+def _check_out(out: Path) -> None:
+    """A file of a format we write, where a file can be written."""
+    if out.suffix not in OUT_SUFFIXES:
+        raise ConfigError(f"--out {str(out)!r}: the extension says the format; give a {' or '.join(OUT_SUFFIXES)} file")
+    if out.is_dir():
+        raise ConfigError(f"--out {str(out)!r} is a folder; give a file in it, e.g. {str(out / 'rows.csv')!r}")
+    folder = next(parent for parent in out.absolute().parents if parent.exists())
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise ConfigError(f"--out {str(out)!r}: {str(folder)!r} is not a folder this user can write in")
 
 
 def cluster_from_args(args: argparse.Namespace):
@@ -52,7 +89,17 @@ def cluster_from_args(args: argparse.Namespace):
 
     logs = []
     for path in map(Path, args.nccl_tests or []):  # a log file, or a `ddpbench collectives` run's folder
-        logs += nccltests.logs_from_collectives(path) if _is_collectives_run(path) else [nccltests.read(path)]
+        if _is_collectives_run(path):
+            logs += nccltests.logs_from_collectives(path)
+            continue
+        if path.is_dir():
+            raise ConfigError(f"--nccl-tests {str(path)!r} is a folder but not a `ddpbench collectives` run; give "
+                              "nccl-tests' output files, or a collectives run's folder")  # fmt: skip
+        logs.append(log := nccltests.read(path, collective=args.collective))
+        if not log.named:
+            console.warning(f"nccl-tests log {path} does not say its collective: read as {log.collective} "
+                            "(--collective)")  # fmt: skip
+    _refuse_mixed_gpus(logs)
     if args.cluster:
         base = cluster.load(args.cluster)
         if missing := cluster.unsourced(base):
@@ -67,22 +114,38 @@ def cluster_from_args(args: argparse.Namespace):
         console.say(f"ddpbench predict: the logs' GPU is {logs[0].gpu!r}: starting from the built-in {guess}")
         base = cluster.load(guess)
     if not logs:
-        _say_published_check(base)
+        _say_published_check(base, args.collective)
         return base
     fitted = nccltests.fit(base, logs, name=f"{base.name}, fitted to {len(logs)} nccl-tests log(s)")
     console.nccl_fit(fitted, logs)
     return fitted.cluster
 
 
-def _say_published_check(chosen) -> None:
-    """How far a built-in profile was from the published nccl-tests tables of its GPU, by node count."""
+def _refuse_mixed_gpus(logs) -> None:
+    """One profile describes one kind of GPU: logs of two are two clusters, each fitted on its own."""
+    named = {}
+    for log in logs:
+        if log.gpu:
+            named.setdefault(log.gpu, log.path)
+    if len(named) > 1:
+        (first, one), (second, other) = list(named.items())[:2]
+        raise ConfigError(f"--nccl-tests: the logs are of different GPUs ({first!r} in {one}, {second!r} in {other}); "
+                          "one profile describes one cluster: fit each cluster's logs on their own")  # fmt: skip
+
+
+def _say_published_check(chosen, collective: str) -> None:
+    """How far a built-in profile was from the published nccl-tests tables of its GPU, by node count (every
+    table is an all-reduce's: another collective is said to be unchecked)."""
     from harness.perfmodel import cluster
 
     if checks := cluster.published_checks(chosen):
-        console.say(f"ddpbench predict: {chosen.name}'s busbw against published nccl-tests tables (none fitted to; "
-                    "docs/measured/cluster-model.md):")  # fmt: skip
+        console.say(f"ddpbench predict: {chosen.name}'s all-reduce busbw against published nccl-tests all-reduce "
+                    "tables (none fitted to; + means predicted faster; docs/measured/cluster-model.md):")  # fmt: skip
         for phrase in cluster.published_check_summary(checks):
             console.say(f"ddpbench predict:   {phrase}")
+        if collective != "all_reduce":
+            console.say(f"ddpbench predict: no published {collective} table was found: its predictions below "
+                        "are unchecked, beyond sharing the all-reduce's bandwidths")  # fmt: skip
     elif cluster.is_builtin(chosen):
         console.say(f"ddpbench predict: {chosen.name}: no published nccl-tests table found to check it against")
     else:
@@ -187,9 +250,12 @@ def _say_one_rank_step(calibrated, calibration, *, device: str, local_step_ms: f
 
 
 def _write(frame, out: Path) -> None:
-    out.parent.mkdir(parents=True, exist_ok=True)
-    if out.suffix == ".parquet":
-        frame.to_parquet(out, index=False)
-    else:
-        frame.to_csv(out, index=False)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        if out.suffix == ".parquet":
+            frame.to_parquet(out, index=False)
+        else:
+            frame.to_csv(out, index=False)
+    except OSError as error:  # what _check_out could not foresee (a read-only file system, a full disk)
+        raise ConfigError(f"--out {str(out)!r}: {error.strerror or error}") from None
     console.say(f"ddpbench predict: wrote {len(frame)} rows to {out}")

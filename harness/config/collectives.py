@@ -7,13 +7,12 @@ Every check raises `ConfigError` with one line naming the bad value, before anyt
 from __future__ import annotations
 
 import dataclasses
-import re
 from pathlib import Path
 
 from harness.config.bench import BACKENDS, DEVICES, ConfigError, rank_ladder, validate_run_id
+from harness.config.units import parse_bytes
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
-UNITS = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "KIB": 1024, "MIB": 1024**2, "GIB": 1024**3}
 ELEMENT_BYTES = 4  # float32 messages
 # Defaults per device: the CPU (gloo over loopback, cores shared with the ranks) gets a smaller
 # largest message and fewer iterations, so `ddpbench collectives --gpus 2` takes seconds.
@@ -26,20 +25,11 @@ BATCHES = 3
 `iters`): the rows' median and percentiles are over batches."""
 
 
-def parse_size(text: str, *, flag: str = "--sizes") -> int:
-    """'1KB', '256MB', '4096' → bytes (KB, MB, GB are powers of 1024, as in nccl-tests)."""
-    match = re.fullmatch(r"\s*(\d+)\s*([A-Za-z]*)\s*", text)
-    unit = match.group(2).upper() if match else ""
-    if not match or unit not in {"", *UNITS}:
-        raise ConfigError(f"{flag} {text!r} is not a size; give e.g. 1KB, 64MB or 1GB (units: B, KB, MB, GB)")
-    return int(match.group(1)) * UNITS.get(unit, 1)
-
-
 def parse_size_range(text: str) -> tuple[int, int]:
     low, sep, high = text.partition(":")
     if not sep:
         raise ConfigError(f"--sizes {text!r} is not a range; give MIN:MAX, e.g. 1KB:64MB")
-    low_bytes, high_bytes = parse_size(low), parse_size(high)
+    low_bytes, high_bytes = parse_bytes(low), parse_bytes(high)  # powers of 1024, as nccl-tests
     if low_bytes < ELEMENT_BYTES or high_bytes < low_bytes:
         raise ConfigError(f"--sizes {text!r} is not valid; give {ELEMENT_BYTES} B ≤ MIN ≤ MAX, e.g. 1KB:64MB")
     return low_bytes, high_bytes

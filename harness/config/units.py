@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 from harness.protocols import ConfigError
@@ -29,26 +30,37 @@ def parse_caps(text: str) -> list[float]:
         caps = sorted({float(c) for c in text.split(",") if c.strip()})
     except ValueError:
         caps = []
-    if not caps or caps[0] <= 0:
+    if not caps or caps[0] <= 0 or not math.isfinite(caps[-1]):
         raise ConfigError(f"--caps {text!r} is not valid; give bucket caps in MiB > 0, e.g. 1,5,10,25,50,100")
     return caps
 
 
-BYTE_UNITS = {"": 1, "B": 1, "K": 2**10, "KIB": 2**10, "M": 2**20, "MIB": 2**20, "G": 2**30, "GIB": 2**30,
-              "T": 2**40, "TIB": 2**40, "KB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12}  # fmt: skip
+BYTE_UNITS = {"": 1, "B": 1, **{f"{prefix}{suffix}": 2 ** (10 * power) for power, prefix in enumerate("KMGT", 1)
+                               for suffix in ("", "B", "IB")}}  # fmt: skip
+"""Every message size is binary, as nccl-tests' -b/-e read them: 1M, 1MB and 1MiB are all 2**20 bytes."""
 
 
 def parse_bytes(text: str, *, flag: str = "--sizes") -> int:
-    """'8', '64K', '1MiB', '16GiB' (binary, as nccl-tests' -b/-e read them), '1GB' (decimal) → bytes."""
+    """'8', '64K', '1MB', '1MiB', '16GiB' → bytes (K, M, G, T: powers of 1024, with or without B or iB)."""
     match = re.fullmatch(r"\s*([0-9]+)\s*([A-Za-z]*)\s*", text)
     unit = match.group(2).upper() if match else ""
     if not match or unit not in BYTE_UNITS or int(match.group(1)) <= 0:
-        raise ConfigError(f"{flag} {text!r} is not a size; give e.g. 8, 64KiB, 1MiB or 16GiB")
+        raise ConfigError(f"{flag} {text!r} is not a size; give e.g. 8, 64KiB, 1MiB or 16GiB (K, M, G: powers of 1024)")
     return int(match.group(1)) * BYTE_UNITS[unit]
 
 
 def parse_size_range(text: str) -> list[int]:
     """'1KiB:16GiB' (each power of two between, as nccl-tests -f 2), 'MIN:MAX:FACTOR', or a list '1MiB,1GiB'."""
+    sizes = _size_range(text)
+    if not sizes or sizes[0] < ELEMENT_BYTES:
+        raise ConfigError(f"--sizes {text!r} is not valid; a message holds at least one float ({ELEMENT_BYTES} B)")
+    return sizes
+
+
+ELEMENT_BYTES = 4  # the float32 element nccl-tests counts in
+
+
+def _size_range(text: str) -> list[int]:
     if ":" not in text:
         return sorted({parse_bytes(part) for part in text.split(",") if part.strip()})
     parts = text.split(":")

@@ -88,11 +88,32 @@ def load(name_or_file: str) -> Cluster:
     return from_mapping(data, where=str(path))
 
 
+POSITIVE = ("gpus_per_node", "intra.busbw_gbps", "inter.busbw_gbps")  # the numbers that cannot be 0
+SECTIONS = {"intra": ("fabric", "nvlinks", "link_gbps", "busbw_gbps", "nvls_busbw_gbps"),
+            "inter": ("nics", "nic_gbps", "busbw_gbps", "latency_us")}  # fmt: skip
+TOP_LEVEL = ("name", "description", "gpus_per_node", "generation", "cpu", "nccl", "algorithms", "latency_scale",
+             *SECTIONS, "sources")  # fmt: skip
+
+
+def _refuse_unknown_keys(data: dict, where: str) -> None:
+    """A misspelt key (`latency_usec`) would otherwise read as a missing one: name it, and the keys there are."""
+    tables = [("", data, TOP_LEVEL)] + [(f"{name}.", data.get(name) or {}, fields) for name, fields in SECTIONS.items()]
+    for prefix, table, known in tables:
+        if not isinstance(table, dict):
+            raise ConfigError(f"cluster profile {where}: {prefix[:-1]} is not a table; write it as [{prefix[:-1]}]")
+        if unknown := [key for key in table if key not in known]:
+            raise ConfigError(f"cluster profile {where}: unknown key {prefix}{unknown[0]}; the keys are "
+                              f"{', '.join(prefix + key for key in known)}")  # fmt: skip
+
+
 def _number(data: dict, key: str, where: str) -> float:
     section, _, field = key.rpartition(".")
     value = (data.get(section, {}) if section else data).get(field)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
-        raise ConfigError(f"cluster profile {where}: {key} = {value!r} is not valid; give a number ≥ 0")
+    floor = "> 0" if key in POSITIVE else "≥ 0"
+    if value is None:
+        raise ConfigError(f"cluster profile {where}: {key} is missing; give a number {floor}")
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (floor == "> 0" and value == 0):
+        raise ConfigError(f"cluster profile {where}: {key} = {value!r} is not valid; give a number {floor}")
     return float(value)
 
 
@@ -100,15 +121,14 @@ def _choice(data: dict, field: str, choices: tuple[str, ...], where: str, *, sec
     value = (data.get(section, {}) if section else data).get(field)
     if value not in choices:
         name = f"{section}.{field}" if section else field
-        raise ConfigError(f"cluster profile {where}: {name} = {value!r} is not valid; choose one of "
-                          f"{', '.join(choices)}")  # fmt: skip
+        said = f"{name} is missing" if value is None else f"{name} = {value!r} is not valid"
+        raise ConfigError(f"cluster profile {where}: {said}; choose one of {', '.join(choices)}")
     return value
 
 
 def from_mapping(data: dict, *, where: str = "<profile>") -> Cluster:
+    _refuse_unknown_keys(data, where)
     numbers = {key: _number(data, key, where) for key in NUMBERS}
-    if numbers["gpus_per_node"] < 1 or numbers["intra.busbw_gbps"] <= 0 or numbers["inter.busbw_gbps"] <= 0:
-        raise ConfigError(f"cluster profile {where}: gpus_per_node, intra.busbw_gbps and inter.busbw_gbps must be > 0")
     algorithms = tuple(data.get("algorithms", ("ring", "tree")))
     unknown = [a for a in algorithms if a not in KNOWN_ALGORITHMS]
     if unknown or "ring" not in algorithms:

@@ -45,21 +45,31 @@ class Log:
     nodes: int
     gpu: str  # the device name of its first rank line, "" when it has none
     rows: tuple[Row, ...]
+    named: bool = True  # whether the log (or its file's name) says its collective; else it was given
 
 
 # ---------------------------------------------------------------- reading
 
 
-def read(path: Path, *, nodes: int | None = None) -> Log:
-    """A text or JSON nccl-tests log; a file that is neither raises ConfigError naming it."""
+def read(path: Path, *, nodes: int | None = None, collective: str | None = None) -> Log:
+    """A text or JSON nccl-tests log; a file that is neither raises ConfigError naming it. `collective`:
+    what a log that names none is taken for (older nccl-tests and pasted tables print no
+    `# Collective test starting:` line); without it such a log is refused."""
     try:
         text = Path(path).read_text()
-    except OSError as error:
-        raise ConfigError(f"--nccl-tests {str(path)!r}: {error.strerror}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise ConfigError(f"--nccl-tests {str(path)!r}: {getattr(error, 'strerror', None) or error}") from None
     log = _from_json(text, str(path)) if text.lstrip().startswith("{") else _from_text(text, str(path))
     if not log.rows:
         raise ConfigError(f"--nccl-tests {str(path)!r} has no result rows; give nccl-tests' output "
                           "(its table, or its -J JSON)")  # fmt: skip
+    if not log.collective:
+        if collective is None:
+            raise ConfigError(f"--nccl-tests {str(path)!r} does not say its collective (no '# Collective test "
+                              f"starting:' line, and its name holds none of {', '.join(PROGRAMS)}); "
+                              "give it with --collective")  # fmt: skip
+        ranks = _ranks_from_rows(collective, log.rows) or log.ranks
+        log = dataclasses.replace(log, collective=collective, ranks=ranks, named=False)
     return dataclasses.replace(log, nodes=nodes) if nodes else log
 
 
@@ -114,10 +124,9 @@ def _from_json(text: str, path: str) -> Log:
 
 
 def _log(path: str, program: str, hosts: list[str], gpu: str, rows: list[Row]) -> Log:
-    collective = next((c for name, c in PROGRAMS.items() if name in program), None)
-    if collective is None:
-        raise ConfigError(f"--nccl-tests {path!r}: {program!r} is not one of {', '.join(PROGRAMS)}")
-    ranks = _ranks_from_rows(collective, rows) or len(hosts)
+    """The log's fields; its collective "" when the program (or, failing it, the file's name) names none."""
+    collective = next((c for name, c in PROGRAMS.items() if name in program), "")
+    ranks = (_ranks_from_rows(collective, rows) if collective else 0) or len(hosts)
     return Log(path, collective, ranks, max(1, len(set(hosts))), gpu, tuple(rows))
 
 

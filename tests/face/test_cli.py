@@ -28,8 +28,8 @@ def test_list_names_every_strategy_workload_and_cluster_with_a_description(capsy
     assert "clusters for `predict --cluster`" in out  # and each built-in cluster profile
     for name in cluster.builtin_names():
         assert f"  {name} " in out
-    assert "against published nccl-tests tables: 2, 18 of 18 sizes within 25 %" in out  # dgx-h200's check
-    assert "against published nccl-tests tables: none found" in out  # dgx1-v100 has none
+    assert "all-reduce tables: 2 tables, 18 of 18 sizes within 25 %" in out  # dgx-h200's check
+    assert "against published nccl-tests all-reduce tables: none found" in out  # dgx1-v100 has none
 
 
 def test_env_is_json_with_versions_host_and_git(capsys):

@@ -30,14 +30,23 @@ def test_a_profile_without_a_source_is_caught():
 @pytest.mark.parametrize(
     ("change", "named"),
     [({"generation": "kepler"}, "generation = 'kepler'"), ({"intra": {"fabric": "infiniband"}}, "intra.fabric"),
-     ({"inter": {"busbw_gbps": -1}}, "inter.busbw_gbps = -1"), ({"algorithms": ["tree"]}, "algorithms")],
+     ({"inter": {"busbw_gbps": -1}}, "inter.busbw_gbps = -1"), ({"algorithms": ["tree"]}, "algorithms"),
+     ({"gpus_per_node": 0}, "gpus_per_node = 0 is not valid; give a number > 0"),
+     ({"inter": {"latency_us": None}}, "inter.latency_us is missing; give a number ≥ 0"),
+     ({"generation": None}, "generation is missing; choose one of volta"),
+     ({"inter": {"latency_usec": 5}}, "unknown key inter.latency_usec; the keys are inter.nics"),
+     ({"gpu_per_node": 8}, "unknown key gpu_per_node")],
 )  # fmt: skip
 def test_a_bad_profile_field_is_refused_naming_it(tmp_path, change, named):
     from harness.perfmodel.cluster import tomllib
 
     data = tomllib.loads((cluster.BUILTIN_FOLDER / "dgx-h100.toml").read_text())
     for key, value in change.items():
-        data[key] = {**data[key], **value} if isinstance(value, dict) else value
+        data[key] = {**data.get(key, {}), **value} if isinstance(value, dict) else value
+        for table in (data, data.get(key)):  # None stands for a key left out
+            if isinstance(table, dict):
+                for name in [name for name, v in table.items() if v is None]:
+                    del table[name]
     with pytest.raises(ConfigError, match=named.replace("(", r"\(").replace("[", r"\[")):
         cluster.from_mapping(data, where="mine.toml")
 

@@ -11,6 +11,7 @@ import pytest
 
 from harness import cli
 from harness.perfmodel import cluster, nccl, nccltests, predict
+from harness.protocols import ConfigError
 from harness.results import store
 
 MIB, GIB = 2**20, 2**30
@@ -195,6 +196,16 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
         (["--cluster", "dgx-h100", "--busbw", "90GB/s"], "--busbw"),
         (["--nccl-tests", "no-such-log.txt"], "'no-such-log.txt'"),
         (["--cluster", "dgx-h100", "--nccl-tests", "log.json"], "results[0] is not an nccl-tests result"),
+        (["--cluster", "dgx-h100", "--sizes", "3"], "'3' is not valid; a message holds at least one float"),
+        (["--cluster", "dgx-h100", "--out", "log.json/rows.csv"], "'log.json/rows.csv'"),
+        (["--cluster", "dgx-h100", "--local-step-ms", "97"], "--local-step-ms does not apply to a collectives table"),
+        (["--cluster", "dgx-h100", "--caps", "1,25"], "--caps does not apply to a collectives table"),
+        (["--cluster", "dgx-h100", "--gpus", "16"], "--gpus does not apply"),
+        (["--run", "no-run", "--cluster", "dgx-h100", "--gpus", "12"], "--gpus does not apply to a DDP step"),
+        (["--run", "no-run", "--cluster", "dgx-h100", "--sizes", "1MiB"], "--sizes does not apply to a DDP step"),
+        (["--run", "no-run", "--cluster", "dgx-h100", "--caps", "nan"], "'nan'"),
+        (["--run", "no-run", "--cluster", "dgx-h100"], "'no-run'"),
+        (["--nccl-tests", "."], "is a folder but not a `ddpbench collectives` run"),
     ],
 )
 def test_bad_cluster_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, monkeypatch, flags, named):
@@ -203,9 +214,34 @@ def test_bad_cluster_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsy
     (logs / "log.json").write_text('{"args": ["all_reduce_perf"], "results": [{"out_of_place": {"time": 1}}]}')
     monkeypatch.chdir(logs)
     assert cli.main(["predict", *flags]) == 2
-    err = capsys.readouterr().err
+    captured = capsys.readouterr()
+    err = captured.err
     assert named in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert captured.out == ""  # refused before a word of prediction, or of the profile's published check
     assert [p.name for p in logs.iterdir()] == ["log.json"]  # nothing written
+
+
+def test_a_log_that_names_no_collective_is_read_as_the_one_given_and_said(tmp_path, capsys):
+    """Older nccl-tests and pasted tables print no `# Collective test starting:` line."""
+    text = nccltests.write_text(a_log(cluster.load("dgx-h100"), nodes=1))
+    (tmp_path / "node1.txt").write_text("\n".join(x for x in text.splitlines() if "Collective test" not in x))
+    with pytest.raises(ConfigError, match="does not say its collective"):
+        nccltests.read(tmp_path / "node1.txt")
+    assert nccltests.read(tmp_path / "node1.txt", collective="all_reduce").ranks == 8
+    flags = ["--cluster", "dgx-h100", "--nodes", "1", "--sizes", "1GiB"]
+    assert cli.main(["predict", "--nccl-tests", str(tmp_path / "node1.txt"), *flags]) == 0
+    assert "does not say its collective: read as all_reduce (--collective)" in capsys.readouterr().err
+    (tmp_path / "hello.txt").write_text("hello world\n")
+    with pytest.raises(ConfigError, match="has no result rows"):
+        nccltests.read(tmp_path / "hello.txt", collective="all_reduce")
+
+
+def test_logs_of_two_kinds_of_gpu_are_refused(tmp_path, capsys):
+    (tmp_path / "h100.json").write_text(nccl_tests_json(a_log(cluster.load("dgx-h100"), nodes=1)))
+    a100 = nccl_tests_json(a_log(cluster.load("dgx-a100"), nodes=1), gpu="NVIDIA A100-SXM4-80GB")
+    (tmp_path / "a100.json").write_text(a100)
+    assert cli.main(["predict", "--nccl-tests", str(tmp_path / "h100.json"), str(tmp_path / "a100.json")]) == 2
+    assert "the logs are of different GPUs" in capsys.readouterr().err
 
 
 def test_a_profile_file_with_a_bad_value_is_refused_naming_it(tmp_path, capsys):

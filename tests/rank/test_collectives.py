@@ -12,6 +12,7 @@ from dist_helpers import processes_of
 
 from harness import cli
 from harness.config import collectives as plan
+from harness.config import units
 from harness.config.bench import ConfigError
 from harness.launch import collectives as launch_collectives
 from harness.rank import collectives
@@ -33,8 +34,8 @@ def test_bus_factor_is_the_nccl_tests_one(op, world, factor):
 
 
 def test_sizes_parse_in_powers_of_1024_and_double_from_min_to_max():
-    assert plan.parse_size("1KB") == 1024
-    assert plan.parse_size("256MB") == 256 * 1024**2
+    assert units.parse_bytes("1KB") == 1024
+    assert units.parse_bytes("256MB") == 256 * 1024**2
     assert plan.parse_size_range("1KB:8KB") == (1024, 8192)
     assert plan.message_sizes(1024, 8192) == [1024, 2048, 4096, 8192]
     assert plan.message_sizes(1024, 5000) == [1024, 2048, 4096]
@@ -46,7 +47,7 @@ def test_sizes_parse_in_powers_of_1024_and_double_from_min_to_max():
         (lambda: plan.parse_ops("all_reduce,alltoall"), "alltoall"),
         (lambda: plan.parse_size_range("1MB:1KB"), "1MB:1KB"),
         (lambda: plan.parse_size_range("1KB"), "1KB"),
-        (lambda: plan.parse_size("12XB"), "12XB"),
+        (lambda: units.parse_bytes("12XB"), "12XB"),
     ],
 )
 def test_bad_input_names_the_value(call, named):
