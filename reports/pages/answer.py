@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import roles, stats
+from harness.analysis import decide, roles, stats
 from harness.analysis.overlap import overlap_efficiency
 from harness.results.values import options_of
 from reports.aggregate import RunData, strategy_label, world_label
@@ -42,11 +42,19 @@ def milliseconds(ms: float | None) -> str:
     return f"{ms:.1f} ms" if ms >= 100 else f"{ms:.2f} ms"
 
 
-def ranked(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
+def run_confidence(meta: dict) -> float:
+    """The confidence of the run's intervals: its verdicts' (decide.confidence_for), so that the answer calls
+    nothing significant that the run's own rule has not (99.5 % a look under --repeats auto, else 95 %)."""
+    config = meta.get("config") or {}
+    return decide.confidence_for(config.get("repeats"), int(config.get("max_repeats") or decide.DEFAULT_MAX_REPEATS))
+
+
+def ranked(configs: pd.DataFrame, *, workload: str, confidence: float = stats.CONFIDENCE) -> pd.DataFrame:
     """One row per world size × strategy (its options included; repeats pooled), fastest first.
 
     `step_ms` is the median of the repeats' medians; `repeat_ms` keeps each repeat's median, the
-    evidence an interval is built from. Everything else is pooled over the repeats too (_pool)."""
+    evidence an interval is built from, at `confidence` (run_confidence), kept on every row. Everything
+    else is pooled over the repeats too (_pool)."""
     rows = roles.with_roles(configs[(configs["workload"] == workload) & (configs["status"] == "ok")])
     rows = rows.dropna(subset=["step_ms_median"])
     if rows.empty:
@@ -60,6 +68,7 @@ def ranked(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
     frame["step_ms"] = frame["step_ms"].astype(float)
     # The baseline (no communication) is the floor: listed last, never "the fastest strategy".
     frame["is_floor"] = frame["baseline"].astype(bool)
+    frame["confidence"] = confidence
     return frame.sort_values(["world_size", "is_floor", "step_ms"], kind="stable").reset_index(drop=True)
 
 
@@ -162,21 +171,23 @@ def ratio_number(ratio: float) -> str:
 
 
 def evidence(fast: pd.Series, slow: pd.Series) -> dict:
-    """How sure it is that `fast` (lower median) beats `slow`: `times` = slow's median / fast's median
-    (the table's own figures), the 95 % interval of that ratio over repeats (stats.ratio_interval, on
-    geometric means), and the judgement: significant only when the interval lies wholly above 1."""
-    times = float(slow["step_ms"] / fast["step_ms"])
+    """How sure it is that `fast` (lower median) beats `slow`: `times` = slow / fast as a ratio of the
+    repeats' geometric means, the estimate its interval is built around (stats.ratio_interval, the figure
+    the console's verdicts give), the interval at the rows' confidence (run_confidence), and the judgement:
+    significant only when the interval lies wholly above 1."""
+    confidence = float(fast.get("confidence", stats.CONFIDENCE))
+    ratio = stats.ratio_interval(fast["repeat_ms"], slow["repeat_ms"], confidence=confidence)  # slow / fast
+    proof = {"times": ratio["ratio"], "low": None, "high": None, "judged": TOO_FEW, "confidence": confidence}
     if min(len(fast["repeat_ms"]), len(slow["repeat_ms"])) < stats.MIN_REPEATS:
-        return {"times": times, "low": None, "high": None, "judged": TOO_FEW}
-    ratio = stats.ratio_interval(fast["repeat_ms"], slow["repeat_ms"])  # slow / fast
+        return proof
     if not (np.isfinite(ratio["low"]) and np.isfinite(ratio["high"])):
-        return {"times": times, "low": None, "high": None, "judged": TOO_FEW}
-    judged = SIGNIFICANT if ratio["low"] > 1 and times > 1 else NOT_SIGNIFICANT
-    return {"times": times, "low": ratio["low"], "high": ratio["high"], "judged": judged}
+        return proof
+    judged = SIGNIFICANT if ratio["low"] > 1 and ratio["ratio"] > 1 else NOT_SIGNIFICANT
+    return {**proof, "low": ratio["low"], "high": ratio["high"], "judged": judged}
 
 
 def interval_text(proof: dict) -> str:
-    return f"95% interval {ratio_number(proof['low'])}–{ratio_number(proof['high'])}"
+    return f"{proof['confidence'] * 100:.3g}% interval {ratio_number(proof['low'])}–{ratio_number(proof['high'])}"
 
 
 def against_reference(row: pd.Series, reference: pd.Series | None) -> str:
@@ -186,8 +197,9 @@ def against_reference(row: pd.Series, reference: pd.Series | None) -> str:
         return MISSING
     if row["strategy"] == reference["strategy"]:
         return "reference"
-    faster = row["step_ms"] <= reference["step_ms"]
-    proof = evidence(row, reference) if faster else evidence(reference, row)
+    proof = evidence(row, reference)
+    faster = proof["times"] >= 1  # by the estimate the interval is built around, so that it lies inside
+    proof = proof if faster else evidence(reference, row)
     text = f"{proof['times']:.2f}× {'faster' if faster else 'slower'}"
     if proof["judged"] == TOO_FEW:
         return text + ", too few repeats to tell"
@@ -349,7 +361,7 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
     parts = ["<h2 id=answer>The answer</h2>"]
     stand_in = False
     for workload in workloads:
-        frame = ranked(run.configs, workload=workload)
+        frame = ranked(run.configs, workload=workload, confidence=run_confidence(run.meta))
         if frame.empty:
             continue
         size = run.configs.loc[run.configs["workload"] == workload, "size"].dropna()
@@ -367,9 +379,10 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
 
 CAPTION = (
     "Ranked by step time: each repeat's median step (slowest rank per step), then the median over repeats. "
-    "'vs stock' compares with stock as DDP ships it (no options: first bucket 1 MiB, then 25 MiB); in brackets "
-    "the 95% interval of that ratio over repeats (Welch's t on the repeats' medians), which needs two repeats a "
-    "side (--repeats); 'not significant' where it includes 1. A winner is 'fastest' only when its interval "
+    "'vs stock' compares with stock as DDP ships it (no options: first bucket 1 MiB, then 25 MiB): the ratio of "
+    "the repeats' geometric means and, in brackets, its interval over repeats (Welch's t on the logs of the "
+    "repeats' medians: 95 %, or under --repeats auto the 99.5 % its stopping rule judges each look at), which "
+    "needs two repeats a side; 'not significant' where it includes 1. A winner is 'fastest' only when its interval "
     "against the next strategy lies above 1, else 'fastest by median'. 'comm. hidden' is 1 − Σ not hidden / "
     "Σ communication over the repeats (their per-step means). Noise is the repeats' median step CV (noisy above "
     f"{stats.NOISY_CV:g}), and repeats whose medians disagree by more than {stats.NOISY_CV:.0%}. 'floor' is local: "

@@ -26,13 +26,13 @@ def joined(values: Any) -> str:
     return ", ".join(str(v) for v in sorted(set(values)))
 
 
-def run_headline(configs: pd.DataFrame) -> str:
+def run_headline(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> str:
     """Per workload, the fastest communicating strategy at the largest world size: 'mlp/small fp32: at 2 ranks,
     bucketed bucket_cap_mb=25 2.46 ms', with the answer's doubt where the repeats do not back the winner
     ('… 2.46 ms (by median; not significant)', answer.lead_caveat)."""
     lines = []
     for workload in dict.fromkeys(configs.loc[configs["status"] == "ok", "workload"]) if not configs.empty else []:
-        frame = answer.ranked(configs, workload=workload)
+        frame = answer.ranked(configs, workload=workload, confidence=answer.run_confidence(meta or {}))
         if frame.empty:
             continue
         world = int(frame["world_size"].max())
@@ -89,7 +89,7 @@ def index_page(
             f'<a href="runs/{esc(quote(meta.get("page", run_id)))}.html">{esc(run_id)}</a>'
             f'<br><small>{esc(meta.get("started_at"))}'
             "</small>",
-            run_headline(configs), esc(machine_summary(meta, configs)), esc(joined(configs.get("impl", []))),
+            run_headline(configs, meta), esc(machine_summary(meta, configs)), esc(joined(configs.get("impl", []))),
             status_text(meta, configs), comparison_links(meta.get("page", run_id), comparisons),
         ])  # fmt: skip
     head = ["run", "fastest (largest world size, median step)", "machine", "strategies", "configurations",

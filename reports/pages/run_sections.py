@@ -18,7 +18,7 @@ from reports.figures import network as netfigures
 from reports.figures import steps as stepfigures
 from reports.figures import strategies as figures
 from reports.figures import timeline as timelinefigures
-from reports.pages import decisions, takeaways
+from reports.pages import answer, decisions, takeaways
 from reports.pages.html import FigureList, esc, format_number, name_html, table
 
 BEATS_REFERENCE = (
@@ -116,7 +116,8 @@ def config_cell(column: str, value: Any, digits: int | None) -> str:
 def fastest_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     parts = ["<h2 id=fastest>1. Which strategy is fastest here?</h2>"]
     for workload in workloads:
-        parts.append(takeaway(workload, takeaways.fastest(run.configs, workload=workload)))
+        said = takeaways.fastest(run.configs, workload=workload, confidence=answer.run_confidence(run.meta))
+        parts.append(takeaway(workload, said))
         parts.append(figs.add(figures.step_time_by_strategy(run.configs, workload=workload), CAPTIONS["step_time"]))
         parts.append(figs.add(figures.throughput_by_strategy(run.configs, workload=workload), CAPTIONS["throughput"]))
     return "\n".join(parts)

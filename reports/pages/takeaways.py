@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from harness.analysis import stats
 from reports.aggregate import world_label
 from reports.pages import answer
 
@@ -22,10 +23,11 @@ def _largest_world(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
     return frame[(frame["world_size"] == frame["world_size"].max()) & ~frame["is_floor"]]
 
 
-def fastest(configs: pd.DataFrame, *, workload: str) -> str:
+def fastest(configs: pd.DataFrame, *, workload: str, confidence: float = stats.CONFIDENCE) -> str:
     """'At 2 ranks bucketed is fastest by median (114.3 ms), not significantly: …; naive is slowest (2.63×).'
-    The same verdict as the answer table's headline at that world size (answer.lead)."""
-    frame = answer.ranked(configs, workload=workload)
+    The same verdict as the answer table's headline at that world size (answer.lead), at the run's
+    confidence (answer.run_confidence)."""
+    frame = answer.ranked(configs, workload=workload, confidence=confidence)
     if frame.empty:
         return ""
     group = frame[frame["world_size"] == frame["world_size"].max()]

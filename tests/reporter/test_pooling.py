@@ -57,13 +57,15 @@ def test_the_headline_and_the_takeaway_name_the_same_pooled_winner_and_no_repeat
 
 def test_a_winner_backed_by_its_repeats_is_fastest_with_the_interval():
     group = answer.ranked(SPLIT, workload="mlp")
-    # next is bucketed cap 1 (median 100 ms), whose repeats disagree: 81 ms is not significantly faster
+    # next is bucketed cap 1 (median 100 ms), whose repeats disagree: 81 ms is not significantly faster; the
+    # ratio is of geometric means (91.7 / 81.0 ms), the estimate its interval is built around
     judged = stats.ratio_interval([80.0, 82.0], [60.0, 140.0])
     low, high = answer.ratio_number(judged["low"]).replace("<", "&lt;"), answer.ratio_number(judged["high"])
-    assert judged["low"] < 1 < judged["high"]
+    assert judged["low"] < 1 < judged["high"] and f"{judged['ratio']:.2f}" == "1.13"
     assert answer.headline(group) == (
         "At 2 ranks: <b>bucketed bucket_cap_mb=25</b> is fastest by median (81.00 ms), not significantly: next, "
-        f"bucketed bucket_cap_mb=1 takes 1.23× its time (95% interval {low}–{high}), 1.25× faster than stock "
+        f"bucketed bucket_cap_mb=1 takes {judged['ratio']:.2f}× its time (95% interval {low}–{high}), 1.25× faster "
+        "than stock "
         f"({answer.interval_text(answer.evidence(group.iloc[0], group.iloc[2]))}); parity ok."
     )
     against_stock = stats.ratio_interval([80.0, 82.0], [100.0, 102.0])
@@ -81,13 +83,14 @@ def test_the_reviewers_case_says_not_significantly_and_writes_tiny_ends_as_below
     line = answer.headline(group)
     judged = stats.ratio_interval([0.30, 1.04], [1.0, 1.18])
     assert judged["low"] < 0.01  # the interval the old page printed as "(0.00–…)"
+    assert f"{judged['ratio']:.2f}" == "1.94"  # of geometric means (1.086 / 0.559 ms), the interval's centre
     assert line.startswith(
         "At 2 ranks: <b>bucketed bucket_cap_mb=25</b> is fastest by median (0.67 ms), not significantly: next, stock "
-        "takes 1.63× its time (95% interval &lt;0.01–"
+        "takes 1.94× its time (95% interval &lt;0.01–"
     )
     assert "0.00" not in line
     table = answer.world_table(group, pd.DataFrame(), workload="mlp")
-    assert re.search(r"1\.63× faster \(&lt;0\.01–\d+\), not significant", table)
+    assert re.search(r"1\.94× faster \(&lt;0\.01–\d+\), not significant", table)
     assert pages.run_headline(noisy).endswith("0.67 ms (by median; not significant)")
 
 
@@ -210,3 +213,17 @@ def test_a_strategy_that_hides_none_is_given_the_after_backward_reason_only_by_d
     )
     untimed = timed.assign(comm_ms=np.nan, exposed_comm_ms=np.nan, samples_per_s=np.nan)
     assert takeaways.communication(untimed, workload="mlp") == "" and takeaways.scaling(untimed, workload="mlp") == ""
+
+
+def test_an_auto_runs_answer_judges_at_its_stopping_rules_confidence():
+    """Under --repeats auto the verdicts are judged at 99.5 % a look: the answer calls nothing significant at
+    95 % that the run's own rule left open (the reviewer's page said '1.08× faster (1.01–1.14)' there)."""
+    auto = answer.run_confidence({"config": {"repeats": "auto", "max_repeats": 20}})
+    assert auto == pytest.approx(0.995) and answer.run_confidence({"config": {"repeats": 3}}) == stats.CONFIDENCE
+    close = run(repeats("stock", [100.0, 103.0, 98.0]), repeats("bucketed", [92.0, 95.0, 93.0]))
+    assert stats.ratio_interval([92.0, 95.0, 93.0], [100.0, 103.0, 98.0])["low"] > 1  # significant at 95 %
+    assert stats.ratio_interval([92.0, 95.0, 93.0], [100.0, 103.0, 98.0], confidence=auto)["low"] < 1
+    fixed = answer.headline(answer.ranked(close, workload="mlp"))
+    judged = answer.headline(answer.ranked(close, workload="mlp", confidence=auto))
+    assert "is fastest (" in fixed and "(95% interval" in fixed
+    assert "is fastest by median" in judged and "not significantly" in judged and "(99.5% interval" in judged
