@@ -17,6 +17,8 @@ comma := ,
 empty :=
 space := $(empty) $(empty)
 commas = $(subst $(space),$(comma),$(strip $(1)))
+# Non-empty unless ARGS fixes the repeats (--repeats N): BUDGET bounds --repeats auto only, which refuses it.
+auto_repeats = $(if $(findstring --repeats,$(ARGS)),$(findstring --repeats auto,$(ARGS)),yes)
 
 BENCH_FLAGS := $(if $(GPUS),--gpus $(GPUS)) \
 	$(if $(IMPLS),--impls $(call commas,$(IMPLS))) \
@@ -27,7 +29,7 @@ BENCH_FLAGS := $(if $(GPUS),--gpus $(GPUS)) \
 	$(if $(WARMUP),--warmup $(WARMUP)) \
 	$(if $(BATCH),--batch-size $(BATCH)) \
 	$(if $(DEVICE),--device $(DEVICE)) \
-	$(if $(BUDGET),--budget $(BUDGET)) \
+	$(if $(and $(BUDGET),$(call auto_repeats)),--budget $(BUDGET)) \
 	--results $(RESULTS) $(ARGS)
 
 .PHONY: setup bench sweep report publish perf gpu-check test lint clean

@@ -17,7 +17,7 @@ import time
 from harness.commands import console, summary
 from harness.commands.resume import resume
 from harness.config.bench import BenchConfig, ConfigError
-from harness.config.flags import from_args
+from harness.config.flags import AUTO, from_args
 from harness.results.layout import RunFolder
 
 RUN_ID_TRIES = 10
@@ -34,6 +34,9 @@ def bench_config(
     args: argparse.Namespace, *, default_gpus: int, all_impls: list[str], command: tuple[str, ...]
 ) -> BenchConfig:
     """The config from the parsed flags (one per field); what the flags leave to the command filled in."""
+    if "max_repeats" in getattr(args, "given_flags", {}) and args.repeats not in (None, AUTO):
+        raise ConfigError(f"--max-repeats applies only with --repeats auto (here --repeats {args.repeats}): leave "
+                          "it out, or give --repeats auto")  # fmt: skip
     return from_args(
         BenchConfig,
         args,
@@ -169,7 +172,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
 
 def _round(progress: console.Progress, standing, more: list) -> None:
     progress.extend(more)
-    console.verdict_round(standing, more)
+    console.verdict_round(standing, more, decided_before=progress.decided)
+    progress.decided = {v.subject for v in standing.verdicts if v.decided}
 
 
 def _why_lines(run) -> list[str]:

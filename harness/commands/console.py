@@ -137,6 +137,7 @@ class Progress:
         self._total = done + len(pending)
         self._stream = stream if stream is not None else sys.stdout
         self._bar = None
+        self.decided: set[str] = set()  # under --repeats auto, the verdicts the last round found decided
         if self._stream.isatty() and pending:
             from tqdm import tqdm
 
@@ -218,21 +219,33 @@ def duration_text(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
-def verdict_round(standing, next_round: list) -> None:
-    """`--repeats auto`'s word after each round: how many verdicts are decided, what runs next and how long
-    the rest may take; after the last, every verdict: the decided ones' words, then the open ones and what
+def verdict_round(standing, next_round: list, *, decided_before: set[str] | frozenset = frozenset()) -> None:
+    """`--repeats auto`'s word after each round: how many verdicts are decided (and any the last round
+    reopened: `decided_before` holds the subjects decided a round earlier), what runs next and how long the
+    rest may take; after the last, every verdict: the decided ones' words, then the open ones and what
     they would need."""
     total, still = len(standing.verdicts), standing.open
-    decided = total - len(still)
-    head = f"ddpbench: repeats auto: {decided} of {total} verdicts decided after {standing.repeats} repeat(s)"
-    if next_round:
-        until = "to reach --max-repeats (some need more)" if standing.beyond_max else "to decide the rest"
-        eta = f"; about {duration_text(standing.estimate_s)} {until}" if standing.estimate_s else ""
-        say(f"{head}; {len(next_round)} more configuration run(s) for the {len(still)} open{eta}")
+    if not total:
+        say(f"ddpbench: repeats auto: nothing to decide (no bucket-cap sweep, no strategy against the reference) "
+            f"after {standing.repeats} repeat(s)")  # fmt: skip
         return
-    why = {"budget": "--budget spent", "max-repeats": "--max-repeats reached",
+    head = (
+        f"ddpbench: repeats auto: {total - len(still)} of {total} verdicts decided after {standing.repeats} repeat(s)"
+    )
+    if reopened := sorted(v.subject for v in still if v.subject in decided_before):
+        head += (f" ({len(reopened)} reopened: the repeats another verdict asked for widened "
+                 f"{'its' if len(reopened) == 1 else 'their'} interval)")  # fmt: skip
+    if next_round:
+        running = [v for v in still if not v.given_up]
+        given_up = f", {len(still) - len(running)} given up as out of reach" if len(running) < len(still) else ""
+        until = "to reach --max-repeats (some need more)" if standing.beyond_max else "to decide the rest"
+        eta = f"; about {duration_text(standing.estimate_s)} {until} at the spread seen" if standing.estimate_s else ""
+        say(f"{head}; {len(next_round)} more configuration run(s) for the {len(running)} open{given_up}{eta}")
+        return
+    why = {"budget": "the next round would end past --budget", "max-repeats": "--max-repeats reached",
            "out of reach": "out of reach within --max-repeats"}.get(standing.stopped_by or "", "")  # fmt: skip
-    say(f"{head}; {len(still)} left open{f' ({why})' if why else ''}:" if still else f"{head}: every verdict decided:")
+    say(f"{head}; {len(still)} left open{f' ({why})' if why else ''}. Every verdict:" if still
+        else f"{head}: every verdict decided:")  # fmt: skip
     for verdict in [*(v for v in standing.verdicts if v.decided), *still]:
         say(f"  {verdict.line()}")
 

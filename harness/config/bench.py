@@ -131,7 +131,8 @@ class BenchConfig:
     )
     budget_s: float | None = flag(
         None,
-        "with --repeats auto: start no round of repeats that would end past this much wall time (e.g. 90s, 20m, 1h)",
+        "with --repeats auto: after the first two repeats (a verdict needs them), start no round of repeats that "
+        "would end past this much wall time (e.g. 90s, 20m, 1h)",
         name="--budget",
         parse=duration("--budget"),
         default_text="none: --max-repeats alone",
@@ -169,6 +170,9 @@ class BenchConfig:
                               "(a verdict needs two repeats a side)")  # fmt: skip
         if self.budget_s is not None and self.budget_s <= 0:
             raise ConfigError(f"--budget {self.budget_s:g}s is not valid; give a positive time, e.g. 20m")
+        if self.budget_s is not None and self.repeats != AUTO:
+            raise ConfigError(f"--budget applies only with --repeats auto (here --repeats {self.repeats}): leave it "
+                              "out, or give --repeats auto")  # fmt: skip
         if not isinstance(self.warmup, int) or self.warmup < 0:
             raise ConfigError(f"--warmup {self.warmup} is not valid; give a whole number ≥ 0")
         if self.batch_size is not None:
@@ -249,7 +253,8 @@ def check_endpoint(endpoint: str) -> None:
 
 def _require_positive_int(flag: str, value: Any) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError(f"{flag} {value!r} is not valid; give a whole number ≥ 1")
+        auto = " or auto" if flag == "--repeats" else ""
+        raise ConfigError(f"{flag} {value!r} is not valid; give a whole number ≥ 1{auto}")
 
 
 def rank_ladder(gpus: int) -> list[int]:

@@ -163,6 +163,8 @@ def duration(flag: str) -> Callable[[str], float]:
             seconds = math.nan
         if not math.isfinite(seconds):
             raise ConfigError(f"{flag} {text!r} is not a time; give e.g. 90s, 20m or 1h")
+        if seconds <= 0:
+            raise ConfigError(f"{flag} {text!r} is not valid; give a positive time, e.g. 20m")
         return seconds
 
     return parse

@@ -59,11 +59,9 @@ def test_the_console_says_how_many_are_decided_what_runs_next_and_what_stayed_op
     console.verdict_round(Decided(found, 20, None, stopped_by="max-repeats"), next_round=[])
     said = out.getvalue().splitlines()
     assert said[0] == ("ddpbench: repeats auto: 0 of 1 verdicts decided after 2 repeat(s); 2 more configuration "
-                       "run(s) for the 1 open; about 75 s to decide the rest")  # fmt: skip
-    assert (
-        said[1]
-        == "ddpbench: repeats auto: 0 of 1 verdicts decided after 20 repeat(s); 1 left open (--max-repeats reached):"
-    )
+                       "run(s) for the 1 open; about 75 s to decide the rest at the spread seen")  # fmt: skip
+    assert said[1] == ("ddpbench: repeats auto: 0 of 1 verdicts decided after 20 repeat(s); 1 left open "
+                       "(--max-repeats reached). Every verdict:")  # fmt: skip
     assert said[2].startswith("  w2 gpt2/tiny stock: open after 2 repeats (need about")
     plain, plain_steps = rows({1.0: 150.0, 25.0: 100.0}, repeats=3)
     out.truncate(0), out.seek(0)
@@ -100,8 +98,29 @@ def test_a_verdict_given_up_runs_no_more_and_says_why(monkeypatch):
     out = io.StringIO()
     monkeypatch.setattr(console, "say", lambda line: out.write(line + "\n"))
     console.verdict_round(Decided([hopeless], 8, None, stopped_by="out of reach"), next_round=[])
-    assert out.getvalue().splitlines()[0] == ("ddpbench: repeats auto: 0 of 1 verdicts decided after 8 repeat(s); "
-                                              "1 left open (out of reach within --max-repeats):")  # fmt: skip
+    first = out.getvalue().splitlines()[0]
+    assert first == ("ddpbench: repeats auto: 0 of 1 verdicts decided after 8 repeat(s); "
+                     "1 left open (out of reach within --max-repeats). Every verdict:")  # fmt: skip
+    out.truncate(0), out.seek(0)  # one given up while another runs on: the count of open ones runs says so
+    console.verdict_round(Decided([hopeless, still], 8, None), next_round=[object()])
+    assert out.getvalue().splitlines()[0].endswith("1 more configuration run(s) for the 1 open, 1 given up as out "
+                                                   "of reach")  # fmt: skip
+
+
+def test_a_verdict_reopened_by_another_verdicts_repeats_is_said_and_nothing_to_decide_is_said_plainly(monkeypatch):
+    reopened = decide.Verdict(decide.STRATEGY, "w2 mlp/small bucketed vs stock", "too few repeats to tell", False, 4,
+                              6, frozenset({"a"}))  # fmt: skip
+    out = io.StringIO()
+    monkeypatch.setattr(console, "say", lambda line: out.write(line + "\n"))
+    console.verdict_round(Decided([reopened], 4, None), next_round=[object()], decided_before={reopened.subject})
+    assert (
+        "0 of 1 verdicts decided after 4 repeat(s) (1 reopened: the repeats another verdict asked for" in out.getvalue()
+    )
+    out.truncate(0), out.seek(0)
+    console.verdict_round(Decided([], 1, None), next_round=[])
+    said = out.getvalue().splitlines()
+    assert said == ["ddpbench: repeats auto: nothing to decide (no bucket-cap sweep, no strategy against the "
+                    "reference) after 1 repeat(s)"]  # fmt: skip
 
 
 def test_verdicts_mark_open_ones_given_up_only_when_asked_with_max_repeats(monkeypatch):

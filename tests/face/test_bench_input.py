@@ -29,10 +29,13 @@ def test_a_non_finite_float_flag_is_refused(capsys, tmp_path, flag, value, said)
     ("args", "said"),
     [
         (("--repeats", "often"), "--repeats 'often' is not valid; give a whole number ≥ 1 or 'auto'"),
-        (("--repeats", "0"), "--repeats 0 is not valid"),
+        (("--repeats", "0"), "--repeats 0 is not valid; give a whole number ≥ 1 or auto"),
         (("--max-repeats", "1"), "--max-repeats 1 is not valid; give at least 2 (a verdict needs two repeats a side)"),
         (("--budget", "20x"), "--budget '20x' is not a time; give e.g. 90s, 20m or 1h"),
-        (("--budget=-5m",), "--budget -300s is not valid; give a positive time, e.g. 20m"),
+        (("--budget=-5m",), "--budget '-5m' is not valid; give a positive time, e.g. 20m"),
+        (("--budget", "0"), "--budget '0' is not valid; give a positive time"),
+        (("--repeats", "2", "--budget", "2m"), "--budget applies only with --repeats auto (here --repeats 2)"),
+        (("--repeats", "2", "--max-repeats", "5"), "--max-repeats applies only with --repeats auto (here --repeats 2)"),
     ],
 )
 def test_bad_repeats_max_repeats_or_budget_is_refused(capsys, tmp_path, args, said):
