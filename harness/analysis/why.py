@@ -60,7 +60,7 @@ def sentence(row: Any, run: pd.DataFrame | None = None, *, cores: int | None = N
     head = (
         (f"{row['workload']}: " if workloads else "")
         + f"{name} at {int(row['world_size'])} ranks"
-        + (f" (repeat {int(repeat)})" if several and repeat is not None else "")
+        + (f" (repeat {int(repeat) + 1})" if several and repeat is not None else "")  # from 1, as people count
     )
     if local <= 0 or gap < NEGLIGIBLE * local:
         return f"{head} runs as fast as {roles.baseline_name()} ({step / local:.2f}×): data parallelism costs it " \

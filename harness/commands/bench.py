@@ -256,8 +256,10 @@ def _summarize(plan, wall_s: float) -> int:
     totals = summary.write(plan, wall_s, complete=True)
     counts = totals["status_counts"]
     text = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("ok", "failed", "skipped"))
-    console.say(f"ddpbench: run {plan.run_id} finished in {wall_s:.0f} s: {text}; results in {plan.run}/")
-    if totals["sessions"] > 1:
+    sessions = totals["sessions"]
+    took = f"(this session: {wall_s:.0f} s); the whole run has" if sessions > 1 else f"in {wall_s:.0f} s:"
+    console.say(f"ddpbench: run {plan.run_id} finished {took} {text}; results in {plan.run}/")
+    if sessions > 1:
         console.say(f"ddpbench: over its {totals['sessions']} sessions the run took {totals['wall_s']:.0f} s "
                     f"({totals['training_step_s']:.0f} s of training steps); summary.json adds them up")  # fmt: skip
     step_s = totals["session"]["training_step_s"]
