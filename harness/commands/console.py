@@ -205,10 +205,8 @@ def fixed_cost_split(wall_s: float, seconds: dict[str, float], *, configurations
 def recommendations(frame: pd.DataFrame) -> None:
     from harness.analysis import sweep
 
-    say(
-        f"ddpbench: bucket caps (a cap is recommended only when it beats the {stats.REFERENCE_CAP_MB:g} MiB cap "
-        f"significantly over repeats and by at least {stats.DEFAULT_THRESHOLD:.0%}; docs/statistics.md):"
-    )
+    say(f"ddpbench: bucket caps (a cap is recommended only when it beats the {stats.REFERENCE_CAP_MB:g} MiB cap "
+        f"significantly over repeats and by at least {stats.DEFAULT_THRESHOLD:.0%}; docs/statistics.md):")  # fmt: skip
     for _, row in frame.iterrows():
         _print(f"  {sweep.describe(row)}")
 
@@ -220,21 +218,17 @@ def duration_text(seconds: float) -> str:
 
 
 def verdict_round(standing, next_round: list, *, decided_before: set[str] | frozenset = frozenset()) -> None:
-    """`--repeats auto`'s word after each round: how many verdicts are decided (and any the last round
-    reopened: `decided_before` holds the subjects decided a round earlier), what runs next and how long the
-    rest may take; after the last, every verdict: the decided ones' words, then the open ones and what
-    they would need."""
+    """`--repeats auto`'s word after each round: how many verdicts are decided (and reopened: `decided_before`
+    holds those decided a round earlier), what runs next and how long the rest may take; after the last,
+    every verdict: the decided ones' words, then the open ones and what they would need."""
     total, still = len(standing.verdicts), standing.open
     if not total:
-        say(f"ddpbench: repeats auto: nothing to decide (no bucket-cap sweep, no strategy against the reference) "
-            f"after {standing.repeats} repeat(s)")  # fmt: skip
+        say("ddpbench: repeats auto: nothing to decide (no bucket-cap sweep, no strategy against the reference)")
         return
-    head = (
-        f"ddpbench: repeats auto: {total - len(still)} of {total} verdicts decided after {standing.repeats} repeat(s)"
-    )
-    if reopened := sorted(v.subject for v in still if v.subject in decided_before):
-        head += (f" ({len(reopened)} reopened: the repeats another verdict asked for widened "
-                 f"{'its' if len(reopened) == 1 else 'their'} interval)")  # fmt: skip
+    decided = total - len(still)
+    head = f"ddpbench: repeats auto: {decided} of {total} verdicts decided after {standing.repeats} repeat(s)"
+    if reopened := [v for v in still if v.subject in decided_before]:  # more repeats, asked for by another verdict
+        head += f" ({len(reopened)} reopened: the repeats another verdict asked for widened the interval)"
     if next_round:
         running = [v for v in still if not v.given_up]
         given_up = f", {len(still) - len(running)} given up as out of reach" if len(running) < len(still) else ""
@@ -285,11 +279,8 @@ def collectives_table(frame: pd.DataFrame, contention: pd.DataFrame) -> None:
     for (world, op), rows in frame.groupby(["world_size", "op"], sort=True):
         best = rows.loc[rows["busbw_gbps"].idxmax()]
         largest = rows.loc[rows["bytes"].idxmax()]
-        verdict = (
-            "all correct"
-            if rows["correct"].all()
-            else "WRONG RESULTS at " + ", ".join(bytes_text(b) for b in rows.loc[~rows["correct"], "bytes"])
-        )
+        wrong = ", ".join(bytes_text(b) for b in rows.loc[~rows["correct"], "bytes"])
+        verdict = f"WRONG RESULTS at {wrong}" if wrong else "all correct"
         say(f"  w{world} {op:<14} busbw {largest['busbw_gbps']:.3f} GB/s at {bytes_text(largest['bytes'])} "
             f"(peak {best['busbw_gbps']:.3f} at {bytes_text(best['bytes'])}); {verdict}")  # fmt: skip
     for row in contention.itertuples():
