@@ -11,7 +11,14 @@ from harness.analysis import agreement, roles
 from harness.analysis.sweep import given_cap
 from harness.perfmodel.cluster import Cluster, is_builtin, published_check_summary, published_checks
 from harness.perfmodel.nccl import ClusterLink
-from harness.perfmodel.predict import DEFAULT_CAPS_MB, SETUP_DEFAULTS, profiles_by_setup, run_calibration, swept_caps
+from harness.perfmodel.predict import (
+    DEFAULT_CAPS_MB,
+    SETUP_DEFAULTS,
+    one_rank_baseline_s,
+    profiles_by_setup,
+    run_calibration,
+    swept_caps,
+)
 from harness.perfmodel.schedule import calibrate, predict_caps
 from reports.figures import whatif as figures
 from reports.figures.network import caps_text
@@ -47,6 +54,7 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
             frames.append(frame.assign(setup=setup_label(setup), world_size=world, nodes=link.nodes(world),
                                        local_step_ms=calibrated.local_step_s * 1e3,
                                        compute_scale=calibration.compute_scale,
+                                       has_baseline=one_rank_baseline_s(configs, setup) is not None,
                                        ddp_own_ms=calibration.reducer_s * 1e3))  # fmt: skip
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
@@ -118,8 +126,10 @@ def _answer(best: pd.DataFrame, cluster: Cluster) -> str:
 def _calibration_note(row: pd.Series) -> str:
     """What the run's one-rank rows changed in the profile, and the step every efficiency is against."""
     own = f" and DDP's own cost ({row['ddp_own_ms']:.3g} ms a step at one rank) added" if row["ddp_own_ms"] else ""
-    return (f"<p>The profile's compute is scaled ×{row['compute_scale']:.4g} to the run's baseline step at one rank "
-            f"(timed over every repeat){own}, as <code>ddpbench predict --run RUN --cluster NAME</code> does. "
+    scaled = (f"The profile's compute is scaled ×{row['compute_scale']:.4g} to the run's baseline step at one rank "
+              "(timed over every repeat)") if row["has_baseline"] else (
+              "The profile is as measured (the run has no baseline step at one rank to scale it to)")  # fmt: skip
+    return (f"<p>{scaled}{own}, as <code>ddpbench predict --run RUN --cluster NAME</code> does. "
             f"Scaling efficiency = the one-GPU step with DDP ({row['local_step_ms']:.4g} ms) over each predicted "
             "step.</p>")  # fmt: skip
 
