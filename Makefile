@@ -18,7 +18,7 @@ empty :=
 space := $(empty) $(empty)
 commas = $(subst $(space),$(comma),$(strip $(1)))
 # Non-empty unless ARGS fixes the repeats (--repeats N): BUDGET bounds --repeats auto only, which refuses it.
-auto_repeats = $(if $(findstring --repeats,$(ARGS)),$(findstring --repeats auto,$(ARGS)),yes)
+auto_repeats = $(if $(findstring --repeats,$(ARGS)),$(or $(findstring --repeats auto,$(ARGS)),$(findstring --repeats=auto,$(ARGS))),yes)
 
 BENCH_FLAGS := $(if $(GPUS),--gpus $(GPUS)) \
 	$(if $(IMPLS),--impls $(call commas,$(IMPLS))) \

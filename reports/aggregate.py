@@ -51,7 +51,9 @@ def with_labels(configs: pd.DataFrame) -> pd.DataFrame:
     rows["label"] = [strategy_label(i, o) for i, o in zip(rows["impl"], rows["impl_options"], strict=True)]
     if "repeat" in rows and rows["repeat"].fillna(0).nunique() > 1:
         # --repeats: each measurement is drawn apart (never stacked on the same bar) until repeats are pooled.
-        rows["label"] = [f"{label} #{int(r)}" for label, r in zip(rows["label"], rows["repeat"].fillna(0), strict=True)]
+        rows["label"] = [
+            f"{label} #{int(r) + 1}" for label, r in zip(rows["label"], rows["repeat"].fillna(0), strict=True)
+        ]
     rows["config_label"] = [f"{label} · w{w}" for label, w in zip(rows["label"], rows["world_size"], strict=True)]
     return rows
 

@@ -34,9 +34,11 @@ def bench_config(
     args: argparse.Namespace, *, default_gpus: int, all_impls: list[str], command: tuple[str, ...]
 ) -> BenchConfig:
     """The config from the parsed flags (one per field); what the flags leave to the command filled in."""
-    if "max_repeats" in getattr(args, "given_flags", {}) and args.repeats not in (None, AUTO):
-        raise ConfigError(f"--max-repeats applies only with --repeats auto (here --repeats {args.repeats}): leave "
-                          "it out, or give --repeats auto")  # fmt: skip
+    given = getattr(args, "given_flags", {})
+    for dest, flag in (("max_repeats", "--max-repeats"), ("budget_s", "--budget")):  # a new run's, not a resumed one's
+        if dest in given and args.repeats not in (None, AUTO):
+            raise ConfigError(f"{flag} applies only with --repeats auto (here --repeats {args.repeats}): leave it "
+                              "out, or give --repeats auto")  # fmt: skip
     return from_args(
         BenchConfig,
         args,

@@ -98,7 +98,7 @@ def cluster_from_args(args: argparse.Namespace):
         logs.append(log := nccltests.read(path, collective=args.collective))
         if not log.named:
             console.warning(f"nccl-tests log {path} does not say its collective: read as {log.collective} "
-                            "(--collective)")  # fmt: skip
+                            "(a collectives table's --collective names another)")  # fmt: skip
     _refuse_mixed_gpus(logs)
     if args.cluster:
         base = cluster.load(args.cluster)

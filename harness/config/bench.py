@@ -170,9 +170,6 @@ class BenchConfig:
                               "(a verdict needs two repeats a side)")  # fmt: skip
         if self.budget_s is not None and self.budget_s <= 0:
             raise ConfigError(f"--budget {self.budget_s:g}s is not valid; give a positive time, e.g. 20m")
-        if self.budget_s is not None and self.repeats != AUTO:
-            raise ConfigError(f"--budget applies only with --repeats auto (here --repeats {self.repeats}): leave it "
-                              "out, or give --repeats auto")  # fmt: skip
         if not isinstance(self.warmup, int) or self.warmup < 0:
             raise ConfigError(f"--warmup {self.warmup} is not valid; give a whole number ≥ 0")
         if self.batch_size is not None:

@@ -89,6 +89,7 @@ def load(name_or_file: str) -> Cluster:
 
 
 POSITIVE = ("gpus_per_node", "intra.busbw_gbps", "inter.busbw_gbps")  # the numbers that cannot be 0
+COUNTS = ("gpus_per_node", "intra.nvlinks", "inter.nics")  # whole numbers
 SECTIONS = {"intra": ("fabric", "nvlinks", "link_gbps", "busbw_gbps", "nvls_busbw_gbps"),
             "inter": ("nics", "nic_gbps", "busbw_gbps", "latency_us")}  # fmt: skip
 TOP_LEVEL = ("name", "description", "gpus_per_node", "generation", "cpu", "nccl", "algorithms", "latency_scale",
@@ -112,8 +113,11 @@ def _number(data: dict, key: str, where: str) -> float:
     floor = "> 0" if key in POSITIVE else "≥ 0"
     if value is None:
         raise ConfigError(f"cluster profile {where}: {key} is missing; give a number {floor}")
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (floor == "> 0" and value == 0):
-        raise ConfigError(f"cluster profile {where}: {key} = {value!r} is not valid; give a number {floor}")
+    whole = key in COUNTS
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (floor == "> 0" and value == 0)
+            or (whole and value != int(value))):  # fmt: skip
+        raise ConfigError(f"cluster profile {where}: {key} = {value!r} is not valid; give a "
+                          f"{'whole ' if whole else ''}number {floor}")  # fmt: skip
     return float(value)
 
 

@@ -288,6 +288,9 @@ def _staged_start(base: Cluster, logs: Sequence[Log], *, name: str) -> list[dict
     one_node = [log for log in logs if log.nodes == 1]
     if not one_node or len(one_node) == len(logs):
         return []
-    node = fit(base, one_node, name=name).fitted
-    network = fit(dataclasses.replace(base, **node), [log for log in logs if log.nodes > 1], name=name).fitted
+    try:  # each part needs rows of its own to fit; without them the joint starts are all there is
+        node = fit(base, one_node, name=name).fitted
+        network = fit(dataclasses.replace(base, **node), [log for log in logs if log.nodes > 1], name=name).fitted
+    except ConfigError:
+        return []
     return [{**node, **network}]

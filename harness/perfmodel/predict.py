@@ -44,7 +44,8 @@ def _ddp_defaults_but_cap(options_json: str) -> bool:
 
 def _median_step(configs: pd.DataFrame, setup: dict, *, world: int, role: str, cap: float | None = None):
     """The median step (s) of the rows of the strategy with `role` (baseline, reference) at `world`."""
-    rows = configs[roles.flag(configs, role) & (configs["world_size"] == world)]
+    ok = (configs["status"] == "ok") & configs["step_ms_median"].notna()  # a failed row has no step to pool
+    rows = configs[roles.flag(configs, role) & (configs["world_size"] == world) & ok]
     for key, value in setup.items():
         rows = rows[rows[key] == value]
     if cap is not None:

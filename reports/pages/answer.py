@@ -304,6 +304,9 @@ def lead(group: pd.DataFrame) -> tuple[str, str]:
     runner_name = reference_name(reference) if runner["strategy"] == _name(reference) else runner["strategy"]
     proof = evidence(best, runner)
     at = milliseconds(best["step_ms"])
+    if proof["times"] < 1:  # first by median, second by the repeats' geometric means: no winner to name
+        return best["strategy"], (f" is fastest by median ({at}), not significantly: by the repeats' geometric means "
+                                  f"{runner_name} is {1 / proof['times']:.2f}× faster")  # fmt: skip
     if proof["judged"] == SIGNIFICANT:
         words = f" is fastest ({at}); next, {runner_name} takes {proof['times']:.2f}× its time ({interval_text(proof)})"
     elif proof["judged"] == NOT_SIGNIFICANT:
@@ -324,6 +327,8 @@ def versus_stock(best: pd.Series, reference: pd.Series) -> str:
     """'1.63× faster than stock (95% interval 1.20–2.10)', or with 'by median, not significantly', or
     'by median (too few repeats to tell)'."""
     proof = evidence(best, reference)
+    if proof["times"] < 1:  # faster by median only
+        return f"{1 / proof['times']:.2f}× slower than {reference_name(reference)} by the repeats' geometric means"
     said = f"{proof['times']:.2f}× faster than {reference_name(reference)}"
     if proof["judged"] == TOO_FEW:
         return said + " by median (too few repeats to tell)"
@@ -381,7 +386,8 @@ CAPTION = (
     "Ranked by step time: each repeat's median step (slowest rank per step), then the median over repeats. "
     "'vs stock' compares with stock as DDP ships it (no options: first bucket 1 MiB, then 25 MiB): the ratio of "
     "the repeats' geometric means and, in brackets, its interval over repeats (Welch's t on the logs of the "
-    "repeats' medians: 95 %, or under --repeats auto the 99.5 % its stopping rule judges each look at), which "
+    "repeats' medians: 95 %, or under --repeats auto the confidence its stopping rule judges each look at, "
+    "99.5 % at the default --max-repeats 20), which "
     "needs two repeats a side; 'not significant' where it includes 1. A winner is 'fastest' only when its interval "
     "against the next strategy lies above 1, else 'fastest by median'. 'comm. hidden' is 1 − Σ not hidden / "
     "Σ communication over the repeats (their per-step means). Noise is the repeats' median step CV (noisy above "

@@ -106,3 +106,15 @@ def test_the_model_pairs_only_rows_that_gave_a_cap_never_ddps_default_layout_rec
     default = {**config("d", "stock", step_ms=50.0), "bucket_cap_mb": 25.0}  # no cap given: DDP's layout
     rows = predict.sweep_predictions(pd.DataFrame([*explicit, default]), PROFILE, NETWORK)
     assert [(r["bucket_cap_mb"], r["measured_ms"]) for r in rows] == [(1.0, 20.0), (25.0, 24.0)]
+
+
+def test_a_failed_one_rank_baseline_leaves_the_calibration_out_rather_than_nan():
+    """A failed row has no step: the calibration must not pool it (a NaN scale broke every prediction)."""
+    setup = {"workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32", "optimizer": "sgd"}
+    failed = {**config("l1", "local", step_ms=float("nan")), "status": "failed", "world_size": 1}
+    stock = {**config("s1", "stock"), "world_size": 1}
+    configs = pd.DataFrame([failed, stock])
+    assert predict.one_rank_baseline_s(configs, setup) is None and predict.ddp_own_cost_s(configs, setup) is None
+    ok = pd.DataFrame([{**failed, "status": "ok", "step_ms_median": 25.0}, stock])
+    assert predict.one_rank_baseline_s(ok, setup) == pytest.approx(0.025)
+    assert predict.ddp_own_cost_s(ok, setup) == pytest.approx(0.005)

@@ -230,7 +230,8 @@ def test_a_log_that_names_no_collective_is_read_as_the_one_given_and_said(tmp_pa
     assert nccltests.read(tmp_path / "node1.txt", collective="all_reduce").ranks == 8
     flags = ["--cluster", "dgx-h100", "--nodes", "1", "--sizes", "1GiB"]
     assert cli.main(["predict", "--nccl-tests", str(tmp_path / "node1.txt"), *flags]) == 0
-    assert "does not say its collective: read as all_reduce (--collective)" in capsys.readouterr().err
+    said = capsys.readouterr().err
+    assert "does not say its collective: read as all_reduce (a collectives table's --collective names another)" in said
     (tmp_path / "hello.txt").write_text("hello world\n")
     with pytest.raises(ConfigError, match="has no result rows"):
         nccltests.read(tmp_path / "hello.txt", collective="all_reduce")
@@ -281,3 +282,13 @@ def test_a_users_profile_without_sources_is_used_and_warned_about(tmp_path, caps
     assert "no source for gpus_per_node, generation, cpu, intra.nvlinks" in captured.err
     assert cli.main(["predict", "--cluster", "dgx-a100", "--nodes", "1", "--sizes", "1GiB"]) == 0
     assert "no source" not in capsys.readouterr().err  # a built-in says where every number came from
+
+
+def test_a_one_node_log_of_small_sizes_still_fits_with_a_multi_node_log(tmp_path):
+    """The staged start needs rows ≥ 64 KiB in each part; without them the joint fit goes on alone."""
+    base = cluster.load("dgx-h100")
+    small = [nccl.choose(base, "all_reduce", size, nodes=1) for size in SIZES if size <= 32 * 1024]
+    (tmp_path / "n1.txt").write_text(nccltests.write_text(small))
+    (tmp_path / "n2.txt").write_text(nccltests.write_text(a_log(base, nodes=2)))
+    logs = [nccltests.read(tmp_path / "n1.txt"), nccltests.read(tmp_path / "n2.txt")]
+    assert nccltests.fit(base, logs, name="both").worst <= 0.10

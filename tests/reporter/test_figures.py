@@ -240,7 +240,7 @@ def test_repeated_measurements_of_a_configuration_are_drawn_apart(cpu_run):
     again["config_id"] = again["config_id"] + "-r1"
     both = aggregate.with_labels(pd.concat([cpu_run.configs.drop(columns=["label", "config_label"]), again]))
     figure = figures.step_time_by_strategy(both, workload="mlp")
-    assert sorted(names(figure)) == ["local #0", "local #1", "naive #0", "naive #1", "stock #0", "stock #1"]
+    assert sorted(names(figure)) == ["local #1", "local #2", "naive #1", "naive #2", "stock #1", "stock #2"]
 
 
 def test_memory_against_time_has_a_point_per_strategy_for_each_world_size(gpu):

@@ -227,3 +227,11 @@ def test_an_auto_runs_answer_judges_at_its_stopping_rules_confidence():
     judged = answer.headline(answer.ranked(close, workload="mlp", confidence=auto))
     assert "is fastest (" in fixed and "(95% interval" in fixed
     assert "is fastest by median" in judged and "not significantly" in judged and "(99.5% interval" in judged
+
+
+def test_a_winner_by_median_that_loses_by_geometric_means_is_not_named_faster():
+    """Ranked by median, judged by geometric means: when they disagree the answer says so, never '0.93× faster'."""
+    split = run(repeats("stock", [2.0, 2.0, 2.0]), repeats("bucketed", [1.0, 1.0, 10.0]))
+    line = answer.headline(answer.ranked(split, workload="mlp"))
+    assert "is fastest by median" in line and "by the repeats&#x27; geometric means stock is 1.08× faster" in line
+    assert "0.93×" not in line
