@@ -10,10 +10,9 @@ import dataclasses
 from pathlib import Path
 
 from harness.config.bench import BACKENDS, DEVICES, ConfigError, rank_ladder, validate_run_id
-from harness.config.units import parse_bytes
+from harness.config.units import ELEMENT_BYTES, parse_bytes  # float32 messages
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
-ELEMENT_BYTES = 4  # float32 messages
 # Defaults per device: the CPU (gloo over loopback, cores shared with the ranks) gets a smaller
 # largest message and fewer iterations, so `ddpbench collectives --gpus 2` takes seconds.
 # `iters` is per batch (there are BATCHES): the CPU's 4 × 3 is about the 10 it timed before.

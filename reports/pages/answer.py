@@ -178,9 +178,7 @@ def evidence(fast: pd.Series, slow: pd.Series) -> dict:
     confidence = float(fast.get("confidence", stats.CONFIDENCE))
     ratio = stats.ratio_interval(fast["repeat_ms"], slow["repeat_ms"], confidence=confidence)  # slow / fast
     proof = {"times": ratio["ratio"], "low": None, "high": None, "judged": TOO_FEW, "confidence": confidence}
-    if min(len(fast["repeat_ms"]), len(slow["repeat_ms"])) < stats.MIN_REPEATS:
-        return proof
-    if not (np.isfinite(ratio["low"]) and np.isfinite(ratio["high"])):
+    if not (np.isfinite(ratio["low"]) and np.isfinite(ratio["high"])):  # under two repeats a side: no interval
         return proof
     judged = SIGNIFICANT if ratio["low"] > 1 and ratio["ratio"] > 1 else NOT_SIGNIFICANT
     return {**proof, "low": ratio["low"], "high": ratio["high"], "judged": judged}
