@@ -33,6 +33,9 @@ from torch.distributed.run import config_from_args, parse_args
 from torch.distributed.run import main as torchrun_main
 
 from harness.config.ranks import FORK_RANKS, FORKED_RANK_ENV
+from harness.launch.rendezvous import register_one_node
+
+register_one_node()  # before torchrun reads --rdzv-backend, in this agent and in the zygote it may be forked from
 
 
 @record  # as torchrun's own main: a failed rank's summary (signal, error file) printed, then raised

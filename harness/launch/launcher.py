@@ -27,7 +27,8 @@ from harness.config.ranks import available_cpus, threads_per_rank
 from harness.handoff import costs, records
 from harness.handoff.rank_result import RankResult
 from harness.launch.diagnose import diagnose
-from harness.launch.torchrun import LaunchEnd, Rendezvous, launch_ranks
+from harness.launch.rendezvous import Rendezvous
+from harness.launch.torchrun import LaunchEnd, launch_ranks
 from harness.results import layout, store
 from harness.results.layout import RunFolder
 

@@ -24,32 +24,12 @@ from harness.config.ranks import FORK_RANKS, child_environment, forks_ranks
 from harness.handoff import liveness
 from harness.handoff.progress import read_step_progress
 from harness.launch import supervise, zygote
+from harness.launch.rendezvous import Rendezvous
 from harness.launch.zygote import AGENT
 from harness.results.layout import RunFolder
 
+ONE_NODE_LAUNCH = Rendezvous()
 POLL_S = 0.1  # how often the supervisor looks at a launch: an ended launch is seen within it
-
-
-@dataclasses.dataclass(frozen=True)
-class Rendezvous:
-    """How the nodes of a launch find each other: one node (`--standalone`), or torchrun's c10d
-    rendezvous at `endpoint` under `run_id`, this node being `node_rank` of `nnodes`."""
-
-    nnodes: int = 1
-    node_rank: int = 0
-    endpoint: str | None = None
-    run_id: str = ""
-
-    def flags(self) -> list[str]:
-        if self.nnodes == 1:
-            return ["--standalone"]
-        return [
-            f"--nnodes={self.nnodes}",
-            f"--node-rank={self.node_rank}",
-            "--rdzv-backend=c10d",
-            f"--rdzv-endpoint={self.endpoint}",
-            f"--rdzv-id={self.run_id}",
-        ]
 
 
 def check_fault_switch() -> None:
@@ -147,7 +127,7 @@ def launch_ranks(
     name: str,
     threads: int,
     timeout_s: float | None,
-    rendezvous: Rendezvous = Rendezvous(),
+    rendezvous: Rendezvous = ONE_NODE_LAUNCH,
     extra_ranks: int = 0,
     collect: Collect = _nothing_collected,
     on_tick: Callable[[], None] | None = None,

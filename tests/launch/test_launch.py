@@ -6,24 +6,27 @@ from __future__ import annotations
 import sys
 import time
 
+import pytest
+
 from harness.config.bench import BenchConfig
 from harness.config.grid import expand
 from harness.config.ranks import FORK_RANKS, forks_ranks, threads_per_rank
 from harness.launch import launcher as launch
 from harness.launch import supervise, torchrun
+from harness.launch.rendezvous import ONE_NODE
 from harness.results import store
 
 
-def test_single_node_uses_standalone_and_several_nodes_the_c10d_rendezvous(tmp_path):
+def test_single_node_uses_its_own_rendezvous_and_several_nodes_the_c10d_one(tmp_path):
     one = launch.rendezvous(BenchConfig(gpus=2, impls=("naive",)), "r")
     command = torchrun.torchrun_command(launch.WORKER, tmp_path / "p.json", local_ranks=2, rendezvous=one)
-    assert "--standalone" in command and "--nproc-per-node=2" in command
+    assert f"--rdzv-backend={ONE_NODE}" in command and "--nproc-per-node=2" in command
     assert command[-3:] == ["-m", "harness.rank.worker", str(tmp_path / "p.json")]
     two = BenchConfig(gpus=8, impls=("naive",), nnodes=2, node_rank=1, rdzv_endpoint="node0:29500", run_id="job")
     command = torchrun.torchrun_command(
         "harness.rank.collectives", tmp_path / "p.json", local_ranks=8, rendezvous=launch.rendezvous(two, "r")
     )
-    assert "--standalone" not in command
+    assert not any(ONE_NODE in flag for flag in command)
     assert {"--nnodes=2", "--node-rank=1", "--rdzv-backend=c10d", "--rdzv-endpoint=node0:29500", "--rdzv-id=r"} <= set(
         command
     )
@@ -120,3 +123,25 @@ def test_a_silent_launch_is_ended_as_a_hang_with_every_rank_named_and_none_left(
     assert not end.came_alive and end.log == tmp_path / "logs" / "world-2.log"
     rank_pid = int(end.log.read_text().split("rank pid ")[1].split()[0])
     assert not supervise._alive(rank_pid)  # the rank in its own session went down with the launch
+
+
+def test_the_one_node_rendezvous_gives_the_ranks_the_port_its_store_was_given():
+    import datetime
+
+    from torch.distributed import TCPStore
+    from torch.distributed.elastic.rendezvous import RendezvousParameters, registry
+
+    from harness.launch.rendezvous import HOST, register_one_node
+
+    register_one_node()
+    register_one_node()  # the zygote's import and a fresh agent's: registering twice is harmless
+    handler = registry.get_rendezvous_handler(RendezvousParameters(ONE_NODE, f"{HOST}:0", "run", 1, 1))
+    info = handler.next_rendezvous()
+    assert (info.rank, info.world_size, handler.get_backend()) == (0, 1, ONE_NODE)
+    port = info.bootstrap_store_info.master_port
+    assert port != 0 and info.bootstrap_store_info.master_addr == HOST
+    info.store.set("seen", "yes")  # under the run's prefix, as the agent writes it
+    rank = TCPStore(HOST, port, is_master=False, timeout=datetime.timedelta(seconds=10))
+    assert rank.get("run/seen") == b"yes"
+    with pytest.raises(ValueError, match="one node"):
+        registry.get_rendezvous_handler(RendezvousParameters(ONE_NODE, f"{HOST}:0", "run", 2, 2))
