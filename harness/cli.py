@@ -10,11 +10,13 @@ import importlib
 import logging
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 from harness.commands.arguments import EXIT_BAD_INPUT, OneLineParser, add_flags, finite, names, whole
 from harness.config.bench import DEVICES, SIZE_CHOICES, BenchConfig, ConfigError
 from harness.config.flags import STEERS, flag_name, flags_of
+from harness.handoff.costs import process_started_at
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -241,6 +243,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "bench":  # --resume refuses the flags that would change the stored run
         args.given_flags = given_bench_flags(sys.argv[1:] if argv is None else argv)
+    # When this process is the command (its flags from the command line), its time starts with the process: the
+    # interpreter and the imports above are the user's wait too. Called with flags (a test, a script), at the call.
+    args.started_at = (process_started_at() if argv is None else None) or time.time()
     module_name, function = COMMANDS[args.command]
     module = importlib.import_module(f"harness.commands.{module_name}")
     try:

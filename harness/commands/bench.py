@@ -18,6 +18,7 @@ from harness.commands import console, summary
 from harness.commands.resume import resume
 from harness.config.bench import BenchConfig, ConfigError
 from harness.config.flags import AUTO, from_args
+from harness.handoff import costs
 from harness.results.layout import RunFolder
 
 RUN_ID_TRIES = 10
@@ -142,7 +143,10 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     if config.nnodes > 1:  # torchrun's rendezvous says nothing while it waits (up to its join timeout)
         console.say(f"ddpbench: waiting for {config.nnodes} node(s) at {config.rdzv_endpoint} … (each node runs "
                     f"the same command with --run-id {plan.run_id}; torchrun waits up to 10 minutes)")  # fmt: skip
-    began = time.monotonic()
+    # The session's clock starts with the command (the process, or the call): the budget, the wall time and its
+    # split count what the user waited for, the start included.
+    began = time.monotonic() - max(time.time() - args.started_at, 0.0)
+    costs.add_into(plan.fixed_cost_s, {"start": time.monotonic() - began})
     progress = console.Progress(plan.run, plan.configurations, done=done)
     try:
         with _sigterm_as_exception():

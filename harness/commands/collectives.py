@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 
 from harness.commands import console
+from harness.commands.console import predictions
 from harness.config.bench import DEVICES, ConfigError
 
 
@@ -68,7 +69,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         console.say(f"ddpbench: stopped by SIGINT: world sizes {done} saved in {run_dir}/")
         return 130
     frame = model_tables.read_collectives(run_dir)
-    console.collectives_table(frame, model_tables.read_contention(run_dir))
+    predictions.collectives_table(frame, model_tables.read_contention(run_dir))
     console.say(f"collectives: {model_tables.collectives_dir(run_dir)}/")
     return 0 if frame["correct"].all() else 1
 

@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from harness.commands import console, predict_cluster
+from harness.commands.console import predictions
 from harness.config.bench import SIZE_CHOICES, ConfigError
 
 DEFAULT_WORLD = 8
@@ -40,12 +41,12 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         setup, network, profile, source, worlds = _measured_now(args, given, device=device)
         run_dir = None
     caps = caps or list(DEFAULT_CAPS_MB)
-    console.predict_profile(setup, profile, source)
+    predictions.predict_profile(setup, profile, source)
     for world in worlds:
         link = network_link(network, world)
         measured = network.contention.get(world)  # None: not measured, predicted without contention
         frame = predict_caps(profile, caps_mb=caps, link=link, world_size=world, contention=measured or NO_CONTENTION)
-        console.predict_table(frame, world=world, link=link, contention=measured)
+        predictions.predict_table(frame, world=world, link=link, contention=measured)
         _warn_if_extrapolated(link, largest_bucket_bytes(profile, caps), world=world)
     if run_dir is not None:
         _validate(args.results_dir, run_dir, network, stored=given is None)
@@ -94,7 +95,7 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
         profile = profile_from_rows(pd.DataFrame(_measure_profile(setup, device=device, steps=args.profile_steps)))
         source = f"profile measured now on {device.type}"
         profiled_on = device.type
-    console.predict_profile(setup, profile, source)
+    predictions.predict_profile(setup, profile, source)
     return predict_cluster.run_steps(args, chosen, profile, caps or list(DEFAULT_CAPS_MB), device=profiled_on,
                                      configs=configs, setup=setup)  # fmt: skip
 
@@ -225,7 +226,7 @@ def _validate(results_dir: Path, run_dir: Path, network, *, stored: bool) -> Non
     else:  # a hypothetical network is printed against the run, never stored with it
         rows = predict.sweep_predictions(store.read_configs(run_dir), model_tables.read_gradprofiles(run_dir), network)
     if not rows:
-        console.no_validation()
+        predictions.no_validation()
         return
     recommendations = store.read_recommendations(run_dir)
     for (workload, size, world), group in pd.DataFrame(rows).groupby(["workload", "size", "world_size"]):
@@ -235,7 +236,7 @@ def _validate(results_dir: Path, run_dir: Path, network, *, stored: bool) -> Non
             for column, label in predict.VARIANTS
             if group[column].notna().all() and len(group) > 1
         ]
-        console.validation((workload, size, world), group, as_good, errors)
+        predictions.validation((workload, size, world), group, as_good, errors)
 
 
 def _given_network(args: argparse.Namespace):

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from harness.commands import console
+from harness.commands.console import predictions
 from harness.config.bench import ConfigError
 
 DEFAULT_SIZES = "1KiB:16GiB"
@@ -117,7 +118,7 @@ def cluster_from_args(args: argparse.Namespace):
         _say_published_check(base, args.collective)
         return base
     fitted = nccltests.fit(base, logs, name=f"{base.name}, fitted to {len(logs)} nccl-tests log(s)")
-    console.nccl_fit(fitted, logs)
+    predictions.nccl_fit(fitted, logs)
     return fitted.cluster
 
 
@@ -171,7 +172,7 @@ def run_collectives(args: argparse.Namespace, chosen) -> int:
     rows = []
     for nodes in nodes_list:
         choices = [nccl.choose(chosen, args.collective, size, nodes=nodes) for size in sizes]
-        console.cluster_collectives(chosen, choices)
+        predictions.cluster_collectives(chosen, choices)
         rows += [_collective_row(chosen, c) for c in choices]
     if args.out:
         _write(pd.DataFrame(rows), Path(args.out))
@@ -212,7 +213,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         frame.insert(0, "world_size", world)
         tied, margin = agreement.best_and_margin(frame["bucket_cap_mb"], frame["step_ms"])
         frame["best"] = frame["bucket_cap_mb"].isin(tied)
-        console.cluster_steps(chosen, frame, world=world, nodes=nodes, tied=tied, margin=margin)
+        predictions.cluster_steps(chosen, frame, world=world, nodes=nodes, tied=tied, margin=margin)
         rows.append(frame)
     if args.out:
         _write(pd.concat(rows, ignore_index=True), Path(args.out))

@@ -22,6 +22,7 @@ from harness.clock import host_seconds
 from harness.results.layout import costs_path
 
 PHASES = (
+    "start",  # the ddpbench command itself until its first launch: interpreter, imports, flags checked, run planned
     "launch",  # the launcher's torchrun call until rank 0's process starts (on the CPU: the zygote's imports too,
     # in the run's first launch)
     "imports",  # rank 0's interpreter start and the worker module's imports (torch and its compiler, the

@@ -10,7 +10,7 @@ import pytest
 from test_predict import _PROFILE_ROWS as PROFILE  # the same five 1 MiB gradients
 
 from harness.analysis import agreement
-from harness.commands import console
+from harness.commands.console import predictions
 from harness.perfmodel import network as net
 from harness.perfmodel import predict
 from harness.perfmodel.network import Contention, Link
@@ -66,11 +66,11 @@ def predicted(step_ms: list[float]) -> pd.DataFrame:
 
 def test_the_predicted_best_cap_names_every_tied_cap_and_unmeasured_contention_says_so(capsys):
     link = Link(alpha_s=30e-6, busbw_bytes_per_s=9e9, source="given")
-    console.predict_table(predicted([0.29, 0.35, 0.29]), world=2, link=link, contention=None)
+    predictions.predict_table(predicted([0.29, 0.35, 0.29]), world=2, link=link, contention=None)
     out = capsys.readouterr().out
     assert "(given); contention: not measured\n" in out and "×1.00" not in out
     assert "predicted best cap at w2: any of 1, 25 MiB (tied) (0.29 ms" in out
-    console.predict_table(predicted([0.30, 0.35, 0.29]), world=2, link=link, contention=Contention(1.2, 1.5))
+    predictions.predict_table(predicted([0.30, 0.35, 0.29]), world=2, link=link, contention=Contention(1.2, 1.5))
     out = capsys.readouterr().out
     assert "contention: compute ×1.20, all-reduce ×1.50 while overlapped" in out
     assert "predicted best cap at w2: 25 MiB (0.29 ms" in out
@@ -81,7 +81,7 @@ def test_validation_says_a_model_agrees_when_its_tied_best_holds_the_measured_be
                           "predicted_ms": [0.29, 0.29], "predicted_contention_ms": [None, None],
                           "compute_scale": [1.0, 1.0], "reducer_ms": [0.0, 0.0]})  # fmt: skip
     error = agreement.prediction_error(group["bucket_cap_mb"], group["measured_ms"], group["predicted_ms"])
-    console.validation(("w", "tiny", 2), group, None, [("calibrated", error)])
+    predictions.validation(("w", "tiny", 2), group, None, [("calibrated", error)])
     out = capsys.readouterr().out
     assert "calibrated: MAPE 4.9%, best cap measured 25 MiB vs predicted any of 1, 25 MiB (tied) (agrees)" in out
 
@@ -93,8 +93,8 @@ def test_validation_agrees_when_the_predicted_best_is_a_cap_the_sweep_calls_as_g
                           "predicted_ms": [0.28, 0.30], "predicted_contention_ms": [None, None],
                           "compute_scale": [1.0, 1.0], "reducer_ms": [0.0, 0.0]})  # fmt: skip
     error = agreement.prediction_error(group["bucket_cap_mb"], group["measured_ms"], group["predicted_ms"])
-    console.validation(("w", "tiny", 2), group, [1.0, 25.0], [("calibrated", error)])
-    console.validation(("w", "tiny", 2), group, [25.0], [("calibrated", error)])
+    predictions.validation(("w", "tiny", 2), group, [1.0, 25.0], [("calibrated", error)])
+    predictions.validation(("w", "tiny", 2), group, [25.0], [("calibrated", error)])
     first, second = capsys.readouterr().out.split("validation w2")[1:]
     assert "best cap measured 25 MiB vs predicted 1 MiB (agrees: a cap the sweep calls as good)" in first
     assert "best cap measured 25 MiB vs predicted 1 MiB (1 grid step(s) apart)" in second

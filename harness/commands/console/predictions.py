@@ -1,0 +1,143 @@
+"""What `collectives` and `predict` print: the collectives' table, the model's step per bucket cap against
+what a run measured, and NCCL's choices on a cluster. Written through the terminal's `say`
+(harness.commands.console), so that a closed reader or a pipe is handled as everywhere else."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness.analysis import agreement, stats
+from harness.commands.console import bytes_text, say
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+# --- collectives --------------------------------------------------------------------------------
+
+
+def collectives_table(frame: pd.DataFrame, contention: pd.DataFrame) -> None:
+    """Per world size and collective: bus bandwidth at the largest size, the peak, and correctness;
+    then how much compute and all-reduce slow each other down when they overlap."""
+    for (world, op), rows in frame.groupby(["world_size", "op"], sort=True):
+        best = rows.loc[rows["busbw_gbps"].idxmax()]
+        largest = rows.loc[rows["bytes"].idxmax()]
+        wrong = ", ".join(bytes_text(b) for b in rows.loc[~rows["correct"], "bytes"])
+        verdict = f"WRONG RESULTS at {wrong}" if wrong else "all correct"
+        say(f"  w{world} {op:<14} busbw {largest['busbw_gbps']:.3f} GB/s at {bytes_text(largest['bytes'])} "
+            f"(peak {best['busbw_gbps']:.3f} at {bytes_text(best['bytes'])}); {verdict}")  # fmt: skip
+    for row in contention.itertuples():
+        say(f"  w{row.world_size} overlap: compute {row.compute_slowdown:.2f}× slower, all-reduce "
+            f"{row.comm_slowdown:.2f}× (4 KiB: {row.latency_slowdown:.2f}×) slower while the other runs")  # fmt: skip
+
+
+# --- predict ------------------------------------------------------------------------------------
+
+
+def predict_profile(setup: dict, profile, source: str) -> None:
+    say(f"ddpbench predict: {setup['workload']}/{setup['size']}, batch {setup['batch_size']} per rank; {source}: "
+          f"forward {profile.forward_s * 1e3:.2f} ms, backward {profile.backward_s * 1e3:.2f} ms, optimizer "
+          f"{profile.optimizer_s * 1e3:.2f} ms, {profile.grad_bytes / 2**20:.2f} MiB of gradients "
+          f"in {len(profile.grads)} tensors")  # fmt: skip
+
+
+def contention_text(contention) -> str:
+    if contention is None:
+        return "contention: not measured"
+    latency = f" (latency ×{contention.latency_slowdown:.2f})" if contention.latency_slowdown else ""
+    return (f"contention: compute ×{contention.compute_slowdown:.2f}, all-reduce ×{contention.comm_slowdown:.2f}"
+            f"{latency} while overlapped")  # fmt: skip
+
+
+def caps_text(caps: list[float]) -> str:
+    """'25 MiB', or 'any of 1, 25 MiB (tied)' when the figures cannot tell them apart."""
+    listed = ", ".join(f"{c:g}" for c in caps)
+    return f"{listed} MiB" if len(caps) == 1 else f"any of {listed} MiB (tied)"
+
+
+def predict_table(frame: pd.DataFrame, *, world: int, link, contention) -> None:
+    """The network at this world size, then one row per bucket cap and the predicted best (caps within
+    agreement.TIE_TOLERANCE of the fastest are tied). `contention` None: none was measured."""
+    say(f"w{world}: all-reduce α {link.alpha_s * 1e6:.1f} µs, busbw {link.busbw_bytes_per_s / 1e9:.3f} GB/s "
+          f"({link.source}); {contention_text(contention)}")  # fmt: skip
+    _cap_rows(frame, decimals=2)
+    best = frame.loc[frame["step_ms"].idxmin()]
+    tied = agreement.tied_best(frame["bucket_cap_mb"], frame["step_ms"])
+    say(f"  predicted best cap at w{world}: {caps_text(tied)} ({best['step_ms']:.2f} ms, "
+          f"scaling efficiency {best['scaling_efficiency']:.3f})")  # fmt: skip
+
+
+def _cap_rows(frame: pd.DataFrame, *, decimals: int) -> None:
+    say(f"  {'cap MiB':>8} {'buckets':>8} {'step ms':>9} {'exposed comm ms':>16} {'scaling eff.':>13}")
+    for r in frame.itertuples():
+        say(f"  {r.bucket_cap_mb:>8g} {r.buckets:>8} {r.step_ms:>9.{decimals}f} "
+              f"{r.exposed_comm_ms:>16.{decimals}f} {r.scaling_efficiency:>13.3f}")  # fmt: skip
+
+
+def no_validation() -> None:
+    say("validation: this run has no stock bucket-cap sweep at world size ≥ 2 to check the model against")
+
+
+def validation(key: tuple, group: pd.DataFrame, as_good: list[float] | None, errors: list[tuple[str, dict]]) -> None:
+    """One (workload, size, world size) of a run: measured against predicted per cap, the caps the
+    sweep found as good as the best, and each model variant's error."""
+    import pandas as pd
+
+    workload, size, world = key
+    say(f"validation w{world} {workload}/{size}, measured in the run against predicted "
+          f"(raw / raw + contention / calibrated / calibrated + contention):")  # fmt: skip
+    for r in group.itertuples():
+        variants = (r.predicted_raw_ms, getattr(r, "predicted_raw_contention_ms", None), r.predicted_ms,
+                    r.predicted_contention_ms)  # fmt: skip
+        predicted = " / ".join("—" if pd.isna(v) else f"{v:.2f}" for v in variants)
+        say(f"  cap {r.bucket_cap_mb:g} MiB: measured {r.measured_ms:.2f} ms, predicted {predicted} ms "
+              f"(compute ×{r.compute_scale:.2f}, DDP's own {r.reducer_ms:.1f} ms)")  # fmt: skip
+    if as_good is not None:
+        say(f"  measured caps the best does not beat by {stats.DEFAULT_THRESHOLD:.0%} over repeats: "
+              f"{', '.join(f'{c:g}' for c in as_good)} MiB")  # fmt: skip
+    for label, error in errors:
+        apart = error["best_cap_grid_steps"]
+        said = ("agrees" if apart == 0 else "agrees: a cap the sweep calls as good" if agreement.agrees(error, as_good)
+                else f"{apart} grid step(s) apart")  # fmt: skip
+        say(f"  {label}: MAPE {error['mape']:.1%}, best cap measured {caps_text(error['best_measured_caps_mb'])} "
+              f"vs predicted {caps_text(error['best_predicted_caps_mb'])} ({said})")  # fmt: skip
+
+
+# --- predict on a cluster -------------------------------------------------------------------------
+
+
+def nccl_fit(fit, logs) -> None:
+    """What the fit read, what it moved, and its error on the rows it used."""
+    for log in logs:
+        say(f"ddpbench predict: nccl-tests log {log.path}: {log.collective}, {log.ranks} ranks on {log.nodes} "
+              f"node(s), {len(log.rows)} rows")  # fmt: skip
+    moved = ", ".join(f"{field} {value:.4g}" for field, value in fit.fitted.items())
+    worst = max(fit.errors, key=lambda e: abs(e[2]))
+    size = f"{worst[1] / 2**20:g} MiB" if worst[1] >= 2**20 else f"{worst[1] / 2**10:g} KiB"
+    say(f"ddpbench predict: fitted {moved}; busbw error on the {len(fit.errors)} rows ≥ 64 KiB: mean "
+          f"{fit.mean_abs:.1%}, worst {worst[2]:+.1%} ({size} in {worst[0]})")  # fmt: skip
+
+
+def cluster_collectives(cluster, choices) -> None:
+    """One node count's predictions as nccl-tests prints its table, with NCCL's algorithm and protocol."""
+    first = choices[0]
+    say(f"# {cluster.name}: {first.collective} on {first.nodes} node(s) × {cluster.gpus_per_node} GPUs = "
+          f"{first.ranks} ranks (predicted: NCCL's algorithms on the profile's bandwidths)")  # fmt: skip
+    say(f"# {'size':>10s}  {'count':>12s}  {'type':>8s}  {'time':>9s}  {'algbw':>7s}  {'busbw':>7s}  "
+          "algorithm  protocol")  # fmt: skip
+    say(f"# {'(B)':>10s}  {'(elements)':>12s}  {'':>8s}  {'(us)':>9s}  {'(GB/s)':>7s}  {'(GB/s)':>7s}")
+    for c in choices:
+        say(f"{c.nbytes:12d}  {c.nbytes // 4:12d}  {'float':>8s}  {c.time_us:9.2f}  {c.algbw_gbps:7.2f}  "
+              f"{c.busbw_gbps:7.2f}  {c.algorithm:<9s}  {c.protocol}")  # fmt: skip
+
+
+def cluster_steps(cluster, frame: pd.DataFrame, *, world: int, nodes: int, tied: list[float],
+                  margin: float | None) -> None:  # fmt: skip
+    """Step time per cap on `nodes` nodes, and the best caps (`tied`) with their margin over the fastest cap
+    not tied with them (None: every cap is tied)."""
+    say(f"w{world} = {nodes} node(s) of {cluster.name} (NCCL's algorithms on the profile's bandwidths):")
+    _cap_rows(frame, decimals=3)
+    best = frame.loc[frame["step_ms"].idxmin()]
+    ahead = ", every cap tied" if margin is None else f", {margin:.1%} ahead of the next cap"
+    say(f"  predicted best cap at w{world}: {caps_text(tied)} ({best['step_ms']:.3f} ms, scaling "
+          f"efficiency {best['scaling_efficiency']:.3f}{ahead})")  # fmt: skip
