@@ -167,12 +167,16 @@ def answer(row: pd.Series) -> str:
 
 
 def versus_reference(row: pd.Series) -> str:
-    """'25 MiB takes 1.49× as long' (a ratio of step times, so its direction cannot be misread);
-    '' when 25 MiB was not measured or is itself the fastest."""
+    """'25 MiB takes 1.49× as long (99.5% interval 1.31–1.70)' (a ratio of step times, so its direction
+    cannot be misread; its interval at the verdicts' confidence, where recorded: an undecided sweep still
+    bounds what a cap can win); '' when 25 MiB was not measured or is itself the fastest."""
     gain = row.get("gain_vs_default")
     if gain is None or pd.isna(gain) or row["best_cap_mb"] == stats.REFERENCE_CAP_MB:
         return ""
-    return f"{stats.REFERENCE_CAP_MB:g} MiB takes {1 + gain:.2f}× as long"
+    low, high, confidence = row.get("gain_low"), row.get("gain_high"), row.get("confidence")
+    known = all(v is not None and not pd.isna(v) for v in (low, high, confidence))
+    interval = f" ({confidence * 100:.3g}% interval {1 + low:.2f}–{1 + high:.2f})" if known else ""
+    return f"{stats.REFERENCE_CAP_MB:g} MiB takes {1 + gain:.2f}× as long{interval}"
 
 
 def describe(row: pd.Series) -> str:

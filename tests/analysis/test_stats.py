@@ -93,6 +93,23 @@ def test_a_cap_that_beats_the_default_significantly_is_recommended_with_the_caps
     assert 0.10 < recommendation["gain_vs_default"] < 0.14
 
 
+def test_the_gain_over_the_default_has_the_interval_its_verdict_judged_at():
+    figures = curve_repeats({5.0: 100, 25.0: 112}, spread=0.03)
+    for confidence in (0.95, 0.995):
+        recommendation = stats.recommend_cap(figures, confidence=confidence)
+        judged = stats.ratio_interval(figures[25.0], figures[5.0], confidence=confidence)  # fastest / 25 MiB
+        assert recommendation["gain_low"] == pytest.approx(1 / judged["high"] - 1)
+        assert recommendation["gain_high"] == pytest.approx(1 / judged["low"] - 1)
+        assert recommendation["gain_low"] < recommendation["gain_vs_default"] < recommendation["gain_high"]
+        assert recommendation["confidence"] == confidence
+    wider = stats.recommend_cap(figures, confidence=0.995)
+    assert wider["gain_high"] - wider["gain_low"] > recommendation["gain_high"] - recommendation["gain_low"] - 1e-12
+    # None where nothing bounds it: 25 MiB the fastest, not measured, or one repeat.
+    for unbounded in (curve_repeats({5.0: 120, 25.0: 100}), curve_repeats({1.0: 150, 5.0: 100}),
+                      {5.0: [100.0], 25.0: [130.0]}):  # fmt: skip
+        assert stats.recommend_cap(unbounded)["gain_high"] is None
+
+
 def test_a_best_cap_within_noise_of_the_default_is_flat_not_starred():
     recommendation = stats.recommend_cap(curve_repeats({1.0: 130, 5.0: 100.0, 25.0: 100.5}))
     assert recommendation["decision"] == stats.FLAT and 25.0 in recommendation["equivalent_caps_mb"]

@@ -203,7 +203,9 @@ def test_the_line_says_how_much_longer_25_mib_takes_so_its_direction_cannot_be_m
     configs, steps = sweep_rows({1.0: 100.0, 5.0: 120.0, 25.0: 150.0}, world_sizes=(2,))
     row = sweep.recommendations(configs, steps).iloc[0]
     assert f"fastest 1 MiB: {row['best_step_ms']:.2f} ms" in sweep.describe(row)
-    assert f"; 25 MiB takes {1 + row['gain_vs_default']:.2f}× as long;" in sweep.describe(row)
+    interval = f"({row['confidence'] * 100:.3g}% interval {1 + row['gain_low']:.2f}–{1 + row['gain_high']:.2f})"
+    assert f"; 25 MiB takes {1 + row['gain_vs_default']:.2f}× as long {interval};" in sweep.describe(row)
+    assert row["gain_low"] < row["gain_vs_default"] < row["gain_high"]  # the interval of the same ratio
     assert "vs 25 MiB" not in sweep.describe(row) and 1.45 < 1 + row["gain_vs_default"] < 1.55
     fastest_25 = sweep.recommendations(*sweep_rows({1.0: 150.0, 25.0: 100.0}, world_sizes=(2,))).iloc[0]
     assert "takes" not in sweep.describe(fastest_25)  # 25 MiB is the fastest: nothing to compare it with
