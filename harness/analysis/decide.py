@@ -118,12 +118,15 @@ class Verdict:
     repeats_needed: int | None  # per configuration, for an interval narrow enough, at the look confidence
     config_ids: frozenset[str]  # every repeat of every configuration it rests on
     given_up: bool = False  # open and out of reach within --max-repeats (`out_of_reach`): runs no more
+    so_far: str = ""  # open: the estimate and its interval at the look confidence, what the evidence bounds already
 
     def line(self) -> str:
         if self.decided:
             return f"{self.subject}: {self.word}"
         why = "; out of reach within --max-repeats at this spread, so given up" if self.given_up else ""
-        return f"{self.subject}: open after {self.repeats} repeats ({stats.needed_text(self.repeats_needed)}{why})"
+        so_far = f"so far {self.so_far}; " if self.so_far else ""
+        return (f"{self.subject}: open after {self.repeats} repeats ({so_far}{stats.needed_text(self.repeats_needed)}"
+                f"{why})")  # fmt: skip
 
 
 def verdicts(
@@ -157,8 +160,11 @@ def _cap_verdicts(ok: pd.DataFrame, steps: pd.DataFrame, confidence: float, max_
         decided = decision["decision"] != stats.TOO_FEW
         given_up = not decided and _sweep_out_of_reach(sweep.cap_figures(summarised[0]), decision, confidence,
                                                        max_repeats)  # fmt: skip
+        versus = sweep.versus_reference(pd.Series(decision))
+        so_far = "" if decided else f"fastest {decision['best_cap_mb']:g} MiB" + (f"; {versus}" if versus else "")
         found.append(Verdict(CAP, _subject(setup, what), sweep.answer(pd.Series(decision)), decided,
-                             int(decision["repeats"]), decision["repeats_needed"], ids, given_up=given_up))  # fmt: skip
+                             int(decision["repeats"]), decision["repeats_needed"], ids, given_up=given_up,
+                             so_far=so_far))  # fmt: skip
     return found
 
 
@@ -204,8 +210,9 @@ def _strategy_verdicts(ok: pd.DataFrame, confidence: float, max_repeats: int | N
                 confidence=confidence,
                 paired=False,
             )
+            so_far = "" if decided else _ratio_so_far(judged, confidence)
             found.append(Verdict(STRATEGY, subject, word, decided, int(judged["repeats"]), judged["repeats_needed"],
-                                 ids, given_up=given_up))  # fmt: skip
+                                 ids, given_up=given_up, so_far=so_far))  # fmt: skip
     return found
 
 
@@ -218,6 +225,15 @@ def _reference(setup: pd.DataFrame) -> tuple[str, str] | None:
     return (ranked[0][2], ranked[0][1]) if ranked else None
 
 
+def _ratio_so_far(judged: dict, confidence: float) -> str:
+    """An open ratio's estimate and interval ('1.02× the reference's step, 99.5% interval 0.95–1.10'); '' with
+    one repeat a side (no interval)."""
+    if not np.isfinite(judged["low"]):
+        return ""
+    return (f"{judged['ratio']:.2f}× the reference's step, {confidence * 100:.3g}% interval "
+            f"{judged['low']:.2f}–{judged['high']:.2f}")  # fmt: skip
+
+
 def _ratio_words(judged: dict) -> str:
     if judged["verdict"] == stats.TOO_FEW:
         return stats.TOO_FEW
@@ -226,7 +242,7 @@ def _ratio_words(judged: dict) -> str:
     return f"{judged['verdict']} ({shown})"
 
 
-HISTORY_COLUMNS = ("kind", "subject", "word", "decided", "decided_after", "repeats", "repeats_needed")
+HISTORY_COLUMNS = ("kind", "subject", "word", "decided", "decided_after", "repeats", "repeats_needed", "so_far")
 
 
 def history(configs: pd.DataFrame, steps: pd.DataFrame, *, max_repeats: int) -> pd.DataFrame:
@@ -247,7 +263,8 @@ def history(configs: pd.DataFrame, steps: pd.DataFrame, *, max_repeats: int) -> 
         if len(seen) == len(configs):
             break  # later looks would see the same rows: `current` is the run's verdicts now
     rows = [{"kind": v.kind, "subject": v.subject, "word": v.word, "decided": v.decided,
-             "decided_after": since.get(v.subject), "repeats": v.repeats, "repeats_needed": v.repeats_needed}
+             "decided_after": since.get(v.subject), "repeats": v.repeats, "repeats_needed": v.repeats_needed,
+             "so_far": v.so_far}
             for v in current]  # fmt: skip
     return pd.DataFrame(rows, columns=list(HISTORY_COLUMNS))
 

@@ -9,11 +9,14 @@ from reports.pages.html import esc, table
 
 
 def decided_text(row) -> str:
-    """'after 2 repeats', or why not: open after N (and how many it would need)."""
+    """'after 2 repeats', or why not: open after N (what the evidence bounds so far, and how many repeats it
+    would need)."""
     if pd.notna(row.decided_after):
         return f"after {int(row.decided_after)} repeats"
     needed = None if pd.isna(row.repeats_needed) else int(row.repeats_needed)
-    return f"open after {int(row.repeats)} repeats ({stats.needed_text(needed)})"
+    so_far = getattr(row, "so_far", "")
+    so_far = f"so far {so_far}; " if isinstance(so_far, str) and so_far else ""
+    return f"open after {int(row.repeats)} repeats ({so_far}{stats.needed_text(needed)})"
 
 
 def decisions_section(decisions: pd.DataFrame, config: dict) -> str:

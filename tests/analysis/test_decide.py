@@ -8,7 +8,7 @@ import io
 import pandas as pd
 from test_sweep import sweep_rows
 
-from harness.analysis import decide
+from harness.analysis import decide, stats, sweep
 from harness.commands import console
 from harness.launch.repeats import Decided
 
@@ -50,6 +50,22 @@ def test_a_strategy_is_held_against_the_reference_at_world_sizes_that_communicat
     assert len(verdict.config_ids) == 6  # three repeats a side
 
 
+def test_an_open_ratio_says_its_estimate_and_interval_so_far():
+    stock, stock_steps = rows({25.0: 100.0}, repeats=2)
+    naive, naive_steps = rows({25.0: 103.0}, repeats=2, impl="naive")
+    naive["impl_options"], naive["bucket_cap_mb"] = "{}", None
+    both, both_steps = pd.concat([stock, naive]), pd.concat([stock_steps, naive_steps])
+    (verdict,) = decide.verdicts(both, both_steps, confidence=CONFIDENCE)
+    assert not verdict.decided
+    at_w2 = [list(frame.loc[frame["world_size"] == 2, "step_ms_median"]) for frame in (stock, naive)]
+    judged = stats.ratio_interval(*at_w2, confidence=CONFIDENCE)
+    assert judged["low"] < judged["ratio"] < judged["high"]
+    assert verdict.line().startswith(
+        f"w2 gpt2/tiny naive vs stock bucket_cap_mb=25.0: open after 2 repeats (so far {judged['ratio']:.2f}× the "
+        f"reference's step, {CONFIDENCE * 100:.3g}% interval {judged['low']:.2f}–{judged['high']:.2f}; need"
+    )
+
+
 def test_the_console_says_how_many_are_decided_what_runs_next_and_what_stayed_open(monkeypatch):
     configs, steps = rows({1.0: 100.0, 25.0: 100.5}, repeats=2)
     found = decide.verdicts(configs, steps, confidence=CONFIDENCE)
@@ -62,7 +78,10 @@ def test_the_console_says_how_many_are_decided_what_runs_next_and_what_stayed_op
                        "run(s) for the 1 open; about 75 s to decide the rest at the spread seen")  # fmt: skip
     assert said[1] == ("ddpbench: repeats auto: 0 of 1 verdicts decided after 20 repeat(s); 1 left open "
                        "(--max-repeats reached). Every verdict:")  # fmt: skip
-    assert said[2].startswith("  w2 gpt2/tiny stock: open after 2 repeats (need about")
+    # Open, it still says what the evidence bounds: the fastest cap so far and 25 MiB's ratio to it, interval and all.
+    versus = sweep.versus_reference(sweep.recommendations(configs, steps, confidence=CONFIDENCE).iloc[0])
+    assert "% interval" in versus
+    assert said[2].startswith(f"  w2 gpt2/tiny stock: open after 2 repeats (so far fastest 1 MiB; {versus}; need about")
     plain, plain_steps = rows({1.0: 150.0, 25.0: 100.0}, repeats=3)
     out.truncate(0), out.seek(0)
     console.verdict_round(Decided(decide.verdicts(plain, plain_steps, confidence=CONFIDENCE), 3, None), next_round=[])

@@ -178,3 +178,15 @@ def test_no_page_text_calls_an_explicit_25_mib_cap_ddps_default():
             if "DDP's default" in line:
                 # Only DDP's real default (no options: first bucket 1 MiB) may be named so.
                 assert "1 MiB" in line or "not DDP's default" in line or "not its default" in line, (module, line)
+
+
+def test_an_open_verdict_on_the_page_says_what_its_evidence_bounds_so_far():
+    from reports.pages import decisions
+
+    row = pd.Series({"decided_after": float("nan"), "repeats": 20, "repeats_needed": 45.0,
+                     "so_far": "fastest 100 MiB; 25 MiB takes 1.04× as long (99.5% interval 0.97–1.11)"})  # fmt: skip
+    assert decisions.decided_text(row) == ("open after 20 repeats (so far fastest 100 MiB; 25 MiB takes 1.04× as "
+                                           "long (99.5% interval 0.97–1.11); need about 45)")  # fmt: skip
+    older = row.drop("so_far")  # a history judged before the column existed, or one repeat: no interval
+    assert decisions.decided_text(older) == "open after 20 repeats (need about 45)"
+    assert decisions.decided_text(pd.Series({"decided_after": 3.0})) == "after 3 repeats"
