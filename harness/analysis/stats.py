@@ -347,11 +347,8 @@ def recommend_cap(
     best = min(centers, key=lambda cap: centers[cap][0])
     have = min(len(figures) for figures in figures_by_cap.values())
     paired = aligned and have >= PAIRED_FROM
-    judged = {
-        cap: verdict(figures, figures_by_cap[best], threshold=threshold, confidence=confidence, paired=paired)
-        for cap, figures in figures_by_cap.items()
-        if cap != best
-    }
+    judged = {cap: verdict(figures, figures_by_cap[best], threshold=threshold, confidence=confidence, paired=paired)
+              for cap, figures in figures_by_cap.items() if cap != best}  # fmt: skip
     words = {cap: found["verdict"] for cap, found in judged.items()}
     rivals = [reference_cap] if reference_cap in words else sorted(words)
     if all(words[cap] == FASTER for cap in rivals):
@@ -362,7 +359,8 @@ def recommend_cap(
         decision = TOO_FEW
     else:
         decision = FLAT
-    reference = centers.get(reference_cap)
+    reference, against = centers.get(reference_cap), judged.get(reference_cap)
+    bounded = against is not None and bool(np.isfinite(against["low"]))
     rivals_of_best = [(figures, figures_by_cap[best]) for cap, figures in figures_by_cap.items() if cap != best]
     return {
         "decision": decision,
@@ -373,8 +371,9 @@ def recommend_cap(
         # Not beaten by the threshold: the caps 'flat: any of …' offers (every cap with one repeat).
         "equivalent_caps_mb": sorted(cap for cap in figures_by_cap if words.get(cap) != FASTER),
         "gain_vs_default": reference[0] / centers[best][0] - 1 if reference else None,
-        # The same gain's interval at `confidence` (the verdicts' own): at most what moving off 25 MiB can win.
-        **_gain_interval(judged.get(reference_cap)),
+        # At `confidence`, from the fastest's verdict against 25 MiB: at most what moving off it wins (null: none).
+        "gain_low": 1 / against["high"] - 1 if bounded else None,
+        "gain_high": 1 / against["low"] - 1 if bounded else None,
         "confidence": confidence,
         "repeats": have,
         "repeats_needed": sweep_repeats_needed(
@@ -382,15 +381,6 @@ def recommend_cap(
         ),
         "paired": paired,
     }
-
-
-def _gain_interval(judged: dict | None) -> dict:
-    """The interval of the reference cap's step over the fastest's, − 1, from the verdict of the fastest
-    against it (whose ratio is fastest / reference); null where the reference is the fastest, was not
-    measured, or has one repeat."""
-    if judged is None or not np.isfinite(judged["low"]):
-        return {"gain_low": None, "gain_high": None}
-    return {"gain_low": 1 / judged["high"] - 1, "gain_high": 1 / judged["low"] - 1}
 
 
 def sweep_repeats_needed(
