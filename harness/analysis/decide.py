@@ -169,11 +169,15 @@ def _cap_verdicts(ok: pd.DataFrame, steps: pd.DataFrame, confidence: float, max_
 
 
 def _sweep_out_of_reach(figures: dict, decision: dict, confidence: float, max_repeats: int | None) -> bool:
-    """Every cap's comparison with the fastest, judged as the decision judged it (paired or not), out of reach:
-    any one within reach may still decide the sweep."""
-    best, paired = decision["best_cap_mb"], bool(decision["paired"])
-    return all(out_of_reach(f, figures[best], max_repeats=max_repeats, confidence=confidence, paired=paired)
-               for cap, f in figures.items() if cap != best)  # fmt: skip
+    """Every comparison the decision can rest on out of reach, judged as it judged them (paired or not): any
+    one within reach may still decide the sweep. With the 25 MiB cap in the sweep those are each other cap
+    against it, whichever cap leads now (stats.recommend_cap judges the fastest against 25 MiB, or 25 MiB,
+    when fastest, against every other cap); a lead between two other caps decides nothing. Without it, each
+    cap against the fastest."""
+    anchor = stats.REFERENCE_CAP_MB if stats.REFERENCE_CAP_MB in figures else decision["best_cap_mb"]
+    paired = bool(decision["paired"])
+    return all(out_of_reach(f, figures[anchor], max_repeats=max_repeats, confidence=confidence, paired=paired)
+               for cap, f in figures.items() if cap != anchor)  # fmt: skip
 
 
 def strategy_label(impl: str, options_json: str | None) -> str:

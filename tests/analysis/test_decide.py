@@ -148,3 +148,17 @@ def test_verdicts_mark_open_ones_given_up_only_when_asked_with_max_repeats(monke
     (plain,) = decide.verdicts(configs, steps, confidence=CONFIDENCE)
     (marked,) = decide.verdicts(configs, steps, confidence=CONFIDENCE, max_repeats=20)
     assert not plain.decided and not plain.given_up and marked.given_up
+
+
+def test_a_sweep_with_25_mib_is_out_of_reach_when_no_cap_can_be_judged_against_25_mib(monkeypatch):
+    """A lead between two other caps decides nothing (the decision is the fastest against 25 MiB): only the
+    comparisons with 25 MiB are asked whether they are out of reach."""
+    configs, steps = rows({1.0: 100.0, 5.0: 100.2, 25.0: 110.0}, repeats=8)
+    judged = decide.sweep.recommend
+    monkeypatch.setattr(decide.sweep, "recommend", lambda *a, **k: {**judged(*a, **k), "decision": stats.TOO_FEW})
+    asked: list[float] = []
+    monkeypatch.setattr(decide, "out_of_reach", lambda base, new, **k: asked.append(round(max(new), 3)) is None)
+    (verdict,) = decide.verdicts(configs, steps, confidence=CONFIDENCE, max_repeats=20)
+    assert verdict.given_up
+    medians = configs[configs["world_size"] == 2].groupby("bucket_cap_mb")["step_ms_median"].max().round(3)
+    assert sorted(asked) == [medians[25.0]] * 2  # 1 and 5 MiB, each against 25 MiB; never 1 against 5
