@@ -176,8 +176,16 @@ def _sweep_out_of_reach(figures: dict, decision: dict, confidence: float, max_re
     cap against the fastest."""
     anchor = stats.REFERENCE_CAP_MB if stats.REFERENCE_CAP_MB in figures else decision["best_cap_mb"]
     paired = bool(decision["paired"])
-    return all(out_of_reach(f, figures[anchor], max_repeats=max_repeats, confidence=confidence, paired=paired)
-               for cap, f in figures.items() if cap != anchor)  # fmt: skip
+    judge = {"max_repeats": max_repeats, "confidence": confidence, "paired": paired}
+    return all(out_of_reach(f, figures[anchor], **judge) for cap, f in figures.items()
+               if cap != anchor and not _surely_slower(f, figures[anchor], confidence, paired))  # fmt: skip
+
+
+def _surely_slower(figures: list[float], anchor: list[float], confidence: float, paired: bool) -> bool:
+    """A cap already judged slower than the anchor: it can neither lead nor tie, and where the anchor leads it
+    already counts as beaten, so it can decide nothing more (its reach does not keep the sweep running)."""
+    judged = stats.verdict(anchor, figures, threshold=stats.DEFAULT_THRESHOLD, confidence=confidence, paired=paired)
+    return judged["verdict"] == stats.SLOWER
 
 
 def strategy_label(impl: str, options_json: str | None) -> str:

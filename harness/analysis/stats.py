@@ -371,7 +371,7 @@ def recommend_cap(
         # Not beaten by the threshold: the caps 'flat: any of …' offers (every cap with one repeat).
         "equivalent_caps_mb": sorted(cap for cap in figures_by_cap if words.get(cap) != FASTER),
         "gain_vs_default": reference[0] / centers[best][0] - 1 if reference else None,
-        # At `confidence`, from the fastest's verdict against 25 MiB: at most what moving off it wins (null: none).
+        # At `confidence`, from the fastest's verdict against 25 MiB: at most what moving to it wins (null: none).
         "gain_low": 1 / against["high"] - 1 if bounded else None,
         "gain_high": 1 / against["low"] - 1 if bounded else None,
         "confidence": confidence,

@@ -169,7 +169,7 @@ def answer(row: pd.Series) -> str:
 def versus_reference(row: pd.Series) -> str:
     """'25 MiB takes 1.49× as long (99.5% interval 1.31–1.70)' (a ratio of step times, so its direction
     cannot be misread; its interval at the verdicts' confidence, where recorded: an undecided sweep still
-    bounds what a cap can win); '' when 25 MiB was not measured or is itself the fastest."""
+    bounds what its fastest cap can win); '' when 25 MiB was not measured or is itself the fastest."""
     gain = row.get("gain_vs_default")
     if gain is None or pd.isna(gain) or row["best_cap_mb"] == stats.REFERENCE_CAP_MB:
         return ""

@@ -146,12 +146,13 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     # The session's clock starts with the command (the process, or the call): the budget, the wall time and its
     # split count what the user waited for, the start included.
     began = time.monotonic() - max(time.time() - args.started_at, 0.0)
-    costs.add_into(plan.fixed_cost_s, {"start": time.monotonic() - began})
+    launched = time.monotonic()
+    costs.add_into(plan.fixed_cost_s, {"start": launched - began})
     progress = console.Progress(plan.run, plan.configurations, done=done)
     try:
         with _sigterm_as_exception():
             launch.run_groups(config, plan, on_written=progress.written, on_tick=progress.tick)
-            repeats.until_decided(config, plan, began=began, done=done, on_written=progress.written,
+            repeats.until_decided(config, plan, began=began, launched=launched, done=done, on_written=progress.written,
                                   on_tick=progress.tick, on_round=functools.partial(_round, progress))  # fmt: skip
     except (KeyboardInterrupt, Terminated) as stop:
         progress.close()

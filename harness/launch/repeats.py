@@ -48,18 +48,21 @@ def until_decided(
     plan: BenchRun,
     *,
     began: float,
+    launched: float | None = None,
     done: int = 0,
     on_round: Callable[[Decided, list[Configuration]], None],
     on_written: Callable[[Configuration], None],
     on_tick: Callable[[], None] | None = None,
 ) -> Decided | None:
     """Rounds of repeats until every verdict is decided (None when the run is not `--repeats auto`).
+    `began`: the session's start, which --budget counts from; `launched`: its first launch (default `began`),
+    which the pace counts from, so that the command's own start is not spread over every configuration.
     `on_round` hears each round's standing and the configurations about to run (none: the last word)."""
     if config.repeats != AUTO:
         return None
     confidence = decide.look_confidence(config.max_repeats)
     while True:
-        pace = _pace(plan, began, done)
+        pace = _pace(plan, began if launched is None else launched, done)
         standing, next_round = _standing(config, plan, confidence, pace=pace)
         if next_round and _over_budget(config.budget_s, began, (pace or 0.0) * len(next_round)):
             standing.stopped_by, next_round = "budget", []

@@ -60,7 +60,7 @@ RECOMMENDATIONS = Table(
         C("paired", BOOL, "", "whether each cap was judged against the best launch by launch (the t test of the per-launch log ratios): every cap ran once in each of the same repeats, 8 or more (`stats.PAIRED_FROM`); false: as independent sets (Welch's t). Null: written before pairing"),
         C("gain_vs_default", F64, RATIO, "`step at bucket_cap_mb=25 / best − 1`: the 25 MiB cap given explicitly like every cap of the sweep (on torch ≥ 2.9 its first bucket is 25 MiB: not DDP's default layout, which is never pooled with it); null when 25 was not measured"),
         C("gain_low", F64, RATIO, "`gain_vs_default`'s interval over repeats at `confidence` (from the best cap's verdict against 25 MiB, launch by launch where `paired`): low end; null where 25 MiB is the best, was not measured, or has one repeat"),
-        C("gain_high", F64, RATIO, "high end: at most what moving off 25 MiB wins, at that confidence"),
+        C("gain_high", F64, RATIO, "high end: at most what moving from 25 MiB to the best cap wins, at that confidence (that cap's interval, not a bound over every cap)"),
         C("confidence", F64, RATIO, "the confidence of every verdict's interval here and of the gain's: 0.95 for one look, higher under `--repeats auto` (its looks are paid for: docs/statistics.md); null: written before it was recorded"),
         C("repeats", I32, COUNT, "the fewest repeats of any cap: the evidence behind the decision"),
         C("repeats_needed", I32, COUNT, "about how many repeats per cap decide at a 5 % threshold, from the repeats' spread"),

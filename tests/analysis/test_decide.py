@@ -152,8 +152,8 @@ def test_verdicts_mark_open_ones_given_up_only_when_asked_with_max_repeats(monke
 
 def test_a_sweep_with_25_mib_is_out_of_reach_when_no_cap_can_be_judged_against_25_mib(monkeypatch):
     """A lead between two other caps decides nothing (the decision is the fastest against 25 MiB): only the
-    comparisons with 25 MiB are asked whether they are out of reach."""
-    configs, steps = rows({1.0: 100.0, 5.0: 100.2, 25.0: 110.0}, repeats=8)
+    comparisons with 25 MiB are asked whether they are out of reach, and not a cap already slower than it."""
+    configs, steps = rows({1.0: 100.0, 5.0: 100.2, 25.0: 110.0, 100.0: 150.0}, repeats=8)
     judged = decide.sweep.recommend
     monkeypatch.setattr(decide.sweep, "recommend", lambda *a, **k: {**judged(*a, **k), "decision": stats.TOO_FEW})
     asked: list[float] = []
@@ -161,4 +161,22 @@ def test_a_sweep_with_25_mib_is_out_of_reach_when_no_cap_can_be_judged_against_2
     (verdict,) = decide.verdicts(configs, steps, confidence=CONFIDENCE, max_repeats=20)
     assert verdict.given_up
     medians = configs[configs["world_size"] == 2].groupby("bucket_cap_mb")["step_ms_median"].max().round(3)
-    assert sorted(asked) == [medians[25.0]] * 2  # 1 and 5 MiB, each against 25 MiB; never 1 against 5
+    # 1 and 5 MiB, each against 25 MiB; never 1 against 5, nor 100 MiB, surely slower than 25 and so done with
+    assert sorted(asked) == [medians[25.0]] * 2
+
+
+def test_the_pace_of_the_rounds_counts_from_the_first_launch_and_the_budget_from_the_start(monkeypatch):
+    """The command's own start (interpreter, imports, planning) is paid once: spread over every configuration
+    it would inflate the estimate of each round; the budget still counts the whole wait."""
+    import types
+
+    from harness.launch import repeats
+
+    seen = {}
+    monkeypatch.setattr(repeats, "_pace", lambda plan, since, done: seen.setdefault("pace", since) and 2.0)
+    monkeypatch.setattr(repeats, "_standing", lambda *a, **k: (Decided([], 1, None), [object()]))
+    monkeypatch.setattr(repeats, "_over_budget", lambda budget, since, next_s: seen.setdefault("budget", since) > 0)
+    config = types.SimpleNamespace(repeats=decide.AUTO, max_repeats=20, budget_s=60.0)
+    repeats.until_decided(config, None, began=100.0, launched=103.0, on_round=lambda *a: None,
+                          on_written=lambda c: None)  # fmt: skip
+    assert seen == {"pace": 103.0, "budget": 100.0}
