@@ -19,6 +19,13 @@ def tied_best(caps: Sequence[float], values: Sequence[float], *, tolerance: floa
     return sorted(float(cap) for cap, value in zip(caps, values, strict=True) if value <= limit)
 
 
+def caps_text(caps: Sequence[float]) -> str:
+    """'5 MiB', or '1, 5 or 25 MiB (tied)' where the figures cannot tell several caps apart (`tied_best`): the one
+    phrasing of tied caps on the console and in the reports."""
+    names = [f"{cap:g}" for cap in caps]
+    return f"{names[0]} MiB" if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]} MiB (tied)"
+
+
 def best_and_margin(caps: Sequence[float], values: Sequence[float]) -> tuple[list[float], float | None]:
     """The tied best caps (`tied_best`) and how far ahead of the fastest cap not tied with them they are
     (the next cap's value over the best's, − 1); None when every cap is tied."""

@@ -111,14 +111,6 @@ def step_vs_floor(configs: pd.DataFrame, floor: pd.DataFrame, *, workload: str) 
     )
 
 
-def caps_text(caps: list[float]) -> str:
-    """'5 MiB', or '5 or 25 MiB (tied)' where the model cannot tell several caps apart (agreement.tied_best)."""
-    names = [f"{cap:g}" for cap in caps]
-    if len(names) == 1:
-        return f"{names[0]} MiB"
-    return f"{', '.join(names[:-1])} or {names[-1]} MiB (tied)"
-
-
 def predicted_vs_measured(predictions: pd.DataFrame, *, workload: str, world_size: int) -> go.Figure:
     """The measured bucket-cap curve with the model's, with and without contention, and the error of each."""
     rows = predictions[(predictions["workload"] == workload) & (predictions["world_size"] == world_size)]
@@ -135,8 +127,9 @@ def predicted_vs_measured(predictions: pd.DataFrame, *, workload: str, world_siz
     for column, name, colour, dash in curves:
         if column in rows and rows[column].notna().all():
             error = agreement.prediction_error(caps, rows["measured_ms"], rows[column])
+            best = agreement.caps_text(error["best_predicted_caps_mb"])
             figure.add_trace(
-                go.Scatter(name=f"{name} (MAPE {error['mape']:.1%}, best {caps_text(error['best_predicted_caps_mb'])})",
+                go.Scatter(name=f"{name} (MAPE {error['mape']:.1%}, best {best})",
                            x=caps, y=rows[column], mode="lines+markers", line={"color": colour, "dash": dash})
             )  # fmt: skip
     return styled(

@@ -338,8 +338,8 @@ def describe_error(error: dict) -> str:
     prediction (and the measurement) cannot tell from its fastest (agreement.tied_best), and the grid steps
     between the two sets at their closest."""
     return (
-        f"MAPE {error['mape']:.1%}; best cap {netfigures.caps_text(error['best_predicted_caps_mb'])} vs measured "
-        f"{netfigures.caps_text(error['best_measured_caps_mb'])} ({error['best_cap_grid_steps']} grid step(s) apart)"
+        f"MAPE {error['mape']:.1%}; best cap {agreement.caps_text(error['best_predicted_caps_mb'])} vs measured "
+        f"{agreement.caps_text(error['best_measured_caps_mb'])} ({error['best_cap_grid_steps']} grid step(s) apart)"
     )
 
 
@@ -353,7 +353,7 @@ def among_as_good(error: dict, as_good: list[float] | None) -> str:
         return "; not among the measured 'as good' caps"
     if len(inside) == len(picked):
         return "; among the measured 'as good' caps"
-    return f"; {netfigures.caps_text(inside).removesuffix(' (tied)')} among the measured 'as good' caps"
+    return f"; {agreement.caps_text(inside).removesuffix(' (tied)')} among the measured 'as good' caps"
 
 
 def prediction_error_table(predictions: pd.DataFrame, recommendations: pd.DataFrame | None = None) -> str:

@@ -21,7 +21,6 @@ from harness.perfmodel.predict import (
 )
 from harness.perfmodel.schedule import calibrate, predict_caps
 from reports.figures import whatif as figures
-from reports.figures.network import caps_text
 from reports.pages.html import FigureList, esc, name_html, page, table
 
 MAX_GPUS = 1024
@@ -117,9 +116,9 @@ def _device_banner(meta: dict, cluster: Cluster) -> str:
 
 def _answer(best: pd.DataFrame, cluster: Cluster) -> str:
     first, last = best.iloc[0], best.iloc[-1]
-    return (f'<p class="headline"><b>Best cap:</b> {caps_text(first["tied"])} on one node '
+    return (f'<p class="headline"><b>Best cap:</b> {agreement.caps_text(first["tied"])} on one node '
             f"({int(first['world_size'])} GPUs, efficiency {first['scaling_efficiency']:.3f}); "
-            f"{caps_text(last['tied'])} at {int(last['world_size'])} GPUs on {int(last['nodes'])} nodes "
+            f"{agreement.caps_text(last['tied'])} at {int(last['world_size'])} GPUs on {int(last['nodes'])} nodes "
             f"(efficiency {last['scaling_efficiency']:.3f}).</p>")  # fmt: skip
 
 
@@ -135,7 +134,7 @@ def _calibration_note(row: pd.Series) -> str:
 
 
 def _best_table(best: pd.DataFrame) -> str:
-    cells = [[str(int(r.world_size)), str(int(r.nodes)), esc(caps_text(r.tied)), f"{r.step_ms:.3f}",
+    cells = [[str(int(r.world_size)), str(int(r.nodes)), esc(agreement.caps_text(r.tied)), f"{r.step_ms:.3f}",
               f"{r.exposed_comm_ms:.3f}", f"{r.scaling_efficiency:.3f}",
               "every cap tied" if r.margin is None or pd.isna(r.margin) else f"{r.margin:.1%}"]
              for r in best.itertuples()]  # fmt: skip

@@ -69,7 +69,7 @@ def test_the_predicted_best_cap_names_every_tied_cap_and_unmeasured_contention_s
     predictions.predict_table(predicted([0.29, 0.35, 0.29]), world=2, link=link, contention=None)
     out = capsys.readouterr().out
     assert "(given); contention: not measured\n" in out and "×1.00" not in out
-    assert "predicted best cap at w2: any of 1, 25 MiB (tied) (0.29 ms" in out
+    assert "predicted best cap at w2: 1 or 25 MiB (tied) (0.29 ms" in out
     predictions.predict_table(predicted([0.30, 0.35, 0.29]), world=2, link=link, contention=Contention(1.2, 1.5))
     out = capsys.readouterr().out
     assert "contention: compute ×1.20, all-reduce ×1.50 while overlapped" in out
@@ -83,7 +83,7 @@ def test_validation_says_a_model_agrees_when_its_tied_best_holds_the_measured_be
     error = agreement.prediction_error(group["bucket_cap_mb"], group["measured_ms"], group["predicted_ms"])
     predictions.validation(("w", "tiny", 2), group, None, [("calibrated", error)])
     out = capsys.readouterr().out
-    assert "calibrated: MAPE 4.9%, best cap measured 25 MiB vs predicted any of 1, 25 MiB (tied) (agrees)" in out
+    assert "calibrated: MAPE 4.9%, best cap measured 25 MiB vs predicted 1 or 25 MiB (tied) (agrees)" in out
 
 
 def test_validation_agrees_when_the_predicted_best_is_a_cap_the_sweep_calls_as_good(capsys):

@@ -49,12 +49,6 @@ def contention_text(contention) -> str:
             f"{latency} while overlapped")  # fmt: skip
 
 
-def caps_text(caps: list[float]) -> str:
-    """'25 MiB', or 'any of 1, 25 MiB (tied)' when the figures cannot tell them apart."""
-    listed = ", ".join(f"{c:g}" for c in caps)
-    return f"{listed} MiB" if len(caps) == 1 else f"any of {listed} MiB (tied)"
-
-
 def predict_table(frame: pd.DataFrame, *, world: int, link, contention) -> None:
     """The network at this world size, then one row per bucket cap and the predicted best (caps within
     agreement.TIE_TOLERANCE of the fastest are tied). `contention` None: none was measured."""
@@ -63,7 +57,7 @@ def predict_table(frame: pd.DataFrame, *, world: int, link, contention) -> None:
     _cap_rows(frame, decimals=2)
     best = frame.loc[frame["step_ms"].idxmin()]
     tied = agreement.tied_best(frame["bucket_cap_mb"], frame["step_ms"])
-    say(f"  predicted best cap at w{world}: {caps_text(tied)} ({best['step_ms']:.2f} ms, "
+    say(f"  predicted best cap at w{world}: {agreement.caps_text(tied)} ({best['step_ms']:.2f} ms, "
           f"scaling efficiency {best['scaling_efficiency']:.3f})")  # fmt: skip
 
 
@@ -99,8 +93,10 @@ def validation(key: tuple, group: pd.DataFrame, as_good: list[float] | None, err
         apart = error["best_cap_grid_steps"]
         said = ("agrees" if apart == 0 else "agrees: a cap the sweep calls as good" if agreement.agrees(error, as_good)
                 else f"{apart} grid step(s) apart")  # fmt: skip
-        say(f"  {label}: MAPE {error['mape']:.1%}, best cap measured {caps_text(error['best_measured_caps_mb'])} "
-              f"vs predicted {caps_text(error['best_predicted_caps_mb'])} ({said})")  # fmt: skip
+        measured, predicted = (
+            agreement.caps_text(error[key]) for key in ("best_measured_caps_mb", "best_predicted_caps_mb")
+        )
+        say(f"  {label}: MAPE {error['mape']:.1%}, best cap measured {measured} vs predicted {predicted} ({said})")
 
 
 # --- predict on a cluster -------------------------------------------------------------------------
@@ -139,5 +135,5 @@ def cluster_steps(cluster, frame: pd.DataFrame, *, world: int, nodes: int, tied:
     _cap_rows(frame, decimals=3)
     best = frame.loc[frame["step_ms"].idxmin()]
     ahead = ", every cap tied" if margin is None else f", {margin:.1%} ahead of the next cap"
-    say(f"  predicted best cap at w{world}: {caps_text(tied)} ({best['step_ms']:.3f} ms, scaling "
+    say(f"  predicted best cap at w{world}: {agreement.caps_text(tied)} ({best['step_ms']:.3f} ms, scaling "
           f"efficiency {best['scaling_efficiency']:.3f}{ahead})")  # fmt: skip
