@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import stats, sweep
+from harness.analysis import stats, sweep, why
 from harness.results.columns import PHASE_COLUMNS as PHASES  # the step phases, as steps/ names them
 from harness.results.values import options_words
 
@@ -45,11 +45,37 @@ def labelled(configs: pd.DataFrame, *, workload: str | None = None, status: str 
     return rows.sort_values(keys, kind="stable")
 
 
+SAME_CONFIGURATION = why.SAME_CONFIGURATION
+"""What makes two rows repeats of one configuration (everything but the repeat)."""
+
+
+def has_repeats(configs: pd.DataFrame) -> bool:
+    """Whether some configuration was measured more than once (several ok repeats: what figures draw)."""
+    keys = [key for key in SAME_CONFIGURATION if key in configs]
+    ok = configs[configs["status"] == "ok"] if "status" in configs else configs
+    return bool(keys) and bool(ok.duplicated(subset=keys).any())
+
+
+def typical_repeats(configs: pd.DataFrame) -> pd.DataFrame:
+    """The ok configurations with a step time, one row each: of its repeats, the one whose median step is the
+    median of theirs (the lower middle of an even count), so that a figure of one bar, box or row per
+    configuration draws a measured launch for each, not one per repeat (`--repeats auto` makes up to 20).
+    Without repeats, the configs as they are (figures pick the ok rows themselves)."""
+    if not has_repeats(configs):
+        return configs
+    keys = [key for key in SAME_CONFIGURATION if key in configs]
+    timed = configs[(configs["status"] == "ok") & configs["step_ms_median"].notna()]
+    ranked = timed.sort_values(["step_ms_median", "repeat"], kind="stable")
+    picked = [group.index[(len(group) - 1) // 2] for _, group in ranked.groupby(keys, dropna=False, sort=False)]
+    chosen = configs.loc[sorted(picked)]
+    return with_labels(chosen) if "label" in configs else chosen  # labels without the '#k' of a repeat
+
+
 def with_labels(configs: pd.DataFrame) -> pd.DataFrame:
     """The configs with their labels, computed once per run (a page asks for them many times)."""
     rows = configs.copy()
     rows["label"] = [strategy_label(i, o) for i, o in zip(rows["impl"], rows["impl_options"], strict=True)]
-    if "repeat" in rows and rows["repeat"].fillna(0).nunique() > 1:
+    if "repeat" in rows and has_repeats(rows):
         # --repeats: each measurement is drawn apart (never stacked on the same bar) until repeats are pooled.
         rows["label"] = [
             f"{label} #{int(r) + 1}" for label, r in zip(rows["label"], rows["repeat"].fillna(0), strict=True)

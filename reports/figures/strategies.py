@@ -11,7 +11,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from reports.aggregate import labelled, strategy_label, sweep_centres, world_label
+from harness.analysis import stats
+from reports.aggregate import has_repeats, labelled, strategy_label, sweep_centres, world_label
 from reports.figures.style import PALETTE, new_figure, strategy_colours, styled
 
 __all__ = [
@@ -55,43 +56,90 @@ def speed_order(rows: pd.DataFrame) -> list[str]:
     return list(largest.sort_values("step_ms_median", kind="stable")["label"])
 
 
+def pooled_repeats(rows: pd.DataFrame, column: str) -> pd.DataFrame:
+    """Per strategy (its label without the repeat) and world size, over its repeats: `value` the median of
+    `column` (the answer ranks strategies by the median of the repeats' median steps), `low`/`high` the
+    lowest and highest repeat, `step_ms_median` the median of the repeats' median steps (speed_order),
+    `repeats` how many, and `parity_failed` whether any repeat failed parity."""
+    rows = rows.assign(
+        label=[strategy_label(i, o) for i, o in zip(rows["impl"], rows["impl_options"], strict=True)],
+        parity_failed=rows["parity_ok"].eq(False),  # None means not judged
+    )
+    pooled = rows.groupby(["label", "world_size"], sort=False).agg(
+        value=(column, "median"), low=(column, "min"), high=(column, "max"),
+        step_ms_median=("step_ms_median", "median"), repeats=(column, "size"), parity_failed=("parity_failed", "any"),
+    )  # fmt: skip
+    return pooled.reset_index()
+
+
 def _bars_by_strategy(
     configs: pd.DataFrame, *, workload: str, column: str, hover: str, whiskers: bool, value_format: str
 ) -> go.Figure:
     """One bar per strategy in each world-size group, fastest first, its value on it; a strategy that
-    failed parity gets '(PARITY FAILED)' in its legend entry and a hatched bar."""
+    failed parity gets '(PARITY FAILED)' in its legend entry and a hatched bar. With repeats, the bar is
+    the median over the repeats (pooled_repeats), its whiskers span the lowest to the highest repeat and a
+    dot marks each repeat; with one, the whiskers (`whiskers`) span the steps' p10–p90."""
     figure = new_figure()
     ok = labelled(configs, workload=workload)
-    colours = strategy_colours(ok)
-    for label in speed_order(ok):
-        rows = ok[ok["label"] == label]
-        failed_parity = _parity_failed(rows)
-        error_y = _whiskers(rows, median="step_ms_median", low="step_ms_p10", high="step_ms_p90") if whiskers else None
+    repeated = has_repeats(ok)
+    single = ok.assign(value=ok[column], parity_failed=ok["parity_ok"].eq(False))
+    bars = pooled_repeats(ok, column) if repeated else single
+    dots = ok.assign(label=[strategy_label(i, o) for i, o in zip(ok["impl"], ok["impl_options"], strict=True)])
+    colours = strategy_colours(bars)
+    for label in speed_order(bars):
+        rows = bars[bars["label"] == label]
+        failed_parity = bool(rows["parity_failed"].any())
+        if repeated:
+            error_y = _whiskers(rows, median="value", low="low", high="high")
+        else:
+            error_y = (
+                _whiskers(rows, median="step_ms_median", low="step_ms_p10", high="step_ms_p90") if whiskers else None
+            )
         figure.add_trace(
             go.Bar(
                 name=label + (" (PARITY FAILED)" if failed_parity else ""),
+                legendgroup=label,
+                offsetgroup=label,
                 marker_color=colours[label],
                 x=[world_label(n) for n in rows["world_size"]],
-                y=rows[column],
+                y=rows["value"],
                 error_y=error_y,
                 marker_pattern_shape="x" if failed_parity else "",
-                text=rows[column],
+                text=rows["value"],
                 texttemplate=value_format,
                 textposition="outside",
                 cliponaxis=False,
-                hovertemplate=hover + "<extra>%{fullData.name}</extra>",
+                hovertemplate=hover
+                + (" (median of %{customdata} repeats)" if repeated else "")
+                + "<extra>%{fullData.name}</extra>",
+                customdata=rows["repeats"] if repeated else None,
             )
         )
+        if repeated:
+            mine = dots[dots["label"] == label]
+            figure.add_trace(
+                go.Scatter(
+                    name=f"{label}: each repeat", legendgroup=label, offsetgroup=label, showlegend=False,
+                    x=[world_label(n) for n in mine["world_size"]], y=mine[column], mode="markers",
+                    marker={"color": "rgba(0,0,0,0.55)", "size": 5},
+                    hovertemplate=hover + " (one repeat)<extra></extra>",
+                )
+            )  # fmt: skip
+    if repeated:
+        figure.update_layout(scattermode="group")  # each repeat's dot over its own strategy's bar
     return figure
 
 
 def step_time_by_strategy(configs: pd.DataFrame, *, workload: str) -> go.Figure:
-    """Median step time per strategy (bars) and world size (groups), whiskers p10 to p90."""
+    """Median step time per strategy (bars) and world size (groups), whiskers p10 to p90; with repeats, the
+    median over them, whiskers from the lowest to the highest repeat (_bars_by_strategy)."""
     figure = _bars_by_strategy(configs, workload=workload, column="step_ms_median", hover="%{y:.2f} ms",
                                whiskers=True, value_format="%{y:.3g}")  # fmt: skip
+    repeated = has_repeats(labelled(configs, workload=workload))
+    whiskers = "median of repeats, whiskers lowest–highest repeat" if repeated else "whiskers p10–p90"
     return styled(
         figure,
-        title=f"{workload}: median step time (whiskers p10–p90; lower is better)",
+        title=f"{workload}: median step time ({whiskers}; lower is better)",
         barmode="group",
         xaxis_title="world size",
         yaxis_title="step time (ms)",
@@ -120,8 +168,14 @@ def throughput_by_strategy(configs: pd.DataFrame, *, workload: str) -> go.Figure
 
 
 def scaling(configs: pd.DataFrame, *, workload: str) -> go.Figure:
-    """Weak-scaling efficiency against world size, one line per strategy, and the ideal 1.0."""
-    rows = labelled(configs, workload=workload).dropna(subset=["scaling_efficiency"])
+    """Weak-scaling efficiency against world size, one line per strategy, and the ideal 1.0. With repeats,
+    each point is pooled over them (stats.pooled_scaling: the repeats' centre of throughput at n ranks over
+    n × their centre at one rank), the figure the page's sentence quotes."""
+    rows = labelled(configs, workload=workload)
+    if has_repeats(rows):
+        rows = stats.pooled_scaling(rows)
+        rows["label"] = [strategy_label(i, o) for i, o in zip(rows["impl"], rows["impl_options"], strict=True)]
+    rows = rows.dropna(subset=["scaling_efficiency"])
     figure = new_figure()
     colours = strategy_colours(rows)
     for label, group in rows.groupby("label", sort=False):

@@ -18,77 +18,23 @@ from reports.figures import network as netfigures
 from reports.figures import steps as stepfigures
 from reports.figures import strategies as figures
 from reports.figures import timeline as timelinefigures
+from reports.figures.captions import (
+    BEATS_REFERENCE,
+    CAPTIONS,
+    GAP_REPEATS,
+    NOT_BEATEN,
+    ONE_REPEAT_EACH,
+    OR_REFERENCE_ITSELF,
+    POOLED,
+)
 from reports.pages import answer, decisions, takeaways
 from reports.pages.html import FigureList, esc, format_number, name_html, table
 
-BEATS_REFERENCE = (
-    f"beats the {stats.REFERENCE_CAP_MB:g} MiB cap significantly and by at least {stats.DEFAULT_THRESHOLD * 100:g} %"
-)
-"""The recommended cap's rule (stats.recommend_cap: stats.verdict's 'faster' against the 25 MiB cap), in words."""
-OR_REFERENCE_ITSELF = f"(or {stats.REFERENCE_CAP_MB:g} MiB itself, when it beats every other cap)"
-"""The rule's other half: when the 25 MiB cap is the fastest, recommend_cap judges it against every other cap."""
-NOT_BEATEN = f"that its best does not beat significantly and by {stats.DEFAULT_THRESHOLD * 100:g} % or more"
-"""What 'as good' caps are (stats.recommend_cap's equivalent_caps_mb: the caps its verdict does not call slower)."""
 
-CAPTIONS = {
-    "step_time": "Shorter bars are faster: compare strategies within a world size, and each against local "
-    "(no communication); whiskers span p10–p90, and a hatched bar marked PARITY FAILED trained wrongly.",
-    "throughput": "Taller is better: samples per second over all ranks; at equal world size the ranking "
-    "mirrors step time, across world sizes it shows what adding ranks buys.",
-    "scaling": "Lines near the dashed ideal (1.0) scale well: each point is throughput at n ranks over n times "
-    "the throughput at one rank, with the batch per rank fixed (weak scaling).",
-    "sweep": "Step time against the cap, one line per world size through each cap's centre over its repeats (the "
-    "geometric mean of the repeats' median steps, as the verdict below pools them), whiskers its 95% interval over "
-    "repeats (none with one repeat). A star marks a cap the recommendation below names, at the recommendation's own "
-    f"figure: one that {BEATS_REFERENCE} over repeats {OR_REFERENCE_ITSELF}. No star: the optimum is flat, or the "
-    "repeats were too few to tell (the table says which).",
-    "floor": "Each bar is a configuration's median step; its black tick is the floor max(local step, one all-reduce "
-    "of the bytes it sends at the measured latency and bus bandwidth: every gradient byte, half under an fp16/bf16 "
-    "hook): this configuration cannot go below it, "
-    "and the gap is what better overlap could still win. Where local was not measured at that world size, the "
-    "tick is the all-reduce alone. Strategies that do not all-reduce their whole gradient (PowerSGD, rpc_hybrid, "
-    "DataParallel) have no floor and are not shown, nor do those that shard the optimizer (zero, fsdp: each rank "
-    "updates 1/n of the parameters, so the local step bounds nothing).",
-    "model": "The black line is measured; the others are ddpbench predict's simulation of DDP's buckets over the "
-    "run's gradient-ready profile and the measured network: dotted on the profile as measured, dashed calibrated "
-    "on the run's own steps at one rank, where nothing is communicated (local's step, DDP's own cost), and with the "
-    "measured compute/communication contention. The legend gives each curve's MAPE and best cap (several where "
-    f"they tie within {agreement.TIE_TOLERANCE:.1%}).",
-    "gap": "Each bar is one configuration's cost over local at the same world size (its mean step on the slowest "
-    "rank less local's), split into parts that are each measured: communication no compute hid, the part of it "
-    "spent waiting for a rank that launched later, compute slower than local's (below zero where faster), time "
-    "neither computing nor communicating (the strategy's own work), and the residual, what local's own step holds "
-    "beyond its compute. They add up to the gap (the black tick). Only configurations whose collectives were timed "
-    "(stock and zero with --bucket-timeline).",
-    "breakdown": "Each bar is one configuration's mean step on its slowest rank (the rank with the longest mean "
-    "step; measured steps only), split into the mean of each segment over those steps: the segments add up to that "
-    "mean step, which can differ from the median step the answer ranks by. The red segment is measured "
-    "communication that no compute hid (mean per step), taken out of the phase it fell in "
-    "(DDP waits for its buckets inside backward; naive, flat and bucketed in sync). Where communication was not "
-    "timed (DDP without --bucket-timeline, FSDP) there is no red segment and backward or sync include it.",
-    "exposed": "Left: the mean per step (over measured steps and ranks, not a median) of how long the strategy's "
-    "collectives were in flight (outline) and of the part of it with no compute running (filled), both measured "
-    "from the bucket timeline. Right: the share hidden, 1 − Σ not hidden / Σ in flight (naive and flat communicate "
-    "after backward by design: 0; a strategy with a single bucket hides none either).",
-    "timeline": "One ordinary step of rank 0 (its median step): the phases on the first row of each strategy, "
-    "then each bucket's all-reduce from launch to completion. A bucket that overlaps the orange backward is "
-    "hidden; one that starts after it is exposed. A tick marks when a bucket was ready, where it had to wait "
-    "for an earlier bucket (buckets launch in order).",
-    "memory": "Bars side by side are the ranks of one configuration: a taller rank 0 is a rank-0 skew. "
-    "Panels without data were not measurable on this machine (null, never 0).",
-    "frontier": "Lower-left is better; both axes start at zero, so small differences look small. Compare points "
-    "of one colour (one world size).",
-    "held": "Sizes of the tensors each rank holds after its last step: a sharded strategy's bars shrink with "
-    "the world size where a replicated one's stay put. Buffers (DDP buckets, FSDP gathers) are not included.",
-    "memory_cpu": "On the CPU only the process's peak RSS is measured (GPU panels are absent, not zero); "
-    "bars side by side are the ranks of one configuration, so a rank-0 skew shows.",
-    "distribution": "Narrow boxes are steady: quartiles of the measured slowest-rank step times, whiskers "
-    "min–max; drawn from precomputed quartiles, not raw points.",
-    "series": "Look for a flat line after the hollow circles (warm-up steps, not counted): a slope is drift. "
-    f"Series with more than {aggregate.MAX_SERIES_POINTS} measured steps show the median of each bin.",
-    "noise": f"Red bars (cv above {stats.NOISY_CV:g}, dashed) are noisy: their medians differ by chance more "
-    "than usual; rerun them with more steps before trusting small differences.",
-}
+def one_repeat_each(configs: pd.DataFrame) -> tuple[pd.DataFrame, str]:
+    """The configurations a per-configuration figure draws (one repeat each: aggregate.typical_repeats) and what
+    its caption adds to say so ('' without repeats)."""
+    return aggregate.typical_repeats(configs), ONE_REPEAT_EACH if aggregate.has_repeats(configs) else ""
 
 
 def options_text(impl_options: Any) -> str:
@@ -118,8 +64,11 @@ def fastest_section(run: RunData, workloads: list[str], figs: FigureList) -> str
     for workload in workloads:
         said = takeaways.fastest(run.configs, workload=workload, confidence=answer.run_confidence(run.meta))
         parts.append(takeaway(workload, said))
-        parts.append(figs.add(figures.step_time_by_strategy(run.configs, workload=workload), CAPTIONS["step_time"]))
-        parts.append(figs.add(figures.throughput_by_strategy(run.configs, workload=workload), CAPTIONS["throughput"]))
+        pooled = POOLED if aggregate.has_repeats(run.configs) else ""
+        parts.append(figs.add(figures.step_time_by_strategy(run.configs, workload=workload),
+                              CAPTIONS["step_time"] + (pooled or CAPTIONS["step_whiskers"])))  # fmt: skip
+        parts.append(figs.add(figures.throughput_by_strategy(run.configs, workload=workload),
+                              CAPTIONS["throughput"] + pooled))  # fmt: skip
     return "\n".join(parts)
 
 
@@ -129,7 +78,12 @@ def scaling_section(run: RunData, workloads: list[str], figs: FigureList) -> str
         return parts[0] + "<p>This run has one world size only: nothing to scale.</p>"
     for workload in workloads:
         parts.append(takeaway(workload, takeaways.scaling(run.configs, workload=workload)))
-        parts.append(figs.add(figures.scaling(run.configs, workload=workload), CAPTIONS["scaling"]))
+        pooled = (
+            " With repeats each point is pooled over them, as the sentence above."
+            if aggregate.has_repeats(run.configs)
+            else ""
+        )
+        parts.append(figs.add(figures.scaling(run.configs, workload=workload), CAPTIONS["scaling"] + pooled))
     return "\n".join(parts)
 
 
@@ -194,45 +148,46 @@ def recommendation_table(frame: pd.DataFrame) -> str:
 
 def time_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     parts = ["<h2 id=time>4. Where does the time go?</h2>"]
+    shown, note = one_repeat_each(run.configs)
     for workload in workloads:
         parts.append(takeaway(workload, takeaways.communication(run.configs, workload=workload)))
         parts.append(
-            figs.add(stepfigures.time_breakdown(run.configs, run.phases, workload=workload), CAPTIONS["breakdown"])
+            figs.add(stepfigures.time_breakdown(shown, run.phases, workload=workload), CAPTIONS["breakdown"] + note)
         )
         parts.extend(why_slower(run, workload, figs))
-        exposed = stepfigures.exposed_communication(run.configs, workload=workload)
+        exposed = stepfigures.exposed_communication(shown, workload=workload)
         if exposed is not None:
-            parts.append(figs.add(exposed, CAPTIONS["exposed"]))
+            parts.append(figs.add(exposed, CAPTIONS["exposed"] + note))
         parts.extend(timeline_figures(run, workload, figs))
     return "\n".join(parts)
 
 
 def why_slower(run: RunData, workload: str, figs: FigureList) -> list[str]:
     """The gap over local taken apart, as a figure and a sentence per configuration (harness.analysis.why)."""
-    figure = gapfigures.gap_breakdown(run.configs, workload=workload)
+    rows = why.typical_repeats(run.configs[run.configs["workload"] == workload])  # one per configuration
+    figure = gapfigures.gap_breakdown(aggregate.with_labels(rows), workload=workload)
     if figure is None:
         return []
-    rows = why.typical_repeats(run.configs[run.configs["workload"] == workload])  # one per configuration
     cores = (run.meta.get("environment") or {}).get("cpu_count")
     same = run.configs[run.configs["workload"] == workload]
     said = [line for _, row in rows.sort_values("config_id").iterrows() for line in why.lines(row, same, cores=cores)]
     items = "".join(f"<li>{esc(line)}</li>" for line in said)
-    return [figs.add(figure, CAPTIONS["gap"]), f"<ul class=why>{items}</ul>" if items else ""]
+    note = f" {GAP_REPEATS}" if aggregate.has_repeats(run.configs) else ""
+    return [figs.add(figure, CAPTIONS["gap"] + note), f"<ul class=why>{items}</ul>" if items else ""]
 
 
 def timeline_figures(run: RunData, workload: str, figs: FigureList) -> list[str]:
     """The bucket timeline at the largest world size that timed collectives (where they matter most)."""
     if run.timeline.empty:
         return []
-    timed = run.configs[
-        run.configs["config_id"].isin(run.timeline["config_id"]) & (run.configs["workload"] == workload)
-    ]
+    shown, note = one_repeat_each(run.configs)
+    timed = shown[shown["config_id"].isin(run.timeline["config_id"]) & (shown["workload"] == workload)]
     if timed.empty:
         return []
     figure = timelinefigures.bucket_timeline(
-        run.configs, run.timeline, workload=workload, world_size=int(timed["world_size"].max())
+        shown, run.timeline, workload=workload, world_size=int(timed["world_size"].max())
     )
-    return [figs.add(figure, CAPTIONS["timeline"])] if figure is not None else []
+    return [figs.add(figure, CAPTIONS["timeline"] + note)] if figure is not None else []
 
 
 def takeaway(workload: str, sentence: str) -> str:
@@ -251,18 +206,42 @@ def frontier_caption(configs: pd.DataFrame) -> str:
 
 def memory_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     parts = ["<h2 id=memory>5. What does it cost in memory?</h2>"]
-    caption = CAPTIONS["memory_cpu" if run.meta.get("device") == "cpu" else "memory"]
+    shown, note = one_repeat_each(run.configs)
+    caption = CAPTIONS["memory_cpu" if run.meta.get("device") == "cpu" else "memory"] + note
     for workload in workloads:
         parts.append(takeaway(workload, takeaways.memory(run.configs, workload=workload)))
-        parts.append(figs.add(figures.memory_by_rank(run.configs, run.ranks, workload=workload), caption))
-        parts.append(figs.add(figures.memory_vs_time(run.configs, workload=workload), frontier_caption(run.configs)))
+        parts.append(figs.add(figures.memory_by_rank(shown, run.ranks, workload=workload), caption))
+        parts.append(figs.add(figures.memory_vs_time(shown, workload=workload), frontier_caption(run.configs) + note))
         if "held_param_mb" in run.ranks and run.ranks["held_param_mb"].notna().any():
-            parts.append(figs.add(figures.held_by_rank(run.configs, run.ranks, workload=workload), CAPTIONS["held"]))
+            figure = figures.held_by_rank(shown, run.ranks, workload=workload)
+            parts.append(figs.add(figure, CAPTIONS["held"] + note))
     return "\n".join(parts)
 
 
+def parity_by_configuration(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per configuration over its repeats: failed where any repeat failed (the note names those
+    repeats), ok where every judged one passed, the largest |Δ| of any repeat, the label saying how many."""
+    keys = [key for key in why.SAME_CONFIGURATION if key in rows]
+    pooled = []
+    for _, group in rows.groupby(keys, dropna=False, sort=False):
+        verdicts = [None if v is None or pd.isna(v) else bool(v) for v in group["parity_ok"]]
+        failed = [int(r) + 1 for r, v in zip(group["repeat"], verdicts, strict=True) if v is False]
+        first = group.iloc[0]
+        label = aggregate.strategy_label(first["impl"], first["impl_options"])
+        pooled.append({
+            "config_label": f"{label} · w{first['world_size']} ({len(group)} repeats)",
+            "parity_ok": False if failed else (True if True in verdicts else None),
+            "parity_max_abs_diff": group["parity_max_abs_diff"].max(),
+            "parity_note": f"failed in repeat(s) {', '.join(map(str, failed))}" if failed else
+                           "; ".join(dict.fromkeys(n for n in group["parity_note"] if isinstance(n, str) and n)),
+        })  # fmt: skip
+    return pd.DataFrame(pooled)
+
+
 def parity_table(configs: pd.DataFrame) -> str:
+    """Each configuration's gradient parity; with repeats, one row per configuration over them."""
     ok = aggregate.labelled(configs)
+    ok = parity_by_configuration(ok) if aggregate.has_repeats(ok) and not ok.empty else ok
     rows = [
         [
             esc(r.config_label),
@@ -278,16 +257,13 @@ def parity_table(configs: pd.DataFrame) -> str:
 
 def trust_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     parts = ["<h2 id=trust>6. Is every number trustworthy?</h2>"]
+    shown, note = one_repeat_each(run.configs)
     for workload in workloads:
-        parts.append(
-            figs.add(
-                stepfigures.step_time_distribution(run.configs, run.boxes, workload=workload), CAPTIONS["distribution"]
-            )
-        )
-        parts.append(
-            figs.add(stepfigures.step_time_series(run.configs, run.series, workload=workload), CAPTIONS["series"])
-        )
-        parts.append(figs.add(stepfigures.noise(run.configs, workload=workload), CAPTIONS["noise"]))
+        figure = stepfigures.step_time_distribution(shown, run.boxes, workload=workload)
+        parts.append(figs.add(figure, CAPTIONS["distribution"] + note))
+        parts.append(figs.add(stepfigures.step_time_series(shown, run.series, workload=workload),
+                              CAPTIONS["series"] + note))  # fmt: skip
+        parts.append(figs.add(stepfigures.noise(shown, workload=workload), CAPTIONS["noise"] + note))
     parts.append("<h3>Gradient parity</h3>" + parity_table(run.configs))
     parts.append(decisions.decisions_section(run.decisions, run.meta.get("config") or {}))
     return "\n".join(parts)
@@ -317,11 +293,12 @@ def model_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
 def floor_figure(run: RunData, workload: str, figs: FigureList) -> str:
     """The step-against-floor figure, its caption naming the configurations it leaves out (no floor row);
     a sentence instead where none of the workload's configurations has a floor."""
-    absent = netfigures.without_floor(run.configs, run.floor, workload=workload)
+    shown, note = one_repeat_each(run.configs)
+    absent = netfigures.without_floor(shown, run.floor, workload=workload)
     left_out = f" Not shown here, having no floor: {', '.join(absent)}." if absent else ""
-    if netfigures.with_floor(run.configs, run.floor, workload=workload).empty:
+    if netfigures.with_floor(shown, run.floor, workload=workload).empty:
         return takeaway(workload, "no configuration has a communication floor." + left_out)
-    return figs.add(netfigures.step_vs_floor(run.configs, run.floor, workload=workload), CAPTIONS["floor"] + left_out)
+    return figs.add(netfigures.step_vs_floor(shown, run.floor, workload=workload), CAPTIONS["floor"] + left_out + note)
 
 
 # The model's variants (as harness.perfmodel.predict.VARIANTS; reports read results, never the model's code).

@@ -11,10 +11,10 @@ import pytest
 from scipy import stats as sp
 
 from reports import aggregate
+from reports.figures import captions
 from reports.figures import steps as stepfigures
 from reports.figures import strategies as figures
 from reports.figures import timeline as timelinefigures
-from reports.pages import run_sections
 
 
 def sweep_run() -> pd.DataFrame:
@@ -65,9 +65,9 @@ def test_the_breakdown_bar_adds_up_to_the_slowest_ranks_mean_step():
     assert phases.loc["c", list(aggregate.SEGMENTS)].sum() == pytest.approx(8.5)  # the bar is that step
     assert phases.loc["c", "exposed_comm_ms"] == pytest.approx(2.0)
     assert phases.loc["c", "sync_ms"] == pytest.approx(1.0)  # (2 − 1 + 4 − 3) / 2: sync less its exposed part
-    assert "mean step on its slowest rank" in run_sections.CAPTIONS["breakdown"]
-    assert "add up to that mean step" in run_sections.CAPTIONS["breakdown"]
-    assert "median step split" not in run_sections.CAPTIONS["breakdown"]
+    assert "mean step on its slowest rank" in captions.CAPTIONS["breakdown"]
+    assert "add up to that mean step" in captions.CAPTIONS["breakdown"]
+    assert "median step split" not in captions.CAPTIONS["breakdown"]
 
 
 def test_communication_figures_say_they_are_means_per_step():
@@ -83,7 +83,7 @@ def test_communication_figures_say_they_are_means_per_step():
     breakdown = stepfigures.time_breakdown(configs, phases, workload="mlp")
     assert all("mean per step" in trace.hovertemplate for trace in breakdown.data)
     assert "median" not in breakdown.layout.title.text
-    assert "mean per step" in run_sections.CAPTIONS["exposed"]
+    assert "mean per step" in captions.CAPTIONS["exposed"]
 
 
 def test_a_collective_without_a_completion_is_drawn_to_the_end_of_sync_and_says_so():

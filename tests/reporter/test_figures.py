@@ -8,10 +8,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from harness.analysis import stats
 from harness.results import store
 from reports import aggregate
 from reports.figures import steps as stepfigures
 from reports.figures import strategies as figures
+from reports.pages import run_sections
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -235,12 +237,59 @@ def test_noise_splits_configurations_at_the_threshold():
     assert figure.data[1].name == "cv > 0.1 (noisy)"
 
 
-def test_repeated_measurements_of_a_configuration_are_drawn_apart(cpu_run):
-    again = cpu_run.configs.drop(columns=["label", "config_label"]).assign(repeat=1)
-    again["config_id"] = again["config_id"] + "-r1"
-    both = aggregate.with_labels(pd.concat([cpu_run.configs.drop(columns=["label", "config_label"]), again]))
-    figure = figures.step_time_by_strategy(both, workload="mlp")
-    assert sorted(names(figure)) == ["local #1", "local #2", "naive #1", "naive #2", "stock #1", "stock #2"]
+def repeated(run: aggregate.RunData, factors: tuple[float, ...]) -> pd.DataFrame:
+    """The run's configurations repeated, repeat k's steps `factors[k]` times as long (throughput as much lower),
+    labelled as a run's page labels them."""
+    plain = run.configs.drop(columns=["label", "config_label"])
+    copies = [plain.assign(repeat=k, config_id=plain["config_id"] + f"-r{k}",
+                           step_ms_median=plain["step_ms_median"] * f, samples_per_s=plain["samples_per_s"] / f)
+              for k, f in enumerate(factors)]  # fmt: skip
+    return aggregate.with_labels(pd.concat(copies, ignore_index=True))
+
+
+def test_repeats_of_a_configuration_are_labelled_apart_until_pooled(cpu_run):
+    both = repeated(cpu_run, (1.0, 1.5))
+    assert sorted(set(both["label"])) == ["local #1", "local #2", "naive #1", "naive #2", "stock #1", "stock #2"]
+
+
+def test_with_repeats_each_strategy_is_one_bar_at_the_median_of_its_repeats_and_a_dot_for_each(cpu_run):
+    runs = repeated(cpu_run, (1.0, 1.5, 1.2))
+    figure = figures.step_time_by_strategy(runs, workload="mlp")
+    bars = [trace for trace in figure.data if trace.type == "bar"]
+    assert sorted(trace.name for trace in bars) == ["local", "naive", "stock"]
+    assert "lowest–highest repeat" in figure.layout.title.text and figure.layout.scattermode == "group"
+    one = cpu_run.configs.set_index(["impl", "world_size"])["step_ms_median"]
+    for bar in bars:
+        plain = np.array([one[(bar.name, 1)], one[(bar.name, 2)]])
+        assert np.allclose(bar.y, 1.2 * plain)  # the median of the three repeats
+        assert np.allclose(bar.error_y.array, 0.3 * plain) and np.allclose(bar.error_y.arrayminus, 0.2 * plain)
+        dots = next(trace for trace in figure.data if trace.type == "scatter" and trace.legendgroup == bar.name)
+        assert sorted(dots.y) == sorted(np.outer([1.0, 1.5, 1.2], plain).ravel())
+    throughput = figures.throughput_by_strategy(runs, workload="mlp")
+    assert sorted(trace.name for trace in throughput.data if trace.type == "bar") == ["local", "naive", "stock"]
+
+
+def test_with_repeats_a_per_configuration_figure_draws_the_median_repeat_of_each(cpu_run):
+    runs = repeated(cpu_run, (1.0, 1.5, 1.2))
+    shown = aggregate.typical_repeats(runs)
+    assert len(shown) == len(cpu_run.configs) and set(shown["repeat"]) == {2}  # 1.2×: the median of 1, 1.5, 1.2
+    assert not shown["label"].str.contains("#").any()
+    even = aggregate.typical_repeats(repeated(cpu_run, (1.5, 1.0)))
+    assert set(even["repeat"]) == {1}  # the lower middle of two: the faster
+    failed = runs.assign(status=np.where(runs["repeat"] == 2, "failed", runs["status"]))
+    assert set(aggregate.typical_repeats(failed)["repeat"]) == {0}  # of the ok ones, 1 and 1.5: the lower
+    noise = stepfigures.noise(shown, workload="mlp")
+    assert sum(len(trace.x) for trace in noise.data) == len(cpu_run.configs)
+
+
+def test_with_repeats_scaling_is_one_line_per_strategy_pooled_over_them(cpu_run):
+    runs = repeated(cpu_run, (1.0, 1.5, 1.2))
+    figure = figures.scaling(runs, workload="mlp")
+    lines = {trace.name: trace for trace in figure.data if trace.name != "ideal"}
+    assert sorted(lines) == ["local", "naive", "stock"]
+    pooled = stats.pooled_scaling(runs).set_index(["impl", "world_size"])["scaling_efficiency"]
+    for name, line in lines.items():
+        assert np.allclose(line.y, [pooled[(name, int(w))] for w in line.x])
 
 
 def test_memory_against_time_has_a_point_per_strategy_for_each_world_size(gpu):
@@ -292,3 +341,18 @@ def test_warm_up_steps_are_drawn_in_their_series_colour_not_as_red_crosses(cpu_r
     assert warm and all(t.marker.symbol == "circle-open" for t in warm)
     assert all(t.marker.color == lines[t.legendgroup] for t in warm)
     assert figure.layout.yaxis.rangemode == "tozero"
+
+
+def test_with_repeats_parity_is_one_row_per_configuration_failed_where_any_repeat_failed(cpu_run):
+    runs = repeated(cpu_run, (1.0, 1.5, 1.2))
+    stock_w2 = (runs["impl"] == "stock") & (runs["world_size"] == 2)
+    runs.loc[stock_w2 & (runs["repeat"] == 1), ["parity_ok", "parity_max_abs_diff"]] = [False, 0.5]
+    rows = run_sections.parity_by_configuration(aggregate.labelled(runs)).set_index("config_label")
+    assert len(rows) == len(cpu_run.configs)
+    failed = rows.loc["stock · w2 (3 repeats)"]
+    assert failed["parity_ok"] is False and failed["parity_max_abs_diff"] == 0.5
+    assert failed["parity_note"] == "failed in repeat(s) 2"
+    assert rows.loc["naive · w1 (3 repeats)", "parity_ok"] is True
+    assert rows.loc["local · w1 (3 repeats)", "parity_ok"] is None  # local is never judged
+    markup = run_sections.parity_table(runs)
+    assert markup.count("<b>FAILED</b>") == 1 and "(3 repeats)" in markup

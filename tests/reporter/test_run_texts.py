@@ -15,6 +15,7 @@ import pytest
 from harness.analysis import agreement, stats
 from harness.perfmodel import network, predict
 from reports import aggregate
+from reports.figures import captions
 from reports.figures import network as netfigures
 from reports.pages import run_sections
 from reports.pages.html import FigureList
@@ -30,9 +31,9 @@ def text(markup: str) -> str:
 
 def test_the_recommended_caps_rule_is_the_verdicts_against_the_25_mib_cap():
     assert (stats.REFERENCE_CAP_MB, stats.DEFAULT_THRESHOLD) == (25, 0.05)  # the figures the words name
-    assert run_sections.BEATS_REFERENCE == RULE
-    assert f"one that {RULE} over repeats {OR_ITSELF}." in run_sections.CAPTIONS["sweep"]
-    assert "DDP's default" not in run_sections.CAPTIONS["sweep"]
+    assert captions.BEATS_REFERENCE == RULE
+    assert f"one that {RULE} over repeats {OR_ITSELF}." in captions.CAPTIONS["sweep"]
+    assert "DDP's default" not in captions.CAPTIONS["sweep"]
 
 
 def recommendation(**row) -> dict:

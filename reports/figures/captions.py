@@ -1,0 +1,96 @@
+"""What each figure of the run page shows, in words: its caption (one per figure), and the rules it quotes.
+
+A caption is a promise about the figure above it (what a bar, a line or a whisker measures, over which window),
+so it lives in one place, next to the rule words the page's tables use too.
+"""
+
+from __future__ import annotations
+
+from harness.analysis import agreement, stats
+from reports import aggregate
+
+BEATS_REFERENCE = (
+    f"beats the {stats.REFERENCE_CAP_MB:g} MiB cap significantly and by at least {stats.DEFAULT_THRESHOLD * 100:g} %"
+)
+"""The recommended cap's rule (stats.recommend_cap: stats.verdict's 'faster' against the 25 MiB cap), in words."""
+OR_REFERENCE_ITSELF = f"(or {stats.REFERENCE_CAP_MB:g} MiB itself, when it beats every other cap)"
+"""The rule's other half: when the 25 MiB cap is the fastest, recommend_cap judges it against every other cap."""
+NOT_BEATEN = f"that its best does not beat significantly and by {stats.DEFAULT_THRESHOLD * 100:g} % or more"
+"""What 'as good' caps are (stats.recommend_cap's equivalent_caps_mb: the caps its verdict does not call slower)."""
+
+CAPTIONS = {
+    "step_time": "Shorter bars are faster: compare strategies within a world size, and each against local "
+    "(no communication); a hatched bar marked PARITY FAILED trained wrongly.",
+    "step_whiskers": " Whiskers span the steps' p10–p90.",
+    "throughput": "Taller is better: samples per second over all ranks; at equal world size the ranking "
+    "mirrors step time, across world sizes it shows what adding ranks buys.",
+    "scaling": "Lines near the dashed ideal (1.0) scale well: each point is throughput at n ranks over n times "
+    "the throughput at one rank, with the batch per rank fixed (weak scaling).",
+    "sweep": "Step time against the cap, one line per world size through each cap's centre over its repeats (the "
+    "geometric mean of the repeats' median steps, as the verdict below pools them), whiskers its 95% interval over "
+    "repeats (none with one repeat). A star marks a cap the recommendation below names, at the recommendation's own "
+    f"figure: one that {BEATS_REFERENCE} over repeats {OR_REFERENCE_ITSELF}. No star: the optimum is flat, or the "
+    "repeats were too few to tell (the table says which).",
+    "floor": "Each bar is a configuration's median step; its black tick is the floor max(local step, one all-reduce "
+    "of the bytes it sends at the measured latency and bus bandwidth: every gradient byte, half under an fp16/bf16 "
+    "hook): this configuration cannot go below it, "
+    "and the gap is what better overlap could still win. Where local was not measured at that world size, the "
+    "tick is the all-reduce alone. Strategies that do not all-reduce their whole gradient (PowerSGD, rpc_hybrid, "
+    "DataParallel) have no floor and are not shown, nor do those that shard the optimizer (zero, fsdp: each rank "
+    "updates 1/n of the parameters, so the local step bounds nothing).",
+    "model": "The black line is measured; the others are ddpbench predict's simulation of DDP's buckets over the "
+    "run's gradient-ready profile and the measured network: dotted on the profile as measured, dashed calibrated "
+    "on the run's own steps at one rank, where nothing is communicated (local's step, DDP's own cost), and with the "
+    "measured compute/communication contention. The legend gives each curve's MAPE and best cap (several where "
+    f"they tie within {agreement.TIE_TOLERANCE:.1%}).",
+    "gap": "Each bar is one configuration's cost over local at the same world size (its mean step on the slowest "
+    "rank less local's), split into parts that are each measured: communication no compute hid, the part of it "
+    "spent waiting for a rank that launched later, compute slower than local's (below zero where faster), time "
+    "neither computing nor communicating (the strategy's own work), and the residual, what local's own step holds "
+    "beyond its compute. They add up to the gap (the black tick). Only configurations whose collectives were timed "
+    "(stock and zero with --bucket-timeline).",
+    "breakdown": "Each bar is one configuration's mean step on its slowest rank (the rank with the longest mean "
+    "step; measured steps only), split into the mean of each segment over those steps: the segments add up to that "
+    "mean step, which can differ from the median step the answer ranks by. The red segment is measured "
+    "communication that no compute hid (mean per step), taken out of the phase it fell in "
+    "(DDP waits for its buckets inside backward; naive, flat and bucketed in sync). Where communication was not "
+    "timed (DDP without --bucket-timeline, FSDP) there is no red segment and backward or sync include it.",
+    "exposed": "Left: the mean per step (over measured steps and ranks, not a median) of how long the strategy's "
+    "collectives were in flight (outline) and of the part of it with no compute running (filled), both measured "
+    "from the bucket timeline. Right: the share hidden, 1 − Σ not hidden / Σ in flight (naive and flat communicate "
+    "after backward by design: 0; a strategy with a single bucket hides none either).",
+    "timeline": "One ordinary step of rank 0 (its median step): the phases on the first row of each strategy, "
+    "then each bucket's all-reduce from launch to completion. A bucket that overlaps the orange backward is "
+    "hidden; one that starts after it is exposed. A tick marks when a bucket was ready, where it had to wait "
+    "for an earlier bucket (buckets launch in order).",
+    "memory": "Bars side by side are the ranks of one configuration: a taller rank 0 is a rank-0 skew. "
+    "Panels without data were not measurable on this machine (null, never 0).",
+    "frontier": "Lower-left is better; both axes start at zero, so small differences look small. Compare points "
+    "of one colour (one world size).",
+    "held": "Sizes of the tensors each rank holds after its last step: a sharded strategy's bars shrink with "
+    "the world size where a replicated one's stay put. Buffers (DDP buckets, FSDP gathers) are not included.",
+    "memory_cpu": "On the CPU only the process's peak RSS is measured (GPU panels are absent, not zero); "
+    "bars side by side are the ranks of one configuration, so a rank-0 skew shows.",
+    "distribution": "Narrow boxes are steady: quartiles of the measured slowest-rank step times, whiskers "
+    "min–max; drawn from precomputed quartiles, not raw points.",
+    "series": "Look for a flat line after the hollow circles (warm-up steps, not counted): a slope is drift. "
+    f"Series with more than {aggregate.MAX_SERIES_POINTS} measured steps show the median of each bin.",
+    "noise": f"Red bars (cv above {stats.NOISY_CV:g}, dashed) are noisy: their medians differ by chance more "
+    "than usual; rerun them with more steps before trusting small differences.",
+}
+
+
+POOLED = (
+    " With repeats, each bar is the median over the strategy's repeats (the answer's figure), its whiskers span"
+    " the lowest to the highest repeat, and each dot is one repeat."
+)
+"""The step-time and throughput captions' addition where a run has repeats (strategies.pooled_repeats)."""
+ONE_REPEAT_EACH = (
+    " With repeats, each configuration is drawn from its median repeat: the launch whose median step is the"
+    " median of its repeats' (the lower middle of an even count)."
+)
+"""The addition to every per-configuration caption where a run has repeats (aggregate.typical_repeats)."""
+GAP_REPEATS = (
+    "With repeats, each configuration is drawn from the repeat whose gap is the median of its repeats', as in the"
+    " sentences below, and from every repeat where a slow rank was named."
+)
