@@ -229,6 +229,17 @@ def test_an_auto_runs_answer_judges_at_its_stopping_rules_confidence():
     assert "is fastest by median" in judged and "not significantly" in judged and "(99.5% interval" in judged
 
 
+def test_at_one_rank_which_the_stopping_rule_never_judges_the_answer_looks_once_at_95_percent():
+    auto = answer.run_confidence({"config": {"repeats": "auto", "max_repeats": 20}})
+    both = run(repeats("stock", [100.0, 103.0], world=1), repeats("bucketed", [92.0, 95.0], world=1),
+               repeats("stock", [100.0, 103.0]), repeats("bucketed", [92.0, 95.0]))  # fmt: skip
+    frame = answer.ranked(both, workload="mlp", confidence=auto)
+    assert set(frame.loc[frame["world_size"] == 1, "confidence"]) == {stats.CONFIDENCE}
+    assert frame.loc[frame["world_size"] == 2, "confidence"].tolist() == pytest.approx([0.995, 0.995])
+    one, two = (answer.headline(frame[frame["world_size"] == world]) for world in (1, 2))
+    assert "(95% interval" in one and "(99.5% interval" in two
+
+
 def test_a_winner_by_median_that_loses_by_geometric_means_is_not_named_faster():
     """Ranked by median, judged by geometric means: when they disagree the answer says so, never '0.93× faster'."""
     split = run(repeats("stock", [2.0, 2.0, 2.0]), repeats("bucketed", [1.0, 1.0, 10.0]))
