@@ -93,8 +93,8 @@ def add_compare_parser(commands) -> None:
         "itself could not finish. Runs meant to be compared: bench --repeats 5 "
         "(decides 5% when launches agree within about 2.5%). See docs/statistics.md.",
     )
-    compare.add_argument("base", help="run id of the baseline")
-    compare.add_argument("new", help="run id to judge")
+    compare.add_argument("base", help="the baseline: a run id in --results, or a run folder")
+    compare.add_argument("new", help="the run to judge: a run id in --results, or a run folder")
     compare.add_argument("--threshold", default="5%", help="smallest change that counts (default: 5%%)")
     compare.add_argument("--results", type=Path, default=Path("results"), help="results folder (default: results)")
     compare.add_argument(

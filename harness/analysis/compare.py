@@ -14,6 +14,8 @@ cannot decide). See docs/statistics.md.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from harness.analysis import roles, stats
@@ -46,11 +48,8 @@ ENVIRONMENT_KEYS = (
 )  # fmt: skip
 
 
-def load_samples(results, run_id: str) -> tuple[dict, pd.DataFrame]:
-    run = store.run_dir(results, run_id)
-    if not store.is_run_folder(run):
-        known = ", ".join(p.name for p in store.list_runs(results)[:5]) or "none"
-        raise ConfigError(f"unknown run id {run_id!r} in {str(results)!r} (newest runs: {known})")
+def load_samples(run: Path) -> tuple[dict, pd.DataFrame]:
+    """A run folder's (metadata, slowest rank's measured step per configuration and step, with its keys)."""
     configs, steps = store.read_configs(run), store.read_steps(run)
     measured = steps[~steps["warmup"]]
     slowest = measured.groupby(["config_id", "step"], as_index=False)["step_ms"].max()
@@ -165,7 +164,7 @@ def _pair_settings(base: pd.DataFrame, new: pd.DataFrame, settings: list[str]):
 
 
 def compare(
-    results, base_id: str, new_id: str, *, threshold: float, across_strategies: bool = False
+    base_run: Path, new_run: Path, *, threshold: float, across_strategies: bool = False
 ) -> tuple[pd.DataFrame, list[str], list[str]]:
     """(one row per matched configuration, environment warnings, configurations not compared).
 
@@ -174,13 +173,13 @@ def compare(
     `across_strategies` matches configurations whatever their strategy (the `local` baseline
     set aside), so a run of one strategy can be judged against a run of another.
     """
-    base_meta, base = load_samples(results, base_id)
-    new_meta, new = load_samples(results, new_id)
+    base_meta, base = load_samples(base_run)
+    new_meta, new = load_samples(new_run)
     keys = match_keys(across_strategies=across_strategies)
     if across_strategies:
         base, new = _without_baseline(base), _without_baseline(new)
-        _check_unambiguous(base, keys, base_id)
-        _check_unambiguous(new, keys, new_id)
+        _check_unambiguous(base, keys, base_run.name)
+        _check_unambiguous(new, keys, new_run.name)
     base, new = repeat_figures(base), repeat_figures(new)
     settings = setting_keys(across_strategies=across_strategies)
     new_groups = dict(list(new.groupby(keys, dropna=False)))
@@ -198,8 +197,8 @@ def compare(
     return pd.DataFrame(rows), environment_differences(base_meta, new_meta), not_compared
 
 
-def _status_rows(results, run_id: str, *, across_strategies: bool) -> pd.DataFrame:
-    configs = store.read_configs(store.run_dir(results, run_id))
+def _status_rows(run: Path, *, across_strategies: bool) -> pd.DataFrame:
+    configs = store.read_configs(run)
     return _without_baseline(configs) if across_strategies else configs
 
 
@@ -208,15 +207,15 @@ def _plain(key) -> tuple:
     return tuple(None if not isinstance(v, str) and pd.isna(v) else v for v in key)
 
 
-def without_counterpart(results, base_id: str, new_id: str, *, across_strategies: bool = False):
+def without_counterpart(base_run: Path, new_run: Path, *, across_strategies: bool = False):
     """BASE's ok configurations that NEW cannot vouch for, a line each: (failed in NEW, no ok result in NEW).
 
     A configuration that failed in NEW (in any repeat) where BASE measured it is a regression a gate
     must catch; one NEW did not run, skipped, or ran with other keys (a dtype, a batch) is no evidence.
     """
     keys = match_keys(across_strategies=across_strategies)
-    base = _status_rows(results, base_id, across_strategies=across_strategies)
-    new = _status_rows(results, new_id, across_strategies=across_strategies)
+    base = _status_rows(base_run, across_strategies=across_strategies)
+    new = _status_rows(new_run, across_strategies=across_strategies)
     new_groups = {_plain(k): g for k, g in new.groupby(keys, dropna=False)} if not new.empty else {}
     failed, missing = [], []
     for key, group in base[base["status"] == "ok"].groupby(keys, dropna=False):

@@ -8,6 +8,7 @@ configuration matched at all. A gate never passes on no evidence."""
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from harness.commands import console
 from harness.config.bench import ConfigError
@@ -26,11 +27,10 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     from harness.analysis import compare
 
     threshold = compare.parse_threshold(args.threshold)
-    if not args.results.is_dir():  # said before the run ids, which would only be "unknown" there
-        raise ConfigError(f"--results {str(args.results)!r} is not a results folder (it does not exist or is a file)")
+    runs = run_folder(args.base, args.results), run_folder(args.new, args.results)
     check_output_folder("--out", args.out)
     try:
-        return _compare(args, threshold)
+        return _compare(args, *runs, threshold=threshold)
     except ConfigError:
         raise
     except Exception as exc:  # a gate must not read a crash as "slower" (exit 1): a code of its own
@@ -39,21 +39,34 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         return EXIT_CRASHED
 
 
-def _compare(args: argparse.Namespace, threshold: float) -> int:
+def run_folder(text: str, results: Path) -> Path:
+    """BASE or NEW: a run folder given as a path, or a run id in --results."""
+    from harness.results import store
+
+    found = store.find_run(text, results)
+    if found is not None:
+        return found
+    if not results.is_dir():  # said rather than "unknown run id" in a folder that is not there
+        raise ConfigError(f"--results {str(results)!r} is not a results folder (it does not exist or is a file)")
+    known = ", ".join(p.name for p in store.list_runs(results)[:5]) or "none"
+    raise ConfigError(
+        f"unknown run {text!r}: not a run folder, nor a run id in {str(results)!r} (newest runs: {known})"
+    )
+
+
+def _compare(args: argparse.Namespace, base_run: Path, new_run: Path, *, threshold: float) -> int:
     from harness.analysis import compare, stats
     from reports.pages.compare import write_comparison_page
 
-    frame, warnings, not_compared = compare.compare(
-        args.results, args.base, args.new, threshold=threshold, across_strategies=args.across_strategies
-    )
-    failed, missing = compare.without_counterpart(
-        args.results, args.base, args.new, across_strategies=args.across_strategies
-    )
+    across = args.across_strategies
+    frame, warnings, not_compared = compare.compare(base_run, new_run, threshold=threshold, across_strategies=across)
+    failed, missing = compare.without_counterpart(base_run, new_run, across_strategies=across)
     warnings = [*warnings, *not_compared, *missing, *failed]
     for warning in warnings:
         console.warning(warning)
     console.comparison(frame, threshold=threshold)
-    page = write_comparison_page(args.out, args.base, args.new, frame, warnings, threshold=threshold)
+    # Named by the runs' ids (their folders' names), whether given as ids or as paths.
+    page = write_comparison_page(args.out, base_run.name, new_run.name, frame, warnings, threshold=threshold)
     counts = frame["verdict"].value_counts().to_dict() if not frame.empty else {}
     slower, too_few = counts.get(stats.SLOWER, 0), counts.get(stats.TOO_FEW, 0)
     console.say(f"compare: {len(frame)} configuration(s) matched, {slower} significantly slower, "

@@ -211,9 +211,9 @@ def update_all_model_tables(results: Path) -> int:
 
 def resolve_run(text: str, results: Path) -> Path:
     """A run folder given as a path, or as a run id inside `results`."""
-    for candidate in (Path(text), Path(results) / text):
-        if store.is_run_folder(candidate):
-            return candidate
+    found = store.find_run(text, results)
+    if found is not None:
+        return found
     known = ", ".join(p.name for p in store.list_runs(results)[:5]) or "none"
     raise ConfigError(f"--run {text!r} is not a run folder or a run id in {str(results)!r} (newest runs: {known})")
 

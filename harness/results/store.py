@@ -50,6 +50,11 @@ def run_dir(results: Path, run_id: str) -> Path:
     return Path(results) / run_id
 
 
+def find_run(text: str, results: Path) -> Path | None:
+    """A run folder given as a path, or as a run id inside `results`; None when it is neither."""
+    return next((path for path in (Path(text), run_dir(results, text)) if is_run_folder(path)), None)
+
+
 def _table(rows: list[dict[str, Any]], schema: pa.Schema) -> pa.Table:
     unknown = {key for row in rows for key in row} - set(schema.names)
     if unknown:

@@ -114,3 +114,22 @@ def test_an_unexpected_error_is_one_line_and_exit_4_not_the_slower_code(tmp_path
     code, out = compare(capsys, tmp_path / "r")
     assert code == 4 and out.out == ""
     assert out.err == "ddpbench: error: compare could not finish (KeyError: 'impl_options'); exit 4, no verdict\n"
+
+
+def test_runs_given_as_folders_from_two_places_are_compared_and_the_page_is_named_by_their_ids(tmp_path, capsys):
+    fake_run(tmp_path / "one", "base")
+    fake_run(tmp_path / "two", "new")
+    site = tmp_path / "site"
+    code = cli.main(["compare", str(tmp_path / "one" / "base"), str(tmp_path / "two" / "new"), "--out", str(site)])
+    out = capsys.readouterr()
+    assert code == 0 and "1 configuration(s) matched" in out.out, out
+    assert [p.relative_to(site).as_posix() for p in site.rglob("*.html")] == ["compare/base_vs_new.html"]
+    assert not (tmp_path / "one" / "base_vs_").exists()  # once a folder named after the first path
+
+
+def test_an_unknown_run_is_one_line_exit_2_naming_it_and_nothing_written(tmp_path, capsys):
+    fake_run(tmp_path / "r", "base")
+    code, out = compare(capsys, tmp_path / "r")  # no run 'new'
+    assert code == 2 and out.out == "" and not (tmp_path / "site").exists()
+    assert out.err == (f"ddpbench: error: unknown run 'new': not a run folder, nor a run id in "
+                       f"'{tmp_path / 'r'}' (newest runs: base)\n")  # fmt: skip
