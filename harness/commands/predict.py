@@ -18,6 +18,7 @@ DEFAULT_WORLD = 8
 
 
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
+    import pandas as pd
     import torch
 
     from harness.config.units import parse_caps
@@ -42,12 +43,16 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         run_dir = None
     caps = caps or list(DEFAULT_CAPS_MB)
     predictions.predict_profile(setup, profile, source)
+    frames = []
     for world in worlds:
         link = network_link(network, world)
         measured = network.contention.get(world)  # None: not measured, predicted without contention
         frame = predict_caps(profile, caps_mb=caps, link=link, world_size=world, contention=measured or NO_CONTENTION)
         predictions.predict_table(frame, world=world, link=link, contention=measured)
         _warn_if_extrapolated(link, largest_bucket_bytes(profile, caps), world=world)
+        frames.append(frame.assign(world_size=world))
+    if args.out:
+        predict_cluster.write_rows(pd.concat(frames, ignore_index=True), Path(args.out))
     if run_dir is not None:
         _validate(args.results_dir, run_dir, network, stored=given is None)
     return 0

@@ -175,7 +175,7 @@ def run_collectives(args: argparse.Namespace, chosen) -> int:
         predictions.cluster_collectives(chosen, choices)
         rows += [_collective_row(chosen, c) for c in choices]
     if args.out:
-        _write(pd.DataFrame(rows), Path(args.out))
+        write_rows(pd.DataFrame(rows), Path(args.out))
     return 0
 
 
@@ -216,7 +216,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         predictions.cluster_steps(chosen, frame, world=world, nodes=nodes, tied=tied, margin=margin)
         rows.append(frame)
     if args.out:
-        _write(pd.concat(rows, ignore_index=True), Path(args.out))
+        write_rows(pd.concat(rows, ignore_index=True), Path(args.out))
     return 0
 
 
@@ -250,7 +250,8 @@ def _say_one_rank_step(calibrated, calibration, *, device: str, local_step_ms: f
                         "--local-step-ms MS scales the compute to your GPU's one-GPU step")  # fmt: skip
 
 
-def _write(frame, out: Path) -> None:
+def write_rows(frame, out: Path) -> None:
+    """`--out`: the prediction's rows, CSV or Parquet by the extension (_check_out checked it up front)."""
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         if out.suffix == ".parquet":

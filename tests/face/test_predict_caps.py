@@ -7,6 +7,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pandas as pd
+
 from harness import cli
 from harness.results import store
 
@@ -28,11 +30,16 @@ def table_caps(out: str) -> list[str]:
 
 def test_a_run_without_a_sweep_gets_the_default_caps_not_its_one_recorded_cap(tmp_path, capsys):
     _with_ddp_default_recorded(tmp_path)
-    code = cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--busbw", "10GB/s", "--gpus", "8"])
+    rows = tmp_path / "rows.csv"
+    code = cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--busbw", "10GB/s", "--gpus", "8",
+                     "--out", str(rows)])  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0, out
     assert "ddpbench predict: caps: the default list, 1,5,10,25,50,100 MiB (the run swept no cap; --caps" in out
     assert table_caps(out) == ["1", "5", "10", "25", "50", "100"]
+    written = pd.read_csv(rows)  # --out writes the rows the table printed, outside --cluster too
+    assert f"wrote {len(written)} rows to {rows}" in out and set(written["world_size"]) == {8}
+    assert written["bucket_cap_mb"].tolist() == [1, 5, 10, 25, 50, 100] and written["step_ms"].gt(0).all()
 
 
 def test_a_swept_run_gets_its_own_caps_and_says_so(tmp_path, capsys):
