@@ -106,7 +106,7 @@ def new_run(args: argparse.Namespace, *, command: tuple[str, ...]):
             return config, launch.create_run(
                 config, configurations, run_id=run_id, device=device, environment=environment
             )
-        except ConfigError:
+        except launch.RunIdTaken:
             if config.run_id:
                 raise  # the user's own name is taken (another run made it since the check)
             run_id = cfgmod.new_run_id()  # a run started in the same second drew the same suffix

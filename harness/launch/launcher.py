@@ -52,6 +52,10 @@ class BenchRun:
     """Where this session's launches spent their time, seconds per phase (`harness.handoff.costs`)."""
 
 
+class RunIdTaken(ConfigError):
+    """The run folder exists already (another run made it since the check): a drawn id is drawn again."""
+
+
 def create_run(
     config: BenchConfig, configurations: list[Configuration], *, run_id: str, device: str, environment: dict[str, Any]
 ) -> BenchRun:
@@ -67,7 +71,9 @@ def create_run(
     try:
         run.mkdir(parents=True, exist_ok=config.node_rank != 0)
     except FileExistsError:
-        raise ConfigError(f"--run-id {run_id!r} already exists in {config.results}; choose another run id") from None
+        raise RunIdTaken(f"--run-id {run_id!r} already exists in {config.results}; choose another run id") from None
+    except OSError as error:  # what the up-front check cannot see (/proc, a read-only mount): one line, no traceback
+        raise ConfigError(f"--results {str(config.results)!r} cannot be written: {error.strerror or error}") from None
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     # Extra ranks (rpc_hybrid's parameter server) are processes too: they get their share.
     most_ranks = config.gpus + max((c.extra_ranks for c in configurations), default=0)

@@ -87,6 +87,19 @@ def test_results_folder_that_cannot_be_written_is_refused(capsys, tmp_path):
     assert code == 2 and "cannot be written" in err
 
 
+def test_a_results_folder_the_system_refuses_to_make_is_one_line_not_a_traceback(capsys, monkeypatch, tmp_path):
+    """What the up-front check cannot see (/proc, a read-only mount) fails the folder's mkdir itself."""
+    from pathlib import Path
+
+    def refuse(self, *args, **kwargs):
+        raise OSError(30, "Read-only file system")
+
+    monkeypatch.setattr(Path, "mkdir", refuse)
+    code, out, err = run_cli(capsys, "bench", "--results", str(tmp_path / "r"), "--size", "tiny", "--repeats", "1")
+    assert code == 2 and out == ""
+    assert err == f"ddpbench: error: --results {str(tmp_path / 'r')!r} cannot be written: Read-only file system\n"
+
+
 def test_bad_report_flag_is_one_line(capsys):
     code, _, err = run_cli(capsys, "report", "--nonesuch")
     assert code == 2 and err.count("\n") == 1
