@@ -264,15 +264,18 @@ def _summarize(plan, wall_s: float) -> int:
     counts = totals["status_counts"]
     text = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("ok", "failed", "skipped"))
     sessions = totals["sessions"]
-    took = f"(this session: {wall_s:.0f} s); the whole run has" if sessions > 1 else f"in {wall_s:.0f} s:"
+    wall = console.seconds_text(wall_s)
+    took = f"(this session: {wall}); the whole run has" if sessions > 1 else f"in {wall}:"
     console.say(f"ddpbench: run {plan.run_id} finished {took} {text}; results in {plan.run}/")
     if sessions > 1:
-        console.say(f"ddpbench: over its {totals['sessions']} sessions the run took {totals['wall_s']:.0f} s "
-                    f"({totals['training_step_s']:.0f} s of training steps); summary.json adds them up")  # fmt: skip
+        console.say(f"ddpbench: over its {totals['sessions']} sessions the run took "
+                    f"{console.seconds_text(totals['wall_s'])} ({console.seconds_text(totals['training_step_s'])} "
+                    "of training steps); summary.json adds them up")  # fmt: skip
     step_s = totals["session"]["training_step_s"]
     if step_s:
         # What the harness costs around the steps it measures: launches, builds, parity, writes.
-        console.say(f"ddpbench: {step_s:.0f} s of that was training steps (warm-up included): "
+        of = f"this session's {wall}" if sessions > 1 else "that"
+        console.say(f"ddpbench: {console.seconds_text(step_s)} of {of} was training steps (warm-up included): "
                     f"{wall_s / step_s:.2f}× overhead")  # fmt: skip
     console.fixed_cost_split(wall_s, plan.fixed_cost_s, configurations=len(plan.configurations))
     return 1 if counts.get("failed", 0) else 0

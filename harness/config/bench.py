@@ -164,10 +164,10 @@ class BenchConfig:
         _require_positive_int("--nnodes", self.nnodes)
         if self.repeats != AUTO:
             _require_positive_int("--repeats", self.repeats)
-        _require_positive_int("--max-repeats", self.max_repeats)
-        if self.max_repeats < MIN_AUTO_REPEATS:
-            raise ConfigError(f"--max-repeats {self.max_repeats} is not valid; give at least {MIN_AUTO_REPEATS} "
-                              "(a verdict needs two repeats a side)")  # fmt: skip
+        too_few = isinstance(self.max_repeats, int) and self.max_repeats < MIN_AUTO_REPEATS
+        if not isinstance(self.max_repeats, int) or isinstance(self.max_repeats, bool) or too_few:
+            raise ConfigError(f"--max-repeats {self.max_repeats!r} is not valid; give a whole number ≥ "
+                              f"{MIN_AUTO_REPEATS} (a verdict needs two repeats a side)")  # fmt: skip
         if self.budget_s is not None and self.budget_s <= 0:
             raise ConfigError(f"--budget {self.budget_s:g}s is not valid; give a positive time, e.g. 20m")
         if not isinstance(self.warmup, int) or self.warmup < 0:

@@ -139,7 +139,7 @@ def test_a_verdict_reopened_by_another_verdicts_repeats_is_said_and_nothing_to_d
     console.verdict_round(Decided([], 1, None), next_round=[])
     said = out.getvalue().splitlines()
     assert said == ["ddpbench: repeats auto: nothing to decide (no bucket-cap sweep, no strategy against the "
-                    "reference)"]  # fmt: skip
+                    "reference): one repeat each"]  # fmt: skip
 
 
 def test_verdicts_mark_open_ones_given_up_only_when_asked_with_max_repeats(monkeypatch):

@@ -30,7 +30,14 @@ def test_a_non_finite_float_flag_is_refused(capsys, tmp_path, flag, value, said)
     [
         (("--repeats", "often"), "--repeats 'often' is not valid; give a whole number ≥ 1 or 'auto'"),
         (("--repeats", "0"), "--repeats 0 is not valid; give a whole number ≥ 1 or auto"),
-        (("--max-repeats", "1"), "--max-repeats 1 is not valid; give at least 2 (a verdict needs two repeats a side)"),
+        (
+            ("--max-repeats", "1"),
+            "--max-repeats 1 is not valid; give a whole number ≥ 2 (a verdict needs two repeats a side)",
+        ),
+        (
+            ("--max-repeats", "0"),
+            "--max-repeats 0 is not valid; give a whole number ≥ 2 (a verdict needs two repeats a side)",
+        ),
         (("--budget", "20x"), "--budget '20x' is not a time; give e.g. 90s, 20m or 1h"),
         (("--budget=-5m",), "--budget '-5m' is not valid; give a positive time, e.g. 20m"),
         (("--budget", "0"), "--budget '0' is not valid; give a positive time"),

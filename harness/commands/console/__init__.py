@@ -195,11 +195,11 @@ def fixed_cost_split(wall_s: float, seconds: dict[str, float], *, configurations
         return
     other = wall_s - sum(seconds.values())  # the launcher between launches, polling, the last read
     parts = [f"{phase} {seconds[phase]:.1f}" for phase in PHASES if seconds.get(phase, 0.0) >= 0.05]
-    say(f"ddpbench: where the {wall_s:.0f} s went (s): {', '.join(parts)}, other {max(other, 0.0):.1f}")
+    say(f"ddpbench: where the {seconds_text(wall_s)} went (s): {', '.join(parts)}, other {max(other, 0.0):.1f}")
     fixed = wall_s - seconds.get("steps", 0.0)
     if configurations:
-        say(f"ddpbench: fixed cost {fixed:.0f} s beyond the timed steps: {fixed / configurations:.1f} s per "
-            f"configuration ({configurations})")  # fmt: skip
+        each = "" if configurations == 1 else f": {fixed / configurations:.1f} s per configuration ({configurations})"
+        say(f"ddpbench: fixed cost {seconds_text(fixed)} beyond the timed steps{each}")
 
 
 def recommendations(frame: pd.DataFrame) -> None:
@@ -209,6 +209,11 @@ def recommendations(frame: pd.DataFrame) -> None:
         f"significantly over repeats and by at least {stats.DEFAULT_THRESHOLD:.0%}; docs/statistics.md):")  # fmt: skip
     for _, row in frame.iterrows():
         _print(f"  {sweep.describe(row)}")
+
+
+def seconds_text(seconds: float) -> str:
+    """'0.2 s' or '703 s': tenths under 10 s, where whole seconds would read '0 s' beside a 36× ratio."""
+    return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
 
 
 def duration_text(seconds: float) -> str:
@@ -223,7 +228,10 @@ def verdict_round(standing, next_round: list, *, decided_before: set[str] | froz
     every verdict: the decided ones' words, then the open ones and what they would need."""
     total, still = len(standing.verdicts), standing.open
     if not total:
-        say("ddpbench: repeats auto: nothing to decide (no bucket-cap sweep, no strategy against the reference)")
+        say(
+            "ddpbench: repeats auto: nothing to decide (no bucket-cap sweep, no strategy against the reference): "
+            "one repeat each"
+        )
         return
     decided = total - len(still)
     head = f"ddpbench: repeats auto: {decided} of {total} verdicts decided after {standing.repeats} repeat(s)"
