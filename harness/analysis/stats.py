@@ -101,16 +101,14 @@ CONFIDENCE = 0.95
 MIN_REPEATS = 2
 """With one repeat a run says nothing about how launches differ: no verdict can rest on it."""
 LAUNCH_SPREAD = 0.03
-"""Assumed relative spread of a repeat's median from launch to launch on a quiet machine (a few per cent);
-used only to say how many repeats a one-repeat run would need."""
+"""Assumed spread of a repeat's median between launches on a quiet machine: only for a one-repeat run's need."""
 REFERENCE_CAP_MB = DDP_DEFAULT_CAP_MB
 """The cap a sweep's gain is measured against: 25 MiB, the value DDP uses when none is given, but given
 explicitly like every cap of a sweep (on torch ≥ 2.9 that caps the first bucket too: not DDP's default layout)."""
 DEFAULT_THRESHOLD = 0.05
 """The smallest change that counts, for `compare` and for a recommended cap's gain (both judged by `verdict`)."""
 RECOMMENDED_REPEATS = 5
-"""Repeats for runs meant to be compared (and `make sweep`): they decide at DEFAULT_THRESHOLD when
-launches agree within about 2.5 % (sd); noisier machines are told how many more they need."""
+"""Repeats for runs meant to be compared: they decide at DEFAULT_THRESHOLD when launches agree within ~2.5 % (sd)."""
 NEEDED_WIDTH = 0.75
 """How many repeats a decision needs is sized for an interval this fraction of the threshold wide."""
 MAX_REPEATS = 1000
@@ -309,6 +307,7 @@ def verdict(
         word = NO_CHANGE
     else:
         word = TOO_FEW
+        need = None if need is None else max(need, have + 1)  # what is at hand did not decide: one more at least
     return {**judged, "verdict": word, "repeats": have, "repeats_needed": need}
 
 

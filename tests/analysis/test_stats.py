@@ -230,3 +230,10 @@ def test_caps_side_by_side_are_paired_from_enough_repeats_and_asked_for_what_pai
     assert later["paired"] and later["decision"] == stats.RECOMMEND and later["best_cap_mb"] == 1.0
     alone = stats.recommend_cap({cap: f[: stats.PAIRED_FROM] for cap, f in figures.items()})
     assert not alone["paired"] and alone["decision"] == stats.TOO_FEW and alone["repeats_needed"] > 20
+
+
+def test_an_undecided_verdict_never_asks_for_the_repeats_it_already_has():
+    """The pooled spread says two repeats decide, but one side scattered alone (Welch's interval, with about
+    one degree of freedom, stays wide): the two at hand did not decide, so it asks for a third."""
+    judged = stats.verdict([100.0, 100.01], [100.0, 101.0], threshold=stats.DEFAULT_THRESHOLD)
+    assert judged["verdict"] == stats.TOO_FEW and judged["repeats"] == 2 and judged["repeats_needed"] == 3
