@@ -264,4 +264,7 @@ def parse_threshold(text: str) -> float:
         value = -1.0
     if not 0 <= value < 10:
         raise ConfigError(f"--threshold {text!r} is not valid; give a percentage such as 5% (or a fraction, 0.05)")
+    if value >= 1 and not text.endswith("%"):  # '5' meant as 5 % would be 500 %: say which was meant
+        raise ConfigError(f"--threshold {text!r} would be {value:.0%}; give {text}% for {text} per cent (or a "
+                          f"fraction, {value / 100:g})")  # fmt: skip
     return value

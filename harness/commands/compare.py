@@ -44,6 +44,8 @@ def run_folder(text: str, results: Path) -> Path:
     from harness.results import store
 
     found = store.find_run(text, results)
+    if found is not None and store.read_run_meta(found).get("kind") == store.COLLECTIVES_KIND:
+        raise ConfigError(f"run {found.name!r} is a `ddpbench collectives` run; compare judges two bench runs")
     if found is not None:
         return found
     if not results.is_dir():  # said rather than "unknown run id" in a folder that is not there

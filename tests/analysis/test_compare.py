@@ -117,9 +117,15 @@ def test_a_noisy_configuration_is_flagged_on_its_line(tmp_path, capsys):
     assert "[new: repeats disagree (100–126 ms)]" in out.out
 
 
-@pytest.mark.parametrize(("args", "named"), [(["nope", "a"], "'nope'"), (["a", "a", "--threshold", "x"], "'x'")])
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [(["nope", "a"], "'nope'"), (["a", "a", "--threshold", "x"], "'x'"),
+     (["a", "a", "--threshold", "5"], "--threshold '5' would be 500%; give 5% for 5 per cent (or a fraction, 0.05)"),
+     (["a", "coll"], "run 'coll' is a `ddpbench collectives` run; compare judges two bench runs")],
+)  # fmt: skip
 def test_bad_compare_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, args, named):
     synthetic_run(tmp_path / "r", "a", mean_ms=100, seed=1)
+    store.write_json(tmp_path / "r" / "coll" / "run.json", {"run_id": "coll", "kind": store.COLLECTIVES_KIND})
     code, out = run_compare(capsys, tmp_path / "r", *args)
     assert code == 2 and named in out.err and out.err.count("\n") == 1
     assert not (tmp_path / "site").exists()
