@@ -28,7 +28,7 @@ def resume(args: argparse.Namespace):
     from harness.launch import repeats
 
     validate_run_id(args.resume, flag="--resume")
-    steering = _steering(args)
+    steering = _steering(args, _stored_config(args))
     config, plan, done = launch.resume_run(args.results, args.resume, retry_failed=args.retry_failed)
     config = dataclasses.replace(config, **steering)
     if not plan.configurations and repeats.more_to_decide(config, plan):
@@ -47,10 +47,27 @@ def resume(args: argparse.Namespace):
     return config, plan, done
 
 
-def _steering(args: argparse.Namespace) -> dict:
-    """The BenchConfig fields the steering flags set; ConfigError naming any flag that would change the run."""
+def _stored_config(args: argparse.Namespace) -> dict:
+    """The run's own settings as its run.json stores them ({} where there is none: resume_run says why)."""
+    from harness.results import store
+
+    run = store.run_dir(args.results, args.resume)
+    return (store.read_run_meta(run).get("config") or {}) if store.is_run_folder(run) else {}
+
+
+def _same(given, stored) -> bool:
+    """Whether a flag's parsed value is the stored setting (a tuple of names reads back from JSON as a list)."""
+    return (
+        list(given) == list(stored) if isinstance(given, tuple | list) and isinstance(stored, list) else given == stored
+    )
+
+
+def _steering(args: argparse.Namespace, stored: dict) -> dict:
+    """The BenchConfig fields the steering flags set; ConfigError naming any flag that would change the run
+    (one that repeats the run's own setting changes nothing, and passes)."""
     given = getattr(args, "given_flags", {})
-    refused = [flag for dest, flag in given.items() if dest not in STEERING and dest not in RESUME_FLAGS]
+    refused = [flag for dest, flag in given.items() if dest not in STEERING and dest not in RESUME_FLAGS
+               and not (dest in stored and _same(getattr(args, dest, None), stored[dest]))]  # fmt: skip
     if refused:
         applying = ", ".join(flag_name(name, spec) for name, spec in flags_of(BenchConfig).items() if name in STEERING)
         raise ConfigError(f"--resume runs the stored run's own grid and settings; {', '.join(refused)} would change "

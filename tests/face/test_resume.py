@@ -66,10 +66,13 @@ def test_resume_leaves_a_complete_run_alone_and_adds_a_retry_to_its_timings(tmp_
          "change them: leave it out, or start a new run (flags that apply: --node-rank, --rdzv-endpoint, --budget, "
          "--timeout, --fail-fast)"),
         (["--gpus", "4", "--opt", "bucket_cap_mb=1", "--steps", "20"], "--gpus, --opt, --steps would change them"),
+        (["--size", "tiny", "--impls", "stock,naive", "--steps", "20"], "; --steps would change them"),  # the same: ok
+        (["--size", "small", "--impls", "stock"], "; --impls, --size would change them"),
     ],
 )  # fmt: skip
 def test_resume_refuses_a_flag_that_would_change_the_stored_run(tmp_path, capsys, args, said):
-    store.write_json(tmp_path / "x" / "run.json", {"run_id": "x"})
+    stored = {"size": "tiny", "impls": ["stock", "naive"], "steps": 10}
+    store.write_json(tmp_path / "x" / "run.json", {"run_id": "x", "config": stored})
     code, _, err = bench(capsys, tmp_path, "--resume", "x", *args)
     assert code == 2 and said in err and err.count("\n") == 1, err
 
