@@ -10,7 +10,7 @@ import dataclasses
 from pathlib import Path
 
 from harness.config.bench import BACKENDS, DEVICES, ConfigError, rank_ladder, validate_run_id
-from harness.config.units import ELEMENT_BYTES, parse_bytes  # float32 messages
+from harness.config.units import ELEMENT_BYTES, size_in_range  # float32 messages
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 # Defaults per device: the CPU (gloo over loopback, cores shared with the ranks) gets a smaller
@@ -26,9 +26,11 @@ BATCHES = 3
 
 def parse_size_range(text: str) -> tuple[int, int]:
     low, sep, high = text.partition(":")
-    if not sep:
-        raise ConfigError(f"--sizes {text!r} is not a range; give MIN:MAX, e.g. 1KB:64MB")
-    low_bytes, high_bytes = parse_bytes(low), parse_bytes(high)  # powers of 1024, as nccl-tests
+    if not sep or ":" in high:
+        raise ConfigError(f"--sizes {text!r} is not a range; give MIN:MAX, e.g. 1KB:64MB (collectives doubles "
+                          "from MIN to MAX)")  # fmt: skip
+    forms = "MIN:MAX, e.g. 1KB:64MB"
+    low_bytes, high_bytes = (size_in_range(part, text, forms=forms) for part in (low, high))  # powers of 1024
     if low_bytes < ELEMENT_BYTES or high_bytes < low_bytes:
         raise ConfigError(f"--sizes {text!r} is not valid; give {ELEMENT_BYTES} B ≤ MIN ≤ MAX, e.g. 1KB:64MB")
     return low_bytes, high_bytes

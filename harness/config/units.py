@@ -60,13 +60,25 @@ def parse_size_range(text: str) -> list[int]:
 ELEMENT_BYTES = 4  # the float32 element nccl-tests counts in
 
 
+def size_in_range(part: str, text: str, *, forms: str) -> int:
+    """One size of a --sizes value, refused with the whole value named (a part alone, '' of '1KiB:', says little)."""
+    try:
+        return parse_bytes(part)
+    except ConfigError:
+        raise ConfigError(f"--sizes {text!r} is not valid: {part!r} is not a size; give {forms} (K, M, G: powers "
+                          "of 1024; a size above 0)") from None  # fmt: skip
+
+
+SIZE_FORMS = "MIN:MAX, MIN:MAX:FACTOR or a list, e.g. 1KiB:16GiB, 1MiB:1GiB:4 or 1MiB,1GiB"
+
+
 def _size_range(text: str) -> list[int]:
     if ":" not in text:
-        return sorted({parse_bytes(part) for part in text.split(",") if part.strip()})
+        return sorted({size_in_range(part, text, forms=SIZE_FORMS) for part in text.split(",") if part.strip()})
     parts = text.split(":")
     if len(parts) > 3:
-        raise ConfigError(f"--sizes {text!r} is not valid; give MIN:MAX, MIN:MAX:FACTOR or a list, e.g. 1KiB:16GiB")
-    low, high = parse_bytes(parts[0]), parse_bytes(parts[1])
+        raise ConfigError(f"--sizes {text!r} is not valid; give {SIZE_FORMS}")
+    low, high = (size_in_range(part, text, forms=SIZE_FORMS) for part in parts[:2])
     factor = int(parts[2]) if len(parts) == 3 and parts[2].strip().isdigit() else (2 if len(parts) == 2 else 0)
     if factor < 2 or low > high:
         raise ConfigError(f"--sizes {text!r} is not valid; MIN ≤ MAX and a whole FACTOR ≥ 2, e.g. 1KiB:16GiB:2")

@@ -189,6 +189,8 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
         (["--cluster", "dgx-h9"], "'dgx-h9'"),
         (["--cluster", "dgx-h100", "--sizes", "1Mx"], "'1Mx'"),
         (["--cluster", "dgx-h100", "--sizes", "8G:1K"], "'8G:1K'"),
+        (["--cluster", "dgx-h100", "--sizes", "1KiB:"], "--sizes '1KiB:' is not valid: '' is not a size; give MIN:MAX"),
+        (["--cluster", "dgx-h100", "--sizes", "0:1K"], "--sizes '0:1K' is not valid: '0' is not a size"),
         (["--cluster", "dgx-h100", "--nodes", "0,2"], "'0,2'"),
         (["--cluster", "dgx-h100", "--collective", "broadcast"], "'broadcast'"),
         (["--cluster", "dgx-h100", "--out", "rows.txt"], "'rows.txt'"),
