@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.protocols import WorkloadDefaults, option
+from harness.protocols import ConfigError, WorkloadDefaults, option
 from workloads import register
 
 # size: (width, hidden layers, batch per rank)
@@ -27,7 +27,11 @@ class MLP(WorkloadDefaults):
         "tiny",
         "tiny: width 32 × 2 layers; small: 1024 × 8; full: 4096 × 16.",
     )
-    classes: int = option(10, "Number of output classes.")
+    classes: int = option(10, "Number of output classes.", valid="≥ 1")
+
+    def __post_init__(self) -> None:
+        if self.classes < 1:
+            raise ConfigError(f"option classes={self.classes} is not valid; give a whole number ≥ 1")
 
     @property
     def width(self) -> int:

@@ -199,6 +199,8 @@ def _refused_everywhere(sources, key: str, values) -> ConfigError:
         typed = workload_registry.parse_options(sources[0].spec, {key: values[0]})
         sources[0].check_options(typed)
     except ConfigError as exc:
+        if str(exc).startswith(f"--wopt {key}="):  # it takes the key, not the value: its own words say so
+            return exc
         return ConfigError(f"--wopt {key}: no chosen workload takes it ({exc})")
     return ConfigError(f"--wopt {key}: no chosen workload takes it")
 

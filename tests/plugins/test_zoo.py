@@ -240,6 +240,11 @@ def test_a_user_file_that_fails_to_import_is_one_line_naming_it_and_the_line(cap
         (["--workloads", "torchvision:squeezenet1_1", "--wopt", "colour=red"], "torchvision:squeezenet1_1 cannot "
                                                                                "be built with {'colour': 'red'}"),
         (["--workloads", "mlp", "--wopt", "classes=many"], "classes: 'many' is not a whole number"),
+        (["--workloads", "mlp", "--wopt", "classes=0"], "option classes=0 is not valid; give a whole number ≥ 1"),
+        (["--workloads", "torchvision:squeezenet1_1", "--wopt", "image_size=0"],
+         "--wopt image_size=0 is not valid for torchvision:squeezenet1_1; give a whole number ≥ 1"),  # once ignored
+        (["--workloads", f"{ROOT / 'examples' / 'my_workload.py'}:MyModel", "--wopt", "width=abc"],
+         "--wopt width='abc' is not valid: my_workload.py:MyModel takes width: int"),  # once failed in every rank
         (["--workloads", "mlp", "--wopt", "classes=2", "--wopt", "classes=3"], "option 'classes' is given twice"),
     ],
 )  # fmt: skip

@@ -15,6 +15,7 @@ import importlib.util
 import inspect
 import os
 import sys
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,25 @@ def _check_keywords(maker: Any, options: dict[str, Any], shown: str) -> None:
     if unknown:
         valid = ", ".join(parameters) or "none"
         raise ConfigError(f"{shown} takes no option {', '.join(unknown)}; its options: {valid}")
+    _check_types(maker, options, shown)
+
+
+PLAIN_TYPES = {int: (int,), float: (int, float), bool: (bool,), str: (str,)}
+"""The annotations an option's value is checked against (an int is a float too); any other annotation is left to
+the class itself."""
+
+
+def _check_types(maker: Any, options: dict[str, Any], shown: str) -> None:
+    """A value of the wrong plain type for the parameter's annotation (`width: int` given 'abc') is refused here,
+    not left to fail in every rank."""
+    try:
+        hints = typing.get_type_hints(maker.__init__ if inspect.isclass(maker) else maker)
+    except Exception:  # an annotation that does not resolve: nothing to check against
+        return
+    for key, value in options.items():
+        accepted = PLAIN_TYPES.get(hints.get(key))
+        if accepted and not (isinstance(value, accepted) and (bool in accepted or not isinstance(value, bool))):
+            raise ConfigError(f"--wopt {key}={value!r} is not valid: {shown} takes {key}: {hints[key].__name__}")
 
 
 def wrap(user: Any, shown: str, *, size: str) -> UserWorkload:

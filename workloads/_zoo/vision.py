@@ -96,6 +96,7 @@ def torchvision_source(name: str) -> Source:
 
     def build(*, size: str, options: dict[str, Any]) -> ImageModel:
         shape = SIZES[size]
+        _whole_numbers(options, f"torchvision:{name}")
         image_size = int(options.pop("image_size", None) or max(shape.image_size or standard, smallest))
         classes = int(options.pop("num_classes", shape.classes))
         extra = {**_size_keywords(name, image_size), **options}
@@ -108,6 +109,14 @@ def torchvision_source(name: str) -> Source:
 
     return Source(spec=f"torchvision:{name}", kind="torchvision", name=f"torchvision:{name}", build=build,
                   check_options=lambda options: _check_on_meta(build, options, f"torchvision:{name}"))  # fmt: skip
+
+
+def _whole_numbers(options: dict[str, Any], shown: str) -> None:
+    """image_size and num_classes, where given, are whole numbers ≥ 1 (0 once fell back to the default unsaid)."""
+    for key in OWN_OPTIONS:
+        value = options.get(key)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            raise ConfigError(f"--wopt {key}={value!r} is not valid for {shown}; give a whole number ≥ 1")
 
 
 def _input_sizes(models, name: str) -> tuple[int, int]:
@@ -135,5 +144,7 @@ def _check_on_meta(build: Callable[..., ImageModel], options: dict[str, Any], sh
     try:
         with torch.device("meta"):
             build(size="tiny", options=dict(options)).build_model()
+    except ConfigError:  # a value the options themselves refuse, in its own words
+        raise
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{shown} cannot be built with {options}: {type(exc).__name__}: {exc}") from None
