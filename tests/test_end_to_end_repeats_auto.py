@@ -110,7 +110,7 @@ def test_a_decided_auto_run_has_nothing_to_resume(auto_run):
 def test_the_run_page_says_when_each_verdict_was_decided(auto_run):
     _, run, _, _ = auto_run
     history = decide.run_history(store.read_run_meta(run)["config"], store.read_configs(run), store.read_steps(run))
-    subject = "w2 mlp/tiny naive vs stock bucket_cap_mb=25.0"
+    subject = "w2 mlp/tiny naive vs stock bucket_cap_mb=25"
     naive = history.set_index("subject").loc[subject]
     assert naive["decided"] and 2 <= naive["decided_after"] < MAX_REPEATS  # it stopped once decided
     assert len(history) == len(decide.verdicts(store.read_configs(run), store.read_steps(run),

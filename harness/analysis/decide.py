@@ -35,7 +35,7 @@ from scipy.stats import chi2
 
 from harness.analysis import roles, stats, sweep
 from harness.config.flags import AUTO
-from harness.results.values import options_of
+from harness.results.values import options_of, options_words
 
 ALPHA = 1 - stats.CONFIDENCE
 """The chance a verdict may be wrongly 'slower' or 'faster' over all its looks."""
@@ -189,8 +189,8 @@ def _surely_slower(figures: list[float], anchor: list[float], confidence: float,
 
 
 def strategy_label(impl: str, options_json: str | None) -> str:
-    options = options_of(options_json)
-    return impl + "".join(f" {k}={v}" for k, v in sorted(options.items()))
+    words = options_words(options_json)
+    return f"{impl} {words}" if words else impl
 
 
 def _strategy_verdicts(ok: pd.DataFrame, confidence: float, max_repeats: int | None) -> list[Verdict]:

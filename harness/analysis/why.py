@@ -63,8 +63,12 @@ def sentence(row: Any, run: pd.DataFrame | None = None, *, cores: int | None = N
         + (f" (repeat {int(repeat) + 1})" if several and repeat is not None else "")  # from 1, as people count
     )
     if local <= 0 or gap < NEGLIGIBLE * local:
-        return f"{head} runs as fast as {roles.baseline_name()} ({step / local:.2f}×): data parallelism costs it " \
-               "nothing measurable here" if local > 0 else None  # fmt: skip
+        if local <= 0:
+            return None
+        # Below the floor by more than the negligible share is not 'as fast': said as measured, not explained.
+        pace = "as fast as" if gap > -NEGLIGIBLE * local else "faster than"
+        return f"{head} runs {pace} {roles.baseline_name()} ({step / local:.2f}×): data parallelism costs it " \
+               "nothing measurable here"  # fmt: skip
     said = []
     for column, words in sorted(PART_WORDS.items(), key=lambda item: -(_get(row, item[0]) or 0.0)):
         value = _get(row, column) or 0.0
@@ -117,8 +121,8 @@ def _communication_advice(row: Any, run: pd.DataFrame | None) -> str:
         sizes = [float(b) for b in buckets]
         tail = f"; {better}" if better else ""
         if len(sizes) == 1:
-            return (f"its one bucket ({_mib(sizes[0])}) is all-reduced after the last gradient: a smaller "
-                    f"bucket_cap_mb splits it, so that backward hides part{tail}")  # fmt: skip
+            return (f"its one bucket ({_mib(sizes[0])}) is all-reduced after the last gradient: a bucket_cap_mb "
+                    f"below {_mib(sizes[0])} splits it, so that backward hides part{tail}")  # fmt: skip
         return (f"its last bucket, {_mib(sizes[-1])} of {_mib(sum(sizes))}, is all-reduced after the last gradient: "
                 f"a smaller bucket_cap_mb overlaps more of it{tail}")  # fmt: skip
     comm, compute = _get(row, "comm_ms"), _get(row, "compute_ms")

@@ -245,7 +245,8 @@ def _say_where(plan, *, requested_dtype: str) -> None:
         backend = plan.configurations[0].backend.upper() if plan.configurations else "?"
         console.say(f"ddpbench: running on CUDA with {backend}, world sizes {worlds}")
     console.say(f"ddpbench: precision: {_precision_line(plan.configurations, requested_dtype)}")
-    console.say(f"ddpbench: run {plan.run_id}: {len(plan.configurations)} configurations -> {plan.run}/")
+    count = len(plan.configurations)
+    console.say(f"ddpbench: run {plan.run_id}: {count} configuration{'s' if count != 1 else ''} -> {plan.run}/")
 
 
 def _precision_line(configurations, requested_dtype: str) -> str:

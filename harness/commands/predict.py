@@ -69,7 +69,7 @@ def _warn_if_extrapolated(link, bucket_bytes: int, *, world: int) -> None:
         largest, buckets = console.bytes_text(link.largest_bytes), console.bytes_text(bucket_bytes)
         enough = console.bytes_text(1 << (int(bucket_bytes) - 1).bit_length()).replace(" ", "")  # a power of two
         console.warning(f"w{world}: the network was measured up to {largest} and these buckets reach {buckets}: "
-                        f"its bandwidth there is extrapolated (`ddpbench collectives --sizes 1KB:{enough}` "
+                        f"its bandwidth there is extrapolated (`ddpbench collectives --sizes 1KiB:{enough}` "
                         "measures it)")  # fmt: skip
 
 

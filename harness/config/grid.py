@@ -83,7 +83,7 @@ class Configuration:
         return float(value) if value is not None else None
 
     def label(self) -> str:
-        opts = " ".join(f"{k}={v}" for k, v in sorted(self.impl_options.items()))
+        opts = options_words(self.impl_options)  # 'bucket_cap_mb=1', as every report writes it
         return f"w{self.world_size} {self.workload}/{self.size} {self.impl}" + (f" {opts}" if opts else "")
 
     def to_json(self) -> dict[str, Any]:

@@ -45,7 +45,7 @@ def test_a_strategy_is_held_against_the_reference_at_world_sizes_that_communicat
     naive["impl_options"], naive["bucket_cap_mb"] = "{}", None
     found = decide.verdicts(pd.concat([stock, naive]), pd.concat([stock_steps, naive_steps]), confidence=CONFIDENCE)
     (verdict,) = found  # none at world size 1; one cap each: no cap verdict
-    assert verdict.kind == decide.STRATEGY and verdict.subject == "w2 gpt2/tiny naive vs stock bucket_cap_mb=25.0"
+    assert verdict.kind == decide.STRATEGY and verdict.subject == "w2 gpt2/tiny naive vs stock bucket_cap_mb=25"
     assert verdict.decided and verdict.word.startswith("slower (1.8")
     assert len(verdict.config_ids) == 6  # three repeats a side
 
@@ -61,7 +61,7 @@ def test_an_open_ratio_says_its_estimate_and_interval_so_far():
     judged = stats.ratio_interval(*at_w2, confidence=CONFIDENCE)
     assert judged["low"] < judged["ratio"] < judged["high"]
     assert verdict.line().startswith(
-        f"w2 gpt2/tiny naive vs stock bucket_cap_mb=25.0: open after 2 repeats (so far {judged['ratio']:.2f}× the "
+        f"w2 gpt2/tiny naive vs stock bucket_cap_mb=25: open after 2 repeats (so far {judged['ratio']:.2f}× the "
         f"reference's step, {CONFIDENCE * 100:.3g}% interval {judged['low']:.2f}–{judged['high']:.2f}; need"
     )
 

@@ -124,6 +124,16 @@ def test_small_parts_get_no_words_and_a_negligible_gap_says_so():
     text = why.sentence(row(gap_exposed_comm_ms=5.0, gap_rest_ms=0.2), cores=2)
     assert "own work" not in text
     assert why.sentence(row(gap_exposed_comm_ms=0.3), cores=2).endswith("costs it nothing measurable here")
+    # Well below the floor (18 % under local's step) is not 'as fast as' local: said as measured.
+    below = why.sentence(row(gap_slower_compute_ms=-4.8, gap_exposed_comm_ms=0.4), cores=2)
+    assert "runs faster than local (0.82×)" in below and "as fast as" not in below
+
+
+def test_one_bucket_is_told_the_cap_that_would_split_it():
+    one = {**row(gap_exposed_comm_ms=6.0), "bucket_sizes_mb": [0.1]}
+    assert "its one bucket (0.1 MiB) is all-reduced after the last gradient: a bucket_cap_mb below 0.1 MiB splits" in (
+        why.sentence(one, cores=2)
+    )
 
 
 def test_a_strategy_that_communicates_after_backward_is_told_which_one_hides_it_in_this_run():

@@ -124,7 +124,7 @@ def test_repeated_values_run_once_and_are_said_to(capsys):
     assert "ddpbench: note: --workloads repeats mlp: each runs once" in note
     assert "ddpbench: note: --bucket-cap-mb repeats 1: each runs once" in note
     assert labels == [
-        "w1 mlp/tiny local", "w1 mlp/tiny stock bucket_cap_mb=1.0", "w1 mlp/tiny stock bucket_cap_mb=5.0",
-        "w2 mlp/tiny local", "w2 mlp/tiny stock bucket_cap_mb=1.0", "w2 mlp/tiny stock bucket_cap_mb=5.0",
+        "w1 mlp/tiny local", "w1 mlp/tiny stock bucket_cap_mb=1", "w1 mlp/tiny stock bucket_cap_mb=5",
+        "w2 mlp/tiny local", "w2 mlp/tiny stock bucket_cap_mb=1", "w2 mlp/tiny stock bucket_cap_mb=5",
     ]  # fmt: skip
     assert len(set(labels)) == len(labels)

@@ -264,8 +264,8 @@ def test_a_network_fitted_on_small_messages_warns_when_the_buckets_reach_far_pas
     assert capsys.readouterr().err == ""
     predict_command._warn_if_extrapolated(link, 28 * 2**20 + 68 * 1024, world=2)
     assert capsys.readouterr().err.strip() == (
-        "ddpbench: warning: w2: the network was measured up to 64 KB and these buckets reach 28.0664 MB: its "
-        "bandwidth there is extrapolated (`ddpbench collectives --sizes 1KB:32MB` measures it)"
+        "ddpbench: warning: w2: the network was measured up to 64 KiB and these buckets reach 28.0664 MiB: its "
+        "bandwidth there is extrapolated (`ddpbench collectives --sizes 1KiB:32MiB` measures it)"
     )
     predict_command._warn_if_extrapolated(net.Link(0.0, 1e9), 2**30, world=2)  # a given network: nothing to say
     assert capsys.readouterr().err == ""

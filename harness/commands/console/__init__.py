@@ -88,7 +88,8 @@ def resume_hint(run_id: str, results: Path) -> str:
 
 
 def bytes_text(count: float) -> str:
-    for unit, scale in (("GB", 1024**3), ("MB", 1024**2), ("KB", 1024)):
+    """'64 KiB', '28.0664 MiB': powers of 1024, named so (as every other line writes sizes)."""
+    for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
         if count >= scale:
             return f"{count / scale:g} {unit}"
     return f"{count:g} B"
