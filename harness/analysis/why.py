@@ -1,7 +1,7 @@
 """One sentence per configuration: what its cost over `local` is made of, the part that dominates, and
 what to try, computed from its row's measured parts (harness.analysis.gap) and the run's other rows.
 
-    stock at 2 ranks is 1.31× local (+4.2 ms a step): 2.6 ms (62%) exposed communication (its last bucket,
+    stock at 2 ranks is 1.31× local (+4.2 ms a mean step): 2.6 ms (62%) exposed communication (its last bucket,
     15.2 of 27.3 MiB, is all-reduced after the last gradient: a smaller bucket_cap_mb overlaps more of
     it), 1.1 ms (25%) slower compute (2 ranks share 2 CPU cores with the communication threads), 0.5 ms
     (13%) the strategy's own work (…)
@@ -80,7 +80,7 @@ def sentence(row: Any, run: pd.DataFrame | None = None, *, cores: int | None = N
         turns = f" (its ranks take turns on the CPU cores, where {roles.baseline_name()}'s compute all at once)" \
             if _get(row, "device") == "cpu" else ""  # fmt: skip
         said.append(f"its compute {faster:.1f} ms faster than {roles.baseline_name()}'s{turns}")
-    return f"{head} is {step / local:.2f}× {roles.baseline_name()} (+{gap:.1f} ms a step): " + ", ".join(said)
+    return f"{head} is {step / local:.2f}× {roles.baseline_name()} (+{gap:.1f} ms a mean step): " + ", ".join(said)
 
 
 def _strategy(row: Any) -> str:
