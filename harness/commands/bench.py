@@ -139,7 +139,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         if getattr(args, "retry_failed", False):
             raise ConfigError("--retry-failed needs --resume RUN_ID: it runs a stopped run's failed configurations")
         (config, plan), done = new_run(args, command=command), 0
-    _say_where(plan, requested_dtype=config.dtype)
+    _say_where(plan, requested_dtype=config.dtype, grows=config.repeats == AUTO and not args.resume)
     if config.nnodes > 1:  # torchrun's rendezvous says nothing while it waits (up to its join timeout)
         console.say(f"ddpbench: waiting for {config.nnodes} node(s) at {config.rdzv_endpoint} … (each node runs "
                     f"the same command with --run-id {plan.run_id}; torchrun waits up to 10 minutes)")  # fmt: skip
@@ -227,7 +227,8 @@ def _stopped(plan, why: str, code: int, *, wall_s: float | None) -> int:
     return code
 
 
-def _say_where(plan, *, requested_dtype: str) -> None:
+def _say_where(plan, *, requested_dtype: str, grows: bool = False) -> None:
+    """The device, the precision, and the run's first configurations (`grows`: --repeats auto may add rounds)."""
     from harness.config.ranks import available_cpus
 
     worlds = sorted({c.world_size for c in plan.configurations})
@@ -246,7 +247,9 @@ def _say_where(plan, *, requested_dtype: str) -> None:
         console.say(f"ddpbench: running on CUDA with {backend}, world sizes {worlds}")
     console.say(f"ddpbench: precision: {_precision_line(plan.configurations, requested_dtype)}")
     count = len(plan.configurations)
-    console.say(f"ddpbench: run {plan.run_id}: {count} configuration{'s' if count != 1 else ''} -> {plan.run}/")
+    deciding = grows and any(c.repeated for c in plan.configurations)  # something to decide: rounds may follow
+    more = ", to start (--repeats auto adds the repeats its open verdicts need)" if deciding else ""
+    console.say(f"ddpbench: run {plan.run_id}: {count} configuration{'s' if count != 1 else ''}{more} -> {plan.run}/")
 
 
 def _precision_line(configurations, requested_dtype: str) -> str:
