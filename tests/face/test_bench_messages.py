@@ -4,6 +4,7 @@ pipe stops the printing, never the run."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -35,6 +36,16 @@ def test_more_ranks_than_cores_is_a_warning_naming_both(capsys, monkeypatch):
     plan.configurations = plan.configurations[:2]
     bench._say_where(plan, requested_dtype="auto")
     assert capsys.readouterr().err == ""  # 2 ranks on 2 cores: nothing to say
+
+
+def test_an_auto_run_says_its_configurations_are_the_start(capsys):
+    first = [dataclasses.replace(_configuration(2), repeat=r, repeated=True) for r in (0, 1)]
+    plan = SimpleNamespace(device="cpu", threads_per_rank=1, run_id="r", run="results/r", configurations=first)
+    bench._say_where(plan, requested_dtype="auto", grows=True)
+    assert "ddpbench: run r: 2 configurations, to start (--repeats auto adds the repeats its open verdicts need) -> " \
+           "results/r/" in capsys.readouterr().out  # fmt: skip
+    bench._say_where(plan, requested_dtype="auto", grows=False)  # a fixed count, or a resumed run
+    assert "ddpbench: run r: 2 configurations -> results/r/" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("endpoint", ["node0:29500", "node0", "10.0.0.1:1", "[fe80::1]:29400", "a-b.c"])
