@@ -20,6 +20,9 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse prints the usage block before an error; we print the error alone, on one line."""
 
     def error(self, message: str) -> NoReturn:
+        flag, _, problem = message.removeprefix("argument ").partition(": ")
+        if problem == "expected one argument" and flag.startswith("--"):  # '--budget -10s' reads -10s as a flag
+            message += f" (a value that starts with '-' is given as {flag.split('/')[-1]}=VALUE)"
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
 
 

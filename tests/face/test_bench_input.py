@@ -40,6 +40,10 @@ def test_a_non_finite_float_flag_is_refused(capsys, tmp_path, flag, value, said)
         ),
         (("--budget", "20x"), "--budget '20x' is not a time; give e.g. 90s, 20m or 1h"),
         (("--budget=-5m",), "--budget '-5m' is not valid; give a positive time, e.g. 20m"),
+        (
+            ("--budget", "-5m"),
+            "argument --budget: expected one argument (a value that starts with '-' is given as --budget=VALUE)",
+        ),
         (("--budget", "0"), "--budget '0' is not valid; give a positive time"),
         (("--repeats", "2", "--budget", "2m"), "--budget applies only with --repeats auto (here --repeats 2)"),
         (("--repeats", "2", "--max-repeats", "5"), "--max-repeats applies only with --repeats auto (here --repeats 2)"),
