@@ -30,8 +30,7 @@ import json
 
 import numpy as np
 import pandas as pd
-from scipy.special import ndtri
-from scipy.stats import chi2
+from scipy.special import chdtri, ndtri  # not scipy.stats: its import is 1 s of every command's start
 
 from harness.analysis import roles, stats, sweep
 from harness.config.flags import AUTO
@@ -96,7 +95,7 @@ def out_of_reach(
     standard_error = half / stats.t_quantile(quantile, df_now)
     half_at_max = stats.t_quantile(quantile, df_max) * standard_error * np.sqrt(have / max_repeats)
     bound = np.log1p(threshold)
-    overestimate = np.sqrt(chi2.ppf(SPREAD_OVERESTIMATE, df_now) / df_now)
+    overestimate = np.sqrt(chdtri(df_now, 1 - SPREAD_OVERESTIMATE) / df_now)  # χ²'s 95th percentile at df_now
     return bool(half_at_max > overestimate * bound and effect + OPTIMISM_Z * standard_error <= bound + half_at_max)
 
 
