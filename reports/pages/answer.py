@@ -69,8 +69,7 @@ def ranked(configs: pd.DataFrame, *, workload: str, confidence: float = stats.CO
     frame["step_ms"] = frame["step_ms"].astype(float)
     # The baseline (no communication) is the floor: listed last, never "the fastest strategy".
     frame["is_floor"] = frame["baseline"].astype(bool)
-    # The stopping rule looks again and again only where something is communicated; at one rank, which it
-    # never judges, the page's look is the only one, and its interval the one-look 95 %.
+    # At one rank, which --repeats auto never judges, the page's look is the only one: its interval is one look's 95 %.
     frame["confidence"] = [confidence if world > 1 else stats.CONFIDENCE for world in frame["world_size"]]
     return frame.sort_values(["world_size", "is_floor", "step_ms"], kind="stable").reset_index(drop=True)
 
