@@ -109,7 +109,8 @@ def phase_means(steps: pd.DataFrame) -> pd.DataFrame:
     """Per configuration, the mean of each segment (SEGMENTS) over the measured steps of its slowest
     rank (the rank with the longest mean step): the segments add up to that rank's mean step
     (`step_ms`, with the `rank`), which a median per segment would not. Where communication was not
-    measured, exposed_comm_ms is null and the phases are whole."""
+    measured, exposed_comm_ms is null and the phases are whole. Exposed communication is taken out of
+    backward (the part measured there), then out of sync, and what sync cannot hold out of forward."""
     measured = steps[~steps["warmup"]]
     if measured.empty:
         return pd.DataFrame(columns=["config_id", "rank", "step_ms", *SEGMENTS])
@@ -119,14 +120,17 @@ def phase_means(steps: pd.DataFrame) -> pd.DataFrame:
     measured = measured.merge(slowest, on=["config_id", "rank"])
     exposed = measured.get("exposed_comm_ms", pd.Series(np.nan, index=measured.index)).astype(float)
     in_backward = measured.get("exposed_backward_ms", pd.Series(np.nan, index=measured.index)).astype(float)
+    sync_rest = measured["sync_ms"] - (exposed - in_backward).fillna(0.0)
+    # More exposed outside backward than sync holds: the rest waited in forward (FSDP's all-gathers do).
+    spill = (-sync_rest).clip(lower=0.0)
     segments = pd.DataFrame({
         "config_id": measured["config_id"],
         "rank": measured["rank"],
         "step_ms": measured["step_ms"],
-        "forward_ms": measured["forward_ms"],
+        "forward_ms": measured["forward_ms"] - spill,
         "backward_ms": measured["backward_ms"] - in_backward.fillna(0.0),
         "exposed_comm_ms": exposed,
-        "sync_ms": measured["sync_ms"] - (exposed - in_backward).fillna(0.0),
+        "sync_ms": sync_rest.clip(lower=0.0),
         "optimizer_ms": measured["optimizer_ms"],
     })  # fmt: skip
     grouped = segments.groupby(["config_id", "rank"], observed=True)[["step_ms", *SEGMENTS]]

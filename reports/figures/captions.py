@@ -47,20 +47,22 @@ CAPTIONS = {
     "rank less local's), split into parts that are each measured: communication no compute hid, the part of it "
     "spent waiting for a rank that launched later, compute slower than local's (below zero where faster), time "
     "neither computing nor communicating (the strategy's own work), and the residual, what local's own step holds "
-    "beyond its compute. They add up to the gap (the black tick). Only configurations whose collectives were timed "
-    "(stock and zero with --bucket-timeline).",
+    "beyond its compute. They add up to the gap (the black tick). Only configurations whose collectives were timed: "
+    "every strategy's but stock's and zero's, which are timed with --bucket-timeline.",
     "breakdown": "Each bar is one configuration's mean step on its slowest rank (the rank with the longest mean "
     "step; measured steps only), split into the mean of each segment over those steps: the segments add up to that "
     "mean step, which can differ from the median step the answer ranks by. The red segment is measured "
     "communication that no compute hid (mean per step), taken out of the phase it fell in "
-    "(DDP waits for its buckets inside backward; naive, flat and bucketed in sync). Where communication was not "
-    "timed (DDP without --bucket-timeline, FSDP) there is no red segment and backward or sync include it.",
+    "(DDP waits for its buckets inside backward; naive, flat and bucketed in sync; what sync cannot hold waited "
+    "in forward, as FSDP's all-gathers do). Where communication was not timed (stock and zero without "
+    "--bucket-timeline) there is no red segment and backward or sync include it.",
     "exposed": "Left: the mean per step (over measured steps and ranks, not a median) of how long the strategy's "
     "collectives were in flight (outline) and of the part of it with no compute running (filled), both measured "
     "from the bucket timeline. Right: the share hidden, 1 − Σ not hidden / Σ in flight (naive and flat communicate "
     "after backward by design: 0; a strategy with a single bucket hides none either).",
     "timeline": "One ordinary step of rank 0 (its median step): the phases on the first row of each strategy, "
-    "then each bucket's all-reduce from launch to completion. A bucket that overlaps the orange backward is "
+    "then each bucket's collective (an all-reduce; FSDP's all-gathers and reduce-scatters) from launch to "
+    "completion. A bucket that overlaps the orange backward is "
     "hidden; one that starts after it is exposed. A tick marks when a bucket was ready, where it had to wait "
     "for an earlier bucket (buckets launch in order).",
     "memory": "Bars side by side are the ranks of one configuration: a taller rank 0 is a rank-0 skew. "

@@ -29,13 +29,15 @@ def time_breakdown(configs: pd.DataFrame, phases: pd.DataFrame, *, workload: str
     figure = new_figure()
     for segment in SEGMENTS:
         name, colour = SEGMENT_STYLE[segment]
+        measured = rows[segment].notna()
         figure.add_trace(
             go.Bar(
                 name=name,
                 x=rows["config_label"],
-                y=rows[segment],
+                y=rows[segment].fillna(0.0),  # a null breaks plotly's stack: the segments above it drop to 0
+                customdata=np.where(measured, "", ": not timed, inside backward or sync"),
                 marker_color=colour,
-                hovertemplate="%{y:.2f} ms (mean per step, slowest rank)<extra>%{fullData.name}</extra>",
+                hovertemplate="%{y:.2f} ms (mean per step, slowest rank)%{customdata}<extra>%{fullData.name}</extra>",
             )
         )
     return styled(

@@ -70,7 +70,7 @@ def _add_bucket(figure: go.Figure, row: str, bucket) -> None:
     done_text = f"done {done:.2f} ms" if stamped else "done: not stamped (counted until the end of sync)"
     figure.add_trace(
         go.Bar(
-            name="all-reduce in flight", legendgroup="bucket", showlegend=not _named(figure, "all-reduce in flight"),
+            name="collective in flight", legendgroup="bucket", showlegend=not _named(figure, "collective in flight"),
             orientation="h", y=[row], x=[done - bucket.launched_ms], base=[bucket.launched_ms],
             marker_color=BUCKET_COLOUR, marker_pattern_shape="" if stamped else "/",
             hovertemplate=(f"ready {bucket.ready_ms:.2f} ms, launched {bucket.launched_ms:.2f} ms, "

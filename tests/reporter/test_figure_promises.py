@@ -70,6 +70,30 @@ def test_the_breakdown_bar_adds_up_to_the_slowest_ranks_mean_step():
     assert "median step split" not in captions.CAPTIONS["breakdown"]
 
 
+def test_exposed_communication_sync_cannot_hold_comes_out_of_forward_and_untimed_stacks_as_zero():
+    """FSDP's all-gathers wait in forward: more exposed outside backward than sync holds once drew a negative
+    'sync (rest)' (−35.6 ms, a bar 33 ms too tall); and a null segment (stock, not timed) broke plotly's stack."""
+    steps = pd.DataFrame({
+        "config_id": ["f", "f", "s", "s"], "rank": [0, 0, 0, 0], "step": [0, 1, 0, 1], "warmup": [False] * 4,
+        "forward_ms": [10.0, 10.0, 3.0, 3.0], "backward_ms": [20.0, 20.0, 5.0, 5.0], "sync_ms": [1.0, 1.0, 2.0, 2.0],
+        "optimizer_ms": [2.0, 2.0, 1.0, 1.0], "exposed_comm_ms": [7.0, 7.0, np.nan, np.nan],
+        "exposed_backward_ms": [2.0, 2.0, np.nan, np.nan],
+    })  # fmt: skip
+    steps["step_ms"] = steps[["forward_ms", "backward_ms", "sync_ms", "optimizer_ms"]].sum(axis=1)
+    phases = aggregate.phase_means(steps).set_index("config_id")
+    fsdp = phases.loc["f"]
+    assert (fsdp["sync_ms"], fsdp["forward_ms"], fsdp["backward_ms"]) == (0.0, 6.0, 18.0)  # 5 outside backward
+    assert fsdp[list(aggregate.SEGMENTS)].sum() == pytest.approx(33.0) and (fsdp[list(aggregate.SEGMENTS)] >= 0).all()
+    configs = aggregate.with_labels(pd.DataFrame([
+        {"config_id": c, "status": "ok", "impl": impl, "impl_options": "{}", "workload": "mlp", "world_size": 2}
+        for c, impl in (("f", "fsdp"), ("s", "stock"))]))  # fmt: skip
+    figure = stepfigures.time_breakdown(configs, phases.reset_index(), workload="mlp")
+    exposed = next(trace for trace in figure.data if trace.name == "communication not hidden")
+    assert list(exposed.y) == [5.0 + 2.0, 0.0] and "not timed" in exposed.customdata[1]  # stock: a zero, said so
+    heights = [sum(trace.y[i] for trace in figure.data) for i in range(2)]
+    assert heights == pytest.approx([33.0, 11.0])  # every bar as tall as its mean step
+
+
 def test_communication_figures_say_they_are_means_per_step():
     configs = aggregate.with_labels(pd.DataFrame([{
         "config_id": "c", "status": "ok", "impl": "bucketed", "impl_options": "{}", "workload": "mlp",
@@ -98,7 +122,7 @@ def test_a_collective_without_a_completion_is_drawn_to_the_end_of_sync_and_says_
          "done_ms": np.nan, "forward_ms": 1.0, "backward_ms": 4.0, "sync_ms": 3.0, "optimizer_ms": 1.0},
     ])  # fmt: skip
     figure = timelinefigures.bucket_timeline(configs, timeline, workload="mlp", world_size=2)
-    bars = [trace for trace in figure.data if trace.name == "all-reduce in flight"]
+    bars = [trace for trace in figure.data if trace.name == "collective in flight"]
     assert [(b.base[0], b.x[0]) for b in bars] == [(2.0, 2.0), (4.5, 3.5)]  # ends at 1 + 4 + 3 = 8 ms
     assert "done 4.00 ms" in bars[0].hovertemplate
     assert "done: not stamped (counted until the end of sync)" in bars[1].hovertemplate
