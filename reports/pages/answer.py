@@ -2,11 +2,9 @@
 step time (repeats pooled), each against stock as DDP ships it, with the recommended bucket cap,
 parity and a noise flag; then a one-line headline per world size. Pure: DataFrames in, HTML out.
 
-A winner is named with its evidence: the unit of evidence is the repeat (docs/statistics.md), so
-"fastest" and "N× faster" carry the repeats' interval, and say "by median, not significantly" or
-"too few repeats to tell" where the repeats cannot back them.
-
-Columns a run does not have (older schemas, or a run made before a column existed) show as "—".
+A winner is named with its evidence (the repeat is its unit, docs/statistics.md): "fastest" and "N× faster"
+carry the repeats' interval, and say "by median, not significantly" or "too few repeats to tell" where the
+repeats cannot back them. Columns a run does not have (older schemas) show as "—".
 """
 
 from __future__ import annotations
@@ -92,11 +90,9 @@ def pooled_scaling(configs: pd.DataFrame, rows: pd.DataFrame) -> list[float | No
         return [None] * len(rows)
     missing = {key: None for key in SCALING_ROW_KEYS if key not in configs}
     pooled = stats.pooled_scaling(configs.assign(**missing))
-    figure = {
-        _scaling_key(keys): None if pd.isna(value) else float(value)
-        for keys, value in zip(pooled[list(SCALING_ROW_KEYS)].itertuples(index=False),
-                               pooled["scaling_efficiency"], strict=True)
-    }  # fmt: skip
+    efficiency = dict(zip(map(_scaling_key, pooled[list(SCALING_ROW_KEYS)].itertuples(index=False)),
+                          pooled["scaling_efficiency"], strict=True))  # fmt: skip
+    figure = {key: None if pd.isna(value) else float(value) for key, value in efficiency.items()}
     keyed = rows.assign(**{key: None for key in SCALING_ROW_KEYS if key not in rows})
     return [figure.get(_scaling_key(keys)) for keys in keyed[list(SCALING_ROW_KEYS)].itertuples(index=False)]
 
@@ -176,13 +172,16 @@ def evidence(fast: pd.Series, slow: pd.Series) -> dict:
     """How sure it is that `fast` (lower median) beats `slow`: `times` = slow / fast as a ratio of the
     repeats' geometric means, the estimate its interval is built around (stats.ratio_interval, the figure
     the console's verdicts give), the interval at the rows' confidence (run_confidence), and the judgement:
-    significant only when the interval lies wholly above 1."""
+    significant only where the verdicts' rule (stats.verdict) calls it, beyond the 5 % threshold too."""
     confidence = float(fast.get("confidence", stats.CONFIDENCE))
     ratio = stats.ratio_interval(fast["repeat_ms"], slow["repeat_ms"], confidence=confidence)  # slow / fast
     proof = {"times": ratio["ratio"], "low": None, "high": None, "judged": TOO_FEW, "confidence": confidence}
     if not (np.isfinite(ratio["low"]) and np.isfinite(ratio["high"])):  # under two repeats a side: no interval
         return proof
-    judged = SIGNIFICANT if ratio["low"] > 1 and ratio["ratio"] > 1 else NOT_SIGNIFICANT
+    judged = stats.verdict(
+        fast["repeat_ms"], slow["repeat_ms"], threshold=stats.DEFAULT_THRESHOLD, confidence=confidence
+    )
+    judged = SIGNIFICANT if judged["verdict"] == stats.SLOWER else NOT_SIGNIFICANT  # what the run's verdicts call
     return {**proof, "low": ratio["low"], "high": ratio["high"], "judged": judged}
 
 
@@ -388,8 +387,9 @@ CAPTION = (
     "the repeats' geometric means and, in brackets, its interval over repeats (Welch's t on the logs of the "
     "repeats' medians: 95 %, or under --repeats auto the confidence its stopping rule judges each look at, "
     "99.5 % at the default --max-repeats 20, except at one rank, which that rule never judges), which "
-    "needs two repeats a side; 'not significant' where it includes 1. A winner is 'fastest' only when its interval "
-    "against the next strategy lies above 1, else 'fastest by median'. 'comm. hidden' is 1 − Σ not hidden / "
+    "needs two repeats a side; 'not significant' where the verdicts' rule does not call it (the interval includes "
+    f"1, or does not lie beyond the {stats.DEFAULT_THRESHOLD:.0%} threshold). A winner is 'fastest' only when it "
+    "beats the next strategy so, else 'fastest by median'. 'comm. hidden' is 1 − Σ not hidden / "
     "Σ communication over the repeats (their per-step means). Noise is the repeats' median step CV (noisy above "
     f"{stats.NOISY_CV:g}), and repeats whose medians disagree by more than {stats.NOISY_CV:.0%}. 'floor' is local: "
     "every rank trains alone, no communication; no strategy can beat it."
