@@ -57,6 +57,19 @@ def comparison_table(frame: pd.DataFrame) -> str:
     return table(head, rows, row_classes=classes)
 
 
+WIDEST = 4.0
+"""The figure shows ratios from 1/WIDEST to WIDEST: an interval of two repeats may reach 0.008–170, which on a
+linear axis left every point at 1; its whiskers run off the edge and the hover and the table give it whole."""
+
+
+def _ratio_range(series: list[pd.Series], threshold: float) -> list[float]:
+    """The log axis's range (log10): every ratio and interval end, and the threshold band, within 1/WIDEST–WIDEST."""
+    values = pd.concat(series).replace([np.inf, -np.inf], np.nan).dropna()
+    low = min([1 - threshold, *values[values > 0]]) / 1.1
+    high = max([1 + threshold, *values]) * 1.1
+    return [float(np.log10(max(low, 1 / WIDEST))), float(np.log10(min(high, WIDEST)))]
+
+
 def ratio_figure(frame: pd.DataFrame, *, threshold: float) -> go.Figure:
     """Each configuration's ratio new/base with its interval; the band is ±threshold around 1 (no change)."""
     labels = [configuration_label(r) for r in frame.itertuples()]
@@ -68,15 +81,22 @@ def ratio_figure(frame: pd.DataFrame, *, threshold: float) -> go.Figure:
             x=ratio, y=labels, mode="markers", marker={"size": 10, "color": "#4c78a8"}, name="new / base",
             error_x={"type": "data", "symmetric": False, "array": (high - ratio).fillna(0).clip(lower=0),
                      "arrayminus": (ratio - low).fillna(0).clip(lower=0)},
-            hovertemplate="%{y}: ratio %{x:.3f}<extra></extra>",
+            customdata=np.stack([low, high], axis=-1),
+            hovertemplate="%{y}: ratio %{x:.3f} (95% interval %{customdata[0]:.3f}–%{customdata[1]:.3f})"
+                          "<extra></extra>",
         )
     )  # fmt: skip
     figure.add_vrect(x0=1 - threshold, x1=1 + threshold, fillcolor="#999", opacity=0.15, line_width=0)
     figure.add_vline(x=1.0, line_dash="dash", line_color="#555")
     return styled(
         figure,
-        title=f"new / base median step time per configuration (grey band: ±{threshold:.0%}, the threshold)",
-        xaxis_title="ratio (below 1: new is faster; above: slower)",
+        title=f"new / base step time per configuration: the ratio of the repeats' geometric means, whiskers its 95% "
+        f"interval (grey band: ±{threshold:.0%}, the threshold)",
+        xaxis={
+            "title": "ratio, log scale (below 1: new is faster; above: slower)",
+            "type": "log",
+            "range": _ratio_range([ratio, low, high], threshold),
+        },
         height=max(300, 40 * len(labels) + 140),
         showlegend=False,
     )

@@ -356,3 +356,20 @@ def test_with_repeats_parity_is_one_row_per_configuration_failed_where_any_repea
     assert rows.loc["local · w1 (3 repeats)", "parity_ok"] is None  # local is never judged
     markup = run_sections.parity_table(runs)
     assert markup.count("<b>FAILED</b>") == 1 and "(3 repeats)" in markup
+
+
+def test_the_comparison_figure_is_on_a_log_axis_that_an_interval_of_two_repeats_cannot_flatten():
+    from reports.pages import compare as comparison
+
+    frame = pd.DataFrame({"impl": ["stock", "naive"], "workload": ["mlp"] * 2, "size": ["tiny"] * 2,
+                          "world_size": [2, 2], "ratio": [1.02, 0.9], "ratio_ci_low": [0.008, 0.85],
+                          "ratio_ci_high": [169.5, 0.95]})  # fmt: skip
+    figure = comparison.ratio_figure(frame, threshold=0.05)
+    assert figure.layout.xaxis.type == "log"
+    low, high = (10**end for end in figure.layout.xaxis.range)
+    assert low == pytest.approx(0.25) and high == pytest.approx(4.0)  # not 0.008–170: the points stay apart
+    assert "geometric means" in figure.layout.title.text and "median" not in figure.layout.title.text
+    narrow = comparison.ratio_figure(
+        frame.assign(ratio_ci_low=[0.98, 0.85], ratio_ci_high=[1.06, 0.95]), threshold=0.05
+    )
+    assert 10 ** narrow.layout.xaxis.range[1] == pytest.approx(1.06 * 1.1)  # a tight interval keeps its scale
