@@ -124,13 +124,15 @@ def _answer(best: pd.DataFrame, cluster: Cluster) -> str:
 
 def _calibration_note(row: pd.Series) -> str:
     """What the run's one-rank rows changed in the profile, and the step every efficiency is against."""
-    own = f" and DDP's own cost ({row['ddp_own_ms']:.3g} ms a step at one rank) added" if row["ddp_own_ms"] else ""
+    own = (f" and DDP's own cost ({row['ddp_own_ms']:.3g} ms a step at one rank) added" if row["ddp_own_ms"] else
+           "; DDP's own cost at one rank (the reference's step less the baseline's, never below 0) is 0 ms here"
+           if row["has_baseline"] else "")  # fmt: skip
     scaled = (f"The profile's compute is scaled ×{row['compute_scale']:.4g} to the run's baseline step at one rank "
               "(timed over every repeat)") if row["has_baseline"] else (
               "The profile is as measured (the run has no baseline step at one rank to scale it to)")  # fmt: skip
     return (f"<p>{scaled}{own}, as <code>ddpbench predict --run RUN --cluster NAME</code> does. "
-            f"Scaling efficiency = the one-GPU step with DDP ({row['local_step_ms']:.4g} ms) over each predicted "
-            "step.</p>")  # fmt: skip
+            f"Scaling efficiency = the one-GPU step with DDP ({row['local_step_ms']:.4g} ms: the baseline's, plus "
+            "DDP's own cost) over each predicted step.</p>")  # fmt: skip
 
 
 def _best_table(best: pd.DataFrame) -> str:

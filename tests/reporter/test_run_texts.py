@@ -191,3 +191,15 @@ def test_an_open_verdict_on_the_page_says_what_its_evidence_bounds_so_far():
     older = row.drop("so_far")  # a history judged before the column existed, or one repeat: no interval
     assert decisions.decided_text(older) == "open after 20 repeats (need about 45)"
     assert decisions.decided_text(pd.Series({"decided_after": 3.0})) == "after 3 repeats"
+
+
+def test_the_what_if_note_says_what_the_one_gpu_step_is_made_of():
+    """A review read '= the one-GPU step with DDP (46.13 ms)' where 46.13 ms was local's: DDP's own cost,
+    the reference's step less the baseline's, was below 0 and taken as 0, unsaid."""
+    from reports.pages import whatif
+
+    row = pd.Series({"ddp_own_ms": 0.0, "compute_scale": 1.146, "has_baseline": True, "local_step_ms": 46.13})
+    note = whatif._calibration_note(row)
+    assert "DDP's own cost at one rank (the reference's step less the baseline's, never below 0) is 0 ms" in note
+    assert "the one-GPU step with DDP (46.13 ms: the baseline's, plus DDP's own cost)" in note
+    assert "added" in whatif._calibration_note(row.copy().replace({0.0: 3.0}))
