@@ -143,7 +143,9 @@ def collectives_page(meta: dict[str, Any], frame: pd.DataFrame, contention: pd.D
                 "4 KiB all-reduce slowdown (its latency)"]  # fmt: skip
         parts.append("<h2>Contention</h2><p>An all-reduce and a compute burst timed alone, then overlapped on the "
                      "same rank (as DDP overlaps them): on the CPU they share cores. `ddpbench predict` uses these "
-                     "slowdowns: each bucket's latency at the 4 KiB one's, its bytes at the rest.</p>"
+                     "slowdowns: each bucket's latency at the 4 KiB one's, its bytes at the rest. A slowdown is the "
+                     "median over repeats of each repeat's own ratio (the compute's extra time spread over the "
+                     "all-reduce's duration), not the ratio of the medians beside it.</p>"
                      + table(head, rows))  # fmt: skip
     command = shlex.join(str(c) for c in meta.get("command") or [])
     parts.append(f"<h3>Reproduce</h3><pre>{esc(command)}</pre>")
