@@ -193,3 +193,16 @@ def test_a_configuration_of_many_repeats_says_its_median_repeat_and_each_slow_ra
     other = pd.DataFrame([{**base, "impl": "naive", "repeat": 0, "gap_ms": 4.0}])
     picked = why.typical_repeats(pd.concat([repeats, other], ignore_index=True))
     assert sorted(zip(picked["impl"], picked["repeat"], strict=True)) == [("naive", 0), ("stock", 0), ("stock", 2)]
+
+
+def test_the_strategy_that_hides_more_is_quoted_over_its_repeats_not_at_its_best_repeat():
+    import pandas as pd
+
+    naive = {**row(gap_exposed_comm_ms=6.0), "impl": "naive", "comm_after_backward": True, "status": "ok",
+             "overlap_efficiency": 0.0}  # fmt: skip
+    bucketed = [{**naive, "impl": "bucketed", "comm_after_backward": False, "overlap_efficiency": 0.3, "comm_ms": 10.0,
+                 "exposed_comm_ms": 7.0},
+                {**naive, "impl": "bucketed", "comm_after_backward": False, "overlap_efficiency": 0.2, "comm_ms": 30.0,
+                 "exposed_comm_ms": 24.0}]  # fmt: skip
+    text = why.sentence(naive, pd.DataFrame([naive, *bucketed]), cores=2)
+    assert "bucketed hides 22% of its communication in this run" in text  # 1 − 31/40, not the best repeat's 30%
