@@ -56,19 +56,30 @@ def has_repeats(configs: pd.DataFrame) -> bool:
     return bool(keys) and bool(ok.duplicated(subset=keys).any())
 
 
-def typical_repeats(configs: pd.DataFrame) -> pd.DataFrame:
+def typical_repeats(configs: pd.DataFrame, *, by: str = "step_ms_median", highest: bool = False) -> pd.DataFrame:
     """The ok configurations with a step time, one row each: of its repeats, the one whose median step is the
     median of theirs (the lower middle of an even count), so that a figure of one bar, box or row per
-    configuration draws a measured launch for each, not one per repeat (`--repeats auto` makes up to 20).
-    Without repeats, the configs as they are (figures pick the ok rows themselves)."""
+    configuration draws a measured launch for each, not one per repeat (`--repeats auto` makes up to 20);
+    `highest`: the one with the highest `by` (a memory peak: the one to plan for). Without repeats, the
+    configs as they are (figures pick the ok rows themselves)."""
     if not has_repeats(configs):
         return configs
     keys = [key for key in SAME_CONFIGURATION if key in configs]
     timed = configs[(configs["status"] == "ok") & configs["step_ms_median"].notna()]
-    ranked = timed.sort_values(["step_ms_median", "repeat"], kind="stable")
-    picked = [group.index[(len(group) - 1) // 2] for _, group in ranked.groupby(keys, dropna=False, sort=False)]
+    ranked = timed.sort_values([by, "repeat"], kind="stable", na_position="first")
+    middle = (lambda n: n - 1) if highest else (lambda n: (n - 1) // 2)
+    picked = [group.index[middle(len(group))] for _, group in ranked.groupby(keys, dropna=False, sort=False)]
     chosen = configs.loc[sorted(picked)]
     return with_labels(chosen) if "label" in configs else chosen  # labels without the '#k' of a repeat
+
+
+def over_repeats(shown: pd.DataFrame, configs: pd.DataFrame, column: str) -> pd.DataFrame:
+    """`shown` (typical_repeats) with `column` replaced by its median over each configuration's ok repeats."""
+    keys = [key for key in SAME_CONFIGURATION if key in configs]
+    ok = configs[configs["status"] == "ok"]
+    medians = ok.groupby(keys, dropna=False, sort=False)[column].median().rename(f"{column}_over")
+    merged = shown.merge(medians.reset_index(), on=keys, how="left")
+    return merged.assign(**{column: merged.pop(f"{column}_over")}).set_index(shown.index)
 
 
 def with_labels(configs: pd.DataFrame) -> pd.DataFrame:

@@ -92,6 +92,13 @@ ONE_REPEAT_EACH = (
     " median of its repeats' (the lower middle of an even count)."
 )
 """The addition to every per-configuration caption where a run has repeats (aggregate.typical_repeats)."""
+MEMORY_REPEATS = (
+    " With repeats, each configuration is drawn from its repeat with the highest peak: the one to plan for, as the"
+    " sentence above says."
+)
+NOISE_REPEATS = (
+    " With repeats, each bar is the median CV over the configuration's repeats, as the answer's noise column."
+)
 GAP_REPEATS = (
     "With repeats, each configuration is drawn from the repeat whose gap is the median of its repeats', as in the"
     " sentences below, and from every repeat where a slow rank was named."

@@ -22,6 +22,8 @@ from reports.figures.captions import (
     BEATS_REFERENCE,
     CAPTIONS,
     GAP_REPEATS,
+    MEMORY_REPEATS,
+    NOISE_REPEATS,
     NOT_BEATEN,
     ONE_REPEAT_EACH,
     OR_REFERENCE_ITSELF,
@@ -206,7 +208,10 @@ def frontier_caption(configs: pd.DataFrame) -> str:
 
 def memory_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     parts = ["<h2 id=memory>5. What does it cost in memory?</h2>"]
-    shown, note = one_repeat_each(run.configs)
+    peaks = [c for c in answer.MEMORY_PEAKS if c in run.configs and run.configs[c].notna().any()]  # the sentence's
+    peak = peaks[0] if peaks else "step_ms_median"
+    shown = aggregate.typical_repeats(run.configs, by=peak, highest=True)  # the peak to plan for, as the sentence
+    note = MEMORY_REPEATS if aggregate.has_repeats(run.configs) else ""
     caption = CAPTIONS["memory_cpu" if run.meta.get("device") == "cpu" else "memory"] + note
     for workload in workloads:
         parts.append(takeaway(workload, takeaways.memory(run.configs, workload=workload)))
@@ -263,7 +268,9 @@ def trust_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
         parts.append(figs.add(figure, CAPTIONS["distribution"] + note))
         parts.append(figs.add(stepfigures.step_time_series(shown, run.series, workload=workload),
                               CAPTIONS["series"] + note))  # fmt: skip
-        parts.append(figs.add(stepfigures.noise(shown, workload=workload), CAPTIONS["noise"] + note))
+        noise = aggregate.over_repeats(shown, run.configs, "step_ms_cv") if note else shown
+        parts.append(figs.add(stepfigures.noise(noise, workload=workload), CAPTIONS["noise"] + (NOISE_REPEATS if note
+                                                                                                 else "")))  # fmt: skip
     parts.append("<h3>Gradient parity</h3>" + parity_table(run.configs))
     parts.append(decisions.decisions_section(run.decisions, run.meta.get("config") or {}))
     return "\n".join(parts)

@@ -373,3 +373,16 @@ def test_the_comparison_figure_is_on_a_log_axis_that_an_interval_of_two_repeats_
         frame.assign(ratio_ci_low=[0.98, 0.85], ratio_ci_high=[1.06, 0.95]), threshold=0.05
     )
     assert 10 ** narrow.layout.xaxis.range[1] == pytest.approx(1.06 * 1.1)  # a tight interval keeps its scale
+
+
+def test_memory_draws_each_configurations_highest_peak_and_noise_its_median_cv_over_repeats(cpu_run):
+    """A review found the memory sentence (the highest peak of any repeat) beside a figure of the median repeat's,
+    and the noise figure green where the answer said 'noisy': each now draws what its neighbour says."""
+    runs = repeated(cpu_run, (1.0, 1.5, 1.2))
+    runs["mem_peak_rss_mb"] = 100.0 + 10.0 * runs["repeat"] ** 2 * (runs["repeat"] != 1)  # repeat 2 peaks highest
+    runs["step_ms_cv"] = runs["repeat"].map({0: 0.05, 1: 0.12, 2: 0.13})
+    peaks = aggregate.typical_repeats(runs, by="mem_peak_rss_mb", highest=True)
+    assert set(peaks["repeat"]) == {2} and (peaks["mem_peak_rss_mb"] == 140.0).all()
+    shown = aggregate.typical_repeats(runs)  # the median repeat by step time: repeat 2 (1.2×), CV 0.13
+    noise = aggregate.over_repeats(shown, runs, "step_ms_cv")
+    assert noise["step_ms_cv"].tolist() == pytest.approx([0.12] * len(shown)) and noise.index.equals(shown.index)
