@@ -27,6 +27,11 @@ def strategy_label(impl: str, impl_options: str | None, *, without: tuple[str, .
     return f"{impl} {shown}" if shown else impl
 
 
+def strategy_labels(rows: pd.DataFrame) -> list[str]:
+    """Each row's strategy_label (its repeat not named)."""
+    return [strategy_label(i, o) for i, o in zip(rows["impl"], rows["impl_options"], strict=True)]
+
+
 def world_label(world_size: int) -> str:
     return f"{world_size} rank{'s' if world_size != 1 else ''}"
 
@@ -85,7 +90,7 @@ def over_repeats(shown: pd.DataFrame, configs: pd.DataFrame, column: str) -> pd.
 def with_labels(configs: pd.DataFrame) -> pd.DataFrame:
     """The configs with their labels, computed once per run (a page asks for them many times)."""
     rows = configs.copy()
-    rows["label"] = [strategy_label(i, o) for i, o in zip(rows["impl"], rows["impl_options"], strict=True)]
+    rows["label"] = strategy_labels(rows)
     if "repeat" in rows and has_repeats(rows):
         # --repeats: each measurement is drawn apart (never stacked on the same bar) until repeats are pooled.
         rows["label"] = [

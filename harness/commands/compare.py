@@ -50,7 +50,7 @@ def run_folder(text: str, results: Path) -> Path:
         return found
     if not results.is_dir():  # said rather than "unknown run id" in a folder that is not there
         raise ConfigError(f"--results {str(results)!r} is not a results folder (it does not exist or is a file)")
-    known = ", ".join(p.name for p in store.list_runs(results)[:5]) or "none"
+    known = store.newest_runs(results)
     raise ConfigError(
         f"unknown run {text!r}: not a run folder, nor a run id in {str(results)!r} (newest runs: {known})"
     )

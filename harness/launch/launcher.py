@@ -142,7 +142,7 @@ def resume_run(results: Path, run_id: str, *, retry_failed: bool = False) -> tup
     """
     run = store.run_dir(results, run_id)
     if not RunFolder(run).run_json.is_file():
-        known = ", ".join(p.name for p in store.list_runs(results)[:5]) or "none"
+        known = store.newest_runs(results)
         raise ConfigError(f"--resume {run_id!r}: no such run in {str(results)!r} (newest runs: {known})")
     meta = store.read_json(RunFolder(run).run_json)
     if meta.get("kind") == store.COLLECTIVES_KIND:

@@ -214,7 +214,7 @@ def resolve_run(text: str, results: Path) -> Path:
     found = store.find_run(text, results)
     if found is not None:
         return found
-    known = ", ".join(p.name for p in store.list_runs(results)[:5]) or "none"
+    known = store.newest_runs(results)
     raise ConfigError(f"--run {text!r} is not a run folder or a run id in {str(results)!r} (newest runs: {known})")
 
 

@@ -282,6 +282,11 @@ def read_table_file(path: Path, spec: columns.Table, *, empty: pd.DataFrame | No
     return unified([pq.read_table(path)], spec)
 
 
+def newest_runs(results: Path, count: int = 5) -> str:
+    """'A, B, C' (the newest bench runs' ids) or 'none': what an error about an unknown run offers instead."""
+    return ", ".join(p.name for p in list_runs(results)[:count]) or "none"
+
+
 def list_runs(results: Path) -> list[Path]:
     """Run folders of `bench` (those with a run.json, not a collectives run's), newest first."""
     results = Path(results)

@@ -99,7 +99,8 @@ MEMORY_REPEATS = (
 NOISE_REPEATS = (
     " With repeats, each bar is the median CV over the configuration's repeats, as the answer's noise column."
 )
+SCALING_REPEATS = " With repeats each point is pooled over them, as the sentence above."
 GAP_REPEATS = (
-    "With repeats, each configuration is drawn from the repeat whose gap is the median of its repeats', as in the"
+    " With repeats, each configuration is drawn from the repeat whose gap is the median of its repeats', as in the"
     " sentences below, and from every repeat where a slow rank was named."
 )

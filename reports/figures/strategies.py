@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from harness.analysis import stats
-from reports.aggregate import has_repeats, labelled, strategy_label, sweep_centres, world_label
+from reports.aggregate import has_repeats, labelled, strategy_label, strategy_labels, sweep_centres, world_label
 from reports.figures.style import PALETTE, new_figure, strategy_colours, styled
 
 __all__ = [
@@ -33,10 +33,6 @@ MEMORY_METRICS = (
     ("mem_peak_allocated_mb", "allocator allocated peak"),
     ("mem_peak_rss_mb", "process RSS peak"),
 )
-
-
-def _parity_failed(rows: pd.DataFrame) -> bool:
-    return bool((rows["parity_ok"] == False).any())  # noqa: E712 (None means not judged)
 
 
 def _whiskers(rows: pd.DataFrame, *, median: str, low: str, high: str) -> dict:
@@ -62,7 +58,7 @@ def pooled_repeats(rows: pd.DataFrame, column: str) -> pd.DataFrame:
     lowest and highest repeat, `step_ms_median` the median of the repeats' median steps (speed_order),
     `repeats` how many, and `parity_failed` whether any repeat failed parity."""
     rows = rows.assign(
-        label=[strategy_label(i, o) for i, o in zip(rows["impl"], rows["impl_options"], strict=True)],
+        label=strategy_labels(rows),
         parity_failed=rows["parity_ok"].eq(False),  # None means not judged
     )
     pooled = rows.groupby(["label", "world_size"], sort=False).agg(
@@ -84,7 +80,7 @@ def _bars_by_strategy(
     repeated = has_repeats(ok)
     single = ok.assign(value=ok[column], parity_failed=ok["parity_ok"].eq(False))
     bars = pooled_repeats(ok, column) if repeated else single
-    dots = ok.assign(label=[strategy_label(i, o) for i, o in zip(ok["impl"], ok["impl_options"], strict=True)])
+    dots = ok.assign(label=strategy_labels(ok))
     colours = strategy_colours(bars)
     for label in speed_order(bars):
         rows = bars[bars["label"] == label]
@@ -174,7 +170,7 @@ def scaling(configs: pd.DataFrame, *, workload: str) -> go.Figure:
     rows = labelled(configs, workload=workload)
     if has_repeats(rows):
         rows = stats.pooled_scaling(rows)
-        rows["label"] = [strategy_label(i, o) for i, o in zip(rows["impl"], rows["impl_options"], strict=True)]
+        rows["label"] = strategy_labels(rows)
     rows = rows.dropna(subset=["scaling_efficiency"])
     figure = new_figure()
     colours = strategy_colours(rows)

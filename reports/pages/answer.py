@@ -18,7 +18,7 @@ import pandas as pd
 from harness.analysis import decide, roles, stats
 from harness.analysis.overlap import overlap_efficiency
 from harness.results.values import options_of
-from reports.aggregate import RunData, strategy_label, world_label
+from reports.aggregate import RunData, strategy_labels, world_label
 from reports.pages.html import esc, name_html, table
 
 MISSING = "—"
@@ -58,7 +58,7 @@ def ranked(configs: pd.DataFrame, *, workload: str, confidence: float = stats.CO
     rows = rows.dropna(subset=["step_ms_median"])
     if rows.empty:
         return pd.DataFrame()
-    rows = rows.assign(strategy=[strategy_label(i, o) for i, o in zip(rows["impl"], rows["impl_options"], strict=True)],
+    rows = rows.assign(strategy=strategy_labels(rows),
                        pooled_scaling=pooled_scaling(configs[configs["workload"] == workload], rows))  # fmt: skip
     pooled = [_pool(world, strategy, group) for (world, strategy), group in rows.groupby(["world_size", "strategy"],
                                                                                           sort=False)]  # fmt: skip

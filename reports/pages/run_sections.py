@@ -28,6 +28,7 @@ from reports.figures.captions import (
     ONE_REPEAT_EACH,
     OR_REFERENCE_ITSELF,
     POOLED,
+    SCALING_REPEATS,
 )
 from reports.pages import answer, decisions, takeaways
 from reports.pages.html import FigureList, esc, format_number, name_html, table
@@ -80,11 +81,7 @@ def scaling_section(run: RunData, workloads: list[str], figs: FigureList) -> str
         return parts[0] + "<p>This run has one world size only: nothing to scale.</p>"
     for workload in workloads:
         parts.append(takeaway(workload, takeaways.scaling(run.configs, workload=workload)))
-        pooled = (
-            " With repeats each point is pooled over them, as the sentence above."
-            if aggregate.has_repeats(run.configs)
-            else ""
-        )
+        pooled = SCALING_REPEATS if aggregate.has_repeats(run.configs) else ""
         parts.append(figs.add(figures.scaling(run.configs, workload=workload), CAPTIONS["scaling"] + pooled))
     return "\n".join(parts)
 
@@ -174,7 +171,7 @@ def why_slower(run: RunData, workload: str, figs: FigureList) -> list[str]:
     same = run.configs[run.configs["workload"] == workload]
     said = [line for _, row in rows.sort_values("config_id").iterrows() for line in why.lines(row, same, cores=cores)]
     items = "".join(f"<li>{esc(line)}</li>" for line in said)
-    note = f" {GAP_REPEATS}" if aggregate.has_repeats(run.configs) else ""
+    note = GAP_REPEATS if aggregate.has_repeats(run.configs) else ""
     return [figs.add(figure, CAPTIONS["gap"] + note), f"<ul class=why>{items}</ul>" if items else ""]
 
 
@@ -226,7 +223,7 @@ def memory_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
 def parity_by_configuration(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration over its repeats: failed where any repeat failed (the note names those
     repeats), ok where every judged one passed, the largest |Δ| of any repeat, the label saying how many."""
-    keys = [key for key in why.SAME_CONFIGURATION if key in rows]
+    keys = [key for key in aggregate.SAME_CONFIGURATION if key in rows]
     pooled = []
     for _, group in rows.groupby(keys, dropna=False, sort=False):
         verdicts = [None if v is None or pd.isna(v) else bool(v) for v in group["parity_ok"]]
@@ -268,9 +265,8 @@ def trust_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
         parts.append(figs.add(figure, CAPTIONS["distribution"] + note))
         parts.append(figs.add(stepfigures.step_time_series(shown, run.series, workload=workload),
                               CAPTIONS["series"] + note))  # fmt: skip
-        noise = aggregate.over_repeats(shown, run.configs, "step_ms_cv") if note else shown
-        parts.append(figs.add(stepfigures.noise(noise, workload=workload), CAPTIONS["noise"] + (NOISE_REPEATS if note
-                                                                                                 else "")))  # fmt: skip
+        noise, said = (aggregate.over_repeats(shown, run.configs, "step_ms_cv"), NOISE_REPEATS) if note else (shown, "")
+        parts.append(figs.add(stepfigures.noise(noise, workload=workload), CAPTIONS["noise"] + said))
     parts.append("<h3>Gradient parity</h3>" + parity_table(run.configs))
     parts.append(decisions.decisions_section(run.decisions, run.meta.get("config") or {}))
     return "\n".join(parts)
