@@ -203,7 +203,13 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     if configs is not None:
         _say_run_calibration(profile, configs, setup, scaled=bool(args.local_step_ms))
     profile = calibrate(profile, calibration)
-    _say_one_rank_step(profile, calibration, device=device, local_step_ms=args.local_step_ms)
+    _say_one_rank_step(
+        profile,
+        calibration,
+        device=device,
+        local_step_ms=args.local_step_ms,
+        own_measured=configs is not None and predict.ddp_own_cost_s(configs, setup) is not None,
+    )
     link = ClusterLink(chosen)
     rows = []
     for nodes in parse_counts(args.nodes or DEFAULT_NODES, flag="--nodes"):
@@ -234,14 +240,21 @@ def _say_run_calibration(profile, configs, setup: dict, *, scaled: bool) -> None
                     f"reference minus its baseline), added to backward{with_compute}")  # fmt: skip
 
 
-def _say_one_rank_step(calibrated, calibration, *, device: str, local_step_ms: float | None) -> None:
-    """The one-rank step every efficiency below is measured against, and what it rests on."""
+def _say_one_rank_step(
+    calibrated, calibration, *, device: str, local_step_ms: float | None, own_measured: bool
+) -> None:
+    """The one-rank step every efficiency below is measured against, and what it rests on (its parts whenever a
+    run measured DDP's own cost, 0 included: a noisy run's reference may be no slower than its baseline)."""
     own_ms = calibration.reducer_s * 1e3
     step_ms = calibrated.local_step_s * 1e3
     if local_step_ms:
         console.say(f"ddpbench predict: compute scaled so that one rank's step without DDP is {local_step_ms:g} ms "
                     "(--local-step-ms): every prediction below rests on that scaling")  # fmt: skip
-    parts = f" ({step_ms - own_ms:.4g} ms without DDP + {own_ms:.3g} ms of DDP's own cost)" if own_ms else ""
+    parts = (
+        f" ({step_ms - own_ms:.4g} ms without DDP + {own_ms:.3g} ms of DDP's own cost)"
+        if own_ms or own_measured
+        else ""
+    )
     console.say(f"ddpbench predict: one rank's step with DDP: {step_ms:.4g} ms{parts}; scaling efficiency below "
                 "= that step over each predicted step")  # fmt: skip
     if device == "cpu" and not local_step_ms:
