@@ -109,10 +109,14 @@ def test_a_decided_auto_run_has_nothing_to_resume(auto_run):
 
 def test_the_run_page_says_when_each_verdict_was_decided(auto_run):
     _, run, _, _ = auto_run
-    history = decide.run_history(store.read_run_meta(run)["config"], store.read_configs(run), store.read_steps(run))
+    meta, configs = store.read_run_meta(run), store.read_configs(run)
+    history = decide.run_history(meta, configs, store.read_steps(run))
     subject = "w2 mlp/tiny naive vs stock bucket_cap_mb=25"
     naive = history.set_index("subject").loc[subject]
     assert naive["decided"] and 2 <= naive["decided_after"] < MAX_REPEATS  # it stopped once decided
+    assert meta["look_sizes"]  # each look that asked for a round recorded what it saw
+    ran = configs[(configs["impl"] == "naive") & (configs["world_size"] == 2)]
+    assert naive["decided_after"] == len(ran)  # named at the look that stopped it, as the run decided it
     assert len(history) == len(decide.verdicts(store.read_configs(run), store.read_steps(run),
                                                confidence=decide.look_confidence(MAX_REPEATS)))  # fmt: skip
     page = run_page.run_page(site.read_run(run))

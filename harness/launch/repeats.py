@@ -154,7 +154,9 @@ def _all_configurations(plan: BenchRun) -> list[Configuration]:
 
 
 def _add_to_run(plan: BenchRun, added: list[Configuration]) -> None:
-    """The new repeats into run.json (whole or not at all), before they launch."""
+    """The new repeats into run.json (whole or not at all), before they launch, and how many configurations
+    the look that asked for them saw (`look_sizes`: the run page tells from it when each verdict was decided)."""
     meta = store.read_run_meta(plan.run)
+    meta["look_sizes"] = [*meta.get("look_sizes", []), len(meta["configurations"])]
     meta["configurations"] = [*meta["configurations"], *(c.to_json() for c in added)]
     store.write_json(RunFolder(plan.run).run_json, meta)

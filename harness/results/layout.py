@@ -55,7 +55,9 @@ class Entry:
 
 
 ENTRIES = (
-    Entry(RUN_JSON, "the environment, the command line and the planned grid (written first)", "bench, collectives"),
+    Entry(RUN_JSON, "the environment, the command line and the planned grid (written first; under --repeats "
+          "auto each round adds its configurations, and `look_sizes` how many the look that asked for it saw)",
+          "bench, collectives"),
     Entry("configs/<config_id>.parquet", "one row per configuration: status, step time, memory, parity, options",
           "rank 0; the launcher for a failed one"),
     Entry("steps/<config_id>.parquet", "one row per configuration × rank × step: the phase times", "rank 0"),

@@ -180,3 +180,21 @@ def test_the_pace_of_the_rounds_counts_from_the_first_launch_and_the_budget_from
     repeats.until_decided(config, None, began=100.0, launched=103.0, on_round=lambda *a: None,
                           on_written=lambda c: None)  # fmt: skip
     assert seen == {"pace": 103.0, "budget": 100.0}
+
+
+def test_the_history_names_the_look_at_which_the_run_itself_decided():
+    stock, stock_steps = rows({25.0: 100.0}, repeats=8)
+    naive, naive_steps = rows({25.0: 180.0}, repeats=8, impl="naive")
+    naive["impl_options"], naive["bucket_cap_mb"] = "{}", None
+    both, both_steps = pd.concat([stock, naive]), pd.concat([stock_steps, naive_steps])
+    subject = "w2 gpt2/tiny naive vs stock bucket_cap_mb=25"
+    replayed = decide.history(both, both_steps, max_repeats=20).set_index("subject")
+    assert replayed.loc[subject, "decided_after"] == 2  # every configuration cut to its first 2 repeats
+    # The run itself ran stock 8 times before naive's 8 repeats came in one round: its one look before that saw
+    # no naive row, so it decided naive at 8 repeats, and the run's own looks say so.
+    meta = {"configurations": [{"config_id": c} for c in both["config_id"]], "look_sizes": [len(stock)]}
+    live = decide.live_looks(meta, both)
+    assert [len(seen) for seen in live] == [len(stock), len(both)]
+    lived = decide.history(both, both_steps, max_repeats=20, seen_by_look=live).set_index("subject")
+    assert lived.loc[subject, "decided_after"] == 8
+    assert decide.live_looks({"configurations": meta["configurations"]}, both) is None  # an older run: replayed
