@@ -192,16 +192,17 @@ def _typed_option(source, key: str, text: str) -> Any:
 
 
 def _refused_everywhere(sources, key: str, values) -> ConfigError:
-    """The first workload's own words for why it does not take `key`."""
+    """The first workload's own words for why it does not take `key`, or the first of `values` it refuses."""
     import workloads as workload_registry
 
-    try:
-        typed = workload_registry.parse_options(sources[0].spec, {key: values[0]})
-        sources[0].check_options(typed)
-    except ConfigError as exc:
-        if str(exc).startswith(f"--wopt {key}="):  # it takes the key, not the value: its own words say so
-            return exc
-        return ConfigError(f"--wopt {key}: no chosen workload takes it ({exc})")
+    for text in values:
+        try:
+            typed = workload_registry.parse_options(sources[0].spec, {key: text})
+            sources[0].check_options(typed)
+        except ConfigError as exc:
+            if str(exc).startswith(f"--wopt {key}="):  # it takes the key, not the value: its own words say so
+                return exc
+            return ConfigError(f"--wopt {key}: no chosen workload takes it ({exc})")
     return ConfigError(f"--wopt {key}: no chosen workload takes it")
 
 

@@ -243,6 +243,10 @@ def test_a_user_file_that_fails_to_import_is_one_line_naming_it_and_the_line(cap
         (["--workloads", "mlp", "--wopt", "classes=0"], "option classes=0 is not valid; give a whole number ≥ 1"),
         (["--workloads", "torchvision:squeezenet1_1", "--wopt", "image_size=0"],
          "--wopt image_size=0 is not valid for torchvision:squeezenet1_1; give a whole number ≥ 1"),  # once ignored
+        (["--workloads", "hf:llama", "--wopt", "num_hidden_layers=2,-1"],
+         "--wopt num_hidden_layers=-1 is not valid for hf:llama; give a whole number ≥ 1"),  # once built no layers
+        (["--workloads", "hf:llama", "--wopt", "seq_len=0"],
+         "--wopt seq_len=0 is not valid for hf:llama; give a whole number ≥ 1"),  # once fell back to the default
         (["--workloads", f"{ROOT / 'examples' / 'my_workload.py'}:MyModel", "--wopt", "width=abc"],
          "--wopt width='abc' is not valid: my_workload.py:MyModel takes width: int"),  # once failed in every rank
         (["--workloads", "mlp", "--wopt", "classes=2", "--wopt", "classes=3"], "option 'classes' is given twice"),

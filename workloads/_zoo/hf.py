@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,8 @@ ARCHITECTURE_SUFFIXES = {"ForConditionalGeneration": "seq2seq", "ForSeq2SeqLM": 
                          "ForCausalLM": "causal_lm", "LMHeadModel": "causal_lm",
                          "ForImageClassification": "image_classification"}  # fmt: skip
 OWN_OPTIONS = ("seq_len", "task")
+COUNT_FIELD = re.compile(r"^(num|n)_|_(size|layers?|heads?|embd|embeddings|positions|dim)$")
+"""Fields that count something (layers, heads, widths, positions): a model needs at least one of each."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +124,8 @@ class HFModel(WorkloadDefaults):
         scale = SCALES.get(size)
         self.task = self.options.pop("task", None) or choose_task(fields)
         self.batch_size = scale.batch_size if scale else FULL_BATCH
-        self._seq = self.options.pop("seq_len", None) or (scale.seq if scale else None)
+        self._seq_option = self.options.pop("seq_len", None)
+        self._seq = self._seq_option or (scale.seq if scale else None)
 
     @functools.cached_property
     def settings(self):
@@ -152,6 +156,13 @@ class HFModel(WorkloadDefaults):
         if unknown_keys:
             fields = f"its configuration's fields ({type(config).__name__}) and {', '.join(OWN_OPTIONS)}"
             raise ConfigError(f"{name} has no configuration field {', '.join(unknown_keys)}; options are {fields}")
+        counts = {key: value for key, value in self.options.items()
+                  if COUNT_FIELD.search(key) and _is_count(getattr(config, key, None))}  # fmt: skip
+        if self._seq_option is not None:
+            counts["seq_len"] = self._seq_option
+        for key, value in counts.items():
+            if not _is_count(value):
+                raise ConfigError(f"--wopt {key}={value} is not valid for {name}; give a whole number ≥ 1")
 
     @property
     def seq(self) -> int:
@@ -253,6 +264,10 @@ def _quiet(config) -> None:
 def _set_if_smaller(config, field: str, value: int) -> None:
     if _has_field(config, field) and (getattr(config, field, None) or 0) < value:
         setattr(config, field, value)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def _has_field(config, field: str) -> bool:
