@@ -1,6 +1,7 @@
 """The static site in `reports/site/`: read every run, write its pages, ship plotly.js once.
 
     index.html              every run, newest first
+    index.json              what the index lists of each run, so that `ddpbench compare` can list its page
     runs/<folder>.html      one page per run (its folder's name: the run id unless copied)
     runs/<folder>.whatif.html   the run's profile on a cluster it did not run on (`report --cluster`)
     collectives/<run_id>.html   one page per `ddpbench collectives` run
@@ -26,6 +27,8 @@ from reports.pages import run_page, whatif
 from reports.pages.html import PLOTLY_ASSET
 
 log = logging.getLogger("ddpbench")
+
+INDEX_FACTS = "index.json"
 
 STEP_COLUMNS = [
     "config_id",
@@ -164,8 +167,27 @@ def build_site(*, results: Path, out: Path, cluster=None) -> BuiltSite:
         path = out / "runs" / f"{run_folder.name}.html"
         write_text(path, run_page.run_page(run))
         run_pages[run_folder.name] = path
-        summaries.append((run.meta, run.configs))
+        summaries.append(pages.index_row(run.meta, run.configs))
     collectives = write_collectives_pages(results, out)
+    store.write_json(out / INDEX_FACTS, {"runs": summaries, "collectives": collectives})
+    return BuiltSite(index=write_index(out), run_pages=run_pages, whatif_pages=whatif_pages)
+
+
+def write_index(out: Path) -> Path:
+    """index.html from the runs the last build listed (index.json) and the comparisons in the site now."""
+    facts = store.read_json(out / INDEX_FACTS)
     index = out / "index.html"
-    write_text(index, pages.index_page(summaries, collectives, read_comparisons(out)))
-    return BuiltSite(index=index, run_pages=run_pages, whatif_pages=whatif_pages)
+    write_text(index, pages.index_page(facts["runs"], facts["collectives"], read_comparisons(out)))
+    return index
+
+
+def refresh_index(out: Path) -> Path | None:
+    """After `ddpbench compare` wrote into a built site: its index again, now listing the comparison; None where
+    `out` holds no site built by this version of `ddpbench report` (its next build lists the comparison)."""
+    if not (Path(out) / INDEX_FACTS).is_file():
+        return None
+    try:
+        return write_index(Path(out))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("could not list the comparison in %s: %s", Path(out) / "index.html", exc)
+        return None

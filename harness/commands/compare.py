@@ -59,6 +59,7 @@ def run_folder(text: str, results: Path) -> Path:
 def _compare(args: argparse.Namespace, base_run: Path, new_run: Path, *, threshold: float) -> int:
     from harness.analysis import compare, stats
     from reports.pages.compare import write_comparison_page
+    from reports.site import refresh_index
 
     across = args.across_strategies
     frame, warnings, not_compared = compare.compare(base_run, new_run, threshold=threshold, across_strategies=across)
@@ -69,11 +70,13 @@ def _compare(args: argparse.Namespace, base_run: Path, new_run: Path, *, thresho
     console.comparison(frame, threshold=threshold)
     # Named by the runs' ids (their folders' names), whether given as ids or as paths.
     page = write_comparison_page(args.out, base_run.name, new_run.name, frame, warnings, threshold=threshold)
+    listed = refresh_index(args.out)
     counts = frame["verdict"].value_counts().to_dict() if not frame.empty else {}
     slower, too_few = counts.get(stats.SLOWER, 0), counts.get(stats.TOO_FEW, 0)
     console.say(f"compare: {len(frame)} configuration(s) matched, {slower} significantly slower, "
                 f"{too_few} with too few repeats to tell, {len(not_compared)} not compared (a setting differs), "
-                f"{len(failed)} failed in NEW, {len(missing)} with no ok result in NEW; page: {page}")  # fmt: skip
+                f"{len(failed)} failed in NEW, {len(missing)} with no ok result in NEW; page: {page}"
+                + (f" (listed in {listed})" if listed else ""))  # fmt: skip
     if frame.empty:
         why = "see the warnings above" if failed or missing or not_compared else f"{args.base} has no ok configuration"
         console.say(f"compare: no evidence: no configuration of {args.base} was matched by an ok one of "

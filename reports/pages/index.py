@@ -74,24 +74,26 @@ def comparison_links(folder: str, comparisons: list[dict[str, Any]]) -> str:
     return " ".join(links)
 
 
+def index_row(meta: dict[str, Any], configs: pd.DataFrame) -> dict[str, str]:
+    """One run's line of the index, its cells as HTML: what `index_page` lists, and what the site keeps in
+    index.json so that `ddpbench compare` can list a new comparison without reading every run again."""
+    run_id = meta["run_id"]
+    return {"run_id": str(run_id), "page": str(meta.get("page", run_id)), "started_at": str(meta.get("started_at")),
+            "fastest": run_headline(configs, meta), "machine": esc(machine_summary(meta, configs)),
+            "strategies": esc(joined(configs.get("impl", []))), "status": status_text(meta, configs)}  # fmt: skip
+
+
 def index_page(
-    runs: list[tuple[dict[str, Any], pd.DataFrame]],
+    runs: list[dict[str, str]],
     collectives: list[dict[str, Any]] = (),
     comparisons: list[dict[str, Any]] = (),
 ) -> str:
-    """The dashboard: one line per run with its answer (fastest strategy and its time), its status and its
-    comparisons; then every comparison, then the collectives runs."""
+    """The dashboard: one line per run (`index_row`) with its answer (fastest strategy and its time), its status
+    and its comparisons; then every comparison, then the collectives runs."""
     comparisons = list(comparisons)
-    rows = []
-    for meta, configs in runs:
-        run_id = meta["run_id"]
-        rows.append([
-            f'<a href="runs/{esc(quote(meta.get("page", run_id)))}.html">{esc(run_id)}</a>'
-            f'<br><small>{esc(meta.get("started_at"))}'
-            "</small>",
-            run_headline(configs, meta), esc(machine_summary(meta, configs)), esc(joined(configs.get("impl", []))),
-            status_text(meta, configs), comparison_links(meta.get("page", run_id), comparisons),
-        ])  # fmt: skip
+    rows = [[f'<a href="runs/{esc(quote(r["page"]))}.html">{esc(r["run_id"])}</a><br><small>{esc(r["started_at"])}'
+             "</small>", r["fastest"], r["machine"], r["strategies"], r["status"],
+             comparison_links(r["page"], comparisons)] for r in runs]  # fmt: skip
     head = ["run", "fastest (largest world size, median step)", "machine", "strategies", "configurations",
             "comparisons"]  # fmt: skip
     listing = table(head, rows) if rows else "<p>No runs yet: <code>make bench</code>.</p>"

@@ -133,3 +133,18 @@ def test_an_unknown_run_is_one_line_exit_2_naming_it_and_nothing_written(tmp_pat
     assert code == 2 and out.out == "" and not (tmp_path / "site").exists()
     assert out.err == (f"ddpbench: error: unknown run 'new': not a run folder, nor a run id in "
                        f"'{tmp_path / 'r'}' (newest runs: base)\n")  # fmt: skip
+
+
+def test_a_comparison_written_into_a_built_site_is_listed_in_its_index_at_once(tmp_path, capsys):
+    from reports import site
+
+    fake_run(tmp_path / "r", "base")
+    fake_run(tmp_path / "r", "new", mean_ms=150.0)
+    index = site.build_site(results=tmp_path / "r", out=tmp_path / "site").index
+    assert "compare/base_vs_new.html" not in index.read_text()
+    code, out = compare(capsys, tmp_path / "r")
+    assert code == 1, out  # 1.5× slower
+    assert f"(listed in {index})" in out.out
+    listed = index.read_text()
+    assert '<a href="compare/base_vs_new.html">→ new</a>' in listed  # base's line, and the comparisons list
+    assert '<a href="runs/new.html">new</a>' in listed  # the runs stay listed as the build left them
