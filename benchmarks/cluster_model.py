@@ -194,7 +194,7 @@ def published_checks() -> dict[str, list[dict]]:
         checks.setdefault(t.profile, []).append({
             "table": t.file.removesuffix(".csv"), "nodes": t.nodes, "sizes": _span(points),
             "count": len(points), "within_25": row["within"][0.25],
-            "mean_abs_error": round(row["mean"], 4), "worst_error": round(row["worst"], 4),
+            "mean_abs_error": round(row["mean"], 6), "worst_error": round(row["worst"], 6),
             "worst_size": size_label(row["worst_bytes"]), "conditions": t.note, "source": row["source"]})  # fmt: skip
     return {name: sorted(rows, key=lambda r: r["nodes"]) for name, rows in sorted(checks.items())}
 
