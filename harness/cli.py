@@ -24,7 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ddpbench {version()}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
-    commands.add_parser("list", help="strategies and workloads, one per line")
+    commands.add_parser("list", help="strategies, workloads and cluster profiles, one per line")
     commands.add_parser("env", help="the environment, as JSON")
     add_bench_parser(commands)
     add_compare_parser(commands)

@@ -168,8 +168,9 @@ def _measured_now(args: argparse.Namespace, given, *, device):
     setup = _fresh_setup(args, device)
     network = given or _this_machine_network(args.results_dir, device=device.type)
     if network is None:
-        raise ConfigError("--busbw is needed (e.g. --busbw 90GB/s --latency 30us), or --run RUN, "
-                          "or a `ddpbench collectives` run of this machine in --results")  # fmt: skip
+        raise ConfigError("a network is needed: --cluster NAME|FILE (`ddpbench list`), --nccl-tests FILE, "
+                          "--busbw (e.g. --busbw 90GB/s --latency 30us), or a `ddpbench collectives` run "
+                          "of this machine in --results")  # fmt: skip
     console.say(f"ddpbench predict: profiling {setup['workload']}/{setup['size']} (batch {setup['batch_size']}) "
                 f"here on {device.type} with {torch.get_num_threads()} thread(s)…")  # fmt: skip
     rows = _measure_profile(setup, device=device, steps=args.profile_steps)
