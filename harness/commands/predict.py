@@ -82,19 +82,20 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     from harness.perfmodel.schedule import profile_from_rows
     from harness.results import store
 
-    run_dir = predict.resolve_run(args.run, args.results_dir) if args.run else None  # refused before a word
-    chosen = predict_cluster.cluster_from_args(args)
+    # everything refusable about the run or the workload is refused before a word about the cluster
+    run_dir = predict.resolve_run(args.run, args.results_dir) if args.run else None
     if predict_cluster.is_collective_table(args):
-        return predict_cluster.run_collectives(args, chosen)
+        return predict_cluster.run_collectives(args, predict_cluster.cluster_from_args(args))
+    setup = _run_setup(run_dir, args) if run_dir is not None else _fresh_setup(args, device)
+    chosen = predict_cluster.cluster_from_args(args)
     configs = None
     if run_dir is not None:
-        setup = _run_setup(run_dir, args)
         profile, source = _profile_for_run(run_dir, setup, device=device)
         configs = store.read_configs(run_dir)
         caps = caps or _caps_of_run(configs)
         profiled_on = store.read_run_meta(run_dir).get("device", device.type)
     else:
-        setup = _fresh_setup(args, device)
+        _say_auto_size(args, setup, device)
         console.say(f"ddpbench predict: profiling {setup['workload']}/{setup['size']} (batch {setup['batch_size']}) "
                     f"here on {device.type}…")  # fmt: skip
         profile = profile_from_rows(pd.DataFrame(_measure_profile(setup, device=device, steps=args.profile_steps)))
@@ -171,6 +172,7 @@ def _measured_now(args: argparse.Namespace, given, *, device):
         raise ConfigError("a network is needed: --cluster NAME|FILE (`ddpbench list`), --nccl-tests FILE, "
                           "--busbw (e.g. --busbw 90GB/s --latency 30us), or a `ddpbench collectives` run "
                           "of this machine in --results")  # fmt: skip
+    _say_auto_size(args, setup, device)
     console.say(f"ddpbench predict: profiling {setup['workload']}/{setup['size']} (batch {setup['batch_size']}) "
                 f"here on {device.type} with {torch.get_num_threads()} thread(s)…")  # fmt: skip
     rows = _measure_profile(setup, device=device, steps=args.profile_steps)
@@ -293,6 +295,13 @@ def _fresh_setup(args: argparse.Namespace, device) -> dict:
     size = size if size != "auto" else ("full" if device.type == "cuda" else "small")
     batch = args.batch_size or source.create(size=size, options={}).default_batch_size()
     return {"workload": source.spec, "size": size, "batch_size": batch, "dtype": "fp32", "optimizer": "sgd"}
+
+
+def _say_auto_size(args: argparse.Namespace, setup: dict, device) -> None:
+    """The size --size auto chose, when it is not the whole model: a CPU profiles the small one."""
+    if not args.size and setup["size"] != "full":
+        console.say(f"ddpbench predict: --size auto profiles {setup['workload']}'s {setup['size']} size on "
+                    f"{device.type}; --size full profiles the whole model (slower here)")  # fmt: skip
 
 
 class SlowStepProgress:

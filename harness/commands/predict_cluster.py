@@ -18,11 +18,12 @@ from harness.config.bench import ConfigError
 
 DEFAULT_SIZES = "1KiB:16GiB"
 DEFAULT_NODES = "1,2,4,8,16,64"
+DEFAULT_COLLECTIVE_NODES = "1,2,4"
 OUT_SUFFIXES = (".csv", ".parquet")
 
 
 def wanted(args: argparse.Namespace) -> bool:
-    return bool(args.cluster or args.nccl_tests)
+    return args.cluster is not None or bool(args.nccl_tests)  # `--cluster ''` is asked for, and refused by name
 
 
 def is_collective_table(args: argparse.Namespace) -> bool:
@@ -55,6 +56,14 @@ def check_flags(args: argparse.Namespace) -> None:
         parse_size_range(args.sizes)
     if args.nodes:
         parse_counts(args.nodes, flag="--nodes")
+
+
+def node_counts(args: argparse.Namespace) -> list[int]:
+    """--nodes, or the default of the kind of prediction asked for."""
+    from harness.config.units import parse_counts
+
+    default = DEFAULT_COLLECTIVE_NODES if is_collective_table(args) else DEFAULT_NODES
+    return parse_counts(args.nodes or default, flag="--nodes")
 
 
 def _unused_flags(args: argparse.Namespace) -> list[tuple[str, str]]:
@@ -98,10 +107,11 @@ def cluster_from_args(args: argparse.Namespace):
                               "nccl-tests' output files, or a collectives run's folder")  # fmt: skip
         logs.append(log := nccltests.read(path, collective=args.collective))
         if not log.named:
-            console.warning(f"nccl-tests log {path} does not say its collective: read as {log.collective} "
-                            "(a collectives table's --collective names another)")  # fmt: skip
+            console.warning(f"nccl-tests log {path} has no '# Collective test starting:' line and its name no "
+                            f"program's: read as {log.collective}'s; if it is another collective's, name the file "
+                            "after its program (e.g. all_gather_perf.txt)")  # fmt: skip
     _refuse_mixed_gpus(logs)
-    if args.cluster:
+    if args.cluster is not None:
         base = cluster.load(args.cluster)
         if missing := cluster.unsourced(base):
             console.warning(f"cluster profile {base.path}: no source for {', '.join(missing)}; say where each "
@@ -116,10 +126,71 @@ def cluster_from_args(args: argparse.Namespace):
         base = cluster.load(guess)
     if not logs:
         _say_published_check(base, args.collective)
+        _warn_beyond_published(base, node_counts(args))
         return base
-    fitted = nccltests.fit(base, logs, name=f"{base.name}, fitted to {len(logs)} nccl-tests log(s)")
+    _warn_if_other_gpu(base, logs)
+    name = f"{base.name} fitted to {len(logs)} nccl-tests log(s) of {_nodes_text(logs)}"
+    fitted = nccltests.fit(base, logs, name=name)
     predictions.nccl_fit(fitted, logs)
+    _warn_beyond_logs(base, logs, node_counts(args))
     return fitted.cluster
+
+
+def _nodes_text(logs) -> str:
+    """The node counts the logs measured: '1 node', '2 nodes', '1–4 nodes'."""
+    low, high = min(log.nodes for log in logs), max(log.nodes for log in logs)
+    counted = f"{low}–{high}" if low < high else f"{high}"
+    return f"{counted} node{'s' if high > 1 else ''}"
+
+
+def _warn_if_other_gpu(base, logs) -> None:
+    """Logs of one GPU fitted to another's profile: the bandwidths move, NCCL's per-generation latencies
+    and the profile's algorithms (NVLS, say) stay the profile's. Said, not refused: a user's own cluster
+    may have no profile closer."""
+    from harness.perfmodel import cluster, nccltests
+
+    gpu = next((log.gpu for log in logs if log.gpu), "")
+    own = nccltests.profile_for_gpu(gpu) if gpu else None
+    if own is None or own == base.name:
+        return
+    theirs = cluster.load(own)
+    if theirs.generation != base.generation:
+        console.warning(f"the nccl-tests logs are of {gpu!r} ({theirs.generation}; ddpbench's profile {own}) and "
+                        f"are fitted to {base.name}, a {base.generation} profile: the fit moves its bandwidths, not "
+                        f"NCCL's {base.generation} latencies or its algorithms; --cluster {own} starts from the "
+                        "logs' own GPU")  # fmt: skip
+    else:
+        console.say(f"ddpbench predict: the nccl-tests logs are of {gpu!r}: fitting {base.name} (as --cluster "
+                    f"asks), not the built-in {own}")  # fmt: skip
+
+
+def _warn_beyond_published(chosen, nodes: list[int]) -> None:
+    """Node counts past the largest published table the built-in profile was checked against."""
+    from harness.perfmodel import cluster
+
+    checked = max((c["nodes"] for c in cluster.published_checks(chosen)), default=None)
+    if checked is not None and (beyond := [n for n in nodes if n > checked]):
+        console.warning(f"--nodes {_counts_text(beyond)}: {chosen.name}'s largest published table is of {checked} "
+                        f"node{'s' if checked > 1 else ''}; beyond it the predictions are unchecked")  # fmt: skip
+
+
+def _warn_beyond_logs(base, logs, nodes: list[int]) -> None:
+    """Node counts past the logs': with one-node logs only, the network between nodes is the profile's own
+    (nothing fitted it); with multi-node logs, the fitted network is carried to more nodes than measured."""
+    measured = max(log.nodes for log in logs)
+    beyond = [n for n in nodes if n > measured]
+    if not beyond:
+        return
+    if measured == 1:
+        console.warning(f"--nodes {_counts_text(beyond)}: the logs are of one node, so the network between nodes "
+                        f"is {base.name}'s own values, not fitted; a log of 2 or more nodes fits it")  # fmt: skip
+    else:
+        console.warning(f"--nodes {_counts_text(beyond)}: the logs reach {measured} nodes; beyond, the fitted "
+                        "network is carried to more nodes than were measured")  # fmt: skip
+
+
+def _counts_text(counts: list[int]) -> str:
+    return ",".join(str(n) for n in counts)
 
 
 def _refuse_mixed_gpus(logs) -> None:
@@ -164,13 +235,12 @@ def run_collectives(args: argparse.Namespace, chosen) -> int:
     """One row per (nodes, size): what NCCL would run, its time and bandwidths."""
     import pandas as pd
 
-    from harness.config.units import parse_counts, parse_size_range
+    from harness.config.units import parse_size_range
     from harness.perfmodel import nccl
 
     sizes = parse_size_range(args.sizes or DEFAULT_SIZES)
-    nodes_list = parse_counts(args.nodes or "1,2,4", flag="--nodes")
     rows = []
-    for nodes in nodes_list:
+    for nodes in node_counts(args):
         choices = [nccl.choose(chosen, args.collective, size, nodes=nodes) for size in sizes]
         predictions.cluster_collectives(chosen, choices)
         rows += [_collective_row(chosen, c) for c in choices]
@@ -193,7 +263,6 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     import pandas as pd
 
     from harness.analysis import agreement
-    from harness.config.units import parse_counts
     from harness.perfmodel import predict
     from harness.perfmodel.nccl import ClusterLink
     from harness.perfmodel.schedule import Calibration, calibrate, predict_caps
@@ -211,15 +280,15 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         own_measured=configs is not None and predict.ddp_own_cost_s(configs, setup) is not None,
     )
     link = ClusterLink(chosen)
+    caveat = "a CPU's compute: see the warning above" if device == "cpu" and not args.local_step_ms else ""
     rows = []
-    for nodes in parse_counts(args.nodes or DEFAULT_NODES, flag="--nodes"):
+    for nodes in node_counts(args):
         world = nodes * chosen.gpus_per_node
         frame = predict_caps(profile, caps_mb=caps, link=link, world_size=world)
         frame.insert(0, "nodes", nodes)
         frame.insert(0, "world_size", world)
-        tied, margin = agreement.best_and_margin(frame["bucket_cap_mb"], frame["step_ms"])
-        frame["best"] = frame["bucket_cap_mb"].isin(tied)
-        predictions.cluster_steps(chosen, frame, world=world, nodes=nodes, tied=tied, margin=margin)
+        frame["best"] = frame["bucket_cap_mb"].isin(agreement.tied_best(frame["bucket_cap_mb"], frame["step_ms"]))
+        predictions.cluster_steps(chosen, frame, world=world, nodes=nodes, caveat=caveat)
         rows.append(frame)
     if args.out:
         write_rows(pd.concat(rows, ignore_index=True), Path(args.out))
@@ -234,10 +303,15 @@ def _say_run_calibration(profile, configs, setup: dict, *, scaled: bool) -> None
         console.say(f"ddpbench predict: compute scaled ×{baseline_s / profile.local_step_s:.4g} to the run's "
                     f"baseline step at one rank ({baseline_s * 1e3:.4g} ms over every repeat; the profile's own "
                     f"steps {profile.local_step_s * 1e3:.4g} ms)")  # fmt: skip
-    if (ddp_own_s := predict.ddp_own_cost_s(configs, setup)) is not None:
+    if (difference_s := predict.reference_minus_baseline_s(configs, setup)) is not None:
         with_compute = " and scaled with the compute" if scaled else ""
-        console.say(f"ddpbench predict: DDP's own cost {ddp_own_s * 1e3:.3g} ms a step at one rank (the run's "
-                    f"reference minus its baseline), added to backward{with_compute}")  # fmt: skip
+        measured = (
+            "the run's reference minus its baseline"
+            if difference_s >= 0
+            else f"taken as 0: the run's reference was {-difference_s * 1e3:.3g} ms faster than its baseline, noise"
+        )
+        console.say(f"ddpbench predict: DDP's own cost {max(difference_s, 0) * 1e3:.3g} ms a step at one rank "
+                    f"({measured}), added to backward{with_compute}")  # fmt: skip
 
 
 def _say_one_rank_step(

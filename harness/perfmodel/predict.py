@@ -89,9 +89,16 @@ def ddp_own_cost_s(configs: pd.DataFrame, setup: dict) -> float | None:
     baseline's (≥ 0); None where the run lacks either. Every cap is pooled: the cost is mostly copying
     gradients into buckets and back, the same bytes whatever the cap, and the difference of two noisy
     medians per cap would be mostly noise."""
+    difference = reference_minus_baseline_s(configs, setup)
+    return max(0.0, difference) if difference is not None else None
+
+
+def reference_minus_baseline_s(configs: pd.DataFrame, setup: dict) -> float | None:
+    """The reference's median step at one rank minus the baseline's, as measured: below 0 where noise made
+    DDP look free (`ddp_own_cost_s` takes that as 0, and the console says so)."""
     local_1 = one_rank_baseline_s(configs, setup)
     stock_1 = _median_step(configs.fillna(SETUP_DEFAULTS), setup, world=1, role="reference")
-    return max(0.0, stock_1 - local_1) if stock_1 and local_1 else None
+    return stock_1 - local_1 if stock_1 and local_1 else None
 
 
 def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Network) -> list[dict]:

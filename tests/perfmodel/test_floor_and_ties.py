@@ -76,6 +76,29 @@ def test_the_predicted_best_cap_names_every_tied_cap_and_unmeasured_contention_s
     assert "predicted best cap at w2: 25 MiB (0.29 ms" in out
 
 
+def test_when_every_cap_ties_the_answer_is_that_the_cap_does_not_matter(capsys):
+    link = Link(alpha_s=30e-6, busbw_bytes_per_s=9e9, source="given")
+    predictions.predict_table(predicted([0.29, 0.2905, 0.29]), world=2, link=link, contention=None)
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert line == ("  predicted best cap at w2: any: every cap is within 0.5 % of the fastest (0.29 ms, scaling "
+                    "efficiency 0.900); DDP's default 25 MiB is as good as any")  # fmt: skip
+    without_25 = predicted([0.29, 0.2905, 0.29]).assign(bucket_cap_mb=[1.0, 5.0, 10.0])
+    predictions.best_cap(without_25, world=2, decimals=2, caveat="a CPU's compute")
+    assert capsys.readouterr().out.rstrip().endswith("; any of them will do [a CPU's compute]")
+    predictions.best_cap(predicted([0.29, 0.35, 0.30]), world=2, decimals=2)  # one ahead: by how much
+    assert "w2: 1 MiB (0.29 ms, scaling efficiency 0.900, 3.4% ahead of the next cap)" in capsys.readouterr().out
+
+
+def test_a_reference_faster_than_its_baseline_is_said_to_be_taken_as_0(monkeypatch, capsys):
+    from harness.commands import predict_cluster
+
+    monkeypatch.setattr(predict, "one_rank_baseline_s", lambda configs, setup: None)
+    monkeypatch.setattr(predict, "reference_minus_baseline_s", lambda configs, setup: -0.000629)
+    predict_cluster._say_run_calibration(None, pd.DataFrame(), {}, scaled=False)
+    assert ("DDP's own cost 0 ms a step at one rank (taken as 0: the run's reference was 0.629 ms faster than its "
+            "baseline, noise)") in capsys.readouterr().out  # fmt: skip
+
+
 def test_validation_says_a_model_agrees_when_its_tied_best_holds_the_measured_best(capsys):
     group = pd.DataFrame({"bucket_cap_mb": [1.0, 25.0], "measured_ms": [0.31, 0.30], "predicted_raw_ms": [0.29, 0.29],
                           "predicted_ms": [0.29, 0.29], "predicted_contention_ms": [None, None],

@@ -208,6 +208,9 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
         (["--run", "no-run", "--cluster", "dgx-h100", "--caps", "nan"], "'nan'"),
         (["--run", "no-run", "--cluster", "dgx-h100"], "'no-run'"),
         (["--nccl-tests", "."], "is a folder but not a `ddpbench collectives` run"),
+        (["--cluster", ""], "--cluster '' is neither a built-in profile"),
+        (["--cluster", "dgx-h100", "--workload", "nope"], "unknown workload 'nope'"),  # before the published check
+        (["--cluster", "dgx-h100", "--workload", "mlp", "--size", "huge"], "--size 'huge' is not valid"),
     ],
 )
 def test_bad_cluster_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, monkeypatch, flags, named):
@@ -233,7 +236,7 @@ def test_a_log_that_names_no_collective_is_read_as_the_one_given_and_said(tmp_pa
     flags = ["--cluster", "dgx-h100", "--nodes", "1", "--sizes", "1GiB"]
     assert cli.main(["predict", "--nccl-tests", str(tmp_path / "node1.txt"), *flags]) == 0
     said = capsys.readouterr().err
-    assert "does not say its collective: read as all_reduce (a collectives table's --collective names another)" in said
+    assert "no '# Collective test starting:' line and its name no program's: read as all_reduce's" in said
     (tmp_path / "hello.txt").write_text("hello world\n")
     with pytest.raises(ConfigError, match="has no result rows"):
         nccltests.read(tmp_path / "hello.txt", collective="all_reduce")
@@ -294,3 +297,25 @@ def test_a_one_node_log_of_small_sizes_still_fits_with_a_multi_node_log(tmp_path
     (tmp_path / "n2.txt").write_text(nccltests.write_text(a_log(base, nodes=2)))
     logs = [nccltests.read(tmp_path / "n1.txt"), nccltests.read(tmp_path / "n2.txt")]
     assert nccltests.fit(base, logs, name="both").worst <= 0.10
+
+
+def test_predictions_past_what_was_checked_or_fitted_say_so(tmp_path, capsys):
+    """Past the largest published table of a built-in; past the logs' node count (one node's logs fit nothing
+    of the network, and the fitted profile's name says which nodes it was fitted on); a log of another
+    generation's GPU fitted to this profile."""
+    assert cli.main(["predict", "--cluster", "dgx-h100", "--nodes", "1,128,1024", "--sizes", "1MiB"]) == 0
+    err = capsys.readouterr().err
+    assert "--nodes 1024: dgx-h100's largest published table is of 128 nodes; beyond it the predictions are" in err
+    (tmp_path / "n1.json").write_text(nccl_tests_json(a_log(cluster.load("dgx-h100"), nodes=1)))
+    assert cli.main(["predict", "--nccl-tests", str(tmp_path / "n1.json"), "--nodes", "1,2", "--sizes", "1MiB"]) == 0
+    captured = capsys.readouterr()
+    assert "--nodes 2: the logs are of one node, so the network between nodes is dgx-h100's own" in captured.err
+    assert "# dgx-h100 fitted to 1 nccl-tests log(s) of 1 node: all_reduce on 2 node(s)" in captured.out
+    a100 = nccl_tests_json(a_log(cluster.load("dgx-a100"), nodes=1), gpu="NVIDIA A100-SXM4-80GB")
+    (tmp_path / "a100.json").write_text(a100)
+    flags = ["--nodes", "1", "--sizes", "1MiB"]
+    assert cli.main(["predict", "--cluster", "dgx-h100", "--nccl-tests", str(tmp_path / "a100.json"), *flags]) == 0
+    err = capsys.readouterr().err
+    assert "are of 'NVIDIA A100-SXM4-80GB' (ampere; ddpbench's profile dgx-a100) and are fitted to dgx-h100" in err
+    assert cli.main(["predict", "--cluster", "dgx-a100", "--nccl-tests", str(tmp_path / "a100.json"), *flags]) == 0
+    assert capsys.readouterr().err == ""  # the logs' own profile, inside the logs' node count: nothing to warn of

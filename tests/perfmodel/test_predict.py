@@ -383,6 +383,22 @@ def test_predict_command_prints_step_time_and_efficiency_per_cap_and_the_best_ca
     assert "predicted best cap at w64:" in out and "scaling efficiency" in out
 
 
+def test_the_size_auto_chose_is_said_when_it_is_not_the_whole_model(capsys):
+    import argparse
+
+    import torch
+
+    from harness.commands import predict as predict_command
+
+    cpu = torch.device("cpu")
+    setup = predict_command._fresh_setup(argparse.Namespace(workload="gpt2", size=None, batch_size=None), cpu)
+    predict_command._say_auto_size(argparse.Namespace(size=None), setup, cpu)
+    said = capsys.readouterr().out
+    assert "--size auto profiles gpt2's small size on cpu; --size full profiles the whole model" in said
+    predict_command._say_auto_size(argparse.Namespace(size="small"), setup, cpu)  # asked for: nothing to say
+    assert capsys.readouterr().out == ""
+
+
 @pytest.mark.parametrize(
     ("flags", "named"),
     [

@@ -55,10 +55,28 @@ def predict_table(frame: pd.DataFrame, *, world: int, link, contention) -> None:
     say(f"w{world}: all-reduce α {link.alpha_s * 1e6:.1f} µs, busbw {link.busbw_bytes_per_s / 1e9:.3f} GB/s "
           f"({link.source}); {contention_text(contention)}")  # fmt: skip
     _cap_rows(frame, decimals=2)
+    best_cap(frame, world=world, decimals=2)
+
+
+DDP_DEFAULT_CAP_MB = 25.0
+
+
+def best_cap(frame: pd.DataFrame, *, world: int, decimals: int, caveat: str = "") -> None:
+    """The predicted best caps with their margin over the next; where every cap ties, the answer that follows
+    from it: the cap does not matter, so DDP's default does. `caveat`: what the figures rest on, said beside
+    the answer rather than only above the tables."""
+    tied, margin = agreement.best_and_margin(frame["bucket_cap_mb"], frame["step_ms"])
     best = frame.loc[frame["step_ms"].idxmin()]
-    tied = agreement.tied_best(frame["bucket_cap_mb"], frame["step_ms"])
-    say(f"  predicted best cap at w{world}: {agreement.caps_text(tied)} ({best['step_ms']:.2f} ms, "
-          f"scaling efficiency {best['scaling_efficiency']:.3f})")  # fmt: skip
+    figures = f"{best['step_ms']:.{decimals}f} ms, scaling efficiency {best['scaling_efficiency']:.3f}"
+    caveat = f" [{caveat}]" if caveat else ""
+    if margin is None and len(tied) > 1:
+        keep = ("DDP's default 25 MiB is as good as any" if DDP_DEFAULT_CAP_MB in tied
+                else "any of them will do")  # fmt: skip
+        say(f"  predicted best cap at w{world}: any: every cap is within {agreement.TIE_TOLERANCE * 100:g} % of the "
+            f"fastest ({figures}); {keep}{caveat}")  # fmt: skip
+        return
+    ahead = "" if margin is None else f", {margin:.1%} ahead of the next cap"
+    say(f"  predicted best cap at w{world}: {agreement.caps_text(tied)} ({figures}{ahead}){caveat}")
 
 
 def _cap_rows(frame: pd.DataFrame, *, decimals: int) -> None:
@@ -127,13 +145,8 @@ def cluster_collectives(cluster, choices) -> None:
               f"{c.busbw_gbps:7.2f}  {c.algorithm:<9s}  {c.protocol}")  # fmt: skip
 
 
-def cluster_steps(cluster, frame: pd.DataFrame, *, world: int, nodes: int, tied: list[float],
-                  margin: float | None) -> None:  # fmt: skip
-    """Step time per cap on `nodes` nodes, and the best caps (`tied`) with their margin over the fastest cap
-    not tied with them (None: every cap is tied)."""
+def cluster_steps(cluster, frame: pd.DataFrame, *, world: int, nodes: int, caveat: str = "") -> None:
+    """Step time per cap on `nodes` nodes, and the best caps with their margin (`best_cap`)."""
     say(f"w{world} = {nodes} node(s) of {cluster.name} (NCCL's algorithms on the profile's bandwidths):")
     _cap_rows(frame, decimals=3)
-    best = frame.loc[frame["step_ms"].idxmin()]
-    ahead = ", every cap tied" if margin is None else f", {margin:.1%} ahead of the next cap"
-    say(f"  predicted best cap at w{world}: {agreement.caps_text(tied)} ({best['step_ms']:.3f} ms, scaling "
-          f"efficiency {best['scaling_efficiency']:.3f}{ahead})")  # fmt: skip
+    best_cap(frame, world=world, decimals=3, caveat=caveat)
