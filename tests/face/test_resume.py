@@ -86,3 +86,20 @@ def test_resume_takes_only_a_run_id_inside_results(tmp_path, capsys, run_id):
 def test_retry_failed_without_resume_is_refused(tmp_path, capsys):
     code, _, err = bench(capsys, tmp_path / "results", "--retry-failed", *TINY)
     assert code == 2 and "--retry-failed needs --resume RUN_ID" in err and not (tmp_path / "results").exists()
+
+
+def test_the_command_a_hint_gives_is_this_install_not_another_on_path(tmp_path, monkeypatch):
+    """Started as `python -m harness`: `ddpbench` only when the one on PATH is this interpreter's own."""
+    import shutil
+    import sys
+    from pathlib import Path
+
+    from harness.commands import console
+
+    monkeypatch.setattr(sys, "argv", [str(Path(cli.__file__).parent / "__main__.py")])
+    monkeypatch.setattr(shutil, "which", lambda name: str(tmp_path / "elsewhere" / "bin" / name))
+    assert console.ddpbench_command().endswith(" -m harness.cli")
+    monkeypatch.setattr(shutil, "which", lambda name: str(Path(sys.executable).parent / name))
+    assert console.ddpbench_command() == "ddpbench"
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    assert console.ddpbench_command().endswith(" -m harness.cli")

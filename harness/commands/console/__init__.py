@@ -71,8 +71,8 @@ def ddpbench_command() -> str:
         if on_path and Path(on_path).resolve() == script.resolve():
             return "ddpbench"
         return _relative(script, Path(os.getcwd()))
-    if on_path:
-        return "ddpbench"
+    if on_path and Path(on_path).absolute().parent == Path(sys.executable).absolute().parent:
+        return "ddpbench"  # this interpreter's own script (an activated venv), not another install's
     return f"{_relative(Path(sys.executable), Path(os.getcwd()))} -m harness.cli"
 
 
