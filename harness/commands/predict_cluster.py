@@ -170,8 +170,8 @@ def _warn_beyond_published(chosen, nodes: list[int]) -> None:
 
     checked = max((c["nodes"] for c in cluster.published_checks(chosen)), default=None)
     if checked is not None and (beyond := [n for n in nodes if n > checked]):
-        console.warning(f"--nodes {_counts_text(beyond)}: {chosen.name}'s largest published table is of {checked} "
-                        f"node{'s' if checked > 1 else ''}; beyond it the predictions are unchecked")  # fmt: skip
+        console.warning(f"{chosen.name}'s largest published table is of {checked} node{'s' if checked > 1 else ''}: "
+                        f"its predictions on {_counts_text(beyond)} nodes are unchecked")  # fmt: skip
 
 
 def _warn_beyond_logs(base, logs, nodes: list[int]) -> None:
@@ -182,15 +182,17 @@ def _warn_beyond_logs(base, logs, nodes: list[int]) -> None:
     if not beyond:
         return
     if measured == 1:
-        console.warning(f"--nodes {_counts_text(beyond)}: the logs are of one node, so the network between nodes "
-                        f"is {base.name}'s own values, not fitted; a log of 2 or more nodes fits it")  # fmt: skip
+        console.warning(f"the logs are of one node: on {_counts_text(beyond)} nodes the network between nodes is "
+                        f"{base.name}'s own values, not fitted (a log of 2 or more nodes fits it)")  # fmt: skip
     else:
-        console.warning(f"--nodes {_counts_text(beyond)}: the logs reach {measured} nodes; beyond, the fitted "
-                        "network is carried to more nodes than were measured")  # fmt: skip
+        console.warning(f"the logs reach {measured} nodes: on {_counts_text(beyond)} nodes the fitted network is "
+                        "carried past what was measured")  # fmt: skip
 
 
 def _counts_text(counts: list[int]) -> str:
-    return ",".join(str(n) for n in counts)
+    """[4, 8, 64] → '4, 8 and 64'."""
+    names = [str(n) for n in counts]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def _refuse_mixed_gpus(logs) -> None:

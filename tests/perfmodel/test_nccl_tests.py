@@ -305,11 +305,11 @@ def test_predictions_past_what_was_checked_or_fitted_say_so(tmp_path, capsys):
     generation's GPU fitted to this profile."""
     assert cli.main(["predict", "--cluster", "dgx-h100", "--nodes", "1,128,1024", "--sizes", "1MiB"]) == 0
     err = capsys.readouterr().err
-    assert "--nodes 1024: dgx-h100's largest published table is of 128 nodes; beyond it the predictions are" in err
+    assert "dgx-h100's largest published table is of 128 nodes: its predictions on 1024 nodes are unchecked" in err
     (tmp_path / "n1.json").write_text(nccl_tests_json(a_log(cluster.load("dgx-h100"), nodes=1)))
     assert cli.main(["predict", "--nccl-tests", str(tmp_path / "n1.json"), "--nodes", "1,2", "--sizes", "1MiB"]) == 0
     captured = capsys.readouterr()
-    assert "--nodes 2: the logs are of one node, so the network between nodes is dgx-h100's own" in captured.err
+    assert "the logs are of one node: on 2 nodes the network between nodes is dgx-h100's own values" in captured.err
     assert "# dgx-h100 fitted to 1 nccl-tests log(s) of 1 node: all_reduce on 2 node(s)" in captured.out
     a100 = nccl_tests_json(a_log(cluster.load("dgx-a100"), nodes=1), gpu="NVIDIA A100-SXM4-80GB")
     (tmp_path / "a100.json").write_text(a100)
