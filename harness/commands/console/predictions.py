@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness.analysis import agreement, stats
+from harness.bucketing import DDP_DEFAULT_CAP_MB
 from harness.commands.console import bytes_text, say
 
 if TYPE_CHECKING:
@@ -56,9 +57,6 @@ def predict_table(frame: pd.DataFrame, *, world: int, link, contention) -> None:
           f"({link.source}); {contention_text(contention)}")  # fmt: skip
     _cap_rows(frame, decimals=2)
     best_cap(frame, world=world, decimals=2)
-
-
-DDP_DEFAULT_CAP_MB = 25.0
 
 
 def best_cap(frame: pd.DataFrame, *, world: int, decimals: int, caveat: str = "") -> None:
