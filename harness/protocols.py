@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from harness.comm_timeline import CommTimeline
-from harness.registry import ConfigError, Entry, Option, Registry, option  # noqa: F401 (the contract's)
+from harness.registry import ConfigError, Entry, Option, Registry, UnknownOption, option  # noqa: F401 (the contract's)
 
 SIZES = ("tiny", "small", "full")
 """Workload sizes: tiny for tests (milliseconds on a CPU), small for CPU benchmarks, full for GPUs."""

@@ -21,6 +21,11 @@ class ConfigError(ValueError):
     """A bad value from the user. The CLI prints its message as one line and exits with 2."""
 
 
+class UnknownOption(ConfigError):
+    """An option the plug-in does not take at all, as against a value of one it takes: with several
+    workloads, a key one of them lacks applies to the others, while a value one refuses is bad input."""
+
+
 T = TypeVar("T")
 
 
@@ -231,7 +236,7 @@ class Registry(Generic[T]):
         valid = entry.options()
         unknown = sorted(set(options) - set(valid))
         if unknown:
-            raise ConfigError(
+            raise UnknownOption(
                 f"{self.kind} {name!r} has no option {', '.join(unknown)}; "
                 f"valid options: {', '.join(valid) or '(none)'}"
             )

@@ -12,7 +12,7 @@ source = workloads.resolve("my_workload.py:MyModel")  # checked on the parent si
 import functools
 from typing import Any
 
-from harness.protocols import ConfigError, Registry, Workload
+from harness.protocols import ConfigError, Registry, UnknownOption, Workload
 
 REGISTRY: Registry[Workload] = Registry("workload", __name__)
 register = REGISTRY.register
@@ -65,5 +65,5 @@ def _check_registered(name: str, options: dict[str, Any]) -> None:
     valid = [key for key in entry(name).options() if key != "size"]  # --size sets the size
     unknown = sorted(set(options) - set(valid))
     if unknown:
-        raise ConfigError(f"workload {name!r} has no option {', '.join(unknown)}; valid options: "
+        raise UnknownOption(f"workload {name!r} has no option {', '.join(unknown)}; valid options: "
                           f"{', '.join(valid) or '(none)'}")  # fmt: skip

@@ -11,7 +11,7 @@ from typing import Any
 from harness.config.bench import MIN_AUTO_REPEATS, BenchConfig, resolve_backend
 from harness.config.flags import AUTO
 from harness.config.precision import resolve_dtype
-from harness.protocols import ConfigError
+from harness.protocols import ConfigError, UnknownOption
 from harness.results.layout import bounded, safe_name
 from harness.results.values import options_words
 
@@ -145,16 +145,19 @@ class WorkloadChoice:
 
 def workload_choices(config: BenchConfig, *, size: str) -> list[WorkloadChoice]:
     """Every workload × option combination: `--wopt` keys apply to the workloads that take them (a key
-    none takes is refused, naming what they take), several values sweep."""
+    none takes is refused, naming what each takes; a value one of them refuses is refused), several
+    values sweep."""
     import workloads as workload_registry
 
-    sources = [workload_registry.resolve(spec) for spec in config.workloads]
-    grids = {source.spec: _workload_option_grid(source, config.workload_options) for source in sources}
     for key, values in config.workload_options:
         if not values:
             raise ConfigError(f"--wopt {key} has no value")
+    sources = [workload_registry.resolve(spec) for spec in config.workloads]
+    refusals: dict[str, list[str]] = {}  # per key, each workload's own words for why it does not take it
+    grids = {source.spec: _workload_option_grid(source, config.workload_options, refusals) for source in sources}
+    for key, _ in config.workload_options:
         if not any(key in combo for grid in grids.values() for combo in grid):
-            raise _refused_everywhere(sources, key, values)
+            raise ConfigError(f"--wopt {key}: no chosen workload takes it ({') ('.join(refusals[key])})")
     choices = []
     for source in sources:
         for options in grids[source.spec]:
@@ -165,45 +168,44 @@ def workload_choices(config: BenchConfig, *, size: str) -> list[WorkloadChoice]:
     return choices
 
 
-def _workload_option_grid(source, axes) -> list[dict[str, Any]]:
-    """The product of the option axes this workload takes ('4' and '4.0' one value, not two alike)."""
+def _workload_option_grid(source, axes, refusals: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """The product of the option axes this workload takes ('4' and '4.0' one value, not two alike); the keys
+    it does not take are added to `refusals` in its words."""
     taken = []
     for key, values in axes:
-        typed = [_typed_option(source, key, text) for text in values]
-        if all(value is not _REFUSED for value in typed):
-            taken.append((key, [v for i, v in enumerate(typed) if v not in typed[:i]]))
+        typed = _typed_values(source, key, values)
+        if isinstance(typed, UnknownOption):
+            refusals.setdefault(key, []).append(str(typed))
+        else:
+            taken.append((key, typed))
     keys = [key for key, _ in taken]
     return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(values for _, values in taken))]
 
 
-_REFUSED = object()
-
-
-def _typed_option(source, key: str, text: str) -> Any:
-    """The option's value for `source`, or _REFUSED where the workload does not take `key` at all."""
+def _typed_values(source, key: str, texts) -> list[Any] | UnknownOption:
+    """The option's distinct values for `source`, or why it does not take `key` at all. A value
+    it refuses is bad input (dropping the key for this workload would run it with its default unsaid)."""
     import workloads as workload_registry
 
-    try:
-        value = workload_registry.parse_options(source.spec, {key: text})[key]
-        source.check_options({key: value})
-    except ConfigError:
-        return _REFUSED
-    return value
-
-
-def _refused_everywhere(sources, key: str, values) -> ConfigError:
-    """The first workload's own words for why it does not take `key`, or the first of `values` it refuses."""
-    import workloads as workload_registry
-
-    for text in values:
+    typed: list[Any] = []
+    for text in texts:
         try:
-            typed = workload_registry.parse_options(sources[0].spec, {key: text})
-            sources[0].check_options(typed)
+            value = workload_registry.parse_options(source.spec, {key: text})[key]
+            source.check_options({key: value})
+        except UnknownOption as exc:
+            return exc
         except ConfigError as exc:
-            if str(exc).startswith(f"--wopt {key}="):  # it takes the key, not the value: its own words say so
-                return exc
-            return ConfigError(f"--wopt {key}: no chosen workload takes it ({exc})")
-    return ConfigError(f"--wopt {key}: no chosen workload takes it")
+            raise _bad_value(source, key, text, exc) from None
+        if value not in typed:
+            typed.append(value)
+    return typed
+
+
+def _bad_value(source, key: str, text: str, exc: ConfigError) -> ConfigError:
+    """The refusal naming the value and the workload (most workloads' own words already do)."""
+    if source.name in str(exc):
+        return exc
+    return ConfigError(f"--wopt {key}={text} is not valid for {source.name} ({exc})")
 
 
 def _built(source, *, size: str, options: dict[str, Any]):

@@ -237,8 +237,14 @@ def test_a_user_file_that_fails_to_import_is_one_line_naming_it_and_the_line(cap
         (["--workloads", "mlp", "--wopt", "colour=red"], "--wopt colour: no chosen workload takes it (workload 'mlp' "
                                                         "has no option colour; valid options: classes)"),
         (["--workloads", "hf:llama", "--wopt", "colour=red"], "hf:llama has no configuration field colour"),
-        (["--workloads", "torchvision:squeezenet1_1", "--wopt", "colour=red"], "torchvision:squeezenet1_1 cannot "
-                                                                               "be built with {'colour': 'red'}"),
+        (["--workloads", "torchvision:squeezenet1_1", "--wopt", "colour=red"],
+         "torchvision:squeezenet1_1 takes no option colour; its options: dropout, image_size, num_classes, version"),
+        (["--workloads", "torchvision:convnext_tiny", "--wopt", "colour=red"],
+         "torchvision:convnext_tiny takes no option colour; its options: block, block_setting"),  # once swallowed
+        (["--workloads", "mlp,hf:llama", "--wopt", "colour=red"], "--wopt colour: no chosen workload takes it "
+         "(workload 'mlp' has no option colour; valid options: classes) (hf:llama has no configuration field colour"),
+        (["--workloads", f"mlp,{ROOT / 'examples' / 'my_workload.py'}:MyModel", "--wopt", "width=abc"],
+         "--wopt width='abc' is not valid: my_workload.py:MyModel takes width: int"),  # once named mlp's options
         (["--workloads", "mlp", "--wopt", "classes=many"], "classes: 'many' is not a whole number"),
         (["--workloads", "mlp", "--wopt", "classes=0"], "option classes=0 is not valid; give a whole number ≥ 1"),
         (["--workloads", "torchvision:squeezenet1_1", "--wopt", "image_size=0"],
@@ -254,6 +260,13 @@ def test_a_user_file_that_fails_to_import_is_one_line_naming_it_and_the_line(cap
 )  # fmt: skip
 def test_a_workload_option_nothing_takes_is_one_line_exit_2(capsys, tmp_path, args, said):
     assert said in refused(capsys, tmp_path, *args)
+
+
+def test_a_value_one_workload_refuses_is_refused_though_another_takes_it(capsys, tmp_path, user_file):
+    loose = user_file.parent / "loose.py"
+    loose.write_text("from models import Sized\n\n\ndef Loose(**options):\n    return Sized(width=3)\n")
+    said = refused(capsys, tmp_path, "--workloads", f"{user_file}:Sized,{loose}:Loose", "--wopt", "width=8,abc")
+    assert "--wopt width='abc' is not valid: models.py:Sized takes width: int" in said  # once ran Sized unsaid
 
 
 def test_a_user_class_refuses_an_option_it_does_not_take_naming_those_it_does(capsys, tmp_path, user_file):

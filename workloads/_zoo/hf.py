@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.protocols import ConfigError, WorkloadDefaults
+from harness.protocols import ConfigError, UnknownOption, WorkloadDefaults
 from workloads._text import TransformerShape, causal_lm_batch, masked_lm_batch, token_loss
 from workloads._zoo.source import Source, file_hash, unknown
 from workloads._zoo.vision import deterministic
@@ -155,7 +155,7 @@ class HFModel(WorkloadDefaults):
         unknown_keys = [key for key in self.options if not _has_field(config, key)]
         if unknown_keys:
             fields = f"its configuration's fields ({type(config).__name__}) and {', '.join(OWN_OPTIONS)}"
-            raise ConfigError(f"{name} has no configuration field {', '.join(unknown_keys)}; options are {fields}")
+            raise UnknownOption(f"{name} has no configuration field {', '.join(unknown_keys)}; options are {fields}")
         counts = {key: value for key, value in self.options.items()
                   if COUNT_FIELD.search(key) and _is_count(getattr(config, key, None))}  # fmt: skip
         if self._seq_option is not None:

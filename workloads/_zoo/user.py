@@ -19,7 +19,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from harness.protocols import ConfigError, WorkloadDefaults
+from harness.protocols import ConfigError, UnknownOption, WorkloadDefaults
 from workloads._zoo.source import Source, file_hash
 
 REQUIRED = ("build_model", "make_batch", "loss")
@@ -122,7 +122,7 @@ def _check_keywords(maker: Any, options: dict[str, Any], shown: str) -> None:
     unknown = sorted(set(options) - set(parameters))
     if unknown:
         valid = ", ".join(parameters) or "none"
-        raise ConfigError(f"{shown} takes no option {', '.join(unknown)}; its options: {valid}")
+        raise UnknownOption(f"{shown} takes no option {', '.join(unknown)}; its options: {valid}")
     _check_types(maker, options, shown)
 
 

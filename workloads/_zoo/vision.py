@@ -19,6 +19,9 @@ timm's models share this workload's images and loss (harness `timm:NAME`).
 from __future__ import annotations
 
 import dataclasses
+import dis
+import functools
+import inspect
 from collections.abc import Callable
 from typing import Any
 
@@ -26,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.protocols import ConfigError, WorkloadDefaults
+from harness.protocols import ConfigError, UnknownOption, WorkloadDefaults
 from workloads._zoo.source import Source, unknown
 
 
@@ -108,7 +111,7 @@ def torchvision_source(name: str) -> Source:
                           batch_size=shape.batch_size)  # fmt: skip
 
     return Source(spec=f"torchvision:{name}", kind="torchvision", name=f"torchvision:{name}", build=build,
-                  check_options=lambda options: _check_on_meta(build, options, f"torchvision:{name}"))  # fmt: skip
+                  check_options=options_check(build, f"torchvision:{name}"))  # fmt: skip
 
 
 def _whole_numbers(options: dict[str, Any], shown: str) -> None:
@@ -139,12 +142,58 @@ def _size_keywords(name: str, image_size: int) -> dict[str, Any]:
     return {}
 
 
-def _check_on_meta(build: Callable[..., ImageModel], options: dict[str, Any], shown: str) -> None:
-    """Options that the model's builder refuses are bad input: built once on the meta device (no memory)."""
+def options_check(build: Callable[..., ImageModel], shown: str) -> Callable[[dict[str, Any]], None]:
+    """The check of a zoo image model's options: the keywords its class takes, then a build on the meta device
+    (no memory) with them. Its class is found once, by a build without options."""
+    model_class = functools.cache(lambda: _meta_class(build))
+    return lambda options: _check_on_meta(build, options, shown, model_class())
+
+
+def _meta_class(build: Callable[..., ImageModel]) -> type | None:
+    """The model's class, or None where it cannot be built on the meta device at all (RegNet's init copies)."""
+    try:
+        with torch.device("meta"):
+            return type(build(size="tiny", options={}).build_model())
+    except Exception:
+        return None
+
+
+def _check_on_meta(build: Callable[..., ImageModel], options: dict[str, Any], shown: str,
+                   model_class: type | None) -> None:  # fmt: skip
+    """Options the model's class does not take, or that it refuses, are bad input."""
+    taken = keywords(model_class)
+    if taken is not None and set(options) - taken - set(OWN_OPTIONS):
+        unknown, valid = sorted(set(options) - taken - set(OWN_OPTIONS)), sorted(taken | set(OWN_OPTIONS))
+        raise UnknownOption(f"{shown} takes no option {', '.join(unknown)}; its options: {', '.join(valid)}")
+    if model_class is None:  # no build here to judge the values by: the ranks will say
+        return
     try:
         with torch.device("meta"):
             build(size="tiny", options=dict(options)).build_model()
     except ConfigError:  # a value the options themselves refuse, in its own words
         raise
     except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{shown} cannot be built with {options}: {type(exc).__name__}: {exc}") from None
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        given = ", ".join(f"{k}={v!r}" for k, v in options.items())
+        raise ConfigError(f"{shown} cannot be built with {given}: {type(exc).__name__}: {lines[-1] if lines else ''}"
+                          .rstrip(": ")) from None  # fmt: skip
+
+
+IGNORED = {"self", "weights", "progress", "num_classes"}
+"""Keywords of a model's class that are no option: the harness sets them."""
+
+
+def keywords(model_class: type | None) -> set[str] | None:
+    """The keywords a model's class takes; None where it cannot tell: a `**kwargs` it reads (timm's MaxxVit
+    passes them to its configuration). A `**kwargs` it never reads (torchvision's ConvNeXt) swallows a
+    misspelt option unsaid, so it counts for nothing."""
+    if model_class is None:
+        return None
+    init = model_class.__init__
+    parameters = inspect.signature(init).parameters.values()
+    rest = [p.name for p in parameters if p.kind is p.VAR_KEYWORD]
+    if rest and any(rest[0] == i.argval or rest[0] in (i.argval if isinstance(i.argval, tuple) else ())
+                    for i in dis.get_instructions(init)):  # fmt: skip
+        return None
+    named = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    return named - IGNORED
