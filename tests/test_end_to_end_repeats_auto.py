@@ -21,7 +21,7 @@ from harness.launch import launcher as launch
 from harness.launch import repeats
 from harness.results import store
 from reports import site
-from reports.pages import decisions, run_page
+from reports.pages import evidence, run_page
 
 MAX_REPEATS = 4
 
@@ -124,4 +124,4 @@ def test_the_run_page_says_when_each_verdict_was_decided(auto_run):
     decided = f"<td>{subject}</td><td>against the reference</td><td>after {int(naive['decided_after'])} repeats</td>"
     assert decided in page
     for row in history.itertuples():  # open ones too, with how many repeats they had
-        assert f"<td>{row.subject}</td><td>{row.kind}</td><td>{decisions.decided_text(row)}</td>" in page
+        assert f"<td>{row.subject}</td><td>{row.kind}</td><td>{evidence.decided_text(row)}</td>" in page

@@ -3,8 +3,10 @@ step time (repeats pooled), each against stock as DDP ships it, with the recomme
 parity and a noise flag; then a one-line headline per world size. Pure: DataFrames in, HTML out.
 
 A winner is named with its evidence (the repeat is its unit, docs/statistics.md): "fastest" and "N× faster"
-carry the repeats' interval, and say "by median, not significantly" or "too few repeats to tell" where the
-repeats cannot back them. Columns a run does not have (older schemas) show as "—".
+carry the repeats' interval, and say "leads …, not significantly" or "too few repeats to tell" where the
+repeats cannot back them. Ranks, ratios, verdicts and the sweep's cap all rest on one estimate, the
+geometric mean of the repeats' medians, so that no row ranked first is "slower" than the one below it.
+Columns a run does not have (older schemas) show as "—".
 """
 
 from __future__ import annotations
@@ -19,10 +21,19 @@ from harness.analysis import decide, roles, stats
 from harness.analysis.overlap import overlap_efficiency
 from harness.results.values import options_of
 from reports.aggregate import RunData, strategy_labels, world_label
+from reports.pages.evidence import (
+    CELL_DOUBT,
+    NOT_SIGNIFICANT,
+    SIGNIFICANT,
+    TOO_FEW,
+    evidence,
+    interval_text,
+    ratio_number,
+    too_few_text,
+)
 from reports.pages.html import esc, name_html, table
 
 MISSING = "—"
-SIGNIFICANT, NOT_SIGNIFICANT, TOO_FEW = "significant", "not significant", stats.TOO_FEW
 MEMORY_PEAKS = ("mem_peak_nvml_mb", "mem_peak_rss_mb")
 
 
@@ -50,7 +61,8 @@ def run_confidence(meta: dict) -> float:
 def ranked(configs: pd.DataFrame, *, workload: str, confidence: float = stats.CONFIDENCE) -> pd.DataFrame:
     """One row per world size × strategy (its options included; repeats pooled), fastest first.
 
-    `step_ms` is the median of the repeats' medians; `repeat_ms` keeps each repeat's median, the
+    `step_ms` is the geometric mean of the repeats' medians (the estimate every ratio, verdict and the
+    sweep's cap are built around: stats.center_interval); `repeat_ms` keeps each repeat's median, the
     evidence an interval is built from, at `confidence` (run_confidence; 95 % at one rank, which --repeats
     auto never judges), kept on every row. Everything
     else is pooled over the repeats too (_pool)."""
@@ -105,7 +117,7 @@ def _one(values: list[float | None]) -> float | None:
 
 
 def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
-    """One strategy's repeats as one row: the median of the repeats' medians (step), the weak scaling pooled
+    """One strategy's repeats as one row: the geometric mean of the repeats' medians (step), the weak scaling pooled
     over repeats (stats.pooled_scaling), the noise as stats.noise_note judges it (median step CV over
     repeats; repeats that disagree), communication as the mean per step over repeats and its overlap as a
     ratio of totals, memory peaks as the highest."""
@@ -123,7 +135,7 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
         **{role: first[role] for role in roles.ROLES},
         "options": options_of(first["impl_options"]), "bucket_cap_mb": value(first, "bucket_cap_mb"),
         "first_bucket_cap_mb": value(first, "first_bucket_cap_mb"),
-        "step_ms": float(np.median(medians)), "repeat_ms": medians, "repeats": len(medians),
+        "step_ms": stats.center_interval(medians)[0], "repeat_ms": medians, "repeats": len(medians),
         "cv": float(np.median(known_cvs)) if known_cvs else None, "noise": stats.noise_note(cvs, medians),
         "parity_ok": False if False in parity else (True if parity and all(parity) else None),
         "comm_ms": float(np.mean(comm)) if comm else None,
@@ -161,37 +173,10 @@ def reference_name(reference: pd.Series | None) -> str:
     return f"{reference['strategy']} ({first_bucket})"
 
 
-def ratio_number(ratio: float) -> str:
-    """A ratio for reading: '<0.01' rather than a misleading '0.00', whole numbers from 100 up."""
-    if ratio < 0.01:
-        return "<0.01"
-    return f"{ratio:.0f}" if ratio >= 100 else f"{ratio:.2f}"
-
-
-def evidence(fast: pd.Series, slow: pd.Series) -> dict:
-    """How sure it is that `fast` (lower median) beats `slow`: `times` = slow / fast as a ratio of the
-    repeats' geometric means, the estimate its interval is built around (stats.ratio_interval, the figure
-    the console's verdicts give), the interval at the rows' confidence (run_confidence), and the judgement:
-    significant only where the verdicts' rule (stats.verdict) calls it, beyond the 5 % threshold too."""
-    confidence = float(fast.get("confidence", stats.CONFIDENCE))
-    ratio = stats.ratio_interval(fast["repeat_ms"], slow["repeat_ms"], confidence=confidence)  # slow / fast
-    proof = {"times": ratio["ratio"], "low": None, "high": None, "judged": TOO_FEW, "confidence": confidence}
-    if not (np.isfinite(ratio["low"]) and np.isfinite(ratio["high"])):  # under two repeats a side: no interval
-        return proof
-    judged = stats.verdict(
-        fast["repeat_ms"], slow["repeat_ms"], threshold=stats.DEFAULT_THRESHOLD, confidence=confidence
-    )
-    judged = SIGNIFICANT if judged["verdict"] == stats.SLOWER else NOT_SIGNIFICANT  # what the run's verdicts call
-    return {**proof, "low": ratio["low"], "high": ratio["high"], "judged": judged}
-
-
-def interval_text(proof: dict) -> str:
-    return f"{proof['confidence'] * 100:.3g}% interval {ratio_number(proof['low'])}–{ratio_number(proof['high'])}"
-
-
 def against_reference(row: pd.Series, reference: pd.Series | None) -> str:
-    """'1.24× faster (1.20–1.28)', '1.11× faster (0.16–7.87), not significant', or '1.02× faster, too few
-    repeats to tell': stock's time over this one's, with the interval over repeats of that ratio."""
+    """'1.24× faster (1.20–1.28)', '1.01× faster (0.98–1.04), not significant', '1.11× faster (0.16–7.87), too
+    few repeats to tell' or, under two repeats a side, '1.02× faster, too few repeats to tell': stock's time over
+    this one's, with the interval over repeats of that ratio."""
     if reference is None:
         return MISSING
     if row["strategy"] == reference["strategy"]:
@@ -200,10 +185,9 @@ def against_reference(row: pd.Series, reference: pd.Series | None) -> str:
     faster = proof["times"] >= 1  # by the estimate the interval is built around, so that it lies inside
     proof = proof if faster else evidence(reference, row)
     text = f"{proof['times']:.2f}× {'faster' if faster else 'slower'}"
-    if proof["judged"] == TOO_FEW:
-        return text + ", too few repeats to tell"
-    text += f" ({ratio_number(proof['low'])}–{ratio_number(proof['high'])})"
-    return text + (", not significant" if proof["judged"] == NOT_SIGNIFICANT else "")
+    if proof["low"] is not None:
+        text += f" ({ratio_number(proof['low'])}–{ratio_number(proof['high'])})"
+    return text + CELL_DOUBT[proof["judged"]]
 
 
 def recommendation_text(
@@ -284,7 +268,7 @@ def world_table(group: pd.DataFrame, recommendations: pd.DataFrame, *, workload:
             MISSING if overlap is None else f"{overlap:.0%}", parity_cell(row["parity_ok"]), noise_cell(row),
         ])  # fmt: skip
         classes.append("failed" if row["parity_ok"] is False else ("noisy" if row["noise"] else ""))
-    head = ["#", "strategy", "step (median of repeats)", f"vs {reference_name(reference)}", "bucket cap to use",
+    head = ["#", "strategy", "step (geometric mean of repeats)", f"vs {reference_name(reference)}", "bucket cap to use",
             "comm. hidden (over repeats)", "parity", "noise (median CV of repeats)"]  # fmt: skip
     return table(head, rows, row_classes=classes)
 
@@ -292,7 +276,7 @@ def world_table(group: pd.DataFrame, recommendations: pd.DataFrame, *, workload:
 def lead(group: pd.DataFrame) -> tuple[str, str]:
     """The fastest communicating strategy and what the repeats say of it, as (its name, the rest):
     ('bucketed', ' is fastest (3.10 ms); next, stock takes 1.30× its time (95% interval 1.10–1.50)'), or
-    ' is fastest by median (…), not significantly: …', or '…; too few repeats to tell it from …'.
+    ' leads (…), not significantly: …', or ' leads (…); too few repeats to tell it from …'.
     Against stock too, where stock is not the one it beat. Plain text (the caller escapes it)."""
     contenders = group[~group["is_floor"]]
     best = contenders.iloc[0]
@@ -301,18 +285,16 @@ def lead(group: pd.DataFrame) -> tuple[str, str]:
     reference = reference_row(group)
     runner = contenders.iloc[1]
     runner_name = reference_name(reference) if runner["strategy"] == _name(reference) else runner["strategy"]
-    proof = evidence(best, runner)
+    proof = evidence(best, runner)  # ranked by the estimate the ratio is built around: times ≥ 1
     at = milliseconds(best["step_ms"])
-    if proof["times"] < 1:  # first by median, second by the repeats' geometric means: no winner to name
-        return best["strategy"], (f" is fastest by median ({at}), not significantly: by the repeats' geometric means "
-                                  f"{runner_name} is {1 / proof['times']:.2f}× faster")  # fmt: skip
+    interval = f" ({interval_text(proof)})" if proof["low"] is not None else ""
     if proof["judged"] == SIGNIFICANT:
-        words = f" is fastest ({at}); next, {runner_name} takes {proof['times']:.2f}× its time ({interval_text(proof)})"
+        words = f" is fastest ({at}); next, {runner_name} takes {proof['times']:.2f}× its time{interval}"
     elif proof["judged"] == NOT_SIGNIFICANT:
-        words = (f" is fastest by median ({at}), not significantly: next, {runner_name} takes "
-                 f"{proof['times']:.2f}× its time ({interval_text(proof)})")  # fmt: skip
+        words = f" leads ({at}), not significantly: next, {runner_name} takes {proof['times']:.2f}× its time{interval}"
     else:
-        words = f" is fastest by median ({at}); too few repeats to tell it from {runner_name} (--repeats 2 or more)"
+        words = (f" leads ({at}); too few repeats to tell it from {runner_name}, which takes {proof['times']:.2f}× "
+                 f"its time ({too_few_text(proof)})")  # fmt: skip
     if reference is not None and reference["strategy"] not in (best["strategy"], runner["strategy"]):
         words += ", " + versus_stock(best, reference)
     return best["strategy"], words
@@ -323,34 +305,31 @@ def _name(row: pd.Series | None) -> str | None:
 
 
 def versus_stock(best: pd.Series, reference: pd.Series) -> str:
-    """'1.63× faster than stock (95% interval 1.20–2.10)', or with 'by median, not significantly', or
-    'by median (too few repeats to tell)'."""
+    """'1.63× faster than stock (95% interval 1.20–2.10)', or with 'not significantly', or 'too few repeats to
+    tell'. `best` ranks above the reference, so the ratio is ≥ 1."""
     proof = evidence(best, reference)
-    if proof["times"] < 1:  # faster by median only
-        return f"{1 / proof['times']:.2f}× slower than {reference_name(reference)} by the repeats' geometric means"
     said = f"{proof['times']:.2f}× faster than {reference_name(reference)}"
+    interval = f" ({interval_text(proof)})" if proof["low"] is not None else ""
     if proof["judged"] == TOO_FEW:
-        return said + " by median (too few repeats to tell)"
+        return said + f", too few repeats to tell ({too_few_text(proof)})"
     if proof["judged"] == NOT_SIGNIFICANT:
-        return said + f" by median, not significantly ({interval_text(proof)})"
-    return said + f" ({interval_text(proof)})"
+        return said + f", not significantly{interval}"
+    return said + interval
 
 
 def lead_caveat(group: pd.DataFrame) -> str:
-    """The index's compact form of lead()'s doubt: '' when the repeats back the winner, else 'by median;
-    not significant' or 'by median; too few repeats'."""
+    """The index's compact form of lead()'s doubt: '' when the repeats back the winner, else 'leads; not
+    significant' or 'leads; too few repeats'."""
     contenders = group[~group["is_floor"]]
     if len(contenders) < 2:
         return ""
     judged = evidence(contenders.iloc[0], contenders.iloc[1])["judged"]
-    return {SIGNIFICANT: "", NOT_SIGNIFICANT: "by median; not significant", TOO_FEW: "by median; too few repeats"}[
-        judged
-    ]
+    return {SIGNIFICANT: "", NOT_SIGNIFICANT: "leads; not significant", TOO_FEW: "leads; too few repeats"}[judged]
 
 
 def headline(group: pd.DataFrame) -> str:
     """'At 2 ranks: <b>bucketed</b> is fastest (3.10 ms); next, stock takes 1.24× its time (95% interval
-    1.10–1.40); parity ok.' — or 'by median, not significantly' / 'too few repeats to tell' (lead)."""
+    1.10–1.40); parity ok.' — or 'leads …, not significantly' / 'too few repeats to tell' (lead)."""
     contenders = group[~group["is_floor"]]
     if contenders.empty:
         return f"At {world_label(int(group['world_size'].iloc[0]))}: only the no-communication floor was measured."
@@ -382,14 +361,16 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
 
 
 CAPTION = (
-    "Ranked by step time: each repeat's median step (slowest rank per step), then the median over repeats. "
+    "Ranked by step time: each repeat's median step (slowest rank per step), then the geometric mean over "
+    "repeats, the estimate every ratio, verdict and recommended cap on this page is built around. "
     "'vs stock' compares with stock as DDP ships it (no options: first bucket 1 MiB, then 25 MiB): the ratio of "
     "the repeats' geometric means and, in brackets, its interval over repeats (Welch's t on the logs of the "
     "repeats' medians: 95 %, or under --repeats auto the confidence its stopping rule judges each look at, "
     "99.5 % at the default --max-repeats 20, except at one rank, which that rule never judges), which "
-    "needs two repeats a side; 'not significant' where the verdicts' rule does not call it (the interval includes "
-    f"1, or does not lie beyond the {stats.DEFAULT_THRESHOLD:.0%} threshold). A winner is 'fastest' only when it "
-    "beats the next strategy so, else 'fastest by median'. 'comm. hidden' is 1 − Σ not hidden / "
+    "needs two repeats a side; 'not significant' where the verdicts' rule can tell that any difference is within "
+    f"the {stats.DEFAULT_THRESHOLD:.0%} threshold, 'too few repeats to tell' where the interval is too wide to say "
+    "either. A winner is 'fastest' only when it beats the next strategy so, else it "
+    "'leads'. 'comm. hidden' is 1 − Σ not hidden / "
     "Σ communication over the repeats (their per-step means). Noise is the repeats' median step CV (noisy above "
     f"{stats.NOISY_CV:g}), and repeats whose medians disagree by more than {stats.NOISY_CV:.0%}. 'floor' is local: "
     "every rank trains alone, no communication; no strategy can beat it."

@@ -30,7 +30,7 @@ from reports.figures.captions import (
     POOLED,
     SCALING_REPEATS,
 )
-from reports.pages import answer, decisions, takeaways
+from reports.pages import answer, evidence, takeaways
 from reports.pages.html import FigureList, esc, format_number, name_html, table
 
 
@@ -268,7 +268,7 @@ def trust_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
         noise, said = (aggregate.over_repeats(shown, run.configs, "step_ms_cv"), NOISE_REPEATS) if note else (shown, "")
         parts.append(figs.add(stepfigures.noise(noise, workload=workload), CAPTIONS["noise"] + said))
     parts.append("<h3>Gradient parity</h3>" + parity_table(run.configs))
-    parts.append(decisions.decisions_section(run.decisions, run.meta.get("config") or {}))
+    parts.append(evidence.decisions_section(run.decisions, run.meta.get("config") or {}))
     return "\n".join(parts)
 
 

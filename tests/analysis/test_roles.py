@@ -110,7 +110,7 @@ def test_a_new_strategy_file_gets_its_floor_answer_row_and_sentence(throwaway, t
     data = summarize_run({"run_id": "roles", "device": "cpu"}, configs, store.read_steps(tmp_path),
                          store.read_ranks(tmp_path))  # fmt: skip
     assert f"<b>{throwaway}</b>" in answer.answer_section(data, ["mlp"])
-    assert takeaways.fastest(configs, workload="mlp").startswith(f"At 2 ranks {throwaway} is fastest by median")
+    assert takeaways.fastest(configs, workload="mlp").startswith(f"At 2 ranks {throwaway} leads (")
 
 
 def test_a_frame_without_role_columns_gets_them_from_the_registry():

@@ -52,8 +52,9 @@ def test_strategies_are_ranked_by_step_time_with_local_as_the_floor_last(configs
 
 def test_the_headline_names_the_fastest_communicating_strategy_against_stock(configs):
     line = answer.headline(answer.ranked(configs, workload="gpt2"))
-    assert line == ("At 2 ranks: <b>bucketed bucket_cap_mb=25</b> is fastest by median (80.00 ms); too few repeats "
-                    "to tell it from stock (--repeats 2 or more); parity ok; noisy steps (CV 0.30).")  # fmt: skip
+    assert line == ("At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads (80.00 ms); too few repeats to tell it "
+                    "from stock, which takes 1.25× its time (--repeats 2 or more); parity ok; "
+                    "noisy steps (CV 0.30).")  # fmt: skip
 
 
 def test_a_missing_column_is_a_dash_not_a_crash(configs):

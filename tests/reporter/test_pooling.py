@@ -12,7 +12,7 @@ import pytest
 
 from harness.analysis import stats
 from reports.aggregate import with_labels
-from reports.pages import answer, takeaways
+from reports.pages import answer, evidence, takeaways
 from reports.pages import index as pages
 
 
@@ -49,32 +49,32 @@ def test_the_headline_and_the_takeaway_name_the_same_pooled_winner_and_no_repeat
     group = answer.ranked(SPLIT, workload="mlp")
     headline = answer.headline(group)
     said = takeaways.fastest(SPLIT, workload="mlp")
-    assert headline.startswith("At 2 ranks: <b>bucketed bucket_cap_mb=25</b> is fastest")
-    assert said.startswith("At 2 ranks bucketed bucket_cap_mb=25 is fastest")
+    assert headline.startswith("At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads")
+    assert said.startswith("At 2 ranks bucketed bucket_cap_mb=25 leads")
     assert "#" not in said and "#" not in headline  # never a repeat's label
-    assert said.endswith("naive is slowest (2.01× its time).")  # 162.5 / 81: medians of repeats
+    assert said.endswith("naive is slowest (2.01× its time).")  # 162.5 / 81: geometric means of repeats
 
 
 def test_a_winner_backed_by_its_repeats_is_fastest_with_the_interval():
     group = answer.ranked(SPLIT, workload="mlp")
-    # next is bucketed cap 1 (median 100 ms), whose repeats disagree: 81 ms is not significantly faster; the
-    # ratio is of geometric means (91.7 / 81.0 ms), the estimate its interval is built around
+    # next is bucketed cap 1 (geometric mean 91.7 ms), whose repeats disagree too much to tell it from 81 ms; the
+    # ratio is of geometric means (91.7 / 81.0 ms), the estimate ranks and intervals are built around
     judged = stats.ratio_interval([80.0, 82.0], [60.0, 140.0])
-    low, high = answer.ratio_number(judged["low"]).replace("<", "&lt;"), answer.ratio_number(judged["high"])
+    low, high = evidence.ratio_number(judged["low"]).replace("<", "&lt;"), evidence.ratio_number(judged["high"])
     assert judged["low"] < 1 < judged["high"] and f"{judged['ratio']:.2f}" == "1.13"
     assert answer.headline(group) == (
-        "At 2 ranks: <b>bucketed bucket_cap_mb=25</b> is fastest by median (81.00 ms), not significantly: next, "
-        f"bucketed bucket_cap_mb=1 takes {judged['ratio']:.2f}× its time (95% interval {low}–{high}), 1.25× faster "
-        "than stock "
-        f"({answer.interval_text(answer.evidence(group.iloc[0], group.iloc[2]))}); parity ok."
+        "At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads (80.99 ms); too few repeats to tell it from "
+        f"bucketed bucket_cap_mb=1, which takes {judged['ratio']:.2f}× its time (95% interval {low}–{high}; have 2 "
+        "repeats, need about 440), 1.25× faster than stock "
+        f"({evidence.interval_text(evidence.evidence(group.iloc[0], group.iloc[2]))}); parity ok."
     )
     against_stock = stats.ratio_interval([80.0, 82.0], [100.0, 102.0])
     assert against_stock["low"] > 1  # stock's interval excludes 1: a plain "faster than stock"
     clean = run(repeats("stock", [100.0, 102.0]), repeats("bucketed", [80.0, 82.0]))
     line = answer.headline(answer.ranked(clean, workload="mlp"))
-    assert line == (f"At 2 ranks: <b>bucketed</b> is fastest (81.00 ms); next, stock takes 1.25× its time (95% "
+    assert line == (f"At 2 ranks: <b>bucketed</b> is fastest (80.99 ms); next, stock takes 1.25× its time (95% "
                     f"interval {against_stock['low']:.2f}–{against_stock['high']:.2f}); parity ok.")  # fmt: skip
-    assert "not significant" not in line and "by median" not in line
+    assert "not significant" not in line and "leads" not in line
 
 
 def test_the_reviewers_case_says_not_significantly_and_writes_tiny_ends_as_below_one_hundredth():
@@ -85,22 +85,22 @@ def test_the_reviewers_case_says_not_significantly_and_writes_tiny_ends_as_below
     assert judged["low"] < 0.01  # the interval the old page printed as "(0.00–…)"
     assert f"{judged['ratio']:.2f}" == "1.94"  # of geometric means (1.086 / 0.559 ms), the interval's centre
     assert line.startswith(
-        "At 2 ranks: <b>bucketed bucket_cap_mb=25</b> is fastest by median (0.67 ms), not significantly: next, stock "
+        "At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads (0.56 ms); too few repeats to tell it from stock, which "
         "takes 1.94× its time (95% interval &lt;0.01–"
     )
     assert "0.00" not in line
     table = answer.world_table(group, pd.DataFrame(), workload="mlp")
-    assert re.search(r"1\.94× faster \(&lt;0\.01–\d+\), not significant", table)
-    assert pages.run_headline(noisy).endswith("0.67 ms (by median; not significant)")
+    assert re.search(r"1\.94× faster \(&lt;0\.01–\d+\), too few repeats to tell", table)
+    assert pages.run_headline(noisy).endswith("0.56 ms (leads; too few repeats)")
 
 
 def test_one_repeat_a_side_is_too_few_to_tell_never_a_bare_winner():
     single = run(repeats("stock", [100.0]), repeats("bucketed", [80.0]), repeats("naive", [90.0]))
     line = answer.headline(answer.ranked(single, workload="mlp"))
-    assert "is fastest by median (80.00 ms); too few repeats to tell it from naive" in line
-    assert "1.25× faster than stock by median (too few repeats to tell)" in line
-    assert pages.run_headline(single).endswith("80.00 ms (by median; too few repeats)")
-    assert answer.ratio_number(0.004) == "<0.01" and answer.ratio_number(927.1) == "927"
+    assert "leads (80.00 ms); too few repeats to tell it from naive, which takes 1.13× its time" in line
+    assert "1.25× faster than stock, too few repeats to tell (--repeats 2 or more)" in line
+    assert pages.run_headline(single).endswith("80.00 ms (leads; too few repeats)")
+    assert evidence.ratio_number(0.004) == "<0.01" and evidence.ratio_number(927.1) == "927"
 
 
 def test_stock_as_shipped_is_the_one_without_options_not_an_explicit_cap_25():
@@ -226,7 +226,7 @@ def test_an_auto_runs_answer_judges_at_its_stopping_rules_confidence():
     fixed = answer.headline(answer.ranked(close, workload="mlp"))
     judged = answer.headline(answer.ranked(close, workload="mlp", confidence=auto))
     assert "is fastest (" in fixed and "(95% interval" in fixed
-    assert "is fastest by median" in judged and "not significantly" in judged and "(99.5% interval" in judged
+    assert "leads (" in judged and "too few repeats to tell" in judged and "(99.5% interval" in judged
 
 
 def test_at_one_rank_which_the_stopping_rule_never_judges_the_answer_looks_once_at_95_percent():
@@ -248,13 +248,31 @@ def test_the_answer_calls_significant_only_what_the_verdicts_call_beyond_the_thr
     frame = answer.ranked(small, workload="mlp")
     bucketed = frame[frame["strategy"] == "bucketed"].iloc[0]
     reference = frame[frame["strategy"] == "stock"].iloc[0]
-    assert answer.against_reference(bucketed, reference).endswith(", not significant")
-    assert "is fastest by median" in answer.headline(frame)
+    assert answer.against_reference(bucketed, reference).endswith(", too few repeats to tell")
+    assert "leads (" in answer.headline(frame) and "have 3 repeats, need about" in answer.headline(frame)
 
 
-def test_a_winner_by_median_that_loses_by_geometric_means_is_not_named_faster():
-    """Ranked by median, judged by geometric means: when they disagree the answer says so, never '0.93× faster'."""
+def test_not_significant_means_the_repeats_can_tell_the_difference_is_within_the_threshold():
+    """'not significant' is the verdicts' 'no significant change': a narrow interval inside ±5 %; a wide one is
+    'too few repeats to tell' (the docs' promise), never 'not significant'."""
+    tight = run(repeats("stock", [100.0, 100.4, 100.2]), repeats("bucketed", [99.6, 100.0, 99.8]))
+    assert stats.verdict([99.6, 100.0, 99.8], [100.0, 100.4, 100.2], threshold=0.05)["verdict"] == stats.NO_CHANGE
+    frame = answer.ranked(tight, workload="mlp")
+    assert answer.against_reference(frame.iloc[0], frame.iloc[1]).endswith(", not significant")
+    assert "leads (99.80 ms), not significantly: next, stock takes 1.00× its time (95% interval" in answer.headline(
+        frame
+    )
+    assert answer.lead_caveat(frame) == "leads; not significant"
+
+
+def test_ranks_rest_on_the_geometric_means_the_ratios_are_built_around():
+    """Bucketed's median (1 ms) beats stock's (2 ms) but its geometric mean (2.15 ms) does not: ranked by median,
+    the page once put bucketed first and called it '0.93× faster'. One estimate ranks and compares."""
     split = run(repeats("stock", [2.0, 2.0, 2.0]), repeats("bucketed", [1.0, 1.0, 10.0]))
-    line = answer.headline(answer.ranked(split, workload="mlp"))
-    assert "is fastest by median" in line and "by the repeats&#x27; geometric means stock is 1.08× faster" in line
-    assert "0.93×" not in line
+    frame = answer.ranked(split, workload="mlp")
+    assert frame["strategy"].tolist() == ["stock", "bucketed"]
+    assert frame["step_ms"].tolist() == pytest.approx([2.0, stats.center_interval([1.0, 1.0, 10.0])[0]])
+    line = answer.headline(frame)
+    assert line.startswith("At 2 ranks: <b>stock</b> leads (2.00 ms); too few repeats to tell it from bucketed, "
+                           "which takes 1.08× its time")  # fmt: skip
+    assert "0.93×" not in line and "1.08× slower" in answer.world_table(frame, pd.DataFrame(), workload="mlp")

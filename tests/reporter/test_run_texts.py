@@ -182,15 +182,15 @@ def test_no_page_text_calls_an_explicit_25_mib_cap_ddps_default():
 
 
 def test_an_open_verdict_on_the_page_says_what_its_evidence_bounds_so_far():
-    from reports.pages import decisions
+    from reports.pages import evidence
 
     row = pd.Series({"decided_after": float("nan"), "repeats": 20, "repeats_needed": 45.0,
                      "so_far": "fastest 100 MiB; 25 MiB takes 1.04× as long (99.5% interval 0.97–1.11)"})  # fmt: skip
-    assert decisions.decided_text(row) == ("open after 20 repeats (so far fastest 100 MiB; 25 MiB takes 1.04× as "
+    assert evidence.decided_text(row) == ("open after 20 repeats (so far fastest 100 MiB; 25 MiB takes 1.04× as "
                                            "long (99.5% interval 0.97–1.11); need about 45)")  # fmt: skip
     older = row.drop("so_far")  # a history judged before the column existed, or one repeat: no interval
-    assert decisions.decided_text(older) == "open after 20 repeats (need about 45)"
-    assert decisions.decided_text(pd.Series({"decided_after": 3.0})) == "after 3 repeats"
+    assert evidence.decided_text(older) == "open after 20 repeats (need about 45)"
+    assert evidence.decided_text(pd.Series({"decided_after": 3.0})) == "after 3 repeats"
 
 
 def test_the_what_if_note_says_what_the_one_gpu_step_is_made_of():

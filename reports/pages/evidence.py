@@ -1,0 +1,85 @@
+"""How sure the run's answers are: the evidence that one strategy beats another (the ratio of the repeats'
+geometric means, its interval and the verdicts' judgement, stats.verdict) in the words the run page, its
+headline and the index use; and under `--repeats auto`, how the answer formed, look by look
+(harness.analysis.decide.history). Pure: ranked rows (reports.pages.answer.ranked) or decisions in, words out.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis import decide, stats
+from reports.pages.html import esc, table
+
+SIGNIFICANT, NOT_SIGNIFICANT, TOO_FEW = "significant", "not significant", stats.TOO_FEW
+
+
+def ratio_number(ratio: float) -> str:
+    """A ratio for reading: '<0.01' rather than a misleading '0.00', whole numbers from 100 up."""
+    if ratio < 0.01:
+        return "<0.01"
+    return f"{ratio:.0f}" if ratio >= 100 else f"{ratio:.2f}"
+
+
+def evidence(fast: pd.Series, slow: pd.Series) -> dict:
+    """How sure it is that `fast` (ranked first: the lower geometric mean) beats `slow`: `times` = slow /
+    fast as a ratio of the repeats' geometric means, the estimate its interval is built around
+    (stats.ratio_interval, the figure the console's verdicts give), the interval at the rows' confidence
+    (answer.run_confidence), and the judgement the verdicts' rule (stats.verdict) gives: significant where
+    it calls `slow` slower (beyond the 5 % threshold too), not significant where it can tell there is no
+    such difference, too few repeats where it cannot tell (`needed`: the repeats a side it would take,
+    None under two a side)."""
+    confidence = float(fast.get("confidence", stats.CONFIDENCE))
+    judged = stats.verdict(fast["repeat_ms"], slow["repeat_ms"], threshold=stats.DEFAULT_THRESHOLD,
+                           confidence=confidence)  # fmt: skip
+    known = bool(np.isfinite(judged["low"]) and np.isfinite(judged["high"]))  # under two repeats a side: no interval
+    word = {stats.SLOWER: SIGNIFICANT, stats.NO_CHANGE: NOT_SIGNIFICANT}.get(judged["verdict"], TOO_FEW)
+    low, high = (judged["low"], judged["high"]) if known else (None, None)
+    needed = judged["repeats_needed"] if known else None
+    return {"times": judged["ratio"], "low": low, "high": high, "judged": word, "confidence": confidence,
+            "repeats": judged["repeats"], "needed": needed}  # fmt: skip
+
+
+def too_few_text(proof: dict) -> str:
+    """What an undecided comparison rests on and what would settle it: '--repeats 2 or more' without an
+    interval, else '95% interval 0.90–1.30; have 3 repeats, need about 9' (stats.needed_text)."""
+    if proof["low"] is None:
+        return "--repeats 2 or more"
+    return f"{interval_text(proof)}; have {proof['repeats']} repeats, {stats.needed_text(proof['needed'])}"
+
+
+def interval_text(proof: dict) -> str:
+    return f"{proof['confidence'] * 100:.3g}% interval {ratio_number(proof['low'])}–{ratio_number(proof['high'])}"
+
+
+CELL_DOUBT = {SIGNIFICANT: "", NOT_SIGNIFICANT: ", not significant", TOO_FEW: ", too few repeats to tell"}
+
+
+def decided_text(row) -> str:
+    """'after 2 repeats', or why not: open after N (what the evidence bounds so far, and how many repeats it
+    would need)."""
+    if pd.notna(row.decided_after):
+        return f"after {int(row.decided_after)} repeats"
+    needed = None if pd.isna(row.repeats_needed) else int(row.repeats_needed)
+    so_far = getattr(row, "so_far", "")
+    so_far = f"so far {so_far}; " if isinstance(so_far, str) and so_far else ""
+    return f"open after {int(row.repeats)} repeats ({so_far}{stats.needed_text(needed)})"
+
+
+def decisions_section(decisions: pd.DataFrame, config: dict) -> str:
+    """'' unless the run repeated until decided; else when each verdict was decided, and the rule's looks."""
+    if decisions.empty:
+        return ""
+    max_repeats = int(config.get("max_repeats") or decide.DEFAULT_MAX_REPEATS)
+    looks = ", ".join(str(n) for n in decide.looks(max_repeats))
+    confidence = decide.look_confidence(max_repeats)
+    intro = (f"<p>--repeats auto judged the verdicts after {esc(looks)} repeats of each configuration still "
+             f"open, each look at {confidence:.2%} confidence, so that all looks together call a change wrongly "
+             f"at most {decide.ALPHA:.0%} of the time (docs/statistics.md). A decided verdict ran no more repeats "
+             "unless an open one rested on the same configurations.</p>")  # fmt: skip
+    ordered = decisions.sort_values(["decided", "decided_after", "subject"], ascending=[False, True, True])
+    rows = [[esc(r.subject), esc(r.kind), esc(decided_text(r)), esc(r.word)] for r in ordered.itertuples()]
+    classes = ["" if pd.notna(r.decided_after) else "open" for r in ordered.itertuples()]
+    heading = "<h3 id=decided>When each verdict was decided</h3>"
+    return heading + intro + table(["verdict", "kind", "decided", "verdict now"], rows, row_classes=classes)
