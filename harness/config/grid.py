@@ -179,7 +179,14 @@ def _workload_option_grid(source, axes, refusals: dict[str, list[str]]) -> list[
         else:
             taken.append((key, typed))
     keys = [key for key, _ in taken]
-    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(values for _, values in taken))]
+    combos = [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(values for _, values in taken))]
+    for combo in combos:
+        if len(combo) > 1:  # values each good alone may not go together (an image size and a patch size)
+            try:
+                source.check_options(combo)
+            except ConfigError as exc:
+                raise _bad_value(source, " --wopt ".join(f"{k}={v}" for k, v in combo.items()), exc) from None
+    return combos
 
 
 def _typed_values(source, key: str, texts) -> list[Any] | UnknownOption:
@@ -195,17 +202,17 @@ def _typed_values(source, key: str, texts) -> list[Any] | UnknownOption:
         except UnknownOption as exc:
             return exc
         except ConfigError as exc:
-            raise _bad_value(source, key, text, exc) from None
+            raise _bad_value(source, f"{key}={text}", exc) from None
         if value not in typed:
             typed.append(value)
     return typed
 
 
-def _bad_value(source, key: str, text: str, exc: ConfigError) -> ConfigError:
-    """The refusal naming the value and the workload (most workloads' own words already do)."""
+def _bad_value(source, given: str, exc: ConfigError) -> ConfigError:
+    """The refusal naming the value (`given`: 'key=value') and the workload (most workloads' own words do)."""
     if source.name in str(exc):
         return exc
-    return ConfigError(f"--wopt {key}={text} is not valid for {source.name} ({exc})")
+    return ConfigError(f"--wopt {given} is not valid for {source.name} ({exc})")
 
 
 def _built(source, *, size: str, options: dict[str, Any]):

@@ -172,7 +172,7 @@ def _check_on_meta(build: Callable[..., ImageModel], options: dict[str, Any], sh
             build(size="tiny", options=dict(options)).build_model()
     except ConfigError:  # a value the options themselves refuse, in its own words
         raise
-    except (TypeError, ValueError) as exc:
+    except Exception as exc:  # torchvision refuses with asserts and RuntimeErrors too (ViT's patch size)
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
         given = ", ".join(f"{k}={v!r}" for k, v in options.items())
         raise ConfigError(f"{shown} cannot be built with {given}: {type(exc).__name__}: {lines[-1] if lines else ''}"
