@@ -85,6 +85,12 @@ def test_without_timm_its_rows_are_skipped_with_how_to_install_it(monkeypatch):
     assert workload.unavailable_reason(device="cpu") == "needs the Python package timm (pip install timm)"
 
 
+def test_without_timm_a_misspelt_option_is_still_refused(capsys, tmp_path, monkeypatch):
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "timm" else object())
+    said = refused(capsys, tmp_path, "--workloads", "mlp,timm:resnet18", "--wopt", "classs=3")
+    assert "(timm:resnet18 takes only image_size, num_classes while timm is not installed" in said  # once took all
+
+
 def test_with_timm_a_model_is_made_by_its_create_model(monkeypatch):
     made = []
     fake = types.SimpleNamespace(

@@ -11,8 +11,9 @@ from typing import Any
 
 from torch import nn
 
+from harness.protocols import UnknownOption
 from workloads._zoo.source import Source, unknown
-from workloads._zoo.vision import SIZES, ImageModel
+from workloads._zoo.vision import OWN_OPTIONS, SIZES, ImageModel, options_check, whole_numbers
 
 
 def source(name: str) -> Source:
@@ -26,6 +27,7 @@ def source(name: str) -> Source:
 
     def build(*, size: str, options: dict[str, Any]) -> ImageModel:
         shape = SIZES[size]
+        whole_numbers(options, f"timm:{name}")
         image_size = int(options.pop("image_size", None) or shape.image_size or _standard_input(name, installed))
 
         def make(classes: int, image_size: int) -> nn.Module:
@@ -40,7 +42,22 @@ def source(name: str) -> Source:
         return ImageModel(size=size, build=make, image_size=image_size, classes=classes,
                           batch_size=shape.batch_size, requires=("timm",))  # fmt: skip
 
-    return Source(spec=f"timm:{name}", kind="timm", name=f"timm:{name}", build=build)
+    check = options_check(build, f"timm:{name}") if installed else _own_options_only(f"timm:{name}")
+    return Source(spec=f"timm:{name}", kind="timm", name=f"timm:{name}", build=build, check_options=check)
+
+
+def _own_options_only(shown: str):
+    """Without timm, the model's keywords are unknown: taking every key would let a misspelt option pass unsaid
+    for every workload of the run (and the rows are skipped, so no other key could matter here)."""
+
+    def check(options: dict[str, Any]) -> None:
+        whole_numbers(options, shown)
+        unknown = sorted(set(options) - set(OWN_OPTIONS))
+        if unknown:
+            raise UnknownOption(f"{shown} takes only {', '.join(OWN_OPTIONS)} while timm is not installed "
+                                f"(pip install timm), not {', '.join(unknown)}")  # fmt: skip
+
+    return check
 
 
 def _standard_input(name: str, installed: bool) -> int:

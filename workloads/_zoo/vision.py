@@ -99,7 +99,7 @@ def torchvision_source(name: str) -> Source:
 
     def build(*, size: str, options: dict[str, Any]) -> ImageModel:
         shape = SIZES[size]
-        _whole_numbers(options, f"torchvision:{name}")
+        whole_numbers(options, f"torchvision:{name}")
         image_size = int(options.pop("image_size", None) or max(shape.image_size or standard, smallest))
         classes = int(options.pop("num_classes", shape.classes))
         extra = {**_size_keywords(name, image_size), **options}
@@ -114,7 +114,7 @@ def torchvision_source(name: str) -> Source:
                   check_options=options_check(build, f"torchvision:{name}"))  # fmt: skip
 
 
-def _whole_numbers(options: dict[str, Any], shown: str) -> None:
+def whole_numbers(options: dict[str, Any], shown: str) -> None:
     """image_size and num_classes, where given, are whole numbers ≥ 1 (0 once fell back to the default unsaid)."""
     for key in OWN_OPTIONS:
         value = options.get(key)
@@ -179,8 +179,8 @@ def _check_on_meta(build: Callable[..., ImageModel], options: dict[str, Any], sh
                           .rstrip(": ")) from None  # fmt: skip
 
 
-IGNORED = {"self", "weights", "progress", "num_classes"}
-"""Keywords of a model's class that are no option: the harness sets them."""
+IGNORED = {"self", "weights", "progress", "num_classes", "img_size"}
+"""Keywords of a model's class that are no option: the harness sets them (timm's img_size from image_size)."""
 
 
 def keywords(model_class: type | None) -> set[str] | None:
