@@ -249,6 +249,8 @@ def test_a_user_file_that_fails_to_import_is_one_line_naming_it_and_the_line(cap
          "torchvision:convnext_tiny takes no option colour; its options: block, block_setting"),  # once swallowed
         (["--workloads", "torchvision:vit_b_16", "--wopt", "image_size=40"], "torchvision:vit_b_16 cannot be built "
          "with image_size=40: AssertionError: Input shape indivisible by patch size!"),  # once a traceback
+        (["--workloads", "hf:llama", "--wopt", "task=seq2seq"], "--wopt task=seq2seq is not valid for hf:llama: "
+         "transformers has no llama model for it; its tasks: causal_lm"),  # once failed in every rank
         (["--workloads", "mlp,hf:llama", "--wopt", "colour=red"], "--wopt colour: no chosen workload takes it "
          "(workload 'mlp' has no option colour; valid options: classes) (hf:llama has no configuration field colour"),
         (["--workloads", f"mlp,{ROOT / 'examples' / 'my_workload.py'}:MyModel", "--wopt", "width=abc"],

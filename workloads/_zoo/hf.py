@@ -149,8 +149,7 @@ class HFModel(WorkloadDefaults):
 
     def check(self, name: str) -> None:
         """Options that are no field of this configuration are bad input, named with the fields it has."""
-        if self.task not in TASKS:
-            raise ConfigError(f"{name} task {self.task!r} is not one of {', '.join(TASKS)}")
+        self._check_task(name)
         config = HFModel(size=self.size, fields=self.fields, options={}).config()  # its fields, none set by options
         unknown_keys = [key for key in self.options if not _has_field(config, key)]
         if unknown_keys:
@@ -163,6 +162,15 @@ class HFModel(WorkloadDefaults):
         for key, value in counts.items():
             if not _is_count(value):
                 raise ConfigError(f"--wopt {key}={value} is not valid for {name}; give a whole number ≥ 1")
+
+    def _check_task(self, name: str) -> None:
+        """A task transformers has no model of this type for is bad input (it once failed in every rank)."""
+        if self.task not in TASKS:
+            raise ConfigError(f"{name} task {self.task!r} is not one of {', '.join(TASKS)}")
+        model_type = self.fields["model_type"]
+        if self.task not in tasks(model_type):
+            raise ConfigError(f"--wopt task={self.task} is not valid for {name}: transformers has no {model_type} "
+                              f"model for it; its tasks: {', '.join(tasks(model_type))}")  # fmt: skip
 
     @property
     def seq(self) -> int:
@@ -224,14 +232,18 @@ def choose_task(fields: dict[str, Any]) -> str:
         for suffix, task in ARCHITECTURE_SUFFIXES.items():
             if architecture.endswith(suffix):
                 return task
-    from transformers.models.auto import modeling_auto
-
     model_type = fields["model_type"]
-    for task in TASKS:
-        if model_type in getattr(modeling_auto, MAPPINGS[task][0]):
-            return task
+    for task in tasks(model_type):
+        return task
     raise ConfigError(f"transformers model type {model_type!r} has no model for a task ddpbench trains "
                       f"({', '.join(TASKS)})")  # fmt: skip
+
+
+def tasks(model_type: str) -> list[str]:
+    """The tasks of TASKS that transformers has a model class of `model_type` for."""
+    from transformers.models.auto import modeling_auto
+
+    return [task for task in TASKS if model_type in getattr(modeling_auto, MAPPINGS[task][0])]
 
 
 def _scale(config, scale: Scale, task: str) -> None:
