@@ -232,6 +232,24 @@ def without_counterpart(base_run: Path, new_run: Path, *, across_strategies: boo
     return failed, missing
 
 
+def measured(run: Path) -> str:
+    """'mlp/tiny fp32 batch 8 (stock, bucketed)': what a run's ok configurations measured, per setup, for a
+    comparison that matched nothing to say why."""
+    configs = store.read_configs(run)
+    ok = configs[configs["status"] == "ok"] if "status" in configs else configs
+    setup = [k for k in ("workload", "size", "dtype", "batch_size") if k in ok]
+    said = [f"{_setup_words(dict(zip(setup, key, strict=True)))} ({', '.join(dict.fromkeys(group['impl']))})"
+            for key, group in ok.groupby(setup, sort=False, dropna=False)]  # fmt: skip
+    return "; ".join(said) or "no ok configuration"
+
+
+def _setup_words(keys: dict) -> str:
+    batch = keys.get("batch_size")
+    words = [f"{keys.get('workload')}/{keys.get('size')}", str(keys.get("dtype") or ""),
+             "" if batch is None or pd.isna(batch) else f"batch {int(batch)}"]  # fmt: skip
+    return " ".join(w for w in words if w)
+
+
 def judge(base: pd.DataFrame, new: pd.DataFrame, *, threshold: float) -> dict:
     """One matched configuration: its repeat medians in each run, the verdict, and a noise note
     for each run whose steps are noisy or whose repeats disagree."""
@@ -254,6 +272,39 @@ def judge(base: pd.DataFrame, new: pd.DataFrame, *, threshold: float) -> dict:
         "p_value": judged["p_value"], "verdict": judged["verdict"],
         "repeats_needed": judged["repeats_needed"], "noise": "; ".join(notes),
     }  # fmt: skip
+
+
+REGRESSED, UNDECIDED, PASSED = "slower", "cannot tell", "nothing slower"
+"""The comparison's outcome, what `ddpbench compare`'s exit code says (1, 3, 0): a gate fails on a slower or
+failed configuration, cannot pass on short evidence, and passes only when every configuration was judged."""
+
+
+def outcome(frame: pd.DataFrame, *, failed: list[str], missing: list[str], not_compared: list[str]) -> dict:
+    """The comparison as a whole: {"outcome": one of REGRESSED/UNDECIDED/PASSED, "sentence": why, in words, and
+    the counts it rests on}, the same for the console, the page and the index."""
+    verdicts = frame["verdict"].value_counts().to_dict() if "verdict" in frame else {}
+    matched = len(frame)
+    tally = {"matched": matched, "slower": int(verdicts.get(stats.SLOWER, 0)),
+             "faster": int(verdicts.get(stats.FASTER, 0)), "unchanged": int(verdicts.get(stats.NO_CHANGE, 0)),
+             "too_few": int(verdicts.get(stats.TOO_FEW, 0)), "not_compared": len(not_compared),
+             "failed": len(failed), "missing": len(missing)}  # fmt: skip
+    regressed = _counted(tally, slower=f"of {matched} matched configuration(s) significantly slower",
+                         failed="failed in NEW")  # fmt: skip
+    if regressed:
+        return {"outcome": REGRESSED, "sentence": f"{REGRESSED}: {regressed}", **tally}
+    short = _counted(tally, too_few=f"of {matched} matched configuration(s) with too few repeats to tell",
+                     not_compared="not compared (a setting differs)", missing="with no ok result in NEW")  # fmt: skip
+    if frame.empty or short:
+        why = ("no configuration was judged" + (f": {short}" if short else "")) if frame.empty else short
+        return {"outcome": UNDECIDED, "sentence": f"{UNDECIDED}: {why}", **tally}
+    judged = f"{tally['faster']} faster, {tally['unchanged']} with no significant change"
+    said = f"{PASSED}: all {matched} matched configuration(s) judged, none significantly slower ({judged})"
+    return {"outcome": PASSED, "sentence": said, **tally}
+
+
+def _counted(tally: dict, **words: str) -> str:
+    """'2 of 10 matched configuration(s) significantly slower, 1 failed in NEW': each count that is not 0."""
+    return ", ".join(f"{tally[key]} {said}" for key, said in words.items() if tally[key])
 
 
 def parse_threshold(text: str) -> float:

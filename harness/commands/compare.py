@@ -28,6 +28,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
 
     threshold = compare.parse_threshold(args.threshold)
     runs = run_folder(args.base, args.results), run_folder(args.new, args.results)
+    if runs[0].resolve() == runs[1].resolve():  # every ratio 1 by construction: a gate would pass on nothing
+        raise ConfigError(f"BASE and NEW are the same run {runs[0].name!r}; compare judges two separate runs")
     check_output_folder("--out", args.out)
     try:
         return _compare(args, *runs, threshold=threshold)
@@ -56,31 +58,42 @@ def run_folder(text: str, results: Path) -> Path:
     )
 
 
+SHOWN_MISSING = 3
+"""Lines of 'no ok result in NEW' the console prints before '… and N more' (the page lists them all)."""
+
+
 def _compare(args: argparse.Namespace, base_run: Path, new_run: Path, *, threshold: float) -> int:
-    from harness.analysis import compare, stats
+    from harness.analysis import compare
     from reports.pages.compare import write_comparison_page
     from reports.site import refresh_index
 
     across = args.across_strategies
-    frame, warnings, not_compared = compare.compare(base_run, new_run, threshold=threshold, across_strategies=across)
+    frame, environment, not_compared = compare.compare(base_run, new_run, threshold=threshold, across_strategies=across)
     failed, missing = compare.without_counterpart(base_run, new_run, across_strategies=across)
-    warnings = [*warnings, *not_compared, *missing, *failed]
-    for warning in warnings:
+    for warning in [*environment, *not_compared, *_shortened(missing), *failed]:
         console.warning(warning)
     console.comparison(frame, threshold=threshold)
+    judged = compare.outcome(frame, failed=failed, missing=missing, not_compared=not_compared)
+    if frame.empty:  # why nothing matched: what each run measured
+        judged["sentence"] += (f"; {base_run.name} measured {compare.measured(base_run)}, {new_run.name} "
+                               f"{compare.measured(new_run)}")  # fmt: skip
     # Named by the runs' ids (their folders' names), whether given as ids or as paths.
-    page = write_comparison_page(args.out, base_run.name, new_run.name, frame, warnings, threshold=threshold)
+    page = write_comparison_page(args.out, base_run.name, new_run.name, frame, judged, environment=environment,
+                                 not_judged=[*failed, *not_compared, *missing], threshold=threshold)  # fmt: skip
     listed = refresh_index(args.out)
-    counts = frame["verdict"].value_counts().to_dict() if not frame.empty else {}
-    slower, too_few = counts.get(stats.SLOWER, 0), counts.get(stats.TOO_FEW, 0)
-    console.say(f"compare: {len(frame)} configuration(s) matched, {slower} significantly slower, "
-                f"{too_few} with too few repeats to tell, {len(not_compared)} not compared (a setting differs), "
-                f"{len(failed)} failed in NEW, {len(missing)} with no ok result in NEW; page: {page}"
+    console.say(f"compare: {len(frame)} configuration(s) matched, {judged['slower']} significantly slower, "
+                f"{judged['too_few']} with too few repeats to tell, {len(not_compared)} not compared (a setting "
+                f"differs), {len(failed)} failed in NEW, {len(missing)} with no ok result in NEW; page: {page}"
                 + (f" (listed in {listed})" if listed else ""))  # fmt: skip
-    if frame.empty:
-        why = "see the warnings above" if failed or missing or not_compared else f"{args.base} has no ok configuration"
-        console.say(f"compare: no evidence: no configuration of {args.base} was matched by an ok one of "
-                    f"{args.new} ({why})")  # fmt: skip
-    if slower or failed:
-        return EXIT_SLOWER
-    return EXIT_TOO_FEW if frame.empty or too_few or not_compared or missing else 0
+    code = {compare.REGRESSED: EXIT_SLOWER, compare.UNDECIDED: EXIT_TOO_FEW, compare.PASSED: 0}[judged["outcome"]]
+    console.say(f"compare: {judged['sentence']} (exit {code})")
+    return code
+
+
+def _shortened(lines: list[str]) -> list[str]:
+    if len(lines) <= SHOWN_MISSING + 1:
+        return lines
+    return [
+        *lines[:SHOWN_MISSING],
+        f"… and {len(lines) - SHOWN_MISSING} more with no ok result in NEW (the page lists all)",
+    ]

@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from harness.analysis import compare as comparing
 from harness.analysis import stats
 from harness.results import store
 from harness.results.values import options_words
@@ -102,23 +103,29 @@ def ratio_figure(frame: pd.DataFrame, *, threshold: float) -> go.Figure:
     )
 
 
-def comparison_page(base: str, new: str, frame: pd.DataFrame, warnings: list[str], *, threshold: float) -> str:
+OUTCOME_CLASS = {comparing.REGRESSED: "alarm", comparing.UNDECIDED: "banner", comparing.PASSED: "headline"}
+
+
+def comparison_page(base: str, new: str, frame: pd.DataFrame, judged: dict, *, environment: list[str],
+                    not_judged: list[str], threshold: float) -> str:  # fmt: skip
+    """`judged`: harness.analysis.compare.outcome's; `environment`: how the runs' machines and software differ;
+    `not_judged`: BASE's configurations without a verdict (failed or missing in NEW, a setting differs)."""
     parts = [
         '<nav><a href="../index.html">all runs</a></nav>',
         f"<h1>{esc(new)} against {esc(base)}</h1>",
+        f'<p class="{OUTCOME_CLASS.get(judged["outcome"], "headline")}">{esc(_capitalised(judged["sentence"]))}.</p>',
         f"<p>Ratio = new / base step time: per repeat the median step (slowest rank per step), then the "
         f"geometric mean over repeats. A configuration is <b>slower</b> or <b>faster</b> only when the 95 % "
         f"interval of the ratio (Welch's t over repeats) excludes 1 and the change is beyond {threshold:.0%}; "
         "when the repeats cannot decide, <b>too few repeats to tell</b> (docs/statistics.md).</p>",
     ]
-    if base == new:
-        parts.append(
-            '<p class="alarm">This compares run ' + esc(base) + " with itself: every ratio is 1 by construction, "
-            "so this page says nothing about noise or change. Compare two separate runs.</p>"
-        )
-    if warnings:
-        items = "".join(f"<li>{esc(w)}</li>" for w in warnings)
+    if environment:
+        items = "".join(f"<li>{esc(w)}</li>" for w in environment)
         parts.append(f'<div class="banner"><b>The environments differ</b>; compare with care:<ul>{items}</ul></div>')
+    if not_judged:
+        items = "".join(f"<li>{esc(w)}</li>" for w in not_judged)
+        parts.append(f'<div class="banner"><b>Not judged</b> ({len(not_judged)} of {esc(base)}\'s '
+                     f"configurations):<ul>{items}</ul></div>")  # fmt: skip
     if frame.empty:
         parts.append("<p>No configuration was measured in both runs.</p>")
         return page(f"ddpbench: {new} vs {base}", "\n".join(parts), depth=1, plots=False)
@@ -128,16 +135,20 @@ def comparison_page(base: str, new: str, frame: pd.DataFrame, warnings: list[str
     return page(f"ddpbench: {new} vs {base}", "\n".join(parts), depth=1)
 
 
-def write_comparison_page(out: Path, base: str, new: str, frame: pd.DataFrame, warnings, *, threshold: float) -> Path:
-    """The page, and beside it the facts the index lists (written last: the index only links whole pages)."""
+def _capitalised(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def write_comparison_page(out: Path, base: str, new: str, frame: pd.DataFrame, judged: dict, *,
+                          environment: list[str], not_judged: list[str], threshold: float) -> Path:  # fmt: skip
+    """The page, and beside it the facts the index lists: the outcome and its counts (written last: the index
+    only links whole pages)."""
     from reports.site import write_plotly_asset  # the page's figure needs it, even before a `ddpbench report`
 
     write_plotly_asset(Path(out))
     path = Path(out) / "compare" / f"{base}_vs_{new}.html"
-    text = comparison_page(base, new, frame, warnings, threshold=threshold)
+    text = comparison_page(base, new, frame, judged, environment=environment, not_judged=not_judged,
+                           threshold=threshold)  # fmt: skip
     store.atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
-    verdicts = frame["verdict"].value_counts().to_dict() if "verdict" in frame else {}
-    facts = {"base": base, "new": new, "matched": len(frame), "slower": int(verdicts.get("slower", 0)),
-             "faster": int(verdicts.get("faster", 0))}  # fmt: skip
-    store.write_json(path.with_suffix(".json"), facts)
+    store.write_json(path.with_suffix(".json"), {"base": base, "new": new, **judged})
     return path

@@ -10,6 +10,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
+from harness.analysis import compare as comparing
 from reports import aggregate
 from reports.aggregate import machine_summary
 from reports.figures import network as netfigures
@@ -94,8 +95,8 @@ def index_page(
     rows = [[f'<a href="runs/{esc(quote(r["page"]))}.html">{esc(r["run_id"])}</a><br><small>{esc(r["started_at"])}'
              "</small>", r["fastest"], r["machine"], r["strategies"], r["status"],
              comparison_links(r["page"], comparisons)] for r in runs]  # fmt: skip
-    head = ["run", "fastest (largest world size, median step)", "machine", "strategies", "configurations",
-            "comparisons"]  # fmt: skip
+    head = ["run", "fastest (largest world size, step: geometric mean of repeats)", "machine", "strategies",
+            "configurations", "comparisons"]  # fmt: skip
     listing = table(head, rows) if rows else "<p>No runs yet: <code>make bench</code>.</p>"
     body = (
         "<h1>ddpbench runs</h1><p>Newest first. Each run page opens with the answer (strategies ranked by step "
@@ -106,13 +107,23 @@ def index_page(
 
 
 def comparisons_index(comparisons: list[dict[str, Any]]) -> str:
+    """Every comparison with its outcome (what `compare`'s exit code said) and the counts it rests on; a page
+    written before outcomes were recorded shows '—' for them."""
     if not comparisons:
         return ""
-    rows = [[f'<a href="{esc(c["href"])}">{esc(c["new"])} against {esc(c["base"])}</a>', esc(c.get("matched")),
-             esc(c.get("slower")), esc(c.get("faster"))] for c in comparisons]  # fmt: skip
+    rows = [[f'<a href="{esc(c["href"])}">{esc(c["new"])} against {esc(c["base"])}</a>', _outcome_cell(c),
+             *(esc(c.get(key, answer.MISSING)) for key in COMPARISON_COUNTS)] for c in comparisons]  # fmt: skip
     return "<h2>Comparisons</h2><p><code>ddpbench compare BASE NEW</code> pages.</p>" + table(
-        ["comparison", "configurations matched", "slower", "faster"], rows
+        ["comparison", "outcome", "configurations matched", "slower", "faster", "too few repeats"], rows
     )
+
+
+COMPARISON_COUNTS = ("matched", "slower", "faster", "too_few")
+
+
+def _outcome_cell(comparison: dict[str, Any]) -> str:
+    word = comparison.get("outcome")
+    return f'<span class="failed">{esc(word)}</span>' if word == comparing.REGRESSED else esc(word or answer.MISSING)
 
 
 def collectives_page(meta: dict[str, Any], frame: pd.DataFrame, contention: pd.DataFrame) -> str:

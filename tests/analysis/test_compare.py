@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from conftest import run_ddpbench
 
 from harness import cli
+from harness.analysis import compare, stats
+from harness.commands import compare as compare_command
 from harness.results import store
 
 KEYS = {"impl": "stock", "impl_options": "{}", "workload": "mlp", "size": "tiny", "world_size": 2, "nnodes": 1}
@@ -121,7 +124,8 @@ def test_a_noisy_configuration_is_flagged_on_its_line(tmp_path, capsys):
     ("args", "named"),
     [(["nope", "a"], "'nope'"), (["a", "a", "--threshold", "x"], "'x'"),
      (["a", "a", "--threshold", "5"], "--threshold '5' would be 500%; give 5% for 5 per cent (or a fraction, 0.05)"),
-     (["a", "coll"], "run 'coll' is a `ddpbench collectives` run; compare judges two bench runs")],
+     (["a", "coll"], "run 'coll' is a `ddpbench collectives` run; compare judges two bench runs"),
+     (["a", "a"], "BASE and NEW are the same run 'a'; compare judges two separate runs")],
 )  # fmt: skip
 def test_bad_compare_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsys, args, named):
     synthetic_run(tmp_path / "r", "a", mean_ms=100, seed=1)
@@ -197,3 +201,27 @@ def test_a_setting_an_older_run_did_not_record_still_matches_and_equal_settings_
     assert code == 0 and "1 configuration(s) matched" in out.out and "not compared" not in out.err
     code, out = run_compare(capsys, tmp_path / "r", "a", "b")
     assert code == 1 and ": slower" in out.out and "0 not compared" in out.out
+
+
+def test_the_outcome_is_the_exit_codes_answer_in_words():
+    """One sentence for the console, the page and the index: slower (exit 1), cannot tell (3), nothing slower (0)."""
+    judged = pd.DataFrame({"verdict": [stats.SLOWER, stats.FASTER, stats.TOO_FEW]})
+    slower = compare.outcome(judged, failed=["x: failed in NEW"], missing=[], not_compared=[])
+    assert slower["sentence"] == "slower: 1 of 3 matched configuration(s) significantly slower, 1 failed in NEW"
+    short = compare.outcome(judged.iloc[1:], failed=[], missing=["y"], not_compared=["z"])
+    assert short["outcome"] == compare.UNDECIDED and short["sentence"] == (
+        "cannot tell: 1 of 2 matched configuration(s) with too few repeats to tell, 1 not compared (a setting "
+        "differs), 1 with no ok result in NEW"
+    )
+    passed = compare.outcome(pd.DataFrame({"verdict": [stats.FASTER, stats.NO_CHANGE]}), failed=[], missing=[],
+                             not_compared=[])  # fmt: skip
+    assert passed["sentence"] == ("nothing slower: all 2 matched configuration(s) judged, none significantly slower "
+                                  "(1 faster, 1 with no significant change)")  # fmt: skip
+    assert compare.outcome(pd.DataFrame(), failed=[], missing=[], not_compared=[])["outcome"] == compare.UNDECIDED
+
+
+def test_a_long_list_of_configurations_new_lacks_is_shortened_on_the_console_not_on_the_page():
+    lines = [f"w2 mlp/tiny c{i}: not compared, no ok result in NEW (not in NEW)" for i in range(10)]
+    shown = compare_command._shortened(lines)
+    assert shown[:3] == lines[:3] and shown[3] == "… and 7 more with no ok result in NEW (the page lists all)"
+    assert compare_command._shortened(lines[:4]) == lines[:4]

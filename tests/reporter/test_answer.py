@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from harness.analysis import compare as analysis_compare
 from harness.results import store
 from reports import site
 from reports.aggregate import with_labels
@@ -116,16 +117,31 @@ def test_the_index_shows_each_runs_headline_step_time(tmp_path):
         assert re.search(r"mlp/\w+ \w+, 2 ranks: <b>[^<]+</b> \d+\.\d+ ms", row), row
 
 
-def test_a_comparison_page_has_its_figure_a_self_compare_warning_and_an_index_link(tmp_path):
+def test_a_comparison_page_opens_with_its_outcome_and_the_index_lists_it(tmp_path):
     frame = pd.DataFrame([{"impl": "stock", "impl_options": "{}", "workload": "mlp", "size": "tiny", "world_size": 2,
                            "base_ms": 10.0, "new_ms": 11.0, "ratio": 1.1, "ratio_ci_low": 1.05, "ratio_ci_high": 1.15,
                            "p_value": 0.001, "verdict": "slower"}])  # fmt: skip
     out = tmp_path / "site"
-    same = compare.write_comparison_page(out, "a", "a", frame, [], threshold=0.05)
-    other = compare.write_comparison_page(out, "a", "b", frame.assign(verdict="too few repeats to tell"), [],
-                                          threshold=0.05)  # fmt: skip
-    assert "compares run a with itself" in same.read_text() and "with itself" not in other.read_text()
-    assert same.read_text().count('class="plotly-graph-div"') == 1 and (out / "assets" / "plotly.min.js").is_file()
+    missing = ["w2 mlp/tiny naive: not compared, no ok result in NEW (not in NEW)"]
+    slower = analysis_compare.outcome(frame, failed=[], missing=missing, not_compared=[])
+    undecided = frame.assign(verdict="too few repeats to tell")
+    pages = [compare.write_comparison_page(out, "a", new, table, analysis_compare.outcome(table, failed=[],
+                                           missing=[], not_compared=[]) if new == "c" else slower,
+                                           environment=["gpu_name differs: 'A' vs 'B'"] * (new == "b"),
+                                           not_judged=missing, threshold=0.05)
+             for new, table in (("b", frame), ("c", undecided))]  # fmt: skip
+    first = pages[0].read_text()
+    assert '<p class="alarm">Slower: 1 of 1 matched configuration(s) significantly slower.</p>' in first
+    # the environment and the configurations left unjudged are two banners, each named for what it lists
+    assert "<b>The environments differ</b>" in first and "gpu_name differs" in first.split("<b>Not judged</b>")[0]
+    assert "<b>Not judged</b> (1 of a's configurations)" in first and "naive: not compared" in first
+    assert "The environments differ" not in pages[1].read_text()
+    assert first.count('class="plotly-graph-div"') == 1 and (out / "assets" / "plotly.min.js").is_file()
     (tmp_path / "results").mkdir()  # no runs: the index still lists the comparisons of its site
     index = site.build_site(results=tmp_path / "results", out=out).index.read_text()
-    assert 'href="compare/a_vs_a.html"' in index and 'href="compare/a_vs_b.html"' in index
+    listed = index.split("<h2>Comparisons</h2>", 1)[1]
+    assert '<a href="compare/a_vs_b.html">b against a</a></td><td><span class="failed">slower</span></td>' in listed
+    assert (
+        '<a href="compare/a_vs_c.html">c against a</a></td><td>cannot tell</td><td>1</td><td>0</td><td>0</td><td>1'
+        in listed
+    )
