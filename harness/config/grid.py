@@ -219,7 +219,9 @@ def _built(source, *, size: str, options: dict[str, Any]):
     """The workload object (its batch size, its remote part), built once here: a user's class that raises
     is bad input, one line naming it."""
     try:
-        return source.create(size=size, options=options)
+        workload = source.create(size=size, options=options)
+        source.check_workload(workload)
+        return workload
     except ConfigError:
         raise
     except Exception as exc:

@@ -59,6 +59,9 @@ def build_model(workload: Workload, *, seed: int, device: torch.device) -> nn.Mo
     else:
         with device:
             model = workload.build_model().to(device)  # .to: anything the workload made on the CPU on purpose
+    if not any(p.requires_grad for p in model.parameters()):  # else each strategy fails its own obscure way
+        raise ValueError(f"the workload's model ({type(model).__name__}) has no parameter that requires a gradient: "
+                         f"data parallelism has nothing to train or synchronise")  # fmt: skip
     record_blocks(model, workload.blocks(model))  # for a sharding strategy's wrap
     return model
 

@@ -147,6 +147,11 @@ class Sized:
         return model(batch).square().mean()
 
 
+class NoParameters(Explodes):
+    def build_model(self):
+        return nn.ReLU()
+
+
 def factory():
     return Sized(width=3)
 
@@ -212,10 +217,12 @@ def test_a_spec_that_names_nothing_is_one_line_exit_2(capsys, tmp_path, spec, sa
 @pytest.mark.parametrize(
     ("name", "said"),
     [
-        ("Missing", "models.py defines no 'Missing' (it defines: Explodes, NoLoss, Sized, factory)"),
+        ("Missing", "models.py defines no 'Missing' (it defines: Explodes, NoLoss, NoParameters, Sized, factory)"),
         ("NoLoss", "models.py:NoLoss lacks loss (a workload defines build_model(), make_batch(batch_size, *, device, "
                    "generator), loss(model, batch))"),
         ("NOT_CALLABLE", "models.py:NOT_CALLABLE is not a class or a factory (it is a int)"),
+        ("NoParameters", "models.py:NoParameters.build_model() returns a ReLU with no parameter that requires a "
+                         "gradient: data parallelism has nothing to train or synchronise"),  # once StopIteration
     ],
 )  # fmt: skip
 def test_a_user_file_without_a_workload_is_one_line_naming_the_file(capsys, tmp_path, user_file, name, said):

@@ -32,6 +32,9 @@ class Source:
     check_options: Callable[[dict[str, Any]], None] = dataclasses.field(default=lambda options: None,
                                                                         compare=False, repr=False)  # fmt: skip
     """Raises ConfigError naming an option this workload does not take."""
+    check_workload: Callable[[Any], None] = dataclasses.field(default=lambda workload: None, compare=False,
+                                                              repr=False)  # fmt: skip
+    """Raises ConfigError where the workload, as built on the parent side, cannot train (a model without parameters)."""
 
     def create(self, *, size: str, options: dict[str, Any]) -> Any:
         return self.build(size=size, options=dict(options))

@@ -45,7 +45,8 @@ def source(left: str, name: str) -> Source:
                     build=lambda *, size, options: wrap(make(maker, options, f"{shown}:{name}"), f"{shown}:{name}",
                                                         size=size),
                     path=str(origin) if origin else None, sha256=file_hash(origin) if origin else None,
-                    check_options=lambda options: _check_keywords(maker, options, f"{shown}:{name}"))  # fmt: skip
+                    check_options=lambda options: _check_keywords(maker, options, f"{shown}:{name}"),
+                    check_workload=lambda workload: _check_trainable(workload, f"{shown}:{name}"))  # fmt: skip
     if _takes_no_arguments(maker):  # else its options come with the run, and `create` checks it then
         wrap(make(maker, {}, source.name), source.name, size="tiny")
     return source
@@ -142,6 +143,23 @@ def _check_types(maker: Any, options: dict[str, Any], shown: str) -> None:
         accepted = PLAIN_TYPES.get(hints.get(key))
         if accepted and not (isinstance(value, accepted) and (bool in accepted or not isinstance(value, bool))):
             raise ConfigError(f"--wopt {key}={value!r} is not valid: {shown} takes {key}: {hints[key].__name__}")
+
+
+def _check_trainable(workload: UserWorkload, shown: str) -> None:
+    """A model without a parameter to train is refused before any rank builds it (every strategy would fail its
+    own way: an empty optimizer, DDP's StopIteration). Built on the meta device (no memory); a build that fails
+    there is left to the ranks, which report the user's own traceback."""
+    import torch
+
+    try:
+        with torch.device("meta"):
+            model = workload.build_model()
+        trainable = any(p.requires_grad for p in model.parameters())
+    except Exception:
+        return
+    if not trainable:
+        raise ConfigError(f"{shown}.build_model() returns a {type(model).__name__} with no parameter that requires "
+                          f"a gradient: data parallelism has nothing to train or synchronise")  # fmt: skip
 
 
 def wrap(user: Any, shown: str, *, size: str) -> UserWorkload:
