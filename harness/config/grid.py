@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 import json
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 from harness.config.bench import MIN_AUTO_REPEATS, BenchConfig, resolve_backend
@@ -152,7 +154,7 @@ def workload_choices(config: BenchConfig, *, size: str) -> list[WorkloadChoice]:
     for key, values in config.workload_options:
         if not values:
             raise ConfigError(f"--wopt {key} has no value")
-    sources = [workload_registry.resolve(spec) for spec in config.workloads]
+    sources = _named_apart([workload_registry.resolve(spec) for spec in config.workloads])
     refusals: dict[str, list[str]] = {}  # per key, each workload's own words for why it does not take it
     grids = {source.spec: _workload_option_grid(source, config.workload_options, refusals) for source in sources}
     for key, _ in config.workload_options:
@@ -166,6 +168,19 @@ def workload_choices(config: BenchConfig, *, size: str) -> list[WorkloadChoice]:
             batch = config.batch_size or workload.default_batch_size()
             choices.append(WorkloadChoice(name, source.spec, options, batch, workload.remote_part, source.provenance()))
     return choices
+
+
+def _named_apart(sources: list) -> list:
+    """Sources of one name (models.py:Net from two folders) named by as much of their paths as tells them apart:
+    rows, config ids and run.json's provenance are keyed by the name."""
+    counts = collections.Counter(source.name for source in sources)
+    clashing = [s for s in sources if counts[s.name] > 1 and s.path and s.path in s.spec]
+    names: dict[str, str] = {}
+    for depth in range(2, 1 + max((len(Path(s.path).parts) for s in clashing), default=1)):
+        names = {s.spec: s.spec.replace(s.path, str(Path(*Path(s.path).parts[-depth:]))) for s in clashing}
+        if len(set(names.values())) == len(names):
+            break
+    return [dataclasses.replace(s, name=names[s.spec]) if s.spec in names else s for s in sources]
 
 
 def _workload_option_grid(source, axes, refusals: dict[str, list[str]]) -> list[dict[str, Any]]:

@@ -311,6 +311,15 @@ def test_config_ids_and_file_names_stay_short_and_safe_whatever_the_spec(tmp_pat
     assert len(cfg.config_id) <= 120 and all(c.isalnum() or c in "._-~" for c in cfg.config_id)
 
 
+def test_files_of_one_name_in_two_folders_are_two_workloads_named_by_their_folders(tmp_path):
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "models.py").write_text(USER_FILE)
+    specs = (f"{tmp_path}/a/models.py:Explodes", f"{tmp_path}/b/models.py:Explodes")
+    config = BenchConfig(gpus=1, impls=("stock",), workloads=specs, size="tiny", baseline=False)
+    assert [c.workload for c in expand(config, device="cpu")] == ["a/models.py:Explodes", "b/models.py:Explodes"]
+
+
 def test_the_docs_show_the_example_file_as_it_is():
     doc = (ROOT / "docs" / "your-model.md").read_text()
     shown = doc.split("```python\n", 1)[1].split("```", 1)[0]
