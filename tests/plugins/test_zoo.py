@@ -229,6 +229,19 @@ def test_a_user_file_without_a_workload_is_one_line_naming_the_file(capsys, tmp_
     assert said in refused(capsys, tmp_path, "--workloads", f"{user_file}:{name}")
 
 
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("def f(:\n    pass\n", "raised SyntaxError: invalid syntax (broken.py, line 1)\n"),  # once also the importer's
+        ('import json\n\nDATA = json.loads("x")\n', "(char 0) (line 3)\n"),  # once json's own line 355
+    ],
+)
+def test_a_user_file_that_fails_to_import_is_named_by_its_own_line(capsys, tmp_path, text, said):
+    broken = tmp_path / "broken.py"
+    broken.write_text(text)
+    assert refused(capsys, tmp_path, "--workloads", f"{broken}:Model").endswith(said)
+
+
 def test_a_user_file_that_fails_to_import_is_one_line_naming_it_and_the_line(capsys, tmp_path):
     broken = tmp_path / "broken.py"
     broken.write_text(

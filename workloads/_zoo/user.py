@@ -15,6 +15,7 @@ import importlib.util
 import inspect
 import os
 import sys
+import traceback
 import typing
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,7 @@ def load_file(path: Path) -> Any:
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
-        raise ConfigError(f"workload file {path.name}: importing it raised {_one_line(exc)}") from None
+        raise ConfigError(f"workload file {path.name}: importing it raised {_one_line(exc, path)}") from None
     sys.modules[module_name] = module
     return module
 
@@ -209,12 +210,23 @@ def _arguments(options: dict[str, Any]) -> str:
     return ", ".join(f"{k}={v!r}" for k, v in options.items())
 
 
-def _one_line(exc: BaseException) -> str:
+def _one_line(exc: BaseException, origin: Path | None = None) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    where = ""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    if tb is not None and not tb.tb_frame.f_code.co_filename.startswith(str(Path(__file__).parent)):
-        where = f" (line {tb.tb_lineno})"
-    return f"{type(exc).__name__}: {lines[-1] if lines else ''}{where}".rstrip(": ")
+    return f"{type(exc).__name__}: {lines[-1] if lines else ''}{_where(exc, origin)}".rstrip(": ")
+
+
+def _where(exc: BaseException, origin: Path | None) -> str:
+    """Where the user's code raised: the last line of `origin` (their file) that ran, else of any file of theirs,
+    never the importer's or a library's lines (a SyntaxError names its file and line itself)."""
+    if isinstance(exc, SyntaxError):
+        return ""
+    frames = [(frame.f_code.co_filename, line) for frame, line in traceback.walk_tb(exc.__traceback__)]
+    own = [line for name, line in frames if origin is not None and name == str(origin)]
+    if own:
+        return f" (line {own[-1]})"
+    theirs = [(name, line) for name, line in frames if not name.startswith(("<", *_NOT_THEIRS))]
+    return f" ({Path(theirs[-1][0]).name}, line {theirs[-1][1]})" if theirs else ""
+
+
+_NOT_THEIRS = (str(Path(__file__).parent), sys.prefix, sys.base_prefix)
+"""Where files are the importer's, the standard library's or an installed package's."""
