@@ -2,9 +2,9 @@
 
 Configurations are matched by what they measure (strategy, options, workload, size, world
 size, batch, dtype, device) and by the settings that change the measurement without being an
-option (threads per rank, backend, TF32, the first bucket's cap): two configurations that differ in
-one of those are not the same measurement, so they are not judged, and `compare` names the setting
-(the command counts them as undecided, never as slower).
+option (threads per rank, backend, TF32, the first bucket's cap, a timing hook the step paid for):
+two configurations that differ in one of those are not the same measurement, so they are not
+judged, and `compare` names the setting (the command counts them as undecided, never as slower).
 
 The unit of evidence is the repeat: each repeat of a configuration is summarised by its median
 step (the slowest rank per step), and the two runs' repeat medians are judged by `stats.verdict`
@@ -21,7 +21,7 @@ import pandas as pd
 from harness.analysis import roles, stats
 from harness.config.bench import ConfigError
 from harness.results import store
-from harness.results.values import options_words
+from harness.results.values import options_words, timed_by_hook
 
 MATCH_KEYS = (
     "impl",
@@ -35,11 +35,12 @@ MATCH_KEYS = (
     "optimizer",
     "device",
 )
-SETTING_KEYS = ("threads_per_rank", "backend", "tf32", "first_bucket_cap_mb")
+SETTING_KEYS = ("threads_per_rank", "backend", "tf32", "first_bucket_cap_mb", "timed_by_hook")
 """Recorded per configuration, not in its options, and each changes the step time: on the CPU the
 threads per rank follow --gpus (a --gpus 1 run gives a world-size-1 rank twice the threads of a
---gpus 2 run's), and since torch 2.9 an explicit bucket cap also caps the first bucket. A null (a
-run from before the column) matches any value."""
+--gpus 2 run's), since torch 2.9 an explicit bucket cap also caps the first bucket, and
+--bucket-timeline times DDP's buckets through a hook the step pays for (values.timed_by_hook, from
+`comm_note`). A null (a run from before the column, a strategy timed at no cost) matches any value."""
 ENVIRONMENT_KEYS = (
     "gpu_name", "driver_version", "torch_version", "nccl_version", "cpu_model", "hostname",
     # What changes GPU numbers without changing the code (a run from before they were recorded: "not recorded").
@@ -53,6 +54,8 @@ def load_samples(run: Path) -> tuple[dict, pd.DataFrame]:
     configs, steps = store.read_configs(run), store.read_steps(run)
     measured = steps[~steps["warmup"]]
     slowest = measured.groupby(["config_id", "step"], as_index=False)["step_ms"].max()
+    hooked = configs["comm_note"].map(timed_by_hook) if "comm_note" in configs else None
+    configs = configs.assign(timed_by_hook=hooked)
     for key in SETTING_KEYS:
         if key not in configs:  # a run from before the column: not recorded
             configs = configs.assign(**{key: None})

@@ -1,9 +1,9 @@
 """`ddpbench compare BASE NEW`: judge each matched configuration, write the comparison page, and
 exit 1 when any got significantly slower or failed in NEW where BASE measured it; 3 when none did
 but the evidence is short: some could not be told apart with the repeats at hand, could not be
-compared because a setting differed (threads per rank, backend, TF32, first bucket: a different
-measurement, never counted as slower; docs/statistics.md), have no ok counterpart in NEW, or no
-configuration matched at all. A gate never passes on no evidence."""
+compared because a setting differed (threads per rank, backend, TF32, first bucket, a timing hook:
+a different measurement, never counted as slower; docs/statistics.md), have no ok counterpart in
+NEW, or no configuration matched at all. A gate never passes on no evidence."""
 
 from __future__ import annotations
 

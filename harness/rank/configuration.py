@@ -39,6 +39,7 @@ from harness.rank import profiling, rpc_flow
 from harness.rank.dist import Session
 from harness.rank.housekeeping import release_memory
 from harness.results.layout import RunFolder
+from harness.results.values import HOOK_TIMED, UNHOOKED
 
 
 @dataclasses.dataclass
@@ -149,9 +150,10 @@ def _build_and_train(cfg, session, strategy, workload, *, run: Path, watch: Rank
         memory.update(held_as_row(trained.held))
     finally:
         memory.update(peaks_as_row(sampler.stop()))  # kept for the failure record, too
+    caveats = _caveats(strategy, session.device, asked=cfg.bucket_timeline)
     result = RankResult("ok", steps=trained.steps, window_ms=trained.window_ms, memory=dict(memory),
                         layout=strategy.layout(), comm=timeline.rows() if comm_note is None else None,
-                        comm_note=comm_note or _timeline_caveat(session.device))  # fmt: skip
+                        comm_note=comm_note or caveats)  # fmt: skip
     watch.clock.lap("build")  # the sampler's stop, the strategy's layout
     return result, built, timeline
 
@@ -182,11 +184,19 @@ def _timeline_caveat(device: torch.device) -> str | None:
     return GLOO_ON_CUDA if gloo_on_cuda else None
 
 
+def _caveats(strategy, device: torch.device, *, asked: bool) -> str | None:
+    """What a measured timeline's figures carry: the hook's cost, which the step paid (a setting `compare`
+    keeps apart, values.timed_by_hook), and why they may read high (gloo on CUDA)."""
+    cost = strategy.timeline_cost()
+    paid = f"{HOOK_TIMED}: {cost}" if cost is not None and asked else None
+    return "; ".join(note for note in (paid, _timeline_caveat(device)) if note) or None
+
+
 def attach_timeline(strategy, timeline: CommTimeline, *, asked: bool) -> str | None:
     """Attach the bucket timeline where it costs nothing or was asked for; otherwise why not."""
     cost = strategy.timeline_cost()
     if cost is not None and not asked:
-        return f"not measured: {cost}; --bucket-timeline measures it"
+        return f"not measured: {cost}; {UNHOOKED}"
     if not strategy.attach_timeline(timeline):
         return "not measured: the strategy's collectives run inside a library that offers no hook to time them"
     return None

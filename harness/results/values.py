@@ -62,3 +62,20 @@ def to_arrow(value: Any, type_: pa.DataType) -> Any:
 def is_text_typed(type_: pa.DataType) -> bool:
     """Columns that older parts (and writers) may hold as text: maps, lists, timestamps."""
     return pa.types.is_map(type_) or pa.types.is_list(type_) or pa.types.is_timestamp(type_)
+
+
+HOOK_TIMED = "measured through a communication hook (--bucket-timeline), which its step pays"
+"""How `comm_note` begins where timing a strategy's collectives cost its step (DDP's buckets timed by a hook)."""
+UNHOOKED = "--bucket-timeline measures it"
+"""How `comm_note` ends where that timing was not asked for, and the step ran without it."""
+
+
+def timed_by_hook(comm_note: Any) -> bool | None:
+    """Whether a configuration's steps paid for timing its collectives (`--bucket-timeline` on DDP's buckets), as
+    its `comm_note` records it; None where the note cannot say (timing cost nothing, or a run from before)."""
+    if not isinstance(comm_note, str):
+        return None
+    if comm_note.startswith(HOOK_TIMED):
+        return True
+    return False if comm_note.endswith(UNHOOKED) else None
+

@@ -12,7 +12,7 @@ from conftest import run_ddpbench
 from harness import cli
 from harness.analysis import compare, stats
 from harness.commands import compare as compare_command
-from harness.results import store
+from harness.results import store, values
 
 KEYS = {"impl": "stock", "impl_options": "{}", "workload": "mlp", "size": "tiny", "world_size": 2, "nnodes": 1}
 KEYS |= {"batch_size": 8, "dtype": "fp32", "optimizer": "sgd", "device": "cpu", "status": "ok"}
@@ -184,6 +184,12 @@ def test_runs_with_different_threads_per_rank_are_not_judged_as_one_configuratio
         ({"backend": "gloo"}, {"backend": "nccl"}, "backend 'gloo' vs 'nccl'"),
         ({"tf32": False}, {"tf32": True}, "tf32 False vs True"),
         ({"first_bucket_cap_mb": 1.0}, {"first_bucket_cap_mb": 25.0}, "first_bucket_cap_mb 1.0 vs 25.0"),
+        # DDP's buckets timed through a hook in NEW only (--bucket-timeline): its steps paid for the timing
+        (
+            {"comm_note": f"not measured: a hook costs 3-6 %; {values.UNHOOKED}"},
+            {"comm_note": f"{values.HOOK_TIMED}: 3-6 %"},
+            "timed_by_hook False vs True",
+        ),
     ],
 )
 def test_each_setting_outside_the_options_keeps_two_configurations_apart(tmp_path, capsys, base, new, named):

@@ -12,7 +12,7 @@ from harness.config.bench import BenchConfig
 from harness.config.grid import expand
 from harness.handoff import faults
 from harness.rank import configuration, worker
-from harness.results import store
+from harness.results import store, values
 
 
 class ExplodingStrategy(impls.entry("naive").cls):
@@ -78,3 +78,19 @@ def test_gloo_on_cuda_rows_say_their_completions_read_late(monkeypatch):
     assert configuration._timeline_caveat(torch.device("cpu")) is None
     monkeypatch.setattr(torch.distributed, "get_backend", lambda *a, **k: "nccl")
     assert configuration._timeline_caveat(torch.device("cuda", 0)) is None
+
+
+class _Costly:
+    def timeline_cost(self):
+        return "a hook's extra pass"
+
+
+def test_a_row_timed_through_a_hook_it_paid_for_says_so_and_compare_can_read_it(monkeypatch):
+    monkeypatch.setattr(torch.distributed, "get_backend", lambda *a, **k: "gloo")
+    cpu, cuda = torch.device("cpu"), torch.device("cuda", 0)
+    paid = configuration._caveats(_Costly(), cpu, asked=True)
+    assert paid == f"{values.HOOK_TIMED}: a hook's extra pass" and values.timed_by_hook(paid) is True
+    assert configuration._caveats(_Costly(), cuda, asked=True) == f"{paid}; {configuration.GLOO_ON_CUDA}"
+    assert configuration._caveats(_Costly(), cpu, asked=False) is None  # not asked: attach_timeline's note says why
+    unasked = configuration.attach_timeline(_Costly(), None, asked=False)
+    assert values.timed_by_hook(unasked) is False and values.timed_by_hook(configuration.GLOO_ON_CUDA) is None
