@@ -53,6 +53,8 @@ def test_a_transformers_model_is_scaled_down_its_blocks_are_its_own_and_options_
     model = workload.build_model()
     assert [type(b).__name__ for b in workload.blocks(model)] == ["LlamaDecoderLayer"] * 3  # _no_split_modules
     assert workloads.create("hf:t5", size="tiny").task == "seq2seq"
+    clip = workloads.create("hf:clip", size="tiny").config()  # a composite: each of its parts scaled (once 87M)
+    assert (clip.text_config.hidden_size, clip.vision_config.hidden_size, clip.vision_config.image_size) == (64, 64, 32)
     assert workloads.create("hf:bert", size="tiny").task == "masked_lm"
     assert workloads.create("hf:gpt2", size="tiny", task="causal_lm").task == "causal_lm"
 

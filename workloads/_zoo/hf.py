@@ -138,11 +138,12 @@ class HFModel(WorkloadDefaults):
 
         fields = dict(self.fields)
         config = AutoConfig.for_model(fields.pop("model_type"), **fields)
-        if self.size in SCALES:
-            _scale(config, SCALES[self.size], self.task)
+        for part in _parts(config):  # a composite's own fields and its parts' (CLIP's text and vision models)
+            if self.size in SCALES:
+                _scale(part, SCALES[self.size], self.task)
+            _quiet(part)
         if self._seq:
             _set_if_smaller(config, "max_position_embeddings", int(self._seq))
-        _quiet(config)
         for key, value in self.options.items():
             setattr(config, key, value)
         return config
@@ -202,8 +203,9 @@ class HFModel(WorkloadDefaults):
     def make_batch(self, batch_size: int, *, device: torch.device, generator: torch.Generator):
         config = self.settings
         if self.task == "image_classification":
-            size = int(getattr(config, "image_size", 224))
-            images = torch.randn(batch_size, int(getattr(config, "num_channels", 3)), size, size, device=device,
+            vision = config if hasattr(config, "image_size") else getattr(config, "vision_config", config)
+            size = int(getattr(vision, "image_size", 224))
+            images = torch.randn(batch_size, int(getattr(vision, "num_channels", 3)), size, size, device=device,
                                  generator=generator)  # fmt: skip
             return images, torch.randint(0, config.num_labels, (batch_size,), device=device, generator=generator)
         shape = TransformerShape(layers=0, hidden=0, heads=0, vocab=config.vocab_size, seq=self.seq, batch_size=0)
@@ -244,6 +246,13 @@ def tasks(model_type: str) -> list[str]:
     from transformers.models.auto import modeling_auto
 
     return [task for task in TASKS if model_type in getattr(modeling_auto, MAPPINGS[task][0])]
+
+
+def _parts(config) -> list:
+    """The configuration and those it holds (a composite's text_config, vision_config, …)."""
+    from transformers import PretrainedConfig
+
+    return [config, *(value for value in vars(config).values() if isinstance(value, PretrainedConfig))]
 
 
 def _scale(config, scale: Scale, task: str) -> None:
