@@ -136,11 +136,13 @@ def read_comparisons(out: Path) -> list[dict]:
 
 
 def write_whatif_page(run_folder: Path, meta: dict, configs, cluster, out: Path) -> str | None:
-    """The run's what-if page on `cluster` when it stored a gradient-ready profile; its file name."""
+    """The run's what-if page on `cluster` when it stored a gradient-ready profile; its file name. Without one,
+    a page an earlier build wrote is removed: nothing links it any more, and its cluster is not this build's."""
     profiles = model_tables.read_gradprofiles(run_folder)
-    if cluster is None or profiles.empty:
-        return None
     name = f"{run_folder.name}.whatif.html"
+    if cluster is None or profiles.empty:
+        (out / "runs" / name).unlink(missing_ok=True)
+        return None
     write_text(out / "runs" / name, whatif.whatif_page(meta, configs, profiles, cluster))
     return name
 

@@ -8,6 +8,7 @@ Links are relative, so the folder can be copied to any static host or opened fro
 from __future__ import annotations
 
 import html
+import shlex
 from typing import Any
 
 import pandas as pd
@@ -102,3 +103,13 @@ def facts_table(facts: list[tuple[str, str]]) -> str:
     """Name–value rows without a header row (the names are the header), values escaped here."""
     body = "".join(f"<tr><th>{esc(name)}</th><td>{esc(text)}</td></tr>" for name, text in facts)
     return f"<div class=scroll><table class=facts><tbody>{body}</tbody></table></div>"
+
+
+def reproduce_html(command: list[Any] | None) -> str:
+    """The run's command to run again, as a new run: without its --run-id, which names a folder that now
+    exists (a second run under it is refused)."""
+    words = [str(c) for c in command or []]
+    kept = [w for i, w in enumerate(words) if not (w == "--run-id" or w.startswith("--run-id=")
+                                                   or (i and words[i - 1] == "--run-id"))]  # fmt: skip
+    note = " (as a new run: without its --run-id)" if len(kept) < len(words) else ""
+    return f"<h3>Reproduce{note}</h3><pre>{esc(shlex.join(kept))}</pre>"

@@ -4,7 +4,6 @@ No file I/O (that is `reports.site`); the run page is `reports.pages.run_page`, 
 
 from __future__ import annotations
 
-import shlex
 from typing import Any
 from urllib.parse import quote
 
@@ -15,7 +14,7 @@ from reports import aggregate
 from reports.aggregate import machine_summary
 from reports.figures import network as netfigures
 from reports.pages import alerts, answer
-from reports.pages.html import FigureList, esc, page, table
+from reports.pages.html import FigureList, esc, page, reproduce_html, table
 
 BUSBW_CAPTION = (
     "Higher is better: bus bandwidth (algorithm bandwidth × the nccl-tests factor) per message size; "
@@ -97,7 +96,11 @@ def index_page(
              comparison_links(r["page"], comparisons)] for r in runs]  # fmt: skip
     head = ["run", "fastest (largest world size, step: geometric mean of repeats)", "machine", "strategies",
             "configurations", "comparisons"]  # fmt: skip
-    listing = table(head, rows) if rows else "<p>No runs yet: <code>make bench</code>.</p>"
+    listing = (
+        table(head, rows)
+        if rows
+        else "<p>No runs yet: <code>make bench</code> (or <code>ddpbench bench</code>) writes one.</p>"
+    )
     body = (
         "<h1>ddpbench runs</h1><p>Newest first. Each run page opens with the answer (strategies ranked by step "
         "time, the bucket cap to use) and then shows how it scales, where the time goes, what it costs in memory, "
@@ -160,8 +163,7 @@ def collectives_page(meta: dict[str, Any], frame: pd.DataFrame, contention: pd.D
                      "median over repeats of each repeat's own ratio (the compute's extra time spread over the "
                      "all-reduce's duration), not the ratio of the medians beside it.</p>"
                      + table(head, rows))  # fmt: skip
-    command = shlex.join(str(c) for c in meta.get("command") or [])
-    parts.append(f"<h3>Reproduce</h3><pre>{esc(command)}</pre>")
+    parts.append(reproduce_html(meta.get("command")))
     return page(f"ddpbench collectives {meta.get('run_id')}", "\n".join(parts), depth=1)
 
 

@@ -4,7 +4,6 @@ environment it ran on, and every configuration in one table."""
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ import pandas as pd
 
 from reports.aggregate import RunData, machine_summary
 from reports.pages import alerts, answer, profiles
-from reports.pages.html import FigureList, esc, facts_table, name_html, page, table
+from reports.pages.html import FigureList, esc, facts_table, name_html, page, reproduce_html, table
 from reports.pages.run_sections import (
     bucket_section,
     config_cell,
@@ -120,6 +119,15 @@ def _known(*values: Any) -> list[str]:
     return [str(v) for v in values if v is not None and v != ""]
 
 
+GPU_SOFTWARE = {
+    "driver_version": "driver",
+    "cuda_driver_version": "CUDA driver",
+    "torch_cuda": "torch CUDA",
+    "nccl_version": "NCCL",
+}
+"""Each named beside its value: a run on the CPU knows torch's CUDA build and nothing else of the four."""
+
+
 def environment_facts(meta: dict[str, Any]) -> list[tuple[str, str]]:
     """What the run measured on, each fact once; unknown parts are left out, never shown as None."""
     environment = meta.get("environment", {})
@@ -133,9 +141,8 @@ def environment_facts(meta: dict[str, Any]) -> list[tuple[str, str]]:
         ("CPU", " ".join(_known(cpu, f"({cores} cores)" if cores else None))),
         ("GPUs", ", ".join(f"{g.get('index')}: {g.get('name')}{gib_suffix(g.get('memory_mb'))}" for g in gpus)
                  or ("none" if meta.get("device") == "cpu" else "")),
-        ("driver, CUDA driver, torch CUDA, NCCL",
-         ", ".join(_known(*(environment.get(k) for k in ("driver_version", "cuda_driver_version", "torch_cuda",
-                                                          "nccl_version"))))),
+        ("GPU software", ", ".join(f"{name} {environment[key]}" for key, name in GPU_SOFTWARE.items()
+                                   if _known(environment.get(key)))),
         ("torch, python", ", ".join(_known(environment.get("torch_version"), environment.get("python")))),
         ("platform", ", ".join(_known(environment.get("platform")))),
         ("git", " ".join(_known(environment.get("git_sha"), "(dirty)" if environment.get("git_dirty") else None))),
@@ -157,8 +164,7 @@ def environment_section(meta: dict[str, Any]) -> str:
             for t in topology
         ]
         parts.append("<h3>Topology</h3>" + table(["GPU", "GPU", "nearest common ancestor", "NVLink P2P"], rows))
-    command = shlex.join(str(c) for c in meta.get("command") or [])
-    parts.append(f"<h3>Reproduce</h3><pre>{esc(command)}</pre>")
+    parts.append(reproduce_html(meta.get("command")))
     full = json.dumps(environment, indent=2, default=str, sort_keys=True)
     parts.append(f"<details><summary>Full environment</summary><pre>{esc(full)}</pre></details>")
     return "\n".join(parts)

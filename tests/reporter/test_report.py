@@ -7,6 +7,7 @@ import re
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -174,3 +175,12 @@ def test_a_copied_run_gets_its_own_comparison_links_keyed_by_folder(tmp_path):
     (base_row,) = [row for row in rows if 'href="runs/cpu_run-base.html"' in row]
     assert f"{link}vs cpu_run-base</a>" in new_row and "→" not in new_row
     assert f"{link}→ cpu_run</a>" in base_row and "vs cpu_run-base" not in base_row
+
+
+def test_a_build_without_a_cluster_removes_the_what_if_page_an_earlier_build_left(tmp_path):
+    """Nothing links it any more, and it answers for a cluster this build was not asked about."""
+    stale = tmp_path / "runs" / "bucket_sweep.whatif.html"
+    stale.parent.mkdir()
+    stale.write_text("what if on an earlier build's cluster")
+    assert site.write_whatif_page(DATA / "bucket_sweep", {}, pd.DataFrame(), None, tmp_path) is None
+    assert not stale.exists()

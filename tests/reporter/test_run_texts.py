@@ -17,7 +17,8 @@ from harness.perfmodel import network, predict
 from reports import aggregate
 from reports.figures import captions
 from reports.figures import network as netfigures
-from reports.pages import run_sections
+from reports.pages import html as pages_html
+from reports.pages import run_page, run_sections
 from reports.pages.html import FigureList
 
 RULE = "beats the 25 MiB cap significantly and by at least 5 %"
@@ -203,3 +204,22 @@ def test_the_what_if_note_says_what_the_one_gpu_step_is_made_of():
     assert "DDP's own cost at one rank (the reference's step less the baseline's, never below 0) is 0 ms" in note
     assert "the one-GPU step with DDP (46.13 ms: the baseline's, plus DDP's own cost)" in note
     assert "added" in whatif._calibration_note(row.copy().replace({0.0: 3.0}))
+
+
+def test_the_environment_names_each_gpu_software_version_beside_its_value():
+    """A CPU run knows torch's CUDA build only: '13.0' under 'driver, CUDA driver, torch CUDA, NCCL' said nothing."""
+    cpu = dict(run_page.environment_facts({"device": "cpu", "environment": {"torch_cuda": "13.0"}}))
+    assert cpu["GPU software"] == "torch CUDA 13.0"
+    gpu = {"driver_version": "570.1", "cuda_driver_version": "12.8", "torch_cuda": "12.8", "nccl_version": "2.26.2"}
+    assert dict(run_page.environment_facts({"environment": gpu}))["GPU software"] == (
+        "driver 570.1, CUDA driver 12.8, torch CUDA 12.8, NCCL 2.26.2"
+    )
+
+
+def test_reproduce_gives_the_command_of_a_new_run_without_its_run_id():
+    """Run again under its own --run-id, the command would be refused: that folder exists."""
+    given = ["ddpbench", "bench", "--run-id", "sweep 1", "--impls", "stock", "--run-id=x"]
+    assert pages_html.reproduce_html(given) == (
+        "<h3>Reproduce (as a new run: without its --run-id)</h3><pre>ddpbench bench --impls stock</pre>"
+    )
+    assert pages_html.reproduce_html(["ddpbench", "bench"]) == "<h3>Reproduce</h3><pre>ddpbench bench</pre>"
