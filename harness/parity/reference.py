@@ -66,6 +66,12 @@ class ParityResult:
     within_tolerance: bool
     worst_parameter: str | None
 
+    def where(self) -> str:
+        """Where it differs most, for the row's parity note: a difference of 0 has no 'largest' to name."""
+        if self.max_abs_diff == 0:
+            return "identical to the reference in every parameter"
+        return f"largest difference in {self.worst_parameter}"
+
 
 def reference_parameters(workload: Workload, **setup) -> dict[str, torch.Tensor]:
     """Parameters of the single-process reference after `steps` steps, on the CPU (see `reference_run`)."""

@@ -110,4 +110,4 @@ def verdict(
         traceback.print_exc(file=sys.stderr)
         return ParityVerdict(None, None, f"parity check failed: {error_line(exc)}")
     return ParityVerdict(outcome.max_abs_diff, outcome.within_tolerance,
-                         f"largest difference in {outcome.worst_parameter}{how}")  # fmt: skip
+                         f"{outcome.where()}{how}")  # fmt: skip

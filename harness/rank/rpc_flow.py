@@ -297,6 +297,4 @@ def _check_parity(cfg: Configuration, final_state, *, trainers: int, device: tor
     except Exception as exc:  # a broken reference must not hide the timing
         traceback.print_exc(file=sys.stderr)
         return ParityVerdict(None, None, f"parity check failed: {error_line(exc)}")
-    return ParityVerdict(
-        outcome.max_abs_diff, outcome.within_tolerance, f"{semantics}; largest difference in {outcome.worst_parameter}"
-    )
+    return ParityVerdict(outcome.max_abs_diff, outcome.within_tolerance, f"{semantics}; {outcome.where()}")

@@ -78,3 +78,9 @@ def test_deterministic_algorithms_are_on_inside_the_block_and_restored_after():
     with reference.deterministic_algorithms():
         assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
     assert (torch.backends.cudnn.deterministic, torch.backends.cudnn.benchmark) == before
+
+
+def test_a_parity_note_names_the_largest_difference_only_where_there_is_one():
+    """A difference of 0 everywhere once read 'largest difference in 0.weight', naming a parameter at random."""
+    assert reference.ParityResult(0.0, True, "0.weight").where() == "identical to the reference in every parameter"
+    assert reference.ParityResult(2e-7, True, "2.bias").where() == "largest difference in 2.bias"
