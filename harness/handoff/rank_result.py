@@ -7,6 +7,7 @@ records in the run folder), so that a failed row is assembled as a measured one 
 from __future__ import annotations
 
 import dataclasses
+import re
 from typing import Any
 
 STATUSES = ("ok", "failed", "skipped", "idle", "stopped")
@@ -57,6 +58,19 @@ class RankResult:
 
 
 def error_line(exc: BaseException) -> str:
-    """The exception's type and the last non-empty line of its message."""
+    """The exception's type and the last non-empty line of its message (DDP's unused-parameter error: its cause)."""
+    if UNUSED_PARAMETERS in str(exc):
+        return f"{type(exc).__name__}: {_unused_parameters(str(exc))}"
     lines = [line for line in str(exc).splitlines() if line.strip()]
     return f"{type(exc).__name__}: {lines[-1].strip()}" if lines else type(exc).__name__
+
+
+UNUSED_PARAMETERS = "parameters that were not used in producing loss"
+"""DDP's error when some parameters got no gradient; its last line only says how to get a longer error."""
+
+
+def _unused_parameters(text: str) -> str:
+    indices = re.search(r"did not receive grad for rank \d+: ([\d ]+)", text)
+    which = f" (indices {indices.group(1).strip()} of model.parameters())" if indices else ""
+    return (f"DDP: the loss did not use some of the model's parameters{which}; "
+            f"--opt find_unused_parameters=true lets DDP run such a model")  # fmt: skip

@@ -130,6 +130,14 @@ def test_the_timeline_rows_name_their_configuration_rank_and_warmup():
 def test_error_line_keeps_the_type_and_the_last_line():
     assert error_line(ValueError("context\n\nthe cause ")) == "ValueError: the cause"
     assert error_line(KeyError()) == "KeyError"
+    ddp = RuntimeError("Expected to have finished reduction in the prior iteration before starting a new one. This "
+                       "error indicates that your module has parameters that were not used in producing loss. …\n"
+                       "Parameter indices which did not receive grad for rank 0: 37 38\n In addition, you can set "
+                       "the environment variable TORCH_DISTRIBUTED_DEBUG to either INFO or DETAIL …")  # fmt: skip
+    assert error_line(ddp) == (
+        "RuntimeError: DDP: the loss did not use some of the model's parameters (indices 37 38 "
+        "of model.parameters()); --opt find_unused_parameters=true lets DDP run such a model"
+    )
 
 
 def test_model_metadata_turns_throughput_into_tokens_and_flops_per_second():
