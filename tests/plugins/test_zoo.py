@@ -70,6 +70,13 @@ def test_a_users_transformers_config_file_is_built_as_it_says(tmp_path):
     assert (full.config().n_layer, full.config().vocab_size, full.task, full.seq) == (3, 300, "causal_lm", 64)
 
 
+def test_a_users_transformers_config_of_an_unknown_model_type_is_refused_naming_the_near_ones(capsys, tmp_path):
+    config = tmp_path / "config.json"
+    config.write_text('{"model_type": "lama"}')
+    said = refused(capsys, tmp_path, "--workloads", f"hf:{config}")
+    assert "transformers configuration config.json: unknown model_type 'lama'; did you mean llama" in said
+
+
 def test_a_torchvision_model_takes_its_size_from_the_size_and_is_deterministic():
     tiny = workloads.create("torchvision:convnext_tiny", size="tiny")
     full = workloads.create("torchvision:vit_b_16", size="full")

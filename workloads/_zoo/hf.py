@@ -87,6 +87,9 @@ def source(target: str) -> Source:
         if not path.is_file():
             raise ConfigError(f"transformers configuration {target!r} does not exist (looked for {str(path)!r})")
         fields = _read_config(path)
+        if fields["model_type"] not in CONFIG_MAPPING:  # else refused later, as if no task fitted it
+            raise ConfigError(f"transformers configuration {path.name}: "
+                              f"{unknown('model_type', fields['model_type'], CONFIG_MAPPING.keys())}")  # fmt: skip
         return _source(f"hf:{path}", f"hf:{path.parent.name}/{path.name}", fields, path=path)
     if target not in CONFIG_MAPPING:
         raise unknown("transformers model type", target, CONFIG_MAPPING.keys())
