@@ -51,8 +51,9 @@ class BenchConfig:
     )
     workload_options: tuple[tuple[str, tuple[str, ...]], ...] = flag(
         (),
-        "a workload option; several values sweep it (repeatable): a registered workload's (`ddpbench list`), a "
-        "zoo model's configuration or builder fields, your class's keyword arguments",
+        "a workload option; several values sweep it (repeatable): a registered workload's (`ddpbench list`); "
+        "hf: seq_len, task or any configuration field; torchvision:/timm: image_size, num_classes or a keyword of "
+        "the model's class; your class's keyword arguments (docs/your-model.md)",
         name="--wopt",
         parse=key_values("--wopt"),
         metavar="KEY=V[,V…]",
