@@ -12,7 +12,7 @@ from pathlib import Path
 
 from harness.commands import console
 from harness.config.bench import ConfigError
-from harness.results.layout import check_output_folder
+from harness.results.layout import check_output_folder, check_runs_folder
 
 EXIT_SLOWER = 1
 """Some configuration significantly slower, or failed in NEW where BASE measured it."""
@@ -50,8 +50,7 @@ def run_folder(text: str, results: Path) -> Path:
         raise ConfigError(f"run {found.name!r} is a `ddpbench collectives` run; compare judges two bench runs")
     if found is not None:
         return found
-    if not results.is_dir():  # said rather than "unknown run id" in a folder that is not there
-        raise ConfigError(f"--results {str(results)!r} is not a results folder (it does not exist or is a file)")
+    check_runs_folder(results)  # said rather than "unknown run id" in a folder that is not one of runs
     known = store.newest_runs(results)
     raise ConfigError(
         f"unknown run {text!r}: not a run folder, nor a run id in {str(results)!r} (newest runs: {known})"

@@ -5,15 +5,14 @@ from __future__ import annotations
 import argparse
 
 from harness.commands import console
-from harness.config.bench import ConfigError
-from harness.results.layout import check_output_folder
+from harness.results.layout import check_output_folder, check_runs_folder
 
 
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     from harness.perfmodel import cluster, predict
     from reports import site
 
-    _check_results_folder(args.results)
+    check_runs_folder(args.results)
     check_output_folder("--out", args.out)
     chosen = cluster.load(args.cluster) if args.cluster else None
     # The floor and the model's curves depend on collectives runs that may have come after a bench run.
@@ -25,20 +24,6 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         whatif = built.whatif_pages.get(run_id)
         console.say(f"  run {run_id}: {page}" + (f" (what if on {chosen.name}: {whatif.name})" if whatif else ""))
     return 0
-
-
-def _check_results_folder(results) -> None:
-    """A missing folder or a file is a typo, not an empty site saying "No runs yet"."""
-    if not results.exists():
-        raise ConfigError(f"--results {str(results)!r} does not exist; give the folder `ddpbench bench` wrote into "
-                          "(default: results)")  # fmt: skip
-    if not results.is_dir():
-        raise ConfigError(f"--results {str(results)!r} is a file, not a results folder")
-    from harness.results import store
-
-    if store.is_run_folder(results):
-        raise ConfigError(f"--results {str(results)!r} is one run; give the folder that holds it: "
-                          f"--results {str(results.parent)!r}")  # fmt: skip
 
 
 def _warn_shared_run_ids(results) -> None:

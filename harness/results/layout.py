@@ -202,6 +202,19 @@ def check_results_folder(results: Path, run_id: str) -> None:
         raise ConfigError(f"--results {str(results)!r} cannot be written (checked {str(existing)!r})")
 
 
+def check_runs_folder(results: Path) -> None:
+    """--results for a command that reads runs: a missing folder or a file is a typo (not an empty site saying
+    "No runs yet"), and one run's folder is the folder below the one meant."""
+    if not results.exists():
+        raise ConfigError(f"--results {str(results)!r} does not exist; give the folder `ddpbench bench` wrote into "
+                          "(default: results)")  # fmt: skip
+    if not results.is_dir():
+        raise ConfigError(f"--results {str(results)!r} is a file, not a results folder")
+    if RunFolder(results).run_json.is_file():
+        raise ConfigError(f"--results {str(results)!r} is one run; give the folder that holds it: "
+                          f"--results {str(results.parent)!r}")  # fmt: skip
+
+
 def check_output_folder(flag: str, folder: Path) -> None:
     """An output folder (a site) must be a folder or not exist yet, under a writable one; checked
     before anything is written, so that a file given by mistake is one line, not a traceback."""

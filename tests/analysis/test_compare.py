@@ -231,3 +231,12 @@ def test_a_long_list_of_configurations_new_lacks_is_shortened_on_the_console_not
     shown = compare_command._shortened(lines)
     assert shown[:3] == lines[:3] and shown[3] == "… and 7 more with no ok result in NEW (the page lists all)"
     assert compare_command._shortened(lines[:4]) == lines[:4]
+
+
+def test_one_runs_folder_given_as_results_is_named_with_the_folder_meant(tmp_path, capsys):
+    """As `report` says it: the folder below the one meant, not 'unknown run' in it."""
+    synthetic_run(tmp_path / "r", "a", mean_ms=100, seed=1)
+    code = cli.main(["compare", "x", "y", "--results", str(tmp_path / "r" / "a"), "--out", str(tmp_path / "site")])
+    err = capsys.readouterr().err
+    assert code == 2 and f"is one run; give the folder that holds it: --results {str(tmp_path / 'r')!r}" in err
+    assert err.count("\n") == 1 and not (tmp_path / "site").exists()
