@@ -45,25 +45,34 @@ def _whiskers(rows: pd.DataFrame, *, median: str, low: str, high: str) -> dict:
 
 
 def speed_order(rows: pd.DataFrame) -> list[str]:
-    """Strategy labels fastest first, by median step time at the largest world size each was measured at."""
+    """Strategy labels fastest first, by step time (pooled over repeats as the answer ranks them) at the largest
+    world size each was measured at."""
     if rows.empty:
         return []
     largest = rows.sort_values("world_size").groupby("label", sort=False).tail(1)
     return list(largest.sort_values("step_ms_median", kind="stable")["label"])
 
 
+def geometric_mean(values: pd.Series) -> float:
+    """The repeats' geometric mean (NaN without a value): how repeats of one configuration are pooled."""
+    known = values.dropna().astype(float)
+    return stats.center_interval(known)[0] if len(known) else float("nan")
+
+
 def pooled_repeats(rows: pd.DataFrame, column: str) -> pd.DataFrame:
-    """Per strategy (its label without the repeat) and world size, over its repeats: `value` the median of
-    `column` (the answer ranks strategies by the median of the repeats' median steps), `low`/`high` the
-    lowest and highest repeat, `step_ms_median` the median of the repeats' median steps (speed_order),
-    `repeats` how many, and `parity_failed` whether any repeat failed parity."""
+    """Per strategy (its label without the repeat) and world size, over its repeats: `value` the geometric mean
+    of `column` (a step time or a throughput: the answer ranks strategies by the geometric mean of the repeats'
+    median steps, the estimate its ratios are built around), `low`/`high` the lowest and highest repeat,
+    `step_ms_median` that geometric mean of the repeats' median steps (speed_order), `repeats` how many, and
+    `parity_failed` whether any repeat failed parity."""
     rows = rows.assign(
         label=strategy_labels(rows),
         parity_failed=rows["parity_ok"].eq(False),  # None means not judged
     )
     pooled = rows.groupby(["label", "world_size"], sort=False).agg(
-        value=(column, "median"), low=(column, "min"), high=(column, "max"),
-        step_ms_median=("step_ms_median", "median"), repeats=(column, "size"), parity_failed=("parity_failed", "any"),
+        value=(column, geometric_mean), low=(column, "min"), high=(column, "max"),
+        step_ms_median=("step_ms_median", geometric_mean), repeats=(column, "size"),
+        parity_failed=("parity_failed", "any"),
     )  # fmt: skip
     return pooled.reset_index()
 
@@ -73,7 +82,7 @@ def _bars_by_strategy(
 ) -> go.Figure:
     """One bar per strategy in each world-size group, fastest first, its value on it; a strategy that
     failed parity gets '(PARITY FAILED)' in its legend entry and a hatched bar. With repeats, the bar is
-    the median over the repeats (pooled_repeats), its whiskers span the lowest to the highest repeat and a
+    the geometric mean over the repeats (pooled_repeats), its whiskers span the lowest to the highest repeat and a
     dot marks each repeat; with one, the whiskers (`whiskers`) span the steps' p10–p90."""
     figure = new_figure()
     ok = labelled(configs, workload=workload)
@@ -106,7 +115,7 @@ def _bars_by_strategy(
                 textposition="outside",
                 cliponaxis=False,
                 hovertemplate=hover
-                + (" (median of %{customdata} repeats)" if repeated else "")
+                + (" (geometric mean of %{customdata} repeats)" if repeated else "")
                 + "<extra>%{fullData.name}</extra>",
                 customdata=rows["repeats"] if repeated else None,
             )
@@ -128,11 +137,12 @@ def _bars_by_strategy(
 
 def step_time_by_strategy(configs: pd.DataFrame, *, workload: str) -> go.Figure:
     """Median step time per strategy (bars) and world size (groups), whiskers p10 to p90; with repeats, the
-    median over them, whiskers from the lowest to the highest repeat (_bars_by_strategy)."""
+    geometric mean over them, whiskers from the lowest to the highest repeat (_bars_by_strategy)."""
     figure = _bars_by_strategy(configs, workload=workload, column="step_ms_median", hover="%{y:.2f} ms",
                                whiskers=True, value_format="%{y:.3g}")  # fmt: skip
     repeated = has_repeats(labelled(configs, workload=workload))
-    whiskers = "median of repeats, whiskers lowest–highest repeat" if repeated else "whiskers p10–p90"
+    whiskers = ("each repeat's median, bars their geometric mean, whiskers lowest–highest repeat" if repeated
+                else "whiskers p10–p90")  # fmt: skip
     return styled(
         figure,
         title=f"{workload}: median step time ({whiskers}; lower is better)",

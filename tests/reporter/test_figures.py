@@ -252,7 +252,7 @@ def test_repeats_of_a_configuration_are_labelled_apart_until_pooled(cpu_run):
     assert sorted(set(both["label"])) == ["local #1", "local #2", "naive #1", "naive #2", "stock #1", "stock #2"]
 
 
-def test_with_repeats_each_strategy_is_one_bar_at_the_median_of_its_repeats_and_a_dot_for_each(cpu_run):
+def test_with_repeats_each_strategy_is_one_bar_at_the_geometric_mean_of_its_repeats_and_a_dot_for_each(cpu_run):
     runs = repeated(cpu_run, (1.0, 1.5, 1.2))
     figure = figures.step_time_by_strategy(runs, workload="mlp")
     bars = [trace for trace in figure.data if trace.type == "bar"]
@@ -261,8 +261,10 @@ def test_with_repeats_each_strategy_is_one_bar_at_the_median_of_its_repeats_and_
     one = cpu_run.configs.set_index(["impl", "world_size"])["step_ms_median"]
     for bar in bars:
         plain = np.array([one[(bar.name, 1)], one[(bar.name, 2)]])
-        assert np.allclose(bar.y, 1.2 * plain)  # the median of the three repeats
-        assert np.allclose(bar.error_y.array, 0.3 * plain) and np.allclose(bar.error_y.arrayminus, 0.2 * plain)
+        assert np.allclose(bar.y, 1.8 ** (1 / 3) * plain)  # the geometric mean of the three repeats, as ranked
+        centre = 1.8 ** (1 / 3)
+        assert np.allclose(bar.error_y.array, (1.5 - centre) * plain)
+        assert np.allclose(bar.error_y.arrayminus, (centre - 1.0) * plain)
         dots = next(trace for trace in figure.data if trace.type == "scatter" and trace.legendgroup == bar.name)
         assert sorted(dots.y) == sorted(np.outer([1.0, 1.5, 1.2], plain).ravel())
     throughput = figures.throughput_by_strategy(runs, workload="mlp")
