@@ -219,7 +219,7 @@ CONFIGS = Table(
     (
         C("schema_version", I32, "", "the version of this format that wrote the part (see Schema versions)"),
         RUN_ID, CONFIG_ID,
-        C("repeat", I32, "", "which of the `--repeats` measurements of this configuration (0 when run once; repeats are interleaved)"),
+        C("repeat", I32, "", "which of the `--repeats` measurements of this configuration (counted from 0, so 0 when run once; the console and the pages count from 1: repeat 0 is #1; repeats are interleaved)"),
         C("status", STR, "", "`ok`, `failed` or `skipped`"),
         C("error", STR, "", "failed: the error's last line, naming the rank; skipped: the reason"),
         C("error_kind", STR, "", "why a failed row failed: `exception` (a Python exception), `oom` (an allocation refused: CUDA's out-of-memory, the CPU allocator's), `killed` (a rank died without an exception: a signal, a hard exit), `timeout` (no progress for `--timeout` seconds; `error` names the ranks that did not respond and where the others wait), `launch` (the launch never started a configuration); null otherwise"),
