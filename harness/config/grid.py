@@ -237,8 +237,10 @@ def _built(source, *, size: str, options: dict[str, Any]):
         workload = source.create(size=size, options=options)
         source.check_workload(workload)
         return workload
-    except ConfigError:
-        raise
+    except ConfigError as exc:  # a registered workload's own check of a value does not name it
+        if source.name in str(exc):
+            raise
+        raise ConfigError(f"workload {source.name}: {exc}") from None
     except Exception as exc:
         lines = [line for line in str(exc).splitlines() if line.strip()]
         raise ConfigError(f"workload {source.name}: building it raised {type(exc).__name__}: "

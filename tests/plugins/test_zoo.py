@@ -285,7 +285,8 @@ def test_a_user_file_that_fails_to_import_is_one_line_naming_it_and_the_line(cap
         (["--workloads", f"mlp,{ROOT / 'examples' / 'my_workload.py'}:MyModel", "--wopt", "width=abc"],
          "--wopt width='abc' is not valid: my_workload.py:MyModel takes width: int"),  # once named mlp's options
         (["--workloads", "mlp", "--wopt", "classes=many"], "classes: 'many' is not a whole number"),
-        (["--workloads", "mlp", "--wopt", "classes=0"], "option classes=0 is not valid; give a whole number ≥ 1"),
+        (["--workloads", "mlp,hf:llama", "--wopt", "classes=0"],
+         "workload mlp: option classes=0 is not valid; give a whole number ≥ 1"),
         (["--workloads", "torchvision:squeezenet1_1", "--wopt", "image_size=0"],
          "--wopt image_size=0 is not valid for torchvision:squeezenet1_1; give a whole number ≥ 1"),  # once ignored
         (["--workloads", "hf:llama", "--wopt", "num_hidden_layers=2,-1"],
