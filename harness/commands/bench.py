@@ -28,7 +28,33 @@ class Terminated(Exception):
     """SIGTERM, raised in the main thread like KeyboardInterrupt is for SIGINT."""
 
 
-EXIT_SIGNAL = {KeyboardInterrupt: 130, Terminated: 143}  # 128 + the signal's number, as shells do
+EXIT_SIGNAL = {"SIGINT": 130, "SIGTERM": 143}  # 128 + the signal's number, as shells do
+
+
+class StopSignals:
+    """Ctrl-C and SIGTERM, raised in the main thread (KeyboardInterrupt, Terminated) and remembered: a library
+    the signal interrupts may turn that exception into one of its own (pyarrow, stopped while it imports
+    zoneinfo to read a timestamp, raises ArrowInvalid), and the run must still stop as asked, keeping what
+    finished and saying how to resume."""
+
+    def __init__(self) -> None:
+        self.received: str | None = None
+
+    def _raise(self, signum, frame):
+        self.received = signal.Signals(signum).name
+        raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated()
+
+    @contextlib.contextmanager
+    def caught(self):
+        handled = [signal.SIGTERM]
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # ignored (a background job): it stays so
+            handled.append(signal.SIGINT)
+        previous = {signum: signal.signal(signum, self._raise) for signum in handled}
+        try:
+            yield self
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
 
 
 def bench_config(
@@ -149,23 +175,15 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     launched = time.monotonic()
     costs.add_into(plan.fixed_cost_s, {"start": launched - began})
     progress = console.Progress(plan.run, plan.configurations, done=done)
+    stops = StopSignals()
     try:
-        with _sigterm_as_exception():
+        with stops.caught():
             launch.run_groups(config, plan, on_written=progress.written, on_tick=progress.tick)
             repeats.until_decided(config, plan, began=began, launched=launched, done=done, on_written=progress.written,
                                   on_tick=progress.tick, on_round=functools.partial(_round, progress))  # fmt: skip
-    except (KeyboardInterrupt, Terminated) as stop:
+    except BaseException as stop:
         progress.close()
-        why = "SIGTERM" if isinstance(stop, Terminated) else "SIGINT"
-        return _stopped(plan, why, EXIT_SIGNAL[type(stop)], wall_s=time.monotonic() - began)
-    except launch.FailFast as failure:
-        progress.close()
-        console.say_err(f"ddpbench: --fail-fast: stopping at the first failure: {failure}")
-        return _stopped(plan, "--fail-fast", 1, wall_s=time.monotonic() - began)
-    except OSError as exc:  # the results cannot be written (a full disk): nothing more can be kept
-        progress.close()
-        console.error(f"cannot write results in {plan.run}/: {exc}")
-        return _stopped(plan, "a write error", 1, wall_s=None)
+        return _ended_early(plan, stop, stops.received, began=began)
     finally:
         progress.close()
     shutil.rmtree(RunFolder(plan.run).cached(""), ignore_errors=True)  # the run is over: nothing reuses its cache
@@ -201,16 +219,21 @@ def _why_lines(run) -> list[str]:
     return lines
 
 
-@contextlib.contextmanager
-def _sigterm_as_exception():
-    def raise_terminated(signum, frame):
-        raise Terminated()
+def _ended_early(plan, stop: BaseException, received: str | None, *, began: float) -> int:
+    """How a run stopped before its end: by a signal (whatever exception it became on its way up), by
+    --fail-fast, or by a write error (a full disk: nothing more can be kept); anything else propagates."""
+    from harness.launch import launcher as launch
 
-    previous = signal.signal(signal.SIGTERM, raise_terminated)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
+    if received or isinstance(stop, (KeyboardInterrupt, Terminated)):
+        why = received or ("SIGINT" if isinstance(stop, KeyboardInterrupt) else "SIGTERM")
+        return _stopped(plan, why, EXIT_SIGNAL[why], wall_s=time.monotonic() - began)
+    if isinstance(stop, launch.FailFast):
+        console.say_err(f"ddpbench: --fail-fast: stopping at the first failure: {stop}")
+        return _stopped(plan, "--fail-fast", 1, wall_s=time.monotonic() - began)
+    if isinstance(stop, OSError):
+        console.error(f"cannot write results in {plan.run}/: {stop}")
+        return _stopped(plan, "a write error", 1, wall_s=None)
+    raise stop
 
 
 def _stopped(plan, why: str, code: int, *, wall_s: float | None) -> int:

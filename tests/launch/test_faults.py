@@ -9,6 +9,7 @@ size 1 launch per test); the signal tests use the real command line.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -189,6 +190,39 @@ def test_ctrl_c_or_sigterm_stops_every_rank_keeps_what_finished_and_says_how_to_
     assert f"-m harness.cli bench --resume cut --results {tmp_path}" in last
     assert list(store.read_configs(run)["impl"]) == ["naive"]
     assert processes_of(run) == []
+
+
+@pytest.mark.parametrize(("sig", "code", "name"), [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])
+def test_a_signal_a_library_turned_into_its_own_error_still_stops_the_run_as_asked(
+    tmp_path, monkeypatch, capsys, sig, code, name
+):
+    """Seen in the suite: Ctrl-C while pyarrow imported zoneinfo to read a row came up as ArrowInvalid, a
+    traceback and exit 1, not the stop line and its resume command."""
+
+    def interrupted_read(config, plan, *, on_written, on_tick=None):
+        try:
+            os.kill(os.getpid(), sig)  # the handler raises here, inside the library
+            time.sleep(5)
+        except BaseException as exc:
+            raise ValueError("The zoneinfo module or pytz package must be installed.") from exc
+
+    monkeypatch.setattr(launch, "run_groups", interrupted_read)
+    args = ["bench", "--gpus", "1", "--impls", "naive", "--no-baseline", "--size", "tiny",
+            "--results", str(tmp_path), "--run-id", "cut"]  # fmt: skip
+    with default_sigint_here():
+        assert cli.main(args) == code
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith(f"ddpbench: stopped by {name}: 0 of 1 configurations saved") and "--resume cut" in last
+
+
+@contextlib.contextmanager
+def default_sigint_here():
+    """Ctrl-C as a foreground job has it (pytest may run with it ignored): restored after."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_a_full_disk_stops_the_run_with_exit_1_and_the_resume_command(tmp_path, monkeypatch, capsys):

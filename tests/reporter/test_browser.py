@@ -142,7 +142,7 @@ def test_every_run_page_answers_before_its_first_figure(built, tab):
 
 def test_every_link_on_every_page_resolves(tmp_path, tab):
     """Index, run pages, a comparison and the trace links of a profiled run: each href opens a file or an anchor."""
-    from test_answer import test_a_comparison_page_has_its_figure_a_self_compare_warning_and_an_index_link as make
+    from test_answer import test_a_comparison_page_opens_with_its_outcome_and_the_index_lists_it as make
 
     make(tmp_path)  # a site with two comparison pages
     built_site = site.build_site(results=DATA, out=tmp_path / "site")
