@@ -276,6 +276,8 @@ def test_a_user_file_that_fails_to_import_is_one_line_naming_it_and_the_line(cap
          "torchvision:squeezenet1_1 takes no option colour; its options: dropout, image_size, num_classes, version"),
         (["--workloads", "torchvision:convnext_tiny", "--wopt", "colour=red"],
          "torchvision:convnext_tiny takes no option colour; its options: block, block_setting"),  # once swallowed
+        (["--workloads", "torchvision:regnet_y_400mf", "--wopt", "colour=red"],  # the meta device refuses its build
+         "torchvision:regnet_y_400mf takes no option colour; its options: activation"),  # once failed in every rank
         (["--workloads", "torchvision:vit_b_16", "--wopt", "image_size=40"], "torchvision:vit_b_16 cannot be built "
          "with image_size=40: AssertionError: Input shape indivisible by patch size!"),  # once a traceback
         (["--workloads", "hf:llama", "--wopt", "task=seq2seq"], "--wopt task=seq2seq is not valid for hf:llama: "

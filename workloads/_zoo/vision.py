@@ -18,6 +18,7 @@ timm's models share this workload's images and loss (harness `timm:NAME`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import dis
 import functools
@@ -143,32 +144,58 @@ def _size_keywords(name: str, image_size: int) -> dict[str, Any]:
 
 
 def options_check(build: Callable[..., ImageModel], shown: str) -> Callable[[dict[str, Any]], None]:
-    """The check of a zoo image model's options: the keywords its class takes, then a build on the meta device
-    (no memory) with them. Its class is found once, by a build without options."""
-    model_class = functools.cache(lambda: _meta_class(build))
-    return lambda options: _check_on_meta(build, options, shown, model_class())
+    """The check of a zoo image model's options: the keywords its class takes, then a build without the memory
+    of its weights (`_weightless`) with them. Its class, and the way to build it so, are found once, by a build
+    without options."""
+    found = functools.cache(lambda: _meta_class(build))
+    return lambda options: _check_on_meta(build, options, shown, *found())
 
 
-def _meta_class(build: Callable[..., ImageModel]) -> type | None:
-    """The model's class, or None where it cannot be built on the meta device at all (RegNet's init copies)."""
+@contextlib.contextmanager
+def parameters_on_meta():
+    """Each parameter moved to the meta device as its module registers it: a model whose construction computes
+    with tensors (RegNet's widths), which the meta device refuses, built without the memory of its weights (one
+    parameter at a time is allocated, then dropped)."""
+    register = nn.Module.register_parameter
+
+    def on_meta(module: nn.Module, name: str, parameter: nn.Parameter | None) -> None:
+        if parameter is not None:
+            parameter = nn.Parameter(parameter.to("meta"), requires_grad=parameter.requires_grad)
+        register(module, name, parameter)
+
+    nn.Module.register_parameter = on_meta
     try:
-        with torch.device("meta"):
-            return type(build(size="tiny", options={}).build_model())
-    except Exception:
-        return None
+        yield
+    finally:
+        nn.Module.register_parameter = register
+
+
+WEIGHTLESS = (lambda: torch.device("meta"), parameters_on_meta)
+"""Ways to build a model without its weights' memory, cheapest first."""
+
+
+def _meta_class(build: Callable[..., ImageModel]) -> tuple[type | None, Callable | None]:
+    """The model's class and the first way (WEIGHTLESS) it builds; (None, None) where none does."""
+    for weightless in WEIGHTLESS:
+        try:
+            with weightless():
+                return type(build(size="tiny", options={}).build_model()), weightless
+        except Exception:
+            continue
+    return None, None
 
 
 def _check_on_meta(build: Callable[..., ImageModel], options: dict[str, Any], shown: str,
-                   model_class: type | None) -> None:  # fmt: skip
+                   model_class: type | None, weightless: Callable | None) -> None:  # fmt: skip
     """Options the model's class does not take, or that it refuses, are bad input."""
     taken = keywords(model_class)
     if taken is not None and set(options) - taken - set(OWN_OPTIONS):
         unknown, valid = sorted(set(options) - taken - set(OWN_OPTIONS)), sorted(taken | set(OWN_OPTIONS))
         raise UnknownOption(f"{shown} takes no option {', '.join(unknown)}; its options: {', '.join(valid)}")
-    if model_class is None:  # no build here to judge the values by: the ranks will say
+    if weightless is None:  # no build here to judge the values by: the ranks will say
         return
     try:
-        with torch.device("meta"):
+        with weightless():
             build(size="tiny", options=dict(options)).build_model()
     except ConfigError:  # a value the options themselves refuse, in its own words
         raise
