@@ -6,6 +6,7 @@ Exit 1 when a launch failed or a collective gave a wrong result; 130 on Ctrl-C.
 from __future__ import annotations
 
 import argparse
+import shutil
 
 from harness.commands import console
 from harness.commands.console import predictions
@@ -66,7 +67,12 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         return 1
     except KeyboardInterrupt:  # the launch in flight is down, ranks included; finished world sizes stay
         done = sorted(model_tables.read_collectives(run_dir)["world_size"].unique().tolist())
-        console.say(f"ddpbench: stopped by SIGINT: world sizes {done} saved in {run_dir}/")
+        if not done:  # an empty run would be listed, and chosen by predict, as if it had measured the network
+            shutil.rmtree(run_dir, ignore_errors=True)
+            console.say("ddpbench: stopped by SIGINT before the first world size finished: nothing measured, "
+                        "nothing kept")  # fmt: skip
+        else:
+            console.say(f"ddpbench: stopped by SIGINT: world sizes {', '.join(map(str, done))} saved in {run_dir}/")
         return 130
     frame = model_tables.read_collectives(run_dir)
     predictions.collectives_table(frame, model_tables.read_contention(run_dir))

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     if args.out:
         predict_cluster.write_rows(pd.concat(frames, ignore_index=True), Path(args.out))
     if run_dir is not None:
-        _validate(args.results_dir, run_dir, network, stored=given is None)
+        _validate(run_dir.parent, run_dir, network, stored=given is None)
     return 0
 
 
@@ -133,9 +133,10 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
 
     run_dir = predict.resolve_run(args.run, args.results_dir)
     setup = _run_setup(run_dir, args)
-    network = given or network_for_run(args.results_dir, run_dir)
+    beside = run_dir.parent  # "in the same results folder": the run's own, however the run was named
+    network = given or network_for_run(beside, run_dir)
     if network is None:
-        raise ConfigError(f"no `ddpbench collectives` run from this run's machine in {str(args.results_dir)!r}; "
+        raise ConfigError(f"no `ddpbench collectives` run from this run's machine in {str(beside)!r}; "
                           "run one there, or give --busbw (and --latency)")  # fmt: skip
     profile, source = _profile_for_run(run_dir, setup, device=device)
     configs = store.read_configs(run_dir)

@@ -114,11 +114,13 @@ def network_link(network: Network, world_size: int) -> Link:
 
 
 def matching_collectives(results: Path, meta: dict) -> Path | None:
-    """The newest collectives run in `results` made on the same machine, device and backend as the run."""
+    """The newest collectives run in `results` made on the same machine, device and backend as the run, that
+    measured something (a run stopped before its first world size finished holds no row)."""
     key = (meta.get("environment", {}).get("hostname"), meta.get("device"), meta.get("backend"))
     for run in model_tables.list_collectives_runs(results):
         other = model_tables.read_collectives_meta(run)
-        if (other.get("hostname"), other.get("device"), other.get("backend")) == key:
+        same_machine = (other.get("hostname"), other.get("device"), other.get("backend")) == key
+        if same_machine and not model_tables.read_collectives(run).empty:
             return run
     return None
 

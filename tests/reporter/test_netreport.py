@@ -167,3 +167,24 @@ def test_predict_against_a_run_with_a_hypothetical_network_prints_but_stores_not
     out = capsys.readouterr().out
     assert "busbw 1.000 GB/s (given" in out and "validation w2 mlp/tiny" in out
     pd.testing.assert_frame_equal(model_tables.read_predictions(run), before)  # still the measured network's
+
+
+def test_predict_finds_the_collectives_run_beside_a_run_given_as_a_folder_and_skips_an_empty_one(
+    built, tmp_path, monkeypatch, capsys
+):
+    """Two review findings: `predict --run FOLDER` looked in ./results, not beside the run; and a collectives
+    run stopped before its first world size (no row), being the newest, hid the good one and crashed predict."""
+    from harness import cli
+    from harness.perfmodel import network
+
+    results = tmp_path / "results"
+    shutil.copytree(built[0], results)
+    empty = results / "stopped" / "collectives"
+    meta = store.read_json(results / "net" / "collectives" / "run.json")
+    store.write_json(empty / "run.json", {**meta, "run_id": "stopped", "started_at": "2026-12-01"})  # newer
+    run_meta = store.read_run_meta(results / "bucket_sweep")
+    assert network.matching_collectives(results, {**run_meta, "environment": {"hostname": "golden"}}).name == "net"
+    monkeypatch.chdir(tmp_path / "results" / "stopped")  # no ./results here
+    assert cli.main(["predict", "--run", str(results / "bucket_sweep"), "--gpus", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "(collectives run net)" in out and "validation w2 mlp/tiny stock, measured in the run (geometric mean" in out
