@@ -18,6 +18,8 @@ from harness.config.bench import DEVICES, SIZE_CHOICES, BenchConfig, ConfigError
 from harness.config.flags import STEERS, flag_name, flags_of
 from harness.handoff.costs import process_started_at
 
+EXIT_SIGINT = 130  # 128 + SIGINT, as shells do
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="ddpbench", description="Benchmark data-parallel training strategies in PyTorch.")
@@ -255,6 +257,11 @@ def main(argv: list[str] | None = None) -> int:
 
         console.error(str(exc))
         return EXIT_BAD_INPUT
+    except KeyboardInterrupt:  # bench and collectives say what they kept; the rest write whole files or nothing
+        from harness.commands import console
+
+        console.say_err(f"ddpbench {args.command}: stopped by SIGINT")
+        return EXIT_SIGINT
 
 
 if __name__ == "__main__":

@@ -236,3 +236,31 @@ def test_a_full_disk_stops_the_run_with_exit_1_and_the_resume_command(tmp_path, 
     out, err = capsys.readouterr()
     assert f"ddpbench: error: cannot write results in {tmp_path / 'full'}/: [Errno 28] No space left on device" in err
     assert out.strip().splitlines()[-1].startswith("ddpbench: stopped by a write error: 0 of 1 configurations saved")
+
+
+def test_ctrl_c_in_a_command_without_runs_to_keep_is_one_line_not_a_traceback(tmp_path, monkeypatch, capsys):
+    """predict and report once printed 40 lines of KeyboardInterrupt; they write whole files or nothing."""
+    from harness.commands import report
+
+    def interrupted(args, *, command):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(report, "run", interrupted)
+    assert cli.main(["report", "--results", str(tmp_path)]) == 130
+    assert capsys.readouterr().err == "ddpbench report: stopped by SIGINT\n"
+
+
+def test_a_collectives_run_stopped_before_its_first_world_size_keeps_nothing(tmp_path, monkeypatch, capsys):
+    """An empty run folder was listed, and chosen by predict as the newest, as if it had measured the network."""
+    from harness.launch import collectives
+
+    def interrupted(config, *, run_id, environment, on_world_done=None):
+        store.write_json(config.results / run_id / "collectives" / "run.json", {"run_id": run_id})
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(collectives, "run_collectives", interrupted)
+    args = ["collectives", "--results", str(tmp_path), "--run-id", "cut", "--gpus", "2"]
+    assert cli.main(args) == 130
+    out = capsys.readouterr().out
+    assert "stopped by SIGINT before the first world size finished: nothing measured, nothing kept" in out
+    assert not (tmp_path / "cut").exists()
