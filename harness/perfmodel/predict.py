@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.analysis import roles
+from harness.analysis import roles, stats
 from harness.analysis.sweep import cap_given, given_cap, swept_cap  # the model's layout: a cap given explicitly
 from harness.perfmodel.network import Network, network_for_run, network_link
 from harness.perfmodel.schedule import Calibration, Profile, calibrate, predict_cap, profile_from_rows
@@ -121,7 +121,9 @@ def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Ne
         contention = network.contention.get(world)
         calibration = run_calibration(configs, setup, profile=profile)
         calibrated = calibrate(profile, calibration)
-        for cap, measured_ms in group.groupby("bucket_cap_mb")["step_ms_median"].median().items():
+        # The repeats pooled as the run page ranks them and the sweep decides: their geometric mean.
+        measured = group.groupby("bucket_cap_mb")["step_ms_median"].agg(lambda ms: stats.center_interval(ms)[0])
+        for cap, measured_ms in measured.items():
             raw = predict_cap(profile, cap_mb=cap, link=link, world_size=world)
             raw_contended = (predict_cap(profile, cap_mb=cap, link=link, world_size=world, contention=contention)
                              if contention else None)  # fmt: skip

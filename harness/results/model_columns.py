@@ -141,7 +141,7 @@ PREDICTIONS = Table(
     "bucket-cap configuration at world size ≥ 2 (repeats pooled) with a profile and a network.",
     (
         WORKLOAD, SIZE, IMPL, WORLD_SIZE, BUCKET_CAP_MB,
-        C("measured_ms", F64, MS, "median over repeats of `step_ms_median`"),
+        C("measured_ms", F64, MS, "geometric mean over repeats of `step_ms_median` (as the run page ranks and the sweep decides)"),
         C("predicted_raw_ms", F64, MS, "the simulated DDP schedule on the world-size-1 profile as measured, without contention"),
         C("predicted_raw_contention_ms", F64, MS, "the profile as measured with the collectives run's contention: nothing from the run's own configurations (null where no contention was measured)"),
         C("predicted_ms", F64, MS, "the same, calibrated on the run's own configurations at world size 1 (nothing communicated), without contention"),

@@ -94,8 +94,9 @@ def validation(key: tuple, group: pd.DataFrame, as_good: list[float] | None, err
     import pandas as pd
 
     workload, size, world = key
-    say(f"validation w{world} {workload}/{size}, measured in the run against predicted "
-          f"(raw / raw + contention / calibrated / calibrated + contention):")  # fmt: skip
+    strategy = f" {group['impl'].iloc[0]}" if "impl" in group else ""
+    say(f"validation w{world} {workload}/{size}{strategy}, measured in the run (geometric mean of repeats) against "
+        f"predicted (raw / raw + contention / calibrated / calibrated + contention):")  # fmt: skip
     for r in group.itertuples():
         variants = (r.predicted_raw_ms, getattr(r, "predicted_raw_contention_ms", None), r.predicted_ms,
                     r.predicted_contention_ms)  # fmt: skip
