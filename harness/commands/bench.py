@@ -183,7 +183,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
                                   on_tick=progress.tick, on_round=functools.partial(_round, progress))  # fmt: skip
     except BaseException as stop:
         progress.close()
-        return _ended_early(plan, stop, stops.received, began=began)
+        return _ended_early(plan, stop, stops.received, began=began, progress=progress)
     finally:
         progress.close()
     shutil.rmtree(RunFolder(plan.run).cached(""), ignore_errors=True)  # the run is over: nothing reuses its cache
@@ -219,13 +219,14 @@ def _why_lines(run) -> list[str]:
     return lines
 
 
-def _ended_early(plan, stop: BaseException, received: str | None, *, began: float) -> int:
+def _ended_early(plan, stop: BaseException, received: str | None, *, began: float, progress) -> int:
     """How a run stopped before its end: by a signal (whatever exception it became on its way up), by
     --fail-fast, or by a write error (a full disk: nothing more can be kept); anything else propagates."""
     from harness.launch import launcher as launch
 
     if received or isinstance(stop, (KeyboardInterrupt, Terminated)):
         why = received or ("SIGINT" if isinstance(stop, KeyboardInterrupt) else "SIGTERM")
+        progress.catch_up()  # a configuration written as the signal came: its line, before the count
         return _stopped(plan, why, EXIT_SIGNAL[why], wall_s=time.monotonic() - began)
     if isinstance(stop, launch.FailFast):
         console.say_err(f"ddpbench: --fail-fast: stopping at the first failure: {stop}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import shutil
 
@@ -115,6 +116,20 @@ def test_progress_off_a_terminal_is_plain_lines(small_run):
     lines = stream.getvalue().splitlines()
     assert [line.split("]")[0] for line in lines] == ["[1/2", "[2/2"]
     assert "\r" not in stream.getvalue()  # no bar redraws in a log
+
+
+def test_a_stop_announces_what_reached_the_disk_unannounced_so_the_lines_add_up(small_run):
+    """A signal between a configuration's write and its line once left '[1/20]' above '2 of 20 saved'."""
+    stream = io.StringIO()
+    meta = store.read_json(small_run / "run.json")
+    from harness.config.grid import Configuration
+
+    pending = [Configuration.from_json(c) for c in meta["configurations"]][:3]
+    pending.append(dataclasses.replace(pending[0], config_id="never-written"))
+    progress = Progress(small_run, pending, stream=stream)
+    progress.written(pending[0])
+    progress.catch_up()
+    assert [line.split("]")[0] for line in stream.getvalue().splitlines()] == ["[1/4", "[2/4", "[3/4"]
 
 
 def test_resume_runs_exactly_what_an_interrupted_run_did_not_write(small_run, tmp_path):

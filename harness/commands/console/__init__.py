@@ -162,6 +162,15 @@ class Progress:
         self._bar.update(1)
         self._show_current()
 
+    def catch_up(self) -> None:
+        """Announce the configurations that reached the disk unannounced (a stop can come between a write and
+        its line), so that the lines printed add up to the count the stop line gives."""
+        from harness.results import store
+
+        on_disk = store.written_config_ids(self._run)
+        for cfg in [c for c in self._pending if c.config_id in on_disk]:
+            self.written(cfg)
+
     def extend(self, more: list[Configuration]) -> None:
         """More configurations to come (a round of `--repeats auto`)."""
         self._pending += list(more)
