@@ -192,7 +192,8 @@ class BenchConfig:
         if not self.workloads:
             raise ConfigError("--workloads is empty; give at least one workload (see `ddpbench list`)")
         if not 0 <= self.node_rank < self.nnodes:
-            raise ConfigError(f"--node-rank {self.node_rank} is not valid; give 0 to {self.nnodes - 1}")
+            nodes = "0 (one node)" if self.nnodes == 1 else f"0 to {self.nnodes - 1}"
+            raise ConfigError(f"--node-rank {self.node_rank} is not valid with --nnodes {self.nnodes}; give {nodes}")
         if self.nnodes > 1 and not self.rdzv_endpoint:
             raise ConfigError("--nnodes above 1 needs --rdzv-endpoint HOST:PORT")
         if self.rdzv_endpoint is not None:

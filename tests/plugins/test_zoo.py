@@ -212,6 +212,7 @@ def test_a_user_forward_that_raises_leaves_its_own_traceback_for_the_failed_row(
         ("torchvision:convnext", "unknown torchvision model 'convnext'; did you mean convnext_base, convnext_large, "
                                  "convnext_small, convnext_tiny"),
         ("hf:lama", "unknown transformers model type 'lama'; did you mean"),
+        ("torchvision:nope", "unknown torchvision model 'nope'; the names: alexnet, convnext_base, "),  # none near
         ("hf:/no/such/config.json", "transformers configuration '/no/such/config.json' does not exist"),
         ("nowhere/missing.py:MyModel", "workload file 'nowhere/missing.py' does not exist"),
         ("nonesuch_package_x.models:Net", "workload module 'nonesuch_package_x.models' cannot be imported"),

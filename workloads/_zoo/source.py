@@ -52,10 +52,17 @@ def closest(name: str, known: Iterable[str], *, many: int = 5) -> list[str]:
     return list(dict.fromkeys([*starting, *similar]))[:many]
 
 
+LISTED = 100
+"""The most names an unknown name's error lists when none is near (torchvision's classification models fit)."""
+
+
 def unknown(what: str, name: str, known: Iterable[str]) -> ConfigError:
-    """'unknown torchvision model 'convnext'; did you mean convnext_tiny, convnext_small, …?'"""
+    """'unknown torchvision model 'convnext'; did you mean convnext_tiny, convnext_small, …?', or, with no name
+    near, the names there are (the first LISTED of them, and how many in all)."""
+    known = sorted(known)
     near = closest(name, known)
-    hint = f"did you mean {', '.join(near)}?" if near else "see `ddpbench list` for where to find the names"
+    listed = ", ".join(known[:LISTED]) + (f", … ({len(known)} in all)" if len(known) > LISTED else "")
+    hint = f"did you mean {', '.join(near)}?" if near else f"the names: {listed}"
     return ConfigError(f"unknown {what} {name!r}; {hint}")
 
 
