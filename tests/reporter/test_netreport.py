@@ -187,4 +187,5 @@ def test_predict_finds_the_collectives_run_beside_a_run_given_as_a_folder_and_sk
     monkeypatch.chdir(tmp_path / "results" / "stopped")  # no ./results here
     assert cli.main(["predict", "--run", str(results / "bucket_sweep"), "--gpus", "2"]) == 0
     out = capsys.readouterr().out
-    assert "(collectives run net)" in out and "validation w2 mlp/tiny stock, measured in the run (geometric mean" in out
+    assert "(fitted (α + bytes / busbw) to collectives run net)" in out
+    assert "validation w2 mlp/tiny stock, measured in the run (geometric mean" in out

@@ -53,8 +53,9 @@ def contention_text(contention) -> str:
 def predict_table(frame: pd.DataFrame, *, world: int, link, contention) -> None:
     """The network at this world size, then one row per bucket cap and the predicted best (caps within
     agreement.TIE_TOLERANCE of the fastest are tied). `contention` None: none was measured."""
+    fitted = "fitted (α + bytes / busbw) to " if link.source.startswith("collectives run") else ""
     say(f"w{world}: all-reduce α {link.alpha_s * 1e6:.1f} µs, busbw {link.busbw_bytes_per_s / 1e9:.3f} GB/s "
-          f"({link.source}); {contention_text(contention)}")  # fmt: skip
+        f"({fitted}{link.source}); {contention_text(contention)}")  # fmt: skip
     _cap_rows(frame, decimals=2)
     best_cap(frame, world=world, decimals=2)
 
@@ -78,10 +79,10 @@ def best_cap(frame: pd.DataFrame, *, world: int, decimals: int, caveat: str = ""
 
 
 def _cap_rows(frame: pd.DataFrame, *, decimals: int) -> None:
-    say(f"  {'cap MiB':>8} {'buckets':>8} {'step ms':>9} {'exposed comm ms':>16} {'scaling eff.':>13}")
+    say(f"  {'cap MiB':>8} {'buckets':>8} {'predicted step ms':>18} {'exposed comm ms':>16} {'scaling eff.':>13}")
     for r in frame.itertuples():
-        say(f"  {r.bucket_cap_mb:>8g} {r.buckets:>8} {r.step_ms:>9.{decimals}f} "
-              f"{r.exposed_comm_ms:>16.{decimals}f} {r.scaling_efficiency:>13.3f}")  # fmt: skip
+        say(f"  {r.bucket_cap_mb:>8g} {r.buckets:>8} {r.step_ms:>18.{decimals}f} "
+            f"{r.exposed_comm_ms:>16.{decimals}f} {r.scaling_efficiency:>13.3f}")  # fmt: skip
 
 
 def no_validation() -> None:
