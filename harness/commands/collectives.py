@@ -58,6 +58,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     console.say(f"ddpbench: collectives {','.join(config.ops)} on {config.device} with {config.backend}, "
                 f"world sizes {config.world_sizes}, {BATCHES} batches of {config.iters} iterations per size "
                 f"-> {run_dir}/")  # fmt: skip
+    _warn_if_cores_shared(config)
     try:
         collectives.run_collectives(
             config, run_id=run_id, environment=env.capture(config.command), on_world_done=_world_done
@@ -78,6 +79,16 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     predictions.collectives_table(frame, model_tables.read_contention(run_dir))
     console.say(f"collectives: {model_tables.collectives_dir(run_dir)}/")
     return 0 if frame["correct"].all() else 1
+
+
+def _warn_if_cores_shared(config) -> None:
+    """More ranks than cores: they take turns, and the contention measured is the cores', not the link's."""
+    from harness.config.ranks import available_cpus
+
+    cores = available_cpus()
+    if config.device == "cpu" and config.gpus > cores:
+        console.warning(f"{config.gpus} ranks on {cores} CPU core(s): ranks take turns on the cores, so the "
+                        "larger world sizes' bandwidth and contention include waiting for a core")  # fmt: skip
 
 
 def _world_done(world: int, seconds: float) -> None:

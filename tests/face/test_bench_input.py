@@ -132,3 +132,17 @@ def test_repeated_values_run_once_and_are_said_to(capsys):
         "w2 mlp/tiny local", "w2 mlp/tiny stock bucket_cap_mb=1", "w2 mlp/tiny stock bucket_cap_mb=5",
     ]  # fmt: skip
     assert len(set(labels)) == len(labels)
+
+
+def test_collectives_warns_when_its_ranks_outnumber_the_cores(capsys, monkeypatch):
+    """bench warned of it; collectives once reported a 3-rank contention on 2 cores as the link's."""
+    import types
+
+    from harness.commands import collectives
+    from harness.config import ranks
+
+    monkeypatch.setattr(ranks, "available_cpus", lambda: 2)
+    collectives._warn_if_cores_shared(types.SimpleNamespace(device="cpu", gpus=3))
+    assert "3 ranks on 2 CPU core(s): ranks take turns on the cores" in capsys.readouterr().err
+    collectives._warn_if_cores_shared(types.SimpleNamespace(device="cpu", gpus=2))
+    assert capsys.readouterr().err == ""
