@@ -77,7 +77,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         return 130
     frame = model_tables.read_collectives(run_dir)
     predictions.collectives_table(frame, model_tables.read_contention(run_dir))
-    console.say(f"collectives: {model_tables.collectives_dir(run_dir)}/")
+    console.say(f"collectives: {model_tables.collectives_dir(run_dir)}/ (its page: `ddpbench report --results "
+                f"{config.results}`)")  # fmt: skip
     return 0 if frame["correct"].all() else 1
 
 
