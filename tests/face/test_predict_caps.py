@@ -66,3 +66,25 @@ def test_a_profile_measured_now_says_its_steps_only_when_they_are_slow(capsys):
     now[0] = 6.0
     slow(2, 7)  # 3 s a step: said, with the time left
     assert capsys.readouterr().out == "ddpbench predict: profiled step 2/7 (6 s; about 15 s to go)\n"
+    assert quick.step_seconds() == [0.05] and slow.step_seconds() == [6.0]
+
+
+def test_a_profile_measured_now_on_a_busy_or_noisy_machine_says_so(capsys, monkeypatch):
+    """A review's predict under load: forward 29 ms against 0.16 ms quiet, and nothing said of it."""
+    import os
+
+    from harness.commands import predict
+    from harness.config import ranks
+
+    monkeypatch.setattr(ranks, "available_cpus", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (4.5, 4.0, 3.0))
+    predict._warn_if_busy()
+    assert "this machine is busy (load 4.5 on 2 core(s)): the profile measured now shares its cores" in (
+        capsys.readouterr().err
+    )
+    predict._warn_if_noisy([0.010, 0.011, 0.030])
+    assert "the profile's 3 steps took 10–30 ms (CV 0.66)" in capsys.readouterr().err
+    predict._warn_if_noisy([0.010, 0.0101, 0.0102])
+    monkeypatch.setattr(os, "getloadavg", lambda: (1.0, 1.0, 1.0))
+    predict._warn_if_busy()
+    assert capsys.readouterr().err == ""
