@@ -107,7 +107,14 @@ def environment_differences(base_meta: dict, new_meta: dict) -> list[str]:
     worlds = [sorted({c["world_size"] for c in meta.get("configurations", [])}) for meta in (base_meta, new_meta)]
     if worlds[0] != worlds[1]:
         notes.append(f"world sizes differ: {worlds[0]} vs {worlds[1]}")
+    for key in MEASURING_KEYS:  # how long each configuration was measured: a median of 5 steps is not one of 30
+        given = [(meta.get("config") or {}).get(key) for meta in (base_meta, new_meta)]
+        if None not in given and given[0] != given[1]:
+            notes.append(f"--{key} differs: {given[0]} vs {given[1]} (each repeat's median is over its steps)")
     return notes
+
+
+MEASURING_KEYS = ("steps", "warmup")
 
 
 def match_keys(*, across_strategies: bool) -> list[str]:

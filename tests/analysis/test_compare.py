@@ -240,3 +240,13 @@ def test_one_runs_folder_given_as_results_is_named_with_the_folder_meant(tmp_pat
     err = capsys.readouterr().err
     assert code == 2 and f"is one run; give the folder that holds it: --results {str(tmp_path / 'r')!r}" in err
     assert err.count("\n") == 1 and not (tmp_path / "site").exists()
+
+
+def test_runs_measured_over_different_step_counts_are_warned_about(tmp_path, capsys):
+    for run_id, steps in (("a", 5), ("b", 30)):
+        synthetic_run(tmp_path / "r", run_id, mean_ms=100, seed=len(run_id))
+        meta = store.read_json(tmp_path / "r" / run_id / "run.json")
+        store.write_json(tmp_path / "r" / run_id / "run.json", {**meta, "config": {"steps": steps, "warmup": 3}})
+    _, out = run_compare(capsys, tmp_path / "r", "a", "b")
+    assert "warning: --steps differs: 5 vs 30 (each repeat's median is over its steps)" in out.err
+    assert "--warmup" not in out.err
