@@ -7,7 +7,7 @@ what to try, computed from its row's measured parts (harness.analysis.gap) and t
     (13%) the strategy's own work (…)
 
 The shares are of the gap, which the parts (and the residual) add up to; a part that is negative
-(compute faster than the baseline's) is said as such, so the others' shares can pass 100%.
+(compute faster than the baseline's) is said as such, with its negative share, so the others' can pass 100%.
 
 Advice is given only where the run's own data supports it; a part under SMALL_PART of the gap gets
 no words. Pure: rows in, text out.
@@ -79,7 +79,8 @@ def sentence(row: Any, run: pd.DataFrame | None = None, *, cores: int | None = N
     if faster >= SMALL_PART * gap:
         turns = f" (its ranks take turns on the CPU cores, where {roles.baseline_name()}'s compute all at once)" \
             if _get(row, "device") == "cpu" else ""  # fmt: skip
-        said.append(f"its compute {faster:.1f} ms faster than {roles.baseline_name()}'s{turns}")
+        share = f"−{faster / gap:.0%}"  # a negative share of the gap: with it the shares add up to 100 %
+        said.append(f"its compute {faster:.1f} ms ({share}) faster than {roles.baseline_name()}'s{turns}")
     return f"{head} is {step / local:.2f}× {roles.baseline_name()} (+{gap:.1f} ms a mean step): " + ", ".join(said)
 
 

@@ -159,7 +159,7 @@ def test_every_part_has_its_words_and_its_column():
 
 def test_compute_faster_than_local_is_said_as_such_and_why_on_the_cpu():
     text = why.sentence(row(gap_exposed_comm_ms=8.0, gap_slower_compute_ms=-3.0), cores=2)
-    assert text.endswith("its compute 3.0 ms faster than local's (its ranks take turns on the CPU cores, where "
+    assert text.endswith("its compute 3.0 ms (−60%) faster than local's (its ranks take turns on the CPU cores, where "
                          "local's compute all at once)")  # fmt: skip
 
 
