@@ -50,6 +50,7 @@ class BuiltSite:
     index: Path
     run_pages: dict[str, Path]
     whatif_pages: dict[str, Path] = dataclasses.field(default_factory=dict)
+    collectives_pages: dict[str, Path] = dataclasses.field(default_factory=dict)
 
 
 def write_text(path: Path, text: str) -> None:
@@ -172,7 +173,9 @@ def build_site(*, results: Path, out: Path, cluster=None) -> BuiltSite:
         summaries.append(pages.index_row(run.meta, run.configs))
     collectives = write_collectives_pages(results, out)
     store.write_json(out / INDEX_FACTS, {"runs": summaries, "collectives": collectives})
-    return BuiltSite(index=write_index(out), run_pages=run_pages, whatif_pages=whatif_pages)
+    collectives_pages = {meta["run_id"]: out / "collectives" / f"{meta['run_id']}.html" for meta in collectives}
+    return BuiltSite(index=write_index(out), run_pages=run_pages, whatif_pages=whatif_pages,
+                     collectives_pages=collectives_pages)  # fmt: skip
 
 
 def write_index(out: Path) -> Path:

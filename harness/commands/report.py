@@ -23,6 +23,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     for run_id, page in built.run_pages.items():
         whatif = built.whatif_pages.get(run_id)
         console.say(f"  run {run_id}: {page}" + (f" (what if on {chosen.name}: {whatif.name})" if whatif else ""))
+    for run_id, page in built.collectives_pages.items():
+        console.say(f"  collectives {run_id}: {page}")
     return 0
 
 

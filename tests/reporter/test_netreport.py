@@ -151,7 +151,8 @@ def test_a_run_without_network_says_how_to_get_the_floor(tmp_path):
 
 def test_the_collectives_page_draws_busbw_per_op_and_flags_a_wrong_result(built):
     _, built_site = built
-    page = (built_site.index.parent / "collectives" / "net.html").read_text()
+    assert built_site.collectives_pages == {"net": built_site.index.parent / "collectives" / "net.html"}  # listed
+    page = built_site.collectives_pages["net"].read_text()
     assert page.count('class="plotly-graph-div"') == len(collectives.OPS)
     assert "WRONG RESULTS: broadcast w2 8 KiB" in page and "Contention" in page and "1.60×" in page
     assert 'href="collectives/net.html"' in built_site.index.read_text()
