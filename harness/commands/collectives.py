@@ -9,6 +9,7 @@ import argparse
 import shutil
 
 from harness.commands import console
+from harness.commands.bench import EXIT_SIGNAL, StopSignals, Terminated
 from harness.commands.console import predictions
 from harness.config.bench import DEVICES, ConfigError
 
@@ -59,22 +60,25 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
                 f"world sizes {config.world_sizes}, {BATCHES} batches of {config.iters} iterations per size "
                 f"-> {run_dir}/")  # fmt: skip
     _warn_if_cores_shared(config)
+    stops = StopSignals()
     try:
-        collectives.run_collectives(
-            config, run_id=run_id, environment=env.capture(config.command), on_world_done=_world_done
-        )
+        with stops.caught():
+            collectives.run_collectives(
+                config, run_id=run_id, environment=env.capture(config.command), on_world_done=_world_done
+            )
     except collectives.LaunchFailed as exc:
         console.error(str(exc))
         return 1
-    except KeyboardInterrupt:  # the launch in flight is down, ranks included; finished world sizes stay
+    except (KeyboardInterrupt, Terminated):  # the launch in flight is down, ranks included; finished sizes stay
+        why = stops.received or "SIGINT"
         done = sorted(model_tables.read_collectives(run_dir)["world_size"].unique().tolist())
         if not done:  # an empty run would be listed, and chosen by predict, as if it had measured the network
             shutil.rmtree(run_dir, ignore_errors=True)
-            console.say("ddpbench: stopped by SIGINT before the first world size finished: nothing measured, "
+            console.say(f"ddpbench: stopped by {why} before the first world size finished: nothing measured, "
                         "nothing kept")  # fmt: skip
         else:
-            console.say(f"ddpbench: stopped by SIGINT: world sizes {', '.join(map(str, done))} saved in {run_dir}/")
-        return 130
+            console.say(f"ddpbench: stopped by {why}: world sizes {', '.join(map(str, done))} saved in {run_dir}/")
+        return EXIT_SIGNAL[why]
     frame = model_tables.read_collectives(run_dir)
     predictions.collectives_table(frame, model_tables.read_contention(run_dir))
     console.say(f"collectives: {model_tables.collectives_dir(run_dir)}/ (its page: `ddpbench report --results "

@@ -250,17 +250,23 @@ def test_ctrl_c_in_a_command_without_runs_to_keep_is_one_line_not_a_traceback(tm
     assert capsys.readouterr().err == "ddpbench report: stopped by SIGINT\n"
 
 
-def test_a_collectives_run_stopped_before_its_first_world_size_keeps_nothing(tmp_path, monkeypatch, capsys):
-    """An empty run folder was listed, and chosen by predict as the newest, as if it had measured the network."""
+@pytest.mark.parametrize(("sig", "code", "name"), [(signal.SIGINT, 130, "SIGINT"), (signal.SIGTERM, 143, "SIGTERM")])
+def test_a_collectives_run_stopped_before_its_first_world_size_keeps_nothing(
+    tmp_path, monkeypatch, capsys, sig, code, name
+):
+    """An empty run folder was listed, and chosen by predict as the newest, as if it had measured the network;
+    and SIGTERM ended collectives without a word."""
     from harness.launch import collectives
 
     def interrupted(config, *, run_id, environment, on_world_done=None):
         store.write_json(config.results / run_id / "collectives" / "run.json", {"run_id": run_id})
-        raise KeyboardInterrupt
+        os.kill(os.getpid(), sig)
+        time.sleep(5)
 
     monkeypatch.setattr(collectives, "run_collectives", interrupted)
     args = ["collectives", "--results", str(tmp_path), "--run-id", "cut", "--gpus", "2"]
-    assert cli.main(args) == 130
+    with default_sigint_here():
+        assert cli.main(args) == code
     out = capsys.readouterr().out
-    assert "stopped by SIGINT before the first world size finished: nothing measured, nothing kept" in out
+    assert f"stopped by {name} before the first world size finished: nothing measured, nothing kept" in out
     assert not (tmp_path / "cut").exists()
