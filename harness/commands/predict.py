@@ -165,6 +165,7 @@ def _measured_now(args: argparse.Namespace, given, *, device):
     import pandas as pd
     import torch
 
+    from harness.config.ranks import available_cpus, threads_per_rank
     from harness.perfmodel.schedule import profile_from_rows
 
     setup = _fresh_setup(args, device)
@@ -174,11 +175,16 @@ def _measured_now(args: argparse.Namespace, given, *, device):
                           "--busbw (e.g. --busbw 90GB/s --latency 30us), or a `ddpbench collectives` run "
                           "of this machine in --results")  # fmt: skip
     _say_auto_size(args, setup, device)
+    world = args.gpus or DEFAULT_WORLD
+    # On the CPU, a rank's share of the cores at that world size, as bench gives its ranks: compute as fast as theirs.
+    threads = threads_per_rank(device=device.type, max_local_ranks=world, cpu_count=available_cpus())
+    shown = threads if device.type == "cpu" else torch.get_num_threads()
     console.say(f"ddpbench predict: profiling {setup['workload']}/{setup['size']} (batch {setup['batch_size']}) "
-                f"here on {device.type} with {torch.get_num_threads()} thread(s)…")  # fmt: skip
-    rows = _measure_profile(setup, device=device, steps=args.profile_steps)
+                f"here on {device.type} with {shown} thread(s)…")  # fmt: skip
+    rows = _measure_profile(setup, device=device, threads=threads if device.type == "cpu" else None,
+                            steps=args.profile_steps)  # fmt: skip
     profile = profile_from_rows(pd.DataFrame(rows))
-    return setup, network, profile, f"profile measured now on {device.type}", [args.gpus or DEFAULT_WORLD]
+    return setup, network, profile, f"profile measured now on {device.type}", [world]
 
 
 def _profile_for_run(run_dir: Path, setup: dict, *, device):
@@ -205,11 +211,20 @@ def _measure_profile(setup: dict, *, device, threads: int | None = None, steps: 
     `source`: (spec, options) the workload is built from, where its name alone does not say."""
     import torch
 
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(int(threads))
+    try:
+        return _profiled(setup, device=device, steps=steps, source=source)
+    finally:
+        torch.set_num_threads(before)  # the caller's (a test's process) as it was
+
+
+def _profiled(setup: dict, *, device, steps: int | None, source: tuple[str, dict] | None) -> list[dict]:
+    """The profile's rows, said doubtful where the machine is busy or its steps noisy (CPU)."""
     import workloads
     from harness.measure import gradprofile
 
-    if threads:
-        torch.set_num_threads(int(threads))
     spec, options = source or (setup["workload"], {})
     workload = workloads.create(spec, size=setup["size"], **options)
     reason = workload.unavailable_reason(device=device.type)

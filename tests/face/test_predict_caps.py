@@ -88,3 +88,26 @@ def test_a_profile_measured_now_on_a_busy_or_noisy_machine_says_so(capsys, monke
     monkeypatch.setattr(os, "getloadavg", lambda: (1.0, 1.0, 1.0))
     predict._warn_if_busy()
     assert capsys.readouterr().err == ""
+
+
+def test_a_profile_measured_now_on_the_cpu_gets_a_ranks_share_of_the_cores(capsys, monkeypatch):
+    """It ran with all the process's threads while bench gives each of N ranks cores // N: its compute read
+    faster than a rank's. The caller's thread count is restored after."""
+    import torch
+
+    from harness.commands import predict
+    from harness.config import ranks
+
+    given = []
+    measure = predict._measure_profile
+
+    def spy(setup, **kwargs):
+        given.append(kwargs.get("threads"))
+        return measure(setup, **kwargs)
+
+    before = torch.get_num_threads()
+    monkeypatch.setattr(ranks, "available_cpus", lambda: 8)
+    monkeypatch.setattr(predict, "_measure_profile", spy)
+    assert cli.main(["predict", "--workload", "mlp", "--size", "tiny", "--gpus", "4", "--busbw", "1GB/s"]) == 0
+    assert given == [2] and "here on cpu with 2 thread(s)" in capsys.readouterr().out
+    assert torch.get_num_threads() == before
