@@ -275,8 +275,8 @@ def judge(base: pd.DataFrame, new: pd.DataFrame, *, threshold: float) -> dict:
     return {
         "impl": _strategy_label(base, new),
         "impl_options": base["impl_options"].iloc[0],
-        "base_ms": stats.center_interval(base["median_ms"])[0],
-        "new_ms": stats.center_interval(new["median_ms"])[0],
+        "base_ms": stats.geometric_mean(base["median_ms"]),
+        "new_ms": stats.geometric_mean(new["median_ms"]),
         "base_repeats": len(base), "new_repeats": len(new),
         "ratio": judged["ratio"], "ratio_ci_low": judged["low"], "ratio_ci_high": judged["high"],
         "p_value": judged["p_value"], "verdict": judged["verdict"],

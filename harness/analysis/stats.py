@@ -15,14 +15,11 @@ def summarize(samples_ms: Sequence[float]) -> dict[str, float | None]:
     """Median, p10, p90 and coefficient of variation of step times."""
     values = np.asarray(samples_ms, dtype=float)
     if values.size == 0:
-        return {"step_ms_median": None, "step_ms_p10": None, "step_ms_p90": None, "step_ms_cv": None}
+        return dict.fromkeys(("step_ms_median", "step_ms_p10", "step_ms_p90", "step_ms_cv"))
     mean = values.mean()
-    return {
-        "step_ms_median": float(np.median(values)),
-        "step_ms_p10": float(np.percentile(values, 10)),
-        "step_ms_p90": float(np.percentile(values, 90)),
-        "step_ms_cv": float(values.std(ddof=1) / mean) if values.size > 1 and mean > 0 else None,
-    }
+    cv = float(values.std(ddof=1) / mean) if values.size > 1 and mean > 0 else None
+    return {"step_ms_median": float(np.median(values)), "step_ms_p10": float(np.percentile(values, 10)),
+            "step_ms_p90": float(np.percentile(values, 90)), "step_ms_cv": cv}  # fmt: skip
 
 
 def slowest_rank_per_step(steps: pd.DataFrame) -> pd.Series:
@@ -39,18 +36,15 @@ def training_seconds(steps: pd.DataFrame) -> float:
 
 
 def samples_per_second(*, step_ms: float | None, batch_size: int, world_size: int) -> float | None:
-    if not step_ms:
-        return None
-    return batch_size * world_size * 1000.0 / step_ms
+    return batch_size * world_size * 1000.0 / step_ms if step_ms else None
 
 
 def scaling_efficiency(
     samples_per_s: float | None, *, world_size: int, single_rank_samples_per_s: float | None
 ) -> float | None:
     """Weak scaling: throughput at n ranks over n times the throughput at one rank."""
-    if not samples_per_s or not single_rank_samples_per_s:
-        return None
-    return samples_per_s / (world_size * single_rank_samples_per_s)
+    known = samples_per_s and single_rank_samples_per_s
+    return samples_per_s / (world_size * single_rank_samples_per_s) if known else None
 
 
 POOLED_SCALING_FIGURES = ("repeats", "baseline_repeats", "scaling_efficiency")
@@ -71,7 +65,7 @@ def pooled_scaling(configs: pd.DataFrame) -> pd.DataFrame:
     ok = configs[(configs["status"] == "ok") & configs["samples_per_s"].notna()] if not configs.empty else configs
     if ok.empty:
         return pd.DataFrame(columns=[*keys, "world_size", "nnodes", *POOLED_SCALING_FIGURES])
-    centre = {"throughput": ("samples_per_s", lambda v: center_interval(v)[0]), "repeats": ("samples_per_s", "size")}
+    centre = {"throughput": ("samples_per_s", geometric_mean), "repeats": ("samples_per_s", "size")}
     pooled = ok.groupby([*keys, "world_size", "nnodes"], dropna=False, as_index=False).agg(**centre)
     single = ok[ok["world_size"] == 1].groupby(keys, dropna=False, as_index=False).agg(**centre)
     single = single.rename(columns={"throughput": "baseline", "repeats": "baseline_repeats"})
@@ -84,9 +78,7 @@ def pooled_scaling(configs: pd.DataFrame) -> pd.DataFrame:
 def speedup_vs_local(step_ms: float | None, local_step_ms: float | None) -> float | None:
     """`local` step time / this step time at the same world size: what data parallelism costs here
     (not an overlap: communication is measured from the bucket timeline, harness.analysis.overlap)."""
-    if not step_ms or not local_step_ms:
-        return None
-    return local_step_ms / step_ms
+    return local_step_ms / step_ms if step_ms and local_step_ms else None
 
 
 # ---- evidence: the repeat (one launch of a configuration) is the unit -----------------------------
@@ -141,6 +133,13 @@ def repeat_summary(steps_ms: Sequence[float]) -> dict[str, float | None]:
     values = np.asarray(steps_ms, dtype=float)
     cv = float(values.std(ddof=1) / values.mean()) if values.size > 1 and values.mean() > 0 else None
     return {"median_ms": float(np.median(values)), "cv": cv, "rel_se": batch_means_se(np.log(values))}
+
+
+def geometric_mean(figures: Sequence[float]) -> float:
+    """How the repeats of one configuration are pooled, everywhere a figure stands for them (ranks, ratios,
+    verdicts, the recommended cap, predict's 'measured'): the geometric mean of the known values, NaN with none."""
+    known = np.asarray(figures, dtype=float)
+    return float(np.exp(np.log(known[~np.isnan(known)]).mean())) if (~np.isnan(known)).any() else float("nan")
 
 
 def center_interval(figures_ms: Sequence[float], *, confidence: float = CONFIDENCE) -> tuple[float, float, float]:

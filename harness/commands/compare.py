@@ -80,10 +80,10 @@ def _compare(args: argparse.Namespace, base_run: Path, new_run: Path, *, thresho
     page = write_comparison_page(args.out, base_run.name, new_run.name, frame, judged, environment=environment,
                                  not_judged=[*failed, *not_compared, *missing], threshold=threshold)  # fmt: skip
     listed = refresh_index(args.out)
-    console.say(f"compare: {len(frame)} configuration(s) matched, {judged['slower']} significantly slower, "
-                f"{judged['too_few']} with too few repeats to tell, {len(not_compared)} not compared (a setting "
-                f"differs), {len(failed)} failed in NEW, {len(missing)} with no ok result in NEW; page: {page}"
-                + (f" (listed in {listed})" if listed else ""))  # fmt: skip
+    console.say(f"compare: {judged['matched']} configuration(s) matched, {judged['slower']} significantly slower, "
+                f"{judged['too_few']} with too few repeats to tell, {judged['not_compared']} not compared (a "
+                f"setting differs), {judged['failed']} failed in NEW, {judged['missing']} with no ok result in NEW; "
+                f"page: {page}" + (f" (listed in {listed})" if listed else ""))  # fmt: skip
     code = {compare.REGRESSED: EXIT_SLOWER, compare.UNDECIDED: EXIT_TOO_FEW, compare.PASSED: 0}[judged["outcome"]]
     console.say(f"compare: {judged['sentence']} (exit {code})")
     return code

@@ -177,12 +177,11 @@ def _measured_now(args: argparse.Namespace, given, *, device):
     _say_auto_size(args, setup, device)
     world = args.gpus or DEFAULT_WORLD
     # On the CPU, a rank's share of the cores at that world size, as bench gives its ranks: compute as fast as theirs.
-    threads = threads_per_rank(device=device.type, max_local_ranks=world, cpu_count=available_cpus())
-    shown = threads if device.type == "cpu" else torch.get_num_threads()
+    threads = threads_per_rank(device="cpu", max_local_ranks=world, cpu_count=available_cpus()) \
+        if device.type == "cpu" else None  # fmt: skip
     console.say(f"ddpbench predict: profiling {setup['workload']}/{setup['size']} (batch {setup['batch_size']}) "
-                f"here on {device.type} with {shown} thread(s)…")  # fmt: skip
-    rows = _measure_profile(setup, device=device, threads=threads if device.type == "cpu" else None,
-                            steps=args.profile_steps)  # fmt: skip
+                f"here on {device.type} with {threads or torch.get_num_threads()} thread(s)…")  # fmt: skip
+    rows = _measure_profile(setup, device=device, threads=threads, steps=args.profile_steps)
     profile = profile_from_rows(pd.DataFrame(rows))
     return setup, network, profile, f"profile measured now on {device.type}", [world]
 
@@ -257,14 +256,10 @@ def _warn_if_busy() -> None:
 
 def _warn_if_noisy(seconds: list[float]) -> None:
     """Steps that differ by more than stats.NOISY_CV: the medians the profile keeps are as unsure."""
-    import numpy as np
-
     from harness.analysis import stats
 
-    if len(seconds) < 2:
-        return
-    cv = float(np.std(seconds, ddof=1) / np.mean(seconds))
-    if cv > stats.NOISY_CV:
+    cv = stats.summarize(seconds)["step_ms_cv"]  # a CV has no unit: seconds serve as well as ms
+    if stats.is_noisy(cv):
         console.warning(f"the profile's {len(seconds)} steps took {min(seconds) * 1e3:.3g}–{max(seconds) * 1e3:.3g} ms "
                         f"(CV {cv:.2f}): the prediction is as unsure; --profile-steps 20 measures more")  # fmt: skip
 

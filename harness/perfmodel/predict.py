@@ -122,7 +122,7 @@ def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Ne
         calibration = run_calibration(configs, setup, profile=profile)
         calibrated = calibrate(profile, calibration)
         # The repeats pooled as the run page ranks them and the sweep decides: their geometric mean.
-        measured = group.groupby("bucket_cap_mb")["step_ms_median"].agg(lambda ms: stats.center_interval(ms)[0])
+        measured = group.groupby("bucket_cap_mb")["step_ms_median"].agg(stats.geometric_mean)
         for cap, measured_ms in measured.items():
             raw = predict_cap(profile, cap_mb=cap, link=link, world_size=world)
             raw_contended = (predict_cap(profile, cap_mb=cap, link=link, world_size=world, contention=contention)

@@ -53,12 +53,6 @@ def speed_order(rows: pd.DataFrame) -> list[str]:
     return list(largest.sort_values("step_ms_median", kind="stable")["label"])
 
 
-def geometric_mean(values: pd.Series) -> float:
-    """The repeats' geometric mean (NaN without a value): how repeats of one configuration are pooled."""
-    known = values.dropna().astype(float)
-    return stats.center_interval(known)[0] if len(known) else float("nan")
-
-
 def pooled_repeats(rows: pd.DataFrame, column: str) -> pd.DataFrame:
     """Per strategy (its label without the repeat) and world size, over its repeats: `value` the geometric mean
     of `column` (a step time or a throughput: the answer ranks strategies by the geometric mean of the repeats'
@@ -70,8 +64,8 @@ def pooled_repeats(rows: pd.DataFrame, column: str) -> pd.DataFrame:
         parity_failed=rows["parity_ok"].eq(False),  # None means not judged
     )
     pooled = rows.groupby(["label", "world_size"], sort=False).agg(
-        value=(column, geometric_mean), low=(column, "min"), high=(column, "max"),
-        step_ms_median=("step_ms_median", geometric_mean), repeats=(column, "size"),
+        value=(column, stats.geometric_mean), low=(column, "min"), high=(column, "max"),
+        step_ms_median=("step_ms_median", stats.geometric_mean), repeats=(column, "size"),
         parity_failed=("parity_failed", "any"),
     )  # fmt: skip
     return pooled.reset_index()

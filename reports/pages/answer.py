@@ -135,7 +135,7 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
         **{role: first[role] for role in roles.ROLES},
         "options": options_of(first["impl_options"]), "bucket_cap_mb": value(first, "bucket_cap_mb"),
         "first_bucket_cap_mb": value(first, "first_bucket_cap_mb"),
-        "step_ms": stats.center_interval(medians)[0], "repeat_ms": medians, "repeats": len(medians),
+        "step_ms": stats.geometric_mean(medians), "repeat_ms": medians, "repeats": len(medians),
         "cv": float(np.median(known_cvs)) if known_cvs else None, "noise": stats.noise_note(cvs, medians),
         "parity_ok": False if False in parity else (True if parity and all(parity) else None),
         "comm_ms": float(np.mean(comm)) if comm else None,

@@ -237,3 +237,10 @@ def test_an_undecided_verdict_never_asks_for_the_repeats_it_already_has():
     one degree of freedom, stays wide): the two at hand did not decide, so it asks for a third."""
     judged = stats.verdict([100.0, 100.01], [100.0, 101.0], threshold=stats.DEFAULT_THRESHOLD)
     assert judged["verdict"] == stats.TOO_FEW and judged["repeats"] == 2 and judged["repeats_needed"] == 3
+
+
+def test_repeats_pool_by_their_geometric_mean_skipping_unknown_figures():
+    assert stats.geometric_mean([1.0, 10.0, 100.0]) == pytest.approx(10.0)
+    assert stats.geometric_mean([4.0, float("nan"), 1.0]) == pytest.approx(2.0)  # a repeat without the figure
+    assert np.isnan(stats.geometric_mean([])) and np.isnan(stats.geometric_mean([float("nan")]))
+    assert stats.geometric_mean([2.0, 8.0]) == pytest.approx(stats.center_interval([2.0, 8.0])[0])

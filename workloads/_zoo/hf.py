@@ -238,8 +238,9 @@ def choose_task(fields: dict[str, Any]) -> str:
             if architecture.endswith(suffix):
                 return task
     model_type = fields["model_type"]
-    for task in tasks(model_type):
-        return task
+    trained = tasks(model_type)
+    if trained:
+        return trained[0]
     raise ConfigError(f"transformers model type {model_type!r} has no model for a task ddpbench trains "
                       f"({', '.join(TASKS)})")  # fmt: skip
 
