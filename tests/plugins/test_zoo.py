@@ -294,6 +294,10 @@ def test_a_user_file_that_fails_to_import_is_one_line_naming_it_and_the_line(cap
          "--wopt image_size=0 is not valid for torchvision:squeezenet1_1; give a whole number ≥ 1"),  # once ignored
         (["--workloads", "hf:llama", "--wopt", "num_hidden_layers=2,-1"],
          "--wopt num_hidden_layers=-1 is not valid for hf:llama; give a whole number ≥ 1"),  # once built no layers
+        (["--workloads", "hf:llama", "--size", "tiny", "--wopt", "num_attention_heads=3"],  # once failed in every rank
+         "hf:llama at --size tiny: num_attention_heads=3 is not a multiple of num_key_value_heads=2"),
+        (["--workloads", "hf:gpt2", "--size", "small", "--wopt", "n_head=3"],  # checked at the run's size
+         "hf:gpt2 at --size small: hidden_size=256 is not a multiple of num_attention_heads=3"),
         (["--workloads", "hf:llama", "--wopt", "seq_len=0"],
          "--wopt seq_len=0 is not valid for hf:llama; give a whole number ≥ 1"),  # once fell back to the default
         (["--workloads", f"{ROOT / 'examples' / 'my_workload.py'}:MyModel", "--wopt", "width=abc"],

@@ -114,7 +114,8 @@ def _source(spec: str, name: str, fields: dict[str, Any], *, path: Path | None =
 
     return Source(spec=spec, kind="hf", name=name, build=build, path=str(path) if path else None,
                   sha256=file_hash(path) if path else None,
-                  check_options=lambda options: build(size="tiny", options=options).check(name))  # fmt: skip
+                  check_options=lambda options: build(size="tiny", options=options).check(name),
+                  check_workload=lambda workload: workload.check_heads(name))  # fmt: skip
 
 
 class HFModel(WorkloadDefaults):
@@ -166,6 +167,24 @@ class HFModel(WorkloadDefaults):
         for key, value in counts.items():
             if not _is_count(value):
                 raise ConfigError(f"--wopt {key}={value} is not valid for {name}; give a whole number ≥ 1")
+
+    def check_heads(self, name: str) -> None:
+        """Head counts that do not divide, at the run's size, are bad input: the model builds, and its first
+        forward fails in every rank (llama: 3 attention heads over tiny's 2 key/value heads)."""
+        for part in _parts(self.config()):
+            heads, kv_heads = getattr(part, "num_attention_heads", None), getattr(part, "num_key_value_heads", None)
+            hidden = getattr(part, "hidden_size", None)
+            if _is_count(heads) and _is_count(kv_heads) and heads % kv_heads:
+                raise self._heads_error(name, f"num_attention_heads={heads} is not a multiple of "
+                                              f"num_key_value_heads={kv_heads}")  # fmt: skip
+            own_width = any(getattr(part, field, None) is not None for field in ("head_dim", "d_kv"))
+            if _is_count(heads) and _is_count(hidden) and not own_width and hidden % heads:
+                raise self._heads_error(name, f"hidden_size={hidden} is not a multiple of num_attention_heads={heads}")
+
+    def _heads_error(self, name: str, why: str) -> ConfigError:
+        given = " ".join(f"--wopt {key}={value}" for key, value in self.options.items())
+        return ConfigError(f"{name} at --size {self.size}: {why}" + (f" (given {given})" if given else "")
+                           + "; its first step would fail in every rank")  # fmt: skip
 
     def _check_task(self, name: str) -> None:
         """A task transformers has no model of this type for is bad input (it once failed in every rank)."""
