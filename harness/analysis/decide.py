@@ -170,7 +170,7 @@ def _cap_verdicts(ok: pd.DataFrame, steps: pd.DataFrame, confidence: float, max_
 def _sweep_out_of_reach(figures: dict, decision: dict, confidence: float, max_repeats: int | None) -> bool:
     """Every comparison the decision can rest on out of reach, judged as it judged them (paired or not): any
     one within reach may still decide the sweep. With the 25 MiB cap in the sweep those are each other cap
-    against it, whichever cap leads now (stats.recommend_cap judges the fastest against 25 MiB, or 25 MiB,
+    against it, whichever cap leads now (sweep.recommend_cap judges the fastest against 25 MiB, or 25 MiB,
     when fastest, against every other cap); a lead between two other caps decides nothing. Without it, each
     cap against the fastest."""
     anchor = stats.REFERENCE_CAP_MB if stats.REFERENCE_CAP_MB in figures else decision["best_cap_mb"]

@@ -17,8 +17,10 @@ result next to it (`recommendations.parquet`), which the report and `predict` sh
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 import impls
@@ -140,7 +142,7 @@ def recommend(
     stats.PAIRED_FROM of them. `summarised`: `cap_repeats(by_cap)`, where the caller has it already."""
     repeats, aligned = summarised or cap_repeats(by_cap)
     figures = cap_figures(repeats)
-    best = stats.recommend_cap(figures, confidence=confidence, aligned=aligned)
+    best = recommend_cap(figures, confidence=confidence, aligned=aligned)
     best["equivalent_caps_mb"] = json.dumps(best["equivalent_caps_mb"])
     return {"caps_mb": json.dumps(sorted(by_cap)), **best, "noise": _noise(repeats)}
 
@@ -209,3 +211,92 @@ def as_good_caps(table: pd.DataFrame, *, workload: str, size: str, world: int) -
     rows = table[(table["impl"] == impls.reference_name()) & (table["workload"] == workload)
                  & (table["size"] == size) & (table["world_size"] == world)]  # fmt: skip
     return json.loads(rows["equivalent_caps_mb"].iloc[0]) if len(rows) == 1 else None
+
+
+def recommend_cap(
+    figures_by_cap: dict[float, Sequence[float]],
+    *,
+    reference_cap: float = stats.REFERENCE_CAP_MB,
+    threshold: float = stats.DEFAULT_THRESHOLD,
+    confidence: float = stats.CONFIDENCE,
+    aligned: bool = False,
+) -> dict:
+    """From each cap's repeat medians (`aligned`: the i-th of every cap ran in the same launch, so that from
+    stats.PAIRED_FROM repeats on each cap is judged against the fastest launch by launch): the fastest cap,
+    its interval, the caps it does not beat (how flat the optimum is), and the decision. Each rival is judged
+    against the fastest by `stats.verdict`, the rule `compare` uses: 'recommend' only when the fastest is 'faster'
+    than the reference cap (25 MiB: the value DDP uses when none is given) or, without it, than every other cap,
+    that is significantly AND by at least the threshold; 'flat' when the repeats can tell it is not (one rival
+    judged 'no significant change' is enough); 'too few repeats to tell' when they cannot tell which.
+
+    `gain_vs_default` is the reference cap's step / the fastest's − 1. The reference is the cap
+    the sweep measured at 25 MiB: given explicitly, as every cap of a sweep is, so on torch ≥ 2.9
+    its first bucket is 25 MiB too, not the 1 MiB of DDP's layout when no cap is given."""
+    centers = {cap: stats.center_interval(figures) for cap, figures in figures_by_cap.items()}
+    best = min(centers, key=lambda cap: centers[cap][0])
+    have = min(len(figures) for figures in figures_by_cap.values())
+    paired = aligned and have >= stats.PAIRED_FROM
+    judge = {"threshold": threshold, "confidence": confidence, "paired": paired}
+    judged = {cap: stats.verdict(figures, figures_by_cap[best], **judge) for cap, figures in figures_by_cap.items()
+              if cap != best}  # fmt: skip
+    words = {cap: found["verdict"] for cap, found in judged.items()}
+    rivals = [reference_cap] if reference_cap in words else sorted(words)
+    if all(words[cap] == stats.FASTER for cap in rivals):
+        decision = stats.RECOMMEND
+    elif any(words[cap] == stats.NO_CHANGE for cap in rivals):
+        decision = stats.FLAT  # one rival the fastest surely does not beat rules a recommendation out
+    elif any(words[cap] == stats.TOO_FEW for cap in rivals):
+        decision = stats.TOO_FEW
+    else:
+        decision = stats.FLAT
+    rivals_of_best = [(figures, figures_by_cap[best]) for cap, figures in figures_by_cap.items() if cap != best]
+    need = sweep_repeats_needed(figures_by_cap, rivals_of_best, [judged[cap]["ratio"] for cap in rivals],
+                                aligned=aligned, threshold=threshold, confidence=confidence)  # fmt: skip
+    if decision == stats.TOO_FEW and need is not None:
+        need = max(need, have + 1)  # what is at hand did not decide: one more at least, as a verdict says
+    reference, against = centers.get(reference_cap), judged.get(reference_cap)
+    bounded = against is not None and bool(np.isfinite(against["low"]))
+    return {
+        "decision": decision,
+        "best_cap_mb": best,
+        "best_step_ms": centers[best][0],
+        "best_ci_low_ms": centers[best][1],
+        "best_ci_high_ms": centers[best][2],
+        # Not beaten by the threshold: the caps 'flat: any of …' offers (every cap with one repeat).
+        "equivalent_caps_mb": sorted(cap for cap in figures_by_cap if words.get(cap) != stats.FASTER),
+        "gain_vs_default": reference[0] / centers[best][0] - 1 if reference else None,
+        # At `confidence`, from the fastest's verdict against 25 MiB: at most what moving to it wins (null: none).
+        "gain_low": 1 / against["high"] - 1 if bounded else None,
+        "gain_high": 1 / against["low"] - 1 if bounded else None,
+        "confidence": confidence,
+        "repeats": have,
+        "repeats_needed": need,
+        "paired": paired,
+    }
+
+
+def sweep_repeats_needed(
+    figures_by_cap: dict[float, Sequence[float]],
+    rivals_of_best: list[tuple[Sequence[float], Sequence[float]]],
+    ratios: Sequence[float],
+    *,
+    aligned: bool,
+    threshold: float,
+    confidence: float,
+) -> int | None:
+    """The repeats per cap a sweep needs: the most that any verdict its decision rests on needs (the fastest
+    against 25 MiB, else against each cap; `ratios`: theirs as seen, as `stats.verdict` sizes its own need), so the
+    cap table and the verdict of the same pair ask for one number. As independent sets (their spread pooled
+    over every cap) while that decides before stats.PAIRED_FROM, else, for caps that ran side by side, launch by
+    launch (never fewer than stats.PAIRED_FROM, where pairing starts)."""
+
+    def most(spread: float, paired: bool) -> int | None:
+        needs = [stats.repeats_needed(spread, threshold=threshold, confidence=confidence, ratio=ratio, paired=paired)
+                 for ratio in ratios or [None]]  # fmt: skip
+        return None if None in needs else max(needs)
+
+    alone = most(stats.repeat_spread(*figures_by_cap.values()), paired=False)
+    if not aligned or alone is None or alone < stats.PAIRED_FROM:
+        return alone
+    together = most(stats.paired_spread(*rivals_of_best), paired=True)
+    return max(stats.PAIRED_FROM, together) if together is not None else alone

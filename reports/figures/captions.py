@@ -12,11 +12,11 @@ from reports import aggregate
 BEATS_REFERENCE = (
     f"beats the {stats.REFERENCE_CAP_MB:g} MiB cap significantly and by at least {stats.DEFAULT_THRESHOLD * 100:g} %"
 )
-"""The recommended cap's rule (stats.recommend_cap: stats.verdict's 'faster' against the 25 MiB cap), in words."""
+"""The recommended cap's rule (sweep.recommend_cap: stats.verdict's 'faster' against the 25 MiB cap), in words."""
 OR_REFERENCE_ITSELF = f"(or {stats.REFERENCE_CAP_MB:g} MiB itself, when it beats every other cap)"
 """The rule's other half: when the 25 MiB cap is the fastest, recommend_cap judges it against every other cap."""
 NOT_BEATEN = f"that its best does not beat significantly and by {stats.DEFAULT_THRESHOLD * 100:g} % or more"
-"""What 'as good' caps are (stats.recommend_cap's equivalent_caps_mb: the caps its verdict does not call slower)."""
+"""What 'as good' caps are (sweep.recommend_cap's equivalent_caps_mb: the caps its verdict does not call slower)."""
 
 CAPTIONS = {
     "step_time": "Shorter bars are faster: compare strategies within a world size, and each against local "

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from harness.analysis import decide, stats
+from harness.analysis import decide, stats, sweep
 from tests.analysis.test_verdict_simulation import SCENARIOS, repeat_medians
 
 MAX_REPEATS = decide.DEFAULT_MAX_REPEATS
@@ -48,7 +48,7 @@ def sequential_sweep(rng, ratio: float, *, phi: float, cv: float, offset: float,
     every = {25.0: repeat_medians(rng, MAX_REPEATS, **own),
              1.0: repeat_medians(rng, MAX_REPEATS, scale=1 / ratio, **own)}  # fmt: skip
     for look in decide.looks(MAX_REPEATS):
-        decided = stats.recommend_cap({cap: figures[:look] for cap, figures in every.items()}, confidence=CONFIDENCE,
+        decided = sweep.recommend_cap({cap: figures[:look] for cap, figures in every.items()}, confidence=CONFIDENCE,
                                       aligned=True)  # fmt: skip
         if decided["decision"] != stats.TOO_FEW or decide.out_of_reach(
             every[1.0][:look],

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis import stats
+from harness.analysis import stats, sweep
 
 
 def repeats(mean: float, n: int = 5, seed: int = 0, spread: float = 0.01) -> list[float]:
@@ -86,7 +86,7 @@ def curve_repeats(curve: dict[float, float], n: int = 5, spread: float = 0.01) -
 
 
 def test_a_cap_that_beats_the_default_significantly_is_recommended_with_the_caps_as_good_as_it():
-    recommendation = stats.recommend_cap(curve_repeats({1.0: 130, 5.0: 100.3, 10.0: 100, 25.0: 112, 100.0: 140}))
+    recommendation = sweep.recommend_cap(curve_repeats({1.0: 130, 5.0: 100.3, 10.0: 100, 25.0: 112, 100.0: 140}))
     assert recommendation["decision"] == stats.RECOMMEND
     assert recommendation["best_cap_mb"] in (5.0, 10.0) and recommendation["equivalent_caps_mb"] == [5.0, 10.0]
     assert recommendation["best_ci_low_ms"] < recommendation["best_step_ms"] < recommendation["best_ci_high_ms"]
@@ -96,27 +96,27 @@ def test_a_cap_that_beats_the_default_significantly_is_recommended_with_the_caps
 def test_the_gain_over_the_default_has_the_interval_its_verdict_judged_at():
     figures = curve_repeats({5.0: 100, 25.0: 112}, spread=0.03)
     for confidence in (0.95, 0.995):
-        recommendation = stats.recommend_cap(figures, confidence=confidence)
+        recommendation = sweep.recommend_cap(figures, confidence=confidence)
         judged = stats.ratio_interval(figures[25.0], figures[5.0], confidence=confidence)  # fastest / 25 MiB
         assert recommendation["gain_low"] == pytest.approx(1 / judged["high"] - 1)
         assert recommendation["gain_high"] == pytest.approx(1 / judged["low"] - 1)
         assert recommendation["gain_low"] < recommendation["gain_vs_default"] < recommendation["gain_high"]
         assert recommendation["confidence"] == confidence
-    narrower, wider = (stats.recommend_cap(figures, confidence=c) for c in (0.95, 0.995))
+    narrower, wider = (sweep.recommend_cap(figures, confidence=c) for c in (0.95, 0.995))
     assert wider["gain_high"] - wider["gain_low"] > narrower["gain_high"] - narrower["gain_low"]
     # None where nothing bounds it: 25 MiB the fastest, not measured, or one repeat.
     for unbounded in (curve_repeats({5.0: 120, 25.0: 100}), curve_repeats({1.0: 150, 5.0: 100}),
                       {5.0: [100.0], 25.0: [130.0]}):  # fmt: skip
-        assert stats.recommend_cap(unbounded)["gain_high"] is None
+        assert sweep.recommend_cap(unbounded)["gain_high"] is None
 
 
 def test_a_best_cap_within_noise_of_the_default_is_flat_not_starred():
-    recommendation = stats.recommend_cap(curve_repeats({1.0: 130, 5.0: 100.0, 25.0: 100.5}))
+    recommendation = sweep.recommend_cap(curve_repeats({1.0: 130, 5.0: 100.0, 25.0: 100.5}))
     assert recommendation["decision"] == stats.FLAT and 25.0 in recommendation["equivalent_caps_mb"]
 
 
 def test_a_sweep_with_one_repeat_per_cap_is_too_few_to_tell():
-    recommendation = stats.recommend_cap({5.0: [100.0], 25.0: [130.0]})
+    recommendation = sweep.recommend_cap({5.0: [100.0], 25.0: [130.0]})
     assert recommendation["decision"] == stats.TOO_FEW and recommendation["repeats"] == 1
     assert recommendation["equivalent_caps_mb"] == [5.0, 25.0]
 
@@ -125,15 +125,15 @@ def test_one_rival_that_is_surely_no_better_makes_it_flat_though_another_has_too
     figures = {1.0: [10.0, 10.01, 10.02], 5.0: [10.01, 10.02, 10.03], 50.0: [12.0]}
     assert stats.verdict(figures[5.0], figures[1.0], threshold=0.05)["verdict"] == stats.NO_CHANGE
     assert stats.verdict(figures[50.0], figures[1.0], threshold=0.05)["verdict"] == stats.TOO_FEW
-    assert stats.recommend_cap(figures)["decision"] == stats.FLAT
+    assert sweep.recommend_cap(figures)["decision"] == stats.FLAT
     # Without that rival, the one that cannot tell still decides: too few.
-    assert stats.recommend_cap({1.0: figures[1.0], 50.0: [12.0]})["decision"] == stats.TOO_FEW
+    assert sweep.recommend_cap({1.0: figures[1.0], 50.0: [12.0]})["decision"] == stats.TOO_FEW
 
 
 def test_without_the_default_the_best_must_beat_every_other_cap():
-    assert stats.recommend_cap(curve_repeats({1.0: 150, 5.0: 100}))["decision"] == stats.RECOMMEND
-    assert stats.recommend_cap(curve_repeats({1.0: 150, 5.0: 100}))["gain_vs_default"] is None
-    assert stats.recommend_cap(curve_repeats({1.0: 100.2, 5.0: 100}))["decision"] == stats.FLAT
+    assert sweep.recommend_cap(curve_repeats({1.0: 150, 5.0: 100}))["decision"] == stats.RECOMMEND
+    assert sweep.recommend_cap(curve_repeats({1.0: 150, 5.0: 100}))["gain_vs_default"] is None
+    assert sweep.recommend_cap(curve_repeats({1.0: 100.2, 5.0: 100}))["decision"] == stats.FLAT
 
 
 def test_the_repeats_needed_are_said_as_a_number_until_no_practical_number_will_do():
@@ -145,7 +145,7 @@ def test_the_repeats_needed_are_said_as_a_number_until_no_practical_number_will_
 def test_a_significant_gain_below_the_threshold_is_flat_as_compare_would_judge_it():
     # 1 % faster with tight repeats: significant (p < 0.001), but below the 5 % that counts.
     figures = {5.0: repeats(99.0, spread=0.001, seed=1), 25.0: repeats(100.0, spread=0.001, seed=2)}
-    recommendation = stats.recommend_cap(figures)
+    recommendation = sweep.recommend_cap(figures)
     assert stats.ratio_interval(figures[25.0], figures[5.0])["high"] < 1  # significant...
     assert stats.verdict(figures[25.0], figures[5.0], threshold=0.05)["verdict"] == stats.NO_CHANGE  # ...not enough
     assert recommendation["decision"] == stats.FLAT and recommendation["best_cap_mb"] == 5.0
@@ -154,15 +154,15 @@ def test_a_significant_gain_below_the_threshold_is_flat_as_compare_would_judge_i
 
 
 def test_a_gain_at_the_threshold_is_recommended_only_when_the_repeats_are_sure_of_it():
-    sure = stats.recommend_cap({5.0: repeats(100.0, spread=0.002, seed=1), 25.0: repeats(108.0, spread=0.002, seed=2)})
+    sure = sweep.recommend_cap({5.0: repeats(100.0, spread=0.002, seed=1), 25.0: repeats(108.0, spread=0.002, seed=2)})
     assert sure["decision"] == stats.RECOMMEND and sure["equivalent_caps_mb"] == [5.0]
-    unsure = stats.recommend_cap({5.0: repeats(100.0, spread=0.06, seed=1), 25.0: repeats(108.0, spread=0.06, seed=2)})
+    unsure = sweep.recommend_cap({5.0: repeats(100.0, spread=0.06, seed=1), 25.0: repeats(108.0, spread=0.06, seed=2)})
     assert unsure["decision"] == stats.TOO_FEW
 
 
 def test_a_lower_threshold_lets_a_small_sure_gain_be_recommended():
     figures = {5.0: repeats(99.0, spread=0.001, seed=1), 25.0: repeats(100.0, spread=0.001, seed=2)}
-    assert stats.recommend_cap(figures, threshold=0.005)["decision"] == stats.RECOMMEND
+    assert sweep.recommend_cap(figures, threshold=0.005)["decision"] == stats.RECOMMEND
 
 
 def configs_for_scaling(w1_ms: list[float], w2_ms: list[float]) -> pd.DataFrame:
@@ -223,12 +223,12 @@ def test_caps_side_by_side_are_paired_from_enough_repeats_and_asked_for_what_pai
     rng = np.random.default_rng(5)
     launch = np.exp(rng.normal(0, 0.15, 12))  # launches 15 % apart, shared by both caps
     figures = {cap: ms * launch * np.exp(rng.normal(0, 0.01, 12)) for cap, ms in ((1.0, 100.0), (25.0, 110.0))}
-    early = stats.recommend_cap({cap: f[: stats.PAIRED_FROM - 1] for cap, f in figures.items()}, aligned=True)
+    early = sweep.recommend_cap({cap: f[: stats.PAIRED_FROM - 1] for cap, f in figures.items()}, aligned=True)
     assert not early["paired"] and early["decision"] == stats.TOO_FEW
     assert early["repeats_needed"] == stats.PAIRED_FROM  # what pairing would need, where it starts
-    later = stats.recommend_cap({cap: f[: stats.PAIRED_FROM] for cap, f in figures.items()}, aligned=True)
+    later = sweep.recommend_cap({cap: f[: stats.PAIRED_FROM] for cap, f in figures.items()}, aligned=True)
     assert later["paired"] and later["decision"] == stats.RECOMMEND and later["best_cap_mb"] == 1.0
-    alone = stats.recommend_cap({cap: f[: stats.PAIRED_FROM] for cap, f in figures.items()})
+    alone = sweep.recommend_cap({cap: f[: stats.PAIRED_FROM] for cap, f in figures.items()})
     assert not alone["paired"] and alone["decision"] == stats.TOO_FEW and alone["repeats_needed"] > 20
 
 
@@ -244,3 +244,15 @@ def test_repeats_pool_by_their_geometric_mean_skipping_unknown_figures():
     assert stats.geometric_mean([4.0, float("nan"), 1.0]) == pytest.approx(2.0)  # a repeat without the figure
     assert np.isnan(stats.geometric_mean([])) and np.isnan(stats.geometric_mean([float("nan")]))
     assert stats.geometric_mean([2.0, 8.0]) == pytest.approx(stats.center_interval([2.0, 8.0])[0])
+
+
+def test_a_sweeps_need_is_its_deciding_verdicts_so_the_cap_table_and_the_verdict_ask_for_one_number():
+    figures = {1.0: repeats(150.0, spread=0.25, seed=3, n=3), 25.0: repeats(100.0, spread=0.25, seed=4, n=3)}
+    decided = sweep.recommend_cap(figures)
+    best, rival = (25.0, 1.0) if decided["best_cap_mb"] == 25.0 else (1.0, 25.0)
+    pair = stats.verdict(figures[rival], figures[best], threshold=stats.DEFAULT_THRESHOLD)
+    assert decided["decision"] == pair["verdict"] == stats.TOO_FEW
+    assert decided["repeats_needed"] == pair["repeats_needed"]
+    clear = stats.repeats_needed(0.25, threshold=stats.DEFAULT_THRESHOLD, ratio=pair["ratio"])
+    as_if_flat = stats.repeats_needed(0.25, threshold=stats.DEFAULT_THRESHOLD)
+    assert clear < as_if_flat  # a 1.5× difference is told in fewer repeats than "no difference" (once always asked)
