@@ -192,13 +192,13 @@ def compare(
         _check_unambiguous(new, keys, new_run.name)
     base, new = repeat_figures(base), repeat_figures(new)
     settings = setting_keys(across_strategies=across_strategies)
-    new_groups = dict(list(new.groupby(keys, dropna=False)))
+    new_groups = {_plain(key): group for key, group in new.groupby(keys, dropna=False)}
     rows, not_compared = [], []
-    for key, base_group in base.groupby(keys, dropna=False):  # null keys (older rows) match too
-        if key not in new_groups:
+    for key, base_group in base.groupby(keys, dropna=False):  # null keys (older rows) match too: _plain
+        if _plain(key) not in new_groups:
             continue
         matched = dict(zip(keys, key, strict=True))
-        for base_rows, new_rows, differences in _pair_settings(base_group, new_groups[key], settings):
+        for base_rows, new_rows, differences in _pair_settings(base_group, new_groups[_plain(key)], settings):
             if new_rows is None:
                 label = _label({**matched, "impl": base_rows["impl"].iloc[0]})
                 not_compared.append(f"{label}: not compared, a different measurement: {', '.join(differences)}")

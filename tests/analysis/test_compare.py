@@ -250,3 +250,11 @@ def test_runs_measured_over_different_step_counts_are_warned_about(tmp_path, cap
     _, out = run_compare(capsys, tmp_path / "r", "a", "b")
     assert "warning: --steps differs: 5 vs 30 (each repeat's median is over its steps)" in out.err
     assert "--warmup" not in out.err
+
+
+def test_a_configuration_with_a_null_number_among_its_keys_is_still_judged(tmp_path, capsys):
+    """An older row without nnodes (null): NaN never equals NaN, so it once matched nothing and passed unsaid."""
+    synthetic_run(tmp_path / "r", "a", mean_ms=100, seed=1, settings={"nnodes": None})
+    synthetic_run(tmp_path / "r", "b", mean_ms=130, seed=2, settings={"nnodes": None})
+    code, out = run_compare(capsys, tmp_path / "r", "a", "b")
+    assert code == 1 and "1 configuration(s) matched, 1 significantly slower" in out.out
