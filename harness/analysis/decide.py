@@ -145,7 +145,7 @@ def open_config_ids(found: list[Verdict]) -> set[str]:
 
 
 def _subject(keys: dict, what: str) -> str:
-    return f"w{int(keys['world_size']) * int(keys['nnodes'] or 1)} {keys['workload']}/{keys['size']} {what}"
+    return f"w{int(keys['world_size'])} {keys['workload']}/{keys['size']} {what}"  # world_size: every node's ranks
 
 
 def _cap_verdicts(ok: pd.DataFrame, steps: pd.DataFrame, confidence: float, max_repeats: int | None) -> list[Verdict]:
@@ -198,7 +198,7 @@ def _strategy_verdicts(ok: pd.DataFrame, confidence: float, max_repeats: int | N
     found = []
     for keys, setup in rows.groupby(list(SETUP_KEYS), dropna=False):
         keys = dict(zip(SETUP_KEYS, keys, strict=True))
-        if int(keys["world_size"]) * int(keys["nnodes"] or 1) < 2:
+        if int(keys["world_size"]) < 2:
             continue  # one rank communicates nothing: every strategy is local
         reference = _reference(setup)
         if reference is None:

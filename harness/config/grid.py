@@ -262,7 +262,7 @@ def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) ->
     grids = impl_option_grids(names, config.options)
     dtype = resolve_dtype(config.dtype, device=device, bf16_supported=bf16_supported)
     backend = resolve_backend(config.backend, device=device)
-    decides = decides_anything(names, grids, config.world_sizes, nnodes=config.nnodes)
+    decides = decides_anything(names, grids, config.world_sizes)
     repeats = initial_repeats(config, decides)
     several = repeats > 1 or (config.repeats == AUTO and decides)
     configurations: list[Configuration] = []
@@ -319,12 +319,12 @@ def extra_ranks(impl: str, remote_part: str | None, nnodes: int) -> int:
     return wanted if wanted and remote_part is not None and nnodes == 1 else 0
 
 
-def decides_anything(names: list[str], grids: dict[str, list[dict]], worlds, *, nnodes: int) -> bool:
+def decides_anything(names: list[str], grids: dict[str, list[dict]], worlds) -> bool:
     """Whether the run has a verdict to decide (harness.analysis.decide): a world size that communicates, and
     a strategy swept over bucket caps or a strategy to hold against the reference."""
     import impls as impl_registry
 
-    if not any(world * nnodes > 1 for world in worlds):
+    if not any(world > 1 for world in worlds):  # every node's ranks
         return False
     swept = any(len({opts.get("bucket_cap_mb") for opts in grids[name]}) > 1 for name in names)
     chosen = [impl_registry.roles(name) for name in names]

@@ -198,3 +198,12 @@ def test_the_history_names_the_look_at_which_the_run_itself_decided():
     lived = decide.history(both, both_steps, max_repeats=20, seen_by_look=live).set_index("subject")
     assert lived.loc[subject, "decided_after"] == 8
     assert decide.live_looks({"configurations": meta["configurations"]}, both) is None  # an older run: replayed
+
+
+def test_two_nodes_verdicts_name_the_world_size_once_and_an_older_rows_null_node_count_is_one():
+    configs, steps = rows({1.0: 150.0, 25.0: 100.0}, repeats=3)
+    two_nodes = configs.assign(world_size=configs["world_size"] * 2, nnodes=2)  # world_size: every node's ranks
+    subjects = [v.subject for v in decide.verdicts(two_nodes, steps, confidence=CONFIDENCE)]
+    assert subjects == ["w2 gpt2/tiny stock", "w4 gpt2/tiny stock"]  # once w4 and w8: the nodes counted twice
+    (older,) = decide.verdicts(configs.assign(nnodes=None), steps, confidence=CONFIDENCE)  # once a ValueError
+    assert older.subject == "w2 gpt2/tiny stock" and older.decided
