@@ -83,8 +83,8 @@ CAPTIONS = {
 
 
 POOLED = (
-    " With repeats, each bar is the median over the strategy's repeats (the answer's figure), its whiskers span"
-    " the lowest to the highest repeat, and each dot is one repeat."
+    " With repeats, each bar is the geometric mean of the strategy's repeats' medians (the answer's figure),"
+    " its whiskers span the lowest to the highest repeat, and each dot is one repeat."
 )
 """The step-time and throughput captions' addition where a run has repeats (strategies.pooled_repeats)."""
 ONE_REPEAT_EACH = (

@@ -24,7 +24,8 @@ def _largest_world(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
 
 
 def fastest(configs: pd.DataFrame, *, workload: str, confidence: float = stats.CONFIDENCE) -> str:
-    """'At 2 ranks bucketed is fastest by median (114.3 ms), not significantly: …; naive is slowest (2.63×).'
+    """'At 2 ranks bucketed is fastest (114.3 ms); next, …; naive is slowest (2.63× its time).' ('leads' where
+    the repeats do not back it).
     The same verdict as the answer table's headline at that world size (answer.lead), at the run's
     confidence (answer.run_confidence)."""
     frame = answer.ranked(configs, workload=workload, confidence=confidence)

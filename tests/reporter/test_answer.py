@@ -92,6 +92,14 @@ def test_alerts_say_noise_shared_gpus_one_world_size_and_interruption(configs):
         "gpu_count": 2}}, configs, resume_command="")  # fmt: skip
 
 
+def test_the_noise_banner_counts_configurations_by_their_repeats_median_cv(configs):
+    one = configs.iloc[[0]]
+    repeats = pd.concat([one.assign(repeat=r, step_ms_cv=0.12 if r == 0 else 0.03) for r in range(5)])
+    assert alerts.noisy(repeats) == []  # one noisy repeat of five: the answer calls it steady, so does the banner
+    loud = repeats.assign(step_ms_cv=0.2)
+    assert "1 of 1 measured configurations have a step CV above 0.1" in alerts.noisy(loud)[0]  # once 5 of 5
+
+
 def test_an_interrupted_run_reads_as_interrupted_on_the_index_not_as_healthy(tmp_path):
     run = tmp_path / "results" / "stopped"
     planned = [{"config_id": f"c{i}", "world_size": 2} for i in range(3)]
