@@ -42,15 +42,14 @@ def _ddp_defaults_but_cap(options_json: str) -> bool:
     return not options
 
 
-def _median_step(configs: pd.DataFrame, setup: dict, *, world: int, role: str, cap: float | None = None):
-    """The median step (s) of the rows of the strategy with `role` (baseline, reference) at `world`."""
+def _pooled_step(configs: pd.DataFrame, setup: dict, *, world: int, role: str):
+    """The step (s) of the strategy with `role` (baseline, reference) at `world`, its repeats pooled as the run
+    page pools them (stats.geometric_mean of their medians), so that what predict calls measured is its figure."""
     ok = (configs["status"] == "ok") & configs["step_ms_median"].notna()  # a failed row has no step to pool
     rows = configs[roles.flag(configs, role) & (configs["world_size"] == world) & ok]
     for key, value in setup.items():
         rows = rows[rows[key] == value]
-    if cap is not None:
-        rows = rows[rows["bucket_cap_mb"] == cap]
-    return float(rows["step_ms_median"].median()) / 1e3 if not rows.empty else None
+    return stats.geometric_mean(rows["step_ms_median"]) / 1e3 if not rows.empty else None
 
 
 def run_calibration(configs: pd.DataFrame, setup: dict, *, profile: Profile) -> Calibration:
@@ -80,24 +79,24 @@ def scaled_to_local_step(profile: Profile, calibration: Calibration, local_step_
 
 
 def one_rank_baseline_s(configs: pd.DataFrame, setup: dict) -> float | None:
-    """The baseline's median step at one rank (s), None where the run has none."""
-    return _median_step(configs.fillna(SETUP_DEFAULTS), setup, world=1, role="baseline")
+    """The baseline's step at one rank (s, its repeats pooled), None where the run has none."""
+    return _pooled_step(configs.fillna(SETUP_DEFAULTS), setup, world=1, role="baseline")
 
 
 def ddp_own_cost_s(configs: pd.DataFrame, setup: dict) -> float | None:
-    """DDP's own cost at one rank, where nothing is communicated: the reference's median step minus the
+    """DDP's own cost at one rank, where nothing is communicated: the reference's step minus the
     baseline's (≥ 0); None where the run lacks either. Every cap is pooled: the cost is mostly copying
     gradients into buckets and back, the same bytes whatever the cap, and the difference of two noisy
-    medians per cap would be mostly noise."""
+    figures per cap would be mostly noise."""
     difference = reference_minus_baseline_s(configs, setup)
     return max(0.0, difference) if difference is not None else None
 
 
 def reference_minus_baseline_s(configs: pd.DataFrame, setup: dict) -> float | None:
-    """The reference's median step at one rank minus the baseline's, as measured: below 0 where noise made
+    """The reference's step at one rank minus the baseline's, as measured: below 0 where noise made
     DDP look free (`ddp_own_cost_s` takes that as 0, and the console says so)."""
     local_1 = one_rank_baseline_s(configs, setup)
-    stock_1 = _median_step(configs.fillna(SETUP_DEFAULTS), setup, world=1, role="reference")
+    stock_1 = _pooled_step(configs.fillna(SETUP_DEFAULTS), setup, world=1, role="reference")
     return stock_1 - local_1 if stock_1 and local_1 else None
 
 
@@ -179,7 +178,7 @@ def floor_rows(configs: pd.DataFrame, network: Network) -> list[dict]:
     configs = configs.fillna(SETUP_DEFAULTS)
     ok = configs[(configs["status"] == "ok") & (configs["world_size"] > 1) & configs["grad_bytes"].notna()]
     ok = ok.assign(has_floor=roles.whole_gradient_allreduce(ok))
-    local = ok[roles.is_baseline(ok)].groupby([*SETUP_KEYS, "world_size"])["step_ms_median"].median()
+    local = ok[roles.is_baseline(ok)].groupby([*SETUP_KEYS, "world_size"])["step_ms_median"].agg(stats.geometric_mean)
     rows = []
     for r in ok.itertuples():
         sent = allreduced_bytes(r)

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.analysis import agreement, roles
+from harness.analysis import agreement, roles, stats
 from harness.analysis.sweep import given_cap
 from harness.perfmodel.cluster import Cluster, is_builtin, published_check_summary, published_checks
 from harness.perfmodel.nccl import ClusterLink
 from harness.perfmodel.predict import (
     DEFAULT_CAPS_MB,
     SETUP_DEFAULTS,
+    ddp_own_cost_s,
     one_rank_baseline_s,
     profiles_by_setup,
     run_calibration,
@@ -54,6 +55,7 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                                        local_step_ms=calibrated.local_step_s * 1e3,
                                        compute_scale=calibration.compute_scale,
                                        has_baseline=one_rank_baseline_s(configs, setup) is not None,
+                                       own_measured=ddp_own_cost_s(configs, setup) is not None,
                                        ddp_own_ms=calibration.reducer_s * 1e3))  # fmt: skip
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
@@ -69,13 +71,14 @@ def best_rows(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def measured_rows(configs: pd.DataFrame) -> pd.DataFrame:
-    """What the run measured with the reference strategy (DDP): the median step per world size and cap."""
+    """What the run measured with the reference strategy (DDP): the step per world size and cap, its repeats
+    pooled as the run page pools them (stats.geometric_mean of their medians)."""
     ok = configs[(configs["status"] == "ok") & roles.is_reference(configs)].fillna(SETUP_DEFAULTS)
     if ok.empty:
         return ok
     ok = ok.assign(cap=ok["impl_options"].map(lambda text: DEFAULT_LAYOUT if (c := given_cap(text)) is None else c))
     keys = ["workload", "size", "batch_size", "world_size", "cap"]
-    return ok.groupby(keys, dropna=False, sort=False)["step_ms_median"].median().reset_index()
+    return ok.groupby(keys, dropna=False, sort=False)["step_ms_median"].agg(stats.geometric_mean).reset_index()
 
 
 def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, cluster: Cluster) -> str:
@@ -126,7 +129,8 @@ def _calibration_note(row: pd.Series) -> str:
     """What the run's one-rank rows changed in the profile, and the step every efficiency is against."""
     own = (f" and DDP's own cost ({row['ddp_own_ms']:.3g} ms a step at one rank) added" if row["ddp_own_ms"] else
            "; DDP's own cost at one rank (the reference's step less the baseline's, never below 0) is 0 ms here"
-           if row["has_baseline"] else "")  # fmt: skip
+           if row["own_measured"] else "; DDP's own cost is not measured (the run has no reference step at one "
+           "rank), so none is added" if row["has_baseline"] else "")  # fmt: skip
     scaled = (f"The profile's compute is scaled ×{row['compute_scale']:.4g} to the run's baseline step at one rank "
               "(timed over every repeat)") if row["has_baseline"] else (
               "The profile is as measured (the run has no baseline step at one rank to scale it to)")  # fmt: skip
@@ -151,9 +155,9 @@ def _measured_section(configs: pd.DataFrame) -> str:
     cells = [[name_html(f"{r.workload}/{r.size}, batch {r.batch_size}"), str(int(r.world_size)),
               r.cap if isinstance(r.cap, str) else f"{r.cap:g}", f"{r.step_ms_median:.3f}"]
              for r in measured.itertuples()]  # fmt: skip
-    return ("<h2>What the run measured</h2><p>The reference strategy's median step on the run's own machine, per "
-            "world size and cap: the evidence the profile comes from.</p>"
-            + table(["setup", "ranks", "cap MiB", "step ms (median)"], cells))  # fmt: skip
+    return ("<h2>What the run measured</h2><p>The reference strategy's step on the run's own machine, per world "
+            "size and cap (the geometric mean of its repeats' median steps, as on the run page): the evidence the "
+            "profile comes from.</p>" + table(["setup", "ranks", "cap MiB", "step ms"], cells))  # fmt: skip
 
 
 def _sources_section(cluster: Cluster) -> str:

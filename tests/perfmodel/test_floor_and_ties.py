@@ -36,7 +36,7 @@ def test_a_half_precision_hook_sends_half_the_bytes_so_its_floor_is_half_the_all
                   config("b", "stock", {"comm_hook": "bf16"}))  # fmt: skip
     assert rows["s"]["allreduce_ms"] == pytest.approx(9.0)  # 1 ms + 8 MiB
     assert rows["h"]["allreduce_ms"] == pytest.approx(5.0) and rows["b"]["allreduce_ms"] == pytest.approx(5.0)
-    assert rows["h"]["floor_ms"] == pytest.approx(5.0) and rows["h"]["local_ms"] == 5.0
+    assert rows["h"]["floor_ms"] == pytest.approx(5.0) and rows["h"]["local_ms"] == pytest.approx(5.0)
 
 
 def test_sharded_optimizers_get_no_floor_since_the_local_step_does_not_bound_them():

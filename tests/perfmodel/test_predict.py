@@ -351,7 +351,7 @@ def test_floor_is_the_larger_of_local_step_and_one_all_reduce_of_every_gradient(
     network = net.given_network(busbw_bytes_per_s=MB / 1e-3, latency_s=1e-3)  # 1 ms + 1 ms per MiB at n = 2
     floor = {r["config_id"]: r for r in predict.floor_rows(configs, network)}
     assert floor["s"]["allreduce_ms"] == pytest.approx(6.0)
-    assert floor["s"]["local_ms"] == 10.0 and floor["s"]["floor_ms"] == 10.0
+    assert floor["s"]["local_ms"] == pytest.approx(10.0) and floor["s"]["floor_ms"] == pytest.approx(10.0)
 
 
 _PROFILE_ROWS = pd.DataFrame([
@@ -449,3 +449,12 @@ def test_calibration_scales_compute_to_the_runs_one_rank_local_step_and_adds_ddp
     # 6 + (20 + 4) + 5 + 2.
     assert (row["compute_scale"], row["reducer_ms"]) == pytest.approx((2.0, 4.0))
     assert (row["predicted_raw_ms"], row["predicted_ms"]) == pytest.approx((19.0, 37.0))
+
+
+def test_the_calibration_pools_repeats_as_the_run_page_does():
+    """The one-rank baseline the profile is scaled to is the geometric mean of its repeats (the run page's
+    figure), not their median: repeats of 10, 10 and 16 ms are 11.70 ms on both."""
+    configs = pd.DataFrame([{**_config(f"l{i}", "local", None, step, world=1), "repeat": i}
+                            for i, step in enumerate([10.0, 10.0, 16.0])])  # fmt: skip
+    setup = {"workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32", "optimizer": "sgd"}
+    assert predict.one_rank_baseline_s(configs, setup) * 1e3 == pytest.approx(11.696, abs=1e-3)
