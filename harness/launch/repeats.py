@@ -13,7 +13,7 @@ import json
 import time
 from collections.abc import Callable
 
-from harness.analysis import decide
+from harness.analysis import decide, roles
 from harness.config import grid
 from harness.config.bench import BenchConfig
 from harness.config.flags import AUTO
@@ -99,7 +99,8 @@ def _standing(config: BenchConfig, plan: BenchRun, confidence: float, *, pace: f
         repeats.setdefault(identity(cfg), []).append(cfg)
     most = max((len(v) for v in repeats.values()), default=0)
     by_id = {cfg.config_id: identity(cfg) for cfg in every}
-    wanted = {by_id[config_id] for config_id in decide.open_config_ids(found) if config_id in by_id}
+    wanted = _with_baselines({by_id[config_id] for config_id in decide.open_config_ids(found) if config_id in by_id},
+                             repeats)  # fmt: skip
     needs = _needs(found, by_id)
     standing = Decided(found, most, _estimate(pace, repeats, needs, config.max_repeats),
                        beyond_max=any(need > config.max_repeats for need in needs.values()))  # fmt: skip
@@ -119,6 +120,22 @@ def _standing(config: BenchConfig, plan: BenchRun, confidence: float, *, pace: f
     start = len(every)
     ordered = sorted(next_round, key=lambda item: (item[0], item[1]))  # interleaved: A B C, then A B C again
     return standing, [grid.again(cfg, index=start + i, repeat=repeat) for i, (repeat, _, cfg) in enumerate(ordered)]
+
+
+def _with_baselines(wanted: set[str], repeats: dict[str, list[Configuration]]) -> set[str]:
+    """The open configurations and, with them, their setup's baseline at the same world size: the floor and
+    the 'why slower' split compare each repeat with the baseline's launch of that repeat, so the baseline
+    runs as often as what it is compared with (left at two repeats, the floor read 165 ms against
+    strategies that ran six and measured 131)."""
+    baseline = roles.baseline_name()
+    baselines = {_setup(members[0]): key for key, members in repeats.items() if members[0].impl == baseline}
+    return wanted | {baselines[setup] for key in wanted if (setup := _setup(repeats[key][0])) in baselines}
+
+
+def _setup(cfg: Configuration) -> str:
+    """What a configuration shares with its setup's baseline at its world size: all but the strategy."""
+    strategy = ("config_id", "repeat", "impl", "impl_options", "extra_ranks")
+    return json.dumps({k: v for k, v in cfg.to_json().items() if k not in strategy}, sort_keys=True)
 
 
 def _needs(found: list[decide.Verdict], by_id: dict[str, str]) -> dict[str, int]:
