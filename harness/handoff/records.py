@@ -108,12 +108,15 @@ def _same_setup(written: pd.DataFrame, cfg: Configuration) -> pd.Series:
 
 
 def _lookup(written: pd.DataFrame, mask: pd.Series, column: str, *, repeat: int = 0) -> float | None:
-    """The matching row's value, from the same repeat where there is one."""
+    """The matching row's value from the same repeat; where that repeat ran none (`--repeats auto` runs world
+    size 1 twice, then only what is open), the repeats that did pooled (stats.geometric_mean), never one
+    other repeat's launch standing in for it."""
     if written.empty or not mask.any():
         return None
     if "repeat" in written and (mask & (written["repeat"] == repeat)).any():
-        mask = mask & (written["repeat"] == repeat)
-    value = written.loc[mask, column].iloc[-1]
+        value = written.loc[mask & (written["repeat"] == repeat), column].iloc[-1]
+    else:
+        value = stats.geometric_mean(written.loc[mask, column])
     return None if pd.isna(value) else float(value)
 
 

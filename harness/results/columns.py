@@ -240,7 +240,7 @@ CONFIGS = Table(
         C("samples_per_s", F64, "samples/s", "`batch_size × world_size / step_ms_median`"),
         C("step_period_ms", F64, MS, "the measured window (first step's start to the last one's end, the slowest rank's) / steps: a step plus what runs between steps (zeroing gradients, making the batch, gaps)"),
         C("window_samples_per_s", F64, "samples/s", "samples of all ranks in the measured window / the window's length: throughput including what runs between steps"),
-        C("scaling_efficiency", F64, RATIO, "`samples_per_s(n) / (n × samples_per_s(1))`, same configuration at world size 1, same repeat (a summary over repeats pools the world-size-1 repeats: docs/statistics.md)"),
+        C("scaling_efficiency", F64, RATIO, "`samples_per_s(n) / (n × samples_per_s(1))`, same configuration at world size 1, same repeat (where that repeat ran none, the geometric mean of those that did; a summary over repeats pools the world-size-1 repeats: docs/statistics.md)"),
         C("comm_ms", F64, MS, "measured communication: per step and rank, how long at least one of the strategy's collectives was in flight (the bucket timeline); the mean over measured steps and ranks; 0 for `local`; null where not measured (see `comm_note`)"),
         C("exposed_comm_ms", F64, MS, "the part of `comm_ms` during which no compute of the step ran (forward, backward up to its last gradient, optimizer); the mean as above; 0 ≤ exposed ≤ comm step by step"),
         C("overlap_efficiency", F64, RATIO, "`1 − exposed_comm_ms / comm_ms` (totals over measured steps and ranks; HTA's communication–compute overlap; 1.0: all hidden, 0: none; null without communication)"),

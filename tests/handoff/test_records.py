@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from harness.config.grid import Configuration
 from harness.handoff import records
@@ -90,6 +91,16 @@ def test_speedup_vs_local_and_scaling_come_from_rows_already_written():
     assert row["speedup_vs_local"] == 10 / 16
     assert row["scaling_efficiency"] == (4 * 2 * 1000 / 16) / (2 * (4 * 1000 / 4))
     assert row["comm_ms"] is None and row["overlap_efficiency"] is None  # no timeline: not measured
+
+
+def test_a_repeat_without_its_own_one_rank_launch_is_held_to_the_pooled_ones_not_to_another_repeats():
+    ones = [{**assemble([rank_result([9, t, t])], cfg=configuration(world_size=1, repeat=r))[0], "repeat": r}
+            for r, t in enumerate([4, 16])]  # fmt: skip
+    written = pd.DataFrame(ones)  # samples/s 1000 and 250: their geometric mean 500
+    later = assemble([rank_result([9, 8, 8]), rank_result([9, 8, 8])], cfg=configuration(repeat=5), written=written)
+    assert later[0]["scaling_efficiency"] == pytest.approx((4 * 2 * 1000 / 8) / (2 * 500))  # once against 250
+    same = assemble([rank_result([9, 8, 8]), rank_result([9, 8, 8])], cfg=configuration(repeat=0), written=written)
+    assert same[0]["scaling_efficiency"] == pytest.approx((4 * 2 * 1000 / 8) / (2 * 1000))
 
 
 def collective(step, launched, done, ready=None):
