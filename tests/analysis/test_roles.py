@@ -102,7 +102,7 @@ def test_a_new_strategy_file_gets_its_floor_answer_row_and_sentence(throwaway, t
     floor = pd.DataFrame(predict.floor_rows(configs, given_network(busbw_bytes_per_s=1e9, latency_s=1e-5)))
     mine = configs.loc[configs["impl"] == throwaway, "config_id"].item()
     assert mine in set(floor["config_id"])  # its floor: max(the baseline's step, one all-reduce of its bytes)
-    assert floor.set_index("config_id").loc[mine, "local_ms"] == 5.0
+    assert floor.set_index("config_id").loc[mine, "local_ms"] == pytest.approx(5.0)
 
     ranked = answer.ranked(configs, workload="mlp")
     assert ranked["strategy"].tolist() == [throwaway, "naive", impls.baseline_name()]  # the floor listed last

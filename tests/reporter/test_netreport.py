@@ -190,12 +190,3 @@ def test_predict_finds_the_collectives_run_beside_a_run_given_as_a_folder_and_sk
     out = capsys.readouterr().out
     assert "(fitted (α + bytes / busbw) to collectives run net)" in out
     assert "validation w2 mlp/tiny stock, measured in the run (geometric mean" in out
-
-
-def test_the_what_if_page_says_when_ddps_own_cost_was_not_measured_rather_than_zero():
-    from reports.pages import whatif
-
-    row = pd.Series({"ddp_own_ms": 0.0, "own_measured": False, "has_baseline": True, "compute_scale": 1.5,
-                     "local_step_ms": 10.0})  # fmt: skip
-    assert "DDP's own cost is not measured (the run has no reference step at one rank)" in whatif._calibration_note(row)
-    assert "is 0 ms here" in whatif._calibration_note(pd.Series({**row.to_dict(), "own_measured": True}))
