@@ -300,3 +300,20 @@ def sweep_repeats_needed(
         return alone
     together = most(stats.paired_spread(*rivals_of_best), paired=True)
     return max(stats.PAIRED_FROM, together) if together is not None else alone
+
+
+def cap_pair_verdict(
+    base: Sequence[float], new: Sequence[float], *, aligned: bool, threshold: float, confidence: float
+) -> dict:
+    """Two caps of one sweep (`stats.verdict(base, new)`) judged as recommend_cap judges a rival against the
+    fastest: launch by launch from PAIRED_FROM repeats where they ran side by side (`aligned`), and the
+    repeats it needs sized as the sweep sizes its own, so that the answer's comparison of two caps and the
+    cap table say one thing."""
+    have = min(len(base), len(new))
+    paired = aligned and have >= stats.PAIRED_FROM
+    judged = stats.verdict(base, new, threshold=threshold, confidence=confidence, paired=paired)
+    need = sweep_repeats_needed({0: base, 1: new}, [(base, new)], [judged["ratio"]], aligned=aligned,
+                                threshold=threshold, confidence=confidence)  # fmt: skip
+    if judged["verdict"] == stats.TOO_FEW and need is not None:
+        need = max(need, have + 1)
+    return {**judged, "repeats_needed": need, "paired": paired}

@@ -136,6 +136,7 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
         "options": options_of(first["impl_options"]), "bucket_cap_mb": value(first, "bucket_cap_mb"),
         "first_bucket_cap_mb": value(first, "first_bucket_cap_mb"),
         "step_ms": stats.geometric_mean(medians), "repeat_ms": medians, "repeats": len(medians),
+        "repeat_ids": _repeat_ids(group),
         "cv": float(np.median(known_cvs)) if known_cvs else None, "noise": stats.noise_note(cvs, medians),
         "parity_ok": False if False in parity else (True if parity and all(parity) else None),
         "comm_ms": float(np.mean(comm)) if comm else None,
@@ -145,6 +146,11 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
         "scaling_efficiency": _one(list(group["pooled_scaling"])),
         **{column: _highest([value(r, column) for r in records]) for column in MEMORY_PEAKS},
     }  # fmt: skip
+
+
+def _repeat_ids(group: pd.DataFrame) -> list[int] | None:
+    """Which repeats the rows are (what tells two caps that ran side by side); None where a row does not say."""
+    return [int(r) for r in group["repeat"]] if "repeat" in group and group["repeat"].notna().all() else None
 
 
 def _highest(values: list[Any]) -> float | None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from harness.analysis import decide, stats
+from harness.analysis import decide, stats, sweep
 from reports.pages.html import esc, table
 
 SIGNIFICANT, NOT_SIGNIFICANT, TOO_FEW = "significant", "not significant", stats.TOO_FEW
@@ -29,16 +29,30 @@ def evidence(fast: pd.Series, slow: pd.Series) -> dict:
     (answer.run_confidence), and the judgement the verdicts' rule (stats.verdict) gives: significant where
     it calls `slow` slower (beyond the 5 % threshold too), not significant where it can tell there is no
     such difference, too few repeats where it cannot tell (`needed`: the repeats a side it would take,
-    None under two a side)."""
+    None under two a side). Two caps of one strategy's sweep are judged by the sweep's rule (launch by launch
+    from stats.PAIRED_FROM repeats, sweep.cap_pair_verdict), so the answer and the cap table agree."""
     confidence = float(fast.get("confidence", stats.CONFIDENCE))
-    judged = stats.verdict(fast["repeat_ms"], slow["repeat_ms"], threshold=stats.DEFAULT_THRESHOLD,
-                           confidence=confidence)  # fmt: skip
+    judge = {"threshold": stats.DEFAULT_THRESHOLD, "confidence": confidence}
+    if _caps_of_one_sweep(fast, slow):
+        aligned = stats.same_launches(fast["repeat_ids"], slow["repeat_ids"])
+        judged = sweep.cap_pair_verdict(fast["repeat_ms"], slow["repeat_ms"], aligned=aligned, **judge)
+    else:
+        judged = stats.verdict(fast["repeat_ms"], slow["repeat_ms"], **judge)
     known = bool(np.isfinite(judged["low"]) and np.isfinite(judged["high"]))  # under two repeats a side: no interval
     word = {stats.SLOWER: SIGNIFICANT, stats.NO_CHANGE: NOT_SIGNIFICANT}.get(judged["verdict"], TOO_FEW)
     low, high = (judged["low"], judged["high"]) if known else (None, None)
     needed = judged["repeats_needed"] if known else None
     return {"times": judged["ratio"], "low": low, "high": high, "judged": word, "confidence": confidence,
             "repeats": judged["repeats"], "needed": needed}  # fmt: skip
+
+
+def _caps_of_one_sweep(one: pd.Series, other: pd.Series) -> bool:
+    """Whether two answer rows are two caps of one strategy with its other options alike (a cap sweep's pair)."""
+    if one.get("repeat_ids") is None or other.get("repeat_ids") is None:
+        return False
+    options = [{k: v for k, v in row["options"].items() if k != "bucket_cap_mb"} for row in (one, other)]
+    caps = [row.get("bucket_cap_mb") for row in (one, other)]
+    return one["impl"] == other["impl"] and options[0] == options[1] and not any(pd.isna(c) for c in caps)
 
 
 def too_few_text(proof: dict) -> str:

@@ -11,10 +11,11 @@ import pandas as pd
 import pytest
 
 from harness.analysis import compare as analysis_compare
+from harness.analysis import sweep
 from harness.results import store
 from reports import site
 from reports.aggregate import with_labels
-from reports.pages import alerts, answer, compare
+from reports.pages import alerts, answer, compare, evidence
 from reports.pages import index as pages
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -153,3 +154,19 @@ def test_a_comparison_page_opens_with_its_outcome_and_the_index_lists_it(tmp_pat
         '<a href="compare/a_vs_c.html">c against a</a></td><td>cannot tell</td><td>1</td><td>0</td><td>0</td><td>1'
         in listed
     )
+
+
+def test_two_caps_of_one_sweep_ask_the_answer_and_the_cap_table_for_the_same_repeats():
+    """The answer compares its top two rows; two caps of one sweep are judged by the sweep's rule (launch by
+    launch from 8 repeats, where they ran side by side): its 'need about' once read 71 beside the table's 45."""
+    fast_ms, slow_ms = [2.57, 7.43, 2.63], [8.70, 7.58, 2.20]
+
+    def row(cap, figures):
+        return pd.Series({"impl": "stock", "options": {"bucket_cap_mb": cap}, "bucket_cap_mb": cap,
+                          "repeat_ms": figures, "repeat_ids": [0, 1, 2], "confidence": 0.95})  # fmt: skip
+
+    proof = evidence.evidence(row(1.0, fast_ms), row(25.0, slow_ms))
+    table = sweep.recommend_cap({1.0: fast_ms, 25.0: slow_ms}, aligned=True)
+    assert proof["judged"] == evidence.TOO_FEW and proof["needed"] == table["repeats_needed"] == 45
+    strategies = evidence.evidence(row(1.0, fast_ms), row(1.0, slow_ms).replace({"stock": "bucketed"}))
+    assert strategies["needed"] == 71  # two strategies: never paired, as their verdicts against stock

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis import stats
+from harness.analysis import stats, sweep
 from reports.aggregate import with_labels
 from reports.pages import answer, evidence, takeaways
 from reports.pages import index as pages
@@ -60,12 +60,14 @@ def test_a_winner_backed_by_its_repeats_is_fastest_with_the_interval():
     # next is bucketed cap 1 (geometric mean 91.7 ms), whose repeats disagree too much to tell it from 81 ms; the
     # ratio is of geometric means (91.7 / 81.0 ms), the estimate ranks and intervals are built around
     judged = stats.ratio_interval([80.0, 82.0], [60.0, 140.0])
+    # two caps of one sweep: the repeats it needs are the sweep's (launch by launch from 8), as its cap table says
+    assert sweep.recommend_cap({25.0: [80.0, 82.0], 1.0: [60.0, 140.0]}, aligned=True)["repeats_needed"] == 416
     low, high = evidence.ratio_number(judged["low"]).replace("<", "&lt;"), evidence.ratio_number(judged["high"])
     assert judged["low"] < 1 < judged["high"] and f"{judged['ratio']:.2f}" == "1.13"
     assert answer.headline(group) == (
         "At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads (80.99 ms); too few repeats to tell it from "
         f"bucketed bucket_cap_mb=1, which takes {judged['ratio']:.2f}× its time (95% interval {low}–{high}; have 2 "
-        "repeats, need about 440), 1.25× faster than stock "
+        "repeats, need about 416), 1.25× faster than stock "
         f"({evidence.interval_text(evidence.evidence(group.iloc[0], group.iloc[2]))}); parity ok."
     )
     against_stock = stats.ratio_interval([80.0, 82.0], [100.0, 102.0])
