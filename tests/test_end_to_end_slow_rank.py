@@ -93,7 +93,7 @@ def test_the_sentence_leads_with_the_largest_measured_part_on_real_rows(rows):
         text = why.sentence(row, rows, cores=2)
         local = row["step_ms_mean"] - row["gap_ms"]
         if row["gap_ms"] < why.NEGLIGIBLE * local:  # a quiet repeat's tiny gap: nothing to take apart
-            assert "data parallelism costs it nothing measurable here" in text, (text, parts)
+            assert "nothing measurable here" in text or "cannot tell what data parallelism costs" in text, (text, parts)
             continue
         assert text.split(": ", 1)[1].split(" (", 2)[1].startswith(
             f"{parts[largest] / row['gap_ms']:.0%}) {why.PART_WORDS[largest]}"), (text, parts)  # fmt: skip

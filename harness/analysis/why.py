@@ -67,6 +67,12 @@ def sentence(row: Any, run: pd.DataFrame | None = None, *, cores: int | None = N
             return None
         # Below the floor by more than the negligible share is not 'as fast': said as measured, not explained.
         pace = "as fast as" if gap > -NEGLIGIBLE * local else "faster than"
+        exposed = _get(row, "gap_exposed_comm_ms") or 0.0
+        if exposed >= NEGLIGIBLE * local:  # a cost measured, offset elsewhere: not 'nothing'
+            return (f"{head} runs {pace} {roles.baseline_name()} ({step / local:.2f}× its mean step), though "
+                    f"{exposed:.1f} ms a step is exposed communication: its other parts ran {exposed - gap:.1f} ms "
+                    f"faster than {roles.baseline_name()}'s, so these two launches cannot tell what data "
+                    "parallelism costs it")  # fmt: skip
         return f"{head} runs {pace} {roles.baseline_name()} ({step / local:.2f}×): data parallelism costs it " \
                "nothing measurable here"  # fmt: skip
     said = []

@@ -127,6 +127,10 @@ def test_small_parts_get_no_words_and_a_negligible_gap_says_so():
     # Well below the floor (18 % under local's step) is not 'as fast as' local: said as measured.
     below = why.sentence(row(gap_slower_compute_ms=-4.8, gap_exposed_comm_ms=0.4), cores=2)
     assert "runs faster than local (0.82×)" in below and "as fast as" not in below
+    # Exposed communication measured, offset by faster compute: not 'nothing' (a review found 31.5 ms so called).
+    offset = why.sentence(row(gap_exposed_comm_ms=3.0, gap_slower_compute_ms=-2.9), cores=2)
+    assert "though 3.0 ms a step is exposed communication: its other parts ran 2.9 ms faster than local's" in offset
+    assert "nothing measurable" not in offset
 
 
 def test_one_bucket_is_told_the_cap_that_would_split_it():
