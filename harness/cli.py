@@ -84,10 +84,11 @@ def add_compare_parser(commands) -> None:
         "compare",
         help="did NEW get significantly slower than BASE? (exit 1 if so, 3 if the evidence cannot tell)",
         description="Match the configurations of two runs and judge each on its repeats (each repeat's median "
-        "step is one piece of evidence): slower/faster only when the 95% interval of the ratio excludes 1 and "
-        "the ratio is beyond --threshold. When the repeats cannot decide (fewer than 2 per run, or an interval "
-        "wider than ±threshold) the verdict is 'too few repeats to tell (have N, need about M)'. Configurations "
-        "that differ in threads_per_rank, backend, tf32 or first_bucket_cap_mb are different measurements: "
+        "step is one piece of evidence): slower/faster only when the 95% interval of the ratio lies beyond "
+        "1 ± --threshold, or is narrower than ±threshold, excludes 1 and has the ratio beyond it. When the "
+        "repeats cannot decide (fewer than 2 per run, or an interval wider than ±threshold) the verdict is "
+        "'too few repeats to tell (have N, need about M)'. Configurations that differ in threads_per_rank, "
+        "backend, tf32, first_bucket_cap_mb or timed_by_hook (--bucket-timeline) are different measurements: "
         "not judged, named in a warning.",
         epilog="exit codes: 0 every ok configuration of BASE matched and none slower; 1 some significantly "
         "slower, or failed in NEW where BASE measured it; 2 bad input; 3 none slower, but the evidence is short: "

@@ -285,11 +285,12 @@ def verdict(
 ) -> dict:
     """Judge two runs' repeat medians of one configuration.
 
-    'slower'/'faster' when the interval of the ratio excludes 1 and the ratio is beyond the
-    threshold. Before that, whether the evidence can decide at all: with fewer than two repeats a
-    side, or an interval wider than ±threshold that settles nothing, the verdict is 'too few
-    repeats to tell', with how many would do (never 'no significant change'). `confidence`: of the
-    interval (95 % for one look; `--repeats auto` raises it to pay for its repeated looks). `paired`: the
+    'slower'/'faster' when the interval of the ratio lies beyond 1 ± threshold, or is narrower than
+    ±threshold, excludes 1 and has the ratio beyond the threshold. Before that, whether the evidence
+    can decide at all: with fewer than two repeats a side, or an interval wider than ±threshold that
+    settles nothing, the verdict is 'too few repeats to tell', with how many would do (never 'no
+    significant change'). `confidence`: of the interval (95 % for one look; `--repeats auto` raises it to
+    pay for its repeated looks). `paired`: the
     i-th repeat of each ran in the same launch (stats.same_launches), so the ratio is judged launch by launch.
     """
     have = min(len(base_ms), len(new_ms))

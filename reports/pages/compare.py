@@ -92,7 +92,7 @@ def ratio_figure(frame: pd.DataFrame, *, threshold: float) -> go.Figure:
     return styled(
         figure,
         title=f"new / base step time per configuration: the ratio of the repeats' geometric means, whiskers its 95% "
-        f"interval (grey band: ±{threshold:.0%}, the threshold)",
+        f"interval (grey band: ±{threshold * 100:g}%, the threshold)",
         xaxis={
             "title": "ratio, log scale (below 1: new is faster; above: slower)",
             "type": "log",
@@ -116,8 +116,9 @@ def comparison_page(base: str, new: str, frame: pd.DataFrame, judged: dict, *, e
         f'<p class="{OUTCOME_CLASS.get(judged["outcome"], "headline")}">{esc(_capitalised(judged["sentence"]))}.</p>',
         f"<p>Ratio = new / base step time: per repeat the median step (slowest rank per step), then the "
         f"geometric mean over repeats. A configuration is <b>slower</b> or <b>faster</b> only when the 95 % "
-        f"interval of the ratio (Welch's t over repeats) excludes 1 and the change is beyond {threshold:.0%}; "
-        "when the repeats cannot decide, <b>too few repeats to tell</b> (docs/statistics.md).</p>",
+        f"interval of the ratio (Welch's t over repeats) lies beyond 1 ± {threshold * 100:g}%, or is narrower than "
+        f"±{threshold * 100:g}%, excludes 1 and has the ratio beyond it; when the repeats cannot decide, "
+        "<b>too few repeats to tell</b> (docs/statistics.md).</p>",
     ]
     if environment:
         items = "".join(f"<li>{esc(w)}</li>" for w in environment)
