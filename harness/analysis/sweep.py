@@ -75,7 +75,10 @@ def step_samples(configs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
         keys = keys.assign(first_bucket_cap_mb=float("nan"))
     if "repeat" not in keys:  # rows without their repeat: no two can be paired by launch
         keys = keys.assign(repeat=-1)
-    return slowest.merge(keys[["config_id", "repeat", "bucket_cap_mb", *GROUP_KEYS, *LAYOUT_KEYS]], on="config_id")
+    if "bucket_sizes_mb" not in keys:  # the buckets each cap made: where unrecorded, unknown
+        keys = keys.assign(bucket_sizes_mb=None)
+    columns = ["config_id", "repeat", "bucket_cap_mb", "bucket_sizes_mb", *GROUP_KEYS, *LAYOUT_KEYS]
+    return slowest.merge(keys[columns], on="config_id")
 
 
 def _layouts(group: pd.DataFrame):
@@ -143,8 +146,25 @@ def recommend(
     repeats, aligned = summarised or cap_repeats(by_cap)
     figures = cap_figures(repeats)
     best = recommend_cap(figures, confidence=confidence, aligned=aligned)
+    same = same_buckets(by_cap)
+    if same is not None:  # one layout under every cap: the same measurement, whatever the repeats say
+        best.update(decision=stats.FLAT, equivalent_caps_mb=sorted(by_cap))
     best["equivalent_caps_mb"] = json.dumps(best["equivalent_caps_mb"])
-    return {"caps_mb": json.dumps(sorted(by_cap)), **best, "noise": _noise(repeats)}
+    same_text = None if same is None else json.dumps(same)
+    return {"caps_mb": json.dumps(sorted(by_cap)), **best, "same_buckets_mb": same_text, "noise": _noise(repeats)}
+
+
+def same_buckets(by_cap: dict[float, pd.DataFrame]) -> list[float] | None:
+    """The one bucket layout (MiB, in launch order) every cap of a sweep made in every repeat, where they all
+    made the same (a model whose gradients fit under the smallest cap gets one bucket whatever the cap);
+    None where the layouts differ or a row did not record its buckets."""
+    layouts = set()
+    for rows in by_cap.values():
+        for sizes in rows.drop_duplicates("config_id")["bucket_sizes_mb"]:
+            if sizes is None or not hasattr(sizes, "__len__") or len(sizes) == 0:
+                return None
+            layouts.add(tuple(round(float(size), 6) for size in sizes))
+    return list(layouts.pop()) if len(layouts) == 1 else None
 
 
 def _noise(repeats: dict[float, list[dict]]) -> str:
@@ -164,6 +184,12 @@ def answer(row: pd.Series) -> str:
     if row["decision"] == stats.RECOMMEND:
         return f"use bucket_cap_mb={row['best_cap_mb']:g}"
     if row["decision"] == stats.FLAT:
+        same = row.get("same_buckets_mb")
+        if isinstance(same, str):
+            sizes = json.loads(same)
+            made = (f"one bucket of {sizes[0]:.3g} MiB, every gradient: only a cap below {sizes[0]:.3g} MiB splits it"
+                    if len(sizes) == 1 else f"the same {len(sizes)} buckets: the caps are one measurement")  # fmt: skip
+            return f"flat: any of {as_good} MiB (every cap makes {made})"
         return f"flat: any of {as_good} MiB"
     return f"too few repeats to tell (have {row['repeats']}, {stats.needed_text(row['repeats_needed'])})"
 

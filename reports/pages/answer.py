@@ -213,9 +213,6 @@ def recommendation_text(
     if len(rows) != 1:
         return None
     row = rows.iloc[0]
-    for column in ("recommendation", "verdict_text"):  # a verdict the analysis layer words itself
-        if isinstance(value(row, column), str):
-            return row[column]
     if isinstance(value(row, "decision"), str):  # the sweep's decision over repeats (docs/statistics.md)
         from harness.analysis import sweep
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
+import json
 import shutil
 
 import numpy as np
@@ -248,3 +249,17 @@ def test_a_sweep_whose_caps_ran_in_different_repeats_is_not_paired():
     dropped = configs[(configs["bucket_cap_mb"] == 1.0) & (configs["repeat"] == 3)]["config_id"]
     row = sweep.recommendations(configs[~configs["config_id"].isin(dropped)], steps).iloc[0]
     assert not row["paired"] and row["decision"] == stats.RECOMMEND  # 30 % is plain either way
+
+
+def test_caps_that_make_the_same_buckets_are_one_measurement_flat_and_decided():
+    """A model whose gradients fit under the smallest cap gets one bucket whatever the cap: once 'too few
+    repeats to tell (need about 191)' for a comparison of a layout with itself."""
+    configs, steps = sweep_rows({1.0: 100.0, 25.0: 112.0}, repeats=2)
+    one_bucket = configs.assign(bucket_sizes_mb=[[0.19]] * len(configs))
+    (row,) = sweep.recommendations(one_bucket, steps).to_dict("records")
+    assert row["decision"] == stats.FLAT and json.loads(row["same_buckets_mb"]) == [0.19]
+    assert sweep.answer(pd.Series(row)) == ("flat: any of 1, 25 MiB (every cap makes one bucket of 0.19 MiB, every "
+                                            "gradient: only a cap below 0.19 MiB splits it)")  # fmt: skip
+    split = one_bucket.assign(bucket_sizes_mb=[[0.19]] * (len(configs) - 1) + [[0.1, 0.09]])  # one layout differs
+    (row,) = sweep.recommendations(split, steps).to_dict("records")
+    assert row["same_buckets_mb"] is None and row["decision"] == stats.RECOMMEND  # judged on its repeats

@@ -153,9 +153,9 @@ def test_the_cap_to_use_is_the_verdict_for_the_rows_own_options():
                 repeats("stock", [90.0, 91.0], options={"bucket_cap_mb": 5.0, "comm_hook": "fp16"}))  # fmt: skip
     verdicts = pd.DataFrame([
         {"impl": "stock", "workload": "mlp", "world_size": 2, "other_options": '{"comm_hook": "fp16"}',
-         "recommendation": "use bucket_cap_mb=5"},
+         "decision": "recommend", "best_cap_mb": 5.0, "equivalent_caps_mb": "[5.0]"},
         {"impl": "stock", "workload": "mlp", "world_size": 2, "other_options": "{}",
-         "recommendation": "flat: any of 5, 25 MiB"},
+         "decision": "flat", "best_cap_mb": 5.0, "equivalent_caps_mb": "[5.0, 25.0]"},
     ])  # fmt: skip
     html = answer.world_table(answer.ranked(hooks, workload="mlp"), verdicts, workload="mlp")
     rows = re.findall(r"<tr[^>]*><td>\d</td><td>(?:<b>)?([^<]+)(?:</b>)?</td>(?:<td>[^<]*</td>){2}<td>([^<]+)", html)
