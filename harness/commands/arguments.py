@@ -21,6 +21,8 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         flag, _, problem = message.removeprefix("argument ").partition(": ")
+        if problem.startswith(flag.split("/")[-1] + " ") and flag.startswith("--"):  # our own words (ConfigError)
+            self.exit(EXIT_BAD_INPUT, f"ddpbench: error: {problem}\n")  # as every other bad value reads
         if problem == "expected one argument" and flag.startswith("--"):  # '--budget -10s' reads -10s as a flag
             message += f" (a value that starts with '-' is given as {flag.split('/')[-1]}=VALUE)"
         self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")

@@ -132,6 +132,12 @@ def key_values(flag: str) -> Callable[[str], tuple[str, tuple[str, ...]]]:
         key, sep, values = text.partition("=")
         if not sep or not key.strip():
             raise ConfigError(f"{flag} {text!r} is not key=value[,value…]")
+        joined = [value for value in names(values) if "=" in value]
+        if joined:  # 'a=1,b=2': the comma separates values of one option, not options
+            other = joined[0].partition("=")[0].strip()
+            raise ConfigError(f"{flag} {text!r} gives {other} as a value of {key.strip()}; commas separate the "
+                              f"values of one option: give each option its own {flag} ({flag} "
+                              f"{key.strip()}={values.split(',')[0].strip()} {flag} {joined[0]})")  # fmt: skip
         return key.strip(), names(values)
 
     return parse

@@ -53,6 +53,19 @@ def test_bad_repeats_max_repeats_or_budget_is_refused(capsys, tmp_path, args, sa
     assert said in refused(capsys, tmp_path, *args)
 
 
+def test_two_options_joined_by_a_comma_are_told_apart(capsys, tmp_path):
+    """The comma separates one option's values: 'hidden_size=64,num_attention_heads=3' once read as a
+    hidden size of 'num_attention_heads=3', refused as 'not a whole number'."""
+    said = refused(capsys, tmp_path, "--wopt", "hidden_size=64,num_attention_heads=3")
+    assert said == ("ddpbench: error: --wopt 'hidden_size=64,num_attention_heads=3' gives num_attention_heads as a "
+                    "value of hidden_size; commas separate the values of one option: give each option its own --wopt "
+                    "(--wopt hidden_size=64 --wopt num_attention_heads=3)\n")  # fmt: skip
+    # A flag's own refusal reads as every other bad value: argparse once framed it ('ddpbench bench: error:
+    # argument --budget: --budget '5x' is … (see --help)').
+    budget = refused(capsys, tmp_path, "--budget", "5x")
+    assert budget == "ddpbench: error: --budget '5x' is not a time; give e.g. 90s, 20m or 1h\n"
+
+
 def test_a_budget_reads_seconds_minutes_and_hours():
     from harness.config.flags import duration
 
