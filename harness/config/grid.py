@@ -143,9 +143,11 @@ class WorkloadChoice:
     batch_size: int
     remote_part: str | None
     provenance: dict[str, Any]
+    unavailable: str | None = None
+    """Why its rows would all be skipped here (a package it needs is missing), else None."""
 
 
-def workload_choices(config: BenchConfig, *, size: str) -> list[WorkloadChoice]:
+def workload_choices(config: BenchConfig, *, size: str, device: str = "cpu") -> list[WorkloadChoice]:
     """Every workload × option combination: `--wopt` keys apply to the workloads that take them (a key
     none takes is refused, naming what each takes; a value one of them refuses is refused), several
     values sweep."""
@@ -166,7 +168,9 @@ def workload_choices(config: BenchConfig, *, size: str) -> list[WorkloadChoice]:
             workload = _built(source, size=size, options=options)
             name = bounded(source.name + (f"[{options_words(options)}]" if options else ""))
             batch = config.batch_size or workload.default_batch_size()
-            choices.append(WorkloadChoice(name, source.spec, options, batch, workload.remote_part, source.provenance()))
+            unavailable = workload.unavailable_reason(device=device)
+            choices.append(WorkloadChoice(name, source.spec, options, batch, workload.remote_part, source.provenance(),
+                                          unavailable))  # fmt: skip
     return choices
 
 
@@ -258,7 +262,10 @@ def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) ->
         names.insert(0, baseline)
     names.sort(key=lambda n: n != baseline)
     size = config.size if config.size != "auto" else ("full" if device == "cuda" else "small")
-    choices = workload_choices(config, size=size)
+    choices = workload_choices(config, size=size, device=device)
+    if choices and all(choice.unavailable for choice in choices):  # every row would be skipped: nothing to measure
+        reasons = "; ".join(dict.fromkeys(f"{choice.name} {choice.unavailable}" for choice in choices))
+        raise ConfigError(f"nothing to run: {reasons}")
     grids = impl_option_grids(names, config.options)
     dtype = resolve_dtype(config.dtype, device=device, bf16_supported=bf16_supported)
     backend = resolve_backend(config.backend, device=device)

@@ -94,6 +94,15 @@ def test_without_timm_its_rows_are_skipped_with_how_to_install_it(monkeypatch):
     assert workload.unavailable_reason(device="cpu") == "needs the Python package timm (pip install timm)"
 
 
+def test_a_run_whose_every_workload_would_be_skipped_is_refused_before_it_launches(capsys, tmp_path, monkeypatch):
+    """Once 36 launches, every row skipped, exit 0; with another workload beside it, its rows are skipped."""
+    monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "timm" else object())
+    said = refused(capsys, tmp_path, "--workloads", "timm:resnet18")
+    assert "nothing to run: timm:resnet18 needs the Python package timm (pip install timm)" in said
+    config = BenchConfig(gpus=1, impls=("stock",), workloads=("mlp", "timm:resnet18"), size="tiny")
+    assert {c.workload for c in expand(config, device="cpu")} == {"mlp", "timm:resnet18"}
+
+
 def test_without_timm_a_misspelt_option_is_still_refused(capsys, tmp_path, monkeypatch):
     monkeypatch.setattr("importlib.util.find_spec", lambda name, *a: None if name == "timm" else object())
     said = refused(capsys, tmp_path, "--workloads", "mlp,timm:resnet18", "--wopt", "classs=3")
