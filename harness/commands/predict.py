@@ -260,7 +260,8 @@ def _warn_if_noisy(seconds: list[float]) -> None:
 
     cv = stats.summarize(seconds)["step_ms_cv"]  # a CV has no unit: seconds serve as well as ms
     if stats.is_noisy(cv):
-        console.warning(f"the profile's {len(seconds)} steps took {min(seconds) * 1e3:.3g}–{max(seconds) * 1e3:.3g} ms "
+        low, high = (f"{s * 1e3:.0f}" if s >= 0.1 else f"{s * 1e3:.3g}" for s in (min(seconds), max(seconds)))
+        console.warning(f"the profile's {len(seconds)} steps took {low}–{high} ms "
                         f"(CV {cv:.2f}): the prediction is as unsure; --profile-steps 20 measures more")  # fmt: skip
 
 
@@ -367,8 +368,12 @@ class SlowStepProgress:
         return [b - a for a, b in itertools.pairwise([self.began, *self.ends])]
 
     def __call__(self, done: int, total: int) -> None:
+        import statistics
+
         self.ends.append(self.clock())
         elapsed = self.clock() - self.began
-        if elapsed / done >= self.SLOW_S:
-            left = elapsed / done * (total - done)
+        steps = self.step_seconds()
+        pace = statistics.median(steps[1:]) if len(steps) > 1 else steps[0]  # the first holds the model's build
+        if pace >= self.SLOW_S:
+            left = pace * (total - done)
             console.say(f"ddpbench predict: profiled step {done}/{total} ({elapsed:.0f} s; about {left:.0f} s to go)")

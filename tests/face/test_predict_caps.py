@@ -63,10 +63,13 @@ def test_a_profile_measured_now_says_its_steps_only_when_they_are_slow(capsys):
     now[0] = 0.05
     quick(1, 7)  # 50 ms a step: nothing said
     assert capsys.readouterr().out == ""
+    now[0] = 4.0
+    slow(1, 7)  # the model's build and a step: said
     now[0] = 6.0
-    slow(2, 7)  # 3 s a step: said, with the time left
-    assert capsys.readouterr().out == "ddpbench predict: profiled step 2/7 (6 s; about 15 s to go)\n"
-    assert quick.step_seconds() == [0.05] and slow.step_seconds() == [6.0]
+    slow(2, 7)  # 2 s a step: the time left at that pace, not at the build's (once 'about 15 s')
+    assert capsys.readouterr().out == ("ddpbench predict: profiled step 1/7 (4 s; about 24 s to go)\n"
+                                       "ddpbench predict: profiled step 2/7 (6 s; about 10 s to go)\n")  # fmt: skip
+    assert quick.step_seconds() == [0.05] and slow.step_seconds() == [4.0, 2.0]
 
 
 def test_a_profile_measured_now_on_a_busy_or_noisy_machine_says_so(capsys, monkeypatch):
@@ -84,6 +87,8 @@ def test_a_profile_measured_now_on_a_busy_or_noisy_machine_says_so(capsys, monke
     )
     predict._warn_if_noisy([0.010, 0.011, 0.030])
     assert "the profile's 3 steps took 10–30 ms (CV 0.66)" in capsys.readouterr().err
+    predict._warn_if_noisy([2.22, 6.37, 3.0])  # once '2.22e+03–6.37e+03 ms'
+    assert "the profile's 3 steps took 2220–6370 ms" in capsys.readouterr().err
     predict._warn_if_noisy([0.010, 0.0101, 0.0102])
     monkeypatch.setattr(os, "getloadavg", lambda: (1.0, 1.0, 1.0))
     predict._warn_if_busy()
