@@ -172,12 +172,17 @@ def test_on_a_terminal_a_bar_shows_the_current_configuration_its_steps_and_an_et
     pending = [Configuration.from_json(c) for c in meta["configurations"][:2]]
     terminal = Terminal()
     progress = Progress(run, pending, stream=terminal)
-    StepProgress(run, pending[0].config_id, total_steps=6)(2)  # the worker finished its third step
+    first = pending[0]
+    progress.tick()  # its rank 0 has not said a word: not the steps of the configuration before
+    StepProgress(run, first.config_id, total_steps=first.warmup + first.steps)(0)  # a warm-up step done
     progress.tick()
-    progress.written(pending[0])
+    StepProgress(run, first.config_id, total_steps=first.warmup + first.steps)(first.warmup)  # a timed one
+    progress.tick()
+    progress.written(first)
     progress.close()
     shown = terminal.getvalue()
-    assert f"running {pending[0].label()}" in shown and "step 3/6" in shown
+    assert f"running {first.label()}" in shown and "launching" in shown and f"warm-up step 1/{first.warmup}" in shown
+    assert f"step 1/{first.steps}" in shown  # counted as --steps counts them
     assert "[1/2]" in shown and "<" in shown  # tqdm's elapsed<remaining: the ETA
     assert not list(run.glob("*.tmp"))
 

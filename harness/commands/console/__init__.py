@@ -186,15 +186,29 @@ class Progress:
 
         if self._bar is None or not self._pending:
             return
-        state = read_step_progress(self._run)
-        if state and state.get("config_id") == self._pending[0].config_id and state.get("total"):
-            what = "parity reference step" if state.get("phase") == "parity" else "step"
-            self._bar.set_postfix_str(f"{what} {state['step']}/{state['total']}")
+        self._bar.set_postfix_str(_step_words(read_step_progress(self._run), self._pending[0]))
 
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+
+
+def _step_words(state: dict | None, cfg: Configuration) -> str:
+    """Where the running configuration is: launching (its rank 0 has not said), building, a warm-up step, a
+    timed step (counted apart, as --steps counts them) or a step of the parity reference."""
+    if not state or state.get("config_id") != cfg.config_id:
+        return "launching"  # the hint still names the configuration before: never its steps
+    step, total = state.get("step"), state.get("total")
+    if not total:
+        return "building the model"
+    if state.get("phase") == "parity":
+        return f"parity reference step {step}/{total}"
+    if step <= cfg.warmup and total == cfg.warmup + cfg.steps:
+        return f"warm-up step {step}/{cfg.warmup}"
+    if total == cfg.warmup + cfg.steps:
+        return f"step {step - cfg.warmup}/{cfg.steps}"
+    return f"step {step}/{total}"
 
 
 def fixed_cost_split(wall_s: float, seconds: dict[str, float], *, configurations: int) -> None:
