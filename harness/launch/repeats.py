@@ -32,6 +32,7 @@ class Decided:
     estimate_s: float | None  # the time the open verdicts would need, at this session's pace
     stopped_by: str | None = None  # why the open ones stay open: 'max-repeats', 'budget' or 'out of reach'
     beyond_max: bool = False  # some open verdict needs more than --max-repeats: the estimate runs to it
+    budget_left_s: float | None = None  # what is left of --budget when the round was judged (None: no budget)
 
     @property
     def open(self) -> list[decide.Verdict]:
@@ -64,6 +65,8 @@ def until_decided(
     while True:
         pace = _pace(plan, began if launched is None else launched, done)
         standing, next_round = _standing(config, plan, confidence, pace=pace)
+        if config.budget_s is not None:
+            standing.budget_left_s = max(0.0, config.budget_s - (time.monotonic() - began))
         if next_round and _over_budget(config.budget_s, began, (pace or 0.0) * len(next_round)):
             standing.stopped_by, next_round = "budget", []
         on_round(standing, next_round)

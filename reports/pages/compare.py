@@ -129,11 +129,11 @@ def comparison_page(base: str, new: str, frame: pd.DataFrame, judged: dict, *, e
                      f"configurations):<ul>{items}</ul></div>")  # fmt: skip
     if frame.empty:
         parts.append("<p>No configuration was measured in both runs.</p>")
-        return page(f"ddpbench: {new} vs {base}", "\n".join(parts), depth=1, plots=False)
+        return page(f"ddpbench: {new} against {base}", "\n".join(parts), depth=1, plots=False)
     caption = "Each point is a configuration's ratio; the whisker is its 95 % interval where the runs have the repeats."
     parts.append(FigureList().add(ratio_figure(frame, threshold=threshold), caption))
     parts.append(comparison_table(frame))
-    return page(f"ddpbench: {new} vs {base}", "\n".join(parts), depth=1)
+    return page(f"ddpbench: {new} against {base}", "\n".join(parts), depth=1)
 
 
 def _capitalised(text: str) -> str:

@@ -266,6 +266,9 @@ def verdict_round(standing, next_round: list, *, decided_before: set[str] | froz
         given_up = f", {len(still) - len(running)} given up as out of reach" if len(running) < len(still) else ""
         until = "to reach --max-repeats (some need more)" if standing.beyond_max else "to decide the rest"
         eta = f"; about {duration_text(standing.estimate_s)} {until} at the spread seen" if standing.estimate_s else ""
+        left = getattr(standing, "budget_left_s", None)
+        if eta and left is not None and left < standing.estimate_s:  # the budget ends it first: say so
+            eta += f", more than the {duration_text(left)} left of --budget"
         say(f"{head}; {len(next_round)} more configuration run(s) for the {len(running)} open{given_up}{eta}")
         return
     why = {"budget": "the next round would end past --budget", "max-repeats": "--max-repeats reached",
