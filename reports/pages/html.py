@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import html
 import shlex
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -105,11 +106,36 @@ def facts_table(facts: list[tuple[str, str]]) -> str:
     return f"<div class=scroll><table class=facts><tbody>{body}</tbody></table></div>"
 
 
-def reproduce_html(command: list[Any] | None) -> str:
+def reproduce_html(command: list[Any] | None, workloads: dict[str, dict] | None = None) -> str:
     """The run's command to run again, as a new run: without its --run-id, which names a folder that now
-    exists (a second run under it is refused)."""
-    words = [str(c) for c in command or []]
+    exists (a second run under it is refused), and with each workload file named by the absolute path the
+    run recorded (`workloads`: run.json's provenance), so that it runs from any folder."""
+    words = _with_recorded_files([str(c) for c in command or []], workloads or {})
     kept = [w for i, w in enumerate(words) if not (w == "--run-id" or w.startswith("--run-id=")
                                                    or (i and words[i - 1] == "--run-id"))]  # fmt: skip
     note = " (as a new run: without its --run-id)" if len(kept) < len(words) else ""
     return f"<h3>Reproduce{note}</h3><pre>{esc(shlex.join(kept))}</pre>"
+
+
+def _with_recorded_files(words: list[str], workloads: dict[str, dict]) -> list[str]:
+    """`--workloads` with each file given as typed ('my_model.py:MyNet') replaced by the spec the run recorded
+    for it ('/home/me/my_model.py:MyNet'); names, zoo specs and paths already absolute as they were."""
+    recorded = [p for p in workloads.values() if isinstance(p, dict) and p.get("path") and p.get("spec")]
+
+    def absolute(typed: str) -> str:
+        hf = typed.startswith("hf:")
+        path, _, name = (typed[3:], "", "") if hf else typed.partition(":")
+        for provenance in recorded:
+            spec = str(provenance["spec"])
+            same_file = Path(path).name == Path(str(provenance["path"])).name and not Path(path).is_absolute()
+            if same_file and spec.startswith("hf:") == hf and (hf or spec.endswith(f":{name}")):
+                return spec
+        return typed
+
+    out = list(words)
+    for i, word in enumerate(words):
+        if i and words[i - 1] == "--workloads":
+            out[i] = ",".join(absolute(part) for part in word.split(","))
+        elif word.startswith("--workloads="):
+            out[i] = "--workloads=" + ",".join(absolute(part) for part in word.split("=", 1)[1].split(","))
+    return out

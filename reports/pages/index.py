@@ -163,7 +163,7 @@ def collectives_page(meta: dict[str, Any], frame: pd.DataFrame, contention: pd.D
                      "median over repeats of each repeat's own ratio (the compute's extra time spread over the "
                      "all-reduce's duration), not the ratio of the medians beside it.</p>"
                      + table(head, rows))  # fmt: skip
-    parts.append(reproduce_html(meta.get("command")))
+    parts.append(reproduce_html(meta.get("command"), meta.get("workloads")))
     return page(f"ddpbench collectives {meta.get('run_id')}", "\n".join(parts), depth=1)
 
 

@@ -164,7 +164,7 @@ def environment_section(meta: dict[str, Any]) -> str:
             for t in topology
         ]
         parts.append("<h3>Topology</h3>" + table(["GPU", "GPU", "nearest common ancestor", "NVLink P2P"], rows))
-    parts.append(reproduce_html(meta.get("command")))
+    parts.append(reproduce_html(meta.get("command"), meta.get("workloads")))
     full = json.dumps(environment, indent=2, default=str, sort_keys=True)
     parts.append(f"<details><summary>Full environment</summary><pre>{esc(full)}</pre></details>")
     return "\n".join(parts)

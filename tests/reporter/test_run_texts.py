@@ -226,3 +226,14 @@ def test_reproduce_gives_the_command_of_a_new_run_without_its_run_id():
         "<h3>Reproduce (as a new run: without its --run-id)</h3><pre>ddpbench bench --impls stock</pre>"
     )
     assert pages_html.reproduce_html(["ddpbench", "bench"]) == "<h3>Reproduce</h3><pre>ddpbench bench</pre>"
+
+
+def test_reproduce_names_a_workload_file_by_the_path_the_run_recorded():
+    """'--workloads my_model.py:MyNet' as typed ran from its own folder only; run.json records where it was."""
+    recorded = {"my_model.py:MyNet": {"path": "/home/me/my_model.py", "spec": "/home/me/my_model.py:MyNet"},
+                "hf:cfg/config.json": {"path": "/data/cfg/config.json", "spec": "hf:/data/cfg/config.json"},
+                "mlp": {"path": None, "spec": "mlp"}}  # fmt: skip
+    given = ["ddpbench", "bench", "--workloads", "mlp,my_model.py:MyNet,hf:cfg/config.json,hf:llama"]
+    assert pages_html.reproduce_html(given, recorded) == ("<h3>Reproduce</h3><pre>ddpbench bench --workloads "
+                                                          "mlp,/home/me/my_model.py:MyNet,hf:/data/cfg/config.json,"
+                                                          "hf:llama</pre>")  # fmt: skip
