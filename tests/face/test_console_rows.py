@@ -22,3 +22,12 @@ def test_a_row_with_measured_communication_says_how_much_was_hidden():
 def test_without_communication_or_its_measurement_nothing_is_claimed():
     for missing in ({"comm_ms": None}, {"comm_ms": float("nan")}, {"comm_ms": 0.0, "overlap_efficiency": None}):
         assert "comm" not in console.describe_row({**ROW, **missing})
+
+
+def test_a_failed_row_says_where_its_traceback_is():
+    failed = {**ROW, "status": "failed", "error_kind": "exception", "error": "rank 0: RuntimeError: boom",
+              "error_file": "failures/c0/rank0.traceback.txt"}  # fmt: skip
+    assert console.describe_row(failed) == (
+        "w2 mlp/small stock: FAILED (exception) rank 0: RuntimeError: boom "
+        "[traceback in the run folder: failures/c0/rank0.traceback.txt]"
+    )

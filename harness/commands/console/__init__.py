@@ -110,7 +110,8 @@ def describe_row(row: dict) -> str:
         label += f" (repeat {row['repeat'] + 1})"
     if row["status"] != "ok":
         kind = f" ({row['error_kind']})" if row.get("error_kind") else ""
-        return f"{label}: {row['status'].upper()}{kind} {row['error']}"
+        where = f" [traceback in the run folder: {row['error_file']}]" if row.get("error_file") else ""
+        return f"{label}: {row['status'].upper()}{kind} {row['error']}{where}"
     parity = {True: "parity ok", False: "PARITY FAILED", None: "parity not judged"}[row["parity_ok"]]
     return (
         f"{label}: {row['step_ms_median']:.2f} ms/step (p10 {row['step_ms_p10']:.2f}, p90 {row['step_ms_p90']:.2f}), "
