@@ -140,8 +140,21 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
                           "run one there, or give --busbw (and --latency)")  # fmt: skip
     profile, source = _profile_for_run(run_dir, setup, device=device)
     configs = store.read_configs(run_dir)
+    profile = _calibrated_to_run(profile, configs, setup)
     worlds = [args.gpus] if args.gpus else sorted({int(n) for n in configs["world_size"] if n > 1}) or [DEFAULT_WORLD]
     return setup, network, profile, source, run_dir, worlds, caps or _caps_of_run(configs)
+
+
+def _calibrated_to_run(profile, configs, setup: dict):
+    """The profile scaled to the run's baseline step at one rank and DDP's own cost there added, said as it is
+    done: the calibration `predict --cluster` and the what-if page use, and the model's best variant here
+    ('calibrated + contention', docs/measured-cpu.md), so one run's steps are predicted one way."""
+    from harness.commands.predict_cluster import say_run_calibration
+    from harness.perfmodel import predict
+    from harness.perfmodel.schedule import calibrate
+
+    say_run_calibration(profile, configs, setup, scaled=False)
+    return calibrate(profile, predict.run_calibration(configs, setup, profile=profile))
 
 
 def _caps_of_run(configs) -> list[float] | None:

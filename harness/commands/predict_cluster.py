@@ -272,7 +272,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     from_run = predict.run_calibration(configs, setup, profile=profile) if configs is not None else Calibration()
     calibration = predict.scaled_to_local_step(profile, from_run, args.local_step_ms and args.local_step_ms / 1e3)
     if configs is not None:
-        _say_run_calibration(profile, configs, setup, scaled=bool(args.local_step_ms))
+        say_run_calibration(profile, configs, setup, scaled=bool(args.local_step_ms))
     profile = calibrate(profile, calibration)
     _say_one_rank_step(
         profile,
@@ -297,7 +297,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     return 0
 
 
-def _say_run_calibration(profile, configs, setup: dict, *, scaled: bool) -> None:
+def say_run_calibration(profile, configs, setup: dict, *, scaled: bool) -> None:
     """What the run's one-rank rows changed: the compute's scale, and DDP's own cost (said even as 0)."""
     from harness.perfmodel import predict
 
