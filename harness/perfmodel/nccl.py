@@ -2,7 +2,7 @@
 
 NCCL estimates, for every algorithm × protocol, `time = latency + bytes / algorithm bandwidth` and
 runs the cheapest (`ncclTopoGetAlgoTime`). This module keeps that structure and NCCL's constants
-(NCCL master, 2026: `ncclTunerConstantsDefaults`), with two changes, each said where it is made:
+(NCCL master, 2026: `ncclTunerConstantsDefaults`), with three changes, each said where it is made:
 
 - the bandwidths come from the cluster profile's measured peaks (nccl-tests' bus bandwidth of one
   node, of NVLS, between nodes) instead of NCCL's topology search, so that a profile is a few
@@ -10,7 +10,9 @@ runs the cheapest (`ncclTopoGetAlgoTime`). This module keeps that structure and 
 - the predicted time adds the pipeline fill the tuner leaves out: a message moves in chunks, and a
   transfer pipelined with the best chunk size costs (√α + √(S/B))² = α + S/B + 2√(α·S/B) (Hockney's
   pipelined transfer); α is NCCL's own per-step hardware latency. The choice of algorithm is NCCL's
-  (without that term), as NCCL makes it.
+  (without that term), as NCCL makes it;
+- NVLS's bus bandwidth becomes an algorithm bandwidth as nccl-tests made it (× n/nsteps), not by
+  NCCL's 5/6: the profile's NVLS peak is an nccl-tests figure (`algorithm_bandwidth`).
 
 Modelled: ring, tree, NVLS, NVLS tree, each with LL, LL128 and Simple where NCCL allows them.
 Not modelled: CollNet (SHARP in the switch) and PAT (one GPU per node). Times in µs, bandwidths in
@@ -196,7 +198,9 @@ def graph_channels(cluster: Cluster, nodes: int) -> int:
 
 def algorithm_bandwidth(cluster: Cluster, collective: str, algorithm: str, protocol: str, *, ranks: int,
                         nodes: int) -> float:  # fmt: skip
-    """tuning.cc "Convert bus BW to algorithm BW": ring and NVLS × n/nsteps, tree × 1/2."""
+    """tuning.cc "Convert bus BW to algorithm BW": ring × n/nsteps, tree × 1/2. NVLS and NVLS tree × n/nsteps
+    too, where NCCL has 5/6 (or 0.7·nodes/2(nodes−1)): the profile's NVLS figure is an nccl-tests bus
+    bandwidth, which nccl-tests makes from the algorithm bandwidth by nsteps/n whatever the algorithm."""
     bus = bus_bandwidth(cluster, collective, algorithm, protocol, nodes)
     ratio = ranks / _steps(collective, ranks) if algorithm in ("ring", "nvls", "nvlstree") else 0.5
     return bus * ratio
