@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 import torch
 from torch import nn
 
-from harness.measure.training import OPTIMIZERS, build_model, forward_precision, make_batch
+from harness.measure.training import OPTIMIZERS, build_model, concat_batches, forward_precision, make_batch
 from harness.protocols import Workload
 
 # (atol, rtol) per parameter dtype after a few steps.
@@ -112,6 +112,25 @@ def reference_run(
         if on_step is not None:
             on_step(step)
     return parameters_on_cpu(model), initial
+
+
+SUMS_FROM = 1.6
+"""A loss over two ranks' batches together this many times their losses' mean or more sums over samples
+(a mean gives 1; a sum 2, exactly, where samples are independent)."""
+
+
+def loss_growth(workload: Workload, *, batch_size: int, seed: int, device: torch.device, dtype: str = "fp32") -> float:
+    """The loss of two ranks' batches as one batch over the mean of their own losses, at the model's first
+    parameters: 1 for a mean over samples, 2 for a sum. Data parallelism averages the ranks' gradients, which
+    equals one process's on the whole batch only for a mean; for a sum each step is 1/N of that one."""
+    model = build_model(workload, seed=seed, device=device)
+    batches = [make_batch(workload, batch_size=batch_size, seed=seed, rank=rank, step=0, device=device)
+               for rank in range(2)]  # fmt: skip
+    with torch.no_grad(), forward_precision(dtype, device):
+        alone = [float(workload.loss(model, batch)) for batch in batches]
+        together = float(workload.loss(model, concat_batches(batches)))
+    mean = sum(alone) / 2
+    return together / mean if mean else float("nan")
 
 
 def parameters_on_cpu(model: nn.Module) -> dict[str, torch.Tensor]:

@@ -17,6 +17,7 @@ import atexit
 import contextlib
 import functools
 import hashlib
+import json
 import shutil
 import sys
 import tempfile
@@ -106,8 +107,40 @@ def verdict(
     try:
         expected, initial = cached_reference(cfg, device, folder=folder, progress=progress)
         outcome = reference.compare(final_state, expected, initial=initial, compute_dtype=cfg.dtype)
+        sums = summing_loss(cfg, device, folder=folder)
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
         return ParityVerdict(None, None, f"parity check failed: {error_line(exc)}")
+    if sums:  # like the reference, which averages the ranks' gradients too, but not like one process
+        return ParityVerdict(outcome.max_abs_diff, False, sums)
     return ParityVerdict(outcome.max_abs_diff, outcome.within_tolerance,
                          f"{outcome.where()}{how}")  # fmt: skip
+
+
+ZOO = ("torchvision:", "hf:", "timm:")
+"""Specs of models ddpbench builds and gives a loss of its own (a mean): nothing of the user's to check."""
+
+
+def summing_loss(cfg: Configuration, device: torch.device, *, folder: Path | None = None) -> str:
+    """'' unless a workload of the user's own code has a loss that sums over samples (reference.loss_growth),
+    which the reference, averaging the ranks' gradients as data parallelism does, cannot tell: then why its
+    training is not one process's on the whole batch. Measured once per setup (cached beside the reference)."""
+    spec = cfg.workload_spec or cfg.workload
+    if cfg.world_size < 2 or ":" not in spec or spec.startswith(ZOO):
+        return ""
+    key = (spec, cfg.workload, cfg.size, cfg.batch_size, cfg.seed, str(device), cfg.dtype)
+    path = (folder or _cache_dir()) / f"loss-growth-{hashlib.sha1(repr(key).encode()).hexdigest()[:16]}.json"
+    if path.is_file():
+        growth = float(json.loads(path.read_text()))
+    else:
+        growth = reference.loss_growth(cfg.make_workload(), batch_size=cfg.batch_size, seed=cfg.seed, device=device,
+                                       dtype=cfg.dtype)  # fmt: skip
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(growth))
+    if not growth >= reference.SUMS_FROM:
+        return ""
+    return (
+        f"the loss sums over its batch (two ranks' batches together give {growth:.2f}× their mean loss): data "
+        f"parallelism averages the ranks' gradients, so each step is 1/{cfg.world_size} of one process's on the "
+        "whole batch; make the loss a mean over the batch (docs/your-model.md)"
+    )

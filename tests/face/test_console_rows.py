@@ -24,6 +24,11 @@ def test_without_communication_or_its_measurement_nothing_is_claimed():
         assert "comm" not in console.describe_row({**ROW, **missing})
 
 
+def test_a_parity_failure_says_why():
+    line = console.describe_row({**ROW, "parity_ok": False, "parity_note": "the loss sums over its batch"})
+    assert line.endswith(", PARITY FAILED (the loss sums over its batch)")
+
+
 def test_a_failed_row_says_where_its_traceback_is():
     failed = {**ROW, "status": "failed", "error_kind": "exception", "error": "rank 0: RuntimeError: boom",
               "error_file": "failures/c0/rank0.traceback.txt"}  # fmt: skip

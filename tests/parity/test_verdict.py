@@ -140,3 +140,35 @@ def test_on_the_cpu_the_reference_runs_at_the_ranks_own_thread_count(tmp_path, m
     finally:
         torch.set_num_threads(before)
     assert seen == [1]
+
+
+def test_a_users_loss_that_sums_over_its_batch_fails_parity_naming_why(tmp_path):
+    """The reference averages the ranks' gradients as data parallelism does, so a summed loss passed parity,
+    though each step was 1/N of one process's on the whole batch (a review's SumLoss, 'parity ok')."""
+    import dataclasses
+
+    import torch
+
+    models = tmp_path / "losses.py"
+    models.write_text(
+        "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n\n"
+        "class Mean:\n"
+        "    def build_model(self):\n        return nn.Linear(8, 3)\n"
+        "    def make_batch(self, batch_size, *, device, generator):\n"
+        "        return (torch.randn(batch_size, 8, device=device, generator=generator),\n"
+        "                torch.randint(0, 3, (batch_size,), device=device, generator=generator))\n"
+        "    def loss(self, model, batch):\n        return F.cross_entropy(model(batch[0]), batch[1])\n\n"
+        "class Sum(Mean):\n"
+        "    def loss(self, model, batch):\n"
+        "        return F.cross_entropy(model(batch[0]), batch[1], reduction='sum')\n"
+    )
+    config = BenchConfig(gpus=2, impls=("stock",), workloads=(f"{models}:Sum", f"{models}:Mean"), size="tiny",
+                         baseline=False)  # fmt: skip
+    by_name = {c.workload: c for c in expand(config, device="cpu") if c.world_size == 2}
+    cpu = torch.device("cpu")
+    said = verdict.summing_loss(by_name["losses.py:Sum"], cpu, folder=tmp_path / "cache")
+    assert said.startswith("the loss sums over its batch (two ranks' batches together give 2.00× their mean loss)")
+    assert "each step is 1/2 of one process's on the whole batch" in said
+    assert verdict.summing_loss(by_name["losses.py:Mean"], cpu, folder=tmp_path / "cache") == ""
+    one_rank = dataclasses.replace(by_name["losses.py:Sum"], world_size=1)  # one process: nothing to differ from
+    assert verdict.summing_loss(one_rank, cpu, folder=tmp_path / "cache") == ""

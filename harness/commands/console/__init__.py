@@ -113,6 +113,8 @@ def describe_row(row: dict) -> str:
         where = f" [traceback in the run folder: {row['error_file']}]" if row.get("error_file") else ""
         return f"{label}: {row['status'].upper()}{kind} {row['error']}{where}"
     parity = {True: "parity ok", False: "PARITY FAILED", None: "parity not judged"}[row["parity_ok"]]
+    if row["parity_ok"] is False and row.get("parity_note"):
+        parity += f" ({row['parity_note']})"  # why: the parameter that differed most, or the loss that sums
     return (
         f"{label}: {row['step_ms_median']:.2f} ms/step (p10 {row['step_ms_p10']:.2f}, p90 {row['step_ms_p90']:.2f}), "
         f"{row['samples_per_s']:.0f} samples/s{communication_text(row)}, {parity}"
