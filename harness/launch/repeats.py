@@ -105,6 +105,9 @@ def _standing(config: BenchConfig, plan: BenchRun, confidence: float, *, pace: f
     wanted = _with_baselines({by_id[config_id] for config_id in decide.open_config_ids(found) if config_id in by_id},
                              repeats)  # fmt: skip
     needs = _needs(found, by_id)
+    for key in wanted - needs.keys():  # a baseline runs as far as the most its setup's open configurations need
+        setup = _setup(repeats[key][0])
+        needs[key] = max((n for k, n in needs.items() if _setup(repeats[k][0]) == setup), default=0)
     standing = Decided(found, most, _estimate(pace, repeats, needs, config.max_repeats),
                        beyond_max=any(need > config.max_repeats for need in needs.values()))  # fmt: skip
     next_round: list[tuple[int, int, Configuration]] = []
