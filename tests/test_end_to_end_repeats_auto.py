@@ -1,8 +1,10 @@
-"""`--repeats auto` on real CPU ranks, at world size 2: naive against stock, and stock's cap swept (1 and
-25 MiB), naive held 600 ms a step on rank 1 (DDPBENCH_FAULT slow) so that its verdict is plain, mlp/tiny so
-that the cap's is not. The first round runs through the launcher's API (as tests/test_end_to_end_slow_rank.py
-does), as if the run had stopped there; `bench --resume` must then go on deciding, round by round, each round
-running exactly the configurations an open verdict rested on, up to the next look.
+"""`--repeats auto` on real CPU ranks, at world size 2: naive against stock, and stock's cap swept (0.005 and
+25 MiB: two buckets of mlp/tiny's 0.009 MiB of gradients against one; at 1 and 25 every cap makes the same one
+bucket, decided flat at once), naive held 500 ms a step on rank 1 (DDPBENCH_FAULT slow) so that its verdict is
+plain, mlp/tiny so that the cap's is not. The first round runs through the launcher's API (as
+tests/test_end_to_end_slow_rank.py does), as if the run had stopped there; `bench --resume` must then go on
+deciding, round by round, each round running exactly the configurations an open verdict rested on, up to the
+next look.
 """
 
 from __future__ import annotations
@@ -41,8 +43,9 @@ def auto_run(tmp_path_factory):
     # CI's `make test`; a median of 5 steps needs 3 stalled ones to move.
     monkeypatch.setenv("DDPBENCH_FAULT", "slow:impl=naive,rank=1,ms=500")
     results = tmp_path_factory.mktemp("auto")
-    config = BenchConfig(gpus=2, impls=("stock", "naive"), baseline=False, options=(("bucket_cap_mb", ("1", "25")),),
-                         size="tiny", steps=5, warmup=1, parity=False, mem_period_ms=0.0, max_repeats=MAX_REPEATS,
+    caps = (("bucket_cap_mb", ("0.005", "25")),)
+    config = BenchConfig(gpus=2, impls=("stock", "naive"), baseline=False, options=caps, size="tiny", steps=5,
+                         warmup=1, parity=False, mem_period_ms=0.0, max_repeats=MAX_REPEATS,
                          results=results)  # fmt: skip
     configurations = [c for c in expand(config, device="cpu") if c.world_size == 2]
     plan = launch.create_run(config, configurations, run_id="auto", device="cpu", environment={})
