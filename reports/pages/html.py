@@ -122,15 +122,8 @@ def _with_recorded_files(words: list[str], workloads: dict[str, dict]) -> list[s
     for it ('/home/me/my_model.py:MyNet'); names, zoo specs and paths already absolute as they were."""
     recorded = [p for p in workloads.values() if isinstance(p, dict) and p.get("path") and p.get("spec")]
 
-    def absolute(typed: str) -> str:
-        hf = typed.startswith("hf:")
-        path, _, name = (typed[3:], "", "") if hf else typed.partition(":")
-        for provenance in recorded:
-            spec = str(provenance["spec"])
-            same_file = Path(path).name == Path(str(provenance["path"])).name and not Path(path).is_absolute()
-            if same_file and spec.startswith("hf:") == hf and (hf or spec.endswith(f":{name}")):
-                return spec
-        return typed
+    def absolute(part: str) -> str:
+        return _recorded_spec(part, recorded) or part
 
     out = list(words)
     for i, word in enumerate(words):
@@ -139,3 +132,25 @@ def _with_recorded_files(words: list[str], workloads: dict[str, dict]) -> list[s
         elif word.startswith("--workloads="):
             out[i] = "--workloads=" + ",".join(absolute(part) for part in word.split("=", 1)[1].split(","))
     return out
+
+
+def _recorded_spec(typed: str, recorded: list[dict]) -> str | None:
+    """The one recorded spec whose file the typed spec names (its absolute path ends with the typed path, its
+    class is the typed one); None where none or several do (two config.json files: the path tells them apart)."""
+    hf = typed.startswith("hf:")
+    path, _, name = (typed[3:], "", "") if hf else typed.partition(":")
+    found = set()
+    for provenance in recorded:
+        spec = str(provenance["spec"])
+        same_class = hf or spec.endswith(f":{name}")
+        if _ends_with(str(provenance["path"]), path) and spec.startswith("hf:") == hf and same_class:
+            found.add(spec)
+    return found.pop() if len(found) == 1 else None
+
+
+def _ends_with(recorded_path: str, typed_path: str) -> bool:
+    """Whether a recorded absolute path ends with a path as typed (relative, without '..')."""
+    typed_parts = [part for part in Path(typed_path).parts if part != "."]
+    if Path(typed_path).is_absolute() or ".." in typed_parts or not typed_parts:
+        return False
+    return list(Path(recorded_path).parts[-len(typed_parts) :]) == typed_parts

@@ -233,6 +233,10 @@ def test_reproduce_names_a_workload_file_by_the_path_the_run_recorded():
     recorded = {"my_model.py:MyNet": {"path": "/home/me/my_model.py", "spec": "/home/me/my_model.py:MyNet"},
                 "hf:cfg/config.json": {"path": "/data/cfg/config.json", "spec": "hf:/data/cfg/config.json"},
                 "mlp": {"path": None, "spec": "mlp"}}  # fmt: skip
+    two = {"a/models.py:Net": {"path": "/w/a/models.py", "spec": "/w/a/models.py:Net"},
+           "b/models.py:Net": {"path": "/w/b/models.py", "spec": "/w/b/models.py:Net"}}  # fmt: skip
+    apart = pages_html.reproduce_html(["ddpbench", "--workloads", "a/models.py:Net,b/models.py:Net,models.py:Net"], two)
+    assert "--workloads /w/a/models.py:Net,/w/b/models.py:Net,models.py:Net</pre>" in apart  # once both a's
     given = ["ddpbench", "bench", "--workloads", "mlp,my_model.py:MyNet,hf:cfg/config.json,hf:llama"]
     assert pages_html.reproduce_html(given, recorded) == ("<h3>Reproduce</h3><pre>ddpbench bench --workloads "
                                                           "mlp,/home/me/my_model.py:MyNet,hf:/data/cfg/config.json,"
