@@ -42,6 +42,8 @@ def concat_batches(batches: list[Any]) -> Any:
         return torch.cat(batches)
     if isinstance(first, dict):
         return {key: concat_batches([b[key] for b in batches]) for key in first}
+    if isinstance(first, tuple) and hasattr(first, "_fields"):  # a namedtuple takes its fields one by one
+        return type(first)(*(concat_batches(list(parts)) for parts in zip(*batches, strict=True)))
     if isinstance(first, (tuple, list)):
         return type(first)(concat_batches(list(parts)) for parts in zip(*batches, strict=True))
     raise TypeError(f"cannot concatenate batches of type {type(first).__name__}")

@@ -172,3 +172,28 @@ def test_a_users_loss_that_sums_over_its_batch_fails_parity_naming_why(tmp_path)
     assert verdict.summing_loss(by_name["losses.py:Mean"], cpu, folder=tmp_path / "cache") == ""
     one_rank = dataclasses.replace(by_name["losses.py:Sum"], world_size=1)  # one process: nothing to differ from
     assert verdict.summing_loss(one_rank, cpu, folder=tmp_path / "cache") == ""
+
+
+def test_a_batch_the_loss_check_cannot_join_leaves_the_comparison_standing(tmp_path, monkeypatch):
+    """The summed-loss check runs after the comparison; a failure of its own (a model of one batch size) once
+    turned every verdict into 'parity check failed'."""
+    import torch
+
+    cfg = configuration_for_cache()
+    monkeypatch.setattr(verdict, "summing_loss", lambda *a, **k: (_ for _ in ()).throw(TypeError("no join")))
+    final, _ = verdict.cached_reference(cfg, torch.device("cpu"), folder=tmp_path)
+    judged = verdict.verdict(cfg, final, torch.device("cpu"), folder=tmp_path)
+    assert judged.within_tolerance is True and judged.max_abs_diff == 0.0
+
+
+def test_batches_of_named_tuples_join_field_by_field():
+    """The check joins two ranks' batches; a namedtuple batch raised TypeError there."""
+    from collections import namedtuple
+
+    import torch
+
+    from harness.measure.training import concat_batches
+
+    pair = namedtuple("Pair", "x y")
+    joined = concat_batches([pair(torch.ones(1), torch.zeros(1)), pair(torch.ones(2), torch.zeros(2))])
+    assert isinstance(joined, pair) and joined.x.shape == (3,) and joined.y.shape == (3,)
