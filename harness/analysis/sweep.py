@@ -197,9 +197,12 @@ def answer(row: pd.Series) -> str:
 def versus_reference(row: pd.Series) -> str:
     """'25 MiB takes 1.49× as long (99.5% interval 1.31–1.70)' (a ratio of step times, so its direction
     cannot be misread; its interval at the verdicts' confidence, where recorded: an undecided sweep still
-    bounds what its fastest cap can win); '' when 25 MiB was not measured or is itself the fastest."""
+    bounds what its fastest cap can win); '' when 25 MiB was not measured, is itself the fastest, or makes the
+    same buckets as every cap (their ratio is the launches' noise)."""
     gain = row.get("gain_vs_default")
     if gain is None or pd.isna(gain) or row["best_cap_mb"] == stats.REFERENCE_CAP_MB:
+        return ""
+    if isinstance(row.get("same_buckets_mb"), str):
         return ""
     low, high, confidence = row.get("gain_low"), row.get("gain_high"), row.get("confidence")
     known = all(v is not None and not pd.isna(v) for v in (low, high, confidence))
@@ -275,9 +278,8 @@ def recommend_cap(
         decision = stats.TOO_FEW
     else:
         decision = stats.FLAT
-    rivals_of_best = [(figures, figures_by_cap[best]) for cap, figures in figures_by_cap.items() if cap != best]
-    need = sweep_repeats_needed(figures_by_cap, rivals_of_best, [judged[cap]["ratio"] for cap in rivals],
-                                aligned=aligned, threshold=threshold, confidence=confidence)  # fmt: skip
+    deciding = [(figures_by_cap[cap], figures_by_cap[best], judged[cap]["ratio"]) for cap in rivals]
+    need = sweep_repeats_needed(deciding, aligned=aligned, threshold=threshold, confidence=confidence)
     if decision == stats.TOO_FEW and need is not None:
         need = max(need, have + 1)  # what is at hand did not decide: one more at least, as a verdict says
     reference, against = centers.get(reference_cap), judged.get(reference_cap)
@@ -302,30 +304,26 @@ def recommend_cap(
 
 
 def sweep_repeats_needed(
-    figures_by_cap: dict[float, Sequence[float]],
-    rivals_of_best: list[tuple[Sequence[float], Sequence[float]]],
-    ratios: Sequence[float],
+    pairs: list[tuple[Sequence[float], Sequence[float], float]],
     *,
     aligned: bool,
     threshold: float,
     confidence: float,
 ) -> int | None:
-    """The repeats per cap a sweep needs: the most that any verdict its decision rests on needs (the fastest
-    against 25 MiB, else against each cap; `ratios`: theirs as seen, as `stats.verdict` sizes its own need), so the
-    cap table and the verdict of the same pair ask for one number. As independent sets (their spread pooled
-    over every cap) while that decides before stats.PAIRED_FROM, else, for caps that ran side by side, launch by
-    launch (never fewer than stats.PAIRED_FROM, where pairing starts)."""
-
-    def most(spread: float, paired: bool) -> int | None:
-        needs = [stats.repeats_needed(spread, threshold=threshold, confidence=confidence, ratio=ratio, paired=paired)
-                 for ratio in ratios or [None]]  # fmt: skip
-        return None if None in needs else max(needs)
-
-    alone = most(stats.repeat_spread(*figures_by_cap.values()), paired=False)
-    if not aligned or alone is None or alone < stats.PAIRED_FROM:
-        return alone
-    together = most(stats.paired_spread(*rivals_of_best), paired=True)
-    return max(stats.PAIRED_FROM, together) if together is not None else alone
+    """The repeats per cap a sweep needs: the most that any verdict its decision rests on needs (`pairs`: each
+    (rival's figures, the fastest's, their ratio as seen): the fastest against 25 MiB, else against each cap),
+    each sized from its own pair as `stats.verdict` sizes its need, so the cap table and the verdict of the same
+    two caps ask for one number. As independent sets while that decides before PAIRED_FROM, else, for caps that
+    ran side by side, launch by launch (never fewer than PAIRED_FROM, where pairing starts)."""
+    judge = {"threshold": threshold, "confidence": confidence}
+    needs = []
+    for rival, best, ratio in pairs:
+        alone = stats.repeats_needed(stats.repeat_spread(rival, best), ratio=ratio, **judge)
+        if aligned and alone is not None and alone >= stats.PAIRED_FROM:
+            together = stats.repeats_needed(stats.paired_spread((rival, best)), ratio=ratio, paired=True, **judge)
+            alone = max(stats.PAIRED_FROM, together) if together is not None else alone
+        needs.append(alone)
+    return None if not needs or None in needs else max(needs)
 
 
 def cap_pair_verdict(
@@ -338,8 +336,8 @@ def cap_pair_verdict(
     have = min(len(base), len(new))
     paired = aligned and have >= stats.PAIRED_FROM
     judged = stats.verdict(base, new, threshold=threshold, confidence=confidence, paired=paired)
-    need = sweep_repeats_needed({0: base, 1: new}, [(base, new)], [judged["ratio"]], aligned=aligned,
-                                threshold=threshold, confidence=confidence)  # fmt: skip
+    need = sweep_repeats_needed([(base, new, judged["ratio"])], aligned=aligned, threshold=threshold,
+                                confidence=confidence)  # fmt: skip
     if judged["verdict"] == stats.TOO_FEW and need is not None:
         need = max(need, have + 1)
     return {**judged, "repeats_needed": need, "paired": paired}

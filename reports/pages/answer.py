@@ -137,6 +137,7 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
         "first_bucket_cap_mb": value(first, "first_bucket_cap_mb"),
         "step_ms": stats.geometric_mean(medians), "repeat_ms": medians, "repeats": len(medians),
         "repeat_ids": _repeat_ids(group),
+        "bucket_layouts": _bucket_layouts(group),
         "cv": float(np.median(known_cvs)) if known_cvs else None, "noise": stats.noise_note(cvs, medians),
         "parity_ok": False if False in parity else (True if parity and all(parity) else None),
         "comm_ms": float(np.mean(comm)) if comm else None,
@@ -151,6 +152,18 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
 def _repeat_ids(group: pd.DataFrame) -> list[int] | None:
     """Which repeats the rows are (what tells two caps that ran side by side); None where a row does not say."""
     return [int(r) for r in group["repeat"]] if "repeat" in group and group["repeat"].notna().all() else None
+
+
+def _bucket_layouts(group: pd.DataFrame) -> frozenset | None:
+    """The bucket layouts (MiB, launch order) the rows' launches made; None where a row did not record one."""
+    if "bucket_sizes_mb" not in group:
+        return None
+    layouts = set()
+    for sizes in group["bucket_sizes_mb"]:
+        if sizes is None or not hasattr(sizes, "__len__") or len(sizes) == 0:
+            return None
+        layouts.add(tuple(round(float(size), 6) for size in sizes))
+    return frozenset(layouts)
 
 
 def _highest(values: list[Any]) -> float | None:
@@ -291,7 +304,10 @@ def lead(group: pd.DataFrame) -> tuple[str, str]:
     proof = evidence(best, runner)  # ranked by the estimate the ratio is built around: times ≥ 1
     at = milliseconds(best["step_ms"])
     interval = f" ({interval_text(proof)})" if proof["low"] is not None else ""
-    if proof["judged"] == SIGNIFICANT:
+    if proof.get("same_buckets"):
+        words = (f" leads ({at}); {runner_name} makes the same buckets, so the two are one measurement "
+                 f"({proof['times']:.2f}× apart: the launches' spread)")  # fmt: skip
+    elif proof["judged"] == SIGNIFICANT:
         words = f" is fastest ({at}); next, {runner_name} takes {proof['times']:.2f}× its time{interval}"
     elif proof["judged"] == NOT_SIGNIFICANT:
         words = f" leads ({at}), not significantly: next, {runner_name} takes {proof['times']:.2f}× its time{interval}"
@@ -315,6 +331,8 @@ def versus_stock(best: pd.Series, reference: pd.Series) -> str:
     interval = f" ({interval_text(proof)})" if proof["low"] is not None else ""
     if proof["judged"] == TOO_FEW:
         return said + f", too few repeats to tell ({too_few_text(proof)})"
+    if proof.get("same_buckets"):
+        return said + ", with the same buckets (one measurement)"
     if proof["judged"] == NOT_SIGNIFICANT:
         return said + f", not significantly{interval}"
     return said + interval

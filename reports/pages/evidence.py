@@ -33,6 +33,11 @@ def evidence(fast: pd.Series, slow: pd.Series) -> dict:
     from stats.PAIRED_FROM repeats, sweep.cap_pair_verdict), so the answer and the cap table agree."""
     confidence = float(fast.get("confidence", stats.CONFIDENCE))
     judge = {"threshold": stats.DEFAULT_THRESHOLD, "confidence": confidence}
+    if _caps_of_one_sweep(fast, slow) and _one_layout(fast, slow):  # as the sweep calls it: one measurement
+        return {"times": stats.geometric_mean(slow["repeat_ms"]) / stats.geometric_mean(fast["repeat_ms"]),
+                "low": None, "high": None, "judged": NOT_SIGNIFICANT, "confidence": confidence,
+                "repeats": min(len(fast["repeat_ms"]), len(slow["repeat_ms"])), "needed": None,
+                "same_buckets": True}  # fmt: skip
     if _caps_of_one_sweep(fast, slow):
         aligned = stats.same_launches(fast["repeat_ids"], slow["repeat_ids"])
         judged = sweep.cap_pair_verdict(fast["repeat_ms"], slow["repeat_ms"], aligned=aligned, **judge)
@@ -53,6 +58,12 @@ def _caps_of_one_sweep(one: pd.Series, other: pd.Series) -> bool:
     options = [{k: v for k, v in row["options"].items() if k != "bucket_cap_mb"} for row in (one, other)]
     caps = [row.get("bucket_cap_mb") for row in (one, other)]
     return one["impl"] == other["impl"] and options[0] == options[1] and not any(pd.isna(c) for c in caps)
+
+
+def _one_layout(one: pd.Series, other: pd.Series) -> bool:
+    """Whether every launch of both rows made the same buckets (sweep.same_buckets: the caps are one measurement)."""
+    layouts = [row.get("bucket_layouts") for row in (one, other)]
+    return all(layouts) and len(layouts[0] | layouts[1]) == 1
 
 
 def too_few_text(proof: dict) -> str:

@@ -256,3 +256,8 @@ def test_a_sweeps_need_is_its_deciding_verdicts_so_the_cap_table_and_the_verdict
     clear = stats.repeats_needed(0.25, threshold=stats.DEFAULT_THRESHOLD, ratio=pair["ratio"])
     as_if_flat = stats.repeats_needed(0.25, threshold=stats.DEFAULT_THRESHOLD)
     assert clear < as_if_flat  # a 1.5× difference is told in fewer repeats than "no difference" (once always asked)
+    noisy_third = {1.0: [100, 104, 98], 25.0: [103, 99, 106], 5.0: [140, 100, 170]}  # 5 MiB's spread is not theirs
+    table = sweep.recommend_cap(noisy_third, aligned=True)
+    best, reference = noisy_third[table["best_cap_mb"]], noisy_third[25.0]
+    alone = sweep.cap_pair_verdict(reference, best, aligned=True, threshold=stats.DEFAULT_THRESHOLD, confidence=0.95)
+    assert table["repeats_needed"] == alone["repeats_needed"] == 15  # once 137, from every cap's spread pooled

@@ -170,3 +170,7 @@ def test_two_caps_of_one_sweep_ask_the_answer_and_the_cap_table_for_the_same_rep
     assert proof["judged"] == evidence.TOO_FEW and proof["needed"] == table["repeats_needed"] == 45
     strategies = evidence.evidence(row(1.0, fast_ms), row(1.0, slow_ms).replace({"stock": "bucketed"}))
     assert strategies["needed"] == 71  # two strategies: never paired, as their verdicts against stock
+    one_bucket = frozenset({(0.19,)})  # every launch of both made the one bucket: as the sweep says, flat
+    same = evidence.evidence(pd.Series({**row(1.0, fast_ms), "bucket_layouts": one_bucket}),
+                             pd.Series({**row(25.0, slow_ms), "bucket_layouts": one_bucket}))  # fmt: skip
+    assert same["judged"] == evidence.NOT_SIGNIFICANT and same["same_buckets"] and same["needed"] is None
