@@ -135,12 +135,23 @@ def key_values(flag: str) -> Callable[[str], tuple[str, tuple[str, ...]]]:
         joined = [value for value in names(values) if "=" in value]
         if joined:  # 'a=1,b=2': the comma separates values of one option, not options
             other = joined[0].partition("=")[0].strip()
+            meant = " ".join(f"{flag} {option}" for option in _options_meant(text))
             raise ConfigError(f"{flag} {text!r} gives {other} as a value of {key.strip()}; commas separate the "
-                              f"values of one option: give each option its own {flag} ({flag} "
-                              f"{key.strip()}={values.split(',')[0].strip()} {flag} {joined[0]})")  # fmt: skip
+                              f"values of one option: give each option its own {flag} ({meant})")  # fmt: skip
         return key.strip(), names(values)
 
     return parse
+
+
+def _options_meant(text: str) -> list[str]:
+    """'a=1,2,b=3' as the options it means: ['a=1,2', 'b=3'] (a part with '=' starts the next option)."""
+    options: list[str] = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        if "=" in part or not options:
+            options.append(part)
+        else:
+            options[-1] += f",{part}"
+    return options
 
 
 def repeat_count(text: str) -> int | str:

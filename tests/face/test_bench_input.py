@@ -60,6 +60,8 @@ def test_two_options_joined_by_a_comma_are_told_apart(capsys, tmp_path):
     assert said == ("ddpbench: error: --wopt 'hidden_size=64,num_attention_heads=3' gives num_attention_heads as a "
                     "value of hidden_size; commas separate the values of one option: give each option its own --wopt "
                     "(--wopt hidden_size=64 --wopt num_attention_heads=3)\n")  # fmt: skip
+    said = refused(capsys, tmp_path, "--wopt", "seq_len=64,128,hidden_size=32,num_heads=2")  # every value kept
+    assert said.endswith("(--wopt seq_len=64,128 --wopt hidden_size=32 --wopt num_heads=2)\n")
     # A flag's own refusal reads as every other bad value: argparse once framed it ('ddpbench bench: error:
     # argument --budget: --budget '5x' is … (see --help)').
     budget = refused(capsys, tmp_path, "--budget", "5x")
