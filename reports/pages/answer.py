@@ -26,9 +26,11 @@ from reports.pages.evidence import (
     NOT_SIGNIFICANT,
     SIGNIFICANT,
     TOO_FEW,
+    bucket_layouts,
     evidence,
     interval_text,
     ratio_number,
+    repeat_ids,
     too_few_text,
 )
 from reports.pages.html import esc, name_html, table
@@ -136,8 +138,8 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
         "options": options_of(first["impl_options"]), "bucket_cap_mb": value(first, "bucket_cap_mb"),
         "first_bucket_cap_mb": value(first, "first_bucket_cap_mb"),
         "step_ms": stats.geometric_mean(medians), "repeat_ms": medians, "repeats": len(medians),
-        "repeat_ids": _repeat_ids(group),
-        "bucket_layouts": _bucket_layouts(group),
+        "repeat_ids": repeat_ids(group),
+        "bucket_layouts": bucket_layouts(group),
         "cv": float(np.median(known_cvs)) if known_cvs else None, "noise": stats.noise_note(cvs, medians),
         "parity_ok": False if False in parity else (True if parity and all(parity) else None),
         "comm_ms": float(np.mean(comm)) if comm else None,
@@ -147,23 +149,6 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
         "scaling_efficiency": _one(list(group["pooled_scaling"])),
         **{column: _highest([value(r, column) for r in records]) for column in MEMORY_PEAKS},
     }  # fmt: skip
-
-
-def _repeat_ids(group: pd.DataFrame) -> list[int] | None:
-    """Which repeats the rows are (what tells two caps that ran side by side); None where a row does not say."""
-    return [int(r) for r in group["repeat"]] if "repeat" in group and group["repeat"].notna().all() else None
-
-
-def _bucket_layouts(group: pd.DataFrame) -> frozenset | None:
-    """The bucket layouts (MiB, launch order) the rows' launches made; None where a row did not record one."""
-    if "bucket_sizes_mb" not in group:
-        return None
-    layouts = set()
-    for sizes in group["bucket_sizes_mb"]:
-        if sizes is None or not hasattr(sizes, "__len__") or len(sizes) == 0:
-            return None
-        layouts.add(tuple(round(float(size), 6) for size in sizes))
-    return frozenset(layouts)
 
 
 def _highest(values: list[Any]) -> float | None:

@@ -51,6 +51,23 @@ def evidence(fast: pd.Series, slow: pd.Series) -> dict:
             "repeats": judged["repeats"], "needed": needed}  # fmt: skip
 
 
+def repeat_ids(group: pd.DataFrame) -> list[int] | None:
+    """Which repeats the rows are (what tells two caps that ran side by side); None where a row does not say."""
+    return [int(r) for r in group["repeat"]] if "repeat" in group and group["repeat"].notna().all() else None
+
+
+def bucket_layouts(group: pd.DataFrame) -> frozenset | None:
+    """The bucket layouts (MiB, launch order) the rows' launches made; None where a row did not record one."""
+    if "bucket_sizes_mb" not in group:
+        return None
+    layouts = set()
+    for sizes in group["bucket_sizes_mb"]:
+        if sizes is None or not hasattr(sizes, "__len__") or len(sizes) == 0:
+            return None
+        layouts.add(tuple(round(float(size), 6) for size in sizes))
+    return frozenset(layouts)
+
+
 def _caps_of_one_sweep(one: pd.Series, other: pd.Series) -> bool:
     """Whether two answer rows are two caps of one strategy with its other options alike (a cap sweep's pair)."""
     if one.get("repeat_ids") is None or other.get("repeat_ids") is None:
