@@ -17,7 +17,7 @@ result next to it (`recommendations.parquet`), which the report and `predict` sh
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -158,13 +158,20 @@ def same_buckets(by_cap: dict[float, pd.DataFrame]) -> list[float] | None:
     """The one bucket layout (MiB, in launch order) every cap of a sweep made in every repeat, where they all
     made the same (a model whose gradients fit under the smallest cap gets one bucket whatever the cap);
     None where the layouts differ or a row did not record its buckets."""
+    launches = (sizes for rows in by_cap.values() for sizes in rows.drop_duplicates("config_id")["bucket_sizes_mb"])
+    layouts = bucket_layouts(launches)
+    return list(next(iter(layouts))) if layouts is not None and len(layouts) == 1 else None
+
+
+def bucket_layouts(recorded: Iterable) -> frozenset | None:
+    """The distinct bucket layouts (MiB, launch order) of launches' recorded `bucket_sizes_mb`; None where one
+    launch did not record its buckets (then nothing can be said of them all)."""
     layouts = set()
-    for rows in by_cap.values():
-        for sizes in rows.drop_duplicates("config_id")["bucket_sizes_mb"]:
-            if sizes is None or not hasattr(sizes, "__len__") or len(sizes) == 0:
-                return None
-            layouts.add(tuple(round(float(size), 6) for size in sizes))
-    return list(layouts.pop()) if len(layouts) == 1 else None
+    for sizes in recorded:
+        if sizes is None or not hasattr(sizes, "__len__") or len(sizes) == 0:
+            return None
+        layouts.add(tuple(round(float(size), 6) for size in sizes))
+    return frozenset(layouts)
 
 
 def _noise(repeats: dict[float, list[dict]]) -> str:
@@ -265,8 +272,8 @@ def recommend_cap(
     best = min(centers, key=lambda cap: centers[cap][0])
     have = min(len(figures) for figures in figures_by_cap.values())
     paired = aligned and have >= stats.PAIRED_FROM
-    judge = {"threshold": threshold, "confidence": confidence, "paired": paired}
-    judged = {cap: stats.verdict(figures, figures_by_cap[best], **judge) for cap, figures in figures_by_cap.items()
+    judge = {"aligned": aligned, "threshold": threshold, "confidence": confidence}
+    judged = {cap: cap_pair_verdict(figures, figures_by_cap[best], **judge) for cap, figures in figures_by_cap.items()
               if cap != best}  # fmt: skip
     words = {cap: found["verdict"] for cap, found in judged.items()}
     rivals = [reference_cap] if reference_cap in words else sorted(words)
@@ -278,8 +285,8 @@ def recommend_cap(
         decision = stats.TOO_FEW
     else:
         decision = stats.FLAT
-    deciding = [(figures_by_cap[cap], figures_by_cap[best], judged[cap]["ratio"]) for cap in rivals]
-    need = sweep_repeats_needed(deciding, aligned=aligned, threshold=threshold, confidence=confidence)
+    deciding = [judged[cap]["repeats_needed"] for cap in rivals]  # the most any verdict the decision rests on asks
+    need = None if not deciding or None in deciding else max(deciding)
     if decision == stats.TOO_FEW and need is not None:
         need = max(need, have + 1)  # what is at hand did not decide: one more at least, as a verdict says
     reference, against = centers.get(reference_cap), judged.get(reference_cap)
@@ -303,41 +310,22 @@ def recommend_cap(
     }
 
 
-def sweep_repeats_needed(
-    pairs: list[tuple[Sequence[float], Sequence[float], float]],
-    *,
-    aligned: bool,
-    threshold: float,
-    confidence: float,
-) -> int | None:
-    """The repeats per cap a sweep needs: the most that any verdict its decision rests on needs (`pairs`: each
-    (rival's figures, the fastest's, their ratio as seen): the fastest against 25 MiB, else against each cap),
-    each sized from its own pair as `stats.verdict` sizes its need, so the cap table and the verdict of the same
-    two caps ask for one number. As independent sets while that decides before PAIRED_FROM, else, for caps that
-    ran side by side, launch by launch (never fewer than PAIRED_FROM, where pairing starts)."""
-    judge = {"threshold": threshold, "confidence": confidence}
-    needs = []
-    for rival, best, ratio in pairs:
-        alone = stats.repeats_needed(stats.repeat_spread(rival, best), ratio=ratio, **judge)
-        if aligned and alone is not None and alone >= stats.PAIRED_FROM:
-            together = stats.repeats_needed(stats.paired_spread((rival, best)), ratio=ratio, paired=True, **judge)
-            alone = max(stats.PAIRED_FROM, together) if together is not None else alone
-        needs.append(alone)
-    return None if not needs or None in needs else max(needs)
-
-
 def cap_pair_verdict(
     base: Sequence[float], new: Sequence[float], *, aligned: bool, threshold: float, confidence: float
 ) -> dict:
-    """Two caps of one sweep (`stats.verdict(base, new)`) judged as recommend_cap judges a rival against the
-    fastest: launch by launch from PAIRED_FROM repeats where they ran side by side (`aligned`), and the
-    repeats it needs sized as the sweep sizes its own, so that the answer's comparison of two caps and the
-    cap table say one thing."""
+    """Two caps of one sweep (`stats.verdict(base, new)`), as recommend_cap judges each rival against the fastest
+    and the answer judges two caps: launch by launch from PAIRED_FROM repeats where they ran side by side
+    (`aligned`). The repeats it needs are sized from this pair and the ratio seen, as `stats.verdict` sizes
+    them: as independent sets while that decides before PAIRED_FROM, else launch by launch (never fewer than
+    PAIRED_FROM, where pairing starts); one more at least while it is undecided."""
     have = min(len(base), len(new))
     paired = aligned and have >= stats.PAIRED_FROM
     judged = stats.verdict(base, new, threshold=threshold, confidence=confidence, paired=paired)
-    need = sweep_repeats_needed([(base, new, judged["ratio"])], aligned=aligned, threshold=threshold,
-                                confidence=confidence)  # fmt: skip
+    judge = {"threshold": threshold, "confidence": confidence, "ratio": judged["ratio"]}
+    need = stats.repeats_needed(stats.repeat_spread(base, new), **judge)
+    if aligned and need is not None and need >= stats.PAIRED_FROM:
+        together = stats.repeats_needed(stats.paired_spread((base, new)), paired=True, **judge)
+        need = max(stats.PAIRED_FROM, together) if together is not None else need
     if judged["verdict"] == stats.TOO_FEW and need is not None:
         need = max(need, have + 1)
     return {**judged, "repeats_needed": need, "paired": paired}

@@ -57,15 +57,8 @@ def repeat_ids(group: pd.DataFrame) -> list[int] | None:
 
 
 def bucket_layouts(group: pd.DataFrame) -> frozenset | None:
-    """The bucket layouts (MiB, launch order) the rows' launches made; None where a row did not record one."""
-    if "bucket_sizes_mb" not in group:
-        return None
-    layouts = set()
-    for sizes in group["bucket_sizes_mb"]:
-        if sizes is None or not hasattr(sizes, "__len__") or len(sizes) == 0:
-            return None
-        layouts.add(tuple(round(float(size), 6) for size in sizes))
-    return frozenset(layouts)
+    """The bucket layouts the rows' launches made (sweep.bucket_layouts); None where a row did not record one."""
+    return sweep.bucket_layouts(group["bucket_sizes_mb"]) if "bucket_sizes_mb" in group else None
 
 
 def _caps_of_one_sweep(one: pd.Series, other: pd.Series) -> bool:

@@ -207,11 +207,9 @@ def _step_words(state: dict | None, cfg: Configuration) -> str:
         return "building the model"
     if state.get("phase") == "parity":
         return f"parity reference step {step}/{total}"
-    if step <= cfg.warmup and total == cfg.warmup + cfg.steps:
-        return f"warm-up step {step}/{cfg.warmup}"
-    if total == cfg.warmup + cfg.steps:
-        return f"step {step - cfg.warmup}/{cfg.steps}"
-    return f"step {step}/{total}"
+    if total != cfg.warmup + cfg.steps:  # a count of its own (not this configuration's warm-up and steps)
+        return f"step {step}/{total}"
+    return f"warm-up step {step}/{cfg.warmup}" if step <= cfg.warmup else f"step {step - cfg.warmup}/{cfg.steps}"
 
 
 def fixed_cost_split(wall_s: float, seconds: dict[str, float], *, configurations: int) -> None:
@@ -269,7 +267,7 @@ def verdict_round(standing, next_round: list, *, decided_before: set[str] | froz
         given_up = f", {len(still) - len(running)} given up as out of reach" if len(running) < len(still) else ""
         until = "to reach --max-repeats (some need more)" if standing.beyond_max else "to decide the rest"
         eta = f"; about {duration_text(standing.estimate_s)} {until} at the spread seen" if standing.estimate_s else ""
-        left = getattr(standing, "budget_left_s", None)
+        left = standing.budget_left_s
         if eta and left is not None and left < standing.estimate_s:  # the budget ends it first: say so
             eta += f", more than the {duration_text(left)} left of --budget"
         say(f"{head}; {len(next_round)} more configuration run(s) for the {len(running)} open{given_up}{eta}")
