@@ -192,15 +192,18 @@ SAME_CONFIGURATION = ("impl", "impl_options", "workload", "size", "batch_size", 
 
 
 def typical_repeats(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per configuration: of its repeats, the one whose gap is the median (the lower middle of an
-    even count), so that a run of 16 repeats says one sentence per configuration, not 16; and every
-    repeat where a slow rank was named (a finding of its own). Rows without a gap are left out."""
+    """One row per configuration: of its repeats, the one whose median step is the median of theirs (the
+    lower middle of an even count, as every per-configuration figure of a run page picks it), so that a run
+    of 16 repeats says one sentence per configuration, not 16, and the sentence describes the launch the
+    charts beside it draw (picked by gap, two repeats gave the flattering one, the charts the other); and
+    every repeat where a slow rank was named (a finding of its own). Rows without a gap are left out."""
     rows = rows[rows["gap_ms"].notna()]
     if rows.empty or "repeat" not in rows or rows["repeat"].nunique() <= 1:
         return rows
     keys = [key for key in SAME_CONFIGURATION if key in rows]
-    picked = {group.sort_values(["gap_ms", "repeat"]).index[(len(group) - 1) // 2]
-              for _, group in rows.groupby(keys, dropna=False, sort=False)}  # fmt: skip
+    by = "step_ms_median" if "step_ms_median" in rows else "gap_ms"
+    ranked = rows.sort_values([by, "repeat"], kind="stable")
+    picked = {group.index[(len(group) - 1) // 2] for _, group in ranked.groupby(keys, dropna=False, sort=False)}
     if "slowest_rank" in rows:
         picked |= set(rows.index[rows["slowest_rank"].notna()])
     return rows.loc[sorted(picked)]

@@ -101,6 +101,6 @@ NOISE_REPEATS = (
 )
 SCALING_REPEATS = " With repeats each point is pooled over them, as the sentence above."
 GAP_REPEATS = (
-    " With repeats, each configuration is drawn from the repeat whose gap is the median of its repeats', as in the"
-    " sentences below, and from every repeat where a slow rank was named."
+    " With repeats, each configuration is drawn from its median repeat by step time, the launch the step-time"
+    " figures draw, as in the sentences below, and from every repeat where a slow rank was named."
 )
