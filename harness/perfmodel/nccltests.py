@@ -79,27 +79,37 @@ RANK_LINE = re.compile(r"#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s
 def _from_text(text: str, path: str) -> Log:
     program = re.search(r"Collective test starting:\s*(\S+)", text)
     hosts, gpu, rows = [], "", []
-    for line in text.splitlines():
+    for number, line in enumerate(text.splitlines(), start=1):
         if match := RANK_LINE.match(line):
             hosts.append(match.group(1))
             gpu = gpu or match.group(2).strip()
-        elif line.strip() and not line.lstrip().startswith("#"):
-            row = _row_from_tokens(line.split())
-            if row is not None:
-                rows.append(row)
+        elif line.strip() and not line.lstrip().startswith("#") and line.split()[0].isdigit():
+            rows.append(_row_from_tokens(line.split(), f"--nccl-tests {path!r} line {number}"))
     return _log(path, program.group(1) if program else Path(path).name, hosts, gpu, rows)
 
 
-def _row_from_tokens(tokens: list[str]) -> Row | None:
-    """`size count type redop root | time algbw busbw #wrong | time algbw busbw #wrong`: the
-    out-of-place block is the first four numbers after the type, redop and root."""
-    if len(tokens) < 8 or not tokens[0].isdigit():
-        return None
-    block = tokens[-8:-4] if len(tokens) >= 11 else tokens[-4:]  # both blocks, or out of place alone
+def _row_from_tokens(tokens: list[str], where: str) -> Row:
+    """A result row, `size count type [redop [root]]` then `time algbw busbw #wrong` out of place and,
+    unless -z printed one, in place (nccl-tests before 2.10 had no root column, older all-gather rows no
+    redop): the out-of-place `time algbw busbw`. A row cut short or garbled (a log truncated mid-row,
+    a time that is not a number) is refused by its line: read by its last columns, it gave a time of −1
+    (the root column) or vanished without a word."""
+    start = 3
+    if len(tokens) > start and tokens[start].isalpha():  # the reduction op (sum, none …)
+        start += 1
+        if len(tokens) > start and re.fullmatch(r"-?\d+", tokens[start]):  # the root: an integer, the time has a point
+            start += 1
+    if len(tokens) - start not in (4, 8):
+        raise ConfigError(f"{where} is not an nccl-tests result row (size count type redop root, then time algbw "
+                          f"busbw #wrong once or twice): {' '.join(tokens)[:80]}")  # fmt: skip
+    block = tokens[start : start + 3]
     try:
-        return Row(int(tokens[0]), float(block[0]), float(block[1]), float(block[2]))
-    except (ValueError, IndexError):
-        return None
+        row = Row(int(tokens[0]), *(float(value) for value in block))
+    except ValueError:
+        row = None
+    if row is None or not (row.time_us > 0 and row.algbw_gbps >= 0 and row.busbw_gbps >= 0):
+        raise ConfigError(f"{where}: time, algbw and busbw must be numbers (time > 0): {' '.join(block)}")
+    return row
 
 
 def _from_json(text: str, path: str) -> Log:

@@ -67,7 +67,7 @@ def test_a_json_log_reads_like_the_text_one_and_names_its_gpu(tmp_path):
 
 def test_rows_without_redop_and_root_and_with_na_errors_are_read():
     older = "     1048576        262144     float    61.20   17.13   32.12    N/A    60.10   17.45   32.71    N/A"
-    row = nccltests._row_from_tokens(older.split())
+    row = nccltests._row_from_tokens(older.split(), "line 1")
     assert (row.nbytes, row.time_us, row.algbw_gbps, row.busbw_gbps) == (1048576, 61.20, 17.13, 32.12)
 
 
@@ -198,6 +198,11 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
         (["--cluster", "dgx-h100", "--busbw", "90GB/s"], "--busbw"),
         (["--nccl-tests", "no-such-log.txt"], "'no-such-log.txt'"),
         (["--cluster", "dgx-h100", "--nccl-tests", "log.json"], "results[0] is not an nccl-tests result"),
+        (["--cluster", "dgx-h100", "--nccl-tests", "cut.txt"], "'cut.txt' line 2 is not an nccl-tests result row"),
+        (["--cluster", "dgx-h100", "--nccl-tests", "garbled.txt"], "'garbled.txt' line 1: time, algbw and busbw"),
+        (["--cluster", "scale.toml"], "latency_scale = 'fast' is not valid; give a number > 0"),
+        (["--cluster", "bps.toml"], "inter.busbw_gbps = 1.92e+11 GB/s is more than 8 NIC(s) of 200 Gb/s can carry"),
+        (["--cluster", "alone.toml", "--nodes", "1,2"], "--nodes 2: cluster profile alone.toml has no network"),
         (["--cluster", "dgx-h100", "--sizes", "3"], "'3' is not valid; a message holds at least one float"),
         (["--cluster", "dgx-h100", "--out", "log.json/rows.csv"], "'log.json/rows.csv'"),
         (["--cluster", "dgx-h100", "--local-step-ms", "97"], "--local-step-ms does not apply to a collectives table"),
@@ -217,13 +222,21 @@ def test_bad_cluster_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsy
     logs = tmp_path / "logs"  # a JSON log whose result has no size
     logs.mkdir()
     (logs / "log.json").write_text('{"args": ["all_reduce_perf"], "results": [{"out_of_place": {"time": 1}}]}')
+    whole = "1048576 262144 float sum -1 66.8 15.69 29.41 0 67.5 15.53 29.12 0"
+    (logs / "cut.txt").write_text(f"{whole}\n{whole[:-12]}\n")  # a log cut off mid-row
+    (logs / "garbled.txt").write_text(whole.replace("66.8", "abc") + "\n")
+    a100 = (cluster.BUILTIN_FOLDER / "dgx-a100.toml").read_text()
+    (logs / "scale.toml").write_text('latency_scale = "fast"\n' + a100)
+    (logs / "bps.toml").write_text(a100.replace("busbw_gbps = 192 ", "busbw_gbps = 192e9 "))  # B/s for GB/s
+    (logs / "alone.toml").write_text(a100.replace("nics = 8", "nics = 0"))
+    written = sorted(p.name for p in logs.iterdir())
     monkeypatch.chdir(logs)
     assert cli.main(["predict", *flags]) == 2
     captured = capsys.readouterr()
     err = captured.err
     assert named in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert captured.out == ""  # refused before a word of prediction, or of the profile's published check
-    assert [p.name for p in logs.iterdir()] == ["log.json"]  # nothing written
+    assert sorted(p.name for p in logs.iterdir()) == written  # nothing written
 
 
 def test_a_log_that_names_no_collective_is_read_as_the_one_given_and_said(tmp_path, capsys):
