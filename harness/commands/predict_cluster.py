@@ -124,6 +124,7 @@ def cluster_from_args(args: argparse.Namespace):
                               f"closest with --cluster ({names}) or a .toml file")  # fmt: skip
         console.say(f"ddpbench predict: the logs' GPU is {logs[0].gpu!r}: starting from the built-in {guess}")
         base = cluster.load(guess)
+    _refuse_nodes_without_network(base, node_counts(args))
     if not logs:
         _say_published_check(base, args.collective)
         _warn_beyond_published(base, node_counts(args))
@@ -134,6 +135,14 @@ def cluster_from_args(args: argparse.Namespace):
     predictions.nccl_fit(fitted, logs)
     _warn_beyond_logs(base, logs, node_counts(args))
     return fitted.cluster
+
+
+def _refuse_nodes_without_network(base, nodes: list[int]) -> None:
+    """A profile without NICs has no network to cross: across nodes its all-reduce would cost nothing."""
+    if not base.has_network and (beyond := [n for n in nodes if n > 1]):
+        raise ConfigError(f"--nodes {beyond[0]}: cluster profile {base.path} has no network between nodes "
+                          f"(inter.nics = {base.nics}, inter.nic_gbps = {base.nic_gbps:g}); give its NICs, or "
+                          "--nodes 1")  # fmt: skip
 
 
 def _nodes_text(logs) -> str:

@@ -58,6 +58,11 @@ class Cluster:
     latency_scale: float = 1.0  # NCCL's latencies as its tuner has them; a fit to a user's logs may move it
 
     @property
+    def has_network(self) -> bool:
+        """Whether its nodes are linked: a profile of one node (no NICs) predicts one node only."""
+        return self.nics > 0 and self.nic_gbps > 0
+
+    @property
     def intra_hw(self) -> str:
         """NCCL's hardware class of a step inside a node (tuning.cc `intraHw`): NVLink or PCI."""
         return "pcie" if self.fabric == "pcie" else "nvlink"
@@ -130,9 +135,38 @@ def _choice(data: dict, field: str, choices: tuple[str, ...], where: str, *, sec
     return value
 
 
+def _latency_scale(data: dict, where: str) -> float:
+    value = data.get("latency_scale", 1.0)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+        raise ConfigError(f"cluster profile {where}: latency_scale = {value!r} is not valid; give a number > 0 "
+                          "(1: NCCL's latencies as its tuner has them)")  # fmt: skip
+    return float(value)
+
+
+SHARP_FACTOR = 2.0
+"""How far an all-reduce's bus bandwidth between nodes can exceed the NICs' line rate: with the reduction done
+in the switch (SHARP) each node sends and receives its S bytes once, so busbw = 2(n−1)/n · S/t nears twice it."""
+
+
+def _refuse_impossible_network(numbers: dict[str, float], where: str) -> None:
+    """A bus bandwidth between nodes the NICs cannot carry is a unit slip (B/s for GB/s, Gb/s for GB/s) or a
+    typo, and would silently make every multi-node prediction fast."""
+    line_rate = numbers["inter.nics"] * numbers["inter.nic_gbps"] / 8  # GB/s leaving a node
+    if line_rate > 0 and numbers["inter.busbw_gbps"] > SHARP_FACTOR * line_rate:
+        raise ConfigError(f"cluster profile {where}: inter.busbw_gbps = {numbers['inter.busbw_gbps']:g} GB/s is more "
+                          f"than {inter_nics_text(numbers)} can carry (at most {SHARP_FACTOR:g}× their "
+                          f"{line_rate:g} GB/s, with the reduction in the switch); give the all-reduce bus "
+                          "bandwidth between nodes in GB/s (nic_gbps is in Gb/s)")  # fmt: skip
+
+
+def inter_nics_text(numbers: dict[str, float]) -> str:
+    return f"{int(numbers['inter.nics'])} NIC(s) of {numbers['inter.nic_gbps']:g} Gb/s"
+
+
 def from_mapping(data: dict, *, where: str = "<profile>") -> Cluster:
     _refuse_unknown_keys(data, where)
     numbers = {key: _number(data, key, where) for key in NUMBERS}
+    _refuse_impossible_network(numbers, where)
     algorithms = tuple(data.get("algorithms", ("ring", "tree")))
     unknown = [a for a in algorithms if a not in KNOWN_ALGORITHMS]
     if unknown or "ring" not in algorithms:
@@ -149,7 +183,7 @@ def from_mapping(data: dict, *, where: str = "<profile>") -> Cluster:
         intra_busbw_gbps=numbers["intra.busbw_gbps"], nvls_busbw_gbps=numbers["intra.nvls_busbw_gbps"],
         nics=int(numbers["inter.nics"]), nic_gbps=numbers["inter.nic_gbps"],
         inter_busbw_gbps=numbers["inter.busbw_gbps"], inter_latency_us=numbers["inter.latency_us"],
-        sources=sources, path=where, latency_scale=float(data.get("latency_scale", 1.0)),
+        sources=sources, path=where, latency_scale=_latency_scale(data, where),
     )  # fmt: skip
 
 
