@@ -283,6 +283,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     if configs is not None:
         say_run_calibration(profile, configs, setup, scaled=bool(args.local_step_ms))
     profile = calibrate(profile, calibration)
+    if args.local_step_ms and setup is not None and setup.get("size") != "full":
+        _warn_not_whole_model(setup, profile)
     _say_one_rank_step(
         profile,
         calibration,
@@ -304,6 +306,28 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     if args.out:
         write_rows(pd.concat(rows, ignore_index=True), Path(args.out))
     return 0
+
+
+def _warn_not_whole_model(setup: dict, profile) -> None:
+    """--local-step-ms is the user's whole model's step; a profile of a smaller size scales its compute to it
+    but keeps the smaller model's gradients, so every all-reduce would be the smaller model's."""
+    whole = _whole_model_grad_bytes(setup)
+    full = f"; the full size's are {whole / 2**20:.2f} MiB" if whole else ""
+    console.warning(f"--local-step-ms is one GPU's step of the whole model, but this profile is {setup['workload']}'s "
+                    f"{setup['size']} size ({profile.grad_bytes / 2**20:.2f} MiB of gradients{full}): its compute is "
+                    f"scaled to your step, its communication stays the {setup['size']} model's. Profile the model "
+                    "you will train (--size full, or your own configuration with --wopt)")  # fmt: skip
+
+
+def _whole_model_grad_bytes(setup: dict) -> int | None:
+    """The full size's gradient bytes, built on the meta device (no memory, no time); None where it cannot be."""
+    import workloads
+    from harness.measure.modelinfo import grad_bytes_on_meta
+
+    try:
+        return grad_bytes_on_meta(workloads.resolve(setup["workload"]).create(size="full", options={}))
+    except Exception:  # a workload that cannot build on the meta device: the warning goes without the figure
+        return None
 
 
 def say_run_calibration(profile, configs, setup: dict, *, scaled: bool) -> None:

@@ -116,6 +116,13 @@ def parameter_count_on_meta(workload: Workload) -> int:
     return sum(p.numel() for p in dict(model.named_parameters()).values())
 
 
+def grad_bytes_on_meta(workload: Workload) -> int:
+    """Gradient bytes of the workload's model (trainable parameters, tied ones once), built on the meta device."""
+    with torch.device("meta"):
+        model = workload.build_model()
+    return parameter_sizes(model)["grad_bytes"]
+
+
 def flops_per_sample(workload: Workload, model: nn.Module, *, device: torch.device) -> float:
     """FLOPs of one training forward+backward, per sample, as FlopCounterMode counts them.
 

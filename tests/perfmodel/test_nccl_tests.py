@@ -157,9 +157,13 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     flags = ["--cluster", "dgx-h100", "--nodes", "1,2", "--caps", "0.001,25", "--local-step-ms", "0.2"]
     flags += ["--out", str(out)]  # 1 KiB buckets against one, on a step scaled to 0.2 ms
     code = cli.main(["predict", "--run", small_run.name, "--results", str(small_run.parent), *flags])
-    printed = capsys.readouterr().out
+    said = capsys.readouterr()
+    printed = said.out
     assert code == 0
     assert "rests on that scaling" in printed and "predicted best cap at w16:" in printed
+    # the run measured mlp/tiny: the step is the user's model's, the gradients are tiny's, and that is said
+    assert "--local-step-ms is one GPU's step of the whole model, but this profile is mlp's tiny size" in said.err
+    assert "the full size's are " in said.err and "its communication stays the tiny model's" in said.err
     configs = store.read_configs(small_run)
     setup = predict.run_setups(small_run)[0]
     own, baseline = predict.ddp_own_cost_s(configs, setup), predict.one_rank_baseline_s(configs, setup)
