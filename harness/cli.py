@@ -98,7 +98,9 @@ def add_compare_parser(commands) -> None:
     )
     compare.add_argument("base", help="the baseline: a run id in --results, or a run folder")
     compare.add_argument("new", help="the run to judge: a run id in --results, or a run folder")
-    compare.add_argument("--threshold", default="5%", help="smallest change that counts (default: 5%%)")
+    compare.add_argument(
+        "--threshold", default="5%", help="smallest change that counts, above 0%% and below 100%% (default: 5%%)"
+    )
     compare.add_argument("--results", type=Path, default=Path("results"), help="results folder (default: results)")
     compare.add_argument(
         "--across-strategies",

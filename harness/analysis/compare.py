@@ -323,9 +323,10 @@ def parse_threshold(text: str) -> float:
         value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
     except ValueError:
         value = -1.0
-    if not 0 <= value < 10:
-        raise ConfigError(f"--threshold {text!r} is not valid; give a percentage such as 5% (or a fraction, 0.05)")
-    if value >= 1 and not text.endswith("%"):  # '5' meant as 5 % would be 500 %: say which was meant
+    if 1 <= value < 100 and not text.endswith("%"):  # '5' meant as 5 % would be 500 %: say which was meant
         raise ConfigError(f"--threshold {text!r} would be {value:.0%}; give {text}% for {text} per cent (or a "
                           f"fraction, {value / 100:g})")  # fmt: skip
+    if not 0 < value < 1:  # 0 could never call two runs the same, 100 % would call 1.9× no change
+        raise ConfigError(f"--threshold {text!r} is not valid; give a percentage above 0% and below 100%, such as 5% "
+                          "(or a fraction, 0.05)")  # fmt: skip
     return value

@@ -220,6 +220,9 @@ def update_all_model_tables(results: Path) -> int:
 def resolve_run(text: str, results: Path) -> Path:
     """A run folder given as a path, or as a run id inside `results`."""
     found = store.find_run(text, results)
+    if found is not None and store.read_run_meta(found).get("kind") == store.COLLECTIVES_KIND:
+        raise ConfigError(f"--run {found.name!r} is a `ddpbench collectives` run; --run takes a bench run (its "
+                          f"network is used beside it, or fit a cluster to it: --nccl-tests {found})")  # fmt: skip
     if found is not None:
         return found
     known = store.newest_runs(results)

@@ -124,6 +124,8 @@ def test_a_noisy_configuration_is_flagged_on_its_line(tmp_path, capsys):
     ("args", "named"),
     [(["nope", "a"], "'nope'"), (["a", "a", "--threshold", "x"], "'x'"),
      (["a", "a", "--threshold", "5"], "--threshold '5' would be 500%; give 5% for 5 per cent (or a fraction, 0.05)"),
+     (["a", "a", "--threshold", "500%"], "--threshold '500%' is not valid; give a percentage above 0% and below 100%"),
+     (["a", "a", "--threshold", "0"], "--threshold '0' is not valid"),
      (["a", "coll"], "run 'coll' is a `ddpbench collectives` run; compare judges two bench runs"),
      (["a", "a"], "BASE and NEW are the same run 'a'; compare judges two separate runs")],
 )  # fmt: skip

@@ -216,6 +216,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
         (["--run", "no-run", "--cluster", "dgx-h100", "--sizes", "1MiB"], "--sizes does not apply to a DDP step"),
         (["--run", "no-run", "--cluster", "dgx-h100", "--caps", "nan"], "'nan'"),
         (["--run", "no-run", "--cluster", "dgx-h100"], "'no-run'"),
+        (["--run", "coll", "--cluster", "dgx-h100"], "--run 'coll' is a `ddpbench collectives` run; --run takes a"),
         (["--nccl-tests", "."], "is a folder but not a `ddpbench collectives` run"),
         (["--cluster", ""], "--cluster '' is neither a built-in profile"),
         (["--cluster", "dgx-h100", "--workload", "nope"], "unknown workload 'nope'"),  # before the published check
@@ -233,14 +234,15 @@ def test_bad_cluster_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsy
     (logs / "scale.toml").write_text('latency_scale = "fast"\n' + a100)
     (logs / "bps.toml").write_text(a100.replace("busbw_gbps = 192 ", "busbw_gbps = 192e9 "))  # B/s for GB/s
     (logs / "alone.toml").write_text(a100.replace("nics = 8", "nics = 0"))
-    written = sorted(p.name for p in logs.iterdir())
+    store.write_json(logs / "results" / "coll" / "run.json", {"run_id": "coll", "kind": store.COLLECTIVES_KIND})
+    written = sorted(p.relative_to(logs) for p in logs.rglob("*"))
     monkeypatch.chdir(logs)
     assert cli.main(["predict", *flags]) == 2
     captured = capsys.readouterr()
     err = captured.err
     assert named in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     assert captured.out == ""  # refused before a word of prediction, or of the profile's published check
-    assert sorted(p.name for p in logs.iterdir()) == written  # nothing written
+    assert sorted(p.relative_to(logs) for p in logs.rglob("*")) == written  # nothing written
 
 
 def test_a_log_that_names_no_collective_is_read_as_the_one_given_and_said(tmp_path, capsys):
