@@ -2,7 +2,7 @@
 what to try, computed from its row's measured parts (harness.analysis.gap) and the run's other rows.
 
     stock at 2 ranks is 1.31× local (+4.2 ms a mean step): 2.6 ms (62%) exposed communication (its last bucket,
-    15.2 of 27.3 MiB, is all-reduced after the last gradient: a smaller bucket_cap_mb overlaps more of
+    15.2 of 27.3 MiB, is all-reduced after the last gradient: a smaller bucket_cap_mb would overlap more of
     it), 1.1 ms (25%) slower compute (2 ranks share 2 CPU cores with the communication threads), 0.5 ms
     (13%) the strategy's own work (…)
 
@@ -130,12 +130,38 @@ def _communication_advice(row: Any, run: pd.DataFrame | None) -> str:
         if len(sizes) == 1:
             return (f"its one bucket ({_mib(sizes[0])}) is all-reduced after the last gradient: a bucket_cap_mb "
                     f"below {_mib(sizes[0])} splits it, so that backward hides part{tail}")  # fmt: skip
+        smaller = _smaller_cap_measured(row, run)
         return (f"its last bucket, {_mib(sizes[-1])} of {_mib(sum(sizes))}, is all-reduced after the last gradient: "
-                f"a smaller bucket_cap_mb overlaps more of it{tail}")  # fmt: skip
+                f"{smaller or 'a smaller bucket_cap_mb would overlap more of it'}{tail}")  # fmt: skip
     comm, compute = _get(row, "comm_ms"), _get(row, "compute_ms")
     if hidden >= 0.5 and comm is not None and compute is not None and comm > compute:
         return f"it hides {hidden:.0%}, but its communication ({comm:.1f} ms) outlasts the compute that could hide it"
     return better
+
+
+def _smaller_cap_measured(row: Any, run: pd.DataFrame | None) -> str:
+    """What the run measured at the smaller caps of this strategy, setup and world size, where it measured
+    any (the advice to lower the cap, not what its own sweep found, contradicted a sweep that found 1 MiB no
+    faster): the fastest of them against this cap, each the geometric mean of its repeats' median steps."""
+    from harness.analysis.stats import geometric_mean
+
+    cap = _get(row, "bucket_cap_mb")
+    if run is None or cap is None or "bucket_cap_mb" not in run or "step_ms_median" not in run:
+        return ""
+    same = run[run["status"] == "ok"]
+    for key in (k for k in SAME_CONFIGURATION if k != "impl_options" and k in run and _get(row, k) is not None):
+        same = same[same[key] == row[key]]  # the same strategy, setup and world size; any cap
+    steps = same.dropna(subset=["step_ms_median"]).groupby("bucket_cap_mb")["step_ms_median"].agg(geometric_mean)
+    smaller = steps[steps.index < cap]
+    if smaller.empty or cap not in steps.index:
+        return ""
+    best = smaller.idxmin()
+    ratio = smaller[best] / steps[cap]
+    pace = "faster" if ratio < 1 else "slower"
+    return (
+        f"this run measured the smaller bucket_cap_mb={best:g} at {smaller[best]:.1f} ms a step against "
+        f"{steps[cap]:.1f} here ({abs(1 - ratio):.0%} {pace}; geometric means over repeats)"
+    )
 
 
 def _mib(value: float) -> str:

@@ -101,7 +101,7 @@ def row(**parts) -> dict:
     [
         ({"gap_exposed_comm_ms": 6.0, "gap_rest_ms": 1.0}, "gap_exposed_comm_ms",
          "6.0 ms (86%) exposed communication (its last bucket, 24.0 MiB of 25.0 MiB, is all-reduced after the last "
-         "gradient: a smaller bucket_cap_mb overlaps more of it)"),
+         "gradient: a smaller bucket_cap_mb would overlap more of it)"),
         ({"gap_waiting_ms": 5.0, "gap_exposed_comm_ms": 1.0, "slowest_rank": 1, "slowest_rank_late_ms": 6.0,
           "slowest_rank_share": 0.95}, "gap_waiting_ms",
          "5.0 ms (83%) waiting for the slowest rank (rank 1 launches 6.0 ms late in 95% of steps; the others wait"),
@@ -214,3 +214,18 @@ def test_the_strategy_that_hides_more_is_quoted_over_its_repeats_not_at_its_best
                  "exposed_comm_ms": 24.0}]  # fmt: skip
     text = why.sentence(naive, pd.DataFrame([naive, *bucketed]), cores=2)
     assert "bucketed hides 22% of its communication in this run" in text  # 1 − 31/40, not the best repeat's 30%
+
+
+def test_the_advice_to_lower_the_cap_gives_way_to_what_the_runs_own_sweep_measured():
+    """A sweep that found 1 MiB no faster must not be told that a smaller cap overlaps more."""
+    import pandas as pd
+
+    at_25 = {**row(gap_exposed_comm_ms=6.0), "bucket_cap_mb": 25.0, "status": "ok"}
+    sweep = [{**at_25, "repeat": r, "step_ms_median": step} for r, step in enumerate([84.0, 84.2])]
+    at_1 = {**at_25, "bucket_cap_mb": 1.0}
+    sweep += [{**at_1, "repeat": r, "step_ms_median": step} for r, step in enumerate([85.0, 85.2])]
+    text = why.sentence({**at_25, "step_ms_median": 84.0}, pd.DataFrame(sweep), cores=2)
+    assert "this run measured the smaller bucket_cap_mb=1 at 85.1 ms a step against 84.1 here (1% slower" in text
+    assert "would overlap more" not in text
+    alone = why.sentence(at_25, pd.DataFrame(sweep[:2]), cores=2)  # no smaller cap measured: the mechanism's advice
+    assert "a smaller bucket_cap_mb would overlap more of it" in alone
