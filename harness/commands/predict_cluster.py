@@ -274,7 +274,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     import pandas as pd
 
     from harness.analysis import agreement
-    from harness.perfmodel import predict
+    from harness.perfmodel import cluster, predict
     from harness.perfmodel.nccl import ClusterLink
     from harness.perfmodel.schedule import Calibration, calibrate, predict_caps
 
@@ -301,7 +301,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         frame.insert(0, "nodes", nodes)
         frame.insert(0, "world_size", world)
         frame["best"] = frame["bucket_cap_mb"].isin(agreement.tied_best(frame["bucket_cap_mb"], frame["step_ms"]))
-        predictions.cluster_steps(chosen, frame, world=world, nodes=nodes, caveat=caveat)
+        said = "; ".join(part for part in (caveat, cluster.cap_caveat(chosen, nodes)) if part)
+        predictions.cluster_steps(chosen, frame, world=world, nodes=nodes, caveat=said)
         rows.append(frame)
     if args.out:
         write_rows(pd.concat(rows, ignore_index=True), Path(args.out))

@@ -212,6 +212,26 @@ def _published_record() -> dict[str, list[dict]]:
     return json.loads(PUBLISHED_CHECKS.read_text())
 
 
+def cap_caveat(cluster: Cluster, nodes: int) -> str:
+    """Where a built-in profile's check against published tables at `nodes` nodes (or the most checked below)
+    found sizes off by more than 25 %, the words that say a cap chosen there rests on them: the buckets'
+    all-reduces are those sizes. '' where every size checked was within 25 %, or nothing was checked."""
+    checks = published_checks(cluster)
+    below = [c["nodes"] for c in checks if c["nodes"] <= nodes]
+    if nodes <= 1 or not below:
+        return ""
+    rows = [c for c in checks if c["nodes"] == max(below)]
+    off = sum(c["count"] - c["within_25"] for c in rows)
+    if not off:
+        return ""
+    worst = max(rows, key=lambda c: abs(c["worst_error"]))
+    where = f"{max(below)} nodes" + (f" (the most checked up to {nodes})" if max(below) < nodes else "")
+    checked = sum(c["count"] for c in rows)
+    return (f"at {where} this profile is off by more than 25 % on {off} of {checked} published sizes (worst "
+            f"{worst['worst_error']:+.0%} at {worst['worst_size']}): buckets of those sizes may cost otherwise; "
+            "fit your cluster's nccl-tests log (--nccl-tests) before choosing by this margin")  # fmt: skip
+
+
 def published_check_summary(checks: list[dict]) -> list[str]:
     """One phrase per node count: the tables, the sizes within 25 %, the worst error."""
     parts = []
