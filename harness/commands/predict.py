@@ -36,13 +36,13 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
             raise ConfigError(f"{flag} {value} is not valid; give a whole number ≥ 1")
     if predict_cluster.wanted(args):
         return _on_cluster(args, caps, device=device)
-    if args.run:
-        setup, network, profile, source, run_dir, worlds, caps = _from_run(args, given, caps, device=device)
+    if args.run:  # the stored profile is said as stored, then calibrated on the run's rows (and said so)
+        network, profile, run_dir, worlds, caps = _from_run(args, given, caps, device=device)
     else:
         setup, network, profile, source, worlds = _measured_now(args, given, device=device)
+        predictions.predict_profile(setup, profile, source)
         run_dir = None
     caps = caps or list(DEFAULT_CAPS_MB)
-    predictions.predict_profile(setup, profile, source)
     frames = []
     for world in worlds:
         link = network_link(network, world)
@@ -139,10 +139,11 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
         raise ConfigError(f"no `ddpbench collectives` run from this run's machine in {str(beside)!r}; "
                           "run one there, or give --busbw (and --latency)")  # fmt: skip
     profile, source = _profile_for_run(run_dir, setup, device=device)
+    predictions.predict_profile(setup, profile, source)
     configs = store.read_configs(run_dir)
     profile = _calibrated_to_run(profile, configs, setup)
     worlds = [args.gpus] if args.gpus else sorted({int(n) for n in configs["world_size"] if n > 1}) or [DEFAULT_WORLD]
-    return setup, network, profile, source, run_dir, worlds, caps or _caps_of_run(configs)
+    return network, profile, run_dir, worlds, caps or _caps_of_run(configs)
 
 
 def _calibrated_to_run(profile, configs, setup: dict):

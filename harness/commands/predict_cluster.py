@@ -333,6 +333,7 @@ def _whole_model_grad_bytes(setup: dict) -> int | None:
 
 def say_run_calibration(profile, configs, setup: dict, *, scaled: bool) -> None:
     """What the run's one-rank rows changed: the compute's scale, and DDP's own cost (said even as 0)."""
+    from harness.analysis import roles
     from harness.perfmodel import predict
 
     if baseline_s := predict.one_rank_baseline_s(configs, setup):
@@ -341,11 +342,9 @@ def say_run_calibration(profile, configs, setup: dict, *, scaled: bool) -> None:
                     f"steps {profile.local_step_s * 1e3:.4g} ms)")  # fmt: skip
     if (difference_s := predict.reference_minus_baseline_s(configs, setup)) is not None:
         with_compute = " and scaled with the compute" if scaled else ""
-        measured = (
-            "the run's reference minus its baseline"
-            if difference_s >= 0
-            else f"taken as 0: the run's reference was {-difference_s * 1e3:.3g} ms faster than its baseline, noise"
-        )
+        pooled = (f"{roles.reference_name()}'s step at one rank, every cap pooled (geometric mean over repeats), "
+                  f"minus {roles.baseline_name()}'s")  # fmt: skip
+        measured = pooled if difference_s >= 0 else f"taken as 0: {pooled} is {difference_s * 1e3:.3g} ms, noise"
         console.say(f"ddpbench predict: DDP's own cost {max(difference_s, 0) * 1e3:.3g} ms a step at one rank "
                     f"({measured}), added to backward{with_compute}")  # fmt: skip
 

@@ -95,8 +95,8 @@ def test_a_reference_faster_than_its_baseline_is_said_to_be_taken_as_0(monkeypat
     monkeypatch.setattr(predict, "one_rank_baseline_s", lambda configs, setup: None)
     monkeypatch.setattr(predict, "reference_minus_baseline_s", lambda configs, setup: -0.000629)
     predict_cluster.say_run_calibration(None, pd.DataFrame(), {}, scaled=False)
-    assert ("DDP's own cost 0 ms a step at one rank (taken as 0: the run's reference was 0.629 ms faster than its "
-            "baseline, noise)") in capsys.readouterr().out  # fmt: skip
+    assert ("DDP's own cost 0 ms a step at one rank (taken as 0: stock's step at one rank, every cap pooled (geometric "
+            "mean over repeats), minus local's is -0.629 ms, noise)") in capsys.readouterr().out  # fmt: skip
 
 
 def test_validation_says_a_model_agrees_when_its_tied_best_holds_the_measured_best(capsys):
