@@ -260,10 +260,19 @@ def run_collectives(args: argparse.Namespace, chosen) -> int:
     return 0
 
 
+def _source_of(chosen) -> str:
+    """Which profile the rows rest on: 'built-in', or the file it was read from (a fitted profile's: the file it
+    started from; its name says what it was fitted to). A user's file named like a built-in stays told apart."""
+    from harness.perfmodel import cluster
+
+    return "built-in" if cluster.is_builtin(chosen) else str(chosen.path)
+
+
 def _collective_row(chosen, choice) -> dict:
-    return {"cluster": chosen.name, "collective": choice.collective, "nodes": choice.nodes, "ranks": choice.ranks,
-            "bytes": choice.nbytes, "time_us": choice.time_us, "algbw_gbps": choice.algbw_gbps,
-            "busbw_gbps": choice.busbw_gbps, "algorithm": choice.algorithm, "protocol": choice.protocol}  # fmt: skip
+    return {"cluster": chosen.name, "cluster_source": _source_of(chosen), "collective": choice.collective,
+            "nodes": choice.nodes, "ranks": choice.ranks, "bytes": choice.nbytes, "time_us": choice.time_us,
+            "algbw_gbps": choice.algbw_gbps, "busbw_gbps": choice.busbw_gbps, "algorithm": choice.algorithm,
+            "protocol": choice.protocol}  # fmt: skip
 
 
 def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, device: str, configs=None,
@@ -304,8 +313,11 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         said = "; ".join(part for part in (caveat, cluster.cap_caveat(chosen, nodes)) if part)
         predictions.cluster_steps(chosen, frame, world=world, nodes=nodes, caveat=said)
         rows.append(frame)
-    if args.out:
-        write_rows(pd.concat(rows, ignore_index=True), Path(args.out))
+    if args.out:  # each row says what it rests on: the profile, the workload, any scaling
+        setup = setup or {}
+        context = {"cluster": chosen.name, "cluster_source": _source_of(chosen), "workload": setup.get("workload"),
+                   "size": setup.get("size"), "local_step_ms": args.local_step_ms}  # fmt: skip
+        write_rows(pd.concat(rows, ignore_index=True).assign(**context), Path(args.out))
     return 0
 
 

@@ -135,8 +135,8 @@ def test_predict_cluster_prints_nccl_tests_rows_and_writes_them(tmp_path, capsys
     assert cli.main(["predict", "--cluster", str(mine), "--nodes", "1", "--sizes", "1MiB"]) == 0
     assert "a profile of your own, not checked against published tables" in capsys.readouterr().out
     frame = pd.read_parquet(out)
-    assert list(frame.columns) == ["cluster", "collective", "nodes", "ranks", "bytes", "time_us", "algbw_gbps",
-                                   "busbw_gbps", "algorithm", "protocol"]  # fmt: skip
+    assert list(frame.columns) == ["cluster", "cluster_source", "collective", "nodes", "ranks", "bytes", "time_us",
+                                   "algbw_gbps", "busbw_gbps", "algorithm", "protocol"]  # fmt: skip
     assert len(frame) == 2 * 14 and set(frame["nodes"]) == {1, 2}
     largest = frame[(frame["nodes"] == 1) & (frame["bytes"] == 8 * GIB)].iloc[0]
     assert f"{8 * GIB:12d}" in printed and f"{largest['busbw_gbps']:7.2f}" in printed
@@ -176,6 +176,8 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert f"DDP's own cost {own * 1e3:.3g} ms a step at one rank" in printed and "scaled with the compute" in printed
     frame = pd.read_csv(out)
     assert {"world_size", "nodes", "bucket_cap_mb", "step_ms", "exposed_comm_ms", "best"} <= set(frame.columns)
+    rests_on = frame[["cluster", "cluster_source", "workload", "size", "local_step_ms"]].drop_duplicates()
+    assert rests_on.values.tolist() == [["dgx-h100", "built-in", "mlp", "tiny", 0.2]]
     assert list(frame["world_size"]) == [8, 8, 16, 16]
     for _, group in frame.groupby("world_size"):  # the best rows: the fastest and any cap within the tie tolerance
         fastest = group["step_ms"].min()
