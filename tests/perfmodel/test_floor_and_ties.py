@@ -142,3 +142,14 @@ def test_a_failed_one_rank_baseline_leaves_the_calibration_out_rather_than_nan()
     ok = pd.DataFrame([{**failed, "status": "ok", "step_ms_median": 25.0}, stock])
     assert predict.one_rank_baseline_s(ok, setup) == pytest.approx(0.025)
     assert predict.ddp_own_cost_s(ok, setup) == pytest.approx(0.005)
+
+
+@pytest.mark.parametrize(
+    ("exposed", "comm", "said"),
+    [(0.1, 5.0, "compute: the all-reduces (5 ms a step) hide behind backward (20 ms) but for 0.1 ms"),
+     (12.0, 30.0, "bandwidth: the all-reduces take 30 ms a step, more than the backward (20 ms)"),
+     (3.0, 10.0, "the gradients ready last: their all-reduces run after backward ends, 3 ms exposed")],
+)  # fmt: skip
+def test_the_answer_names_the_part_that_makes_the_step(exposed, comm, said):
+    row = {"exposed_comm_ms": exposed, "comm_ms": comm, "step_ms": 40.0 + exposed}
+    assert predictions.why_step(row, backward_ms=20.0).startswith(said)
