@@ -80,6 +80,8 @@ def sentence(row: Any, run: pd.DataFrame | None = None, *, cores: int | None = N
         value = _get(row, column) or 0.0
         if value >= SMALL_PART * gap:
             why = _advice(column, row, run, cores=cores)
+            if column == "gap_exposed_comm_ms" and (_get(row, "gap_waiting_ms") or 0.0) >= SMALL_PART * gap:
+                words += " besides the waiting"  # the console's 'exposed' holds both: these are its two parts
             said.append(f"{value:.1f} ms ({value / gap:.0%}) {words}" + (f" ({why})" if why else ""))
     faster = -(_get(row, "gap_slower_compute_ms") or 0.0)
     if faster >= SMALL_PART * gap:

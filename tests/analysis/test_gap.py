@@ -229,3 +229,10 @@ def test_the_advice_to_lower_the_cap_gives_way_to_what_the_runs_own_sweep_measur
     assert "would overlap more" not in text
     alone = why.sentence(at_25, pd.DataFrame(sweep[:2]), cores=2)  # no smaller cap measured: the mechanism's advice
     assert "a smaller bucket_cap_mb would overlap more of it" in alone
+
+
+def test_exposed_communication_beside_waiting_says_it_is_the_rest_of_the_consoles_exposed_time():
+    both = why.sentence(row(gap_exposed_comm_ms=4.0, gap_waiting_ms=3.0), cores=2)
+    assert "4.0 ms (57%) exposed communication besides the waiting (" in both
+    alone = why.sentence(row(gap_exposed_comm_ms=4.0, gap_rest_ms=1.0), cores=2)
+    assert "besides the waiting" not in alone and "4.0 ms (80%) exposed communication (" in alone
