@@ -164,7 +164,7 @@ FLOOR = Table(
         CONFIG_ID, WORLD_SIZE, GRAD_BYTES,
         C("allreduce_ms", F64, MS, "one all-reduce of the bytes the configuration sends at the network's α and bus bandwidth: `grad_bytes`; 2 bytes an element under an fp16/bf16 hook"),
         C("local_ms", F64, MS, "`local` (no communication) step time at the same world size and setup"),
-        C("floor_ms", F64, MS, "`max(local_ms, allreduce_ms)`: this configuration cannot be faster (it computes at least the local step and sends at least those bytes)"),
+        C("floor_ms", F64, MS, "`max(local_ms, allreduce_ms)`: a measured bound (it computes at least the local step and sends at least those bytes), with local's noise and the fit's: a step can come out below it by chance, and the run page names any that does"),
         C("step_ms", F64, MS, "the configuration's measured step time"),
         NETWORK,
     ),

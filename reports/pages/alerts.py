@@ -1,33 +1,135 @@
 """Warnings shown where decisions are made (the top of a run page, next to the answer): noisy
-configurations, ranks sharing a device, a run with one world size, a run that did not finish.
-Pure: a run's metadata and configs in, a list of sentences (HTML) out."""
+configurations, ranks sharing a device, a run with one world size, a run that did not finish; and beside the
+answer and the floor figure, a winner or a bar below its floor (a measured bound, with its own noise).
+Pure: a run's metadata and configs in, sentences (HTML) out."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from harness.analysis import stats, why
+from harness.analysis import roles, stats, why
 from reports.pages.html import esc
 
 
 def noisy(configs: pd.DataFrame) -> list[str]:
-    """The configurations whose step CV, the median over their repeats (as the answer's noise column and
-    stats.noise_note judge it), is above NOISY_CV: counted as configurations, not as repeats."""
+    """The configurations the answer's noise column marks noisy (stats.noise_note over their repeats: the
+    median step CV above NOISY_CV, or repeats' medians more than NOISY_CV apart), counted as configurations,
+    not as repeats, and by kind: the banner and the table must not disagree on what is noisy."""
     ok = configs[configs["status"] == "ok"]
-    if "step_ms_cv" not in ok or ok.empty:
+    if "step_ms_median" not in ok:
         return []
+    ok = ok.dropna(subset=["step_ms_median"])  # the rows the answer ranks
     keys = [key for key in why.SAME_CONFIGURATION if key in ok]
-    cvs = ok.groupby(keys, dropna=False)["step_ms_cv"].median() if keys else ok["step_ms_cv"]
-    loud = cvs[cvs > stats.NOISY_CV]
-    if loud.empty:
+    if ok.empty or not keys:
         return []
+    kinds = [_noise_kinds(group) for _, group in ok.groupby(keys, dropna=False)]
+    loud = [kind for kind in kinds if kind]
+    if not loud:
+        return []
+    both = " (some both ways)" if any(len(kind) > 1 for kind in loud) else ""
     return [
-        f"<b>Noisy:</b> {len(loud)} of {len(cvs)} measured configurations have a step CV above {stats.NOISY_CV:g} "
-        f"(the median over their repeats; up to {loud.max():.2f}); differences of a few per cent between them may "
-        "be chance. Rerun with more --steps and --repeats on a quieter machine before acting on them."
+        f"<b>Noisy:</b> {len(loud)} of {len(kinds)} measured configurations are noisy, as the answer's noise column "
+        f"marks them{both}: {_noise_counts(loud)}. Differences between them may be chance. Rerun with more --steps "
+        "and --repeats on a quieter machine before acting on them."
     ]
+
+
+def _noise_kinds(group: pd.DataFrame) -> dict[str, float]:
+    """What is noisy about one configuration, by kind, with how noisy: 'steps' its repeats' median step CV,
+    'repeats' how far apart its repeats' medians are (highest / lowest − 1); {} where stats.noise_note finds
+    nothing."""
+    cvs = [None if pd.isna(cv) else float(cv) for cv in group.get("step_ms_cv", pd.Series(dtype=float))]
+    medians = [float(m) for m in group["step_ms_median"]]
+    note = stats.noise_note(cvs, medians)  # the table's own rule; its words say which kind
+    known = [cv for cv in cvs if cv is not None]
+    kinds = {}
+    if "noisy steps" in note:
+        kinds["steps"] = float(np.median(known))
+    if "repeats disagree" in note:
+        kinds["repeats"] = max(medians) / min(medians) - 1
+    return kinds
+
+
+def _noise_counts(loud: list[dict[str, float]]) -> str:
+    """'2 with noisy steps (…), 6 whose repeats disagree (…)': a configuration noisy both ways counts in both."""
+    steps = [kind["steps"] for kind in loud if "steps" in kind]
+    spread = [kind["repeats"] for kind in loud if "repeats" in kind]
+    said = []
+    if steps:
+        said.append(f"{len(steps)} with noisy steps (the median step CV over the configuration's repeats above "
+                    f"{stats.NOISY_CV:g}; up to {max(steps):.2f})")  # fmt: skip
+    if spread:
+        said.append(f"{len(spread)} whose repeats disagree (their median steps more than {stats.NOISY_CV:.0%} "
+                    f"apart; up to {max(spread):.0%})")  # fmt: skip
+    return ", ".join(said)
+
+
+def repeats_text(medians: list[float]) -> str:
+    """'its 2 repeats 64.03–64.18 ms', or 'one repeat': the evidence behind a figure drawn or ranked."""
+    if len(medians) < 2:
+        return "one repeat"
+    return f"its {len(medians)} repeats {min(medians):.2f}–{max(medians):.2f} ms"
+
+
+def local_spread(medians: list[float]) -> str:
+    """What local's repeats say of the floor they make: 'local's 2 repeats spread 51.14–98.80 ms, so the floor is
+    measured noisily', where they disagree as the noise column judges; else that it is a measurement too."""
+    if len(medians) < 2:
+        return "local ran once: the floor is one measurement, with that launch's noise"
+    spread = f"local's {len(medians)} repeats spread {min(medians):.2f}–{max(medians):.2f} ms"
+    if "repeats disagree" in stats.noise_note([], medians):
+        return spread + ", so the floor is measured noisily"
+    return spread + ": the floor is a measurement too, not an exact bound"
+
+
+def answer_below_floor(group: pd.DataFrame) -> str:
+    """A note under one world size's answer table (answer.ranked rows) where its winner comes out faster than
+    local, the floor the table lists last: both are measured, so the floor bounds it only as far as its noise."""
+    floor, contenders = group[group["is_floor"]], group[~group["is_floor"]]
+    if floor.empty or contenders.empty or contenders.iloc[0]["step_ms"] >= floor.iloc[0]["step_ms"]:
+        return ""
+    best, local = contenders.iloc[0], floor.iloc[0]
+    said = (f"{best['strategy']} ({best['step_ms']:.2f} ms; {repeats_text(best['repeat_ms'])}) comes out below "
+            f"local, the floor ({local['step_ms']:.2f} ms); {local_spread(local['repeat_ms'])}.")  # fmt: skip
+    return f'<p class="banner warning"><b>Below the floor:</b> {esc(said)}</p>'
+
+
+def figure_below_floor(rows: pd.DataFrame, configs: pd.DataFrame) -> str:
+    """A note under the floor figure naming each drawn bar below its tick (rows: network.with_floor's), per world
+    size, with where that floor comes from: local's repeats, or the collectives run's fitted all-reduce."""
+    under = rows[rows["step_ms_median"] < rows["floor_ms"]]
+    notes = []
+    for world, group in under.groupby("world_size"):
+        bars = "; ".join(f"{r['config_label']} drawn at {r['step_ms_median']:.2f} ms, under its floor of "
+                         f"{r['floor_ms']:.2f} ms ({repeats_text(_alike(configs, r, why.SAME_CONFIGURATION))})"
+                         for _, r in group.iterrows())  # fmt: skip
+        notes.append(f"<b>Below the floor at {int(world)} ranks:</b> {esc(bars)}. {esc(_floor_source(group, configs))}")
+    return "".join(f'<p class="banner warning">{note}</p>' for note in notes)
+
+
+def _floor_source(group: pd.DataFrame, configs: pd.DataFrame) -> str:
+    """Why a floor can be beaten: it is local's measured step, or an all-reduce fitted to noisy timings."""
+    said = []
+    if (group["floor_ms"] == group["local_ms"]).any():
+        setup = [key for key in why.SAME_CONFIGURATION if key not in ("impl", "impl_options")]
+        local = _alike(configs[roles.is_baseline(configs)], group.iloc[0], setup)
+        said.append(f"There the floor is local's step, the geometric mean of its repeats' medians: "
+                    f"{local_spread(local)}.")  # fmt: skip
+    if (group["floor_ms"] != group["local_ms"]).any():
+        said.append("Where the floor is the all-reduce, it is the collectives run's fitted latency and bandwidth "
+                    "applied to the bytes sent: a fit to noisy timings, not a bound measured in this run.")  # fmt: skip
+    return " ".join(said)
+
+
+def _alike(configs: pd.DataFrame, row: pd.Series, keys: tuple[str, ...] | list[str]) -> list[float]:
+    """The ok repeats' median steps of the configurations that match `row` on `keys` (nulls match nulls)."""
+    mask = configs["status"] == "ok"
+    for key in (k for k in keys if k in configs and k in row):
+        mask &= configs[key].isna() if pd.isna(row[key]) else configs[key] == row[key]
+    return [float(ms) for ms in configs.loc[mask, "step_ms_median"].dropna()]
 
 
 def shared_devices(meta: dict[str, Any], configs: pd.DataFrame) -> list[str]:

@@ -21,6 +21,7 @@ from harness.analysis import decide, roles, stats
 from harness.analysis.overlap import overlap_efficiency
 from harness.results.values import options_of
 from reports.aggregate import RunData, strategy_labels, world_label
+from reports.pages import alerts
 from reports.pages.evidence import (
     CELL_DOUBT,
     NOT_SIGNIFICANT,
@@ -29,6 +30,7 @@ from reports.pages.evidence import (
     bucket_layouts,
     evidence,
     interval_text,
+    no_change_rule,
     ratio_number,
     repeat_ids,
     too_few_text,
@@ -360,6 +362,7 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
             stand_in |= reference is not None and bool(reference["options"])
             parts.append(f"<p class=headline>{headline(group)}</p>")
             parts.append(world_table(group, run.recommendations, workload=workload))
+            parts.append(alerts.answer_below_floor(group))
     if len(parts) == 1:
         parts.append("<p>No configuration of this run was measured: nothing to rank.</p>")
     parts.append(f"<p class=caption>{CAPTION}{STAND_IN if stand_in else ''}</p>")
@@ -373,13 +376,14 @@ CAPTION = (
     "the repeats' geometric means and, in brackets, its interval over repeats (Welch's t on the logs of the "
     "repeats' medians: 95 %, or under --repeats auto the confidence its stopping rule judges each look at, "
     "99.5 % at the default --max-repeats 20, except at one rank, which that rule never judges), which "
-    "needs two repeats a side; 'not significant' where the verdicts' rule can tell that any difference is within "
-    f"the {stats.DEFAULT_THRESHOLD:.0%} threshold, 'too few repeats to tell' where the interval is too wide to say "
+    "needs two repeats a side; 'not significant' where the verdicts' rule calls no significant change: "
+    f"{no_change_rule(stats.DEFAULT_THRESHOLD)}; 'too few repeats to tell' where the interval is too wide to say "
     "either. A winner is 'fastest' only when it beats the next strategy so, else it "
     "'leads'. 'comm. hidden' is 1 − Σ not hidden / "
     "Σ communication over the repeats (their per-step means). Noise is the repeats' median step CV (noisy above "
     f"{stats.NOISY_CV:g}), and repeats whose medians disagree by more than {stats.NOISY_CV:.0%}. 'floor' is local: "
-    "every rank trains alone, no communication; no strategy can beat it."
+    "every rank trains alone, no communication. It is measured like the rest (the geometric mean of its repeats, "
+    "with their noise), not an exact bound: a strategy can come out below it, and a note under its table says where."
 )
 STAND_IN = (
     " This run has no stock row without options, so stock at an explicit bucket_cap_mb=25 stands in, named as "

@@ -18,6 +18,7 @@ from harness.analysis import stats
 from harness.results import store
 from harness.results.values import options_words
 from reports.figures.style import new_figure, styled
+from reports.pages import evidence
 from reports.pages.html import FigureList, esc, page, table
 
 VERDICT_CLASS = {"slower": "failed", "faster": "ok"}
@@ -71,6 +72,20 @@ def _ratio_range(series: list[pd.Series], threshold: float) -> list[float]:
     return [float(np.log10(max(low, 1 / WIDEST))), float(np.log10(min(high, WIDEST)))]
 
 
+RATIO_TICKS = ((0.25, 0.5, 0.8, 1, 1.25, 2, 4), (0.5, 0.67, 0.8, 0.9, 1, 1.1, 1.25, 1.5, 2),
+               (0.8, 0.9, 0.95, 1, 1.05, 1.1, 1.25))  # fmt: skip
+"""The ratio axis's ticks, coarse to fine: plotly's own log ticks read '3 4 5 … 9 1 2', so 0.3 looked like 3."""
+
+
+def ratio_ticks(axis_range: list[float]) -> dict:
+    """Labelled ticks ('0.5×', '1×', '2×') for a log axis over `axis_range` (log10): the coarsest set with four
+    ticks inside it, else the set with the most."""
+    low, high = 10 ** axis_range[0], 10 ** axis_range[1]
+    inside = [[tick for tick in ticks if low <= tick <= high] for ticks in RATIO_TICKS]
+    chosen = next((ticks for ticks in inside if len(ticks) >= 4), max(inside, key=len))
+    return {"tickvals": chosen, "ticktext": [f"{tick:g}×" for tick in chosen]}
+
+
 def ratio_figure(frame: pd.DataFrame, *, threshold: float) -> go.Figure:
     """Each configuration's ratio new/base with its interval; the band is ±threshold around 1 (no change)."""
     labels = [configuration_label(r) for r in frame.itertuples()]
@@ -89,6 +104,7 @@ def ratio_figure(frame: pd.DataFrame, *, threshold: float) -> go.Figure:
     )  # fmt: skip
     figure.add_vrect(x0=1 - threshold, x1=1 + threshold, fillcolor="#999", opacity=0.15, line_width=0)
     figure.add_vline(x=1.0, line_dash="dash", line_color="#555")
+    axis_range = _ratio_range([ratio, low, high], threshold)
     return styled(
         figure,
         title=f"new / base step time per configuration: the ratio of the repeats' geometric means, whiskers its 95% "
@@ -96,7 +112,8 @@ def ratio_figure(frame: pd.DataFrame, *, threshold: float) -> go.Figure:
         xaxis={
             "title": "ratio, log scale (below 1: new is faster; above: slower)",
             "type": "log",
-            "range": _ratio_range([ratio, low, high], threshold),
+            "range": axis_range,
+            **ratio_ticks(axis_range),
         },
         height=max(300, 40 * len(labels) + 140),
         showlegend=False,
@@ -116,8 +133,8 @@ def comparison_page(base: str, new: str, frame: pd.DataFrame, judged: dict, *, e
         f'<p class="{OUTCOME_CLASS.get(judged["outcome"], "headline")}">{esc(_capitalised(judged["sentence"]))}.</p>',
         f"<p>Ratio = new / base step time: per repeat the median step (slowest rank per step), then the "
         f"geometric mean over repeats. A configuration is <b>slower</b> or <b>faster</b> only when the 95 % "
-        f"interval of the ratio (Welch's t over repeats) lies beyond 1 ± {threshold * 100:g}%, or is narrower than "
-        f"±{threshold * 100:g}%, excludes 1 and has the ratio beyond it; when the repeats cannot decide, "
+        f"interval of the ratio (Welch's t over repeats) {evidence.decided_rule(threshold)}; <b>no significant "
+        f"change</b> where {evidence.no_change_rule(threshold)}; when the repeats cannot decide, "
         "<b>too few repeats to tell</b> (docs/statistics.md).</p>",
     ]
     if environment:

@@ -6,6 +6,8 @@ headline and the index use; and under `--repeats auto`, how the answer formed, l
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
@@ -13,6 +15,23 @@ from harness.analysis import decide, stats, sweep
 from reports.pages.html import esc, table
 
 SIGNIFICANT, NOT_SIGNIFICANT, TOO_FEW = "significant", "not significant", stats.TOO_FEW
+
+
+def decided_rule(threshold: float) -> str:
+    """When stats.verdict calls a ratio slower or faster, in the words of every page that quotes it."""
+    band = f"{threshold * 100:g}%"
+    return f"lies beyond 1 ± {band}, or is narrower than ±{band}, excludes 1 and has the ratio beyond it"
+
+
+def no_change_rule(threshold: float) -> str:
+    """When stats.verdict calls 'no significant change', in words: its test is the interval's width (half of
+    it on the log scale at most log(1 + threshold)), not where the interval lies, so a narrow interval that
+    reaches past the threshold on one side qualifies; the example is one (1.00 to just under (1 + t)²)."""
+    band = f"{threshold * 100:g}%"
+    reach = math.floor((1 + threshold) ** 2 * 100) / 100
+    return (f"the interval is narrower than ±{band} (half its width, on the log scale, at most log "
+            f"{1 + threshold:g}) but neither lies beyond 1 ± {band} nor excludes 1 with the ratio beyond {band}: "
+            f"such an interval can still reach past {band} on one side, as 1.00–{reach:.2f} does")  # fmt: skip
 
 
 def ratio_number(ratio: float) -> str:
@@ -27,8 +46,9 @@ def evidence(fast: pd.Series, slow: pd.Series) -> dict:
     fast as a ratio of the repeats' geometric means, the estimate its interval is built around
     (stats.ratio_interval, the figure the console's verdicts give), the interval at the rows' confidence
     (answer.run_confidence), and the judgement the verdicts' rule (stats.verdict) gives: significant where
-    it calls `slow` slower (beyond the 5 % threshold too), not significant where it can tell there is no
-    such difference, too few repeats where it cannot tell (`needed`: the repeats a side it would take,
+    it calls `slow` slower (beyond the 5 % threshold too), not significant where it calls no significant
+    change (NO_CHANGE_RULE: a narrow interval that decides neither way, which can still reach past 5 %),
+    too few repeats where it cannot tell (`needed`: the repeats a side it would take,
     None under two a side). Two caps of one strategy's sweep are judged by the sweep's rule (launch by launch
     from stats.PAIRED_FROM repeats, sweep.cap_pair_verdict), so the answer and the cap table agree."""
     confidence = float(fast.get("confidence", stats.CONFIDENCE))

@@ -7,9 +7,11 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import quote
 
+import numpy as np
 import pandas as pd
 
 from harness.analysis import compare as comparing
+from harness.perfmodel import network
 from reports import aggregate
 from reports.aggregate import machine_summary
 from reports.figures import network as netfigures
@@ -145,26 +147,76 @@ def collectives_page(meta: dict[str, Any], frame: pd.DataFrame, contention: pd.D
     if not wrong.empty:
         cells = ", ".join(f"{r.op} w{r.world_size} {netfigures.size_label(r.bytes)}" for r in wrong.itertuples())
         parts.append(f'<p class="alarm">WRONG RESULTS: {esc(cells)}.</p>')
+    parts.append(network_answer(frame, contention))
     for op in dict.fromkeys(frame["op"]):
         parts.append(figs.add(netfigures.busbw_vs_size(frame, op=op), BUSBW_CAPTION))
     parts.append("<h2>Every size</h2>" + collectives_table(frame))
     if not contention.empty:
-        rows = [[esc(aggregate.world_label(int(r.world_size))), f"{r.compute_alone_ms:.2f}",
-                 f"{r.compute_overlapped_ms:.2f}", f"{r.compute_slowdown:.2f}×", f"{r.comm_alone_ms:.2f}",
-                 f"{r.comm_overlapped_ms:.2f}", f"{r.comm_slowdown:.2f}×",
-                 "—" if pd.isna(r.latency_slowdown) else f"{r.latency_slowdown:.2f}×"]
-                for r in contention.itertuples()]  # fmt: skip
-        head = ["world size", "compute alone ms", "compute with all-reduce ms", "compute slowdown",
-                "8 MiB all-reduce alone ms", "with compute ms", "all-reduce slowdown",
-                "4 KiB all-reduce slowdown (its latency)"]  # fmt: skip
-        parts.append("<h2>Contention</h2><p>An all-reduce and a compute burst timed alone, then overlapped on the "
-                     "same rank (as DDP overlaps them): on the CPU they share cores. `ddpbench predict` uses these "
-                     "slowdowns: each bucket's latency at the 4 KiB one's, its bytes at the rest. A slowdown is the "
-                     "median over repeats of each repeat's own ratio (the compute's extra time spread over the "
-                     "all-reduce's duration), not the ratio of the medians beside it.</p>"
-                     + table(head, rows))  # fmt: skip
+        parts.append(contention_section(contention))
     parts.append(reproduce_html(meta.get("command"), meta.get("workloads")))
     return page(f"ddpbench collectives {meta.get('run_id')}", "\n".join(parts), depth=1)
+
+
+def network_answer(frame: pd.DataFrame, contention: pd.DataFrame) -> str:
+    """The collectives page's answer, before its charts: per world size the all-reduce's α and bus bandwidth as
+    `ddpbench predict` and a run page's floor fit them (network.links_from_collectives itself, so the page cannot
+    quote another fit), the sizes they rest on and how far the fit misses them; then the contention factors."""
+    links = network.links_from_collectives(frame)
+    said = [_fit_sentence(frame, world, link) for world, link in sorted(links.items())]
+    if not said:
+        said = ["No world size has two all-reduce sizes that passed their check: predict gets no network from it."]
+    said += [_contention_sentence(r) for r in contention.itertuples()]
+    lead = ("<b>The network as <code>ddpbench predict</code> and the run pages' floor see it</b> (for a run not given "
+            "--busbw, they use the newest collectives run of its machine, device and backend): ")  # fmt: skip
+    return f'<p class="headline">{lead}{esc(" ".join(said))}</p>'
+
+
+def _fit_sentence(frame: pd.DataFrame, world: int, link) -> str:
+    """'At 2 ranks: α 583 µs, bus bandwidth 1.34 GB/s, fitted to … (misses them by a median 37 %, at most 65 %).'"""
+    rows = frame[(frame["op"] == "all_reduce") & frame["correct"].astype(bool) & (frame["world_size"] == world)]
+    fitted = np.array([link.allreduce_s(size, world) * 1e6 for size in rows["bytes"]])
+    misses = np.abs(fitted / rows["time_us"].to_numpy() - 1)
+    busbw = (f"bus bandwidth {link.busbw_bytes_per_s / 1e9:.3g} GB/s" if np.isfinite(link.busbw_bytes_per_s)
+             else "no bandwidth term (the times did not grow with size)")  # fmt: skip
+    sizes = f"{netfigures.size_label(rows['bytes'].min())}–{netfigures.size_label(rows['bytes'].max())}"
+    return (f"At {aggregate.world_label(world)}: α {link.alpha_s * 1e6:.3g} µs and {busbw}, fitted as time = α + "
+            f"bytes × 2(n−1)/n / busbw to the median times of the {len(rows)} all-reduce sizes that passed their "
+            f"check ({sizes}), weighing each size alike; the fit misses them by a median {np.median(misses):.0%}, at "
+            f"most {misses.max():.0%}.")  # fmt: skip
+
+
+def _contention_sentence(r) -> str:
+    latency = "" if pd.isna(r.latency_slowdown) else f", a 4 KiB one (all latency) {r.latency_slowdown:.2f}×"
+    return (f"Overlapped at {aggregate.world_label(int(r.world_size))}, compute ran {r.compute_slowdown:.2f}× slower "
+            f"while an all-reduce was in flight, an {netfigures.size_label(r.bytes)} all-reduce {r.comm_slowdown:.2f}× "
+            f"slower{latency} (each the median of the repeats' own ratios: the contention table below).")  # fmt: skip
+
+
+def contention_section(contention: pd.DataFrame) -> str:
+    """The contention table, each column saying what it holds: the times are medians over repeats, and a slowdown
+    is the median of each repeat's own ratio, which the medians beside it need not reproduce."""
+    rows = [[esc(aggregate.world_label(int(r.world_size))), f"{r.compute_alone_ms:.2f}",
+             f"{r.compute_overlapped_ms:.2f}", f"{r.compute_slowdown:.2f}×", f"{r.comm_alone_ms:.2f}",
+             f"{r.comm_overlapped_ms:.2f}", f"{r.comm_slowdown:.2f}×",
+             "—" if pd.isna(r.latency_slowdown) else f"{r.latency_slowdown:.2f}×"]
+            for r in contention.itertuples()]  # fmt: skip
+    probe = netfigures.size_label(contention["bytes"].iloc[0])
+    head = ["world size", "compute burst alone, ms (median of repeats)",
+            "the burst with the all-reduce in flight, ms (median of repeats)",
+            "compute slowdown while overlapped (median of the repeats' ratios)",
+            f"{probe} all-reduce alone, ms (median of repeats)", "it during the burst, ms (median of repeats)",
+            "all-reduce slowdown (median of the repeats' ratios)",
+            "4 KiB all-reduce slowdown, its latency (median of the repeats' ratios)"]  # fmt: skip
+    return ("<h2>Contention</h2><p>An all-reduce and a compute burst timed alone, then overlapped on the same rank "
+            "(as DDP overlaps them): on the CPU they share cores. Every figure is the mean over ranks of each rank's "
+            "median over repeats. The burst is made to outlast the all-reduce, so the first two columns time the "
+            "whole burst, most of it with nothing in flight; the compute slowdown is the burst's extra time spread "
+            "over the part of it the all-reduce overlapped (per repeat: the overlapped all-reduce's time / (that "
+            "time − the burst's extra time), at least 1): how much slower compute runs while communication is in "
+            "flight, not the ratio of the two medians beside it. The all-reduce slowdowns are each repeat's "
+            "overlapped time over its time alone. <code>ddpbench predict</code> uses them: each bucket's latency at "
+            "the 4 KiB one's slowdown, its bytes at the rest.</p>"
+            + table(head, rows))  # fmt: skip
 
 
 def collectives_table(frame: pd.DataFrame) -> str:

@@ -30,7 +30,7 @@ from reports.figures.captions import (
     POOLED,
     SCALING_REPEATS,
 )
-from reports.pages import answer, evidence, takeaways
+from reports.pages import alerts, answer, evidence, takeaways
 from reports.pages.html import FigureList, esc, format_number, name_html, table
 
 
@@ -300,9 +300,13 @@ def floor_figure(run: RunData, workload: str, figs: FigureList) -> str:
     shown, note = one_repeat_each(run.configs)
     absent = netfigures.without_floor(shown, run.floor, workload=workload)
     left_out = f" Not shown here, having no floor: {', '.join(absent)}." if absent else ""
-    if netfigures.with_floor(shown, run.floor, workload=workload).empty:
+    drawn = netfigures.with_floor(shown, run.floor, workload=workload)
+    if drawn.empty:
         return takeaway(workload, "no configuration has a communication floor." + left_out)
-    return figs.add(netfigures.step_vs_floor(shown, run.floor, workload=workload), CAPTIONS["floor"] + left_out + note)
+    figure = netfigures.step_vs_floor(shown, run.floor, workload=workload)
+    # Where a drawn bar is below its tick, the page says so beside the figure, with the floor's own spread.
+    below = alerts.figure_below_floor(drawn, run.configs[run.configs["workload"] == workload])
+    return figs.add(figure, CAPTIONS["floor"] + left_out + note) + below
 
 
 # The model's variants (as harness.perfmodel.predict.VARIANTS; reports read results, never the model's code).

@@ -82,7 +82,7 @@ def test_alerts_say_noise_shared_gpus_one_world_size_and_interruption(configs):
     meta = {"device": "cuda", "environment": {"gpu_count": 1},
             "configurations": [{"config_id": c} for c in [*configs["config_id"], "never-1", "never-2"]]}  # fmt: skip
     text = alerts.alerts(meta, configs, resume_command=".venv/bin/ddpbench bench --resume r --results results")
-    assert "1 of 4 measured configurations have a step CV above 0.1" in text
+    assert "1 of 4 measured configurations are noisy" in text and "1 with noisy steps" in text
     assert "2 ranks per node ran on 1 GPU" in text
     assert "4 of 6 planned configurations were recorded" in text
     assert "<code>.venv/bin/ddpbench bench --resume r --results results</code>" in text
@@ -98,7 +98,25 @@ def test_the_noise_banner_counts_configurations_by_their_repeats_median_cv(confi
     repeats = pd.concat([one.assign(repeat=r, step_ms_cv=0.12 if r == 0 else 0.03) for r in range(5)])
     assert alerts.noisy(repeats) == []  # one noisy repeat of five: the answer calls it steady, so does the banner
     loud = repeats.assign(step_ms_cv=0.2)
-    assert "1 of 1 measured configurations have a step CV above 0.1" in alerts.noisy(loud)[0]  # once 5 of 5
+    said = alerts.noisy(loud)[0]
+    assert "1 of 1 measured configurations are noisy" in said  # once 5 of 5
+    assert "1 with noisy steps (the median step CV over the configuration's repeats above 0.1; up to 0.20)" in said
+
+
+def test_the_noise_banner_counts_every_configuration_the_answer_table_marks_noisy_and_says_which_kind(configs):
+    """The reviewer's run: its banner said 'Noisy: 2 of 12' over a table marking 7 rows noisy, because it counted
+    step CVs only and the table also marks repeats whose medians disagree (stats.noise_note)."""
+    rows = [configs.iloc[[i]].assign(repeat=r, step_ms_median=ms * factor) for i, ms in enumerate((50.0, 100.0, 80.0))
+            for r, factor in enumerate((1.0, 1.3 if i == 1 else 1.02))]  # stock's repeats 30 % apart  # fmt: skip
+    repeats = pd.concat([*rows, configs.iloc[[3]]])  # naive: one repeat, steady
+    table = answer.world_table(answer.ranked(repeats, workload="gpt2"), pd.DataFrame(), workload="gpt2")
+    marked = table.count('<tr class="noisy">')
+    assert marked == 2  # stock (its repeats disagree), bucketed (noisy steps: CV 0.3)
+    said = alerts.noisy(repeats)[0]
+    assert f"{marked} of 4 measured configurations are noisy" in said
+    assert "1 with noisy steps" in said and "up to 0.30" in said
+    assert "1 whose repeats disagree (their median steps more than 10% apart; up to 30%)" in said
+    assert "some both ways" not in said
 
 
 def test_an_interrupted_run_reads_as_interrupted_on_the_index_not_as_healthy(tmp_path):

@@ -190,3 +190,25 @@ def test_predict_finds_the_collectives_run_beside_a_run_given_as_a_folder_and_sk
     out = capsys.readouterr().out
     assert "(fitted (α + bytes / busbw) to collectives run net)" in out
     assert "validation w2 mlp/tiny stock, measured in the run (geometric mean" in out
+
+
+def test_the_collectives_page_opens_with_the_fitted_network_and_labels_what_each_contention_number_is():
+    """The page opened with charts: the α and bus bandwidth predict and the floor use appeared nowhere, and the
+    contention table showed 'compute slowdown 1.54×' beside 125.05 → 132.73 ms with nothing saying why."""
+    from reports.pages import index as pages
+
+    frame = pd.DataFrame(_collectives_rows(wrong_at=SIZES[3]))
+    contention = pd.DataFrame([{"world_size": 2, "bytes": 8 << 20, "compute_alone_ms": 125.05,
+                                "compute_overlapped_ms": 132.73, "comm_alone_ms": 11.43,
+                                "comm_overlapped_ms": 23.98, "compute_slowdown": 1.54, "comm_slowdown": 1.90,
+                                "latency_slowdown": 11.94}])  # fmt: skip
+    page = pages.collectives_page({"run_id": "net", "device": "cpu"}, frame, contention)
+    opening = page.split('class="plotly-graph-div"')[0]  # before the first chart
+    assert "α 50 µs and bus bandwidth 1 GB/s" in opening  # the rows are 50 µs + 1 GB/s exactly
+    assert "the 11 all-reduce sizes that passed their check (1 KiB–1 MiB)" in opening
+    assert "the fit misses them by a median 0%, at most 0%" in opening
+    assert "compute ran 1.54× slower while an all-reduce was in flight, an 8 MiB all-reduce 1.90× slower" in opening
+    table = page.split("<h2>Contention</h2>")[1]
+    assert "compute burst alone, ms (median of repeats)" in table
+    assert "compute slowdown while overlapped (median of the repeats' ratios)" in table
+    assert "not the ratio of the two medians beside it" in table

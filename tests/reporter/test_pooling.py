@@ -12,7 +12,7 @@ import pytest
 
 from harness.analysis import stats, sweep
 from reports.aggregate import with_labels
-from reports.pages import answer, evidence, takeaways
+from reports.pages import answer, compare, evidence, takeaways
 from reports.pages import index as pages
 
 
@@ -254,9 +254,9 @@ def test_the_answer_calls_significant_only_what_the_verdicts_call_beyond_the_thr
     assert "leads (" in answer.headline(frame) and "have 3 repeats, need about" in answer.headline(frame)
 
 
-def test_not_significant_means_the_repeats_can_tell_the_difference_is_within_the_threshold():
-    """'not significant' is the verdicts' 'no significant change': a narrow interval inside ±5 %; a wide one is
-    'too few repeats to tell' (the docs' promise), never 'not significant'."""
+def test_not_significant_means_the_verdicts_narrow_interval_that_decides_neither_way():
+    """'not significant' is the verdicts' 'no significant change': an interval narrower than ±5 % that calls
+    neither way; a wide one is 'too few repeats to tell' (the docs' promise), never 'not significant'."""
     tight = run(repeats("stock", [100.0, 100.4, 100.2]), repeats("bucketed", [99.6, 100.0, 99.8]))
     assert stats.verdict([99.6, 100.0, 99.8], [100.0, 100.4, 100.2], threshold=0.05)["verdict"] == stats.NO_CHANGE
     frame = answer.ranked(tight, workload="mlp")
@@ -278,3 +278,22 @@ def test_ranks_rest_on_the_geometric_means_the_ratios_are_built_around():
     assert line.startswith("At 2 ranks: <b>stock</b> leads (2.00 ms); too few repeats to tell it from bucketed, "
                            "which takes 1.08× its time")  # fmt: skip
     assert "0.93×" not in line and "1.08× slower" in answer.world_table(frame, pd.DataFrame(), workload="mlp")
+
+
+def test_the_legend_states_not_significant_as_the_rule_applies_it_not_as_a_difference_within_5_percent():
+    """The legend once said the rule 'can tell that any difference is within the 5% threshold'; but the rule
+    judges the interval's width, so 1.005–1.091 (a 9 % slowdown not ruled out) is 'not significant'. The legend
+    and compare's page now state the rule in one set of words (evidence.no_change_rule)."""
+    fast, slow = [100.0, 102.0, 98.0], [104.0, 106.0, 104.0]
+    judged = stats.verdict(fast, slow, threshold=0.05)
+    assert judged["verdict"] == stats.NO_CHANGE and judged["high"] > 1.09  # reaches past 5 %, still no change
+    frame = answer.ranked(run(repeats("stock", slow), repeats("bucketed", fast)), workload="mlp")
+    assert answer.against_reference(frame.iloc[0], frame.iloc[1]) == "1.05× faster (1.00–1.09), not significant"
+    rule = evidence.no_change_rule(0.05)
+    assert "narrower than ±5% (half its width, on the log scale, at most log 1.05)" in rule
+    assert "can still reach past 5% on one side, as 1.00–1.10 does" in rule
+    assert f"'not significant' where the verdicts' rule calls no significant change: {rule};" in answer.CAPTION
+    assert "can tell that any difference is within" not in answer.CAPTION
+    page = compare.comparison_page("a", "b", pd.DataFrame(), {"outcome": "cannot tell", "sentence": "nothing"},
+                                   environment=[], not_judged=[], threshold=0.05)  # fmt: skip
+    assert f"<b>no significant change</b> where {rule};" in page and evidence.decided_rule(0.05) in page
