@@ -112,13 +112,17 @@ def step_vs_floor(configs: pd.DataFrame, floor: pd.DataFrame, *, workload: str) 
 
 
 def predicted_vs_measured(predictions: pd.DataFrame, *, workload: str, world_size: int) -> go.Figure:
-    """The measured bucket-cap curve with the model's, with and without contention, and the error of each."""
+    """The measured bucket-cap curve (the swept strategy's: stock, predictions.parquet's `impl`; per cap the
+    geometric mean of its repeats' median steps) with the model's, with and without contention, and the error
+    of each."""
     rows = predictions[(predictions["workload"] == workload) & (predictions["world_size"] == world_size)]
     rows = rows.sort_values("bucket_cap_mb")
     caps = rows["bucket_cap_mb"].tolist()
+    swept = " and ".join(dict.fromkeys(rows["impl"])) if "impl" in rows else "stock"
     figure = new_figure(
-        go.Scatter(name="measured", x=caps, y=rows["measured_ms"], mode="lines+markers",
-                   line={"color": "black", "width": 3}),
+        go.Scatter(name=f"measured: {swept} (geometric mean of repeats' medians)", x=caps, y=rows["measured_ms"],
+                   mode="lines+markers", line={"color": "black", "width": 3},
+                   hovertemplate="%{x:g} MiB: %{y:.3g} ms (geometric mean of the repeats' medians)<extra></extra>"),
     )  # fmt: skip
     curves = (("predicted_raw_ms", "predicted, raw profile", PALETTE[2], "dot"),
               ("predicted_raw_contention_ms", "predicted, raw + contention", PALETTE[3], "dot"),
@@ -134,8 +138,9 @@ def predicted_vs_measured(predictions: pd.DataFrame, *, workload: str, world_siz
             )  # fmt: skip
     return styled(
         figure,
-        title=f"{workload} at {world_label(world_size)}: predicted against measured step time per bucket cap",
+        title=f"{workload} at {world_label(world_size)}: {swept}'s measured step time (black) against the model's, "
+        "per bucket cap",
         xaxis={"title": "bucket_cap_mb (log)", "type": "log", "tickvals": caps, "ticktext": [f"{c:g}" for c in caps]},
-        yaxis={"title": "median step time (ms)", "rangemode": "tozero"},
+        yaxis={"title": "step time (ms)", "rangemode": "tozero"},  # what each curve is, its legend entry says
         legend_title="curve",
     )

@@ -219,6 +219,8 @@ def bucket_cap_sweep(
     centres = sweep_centres(configs, workload=workload)
     centres = centres[centres["strategy"] == strategy]
     caps = sorted(centres["bucket_cap_mb"].unique().tolist())
+    stars = sorted((recommended or {}).items())
+    top = sweep_axis_top(centres, [ms for _, (_, ms) in stars])
     figure = new_figure()
     for world, group in centres.groupby("world_size"):
         group = group.sort_values("bucket_cap_mb")
@@ -228,13 +230,22 @@ def bucket_cap_sweep(
                 x=group["bucket_cap_mb"],
                 y=group["step_ms"],
                 mode="lines+markers",
-                error_y=_whiskers(group, median="step_ms", low="low_ms", high="high_ms"),
-                customdata=group["repeats"],
-                hovertemplate="%{x:g} MiB: %{y:.3g} ms (geometric mean of %{customdata} repeat(s)' medians)"
-                "<extra>%{fullData.name}</extra>",
+                error_y=_whiskers(group.assign(high_ms=group["high_ms"].clip(upper=top)), median="step_ms",
+                                  low="low_ms", high="high_ms"),
+                customdata=group[["repeats", "low_ms", "high_ms"]].to_numpy(),
+                hovertemplate="%{x:g} MiB: %{y:.3g} ms (geometric mean of %{customdata[0]} repeat(s)' medians; 95% "
+                "interval %{customdata[1]:.3g}–%{customdata[2]:.3g} ms)<extra>%{fullData.name}</extra>",
             )
-        )
-    stars = sorted((recommended or {}).items())
+        )  # fmt: skip
+    cut = centres[centres["high_ms"] > top]
+    if not cut.empty:  # whiskers cut at the axis: an arrow at the edge says so, its hover gives the whole interval
+        figure.add_trace(go.Scatter(
+            name="95% interval runs past the axis (cut)", x=cut["bucket_cap_mb"], y=[top] * len(cut), mode="markers",
+            marker={"symbol": "arrow-up", "size": 12, "color": "#555"}, cliponaxis=False,
+            customdata=cut[["world_size", "low_ms", "high_ms"]],
+            hovertemplate="%{x:g} MiB at %{customdata[0]} rank(s): 95% interval %{customdata[1]:.3g}–"
+            "%{customdata[2]:.3g} ms<extra></extra>",
+        ))  # fmt: skip
     if stars:
         figure.add_trace(
             go.Scatter(
@@ -252,9 +263,22 @@ def bucket_cap_sweep(
         figure,
         title=f"{workload} · {strategy}: step time against bucket_cap_mb (centre of repeats, whiskers 95% interval)",
         xaxis={"title": "bucket_cap_mb (log)", "type": "log", "tickvals": caps, "ticktext": [f"{c:g}" for c in caps]},
-        yaxis={"title": "step time, geometric mean of repeats' medians (ms)", "rangemode": "tozero"},
+        yaxis={"title": "step time, geometric mean of repeats' medians (ms)", "range": [0, top]},
         legend_title="world size",
     )
+
+
+SWEEP_HEADROOM = 2.0
+"""The sweep's y-axis reaches at most twice its slowest point: a 95 % interval of two repeats reached 1,700 ms
+over a 124 ms point and flattened every line; a whisker past the edge is cut there, and marked."""
+
+
+def sweep_axis_top(centres: pd.DataFrame, stars: list[float]) -> float:
+    """The top of the sweep's y-axis: every whisker whole where they fit under SWEEP_HEADROOM × the slowest point
+    (a centre or a star), else that."""
+    points = [*centres["step_ms"].dropna(), *stars] or [1.0]
+    reach = max([*points, *centres["high_ms"].dropna()])
+    return float(min(reach, max(points) * SWEEP_HEADROOM) * 1.05)
 
 
 def memory_unit(values: pd.Series) -> tuple[str, float]:

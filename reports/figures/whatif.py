@@ -26,8 +26,9 @@ def step_vs_gpus(rows: pd.DataFrame, *, cluster: str) -> go.Figure:
             hovertemplate="%{x} GPUs (%{customdata[0]} nodes): %{y:.3f} ms, exposed communication "
             "%{customdata[1]:.3f} ms<extra>cap %{fullData.name}</extra>",
         ))  # fmt: skip
+    # From zero: a 0.3 % rise over 1,024 GPUs drawn on a 46.78–46.92 ms axis looked like a wall.
     return styled(figure, title=f"Predicted step time on {cluster}, per bucket cap (lower is better)",
-                  xaxis=_gpu_axis(rows), yaxis={"title": "step ms (predicted)"})  # fmt: skip
+                  xaxis=_gpu_axis(rows), yaxis={"title": "step ms (predicted)", "rangemode": "tozero"})  # fmt: skip
 
 
 def efficiency_vs_gpus(best: pd.DataFrame, *, cluster: str) -> go.Figure:

@@ -126,3 +126,63 @@ def test_a_collective_without_a_completion_is_drawn_to_the_end_of_sync_and_says_
     assert [(b.base[0], b.x[0]) for b in bars] == [(2.0, 2.0), (4.5, 3.5)]  # ends at 1 + 4 + 3 = 8 ms
     assert "done 4.00 ms" in bars[0].hovertemplate
     assert "done: not stamped (counted until the end of sync)" in bars[1].hovertemplate
+
+
+def test_the_model_chart_says_its_measured_line_is_stocks_geometric_mean_of_repeats():
+    from reports.figures import network as netfigures
+
+    predictions = pd.DataFrame({"workload": "mlp", "size": "tiny", "impl": "stock", "world_size": 2,
+                                "bucket_cap_mb": [1.0, 25.0], "measured_ms": [124.46, 99.50],
+                                "predicted_ms": [50.8, 69.7], "network": "net"})  # fmt: skip
+    figure = netfigures.predicted_vs_measured(predictions, workload="mlp", world_size=2)
+    measured = figure.data[0]
+    assert measured.name == "measured: stock (geometric mean of repeats' medians)"
+    assert "stock's measured step time (black)" in figure.layout.title.text
+    assert "median step time" not in figure.layout.yaxis.title.text  # the values are not medians
+    assert captions.CAPTIONS["model"].startswith("The black line is stock's measured step per cap (the geometric "
+                                                 "mean of its repeats' median steps")  # fmt: skip
+
+
+def test_the_sweep_axis_stays_on_its_points_and_marks_a_whisker_it_cuts():
+    """r1's stock sweep: a 95 % interval of two repeats reached 1,700 ms over a 124 ms point and flattened both
+    lines. The axis now ends near twice the slowest point; the cut whisker is marked and its hover has it whole."""
+    wide = sweep_run().assign(step_ms_median=[101.3, 152.9, 98.2, 100.8, 43.2, 43.5, 37.4, 53.5])
+    figure = figures.bucket_cap_sweep(wide, workload="mlp", strategy="stock")
+    lines = {trace.name: trace for trace in figure.data}
+    top = figure.layout.yaxis.range[1]
+    centre, _, high = geometric_interval([101.3, 152.9])
+    assert high > 1500 and top == pytest.approx(2 * centre * 1.05)  # the slowest point: w1 at cap 1, 124 ms
+    assert lines["1 rank"].y[0] + lines["1 rank"].error_y.array[0] == pytest.approx(top)  # cut at the edge
+    cut = lines["95% interval runs past the axis (cut)"]
+    assert list(cut.x) == [1.0, 25.0] and list(cut.y) == [top, top]
+    assert cut.customdata[0][2] == pytest.approx(high)  # the hover gives the interval whole
+    assert "%{customdata[2]:.3g} ms" in lines["1 rank"].hovertemplate
+    assert "cut at its top, marked by an arrow, and given whole in the hover" in captions.CAPTIONS["sweep"]
+    close = sweep_run().assign(step_ms_median=[4.0, 4.1, 3.0, 3.1, 8.0, 8.2, 10.0, 10.3])
+    steady = figures.bucket_cap_sweep(close, workload="mlp", strategy="stock")
+    assert not any("cut" in trace.name for trace in steady.data)  # whiskers that fit are drawn whole
+    assert steady.layout.yaxis.range[1] == pytest.approx(geometric_interval([10.0, 10.3])[2] * 1.05)
+
+
+def test_the_comparison_axis_ticks_read_as_ratios_not_as_log_digits():
+    """Plotly's own log ticks read '3 4 5 … 9 1 2', so 0.3 looked like 3."""
+    from reports.pages import compare as comparison
+
+    frame = pd.DataFrame({"impl": ["stock", "naive"], "workload": ["mlp"] * 2, "size": ["tiny"] * 2,
+                          "world_size": [2, 2], "ratio": [1.02, 0.9], "ratio_ci_low": [0.008, 0.85],
+                          "ratio_ci_high": [169.5, 0.95]})  # fmt: skip
+    axis = comparison.ratio_figure(frame, threshold=0.05).layout.xaxis
+    assert list(axis.tickvals) == [0.25, 0.5, 0.8, 1, 1.25, 2, 4]
+    assert list(axis.ticktext) == ["0.25×", "0.5×", "0.8×", "1×", "1.25×", "2×", "4×"]
+    narrow = comparison.ratio_figure(frame.assign(ratio_ci_low=[0.98, 0.93], ratio_ci_high=[1.06, 0.95]),
+                                     threshold=0.05).layout.xaxis  # fmt: skip
+    assert list(narrow.ticktext) == ["0.9×", "0.95×", "1×", "1.05×", "1.1×"]  # finer where the range is
+
+
+def test_the_what_if_step_axis_starts_at_zero_so_a_small_rise_looks_small():
+    from reports.figures import whatif as whatiffigures
+
+    rows = pd.DataFrame({"world_size": [8, 1024] * 2, "bucket_cap_mb": [1.0, 1.0, 25.0, 25.0], "nodes": [1, 128] * 2,
+                         "step_ms": [46.78, 46.92, 46.78, 46.92], "exposed_comm_ms": [0.0, 0.16] * 2})  # fmt: skip
+    figure = whatiffigures.step_vs_gpus(rows, cluster="dgx-h100")
+    assert figure.layout.yaxis.rangemode == "tozero"
