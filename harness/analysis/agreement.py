@@ -7,6 +7,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from harness.bucketing import DDP_DEFAULT_CAP_MB
+
 TIE_TOLERANCE = 0.005
 """Predicted (or measured) step times within this fraction of the fastest are a tie: the model's
 arithmetic cannot tell 0.290 from 0.291 ms apart, so neither can be 'the' best cap."""
@@ -69,3 +71,11 @@ def agrees(error: dict, as_good: Sequence[float] | None) -> bool:
     best includes a measured best, or a cap the sweep's repeats call as good as the best (`as_good`, the
     sweep's equivalent_caps_mb; None where the run has no recommendation)."""
     return error["best_cap_grid_steps"] == 0 or any(cap in (as_good or ()) for cap in error["best_predicted_caps_mb"])
+
+
+def answer_caps(tied: Sequence[float], margin: float | None) -> str:
+    """The cap to use, as an answer says it: where every cap ties, that any will do ('any (DDP's default 25 MiB is
+    as good)'), else the tied best (`caps_text`): the console's answer and the what-if page's say it alike."""
+    if margin is None and len(tied) > 1 and DDP_DEFAULT_CAP_MB in tied:
+        return "any (DDP's default 25 MiB is as good)"
+    return caps_text(tied)

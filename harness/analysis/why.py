@@ -235,3 +235,20 @@ def typical_repeats(rows: pd.DataFrame) -> pd.DataFrame:
     if "slowest_rank" in rows:
         picked |= set(rows.index[rows["slowest_rank"].notna()])
     return rows.loc[sorted(picked)]
+
+
+def predicted_step(row: Any, *, backward_ms: float) -> str:
+    """Which predicted part makes a step what it is (a row of the step-time model: step_ms, exposed_comm_ms,
+    comm_ms): compute (communication hidden but for a trace), the network's bandwidth (all-reduces longer than
+    the backward that could hide them), or the gradients ready last (their all-reduces run after backward)."""
+    exposed, comm, step = row["exposed_comm_ms"], row["comm_ms"], row["step_ms"]
+    if exposed < 0.01 * step:
+        return (f"compute: the all-reduces ({comm:.3g} ms a step) hide behind backward ({backward_ms:.3g} ms) but "
+                f"for {exposed:.3g} ms")  # fmt: skip
+    if comm > backward_ms:
+        return (f"bandwidth: the all-reduces take {comm:.3g} ms a step, more than the backward ({backward_ms:.3g} ms) "
+                f"that can hide them: {exposed:.3g} ms exposed ({exposed / step:.0%} of the step)")  # fmt: skip
+    return (
+        f"the gradients ready last: their all-reduces run after backward ends, {exposed:.3g} ms exposed "
+        f"({exposed / step:.0%} of the step; all-reduces {comm:.3g} ms against backward's {backward_ms:.3g})"
+    )

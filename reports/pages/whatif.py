@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.analysis import agreement, roles, stats
+from harness.analysis import agreement, roles, stats, why
 from harness.analysis.sweep import given_cap
 from harness.perfmodel.cluster import Cluster, is_builtin, published_check_summary, published_checks
 from harness.perfmodel.nccl import ClusterLink
@@ -53,6 +53,7 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
             frame = predict_caps(calibrated, caps_mb=caps, link=link, world_size=world)
             frames.append(frame.assign(setup=setup_label(setup), world_size=world, nodes=link.nodes(world),
                                        local_step_ms=calibrated.local_step_s * 1e3,
+                                       backward_ms=calibrated.backward_s * 1e3,
                                        compute_scale=calibration.compute_scale,
                                        has_baseline=one_rank_baseline_s(configs, setup) is not None,
                                        own_measured=ddp_own_cost_s(configs, setup) is not None,
@@ -118,11 +119,20 @@ def _device_banner(meta: dict, cluster: Cluster) -> str:
 
 
 def _answer(best: pd.DataFrame, cluster: Cluster) -> str:
+    """The cap from one node to the most GPUs, in the console answer's words, and why the step at the most GPUs
+    costs what it does (the same sentence `predict --cluster` ends with)."""
     first, last = best.iloc[0], best.iloc[-1]
-    return (f'<p class="headline"><b>Best cap:</b> {agreement.caps_text(first["tied"])} on one node '
+    why_last = why.predicted_step(last, backward_ms=last["backward_ms"])
+    return (f'<p class="headline"><b>Best cap:</b> {esc(_caps(first))} on one node '
             f"({int(first['world_size'])} GPUs, efficiency {first['scaling_efficiency']:.3f}); "
-            f"{agreement.caps_text(last['tied'])} at {int(last['world_size'])} GPUs on {int(last['nodes'])} nodes "
-            f"(efficiency {last['scaling_efficiency']:.3f}).</p>")  # fmt: skip
+            f"{esc(_caps(last))} at {int(last['world_size'])} GPUs on {int(last['nodes'])} nodes "
+            f"(efficiency {last['scaling_efficiency']:.3f}). <b>Why</b> at {int(last['world_size'])} GPUs: "
+            f"{esc(why_last)}.</p>")  # fmt: skip
+
+
+def _caps(row: pd.Series) -> str:
+    margin = None if row["margin"] is None or pd.isna(row["margin"]) else row["margin"]
+    return agreement.answer_caps(row["tied"], margin)
 
 
 def _calibration_note(row: pd.Series) -> str:

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from test_predict import _PROFILE_ROWS as PROFILE  # the same five 1 MiB gradients
 
-from harness.analysis import agreement
+from harness.analysis import agreement, why
 from harness.commands.console import predictions
 from harness.perfmodel import network as net
 from harness.perfmodel import predict
@@ -152,4 +152,4 @@ def test_a_failed_one_rank_baseline_leaves_the_calibration_out_rather_than_nan()
 )  # fmt: skip
 def test_the_answer_names_the_part_that_makes_the_step(exposed, comm, said):
     row = {"exposed_comm_ms": exposed, "comm_ms": comm, "step_ms": 40.0 + exposed}
-    assert predictions.why_step(row, backward_ms=20.0).startswith(said)
+    assert why.predicted_step(row, backward_ms=20.0).startswith(said)

@@ -100,6 +100,9 @@ def test_the_what_if_page_predicts_one_node_to_1024_gpus_with_the_profiles_sourc
     assert 'href="bucket_sweep.whatif.html">what if on dgx-h100</a>' in run_page.read_text()
     page = (run_page.parent / "bucket_sweep.whatif.html").read_text()
     assert "What if run" in page and "ran on dgx-h100?" in page
+    headline = page.split('<p class="headline">')[1].split("</p>")[0]  # the answer, with why, as predict ends
+    assert "<b>Best cap:</b> " in headline and " on one node (8 GPUs, efficiency " in headline
+    assert "<b>Why</b> at 1024 GPUs: " in headline and any(w in headline for w in ("compute:", "bandwidth:", "last:"))
     assert page.count('class="plotly-graph-div"') == 2  # step per cap, efficiency of the best cap
     best = page.split("ahead of the next cap")[1].split("</table>")[0]
     assert [row.split("<td>")[1].split("</td>")[0] for row in best.split("<tr")[1:]] == [

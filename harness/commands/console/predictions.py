@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness.analysis import agreement, stats
+from harness.analysis import agreement, stats, why
 from harness.bucketing import DDP_DEFAULT_CAP_MB
 from harness.commands.console import bytes_text, say
 
@@ -157,7 +157,7 @@ def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, c
     with the world size), the step and scaling efficiency from the fewest GPUs to the most, and why the step
     costs what it does at the most GPUs (the best cap's predicted parts), in one line."""
     best = [frame.loc[frame["step_ms"].idxmin()] for frame in frames]
-    caps = [_answer_caps(frame) for frame in frames]
+    caps = [agreement.answer_caps(*agreement.best_and_margin(f["bucket_cap_mb"], f["step_ms"])) for f in frames]
     changes = [(int(row["world_size"]), text) for row, text in zip(best, caps, strict=True)]
     merged = [change for k, change in enumerate(changes) if k == 0 or change[1] != changes[k - 1][1]]
     cap_text = merged[0][1] if len(merged) == 1 else "; ".join(f"{text} from w{world}" for world, text in merged)
@@ -167,28 +167,4 @@ def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, c
             f"{last['scaling_efficiency']:.3f}")  # fmt: skip
     said = f" [{caveat}]" if caveat else ""
     say(f"ddpbench predict: answer on {cluster.name}: bucket_cap_mb {cap_text}; {span}. Why at "
-        f"w{int(last['world_size'])}: {why_step(last, backward_ms=backward_ms)}{said}")  # fmt: skip
-
-
-def _answer_caps(frame: pd.DataFrame) -> str:
-    tied, margin = agreement.best_and_margin(frame["bucket_cap_mb"], frame["step_ms"])
-    if margin is None and len(tied) > 1:
-        return "any (DDP's default 25 MiB is as good)" if DDP_DEFAULT_CAP_MB in tied else agreement.caps_text(tied)
-    return agreement.caps_text(tied)
-
-
-def why_step(row, *, backward_ms: float) -> str:
-    """Which predicted part makes the step what it is: compute (communication hidden but for a trace), the
-    network's bandwidth (all-reduces longer than the backward that could hide them), or the gradients ready
-    last (their all-reduces run after backward ends)."""
-    exposed, comm, step = row["exposed_comm_ms"], row["comm_ms"], row["step_ms"]
-    if exposed < 0.01 * step:
-        return (f"compute: the all-reduces ({comm:.3g} ms a step) hide behind backward ({backward_ms:.3g} ms) but "
-                f"for {exposed:.3g} ms")  # fmt: skip
-    if comm > backward_ms:
-        return (f"bandwidth: the all-reduces take {comm:.3g} ms a step, more than the backward ({backward_ms:.3g} ms) "
-                f"that can hide them: {exposed:.3g} ms exposed ({exposed / step:.0%} of the step)")  # fmt: skip
-    return (
-        f"the gradients ready last: their all-reduces run after backward ends, {exposed:.3g} ms exposed "
-        f"({exposed / step:.0%} of the step; all-reduces {comm:.3g} ms against backward's {backward_ms:.3g})"
-    )
+        f"w{int(last['world_size'])}: {why.predicted_step(last, backward_ms=backward_ms)}{said}")  # fmt: skip
