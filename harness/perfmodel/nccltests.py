@@ -97,7 +97,9 @@ def _row_from_tokens(tokens: list[str], where: str) -> Row:
     start = 3
     if len(tokens) > start and tokens[start].isalpha():  # the reduction op (sum, none …)
         start += 1
-        if len(tokens) > start and re.fullmatch(r"-?\d+", tokens[start]):  # the root: an integer, the time has a point
+        # The root, an integer, where one more column than a result needs follows the op: a time of 10 ms or
+        # more is printed without a point too (older logs have no root column).
+        if re.fullmatch(r"-?\d+", tokens[start] if len(tokens) > start else "") and len(tokens) - start in (5, 9):
             start += 1
     if len(tokens) - start not in (4, 8):
         raise ConfigError(f"{where} is not an nccl-tests result row (size count type redop root, then time algbw "

@@ -69,6 +69,15 @@ def test_rows_without_redop_and_root_and_with_na_errors_are_read():
     older = "     1048576        262144     float    61.20   17.13   32.12    N/A    60.10   17.45   32.71    N/A"
     row = nccltests._row_from_tokens(older.split(), "line 1")
     assert (row.nbytes, row.time_us, row.algbw_gbps, row.busbw_gbps) == (1048576, 61.20, 17.13, 32.12)
+    # nccl-tests prints 10 ms or more without a decimal point: in the layout without a root column, such a
+    # time is not the root, in place and out of place, or out of place alone (-z)
+    large = "1073741824 268435456 float sum 22415 47.90 89.82 0e+00 22639 47.43 88.93 0e+00"
+    for tokens in (large.split(), large.split()[:8]):
+        row = nccltests._row_from_tokens(tokens, "line 1")
+        assert (row.time_us, row.algbw_gbps, row.busbw_gbps) == (22415, 47.90, 89.82)
+    rooted_row = "1073741824 268435456 float sum -1 22415 47.90 89.82 0"
+    rooted = nccltests._row_from_tokens(rooted_row.split(), "line 1")
+    assert rooted.time_us == 22415
 
 
 @pytest.mark.parametrize("nodes", [1, 2])
