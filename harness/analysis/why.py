@@ -67,12 +67,13 @@ def sentence(row: Any, run: pd.DataFrame | None = None, *, cores: int | None = N
             return None
         # Below the floor by more than the negligible share is not 'as fast': said as measured, not explained.
         pace = "as fast as" if gap > -NEGLIGIBLE * local else "faster than"
-        exposed = _get(row, "gap_exposed_comm_ms") or 0.0
+        # Exposed as the console's row counts it: the part beside waiting and the waiting, both costs of the gap.
+        exposed = (_get(row, "gap_exposed_comm_ms") or 0.0) + max(_get(row, "gap_waiting_ms") or 0.0, 0.0)
         if exposed >= NEGLIGIBLE * local:  # a cost measured, offset elsewhere: not 'nothing'
             return (f"{head} runs {pace} {roles.baseline_name()} ({step / local:.2f}× its mean step), though "
-                    f"{exposed:.1f} ms a step is exposed communication: its other parts ran {exposed - gap:.1f} ms "
-                    f"faster than {roles.baseline_name()}'s, so these two launches cannot tell what data "
-                    "parallelism costs it")  # fmt: skip
+                    f"{exposed:.1f} ms a step is exposed communication (waiting for the slowest rank included): its "
+                    f"other parts ran {exposed - gap:.1f} ms faster than {roles.baseline_name()}'s, so these two "
+                    "launches cannot tell what data parallelism costs it")  # fmt: skip
         return f"{head} runs {pace} {roles.baseline_name()} ({step / local:.2f}×): data parallelism costs it " \
                "nothing measurable here"  # fmt: skip
     said = []
@@ -129,10 +130,10 @@ def _communication_advice(row: Any, run: pd.DataFrame | None) -> str:
     if buckets is not None and len(buckets) and hidden < 0.5:
         sizes = [float(b) for b in buckets]
         tail = f"; {better}" if better else ""
-        if len(sizes) == 1:
-            return (f"its one bucket ({_mib(sizes[0])}) is all-reduced after the last gradient: a bucket_cap_mb "
-                    f"below {_mib(sizes[0])} splits it, so that backward hides part{tail}")  # fmt: skip
         smaller = _smaller_cap_measured(row, run)
+        if len(sizes) == 1:
+            advice = smaller or f"a bucket_cap_mb below {_mib(sizes[0])} splits it, so that backward hides part"
+            return f"its one bucket ({_mib(sizes[0])}) is all-reduced after the last gradient: {advice}{tail}"
         return (f"its last bucket, {_mib(sizes[-1])} of {_mib(sum(sizes))}, is all-reduced after the last gradient: "
                 f"{smaller or 'a smaller bucket_cap_mb would overlap more of it'}{tail}")  # fmt: skip
     comm, compute = _get(row, "comm_ms"), _get(row, "compute_ms")
@@ -150,20 +151,36 @@ def _smaller_cap_measured(row: Any, run: pd.DataFrame | None) -> str:
     cap = _get(row, "bucket_cap_mb")
     if run is None or cap is None or "bucket_cap_mb" not in run or "step_ms_median" not in run:
         return ""
-    same = run[run["status"] == "ok"]
+    same = run[(run["status"] == "ok") & (_other_options(run) == _options_but_cap(_get(row, "impl_options")))]
     for key in (k for k in SAME_CONFIGURATION if k != "impl_options" and k in run and _get(row, k) is not None):
-        same = same[same[key] == row[key]]  # the same strategy, setup and world size; any cap
+        same = same[same[key] == row[key]]  # the same strategy, options, setup and world size; any cap
     steps = same.dropna(subset=["step_ms_median"]).groupby("bucket_cap_mb")["step_ms_median"].agg(geometric_mean)
     smaller = steps[steps.index < cap]
     if smaller.empty or cap not in steps.index:
         return ""
     best = smaller.idxmin()
     ratio = smaller[best] / steps[cap]
-    pace = "faster" if ratio < 1 else "slower"
+    pace = "as fast" if abs(1 - ratio) < 0.005 else f"{abs(1 - ratio):.1%} {'faster' if ratio < 1 else 'slower'}"
     return (
         f"this run measured the smaller bucket_cap_mb={best:g} at {smaller[best]:.1f} ms a step against "
-        f"{steps[cap]:.1f} here ({abs(1 - ratio):.0%} {pace}; geometric means over repeats)"
+        f"{steps[cap]:.1f} here ({pace}; geometric means over repeats)"
     )
+
+
+def _other_options(run: pd.DataFrame) -> pd.Series:
+    column = run["impl_options"] if "impl_options" in run else pd.Series("", index=run.index)
+    return column.map(_options_but_cap)
+
+
+def _options_but_cap(options: Any) -> str:
+    """A strategy's options without its cap, as one comparable text (a static_graph row is not a plain one)."""
+    import json
+
+    try:
+        given = json.loads(options) if isinstance(options, str) and options else dict(options or {})
+    except (TypeError, ValueError):
+        return str(options)
+    return json.dumps({key: value for key, value in given.items() if key != "bucket_cap_mb"}, sort_keys=True)
 
 
 def _mib(value: float) -> str:
@@ -225,15 +242,19 @@ def typical_repeats(rows: pd.DataFrame) -> pd.DataFrame:
     of 16 repeats says one sentence per configuration, not 16, and the sentence describes the launch the
     charts beside it draw (picked by gap, two repeats gave the flattering one, the charts the other); and
     every repeat where a slow rank was named (a finding of its own). Rows without a gap are left out."""
-    rows = rows[rows["gap_ms"].notna()]
-    if rows.empty or "repeat" not in rows or rows["repeat"].nunique() <= 1:
-        return rows
+    with_gap = rows[rows["gap_ms"].notna()]
+    if with_gap.empty or "repeat" not in rows or with_gap["repeat"].nunique() <= 1:
+        return with_gap
     keys = [key for key in SAME_CONFIGURATION if key in rows]
     by = "step_ms_median" if "step_ms_median" in rows else "gap_ms"
-    ranked = rows.sort_values([by, "repeat"], kind="stable")
-    picked = {group.index[(len(group) - 1) // 2] for _, group in ranked.groupby(keys, dropna=False, sort=False)}
-    if "slowest_rank" in rows:
-        picked |= set(rows.index[rows["slowest_rank"].notna()])
+    timed = rows[rows[by].notna() & ((rows["status"] == "ok") if "status" in rows else True)]
+    picked = set()
+    for _, group in timed.sort_values([by, "repeat"], kind="stable").groupby(keys, dropna=False, sort=False):
+        chart = group.index[(len(group) - 1) // 2]  # the charts' launch, among every ok timed repeat
+        said = group[group["gap_ms"].notna()]
+        picked |= {chart} if chart in said.index else ({said.index[(len(said) - 1) // 2]} if len(said) else set())
+    if "slowest_rank" in with_gap:
+        picked |= set(with_gap.index[with_gap["slowest_rank"].notna()])
     return rows.loc[sorted(picked)]
 
 

@@ -129,7 +129,8 @@ def test_small_parts_get_no_words_and_a_negligible_gap_says_so():
     assert "runs faster than local (0.82×)" in below and "as fast as" not in below
     # Exposed communication measured, offset by faster compute: not 'nothing' (a review found 31.5 ms so called).
     offset = why.sentence(row(gap_exposed_comm_ms=3.0, gap_slower_compute_ms=-2.9), cores=2)
-    assert "though 3.0 ms a step is exposed communication: its other parts ran 2.9 ms faster than local's" in offset
+    assert ("though 3.0 ms a step is exposed communication (waiting for the slowest rank included): its other parts "
+            "ran 2.9 ms faster than local's") in offset  # fmt: skip
     assert "nothing measurable" not in offset
 
 
@@ -225,10 +226,22 @@ def test_the_advice_to_lower_the_cap_gives_way_to_what_the_runs_own_sweep_measur
     at_1 = {**at_25, "bucket_cap_mb": 1.0}
     sweep += [{**at_1, "repeat": r, "step_ms_median": step} for r, step in enumerate([85.0, 85.2])]
     text = why.sentence({**at_25, "step_ms_median": 84.0}, pd.DataFrame(sweep), cores=2)
-    assert "this run measured the smaller bucket_cap_mb=1 at 85.1 ms a step against 84.1 here (1% slower" in text
+    assert "this run measured the smaller bucket_cap_mb=1 at 85.1 ms a step against 84.1 here (1.2% slower" in text
     assert "would overlap more" not in text
+    static = [{**r, "impl_options": '{"static_graph": true}'} if r["bucket_cap_mb"] == 1.0 else r for r in sweep]
+    other = why.sentence({**at_25, "step_ms_median": 84.0}, pd.DataFrame(static), cores=2)
+    assert "would overlap more" in other  # a static_graph row at 1 MiB is not this strategy at a smaller cap
+    even = [{**r, "step_ms_median": 84.1} for r in sweep]
+    assert "at 84.1 ms a step against 84.1 here (as fast;" in why.sentence(at_25, pd.DataFrame(even), cores=2)
     alone = why.sentence(at_25, pd.DataFrame(sweep[:2]), cores=2)  # no smaller cap measured: the mechanism's advice
     assert "a smaller bucket_cap_mb would overlap more of it" in alone
+
+
+def test_a_row_as_fast_as_local_counts_its_waiting_in_the_exposed_communication_it_names():
+    """The console's exposed time holds the waiting; the sentence's must too, and take it from the other parts."""
+    said = why.sentence(row(gap_exposed_comm_ms=2.0, gap_waiting_ms=1.5, gap_slower_compute_ms=-3.4), cores=2)
+    assert "though 3.5 ms a step is exposed communication (waiting for the slowest rank included): its other " \
+           "parts ran 3.4 ms faster" in said  # fmt: skip
 
 
 def test_exposed_communication_beside_waiting_says_it_is_the_rest_of_the_consoles_exposed_time():
@@ -236,3 +249,14 @@ def test_exposed_communication_beside_waiting_says_it_is_the_rest_of_the_console
     assert "4.0 ms (57%) exposed communication besides the waiting (" in both
     alone = why.sentence(row(gap_exposed_comm_ms=4.0, gap_rest_ms=1.0), cores=2)
     assert "besides the waiting" not in alone and "4.0 ms (80%) exposed communication (" in alone
+
+
+def test_the_sentence_takes_the_charts_launch_and_another_only_where_that_one_has_no_gap():
+    base = {"impl": "stock", "impl_options": "{}", "workload": "mlp", "size": "tiny", "batch_size": 8,
+            "dtype": "fp32", "optimizer": "sgd", "world_size": 2, "nnodes": 1, "status": "ok"}  # fmt: skip
+    figures = [(100.0, 5.0), (104.0, 6.0), (108.0, 7.0), (112.0, None), (116.0, None)]  # the charts draw 108
+    rows = pd.DataFrame([{**base, "repeat": r, "step_ms_median": step, "gap_ms": gap}
+                         for r, (step, gap) in enumerate(figures)])  # fmt: skip
+    assert list(why.typical_repeats(rows)["repeat"]) == [2]  # among every timed repeat (the gapped ones: 104)
+    rows.loc[2, "gap_ms"] = None  # that launch has no gap (no baseline in its round): the gapped repeats' median
+    assert list(why.typical_repeats(rows)["repeat"]) == [0]
