@@ -118,7 +118,7 @@ def predicted_vs_measured(predictions: pd.DataFrame, *, workload: str, world_siz
     rows = predictions[(predictions["workload"] == workload) & (predictions["world_size"] == world_size)]
     rows = rows.sort_values("bucket_cap_mb")
     caps = rows["bucket_cap_mb"].tolist()
-    swept = " and ".join(dict.fromkeys(rows["impl"])) if "impl" in rows else "stock"
+    swept = " and ".join(dict.fromkeys(rows["impl"])) if "impl" in rows else roles.reference_name()
     figure = new_figure(
         go.Scatter(name=f"measured: {swept} (geometric mean of repeats' medians)", x=caps, y=rows["measured_ms"],
                    mode="lines+markers", line={"color": "black", "width": 3},
