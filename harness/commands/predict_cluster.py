@@ -113,6 +113,7 @@ def cluster_from_args(args: argparse.Namespace):
     _refuse_mixed_gpus(logs)
     if args.cluster is not None:
         base = cluster.load(args.cluster)
+        _refuse_nodes_without_network(base, args)  # before any word about the profile: one line, as every refusal
         if missing := cluster.unsourced(base):
             console.warning(f"cluster profile {base.path}: no source for {', '.join(missing)}; say where each "
                             "number came from in its [sources] table, so that a reader can check it")  # fmt: skip
@@ -124,7 +125,6 @@ def cluster_from_args(args: argparse.Namespace):
                               f"closest with --cluster ({names}) or a .toml file")  # fmt: skip
         console.say(f"ddpbench predict: the logs' GPU is {logs[0].gpu!r}: starting from the built-in {guess}")
         base = cluster.load(guess)
-    _refuse_nodes_without_network(base, node_counts(args))
     if not logs:
         _say_published_check(base, args.collective)
         _warn_beyond_published(base, node_counts(args))
@@ -137,12 +137,12 @@ def cluster_from_args(args: argparse.Namespace):
     return fitted.cluster
 
 
-def _refuse_nodes_without_network(base, nodes: list[int]) -> None:
-    """A profile without NICs has no network to cross: across nodes its all-reduce would cost nothing."""
-    if not base.has_network and (beyond := [n for n in nodes if n > 1]):
-        raise ConfigError(f"--nodes {beyond[0]}: cluster profile {base.path} has no network between nodes "
-                          f"(inter.nics = {base.nics}, inter.nic_gbps = {base.nic_gbps:g}); give its NICs, or "
-                          "--nodes 1")  # fmt: skip
+def _refuse_nodes_without_network(base, args: argparse.Namespace) -> None:
+    from harness.perfmodel import cluster
+
+    nodes = node_counts(args)
+    asked = f"--nodes {args.nodes}" if args.nodes else f"the default node counts ({', '.join(map(str, nodes))})"
+    cluster.refuse_without_network(base, nodes, asked=asked)
 
 
 def _nodes_text(logs) -> str:

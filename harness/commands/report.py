@@ -15,6 +15,12 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     check_runs_folder(args.results)
     check_output_folder("--out", args.out)
     chosen = cluster.load(args.cluster) if args.cluster else None
+    if chosen is not None:  # the what-if page predicts one node to 1,024 GPUs
+        from reports.pages.whatif import world_sizes
+
+        gpus = world_sizes(chosen)
+        cluster.refuse_without_network(chosen, [-(-n // chosen.gpus_per_node) for n in gpus],
+                                       asked=f"--cluster: the what-if page's {gpus[0]} to {gpus[-1]} GPUs")  # fmt: skip
     # The floor and the model's curves depend on collectives runs that may have come after a bench run.
     predict.update_all_model_tables(args.results)
     _warn_shared_run_ids(args.results)

@@ -159,6 +159,15 @@ def _refuse_impossible_network(numbers: dict[str, float], where: str) -> None:
                           "bandwidth between nodes in GB/s (nic_gbps is in Gb/s)")  # fmt: skip
 
 
+def refuse_without_network(chosen: Cluster, nodes: list[int], *, asked: str) -> None:
+    """A profile without NICs describes one node: across nodes its all-reduce would cost nothing. `asked`: what
+    wanted more nodes, as the refusal names it ('--nodes 2', 'the what-if page's 8 to 1024 GPUs')."""
+    if not chosen.has_network and any(n > 1 for n in nodes):
+        raise ConfigError(f"{asked}: cluster profile {chosen.path} has no network between nodes (inter.nics = "
+                          f"{chosen.nics}, inter.nic_gbps = {chosen.nic_gbps:g}); give its NICs, or predict one "
+                          "node")  # fmt: skip
+
+
 def inter_nics_text(numbers: dict[str, float]) -> str:
     return f"{int(numbers['inter.nics'])} NIC(s) of {numbers['inter.nic_gbps']:g} Gb/s"
 

@@ -223,7 +223,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
         (["--cluster", "dgx-h100", "--nccl-tests", "garbled.txt"], "'garbled.txt' line 1: time, algbw and busbw"),
         (["--cluster", "scale.toml"], "latency_scale = 'fast' is not valid; give a number > 0"),
         (["--cluster", "bps.toml"], "inter.busbw_gbps = 1.92e+11 GB/s is more than 8 NIC(s) of 200 Gb/s can carry"),
-        (["--cluster", "alone.toml", "--nodes", "1,2"], "--nodes 2: cluster profile alone.toml has no network"),
+        (["--cluster", "alone.toml", "--nodes", "1,2"], "--nodes 1,2: cluster profile alone.toml has no network"),
         (["--cluster", "dgx-h100", "--sizes", "3"], "'3' is not valid; a message holds at least one float"),
         (["--cluster", "dgx-h100", "--out", "log.json/rows.csv"], "'log.json/rows.csv'"),
         (["--cluster", "dgx-h100", "--local-step-ms", "97"], "--local-step-ms does not apply to a collectives table"),

@@ -144,6 +144,15 @@ def test_report_cluster_is_checked_before_anything_is_written(tmp_path, capsys):
                      "--cluster", "dgx-z9"])  # fmt: skip
     assert code == 2 and "'dgx-z9'" in capsys.readouterr().err
     assert not (tmp_path / "site").exists()
+    from harness.perfmodel import cluster
+
+    alone = (cluster.BUILTIN_FOLDER / "dgx-a100.toml").read_text().replace("nics = 8", "nics = 0")
+    (tmp_path / "alone.toml").write_text(alone)  # one node: the what-if page's 1,024 GPUs cross no network
+    code = cli.main(["report", "--results", str(tmp_path / "results"), "--out", str(tmp_path / "site"),
+                     "--cluster", str(tmp_path / "alone.toml")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "the what-if page's 8 to 1024 GPUs: cluster profile " in err and err.count("\n") == 1
+    assert not (tmp_path / "site").exists()
 
 
 def test_a_run_without_network_says_how_to_get_the_floor(tmp_path):
