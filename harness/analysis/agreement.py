@@ -76,6 +76,6 @@ def agrees(error: dict, as_good: Sequence[float] | None) -> bool:
 def answer_caps(tied: Sequence[float], margin: float | None) -> str:
     """The cap to use, as an answer says it: where every cap ties, that any will do ('any (DDP's default 25 MiB is
     as good)'), else the tied best (`caps_text`): the console's answer and the what-if page's say it alike."""
-    if margin is None and len(tied) > 1 and DDP_DEFAULT_CAP_MB in tied:
-        return "any (DDP's default 25 MiB is as good)"
+    if margin is None and len(tied) > 1:  # every cap ties
+        return "any (DDP's default 25 MiB is as good)" if DDP_DEFAULT_CAP_MB in tied else "any (every cap ties)"
     return caps_text(tied)

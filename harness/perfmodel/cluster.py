@@ -227,14 +227,15 @@ def cap_caveat(cluster: Cluster, nodes: int) -> str:
     all-reduces are those sizes. '' where every size checked was within 25 %, or nothing was checked."""
     checks = published_checks(cluster)
     below = [c["nodes"] for c in checks if c["nodes"] <= nodes]
-    if nodes <= 1 or not below:
+    if not below:
         return ""
     rows = [c for c in checks if c["nodes"] == max(below)]
     off = sum(c["count"] - c["within_25"] for c in rows)
     if not off:
         return ""
     worst = max(rows, key=lambda c: abs(c["worst_error"]))
-    where = f"{max(below)} nodes" + (f" (the most checked up to {nodes})" if max(below) < nodes else "")
+    where = f"{max(below)} node{'s' if max(below) > 1 else ''}" + (
+        f" (the most checked up to {nodes})" if max(below) < nodes else "")  # fmt: skip
     checked = sum(c["count"] for c in rows)
     return (f"at {where} this profile is off by more than 25 % on {off} of {checked} published sizes (worst "
             f"{worst['worst_error']:+.0%} at {worst['worst_size']}): buckets of those sizes may cost otherwise; "

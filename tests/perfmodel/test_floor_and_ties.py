@@ -153,3 +153,16 @@ def test_a_failed_one_rank_baseline_leaves_the_calibration_out_rather_than_nan()
 def test_the_answer_names_the_part_that_makes_the_step(exposed, comm, said):
     row = {"exposed_comm_ms": exposed, "comm_ms": comm, "step_ms": 40.0 + exposed}
     assert why.predicted_step(row, backward_ms=20.0).startswith(said)
+
+
+def test_the_answer_line_says_the_cap_as_the_per_node_line_does_and_one_node_count_as_one(capsys):
+    """Every cap tied without 25 MiB among them: 'any', as the per-node line says; one node count: no 'w8 to w8'."""
+    import types
+
+    frame = pd.DataFrame({"bucket_cap_mb": [1.0, 5.0], "step_ms": [30.0, 30.01], "exposed_comm_ms": [0.02, 0.02],
+                          "comm_ms": [2.0, 1.9], "scaling_efficiency": [0.999, 0.999],
+                          "world_size": [8, 8]})  # fmt: skip
+    predictions.cluster_answer(types.SimpleNamespace(name="dgx-a100"), [frame], backward_ms=20.0, caveat="")
+    said = capsys.readouterr().out
+    assert "bucket_cap_mb any (every cap ties); at w8: step 30 ms, scaling efficiency 0.999. Why at w8: compute" in said
+    assert "w8 to w8" not in said

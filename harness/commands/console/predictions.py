@@ -165,6 +165,9 @@ def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, c
     span = (f"w{int(first['world_size'])} to w{int(last['world_size'])}: step {first['step_ms']:.4g} → "
             f"{last['step_ms']:.4g} ms, scaling efficiency {first['scaling_efficiency']:.3f} → "
             f"{last['scaling_efficiency']:.3f}")  # fmt: skip
+    if len(best) == 1:
+        span = f"at w{int(last['world_size'])}: step {last['step_ms']:.4g} ms, scaling efficiency " \
+               f"{last['scaling_efficiency']:.3f}"  # fmt: skip
     said = f" [{caveat}]" if caveat else ""
     say(f"ddpbench predict: answer on {cluster.name}: bucket_cap_mb {cap_text}; {span}. Why at "
         f"w{int(last['world_size'])}: {why.predicted_step(last, backward_ms=backward_ms)}{said}")  # fmt: skip
