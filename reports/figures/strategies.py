@@ -232,9 +232,9 @@ def bucket_cap_sweep(
                 mode="lines+markers",
                 error_y=_whiskers(group.assign(high_ms=group["high_ms"].clip(upper=top)), median="step_ms",
                                   low="low_ms", high="high_ms"),
-                customdata=group[["repeats", "low_ms", "high_ms"]].to_numpy(),
-                hovertemplate="%{x:g} MiB: %{y:.3g} ms (geometric mean of %{customdata[0]} repeat(s)' medians; 95% "
-                "interval %{customdata[1]:.3g}–%{customdata[2]:.3g} ms)<extra>%{fullData.name}</extra>",
+                customdata=group[["repeats"]].assign(interval=_interval_words(group)).to_numpy(),
+                hovertemplate="%{x:g} MiB: %{y:.3g} ms (geometric mean of %{customdata[0]} repeat(s)' medians; "
+                "%{customdata[1]})<extra>%{fullData.name}</extra>",
             )
         )  # fmt: skip
     cut = centres[centres["high_ms"] > top]
@@ -271,6 +271,12 @@ def bucket_cap_sweep(
 SWEEP_HEADROOM = 2.0
 """The sweep's y-axis reaches at most twice its slowest point: a 95 % interval of two repeats reached 1,700 ms
 over a 124 ms point and flattened every line; a whisker past the edge is cut there, and marked."""
+
+
+def _interval_words(group: pd.DataFrame) -> list[str]:
+    """Each point's 95 % interval for its hover, or that one repeat has none (NaN printed as an interval lied)."""
+    return [f"95% interval {low:.3g}–{high:.3g} ms" if pd.notna(low) and pd.notna(high) else "one repeat: no interval"
+            for low, high in zip(group["low_ms"], group["high_ms"], strict=True)]  # fmt: skip
 
 
 def sweep_axis_top(centres: pd.DataFrame, stars: list[float]) -> float:

@@ -47,7 +47,7 @@ def evidence(fast: pd.Series, slow: pd.Series) -> dict:
     (stats.ratio_interval, the figure the console's verdicts give), the interval at the rows' confidence
     (answer.run_confidence), and the judgement the verdicts' rule (stats.verdict) gives: significant where
     it calls `slow` slower (beyond the 5 % threshold too), not significant where it calls no significant
-    change (NO_CHANGE_RULE: a narrow interval that decides neither way, which can still reach past 5 %),
+    change (`no_change_rule`: a narrow interval that decides neither way, which can still reach past 5 %),
     too few repeats where it cannot tell (`needed`: the repeats a side it would take,
     None under two a side). Two caps of one strategy's sweep are judged by the sweep's rule (launch by launch
     from stats.PAIRED_FROM repeats, sweep.cap_pair_verdict), so the answer and the cap table agree."""

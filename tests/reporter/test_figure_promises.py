@@ -156,7 +156,9 @@ def test_the_sweep_axis_stays_on_its_points_and_marks_a_whisker_it_cuts():
     cut = lines["95% interval runs past the axis (cut)"]
     assert list(cut.x) == [1.0, 25.0] and list(cut.y) == [top, top]
     assert cut.customdata[0][2] == pytest.approx(high)  # the hover gives the interval whole
-    assert "%{customdata[2]:.3g} ms" in lines["1 rank"].hovertemplate
+    assert lines["1 rank"].customdata[0][1] == f"95% interval {geometric_interval([101.3, 152.9])[1]:.3g}–{high:.3g} ms"
+    once = figures.bucket_cap_sweep(wide[wide["repeat"] == 0], workload="mlp", strategy="stock")
+    assert {row[1] for row in once.data[0].customdata} == {"one repeat: no interval"}  # no NaN–NaN interval
     assert "cut at its top, marked by an arrow, and given whole in the hover" in captions.CAPTIONS["sweep"]
     close = sweep_run().assign(step_ms_median=[4.0, 4.1, 3.0, 3.1, 8.0, 8.2, 10.0, 10.3])
     steady = figures.bucket_cap_sweep(close, workload="mlp", strategy="stock")
