@@ -316,8 +316,9 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     predictions.cluster_answer(chosen, rows, backward_ms=profile.backward_s * 1e3, caveat=said)  # the most nodes
     if args.out:  # each row says what it rests on: the profile, the workload, any scaling
         setup = setup or {}
-        context = {"cluster": chosen.name, "cluster_source": _source_of(chosen), "workload": setup.get("workload"),
-                   "size": setup.get("size"), "local_step_ms": args.local_step_ms}  # fmt: skip
+        context = {"cluster": chosen.name, "cluster_source": _source_of(chosen), "run": args.run,
+                   "workload": setup.get("workload"), "size": setup.get("size"),
+                   "local_step_ms": args.local_step_ms}  # fmt: skip
         write_rows(pd.concat(rows, ignore_index=True).assign(**context), Path(args.out))
     return 0
 
@@ -329,8 +330,8 @@ def _warn_not_whole_model(setup: dict, profile) -> None:
     full = f"; the full size's are {whole / 2**20:.2f} MiB" if whole else ""
     console.warning(f"--local-step-ms is one GPU's step of the whole model, but this profile is {setup['workload']}'s "
                     f"{setup['size']} size ({profile.grad_bytes / 2**20:.2f} MiB of gradients{full}): its compute is "
-                    f"scaled to your step, its communication stays the {setup['size']} model's. Profile the model "
-                    "you will train (--size full, or your own configuration with --wopt)")  # fmt: skip
+                    f"scaled to your step, its communication stays the {setup['size']} model's. Profile the model you "
+                    "will train (--size full, or its configuration: --workload 'hf:NAME[key=value]')")  # fmt: skip
 
 
 def _whole_model_grad_bytes(setup: dict) -> int | None:

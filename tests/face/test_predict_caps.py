@@ -51,6 +51,12 @@ def test_a_swept_run_gets_its_own_caps_and_says_so(tmp_path, capsys):
     assert code == 0, out
     assert "ddpbench predict: caps: the run's sweep, 1, 5, 25 MiB" in out
     assert table_caps(out)[:3] == ["1", "5", "25"]
+    # the profile is said as measured and stored, before the calibration that scales it (as --cluster says it)
+    stored = next(line for line in out.splitlines() if "and stored with it: forward" in line)
+    scaled = next(line for line in out.splitlines() if "compute scaled ×" in line)
+    assert out.index(stored) < out.index(scaled)
+    profile = pd.read_parquet(next((tmp_path / "bucket_sweep" / "gradprofile").glob("*.parquet")))
+    assert f"forward {profile['forward_ms'].iloc[0]:.2f} ms" in stored
 
 
 def test_a_profile_measured_now_says_its_steps_only_when_they_are_slow(capsys):

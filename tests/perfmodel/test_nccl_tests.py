@@ -188,8 +188,8 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert f"DDP's own cost {own * 1e3:.3g} ms a step at one rank" in printed and "scaled with the compute" in printed
     frame = pd.read_csv(out)
     assert {"world_size", "nodes", "bucket_cap_mb", "step_ms", "exposed_comm_ms", "best"} <= set(frame.columns)
-    rests_on = frame[["cluster", "cluster_source", "workload", "size", "local_step_ms"]].drop_duplicates()
-    assert rests_on.values.tolist() == [["dgx-h100", "built-in", "mlp", "tiny", 0.2]]
+    rests_on = frame[["cluster", "cluster_source", "run", "workload", "size", "local_step_ms"]].drop_duplicates()
+    assert rests_on.values.tolist() == [["dgx-h100", "built-in", small_run.name, "mlp", "tiny", 0.2]]
     assert list(frame["world_size"]) == [8, 8, 16, 16]
     for _, group in frame.groupby("world_size"):  # the best rows: the fastest and any cap within the tie tolerance
         fastest = group["step_ms"].min()
