@@ -127,7 +127,15 @@ def _answer(best: pd.DataFrame, cluster: Cluster) -> str:
             f"({int(first['world_size'])} GPUs, efficiency {first['scaling_efficiency']:.3f}); "
             f"{esc(_caps(last))} at {int(last['world_size'])} GPUs on {int(last['nodes'])} nodes "
             f"(efficiency {last['scaling_efficiency']:.3f}). <b>Why</b> at {int(last['world_size'])} GPUs: "
-            f"{esc(why_last)}.</p>")  # fmt: skip
+            f"{esc(why_last)}.{_caveat(cluster, int(last['nodes']))}</p>")  # fmt: skip
+
+
+def _caveat(cluster: Cluster, nodes: int) -> str:
+    """The check against published tables where a cap chosen there rests on sizes it found off (as predict says)."""
+    from harness.perfmodel.cluster import cap_caveat
+
+    said = cap_caveat(cluster, nodes)
+    return f" <i>{esc(said[0].upper() + said[1:])}.</i>" if said else ""
 
 
 def _caps(row: pd.Series) -> str:

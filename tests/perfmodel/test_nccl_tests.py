@@ -174,7 +174,8 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     w8, w16 = (line for line in printed.splitlines() if "predicted best cap at w" in line)
     assert "published sizes" not in w8 and "at 2 nodes this profile is off by more than 25 % on " in w16
     answer = printed.strip().splitlines()[-2]  # the last line before the file's is the answer over every node count
-    assert answer.startswith("ddpbench predict: answer on dgx-h100: bucket_cap_mb ") and "w8 to w16: step " in answer
+    assert answer.startswith("ddpbench predict: answer for DDP on dgx-h100 (the one strategy the model simulates")
+    assert "): bucket_cap_mb " in answer and "w8 to w16: step " in answer
     assert "Why at w16: " in answer
     # the run measured mlp/tiny: the step is the user's model's, the gradients are tiny's, and that is said
     assert "--local-step-ms is one GPU's step of the whole model, but this profile is mlp's tiny size" in said.err

@@ -103,6 +103,7 @@ def test_the_what_if_page_predicts_one_node_to_1024_gpus_with_the_profiles_sourc
     headline = page.split('<p class="headline">')[1].split("</p>")[0]  # the answer, with why, as predict ends
     assert "<b>Best cap:</b> " in headline and " on one node (8 GPUs, efficiency " in headline
     assert "<b>Why</b> at 1024 GPUs: " in headline and any(w in headline for w in ("compute:", "bandwidth:", "last:"))
+    assert "At 128 nodes this profile is off by more than 25 % on " in headline  # as predict says at 128 nodes
     assert page.count('class="plotly-graph-div"') == 2  # step per cap, efficiency of the best cap
     best = page.split("ahead of the next cap")[1].split("</table>")[0]
     assert [row.split("<td>")[1].split("</td>")[0] for row in best.split("<tr")[1:]] == [

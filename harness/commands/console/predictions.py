@@ -169,5 +169,6 @@ def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, c
         span = f"at w{int(last['world_size'])}: step {last['step_ms']:.4g} ms, scaling efficiency " \
                f"{last['scaling_efficiency']:.3f}"  # fmt: skip
     said = f" [{caveat}]" if caveat else ""
-    say(f"ddpbench predict: answer on {cluster.name}: bucket_cap_mb {cap_text}; {span}. Why at "
+    say(f"ddpbench predict: answer for DDP on {cluster.name} (the one strategy the model simulates; the others "
+        f"need a run: ddpbench bench): bucket_cap_mb {cap_text}; {span}. Why at "
         f"w{int(last['world_size'])}: {why.predicted_step(last, backward_ms=backward_ms)}{said}")  # fmt: skip
