@@ -242,10 +242,25 @@ def version() -> str:
         return "unknown"
 
 
+def refuse_unknown(parser: argparse.ArgumentParser, command: str, unknown: list[str]) -> None:
+    """'--bucket-cap 1' names the nearest flag; any other stray argument is named with the command's flags."""
+    import difflib
+
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    flags = sorted({o for a in commands.choices[command]._actions for o in a.option_strings if o.startswith("--")})
+    typed = unknown[0].split("=")[0]
+    near = difflib.get_close_matches(typed, flags, n=1, cutoff=0.75) if typed.startswith("--") else []
+    hint = f"did you mean {near[0]}?" if near else f"{command}'s flags are {', '.join(flags)}"
+    parser.exit(EXIT_BAD_INPUT, f"ddpbench: error: unrecognized argument(s) {' '.join(unknown)}; {hint}\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     # The library's warnings (a skipped results file, say) as one line each on stderr.
     logging.basicConfig(format="ddpbench: warning: %(message)s", level=logging.WARNING, stream=sys.stderr)
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        refuse_unknown(parser, args.command, unknown)
     if args.command == "bench":  # --resume refuses the flags that would change the stored run
         args.given_flags = given_bench_flags(sys.argv[1:] if argv is None else argv)
     # When this process is the command (its flags from the command line), its time starts with the process: the

@@ -108,3 +108,19 @@ def test_nothing_below_the_face_prints_or_parses_argv():
             assert "print" not in calls, f"{name} prints: printing belongs to harness/commands/console.py"
         if name not in RANK_ENTRY_POINTS:
             assert not {"argparse", "sys.argv"} & names, f"{name} reads a command line: that is the face's job"
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [(["compare", "a", "b", "--treshold", "5%"], "unrecognized argument(s) --treshold 5%; did you mean --threshold?"),
+     (["predict", "--clustr", "dgx-h100"], "unrecognized argument(s) --clustr dgx-h100; did you mean --cluster?"),
+     (["compare", "a", "b", "--bogus"], "unrecognized argument(s) --bogus; compare's flags are --across-strategies, "
+      "--help, --out, --results, --threshold"),
+     (["compare", "a", "b", "c"], "unrecognized argument(s) c; compare's flags are ")],
+)  # fmt: skip
+def test_a_stray_argument_is_one_line_with_the_nearest_flag_or_the_commands_flags(capsys, argv, said):
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and err == f"ddpbench: error: {said}" + err.split(said, 1)[1]
+    assert err.count("\n") == 1 and "Traceback" not in err
