@@ -35,7 +35,8 @@ when not), and, where one cap was measured with several first buckets (a resume 
 first bucket."""
 
 
-def _other_options(options_json: str) -> str:
+def other_options(options_json: str | None) -> str:
+    """A configuration's options without its cap, as one comparable text (a static_graph row is not a plain one)."""
     options = options_of(options_json)
     options.pop("bucket_cap_mb", None)
     return json.dumps(options, sort_keys=True)
@@ -67,7 +68,7 @@ def step_samples(configs: pd.DataFrame, steps: pd.DataFrame) -> pd.DataFrame:
     measured = steps[~steps["warmup"]]
     slowest = measured.groupby(["config_id", "step"], as_index=False)["step_ms"].max()
     keys = configs[configs["status"] == "ok"].assign(
-        other_options=lambda c: c["impl_options"].map(_other_options),
+        other_options=lambda c: c["impl_options"].map(other_options),
         cap_given=lambda c: c["impl_options"].map(cap_given),
         bucket_cap_mb=swept_cap,
     )

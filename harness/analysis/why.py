@@ -147,11 +147,13 @@ def _smaller_cap_measured(row: Any, run: pd.DataFrame | None) -> str:
     any (the advice to lower the cap, not what its own sweep found, contradicted a sweep that found 1 MiB no
     faster): the fastest of them against this cap, each the geometric mean of its repeats' median steps."""
     from harness.analysis.stats import geometric_mean
+    from harness.analysis.sweep import other_options
 
     cap = _get(row, "bucket_cap_mb")
     if run is None or cap is None or "bucket_cap_mb" not in run or "step_ms_median" not in run:
         return ""
-    same = run[(run["status"] == "ok") & (_other_options(run) == _options_but_cap(_get(row, "impl_options")))]
+    options = run["impl_options"].map(other_options) if "impl_options" in run else pd.Series("{}", index=run.index)
+    same = run[(run["status"] == "ok") & (options == other_options(_get(row, "impl_options")))]
     for key in (k for k in SAME_CONFIGURATION if k != "impl_options" and k in run and _get(row, k) is not None):
         same = same[same[key] == row[key]]  # the same strategy, options, setup and world size; any cap
     steps = same.dropna(subset=["step_ms_median"]).groupby("bucket_cap_mb")["step_ms_median"].agg(geometric_mean)
@@ -165,22 +167,6 @@ def _smaller_cap_measured(row: Any, run: pd.DataFrame | None) -> str:
         f"this run measured the smaller bucket_cap_mb={best:g} at {smaller[best]:.1f} ms a step against "
         f"{steps[cap]:.1f} here ({pace}; geometric means over repeats)"
     )
-
-
-def _other_options(run: pd.DataFrame) -> pd.Series:
-    column = run["impl_options"] if "impl_options" in run else pd.Series("", index=run.index)
-    return column.map(_options_but_cap)
-
-
-def _options_but_cap(options: Any) -> str:
-    """A strategy's options without its cap, as one comparable text (a static_graph row is not a plain one)."""
-    import json
-
-    try:
-        given = json.loads(options) if isinstance(options, str) and options else dict(options or {})
-    except (TypeError, ValueError):
-        return str(options)
-    return json.dumps({key: value for key, value in given.items() if key != "bucket_cap_mb"}, sort_keys=True)
 
 
 def _mib(value: float) -> str:
