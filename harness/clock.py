@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 Mark = Any
 """A point in time: seconds (a float) on the CPU, a recorded `torch.cuda.Event` on a GPU."""
@@ -42,22 +43,25 @@ class Clock:
     """Marks on `device`'s clock (CPU: the host's; CUDA: events). `now` replaces the host clock (tests)."""
 
     def __init__(self, device: torch.device | str | None = None, *, now: Callable[[], float] = host_seconds) -> None:
+        import torch  # here, not at the top: the command line reads host_seconds before torch's 2-3 s import
+
         self.device = torch.device(device if device is not None else "cpu")
         self.on_gpu = self.device.type == "cuda"
         self._now = now
+        self._cuda = torch.cuda
 
     def mark(self, stream: Any = None) -> Mark:
         """Now: on a GPU, an event recorded on `stream` (default: the device's current stream)."""
         if not self.on_gpu:
             return self._now()
-        event = torch.cuda.Event(enable_timing=True)
-        event.record(stream if stream is not None else torch.cuda.current_stream(self.device))
+        event = self._cuda.Event(enable_timing=True)
+        event.record(stream if stream is not None else self._cuda.current_stream(self.device))
         return event
 
     def settle(self) -> None:
         """Wait until the device has passed every mark taken so far (nothing to wait for on the CPU)."""
         if self.on_gpu:
-            torch.cuda.synchronize(self.device)
+            self._cuda.synchronize(self.device)
 
     def ms(self, start: Mark, end: Mark) -> float:
         """Milliseconds from `start` to `end`; on a GPU, after `settle()`."""

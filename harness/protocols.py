@@ -13,13 +13,15 @@ import importlib
 import importlib.util
 import inspect
 from collections.abc import Iterable
-from typing import Any, ClassVar, Generic, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, runtime_checkable
 
-import torch
-from torch import nn
-
-from harness.comm_timeline import CommTimeline
 from harness.registry import ConfigError, Entry, Option, Registry, UnknownOption, option  # noqa: F401 (the contract's)
+
+if TYPE_CHECKING:  # annotations only: the command line's flags are checked before torch's 2-3 s import
+    import torch
+    from torch import nn
+
+    from harness.comm_timeline import CommTimeline
 
 SIZES = ("tiny", "small", "full")
 """Workload sizes: tiny for tests (milliseconds on a CPU), small for CPU benchmarks, full for GPUs."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 
 from harness import cli
 from harness.commands import console
@@ -27,3 +29,10 @@ def test_bench_prints_and_keeps_where_its_wall_time_went(tmp_path, capsys):
     wall = re.escape(console.seconds_text(summary["wall_s"]))
     assert re.match(rf"ddpbench: where the {wall} went \(s\): (start [\d.]+, )?launch ", line)
     assert "beyond the timed steps\n" in out and "per configuration" not in out  # one configuration: no division
+
+
+def test_the_command_line_reads_its_flags_before_importing_torch():
+    """`--help` and a bad flag answer at once: torch's import (2-3 s) waits for a command that computes."""
+    probe = "import sys, harness.cli; print(sorted(m for m in ('torch', 'numpy', 'pandas') if m in sys.modules))"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
