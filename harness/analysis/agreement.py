@@ -79,3 +79,28 @@ def answer_caps(tied: Sequence[float], margin: float | None) -> str:
     if margin is None and len(tied) > 1:  # every cap ties
         return "any (DDP's default 25 MiB is as good)" if DDP_DEFAULT_CAP_MB in tied else "any (every cap ties)"
     return caps_text(tied)
+
+
+def answer_index(caps: Sequence[float], values: Sequence[float]) -> int:
+    """The position of the cap an answer names, whose figures it then quotes: DDP's default where it ties for
+    best (the answer says any cap will do, or names it among the tied), else the fastest."""
+    tied, _ = best_and_margin(caps, values)
+    named = [float(cap) for cap in caps]
+    return named.index(DDP_DEFAULT_CAP_MB) if DDP_DEFAULT_CAP_MB in tied else int(np.argmin(values))
+
+
+SMALL_CAP_LEAD = 0.04
+"""A predicted lead under which a cap smaller than DDP's default is no evidence: the model leaves out what each
+extra collective costs the compute, and pytorch's published DGX-1 V100 timings have 1 MiB buckets 2.6 % (8
+GPUs) and 3.8 % (16 GPUs) slower than 25 MiB, where the model puts 1 MiB 0.2-0.5 % ahead (docs/clusters.md)."""
+
+SMALL_CAP_CAVEAT = (
+    "a cap below DDP's default 25 MiB ahead by under 4 % is no evidence: the model leaves out what each extra "
+    "collective costs the compute (pytorch measured 1 MiB 2.6-3.8 % slower than 25 MiB on 8-16 V100s, where the "
+    "model has it ahead)"
+)
+
+
+def small_cap_unproven(tied: Sequence[float], margin: float | None) -> bool:
+    """Whether an answer's cap is smaller than DDP's default (more buckets) and ahead by less than SMALL_CAP_LEAD."""
+    return margin is not None and max(tied) < DDP_DEFAULT_CAP_MB and margin < SMALL_CAP_LEAD

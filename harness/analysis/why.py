@@ -244,18 +244,24 @@ def typical_repeats(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.loc[sorted(picked)]
 
 
-def predicted_step(row: Any, *, backward_ms: float) -> str:
+def predicted_step(row: Any, *, backward_ms: float, own_ms: float = 0.0) -> str:
     """Which predicted part makes a step what it is (a row of the step-time model: step_ms, exposed_comm_ms,
-    comm_ms): compute (communication hidden but for a trace), the network's bandwidth (all-reduces longer than
-    the backward that could hide them), or the gradients ready last (their all-reduces run after backward)."""
+    comm_ms, bucket_cap_mb): compute (communication hidden but for a trace), the network's bandwidth (all-reduces
+    longer than the backward that could hide them), or the gradients ready last (their all-reduces run after
+    backward); and DDP's own work (`own_ms`, measured at one rank) where it costs more than what is exposed."""
     exposed, comm, step = row["exposed_comm_ms"], row["comm_ms"], row["step_ms"]
+    at = f" at {row['bucket_cap_mb']:g} MiB" if "bucket_cap_mb" in row else ""
     if exposed < 0.01 * step:
-        return (f"compute: the all-reduces ({comm:.3g} ms a step) hide behind backward ({backward_ms:.3g} ms) but "
-                f"for {exposed:.3g} ms")  # fmt: skip
-    if comm > backward_ms:
-        return (f"bandwidth: the all-reduces take {comm:.3g} ms a step, more than the backward ({backward_ms:.3g} ms) "
-                f"that can hide them: {exposed:.3g} ms exposed ({exposed / step:.0%} of the step)")  # fmt: skip
-    return (
-        f"the gradients ready last: their all-reduces run after backward ends, {exposed:.3g} ms exposed "
-        f"({exposed / step:.0%} of the step; all-reduces {comm:.3g} ms against backward's {backward_ms:.3g})"
-    )
+        part = (f"compute: the all-reduces ({comm:.3g} ms a step{at}) hide behind backward ({backward_ms:.3g} ms) "
+                f"but for {exposed:.3g} ms")  # fmt: skip
+    elif comm > backward_ms:
+        part = (f"bandwidth: the all-reduces take {comm:.3g} ms a step{at}, more than the backward "
+                f"({backward_ms:.3g} ms) that can hide them: {exposed:.3g} ms exposed ({exposed / step:.0%} of the "
+                "step)")  # fmt: skip
+    else:
+        part = (f"the gradients ready last: their all-reduces run after backward ends, {exposed:.3g} ms exposed "
+                f"({exposed / step:.0%} of the step; all-reduces {comm:.3g} ms{at} against backward's "
+                f"{backward_ms:.3g})")  # fmt: skip
+    if own_ms > exposed:  # the step over the no-communication baseline is then mostly DDP's own work
+        part += f"; DDP's own work ({own_ms:.3g} ms a step, measured at one rank) costs more than that"
+    return part

@@ -62,12 +62,14 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
 
 
 def best_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """The fastest cap per setup and GPU count, the caps tied with it (within agreement.TIE_TOLERANCE),
-    and its margin over the fastest cap not tied with it (None: every cap is tied)."""
+    """Per setup and GPU count, the cap the answer names (the fastest, or DDP's default where it ties for best:
+    `agreement.answer_index`), the caps tied for best (within agreement.TIE_TOLERANCE), and their margin over
+    the fastest cap not tied with them (None: every cap is tied)."""
     best = []
     for _, group in rows.groupby(["setup", "world_size"], sort=False):
         tied, margin = agreement.best_and_margin(group["bucket_cap_mb"], group["step_ms"])
-        best.append({**group.loc[group["step_ms"].idxmin()].to_dict(), "tied": tied, "margin": margin})
+        named = group.iloc[agreement.answer_index(group["bucket_cap_mb"], group["step_ms"])]
+        best.append({**named.to_dict(), "tied": tied, "margin": margin})
     return pd.DataFrame(best)
 
 
@@ -122,12 +124,40 @@ def _answer(best: pd.DataFrame, cluster: Cluster) -> str:
     """The cap from one node to the most GPUs, in the console answer's words, and why the step at the most GPUs
     costs what it does (the same sentence `predict --cluster` ends with)."""
     first, last = best.iloc[0], best.iloc[-1]
-    why_last = why.predicted_step(last, backward_ms=last["backward_ms"])
-    return (f'<p class="headline"><b>Best cap:</b> {esc(_caps(first))} on one node '
-            f"({int(first['world_size'])} GPUs, efficiency {first['scaling_efficiency']:.3f}); "
-            f"{esc(_caps(last))} at {int(last['world_size'])} GPUs on {int(last['nodes'])} nodes "
-            f"(efficiency {last['scaling_efficiency']:.3f}). <b>Why</b> at {int(last['world_size'])} GPUs: "
-            f"{esc(why_last)}.{_caveat(cluster, int(last['nodes']))}</p>")  # fmt: skip
+    why_last = why.predicted_step(last, backward_ms=last["backward_ms"], own_ms=last["ddp_own_ms"])
+    return (f'<p class="headline"><b>Best cap for DDP</b> (the one strategy the model simulates; the others need a '
+            f"run): {esc(_caps_by_size(best))}. Efficiency {first['scaling_efficiency']:.3f} on one node "
+            f"({int(first['world_size'])} GPUs), {last['scaling_efficiency']:.3f} at {int(last['world_size'])} GPUs "
+            f"on {int(last['nodes'])} nodes. <b>Why</b> at {int(last['world_size'])} GPUs: "
+            f"{esc(why_last)}.{_caveat(cluster, int(last['nodes']))}{_small_cap_caveat(best)}"
+            f"{_unchecked(cluster, best)}</p>")  # fmt: skip
+
+
+def _caps_by_size(best: pd.DataFrame) -> str:
+    """The cap to use and where it changes with the GPU count, in the console answer's words."""
+    changes = [(int(row.world_size), _caps(row)) for _, row in best.iterrows()]
+    merged = [change for k, change in enumerate(changes) if k == 0 or change[1] != changes[k - 1][1]]
+    return merged[0][1] if len(merged) == 1 else "; ".join(f"{text} from {n} GPUs" for n, text in merged)
+
+
+def _small_cap_caveat(best: pd.DataFrame) -> str:
+    unproven = any(agreement.small_cap_unproven(row["tied"], _margin(row)) for _, row in best.iterrows())
+    text = agreement.SMALL_CAP_CAVEAT
+    return f" <i>{esc(text[0].upper() + text[1:])}.</i>" if unproven else ""
+
+
+def _unchecked(cluster: Cluster, best: pd.DataFrame) -> str:
+    """Node counts past the largest published table the profile was checked against, as predict warns."""
+    checked = max((c["nodes"] for c in published_checks(cluster)), default=None)
+    beyond = sorted({int(n) for n in best["nodes"] if checked is not None and n > checked})
+    if not beyond:
+        return ""
+    return (f" <i>{esc(cluster.name)}'s largest published table is of {checked} node{'s' if checked > 1 else ''}: "
+            f"its predictions on {_span(beyond)} nodes are unchecked.</i>")  # fmt: skip
+
+
+def _span(counts: list[int]) -> str:
+    return str(counts[0]) if len(counts) == 1 else f"{counts[0]} to {counts[-1]}"
 
 
 def _caveat(cluster: Cluster, nodes: int) -> str:
@@ -139,8 +169,11 @@ def _caveat(cluster: Cluster, nodes: int) -> str:
 
 
 def _caps(row: pd.Series) -> str:
-    margin = None if row["margin"] is None or pd.isna(row["margin"]) else row["margin"]
-    return agreement.answer_caps(row["tied"], margin)
+    return agreement.answer_caps(row["tied"], _margin(row))
+
+
+def _margin(row: pd.Series) -> float | None:
+    return None if row["margin"] is None or pd.isna(row["margin"]) else row["margin"]
 
 
 def _calibration_note(row: pd.Series) -> str:

@@ -167,3 +167,41 @@ def test_the_answer_line_says_the_cap_as_the_per_node_line_does_and_one_node_cou
     assert "answer for DDP on dgx-a100 (the one strategy the model simulates; the others need a run" in said
     assert "bucket_cap_mb any (every cap ties); at w8: step 30 ms, scaling efficiency 0.999. Why at w8: compute" in said
     assert "w8 to w8" not in said
+
+
+def test_the_answer_quotes_the_cap_it_names_and_doubts_a_small_caps_thin_lead(capsys):
+    """Tied with DDP's default 25 MiB: the answer says any will do and quotes 25 MiB's figures, not the fastest
+    cap's; a smaller cap ahead by under 4 % (what the model leaves out per collective) carries the caveat; DDP's
+    own work is named where it costs more than what is exposed."""
+    import types
+
+    tied = pd.DataFrame(
+        {
+            "bucket_cap_mb": [1.0, 25.0],
+            "step_ms": [30.0, 30.1],
+            "exposed_comm_ms": [0.02, 0.05],
+            "comm_ms": [6.0, 1.9],
+            "scaling_efficiency": [0.999, 0.996],
+            "world_size": [8, 8],
+        }
+    )
+    ahead = tied.assign(step_ms=[30.0, 30.6], world_size=[64, 64])  # 1 MiB 2 % ahead
+    cluster = types.SimpleNamespace(name="dgx-h200")
+    predictions.cluster_answer(cluster, [tied, ahead], backward_ms=20.0, own_ms=3.5)
+    said = capsys.readouterr().out
+    assert "bucket_cap_mb any (DDP's default 25 MiB is as good) from w8; 1 MiB from w64" in said
+    assert "the all-reduces (6 ms a step at 1 MiB)" in said  # w64's named cap is the fastest
+    assert "DDP's own work (3.5 ms a step, measured at one rank) costs more than that" in said
+    assert "[a cap below DDP's default 25 MiB ahead by under 4 % is no evidence" in said
+    predictions.cluster_answer(cluster, [tied], backward_ms=20.0)
+    said = capsys.readouterr().out
+    assert "the all-reduces (1.9 ms a step at 25 MiB)" in said and "no evidence" not in said
+    assert "DDP's own work" not in said
+
+
+def test_the_named_cap_is_ddps_default_where_it_ties_else_the_fastest():
+    assert agreement.answer_index([1.0, 5.0, 25.0], [10.0, 10.02, 10.03]) == 2
+    assert agreement.answer_index([1.0, 5.0, 25.0], [10.0, 10.02, 11.0]) == 0
+    assert agreement.answer_index([1.0, 5.0], [10.1, 10.0]) == 1
+    assert agreement.small_cap_unproven([1.0], 0.02) and not agreement.small_cap_unproven([1.0], 0.2)
+    assert not agreement.small_cap_unproven([1.0, 25.0], 0.02) and not agreement.small_cap_unproven([1.0, 5.0], None)

@@ -101,7 +101,9 @@ def test_the_what_if_page_predicts_one_node_to_1024_gpus_with_the_profiles_sourc
     page = (run_page.parent / "bucket_sweep.whatif.html").read_text()
     assert "What if run" in page and "ran on dgx-h100?" in page
     headline = page.split('<p class="headline">')[1].split("</p>")[0]  # the answer, with why, as predict ends
-    assert "<b>Best cap:</b> " in headline and " on one node (8 GPUs, efficiency " in headline
+    assert "<b>Best cap for DDP</b> (the one strategy the model simulates" in headline
+    assert " on one node (8 GPUs), " in headline and " at 1024 GPUs on 128 nodes" in headline
+    assert "unchecked" not in headline  # dgx-h100 was checked against published tables up to 128 nodes
     assert "<b>Why</b> at 1024 GPUs: " in headline and any(w in headline for w in ("compute:", "bandwidth:", "last:"))
     assert "At 128 nodes this profile is off by more than 25 % on " in headline  # as predict says at 128 nodes
     assert page.count('class="plotly-graph-div"') == 2  # step per cap, efficiency of the best cap
@@ -225,3 +227,14 @@ def test_the_collectives_page_opens_with_the_fitted_network_and_labels_what_each
     assert "compute burst alone, ms (median of repeats)" in table
     assert "compute slowdown while overlapped (median of the repeats' ratios)" in table
     assert "not the ratio of the two medians beside it" in table
+
+
+def test_the_what_if_headline_says_which_node_counts_no_published_table_checked():
+    """As predict warns: dgx-h200's published tables reach 2 nodes, so 4 to 128 nodes are unchecked."""
+    from harness.perfmodel import cluster
+    from reports.pages import whatif
+
+    best = pd.DataFrame({"nodes": [1, 2, 4, 128]})
+    said = whatif._unchecked(cluster.load("dgx-h200"), best)
+    assert "dgx-h200's largest published table is of 2 nodes: its predictions on 4 to 128 nodes" in said
+    assert whatif._unchecked(cluster.load("dgx-h200"), best.head(2)) == ""

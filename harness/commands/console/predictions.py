@@ -152,23 +152,29 @@ def cluster_steps(cluster, frame: pd.DataFrame, *, world: int, nodes: int, cavea
     best_cap(frame, world=world, decimals=3, caveat=caveat)
 
 
-def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, caveat: str = "") -> None:
+def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, caveat: str = "",
+                   own_ms: float = 0.0) -> None:  # fmt: skip
     """The answer over every node count, last, where it is read: the cap to use (its best, or where it changes
     with the world size), the step and scaling efficiency from the fewest GPUs to the most, and why the step
-    costs what it does at the most GPUs (the best cap's predicted parts), in one line."""
-    best = [frame.loc[frame["step_ms"].idxmin()] for frame in frames]
-    caps = [agreement.answer_caps(*agreement.best_and_margin(f["bucket_cap_mb"], f["step_ms"])) for f in frames]
-    changes = [(int(row["world_size"]), text) for row, text in zip(best, caps, strict=True)]
+    costs what it does at the most GPUs (the named cap's predicted parts: DDP's default where it ties), in one
+    line; `own_ms`, DDP's own cost in the prediction, is named where it costs more than what is exposed."""
+    named = [frame.iloc[agreement.answer_index(frame["bucket_cap_mb"], frame["step_ms"])] for frame in frames]
+    ties = [agreement.best_and_margin(f["bucket_cap_mb"], f["step_ms"]) for f in frames]
+    changes = [(int(row["world_size"]), agreement.answer_caps(*tie)) for row, tie in zip(named, ties, strict=True)]
     merged = [change for k, change in enumerate(changes) if k == 0 or change[1] != changes[k - 1][1]]
     cap_text = merged[0][1] if len(merged) == 1 else "; ".join(f"{text} from w{world}" for world, text in merged)
-    first, last = best[0], best[-1]
+    first, last = named[0], named[-1]
     span = (f"w{int(first['world_size'])} to w{int(last['world_size'])}: step {first['step_ms']:.4g} → "
             f"{last['step_ms']:.4g} ms, scaling efficiency {first['scaling_efficiency']:.3f} → "
             f"{last['scaling_efficiency']:.3f}")  # fmt: skip
-    if len(best) == 1:
+    if len(named) == 1:
         span = f"at w{int(last['world_size'])}: step {last['step_ms']:.4g} ms, scaling efficiency " \
                f"{last['scaling_efficiency']:.3f}"  # fmt: skip
-    said = f" [{caveat}]" if caveat else ""
+    caveats = [caveat] if caveat else []
+    if any(agreement.small_cap_unproven(*tie) for tie in ties):
+        caveats.append(agreement.SMALL_CAP_CAVEAT)
+    said = "".join(f" [{text}]" for text in caveats)
+    why_last = why.predicted_step(last, backward_ms=backward_ms, own_ms=own_ms)
     say(f"ddpbench predict: answer for DDP on {cluster.name} (the one strategy the model simulates; the others "
         f"need a run: ddpbench bench): bucket_cap_mb {cap_text}; {span}. Why at "
-        f"w{int(last['world_size'])}: {why.predicted_step(last, backward_ms=backward_ms)}{said}")  # fmt: skip
+        f"w{int(last['world_size'])}: {why_last}{said}")  # fmt: skip
