@@ -263,5 +263,5 @@ def predicted_step(row: Any, *, backward_ms: float, own_ms: float = 0.0) -> str:
                 f"({exposed / step:.0%} of the step; all-reduces {comm:.3g} ms{at} against backward's "
                 f"{backward_ms:.3g})")  # fmt: skip
     if own_ms > exposed:  # the step over the no-communication baseline is then mostly DDP's own work
-        part += f"; DDP's own work ({own_ms:.3g} ms a step, measured at one rank) costs more than that"
+        part += f"; DDP's own work ({own_ms:.3g} ms a step, from its cost at one rank) costs more than that"
     return part

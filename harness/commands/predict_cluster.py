@@ -313,7 +313,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         said = "; ".join(part for part in (caveat, cluster.cap_caveat(chosen, nodes)) if part)
         predictions.cluster_steps(chosen, frame, world=world, nodes=nodes, caveat=said)
         rows.append(frame)
-    predictions.cluster_answer(chosen, rows, backward_ms=profile.backward_s * 1e3, caveat=said)  # the most nodes
+    own_ms = calibration.reducer_s * 1e3  # DDP's own cost as the prediction adds it (scaled with any compute)
+    predictions.cluster_answer(chosen, rows, backward_ms=profile.backward_s * 1e3, caveat=said, own_ms=own_ms)
     if args.out:  # each row says what it rests on: the profile, the workload, any scaling
         setup = setup or {}
         context = {"cluster": chosen.name, "cluster_source": _source_of(chosen), "run": args.run,
