@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.commands import console, predict_cluster
+from harness.commands import console, predict_cluster, predict_input
 from harness.commands.console import predictions
 from harness.config.bench import SIZE_CHOICES, ConfigError
 
@@ -29,6 +29,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     args.run, args.results_dir = _run_and_folder(args)
     predict_cluster.check_flags(args)
+    predict_input.check_cluster_file(args.cluster)
     given = _given_network(args)
     caps = parse_caps(args.caps) if args.caps else None
     for flag, value in (("--gpus", args.gpus), ("--profile-steps", args.profile_steps)):
@@ -77,19 +78,20 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     """--cluster / --nccl-tests: collectives alone, or the step per cap of a run's (or a fresh) profile."""
     import pandas as pd
 
-    from harness.perfmodel import predict
     from harness.perfmodel.predict import DEFAULT_CAPS_MB
     from harness.perfmodel.schedule import profile_from_rows
     from harness.results import store
 
     # everything refusable about the run or the workload is refused before a word about the cluster
-    run_dir = predict.resolve_run(args.run, args.results_dir) if args.run else None
+    run_dir = predict_input.resolve(args.run, args.results_dir) if args.run else None
     if predict_cluster.is_collective_table(args):
         return predict_cluster.run_collectives(args, predict_cluster.cluster_from_args(args))
-    setup = _run_setup(run_dir, args) if run_dir is not None else _fresh_setup(args, device)
+    matched = _run_setups(run_dir, args, device=device) if run_dir is not None else [_fresh_setup(args, device)]
+    setup = matched[0]
     chosen = predict_cluster.cluster_from_args(args)
     configs = None
     if run_dir is not None:
+        predict_input.say_setup_choice(run_dir, matched)
         profile, source = _profile_for_run(run_dir, setup, device=device)
         configs = store.read_configs(run_dir)
         caps = caps or _caps_of_run(configs)
@@ -102,6 +104,8 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
         source = f"profile measured now on {device.type}"
         profiled_on = device.type
     predictions.predict_profile(setup, profile, source)
+    if configs is not None:
+        predict_input.warn_uncalibrated(run_dir, configs, setup)
     return predict_cluster.run_steps(args, chosen, profile, caps or list(DEFAULT_CAPS_MB), device=profiled_on,
                                      configs=configs, setup=setup)  # fmt: skip
 
@@ -127,20 +131,22 @@ def _run_and_folder(args: argparse.Namespace) -> tuple[str | None, Path]:
 
 def _from_run(args: argparse.Namespace, given, caps, *, device):
     """The run's setup, profile, world sizes and caps; the network given, or fitted next to the run."""
-    from harness.perfmodel import predict
     from harness.perfmodel.network import network_for_run
     from harness.results import store
 
-    run_dir = predict.resolve_run(args.run, args.results_dir)
-    setup = _run_setup(run_dir, args)
+    run_dir = predict_input.resolve(args.run, args.results_dir)
+    matched = _run_setups(run_dir, args, device=device)
+    setup = matched[0]
     beside = run_dir.parent  # "in the same results folder": the run's own, however the run was named
     network = given or network_for_run(beside, run_dir)
     if network is None:
         raise ConfigError(f"no `ddpbench collectives` run from this run's machine in {str(beside)!r}; "
                           "run one there, or give --busbw (and --latency)")  # fmt: skip
+    predict_input.say_setup_choice(run_dir, matched)
     profile, source = _profile_for_run(run_dir, setup, device=device)
     predictions.predict_profile(setup, profile, source)
     configs = store.read_configs(run_dir)
+    predict_input.warn_uncalibrated(run_dir, configs, setup)
     profile = _calibrated_to_run(profile, configs, setup)
     worlds = [args.gpus] if args.gpus else sorted({int(n) for n in configs["world_size"] if n > 1}) or [DEFAULT_WORLD]
     return network, profile, run_dir, worlds, caps or _caps_of_run(configs)
@@ -328,19 +334,12 @@ def _this_machine_network(results: Path, *, device: str):
     return measured_network(run_dir) if run_dir is not None else None
 
 
-def _run_setup(run_dir: Path, args: argparse.Namespace) -> dict:
-    from harness.perfmodel import predict
-
-    setups = predict.run_setups(run_dir)
-    chosen = [s for s in setups if (not args.workload or s["workload"] == args.workload)
-              and (not args.size or s["size"] == args.size)
-              and (not args.batch_size or s["batch_size"] == args.batch_size)]  # fmt: skip
-    if not chosen:
-        have = ", ".join(f"{s['workload']}/{s['size']} batch {s['batch_size']}" for s in setups) or "nothing ok"
-        raise ConfigError(
-            f"run {run_dir.name} has no measured setup matching --workload/--size/--batch-size (it has: {have})"
-        )
-    return chosen[0]
+def _run_setups(run_dir: Path, args: argparse.Namespace, *, device) -> list[dict]:
+    """The run's setups the flags match, the first the one predicted; refused where its missing profile
+    would be measured on another device than the run's (before a word about the network or the cluster)."""
+    matched = predict_input.matching_setups(run_dir, args)
+    predict_input.refuse_profiling_elsewhere(run_dir, matched[0], here=device.type, cluster=args.cluster)
+    return matched
 
 
 def _fresh_setup(args: argparse.Namespace, device) -> dict:

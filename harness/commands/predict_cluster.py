@@ -12,7 +12,7 @@ import argparse
 import os
 from pathlib import Path
 
-from harness.commands import console
+from harness.commands import console, predict_input
 from harness.commands.console import predictions
 from harness.config.bench import ConfigError
 
@@ -293,7 +293,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         say_run_calibration(profile, configs, setup, scaled=bool(args.local_step_ms))
     profile = calibrate(profile, calibration)
     if args.local_step_ms and setup is not None and setup.get("size") != "full":
-        _warn_not_whole_model(setup, profile)
+        predict_input.warn_not_whole_model(setup, profile)
     _say_one_rank_step(
         profile,
         calibration,
@@ -319,31 +319,12 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         setup = setup or {}
         context = {"cluster": chosen.name, "cluster_source": _source_of(chosen), "run": args.run,
                    "workload": setup.get("workload"), "size": setup.get("size"),
-                   "local_step_ms": args.local_step_ms}  # fmt: skip
+                   "local_step_ms": float(args.local_step_ms or "nan"),  # float64 even where not given
+                   # the calibration and the one-rank step, so that a row reproduces its scaling_efficiency
+                   "compute_scale": calibration.compute_scale, "ddp_own_ms": own_ms,
+                   "one_rank_step_ms": profile.local_step_s * 1e3}  # fmt: skip
         write_rows(pd.concat(rows, ignore_index=True).assign(**context), Path(args.out))
     return 0
-
-
-def _warn_not_whole_model(setup: dict, profile) -> None:
-    """--local-step-ms is the user's whole model's step; a profile of a smaller size scales its compute to it
-    but keeps the smaller model's gradients, so every all-reduce would be the smaller model's."""
-    whole = _whole_model_grad_bytes(setup)
-    full = f"; the full size's are {whole / 2**20:.2f} MiB" if whole else ""
-    console.warning(f"--local-step-ms is one GPU's step of the whole model, but this profile is {setup['workload']}'s "
-                    f"{setup['size']} size ({profile.grad_bytes / 2**20:.2f} MiB of gradients{full}): its compute is "
-                    f"scaled to your step, its communication stays the {setup['size']} model's. Profile the model you "
-                    "will train (--size full, or its configuration: --workload 'hf:NAME[key=value]')")  # fmt: skip
-
-
-def _whole_model_grad_bytes(setup: dict) -> int | None:
-    """The full size's gradient bytes, built on the meta device (no memory, no time); None where it cannot be."""
-    import workloads
-    from harness.measure.modelinfo import grad_bytes_on_meta
-
-    try:
-        return grad_bytes_on_meta(workloads.resolve(setup["workload"]).create(size="full", options={}))
-    except Exception:  # a workload that cannot build on the meta device: the warning goes without the figure
-        return None
 
 
 def say_run_calibration(profile, configs, setup: dict, *, scaled: bool) -> None:
@@ -379,7 +360,8 @@ def _say_one_rank_step(
         if own_ms or own_measured
         else ""
     )
-    console.say(f"ddpbench predict: one rank's step with DDP: {step_ms:.4g} ms{parts}; scaling efficiency below "
+    what = "with DDP" if parts else "without DDP's own cost (not measured)"  # the profile's step alone
+    console.say(f"ddpbench predict: one rank's step {what}: {step_ms:.4g} ms{parts}; scaling efficiency below "
                 "= that step over each predicted step")  # fmt: skip
     if device == "cpu" and not local_step_ms:
         console.warning("the profile's compute is a CPU's, far slower than a GPU's: communication hides behind it, "

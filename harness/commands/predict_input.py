@@ -1,0 +1,182 @@
+"""What `ddpbench predict` is given, checked and said before it predicts: the run (a folder of runs given by
+mistake is refused, naming its runs), the workload setup it predicts of that run (the others said, with the
+flags that choose them), whether its missing profile may be measured on this device, what the run's one-rank
+rows leave uncalibrated, a cluster file that is not there, and a profile of a smaller model than the step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+from pathlib import Path
+
+from harness.commands import console
+from harness.config.bench import ConfigError
+
+SETUP_FLAGS = (("workload", "--workload"), ("size", "--size"), ("batch_size", "--batch-size"))
+"""The setup's keys predict's flags choose by (dtype and optimizer have none)."""
+
+
+def resolve(text: str, results: Path) -> Path:
+    """The run given to --run; a folder of runs given as one is refused naming its runs, as `report` names
+    the folder above a run given as --results."""
+    from harness.perfmodel import predict
+    from harness.results import store
+
+    folder = Path(text)
+    if store.find_run(text, results) is None and store.list_runs(folder):
+        raise ConfigError(f"--run {text!r} is a folder of runs, not one run; give one of them with the folder as "
+                          f"--results: --run {store.list_runs(folder)[0].name} --results {text!r} (its newest runs: "
+                          f"{store.newest_runs(folder)})")  # fmt: skip
+    return predict.resolve_run(text, results)
+
+
+def check_cluster_file(name: str | None) -> None:
+    """A .toml path that is not there is a missing file, not an unknown profile name."""
+    from harness.perfmodel import cluster
+
+    if name and name.endswith(".toml") and not Path(name).is_file():
+        what = "is a folder, not a file" if Path(name).is_dir() else "no such file"
+        raise ConfigError(f"--cluster {name!r}: {what}; give a cluster profile's .toml file, or a built-in profile "
+                          f"({', '.join(cluster.builtin_names())})")  # fmt: skip
+
+
+def matching_setups(run_dir: Path, args: argparse.Namespace) -> list[dict]:
+    """The run's setups --workload/--size/--batch-size match, in run order; none is refused naming them all."""
+    from harness.perfmodel import predict
+
+    setups = predict.run_setups(run_dir)
+    chosen = [
+        s for s in setups if all(not getattr(args, key) or getattr(args, key) == s[key] for key, _ in SETUP_FLAGS)
+    ]
+    if not chosen:
+        have = ", ".join(map(setup_text, setups)) or "nothing ok"
+        raise ConfigError(
+            f"run {run_dir.name} has no measured setup matching --workload/--size/--batch-size (it has: {have})"
+        )
+    return chosen
+
+
+def say_setup_choice(run_dir: Path, chosen: list[dict]) -> None:
+    """With several setups matching, which one is predicted (the first) and the flags that choose each other."""
+    from harness.perfmodel import predict
+
+    if len(chosen) < 2:
+        return
+    every = predict.run_setups(run_dir)
+    others = "; ".join(f"{setup_text(s)} by {_flags_choosing(s, every)}" for s in chosen[1:])
+    console.say(f"ddpbench predict: run {run_dir.name} measured {len(chosen)} workload setups: predicting the "
+                f"first, {setup_text(chosen[0])}; the others: {others}")  # fmt: skip
+
+
+def setup_text(setup: dict) -> str:
+    """'gpt2/full batch 8', with the dtype and optimizer where they are not the defaults."""
+    from harness.perfmodel.predict import SETUP_DEFAULTS
+
+    text = f"{setup['workload']}/{setup['size']} batch {setup['batch_size']}"
+    rest = [str(setup[key]) for key, default in SETUP_DEFAULTS.items() if setup.get(key, default) != default]
+    return f"{text} ({', '.join(rest)})" if rest else text
+
+
+def _flags_choosing(setup: dict, setups: list[dict]) -> str:
+    """The fewest of predict's setup flags under which `setup` is the first match, so the one predicted (with any
+    flags it matches added, still the first: the matches only narrow)."""
+    for count in range(1, len(SETUP_FLAGS) + 1):
+        for keys in itertools.combinations(SETUP_FLAGS, count):
+            first = next(s for s in setups if all(s[key] == setup[key] for key, _ in keys))
+            if first == setup:
+                return " ".join(f"{flag} {setup[key]}" for key, flag in keys)
+    return "no flag of predict (it differs in dtype or optimizer only)"
+
+
+def refuse_profiling_elsewhere(run_dir: Path, setup: dict, *, here: str, cluster: str | None) -> None:
+    """A run with no profile for the setup, made on another device: profiled here, its compute would be this
+    device's and stored with the run as if the run's own (a CPU profile of a GPU run takes minutes and is
+    tens of times slower). Refused before anything is measured, printed or written."""
+    from harness.perfmodel import predict
+    from harness.results import store
+
+    ran_on = store.read_run_meta(run_dir).get("device") or _configs_device(run_dir)
+    if ran_on in (None, here) or predict.stored_profile(run_dir, setup) is not None:
+        return
+    bench = (f"ddpbench bench --device {ran_on} --gpus 1 --workloads {setup['workload']} --size {setup['size']} "
+             f"--batch-size {setup['batch_size']} --dtype {setup['dtype']}")  # fmt: skip
+    here_too = (f"ddpbench predict --cluster {cluster or 'NAME'} --workload {setup['workload']} --size "
+                f"{setup['size']} --batch-size {setup['batch_size']} --local-step-ms MS")  # fmt: skip
+    raise ConfigError(f"run {run_dir.name} ran on {ran_on} and stored no gradient profile for {setup_text(setup)}: "
+                      f"one measured here on {here} would be this machine's compute, not the run's. Profile it where "
+                      f"it ran (`{bench}` there stores one), or predict from a profile measured here, scaled to your "
+                      f"{ran_on} step at one rank: `{here_too}`")  # fmt: skip
+
+
+def _configs_device(run_dir: Path) -> str | None:
+    """The device the run's rows record, for a run.json written before it said."""
+    from harness.results import store
+
+    devices = store.read_configs(run_dir).get("device")
+    return next(iter(devices.dropna()), None) if devices is not None else None
+
+
+def warn_uncalibrated(run_dir: Path, configs, setup: dict) -> None:
+    """One line where the run's one-rank rows leave the calibration out (`predict.run_calibration` leaves out
+    silently what it lacks): without the baseline's step the compute is the profile's own, and DDP's own cost
+    (the reference's step minus the baseline's) needs both."""
+    from harness.analysis import roles
+
+    baseline, reference = roles.baseline_name(), roles.reference_name()
+    missing = [name for name, role in ((baseline, "baseline"), (reference, "reference"))
+               if not _has_one_rank_step(configs, setup, role)]  # fmt: skip
+    if not missing:
+        return
+    how = "not" if baseline in missing else "only partly"
+    left = "the profile's own" if baseline in missing else f"scaled to {baseline}'s step"
+    console.warning(f"the prediction is {how} calibrated: run {run_dir.name} has no {' or '.join(missing)} step at "
+                    f"one rank for {setup_text(setup)} (it has: {_rows_text(configs, setup)}): the compute is {left}, "
+                    "and DDP's own cost is left out")  # fmt: skip
+
+
+def _rows_text(configs, setup: dict) -> str:
+    """'stock at world size 1; local, stock at world size 2': what the setup's rows are, or 'no rows'."""
+    rows = _setup_rows(configs, setup)
+    by_world = rows.groupby("world_size")["impl"].agg(lambda impls: ", ".join(sorted(set(impls))))
+    return "; ".join(f"{impls} at world size {world}" for world, impls in by_world.items()) or "no rows"
+
+
+def _setup_rows(configs, setup: dict):
+    """The run's ok rows with a step, of this setup (rows written before dtype/optimizer existed: defaults)."""
+    from harness.perfmodel.predict import SETUP_DEFAULTS
+
+    rows = configs.fillna(SETUP_DEFAULTS)
+    rows = rows[(rows["status"] == "ok") & rows["step_ms_median"].notna()]
+    for key, value in setup.items():
+        rows = rows[rows[key] == value]
+    return rows
+
+
+def _has_one_rank_step(configs, setup: dict, role: str) -> bool:
+    from harness.analysis import roles
+
+    rows = _setup_rows(configs, setup)
+    return bool((roles.flag(rows, role) & (rows["world_size"] == 1)).any())
+
+
+def warn_not_whole_model(setup: dict, profile) -> None:
+    """--local-step-ms is the user's whole model's step; a profile of a smaller size scales its compute to it
+    but keeps the smaller model's gradients, so every all-reduce would be the smaller model's."""
+    whole = _whole_model_grad_bytes(setup)
+    full = f"; the full size's are {whole / 2**20:.2f} MiB" if whole else ""
+    console.warning(f"--local-step-ms is one GPU's step of the whole model, but this profile is {setup['workload']}'s "
+                    f"{setup['size']} size ({profile.grad_bytes / 2**20:.2f} MiB of gradients{full}): its compute is "
+                    f"scaled to your step, its communication stays the {setup['size']} model's. Profile the model you "
+                    "will train (--size full, or its configuration: --workload 'hf:NAME[key=value]')")  # fmt: skip
+
+
+def _whole_model_grad_bytes(setup: dict) -> int | None:
+    """The full size's gradient bytes, built on the meta device (no memory, no time); None where it cannot be."""
+    import workloads
+    from harness.measure.modelinfo import grad_bytes_on_meta
+
+    try:
+        return grad_bytes_on_meta(workloads.resolve(setup["workload"]).create(size="full", options={}))
+    except Exception:  # a workload that cannot build on the meta device: the warning goes without the figure
+        return None

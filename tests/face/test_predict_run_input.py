@@ -1,0 +1,143 @@
+"""What `predict --run` takes from a run, said or refused before it predicts: the one-rank rows its calibration
+lacks, a missing profile of a run made on another device, which of several setups it predicts, the columns
+`--out` needs to reproduce a row's efficiency, and a folder of runs or a missing cluster file given by mistake."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from harness import cli
+from harness.analysis import roles
+from harness.results import store
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+CLUSTER = ["--cluster", "dgx-h100", "--nodes", "1"]
+
+
+def _copy(run: str, results: Path) -> Path:
+    shutil.copytree(DATA / run, results / run)
+    return results / run
+
+
+def _files(folder: Path) -> list[Path]:
+    return sorted(folder.rglob("*"))
+
+
+def _without_one_rank_baseline(run: Path) -> None:
+    configs = store.read_configs(run)
+    for config_id in configs.loc[roles.is_baseline(configs) & (configs["world_size"] == 1), "config_id"]:
+        (run / "configs" / f"{config_id}.parquet").unlink()
+
+
+def _one_line_error(capsys) -> str:
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.startswith("ddpbench: error: ") and captured.err.count("\n") == 1
+    return captured.err
+
+
+def test_a_run_without_its_one_rank_baseline_is_said_to_be_uncalibrated(tmp_path, capsys):
+    _without_one_rank_baseline(_copy("cpu_run", tmp_path))
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), *CLUSTER]) == 0
+    said = capsys.readouterr()
+    baseline = roles.baseline_name()
+    assert (f"warning: the prediction is not calibrated: run cpu_run has no {baseline} step at one rank for mlp/tiny "
+            "batch 8 (it has: ") in said.err and "the compute is the profile's own" in said.err  # fmt: skip
+    assert said.err.count("not calibrated") == 1
+    # the one-rank step is the profile's, DDP's own cost unmeasured: not called a step with DDP
+    assert "one rank's step without DDP's own cost (not measured): " in said.out
+    assert "one rank's step with DDP" not in said.out
+
+
+def test_a_run_with_no_one_rank_rows_says_which_world_sizes_it_has(tmp_path, capsys):
+    _copy("failures", tmp_path)  # world size 2 only
+    assert cli.main(["predict", "--run", "failures", "--results", str(tmp_path), "--busbw", "10GB/s"]) == 0
+    err = capsys.readouterr().err
+    missing = f"{roles.baseline_name()} or {roles.reference_name()}"
+    assert f"run failures has no {missing} step at one rank for mlp/tiny batch 8 (it has: " in err
+    assert "at world size 2): the compute is the profile's own, and DDP's own cost is left out" in err
+
+
+def test_a_calibrated_run_says_no_such_warning(tmp_path, capsys):
+    _copy("cpu_run", tmp_path)
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), *CLUSTER]) == 0
+    said = capsys.readouterr()
+    assert "calibrated:" not in said.err and "one rank's step with DDP: " in said.out
+
+
+@pytest.mark.parametrize("network", [CLUSTER, ["--busbw", "10GB/s"]])
+def test_a_gpu_runs_missing_profile_is_not_measured_on_this_cpu(tmp_path, capsys, monkeypatch, network):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # "here" is a CPU, wherever the test runs
+    run = _copy("gpu_memory", tmp_path)  # a cuda run that stored no gradient profile
+    before = _files(tmp_path)
+    assert cli.main(["predict", "--run", "gpu_memory", "--results", str(tmp_path), *network]) == 2
+    err = _one_line_error(capsys)
+    assert "run gpu_memory ran on cuda and stored no gradient profile for mlp/tiny batch 8" in err
+    assert "`ddpbench bench --device cuda --gpus 1 --workloads mlp --size tiny --batch-size 8" in err
+    assert "--workload mlp --size tiny --batch-size 8 --local-step-ms MS" in err
+    assert _files(tmp_path) == before and not (run / "gradprofile").exists()
+
+
+def _with_a_second_batch_size(run: Path, batch: int) -> None:
+    """The run as if it had measured its rows again at another batch size: a second workload setup."""
+    for part in sorted((run / "configs").glob("*.parquet")):
+        row = {**store.read_config_row(run, part.stem), "batch_size": batch}
+        row["config_id"] = f"{int(part.stem[:4]) + 100:04d}{part.stem[4:]}-b{batch}"  # after the run's own
+        store.write_parquet(part.with_name(f"{row['config_id']}.parquet"), [row], store.CONFIG_SCHEMA)
+
+
+def test_a_run_of_two_setups_says_which_it_predicts_and_the_flags_of_the_other(tmp_path, capsys):
+    _with_a_second_batch_size(_copy("cpu_run", tmp_path), 16)
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), *CLUSTER]) == 0
+    out = capsys.readouterr().out
+    assert ("ddpbench predict: run cpu_run measured 2 workload setups: predicting the first, mlp/tiny batch 8; "
+            "the others: mlp/tiny batch 16 by --batch-size 16") in out  # fmt: skip
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), *CLUSTER, "--batch-size", "16"]) == 0
+    out = capsys.readouterr().out
+    assert "workload setups" not in out and "mlp/tiny, batch 16 per rank" in out
+
+
+def test_a_setup_told_apart_by_dtype_alone_has_no_flag_that_chooses_it():
+    from harness.commands import predict_input
+
+    first = {"workload": "w", "size": "tiny", "batch_size": 8, "dtype": "fp32", "optimizer": "sgd"}
+    setups = [first, {**first, "dtype": "bf16"}, {**first, "workload": "v", "batch_size": 4}]
+    assert predict_input._flags_choosing(setups[2], setups) == "--workload v"
+    assert predict_input._flags_choosing(setups[1], setups).startswith("no flag of predict")
+
+
+def test_out_rows_carry_what_reproduces_their_efficiency_and_float_columns(tmp_path, capsys):
+    _copy("cpu_run", tmp_path)
+    out = tmp_path / "rows.parquet"
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), *CLUSTER, "--out", str(out)]) == 0
+    schema = pq.read_schema(out)
+    for column in ("local_step_ms", "compute_scale", "ddp_own_ms", "one_rank_step_ms"):
+        assert str(schema.field(column).type) == "double", column  # local_step_ms too, though none was given
+    rows = pq.read_table(out).to_pandas()
+    assert rows["local_step_ms"].isna().all() and (rows["ddp_own_ms"] >= 0).all()
+    assert (rows["one_rank_step_ms"] / rows["step_ms"]).to_numpy() == pytest.approx(rows["scaling_efficiency"])
+    said = capsys.readouterr().out
+    one_rank, own = rows["one_rank_step_ms"].iloc[0], rows["ddp_own_ms"].iloc[0]
+    assert f"one rank's step with DDP: {one_rank:.4g} ms ({one_rank - own:.4g} ms without DDP + {own:.3g} ms" in said
+
+
+def test_a_folder_of_runs_given_as_a_run_is_refused_naming_its_runs(tmp_path, capsys):
+    _copy("cpu_run", tmp_path / "results")
+    for network in (["--cluster", "dgx-h200"], ["--busbw", "10GB/s"]):
+        assert cli.main(["predict", "--run", str(tmp_path / "results"), *network]) == 2
+        err = _one_line_error(capsys)
+        assert f"--run {str(tmp_path / 'results')!r} is a folder of runs, not one run" in err
+        assert f"--run cpu_run --results {str(tmp_path / 'results')!r} (its newest runs: cpu_run)" in err
+
+
+def test_a_cluster_file_that_is_not_there_is_said_to_be_missing(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["predict", "--cluster", "missing.toml"]) == 2
+    err = _one_line_error(capsys)
+    assert "--cluster 'missing.toml': no such file; give a cluster profile's .toml file, or a built-in" in err
+    assert "dgx-h100" in err and not list(tmp_path.iterdir())
