@@ -95,9 +95,9 @@ extra collective costs the compute, and pytorch's published DGX-1 V100 timings h
 GPUs) and 3.8 % (16 GPUs) slower than 25 MiB, where the model puts 1 MiB 0.2-0.5 % ahead (docs/clusters.md)."""
 
 SMALL_CAP_CAVEAT = (
-    "a cap below DDP's default 25 MiB ahead by under 4 % is no evidence: the model leaves out what each extra "
-    "collective costs the compute (pytorch measured 1 MiB 2.6-3.8 % slower than 25 MiB on 8-16 V100s, where the "
-    "model has it ahead)"
+    "a cap below 25 MiB (DDP's default bucket_cap_mb) ahead by under 4 % is no evidence: the model leaves out "
+    "what each extra collective costs the compute (pytorch measured 1 MiB 2.6-3.8 % slower than 25 MiB on 8-16 "
+    "V100s, where the model has it ahead)"
 )
 
 

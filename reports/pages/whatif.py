@@ -62,7 +62,7 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
 
 
 def best_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per setup and GPU count, the cap the answer names (the fastest, or DDP's default where it ties for best:
+    """Per setup and GPU count, the cap the answer names (the fastest, or 25 MiB where it ties for best:
     `agreement.answer_index`), the caps tied for best (within agreement.TIE_TOLERANCE), and their margin over
     the fastest cap not tied with them (None: every cap is tied)."""
     best = []

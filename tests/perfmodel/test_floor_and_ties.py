@@ -192,7 +192,7 @@ def test_the_answer_quotes_the_cap_it_names_and_doubts_a_small_caps_thin_lead(ca
     assert "bucket_cap_mb any (DDP's default 25 MiB is as good) from w8; 1 MiB from w64" in said
     assert "the all-reduces (6 ms a step at 1 MiB)" in said  # w64's named cap is the fastest
     assert "DDP's own work (3.5 ms a step, from its cost at one rank) costs more than that" in said
-    assert "[a cap below DDP's default 25 MiB ahead by under 4 % is no evidence" in said
+    assert "[a cap below 25 MiB (DDP's default bucket_cap_mb) ahead by under 4 % is no evidence" in said
     predictions.cluster_answer(cluster, [tied], backward_ms=20.0)
     said = capsys.readouterr().out
     assert "the all-reduces (1.9 ms a step at 25 MiB)" in said and "no evidence" not in said
