@@ -301,6 +301,24 @@ def world_sizes(configs: pd.DataFrame) -> list[int]:
     return sorted(int(n) for n in configs.get("world_size", pd.Series(dtype=int)).dropna().unique())
 
 
+def precision(configs: pd.DataFrame) -> str:
+    """What the ranks computed in, in the console's words at launch (harness/commands/bench.py): 'bf16 autocast
+    (parameters fp32), TF32 off', 'fp32, TF32 on'; TF32 only on a GPU, where the run recorded it; '' where
+    the rows do not say (several setups: each, joined by ' or ')."""
+    ok = configs[configs["status"] == "ok"] if "status" in configs else configs
+    if "dtype" not in ok:
+        return ""
+    said = [_precision(row) for _, row in ok.iterrows() if isinstance(row["dtype"], str)]
+    return " or ".join(dict.fromkeys(said))
+
+
+def _precision(row: pd.Series) -> str:
+    compute = "fp32" if row["dtype"] == "fp32" else f"{row['dtype']} autocast (parameters fp32)"
+    tf32 = row.get("tf32")
+    known = row.get("device") != "cpu" and tf32 is not None and not pd.isna(tf32)
+    return f"{compute}, TF32 {'on' if tf32 else 'off'}" if known else compute
+
+
 def machine_summary(meta: dict[str, Any], configs: pd.DataFrame) -> str:
     """'CPU, gloo, up to 2 ranks' or '8 × NVIDIA H100, NCCL, up to 8 ranks on 1 node'."""
     worlds = world_sizes(configs) or [c["world_size"] for c in meta.get("configurations", [])] or [0]

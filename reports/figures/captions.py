@@ -72,6 +72,8 @@ CAPTIONS = {
     "for an earlier bucket (buckets launch in order).",
     "memory": "Bars side by side are the ranks of one configuration: a taller rank 0 is a rank-0 skew. "
     "Panels without data were not measurable on this machine (null, never 0).",
+    "memory_shared": " Ranks shared a GPU here: its device peak (NVML) is the whole GPU's, every rank on it "
+    "counted, so each rank's own peak (its process's, NVML) is the panel to read per rank.",
     "frontier": "Lower-left is better; both axes start at zero, so small differences look small. Compare points "
     "of one colour (one world size).",
     "held": "Sizes of the tensors each rank holds after its last step: a sharded strategy's bars shrink with "

@@ -16,10 +16,15 @@ from reports.figures.style import PALETTE, new_figure, styled
 
 
 def size_label(nbytes: float) -> str:
+    """'9.01 MiB', not '9.00879 MiB': three significant figures (whole numbers from 100 up, never '1e+03')."""
     for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
         if nbytes >= scale:
-            return f"{nbytes / scale:g} {unit}"
-    return f"{nbytes:g} B"
+            return f"{_three_figures(nbytes / scale)} {unit}"
+    return f"{_three_figures(nbytes)} B"
+
+
+def _three_figures(number: float) -> str:
+    return f"{number:.0f}" if number >= 100 else f"{number:.3g}"
 
 
 def busbw_vs_size(collectives: pd.DataFrame, *, op: str) -> go.Figure:

@@ -293,10 +293,12 @@ def memory_unit(values: pd.Series) -> tuple[str, float]:
     return ("GiB", 1024.0) if pd.notna(largest) and largest >= 1024 else ("MiB", 1.0)
 
 
-def memory_by_rank(configs: pd.DataFrame, ranks: pd.DataFrame, *, workload: str) -> go.Figure:
-    """Each measured memory peak per configuration, one bar per rank (rank-0 skew shows)."""
+def memory_by_rank(
+    configs: pd.DataFrame, ranks: pd.DataFrame, *, workload: str, metrics: tuple = MEMORY_METRICS
+) -> go.Figure:
+    """Each measured memory peak per configuration (`metrics`: (column, title)), one bar per rank (rank-0 skew)."""
     rows = labelled(configs, workload=workload)[["config_id", "config_label"]].merge(ranks, on="config_id")
-    metrics = [(column, title) for column, title in MEMORY_METRICS if rows[column].notna().any()]
+    metrics = [(column, title) for column, title in metrics if rows[column].notna().any()]
     figure = make_subplots(
         figure=new_figure(),
         rows=max(len(metrics), 1),
@@ -337,19 +339,19 @@ HELD_PARTS = (
 )
 
 
-def peak_memory_column(configs: pd.DataFrame) -> tuple[str, str] | None:
+def peak_memory_column(configs: pd.DataFrame, metrics: tuple = MEMORY_METRICS) -> tuple[str, str] | None:
     """The most telling memory peak this run measured: NVML, else the allocator, else RSS."""
-    for column, title in MEMORY_METRICS[:2] + MEMORY_METRICS[3:]:
+    for column, title in metrics[:2] + metrics[3:]:
         if column in configs and configs[column].notna().any():
             return column, title
     return None
 
 
-def memory_vs_time(configs: pd.DataFrame, *, workload: str) -> go.Figure:
+def memory_vs_time(configs: pd.DataFrame, *, workload: str, metrics: tuple = MEMORY_METRICS) -> go.Figure:
     """Every strategy as a point at (median step time, peak memory of its largest rank), one
     trace per world size: the time–memory frontier that sharding trades along."""
     rows = labelled(configs, workload=workload)
-    metric = peak_memory_column(rows)
+    metric = peak_memory_column(rows, metrics)
     figure = new_figure()
     unit, scale = memory_unit(rows[metric[0]]) if metric is not None else ("MiB", 1.0)
     if metric is not None:

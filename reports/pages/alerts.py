@@ -97,6 +97,52 @@ def answer_below_floor(group: pd.DataFrame) -> str:
     return f'<p class="banner warning"><b>Below the floor:</b> {esc(said)}</p>'
 
 
+LATE_COMPLETIONS = "completions late"
+"""The words of the `comm_note` a rank writes where gloo runs on CUDA (harness/rank/configuration.py's
+GLOO_ON_CUDA; the reports read the results, not the rank's code): gloo marks its work done on the compute
+stream, so each collective counts as in flight until compute could use its result."""
+UPPER_BOUND = "upper bound: gloo on CUDA completes on the compute stream"
+NOTHING_TO_HIDE = "nothing to hide at one rank"
+NEGLIGIBLE_COMM = 0.01
+"""Communication under this share of the step: what share of it is hidden is noise."""
+
+
+def completions_late(rows: pd.DataFrame) -> bool:
+    """Whether any of a strategy's rows (its repeats) timed its collectives with late completions (gloo on CUDA)."""
+    notes = rows.get("comm_note", [])
+    return any(isinstance(note, str) and LATE_COMPLETIONS in note for note in notes)
+
+
+def nothing_to_hide(row: pd.Series) -> bool:
+    """Whether a pooled row (answer.ranked) communicates nothing worth a share hidden: at one rank NCCL moves no
+    byte (what is timed is the launches: 0.05 ms of a 55 ms step, 0 % or 91 % hidden by chance), nor does any
+    backend whose communication is a sliver of the step; gloo on CUDA still copies host↔device, which stays."""
+    comm = row.get("comm_ms")
+    if row.get("world_size") != 1 or comm is None or pd.isna(comm):
+        return False
+    return row.get("backend") == "nccl" or comm < NEGLIGIBLE_COMM * row["step_ms"]
+
+
+def hidden_cell(row: pd.Series) -> str:
+    """The answer's 'comm. hidden' cell: the share, '(upper bound)' where completions were late, or that at one
+    rank there is nothing to hide."""
+    overlap = row.get("overlap_efficiency")
+    if overlap is None or pd.isna(overlap):
+        return "—"
+    if nothing_to_hide(row):
+        return "nothing to hide"  # the table's heading names its one rank
+    return f"{overlap:.0%}" + (" (upper bound)" if row.get("comm_late") else "")
+
+
+def late_note(group: pd.DataFrame) -> str:
+    """A note under an answer table whose 'comm. hidden' cells rest on late completions (gloo on CUDA)."""
+    if "comm_late" not in group or not group["comm_late"].any():
+        return ""
+    return ('<p class="banner warning"><b>Upper bound:</b> gloo on CUDA completes its collectives on the compute '
+            "stream, so each counts as done only when compute could use its result: communication, and the share "
+            "of it hidden behind compute, read high (the configurations' <code>comm_note</code>).</p>")  # fmt: skip
+
+
 def figure_below_floor(rows: pd.DataFrame, configs: pd.DataFrame) -> str:
     """A note under the floor figure naming each drawn bar below its tick (rows: network.with_floor's), per world
     size, with where that floor comes from: local's repeats, or the collectives run's fitted all-reduce."""
@@ -141,7 +187,7 @@ def shared_devices(meta: dict[str, Any], configs: pd.DataFrame) -> list[str]:
     nnodes = int(configs["nnodes"].max()) if "nnodes" in configs and configs["nnodes"].notna().any() else 1
     per_node = -(-int(worlds.max()) // max(nnodes, 1))
     if meta.get("device") == "cuda":
-        gpus = environment.get("gpu_count") or len(environment.get("gpus") or [])
+        gpus = _gpus_per_node(meta)
         if gpus and per_node > gpus:
             return [
                 f"<b>Devices shared:</b> {per_node} ranks per node ran on {gpus} GPU{'s' if gpus != 1 else ''}, so "
@@ -159,14 +205,43 @@ def shared_devices(meta: dict[str, Any], configs: pd.DataFrame) -> list[str]:
     return []
 
 
+def _gpus_per_node(meta: dict[str, Any]) -> int:
+    environment = meta.get("environment") or {}
+    return int(environment.get("gpu_count") or len(environment.get("gpus") or []))
+
+
+def gpu_shared_worlds(meta: dict[str, Any], configs: pd.DataFrame) -> set[int]:
+    """The world sizes whose ranks took turns on a GPU (more ranks per node than GPUs, as the banner says): there
+    NVML's device peak is every rank's on it, and each rank's own is its process's (mem_peak_nvml_process_mb)."""
+    gpus = _gpus_per_node(meta)
+    if meta.get("device") != "cuda" or not gpus or "world_size" not in configs:
+        return set()
+    nnodes = configs["nnodes"] if "nnodes" in configs else pd.Series(1, index=configs.index)
+    per_node = -(-configs["world_size"] // nnodes.fillna(1).clip(lower=1))
+    return {int(world) for world in configs.loc[per_node > gpus, "world_size"].dropna()}
+
+
 def one_world_size(configs: pd.DataFrame) -> list[str]:
     ok = configs[configs["status"] == "ok"]
     if ok.empty or set(ok["world_size"].dropna().astype(int)) != {1}:
         return []
+    # Gloo on CUDA still stages every bucket through the host at one rank: that is measured, but exchanges nothing.
+    said = "there is no other rank (what it timed as communication is one rank's own copies, not an exchange)"
+    said = said if _moves_data(ok) else "nothing is communicated"
     return [
-        "<b>One rank only:</b> at world size 1 nothing is communicated, so there is no strategy or bucket cap to "
+        f"<b>One rank only:</b> at world size 1 {said}, so there is no strategy or bucket cap to "
         "recommend; run with --gpus 2 or more."
     ]
+
+
+def _moves_data(ok: pd.DataFrame) -> bool:
+    """Whether a one-rank row timed communication that is more than a sliver of its step on a backend that moves
+    data at one rank (not NCCL, which moves none): gloo on CUDA copies each bucket to the host and back."""
+    if "comm_ms" not in ok:
+        return False
+    backend = ok["backend"] if "backend" in ok else pd.Series(None, index=ok.index)
+    moved = ok["comm_ms"].fillna(0) >= NEGLIGIBLE_COMM * ok["step_ms_median"]
+    return bool((moved & (backend != "nccl")).any())
 
 
 def interrupted(meta: dict[str, Any], configs: pd.DataFrame, *, resume_command: str) -> list[str]:

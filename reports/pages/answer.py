@@ -20,7 +20,7 @@ import pandas as pd
 from harness.analysis import decide, roles, stats
 from harness.analysis.overlap import overlap_efficiency
 from harness.results.values import options_of
-from reports.aggregate import RunData, strategy_labels, world_label
+from reports.aggregate import RunData, precision, strategy_labels, world_label
 from reports.pages import alerts
 from reports.pages.evidence import (
     CELL_DOUBT,
@@ -39,6 +39,7 @@ from reports.pages.html import esc, name_html, table
 
 MISSING = "—"
 MEMORY_PEAKS = ("mem_peak_nvml_mb", "mem_peak_rss_mb")
+PROCESS_PEAK = "mem_peak_nvml_process_mb"  # each rank's own, where ranks share a GPU (alerts.gpu_shared_worlds)
 
 
 def value(row: pd.Series | dict, column: str) -> Any:
@@ -148,8 +149,9 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
         "exposed_comm_ms": float(np.mean(exposed)) if exposed else None,
         # Measured overlap: 1 − Σ exposed / Σ communication over the repeats (each repeat's per-step means).
         "overlap_efficiency": overlap_efficiency(comm, exposed),
+        "backend": value(first, "backend"), "comm_late": alerts.completions_late(group),  # alerts.hidden_cell's
         "scaling_efficiency": _one(list(group["pooled_scaling"])),
-        **{column: _highest([value(r, column) for r in records]) for column in MEMORY_PEAKS},
+        **{column: _highest([value(r, column) for r in records]) for column in (*MEMORY_PEAKS, PROCESS_PEAK)},
     }  # fmt: skip
 
 
@@ -263,12 +265,11 @@ def world_table(group: pd.DataFrame, recommendations: pd.DataFrame, *, workload:
             shown_caps.add(strategy)
             cap = esc(recommendation_text(recommendations, workload=workload, impl=row["impl"],
                                           world=int(row["world_size"]), options=row["options"]) or MISSING)  # fmt: skip
-        overlap = row["overlap_efficiency"]
         rows.append([
             "floor" if row["is_floor"] else str(rank),
             f"<b>{esc(row['strategy'])}</b>" if rank == 1 and not row["is_floor"] else esc(row["strategy"]),
             milliseconds(row["step_ms"]), esc(against_reference(row, reference)), cap,
-            MISSING if overlap is None else f"{overlap:.0%}", parity_cell(row["parity_ok"]), noise_cell(row),
+            alerts.hidden_cell(row), parity_cell(row["parity_ok"]), noise_cell(row),
         ])  # fmt: skip
         classes.append("failed" if row["parity_ok"] is False else ("noisy" if row["noise"] else ""))
     head = ["#", "strategy", "step (geometric mean of repeats)", f"vs {reference_name(reference)}", "bucket cap to use",
@@ -356,13 +357,15 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
         if frame.empty:
             continue
         size = run.configs.loc[run.configs["workload"] == workload, "size"].dropna()
-        parts.append(f"<h3>{name_html(workload)}{esc('/' + str(size.iloc[0])) if len(size) else ''}</h3>")
+        setup = precision(run.configs[run.configs["workload"] == workload])  # a setup's dtype changes its answer
+        parts.append(f"<h3>{name_html(workload)}{esc('/' + str(size.iloc[0])) if len(size) else ''}"
+                     f"{esc(' · ' + setup) if setup else ''}</h3>")  # fmt: skip
         for _, group in frame.groupby("world_size", sort=True):
             reference = reference_row(group)
             stand_in |= reference is not None and bool(reference["options"])
             parts.append(f"<p class=headline>{headline(group)}</p>")
             parts.append(world_table(group, run.recommendations, workload=workload))
-            parts.append(alerts.answer_below_floor(group))
+            parts.append(alerts.answer_below_floor(group) + alerts.late_note(group))
     if len(parts) == 1:
         parts.append("<p>No configuration of this run was measured: nothing to rank.</p>")
     parts.append(f"<p class=caption>{CAPTION}{STAND_IN if stand_in else ''}</p>")

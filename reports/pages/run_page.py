@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from reports.aggregate import RunData, machine_summary
+from reports.aggregate import RunData, machine_summary, precision
 from reports.pages import alerts, answer, profiles
 from reports.pages.html import FigureList, esc, facts_table, name_html, page, reproduce_html, table
 from reports.pages.run_sections import (
@@ -128,14 +128,16 @@ GPU_SOFTWARE = {
 """Each named beside its value: a run on the CPU knows torch's CUDA build and nothing else of the four."""
 
 
-def environment_facts(meta: dict[str, Any]) -> list[tuple[str, str]]:
-    """What the run measured on, each fact once; unknown parts are left out, never shown as None."""
+def environment_facts(meta: dict[str, Any], configs: pd.DataFrame | None = None) -> list[tuple[str, str]]:
+    """What the run measured on, each fact once, and what it computed in (its rows' dtype and TF32: the run's
+    --dtype may be 'auto'); unknown parts are left out, never shown as None."""
     environment = meta.get("environment", {})
     gpus = environment.get("gpus") or []
     cpu = environment.get("cpu_model")
     cores = environment.get("cpu_count")
     facts = [
         ("device, backend", ", ".join(_known(meta.get("device"), meta.get("backend")))),
+        ("precision", precision(configs) if configs is not None else ""),
         ("threads per rank", ", ".join(_known(meta.get("threads_per_rank")))),
         ("host", ", ".join(_known(environment.get("hostname")))),
         ("CPU", " ".join(_known(cpu, f"({cores} cores)" if cores else None))),
@@ -154,9 +156,9 @@ def gib_suffix(mib: Any) -> str:
     return f" ({float(mib) / 1024:.1f} GiB)" if isinstance(mib, (int, float)) and mib else ""
 
 
-def environment_section(meta: dict[str, Any]) -> str:
+def environment_section(meta: dict[str, Any], configs: pd.DataFrame | None = None) -> str:
     environment = meta.get("environment", {})
-    parts = ["<h2 id=environment>7. On what?</h2>", facts_table(environment_facts(meta))]
+    parts = ["<h2 id=environment>7. On what?</h2>", facts_table(environment_facts(meta, configs))]
     topology = environment.get("topology") or []
     if topology:
         rows = [
@@ -196,6 +198,6 @@ def run_page(run: RunData) -> str:
     parts.extend(section(run, workloads, figs) for section in SECTIONS)
     parts.append(profiles.profiles_section(run.configs, run.traces, run_href=run.run_href, run_path=run.run_path))
     parts.append(workloads_section(run.meta))
-    parts.append(environment_section(run.meta))
+    parts.append(environment_section(run.meta, run.configs))
     parts.append("<h2>Configurations</h2>" + configs_table(run.configs))
     return page(f"ddpbench run {run.meta['run_id']}", "\n".join(parts), depth=1)

@@ -204,17 +204,30 @@ def frontier_caption(configs: pd.DataFrame) -> str:
     return CAPTIONS["frontier"] + f" The sharded strategies ({', '.join(ran)}) trade communication for memory."
 
 
+SHARED_GPU_METRICS = (
+    (answer.PROCESS_PEAK, "each rank's own peak (NVML, its process)"),
+    ("mem_peak_nvml_mb", "device peak (NVML): whole GPU, all ranks"),
+    *figures.MEMORY_METRICS[1:],
+)
+"""Where ranks share a GPU, NVML's device peak counts every rank on it: each rank's own comes first."""
+
+
 def memory_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     parts = ["<h2 id=memory>5. What does it cost in memory?</h2>"]
+    shared = alerts.gpu_shared_worlds(run.meta, run.configs)
+    own = bool(shared) and answer.PROCESS_PEAK in run.configs and run.configs[answer.PROCESS_PEAK].notna().any()
     peaks = [c for c in answer.MEMORY_PEAKS if c in run.configs and run.configs[c].notna().any()]  # the sentence's
-    peak = peaks[0] if peaks else "step_ms_median"
+    peak = answer.PROCESS_PEAK if own else peaks[0] if peaks else "step_ms_median"
     shown = aggregate.typical_repeats(run.configs, by=peak, highest=True)  # the peak to plan for, as the sentence
     note = MEMORY_REPEATS if aggregate.has_repeats(run.configs) else ""
     caption = CAPTIONS["memory_cpu" if run.meta.get("device") == "cpu" else "memory"] + note
+    caption += CAPTIONS["memory_shared"] if own else ""
+    metrics = SHARED_GPU_METRICS if own else figures.MEMORY_METRICS
     for workload in workloads:
-        parts.append(takeaway(workload, takeaways.memory(run.configs, workload=workload)))
-        parts.append(figs.add(figures.memory_by_rank(shown, run.ranks, workload=workload), caption))
-        parts.append(figs.add(figures.memory_vs_time(shown, workload=workload), frontier_caption(run.configs) + note))
+        parts.append(takeaway(workload, takeaways.memory(run.configs, workload=workload, shared=shared)))
+        parts.append(figs.add(figures.memory_by_rank(shown, run.ranks, workload=workload, metrics=metrics), caption))
+        frontier = figures.memory_vs_time(shown, workload=workload, metrics=metrics)
+        parts.append(figs.add(frontier, frontier_caption(run.configs) + note))
         if "held_param_mb" in run.ranks and run.ranks["held_param_mb"].notna().any():
             figure = figures.held_by_rank(shown, run.ranks, workload=workload)
             parts.append(figs.add(figure, CAPTIONS["held"] + note))

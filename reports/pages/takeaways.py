@@ -12,7 +12,7 @@ import pandas as pd
 
 from harness.analysis import stats
 from reports.aggregate import world_label
-from reports.pages import answer
+from reports.pages import alerts, answer
 
 
 def _largest_world(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
@@ -68,7 +68,12 @@ def communication(configs: pd.DataFrame, *, workload: str) -> str:
     rows = rows[rows["comm_ms"].map(lambda ms: ms is not None and ms > 0)].dropna(subset=["overlap_efficiency"])
     if rows.empty:
         return ""
-    ranked = rows.sort_values("overlap_efficiency", ascending=False, kind="stable")
+    idle = rows.apply(alerts.nothing_to_hide, axis=1)
+    if idle.all():  # NCCL at one rank: the share hidden of a few launches is chance
+        most = max(float(ms) for ms in rows["comm_ms"])
+        return (f"{alerts.NOTHING_TO_HIDE.capitalize()}: no other rank to exchange gradients with (what was timed, "
+                f"at most {most:.2f} ms per step, is the collectives' own overhead).")  # fmt: skip
+    ranked = rows[~idle].sort_values("overlap_efficiency", ascending=False, kind="stable")
     hiding = [r for r in ranked.itertuples() if r.overlap_efficiency >= 0.005]
     said = [
         f"{r.strategy} hides {r.overlap_efficiency:.0%} of its communication ({r.comm_ms:.1f} ms per step, mean)"
@@ -85,28 +90,47 @@ def communication(configs: pd.DataFrame, *, workload: str) -> str:
             f"{' and '.join(by_design)} hide{'s' if one else ''} none (by design: "
             f"{'it communicates' if one else 'they communicate'} after backward)"
         )
-    return f"At {world_label(int(ranked['world_size'].iloc[0]))} " + "; ".join(said) + "."
+    return f"At {world_label(int(ranked['world_size'].iloc[0]))} " + "; ".join(said) + _late(ranked) + "."
 
 
-def memory(configs: pd.DataFrame, *, workload: str) -> str:
+def _late(ranked: pd.DataFrame) -> str:
+    """' (upper bound: gloo on CUDA …)' where the figures rest on late completions, naming whose where not all's."""
+    late = ranked[ranked["comm_late"].astype(bool)] if "comm_late" in ranked else ranked.iloc[0:0]
+    if late.empty:
+        return ""
+    whose = "" if len(late) == len(ranked) else f"{' and '.join(late['strategy'])}: "
+    return f" ({whose}{alerts.UPPER_BOUND})"
+
+
+MEMORY_WHAT = {"mem_peak_nvml_mb": "GPU memory (NVML)", "mem_peak_rss_mb": "process memory (RSS)",
+               answer.PROCESS_PEAK: "GPU memory of one rank (NVML, its process)"}  # fmt: skip
+
+
+def memory(configs: pd.DataFrame, *, workload: str, shared: set[int] | frozenset = frozenset()) -> str:
     """'At 2 ranks the largest peak is stock's (1.2 GiB), the smallest fsdp's (0.4 GiB).' Each strategy's
-    peak is the highest any of its repeats reached (the one to plan for)."""
+    peak is the highest any of its repeats reached (the one to plan for). Where the ranks shared a GPU (`shared`:
+    alerts.gpu_shared_worlds), each rank's own peak, the whole GPU's beside it: that one counts every rank on
+    the device, and quoted alone reads as if each rank's memory grew with the world size."""
     frame = answer.ranked(configs, workload=workload)
     if frame.empty:
         return ""
     rows = frame[frame["world_size"] == frame["world_size"].max()]
-    column = next((c for c in answer.MEMORY_PEAKS if rows[c].map(lambda v: v is not None).any()), None)
+    known = rows.map(lambda v: v is not None)
+    own = int(rows["world_size"].iloc[0]) in shared and known[answer.PROCESS_PEAK].any()
+    columns = (answer.PROCESS_PEAK,) if own else answer.MEMORY_PEAKS
+    column = next((c for c in columns if known[c].any()), None)
     if column is None:
         return ""
     rows = rows[rows[column].map(lambda v: v is not None)].sort_values(column, kind="stable")
-    what = "GPU memory (NVML)" if column == "mem_peak_nvml_mb" else "process memory (RSS)"
     low, high = rows.iloc[0], rows.iloc[-1]
     world = world_label(int(low["world_size"]))
+    device = [v for v in rows["mem_peak_nvml_mb"] if v is not None]
+    whole = f" (the whole GPU, all ranks on it: {_mib(max(device))})" if own and device else ""
     if low["strategy"] == high["strategy"]:
-        return f"At {world} the peak {what} is {_mib(high[column])}."
+        return f"At {world} the peak {MEMORY_WHAT[column]} is {_mib(high[column])}{whole}."
     return (
-        f"At {world} the largest peak {what} is {high['strategy']}'s ({_mib(high[column])}), "
-        f"the smallest {low['strategy']}'s ({_mib(low[column])})."
+        f"At {world} the largest peak {MEMORY_WHAT[column]} is {high['strategy']}'s ({_mib(high[column])}), "
+        f"the smallest {low['strategy']}'s ({_mib(low[column])}){whole}."
     )
 
 

@@ -15,7 +15,7 @@ from harness.analysis import sweep
 from harness.results import store
 from reports import site
 from reports.aggregate import with_labels
-from reports.pages import alerts, answer, compare, evidence
+from reports.pages import alerts, answer, compare, evidence, takeaways
 from reports.pages import index as pages
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -192,3 +192,45 @@ def test_two_caps_of_one_sweep_ask_the_answer_and_the_cap_table_for_the_same_rep
     same = evidence.evidence(pd.Series({**row(1.0, fast_ms), "bucket_layouts": one_bucket}),
                              pd.Series({**row(25.0, slow_ms), "bucket_layouts": one_bucket}))  # fmt: skip
     assert same["judged"] == evidence.NOT_SIGNIFICANT and same["same_buckets"] and same["needed"] is None
+
+
+# What a rank writes where gloo runs on CUDA; the harness's own words, so that the page's test breaks if they drift.
+GLOO_ON_CUDA = ("measured, completions late: gloo completes its CUDA work on the compute stream, so a collective "
+                "counts as done when compute could use its result (an upper bound on communication)")  # fmt: skip
+
+
+def one_rank(backend: str, comm_ms: float, exposed_ms: float, note: str | None = None) -> pd.DataFrame:
+    """A one-rank gpt2 run: stock (not timed) and bucketed (timed), as the H200 runs measured them."""
+    timed = {"backend": backend, "comm_ms": comm_ms, "exposed_comm_ms": exposed_ms, "comm_note": note}
+    return with_labels(pd.DataFrame([config("stock", 1, 63.0, backend=backend),
+                                     config("bucketed", 1, 62.6, **timed)]))  # fmt: skip
+
+
+def test_gloo_on_cuda_says_its_hidden_share_is_an_upper_bound_and_one_rank_has_no_other_rank():
+    from harness.rank.configuration import GLOO_ON_CUDA as written
+
+    assert written == GLOO_ON_CUDA
+    run = one_rank("gloo", 29.6, 6.5, GLOO_ON_CUDA)
+    frame = answer.ranked(run, workload="gpt2")
+    assert "<td>78% (upper bound)</td>" in answer.world_table(frame, pd.DataFrame(), workload="gpt2")
+    assert "<b>Upper bound:</b> gloo on CUDA completes its collectives on the compute stream" in alerts.late_note(frame)
+    assert takeaways.communication(run, workload="gpt2") == (
+        "At 1 rank bucketed hides 78% of its communication (29.6 ms per step, mean) "
+        "(upper bound: gloo on CUDA completes on the compute stream)."
+    )
+    banner = alerts.alerts({"device": "cuda"}, run, resume_command="")
+    assert "at world size 1 there is no other rank" in banner and "nothing is communicated" not in banner
+
+
+def test_nccl_at_one_rank_has_nothing_to_hide_not_a_share_of_noise():
+    """NCCL at one rank moves no byte: 0.05 ms of launches, 91 % of it 'hidden' by chance."""
+    run = one_rank("nccl", 0.053, 0.005)
+    frame = answer.ranked(run, workload="gpt2")
+    table = answer.world_table(frame, pd.DataFrame(), workload="gpt2")
+    assert "<td>nothing to hide</td>" in table and "91%" not in table and alerts.late_note(frame) == ""
+    said = takeaways.communication(run, workload="gpt2")
+    assert said.startswith("Nothing to hide at one rank: no other rank") and "%" not in said
+    assert "at world size 1 nothing is communicated" in alerts.alerts({"device": "cuda"}, run, resume_command="")
+    # At two ranks the same figures are a share of real communication.
+    two = answer.ranked(run.assign(world_size=2), workload="gpt2")
+    assert "<td>91%</td>" in answer.world_table(two, pd.DataFrame(), workload="gpt2")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import html
+import re
 from pathlib import Path
 
 import numpy as np
@@ -177,6 +180,15 @@ def test_the_bucket_timeline_draws_a_phase_row_and_one_row_per_bucket(measured_r
     timed = measured_run.timeline.merge(measured_run.configs[["config_id", "world_size"]], on="config_id")
     assert len(rows) == timed[timed["world_size"] == 2].groupby("config_id").size().add(1).sum()
     assert any(r.endswith(": phases") for r in rows) and any("bucket 0" in r for r in rows)
+    sizes = [re.search(r"\(([\d.]+) [KMG]?i?B\)$", r).group(1) for r in rows if ": bucket " in r]
+    assert sizes and all(len(size.replace(".", "").lstrip("0")) <= 3 for size in sizes)  # '9.01', not '9.00879'
+
+
+def test_sizes_read_in_three_significant_figures():
+    from reports.figures.network import size_label
+
+    assert size_label(9.00879 * 2**20) == "9.01 MiB" and size_label(25 * 2**20) == "25 MiB"
+    assert size_label(1000 * 2**20) == "1000 MiB" and size_label(1536) == "1.5 KiB" and size_label(512) == "512 B"
 
 
 def test_cpu_memory_shows_rss_per_rank_only(cpu_run):
@@ -193,6 +205,23 @@ def test_gpu_memory_shows_every_measured_peak_per_rank_and_the_rank0_skew(gpu):
     reserved_rank0 = figure.data[2]
     assert dict(zip(reserved_rank0.x, reserved_rank0.y, strict=True))["dataparallel · w2"] == 3500.0 / 1024
     assert figure.layout.yaxis.title.text == "GiB"  # MiB columns shown in GiB once they reach one
+
+
+def test_ranks_sharing_a_gpu_quote_and_plot_each_ranks_own_peak_not_the_whole_devices(gpu):
+    """Two ranks on one GPU: NVML's device peak counts both (1.95 GiB on each rank's row), which read as memory
+    doubling with the world size; each rank's own is its process's."""
+    from reports.pages.html import FigureList
+
+    one_gpu = dataclasses.replace(gpu, meta={**gpu.meta, "environment": {**gpu.meta["environment"], "gpu_count": 1}})
+    shared = html.unescape(run_sections.memory_section(one_gpu, ["mlp"], FigureList()))
+    own = f"{one_gpu.configs['mem_peak_nvml_process_mb'].max() / 1024:.2f} GiB"
+    assert f"the largest peak GPU memory of one rank (NVML, its process) is dataparallel's ({own})" in shared
+    assert "(the whole GPU, all ranks on it: " in shared and "whole GPU, all ranks" in shared
+    panels = figures.memory_by_rank(gpu.configs, gpu.ranks, workload="mlp", metrics=run_sections.SHARED_GPU_METRICS)
+    assert [a.text for a in panels.layout.annotations][:2] == [
+        "each rank's own peak (NVML, its process)", "device peak (NVML): whole GPU, all ranks"]  # fmt: skip
+    apart = run_sections.memory_section(gpu, ["mlp"], FigureList())  # two GPUs: the device's peak is the rank's
+    assert "peak GPU memory (NVML) is" in apart and "its process" not in apart
 
 
 def test_distribution_boxes_have_the_same_median_as_the_configs_table(cpu_run):

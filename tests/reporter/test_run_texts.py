@@ -15,6 +15,7 @@ import pytest
 
 from harness.analysis import agreement, stats
 from harness.perfmodel import network, predict
+from harness.results import store
 from reports import aggregate
 from reports.figures import captions
 from reports.figures import network as netfigures
@@ -23,6 +24,7 @@ from reports.pages import html as pages_html
 from reports.pages.html import FigureList
 
 RULE = "beats the 25 MiB cap significantly and by at least 5 %"
+DATA = Path(__file__).resolve().parents[1] / "data"
 OR_ITSELF = "(or 25 MiB itself, when it beats every other cap)"
 
 
@@ -271,6 +273,18 @@ def test_reproduce_gives_the_command_of_a_new_run_without_its_run_id():
     assert pages_html.reproduce_html(["ddpbench", "bench"]) == "<h3>Reproduce</h3><pre>ddpbench bench</pre>"
 
 
+@pytest.mark.parametrize("script", ["/work/main/harness/__main__.py", "/home/me/ddpbench/.venv/bin/ddpbench"])
+def test_reproduce_names_ddpbench_not_the_script_path_the_run_recorded(script):
+    """run.json records argv, whose first word is the path of the script that ran (under `python -m harness`,
+    the package's __main__.py): the page gives the command a reader pastes, with the flags as they were."""
+    given = [script, "bench", "--device", "cuda", "--run-id", "profiled", "--impls", "stock,bucketed"]
+    assert pages_html.reproduce_html(given) == (
+        "<h3>Reproduce (as a new run: without its --run-id)</h3>"
+        "<pre>ddpbench bench --device cuda --impls stock,bucketed</pre>"
+    )
+    assert "python" in pages_html.reproduce_html(["python", "bench"])  # another program's command as it was
+
+
 def test_reproduce_names_a_workload_file_by_the_path_the_run_recorded():
     """'--workloads my_model.py:MyNet' as typed ran from its own folder only; run.json records where it was."""
     recorded = {"my_model.py:MyNet": {"path": "/home/me/my_model.py", "spec": "/home/me/my_model.py:MyNet"},
@@ -284,3 +298,20 @@ def test_reproduce_names_a_workload_file_by_the_path_the_run_recorded():
     assert pages_html.reproduce_html(given, recorded) == ("<h3>Reproduce</h3><pre>ddpbench bench --workloads "
                                                           "mlp,/home/me/my_model.py:MyNet,hf:/data/cfg/config.json,"
                                                           "hf:llama</pre>")  # fmt: skip
+
+
+def test_the_answer_and_on_what_name_the_precision_the_ranks_computed_in():
+    """bf16 autocast and fp32 answer differently; the page said which only in a run id."""
+    run = DATA / "gpu_memory"  # an fp32 run on CUDA from before TF32 was recorded
+    meta, configs = json.loads((run / "run.json").read_text()), store.read_configs(run)
+    workload = configs["workload"].iloc[0]
+    bf16 = aggregate.summarize_run(meta, configs.assign(dtype="bf16", tf32=False), store.read_steps(run),
+                                   store.read_ranks(run))  # fmt: skip
+    heading = f"{workload}/{configs['size'].iloc[0]} · bf16 autocast (parameters fp32), TF32 off</h3>"
+    assert heading in answer.answer_section(bf16, [workload])
+    assert dict(run_page.environment_facts(meta, bf16.configs))["precision"] == (
+        "bf16 autocast (parameters fp32), TF32 off"
+    )
+    assert aggregate.precision(configs) == "fp32"  # TF32 not recorded: not guessed
+    assert aggregate.precision(configs.assign(tf32=True)) == "fp32, TF32 on"
+    assert aggregate.precision(configs.assign(device="cpu", tf32=False)) == "fp32"  # no TF32 on a CPU
