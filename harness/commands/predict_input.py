@@ -122,10 +122,11 @@ def warn_uncalibrated(run_dir: Path, configs, setup: dict) -> None:
     silently what it lacks): without the baseline's step the compute is the profile's own, and DDP's own cost
     (the reference's step minus the baseline's) needs both."""
     from harness.analysis import roles
+    from harness.perfmodel import predict
 
     baseline, reference = roles.baseline_name(), roles.reference_name()
     missing = [name for name, role in ((baseline, "baseline"), (reference, "reference"))
-               if not _has_one_rank_step(configs, setup, role)]  # fmt: skip
+               if predict.pooled_step_s(configs, setup, world=1, role=role) is None]  # fmt: skip
     if not missing:
         return
     how = "not" if baseline in missing else "only partly"
@@ -137,27 +138,10 @@ def warn_uncalibrated(run_dir: Path, configs, setup: dict) -> None:
 
 def _rows_text(configs, setup: dict) -> str:
     """'stock at world size 1; local, stock at world size 2': what the setup's rows are, or 'no rows'."""
-    rows = _setup_rows(configs, setup)
-    by_world = rows.groupby("world_size")["impl"].agg(lambda impls: ", ".join(sorted(set(impls))))
+    from harness.perfmodel.predict import setup_rows
+
+    by_world = setup_rows(configs, setup).groupby("world_size")["impl"].agg(lambda impls: ", ".join(sorted(set(impls))))
     return "; ".join(f"{impls} at world size {world}" for world, impls in by_world.items()) or "no rows"
-
-
-def _setup_rows(configs, setup: dict):
-    """The run's ok rows with a step, of this setup (rows written before dtype/optimizer existed: defaults)."""
-    from harness.perfmodel.predict import SETUP_DEFAULTS
-
-    rows = configs.fillna(SETUP_DEFAULTS)
-    rows = rows[(rows["status"] == "ok") & rows["step_ms_median"].notna()]
-    for key, value in setup.items():
-        rows = rows[rows[key] == value]
-    return rows
-
-
-def _has_one_rank_step(configs, setup: dict, role: str) -> bool:
-    from harness.analysis import roles
-
-    rows = _setup_rows(configs, setup)
-    return bool((roles.flag(rows, role) & (rows["world_size"] == 1)).any())
 
 
 def warn_not_whole_model(setup: dict, profile) -> None:

@@ -42,13 +42,22 @@ def _ddp_defaults_but_cap(options_json: str) -> bool:
     return not options
 
 
-def _pooled_step(configs: pd.DataFrame, setup: dict, *, world: int, role: str):
-    """The step (s) of the strategy with `role` (baseline, reference) at `world`, its repeats pooled as the run
-    page pools them (stats.geometric_mean of their medians), so that what predict calls measured is its figure."""
-    ok = (configs["status"] == "ok") & configs["step_ms_median"].notna()  # a failed row has no step to pool
-    rows = configs[roles.flag(configs, role) & (configs["world_size"] == world) & ok]
+def setup_rows(configs: pd.DataFrame, setup: dict) -> pd.DataFrame:
+    """The run's ok rows with a step (a failed row has none to pool) of this setup; rows written before dtype
+    and optimizer were recorded take their defaults."""
+    rows = configs.fillna(SETUP_DEFAULTS)
+    rows = rows[(rows["status"] == "ok") & rows["step_ms_median"].notna()]
     for key, value in setup.items():
         rows = rows[rows[key] == value]
+    return rows
+
+
+def pooled_step_s(configs: pd.DataFrame, setup: dict, *, world: int, role: str) -> float | None:
+    """The step (s) of the strategy with `role` (baseline, reference) at `world`, its repeats pooled as the run
+    page pools them (stats.geometric_mean of their medians), so that what predict calls measured is its figure;
+    None where the run has no such row."""
+    rows = setup_rows(configs, setup)
+    rows = rows[roles.flag(rows, role) & (rows["world_size"] == world)]
     return stats.geometric_mean(rows["step_ms_median"]) / 1e3 if not rows.empty else None
 
 
@@ -80,7 +89,7 @@ def scaled_to_local_step(profile: Profile, calibration: Calibration, local_step_
 
 def one_rank_baseline_s(configs: pd.DataFrame, setup: dict) -> float | None:
     """The baseline's step at one rank (s, its repeats pooled), None where the run has none."""
-    return _pooled_step(configs.fillna(SETUP_DEFAULTS), setup, world=1, role="baseline")
+    return pooled_step_s(configs, setup, world=1, role="baseline")
 
 
 def ddp_own_cost_s(configs: pd.DataFrame, setup: dict) -> float | None:
@@ -96,7 +105,7 @@ def reference_minus_baseline_s(configs: pd.DataFrame, setup: dict) -> float | No
     """The reference's step at one rank minus the baseline's, as measured: below 0 where noise made
     DDP look free (`ddp_own_cost_s` takes that as 0, and the console says so)."""
     local_1 = one_rank_baseline_s(configs, setup)
-    stock_1 = _pooled_step(configs.fillna(SETUP_DEFAULTS), setup, world=1, role="reference")
+    stock_1 = pooled_step_s(configs, setup, world=1, role="reference")
     return stock_1 - local_1 if stock_1 and local_1 else None
 
 
