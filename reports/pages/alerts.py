@@ -188,7 +188,7 @@ def shared_devices(meta: dict[str, Any], configs: pd.DataFrame) -> list[str]:
     per_node = -(-int(worlds.max()) // max(nnodes, 1))
     if meta.get("device") == "cuda":
         gpus = _gpus_per_node(meta)
-        if gpus and per_node > gpus:
+        if gpu_shared_worlds(meta, configs):  # the one rule of who shared a GPU, as the memory section uses
             return [
                 f"<b>Devices shared:</b> {per_node} ranks per node ran on {gpus} GPU{'s' if gpus != 1 else ''}, so "
                 "several ranks took turns on one device: step times and scaling efficiency at that world size "
