@@ -107,7 +107,7 @@ ONE_LAUNCH = ("--repeats", "1")
 would add rounds of launches until every ratio is decided, up to 20, past this check's few minutes;
 the lines judge one launch's figures (its steps, its fixed cost, its trace), not a verdict."""
 
-SHORT = ("--steps", "10", "--warmup", "3", *ONE_LAUNCH)
+SHORT = ("--steps", "10", *ONE_LAUNCH)  # the default warm-up: torch DDP needs 11 steps on CUDA
 """The runs other than the default one: enough steps for a median, no more."""
 
 

@@ -134,6 +134,11 @@ class StrategyDefaults:
     ranks. A strategy with extra ranks is a `ParameterServer` and has its own worker flow
     (harness.rank.rpc_flow)."""
 
+    warmup_needed: ClassVar[dict[str, int]] = {}
+    """Warm-up steps the strategy needs on a device type ("cuda", "cpu") before its steps are steady, where
+    the run's default is too few. A run without --warmup gives it them (harness.config.grid.warmup_steps);
+    one with a lower --warmup is warned."""
+
     def make_optimizer(self, params, optimizer_cls, **kwargs):
         return optimizer_cls(params, **kwargs)
 

@@ -28,6 +28,14 @@ BROADCAST_BUCKET_BYTES = 250 * 1024 * 1024
 """The message size DDP coalesces its buffer broadcasts into (its broadcast_bucket_size)."""
 
 
+DDP_WARMUP = {"cuda": 11}
+"""Warm-up steps a strategy built on torch DDP needs before its steps are steady. DDP times its first 10
+iterations for its logger (then one in 100): at each of the next forwards' start it waits for the
+previous iteration's CUDA events, which drains the queue the host had run ahead to fill, so the forward's
+kernels wait for their launches. On an H200 with ResNet-50 that cost 2.3-2.5 ms a step, all in forward,
+until the 11th forward had run. The CPU timer waits for nothing."""
+
+
 def collective_backend(device: str) -> str:
     """The backend this rank's collectives run on: the default process group's once there is one
     (the harness asks from inside its ranks, where `--backend gloo` may run on GPUs); before that,

@@ -45,6 +45,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from harness.protocols import ConfigError, StrategyDefaults, option
 from impls import register
+from impls._common import DDP_WARMUP
 from impls.stock import ddp_layout
 
 _SERVED: dict[str, Any] = {}
@@ -127,6 +128,7 @@ class RemotePart(nn.Module):
 @dataclasses.dataclass(kw_only=True)
 class RpcHybrid(StrategyDefaults):
     extra_ranks: ClassVar[int] = 1  # the parameter server, the launch's last rank
+    warmup_needed: ClassVar[dict[str, int]] = DDP_WARMUP  # the dense part's DDP
 
     bucket_cap_mb: float | None = option(
         None, "Bucket cap of the DDP over the dense part, in MiB; unset: DDP's default (as `stock`).", valid="MiB > 0"

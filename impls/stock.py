@@ -37,12 +37,14 @@ from harness.bucketing import MIB
 from harness.comm_timeline import CommTimeline
 from harness.protocols import ConfigError, StrategyDefaults, option
 from impls import register
-from impls._common import collective_backend, nbytes
+from impls._common import DDP_WARMUP, collective_backend, nbytes
 
 
 @dataclasses.dataclass(kw_only=True)
 class DDPOptions:
     """DDP's own knobs, shared by every strategy built on DDP (stock, zero): fields and docs inherited."""
+
+    warmup_needed: ClassVar[dict[str, int]] = DDP_WARMUP
 
     bucket_cap_mb: float | None = option(
         None,

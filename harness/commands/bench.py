@@ -270,10 +270,28 @@ def _say_where(plan, *, requested_dtype: str, grows: bool = False) -> None:
         backend = plan.configurations[0].backend.upper() if plan.configurations else "?"
         console.say(f"ddpbench: running on CUDA with {backend}, world sizes {worlds}")
     console.say(f"ddpbench: precision: {_precision_line(plan.configurations, requested_dtype)}")
+    _say_warmup(plan.configurations)
     count = len(plan.configurations)
     deciding = grows and any(c.repeated for c in plan.configurations)  # something to decide: rounds may follow
     more = ", to start (--repeats auto adds the repeats its open verdicts need)" if deciding else ""
     console.say(f"ddpbench: run {plan.run_id}: {count} configuration{'s' if count != 1 else ''}{more} -> {plan.run}/")
+
+
+def _say_warmup(configurations) -> None:
+    """Where strategies warm up for different numbers of steps, which and why; a warning where --warmup
+    leaves a strategy fewer than it needs on the device (its first measured steps are not steady)."""
+    from harness.config.grid import warmup_needed
+
+    steps = {(c.impl, c.device): c.warmup for c in configurations}
+    if len(set(steps.values())) > 1:
+        common = min(steps.values())
+        more = ", ".join(f"{impl} {warmup}" for (impl, _), warmup in steps.items() if warmup > common)
+        console.say(f"ddpbench: warm-up: {common} steps; {more} (what they need on the device: `ddpbench list`)")
+    for (impl, device), warmup in steps.items():
+        if warmup < (need := warmup_needed(impl, device)):
+            console.warning(f"--warmup {warmup}: {impl} needs {need} warm-up steps on {device} before its "
+                            f"steps are steady; its first {need - warmup} measured steps are not (leave --warmup "
+                            "out)")  # fmt: skip
 
 
 def _precision_line(configurations, requested_dtype: str) -> str:

@@ -18,7 +18,10 @@ def run_list(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     for entry in impls.REGISTRY.entries():
         # An option left unset by default lets the library choose (DDP's own bucket cap): say so, not "None".
         options = ", ".join(f"{o.name}={'unset' if o.default is None else o.default}" for o in entry.options().values())
-        console.say(f"  {entry.name:<14} {entry.description}" + (f"  [options: {options}]" if options else ""))
+        warmups = getattr(entry.cls, "warmup_needed", {})
+        needs = ", ".join(f"{steps} steps on {device}" for device, steps in warmups.items())
+        console.say(f"  {entry.name:<14} {entry.description}" + (f"  [options: {options}]" if options else "")
+                    + (f"  [warm-up: {needs}]" if needs else ""))  # fmt: skip
     console.say("workloads (parameters per size; options set with --wopt KEY=V[,V…]):")
     for entry in workloads.REGISTRY.entries():
         console.say(f"  {entry.name:<14} {entry.description}")

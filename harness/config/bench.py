@@ -26,6 +26,9 @@ OPTIMIZER_CHOICES = ("sgd", "adam")
 SIZE_CHOICES = ("auto", *SIZES)
 DEFAULT_WORKLOADS = ("mlp",)
 RESULTS = Path("results")
+DEFAULT_WARMUP = 3
+"""Warm-up steps where no strategy asks for more (StrategyDefaults.warmup_needed): DDP rebuilds its buckets
+in the second step."""
 MIN_AUTO_REPEATS = 2  # a verdict's interval needs two repeats a side (harness.analysis.stats.MIN_REPEATS)
 
 
@@ -73,7 +76,13 @@ class BenchConfig:
         default_text="auto: small on the CPU, full on GPUs",
     )
     steps: int = flag(20, "measured steps per configuration", parse=whole("--steps"))
-    warmup: int = flag(3, "unmeasured steps before them (DDP rebuilds its buckets in step 2)", parse=whole("--warmup"))
+    warmup: int | None = flag(
+        None,
+        "unmeasured steps before them",
+        parse=whole("--warmup"),
+        default_text=f"{DEFAULT_WARMUP}, or what a strategy needs on its device where more: those built on torch DDP "
+        "wait for the device in their first 11 forwards on CUDA",
+    )
     batch_size: int | None = flag(
         None, "samples per rank per step", parse=whole("--batch-size"), default_text="the workload's"
     )
@@ -171,7 +180,7 @@ class BenchConfig:
                               f"{MIN_AUTO_REPEATS} (a verdict needs two repeats a side)")  # fmt: skip
         if self.budget_s is not None and self.budget_s <= 0:
             raise ConfigError(f"--budget {self.budget_s:g}s is not valid; give a positive time, e.g. 20m")
-        if not isinstance(self.warmup, int) or self.warmup < 0:
+        if self.warmup is not None and (not isinstance(self.warmup, int) or self.warmup < 0):
             raise ConfigError(f"--warmup {self.warmup} is not valid; give a whole number ≥ 0")
         if self.batch_size is not None:
             _require_positive_int("--batch-size", self.batch_size)

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from harness.config.bench import MIN_AUTO_REPEATS, BenchConfig, resolve_backend
+from harness.config.bench import DEFAULT_WARMUP, MIN_AUTO_REPEATS, BenchConfig, resolve_backend
 from harness.config.flags import AUTO
 from harness.config.precision import resolve_dtype
 from harness.protocols import ConfigError, UnknownOption
@@ -298,7 +298,7 @@ def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) ->
                         nnodes=config.nnodes,
                         batch_size=choice.batch_size,
                         steps=config.steps,
-                        warmup=config.warmup,
+                        warmup=warmup_steps(impl, device, chosen=config.warmup),
                         dtype=dtype,
                         tf32=config.tf32,
                         device=device,
@@ -315,6 +315,20 @@ def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) ->
                     )
                 )
     return configurations
+
+
+def warmup_steps(impl: str, device: str, *, chosen: int | None) -> int:
+    """The run's --warmup where given; else the default, or what the strategy needs on `device` where
+    more (StrategyDefaults.warmup_needed: a measured step must be a steady one)."""
+    if chosen is not None:
+        return chosen
+    return max(DEFAULT_WARMUP, warmup_needed(impl, device))
+
+
+def warmup_needed(impl: str, device: str) -> int:
+    import impls as impl_registry
+
+    return getattr(impl_registry.entry(impl).cls, "warmup_needed", {}).get(device, 0)
 
 
 def extra_ranks(impl: str, remote_part: str | None, nnodes: int) -> int:

@@ -23,6 +23,8 @@ def test_list_names_every_strategy_workload_and_cluster_with_a_description(capsy
         index = out.splitlines().index(next(line for line in out.splitlines() if line.strip().startswith(name + " ")))
         sizes = out.splitlines()[index + 1]
         assert "tiny " in sizes and "small " in sizes and "full " in sizes
+    reference = next(line for line in out.splitlines() if line.strip().startswith(impls.reference_name() + " "))
+    assert reference.endswith("[warm-up: 11 steps on cuda]")  # torch DDP's timed forwards (tests/config/test_warmup.py)
     from harness.perfmodel import cluster
 
     assert "clusters for `predict --cluster`" in out  # and each built-in cluster profile

@@ -1,0 +1,57 @@
+"""Each configuration's warm-up: the run's --warmup where given, else the default or what the strategy
+needs on its device (torch DDP on CUDA waits for the device in its first 11 forwards); the run says
+where strategies differ and warns where --warmup leaves one unsteady."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import impls
+from harness.commands import bench as bench_command
+from harness.config.bench import DEFAULT_WARMUP, BenchConfig
+from harness.config.grid import expand, warmup_needed
+
+REFERENCE, OURS = impls.reference_name(), "bucketed"
+
+
+def warmups(config: BenchConfig, device: str) -> dict[str, int]:
+    return {cfg.impl: cfg.warmup for cfg in expand(config, device=device, bf16_supported=True)}
+
+
+def test_a_strategy_built_on_ddp_warms_up_past_its_timed_forwards_on_cuda_only():
+    config = BenchConfig(gpus=1, impls=(REFERENCE, OURS), size="tiny")
+    need = warmup_needed(REFERENCE, "cuda")
+    assert need > DEFAULT_WARMUP and warmup_needed(OURS, "cuda") == 0 and warmup_needed(REFERENCE, "cpu") == 0
+    assert warmups(config, "cuda") == {REFERENCE: need, OURS: DEFAULT_WARMUP, impls.baseline_name(): DEFAULT_WARMUP}
+    assert set(warmups(config, "cpu").values()) == {DEFAULT_WARMUP}
+
+
+def test_every_strategy_that_wraps_ddp_declares_it():
+    wrapping = [name for name in impls.names() if "DistributedDataParallel(" in _source(name)]
+    assert wrapping and all(warmup_needed(name, "cuda") > DEFAULT_WARMUP for name in wrapping)
+
+
+def test_an_explicit_warmup_wins_and_is_warned_where_too_short(capsys):
+    config = BenchConfig(gpus=1, impls=(REFERENCE, OURS), size="tiny", warmup=2, baseline=False)
+    configurations = expand(config, device="cuda", bf16_supported=True)
+    assert {cfg.warmup for cfg in configurations} == {2}
+    bench_command._say_warmup(configurations)
+    err = capsys.readouterr().err
+    need = warmup_needed(REFERENCE, "cuda")
+    assert f"--warmup 2: {REFERENCE} needs {need} warm-up steps on cuda" in err
+    assert f"its first {need - 2} measured steps are not" in err and OURS not in err
+
+
+def test_the_run_says_which_strategies_warm_up_longer(capsys):
+    configurations = expand(BenchConfig(gpus=1, impls=(REFERENCE, OURS), size="tiny"), device="cuda")
+    bench_command._say_warmup(configurations)
+    out, err = capsys.readouterr()
+    assert f"warm-up: {DEFAULT_WARMUP} steps; {REFERENCE} {warmup_needed(REFERENCE, 'cuda')}" in out and not err
+    bench_command._say_warmup([dataclasses.replace(c, device="cpu", warmup=3) for c in configurations])
+    assert capsys.readouterr() == ("", "")  # all alike: nothing to say
+
+
+def _source(name: str) -> str:
+    import inspect
+
+    return inspect.getsource(inspect.getmodule(impls.entry(name).cls))
