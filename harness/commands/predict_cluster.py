@@ -300,6 +300,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         device=device,
         local_step_ms=args.local_step_ms,
         own_measured=configs is not None and predict.ddp_own_cost_s(configs, setup) is not None,
+        own_inside=configs is not None and predict.calibration_target(configs, setup)[0] == "reference",
     )
     link = ClusterLink(chosen)
     caveat = "a CPU's compute: see the warning above" if device == "cpu" and not args.local_step_ms else ""
@@ -332,10 +333,12 @@ def say_run_calibration(profile, configs, setup: dict, *, scaled: bool) -> None:
     from harness.analysis import roles
     from harness.perfmodel import predict
 
-    if baseline_s := predict.one_rank_baseline_s(configs, setup):
-        console.say(f"ddpbench predict: compute scaled ×{baseline_s / profile.local_step_s:.4g} to the run's "
-                    f"baseline step at one rank ({baseline_s * 1e3:.4g} ms over every repeat; the profile's own "
-                    f"steps {profile.local_step_s * 1e3:.4g} ms)")  # fmt: skip
+    role, step_s = predict.calibration_target(configs, setup)
+    if step_s:
+        whose = "baseline" if role == "baseline" else f"{roles.reference_name()}'s (no {roles.baseline_name()} row)"
+        console.say(f"ddpbench predict: compute scaled ×{step_s / profile.local_step_s:.4g} to the run's {whose} "
+                    f"step at one rank ({step_s * 1e3:.4g} ms over every repeat; the profile's own steps "
+                    f"{profile.local_step_s * 1e3:.4g} ms)")  # fmt: skip
     if (difference_s := predict.reference_minus_baseline_s(configs, setup)) is not None:
         with_compute = " and scaled with the compute" if scaled else ""
         pooled = (f"{roles.reference_name()}'s step at one rank, every cap pooled (geometric mean over repeats), "
@@ -346,7 +349,7 @@ def say_run_calibration(profile, configs, setup: dict, *, scaled: bool) -> None:
 
 
 def _say_one_rank_step(
-    calibrated, calibration, *, device: str, local_step_ms: float | None, own_measured: bool
+    calibrated, calibration, *, device: str, local_step_ms: float | None, own_measured: bool, own_inside: bool
 ) -> None:
     """The one-rank step every efficiency below is measured against, and what it rests on (its parts whenever a
     run measured DDP's own cost, 0 included: a noisy run's reference may be no slower than its baseline)."""
@@ -361,6 +364,8 @@ def _say_one_rank_step(
         else ""
     )
     what = "with DDP" if parts else "without DDP's own cost (not measured)"  # the profile's step alone
+    if own_inside:  # scaled to the reference's step: DDP's own cost is in it, not apart
+        what = "with DDP (its own cost inside the compute: no baseline step to separate it)"
     console.say(f"ddpbench predict: one rank's step {what}: {step_ms:.4g} ms{parts}; scaling efficiency below "
                 "= that step over each predicted step")  # fmt: skip
     if device == "cpu" and not local_step_ms:

@@ -119,8 +119,8 @@ def _configs_device(run_dir: Path) -> str | None:
 
 def warn_uncalibrated(run_dir: Path, configs, setup: dict) -> None:
     """One line where the run's one-rank rows leave the calibration out (`predict.run_calibration` leaves out
-    silently what it lacks): without the baseline's step the compute is the profile's own, and DDP's own cost
-    (the reference's step minus the baseline's) needs both."""
+    silently what it lacks): the compute is scaled to the baseline's step, else to the reference's, else left
+    as the profile's own; DDP's own cost (the reference's step minus the baseline's) needs both."""
     from harness.analysis import roles
     from harness.perfmodel import predict
 
@@ -129,11 +129,16 @@ def warn_uncalibrated(run_dir: Path, configs, setup: dict) -> None:
                if predict.pooled_step_s(configs, setup, world=1, role=role) is None]  # fmt: skip
     if not missing:
         return
-    how = "not" if baseline in missing else "only partly"
-    left = "the profile's own" if baseline in missing else f"scaled to {baseline}'s step"
+    if len(missing) == 2:
+        how, left = "not", "the profile's own, and DDP's own cost is left out"
+    elif baseline in missing:
+        how, left = "only partly", (f"scaled to {reference}'s step there, with DDP's own cost inside it rather than "
+                                    "apart (scaled as compute, on forward and backward alike)")  # fmt: skip
+    else:
+        how, left = "only partly", f"scaled to {baseline}'s step, and DDP's own cost is left out"
     console.warning(f"the prediction is {how} calibrated: run {run_dir.name} has no {' or '.join(missing)} step at "
-                    f"one rank for {setup_text(setup)} (it has: {_rows_text(configs, setup)}): the compute is {left}, "
-                    "and DDP's own cost is left out")  # fmt: skip
+                    f"one rank for {setup_text(setup)} (it has: {_rows_text(configs, setup)}): the compute is "
+                    f"{left}")  # fmt: skip
 
 
 def _rows_text(configs, setup: dict) -> str:

@@ -62,19 +62,31 @@ def pooled_step_s(configs: pd.DataFrame, setup: dict, *, world: int, role: str) 
 
 
 def run_calibration(configs: pd.DataFrame, setup: dict, *, profile: Profile) -> Calibration:
-    """From the run's rows at one rank, where nothing is communicated: the baseline's step over the profile's
-    (the baseline is timed over every repeat; the profile over a few steps of its own), and DDP's own cost
-    (the reference minus the baseline). Only one-rank rows: what `predict --cluster` has for world sizes
-    never run. Whatever is missing leaves that part uncalibrated.
+    """From the run's rows at one rank, where nothing is communicated: the baseline's step (else the
+    reference's: `calibration_target`) over the profile's (the run's rows are timed over every repeat; the
+    profile over a few steps of its own), and DDP's own cost (the reference minus the baseline). Only
+    one-rank rows: what `predict --cluster` has for world sizes never run. Whatever is missing leaves that
+    part uncalibrated.
 
     Ranks sharing one machine slow each other's compute (the baseline at 2 ranks over 1 here: 0.99-1.51);
     scaling to the baseline at the predicted world size instead, over three CPU model runs
     (benchmarks/cpu_model.py), gave 4.1-18.6 % MAPE (mean 8.0) against 4.0-12.3 % (mean 6.9) at one rank
     (docs/measured-cpu.md).
     """
-    local_1 = one_rank_baseline_s(configs, setup)
-    scale = local_1 / profile.local_step_s if local_1 else 1.0
+    _, step_s = calibration_target(configs, setup)
+    scale = step_s / profile.local_step_s if step_s else 1.0
     return Calibration(compute_scale=scale, reducer_s=ddp_own_cost_s(configs, setup) or 0.0)
+
+
+def calibration_target(configs: pd.DataFrame, setup: dict) -> tuple[str | None, float | None]:
+    """(role, step s) at one rank that the profile's compute is scaled to: the baseline's; where the run has
+    none, the reference's, DDP's own cost then inside the scaled compute rather than apart (the profile's
+    step alone would predict below the run's own reference: 5-36 % on runs without a baseline row);
+    (None, None) where the run has neither."""
+    for role in ("baseline", "reference"):
+        if (step_s := pooled_step_s(configs, setup, world=1, role=role)) is not None:
+            return role, step_s
+    return None, None
 
 
 def scaled_to_local_step(profile: Profile, calibration: Calibration, local_step_s: float | None) -> Calibration:

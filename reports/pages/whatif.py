@@ -14,8 +14,8 @@ from harness.perfmodel.nccl import ClusterLink
 from harness.perfmodel.predict import (
     DEFAULT_CAPS_MB,
     SETUP_DEFAULTS,
+    calibration_target,
     ddp_own_cost_s,
-    one_rank_baseline_s,
     profiles_by_setup,
     run_calibration,
     swept_caps,
@@ -55,7 +55,7 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                                        local_step_ms=calibrated.local_step_s * 1e3,
                                        backward_ms=calibrated.backward_s * 1e3,
                                        compute_scale=calibration.compute_scale,
-                                       has_baseline=one_rank_baseline_s(configs, setup) is not None,
+                                       calibrated_to=calibration_target(configs, setup)[0],
                                        own_measured=ddp_own_cost_s(configs, setup) is not None,
                                        ddp_own_ms=calibration.reducer_s * 1e3))  # fmt: skip
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -178,16 +178,22 @@ def _margin(row: pd.Series) -> float | None:
 
 def _calibration_note(row: pd.Series) -> str:
     """What the run's one-rank rows changed in the profile, and the step every efficiency is against."""
+    to = row["calibrated_to"]
     own = (f" and DDP's own cost ({row['ddp_own_ms']:.3g} ms a step at one rank) added" if row["ddp_own_ms"] else
            "; DDP's own cost at one rank (the reference's step less the baseline's, never below 0) is 0 ms here"
            if row["own_measured"] else "; DDP's own cost is not measured (the run has no reference step at one "
-           "rank), so none is added" if row["has_baseline"] else "")  # fmt: skip
-    scaled = (f"The profile's compute is scaled ×{row['compute_scale']:.4g} to the run's baseline step at one rank "
-              "(timed over every repeat)") if row["has_baseline"] else (
-              "The profile is as measured (the run has no baseline step at one rank to scale it to)")  # fmt: skip
+           "rank), so none is added" if to == "baseline" else "")  # fmt: skip
+    scaled = {
+        "baseline": f"The profile's compute is scaled ×{row['compute_scale']:.4g} to the run's baseline step at one "
+        "rank (timed over every repeat)",
+        "reference": f"The profile's compute is scaled ×{row['compute_scale']:.4g} to the run's reference step at "
+        "one rank (timed over every repeat; the run has no baseline step there, so DDP's own cost is inside the "
+        "compute rather than apart)",
+    }.get(to, "The profile is as measured (the run has no baseline or reference step at one rank to scale it to)")
+    whose = "the reference's" if to == "reference" else "the baseline's, plus DDP's own cost"
     return (f"<p>{scaled}{own}, as <code>ddpbench predict --run RUN --cluster NAME</code> does. "
-            f"Scaling efficiency = the one-GPU step with DDP ({row['local_step_ms']:.4g} ms: the baseline's, plus "
-            "DDP's own cost) over each predicted step.</p>")  # fmt: skip
+            f"Scaling efficiency = the one-GPU step with DDP ({row['local_step_ms']:.4g} ms: {whose}) over each "
+            "predicted step.</p>")  # fmt: skip
 
 
 def _best_table(best: pd.DataFrame) -> str:

@@ -39,17 +39,20 @@ def _one_line_error(capsys) -> str:
     return captured.err
 
 
-def test_a_run_without_its_one_rank_baseline_is_said_to_be_uncalibrated(tmp_path, capsys):
+def test_a_run_without_its_one_rank_baseline_is_scaled_to_its_reference_and_says_so(tmp_path, capsys):
     _without_one_rank_baseline(_copy("cpu_run", tmp_path))
     assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), *CLUSTER]) == 0
     said = capsys.readouterr()
-    baseline = roles.baseline_name()
-    assert (f"warning: the prediction is not calibrated: run cpu_run has no {baseline} step at one rank for mlp/tiny "
-            "batch 8 (it has: ") in said.err and "the compute is the profile's own" in said.err  # fmt: skip
-    assert said.err.count("not calibrated") == 1
-    # the one-rank step is the profile's, DDP's own cost unmeasured: not called a step with DDP
-    assert "one rank's step without DDP's own cost (not measured): " in said.out
-    assert "one rank's step with DDP" not in said.out
+    baseline, reference = roles.baseline_name(), roles.reference_name()
+    assert (f"warning: the prediction is only partly calibrated: run cpu_run has no {baseline} step at one rank for "
+            f"mlp/tiny batch 8 (it has: ") in said.err  # fmt: skip
+    assert f"the compute is scaled to {reference}'s step there, with DDP's own cost inside it" in said.err
+    assert said.err.count("calibrated") == 1
+    # the one-rank step is the reference's own (measured), not the profile's below it
+    assert "compute scaled ×1.0" not in said.out  # the profile's own step: a scale of 1 would mean none
+    assert f"to the run's {reference}'s (no {baseline} row) step at one rank (" in said.out
+    assert "one rank's step with DDP (its own cost inside the compute: no baseline step to separate it): " in said.out
+    assert "without DDP's own cost (not measured)" not in said.out
 
 
 def test_a_run_with_no_one_rank_rows_says_which_world_sizes_it_has(tmp_path, capsys):

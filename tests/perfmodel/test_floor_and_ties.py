@@ -92,7 +92,7 @@ def test_when_every_cap_ties_the_answer_is_that_the_cap_does_not_matter(capsys):
 def test_a_reference_faster_than_its_baseline_is_said_to_be_taken_as_0(monkeypatch, capsys):
     from harness.commands import predict_cluster
 
-    monkeypatch.setattr(predict, "one_rank_baseline_s", lambda configs, setup: None)
+    monkeypatch.setattr(predict, "calibration_target", lambda configs, setup: (None, None))
     monkeypatch.setattr(predict, "reference_minus_baseline_s", lambda configs, setup: -0.000629)
     predict_cluster.say_run_calibration(None, pd.DataFrame(), {}, scaled=False)
     assert ("DDP's own cost 0 ms a step at one rank (taken as 0: stock's step at one rank, every cap pooled (geometric "
@@ -139,6 +139,9 @@ def test_a_failed_one_rank_baseline_leaves_the_calibration_out_rather_than_nan()
     stock = {**config("s1", "stock"), "world_size": 1}
     configs = pd.DataFrame([failed, stock])
     assert predict.one_rank_baseline_s(configs, setup) is None and predict.ddp_own_cost_s(configs, setup) is None
+    # the compute is then scaled to the reference's step at one rank, not left as the profile's
+    role, step_s = predict.calibration_target(configs, setup)
+    assert role == "reference" and step_s == pytest.approx(stock["step_ms_median"] / 1e3)
     ok = pd.DataFrame([{**failed, "status": "ok", "step_ms_median": 25.0}, stock])
     assert predict.one_rank_baseline_s(ok, setup) == pytest.approx(0.025)
     assert predict.ddp_own_cost_s(ok, setup) == pytest.approx(0.005)

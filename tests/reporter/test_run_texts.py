@@ -244,7 +244,7 @@ def test_the_what_if_note_says_what_the_one_gpu_step_is_made_of():
     the reference's step less the baseline's, was below 0 and taken as 0, unsaid."""
     from reports.pages import whatif
 
-    row = pd.Series({"ddp_own_ms": 0.0, "compute_scale": 1.146, "has_baseline": True, "local_step_ms": 46.13,
+    row = pd.Series({"ddp_own_ms": 0.0, "compute_scale": 1.146, "calibrated_to": "baseline", "local_step_ms": 46.13,
                      "own_measured": True})  # fmt: skip
     note = whatif._calibration_note(row)
     assert "DDP's own cost at one rank (the reference's step less the baseline's, never below 0) is 0 ms" in note
@@ -252,6 +252,10 @@ def test_the_what_if_note_says_what_the_one_gpu_step_is_made_of():
     assert "added" in whatif._calibration_note(row.copy().replace({0.0: 3.0}))
     unmeasured = whatif._calibration_note(pd.Series({**row.to_dict(), "own_measured": False}))  # no reference at 1
     assert "DDP's own cost is not measured (the run has no reference step at one rank)" in unmeasured  # once "0 ms"
+    # without a baseline step at one rank the compute is scaled to the reference's, its own cost inside
+    inside = whatif._calibration_note(pd.Series({**row.to_dict(), "own_measured": False, "calibrated_to": "reference"}))
+    assert "scaled ×1.146 to the run's reference step at one rank" in inside and "own cost is inside" in inside
+    assert "(46.13 ms: the reference's)" in inside and "not measured" not in inside
 
 
 def test_the_environment_names_each_gpu_software_version_beside_its_value():
