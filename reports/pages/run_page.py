@@ -9,9 +9,11 @@ from typing import Any
 
 import pandas as pd
 
+from harness.analysis import roles
+from reports import aggregate
 from reports.aggregate import RunData, machine_summary, precision
-from reports.pages import alerts, answer, profiles
-from reports.pages.html import FigureList, esc, facts_table, name_html, page, reproduce_html, table
+from reports.pages import alerts, answer, profiles, takeaways
+from reports.pages.html import FigureList, esc, facts_table, format_number, name_html, page, reproduce_html, table
 from reports.pages.run_sections import (
     bucket_section,
     config_cell,
@@ -19,6 +21,7 @@ from reports.pages.run_sections import (
     memory_section,
     model_section,
     scaling_section,
+    takeaway,
     time_section,
     trust_section,
 )
@@ -69,7 +72,9 @@ def header(run: RunData) -> str:
     parts = [
         '<nav><a href="../index.html">all runs</a><a href="#answer">answer</a><a href="#fastest">fastest</a>'
         '<a href="#scaling">scaling</a><a href="#buckets">bucket cap</a><a href="#time">time</a>'
-        '<a href="#model">floor &amp; model</a><a href="#memory">memory</a><a href="#trust">trust</a>'
+        '<a href="#model">floor &amp; model</a>'
+        + ('<a href="#gpu">GPU work</a>' if _gpu_work_columns(configs) else "")
+        + '<a href="#memory">memory</a><a href="#trust">trust</a>'
         + ('<a href="#profiles">profiles</a>' if not profiles.profiled(configs).empty else "")
         + _whatif_link(meta)
         + '<a href="#environment">environment</a></nav>',
@@ -187,8 +192,65 @@ def workloads_section(meta: dict[str, Any]) -> str:
 
 RESUME_COMMAND = ".venv/bin/ddpbench bench"  # as `make setup` installs it (README)
 
-SECTIONS = (fastest_section, scaling_section, bucket_section, time_section, model_section, memory_section,
-            trust_section)  # fmt: skip
+GPU_WORK = (
+    ("step_ms_median", "step ms", 2),
+    ("achieved_tflops", "TFLOP/s", 1),
+    ("mfu", "MFU", 3),
+    ("gpu_util_mean_pct", "kernel busy %", 0),
+    ("sm_clock_mean_mhz", "SM clock MHz", 0),
+    ("power_mean_w", "power W", 0),
+    ("power_peak_w", "peak W", 0),
+)
+"""The GPU section's columns: what the measured steps did with the GPU (the NVML ones are sampled over them)."""
+GPU_WORK_CAPTION = (
+    "Each configuration over its measured steps, the median over its repeats. TFLOP/s: the model's forward and "
+    "backward FLOPs per sample (counted by FlopCounterMode) × samples per second; MFU: that over the dense peak "
+    "of the GPUs used at the run's precision (NVIDIA's datasheets; empty where the GPU's peak is not known); "
+    "kernel busy: NVML's utilisation, the share of time some kernel ran, not how many SMs it kept busy; SM "
+    "clock and board power: NVML's mean (and power's peak) over the steps."
+)
+
+
+def gpu_work_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
+    """How hard each configuration kept its GPUs working, on runs whose ranks recorded it (NVML, a known peak);
+    "" on the CPU. Why a step costs what it does on the GPU: MFU far below the peak with the baseline's own
+    at the same level is the model's (kernels, launches), not data parallelism's."""
+    shown = _gpu_work_columns(run.configs)
+    if not shown:
+        return ""
+    parts = ["<h2 id=gpu>4c. How hard did the GPUs work?</h2>", f"<p>{esc(GPU_WORK_CAPTION)}</p>"]
+    for workload in workloads:
+        rows = gpu_work_rows(run.configs, workload=workload)
+        if rows.empty:
+            continue
+        parts.append(takeaway(workload, takeaways.gpu_work(rows)))
+        columns = [GPU_WORK[0], *shown]
+        cells = [[esc(r["configuration"]), *(format_number(r[c], digits) for c, _, digits in columns)]
+                 for _, r in rows.iterrows()]  # fmt: skip
+        parts.append(table(["configuration", *(esc(title) for _, title, _ in columns)], cells))
+    return "\n".join(parts)
+
+
+def _gpu_work_columns(configs: pd.DataFrame) -> list[tuple[str, str, int]]:
+    return [c for c in GPU_WORK[1:] if c[0] in configs and configs[c[0]].notna().any()]
+
+
+def gpu_work_rows(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
+    """One row per configuration of `workload` (its ok repeats pooled by median), labelled 'stock · w2',
+    with `baseline` (the no-communication floor) and the GPU_WORK columns it has."""
+    rows = aggregate.labelled(configs, workload=workload)
+    columns = [c for c, _, _ in GPU_WORK if c in rows]
+    if rows.empty or not columns:
+        return pd.DataFrame()
+    keys = [key for key in aggregate.SAME_CONFIGURATION if key in rows]
+    pooled = rows.groupby(keys, dropna=False, sort=False)[columns].median().reset_index()
+    labels = aggregate.strategy_labels(pooled)
+    pooled["configuration"] = [f"{label} · w{int(w)}" for label, w in zip(labels, pooled["world_size"], strict=True)]
+    return pooled.assign(baseline=roles.is_baseline(pooled).to_numpy())
+
+
+SECTIONS = (fastest_section, scaling_section, bucket_section, time_section, model_section, gpu_work_section,
+            memory_section, trust_section)  # fmt: skip
 
 
 def run_page(run: RunData) -> str:

@@ -136,3 +136,32 @@ def memory(configs: pd.DataFrame, *, workload: str, shared: set[int] | frozenset
 
 def _mib(value: float) -> str:
     return f"{value / 1024:.2f} GiB" if value >= 1024 else f"{value:.0f} MiB"
+
+
+CLOCK_SPREAD = 0.03
+"""SM clocks further apart than this across a run's configurations make their steps not comparable as they stand."""
+
+
+def gpu_work(rows: pd.DataFrame) -> str:
+    """What the GPU section's table says (run_page.gpu_work_rows): how much of the GPU's peak the baseline reaches
+    with nothing communicated (the model's own ceiling here), which configuration reaches least, and the SM
+    clock's range where it moved. "" where the rows have neither MFU nor TFLOP/s."""
+    figure = next((c for c in ("mfu", "achieved_tflops") if c in rows and rows[c].notna().any()), None)
+    if figure is None:
+        return ""
+    text = (lambda v: f"{v:.1%} MFU") if figure == "mfu" else (lambda v: f"{v:.1f} TFLOP/s")
+    known = rows[rows[figure].notna()]
+    floor = known[known["baseline"]]
+    lowest = known.loc[known[figure].idxmin()]
+    sentences = []
+    if not floor.empty:
+        best = floor.loc[floor[figure].idxmax()]
+        sentences.append(f"With nothing communicated ({best['configuration']}) the model reaches "
+                         f"{text(best[figure])}: what this model, batch and precision get from the GPU before any "
+                         "data parallelism")  # fmt: skip
+    sentences.append(f"the least, {lowest['configuration']}, {text(lowest[figure])}")
+    clocks = rows["sm_clock_mean_mhz"].dropna() if "sm_clock_mean_mhz" in rows else pd.Series(dtype=float)
+    if len(clocks) and clocks.max() / clocks.min() - 1 > CLOCK_SPREAD:
+        sentences.append(f"the SM clock ran at {clocks.min():.0f}–{clocks.max():.0f} MHz across configurations "
+                         "(power or heat): their steps are not comparable as they stand")  # fmt: skip
+    return "; ".join(sentences) + "."
