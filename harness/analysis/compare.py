@@ -64,12 +64,12 @@ def load_samples(run: Path) -> tuple[dict, pd.DataFrame]:
 
 
 def repeat_figures(samples: pd.DataFrame) -> pd.DataFrame:
-    """One row per repeat (configuration id): its median step, the CV of its steps and the
-    batch-means uncertainty of its mean, from the steps in order."""
+    """One row per repeat (configuration id): its median step, the CV of its steps, the
+    batch-means uncertainty of its mean and its drift within the window, from the steps in order."""
     rows = []
     for config_id, repeat in samples.sort_values("step").groupby("config_id"):
         rows.append({"config_id": config_id, **stats.repeat_summary(repeat["step_ms"].to_numpy())})
-    figures = pd.DataFrame(rows, columns=["config_id", "median_ms", "cv", "rel_se"])
+    figures = pd.DataFrame(rows, columns=["config_id", "median_ms", "cv", "rel_se", "drift", "drift_se"])
     keys = samples.drop(columns=["step", "step_ms"]).drop_duplicates("config_id")
     return figures.merge(keys, on="config_id")
 
@@ -262,7 +262,7 @@ def _setup_words(keys: dict) -> str:
 
 def judge(base: pd.DataFrame, new: pd.DataFrame, *, threshold: float) -> dict:
     """One matched configuration: its repeat medians in each run, the verdict, and a noise note
-    for each run whose steps are noisy or whose repeats disagree."""
+    for each run whose steps are noisy, drift within the window or whose repeats disagree."""
     judged = stats.verdict(
         base["median_ms"].tolist(), new["median_ms"].tolist(), threshold=threshold,
         rel_se=float(pd.concat([base["rel_se"], new["rel_se"]]).max()),
@@ -270,7 +270,7 @@ def judge(base: pd.DataFrame, new: pd.DataFrame, *, threshold: float) -> dict:
     notes = [
         f"{which}: {note}"
         for which, group in (("base", base), ("new", new))
-        if (note := stats.noise_note(group["cv"].tolist(), group["median_ms"].tolist()))
+        if (note := stats.repeats_noise_note(group.to_dict("records")))
     ]
     return {
         "impl": _strategy_label(base, new),

@@ -12,14 +12,17 @@ from harness.bucketing import DDP_DEFAULT_CAP_MB
 
 
 def summarize(samples_ms: Sequence[float]) -> dict[str, float | None]:
-    """Median, p10, p90 and coefficient of variation of step times."""
+    """Median, p10, p90 and coefficient of variation of step times, and their drift (step_drift: the
+    samples in step order)."""
     values = np.asarray(samples_ms, dtype=float)
+    drift = step_drift(values)
+    drift_columns = {"step_ms_drift": drift["drift"], "step_ms_drift_se": drift["drift_se"]}
     if values.size == 0:
-        return dict.fromkeys(("step_ms_median", "step_ms_p10", "step_ms_p90", "step_ms_cv"))
+        return {**dict.fromkeys(("step_ms_median", "step_ms_p10", "step_ms_p90", "step_ms_cv")), **drift_columns}
     mean = values.mean()
     cv = float(values.std(ddof=1) / mean) if values.size > 1 and mean > 0 else None
     return {"step_ms_median": float(np.median(values)), "step_ms_p10": float(np.percentile(values, 10)),
-            "step_ms_p90": float(np.percentile(values, 90)), "step_ms_cv": cv}  # fmt: skip
+            "step_ms_p90": float(np.percentile(values, 90)), "step_ms_cv": cv, **drift_columns}  # fmt: skip
 
 
 def slowest_rank_per_step(steps: pd.DataFrame) -> pd.Series:
@@ -128,11 +131,66 @@ def batch_means_se(values: Sequence[float]) -> float | None:
 
 
 def repeat_summary(steps_ms: Sequence[float]) -> dict[str, float | None]:
-    """One repeat's evidence: its median step, the CV of its steps and the batch-means standard
-    error of its mean log step (a relative uncertainty that respects autocorrelation)."""
+    """One repeat's evidence: its median step, the CV of its steps, the batch-means standard
+    error of its mean log step (a relative uncertainty that respects autocorrelation) and how far its
+    steps drift within the window (step_drift: `drift`, `drift_se`), from its steps in step order."""
     values = np.asarray(steps_ms, dtype=float)
     cv = float(values.std(ddof=1) / values.mean()) if values.size > 1 and values.mean() > 0 else None
-    return {"median_ms": float(np.median(values)), "cv": cv, "rel_se": batch_means_se(np.log(values))}
+    return {"median_ms": float(np.median(values)), "cv": cv, "rel_se": batch_means_se(np.log(values)),
+            **step_drift(values)}  # fmt: skip
+
+
+# ---- drift: the steps' level moving within the measured window (warm-up not over, clocks ramping, a
+# library's first-N-iterations behaviour): its median is of neither level; a 4 % shift in 2 of 12 steps hides in the CV.
+
+DRIFT_FLOOR = 0.02
+"""The smallest drift flagged, however steady the steps: a smaller shift moves no verdict worth a note."""
+DRIFT_Z = 3.0
+"""And it must exceed this many of its standard errors: iid normal steps with no drift (CV 5–10 %) are flagged
+in 3 % of repeats at 6 steps, 2 % at 10, 1 % at 20 (docs/statistics.md; tests/analysis/test_drift.py)."""
+MIN_DRIFT_STEPS = 6  # what a drift needs: a first half and a last quarter of three steps each, apart
+DRIFT_TAIL_STEPS = 3  # the end's level is a median of three steps at least: one odd last step moves none
+MEDIAN_SE = float(np.sqrt(np.pi / 2))  # a median's standard error over a mean's, for normal steps
+MAD_TO_SD = 1.4826  # a median absolute deviation to a standard deviation, for normal steps
+
+
+def step_drift(steps_ms: Sequence[float]) -> dict[str, float | None]:
+    """How far a repeat's step level moved within its measured window, from its steps in step order.
+
+    `drift` = median of the last quarter of the steps (at least DRIFT_TAIL_STEPS) / median of the first
+    half − 1: −0.04 when the steps at the end are 4 % faster than at the start. `drift_se`, its standard
+    error (relative to the first half's median), is √(π/2)·σ·√(1/first + 1/last) with σ from the median
+    absolute difference of successive steps: a level shift changes one difference, so the shift being
+    measured does not inflate its own yardstick. Both None under MIN_DRIFT_STEPS steps."""
+    values = np.asarray(steps_ms, dtype=float)
+    first = values[: values.size // 2]
+    last = values[values.size - max(DRIFT_TAIL_STEPS, values.size // 4) :]
+    start = float(np.median(first)) if values.size >= MIN_DRIFT_STEPS else float("nan")
+    if not start > 0:
+        return {"drift": None, "drift_se": None}
+    sd = MAD_TO_SD * float(np.median(np.abs(np.diff(values)))) / np.sqrt(2)  # a difference has twice the variance
+    se = MEDIAN_SE * sd * np.sqrt(1 / first.size + 1 / last.size) / start
+    return {"drift": float(np.median(last)) / start - 1, "drift_se": float(se)}
+
+
+def drift_flagged(drift: float | None, se: float | None) -> bool:
+    """Whether a repeat's drift is one to flag: at least DRIFT_FLOOR and beyond DRIFT_Z standard errors."""
+    known = drift is not None and se is not None and np.isfinite(drift) and np.isfinite(se)
+    return known and abs(drift) >= DRIFT_FLOOR and abs(drift) > DRIFT_Z * se
+
+
+def drift_note(drifts: Sequence[float | None], ses: Sequence[float | None]) -> str:
+    """'steps drift -4.6% within the window (more --warmup)' when most of a configuration's repeats whose
+    drift is known are flagged (drift_flagged): the median of their drifts, or their range where some
+    rose and some fell; '' otherwise (no drift known: an older run, too few steps). More warm-up is the
+    remedy only for steps that got faster: ones that slowed down are the machine's (clocks, heat, memory)."""
+    pairs = [(d, s) for d, s in zip(drifts, ses, strict=True) if d is not None and np.isfinite(d)]
+    flagged = [d for d, s in pairs if drift_flagged(d, s)]
+    if 2 * len(flagged) <= len(pairs):
+        return ""
+    mixed = min(flagged) < 0 < max(flagged)
+    said = f"{min(flagged):+.1%} to {max(flagged):+.1%}" if mixed else f"{np.median(flagged):+.1%}"
+    return f"steps drift {said} within the window" + (" (more --warmup)" if max(flagged) < 0 else "")
 
 
 def geometric_mean(figures: Sequence[float]) -> float:
@@ -311,13 +369,28 @@ def verdict(
     return {**judged, "verdict": word, "repeats": have, "repeats_needed": need}
 
 
-def noise_note(cvs: Sequence[float | None], medians_ms: Sequence[float]) -> str:
+def repeats_noise_note(summaries: Sequence[dict]) -> str:
+    """noise_note over the repeat_summary figures of a configuration's repeats (a dict per repeat)."""
+    figures = {key: [r[key] for r in summaries] for key in ("cv", "median_ms", "drift", "drift_se")}
+    return noise_note(figures["cv"], figures["median_ms"], drifts=figures["drift"], drift_ses=figures["drift_se"])
+
+
+def noise_note(
+    cvs: Sequence[float | None],
+    medians_ms: Sequence[float],
+    *,
+    drifts: Sequence[float | None] = (),
+    drift_ses: Sequence[float | None] = (),
+) -> str:
     """'' when a configuration's evidence is clean; else why not: its steps are noisy (median CV
-    over its repeats above NOISY_CV) or its repeats disagree (their medians spread by more)."""
+    over its repeats above NOISY_CV), its repeats disagree (their medians spread by more), or its steps
+    drift within the window (drift_note over the repeats' `drifts` and their `drift_ses`)."""
     notes = []
     known = [cv for cv in cvs if cv is not None and np.isfinite(cv)]
     if known and is_noisy(float(np.median(known))):
         notes.append(f"noisy steps (CV {np.median(known):.2f})")
     if len(medians_ms) >= MIN_REPEATS and max(medians_ms) / min(medians_ms) - 1 > NOISY_CV:
         notes.append(f"repeats disagree ({min(medians_ms):.3g}–{max(medians_ms):.3g} ms)")
+    if drifted := drift_note(drifts, drift_ses):
+        notes.append(drifted)
     return "; ".join(notes)

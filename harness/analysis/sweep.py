@@ -176,10 +176,8 @@ def bucket_layouts(recorded: Iterable) -> frozenset | None:
 
 
 def _noise(repeats: dict[float, list[dict]]) -> str:
-    """The caps whose steps are noisy or whose repeats disagree, and why ('' when none)."""
-    notes = {
-        cap: stats.noise_note([r["cv"] for r in reps], [r["median_ms"] for r in reps]) for cap, reps in repeats.items()
-    }
+    """The caps whose steps are noisy or drift, or whose repeats disagree, and why ('' when none)."""
+    notes = {cap: stats.repeats_noise_note(reps) for cap, reps in repeats.items()}
     return "; ".join(f"cap {cap:g}: {note}" for cap, note in sorted(notes.items()) if note)
 
 

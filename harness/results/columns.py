@@ -237,6 +237,8 @@ CONFIGS = Table(
         C("step_ms_p10", F64, MS, "10th percentile of the same"),
         C("step_ms_p90", F64, MS, "90th percentile of the same"),
         C("step_ms_cv", F64, RATIO, "coefficient of variation of those step times (noise)"),
+        C("step_ms_drift", F64, RATIO, "how far those step times moved within the measured window, in step order: median of the last quarter of the steps (at least 3) / median of the first half − 1 (−0.04: the last steps 4 % faster than the first); flagged (the noise note \"steps drift\") where at least 2 % and beyond 3 × `step_ms_drift_se`; null under 6 measured steps (docs/statistics.md)"),
+        C("step_ms_drift_se", F64, RATIO, "the standard error of `step_ms_drift`, from the steps' own spread: √(π/2) σ √(1/first half + 1/last quarter) / the first half's median, σ from the median absolute difference of successive steps (which a level shift barely moves); null where the drift is"),
         C("samples_per_s", F64, "samples/s", "`batch_size × world_size / step_ms_median`"),
         C("step_period_ms", F64, MS, "the measured window (first step's start to the last one's end, the slowest rank's) / steps: a step plus what runs between steps (zeroing gradients, making the batch, gaps)"),
         C("window_samples_per_s", F64, "samples/s", "samples of all ranks in the measured window / the window's length: throughput including what runs between steps"),

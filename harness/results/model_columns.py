@@ -65,7 +65,7 @@ RECOMMENDATIONS = Table(
         C("repeats", I32, COUNT, "the fewest repeats of any cap: the evidence behind the decision"),
         C("repeats_needed", I32, COUNT, "about how many repeats per cap decide at a 5 % threshold: the most any verdict the decision rests on needs, from the repeats' spread and the ratio seen"),
         C("same_buckets_mb", STR, MIB_UNIT, "the one bucket layout every cap made in every repeat (a JSON list, launch order), where they all made the same: the caps are then one measurement and the decision is `flat` whatever the repeats say; null where the layouts differ or were not recorded"),
-        C("noise", STR, "", "the caps whose steps are noisy (CV > 0.1) or whose repeats disagree (medians > 10 % apart), and why; empty when none"),
+        C("noise", STR, "", "the caps whose steps are noisy (CV > 0.1), whose repeats disagree (medians > 10 % apart) or whose steps drift within the window, and why; empty when none"),
     ),
 )  # fmt: skip
 

@@ -15,9 +15,10 @@ from reports.pages.html import esc
 
 
 def noisy(configs: pd.DataFrame) -> list[str]:
-    """The configurations the answer's noise column marks noisy (stats.noise_note over their repeats: the
-    median step CV above NOISY_CV, or repeats' medians more than NOISY_CV apart), counted as configurations,
-    not as repeats, and by kind: the banner and the table must not disagree on what is noisy."""
+    """The configurations the answer's noise column marks noisy (rows_noise_note over their repeats: the
+    median step CV above NOISY_CV, repeats' medians more than NOISY_CV apart, or steps that drift within
+    the window in most repeats), counted as configurations, not as repeats, and by kind: the banner and the
+    table must not disagree on what is noisy."""
     ok = configs[configs["status"] == "ok"]
     if "step_ms_median" not in ok:
         return []
@@ -29,7 +30,7 @@ def noisy(configs: pd.DataFrame) -> list[str]:
     loud = [kind for kind in kinds if kind]
     if not loud:
         return []
-    both = " (some both ways)" if any(len(kind) > 1 for kind in loud) else ""
+    both = " (some more than one way)" if any(len(kind) > 1 for kind in loud) else ""
     return [
         f"<b>Noisy:</b> {len(loud)} of {len(kinds)} measured configurations are noisy, as the answer's noise column "
         f"marks them{both}: {_noise_counts(loud)}. Differences between them may be chance. Rerun with more --steps "
@@ -37,26 +38,42 @@ def noisy(configs: pd.DataFrame) -> list[str]:
     ]
 
 
+def _known(group: pd.DataFrame, column: str) -> list[float | None]:
+    """A configuration's figures of one column, a repeat each: None where null or where the run (an older
+    schema) has no such column."""
+    return [None if pd.isna(v) else float(v) for v in group[column]] if column in group else [None] * len(group)
+
+
+def rows_noise_note(group: pd.DataFrame) -> str:
+    """stats.noise_note over a configuration's rows (its repeats), as the answer's noise column and the banner
+    both judge it; a figure an older run did not record is unknown, never noisy."""
+    medians = [float(m) for m in group["step_ms_median"]]
+    drifts, ses = _known(group, "step_ms_drift"), _known(group, "step_ms_drift_se")
+    return stats.noise_note(_known(group, "step_ms_cv"), medians, drifts=drifts, drift_ses=ses)
+
+
 def _noise_kinds(group: pd.DataFrame) -> dict[str, float]:
     """What is noisy about one configuration, by kind, with how noisy: 'steps' its repeats' median step CV,
-    'repeats' how far apart its repeats' medians are (highest / lowest − 1); {} where stats.noise_note finds
-    nothing."""
-    cvs = [None if pd.isna(cv) else float(cv) for cv in group.get("step_ms_cv", pd.Series(dtype=float))]
+    'repeats' how far apart its repeats' medians are (highest / lowest − 1), 'drift' its flagged repeats'
+    largest drift; {} where rows_noise_note finds nothing."""
+    note = rows_noise_note(group)  # the table's own rule; its words say which kind
     medians = [float(m) for m in group["step_ms_median"]]
-    note = stats.noise_note(cvs, medians)  # the table's own rule; its words say which kind
-    known = [cv for cv in cvs if cv is not None]
     kinds = {}
     if "noisy steps" in note:
-        kinds["steps"] = float(np.median(known))
+        kinds["steps"] = float(np.median([cv for cv in _known(group, "step_ms_cv") if cv is not None]))
     if "repeats disagree" in note:
         kinds["repeats"] = max(medians) / min(medians) - 1
+    if "steps drift" in note:
+        pairs = zip(_known(group, "step_ms_drift"), _known(group, "step_ms_drift_se"), strict=True)
+        kinds["drift"] = max((d for d, se in pairs if stats.drift_flagged(d, se)), key=abs)
     return kinds
 
 
 def _noise_counts(loud: list[dict[str, float]]) -> str:
-    """'2 with noisy steps (…), 6 whose repeats disagree (…)': a configuration noisy both ways counts in both."""
+    """'2 with noisy steps (…), 6 whose repeats disagree (…)': a configuration noisy several ways counts in each."""
     steps = [kind["steps"] for kind in loud if "steps" in kind]
     spread = [kind["repeats"] for kind in loud if "repeats" in kind]
+    drift = [kind["drift"] for kind in loud if "drift" in kind]
     said = []
     if steps:
         said.append(f"{len(steps)} with noisy steps (the median step CV over the configuration's repeats above "
@@ -64,6 +81,10 @@ def _noise_counts(loud: list[dict[str, float]]) -> str:
     if spread:
         said.append(f"{len(spread)} whose repeats disagree (their median steps more than {stats.NOISY_CV:.0%} "
                     f"apart; up to {max(spread):.0%})")  # fmt: skip
+    if drift:
+        said.append(f"{len(drift)} whose steps drift within the measured window (the last steps' level at least "
+                    f"{stats.DRIFT_FLOOR:.0%} and {stats.DRIFT_Z:g} standard errors from the first ones' in most "
+                    f"repeats; up to {max(drift, key=abs):+.1%}: where they got faster, more --warmup)")  # fmt: skip
     return ", ".join(said)
 
 

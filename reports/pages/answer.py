@@ -69,8 +69,7 @@ def ranked(configs: pd.DataFrame, *, workload: str, confidence: float = stats.CO
     `step_ms` is the geometric mean of the repeats' medians (the estimate every ratio, verdict and the
     sweep's cap are built around: stats.center_interval); `repeat_ms` keeps each repeat's median, the
     evidence an interval is built from, at `confidence` (run_confidence; 95 % at one rank, which --repeats
-    auto never judges), kept on every row. Everything
-    else is pooled over the repeats too (_pool)."""
+    auto never judges), kept on every row. Everything else is pooled over the repeats too (_pool)."""
     rows = roles.with_roles(configs[(configs["workload"] == workload) & (configs["status"] == "ok")])
     rows = rows.dropna(subset=["step_ms_median"])
     if rows.empty:
@@ -123,14 +122,13 @@ def _one(values: list[float | None]) -> float | None:
 
 def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
     """One strategy's repeats as one row: the geometric mean of the repeats' medians (step), the weak scaling pooled
-    over repeats (stats.pooled_scaling), the noise as stats.noise_note judges it (median step CV over
-    repeats; repeats that disagree), communication as the mean per step over repeats and its overlap as a
-    ratio of totals, memory peaks as the highest."""
+    over repeats (stats.pooled_scaling), the noise as alerts.rows_noise_note judges it (median step CV over
+    repeats; repeats that disagree; steps that drift), communication as the mean per step over repeats and its
+    overlap as a ratio of totals, memory peaks as the highest."""
     first = group.iloc[0]
     records = group.to_dict("records")
     parity = [value(r, "parity_ok") for r in records]
-    cvs = [value(r, "step_ms_cv") for r in records]
-    known_cvs = [cv for cv in cvs if cv is not None]
+    known_cvs = [cv for r in records if (cv := value(r, "step_ms_cv")) is not None]
     medians = [float(m) for m in group["step_ms_median"]]
     timed = [r for r in records if value(r, "comm_ms") is not None and value(r, "exposed_comm_ms") is not None]
     comm = [float(r["comm_ms"]) for r in timed]
@@ -143,7 +141,7 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
         "step_ms": stats.geometric_mean(medians), "repeat_ms": medians, "repeats": len(medians),
         "repeat_ids": repeat_ids(group),
         "bucket_layouts": bucket_layouts(group),
-        "cv": float(np.median(known_cvs)) if known_cvs else None, "noise": stats.noise_note(cvs, medians),
+        "cv": float(np.median(known_cvs)) if known_cvs else None, "noise": alerts.rows_noise_note(group),
         "parity_ok": False if False in parity else (True if parity and all(parity) else None),
         "comm_ms": float(np.mean(comm)) if comm else None,
         "exposed_comm_ms": float(np.mean(exposed)) if exposed else None,
@@ -384,7 +382,9 @@ CAPTION = (
     "either. A winner is 'fastest' only when it beats the next strategy so, else it "
     "'leads'. 'comm. hidden' is 1 − Σ not hidden / "
     "Σ communication over the repeats (their per-step means). Noise is the repeats' median step CV (noisy above "
-    f"{stats.NOISY_CV:g}), and repeats whose medians disagree by more than {stats.NOISY_CV:.0%}. 'floor' is local: "
+    f"{stats.NOISY_CV:g}), repeats whose medians disagree by more than {stats.NOISY_CV:.0%}, and steps that drift "
+    f"within the measured window in most repeats (the last quarter's median at least {stats.DRIFT_FLOOR:.0%} and "
+    f"{stats.DRIFT_Z:g} standard errors from the first half's: docs/statistics.md). 'floor' is local: "
     "every rank trains alone, no communication. It is measured like the rest (the geometric mean of its repeats, "
     "with their noise), not an exact bound: a strategy can come out below it, and a note under its table says where."
 )

@@ -185,6 +185,21 @@ def test_an_assembled_row_is_stored_with_typed_options_buckets_and_start(tmp_pat
     assert read["started_at"].isoformat() == "2026-01-01T00:00:00+00:00"
 
 
+def test_the_drift_is_the_slowest_rank_per_step_in_step_order_and_is_stored(tmp_path):
+    """Measured steps 80.8 ms, then the last two at 78 ms on rank 0 only: the slowest rank per step (rank 1
+    at 77 ms there) moves from 80.8 to 78.0 ms; warm-up is left out, step order kept; null with too few."""
+    cfg = configuration(steps=12, warmup=1)
+    fast_end = [200.0, *[80.8] * 10, 78.0, 78.0]
+    row, steps, ranks = assemble([rank_result(fast_end), rank_result([1.0, *[80.0] * 10, 77.0, 77.0])], cfg=cfg)
+    assert row["step_ms_drift"] == pytest.approx(78.0 / 80.8 - 1) and row["step_ms_drift_se"] is not None
+    store.write_configuration(tmp_path, "c", row, steps, ranks)
+    read = store.read_config_row(tmp_path, "c")
+    assert read["step_ms_drift"] == pytest.approx(78.0 / 80.8 - 1)
+    assert read["step_ms_drift_se"] == pytest.approx(row["step_ms_drift_se"])
+    few = assemble([rank_result([1, 2, 3, 4]), rank_result([1, 2, 3, 4])])[0]  # three measured steps
+    assert few["step_ms_drift"] is None and few["step_ms_drift_se"] is None
+
+
 def test_a_strategy_whose_timing_costs_something_is_timed_only_when_asked():
     import impls
     from harness.comm_timeline import CommTimeline

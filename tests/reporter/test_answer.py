@@ -116,7 +116,23 @@ def test_the_noise_banner_counts_every_configuration_the_answer_table_marks_nois
     assert f"{marked} of 4 measured configurations are noisy" in said
     assert "1 with noisy steps" in said and "up to 0.30" in said
     assert "1 whose repeats disagree (their median steps more than 10% apart; up to 30%)" in said
-    assert "some both ways" not in said
+    assert "some more than one way" not in said
+
+
+def test_steps_that_drift_in_most_repeats_are_marked_in_the_table_and_counted_by_the_banner(configs):
+    """Stock's three repeats each 3.5 % faster at the end of the window than at its start (flagged: the standard
+    error is 0.1 %); a run from before the column (the fixture) says nothing of drift."""
+    assert "steps drift" not in alerts.noisy(configs)[0] and "drift" not in answer.world_table(
+        answer.ranked(configs, workload="gpt2"), pd.DataFrame(), workload="gpt2")  # fmt: skip
+    stock = configs.iloc[[1]]
+    repeats = pd.concat([stock.assign(repeat=r, step_ms_drift=-0.035, step_ms_drift_se=0.001) for r in range(3)])
+    table = answer.world_table(answer.ranked(repeats, workload="gpt2"), pd.DataFrame(), workload="gpt2")
+    assert "<b>noisy</b>: steps drift -3.5% within the window (more --warmup)" in table
+    said = alerts.noisy(repeats)[0]
+    assert "1 of 1 measured configurations are noisy" in said
+    assert "1 whose steps drift within the measured window" in said and "up to -3.5%" in said
+    within_noise = repeats.assign(step_ms_drift_se=0.02)  # 3.5 % is under 3 standard errors: not flagged
+    assert alerts.noisy(within_noise) == []
 
 
 def test_an_interrupted_run_reads_as_interrupted_on_the_index_not_as_healthy(tmp_path):
