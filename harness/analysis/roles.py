@@ -86,3 +86,21 @@ def reference_name() -> str:
 def baseline_name() -> str:
     """The baseline strategy's name, for text where no row of it is at hand."""
     return impls.baseline_name()
+
+
+def warmup_short_by(frame: pd.DataFrame) -> pd.Series:
+    """Per ok row, how many of its measured steps came before its strategy was steady: the warm-up its
+    strategy declares on the row's device (StrategyDefaults.warmup_needed) less the warm-up it ran, where
+    that is more than 0 (a run with an explicit --warmup, or from before strategies declared it); 0 else."""
+    columns = {"impl", "device", "warmup", "status"}
+    if not len(frame) or not columns <= set(frame):
+        return pd.Series(0, index=frame.index, dtype=int)
+    needed = [_warmup_needed(impl, device) for impl, device in zip(frame["impl"], frame["device"], strict=True)]
+    short = pd.Series(needed, index=frame.index) - frame["warmup"].fillna(0)
+    return short.where((frame["status"] == "ok") & (short > 0), 0).astype(int)
+
+
+def _warmup_needed(impl: str, device: str) -> int:
+    from harness.config.grid import warmup_needed
+
+    return warmup_needed(impl, device) if impl in impls.names() and isinstance(device, str) else 0

@@ -55,3 +55,32 @@ def _source(name: str) -> str:
     import inspect
 
     return inspect.getsource(inspect.getmodule(impls.entry(name).cls))
+
+
+def test_rows_that_warmed_up_less_than_their_strategy_needs_are_found():
+    """Runs from before strategies declared their warm-up (or with an explicit --warmup) are read as they ran."""
+    import pandas as pd
+
+    from harness.analysis import roles
+
+    need = warmup_needed(REFERENCE, "cuda")
+    rows = pd.DataFrame({"impl": [REFERENCE, REFERENCE, OURS, REFERENCE, "gone"],
+                         "device": ["cuda", "cpu", "cuda", "cuda", "cuda"], "warmup": [3, 3, 3, need, 0],
+                         "status": ["ok", "ok", "ok", "ok", "ok"]})  # fmt: skip
+    assert roles.warmup_short_by(rows).tolist() == [need - 3, 0, 0, 0, 0]
+    assert roles.warmup_short_by(rows.assign(status="failed")).sum() == 0
+    assert roles.warmup_short_by(rows.drop(columns="warmup")).sum() == 0  # older rows: unknown, not short
+
+
+def test_the_run_page_warns_where_a_strategy_was_measured_before_it_was_steady():
+    import pandas as pd
+
+    from reports.pages import alerts
+
+    need = warmup_needed(REFERENCE, "cuda")
+    rows = pd.DataFrame({"config_id": ["a", "b", "c"], "impl": [REFERENCE, REFERENCE, OURS],
+                         "device": "cuda", "warmup": [3, 3, 3], "status": "ok"})  # fmt: skip
+    [banner] = alerts.short_warmup(rows)
+    assert f"<b>Warm-up too short:</b> {REFERENCE} on cuda (3 of the {need} steps it needs):" in banner
+    assert OURS not in banner and "Rerun without --warmup" in banner
+    assert alerts.short_warmup(rows.assign(warmup=need)) == [] and alerts.short_warmup(rows.assign(device="cpu")) == []
