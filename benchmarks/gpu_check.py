@@ -17,6 +17,7 @@ Lines (each ok or FAIL; exit 1 on any FAIL, 2 on bad usage):
   CPU too, with two ranks);
 - CUDA events against a synchronised wall clock (within 5 %); NVML ≥ allocator reserved, NVML filled;
 - the NVML sampler's cost (benchmarks/overhead.py with and without it, side by side): ≤ 1 %;
+- no configuration's steps drift within the measured window (a warm-up long enough for each strategy);
 - bucketed/stock ≤ 1.00 per workload; the fixed cost: wall / timed steps ≤ 1.5 for the default bench
   (every strategy, 20 steps) of gpt2/full and resnet50/full;
 - provenance (driver, CUDA, NCCL, topology);
@@ -215,6 +216,18 @@ def ratio_lines(results: Path, setup: Setup) -> list[Line]:
     return lines
 
 
+def steady_line(results: Path, setup: Setup) -> Line:
+    """Every configuration's measured steps at one level: none drifts within its window (stats.drift_flagged),
+    as DDP's did on CUDA before it warmed up past its 11 timed forwards (judged on GPUs: a CPU's steps wander)."""
+    from harness.analysis import stats
+
+    rows = [(run_id, r) for run_id in ("w1-bf16", "w1-fp32") for r in configs(results, run_id).itertuples()]
+    drifting = [f"{run_id}/{r.impl} {r.workload} {r.step_ms_drift:+.1%}" for run_id, r in rows
+                if r.status == "ok" and stats.drift_flagged(r.step_ms_drift, r.step_ms_drift_se)]  # fmt: skip
+    value = "; ".join(drifting) or "no configuration drifts within its measured window"
+    return Line("steady steps (w1-bf16, w1-fp32)", value, None if setup.quick else not drifting)
+
+
 def fixed_cost_line(results: Path, setup: Setup) -> Line:
     summary = json.loads((results / "w1-bf16" / layout.SUMMARY_JSON).read_text())
     ratio = summary["wall_s"] / summary["training_step_s"]
@@ -367,6 +380,7 @@ def all_lines(out: Path, results: Path, setup: Setup) -> list[Line]:
     print(f"{published.check}: {published.verdict}: {published.value}", flush=True)
     codes = run_benches(results, setup)
     lines = strategy_lines(results, codes) + nvml_lines(results, setup) + ratio_lines(results, setup)
+    lines.append(steady_line(results, setup))
     lines += [fixed_cost_line(results, setup), *trace_lines(results, setup), sampler_line(out, setup)]
     quick = setup.quick
     lines.append(event_vs_wall_clock() if not quick else Line("CUDA events vs synchronised wall clock", "", None))
