@@ -217,13 +217,13 @@ def ratio_lines(results: Path, setup: Setup) -> list[Line]:
 
 
 def steady_line(results: Path, setup: Setup) -> Line:
-    """Every configuration's measured steps at one level: none drifts within its window (stats.drift_flagged),
+    """Every configuration's measured steps at one level: none drifts within its window (drift.drift_flagged),
     as DDP's did on CUDA before it warmed up past its 11 timed forwards (judged on GPUs: a CPU's steps wander)."""
-    from harness.analysis import stats
+    from harness.analysis import drift
 
     rows = [(run_id, r) for run_id in ("w1-bf16", "w1-fp32") for r in configs(results, run_id).itertuples()]
     drifting = [f"{run_id}/{r.impl} {r.workload} {r.step_ms_drift:+.1%}" for run_id, r in rows
-                if r.status == "ok" and stats.drift_flagged(r.step_ms_drift, r.step_ms_drift_se)]  # fmt: skip
+                if r.status == "ok" and drift.drift_flagged(r.step_ms_drift, r.step_ms_drift_se)]  # fmt: skip
     value = "; ".join(drifting) or "no configuration drifts within its measured window"
     return Line("steady steps (w1-bf16, w1-fp32)", value, None if setup.quick else not drifting)
 

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from harness.analysis.drift import drift_note, step_drift
 from harness.bucketing import DDP_DEFAULT_CAP_MB
 
 
@@ -140,59 +141,6 @@ def repeat_summary(steps_ms: Sequence[float]) -> dict[str, float | None]:
             **step_drift(values)}  # fmt: skip
 
 
-# ---- drift: the steps' level moving within the measured window (warm-up not over, clocks ramping, a
-# library's first-N-iterations behaviour): its median is of neither level; a 4 % shift in 2 of 12 steps hides in the CV.
-
-DRIFT_FLOOR = 0.02
-"""The smallest drift flagged, however steady the steps: a smaller shift moves no verdict worth a note."""
-DRIFT_Z = 3.0
-"""And it must exceed this many of its standard errors: iid normal steps with no drift (CV 5–10 %) are flagged
-in 3 % of repeats at 6 steps, 2 % at 10, 1 % at 20 (docs/statistics.md; tests/analysis/test_drift.py)."""
-MIN_DRIFT_STEPS = 6  # what a drift needs: a first half and a last quarter of three steps each, apart
-DRIFT_TAIL_STEPS = 3  # the end's level is a median of three steps at least: one odd last step moves none
-MEDIAN_SE = float(np.sqrt(np.pi / 2))  # a median's standard error over a mean's, for normal steps
-MAD_TO_SD = 1.4826  # a median absolute deviation to a standard deviation, for normal steps
-
-
-def step_drift(steps_ms: Sequence[float]) -> dict[str, float | None]:
-    """How far a repeat's step level moved within its measured window, from its steps in step order.
-
-    `drift` = median of the last quarter of the steps (at least DRIFT_TAIL_STEPS) / median of the first
-    half − 1: −0.04 when the steps at the end are 4 % faster than at the start. `drift_se`, its standard
-    error (relative to the first half's median), is √(π/2)·σ·√(1/first + 1/last) with σ from the median
-    absolute difference of successive steps: a level shift changes one difference, so the shift being
-    measured does not inflate its own yardstick. Both None under MIN_DRIFT_STEPS steps."""
-    values = np.asarray(steps_ms, dtype=float)
-    first = values[: values.size // 2]
-    last = values[values.size - max(DRIFT_TAIL_STEPS, values.size // 4) :]
-    start = float(np.median(first)) if values.size >= MIN_DRIFT_STEPS else float("nan")
-    if not start > 0:
-        return {"drift": None, "drift_se": None}
-    sd = MAD_TO_SD * float(np.median(np.abs(np.diff(values)))) / np.sqrt(2)  # a difference has twice the variance
-    se = MEDIAN_SE * sd * np.sqrt(1 / first.size + 1 / last.size) / start
-    return {"drift": float(np.median(last)) / start - 1, "drift_se": float(se)}
-
-
-def drift_flagged(drift: float | None, se: float | None) -> bool:
-    """Whether a repeat's drift is one to flag: at least DRIFT_FLOOR and beyond DRIFT_Z standard errors."""
-    known = drift is not None and se is not None and np.isfinite(drift) and np.isfinite(se)
-    return known and abs(drift) >= DRIFT_FLOOR and abs(drift) > DRIFT_Z * se
-
-
-def drift_note(drifts: Sequence[float | None], ses: Sequence[float | None]) -> str:
-    """'steps drift -4.6% within the window (more --warmup)' when most of a configuration's repeats whose
-    drift is known are flagged (drift_flagged): the median of their drifts, or their range where some
-    rose and some fell; '' otherwise (no drift known: an older run, too few steps). More warm-up is the
-    remedy only for steps that got faster: ones that slowed down are the machine's (clocks, heat, memory)."""
-    pairs = [(d, s) for d, s in zip(drifts, ses, strict=True) if d is not None and np.isfinite(d)]
-    flagged = [d for d, s in pairs if drift_flagged(d, s)]
-    if 2 * len(flagged) <= len(pairs):
-        return ""
-    mixed = min(flagged) < 0 < max(flagged)
-    said = f"{min(flagged):+.1%} to {max(flagged):+.1%}" if mixed else f"{np.median(flagged):+.1%}"
-    return f"steps drift {said} within the window" + (" (more --warmup)" if max(flagged) < 0 else "")
-
-
 def geometric_mean(figures: Sequence[float]) -> float:
     """How the repeats of one configuration are pooled, everywhere a figure stands for them (ranks, ratios,
     verdicts, the recommended cap, predict's 'measured'): the geometric mean of the known values, NaN with none."""
@@ -200,14 +148,21 @@ def geometric_mean(figures: Sequence[float]) -> float:
     return float(np.exp(np.log(known[~np.isnan(known)]).mean())) if (~np.isnan(known)).any() else float("nan")
 
 
+def sample_var(values: np.ndarray) -> float:
+    """np.var(values, ddof=1) in the same arithmetic, without its per-call overhead (a sweep's verdicts take
+    thousands of variances of a few repeats each)."""
+    deviations = values - values.sum() / values.size
+    return float((deviations * deviations).sum() / (values.size - 1))
+
+
 def center_interval(figures_ms: Sequence[float], *, confidence: float = CONFIDENCE) -> tuple[float, float, float]:
     """(geometric mean of the repeats' medians, its t interval); the interval is NaN with one repeat."""
     logs = np.log(np.asarray(figures_ms, dtype=float))
-    center = float(np.exp(logs.mean()))
+    mean = logs.sum() / logs.size  # np.mean's arithmetic, without its overhead (as sample_var)
     if logs.size < MIN_REPEATS:
-        return center, float("nan"), float("nan")
-    half = t_quantile(0.5 + confidence / 2, logs.size - 1) * logs.std(ddof=1) / np.sqrt(logs.size)
-    return center, float(np.exp(logs.mean() - half)), float(np.exp(logs.mean() + half))
+        return float(np.exp(mean)), float("nan"), float("nan")
+    half = t_quantile(0.5 + confidence / 2, logs.size - 1) * np.sqrt(sample_var(logs)) / np.sqrt(logs.size)
+    return float(np.exp(mean)), float(np.exp(mean - half)), float(np.exp(mean + half))
 
 
 @functools.lru_cache(maxsize=4096)  # repeats_needed asks for the same few (confidence, df) thousands of times
@@ -223,8 +178,8 @@ def welch(a: np.ndarray, b: np.ndarray, *, confidence: float) -> tuple[float, fl
     scipy.stats.ttest_ind(b, a, equal_var=False) gives, from their formulas."""
     from scipy import special
 
-    va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
-    difference, se = b.mean() - a.mean(), np.sqrt(va + vb)
+    va, vb = sample_var(a) / a.size, sample_var(b) / b.size
+    difference, se = b.sum() / b.size - a.sum() / a.size, np.sqrt(va + vb)
     df = (va + vb) ** 2 / (va**2 / (a.size - 1) + vb**2 / (b.size - 1))
     p_value = 2 * special.stdtr(df, -abs(difference) / se)
     half = t_quantile(0.5 + confidence / 2, df) * se
@@ -239,11 +194,11 @@ def ratio_interval(
     one-sample t of the per-launch log ratios, which a launch's common slowness leaves out. Needs two
     repeats a side; identical repeats give a zero-width interval."""
     a, b = np.log(np.asarray(base_ms, dtype=float)), np.log(np.asarray(new_ms, dtype=float))
-    ratio = float(np.exp(b.mean() - a.mean()))
+    ratio = float(np.exp(b.sum() / b.size - a.sum() / a.size))
     if min(a.size, b.size) < MIN_REPEATS:
         return {"ratio": ratio, "low": float("nan"), "high": float("nan"), "p_value": float("nan")}
     differences = b - a if paired else None
-    if (a.var() == 0 and b.var() == 0) or (paired and differences.var() == 0):  # the difference is exact
+    if (a.min() == a.max() and b.min() == b.max()) or (paired and differences.min() == differences.max()):  # exact
         return {"ratio": ratio, "low": ratio, "high": ratio, "p_value": float(ratio == 1.0)}
     if paired:
         p_value, low, high = one_sample(differences, confidence=confidence)
@@ -258,7 +213,7 @@ def one_sample(differences: np.ndarray, *, confidence: float) -> tuple[float, fl
     from scipy import special
 
     df = differences.size - 1
-    difference, se = differences.mean(), differences.std(ddof=1) / np.sqrt(differences.size)
+    difference, se = differences.mean(), np.sqrt(sample_var(differences)) / np.sqrt(differences.size)
     p_value = 2 * special.stdtr(df, -abs(difference) / se)
     half = t_quantile(0.5 + confidence / 2, df) * se
     return float(p_value), float(difference - half), float(difference + half)
@@ -307,17 +262,21 @@ def repeats_needed(
     bound = np.log1p(threshold)
     beyond = abs(np.log(ratio)) - bound if ratio is not None and ratio > 0 and np.isfinite(ratio) else 0.0
     target = NEEDED_WIDTH * max(bound, beyond)
-    for repeats in range(MIN_REPEATS, MAX_REPEATS + 1):
+
+    def narrow(repeats: int) -> bool:
         df = repeats - 1 if paired else 2 * repeats - 2
-        if t_quantile(0.5 + confidence / 2, df) * spread * np.sqrt(2 / repeats) <= target:
-            return repeats
-    return MAX_REPEATS
+        return t_quantile(0.5 + confidence / 2, df) * spread * np.sqrt(2 / repeats) <= target
+
+    low, high = MIN_REPEATS, MAX_REPEATS  # the first count narrow enough, by bisection: the width only falls
+    while low < high:
+        low, high = (low, (low + high) // 2) if narrow((low + high) // 2) else ((low + high) // 2 + 1, high)
+    return low
 
 
 def repeat_spread(*figure_sets: Sequence[float], rel_se: float | None = None) -> float:
     """The relative sd of one repeat's median: pooled over the sets that have two repeats or more;
     otherwise a quiet machine's launch spread combined with the steps' own uncertainty."""
-    variances = [np.var(np.log(np.asarray(f, dtype=float)), ddof=1) for f in figure_sets if len(f) >= MIN_REPEATS]
+    variances = [sample_var(np.log(np.asarray(f, dtype=float))) for f in figure_sets if len(f) >= MIN_REPEATS]
     if variances:
         return float(np.sqrt(np.mean(variances)))
     within = rel_se if rel_se is not None and np.isfinite(rel_se) else 0.0
@@ -327,7 +286,7 @@ def repeat_spread(*figure_sets: Sequence[float], rel_se: float | None = None) ->
 def paired_spread(*pairs: tuple[Sequence[float], Sequence[float]]) -> float:
     """For paired repeats, the relative sd one repeat's median would need, without the launch's share, to
     give the spread seen in the per-launch log ratios: their sd / √2, pooled over the pairs of sets."""
-    variances = [np.var(np.log(np.asarray(b, dtype=float)) - np.log(np.asarray(a, dtype=float)), ddof=1) / 2
+    variances = [sample_var(np.log(np.asarray(b, dtype=float)) - np.log(np.asarray(a, dtype=float))) / 2
                  for a, b in pairs if len(a) >= MIN_REPEATS]  # fmt: skip
     return float(np.sqrt(np.mean(variances))) if variances else LAUNCH_SPREAD
 

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import roles, stats, why
+from harness.analysis import drift, roles, stats, why
 from reports.pages.html import esc
 
 
@@ -65,7 +65,7 @@ def _noise_kinds(group: pd.DataFrame) -> dict[str, float]:
         kinds["repeats"] = max(medians) / min(medians) - 1
     if "steps drift" in note:
         pairs = zip(_known(group, "step_ms_drift"), _known(group, "step_ms_drift_se"), strict=True)
-        kinds["drift"] = max((d for d, se in pairs if stats.drift_flagged(d, se)), key=abs)
+        kinds["drift"] = max((d for d, se in pairs if drift.drift_flagged(d, se)), key=abs)
     return kinds
 
 
@@ -73,7 +73,7 @@ def _noise_counts(loud: list[dict[str, float]]) -> str:
     """'2 with noisy steps (…), 6 whose repeats disagree (…)': a configuration noisy several ways counts in each."""
     steps = [kind["steps"] for kind in loud if "steps" in kind]
     spread = [kind["repeats"] for kind in loud if "repeats" in kind]
-    drift = [kind["drift"] for kind in loud if "drift" in kind]
+    drifts = [kind["drift"] for kind in loud if "drift" in kind]
     said = []
     if steps:
         said.append(f"{len(steps)} with noisy steps (the median step CV over the configuration's repeats above "
@@ -81,10 +81,10 @@ def _noise_counts(loud: list[dict[str, float]]) -> str:
     if spread:
         said.append(f"{len(spread)} whose repeats disagree (their median steps more than {stats.NOISY_CV:.0%} "
                     f"apart; up to {max(spread):.0%})")  # fmt: skip
-    if drift:
-        said.append(f"{len(drift)} whose steps drift within the measured window (the last steps' level at least "
-                    f"{stats.DRIFT_FLOOR:.0%} and {stats.DRIFT_Z:g} standard errors from the first ones' in most "
-                    f"repeats; up to {max(drift, key=abs):+.1%}: where they got faster, more --warmup)")  # fmt: skip
+    if drifts:
+        said.append(f"{len(drifts)} whose steps drift within the measured window (the last steps' level at least "
+                    f"{drift.DRIFT_FLOOR:.0%} and {drift.DRIFT_Z:g} standard errors from the first ones' in most "
+                    f"repeats; up to {max(drifts, key=abs):+.1%}: where they got faster, more --warmup)")  # fmt: skip
     return ", ".join(said)
 
 

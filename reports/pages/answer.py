@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import decide, roles, stats
+from harness.analysis import decide, drift, roles, stats
 from harness.analysis.overlap import overlap_efficiency
 from harness.results.values import options_of
 from reports.aggregate import RunData, precision, strategy_labels, world_label
@@ -383,8 +383,8 @@ CAPTION = (
     "'leads'. 'comm. hidden' is 1 − Σ not hidden / "
     "Σ communication over the repeats (their per-step means). Noise is the repeats' median step CV (noisy above "
     f"{stats.NOISY_CV:g}), repeats whose medians disagree by more than {stats.NOISY_CV:.0%}, and steps that drift "
-    f"within the measured window in most repeats (the last quarter's median at least {stats.DRIFT_FLOOR:.0%} and "
-    f"{stats.DRIFT_Z:g} standard errors from the first half's: docs/statistics.md). 'floor' is local: "
+    f"within the measured window in most repeats (the last quarter's median at least {drift.DRIFT_FLOOR:.0%} and "
+    f"{drift.DRIFT_Z:g} standard errors from the first half's: docs/statistics.md). 'floor' is local: "
     "every rank trains alone, no communication. It is measured like the rest (the geometric mean of its repeats, "
     "with their noise), not an exact bound: a strategy can come out below it, and a note under its table says where."
 )

@@ -1,5 +1,5 @@
 """Drift: the steps' level moving within the measured window, flagged where it is beyond the steps' own
-noise (stats.step_drift, stats.drift_flagged) and named in the noise note (stats.noise_note)."""
+noise (drift.step_drift, drift.drift_flagged) and named in the noise note (stats.noise_note)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis import compare, stats, sweep
+from harness.analysis import compare, drift, stats, sweep
 
 # An H200 run's slowest rank per measured step, in step order (ms). The stock ones moved within the
 # window (torch DDP syncs the device in its first 11 iterations); their step medians once decided a
@@ -20,8 +20,8 @@ LOCAL_STEADY = [41.9, 42.0, 42.0, 42.1, 41.9, 42.0, 42.1, 42.0, 42.0, 42.1]
 
 
 def flagged(steps_ms) -> bool:
-    drift = stats.step_drift(steps_ms)
-    return stats.drift_flagged(drift["drift"], drift["drift_se"])
+    found = drift.step_drift(steps_ms)
+    return drift.drift_flagged(found["drift"], found["drift_se"])
 
 
 @pytest.mark.parametrize(
@@ -30,40 +30,40 @@ def flagged(steps_ms) -> bool:
     ids=["fp32-last-two-steps", "run2-last-two-steps", "bf16-second-half"],
 )
 def test_the_stock_series_that_moved_within_the_window_are_flagged_with_their_drift(steps_ms, expected):
-    drift = stats.step_drift(steps_ms)
-    assert drift["drift"] == pytest.approx(expected, abs=5e-4)
-    assert abs(drift["drift"]) > 5 * drift["drift_se"] and flagged(steps_ms)
+    found = drift.step_drift(steps_ms)
+    assert found["drift"] == pytest.approx(expected, abs=5e-4)
+    assert abs(found["drift"]) > 5 * found["drift_se"] and flagged(steps_ms)
 
 
 def test_a_shift_in_the_last_two_steps_is_caught_where_thirds_would_miss_it():
     thirds = np.median(STOCK_FP32[-4:]) / np.median(STOCK_FP32[:4]) - 1  # last third vs first third: 4 steps each
-    assert abs(thirds) < stats.DRIFT_FLOOR  # what a first-third/last-third rule would have said: nothing
+    assert abs(thirds) < drift.DRIFT_FLOOR  # what a first-third/last-third rule would have said: nothing
     assert flagged(STOCK_FP32)
 
 
 def test_steady_steps_are_not_flagged():
-    drift = stats.step_drift(LOCAL_STEADY)
-    assert abs(drift["drift"]) < 0.002 and not flagged(LOCAL_STEADY)
+    found = drift.step_drift(LOCAL_STEADY)
+    assert abs(found["drift"]) < 0.002 and not flagged(LOCAL_STEADY)
 
 
 def test_the_drift_is_the_last_quarters_median_over_the_first_halfs():
     steps = [10.0] * 10 + [11.0] * 2 + [12.0] * 4  # 16 steps: first half 10 ms, last quarter (4) 12 ms
-    assert stats.step_drift(steps)["drift"] == pytest.approx(0.2)
+    assert drift.step_drift(steps)["drift"] == pytest.approx(0.2)
     # Ten steps: the last quarter is three steps (at least DRIFT_TAIL_STEPS), one odd last step moves none.
-    assert stats.step_drift([10.0] * 9 + [30.0])["drift"] == 0.0
+    assert drift.step_drift([10.0] * 9 + [30.0])["drift"] == 0.0
 
 
 def test_too_few_steps_have_no_drift_and_are_never_flagged():
     for steps in ([], [1.0], [10.0, 10.0, 10.0, 12.0, 12.0]):
-        assert stats.step_drift(steps) == {"drift": None, "drift_se": None}
-    assert stats.step_drift([10.0] * 3 + [12.0] * 3)["drift"] == pytest.approx(0.2)  # six: three and three
-    assert not stats.drift_flagged(None, None) and not stats.drift_flagged(float("nan"), 0.001)
+        assert drift.step_drift(steps) == {"drift": None, "drift_se": None}
+    assert drift.step_drift([10.0] * 3 + [12.0] * 3)["drift"] == pytest.approx(0.2)  # six: three and three
+    assert not drift.drift_flagged(None, None) and not drift.drift_flagged(float("nan"), 0.001)
 
 
 def test_a_drift_under_the_floor_is_not_flagged_however_steady_the_steps():
     steps = [100.0, 100.01] * 5 + [101.0, 101.01] * 3  # 1 % up, with almost no noise: many standard errors
-    drift = stats.step_drift(steps)
-    assert drift["drift"] == pytest.approx(0.01, abs=1e-3) and drift["drift"] > 10 * drift["drift_se"]
+    found = drift.step_drift(steps)
+    assert found["drift"] == pytest.approx(0.01, abs=1e-3) and found["drift"] > 10 * found["drift_se"]
     assert not flagged(steps)
 
 
@@ -91,7 +91,7 @@ def test_a_real_shift_of_that_noise_is_still_seen():
 
 
 def drifts_of(*series) -> dict:
-    figures = [stats.step_drift(s) for s in series]
+    figures = [drift.step_drift(s) for s in series]
     return {"drifts": [f["drift"] for f in figures], "drift_ses": [f["drift_se"] for f in figures]}
 
 
@@ -118,13 +118,13 @@ def test_unknown_drifts_make_no_note_and_a_slowdown_asks_for_no_more_warm_up():
     assert stats.noise_note([0.01], [80.0], drifts=[float("nan")], drift_ses=[float("nan")]) == ""
     slower = drifts_of([10.0] * 10 + [11.0] * 10)
     assert stats.noise_note([0.01], [10.0], **slower) == "steps drift +10.0% within the window"
-    mixed = stats.drift_note([-0.05, 0.04], [0.001, 0.001])
+    mixed = drift.drift_note([-0.05, 0.04], [0.001, 0.001])
     assert mixed == "steps drift -5.0% to +4.0% within the window"
 
 
 def test_each_repeats_summary_and_each_configs_row_carry_the_drift_of_its_steps_in_order():
     summary = stats.repeat_summary(STOCK_FP32)
-    assert summary["drift"] == stats.step_drift(STOCK_FP32)["drift"] and summary["drift_se"] > 0
+    assert summary["drift"] == drift.step_drift(STOCK_FP32)["drift"] and summary["drift_se"] > 0
     row = stats.summarize(STOCK_FP32)
     assert row["step_ms_drift"] == summary["drift"] and row["step_ms_drift_se"] == summary["drift_se"]
     assert stats.summarize([])["step_ms_drift"] is None
