@@ -69,7 +69,8 @@ CAPTIONS = {
     "then each bucket's collective (an all-reduce; FSDP's all-gathers and reduce-scatters) from launch to "
     "completion. A bucket that overlaps the orange backward is "
     "hidden; one that starts after it is exposed. A tick marks when a bucket was ready, where it had to wait "
-    "for an earlier bucket (buckets launch in order).",
+    "for an earlier bucket (buckets launch in order). A step of more than 24 collectives (naive's one per "
+    "parameter) has them all in one row, each at its own time.",
     "memory": "Bars side by side are the ranks of one configuration: a taller rank 0 is a rank-0 skew. "
     "Panels without data were not measurable on this machine (null, never 0).",
     "memory_shared": " Ranks shared a GPU here: its device peak (NVML) is the whole GPU's, every rank on it "

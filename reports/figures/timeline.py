@@ -13,6 +13,9 @@ from reports.figures.style import new_figure, styled
 
 PHASE_COLOURS = {"forward_ms": "#4c78a8", "backward_ms": "#f58518", "sync_ms": "#e45756", "optimizer_ms": "#72b7b2"}
 BUCKET_COLOUR = "#54a24b"
+MAX_BUCKET_ROWS = 24
+"""Above this many collectives in a step (naive's one per parameter: 148 for gpt2), a configuration's are
+drawn in one row, each at its own time: a row each made the figure thousands of pixels tall."""
 
 
 def bucket_timeline(
@@ -32,6 +35,11 @@ def bucket_timeline(
         phase_row = f"{config.label}: phases"
         order.append(phase_row)
         _add_phases(figure, phase_row, collectives.iloc[0], first=not figure.data)
+        if len(collectives) > MAX_BUCKET_ROWS:
+            name = f"{config.label}: all {len(collectives)} collectives ({size_label(collectives['bytes'].sum())})"
+            order.append(name)
+            _add_collectives_row(figure, name, collectives)
+            continue
         for bucket in collectives.itertuples():
             name = f"{config.label}: bucket {bucket.bucket} ({size_label(bucket.bytes)})"
             order.append(name)
@@ -85,6 +93,23 @@ def _add_bucket(figure: go.Figure, row: str, bucket) -> None:
                 hovertemplate=f"ready at {bucket.ready_ms:.2f} ms<extra></extra>",
             )
         )  # fmt: skip
+
+
+def _add_collectives_row(figure: go.Figure, row: str, collectives: pd.DataFrame) -> None:
+    """Every collective of a step in one row, each from launch to completion (one without a stamp to the end
+    of sync, as _add_bucket draws it), one trace: bars that touch read as one busy stretch."""
+    buckets = list(collectives.itertuples())
+    spans = [(b, b.done_ms if pd.notna(b.done_ms) else _sync_end(b)) for b in buckets]
+    figure.add_trace(
+        go.Bar(
+            name="collective in flight", legendgroup="bucket", showlegend=not _named(figure, "collective in flight"),
+            orientation="h", y=[row] * len(buckets), x=[end - b.launched_ms for b, end in spans],
+            base=[b.launched_ms for b in buckets], marker_color=BUCKET_COLOUR,
+            customdata=[[b.bucket, size_label(b.bytes), b.ready_ms, end] for b, end in spans],
+            hovertemplate=("collective %{customdata[0]} (%{customdata[1]}): ready %{customdata[2]:.2f} ms, launched "
+                           "%{base:.2f} ms, done %{customdata[3]:.2f} ms<extra></extra>"),
+        )
+    )  # fmt: skip
 
 
 def _sync_end(bucket) -> float:

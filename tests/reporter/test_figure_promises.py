@@ -188,3 +188,21 @@ def test_the_what_if_step_axis_starts_at_zero_so_a_small_rise_looks_small():
                          "step_ms": [46.78, 46.92, 46.78, 46.92], "exposed_comm_ms": [0.0, 0.16] * 2})  # fmt: skip
     figure = whatiffigures.step_vs_gpus(rows, cluster="dgx-h100")
     assert figure.layout.yaxis.rangemode == "tozero"
+
+
+def test_a_step_of_many_collectives_is_one_row_each_at_its_own_time():
+    """naive's one all-reduce per parameter (148 for gpt2) made one row each: a figure thousands of pixels tall."""
+    many = timelinefigures.MAX_BUCKET_ROWS + 1
+    configs = aggregate.with_labels(pd.DataFrame([{
+        "config_id": "c", "status": "ok", "impl": "naive", "impl_options": "{}", "workload": "mlp",
+        "world_size": 2, "step_ms_median": 10.0,
+    }]))  # fmt: skip
+    timeline = pd.DataFrame([{"config_id": "c", "rank": 0, "step": 3, "bucket": i, "bytes": 1024, "ready_ms": 5.0,
+                              "launched_ms": 5.0 + i, "done_ms": 5.5 + i if i else np.nan, "forward_ms": 1.0,
+                              "backward_ms": 4.0, "sync_ms": float(many), "optimizer_ms": 1.0}
+                             for i in range(many)])  # fmt: skip
+    figure = timelinefigures.bucket_timeline(configs, timeline, workload="mlp", world_size=2)
+    assert list(figure.layout.yaxis.categoryarray) == ["naive: phases", f"naive: all {many} collectives (25 KiB)"]
+    [bars] = [trace for trace in figure.data if trace.name == "collective in flight"]
+    assert list(bars.base) == [5.0 + i for i in range(many)] and bars.x[1] == 0.5
+    assert bars.x[0] == 1.0 + 4.0 + many - 5.0  # unstamped: drawn to the end of sync, as a bucket's row draws it
