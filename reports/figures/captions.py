@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from harness.analysis import agreement, stats
 from reports import aggregate
+from reports.figures import timeline
 
 BEATS_REFERENCE = (
     f"beats the {stats.REFERENCE_CAP_MB:g} MiB cap significantly and by at least {stats.DEFAULT_THRESHOLD * 100:g} %"
@@ -69,8 +70,8 @@ CAPTIONS = {
     "then each bucket's collective (an all-reduce; FSDP's all-gathers and reduce-scatters) from launch to "
     "completion. A bucket that overlaps the orange backward is "
     "hidden; one that starts after it is exposed. A tick marks when a bucket was ready, where it had to wait "
-    "for an earlier bucket (buckets launch in order). A step of more than 24 collectives (naive's one per "
-    "parameter) has them all in one row, each at its own time.",
+    "for an earlier bucket (buckets launch in order). A step of more than "
+    f"{timeline.MAX_BUCKET_ROWS} collectives (one per parameter) has them all in one row, each at its own time.",
     "memory": "Bars side by side are the ranks of one configuration: a taller rank 0 is a rank-0 skew. "
     "Panels without data were not measurable on this machine (null, never 0).",
     "memory_shared": " Ranks shared a GPU here: its device peak (NVML) is the whole GPU's, every rank on it "
