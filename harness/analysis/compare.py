@@ -15,6 +15,7 @@ cannot decide). See docs/statistics.md.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -108,10 +109,21 @@ def environment_differences(base_meta: dict, new_meta: dict) -> list[str]:
     if worlds[0] != worlds[1]:
         notes.append(f"world sizes differ: {worlds[0]} vs {worlds[1]}")
     for key in MEASURING_KEYS:  # how long each configuration was measured: a median of 5 steps is not one of 30
-        given = [(meta.get("config") or {}).get(key) for meta in (base_meta, new_meta)]
-        if None not in given and given[0] != given[1]:
-            notes.append(f"--{key} differs: {given[0]} vs {given[1]} (each repeat's median is over its steps)")
+        base, new = (_per_strategy(meta, key) for meta in (base_meta, new_meta))
+        differing = [f"{impl} {base[impl]} vs {new[impl]}".strip() for impl in base
+                     if impl in new and base[impl] != new[impl]]  # fmt: skip
+        if differing:
+            notes.append(f"--{key} differs: {', '.join(differing)} (each repeat's median is over its steps)")
     return notes
+
+
+def _per_strategy(meta: dict, key: str) -> dict[str, Any]:
+    """{strategy: its configurations' `key`} as the run planned them (a strategy's own warm-up may differ from
+    the run's --warmup: StrategyDefaults.warmup_needed); the run's flag where its configurations lack it (under
+    '' where they do not name their strategy)."""
+    flag = (meta.get("config") or {}).get(key)
+    values = {c.get("impl") or "": c.get(key, flag) for c in meta.get("configurations") or [{}]}
+    return {impl: value for impl, value in values.items() if value is not None}
 
 
 MEASURING_KEYS = ("steps", "warmup")

@@ -356,8 +356,10 @@ def _say_one_rank_step(
     own_ms = calibration.reducer_s * 1e3
     step_ms = calibrated.local_step_s * 1e3
     if local_step_ms:
-        console.say(f"ddpbench predict: compute scaled so that one rank's step without DDP is {local_step_ms:g} ms "
-                    "(--local-step-ms): every prediction below rests on that scaling")  # fmt: skip
+        given = ("one rank's step, DDP's own cost inside it (no baseline step to take it apart: the step given is "
+                 "taken as one with DDP)") if own_inside else "one rank's step without DDP"  # fmt: skip
+        console.say(f"ddpbench predict: compute scaled so that {given} is {local_step_ms:g} ms (--local-step-ms): "
+                    "every prediction below rests on that scaling")  # fmt: skip
     parts = (
         f" ({step_ms - own_ms:.4g} ms without DDP + {own_ms:.3g} ms of DDP's own cost)"
         if own_ms or own_measured

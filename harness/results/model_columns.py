@@ -147,7 +147,7 @@ PREDICTIONS = Table(
         C("predicted_raw_contention_ms", F64, MS, "the profile as measured with the collectives run's contention: nothing from the run's own configurations (null where no contention was measured)"),
         C("predicted_ms", F64, MS, "the same, calibrated on the run's own configurations at world size 1 (nothing communicated), without contention"),
         C("predicted_contention_ms", F64, MS, "calibrated, with the measured contention (null where none was measured)"),
-        C("compute_scale", F64, RATIO, "`local` step at world size 1 / the profile's step: the profile scaled to the step timed over every repeat"),
+        C("compute_scale", F64, RATIO, "`local` step at world size 1 (`stock`'s where the run has no `local` row there) / the profile's step: the profile scaled to the step timed over every repeat"),
         C("reducer_ms", F64, MS, "DDP's own cost with nothing to communicate: median `stock` (every cap) − `local` at world size 1, added to backward"),
         C("buckets", I32, COUNT, "buckets in the simulated assignment"),
         NETWORK,

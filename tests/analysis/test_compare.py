@@ -254,6 +254,21 @@ def test_runs_measured_over_different_step_counts_are_warned_about(tmp_path, cap
     assert "--warmup" not in out.err
 
 
+def test_a_strategys_own_warm_up_is_compared_where_the_runs_flag_is_left_out(tmp_path, capsys):
+    """Since strategies declare their warm-up, a run without --warmup records none: its configurations do
+    (DDP on CUDA: 11, where an older run had 3)."""
+    for run_id, warmup in (("a", 3), ("b", 11)):
+        synthetic_run(tmp_path / "r", run_id, mean_ms=100, seed=len(run_id))
+        meta = store.read_json(tmp_path / "r" / run_id / "run.json")
+        planned = [{"world_size": 2, "impl": "stock", "warmup": warmup, "steps": 20},
+                   {"world_size": 2, "impl": "bucketed", "warmup": 3, "steps": 20}]  # fmt: skip
+        config = {"steps": 20, "warmup": None if run_id == "b" else 3}
+        store.write_json(tmp_path / "r" / run_id / "run.json", {**meta, "config": config, "configurations": planned})
+    _, out = run_compare(capsys, tmp_path / "r", "a", "b")
+    assert "warning: --warmup differs: stock 3 vs 11 (each repeat's median is over its steps)" in out.err
+    assert "bucketed" not in out.err and "--steps" not in out.err
+
+
 def test_a_configuration_with_a_null_number_among_its_keys_is_still_judged(tmp_path, capsys):
     """An older row without nnodes (null): NaN never equals NaN, so it once matched nothing and passed unsaid."""
     synthetic_run(tmp_path / "r", "a", mean_ms=100, seed=1, settings={"nnodes": None})

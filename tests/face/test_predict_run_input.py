@@ -53,6 +53,11 @@ def test_a_run_without_its_one_rank_baseline_is_scaled_to_its_reference_and_says
     assert f"to the run's {reference}'s (no {baseline} row) step at one rank (" in said.out
     assert "one rank's step with DDP (its own cost inside the compute: no baseline step to separate it): " in said.out
     assert "without DDP's own cost (not measured)" not in said.out
+    # --local-step-ms then scales a step with DDP inside: said so, not called the step without DDP
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), *CLUSTER, "--local-step-ms", "50"]) == 0
+    out = capsys.readouterr().out
+    assert "compute scaled so that one rank's step, DDP's own cost inside it (no baseline step to take it apart" in out
+    assert "step without DDP is 50 ms" not in out and "its own cost inside the compute: no baseline step" in out
 
 
 def test_a_run_with_no_one_rank_rows_says_which_world_sizes_it_has(tmp_path, capsys):
