@@ -96,8 +96,8 @@ def warmup_short_by(frame: pd.DataFrame) -> pd.Series:
     if not len(frame) or not columns <= set(frame):
         return pd.Series(0, index=frame.index, dtype=int)
     needed = [_warmup_needed(impl, device) for impl, device in zip(frame["impl"], frame["device"], strict=True)]
-    short = pd.Series(needed, index=frame.index) - frame["warmup"].fillna(0)
-    return short.where((frame["status"] == "ok") & (short > 0), 0).astype(int)
+    short = pd.Series(needed, index=frame.index) - frame["warmup"]  # an unknown warm-up is not a short one
+    return short.where((frame["status"] == "ok") & (short > 0), 0).fillna(0).astype(int)
 
 
 def _warmup_needed(impl: str, device: str) -> int:

@@ -265,20 +265,24 @@ def _moves_data(ok: pd.DataFrame) -> bool:
     return bool((moved & (backend != "nccl")).any())
 
 
-def short_warmup(configs: pd.DataFrame) -> list[str]:
+def short_warmup(meta: dict[str, Any], configs: pd.DataFrame) -> list[str]:
     """Configurations measured before their strategy was steady: a warm-up shorter than the one the strategy
     declares on the device (roles.warmup_short_by: an explicit --warmup, or a run from before strategies
     declared it). Their first measured steps are start-up, not the steady step the figures stand for."""
     short = roles.warmup_short_by(configs)
     if not short.any():
         return []
+    typed = "--warmup" in (meta.get("command") or [])
+    remedy = ("Rerun without --warmup to give each its own." if typed else "The run's ddpbench predates the "
+              "warm-ups strategies declare: rerun with this one (its Reproduce command then measures "
+              "them).")  # fmt: skip
     rows = configs[short > 0].assign(needed=configs["warmup"] + short)
     named = [f"{esc(impl)} on {esc(device)} ({int(warmup)} of the {int(needed)} steps it needs)"
              for (impl, device, warmup, needed), _ in rows.groupby(["impl", "device", "warmup", "needed"])]  # fmt: skip
     return [
         f"<b>Warm-up too short:</b> {', '.join(named)}: their first measured steps were start-up, not steady (a "
         "strategy declares the warm-up it needs on a device: <code>ddpbench list</code>), so their step times may "
-        "read high. Rerun without --warmup to give each its own."
+        f"read high. {remedy}"
     ]
 
 
@@ -300,7 +304,7 @@ def alerts(meta: dict[str, Any], configs: pd.DataFrame, *, resume_command: str) 
         *interrupted(meta, configs, resume_command=resume_command),
         *shared_devices(meta, configs),
         *one_world_size(configs),
-        *short_warmup(configs),
+        *short_warmup(meta, configs),
         *noisy(configs),
     ]
     return "".join(f'<p class="banner warning">{s}</p>' for s in sentences)

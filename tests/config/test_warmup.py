@@ -80,7 +80,11 @@ def test_the_run_page_warns_where_a_strategy_was_measured_before_it_was_steady()
     need = warmup_needed(REFERENCE, "cuda")
     rows = pd.DataFrame({"config_id": ["a", "b", "c"], "impl": [REFERENCE, REFERENCE, OURS],
                          "device": "cuda", "warmup": [3, 3, 3], "status": "ok"})  # fmt: skip
-    [banner] = alerts.short_warmup(rows)
+    typed = {"command": ["harness", "bench", "--warmup", "3"]}
+    [banner] = alerts.short_warmup(typed, rows)
     assert f"<b>Warm-up too short:</b> {REFERENCE} on cuda (3 of the {need} steps it needs):" in banner
     assert OURS not in banner and "Rerun without --warmup" in banner
-    assert alerts.short_warmup(rows.assign(warmup=need)) == [] and alerts.short_warmup(rows.assign(device="cpu")) == []
+    [older] = alerts.short_warmup({"command": ["harness", "bench"]}, rows)  # a version's default of 3, not a flag
+    assert "predates the warm-ups strategies declare: rerun with this one" in older and "without --warmup" not in older
+    for fine in (rows.assign(warmup=need), rows.assign(device="cpu"), rows.assign(warmup=float("nan"))):
+        assert alerts.short_warmup(typed, fine) == []  # steady, a device with no need, or a warm-up not recorded
