@@ -9,7 +9,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis import roles
+from harness.analysis import roles, stats
 from reports import aggregate
 from reports.aggregate import RunData, machine_summary, precision
 from reports.pages import alerts, answer, profiles, takeaways
@@ -195,7 +195,7 @@ RESUME_COMMAND = ".venv/bin/ddpbench bench"  # as `make setup` installs it (READ
 GPU_WORK = (
     ("step_ms_median", "step ms", 2),
     ("achieved_tflops", "TFLOP/s", 1),
-    ("mfu", "MFU", 3),
+    ("mfu", "MFU %", 1),  # a fraction, shown ×100 (the sentence above the table says "13.4% MFU")
     ("gpu_util_mean_pct", "kernel busy %", 0),
     ("sm_clock_mean_mhz", "SM clock MHz", 0),
     ("power_mean_w", "power W", 0),
@@ -203,7 +203,8 @@ GPU_WORK = (
 )
 """The GPU section's columns: what the measured steps did with the GPU (the NVML ones are sampled over them)."""
 GPU_WORK_CAPTION = (
-    "Each configuration over its measured steps, the median over its repeats. TFLOP/s: the model's forward and "
+    "Each configuration over its measured steps: its step, the geometric mean of its repeats' medians as the "
+    "answer's; the rest, the median over its repeats. TFLOP/s: the model's forward and "
     "backward FLOPs per sample (counted by FlopCounterMode) × samples per second; MFU: that over the dense peak "
     "of the GPUs used at the run's precision (NVIDIA's datasheets; empty where the GPU's peak is not known); "
     "kernel busy: NVML's utilisation, the share of time some kernel ran, not how many SMs it kept busy; SM "
@@ -225,8 +226,9 @@ def gpu_work_section(run: RunData, workloads: list[str], figs: FigureList) -> st
             continue
         parts.append(takeaway(workload, takeaways.gpu_work(rows)))
         columns = [GPU_WORK[0], *shown]
+        shown_rows = rows.assign(mfu=rows["mfu"] * 100) if "mfu" in rows else rows
         cells = [[esc(r["configuration"]), *(format_number(r[c], digits) for c, _, digits in columns)]
-                 for _, r in rows.iterrows()]  # fmt: skip
+                 for _, r in shown_rows.iterrows()]  # fmt: skip
         parts.append(table(["configuration", *(esc(title) for _, title, _ in columns)], cells))
     return "\n".join(parts)
 
@@ -236,14 +238,18 @@ def _gpu_work_columns(configs: pd.DataFrame) -> list[tuple[str, str, int]]:
 
 
 def gpu_work_rows(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
-    """One row per configuration of `workload` (its ok repeats pooled by median), labelled 'stock · w2',
-    with `baseline` (the no-communication floor) and the GPU_WORK columns it has."""
+    """One row per configuration of `workload` (its ok repeats pooled: the step by the geometric mean of their
+    medians, as the answer pools it; the rest by median), labelled 'stock · w2', with `baseline` (the
+    no-communication floor) and the GPU_WORK columns it has."""
     rows = aggregate.labelled(configs, workload=workload)
     columns = [c for c, _, _ in GPU_WORK if c in rows]
     if rows.empty or not columns:
         return pd.DataFrame()
     keys = [key for key in aggregate.SAME_CONFIGURATION if key in rows]
-    pooled = rows.groupby(keys, dropna=False, sort=False)[columns].median().reset_index()
+    groups = rows.groupby(keys, dropna=False, sort=False)
+    pooled = groups[columns].median().reset_index()
+    if "step_ms_median" in columns:
+        pooled["step_ms_median"] = groups["step_ms_median"].agg(stats.geometric_mean).to_numpy()
     labels = aggregate.strategy_labels(pooled)
     pooled["configuration"] = [f"{label} · w{int(w)}" for label, w in zip(labels, pooled["world_size"], strict=True)]
     return pooled.assign(baseline=roles.is_baseline(pooled).to_numpy())

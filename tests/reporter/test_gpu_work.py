@@ -31,7 +31,9 @@ def test_each_configuration_is_one_row_over_its_repeats_with_the_floors_mfu_said
                     config(REFERENCE, 0, mfu=0.120), config(REFERENCE, 1, mfu=0.124)])  # fmt: skip
     assert "<h2 id=gpu>" in html and "kernel busy %" in html and "SM clock MHz" in html
     assert html.count(f"<td>{BASELINE} · w1</td>") == 1 and html.count(f"<td>{REFERENCE} · w1</td>") == 1
-    assert "<td>0.135</td>" in html  # the baseline's MFU, median of its two repeats
+    assert "<td>13.5</td>" in html and "MFU %" in html  # the baseline's MFU, median of its two repeats, in %
+    # the step as the answer pools it: the geometric mean of the repeats' medians (50/0.134 and 50/0.136 ms)
+    assert f"<td>{(50 / 0.134 * 50 / 0.136) ** 0.5:.2f}</td>" in html
     assert f"With nothing communicated ({BASELINE} · w1) the model reaches 13.5% MFU" in html
     assert f"the least, {REFERENCE} · w1, 12.2% MFU." in html and "not comparable" not in html
 
@@ -46,3 +48,12 @@ def test_a_cpu_run_has_no_gpu_section_and_no_link_to_one():
     cpu = [{**config(BASELINE, 0, mfu=0.1), **unrecorded}]
     assert section(cpu) == ""
     assert not run_page._gpu_work_columns(pd.DataFrame(cpu))
+
+
+def test_options_and_world_sizes_are_rows_of_their_own_and_a_missing_column_is_left_out():
+    rows = [config(REFERENCE, 0, mfu=0.12) | {"impl_options": json.dumps({"bucket_cap_mb": 1.0})},
+            config(REFERENCE, 0, mfu=0.11, world=2), config(BASELINE, 0, mfu=0.13)]  # fmt: skip
+    frame = pd.DataFrame(rows).drop(columns="power_peak_w")
+    html = run_page.gpu_work_section(SimpleNamespace(configs=frame), ["gpt2"], FigureList())
+    assert f"<td>{REFERENCE} bucket_cap_mb=1 · w1</td>" in html and f"<td>{REFERENCE} · w2</td>" in html
+    assert "peak W" not in html and "power W" in html
