@@ -32,7 +32,7 @@ def run_case(results: Path, workload: str, size: str, dtype: str, *, steps: int,
 
     command = [sys.executable, "-m", "harness", "bench", "--device", "cuda", "--gpus", "1",
                "--impls", ",".join(impls.names()), "--workloads", workload, "--size", size, "--dtype", dtype,
-               "--steps", str(steps), "--warmup", "2", "--no-baseline", "--results", str(results),
+               "--steps", str(steps), "--no-baseline", "--results", str(results),
                "--run-id", f"{workload}-{size}-{dtype}"]  # fmt: skip
     print("$", " ".join(command), flush=True)
     try:

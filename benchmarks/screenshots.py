@@ -24,7 +24,7 @@ IMAGES = ROOT / "docs" / "img"
 DDPBENCH = Path(sys.executable).parent / "ddpbench"
 CHROMIUM = os.environ.get("DDPBENCH_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 COMMON = ["--gpus", "2", "--impls", "naive,stock,bucketed", "--workloads", "mlp", "--size", "small",
-          "--steps", "20", "--warmup", "3", "--no-parity"]  # fmt: skip
+          "--steps", "20", "--no-parity"]  # fmt: skip
 
 
 def bench(results: Path, run_id: str, *extra: str, fault: str | None = None) -> None:

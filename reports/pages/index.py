@@ -48,9 +48,10 @@ def run_headline(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> s
             continue
         best = contenders.iloc[0]
         caveat = answer.lead_caveat(frame[frame["world_size"] == world])
-        alone = " (one rank: nothing communicated, only each strategy's own cost)" if world == 1 else ""
+        said = [caveat] if caveat else []
+        said += ["one rank: nothing communicated, only each strategy's own cost"] if world == 1 else []
         lines.append(where + f"<b>{esc(best['strategy'])}</b> {answer.milliseconds(best['step_ms'])}"
-                     + (f" ({esc(caveat)})" if caveat else "") + alone)  # fmt: skip
+                     + (f" ({esc('; '.join(said))})" if said else ""))  # fmt: skip
     return "<br>".join(lines) or "nothing measured"
 
 

@@ -104,7 +104,11 @@ def test_one_repeat_a_side_is_too_few_to_tell_never_a_bare_winner():
     assert pages.run_headline(single).endswith("80.00 ms (leads; too few repeats)")
     assert evidence.ratio_number(0.004) == "<0.01" and evidence.ratio_number(927.1) == "927"
     alone = run(repeats("stock", [100.0, 101.0], world=1), repeats("bucketed", [80.0, 81.0], world=1))
-    assert pages.run_headline(alone).endswith("(one rank: nothing communicated, only each strategy's own cost)")
+    assert pages.run_headline(alone).endswith("(one rank: nothing communicated, only each strategy&#x27;s own cost)")
+    once = run(repeats("stock", [100.0], world=1), repeats("bucketed", [80.0], world=1))
+    assert pages.run_headline(once).endswith(
+        "(leads; too few repeats; one rank: nothing communicated, only each strategy&#x27;s own cost)"
+    )  # one bracket, not two
     assert "one rank" not in pages.run_headline(single)
 
 
