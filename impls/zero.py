@@ -29,8 +29,9 @@ class Zero(DDPOptions, StrategyDefaults):
         False,
         "Run each rank's optimizer step inside DDP's comm hook, overlapping backward (NCCL only). The first "
         "two steps (three with static_graph) then do not update the parameters (torch's "
-        "ZeroRedundancyOptimizer docs), so parity is recorded but not judged; the default --warmup 3 keeps "
-        "them all out of the measured steps, a shorter warm-up measures steps without an update.",
+        "ZeroRedundancyOptimizer docs), so parity is recorded but not judged; the default warm-up (--warmup 3 "
+        "or more: 11 for DDP on CUDA) keeps them all out of the measured steps, a --warmup under 3 measures "
+        "steps without an update.",
     )
     parameters_as_bucket_view: bool = option(
         False,
