@@ -32,7 +32,7 @@ def one_step(workload) -> float:
     loss = workload.loss(model, workload.make_batch(2, device=CPU, generator=generator))
     loss.backward()
     assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
-    return float(loss)
+    return float(loss.detach())
 
 
 @pytest.mark.parametrize(
