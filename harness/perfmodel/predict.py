@@ -55,9 +55,12 @@ def setup_rows(configs: pd.DataFrame, setup: dict) -> pd.DataFrame:
 def pooled_step_s(configs: pd.DataFrame, setup: dict, *, world: int, role: str) -> float | None:
     """The step (s) of the strategy with `role` (baseline, reference) at `world`, its repeats pooled as the run
     page pools them (stats.geometric_mean of their medians), so that what predict calls measured is its figure;
-    None where the run has no such row."""
+    the reference's with no option but the cap (the DDP the model simulates: a compression hook or another
+    knob is a different step); None where the run has no such row."""
     rows = setup_rows(configs, setup)
     rows = rows[roles.flag(rows, role) & (rows["world_size"] == world)]
+    if role == "reference" and not rows.empty:
+        rows = rows[rows["impl_options"].map(_ddp_defaults_but_cap)]
     return stats.geometric_mean(rows["step_ms_median"]) / 1e3 if not rows.empty else None
 
 

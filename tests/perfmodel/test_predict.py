@@ -451,6 +451,17 @@ def test_calibration_scales_compute_to_the_runs_one_rank_local_step_and_adds_ddp
     assert (row["predicted_raw_ms"], row["predicted_ms"]) == pytest.approx((19.0, 37.0))
 
 
+def test_ddps_own_cost_is_the_reference_as_modelled_not_with_a_compression_hook():
+    """A run that also measured stock with a comm hook at one rank: that step is not the DDP the model
+    simulates, so it is left out of the reference's step (pooled in, DDP's own cost read 15.8 ms here)."""
+    hooked = {**_config("h1", "stock", 25.0, 60.0, world=1), "impl_options": json.dumps({"comm_hook": "fp16"})}
+    configs = pd.DataFrame([_config("l1", "local", None, 28.0, world=1), _config("s1", "stock", 25.0, 32.0, world=1),
+                            hooked])  # fmt: skip
+    setup = {"workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32", "optimizer": "sgd"}
+    assert predict.ddp_own_cost_s(configs, setup) * 1e3 == pytest.approx(4.0)
+    assert predict.pooled_step_s(configs.drop(index=1), setup, world=1, role="reference") is None
+
+
 def test_the_calibration_pools_repeats_as_the_run_page_does():
     """The one-rank baseline the profile is scaled to is the geometric mean of its repeats (the run page's
     figure), not their median: repeats of 10, 10 and 16 ms are 11.70 ms on both."""
