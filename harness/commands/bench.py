@@ -192,6 +192,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     if not recommended.empty:
         console.recommendations(recommended)
     console.why_slower(_why_lines(plan.run))
+    console.drifting(_drift_lines(plan.run))
     return _summarize(plan, time.monotonic() - began)
 
 
@@ -199,6 +200,25 @@ def _round(progress: console.Progress, standing, more: list) -> None:
     progress.extend(more)
     console.verdict_round(standing, more, decided_before=progress.decided)
     progress.decided = {v.subject for v in standing.verdicts if v.decided}
+
+
+def _drift_lines(run) -> list[str]:
+    """'w1 gpt2/full stock: steps drift -4.4% within the window (more --warmup)' for each configuration whose
+    repeats mostly drift (harness.analysis.drift.drift_note, as the report's noise column says it)."""
+    from harness.analysis import drift, why
+    from harness.results import store
+
+    configs = store.read_configs(run)
+    if "step_ms_drift" not in configs:
+        return []
+    ok = configs[configs["status"] == "ok"]
+    lines = []
+    for _, group in ok.groupby([k for k in why.SAME_CONFIGURATION if k in ok], dropna=False, sort=False):
+        if note := drift.drift_note(group["step_ms_drift"].tolist(), group["step_ms_drift_se"].tolist()):
+            row = group.iloc[0]
+            label = f"w{row['world_size']} {row['workload']}/{row['size']} {row['impl']}"
+            lines.append(f"{label}{console.options_text(row['impl_options'])}: {note}")
+    return lines
 
 
 def _why_lines(run) -> list[str]:

@@ -138,3 +138,21 @@ def test_compare_and_the_sweep_name_a_drift_in_their_noise():
     assert "base: steps drift -4.4% within the window" in judged["noise"]
     caps = {25.0: [stats.repeat_summary(STOCK_RUN2)], 5.0: [stats.repeat_summary(LOCAL_STEADY)]}
     assert sweep._noise(caps) == "cap 25: steps drift -4.4% within the window (more --warmup)"
+
+
+def test_the_bench_console_lists_the_configurations_whose_steps_drift(tmp_path, capsys):
+    from harness.commands import bench as bench_command
+    from harness.commands import console
+    from harness.results import store
+
+    keys = {"impl_options": "{}", "workload": "gpt2", "size": "full", "world_size": 1, "nnodes": 1, "batch_size": 8,
+            "dtype": "bf16", "optimizer": "sgd", "device": "cuda", "status": "ok"}  # fmt: skip
+    for repeat in range(2):  # the reference drifts in both repeats, the other strategy in neither
+        for impl, moved in (("stock", -0.044), ("bucketed", 0.001)):
+            row = {**keys, "config_id": f"{impl}-r{repeat}", "impl": impl, "repeat": repeat, "step_ms_median": 45.0,
+                   "step_ms_drift": moved, "step_ms_drift_se": 0.002}  # fmt: skip
+            store.write_configuration(tmp_path / "run", row["config_id"], row, [])
+    lines = bench_command._drift_lines(tmp_path / "run")
+    assert lines == ["w1 gpt2/full stock: steps drift -4.4% within the window (more --warmup)"]
+    console.drifting(lines)
+    assert "steps that drift within the measured window" in capsys.readouterr().out

@@ -288,6 +288,15 @@ def why_slower(lines: list[str]) -> None:
             _print(f"  {line}")
 
 
+def drifting(lines: list[str]) -> None:
+    """The configurations whose steps moved within their measured window: their median is of neither level."""
+    if lines:
+        say("ddpbench: steps that drift within the measured window (the median is of neither level; "
+            "docs/statistics.md):")  # fmt: skip
+        for line in lines:
+            _print(f"  {line}")
+
+
 # --- compare ------------------------------------------------------------------------------------
 
 
