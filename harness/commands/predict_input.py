@@ -124,6 +124,7 @@ def warn_uncalibrated(run_dir: Path, configs, setup: dict) -> None:
     from harness.analysis import roles
     from harness.perfmodel import predict
 
+    _warn_short_warmup(run_dir, configs, setup)
     baseline, reference = roles.baseline_name(), roles.reference_name()
     missing = [name for name, role in ((baseline, "baseline"), (reference, "reference"))
                if predict.pooled_step_s(configs, setup, world=1, role=role) is None]  # fmt: skip
@@ -139,6 +140,25 @@ def warn_uncalibrated(run_dir: Path, configs, setup: dict) -> None:
     console.warning(f"the prediction is {how} calibrated: run {run_dir.name} has no {' or '.join(missing)} step at "
                     f"one rank for {setup_text(setup)} (it has: {_rows_text(configs, setup)}): the compute is "
                     f"{left}")  # fmt: skip
+
+
+def _warn_short_warmup(run_dir: Path, configs, setup: dict) -> None:
+    """One line where the one-rank rows the calibration reads were measured before their strategy was steady
+    (roles.warmup_short_by): an H200 run's DDP start-up, read as its own cost, was 3.68 ms against 1.55."""
+    from harness.analysis import roles
+    from harness.perfmodel import predict
+
+    rows = predict.setup_rows(configs, setup)
+    rows = rows[(rows["world_size"] == 1) & (roles.is_reference(rows) | roles.is_baseline(rows))]
+    short = rows[roles.warmup_short_by(rows) > 0]
+    if short.empty:
+        return
+    for impl, group in short.groupby("impl"):
+        needed = int((group["warmup"] + roles.warmup_short_by(group)).iloc[0])
+        console.warning(f"run {run_dir.name}'s one-rank {impl} rows warmed up {int(group['warmup'].iloc[0])} of "
+                        f"the {needed} steps {impl} needs on {group['device'].iloc[0]}: their steps, and the "
+                        "calibration and DDP's own cost read from them, include start-up; rerun them with this "
+                        "ddpbench, --warmup left out")  # fmt: skip
 
 
 def _rows_text(configs, setup: dict) -> str:

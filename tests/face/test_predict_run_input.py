@@ -149,3 +149,21 @@ def test_a_cluster_file_that_is_not_there_is_said_to_be_missing(tmp_path, capsys
     err = _one_line_error(capsys)
     assert "--cluster 'missing.toml': no such file; give a cluster profile's .toml file, or a built-in" in err
     assert "dgx-h100" in err and not list(tmp_path.iterdir())
+
+
+def test_one_rank_rows_measured_before_ddp_was_steady_are_warned_about(capsys):
+    """The H200's DDP check read DDP's start-up (3 warm-up steps of the 11 it needs on CUDA) as its own cost."""
+    import pandas as pd
+
+    from harness.commands import predict_input
+
+    setup = {"workload": "resnet50", "size": "full", "batch_size": 32, "dtype": "fp32", "optimizer": "sgd"}
+    rows = pd.DataFrame([{**setup, "config_id": f"{impl}-w{world}", "impl": impl, "impl_options": "{}",
+                          "world_size": world, "device": "cuda", "warmup": 3, "status": "ok", "step_ms_median": 45.0}
+                         for impl in (roles.reference_name(), roles.baseline_name()) for world in (1, 2)])  # fmt: skip
+    predict_input._warn_short_warmup(Path("results/ddp-own"), rows, setup)
+    err = capsys.readouterr().err
+    reference = roles.reference_name()
+    assert err.count("\n") == 1 and f"run ddp-own's one-rank {reference} rows warmed up 3 of the 11 steps" in err
+    predict_input._warn_short_warmup(Path("results/ddp-own"), rows.assign(warmup=11), setup)
+    assert capsys.readouterr().err == ""
