@@ -100,6 +100,16 @@ def warmup_short_by(frame: pd.DataFrame) -> pd.Series:
     return short.where((frame["status"] == "ok") & (short > 0), 0).fillna(0).astype(int)
 
 
+def short_warmups(frame: pd.DataFrame) -> pd.DataFrame:
+    """The ok rows that warmed up less than their strategy needs on their device (warmup_short_by), with
+    `needed`, the warm-up it declares there; empty where none."""
+    short = warmup_short_by(frame)
+    short = short[short > 0]
+    if short.empty:  # (and a frame without the column: older rows, or none written yet)
+        return frame.iloc[:0].assign(needed=[])
+    return frame.loc[short.index].assign(needed=frame.loc[short.index, "warmup"] + short)
+
+
 def _warmup_needed(impl: str, device: str) -> int:
     from harness.config.grid import warmup_needed
 

@@ -150,13 +150,12 @@ def _warn_short_warmup(run_dir: Path, configs, setup: dict) -> None:
 
     rows = predict.setup_rows(configs, setup)
     rows = rows[(rows["world_size"] == 1) & (roles.is_reference(rows) | roles.is_baseline(rows))]
-    short = rows[roles.warmup_short_by(rows) > 0]
-    if short.empty:
+    short = roles.short_warmups(rows)
+    if short.empty:  # (rows without a warm-up column have none)
         return
-    for impl, group in short.groupby("impl"):
-        needed = int((group["warmup"] + roles.warmup_short_by(group)).iloc[0])
-        console.warning(f"run {run_dir.name}'s one-rank {impl} rows warmed up {int(group['warmup'].iloc[0])} of "
-                        f"the {needed} steps {impl} needs on {group['device'].iloc[0]}: their steps, and the "
+    for (impl, device, warmup, needed), _ in short.groupby(["impl", "device", "warmup", "needed"]):
+        console.warning(f"run {run_dir.name}'s one-rank {impl} rows warmed up {int(warmup)} of "
+                        f"the {int(needed)} steps {impl} needs on {device}: their steps, and the "
                         "calibration and DDP's own cost read from them, include start-up; rerun them with this "
                         "ddpbench, --warmup left out")  # fmt: skip
 

@@ -269,14 +269,13 @@ def short_warmup(meta: dict[str, Any], configs: pd.DataFrame) -> list[str]:
     """Configurations measured before their strategy was steady: a warm-up shorter than the one the strategy
     declares on the device (roles.warmup_short_by: an explicit --warmup, or a run from before strategies
     declared it). Their first measured steps are start-up, not the steady step the figures stand for."""
-    short = roles.warmup_short_by(configs)
-    if not short.any():
+    rows = roles.short_warmups(configs)
+    if rows.empty:
         return []
     typed = "--warmup" in (meta.get("command") or [])
     remedy = ("Rerun without --warmup to give each its own." if typed else "The run's ddpbench predates the "
               "warm-ups strategies declare: rerun with this one (its Reproduce command then measures "
               "them).")  # fmt: skip
-    rows = configs[short > 0].assign(needed=configs["warmup"] + short)
     named = [f"{esc(impl)} on {esc(device)} ({int(warmup)} of the {int(needed)} steps it needs)"
              for (impl, device, warmup, needed), _ in rows.groupby(["impl", "device", "warmup", "needed"])]  # fmt: skip
     return [
