@@ -191,8 +191,11 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     recommended = sweep.write_run_recommendations(plan.run, confidence=confidence)  # after a sweep over bucket caps
     if not recommended.empty:
         console.recommendations(recommended)
-    console.why_slower(_why_lines(plan.run))
-    console.drifting(_drift_lines(plan.run))
+    from harness.results import store
+
+    configs = store.read_configs(plan.run)  # every row written, read once for both
+    console.why_slower(_why_lines(configs))
+    console.drifting(_drift_lines(configs))
     return _summarize(plan, time.monotonic() - began)
 
 
@@ -202,13 +205,11 @@ def _round(progress: console.Progress, standing, more: list) -> None:
     progress.decided = {v.subject for v in standing.verdicts if v.decided}
 
 
-def _drift_lines(run) -> list[str]:
+def _drift_lines(configs) -> list[str]:
     """'w1 gpt2/full stock: steps drift -4.4% within the window (more --warmup)' for each configuration whose
     repeats mostly drift (harness.analysis.drift.drift_note, as the report's noise column says it)."""
     from harness.analysis import drift, why
-    from harness.results import store
 
-    configs = store.read_configs(run)
     if "step_ms_drift" not in configs:
         return []
     ok = configs[configs["status"] == "ok"]
@@ -221,13 +222,11 @@ def _drift_lines(run) -> list[str]:
     return lines
 
 
-def _why_lines(run) -> list[str]:
+def _why_lines(configs) -> list[str]:
     """The sentences of the configurations at the run's largest world size that have a measured gap, the
     slow rank where one was found, and which strategies' gaps could not be taken apart, and why."""
     from harness.analysis import why
-    from harness.results import store
 
-    configs = store.read_configs(run)
     ok = configs[(configs["status"] == "ok") & (configs["world_size"] > 1)]
     largest = ok[ok["world_size"] == ok["world_size"].max()] if not ok.empty else ok
     lines = []

@@ -152,7 +152,7 @@ def test_the_bench_console_lists_the_configurations_whose_steps_drift(tmp_path, 
             row = {**keys, "config_id": f"{impl}-r{repeat}", "impl": impl, "repeat": repeat, "step_ms_median": 45.0,
                    "step_ms_drift": moved, "step_ms_drift_se": 0.002}  # fmt: skip
             store.write_configuration(tmp_path / "run", row["config_id"], row, [])
-    lines = bench_command._drift_lines(tmp_path / "run")
+    lines = bench_command._drift_lines(store.read_configs(tmp_path / "run"))
     assert lines == ["w1 gpt2/full stock: steps drift -4.4% within the window (more --warmup)"]
     console.drifting(lines)
     assert "steps that drift within the measured window" in capsys.readouterr().out
