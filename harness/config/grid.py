@@ -71,6 +71,12 @@ class Configuration:
         return self.mem_period_ms / 1000.0
 
     @property
+    def judges_parity(self) -> bool:
+        """Whether this repeat judges parity: a configuration's first. Its repeats train alike from the same
+        seed, and judging each again cost a GPU configuration 1.7 s (a replay, its state to the host)."""
+        return self.parity and self.repeat == 0
+
+    @property
     def processes(self) -> int:
         """Ranks in this configuration's launch: the trainers and any extra ranks."""
         return self.world_size + self.extra_ranks

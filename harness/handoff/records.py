@@ -19,6 +19,7 @@ from harness.handoff.rank_result import RankResult
 from harness.handoff.steps import baseline_means, communication_columns, part_columns, step_rows, timeline_rows
 from harness.protocols import roles_of
 from harness.results import columns
+from harness.results.values import JUDGED_ON_FIRST_REPEAT
 
 
 class Rows(NamedTuple):
@@ -204,10 +205,11 @@ def rpc_columns(results: list[RankResult]) -> dict[str, Any]:
     }
 
 
-def parity_columns(main_result: RankResult) -> dict[str, Any]:
+def parity_columns(main_result: RankResult, cfg: Configuration) -> dict[str, Any]:
     checked = main_result.parity
     if checked is None:
-        return {"parity_max_abs_diff": None, "parity_ok": None, "parity_note": "not checked"}
+        note = JUDGED_ON_FIRST_REPEAT if cfg.parity and not cfg.judges_parity else "not checked"
+        return {"parity_max_abs_diff": None, "parity_ok": None, "parity_note": note}
     note, ok = checked.note, checked.within_tolerance
     if not main_result.parity_exact and ok is not None:
         # Lossy or non-synchronising strategies: the difference is recorded, never judged a pass.
@@ -280,7 +282,7 @@ def assemble(
         "comm_note": main.comm_note,
         **window_columns(cfg, results),
         **memory_columns(results),
-        **parity_columns(main),
+        **parity_columns(main, cfg),
         **model_columns(
             model_info,
             samples_per_s=throughput,

@@ -37,13 +37,13 @@ REPLAY_STEPS = 3
 
 def replays(cfg: Configuration, device: torch.device) -> bool:
     """Whether this configuration's parity is judged on a deterministic replay (on GPUs)."""
-    return cfg.parity and device.type == "cuda"
+    return cfg.judges_parity and device.type == "cuda"
 
 
 def judged_after_warmup(cfg: Configuration, device: torch.device, *, shards_state: bool) -> bool:
     """Whether parity judges the state after the warm-up's first REPLAY_STEPS steps (on the CPU, where the
     warm-up has that many and the strategy keeps whole replicas, whose state is written without a copy)."""
-    return cfg.parity and not replays(cfg, device) and cfg.warmup >= REPLAY_STEPS and not shards_state
+    return cfg.judges_parity and not replays(cfg, device) and cfg.warmup >= REPLAY_STEPS and not shards_state
 
 
 def cached_reference(

@@ -233,7 +233,7 @@ def _snapshot_in_warmup(cfg: Configuration, session: Session, built: Built, *, r
 def _measured_state(cfg: Configuration, session: Session, built: Built) -> dict | None:
     """The state after the measured steps, where it is what parity judges, on rank 0; every rank calls
     full_state_dict (sharded strategies gather with collectives)."""
-    if not cfg.parity or verdict.replays(cfg, session.device) or _judged_early(cfg, session):
+    if not cfg.judges_parity or verdict.replays(cfg, session.device) or _judged_early(cfg, session):
         return None
     full_state = built.strategy.full_state_dict(built.model)
     return reference.state_on_cpu(full_state) if session.is_main else None

@@ -217,7 +217,7 @@ def _train_steps(
         "bytes_per_step": sum(t["bytes"] for t in measured) / len(measured),
     }
     result = RankResult("ok", steps=steps, window_ms=window_ms, memory=held_as_row(held), rpc=rpc_figures)
-    state = strategy.full_state_dict(model) if cfg.parity else None
+    state = strategy.full_state_dict(model) if cfg.judges_parity else None
     return result, (reference.state_on_cpu(state) if state is not None and session.is_main else None)
 
 

@@ -64,6 +64,9 @@ def is_text_typed(type_: pa.DataType) -> bool:
     return pa.types.is_map(type_) or pa.types.is_list(type_) or pa.types.is_timestamp(type_)
 
 
+JUDGED_ON_FIRST_REPEAT = "judged on this configuration's first repeat"
+"""The parity note of a later repeat's row (grid.Configuration.judges_parity): the first repeat's row has the verdict."""
+
 HOOK_TIMED = "measured through a communication hook (--bucket-timeline), which its step pays"
 """How `comm_note` begins where timing a strategy's collectives cost its step (DDP's buckets timed by a hook)."""
 UNHOOKED = "--bucket-timeline measures it"

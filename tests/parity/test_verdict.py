@@ -197,3 +197,21 @@ def test_batches_of_named_tuples_join_field_by_field():
     pair = namedtuple("Pair", "x y")
     joined = concat_batches([pair(torch.ones(1), torch.zeros(1)), pair(torch.ones(2), torch.zeros(2))])
     assert isinstance(joined, pair) and joined.x.shape == (3,) and joined.y.shape == (3,)
+
+
+def test_parity_is_judged_on_each_configurations_first_repeat_only(tmp_path, single_rank, monkeypatch):
+    """Its repeats train alike from the same seed; a later repeat's row says where its verdict is, as the console does."""
+    from harness.commands import console
+    from harness.results.values import JUDGED_ON_FIRST_REPEAT
+
+    judged = []
+    real = verdict.verdict
+    monkeypatch.setattr(verdict, "verdict", lambda cfg, *a, **k: judged.append(cfg.repeat) or real(cfg, *a, **k))
+    config = BenchConfig(gpus=1, impls=("stock",), size="tiny", steps=1, warmup=3, baseline=False, repeats=2)
+    worker.run_configurations(plan_for(tmp_path, expand(config, device="cpu")), single_rank)
+    rows = store.read_configs(tmp_path).sort_values("repeat")
+    assert judged == [0]
+    assert rows["parity_ok"].tolist() == [True, None]
+    assert rows["parity_note"].iloc[1] == JUDGED_ON_FIRST_REPEAT
+    later = rows.iloc[1].to_dict()
+    assert console.describe_row({**later, "parity_ok": None}).endswith("parity judged on repeat 1")

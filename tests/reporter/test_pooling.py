@@ -304,3 +304,14 @@ def test_the_legend_states_not_significant_as_the_rule_applies_it_not_as_a_diffe
     page = compare.comparison_page("a", "b", pd.DataFrame(), {"outcome": "cannot tell", "sentence": "nothing"},
                                    environment=[], not_judged=[], threshold=0.05)  # fmt: skip
     assert f"<b>no significant change</b> where {rule};" in page and evidence.decided_rule(0.05) in page
+
+
+def test_a_strategy_judged_on_its_first_repeat_pools_to_that_verdict():
+    """A later repeat's row carries no verdict (judged on the configuration's first repeat): the pooled row is
+    ok where the judged repeat passed, failed where it failed, and never 'not judged' for that reason."""
+    later = [True, None, None]
+    rows = run(repeats("stock", [100.0, 101.0, 99.0], parity_ok=later),
+               repeats("naive", [160.0, 161.0, 159.0], parity_ok=[False, None, None]),
+               repeats("local", [30.0, 31.0, 30.5], parity_ok=[None] * 3))  # fmt: skip
+    pooled = answer.ranked(rows, workload="mlp").set_index("impl")["parity_ok"]
+    assert pooled["stock"] is True and pooled["naive"] is False and pooled["local"] is None
