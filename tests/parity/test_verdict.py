@@ -200,7 +200,8 @@ def test_batches_of_named_tuples_join_field_by_field():
 
 
 def test_parity_is_judged_on_each_configurations_first_repeat_only(tmp_path, single_rank, monkeypatch):
-    """Its repeats train alike from the same seed; a later repeat's row says where its verdict is, as the console does."""
+    """Its repeats train alike from the same seed; a later repeat's row says where its verdict is, as the console
+    does."""
     from harness.commands import console
     from harness.results.values import JUDGED_ON_FIRST_REPEAT
 
