@@ -332,3 +332,14 @@ def machine_summary(meta: dict[str, Any], configs: pd.DataFrame) -> str:
         nodes = f" on {nnodes} node{'s' if nnodes != 1 else ''}"
         return f"{count} × {gpu}, {str(meta.get('backend') or 'nccl').upper()}, {ranks}{nodes}".lstrip(" ×")
     return f"CPU, {meta.get('backend') or 'gloo'}, {ranks}"
+
+
+WINDOW_THROUGHPUT = "window_samples_per_s"
+"""Samples of all ranks in the measured window over its wall time: throughput as a run delivers it, the steps and
+what runs between them (zeroing, the batch, gaps). Runs from before the column have the median step's instead."""
+
+
+def throughput_column(configs: pd.DataFrame) -> str:
+    """The window's throughput where every row has it, else the median step's (`samples_per_s`)."""
+    has_window = WINDOW_THROUGHPUT in configs and configs[WINDOW_THROUGHPUT].notna().all()
+    return WINDOW_THROUGHPUT if has_window else "samples_per_s"

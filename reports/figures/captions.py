@@ -23,8 +23,10 @@ CAPTIONS = {
     "step_time": "Shorter bars are faster: compare strategies within a world size, and each against local "
     "(no communication); a hatched bar marked PARITY FAILED trained wrongly.",
     "step_whiskers": " Whiskers span the steps' p10–p90.",
-    "throughput": "Taller is better: samples per second over all ranks; at equal world size the ranking "
-    "mirrors step time, across world sizes it shows what adding ranks buys.",
+    "throughput": "Taller is better: samples per second over all ranks, counted over the measured window's wall "
+    "time (the steps and what runs between them: zeroing gradients, making the batch); at equal world size it "
+    "ranks as step time does unless a strategy spends more between its steps, across world sizes it shows what "
+    "adding ranks buys.",
     "scaling": "Lines near the dashed ideal (1.0) scale well: each point is throughput at n ranks over n times "
     "the throughput at one rank, with the batch per rank fixed (weak scaling).",
     "sweep": "Step time against the cap, one line per world size through each cap's centre over its repeats (the "

@@ -12,6 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from harness.analysis import stats
+from reports import aggregate
 from reports.aggregate import has_repeats, labelled, strategy_label, strategy_labels, sweep_centres, world_label
 from reports.figures.style import PALETTE, new_figure, strategy_colours, styled
 
@@ -148,18 +149,14 @@ def step_time_by_strategy(configs: pd.DataFrame, *, workload: str) -> go.Figure:
 
 
 def throughput_by_strategy(configs: pd.DataFrame, *, workload: str) -> go.Figure:
-    """Samples per second over all ranks, per strategy and world size."""
-    figure = _bars_by_strategy(
-        configs,
-        workload=workload,
-        column="samples_per_s",
-        hover="%{y:.0f} samples/s",
-        whiskers=False,
-        value_format="%{y:.0f}",
-    )
+    """Samples per second over all ranks, per strategy and world size, over the measured window's wall time."""
+    column = aggregate.throughput_column(labelled(configs, workload=workload))
+    over = "over the measured window" if column == aggregate.WINDOW_THROUGHPUT else "from the median step"
+    figure = _bars_by_strategy(configs, workload=workload, column=column, hover="%{y:.0f} samples/s",
+                               whiskers=False, value_format="%{y:.0f}")  # fmt: skip
     return styled(
         figure,
-        title=f"{workload}: throughput (samples/s over all ranks; higher is better)",
+        title=f"{workload}: throughput (samples/s over all ranks, {over}; higher is better)",
         barmode="group",
         xaxis_title="world size",
         yaxis_title="samples/s",
