@@ -20,11 +20,17 @@ Only steps opened with `begin_step` are recorded: profiled or replayed steps are
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
 from harness.clock import Clock, Mark
+
+BUFFERS = -1
+"""The bucket index of a broadcast of the model's buffers (DDP's before each forward, and bucketed's)."""
+PARAMETERS = -2
+"""The bucket index of a broadcast of updated parameters after the optimizer step (ZeRO's)."""
 
 
 @dataclasses.dataclass(eq=False, slots=True)
@@ -33,7 +39,9 @@ class Collective:
 
     step: int
     bucket: int
-    """The strategy's index of what travelled (a bucket, a flat group, a parameter), in launch order."""
+    """The strategy's index of what travelled (a bucket, a flat group, a parameter), in launch order; BUFFERS
+    or PARAMETERS for a broadcast of the model's buffers before forward or of its parameters after the
+    optimizer step."""
     kind: str
     nbytes: int
     ready: Mark
@@ -104,6 +112,14 @@ class CommTimeline:
         if entry is not None:
             entry.done = self.now()
             entry.blocking = blocks_compute
+
+    def blocking(self, call: Callable[[], Any], *, bucket: int, nbytes: int, kind: str) -> Any:
+        """Run `call`, a collective its caller waits for (a broadcast of buffers or parameters), noted as
+        blocking compute; its result."""
+        entry = self.launching(bucket=bucket, nbytes=nbytes, kind=kind)
+        result = call()
+        self.finished(entry)
+        return result
 
     @property
     def on_gpu(self) -> bool:

@@ -39,7 +39,7 @@ import torch.distributed as dist
 from torch import nn
 
 from harness.bucketing import DDP_DEFAULT_CAP_MB, MIB, assign_buckets, first_bucket_bytes
-from harness.comm_timeline import CommTimeline
+from harness.comm_timeline import BUFFERS, CommTimeline
 from harness.protocols import ConfigError, StrategyDefaults, option
 from impls import register
 from impls._common import (
@@ -155,8 +155,13 @@ class Bucketed(StrategyDefaults):
         return model
 
     def _broadcast_if_due(self, buffers: list[torch.Tensor]) -> None:
-        if self._buffers_due:
+        if not self._buffers_due:
+            return
+        if self._timeline is None:
             broadcast_tensors(buffers)
+        else:
+            self._timeline.blocking(lambda: broadcast_tensors(buffers), bucket=BUFFERS,
+                                    nbytes=sum(nbytes(b) for b in buffers), kind="broadcast_buffers")  # fmt: skip
 
     def _note_forward(self) -> None:
         """After each forward, as DDP: the next one syncs buffers only if this one will reduce gradients."""

@@ -34,7 +34,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from harness.bucketing import MIB
-from harness.comm_timeline import CommTimeline
+from harness.comm_timeline import BUFFERS, CommTimeline
 from harness.protocols import ConfigError, StrategyDefaults, option
 from impls import register
 from impls._common import DDP_WARMUP, collective_backend, nbytes
@@ -141,6 +141,7 @@ class Stock(DDPOptions, StrategyDefaults):
         hook = self._comm_hook()
         if self._timeline is not None:
             hook = timed_hook(hook, self._timeline, comm_hook=self.comm_hook)
+            time_buffer_sync(self._ddp, self._timeline)
         if hook is not None:
             self._ddp.register_comm_hook(*hook)
         return self._ddp
@@ -253,3 +254,18 @@ def hook_traffic(comm_hook: str, buffer: torch.Tensor, powersgd_numel: int) -> t
 def _powersgd_numel(state: Any) -> int:
     """Elements PowerSGD has sent so far, as it counts them (0 for a hook without that count)."""
     return getattr(state, "total_numel_after_compression", 0)
+
+
+def time_buffer_sync(ddp: DistributedDataParallel, timeline: CommTimeline) -> None:
+    """Note DDP's broadcast of its buffers before each forward (with broadcast_buffers) on `timeline`: a
+    collective the forward waits for. Through DDP's own `_sync_buffers` (torch ≥ 1.x, a private method:
+    where a torch has none, the broadcast stays uncounted, as it was, inside forward)."""
+    sync = getattr(ddp, "_sync_buffers", None)
+    if sync is None:
+        return
+
+    def timed_sync() -> None:
+        size = sum(nbytes(b) for b in getattr(ddp, "modules_buffers", []))
+        timeline.blocking(sync, bucket=BUFFERS, nbytes=size, kind="broadcast_buffers")
+
+    ddp._sync_buffers = timed_sync

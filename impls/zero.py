@@ -14,9 +14,10 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from harness.comm_timeline import PARAMETERS, CommTimeline
 from harness.protocols import ConfigError, StrategyDefaults, option
 from impls import register
-from impls._common import collective_backend
+from impls._common import collective_backend, nbytes
 from impls.stock import DDPOptions, Stock
 
 
@@ -94,6 +95,8 @@ class Zero(DDPOptions, StrategyDefaults):
         if self.overlap_with_ddp:
             self._hook_optimizer_into_ddp(self._zero)
             return _OverlappedStep(self._zero)
+        if self._stock._timeline is not None:
+            _time_parameter_sync(self._zero, self._stock._timeline, nbytes=sum(nbytes(p) for p in params))
         return self._zero
 
     def _hook_optimizer_into_ddp(self, zero) -> None:
@@ -127,3 +130,14 @@ class _OverlappedStep:
 
     def __getattr__(self, name: str):
         return getattr(self._zero, name)
+
+
+def _time_parameter_sync(zero, timeline: CommTimeline, *, nbytes: int) -> None:
+    """Note ZeRO's broadcast of every owner's updated parameters at the end of its step on `timeline`: a
+    collective the step waits for, else counted as optimizer compute. Through its own `_sync_params` (a
+    private method: where a torch has none, the broadcast stays inside the optimizer step, uncounted)."""
+    sync = getattr(zero, "_sync_params", None)
+    if sync is not None:
+        zero._sync_params = lambda: timeline.blocking(
+            sync, bucket=PARAMETERS, nbytes=nbytes, kind="broadcast_parameters"
+        )

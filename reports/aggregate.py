@@ -169,7 +169,7 @@ def typical_step_timeline(timeline: pd.DataFrame, steps: pd.DataFrame) -> pd.Dat
         return pd.DataFrame()
     typical = pd.DataFrame(chosen)[["config_id", "step", *PHASES]]
     rows = timeline[timeline["rank"] == 0].merge(typical, on=["config_id", "step"])
-    return rows.sort_values(["config_id", "bucket"]).reset_index(drop=True)
+    return rows.sort_values(["config_id", "launched_ms", "bucket"]).reset_index(drop=True)  # broadcasts in place
 
 
 def box_stats(series: pd.DataFrame) -> pd.DataFrame:

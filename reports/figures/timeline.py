@@ -41,7 +41,7 @@ def bucket_timeline(
             _add_collectives_row(figure, name, collectives)
             continue
         for bucket in collectives.itertuples():
-            name = f"{config.label}: bucket {bucket.bucket} ({size_label(bucket.bytes)})"
+            name = f"{config.label}: {collective_name(bucket)} ({size_label(bucket.bytes)})"
             order.append(name)
             _add_bucket(figure, name, bucket)
     figure.update_yaxes(categoryorder="array", categoryarray=order, autorange="reversed")
@@ -53,6 +53,15 @@ def bucket_timeline(
         height=max(320, 28 * len(order) + 140),
         legend_title="segment",
     )
+
+
+def collective_name(collective) -> str:
+    """'bucket 3' for a gradient all-reduce, 'broadcast buffers' for what a broadcast carried (its kind), else
+    the collective and its index ('all-gather 2')."""
+    kind = getattr(collective, "collective", "all_reduce")  # a timeline of the gradients' alone
+    if kind == "all_reduce":
+        return f"bucket {collective.bucket}"
+    return kind.replace("_", " ") if kind.startswith("broadcast") else f"{kind.replace('_', '-')} {collective.bucket}"
 
 
 def _add_phases(figure: go.Figure, row: str, step: pd.Series, *, first: bool) -> None:
