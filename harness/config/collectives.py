@@ -10,7 +10,7 @@ import dataclasses
 from pathlib import Path
 
 from harness.config.bench import BACKENDS, DEVICES, ConfigError, rank_ladder, validate_run_id
-from harness.config.units import ELEMENT_BYTES, size_in_range  # float32 messages
+from harness.config.units import ELEMENT_BYTES, list_items, size_in_range  # float32 messages
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "broadcast")
 # Defaults per device: the CPU (gloo over loopback, cores shared with the ranks) gets a smaller
@@ -45,7 +45,7 @@ def message_sizes(low: int, high: int) -> list[int]:
 
 
 def parse_ops(text: str) -> tuple[str, ...]:
-    names = tuple(dict.fromkeys(name.strip() for name in text.split(",") if name.strip()))
+    names = tuple(dict.fromkeys(list_items(text, flag="--ops")))
     bad = [name for name in names if name not in OPS]
     if bad or not names:
         raise ConfigError(f"--ops {bad[0] if bad else text!r} is not a collective; choose from {', '.join(OPS)}")

@@ -17,6 +17,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from harness.config.units import list_items
 from harness.protocols import ConfigError
 
 REFUSED, STEERS, LOCATES = "refused", "steers", "locates"
@@ -121,8 +122,8 @@ def finite(flag: str, what: str) -> Callable[[str], float]:
 
 
 def names(text: str) -> tuple[str, ...]:
-    """'a, b,,c' as ('a', 'b', 'c')."""
-    return tuple(name.strip() for name in text.split(",") if name.strip())
+    """'a, b, c' as ('a', 'b', 'c'): units.list_items (an empty item among others is refused)."""
+    return list_items(text)
 
 
 def key_values(flag: str) -> Callable[[str], tuple[str, tuple[str, ...]]]:

@@ -17,6 +17,19 @@ def parse_bandwidth(text: str) -> float:
     return value / 8 if match.group(3) == "b" else value
 
 
+def list_items(text: str, *, flag: str = "") -> tuple[str, ...]:
+    """'a, b, c' as ('a', 'b', 'c'); '' and ' , ' as () (the flag then says it is empty). An empty item
+    among others ('1,,5', 'stock,') is refused: a value typed there went missing, and running without it
+    would answer another question (a sweep without its 25 MiB cap)."""
+    items = [item.strip() for item in text.split(",")]
+    given = tuple(item for item in items if item)
+    if given and len(given) < len(items):
+        named = f"{flag} " if flag else ""
+        raise ConfigError(f"{named}{text!r} has an empty item between its commas; give each value once, as "
+                          f"{','.join(given)}")  # fmt: skip
+    return given
+
+
 def parse_latency(text: str) -> float:
     """'30us', '0.5ms', '2e-5s' → seconds."""
     match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e-?[0-9]+)?)\s*(us|µs|ms|ns|s)\s*", text)
@@ -26,8 +39,9 @@ def parse_latency(text: str) -> float:
 
 
 def parse_caps(text: str) -> list[float]:
+    items = list_items(text, flag="--caps")
     try:
-        caps = sorted({float(c) for c in text.split(",") if c.strip()})
+        caps = sorted({float(c) for c in items})
     except ValueError:
         caps = []
     if not caps or caps[0] <= 0 or not math.isfinite(caps[-1]):
@@ -74,7 +88,7 @@ SIZE_FORMS = "MIN:MAX, MIN:MAX:FACTOR or a list, e.g. 1KiB:16GiB, 1MiB:1GiB:4 or
 
 def _size_range(text: str) -> list[int]:
     if ":" not in text:
-        return sorted({size_in_range(part, text, forms=SIZE_FORMS) for part in text.split(",") if part.strip()})
+        return sorted({size_in_range(part, text, forms=SIZE_FORMS) for part in list_items(text, flag="--sizes")})
     parts = text.split(":")
     if len(parts) > 3:
         raise ConfigError(f"--sizes {text!r} is not valid; give {SIZE_FORMS}")
@@ -90,8 +104,9 @@ def _size_range(text: str) -> list[int]:
 
 def parse_counts(text: str, *, flag: str) -> list[int]:
     """'1,2,4' → [1, 2, 4]: whole numbers ≥ 1, each once, in order."""
+    items = list_items(text, flag=flag)
     try:
-        counts = sorted({int(part) for part in text.split(",") if part.strip()})
+        counts = sorted({int(part) for part in items})
     except ValueError:
         counts = []
     if not counts or counts[0] < 1:

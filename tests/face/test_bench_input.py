@@ -122,6 +122,10 @@ def test_collectives_reads_the_fault_switch_first_too(capsys, tmp_path, monkeypa
         (["--bucket-cap-mb", ""], "--bucket-cap-mb is empty; give at least one cap in MiB"),
         (["--bucket-cap-mb", " , "], "--bucket-cap-mb is empty"),
         (["--impls", ""], "--impls is empty"),
+        (["--bucket-cap-mb", "1,,5"], "--bucket-cap-mb: '1,,5' has an empty item between its commas; give each value "
+                                      "once, as 1,5"),
+        (["--impls", "stock,"], "--impls: 'stock,' has an empty item"),
+        (["--opt", "bucket_cap_mb=1,,5"], "'1,,5' has an empty item"),
     ],
 )  # fmt: skip
 def test_an_option_given_twice_or_an_empty_list_is_refused(capsys, tmp_path, args, said):
@@ -161,3 +165,18 @@ def test_collectives_warns_when_its_ranks_outnumber_the_cores(capsys, monkeypatc
     assert "3 ranks on 2 CPU core(s): ranks take turns on the cores" in capsys.readouterr().err
     collectives._warn_if_cores_shared(types.SimpleNamespace(device="cpu", gpus=2))
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["predict", "--workload", "mlp", "--size", "tiny", "--busbw", "90GB/s", "--caps", "1,,5"],
+         "--caps '1,,5' has an empty item between its commas; give each value once, as 1,5"),
+        (["predict", "--run", "r", "--cluster", "dgx-h100", "--nodes", "1,2,"], "--nodes '1,2,' has an empty item"),
+        (["collectives", "--ops", "all_reduce,", "--results", "{tmp}/results"], "--ops 'all_reduce,' has an empty"),
+    ],
+)  # fmt: skip
+def test_every_list_flag_refuses_an_empty_item_among_its_values(capsys, tmp_path, args, said):
+    assert cli.main([arg.format(tmp=tmp_path) for arg in args]) == 2
+    err = capsys.readouterr().err
+    assert said in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "results").exists()
