@@ -130,47 +130,63 @@ def _communication_advice(row: Any, run: pd.DataFrame | None) -> str:
     if buckets is not None and len(buckets) and hidden < 0.5:
         sizes = [float(b) for b in buckets]
         tail = f"; {better}" if better else ""
-        smaller = _smaller_cap_measured(row, run)
+        measured, alike = _smaller_cap_measured(row, run)
         if len(sizes) == 1:
-            advice = smaller or f"a bucket_cap_mb below {_mib(sizes[0])} splits it, so that backward hides part"
+            advice = measured or f"a bucket_cap_mb below {_mib(sizes[0])} splits it, so that backward hides part{alike}"
             return f"its one bucket ({_mib(sizes[0])}) is all-reduced after the last gradient: {advice}{tail}"
         return (f"its last bucket, {_mib(sizes[-1])} of {_mib(sum(sizes))}, is all-reduced after the last gradient: "
-                f"{smaller or 'a smaller bucket_cap_mb would overlap more of it'}{tail}")  # fmt: skip
+                f"{measured or 'a smaller bucket_cap_mb would overlap more of it' + alike}{tail}")  # fmt: skip
     comm, compute = _get(row, "comm_ms"), _get(row, "compute_ms")
     if hidden >= 0.5 and comm is not None and compute is not None and comm > compute:
         return f"it hides {hidden:.0%}, but its communication ({comm:.1f} ms) outlasts the compute that could hide it"
     return better
 
 
-def _smaller_cap_measured(row: Any, run: pd.DataFrame | None) -> str:
+def _smaller_cap_measured(row: Any, run: pd.DataFrame | None) -> tuple[str, str]:
     """What the run measured at the smaller caps of this strategy, setup and world size, where it measured
     any (the advice to lower the cap, not what its own sweep found, contradicted a sweep that found 1 MiB no
-    faster): the fastest of them against this cap, each the geometric mean of its repeats' median steps."""
+    faster): (the fastest of those that made other buckets against this cap, each the geometric mean of its
+    repeats' median steps; a note naming those that made this cap's buckets, whose steps differ by noise)."""
     from harness.analysis.stats import geometric_mean
     from harness.analysis.sweep import other_options
 
     cap = _get(row, "bucket_cap_mb")
     if run is None or cap is None or "bucket_cap_mb" not in run or "step_ms_median" not in run:
-        return ""
+        return "", ""
     options = run["impl_options"].map(other_options) if "impl_options" in run else pd.Series("{}", index=run.index)
     same = run[(run["status"] == "ok") & (options == other_options(_get(row, "impl_options")))]
     for key in (k for k in SAME_CONFIGURATION if k != "impl_options" and k in run and _get(row, k) is not None):
         same = same[same[key] == row[key]]  # the same strategy, options, setup and world size; any cap
-    steps = same.dropna(subset=["step_ms_median"]).groupby("bucket_cap_mb")["step_ms_median"].agg(geometric_mean)
-    smaller = steps[steps.index < cap]
-    if smaller.empty or cap not in steps.index:
-        return ""
+    same = same.dropna(subset=["step_ms_median"])
+    steps = same.groupby("bucket_cap_mb")["step_ms_median"].agg(geometric_mean)
+    if cap not in steps.index:
+        return "", ""
+    alike = [c for c in _caps_laid_out_as(same, _get(row, "bucket_sizes_mb")) if c < cap]
+    note = f" (the smaller bucket_cap_mb={','.join(f'{c:g}' for c in alike)} made the same buckets here)" if alike \
+        else ""  # fmt: skip
+    smaller = steps[(steps.index < cap) & ~steps.index.isin(alike)]
+    if smaller.empty:
+        return "", note
     best = smaller.idxmin()
     ratio = smaller[best] / steps[cap]
     pace = "as fast" if abs(1 - ratio) < 0.005 else f"{abs(1 - ratio):.1%} {'faster' if ratio < 1 else 'slower'}"
-    return (
-        f"this run measured the smaller bucket_cap_mb={best:g} at {smaller[best]:.1f} ms a step against "
-        f"{steps[cap]:.1f} here ({pace}; geometric means over repeats)"
-    )
+    return (f"this run measured the smaller bucket_cap_mb={best:g} at {smaller[best]:.1f} ms a step against "
+            f"{steps[cap]:.1f} here ({pace}; geometric means over repeats)"), ""  # fmt: skip
+
+
+def _caps_laid_out_as(rows: pd.DataFrame, sizes: Any) -> list[float]:
+    """The caps whose every launch made the bucket layout `sizes` (this row's): their steps measure the same
+    buckets, so a difference between them is the launches' noise, not the cap (the sweep calls them flat)."""
+    from harness.analysis.sweep import bucket_layouts
+
+    mine = bucket_layouts([sizes])
+    if mine is None or "bucket_sizes_mb" not in rows:
+        return []
+    return [cap for cap, group in rows.groupby("bucket_cap_mb") if bucket_layouts(group["bucket_sizes_mb"]) == mine]
 
 
 def _mib(value: float) -> str:
-    return f"{value:.1f} MiB" if value >= 0.1 else f"{value * 1024:.0f} KiB"
+    return f"{value:.3g} MiB" if value >= 0.1 else f"{value * 1024:.0f} KiB"  # as the sweep's verdict says them
 
 
 def _better_overlap(row: Any, run: pd.DataFrame | None) -> str:

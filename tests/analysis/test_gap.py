@@ -100,7 +100,7 @@ def row(**parts) -> dict:
     ("parts", "largest", "said"),
     [
         ({"gap_exposed_comm_ms": 6.0, "gap_rest_ms": 1.0}, "gap_exposed_comm_ms",
-         "6.0 ms (86%) exposed communication (its last bucket, 24.0 MiB of 25.0 MiB, is all-reduced after the last "
+         "6.0 ms (86%) exposed communication (its last bucket, 24 MiB of 25 MiB, is all-reduced after the last "
          "gradient: a smaller bucket_cap_mb would overlap more of it)"),
         ({"gap_waiting_ms": 5.0, "gap_exposed_comm_ms": 1.0, "slowest_rank": 1, "slowest_rank_late_ms": 6.0,
           "slowest_rank_share": 0.95}, "gap_waiting_ms",
@@ -223,7 +223,7 @@ def test_the_advice_to_lower_the_cap_gives_way_to_what_the_runs_own_sweep_measur
 
     at_25 = {**row(gap_exposed_comm_ms=6.0), "bucket_cap_mb": 25.0, "status": "ok"}
     sweep = [{**at_25, "repeat": r, "step_ms_median": step} for r, step in enumerate([84.0, 84.2])]
-    at_1 = {**at_25, "bucket_cap_mb": 1.0}
+    at_1 = {**at_25, "bucket_cap_mb": 1.0, "bucket_sizes_mb": [1.0] * 25}
     sweep += [{**at_1, "repeat": r, "step_ms_median": step} for r, step in enumerate([85.0, 85.2])]
     text = why.sentence({**at_25, "step_ms_median": 84.0}, pd.DataFrame(sweep), cores=2)
     assert "this run measured the smaller bucket_cap_mb=1 at 85.1 ms a step against 84.1 here (1.2% slower" in text
@@ -235,6 +235,10 @@ def test_the_advice_to_lower_the_cap_gives_way_to_what_the_runs_own_sweep_measur
     assert "at 84.1 ms a step against 84.1 here (as fast;" in why.sentence(at_25, pd.DataFrame(even), cores=2)
     alone = why.sentence(at_25, pd.DataFrame(sweep[:2]), cores=2)  # no smaller cap measured: the mechanism's advice
     assert "a smaller bucket_cap_mb would overlap more of it" in alone
+    alike = [{**r, "bucket_sizes_mb": at_25["bucket_sizes_mb"]} for r in sweep]  # 1 MiB made 25's buckets
+    said = why.sentence({**at_25, "step_ms_median": 84.0}, pd.DataFrame(alike), cores=2)
+    assert "would overlap more of it (the smaller bucket_cap_mb=1 made the same buckets here)" in said
+    assert "ms a step against" not in said  # their steps differ by the launches' noise alone
 
 
 def test_a_row_as_fast_as_local_counts_its_waiting_in_the_exposed_communication_it_names():
