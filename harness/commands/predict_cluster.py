@@ -101,6 +101,7 @@ def cluster_from_args(args: argparse.Namespace):
     for path in map(Path, args.nccl_tests or []):  # a log file, or a `ddpbench collectives` run's folder
         if _is_collectives_run(path):
             logs += nccltests.logs_from_collectives(path)
+            _warn_if_not_gpus(path)
             continue
         if path.is_dir():
             raise ConfigError(f"--nccl-tests {str(path)!r} is a folder but not a `ddpbench collectives` run; give "
@@ -150,6 +151,16 @@ def _nodes_text(logs) -> str:
     low, high = min(log.nodes for log in logs), max(log.nodes for log in logs)
     counted = f"{low}–{high}" if low < high else f"{high}"
     return f"{counted} node{'s' if high > 1 else ''}"
+
+
+def _warn_if_not_gpus(run: Path) -> None:
+    """A collectives run of CPU processes fitted to a GPU cluster's profile: nothing else would say so."""
+    from harness.results import model_tables
+
+    if (meta := model_tables.read_collectives_meta(run)).get("device") == "cpu":
+        console.warning(f"--nccl-tests {str(run)!r} measured {meta.get('config', {}).get('gpus', '?')} CPU "
+                        f"processes over {meta.get('backend', 'gloo')}, not GPUs over NCCL: the fit gives the "
+                        "profile a CPU's bandwidths and latencies, and predicts that machine")  # fmt: skip
 
 
 def _warn_if_other_gpu(base, logs) -> None:

@@ -208,3 +208,11 @@ def test_the_named_cap_is_ddps_default_where_it_ties_else_the_fastest():
     assert agreement.answer_index([1.0, 5.0], [10.1, 10.0]) == 1
     assert agreement.small_cap_unproven([1.0], 0.02) and not agreement.small_cap_unproven([1.0], 0.2)
     assert not agreement.small_cap_unproven([1.0, 25.0], 0.02) and not agreement.small_cap_unproven([1.0, 5.0], None)
+
+
+def test_a_fit_without_a_bandwidth_term_says_so_rather_than_an_infinite_bandwidth(capsys):
+    """Collectives at sizes too small for their times to grow fit busbw = ∞: said as the report says it."""
+    link = Link(alpha_s=1.5e-3, busbw_bytes_per_s=float("inf"), source="collectives run c1")
+    predictions.predict_table(predicted([0.29, 0.35, 0.29]), world=2, link=link, contention=None)
+    out = capsys.readouterr().out
+    assert "no bandwidth term (the times did not grow with size: measure larger sizes)" in out and "inf" not in out

@@ -308,11 +308,15 @@ def test_a_collectives_run_is_fitted_like_a_log(tmp_path, capsys):
             for c in a_log(slower, nodes=1)]  # fmt: skip
     store.write_parquet(run / "collectives" / "w8.parquet", rows, model_tables.COLLECTIVE_SCHEMA)
     code = cli.main(["predict", "--cluster", "dgx-h100", "--nccl-tests", str(run), "--nodes", "1", "--sizes", "8GiB"])
-    printed = capsys.readouterr().out
-    assert code == 0
+    printed, warned = capsys.readouterr()
+    assert code == 0 and "CPU processes" not in warned
     assert "coll/all_reduce-w8: all_reduce, 8 ranks on 1 node(s)" in printed
     assert "nvls_busbw_gbps 40" in printed  # 400, fitted from the built-in's 480
     assert "worst +0.0%" in printed or "worst -0.0%" in printed
+    meta = json.loads((run / "run.json").read_text())
+    store.write_json(run / "run.json", {**meta, "device": "cpu", "backend": "gloo", "config": {"gpus": 8}})
+    cli.main(["predict", "--cluster", "dgx-h100", "--nccl-tests", str(run), "--nodes", "1", "--sizes", "8GiB"])
+    assert "measured 8 CPU processes over gloo, not GPUs over NCCL" in capsys.readouterr().err  # a CPU's bandwidths
 
 
 def test_a_users_profile_without_sources_is_used_and_warned_about(tmp_path, capsys):

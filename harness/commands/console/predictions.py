@@ -4,6 +4,7 @@ what a run measured, and NCCL's choices on a cluster. Written through the termin
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 from harness.analysis import agreement, stats, why
@@ -54,8 +55,10 @@ def predict_table(frame: pd.DataFrame, *, world: int, link, contention) -> None:
     """The network at this world size, then one row per bucket cap and the predicted best (caps within
     agreement.TIE_TOLERANCE of the fastest are tied). `contention` None: none was measured."""
     fitted = "fitted (α + bytes / busbw) to " if link.source.startswith("collectives run") else ""
-    say(f"w{world}: all-reduce α {link.alpha_s * 1e6:.1f} µs, busbw {link.busbw_bytes_per_s / 1e9:.3f} GB/s "
-        f"({fitted}{link.source}); {contention_text(contention)}")  # fmt: skip
+    busbw = (f"busbw {link.busbw_bytes_per_s / 1e9:.3f} GB/s" if math.isfinite(link.busbw_bytes_per_s)
+             else "no bandwidth term (the times did not grow with size: measure larger sizes)")  # fmt: skip
+    say(f"w{world}: all-reduce α {link.alpha_s * 1e6:.1f} µs, {busbw} ({fitted}{link.source}); "
+        f"{contention_text(contention)}")  # fmt: skip
     _cap_rows(frame, decimals=2)
     best_cap(frame, world=world, decimals=2)
 
