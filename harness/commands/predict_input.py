@@ -170,8 +170,11 @@ def _rows_text(configs, setup: dict) -> str:
 
 def warn_not_whole_model(setup: dict, profile) -> None:
     """--local-step-ms is the user's whole model's step; a profile of a smaller size scales its compute to it
-    but keeps the smaller model's gradients, so every all-reduce would be the smaller model's."""
+    but keeps the smaller model's gradients, so every all-reduce would be the smaller model's. Unsaid where the
+    full size has the profile's gradients (a model of your own file, which --size does not scale)."""
     whole = _whole_model_grad_bytes(setup)
+    if whole == profile.grad_bytes:
+        return
     full = f"; the full size's are {whole / 2**20:.2f} MiB" if whole else ""
     console.warning(f"--local-step-ms is one GPU's step of the whole model, but this profile is {setup['workload']}'s "
                     f"{setup['size']} size ({profile.grad_bytes / 2**20:.2f} MiB of gradients{full}): its compute is "

@@ -360,3 +360,22 @@ def test_predictions_past_what_was_checked_or_fitted_say_so(tmp_path, capsys):
     assert "are of 'NVIDIA A100-SXM4-80GB' (ampere; ddpbench's profile dgx-a100) and are fitted to dgx-h100" in err
     assert cli.main(["predict", "--cluster", "dgx-a100", "--nccl-tests", str(tmp_path / "a100.json"), *flags]) == 0
     assert capsys.readouterr().err == ""  # the logs' own profile, inside the logs' node count: nothing to warn of
+
+
+def test_a_model_whose_size_does_not_change_its_gradients_is_not_told_to_profile_the_full_size(tmp_path, capsys):
+    """Your own file's model is the model you train whatever --size says: the warning is for a smaller size."""
+    import shutil
+    import types
+
+    import workloads
+    from harness.commands import predict_input
+    from harness.measure.modelinfo import grad_bytes_on_meta
+
+    shutil.copy(Path(__file__).parents[2] / "examples" / "my_workload.py", tmp_path / "my_workload.py")
+    spec = f"{tmp_path / 'my_workload.py'}:MyModel"
+    whole = grad_bytes_on_meta(workloads.resolve(spec).create(size="full", options={}))
+    predict_input.warn_not_whole_model({"workload": spec, "size": "small"}, types.SimpleNamespace(grad_bytes=whole))
+    assert capsys.readouterr().err == ""
+    smaller = types.SimpleNamespace(grad_bytes=whole // 2)
+    predict_input.warn_not_whole_model({"workload": spec, "size": "small"}, smaller)
+    assert "its communication stays the small model's" in capsys.readouterr().err
