@@ -234,6 +234,9 @@ def gpu_work_section(run: RunData, workloads: list[str], figs: FigureList) -> st
 
 
 def _gpu_work_columns(configs: pd.DataFrame) -> list[tuple[str, str, int]]:
+    """The columns recorded, on runs of GPUs: a CPU run's FLOP rate is no GPU's ceiling (it read 0.0 TFLOP/s)."""
+    if "device" in configs and not configs["device"].eq("cuda").any():
+        return []
     return [c for c in GPU_WORK[1:] if c[0] in configs and configs[c[0]].notna().any()]
 
 

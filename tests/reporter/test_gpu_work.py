@@ -48,6 +48,10 @@ def test_a_cpu_run_has_no_gpu_section_and_no_link_to_one():
     cpu = [{**config(BASELINE, 0, mfu=0.1), **unrecorded}]
     assert section(cpu) == ""
     assert not run_page._gpu_work_columns(pd.DataFrame(cpu))
+    # a CPU run counts its FLOP rate too (0.012 TFLOP/s read "0.0 TFLOP/s ... from the GPU"): still no section
+    counted = [{**config(BASELINE, 0, mfu=0.1), **unrecorded, "achieved_tflops": 0.012, "device": "cpu"}]
+    assert section(counted) == "" and not run_page._gpu_work_columns(pd.DataFrame(counted))
+    assert section([{**counted[0], "device": "cuda"}]) != ""
 
 
 def test_options_and_world_sizes_are_rows_of_their_own_and_a_missing_column_is_left_out():
