@@ -25,6 +25,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     from harness.perfmodel.network import NO_CONTENTION, network_link
     from harness.perfmodel.predict import DEFAULT_CAPS_MB
     from harness.perfmodel.schedule import largest_bucket_bytes, predict_caps
+    from harness.results import store
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     args.run, args.results_dir = _run_and_folder(args)
@@ -44,6 +45,12 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         predictions.predict_profile(setup, profile, source)
         run_dir = None
     caps = caps or list(DEFAULT_CAPS_MB)
+    profiled_on = store.read_run_meta(run_dir).get("device", device.type) if run_dir is not None else device.type
+    if given is not None and profiled_on == "cpu":  # a network typed in (a GPU cluster's) against a CPU's compute
+        console.warning(f"the profile's compute is a CPU's, far slower than a GPU's, set against the network given "
+                        f"(--busbw {args.busbw}): communication hides behind it, so these are a CPU's steps and their "
+                        "efficiencies higher than a GPU's would be; predict --cluster NAME --local-step-ms MS "
+                        "scales the compute to your GPU's one-GPU step")  # fmt: skip
     frames = []
     for world in worlds:
         link = network_link(network, world)

@@ -33,9 +33,11 @@ def test_a_run_without_a_sweep_gets_the_default_caps_not_its_one_recorded_cap(tm
     rows = tmp_path / "rows.csv"
     code = cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--busbw", "10GB/s", "--gpus", "8",
                      "--out", str(rows)])  # fmt: skip
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert code == 0, out
     assert "ddpbench predict: caps: the default list, 1,5,10,25,50,100 MiB (the run swept no cap; --caps" in out
+    # a CPU run's compute against a network typed in: said, as predict --cluster says it
+    assert "the profile's compute is a CPU's, far slower than a GPU's, set against the network given (--busbw" in err
     assert table_caps(out) == ["1", "5", "10", "25", "50", "100"]
     written = pd.read_csv(rows)  # --out writes the rows the table printed, outside --cluster too
     assert f"wrote {len(written)} rows to {rows}" in out and set(written["world_size"]) == {8}
