@@ -194,7 +194,7 @@ def against_reference(row: pd.Series, reference: pd.Series | None) -> str:
     text = f"{proof['times']:.2f}× {'faster' if faster else 'slower'}"
     if proof["low"] is not None:
         text += f" ({ratio_number(proof['low'])}–{ratio_number(proof['high'])})"
-    return text + CELL_DOUBT[proof["judged"]]
+    return text + (", the same buckets (one measurement)" if proof.get("same_buckets") else CELL_DOUBT[proof["judged"]])
 
 
 def recommendation_text(
@@ -327,12 +327,16 @@ def versus_stock(best: pd.Series, reference: pd.Series) -> str:
 
 def lead_caveat(group: pd.DataFrame) -> str:
     """The index's compact form of lead()'s doubt: '' when the repeats back the winner, else 'leads; not
-    significant' or 'leads; too few repeats'."""
+    significant', 'leads; too few repeats' or, two caps that made one layout, 'leads; the same buckets as the next'."""
     contenders = group[~group["is_floor"]]
     if len(contenders) < 2:
         return ""
-    judged = evidence(contenders.iloc[0], contenders.iloc[1])["judged"]
-    return {SIGNIFICANT: "", NOT_SIGNIFICANT: "leads; not significant", TOO_FEW: "leads; too few repeats"}[judged]
+    proof = evidence(contenders.iloc[0], contenders.iloc[1])
+    if proof.get("same_buckets"):
+        return "leads; the same buckets as the next"
+    return {SIGNIFICANT: "", NOT_SIGNIFICANT: "leads; not significant", TOO_FEW: "leads; too few repeats"}[
+        proof["judged"]
+    ]
 
 
 def headline(group: pd.DataFrame) -> str:

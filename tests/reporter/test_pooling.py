@@ -315,3 +315,18 @@ def test_a_strategy_judged_on_its_first_repeat_pools_to_that_verdict():
                repeats("local", [30.0, 31.0, 30.5], parity_ok=[None] * 3))  # fmt: skip
     pooled = answer.ranked(rows, workload="mlp").set_index("impl")["parity_ok"]
     assert pooled["stock"] is True and pooled["naive"] is False and pooled["local"] is None
+
+
+def test_two_caps_that_made_the_same_buckets_are_said_to_be_one_measurement_not_a_doubtful_lead():
+    """Their steps differ by the launches' spread alone: the cell and the index say so, not "not significant"
+    (whose legend means an interval narrower than ±5 %)."""
+    one = [[0.13]] * 2
+    rows = run(repeats("stock", [8.0, 8.1], options={"bucket_cap_mb": 1.0}, bucket_sizes_mb=one),
+               repeats("stock", [12.0, 12.4], bucket_sizes_mb=one),
+               repeats("local", [5.0, 5.1]))  # fmt: skip
+    group = answer.ranked(rows, workload="mlp")
+    reference = answer.reference_row(group)
+    leader = group[~group["is_floor"]].iloc[0]
+    cell = answer.against_reference(leader, reference)
+    assert cell.endswith("faster, the same buckets (one measurement)") and "not significant" not in cell
+    assert answer.lead_caveat(group) == "leads; the same buckets as the next"
