@@ -227,7 +227,7 @@ def describe(row: pd.Series) -> str:
     return (
         f"w{row['world_size']} {row['workload']}/{row['size']} {row['impl']}: {answer(row)} "
         f"(fastest {row['best_cap_mb']:g} MiB: {row['best_step_ms']:.2f} ms{interval}{gain}; "
-        f"{row['repeats']} repeat(s) per cap){noise}"
+        f"at least {row['repeats']} repeat(s) a cap){noise}"  # the fewest any cap had (auto reruns open ones)
     )
 
 

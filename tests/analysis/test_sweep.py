@@ -61,6 +61,7 @@ def test_a_sweep_recommends_its_known_optimum_and_nothing_at_world_size_1():
     assert row["best_cap_mb"] == 5.0 and row["decision"] == "recommend" and row["repeats"] == 5
     assert 0.05 < row["gain_vs_default"] < 0.15
     assert "w2 gpt2/tiny stock: use bucket_cap_mb=5 (fastest 5 MiB" in sweep.describe(row)
+    assert "; at least 5 repeat(s) a cap)" in sweep.describe(row)  # the fewest: --repeats auto reruns open caps only
 
 
 def test_a_cap_is_named_as_given_not_as_the_whole_bytes_ddp_recorded():
