@@ -148,8 +148,9 @@ def write_whatif_page(run_folder: Path, meta: dict, configs, cluster, out: Path)
     return name
 
 
-def build_site(*, results: Path, out: Path, cluster=None) -> BuiltSite:
-    """Every run's page (and, given a cluster profile, its what-if page), the index, plotly.js once."""
+def build_site(*, results: Path, out: Path, cluster=None, on_run=None) -> BuiltSite:
+    """Every run's page (and, given a cluster profile, its what-if page), the index, plotly.js once. `on_run(folder,
+    page, whatif page or None)` hears of each run's pages as they are written (the command's progress)."""
     out = Path(out)
     write_plotly_asset(out)
     summaries = []
@@ -170,6 +171,8 @@ def build_site(*, results: Path, out: Path, cluster=None) -> BuiltSite:
         path = out / "runs" / f"{run_folder.name}.html"
         write_text(path, run_page.run_page(run))
         run_pages[run_folder.name] = path
+        if on_run is not None:
+            on_run(run_folder.name, path, whatif_pages.get(run_folder.name))
         summaries.append(pages.index_row(run.meta, run.configs))
     collectives = write_collectives_pages(results, out)
     store.write_json(out / INDEX_FACTS, {"runs": summaries, "collectives": collectives})

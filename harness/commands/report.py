@@ -24,13 +24,16 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     # The floor and the model's curves depend on collectives runs that may have come after a bench run.
     predict.update_all_model_tables(args.results)
     _warn_shared_run_ids(args.results)
-    built = site.build_site(results=args.results, out=args.out, cluster=chosen)
-    console.say(f"report: {built.index}")
-    for run_id, page in built.run_pages.items():
-        whatif = built.whatif_pages.get(run_id)
+
+    def written(
+        run_id: str, page, whatif
+    ) -> None:  # as each run's pages are written: a site of many runs takes a while
         console.say(f"  run {run_id}: {page}" + (f" (what if on {chosen.name}: {whatif.name})" if whatif else ""))
+
+    built = site.build_site(results=args.results, out=args.out, cluster=chosen, on_run=written)
     for run_id, page in built.collectives_pages.items():
         console.say(f"  collectives {run_id}: {page}")
+    console.say(f"report: {built.index}")
     return 0
 
 

@@ -23,7 +23,8 @@ def test_report_command_writes_index_and_run_page_with_the_figures(small_run, tm
     out = tmp_path / "site"
     done = run_ddpbench("report", "--results", str(small_run.parent), "--out", str(out))
     assert done.returncode == 0, done.stderr
-    assert str(out / "index.html") in done.stdout
+    said = done.stdout.splitlines()  # each run as its page is written (progress), the index once all are
+    assert said[-1] == f"report: {out / 'index.html'}" and f"  run e2e: {out / 'runs' / 'e2e.html'}" in said[0]
     page = (out / "runs" / "e2e.html").read_text()
     assert page.count('class="plotly-graph-div"') >= 9
     assert '<script src="../assets/plotly.min.js">' in page
