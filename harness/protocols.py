@@ -71,6 +71,8 @@ class Strategy(Protocol):
 
     def timeline_cost(self) -> str | None: ...
 
+    def timeline_caveat(self, device: str) -> str | None: ...
+
 
 REQUIRED_STRATEGY_MEMBERS = ("wrap", "sync_gradients")
 """What a new strategy file must define itself; the rest of `Strategy` has defaults."""
@@ -183,6 +185,11 @@ class StrategyDefaults:
         """What recording the timeline would cost this strategy's step, or None when it costs nothing
         measurable. The harness then attaches one only when asked (`--bucket-timeline`): a number
         must not change because it is being recorded."""
+        return None
+
+    def timeline_caveat(self, device: str) -> str | None:
+        """What the timeline's figures of this strategy carry on `device` beyond what they say (its row's
+        `comm_note`), or None: where a collective's stamps bound the time compute waited rather than measure it."""
         return None
 
 

@@ -33,6 +33,13 @@ from impls._common import broadcast_module_state, collective_backend
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
+ALL_GATHERS_BLOCK = (
+    "measured, hidden share a lower bound: each all-gather counts as holding compute up from its launch, one "
+    "FSDP prefetched included (FSDP2 has no hook where compute waits for it: impls/_fsdp_timing.py)"
+)
+"""The `comm_note` of an fsdp row on a GPU: its exposed communication reads high, its hidden share low."""
+
+
 @register("fsdp", description="FSDP2 fully_shard per block and root (parameters, gradients, optimizer state sharded)")
 @dataclasses.dataclass(kw_only=True)
 class FSDP(StrategyDefaults):
@@ -101,6 +108,9 @@ class FSDP(StrategyDefaults):
             return False  # torch < 2.8: FSDP2 has no custom collectives to time them through
         self._timeline = timeline
         return True
+
+    def timeline_caveat(self, device: str) -> str | None:
+        return ALL_GATHERS_BLOCK if device == "cuda" else None  # on the CPU each is a blocking call: exact
 
     def sync_gradients(self) -> None:
         pass  # FSDP already reduce-scattered every block's gradients inside backward

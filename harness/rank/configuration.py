@@ -186,10 +186,11 @@ def _timeline_caveat(device: torch.device) -> str | None:
 
 def _caveats(strategy, device: torch.device, *, asked: bool) -> str | None:
     """What a measured timeline's figures carry: the hook's cost, which the step paid (a setting `compare`
-    keeps apart, values.timed_by_hook), and why they may read high (gloo on CUDA)."""
+    keeps apart, values.timed_by_hook), and why they may read high (gloo on CUDA, the strategy's own caveat)."""
     cost = strategy.timeline_cost()
     paid = f"{HOOK_TIMED}: {cost}" if cost is not None and asked else None
-    return "; ".join(note for note in (paid, _timeline_caveat(device)) if note) or None
+    notes = (paid, _timeline_caveat(device), strategy.timeline_caveat(device.type))
+    return "; ".join(note for note in notes if note) or None
 
 
 def attach_timeline(strategy, timeline: CommTimeline, *, asked: bool) -> str | None:

@@ -123,6 +123,9 @@ LATE_COMPLETIONS = "completions late"
 GLOO_ON_CUDA; the reports read the results, not the rank's code): gloo marks its work done on the compute
 stream, so each collective counts as in flight until compute could use its result."""
 UPPER_BOUND = "upper bound: gloo on CUDA completes on the compute stream"
+HIDDEN_LOWER = "hidden share a lower bound"
+"""The words of the `comm_note` of a strategy whose stamps count every collective as holding compute up from its
+launch (impls/fsdp.py's ALL_GATHERS_BLOCK, on a GPU): its hidden share reads low."""
 NOTHING_TO_HIDE = "nothing to hide at one rank"
 NEGLIGIBLE_COMM = 0.01
 """Communication under this share of the step: what share of it is hidden is noise."""
@@ -130,8 +133,16 @@ NEGLIGIBLE_COMM = 0.01
 
 def completions_late(rows: pd.DataFrame) -> bool:
     """Whether any of a strategy's rows (its repeats) timed its collectives with late completions (gloo on CUDA)."""
-    notes = rows.get("comm_note", [])
-    return any(isinstance(note, str) and LATE_COMPLETIONS in note for note in notes)
+    return _noted(rows, LATE_COMPLETIONS)
+
+
+def hidden_at_least(rows: pd.DataFrame) -> bool:
+    """Whether any of a strategy's rows says its hidden share is a lower bound (fsdp's all-gathers on a GPU)."""
+    return _noted(rows, HIDDEN_LOWER)
+
+
+def _noted(rows: pd.DataFrame, words: str) -> bool:
+    return any(isinstance(note, str) and words in note for note in rows.get("comm_note", []))
 
 
 def nothing_to_hide(row: pd.Series) -> bool:
@@ -145,14 +156,15 @@ def nothing_to_hide(row: pd.Series) -> bool:
 
 
 def hidden_cell(row: pd.Series) -> str:
-    """The answer's 'comm. hidden' cell: the share, '(upper bound)' where completions were late, or that at one
-    rank there is nothing to hide."""
+    """The answer's 'comm. hidden' cell: the share, '(upper bound)' where completions were late, '(lower bound)'
+    where every all-gather counted as holding compute up, or that at one rank there is nothing to hide."""
     overlap = row.get("overlap_efficiency")
     if overlap is None or pd.isna(overlap):
         return "—"
     if nothing_to_hide(row):
         return "nothing to hide"  # the table's heading names its one rank
-    return f"{overlap:.0%}" + (" (upper bound)" if row.get("comm_late") else "")
+    bound = " (upper bound)" if row.get("comm_late") else (" (lower bound)" if row.get("hidden_low") else "")
+    return f"{overlap:.0%}{bound}"
 
 
 def late_note(group: pd.DataFrame) -> str:

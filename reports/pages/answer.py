@@ -149,6 +149,7 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
         # Measured overlap: 1 − Σ exposed / Σ communication over the repeats (each repeat's per-step means).
         "overlap_efficiency": overlap_efficiency(comm, exposed),
         "backend": value(first, "backend"), "comm_late": alerts.completions_late(group),  # alerts.hidden_cell's
+        "hidden_low": alerts.hidden_at_least(group),
         "scaling_efficiency": _one(list(group["pooled_scaling"])),
         **{column: _highest([value(r, column) for r in records]) for column in (*MEMORY_PEAKS, PROCESS_PEAK)},
     }  # fmt: skip

@@ -250,3 +250,23 @@ def test_nccl_at_one_rank_has_nothing_to_hide_not_a_share_of_noise():
     # At two ranks the same figures are a share of real communication.
     two = answer.ranked(run.assign(world_size=2), workload="gpt2")
     assert "<td>91%</td>" in answer.world_table(two, pd.DataFrame(), workload="gpt2")
+
+
+def test_fsdp_on_a_gpu_says_its_hidden_share_is_a_lower_bound(monkeypatch):
+    """On a GPU every FSDP all-gather is stamped as holding compute up from its launch, prefetched ones too: its
+    exposed time reads high and the share hidden low, and the row's comm_note says so in words the page reads."""
+    import torch
+
+    import impls
+    from harness.rank import configuration
+    from impls.fsdp import ALL_GATHERS_BLOCK
+
+    fsdp = impls.create("fsdp")
+    assert alerts.HIDDEN_LOWER in fsdp.timeline_caveat("cuda") and fsdp.timeline_caveat("cpu") is None
+    monkeypatch.setattr(configuration, "_timeline_caveat", lambda device: None)  # NCCL's: no process group here
+    assert configuration._caveats(fsdp, torch.device("cuda"), asked=False) == ALL_GATHERS_BLOCK
+    assert impls.create("bucketed").timeline_caveat("cuda") is None
+    timed = {"backend": "nccl", "comm_ms": 20.0, "exposed_comm_ms": 15.0, "comm_note": ALL_GATHERS_BLOCK}
+    run = with_labels(pd.DataFrame([config("local", 2, 50.0, parity_ok=None), config("fsdp", 2, 70.0, **timed)]))
+    table = answer.world_table(answer.ranked(run, workload="gpt2"), pd.DataFrame(), workload="gpt2")
+    assert "<td>25% (lower bound)</td>" in table
