@@ -120,9 +120,14 @@ def impl_option_grids(
     for key, values in options:
         if not any(key in opts for opts in accepted.values()):
             valid = sorted({k for opts in accepted.values() for k in opts})
-            raise ConfigError(f"no chosen strategy has option {key!r}; valid options: {', '.join(valid) or '(none)'}")
+            takers = [n for n in impl_registry.names() if key in impl_registry.entry(n).options()]
+            who = f"; {', '.join(takers)} take{'s' if len(takers) == 1 else ''} it" if takers else ""
+            raise ConfigError(f"no chosen strategy has option {key!r}; valid options: {', '.join(valid) or '(none)'}"
+                              f"{who}")  # fmt: skip
         if not values:
-            raise ConfigError(f"option {key!r} has no value")
+            default = next((o.default for opts in accepted.values() if (o := opts.get(key))), None)
+            example = f", e.g. {key}={default}" if default is not None else ""
+            raise ConfigError(f"option {key!r} has no value; give {key}=VALUE[,VALUE…]{example}")
     grids: dict[str, list[dict[str, Any]]] = {}
     for name in impls:
         axes = [(key, values) for key, values in options if key in accepted[name]]

@@ -126,6 +126,8 @@ def test_collectives_reads_the_fault_switch_first_too(capsys, tmp_path, monkeypa
                                       "once, as 1,5"),
         (["--impls", "stock,"], "--impls: 'stock,' has an empty item"),
         (["--opt", "bucket_cap_mb=1,,5"], "'1,,5' has an empty item"),
+        (["--opt", "static_graph="], "option 'static_graph' has no value; give static_graph=VALUE[,VALUE…], e.g. "
+                                     "static_graph=False"),
     ],
 )  # fmt: skip
 def test_an_option_given_twice_or_an_empty_list_is_refused(capsys, tmp_path, args, said):
@@ -180,3 +182,9 @@ def test_every_list_flag_refuses_an_empty_item_among_its_values(capsys, tmp_path
     assert cli.main([arg.format(tmp=tmp_path) for arg in args]) == 2
     err = capsys.readouterr().err
     assert said in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "results").exists()
+
+
+def test_an_option_no_chosen_strategy_takes_names_the_strategies_that_do(capsys, tmp_path):
+    said = refused(capsys, tmp_path, "--impls", "naive", "--bucket-cap-mb", "5")
+    assert "no chosen strategy has option 'bucket_cap_mb'; valid options: (none); " in said
+    assert "stock" in said.split("(none); ")[1] and said.rstrip().endswith("take it")
