@@ -101,7 +101,7 @@ def cluster_from_args(args: argparse.Namespace):
     for path in map(Path, args.nccl_tests or []):  # a log file, or a `ddpbench collectives` run's folder
         if _is_collectives_run(path):
             logs += nccltests.logs_from_collectives(path)
-            _warn_if_not_gpus(path)
+            predict_input.warn_if_not_gpus(path)
             continue
         if path.is_dir():
             raise ConfigError(f"--nccl-tests {str(path)!r} is a folder but not a `ddpbench collectives` run; give "
@@ -127,7 +127,7 @@ def cluster_from_args(args: argparse.Namespace):
         console.say(f"ddpbench predict: the logs' GPU is {logs[0].gpu!r}: starting from the built-in {guess}")
         base = cluster.load(guess)
     if not logs:
-        _say_published_check(base, args.collective)
+        _say_published_check(base, args.collective, nodes=node_counts(args) if args.nodes else None)
         _warn_beyond_published(base, node_counts(args))
         return base
     _warn_if_other_gpu(base, logs)
@@ -151,16 +151,6 @@ def _nodes_text(logs) -> str:
     low, high = min(log.nodes for log in logs), max(log.nodes for log in logs)
     counted = f"{low}–{high}" if low < high else f"{high}"
     return f"{counted} node{'s' if high > 1 else ''}"
-
-
-def _warn_if_not_gpus(run: Path) -> None:
-    """A collectives run of CPU processes fitted to a GPU cluster's profile: nothing else would say so."""
-    from harness.results import model_tables
-
-    if (meta := model_tables.read_collectives_meta(run)).get("device") == "cpu":
-        console.warning(f"--nccl-tests {str(run)!r} measured {meta.get('config', {}).get('gpus', '?')} CPU "
-                        f"processes over {meta.get('backend', 'gloo')}, not GPUs over NCCL: the fit gives the "
-                        "profile a CPU's bandwidths and latencies, and predicts that machine")  # fmt: skip
 
 
 def _warn_if_other_gpu(base, logs) -> None:
@@ -227,16 +217,18 @@ def _refuse_mixed_gpus(logs) -> None:
                           "one profile describes one cluster: fit each cluster's logs on their own")  # fmt: skip
 
 
-def _say_published_check(chosen, collective: str) -> None:
-    """How far a built-in profile was from the published nccl-tests tables of its GPU, by node count (every
-    table is an all-reduce's: another collective is said to be unchecked)."""
+def _say_published_check(chosen, collective: str, *, nodes: list[int] | None) -> None:
+    """How far a built-in profile was from the published tables of its GPU, per node count of `nodes` (None: all)."""
     from harness.perfmodel import cluster
 
     if checks := cluster.published_checks(chosen):
         console.say(f"ddpbench predict: {chosen.name}'s all-reduce busbw against published nccl-tests all-reduce "
                     "tables (none fitted to; + means predicted faster; docs/measured/cluster-model.md):")  # fmt: skip
-        for phrase in cluster.published_check_summary(checks):
+        asked = [c for c in checks if nodes is None or c["nodes"] in nodes]
+        for phrase in cluster.published_check_summary(asked) or ["none at the node counts asked"]:
             console.say(f"ddpbench predict:   {phrase}")
+        if others := sorted({c["nodes"] for c in checks} - {c["nodes"] for c in asked}):  # said, not listed
+            console.say(f"ddpbench predict:   (tables of {', '.join(map(str, others))} nodes too: without --nodes)")
         if collective != "all_reduce":
             console.say(f"ddpbench predict: no published {collective} table was found: its predictions below "
                         "are unchecked, beyond sharing the all-reduce's bandwidths")  # fmt: skip

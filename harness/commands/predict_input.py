@@ -191,3 +191,13 @@ def _whole_model_grad_bytes(setup: dict) -> int | None:
         return grad_bytes_on_meta(workloads.resolve(setup["workload"]).create(size="full", options={}))
     except Exception:  # a workload that cannot build on the meta device: the warning goes without the figure
         return None
+
+
+def warn_if_not_gpus(run: Path) -> None:
+    """A collectives run of CPU processes fitted to a GPU cluster's profile: nothing else would say so."""
+    from harness.results import model_tables
+
+    if (meta := model_tables.read_collectives_meta(run)).get("device") == "cpu":
+        console.warning(f"--nccl-tests {str(run)!r} measured {meta.get('config', {}).get('gpus', '?')} CPU "
+                        f"processes over {meta.get('backend', 'gloo')}, not GPUs over NCCL: the fit gives the "
+                        "profile a CPU's bandwidths and latencies, and predicts that machine")  # fmt: skip
