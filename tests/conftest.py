@@ -95,6 +95,17 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=rank)  # stable: each file's own order is kept
 
 
+def pytest_configure(config):
+    """The suite's own cache folder (`ddpbench list` keeps its parameter counts in XDG_CACHE_HOME): a test writes
+    nothing into the user's, and a listing is tested from nothing, as on a fresh machine."""
+    import atexit
+    import os
+    import tempfile
+
+    os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="ddpbench-test-cache-")
+    atexit.register(shutil.rmtree, os.environ["XDG_CACHE_HOME"], ignore_errors=True)
+
+
 def pytest_collection_finish(session):
     """What collection imported (torch, pandas, every test module) lives for the whole session: later garbage
     collections skip it, as a rank's do after harness.rank.housekeeping.freeze_survivors. Each configuration

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 from harness.commands import console
 from harness.protocols import SIZES
@@ -64,16 +65,64 @@ SPECS = (
 
 
 def _sizes_line(name: str) -> str:
+    """'tiny 34.2k, small 4.2M, full 124.4M': each size's parameters, counted on the meta device once and kept in
+    the user's cache for the workload's code and the libraries that build it (counting them imported
+    transformers and built every model: 7 of `list`'s 8 s here)."""
     import workloads
+
+    cache, key = _counts_cache(), _counts_key(workloads.REGISTRY.entry(name).cls)
+    counted = _read_json(cache).get(name, {})
+    if counted.get("key") != key:
+        counted = {"key": key, "sizes": {size: _count(workloads.create(name, size=size)) for size in SIZES}}
+        _write_json(cache, {**_read_json(cache), name: counted})
+    return ", ".join(f"{size} {counted['sizes'][size]}" for size in SIZES)
+
+
+def _count(workload) -> str:
     from harness.measure.modelinfo import parameter_count_on_meta
 
-    parts = []
-    for size in SIZES:
-        workload = workloads.create(name, size=size)
-        reason = workload.unavailable_reason(device="cpu")
-        count = f"unavailable ({reason})" if reason else _human_count(parameter_count_on_meta(workload))
-        parts.append(f"{size} {count}")
-    return ", ".join(parts)
+    reason = workload.unavailable_reason(device="cpu")
+    return f"unavailable ({reason})" if reason else _human_count(parameter_count_on_meta(workload))
+
+
+def _counts_cache():
+    from pathlib import Path
+
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ddpbench" / "parameter-counts.json"
+
+
+def _counts_key(cls: type) -> str:
+    """What a count depends on: the workload's source file and the versions of the libraries that build models."""
+    import hashlib
+    import importlib.metadata
+    import inspect
+
+    versions = []
+    for library in ("torch", "torchvision", "transformers"):
+        try:
+            versions.append(importlib.metadata.version(library))
+        except importlib.metadata.PackageNotFoundError:
+            versions.append(None)
+    source = hashlib.sha256(inspect.getsource(inspect.getmodule(cls)).encode()).hexdigest()[:16]
+    return json.dumps([source, versions])
+
+
+def _read_json(path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):  # none yet, or unreadable: counted again
+        return {}
+
+
+def _write_json(path, data: dict) -> None:
+    """Whole or not at all (a temporary file renamed); a cache that cannot be written is only slower."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        partial.write_text(json.dumps(data, indent=1))
+        partial.replace(path)
+    except OSError:
+        pass
 
 
 def _human_count(count: int) -> str:
