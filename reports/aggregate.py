@@ -118,15 +118,17 @@ def slowest_rank_series(steps: pd.DataFrame) -> pd.DataFrame:
 SEGMENTS = ("forward_ms", "backward_ms", "exposed_comm_ms", "sync_ms", "optimizer_ms")
 """A step's stacked segments: the phases, with the measured communication that no compute hid taken
 out of the phase it fell in (DDP waits for its buckets inside backward; naive, flat and bucketed in
-sync) and shown as its own segment."""
+sync; broadcasts of buffers in forward, ZeRO's of parameters in the optimizer step) and shown as its own
+segment."""
 
 
 def phase_means(steps: pd.DataFrame) -> pd.DataFrame:
     """Per configuration, the mean of each segment (SEGMENTS) over the measured steps of its slowest
     rank (the rank with the longest mean step): the segments add up to that rank's mean step
     (`step_ms`, with the `rank`), which a median per segment would not. Where communication was not
-    measured, exposed_comm_ms is null and the phases are whole. Exposed communication is taken out of
-    backward (the part measured there), then out of sync, and what sync cannot hold out of forward."""
+    measured, exposed_comm_ms is null and the phases are whole. Exposed communication is taken out of the
+    phase it was measured in (backward, forward, optimizer), the rest out of sync; for runs from before the
+    forward and optimizer columns, what sync cannot hold out of forward."""
     measured = steps[~steps["warmup"]]
     if measured.empty:
         return pd.DataFrame(columns=["config_id", "rank", "step_ms", *SEGMENTS])
@@ -135,10 +137,16 @@ def phase_means(steps: pd.DataFrame) -> pd.DataFrame:
     slowest = slowest.drop_duplicates("config_id")[["config_id", "rank"]]
     measured = measured.merge(slowest, on=["config_id", "rank"])
     exposed = measured.get("exposed_comm_ms", pd.Series(np.nan, index=measured.index)).astype(float)
-    in_backward = measured.get("exposed_backward_ms", pd.Series(np.nan, index=measured.index)).astype(float)
-    sync_rest = measured["sync_ms"] - (exposed - in_backward).fillna(0.0)
-    # More exposed outside backward than sync holds: the rest waited in forward (FSDP's all-gathers do).
-    spill = (-sync_rest).clip(lower=0.0)
+
+    def part(column: str) -> pd.Series:
+        return measured.get(column, pd.Series(np.nan, index=measured.index)).astype(float)
+
+    in_backward, in_forward, in_optimizer = (part(f"exposed_{p}_ms") for p in ("backward", "forward", "optimizer"))
+    in_phases = in_backward.fillna(0.0) + in_forward.fillna(0.0) + in_optimizer.fillna(0.0)
+    sync_rest = measured["sync_ms"] - (exposed - in_phases).where(exposed.notna(), 0.0)
+    # More exposed outside the phases measured than sync holds (a run without the forward column): the rest
+    # waited in forward (FSDP's all-gathers do).
+    spill = (-sync_rest).clip(lower=0.0) + in_forward.fillna(0.0)
     segments = pd.DataFrame({
         "config_id": measured["config_id"],
         "rank": measured["rank"],
@@ -147,7 +155,7 @@ def phase_means(steps: pd.DataFrame) -> pd.DataFrame:
         "backward_ms": measured["backward_ms"] - in_backward.fillna(0.0),
         "exposed_comm_ms": exposed,
         "sync_ms": sync_rest.clip(lower=0.0),
-        "optimizer_ms": measured["optimizer_ms"],
+        "optimizer_ms": measured["optimizer_ms"] - in_optimizer.fillna(0.0),
     })  # fmt: skip
     grouped = segments.groupby(["config_id", "rank"], observed=True)[["step_ms", *SEGMENTS]]
     # A step without a communication figure leaves the mean unknown (null), not smaller.

@@ -42,6 +42,8 @@ STEP_COLUMNS = [
     "optimizer_ms",
     "exposed_comm_ms",
     "exposed_backward_ms",
+    "exposed_forward_ms",
+    "exposed_optimizer_ms",
 ]
 
 

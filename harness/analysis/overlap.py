@@ -84,8 +84,9 @@ def compute_intervals(
 
 
 def step_communication(phases: dict[str, float], collectives: Sequence[dict[str, float]]) -> dict[str, float]:
-    """comm_ms, exposed_comm_ms and, of the exposed part, how much lay in the backward phase
-    (`exposed_backward_ms`; the rest lay in the sync phase), for one step of one rank.
+    """comm_ms, exposed_comm_ms and, of the exposed part, how much lay in the backward, forward and optimizer
+    phases (`exposed_backward_ms`, `exposed_forward_ms`: a broadcast of buffers; `exposed_optimizer_ms`: ZeRO's
+    of parameters; the rest lay in the sync phase), for one step of one rank.
 
     `collectives`: that step's timeline rows (ready_ms, launched_ms, done_ms). A collective without
     a completion stamp counts until the end of the sync phase, by which time every strategy has
@@ -99,8 +100,9 @@ def step_communication(phases: dict[str, float], collectives: Sequence[dict[str,
     return {
         "comm_ms": length(in_flight),
         "exposed_comm_ms": length(exposed),
-        "exposed_backward_ms": length(clipped(exposed, bounds["backward"])),
-    }
+        **{f"exposed_{phase}_ms": length(clipped(exposed, bounds[phase])) for phase in ("backward", "forward",
+                                                                                        "optimizer")},
+    }  # fmt: skip
 
 
 def overlap_efficiency(comm_ms: Iterable[float], exposed_ms: Iterable[float]) -> float | None:

@@ -61,16 +61,18 @@ CAPTIONS = {
     "step; measured steps only), split into the mean of each segment over those steps: the segments add up to that "
     "mean step, which can differ from the median step the answer ranks by. The red segment is measured "
     "communication that no compute hid (mean per step), taken out of the phase it fell in "
-    "(DDP waits for its buckets inside backward; naive, flat and bucketed in sync; what sync cannot hold waited "
-    "in forward, as FSDP's all-gathers do). Where communication was not timed (stock and zero without "
+    "(DDP waits for its buckets inside backward; naive, flat and bucketed in sync; FSDP's all-gathers and a "
+    "broadcast of buffers in forward; ZeRO's broadcast of parameters in the optimizer step). Where communication "
+    "was not timed (stock and zero without "
     "--bucket-timeline) there is no red segment and backward or sync include it.",
     "exposed": "Left: the mean per step (over measured steps and ranks, not a median) of how long the strategy's "
     "collectives were in flight (outline) and of the part of it with no compute running (filled), both measured "
     "from the bucket timeline. Right: the share hidden, 1 − Σ not hidden / Σ in flight (naive and flat communicate "
     "after backward by design: 0; a strategy with a single bucket hides none either).",
     "timeline": "One ordinary step of rank 0 (its median step): the phases on the first row of each strategy, "
-    "then each bucket's collective (an all-reduce; FSDP's all-gathers and reduce-scatters) from launch to "
-    "completion. A bucket that overlaps the orange backward is "
+    "then each bucket's collective (an all-reduce; FSDP's all-gathers and reduce-scatters; the broadcasts of "
+    "buffers before forward and of ZeRO's parameters after its step) from launch to completion. A bucket that "
+    "overlaps the orange backward is "
     "hidden; one that starts after it is exposed. A tick marks when a bucket was ready, where it had to wait "
     "for an earlier bucket (buckets launch in order). A step of more than "
     f"{timeline.MAX_BUCKET_ROWS} collectives (one per parameter) has them all in one row, each at its own time.",

@@ -70,6 +70,27 @@ def test_the_breakdown_bar_adds_up_to_the_slowest_ranks_mean_step():
     assert "median step split" not in captions.CAPTIONS["breakdown"]
 
 
+def test_a_broadcast_exposed_in_forward_or_the_optimizer_step_comes_out_of_that_phase():
+    """ZeRO's parameter broadcast lies in its optimizer step and a buffer broadcast in forward: taken out of sync,
+    then forward, they once drew zero's forward at −21 ms with the broadcast still inside the optimizer's bar."""
+    steps = pd.DataFrame({
+        "config_id": ["z", "b"], "rank": [0, 0], "step": [0, 0], "warmup": [False, False],
+        "forward_ms": [10.0, 10.0], "backward_ms": [20.0, 20.0], "sync_ms": [0.0, 6.0], "optimizer_ms": [30.0, 1.0],
+        "exposed_comm_ms": [31.0, 9.0], "exposed_backward_ms": [0.0, 0.0], "exposed_forward_ms": [3.0, 4.0],
+        "exposed_optimizer_ms": [28.0, 0.0],
+    })  # fmt: skip
+    steps["step_ms"] = steps[["forward_ms", "backward_ms", "sync_ms", "optimizer_ms"]].sum(axis=1)
+    phases = aggregate.phase_means(steps).set_index("config_id")
+    zero, bucketed = phases.loc["z"], phases.loc["b"]
+    assert (zero["forward_ms"], zero["optimizer_ms"], zero["sync_ms"]) == (7.0, 2.0, 0.0)
+    assert (bucketed["forward_ms"], bucketed["sync_ms"], bucketed["optimizer_ms"]) == (6.0, 1.0, 1.0)
+    for row in (zero, bucketed):
+        assert (
+            row[list(aggregate.SEGMENTS)].sum() == pytest.approx(row["step_ms"])
+            and (row[list(aggregate.SEGMENTS)] >= 0).all()
+        )
+
+
 def test_exposed_communication_sync_cannot_hold_comes_out_of_forward_and_untimed_stacks_as_zero():
     """FSDP's all-gathers wait in forward: more exposed outside backward than sync holds once drew a negative
     'sync (rest)' (−35.6 ms, a bar 33 ms too tall); and a null segment (stock, not timed) broke plotly's stack."""
