@@ -186,6 +186,8 @@ def _caps_laid_out_as(rows: pd.DataFrame, sizes: Any) -> list[float]:
 
 
 def _mib(value: float) -> str:
+    if value >= 100:
+        return f"{value:.0f} MiB"
     return f"{value:.3g} MiB" if value >= 0.1 else f"{value * 1024:.0f} KiB"  # as the sweep's verdict says them
 
 

@@ -296,7 +296,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         say_run_calibration(profile, configs, setup, scaled=bool(args.local_step_ms))
     profile = calibrate(profile, calibration)
     if args.local_step_ms and setup is not None and setup.get("size") != "full":
-        predict_input.warn_not_whole_model(setup, profile)
+        predict_input.warn_not_whole_model(setup, profile, configs=configs)
     _say_one_rank_step(
         profile,
         calibration,

@@ -168,11 +168,11 @@ def _rows_text(configs, setup: dict) -> str:
     return "; ".join(f"{impls} at world size {world}" for world, impls in by_world.items()) or "no rows"
 
 
-def warn_not_whole_model(setup: dict, profile) -> None:
+def warn_not_whole_model(setup: dict, profile, *, configs=None) -> None:
     """--local-step-ms is the user's whole model's step; a profile of a smaller size scales its compute to it
     but keeps the smaller model's gradients, so every all-reduce would be the smaller model's. Unsaid where the
     full size has the profile's gradients (a model of your own file, which --size does not scale)."""
-    whole = _whole_model_grad_bytes(setup)
+    whole = _whole_model_grad_bytes(setup, configs)
     if whole == profile.grad_bytes:
         return
     full = f"; the full size's are {whole / 2**20:.2f} MiB" if whole else ""
@@ -182,13 +182,20 @@ def warn_not_whole_model(setup: dict, profile) -> None:
                     "will train (--size full, or its configuration: --workload 'hf:NAME[key=value]')")  # fmt: skip
 
 
-def _whole_model_grad_bytes(setup: dict) -> int | None:
-    """The full size's gradient bytes, built on the meta device (no memory, no time); None where it cannot be."""
+def _whole_model_grad_bytes(setup: dict, configs=None) -> int | None:
+    """The full size's gradient bytes, built on the meta device (no memory, no time), from what the run built the
+    workload from (its spec and --wopt options, where its rows say); None where it cannot be."""
     import workloads
     from harness.measure.modelinfo import grad_bytes_on_meta
+    from harness.results.values import options_of
 
+    spec, options = setup["workload"], {}
+    if configs is not None and "workload_spec" in configs:
+        rows = configs[(configs["workload"] == setup["workload"]) & configs["workload_spec"].notna()]
+        if not rows.empty:
+            spec, options = str(rows["workload_spec"].iloc[0]), options_of(rows["workload_options"].iloc[0])
     try:
-        return grad_bytes_on_meta(workloads.resolve(setup["workload"]).create(size="full", options={}))
+        return grad_bytes_on_meta(workloads.resolve(spec).create(size="full", options=options))
     except Exception:  # a workload that cannot build on the meta device: the warning goes without the figure
         return None
 

@@ -208,7 +208,9 @@ def rpc_columns(results: list[RankResult]) -> dict[str, Any]:
 def parity_columns(main_result: RankResult, cfg: Configuration) -> dict[str, Any]:
     checked = main_result.parity
     if checked is None:
-        note = JUDGED_ON_FIRST_REPEAT if cfg.parity and not cfg.judges_parity else "not checked"
+        # A strategy that is judged (parity_exact): its first repeat's row has the verdict; else none has one.
+        first = cfg.parity and not cfg.judges_parity and main_result.parity_exact
+        note = JUDGED_ON_FIRST_REPEAT if first else "not checked"
         return {"parity_max_abs_diff": None, "parity_ok": None, "parity_note": note}
     note, ok = checked.note, checked.within_tolerance
     if not main_result.parity_exact and ok is not None:

@@ -216,3 +216,18 @@ def test_parity_is_judged_on_each_configurations_first_repeat_only(tmp_path, sin
     assert rows["parity_note"].iloc[1] == JUDGED_ON_FIRST_REPEAT
     later = rows.iloc[1].to_dict()
     assert console.describe_row({**later, "parity_ok": None}).endswith("parity judged on repeat 1")
+
+
+def test_a_later_repeat_of_a_strategy_never_judged_does_not_point_at_the_first():
+    """local and lossy hooks are not judged on any repeat: their later rows say "not checked", not "judged on
+    this configuration's first repeat"."""
+    import dataclasses
+
+    from harness.handoff.rank_result import RankResult
+    from harness.handoff.records import parity_columns
+    from harness.results.values import JUDGED_ON_FIRST_REPEAT
+
+    later = dataclasses.replace(configuration_for_cache(), repeat=1)
+    exact = parity_columns(RankResult("ok", parity_exact=True), later)["parity_note"]
+    assert exact == JUDGED_ON_FIRST_REPEAT
+    assert parity_columns(RankResult("ok", parity_exact=False), later)["parity_note"] == "not checked"
