@@ -84,6 +84,9 @@ class _Costly:
     def timeline_cost(self):
         return "a hook's extra pass"
 
+    def timeline_caveat(self, device):
+        return None
+
 
 def test_a_row_timed_through_a_hook_it_paid_for_says_so_and_compare_can_read_it(monkeypatch):
     monkeypatch.setattr(torch.distributed, "get_backend", lambda *a, **k: "gloo")

@@ -42,7 +42,8 @@ def test_the_store_schemas_are_the_dictionarys():
     assert store.CONFIG_SCHEMA.equals(columns.CONFIGS.schema, check_metadata=True)
     assert store.STEP_SCHEMA.names == ["run_id", "config_id", "rank", "step", "warmup", "step_ms",
                                        *columns.PHASE_COLUMNS, "comm_ms", "exposed_comm_ms",
-                                       "exposed_backward_ms", "compute_ms", "waiting_ms", "rest_ms",
+                                       "exposed_backward_ms", "exposed_forward_ms", "exposed_optimizer_ms",
+                                       "compute_ms", "waiting_ms", "rest_ms",
                                        "late_by_ms"]  # fmt: skip
     assert store.TIMELINE_SCHEMA.equals(columns.TIMELINE.schema, check_metadata=True)
     assert columns.CONFIGS.column("achieved_tflops").unit == "TFLOP/s"
