@@ -24,12 +24,14 @@ def run_list(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         console.say(f"  {entry.name:<14} {entry.description}" + (f"  [options: {options}]" if options else "")
                     + (f"  [warm-up: {needs}]" if needs else ""))  # fmt: skip
     console.say("workloads (parameters per size; options set with --wopt KEY=V[,V…]):")
+    counts = _read_counts()
     for entry in workloads.REGISTRY.entries():
         console.say(f"  {entry.name:<14} {entry.description}")
-        console.say(f"  {'':<14} {_sizes_line(entry.name)}")
+        console.say(f"  {'':<14} {_sizes_line(entry.name, counts)}")
         options = ", ".join(f"{o.name}={o.default}" for o in entry.options().values() if o.name != "size")
         if options:
             console.say(f"  {'':<14} options: {options}")
+    _write_counts(counts)
     console.say("your model, or any of a zoo's (docs/your-model.md):")
     for spec, what in SPECS:
         console.say(f"  {spec:<24} {what}")
@@ -64,18 +66,16 @@ SPECS = (
 )
 
 
-def _sizes_line(name: str) -> str:
+def _sizes_line(name: str, counts: dict) -> str:
     """'tiny 34.2k, small 4.2M, full 124.4M': each size's parameters, counted on the meta device once and kept in
-    the user's cache for the workload's code and the libraries that build it (counting them imported
+    `counts` (the user's cache) for the workload's code and the libraries that build it (counting them imported
     transformers and built every model: 7 of `list`'s 8 s here)."""
     import workloads
 
-    cache, key = _counts_cache(), _counts_key(workloads.REGISTRY.entry(name).cls)
-    counted = _read_json(cache).get(name, {})
-    if counted.get("key") != key:
-        counted = {"key": key, "sizes": {size: _count(workloads.create(name, size=size)) for size in SIZES}}
-        _write_json(cache, {**_read_json(cache), name: counted})
-    return ", ".join(f"{size} {counted['sizes'][size]}" for size in SIZES)
+    key = _counts_key(workloads.REGISTRY.entry(name).cls)
+    if counts.get(name, {}).get("key") != key:
+        counts[name] = {"key": key, "sizes": {size: _count(workloads.create(name, size=size)) for size in SIZES}}
+    return ", ".join(f"{size} {counts[name]['sizes'][size]}" for size in SIZES)
 
 
 def _count(workload) -> str:
@@ -94,33 +94,31 @@ def _counts_cache():
 def _counts_key(cls: type) -> str:
     """What a count depends on: the workload's source file and the versions of the libraries that build models."""
     import hashlib
-    import importlib.metadata
     import inspect
 
-    versions = []
-    for library in ("torch", "torchvision", "transformers"):
-        try:
-            versions.append(importlib.metadata.version(library))
-        except importlib.metadata.PackageNotFoundError:
-            versions.append(None)
+    from harness.measure.env import library_versions
+
+    versions = library_versions()
     source = hashlib.sha256(inspect.getsource(inspect.getmodule(cls)).encode()).hexdigest()[:16]
-    return json.dumps([source, versions])
+    return json.dumps([source, [versions[name] for name in ("torch", "torchvision", "transformers")]])
 
 
-def _read_json(path) -> dict:
+def _read_counts() -> dict:
+    from harness.results.files import read_json
+
     try:
-        return json.loads(path.read_text())
+        return read_json(_counts_cache())
     except (OSError, ValueError):  # none yet, or unreadable: counted again
         return {}
 
 
-def _write_json(path, data: dict) -> None:
-    """Whole or not at all (a temporary file renamed); a cache that cannot be written is only slower."""
+def _write_counts(counts: dict) -> None:
+    """Whole or not at all (results.files); a cache that cannot be written is only slower."""
+    from harness.results.files import write_json
+
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        partial = path.with_name(f".{path.name}.{os.getpid()}")
-        partial.write_text(json.dumps(data, indent=1))
-        partial.replace(path)
+        if counts != _read_counts():
+            write_json(_counts_cache(), counts)
     except OSError:
         pass
 
