@@ -187,13 +187,9 @@ def _whole_model_grad_bytes(setup: dict, configs=None) -> int | None:
     workload from (its spec and --wopt options, where its rows say); None where it cannot be."""
     import workloads
     from harness.measure.modelinfo import grad_bytes_on_meta
-    from harness.results.values import options_of
+    from harness.perfmodel.predict import source_in_rows
 
-    spec, options = setup["workload"], {}
-    if configs is not None and "workload_spec" in configs:
-        rows = configs[(configs["workload"] == setup["workload"]) & configs["workload_spec"].notna()]
-        if not rows.empty:
-            spec, options = str(rows["workload_spec"].iloc[0]), options_of(rows["workload_options"].iloc[0])
+    spec, options = source_in_rows(configs, setup) if configs is not None else (setup["workload"], {})
     try:
         return grad_bytes_on_meta(workloads.resolve(spec).create(size="full", options=options))
     except Exception:  # a workload that cannot build on the meta device: the warning goes without the figure

@@ -265,9 +265,13 @@ def run_setups(run: Path) -> list[dict]:
 def workload_source(run: Path, setup: dict) -> tuple[str, dict]:
     """(spec, options) that the run built this setup's workload from (its rows say: `workload` is only its
     name); the name itself for rows written before specs were recorded."""
-    configs = store.read_configs(run).fillna(SETUP_DEFAULTS)
+    return source_in_rows(store.read_configs(run).fillna(SETUP_DEFAULTS), setup)
+
+
+def source_in_rows(configs: pd.DataFrame, setup: dict) -> tuple[str, dict]:
+    """workload_source from a run's rows already read."""
     rows = configs[(configs["status"] == "ok") & (configs["workload"] == setup["workload"])]
-    if rows.empty or pd.isna(rows["workload_spec"].iloc[0]):
+    if rows.empty or "workload_spec" not in rows or pd.isna(rows["workload_spec"].iloc[0]):
         return setup["workload"], {}
     return str(rows["workload_spec"].iloc[0]), options_of(rows["workload_options"].iloc[0])
 
