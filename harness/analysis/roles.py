@@ -8,11 +8,14 @@ declares for each row's `impl`, and the defaults of a new strategy for a name no
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 import impls
 from harness.bucketing import DDP_DEFAULT_CAP_MB
 from harness.protocols import ROLES, roles_of
+from harness.results.values import options_of
 
 
 def declared(impl: str) -> dict[str, bool | str]:
@@ -76,6 +79,17 @@ def reference_stand_in(options: dict) -> int | None:
     if set(options) == {"bucket_cap_mb"} and float(options["bucket_cap_mb"]) == DDP_DEFAULT_CAP_MB:
         return 1
     return None
+
+
+def option_left_at(impl: str, name: str, options: Any) -> Any:
+    """The value option `name` of strategy `impl` had in a row whose options were `options` (what was asked:
+    the rest are the class's defaults); None where the strategy takes no such option (or is not registered)."""
+    if impl not in impls.names():
+        return None
+    declared_options = impls.entry(impl).options()
+    if name not in declared_options:
+        return None
+    return options_of(options).get(name, declared_options[name].default)
 
 
 def reference_name() -> str:

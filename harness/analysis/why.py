@@ -121,6 +121,15 @@ def _advice(column: str, row: Any, run: pd.DataFrame | None, *, cores: int | Non
 
 def _communication_advice(row: Any, run: pd.DataFrame | None) -> str:
     """Why the communication is exposed, and what the run shows would hide more of it."""
+    outside, mostly = _exposed_outside_backward(row)
+    if mostly:
+        return outside
+    in_backward = _backward_advice(row, run)
+    return "; ".join(words for words in (outside, in_backward) if words)
+
+
+def _backward_advice(row: Any, run: pd.DataFrame | None) -> str:
+    """Why the gradients' communication in and after backward is exposed, and what would hide more of it."""
     hidden = _get(row, "overlap_efficiency") or 0.0
     better = _better_overlap(row, run)
     if bool(_get(row, "comm_after_backward")):
@@ -140,6 +149,36 @@ def _communication_advice(row: Any, run: pd.DataFrame | None) -> str:
     if hidden >= 0.5 and comm is not None and compute is not None and comm > compute:
         return f"it hides {hidden:.0%}, but its communication ({comm:.1f} ms) outlasts the compute that could hide it"
     return better
+
+
+def _exposed_outside_backward(row: Any) -> tuple[str, bool]:
+    """Where SMALL_PART or more of the exposed communication lies in forward or in the optimizer step (measured
+    per step: overlap.step_communication): which collective that is and what the strategy offers against it,
+    and whether it is most of it; ('', False) where the gradients' collectives in and after backward hold
+    nearly all (the bucket advice alone then)."""
+    exposed = _get(row, "exposed_comm_ms") or 0.0
+    forward, optimizer = (_get(row, f"exposed_{phase}_ms") or 0.0 for phase in ("forward", "optimizer"))
+    if exposed <= 0 or max(forward, optimizer) < SMALL_PART * exposed:
+        return "", False
+    if optimizer >= forward:
+        part, what = optimizer, "the broadcast of the parameters each rank updated, after its optimizer step"
+        offers = [("parameters_as_bucket_view", True, "sends it as one broadcast a rank, not one a parameter")]
+        if _get(row, "backend") == "nccl":  # torch's overlap_with_ddp runs over NCCL only
+            offers.append(("overlap_with_ddp", True, "runs each rank's step inside backward, overlapping it"))
+    else:
+        sharded = roles.declared(str(row["impl"]))["gradient_traffic"] == "sharded"
+        part, what = forward, ("the all-gathers of parameters in forward" if sharded else
+                               "the broadcast of buffers before each forward")  # fmt: skip
+        offers = [("broadcast_buffers", False, "skips it where each rank may keep its own BatchNorm statistics")]
+    tries = [
+        f"{name}={str(value).lower()} {effect}"
+        for name, value, effect in offers
+        if roles.option_left_at(str(row["impl"]), name, _get(row, "impl_options")) not in (None, value)
+    ]
+    advice = f": {' or '.join(tries)}" if tries else ""
+    words = (f"{part / exposed:.0%} of all exposed communication ({part:.1f} of {exposed:.1f} ms a step) is {what}, "
+             f"which nothing hides{advice}")  # fmt: skip
+    return words, part >= 0.5 * exposed
 
 
 def _smaller_cap_measured(row: Any, run: pd.DataFrame | None) -> tuple[str, str]:

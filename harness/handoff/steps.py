@@ -62,14 +62,25 @@ def communication_columns(steps: list[dict[str, Any]]) -> dict[str, Any]:
     steps table keeps each step's figures). Null when the strategy's collectives were not timed."""
     measured = [row for row in steps if not row["warmup"] and row.get("comm_ms") is not None]
     if not measured:
-        return {"comm_ms": None, "exposed_comm_ms": None, "overlap_efficiency": None}
+        return dict.fromkeys(("comm_ms", "exposed_comm_ms", "overlap_efficiency", *EXPOSED_OUTSIDE_BACKWARD))
     comm = [row["comm_ms"] for row in measured]
     exposed = [row["exposed_comm_ms"] for row in measured]
     return {
         "comm_ms": float(np.mean(comm)),
         "exposed_comm_ms": float(np.mean(exposed)),
         "overlap_efficiency": overlap.overlap_efficiency(comm, exposed),
+        **{name: _mean_of(measured, name) for name in EXPOSED_OUTSIDE_BACKWARD},
     }
+
+
+EXPOSED_OUTSIDE_BACKWARD = ("exposed_forward_ms", "exposed_optimizer_ms")
+"""The configuration's share of exposed communication in forward (a broadcast of buffers, FSDP's all-gathers)
+and in the optimizer step (ZeRO's broadcast of parameters): what the why-line names instead of a bucket."""
+
+
+def _mean_of(rows: list[dict[str, Any]], name: str) -> float | None:
+    values = [row[name] for row in rows if row.get(name) is not None]
+    return float(np.mean(values)) if values else None
 
 
 def slowest_steps(steps: list[dict[str, Any]]) -> list[dict[str, Any]]:
