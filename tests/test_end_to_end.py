@@ -119,6 +119,8 @@ def test_derived_metrics_use_the_local_baseline_and_world_size_one(small_run):
     assert stock2["speedup_vs_local"] == local2["step_ms_median"] / stock2["step_ms_median"]
     stock1 = configs.loc[("stock", 1)]
     assert stock2["scaling_efficiency"] == stock2["samples_per_s"] / (2 * stock1["samples_per_s"])
+    local1 = configs.loc[("local", 1)]
+    assert stock2["scaling_efficiency_vs_local"] == stock2["samples_per_s"] / (2 * local1["samples_per_s"])
 
 
 def test_communication_is_measured_for_every_communicating_strategy_and_its_bounds_hold(small_run):

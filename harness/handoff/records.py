@@ -124,11 +124,11 @@ def _lookup(written: pd.DataFrame, mask: pd.Series, column: str, *, repeat: int 
 def derived_metrics(
     cfg: Configuration, step_ms: float | None, samples_per_s: float | None, written: pd.DataFrame
 ) -> dict[str, Any]:
-    """Scaling against world size 1 and the speed-up over the baseline strategy (the one that
-    communicates nothing), from rows already written."""
+    """Scaling against world size 1 (the same strategy's, and the baseline strategy's: one process that
+    communicates nothing) and the speed-up over the baseline at the same world size, from rows already written."""
     same = _same_setup(written, cfg)
     if written.empty:
-        single = local = None
+        single = local = local_single = None
     else:
         single = _lookup(
             written,
@@ -148,13 +148,21 @@ def derived_metrics(
             "step_ms_median",
             repeat=cfg.repeat,
         )
+        local_single = _lookup(
+            written, same & written["baseline"].fillna(False).astype(bool) & (written["world_size"] == 1),
+            "samples_per_s", repeat=cfg.repeat,
+        )  # fmt: skip
     if cfg.world_size == 1 and samples_per_s:
         single = samples_per_s
     if role_columns(cfg.impl)["baseline"]:
         local = step_ms
+        local_single = samples_per_s if cfg.world_size == 1 else local_single
     return {
         "scaling_efficiency": stats.scaling_efficiency(
             samples_per_s, world_size=cfg.world_size, single_rank_samples_per_s=single
+        ),
+        "scaling_efficiency_vs_local": stats.scaling_efficiency(
+            samples_per_s, world_size=cfg.world_size, single_rank_samples_per_s=local_single
         ),
         "speedup_vs_local": stats.speedup_vs_local(step_ms, local),
     }

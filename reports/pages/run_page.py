@@ -41,6 +41,7 @@ TABLE_COLUMNS = (
     ("step_ms_cv", "cv", 3),
     ("samples_per_s", "samples/s", 0),
     ("scaling_efficiency", "scaling eff.", 3),
+    ("scaling_efficiency_vs_local", "vs local at 1 rank", 3),
     ("exposed_comm_ms", "exposed comm ms", 2),
     ("overlap_efficiency", "overlap eff.", 3),
     ("mem_peak_rss_mb", "peak RSS MiB", 0),

@@ -85,11 +85,15 @@ def test_speedup_vs_local_and_scaling_come_from_rows_already_written():
         [
             {**assemble([rank_result([9, 10, 10])], cfg=configuration(impl="local", world_size=2))[0]},
             {**assemble([rank_result([9, 4, 4])], cfg=configuration(world_size=1))[0]},
+            {**assemble([rank_result([9, 2, 2])], cfg=configuration(impl="local", world_size=1))[0]},
         ]
     )
     row = assemble([rank_result([9, 16, 16]), rank_result([9, 16, 16])], written=written)[0]
     assert row["speedup_vs_local"] == 10 / 16
     assert row["scaling_efficiency"] == (4 * 2 * 1000 / 16) / (2 * (4 * 1000 / 4))
+    assert row["scaling_efficiency_vs_local"] == (4 * 2 * 1000 / 16) / (2 * (4 * 1000 / 2))  # local's 2 ms step
+    alone = assemble([rank_result([9, 2, 2])], cfg=configuration(impl="local", world_size=1))[0]
+    assert alone["scaling_efficiency_vs_local"] == 1.0  # the baseline at one rank is its own
     assert row["comm_ms"] is None and row["overlap_efficiency"] is None  # no timeline: not measured
 
 
