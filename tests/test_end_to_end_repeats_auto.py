@@ -17,10 +17,10 @@ import pytest
 
 from harness import cli
 from harness.analysis import decide
+from harness.config import grid
 from harness.config.bench import BenchConfig
 from harness.config.grid import Configuration, expand
 from harness.launch import launcher as launch
-from harness.launch import repeats
 from harness.results import store
 from reports import site
 from reports.pages import evidence, run_page
@@ -57,7 +57,7 @@ def auto_run(tmp_path_factory):
 
 def rounds(run) -> list[tuple[int, set[str], set[str]]]:
     """Per look after the first: (its repeat count, the configurations open at it, those the next round ran),
-    configurations as repeats.identity keys, judged again from the run's own rows."""
+    configurations as grid.identity keys, judged again from the run's own rows."""
     every = [Configuration.from_json(c) for c in store.read_run_meta(run)["configurations"]]
     configs, steps = store.read_configs(run), store.read_steps(run)
     looks = decide.looks(MAX_REPEATS)
@@ -65,9 +65,9 @@ def rounds(run) -> list[tuple[int, set[str], set[str]]]:
     for look, following in itertools.pairwise(looks):
         seen = configs[configs["repeat"] < look]
         verdicts = decide.verdicts(seen, steps, confidence=decide.look_confidence(MAX_REPEATS))
-        by_id = {c.config_id: repeats.identity(c) for c in every}
+        by_id = {c.config_id: grid.identity(c) for c in every}
         opened = {by_id[i] for i in decide.open_config_ids(verdicts)}
-        ran = {repeats.identity(c) for c in every if look <= c.repeat < following}
+        ran = {grid.identity(c) for c in every if look <= c.repeat < following}
         found.append((look, opened, ran))
     return found
 

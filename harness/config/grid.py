@@ -54,6 +54,9 @@ class Configuration:
     """The workload's options (`--wopt`)."""
     repeated: bool = False
     """Whether it is one of several repeats (its id and its launch then say which)."""
+    judging_repeat: int = 0
+    """The repeat that judges this configuration's parity: the first, or the first to run after every
+    earlier one failed (set by the launcher as it launches: `first_to_judge`)."""
 
     def make_workload(self):
         """This configuration's workload, as every rank builds it (`workloads.create`)."""
@@ -72,9 +75,9 @@ class Configuration:
 
     @property
     def judges_parity(self) -> bool:
-        """Whether this repeat judges parity: a configuration's first. Its repeats train alike from the same
-        seed, and judging each again cost a GPU configuration 1.7 s (a replay, its state to the host)."""
-        return self.parity and self.repeat == 0
+        """Whether this repeat judges parity: one a configuration (`judging_repeat`). Its repeats train alike from
+        the same seed, and judging each again cost a GPU configuration 1.7 s (a replay, its state to the host)."""
+        return self.parity and self.repeat == self.judging_repeat
 
     @property
     def processes(self) -> int:
@@ -370,6 +373,12 @@ def initial_repeats(config: BenchConfig, decides: bool) -> int:
     if config.repeats != AUTO:
         return config.repeats
     return MIN_AUTO_REPEATS if decides else 1
+
+
+def identity(cfg: Configuration) -> str:
+    """What every repeat of one configuration shares, as a key."""
+    mine = ("config_id", "repeat", "judging_repeat")
+    return json.dumps({k: v for k, v in cfg.to_json().items() if k not in mine}, sort_keys=True)
 
 
 def again(cfg: Configuration, *, index: int, repeat: int) -> Configuration:

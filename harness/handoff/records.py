@@ -19,7 +19,7 @@ from harness.handoff.rank_result import RankResult
 from harness.handoff.steps import baseline_means, communication_columns, part_columns, step_rows, timeline_rows
 from harness.protocols import roles_of
 from harness.results import columns
-from harness.results.values import JUDGED_ON_FIRST_REPEAT
+from harness.results.values import judged_on
 
 
 class Rows(NamedTuple):
@@ -216,9 +216,9 @@ def rpc_columns(results: list[RankResult]) -> dict[str, Any]:
 def parity_columns(main_result: RankResult, cfg: Configuration) -> dict[str, Any]:
     checked = main_result.parity
     if checked is None:
-        # A strategy that is judged (parity_exact): its first repeat's row has the verdict; else none has one.
+        # A strategy that is judged (parity_exact): its judging repeat's row has the verdict; else none has one.
         first = cfg.parity and not cfg.judges_parity and main_result.parity_exact
-        note = JUDGED_ON_FIRST_REPEAT if first else "not checked"
+        note = judged_on(cfg.judging_repeat) if first else "not checked"
         return {"parity_max_abs_diff": None, "parity_ok": None, "parity_note": note}
     note, ok = checked.note, checked.within_tolerance
     if not main_result.parity_exact and ok is not None:

@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.config import grid
 from harness.config.bench import BenchConfig, ConfigError
 from harness.config.flags import AUTO
 from harness.config.grid import Configuration
@@ -194,7 +195,7 @@ def launch_group(
     the rest run in a fresh launch (--fail-fast: FailFast is raised instead).
     """
     written = store.written_config_ids(plan.run)
-    pending = [c for c in group if c.config_id not in written]
+    pending = first_to_judge(plan, [c for c in group if c.config_id not in written])
     returncode, attempt = 0, 0
     while pending:
         end = _run_launch(config, plan, pending, attempt=attempt, on_written=on_written, on_tick=on_tick)
@@ -219,6 +220,32 @@ def launch_group(
             break
         pending, attempt = rest, attempt + 1
     return returncode
+
+
+def first_to_judge(plan: BenchRun, group: list[Configuration]) -> list[Configuration]:
+    """`group` with each configuration's parity judged by its first repeat not written failed (a crash, a hang,
+    a killed rank): where the first repeat failed, the next judges, or the configuration has no verdict."""
+    later = [cfg for cfg in group if cfg.parity and cfg.repeat > 0]
+    if not later:
+        return group
+    rows = store.read_configs(plan.run)
+    status = dict(zip(rows["config_id"], rows["status"], strict=True)) if not rows.empty else {}
+    repeats: dict[str, list[tuple[int, str | None]]] = {}
+    for cfg in planned_configurations(plan):
+        repeats.setdefault(grid.identity(cfg), []).append((cfg.repeat, status.get(cfg.config_id)))
+
+    def judging(cfg: Configuration) -> Configuration:
+        if not cfg.parity:
+            return cfg
+        ran = sorted(repeat for repeat, state in repeats.get(grid.identity(cfg), []) if state != "failed")
+        return dataclasses.replace(cfg, judging_repeat=next((r for r in ran if r < cfg.repeat), cfg.repeat))
+
+    return [judging(cfg) for cfg in group]
+
+
+def planned_configurations(plan: BenchRun) -> list[Configuration]:
+    """Every configuration of the run, those of earlier sessions and rounds too (run.json's)."""
+    return [Configuration.from_json(c) for c in store.read_run_meta(plan.run)["configurations"]]
 
 
 def launch_name(config: BenchConfig, cfg: Configuration) -> str:

@@ -18,7 +18,7 @@ from harness.config import grid
 from harness.config.bench import BenchConfig
 from harness.config.flags import AUTO
 from harness.config.grid import Configuration
-from harness.launch.launcher import BenchRun, run_groups
+from harness.launch.launcher import BenchRun, planned_configurations, run_groups
 from harness.results import store
 from harness.results.layout import RunFolder
 
@@ -37,11 +37,6 @@ class Decided:
     @property
     def open(self) -> list[decide.Verdict]:
         return [v for v in self.verdicts if not v.decided]
-
-
-def identity(cfg: Configuration) -> str:
-    """What every repeat of one configuration shares, as a key."""
-    return json.dumps({k: v for k, v in cfg.to_json().items() if k not in ("config_id", "repeat")}, sort_keys=True)
 
 
 def until_decided(
@@ -96,12 +91,12 @@ def _standing(config: BenchConfig, plan: BenchRun, confidence: float, *, pace: f
     """The verdicts now, and the configurations the next round runs (each open one up to the next look)."""
     found = decide.verdicts(store.read_configs(plan.run), store.read_steps(plan.run), confidence=confidence,
                             max_repeats=config.max_repeats)  # fmt: skip
-    every = _all_configurations(plan)
+    every = planned_configurations(plan)
     repeats: dict[str, list[Configuration]] = {}
     for cfg in every:
-        repeats.setdefault(identity(cfg), []).append(cfg)
+        repeats.setdefault(grid.identity(cfg), []).append(cfg)
     most = max((len(v) for v in repeats.values()), default=0)
-    by_id = {cfg.config_id: identity(cfg) for cfg in every}
+    by_id = {cfg.config_id: grid.identity(cfg) for cfg in every}
     wanted = _with_baselines({by_id[config_id] for config_id in decide.open_config_ids(found) if config_id in by_id},
                              repeats)  # fmt: skip
     needs = _needs(found, by_id)
@@ -170,10 +165,6 @@ def _estimate(pace: float | None, repeats: dict, needs: dict[str, int], max_repe
         return None
     more = sum(max(0, min(need, max_repeats) - len(repeats.get(key, []))) for key, need in needs.items())
     return more * pace
-
-
-def _all_configurations(plan: BenchRun) -> list[Configuration]:
-    return [Configuration.from_json(c) for c in store.read_run_meta(plan.run)["configurations"]]
 
 
 def _add_to_run(plan: BenchRun, added: list[Configuration]) -> None:

@@ -264,7 +264,7 @@ CONFIGS = Table(
         C("speedup_vs_local", F64, RATIO, "`local` step time at the same world size / this step time (what data parallelism costs here; schema ≤ 3 called it overlap_efficiency)"),
         *MEMORY,
         C("parity_max_abs_diff", F64, "", "largest parameter difference from the single-process reference, in the parameters' own units (for `rpc_hybrid`, the parameter-server reference: see the README)"),
-        C("parity_ok", BOOL, "", "true/false within the dtype's tolerance; null where not judged (`local`, lossy hooks), not checked, or judged on the configuration's first repeat (a later repeat's row); `rpc_hybrid` judges each parameter's update within 1e-3 of the largest expected update (fp32)"),
+        C("parity_ok", BOOL, "", "true/false within the dtype's tolerance; null where not judged (`local`, lossy hooks), not checked, or judged on another repeat of the configuration (its first, or the first whose launch did not fail: the note says which); `rpc_hybrid` judges each parameter's update within 1e-3 of the largest expected update (fp32)"),
         C("parity_note", STR, "", "which parameter differed most, or why the verdict is null"),
         *MODEL,
         C("tokens_per_s", F64, "tokens/s", "tokens per second over all ranks: `tokens_per_batch / samples per batch × samples_per_s`"),

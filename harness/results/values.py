@@ -64,8 +64,23 @@ def is_text_typed(type_: pa.DataType) -> bool:
     return pa.types.is_map(type_) or pa.types.is_list(type_) or pa.types.is_timestamp(type_)
 
 
-JUDGED_ON_FIRST_REPEAT = "judged on this configuration's first repeat"
-"""The parity note of a later repeat's row (grid.Configuration.judges_parity): the first repeat's row has the verdict."""
+JUDGED_ON = "judged on this configuration's repeat "
+"""How the parity note of a repeat that did not judge begins (grid.Configuration.judges_parity): the repeat (from 1)
+whose row has the verdict follows; runs from before it say "judged on this configuration's first repeat"."""
+
+
+def judged_on(repeat: int) -> str:
+    """The parity note of a row whose verdict is on repeat `repeat` (from 0) of its configuration."""
+    return f"{JUDGED_ON}{repeat + 1}"
+
+
+def judging_repeat_in(note: Any) -> int | None:
+    """The repeat (from 1) a row's parity note says holds its verdict; None where it says none."""
+    if not isinstance(note, str):
+        return None
+    if note == "judged on this configuration's first repeat":  # the note before any other repeat could judge
+        return 1
+    return int(note[len(JUDGED_ON):]) if note.startswith(JUDGED_ON) and note[len(JUDGED_ON):].isdigit() else None
 
 HOOK_TIMED = "measured through a communication hook (--bucket-timeline), which its step pays"
 """How `comm_note` begins where timing a strategy's collectives cost its step (DDP's buckets timed by a hook)."""

@@ -142,7 +142,7 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
         "repeat_ids": repeat_ids(group),
         "bucket_layouts": bucket_layouts(group),
         "cv": float(np.median(known_cvs)) if known_cvs else None, "noise": alerts.rows_noise_note(group),
-        # Judged on a configuration's first repeat (the others' rows say so): ok where what was judged passed.
+        # Judged on one repeat of a configuration (the others' rows say which): ok where what was judged passed.
         "parity_ok": False if False in parity else (True if True in parity else None),
         "comm_ms": float(np.mean(comm)) if comm else None,
         "exposed_comm_ms": float(np.mean(exposed)) if exposed else None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from harness.config import grid
 from harness.config.bench import BenchConfig
 from harness.config.grid import expand
 from harness.launch import repeats
@@ -11,7 +12,7 @@ def test_a_round_runs_the_open_configurations_baseline_at_their_world_size_with_
     """The floor and the 'why slower' split compare each repeat with the baseline's launch of that repeat."""
     config = BenchConfig(gpus=2, impls=("stock",), options=(("bucket_cap_mb", ("1", "25")),), size="tiny")
     planned = expand(config, device="cpu")
-    by_key = {repeats.identity(cfg): [cfg] for cfg in planned}
+    by_key = {grid.identity(cfg): [cfg] for cfg in planned}
     open_ones = {key for key, (cfg,) in by_key.items() if cfg.impl == "stock" and cfg.world_size == 2}
     chosen = {(by_key[key][0].impl, by_key[key][0].world_size) for key in repeats._with_baselines(open_ones, by_key)}
     assert chosen == {("stock", 2), ("local", 2)}  # not local at one rank: nothing open rests there

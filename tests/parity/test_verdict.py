@@ -203,7 +203,7 @@ def test_parity_is_judged_on_each_configurations_first_repeat_only(tmp_path, sin
     """Its repeats train alike from the same seed; a later repeat's row says where its verdict is, as the console
     does."""
     from harness.commands import console
-    from harness.results.values import JUDGED_ON_FIRST_REPEAT
+    from harness.results.values import judged_on
 
     judged = []
     real = verdict.verdict
@@ -213,21 +213,48 @@ def test_parity_is_judged_on_each_configurations_first_repeat_only(tmp_path, sin
     rows = store.read_configs(tmp_path).sort_values("repeat")
     assert judged == [0]
     assert rows["parity_ok"].tolist() == [True, None]
-    assert rows["parity_note"].iloc[1] == JUDGED_ON_FIRST_REPEAT
+    assert rows["parity_note"].iloc[1] == judged_on(0) == "judged on this configuration's repeat 1"
     later = rows.iloc[1].to_dict()
     assert console.describe_row({**later, "parity_ok": None}).endswith("parity judged on repeat 1")
+    older = {**later, "parity_ok": None, "parity_note": "judged on this configuration's first repeat"}  # older runs
+    assert console.describe_row(older).endswith("parity judged on repeat 1")
+
+
+def test_where_the_first_repeat_failed_the_next_one_judges_and_the_later_ones_point_at_it(tmp_path, single_rank):
+    """A configuration whose first launch crashed would otherwise have no verdict on any repeat."""
+    from harness.commands import console
+    from harness.launch import launcher
+    from harness.results.layout import RunFolder
+
+    config = BenchConfig(gpus=1, impls=("stock",), size="tiny", steps=1, warmup=3, baseline=False, repeats=3)
+    planned = expand(config, device="cpu")
+    store.write_json(RunFolder(tmp_path).run_json, {"configurations": [c.to_json() for c in planned]})
+    plan = launcher.BenchRun("t", tmp_path, "cpu", 1, planned, plan_for(tmp_path, [])["context"])
+    launcher._record_failure(plan, planned[0], {"error": "killed", "error_kind": "crash"})
+    second = launcher.first_to_judge(plan, [planned[1]])
+    assert [c.judges_parity for c in second] == [True]
+    worker.run_configurations(plan_for(tmp_path, second), single_rank)
+    third = launcher.first_to_judge(plan, [planned[2]])
+    assert [(c.judging_repeat, c.judges_parity) for c in third] == [(1, False)]
+    worker.run_configurations(plan_for(tmp_path, third), single_rank)
+    rows = store.read_configs(tmp_path).sort_values("repeat")
+    assert rows["status"].tolist() == ["failed", "ok", "ok"]
+    assert rows["parity_ok"].tolist() == [None, True, None]
+    assert rows["parity_note"].iloc[2] == "judged on this configuration's repeat 2"
+    assert console.describe_row(rows.iloc[2].to_dict()).endswith("parity judged on repeat 2")
+    assert [c.judging_repeat for c in launcher.first_to_judge(plan, planned)] == [0, 1, 1]  # a resume's view
 
 
 def test_a_later_repeat_of_a_strategy_never_judged_does_not_point_at_the_first():
     """local and lossy hooks are not judged on any repeat: their later rows say "not checked", not "judged on
-    this configuration's first repeat"."""
+    this configuration's repeat 1"."""
     import dataclasses
 
     from harness.handoff.rank_result import RankResult
     from harness.handoff.records import parity_columns
-    from harness.results.values import JUDGED_ON_FIRST_REPEAT
+    from harness.results.values import judged_on
 
     later = dataclasses.replace(configuration_for_cache(), repeat=1)
     exact = parity_columns(RankResult("ok", parity_exact=True), later)["parity_note"]
-    assert exact == JUDGED_ON_FIRST_REPEAT
+    assert exact == judged_on(0)
     assert parity_columns(RankResult("ok", parity_exact=False), later)["parity_note"] == "not checked"

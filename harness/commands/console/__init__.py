@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from harness.analysis import stats
 from harness.config.grid import Configuration
-from harness.results.values import JUDGED_ON_FIRST_REPEAT, options_words
+from harness.results.values import judging_repeat_in, options_words
 
 if TYPE_CHECKING:  # pandas is imported where a table is printed: `--help` and errors stay quick
     import pandas as pd
@@ -113,8 +113,8 @@ def describe_row(row: dict) -> str:
         where = f" [traceback in the run folder: {row['error_file']}]" if row.get("error_file") else ""
         return f"{label}: {row['status'].upper()}{kind} {row['error']}{where}"
     parity = {True: "parity ok", False: "PARITY FAILED", None: "parity not judged"}[row["parity_ok"]]
-    if row["parity_ok"] is None and row.get("parity_note") == JUDGED_ON_FIRST_REPEAT:
-        parity = "parity judged on repeat 1"
+    if row["parity_ok"] is None and judging_repeat_in(row.get("parity_note")):
+        parity = f"parity judged on repeat {judging_repeat_in(row.get('parity_note'))}"
     if row["parity_ok"] is False and row.get("parity_note"):
         parity += f" ({row['parity_note']})"  # why: the parameter that differed most, or the loss that sums
     return (
