@@ -152,33 +152,39 @@ def _backward_advice(row: Any, run: pd.DataFrame | None) -> str:
 
 
 def _exposed_outside_backward(row: Any) -> tuple[str, bool]:
-    """Where SMALL_PART or more of the exposed communication lies in forward or in the optimizer step (measured
-    per step: overlap.step_communication): which collective that is and what the strategy offers against it,
-    and whether it is most of it; ('', False) where the gradients' collectives in and after backward hold
-    nearly all (the bucket advice alone then)."""
+    """Each phase outside backward that holds SMALL_PART or more of the exposed communication (measured per
+    step: overlap.step_communication), said with its collective and what the strategy offers against it, and
+    whether the two together hold most of it; ('', False) where the gradients' collectives in and after
+    backward hold nearly all (the bucket advice alone then)."""
     exposed = _get(row, "exposed_comm_ms") or 0.0
-    forward, optimizer = (_get(row, f"exposed_{phase}_ms") or 0.0 for phase in ("forward", "optimizer"))
-    if exposed <= 0 or max(forward, optimizer) < SMALL_PART * exposed:
+    parts = {phase: _get(row, f"exposed_{phase}_ms") or 0.0 for phase in ("optimizer", "forward")}
+    if exposed <= 0:
         return "", False
-    if optimizer >= forward:
-        part, what = optimizer, "the broadcast of the parameters each rank updated, after its optimizer step"
+    said = [_outside_words(row, phase, part, exposed) for phase, part in sorted(parts.items(), key=lambda p: -p[1])
+            if part >= SMALL_PART * exposed]  # fmt: skip
+    return "; ".join(said), sum(parts.values()) >= 0.5 * exposed
+
+
+def _outside_words(row: Any, phase: str, part: float, exposed: float) -> str:
+    impl, options = str(row["impl"]), _get(row, "impl_options")
+    declared = roles.declared(impl)
+    if phase == "optimizer":  # a sharded optimizer's broadcast (zero's is the one timed there)
+        broadcasts = declared["shards_state"] and declared["gradient_traffic"] == "allreduce"
+        what = ("the broadcast of the parameters each rank updated, after its optimizer step" if broadcasts else
+                "the collectives of its optimizer step")  # fmt: skip
         offers = [("parameters_as_bucket_view", True, "sends it as one broadcast a rank, not one a parameter")]
-        if _get(row, "backend") == "nccl":  # torch's overlap_with_ddp runs over NCCL only
+        # torch's overlap_with_ddp runs over NCCL only, and refuses parameters_as_bucket_view (impls/zero.py)
+        if _get(row, "backend") == "nccl" and not roles.option_left_at(impl, "parameters_as_bucket_view", options):
             offers.append(("overlap_with_ddp", True, "runs each rank's step inside backward, overlapping it"))
     else:
-        sharded = roles.declared(str(row["impl"]))["gradient_traffic"] == "sharded"
-        part, what = forward, ("the all-gathers of parameters in forward" if sharded else
-                               "the broadcast of buffers before each forward")  # fmt: skip
+        what = ("the all-gathers of parameters in forward" if declared["gradient_traffic"] == "sharded" else
+                "the broadcast of buffers before each forward")  # fmt: skip
         offers = [("broadcast_buffers", False, "skips it where each rank may keep its own BatchNorm statistics")]
-    tries = [
-        f"{name}={str(value).lower()} {effect}"
-        for name, value, effect in offers
-        if roles.option_left_at(str(row["impl"]), name, _get(row, "impl_options")) not in (None, value)
-    ]
+    tries = [f"{name}={str(value).lower()} {effect}" for name, value, effect in offers
+             if roles.option_left_at(impl, name, options) not in (None, value)]  # fmt: skip
     advice = f": {' or '.join(tries)}" if tries else ""
-    words = (f"{part / exposed:.0%} of all exposed communication ({part:.1f} of {exposed:.1f} ms a step) is {what}, "
-             f"which nothing hides{advice}")  # fmt: skip
-    return words, part >= 0.5 * exposed
+    return (f"{part / exposed:.0%} of all exposed communication ({part:.1f} of {exposed:.1f} ms a step) is {what}, "
+            f"which nothing hides{advice}")  # fmt: skip
 
 
 def _smaller_cap_measured(row: Any, run: pd.DataFrame | None) -> tuple[str, str]:

@@ -55,8 +55,7 @@ class Configuration:
     repeated: bool = False
     """Whether it is one of several repeats (its id and its launch then say which)."""
     judging_repeat: int = 0
-    """The repeat that judges this configuration's parity: the first, or the first to run after every
-    earlier one failed (set by the launcher as it launches: `first_to_judge`)."""
+    """The repeat that judges its parity: the first not failed (`launcher.first_to_judge` sets it)."""
 
     def make_workload(self):
         """This configuration's workload, as every rank builds it (`workloads.create`)."""
@@ -98,7 +97,10 @@ class Configuration:
         return f"w{self.world_size} {self.workload}/{self.size} {self.impl}" + (f" {opts}" if opts else "")
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        if not data["judging_repeat"]:  # run.json's (always 0): a run an older ddpbench can still resume
+            del data["judging_repeat"]
+        return data
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Configuration:

@@ -195,7 +195,7 @@ def launch_group(
     the rest run in a fresh launch (--fail-fast: FailFast is raised instead).
     """
     written = store.written_config_ids(plan.run)
-    pending = first_to_judge(plan, [c for c in group if c.config_id not in written])
+    pending = first_to_judge(config, plan, [c for c in group if c.config_id not in written])
     returncode, attempt = 0, 0
     while pending:
         end = _run_launch(config, plan, pending, attempt=attempt, on_written=on_written, on_tick=on_tick)
@@ -222,23 +222,22 @@ def launch_group(
     return returncode
 
 
-def first_to_judge(plan: BenchRun, group: list[Configuration]) -> list[Configuration]:
-    """`group` with each configuration's parity judged by its first repeat not written failed (a crash, a hang,
-    a killed rank): where the first repeat failed, the next judges, or the configuration has no verdict."""
-    later = [cfg for cfg in group if cfg.parity and cfg.repeat > 0]
-    if not later:
+def first_to_judge(config: BenchConfig, plan: BenchRun, group: list[Configuration]) -> list[Configuration]:
+    """`group` with each configuration's parity judged by its first repeat written and not failed (a crash, a
+    hang, a killed rank): where the first failed, the next judges, or the configuration has no verdict. One
+    node's launcher cannot see what another's recorded, and every node's ranks must agree on who judges (a
+    GPU's verdict is a replay with collectives): on several nodes the first repeat judges, as before."""
+    if config.nnodes > 1 or not any(cfg.parity and cfg.repeat > 0 for cfg in group):
         return group
-    rows = store.read_configs(plan.run)
-    status = dict(zip(rows["config_id"], rows["status"], strict=True)) if not rows.empty else {}
-    repeats: dict[str, list[tuple[int, str | None]]] = {}
+    status = store.written_statuses(plan.run)
+    ran: dict[str, list[int]] = {}
     for cfg in planned_configurations(plan):
-        repeats.setdefault(grid.identity(cfg), []).append((cfg.repeat, status.get(cfg.config_id)))
+        if status.get(cfg.config_id, "failed") != "failed":  # unwritten: not run (yet), so no verdict either
+            ran.setdefault(grid.identity(cfg), []).append(cfg.repeat)
 
     def judging(cfg: Configuration) -> Configuration:
-        if not cfg.parity:
-            return cfg
-        ran = sorted(repeat for repeat, state in repeats.get(grid.identity(cfg), []) if state != "failed")
-        return dataclasses.replace(cfg, judging_repeat=next((r for r in ran if r < cfg.repeat), cfg.repeat))
+        earlier = [repeat for repeat in ran.get(grid.identity(cfg), []) if repeat < cfg.repeat]
+        return dataclasses.replace(cfg, judging_repeat=min(earlier, default=cfg.repeat)) if cfg.parity else cfg
 
     return [judging(cfg) for cfg in group]
 

@@ -209,6 +209,12 @@ def unified(tables: list[pa.Table], spec: columns.Table) -> pd.DataFrame:
     return _present(table.select([*spec.names, *extra])).to_pandas()
 
 
+def written_statuses(run: Path) -> dict[str, str]:
+    """Each written configuration's status by config_id, from the parts (read once a process: `_PARTS_READ`)."""
+    return {config_id: status for table in _readable_parts(Path(run) / "configs", columns.CONFIGS)
+            for config_id, status in zip(table["config_id"].to_pylist(), table["status"].to_pylist(), strict=True)}
+
+
 def read_configs(run: Path) -> pd.DataFrame:
     return _read_folder(Path(run) / "configs", columns.CONFIGS)
 

@@ -70,8 +70,9 @@ whose row has the verdict follows; runs from before it say "judged on this confi
 
 
 def judged_on(repeat: int) -> str:
-    """The parity note of a row whose verdict is on repeat `repeat` (from 0) of its configuration."""
-    return f"{JUDGED_ON}{repeat + 1}"
+    """The parity note of a row whose verdict is on repeat `repeat` (from 0) of its configuration: counted from 1,
+    as the console counts repeats, with the id's own form beside it."""
+    return f"{JUDGED_ON}{repeat + 1} (its config_id ends -r{repeat})"
 
 
 def judging_repeat_in(note: Any) -> int | None:
@@ -80,7 +81,8 @@ def judging_repeat_in(note: Any) -> int | None:
         return None
     if note == "judged on this configuration's first repeat":  # the note before any other repeat could judge
         return 1
-    return int(note[len(JUDGED_ON):]) if note.startswith(JUDGED_ON) and note[len(JUDGED_ON):].isdigit() else None
+    number = note[len(JUDGED_ON):].split(" ")[0] if note.startswith(JUDGED_ON) else ""
+    return int(number) if number.isdigit() else None
 
 HOOK_TIMED = "measured through a communication hook (--bucket-timeline), which its step pays"
 """How `comm_note` begins where timing a strategy's collectives cost its step (DDP's buckets timed by a hook)."""

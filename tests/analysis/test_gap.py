@@ -153,8 +153,15 @@ def test_exposed_communication_outside_backward_is_named_with_the_option_that_ac
     assert "bucket_cap_mb" not in text and "overlap_with_ddp" not in text  # NCCL only
     on_nccl = why.sentence({**zero, "backend": "nccl"}, cores=2)
     assert "or overlap_with_ddp=true runs each rank's step inside backward" in on_nccl
-    already = why.sentence({**zero, "impl_options": '{"parameters_as_bucket_view": true}'}, cores=2)
-    assert "which nothing hides)" in already  # nothing left to suggest
+    already = why.sentence({**zero, "impl_options": '{"parameters_as_bucket_view": true}', "backend": "nccl"}, cores=2)
+    assert "which nothing hides)" in already  # nothing left to suggest: overlap_with_ddp refuses that option
+    # Two phases, each under half but most of it together: both said, largest first, and no word of buckets.
+    both = why.sentence({**zero, "exposed_optimizer_ms": 3.0, "exposed_forward_ms": 2.5}, cores=2)
+    assert "38% of all exposed communication (3.0 of 8.0 ms a step) is the broadcast of the parameters" in both
+    assert "; 31% of all exposed communication (2.5 of 8.0 ms a step) is the broadcast of buffers" in both
+    assert "bucket" not in both.replace("parameters_as_bucket_view", "")
+    generic = why.sentence({**zero, "impl": "stock"}, cores=2)  # no strategy of ours times one there yet
+    assert "is the collectives of its optimizer step, which nothing hides)" in generic
     # A smaller share is said beside the buckets' advice; a strategy without the option gets none.
     buffers = {**row(gap_exposed_comm_ms=6.0), "exposed_comm_ms": 8.0, "exposed_forward_ms": 2.0}
     said = why.sentence(buffers, cores=2)

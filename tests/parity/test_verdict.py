@@ -213,7 +213,8 @@ def test_parity_is_judged_on_each_configurations_first_repeat_only(tmp_path, sin
     rows = store.read_configs(tmp_path).sort_values("repeat")
     assert judged == [0]
     assert rows["parity_ok"].tolist() == [True, None]
-    assert rows["parity_note"].iloc[1] == judged_on(0) == "judged on this configuration's repeat 1"
+    note = "judged on this configuration's repeat 1 (its config_id ends -r0)"
+    assert rows["parity_note"].iloc[1] == judged_on(0) == note
     later = rows.iloc[1].to_dict()
     assert console.describe_row({**later, "parity_ok": None}).endswith("parity judged on repeat 1")
     older = {**later, "parity_ok": None, "parity_note": "judged on this configuration's first repeat"}  # older runs
@@ -222,6 +223,8 @@ def test_parity_is_judged_on_each_configurations_first_repeat_only(tmp_path, sin
 
 def test_where_the_first_repeat_failed_the_next_one_judges_and_the_later_ones_point_at_it(tmp_path, single_rank):
     """A configuration whose first launch crashed would otherwise have no verdict on any repeat."""
+    from types import SimpleNamespace
+
     from harness.commands import console
     from harness.launch import launcher
     from harness.results.layout import RunFolder
@@ -230,19 +233,23 @@ def test_where_the_first_repeat_failed_the_next_one_judges_and_the_later_ones_po
     planned = expand(config, device="cpu")
     store.write_json(RunFolder(tmp_path).run_json, {"configurations": [c.to_json() for c in planned]})
     plan = launcher.BenchRun("t", tmp_path, "cpu", 1, planned, plan_for(tmp_path, [])["context"])
+    assert [c.judging_repeat for c in launcher.first_to_judge(config, plan, planned)] == [0, 1, 2]  # none written
     launcher._record_failure(plan, planned[0], {"error": "killed", "error_kind": "crash"})
-    second = launcher.first_to_judge(plan, [planned[1]])
+    second = launcher.first_to_judge(config, plan, [planned[1]])
     assert [c.judges_parity for c in second] == [True]
+    several_nodes = SimpleNamespace(nnodes=2)  # one node cannot see another's failures: repeat 0 judges, as before
+    assert launcher.first_to_judge(several_nodes, plan, [planned[1]]) == [planned[1]]
     worker.run_configurations(plan_for(tmp_path, second), single_rank)
-    third = launcher.first_to_judge(plan, [planned[2]])
+    third = launcher.first_to_judge(config, plan, [planned[2]])
     assert [(c.judging_repeat, c.judges_parity) for c in third] == [(1, False)]
     worker.run_configurations(plan_for(tmp_path, third), single_rank)
     rows = store.read_configs(tmp_path).sort_values("repeat")
     assert rows["status"].tolist() == ["failed", "ok", "ok"]
     assert rows["parity_ok"].tolist() == [None, True, None]
-    assert rows["parity_note"].iloc[2] == "judged on this configuration's repeat 2"
+    assert rows["parity_note"].iloc[2] == "judged on this configuration's repeat 2 (its config_id ends -r1)"
     assert console.describe_row(rows.iloc[2].to_dict()).endswith("parity judged on repeat 2")
-    assert [c.judging_repeat for c in launcher.first_to_judge(plan, planned)] == [0, 1, 1]  # a resume's view
+    assert [c.judging_repeat for c in launcher.first_to_judge(config, plan, planned)] == [0, 1, 1]  # a resume's view
+    assert "judging_repeat" not in planned[0].to_json() and third[0].to_json()["judging_repeat"] == 1
 
 
 def test_a_later_repeat_of_a_strategy_never_judged_does_not_point_at_the_first():
