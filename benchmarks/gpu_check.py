@@ -17,6 +17,8 @@ Lines (each ok or FAIL; exit 1 on any FAIL, 2 on bad usage):
   CPU too, with two ranks);
 - CUDA events against a synchronised wall clock (within 5 %); NVML ≥ allocator reserved, NVML filled;
 - the NVML sampler's cost (benchmarks/overhead.py with and without it, side by side): ≤ 1 %;
+- what timing DDP's buckets costs stock and zero at one rank (benchmarks/hook_cost.py: two pairs of
+  launches with and without `--bucket-timeline`): shown, to decide whether it can be on by default on GPUs;
 - no configuration's steps drift within the measured window (a warm-up long enough for each strategy);
 - bucketed/stock ≤ 1.00 per workload; the fixed cost: wall / timed steps ≤ 1.5 for the default bench
   (every strategy, 20 steps) of gpt2/full and resnet50/full;
@@ -39,6 +41,7 @@ import time
 from pathlib import Path
 
 import ddp_published  # sibling modules: the script's folder is on sys.path
+import hook_cost
 import trace_overlap
 
 from harness.results import layout
@@ -389,11 +392,19 @@ def all_lines(out: Path, results: Path, setup: Setup) -> list[Line]:
     lines = strategy_lines(results, codes) + nvml_lines(results, setup) + ratio_lines(results, setup)
     lines.append(steady_line(results, setup))
     lines += [fixed_cost_line(results, setup), *trace_lines(results, setup), sampler_line(out, setup)]
+    lines.append(hook_cost_line(out, setup))
     quick = setup.quick
     lines.append(event_vs_wall_clock() if not quick else Line("CUDA events vs synchronised wall clock", "", None))
     lines.append(provenance_line(results, setup))
     lines.append(published)
     return lines
+
+
+def hook_cost_line(out: Path, setup: Setup) -> Line:
+    """What timing stock's and zero's buckets costs their step at one rank (benchmarks/hook_cost.py): shown, not
+    judged; within the launches' spread on a GPU, `--bucket-timeline` could be on by default there."""
+    text, _ = hook_cost.check(out / "hook-cost", setup.device, quick=setup.quick)
+    return Line("timing DDP's buckets: hooked / plain step at one rank", text, None, unjudged="shown")
 
 
 def ddp_published_line(out: Path, setup: Setup) -> Line:
