@@ -216,8 +216,8 @@ def rpc_columns(results: list[RankResult]) -> dict[str, Any]:
 def parity_columns(main_result: RankResult, cfg: Configuration) -> dict[str, Any]:
     checked = main_result.parity
     if checked is None:
-        # A strategy that is judged (parity_exact): its judging repeat's row has the verdict; else none has one.
-        first = cfg.parity and not cfg.judges_parity and main_result.parity_exact
+        # A strategy that is judged (parity_exact) and ran: its judging repeat's row has the verdict; else none has.
+        first = cfg.parity and not cfg.judges_parity and main_result.parity_exact and main_result.status == "ok"
         note = judged_on(cfg.judging_repeat) if first else "not checked"
         return {"parity_max_abs_diff": None, "parity_ok": None, "parity_note": note}
     note, ok = checked.note, checked.within_tolerance

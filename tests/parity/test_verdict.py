@@ -265,3 +265,4 @@ def test_a_later_repeat_of_a_strategy_never_judged_does_not_point_at_the_first()
     exact = parity_columns(RankResult("ok", parity_exact=True), later)["parity_note"]
     assert exact == judged_on(0)
     assert parity_columns(RankResult("ok", parity_exact=False), later)["parity_note"] == "not checked"
+    assert parity_columns(RankResult("skipped", "needs CUDA", parity_exact=True), later)["parity_note"] == "not checked"
