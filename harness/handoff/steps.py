@@ -74,8 +74,8 @@ def communication_columns(steps: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 EXPOSED_OUTSIDE_BACKWARD = ("exposed_forward_ms", "exposed_optimizer_ms")
-"""The configuration's share of exposed communication in forward (a broadcast of buffers, FSDP's all-gathers)
-and in the optimizer step (ZeRO's broadcast of parameters): what the why-line names instead of a bucket."""
+"""The parts of a configuration's exposed communication in forward (a broadcast of buffers, FSDP's all-gathers)
+and in the optimizer step (ZeRO's broadcast of parameters), ms a step: what the why-line names besides buckets."""
 
 
 def _mean_of(rows: list[dict[str, Any]], name: str) -> float | None:

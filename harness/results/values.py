@@ -84,6 +84,7 @@ def judging_repeat_in(note: Any) -> int | None:
     number = note[len(JUDGED_ON):].split(" ")[0] if note.startswith(JUDGED_ON) else ""
     return int(number) if number.isdigit() else None
 
+
 HOOK_TIMED = "measured through a communication hook (--bucket-timeline), which its step pays"
 """How `comm_note` begins where timing a strategy's collectives cost its step (DDP's buckets timed by a hook)."""
 UNHOOKED = "--bucket-timeline measures it"
