@@ -291,9 +291,11 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     from harness.perfmodel.schedule import Calibration, calibrate, predict_caps
 
     from_run = predict.run_calibration(configs, setup, profile=profile) if configs is not None else Calibration()
-    calibration = predict.scaled_to_local_step(profile, from_run, args.local_step_ms and args.local_step_ms / 1e3)
+    carried = not (args.local_step_ms and device == "cpu")  # a CPU's own cost is no GPU's (scaled_to_local_step)
+    calibration = predict.scaled_to_local_step(profile, from_run, args.local_step_ms and args.local_step_ms / 1e3,
+                                               own_carried=carried)  # fmt: skip
     if configs is not None:
-        say_run_calibration(profile, configs, setup, scaled=bool(args.local_step_ms))
+        say_run_calibration(profile, configs, setup, scaled=bool(args.local_step_ms), carried=carried)
     profile = calibrate(profile, calibration)
     if args.local_step_ms and setup is not None and setup.get("size") != "full":
         predict_input.warn_not_whole_model(setup, profile, configs=configs)
@@ -302,7 +304,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         calibration,
         device=device,
         local_step_ms=args.local_step_ms,
-        own_measured=configs is not None and predict.ddp_own_cost_s(configs, setup) is not None,
+        own_measured=carried and configs is not None and predict.ddp_own_cost_s(configs, setup) is not None,
         own_inside=configs is not None and predict.calibration_target(configs, setup)[0] == "reference",
     )
     link = ClusterLink(chosen)
@@ -331,7 +333,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     return 0
 
 
-def say_run_calibration(profile, configs, setup: dict, *, scaled: bool) -> None:
+def say_run_calibration(profile, configs, setup: dict, *, scaled: bool, carried: bool = True) -> None:
     """What the run's one-rank rows changed: the compute's scale, and DDP's own cost (said even as 0)."""
     from harness.analysis import roles
     from harness.perfmodel import predict
@@ -347,8 +349,11 @@ def say_run_calibration(profile, configs, setup: dict, *, scaled: bool) -> None:
         pooled = (f"{roles.reference_name()}'s step at one rank, every cap pooled (geometric mean over repeats), "
                   f"minus {roles.baseline_name()}'s")  # fmt: skip
         measured = pooled if difference_s >= 0 else f"taken as 0: {pooled} is {difference_s * 1e3:.3g} ms, noise"
+        added = f"added to backward{with_compute}" if carried else (
+            "a CPU's, left out of the GPU step given: its share of a CPU's step is no GPU's (3.3-4.0 % of the "
+            "step on an H200, docs/measured/gpu-check-h200.md), so the steps below lack DDP's own cost")  # fmt: skip
         console.say(f"ddpbench predict: DDP's own cost {max(difference_s, 0) * 1e3:.3g} ms a step at one rank "
-                    f"({measured}), added to backward{with_compute}")  # fmt: skip
+                    f"({measured}), {added}")  # fmt: skip
 
 
 def _say_one_rank_step(
@@ -368,7 +373,7 @@ def _say_one_rank_step(
         if own_ms or own_measured
         else ""
     )
-    what = "with DDP" if parts else "without DDP's own cost (not measured)"  # the profile's step alone
+    what = "with DDP" if parts else "without DDP's own cost (not measured for this device)"  # the profile's alone
     if own_inside:  # scaled to the reference's step: DDP's own cost is in it, not apart
         what = "with DDP (its own cost inside the compute: no baseline step to separate it)"
     console.say(f"ddpbench predict: one rank's step {what}: {step_ms:.4g} ms{parts}; scaling efficiency below "

@@ -190,7 +190,10 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert own is not None  # the run has stock and local at one rank: DDP's own cost is measured and used
     # the profile is scaled to the baseline's step first, which --local-step-ms then scales from
     assert f"to the run's baseline step at one rank ({baseline * 1e3:.4g} ms over every repeat" in printed
-    assert f"DDP's own cost {own * 1e3:.3g} ms a step at one rank" in printed and "scaled with the compute" in printed
+    # measured on this CPU, it is no GPU's share of the step: said, and left out of the GPU step given
+    assert f"DDP's own cost {own * 1e3:.3g} ms a step at one rank" in printed
+    assert "a CPU's, left out of the GPU step given" in printed and "scaled with the compute" not in printed
+    assert (pd.read_csv(out)["ddp_own_ms"] == 0).all()
     frame = pd.read_csv(out)
     assert {"world_size", "nodes", "bucket_cap_mb", "step_ms", "exposed_comm_ms", "best"} <= set(frame.columns)
     rests_on = frame[["cluster", "cluster_source", "run", "workload", "size", "local_step_ms"]].drop_duplicates()
@@ -200,13 +203,13 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
         fastest = group["step_ms"].min()
         assert group["best"].any() and (group.loc[group["best"], "step_ms"] <= fastest * 1.005).all()
         assert (group.loc[~group["best"], "step_ms"] > fastest * 1.005).all()
-    # every efficiency is against one rank's step with DDP: 0.2 ms of compute plus DDP's own cost, scaled
+    # every efficiency is against one rank's step: the 0.2 ms given (DDP's own cost a CPU's, left out)
     one_rank = frame["scaling_efficiency"] * frame["step_ms"]
-    assert one_rank.to_numpy() == pytest.approx([one_rank.iloc[0]] * len(frame))
-    assert f"one rank's step with DDP: {one_rank.iloc[0]:.4g} ms" in printed and "0.2 ms without DDP" in printed
+    assert one_rank.to_numpy() == pytest.approx([0.2] * len(frame))
+    assert "one rank's step without DDP's own cost (not measured for this device): 0.2 ms;" in printed
     tiny, default = frame[frame["bucket_cap_mb"] == 0.001], frame[frame["bucket_cap_mb"] == 25]
     assert (tiny["buckets"].to_numpy() > default["buckets"].to_numpy()).all()
-    assert (frame["step_ms"] > 0.2).all()  # the scaled one-rank step, plus DDP's own cost and what is exposed
+    assert (frame["step_ms"] >= 0.2).all()  # the scaled one-rank step, plus what is exposed
 
 
 @pytest.mark.parametrize(

@@ -469,3 +469,17 @@ def test_the_calibration_pools_repeats_as_the_run_page_does():
                             for i, step in enumerate([10.0, 10.0, 16.0])])  # fmt: skip
     setup = {"workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32", "optimizer": "sgd"}
     assert predict.one_rank_baseline_s(configs, setup) * 1e3 == pytest.approx(11.696, abs=1e-3)
+
+
+def test_scaling_to_a_gpus_step_carries_ddps_own_cost_with_the_compute_or_leaves_a_cpus_out():
+    from types import SimpleNamespace
+
+    from harness.perfmodel.schedule import Calibration
+
+    profile = SimpleNamespace(local_step_s=0.010)
+    measured = Calibration(compute_scale=2.0, reducer_s=0.004)  # the run: compute ×2 (20 ms), DDP's own 4 ms
+    carried = predict.scaled_to_local_step(profile, measured, 0.060)  # a GPU's 60 ms: ×3 more
+    assert carried.compute_scale == pytest.approx(6.0) and carried.reducer_s == pytest.approx(0.012)
+    left = predict.scaled_to_local_step(profile, measured, 0.060, own_carried=False)
+    assert left.compute_scale == pytest.approx(6.0) and left.reducer_s == 0.0
+    assert predict.scaled_to_local_step(profile, measured, None) is measured
