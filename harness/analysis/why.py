@@ -140,6 +140,13 @@ def _backward_advice(row: Any, run: pd.DataFrame | None) -> str:
         sizes = [float(b) for b in buckets]
         tail = f"; {better}" if better else ""
         measured, alike = _smaller_cap_measured(row, run)
+        cap = _get(row, "bucket_cap_mb")
+        if cap is not None and sizes[-1] > float(cap) * (1 + 1e-6):  # over the cap: one tensor, which no cap splits
+            which = (
+                "its one bucket" if len(sizes) == 1 else f"its last bucket, {_mib(sizes[-1])} of {_mib(sum(sizes))},"
+            )
+            return (f"{which} is one parameter larger than the bucket_cap_mb of {cap:g} (no cap splits a parameter), "
+                    f"all-reduced after the last gradient{tail}")  # fmt: skip
         if len(sizes) == 1:
             advice = measured or f"a bucket_cap_mb below {_mib(sizes[0])} splits it, so that backward hides part{alike}"
             return f"its one bucket ({_mib(sizes[0])}) is all-reduced after the last gradient: {advice}{tail}"
