@@ -196,7 +196,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     configs = store.read_configs(plan.run)  # every row written, read once for both
     console.why_slower(_why_lines(configs))
     console.drifting(_drift_lines(configs))
-    return _summarize(plan, time.monotonic() - began)
+    failed_parity = int((~configs["parity_ok"].fillna(True).astype(bool)).sum()) if "parity_ok" in configs else 0
+    return _summarize(plan, time.monotonic() - began, parity_failed=failed_parity)
 
 
 def _round(progress: console.Progress, standing, more: list) -> None:
@@ -323,11 +324,17 @@ def _precision_line(configurations, requested_dtype: str) -> str:
     return f"{compute}{resolved}, TF32 {'on' if first.tf32 else 'off'}"
 
 
-def _summarize(plan, wall_s: float) -> int:
+def counts_text(counts: dict[str, int], *, parity_failed: int = 0) -> str:
+    """'4 ok, 0 failed, 0 skipped (1 of the ok failed parity: …)': a row that trained unlike one process is said
+    where a reader of the last lines looks, not only on its own line above."""
+    text = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("ok", "failed", "skipped"))
+    return text + (f" ({parity_failed} of the ok failed parity: see PARITY FAILED above)" if parity_failed else "")
+
+
+def _summarize(plan, wall_s: float, *, parity_failed: int = 0) -> int:
     """The run's counts and wall time on the terminal and in `summary.json`; exit 1 if any failed."""
     totals = summary.write(plan, wall_s, complete=True)
-    counts = totals["status_counts"]
-    text = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("ok", "failed", "skipped"))
+    text = counts_text(totals["status_counts"], parity_failed=parity_failed)
     sessions = totals["sessions"]
     wall = console.seconds_text(wall_s)
     took = f"(this session: {wall}); the whole run has" if sessions > 1 else f"in {wall}:"
@@ -343,4 +350,4 @@ def _summarize(plan, wall_s: float) -> int:
         console.say(f"ddpbench: {console.seconds_text(step_s)} of {of} was training steps (warm-up included): "
                     f"{wall_s / step_s:.2f}× overhead")  # fmt: skip
     console.fixed_cost_split(wall_s, plan.fixed_cost_s, configurations=len(plan.configurations))
-    return 1 if counts.get("failed", 0) else 0
+    return 1 if totals["status_counts"].get("failed", 0) else 0

@@ -36,3 +36,13 @@ def test_a_failed_row_says_where_its_traceback_is():
         "w2 mlp/small stock: FAILED (exception) rank 0: RuntimeError: boom "
         "[traceback in the run folder: failures/c0/rank0.traceback.txt]"
     )
+
+
+def test_the_runs_last_counts_say_how_many_failed_parity():
+    """A walkthrough's summing loss printed PARITY FAILED on its row, then '4 ok, 0 failed, 0 skipped' last."""
+    from harness.commands.bench import counts_text
+
+    counts = {"ok": 4, "skipped": 1}
+    assert counts_text(counts) == "4 ok, 0 failed, 1 skipped"
+    assert counts_text(counts, parity_failed=1) == "4 ok, 0 failed, 1 skipped (1 of the ok failed parity: see " \
+                                                   "PARITY FAILED above)"  # fmt: skip
