@@ -104,7 +104,7 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
         caps = caps or _caps_of_run(configs)
         profiled_on = store.read_run_meta(run_dir).get("device", device.type)
     else:
-        _say_auto_size(args, setup, device)
+        predict_input.say_auto_size(args, setup, device)
         console.say(f"ddpbench predict: profiling {setup['workload']}/{setup['size']} (batch {setup['batch_size']}) "
                     f"here on {device.type}…")  # fmt: skip
         profile = profile_from_rows(pd.DataFrame(_measure_profile(setup, device=device, steps=args.profile_steps)))
@@ -201,7 +201,7 @@ def _measured_now(args: argparse.Namespace, given, *, device):
         raise ConfigError("a network is needed: --cluster NAME|FILE (`ddpbench list`), --nccl-tests FILE, "
                           "--busbw (e.g. --busbw 90GB/s --latency 30us), or a `ddpbench collectives` run "
                           "of this machine in --results")  # fmt: skip
-    _say_auto_size(args, setup, device)
+    predict_input.say_auto_size(args, setup, device)
     world = args.gpus or DEFAULT_WORLD
     # On the CPU, a rank's share of the cores at that world size, as bench gives its ranks: compute as fast as theirs.
     threads = threads_per_rank(device="cpu", max_local_ranks=world, cpu_count=available_cpus()) \
@@ -359,13 +359,6 @@ def _fresh_setup(args: argparse.Namespace, device) -> dict:
     size = size if size != "auto" else ("full" if device.type == "cuda" else "small")
     batch = args.batch_size or source.create(size=size, options={}).default_batch_size()
     return {"workload": source.spec, "size": size, "batch_size": batch, "dtype": "fp32", "optimizer": "sgd"}
-
-
-def _say_auto_size(args: argparse.Namespace, setup: dict, device) -> None:
-    """The size --size auto chose, when it is not the whole model: a CPU profiles the small one."""
-    if not args.size and setup["size"] != "full":
-        console.say(f"ddpbench predict: --size auto profiles {setup['workload']}'s {setup['size']} size on "
-                    f"{device.type}; --size full profiles the whole model (slower here)")  # fmt: skip
 
 
 class SlowStepProgress:

@@ -179,7 +179,8 @@ def warn_not_whole_model(setup: dict, profile, *, configs=None) -> None:
     console.warning(f"--local-step-ms is one GPU's step of the whole model, but this profile is {setup['workload']}'s "
                     f"{setup['size']} size ({profile.grad_bytes / 2**20:.2f} MiB of gradients{full}): its compute is "
                     f"scaled to your step, its communication stays the {setup['size']} model's. Profile the model you "
-                    "will train (--size full, or its configuration: --workload 'hf:NAME[key=value]')")  # fmt: skip
+                    "will train (--size full; for a configuration of your own, bench it with --wopt key=value "
+                    "and predict --run that run)")  # fmt: skip
 
 
 def _whole_model_grad_bytes(setup: dict, configs=None) -> int | None:
@@ -204,3 +205,13 @@ def warn_if_not_gpus(run: Path) -> None:
         console.warning(f"--nccl-tests {str(run)!r} measured {meta.get('config', {}).get('gpus', '?')} CPU "
                         f"processes over {meta.get('backend', 'gloo')}, not GPUs over NCCL: the fit gives the "
                         "profile a CPU's bandwidths and latencies, and predicts that machine")  # fmt: skip
+
+
+def say_auto_size(args: argparse.Namespace, setup: dict, device) -> None:
+    """The size --size auto chose, when it is not the whole model: a CPU profiles the small one. Unsaid for a
+    model of the user's own file or module, which --size does not scale (a walkthrough was told to use it)."""
+    from workloads import resolve
+
+    if not args.size and setup["size"] != "full" and resolve(setup["workload"]).kind not in ("file", "module"):
+        console.say(f"ddpbench predict: --size auto profiles {setup['workload']}'s {setup['size']} size on "
+                    f"{device.type}; --size full profiles the whole model (slower here)")  # fmt: skip

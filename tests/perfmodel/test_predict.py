@@ -4,6 +4,7 @@ profile, the run's model tables, and `ddpbench predict` end to end."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -390,13 +391,19 @@ def test_the_size_auto_chose_is_said_when_it_is_not_the_whole_model(capsys):
     import torch
 
     from harness.commands import predict as predict_command
+    from harness.commands import predict_input
 
     cpu = torch.device("cpu")
     setup = predict_command._fresh_setup(argparse.Namespace(workload="gpt2", size=None, batch_size=None), cpu)
-    predict_command._say_auto_size(argparse.Namespace(size=None), setup, cpu)
+    predict_input.say_auto_size(argparse.Namespace(size=None), setup, cpu)
     said = capsys.readouterr().out
     assert "--size auto profiles gpt2's small size on cpu; --size full profiles the whole model" in said
-    predict_command._say_auto_size(argparse.Namespace(size="small"), setup, cpu)  # asked for: nothing to say
+    predict_input.say_auto_size(argparse.Namespace(size="small"), setup, cpu)  # asked for: nothing to say
+    assert capsys.readouterr().out == ""
+    # a model of the user's own file, which --size does not scale: no size to recommend (a walkthrough's finding)
+    example = str(Path(__file__).resolve().parents[2] / "examples" / "my_workload.py") + ":MyModel"
+    own = predict_command._fresh_setup(argparse.Namespace(workload=example, size=None, batch_size=None), cpu)
+    predict_input.say_auto_size(argparse.Namespace(size=None), own, cpu)
     assert capsys.readouterr().out == ""
 
 
