@@ -4,6 +4,7 @@ tie for best in each (a model's arithmetic cannot tell 0.290 from 0.291 ms apart
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -73,22 +74,6 @@ def agrees(error: dict, as_good: Sequence[float] | None) -> bool:
     return error["best_cap_grid_steps"] == 0 or any(cap in (as_good or ()) for cap in error["best_predicted_caps_mb"])
 
 
-def answer_caps(tied: Sequence[float], margin: float | None) -> str:
-    """The cap to use, as an answer says it: where every cap ties, that any will do ('any (DDP's default 25 MiB is
-    as good)'), else the tied best (`caps_text`): the console's answer and the what-if page's say it alike."""
-    if margin is None and len(tied) > 1:  # every cap ties
-        return "any (DDP's default 25 MiB is as good)" if DDP_DEFAULT_CAP_MB in tied else "any (every cap ties)"
-    return caps_text(tied)
-
-
-def answer_index(caps: Sequence[float], values: Sequence[float]) -> int:
-    """The position of the cap an answer names, whose figures it then quotes: DDP's default where it ties for
-    best (the answer says any cap will do, or names it among the tied), else the fastest."""
-    tied, _ = best_and_margin(caps, values)
-    named = [float(cap) for cap in caps]
-    return named.index(DDP_DEFAULT_CAP_MB) if DDP_DEFAULT_CAP_MB in tied else int(np.argmin(values))
-
-
 SMALL_CAP_LEAD = 0.04
 """A predicted lead under which a cap smaller than DDP's default is no evidence: the model leaves out what each
 extra collective costs the compute, and pytorch's published DGX-1 V100 timings have 1 MiB buckets 2.6 % (8
@@ -101,6 +86,41 @@ SMALL_CAP_CAVEAT = (
 )
 
 
-def small_cap_unproven(tied: Sequence[float], margin: float | None) -> bool:
-    """Whether an answer's cap is smaller than DDP's default (more buckets) and ahead by less than SMALL_CAP_LEAD."""
-    return margin is not None and max(tied) < DDP_DEFAULT_CAP_MB and margin < SMALL_CAP_LEAD
+@dataclass(frozen=True)
+class CapAnswer:
+    """The cap an answer names for one curve of step times over caps (`cap_answer`)."""
+
+    index: int  # the position of the named cap, whose figures the answer quotes
+    text: str  # the cap as the answer says it
+    tied: list[float]  # the caps tied for fastest (`tied_best`)
+    margin: float | None  # their lead over the fastest cap not tied with them; None: every cap ties
+    lead_set_aside: float | None  # a smaller cap's lead over DDP's default, under SMALL_CAP_LEAD, not followed
+    unproven: bool  # the named cap is below DDP's default and ahead by under SMALL_CAP_LEAD: SMALL_CAP_CAVEAT
+
+
+def cap_answer(caps: Sequence[float], values: Sequence[float]) -> CapAnswer:
+    """The cap to use, as the console's answer and the what-if page say it. DDP's default where it ties for best
+    ('any (DDP's default 25 MiB is as good)' where every cap ties), and also where the fastest is a smaller cap
+    ahead of it by under SMALL_CAP_LEAD: such a lead is no evidence (SMALL_CAP_CAVEAT), so the answer keeps
+    the default and says the lead it set aside. Else the fastest (its tied caps), with the caveat where it is
+    below the default, the default was not swept, and its lead over the next cap is under SMALL_CAP_LEAD."""
+    named, values = [float(cap) for cap in caps], np.asarray(values, dtype=float)
+    tied, margin = best_and_margin(named, values)
+    fastest = int(np.argmin(values))
+    if DDP_DEFAULT_CAP_MB in tied:
+        index = named.index(DDP_DEFAULT_CAP_MB)
+        text = "any (DDP's default 25 MiB is as good)" if margin is None and len(tied) > 1 else caps_text(tied)
+        return CapAnswer(index, text, tied, margin, None, unproven=False)
+    if margin is None and len(tied) > 1:
+        return CapAnswer(fastest, "any (every cap ties)", tied, margin, None, unproven=False)
+    if DDP_DEFAULT_CAP_MB in named and max(tied) < DDP_DEFAULT_CAP_MB:
+        index = named.index(DDP_DEFAULT_CAP_MB)
+        lead = values[index] / values[fastest] - 1
+        if lead < SMALL_CAP_LEAD:
+            faster = caps_text(tied).removesuffix(" (tied)")
+            # No percentage in the words: an answer over several GPU counts merges the counts that say the same.
+            text = f"25 MiB (DDP's default: {faster} predicted faster by under the 4 % the model can tell)"
+            return CapAnswer(index, text, tied, margin, lead, unproven=False)
+    unproven = (DDP_DEFAULT_CAP_MB not in named and max(tied) < DDP_DEFAULT_CAP_MB and margin is not None
+                and margin < SMALL_CAP_LEAD)  # fmt: skip
+    return CapAnswer(fastest, caps_text(tied), tied, margin, None, unproven=unproven)

@@ -32,16 +32,16 @@ def step_vs_gpus(rows: pd.DataFrame, *, cluster: str) -> go.Figure:
 
 
 def efficiency_vs_gpus(best: pd.DataFrame, *, cluster: str) -> go.Figure:
-    """Scaling efficiency of the best cap at each GPU count (1 = no cost of communication), labelled
-    with that cap, or "tied" where several are within the tie tolerance."""
+    """Scaling efficiency of the cap the answer names at each GPU count (1 = no cost of communication), labelled
+    with that cap, or "tied" where it is one of several within the tie tolerance."""
     best = best.sort_values("world_size")
-    labels = [f"{cap:g} MiB" if len(tied) == 1 else "tied" for cap, tied in zip(best["bucket_cap_mb"], best["tied"],
-                                                                                  strict=True)]  # fmt: skip
+    labels = ["tied" if len(tied) > 1 and cap in tied else f"{cap:g} MiB"
+              for cap, tied in zip(best["bucket_cap_mb"], best["tied"], strict=True)]  # fmt: skip
     figure = new_figure(go.Scatter(
-        name="best cap", x=best["world_size"], y=best["scaling_efficiency"], mode="lines+markers+text",
+        name="the cap named", x=best["world_size"], y=best["scaling_efficiency"], mode="lines+markers+text",
         text=labels, textposition="top center",
         line={"color": PALETTE[0]},
         hovertemplate="%{x} GPUs: efficiency %{y:.3f} with %{text}<extra></extra>",
     ))  # fmt: skip
-    return styled(figure, title=f"Predicted scaling efficiency on {cluster} with the best cap (labelled)",
+    return styled(figure, title=f"Predicted scaling efficiency on {cluster} with the cap named (labelled)",
                   xaxis=_gpu_axis(best), yaxis={"title": "scaling efficiency", "range": [0, 1.05]})  # fmt: skip

@@ -62,14 +62,16 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
 
 
 def best_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per setup and GPU count, the cap the answer names (the fastest, or 25 MiB where it ties for best:
-    `agreement.answer_index`), the caps tied for best (within agreement.TIE_TOLERANCE), and their margin over
-    the fastest cap not tied with them (None: every cap is tied)."""
+    """Per setup and GPU count, the cap the answer names (`agreement.cap_answer`: the fastest, or 25 MiB where it
+    ties for best or a smaller cap's lead is no evidence) with its figures, the answer's words (`answer`), the
+    caps tied for fastest (within agreement.TIE_TOLERANCE), their margin over the fastest cap not tied with
+    them (None: every cap is tied), the lead the answer set aside and whether it carries the small-cap caveat."""
     best = []
     for _, group in rows.groupby(["setup", "world_size"], sort=False):
-        tied, margin = agreement.best_and_margin(group["bucket_cap_mb"], group["step_ms"])
-        named = group.iloc[agreement.answer_index(group["bucket_cap_mb"], group["step_ms"])]
-        best.append({**named.to_dict(), "tied": tied, "margin": margin})
+        answer = agreement.cap_answer(group["bucket_cap_mb"], group["step_ms"])
+        best.append({**group.iloc[answer.index].to_dict(), "answer": answer.text, "tied": answer.tied,
+                     "margin": answer.margin, "lead_set_aside": answer.lead_set_aside,
+                     "unproven": answer.unproven})  # fmt: skip
     return pd.DataFrame(best)
 
 
@@ -102,8 +104,8 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                            "Each line is one bucket_cap_mb; each point DDP's bucket schedule simulated over this "
                            "run's gradient-ready profile, every bucket's all-reduce costed as NCCL would run it."),
                   figs.add(figures.efficiency_vs_gpus(best, cluster=cluster.name),
-                           "Scaling efficiency = the one-GPU step with DDP / the predicted step; the label is the "
-                           "fastest cap at that GPU count."),
+                           "Scaling efficiency = the one-GPU step with DDP / the predicted step with the cap the "
+                           "answer names at that GPU count (its label)."),
                   _best_table(best)]  # fmt: skip
     parts += [_measured_section(configs), _sources_section(cluster), _published_section(cluster)]
     return page(f"What if: {run_id} on {cluster.name}", "\n".join(parts), depth=1)
@@ -135,15 +137,14 @@ def _answer(best: pd.DataFrame, cluster: Cluster) -> str:
 
 def _caps_by_size(best: pd.DataFrame) -> str:
     """The cap to use and where it changes with the GPU count, in the console answer's words."""
-    changes = [(int(row.world_size), _caps(row)) for _, row in best.iterrows()]
+    changes = [(int(row.world_size), row.answer) for _, row in best.iterrows()]
     merged = [change for k, change in enumerate(changes) if k == 0 or change[1] != changes[k - 1][1]]
     return merged[0][1] if len(merged) == 1 else "; ".join(f"{text} from {n} GPUs" for n, text in merged)
 
 
 def _small_cap_caveat(best: pd.DataFrame) -> str:
-    unproven = any(agreement.small_cap_unproven(row["tied"], _margin(row)) for _, row in best.iterrows())
     text = agreement.SMALL_CAP_CAVEAT
-    return f" <i>{esc(text[0].upper() + text[1:])}.</i>" if unproven else ""
+    return f" <i>{esc(text[0].upper() + text[1:])}.</i>" if best["unproven"].any() else ""
 
 
 def _unchecked(cluster: Cluster, best: pd.DataFrame) -> str:
@@ -168,14 +169,6 @@ def _caveat(cluster: Cluster, nodes: int) -> str:
     return f" <i>{esc(said[0].upper() + said[1:])}.</i>" if said else ""
 
 
-def _caps(row: pd.Series) -> str:
-    return agreement.answer_caps(row["tied"], _margin(row))
-
-
-def _margin(row: pd.Series) -> float | None:
-    return None if row["margin"] is None or pd.isna(row["margin"]) else row["margin"]
-
-
 def _calibration_note(row: pd.Series) -> str:
     """What the run's one-rank rows changed in the profile, and the step every efficiency is against."""
     to = row["calibrated_to"]
@@ -197,12 +190,18 @@ def _calibration_note(row: pd.Series) -> str:
 
 
 def _best_table(best: pd.DataFrame) -> str:
-    cells = [[str(int(r.world_size)), str(int(r.nodes)), esc(agreement.caps_text(r.tied)), f"{r.step_ms:.3f}",
-              f"{r.exposed_comm_ms:.3f}", f"{r.scaling_efficiency:.3f}",
-              "every cap tied" if r.margin is None or pd.isna(r.margin) else f"{r.margin:.1%}"]
-             for r in best.itertuples()]  # fmt: skip
-    return table(["GPUs", "nodes", "best cap", "step ms", "exposed comm ms", "scaling eff.",
-                  "ahead of the next cap"], cells)  # fmt: skip
+    cells = [[str(int(r.world_size)), str(int(r.nodes)), esc(f"{r.bucket_cap_mb:g} MiB"), f"{r.step_ms:.3f}",
+              f"{r.exposed_comm_ms:.3f}", f"{r.scaling_efficiency:.3f}", esc(agreement.caps_text(r.tied)),
+              esc(_lead(r))] for r in best.itertuples()]  # fmt: skip
+    return table(["GPUs", "nodes", "cap named", "step ms", "exposed comm ms", "scaling eff.", "fastest predicted",
+                  "its lead"], cells)  # fmt: skip
+
+
+def _lead(row) -> str:
+    """How far the fastest predicted caps are ahead: of the next cap, or of DDP's default where the answer kept it."""
+    if row.lead_set_aside is not None and not pd.isna(row.lead_set_aside):
+        return f"{row.lead_set_aside:.2%} over 25 MiB: under 4 %, no evidence, default kept"
+    return "every cap tied" if row.margin is None or pd.isna(row.margin) else f"{row.margin:.1%} over the next cap"
 
 
 def _measured_section(configs: pd.DataFrame) -> str:

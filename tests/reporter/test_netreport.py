@@ -107,7 +107,7 @@ def test_the_what_if_page_predicts_one_node_to_1024_gpus_with_the_profiles_sourc
     assert "<b>Why</b> at 1024 GPUs: " in headline and any(w in headline for w in ("compute:", "bandwidth:", "last:"))
     assert "At 128 nodes this profile is off by more than 25 % on " in headline  # as predict says at 128 nodes
     assert page.count('class="plotly-graph-div"') == 2  # step per cap, efficiency of the best cap
-    best = page.split("ahead of the next cap")[1].split("</table>")[0]
+    best = page.split("its lead")[1].split("</table>")[0]
     assert [row.split("<td>")[1].split("</td>")[0] for row in best.split("<tr")[1:]] == [
         str(8 * 2**k) for k in range(8)
     ]  # 8 … 1024 GPUs
@@ -127,16 +127,19 @@ def test_the_what_if_page_and_predict_give_the_same_steps(built, capsys):
 
     results, built_site = built
     page = (built_site.run_pages["bucket_sweep"].parent / "bucket_sweep.whatif.html").read_text()
-    table = page.split("ahead of the next cap")[1].split("</table>")[0]
+    table = page.split("its lead")[1].split("</table>")[0]
     cells = [[cell.split("</td>")[0] for cell in row.split("<td>")[1:]] for row in table.split("<tr")[1:]]
-    on_page = {int(row[0]): row[3] for row in cells}  # GPUs → step ms
+    on_page = {int(row[0]): (row[2].removesuffix(" MiB"), row[3]) for row in cells}  # GPUs → cap named, step ms
     assert cli.main(["predict", "--run", "bucket_sweep", "--results", str(results), "--cluster", "dgx-h100",
                      "--nodes", "1,2,4"]) == 0  # fmt: skip
     printed = capsys.readouterr().out
     assert "to the run's baseline step at one rank" in printed  # calibrated on the console, as on the page
+    lines = printed.splitlines()
     for world in (8, 16, 32):
-        line = next(x for x in printed.splitlines() if x.startswith(f"  predicted best cap at w{world}:"))
-        assert f"({on_page[world]} ms," in line
+        block = lines[next(k for k, x in enumerate(lines) if x.startswith(f"w{world} = ")) :]
+        cap, step = on_page[world]
+        row = next(x.split() for x in block if x.split()[:1] == [cap])  # cap, buckets, step, exposed, efficiency
+        assert row[2] == step
 
 
 def test_report_cluster_is_checked_before_anything_is_written(tmp_path, capsys):

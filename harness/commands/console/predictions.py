@@ -161,9 +161,9 @@ def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, c
     with the world size), the step and scaling efficiency from the fewest GPUs to the most, and why the step
     costs what it does at the most GPUs (the named cap's predicted parts: DDP's default where it ties), in one
     line; `own_ms`, DDP's own cost in the prediction, is named where it costs more than what is exposed."""
-    named = [frame.iloc[agreement.answer_index(frame["bucket_cap_mb"], frame["step_ms"])] for frame in frames]
-    ties = [agreement.best_and_margin(f["bucket_cap_mb"], f["step_ms"]) for f in frames]
-    changes = [(int(row["world_size"]), agreement.answer_caps(*tie)) for row, tie in zip(named, ties, strict=True)]
+    answers = [agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]) for frame in frames]
+    named = [frame.iloc[answer.index] for frame, answer in zip(frames, answers, strict=True)]
+    changes = [(int(row["world_size"]), answer.text) for row, answer in zip(named, answers, strict=True)]
     merged = [change for k, change in enumerate(changes) if k == 0 or change[1] != changes[k - 1][1]]
     cap_text = merged[0][1] if len(merged) == 1 else "; ".join(f"{text} from w{world}" for world, text in merged)
     first, last = named[0], named[-1]
@@ -174,7 +174,7 @@ def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, c
         span = f"at w{int(last['world_size'])}: step {last['step_ms']:.4g} ms, scaling efficiency " \
                f"{last['scaling_efficiency']:.3f}"  # fmt: skip
     caveats = [caveat] if caveat else []
-    if any(agreement.small_cap_unproven(*tie) for tie in ties):
+    if any(answer.unproven for answer in answers):
         caveats.append(agreement.SMALL_CAP_CAVEAT)
     said = "".join(f" [{text}]" for text in caveats)
     why_last = why.predicted_step(last, backward_ms=backward_ms, own_ms=own_ms)
