@@ -8,6 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from harness.analysis import roles
 from harness.analysis.drift import drift_note, step_drift
 from harness.bucketing import DDP_DEFAULT_CAP_MB
 
@@ -51,7 +52,7 @@ def scaling_efficiency(
     return samples_per_s / (world_size * single_rank_samples_per_s) if known else None
 
 
-POOLED_SCALING_FIGURES = ("repeats", "baseline_repeats", "scaling_efficiency")
+POOLED_SCALING_FIGURES = ("repeats", "baseline_repeats", "scaling_efficiency", "scaling_efficiency_vs_local")
 SCALING_KEYS = ("impl", "impl_options", "workload", "size", "batch_size", "dtype", "optimizer", "device", "backend")
 """What a world-size-1 baseline must share with the row it scales (as harness.handoff.records pairs them)."""
 
@@ -64,7 +65,9 @@ def pooled_scaling(configs: pd.DataFrame) -> pd.DataFrame:
     repeat, so one slow world-size-1 launch moves every figure of its repeat (37 % in one repeat,
     75 % in the next); pooled, each repeat weighs 1/R in the baseline. Columns: the keys,
     `world_size`, `nnodes`, `repeats`, `baseline_repeats`, `scaling_efficiency` (null without a
-    world-size-1 row)."""
+    world-size-1 row), `scaling_efficiency_vs_local` (over n × the centre of the baseline strategy's
+    world-size-1 repeats of the same setup: one process that communicates nothing, so the strategy's own
+    cost at one rank counts too; null without such a row)."""
     keys = list(SCALING_KEYS)
     ok = configs[(configs["status"] == "ok") & configs["samples_per_s"].notna()] if not configs.empty else configs
     if ok.empty:
@@ -76,7 +79,39 @@ def pooled_scaling(configs: pd.DataFrame) -> pd.DataFrame:
     pooled = pooled.merge(single, on=keys, how="left")  # null keys (older rows) match null keys
     pooled["scaling_efficiency"] = pooled["throughput"] / (pooled["world_size"] * pooled["baseline"])
     pooled["baseline_repeats"] = pooled["baseline_repeats"].fillna(0).astype(int)
-    return pooled.drop(columns=["throughput", "baseline"])
+    setup = [key for key in keys if key not in ("impl", "impl_options")]
+    plain = ok[roles.is_baseline(ok).to_numpy() & (ok["world_size"] == 1).to_numpy()]
+    plain = plain.groupby(setup, dropna=False, as_index=False).agg(plain=("samples_per_s", geometric_mean))
+    pooled = pooled.merge(plain, on=setup, how="left")
+    pooled["scaling_efficiency_vs_local"] = pooled["throughput"] / (pooled["world_size"] * pooled["plain"])
+    return pooled.drop(columns=["throughput", "baseline", "plain"])
+
+
+SCALING_ROW_KEYS = (*SCALING_KEYS, "world_size", "nnodes")
+"""What identifies one of pooled_scaling's rows: the strategy, its setup and its world size."""
+
+
+def pooled_scaling_per_row(configs: pd.DataFrame, rows: pd.DataFrame) -> pd.DataFrame:
+    """Per row of `rows` (same index), pooled_scaling's two figures for its strategy, setup and world size:
+    None without samples_per_s or a one-rank row. A key column the run does not have is a null key, as in
+    pooled_scaling; nulls match nulls and numbers match by value (8 == 8.0)."""
+    figures = ["scaling_efficiency", "scaling_efficiency_vs_local"]
+    if "samples_per_s" not in configs or rows.empty:
+        return pd.DataFrame(None, index=rows.index, columns=figures, dtype=object)
+    pooled = pooled_scaling(configs.assign(**{key: None for key in SCALING_ROW_KEYS if key not in configs}))
+    by_key = {
+        _row_key(keys): [None if pd.isna(v) else float(v) for v in values]
+        for keys, values in zip(
+            pooled[list(SCALING_ROW_KEYS)].itertuples(index=False), pooled[figures].to_numpy(), strict=True
+        )
+    }
+    keyed = rows.assign(**{key: None for key in SCALING_ROW_KEYS if key not in rows})
+    found = [by_key.get(_row_key(keys), [None, None]) for keys in keyed[list(SCALING_ROW_KEYS)].itertuples(index=False)]
+    return pd.DataFrame(found, index=rows.index, columns=figures, dtype=object)
+
+
+def _row_key(values) -> tuple:
+    return tuple(None if pd.isna(v) else v for v in values)
 
 
 def speedup_vs_local(step_ms: float | None, local_step_ms: float | None) -> float | None:

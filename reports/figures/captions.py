@@ -28,7 +28,9 @@ CAPTIONS = {
     "ranks as step time does unless a strategy spends more between its steps, across world sizes it shows what "
     "adding ranks buys.",
     "scaling": "Lines near the dashed ideal (1.0) scale well: each point is throughput at n ranks over n times "
-    "the throughput at one rank, with the batch per rank fixed (weak scaling).",
+    "the throughput at one rank, with the batch per rank fixed (weak scaling) — one rank of local (one process "
+    "that communicates nothing, so each strategy's own cost at one rank counts and the lines order as the step "
+    "times do) where the run has one, else the strategy's own (the axis says which; the hover gives the other).",
     "sweep": "Step time against the cap, one line per world size through each cap's centre over its repeats (the "
     "geometric mean of the repeats' median steps, as the verdict below pools them), whiskers its 95% interval over "
     "repeats (none with one repeat; the axis reaches at most about twice the slowest point, and a whisker that runs "

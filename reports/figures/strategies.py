@@ -165,38 +165,38 @@ def throughput_by_strategy(configs: pd.DataFrame, *, workload: str) -> go.Figure
 
 
 def scaling(configs: pd.DataFrame, *, workload: str) -> go.Figure:
-    """Weak-scaling efficiency against world size, one line per strategy, and the ideal 1.0. With repeats,
-    each point is pooled over them (stats.pooled_scaling: the repeats' centre of throughput at n ranks over
-    n × their centre at one rank), the figure the page's sentence quotes."""
+    """Weak-scaling efficiency against world size, one line per strategy, and the ideal 1.0: against one plain
+    process (`local` at one rank) where the run has one, so that each strategy's own cost at one rank counts
+    and the lines order as the step times do, else against each strategy's own one-rank step (the axis says
+    which; the other figure in the hover). With repeats, each point is pooled over them (stats.pooled_scaling:
+    the repeats' centre of throughput at n ranks over n × their centre at one rank), as the sentence quotes."""
     rows = labelled(configs, workload=workload)
     if has_repeats(rows):
         rows = stats.pooled_scaling(rows)
         rows["label"] = strategy_labels(rows)
     rows = rows.dropna(subset=["scaling_efficiency"])
+    vs_local = len(rows) and "scaling_efficiency_vs_local" in rows and rows["scaling_efficiency_vs_local"].notna().all()
+    shown = "scaling_efficiency_vs_local" if vs_local else "scaling_efficiency"
+    hover = "%{x} ranks: %{y:.3f}" + (", against its own one-rank step %{customdata:.3f}" if vs_local else "")
     figure = new_figure()
     colours = strategy_colours(rows)
     for label, group in rows.groupby("label", sort=False):
         group = group.sort_values("world_size")
-        figure.add_trace(
-            go.Scatter(
-                name=label,
-                x=group["world_size"],
-                y=group["scaling_efficiency"],
-                mode="lines+markers",
-                line_color=colours[label],
-            )
-        )
+        figure.add_trace(go.Scatter(name=label, x=group["world_size"], y=group[shown], mode="lines+markers",
+                                    line_color=colours[label], customdata=group["scaling_efficiency"],
+                                    hovertemplate=hover + "<extra>%{fullData.name}</extra>"))  # fmt: skip
     worlds = sorted(rows["world_size"].unique().tolist()) or [1]
     figure.add_trace(
         go.Scatter(
             name="ideal", x=[worlds[0], worlds[-1]], y=[1.0, 1.0], mode="lines", line={"dash": "dash", "color": "#888"}
         )
     )
+    against = "local's samples/s at 1 rank" if vs_local else "its own samples/s at 1 rank"
     return styled(
         figure,
         title=f"{workload}: weak-scaling efficiency (1.0 = perfect)",
         xaxis={"title": "world size", "tickvals": worlds, "type": "log" if worlds[-1] > 8 else "linear"},
-        yaxis={"title": "samples/s(n) / (n × samples/s(1))", "rangemode": "tozero"},
+        yaxis={"title": f"samples/s(n) / (n × {against})", "rangemode": "tozero"},
         legend_title="strategy",
     )
 

@@ -74,8 +74,9 @@ def ranked(configs: pd.DataFrame, *, workload: str, confidence: float = stats.CO
     rows = rows.dropna(subset=["step_ms_median"])
     if rows.empty:
         return pd.DataFrame()
-    rows = rows.assign(strategy=strategy_labels(rows),
-                       pooled_scaling=pooled_scaling(configs[configs["workload"] == workload], rows))  # fmt: skip
+    scaling = stats.pooled_scaling_per_row(configs[configs["workload"] == workload], rows)
+    rows = rows.assign(strategy=strategy_labels(rows), pooled_scaling=scaling["scaling_efficiency"],
+                       pooled_scaling_vs_local=scaling["scaling_efficiency_vs_local"])  # fmt: skip
     pooled = [_pool(world, strategy, group) for (world, strategy), group in rows.groupby(["world_size", "strategy"],
                                                                                           sort=False)]  # fmt: skip
     frame = pd.DataFrame(pooled).astype(object)
@@ -86,31 +87,6 @@ def ranked(configs: pd.DataFrame, *, workload: str, confidence: float = stats.CO
     # At one rank, which --repeats auto never judges, the page's look is the only one: its interval is one look's 95 %.
     frame["confidence"] = [confidence if world > 1 else stats.CONFIDENCE for world in frame["world_size"]]
     return frame.sort_values(["world_size", "is_floor", "step_ms"], kind="stable").reset_index(drop=True)
-
-
-SCALING_ROW_KEYS = (*stats.SCALING_KEYS, "world_size", "nnodes")
-"""What identifies one of stats.pooled_scaling's rows: the strategy, its setup and its world size."""
-
-
-def _scaling_key(values) -> tuple:
-    """A row's SCALING_ROW_KEYS as a lookup key: nulls as None (a None column and a NaN one are the same
-    missing key), numbers compared by value (8 == 8.0)."""
-    return tuple(None if pd.isna(v) else v for v in values)
-
-
-def pooled_scaling(configs: pd.DataFrame, rows: pd.DataFrame) -> list[float | None]:
-    """Per row of `rows`, stats.pooled_scaling's figure for its strategy, setup and world size: its repeats'
-    pooled throughput over n × the pooled world-size-1 repeats' (None without samples_per_s or a one-rank
-    row). A key column the run does not have is a null key, as in stats.pooled_scaling."""
-    if "samples_per_s" not in configs:
-        return [None] * len(rows)
-    missing = {key: None for key in SCALING_ROW_KEYS if key not in configs}
-    pooled = stats.pooled_scaling(configs.assign(**missing))
-    efficiency = dict(zip(map(_scaling_key, pooled[list(SCALING_ROW_KEYS)].itertuples(index=False)),
-                          pooled["scaling_efficiency"], strict=True))  # fmt: skip
-    figure = {key: None if pd.isna(value) else float(value) for key, value in efficiency.items()}
-    keyed = rows.assign(**{key: None for key in SCALING_ROW_KEYS if key not in rows})
-    return [figure.get(_scaling_key(keys)) for keys in keyed[list(SCALING_ROW_KEYS)].itertuples(index=False)]
 
 
 def _one(values: list[float | None]) -> float | None:
@@ -151,6 +127,7 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
         "backend": value(first, "backend"), "comm_late": alerts.completions_late(group),  # alerts.hidden_cell's
         "hidden_low": alerts.hidden_at_least(group),
         "scaling_efficiency": _one(list(group["pooled_scaling"])),
+        "scaling_efficiency_vs_local": _one(list(group["pooled_scaling_vs_local"])),
         **{column: _highest([value(r, column) for r in records]) for column in (*MEMORY_PEAKS, PROCESS_PEAK)},
     }  # fmt: skip
 

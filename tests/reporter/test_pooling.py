@@ -182,7 +182,18 @@ def test_scaling_memory_and_communication_sentences_name_each_strategy_once_pool
     stock = answer.ranked(scaled, workload="mlp").set_index(["world_size", "strategy"]).loc[(2, "stock")]
     assert stock["scaling_efficiency"] == pytest.approx(np.sqrt(160.0 * 200.0) / (2 * np.sqrt(100.0 * 400.0)))
     said = takeaways.scaling(scaled, workload="mlp")
-    assert said == "At 2 ranks, share of linear scaling kept (pooled over repeats): stock 45%, naive 25%."
+    assert said == (
+        "At 2 ranks, share of linear scaling kept against each one's own one-rank step (pooled over repeats): "
+        "stock 45%, naive 25%."
+    )
+    plain = pd.concat([scaled, run(repeats("local", [8.0, 8.0], world=1, samples_per_s=[250.0, 250.0]))])
+    plain = plain.reset_index(drop=True)
+    stock = answer.ranked(plain, workload="mlp").set_index(["world_size", "strategy"]).loc[(2, "stock")]
+    assert stock["scaling_efficiency_vs_local"] == pytest.approx(np.sqrt(160.0 * 200.0) / (2 * 250.0))
+    assert takeaways.scaling(plain, workload="mlp") == (
+        "At 2 ranks, share of linear scaling kept against local at one rank (pooled over repeats): stock 36%, "
+        "naive 20% (against their own one-rank step: stock 45%, naive 25%)."
+    )
     assert takeaways.memory(SPLIT, workload="mlp") == "At 2 ranks the peak process memory (RSS) is 950 MiB."
 
 
