@@ -195,6 +195,9 @@ def add_predict_parser(commands) -> None:
                          "reduce_scatter's whole input): MIN:MAX[:FACTOR] or a list; K/M/G are powers of 1024 "
                          f"(default: {predict_cluster.DEFAULT_SIZES}, each power of two)")  # fmt: skip
     predict.add_argument("--out", metavar="FILE", help="also write the rows: .csv or .parquet")
+    predict.add_argument("--page", metavar="FILE.html",
+                         help="with --run and --cluster: also write the run's what-if page (one node to 1,024 "
+                         "GPUs), calibrated and scaled as here, in one file to share")  # fmt: skip
     predict.add_argument("--local-step-ms", type=finite("--local-step-ms", "the one-GPU step in ms"),
                          help="scale the profile's compute so that one rank's step takes this long (a profile "
                          "measured on another device, e.g. this CPU, made to stand for your GPU's)")  # fmt: skip

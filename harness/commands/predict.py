@@ -30,6 +30,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     args.run, args.results_dir = _run_and_folder(args)
     predict_cluster.check_flags(args)
+    predict_input.check_page(args)
     predict_input.check_cluster_file(args.cluster)
     given = _given_network(args)
     caps = parse_caps(args.caps) if args.caps else None
@@ -113,8 +114,13 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     predictions.predict_profile(setup, profile, source)
     if configs is not None:
         predict_input.warn_uncalibrated(run_dir, configs, setup)
-    return predict_cluster.run_steps(args, chosen, profile, caps or list(DEFAULT_CAPS_MB), device=profiled_on,
-                                     configs=configs, setup=setup)  # fmt: skip
+    caps = caps or list(DEFAULT_CAPS_MB)
+    code = predict_cluster.run_steps(args, chosen, profile, caps, device=profiled_on, configs=configs, setup=setup)
+    if args.page:  # the same calibration, caps and scaling as the console's, from one node to 1,024 GPUs
+        from harness.commands import report
+
+        report.write_prediction_page(args, chosen, run_dir, setup, caps)
+    return code
 
 
 def _run_and_folder(args: argparse.Namespace) -> tuple[str | None, Path]:

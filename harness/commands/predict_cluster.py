@@ -9,7 +9,6 @@ fits the profile's bandwidths to the user's own nccl-tests logs first and says t
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from harness.commands import console, predict_input
@@ -86,11 +85,7 @@ def _check_out(out: Path) -> None:
     """A file of a format we write, where a file can be written."""
     if out.suffix not in OUT_SUFFIXES:
         raise ConfigError(f"--out {str(out)!r}: the extension says the format; give a {' or '.join(OUT_SUFFIXES)} file")
-    if out.is_dir():
-        raise ConfigError(f"--out {str(out)!r} is a folder; give a file in it, e.g. {str(out / 'rows.csv')!r}")
-    folder = next(parent for parent in out.absolute().parents if parent.exists())
-    if not folder.is_dir() or not os.access(folder, os.W_OK):
-        raise ConfigError(f"--out {str(out)!r}: {str(folder)!r} is not a folder this user can write in")
+    predict_input.check_writable(out, flag="--out", example="rows.csv")
 
 
 def cluster_from_args(args: argparse.Namespace):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import os
 from pathlib import Path
 
 from harness.commands import console
@@ -215,3 +216,24 @@ def say_auto_size(args: argparse.Namespace, setup: dict, device) -> None:
     if not args.size and setup["size"] != "full" and resolve(setup["workload"]).kind not in ("file", "module"):
         console.say(f"ddpbench predict: --size auto profiles {setup['workload']}'s {setup['size']} size on "
                     f"{device.type}; --size full profiles the whole model (slower here)")  # fmt: skip
+
+
+def check_page(args: argparse.Namespace) -> None:
+    """`--page FILE`: the run's what-if page, which needs a run and a cluster; an .html file that can be written."""
+    if not args.page:
+        return
+    if not args.run or not (args.cluster is not None or args.nccl_tests):
+        raise ConfigError(f"--page {args.page!r} needs --run RUN and --cluster NAME|FILE (or --nccl-tests FILE): "
+                          "the page is a run's profile on a cluster")  # fmt: skip
+    if Path(args.page).suffix != ".html":
+        raise ConfigError(f"--page {args.page!r}: give an .html file")
+    check_writable(Path(args.page), flag="--page", example="whatif.html")
+
+
+def check_writable(out: Path, *, flag: str, example: str) -> None:
+    """A file (not a folder) in a folder this user can write in, or one that can be made."""
+    if out.is_dir():
+        raise ConfigError(f"{flag} {str(out)!r} is a folder; give a file in it, e.g. {str(out / example)!r}")
+    folder = next(parent for parent in out.absolute().parents if parent.exists())
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise ConfigError(f"{flag} {str(out)!r}: {str(folder)!r} is not a folder this user can write in")

@@ -55,3 +55,25 @@ def _warn_shared_run_ids(results) -> None:
                             "apart by name as well")  # fmt: skip
         else:
             first_folder[run_id] = folder
+
+
+def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict, caps: list[float]) -> None:
+    """`predict --page FILE`: the run's what-if page for the setup predicted, on the cluster chosen, with the
+    caps and the --local-step-ms scaling the console used, in one file (plotly.js inside) to share."""
+    from pathlib import Path
+
+    from harness.config.bench import ConfigError
+    from harness.perfmodel.predict import SETUP_DEFAULTS, SETUP_KEYS
+    from harness.results import model_tables, store
+    from reports.pages.whatif import whatif_page
+
+    profiles = model_tables.read_gradprofiles(run_dir)
+    filled = profiles.fillna(SETUP_DEFAULTS)
+    mine = profiles[(filled[SETUP_KEYS] == [setup[key] for key in SETUP_KEYS]).all(axis=1)]
+    html = whatif_page(store.read_run_meta(run_dir), store.read_configs(run_dir), mine, chosen, caps=caps,
+                       local_step_ms=args.local_step_ms, standalone=True)  # fmt: skip
+    try:
+        store.atomic_write(Path(args.page), lambda tmp: tmp.write_text(html, encoding="utf-8"))
+    except OSError as error:  # a folder check cannot foresee every refusal (a full disk, /proc)
+        raise ConfigError(f"--page {args.page!r}: {error.strerror or error}") from None
+    console.say(f"ddpbench predict: what-if page written: {args.page}")

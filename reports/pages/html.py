@@ -47,9 +47,14 @@ def name_html(name: Any, limit: int = SHORT_NAME) -> str:
     return f'<span title="{esc(whole)}">{esc(whole[: limit - 1])}…</span>'
 
 
-def page(title: str, body: str, *, depth: int, plots: bool = True) -> str:
-    """A whole page; only pages with plots load plotly.js (4 MB of script to parse)."""
+def page(title: str, body: str, *, depth: int, plots: bool = True, inline: bool = False) -> str:
+    """A whole page; only pages with plots load plotly.js (4 MB of script to parse): from the site's shared
+    asset, or `inline`, inside the page, for a page that travels alone."""
     script = f'<script src="{"../" * depth}{PLOTLY_ASSET}"></script>' if plots else ""
+    if plots and inline:
+        from plotly.offline import get_plotlyjs
+
+        script = f"<script>{get_plotlyjs()}</script>"
     return (
         "<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
         '<meta name="viewport" content="width=device-width,initial-scale=1">'

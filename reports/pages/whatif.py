@@ -18,6 +18,7 @@ from harness.perfmodel.predict import (
     ddp_own_cost_s,
     profiles_by_setup,
     run_calibration,
+    scaled_to_local_step,
     swept_caps,
 )
 from harness.perfmodel.schedule import calibrate, predict_caps
@@ -40,14 +41,20 @@ def setup_label(setup: dict) -> str:
     return f"{setup['workload']}/{setup['size']}, batch {setup['batch_size']} per GPU"
 
 
-def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Cluster) -> pd.DataFrame:
-    """Per stored setup, GPU count and cap (the run's sweep, else the default list): the predicted step,
-    the profile calibrated on the run's rows at one rank as `ddpbench predict --run --cluster` does."""
-    caps = swept_caps(configs)
-    caps = caps if len(caps) >= 2 else list(DEFAULT_CAPS_MB)
+def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Cluster, *, caps: list[float] | None = None,
+                   local_step_ms: float | None = None, device: str = "cpu") -> pd.DataFrame:  # fmt: skip
+    """Per stored setup, GPU count and cap (`caps`; else the run's sweep, else the default list): the predicted
+    step, the profile calibrated on the run's rows at one rank as `ddpbench predict --run --cluster` does, and
+    then scaled to `local_step_ms` where given (as `--local-step-ms`: DDP's own cost left out where the profile's
+    `device` is a CPU, predict.scaled_to_local_step)."""
+    if caps is None:
+        caps = swept_caps(configs)
+        caps = caps if len(caps) >= 2 else list(DEFAULT_CAPS_MB)
     link, frames = ClusterLink(cluster), []
     for setup, profile in profiles_by_setup(profiles):
-        calibration = run_calibration(configs, setup, profile=profile)
+        from_run = run_calibration(configs, setup, profile=profile)
+        calibration = scaled_to_local_step(profile, from_run, local_step_ms and local_step_ms / 1e3,
+                                           own_carried=device != "cpu")  # fmt: skip
         calibrated = calibrate(profile, calibration)
         for world in world_sizes(cluster):
             frame = predict_caps(calibrated, caps_mb=caps, link=link, world_size=world)
@@ -57,7 +64,9 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                                        compute_scale=calibration.compute_scale,
                                        calibrated_to=calibration_target(configs, setup)[0],
                                        own_measured=ddp_own_cost_s(configs, setup) is not None,
-                                       ddp_own_ms=calibration.reducer_s * 1e3))  # fmt: skip
+                                       ddp_own_ms=calibration.reducer_s * 1e3,
+                                       local_step_given=local_step_ms or 0.0,
+                                       own_left_out=bool(local_step_ms) and device == "cpu"))  # fmt: skip
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -86,16 +95,22 @@ def measured_rows(configs: pd.DataFrame) -> pd.DataFrame:
     return ok.groupby(keys, dropna=False, sort=False)["step_ms_median"].agg(stats.geometric_mean).reset_index()
 
 
-def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, cluster: Cluster) -> str:
-    run_id = meta.get("run_id", "")
-    rows = predicted_rows(profiles, configs, cluster)
-    parts = [f'<nav><a href="../index.html">all runs</a><a href="{esc(meta.get("page", run_id))}.html">run '
-             f"{esc(run_id)}</a></nav>", f"<h1>What if run {esc(run_id)} ran on {esc(cluster.name)}?</h1>",
-             _device_banner(meta, cluster)]  # fmt: skip
+def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, cluster: Cluster, *,
+                caps: list[float] | None = None, local_step_ms: float | None = None,
+                standalone: bool = False) -> str:  # fmt: skip
+    """The page in a site (links to the index and the run's page), or `standalone`: one file with plotly.js in
+    it and no links, as `predict --page` writes it; `caps` and `local_step_ms` as predicted_rows takes them."""
+    run_id, device = meta.get("run_id", ""), meta.get("device", "?")
+    rows = predicted_rows(profiles, configs, cluster, caps=caps, local_step_ms=local_step_ms, device=device)
+    nav = "" if standalone else (f'<nav><a href="../index.html">all runs</a><a href="{esc(meta.get("page", run_id))}'
+                                 f'.html">run {esc(run_id)}</a></nav>')  # fmt: skip
+    parts = [nav, f"<h1>What if run {esc(run_id)} ran on {esc(cluster.name)}?</h1>",
+             _device_banner(meta, cluster, local_step_ms)]  # fmt: skip
     if rows.empty:
         parts.append("<p>This run stored no gradient-ready profile (a bench run at world size 1 stores one), so "
                      "there is nothing to predict from.</p>")  # fmt: skip
         return page(f"What if: {run_id} on {cluster.name}", "\n".join(parts), depth=1, plots=False)
+    inline = {"inline": True} if standalone else {}
     figs = FigureList()
     for setup, group in rows.groupby("setup", sort=False):
         best = best_rows(group)
@@ -108,17 +123,24 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                            "answer names at that GPU count (its label)."),
                   _best_table(best)]  # fmt: skip
     parts += [_measured_section(configs), _sources_section(cluster), _published_section(cluster)]
-    return page(f"What if: {run_id} on {cluster.name}", "\n".join(parts), depth=1)
+    return page(f"What if: {run_id} on {cluster.name}", "\n".join(parts), depth=1, **inline)
 
 
-def _device_banner(meta: dict, cluster: Cluster) -> str:
+def _device_banner(meta: dict, cluster: Cluster, local_step_ms: float | None) -> str:
     device = meta.get("device", "?")
+    if local_step_ms:
+        own = ("DDP's own cost measured there is a CPU's and is left out" if device == "cpu" else
+               "DDP's own cost measured there is scaled with it")  # fmt: skip
+        return (f'<p class="banner">The profile was measured on <b>{esc(device)}</b>; its compute is scaled so that '
+                f"one GPU's step without DDP is <b>{local_step_ms:g} ms</b> (the step you gave, "
+                f"<code>--local-step-ms</code>): every prediction below rests on that scaling, set against "
+                f"{esc(cluster.name)}'s communication; {own}.</p>")  # fmt: skip
     text = (f"The profile was measured on <b>{esc(device)}</b>: its forward, backward and optimizer times are "
             f"that device's, set here against {esc(cluster.name)}'s communication.")  # fmt: skip
     if device == "cpu":
         text += (" A CPU computes far slower than a GPU, so communication hides behind it and the efficiency below is "
-                 "higher than it will be: <code>ddpbench predict --run RUN --cluster NAME --local-step-ms MS</code> "
-                 "scales the compute to your GPU's one-GPU step.")  # fmt: skip
+                 "higher than it will be: <code>ddpbench predict --run RUN --cluster NAME --local-step-ms MS --page "
+                 "FILE.html</code> scales the compute to your GPU's one-GPU step and writes this page so.")  # fmt: skip
     return f'<p class="banner">{text}</p>'
 
 
@@ -171,8 +193,10 @@ def _caveat(cluster: Cluster, nodes: int) -> str:
 
 def _calibration_note(row: pd.Series) -> str:
     """What the run's one-rank rows changed in the profile, and the step every efficiency is against."""
-    to = row["calibrated_to"]
-    own = (f" and DDP's own cost ({row['ddp_own_ms']:.3g} ms a step at one rank) added" if row["ddp_own_ms"] else
+    to, given = row["calibrated_to"], row["local_step_given"]
+    own = ("; DDP's own cost measured on the CPU is left out (its share of a CPU's step is no GPU's)"
+           if row["own_left_out"] else
+           f" and DDP's own cost ({row['ddp_own_ms']:.3g} ms a step at one rank) added" if row["ddp_own_ms"] else
            "; DDP's own cost at one rank (the reference's step less the baseline's, never below 0) is 0 ms here"
            if row["own_measured"] else "; DDP's own cost is not measured (the run has no reference step at one "
            "rank), so none is added" if to == "baseline" else "")  # fmt: skip
@@ -183,8 +207,15 @@ def _calibration_note(row: pd.Series) -> str:
         "one rank (timed over every repeat; the run has no baseline step there, so DDP's own cost is inside the "
         "compute rather than apart)",
     }.get(to, "The profile is as measured (the run has no baseline or reference step at one rank to scale it to)")
+    if given:
+        first = f"first calibrated on the run's {to} step at one rank" if to else "the run has no step at one rank"
+        scaled = (f"The profile's compute is scaled ×{row['compute_scale']:.4g} so that one GPU's step without DDP "
+                  f"is {given:g} ms (the step you gave; {first})")  # fmt: skip
     whose = "the reference's" if to == "reference" else "the baseline's, plus DDP's own cost"
-    return (f"<p>{scaled}{own}, as <code>ddpbench predict --run RUN --cluster NAME</code> does. "
+    if given:
+        whose = "the step you gave" + (", plus DDP's own cost" if row["ddp_own_ms"] else "")
+    flag = " --local-step-ms MS" if given else ""
+    return (f"<p>{scaled}{own}, as <code>ddpbench predict --run RUN --cluster NAME{flag}</code> does. "
             f"Scaling efficiency = the one-GPU step with DDP ({row['local_step_ms']:.4g} ms: {whose}) over each "
             "predicted step.</p>")  # fmt: skip
 

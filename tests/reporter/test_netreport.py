@@ -120,26 +120,72 @@ def test_the_what_if_page_predicts_one_node_to_1024_gpus_with_the_profiles_sourc
     assert "1 node: 2 tables, 28 of 28 sizes within 25 %" in published and "nccltests309" in published
 
 
-def test_the_what_if_page_and_predict_give_the_same_steps(built, capsys):
-    """One model, one calibration (the run's rows at one rank): the page's best step per GPU count is the one
-    `ddpbench predict --run --cluster` prints for the same run and cluster."""
-    from harness import cli
-
-    results, built_site = built
-    page = (built_site.run_pages["bucket_sweep"].parent / "bucket_sweep.whatif.html").read_text()
+def _steps_on_page(page: str) -> dict[int, tuple[str, str]]:
+    """The what-if page's table: GPUs → (the cap named, its step ms), as printed."""
     table = page.split("its lead")[1].split("</table>")[0]
     cells = [[cell.split("</td>")[0] for cell in row.split("<td>")[1:]] for row in table.split("<tr")[1:]]
-    on_page = {int(row[0]): (row[2].removesuffix(" MiB"), row[3]) for row in cells}  # GPUs → cap named, step ms
-    assert cli.main(["predict", "--run", "bucket_sweep", "--results", str(results), "--cluster", "dgx-h100",
-                     "--nodes", "1,2,4"]) == 0  # fmt: skip
-    printed = capsys.readouterr().out
-    assert "to the run's baseline step at one rank" in printed  # calibrated on the console, as on the page
+    return {int(row[0]): (row[2].removesuffix(" MiB"), row[3]) for row in cells}
+
+
+def _assert_printed_steps(printed: str, on_page: dict[int, tuple[str, str]], worlds) -> None:
     lines = printed.splitlines()
-    for world in (8, 16, 32):
+    for world in worlds:
         block = lines[next(k for k, x in enumerate(lines) if x.startswith(f"w{world} = ")) :]
         cap, step = on_page[world]
         row = next(x.split() for x in block if x.split()[:1] == [cap])  # cap, buckets, step, exposed, efficiency
         assert row[2] == step
+
+
+def test_the_what_if_page_and_predict_give_the_same_steps(built, capsys):
+    """One model, one calibration (the run's rows at one rank): the page's step per GPU count, for the cap it names,
+    is the one `ddpbench predict --run --cluster` prints for the same run and cluster."""
+    from harness import cli
+
+    results, built_site = built
+    on_page = _steps_on_page((built_site.run_pages["bucket_sweep"].parent / "bucket_sweep.whatif.html").read_text())
+    assert cli.main(["predict", "--run", "bucket_sweep", "--results", str(results), "--cluster", "dgx-h100",
+                     "--nodes", "1,2,4"]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    assert "to the run's baseline step at one rank" in printed  # calibrated on the console, as on the page
+    _assert_printed_steps(printed, on_page, (8, 16, 32))
+
+
+def test_predict_page_scales_as_the_console_does_in_one_file_to_share(built, tmp_path, capsys):
+    """--page with --local-step-ms: the page rests on the same scaling as the console (a CPU's DDP cost left
+    out), says so, and travels alone: plotly.js inside, no links into a site."""
+    from harness import cli
+
+    results, _ = built
+    page_file = tmp_path / "deep" / "whatif.html"
+    assert cli.main(["predict", "--run", "bucket_sweep", "--results", str(results), "--cluster", "dgx-h100",
+                     "--nodes", "1,2", "--local-step-ms", "20", "--page", str(page_file)]) == 0  # fmt: skip
+    printed = capsys.readouterr().out
+    assert f"what-if page written: {page_file}" in printed
+    page = page_file.read_text()
+    _assert_printed_steps(printed, _steps_on_page(page), (8, 16))
+    banner = page.split('<p class="banner">')[1].split("</p>")[0]
+    assert "one GPU's step without DDP is <b>20 ms</b>" in banner and "is a CPU's and is left out" in banner
+    assert (
+        "so that one GPU's step without DDP is 20 ms (the step you gave; first calibrated on the run's baseline" in page
+    )
+    assert "(20 ms: the step you gave)" in page  # the one-GPU step every efficiency is against
+    assert "<nav>" not in page and "<script src=" not in page and "Plotly.newPlot" in page
+    assert len(page) > 3_000_000  # plotly.js inside
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [([], "needs --run RUN and --cluster NAME|FILE"), (["--cluster", "dgx-h100", "--page", "p.csv"],
+     "give an .html file"), (["--cluster", "dgx-h100", "--page", "."], "give an .html file")],
+)  # fmt: skip
+def test_predict_page_is_refused_before_anything_is_printed(built, tmp_path, capsys, extra, said):
+    from harness import cli
+
+    results, _ = built
+    args = ["predict", "--run", "bucket_sweep", "--results", str(results), "--page", str(tmp_path / "p.html")]
+    assert cli.main([*args, *extra]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and said in err and len(err.strip().splitlines()) == 1 and not list(tmp_path.iterdir())
 
 
 def test_report_cluster_is_checked_before_anything_is_written(tmp_path, capsys):

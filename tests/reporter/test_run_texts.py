@@ -245,11 +245,13 @@ def test_the_what_if_note_says_what_the_one_gpu_step_is_made_of():
     from reports.pages import whatif
 
     row = pd.Series({"ddp_own_ms": 0.0, "compute_scale": 1.146, "calibrated_to": "baseline", "local_step_ms": 46.13,
-                     "own_measured": True})  # fmt: skip
+                     "own_measured": True, "local_step_given": 0.0, "own_left_out": False})  # fmt: skip
     note = whatif._calibration_note(row)
     assert "DDP's own cost at one rank (the reference's step less the baseline's, never below 0) is 0 ms" in note
     assert "the one-GPU step with DDP (46.13 ms: the baseline's, plus DDP's own cost)" in note
-    assert "added" in whatif._calibration_note(row.copy().replace({0.0: 3.0}))
+    assert "added" in whatif._calibration_note(pd.Series({**row.to_dict(), "ddp_own_ms": 3.0}))
+    left_out = whatif._calibration_note(pd.Series({**row.to_dict(), "local_step_given": 20.0, "own_left_out": True}))
+    assert "so that one GPU's step without DDP is 20 ms" in left_out and "measured on the CPU is left out" in left_out
     unmeasured = whatif._calibration_note(pd.Series({**row.to_dict(), "own_measured": False}))  # no reference at 1
     assert "DDP's own cost is not measured (the run has no reference step at one rank)" in unmeasured  # once "0 ms"
     # without a baseline step at one rank the compute is scaled to the reference's, its own cost inside
