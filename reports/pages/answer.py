@@ -3,7 +3,7 @@ step time (repeats pooled), each against stock as DDP ships it, with the recomme
 parity and a noise flag; then a one-line headline per world size. Pure: DataFrames in, HTML out.
 
 A winner is named with its evidence (the repeat is its unit, docs/statistics.md): "fastest" and "N× faster"
-carry the repeats' interval, and say "leads …, not significantly" or "too few repeats to tell" where the
+carry the repeats' interval, and say "leads …, no 5% change shown" or "too few repeats to tell" where the
 repeats cannot back them. Ranks, ratios, verdicts and the sweep's cap all rest on one estimate, the
 geometric mean of the repeats' medians, so that no row ranked first is "slower" than the one below it.
 Columns a run does not have (older schemas) show as "—".
@@ -24,6 +24,7 @@ from reports.aggregate import RunData, precision, strategy_labels, world_label
 from reports.pages import alerts
 from reports.pages.evidence import (
     CELL_DOUBT,
+    NO_CHANGE_SHOWN,
     NOT_SIGNIFICANT,
     SIGNIFICANT,
     TOO_FEW,
@@ -159,7 +160,7 @@ def reference_name(reference: pd.Series | None) -> str:
 
 
 def against_reference(row: pd.Series, reference: pd.Series | None) -> str:
-    """'1.24× faster (1.20–1.28)', '1.01× faster (0.98–1.04), not significant', '1.11× faster (0.16–7.87), too
+    """'1.24× faster (1.20–1.28)', '1.01× faster (0.98–1.04), no 5% change shown', '1.11× faster (0.16–7.87), too
     few repeats to tell' or, under two repeats a side, '1.02× faster, too few repeats to tell': stock's time over
     this one's, with the interval over repeats of that ratio."""
     if reference is None:
@@ -257,7 +258,7 @@ def world_table(group: pd.DataFrame, recommendations: pd.DataFrame, *, workload:
 def lead(group: pd.DataFrame) -> tuple[str, str]:
     """The fastest communicating strategy and what the repeats say of it, as (its name, the rest):
     ('bucketed', ' is fastest (3.10 ms); next, stock takes 1.30× its time (95% interval 1.10–1.50)'), or
-    ' leads (…), not significantly: …', or ' leads (…); too few repeats to tell it from …'.
+    ' leads (…), no 5% change shown: …', or ' leads (…); too few repeats to tell it from …'.
     Against stock too, where stock is not the one it beat. Plain text (the caller escapes it)."""
     contenders = group[~group["is_floor"]]
     best = contenders.iloc[0]
@@ -275,7 +276,7 @@ def lead(group: pd.DataFrame) -> tuple[str, str]:
     elif proof["judged"] == SIGNIFICANT:
         words = f" is fastest ({at}); next, {runner_name} takes {proof['times']:.2f}× its time{interval}"
     elif proof["judged"] == NOT_SIGNIFICANT:
-        words = f" leads ({at}), not significantly: next, {runner_name} takes {proof['times']:.2f}× its time{interval}"
+        words = f" leads ({at}), {NO_CHANGE_SHOWN}: next, {runner_name} takes {proof['times']:.2f}× its time{interval}"
     else:
         words = (f" leads ({at}); too few repeats to tell it from {runner_name}, which takes {proof['times']:.2f}× "
                  f"its time ({too_few_text(proof)})")  # fmt: skip
@@ -289,7 +290,7 @@ def _name(row: pd.Series | None) -> str | None:
 
 
 def versus_stock(best: pd.Series, reference: pd.Series) -> str:
-    """'1.63× faster than stock (95% interval 1.20–2.10)', or with 'not significantly', or 'too few repeats to
+    """'1.63× faster than stock (95% interval 1.20–2.10)', or with 'no 5% change shown', or 'too few repeats to
     tell'. `best` ranks above the reference, so the ratio is ≥ 1."""
     proof = evidence(best, reference)
     said = f"{proof['times']:.2f}× faster than {reference_name(reference)}"
@@ -299,27 +300,27 @@ def versus_stock(best: pd.Series, reference: pd.Series) -> str:
     if proof.get("same_buckets"):
         return said + ", with the same buckets (one measurement)"
     if proof["judged"] == NOT_SIGNIFICANT:
-        return said + f", not significantly{interval}"
+        return said + f", {NO_CHANGE_SHOWN}{interval}"
     return said + interval
 
 
 def lead_caveat(group: pd.DataFrame) -> str:
-    """The index's compact form of lead()'s doubt: '' when the repeats back the winner, else 'leads; not
-    significant', 'leads; too few repeats' or, two caps that made one layout, 'leads; the same buckets as the next'."""
+    """The index's compact form of lead()'s doubt: '' when the repeats back the winner, else 'leads; no 5%
+    change shown', 'leads; too few repeats' or, two caps that made one layout, 'leads; the same buckets as the next'."""
     contenders = group[~group["is_floor"]]
     if len(contenders) < 2:
         return ""
     proof = evidence(contenders.iloc[0], contenders.iloc[1])
     if proof.get("same_buckets"):
         return "leads; the same buckets as the next"
-    return {SIGNIFICANT: "", NOT_SIGNIFICANT: "leads; not significant", TOO_FEW: "leads; too few repeats"}[
+    return {SIGNIFICANT: "", NOT_SIGNIFICANT: f"leads; {NO_CHANGE_SHOWN}", TOO_FEW: "leads; too few repeats"}[
         proof["judged"]
     ]
 
 
 def headline(group: pd.DataFrame) -> str:
     """'At 2 ranks: <b>bucketed</b> is fastest (3.10 ms); next, stock takes 1.24× its time (95% interval
-    1.10–1.40); parity ok.' — or 'leads …, not significantly' / 'too few repeats to tell' (lead)."""
+    1.10–1.40); parity ok.' — or 'leads …, no 5% change shown' / 'too few repeats to tell' (lead)."""
     contenders = group[~group["is_floor"]]
     if contenders.empty:
         return f"At {world_label(int(group['world_size'].iloc[0]))}: only the no-communication floor was measured."
@@ -358,9 +359,12 @@ CAPTION = (
     "repeats, the estimate every ratio, verdict and recommended cap on this page is built around. "
     "'vs stock' compares with stock as DDP ships it (no options: first bucket 1 MiB, then 25 MiB): the ratio of "
     "the repeats' geometric means and, in brackets, its interval over repeats (Welch's t on the logs of the "
-    "repeats' medians: 95 %, or under --repeats auto the confidence its stopping rule judges each look at, "
+    f"repeats' medians; two caps of one sweep that ran side by side from {stats.PAIRED_FROM} repeats on, the paired "
+    "t launch by launch, as the cap table judges them: 95 %, or under --repeats auto the confidence its stopping "
+    "rule judges each look at, "
     "99.5 % at the default --max-repeats 20, except at one rank, which that rule never judges), which "
-    "needs two repeats a side; 'not significant' where the verdicts' rule calls no significant change: "
+    f"needs two repeats a side; '{NO_CHANGE_SHOWN}' where the verdicts' rule calls no significant change (the "
+    "interval may exclude 1: a change under the threshold is no change that counts): "
     f"{no_change_rule(stats.DEFAULT_THRESHOLD)}; 'too few repeats to tell' where the interval is too wide to say "
     "either. A winner is 'fastest' only when it beats the next strategy so, else it "
     "'leads'. 'comm. hidden' is 1 − Σ not hidden / "

@@ -108,7 +108,10 @@ def interval_text(proof: dict) -> str:
     return f"{proof['confidence'] * 100:.3g}% interval {ratio_number(proof['low'])}–{ratio_number(proof['high'])}"
 
 
-CELL_DOUBT = {SIGNIFICANT: "", NOT_SIGNIFICANT: ", not significant", TOO_FEW: ", too few repeats to tell"}
+NO_CHANGE_SHOWN = f"no {stats.DEFAULT_THRESHOLD:.0%} change shown"
+"""The verdicts' 'no significant change' in a cell: its interval may well exclude 1 (1.01–1.08), so 'not
+significant' would contradict the interval beside it; what it has not shown is a change that counts."""
+CELL_DOUBT = {SIGNIFICANT: "", NOT_SIGNIFICANT: f", {NO_CHANGE_SHOWN}", TOO_FEW: ", too few repeats to tell"}
 
 
 def decided_text(row) -> str:

@@ -31,7 +31,7 @@ def joined(values: Any) -> str:
 def run_headline(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> str:
     """Per workload, the fastest communicating strategy at the largest world size: 'mlp/small fp32: at 2 ranks,
     bucketed bucket_cap_mb=25 2.46 ms', with the answer's doubt where the repeats do not back the winner
-    ('… 2.46 ms (leads; not significant)', answer.lead_caveat)."""
+    ('… 2.46 ms (leads; no 5% change shown)', answer.lead_caveat)."""
     lines = []
     for workload in dict.fromkeys(configs.loc[configs["status"] == "ok", "workload"]) if not configs.empty else []:
         frame = answer.ranked(configs, workload=workload, confidence=answer.run_confidence(meta or {}))

@@ -372,6 +372,7 @@ def prediction_error_table(predictions: pd.DataFrame, recommendations: pd.DataFr
     head = ["workload", "size", "world size", "network", *(f"model: {label}" for _, label in MODEL_VARIANTS)]
     return (
         "<h3>Model error</h3><p>Target: MAPE ≤ 10 % and the best cap within one grid step. 'As good' caps are those "
-        f"of the sweep {NOT_BEATEN} (Welch's t over repeats). Several best caps are a tie: each within "
+        f"of the sweep {NOT_BEATEN} (judged as the cap table above judges them: Welch's t over repeats, launch by "
+        f"launch from {stats.PAIRED_FROM} repeats that ran side by side). Several best caps are a tie: each within "
         f"{agreement.TIE_TOLERANCE:.1%} of the fastest.</p>" + table(head, rows)
     )

@@ -273,16 +273,17 @@ def test_the_answer_calls_significant_only_what_the_verdicts_call_beyond_the_thr
 
 
 def test_not_significant_means_the_verdicts_narrow_interval_that_decides_neither_way():
-    """'not significant' is the verdicts' 'no significant change': an interval narrower than ±5 % that calls
-    neither way; a wide one is 'too few repeats to tell' (the docs' promise), never 'not significant'."""
+    """'no 5% change shown' is the verdicts' 'no significant change': an interval narrower than ±5 % that calls
+    neither way (it once read 'not significant', beside intervals such as 1.01–1.08 that exclude 1); a wide one
+    is 'too few repeats to tell' (the docs' promise), never 'no 5% change shown'."""
     tight = run(repeats("stock", [100.0, 100.4, 100.2]), repeats("bucketed", [99.6, 100.0, 99.8]))
     assert stats.verdict([99.6, 100.0, 99.8], [100.0, 100.4, 100.2], threshold=0.05)["verdict"] == stats.NO_CHANGE
     frame = answer.ranked(tight, workload="mlp")
-    assert answer.against_reference(frame.iloc[0], frame.iloc[1]).endswith(", not significant")
-    assert "leads (99.80 ms), not significantly: next, stock takes 1.00× its time (95% interval" in answer.headline(
+    assert answer.against_reference(frame.iloc[0], frame.iloc[1]).endswith(", no 5% change shown")
+    assert "leads (99.80 ms), no 5% change shown: next, stock takes 1.00× its time (95% interval" in answer.headline(
         frame
     )
-    assert answer.lead_caveat(frame) == "leads; not significant"
+    assert answer.lead_caveat(frame) == "leads; no 5% change shown"
 
 
 def test_ranks_rest_on_the_geometric_means_the_ratios_are_built_around():
@@ -306,11 +307,12 @@ def test_the_legend_states_not_significant_as_the_rule_applies_it_not_as_a_diffe
     judged = stats.verdict(fast, slow, threshold=0.05)
     assert judged["verdict"] == stats.NO_CHANGE and judged["high"] > 1.09  # reaches past 5 %, still no change
     frame = answer.ranked(run(repeats("stock", slow), repeats("bucketed", fast)), workload="mlp")
-    assert answer.against_reference(frame.iloc[0], frame.iloc[1]) == "1.05× faster (1.00–1.09), not significant"
+    assert answer.against_reference(frame.iloc[0], frame.iloc[1]) == "1.05× faster (1.00–1.09), no 5% change shown"
     rule = evidence.no_change_rule(0.05)
     assert "narrower than ±5% (half its width, on the log scale, at most log 1.05)" in rule
     assert "can still reach past 5% on one side, as 1.00–1.10 does" in rule
-    assert f"'not significant' where the verdicts' rule calls no significant change: {rule};" in answer.CAPTION
+    assert (f"'no 5% change shown' where the verdicts' rule calls no significant change (the interval may exclude 1: "
+            f"a change under the threshold is no change that counts): {rule};") in answer.CAPTION  # fmt: skip
     assert "can tell that any difference is within" not in answer.CAPTION
     page = compare.comparison_page("a", "b", pd.DataFrame(), {"outcome": "cannot tell", "sentence": "nothing"},
                                    environment=[], not_judged=[], threshold=0.05)  # fmt: skip
