@@ -40,6 +40,8 @@ from reports.pages.html import esc, name_html, table
 
 MISSING = "—"
 MEMORY_PEAKS = ("mem_peak_nvml_mb", "mem_peak_rss_mb")
+HELD_COLUMNS = ("held_param_mb", "held_grad_mb", "held_optimizer_state_mb")
+HELD_STATE = "held_state_mb"  # their sum, per rank: what a sharded strategy shrinks, measured on any device
 PROCESS_PEAK = "mem_peak_nvml_process_mb"  # each rank's own, where ranks share a GPU (alerts.gpu_shared_worlds)
 
 
@@ -130,7 +132,14 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
         "scaling_efficiency": _one(list(group["pooled_scaling"])),
         "scaling_efficiency_vs_local": _one(list(group["pooled_scaling_vs_local"])),
         **{column: _highest([value(r, column) for r in records]) for column in (*MEMORY_PEAKS, PROCESS_PEAK)},
+        HELD_STATE: _highest([_held_state(r) for r in records]),
     }  # fmt: skip
+
+
+def _held_state(record: dict) -> float | None:
+    """Parameters, gradients and optimizer state a rank held after its last step (MiB), where all three are known."""
+    held = [value(record, column) for column in HELD_COLUMNS]
+    return None if None in held else float(sum(held))
 
 
 def _highest(values: list[Any]) -> float | None:

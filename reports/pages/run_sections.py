@@ -195,13 +195,18 @@ def takeaway(workload: str, sentence: str) -> str:
     return f"<p class=takeaway><b>{name_html(workload)}:</b> {esc(sentence)}</p>" if sentence else ""
 
 
-def frontier_caption(configs: pd.DataFrame) -> str:
-    """The caption names only the sharded strategies (they trade communication for memory) this run measured."""
+def frontier_caption(configs: pd.DataFrame, peak: str) -> str:
+    """The caption names only the sharded strategies this run measured, and where their saving shows: in a GPU's
+    peak, not in a process's RSS (`peak`: the figure drawn), which is mostly the interpreter and torch."""
     ok = configs[configs["status"] == "ok"]
-    ran = sorted(set(ok.loc[roles.shards_state(ok), "impl"]))
+    ran = ", ".join(sorted(set(ok.loc[roles.shards_state(ok), "impl"])))
     if not ran:
         return CAPTIONS["frontier"]
-    return CAPTIONS["frontier"] + f" The sharded strategies ({', '.join(ran)}) trade communication for memory."
+    if peak == "mem_peak_rss_mb":
+        return CAPTIONS["frontier"] + (f" The sharded strategies ({ran}) hold less model state per rank (the figure "
+                                       "of held tensors below), which a process's RSS, mostly the interpreter and "
+                                       "torch, does not show.")  # fmt: skip
+    return CAPTIONS["frontier"] + f" The sharded strategies ({ran}) trade communication for memory."
 
 
 SHARED_GPU_METRICS = (
@@ -227,7 +232,7 @@ def memory_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
         parts.append(takeaway(workload, takeaways.memory(run.configs, workload=workload, shared=shared)))
         parts.append(figs.add(figures.memory_by_rank(shown, run.ranks, workload=workload, metrics=metrics), caption))
         frontier = figures.memory_vs_time(shown, workload=workload, metrics=metrics)
-        parts.append(figs.add(frontier, frontier_caption(run.configs) + note))
+        parts.append(figs.add(frontier, frontier_caption(run.configs, peak) + note))
         if "held_param_mb" in run.ranks and run.ranks["held_param_mb"].notna().any():
             figure = figures.held_by_rank(shown, run.ranks, workload=workload)
             parts.append(figs.add(figure, CAPTIONS["held"] + note))

@@ -65,6 +65,27 @@ def test_scaling_and_memory_rank_the_strategies():
     )
 
 
+def test_without_a_gpu_memory_ranks_the_model_state_each_rank_holds_not_the_processes_rss():
+    """A walkthrough read 'the largest peak process memory (RSS) is fsdp's' on a CPU run where fsdp held half of
+    stock's parameters, gradients and Adam state: RSS is mostly the interpreter and torch."""
+    held = {"local": (90.0, 90.0, 180.0), "stock": (90.0, 90.0, 180.0), "bucketed": (90.0, 90.0, 180.0),
+            "naive": (45.0, 45.0, 90.0)}  # fmt: skip
+    sharded = RUN.assign(
+        held_param_mb=RUN["impl"].map(lambda impl: held[impl][0]),
+        held_grad_mb=RUN["impl"].map(lambda impl: held[impl][1]),
+        held_optimizer_state_mb=RUN["impl"].map(lambda impl: held[impl][2]),
+        mem_peak_rss_mb=RUN["mem_peak_rss_mb"].where(RUN["impl"] != "naive", 1200.0),
+    )
+    assert takeaways.memory(sharded, workload="mlp") == (
+        "At 2 ranks each rank holds in parameters, gradients and optimizer state: naive 180 MiB, bucketed 360 MiB, "
+        "stock 360 MiB, local 360 MiB (on a GPU add activations, buckets and gathered parameters: a GPU run "
+        "measures them). Each process's peak RSS here (500 MiB–1.17 GiB) is mostly the interpreter and torch, no "
+        "ranking of the strategies."
+    )
+    gpu = sharded.assign(mem_peak_nvml_mb=sharded["mem_peak_rss_mb"])  # a GPU's peak is ranked as measured
+    assert "the largest peak GPU memory (NVML) is naive's" in takeaways.memory(gpu, workload="mlp")
+
+
 @pytest.mark.parametrize("say", [takeaways.fastest, takeaways.scaling, takeaways.communication, takeaways.memory])
 def test_nothing_is_said_about_what_the_run_did_not_measure(say):
     unmeasured = RUN.assign(comm_ms=None, exposed_comm_ms=None, samples_per_s=None, mem_peak_rss_mb=None,
@@ -79,3 +100,15 @@ def test_against_stock_means_stock_as_shipped_not_another_stock_row():
     said = takeaways.fastest(swept, workload="mlp")
     assert "1.20× faster than stock, too few repeats to tell (--repeats 2 or more)" in said  # 120 / 100
     assert "from stock bucket_cap_mb=1, which takes 1.10× its time (--repeats 2 or more)" in said
+
+
+def test_the_memory_frontier_caption_says_where_sharding_shows():
+    """A fixed 'the sharded strategies trade communication for memory' sat under a CPU's RSS chart where fsdp
+    peaked highest: its saving shows in a GPU's peak and in the held tensors, not in a process's RSS."""
+    from reports.pages import run_sections
+
+    ran = configs([{"impl": "stock", "world_size": 2}, {"impl": "fsdp", "world_size": 2}])
+    on_cpu = run_sections.frontier_caption(ran, "mem_peak_rss_mb")
+    assert "The sharded strategies (fsdp) hold less model state per rank" in on_cpu and "trade" not in on_cpu
+    assert "(fsdp) trade communication for memory" in run_sections.frontier_caption(ran, "mem_peak_nvml_mb")
+    assert "sharded" not in run_sections.frontier_caption(ran[ran["impl"] == "stock"], "mem_peak_nvml_mb")
