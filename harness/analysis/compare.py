@@ -255,19 +255,38 @@ def without_counterpart(base_run: Path, new_run: Path, *, across_strategies: boo
 
 
 def measured(run: Path) -> str:
-    """'mlp/tiny fp32 batch 8 (stock, bucketed)': what a run's ok configurations measured, per setup, for a
+    """'mlp/tiny fp32 adam batch 8 (stock, bucketed)': what a run's ok configurations measured, per setup, for a
     comparison that matched nothing to say why."""
-    configs = store.read_configs(run)
-    ok = configs[configs["status"] == "ok"] if "status" in configs else configs
-    setup = [k for k in ("workload", "size", "dtype", "batch_size") if k in ok]
+    ok = _ok_configs(run)
+    setup = [k for k in ("workload", "size", "dtype", "optimizer", "batch_size") if k in ok]
     said = [f"{_setup_words(dict(zip(setup, key, strict=True)))} ({', '.join(dict.fromkeys(group['impl']))})"
             for key, group in ok.groupby(setup, sort=False, dropna=False)]  # fmt: skip
     return "; ".join(said) or "no ok configuration"
 
 
+def differing(base_run: Path, new_run: Path) -> str:
+    """'optimizer (adam in BASE, sgd in NEW)': the match keys whose values the two runs' ok configurations share
+    none of, for a comparison that matched nothing to name the setting that keeps them apart ('' if none)."""
+    base, new = _ok_configs(base_run), _ok_configs(new_run)
+    said = []
+    for key in MATCH_KEYS:
+        if key in ("impl_options", "world_size", "nnodes") or key not in base or key not in new:
+            continue  # several world sizes or options in one run: a partial overlap, said by `measured`
+        before, after = set(base[key].dropna().astype(str)), set(new[key].dropna().astype(str))
+        if before and after and not before & after:
+            said.append(f"{key} ({', '.join(sorted(before))} in BASE, {', '.join(sorted(after))} in NEW)")
+    return "; ".join(said)
+
+
+def _ok_configs(run: Path) -> pd.DataFrame:
+    configs = store.read_configs(run)
+    return configs[configs["status"] == "ok"] if "status" in configs else configs
+
+
 def _setup_words(keys: dict) -> str:
     batch = keys.get("batch_size")
     words = [f"{keys.get('workload')}/{keys.get('size')}", str(keys.get("dtype") or ""),
+             str(keys.get("optimizer") or ""),
              "" if batch is None or pd.isna(batch) else f"batch {int(batch)}"]  # fmt: skip
     return " ".join(w for w in words if w)
 

@@ -348,7 +348,9 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
         if frame.empty:
             continue
         size = run.configs.loc[run.configs["workload"] == workload, "size"].dropna()
-        setup = precision(run.configs[run.configs["workload"] == workload])  # a setup's dtype changes its answer
+        mine = run.configs[run.configs["workload"] == workload]
+        optimizers = mine["optimizer"].dropna().unique() if "optimizer" in mine else []  # what the state costs
+        setup = " · ".join(filter(None, [precision(mine), " or ".join(optimizers)]))  # each changes the answer
         parts.append(f"<h3>{name_html(workload)}{esc('/' + str(size.iloc[0])) if len(size) else ''}"
                      f"{esc(' · ' + setup) if setup else ''}</h3>")  # fmt: skip
         for _, group in frame.groupby("world_size", sort=True):

@@ -44,8 +44,8 @@ def test_nothing_matched_because_new_failed_everywhere_is_exit_1_naming_the_fail
     assert code == 1, out
     assert "w2 mlp/tiny stock: failed in NEW (3 of 3 repeat(s)): rank 1: RuntimeError: boom" in out.err
     assert "0 configuration(s) matched" in out.out
-    assert "compare: slower: 1 failed in NEW; base measured mlp/tiny fp32 batch 8 (stock), new no ok configuration " \
-           "(exit 1)" in out.out  # fmt: skip
+    assert "compare: slower: 1 failed in NEW; base measured mlp/tiny fp32 sgd batch 8 (stock), new no ok " \
+           "configuration (exit 1)" in out.out  # fmt: skip
 
 
 def test_nothing_matched_because_the_dtype_differs_is_exit_3_saying_why(tmp_path, capsys):
@@ -54,10 +54,11 @@ def test_nothing_matched_because_the_dtype_differs_is_exit_3_saying_why(tmp_path
     code, out = compare(capsys, tmp_path / "r")
     assert code == 3, out
     assert "w2 mlp/tiny stock: not compared, no ok result in NEW (not in NEW)" in out.err
-    # why nothing matched, in one line: what each run measured
+    # why nothing matched, in one line: the setting that keeps them apart, what each run measured
     assert (
-        "compare: cannot tell: no configuration was judged: 1 with no ok result in NEW; base measured mlp/tiny "
-        "fp32 batch 8 (stock), new mlp/tiny bf16 batch 8 (stock) (exit 3)"
+        "compare: cannot tell: no configuration was judged: 1 with no ok result in NEW; the runs differ in dtype "
+        "(fp32 in BASE, bf16 in NEW); base measured mlp/tiny fp32 sgd batch 8 (stock), new mlp/tiny bf16 sgd "
+        "batch 8 (stock) (exit 3)"
     ) in out.out
 
 
