@@ -154,6 +154,13 @@ def is_noisy(cv: float | None, *, threshold: float = NOISY_CV) -> bool:
     return cv is not None and cv > threshold
 
 
+def cv_text(cv: float) -> str:
+    """A step CV for reading: two decimals, three where two would read as the threshold itself (0.0996 'steady'
+    and 0.1012 'noisy' both once read 0.10)."""
+    text = f"{cv:.2f}"
+    return f"{cv:.3f}" if float(text) == NOISY_CV and cv != NOISY_CV else text
+
+
 def batch_means_se(values: Sequence[float]) -> float | None:
     """Standard error of the mean of an autocorrelated series: the spread of the means of √n
     contiguous batches (batch means), which, unlike s/√n, grows with the autocorrelation."""
@@ -382,7 +389,7 @@ def noise_note(
     notes = []
     known = [cv for cv in cvs if cv is not None and np.isfinite(cv)]
     if known and is_noisy(float(np.median(known))):
-        notes.append(f"noisy steps (CV {np.median(known):.2f})")
+        notes.append(f"noisy steps (CV {cv_text(float(np.median(known)))})")
     if len(medians_ms) >= MIN_REPEATS and max(medians_ms) / min(medians_ms) - 1 > NOISY_CV:
         notes.append(f"repeats disagree ({min(medians_ms):.3g}–{max(medians_ms):.3g} ms)")
     if drifted := drift_note(drifts, drift_ses):

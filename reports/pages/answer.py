@@ -236,7 +236,7 @@ def noise_cell(row: pd.Series) -> str:
     """The step CV as stats.noise_note judges it (the median over repeats), and why it is noisy if it is."""
     if row["cv"] is None and not row["noise"]:
         return MISSING
-    steady = f"steady (cv {row['cv']:.2f})" if row["cv"] is not None else "steady"
+    steady = f"steady (cv {stats.cv_text(row['cv'])})" if row["cv"] is not None else "steady"
     return f"<b>noisy</b>: {esc(row['noise'])}" if row["noise"] else steady
 
 
