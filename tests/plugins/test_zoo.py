@@ -282,6 +282,8 @@ def test_a_user_file_that_fails_to_import_is_one_line_naming_it_and_the_line(cap
         (["--workloads", "mlp", "--wopt", "colour=red"], "--wopt colour: no chosen workload takes it (workload 'mlp' "
                                                         "has no option colour; valid options: classes)"),
         (["--workloads", "hf:llama", "--wopt", "colour=red"], "hf:llama has no configuration field colour"),
+        (["--workloads", "gpt2", "--wopt", "seq_len=64"], "workload 'gpt2' has no option seq_len; valid options: "
+         "(none) (the zoo's models take their configuration's fields, e.g. --workloads hf:gpt2"),  # the docs' advice
         (["--workloads", "torchvision:squeezenet1_1", "--wopt", "colour=red"],
          "torchvision:squeezenet1_1 takes no option colour; its options: dropout, image_size, num_classes, version"),
         (["--workloads", "torchvision:convnext_tiny", "--wopt", "colour=red"],
