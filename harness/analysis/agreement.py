@@ -74,6 +74,12 @@ def agrees(error: dict, as_good: Sequence[float] | None) -> bool:
     return error["best_cap_grid_steps"] == 0 or any(cap in (as_good or ()) for cap in error["best_predicted_caps_mb"])
 
 
+def tells_no_cap_apart(caps: Sequence[float], as_good: Sequence[float] | None) -> bool:
+    """Whether the sweep's repeats call every one of its `caps` as good as its best (`as_good`): then any predicted
+    best cap 'agrees', and the agreement checks nothing."""
+    return as_good is not None and {float(cap) for cap in caps} <= {float(cap) for cap in as_good}
+
+
 SMALL_CAP_LEAD = 0.04
 """A predicted lead under which a cap smaller than DDP's default is no evidence: the model leaves out what each
 extra collective costs the compute, and pytorch's published DGX-1 V100 timings have 1 MiB buckets 2.6 % (8

@@ -346,10 +346,13 @@ def describe_error(error: dict) -> str:
     )
 
 
-def among_as_good(error: dict, as_good: list[float] | None) -> str:
-    """Whether the prediction's best (any of its tied caps) is a cap the sweep's best does not beat."""
+def among_as_good(error: dict, as_good: list[float] | None, caps=()) -> str:
+    """Whether the prediction's best (any of its tied caps) is a cap the sweep's best does not beat; where that is
+    every cap of the sweep (`caps`), that the check says nothing."""
     if as_good is None:
         return ""
+    if caps is not None and len(caps) and agreement.tells_no_cap_apart(caps, as_good):
+        return "; the sweep calls every cap as good: no check of the best cap"
     picked = error["best_predicted_caps_mb"]
     inside = [cap for cap in picked if cap in as_good]
     if not inside:
@@ -370,7 +373,7 @@ def prediction_error_table(predictions: pd.DataFrame, recommendations: pd.DataFr
         for column, _ in MODEL_VARIANTS:
             if column in group and group[column].notna().all() and len(group) > 1:
                 error = agreement.prediction_error(group["bucket_cap_mb"], group["measured_ms"], group[column])
-                cells.append(esc(describe_error(error) + among_as_good(error, as_good)))
+                cells.append(esc(describe_error(error) + among_as_good(error, as_good, group["bucket_cap_mb"])))
             else:
                 cells.append("not available")
         rows.append(cells)

@@ -112,15 +112,19 @@ def test_validation_says_a_model_agrees_when_its_tied_best_holds_the_measured_be
 def test_validation_agrees_when_the_predicted_best_is_a_cap_the_sweep_calls_as_good(capsys):
     # The medians put 25 MiB first, the model 1 MiB, a grid step away; the sweep's repeats cannot tell
     # them apart, so the model picked a cap as good as the measured best. Without that set it does not agree.
-    group = pd.DataFrame({"bucket_cap_mb": [1.0, 25.0], "measured_ms": [0.31, 0.30], "predicted_raw_ms": [0.28, 0.30],
-                          "predicted_ms": [0.28, 0.30], "predicted_contention_ms": [None, None],
-                          "compute_scale": [1.0, 1.0], "reducer_ms": [0.0, 0.0]})  # fmt: skip
+    # Where the sweep calls every cap as good, any prediction would 'agree': that checks nothing, and says so.
+    group = pd.DataFrame({"bucket_cap_mb": [1.0, 5.0, 25.0], "measured_ms": [0.31, 0.40, 0.30],
+                          "predicted_raw_ms": [0.28, 0.35, 0.30], "predicted_ms": [0.28, 0.35, 0.30],
+                          "predicted_contention_ms": [None] * 3, "compute_scale": [1.0] * 3,
+                          "reducer_ms": [0.0] * 3})  # fmt: skip
     error = agreement.prediction_error(group["bucket_cap_mb"], group["measured_ms"], group["predicted_ms"])
     predictions.validation(("w", "tiny", 2), group, [1.0, 25.0], [("calibrated", error)])
     predictions.validation(("w", "tiny", 2), group, [25.0], [("calibrated", error)])
-    first, second = capsys.readouterr().out.split("validation w2")[1:]
+    predictions.validation(("w", "tiny", 2), group, [1.0, 5.0, 25.0], [("calibrated", error)])
+    first, second, third = capsys.readouterr().out.split("validation w2")[1:]
     assert "best cap measured 25 MiB vs predicted 1 MiB (agrees: a cap the sweep calls as good)" in first
-    assert "best cap measured 25 MiB vs predicted 1 MiB (1 grid step(s) apart)" in second
+    assert "best cap measured 25 MiB vs predicted 1 MiB (2 grid step(s) apart)" in second
+    assert "(no check of the best cap: the sweep calls every cap as good)" in third
 
 
 def test_the_model_pairs_only_rows_that_gave_a_cap_never_ddps_default_layout_recorded_as_25():

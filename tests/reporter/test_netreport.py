@@ -91,7 +91,8 @@ def test_a_run_page_shows_the_floor_and_the_predicted_curve_with_its_error(built
     assert "predicted, raw profile" in section and "predicted, calibrated + contention" in section
     assert "predicted, raw + contention" in section and "raw profile, with measured contention" in section
     assert "Model error" in section and "MAPE" in section and "grid step(s) apart" in section
-    assert "the measured &#x27;as good&#x27; caps" in section  # the golden sweep has its recommendations
+    # the golden sweep's recommendations call 1, 5 and 25 MiB as good: a best cap's agreement would check nothing
+    assert "the sweep calls every cap as good: no check of the best cap" in section
 
 
 def test_the_what_if_page_predicts_one_node_to_1024_gpus_with_the_profiles_sources(built):

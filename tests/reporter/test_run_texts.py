@@ -203,6 +203,14 @@ def test_a_tied_predicted_best_is_shown_as_every_tied_cap():
 )  # fmt: skip
 def test_a_tied_best_is_among_the_as_good_caps_when_any_of_its_caps_is(as_good, said):
     assert run_sections.among_as_good(tied_prediction(), as_good) == said
+    assert run_sections.among_as_good(tied_prediction(), as_good, [1.0, 5.0, 25.0]) == said  # 1 MiB told apart
+
+
+def test_a_sweep_that_tells_no_cap_apart_checks_no_best_cap():
+    """A walkthrough's sweep called 1, 5 and 25 MiB all as good; every prediction then 'agreed', which said
+    nothing of the model."""
+    said = run_sections.among_as_good(tied_prediction(), [1.0, 5.0, 25.0], [1.0, 5.0, 25.0])
+    assert said == "; the sweep calls every cap as good: no check of the best cap"
 
 
 def test_the_model_table_defines_as_good_by_the_verdicts_rule():

@@ -110,9 +110,11 @@ def validation(key: tuple, group: pd.DataFrame, as_good: list[float] | None, err
     if as_good is not None:
         say(f"  measured caps the best does not beat by {stats.DEFAULT_THRESHOLD:.0%} over repeats: "
               f"{', '.join(f'{c:g}' for c in as_good)} MiB")  # fmt: skip
+    vacuous = agreement.tells_no_cap_apart(group["bucket_cap_mb"], as_good)
     for label, error in errors:
         apart = error["best_cap_grid_steps"]
-        said = ("agrees" if apart == 0 else "agrees: a cap the sweep calls as good" if agreement.agrees(error, as_good)
+        said = ("no check of the best cap: the sweep calls every cap as good" if vacuous else "agrees" if apart == 0
+                else "agrees: a cap the sweep calls as good" if agreement.agrees(error, as_good)
                 else f"{apart} grid step(s) apart")  # fmt: skip
         measured, predicted = (
             agreement.caps_text(error[key]) for key in ("best_measured_caps_mb", "best_predicted_caps_mb")
