@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.commands import console, predict_cluster, predict_input
+from harness.commands import console, predict_cluster, predict_input, report
 from harness.commands.console import predictions
 from harness.config.bench import SIZE_CHOICES, ConfigError
 
@@ -58,28 +58,15 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         measured = network.contention.get(world)  # None: not measured, predicted without contention
         frame = predict_caps(profile, caps_mb=caps, link=link, world_size=world, contention=measured or NO_CONTENTION)
         predictions.predict_table(frame, world=world, link=link, contention=measured)
-        _warn_if_extrapolated(link, largest_bucket_bytes(profile, caps), world=world)
+        predict_input.warn_if_extrapolated(link, largest_bucket_bytes(profile, caps), world=world)
+        if given is None:  # a fitted network: said where this world size is not one it was measured at
+            predict_input.warn_unmeasured_world(network, world)
         frames.append(frame.assign(world_size=world))
     if args.out:
         predict_cluster.write_rows(pd.concat(frames, ignore_index=True), Path(args.out))
     if run_dir is not None:
         _validate(run_dir.parent, run_dir, network, stored=given is None)
     return 0
-
-
-EXTRAPOLATION_FACTOR = 2
-"""Buckets this many times the largest message a network was fitted on are beyond what it measured."""
-
-
-def _warn_if_extrapolated(link, bucket_bytes: int, *, world: int) -> None:
-    """Say so when the buckets reach well past the sizes the network's bandwidth was fitted on: α–β fitted on
-    small messages is mostly latency, and its bandwidth for megabytes is a guess."""
-    if link.largest_bytes and bucket_bytes > EXTRAPOLATION_FACTOR * link.largest_bytes:
-        largest, buckets = console.bytes_text(link.largest_bytes), console.bytes_text(bucket_bytes)
-        enough = console.bytes_text(1 << (int(bucket_bytes) - 1).bit_length()).replace(" ", "")  # a power of two
-        console.warning(f"w{world}: the network was measured up to {largest} and these buckets reach {buckets}: "
-                        f"its bandwidth there is extrapolated (`ddpbench collectives --sizes 1KiB:{enough}` "
-                        "measures it)")  # fmt: skip
 
 
 def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
@@ -117,8 +104,6 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     caps = caps or list(DEFAULT_CAPS_MB)
     code = predict_cluster.run_steps(args, chosen, profile, caps, device=profiled_on, configs=configs, setup=setup)
     if args.page:  # the same calibration, caps and scaling as the console's, from one node to 1,024 GPUs
-        from harness.commands import report
-
         report.write_prediction_page(args, chosen, run_dir, setup, caps)
     return code
 

@@ -237,3 +237,29 @@ def check_writable(out: Path, *, flag: str, example: str) -> None:
     folder = next(parent for parent in out.absolute().parents if parent.exists())
     if not folder.is_dir() or not os.access(folder, os.W_OK):
         raise ConfigError(f"{flag} {str(out)!r}: {str(folder)!r} is not a folder this user can write in")
+
+
+EXTRAPOLATION_FACTOR = 2
+"""Buckets this many times the largest message a network was fitted on are beyond what it measured."""
+
+
+def warn_if_extrapolated(link, bucket_bytes: int, *, world: int) -> None:
+    """Say so when the buckets reach well past the sizes the network's bandwidth was fitted on: α–β fitted on
+    small messages is mostly latency, and its bandwidth for megabytes is a guess."""
+    if link.largest_bytes and bucket_bytes > EXTRAPOLATION_FACTOR * link.largest_bytes:
+        largest, buckets = console.bytes_text(link.largest_bytes), console.bytes_text(bucket_bytes)
+        enough = console.bytes_text(1 << (int(bucket_bytes) - 1).bit_length()).replace(" ", "")  # a power of two
+        console.warning(f"w{world}: the network was measured up to {largest} and these buckets reach {buckets}: "
+                        f"its bandwidth there is extrapolated (`ddpbench collectives --sizes 1KiB:{enough}` "
+                        "measures it)")  # fmt: skip
+
+
+def warn_unmeasured_world(network, world: int) -> None:
+    """A world size the fitted network (its link, or its contention) was not measured at: the prediction there
+    extrapolates both, and where the ranks share a CPU's cores the contention that decides its steps most."""
+    if world in network.links and world in network.contention:
+        return
+    at = ", ".join(map(str, sorted({*network.links, *network.contention}))) or "no"
+    console.warning(f"w{world}: the network and its contention were measured at {at} rank(s) only, so this "
+                    f"prediction extrapolates them (and on a CPU, {world} ranks share its cores): its best cap is no "
+                    "measurement")  # fmt: skip
