@@ -90,6 +90,10 @@ def sentence(row: Any, run: pd.DataFrame | None = None, *, cores: int | None = N
             if _get(row, "device") == "cpu" else ""  # fmt: skip
         share = f"−{faster / gap:.0%}"  # a negative share of the gap: with it the shares add up to 100 %
         said.append(f"its compute {faster:.1f} ms ({share}) faster than {roles.baseline_name()}'s{turns}")
+    residual = _get(row, "gap_residual_ms") or 0.0
+    if abs(residual) >= SMALL_PART * gap:  # named, never hidden: the parts above then add up to far from 100 %
+        said.append(f"{residual:.1f} ms ({residual / gap:.0%}) outside the measured parts ({roles.baseline_name()}'s "
+                    "own time beyond its compute, and the ranks' difference within a step)")  # fmt: skip
     return f"{head} is {step / local:.2f}× {roles.baseline_name()} (+{gap:.1f} ms a mean step): " + ", ".join(said)
 
 
