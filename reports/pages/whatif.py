@@ -66,7 +66,9 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                                        own_measured=ddp_own_cost_s(configs, setup) is not None,
                                        ddp_own_ms=calibration.reducer_s * 1e3,
                                        local_step_given=local_step_ms or 0.0,
-                                       own_left_out=bool(local_step_ms) and device == "cpu"))  # fmt: skip
+                                       own_left_out=bool(local_step_ms) and device == "cpu",
+                                       grad_mb=profile.grad_bytes / 2**20, grad_tensors=len(profile.grads),
+                                       size=setup["size"]))  # fmt: skip
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
@@ -215,7 +217,11 @@ def _calibration_note(row: pd.Series) -> str:
     if given:
         whose = "the step you gave" + (", plus DDP's own cost" if row["ddp_own_ms"] else "")
     flag = " --local-step-ms MS" if given else ""
-    return (f"<p>{scaled}{own}, as <code>ddpbench predict --run RUN --cluster NAME{flag}</code> does. "
+    other = "" if row["size"] == "full" else (" A model of another size (the one you will train) has other "
+                                              "buckets: bench it for its own page.")  # fmt: skip
+    return (f"<p>The profile is the {esc(row['size'])} size's: {row['grad_mb']:.4g} MiB of gradients in "
+            f"{int(row['grad_tensors'])} tensors, which every prediction below buckets and all-reduces.{other} "
+            f"{scaled}{own}, as <code>ddpbench predict --run RUN --cluster NAME{flag}</code> does. "
             f"Scaling efficiency = the one-GPU step with DDP ({row['local_step_ms']:.4g} ms: {whose}) over each "
             "predicted step.</p>")  # fmt: skip
 

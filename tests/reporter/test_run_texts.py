@@ -253,8 +253,12 @@ def test_the_what_if_note_says_what_the_one_gpu_step_is_made_of():
     from reports.pages import whatif
 
     row = pd.Series({"ddp_own_ms": 0.0, "compute_scale": 1.146, "calibrated_to": "baseline", "local_step_ms": 46.13,
-                     "own_measured": True, "local_step_given": 0.0, "own_left_out": False})  # fmt: skip
+                     "own_measured": True, "local_step_given": 0.0, "own_left_out": False, "size": "small",
+                     "grad_mb": 16.18, "grad_tensors": 18})  # fmt: skip
     note = whatif._calibration_note(row)
+    assert "The profile is the small size's: 16.18 MiB of gradients in 18 tensors" in note
+    assert "has other buckets: bench it for its own page" in note
+    assert "other buckets" not in whatif._calibration_note(pd.Series({**row.to_dict(), "size": "full"}))
     assert "DDP's own cost at one rank (the reference's step less the baseline's, never below 0) is 0 ms" in note
     assert "the one-GPU step with DDP (46.13 ms: the baseline's, plus DDP's own cost)" in note
     assert "added" in whatif._calibration_note(pd.Series({**row.to_dict(), "ddp_own_ms": 3.0}))
