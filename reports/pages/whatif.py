@@ -10,6 +10,7 @@ import pandas as pd
 from harness.analysis import agreement, roles, stats, why
 from harness.analysis.sweep import given_cap
 from harness.perfmodel.cluster import Cluster, is_builtin, published_check_summary, published_checks
+from harness.perfmodel.memory import state_per_rank
 from harness.perfmodel.nccl import ClusterLink
 from harness.perfmodel.predict import (
     DEFAULT_CAPS_MB,
@@ -22,6 +23,7 @@ from harness.perfmodel.predict import (
     swept_caps,
 )
 from harness.perfmodel.schedule import calibrate, predict_caps
+from reports.aggregate import strategy_labels
 from reports.figures import whatif as figures
 from reports.pages.html import FigureList, esc, name_html, page, table
 
@@ -124,7 +126,8 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                            "Scaling efficiency = the one-GPU step with DDP / the predicted step with the cap the "
                            "answer names at that GPU count (its label)."),
                   _best_table(best)]  # fmt: skip
-    parts += [_measured_section(configs), _sources_section(cluster), _published_section(cluster)]
+    parts += [_measured_section(configs), _memory_section(configs, cluster), _sources_section(cluster),
+              _published_section(cluster)]  # fmt: skip
     return page(f"What if: {run_id} on {cluster.name}", "\n".join(parts), depth=1, **inline)
 
 
@@ -251,6 +254,60 @@ def _measured_section(configs: pd.DataFrame) -> str:
     return ("<h2>What the run measured</h2><p>The reference strategy's step on the run's own machine, per world "
             "size and cap (the geometric mean of its repeats' median steps, as on the run page): the evidence the "
             "profile comes from.</p>" + table(["setup", "ranks", "cap MiB", "step ms"], cells))  # fmt: skip
+
+
+def _memory_section(configs: pd.DataFrame, cluster: Cluster) -> str:
+    """Model state per rank at the cluster's GPU counts, per strategy the run measured at two world sizes or more
+    (harness.perfmodel.memory: held(n) = whole + split / n, fitted to what its ranks held)."""
+    worlds = world_sizes(cluster)
+    state = state_per_rank(configs, worlds)
+    if state.empty:
+        return ""
+    state = state.assign(strategy=strategy_labels(state))
+    measured = sorted(int(w) for w in state.loc[state["measured"], "world_size"].unique())
+    shown = [*measured, *(w for w in worlds if w not in measured)]
+    parts = ["<h2>Model state per rank</h2>"]
+    for (workload, size), group in state.groupby(["workload", "size"], sort=False):
+        most = group[group["world_size"] == worlds[-1]].sort_values("total_mb", kind="stable")
+        said = ", ".join(f"{r.strategy} {_mib(r.total_mb)}" for r in most.itertuples())
+        cells = [[esc(strategy), esc(rows["splits"].iloc[0] or "nothing"),
+                  *(_state_cell(rows, world) for world in shown)]
+                 for strategy, rows in group.groupby("strategy", sort=False)]  # fmt: skip
+        head = ["strategy", "splits (measured)", *(f"{w} {'(measured)' if w in measured else 'GPUs'}" for w in shown)]
+        parts += [f"<p class=takeaway><b>{name_html(f'{workload}/{size}')}:</b> at {worlds[-1]} GPUs each rank "
+                  f"holds {esc(said)} of parameters, gradients and optimizer state.</p>",
+                  table(head, cells)]  # fmt: skip
+    parts.append(f"<p class=caption>{esc(_memory_caption(configs, state))}</p>")
+    return "\n".join(parts)
+
+
+def _state_cell(rows: pd.DataFrame, world: int) -> str:
+    row = rows[rows["world_size"] == world]
+    return _mib(float(row["total_mb"].iloc[0])) if len(row) else "—"
+
+
+def _mib(value: float) -> str:
+    return f"{value / 1024:.3g} GiB" if value >= 1024 else f"{value:.3g} MiB"
+
+
+def _memory_caption(configs: pd.DataFrame, state: pd.DataFrame) -> str:
+    """What the table holds and leaves out, and the largest parameter: an even split goes below it where a strategy
+    places whole parameters on ranks (ZeRO's optimizer does), so a rank keeps at least that one's state (its
+    optimizer state in the ratio the run's state at one rank has to its parameters)."""
+    largest = configs["largest_param_bytes"].dropna() if "largest_param_bytes" in configs else pd.Series()
+    one = state[state["world_size"] == state["world_size"].min()]
+    ratio = float((one["held_optimizer_state_mb"] / one["held_param_mb"]).max())
+    param_mb = float(largest.max()) / 2**20 if len(largest) else 0.0
+    floor = (f" The split is taken as even: a strategy that places whole parameters on ranks (ZeRO's optimizer does) "
+             f"keeps at least the largest parameter's optimizer state ({_mib(param_mb * ratio)}, of a {_mib(param_mb)} "
+             "parameter) on one rank, which the even split at many GPUs goes below." if param_mb else "")  # fmt: skip
+    return (
+        "MiB of parameters, gradients and optimizer state a rank holds after a step: as measured at the run's "
+        "world sizes (the largest rank, every repeat), and beyond them held(n) = whole + split / n, each kind's "
+        "two parts fitted to the measured ones per strategy, never assumed from its name. Not in it: "
+        "activations, buffers, DDP's buckets, FSDP's gathered parameters — a GPU run's peak measures those. "
+        "The model is the run's own size." + floor
+    )
 
 
 def _sources_section(cluster: Cluster) -> str:

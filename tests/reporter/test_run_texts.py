@@ -333,3 +333,25 @@ def test_the_answer_and_on_what_name_the_precision_the_ranks_computed_in():
     assert aggregate.precision(configs) == "fp32"  # TF32 not recorded: not guessed
     assert aggregate.precision(configs.assign(tf32=True)) == "fp32, TF32 on"
     assert aggregate.precision(configs.assign(device="cpu", tf32=False)) == "fp32"  # no TF32 on a CPU
+
+
+def test_the_what_if_page_carries_each_strategys_model_state_to_the_clusters_gpu_counts():
+    """A walkthrough choosing between DDP, ZeRO and FSDP by memory per rank at 4-8 GPUs found no figure for it:
+    the page now carries what the ranks held at the run's world sizes to the cluster's."""
+    from harness.perfmodel import cluster
+    from reports.pages import whatif
+
+    def held(impl, world, param, state):
+        return {"workload": "resnet50", "size": "small", "batch_size": 4, "dtype": "fp32", "optimizer": "adam",
+                "impl": impl, "impl_options": "{}", "world_size": world, "status": "ok", "held_param_mb": param,
+                "held_grad_mb": param, "held_optimizer_state_mb": state, "largest_param_bytes": 9 * 2**20}  # fmt: skip
+
+    configs = pd.DataFrame([held("stock", 1, 90.0, 180.0), held("stock", 2, 90.0, 180.0),
+                            held("fsdp", 1, 90.0, 180.0), held("fsdp", 2, 45.0, 90.0)])  # fmt: skip
+    section = whatif._memory_section(configs, cluster.load("dgx-h100"))
+    assert "at 1024 GPUs each rank holds fsdp 0.352 MiB, stock 360 MiB of parameters, gradients and optimizer" in (
+        section
+    )
+    assert "<th>2 (measured)</th>" in section and "<th>8 GPUs</th>" in section and "<td>45 MiB</td>" in section
+    assert "largest parameter&#x27;s optimizer state (18 MiB, of a 9 MiB parameter)" in section
+    assert whatif._memory_section(configs[configs["world_size"] == 1], cluster.load("dgx-h100")) == ""

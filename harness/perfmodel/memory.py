@@ -1,0 +1,56 @@
+"""Model state per rank at world sizes a run did not reach, from what its ranks held at the ones it did.
+
+A rank holds its parameters, gradients and optimizer state after a step (the run's `held_*` columns): a part
+every rank keeps whole and a part split over the ranks, so `held(n) = whole + split / n`. Both are solved per
+strategy and per kind of state from the world sizes the run measured (least squares over them; two give them
+exactly), never assumed from a strategy's name: ZeRO splits its optimizer state alone, FSDP all three, DDP
+nothing (split = 0). Buffers, activations, DDP's buckets and FSDP's gathered parameters are not in it: they
+are in a GPU run's peak, which no CPU run has.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+HELD = {"held_param_mb": "parameters", "held_grad_mb": "gradients", "held_optimizer_state_mb": "optimizer state"}
+STRATEGY_KEYS = ["workload", "size", "batch_size", "dtype", "optimizer", "impl", "impl_options"]
+SPLIT_SHARE = 0.01
+"""A split part under this share of the state at one rank is the fit's noise, not sharding."""
+
+
+def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
+    """Per strategy measured at two world sizes or more: the MiB of each kind of state a rank holds at each of
+    `worlds` (`predicted`) and at each world size measured (`measured`, as held: the largest rank, every repeat),
+    and which kinds it splits. Columns: STRATEGY_KEYS, world_size, measured (bool), one per HELD kind, total_mb,
+    splits (the kinds' names, '' for none). Empty where no strategy qualifies."""
+    held = [column for column in HELD if column in configs]
+    if len(held) < len(HELD) or configs.empty:
+        return pd.DataFrame()
+    ok = configs[(configs["status"] == "ok") & configs[held].notna().all(axis=1)]
+    rows = []
+    for key, group in ok.groupby([k for k in STRATEGY_KEYS if k in ok], dropna=False, sort=False):
+        by_world = group.groupby("world_size")[held].max()
+        if len(by_world) < 2:
+            continue  # one world size: whole and split cannot be told apart
+        fits = {column: _fit(by_world.index.to_numpy(float), by_world[column].to_numpy(float)) for column in held}
+        splits = ", ".join(HELD[c] for c, (whole, split) in fits.items() if split > SPLIT_SHARE * (whole + split))
+        base = dict(zip([k for k in STRATEGY_KEYS if k in ok], key, strict=True))
+        for world in sorted({*map(int, by_world.index), *worlds}):
+            measured = world in by_world.index
+            state = {c: float(by_world.loc[world, c]) if measured else whole + split / world
+                     for c, (whole, split) in fits.items()}  # fmt: skip
+            rows.append({**base, "world_size": world, "measured": measured, **state,
+                         "total_mb": sum(state.values()), "splits": splits})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _fit(worlds: np.ndarray, held_mb: np.ndarray) -> tuple[float, float]:
+    """(whole, split) MiB of `held = whole + split / n` by least squares, neither below 0."""
+    design = np.column_stack([np.ones_like(worlds), 1.0 / worlds])
+    (whole, split), *_ = np.linalg.lstsq(design, held_mb, rcond=None)
+    if split < 0:  # a part that grows with the ranks is none of ours: all whole
+        return float(np.mean(held_mb)), 0.0
+    if whole < 0:
+        return 0.0, float(np.mean(held_mb * worlds))
+    return float(whole), float(split)

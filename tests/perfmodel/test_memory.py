@@ -1,0 +1,47 @@
+"""Model state per rank at world sizes a run did not reach: held(n) = whole + split / n, fitted per strategy."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from harness.perfmodel import memory
+
+
+def held(impl: str, world: int, param: float, grad: float, state: float, **extra) -> dict:
+    return {"workload": "resnet50", "size": "small", "batch_size": 4, "dtype": "fp32", "optimizer": "adam",
+            "impl": impl, "impl_options": "{}", "world_size": world, "status": "ok", "held_param_mb": param,
+            "held_grad_mb": grad, "held_optimizer_state_mb": state, **extra}  # fmt: skip
+
+
+# As a walkthrough's resnet50/small run measured them at 1 and 2 ranks (Adam: state twice the parameters).
+RUN = pd.DataFrame([
+    held("stock", 1, 90.46, 90.46, 180.92), held("stock", 2, 90.46, 90.46, 180.92),
+    held("zero", 1, 90.46, 90.46, 180.92), held("zero", 2, 90.46, 90.46, 90.46),
+    held("fsdp", 1, 90.46, 90.46, 180.92), held("fsdp", 2, 45.23, 45.23, 90.46),
+    held("fsdp", 2, 45.23, 45.23, 90.47, status="failed"),  # a failed launch holds nothing to fit
+    held("naive", 2, 90.46, 90.46, 180.92),  # one world size: whole and split cannot be told apart
+])  # fmt: skip
+
+
+def test_each_strategy_splits_what_its_ranks_were_measured_to_split():
+    state = memory.state_per_rank(RUN, [8, 1024]).set_index(["impl", "world_size"])
+    assert set(state.index.get_level_values("impl")) == {"stock", "zero", "fsdp"}
+    assert state.loc[("stock", 1024), "total_mb"] == pytest.approx(361.84) and state.loc[("stock", 8), "splits"] == ""
+    assert state.loc[("zero", 8), "held_optimizer_state_mb"] == pytest.approx(180.92 / 8)
+    assert state.loc[("zero", 8), "held_param_mb"] == pytest.approx(90.46) and state.loc[("zero", 8), "splits"] == (
+        "optimizer state"
+    )
+    assert state.loc[("fsdp", 8), "total_mb"] == pytest.approx(361.84 / 8)
+    assert state.loc[("fsdp", 1024), "splits"] == "parameters, gradients, optimizer state"
+    # the world sizes measured are as measured, and said so
+    assert state.loc[("fsdp", 2), "measured"] and not state.loc[("fsdp", 8), "measured"]
+    assert state.loc[("fsdp", 2), "held_optimizer_state_mb"] == pytest.approx(90.46)
+
+
+def test_noise_never_fits_a_negative_part_and_a_run_without_held_state_has_no_table():
+    grows = pd.DataFrame([held("stock", 1, 90.0, 90.0, 180.0), held("stock", 2, 90.2, 90.0, 180.0)])
+    state = memory.state_per_rank(grows, [8]).set_index("world_size")
+    assert state.loc[8, "held_param_mb"] == pytest.approx(90.1) and state.loc[8, "splits"] == ""
+    assert memory.state_per_rank(RUN.drop(columns=["held_grad_mb"]), [8]).empty
+    assert memory.state_per_rank(RUN[RUN["impl"] == "naive"], [8]).empty
