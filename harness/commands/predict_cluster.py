@@ -319,7 +319,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     if args.out:  # each row says what it rests on: the profile, the workload, any scaling
         setup = setup or {}
         context = {"cluster": chosen.name, "cluster_source": _source_of(chosen), "run": args.run,
-                   "workload": setup.get("workload"), "size": setup.get("size"),
+                   **{key: setup.get(key) for key in ("workload", "size", "batch_size", "dtype", "optimizer")},
                    "local_step_ms": float(args.local_step_ms or "nan"),  # float64 even where not given
                    # the calibration and the one-rank step, so that a row reproduces its scaling_efficiency
                    "compute_scale": calibration.compute_scale, "ddp_own_ms": own_ms,

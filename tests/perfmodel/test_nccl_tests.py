@@ -198,6 +198,9 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert {"world_size", "nodes", "bucket_cap_mb", "step_ms", "exposed_comm_ms", "best"} <= set(frame.columns)
     rests_on = frame[["cluster", "cluster_source", "run", "workload", "size", "local_step_ms"]].drop_duplicates()
     assert rests_on.values.tolist() == [["dgx-h100", "built-in", small_run.name, "mlp", "tiny", 0.2]]
+    assert frame[["batch_size", "dtype", "optimizer"]].drop_duplicates().values.tolist() == [
+        [setup["batch_size"], setup["dtype"], setup["optimizer"]]
+    ]  # the rest of the setup the prediction rests on
     assert list(frame["world_size"]) == [8, 8, 16, 16]
     for _, group in frame.groupby("world_size"):  # the best rows: the fastest and any cap within the tie tolerance
         fastest = group["step_ms"].min()
