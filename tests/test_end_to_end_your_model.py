@@ -78,6 +78,6 @@ def test_the_model_input_is_profiled_for_each_workload(elsewhere):
 def test_the_report_page_names_every_workload_and_its_file(elsewhere):
     page = elsewhere["page"]
     for name in WORKLOADS:
-        assert f"<h3>{name}/tiny · fp32</h3>" in page  # the setup, with the precision it computed in
+        assert f"<h3>{name}/tiny · fp32 · sgd</h3>" in page  # the setup, its precision and its optimizer
     assert "Workloads: the code that ran" in page and str(elsewhere["folder"] / "my_workload.py") in page
     assert "w2 my_workload.py:MyModel/tiny stock" in elsewhere["out"]
