@@ -76,8 +76,10 @@ def test_the_console_says_how_many_are_decided_what_runs_next_and_what_stayed_op
     console.verdict_round(Decided(found, 2, 75.0, budget_left_s=30.0), next_round=[object()])  # the budget ends first
     said = out.getvalue().splitlines()
     assert said[0] == ("ddpbench: repeats auto: 0 of 1 verdicts decided after 2 repeat(s); 2 more configuration "
-                       "run(s) for the 1 open; about 75 s to decide the rest at the spread seen")  # fmt: skip
-    assert said[-1].endswith("about 75 s to decide the rest at the spread seen, more than the 30 s left of --budget")
+                       "run(s) for the 1 open; about 75 s to decide the rest at the spread seen so far (from 2 "
+                       "repeats: a rough guide)")  # fmt: skip
+    assert said[-1].endswith("at the spread seen so far (from 2 repeats: a rough guide), more than the 30 s left of "
+                             "--budget")  # fmt: skip
     said = said[:-1]
     assert said[1] == ("ddpbench: repeats auto: 0 of 1 verdicts decided after 20 repeat(s); 1 left open "
                        "(--max-repeats reached). Every verdict:")  # fmt: skip

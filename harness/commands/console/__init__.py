@@ -249,6 +249,10 @@ def duration_text(seconds: float) -> str:
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
+ROUGH_UNDER = 5
+"""Under this many repeats the spread, and the time it predicts, are said to be a rough guide."""
+
+
 def verdict_round(standing, next_round: list, *, decided_before: set[str] | frozenset = frozenset()) -> None:
     """`--repeats auto`'s word after each round: how many verdicts are decided (and reopened: `decided_before`
     holds those decided a round earlier), what runs next and how long the rest may take; after the last,
@@ -268,7 +272,10 @@ def verdict_round(standing, next_round: list, *, decided_before: set[str] | froz
         running = [v for v in still if not v.given_up]
         given_up = f", {len(still) - len(running)} given up as out of reach" if len(running) < len(still) else ""
         until = "to reach --max-repeats (some need more)" if standing.beyond_max else "to decide the rest"
-        eta = f"; about {duration_text(standing.estimate_s)} {until} at the spread seen" if standing.estimate_s else ""
+        # Few repeats give a spread as unsure as the time it predicts (2 repeats: 89 s said, 81 repeats needed).
+        rough = f" so far (from {standing.repeats} repeats: a rough guide)" if standing.repeats < ROUGH_UNDER else ""
+        eta = f"; about {duration_text(standing.estimate_s)} {until} at the spread seen{rough}" \
+            if standing.estimate_s else ""  # fmt: skip
         left = standing.budget_left_s
         if eta and left is not None and left < standing.estimate_s:  # the budget ends it first: say so
             eta += f", more than the {duration_text(left)} left of --budget"
