@@ -292,8 +292,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     if configs is not None:
         say_run_calibration(profile, configs, setup, scaled=bool(args.local_step_ms), carried=carried)
     profile = calibrate(profile, calibration)
-    if args.local_step_ms and setup is not None and setup.get("size") != "full":
-        predict_input.warn_not_whole_model(setup, profile, configs=configs)
+    smaller = bool(args.local_step_ms and setup is not None and setup.get("size") != "full"
+                   and predict_input.warn_not_whole_model(setup, profile, configs=configs))  # fmt: skip
     _say_one_rank_step(
         profile,
         calibration,
@@ -303,7 +303,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         own_inside=configs is not None and predict.calibration_target(configs, setup)[0] == "reference",
     )
     link = ClusterLink(chosen)
-    caveat = "a CPU's compute: see the warning above" if device == "cpu" and not args.local_step_ms else ""
+    small = f"the {setup['size']} size's gradients, not your model's: see the warning above" if smaller else ""
+    caveat = "a CPU's compute: see the warning above" if device == "cpu" and not args.local_step_ms else small
     rows = []
     for nodes in node_counts(args):
         world = nodes * chosen.gpus_per_node

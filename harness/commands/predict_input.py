@@ -169,19 +169,20 @@ def _rows_text(configs, setup: dict) -> str:
     return "; ".join(f"{impls} at world size {world}" for world, impls in by_world.items()) or "no rows"
 
 
-def warn_not_whole_model(setup: dict, profile, *, configs=None) -> None:
+def warn_not_whole_model(setup: dict, profile, *, configs=None) -> bool:
     """--local-step-ms is the user's whole model's step; a profile of a smaller size scales its compute to it
     but keeps the smaller model's gradients, so every all-reduce would be the smaller model's. Unsaid where the
-    full size has the profile's gradients (a model of your own file, which --size does not scale)."""
+    full size has the profile's gradients (a model of your own file, which --size does not scale); whether said."""
     whole = _whole_model_grad_bytes(setup, configs)
     if whole == profile.grad_bytes:
-        return
+        return False
     full = f"; the full size's are {whole / 2**20:.2f} MiB" if whole else ""
     console.warning(f"--local-step-ms is one GPU's step of the whole model, but this profile is {setup['workload']}'s "
                     f"{setup['size']} size ({profile.grad_bytes / 2**20:.2f} MiB of gradients{full}): its compute is "
                     f"scaled to your step, its communication stays the {setup['size']} model's. Profile the model you "
                     "will train (--size full; for a configuration of your own, bench it with --wopt key=value "
                     "and predict --run that run)")  # fmt: skip
+    return True
 
 
 def _whole_model_grad_bytes(setup: dict, configs=None) -> int | None:
