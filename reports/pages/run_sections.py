@@ -239,6 +239,9 @@ def memory_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     return "\n".join(parts)
 
 
+NOT_CHECKED = "not checked"  # a repeat's note where parity was checked on another (harness.handoff.records)
+
+
 def parity_by_configuration(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration over its repeats: failed where any repeat failed (the note names those
     repeats), ok where every judged one passed, the largest |Δ| of any repeat, the label saying how many."""
@@ -253,10 +256,18 @@ def parity_by_configuration(rows: pd.DataFrame) -> pd.DataFrame:
             "config_label": f"{label} · w{first['world_size']} ({len(group)} repeats)",
             "parity_ok": False if failed else (True if True in verdicts else None),
             "parity_max_abs_diff": group["parity_max_abs_diff"].max(),
-            "parity_note": f"failed in repeat(s) {', '.join(map(str, failed))}" if failed else
-                           "; ".join(dict.fromkeys(n for n in group["parity_note"] if isinstance(n, str) and n)),
+            "parity_note": f"failed in repeat(s) {', '.join(map(str, failed))}" if failed else _pooled_note(group),
         })  # fmt: skip
     return pd.DataFrame(pooled)
+
+
+def _pooled_note(group: pd.DataFrame) -> str:
+    """The repeats' parity notes, each once; 'not checked' (the repeats after the one that was) said as the
+    others', so that 'identical to the reference …; not checked' does not read as one verdict and its denial."""
+    notes = list(dict.fromkeys(n for n in group["parity_note"] if isinstance(n, str) and n))
+    if NOT_CHECKED in notes and len(notes) > 1:
+        return "; ".join(n for n in notes if n != NOT_CHECKED) + " (the other repeats: not checked)"
+    return "; ".join(notes)
 
 
 def parity_table(configs: pd.DataFrame) -> str:

@@ -397,6 +397,13 @@ def test_with_repeats_parity_is_one_row_per_configuration_failed_where_any_repea
     assert failed["parity_note"] == "failed in repeat(s) 2"
     assert rows.loc["naive · w1 (3 repeats)", "parity_ok"] is True
     assert rows.loc["local · w1 (3 repeats)", "parity_ok"] is None  # local is never judged
+    # one repeat checked, the others not: said as the others', not as a verdict and its denial
+    noted = runs.assign(parity_note=np.where(runs["repeat"] == 0, "not judged: …; identical to the reference",
+                                             "not checked"))  # fmt: skip
+    local = run_sections.parity_by_configuration(aggregate.labelled(noted)).set_index("config_label")
+    assert local.loc["local · w1 (3 repeats)", "parity_note"] == (
+        "not judged: …; identical to the reference (the other repeats: not checked)"
+    )
     markup = run_sections.parity_table(runs)
     assert markup.count("<b>FAILED</b>") == 1 and "(3 repeats)" in markup
 
