@@ -101,11 +101,25 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     predictions.predict_profile(setup, profile, source)
     if configs is not None:
         predict_input.warn_uncalibrated(run_dir, configs, setup)
+        worlds = [n * chosen.gpus_per_node for n in predict_cluster.node_counts(args)]
+        predictions.model_state(_state_of_setup(configs, setup, worlds), worlds)
     caps = caps or list(DEFAULT_CAPS_MB)
     code = predict_cluster.run_steps(args, chosen, profile, caps, device=profiled_on, configs=configs, setup=setup)
     if args.page:  # the same calibration, caps and scaling as the console's, from one node to 1,024 GPUs
         report.write_prediction_page(args, chosen, run_dir, setup, caps)
     return code
+
+
+def _state_of_setup(configs, setup: dict, worlds: list[int]):
+    """The run's model state per rank (harness.perfmodel.memory) for the setup predicted: at the world sizes it
+    measured and at `worlds`."""
+    from harness.perfmodel.memory import state_per_rank
+    from harness.perfmodel.predict import SETUP_DEFAULTS, SETUP_KEYS
+
+    state = state_per_rank(configs.fillna(SETUP_DEFAULTS), worlds)
+    if state.empty:
+        return state
+    return state[(state[SETUP_KEYS] == [setup[key] for key in SETUP_KEYS]).all(axis=1)]
 
 
 def _run_and_folder(args: argparse.Namespace) -> tuple[str | None, Path]:

@@ -45,3 +45,15 @@ def test_noise_never_fits_a_negative_part_and_a_run_without_held_state_has_no_ta
     assert state.loc[8, "held_param_mb"] == pytest.approx(90.1) and state.loc[8, "splits"] == ""
     assert memory.state_per_rank(RUN.drop(columns=["held_grad_mb"]), [8]).empty
     assert memory.state_per_rank(RUN[RUN["impl"] == "naive"], [8]).empty
+
+
+def test_predict_prints_each_strategys_model_state_at_the_gpu_counts_asked(capsys):
+    from harness.commands.console import predictions
+
+    state = memory.state_per_rank(RUN, [8, 64])
+    predictions.model_state(state, [8, 64])
+    said = capsys.readouterr().out
+    assert "model state per rank (parameters, gradients, optimizer state, as held at 1, 2 ranks" in said
+    assert "w8: fsdp 45.2 MiB, zero 204 MiB, stock 362 MiB; w64: fsdp 5.65 MiB, zero 184 MiB, stock 362 MiB" in said
+    predictions.model_state(state.iloc[0:0], [8])  # nothing measured at two world sizes: nothing said
+    assert capsys.readouterr().out == ""

@@ -183,3 +183,27 @@ def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, c
     say(f"ddpbench predict: answer for DDP on {cluster.name} (the one strategy the model simulates; the others "
         f"need a run: ddpbench bench): bucket_cap_mb {cap_text}; {span}. Why at "
         f"w{int(last['world_size'])}: {why_last}{said}")  # fmt: skip
+
+
+def model_state(state: pd.DataFrame, worlds: list[int]) -> None:
+    """Each strategy's model state per rank at `worlds` (harness.perfmodel.memory.state_per_rank's rows of one
+    setup), smallest first: what the run's ranks held, carried to GPU counts it did not reach."""
+    if state.empty:
+        return
+    from harness.results.values import options_words
+
+    names = [f"{impl} {words}".strip() for impl, words in zip(state["impl"], state["impl_options"].map(options_words),
+                                                                strict=True)]  # fmt: skip
+    state = state.assign(strategy=names)
+    measured = ", ".join(str(int(w)) for w in sorted(state.loc[state["measured"], "world_size"].unique()))
+    said = []
+    for world in worlds:
+        at = state[state["world_size"] == world].sort_values("total_mb", kind="stable")
+        said.append(f"w{world}: " + ", ".join(f"{r.strategy} {_mib(r.total_mb)}" for r in at.itertuples()))
+    say(f"ddpbench predict: model state per rank (parameters, gradients, optimizer state, as held at {measured} "
+        f"ranks and carried on as held(n) = whole + split / n; activations, buffers and gathered parameters not in "
+        f"it): {'; '.join(said)}")  # fmt: skip
+
+
+def _mib(value: float) -> str:
+    return f"{value / 1024:.3g} GiB" if value >= 1024 else f"{value:.3g} MiB"
