@@ -105,28 +105,39 @@ class CapAnswer:
 
 
 def cap_answer(caps: Sequence[float], values: Sequence[float]) -> CapAnswer:
-    """The cap to use, as the console's answer and the what-if page say it. DDP's default where it ties for best
-    ('any (DDP's default 25 MiB is as good)' where every cap ties), and also where the fastest is a smaller cap
-    ahead of it by under SMALL_CAP_LEAD: such a lead is no evidence (SMALL_CAP_CAVEAT), so the answer keeps
-    the default and says the lead it set aside. Else the fastest (its tied caps), with the caveat where it is
-    below the default, the default was not swept, and its lead over the next cap is under SMALL_CAP_LEAD."""
-    named, values = [float(cap) for cap in caps], np.asarray(values, dtype=float)
+    """The cap to use, as the console's answer and the what-if page say it. Where every cap ties: any (DDP's
+    default 25 MiB quoted where it is among them). Where the fastest caps include one of 25 MiB or more: those
+    tied, quoting 25 MiB's figures (else the fastest of them). Where every fastest cap is smaller than 25 MiB but
+    leads the fastest cap of 25 MiB or more by under SMALL_CAP_LEAD, that lead is no evidence (SMALL_CAP_CAVEAT):
+    the answer keeps the caps of 25 MiB or more (their own tie; 25 MiB's figures where it is among them) and
+    says the lead it set aside. Else the fastest; where no cap of 25 MiB or more was swept and it leads the next
+    by under SMALL_CAP_LEAD, with the caveat. Non-finite values (a cap not predicted) take no part."""
+    pairs = [(float(cap), float(value)) for cap, value in zip(caps, values, strict=True) if np.isfinite(value)]
+    named, values = [cap for cap, _ in pairs], np.asarray([value for _, value in pairs])
+    position = {cap: k for k, cap in enumerate(float(cap) for cap in caps)}  # in the caller's order
     tied, margin = best_and_margin(named, values)
-    fastest = int(np.argmin(values))
-    if DDP_DEFAULT_CAP_MB in tied:
-        index = named.index(DDP_DEFAULT_CAP_MB)
-        text = "any (DDP's default 25 MiB is as good)" if margin is None and len(tied) > 1 else caps_text(tied)
-        return CapAnswer(index, text, tied, margin, None, unproven=False)
-    if margin is None and len(tied) > 1:
-        return CapAnswer(fastest, "any (every cap ties)", tied, margin, None, unproven=False)
-    if DDP_DEFAULT_CAP_MB in named and max(tied) < DDP_DEFAULT_CAP_MB:
-        index = named.index(DDP_DEFAULT_CAP_MB)
-        lead = values[index] / values[fastest] - 1
-        if lead < SMALL_CAP_LEAD:
-            faster = caps_text(tied).removesuffix(" (tied)")
-            # No percentage in the words: an answer over several GPU counts merges the counts that say the same.
-            text = f"25 MiB (DDP's default: {faster} predicted faster by under the 4 % the model can tell)"
-            return CapAnswer(index, text, tied, margin, lead, unproven=False)
-    unproven = (DDP_DEFAULT_CAP_MB not in named and max(tied) < DDP_DEFAULT_CAP_MB and margin is not None
-                and margin < SMALL_CAP_LEAD)  # fmt: skip
-    return CapAnswer(fastest, caps_text(tied), tied, margin, None, unproven=unproven)
+    fastest = named[int(np.argmin(values))]
+    if margin is None and len(tied) > 1:  # every cap ties
+        keep = DDP_DEFAULT_CAP_MB in tied
+        text = "any (DDP's default 25 MiB is as good)" if keep else "any (every cap ties)"
+        return CapAnswer(position[DDP_DEFAULT_CAP_MB if keep else fastest], text, tied, margin, None, unproven=False)
+    if large := [cap for cap in tied if cap >= DDP_DEFAULT_CAP_MB]:
+        return CapAnswer(position[_quoted(large, named, values)], caps_text(tied), tied, margin, None, unproven=False)
+    large = [cap for cap in named if cap >= DDP_DEFAULT_CAP_MB]
+    if not large:  # nothing of 25 MiB or more to keep: the fastest, with the caveat where its lead is thin
+        unproven = margin is not None and margin < SMALL_CAP_LEAD
+        return CapAnswer(position[fastest], caps_text(tied), tied, margin, None, unproven=unproven)
+    large_values = [values[named.index(cap)] for cap in large]
+    lead = min(large_values) / values.min() - 1
+    if lead >= SMALL_CAP_LEAD:
+        return CapAnswer(position[fastest], caps_text(tied), tied, margin, None, unproven=False)
+    kept = tied_best(large, large_values)
+    faster = caps_text(tied).removesuffix(" (tied)")
+    # No percentage in the words: an answer over several GPU counts merges the counts that say the same.
+    text = f"{caps_text(kept)} ({faster} predicted faster by under the 4 % the model can tell)"
+    return CapAnswer(position[_quoted(kept, named, values)], text, tied, margin, lead, unproven=False)
+
+
+def _quoted(caps: list[float], named: list[float], values: np.ndarray) -> float:
+    """Of caps an answer names together, the one whose figures it quotes: 25 MiB if among them, else the fastest."""
+    return DDP_DEFAULT_CAP_MB if DDP_DEFAULT_CAP_MB in caps else min(caps, key=lambda cap: values[named.index(cap)])

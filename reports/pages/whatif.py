@@ -238,9 +238,10 @@ def _best_table(best: pd.DataFrame) -> str:
 
 
 def _lead(row) -> str:
-    """How far the fastest predicted caps are ahead: of the next cap, or of 25 MiB where the answer kept it."""
+    """How far the fastest predicted caps are ahead: of the next cap, or of the caps of 25 MiB or more where the
+    answer kept those."""
     if row.lead_set_aside is not None and not pd.isna(row.lead_set_aside):
-        return f"{row.lead_set_aside:.2%} over 25 MiB: under 4 %, no evidence: 25 MiB kept"
+        return f"{row.lead_set_aside:.2%} over the caps of 25 MiB or more: under 4 %, no evidence: they are kept"
     return "every cap tied" if row.margin is None or pd.isna(row.margin) else f"{row.margin:.1%} over the next cap"
 
 

@@ -69,24 +69,25 @@ def test_the_predicted_best_cap_names_every_tied_cap_and_unmeasured_contention_s
     predictions.predict_table(predicted([0.29, 0.35, 0.29]), world=2, link=link, contention=None)
     out = capsys.readouterr().out
     assert "(given); contention: not measured\n" in out and "×1.00" not in out
-    assert "predicted best cap at w2: 1 or 25 MiB (tied) (0.29 ms" in out
+    assert "predicted fastest cap at w2: 1 or 25 MiB (tied) (0.29 ms" in out
     predictions.predict_table(predicted([0.30, 0.35, 0.29]), world=2, link=link, contention=Contention(1.2, 1.5))
     out = capsys.readouterr().out
     assert "contention: compute ×1.20, all-reduce ×1.50 while overlapped" in out
-    assert "predicted best cap at w2: 25 MiB (0.29 ms" in out
+    assert "predicted fastest cap at w2: 25 MiB (0.29 ms" in out
 
 
 def test_when_every_cap_ties_the_answer_is_that_the_cap_does_not_matter(capsys):
     link = Link(alpha_s=30e-6, busbw_bytes_per_s=9e9, source="given")
     predictions.predict_table(predicted([0.29, 0.2905, 0.29]), world=2, link=link, contention=None)
     line = capsys.readouterr().out.splitlines()[-1]
-    assert line == ("  predicted best cap at w2: any: every cap is within 0.5 % of the fastest (0.29 ms, scaling "
+    assert line == ("  predicted fastest cap at w2: any: every cap is within 0.5 % of the fastest (0.29 ms, scaling "
                     "efficiency 0.900); DDP's default 25 MiB is as good as any")  # fmt: skip
     without_25 = predicted([0.29, 0.2905, 0.29]).assign(bucket_cap_mb=[1.0, 5.0, 10.0])
     predictions.best_cap(without_25, world=2, decimals=2, caveat="a CPU's compute")
     assert capsys.readouterr().out.rstrip().endswith("; any of them will do [a CPU's compute]")
     predictions.best_cap(predicted([0.29, 0.35, 0.30]), world=2, decimals=2)  # one ahead: by how much
-    assert "w2: 1 MiB (0.29 ms, scaling efficiency 0.900, 3.4% ahead of the next cap)" in capsys.readouterr().out
+    assert ("w2: 1 MiB (0.29 ms, scaling efficiency 0.900, 3.4% ahead of the next cap; 3.4% ahead of 25 MiB, under "
+            "the 4 % the model can tell: keep 25 MiB)") in capsys.readouterr().out  # fmt: skip
 
 
 def test_a_reference_faster_than_its_baseline_is_said_to_be_taken_as_0(monkeypatch, capsys):
@@ -198,8 +199,8 @@ def test_the_answer_quotes_the_cap_it_names_and_keeps_ddps_default_over_a_small_
     cluster = types.SimpleNamespace(name="dgx-h200")
     predictions.cluster_answer(cluster, [tied, thin, clear], backward_ms=20.0, own_ms=3.5)
     said = capsys.readouterr().out
-    assert ("bucket_cap_mb any (DDP's default 25 MiB is as good) from w8; 25 MiB (DDP's default: 1 MiB predicted "
-            "faster by under the 4 % the model can tell) from w64; 1 MiB from w128") in said  # fmt: skip
+    assert ("bucket_cap_mb any (DDP's default 25 MiB is as good) from w8; 25 MiB (1 MiB predicted faster by under "
+            "the 4 % the model can tell) from w64; 1 MiB from w128") in said  # fmt: skip
     assert "the all-reduces (6 ms a step at 1 MiB)" in said  # w128's named cap is the fastest
     assert "DDP's own work (3.5 ms a step, from its cost at one rank) costs more than that" in said
     assert "no evidence" not in said  # the thin lead was set aside, not followed with a caveat
@@ -224,6 +225,12 @@ def test_the_named_cap_is_ddps_default_where_it_ties_or_a_smaller_caps_lead_is_t
     assert not answer([1.0, 5.0], [12.0, 10.0]).unproven and not answer([1.0, 5.0], [10.0, 10.02]).unproven
     assert answer([1.0, 5.0], [10.0, 10.02]).text == "any (every cap ties)"
     assert answer([25.0], [10.0]).text == "25 MiB"
+    # A review's cases: a cap above 25 MiB is kept as 25 MiB would be; a tie with a larger cap quotes it.
+    above = answer([1.0, 25.0, 100.0], [10.0, 10.3, 10.1])
+    assert above.index == 2 and above.text.startswith("100 MiB (1 MiB predicted faster by under the 4 %")
+    mixed = answer([5.0, 25.0, 50.0], [10.0, 10.1, 10.02])
+    assert mixed.index == 2 and mixed.text == "5 or 50 MiB (tied)"
+    assert answer([1.0, 25.0], [float("nan"), 10.0]).index == 1  # a cap not predicted takes no part
 
 
 def test_a_fit_without_a_bandwidth_term_says_so_rather_than_an_infinite_bandwidth(capsys):
@@ -232,3 +239,14 @@ def test_a_fit_without_a_bandwidth_term_says_so_rather_than_an_infinite_bandwidt
     predictions.predict_table(predicted([0.29, 0.35, 0.29]), world=2, link=link, contention=None)
     out = capsys.readouterr().out
     assert "no bandwidth term (the times did not grow with size: measure larger sizes)" in out and "inf" not in out
+
+
+def test_the_per_node_line_gives_the_lead_the_answer_sets_aside(capsys):
+    """A review read 'predicted best cap at w8: 1 MiB' right above an answer that kept 25 MiB, the lead over
+    25 MiB said nowhere on the console."""
+    frame = pd.DataFrame({"bucket_cap_mb": [1.0, 5.0, 25.0], "step_ms": [10.0, 10.1, 10.2],
+                          "scaling_efficiency": [0.99, 0.98, 0.97]})  # fmt: skip
+    predictions.best_cap(frame, world=8, decimals=3)
+    said = capsys.readouterr().out
+    assert said.startswith("  predicted fastest cap at w8: 1 MiB (10.000 ms, scaling efficiency 0.990, 1.0% ahead of")
+    assert "; 2.0% ahead of 25 MiB, under the 4 % the model can tell: keep 25 MiB)" in said

@@ -173,9 +173,9 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     said = capsys.readouterr()
     printed = said.out
     assert code == 0
-    assert "rests on that scaling" in printed and "predicted best cap at w16:" in printed
+    assert "rests on that scaling" in printed and "predicted fastest cap at w16:" in printed
     # a cap chosen on 2 nodes rests on sizes the published 2-node tables found off by more than 25 %: said there
-    w8, w16 = (line for line in printed.splitlines() if "predicted best cap at w" in line)
+    w8, w16 = (line for line in printed.splitlines() if "predicted fastest cap at w" in line)
     assert "published sizes" not in w8 and "at 2 nodes this profile is off by more than 25 % on " in w16
     answer = printed.strip().splitlines()[-2]  # the last line before the file's is the answer over every node count
     assert answer.startswith("ddpbench predict: answer for DDP on dgx-h100 (the one strategy the model simulates")

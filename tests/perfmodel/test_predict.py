@@ -400,7 +400,7 @@ def test_predict_command_prints_step_time_and_efficiency_per_cap_and_the_best_ca
     out = capsys.readouterr().out
     assert code == 0
     assert "w64: all-reduce α 30.0 µs, busbw 90.000 GB/s" in out
-    assert "predicted best cap at w64:" in out and "scaling efficiency" in out
+    assert "predicted fastest cap at w64:" in out and "scaling efficiency" in out
 
 
 def test_the_size_auto_chose_is_said_when_it_is_not_the_whole_model(capsys):

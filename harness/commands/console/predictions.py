@@ -74,11 +74,15 @@ def best_cap(frame: pd.DataFrame, *, world: int, decimals: int, caveat: str = ""
     if margin is None and len(tied) > 1:
         keep = ("DDP's default 25 MiB is as good as any" if DDP_DEFAULT_CAP_MB in tied
                 else "any of them will do")  # fmt: skip
-        say(f"  predicted best cap at w{world}: any: every cap is within {agreement.TIE_TOLERANCE * 100:g} % of the "
+        say(f"  predicted fastest cap at w{world}: any: every cap is within {agreement.TIE_TOLERANCE * 100:g} % of the "
             f"fastest ({figures}); {keep}{caveat}")  # fmt: skip
         return
     ahead = "" if margin is None else f", {margin:.1%} ahead of the next cap"
-    say(f"  predicted best cap at w{world}: {agreement.caps_text(tied)} ({figures}{ahead}){caveat}")
+    answer = agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"])
+    if answer.lead_set_aside is not None:  # the answer keeps the larger caps: the lead it sets aside, said here
+        kept = answer.text.split(" (", 1)[0]
+        ahead += f"; {answer.lead_set_aside:.1%} ahead of {kept}, under the 4 % the model can tell: keep {kept}"
+    say(f"  predicted fastest cap at w{world}: {agreement.caps_text(tied)} ({figures}{ahead}){caveat}")
 
 
 def _cap_rows(frame: pd.DataFrame, *, decimals: int) -> None:
