@@ -170,12 +170,12 @@ def scaling(configs: pd.DataFrame, *, workload: str) -> go.Figure:
     and the lines order as the step times do, else against each strategy's own one-rank step (the axis says
     which; the other figure in the hover). With repeats, each point is pooled over them (stats.pooled_scaling:
     the repeats' centre of throughput at n ranks over n × their centre at one rank), as the sentence quotes."""
-    rows = labelled(configs, workload=workload)
-    if has_repeats(rows):
-        rows = stats.pooled_scaling(rows)
-        rows["label"] = strategy_labels(rows)
+    # Pooled even with one repeat: figured from samples_per_s as the sentence is (rows from before the per-row
+    # column hold nulls there, so drawing the stored one put the chart against another baseline than the sentence).
+    rows = stats.pooled_scaling(labelled(configs, workload=workload))
+    rows["label"] = strategy_labels(rows)
     rows = rows.dropna(subset=["scaling_efficiency"])
-    vs_local = len(rows) and "scaling_efficiency_vs_local" in rows and rows["scaling_efficiency_vs_local"].notna().all()
+    vs_local = len(rows) and rows["scaling_efficiency_vs_local"].notna().all()
     shown = "scaling_efficiency_vs_local" if vs_local else "scaling_efficiency"
     hover = "%{x} ranks: %{y:.3f}" + (", against its own one-rank step %{customdata:.3f}" if vs_local else "")
     figure = new_figure()

@@ -50,19 +50,23 @@ def scaling(configs: pd.DataFrame, *, workload: str) -> str:
     counts each strategy's own cost at one rank; each one's own scaling after it. Without a `local` row at one
     rank, the own figure alone, named as such. Pooled over repeats, never one repeat's one-rank launch."""
     rows = _largest_world(configs, workload=workload)
-    rows = rows[rows["world_size"] > 1].dropna(subset=["scaling_efficiency"]) if not rows.empty else rows
+    rows = rows[rows["world_size"] > 1] if not rows.empty else rows
+    figures = ["scaling_efficiency", "scaling_efficiency_vs_local"]
+    rows = rows[rows[figures].notna().any(axis=1)] if not rows.empty else rows
     if rows.empty:
         return ""
     repeats = " (pooled over repeats)" if (rows["repeats"] > 1).any() else ""
     world = world_label(int(rows["world_size"].iloc[0]))
-    own = rows.sort_values("scaling_efficiency", ascending=False, kind="stable")
+    own = rows.dropna(subset=["scaling_efficiency"]).sort_values("scaling_efficiency", ascending=False, kind="stable")
     own_parts = ", ".join(f"{r.strategy} {r.scaling_efficiency:.0%}" for r in own.itertuples())
-    if rows["scaling_efficiency_vs_local"].isna().any():
+    if rows["scaling_efficiency_vs_local"].isna().any():  # one baseline for all, or none ranked against it
+        if own.empty:
+            return ""
         return f"At {world}, share of linear scaling kept against each one's own one-rank step{repeats}: {own_parts}."
     ranked = rows.sort_values("scaling_efficiency_vs_local", ascending=False, kind="stable")
     parts = ", ".join(f"{r.strategy} {r.scaling_efficiency_vs_local:.0%}" for r in ranked.itertuples())
-    return (f"At {world}, share of linear scaling kept against local at one rank{repeats}: {parts} (against their "
-            f"own one-rank step: {own_parts}).")  # fmt: skip
+    beside = f" (against their own one-rank step: {own_parts})" if own_parts else ""
+    return f"At {world}, share of linear scaling kept against local at one rank{repeats}: {parts}{beside}."
 
 
 def communication(configs: pd.DataFrame, *, workload: str) -> str:

@@ -90,11 +90,16 @@ def test_throughput_bars_are_the_measured_windows_samples_per_second(cpu_run):
     assert np.allclose(stock.y, 0.9 * rows["samples_per_s"]) and "over the measured window" in figure.layout.title.text
 
 
-def test_scaling_has_one_line_per_strategy_starting_at_one_and_the_ideal_line(cpu_run):
+def test_scaling_has_one_line_per_strategy_against_local_at_one_rank_and_the_ideal_line(cpu_run):
+    """Against local at one rank (the run has it), as the sentence ranks, even with one repeat: each line starts at
+    its one-rank throughput over local's, its own figure (1 at one rank) in the hover."""
     figure = figures.scaling(cpu_run.configs, workload="mlp")
     assert names(figure) == ["local", "naive", "stock", "ideal"]
-    for trace in figure.data:
-        assert trace.y[0] == pytest.approx(1.0)
+    one_rank = cpu_run.configs[cpu_run.configs["world_size"] == 1].set_index("impl")["samples_per_s"]
+    for trace in figure.data[:-1]:
+        assert trace.y[0] == pytest.approx(one_rank[trace.name] / one_rank["local"])
+        assert trace.customdata[0] == pytest.approx(1.0)
+    assert "local's samples/s at 1 rank" in figure.layout.yaxis.title.text
     assert list(figure.data[-1].y) == [1.0, 1.0]
 
 
