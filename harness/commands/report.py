@@ -67,10 +67,12 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
     from harness.results import model_tables, store
     from reports.pages.whatif import whatif_page
 
-    profiles = model_tables.read_gradprofiles(run_dir)
-    filled = profiles.fillna(SETUP_DEFAULTS)
-    mine = profiles[(filled[SETUP_KEYS] == [setup[key] for key in SETUP_KEYS]).all(axis=1)]
-    html = whatif_page(store.read_run_meta(run_dir), store.read_configs(run_dir), mine, chosen, caps=caps,
+    def of_setup(frame):  # the page is of the setup predicted: its profile, its rows (older runs lack some keys)
+        keys = [key for key in SETUP_KEYS if key in frame]
+        return frame[(frame.fillna(SETUP_DEFAULTS)[keys] == [setup[key] for key in keys]).all(axis=1)]
+
+    configs, profiles = store.read_configs(run_dir), model_tables.read_gradprofiles(run_dir)
+    html = whatif_page(store.read_run_meta(run_dir), of_setup(configs), of_setup(profiles), chosen, caps=caps,
                        local_step_ms=args.local_step_ms, standalone=True)  # fmt: skip
     try:
         store.atomic_write(Path(args.page), lambda tmp: tmp.write_text(html, encoding="utf-8"))

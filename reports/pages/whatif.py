@@ -68,7 +68,8 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                                        own_measured=ddp_own_cost_s(configs, setup) is not None,
                                        ddp_own_ms=calibration.reducer_s * 1e3,
                                        local_step_given=local_step_ms or 0.0,
-                                       own_left_out=bool(local_step_ms) and device == "cpu",
+                                       own_left_out=bool(local_step_ms) and device == "cpu"
+                                       and calibration_target(configs, setup)[0] == "baseline",
                                        grad_mb=profile.grad_bytes / 2**20, grad_tensors=len(profile.grads),
                                        size=setup["size"]))  # fmt: skip
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -108,8 +109,9 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     rows = predicted_rows(profiles, configs, cluster, caps=caps, local_step_ms=local_step_ms, device=device)
     nav = "" if standalone else (f'<nav><a href="../index.html">all runs</a><a href="{esc(meta.get("page", run_id))}'
                                  f'.html">run {esc(run_id)}</a></nav>')  # fmt: skip
+    inside = not rows.empty and bool((rows["calibrated_to"] == "reference").all())  # DDP's cost in the compute
     parts = [nav, f"<h1>What if run {esc(run_id)} ran on {esc(cluster.name)}?</h1>",
-             _device_banner(meta, cluster, local_step_ms)]  # fmt: skip
+             _device_banner(meta, cluster, local_step_ms, inside=inside)]  # fmt: skip
     if rows.empty:
         parts.append("<p>This run stored no gradient-ready profile (a bench run at world size 1 stores one), so "
                      "there is nothing to predict from.</p>")  # fmt: skip
@@ -131,13 +133,18 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     return page(f"What if: {run_id} on {cluster.name}", "\n".join(parts), depth=1, **inline)
 
 
-def _device_banner(meta: dict, cluster: Cluster, local_step_ms: float | None) -> str:
+def _device_banner(meta: dict, cluster: Cluster, local_step_ms: float | None, *, inside: bool = False) -> str:
+    """`inside`: the run has no baseline step at one rank, so DDP's own cost is inside the compute scaled (and the
+    step given stands for one GPU's step with DDP), as the console says."""
     device = meta.get("device", "?")
     if local_step_ms:
         own = ("DDP's own cost measured there is a CPU's and is left out" if device == "cpu" else
                "DDP's own cost measured there is scaled with it")  # fmt: skip
+        if inside:
+            own = "the run has no baseline step at one rank, so DDP's own cost is inside the compute scaled"
+        step = "with DDP" if inside else "without DDP"
         return (f'<p class="banner">The profile was measured on <b>{esc(device)}</b>; its compute is scaled so that '
-                f"one GPU's step without DDP is <b>{local_step_ms:g} ms</b> (the step you gave, "
+                f"one GPU's step {step} is <b>{local_step_ms:g} ms</b> (the step you gave, "
                 f"<code>--local-step-ms</code>): every prediction below rests on that scaling, set against "
                 f"{esc(cluster.name)}'s communication; {own}.</p>")  # fmt: skip
     text = (f"The profile was measured on <b>{esc(device)}</b>: its forward, backward and optimizer times are "
@@ -214,7 +221,8 @@ def _calibration_note(row: pd.Series) -> str:
     }.get(to, "The profile is as measured (the run has no baseline or reference step at one rank to scale it to)")
     if given:
         first = f"first calibrated on the run's {to} step at one rank" if to else "the run has no step at one rank"
-        scaled = (f"The profile's compute is scaled ×{row['compute_scale']:.4g} so that one GPU's step without DDP "
+        step = "with DDP (its own cost inside)" if to == "reference" else "without DDP"
+        scaled = (f"The profile's compute is scaled ×{row['compute_scale']:.4g} so that one GPU's step {step} "
                   f"is {given:g} ms (the step you gave; {first})")  # fmt: skip
     whose = "the reference's" if to == "reference" else "the baseline's, plus DDP's own cost"
     if given:

@@ -8,6 +8,7 @@ import dataclasses
 import html
 import json
 import re
+import types
 from pathlib import Path
 
 import pandas as pd
@@ -355,3 +356,18 @@ def test_the_what_if_page_carries_each_strategys_model_state_to_the_clusters_gpu
     assert "<th>2 (measured)</th>" in section and "<th>8 GPUs</th>" in section and "<td>45 MiB</td>" in section
     assert "largest parameter&#x27;s optimizer state (18 MiB, of a 9 MiB parameter)" in section
     assert whatif._memory_section(configs[configs["world_size"] == 1], cluster.load("dgx-h100")) == ""
+
+
+def test_a_page_scaled_to_a_step_says_ddps_cost_is_inside_where_the_run_has_no_baseline():
+    """A review found the page saying 'one GPU's step without DDP … DDP's own cost … left out' where the console
+    said the step given stands for one with DDP: a run without local at one rank has DDP's cost in its compute."""
+    from reports.pages import whatif
+
+    banner = whatif._device_banner({"device": "cpu"}, types.SimpleNamespace(name="dgx-h100"), 20.0, inside=True)
+    assert "one GPU's step with DDP is <b>20 ms</b>" in banner and "left out" not in banner
+    assert "DDP's own cost is inside the compute scaled" in banner
+    row = pd.Series({"ddp_own_ms": 0.0, "compute_scale": 0.1, "calibrated_to": "reference", "local_step_ms": 20.0,
+                     "own_measured": False, "local_step_given": 20.0, "own_left_out": False, "size": "small",
+                     "grad_mb": 1.0, "grad_tensors": 2})  # fmt: skip
+    note = whatif._calibration_note(row)
+    assert "so that one GPU's step with DDP (its own cost inside) is 20 ms" in note and "left out" not in note
