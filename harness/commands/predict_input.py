@@ -256,11 +256,19 @@ def warn_if_extrapolated(link, bucket_bytes: int, *, world: int) -> None:
 
 
 def warn_unmeasured_world(network, world: int) -> None:
-    """A world size the fitted network (its link, or its contention) was not measured at: the prediction there
-    extrapolates both, and where the ranks share a CPU's cores the contention that decides its steps most."""
-    if world in network.links and world in network.contention:
-        return
-    at = ", ".join(map(str, sorted({*network.links, *network.contention}))) or "no"
-    console.warning(f"w{world}: the network and its contention were measured at {at} rank(s) only, so this "
-                    f"prediction extrapolates them (and on a CPU, {world} ranks share its cores): its best cap is no "
-                    "measurement")  # fmt: skip
+    """A world size the fitted network was not measured at: its link is the nearest size's (network.link_for),
+    and without contention measured there the step is predicted with none, which on a CPU whose cores the ranks
+    share makes it optimistic. Each said as it is, with what it makes of the best cap."""
+    said = []
+    if world not in network.links:
+        said.append(f"its all-reduce cost is the one measured at {_sizes(network.links)} ranks, carried over")
+    if world not in network.contention:
+        measured = f" (measured at {_sizes(network.contention)} only)" if network.contention else ""
+        said.append(f"it is predicted without contention{measured}, which on a CPU whose cores its {world} ranks "
+                    "would share makes the step optimistic")  # fmt: skip
+    if said:
+        console.warning(f"w{world}: {'; '.join(said)}: its best cap is no measurement")
+
+
+def _sizes(measured) -> str:
+    return ", ".join(str(n) for n in sorted(measured))

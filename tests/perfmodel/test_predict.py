@@ -283,11 +283,13 @@ def test_a_world_size_the_network_was_not_measured_at_is_said_to_be_extrapolated
     assert capsys.readouterr().err == ""
     predict_input.warn_unmeasured_world(measured, 8)
     assert capsys.readouterr().err.strip() == (
-        "ddpbench: warning: w8: the network and its contention were measured at 2 rank(s) only, so this prediction "
-        "extrapolates them (and on a CPU, 8 ranks share its cores): its best cap is no measurement"
+        "ddpbench: warning: w8: its all-reduce cost is the one measured at 2 ranks, carried over; it is predicted "
+        "without contention (measured at 2 only), which on a CPU whose cores its 8 ranks would share makes the step "
+        "optimistic: its best cap is no measurement"
     )
-    predict_input.warn_unmeasured_world(net.Network({2: link}, {}, "c1"), 2)  # no contention measured at 2
-    assert "measured at 2 rank(s) only" in capsys.readouterr().err
+    predict_input.warn_unmeasured_world(net.Network({2: link}, {}, "c1"), 2)  # the link measured, no contention
+    said = capsys.readouterr().err
+    assert "w2: it is predicted without contention, which" in said and "carried over" not in said
 
 
 def test_the_largest_bucket_is_the_largest_any_cap_lays_out():
