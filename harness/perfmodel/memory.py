@@ -4,8 +4,9 @@ A rank holds its parameters, gradients and optimizer state after a step (the run
 every rank keeps whole and a part split over the ranks, so `held(n) = whole + split / n`. Both are solved per
 strategy and per kind of state from the world sizes the run measured (least squares over them; two give them
 exactly), never assumed from a strategy's name: ZeRO splits its optimizer state alone, FSDP all three, DDP
-nothing (split = 0). Buffers, activations, DDP's buckets and FSDP's gathered parameters are not in it: they
-are in a GPU run's peak, which no CPU run has.
+nothing (split = 0). A strategy that splits its optimizer state but not its parameters places whole parameters
+on ranks, so the largest one's state stays on one rank: a floor under the even split. Buffers, activations,
+DDP's buckets and FSDP's gathered parameters are not in it: they are in a GPU run's peak, which no CPU run has.
 """
 
 from __future__ import annotations
@@ -34,15 +35,31 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
         if len(by_world) < 2:
             continue  # one world size: whole and split cannot be told apart
         fits = {column: _fit(by_world.index.to_numpy(float), by_world[column].to_numpy(float)) for column in held}
-        splits = ", ".join(HELD[c] for c, (whole, split) in fits.items() if split > SPLIT_SHARE * (whole + split))
+        split_kinds = [c for c, (whole, split) in fits.items() if split > SPLIT_SHARE * (whole + split)]
+        floor = _whole_parameter_floor(group, fits, split_kinds)
         base = dict(zip([k for k in STRATEGY_KEYS if k in ok], key, strict=True))
         for world in sorted({*map(int, by_world.index), *worlds}):
             measured = world in by_world.index
-            state = {c: float(by_world.loc[world, c]) if measured else whole + split / world
+            state = {c: float(by_world.loc[world, c]) if measured else max(whole + split / world, floor.get(c, 0.0))
                      for c, (whole, split) in fits.items()}  # fmt: skip
             rows.append({**base, "world_size": world, "measured": measured, **state,
-                         "total_mb": sum(state.values()), "splits": splits})  # fmt: skip
+                         "total_mb": sum(state.values()), "splits": ", ".join(HELD[c] for c in split_kinds),
+                         "floor_mb": sum(floor.values())})  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def _whole_parameter_floor(group: pd.DataFrame, fits: dict, split_kinds: list[str]) -> dict[str, float]:
+    """Where a strategy splits its optimizer state but keeps its parameters whole (ZeRO's optimizer places whole
+    parameters on ranks), one rank keeps at least the largest parameter's state however many ranks there are:
+    its bytes (`largest_param_bytes`) times the state's ratio to the parameters at one rank, fitted."""
+    optimizer, param = "held_optimizer_state_mb", "held_param_mb"
+    if optimizer not in split_kinds or param in split_kinds or "largest_param_bytes" not in group:
+        return {}
+    largest = group["largest_param_bytes"].dropna()
+    at_one = {column: sum(fits[column]) for column in (optimizer, param)}  # whole + split / 1
+    if largest.empty or not at_one[param]:
+        return {}
+    return {optimizer: float(largest.max()) / 2**20 * at_one[optimizer] / at_one[param]}
 
 
 def _fit(worlds: np.ndarray, held_mb: np.ndarray) -> tuple[float, float]:

@@ -265,9 +265,12 @@ def _measured_section(configs: pd.DataFrame) -> str:
             "profile comes from.</p>" + table(["setup", "ranks", "cap MiB", "step ms"], cells))  # fmt: skip
 
 
+MEMORY_SETUP = ["workload", "size", "batch_size", "dtype", "optimizer"]
+
+
 def _memory_section(configs: pd.DataFrame, cluster: Cluster) -> str:
-    """Model state per rank at the cluster's GPU counts, per strategy the run measured at two world sizes or more
-    (harness.perfmodel.memory: held(n) = whole + split / n, fitted to what its ranks held)."""
+    """Model state per rank at the cluster's GPU counts, per setup and strategy the run measured at two world sizes
+    or more (harness.perfmodel.memory: held(n) = whole + split / n, fitted to what its ranks held)."""
     worlds = world_sizes(cluster)
     state = state_per_rank(configs, worlds)
     if state.empty:
@@ -276,18 +279,26 @@ def _memory_section(configs: pd.DataFrame, cluster: Cluster) -> str:
     measured = sorted(int(w) for w in state.loc[state["measured"], "world_size"].unique())
     shown = [*measured, *(w for w in worlds if w not in measured)]
     parts = ["<h2>Model state per rank</h2>"]
-    for (workload, size), group in state.groupby(["workload", "size"], sort=False):
+    for keys, group in state.groupby([k for k in MEMORY_SETUP if k in state], sort=False, dropna=False):
         most = group[group["world_size"] == worlds[-1]].sort_values("total_mb", kind="stable")
         said = ", ".join(f"{r.strategy} {_mib(r.total_mb)}" for r in most.itertuples())
         cells = [[esc(strategy), esc(rows["splits"].iloc[0] or "nothing"),
                   *(_state_cell(rows, world) for world in shown)]
                  for strategy, rows in group.groupby("strategy", sort=False)]  # fmt: skip
         head = ["strategy", "splits (measured)", *(f"{w} {'(measured)' if w in measured else 'GPUs'}" for w in shown)]
-        parts += [f"<p class=takeaway><b>{name_html(f'{workload}/{size}')}:</b> at {worlds[-1]} GPUs each rank "
-                  f"holds {esc(said)} of parameters, gradients and optimizer state.</p>",
-                  table(head, cells)]  # fmt: skip
-    parts.append(f"<p class=caption>{esc(_memory_caption(configs, state))}</p>")
+        parts += [f"<p class=takeaway><b>{esc(_setup_words(dict(zip(MEMORY_SETUP, keys, strict=False))))}:</b> "
+                  f"at {worlds[-1]} GPUs each rank holds {esc(said)} of parameters, gradients and optimizer "
+                  "state.</p>", table(head, cells)]  # fmt: skip
+    parts.append(f"<p class=caption>{esc(_memory_caption(state))}</p>")
     return "\n".join(parts)
+
+
+def _setup_words(setup: dict) -> str:
+    """'resnet50/small, batch 4, fp32, adam': the setup a table of model state is of."""
+    batch = setup.get("batch_size")
+    words = [f"{setup.get('workload')}/{setup.get('size')}", None if pd.isna(batch) else f"batch {int(batch)}",
+             setup.get("dtype"), setup.get("optimizer")]  # fmt: skip
+    return ", ".join(str(word) for word in words if isinstance(word, str) and word)
 
 
 def _state_cell(rows: pd.DataFrame, world: int) -> str:
@@ -299,17 +310,13 @@ def _mib(value: float) -> str:
     return f"{value / 1024:.3g} GiB" if value >= 1024 else f"{value:.3g} MiB"
 
 
-def _memory_caption(configs: pd.DataFrame, state: pd.DataFrame) -> str:
-    """What the table holds and leaves out, and the largest parameter: an even split goes below it where a strategy
-    places whole parameters on ranks (ZeRO's optimizer does), so a rank keeps at least that one's state (its
-    optimizer state in the ratio the run's state at one rank has to its parameters)."""
-    largest = configs["largest_param_bytes"].dropna() if "largest_param_bytes" in configs else pd.Series()
-    one = state[state["world_size"] == state["world_size"].min()]
-    ratio = float((one["held_optimizer_state_mb"] / one["held_param_mb"]).max())
-    param_mb = float(largest.max()) / 2**20 if len(largest) else 0.0
-    floor = (f" The split is taken as even: a strategy that places whole parameters on ranks (ZeRO's optimizer does) "
-             f"keeps at least the largest parameter's optimizer state ({_mib(param_mb * ratio)}, of a {_mib(param_mb)} "
-             "parameter) on one rank, which the even split at many GPUs goes below." if param_mb else "")  # fmt: skip
+def _memory_caption(state: pd.DataFrame) -> str:
+    """What the table holds and leaves out, and the floor under an even split where one applies."""
+    floors = state.loc[state["floor_mb"] > 0, ["strategy", "floor_mb"]].drop_duplicates("strategy")
+    floor = "; ".join(f"{r.strategy} {_mib(r.floor_mb)}" for r in floors.itertuples())
+    floor = (" A strategy that splits its optimizer state but not its parameters places whole parameters on ranks "
+             f"(ZeRO's optimizer does), so one rank keeps at least the largest parameter's state, a floor under the "
+             f"even split, applied: {floor}." if floor else "")  # fmt: skip
     return (
         "MiB of parameters, gradients and optimizer state a rank holds after a step: as measured at the run's "
         "world sizes (the largest rank, every repeat), and beyond them held(n) = whole + split / n, each kind's "

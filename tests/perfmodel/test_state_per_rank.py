@@ -57,3 +57,14 @@ def test_predict_prints_each_strategys_model_state_at_the_gpu_counts_asked(capsy
     assert "w8: fsdp 45.2 MiB, zero 204 MiB, stock 362 MiB; w64: fsdp 5.65 MiB, zero 184 MiB, stock 362 MiB" in said
     predictions.model_state(state.iloc[0:0], [8])  # nothing measured at two world sizes: nothing said
     assert capsys.readouterr().out == ""
+
+
+def test_a_strategy_that_splits_its_optimizer_but_not_its_parameters_keeps_the_largest_ones_state():
+    """ZeRO places whole parameters on ranks: at 1024 ranks the even split (0.18 MiB of Adam state) is below the
+    largest parameter's 18 MiB that one rank keeps. FSDP splits the parameters themselves: no floor."""
+    largest = RUN.assign(largest_param_bytes=9 * 2**20)
+    state = memory.state_per_rank(largest, [1024]).set_index(["impl", "world_size"])
+    assert state.loc[("zero", 1024), "held_optimizer_state_mb"] == pytest.approx(9 * 180.92 / 90.46)
+    assert state.loc[("zero", 1024), "floor_mb"] == pytest.approx(18.0)
+    assert state.loc[("zero", 2), "held_optimizer_state_mb"] == pytest.approx(90.46)  # measured stays measured
+    assert state.loc[("fsdp", 1024), "floor_mb"] == 0 and state.loc[("fsdp", 1024), "total_mb"] < 1

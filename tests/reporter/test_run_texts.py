@@ -338,23 +338,27 @@ def test_the_answer_and_on_what_name_the_precision_the_ranks_computed_in():
 
 def test_the_what_if_page_carries_each_strategys_model_state_to_the_clusters_gpu_counts():
     """A walkthrough choosing between DDP, ZeRO and FSDP by memory per rank at 4-8 GPUs found no figure for it:
-    the page now carries what the ranks held at the run's world sizes to the cluster's."""
+    the page now carries what the ranks held at the run's world sizes to the cluster's, per setup."""
     from harness.perfmodel import cluster
     from reports.pages import whatif
 
-    def held(impl, world, param, state):
-        return {"workload": "resnet50", "size": "small", "batch_size": 4, "dtype": "fp32", "optimizer": "adam",
+    def held(impl, world, param, state, optimizer="adam"):
+        return {"workload": "resnet50", "size": "small", "batch_size": 4, "dtype": "fp32", "optimizer": optimizer,
                 "impl": impl, "impl_options": "{}", "world_size": world, "status": "ok", "held_param_mb": param,
                 "held_grad_mb": param, "held_optimizer_state_mb": state, "largest_param_bytes": 9 * 2**20}  # fmt: skip
 
     configs = pd.DataFrame([held("stock", 1, 90.0, 180.0), held("stock", 2, 90.0, 180.0),
-                            held("fsdp", 1, 90.0, 180.0), held("fsdp", 2, 45.0, 90.0)])  # fmt: skip
+                            held("fsdp", 1, 90.0, 180.0), held("fsdp", 2, 45.0, 90.0),
+                            held("zero", 1, 90.0, 180.0), held("zero", 2, 90.0, 90.0),
+                            held("stock", 1, 90.0, 0.0, "sgd"), held("stock", 2, 90.0, 0.0, "sgd")])  # fmt: skip
     section = whatif._memory_section(configs, cluster.load("dgx-h100"))
-    assert "at 1024 GPUs each rank holds fsdp 0.352 MiB, stock 360 MiB of parameters, gradients and optimizer" in (
-        section
-    )
+    assert (
+        "resnet50/small, batch 4, fp32, adam:</b> at 1024 GPUs each rank holds fsdp 0.352 MiB, zero 198 MiB, "
+        "stock 360 MiB of parameters"
+    ) in section  # zero's floor: its largest parameter's Adam state, 18 MiB
+    assert "resnet50/small, batch 4, fp32, sgd:</b> at 1024 GPUs each rank holds stock 180 MiB" in section
     assert "<th>2 (measured)</th>" in section and "<th>8 GPUs</th>" in section and "<td>45 MiB</td>" in section
-    assert "largest parameter&#x27;s optimizer state (18 MiB, of a 9 MiB parameter)" in section
+    assert "a floor under the even split, applied: zero 18 MiB." in section
     assert whatif._memory_section(configs[configs["world_size"] == 1], cluster.load("dgx-h100")) == ""
 
 
