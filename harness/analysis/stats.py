@@ -155,10 +155,13 @@ def is_noisy(cv: float | None, *, threshold: float = NOISY_CV) -> bool:
 
 
 def cv_text(cv: float) -> str:
-    """A step CV for reading: two decimals, three where two would read as the threshold itself (0.0996 'steady'
-    and 0.1012 'noisy' both once read 0.10)."""
-    text = f"{cv:.2f}"
-    return f"{cv:.3f}" if float(text) == NOISY_CV and cv != NOISY_CV else text
+    """A step CV for reading: two decimals, more where fewer would read as the threshold itself (0.0996 'steady'
+    and 0.1012 'noisy' both once read 0.10): 0.0996, 0.101."""
+    for decimals in range(2, 7):
+        text = f"{cv:.{decimals}f}"
+        if float(text) != NOISY_CV or cv == NOISY_CV:
+            return text
+    return text
 
 
 def batch_means_se(values: Sequence[float]) -> float | None:

@@ -81,7 +81,8 @@ def test_noise_is_named_when_steps_are_noisy_or_repeats_disagree():
     assert "repeats disagree (100–120 ms)" in stats.noise_note([0.02, 0.02], [100.0, 120.0])
     # At the threshold, a third decimal keeps 'noisy' and 'steady' from both reading 0.10.
     assert "noisy steps (CV 0.101)" in stats.noise_note([0.1012], [100.0])
-    assert stats.cv_text(0.0996) == "0.100" and stats.cv_text(0.1) == "0.10" and stats.cv_text(0.0349) == "0.03"
+    assert stats.cv_text(0.0996) == "0.0996" and stats.cv_text(0.1004) == "0.1004"  # each side reads as its side
+    assert stats.cv_text(0.1) == "0.10" and stats.cv_text(0.0349) == "0.03"
 
 
 def curve_repeats(curve: dict[float, float], n: int = 5, spread: float = 0.01) -> dict[float, list[float]]:
