@@ -71,8 +71,14 @@ def judged(rows: pd.DataFrame, recommendations: pd.DataFrame) -> list[dict]:
             out.append({"workload": f"{workload}/{size}", "world": int(world), "variant": label,
                         "mape": error["mape"], "predicted_best": error["best_predicted_caps_mb"],
                         "measured_best": error["best_measured_caps_mb"], "as_good": as_good,
-                        "agrees": agreement.agrees(error, as_good)})  # fmt: skip
+                        "agrees": agreement.agrees(error, as_good),
+                        "no_check": agreement.tells_no_cap_apart(group["bucket_cap_mb"], as_good)})  # fmt: skip
     return out
+
+
+def _agrees_word(result: dict) -> str:
+    """'yes' or 'no', or where the sweep called every cap as good, that the agreement checks nothing."""
+    return "no check: every cap as good" if result["no_check"] else "yes" if result["agrees"] else "no"
 
 
 def markdown(results: list[dict], measured: dict[str, pd.DataFrame], floors: dict[str, float]) -> str:
@@ -83,7 +89,7 @@ def markdown(results: list[dict], measured: dict[str, pd.DataFrame], floors: dic
         best = ", ".join(f"{c:g}" for c in r["measured_best"])
         good = ", ".join(f"{c:g}" for c in r["as_good"]) or "—"
         lines.append(f"| {r['workload']} w{r['world']} | {r['variant']} | {r['mape']:.1%} | {caps} | {best} ({good}) "
-                     f"| {'yes' if r['agrees'] else 'no'} |")  # fmt: skip
+                     f"| {_agrees_word(r)} |")  # fmt: skip
     lines.append("")
     for workload, rows in measured.items():
         cells = "; ".join(

@@ -264,12 +264,12 @@ def measured(run: Path) -> str:
     return "; ".join(said) or "no ok configuration"
 
 
-def differing(base_run: Path, new_run: Path) -> str:
+def differing(base_run: Path, new_run: Path, *, across_strategies: bool = False) -> str:
     """'optimizer (adam in BASE, sgd in NEW)': the match keys whose values the two runs' ok configurations share
     none of, for a comparison that matched nothing to name the setting that keeps them apart ('' if none)."""
     base, new = _ok_configs(base_run), _ok_configs(new_run)
     said = []
-    for key in MATCH_KEYS:
+    for key in match_keys(across_strategies=across_strategies):
         if key in ("impl_options", "world_size", "nnodes") or key not in base or key not in new:
             continue  # several world sizes or options in one run: a partial overlap, said by `measured`
         before, after = set(base[key].dropna().astype(str)), set(new[key].dropna().astype(str))

@@ -74,7 +74,7 @@ def _compare(args: argparse.Namespace, base_run: Path, new_run: Path, *, thresho
     console.comparison(frame, threshold=threshold)
     judged = compare.outcome(frame, failed=failed, missing=missing, not_compared=not_compared)
     if frame.empty:  # why nothing matched: the setting that keeps them apart, what each run measured
-        apart = compare.differing(base_run, new_run)
+        apart = compare.differing(base_run, new_run, across_strategies=across)
         judged["sentence"] += (f"; {f'the runs differ in {apart}; ' if apart else ''}{base_run.name} measured "
                                f"{compare.measured(base_run)}, {new_run.name} {compare.measured(new_run)}")  # fmt: skip
     # Named by the runs' ids (their folders' names), whether given as ids or as paths.

@@ -132,7 +132,8 @@ def memory(configs: pd.DataFrame, *, workload: str, shared: set[int] | frozenset
     column = next((c for c in columns if known[c].any()), None)
     if column is None:
         return ""
-    if column == "mem_peak_rss_mb" and known[answer.HELD_STATE].any():  # no GPU: what the strategies shrink
+    on_cpu = "device" in configs and (configs.loc[configs["workload"] == workload, "device"] == "cpu").all()
+    if column == "mem_peak_rss_mb" and on_cpu and known[answer.HELD_STATE].any():  # no GPU: what they shrink
         return _held_state(rows)
     rows = rows[rows[column].map(lambda v: v is not None)].sort_values(column, kind="stable")
     low, high = rows.iloc[0], rows.iloc[-1]

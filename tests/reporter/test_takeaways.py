@@ -81,6 +81,7 @@ def test_without_a_gpu_memory_ranks_the_model_state_each_rank_holds_not_the_proc
         held_grad_mb=RUN["impl"].map(lambda impl: held[impl][1]),
         held_optimizer_state_mb=RUN["impl"].map(lambda impl: held[impl][2]),
         mem_peak_rss_mb=RUN["mem_peak_rss_mb"].where(RUN["impl"] != "naive", 1200.0),
+        device="cpu",
     )
     assert takeaways.memory(sharded, workload="mlp") == (
         "At 2 ranks each rank holds in parameters, gradients and optimizer state: naive 180 MiB, bucketed 360 MiB, "
@@ -90,6 +91,8 @@ def test_without_a_gpu_memory_ranks_the_model_state_each_rank_holds_not_the_proc
     )
     gpu = sharded.assign(mem_peak_nvml_mb=sharded["mem_peak_rss_mb"])  # a GPU's peak is ranked as measured
     assert "the largest peak GPU memory (NVML) is naive's" in takeaways.memory(gpu, workload="mlp")
+    no_nvml = sharded.assign(device="cuda")  # a GPU run without NVML: its RSS, as measured, not the CPU's words
+    assert "the largest peak process memory (RSS) is naive's" in takeaways.memory(no_nvml, workload="mlp")
 
 
 @pytest.mark.parametrize("say", [takeaways.fastest, takeaways.scaling, takeaways.communication, takeaways.memory])
