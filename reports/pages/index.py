@@ -29,7 +29,7 @@ def joined(values: Any) -> str:
 
 
 def run_headline(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> str:
-    """Per workload, the fastest communicating strategy at the largest world size: 'mlp/small fp32: at 2 ranks,
+    """Per workload, the fastest communicating strategy at the largest world size: 'mlp/small fp32 sgd: at 2 ranks,
     bucketed bucket_cap_mb=25 2.46 ms', with the answer's doubt where the repeats do not back the winner
     ('… 2.46 ms (leads; no 5% change shown)', answer.lead_caveat)."""
     lines = []
@@ -41,8 +41,8 @@ def run_headline(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> s
         contenders = frame[(frame["world_size"] == world) & ~frame["is_floor"]]
         rows = configs[configs["workload"] == workload]
         setup = "/".join(str(v) for v in (workload, _first(rows, "size")) if v is not None)
-        dtype = _first(rows, "dtype")
-        where = f"{esc(setup)}{' ' + esc(dtype) if dtype else ''}, {aggregate.world_label(world)}: "
+        said_setup = " ".join(str(v) for v in (_first(rows, "dtype"), _first(rows, "optimizer")) if v)
+        where = f"{esc(setup)}{' ' + esc(said_setup) if said_setup else ''}, {aggregate.world_label(world)}: "
         if contenders.empty:
             lines.append(where + "only the no-communication floor")
             continue

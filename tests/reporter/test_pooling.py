@@ -102,6 +102,8 @@ def test_one_repeat_a_side_is_too_few_to_tell_never_a_bare_winner():
     assert "leads (80.00 ms); too few repeats to tell it from naive, which takes 1.13× its time" in line
     assert "1.25× faster than stock, too few repeats to tell (--repeats 2 or more)" in line
     assert pages.run_headline(single).endswith("80.00 ms (leads; too few repeats)")
+    setup = single.assign(dtype="fp32", optimizer="adam")  # the index names what a run's memory answer rests on
+    assert pages.run_headline(setup).startswith("mlp/tiny fp32 adam, 2 ranks: <b>bucketed</b>")
     assert evidence.ratio_number(0.004) == "<0.01" and evidence.ratio_number(927.1) == "927"
     alone = run(repeats("stock", [100.0, 101.0], world=1), repeats("bucketed", [80.0, 81.0], world=1))
     assert pages.run_headline(alone).endswith("(one rank: nothing communicated, only each strategy&#x27;s own cost)")
