@@ -119,7 +119,8 @@ def _state_of_setup(configs, setup: dict, worlds: list[int]):
     state = state_per_rank(configs.fillna(SETUP_DEFAULTS), worlds)
     if state.empty:
         return state
-    return state[(state[SETUP_KEYS] == [setup[key] for key in SETUP_KEYS]).all(axis=1)]
+    keys = [key for key in SETUP_KEYS if key in state]  # a run from before a key was recorded lacks it
+    return state[(state[keys] == [setup[key] for key in keys]).all(axis=1)]
 
 
 def _run_and_folder(args: argparse.Namespace) -> tuple[str | None, Path]:

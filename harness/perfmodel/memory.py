@@ -24,7 +24,8 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
     """Per strategy measured at two world sizes or more: the MiB of each kind of state a rank holds at each of
     `worlds` (`predicted`) and at each world size measured (`measured`, as held: the largest rank, every repeat),
     and which kinds it splits. Columns: STRATEGY_KEYS, world_size, measured (bool), one per HELD kind, total_mb,
-    splits (the kinds' names, '' for none). Empty where no strategy qualifies."""
+    splits (the kinds' names, '' for none), floor_mb (the floor under an even split where one applies, else 0:
+    _whole_parameter_floor). Empty where no strategy qualifies."""
     held = [column for column in HELD if column in configs]
     if len(held) < len(HELD) or configs.empty:
         return pd.DataFrame()
