@@ -56,6 +56,8 @@ class Cluster:
     sources: dict[str, str]
     path: str = ""
     latency_scale: float = 1.0  # NCCL's latencies as its tuner has them; a fit to a user's logs may move it
+    fitted_to: str = ""  # a profile fitted to nccl-tests logs: which, and the fit's error (nccltests.fit)
+    fitted_nodes: int = 0  # the most nodes those logs measured: beyond, the fitted network is carried on
 
     @property
     def has_network(self) -> bool:

@@ -289,7 +289,26 @@ def fit(base: Cluster, logs: Sequence[Log], *, name: str) -> Fit:
         (Path(log.path).name, row.nbytes, predicted(cluster, log, row.nbytes).busbw_gbps / row.busbw_gbps - 1)
         for log, row in points
     )
-    return Fit(cluster, {f: getattr(cluster, f) for f in fields}, errors)
+    found = Fit(cluster, {f: getattr(cluster, f) for f in fields}, errors)
+    return dataclasses.replace(found, cluster=_said_fitted(cluster, logs, found))
+
+
+SOURCE_KEYS = {"intra_busbw_gbps": "intra.busbw_gbps", "nvls_busbw_gbps": "intra.nvls_busbw_gbps",
+               "inter_busbw_gbps": "inter.busbw_gbps", "inter_latency_us": "inter.latency_us",
+               "latency_scale": "latency_scale"}  # fmt: skip
+"""A fitted field's key in a profile's [sources]: where its number now comes from."""
+
+
+def _said_fitted(cluster: Cluster, logs: Sequence[Log], found: Fit) -> Cluster:
+    """The fitted profile with each fitted number's source the logs (and the fit's error), not the base
+    profile's datasheet: a page that shows the profile says where its numbers came from."""
+    names = ", ".join(dict.fromkeys(Path(log.path).name for log in logs))
+    said = (
+        f"{len(logs)} nccl-tests log(s) of up to {max(log.nodes for log in logs)} node(s) ({names}): busbw "
+        f"error on their rows ≥ {FIT_MIN_BYTES // 1024} KiB mean {found.mean_abs:.1%}, worst {found.worst:.1%}"
+    )
+    sources = {**cluster.sources, **{SOURCE_KEYS[f]: f"fitted to {said}" for f in found.fitted}}
+    return dataclasses.replace(cluster, sources=sources, fitted_to=said, fitted_nodes=max(log.nodes for log in logs))
 
 
 def _staged_start(base: Cluster, logs: Sequence[Log], *, name: str) -> list[dict[str, float]]:

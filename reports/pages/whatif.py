@@ -185,6 +185,11 @@ def _unchecked(cluster: Cluster, best: pd.DataFrame) -> str:
     """Node counts past the largest published table the profile was checked against, as predict warns."""
     checked = max((c["nodes"] for c in published_checks(cluster)), default=None)
     beyond = sorted({int(n) for n in best["nodes"] if checked is not None and n > checked})
+    if cluster.fitted_to:  # fitted to logs: checked against them, up to their node count
+        past = sorted({int(n) for n in best["nodes"] if n > cluster.fitted_nodes})
+        reach = f"{cluster.fitted_nodes} node{'s' if cluster.fitted_nodes > 1 else ''}"
+        return (f" <i>Your logs reach {reach}: on {_span(past)} nodes the fitted network is carried past what they "
+                "measured.</i>" if past else "")  # fmt: skip
     if not beyond:
         return ""
     return (f" <i>{esc(cluster.name)}'s largest published table is of {checked} node{'s' if checked > 1 else ''}: "
@@ -343,6 +348,12 @@ def _published_section(cluster: Cluster) -> str:
     """How far this profile's bus bandwidths were from every published nccl-tests table of its GPU:
     the error to expect of the communication behind the predictions above, by node count."""
     checks = published_checks(cluster)
+    if cluster.fitted_to:  # fitted to the user's logs: how well, and how far past them the page reaches
+        return (f"<h2>Against your logs</h2><p>This profile's levels were fitted to {esc(cluster.fitted_to)}; the "
+                "source of each fitted number above says so. Beyond "
+                f"{cluster.fitted_nodes} node{'s' if cluster.fitted_nodes > 1 else ''}, the predictions carry the "
+                "fitted network past what your logs measured. Published tables were not checked against a fitted "
+                "profile (docs/clusters.md).</p>")  # fmt: skip
     if not checks:
         what = "no published table was found for it" if is_builtin(cluster) else "a profile of your own"
         return (f"<h2>Against published figures</h2><p>Not checked: {what}. Fit it to your nccl-tests logs "

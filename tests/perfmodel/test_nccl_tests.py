@@ -114,6 +114,12 @@ def test_logs_at_one_and_two_nodes_fit_the_node_and_the_network_together(tmp_pat
         (tmp_path / f"n{nodes}.txt").write_text(nccltests.write_text(a_log(truth, nodes=nodes)))
         logs.append(nccltests.read(tmp_path / f"n{nodes}.txt"))
     fit = nccltests.fit(base, logs, name="both")
+    # the fitted profile says where its numbers now come from: the logs, with the fit's error, to 2 nodes
+    assert fit.cluster.fitted_nodes == 2 and "2 nccl-tests log(s) of up to 2 node(s) (n1.txt, n2.txt)" in (
+        fit.cluster.fitted_to
+    )
+    assert fit.cluster.sources["inter.busbw_gbps"].startswith("fitted to 2 nccl-tests log(s)")
+    assert fit.cluster.sources["gpus_per_node"] == base.sources["gpus_per_node"]  # what was not fitted keeps its own
     assert set(fit.fitted) >= {"intra_busbw_gbps", "nvls_busbw_gbps", "inter_busbw_gbps", "inter_latency_us"}
     for field in ("intra_busbw_gbps", "nvls_busbw_gbps", "inter_busbw_gbps"):  # each level where it was made
         assert fit.fitted[field] == pytest.approx(getattr(truth, field), rel=0.05), field
@@ -153,6 +159,29 @@ def test_predict_cluster_prints_nccl_tests_rows_and_writes_them(tmp_path, capsys
     assert len(frame) == 2 * 14 and set(frame["nodes"]) == {1, 2}
     largest = frame[(frame["nodes"] == 1) & (frame["bytes"] == 8 * GIB)].iloc[0]
     assert f"{8 * GIB:12d}" in printed and f"{largest['busbw_gbps']:7.2f}" in printed
+
+
+def test_a_fit_that_does_not_describe_its_logs_is_warned_of(tmp_path, capsys):
+    """A walkthrough's 2-node log with its bandwidths in Gb/s (×8) fitted to a mean error of 90 % and was used
+    as a fit without a word."""
+    slipped = [dataclasses.replace(c, time_us=c.time_us / 8) for c in a_log(cluster.load("dgx-h100"), nodes=2)]
+    (tmp_path / "gbit.json").write_text(nccl_tests_json(slipped))
+    assert cli.main(["predict", "--nccl-tests", str(tmp_path / "gbit.json"), "--nodes", "2", "--sizes", "1GiB"]) == 0
+    err = capsys.readouterr().err
+    assert "the fit does not describe these logs (mean busbw error" in err and "check their units (GB/s)" in err
+
+
+def test_the_what_if_page_of_a_fitted_profile_names_the_logs_and_how_far_they_reach(tmp_path):
+    from reports.pages import whatif
+
+    base = cluster.load("dgx-h100")
+    (tmp_path / "n2.txt").write_text(nccltests.write_text(a_log(base, nodes=2)))
+    fitted = nccltests.fit(base, [nccltests.read(tmp_path / "n2.txt")], name="mine").cluster
+    section = whatif._published_section(fitted)
+    assert "<h2>Against your logs</h2>" in section and "1 nccl-tests log(s) of up to 2 node(s) (n2.txt)" in section
+    assert "Beyond 2 nodes, the predictions carry the fitted network past what your logs measured" in section
+    best = pd.DataFrame({"nodes": [1, 2, 4, 128]})
+    assert "on 4 to 128 nodes the fitted network is carried past what they measured" in whatif._unchecked(fitted, best)
 
 
 def test_predict_nccl_tests_fits_and_says_its_error(tmp_path, capsys):

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from harness.analysis import agreement, stats, why
 from harness.bucketing import DDP_DEFAULT_CAP_MB
-from harness.commands.console import bytes_text, say
+from harness.commands.console import bytes_text, say, warning
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -129,6 +129,10 @@ def validation(key: tuple, group: pd.DataFrame, as_good: list[float] | None, err
 # --- predict on a cluster -------------------------------------------------------------------------
 
 
+POOR_FIT = 0.25
+"""A fit whose mean busbw error on the logs' rows passes this describes them no better than a guess."""
+
+
 def nccl_fit(fit, logs) -> None:
     """What the fit read, what it moved, and its error on the rows it used."""
     for log in logs:
@@ -139,6 +143,10 @@ def nccl_fit(fit, logs) -> None:
     size = f"{worst[1] / 2**20:g} MiB" if worst[1] >= 2**20 else f"{worst[1] / 2**10:g} KiB"
     say(f"ddpbench predict: fitted {moved}; busbw error on the {len(fit.errors)} rows ≥ 64 KiB: mean "
           f"{fit.mean_abs:.1%}, worst {worst[2]:+.1%} ({size} in {worst[0]})")  # fmt: skip
+    if fit.mean_abs > POOR_FIT:  # no level of the profile reproduces the logs: what usually causes it
+        warning(f"the fit does not describe these logs (mean busbw error {fit.mean_abs:.1%}): check their units "
+                "(GB/s), the node count each says (its '# Rank' lines name the hosts) and that their GPU is the "
+                "profile's; every prediction below rests on this fit")  # fmt: skip
 
 
 def cluster_collectives(cluster, choices) -> None:
