@@ -347,7 +347,8 @@ def say_run_calibration(profile, configs, setup: dict, *, scaled: bool, carried:
         measured = pooled if difference_s >= 0 else f"taken as 0: {pooled} is {difference_s * 1e3:.3g} ms, noise"
         added = f"added to backward{with_compute}" if carried else (
             "a CPU's, left out of the GPU step given: its share of a CPU's step is no GPU's (3.3-4.0 % of the "
-            "step on an H200, docs/measured/gpu-check-h200.md), so the steps below lack DDP's own cost")  # fmt: skip
+            "step on an H200, docs/measured/gpu-check-h200.md), so the steps below lack DDP's own cost and their "
+            "efficiencies read about that much high")  # fmt: skip
         console.say(f"ddpbench predict: DDP's own cost {max(difference_s, 0) * 1e3:.3g} ms a step at one rank "
                     f"({measured}), {added}")  # fmt: skip
 

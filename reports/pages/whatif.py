@@ -211,7 +211,8 @@ def _caveat(cluster: Cluster, nodes: int) -> str:
 def _calibration_note(row: pd.Series) -> str:
     """What the run's one-rank rows changed in the profile, and the step every efficiency is against."""
     to, given = row["calibrated_to"], row["local_step_given"]
-    own = ("; DDP's own cost measured on the CPU is left out (its share of a CPU's step is no GPU's)"
+    own = ("; DDP's own cost measured on the CPU is left out (its share of a CPU's step is no GPU's; on an H200 it "
+           "was 3.3-4.0 % of a step, so the efficiencies below read about that much high)"
            if row["own_left_out"] else
            f" and DDP's own cost ({row['ddp_own_ms']:.3g} ms a step at one rank) added" if row["ddp_own_ms"] else
            "; DDP's own cost at one rank (the reference's step less the baseline's, never below 0) is 0 ms here"
@@ -232,13 +233,15 @@ def _calibration_note(row: pd.Series) -> str:
     whose = "the reference's" if to == "reference" else "the baseline's, plus DDP's own cost"
     if given:
         whose = "the step you gave" + (", plus DDP's own cost" if row["ddp_own_ms"] else "")
+        whose += ", DDP's own cost on the GPU not in it" if row["own_left_out"] else ""
     flag = " --local-step-ms MS" if given else ""
     other = "" if row["size"] == "full" else (" A model of another size (the one you will train) has other "
                                               "buckets: bench it for its own page.")  # fmt: skip
     return (f"<p>The profile is the {esc(row['size'])} size's: {row['grad_mb']:.4g} MiB of gradients in "
             f"{int(row['grad_tensors'])} tensors, which every prediction below buckets and all-reduces.{other} "
             f"{scaled}{own}, as <code>ddpbench predict --run RUN --cluster NAME{flag}</code> does. "
-            f"Scaling efficiency = the one-GPU step with DDP ({row['local_step_ms']:.4g} ms: {whose}) over each "
+            f"Scaling efficiency = the one-GPU step{'' if row['own_left_out'] else ' with DDP'} "
+            f"({row['local_step_ms']:.4g} ms: {whose}) over each "
             "predicted step.</p>")  # fmt: skip
 
 

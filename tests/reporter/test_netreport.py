@@ -169,7 +169,9 @@ def test_predict_page_scales_as_the_console_does_in_one_file_to_share(built, tmp
     assert (
         "so that one GPU's step without DDP is 20 ms (the step you gave; first calibrated on the run's baseline" in page
     )
-    assert "(20 ms: the step you gave)" in page  # the one-GPU step every efficiency is against
+    # the one-GPU step every efficiency is against, and what it lacks: no 'with DDP' where DDP's cost is left out
+    assert "the one-GPU step (20 ms: the step you gave, DDP's own cost on the GPU not in it)" in page
+    assert "so the efficiencies below read about that much high" in page
     assert "<nav>" not in page and "<script src=" not in page and "Plotly.newPlot" in page
     assert len(page) > 3_000_000  # plotly.js inside
 
