@@ -19,6 +19,12 @@ def test_a_row_with_measured_communication_says_how_much_was_hidden():
     )
 
 
+def test_a_slow_model_keeps_its_samples_a_second():
+    """A walkthrough's GPT-2 on the CPU read '0 samples/s' for 0.49."""
+    assert ", 0.491 samples/s, " in console.describe_row({**ROW, "samples_per_s": 0.4912})
+    assert ", 12345 samples/s, " in console.describe_row({**ROW, "samples_per_s": 12345.2})
+
+
 def test_without_communication_or_its_measurement_nothing_is_claimed():
     for missing in ({"comm_ms": None}, {"comm_ms": float("nan")}, {"comm_ms": 0.0, "overlap_efficiency": None}):
         assert "comm" not in console.describe_row({**ROW, **missing})

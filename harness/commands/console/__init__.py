@@ -119,7 +119,7 @@ def describe_row(row: dict) -> str:
         parity += f" ({row['parity_note']})"  # why: the parameter that differed most, or the loss that sums
     return (
         f"{label}: {row['step_ms_median']:.2f} ms/step (p10 {row['step_ms_p10']:.2f}, p90 {row['step_ms_p90']:.2f}), "
-        f"{row['samples_per_s']:.0f} samples/s{communication_text(row)}, {parity}"
+        f"{samples_text(row['samples_per_s'])} samples/s{communication_text(row)}, {parity}"
     )
 
 
@@ -251,6 +251,11 @@ def duration_text(seconds: float) -> str:
 
 ROUGH_UNDER = 5
 """Under this many repeats the spread, and the time it predicts, are said to be a rough guide."""
+
+
+def samples_text(per_s: float) -> str:
+    """Whole samples a second from 10 up; below, three significant digits (0.49, not '0')."""
+    return f"{per_s:.0f}" if per_s >= 10 else f"{per_s:.3g}"
 
 
 def verdict_round(standing, next_round: list, *, decided_before: set[str] | frozenset = frozenset()) -> None:
