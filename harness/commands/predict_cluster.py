@@ -126,6 +126,7 @@ def cluster_from_args(args: argparse.Namespace):
         _warn_beyond_published(base, node_counts(args))
         return base
     _warn_if_other_gpu(base, logs)
+    predict_input.warn_other_node_shape(base, logs)
     name = f"{base.name} fitted to {len(logs)} nccl-tests log(s) of {_nodes_text(logs)}"
     fitted = nccltests.fit(base, logs, name=name)
     predictions.nccl_fit(fitted, logs)

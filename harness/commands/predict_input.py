@@ -272,3 +272,18 @@ def warn_unmeasured_world(network, world: int) -> None:
 
 def _sizes(measured) -> str:
     return ", ".join(str(n) for n in sorted(measured))
+
+
+def warn_other_node_shape(base, logs) -> None:
+    """A log whose ranks per node are not the profile's GPUs per node: fitted as the profile's nodes, its rows
+    would move the wrong levels (a 2-node log whose '# Rank' lines name no hosts reads as 16 ranks on one node,
+    and its network's rows then fit an NVLink node). Said per log, with what to check."""
+    for log in logs:
+        per_node = log.ranks / log.nodes
+        if per_node == base.gpus_per_node:
+            continue
+        hint = ("if it ran on several nodes, its '# Rank' lines must name their hosts" if per_node > base.gpus_per_node
+                else "a profile of nodes that size (its gpus_per_node) fits it as measured")  # fmt: skip
+        console.warning(f"nccl-tests log {log.path}: {log.ranks} ranks on {log.nodes} node(s), {per_node:g} a node, "
+                        f"where {base.name} has {base.gpus_per_node} GPUs a node; it is fitted as {base.name}'s "
+                        f"nodes: {hint}")  # fmt: skip

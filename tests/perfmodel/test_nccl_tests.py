@@ -419,3 +419,18 @@ def test_a_model_whose_size_does_not_change_its_gradients_is_not_told_to_profile
     smaller = types.SimpleNamespace(grad_bytes=whole // 2)
     predict_input.warn_not_whole_model({"workload": spec, "size": "small"}, smaller)
     assert "its communication stays the small model's" in capsys.readouterr().err
+
+
+def test_a_log_whose_nodes_are_not_the_profiles_is_warned_of(tmp_path, capsys):
+    """A walkthrough's 2-node log with its '# Rank' lines on one host read as 16 ranks on 1 node and was fitted
+    into one 8-GPU NVLink node without a word."""
+    text = nccltests.write_text(a_log(cluster.load("dgx-h100"), nodes=2)).replace("node-1", "node-0")
+    (tmp_path / "onehost.txt").write_text(text)
+    asked = ["--cluster", "dgx-h100", "--sizes", "1GiB"]
+    assert cli.main(["predict", "--nccl-tests", str(tmp_path / "onehost.txt"), "--nodes", "1", *asked]) == 0
+    err = capsys.readouterr().err
+    assert "onehost.txt: 16 ranks on 1 node(s), 16 a node, where dgx-h100 has 8 GPUs a node" in err
+    assert "its '# Rank' lines must name their hosts" in err
+    (tmp_path / "fine.txt").write_text(nccltests.write_text(a_log(cluster.load("dgx-h100"), nodes=2)))
+    assert cli.main(["predict", "--nccl-tests", str(tmp_path / "fine.txt"), "--nodes", "2", *asked]) == 0
+    assert "GPUs a node" not in capsys.readouterr().err
