@@ -130,6 +130,7 @@ def cluster_from_args(args: argparse.Namespace):
     name = f"{base.name} fitted to {len(logs)} nccl-tests log(s) of {_nodes_text(logs)}"
     fitted = nccltests.fit(base, logs, name=name)
     predictions.nccl_fit(fitted, logs)
+    predict_input.warn_far_moved(base, fitted.fitted)
     _warn_beyond_logs(base, logs, node_counts(args))
     return fitted.cluster
 

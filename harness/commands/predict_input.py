@@ -287,3 +287,19 @@ def warn_other_node_shape(base, logs) -> None:
         console.warning(f"nccl-tests log {log.path}: {log.ranks} ranks on {log.nodes} node(s), {per_node:g} a node, "
                         f"where {base.name} has {base.gpus_per_node} GPUs a node; it is fitted as {base.name}'s "
                         f"nodes: {hint}")  # fmt: skip
+
+
+FAR_MOVED = 3.0
+"""A fitted bandwidth this many times off the profile's own value is more than a cluster's spread."""
+
+
+def warn_far_moved(base, fitted: dict[str, float]) -> None:
+    """A bandwidth level the fit moved FAR_MOVED times or more from the profile's value: a ring inside a DGX H100
+    fitted to 24-56 GB/s (370 built in) came from a single 64 KiB row, and the page then printed it as the
+    cluster's. Said per level: what few rows asked for, or logs of another cluster than the profile's."""
+    for field, value in fitted.items():
+        own = getattr(base, field)
+        if field.endswith("_gbps") and own > 0 and not 1 / FAR_MOVED < value / own < FAR_MOVED:
+            console.warning(f"the fit moved {field} from {own:g} to {value:.4g} ({value / own:.2g}×): a level moved "
+                            "this far rests on the few rows it limits, or the logs are of another cluster than "
+                            f"{base.name}; check those rows before planning by it")  # fmt: skip

@@ -434,3 +434,13 @@ def test_a_log_whose_nodes_are_not_the_profiles_is_warned_of(tmp_path, capsys):
     (tmp_path / "fine.txt").write_text(nccltests.write_text(a_log(cluster.load("dgx-h100"), nodes=2)))
     assert cli.main(["predict", "--nccl-tests", str(tmp_path / "fine.txt"), "--nodes", "2", *asked]) == 0
     assert "GPUs a node" not in capsys.readouterr().err
+
+
+def test_a_level_fitted_far_from_the_profiles_value_is_warned_of(tmp_path, capsys):
+    """A walkthrough's fit put the ring inside a DGX H100 at 24-56 GB/s (370 built in), from one 64 KiB row, and
+    the page printed it as the cluster's figure."""
+    slow = dataclasses.replace(cluster.load("dgx-a100"), intra_busbw_gbps=40.0)
+    (tmp_path / "slow.json").write_text(nccl_tests_json(a_log(slow, nodes=1), gpu="NVIDIA A100-SXM4-80GB"))
+    assert cli.main(["predict", "--nccl-tests", str(tmp_path / "slow.json"), "--nodes", "1", "--sizes", "1GiB"]) == 0
+    err = capsys.readouterr().err
+    assert "the fit moved intra_busbw_gbps from 232 to 4" in err and "check those rows before planning by it" in err
