@@ -192,6 +192,7 @@ def test_predict_nccl_tests_fits_and_says_its_error(tmp_path, capsys):
     assert code == 0
     assert "starting from the built-in dgx-a100" in printed and "intra_busbw_gbps 18" in printed
     assert "busbw error on the 18 rows ≥ 64 KiB" in printed
+    assert "; on the 9 rows of 1–256 MiB, DDP's bucket sizes: mean " in printed  # where the buckets are
 
 
 def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run, tmp_path, capsys):

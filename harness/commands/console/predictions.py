@@ -133,6 +133,25 @@ POOR_FIT = 0.25
 """A fit whose mean busbw error on the logs' rows passes this describes them no better than a guess."""
 
 
+BUCKET_SIZES = (2**20, 256 * 2**20)
+"""The message sizes DDP's buckets take at caps of 1 to 256 MiB: where a fit's error moves a step."""
+
+
+def _bucket_sizes_error(errors) -> str:
+    """'; on the 18 rows of 1–256 MiB, DDP's bucket sizes: mean 3.1%, worst −16.0% (16 MiB)': the overall worst can
+    sit at 64 KiB, where no bucket is, and hide a miss where the buckets are."""
+    low, high = BUCKET_SIZES
+    buckets = [e for e in errors if low <= e[1] <= high]
+    if not buckets:
+        return ""
+    worst = max(buckets, key=lambda e: abs(e[2]))
+    mean = sum(abs(e[2]) for e in buckets) / len(buckets)
+    return (
+        f"; on the {len(buckets)} rows of 1–256 MiB, DDP's bucket sizes: mean {mean:.1%}, worst {worst[2]:+.1%} "
+        f"({worst[1] / 2**20:g} MiB in {worst[0]})"
+    )
+
+
 def nccl_fit(fit, logs) -> None:
     """What the fit read, what it moved, and its error on the rows it used."""
     for log in logs:
@@ -141,8 +160,9 @@ def nccl_fit(fit, logs) -> None:
     moved = ", ".join(f"{field} {value:.4g}" for field, value in fit.fitted.items())
     worst = max(fit.errors, key=lambda e: abs(e[2]))
     size = f"{worst[1] / 2**20:g} MiB" if worst[1] >= 2**20 else f"{worst[1] / 2**10:g} KiB"
+    buckets = _bucket_sizes_error(fit.errors)
     say(f"ddpbench predict: fitted {moved}; busbw error on the {len(fit.errors)} rows ≥ 64 KiB: mean "
-          f"{fit.mean_abs:.1%}, worst {worst[2]:+.1%} ({size} in {worst[0]})")  # fmt: skip
+          f"{fit.mean_abs:.1%}, worst {worst[2]:+.1%} ({size} in {worst[0]}){buckets}")  # fmt: skip
     if fit.mean_abs > POOR_FIT:  # no level of the profile reproduces the logs: what usually causes it
         warning(f"the fit does not describe these logs (mean busbw error {fit.mean_abs:.1%}): check their units "
                 "(GB/s), the node count each says (its '# Rank' lines name the hosts) and that their GPU is the "
