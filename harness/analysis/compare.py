@@ -259,7 +259,7 @@ def measured(run: Path) -> str:
     comparison that matched nothing to say why."""
     ok = _ok_configs(run)
     setup = [k for k in ("workload", "size", "dtype", "optimizer", "batch_size") if k in ok]
-    said = [f"{_setup_words(dict(zip(setup, key, strict=True)))} ({', '.join(dict.fromkeys(group['impl']))})"
+    said = [f"{setup_words(dict(zip(setup, key, strict=True)))} ({', '.join(dict.fromkeys(group['impl']))})"
             for key, group in ok.groupby(setup, sort=False, dropna=False)]  # fmt: skip
     return "; ".join(said) or "no ok configuration"
 
@@ -283,7 +283,8 @@ def _ok_configs(run: Path) -> pd.DataFrame:
     return configs[configs["status"] == "ok"] if "status" in configs else configs
 
 
-def _setup_words(keys: dict) -> str:
+def setup_words(keys: dict) -> str:
+    """'mlp/tiny fp32 sgd batch 8': a setup as the console and the pages name it."""
     batch = keys.get("batch_size")
     words = [f"{keys.get('workload')}/{keys.get('size')}", str(keys.get("dtype") or ""),
              str(keys.get("optimizer") or ""),

@@ -114,13 +114,9 @@ def _state_of_setup(configs, setup: dict, worlds: list[int]):
     """The run's model state per rank (harness.perfmodel.memory) for the setup predicted: at the world sizes it
     measured and at `worlds`."""
     from harness.perfmodel.memory import state_per_rank
-    from harness.perfmodel.predict import SETUP_DEFAULTS, SETUP_KEYS
+    from harness.perfmodel.predict import of_setup
 
-    state = state_per_rank(configs.fillna(SETUP_DEFAULTS), worlds)
-    if state.empty:
-        return state
-    keys = [key for key in SETUP_KEYS if key in state]  # a run from before a key was recorded lacks it
-    return state[(state[keys] == [setup[key] for key in keys]).all(axis=1)]
+    return state_per_rank(of_setup(configs, setup), worlds)
 
 
 def _run_and_folder(args: argparse.Namespace) -> tuple[str | None, Path]:

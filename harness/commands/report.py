@@ -63,17 +63,14 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
     from pathlib import Path
 
     from harness.config.bench import ConfigError
-    from harness.perfmodel.predict import SETUP_DEFAULTS, SETUP_KEYS
+    from harness.perfmodel.predict import of_setup
     from harness.results import model_tables, store
     from reports.pages.whatif import whatif_page
 
-    def of_setup(frame):  # the page is of the setup predicted: its profile, its rows (older runs lack some keys)
-        keys = [key for key in SETUP_KEYS if key in frame]
-        return frame[(frame.fillna(SETUP_DEFAULTS)[keys] == [setup[key] for key in keys]).all(axis=1)]
-
+    # The page is of the setup predicted: its rows and its profile only.
     configs, profiles = store.read_configs(run_dir), model_tables.read_gradprofiles(run_dir)
-    html = whatif_page(store.read_run_meta(run_dir), of_setup(configs), of_setup(profiles), chosen, caps=caps,
-                       local_step_ms=args.local_step_ms, standalone=True)  # fmt: skip
+    html = whatif_page(store.read_run_meta(run_dir), of_setup(configs, setup), of_setup(profiles, setup), chosen,
+                       caps=caps, local_step_ms=args.local_step_ms, standalone=True)  # fmt: skip
     try:
         store.atomic_write(Path(args.page), lambda tmp: tmp.write_text(html, encoding="utf-8"))
     except OSError as error:  # a folder check cannot foresee every refusal (a full disk, /proc)

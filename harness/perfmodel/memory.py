@@ -72,3 +72,8 @@ def _fit(worlds: np.ndarray, held_mb: np.ndarray) -> tuple[float, float]:
     if whole < 0:
         return 0.0, float(np.mean(held_mb * worlds))
     return float(whole), float(split)
+
+
+def mib_text(value: float) -> str:
+    """A model-state figure for reading, in the console and on the page alike: '0.354 MiB', '1.85 GiB'."""
+    return f"{value / 1024:.3g} GiB" if value >= 1024 else f"{value:.3g} MiB"

@@ -42,6 +42,13 @@ def _ddp_defaults_but_cap(options_json: str) -> bool:
     return not options
 
 
+def of_setup(frame: pd.DataFrame, setup: dict) -> pd.DataFrame:
+    """`frame`'s rows (configurations, profiles, model state) of this setup, as stored; a key the frame lacks (a
+    run from before it was recorded) or holds null in counts as SETUP_DEFAULTS has it."""
+    keys = [key for key in SETUP_KEYS if key in frame]
+    return frame[(frame[keys].fillna(SETUP_DEFAULTS) == [setup[key] for key in keys]).all(axis=1)]
+
+
 def setup_rows(configs: pd.DataFrame, setup: dict) -> pd.DataFrame:
     """The run's ok rows with a step (a failed row has none to pool) of this setup; rows written before dtype
     and optimizer were recorded take their defaults."""

@@ -19,6 +19,7 @@ import pandas as pd
 
 from harness.analysis import decide, drift, roles, stats
 from harness.analysis.overlap import overlap_efficiency
+from harness.perfmodel.memory import HELD
 from harness.results.values import options_of
 from reports.aggregate import RunData, precision, strategy_labels, world_label
 from reports.pages import alerts
@@ -40,7 +41,7 @@ from reports.pages.html import esc, name_html, table
 
 MISSING = "—"
 MEMORY_PEAKS = ("mem_peak_nvml_mb", "mem_peak_rss_mb")
-HELD_COLUMNS = ("held_param_mb", "held_grad_mb", "held_optimizer_state_mb")
+HELD_COLUMNS = tuple(HELD)  # parameters, gradients, optimizer state (harness.perfmodel.memory)
 HELD_STATE = "held_state_mb"  # their sum, per rank: what a sharded strategy shrinks, measured on any device
 PROCESS_PEAK = "mem_peak_nvml_process_mb"  # each rank's own, where ranks share a GPU (alerts.gpu_shared_worlds)
 

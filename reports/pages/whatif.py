@@ -8,9 +8,10 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis import agreement, roles, stats, why
+from harness.analysis.compare import setup_words
 from harness.analysis.sweep import given_cap
 from harness.perfmodel.cluster import Cluster, is_builtin, published_check_summary, published_checks
-from harness.perfmodel.memory import state_per_rank
+from harness.perfmodel.memory import mib_text, state_per_rank
 from harness.perfmodel.nccl import ClusterLink
 from harness.perfmodel.predict import (
     DEFAULT_CAPS_MB,
@@ -289,39 +290,27 @@ def _memory_section(configs: pd.DataFrame, cluster: Cluster) -> str:
     parts = ["<h2>Model state per rank</h2>"]
     for keys, group in state.groupby([k for k in MEMORY_SETUP if k in state], sort=False, dropna=False):
         most = group[group["world_size"] == worlds[-1]].sort_values("total_mb", kind="stable")
-        said = ", ".join(f"{r.strategy} {_mib(r.total_mb)}" for r in most.itertuples())
+        said = ", ".join(f"{r.strategy} {mib_text(r.total_mb)}" for r in most.itertuples())
         cells = [[esc(strategy), esc(rows["splits"].iloc[0] or "nothing"),
                   *(_state_cell(rows, world) for world in shown)]
                  for strategy, rows in group.groupby("strategy", sort=False)]  # fmt: skip
         head = ["strategy", "splits (measured)", *(f"{w} {'(measured)' if w in measured else 'GPUs'}" for w in shown)]
-        parts += [f"<p class=takeaway><b>{esc(_setup_words(dict(zip(MEMORY_SETUP, keys, strict=False))))}:</b> "
+        parts += [f"<p class=takeaway><b>{esc(setup_words(dict(zip(MEMORY_SETUP, keys, strict=False))))}:</b> "
                   f"at {worlds[-1]} GPUs each rank holds {esc(said)} of parameters, gradients and optimizer "
                   "state.</p>", table(head, cells)]  # fmt: skip
     parts.append(f"<p class=caption>{esc(_memory_caption(state))}</p>")
     return "\n".join(parts)
 
 
-def _setup_words(setup: dict) -> str:
-    """'resnet50/small, batch 4, fp32, adam': the setup a table of model state is of."""
-    batch = setup.get("batch_size")
-    words = [f"{setup.get('workload')}/{setup.get('size')}", None if pd.isna(batch) else f"batch {int(batch)}",
-             setup.get("dtype"), setup.get("optimizer")]  # fmt: skip
-    return ", ".join(str(word) for word in words if isinstance(word, str) and word)
-
-
 def _state_cell(rows: pd.DataFrame, world: int) -> str:
     row = rows[rows["world_size"] == world]
-    return _mib(float(row["total_mb"].iloc[0])) if len(row) else "—"
-
-
-def _mib(value: float) -> str:
-    return f"{value / 1024:.3g} GiB" if value >= 1024 else f"{value:.3g} MiB"
+    return mib_text(float(row["total_mb"].iloc[0])) if len(row) else "—"
 
 
 def _memory_caption(state: pd.DataFrame) -> str:
     """What the table holds and leaves out, and the floor under an even split where one applies."""
     floors = state.loc[state["floor_mb"] > 0, ["strategy", "floor_mb"]].drop_duplicates("strategy")
-    floor = "; ".join(f"{r.strategy} {_mib(r.floor_mb)}" for r in floors.itertuples())
+    floor = "; ".join(f"{r.strategy} {mib_text(r.floor_mb)}" for r in floors.itertuples())
     floor = (" A strategy that splits its optimizer state but not its parameters places whole parameters on ranks "
              f"(ZeRO's optimizer does), so one rank keeps at least the largest parameter's state, a floor under the "
              f"even split, applied: {floor}." if floor else "")  # fmt: skip

@@ -353,10 +353,10 @@ def test_the_what_if_page_carries_each_strategys_model_state_to_the_clusters_gpu
                             held("stock", 1, 90.0, 0.0, "sgd"), held("stock", 2, 90.0, 0.0, "sgd")])  # fmt: skip
     section = whatif._memory_section(configs, cluster.load("dgx-h100"))
     assert (
-        "resnet50/small, batch 4, fp32, adam:</b> at 1024 GPUs each rank holds fsdp 0.352 MiB, zero 198 MiB, "
+        "resnet50/small fp32 adam batch 4:</b> at 1024 GPUs each rank holds fsdp 0.352 MiB, zero 198 MiB, "
         "stock 360 MiB of parameters"
     ) in section  # zero's floor: its largest parameter's Adam state, 18 MiB
-    assert "resnet50/small, batch 4, fp32, sgd:</b> at 1024 GPUs each rank holds stock 180 MiB" in section
+    assert "resnet50/small fp32 sgd batch 4:</b> at 1024 GPUs each rank holds stock 180 MiB" in section
     assert "<th>2 (measured)</th>" in section and "<th>8 GPUs</th>" in section and "<td>45 MiB</td>" in section
     assert "a floor under the even split, applied: zero 18 MiB." in section
     assert whatif._memory_section(configs[configs["world_size"] == 1], cluster.load("dgx-h100")) == ""

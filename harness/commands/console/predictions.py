@@ -222,6 +222,7 @@ def model_state(state: pd.DataFrame, worlds: list[int]) -> None:
     setup), smallest first: what the run's ranks held, carried to GPU counts it did not reach."""
     if state.empty:
         return
+    from harness.perfmodel.memory import mib_text
     from harness.results.values import options_words
 
     names = [f"{impl} {words}".strip() for impl, words in zip(state["impl"], state["impl_options"].map(options_words),
@@ -231,11 +232,7 @@ def model_state(state: pd.DataFrame, worlds: list[int]) -> None:
     said = []
     for world in worlds:
         at = state[state["world_size"] == world].sort_values("total_mb", kind="stable")
-        said.append(f"w{world}: " + ", ".join(f"{r.strategy} {_mib(r.total_mb)}" for r in at.itertuples()))
+        said.append(f"w{world}: " + ", ".join(f"{r.strategy} {mib_text(r.total_mb)}" for r in at.itertuples()))
     say(f"ddpbench predict: model state per rank (parameters, gradients, optimizer state, as held at {measured} "
         f"ranks and carried on as held(n) = whole + split / n; activations, buffers and gathered parameters not in "
         f"it): {'; '.join(said)}")  # fmt: skip
-
-
-def _mib(value: float) -> str:
-    return f"{value / 1024:.3g} GiB" if value >= 1024 else f"{value:.3g} MiB"
