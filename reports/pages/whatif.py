@@ -59,20 +59,17 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
         calibration = scaled_to_local_step(profile, from_run, local_step_ms and local_step_ms / 1e3,
                                            own_carried=device != "cpu")  # fmt: skip
         calibrated = calibrate(profile, calibration)
+        target = calibration_target(configs, setup)[0]
+        context = {"setup": setup_label(setup), "local_step_ms": calibrated.local_step_s * 1e3,
+                   "backward_ms": calibrated.backward_s * 1e3, "compute_scale": calibration.compute_scale,
+                   "calibrated_to": target, "own_measured": ddp_own_cost_s(configs, setup) is not None,
+                   "ddp_own_ms": calibration.reducer_s * 1e3, "local_step_given": local_step_ms or 0.0,
+                   "own_left_out": bool(local_step_ms) and device == "cpu" and target == "baseline",
+                   "grad_mb": profile.grad_bytes / 2**20, "grad_tensors": len(profile.grads),
+                   "size": setup["size"]}  # fmt: skip
         for world in world_sizes(cluster):
             frame = predict_caps(calibrated, caps_mb=caps, link=link, world_size=world)
-            frames.append(frame.assign(setup=setup_label(setup), world_size=world, nodes=link.nodes(world),
-                                       local_step_ms=calibrated.local_step_s * 1e3,
-                                       backward_ms=calibrated.backward_s * 1e3,
-                                       compute_scale=calibration.compute_scale,
-                                       calibrated_to=calibration_target(configs, setup)[0],
-                                       own_measured=ddp_own_cost_s(configs, setup) is not None,
-                                       ddp_own_ms=calibration.reducer_s * 1e3,
-                                       local_step_given=local_step_ms or 0.0,
-                                       own_left_out=bool(local_step_ms) and device == "cpu"
-                                       and calibration_target(configs, setup)[0] == "baseline",
-                                       grad_mb=profile.grad_bytes / 2**20, grad_tensors=len(profile.grads),
-                                       size=setup["size"]))  # fmt: skip
+            frames.append(frame.assign(world_size=world, nodes=link.nodes(world), **context))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
