@@ -187,6 +187,9 @@ def add_predict_parser(commands) -> None:
                          help="nccl-tests logs (text or -J JSON), or `ddpbench collectives` run folders, to fit the "
                          "profile's bandwidths to (the profile: --cluster, else the built-in of the logs' GPU); the "
                          "fit's error is printed")  # fmt: skip
+    predict.add_argument("--save-profile", metavar="FILE.toml",
+                         help="with --nccl-tests: save the fitted profile, with its fit's logs and error, so that "
+                         "--cluster FILE.toml (predict, report) uses it without fitting again")  # fmt: skip
     predict.add_argument("--nodes", help=f"node counts to predict (default: 1,2,4 for collectives, "
                          f"{predict_cluster.DEFAULT_NODES} for steps)")  # fmt: skip
     predict.add_argument("--collective", default="all_reduce",

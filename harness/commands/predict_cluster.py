@@ -18,7 +18,6 @@ from harness.config.bench import ConfigError
 DEFAULT_SIZES = "1KiB:16GiB"
 DEFAULT_NODES = "1,2,4,8,16,64"
 DEFAULT_COLLECTIVE_NODES = "1,2,4"
-OUT_SUFFIXES = (".csv", ".parquet")
 
 
 def wanted(args: argparse.Namespace) -> bool:
@@ -36,7 +35,9 @@ def check_flags(args: argparse.Namespace) -> None:
     from harness.perfmodel.nccl import COLLECTIVES
 
     if args.out:
-        _check_out(Path(args.out))
+        predict_input.check_out(Path(args.out))
+    if args.save_profile is not None:
+        predict_input.check_save_profile(args)
     if args.collective not in COLLECTIVES:
         raise ConfigError(f"--collective {args.collective!r} is not valid; choose one of {', '.join(COLLECTIVES)}")
     if args.local_step_ms is not None and not args.local_step_ms > 0:
@@ -81,13 +82,6 @@ def _unused_flags(args: argparse.Namespace) -> list[tuple[str, str]]:
     return [(flag, why[flag]) for flag, value in given.items() if value is not None]
 
 
-def _check_out(out: Path) -> None:
-    """A file of a format we write, where a file can be written."""
-    if out.suffix not in OUT_SUFFIXES:
-        raise ConfigError(f"--out {str(out)!r}: the extension says the format; give a {' or '.join(OUT_SUFFIXES)} file")
-    predict_input.check_writable(out, flag="--out", example="rows.csv")
-
-
 def cluster_from_args(args: argparse.Namespace):
     """The profile named or given, fitted to the nccl-tests logs when there are any (and said so)."""
     from harness.perfmodel import cluster, nccltests
@@ -124,6 +118,9 @@ def cluster_from_args(args: argparse.Namespace):
     if not logs:
         _say_published_check(base, args.collective, nodes=node_counts(args) if args.nodes else None)
         _warn_beyond_published(base, node_counts(args))
+        if base.fitted_to:  # a fit saved before (--save-profile): what it rests on, and how far it reaches
+            console.say(f"ddpbench predict: {base.path} was fitted to {base.fitted_to}")
+            _warn_beyond_logs(base.name, base.fitted_nodes, node_counts(args))
         return base
     _warn_if_other_gpu(base, logs)
     predict_input.warn_other_node_shape(base, logs)
@@ -131,7 +128,11 @@ def cluster_from_args(args: argparse.Namespace):
     fitted = nccltests.fit(base, logs, name=name)
     predictions.nccl_fit(fitted, logs)
     predict_input.warn_far_moved(base, fitted.fitted)
-    _warn_beyond_logs(base, logs, node_counts(args))
+    _warn_beyond_logs(base.name, max(log.nodes for log in logs), node_counts(args))
+    if args.save_profile:
+        Path(args.save_profile).write_text(cluster.to_toml(fitted.cluster))
+        console.say(f"ddpbench predict: the fitted profile is saved in {args.save_profile}: --cluster "
+                    f"{args.save_profile} uses it, with what it was fitted to, in predict and report")  # fmt: skip
     return fitted.cluster
 
 
@@ -181,16 +182,16 @@ def _warn_beyond_published(chosen, nodes: list[int]) -> None:
                         f"its predictions on {_counts_text(beyond)} nodes are unchecked")  # fmt: skip
 
 
-def _warn_beyond_logs(base, logs, nodes: list[int]) -> None:
-    """Node counts past the logs': with one-node logs only, the network between nodes is the profile's own
-    (nothing fitted it); with multi-node logs, the fitted network is carried to more nodes than measured."""
-    measured = max(log.nodes for log in logs)
+def _warn_beyond_logs(profile: str, measured: int, nodes: list[int]) -> None:
+    """Node counts past the `measured` nodes of the logs a profile was fitted to: with one-node logs only, the
+    network between nodes is the profile's own (nothing fitted it); with multi-node logs, the fitted network is
+    carried to more nodes than measured."""
     beyond = [n for n in nodes if n > measured]
     if not beyond:
         return
     if measured == 1:
         console.warning(f"the logs are of one node: on {_counts_text(beyond)} nodes the network between nodes is "
-                        f"{base.name}'s own values, not fitted (a log of 2 or more nodes fits it)")  # fmt: skip
+                        f"{profile}'s own values, not fitted (a log of 2 or more nodes fits it)")  # fmt: skip
     else:
         console.warning(f"the logs reach {measured} nodes: on {_counts_text(beyond)} nodes the fitted network is "
                         "carried past what was measured")  # fmt: skip
@@ -384,13 +385,13 @@ def _say_one_rank_step(
 
 
 def write_rows(frame, out: Path) -> None:
-    """`--out`: the prediction's rows, CSV or Parquet by the extension (_check_out checked it up front)."""
+    """`--out`: the prediction's rows, CSV or Parquet by the extension (predict_input.check_out checked it up front)."""
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
         if out.suffix == ".parquet":
             frame.to_parquet(out, index=False)
         else:
             frame.to_csv(out, index=False)
-    except OSError as error:  # what _check_out could not foresee (a read-only file system, a full disk)
+    except OSError as error:  # what check_out could not foresee (a read-only file system, a full disk)
         raise ConfigError(f"--out {str(out)!r}: {error.strerror or error}") from None
     console.say(f"ddpbench predict: wrote {len(frame)} rows to {out}")

@@ -231,6 +231,28 @@ def check_page(args: argparse.Namespace) -> None:
     check_writable(Path(args.page), flag="--page", example="whatif.html")
 
 
+OUT_SUFFIXES = (".csv", ".parquet")
+
+
+def check_out(out: Path) -> None:
+    """`--out`: a file of a format we write, where a file can be written."""
+    if out.suffix not in OUT_SUFFIXES:
+        raise ConfigError(f"--out {str(out)!r}: the extension says the format; give a {' or '.join(OUT_SUFFIXES)} file")
+    check_writable(out, flag="--out", example="rows.csv")
+
+
+def check_save_profile(args: argparse.Namespace) -> None:
+    """`--save-profile`: a fit to save, and a .toml file it can be saved as."""
+    if not args.nccl_tests:
+        raise ConfigError(f"--save-profile {args.save_profile!r} needs --nccl-tests FILE: it saves the profile "
+                          "fitted to your logs (a built-in or your own .toml is already a file)")  # fmt: skip
+    out = Path(args.save_profile)
+    if out.suffix != ".toml":
+        raise ConfigError(f"--save-profile {args.save_profile!r}: a cluster profile is a .toml file, e.g. "
+                          "my-cluster.toml")  # fmt: skip
+    check_writable(out, flag="--save-profile", example="my-cluster.toml")
+
+
 def check_writable(out: Path, *, flag: str, example: str) -> None:
     """A file (not a folder) in a folder this user can write in, or one that can be made."""
     if out.is_dir():

@@ -100,7 +100,7 @@ COUNTS = ("gpus_per_node", "intra.nvlinks", "inter.nics")  # whole numbers
 SECTIONS = {"intra": ("fabric", "nvlinks", "link_gbps", "busbw_gbps", "nvls_busbw_gbps"),
             "inter": ("nics", "nic_gbps", "busbw_gbps", "latency_us")}  # fmt: skip
 TOP_LEVEL = ("name", "description", "gpus_per_node", "generation", "cpu", "nccl", "algorithms", "latency_scale",
-             *SECTIONS, "sources")  # fmt: skip
+             "fitted_to", "fitted_nodes", *SECTIONS, "sources")  # fmt: skip
 
 
 def _refuse_unknown_keys(data: dict, where: str) -> None:
@@ -195,7 +195,47 @@ def from_mapping(data: dict, *, where: str = "<profile>") -> Cluster:
         nics=int(numbers["inter.nics"]), nic_gbps=numbers["inter.nic_gbps"],
         inter_busbw_gbps=numbers["inter.busbw_gbps"], inter_latency_us=numbers["inter.latency_us"],
         sources=sources, path=where, latency_scale=_latency_scale(data, where),
+        fitted_to=str(data.get("fitted_to", "")), fitted_nodes=_fitted_nodes(data, where),
     )  # fmt: skip
+
+
+def _fitted_nodes(data: dict, where: str) -> int:
+    value = data.get("fitted_nodes", 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ConfigError(f"cluster profile {where}: fitted_nodes = {value!r} is not valid; give the most nodes the "
+                          "logs it was fitted to measured, a whole number ≥ 0 (0: not fitted)")  # fmt: skip
+    return value
+
+
+FIELDS = {"gpus_per_node": "gpus_per_node", "intra.nvlinks": "nvlinks", "intra.link_gbps": "link_gbps",
+          "intra.busbw_gbps": "intra_busbw_gbps", "intra.nvls_busbw_gbps": "nvls_busbw_gbps", "inter.nics": "nics",
+          "inter.nic_gbps": "nic_gbps", "inter.busbw_gbps": "inter_busbw_gbps",
+          "inter.latency_us": "inter_latency_us", "intra.fabric": "fabric"}  # fmt: skip
+"""Each profile key below the top level, and the Cluster field that holds it."""
+
+
+def to_toml(profile: Cluster) -> str:
+    """The profile as a file `load` reads back to the same Cluster (a fitted one with its fit: which logs, their
+    error, how many nodes they reach), so that a fit is made once and used by every command. Written here, not by
+    a TOML library: the standard library reads TOML but does not write it, and a profile is flat strings, numbers
+    and one list. Strings are JSON's, which TOML's basic strings read the same."""
+    text = functools.partial(json.dumps, ensure_ascii=False)
+    lines = [f"# {profile.description or profile.name}" + (f": fitted to {profile.fitted_to}" if profile.fitted_to
+                                                            else ""),
+             f"name = {text(profile.name)}", f"description = {text(profile.description)}",
+             f"gpus_per_node = {profile.gpus_per_node}", f"generation = {text(profile.generation)}",
+             f"cpu = {text(profile.cpu)}", f"nccl = {text(profile.nccl)}",
+             f"algorithms = [{', '.join(map(text, profile.algorithms))}]",
+             f"latency_scale = {profile.latency_scale!r}"]  # fmt: skip
+    if profile.fitted_to:
+        lines += [f"fitted_to = {text(profile.fitted_to)}", f"fitted_nodes = {profile.fitted_nodes}"]
+    for section, keys in SECTIONS.items():
+        lines += ["", f"[{section}]"]
+        for key in keys:
+            value = getattr(profile, FIELDS[f"{section}.{key}"])
+            lines.append(f"{key} = {text(value) if isinstance(value, str) else repr(value)}")
+    lines += ["", "[sources]", *(f"{text(key)} = {text(said)}" for key, said in profile.sources.items())]
+    return "\n".join(lines) + "\n"
 
 
 def unsourced(cluster: Cluster) -> list[str]:

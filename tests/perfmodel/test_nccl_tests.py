@@ -184,6 +184,28 @@ def test_the_what_if_page_of_a_fitted_profile_names_the_logs_and_how_far_they_re
     assert "on 4 to 128 nodes the fitted network is carried past what they measured" in whatif._unchecked(fitted, best)
 
 
+def test_a_fit_saved_once_is_used_by_name_with_what_it_rests_on(tmp_path, capsys):
+    """A user fits their cluster's logs once (--save-profile) and predicts from the file after: the same rows,
+    the same fit's sources, and the warning past the nodes its logs measured, without the logs."""
+    slower = dataclasses.replace(cluster.load("dgx-h100"), inter_busbw_gbps=250.0)
+    (tmp_path / "n2.json").write_text(nccl_tests_json(a_log(slower, nodes=2)))
+    saved = tmp_path / "ours.toml"
+    asked = ["--nodes", "2,4", "--sizes", "64MiB,1GiB"]
+    assert cli.main(["predict", "--nccl-tests", str(tmp_path / "n2.json"), *asked, "--save-profile", str(saved)]) == 0
+    fitting = capsys.readouterr().out
+    assert f"the fitted profile is saved in {saved}: --cluster {saved} uses it" in fitting
+    assert cli.main(["predict", "--cluster", str(saved), *asked]) == 0
+    captured = capsys.readouterr()
+    rows = [line for line in captured.out.splitlines() if line.strip()[:1].isdigit()]
+    assert len(rows) == 4 and rows == [line for line in fitting.splitlines() if line.strip()[:1].isdigit()]
+    fitted = nccltests.fit(cluster.load("dgx-h100"), [nccltests.read(tmp_path / "n2.json")], name="x").cluster
+    loaded = cluster.load(str(saved))
+    assert loaded.inter_busbw_gbps == fitted.inter_busbw_gbps and loaded.sources == fitted.sources
+    assert (loaded.fitted_to, loaded.fitted_nodes) == (fitted.fitted_to, 2) and not cluster.is_builtin(loaded)
+    assert f"{saved} was fitted to 1 nccl-tests log(s) of up to 2 node(s) (n2.json): busbw error" in captured.out
+    assert "on 4 nodes the fitted network is carried past what was measured" in captured.err
+
+
 def test_predict_nccl_tests_fits_and_says_its_error(tmp_path, capsys):
     slower = dataclasses.replace(cluster.load("dgx-a100"), intra_busbw_gbps=180.0)
     (tmp_path / "mine.json").write_text(nccl_tests_json(a_log(slower, nodes=1), gpu="NVIDIA A100-SXM4-80GB"))
@@ -266,6 +288,9 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
         (["--cluster", "scale.toml"], "latency_scale = 'fast' is not valid; give a number > 0"),
         (["--cluster", "bps.toml"], "inter.busbw_gbps = 1.92e+11 GB/s is more than 8 NIC(s) of 200 Gb/s can carry"),
         (["--cluster", "alone.toml", "--nodes", "1,2"], "--nodes 1,2: cluster profile alone.toml has no network"),
+        (["--cluster", "fitted.toml"], "fitted_nodes = 1.5 is not valid"),
+        (["--cluster", "dgx-h100", "--save-profile", "fit.toml"], "--save-profile 'fit.toml' needs --nccl-tests"),
+        (["--nccl-tests", "cut.txt", "--save-profile", "fit.txt"], "'fit.txt': a cluster profile is a .toml file"),
         (["--cluster", "dgx-h100", "--sizes", "3"], "'3' is not valid; a message holds at least one float"),
         (["--cluster", "dgx-h100", "--out", "log.json/rows.csv"], "'log.json/rows.csv'"),
         (["--cluster", "dgx-h100", "--local-step-ms", "97"], "--local-step-ms does not apply to a collectives table"),
@@ -293,6 +318,7 @@ def test_bad_cluster_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsy
     (logs / "scale.toml").write_text('latency_scale = "fast"\n' + a100)
     (logs / "bps.toml").write_text(a100.replace("busbw_gbps = 192 ", "busbw_gbps = 192e9 "))  # B/s for GB/s
     (logs / "alone.toml").write_text(a100.replace("nics = 8", "nics = 0"))
+    (logs / "fitted.toml").write_text("fitted_nodes = 1.5\n" + a100)
     store.write_json(logs / "results" / "coll" / "run.json", {"run_id": "coll", "kind": store.COLLECTIVES_KIND})
     written = sorted(p.relative_to(logs) for p in logs.rglob("*"))
     monkeypatch.chdir(logs)
