@@ -219,6 +219,27 @@ def ratio_lines(results: Path, setup: Setup) -> list[Line]:
     return lines
 
 
+def activation_lines(results: Path, setup: Setup) -> list[Line]:
+    """The activations counted (`activation_mb`) against what the GPU's allocator peaked at, per stock row at one
+    rank: parameters, gradients and optimizer state held plus the activations cannot exceed that peak (the rest
+    is DDP's buckets and the kernels' working memory, printed, not judged). A count above it is wrong: e.g.
+    attention counted with the math backend's T×T weights where the GPU ran flash."""
+    import pandas as pd
+
+    lines = []
+    for run_id in ("w1-bf16", "w1-fp32"):
+        for row in configs(results, run_id).query("status == 'ok' and impl == 'stock'").itertuples():
+            held = row.held_param_mb + row.held_grad_mb + row.held_optimizer_state_mb
+            peak, counted = row.mem_peak_allocated_mb, held + row.activation_mb
+            value = f"{row.activation_mb:.0f} MiB activations + {held:.0f} MiB held"
+            on_cuda = not pd.isna(peak)
+            if on_cuda:
+                value += f" of {peak:.0f} MiB peak allocated; the rest {peak - counted:.0f} MiB"
+            judged = None if setup.quick or not on_cuda else counted <= peak
+            lines.append(Line(f"activations counted within the peak: {run_id} stock {row.workload}", value, judged))
+    return lines
+
+
 def steady_line(results: Path, setup: Setup) -> Line:
     """The warm-up each strategy declares is enough: no configuration of a strategy that declares one on this
     device (torch DDP's 11 timed forwards on CUDA) drifts within its measured window (drift.drift_flagged).
@@ -391,6 +412,7 @@ def all_lines(out: Path, results: Path, setup: Setup) -> list[Line]:
     codes = run_benches(results, setup)
     lines = strategy_lines(results, codes) + nvml_lines(results, setup) + ratio_lines(results, setup)
     lines.append(steady_line(results, setup))
+    lines += activation_lines(results, setup)
     lines += [fixed_cost_line(results, setup), *trace_lines(results, setup), sampler_line(out, setup)]
     lines.append(hook_cost_line(out, setup))
     quick = setup.quick

@@ -66,6 +66,7 @@ def test_the_run_records_which_code_ran(elsewhere):
 def test_zoo_models_count_their_flops_and_tokens(elsewhere):
     rows = elsewhere["configs"].query("status == 'ok'").set_index("workload")
     assert (rows["flops_per_sample"] > 0).all() and (rows["param_count"] > 0).all()
+    assert (rows["activation_mb"] > 0).all()
     assert rows.loc["hf:t5", "tokens_per_batch"].max() == 64 * 2  # both sequences
     assert rows.loc["my_workload.py:MyModel", "tokens_per_batch"].isna().all()
 

@@ -1,13 +1,15 @@
-"""What a workload's model is: parameter counts, gradient volume and measured FLOPs per sample.
+"""What a workload's model is: parameter counts, gradient volume, measured FLOPs per sample and activations.
 
 The runner records these next to each configuration so that reports can turn step times
 into achieved FLOP/s and bytes communicated, and explain why one model scales worse than
 another. FLOPs are counted by `torch.utils.flop_counter.FlopCounterMode` over one real
-forward+backward, never from hand formulas, so they stay right for every new workload.
+forward+backward, never from hand formulas, so they stay right for every new workload. The
+activations likewise: what autograd saves for backward in one forward, never a formula's estimate.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import traceback
@@ -15,12 +17,14 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._pytree import tree_map
 from torch.utils.flop_counter import FlopCounterMode
 
-from harness.measure.training import build_model
+from harness.bucketing import MIB
+from harness.measure.training import build_model, forward_precision
 from harness.protocols import Workload
 from harness.results.layout import RunFolder, safe_name
 
@@ -32,7 +36,14 @@ SEED = 0
 
 
 def describe_once(
-    workload: Workload, *, key: tuple, batch_size: int, device: torch.device, run: Path, cache: dict[tuple, dict | None]
+    workload: Workload,
+    *,
+    key: tuple,
+    batch_size: int,
+    device: torch.device,
+    run: Path,
+    cache: dict[tuple, dict | None],
+    dtype: str = "fp32",
 ) -> dict[str, Any] | None:
     """`describe`, once per workload setup `key` in a run: later configurations (and the run's
     later launches, through a file in the run folder) reuse it. None where the workload cannot run
@@ -47,7 +58,7 @@ def describe_once(
         cache[key] = json.loads(path.read_text())
     except (OSError, ValueError):
         try:
-            cache[key] = describe(workload, batch_size=batch_size, device=device)
+            cache[key] = describe(workload, batch_size=batch_size, device=device, dtype=dtype)
         except Exception:
             traceback.print_exc(file=sys.stderr)
             cache[key] = None
@@ -57,8 +68,9 @@ def describe_once(
     return cache[key]
 
 
-def describe(workload: Workload, *, batch_size: int, device: torch.device | str) -> dict[str, Any]:
-    """Sizes and FLOPs of the workload's model, built afresh (the caller's RNG is untouched).
+def describe(workload: Workload, *, batch_size: int, device: torch.device | str, dtype: str = "fp32") -> dict[str, Any]:
+    """Sizes and FLOPs of the workload's model, built afresh (the caller's RNG is untouched), and the bytes its
+    forward keeps for backward at `batch_size` samples under `dtype` (`activation_bytes`, in MiB).
 
     FLOPs depend on shapes only, so they are counted on the meta device (no compute, no memory:
     resnet50/small in 0.04 s instead of 2.4 s on a CPU) where the workload runs there; a workload
@@ -72,6 +84,7 @@ def describe(workload: Workload, *, batch_size: int, device: torch.device | str)
             model = build_model(workload, seed=SEED, device=device)
             info = parameter_sizes(model)
             info["flops_per_sample"] = flops_per_sample(workload, model, device=device)
+        info["activation_mb"] = activation_bytes(workload, batch_size=batch_size, device=device, dtype=dtype) / MIB
     tokens = workload.tokens_per_sample()
     info["samples_per_batch"] = batch_size
     info["tokens_per_batch"] = tokens * batch_size if tokens is not None else None
@@ -139,6 +152,77 @@ def flops_per_sample(workload: Workload, model: nn.Module, *, device: torch.devi
         workload.loss(model, batch).backward()
     model.zero_grad(set_to_none=True)
     return counter.get_total_flops() / FLOP_COUNT_SAMPLES
+
+
+def activation_bytes(workload: Workload, *, batch_size: int, device: torch.device, dtype: str) -> int:
+    """Bytes autograd keeps for backward once one batch's forward and loss are done: every tensor saved for
+    backward (`saved_tensors_hooks`), each storage once (a tensor saved by two operations, or a view of one
+    saved, is one allocation), the parameters and buffers left out (model state: the held_* columns).
+
+    At the rank's own batch, under the run's autocast (its low-precision copies of weights kept for backward
+    are in it: not parameters, but memory a bf16 run holds beside them). Counted on the meta device (no memory,
+    no compute) where the workload runs there in fp32, else on `device`. Attention is counted as a flash kernel keeps
+    it (`_flash_attention_kept`): what a GPU's SDPA runs. Not in it: the forward's temporaries freed before
+    backward, backward's own working memory, DDP's buckets and FSDP's gathered parameters."""
+    if dtype == "fp32":  # autocast has no meta device: a bf16/fp16 forward is counted where it runs
+        with contextlib.suppress(Exception):  # a value read (.item()) or an op without a meta kernel
+            return _saved_bytes(workload, batch_size=batch_size, device=META, dtype=dtype)
+    return _saved_bytes(workload, batch_size=batch_size, device=device, dtype=dtype)
+
+
+def _saved_bytes(workload: Workload, *, batch_size: int, device: torch.device, dtype: str) -> int:
+    made_on = torch.device("cpu") if device.type == "meta" else device  # no generator on the meta device
+    model = build_model(workload, seed=SEED, device=device)
+    generator = torch.Generator(device=made_on)
+    generator.manual_seed(SEED)
+    batch = workload.make_batch(batch_size, device=made_on, generator=generator)
+    if device.type == "meta":
+        batch = tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, batch)
+    state = {_storage_key(t) for t in (*model.parameters(), *model.buffers())}
+    kept: dict[int, int] = {}
+
+    def keep(tensor: torch.Tensor) -> torch.Tensor:
+        if (key := _storage_key(tensor)) not in state:
+            kept[key] = tensor.untyped_storage().nbytes()
+        return tensor  # the tensor itself: nothing copied, and alive until backward, so no storage is reused
+
+    flash = _flash_attention_kept() if device.type in ("meta", "cpu") else contextlib.nullcontext()
+    with flash, forward_precision(dtype, made_on), torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+        loss = workload.loss(model, batch)
+    del loss, model, batch
+    return sum(kept.values())
+
+
+def _storage_key(tensor: torch.Tensor) -> int:
+    """The storage a tensor (or a view) lives in: its address on a real device, which the meta device has not
+    (every meta storage is at 0), so the storage object's own handle, which views share."""
+    return tensor.untyped_storage()._cdata
+
+
+@contextlib.contextmanager
+def _flash_attention_kept():
+    """`scaled_dot_product_attention` run as the CPU's flash kernel, which keeps for backward what a GPU's flash
+    and memory-efficient kernels keep (query, key, value, output and the log-sum-exp per query): the meta
+    device runs only the math backend, which keeps the T×T attention weights (about 3× all the rest of GPT-2
+    at 1,024 tokens), and the CPU runs it where flash refuses the call. Swapped in torch.nn.functional for the
+    count, not intercepted as a torch function: nn.MultiheadAttention calls it from inside a function that
+    dispatches as one. Where the flash kernel cannot take the call (grouped-query heads), it runs as made."""
+    made = F.scaled_dot_product_attention
+
+    def as_flash(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **rest):
+        if not rest.get("enable_gqa") or query.shape[-3] == key.shape[-3]:
+            with contextlib.suppress(RuntimeError, TypeError, NotImplementedError):
+                return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+                    query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale
+                )[0]
+        return made(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
+                    **rest)  # fmt: skip
+
+    F.scaled_dot_product_attention = as_flash
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = made
 
 
 def _bytes(tensor: torch.Tensor) -> int:

@@ -5,8 +5,10 @@ every rank keeps whole and a part split over the ranks, so `held(n) = whole + sp
 strategy and per kind of state from the world sizes the run measured (least squares over them; two give them
 exactly), never assumed from a strategy's name: ZeRO splits its optimizer state alone, FSDP all three, DDP
 nothing (split = 0). A strategy that splits its optimizer state but not its parameters places whole parameters
-on ranks, so the largest one's state stays on one rank: a floor under the even split. Buffers, activations,
-DDP's buckets and FSDP's gathered parameters are not in it: they are in a GPU run's peak, which no CPU run has.
+on ranks, so the largest one's state stays on one rank: a floor under the even split. Beside it, what the
+forward keeps for backward at the rank's batch (`activation_mb`, counted by harness.measure.modelinfo): the
+same at every world size, since the batch is per rank. Buffers, DDP's buckets, FSDP's gathered parameters and
+the kernels' working memory are in neither: they are in a GPU run's peak, which no CPU run has.
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
     `worlds` (`predicted`) and at each world size measured (`measured`, as held: the largest rank, every repeat),
     and which kinds it splits. Columns: STRATEGY_KEYS, world_size, measured (bool), one per HELD kind, total_mb,
     splits (the kinds' names, '' for none), floor_mb (the floor under an even split where one applies, else 0:
-    _whole_parameter_floor). Empty where no strategy qualifies."""
+    _whole_parameter_floor), activation_mb (what the forward keeps for backward at the rank's batch, the same at
+    every world size: the batch is per rank; NaN where the run did not count it). Empty where no strategy
+    qualifies."""
     held = [column for column in HELD if column in configs]
     if len(held) < len(HELD) or configs.empty:
         return pd.DataFrame()
@@ -39,13 +43,14 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
         split_kinds = [c for c, (whole, split) in fits.items() if split > SPLIT_SHARE * (whole + split)]
         floor = _whole_parameter_floor(group, fits, split_kinds)
         base = dict(zip([k for k in STRATEGY_KEYS if k in ok], key, strict=True))
+        activations = _activations(group)
         for world in sorted({*map(int, by_world.index), *worlds}):
             measured = world in by_world.index
             state = {c: float(by_world.loc[world, c]) if measured else max(whole + split / world, floor.get(c, 0.0))
                      for c, (whole, split) in fits.items()}  # fmt: skip
             rows.append({**base, "world_size": world, "measured": measured, **state,
                          "total_mb": sum(state.values()), "splits": ", ".join(HELD[c] for c in split_kinds),
-                         "floor_mb": sum(floor.values())})  # fmt: skip
+                         "floor_mb": sum(floor.values()), "activation_mb": activations})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -61,6 +66,12 @@ def _whole_parameter_floor(group: pd.DataFrame, fits: dict, split_kinds: list[st
     if largest.empty or not at_one[param]:
         return {}
     return {optimizer: float(largest.max()) / 2**20 * at_one[optimizer] / at_one[param]}
+
+
+def _activations(group: pd.DataFrame) -> float:
+    """The setup's `activation_mb` (counted once per workload setup, so one value), NaN where not counted."""
+    counted = group["activation_mb"].dropna() if "activation_mb" in group else pd.Series(dtype=float)
+    return float(counted.max()) if len(counted) else float("nan")
 
 
 def _fit(worlds: np.ndarray, held_mb: np.ndarray) -> tuple[float, float]:

@@ -32,17 +32,17 @@ from harness.rank.housekeeping import exit_now, freeze_survivors, release_memory
 
 
 def model_info(cfg: Configuration, session: Session, cache: dict[tuple, dict | None], run: Path) -> dict | None:
-    """Sizes and FLOPs of the configuration's model, once per workload setup in the run (rank 0
+    """Sizes, FLOPs and activations of the configuration's model, once per workload setup in the run (rank 0
     only), before the configuration starts and with its memory released, so that it counts
     neither in the configuration's time nor in its memory peaks."""
     from harness.measure import modelinfo  # rank 0's alone: the other ranks start without FLOP counting
 
-    key = (cfg.workload_spec, cfg.workload, cfg.size, cfg.batch_size)
+    key = (cfg.workload_spec, cfg.workload, cfg.size, cfg.batch_size, cfg.dtype)  # dtype: what the forward keeps
     if key in cache:
         return cache[key]
     workload = cfg.make_workload()
     info = modelinfo.describe_once(workload, key=key, batch_size=cfg.batch_size, device=session.device, run=run,
-                                   cache=cache)  # fmt: skip
+                                   cache=cache, dtype=cfg.dtype)  # fmt: skip
     release_memory(session.device)
     return info
 

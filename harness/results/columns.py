@@ -210,6 +210,10 @@ MODEL = (
     C("largest_param_bytes", I64, BYTES, "its size"),
     C("tokens_per_batch", I64, COUNT, "tokens per rank per step, for language models"),
     C("flops_per_sample", F64, "FLOP", "forward+backward FLOPs per sample, counted by `FlopCounterMode`"),
+    C("activation_mb", F64, MIB_UNIT, "what one forward at the rank's batch keeps for backward, under the run's dtype: "
+      "every tensor saved for backward, each storage once, parameters and buffers left out (autocast's weight copies "
+      "kept in); counted on the rank's "
+      "device once per workload setup, not in the timed steps"),
 )
 
 CONFIGS = Table(

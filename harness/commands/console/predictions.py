@@ -234,5 +234,13 @@ def model_state(state: pd.DataFrame, worlds: list[int]) -> None:
         at = state[state["world_size"] == world].sort_values("total_mb", kind="stable")
         said.append(f"w{world}: " + ", ".join(f"{r.strategy} {mib_text(r.total_mb)}" for r in at.itertuples()))
     say(f"ddpbench predict: model state per rank (parameters, gradients, optimizer state, as held at {measured} "
-        f"ranks and carried on as held(n) = whole + split / n; activations, buffers and gathered parameters not in "
-        f"it): {'; '.join(said)}")  # fmt: skip
+        f"ranks and carried on as held(n) = whole + split / n; buffers and gathered parameters not in it): "
+        f"{'; '.join(said)}")  # fmt: skip
+    activations = state["activation_mb"].dropna() if "activation_mb" in state else state.iloc[:0]
+    if len(activations):
+        kept = float(activations.iloc[0])
+        at = state[state["world_size"] == worlds[-1]].sort_values("total_mb", kind="stable")
+        held = ", ".join(f"{r.strategy} {mib_text(r.total_mb + kept)}" for r in at.itertuples())
+        say(f"ddpbench predict: and its forward keeps {mib_text(kept)} of activations for backward at "
+            f"{int(state['batch_size'].iloc[0])} samples a rank (every strategy alike, at any GPU count): at "
+            f"w{worlds[-1]} a rank holds {held} in all")  # fmt: skip
