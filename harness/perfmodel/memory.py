@@ -13,8 +13,13 @@ the kernels' working memory are in neither: they are in a GPU run's peak, which 
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
+
+from harness.analysis import roles
+from harness.results.values import options_of
 
 HELD = {"held_param_mb": "parameters", "held_grad_mb": "gradients", "held_optimizer_state_mb": "optimizer state"}
 STRATEGY_KEYS = ["workload", "size", "batch_size", "dtype", "optimizer", "impl", "impl_options"]
@@ -23,7 +28,8 @@ SPLIT_SHARE = 0.01
 
 
 def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
-    """Per strategy measured at two world sizes or more: the MiB of each kind of state a rank holds at each of
+    """Per strategy measured at two world sizes or more (the baseline, one process's training, is none; a cap
+    sweep's caps are one: `_without_cap`): the MiB of each kind of state a rank holds at each of
     `worlds` (`predicted`) and at each world size measured (`measured`, as held: the largest rank, every repeat),
     and which kinds it splits. Columns: STRATEGY_KEYS, world_size, measured (bool), one per HELD kind, total_mb,
     splits (the kinds' names, '' for none), floor_mb (the floor under an even split where one applies, else 0:
@@ -33,7 +39,9 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
     held = [column for column in HELD if column in configs]
     if len(held) < len(HELD) or configs.empty:
         return pd.DataFrame()
-    ok = configs[(configs["status"] == "ok") & configs[held].notna().all(axis=1)]
+    ok = roles.with_roles(configs[(configs["status"] == "ok") & configs[held].notna().all(axis=1)])
+    ok = ok[~ok["baseline"].astype(bool)]
+    ok = ok.assign(impl_options=ok["impl_options"].map(_without_cap))
     rows = []
     for key, group in ok.groupby([k for k in STRATEGY_KEYS if k in ok], dropna=False, sort=False):
         by_world = group.groupby("world_size")[held].max()
@@ -66,6 +74,15 @@ def _whole_parameter_floor(group: pd.DataFrame, fits: dict, split_kinds: list[st
     if largest.empty or not at_one[param]:
         return {}
     return {optimizer: float(largest.max()) / 2**20 * at_one[optimizer] / at_one[param]}
+
+
+def _without_cap(options_json: str | None) -> str | None:
+    """A strategy's options but the bucket cap: DDP's buckets are not in the state held, so every cap of a sweep
+    holds the same, and is one strategy here (its repeats at every cap pooled)."""
+    options = options_of(options_json)
+    if "bucket_cap_mb" not in options:
+        return options_json
+    return json.dumps({k: v for k, v in options.items() if k != "bucket_cap_mb"}, sort_keys=True)
 
 
 def _activations(group: pd.DataFrame) -> float:

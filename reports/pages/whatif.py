@@ -300,15 +300,16 @@ def _memory_section(configs: pd.DataFrame, cluster: Cluster) -> str:
 
 
 def _with_activations(most: pd.DataFrame) -> str:
-    """'; its forward keeps 130 MiB of activations for backward at 8 samples a rank, every strategy alike:
+    """'; the model's forward keeps 130 MiB of activations for backward at 8 samples a rank, every strategy alike:
     fsdp 176 MiB, … in all' where the run counted them; '' where not."""
     counted = most["activation_mb"].dropna() if "activation_mb" in most else most.iloc[:0]
     if most.empty or not len(counted):
         return ""
     kept = float(counted.iloc[0])
     held = ", ".join(f"{r.strategy} {mib_text(r.total_mb + kept)}" for r in most.itertuples())
-    return (f"; its forward keeps {mib_text(kept)} of activations for backward at {int(most['batch_size'].iloc[0])} "
-            f"samples a rank, every strategy alike: {held} in all")  # fmt: skip
+    batch = int(most["batch_size"].iloc[0])
+    return (f"; the model's forward keeps {mib_text(kept)} of activations for backward at {batch} samples a rank, "
+            f"every strategy alike: {held} in all")  # fmt: skip
 
 
 def _state_cell(rows: pd.DataFrame, world: int) -> str:

@@ -55,12 +55,12 @@ def test_predict_prints_each_strategys_model_state_at_the_gpu_counts_asked(capsy
     said = capsys.readouterr().out
     assert "model state per rank (parameters, gradients, optimizer state, as held at 1, 2 ranks" in said
     assert "w8: fsdp 45.2 MiB, zero 204 MiB, stock 362 MiB; w64: fsdp 5.65 MiB, zero 184 MiB, stock 362 MiB" in said
-    assert "its forward keeps" not in said  # a run from before activations were counted: not said
+    assert "forward keeps" not in said  # a run from before activations were counted: not said
     predictions.model_state(memory.state_per_rank(RUN.assign(activation_mb=130.0), [8, 64]), [8, 64])
     said = capsys.readouterr().out
     assert (
-        "its forward keeps 130 MiB of activations for backward at 4 samples a rank (every strategy alike, at any "
-        "GPU count): at w64 a rank holds fsdp 136 MiB, zero 314 MiB, stock 492 MiB in all"
+        "the model's forward keeps 130 MiB of activations for backward at 4 samples a rank (every strategy alike, at "
+        "any GPU count): at w64 a rank holds fsdp 136 MiB, zero 314 MiB, stock 492 MiB in all"
     ) in said
     predictions.model_state(state.iloc[0:0], [8])  # nothing measured at two world sizes: nothing said
     assert capsys.readouterr().out == ""
@@ -75,3 +75,18 @@ def test_a_strategy_that_splits_its_optimizer_but_not_its_parameters_keeps_the_l
     assert state.loc[("zero", 1024), "floor_mb"] == pytest.approx(18.0)
     assert state.loc[("zero", 2), "held_optimizer_state_mb"] == pytest.approx(90.46)  # measured stays measured
     assert state.loc[("fsdp", 1024), "floor_mb"] == 0 and state.loc[("fsdp", 1024), "total_mb"] < 1
+
+
+def test_the_baseline_is_no_strategy_and_a_cap_sweeps_caps_are_one():
+    """A walkthrough's sweep listed `local` (one process's training, no data parallelism to choose) and
+    'stock bucket_cap_mb=1 32.4 MiB, stock bucket_cap_mb=25 32.4 MiB': DDP's buckets are not in the state held."""
+    swept = pd.concat([RUN, pd.DataFrame([
+        held("local", 1, 90.46, 90.46, 180.92), held("local", 2, 90.46, 90.46, 180.92),
+        held("stock", 1, 90.46, 90.46, 180.92, impl_options='{"bucket_cap_mb": 1.0}'),
+        held("stock", 2, 90.46, 90.46, 180.92, impl_options='{"bucket_cap_mb": 1.0}'),
+        held("stock", 2, 90.46, 90.46, 180.92, impl_options='{"bucket_cap_mb": 1.0, "static_graph": true}'),
+        held("stock", 1, 90.46, 90.46, 180.92, impl_options='{"bucket_cap_mb": 25.0, "static_graph": true}'),
+    ])])  # fmt: skip
+    state = memory.state_per_rank(swept, [8])
+    assert sorted(set(zip(state["impl"], state["impl_options"], strict=True))) == [
+        ("fsdp", "{}"), ("stock", '{"static_graph": true}'), ("stock", "{}"), ("zero", "{}")]  # fmt: skip

@@ -241,6 +241,6 @@ def model_state(state: pd.DataFrame, worlds: list[int]) -> None:
         kept = float(activations.iloc[0])
         at = state[state["world_size"] == worlds[-1]].sort_values("total_mb", kind="stable")
         held = ", ".join(f"{r.strategy} {mib_text(r.total_mb + kept)}" for r in at.itertuples())
-        say(f"ddpbench predict: and its forward keeps {mib_text(kept)} of activations for backward at "
+        say(f"ddpbench predict: and the model's forward keeps {mib_text(kept)} of activations for backward at "
             f"{int(state['batch_size'].iloc[0])} samples a rank (every strategy alike, at any GPU count): at "
             f"w{worlds[-1]} a rank holds {held} in all")  # fmt: skip
