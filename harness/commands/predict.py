@@ -102,7 +102,7 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     if configs is not None:
         predict_input.warn_uncalibrated(run_dir, configs, setup)
         worlds = [n * chosen.gpus_per_node for n in predict_cluster.node_counts(args)]
-        predictions.model_state(_state_of_setup(configs, setup, worlds), worlds)
+        predictions.model_state(_state_of_setup(configs, setup, worlds), worlds, chosen)
     caps = caps or list(DEFAULT_CAPS_MB)
     code = predict_cluster.run_steps(args, chosen, profile, caps, device=profiled_on, configs=configs, setup=setup)
     if args.page:  # the same calibration, caps and scaling as the console's, from one node to 1,024 GPUs

@@ -58,6 +58,7 @@ class Cluster:
     latency_scale: float = 1.0  # NCCL's latencies as its tuner has them; a fit to a user's logs may move it
     fitted_to: str = ""  # a profile fitted to nccl-tests logs: which, and the fit's error (nccltests.fit)
     fitted_nodes: int = 0  # the most nodes those logs measured: beyond, the fitted network is carried on
+    gpu_memory_gib: float = 0.0  # one GPU's memory, as its datasheet gives it (0: not given)
 
     @property
     def has_network(self) -> bool:
@@ -100,7 +101,7 @@ COUNTS = ("gpus_per_node", "intra.nvlinks", "inter.nics")  # whole numbers
 SECTIONS = {"intra": ("fabric", "nvlinks", "link_gbps", "busbw_gbps", "nvls_busbw_gbps"),
             "inter": ("nics", "nic_gbps", "busbw_gbps", "latency_us")}  # fmt: skip
 TOP_LEVEL = ("name", "description", "gpus_per_node", "generation", "cpu", "nccl", "algorithms", "latency_scale",
-             "fitted_to", "fitted_nodes", *SECTIONS, "sources")  # fmt: skip
+             "fitted_to", "fitted_nodes", "gpu_memory_gib", *SECTIONS, "sources")  # fmt: skip
 
 
 def _refuse_unknown_keys(data: dict, where: str) -> None:
@@ -196,6 +197,7 @@ def from_mapping(data: dict, *, where: str = "<profile>") -> Cluster:
         inter_busbw_gbps=numbers["inter.busbw_gbps"], inter_latency_us=numbers["inter.latency_us"],
         sources=sources, path=where, latency_scale=_latency_scale(data, where),
         fitted_to=str(data.get("fitted_to", "")), fitted_nodes=_fitted_nodes(data, where),
+        gpu_memory_gib=_number(data, "gpu_memory_gib", where) if "gpu_memory_gib" in data else 0.0,
     )  # fmt: skip
 
 
@@ -227,6 +229,8 @@ def to_toml(profile: Cluster) -> str:
              f"cpu = {text(profile.cpu)}", f"nccl = {text(profile.nccl)}",
              f"algorithms = [{', '.join(map(text, profile.algorithms))}]",
              f"latency_scale = {profile.latency_scale!r}"]  # fmt: skip
+    if profile.gpu_memory_gib:
+        lines.append(f"gpu_memory_gib = {profile.gpu_memory_gib!r}")
     if profile.fitted_to:
         lines += [f"fitted_to = {text(profile.fitted_to)}", f"fitted_nodes = {profile.fitted_nodes}"]
     for section, keys in SECTIONS.items():
@@ -240,7 +244,13 @@ def to_toml(profile: Cluster) -> str:
 
 def unsourced(cluster: Cluster) -> list[str]:
     """The fields whose number the profile does not say the source of."""
-    keys = ("gpus_per_node", "generation", "cpu", *NUMBERS[1:])
+    keys = (
+        "gpus_per_node",
+        "generation",
+        "cpu",
+        *NUMBERS[1:],
+        *(("gpu_memory_gib",) if cluster.gpu_memory_gib else ()),
+    )
     return [key for key in keys if not cluster.sources.get(key)]
 
 

@@ -105,3 +105,26 @@ def _fit(worlds: np.ndarray, held_mb: np.ndarray) -> tuple[float, float]:
 def mib_text(value: float) -> str:
     """A model-state figure for reading, in the console and on the page alike: '0.354 MiB', '1.85 GiB'."""
     return f"{value / 1024:.3g} GiB" if value >= 1024 else f"{value:.3g} MiB"
+
+
+def fit_words(state: pd.DataFrame, capacity_gib: float) -> str:
+    """Whether each strategy's state and activations fit in a GPU of `capacity_gib`, at the world sizes of
+    `state` (state_per_rank's rows with a `strategy` label): 'stock fits (64.9 MiB a rank at most); fsdp fits
+    from w64 (41 GiB a rank there); …'. '' without a capacity or without counted activations (the state alone would
+    say that a model fits whose activations do not)."""
+    if not capacity_gib or "activation_mb" not in state or state["activation_mb"].isna().all():
+        return ""
+    capacity_mb = capacity_gib * 1024
+    said = []
+    for strategy, rows in state.groupby("strategy", sort=False):
+        need = (rows["total_mb"] + rows["activation_mb"]).to_numpy()[np.argsort(rows["world_size"].to_numpy())]
+        worlds = np.sort(rows["world_size"].to_numpy())
+        # the first of the GPU counts from which on it always fits (len(need): it does not fit at the most)
+        fits_from = len(need) - next((i for i, fits in enumerate(need[::-1] <= capacity_mb) if not fits), len(need))
+        if fits_from == 0:
+            said.append(f"{strategy} fits ({mib_text(need.max())} a rank at most)")
+        elif fits_from == len(need):
+            said.append(f"{strategy} does not fit ({mib_text(need.min())} a rank at the least)")
+        else:
+            said.append(f"{strategy} fits from w{int(worlds[fits_from])} ({mib_text(need[fits_from])} a rank there)")
+    return "; ".join(said)

@@ -11,7 +11,7 @@ from harness.analysis import agreement, roles, stats, why
 from harness.analysis.compare import setup_words
 from harness.analysis.sweep import given_cap
 from harness.perfmodel.cluster import Cluster, is_builtin, published_check_summary, published_checks
-from harness.perfmodel.memory import mib_text, state_per_rank
+from harness.perfmodel.memory import fit_words, mib_text, state_per_rank
 from harness.perfmodel.nccl import ClusterLink
 from harness.perfmodel.predict import (
     DEFAULT_CAPS_MB,
@@ -294,7 +294,8 @@ def _memory_section(configs: pd.DataFrame, cluster: Cluster) -> str:
         head = ["strategy", "splits (measured)", *(f"{w} {'(measured)' if w in measured else 'GPUs'}" for w in shown)]
         parts += [f"<p class=takeaway><b>{esc(setup_words(dict(zip(MEMORY_SETUP, keys, strict=False))))}:</b> "
                   f"at {worlds[-1]} GPUs each rank holds {esc(said)} of parameters, gradients and optimizer "
-                  f"state{esc(_with_activations(most))}.</p>", table(head, cells)]  # fmt: skip
+                  f"state{esc(_with_activations(most) + '.' + _fits(group, cluster))}</p>",
+                  table(head, cells)]  # fmt: skip
     parts.append(f"<p class=caption>{esc(_memory_caption(state))}</p>")
     return "\n".join(parts)
 
@@ -310,6 +311,14 @@ def _with_activations(most: pd.DataFrame) -> str:
     batch = int(most["batch_size"].iloc[0])
     return (f"; the model's forward keeps {mib_text(kept)} of activations for backward at {batch} samples a rank, "
             f"every strategy alike: {held} in all")  # fmt: skip
+
+
+def _fits(group: pd.DataFrame, cluster: Cluster) -> str:
+    """' In dgx-h100's 80 GiB a GPU, before …: stock fits (…); fsdp fits from w64 (…).' where the profile gives
+    its GPUs' memory and the run counted activations (memory.fit_words); '' else."""
+    words = fit_words(group[group["world_size"].isin(world_sizes(cluster))], cluster.gpu_memory_gib)
+    return (f" In {cluster.name}'s {cluster.gpu_memory_gib:g} GiB a GPU, before buffers, DDP's buckets, gathered "
+            f"parameters and the kernels' working memory: {words}." if words else "")  # fmt: skip
 
 
 def _state_cell(rows: pd.DataFrame, world: int) -> str:
@@ -340,7 +349,8 @@ def _sources_section(cluster: Cluster) -> str:
               "intra.nvlinks": cluster.nvlinks, "intra.link_gbps": cluster.link_gbps,
               "intra.busbw_gbps": cluster.intra_busbw_gbps, "intra.nvls_busbw_gbps": cluster.nvls_busbw_gbps,
               "inter.nics": cluster.nics, "inter.nic_gbps": cluster.nic_gbps,
-              "inter.busbw_gbps": cluster.inter_busbw_gbps, "inter.latency_us": cluster.inter_latency_us}  # fmt: skip
+              "inter.busbw_gbps": cluster.inter_busbw_gbps, "inter.latency_us": cluster.inter_latency_us,
+              **({"gpu_memory_gib": cluster.gpu_memory_gib} if cluster.gpu_memory_gib else {})}  # fmt: skip
     cells = [[esc(key), esc(f"{value:g}" if isinstance(value, float) else value),
               esc(cluster.sources.get(key, "not given"))] for key, value in values.items()]  # fmt: skip
     where = f"built-in profile {cluster.name}" if is_builtin(cluster) else "your profile"

@@ -45,7 +45,8 @@ def test_a_profile_without_a_source_is_caught():
      ({"inter": {"latency_us": None}}, "inter.latency_us is missing; give a number ≥ 0"),
      ({"generation": None}, "generation is missing; choose one of volta"),
      ({"inter": {"latency_usec": 5}}, "unknown key inter.latency_usec; the keys are inter.nics"),
-     ({"gpu_per_node": 8}, "unknown key gpu_per_node")],
+     ({"gpu_per_node": 8}, "unknown key gpu_per_node"),
+     ({"gpu_memory_gib": "80GB"}, "gpu_memory_gib = '80GB' is not valid; give a number ≥ 0")],
 )  # fmt: skip
 def test_a_bad_profile_field_is_refused_naming_it(tmp_path, change, named):
     from harness.perfmodel.cluster import tomllib

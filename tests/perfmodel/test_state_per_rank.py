@@ -90,3 +90,16 @@ def test_the_baseline_is_no_strategy_and_a_cap_sweeps_caps_are_one():
     state = memory.state_per_rank(swept, [8])
     assert sorted(set(zip(state["impl"], state["impl_options"], strict=True))) == [
         ("fsdp", "{}"), ("stock", '{"static_graph": true}'), ("stock", "{}"), ("zero", "{}")]  # fmt: skip
+
+
+def test_which_strategy_fits_in_the_clusters_gpus_state_and_activations_together():
+    """A model 400× the walkthrough's (141 GiB of Adam training): DDP never fits in 80 GiB, ZeRO once its
+    optimizer state is split far enough, FSDP from the first node; without counted activations nothing is said
+    (the state alone would pass a model whose activations do not fit)."""
+    big = RUN.assign(**{c: RUN[c] * 400 for c in memory.HELD}, activation_mb=1024.0)
+    state = memory.state_per_rank(big, [8, 64, 512]).query("world_size >= 8")
+    state = state.assign(strategy=state["impl"])
+    words = memory.fit_words(state, 80)
+    assert "stock does not fit (142 GiB a rank at the least)" in words
+    assert "zero fits from w64 (72.8 GiB a rank there)" in words and "fsdp fits (18.7 GiB a rank at most)" in words
+    assert memory.fit_words(state, 0.0) == "" and memory.fit_words(state.assign(activation_mb=float("nan")), 80) == ""

@@ -217,12 +217,13 @@ def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, c
         f"w{int(last['world_size'])}: {why_last}{said}")  # fmt: skip
 
 
-def model_state(state: pd.DataFrame, worlds: list[int]) -> None:
+def model_state(state: pd.DataFrame, worlds: list[int], cluster=None) -> None:
     """Each strategy's model state per rank at `worlds` (harness.perfmodel.memory.state_per_rank's rows of one
-    setup), smallest first: what the run's ranks held, carried to GPU counts it did not reach."""
+    setup), smallest first: what the run's ranks held, carried to GPU counts it did not reach; with the
+    activations counted and a `cluster` whose GPU memory the profile gives, which strategy fits there."""
     if state.empty:
         return
-    from harness.perfmodel.memory import mib_text
+    from harness.perfmodel.memory import fit_words, mib_text
     from harness.results.values import options_words
 
     names = [f"{impl} {words}".strip() for impl, words in zip(state["impl"], state["impl_options"].map(options_words),
@@ -244,3 +245,7 @@ def model_state(state: pd.DataFrame, worlds: list[int]) -> None:
         say(f"ddpbench predict: and the model's forward keeps {mib_text(kept)} of activations for backward at "
             f"{int(state['batch_size'].iloc[0])} samples a rank (every strategy alike, at any GPU count): at "
             f"w{worlds[-1]} a rank holds {held} in all")  # fmt: skip
+    capacity = getattr(cluster, "gpu_memory_gib", 0.0)
+    if words := fit_words(state[state["world_size"].isin(worlds)], capacity):
+        say(f"ddpbench predict: in {cluster.name}'s {capacity:g} GiB a GPU, before buffers, DDP's buckets, gathered "
+            f"parameters and the kernels' working memory: {words}")  # fmt: skip
