@@ -134,6 +134,7 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
         "scaling_efficiency_vs_local": _one(list(group["pooled_scaling_vs_local"])),
         **{column: _highest([value(r, column) for r in records]) for column in (*MEMORY_PEAKS, PROCESS_PEAK)},
         HELD_STATE: _highest([_held_state(r) for r in records]),
+        "activation_mb": _highest([value(r, "activation_mb") for r in records]),  # the model's, at the batch
     }  # fmt: skip
 
 

@@ -157,9 +157,13 @@ def _held_state(rows: pd.DataFrame) -> str:
     rss = [v for v in rows["mem_peak_rss_mb"] if v is not None]
     span = f"{_mib(min(rss))}–{_mib(max(rss))}" if len(rss) > 1 else _mib(rss[0])
     world = world_label(int(rows["world_size"].iloc[0]))
-    return (f"At {world} each rank holds in parameters, gradients and optimizer state: {parts} (on a GPU add "
-            f"activations, buckets and gathered parameters: a GPU run measures them). Each process's peak RSS here "
-            f"({span}) is mostly the interpreter and torch, no ranking of the strategies.")  # fmt: skip
+    counted = [v for v in rows.get("activation_mb", []) if v is not None and v == v]
+    kept = (f"; the model's forward keeps {_mib(max(counted))} of activations for backward a rank (every strategy "
+            "alike; on a GPU add buckets and gathered parameters: a GPU run measures them)" if counted else
+            " (on a GPU add activations, buckets and gathered parameters: a GPU run measures them)")  # fmt: skip
+    return (f"At {world} each rank holds in parameters, gradients and optimizer state: {parts}{kept}. Each "
+            f"process's peak RSS here ({span}) is mostly the interpreter and torch, no ranking of the "
+            "strategies.")  # fmt: skip
 
 
 def _mib(value: float) -> str:

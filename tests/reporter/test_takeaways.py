@@ -89,6 +89,11 @@ def test_without_a_gpu_memory_ranks_the_model_state_each_rank_holds_not_the_proc
         "measures them). Each process's peak RSS here (500 MiB–1.17 GiB) is mostly the interpreter and torch, no "
         "ranking of the strategies."
     )
+    counted = takeaways.memory(sharded.assign(activation_mb=12.4), workload="mlp")
+    assert (
+        "stock 360 MiB, local 360 MiB; the model's forward keeps 12 MiB of activations for backward a rank (every "
+        "strategy alike; on a GPU add buckets and gathered parameters: a GPU run measures them). Each"
+    ) in counted
     gpu = sharded.assign(mem_peak_nvml_mb=sharded["mem_peak_rss_mb"])  # a GPU's peak is ranked as measured
     assert "the largest peak GPU memory (NVML) is naive's" in takeaways.memory(gpu, workload="mlp")
     no_nvml = sharded.assign(device="cuda")  # a GPU run without NVML: its RSS, as measured, not the CPU's words
