@@ -314,10 +314,10 @@ def _with_activations(most: pd.DataFrame) -> str:
 
 
 def _fits(group: pd.DataFrame, cluster: Cluster) -> str:
-    """' In dgx-h100's 80 GiB a GPU, before …: stock fits (…); fsdp fits from w64 (…).' where the profile gives
+    """' In a GPU of 80 GiB (dgx-h100), before …: stock fits (…); fsdp fits from w64 (…).' where the profile gives
     its GPUs' memory and the run counted activations (memory.fit_words); '' else."""
     words = fit_words(group[group["world_size"].isin(world_sizes(cluster))], cluster.gpu_memory_gib)
-    return (f" In {cluster.name}'s {cluster.gpu_memory_gib:g} GiB a GPU, before buffers, DDP's buckets, gathered "
+    return (f" In a GPU of {cluster.gpu_memory_gib:g} GiB ({cluster.name}), before buffers, DDP's buckets, gathered "
             f"parameters and the kernels' working memory: {words}." if words else "")  # fmt: skip
 
 

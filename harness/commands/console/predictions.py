@@ -247,5 +247,5 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None) -> None:
             f"w{worlds[-1]} a rank holds {held} in all")  # fmt: skip
     capacity = getattr(cluster, "gpu_memory_gib", 0.0)
     if words := fit_words(state[state["world_size"].isin(worlds)], capacity):
-        say(f"ddpbench predict: in {cluster.name}'s {capacity:g} GiB a GPU, before buffers, DDP's buckets, gathered "
+        say(f"ddpbench predict: in a GPU of {capacity:g} GiB ({cluster.name}), before buffers, DDP's buckets, gathered "
             f"parameters and the kernels' working memory: {words}")  # fmt: skip
