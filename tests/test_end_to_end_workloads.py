@@ -27,5 +27,6 @@ def test_every_workload_runs_with_stock_and_bucketed_at_two_world_sizes(tmp_path
     assert configs["parity_ok"].tolist() == [True] * len(configs)
     assert (configs["flops_per_sample"] > 0).all() and (configs["param_count"] > 0).all()
     assert (configs["activation_mb"] > 0).all()  # what each forward keeps for backward, counted once a setup
+    assert configs["activation_top"].str.len().gt(0).all()  # and who keeps the most of it
     language = configs[configs["workload"].isin(["gpt2", "bert"])]
     assert (language["tokens_per_s"] > 0).all()

@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
 from torch.utils._pytree import tree_map
 from torch.utils.flop_counter import FlopCounterMode
 
@@ -84,7 +85,8 @@ def describe(workload: Workload, *, batch_size: int, device: torch.device | str,
             model = build_model(workload, seed=SEED, device=device)
             info = parameter_sizes(model)
             info["flops_per_sample"] = flops_per_sample(workload, model, device=device)
-        info["activation_mb"] = activation_bytes(workload, batch_size=batch_size, device=device, dtype=dtype) / MIB
+        kept = activations_by_module(workload, batch_size=batch_size, device=device, dtype=dtype)
+        info["activation_mb"], info["activation_top"] = sum(kept.values()) / MIB, largest_keepers(kept)
     tokens = workload.tokens_per_sample()
     info["samples_per_batch"] = batch_size
     info["tokens_per_batch"] = tokens * batch_size if tokens is not None else None
@@ -155,22 +157,43 @@ def flops_per_sample(workload: Workload, model: nn.Module, *, device: torch.devi
 
 
 def activation_bytes(workload: Workload, *, batch_size: int, device: torch.device, dtype: str) -> int:
+    """`activations_by_module`, all together."""
+    return sum(activations_by_module(workload, batch_size=batch_size, device=device, dtype=dtype).values())
+
+
+def activations_by_module(workload: Workload, *, batch_size: int, device: torch.device, dtype: str) -> dict[str, int]:
     """Bytes autograd keeps for backward once one batch's forward and loss are done: every tensor saved for
     backward (`saved_tensors_hooks`), each storage once (a tensor saved by two operations, or a view of one
     saved, is one allocation), the parameters and buffers left out (model state: the held_* columns).
 
     At the rank's own batch, under the run's autocast (its low-precision copies of weights kept for backward
     are in it: not parameters, but memory a bf16 run holds beside them). Counted on the meta device (no memory,
-    no compute) where the workload runs there in fp32, else on `device`. Attention is counted as a flash kernel keeps
-    it (`_flash_attention_kept`): what a GPU's SDPA runs. Not in it: the forward's temporaries freed before
-    backward, backward's own working memory, DDP's buckets and FSDP's gathered parameters."""
+    no compute) where the workload runs there in fp32, else on `device`. Attention is counted as a flash kernel
+    keeps it (`_flash_attention_kept`): what a GPU's SDPA runs. Not in it: the forward's temporaries freed before
+    backward, backward's own working memory, DDP's buckets and FSDP's gathered parameters.
+
+    By the kind of module that kept them (the class of the innermost module running when a tensor was saved;
+    LOSS outside the model), so that the page can say why: HF GPT-2's tanh GELU, in Python operations, keeps four
+    tensors of the MLP's width a layer, half of all it keeps."""
     if dtype == "fp32":  # autocast has no meta device: a bf16/fp16 forward is counted where it runs
         with contextlib.suppress(Exception):  # a value read (.item()) or an op without a meta kernel
             return _saved_bytes(workload, batch_size=batch_size, device=META, dtype=dtype)
     return _saved_bytes(workload, batch_size=batch_size, device=device, dtype=dtype)
 
 
-def _saved_bytes(workload: Workload, *, batch_size: int, device: torch.device, dtype: str) -> int:
+LOSS = "the loss"
+"""Who kept a tensor saved outside every module of the model: the workload's loss."""
+
+
+def largest_keepers(kept: dict[str, int], *, most: int = 3, share: float = 0.05) -> str:
+    """'NewGELUActivation 48%, the loss 16%, Conv1D 15%': the kinds of module that keep the most, each with its
+    share of all, up to `most` of them and none under `share`."""
+    total = sum(kept.values())
+    ranked = sorted(kept.items(), key=lambda item: -item[1])[:most]
+    return ", ".join(f"{name} {nbytes / total:.0%}" for name, nbytes in ranked if total and nbytes >= share * total)
+
+
+def _saved_bytes(workload: Workload, *, batch_size: int, device: torch.device, dtype: str) -> dict[str, int]:
     made_on = torch.device("cpu") if device.type == "meta" else device  # no generator on the meta device
     model = build_model(workload, seed=SEED, device=device)
     generator = torch.Generator(device=made_on)
@@ -179,18 +202,34 @@ def _saved_bytes(workload: Workload, *, batch_size: int, device: torch.device, d
     if device.type == "meta":
         batch = tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, batch)
     state = {_storage_key(t) for t in (*model.parameters(), *model.buffers())}
-    kept: dict[int, int] = {}
+    kept: dict[int, tuple[str, int]] = {}
+    running: list[str] = []  # the classes of the modules whose forward is running, innermost last
 
     def keep(tensor: torch.Tensor) -> torch.Tensor:
-        if (key := _storage_key(tensor)) not in state:
-            kept[key] = tensor.untyped_storage().nbytes()
+        if (key := _storage_key(tensor)) not in state and key not in kept:
+            kept[key] = (running[-1] if running else LOSS, tensor.untyped_storage().nbytes())
         return tensor  # the tensor itself: nothing copied, and alive until backward, so no storage is reused
 
     flash = _flash_attention_kept() if device.type in ("meta", "cpu") else contextlib.nullcontext()
-    with flash, forward_precision(dtype, made_on), torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
-        loss = workload.loss(model, batch)
+
+    def enter(module: nn.Module, args: Any) -> None:  # a hook that returned a value would replace the inputs
+        running.append(type(module).__name__)
+
+    def leave(module: nn.Module, args: Any, output: Any) -> None:  # and here, the output
+        running.pop()
+
+    entered, left = register_module_forward_pre_hook(enter), register_module_forward_hook(leave)
+    try:
+        with flash, forward_precision(dtype, made_on), torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+            loss = workload.loss(model, batch)
+    finally:
+        entered.remove()
+        left.remove()
     del loss, model, batch
-    return sum(kept.values())
+    by_module: dict[str, int] = {}
+    for owner, nbytes in kept.values():
+        by_module[owner] = by_module.get(owner, 0) + nbytes
+    return by_module
 
 
 def _storage_key(tensor: torch.Tensor) -> int:
@@ -203,10 +242,11 @@ def _storage_key(tensor: torch.Tensor) -> int:
 def _flash_attention_kept():
     """`scaled_dot_product_attention` run as the CPU's flash kernel, which keeps for backward what a GPU's flash
     and memory-efficient kernels keep (query, key, value, output and the log-sum-exp per query): the meta
-    device runs only the math backend, which keeps the T×T attention weights (about 3× all the rest of GPT-2
-    at 1,024 tokens), and the CPU runs it where flash refuses the call. Swapped in torch.nn.functional for the
-    count, not intercepted as a torch function: nn.MultiheadAttention calls it from inside a function that
-    dispatches as one. Where the flash kernel cannot take the call (grouped-query heads), it runs as made."""
+    device runs only the math backend, which keeps the T×T attention weights (a full GPT-2 sample at 1,024
+    tokens then keeps 1.81 GiB, not 1.18: benchmarks/activations.py), and the CPU runs it where flash refuses.
+    Swapped in torch.nn.functional for the count, not intercepted as a torch function: nn.MultiheadAttention
+    calls it from inside a function that dispatches as one. Where the flash kernel cannot take the call
+    (grouped-query heads), it runs as made."""
     made = F.scaled_dot_product_attention
 
     def as_flash(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **rest):

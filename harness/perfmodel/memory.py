@@ -34,8 +34,8 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
     and which kinds it splits. Columns: STRATEGY_KEYS, world_size, measured (bool), one per HELD kind, total_mb,
     splits (the kinds' names, '' for none), floor_mb (the floor under an even split where one applies, else 0:
     _whole_parameter_floor), activation_mb (what the forward keeps for backward at the rank's batch, the same at
-    every world size: the batch is per rank; NaN where the run did not count it). Empty where no strategy
-    qualifies."""
+    every world size: the batch is per rank; NaN where the run did not count it), activation_top (who keeps the
+    most of it; '' where not counted). Empty where no strategy qualifies."""
     held = [column for column in HELD if column in configs]
     if len(held) < len(HELD) or configs.empty:
         return pd.DataFrame()
@@ -58,7 +58,8 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
                      for c, (whole, split) in fits.items()}  # fmt: skip
             rows.append({**base, "world_size": world, "measured": measured, **state,
                          "total_mb": sum(state.values()), "splits": ", ".join(HELD[c] for c in split_kinds),
-                         "floor_mb": sum(floor.values()), "activation_mb": activations})  # fmt: skip
+                         "floor_mb": sum(floor.values()), "activation_mb": activations,
+                         "activation_top": _first(group, "activation_top")})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -83,6 +84,11 @@ def _without_cap(options_json: str | None) -> str | None:
     if "bucket_cap_mb" not in options:
         return options_json
     return json.dumps({k: v for k, v in options.items() if k != "bucket_cap_mb"}, sort_keys=True)
+
+
+def _first(group: pd.DataFrame, column: str) -> str:
+    known = group[column].dropna() if column in group else pd.Series(dtype=object)
+    return str(known.iloc[0]) if len(known) else ""
 
 
 def _activations(group: pd.DataFrame) -> float:

@@ -214,6 +214,9 @@ MODEL = (
       "every tensor saved for backward, each storage once, parameters and buffers left out (autocast's weight copies "
       "kept in); counted on the rank's "
       "device once per workload setup, not in the timed steps"),
+    C("activation_top", STR, "", "the kinds of module that keep the most of `activation_mb`, with their shares "
+      "('NewGELUActivation 48%, Conv1D 18%, the loss 16%': the class of the innermost module running when each "
+      "tensor was first saved; the loss: outside the model)"),
 )
 
 CONFIGS = Table(

@@ -309,8 +309,9 @@ def _with_activations(most: pd.DataFrame) -> str:
     kept = float(counted.iloc[0])
     held = ", ".join(f"{r.strategy} {mib_text(r.total_mb + kept)}" for r in most.itertuples())
     batch = int(most["batch_size"].iloc[0])
-    return (f"; the model's forward keeps {mib_text(kept)} of activations for backward at {batch} samples a rank, "
-            f"every strategy alike: {held} in all")  # fmt: skip
+    top = most["activation_top"].iloc[0] if "activation_top" in most else ""
+    return (f"; the model's forward keeps {mib_text(kept)} of activations for backward at {batch} samples a rank"
+            f"{f' (most kept by {top})' if top else ''}, every strategy alike: {held} in all")  # fmt: skip
 
 
 def _fits(group: pd.DataFrame, cluster: Cluster) -> str:

@@ -44,10 +44,20 @@ def test_counted_on_meta_as_on_the_cpu_attention_as_flash_keeps_it(name):
     if workload.unavailable_reason(device="cpu"):
         pytest.skip(workload.unavailable_reason(device="cpu"))
     figures = {"batch_size": 8, "dtype": "fp32"}
-    on_cpu = modelinfo._saved_bytes(workload, device=CPU, **figures)
+    on_cpu = sum(modelinfo._saved_bytes(workload, device=CPU, **figures).values())
     try:
-        on_meta = modelinfo._saved_bytes(workload, device=torch.device("meta"), **figures)
+        on_meta = sum(modelinfo._saved_bytes(workload, device=torch.device("meta"), **figures).values())
     except Exception:  # a value read: activation_bytes counts it on the device
         assert modelinfo.activation_bytes(workload, device=CPU, **figures) == on_cpu
         return
     assert on_meta == pytest.approx(on_cpu, rel=0.02, abs=128)
+
+
+def test_who_keeps_them_is_the_innermost_module_running_and_the_loss_outside():
+    """mlp/tiny's hand count by who keeps each tensor: the first Linear its input (the data), each ReLU its
+    output (the next Linear's input, kept once), the loss its log-softmax, labels and total weight."""
+    kept = modelinfo.activations_by_module(workloads.create("mlp", size="tiny"), batch_size=8, device=CPU,
+                                           dtype="fp32")  # fmt: skip
+    assert kept == {"Linear": 8 * 32 * 4, "ReLU": 2 * 8 * 32 * 4, modelinfo.LOSS: 8 * 10 * 4 + 8 * 8 + 4}
+    assert modelinfo.largest_keepers(kept) == "ReLU 59%, Linear 30%, the loss 11%"
+    assert modelinfo.largest_keepers({"A": 96, "B": 4}) == "A 96%"  # a keeper under 5 % is not named

@@ -56,11 +56,13 @@ def test_predict_prints_each_strategys_model_state_at_the_gpu_counts_asked(capsy
     assert "model state per rank (parameters, gradients, optimizer state, as held at 1, 2 ranks" in said
     assert "w8: fsdp 45.2 MiB, zero 204 MiB, stock 362 MiB; w64: fsdp 5.65 MiB, zero 184 MiB, stock 362 MiB" in said
     assert "forward keeps" not in said  # a run from before activations were counted: not said
-    predictions.model_state(memory.state_per_rank(RUN.assign(activation_mb=130.0), [8, 64]), [8, 64])
+    counted = RUN.assign(activation_mb=130.0, activation_top="NewGELUActivation 48%")
+    predictions.model_state(memory.state_per_rank(counted, [8, 64]), [8, 64])
     said = capsys.readouterr().out
     assert (
-        "the model's forward keeps 130 MiB of activations for backward at 4 samples a rank (every strategy alike, at "
-        "any GPU count): at w64 a rank holds fsdp 136 MiB, zero 314 MiB, stock 492 MiB in all"
+        "the model's forward keeps 130 MiB of activations for backward at 4 samples a rank (most kept by "
+        "NewGELUActivation 48%; every strategy alike, at any GPU count): at w64 a rank holds fsdp 136 MiB, zero "
+        "314 MiB, stock 492 MiB in all"
     ) in said
     predictions.model_state(state.iloc[0:0], [8])  # nothing measured at two world sizes: nothing said
     assert capsys.readouterr().out == ""

@@ -242,8 +242,10 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None) -> None:
         kept = float(activations.iloc[0])
         at = state[state["world_size"] == worlds[-1]].sort_values("total_mb", kind="stable")
         held = ", ".join(f"{r.strategy} {mib_text(r.total_mb + kept)}" for r in at.itertuples())
+        top = state["activation_top"].iloc[0] if "activation_top" in state else ""
+        said = f"most kept by {top}; " if top else ""
         say(f"ddpbench predict: and the model's forward keeps {mib_text(kept)} of activations for backward at "
-            f"{int(state['batch_size'].iloc[0])} samples a rank (every strategy alike, at any GPU count): at "
+            f"{int(state['batch_size'].iloc[0])} samples a rank ({said}every strategy alike, at any GPU count): at "
             f"w{worlds[-1]} a rank holds {held} in all")  # fmt: skip
     capacity = getattr(cluster, "gpu_memory_gib", 0.0)
     if words := fit_words(state[state["world_size"].isin(worlds)], capacity):
