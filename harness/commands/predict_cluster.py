@@ -119,7 +119,8 @@ def cluster_from_args(args: argparse.Namespace):
         _say_published_check(base, args.collective, nodes=node_counts(args) if args.nodes else None)
         _warn_beyond_published(base, node_counts(args))
         if base.fitted_to:  # a fit saved before (--save-profile): what it rests on, and how far it reaches
-            console.say(f"ddpbench predict: {base.path} was fitted to {base.fitted_to}")
+            console.say(f"ddpbench predict: {base.path}: a profile fitted to {base.fitted_to} (not checked "
+                        "against published tables)")  # fmt: skip
             _warn_beyond_logs(base.name, base.fitted_nodes, node_counts(args))
         return base
     _warn_if_other_gpu(base, logs)
@@ -232,6 +233,8 @@ def _say_published_check(chosen, collective: str, *, nodes: list[int] | None) ->
                         "are unchecked, beyond sharing the all-reduce's bandwidths")  # fmt: skip
     elif cluster.is_builtin(chosen):
         console.say(f"ddpbench predict: {chosen.name}: no published nccl-tests table found to check it against")
+    elif chosen.fitted_to:  # a fit saved before: what it rests on is said next (cluster_from_args)
+        return
     else:
         console.say(f"ddpbench predict: {chosen.path}: a profile of your own, not checked against published "
                     "tables; --nccl-tests fits it to your logs and says the fit's error")  # fmt: skip

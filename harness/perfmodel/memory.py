@@ -113,6 +113,35 @@ def mib_text(value: float) -> str:
     return f"{value / 1024:.3g} GiB" if value >= 1024 else f"{value:.3g} MiB"
 
 
+def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
+    """What the model's forward keeps, said alike by the console and the what-if page (rows of one setup, with a
+    `strategy` label, at one world size): 'the model's forward keeps 1.18 GiB of activations for backward at 8
+    samples a rank in fp32 (151 MiB a sample; most kept by NewGELUActivation 48%), every strategy alike at any
+    GPU count: stock 3.03 GiB, … in all' (`holds` before the totals: 'at w64 a rank holds '). '' where the run
+    did not count them."""
+    counted = rows["activation_mb"].dropna() if "activation_mb" in rows else rows.iloc[:0]
+    if rows.empty or not len(counted):
+        return ""
+    kept, first = float(counted.iloc[0]), rows.iloc[0]
+    batch = int(first["batch_size"])
+    top = first.get("activation_top") or ""
+    notes = [f"{mib_text(kept / batch)} a sample"] if batch > 1 else []
+    notes += [f"most kept by {top}"] if top else []
+    noted = f" ({'; '.join(notes)})" if notes else ""
+    held = ", ".join(f"{r.strategy} {mib_text(r.total_mb + kept)}" for r in rows.itertuples())
+    samples = f"{batch} sample{'s' if batch != 1 else ''}"
+    return (f"the model's forward keeps {mib_text(kept)} of activations for backward at {samples} a rank in "
+            f"{first['dtype']}{noted}, every strategy alike at any GPU count: {holds}{held} in all")  # fmt: skip
+
+
+def floor_words(state: pd.DataFrame) -> str:
+    """'zero keeps at least 294 MiB: its largest parameter's optimizer state, whole on one rank' for each strategy
+    with a floor under its even split (_whole_parameter_floor); '' for none."""
+    floors = state.loc[state["floor_mb"] > 0, ["strategy", "floor_mb"]].drop_duplicates("strategy")
+    return "; ".join(f"{r.strategy} keeps at least {mib_text(r.floor_mb)}: its largest parameter's optimizer state, "
+                     "whole on one rank" for r in floors.itertuples())  # fmt: skip
+
+
 def fit_words(state: pd.DataFrame, capacity_gib: float) -> str:
     """Whether each strategy's state and activations fit in a GPU of `capacity_gib`, at the world sizes of
     `state` (state_per_rank's rows with a `strategy` label): 'stock fits (64.9 MiB a rank at most); fsdp fits

@@ -11,7 +11,7 @@ from harness.analysis import agreement, roles, stats, why
 from harness.analysis.compare import setup_words
 from harness.analysis.sweep import given_cap
 from harness.perfmodel.cluster import Cluster, is_builtin, published_check_summary, published_checks
-from harness.perfmodel.memory import fit_words, mib_text, state_per_rank
+from harness.perfmodel.memory import activation_words, fit_words, mib_text, state_per_rank
 from harness.perfmodel.nccl import ClusterLink
 from harness.perfmodel.predict import (
     DEFAULT_CAPS_MB,
@@ -301,17 +301,9 @@ def _memory_section(configs: pd.DataFrame, cluster: Cluster) -> str:
 
 
 def _with_activations(most: pd.DataFrame) -> str:
-    """'; the model's forward keeps 130 MiB of activations for backward at 8 samples a rank, every strategy alike:
-    fsdp 176 MiB, … in all' where the run counted them; '' where not."""
-    counted = most["activation_mb"].dropna() if "activation_mb" in most else most.iloc[:0]
-    if most.empty or not len(counted):
-        return ""
-    kept = float(counted.iloc[0])
-    held = ", ".join(f"{r.strategy} {mib_text(r.total_mb + kept)}" for r in most.itertuples())
-    batch = int(most["batch_size"].iloc[0])
-    top = most["activation_top"].iloc[0] if "activation_top" in most else ""
-    return (f"; the model's forward keeps {mib_text(kept)} of activations for backward at {batch} samples a rank"
-            f"{f' (most kept by {top})' if top else ''}, every strategy alike: {held} in all")  # fmt: skip
+    """'; the model's forward keeps … in all' where the run counted them (memory.activation_words); '' where not."""
+    words = activation_words(most)
+    return f"; {words}" if words else ""
 
 
 def _fits(group: pd.DataFrame, cluster: Cluster) -> str:

@@ -60,9 +60,9 @@ def test_predict_prints_each_strategys_model_state_at_the_gpu_counts_asked(capsy
     predictions.model_state(memory.state_per_rank(counted, [8, 64]), [8, 64])
     said = capsys.readouterr().out
     assert (
-        "the model's forward keeps 130 MiB of activations for backward at 4 samples a rank (most kept by "
-        "NewGELUActivation 48%; every strategy alike, at any GPU count): at w64 a rank holds fsdp 136 MiB, zero "
-        "314 MiB, stock 492 MiB in all"
+        "and the model's forward keeps 130 MiB of activations for backward at 4 samples a rank in fp32 (32.5 MiB a "
+        "sample; most kept by NewGELUActivation 48%), every strategy alike at any GPU count: at w64 a rank holds "
+        "fsdp 136 MiB, zero 314 MiB, stock 492 MiB in all"
     ) in said
     predictions.model_state(state.iloc[0:0], [8])  # nothing measured at two world sizes: nothing said
     assert capsys.readouterr().out == ""

@@ -223,7 +223,7 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None) -> None:
     activations counted and a `cluster` whose GPU memory the profile gives, which strategy fits there."""
     if state.empty:
         return
-    from harness.perfmodel.memory import fit_words, mib_text
+    from harness.perfmodel.memory import activation_words, fit_words, floor_words, mib_text
     from harness.results.values import options_words
 
     names = [f"{impl} {words}".strip() for impl, words in zip(state["impl"], state["impl_options"].map(options_words),
@@ -234,19 +234,13 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None) -> None:
     for world in worlds:
         at = state[state["world_size"] == world].sort_values("total_mb", kind="stable")
         said.append(f"w{world}: " + ", ".join(f"{r.strategy} {mib_text(r.total_mb)}" for r in at.itertuples()))
+    floor = f" ({floors})" if (floors := floor_words(state)) else ""
     say(f"ddpbench predict: model state per rank (parameters, gradients, optimizer state, as held at {measured} "
         f"ranks and carried on as held(n) = whole + split / n; buffers and gathered parameters not in it): "
-        f"{'; '.join(said)}")  # fmt: skip
-    activations = state["activation_mb"].dropna() if "activation_mb" in state else state.iloc[:0]
-    if len(activations):
-        kept = float(activations.iloc[0])
-        at = state[state["world_size"] == worlds[-1]].sort_values("total_mb", kind="stable")
-        held = ", ".join(f"{r.strategy} {mib_text(r.total_mb + kept)}" for r in at.itertuples())
-        top = state["activation_top"].iloc[0] if "activation_top" in state else ""
-        said = f"most kept by {top}; " if top else ""
-        say(f"ddpbench predict: and the model's forward keeps {mib_text(kept)} of activations for backward at "
-            f"{int(state['batch_size'].iloc[0])} samples a rank ({said}every strategy alike, at any GPU count): at "
-            f"w{worlds[-1]} a rank holds {held} in all")  # fmt: skip
+        f"{'; '.join(said)}{floor}")  # fmt: skip
+    last = state[state["world_size"] == worlds[-1]].sort_values("total_mb", kind="stable")
+    if words := activation_words(last, holds=f"at w{worlds[-1]} a rank holds "):
+        say(f"ddpbench predict: and {words}")
     capacity = getattr(cluster, "gpu_memory_gib", 0.0)
     if words := fit_words(state[state["world_size"].isin(worlds)], capacity):
         say(f"ddpbench predict: in a GPU of {capacity:g} GiB ({cluster.name}), before buffers, DDP's buckets, gathered "
