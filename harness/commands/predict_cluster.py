@@ -369,8 +369,10 @@ def _say_one_rank_step(
     if local_step_ms:
         given = ("one rank's step, DDP's own cost inside it (no baseline step to take it apart: the step given is "
                  "taken as one with DDP)") if own_inside else "one rank's step without DDP"  # fmt: skip
-        console.say(f"ddpbench predict: compute scaled so that {given} is {local_step_ms:g} ms (--local-step-ms): "
-                    "every prediction below rests on that scaling")  # fmt: skip
+        console.say(f"ddpbench predict: compute scaled so that {given} is {local_step_ms:g} ms (--local-step-ms: "
+                    "one GPU's step at this profile's batch and input size), ×"
+                    f"{calibration.compute_scale:.4g} on the profile as measured: every prediction below rests on "
+                    "that scaling")  # fmt: skip
     parts = (
         f" ({step_ms - own_ms:.4g} ms without DDP + {own_ms:.3g} ms of DDP's own cost)"
         if own_ms or own_measured

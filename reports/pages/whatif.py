@@ -123,8 +123,8 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                            "Each line is one bucket_cap_mb; each point DDP's bucket schedule simulated over this "
                            "run's gradient-ready profile, every bucket's all-reduce costed as NCCL would run it."),
                   figs.add(figures.efficiency_vs_gpus(best, cluster=cluster.name),
-                           "Scaling efficiency = the one-GPU step with DDP / the predicted step with the cap the "
-                           "answer names at that GPU count (its label)."),
+                           "Scaling efficiency = the one-GPU step the note above names / the predicted step with the "
+                           "cap the answer names at that GPU count (its label)."),
                   _best_table(best)]  # fmt: skip
     parts += [_measured_section(configs), _memory_section(configs, cluster), _sources_section(cluster),
               _published_section(cluster)]  # fmt: skip
