@@ -318,6 +318,17 @@ def typical_repeats(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.loc[sorted(picked)]
 
 
+def _last_bucket_words(row: Any) -> str:
+    """'; the last bucket, 147 MiB (transformer.wte.weight and 2 more), alone takes 1.9 ms' where the prediction
+    row names its largest gradient; '' else."""
+    name = row.get("last_bucket_largest") if hasattr(row, "get") else None
+    if not isinstance(name, str) or not name:
+        return ""
+    more = int(row["last_bucket_tensors"]) - 1
+    held = f"{name} and {more} more" if more > 0 else name
+    return f"; the last bucket, {row['last_bucket_mb']:.3g} MiB ({held}), alone takes {row['last_allreduce_ms']:.3g} ms"
+
+
 def predicted_step(row: Any, *, backward_ms: float, own_ms: float = 0.0) -> str:
     """Which predicted part makes a step what it is (a row of the step-time model: step_ms, exposed_comm_ms,
     comm_ms, bucket_cap_mb): compute (communication hidden but for a trace), the network's bandwidth (all-reduces
@@ -335,7 +346,7 @@ def predicted_step(row: Any, *, backward_ms: float, own_ms: float = 0.0) -> str:
     else:
         part = (f"the gradients ready last: their all-reduces run after backward ends, {exposed:.3g} ms exposed "
                 f"({exposed / step:.0%} of the step; all-reduces {comm:.3g} ms{at} against backward's "
-                f"{backward_ms:.3g})")  # fmt: skip
+                f"{backward_ms:.3g}){_last_bucket_words(row)}")  # fmt: skip
     if own_ms > exposed:  # the step over the no-communication baseline is then mostly DDP's own work
         part += f"; DDP's own work ({own_ms:.3g} ms a step, from its cost at one rank) costs more than that"
     return part

@@ -30,6 +30,7 @@ class Grad:
     nbytes: int
     dtype: str
     ready_s: float  # after backward began
+    name: str = ""  # the parameter's (a stored profile has it): the why names the gradients ready last
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +54,13 @@ def profile_from_rows(rows: pd.DataFrame) -> Profile:
     trainable = rows[rows["requires_grad"].astype(bool)]
     ordered = trainable.sort_values(["ready_ms", "param_index"], ascending=[True, False])
     grads = tuple(
-        Grad(int(r.param_index), int(r.bytes), str(r.param_dtype), float(r.ready_ms) / 1e3)
+        Grad(
+            int(r.param_index),
+            int(r.bytes),
+            str(r.param_dtype),
+            float(r.ready_ms) / 1e3,
+            str(getattr(r, "param_name", "") or ""),
+        )  # rows made without names (tests, older tools) have none
         for r in ordered.itertuples()
     )
     first = rows.iloc[0]
@@ -67,6 +74,8 @@ class StepPrediction:
     comm_end_s: float
     buckets: int
     comm_s: float  # sum of all-reduce times without contention
+    last_bucket: tuple[Grad, ...] = ()  # the bucket ready last, whose all-reduce ends the step's communication
+    last_comm_s: float = 0.0  # its all-reduce, without contention
 
     @property
     def exposed_comm_s(self) -> float:
@@ -91,7 +100,8 @@ def simulate(
     slowdowns = comm_slowdowns(costs, link, world_size, contention)
     backward_end, comm_end = _overlap(profile.backward_s, ready, costs, slowdowns, contention.compute_slowdown)
     step = profile.forward_s + max(backward_end, comm_end) + profile.optimizer_s
-    return StepPrediction(step, backward_end, comm_end, len(buckets), sum(costs))
+    last = tuple(buckets[-1]) if buckets else ()
+    return StepPrediction(step, backward_end, comm_end, len(buckets), sum(costs), last, costs[-1] if costs else 0.0)
 
 
 EPS = 1e-12
@@ -203,9 +213,18 @@ def predict_caps(
                 "exposed_comm_ms": step.exposed_comm_s * 1e3,
                 "comm_ms": step.comm_s * 1e3,
                 "scaling_efficiency": profile.local_step_s / step.step_s,
+                **last_bucket_columns(step),
             }
         )
     return pd.DataFrame(rows)
+
+
+def last_bucket_columns(step: StepPrediction) -> dict:
+    """The bucket ready last, for the why: its MiB, its all-reduce's ms, its largest gradient's name ('' where the
+    profile has no names) and how many gradients it holds."""
+    grads = sorted(step.last_bucket, key=lambda g: -g.nbytes)
+    return {"last_bucket_mb": sum(g.nbytes for g in grads) / bucketing.MIB, "last_allreduce_ms": step.last_comm_s * 1e3,
+            "last_bucket_largest": grads[0].name if grads else "", "last_bucket_tensors": len(grads)}  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)

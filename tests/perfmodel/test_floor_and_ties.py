@@ -163,6 +163,24 @@ def test_the_answer_names_the_part_that_makes_the_step(exposed, comm, said):
     assert why.predicted_step(row, backward_ms=20.0).startswith(said)
 
 
+def test_the_gradients_ready_last_are_named_from_the_profile():
+    """GPT-2's embedding (tied to the output layer) is ready as backward ends: the why names the bucket it is in,
+    by its largest gradient, and what its all-reduce alone costs."""
+    from harness.perfmodel.schedule import Grad, Profile, predict_caps
+
+    grads = (Grad(2, 30 * 2**20, "float32", 0.004, "h.0.mlp.weight"), Grad(1, 2**20, "float32", 0.0099, "wpe"),
+             Grad(0, 147 * 2**20, "float32", 0.010, "transformer.wte.weight"))  # fmt: skip
+    link = Link(alpha_s=1e-5, busbw_bytes_per_s=100e9)
+    row = predict_caps(Profile(0.005, 0.010, 0.001, grads), caps_mb=[25.0], link=link, world_size=64).iloc[0]
+    assert (row["last_bucket_largest"], row["last_bucket_tensors"]) == ("transformer.wte.weight", 2)
+    assert row["last_bucket_mb"] == pytest.approx(148.0)
+    said = why.predicted_step(row, backward_ms=10.0)
+    assert said.startswith("the gradients ready last") or said.startswith("bandwidth"), said
+    alone = f"alone takes {row['last_allreduce_ms']:.3g} ms"
+    assert f"the last bucket, 148 MiB (transformer.wte.weight and 1 more), {alone}" in why._last_bucket_words(row)
+    assert why._last_bucket_words({"exposed_comm_ms": 1.0}) == ""  # a row from before the names: nothing said
+
+
 def test_the_answer_line_says_the_cap_as_the_per_node_line_does_and_one_node_count_as_one(capsys):
     """Every cap tied without 25 MiB among them: 'any', as the per-node line says; one node count: no 'w8 to w8'."""
     import types
