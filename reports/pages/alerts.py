@@ -243,6 +243,12 @@ def _gpus_per_node(meta: dict[str, Any]) -> int:
     return int(environment.get("gpu_count") or len(environment.get("gpus") or []))
 
 
+def gpu_memory_mb(meta: dict[str, Any]) -> float | None:
+    """One GPU's memory as the run's environment recorded it (the smallest, where they differ); None on a CPU."""
+    sizes = [g["memory_mb"] for g in (meta.get("environment") or {}).get("gpus") or [] if g.get("memory_mb")]
+    return float(min(sizes)) if sizes and meta.get("device") == "cuda" else None
+
+
 def gpu_shared_worlds(meta: dict[str, Any], configs: pd.DataFrame) -> set[int]:
     """The world sizes whose ranks took turns on a GPU (more ranks per node than GPUs, as the banner says): there
     NVML's device peak is every rank's on it, and each rank's own is its process's (mem_peak_nvml_process_mb)."""

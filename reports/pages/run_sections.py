@@ -229,7 +229,8 @@ def memory_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     caption += CAPTIONS["memory_shared"] if own else ""
     metrics = SHARED_GPU_METRICS if own else figures.MEMORY_METRICS
     for workload in workloads:
-        parts.append(takeaway(workload, takeaways.memory(run.configs, workload=workload, shared=shared)))
+        said = takeaways.memory(run.configs, workload=workload, shared=shared, gpu_mb=alerts.gpu_memory_mb(run.meta))
+        parts.append(takeaway(workload, said))
         parts.append(figs.add(figures.memory_by_rank(shown, run.ranks, workload=workload, metrics=metrics), caption))
         frontier = figures.memory_vs_time(shown, workload=workload, metrics=metrics)
         parts.append(figs.add(frontier, frontier_caption(run.configs, peak) + note))

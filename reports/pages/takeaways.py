@@ -117,11 +117,14 @@ MEMORY_WHAT = {"mem_peak_nvml_mb": "GPU memory (NVML)", "mem_peak_rss_mb": "proc
                answer.PROCESS_PEAK: "GPU memory of one rank (NVML, its process)"}  # fmt: skip
 
 
-def memory(configs: pd.DataFrame, *, workload: str, shared: set[int] | frozenset = frozenset()) -> str:
+def memory(
+    configs: pd.DataFrame, *, workload: str, shared: set[int] | frozenset = frozenset(), gpu_mb: float | None = None
+) -> str:
     """'At 2 ranks the largest peak is stock's (1.2 GiB), the smallest fsdp's (0.4 GiB).' Each strategy's
     peak is the highest any of its repeats reached (the one to plan for). Where the ranks shared a GPU (`shared`:
     alerts.gpu_shared_worlds), each rank's own peak, the whole GPU's beside it: that one counts every rank on
-    the device, and quoted alone reads as if each rank's memory grew with the world size."""
+    the device, and quoted alone reads as if each rank's memory grew with the world size. With `gpu_mb` (one
+    GPU's memory, alerts.gpu_memory_mb), a GPU peak is said as a share of it too: the headroom left."""
     frame = answer.ranked(configs, workload=workload)
     if frame.empty:
         return ""
@@ -140,11 +143,13 @@ def memory(configs: pd.DataFrame, *, workload: str, shared: set[int] | frozenset
     world = world_label(int(low["world_size"]))
     device = [v for v in rows["mem_peak_nvml_mb"] if v is not None]
     whole = f" (the whole GPU, all ranks on it: {_mib(max(device))})" if own and device else ""
+    of_gpu = (f" The largest is {high[column] / gpu_mb:.0%} of the GPU's {_mib(gpu_mb)}."
+              if gpu_mb and column != "mem_peak_rss_mb" else "")  # fmt: skip
     if low["strategy"] == high["strategy"]:
-        return f"At {world} the peak {MEMORY_WHAT[column]} is {_mib(high[column])}{whole}."
+        return f"At {world} the peak {MEMORY_WHAT[column]} is {_mib(high[column])}{whole}.{of_gpu}"
     return (
         f"At {world} the largest peak {MEMORY_WHAT[column]} is {high['strategy']}'s ({_mib(high[column])}), "
-        f"the smallest {low['strategy']}'s ({_mib(low[column])}){whole}."
+        f"the smallest {low['strategy']}'s ({_mib(low[column])}){whole}.{of_gpu}"
     )
 
 

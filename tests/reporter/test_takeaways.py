@@ -96,6 +96,8 @@ def test_without_a_gpu_memory_ranks_the_model_state_each_rank_holds_not_the_proc
     ) in counted
     gpu = sharded.assign(mem_peak_nvml_mb=sharded["mem_peak_rss_mb"])  # a GPU's peak is ranked as measured
     assert "the largest peak GPU memory (NVML) is naive's" in takeaways.memory(gpu, workload="mlp")
+    assert "(500 MiB). The largest is 1% of the GPU's 140.39 GiB." in takeaways.memory(gpu, workload="mlp",
+                                                                                       gpu_mb=143_760.0)  # fmt: skip
     no_nvml = sharded.assign(device="cuda")  # a GPU run without NVML: its RSS, as measured, not the CPU's words
     assert "the largest peak process memory (RSS) is naive's" in takeaways.memory(no_nvml, workload="mlp")
 
@@ -126,3 +128,12 @@ def test_the_memory_frontier_caption_says_where_sharding_shows():
     assert "The sharded strategies (fsdp) hold less model state per rank" in on_cpu and "trade" not in on_cpu
     assert "(fsdp) trade communication for memory" in run_sections.frontier_caption(ran, "mem_peak_nvml_mb")
     assert "sharded" not in run_sections.frontier_caption(ran[ran["impl"] == "stock"], "mem_peak_nvml_mb")
+
+
+def test_one_gpus_memory_is_the_runs_recorded_one_and_none_on_a_cpu():
+    from reports.pages import alerts
+
+    gpus = [{"index": 0, "memory_mb": 143_771.0}, {"index": 1, "memory_mb": 143_760.0}]
+    assert alerts.gpu_memory_mb({"device": "cuda", "environment": {"gpus": gpus}}) == 143_760.0
+    assert alerts.gpu_memory_mb({"device": "cpu", "environment": {"gpus": gpus}}) is None  # a CPU run beside a GPU
+    assert alerts.gpu_memory_mb({"device": "cuda", "environment": {}}) is None
