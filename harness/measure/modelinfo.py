@@ -71,7 +71,8 @@ def describe_once(
 
 def describe(workload: Workload, *, batch_size: int, device: torch.device | str, dtype: str = "fp32") -> dict[str, Any]:
     """Sizes and FLOPs of the workload's model, built afresh (the caller's RNG is untouched), and the bytes its
-    forward keeps for backward at `batch_size` samples under `dtype` (`activation_bytes`, in MiB).
+    forward keeps for backward at `batch_size` samples under `dtype` (`activation_mb`) and who keeps the most
+    (`activation_top`: activations_by_module, largest_keepers).
 
     FLOPs depend on shapes only, so they are counted on the meta device (no compute, no memory:
     resnet50/small in 0.04 s instead of 2.4 s on a CPU) where the workload runs there; a workload
@@ -233,8 +234,8 @@ def _saved_bytes(workload: Workload, *, batch_size: int, device: torch.device, d
 
 
 def _storage_key(tensor: torch.Tensor) -> int:
-    """The storage a tensor (or a view) lives in: its address on a real device, which the meta device has not
-    (every meta storage is at 0), so the storage object's own handle, which views share."""
+    """The storage a tensor (or a view of it) lives in: the storage's own handle, which views share; not its
+    address, which on the meta device is 0 for every storage."""
     return tensor.untyped_storage()._cdata
 
 
