@@ -86,8 +86,8 @@ def describe(workload: Workload, *, batch_size: int, device: torch.device | str,
             model = build_model(workload, seed=SEED, device=device)
             info = parameter_sizes(model)
             info["flops_per_sample"] = flops_per_sample(workload, model, device=device)
-        kept = activations_by_module(workload, batch_size=batch_size, device=device, dtype=dtype)
-        info["activation_mb"], info["activation_top"] = sum(kept.values()) / MIB, largest_keepers(kept)
+            del model  # before the count builds its own
+        info.update(_activations(workload, batch_size=batch_size, device=device, dtype=dtype))
     tokens = workload.tokens_per_sample()
     info["samples_per_batch"] = batch_size
     info["tokens_per_batch"] = tokens * batch_size if tokens is not None else None
@@ -157,6 +157,17 @@ def flops_per_sample(workload: Workload, model: nn.Module, *, device: torch.devi
     return counter.get_total_flops() / FLOP_COUNT_SAMPLES
 
 
+def _activations(workload: Workload, *, batch_size: int, device: torch.device, dtype: str) -> dict[str, Any]:
+    """`activation_mb` and `activation_top`; null where the count failed (out of memory, say), which must not
+    cost the sizes and FLOPs counted beside it."""
+    try:
+        kept = activations_by_module(workload, batch_size=batch_size, device=device, dtype=dtype)
+    except Exception:
+        traceback.print_exc(file=sys.stderr)
+        return {"activation_mb": None, "activation_top": None}
+    return {"activation_mb": sum(kept.values()) / MIB, "activation_top": largest_keepers(kept)}
+
+
 def activation_bytes(workload: Workload, *, batch_size: int, device: torch.device, dtype: str) -> int:
     """`activations_by_module`, all together."""
     return sum(activations_by_module(workload, batch_size=batch_size, device=device, dtype=dtype).values())
@@ -203,13 +214,14 @@ def _saved_bytes(workload: Workload, *, batch_size: int, device: torch.device, d
     if device.type == "meta":
         batch = tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, batch)
     state = {_storage_key(t) for t in (*model.parameters(), *model.buffers())}
-    kept: dict[int, tuple[str, int]] = {}
+    kept: dict[int, tuple[str, int, Any]] = {}
     running: list[str] = []  # the classes of the modules whose forward is running, innermost last
 
     def keep(tensor: torch.Tensor) -> torch.Tensor:
-        if (key := _storage_key(tensor)) not in state and key not in kept:
-            kept[key] = (running[-1] if running else LOSS, tensor.untyped_storage().nbytes())
-        return tensor  # the tensor itself: nothing copied, and alive until backward, so no storage is reused
+        storage = tensor.untyped_storage()
+        if (key := _storage_key(tensor)) not in state and key not in kept:  # the storage held: no key is reused
+            kept[key] = (running[-1] if running else LOSS, storage.nbytes(), storage)
+        return tensor  # the tensor itself: nothing copied
 
     flash = _flash_attention_kept() if device.type in ("meta", "cpu") else contextlib.nullcontext()
 
@@ -228,7 +240,7 @@ def _saved_bytes(workload: Workload, *, batch_size: int, device: torch.device, d
         left.remove()
     del loss, model, batch
     by_module: dict[str, int] = {}
-    for owner, nbytes in kept.values():
+    for owner, nbytes, _ in kept.values():
         by_module[owner] = by_module.get(owner, 0) + nbytes
     return by_module
 
@@ -246,18 +258,21 @@ def _flash_attention_kept():
     device runs only the math backend, which keeps the T×T attention weights (a full GPT-2 sample at 1,024
     tokens then keeps 1.81 GiB, not 1.18: benchmarks/activations.py), and the CPU runs it where flash refuses.
     Swapped in torch.nn.functional for the count, not intercepted as a torch function: nn.MultiheadAttention
-    calls it from inside a function that dispatches as one. Where the flash kernel cannot take the call
-    (grouped-query heads), it runs as made."""
+    calls it from inside a function that dispatches as one. Dropout is set to 0 for the count: the CPU kernel
+    refuses it, and a GPU's keeps only its random state for it. Grouped-query heads are given their key and value
+    repeated (the CPU kernel wants as many as the queries): those two a little high. A call the kernel still
+    refuses (some masks) runs as made."""
     made = F.scaled_dot_product_attention
 
     def as_flash(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **rest):
-        if not rest.get("enable_gqa") or query.shape[-3] == key.shape[-3]:
-            with contextlib.suppress(RuntimeError, TypeError, NotImplementedError):
-                return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-                    query, key, value, dropout_p, is_causal, attn_mask=attn_mask, scale=scale
-                )[0]
-        return made(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
-                    **rest)  # fmt: skip
+        if rest.get("enable_gqa") and query.shape[-3] != key.shape[-3]:
+            group = query.shape[-3] // key.shape[-3]
+            key, value = key.repeat_interleave(group, dim=-3), value.repeat_interleave(group, dim=-3)
+        with contextlib.suppress(RuntimeError, TypeError, NotImplementedError):
+            return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+                query, key, value, 0.0, is_causal, attn_mask=attn_mask, scale=scale
+            )[0]
+        return made(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
 
     F.scaled_dot_product_attention = as_flash
     try:

@@ -61,3 +61,47 @@ def test_who_keeps_them_is_the_innermost_module_running_and_the_loss_outside():
     assert kept == {"Linear": 8 * 32 * 4, "ReLU": 2 * 8 * 32 * 4, modelinfo.LOSS: 8 * 10 * 4 + 8 * 8 + 4}
     assert modelinfo.largest_keepers(kept) == "ReLU 59%, Linear 30%, the loss 11%"
     assert modelinfo.largest_keepers({"A": 96, "B": 4}) == "A 96%"  # a keeper under 5 % is not named
+
+
+def test_attention_with_dropout_or_grouped_heads_is_counted_as_flash_and_torch_is_left_as_it_was():
+    """The CPU flash kernel refuses dropout and fewer key heads than query heads: counted with dropout 0 and the
+    key and value repeated, not with the math backend's T×T weights; and whatever the forward raises, the swap
+    and the module hooks are undone."""
+    import torch.nn.functional as F
+
+    query, grouped = torch.randn(2, 8, 64, 16, requires_grad=True), torch.randn(2, 2, 64, 16, requires_grad=True)
+    made = F.scaled_dot_product_attention
+    with modelinfo._flash_attention_kept():
+        assert (
+            F.scaled_dot_product_attention(query, query, query, dropout_p=0.1)
+            .grad_fn.name()
+            .startswith("ScaledDotProductFlashAttentionForCpu")
+        )
+        assert F.scaled_dot_product_attention(query, grouped, grouped, enable_gqa=True).grad_fn.name().startswith(
+            "ScaledDotProductFlashAttentionForCpu")  # fmt: skip
+    assert F.scaled_dot_product_attention is made
+
+    class Broken(torch.nn.Module):
+        def forward(self, x):
+            raise RuntimeError("the forward fails")
+
+    workload = workloads.create("mlp", size="tiny")
+    hooks = (
+        dict(torch.nn.modules.module._global_forward_pre_hooks),
+        dict(torch.nn.modules.module._global_forward_hooks),
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(workload, "loss", lambda model, batch: Broken()(batch[0]))
+        with pytest.raises(RuntimeError, match="the forward fails"):
+            modelinfo._saved_bytes(workload, batch_size=2, device=CPU, dtype="fp32")
+
+    def out_of_memory(*args, **kwargs):
+        raise RuntimeError("out of memory")
+
+    with pytest.MonkeyPatch.context() as patch:  # a count that fails costs only itself, not the FLOPs beside it
+        patch.setattr(modelinfo, "activations_by_module", out_of_memory)
+        info = modelinfo.describe(workload, batch_size=2, device=CPU)
+    assert info["activation_mb"] is None and info["flops_per_sample"] > 0
+    assert F.scaled_dot_product_attention is made
+    assert (dict(torch.nn.modules.module._global_forward_pre_hooks),
+            dict(torch.nn.modules.module._global_forward_hooks)) == hooks  # fmt: skip
