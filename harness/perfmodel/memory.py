@@ -51,7 +51,7 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
         split_kinds = [c for c, (whole, split) in fits.items() if split > SPLIT_SHARE * (whole + split)]
         floor = _whole_parameter_floor(group, fits, split_kinds)
         base = dict(zip([k for k in STRATEGY_KEYS if k in ok], key, strict=True))
-        activations = _activations(group)
+        activations = _activations(group) if not _computes_otherwise(base.get("impl_options")) else float("nan")
         for world in sorted({*map(int, by_world.index), *worlds}):
             measured = world in by_world.index
             state = {c: float(by_world.loc[world, c]) if measured else max(whole + split / world, floor.get(c, 0.0))
@@ -84,6 +84,12 @@ def _without_cap(options_json: str | None) -> str | None:
     if "bucket_cap_mb" not in options:
         return options_json
     return json.dumps({k: v for k, v in options.items() if k != "bucket_cap_mb"}, sort_keys=True)
+
+
+def _computes_otherwise(options_json: str | None) -> bool:
+    """A strategy that computes in another dtype than the run's (FSDP's param_dtype=bf16 in an fp32 run): the
+    activations counted for the run's dtype are not its own."""
+    return options_of(options_json).get("param_dtype", "fp32") != "fp32"
 
 
 def _first(group: pd.DataFrame, column: str) -> str:
@@ -119,10 +125,11 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
     samples a rank in fp32 (151 MiB a sample; most kept by NewGELUActivation 48%), every strategy alike at any
     GPU count: stock 3.03 GiB, … in all' (`holds` before the totals: 'at w64 a rank holds '). '' where the run
     did not count them."""
-    counted = rows["activation_mb"].dropna() if "activation_mb" in rows else rows.iloc[:0]
-    if rows.empty or not len(counted):
+    if "activation_mb" not in rows or rows["activation_mb"].isna().all():
         return ""
-    kept, first = float(counted.iloc[0]), rows.iloc[0]
+    others = rows[rows["activation_mb"].isna()]  # computing in another dtype (_computes_otherwise)
+    rows = rows[rows["activation_mb"].notna()]
+    kept, first = float(rows["activation_mb"].iloc[0]), rows.iloc[0]
     batch = int(first["batch_size"])
     top = first.get("activation_top") or ""
     notes = [f"{mib_text(kept / batch)} a sample"] if batch > 1 else []
@@ -130,8 +137,15 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
     noted = f" ({'; '.join(notes)})" if notes else ""
     held = ", ".join(f"{r.strategy} {mib_text(r.total_mb + kept)}" for r in rows.itertuples())
     samples = f"{batch} sample{'s' if batch != 1 else ''}"
+    alike = (
+        "every strategy alike"
+        if others.empty
+        else (
+            f"every strategy alike but {', '.join(others['strategy'])}, which computes in another dtype (not counted)"
+        )
+    )
     return (f"the model's forward keeps {mib_text(kept)} of activations for backward at {samples} a rank in "
-            f"{first['dtype']}{noted}, every strategy alike at any GPU count: {holds}{held} in all")  # fmt: skip
+            f"{first['dtype']}{noted}, {alike} at any GPU count: {holds}{held} in all")  # fmt: skip
 
 
 def floor_words(state: pd.DataFrame) -> str:
@@ -144,22 +158,31 @@ def floor_words(state: pd.DataFrame) -> str:
 
 def fit_words(state: pd.DataFrame, capacity_gib: float) -> str:
     """Whether each strategy's state and activations fit in a GPU of `capacity_gib`, at the world sizes of
-    `state` (state_per_rank's rows with a `strategy` label): 'stock fits (64.9 MiB a rank at most); fsdp fits
-    from w64 (41 GiB a rank there); …'. '' without a capacity or without counted activations (the state alone would
-    say that a model fits whose activations do not)."""
-    if not capacity_gib or "activation_mb" not in state or state["activation_mb"].isna().all():
+    `state` (state_per_rank's rows with a `strategy` label): 'stock does not fit (142 GiB a rank at the least);
+    zero fits from w64 (72.8 GiB a rank there); fsdp fits (18.7 GiB a rank at most)'; a strategy whose need
+    does not shrink with the GPUs has its counts named ('fits at w8, not at w64 (91 GiB a rank there)'). '' without
+    a capacity or without counted activations (the state alone would pass a model whose activations do not
+    fit); a strategy without them (another compute dtype) is left out."""
+    state = state[state["activation_mb"].notna()] if "activation_mb" in state else state.iloc[:0]
+    if not capacity_gib or state.empty:
         return ""
-    capacity_mb = capacity_gib * 1024
     said = []
-    for strategy, rows in state.groupby("strategy", sort=False):
-        need = (rows["total_mb"] + rows["activation_mb"]).to_numpy()[np.argsort(rows["world_size"].to_numpy())]
-        worlds = np.sort(rows["world_size"].to_numpy())
-        # the first of the GPU counts from which on it always fits (len(need): it does not fit at the most)
-        fits_from = len(need) - next((i for i, fits in enumerate(need[::-1] <= capacity_mb) if not fits), len(need))
-        if fits_from == 0:
-            said.append(f"{strategy} fits ({mib_text(need.max())} a rank at most)")
-        elif fits_from == len(need):
-            said.append(f"{strategy} does not fit ({mib_text(need.min())} a rank at the least)")
-        else:
-            said.append(f"{strategy} fits from w{int(worlds[fits_from])} ({mib_text(need[fits_from])} a rank there)")
+    for strategy, rows in state.sort_values("world_size").groupby("strategy", sort=False):
+        need = (rows["total_mb"] + rows["activation_mb"]).to_numpy()
+        worlds = rows["world_size"].to_numpy().astype(int)
+        fits = need <= capacity_gib * 1024
+        said.append(f"{strategy} {_fit_phrase(fits, need, worlds)}")
     return "; ".join(said)
+
+
+def _fit_phrase(fits: np.ndarray, need: np.ndarray, worlds: np.ndarray) -> str:
+    if fits.all():
+        return f"fits ({mib_text(need.max())} a rank at most)"
+    if not fits.any():
+        return f"does not fit ({mib_text(need.min())} a rank at the least)"
+    first = int(np.argmax(fits))
+    if fits[first:].all():  # fits from some GPU count on, as a split state does
+        return f"fits from w{worlds[first]} ({mib_text(need[first])} a rank there)"
+    worst = int(np.argmax(np.where(fits, -np.inf, need)))
+    return (f"fits at {', '.join(f'w{w}' for w in worlds[fits])}, not at {', '.join(f'w{w}' for w in worlds[~fits])} "
+            f"({mib_text(need[worst])} a rank at w{worlds[worst]})")  # fmt: skip

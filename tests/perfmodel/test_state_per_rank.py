@@ -105,3 +105,19 @@ def test_which_strategy_fits_in_the_clusters_gpus_state_and_activations_together
     assert "stock does not fit (142 GiB a rank at the least)" in words
     assert "zero fits from w64 (72.8 GiB a rank there)" in words and "fsdp fits (18.7 GiB a rank at most)" in words
     assert memory.fit_words(state, 0.0) == "" and memory.fit_words(state.assign(activation_mb=float("nan")), 80) == ""
+
+
+def test_a_need_that_grows_with_the_gpus_and_a_strategy_in_another_dtype_are_said_as_they_are():
+    """A review found 'does not fit (71 GiB a rank at the least)' for a need rising 71 → 91 GiB against 80, and
+    FSDP computing in bf16 given the fp32 forward's activations."""
+    rows = pd.DataFrame({"strategy": ["odd"] * 3, "world_size": [8, 64, 512], "total_mb": [70e3, 72e3, 92e3],
+                         "activation_mb": [1024.0] * 3})  # fmt: skip
+    assert memory.fit_words(rows, 80) == "odd fits at w8, w64, not at w512 (90.8 GiB a rank at w512)"
+    mixed = RUN.assign(activation_mb=64.0)
+    mixed.loc[mixed["impl"] == "fsdp", "impl_options"] = '{"param_dtype": "bf16"}'
+    state = memory.state_per_rank(mixed, [8]).query("world_size == 8")
+    state = state.assign(strategy=state["impl"])
+    said = memory.activation_words(state)
+    assert "every strategy alike but fsdp, which computes in another dtype (not counted)" in said
+    assert "fsdp" not in said.split("in all")[0].split("at any GPU count:")[1]  # no total for it
+    assert "fsdp" not in memory.fit_words(state, 80) and "stock fits" in memory.fit_words(state, 80)
