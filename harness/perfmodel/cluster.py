@@ -90,7 +90,7 @@ def load(name_or_file: str) -> Cluster:
         raise ConfigError(f"--cluster {name_or_file!r} is neither a built-in profile ({', '.join(builtin_names())}) "
                           "nor a .toml file")  # fmt: skip
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"--cluster {str(path)!r} is not valid TOML: {error}") from None
     return from_mapping(data, where=str(path))
@@ -221,9 +221,11 @@ def to_toml(profile: Cluster) -> str:
     error, how many nodes they reach), so that a fit is made once and used by every command. Written here, not by
     a TOML library: the standard library reads TOML but does not write it, and a profile is flat strings, numbers
     and one list. Strings are JSON's, which TOML's basic strings read the same."""
-    text = functools.partial(json.dumps, ensure_ascii=False)
-    lines = [f"# {profile.description or profile.name}" + (f": fitted to {profile.fitted_to}" if profile.fitted_to
-                                                            else ""),
+    text = _toml_string
+    headline = f"{profile.description or profile.name}" + (f": fitted to {profile.fitted_to}" if profile.fitted_to
+                                                            else "")  # fmt: skip
+    headline = "".join(c for c in " ".join(headline.split()) if c.isprintable())  # a comment: one line, no controls
+    lines = [f"# {headline}",
              f"name = {text(profile.name)}", f"description = {text(profile.description)}",
              f"gpus_per_node = {profile.gpus_per_node}", f"generation = {text(profile.generation)}",
              f"cpu = {text(profile.cpu)}", f"nccl = {text(profile.nccl)}",
@@ -240,6 +242,13 @@ def to_toml(profile: Cluster) -> str:
             lines.append(f"{key} = {text(value) if isinstance(value, str) else repr(value)}")
     lines += ["", "[sources]", *(f"{text(key)} = {text(said)}" for key, said in profile.sources.items())]
     return "\n".join(lines) + "\n"
+
+
+def _toml_string(value: str) -> str:
+    """A TOML basic string: JSON's escapes, which TOML reads alike, and DEL escaped too (JSON leaves it, TOML
+    refuses it); a lone surrogate (a file name's undecodable byte) cannot be written in UTF-8 and becomes '?'."""
+    printable = value.encode("utf-8", "replace").decode("utf-8")
+    return json.dumps(printable, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 def unsourced(cluster: Cluster) -> list[str]:

@@ -24,9 +24,10 @@ def test_each_builtin_profile_loads_and_says_where_every_number_came_from(name):
 @pytest.mark.parametrize("name", cluster.builtin_names())
 def test_a_profile_written_out_reads_back_the_same(tmp_path, name):
     """What --save-profile writes: every field, a changed name, an odd character and a fit's record kept."""
-    fitted = dataclasses.replace(cluster.load(name), name='ours "fitted"', latency_scale=1.37, fitted_nodes=4,
-                                 fitted_to="2 log(s) ≥ 64 KiB: mean 3.1%", intra_busbw_gbps=211.123456789)  # fmt: skip
-    (tmp_path / "ours.toml").write_text(cluster.to_toml(fitted))
+    fitted = dataclasses.replace(cluster.load(name), name='ours "fitted" \\ x', latency_scale=1.37, fitted_nodes=4,
+                                 fitted_to="2 log(s) ≥ 64 KiB:\nmean 3.1%\x7f\ttab", intra_busbw_gbps=211.123456789,
+                                 description="two\nlines")  # fmt: skip
+    (tmp_path / "ours.toml").write_text(cluster.to_toml(fitted), encoding="utf-8")
     assert cluster.load(str(tmp_path / "ours.toml")) == dataclasses.replace(fitted, path=str(tmp_path / "ours.toml"))
 
 
