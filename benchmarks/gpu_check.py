@@ -20,6 +20,8 @@ Lines (each ok or FAIL; exit 1 on any FAIL, 2 on bad usage):
 - what timing DDP's buckets costs stock and zero at one rank (benchmarks/hook_cost.py: two pairs of
   launches with and without `--bucket-timeline`): shown, to decide whether it can be on by default on GPUs;
 - no configuration's steps drift within the measured window (a warm-up long enough for each strategy);
+- the activations counted (`activation_mb`) against CUDA's allocator after one forward and loss (within 5 %),
+  and, with the held state, within the allocator's peak;
 - bucketed/stock ≤ 1.00 per workload; the fixed cost: wall / timed steps ≤ 1.5 for the default bench
   (every strategy, 20 steps) of gpt2/full and resnet50/full;
 - provenance (driver, CUDA, NCCL, topology);
@@ -240,6 +242,50 @@ def activation_lines(results: Path, setup: Setup) -> list[Line]:
     return lines
 
 
+ALLOCATOR_BATCH = 2
+
+
+def activation_allocator_lines(setup: Setup) -> list[Line]:
+    """The activation count against CUDA's allocator, per big workload and dtype: after a warm-up step (cuBLAS's
+    workspace and autocast's first casts allocated), what one forward and loss leave allocated
+    (memory_allocated after less before: the saved tensors, and the loss) over `activation_bytes` counted on
+    the same GPU. Within 0.95-1.05 or FAIL: a storage the count misses shows as a ratio above, one it counts twice
+    below. A review asked for it: the peak line alone passes a count that is too low."""
+    if setup.quick:
+        return [Line("activations counted against CUDA's allocator", "", None)]
+    import torch
+
+    import workloads
+    from harness.measure import modelinfo
+    from harness.measure.training import build_model, forward_precision
+
+    cuda, lines = torch.device("cuda"), []
+    for name in setup.big[0].split(","):
+        for dtype in ("fp32", "bf16"):
+            workload = workloads.create(name, size=setup.big[1])
+            model = build_model(workload, seed=0, device=cuda)
+            batch = workload.make_batch(ALLOCATOR_BATCH, device=cuda, generator=torch.Generator(device=cuda))
+            with forward_precision(dtype, cuda):
+                workload.loss(model, batch).backward()  # the warm-up: workspaces, first casts
+            model.zero_grad(set_to_none=True)
+            torch.cuda.synchronize()
+            before = torch.cuda.memory_allocated()
+            with forward_precision(dtype, cuda):
+                loss = workload.loss(model, batch)
+            torch.cuda.synchronize()
+            left = torch.cuda.memory_allocated() - before
+            del loss, model, batch
+            torch.cuda.empty_cache()
+            counted = modelinfo.activation_bytes(workload, batch_size=ALLOCATOR_BATCH, device=cuda, dtype=dtype)
+            ratio = left / counted if counted else float("nan")
+            value = (
+                f"allocated {left / 2**20:.1f} MiB after forward and loss, counted {counted / 2**20:.1f}: {ratio:.3f}"
+            )
+            lines.append(Line(f"activations counted against CUDA's allocator: {name}/{setup.big[1]} {dtype} batch "
+                              f"{ALLOCATOR_BATCH}", value, 0.95 <= ratio <= 1.05))  # fmt: skip
+    return lines
+
+
 def steady_line(results: Path, setup: Setup) -> Line:
     """The warm-up each strategy declares is enough: no configuration of a strategy that declares one on this
     device (torch DDP's 11 timed forwards on CUDA) drifts within its measured window (drift.drift_flagged).
@@ -413,6 +459,7 @@ def all_lines(out: Path, results: Path, setup: Setup) -> list[Line]:
     lines = strategy_lines(results, codes) + nvml_lines(results, setup) + ratio_lines(results, setup)
     lines.append(steady_line(results, setup))
     lines += activation_lines(results, setup)
+    lines += activation_allocator_lines(setup)
     lines += [fixed_cost_line(results, setup), *trace_lines(results, setup), sampler_line(out, setup)]
     lines.append(hook_cost_line(out, setup))
     quick = setup.quick
