@@ -87,6 +87,12 @@ def test_the_resume_goes_on_deciding_and_each_round_runs_exactly_what_was_open(a
     assert found, "the resume ran no round"
     for look, opened, ran in found:
         assert ran == opened, f"at the look after {look} repeats"
+    # and the last look, which asked for no round: whatever is open there has run to --max-repeats
+    configs = store.read_configs(run)
+    final = decide.verdicts(configs, store.read_steps(run), confidence=decide.look_confidence(MAX_REPEATS),
+                            max_repeats=MAX_REPEATS)  # fmt: skip
+    short = configs[configs["config_id"].isin(decide.open_config_ids(final))].groupby(["impl", "impl_options"]).size()
+    assert (short >= MAX_REPEATS).all(), short
     naive = store.read_configs(run).query("impl == 'naive'")
     stock = store.read_configs(run).query("impl == 'stock'")[["impl_options", "repeat", "step_ms_median"]]
     # its verdict was decided before the last look: not run to the end

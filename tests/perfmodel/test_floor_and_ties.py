@@ -175,7 +175,7 @@ def test_the_gradients_ready_last_are_named_from_the_profile():
     assert (row["last_bucket_largest"], row["last_bucket_tensors"]) == ("transformer.wte.weight", 2)
     assert row["last_bucket_mb"] == pytest.approx(148.0)
     said = why.predicted_step(row, backward_ms=10.0)
-    assert said.startswith("the gradients ready last") or said.startswith("bandwidth"), said
+    assert said.startswith("the gradients ready last") and "; the last bucket, 148 MiB" in said, said
     alone = f"alone takes {row['last_allreduce_ms']:.3g} ms"
     assert f"the last bucket, 148 MiB (transformer.wte.weight and 1 more), {alone}" in why._last_bucket_words(row)
     assert why._last_bucket_words({"exposed_comm_ms": 1.0}) == ""  # a row from before the names: nothing said
