@@ -212,8 +212,8 @@ MODEL = (
     C("flops_per_sample", F64, "FLOP", "forward+backward FLOPs per sample, counted by `FlopCounterMode`"),
     C("activation_mb", F64, MIB_UNIT, "what one forward at the rank's batch keeps for backward, under the run's dtype: "
       "every tensor saved for backward, each storage once, parameters and buffers left out (autocast's weight copies "
-      "kept in); counted on the rank's "
-      "device once per workload setup, not in the timed steps"),
+      "kept in), attention as a flash kernel keeps it; counted once per workload setup, outside the timed steps, on "
+      "the meta device where the model runs there in fp32, else on the rank's device"),
     C("activation_top", STR, "", "the kinds of module that keep the most of `activation_mb`, with their shares "
       "('NewGELUActivation 48%, Conv1D 18%, the loss 16%': the class of the innermost module running when each "
       "tensor was first saved; the loss: outside the model)"),
