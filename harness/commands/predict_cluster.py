@@ -100,7 +100,7 @@ def cluster_from_args(args: argparse.Namespace):
             console.warning(f"nccl-tests log {path} has no '# Collective test starting:' line and its name no "
                             f"program's: read as {log.collective}'s; if it is another collective's, name the file "
                             "after its program (e.g. all_gather_perf.txt)")  # fmt: skip
-    _refuse_mixed_gpus(logs)
+    predict_input.refuse_mixed_gpus(logs)
     if args.cluster is not None:
         base = cluster.load(args.cluster)
         _refuse_nodes_without_network(base, args)  # before any word about the profile: one line, as every refusal
@@ -123,7 +123,7 @@ def cluster_from_args(args: argparse.Namespace):
                         "against published tables)")  # fmt: skip
             _warn_beyond_logs(base.name, base.fitted_nodes, node_counts(args))
         return base
-    _warn_if_other_gpu(base, logs)
+    predict_input.warn_if_other_gpu(base, logs)
     predict_input.warn_other_node_shape(base, logs)
     name = f"{base.name} fitted to {len(logs)} nccl-tests log(s) of {_nodes_text(logs)}"
     fitted = nccltests.fit(base, logs, name=name)
@@ -150,27 +150,6 @@ def _nodes_text(logs) -> str:
     low, high = min(log.nodes for log in logs), max(log.nodes for log in logs)
     counted = f"{low}–{high}" if low < high else f"{high}"
     return f"{counted} node{'s' if high > 1 else ''}"
-
-
-def _warn_if_other_gpu(base, logs) -> None:
-    """Logs of one GPU fitted to another's profile: the bandwidths move, NCCL's per-generation latencies
-    and the profile's algorithms (NVLS, say) stay the profile's. Said, not refused: a user's own cluster
-    may have no profile closer."""
-    from harness.perfmodel import cluster, nccltests
-
-    gpu = next((log.gpu for log in logs if log.gpu), "")
-    own = nccltests.profile_for_gpu(gpu) if gpu else None
-    if own is None or own == base.name:
-        return
-    theirs = cluster.load(own)
-    if theirs.generation != base.generation:
-        console.warning(f"the nccl-tests logs are of {gpu!r} ({theirs.generation}; ddpbench's profile {own}) and "
-                        f"are fitted to {base.name}, a {base.generation} profile: the fit moves its bandwidths, not "
-                        f"NCCL's {base.generation} latencies or its algorithms; --cluster {own} starts from the "
-                        "logs' own GPU")  # fmt: skip
-    else:
-        console.say(f"ddpbench predict: the nccl-tests logs are of {gpu!r}: fitting {base.name} (as --cluster "
-                    f"asks), not the built-in {own}")  # fmt: skip
 
 
 def _warn_beyond_published(chosen, nodes: list[int]) -> None:
@@ -202,18 +181,6 @@ def _counts_text(counts: list[int]) -> str:
     """[4, 8, 64] → '4, 8 and 64'."""
     names = [str(n) for n in counts]
     return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
-
-
-def _refuse_mixed_gpus(logs) -> None:
-    """One profile describes one kind of GPU: logs of two are two clusters, each fitted on its own."""
-    named = {}
-    for log in logs:
-        if log.gpu:
-            named.setdefault(log.gpu, log.path)
-    if len(named) > 1:
-        (first, one), (second, other) = list(named.items())[:2]
-        raise ConfigError(f"--nccl-tests: the logs are of different GPUs ({first!r} in {one}, {second!r} in {other}); "
-                          "one profile describes one cluster: fit each cluster's logs on their own")  # fmt: skip
 
 
 def _say_published_check(chosen, collective: str, *, nodes: list[int] | None) -> None:

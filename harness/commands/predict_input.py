@@ -325,3 +325,36 @@ def warn_far_moved(base, fitted: dict[str, float]) -> None:
             console.warning(f"the fit moved {field} from {own:g} to {value:.4g} ({value / own:.2g}×): a level moved "
                             "this far rests on the few rows it limits, or the logs are of another cluster than "
                             f"{base.name}; check those rows before planning by it")  # fmt: skip
+
+
+def warn_if_other_gpu(base, logs) -> None:
+    """Logs of one GPU fitted to another's profile: the bandwidths move, NCCL's per-generation latencies
+    and the profile's algorithms (NVLS, say) stay the profile's. Said, not refused: a user's own cluster
+    may have no profile closer."""
+    from harness.perfmodel import cluster, nccltests
+
+    gpu = next((log.gpu for log in logs if log.gpu), "")
+    own = nccltests.profile_for_gpu(gpu) if gpu else None
+    if own is None or own == base.name:
+        return
+    theirs = cluster.load(own)
+    if theirs.generation != base.generation:
+        console.warning(f"the nccl-tests logs are of {gpu!r} ({theirs.generation}; ddpbench's profile {own}) and "
+                        f"are fitted to {base.name}, a {base.generation} profile: the fit moves its bandwidths, not "
+                        f"NCCL's {base.generation} latencies or its algorithms; --cluster {own} starts from the "
+                        "logs' own GPU")  # fmt: skip
+    else:
+        console.say(f"ddpbench predict: the nccl-tests logs are of {gpu!r}: fitting {base.name} (as --cluster "
+                    f"asks), not the built-in {own}")  # fmt: skip
+
+
+def refuse_mixed_gpus(logs) -> None:
+    """One profile describes one kind of GPU: logs of two are two clusters, each fitted on its own."""
+    named = {}
+    for log in logs:
+        if log.gpu:
+            named.setdefault(log.gpu, log.path)
+    if len(named) > 1:
+        (first, one), (second, other) = list(named.items())[:2]
+        raise ConfigError(f"--nccl-tests: the logs are of different GPUs ({first!r} in {one}, {second!r} in {other}); "
+                          "one profile describes one cluster: fit each cluster's logs on their own")  # fmt: skip
