@@ -321,7 +321,7 @@ def typical_repeats(rows: pd.DataFrame) -> pd.DataFrame:
 def _last_bucket_words(row: Any) -> str:
     """'; the last bucket, 147 MiB (transformer.wte.weight and 2 more), alone takes 1.9 ms' where the prediction
     row names its largest gradient; '' else."""
-    name = row.get("last_bucket_largest") if hasattr(row, "get") else None
+    name = row.get("last_bucket_largest")
     if not isinstance(name, str) or not name:
         return ""
     more = int(row["last_bucket_tensors"]) - 1

@@ -82,12 +82,13 @@ def describe(workload: Workload, *, batch_size: int, device: torch.device | str,
     device = torch.device(device)
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         info = _describe_on_meta(workload)
+        on_meta = info is not None  # the workload runs on the meta device: its activations can be counted there
         if info is None:
             model = build_model(workload, seed=SEED, device=device)
             info = parameter_sizes(model)
             info["flops_per_sample"] = flops_per_sample(workload, model, device=device)
             del model  # before the count builds its own
-        info.update(_activations(workload, batch_size=batch_size, device=device, dtype=dtype))
+        info.update(_activations(workload, batch_size=batch_size, device=device, dtype=dtype, on_meta=on_meta))
     tokens = workload.tokens_per_sample()
     info["samples_per_batch"] = batch_size
     info["tokens_per_batch"] = tokens * batch_size if tokens is not None else None
@@ -157,11 +158,13 @@ def flops_per_sample(workload: Workload, model: nn.Module, *, device: torch.devi
     return counter.get_total_flops() / FLOP_COUNT_SAMPLES
 
 
-def _activations(workload: Workload, *, batch_size: int, device: torch.device, dtype: str) -> dict[str, Any]:
+def _activations(
+    workload: Workload, *, batch_size: int, device: torch.device, dtype: str, on_meta: bool
+) -> dict[str, Any]:
     """`activation_mb` and `activation_top`; null where the count failed (out of memory, say), which must not
     cost the sizes and FLOPs counted beside it."""
     try:
-        kept = activations_by_module(workload, batch_size=batch_size, device=device, dtype=dtype)
+        kept = activations_by_module(workload, batch_size=batch_size, device=device, dtype=dtype, on_meta=on_meta)
     except Exception:
         traceback.print_exc(file=sys.stderr)
         return {"activation_mb": None, "activation_top": None}
@@ -173,21 +176,24 @@ def activation_bytes(workload: Workload, *, batch_size: int, device: torch.devic
     return sum(activations_by_module(workload, batch_size=batch_size, device=device, dtype=dtype).values())
 
 
-def activations_by_module(workload: Workload, *, batch_size: int, device: torch.device, dtype: str) -> dict[str, int]:
+def activations_by_module(
+    workload: Workload, *, batch_size: int, device: torch.device, dtype: str, on_meta: bool = True
+) -> dict[str, int]:
     """Bytes autograd keeps for backward once one batch's forward and loss are done: every tensor saved for
     backward (`saved_tensors_hooks`), each storage once (a tensor saved by two operations, or a view of one
     saved, is one allocation), the parameters and buffers left out (model state: the held_* columns).
 
     At the rank's own batch, under the run's autocast (its low-precision copies of weights kept for backward
     are in it: not parameters, but memory a bf16 run holds beside them). Counted on the meta device (no memory,
-    no compute) where the workload runs there in fp32, else on `device`. Attention is counted as a flash kernel
+    no compute) where the workload runs there in fp32 (`on_meta` False: describe's FLOP count found it does
+    not), else on `device`. Attention is counted as a flash kernel
     keeps it (`_flash_attention_kept`): what a GPU's SDPA runs. Not in it: the forward's temporaries freed before
     backward, backward's own working memory, DDP's buckets and FSDP's gathered parameters.
 
     By the kind of module that kept them (the class of the innermost module running when a tensor was saved;
     LOSS outside the model), so that the page can say why: HF GPT-2's tanh GELU, in Python operations, keeps four
     tensors of the MLP's width a layer, half of all it keeps."""
-    if dtype == "fp32":  # autocast has no meta device: a bf16/fp16 forward is counted where it runs
+    if dtype == "fp32" and on_meta:  # autocast has no meta device; on_meta False: the FLOP count found it fails
         with contextlib.suppress(Exception):  # a value read (.item()) or an op without a meta kernel
             return _saved_bytes(workload, batch_size=batch_size, device=META, dtype=dtype)
     return _saved_bytes(workload, batch_size=batch_size, device=device, dtype=dtype)

@@ -175,6 +175,14 @@ def inter_nics_text(numbers: dict[str, float]) -> str:
     return f"{int(numbers['inter.nics'])} NIC(s) of {numbers['inter.nic_gbps']:g} Gb/s"
 
 
+FIELDS = {"gpus_per_node": "gpus_per_node", "intra.nvlinks": "nvlinks", "intra.link_gbps": "link_gbps",
+          "intra.busbw_gbps": "intra_busbw_gbps", "intra.nvls_busbw_gbps": "nvls_busbw_gbps", "inter.nics": "nics",
+          "inter.nic_gbps": "nic_gbps", "inter.busbw_gbps": "inter_busbw_gbps",
+          "inter.latency_us": "inter_latency_us", "intra.fabric": "fabric"}  # fmt: skip
+"""Each profile key (`section.field` below the top level) and the Cluster field that holds it: read by
+from_mapping, written by to_toml."""
+
+
 def from_mapping(data: dict, *, where: str = "<profile>") -> Cluster:
     _refuse_unknown_keys(data, where)
     numbers = {key: _number(data, key, where) for key in NUMBERS}
@@ -187,14 +195,10 @@ def from_mapping(data: dict, *, where: str = "<profile>") -> Cluster:
     sources = {str(k): str(v) for k, v in data.get("sources", {}).items()}
     return Cluster(
         name=str(data.get("name") or Path(where).stem), description=str(data.get("description", "")),
-        gpus_per_node=int(numbers["gpus_per_node"]),
+        **{FIELDS[key]: int(value) if key in COUNTS else value for key, value in numbers.items()},
         generation=_choice(data, "generation", GENERATIONS, where), cpu=_choice(data, "cpu", CPUS, where),
         nccl=str(data.get("nccl", "")), algorithms=algorithms,
         fabric=_choice(data, "fabric", FABRICS, where, section="intra"),
-        nvlinks=int(numbers["intra.nvlinks"]), link_gbps=numbers["intra.link_gbps"],
-        intra_busbw_gbps=numbers["intra.busbw_gbps"], nvls_busbw_gbps=numbers["intra.nvls_busbw_gbps"],
-        nics=int(numbers["inter.nics"]), nic_gbps=numbers["inter.nic_gbps"],
-        inter_busbw_gbps=numbers["inter.busbw_gbps"], inter_latency_us=numbers["inter.latency_us"],
         sources=sources, path=where, latency_scale=_latency_scale(data, where),
         fitted_to=str(data.get("fitted_to", "")), fitted_nodes=_fitted_nodes(data, where),
         gpu_memory_gib=_number(data, "gpu_memory_gib", where) if "gpu_memory_gib" in data else 0.0,
@@ -207,13 +211,6 @@ def _fitted_nodes(data: dict, where: str) -> int:
         raise ConfigError(f"cluster profile {where}: fitted_nodes = {value!r} is not valid; give the most nodes the "
                           "logs it was fitted to measured, a whole number ≥ 0 (0: not fitted)")  # fmt: skip
     return value
-
-
-FIELDS = {"gpus_per_node": "gpus_per_node", "intra.nvlinks": "nvlinks", "intra.link_gbps": "link_gbps",
-          "intra.busbw_gbps": "intra_busbw_gbps", "intra.nvls_busbw_gbps": "nvls_busbw_gbps", "inter.nics": "nics",
-          "inter.nic_gbps": "nic_gbps", "inter.busbw_gbps": "inter_busbw_gbps",
-          "inter.latency_us": "inter_latency_us", "intra.fabric": "fabric"}  # fmt: skip
-"""Each profile key below the top level, and the Cluster field that holds it."""
 
 
 def to_toml(profile: Cluster) -> str:
