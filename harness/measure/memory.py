@@ -141,26 +141,43 @@ class NvmlReader:
         return self._optional(lambda: self._nvml.nvmlDeviceGetPowerUsage(self._handle) / 1000.0)
 
 
+# Another thread may free memory between the reset and the read: a few MiB is not a kept mark.
+RESET_SLACK_MB = 8.0
+
+
 def reset_peak_rss() -> bool:
-    """Reset this process's peak-RSS mark (Linux ≥ 4.0); False where that is not possible."""
+    """Reset this process's peak-RSS mark (Linux ≥ 4.0); False where that is not possible.
+
+    A kernel (or sandbox) may accept the write and keep the old mark: the reset counts only
+    if the mark then sits at the resident size, else a "peak per configuration" would be the
+    process's lifetime peak.
+    """
     try:
         with open("/proc/self/clear_refs", "w") as f:
             f.write("5")
-        return True
     except OSError:
         return False
+    marks = _status_mb("VmHWM", "VmRSS")
+    return None not in marks and marks[0] - marks[1] <= RESET_SLACK_MB
+
+
+def _status_mb(*keys: str) -> tuple[float | None, ...]:
+    """Fields of /proc/self/status in MiB (kB there), one read; None for each one missing."""
+    found: dict[str, float] = {}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key in keys:
+                    found[key] = int(value.split()[0]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return tuple(found.get(key) for key in keys)
 
 
 def peak_rss_mb() -> float | None:
     """The process's peak RSS since the last reset, as the kernel counts it (VmHWM)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024  # kB
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    return _status_mb("VmHWM")[0]
 
 
 def rss_mb() -> float | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import mmap
 import os
 import socket
 import subprocess
@@ -105,12 +106,30 @@ def test_period_zero_turns_sampling_off_and_says_so_but_keeps_the_kernel_peak():
 
 def test_on_the_cpu_no_thread_runs_and_the_rss_peak_is_exact():
     sampler = MemorySampler(torch.device("cpu"), period_s=0.001).start()
-    block = torch.ones(64 * 1024 * 1024 // 4)  # 64 MiB, freed before stop(): only a peak can see it
-    del block
+    touch_fresh_pages(64 * 1024 * 1024)  # freed before stop(): only a peak can see it
     peaks = sampler.stop()
     assert sampler._thread is None and peaks.samples == 0
     before = MemorySampler(torch.device("cpu")).start().stop().rss_mb
     assert peaks.rss_mb - before > 60
+
+
+def touch_fresh_pages(size: int) -> None:
+    """Make `size` bytes resident, then give them back. An anonymous mapping is fresh pages:
+    a malloc'd block may reuse a freed chunk that is already resident, and raise no peak."""
+    block = mmap.mmap(-1, size)
+    view = torch.frombuffer(block, dtype=torch.uint8)
+    view.fill_(1)
+    del view
+    block.close()
+
+
+def test_a_reset_the_kernel_ignores_is_not_taken_for_one(monkeypatch):
+    from harness.measure import memory
+
+    monkeypatch.setattr(memory, "_status_mb", lambda *keys: (2024.0, 500.0))
+    assert not memory.reset_peak_rss()
+    monkeypatch.setattr(memory, "_status_mb", lambda *keys: (500.5, 500.0))
+    assert memory.reset_peak_rss()
 
 
 def run_in_order(session, tmp_path, sizes):
