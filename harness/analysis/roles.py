@@ -70,6 +70,13 @@ def whole_gradient_allreduce(frame: pd.DataFrame) -> pd.Series:
     return (rows["gradient_traffic"] == "allreduce") & ~rows["shards_state"].fillna(False).astype(bool)
 
 
+def sharded_optimizer_over_allreduce(frame: pd.DataFrame) -> pd.Series:
+    """Rows of strategies that all-reduce every gradient as DDP does and shard the optimizer state (ZeRO-1):
+    each rank steps its shard of the parameters, then sends them to the others."""
+    rows = with_roles(frame)
+    return (rows["gradient_traffic"] == "allreduce") & rows["shards_state"].fillna(False).astype(bool)
+
+
 def reference_stand_in(options: dict) -> int | None:
     """How a reference row's options stand for DDP as torch ships it: 0 with no option (the reference
     itself), 1 with an explicit 25 MiB cap and nothing else (a stand-in: since torch 2.9 an explicit cap

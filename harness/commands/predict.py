@@ -299,13 +299,15 @@ def _validate(results_dir: Path, run_dir: Path, network, *, stored: bool) -> Non
     import pandas as pd
 
     from harness.analysis import agreement, sweep
-    from harness.perfmodel import predict
+    from harness.perfmodel import predict, zero
     from harness.results import model_tables, store
 
+    configs, profiles = store.read_configs(run_dir), model_tables.read_gradprofiles(run_dir)
     if stored:  # the run's own network: its floor and model tables are (re)written for the report
         rows = predict.update_model_tables(results_dir, run_dir, network)[0]
     else:  # a hypothetical network is printed against the run, never stored with it
-        rows = predict.sweep_predictions(store.read_configs(run_dir), model_tables.read_gradprofiles(run_dir), network)
+        rows = predict.sweep_predictions(configs, profiles, network)
+    predictions.zero_validation(zero.run_checks(configs, profiles, network))
     if not rows:
         predictions.no_validation()
         return

@@ -257,6 +257,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     from harness.perfmodel import cluster, predict
     from harness.perfmodel.nccl import ClusterLink
     from harness.perfmodel.schedule import Calibration, calibrate, predict_caps
+    from harness.perfmodel.zero import with_zero
 
     from_run = predict.run_calibration(configs, setup, profile=profile) if configs is not None else Calibration()
     carried = not (args.local_step_ms and device == "cpu")  # a CPU's own cost is no GPU's (scaled_to_local_step)
@@ -281,7 +282,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     rows = []
     for nodes in node_counts(args):
         world = nodes * chosen.gpus_per_node
-        frame = predict_caps(profile, caps_mb=caps, link=link, world_size=world)
+        frame = with_zero(predict_caps(profile, caps_mb=caps, link=link, world_size=world), profile, link=link,
+                          world_size=world)  # fmt: skip
         frame.insert(0, "nodes", nodes)
         frame.insert(0, "world_size", world)
         frame["best"] = frame["bucket_cap_mb"].isin(agreement.tied_best(frame["bucket_cap_mb"], frame["step_ms"]))
@@ -290,6 +292,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         rows.append(frame)
     own_ms = calibration.reducer_s * 1e3  # DDP's own cost as the prediction adds it (scaled with any compute)
     predictions.cluster_answer(chosen, rows, backward_ms=profile.backward_s * 1e3, caveat=said, own_ms=own_ms)
+    predictions.zero_answer(rows, optimizer_ms=profile.optimizer_s * 1e3)
     if args.out:  # each row says what it rests on: the profile, the workload, any scaling
         setup = setup or {}
         context = {"cluster": chosen.name, "cluster_source": _source_of(chosen), "run": args.run,

@@ -308,3 +308,13 @@ class ClusterLink:
             return 0.0
         nodes = self.nodes(world_size)
         return choose(self.cluster, "all_reduce", int(nbytes), nodes=nodes, ranks=world_size).time_us / 1e6
+
+    def broadcast_s(self, nbytes: float, world_size: int) -> float:
+        """A broadcast of `nbytes` as the all-gather whose every link carries as much: NCCL broadcasts along a
+        ring, each byte over each link once, as an all-gather of n/(n−1) times the bytes moves them (the
+        profile has no broadcast of its own: an approximation, named where a step uses it)."""
+        if world_size <= 1 or nbytes <= 0:
+            return 0.0
+        gathered = int(nbytes * world_size / (world_size - 1))
+        nodes = self.nodes(world_size)
+        return choose(self.cluster, "all_gather", gathered, nodes=nodes, ranks=world_size).time_us / 1e6

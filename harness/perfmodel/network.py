@@ -24,25 +24,42 @@ def allreduce_bus_factor(world_size: int) -> float:
     return 2 * (world_size - 1) / world_size
 
 
+def bus_factor(op: str, world_size: int) -> float:
+    """nccl-tests' bus factor: the bytes each rank's link carries per byte of the message, as a ring moves them
+    (a broadcast's is 1: every byte passes every link once)."""
+    if op == "all_reduce":
+        return allreduce_bus_factor(world_size)
+    return 1.0 if op == "broadcast" else (world_size - 1) / world_size  # all_gather, reduce_scatter
+
+
 # ---------------------------------------------------------------- the network
 
 
 @dataclasses.dataclass(frozen=True)
 class Link:
-    """All-reduce cost at one world size: t(S) = alpha_s + S × 2(n−1)/n / busbw_bytes_per_s."""
+    """One collective's cost at one world size: t(S) = alpha_s + S × bus factor / busbw_bytes_per_s; an
+    all-reduce's unless `op` says otherwise (a broadcast's, for ZeRO's parameters)."""
 
     alpha_s: float
     busbw_bytes_per_s: float
     source: str = "given"
     largest_bytes: float | None = None  # the largest message it was fitted on (None: given, not fitted)
+    op: str = "all_reduce"
 
     def allreduce_s(self, nbytes: float, world_size: int) -> float:
+        """This link's collective of `nbytes` (named for the all-reduce that DDP's schedule asks for)."""
         if world_size <= 1 or nbytes <= 0:
             return 0.0  # one rank has nothing to exchange
-        return self.alpha_s + nbytes * allreduce_bus_factor(world_size) / self.busbw_bytes_per_s
+        return self.alpha_s + nbytes * bus_factor(self.op, world_size) / self.busbw_bytes_per_s
+
+    def broadcast_s(self, nbytes: float, world_size: int) -> float:
+        """A broadcast on this link: its own fit where `op` is one, else at the all-reduce's α and bus bandwidth
+        (NCCL's rings carry either at about the same busbw: an assumption, said where it is used)."""
+        return dataclasses.replace(self, op="broadcast").allreduce_s(nbytes, world_size)
 
 
-def fit_link(sizes_bytes: Sequence[float], times_s: Sequence[float], *, world_size: int, source: str = "fit") -> Link:
+def fit_link(sizes_bytes: Sequence[float], times_s: Sequence[float], *, world_size: int, source: str = "fit",
+             op: str = "all_reduce") -> Link:  # fmt: skip
     """Least squares of t(S) = α + S·f/busbw on relative error (each size counts alike, small
     ones included), with α ≥ 0 and 1/busbw ≥ 0 (scipy's non-negative least squares)."""
     from scipy.optimize import nnls
@@ -51,19 +68,21 @@ def fit_link(sizes_bytes: Sequence[float], times_s: Sequence[float], *, world_si
     times = np.asarray(times_s, dtype=float)
     if len(sizes) < 2:
         raise ValueError("fitting α and β needs at least two message sizes")
-    design = np.column_stack([np.ones_like(sizes), sizes * allreduce_bus_factor(world_size)]) / times[:, None]
+    design = np.column_stack([np.ones_like(sizes), sizes * bus_factor(op, world_size)]) / times[:, None]
     (alpha, inverse_busbw), _ = nnls(design, np.ones_like(times))
     return Link(alpha_s=float(alpha), busbw_bytes_per_s=1.0 / inverse_busbw if inverse_busbw > 0 else float("inf"),
-                source=source, largest_bytes=float(sizes.max()))  # fmt: skip
+                source=source, largest_bytes=float(sizes.max()), op=op)  # fmt: skip
 
 
-def links_from_collectives(frame: pd.DataFrame, *, source: str = "collectives") -> dict[int, Link]:
-    """One fitted link per world size from the all-reduce rows that passed their check."""
-    rows = frame[(frame["op"] == "all_reduce") & frame["correct"].astype(bool)]
+def links_from_collectives(frame: pd.DataFrame, *, source: str = "collectives", op: str = "all_reduce"
+                           ) -> dict[int, Link]:  # fmt: skip
+    """One fitted link per world size from the `op` rows that passed their check."""
+    rows = frame[(frame["op"] == op) & frame["correct"].astype(bool)]
     links = {}
     for world, group in rows.groupby("world_size"):
         if len(group) >= 2:
-            links[int(world)] = fit_link(group["bytes"], group["time_us"] / 1e6, world_size=int(world), source=source)
+            links[int(world)] = fit_link(group["bytes"], group["time_us"] / 1e6, world_size=int(world),
+                                         source=source, op=op)  # fmt: skip
     return links
 
 
@@ -101,6 +120,7 @@ class Network:
     links: dict[int, Link]
     contention: dict[int, Contention]
     source: str
+    broadcasts: dict[int, Link] = dataclasses.field(default_factory=dict)  # fitted where measured (ZeRO's)
 
 
 def given_network(*, busbw_bytes_per_s: float, latency_s: float) -> Network:
@@ -111,6 +131,11 @@ def given_network(*, busbw_bytes_per_s: float, latency_s: float) -> Network:
 
 def network_link(network: Network, world_size: int) -> Link:
     return network.links[0] if 0 in network.links else link_for(network.links, world_size)
+
+
+def broadcast_link(network: Network, world_size: int) -> Link | None:
+    """The broadcast fitted at this world size (else the nearest fitted); None where none was measured."""
+    return link_for(network.broadcasts, world_size) if network.broadcasts else None
 
 
 def matching_collectives(results: Path, meta: dict) -> Path | None:
@@ -127,9 +152,10 @@ def matching_collectives(results: Path, meta: dict) -> Path | None:
 
 def measured_network(collectives_run: Path) -> Network:
     frame = model_tables.read_collectives(collectives_run)
-    links = links_from_collectives(frame, source=f"collectives run {collectives_run.name}")
+    source = f"collectives run {collectives_run.name}"
+    links = links_from_collectives(frame, source=source)
     contention = {int(r.world_size): _contention(r) for r in model_tables.read_contention(collectives_run).itertuples()}
-    return Network(links, contention, f"collectives run {collectives_run.name}")
+    return Network(links, contention, source, links_from_collectives(frame, source=source, op="broadcast"))
 
 
 def _contention(row) -> Contention:

@@ -28,7 +28,8 @@ DEFAULT_CAPS_MB = (1.0, 5.0, 10.0, 25.0, 50.0, 100.0)  # predicted where a run s
 SETUP_DEFAULTS = {"dtype": "fp32", "optimizer": "sgd"}
 
 
-def _profile_for(profiles: pd.DataFrame, setup: dict) -> Profile | None:
+def profile_for(profiles: pd.DataFrame, setup: dict) -> Profile | None:
+    """The stored profile rows of this setup as a Profile; None where the run stored none."""
     rows = profiles
     for key, value in setup.items():
         rows = rows[rows[key] == value]
@@ -148,7 +149,7 @@ def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Ne
     for keys, group in sweeps.groupby([*SETUP_KEYS, "world_size"]):
         setup = dict(zip(SETUP_KEYS, keys[:-1], strict=True))
         world = int(keys[-1])
-        profile = _profile_for(profiles, setup)
+        profile = profile_for(profiles, setup)
         if profile is None or not network.links:
             continue
         link = network_link(network, world)
@@ -298,12 +299,12 @@ def profiles_by_setup(profiles: pd.DataFrame) -> list[tuple[dict, Profile]]:
     profiles = profiles.fillna(SETUP_DEFAULTS)
     setups = profiles[SETUP_KEYS].drop_duplicates().itertuples(index=False)
     found = [dict(zip(SETUP_KEYS, keys, strict=True)) for keys in setups]
-    return [(setup, _profile_for(profiles, setup)) for setup in found]
+    return [(setup, profile_for(profiles, setup)) for setup in found]
 
 
 def stored_profile(run: Path, setup: dict) -> Profile | None:
     """The gradient-ready profile stored with the run for this setup, or None."""
-    return _profile_for(model_tables.read_gradprofiles(run), setup)
+    return profile_for(model_tables.read_gradprofiles(run), setup)
 
 
 def store_profile(run: Path, setup: dict, rows: pd.DataFrame, *, device: str) -> Profile:

@@ -171,13 +171,14 @@ def _overlap(
     return backward_end, comm_end
 
 
-def bucket_layout(profile: Profile, cap_mb: float) -> list[list[Grad]]:
-    """The profile's gradients in DDP's buckets at this cap (harness.bucketing, as DDP's rebuild lays them)."""
+def bucket_layout(profile: Profile, cap_mb: float, *, cap_given: bool = True) -> list[list[Grad]]:
+    """The profile's gradients in DDP's buckets at this cap (harness.bucketing, as DDP's rebuild lays them);
+    `cap_given` false: DDP's default layout, whose first bucket torch may cap apart."""
     cap_bytes = int(cap_mb * bucketing.MIB)
     grads = profile.grads
     layout = bucketing.assign_buckets(
         [g.nbytes for g in grads], [g.dtype for g in grads],
-        cap_bytes=cap_bytes, first_cap_bytes=bucketing.first_bucket_bytes(cap_bytes),
+        cap_bytes=cap_bytes, first_cap_bytes=bucketing.first_bucket_bytes(cap_bytes, cap_given=cap_given),
     )  # fmt: skip
     return [[grads[i] for i in bucket] for bucket in layout]
 
@@ -188,9 +189,16 @@ def largest_bucket_bytes(profile: Profile, caps_mb: Sequence[float]) -> int:
 
 
 def predict_cap(
-    profile: Profile, *, cap_mb: float, link: Link, world_size: int, contention: Contention = NO_CONTENTION
+    profile: Profile,
+    *,
+    cap_mb: float,
+    link: Link,
+    world_size: int,
+    contention: Contention = NO_CONTENTION,
+    cap_given: bool = True,
 ) -> StepPrediction:
-    return simulate(profile, bucket_layout(profile, cap_mb), link=link, world_size=world_size, contention=contention)
+    layout = bucket_layout(profile, cap_mb, cap_given=cap_given)
+    return simulate(profile, layout, link=link, world_size=world_size, contention=contention)
 
 
 def predict_caps(

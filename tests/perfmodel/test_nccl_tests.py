@@ -6,13 +6,14 @@ import dataclasses
 import json
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
 from harness import cli
 from harness.perfmodel import cluster, nccl, nccltests, predict
 from harness.protocols import ConfigError
-from harness.results import store
+from harness.results import model_tables, store
 
 MIB, GIB = 2**20, 2**30
 PUBLISHED = Path(__file__).resolve().parent.parent / "data" / "published"
@@ -230,8 +231,9 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     # a cap chosen on 2 nodes rests on sizes the published 2-node tables found off by more than 25 %: said there
     w8, w16 = (line for line in printed.splitlines() if "predicted fastest cap at w" in line)
     assert "published sizes" not in w8 and "at 2 nodes this profile is off by more than 25 % on " in w16
-    answer = printed.strip().splitlines()[-2]  # the last line before the file's is the answer over every node count
-    assert answer.startswith("ddpbench predict: answer for DDP on dgx-h100 (the one strategy the model simulates")
+    lines = printed.strip().splitlines()
+    answer, zero = lines[-3:-1]  # before the file's line: the answer over every node count, then ZeRO-1's step
+    assert answer.startswith("ddpbench predict: answer for DDP on dgx-h100 (ZeRO-1's step follows")
     assert "): bucket_cap_mb " in answer and "w8 to w16: step " in answer
     assert "Why at w16: " in answer
     # the run measured mlp/tiny: the step is the user's model's, the gradients are tiny's, and that is said
@@ -260,6 +262,16 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
         fastest = group["step_ms"].min()
         assert group["best"].any() and (group.loc[group["best"], "step_ms"] <= fastest * 1.005).all()
         assert (group.loc[~group["best"], "step_ms"] > fastest * 1.005).all()
+    # ZeRO-1 at every cap: DDP's step with the optimizer on the largest shard, then one broadcast a parameter
+    trainable = model_tables.read_gradprofiles(small_run).query("requires_grad")
+    assert (frame["zero_broadcasts"] == len(trainable)).all() and (frame["zero_largest_share"] < 1).all()
+    whole_optimizer = frame["zero_optimizer_ms"] / frame["zero_largest_share"]
+    rebuilt = frame["step_ms"] - whole_optimizer + frame["zero_optimizer_ms"] + frame["zero_broadcast_ms"]
+    assert np.allclose(frame["zero_step_ms"], rebuilt)
+    by_world = frame.groupby("world_size")["zero_broadcast_ms"].first()
+    assert 0 < by_world[8] < by_world[16]  # across two nodes each broadcast pays the network's latency
+    assert zero.startswith("ddpbench predict: and ZeRO-1 (DDP + torch's ZeroRedundancyOptimizer, its defaults")
+    assert f"in {len(trainable)} broadcasts (one a parameter)" in zero and "w16 " in zero
     # every efficiency is against one rank's step: the 0.2 ms given (DDP's own cost a CPU's, left out)
     one_rank = frame["scaling_efficiency"] * frame["step_ms"]
     assert one_rank.to_numpy() == pytest.approx([0.2] * len(frame))

@@ -126,6 +126,29 @@ def validation(key: tuple, group: pd.DataFrame, as_good: list[float] | None, err
         say(f"  {label}: MAPE {error['mape']:.1%}, best cap measured {measured} vs predicted {predicted} ({said})")
 
 
+def zero_validation(checks: list[dict]) -> None:
+    """Each ZeRO-1 configuration of a run (harness.perfmodel.zero.run_checks' rows): measured against predicted,
+    with the predicted step's parts."""
+    for c in checks:
+        error = c["predicted_ms"] / c["measured_ms"] - 1
+        sent = (f"broadcasts as fitted in {c['broadcast_source']}" if c["broadcast_source"] else
+                f"no broadcast measured: at the all-reduce's α and bus bandwidth ({c['network']})")  # fmt: skip
+        say(f"validation w{c['world_size']} {c['workload']}/{c['size']} {c['impl']} ({c['bucket_cap_mb']:g} MiB), "
+            f"measured in the run (geometric mean of repeats) against predicted (calibrated, with measured "
+            f"contention): measured {c['measured_ms']:.2f} ms, predicted {c['predicted_ms']:.2f} ms ({error:+.1%}): "
+            f"{zero_parts(c, ddp_ms=c['ddp_ms'], optimizer_ms=c['whole_optimizer_ms'])}; {sent}")  # fmt: skip
+
+
+def zero_parts(row, *, ddp_ms: float, optimizer_ms: float) -> str:
+    """A predicted ZeRO-1 step's parts (its zero_* columns: a check's or a cluster row's) against DDP's step."""
+    view = "parameters_as_bucket_view" in str(row.get("impl_options", ""))
+    return (
+        f"DDP's step {ddp_ms:.4g} ms with its optimizer {optimizer_ms:.3g} ms → {row['zero_optimizer_ms']:.3g} ms "
+        f"on the rank that owns {row['zero_largest_share']:.1%} of the elements, + {row['zero_broadcast_ms']:.3g} "
+        f"ms in {int(row['zero_broadcasts'])} broadcasts ({'one a rank' if view else 'one a parameter'})"
+    )
+
+
 # --- predict on a cluster -------------------------------------------------------------------------
 
 
@@ -212,9 +235,22 @@ def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, c
         caveats.append(agreement.SMALL_CAP_CAVEAT)
     said = "".join(f" [{text}]" for text in caveats)
     why_last = why.predicted_step(last, backward_ms=backward_ms, own_ms=own_ms)
-    say(f"ddpbench predict: answer for DDP on {cluster.name} (the one strategy the model simulates; the others "
-        f"need a run: ddpbench bench): bucket_cap_mb {cap_text}; {span}. Why at "
+    say(f"ddpbench predict: answer for DDP on {cluster.name} (ZeRO-1's step follows; FSDP's is not modelled: "
+        f"ddpbench bench measures it): bucket_cap_mb {cap_text}; {span}. Why at "
         f"w{int(last['world_size'])}: {why_last}{said}")  # fmt: skip
+
+
+def zero_answer(frames: list[pd.DataFrame], *, optimizer_ms: float) -> None:
+    """ZeRO-1's predicted step at each node count, at the cap DDP's answer names there (`cluster_answer`)."""
+    parts = []
+    for frame in frames:
+        row = frame.iloc[agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]).index]
+        parts.append(f"w{int(row['world_size'])} {row['zero_step_ms']:.4g} ms at {row['bucket_cap_mb']:g} MiB ("
+                     f"{zero_parts(row, ddp_ms=row['step_ms'], optimizer_ms=optimizer_ms)})")  # fmt: skip
+    say(
+        f"ddpbench predict: and ZeRO-1 (DDP + torch's ZeroRedundancyOptimizer, its defaults; the broadcasts as NCCL "
+        f"all-gathers that carry as many bytes a link, the profile holding no broadcast): {'; '.join(parts)}"
+    )
 
 
 def model_state(state: pd.DataFrame, worlds: list[int], cluster=None) -> None:

@@ -1,0 +1,153 @@
+"""ZeRO-1's step (`zero`: DDP + torch's ZeroRedundancyOptimizer) at world sizes you cannot run.
+
+It is DDP's step (`harness.perfmodel.schedule`: the same buckets, the same overlap with backward) changed
+twice, as torch's ZeroRedundancyOptimizer changes it:
+
+- the optimizer steps only the parameters its rank owns. torch assigns them largest first, each to the rank
+  with the fewest elements so far; every rank then waits for the one that owns the most, so the optimizer's
+  time is scaled by that rank's share of the elements (an element-wise optimizer's time is taken as
+  proportional to its elements);
+- then every rank broadcasts what it updated, after the optimizer, overlapping nothing: one broadcast a
+  parameter (torch's default), or one a rank with `parameters_as_bucket_view`.
+
+With overlap_with_ddp (the optimizer inside DDP's hook) the step is another schedule: not modelled.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+from harness.perfmodel.network import NO_CONTENTION, Contention
+from harness.perfmodel.schedule import Grad, Profile, StepPrediction, predict_cap
+
+ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}  # a dtype not named here: 4
+
+
+def elements(grad: Grad) -> int:
+    return grad.nbytes // ITEMSIZE.get(grad.dtype.removeprefix("torch."), 4)
+
+
+def partition(grads: Sequence[Grad], world_size: int) -> list[list[Grad]]:
+    """The parameters each rank owns, as torch's ZeroRedundancyOptimizer assigns them (one parameter group):
+    in registration order, sorted largest first (a stable sort), each to the rank with the fewest elements
+    so far (the lowest rank on a tie)."""
+    owned: list[list[Grad]] = [[] for _ in range(world_size)]
+    sizes = [0] * world_size
+    for grad in sorted(sorted(grads, key=lambda g: g.index), key=elements, reverse=True):
+        rank = sizes.index(min(sizes))
+        owned[rank].append(grad)
+        sizes[rank] += elements(grad)
+    return owned
+
+
+def broadcast_messages(grads: Sequence[Grad], world_size: int, *, bucket_view: bool = False) -> list[int]:
+    """The bytes of each broadcast that brings every rank the updated parameters: each parameter alone, or
+    with `bucket_view` each rank's parameters in one flat buffer (a rank that owns none sends nothing)."""
+    if world_size <= 1:
+        return []
+    owned = partition(grads, world_size)
+    if bucket_view:
+        return [total for shard in owned if (total := sum(g.nbytes for g in shard))]
+    return [g.nbytes for shard in owned for g in shard]
+
+
+@dataclasses.dataclass(frozen=True)
+class ZeroStep:
+    ddp: StepPrediction  # DDP's step, its optimizer stepping every parameter
+    whole_optimizer_s: float
+    optimizer_s: float  # on the rank that owns the most elements
+    broadcast_s: float
+    broadcasts: int
+    largest_share: float  # that rank's share of the elements
+
+    @property
+    def step_s(self) -> float:
+        return self.ddp.step_s - self.whole_optimizer_s + self.optimizer_s + self.broadcast_s
+
+
+def predict_zero(
+    profile: Profile,
+    *,
+    cap_mb: float,
+    link,
+    world_size: int,
+    broadcast=None,
+    contention: Contention = NO_CONTENTION,
+    bucket_view: bool = False,
+    cap_given: bool = True,
+) -> ZeroStep:
+    """ZeRO-1's step at this cap and world size: `link` all-reduces DDP's buckets (`cap_given` false: DDP's
+    default layout); `broadcast` (a link with `broadcast_s`: a fitted broadcast, or a cluster's) sends the
+    parameters, `link` itself where none is given."""
+    ddp = predict_cap(profile, cap_mb=cap_mb, link=link, world_size=world_size, contention=contention,
+                      cap_given=cap_given)  # fmt: skip
+    total = sum(elements(g) for g in profile.grads)
+    owned = partition(profile.grads, world_size)
+    share = max(sum(elements(g) for g in shard) for shard in owned) / total if total else 1.0
+    messages = broadcast_messages(profile.grads, world_size, bucket_view=bucket_view)
+    sender = broadcast or link
+    sent = sum(sender.broadcast_s(nbytes, world_size) for nbytes in messages)
+    return ZeroStep(ddp, profile.optimizer_s, profile.optimizer_s * share, sent, len(messages), share)
+
+
+def zero_columns(step: ZeroStep) -> dict:
+    """A ZeroStep as the columns `predict --out` writes beside DDP's step at the same cap."""
+    return {"zero_step_ms": step.step_s * 1e3, "zero_optimizer_ms": step.optimizer_s * 1e3,
+            "zero_broadcast_ms": step.broadcast_s * 1e3, "zero_broadcasts": step.broadcasts,
+            "zero_largest_share": step.largest_share}  # fmt: skip
+
+
+def with_zero(frame, profile: Profile, *, link, world_size: int):
+    """`schedule.predict_caps`' frame with ZeRO-1's step at each of its caps (torch's defaults: one broadcast a
+    parameter), the broadcasts on `link` (a cluster's: `ClusterLink.broadcast_s`)."""
+    import pandas as pd
+
+    steps = [predict_zero(profile, cap_mb=cap, link=link, world_size=world_size) for cap in frame["bucket_cap_mb"]]
+    return pd.concat([frame, pd.DataFrame([zero_columns(s) for s in steps], index=frame.index)], axis=1)
+
+
+# ---------------------------------------------------------------- against a run's zero rows
+
+MODELLED_OPTIONS = {"bucket_cap_mb", "parameters_as_bucket_view"}  # any other option is another step
+
+
+def run_checks(configs, profiles, network) -> list[dict]:
+    """Per ZeRO-1 configuration (`roles.sharded_optimizer_over_allreduce`) of a run at world size ≥ 2 with a
+    stored profile and no option but those modelled: measured (the geometric mean of its repeats' medians, as
+    the run page pools them) against predicted from the profile calibrated on the run's one-rank rows
+    (`predict.run_calibration`, as DDP's sweep is), with the network's contention where measured and its
+    fitted broadcast (else the all-reduce's α and bus bandwidth)."""
+    from harness.analysis import roles, stats
+    from harness.analysis.sweep import given_cap
+    from harness.perfmodel import predict
+    from harness.perfmodel.network import broadcast_link, network_link
+    from harness.perfmodel.schedule import calibrate
+    from harness.results.values import options_of
+
+    rows = configs.fillna(predict.SETUP_DEFAULTS)
+    options = rows["impl_options"].map(options_of)
+    rows = rows[roles.sharded_optimizer_over_allreduce(rows) & (rows["status"] == "ok") & (rows["world_size"] > 1)
+                & options.map(lambda o: set(o) <= MODELLED_OPTIONS) & rows["step_ms_median"].notna()]  # fmt: skip
+    checks = []
+    for (impl, impl_options, world, *keys), group in rows.groupby(["impl", "impl_options", "world_size",
+                                                                    *predict.SETUP_KEYS]):  # fmt: skip
+        setup = dict(zip(predict.SETUP_KEYS, keys, strict=True))
+        profile = predict.profile_for(profiles, setup)
+        if profile is None or not network.links:
+            continue
+        chosen = options_of(impl_options)
+        cap = given_cap(impl_options) or 25.0
+        link, sender = network_link(network, int(world)), broadcast_link(network, int(world))
+        calibrated = calibrate(profile, predict.run_calibration(configs, setup, profile=profile))
+        step = predict_zero(calibrated, cap_mb=cap, link=link, world_size=int(world), broadcast=sender,
+                            contention=network.contention.get(int(world), NO_CONTENTION),
+                            bucket_view=bool(chosen.get("parameters_as_bucket_view")),
+                            cap_given=given_cap(impl_options) is not None)  # fmt: skip
+        checks.append({**setup, "impl": impl, "world_size": int(world), "bucket_cap_mb": cap,
+                       "impl_options": impl_options,
+                       "measured_ms": stats.geometric_mean(group["step_ms_median"]), "predicted_ms": step.step_s * 1e3,
+                       "ddp_ms": step.ddp.step_s * 1e3, "whole_optimizer_ms": step.whole_optimizer_s * 1e3,
+                       **zero_columns(step), "broadcast_source": sender.source if sender else None,
+                       "network": link.source})  # fmt: skip
+    return checks

@@ -1,0 +1,113 @@
+"""ZeRO-1's predicted step: torch's partition, the broadcasts after the optimizer, a run's zero rows checked."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from harness.perfmodel import network as net
+from harness.perfmodel import zero
+from harness.perfmodel.schedule import Grad, Profile, predict_cap
+
+MB = 1024**2
+MS = 1e-3
+ONE_MS_PER_MB = net.Link(alpha_s=0.0, busbw_bytes_per_s=MB / MS)  # a broadcast's bus factor is 1: 1 ms a MiB
+
+
+def _uneven() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(7, 30), nn.ReLU(), nn.Linear(30, 30), nn.Linear(30, 5), nn.LayerNorm(5))
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_the_partition_is_the_one_torchs_zero_redundancy_optimizer_makes(single_rank, world):
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+
+    model = _uneven()
+    optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.SGD, lr=0.1)
+    if not hasattr(optimizer, "_partition_parameters_cache"):
+        pytest.skip("this torch's ZeroRedundancyOptimizer partitions otherwise")
+    optimizer.world_size, optimizer._partition_parameters_cache = world, []  # its algorithm, at `world` ranks
+    index = {id(p): i for i, p in enumerate(model.parameters())}
+    torchs = [[index[id(p)] for p in groups[0]["params"]] for groups in optimizer._partition_parameters()]
+    ready_order = [Grad(i, p.numel() * 4, "float32", 0.0) for i, p in reversed(list(enumerate(model.parameters())))]
+    assert [[g.index for g in shard] for shard in zero.partition(ready_order, world)] == torchs
+
+
+def _profile(sizes_mb: list[float]) -> Profile:
+    grads = tuple(Grad(i, int(s * MB), "float32", 1.0 * MS) for i, s in enumerate(sizes_mb))
+    return Profile(forward_s=3 * MS, backward_s=10 * MS, optimizer_s=8 * MS, grads=grads)
+
+
+def test_the_step_is_ddps_with_the_largest_shards_optimizer_and_the_broadcasts_after_it():
+    profile = _profile([4.0, 2.0, 1.0, 1.0])  # at 2 ranks: 4 on one, 2 + 1 + 1 on the other: half each
+    step = zero.predict_zero(profile, cap_mb=25.0, link=ONE_MS_PER_MB, world_size=2)
+    ddp = predict_cap(profile, cap_mb=25.0, link=ONE_MS_PER_MB, world_size=2)
+    assert step.largest_share == pytest.approx(0.5) and step.optimizer_s == pytest.approx(4 * MS)
+    assert step.broadcasts == 4 and step.broadcast_s == pytest.approx(8 * MS)  # 8 MiB at 1 ms a MiB
+    assert step.step_s == pytest.approx(ddp.step_s - 8 * MS + 4 * MS + 8 * MS)
+    three = zero.predict_zero(profile, cap_mb=25.0, link=ONE_MS_PER_MB, world_size=3)
+    assert three.largest_share == pytest.approx(0.5)  # one parameter holds half the elements: no rank owns less
+
+
+def test_latency_is_paid_per_broadcast_and_a_bucket_view_sends_one_a_rank():
+    profile = _profile([1.0] * 6)
+    link = net.Link(alpha_s=1 * MS, busbw_bytes_per_s=float("inf"))
+    one_each = zero.predict_zero(profile, cap_mb=25.0, link=link, world_size=2)
+    bucketed = zero.predict_zero(profile, cap_mb=25.0, link=link, world_size=2, bucket_view=True)
+    assert (one_each.broadcasts, bucketed.broadcasts) == (6, 2)
+    assert (one_each.broadcast_s, bucketed.broadcast_s) == pytest.approx((6 * MS, 2 * MS))
+
+
+def test_one_rank_sends_nothing_and_steps_every_parameter():
+    profile = _profile([4.0, 2.0])
+    step = zero.predict_zero(profile, cap_mb=25.0, link=ONE_MS_PER_MB, world_size=1)
+    assert step.broadcasts == 0 and step.broadcast_s == 0 and step.largest_share == 1.0
+    assert step.step_s == pytest.approx(predict_cap(profile, cap_mb=25.0, link=ONE_MS_PER_MB, world_size=1).step_s)
+
+
+def test_a_fitted_broadcast_prices_the_broadcasts_and_the_all_reduce_stays_the_buckets():
+    rows = [
+        {"op": op, "world_size": 2, "bytes": size, "time_us": (a + size / MB * per_mb) * 1e3, "correct": True}
+        for op, a, per_mb in (("all_reduce", 0.1, 1.0), ("broadcast", 0.5, 2.0))
+        for size in (MB, 4 * MB)
+    ]
+    links = net.links_from_collectives(pd.DataFrame(rows), op="broadcast")
+    assert links[2].alpha_s == pytest.approx(0.5 * MS) and links[2].broadcast_s(MB, 2) == pytest.approx(2.5 * MS)
+    all_reduce = net.links_from_collectives(pd.DataFrame(rows))[2]
+    assert all_reduce.allreduce_s(MB, 2) == pytest.approx(1.1 * MS)  # a bus factor of 1 at two ranks
+    assert all_reduce.broadcast_s(MB, 2) == pytest.approx(1.1 * MS)  # no broadcast fitted: the all-reduce's α, busbw
+
+
+def _row(impl, world, step_ms, options=None):
+    return {"config_id": f"{impl}{world}", "status": "ok", "impl": impl, "impl_options": json.dumps(options or {}),
+            "bucket_cap_mb": 25.0, "workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32",
+            "optimizer": "adam", "world_size": world, "step_ms_median": step_ms}  # fmt: skip
+
+
+PROFILE_ROWS = pd.DataFrame([
+    {"workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32", "optimizer": "adam", "param_index": i,
+     "bytes": MB, "param_dtype": "float32", "requires_grad": True, "ready_ms": 2.0 * (4 - i),
+     "forward_ms": 3.0, "backward_ms": 10.0, "optimizer_ms": 4.0} for i in range(4)
+])  # fmt: skip
+
+
+def test_a_runs_zero_rows_are_checked_against_the_model_and_other_options_are_left_out():
+    configs = pd.DataFrame([_row("zero", 2, 30.0), _row("zero", 2, 32.0), _row("zero", 1, 17.0),
+                            _row("zero", 2, 40.0, {"overlap_with_ddp": True}),
+                            _row("zero", 2, 25.0, {"parameters_as_bucket_view": True})])  # fmt: skip
+    network = net.given_network(busbw_bytes_per_s=MB / MS, latency_s=0.0)
+    checks = {c["impl_options"]: c for c in zero.run_checks(configs, PROFILE_ROWS, network)}
+    assert set(checks) == {"{}", '{"parameters_as_bucket_view": true}'}  # one rank and overlap_with_ddp: none
+    plain = checks["{}"]
+    assert plain["measured_ms"] == pytest.approx((30.0 * 32.0) ** 0.5)  # the repeats pooled as the run page does
+    # DDP's default layout (no cap given: torch caps the first bucket at 1 MiB): a 1 MiB bucket ready at 2 ms, sent
+    # by 3; the other 3 MiB ready at 8 ms, sent by 11; after 3 ms of forward and before 4 ms of optimizer
+    assert plain["ddp_ms"] == pytest.approx(3.0 + 11.0 + 4.0)
+    assert plain["predicted_ms"] == pytest.approx(18.0 - 4.0 + 2.0 + 4.0)  # half the optimizer, 4 MiB broadcast
+    assert plain["broadcast_source"] is None  # a given network has no broadcast: the all-reduce's α and busbw
+    assert checks['{"parameters_as_bucket_view": true}']["zero_broadcasts"] == 2
