@@ -257,7 +257,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     from harness.perfmodel import cluster, predict
     from harness.perfmodel.nccl import ClusterLink
     from harness.perfmodel.schedule import Calibration, calibrate, predict_caps
-    from harness.perfmodel.zero import with_zero
+    from harness.perfmodel.zero import largest_parameter, with_zero
 
     from_run = predict.run_calibration(configs, setup, profile=profile) if configs is not None else Calibration()
     carried = not (args.local_step_ms and device == "cpu")  # a CPU's own cost is no GPU's (scaled_to_local_step)
@@ -292,7 +292,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         rows.append(frame)
     own_ms = calibration.reducer_s * 1e3  # DDP's own cost as the prediction adds it (scaled with any compute)
     predictions.cluster_answer(chosen, rows, backward_ms=profile.backward_s * 1e3, caveat=said, own_ms=own_ms)
-    predictions.zero_answer(rows, optimizer_ms=profile.optimizer_s * 1e3)
+    predictions.zero_answer(rows, optimizer_ms=profile.optimizer_s * 1e3, largest=largest_parameter(profile))
     if args.out:  # each row says what it rests on: the profile, the workload, any scaling
         setup = setup or {}
         context = {"cluster": chosen.name, "cluster_source": _source_of(chosen), "run": args.run,

@@ -91,6 +91,15 @@ def predict_zero(
     return ZeroStep(ddp, profile.optimizer_s, profile.optimizer_s * share, sent, len(messages), share)
 
 
+def largest_parameter(profile: Profile) -> tuple[str | None, float]:
+    """The parameter with the most elements (its name, '' where the profile has none; None without parameters)
+    and its share of them: no rank's shard can be smaller."""
+    if not profile.grads:
+        return None, 0.0
+    largest = max(profile.grads, key=elements)
+    return largest.name, elements(largest) / sum(elements(g) for g in profile.grads)
+
+
 def zero_columns(step: ZeroStep) -> dict:
     """A ZeroStep as the columns `predict --out` writes beside DDP's step at the same cap."""
     return {"zero_step_ms": step.step_s * 1e3, "zero_optimizer_ms": step.optimizer_s * 1e3,
@@ -100,11 +109,16 @@ def zero_columns(step: ZeroStep) -> dict:
 
 def with_zero(frame, profile: Profile, *, link, world_size: int):
     """`schedule.predict_caps`' frame with ZeRO-1's step at each of its caps (torch's defaults: one broadcast a
-    parameter), the broadcasts on `link` (a cluster's: `ClusterLink.broadcast_s`)."""
+    parameter), the broadcasts on `link` (a cluster's: `ClusterLink.broadcast_s`), and what they would take
+    with `parameters_as_bucket_view` (one a rank)."""
     import pandas as pd
 
     steps = [predict_zero(profile, cap_mb=cap, link=link, world_size=world_size) for cap in frame["bucket_cap_mb"]]
-    return pd.concat([frame, pd.DataFrame([zero_columns(s) for s in steps], index=frame.index)], axis=1)
+    columns = pd.DataFrame([zero_columns(s) for s in steps], index=frame.index)
+    packed = broadcast_messages(profile.grads, world_size, bucket_view=True)  # the same at every cap
+    columns["zero_bucket_view_broadcast_ms"] = sum(link.broadcast_s(nbytes, world_size) for nbytes in packed) * 1e3
+    columns["zero_bucket_view_broadcasts"] = len(packed)
+    return pd.concat([frame, columns], axis=1)
 
 
 # ---------------------------------------------------------------- against a run's zero rows

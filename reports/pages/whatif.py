@@ -24,6 +24,7 @@ from harness.perfmodel.predict import (
     swept_caps,
 )
 from harness.perfmodel.schedule import calibrate, predict_caps
+from harness.perfmodel.zero import with_zero
 from reports.aggregate import strategy_labels
 from reports.figures import whatif as figures
 from reports.pages.html import FigureList, esc, name_html, page, table
@@ -68,7 +69,8 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                    "grad_mb": profile.grad_bytes / 2**20, "grad_tensors": len(profile.grads),
                    "size": setup["size"]}  # fmt: skip
         for world in world_sizes(cluster):
-            frame = predict_caps(calibrated, caps_mb=caps, link=link, world_size=world)
+            frame = with_zero(predict_caps(calibrated, caps_mb=caps, link=link, world_size=world), calibrated,
+                              link=link, world_size=world)  # fmt: skip
             frames.append(frame.assign(world_size=world, nodes=link.nodes(world), **context))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
@@ -159,12 +161,13 @@ def _answer(best: pd.DataFrame, cluster: Cluster) -> str:
     costs what it does (the same sentence `predict --cluster` ends with)."""
     first, last = best.iloc[0], best.iloc[-1]
     why_last = why.predicted_step(last, backward_ms=last["backward_ms"], own_ms=last["ddp_own_ms"])
-    return (f'<p class="headline"><b>Best cap for DDP</b> (the one strategy the model simulates; the others need a '
-            f"run): {esc(_caps_by_size(best))}. Efficiency {first['scaling_efficiency']:.3f} on one node "
-            f"({int(first['world_size'])} GPUs), {last['scaling_efficiency']:.3f} at {int(last['world_size'])} GPUs "
-            f"on {int(last['nodes'])} nodes. <b>Why</b> at {int(last['world_size'])} GPUs: "
-            f"{esc(why_last)}.{_caveat(cluster, int(last['nodes']))}{_small_cap_caveat(best)}"
-            f"{_unchecked(cluster, best)}</p>")  # fmt: skip
+    return ('<p class="headline"><b>Best cap for DDP</b> '
+            f"(ZeRO-1's step at the same cap is in the table below; FSDP's needs a run): {esc(_caps_by_size(best))}. "
+            f"Efficiency {first['scaling_efficiency']:.3f} on one node ({int(first['world_size'])} GPUs), "
+            f"{last['scaling_efficiency']:.3f} at {int(last['world_size'])} GPUs on {int(last['nodes'])} nodes. "
+            f"<b>Why</b> at {int(last['world_size'])} GPUs: {esc(why_last)}."
+            f"{_caveat(cluster, int(last['nodes']))}{_small_cap_caveat(best)}{_unchecked(cluster, best)}"
+            "</p>")  # fmt: skip
 
 
 def _caps_by_size(best: pd.DataFrame) -> str:
@@ -246,9 +249,10 @@ def _calibration_note(row: pd.Series) -> str:
 def _best_table(best: pd.DataFrame) -> str:
     cells = [[str(int(r.world_size)), str(int(r.nodes)), esc(f"{r.bucket_cap_mb:g} MiB"), f"{r.step_ms:.3f}",
               f"{r.exposed_comm_ms:.3f}", f"{r.scaling_efficiency:.3f}", esc(agreement.caps_text(r.tied)),
-              esc(_lead(r))] for r in best.itertuples()]  # fmt: skip
+              esc(_lead(r)), f"{r.zero_step_ms:.3f}", f"{r.zero_broadcast_ms:.3f}"]
+             for r in best.itertuples()]  # fmt: skip
     return table(["GPUs", "nodes", "cap named", "step ms", "exposed comm ms", "scaling eff.", "fastest predicted",
-                  "its lead"], cells)  # fmt: skip
+                  "its lead", "ZeRO-1 step ms", "its broadcasts ms"], cells)  # fmt: skip
 
 
 def _lead(row) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -271,7 +272,9 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     by_world = frame.groupby("world_size")["zero_broadcast_ms"].first()
     assert 0 < by_world[8] < by_world[16]  # across two nodes each broadcast pays the network's latency
     assert zero.startswith("ddpbench predict: and ZeRO-1 (DDP + torch's ZeroRedundancyOptimizer, its defaults")
-    assert f"in {len(trainable)} broadcasts (one a parameter)" in zero and "w16 " in zero
+    assert f": {len(trainable)} broadcasts, one a parameter, take " in zero and "(w8 → w16)" in zero
+    said_w8 = float(re.search(r"at the caps above: w8 ([\d.]+) ms", zero).group(1))  # one of w8's caps' steps
+    assert frame.loc[frame["world_size"] == 8, "zero_step_ms"].sub(said_w8).abs().min() < 0.001 * said_w8
     # every efficiency is against one rank's step: the 0.2 ms given (DDP's own cost a CPU's, left out)
     one_rank = frame["scaling_efficiency"] * frame["step_ms"]
     assert one_rank.to_numpy() == pytest.approx([0.2] * len(frame))

@@ -240,16 +240,39 @@ def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, c
         f"w{int(last['world_size'])}: {why_last}{said}")  # fmt: skip
 
 
-def zero_answer(frames: list[pd.DataFrame], *, optimizer_ms: float) -> None:
-    """ZeRO-1's predicted step at each node count, at the cap DDP's answer names there (`cluster_answer`)."""
-    parts = []
-    for frame in frames:
-        row = frame.iloc[agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]).index]
-        parts.append(f"w{int(row['world_size'])} {row['zero_step_ms']:.4g} ms at {row['bucket_cap_mb']:g} MiB ("
-                     f"{zero_parts(row, ddp_ms=row['step_ms'], optimizer_ms=optimizer_ms)})")  # fmt: skip
+BUCKET_VIEW_WORTH = 0.8
+"""parameters_as_bucket_view is named where its broadcasts would take under this share of the default's."""
+
+
+def zero_answer(frames: list[pd.DataFrame], *, optimizer_ms: float, largest: tuple[str, float]) -> None:
+    """ZeRO-1's predicted step at each node count, at the cap DDP's answer names there (`cluster_answer`), and why:
+    the optimizer on the largest shard (`largest`: the largest parameter's name and share of the elements, where
+    it alone bounds the shard), the broadcasts after it; parameters_as_bucket_view where it sends faster."""
+    rows = [frame.iloc[agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]).index] for frame in frames]
+    steps = ", ".join(f"w{int(r['world_size'])} {r['zero_step_ms']:.4g} ms" for r in rows)
+    ddp = ", ".join(f"{r['step_ms']:.4g}" for r in rows)
+    first, last = rows[0], rows[-1]
+    name, share = largest
+    bound = (
+        f"; its largest parameter, {name or 'one tensor'}, alone holds {share:.1%}: more ranks cannot shrink it"
+        if name is not None and math.isclose(last["zero_largest_share"], share, rel_tol=1e-6)
+        else ""
+    )
+    span = f" (w{int(first['world_size'])} → w{int(last['world_size'])})" if len(rows) > 1 else ""
+    worth = [r for r in rows if r["zero_bucket_view_broadcast_ms"] < BUCKET_VIEW_WORTH * r["zero_broadcast_ms"]]
+    packed = (
+        "; parameters_as_bucket_view=true, one broadcast a rank, would take "
+        + ", ".join(f"{r['zero_bucket_view_broadcast_ms']:.3g} ms at w{int(r['world_size'])}" for r in worth)
+        if worth
+        else ""
+    )
     say(
-        f"ddpbench predict: and ZeRO-1 (DDP + torch's ZeroRedundancyOptimizer, its defaults; the broadcasts as NCCL "
-        f"all-gathers that carry as many bytes a link, the profile holding no broadcast): {'; '.join(parts)}"
+        f"ddpbench predict: and ZeRO-1 (DDP + torch's ZeroRedundancyOptimizer, its defaults) at the caps above: "
+        f"{steps} (DDP's {ddp} ms). Why: its optimizer steps the largest shard, {last['zero_largest_share']:.1%} of "
+        f"the elements at w{int(last['world_size'])} ({optimizer_ms:.3g} → {last['zero_optimizer_ms']:.3g} ms{bound}), "
+        f"then each rank broadcasts what it updated, overlapping nothing: {int(last['zero_broadcasts'])} broadcasts, "
+        f"one a parameter, take {first['zero_broadcast_ms']:.3g} → {last['zero_broadcast_ms']:.3g} ms{span}{packed} "
+        f"[broadcasts priced as NCCL all-gathers that carry as many bytes a link: the profile holds no broadcast]"
     )
 
 
