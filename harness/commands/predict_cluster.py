@@ -292,7 +292,14 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         rows.append(frame)
     own_ms = calibration.reducer_s * 1e3  # DDP's own cost as the prediction adds it (scaled with any compute)
     predictions.cluster_answer(chosen, rows, backward_ms=profile.backward_s * 1e3, caveat=said, own_ms=own_ms)
-    predictions.zero_answer(rows, optimizer_ms=profile.optimizer_s * 1e3, largest=largest_parameter(profile))
+    share = profile.optimizer_s / profile.local_step_s if profile.local_step_s else 0.0
+    cpu_split = (
+        f"the optimizer's {share:.0%} of the step is the CPU's{', scaled' * bool(args.local_step_ms)}: a "
+        "GPU's Adam, one memory-bound pass over the state, is likely a smaller share, and ZeRO saves less"
+    )
+    cpu_split = cpu_split if device == "cpu" else ""
+    predictions.zero_answer(rows, optimizer_ms=profile.optimizer_s * 1e3, largest=largest_parameter(profile),
+                            caveat=cpu_split)  # fmt: skip
     if args.out:  # each row says what it rests on: the profile, the workload, any scaling
         setup = setup or {}
         context = {"cluster": chosen.name, "cluster_source": _source_of(chosen), "run": args.run,

@@ -244,7 +244,9 @@ BUCKET_VIEW_WORTH = 0.8
 """parameters_as_bucket_view is named where its broadcasts would take under this share of the default's."""
 
 
-def zero_answer(frames: list[pd.DataFrame], *, optimizer_ms: float, largest: tuple[str, float]) -> None:
+def zero_answer(
+    frames: list[pd.DataFrame], *, optimizer_ms: float, largest: tuple[str, float], caveat: str = ""
+) -> None:
     """ZeRO-1's predicted step at each node count, at the cap DDP's answer names there (`cluster_answer`), and why:
     the optimizer on the largest shard (`largest`: the largest parameter's name and share of the elements, where
     it alone bounds the shard), the broadcasts after it; parameters_as_bucket_view where it sends faster."""
@@ -272,7 +274,8 @@ def zero_answer(frames: list[pd.DataFrame], *, optimizer_ms: float, largest: tup
         f"the elements at w{int(last['world_size'])} ({optimizer_ms:.3g} → {last['zero_optimizer_ms']:.3g} ms{bound}), "
         f"then each rank broadcasts what it updated, overlapping nothing: {int(last['zero_broadcasts'])} broadcasts, "
         f"one a parameter, take {first['zero_broadcast_ms']:.3g} → {last['zero_broadcast_ms']:.3g} ms{span}{packed} "
-        f"[broadcasts priced as NCCL all-gathers that carry as many bytes a link: the profile holds no broadcast]"
+        f"[broadcasts priced as NCCL all-gathers that carry as many bytes a link: the profile holds no broadcast"
+        f"{'; ' + caveat if caveat else ''}]"
     )
 
 
