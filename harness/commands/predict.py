@@ -99,12 +99,14 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
         source = f"profile measured now on {device.type}"
         profiled_on = device.type
     predictions.predict_profile(setup, profile, source)
+    state = None  # each strategy's memory per rank: only a run measured what its ranks held
     if configs is not None:
         predict_input.warn_uncalibrated(run_dir, configs, setup)
         worlds = [n * chosen.gpus_per_node for n in predict_cluster.node_counts(args)]
-        predictions.model_state(_state_of_setup(configs, setup, worlds), worlds, chosen)
+        predictions.model_state(state := _state_of_setup(configs, setup, worlds), worlds, chosen)
     caps = caps or list(DEFAULT_CAPS_MB)
-    code = predict_cluster.run_steps(args, chosen, profile, caps, device=profiled_on, configs=configs, setup=setup)
+    code = predict_cluster.run_steps(args, chosen, profile, caps, device=profiled_on, configs=configs, setup=setup,
+                                     state=state)  # fmt: skip
     if args.page:  # the same calibration, caps and scaling as the console's, from one node to 1,024 GPUs
         report.write_prediction_page(args, chosen, run_dir, setup, caps)
     return code

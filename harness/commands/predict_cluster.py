@@ -247,7 +247,7 @@ def _collective_row(chosen, choice) -> dict:
 
 
 def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, device: str, configs=None,
-              setup: dict | None = None) -> int:  # fmt: skip
+              setup: dict | None = None, state=None) -> int:  # fmt: skip
     """Step time per bucket cap at each node count for the profile, and the best cap with its margin.
     With a run's `configs` (and the profile's `setup`), the profile is first calibrated on the run's rows
     at one rank (`predict.run_calibration`), as the what-if page does; then to --local-step-ms."""
@@ -300,6 +300,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     cpu_split = cpu_split if device == "cpu" else ""
     predictions.zero_answer(rows, optimizer_ms=profile.optimizer_s * 1e3, largest=largest_parameter(profile),
                             caveat=cpu_split)  # fmt: skip
+    if state is not None:  # the two halves joined: the fastest of the strategies that fit
+        predictions.strategy_choice(state, rows, chosen, caveat="; ".join(part for part in (said, cpu_split) if part))
     if args.out:  # each row says what it rests on: the profile, the workload, any scaling
         setup = setup or {}
         context = {"cluster": chosen.name, "cluster_source": _source_of(chosen), "run": args.run,

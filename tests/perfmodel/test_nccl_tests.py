@@ -233,7 +233,11 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     w8, w16 = (line for line in printed.splitlines() if "predicted fastest cap at w" in line)
     assert "published sizes" not in w8 and "at 2 nodes this profile is off by more than 25 % on " in w16
     lines = printed.strip().splitlines()
-    answer, zero = lines[-3:-1]  # before the file's line: the answer over every node count, then ZeRO-1's step
+    at = next(k for k, line in enumerate(lines) if line.startswith("ddpbench predict: answer for DDP"))
+    answer, zero, chosen = lines[at : at + 3]  # the answer over every node count, ZeRO-1's step, the choice
+    # the run measured no zero: of what it measured only stock has a step model, and the rest fit untimed
+    assert chosen.startswith("ddpbench predict: the choice on dgx-h100, the fastest predicted step of the strategies")
+    assert "w8 stock " in chosen and "w16 stock " in chosen and "fit too, with no step model" in chosen
     assert answer.startswith("ddpbench predict: answer for DDP on dgx-h100 (ZeRO-1's step follows")
     assert "): bucket_cap_mb " in answer and "w8 to w16: step " in answer
     assert "Why at w16: " in answer

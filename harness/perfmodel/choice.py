@@ -1,0 +1,78 @@
+"""Which strategy to book on a cluster: per GPU count, the fastest predicted step among the strategies whose
+memory fits.
+
+It joins the two halves `predict --cluster` answers apart: the step (DDP's schedule and ZeRO-1's,
+harness.perfmodel.schedule and .zero, at the cap DDP's answer names) and the memory (harness.perfmodel.memory:
+model state per rank plus the activations counted, against the profile's GPU memory). A strategy without a
+step model (FSDP among them) is named where it fits: its time needs a run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pandas as pd
+
+from harness.analysis import agreement, roles
+from harness.results.values import options_of
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    strategy: str  # as the memory line names it
+    need_mb: float  # model state + activations a rank holds at this GPU count
+    fits: bool
+    step_ms: float | None  # None: no step model for it
+
+
+@dataclasses.dataclass(frozen=True)
+class Choice:
+    world_size: int
+    picked: list[Candidate]  # the fastest that fit, with those within the tie tolerance; [] where none modelled fits
+    others: list[Candidate]  # the modelled ones not picked
+
+
+def _plain(state: pd.DataFrame) -> pd.Series:
+    """Rows with no option the step models leave out (the cap is already taken out of the state's options)."""
+    return state["impl_options"].map(lambda text: not options_of(text))
+
+
+def modelled_step(state: pd.DataFrame, named: pd.Series) -> pd.Series:
+    """Each state row's predicted step at this GPU count (`named`: the cluster frame's row at the cap DDP's answer
+    names): DDP's for the reference, ZeRO-1's for a strategy that all-reduces and shards the optimizer state,
+    each with its options left at their defaults; NaN for the rest."""
+    step = pd.Series(float("nan"), index=state.index)
+    step[roles.is_reference(state).to_numpy() & _plain(state).to_numpy()] = float(named["step_ms"])
+    zero_one = roles.sharded_optimizer_over_allreduce(state).to_numpy() & _plain(state).to_numpy()
+    step[zero_one] = float(named["zero_step_ms"])
+    return step
+
+
+def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float) -> list[Choice]:
+    """Per cluster frame (one GPU count each, with ZeRO-1's columns), the choice; [] without a GPU memory or
+    without counted activations (memory.fit_words says nothing then either)."""
+    if not capacity_gib or state.empty or state["activation_mb"].isna().all():
+        return []
+    choices = []
+    for frame in frames:
+        named = frame.iloc[agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]).index]
+        at = state[(state["world_size"] == int(named["world_size"])) & state["activation_mb"].notna()]
+        need = at["total_mb"] + at["activation_mb"]
+        steps = modelled_step(at, named)
+        candidates = [Candidate(label, float(n), bool(n <= capacity_gib * 1024), None if pd.isna(s) else float(s))
+                      for label, n, s in zip(at["strategy"], need, steps, strict=True)]  # fmt: skip
+        timed = sorted((c for c in candidates if c.step_ms is not None), key=lambda c: c.step_ms)
+        fitting = [c for c in timed if c.fits]
+        fastest = fitting[0].step_ms if fitting else None
+        picked = [c for c in fitting if c.step_ms <= fastest * (1 + agreement.TIE_TOLERANCE)] if fitting else []
+        choices.append(Choice(int(named["world_size"]), picked, [c for c in timed if c not in picked]))
+    return choices
+
+
+def untimed_that_fit(state: pd.DataFrame, choices: list[Choice], capacity_gib: float) -> list[str]:
+    """The strategies without a step model that fit at some GPU count of `choices`, in the state's order."""
+    worlds = {c.world_size for c in choices}
+    at = state[state["world_size"].isin(worlds) & state["activation_mb"].notna()]
+    timed = {c.strategy for choice in choices for c in (*choice.picked, *choice.others)}
+    fitting = at[(at["total_mb"] + at["activation_mb"]) <= capacity_gib * 1024]
+    return [name for name in dict.fromkeys(fitting["strategy"]) if name not in timed]

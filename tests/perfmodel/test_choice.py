@@ -1,0 +1,64 @@
+"""The choice on a cluster: the fastest predicted step among the strategies whose memory fits."""
+
+from __future__ import annotations
+
+import types
+
+import pandas as pd
+
+from harness.commands.console import predictions
+from harness.perfmodel import choice
+
+GIB = 1024.0  # MiB
+
+
+def _state(rows: list[tuple[str, int, float]], options: str = "{}") -> pd.DataFrame:
+    """Model-state rows (strategy, world size, model state in GiB), each with 10 GiB of activations."""
+    return pd.DataFrame([{"impl": impl, "impl_options": options, "world_size": world, "total_mb": gib * GIB,
+                          "activation_mb": 10 * GIB, "measured": False} for impl, world, gib in rows])  # fmt: skip
+
+
+def _frame(world: int, ddp_ms: float, zero_ms: float) -> pd.DataFrame:
+    return pd.DataFrame({"bucket_cap_mb": [25.0], "step_ms": [ddp_ms], "zero_step_ms": [zero_ms],
+                         "world_size": [world]})  # fmt: skip
+
+
+STATE = _state([("stock", 8, 90.0), ("zero", 8, 60.0), ("fsdp", 8, 20.0),
+                ("stock", 64, 60.0), ("zero", 64, 40.0), ("fsdp", 64, 5.0)])  # fmt: skip
+FRAMES = [_frame(8, 100.0, 104.0), _frame(64, 100.0, 100.3)]
+
+
+def test_the_fastest_that_fits_is_picked_and_a_tie_names_both():
+    choices = choice.choose(predictions.labelled(STATE), FRAMES, 80.0)
+    w8, w64 = choices
+    assert [c.strategy for c in w8.picked] == ["zero"]  # stock is faster but needs 100 GiB of 80
+    assert [(c.strategy, c.fits, c.need_mb) for c in w8.others] == [("stock", False, 100 * GIB)]
+    assert [c.strategy for c in w64.picked] == ["stock", "zero"] and not w64.others  # 0.3 % apart: tied
+    assert choice.untimed_that_fit(predictions.labelled(STATE), choices, 80.0) == ["fsdp"]
+
+
+def test_a_strategy_with_other_options_or_no_step_model_is_never_picked():
+    state = pd.concat([STATE, _state([("stock", 8, 1.0)], options='{"comm_hook": "fp16"}')], ignore_index=True)
+    w8 = choice.choose(predictions.labelled(state), FRAMES, 80.0)[0]
+    assert [c.strategy for c in w8.picked] == ["zero"]  # the hooked stock fits, but the model has no step for it
+
+
+def test_nothing_is_chosen_without_a_gpu_memory_or_counted_activations():
+    assert choice.choose(predictions.labelled(STATE), FRAMES, 0.0) == []
+    uncounted = STATE.assign(activation_mb=float("nan"))
+    assert choice.choose(predictions.labelled(uncounted), FRAMES, 80.0) == []
+
+
+def test_the_console_line_says_the_pick_what_is_beside_it_and_what_fits_untimed(capsys):
+    cluster = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=80.0)
+    predictions.strategy_choice(STATE, FRAMES, cluster, caveat="a CPU's compute")
+    said = capsys.readouterr().out
+    assert said.startswith("ddpbench predict: the choice on dgx-h100, the fastest predicted step of the strategies the")
+    assert "w8 zero 104 ms (stock does not fit: 100 GiB a rank)" in said
+    assert "w64 stock 100 ms or zero 100.3 ms (tied within 0.5 %)" in said
+    assert "fsdp fits too, with no step model: a run measures it" in said and said.rstrip().endswith(
+        "[a CPU's compute]"
+    )
+    small = _state([("stock", 8, 20.0), ("zero", 8, 19.0)])
+    predictions.strategy_choice(small, [_frame(8, 100.0, 110.0)], cluster)
+    assert "w8 stock 100 ms (zero 110 ms, 10.0% slower)" in capsys.readouterr().out
