@@ -76,3 +76,34 @@ def untimed_that_fit(state: pd.DataFrame, choices: list[Choice], capacity_gib: f
     timed = {c.strategy for choice in choices for c in (*choice.picked, *choice.others)}
     fitting = at[(at["total_mb"] + at["activation_mb"]) <= capacity_gib * 1024]
     return [name for name in dict.fromkeys(fitting["strategy"]) if name not in timed]
+
+
+def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float) -> str:
+    """'the fastest predicted step of …: w8 zero 93.8 ms (stock does not fit: 100 GiB a rank); w64 stock 100 ms or
+    zero 100.3 ms (tied within 0.5 %); fsdp fits too, with no step model: …' for `state` labelled by `strategy`;
+    '' where `choose` has nothing to say."""
+    from harness.perfmodel.memory import mib_text
+
+    choices = choose(state, frames, capacity_gib)
+    if not choices:
+        return ""
+
+    def other(c: Candidate, fastest: float | None) -> str:
+        if not c.fits:
+            return f"{c.strategy} does not fit: {mib_text(c.need_mb)} a rank"
+        return f"{c.strategy} {c.step_ms:.4g} ms" + (f", {c.step_ms / fastest - 1:.1%} slower" if fastest else "")
+
+    parts = []
+    for choice in choices:
+        fastest = choice.picked[0].step_ms if choice.picked else None
+        picked = " or ".join(f"{c.strategy} {c.step_ms:.4g} ms" for c in choice.picked) or "no modelled strategy fits"
+        tied = " (tied within 0.5 %)" if len(choice.picked) > 1 else ""
+        beside = "; ".join(other(c, fastest) for c in choice.others)
+        parts.append(f"w{choice.world_size} {picked}{tied}" + (f" ({beside})" if beside else ""))
+    untimed = untimed_that_fit(state, choices, capacity_gib)
+    one = len(untimed) == 1
+    rest = (f"; {', '.join(untimed)} fit{'s' if one else ''} too, with no step model: a run measures "
+            f"{'it' if one else 'them'} (ddpbench bench)" if untimed else "")  # fmt: skip
+    return (f"the fastest predicted step of the strategies the run measured whose model state and activations fit "
+            f"{capacity_gib:g} GiB (before buffers, DDP's buckets, gathered parameters and working memory): "
+            f"{'; '.join(parts)}{rest}")  # fmt: skip

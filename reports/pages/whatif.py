@@ -10,6 +10,7 @@ import pandas as pd
 from harness.analysis import agreement, roles, stats, why
 from harness.analysis.compare import setup_words
 from harness.analysis.sweep import given_cap
+from harness.perfmodel.choice import choice_words
 from harness.perfmodel.cluster import Cluster, is_builtin, published_check_summary, published_checks
 from harness.perfmodel.memory import activation_words, fit_words, mib_text, state_per_rank
 from harness.perfmodel.nccl import ClusterLink
@@ -18,6 +19,7 @@ from harness.perfmodel.predict import (
     SETUP_DEFAULTS,
     calibration_target,
     ddp_own_cost_s,
+    of_setup,
     profiles_by_setup,
     run_calibration,
     scaled_to_local_step,
@@ -67,7 +69,7 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                    "ddp_own_ms": calibration.reducer_s * 1e3, "local_step_given": local_step_ms or 0.0,
                    "own_left_out": bool(local_step_ms) and device == "cpu" and target == "baseline",
                    "grad_mb": profile.grad_bytes / 2**20, "grad_tensors": len(profile.grads),
-                   "size": setup["size"]}  # fmt: skip
+                   **{f"setup_{key}": value for key, value in setup.items()}, "size": setup["size"]}  # fmt: skip
         for world in world_sizes(cluster):
             frame = with_zero(predict_caps(calibrated, caps_mb=caps, link=link, world_size=world), calibrated,
                               link=link, world_size=world)  # fmt: skip
@@ -120,7 +122,8 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     figs = FigureList()
     for setup, group in rows.groupby("setup", sort=False):
         best = best_rows(group)
-        parts += [f"<h2>{name_html(setup)}</h2>", _answer(best, cluster), _calibration_note(group.iloc[0]),
+        parts += [f"<h2>{name_html(setup)}</h2>", _answer(best, cluster), _choice(configs, group, cluster),
+                  _calibration_note(group.iloc[0]),
                   figs.add(figures.step_vs_gpus(group, cluster=cluster.name),
                            "Each line is one bucket_cap_mb; each point DDP's bucket schedule simulated over this "
                            "run's gradient-ready profile, every bucket's all-reduce costed as NCCL would run it."),
@@ -131,6 +134,17 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     parts += [_measured_section(configs), _memory_section(configs, cluster), _sources_section(cluster),
               _published_section(cluster)]  # fmt: skip
     return page(f"What if: {run_id} on {cluster.name}", "\n".join(parts), depth=1, **inline)
+
+
+def _choice(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster) -> str:
+    """The choice over both halves for this setup, in `predict --cluster`'s words (choice.choice_words): the
+    fastest predicted step at each GPU count among the strategies whose memory fits; '' where nothing is said."""
+    setup = {key.removeprefix("setup_"): group[key].iloc[0] for key in group if key.startswith("setup_")}
+    state = state_per_rank(of_setup(configs, setup), world_sizes(cluster))
+    frames = [rows for _, rows in group.groupby("world_size", sort=True)]
+    words = choice_words(state.assign(strategy=strategy_labels(state)), frames, cluster.gpu_memory_gib) if len(
+        state) else ""  # fmt: skip
+    return f'<p class="takeaway"><b>The choice</b>: {esc(words)}.</p>' if words else ""
 
 
 def _device_banner(meta: dict, cluster: Cluster, local_step_ms: float | None, *, inside: bool = False) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 import re
 from pathlib import Path
@@ -223,7 +224,7 @@ def test_predict_nccl_tests_fits_and_says_its_error(tmp_path, capsys):
 def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run, tmp_path, capsys):
     out = tmp_path / "steps.csv"
     flags = ["--cluster", "dgx-h100", "--nodes", "1,2", "--caps", "0.001,25", "--local-step-ms", "0.2"]
-    flags += ["--out", str(out)]  # 1 KiB buckets against one, on a step scaled to 0.2 ms
+    flags += ["--out", str(out), "--page", str(tmp_path / "whatif.html")]  # 1 KiB buckets against one, 0.2 ms steps
     code = cli.main(["predict", "--run", small_run.name, "--results", str(small_run.parent), *flags])
     said = capsys.readouterr()
     printed = said.out
@@ -238,6 +239,10 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     # the run measured no zero: of what it measured only stock has a step model, and the rest fit untimed
     assert chosen.startswith("ddpbench predict: the choice on dgx-h100, the fastest predicted step of the strategies")
     assert "w8 stock " in chosen and "w16 stock " in chosen and "fit too, with no step model" in chosen
+    on_page = html.unescape((tmp_path / "whatif.html").read_text()).split("<b>The choice</b>: ")[1]
+    for world in ("w8 ", "w16 "):  # the page says the same choice at the console's GPU counts, and more of them
+        segment = chosen.split(world, 1)[1].split(";")[0]
+        assert f"{world}{segment};" in on_page
     assert answer.startswith("ddpbench predict: answer for DDP on dgx-h100 (ZeRO-1's step follows")
     assert "): bucket_cap_mb " in answer and "w8 to w16: step " in answer
     assert "Why at w16: " in answer

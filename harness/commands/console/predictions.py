@@ -315,35 +315,10 @@ def labelled(state: pd.DataFrame) -> pd.DataFrame:
 
 
 def strategy_choice(state: pd.DataFrame, frames: list[pd.DataFrame], cluster, *, caveat: str = "") -> None:
-    """The answer over both halves, last: per GPU count the fastest predicted step among the strategies whose
-    memory fits (harness.perfmodel.choice), the others beside it, and those that fit with no step model."""
-    from harness.perfmodel.choice import choose, untimed_that_fit
-    from harness.perfmodel.memory import mib_text
+    """The answer over both halves, last (harness.perfmodel.choice.choice_words, as the what-if page says it)."""
+    from harness.perfmodel.choice import choice_words
 
     capacity = getattr(cluster, "gpu_memory_gib", 0.0)
-    state = labelled(state) if not state.empty else state
-    choices = choose(state, frames, capacity)
-    if not choices:
-        return
-
-    def other(c, fastest: float | None) -> str:
-        if not c.fits:
-            return f"{c.strategy} does not fit: {mib_text(c.need_mb)} a rank"
-        return f"{c.strategy} {c.step_ms:.4g} ms" + (f", {c.step_ms / fastest - 1:.1%} slower" if fastest else "")
-
-    parts = []
-    for choice in choices:
-        fastest = choice.picked[0].step_ms if choice.picked else None
-        picked = " or ".join(f"{c.strategy} {c.step_ms:.4g} ms" for c in choice.picked) or "no modelled strategy fits"
-        tied = " (tied within 0.5 %)" if len(choice.picked) > 1 else ""
-        beside = "; ".join(other(c, fastest) for c in choice.others)
-        parts.append(f"w{choice.world_size} {picked}{tied}" + (f" ({beside})" if beside else ""))
-    untimed = untimed_that_fit(state, choices, capacity)
-    rest = (f"; {', '.join(untimed)} fit{'s' if len(untimed) == 1 else ''} too, with no step model: a run measures "
-            f"{'it' if len(untimed) == 1 else 'them'} (ddpbench bench)" if untimed else "")  # fmt: skip
-    said = f" [{caveat}]" if caveat else ""
-    say(
-        f"ddpbench predict: the choice on {cluster.name}, the fastest predicted step of the strategies the run "
-        f"measured whose model state and activations fit {capacity:g} GiB (before buffers, DDP's buckets, gathered "
-        f"parameters and working memory): {'; '.join(parts)}{rest}{said}"
-    )
+    if words := choice_words(labelled(state) if not state.empty else state, frames, capacity):
+        said = f" [{caveat}]" if caveat else ""
+        say(f"ddpbench predict: the choice on {cluster.name}, {words}{said}")
