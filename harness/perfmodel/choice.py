@@ -28,7 +28,7 @@ class Candidate:
 @dataclasses.dataclass(frozen=True)
 class Choice:
     world_size: int
-    picked: list[Candidate]  # the fastest that fit, with those within the tie tolerance; [] where none modelled fits
+    picked: list[Candidate]  # the fastest that fit, with those within SMALL_CAP_LEAD; [] where none modelled fits
     others: list[Candidate]  # the modelled ones not picked
 
 
@@ -64,7 +64,8 @@ def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float)
         timed = sorted((c for c in candidates if c.step_ms is not None), key=lambda c: c.step_ms)
         fitting = [c for c in timed if c.fits]
         fastest = fitting[0].step_ms if fitting else None
-        picked = [c for c in fitting if c.step_ms <= fastest * (1 + agreement.TIE_TOLERANCE)] if fitting else []
+        # a lead under what the model can tell (agreement.SMALL_CAP_LEAD, as for caps) picks no winner
+        picked = [c for c in fitting if c.step_ms <= fastest * (1 + agreement.SMALL_CAP_LEAD)] if fitting else []
         choices.append(Choice(int(named["world_size"]), picked, [c for c in timed if c not in picked]))
     return choices
 
@@ -80,7 +81,7 @@ def untimed_that_fit(state: pd.DataFrame, choices: list[Choice], capacity_gib: f
 
 def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float) -> str:
     """'the fastest predicted step of …: w8 zero 93.8 ms (stock does not fit: 100 GiB a rank); w64 stock 100 ms or
-    zero 100.3 ms (tied within 0.5 %); fsdp fits too, with no step model: …' for `state` labelled by `strategy`;
+    zero 100.3 ms (too close to call: …); fsdp fits too, with no step model: …' for `state` labelled by `strategy`;
     '' where `choose` has nothing to say."""
     from harness.perfmodel.memory import mib_text
 
@@ -97,7 +98,7 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
     for choice in choices:
         fastest = choice.picked[0].step_ms if choice.picked else None
         picked = " or ".join(f"{c.strategy} {c.step_ms:.4g} ms" for c in choice.picked) or "no modelled strategy fits"
-        tied = " (tied within 0.5 %)" if len(choice.picked) > 1 else ""
+        tied = " (too close to call: under the 4 % the model can tell)" if len(choice.picked) > 1 else ""
         beside = "; ".join(other(c, fastest) for c in choice.others)
         parts.append(f"w{choice.world_size} {picked}{tied}" + (f" ({beside})" if beside else ""))
     untimed = untimed_that_fit(state, choices, capacity_gib)

@@ -43,12 +43,12 @@ def partition(grads: Sequence[Grad], world_size: int) -> list[list[Grad]]:
 
 def broadcast_messages(grads: Sequence[Grad], world_size: int, *, bucket_view: bool = False) -> list[int]:
     """The bytes of each broadcast that brings every rank the updated parameters: each parameter alone, or
-    with `bucket_view` each rank's parameters in one flat buffer (a rank that owns none sends nothing)."""
+    with `bucket_view` each rank's parameters in one flat buffer, one a rank."""
     if world_size <= 1:
         return []
     owned = partition(grads, world_size)
-    if bucket_view:
-        return [total for shard in owned if (total := sum(g.nbytes for g in shard))]
+    if bucket_view:  # torch sends a one-element bucket for a rank that owns nothing
+        return [max(sum(g.nbytes for g in shard), 4) for shard in owned]
     return [g.nbytes for shard in owned for g in shard]
 
 

@@ -25,7 +25,7 @@ def _frame(world: int, ddp_ms: float, zero_ms: float) -> pd.DataFrame:
 
 STATE = _state([("stock", 8, 90.0), ("zero", 8, 60.0), ("fsdp", 8, 20.0),
                 ("stock", 64, 60.0), ("zero", 64, 40.0), ("fsdp", 64, 5.0)])  # fmt: skip
-FRAMES = [_frame(8, 100.0, 104.0), _frame(64, 100.0, 100.3)]
+FRAMES = [_frame(8, 100.0, 104.0), _frame(64, 100.0, 103.0)]
 
 
 def test_the_fastest_that_fits_is_picked_and_a_tie_names_both():
@@ -33,7 +33,7 @@ def test_the_fastest_that_fits_is_picked_and_a_tie_names_both():
     w8, w64 = choices
     assert [c.strategy for c in w8.picked] == ["zero"]  # stock is faster but needs 100 GiB of 80
     assert [(c.strategy, c.fits, c.need_mb) for c in w8.others] == [("stock", False, 100 * GIB)]
-    assert [c.strategy for c in w64.picked] == ["stock", "zero"] and not w64.others  # 0.3 % apart: tied
+    assert [c.strategy for c in w64.picked] == ["stock", "zero"] and not w64.others  # 3 % apart: no evidence
     assert choice.untimed_that_fit(predictions.labelled(STATE), choices, 80.0) == ["fsdp"]
 
 
@@ -55,7 +55,7 @@ def test_the_console_line_says_the_pick_what_is_beside_it_and_what_fits_untimed(
     said = capsys.readouterr().out
     assert said.startswith("ddpbench predict: the choice on dgx-h100, the fastest predicted step of the strategies the")
     assert "w8 zero 104 ms (stock does not fit: 100 GiB a rank)" in said
-    assert "w64 stock 100 ms or zero 100.3 ms (tied within 0.5 %)" in said
+    assert "w64 stock 100 ms or zero 103 ms (too close to call: under the 4 % the model can tell)" in said
     assert "fsdp fits too, with no step model: a run measures it" in said and said.rstrip().endswith(
         "[a CPU's compute]"
     )

@@ -61,6 +61,8 @@ def test_latency_is_paid_per_broadcast_and_a_bucket_view_sends_one_a_rank():
     bucketed = zero.predict_zero(profile, cap_mb=25.0, link=link, world_size=2, bucket_view=True)
     assert (one_each.broadcasts, bucketed.broadcasts) == (6, 2)
     assert (one_each.broadcast_s, bucketed.broadcast_s) == pytest.approx((6 * MS, 2 * MS))
+    many = zero.predict_zero(profile, cap_mb=25.0, link=link, world_size=8, bucket_view=True)
+    assert many.broadcasts == 8  # torch sends a one-element bucket from each rank that owns nothing
 
 
 def test_one_rank_sends_nothing_and_steps_every_parameter():

@@ -93,7 +93,7 @@ def _cap_rows(frame: pd.DataFrame, *, decimals: int) -> None:
 
 
 def no_validation() -> None:
-    say("validation: this run has no stock bucket-cap sweep at world size ≥ 2 to check the model against")
+    say("validation: this run has no stock bucket-cap sweep at world size ≥ 2 to check DDP's schedule against")
 
 
 def validation(key: tuple, group: pd.DataFrame, as_good: list[float] | None, errors: list[tuple[str, dict]]) -> None:
