@@ -53,17 +53,39 @@ def broadcast_messages(grads: Sequence[Grad], world_size: int, *, bucket_view: b
 
 
 @dataclasses.dataclass(frozen=True)
-class ZeroStep:
-    ddp: StepPrediction  # DDP's step, its optimizer stepping every parameter
+class ZeroChange:
+    """What ZeRO-1 changes in DDP's step at one world size, whatever the cap: the optimizer on the largest shard
+    and the broadcasts after it."""
+
     whole_optimizer_s: float
     optimizer_s: float  # on the rank that owns the most elements
     broadcast_s: float
     broadcasts: int
     largest_share: float  # that rank's share of the elements
 
+    def step_s(self, ddp_step_s: float) -> float:
+        return ddp_step_s - self.whole_optimizer_s + self.optimizer_s + self.broadcast_s
+
+
+def zero_change(profile: Profile, *, sender, world_size: int, bucket_view: bool = False) -> ZeroChange:
+    """ZeroChange at this world size, the broadcasts sent on `sender` (a link with `broadcast_s`: a fitted
+    broadcast, or a cluster's)."""
+    total = sum(elements(g) for g in profile.grads)
+    owned = partition(profile.grads, world_size)
+    share = max(sum(elements(g) for g in shard) for shard in owned) / total if total else 1.0
+    messages = broadcast_messages(profile.grads, world_size, bucket_view=bucket_view)
+    sent = sum(sender.broadcast_s(nbytes, world_size) for nbytes in messages)
+    return ZeroChange(profile.optimizer_s, profile.optimizer_s * share, sent, len(messages), share)
+
+
+@dataclasses.dataclass(frozen=True)
+class ZeroStep:
+    ddp: StepPrediction  # DDP's step, its optimizer stepping every parameter
+    change: ZeroChange
+
     @property
     def step_s(self) -> float:
-        return self.ddp.step_s - self.whole_optimizer_s + self.optimizer_s + self.broadcast_s
+        return self.change.step_s(self.ddp.step_s)
 
 
 def predict_zero(
@@ -78,17 +100,12 @@ def predict_zero(
     cap_given: bool = True,
 ) -> ZeroStep:
     """ZeRO-1's step at this cap and world size: `link` all-reduces DDP's buckets (`cap_given` false: DDP's
-    default layout); `broadcast` (a link with `broadcast_s`: a fitted broadcast, or a cluster's) sends the
-    parameters, `link` itself where none is given."""
+    default layout); `broadcast` (a link with `broadcast_s`) sends the parameters, `link` itself where none
+    is given."""
     ddp = predict_cap(profile, cap_mb=cap_mb, link=link, world_size=world_size, contention=contention,
                       cap_given=cap_given)  # fmt: skip
-    total = sum(elements(g) for g in profile.grads)
-    owned = partition(profile.grads, world_size)
-    share = max(sum(elements(g) for g in shard) for shard in owned) / total if total else 1.0
-    messages = broadcast_messages(profile.grads, world_size, bucket_view=bucket_view)
-    sender = broadcast or link
-    sent = sum(sender.broadcast_s(nbytes, world_size) for nbytes in messages)
-    return ZeroStep(ddp, profile.optimizer_s, profile.optimizer_s * share, sent, len(messages), share)
+    change = zero_change(profile, sender=broadcast or link, world_size=world_size, bucket_view=bucket_view)
+    return ZeroStep(ddp, change)
 
 
 def largest_parameter(profile: Profile) -> tuple[str | None, float]:
@@ -100,24 +117,25 @@ def largest_parameter(profile: Profile) -> tuple[str | None, float]:
     return largest.name, elements(largest) / sum(elements(g) for g in profile.grads)
 
 
-def zero_columns(step: ZeroStep) -> dict:
-    """A ZeroStep as the columns `predict --out` writes beside DDP's step at the same cap."""
-    return {"zero_step_ms": step.step_s * 1e3, "zero_optimizer_ms": step.optimizer_s * 1e3,
-            "zero_broadcast_ms": step.broadcast_s * 1e3, "zero_broadcasts": step.broadcasts,
-            "zero_largest_share": step.largest_share}  # fmt: skip
+def zero_columns(change: ZeroChange, ddp_step_s: float) -> dict:
+    """ZeRO-1's step and its parts as the columns `predict --out` writes beside DDP's step at the same cap."""
+    return {"zero_step_ms": change.step_s(ddp_step_s) * 1e3, "zero_optimizer_ms": change.optimizer_s * 1e3,
+            "zero_broadcast_ms": change.broadcast_s * 1e3, "zero_broadcasts": change.broadcasts,
+            "zero_largest_share": change.largest_share}  # fmt: skip
 
 
 def with_zero(frame, profile: Profile, *, link, world_size: int):
     """`schedule.predict_caps`' frame with ZeRO-1's step at each of its caps (torch's defaults: one broadcast a
-    parameter), the broadcasts on `link` (a cluster's: `ClusterLink.broadcast_s`), and what they would take
-    with `parameters_as_bucket_view` (one a rank)."""
+    parameter) from DDP's step there, the broadcasts on `link` (a cluster's: `ClusterLink.broadcast_s`), and
+    what they would take with `parameters_as_bucket_view` (one a rank). The change is the same at every cap:
+    computed once."""
     import pandas as pd
 
-    steps = [predict_zero(profile, cap_mb=cap, link=link, world_size=world_size) for cap in frame["bucket_cap_mb"]]
-    columns = pd.DataFrame([zero_columns(s) for s in steps], index=frame.index)
-    packed = broadcast_messages(profile.grads, world_size, bucket_view=True)  # the same at every cap
-    columns["zero_bucket_view_broadcast_ms"] = sum(link.broadcast_s(nbytes, world_size) for nbytes in packed) * 1e3
-    columns["zero_bucket_view_broadcasts"] = len(packed)
+    change = zero_change(profile, sender=link, world_size=world_size)
+    packed = zero_change(profile, sender=link, world_size=world_size, bucket_view=True)
+    columns = pd.DataFrame([zero_columns(change, step_ms / 1e3) for step_ms in frame["step_ms"]], index=frame.index)
+    columns["zero_bucket_view_broadcast_ms"] = packed.broadcast_s * 1e3
+    columns["zero_bucket_view_broadcasts"] = packed.broadcasts
     return pd.concat([frame, columns], axis=1)
 
 
@@ -161,7 +179,8 @@ def run_checks(configs, profiles, network) -> list[dict]:
         checks.append({**setup, "impl": impl, "world_size": int(world), "bucket_cap_mb": cap,
                        "impl_options": impl_options,
                        "measured_ms": stats.geometric_mean(group["step_ms_median"]), "predicted_ms": step.step_s * 1e3,
-                       "ddp_ms": step.ddp.step_s * 1e3, "whole_optimizer_ms": step.whole_optimizer_s * 1e3,
-                       **zero_columns(step), "broadcast_source": sender.source if sender else None,
+                       "ddp_ms": step.ddp.step_s * 1e3, "whole_optimizer_ms": step.change.whole_optimizer_s * 1e3,
+                       **zero_columns(step.change, step.ddp.step_s),
+                       "broadcast_source": sender.source if sender else None,
                        "network": link.source})  # fmt: skip
     return checks

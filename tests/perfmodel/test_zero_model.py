@@ -47,11 +47,11 @@ def test_the_step_is_ddps_with_the_largest_shards_optimizer_and_the_broadcasts_a
     profile = _profile([4.0, 2.0, 1.0, 1.0])  # at 2 ranks: 4 on one, 2 + 1 + 1 on the other: half each
     step = zero.predict_zero(profile, cap_mb=25.0, link=ONE_MS_PER_MB, world_size=2)
     ddp = predict_cap(profile, cap_mb=25.0, link=ONE_MS_PER_MB, world_size=2)
-    assert step.largest_share == pytest.approx(0.5) and step.optimizer_s == pytest.approx(4 * MS)
-    assert step.broadcasts == 4 and step.broadcast_s == pytest.approx(8 * MS)  # 8 MiB at 1 ms a MiB
+    assert step.change.largest_share == pytest.approx(0.5) and step.change.optimizer_s == pytest.approx(4 * MS)
+    assert step.change.broadcasts == 4 and step.change.broadcast_s == pytest.approx(8 * MS)  # 8 MiB at 1 ms a MiB
     assert step.step_s == pytest.approx(ddp.step_s - 8 * MS + 4 * MS + 8 * MS)
     three = zero.predict_zero(profile, cap_mb=25.0, link=ONE_MS_PER_MB, world_size=3)
-    assert three.largest_share == pytest.approx(0.5)  # one parameter holds half the elements: no rank owns less
+    assert three.change.largest_share == pytest.approx(0.5)  # one parameter holds half the elements: no rank owns less
 
 
 def test_latency_is_paid_per_broadcast_and_a_bucket_view_sends_one_a_rank():
@@ -59,16 +59,16 @@ def test_latency_is_paid_per_broadcast_and_a_bucket_view_sends_one_a_rank():
     link = net.Link(alpha_s=1 * MS, busbw_bytes_per_s=float("inf"))
     one_each = zero.predict_zero(profile, cap_mb=25.0, link=link, world_size=2)
     bucketed = zero.predict_zero(profile, cap_mb=25.0, link=link, world_size=2, bucket_view=True)
-    assert (one_each.broadcasts, bucketed.broadcasts) == (6, 2)
-    assert (one_each.broadcast_s, bucketed.broadcast_s) == pytest.approx((6 * MS, 2 * MS))
+    assert (one_each.change.broadcasts, bucketed.change.broadcasts) == (6, 2)
+    assert (one_each.change.broadcast_s, bucketed.change.broadcast_s) == pytest.approx((6 * MS, 2 * MS))
     many = zero.predict_zero(profile, cap_mb=25.0, link=link, world_size=8, bucket_view=True)
-    assert many.broadcasts == 8  # torch sends a one-element bucket from each rank that owns nothing
+    assert many.change.broadcasts == 8  # torch sends a one-element bucket from each rank that owns nothing
 
 
 def test_one_rank_sends_nothing_and_steps_every_parameter():
     profile = _profile([4.0, 2.0])
     step = zero.predict_zero(profile, cap_mb=25.0, link=ONE_MS_PER_MB, world_size=1)
-    assert step.broadcasts == 0 and step.broadcast_s == 0 and step.largest_share == 1.0
+    assert step.change.broadcasts == 0 and step.change.broadcast_s == 0 and step.change.largest_share == 1.0
     assert step.step_s == pytest.approx(predict_cap(profile, cap_mb=25.0, link=ONE_MS_PER_MB, world_size=1).step_s)
 
 
