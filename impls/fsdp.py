@@ -11,14 +11,14 @@ bf16 input against them) and hands its output on in bf16; FSDP2 takes a policy p
 one more (small) all-gather and reduce-scatter per BatchNorm module.
 
 Which modules are blocks is the workload's knowledge (`Workload.blocks`, which the harness leaves
-on the model it builds); for a model whose workload does not say, `blocks` guesses from its shape.
+on the model it builds); for a model whose workload does not say, `harness.protocols.model_blocks`
+guesses from its shape (the step model's gradient profile records the same blocks).
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections import Counter
 from collections.abc import Iterator
 from typing import ClassVar, Literal
 
@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from harness.comm_timeline import CommTimeline
-from harness.protocols import ConfigError, StrategyDefaults, option, recorded_blocks
+from harness.protocols import ConfigError, StrategyDefaults, has_parameters, model_blocks, option, shared_parameters
 from impls import _fsdp_timing, register
 from impls._common import broadcast_module_state, collective_backend
 
@@ -100,7 +100,7 @@ class FSDP(StrategyDefaults):
             }
             plan += [(module, fp32) for module in batch_norms(model)]
         planned = {id(module) for module, _ in plan}
-        plan += [(block, options) for block in blocks(model) if id(block) not in planned]
+        plan += [(block, options) for block in model_blocks(model) if id(block) not in planned]
         return [*plan, (model, options)]
 
     def attach_timeline(self, timeline: CommTimeline) -> bool:
@@ -160,58 +160,11 @@ def _without_gradient_sync(model) -> Iterator[None]:
 
 def batch_norms(model: nn.Module) -> list[nn.Module]:
     """BatchNorm modules (1d, 2d, 3d, sync) with parameters, that no other module shares a parameter with."""
-    shared = _shared_parameters(model)
+    shared = shared_parameters(model)
     return [
         module
         for module in model.modules()
         if isinstance(module, nn.modules.batchnorm._BatchNorm)
-        and _has_parameters(module)
+        and has_parameters(module)
         and not any(id(p) in shared for p in module.parameters())
     ]
-
-
-def blocks(model: nn.Module) -> list[nn.Module]:
-    """The modules to shard one by one, below the root: those the model's workload names
-    (`Workload.blocks`), else `guessed_blocks`. A module sharing a parameter with another (tied
-    weights) is left to the root, which also takes whatever no block holds (embeddings, stems,
-    heads): a parameter is sharded once."""
-    named = recorded_blocks(model)
-    candidates = named if named is not None else guessed_blocks(model)
-    shared = _shared_parameters(model)
-    return [block for block in candidates if not any(id(p) in shared for p in block.parameters())]
-
-
-def guessed_blocks(model: nn.Module) -> list[nn.Module]:
-    """A guess at the model's repeated blocks from its shape: the elements of the outermost lists
-    of repeated layers (a ModuleList, or a Sequential of one class): GPT-2's `transformer.h`,
-    BERT's `encoder.layer`, ViT's `encoder.layers`, the blocks of ResNet's stages of two or more.
-    Without any, the root's children that hold parameters (each Linear of an MLP `nn.Sequential`)."""
-    return _repeated_blocks(model) or [child for child in model.children() if _has_parameters(child)]
-
-
-def _repeated_blocks(model: nn.Module) -> list[nn.Module]:
-    found: list[nn.Module] = []
-    inside: set[int] = set()
-    for module in model.modules():  # pre-order: an outer list comes before anything inside it
-        if module is model or id(module) in inside or not _is_list_of_layers(module):
-            continue
-        found += [child for child in module.children() if _has_parameters(child)]
-        inside.update(id(m) for m in module.modules())
-    return found
-
-
-def _is_list_of_layers(module: nn.Module) -> bool:
-    if isinstance(module, nn.ModuleList):
-        return True
-    children = list(module.children())
-    return isinstance(module, nn.Sequential) and len(children) > 1 and len({type(c) for c in children}) == 1
-
-
-def _shared_parameters(model: nn.Module) -> set[int]:
-    """Ids of parameters reachable from more than one module (tied weights)."""
-    uses = Counter(id(p) for module in model.modules() for p in module.parameters(recurse=False))
-    return {pid for pid, count in uses.items() if count > 1}
-
-
-def _has_parameters(module: nn.Module) -> bool:
-    return next(module.parameters(), None) is not None

@@ -10,8 +10,7 @@ from torch import nn
 import impls
 import workloads
 from harness.measure.training import build_model
-from harness.protocols import WorkloadDefaults, recorded_blocks
-from impls.fsdp import blocks, guessed_blocks
+from harness.protocols import WorkloadDefaults, guessed_blocks, model_blocks, recorded_blocks
 
 CPU = torch.device("cpu")
 RESNETS = ("resnet18", "resnet50")
@@ -56,7 +55,7 @@ def test_the_harness_leaves_the_workloads_blocks_on_the_model_and_fsdp_shards_th
     workload = workloads.create("resnet18", size="tiny")
     model = build_model(workload, seed=0, device=CPU)
     assert names_of(model, recorded_blocks(model)) == ["layer1.0", "layer2.0", "layer3.0", "layer4.0"]
-    assert blocks(model) == recorded_blocks(model)
+    assert model_blocks(model) == recorded_blocks(model)
 
 
 class TiedHead(WorkloadDefaults):
@@ -75,7 +74,7 @@ class TiedHead(WorkloadDefaults):
 
 def test_a_named_block_that_shares_a_parameter_is_left_to_the_root():
     model = build_model(TiedHead(), seed=0, device=CPU)
-    assert blocks(model) == [model[1]]
+    assert model_blocks(model) == [model[1]]
 
 
 def test_a_model_whose_workload_does_not_say_is_guessed_from_its_shape():
@@ -85,7 +84,7 @@ def test_a_model_whose_workload_does_not_say_is_guessed_from_its_shape():
 
     model = build_model(Silent(), seed=0, device=CPU)
     assert recorded_blocks(model) is None
-    assert blocks(model) == [model[1]]  # the heuristic's root children, the tied ones left out
+    assert model_blocks(model) == [model[1]]  # the heuristic's root children, the tied ones left out
 
 
 # ---- mixed precision and BatchNorm ----------------------------------------------------------------
@@ -113,7 +112,8 @@ def test_with_bf16_parameters_every_batchnorm_is_sharded_first_with_an_fp32_poli
         else:
             assert (policy.param_dtype, policy.output_dtype) == (torch.bfloat16, None), name
     assert plan[-1][0] == ""  # the root last
-    assert [name for name, _ in shard_plan(model, "fp32")] == [*names_of(model, blocks(model)), ""]  # fp32: no extra
+    # fp32: no extra units
+    assert [name for name, _ in shard_plan(model, "fp32")] == [*names_of(model, model_blocks(model)), ""]
 
 
 def test_a_resnet_trains_with_bf16_parameters_once_batchnorm_keeps_fp32(single_rank):

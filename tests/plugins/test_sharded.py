@@ -33,8 +33,7 @@ from harness.measure.memory import held_bytes, optimizer_state_bytes
 from harness.measure.timing import StepTimer
 from harness.measure.training import LEARNING_RATE, build_model, make_batch, train_step
 from harness.parity import reference as parity
-from harness.protocols import ConfigError
-from impls.fsdp import blocks
+from harness.protocols import ConfigError, model_blocks
 
 CPU = torch.device("cpu")
 SHARDED = ("zero", "fsdp")
@@ -212,15 +211,15 @@ class Stacked(nn.Module):
 
 def test_fsdp_blocks_are_the_repeated_layers_and_leave_tied_weights_to_the_root():
     model = Stacked()
-    assert blocks(model) == list(model.layers)
+    assert model_blocks(model) == list(model.layers)
 
 
 def test_fsdp_blocks_of_a_plain_sequential_are_its_layers_with_parameters():
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2))
-    assert blocks(model) == [model[0], model[2]]
+    assert model_blocks(model) == [model[0], model[2]]
 
 
 def test_fsdp_blocks_skip_children_that_share_a_parameter():
     model = nn.Sequential(nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 2))
     model[1].weight = model[0].weight
-    assert blocks(model) == [model[2]]
+    assert model_blocks(model) == [model[2]]
