@@ -101,7 +101,10 @@ class FSDP(StrategyDefaults):
             plan += [(module, fp32) for module in batch_norms(model)]
         planned = {id(module) for module, _ in plan}
         plan += [(block, options) for block in model_blocks(model) if id(block) not in planned]
-        return [*plan, (model, options)]
+        # Left unsaid for the root, FSDP keeps its parameters from forward to backward, which begins by needing
+        # them; said explicitly (newer torch honours it), they would be gathered again for backward.
+        root = {key: value for key, value in options.items() if key != "reshard_after_forward"}
+        return [*plan, (model, root)]
 
     def attach_timeline(self, timeline: CommTimeline) -> bool:
         if not _fsdp_timing.available():

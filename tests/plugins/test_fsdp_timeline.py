@@ -14,6 +14,7 @@ from harness.analysis import overlap
 from harness.comm_timeline import CommTimeline
 from harness.measure.timing import StepTimer
 from harness.measure.training import OPTIMIZER, build_model, make_batch, train_step
+from harness.protocols import model_blocks
 from impls import _fsdp_timing
 
 STEPS = 3
@@ -47,6 +48,11 @@ def test_fsdp_stamps_its_all_gathers_and_reduce_scatters_without_changing_the_tr
     assert kinds == {"all_gather", "reduce_scatter"}
     sharded = {r["bucket"] for r in last if r["collective"] == "reduce_scatter"}
     assert len(sharded) >= 2  # a reduce-scatter per sharded module (blocks and root) that has gradients
+    # as the step model (harness.perfmodel.fsdp) schedules them: the root gathered once, kept from forward to
+    # backward; each block gathered before its forward and again before its backward; one reduce-scatter each
+    blocks = len(model_blocks(build_model(workloads.create("gpt2", size="tiny"), seed=0, device=CPU)))
+    gathers = [r for r in last if r["collective"] == "all_gather"]
+    assert (len(gathers), len(sharded)) == (1 + 2 * blocks, 1 + blocks)
     assert all(r["launched_ms"] <= r["done_ms"] for r in last)
     figures = overlap.step_communication(phases[-1], last)
     assert 0 <= figures["exposed_comm_ms"] <= figures["comm_ms"] and figures["comm_ms"] > 0
