@@ -6,7 +6,10 @@ ready, with the forward and optimizer times, fix how much communication backward
 
 A post-accumulate-grad hook per parameter stamps the time on the rank's clock (harness.clock: the
 wall clock on the CPU, a CUDA event on GPUs, read after the profiled steps, so nothing is
-synchronised inside backward).
+synchronised inside backward). A forward pre-hook on each module that holds parameters stamps when
+forward first uses them, and each parameter carries the index of the model's block that holds it
+(`harness.protocols.model_blocks`): a sharded strategy gathers a block's parameters before the
+block's forward, so these fix how much of its gathering forward can hide (`harness.perfmodel.fsdp`).
 No process group is needed: the model runs alone, as one rank of a data-parallel job does
 between its collectives.
 """
@@ -23,7 +26,7 @@ from torch import nn
 
 from harness.clock import Clock
 from harness.measure.training import OPTIMIZERS, build_model, forward_precision, make_batch
-from harness.protocols import Workload
+from harness.protocols import Workload, model_blocks
 
 PROFILE_STEPS = 5
 PROFILE_WARMUP = 2
@@ -47,8 +50,39 @@ def _ready_hooks(params: list[nn.Parameter], clock, marks: dict[int, Any]) -> It
             handle.remove()
 
 
-def _one_step(model, workload, optimizer, batch, clock, marks, precision) -> dict[str, Any]:
+@contextlib.contextmanager
+def _use_hooks(model: nn.Module, params: list[nn.Parameter], clock, uses: dict[int, Any]) -> Iterator[None]:
+    """Stamp uses[i] when forward first runs a module holding parameter i (a module's own parameters, not its
+    children's; a shared parameter at the first of its modules). A parameter read outside any module's
+    forward (a weight indexed directly) gets no stamp."""
+    index = {id(p): i for i, p in enumerate(params)}
+
+    def hook_for(held: list[int]):
+        def hook(_module, _inputs) -> None:
+            fresh = [i for i in held if i not in uses]
+            if fresh:
+                mark = clock.mark()
+                uses.update(dict.fromkeys(fresh, mark))
+
+        return hook
+
+    held_by = [(m, [index[id(p)] for p in m.parameters(recurse=False) if id(p) in index]) for m in model.modules()]
+    handles = [module.register_forward_pre_hook(hook_for(held)) for module, held in held_by if held]
+    try:
+        yield
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
+def _block_of(model: nn.Module) -> dict[int, int]:
+    """Each parameter's (by id) block index in `model_blocks` order; those no block holds are absent."""
+    return {id(p): i for i, block in enumerate(model_blocks(model)) for p in block.parameters()}
+
+
+def _one_step(model, workload, optimizer, batch, clock, marks, uses, precision) -> dict[str, Any]:
     marks.clear()
+    uses.clear()
     start = clock.mark()
     with precision:
         loss = workload.loss(model, batch)
@@ -59,7 +93,7 @@ def _one_step(model, workload, optimizer, batch, clock, marks, precision) -> dic
     end = clock.mark()
     optimizer.zero_grad(set_to_none=True)
     return {"start": start, "backward_start": backward_start, "backward_end": backward_end, "end": end,
-            "ready": dict(marks)}  # fmt: skip
+            "ready": dict(marks), "used": dict(uses)}  # fmt: skip
 
 
 def measure(
@@ -74,8 +108,9 @@ def measure(
     warmup: int = PROFILE_WARMUP,
     on_step: Callable[[int, int], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """One row per parameter (registration order, each shared parameter once): its size and the
-    median over `steps` of when its gradient was ready, in ms after backward began; every row
+    """One row per parameter (registration order, each shared parameter once): its size, its block, the
+    median over `steps` of when its gradient was ready, in ms after backward began, and of when forward
+    first used it, in ms after forward began; every row
     also carries the step's median forward, backward and optimizer times. `on_step(done, total)`
     after each step, warm-up included (a caller's progress)."""
     model = build_model(workload, seed=seed, device=device)
@@ -85,20 +120,21 @@ def measure(
     opt = optimizer_cls(params, lr=learning_rate)
     clock = Clock(device)
     marks: dict[int, Any] = {}
+    uses: dict[int, Any] = {}
     taken = []
-    with _ready_hooks(params, clock, marks):
+    with _ready_hooks(params, clock, marks), _use_hooks(model, params, clock, uses):
         for step in range(warmup + steps):
             batch = make_batch(workload, batch_size=batch_size, seed=seed, rank=0, step=step, device=device)
-            record = _one_step(model, workload, opt, batch, clock, marks, forward_precision(dtype, device))
+            record = _one_step(model, workload, opt, batch, clock, marks, uses, forward_precision(dtype, device))
             if step >= warmup:
                 taken.append(record)
             if on_step is not None:
                 on_step(step + 1, warmup + steps)
     clock.settle()
-    return _rows(params, names, taken, clock)
+    return _rows(params, names, _block_of(model), taken, clock)
 
 
-def _rows(params, names, taken, clock) -> list[dict[str, Any]]:
+def _rows(params, names, block_of, taken, clock) -> list[dict[str, Any]]:
     def median_ms(first: str, last: str) -> float:
         return statistics.median(clock.ms(r[first], r[last]) for r in taken)
 
@@ -107,6 +143,7 @@ def _rows(params, names, taken, clock) -> list[dict[str, Any]]:
     rows = []
     for index, param in enumerate(params):
         stamps = [clock.ms(r["backward_start"], r["ready"][index]) for r in taken if index in r["ready"]]
+        used = [clock.ms(r["start"], r["used"][index]) for r in taken if index in r["used"]]
         rows.append(
             {
                 "param_index": index,
@@ -118,6 +155,8 @@ def _rows(params, names, taken, clock) -> list[dict[str, Any]]:
                 # A parameter that got no gradient is "ready" when backward ends (DDP with
                 # find_unused_parameters marks it so); None only if it never needs one.
                 "ready_ms": statistics.median(stamps) if stamps else (backward if param.requires_grad else None),
+                "used_ms": statistics.median(used) if used else None,
+                "block": block_of.get(id(param)),
                 "forward_ms": forward,
                 "backward_ms": backward,
                 "optimizer_ms": optimizer,

@@ -31,6 +31,8 @@ class Grad:
     dtype: str
     ready_s: float  # after backward began
     name: str = ""  # the parameter's (a stored profile has it): the why names the gradients ready last
+    used_s: float | None = None  # when forward first used it, after forward began (None: unknown, older profile)
+    block: int | None = None  # the model's block holding it; None: the root's (or unknown)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,12 +61,18 @@ def profile_from_rows(rows: pd.DataFrame) -> Profile:
             int(r.bytes),
             str(r.param_dtype),
             float(r.ready_ms) / 1e3,
-            str(getattr(r, "param_name", "") or ""),
-        )  # rows made without names (tests, older tools) have none
+            str(getattr(r, "param_name", "") or ""),  # rows made without names (tests, older tools) have none
+            _known(getattr(r, "used_ms", None), 1e-3),  # nor per-block forward (profiles before them)
+            _known(getattr(r, "block", None), 1, int),
+        )
         for r in ordered.itertuples()
     )
     first = rows.iloc[0]
     return Profile(first["forward_ms"] / 1e3, first["backward_ms"] / 1e3, first["optimizer_ms"] / 1e3, grads)
+
+
+def _known(value, scale: float, kind=float):
+    return None if value is None or pd.isna(value) else kind(value * scale)
 
 
 @dataclasses.dataclass(frozen=True)

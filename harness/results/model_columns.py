@@ -129,6 +129,8 @@ GRADPROFILE = Table(
         C("param_dtype", STR, "", "its dtype"),
         C("requires_grad", BOOL, "", "whether it gets a gradient"),
         C("ready_ms", F64, MS, "median over the profiled steps of when its gradient was accumulated, after backward began (post-accumulate-grad hook; CUDA events on GPUs)"),
+        C("used_ms", F64, MS, "median over the profiled steps of when forward first ran a module holding it, after forward began (forward pre-hook); null where no module's forward uses it"),
+        C("block", I32, "", "index of the model's block holding it (the units `fsdp` shards one by one, in the model's order); null for the root's (embeddings, heads, tied weights)"),
         C("forward_ms", F64, MS, "the profiled steps' median forward, on every row"),
         C("backward_ms", F64, MS, "their median backward, on every row"),
         C("optimizer_ms", F64, MS, "their median optimizer step, on every row"),
