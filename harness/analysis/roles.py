@@ -77,6 +77,14 @@ def sharded_optimizer_over_allreduce(frame: pd.DataFrame) -> pd.Series:
     return (rows["gradient_traffic"] == "allreduce") & rows["shards_state"].fillna(False).astype(bool)
 
 
+def shards_parameters(frame: pd.DataFrame) -> pd.Series:
+    """Rows of strategies that shard the parameters themselves (FSDP): each unit's are all-gathered before its
+    compute and its gradients reduce-scattered after."""
+    if not len(frame):
+        return pd.Series(dtype=bool)
+    return with_roles(frame)["gradient_traffic"] == "sharded"
+
+
 def reference_stand_in(options: dict) -> int | None:
     """How a reference row's options stand for DDP as torch ships it: 0 with no option (the reference
     itself), 1 with an explicit 25 MiB cap and nothing else (a stand-in: since torch 2.9 an explicit cap

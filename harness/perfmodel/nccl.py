@@ -309,6 +309,12 @@ class ClusterLink:
         nodes = self.nodes(world_size)
         return choose(self.cluster, "all_reduce", int(nbytes), nodes=nodes, ranks=world_size).time_us / 1e6
 
+    def collective_s(self, op: str, nbytes: float, world_size: int) -> float:
+        """`op` (nccl-tests' size: an all-gather's output, a reduce-scatter's input) as NCCL's tuner picks it."""
+        if world_size <= 1 or nbytes <= 0:
+            return 0.0
+        return choose(self.cluster, op, int(nbytes), nodes=self.nodes(world_size), ranks=world_size).time_us / 1e6
+
     def broadcast_s(self, nbytes: float, world_size: int) -> float:
         """A broadcast of `nbytes` as the all-gather whose every link carries as much: NCCL broadcasts along a
         ring, each byte over each link once, as an all-gather of n/(n−1) times the bytes moves them (the

@@ -52,10 +52,14 @@ class Link:
             return 0.0  # one rank has nothing to exchange
         return self.alpha_s + nbytes * bus_factor(self.op, world_size) / self.busbw_bytes_per_s
 
+    def collective_s(self, op: str, nbytes: float, world_size: int) -> float:
+        """`op` (nccl-tests' size: an all-gather's output, a reduce-scatter's input) on this link: its own fit
+        where `op` is this link's, else at this link's α and bus bandwidth (NCCL's rings carry every collective
+        at about the same busbw: an assumption, said where it is used)."""
+        return dataclasses.replace(self, op=op).allreduce_s(nbytes, world_size)
+
     def broadcast_s(self, nbytes: float, world_size: int) -> float:
-        """A broadcast on this link: its own fit where `op` is one, else at the all-reduce's α and bus bandwidth
-        (NCCL's rings carry either at about the same busbw: an assumption, said where it is used)."""
-        return dataclasses.replace(self, op="broadcast").allreduce_s(nbytes, world_size)
+        return self.collective_s("broadcast", nbytes, world_size)
 
 
 def fit_link(sizes_bytes: Sequence[float], times_s: Sequence[float], *, world_size: int, source: str = "fit",
@@ -120,7 +124,7 @@ class Network:
     links: dict[int, Link]
     contention: dict[int, Contention]
     source: str
-    broadcasts: dict[int, Link] = dataclasses.field(default_factory=dict)  # fitted where measured (ZeRO's)
+    others: dict[str, dict[int, Link]] = dataclasses.field(default_factory=dict)  # the other collectives' fits, by op
 
 
 def given_network(*, busbw_bytes_per_s: float, latency_s: float) -> Network:
@@ -133,9 +137,20 @@ def network_link(network: Network, world_size: int) -> Link:
     return network.links[0] if 0 in network.links else link_for(network.links, world_size)
 
 
+def fitted_link(network: Network, op: str, world_size: int) -> Link | None:
+    """`op`'s link fitted at this world size (else the nearest fitted); None where none was measured."""
+    links = network.others.get(op)
+    return link_for(links, world_size) if links else None
+
+
 def broadcast_link(network: Network, world_size: int) -> Link | None:
-    """The broadcast fitted at this world size (else the nearest fitted); None where none was measured."""
-    return link_for(network.broadcasts, world_size) if network.broadcasts else None
+    return fitted_link(network, "broadcast", world_size)
+
+
+def sharded_links(network: Network, world_size: int) -> tuple[Link, Link]:
+    """The all-gather's and the reduce-scatter's links: each one's fit where measured, else the all-reduce's."""
+    fallback = network_link(network, world_size)
+    return tuple(fitted_link(network, op, world_size) or fallback for op in ("all_gather", "reduce_scatter"))
 
 
 def matching_collectives(results: Path, meta: dict) -> Path | None:
@@ -155,7 +170,9 @@ def measured_network(collectives_run: Path) -> Network:
     source = f"collectives run {collectives_run.name}"
     links = links_from_collectives(frame, source=source)
     contention = {int(r.world_size): _contention(r) for r in model_tables.read_contention(collectives_run).itertuples()}
-    return Network(links, contention, source, links_from_collectives(frame, source=source, op="broadcast"))
+    others = {op: links_from_collectives(frame, source=source, op=op) for op in ("broadcast", "all_gather",
+                                                                                "reduce_scatter")}  # fmt: skip
+    return Network(links, contention, source, others)
 
 
 def _contention(row) -> Contention:

@@ -258,9 +258,12 @@ class Calibration:
 
 
 def calibrate(profile: Profile, calibration: Calibration) -> Profile:
-    """The profile with compute scaled and backward stretched by the reducer's cost (ready times alike)."""
+    """The profile with compute scaled and backward stretched by the reducer's cost (ready times alike; forward's
+    first uses scaled)."""
     scale = calibration.compute_scale
     backward = profile.backward_s * scale
     stretch = (backward + calibration.reducer_s) / backward if backward > 0 else 1.0
-    grads = tuple(dataclasses.replace(g, ready_s=g.ready_s * scale * stretch) for g in profile.grads)
+    grads = tuple(dataclasses.replace(g, ready_s=g.ready_s * scale * stretch,
+                                      used_s=None if g.used_s is None else g.used_s * scale)
+                  for g in profile.grads)  # fmt: skip
     return Profile(profile.forward_s * scale, backward + calibration.reducer_s, profile.optimizer_s * scale, grads)

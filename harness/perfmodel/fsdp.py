@@ -1,0 +1,270 @@
+"""FSDP2's step (`fsdp`: `fully_shard` on each block and on the root) at world sizes you cannot run.
+
+FSDP shards every parameter, gradient and optimizer state n ways. Before a block's forward every rank
+all-gathers the block's parameters (again before its backward when it reshards after forward); after the
+block's backward it reduce-scatters the block's gradients; the optimizer steps 1/n of every parameter. The
+step is a schedule of those collectives against the block-by-block compute that the gradient profile
+measured at world size 1 (`harness.measure.gradprofile`: each parameter's block, when forward first used it,
+when its gradient was ready):
+
+- units: the model's blocks, in the order forward uses them, and the root, which holds the rest (embeddings,
+  heads, tied weights): gathered once at the start of forward and kept through backward, as FSDP2 keeps it;
+- compute: a block's forward runs from its first use to the next block's (the last block's to the end of
+  forward, the head's included); its backward from the block after it's last gradient to its own last (the
+  last block's from the end of the head's backward; the root's after the first block's);
+- a gather is issued when the previous unit's compute begins (FSDP2 prefetches one ahead: its all-gather
+  stream waits for the previous gather's copy-out), and a block computes once its gather has ended; the
+  first backward gather is issued when backward reaches its block;
+- a block's reduce-scatter is issued when its backward ends, the root's when backward ends;
+- collectives run one at a time, in the order issued (the all-gather and reduce-scatter streams share the
+  network's links);
+- blocking (gloo on the CPU, where each collective is a call the only thread waits in): nothing overlaps.
+
+    step = max(end of compute, end of the last reduce-scatter) + optimizer / n + FSDP's own cost
+
+FSDP's own cost is what it adds at one rank, where nothing is communicated (hooks, the copies into and out
+of each gather's buffer, the sharded optimizer's dispatch): its step there minus the baseline's, where the
+run measured both.
+
+Not modelled: the copy into and out of each gather's buffer, mixed precision (bf16 gathers), the padding of
+each parameter to a multiple of n, frozen parameters (the profile holds the trained ones), and how that own
+cost changes with n.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Sequence
+
+from harness.perfmodel.schedule import Grad, Profile
+
+# ---------------------------------------------------------------- the profile's units
+
+
+@dataclasses.dataclass(frozen=True)
+class Unit:
+    name: str  # the root, or the block's parameters' common prefix
+    nbytes: int
+    forward_s: float
+    backward_s: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Units:
+    root: Unit  # forward: before the first block; backward: after the first block's
+    blocks: tuple[Unit, ...]  # in forward order
+    head_backward_s: float  # backward before the last block's, the root's too
+
+    @property
+    def compute_s(self) -> float:
+        return sum(u.forward_s + u.backward_s for u in (self.root, *self.blocks)) + self.head_backward_s
+
+
+def units(profile: Profile) -> Units | None:
+    """The profile's units with their compute; None where it holds no block, or a block forward never ran (a
+    profile stored before per-block times were)."""
+    by_block: dict[int, list[Grad]] = {}
+    for grad in profile.grads:
+        if grad.block is not None:
+            by_block.setdefault(grad.block, []).append(grad)
+    starts = {b: min((g.used_s for g in gs if g.used_s is not None), default=None) for b, gs in by_block.items()}
+    if not by_block or None in starts.values():
+        return None
+    order = sorted(by_block, key=starts.get)
+    ends = {b: max(g.ready_s for g in by_block[b]) for b in order}
+    root = [g for g in profile.grads if g.block is None]
+    after_last = [g.ready_s for g in root if g.used_s is not None and g.used_s >= starts[order[-1]]]
+    head_backward = min(max(after_last, default=0.0), ends[order[-1]])
+    forward_ends = [starts[b] for b in order[1:]] + [profile.forward_s]
+    backward_begins = {b: ends[later] for b, later in itertools.pairwise(order)} | {order[-1]: head_backward}
+    blocks = tuple(
+        Unit(_prefix(by_block[b]), sum(g.nbytes for g in by_block[b]), max(end - starts[b], 0.0),
+             max(ends[b] - backward_begins[b], 0.0))
+        for b, end in zip(order, forward_ends, strict=True)
+    )  # fmt: skip
+    root_unit = Unit("root", sum(g.nbytes for g in root), starts[order[0]],
+                     max(profile.backward_s - ends[order[0]], 0.0))  # fmt: skip
+    return Units(root_unit, blocks, head_backward)
+
+
+def _prefix(grads: Sequence[Grad]) -> str:
+    """The parameters' common dotted prefix (`transformer.h.3`), else the first one's index."""
+    parts = [g.name.split(".")[:-1] for g in grads if g.name]
+    common = []
+    for level in zip(*parts, strict=False) if parts else ():
+        if len(set(level)) > 1:
+            break
+        common.append(level[0])
+    return ".".join(common) or str(grads[0].index)
+
+
+# ---------------------------------------------------------------- the schedule
+
+
+@dataclasses.dataclass(frozen=True)
+class FsdpStep:
+    step_s: float
+    compute_s: float  # forward and backward, without waits
+    optimizer_s: float  # on 1/n of every parameter
+    gather_s: float  # every all-gather's time, without overlap
+    scatter_s: float  # every reduce-scatter's
+    gathers: int
+    units: int  # those holding parameters
+    largest_unit: Unit
+    own_s: float = 0.0  # FSDP's own cost, measured at one rank
+
+    @property
+    def exposed_s(self) -> float:
+        """The step beyond compute, the optimizer and FSDP's own cost: the communication nothing hid."""
+        return self.step_s - self.compute_s - self.optimizer_s - self.own_s
+
+
+class _Network:
+    """Collectives one at a time, in the order issued."""
+
+    def __init__(self) -> None:
+        self.free_s = 0.0
+
+    def send(self, issued_s: float, duration_s: float) -> float:
+        """When a collective issued at `issued_s` ends (one of nothing, as it is issued)."""
+        if duration_s <= 0:
+            return issued_s
+        self.free_s = max(issued_s, self.free_s) + duration_s
+        return self.free_s
+
+
+def predict_fsdp(profile: Profile, *, gather, scatter, world_size: int, reshard_after_forward: bool = True,
+                 blocking: bool = False, own_s: float = 0.0) -> FsdpStep | None:  # fmt: skip
+    """FSDP2's step at this world size, the all-gathers on `gather` and the reduce-scatters on `scatter` (links
+    with `collective_s`: a run's fits, or a cluster's), FSDP's own cost `own_s` added; None where the profile
+    has no per-block times."""
+    found = units(profile)
+    if found is None:
+        return None
+    ags = {u.name: gather.collective_s("all_gather", u.nbytes, world_size) for u in (found.root, *found.blocks)}
+    rss = {u.name: scatter.collective_s("reduce_scatter", u.nbytes, world_size) for u in (found.root, *found.blocks)}
+    network = _Network()
+    clock = _forward(found, ags, network, blocking)
+    clock = _backward(found, ags, rss, network, clock, blocking=blocking, regather=reshard_after_forward)
+    optimizer = profile.optimizer_s / max(world_size, 1)
+    # a root that holds nothing (an MLP of blocks) gathers nothing
+    gathered = bool(found.root.nbytes) + len(found.blocks) * (2 if reshard_after_forward else 1)
+    gather_s = sum(ags.values()) + (sum(ags[u.name] for u in found.blocks) if reshard_after_forward else 0.0)
+    return FsdpStep(max(clock, network.free_s) + optimizer + own_s, found.compute_s, optimizer, gather_s,
+                    sum(rss.values()), gathered, bool(found.root.nbytes) + len(found.blocks),
+                    max(found.blocks, key=lambda u: u.nbytes),
+                    own_s)  # fmt: skip
+
+
+def _forward(found: Units, ags: dict[str, float], network: _Network, blocking: bool) -> float:
+    """The end of forward: each unit's gather issued as the previous unit's compute begins (blocking: as the
+    thread reaches the unit), its compute once the gather has ended."""
+    clock, began = 0.0, 0.0
+    for unit in (found.root, *found.blocks):
+        gathered = network.send(clock if blocking else began, ags[unit.name])
+        began = max(clock, gathered)
+        clock = began + unit.forward_s
+    return clock
+
+
+def _backward(found: Units, ags, rss, network: _Network, clock: float, *, blocking: bool, regather: bool) -> float:
+    """The end of backward's compute (blocking: of its last reduce-scatter too). Not blocking, a block's
+    backward begins by issuing the next block's gather, and ends by issuing its own reduce-scatter."""
+    clock += found.head_backward_s
+    order = list(reversed(found.blocks))
+    prefetched = 0.0
+    for i, unit in enumerate(order):
+        if regather:
+            gathered = network.send(clock, ags[unit.name]) if blocking or i == 0 else prefetched
+            clock = max(clock, gathered)
+            if not blocking and i + 1 < len(order):
+                prefetched = network.send(clock, ags[order[i + 1].name])
+        clock += unit.backward_s
+        scattered = network.send(clock, rss[unit.name])
+        clock = scattered if blocking else clock
+    clock += found.root.backward_s
+    scattered = network.send(clock, rss[found.root.name])
+    return scattered if blocking else clock
+
+
+# ---------------------------------------------------------------- a cluster's frame and a run's rows
+
+MODELLED_OPTIONS = {"reshard_after_forward"}  # bf16 gathers or reductions are another step
+
+
+def fsdp_columns(step: FsdpStep | None) -> dict:
+    """FSDP2's step and its parts as the columns `predict --out` writes beside DDP's (NaN: not modelled)."""
+    if step is None:
+        return dict.fromkeys(("fsdp_step_ms", "fsdp_exposed_ms", "fsdp_gather_ms", "fsdp_scatter_ms",
+                              "fsdp_optimizer_ms", "fsdp_own_ms"), float("nan"))  # fmt: skip
+    return {"fsdp_step_ms": step.step_s * 1e3, "fsdp_exposed_ms": step.exposed_s * 1e3,
+            "fsdp_gather_ms": step.gather_s * 1e3, "fsdp_scatter_ms": step.scatter_s * 1e3,
+            "fsdp_optimizer_ms": step.optimizer_s * 1e3, "fsdp_own_ms": step.own_s * 1e3}  # fmt: skip
+
+
+def with_fsdp(frame, profile: Profile, *, link, world_size: int, own_s: float = 0.0):
+    """A cluster frame (one row per cap) with FSDP2's step on `link` (a cluster's: NCCL overlaps), the same at
+    every cap: FSDP has no buckets."""
+    step = predict_fsdp(profile, gather=link, scatter=link, world_size=world_size, own_s=own_s)
+    return frame.assign(**fsdp_columns(step))
+
+
+def own_cost_s(configs, setup: dict) -> float | None:
+    """FSDP's own cost at one rank: its step there (no option set, repeats pooled) minus the baseline's (≥ 0);
+    None where the run lacks either."""
+    from harness.analysis import roles, stats
+    from harness.perfmodel import predict
+    from harness.results.values import options_of
+
+    rows = predict.setup_rows(configs, setup)
+    rows = rows[roles.shards_parameters(rows) & (rows["world_size"] == 1) & ~rows["impl_options"].map(options_of)
+                .astype(bool)]  # fmt: skip
+    baseline_s = predict.one_rank_baseline_s(configs, setup)
+    if rows.empty or not baseline_s:
+        return None
+    return max(0.0, stats.geometric_mean(rows["step_ms_median"]) / 1e3 - baseline_s)
+
+
+def compute_only(profile: Profile, configs, setup: dict) -> Profile:
+    """The profile scaled to the run's one-rank step as DDP's is (`predict.run_calibration`), without DDP's own
+    cost, which FSDP does not pay."""
+    from harness.perfmodel import predict
+    from harness.perfmodel.schedule import Calibration, calibrate
+
+    scale = predict.run_calibration(configs, setup, profile=profile).compute_scale
+    return calibrate(profile, Calibration(compute_scale=scale))
+
+
+def run_checks(configs, profiles, network) -> list[dict]:
+    """Per FSDP configuration (`roles.shards_parameters`) of a run at world size ≥ 2 with a stored profile (with
+    per-block times) and no option but those modelled: measured (the geometric mean of its repeats' medians) against
+    predicted from the profile scaled to the run's one-rank rows, its gathers and reduce-scatters on the
+    collectives run's fits (else the all-reduce's α and bus bandwidth); every call blocks on the CPU."""
+    from harness.analysis import roles, stats
+    from harness.perfmodel import predict
+    from harness.perfmodel.network import sharded_links
+    from harness.results.values import options_of
+
+    rows = configs.fillna(predict.SETUP_DEFAULTS)
+    options = rows["impl_options"].map(options_of)
+    rows = rows[roles.shards_parameters(rows) & (rows["status"] == "ok") & (rows["world_size"] > 1)
+                & options.map(lambda o: set(o) <= MODELLED_OPTIONS) & rows["step_ms_median"].notna()]  # fmt: skip
+    checks = []
+    keys_of = ["impl", "impl_options", "world_size", "device", *predict.SETUP_KEYS]
+    for (impl, impl_options, world, device, *keys), group in rows.groupby(keys_of):
+        setup = dict(zip(predict.SETUP_KEYS, keys, strict=True))
+        profile = predict.profile_for(profiles, setup)
+        if profile is None or not network.links or units(profile) is None:
+            continue
+        gather, scatter = sharded_links(network, int(world))
+        step = predict_fsdp(compute_only(profile, configs, setup), gather=gather, scatter=scatter,
+                            world_size=int(world), blocking=device == "cpu",
+                            reshard_after_forward=options_of(impl_options).get("reshard_after_forward", True),
+                            own_s=own_cost_s(configs, setup) or 0.0)  # fmt: skip
+        checks.append({**setup, "impl": impl, "world_size": int(world), "impl_options": impl_options,
+                       "measured_ms": stats.geometric_mean(group["step_ms_median"]), "predicted_ms": step.step_s * 1e3,
+                       "compute_ms": step.compute_s * 1e3, "gathers": step.gathers, "units": step.units,
+                       **fsdp_columns(step), "gather_source": gather.source,
+                       "scatter_source": scatter.source})  # fmt: skip
+    return checks

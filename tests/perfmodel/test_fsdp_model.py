@@ -1,0 +1,160 @@
+"""FSDP2's step model (harness.perfmodel.fsdp): the units it reads from a gradient profile, and its schedule of
+gathers and reduce-scatters against their compute, overlapped on a GPU and serial where each call blocks."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+import torch
+
+import workloads
+from harness.measure import gradprofile
+from harness.perfmodel import fsdp
+from harness.perfmodel import network as net
+from harness.perfmodel.schedule import Grad, Profile, profile_from_rows
+
+MS = 1e-3
+MIB = 1024**2
+
+
+class PerMiB:
+    """A link whose every collective takes `ms_per_mib` a MiB of the unit, whatever the op and the world size."""
+
+    def __init__(self, ms_per_mib: float) -> None:
+        self.ms_per_mib = ms_per_mib
+        self.calls: list[tuple[str, float]] = []
+
+    def collective_s(self, op: str, nbytes: float, world_size: int) -> float:
+        self.calls.append((op, nbytes))
+        return nbytes / MIB * self.ms_per_mib * MS if world_size > 1 else 0.0
+
+
+def two_blocks(*, optimizer_ms: float = 4.0) -> Profile:
+    """A root (an embedding of 2 MiB used first, a head of 1 MiB used last) around two blocks of 4 MiB each:
+    forward 10 ms (root 1, blocks 4 and 5, the head inside the last block's span), backward 12 ms."""
+    grads = [
+        Grad(3, MIB, "float32", 1 * MS, "head.weight", used_s=9 * MS),  # the head's backward: the first ms
+        Grad(2, 4 * MIB, "float32", 5 * MS, "blocks.1.weight", used_s=5 * MS, block=1),
+        Grad(1, 4 * MIB, "float32", 10 * MS, "blocks.0.weight", used_s=1 * MS, block=0),
+        Grad(0, 2 * MIB, "float32", 12 * MS, "embed.weight", used_s=0.0),
+    ]
+    return Profile(10 * MS, 12 * MS, optimizer_ms * MS, tuple(grads))
+
+
+def test_units_split_forward_and_backward_at_each_blocks_first_use_and_last_gradient():
+    found = fsdp.units(two_blocks())
+    assert [u.name for u in found.blocks] == ["blocks.0", "blocks.1"]
+    assert [u.nbytes for u in (found.root, *found.blocks)] == [3 * MIB, 4 * MIB, 4 * MIB]
+    assert [u.forward_s / MS for u in (found.root, *found.blocks)] == pytest.approx([1, 4, 5])
+    # backward: the head 1 ms, blocks.1 from 1 to 5, blocks.0 from 5 to 10, the root (the embedding) 10 to 12
+    assert found.head_backward_s / MS == pytest.approx(1)
+    assert [u.backward_s / MS for u in (found.root, *found.blocks)] == pytest.approx([2, 5, 4])
+    assert found.compute_s / MS == pytest.approx(22)
+
+
+def test_a_profile_without_forward_use_or_blocks_has_no_fsdp_step():
+    old = Profile(MS, MS, MS, tuple(Grad(i, MIB, "float32", MS, block=0) for i in range(2)))
+    assert fsdp.units(old) is None  # stored before per-block forward times
+    assert fsdp.predict_fsdp(old, gather=PerMiB(1), scatter=PerMiB(1), world_size=2) is None
+    assert fsdp.units(Profile(MS, MS, MS, (Grad(0, MIB, "float32", MS, used_s=0.0),))) is None  # no block
+
+
+def test_where_each_call_blocks_the_step_is_compute_every_collective_and_a_shard_of_the_optimizer():
+    link = PerMiB(1.0)
+    step = fsdp.predict_fsdp(two_blocks(), gather=link, scatter=link, world_size=4, blocking=True)
+    # gathers: root 3 + blocks 4 + 4 in forward, the blocks again in backward: 19 ms; reduce-scatters 11 ms
+    assert (step.gather_s / MS, step.scatter_s / MS, step.gathers, step.units) == pytest.approx((19, 11, 5, 3))
+    assert step.step_s / MS == pytest.approx(22 + 19 + 11 + 4 / 4)
+    assert step.exposed_s / MS == pytest.approx(30)
+    assert [op for op, _ in link.calls].count("reduce_scatter") == 3
+
+
+def test_on_a_free_network_nothing_is_exposed_and_one_rank_needs_no_collective():
+    free = fsdp.predict_fsdp(two_blocks(), gather=PerMiB(0), scatter=PerMiB(0), world_size=8)
+    assert free.step_s / MS == pytest.approx(22 + 4 / 8) and free.exposed_s == pytest.approx(0)
+    alone = fsdp.predict_fsdp(two_blocks(), gather=PerMiB(5), scatter=PerMiB(5), world_size=1)
+    assert alone.step_s / MS == pytest.approx(22 + 4)
+
+
+def test_overlapped_a_prefetched_gather_hides_behind_the_previous_units_compute():
+    """At 0.25 ms a MiB: the root's gather (0.75 ms) is exposed; block 0's (1 ms), issued as the root's compute
+    begins, ends with it; block 1's hides behind block 0's 4 ms. In backward the first gather (blocks.1's, 1 ms)
+    is exposed, issued once the head's backward ends; blocks.0's hides behind blocks.1's 5 ms, and so do the
+    blocks' reduce-scatters; the root's (0.75 ms) is issued when backward ends, and exposed."""
+    link = PerMiB(0.25)
+    step = fsdp.predict_fsdp(two_blocks(), gather=link, scatter=link, world_size=2)
+    assert step.exposed_s / MS == pytest.approx(0.75 + 1 + 0.75)
+    assert step.step_s / MS == pytest.approx(22 + 2.5 + 4 / 2)
+    blocking = fsdp.predict_fsdp(two_blocks(), gather=link, scatter=link, world_size=2, blocking=True)
+    assert step.step_s < blocking.step_s
+
+
+def test_kept_after_forward_each_block_is_gathered_once():
+    link = PerMiB(1.0)
+    kept = fsdp.predict_fsdp(two_blocks(), gather=link, scatter=link, world_size=2, reshard_after_forward=False,
+                             blocking=True)  # fmt: skip
+    assert (kept.gathers, kept.gather_s / MS) == pytest.approx((3, 11))
+
+
+@pytest.fixture(scope="module")
+def gpt2_profile() -> Profile:
+    rows = gradprofile.measure(workloads.create("gpt2", size="tiny"), batch_size=2, device=torch.device("cpu"),
+                               steps=2, warmup=1)  # fmt: skip
+    return profile_from_rows(pd.DataFrame(rows))
+
+
+def test_a_measured_profile_has_a_unit_a_transformer_block_and_the_root_the_rest(gpt2_profile):
+    found = fsdp.units(gpt2_profile)
+    model = workloads.create("gpt2", size="tiny").build_model()
+    assert [u.name for u in found.blocks] == [f"transformer.h.{i}" for i in range(len(model.transformer.h))]
+    assert found.root.nbytes + sum(u.nbytes for u in found.blocks) == gpt2_profile.grad_bytes
+    assert found.compute_s == pytest.approx(gpt2_profile.forward_s + gpt2_profile.backward_s)
+
+
+# ---------------------------------------------------------------- the links, and a run's fsdp rows
+
+
+def test_sharded_links_are_each_collectives_own_fit_else_the_all_reduces():
+    all_reduce = net.Link(alpha_s=1 * MS, busbw_bytes_per_s=MIB / MS, source="ar")
+    gathers = {2: net.Link(alpha_s=0.0, busbw_bytes_per_s=2 * MIB / MS, source="ag", op="all_gather")}
+    measured = net.Network({2: all_reduce}, {}, "c", {"all_gather": gathers})
+    gather, scatter = net.sharded_links(measured, 2)
+    assert (gather.source, scatter.source) == ("ag", "ar")
+    # nccl-tests' sizes and bus factors: 4 MiB gathered moves 2 MiB a link; 4 MiB scattered likewise
+    assert gather.collective_s("all_gather", 4 * MIB, 2) / MS == pytest.approx(1.0)
+    assert scatter.collective_s("reduce_scatter", 4 * MIB, 2) / MS == pytest.approx(1.0 + 2.0)
+
+
+def _row(impl: str, world: int, step_ms: float, options: dict | None = None) -> dict:
+    return {"config_id": f"{impl}{world}{step_ms}", "status": "ok", "impl": impl, "device": "cpu",
+            "impl_options": json.dumps(options or {}), "bucket_cap_mb": 25.0, "workload": "w", "size": "tiny",
+            "batch_size": 2, "dtype": "fp32", "optimizer": "adam", "world_size": world,
+            "step_ms_median": step_ms}  # fmt: skip
+
+
+def _profile_rows() -> pd.DataFrame:
+    setup = {"workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32", "optimizer": "adam"}
+    return pd.DataFrame([{**setup, "param_index": g.index, "param_name": g.name, "bytes": g.nbytes,
+                          "param_dtype": g.dtype, "requires_grad": True, "ready_ms": g.ready_s / MS,
+                          "used_ms": g.used_s / MS, "block": g.block, "forward_ms": 10.0, "backward_ms": 12.0,
+                          "optimizer_ms": 4.0} for g in two_blocks().grads])  # fmt: skip
+
+
+def test_a_runs_fsdp_rows_are_checked_serially_on_the_cpu_with_fsdps_own_cost_from_one_rank():
+    """The profile's 26 ms step is the baseline's at one rank (no scaling); FSDP at one rank took 3 ms more: its
+    own cost. On a given network of 1 ms a MiB of bus traffic, at two ranks, each MiB gathered or scattered moves
+    half a MiB: the blocking step adds (19 + 11) / 2 ms to 22 ms of compute, 2 ms of optimizer and 3 own."""
+    configs = pd.DataFrame([_row("local", 1, 26.0), _row("fsdp", 1, 29.0), _row("fsdp", 2, 40.0),
+                            _row("fsdp", 2, 44.0), _row("fsdp", 2, 50.0, {"param_dtype": "bf16"}),
+                            _row("fsdp", 2, 45.0, {"reshard_after_forward": False})])  # fmt: skip
+    network = net.given_network(busbw_bytes_per_s=MIB / MS, latency_s=0.0)
+    checks = {c["impl_options"]: c for c in fsdp.run_checks(configs, _profile_rows(), network)}
+    assert set(checks) == {"{}", '{"reshard_after_forward": false}'}  # bf16 gathers: not modelled
+    plain = checks["{}"]
+    assert plain["measured_ms"] == pytest.approx((40.0 * 44.0) ** 0.5)
+    assert plain["fsdp_own_ms"] == pytest.approx(3.0)
+    assert plain["predicted_ms"] == pytest.approx(22 + (19 + 11) / 2 + 4 / 2 + 3)
+    kept = checks['{"reshard_after_forward": false}']
+    assert kept["predicted_ms"] == pytest.approx(22 + (11 + 11) / 2 + 4 / 2 + 3) and kept["gathers"] == 3
