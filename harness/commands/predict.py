@@ -301,7 +301,7 @@ def _validate(results_dir: Path, run_dir: Path, network, *, stored: bool) -> Non
     import pandas as pd
 
     from harness.analysis import agreement, sweep
-    from harness.perfmodel import predict, zero
+    from harness.perfmodel import fsdp, predict, zero
     from harness.results import model_tables, store
 
     configs, profiles = store.read_configs(run_dir), model_tables.read_gradprofiles(run_dir)
@@ -310,6 +310,7 @@ def _validate(results_dir: Path, run_dir: Path, network, *, stored: bool) -> Non
     else:  # a hypothetical network is printed against the run, never stored with it
         rows = predict.sweep_predictions(configs, profiles, network)
     predictions.zero_validation(zero.run_checks(configs, profiles, network))
+    predictions.fsdp_validation(fsdp.run_checks(configs, profiles, network))
     if not rows:
         predictions.no_validation()
         return

@@ -254,7 +254,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     import pandas as pd
 
     from harness.analysis import agreement
-    from harness.perfmodel import cluster, predict
+    from harness.perfmodel import cluster, fsdp, predict
     from harness.perfmodel.nccl import ClusterLink
     from harness.perfmodel.schedule import Calibration, calibrate, predict_caps
     from harness.perfmodel.zero import largest_parameter, with_zero
@@ -265,6 +265,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
                                                own_carried=carried)  # fmt: skip
     if configs is not None:
         say_run_calibration(profile, configs, setup, scaled=bool(args.local_step_ms), carried=carried)
+    sharded, fsdp_own_s = fsdp.for_cluster(profile, calibration, configs=configs, setup=setup,
+                                           run_scale=from_run.compute_scale, carried=carried)  # fmt: skip
     profile = calibrate(profile, calibration)
     smaller = bool(args.local_step_ms and setup is not None and setup.get("size") != "full"
                    and predict_input.warn_not_whole_model(setup, profile, configs=configs))  # fmt: skip
@@ -284,6 +286,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         world = nodes * chosen.gpus_per_node
         frame = with_zero(predict_caps(profile, caps_mb=caps, link=link, world_size=world), profile, link=link,
                           world_size=world)  # fmt: skip
+        frame = fsdp.with_fsdp(frame, sharded, link=link, world_size=world, own_s=fsdp_own_s)
         frame.insert(0, "nodes", nodes)
         frame.insert(0, "world_size", world)
         frame["best"] = frame["bucket_cap_mb"].isin(agreement.tied_best(frame["bucket_cap_mb"], frame["step_ms"]))
@@ -295,11 +298,12 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     share = profile.optimizer_s / profile.local_step_s if profile.local_step_s else 0.0
     cpu_split = (
         f"the optimizer's {share:.0%} of the step is the CPU's{', scaled' * bool(args.local_step_ms)}: a "
-        "GPU's Adam, one memory-bound pass over the state, is likely a smaller share, and ZeRO saves less"
+        "GPU's Adam, one memory-bound pass over the state, is likely a smaller share, and sharding it saves less"
     )
     cpu_split = cpu_split if device == "cpu" else ""
     predictions.zero_answer(rows, optimizer_ms=profile.optimizer_s * 1e3, largest=largest_parameter(profile),
                             caveat=cpu_split)  # fmt: skip
+    predictions.fsdp_answer(rows, caveat="; ".join(part for part in (caveat, cpu_split) if part))
     if state is not None:  # the two halves joined: the fastest of the strategies that fit
         predictions.strategy_choice(state, rows, chosen, caveat="; ".join(part for part in (said, cpu_split) if part))
     if args.out:  # each row says what it rests on: the profile, the workload, any scaling

@@ -1,10 +1,10 @@
 """Which strategy to book on a cluster: per GPU count, the fastest predicted step among the strategies whose
 memory fits.
 
-It joins the two halves `predict --cluster` answers apart: the step (DDP's schedule and ZeRO-1's,
-harness.perfmodel.schedule and .zero, at the cap DDP's answer names) and the memory (harness.perfmodel.memory:
-model state per rank plus the activations counted, against the profile's GPU memory). A strategy without a
-step model (FSDP among them) is named where it fits: its time needs a run.
+It joins the two halves `predict --cluster` answers apart: the step (DDP's schedule, ZeRO-1's and FSDP2's,
+harness.perfmodel.schedule, .zero and .fsdp, at the cap DDP's answer names) and the memory
+(harness.perfmodel.memory: model state per rank plus the activations counted, against the profile's GPU
+memory). A strategy without a step model is named where it fits: its time needs a run.
 """
 
 from __future__ import annotations
@@ -40,16 +40,18 @@ def _plain(state: pd.DataFrame) -> pd.Series:
 def modelled_step(state: pd.DataFrame, named: pd.Series) -> pd.Series:
     """Each state row's predicted step at this GPU count (`named`: the cluster frame's row at the cap DDP's answer
     names): DDP's for the reference, ZeRO-1's for a strategy that all-reduces and shards the optimizer state,
-    each with its options left at their defaults; NaN for the rest."""
+    FSDP2's for one that shards the parameters (where the profile has its blocks), each with its options left at
+    their defaults; NaN for the rest."""
     step = pd.Series(float("nan"), index=state.index)
-    step[roles.is_reference(state).to_numpy() & _plain(state).to_numpy()] = float(named["step_ms"])
-    zero_one = roles.sharded_optimizer_over_allreduce(state).to_numpy() & _plain(state).to_numpy()
-    step[zero_one] = float(named["zero_step_ms"])
+    plain = _plain(state).to_numpy()
+    step[roles.is_reference(state).to_numpy() & plain] = float(named["step_ms"])
+    step[roles.sharded_optimizer_over_allreduce(state).to_numpy() & plain] = float(named["zero_step_ms"])
+    step[roles.shards_parameters(state).to_numpy() & plain] = float(named.get("fsdp_step_ms", float("nan")))
     return step
 
 
 def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float) -> list[Choice]:
-    """Per cluster frame (one GPU count each, with ZeRO-1's columns), the choice; [] without a GPU memory or
+    """Per cluster frame (one GPU count each, with ZeRO-1's and FSDP2's columns), the choice; [] without a GPU memory or
     without counted activations (memory.fit_words says nothing then either)."""
     if not capacity_gib or state.empty or state["activation_mb"].isna().all():
         return []

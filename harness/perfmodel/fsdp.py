@@ -197,10 +197,12 @@ def fsdp_columns(step: FsdpStep | None) -> dict:
     """FSDP2's step and its parts as the columns `predict --out` writes beside DDP's (NaN: not modelled)."""
     if step is None:
         return dict.fromkeys(("fsdp_step_ms", "fsdp_exposed_ms", "fsdp_gather_ms", "fsdp_scatter_ms",
-                              "fsdp_optimizer_ms", "fsdp_own_ms"), float("nan"))  # fmt: skip
+                              "fsdp_optimizer_ms", "fsdp_own_ms", "fsdp_gathers", "fsdp_units"),
+                             float("nan"))  # fmt: skip
     return {"fsdp_step_ms": step.step_s * 1e3, "fsdp_exposed_ms": step.exposed_s * 1e3,
             "fsdp_gather_ms": step.gather_s * 1e3, "fsdp_scatter_ms": step.scatter_s * 1e3,
-            "fsdp_optimizer_ms": step.optimizer_s * 1e3, "fsdp_own_ms": step.own_s * 1e3}  # fmt: skip
+            "fsdp_optimizer_ms": step.optimizer_s * 1e3, "fsdp_own_ms": step.own_s * 1e3,
+            "fsdp_gathers": step.gathers, "fsdp_units": step.units}  # fmt: skip
 
 
 def with_fsdp(frame, profile: Profile, *, link, world_size: int, own_s: float = 0.0):
@@ -236,6 +238,18 @@ def compute_only(profile: Profile, configs, setup: dict) -> Profile:
     return calibrate(profile, Calibration(compute_scale=scale))
 
 
+def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, carried: bool) -> tuple[Profile, float]:
+    """The profile and FSDP's own cost as a cluster prediction takes them: the profile calibrated as DDP's is, less
+    DDP's own cost; FSDP's own cost measured at one rank in the run (`own_cost_s`), scaled with the compute where
+    --local-step-ms scales it (`run_scale`: the run's own scale), left out where it is a CPU's and the compute a
+    GPU's (not `carried`, as DDP's own cost is)."""
+    from harness.perfmodel.schedule import calibrate
+
+    own_s = (own_cost_s(configs, setup) or 0.0) if configs is not None and carried else 0.0
+    scaled = calibration.compute_scale / run_scale if run_scale else 1.0
+    return calibrate(raw, dataclasses.replace(calibration, reducer_s=0.0)), own_s * scaled
+
+
 def run_checks(configs, profiles, network) -> list[dict]:
     """Per FSDP configuration (`roles.shards_parameters`) of a run at world size ≥ 2 with a stored profile (with
     per-block times) and no option but those modelled: measured (the geometric mean of its repeats' medians) against
@@ -264,7 +278,7 @@ def run_checks(configs, profiles, network) -> list[dict]:
                             own_s=own_cost_s(configs, setup) or 0.0)  # fmt: skip
         checks.append({**setup, "impl": impl, "world_size": int(world), "impl_options": impl_options,
                        "measured_ms": stats.geometric_mean(group["step_ms_median"]), "predicted_ms": step.step_s * 1e3,
-                       "compute_ms": step.compute_s * 1e3, "gathers": step.gathers, "units": step.units,
+                       "compute_ms": step.compute_s * 1e3, "blocking": device == "cpu",
                        **fsdp_columns(step), "gather_source": gather.source,
                        "scatter_source": scatter.source})  # fmt: skip
     return checks

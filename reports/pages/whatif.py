@@ -12,6 +12,7 @@ from harness.analysis.compare import setup_words
 from harness.analysis.sweep import given_cap
 from harness.perfmodel.choice import choice_words
 from harness.perfmodel.cluster import Cluster, is_builtin, published_check_summary, published_checks
+from harness.perfmodel.fsdp import for_cluster, with_fsdp
 from harness.perfmodel.memory import activation_words, fit_words, mib_text, state_per_rank
 from harness.perfmodel.nccl import ClusterLink
 from harness.perfmodel.predict import (
@@ -57,10 +58,13 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
         caps = swept_caps(configs)
         caps = caps if len(caps) >= 2 else list(DEFAULT_CAPS_MB)
     link, frames = ClusterLink(cluster), []
+    carried = not (local_step_ms and device == "cpu")  # a CPU's own costs are no GPU's
     for setup, profile in profiles_by_setup(profiles):
         from_run = run_calibration(configs, setup, profile=profile)
         calibration = scaled_to_local_step(profile, from_run, local_step_ms and local_step_ms / 1e3,
-                                           own_carried=device != "cpu")  # fmt: skip
+                                           own_carried=carried)  # fmt: skip
+        sharded, fsdp_own_s = for_cluster(profile, calibration, configs=configs, setup=setup,
+                                          run_scale=from_run.compute_scale, carried=carried)  # fmt: skip
         calibrated = calibrate(profile, calibration)
         target = calibration_target(configs, setup)[0]
         context = {"setup": setup_label(setup), "local_step_ms": calibrated.local_step_s * 1e3,
@@ -73,6 +77,7 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
         for world in world_sizes(cluster):
             frame = with_zero(predict_caps(calibrated, caps_mb=caps, link=link, world_size=world), calibrated,
                               link=link, world_size=world)  # fmt: skip
+            frame = with_fsdp(frame, sharded, link=link, world_size=world, own_s=fsdp_own_s)
             frames.append(frame.assign(world_size=world, nodes=link.nodes(world), **context))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
@@ -176,7 +181,7 @@ def _answer(best: pd.DataFrame, cluster: Cluster) -> str:
     first, last = best.iloc[0], best.iloc[-1]
     why_last = why.predicted_step(last, backward_ms=last["backward_ms"], own_ms=last["ddp_own_ms"])
     return ('<p class="headline"><b>Best cap for DDP</b> '
-            f"(ZeRO-1's step at the same cap is in the table below; FSDP's needs a run): {esc(_caps_by_size(best))}. "
+            f"(ZeRO-1's and FSDP2's steps at the same cap are in the table below): {esc(_caps_by_size(best))}. "
             f"Efficiency {first['scaling_efficiency']:.3f} on one node ({int(first['world_size'])} GPUs), "
             f"{last['scaling_efficiency']:.3f} at {int(last['world_size'])} GPUs on {int(last['nodes'])} nodes. "
             f"<b>Why</b> at {int(last['world_size'])} GPUs: {esc(why_last)}."
@@ -263,10 +268,11 @@ def _calibration_note(row: pd.Series) -> str:
 def _best_table(best: pd.DataFrame) -> str:
     cells = [[str(int(r.world_size)), str(int(r.nodes)), esc(f"{r.bucket_cap_mb:g} MiB"), f"{r.step_ms:.3f}",
               f"{r.exposed_comm_ms:.3f}", f"{r.scaling_efficiency:.3f}", esc(agreement.caps_text(r.tied)),
-              esc(_lead(r)), f"{r.zero_step_ms:.3f}", f"{r.zero_broadcast_ms:.3f}"]
+              esc(_lead(r)), f"{r.zero_step_ms:.3f}", f"{r.zero_broadcast_ms:.3f}",
+              "not modelled: no block times" if pd.isna(r.fsdp_step_ms) else f"{r.fsdp_step_ms:.3f}"]
              for r in best.itertuples()]  # fmt: skip
     return table(["GPUs", "nodes", "cap named", "step ms", "exposed comm ms", "scaling eff.", "fastest predicted",
-                  "its lead", "ZeRO-1 step ms", "its broadcasts ms"], cells)  # fmt: skip
+                  "its lead", "ZeRO-1 step ms", "its broadcasts ms", "FSDP2 step ms"], cells)  # fmt: skip
 
 
 def _lead(row) -> str:

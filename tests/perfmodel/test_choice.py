@@ -62,3 +62,13 @@ def test_the_console_line_says_the_pick_what_is_beside_it_and_what_fits_untimed(
     small = _state([("stock", 8, 20.0), ("zero", 8, 19.0)])
     predictions.strategy_choice(small, [_frame(8, 100.0, 110.0)], cluster)
     assert "w8 stock 100 ms (zero 110 ms, 10.0% slower)" in capsys.readouterr().out
+
+
+def test_fsdps_modelled_step_joins_the_choice_where_the_profile_has_its_blocks():
+    frames = [frame.assign(fsdp_step_ms=ms) for frame, ms in zip(FRAMES, (150.0, 80.0), strict=True)]
+    state = predictions.labelled(pd.concat([STATE, _state([("bucketed", 8, 30.0)])], ignore_index=True))
+    w8, w64 = choice.choose(state, frames, 80.0)
+    assert [c.strategy for c in w8.picked] == ["zero"]
+    assert [(c.strategy, c.step_ms, c.fits) for c in w8.others] == [("stock", 100.0, False), ("fsdp", 150.0, True)]
+    assert [c.strategy for c in w64.picked] == ["fsdp"]
+    assert choice.untimed_that_fit(state, [w8, w64], 80.0) == ["bucketed"]  # FSDP is timed now

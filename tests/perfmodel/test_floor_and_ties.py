@@ -190,7 +190,7 @@ def test_the_answer_line_says_the_cap_as_the_per_node_line_does_and_one_node_cou
                           "world_size": [8, 8]})  # fmt: skip
     predictions.cluster_answer(types.SimpleNamespace(name="dgx-a100"), [frame], backward_ms=20.0, caveat="")
     said = capsys.readouterr().out
-    assert "answer for DDP on dgx-a100 (ZeRO-1's step follows; FSDP's is not modelled" in said
+    assert "answer for DDP on dgx-a100 (ZeRO-1's and FSDP2's steps follow)" in said
     assert "bucket_cap_mb any (every cap ties); at w8: step 30 ms, scaling efficiency 0.999. Why at w8: compute" in said
     assert "w8 to w8" not in said
 

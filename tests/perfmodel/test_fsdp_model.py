@@ -157,4 +157,4 @@ def test_a_runs_fsdp_rows_are_checked_serially_on_the_cpu_with_fsdps_own_cost_fr
     assert plain["fsdp_own_ms"] == pytest.approx(3.0)
     assert plain["predicted_ms"] == pytest.approx(22 + (19 + 11) / 2 + 4 / 2 + 3)
     kept = checks['{"reshard_after_forward": false}']
-    assert kept["predicted_ms"] == pytest.approx(22 + (11 + 11) / 2 + 4 / 2 + 3) and kept["gathers"] == 3
+    assert kept["predicted_ms"] == pytest.approx(22 + (11 + 11) / 2 + 4 / 2 + 3) and kept["fsdp_gathers"] == 3

@@ -235,7 +235,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert "published sizes" not in w8 and "at 2 nodes this profile is off by more than 25 % on " in w16
     lines = printed.strip().splitlines()
     at = next(k for k, line in enumerate(lines) if line.startswith("ddpbench predict: answer for DDP"))
-    answer, zero, chosen = lines[at : at + 3]  # the answer over every node count, ZeRO-1's step, the choice
+    answer, zero, sharded, chosen = lines[at : at + 4]  # the answer, ZeRO-1's step, FSDP2's, the choice
     # the run measured no zero: of what it measured only stock has a step model, and the rest fit untimed
     assert chosen.startswith("ddpbench predict: the choice on dgx-h100, the fastest predicted step of the strategies")
     assert "w8 stock " in chosen and "w16 stock " in chosen and "fit too, with no step model" in chosen
@@ -243,7 +243,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     for world in ("w8 ", "w16 "):  # the page says the same choice at the console's GPU counts, and more of them
         segment = chosen.split(world, 1)[1].split(";")[0]
         assert f"{world}{segment};" in on_page
-    assert answer.startswith("ddpbench predict: answer for DDP on dgx-h100 (ZeRO-1's step follows")
+    assert answer.startswith("ddpbench predict: answer for DDP on dgx-h100 (ZeRO-1's and FSDP2's steps follow)")
     assert "): bucket_cap_mb " in answer and "w8 to w16: step " in answer
     assert "Why at w16: " in answer
     # the run measured mlp/tiny: the step is the user's model's, the gradients are tiny's, and that is said
@@ -284,6 +284,20 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert f": {len(trainable)} broadcasts, one a parameter, take " in zero and "(w8 → w16)" in zero
     said_w8 = float(re.search(r"at the caps above: w8 ([\d.]+) ms", zero).group(1))  # one of w8's caps' steps
     assert frame.loc[frame["world_size"] == 8, "zero_step_ms"].sub(said_w8).abs().min() < 0.001 * said_w8
+    # FSDP2: the same at every cap; mlp's blocks are its Linear layers, the root holds nothing and gathers nothing
+    assert (frame.groupby("world_size")["fsdp_step_ms"].nunique() == 1).all()
+    assert (frame["fsdp_gathers"] == 2 * frame["fsdp_units"]).all() and (frame["fsdp_own_ms"] == 0).all()
+    compute = frame["fsdp_step_ms"] - frame["fsdp_exposed_ms"] - frame["fsdp_optimizer_ms"] - frame["fsdp_own_ms"]
+    assert (frame["fsdp_exposed_ms"] >= 0).all() and np.allclose(compute, compute.iloc[0])  # the same compute
+    assert compute.iloc[0] < 0.2 and np.allclose(
+        frame["fsdp_optimizer_ms"] * frame["world_size"], frame["fsdp_optimizer_ms"].iloc[0] * 8
+    )  # forward and backward of the 0.2 ms; the optimizer on 1/n
+    assert 0 < frame.groupby("world_size")["fsdp_gather_ms"].first()[8] < frame["fsdp_gather_ms"].max()
+    assert sharded.startswith("ddpbench predict: and FSDP2 (fully_shard on each block and the root, its defaults)")
+    assert (
+        f"({int(frame['fsdp_gathers'].iloc[0])} gathers a step over {int(frame['fsdp_units'].iloc[0])} units)"
+        in sharded
+    )
     # every efficiency is against one rank's step: the 0.2 ms given (DDP's own cost a CPU's, left out)
     one_rank = frame["scaling_efficiency"] * frame["step_ms"]
     assert one_rank.to_numpy() == pytest.approx([0.2] * len(frame))

@@ -103,9 +103,10 @@ def test_the_what_if_page_predicts_one_node_to_1024_gpus_with_the_profiles_sourc
     page = (run_page.parent / "bucket_sweep.whatif.html").read_text()
     assert "What if run" in page and "ran on dgx-h100?" in page
     headline = page.split('<p class="headline">')[1].split("</p>")[0]  # the answer, with why, as predict ends
-    assert "<b>Best cap for DDP</b> (ZeRO-1's step at the same cap is in the table" in headline
+    assert "<b>Best cap for DDP</b> (ZeRO-1's and FSDP2's steps at the same cap are in the table" in headline
     assert " on one node (8 GPUs), " in headline and " at 1024 GPUs on 128 nodes" in headline
     assert "ZeRO-1 step ms" in page and "its broadcasts ms" in page  # the answer's table: ZeRO-1 at the same cap
+    assert "FSDP2 step ms" in page and "not modelled" not in page  # the profile has mlp's blocks: FSDP2's step
     assert "unchecked" not in headline  # dgx-h100 was checked against published tables up to 128 nodes
     assert "<b>Why</b> at 1024 GPUs: " in headline and any(w in headline for w in ("compute:", "bandwidth:", "last:"))
     assert "At 128 nodes this profile is off by more than 25 % on " in headline  # as predict says at 128 nodes

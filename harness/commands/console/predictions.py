@@ -139,6 +139,22 @@ def zero_validation(checks: list[dict]) -> None:
             f"{zero_parts(c, ddp_ms=c['ddp_ms'], optimizer_ms=c['whole_optimizer_ms'])}; {sent}")  # fmt: skip
 
 
+def fsdp_validation(checks: list[dict]) -> None:
+    """Each FSDP configuration of a run (harness.perfmodel.fsdp.run_checks' rows): measured against predicted,
+    with the predicted step's parts."""
+    for c in checks:
+        error = c["predicted_ms"] / c["measured_ms"] - 1
+        fitted = sorted({c["gather_source"], c["scatter_source"]})
+        say(f"validation w{c['world_size']} {c['workload']}/{c['size']} {c['impl']} {c['impl_options']}, measured in "
+            f"the run (geometric mean of repeats) against predicted (scaled to the one-rank baseline"
+            f"{', every call blocking on the CPU' if c['blocking'] else ''}): measured {c['measured_ms']:.2f} ms, "
+            f"predicted {c['predicted_ms']:.2f} ms ({error:+.1%}): compute {c['compute_ms']:.3g} ms, "
+            f"{int(c['fsdp_gathers'])} gathers {c['fsdp_gather_ms']:.3g} ms and reduce-scatters "
+            f"{c['fsdp_scatter_ms']:.3g} ms ({c['fsdp_exposed_ms']:.3g} ms of them exposed), the optimizer on "
+            f"1/{c['world_size']} {c['fsdp_optimizer_ms']:.3g} ms, FSDP's own cost at one rank {c['fsdp_own_ms']:.3g} "
+            f"ms; gathers and reduce-scatters as fitted in {' and '.join(fitted)}")  # fmt: skip
+
+
 def zero_parts(row, *, ddp_ms: float, optimizer_ms: float) -> str:
     """A predicted ZeRO-1 step's parts (its zero_* columns: a check's or a cluster row's) against DDP's step."""
     view = "parameters_as_bucket_view" in str(row.get("impl_options", ""))
@@ -235,8 +251,8 @@ def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, c
         caveats.append(agreement.SMALL_CAP_CAVEAT)
     said = "".join(f" [{text}]" for text in caveats)
     why_last = why.predicted_step(last, backward_ms=backward_ms, own_ms=own_ms)
-    say(f"ddpbench predict: answer for DDP on {cluster.name} (ZeRO-1's step follows; FSDP's is not modelled: "
-        f"ddpbench bench measures it): bucket_cap_mb {cap_text}; {span}. Why at "
+    say(f"ddpbench predict: answer for DDP on {cluster.name} (ZeRO-1's and FSDP2's steps follow): "
+        f"bucket_cap_mb {cap_text}; {span}. Why at "
         f"w{int(last['world_size'])}: {why_last}{said}")  # fmt: skip
 
 
@@ -275,6 +291,33 @@ def zero_answer(
         f"then each rank broadcasts what it updated, overlapping nothing: {int(last['zero_broadcasts'])} broadcasts, "
         f"one a parameter, take {first['zero_broadcast_ms']:.3g} → {last['zero_broadcast_ms']:.3g} ms{span}{packed} "
         f"[broadcasts priced as NCCL all-gathers that carry as many bytes a link: the profile holds no broadcast"
+        f"{'; ' + caveat if caveat else ''}]"
+    )
+
+
+def fsdp_answer(frames: list[pd.DataFrame], *, caveat: str = "") -> None:
+    """FSDP2's predicted step at each node count (its fsdp_* columns, the same at every cap), and why: each unit's
+    gathers and reduce-scatter, what compute did not hide of them, its optimizer on 1/n, its own cost."""
+    rows = [frame.iloc[agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]).index] for frame in frames]
+    last = rows[-1]
+    if math.isnan(last["fsdp_step_ms"]):
+        say(
+            "ddpbench predict: FSDP2's step is not modelled for this profile: it holds no block with its forward "
+            "times (a profile stored before ddpbench recorded them: `ddpbench bench --profile` records them)"
+        )
+        return
+    steps = ", ".join(f"w{int(r['world_size'])} {r['fsdp_step_ms']:.4g} ms" for r in rows)
+    ddp = ", ".join(f"{r['step_ms']:.4g}" for r in rows)
+    own = f"; FSDP's own cost at one rank, {last['fsdp_own_ms']:.3g} ms, added" if last["fsdp_own_ms"] else ""
+    say(
+        f"ddpbench predict: and FSDP2 (fully_shard on each block and the root, its defaults): {steps} (DDP's {ddp} "
+        f"ms at the caps above). Why: each block is "
+        f"all-gathered before its forward and again before its backward, the root once ({int(last['fsdp_gathers'])} "
+        f"gathers a step over {int(last['fsdp_units'])} units), each reduce-scattered after its backward; at "
+        f"w{int(last['world_size'])} the gathers take {last['fsdp_gather_ms']:.3g} ms and the reduce-scatters "
+        f"{last['fsdp_scatter_ms']:.3g} ms, of which {last['fsdp_exposed_ms']:.3g} ms are not hidden behind "
+        f"compute; its optimizer steps 1/{int(last['world_size'])} of every parameter "
+        f"({last['fsdp_optimizer_ms']:.3g} ms){own} [gathers and reduce-scatters as NCCL's tuner picks them"
         f"{'; ' + caveat if caveat else ''}]"
     )
 
