@@ -13,25 +13,19 @@ the per-launch errors side by side (DDP's and ZeRO-1's on one run share its nois
 
 from __future__ import annotations
 
-import argparse
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pandas as pd
+from _launches import ddpbench, over_launches
 
 from harness.analysis import stats
 from harness.perfmodel import predict, zero
 from harness.perfmodel.network import NO_CONTENTION, network_for_run, network_link
 from harness.perfmodel.schedule import calibrate, predict_cap
 from harness.results import model_tables, store
-
-
-def ddpbench(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "harness", *args], check=True, stdout=subprocess.DEVNULL)
 
 
 def launch(results: Path, run_id: str, workloads: str) -> Path:
@@ -82,25 +76,16 @@ def errors(run: Path) -> list[dict]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--launches", type=int, default=3)
-    parser.add_argument("--workloads", default="mlp,gpt2")
-    parser.add_argument("--results", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
-    args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as scratch:
-        results = args.results or Path(scratch)
-        rows = []
-        for k in range(args.launches):
-            rows += errors(launch(results, f"zero-{k}", args.workloads))
-            print(pd.DataFrame(rows).round(3).to_string(index=False), flush=True)
-        frame = pd.DataFrame(rows)
-        for workload, group in frame.groupby("workload"):
-            print(
-                f"{workload}: ZeRO-1 error {group['zero_err'].median():+.1%} median "
-                f"({group['zero_err'].min():+.1%} to {group['zero_err'].max():+.1%}); DDP's on the same runs "
-                f"{group['stock_err'].median():+.1%} ({group['stock_err'].min():+.1%} to "
-                f"{group['stock_err'].max():+.1%})"
-            )
+    frame = over_launches(
+        __doc__, "zero", lambda results, run_id, workloads: errors(launch(results, run_id, workloads))
+    )
+    for workload, group in frame.groupby("workload"):
+        print(
+            f"{workload}: ZeRO-1 error {group['zero_err'].median():+.1%} median "
+            f"({group['zero_err'].min():+.1%} to {group['zero_err'].max():+.1%}); DDP's on the same runs "
+            f"{group['stock_err'].median():+.1%} ({group['stock_err'].min():+.1%} to "
+            f"{group['stock_err'].max():+.1%})"
+        )
 
 
 if __name__ == "__main__":
