@@ -265,8 +265,9 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
                                                own_carried=carried)  # fmt: skip
     if configs is not None:
         say_run_calibration(profile, configs, setup, scaled=bool(args.local_step_ms), carried=carried)
-    sharded, fsdp_own_s = fsdp.for_cluster(profile, calibration, configs=configs, setup=setup,
-                                           run_scale=from_run.compute_scale, carried=carried)  # fmt: skip
+    sharded, fsdp_own_s, fsdp_left_out = fsdp.for_cluster(
+        profile, calibration, configs=configs, setup=setup, run_scale=from_run.compute_scale, carried=carried
+    )
     profile = calibrate(profile, calibration)
     smaller = bool(args.local_step_ms and setup is not None and setup.get("size") != "full"
                    and predict_input.warn_not_whole_model(setup, profile, configs=configs))  # fmt: skip
@@ -303,7 +304,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     cpu_split = cpu_split if device == "cpu" else ""
     predictions.zero_answer(rows, optimizer_ms=profile.optimizer_s * 1e3, largest=largest_parameter(profile),
                             caveat=cpu_split)  # fmt: skip
-    predictions.fsdp_answer(rows, caveat="; ".join(part for part in (caveat, cpu_split) if part))
+    predictions.fsdp_answer(rows, caveat="; ".join(part for part in (caveat, cpu_split, fsdp_left_out) if part))
     if state is not None:  # the two halves joined: the fastest of the strategies that fit
         predictions.strategy_choice(state, rows, chosen, caveat="; ".join(part for part in (said, cpu_split) if part))
     if args.out:  # each row says what it rests on: the profile, the workload, any scaling

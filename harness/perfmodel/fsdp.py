@@ -238,16 +238,19 @@ def compute_only(profile: Profile, configs, setup: dict) -> Profile:
     return calibrate(profile, Calibration(compute_scale=scale))
 
 
-def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, carried: bool) -> tuple[Profile, float]:
-    """The profile and FSDP's own cost as a cluster prediction takes them: the profile calibrated as DDP's is, less
-    DDP's own cost; FSDP's own cost measured at one rank in the run (`own_cost_s`), scaled with the compute where
-    --local-step-ms scales it (`run_scale`: the run's own scale), left out where it is a CPU's and the compute a
-    GPU's (not `carried`, as DDP's own cost is)."""
+def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, carried: bool
+                ) -> tuple[Profile, float, str]:  # fmt: skip
+    """The profile and FSDP's own cost as a cluster prediction takes them, and what was left out: the profile
+    calibrated as DDP's is, less DDP's own cost; FSDP's own cost measured at one rank in the run (`own_cost_s`),
+    scaled with the compute where --local-step-ms scales it (`run_scale`: the run's own scale), left out where
+    it is a CPU's and the compute a GPU's (not `carried`, as DDP's own cost is)."""
     from harness.perfmodel.schedule import calibrate
 
-    own_s = (own_cost_s(configs, setup) or 0.0) if configs is not None and carried else 0.0
+    own_s = own_cost_s(configs, setup) if configs is not None else None
+    left_out = f"FSDP's own cost at one rank, {own_s * 1e3:.3g} ms, a CPU's, left out" if own_s and not carried else ""
     scaled = calibration.compute_scale / run_scale if run_scale else 1.0
-    return calibrate(raw, dataclasses.replace(calibration, reducer_s=0.0)), own_s * scaled
+    own_s = (own_s or 0.0) * scaled if carried else 0.0
+    return calibrate(raw, dataclasses.replace(calibration, reducer_s=0.0)), own_s, left_out
 
 
 def run_checks(configs, profiles, network) -> list[dict]:

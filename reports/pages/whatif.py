@@ -63,8 +63,8 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
         from_run = run_calibration(configs, setup, profile=profile)
         calibration = scaled_to_local_step(profile, from_run, local_step_ms and local_step_ms / 1e3,
                                            own_carried=carried)  # fmt: skip
-        sharded, fsdp_own_s = for_cluster(profile, calibration, configs=configs, setup=setup,
-                                          run_scale=from_run.compute_scale, carried=carried)  # fmt: skip
+        sharded, fsdp_own_s, _ = for_cluster(profile, calibration, configs=configs, setup=setup,
+                                             run_scale=from_run.compute_scale, carried=carried)  # fmt: skip
         calibrated = calibrate(profile, calibration)
         target = calibration_target(configs, setup)[0]
         context = {"setup": setup_label(setup), "local_step_ms": calibrated.local_step_s * 1e3,
