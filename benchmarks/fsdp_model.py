@@ -12,8 +12,9 @@ Two more figures say where a miss comes from, each reading the world-size-2 rows
 - `calls_ms` against `calls_pred_ms`: the gathers and reduce-scatters a step, as the bucket timeline timed them
   inside FSDP, against the fits;
 - `with_calls_ms`: the model's schedule given those timed calls instead of the fits. What it still misses is
-  the rest: the two ranks' compute slowing each other on two cores, and FSDP's own work that one rank does
-  not do (at one rank torch skips the copies into and out of each gather's buffer and the reduce-scatter's).
+  the rest: the two ranks' compute slowing each other on two cores (`baseline_w2_over_w1`: the baseline's
+  step at two ranks over one), and FSDP's own work that one rank does not do (at one rank torch skips the
+  copies into and out of each gather's buffer and the reduce-scatter's).
 Launches of the same thing differ by 15-30 % on this shared machine: read the launches side by side.
 """
 
@@ -27,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pandas as pd
 from _launches import ddpbench, over_launches
 
+from harness.analysis import stats
 from harness.perfmodel import fsdp, predict
 from harness.perfmodel.network import network_for_run
 from harness.results import model_tables, store
@@ -61,6 +63,13 @@ def fsdp_timeline(run: Path, configs: pd.DataFrame, workload: str) -> pd.DataFra
     return timeline[timeline["config_id"].isin(ids["config_id"]) & ~timeline["warmup"]]
 
 
+def baseline_ratio(configs: pd.DataFrame, setup: dict) -> float:
+    """The baseline's step at two ranks over one: how much the two ranks' compute slowed each other."""
+    ok = predict.setup_rows(configs, setup)
+    local = ok[ok["impl"] == "local"].groupby("world_size")["step_ms_median"].agg(stats.geometric_mean)
+    return float(local[2] / local[1])
+
+
 def errors(run: Path) -> list[dict]:
     network = network_for_run(run.parent, run)
     configs, profiles = store.read_configs(run), model_tables.read_gradprofiles(run)
@@ -82,7 +91,8 @@ def errors(run: Path) -> list[dict]:
                      "own_ms": check["fsdp_own_ms"],
                      "calls_pred_ms": check["fsdp_gather_ms"] + check["fsdp_scatter_ms"],
                      "calls_ms": per_step, "with_calls_ms": with_calls.step_s * 1e3,
-                     "with_calls_error": with_calls.step_s * 1e3 / check["measured_ms"] - 1})  # fmt: skip
+                     "with_calls_error": with_calls.step_s * 1e3 / check["measured_ms"] - 1,
+                     "baseline_w2_over_w1": baseline_ratio(configs, setup)})  # fmt: skip
     return rows
 
 
