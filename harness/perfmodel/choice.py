@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 
+import numpy as np
 import pandas as pd
 
 from harness.analysis import agreement, roles
@@ -37,6 +38,11 @@ def _plain(state: pd.DataFrame) -> pd.Series:
     return state["impl_options"].map(lambda text: not options_of(text))
 
 
+def _bucket_view(state: pd.DataFrame) -> pd.Series:
+    """Rows whose one option is `parameters_as_bucket_view` on: ZeRO-1's step with one broadcast a rank."""
+    return state["impl_options"].map(lambda text: options_of(text) == {"parameters_as_bucket_view": True})
+
+
 def modelled_step(state: pd.DataFrame, named: pd.Series) -> pd.Series:
     """Each state row's predicted step at this GPU count (`named`: the cluster frame's row at the cap DDP's answer
     names): DDP's for the reference, ZeRO-1's for a strategy that all-reduces and shards the optimizer state,
@@ -45,7 +51,10 @@ def modelled_step(state: pd.DataFrame, named: pd.Series) -> pd.Series:
     step = pd.Series(float("nan"), index=state.index)
     plain = _plain(state).to_numpy()
     step[roles.is_reference(state).to_numpy() & plain] = float(named["step_ms"])
-    step[roles.sharded_optimizer_over_allreduce(state).to_numpy() & plain] = float(named["zero_step_ms"])
+    zero_one = roles.sharded_optimizer_over_allreduce(state).to_numpy()
+    step[zero_one & plain] = float(named["zero_step_ms"])
+    packed = named["zero_step_ms"] - named["zero_broadcast_ms"] + named.get("zero_bucket_view_broadcast_ms", np.nan)
+    step[zero_one & _bucket_view(state).to_numpy()] = float(packed)
     step[roles.shards_parameters(state).to_numpy() & plain] = float(named.get("fsdp_step_ms", float("nan")))
     return step
 
@@ -59,6 +68,8 @@ def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float)
     for frame in frames:
         named = frame.iloc[agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]).index]
         at = state[(state["world_size"] == int(named["world_size"])) & state["activation_mb"].notna()]
+        if at.empty:
+            continue  # nothing the run measured was carried to this GPU count: nothing to choose from
         need = at["total_mb"] + at["activation_mb"]
         steps = modelled_step(at, named)
         candidates = [Candidate(label, float(n), bool(n <= capacity_gib * 1024), None if pd.isna(s) else float(s))
@@ -72,13 +83,24 @@ def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float)
     return choices
 
 
-def untimed_that_fit(state: pd.DataFrame, choices: list[Choice], capacity_gib: float) -> list[str]:
-    """The strategies without a step model that fit at some GPU count of `choices`, in the state's order."""
+def untimed_that_fit(state: pd.DataFrame, choices: list[Choice], capacity_gib: float) -> dict[str, list[int]]:
+    """The strategies without a step model that fit at some GPU count of `choices`, in the state's order, with
+    the GPU counts where they fit."""
     worlds = {c.world_size for c in choices}
     at = state[state["world_size"].isin(worlds) & state["activation_mb"].notna()]
     timed = {c.strategy for choice in choices for c in (*choice.picked, *choice.others)}
-    fitting = at[(at["total_mb"] + at["activation_mb"]) <= capacity_gib * 1024]
-    return [name for name in dict.fromkeys(fitting["strategy"]) if name not in timed]
+    fitting = at[((at["total_mb"] + at["activation_mb"]) <= capacity_gib * 1024) & ~at["strategy"].isin(timed)]
+    return {name: sorted(int(w) for w in group["world_size"].unique())
+            for name, group in fitting.groupby("strategy", sort=False)}  # fmt: skip
+
+
+def uncounted(state: pd.DataFrame, choices: list[Choice]) -> list[str]:
+    """The strategies left out of the choice because their activations were not counted (a forward the count
+    could not follow, as with bf16 gathers), in the state's order."""
+    worlds = {c.world_size for c in choices}
+    at = state[state["world_size"].isin(worlds)]
+    counted = set(at.loc[at["activation_mb"].notna(), "strategy"])
+    return [name for name in dict.fromkeys(at.loc[at["activation_mb"].isna(), "strategy"]) if name not in counted]
 
 
 def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float) -> str:
@@ -105,8 +127,12 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
         parts.append(f"w{choice.world_size} {picked}{tied}" + (f" ({beside})" if beside else ""))
     untimed = untimed_that_fit(state, choices, capacity_gib)
     one = len(untimed) == 1
-    rest = (f"; {', '.join(untimed)} fit{'s' if one else ''} too, with no step model: a run measures "
+    where = ", ".join(f"{name} at {'/'.join(f'w{w}' for w in worlds)}" for name, worlds in untimed.items())
+    rest = (f"; {where} fit{'s' if one else ''} too, with no step model: a run measures "
             f"{'it' if one else 'them'} (ddpbench bench)" if untimed else "")  # fmt: skip
+    left = uncounted(state, choices)
+    rest += (f"; {', '.join(left)} left out: {'its' if len(left) == 1 else 'their'} activations were not counted"
+             if left else "")  # fmt: skip
     return (f"the fastest predicted step of the strategies the run measured whose model state and activations fit "
             f"{capacity_gib:g} GiB (before buffers, DDP's buckets, gathered parameters and working memory): "
             f"{'; '.join(parts)}{rest}")  # fmt: skip

@@ -20,6 +20,7 @@ def _state(rows: list[tuple[str, int, float]], options: str = "{}") -> pd.DataFr
 
 def _frame(world: int, ddp_ms: float, zero_ms: float) -> pd.DataFrame:
     return pd.DataFrame({"bucket_cap_mb": [25.0], "step_ms": [ddp_ms], "zero_step_ms": [zero_ms],
+                         "zero_broadcast_ms": [2.0], "zero_bucket_view_broadcast_ms": [1.0],
                          "world_size": [world]})  # fmt: skip
 
 
@@ -34,7 +35,7 @@ def test_the_fastest_that_fits_is_picked_and_a_tie_names_both():
     assert [c.strategy for c in w8.picked] == ["zero"]  # stock is faster but needs 100 GiB of 80
     assert [(c.strategy, c.fits, c.need_mb) for c in w8.others] == [("stock", False, 100 * GIB)]
     assert [c.strategy for c in w64.picked] == ["stock", "zero"] and not w64.others  # 3 % apart: no evidence
-    assert choice.untimed_that_fit(predictions.labelled(STATE), choices, 80.0) == ["fsdp"]
+    assert choice.untimed_that_fit(predictions.labelled(STATE), choices, 80.0) == {"fsdp": [8, 64]}
 
 
 def test_a_strategy_with_other_options_or_no_step_model_is_never_picked():
@@ -56,7 +57,7 @@ def test_the_console_line_says_the_pick_what_is_beside_it_and_what_fits_untimed(
     assert said.startswith("ddpbench predict: the choice on dgx-h100, the fastest predicted step of the strategies the")
     assert "w8 zero 104 ms (stock does not fit: 100 GiB a rank)" in said
     assert "w64 stock 100 ms or zero 103 ms (too close to call: under the 4 % the model can tell)" in said
-    assert "fsdp fits too, with no step model: a run measures it" in said and said.rstrip().endswith(
+    assert "fsdp at w8/w64 fits too, with no step model: a run measures it" in said and said.rstrip().endswith(
         "[a CPU's compute]"
     )
     small = _state([("stock", 8, 20.0), ("zero", 8, 19.0)])
@@ -71,4 +72,20 @@ def test_fsdps_modelled_step_joins_the_choice_where_the_profile_has_its_blocks()
     assert [c.strategy for c in w8.picked] == ["zero"]
     assert [(c.strategy, c.step_ms, c.fits) for c in w8.others] == [("stock", 100.0, False), ("fsdp", 150.0, True)]
     assert [c.strategy for c in w64.picked] == ["fsdp"]
-    assert choice.untimed_that_fit(state, [w8, w64], 80.0) == ["bucketed"]  # FSDP is timed now
+    assert choice.untimed_that_fit(state, [w8, w64], 80.0) == {"bucketed": [8]}  # FSDP is timed now
+
+
+def test_zero_with_a_bucket_view_is_timed_with_one_broadcast_a_rank():
+    frame = _frame(8, 100.0, 104.0).assign(zero_broadcast_ms=6.0, zero_bucket_view_broadcast_ms=1.0)
+    state = _state([("zero", 8, 20.0)], options='{"parameters_as_bucket_view": true}')
+    (w8,) = choice.choose(predictions.labelled(state), [frame], 80.0)
+    assert [(c.step_ms, c.fits) for c in w8.picked] == [(104.0 - 6.0 + 1.0, True)]
+
+
+def test_a_gpu_count_without_state_is_skipped_and_uncounted_activations_are_said(capsys):
+    state = pd.concat([_state([("stock", 8, 20.0)]), _state([("fsdp", 8, 5.0)]).assign(activation_mb=float("nan"))],
+                      ignore_index=True)  # fmt: skip
+    choices = choice.choose(predictions.labelled(state), [_frame(8, 100.0, 110.0), _frame(16, 90.0, 95.0)], 80.0)
+    assert [c.world_size for c in choices] == [8]  # nothing was carried to 16 GPUs: no "nothing fits" there
+    words = choice.choice_words(predictions.labelled(state), [_frame(8, 100.0, 110.0)], 80.0)
+    assert words.endswith("; fsdp left out: its activations were not counted")
