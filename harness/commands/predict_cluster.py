@@ -294,6 +294,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         said = "; ".join(part for part in (caveat, cluster.cap_caveat(chosen, nodes)) if part)
         predictions.cluster_steps(chosen, frame, world=world, nodes=nodes, caveat=said)
         rows.append(frame)
+    # the answer and the choice span every node count: each one's caveat, once
+    said = "; ".join(part for part in (caveat, cluster.cap_caveats(chosen, node_counts(args))) if part)
     own_ms = calibration.reducer_s * 1e3  # DDP's own cost as the prediction adds it (scaled with any compute)
     predictions.cluster_answer(chosen, rows, backward_ms=profile.backward_s * 1e3, caveat=said, own_ms=own_ms)
     share = profile.optimizer_s / profile.local_step_s if profile.local_step_s else 0.0

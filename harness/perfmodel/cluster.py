@@ -279,10 +279,27 @@ def _published_record() -> dict[str, list[dict]]:
     return json.loads(PUBLISHED_CHECKS.read_text())
 
 
+CAP_CAVEAT_TAIL = (
+    "buckets of those sizes may cost otherwise; fit your cluster's nccl-tests log (--nccl-tests) before "
+    "choosing by this margin"
+)
+
+
 def cap_caveat(cluster: Cluster, nodes: int) -> str:
     """Where a built-in profile's check against published tables at `nodes` nodes (or the most checked below)
     found sizes off by more than 25 %, the words that say a cap chosen there rests on them: the buckets'
     all-reduces are those sizes. '' where every size checked was within 25 %, or nothing was checked."""
+    return cap_caveats(cluster, [nodes])
+
+
+def cap_caveats(cluster: Cluster, node_counts: list[int]) -> str:
+    """`cap_caveat` over several node counts (an answer that spans them), each checked table's misses once and
+    the advice once."""
+    heads = list(dict.fromkeys(head for nodes in node_counts if (head := _off_at(cluster, nodes))))
+    return f"{'; '.join(heads)}: {CAP_CAVEAT_TAIL}" if heads else ""
+
+
+def _off_at(cluster: Cluster, nodes: int) -> str:
     checks = published_checks(cluster)
     below = [c["nodes"] for c in checks if c["nodes"] <= nodes]
     if not below:
@@ -296,8 +313,7 @@ def cap_caveat(cluster: Cluster, nodes: int) -> str:
         f" (the most checked up to {nodes})" if max(below) < nodes else "")  # fmt: skip
     checked = sum(c["count"] for c in rows)
     return (f"at {where} this profile is off by more than 25 % on {off} of {checked} published sizes (worst "
-            f"{worst['worst_error']:+.0%} at {worst['worst_size']}): buckets of those sizes may cost otherwise; "
-            "fit your cluster's nccl-tests log (--nccl-tests) before choosing by this margin")  # fmt: skip
+            f"{worst['worst_error']:+.0%} at {worst['worst_size']})")  # fmt: skip
 
 
 def published_check_summary(checks: list[dict]) -> list[str]:

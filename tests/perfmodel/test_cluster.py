@@ -215,3 +215,13 @@ def test_a_builtin_profile_says_how_far_it_was_from_published_tables_and_a_users
     assert cluster.published_checks(dataclasses.replace(h200, name="dgx-h200, fitted to 1 nccl-tests log(s)")) == []
     h100 = cluster.published_checks(cluster.load("dgx-h100"))
     assert h100 and not any("degraded" in c["table"] or "suspect" in c["table"] for c in h100)  # healthy ones only
+
+
+def test_an_answer_over_several_node_counts_carries_each_ones_published_misses_and_the_advice_once():
+    h100 = cluster.load("dgx-h100")
+    at_2, at_8 = cluster.cap_caveat(h100, 2), cluster.cap_caveat(h100, 8)
+    assert at_2 and at_8 and at_2 != at_8  # the 2-node and 8-node tables miss different sizes
+    both = cluster.cap_caveats(h100, [1, 2, 8])
+    assert both.startswith(at_2.split(": ")[0] + "; " + at_8.split(": ")[0])
+    assert both.count(cluster.CAP_CAVEAT_TAIL) == 1 and both.endswith(cluster.CAP_CAVEAT_TAIL)
+    assert cluster.cap_caveats(h100, [1]) == cluster.cap_caveat(h100, 1)
