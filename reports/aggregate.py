@@ -16,20 +16,9 @@ import pandas as pd
 
 from harness.analysis import stats, sweep, why
 from harness.results.columns import PHASE_COLUMNS as PHASES  # the step phases, as steps/ names them
-from harness.results.values import options_words
+from harness.results.values import strategy_label, strategy_labels
 
 MAX_SERIES_POINTS = 400  # per configuration and trace: enough to see warm-up and drift
-
-
-def strategy_label(impl: str, impl_options: str | None, *, without: tuple[str, ...] = ()) -> str:
-    """The strategy with the options that distinguish it, e.g. 'stock bucket_cap_mb=25'."""
-    shown = options_words(impl_options, without=without)
-    return f"{impl} {shown}" if shown else impl
-
-
-def strategy_labels(rows: pd.DataFrame) -> list[str]:
-    """Each row's strategy_label (its repeat not named)."""
-    return [strategy_label(i, o) for i, o in zip(rows["impl"], rows["impl_options"], strict=True)]
 
 
 def world_label(world_size: int) -> str:

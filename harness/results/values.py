@@ -44,6 +44,18 @@ def options_words(impl_options: Mapping[str, Any] | str | None, *, without: tupl
                     if k not in without)  # fmt: skip
 
 
+def strategy_label(impl: str, impl_options: str | None, *, without: tuple[str, ...] = ()) -> str:
+    """The strategy with the options that distinguish it, e.g. 'stock bucket_cap_mb=25': what every line and
+    page names a strategy by."""
+    shown = options_words(impl_options, without=without)
+    return f"{impl} {shown}" if shown else impl
+
+
+def strategy_labels(rows) -> list[str]:
+    """Each row's strategy_label (its repeat not named)."""
+    return [strategy_label(i, o) for i, o in zip(rows["impl"], rows["impl_options"], strict=True)]
+
+
 def to_arrow(value: Any, type_: pa.DataType) -> Any:
     """`value` as pyarrow takes it for a column of `type_`: text forms of maps, lists and
     timestamps are parsed (a timestamp without an offset is UTC); anything else is unchanged."""

@@ -11,7 +11,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from harness.analysis import agreement, roles
-from reports.aggregate import labelled, strategy_label, world_label
+from harness.results.values import strategy_label
+from reports.aggregate import labelled, world_label
 from reports.figures.style import PALETTE, new_figure, styled
 
 

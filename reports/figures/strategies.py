@@ -12,8 +12,9 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from harness.analysis import stats
+from harness.results.values import strategy_label, strategy_labels
 from reports import aggregate
-from reports.aggregate import has_repeats, labelled, strategy_label, strategy_labels, sweep_centres, world_label
+from reports.aggregate import has_repeats, labelled, sweep_centres, world_label
 from reports.figures.style import PALETTE, new_figure, strategy_colours, styled
 
 __all__ = [

@@ -20,8 +20,8 @@ import pandas as pd
 from harness.analysis import decide, drift, roles, stats
 from harness.analysis.overlap import overlap_efficiency
 from harness.perfmodel.memory import HELD
-from harness.results.values import options_of
-from reports.aggregate import RunData, precision, strategy_labels, world_label
+from harness.results.values import options_of, strategy_labels
+from reports.aggregate import RunData, precision, world_label
 from reports.pages import alerts
 from reports.pages.evidence import (
     CELL_DOUBT,

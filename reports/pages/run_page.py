@@ -10,6 +10,7 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis import roles, stats
+from harness.results.values import strategy_labels
 from reports import aggregate
 from reports.aggregate import RunData, machine_summary, precision
 from reports.pages import alerts, answer, profiles, takeaways
@@ -254,7 +255,7 @@ def gpu_work_rows(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
     pooled = groups[columns].median().reset_index()
     if "step_ms_median" in columns:
         pooled["step_ms_median"] = groups["step_ms_median"].agg(stats.geometric_mean).to_numpy()
-    labels = aggregate.strategy_labels(pooled)
+    labels = strategy_labels(pooled)
     pooled["configuration"] = [f"{label} · w{int(w)}" for label, w in zip(labels, pooled["world_size"], strict=True)]
     return pooled.assign(baseline=roles.is_baseline(pooled).to_numpy())
 

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from harness.analysis import agreement, roles, stats, sweep, why
-from harness.results.values import options_words
+from harness.results.values import options_words, strategy_label
 from reports import aggregate
 from reports.aggregate import RunData, world_sizes
 from reports.figures import gap as gapfigures
@@ -113,7 +113,7 @@ def recommended_caps(frame: pd.DataFrame, *, workload: str, strategy: str) -> di
     return {
         int(r.world_size): (float(r.best_cap_mb), float(r.best_step_ms))
         for r in chosen.itertuples()
-        if aggregate.strategy_label(r.impl, r.other_options) == strategy
+        if strategy_label(r.impl, r.other_options) == strategy
     }
 
 
@@ -252,7 +252,7 @@ def parity_by_configuration(rows: pd.DataFrame) -> pd.DataFrame:
         verdicts = [None if v is None or pd.isna(v) else bool(v) for v in group["parity_ok"]]
         failed = [int(r) + 1 for r, v in zip(group["repeat"], verdicts, strict=True) if v is False]
         first = group.iloc[0]
-        label = aggregate.strategy_label(first["impl"], first["impl_options"])
+        label = strategy_label(first["impl"], first["impl_options"])
         pooled.append({
             "config_label": f"{label} · w{first['world_size']} ({len(group)} repeats)",
             "parity_ok": False if failed else (True if True in verdicts else None),

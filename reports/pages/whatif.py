@@ -28,7 +28,7 @@ from harness.perfmodel.predict import (
 )
 from harness.perfmodel.schedule import calibrate, predict_caps
 from harness.perfmodel.zero import with_zero
-from reports.aggregate import strategy_labels
+from harness.results.values import strategy_labels
 from reports.figures import whatif as figures
 from reports.pages.html import FigureList, esc, name_html, page, table
 

@@ -350,11 +350,11 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None) -> None:
 
 
 def labelled(state: pd.DataFrame) -> pd.DataFrame:
-    """Model-state rows with the `strategy` each line names them by: the strategy and its options."""
-    from harness.results.values import options_words
+    """Model-state rows with the `strategy` each line names them by: the strategy and its options, as the pages
+    name it."""
+    from harness.results.values import strategy_labels
 
-    words = state["impl_options"].map(options_words)
-    return state.assign(strategy=[f"{impl} {w}".strip() for impl, w in zip(state["impl"], words, strict=True)])
+    return state.assign(strategy=strategy_labels(state))
 
 
 def strategy_choice(state: pd.DataFrame, frames: list[pd.DataFrame], cluster, *, caveat: str = "") -> None:
