@@ -26,15 +26,14 @@ FSDP's own cost is what it adds at one rank, where nothing is communicated (hook
 of each gather's buffer, the sharded optimizer's dispatch): its step there minus the baseline's, where the
 run measured both.
 
-Not modelled: the copy into and out of each gather's buffer, mixed precision (bf16 gathers), the padding of
-each parameter to a multiple of n, frozen parameters (the profile holds the trained ones), and how that own
-cost changes with n.
+Frozen parameters are gathered with their block, never reduce-scattered. Not modelled: the copy into and out
+of each gather's buffer, mixed precision (bf16 gathers), the padding of each parameter to a multiple of n, and
+how that own cost changes with n.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Sequence
 
 from harness.perfmodel.schedule import Grad, Profile
@@ -45,9 +44,11 @@ from harness.perfmodel.schedule import Grad, Profile
 @dataclasses.dataclass(frozen=True)
 class Unit:
     name: str  # the root, or the block's parameters' common prefix
-    nbytes: int
+    nbytes: int  # gathered: every parameter it holds, frozen ones too
     forward_s: float
     backward_s: float
+    scattered: int  # its gradients' bytes, reduce-scattered
+    in_backward: bool = True  # backward runs through it (else, frozen and before anything trained: never)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,30 +63,41 @@ class Units:
 
 
 def units(profile: Profile) -> Units | None:
-    """The profile's units with their compute; None where it holds no block, or a block forward never ran (a
-    profile stored before per-block times were)."""
+    """The profile's units with their compute; None where no block holds a trained parameter, or a block's
+    forward never ran (a profile stored before per-block times were). A block of frozen parameters only is
+    gathered for forward, and for backward where something trained runs before it (backward runs through
+    it then); its own backward time is inside its neighbours'."""
+    trained = {g.index for g in profile.grads}
     by_block: dict[int, list[Grad]] = {}
-    for grad in profile.grads:
+    for grad in (*profile.grads, *profile.frozen):
         if grad.block is not None:
             by_block.setdefault(grad.block, []).append(grad)
     starts = {b: min((g.used_s for g in gs if g.used_s is not None), default=None) for b, gs in by_block.items()}
-    if not by_block or None in starts.values():
+    ends = {b: max(g.ready_s for g in gs if g.index in trained) for b, gs in by_block.items()
+            if any(g.index in trained for g in gs)}  # fmt: skip
+    if not ends or None in starts.values():
         return None
     order = sorted(by_block, key=starts.get)
-    ends = {b: max(g.ready_s for g in by_block[b]) for b in order}
-    root = [g for g in profile.grads if g.block is None]
-    after_last = [g.ready_s for g in root if g.used_s is not None and g.used_s >= starts[order[-1]]]
-    head_backward = min(max(after_last, default=0.0), ends[order[-1]])
+    root = [g for g in (*profile.grads, *profile.frozen) if g.block is None]
+    last = [b for b in order if b in ends][-1]
+    after_last = [g.ready_s for g in root if g.index in trained and g.used_s is not None and g.used_s >= starts[last]]
+    head_backward = min(max(after_last, default=0.0), ends[last])
     forward_ends = [starts[b] for b in order[1:]] + [profile.forward_s]
-    backward_begins = {b: ends[later] for b, later in itertools.pairwise(order)} | {order[-1]: head_backward}
-    blocks = tuple(
-        Unit(_prefix(by_block[b]), sum(g.nbytes for g in by_block[b]), max(end - starts[b], 0.0),
-             max(ends[b] - backward_begins[b], 0.0))
-        for b, end in zip(order, forward_ends, strict=True)
-    )  # fmt: skip
-    root_unit = Unit("root", sum(g.nbytes for g in root), starts[order[0]],
-                     max(profile.backward_s - ends[order[0]], 0.0))  # fmt: skip
-    return Units(root_unit, blocks, head_backward)
+    first_trained = min([g.used_s for g in profile.grads if g.used_s is not None], default=0.0)
+    blocks, begins = [], head_backward
+    for b, end in reversed(list(zip(order, forward_ends, strict=True))):
+        backward = max(ends[b] - begins, 0.0) if b in ends else 0.0
+        begins = ends.get(b, begins)
+        blocks.append(Unit(_prefix(by_block[b]), _bytes(by_block[b]), max(end - starts[b], 0.0), backward,
+                           _bytes(by_block[b], trained), b in ends or starts[b] > first_trained))  # fmt: skip
+    first = next(b for b in order if b in ends)
+    root_unit = Unit("root", _bytes(root), starts[order[0]], max(profile.backward_s - ends[first], 0.0),
+                     _bytes(root, trained))  # fmt: skip
+    return Units(root_unit, tuple(reversed(blocks)), head_backward)
+
+
+def _bytes(params: Sequence[Grad], only: set[int] | None = None) -> int:
+    return sum(g.nbytes for g in params if only is None or g.index in only)
 
 
 def _prefix(grads: Sequence[Grad]) -> str:
@@ -142,49 +154,52 @@ def predict_fsdp(profile: Profile, *, gather, scatter, world_size: int, reshard_
     found = units(profile)
     if found is None:
         return None
-    ags = {u.name: gather.collective_s("all_gather", u.nbytes, world_size) for u in (found.root, *found.blocks)}
-    rss = {u.name: scatter.collective_s("reduce_scatter", u.nbytes, world_size) for u in (found.root, *found.blocks)}
+    every = (found.root, *found.blocks)  # the root is unit 0, block k is unit k + 1
+    ags = [gather.collective_s("all_gather", u.nbytes, world_size) for u in every]
+    rss = [scatter.collective_s("reduce_scatter", u.scattered, world_size) for u in every]
+    regathered = [k for k, u in enumerate(every) if k and u.in_backward] if reshard_after_forward else []
     network = _Network()
     clock = _forward(found, ags, network, blocking)
-    clock = _backward(found, ags, rss, network, clock, blocking=blocking, regather=reshard_after_forward)
+    clock = _backward(found, ags, rss, network, clock, blocking=blocking, regathered=regathered)
     optimizer = profile.optimizer_s / max(world_size, 1)
-    # a root that holds nothing (an MLP of blocks) gathers nothing
-    gathered = bool(found.root.nbytes) + len(found.blocks) * (2 if reshard_after_forward else 1)
-    gather_s = sum(ags.values()) + (sum(ags[u.name] for u in found.blocks) if reshard_after_forward else 0.0)
-    return FsdpStep(max(clock, network.free_s) + optimizer + own_s, found.compute_s, optimizer, gather_s,
-                    sum(rss.values()), gathered, bool(found.root.nbytes) + len(found.blocks),
-                    max(found.blocks, key=lambda u: u.nbytes),
-                    own_s)  # fmt: skip
+    holding = [k for k, u in enumerate(every) if u.nbytes]  # a root that holds nothing (an MLP's) gathers nothing
+    return FsdpStep(max(clock, network.free_s) + optimizer + own_s, found.compute_s, optimizer,
+                    sum(ags) + sum(ags[k] for k in regathered), sum(rss),
+                    len(holding) + len([k for k in regathered if every[k].nbytes]), len(holding),
+                    max(found.blocks, key=lambda u: u.nbytes), own_s)  # fmt: skip
 
 
-def _forward(found: Units, ags: dict[str, float], network: _Network, blocking: bool) -> float:
+def _forward(found: Units, ags: list[float], network: _Network, blocking: bool) -> float:
     """The end of forward: each unit's gather issued as the previous unit's compute begins (blocking: as the
     thread reaches the unit), its compute once the gather has ended."""
     clock, began = 0.0, 0.0
-    for unit in (found.root, *found.blocks):
-        gathered = network.send(clock if blocking else began, ags[unit.name])
+    for unit, gather_s in zip((found.root, *found.blocks), ags, strict=True):
+        gathered = network.send(clock if blocking else began, gather_s)
         began = max(clock, gathered)
         clock = began + unit.forward_s
     return clock
 
 
-def _backward(found: Units, ags, rss, network: _Network, clock: float, *, blocking: bool, regather: bool) -> float:
+def _backward(found: Units, ags, rss, network: _Network, clock: float, *, blocking: bool, regathered) -> float:
     """The end of backward's compute (blocking: of its last reduce-scatter too). Not blocking, a block's
-    backward begins by issuing the next block's gather, and ends by issuing its own reduce-scatter."""
+    backward begins by issuing the next regathered block's gather, and ends by issuing its reduce-scatter.
+    `regathered`: the units (by index, the root 0) gathered again for backward."""
     clock += found.head_backward_s
-    order = list(reversed(found.blocks))
-    prefetched = 0.0
-    for i, unit in enumerate(order):
-        if regather:
-            gathered = network.send(clock, ags[unit.name]) if blocking or i == 0 else prefetched
+    order = [(k, found.blocks[k - 1]) for k in range(len(found.blocks), 0, -1) if found.blocks[k - 1].in_backward]
+    again = [k for k, _ in order if k in regathered]
+    prefetched: dict[int, float] = {}
+    for k, unit in order:
+        if k in again:
+            gathered = prefetched.pop(k) if k in prefetched else network.send(clock, ags[k])
             clock = max(clock, gathered)
-            if not blocking and i + 1 < len(order):
-                prefetched = network.send(clock, ags[order[i + 1].name])
+            later = again[again.index(k) + 1 :]
+            if not blocking and later:
+                prefetched[later[0]] = network.send(clock, ags[later[0]])
         clock += unit.backward_s
-        scattered = network.send(clock, rss[unit.name])
+        scattered = network.send(clock, rss[k])
         clock = scattered if blocking else clock
     clock += found.root.backward_s
-    scattered = network.send(clock, rss[found.root.name])
+    scattered = network.send(clock, rss[0])
     return scattered if blocking else clock
 
 

@@ -41,6 +41,7 @@ class Profile:
     backward_s: float
     optimizer_s: float
     grads: tuple[Grad, ...]  # in the order they became ready
+    frozen: tuple[Grad, ...] = ()  # parameters without a gradient (ready_s NaN): sharded strategies still move them
 
     @property
     def grad_bytes(self) -> int:
@@ -53,26 +54,28 @@ class Profile:
 
 def profile_from_rows(rows: pd.DataFrame) -> Profile:
     """A stored profile (one row per parameter, see harness.results.model_tables.GRADPROFILE_SCHEMA) as a Profile."""
-    trainable = rows[rows["requires_grad"].astype(bool)]
-    ordered = trainable.sort_values(["ready_ms", "param_index"], ascending=[True, False])
-    grads = tuple(
-        Grad(
-            int(r.param_index),
-            int(r.bytes),
-            str(r.param_dtype),
-            float(r.ready_ms) / 1e3,
-            str(getattr(r, "param_name", "") or ""),  # rows made without names (tests, older tools) have none
-            _known(getattr(r, "used_ms", None), 1e-3),  # nor per-block forward (profiles before them)
-            _known(getattr(r, "block", None), 1, int),
-        )
-        for r in ordered.itertuples()
-    )
+    trains = rows["requires_grad"].astype(bool)
+    ordered = rows[trains].sort_values(["ready_ms", "param_index"], ascending=[True, False])
+    grads = tuple(_grad(r) for r in ordered.itertuples())
+    frozen = tuple(_grad(r) for r in rows[~trains].sort_values("param_index").itertuples())
     first = rows.iloc[0]
-    return Profile(first["forward_ms"] / 1e3, first["backward_ms"] / 1e3, first["optimizer_ms"] / 1e3, grads)
+    return Profile(first["forward_ms"] / 1e3, first["backward_ms"] / 1e3, first["optimizer_ms"] / 1e3, grads, frozen)
 
 
-def _known(value, scale: float, kind=float):
-    return None if value is None or pd.isna(value) else kind(value * scale)
+def _grad(r) -> Grad:
+    return Grad(
+        int(r.param_index),
+        int(r.bytes),
+        str(r.param_dtype),
+        _known(r.ready_ms, 1e-3, default=float("nan")),  # a frozen parameter is never ready
+        str(getattr(r, "param_name", "") or ""),  # rows made without names (tests, older tools) have none
+        _known(getattr(r, "used_ms", None), 1e-3),  # nor per-block forward (profiles before them)
+        _known(getattr(r, "block", None), 1, int),
+    )
+
+
+def _known(value, scale: float, kind=float, default=None):
+    return default if value is None or pd.isna(value) else kind(value * scale)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -263,7 +266,8 @@ def calibrate(profile: Profile, calibration: Calibration) -> Profile:
     scale = calibration.compute_scale
     backward = profile.backward_s * scale
     stretch = (backward + calibration.reducer_s) / backward if backward > 0 else 1.0
-    grads = tuple(dataclasses.replace(g, ready_s=g.ready_s * scale * stretch,
-                                      used_s=None if g.used_s is None else g.used_s * scale)
-                  for g in profile.grads)  # fmt: skip
-    return Profile(profile.forward_s * scale, backward + calibration.reducer_s, profile.optimizer_s * scale, grads)
+    grads, frozen = (tuple(dataclasses.replace(g, ready_s=g.ready_s * scale * stretch,
+                                               used_s=None if g.used_s is None else g.used_s * scale)
+                           for g in params) for params in (profile.grads, profile.frozen))  # fmt: skip
+    return Profile(profile.forward_s * scale, backward + calibration.reducer_s, profile.optimizer_s * scale, grads,
+                   frozen)  # fmt: skip

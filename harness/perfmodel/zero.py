@@ -10,7 +10,9 @@ twice, as torch's ZeroRedundancyOptimizer changes it:
 - then every rank broadcasts what it updated, after the optimizer, overlapping nothing: one broadcast a
   parameter (torch's default), or one a rank with `parameters_as_bucket_view`.
 
-With overlap_with_ddp (the optimizer inside DDP's hook) the step is another schedule: not modelled.
+Frozen parameters (no gradient) are partitioned and broadcast too, as torch's optimizer holds them, but
+not stepped. With overlap_with_ddp (the optimizer inside DDP's hook) the step is another schedule: not
+modelled.
 """
 
 from __future__ import annotations
@@ -69,11 +71,15 @@ class ZeroChange:
 
 def zero_change(profile: Profile, *, sender, world_size: int, bucket_view: bool = False) -> ZeroChange:
     """ZeroChange at this world size, the broadcasts sent on `sender` (a link with `broadcast_s`: a fitted
-    broadcast, or a cluster's)."""
+    broadcast, or a cluster's). Frozen parameters are partitioned and broadcast as the others (torch's
+    optimizer holds every parameter it was given), but the optimizer skips them: its share counts the
+    trained elements a rank owns."""
+    everything = (*profile.grads, *profile.frozen)
+    trained = {g.index for g in profile.grads}
     total = sum(elements(g) for g in profile.grads)
-    owned = partition(profile.grads, world_size)
-    share = max(sum(elements(g) for g in shard) for shard in owned) / total if total else 1.0
-    messages = broadcast_messages(profile.grads, world_size, bucket_view=bucket_view)
+    owned = partition(everything, world_size)
+    share = max(sum(elements(g) for g in shard if g.index in trained) for shard in owned) / total if total else 1.0
+    messages = broadcast_messages(everything, world_size, bucket_view=bucket_view)
     sent = sum(sender.broadcast_s(nbytes, world_size) for nbytes in messages)
     return ZeroChange(profile.optimizer_s, profile.optimizer_s * share, sent, len(messages), share)
 

@@ -4,6 +4,7 @@ gathers and reduce-scatters against their compute, overlapped on a GPU and seria
 from __future__ import annotations
 
 import json
+import math
 
 import pandas as pd
 import pytest
@@ -158,3 +159,43 @@ def test_a_runs_fsdp_rows_are_checked_serially_on_the_cpu_with_fsdps_own_cost_fr
     assert plain["predicted_ms"] == pytest.approx(22 + (19 + 11) / 2 + 4 / 2 + 3)
     kept = checks['{"reshard_after_forward": false}']
     assert kept["predicted_ms"] == pytest.approx(22 + (11 + 11) / 2 + 4 / 2 + 3) and kept["fsdp_gathers"] == 3
+
+
+# ---------------------------------------------------------------- frozen parameters
+
+
+NAN = float("nan")
+
+
+def test_frozen_parameters_are_gathered_with_their_block_but_never_reduce_scattered():
+    profile = two_blocks()
+    frozen = (Grad(4, 2 * MIB, "float32", NAN, "blocks.0.frozen", used_s=1 * MS, block=0),)
+    with_frozen = Profile(profile.forward_s, profile.backward_s, profile.optimizer_s, profile.grads, frozen)
+    link = PerMiB(1.0)
+    step = fsdp.predict_fsdp(with_frozen, gather=link, scatter=link, world_size=4, blocking=True)
+    # gathers: root 3, blocks 6 and 4, again 6 and 4; reduce-scatters: 3, 4, 4 (the frozen 2 MiB not among them)
+    assert (step.gather_s / MS, step.scatter_s / MS) == pytest.approx((23, 11))
+    assert step.step_s / MS == pytest.approx(22 + 23 + 11 + 4 / 4)
+
+
+def test_a_frozen_block_is_gathered_again_for_backward_only_where_backward_runs_through_it():
+    """A frozen stem (block 0) before the one trained block: backward stops before it, so it is gathered for
+    forward only; a frozen block after it (block 2) is on backward's way back, and gathered again."""
+    grads = (Grad(1, 4 * MIB, "float32", 5 * MS, "b.1.w", used_s=3 * MS, block=1),)
+    frozen = (Grad(0, 2 * MIB, "float32", NAN, "b.0.w", used_s=0.0, block=0),
+              Grad(2, MIB, "float32", NAN, "b.2.w", used_s=6 * MS, block=2))  # fmt: skip
+    profile = Profile(10 * MS, 5 * MS, 2 * MS, grads, frozen)
+    found = fsdp.units(profile)
+    assert [(u.nbytes, u.scattered, u.in_backward) for u in found.blocks] == [
+        (2 * MIB, 0, False), (4 * MIB, 4 * MIB, True), (MIB, 0, True)]  # fmt: skip
+    step = fsdp.predict_fsdp(profile, gather=PerMiB(1), scatter=PerMiB(1), world_size=2, blocking=True)
+    assert (step.gathers, step.gather_s / MS, step.scatter_s / MS) == pytest.approx((5, 2 + 4 + 1 + 1 + 4, 4))
+    assert step.step_s / MS == pytest.approx(15 + 12 + 4 + 2 / 2)
+
+
+def test_a_stored_profile_keeps_its_frozen_parameters_apart_from_the_gradients():
+    rows = _profile_rows()
+    rows = pd.concat([rows, rows.iloc[[0]].assign(param_index=9, requires_grad=False, ready_ms=None)])
+    profile = profile_from_rows(rows)
+    assert len(profile.grads) == 4 and [g.index for g in profile.frozen] == [9]
+    assert math.isnan(profile.frozen[0].ready_s) and profile.frozen[0].used_s == pytest.approx(9 * MS)

@@ -113,3 +113,14 @@ def test_a_runs_zero_rows_are_checked_against_the_model_and_other_options_are_le
     assert plain["predicted_ms"] == pytest.approx(18.0 - 4.0 + 2.0 + 4.0)  # half the optimizer, 4 MiB broadcast
     assert plain["broadcast_source"] is None  # a given network has no broadcast: the all-reduce's α and busbw
     assert checks['{"parameters_as_bucket_view": true}']["zero_broadcasts"] == 2
+
+
+def test_zero_partitions_and_broadcasts_frozen_parameters_but_steps_only_the_trained():
+    """Four trained MiB-sized parameters and a frozen 4 MiB one: torch gives the frozen one to rank 0 and every
+    trained one to rank 1, whose optimizer then steps all of them."""
+    trained = tuple(Grad(i, MB, "float32", (4 - i) * MS) for i in range(4))
+    frozen = (Grad(4, 4 * MB, "float32", float("nan")),)
+    profile = Profile(3 * MS, 10 * MS, 4 * MS, trained, frozen)
+    change = zero.zero_change(profile, sender=net.Link(alpha_s=0.0, busbw_bytes_per_s=MB / MS), world_size=2)
+    assert (change.largest_share, change.broadcasts) == (1.0, 5)
+    assert change.broadcast_s / MS == pytest.approx(8.0)  # 1 ms a MiB, the frozen 4 MiB included
