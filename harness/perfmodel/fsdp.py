@@ -22,9 +22,9 @@ when its gradient was ready):
 
     step = max(end of compute, end of the last reduce-scatter) + optimizer / n + FSDP's own cost
 
-FSDP's own cost is what it adds at one rank, where nothing is communicated (hooks, the copies into and out
-of each gather's buffer, the sharded optimizer's dispatch): its step there minus the baseline's, where the
-run measured both.
+FSDP's own cost is what it adds at one rank, where nothing is communicated (its hooks, the sharded
+optimizer's dispatch; at one rank torch skips the gathers and their copies): its step there minus the
+baseline's, where the run measured both.
 
 Frozen parameters are gathered with their block, never reduce-scattered. Not modelled: the copy into and out
 of each gather's buffer, mixed precision (bf16 gathers), the padding of each parameter to a multiple of n, and
@@ -123,7 +123,6 @@ class FsdpStep:
     scatter_s: float  # every reduce-scatter's
     gathers: int
     units: int  # those holding parameters
-    largest_unit: Unit
     own_s: float = 0.0  # FSDP's own cost, measured at one rank
 
     @property
@@ -165,8 +164,7 @@ def predict_fsdp(profile: Profile, *, gather, scatter, world_size: int, reshard_
     holding = [k for k, u in enumerate(every) if u.nbytes]  # a root that holds nothing (an MLP's) gathers nothing
     return FsdpStep(max(clock, network.free_s) + optimizer + own_s, found.compute_s, optimizer,
                     sum(ags) + sum(ags[k] for k in regathered), sum(rss),
-                    len(holding) + len([k for k in regathered if every[k].nbytes]), len(holding),
-                    max(found.blocks, key=lambda u: u.nbytes), own_s)  # fmt: skip
+                    len(holding) + len([k for k in regathered if every[k].nbytes]), len(holding), own_s)  # fmt: skip
 
 
 def _forward(found: Units, ags: list[float], network: _Network, blocking: bool) -> float:
