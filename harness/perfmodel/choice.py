@@ -47,7 +47,8 @@ def modelled_step(state: pd.DataFrame, named: pd.Series) -> pd.Series:
     """Each state row's predicted step at this GPU count (`named`: the cluster frame's row at the cap DDP's answer
     names): DDP's for the reference, ZeRO-1's for a strategy that all-reduces and shards the optimizer state,
     FSDP2's for one that shards the parameters (where the profile has its blocks), each with its options left at
-    their defaults; NaN for the rest."""
+    their defaults, or ZeRO-1 with parameters_as_bucket_view, FSDP2 with reshard_after_forward=false; NaN for
+    the rest."""
     step = pd.Series(float("nan"), index=state.index)
     plain = _plain(state).to_numpy()
     step[roles.is_reference(state).to_numpy() & plain] = float(named["step_ms"])
@@ -55,7 +56,10 @@ def modelled_step(state: pd.DataFrame, named: pd.Series) -> pd.Series:
     step[zero_one & plain] = float(named["zero_step_ms"])
     packed = named["zero_step_ms"] - named["zero_broadcast_ms"] + named.get("zero_bucket_view_broadcast_ms", np.nan)
     step[zero_one & _bucket_view(state).to_numpy()] = float(packed)
-    step[roles.shards_parameters(state).to_numpy() & plain] = float(named.get("fsdp_step_ms", float("nan")))
+    sharded = roles.shards_parameters(state).to_numpy()
+    step[sharded & plain] = float(named.get("fsdp_step_ms", np.nan))
+    kept = state["impl_options"].map(lambda text: options_of(text) == {"reshard_after_forward": False})
+    step[sharded & kept.to_numpy()] = float(named.get("fsdp_kept_step_ms", np.nan))
     return step
 
 

@@ -220,9 +220,12 @@ def fsdp_columns(step: FsdpStep | None) -> dict:
 
 def with_fsdp(frame, profile: Profile, *, link, world_size: int, own_s: float = 0.0):
     """A cluster frame (one row per cap) with FSDP2's step on `link` (a cluster's: NCCL overlaps), the same at
-    every cap: FSDP has no buckets."""
+    every cap: FSDP has no buckets; and `fsdp_kept_step_ms`, its step with `reshard_after_forward=false` (each
+    block gathered once, kept from forward to backward)."""
     step = predict_fsdp(profile, gather=link, scatter=link, world_size=world_size, own_s=own_s)
-    return frame.assign(**fsdp_columns(step))
+    kept = predict_fsdp(profile, gather=link, scatter=link, world_size=world_size, own_s=own_s,
+                        reshard_after_forward=False)  # fmt: skip
+    return frame.assign(**fsdp_columns(step), fsdp_kept_step_ms=kept.step_s * 1e3 if kept else float("nan"))
 
 
 def own_cost_s(configs, setup: dict) -> float | None:

@@ -89,3 +89,12 @@ def test_a_gpu_count_without_state_is_skipped_and_uncounted_activations_are_said
     assert [c.world_size for c in choices] == [8]  # nothing was carried to 16 GPUs: no "nothing fits" there
     words = choice.choice_words(predictions.labelled(state), [_frame(8, 100.0, 110.0)], 80.0)
     assert words.endswith("; fsdp left out: its activations were not counted")
+
+
+def test_fsdp_kept_after_forward_is_timed_by_its_own_column():
+    frame = _frame(8, 100.0, 104.0).assign(fsdp_step_ms=95.0, fsdp_kept_step_ms=90.0)
+    state = pd.concat([_state([("fsdp", 8, 20.0)]), _state([("fsdp", 8, 30.0)], '{"reshard_after_forward": false}')],
+                      ignore_index=True)  # fmt: skip
+    (w8,) = choice.choose(predictions.labelled(state), [frame], 80.0)
+    assert [(c.strategy, c.step_ms) for c in (*w8.picked, *w8.others)] == [
+        ("fsdp reshard_after_forward=False", 90.0), ("fsdp", 95.0)]  # fmt: skip
