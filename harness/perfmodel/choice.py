@@ -131,7 +131,9 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
         parts.append(f"w{choice.world_size} {picked}{tied}" + (f" ({beside})" if beside else ""))
     untimed = untimed_that_fit(state, choices, capacity_gib)
     one = len(untimed) == 1
-    where = ", ".join(f"{name} at {'/'.join(f'w{w}' for w in worlds)}" for name, worlds in untimed.items())
+    every = sorted(c.world_size for c in choices)  # a name alone fits at every one
+    where = ", ".join(name if worlds == every else f"{name} at {'/'.join(f'w{w}' for w in worlds)}"
+                      for name, worlds in untimed.items())  # fmt: skip
     rest = (f"; {where} fit{'s' if one else ''} too, with no step model: a run measures "
             f"{'it' if one else 'them'} (ddpbench bench)" if untimed else "")  # fmt: skip
     left = uncounted(state, choices)
