@@ -142,10 +142,13 @@ def zero_validation(checks: list[dict]) -> None:
 def fsdp_validation(checks: list[dict]) -> None:
     """Each FSDP configuration of a run (harness.perfmodel.fsdp.run_checks' rows): measured against predicted,
     with the predicted step's parts."""
+    from harness.results.values import strategy_label
+
     for c in checks:
         error = c["predicted_ms"] / c["measured_ms"] - 1
         fitted = sorted({c["gather_source"], c["scatter_source"]})
-        say(f"validation w{c['world_size']} {c['workload']}/{c['size']} {c['impl']} {c['impl_options']}, measured in "
+        strategy = strategy_label(c["impl"], c["impl_options"])
+        say(f"validation w{c['world_size']} {c['workload']}/{c['size']} {strategy}, measured in "
             f"the run (geometric mean of repeats) against predicted (scaled to the one-rank baseline"
             f"{', every call blocking on the CPU' if c['blocking'] else ''}): measured {c['measured_ms']:.2f} ms, "
             f"predicted {c['predicted_ms']:.2f} ms ({error:+.1%}): compute {c['compute_ms']:.3g} ms, "
