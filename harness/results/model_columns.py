@@ -136,6 +136,7 @@ GRADPROFILE = Table(
         C("optimizer_ms", F64, MS, "their median optimizer step, on every row"),
         C("steps", I32, COUNT, "profiled steps (after warm-up)"),
     ),
+    later=frozenset({"used_ms", "block"}),
 )  # fmt: skip
 
 PREDICTIONS = Table(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 import torch
 import torch.distributed as dist
@@ -355,6 +356,23 @@ def test_a_profile_measured_later_is_stored_with_the_run_and_found_again(tmp_pat
     assert predict.stored_profile(run, {**setup, "batch_size": 8}) is None
     stored = model_tables.read_gradprofiles(run)
     assert set(stored["run_id"]) == {"r"} and set(stored["threads_per_rank"]) == {1}
+
+
+def test_a_profile_stored_before_forward_was_timed_by_block_still_reads(tmp_path):
+    """Profiles written before `used_ms` and `block` existed keep their backward timing; only FSDP's step
+    (which needs forward block by block) is left out for them."""
+    run = tmp_path / "r"
+    store.write_json(run / "run.json", {"run_id": "r", "threads_per_rank": 1})
+    setup = {"workload": "mlp", "size": "tiny", "batch_size": 4, "dtype": "fp32", "optimizer": "sgd"}
+    measured = gradprofile.measure(workloads.create("mlp", size="tiny"), batch_size=4, device=torch.device("cpu"),
+                                   steps=2, warmup=1)  # fmt: skip
+    predict.store_profile(run, setup, pd.DataFrame([{**setup, **r} for r in measured]), device="cpu")
+    (path,) = (run / "gradprofile").glob("*.parquet")
+    pq.write_table(pq.read_table(path).drop_columns(["used_ms", "block"]), path)
+    stored = model_tables.read_gradprofiles(run)
+    assert len(stored) == len(measured) and stored["used_ms"].isna().all() and stored["block"].isna().all()
+    old = predict.stored_profile(run, setup)
+    assert old is not None and all(g.used_s is None for g in old.grads)
 
 
 # ---------------------------------------------------------------- a run's model tables
