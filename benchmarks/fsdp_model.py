@@ -14,7 +14,7 @@ Two more figures say where a miss comes from, each reading the world-size-2 rows
 - `with_calls_ms`: the model's schedule given those timed calls instead of the fits. What it still misses is
   the rest: the two ranks' compute slowing each other on two cores (`baseline_w2_over_w1`: the baseline's
   step at two ranks over one), and FSDP's own work that one rank does not do (at one rank torch skips the
-  copies into and out of each gather's buffer and the reduce-scatter's).
+  collectives, and copies each parameter once where two ranks copy it into and out of a gather's buffer).
 Launches of the same thing differ by 15-30 % on this shared machine: read the launches side by side.
 """
 

@@ -5,35 +5,42 @@ all-gathers the block's parameters (again before its backward when it reshards a
 block's backward it reduce-scatters the block's gradients; the optimizer steps 1/n of every parameter. The
 step is a schedule of those collectives against the block-by-block compute that the gradient profile
 measured at world size 1 (`harness.measure.gradprofile`: each parameter's block, when forward first used it,
-when its gradient was ready):
+when its gradient was ready), following what torch's FSDP2 issues and when:
 
 - units: the model's blocks, in the order forward uses them, and the root, which holds the rest (embeddings,
   heads, tied weights): gathered once at the start of forward and kept through backward, as FSDP2 keeps it;
 - compute: a block's forward runs from its first use to the next block's (the last block's to the end of
   forward, the head's included); its backward from the block after it's last gradient to its own last (the
   last block's from the end of the head's backward; the root's after the first block's);
-- a gather is issued when the previous unit's compute begins (FSDP2 prefetches one ahead: its all-gather
-  stream waits for the previous gather's copy-out), and a block computes once its gather has ended; the
-  first backward gather is issued when backward reaches its block;
-- a block's reduce-scatter is issued when its backward ends, the root's when backward ends;
+- forward: each unit's gather is issued as soon as the host reaches it (on a GPU the host runs ahead) but
+  starts only once the gather two units back has been copied out, at that unit's start (FSDP2 frees each
+  gather's buffer one copy-out later), and a unit computes once its gather has ended;
+- backward: the root's pre-backward hook, at backward's start, issues the last block's gather; each block's,
+  once its own gather has ended, issues the previous block's (whether or not backward runs through it: a
+  frozen stem is gathered and discarded);
+- a block's reduce-scatter is issued when its backward ends; the root's at backward's end, and so is that
+  of a block whose forward inputs need no gradient (nothing trained ran before it), whose post-backward hook
+  autograd never calls;
 - collectives run one at a time, in the order issued (the all-gather and reduce-scatter streams share the
   network's links);
 - blocking (gloo on the CPU, where each collective is a call the only thread waits in): nothing overlaps.
 
     step = max(end of compute, end of the last reduce-scatter) + optimizer / n + FSDP's own cost
 
-FSDP's own cost is what it adds at one rank, where nothing is communicated (its hooks, the sharded
-optimizer's dispatch; at one rank torch skips the gathers and their copies): its step there minus the
-baseline's, where the run measured both.
+FSDP's own cost is what it adds at one rank, where nothing is communicated: its step there minus the
+baseline's, where the run measured both. It holds FSDP's hooks, the sharded optimizer's dispatch and the
+copies (at one rank torch skips the collectives but still copies each parameter into its unsharded buffer
+and each gradient through the reduce-scatter's), as they cost at one rank.
 
-Frozen parameters are gathered with their block, never reduce-scattered. Not modelled: the copy into and out
-of each gather's buffer, mixed precision (bf16 gathers), the padding of each parameter to a multiple of n, and
-how that own cost changes with n.
+Frozen parameters are gathered with their block, never reduce-scattered. Not modelled: how the copies and
+that own cost change with n, mixed precision (bf16 gathers), the padding of each parameter to a multiple of
+n, and a host that does not run ahead (many small blocks on a GPU).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Sequence
 
 from harness.perfmodel.schedule import Grad, Profile
@@ -49,6 +56,7 @@ class Unit:
     backward_s: float
     scattered: int  # its gradients' bytes, reduce-scattered
     in_backward: bool = True  # backward runs through it (else, frozen and before anything trained: never)
+    scattered_last: bool = False  # nothing trained ran before it: its reduce-scatter waits for backward's end
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,22 +71,27 @@ class Units:
 
 
 def units(profile: Profile) -> Units | None:
-    """The profile's units with their compute; None where no block holds a trained parameter, or a block's
-    forward never ran (a profile stored before per-block times were). A block of frozen parameters only is
-    gathered for forward, and for backward where something trained runs before it (backward runs through
-    it then); its own backward time is inside its neighbours'."""
+    """The profile's units with their compute; None where no block holds a trained parameter, or forward was
+    not timed block by block (a profile stored before it was). A block whose forward never ran is not a unit
+    (FSDP gathers nothing for it). A block of frozen parameters only is gathered for forward, and for backward
+    where something trained runs before it (backward runs through it then); its own backward time is inside
+    its neighbours'."""
     trained = {g.index for g in profile.grads}
+    every = (*profile.grads, *profile.frozen)
+    if all(g.used_s is None for g in every):
+        return None
     by_block: dict[int, list[Grad]] = {}
-    for grad in (*profile.grads, *profile.frozen):
+    for grad in every:
         if grad.block is not None:
             by_block.setdefault(grad.block, []).append(grad)
-    starts = {b: min((g.used_s for g in gs if g.used_s is not None), default=None) for b, gs in by_block.items()}
-    ends = {b: max(g.ready_s for g in gs if g.index in trained) for b, gs in by_block.items()
-            if any(g.index in trained for g in gs)}  # fmt: skip
-    if not ends or None in starts.values():
+    starts = {b: min(g.used_s for g in gs if g.used_s is not None) for b, gs in by_block.items()
+              if any(g.used_s is not None for g in gs)}  # fmt: skip
+    ready = {b: [g.ready_s for g in by_block[b] if g.index in trained and not math.isnan(g.ready_s)] for b in starts}
+    ends = {b: max(times) for b, times in ready.items() if times}
+    if not ends:
         return None
-    order = sorted(by_block, key=starts.get)
-    root = [g for g in (*profile.grads, *profile.frozen) if g.block is None]
+    order = sorted(starts, key=starts.get)
+    root = [g for g in every if g.block is None]
     last = [b for b in order if b in ends][-1]
     after_last = [g.ready_s for g in root if g.index in trained and g.used_s is not None and g.used_s >= starts[last]]
     head_backward = min(max(after_last, default=0.0), ends[last])
@@ -87,9 +100,10 @@ def units(profile: Profile) -> Units | None:
     blocks, begins = [], head_backward
     for b, end in reversed(list(zip(order, forward_ends, strict=True))):
         backward = max(ends[b] - begins, 0.0) if b in ends else 0.0
-        begins = ends.get(b, begins)
+        begins = max(begins, ends.get(b, begins))  # out of order: no time counted twice
         blocks.append(Unit(_prefix(by_block[b]), _bytes(by_block[b]), max(end - starts[b], 0.0), backward,
-                           _bytes(by_block[b], trained), b in ends or starts[b] > first_trained))  # fmt: skip
+                           _bytes(by_block[b], trained), b in ends or starts[b] > first_trained,
+                           scattered_last=starts[b] <= first_trained))  # fmt: skip
     first = next(b for b in order if b in ends)
     root_unit = Unit("root", _bytes(root), starts[order[0]], max(profile.backward_s - ends[first], 0.0),
                      _bytes(root, trained))  # fmt: skip
@@ -132,17 +146,23 @@ class FsdpStep:
 
 
 class _Network:
-    """Collectives one at a time, in the order issued."""
+    """Collectives one at a time, in the order issued; what each unit sent, by collective."""
 
-    def __init__(self) -> None:
+    def __init__(self, blocking: bool) -> None:
+        self.blocking = blocking
         self.free_s = 0.0
+        self.sent: list[tuple[str, int, float]] = []  # (collective, unit, duration)
 
-    def send(self, issued_s: float, duration_s: float) -> float:
+    def send(self, op: str, unit: int, issued_s: float, duration_s: float) -> float:
         """When a collective issued at `issued_s` ends (one of nothing, as it is issued)."""
         if duration_s <= 0:
             return issued_s
+        self.sent.append((op, unit, duration_s))
         self.free_s = max(issued_s, self.free_s) + duration_s
         return self.free_s
+
+    def spent(self, op: str) -> float:
+        return sum(duration for sent_op, _, duration in self.sent if sent_op == op)
 
 
 def predict_fsdp(profile: Profile, *, gather, scatter, world_size: int, reshard_after_forward: bool = True,
@@ -156,49 +176,58 @@ def predict_fsdp(profile: Profile, *, gather, scatter, world_size: int, reshard_
     every = (found.root, *found.blocks)  # the root is unit 0, block k is unit k + 1
     ags = [gather.collective_s("all_gather", u.nbytes, world_size) for u in every]
     rss = [scatter.collective_s("reduce_scatter", u.scattered, world_size) for u in every]
-    regathered = [k for k, u in enumerate(every) if k and u.in_backward] if reshard_after_forward else []
-    network = _Network()
-    clock = _forward(found, ags, network, blocking)
-    clock = _backward(found, ags, rss, network, clock, blocking=blocking, regathered=regathered)
+    network = _Network(blocking)
+    clock = _forward(found, ags, network)
+    clock = _backward(found, ags if reshard_after_forward else [0.0] * len(ags), rss, network, clock)
     optimizer = profile.optimizer_s / max(world_size, 1)
-    holding = [k for k, u in enumerate(every) if u.nbytes]  # a root that holds nothing (an MLP's) gathers nothing
+    gathers = len([op for op, _, _ in network.sent if op == "all_gather"])
     return FsdpStep(max(clock, network.free_s) + optimizer + own_s, found.compute_s, optimizer,
-                    sum(ags) + sum(ags[k] for k in regathered), sum(rss),
-                    len(holding) + len([k for k in regathered if every[k].nbytes]), len(holding), own_s)  # fmt: skip
+                    network.spent("all_gather"), network.spent("reduce_scatter"), gathers,
+                    len([u for u in every if u.nbytes]), own_s)  # fmt: skip
 
 
-def _forward(found: Units, ags: list[float], network: _Network, blocking: bool) -> float:
-    """The end of forward: each unit's gather issued as the previous unit's compute begins (blocking: as the
-    thread reaches the unit), its compute once the gather has ended."""
-    clock, began = 0.0, 0.0
-    for unit, gather_s in zip((found.root, *found.blocks), ags, strict=True):
-        gathered = network.send(clock if blocking else began, gather_s)
-        began = max(clock, gathered)
-        clock = began + unit.forward_s
+def _forward(found: Units, ags: list[float], network: _Network) -> float:
+    """The end of forward: unit k's gather starts once unit k − 2 has begun (its gather copied out; blocking:
+    once the thread reaches unit k), unit k computes once its gather has ended."""
+    clock, began = 0.0, [0.0]
+    for k, unit in enumerate((found.root, *found.blocks)):
+        issued = clock if network.blocking else began[max(k - 2, 0)]
+        began.append(max(clock, network.send("all_gather", k, issued, ags[k])))
+        clock = began[-1] + unit.forward_s
     return clock
 
 
-def _backward(found: Units, ags, rss, network: _Network, clock: float, *, blocking: bool, regathered) -> float:
-    """The end of backward's compute (blocking: of its last reduce-scatter too). Not blocking, a block's
-    backward begins by issuing the next regathered block's gather, and ends by issuing its reduce-scatter.
-    `regathered`: the units (by index, the root 0) gathered again for backward."""
+def _backward(found: Units, ags, rss, network: _Network, clock: float) -> float:
+    """The end of backward's compute (blocking: of its last reduce-scatter too). `ags`: each unit's gather
+    again for backward (0: kept from forward). The root's pre-backward issues the last block's gather; each
+    block's, the previous block's; its post-backward the block's reduce-scatter, or backward's end does."""
+    blocks = found.blocks
+    gathered: dict[int, float] = {}
+
+    def gather(k: int) -> None:
+        nonlocal clock
+        if k >= 1 and k not in gathered:
+            gathered[k] = network.send("all_gather", k, clock, ags[k])
+            clock = gathered[k] if network.blocking else clock
+
+    def scatter(k: int) -> None:
+        nonlocal clock
+        scattered = network.send("reduce_scatter", k, clock, rss[k])
+        clock = scattered if network.blocking else clock
+
+    gather(len(blocks))
     clock += found.head_backward_s
-    order = [(k, found.blocks[k - 1]) for k in range(len(found.blocks), 0, -1) if found.blocks[k - 1].in_backward]
-    again = [k for k, _ in order if k in regathered]
-    prefetched: dict[int, float] = {}
-    for k, unit in order:
-        if k in again:
-            gathered = prefetched.pop(k) if k in prefetched else network.send(clock, ags[k])
-            clock = max(clock, gathered)
-            later = again[again.index(k) + 1 :]
-            if not blocking and later:
-                prefetched[later[0]] = network.send(clock, ags[later[0]])
-        clock += unit.backward_s
-        scattered = network.send(clock, rss[k])
-        clock = scattered if blocking else clock
+    for k in (k for k in range(len(blocks), 0, -1) if blocks[k - 1].in_backward):
+        gather(k)
+        clock = max(clock, gathered.get(k, clock))
+        gather(k - 1)
+        clock += blocks[k - 1].backward_s
+        if not blocks[k - 1].scattered_last:
+            scatter(k)
     clock += found.root.backward_s
-    scattered = network.send(clock, rss[0])
-    return scattered if blocking else clock
+    for k in (0, *(k for k in range(1, len(blocks) + 1) if blocks[k - 1].scattered_last)):
+        scatter(k)
+    return clock
 
 
 # ---------------------------------------------------------------- a cluster's frame and a run's rows
@@ -246,7 +275,8 @@ def own_cost_s(configs, setup: dict) -> float | None:
 
 def compute_only(profile: Profile, configs, setup: dict) -> Profile:
     """The profile scaled to the run's one-rank step as DDP's is (`predict.run_calibration`), without DDP's own
-    cost, which FSDP does not pay."""
+    cost, which FSDP does not pay: to the baseline's step; where the run has no baseline, to the reference's
+    (DDP's own cost then inside the compute, by as much too slow); with neither, as measured."""
     from harness.perfmodel import predict
     from harness.perfmodel.schedule import Calibration, calibrate
 
@@ -298,6 +328,11 @@ def run_checks(configs, profiles, network) -> list[dict]:
         checks.append({**setup, "impl": impl, "world_size": int(world), "impl_options": impl_options,
                        "measured_ms": stats.geometric_mean(group["step_ms_median"]), "predicted_ms": step.step_s * 1e3,
                        "compute_ms": step.compute_s * 1e3, "blocking": device == "cpu",
-                       **fsdp_columns(step), "gather_source": gather.source,
-                       "scatter_source": scatter.source})  # fmt: skip
+                       **fsdp_columns(step), "gather_source": _fit(gather, "all_gather"),
+                       "scatter_source": _fit(scatter, "reduce_scatter")})  # fmt: skip
     return checks
+
+
+def _fit(link, op: str) -> str:
+    """Where `op`'s cost came from: its own fit, or the all-reduce's where the run measured none of it."""
+    return link.source if link.op == op else f"{link.source} (its {link.op} fit: no {op} measured)"

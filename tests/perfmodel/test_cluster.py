@@ -126,6 +126,17 @@ def test_the_cluster_link_fills_whole_nodes_and_one_rank_costs_nothing():
     assert math.isclose(across * 1e6, nccl.choose(link.cluster, "all_reduce", 25 * MIB, nodes=2).time_us)
 
 
+def test_the_cluster_link_prices_fsdps_collectives_as_nccls_tuner_picks_each():
+    """An all-gather of S (its output) or a reduce-scatter of S (its input) carries half an all-reduce's bus
+    traffic; across nodes each is NCCL's own pick of that collective, and one rank sends nothing."""
+    link = nccl.ClusterLink(cluster.load("dgx-a100"))
+    for op in ("all_gather", "reduce_scatter"):
+        assert link.collective_s(op, 256 * MIB, 1) == 0.0 and link.collective_s(op, 0, 16) == 0.0
+        assert math.isclose(link.collective_s(op, 256 * MIB, 16) * 1e6,
+                            nccl.choose(link.cluster, op, 256 * MIB, nodes=2).time_us)  # fmt: skip
+        assert 0.4 < link.collective_s(op, GIB, 8) / link.allreduce_s(GIB, 8) < 0.6
+
+
 def _benchmark_script(name: str):
     import importlib.util
     import sys

@@ -80,16 +80,30 @@ def test_on_a_free_network_nothing_is_exposed_and_one_rank_needs_no_collective()
 
 
 def test_overlapped_a_prefetched_gather_hides_behind_the_previous_units_compute():
-    """At 0.25 ms a MiB: the root's gather (0.75 ms) is exposed; block 0's (1 ms), issued as the root's compute
-    begins, ends with it; block 1's hides behind block 0's 4 ms. In backward the first gather (blocks.1's, 1 ms)
-    is exposed, issued once the head's backward ends; blocks.0's hides behind blocks.1's 5 ms, and so do the
-    blocks' reduce-scatters; the root's (0.75 ms) is issued when backward ends, and exposed."""
+    """At 0.25 ms a MiB: the root's gather (0.75 ms) is exposed; block 0's (1 ms), queued behind it, ends with
+    the root's compute; block 1's, free to start once the root's gather is copied out, hides behind block 0's
+    4 ms. In backward the root's pre-backward issues blocks.1's gather (1 ms) at backward's start: it hides
+    behind the head's 1 ms; blocks.0's hides behind blocks.1's 4 ms, and so do the blocks' reduce-scatters; the
+    root's (0.75 ms) is issued when backward ends, and exposed."""
     link = PerMiB(0.25)
     step = fsdp.predict_fsdp(two_blocks(), gather=link, scatter=link, world_size=2)
-    assert step.exposed_s / MS == pytest.approx(0.75 + 1 + 0.75)
-    assert step.step_s / MS == pytest.approx(22 + 2.5 + 4 / 2)
+    assert step.exposed_s / MS == pytest.approx(0.75 + 0.75)
+    assert step.step_s / MS == pytest.approx(22 + 1.5 + 4 / 2)
     blocking = fsdp.predict_fsdp(two_blocks(), gather=link, scatter=link, world_size=2, blocking=True)
     assert step.step_s < blocking.step_s
+
+
+def test_forward_gathers_run_ahead_until_the_one_two_units_back_is_copied_out():
+    """At 1 ms a MiB: the root (1 MiB) computes 4 ms, block 0 (1 MiB) and block 1 (8 MiB) 1 ms each. Block 1's
+    gather may start once the root's is copied out (at the root's start), so it runs straight after block 0's:
+    2-10, and block 1 computes 10-11, not 13-14 as it would if it waited for block 0 to begin (at 5). Kept after
+    forward and scattered for free, backward adds its 3 ms of compute."""
+    grads = (Grad(2, 8 * MIB, "float32", 1 * MS, "b.1.w", used_s=5 * MS, block=1),
+             Grad(1, MIB, "float32", 2 * MS, "b.0.w", used_s=4 * MS, block=0),
+             Grad(0, MIB, "float32", 3 * MS, "embed.weight", used_s=0.0))  # fmt: skip
+    step = fsdp.predict_fsdp(Profile(6 * MS, 3 * MS, 0.0, grads), gather=PerMiB(1.0), scatter=PerMiB(0),
+                             world_size=2, reshard_after_forward=False)  # fmt: skip
+    assert step.step_s / MS == pytest.approx(11 + 3)
 
 
 def test_kept_after_forward_each_block_is_gathered_once():
@@ -157,6 +171,7 @@ def test_a_runs_fsdp_rows_are_checked_serially_on_the_cpu_with_fsdps_own_cost_fr
     assert plain["measured_ms"] == pytest.approx((40.0 * 44.0) ** 0.5)
     assert plain["fsdp_own_ms"] == pytest.approx(3.0)
     assert plain["predicted_ms"] == pytest.approx(22 + (19 + 11) / 2 + 4 / 2 + 3)
+    assert plain["gather_source"].endswith("(its all_reduce fit: no all_gather measured)")
     kept = checks['{"reshard_after_forward": false}']
     assert kept["predicted_ms"] == pytest.approx(22 + (11 + 11) / 2 + 4 / 2 + 3) and kept["fsdp_gathers"] == 3
 
@@ -178,19 +193,39 @@ def test_frozen_parameters_are_gathered_with_their_block_but_never_reduce_scatte
     assert step.step_s / MS == pytest.approx(22 + 23 + 11 + 4 / 4)
 
 
-def test_a_frozen_block_is_gathered_again_for_backward_only_where_backward_runs_through_it():
-    """A frozen stem (block 0) before the one trained block: backward stops before it, so it is gathered for
-    forward only; a frozen block after it (block 2) is on backward's way back, and gathered again."""
+def test_a_frozen_stem_is_prefetched_for_backward_and_the_first_trained_blocks_scatter_waits_for_the_end():
+    """A frozen stem (block 0) before the one trained block: backward never runs through it, yet block 1's
+    pre-backward prefetches it (torch gathers the unit before, and discards it). Block 1's inputs need no
+    gradient, so autograd never calls its post-backward hook: its reduce-scatter waits for backward's end. A
+    frozen block after it (block 2) is on backward's way back, and gathered again."""
     grads = (Grad(1, 4 * MIB, "float32", 5 * MS, "b.1.w", used_s=3 * MS, block=1),)
     frozen = (Grad(0, 2 * MIB, "float32", NAN, "b.0.w", used_s=0.0, block=0),
               Grad(2, MIB, "float32", NAN, "b.2.w", used_s=6 * MS, block=2))  # fmt: skip
-    profile = Profile(10 * MS, 5 * MS, 2 * MS, grads, frozen)
+    profile = Profile(10 * MS, 7 * MS, 2 * MS, grads, frozen)  # backward: 5 ms through block 1, 2 after it
     found = fsdp.units(profile)
-    assert [(u.nbytes, u.scattered, u.in_backward) for u in found.blocks] == [
-        (2 * MIB, 0, False), (4 * MIB, 4 * MIB, True), (MIB, 0, True)]  # fmt: skip
-    step = fsdp.predict_fsdp(profile, gather=PerMiB(1), scatter=PerMiB(1), world_size=2, blocking=True)
-    assert (step.gathers, step.gather_s / MS, step.scatter_s / MS) == pytest.approx((5, 2 + 4 + 1 + 1 + 4, 4))
-    assert step.step_s / MS == pytest.approx(15 + 12 + 4 + 2 / 2)
+    assert [(u.nbytes, u.scattered, u.in_backward, u.scattered_last) for u in found.blocks] == [
+        (2 * MIB, 0, False, True), (4 * MIB, 4 * MIB, True, True), (MIB, 0, True, False)]  # fmt: skip
+    blocking = fsdp.predict_fsdp(profile, gather=PerMiB(1), scatter=PerMiB(1), world_size=2, blocking=True)
+    # forward: 2 + 4 + 1; backward: blocks 2, 1 and the stem 2 again
+    assert (blocking.gathers, blocking.gather_s / MS, blocking.scatter_s / MS) == pytest.approx((6, 14, 4))
+    assert blocking.step_s / MS == pytest.approx(17 + 14 + 4 + 2 / 2)
+    # overlapped: forward ends at 13 (gathers 0-2, 2-6, 6-7 against compute 2-5, 6-9, 9-13); backward gathers
+    # 13-14, 14-18 (block 1 waits), the stem 18-20; block 1 computes 18-23, the rest to 25; its scatter 25-29
+    step = fsdp.predict_fsdp(profile, gather=PerMiB(1), scatter=PerMiB(1), world_size=2)
+    assert step.step_s / MS == pytest.approx(29 + 2 / 2)
+
+
+def test_units_count_no_time_twice_and_leave_out_blocks_whose_forward_never_ran():
+    """Block 1's last gradient comes before block 2's backward ends (out of order): it is given none of block 2's
+    time. Block 3 never ran forward (an unused layer): it is no unit, and the profile still has its step."""
+    grads = (Grad(2, MIB, "float32", 2 * MS, "b.2.w", used_s=6 * MS, block=2),
+             Grad(1, MIB, "float32", 1 * MS, "b.1.w", used_s=3 * MS, block=1),
+             Grad(0, MIB, "float32", 6 * MS, "b.0.w", used_s=1 * MS, block=0),
+             Grad(3, MIB, "float32", NAN, "b.3.w", used_s=None, block=3))  # fmt: skip
+    found = fsdp.units(Profile(9 * MS, 6 * MS, MS, grads))
+    assert [u.name for u in found.blocks] == ["b.0", "b.1", "b.2"]
+    assert [u.backward_s / MS for u in found.blocks] == pytest.approx([4, 0, 2])
+    assert found.compute_s / MS == pytest.approx(9 + 6)
 
 
 def test_a_stored_profile_keeps_its_frozen_parameters_apart_from_the_gradients():

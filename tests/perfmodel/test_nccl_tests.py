@@ -286,7 +286,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert frame.loc[frame["world_size"] == 8, "zero_step_ms"].sub(said_w8).abs().min() < 0.001 * said_w8
     # FSDP2: the same at every cap; mlp's blocks are its Linear layers, the root holds nothing and gathers nothing
     assert (frame.groupby("world_size")["fsdp_step_ms"].nunique() == 1).all()
-    assert (frame["fsdp_kept_step_ms"] <= frame["fsdp_step_ms"]).all()  # kept: each block gathered once
+    assert (frame["fsdp_kept_step_ms"] < frame["fsdp_step_ms"]).all()  # kept: no block gathered for backward
     assert (frame["fsdp_gathers"] == 2 * frame["fsdp_units"]).all() and (frame["fsdp_own_ms"] == 0).all()
     compute = frame["fsdp_step_ms"] - frame["fsdp_exposed_ms"] - frame["fsdp_optimizer_ms"] - frame["fsdp_own_ms"]
     assert (frame["fsdp_exposed_ms"] >= 0).all() and np.allclose(compute, compute.iloc[0])  # the same compute

@@ -146,7 +146,9 @@ def fsdp_validation(checks: list[dict]) -> None:
 
     for c in checks:
         error = c["predicted_ms"] / c["measured_ms"] - 1
-        fitted = sorted({c["gather_source"], c["scatter_source"]})
+        same = c["gather_source"] == c["scatter_source"]
+        fitted = (f"gathers and reduce-scatters as fitted in {c['gather_source']}" if same else
+                  f"gathers as fitted in {c['gather_source']}, reduce-scatters in {c['scatter_source']}")  # fmt: skip
         strategy = strategy_label(c["impl"], c["impl_options"])
         say(f"validation w{c['world_size']} {c['workload']}/{c['size']} {strategy}, measured in "
             f"the run (geometric mean of repeats) against predicted (scaled to the one-rank baseline"
@@ -155,7 +157,7 @@ def fsdp_validation(checks: list[dict]) -> None:
             f"{int(c['fsdp_gathers'])} gathers {c['fsdp_gather_ms']:.3g} ms and reduce-scatters "
             f"{c['fsdp_scatter_ms']:.3g} ms ({c['fsdp_exposed_ms']:.3g} ms of them exposed), the optimizer on "
             f"1/{c['world_size']} {c['fsdp_optimizer_ms']:.3g} ms, FSDP's own cost at one rank {c['fsdp_own_ms']:.3g} "
-            f"ms; gathers and reduce-scatters as fitted in {' and '.join(fitted)}")  # fmt: skip
+            f"ms; {fitted}")  # fmt: skip
 
 
 def zero_parts(row, *, ddp_ms: float, optimizer_ms: float) -> str:
@@ -305,8 +307,9 @@ def fsdp_answer(frames: list[pd.DataFrame], *, caveat: str = "") -> None:
     last = rows[-1]
     if math.isnan(last["fsdp_step_ms"]):
         say(
-            "ddpbench predict: FSDP2's step is not modelled for this profile: it holds no block with its forward "
-            "times (a profile stored before ddpbench recorded them: `ddpbench bench --profile` records them)"
+            "ddpbench predict: FSDP2's step is not modelled for this profile: no block of it holds a trained "
+            "parameter with forward timed block by block (a profile stored before ddpbench timed it: `ddpbench "
+            "bench --profile` does; or a model without blocks, which FSDP shards as one unit)"
         )
         return
     steps = ", ".join(f"w{int(r['world_size'])} {r['fsdp_step_ms']:.4g} ms" for r in rows)
