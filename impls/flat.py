@@ -10,12 +10,13 @@ world size) and no copy back.
 from __future__ import annotations
 
 import dataclasses
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from harness.bucketing import MIB
 from harness.comm_timeline import CommTimeline
 from harness.protocols import StrategyDefaults
 from impls import register
@@ -58,6 +59,11 @@ class Flat(StrategyDefaults):
             for params in group_by_dtype_and_device(trainable_parameters(model)).values()
         ]
         return model
+
+    def layout(self) -> dict[str, Any] | None:
+        """Its flat buffers as its buckets (one a dtype and device): kept beside the gradients, which backward
+        writes anew each step and the sync copies in."""
+        return {"bucket_sizes_mb": [round(nbytes(g.buffer) / MIB, 6) for g in self._groups]} if self._groups else None
 
     @torch.no_grad()
     def sync_gradients(self) -> None:

@@ -278,7 +278,7 @@ CONFIGS = Table(
         C("achieved_tflops", F64, "TFLOP/s", "`flops_per_sample × samples_per_s / 10^12`"),
         C("mfu", F64, RATIO, "model FLOPs utilisation: `achieved_tflops / (dense peak TFLOP/s of one GPU × the GPUs used)` (one per rank; fewer where gloo ranks share GPUs), the peak for `dtype` (fp32: TF32's with `tf32`) from NVIDIA's datasheets (harness/config/precision.py); null where the GPU's peak is not known, and on the CPU"),
         C("first_bucket_cap_mb", F64, MIB_UNIT, "the first bucket's cap as the strategy used it (DDP's default: 1 MiB; an explicit cap caps the first bucket too, torch ≥ 2.9)"),
-        C("bucket_sizes_mb", F64_LIST, MIB_UNIT, "the strategy's buckets in launch order after the measured steps (DDP's: after its rebuild), where it has buckets"),
+        C("bucket_sizes_mb", F64_LIST, MIB_UNIT, "the strategy's buckets in launch order after the measured steps (DDP's: after its rebuild; `flat`'s one flat buffer a dtype), where it has buckets"),
         C("trace_dir", STR, "", "with `--profile`: the folder of this configuration's traces (`traces/<id>/rank<N>.json`), relative to the run"),
         C("wall_s", F64, SECONDS, "the whole configuration: build, warm-up, steps, parity check"),
         C("torch_version", STR, "", "torch's version"),

@@ -87,3 +87,10 @@ def test_every_collective_of_every_step_is_stamped_in_order(single_rank, impl):
     for r in rows:
         assert 0 <= r["ready_ms"] <= r["launched_ms"] <= r["done_ms"], r
         assert r["bytes"] > 0 and r["collective"] == "all_reduce"
+
+
+def test_flat_reports_its_one_buffer_as_a_bucket_the_size_of_every_gradient(single_rank):
+    """What the memory model counts beside the gradients: flat's buffer holds every trainable gradient."""
+    strategy, model, _, _ = trained("flat", "mlp", "tiny")
+    grad_mb = sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad) / 2**20
+    assert strategy.layout()["bucket_sizes_mb"] == pytest.approx([grad_mb], abs=1e-6)
