@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import agreement, roles
+from harness.perfmodel.memory import need_mb
 from harness.results.values import options_of
 
 
@@ -74,7 +75,7 @@ def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float)
         at = state[(state["world_size"] == int(named["world_size"])) & state["activation_mb"].notna()]
         if at.empty:
             continue  # nothing the run measured was carried to this GPU count: nothing to choose from
-        need = at["total_mb"] + at["activation_mb"]
+        need = need_mb(at)
         steps = modelled_step(at, named)
         candidates = [Candidate(label, float(n), bool(n <= capacity_gib * 1024), None if pd.isna(s) else float(s))
                       for label, n, s in zip(at["strategy"], need, steps, strict=True)]  # fmt: skip
@@ -93,7 +94,7 @@ def untimed_that_fit(state: pd.DataFrame, choices: list[Choice], capacity_gib: f
     worlds = {c.world_size for c in choices}
     at = state[state["world_size"].isin(worlds) & state["activation_mb"].notna()]
     timed = {c.strategy for choice in choices for c in (*choice.picked, *choice.others)}
-    fitting = at[((at["total_mb"] + at["activation_mb"]) <= capacity_gib * 1024) & ~at["strategy"].isin(timed)]
+    fitting = at[(need_mb(at) <= capacity_gib * 1024) & ~at["strategy"].isin(timed)]
     return {name: sorted(int(w) for w in group["world_size"].unique())
             for name, group in fitting.groupby("strategy", sort=False)}  # fmt: skip
 
@@ -139,6 +140,7 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
     left = uncounted(state, choices)
     rest += (f"; {', '.join(left)} left out: {'its' if len(left) == 1 else 'their'} activations were not counted"
              if left else "")  # fmt: skip
-    return (f"the fastest predicted step of the strategies the run measured whose model state and activations fit "
-            f"{capacity_gib:g} GiB (before buffers, DDP's buckets, gathered parameters and working memory): "
+    return (f"the fastest predicted step of the strategies the run measured whose model state, activations and "
+            f"gradient buckets fit {capacity_gib:g} GiB (before buffers, FSDP's gathered parameters and working "
+            f"memory): "
             f"{'; '.join(parts)}{rest}")  # fmt: skip

@@ -7,8 +7,10 @@ exactly), never assumed from a strategy's name: ZeRO splits its optimizer state 
 nothing (split = 0). A strategy that splits its optimizer state but not its parameters places whole parameters
 on ranks, so the largest one's state stays on one rank: a floor under the even split. Beside it, what the
 forward keeps for backward at the rank's batch (`activation_mb`, counted by harness.measure.modelinfo): the
-same at every world size, since the batch is per rank. Buffers, DDP's buckets, FSDP's gathered parameters and
-the kernels' working memory are in neither: they are in a GPU run's peak, which no CPU run has.
+same at every world size, since the batch is per rank. And the gradient buckets a strategy keeps beside its
+gradients (`buckets_mb`: DDP's, or our own strategies' flat buffers), as its ranks laid them out: every rank holds
+all of them, at any world size. Buffers, FSDP's gathered parameters and the kernels' working memory are in none
+of these: they are in a GPU run's peak, which no CPU run has.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
     splits (the kinds' names, '' for none), floor_mb (the floor under an even split where one applies, else 0:
     _whole_parameter_floor), activation_mb (what the forward keeps for backward at the rank's batch, the same at
     every world size: the batch is per rank; NaN where the run did not count it), activation_top (who keeps the
-    most of it; '' where not counted). Empty where no strategy qualifies."""
+    most of it; '' where not counted), buckets_mb (`_buckets`). Empty where no strategy qualifies."""
     held = [column for column in HELD if column in configs]
     if len(held) < len(HELD) or configs.empty:
         return pd.DataFrame()
@@ -52,6 +54,7 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
         floor = _whole_parameter_floor(group, fits, split_kinds)
         base = dict(zip([k for k in STRATEGY_KEYS if k in ok], key, strict=True))
         activations = _activations(group) if not _computes_otherwise(base.get("impl_options")) else float("nan")
+        buckets = _buckets(group)
         for world in sorted({*map(int, by_world.index), *worlds}):
             measured = world in by_world.index
             state = {c: float(by_world.loc[world, c]) if measured else max(whole + split / world, floor.get(c, 0.0))
@@ -59,7 +62,7 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
             rows.append({**base, "world_size": world, "measured": measured, **state,
                          "total_mb": sum(state.values()), "splits": ", ".join(HELD[c] for c in split_kinds),
                          "floor_mb": sum(floor.values()), "activation_mb": activations,
-                         "activation_top": _first(group, "activation_top")})  # fmt: skip
+                         "activation_top": _first(group, "activation_top"), "buckets_mb": buckets})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -75,6 +78,27 @@ def _whole_parameter_floor(group: pd.DataFrame, fits: dict, split_kinds: list[st
     if largest.empty or not at_one[param]:
         return {}
     return {optimizer: float(largest.max()) / 2**20 * at_one[optimizer] / at_one[param]}
+
+
+def _buckets(group: pd.DataFrame) -> float:
+    """The MiB of gradient buckets a rank keeps beside its gradients: the most any of the strategy's configurations
+    laid out (`bucket_sizes_mb`, summed; every cap buckets every gradient); 0 where it has none, or where its
+    gradients are views of them (`gradient_as_bucket_view`, whose point is to save exactly this)."""
+    if "bucket_sizes_mb" not in group:
+        return 0.0
+    views = group["impl_options"].map(lambda text: bool(options_of(text).get("gradient_as_bucket_view")))
+    sums = [float(np.sum(sizes)) for sizes in group.loc[~views, "bucket_sizes_mb"] if _listed(sizes)]
+    return max(sums, default=0.0)
+
+
+def _listed(sizes) -> bool:
+    return sizes is not None and not (isinstance(sizes, float) and np.isnan(sizes)) and len(sizes) > 0
+
+
+def need_mb(state: pd.DataFrame) -> pd.Series:
+    """What each row's rank needs that ddpbench counts: model state, activations and gradient buckets."""
+    buckets = state.get("buckets_mb", 0.0)
+    return state["total_mb"] + state["activation_mb"] + buckets
 
 
 def _without_cap(options_json: str | None) -> str | None:
@@ -135,7 +159,11 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
     notes = [f"{mib_text(kept / batch)} a sample"] if batch > 1 else []
     notes += [f"most kept by {top}"] if top else []
     noted = f" ({'; '.join(notes)})" if notes else ""
-    held = ", ".join(f"{r.strategy} {mib_text(r.total_mb + kept)}" for r in rows.itertuples())
+    held = ", ".join(f"{r.strategy} {mib_text(r.total_mb + kept + getattr(r, 'buckets_mb', 0.0))}"
+                     for r in rows.itertuples())  # fmt: skip
+    bucketed = ", ".join(f"{r.strategy} {mib_text(r.buckets_mb)}" for r in rows.itertuples()
+                         if getattr(r, "buckets_mb", 0.0) > 0)  # fmt: skip
+    buckets = f" (with the gradient buckets kept beside the gradients: {bucketed})" if bucketed else ""
     samples = f"{batch} sample{'s' if batch != 1 else ''}"
     alike = (
         "every strategy alike"
@@ -145,7 +173,7 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
         )
     )
     return (f"the model's forward keeps {mib_text(kept)} of activations for backward at {samples} a rank in "
-            f"{first['dtype']}{noted}, {alike} at any GPU count: {holds}{held} in all")  # fmt: skip
+            f"{first['dtype']}{noted}, {alike} at any GPU count: {holds}{held} in all{buckets}")  # fmt: skip
 
 
 def floor_words(state: pd.DataFrame) -> str:
@@ -168,7 +196,7 @@ def fit_words(state: pd.DataFrame, capacity_gib: float) -> str:
         return ""
     said = []
     for strategy, rows in state.sort_values("world_size").groupby("strategy", sort=False):
-        need = (rows["total_mb"] + rows["activation_mb"]).to_numpy()
+        need = need_mb(rows).to_numpy()
         worlds = rows["world_size"].to_numpy().astype(int)
         fits = need <= capacity_gib * 1024
         said.append(f"{strategy} {_fit_phrase(fits, need, worlds)}")

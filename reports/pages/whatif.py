@@ -334,8 +334,8 @@ def _fits(group: pd.DataFrame, cluster: Cluster) -> str:
     """' In a GPU of 80 GiB (dgx-h100), before …: stock fits (…); fsdp fits from w64 (…).' where the profile gives
     its GPUs' memory and the run counted activations (memory.fit_words); '' else."""
     words = fit_words(group[group["world_size"].isin(world_sizes(cluster))], cluster.gpu_memory_gib)
-    return (f" In a GPU of {cluster.gpu_memory_gib:g} GiB ({cluster.name}), before buffers, DDP's buckets, gathered "
-            f"parameters and the kernels' working memory: {words}." if words else "")  # fmt: skip
+    return (f" In a GPU of {cluster.gpu_memory_gib:g} GiB ({cluster.name}), with the gradient buckets, before buffers, "
+            f"FSDP's gathered parameters and the kernels' working memory: {words}." if words else "")  # fmt: skip
 
 
 def _state_cell(rows: pd.DataFrame, world: int) -> str:

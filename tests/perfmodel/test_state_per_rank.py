@@ -121,3 +121,27 @@ def test_a_need_that_grows_with_the_gpus_and_a_strategy_in_another_dtype_are_sai
     assert "every strategy alike but fsdp, which computes in another dtype (not counted)" in said
     assert "fsdp" not in said.split("in all")[0].split("at any GPU count:")[1]  # no total for it
     assert "fsdp" not in memory.fit_words(state, 80) and "stock fits" in memory.fit_words(state, 80)
+
+
+def test_the_gradient_buckets_kept_beside_the_gradients_count_at_every_gpu_count():
+    """stock's ranks laid out 1 + 89.46 MiB of buckets beside its gradients (the largest layout of its caps counts);
+    with gradient_as_bucket_view the gradients are the buckets: nothing beside them. FSDP keeps none. At 372 MiB a
+    rank without them stock fits a GPU of 0.4 GiB; with them it does not."""
+    buckets = {"bucket_sizes_mb": [1.0, 89.46]}
+    run = pd.concat([RUN, pd.DataFrame([
+        held("stock", 1, 90.46, 90.46, 180.92, bucket_sizes_mb=[25.0, 25.0]),
+        held("stock", 2, 90.46, 90.46, 180.92, **buckets),
+        held("stock", 1, 90.46, 90.46, 180.92, impl_options='{"gradient_as_bucket_view": true}', **buckets),
+        held("stock", 2, 90.46, 90.46, 180.92, impl_options='{"gradient_as_bucket_view": true}', **buckets),
+    ])]).assign(activation_mb=10.0)  # fmt: skip
+    state = memory.state_per_rank(run, [8]).set_index(["impl", "impl_options", "world_size"])
+    assert state.loc[("stock", "{}", 8), "buckets_mb"] == pytest.approx(90.46)
+    assert state.loc[("stock", '{"gradient_as_bucket_view": true}', 8), "buckets_mb"] == 0
+    assert state.loc[("fsdp", "{}", 8), "buckets_mb"] == 0
+    assert memory.need_mb(state).loc[("stock", "{}", 8)] == pytest.approx(361.84 + 10 + 90.46)
+    plain = state.reset_index().query("impl_options == '{}'").assign(strategy=lambda f: f["impl"])
+    assert "stock does not fit (462 MiB a rank at the least)" in memory.fit_words(plain, 0.4)
+    assert "stock fits" in memory.fit_words(plain.assign(buckets_mb=0.0), 0.4)
+    said = memory.activation_words(plain[plain["world_size"] == 8])
+    assert "stock 462 MiB" in said and said.endswith("in all (with the gradient buckets kept beside the gradients: "
+                                                     "stock 90.5 MiB)")  # fmt: skip
