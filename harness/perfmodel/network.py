@@ -154,15 +154,32 @@ def sharded_links(network: Network, world_size: int) -> tuple[Link, Link]:
 
 
 def matching_collectives(results: Path, meta: dict) -> Path | None:
-    """The newest collectives run in `results` made on the same machine, device and backend as the run, that
-    measured something (a run stopped before its first world size finished holds no row)."""
+    """The collectives run in `results` made on the same machine, device and backend as the run, that measured
+    something (a run stopped before its first world size finished holds no row): the one started nearest the
+    run (a network measured days later is another network: re-reading an old run must not price it on the
+    newest), else the newest where the run's start is unknown (`predict` on this machine, no run)."""
     key = (meta.get("environment", {}).get("hostname"), meta.get("device"), meta.get("backend"))
+    found = []
     for run in model_tables.list_collectives_runs(results):
         other = model_tables.read_collectives_meta(run)
         same_machine = (other.get("hostname"), other.get("device"), other.get("backend")) == key
         if same_machine and not model_tables.read_collectives(run).empty:
-            return run
-    return None
+            found.append((run, _started(other)))
+    began = _started(meta)
+    if began is None or not found:
+        return found[0][0] if found else None
+    return min(found, key=lambda f: abs((f[1] - began).total_seconds()) if f[1] is not None else float("inf"))[0]
+
+
+def _started(meta: dict) -> pd.Timestamp | None:
+    """A run's start as an aware time (older files without a zone: UTC); None where it is missing or unreadable."""
+    try:
+        stamp = pd.Timestamp(meta.get("started_at"))
+    except (ValueError, TypeError):
+        return None
+    if pd.isna(stamp):
+        return None
+    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp
 
 
 def measured_network(collectives_run: Path) -> Network:
