@@ -1,11 +1,14 @@
 """The run page: its header and status, a section per question (`reports.pages.run_sections`), the
-environment it ran on, and every configuration in one table."""
+environment it ran on, every configuration in one table, and the profiles: for each configuration measured
+with `--profile`, its trace files (one per rank), how to open them, and the warning that its times were
+measured under the profiler."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
+from urllib.parse import quote
 
 import pandas as pd
 
@@ -13,7 +16,7 @@ from harness.analysis import roles, stats
 from harness.results.values import strategy_labels
 from reports import aggregate
 from reports.aggregate import RunData, machine_summary, precision
-from reports.pages import alerts, answer, profiles, takeaways
+from reports.pages import alerts, answer, takeaways
 from reports.pages.html import FigureList, esc, facts_table, format_number, name_html, page, reproduce_html, table
 from reports.pages.run_sections import (
     bucket_section,
@@ -77,7 +80,7 @@ def header(run: RunData) -> str:
         '<a href="#model">floor &amp; model</a>'
         + ('<a href="#gpu">GPU work</a>' if _gpu_work_columns(configs) else "")
         + '<a href="#memory">memory</a><a href="#trust">trust</a>'
-        + ('<a href="#profiles">profiles</a>' if not profiles.profiled(configs).empty else "")
+        + ('<a href="#profiles">profiles</a>' if not profiled(configs).empty else "")
         + _whatif_link(meta)
         + '<a href="#environment">environment</a></nav>',
         f"<h1>Run {esc(meta['run_id'])}</h1>",
@@ -96,7 +99,7 @@ def header(run: RunData) -> str:
     parts.append(status_section(meta, configs))
     resume = f"{RESUME_COMMAND} --resume {meta['run_id']} --results {Path(run.run_path).parent}"
     parts.append(alerts.alerts(meta, configs, resume_command=resume))
-    parts.extend(f'<p class="banner warning">{s}</p>' for s in profiles.profile_alert(configs))
+    parts.extend(f'<p class="banner warning">{s}</p>' for s in profile_alert(configs))
     return "\n".join(parts)
 
 
@@ -269,8 +272,61 @@ def run_page(run: RunData) -> str:
     figs = FigureList()
     parts = [header(run), answer.answer_section(run, workloads)]
     parts.extend(section(run, workloads, figs) for section in SECTIONS)
-    parts.append(profiles.profiles_section(run.configs, run.traces, run_href=run.run_href, run_path=run.run_path))
+    parts.append(profiles_section(run.configs, run.traces, run_href=run.run_href, run_path=run.run_path))
     parts.append(workloads_section(run.meta))
     parts.append(environment_section(run.meta, run.configs))
     parts.append("<h2>Configurations</h2>" + configs_table(run.configs))
     return page(f"ddpbench run {run.meta['run_id']}", "\n".join(parts), depth=1)
+
+
+# ---- the profiles
+
+PERFETTO = "https://ui.perfetto.dev"
+
+
+def profiled(configs: pd.DataFrame) -> pd.DataFrame:
+    if "trace_dir" not in configs:
+        return configs.iloc[0:0]
+    return configs[configs["trace_dir"].notna() & (configs["trace_dir"].astype(str) != "")].sort_values("config_id")
+
+
+def profile_alert(configs: pd.DataFrame) -> list[str]:
+    rows = profiled(configs)
+    if rows.empty:
+        return []
+    return [
+        f'<b>Profiled:</b> {len(rows)} configuration(s) ran under torch.profiler (<a href="#profiles">traces</a>); '
+        "their times include the profiler's overhead, so compare them with each other, not with unprofiled runs."
+    ]
+
+
+def profiles_section(configs: pd.DataFrame, traces: dict[str, list[str]], *, run_href: str, run_path: str) -> str:
+    """`traces`: config_id -> trace file names; `run_href`: the run folder relative to the page (for links);
+    `run_path`: the run folder as the reader's shell sees it (for the HTA snippet)."""
+    rows = profiled(configs)
+    if rows.empty:
+        return ""
+    cells = []
+    for r in rows.itertuples():
+        folder = str(r.trace_dir)
+        files = traces.get(r.config_id, [])
+        links = ", ".join(
+            f'<a href="{esc(quote(str(PurePosixPath(run_href) / folder / name)))}">{esc(name)}</a>' for name in files
+        )
+        cells.append([esc(r.config_id), f"<code>{esc(folder)}/</code>", links or "no trace file found"])
+    example = f"{run_path}/{rows['trace_dir'].iloc[0]}"
+    snippet = (
+        "from hta.trace_analysis import TraceAnalysis  # pip install HolisticTraceAnalysis\n"
+        f'analyzer = TraceAnalysis(trace_dir="{example}")\n'
+        "analyzer.get_temporal_breakdown()  # compute, communication, idle per rank\n"
+        "analyzer.get_comm_comp_overlap()   # how much communication overlapped compute"
+    )
+    return (
+        "<h2 id=profiles>Profiles</h2>"
+        "<p>Each configuration below ran under <code>torch.profiler</code>: one Chrome-trace file per rank, in "
+        "one folder per configuration. Its times were measured <b>under the profiler</b>, which slows every "
+        "step; read the traces for where time goes, not for how long it takes.</p>"
+        f'<p>Open a file in <a href="{PERFETTO}">Perfetto UI ({PERFETTO})</a> ("Open trace file"; nothing is '
+        "uploaded), or analyse a configuration's folder with Holistic Trace Analysis:</p>"
+        f"<pre>{esc(snippet)}</pre>" + table(["configuration", "folder (in the run)", "trace per rank"], cells)
+    )
