@@ -255,6 +255,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
 
     from harness.analysis import agreement
     from harness.perfmodel import cluster, fsdp, predict
+    from harness.perfmodel.choice import optimizer_share_caveat
     from harness.perfmodel.nccl import ClusterLink
     from harness.perfmodel.schedule import Calibration, calibrate, predict_caps
     from harness.perfmodel.zero import largest_parameter, with_zero
@@ -299,11 +300,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     own_ms = calibration.reducer_s * 1e3  # DDP's own cost as the prediction adds it (scaled with any compute)
     predictions.cluster_answer(chosen, rows, backward_ms=profile.backward_s * 1e3, caveat=said, own_ms=own_ms)
     share = profile.optimizer_s / profile.local_step_s if profile.local_step_s else 0.0
-    cpu_split = (
-        f"the optimizer's {share:.0%} of the step is the CPU's{', scaled' * bool(args.local_step_ms)}: a "
-        "GPU's Adam, one memory-bound pass over the state, is likely a smaller share, and sharding it saves less"
-    )
-    cpu_split = cpu_split if device == "cpu" else ""
+    cpu_split = optimizer_share_caveat(share, scaled=bool(args.local_step_ms)) if device == "cpu" else ""
     predictions.zero_answer(rows, optimizer_ms=profile.optimizer_s * 1e3, largest=largest_parameter(profile),
                             caveat=cpu_split)  # fmt: skip
     predictions.fsdp_answer(rows, caveat="; ".join(part for part in (caveat, cpu_split, fsdp_left_out) if part))

@@ -108,6 +108,13 @@ def uncounted(state: pd.DataFrame, choices: list[Choice]) -> list[str]:
     return [name for name in dict.fromkeys(at.loc[at["activation_mb"].isna(), "strategy"]) if name not in counted]
 
 
+def optimizer_share_caveat(share: float, *, scaled: bool) -> str:
+    """Where the profile's compute is a CPU's: its optimizer's share of the step is no GPU's, and ZeRO-1's and
+    FSDP2's gains lean on it (said by the console's and the page's choice alike)."""
+    return (f"the optimizer's {share:.0%} of the step is the CPU's{', scaled' * scaled}: a GPU's Adam, one "
+            "memory-bound pass over the state, is likely a smaller share, and sharding it saves less")  # fmt: skip
+
+
 def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float) -> str:
     """'the fastest predicted step of …: w8 zero 93.8 ms (stock does not fit: 100 GiB a rank); w64 stock 100 ms or
     zero 100.3 ms (too close to call: …); fsdp fits too, with no step model: …' for `state` labelled by `strategy`;

@@ -8,19 +8,15 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis import agreement, roles, stats, why
-from harness.analysis.compare import setup_words
 from harness.analysis.sweep import given_cap
-from harness.perfmodel.choice import choice_words
 from harness.perfmodel.cluster import Cluster, is_builtin, published_check_summary, published_checks
 from harness.perfmodel.fsdp import for_cluster, with_fsdp
-from harness.perfmodel.memory import activation_words, fit_words, mib_text, state_per_rank
 from harness.perfmodel.nccl import ClusterLink
 from harness.perfmodel.predict import (
     DEFAULT_CAPS_MB,
     SETUP_DEFAULTS,
     calibration_target,
     ddp_own_cost_s,
-    of_setup,
     profiles_by_setup,
     run_calibration,
     scaled_to_local_step,
@@ -28,9 +24,9 @@ from harness.perfmodel.predict import (
 )
 from harness.perfmodel.schedule import calibrate, predict_caps
 from harness.perfmodel.zero import with_zero
-from harness.results.values import strategy_labels
 from reports.figures import whatif as figures
 from reports.pages.html import FigureList, esc, name_html, page, table
+from reports.pages.whatif_memory import choice_section, memory_section
 
 MAX_GPUS = 1024
 DEFAULT_LAYOUT = "DDP's default (25 MiB, a first bucket of 1 MiB)"
@@ -72,7 +68,8 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                    "calibrated_to": target, "own_measured": ddp_own_cost_s(configs, setup) is not None,
                    "ddp_own_ms": calibration.reducer_s * 1e3, "local_step_given": local_step_ms or 0.0,
                    "own_left_out": bool(local_step_ms) and device == "cpu" and target == "baseline",
-                   "grad_mb": profile.grad_bytes / 2**20, "grad_tensors": len(profile.grads),
+                   "grad_mb": profile.grad_bytes / 2**20, "grad_tensors": len(profile.grads), "profiled_on": device,
+                   "optimizer_share": calibrated.optimizer_s / (calibrated.local_step_s or 1.0),
                    **{f"setup_{key}": value for key, value in setup.items()}, "size": setup["size"]}  # fmt: skip
         for world in world_sizes(cluster):
             frame = with_zero(predict_caps(calibrated, caps_mb=caps, link=link, world_size=world), calibrated,
@@ -127,8 +124,8 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     figs = FigureList()
     for setup, group in rows.groupby("setup", sort=False):
         best = best_rows(group)
-        parts += [f"<h2>{name_html(setup)}</h2>", _answer(best, cluster), _choice(configs, group, cluster),
-                  _calibration_note(group.iloc[0]),
+        parts += [f"<h2>{name_html(setup)}</h2>", _answer(best, cluster),
+                  choice_section(configs, group, cluster, world_sizes(cluster)), _calibration_note(group.iloc[0]),
                   figs.add(figures.step_vs_gpus(group, cluster=cluster.name),
                            "Each line is one bucket_cap_mb; each point DDP's bucket schedule simulated over this "
                            "run's gradient-ready profile, every bucket's all-reduce costed as NCCL would run it."),
@@ -136,20 +133,9 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                            "Scaling efficiency = the one-GPU step the note above names / the predicted step with the "
                            "cap the answer names at that GPU count (its label)."),
                   _best_table(best)]  # fmt: skip
-    parts += [_measured_section(configs), _memory_section(configs, cluster), _sources_section(cluster),
-              _published_section(cluster)]  # fmt: skip
+    parts += [_measured_section(configs), memory_section(configs, cluster, world_sizes(cluster)),
+              _sources_section(cluster), _published_section(cluster)]  # fmt: skip
     return page(f"What if: {run_id} on {cluster.name}", "\n".join(parts), depth=1, **inline)
-
-
-def _choice(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster) -> str:
-    """The choice over both halves for this setup, in `predict --cluster`'s words (choice.choice_words): the
-    fastest predicted step at each GPU count among the strategies whose memory fits; '' where nothing is said."""
-    setup = {key.removeprefix("setup_"): group[key].iloc[0] for key in group if key.startswith("setup_")}
-    state = state_per_rank(of_setup(configs, setup), world_sizes(cluster))
-    frames = [rows for _, rows in group.groupby("world_size", sort=True)]
-    words = choice_words(state.assign(strategy=strategy_labels(state)), frames, cluster.gpu_memory_gib) if len(
-        state) else ""  # fmt: skip
-    return f'<p class="takeaway"><b>The choice</b>: {esc(words)}.</p>' if words else ""
 
 
 def _device_banner(meta: dict, cluster: Cluster, local_step_ms: float | None, *, inside: bool = False) -> str:
@@ -293,72 +279,6 @@ def _measured_section(configs: pd.DataFrame) -> str:
     return ("<h2>What the run measured</h2><p>The reference strategy's step on the run's own machine, per world "
             "size and cap (the geometric mean of its repeats' median steps, as on the run page): the evidence the "
             "profile comes from.</p>" + table(["setup", "ranks", "cap MiB", "step ms"], cells))  # fmt: skip
-
-
-MEMORY_SETUP = ["workload", "size", "batch_size", "dtype", "optimizer"]
-
-
-def _memory_section(configs: pd.DataFrame, cluster: Cluster) -> str:
-    """Model state per rank at the cluster's GPU counts, per setup and strategy the run measured at two world sizes
-    or more (harness.perfmodel.memory: held(n) = whole + split / n, fitted to what its ranks held)."""
-    worlds = world_sizes(cluster)
-    state = state_per_rank(configs, worlds)
-    if state.empty:
-        return ""
-    state = state.assign(strategy=strategy_labels(state))
-    measured = sorted(int(w) for w in state.loc[state["measured"], "world_size"].unique())
-    shown = [*measured, *(w for w in worlds if w not in measured)]
-    parts = ["<h2>Model state per rank</h2>"]
-    for keys, group in state.groupby([k for k in MEMORY_SETUP if k in state], sort=False, dropna=False):
-        most = group[group["world_size"] == worlds[-1]].sort_values("total_mb", kind="stable")
-        said = ", ".join(f"{r.strategy} {mib_text(r.total_mb)}" for r in most.itertuples())
-        cells = [[esc(strategy), esc(rows["splits"].iloc[0] or "nothing"),
-                  *(_state_cell(rows, world) for world in shown)]
-                 for strategy, rows in group.groupby("strategy", sort=False)]  # fmt: skip
-        head = ["strategy", "splits (measured)", *(f"{w} {'(measured)' if w in measured else 'GPUs'}" for w in shown)]
-        parts += [f"<p class=takeaway><b>{esc(setup_words(dict(zip(MEMORY_SETUP, keys, strict=False))))}:</b> "
-                  f"at {worlds[-1]} GPUs each rank holds {esc(said)} of parameters, gradients and optimizer "
-                  f"state{esc(_with_activations(most) + '.' + _fits(group, cluster))}</p>",
-                  table(head, cells)]  # fmt: skip
-    parts.append(f"<p class=caption>{esc(_memory_caption(state))}</p>")
-    return "\n".join(parts)
-
-
-def _with_activations(most: pd.DataFrame) -> str:
-    """'; the model's forward keeps … in all' where the run counted them (memory.activation_words); '' where not."""
-    words = activation_words(most)
-    return f"; {words}" if words else ""
-
-
-def _fits(group: pd.DataFrame, cluster: Cluster) -> str:
-    """' In a GPU of 80 GiB (dgx-h100), before …: stock fits (…); fsdp fits from w64 (…).' where the profile gives
-    its GPUs' memory and the run counted activations (memory.fit_words); '' else."""
-    words = fit_words(group[group["world_size"].isin(world_sizes(cluster))], cluster.gpu_memory_gib)
-    return (f" In a GPU of {cluster.gpu_memory_gib:g} GiB ({cluster.name}), with the gradient buckets, before buffers, "
-            f"FSDP's gathered parameters and the kernels' working memory: {words}." if words else "")  # fmt: skip
-
-
-def _state_cell(rows: pd.DataFrame, world: int) -> str:
-    row = rows[rows["world_size"] == world]
-    return mib_text(float(row["total_mb"].iloc[0])) if len(row) else "—"
-
-
-def _memory_caption(state: pd.DataFrame) -> str:
-    """What the table holds and leaves out, and the floor under an even split where one applies."""
-    floors = state.loc[state["floor_mb"] > 0, ["strategy", "floor_mb"]].drop_duplicates("strategy")
-    floor = "; ".join(f"{r.strategy} {mib_text(r.floor_mb)}" for r in floors.itertuples())
-    floor = (" A strategy that splits its optimizer state but not its parameters places whole parameters on ranks "
-             f"(ZeRO's optimizer does), so one rank keeps at least the largest parameter's state, a floor under the "
-             f"even split, applied: {floor}." if floor else "")  # fmt: skip
-    return (
-        "MiB of parameters, gradients and optimizer state a rank holds after a step: as measured at the run's "
-        "world sizes (the largest rank, every repeat), and beyond them held(n) = whole + split / n, each kind's "
-        "two parts fitted to the measured ones per strategy, never assumed from its name. Activations: what one "
-        "forward at the rank's batch keeps for backward (every tensor saved for it, counted once per setup; "
-        "attention as a flash kernel keeps it), the same at every GPU count. In neither: buffers, DDP's buckets, "
-        "FSDP's gathered parameters, the kernels' working memory — a GPU run's peak measures those. "
-        "The model is the run's own size." + floor
-    )
 
 
 def _sources_section(cluster: Cluster) -> str:

@@ -243,6 +243,10 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     for world in ("w8 ", "w16 "):  # the page says the same choice at the console's GPU counts, and more of them
         segment = chosen.split(world, 1)[1].split(";")[0]
         assert f"{world}{segment};" in on_page
+    # and its bracket: the published tables' caveat at 2 nodes and the CPU optimizer's share, as the console's
+    page_bracket = on_page.split(" [", 1)[1].split("].</p>")[0]
+    assert "at 2 nodes this profile is off by more than 25 % on " in page_bracket
+    assert "of the step is the CPU's, scaled: a GPU's Adam" in page_bracket and "of the step is the CPU's" in chosen
     assert answer.startswith("ddpbench predict: answer for DDP on dgx-h100 (ZeRO-1's and FSDP2's steps follow)")
     assert "): bucket_cap_mb " in answer and "w8 to w16: step " in answer
     assert "Why at w16: " in answer

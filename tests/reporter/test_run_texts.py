@@ -340,7 +340,11 @@ def test_the_what_if_page_carries_each_strategys_model_state_to_the_clusters_gpu
     """A walkthrough choosing between DDP, ZeRO and FSDP by memory per rank at 4-8 GPUs found no figure for it:
     the page now carries what the ranks held at the run's world sizes to the cluster's, per setup."""
     from harness.perfmodel import cluster
-    from reports.pages import whatif
+    from reports.pages import whatif, whatif_memory
+
+    def section_of(frame):
+        h100 = cluster.load("dgx-h100")
+        return whatif_memory.memory_section(frame, h100, whatif.world_sizes(h100))
 
     def held(impl, world, param, state, optimizer="adam"):
         return {"workload": "resnet50", "size": "small", "batch_size": 4, "dtype": "fp32", "optimizer": optimizer,
@@ -351,7 +355,7 @@ def test_the_what_if_page_carries_each_strategys_model_state_to_the_clusters_gpu
                             held("fsdp", 1, 90.0, 180.0), held("fsdp", 2, 45.0, 90.0),
                             held("zero", 1, 90.0, 180.0), held("zero", 2, 90.0, 90.0),
                             held("stock", 1, 90.0, 0.0, "sgd"), held("stock", 2, 90.0, 0.0, "sgd")])  # fmt: skip
-    section = whatif._memory_section(configs, cluster.load("dgx-h100"))
+    section = section_of(configs)
     assert (
         "resnet50/small fp32 adam batch 4:</b> at 1024 GPUs each rank holds fsdp 0.352 MiB, zero 198 MiB, "
         "stock 360 MiB of parameters"
@@ -360,8 +364,8 @@ def test_the_what_if_page_carries_each_strategys_model_state_to_the_clusters_gpu
     assert "<th>2 (measured)</th>" in section and "<th>8 GPUs</th>" in section and "<td>45 MiB</td>" in section
     assert "a floor under the even split, applied: zero 18 MiB." in section
     assert "forward keeps" not in section  # a run from before activations were counted
-    assert whatif._memory_section(configs[configs["world_size"] == 1], cluster.load("dgx-h100")) == ""
-    counted = whatif._memory_section(configs.assign(activation_mb=12.5), cluster.load("dgx-h100"))
+    assert section_of(configs[configs["world_size"] == 1]) == ""
+    counted = section_of(configs.assign(activation_mb=12.5))
     assert ("stock 360 MiB of parameters, gradients and optimizer state; the model&#x27;s forward keeps 12.5 MiB of "
             "activations for backward at 4 samples a rank in fp32 (3.12 MiB a sample), every strategy alike at any GPU "
             "count: fsdp 12.9 MiB, zero 210 MiB, stock 372 MiB in all. In a GPU of 80 GiB (dgx-h100), with the "

@@ -1,0 +1,98 @@
+"""The what-if page's memory sections: each strategy's model state per rank carried to the cluster's GPU
+counts, whether it fits one GPU there, and the choice that joins that with the predicted steps (the fastest of
+what fits), in `predict --cluster`'s words."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.analysis.compare import setup_words
+from harness.perfmodel.choice import choice_words, optimizer_share_caveat
+from harness.perfmodel.cluster import Cluster, cap_caveats
+from harness.perfmodel.memory import activation_words, fit_words, mib_text, state_per_rank
+from harness.perfmodel.predict import of_setup
+from harness.results.values import strategy_labels
+from reports.pages.html import esc, table
+
+
+def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster, worlds: list[int]) -> str:
+    """The choice over both halves for this setup, in `predict --cluster`'s words (choice.choice_words): the
+    fastest predicted step at each GPU count among the strategies whose memory fits; '' where nothing is said."""
+    setup = {key.removeprefix("setup_"): group[key].iloc[0] for key in group if key.startswith("setup_")}
+    state = state_per_rank(of_setup(configs, setup), worlds)
+    frames = [rows for _, rows in group.groupby("world_size", sort=True)]
+    words = choice_words(state.assign(strategy=strategy_labels(state)), frames, cluster.gpu_memory_gib) if len(
+        state) else ""  # fmt: skip
+    first = group.iloc[0]  # the console's bracket: each node count's published-table caveat, a CPU's optimizer
+    cpu = optimizer_share_caveat(first["optimizer_share"], scaled=bool(first["local_step_given"]))
+    said = "; ".join(part for part in (cap_caveats(cluster, sorted({int(n) for n in group["nodes"]})),
+                                       cpu if first["profiled_on"] == "cpu" else "") if part)  # fmt: skip
+    return (
+        f'<p class="takeaway"><b>The choice</b>: {esc(words)}{esc(f" [{said}]" if said else "")}.</p>' if words else ""
+    )
+
+
+MEMORY_SETUP = ["workload", "size", "batch_size", "dtype", "optimizer"]
+
+
+def memory_section(configs: pd.DataFrame, cluster: Cluster, worlds: list[int]) -> str:
+    """Model state per rank at the cluster's GPU counts, per setup and strategy the run measured at two world sizes
+    or more (harness.perfmodel.memory: held(n) = whole + split / n, fitted to what its ranks held)."""
+    state = state_per_rank(configs, worlds)
+    if state.empty:
+        return ""
+    state = state.assign(strategy=strategy_labels(state))
+    measured = sorted(int(w) for w in state.loc[state["measured"], "world_size"].unique())
+    shown = [*measured, *(w for w in worlds if w not in measured)]
+    parts = ["<h2>Model state per rank</h2>"]
+    for keys, group in state.groupby([k for k in MEMORY_SETUP if k in state], sort=False, dropna=False):
+        most = group[group["world_size"] == worlds[-1]].sort_values("total_mb", kind="stable")
+        said = ", ".join(f"{r.strategy} {mib_text(r.total_mb)}" for r in most.itertuples())
+        cells = [[esc(strategy), esc(rows["splits"].iloc[0] or "nothing"),
+                  *(_state_cell(rows, world) for world in shown)]
+                 for strategy, rows in group.groupby("strategy", sort=False)]  # fmt: skip
+        head = ["strategy", "splits (measured)", *(f"{w} {'(measured)' if w in measured else 'GPUs'}" for w in shown)]
+        parts += [f"<p class=takeaway><b>{esc(setup_words(dict(zip(MEMORY_SETUP, keys, strict=False))))}:</b> "
+                  f"at {worlds[-1]} GPUs each rank holds {esc(said)} of parameters, gradients and optimizer "
+                  f"state{esc(_with_activations(most) + '.' + _fits(group, cluster, worlds))}</p>",
+                  table(head, cells)]  # fmt: skip
+    parts.append(f"<p class=caption>{esc(_memory_caption(state))}</p>")
+    return "\n".join(parts)
+
+
+def _with_activations(most: pd.DataFrame) -> str:
+    """'; the model's forward keeps … in all' where the run counted them (memory.activation_words); '' where not."""
+    words = activation_words(most)
+    return f"; {words}" if words else ""
+
+
+def _fits(group: pd.DataFrame, cluster: Cluster, worlds: list[int]) -> str:
+    """' In a GPU of 80 GiB (dgx-h100), before …: stock fits (…); fsdp fits from w64 (…).' where the profile gives
+    its GPUs' memory and the run counted activations (memory.fit_words); '' else."""
+    words = fit_words(group[group["world_size"].isin(worlds)], cluster.gpu_memory_gib)
+    return (f" In a GPU of {cluster.gpu_memory_gib:g} GiB ({cluster.name}), with the gradient buckets, before buffers, "
+            f"FSDP's gathered parameters and the kernels' working memory: {words}." if words else "")  # fmt: skip
+
+
+def _state_cell(rows: pd.DataFrame, world: int) -> str:
+    row = rows[rows["world_size"] == world]
+    return mib_text(float(row["total_mb"].iloc[0])) if len(row) else "—"
+
+
+def _memory_caption(state: pd.DataFrame) -> str:
+    """What the table holds and leaves out, and the floor under an even split where one applies."""
+    floors = state.loc[state["floor_mb"] > 0, ["strategy", "floor_mb"]].drop_duplicates("strategy")
+    floor = "; ".join(f"{r.strategy} {mib_text(r.floor_mb)}" for r in floors.itertuples())
+    floor = (" A strategy that splits its optimizer state but not its parameters places whole parameters on ranks "
+             f"(ZeRO's optimizer does), so one rank keeps at least the largest parameter's state, a floor under the "
+             f"even split, applied: {floor}." if floor else "")  # fmt: skip
+    return (
+        "MiB of parameters, gradients and optimizer state a rank holds after a step: as measured at the run's "
+        "world sizes (the largest rank, every repeat), and beyond them held(n) = whole + split / n, each kind's "
+        "two parts fitted to the measured ones per strategy, never assumed from its name. Activations: what one "
+        "forward at the rank's batch keeps for backward (every tensor saved for it, counted once per setup; "
+        "attention as a flash kernel keeps it), the same at every GPU count. The fit adds the gradient buckets a "
+        "strategy keeps beside its gradients, as its ranks laid them out. In none of these: buffers, FSDP's "
+        "gathered parameters, the kernels' working memory — a GPU run's peak measures those. "
+        "The model is the run's own size." + floor
+    )
