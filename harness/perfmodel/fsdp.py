@@ -138,6 +138,7 @@ class FsdpStep:
     gathers: int
     units: int  # those holding parameters
     own_s: float = 0.0  # FSDP's own cost, measured at one rank
+    issued: tuple[tuple[str, int], ...] = ()  # (collective, unit: the root 0, block k k + 1), in the order issued
 
     @property
     def exposed_s(self) -> float:
@@ -180,10 +181,11 @@ def predict_fsdp(profile: Profile, *, gather, scatter, world_size: int, reshard_
     clock = _forward(found, ags, network)
     clock = _backward(found, ags if reshard_after_forward else [0.0] * len(ags), rss, network, clock)
     optimizer = profile.optimizer_s / max(world_size, 1)
-    gathers = len([op for op, _, _ in network.sent if op == "all_gather"])
+    issued = tuple((op, k) for op, k, _ in network.sent)
     return FsdpStep(max(clock, network.free_s) + optimizer + own_s, found.compute_s, optimizer,
-                    network.spent("all_gather"), network.spent("reduce_scatter"), gathers,
-                    len([u for u in every if u.nbytes]), own_s)  # fmt: skip
+                    network.spent("all_gather"), network.spent("reduce_scatter"),
+                    [op for op, _ in issued].count("all_gather"), len([u for u in every if u.nbytes]), own_s,
+                    issued)  # fmt: skip
 
 
 def _forward(found: Units, ags: list[float], network: _Network) -> float:

@@ -3,10 +3,12 @@ through FSDP2's custom collectives, and the training unchanged by it."""
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 import torch
 import torch.distributed as dist
-from dist_helpers import run_in_process_group
+from dist_helpers import CLASSES, FEATURES, TinyClassification, run_in_process_group
+from torch import nn
 
 import impls
 import workloads
@@ -21,8 +23,28 @@ STEPS = 3
 CPU = torch.device("cpu")
 
 
+class FrozenStem(nn.Module):
+    """Three blocks, the first and last frozen, and a trained head: block 1's inputs need no gradient."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = nn.ModuleList([nn.Linear(FEATURES, 32).requires_grad_(False), nn.Linear(32, 32),
+                                     nn.Linear(32, 32).requires_grad_(False)])  # fmt: skip
+        self.head = nn.Linear(32, CLASSES)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = torch.tanh(block(x))
+        return self.head(x)
+
+
 def timed_fsdp_steps(timed: bool) -> dict:
-    workload, strategy = workloads.create("gpt2", size="tiny"), impls.create("fsdp")
+    steps = _fsdp_steps(workloads.create("gpt2", size="tiny"), timed)
+    return {**steps, "frozen_stem": _fsdp_steps(TinyClassification(model=FrozenStem), timed)["rows"]}
+
+
+def _fsdp_steps(workload, timed: bool) -> dict:
+    strategy = impls.create("fsdp")
     timeline = CommTimeline(CPU)
     attached = strategy.attach_timeline(timeline) if timed else False
     model = strategy.wrap(build_model(workload, seed=0, device=CPU))
@@ -53,11 +75,40 @@ def test_fsdp_stamps_its_all_gathers_and_reduce_scatters_without_changing_the_tr
     blocks = len(model_blocks(build_model(workloads.create("gpt2", size="tiny"), seed=0, device=CPU)))
     gathers = [r for r in last if r["collective"] == "all_gather"]
     assert (len(gathers), len(sharded)) == (1 + 2 * blocks, 1 + blocks)
+    # in the order the model issues them where every call blocks: forward's gathers, the root's pre-backward
+    # gathering the last block, each block's pre-backward the one before it ahead of its own reduce-scatter
+    assert _in_order(last, blocks) == _modelled_order(workloads.create("gpt2", size="tiny"))
+    # a frozen stem: torch prefetches it for backward though backward never reaches it, and reduce-scatters block 1
+    # (whose inputs need no gradient) at backward's end, after the root: so does the model
+    stem = [r for r in timed[0]["frozen_stem"] if r["step"] == STEPS - 1]
+    modelled = _modelled_order(TinyClassification(model=FrozenStem))
+    assert _in_order(stem, 3) == modelled == (*(("all_gather", k) for k in (0, 1, 2, 3, 3, 2, 1)),
+                                              ("reduce_scatter", 0), ("reduce_scatter", 2))  # fmt: skip
     assert all(r["launched_ms"] <= r["done_ms"] for r in last)
     figures = overlap.step_communication(phases[-1], last)
     assert 0 <= figures["exposed_comm_ms"] <= figures["comm_ms"] and figures["comm_ms"] > 0
     for name, value in timed[0]["state"].items():
         assert torch.equal(value, plain[0]["state"][name]), name
+
+
+def _in_order(rows: list[dict], blocks: int) -> tuple[tuple[str, int], ...]:
+    """A step's collectives as launched, each with its unit as the model numbers them (the root 0, block k k + 1;
+    the timeline numbers them in shard order, the blocks then the root)."""
+    unit = {b: b + 1 for b in range(blocks)} | {blocks: 0}
+    return tuple((r["collective"], unit[r["bucket"]]) for r in sorted(rows, key=lambda r: r["launched_ms"]))
+
+
+def _modelled_order(workload) -> tuple[tuple[str, int], ...]:
+    """The collectives harness.perfmodel.fsdp issues for the workload's profile, where every call blocks."""
+    from harness.measure import gradprofile
+    from harness.perfmodel import fsdp
+    from harness.perfmodel.schedule import profile_from_rows
+
+    rows = gradprofile.measure(workload, batch_size=2, device=CPU, steps=1, warmup=1)
+    link = type("Link", (), {"collective_s": staticmethod(lambda op, nbytes, world: 1e-3 if nbytes else 0.0)})
+    step = fsdp.predict_fsdp(profile_from_rows(pd.DataFrame(rows)), gather=link, scatter=link, world_size=2,
+                             blocking=True)  # fmt: skip
+    return step.issued
 
 
 class _GpuLikeTimeline(CommTimeline):
