@@ -16,3 +16,12 @@ def relaunch(script: str, *, ranks: int) -> int:
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
                script, "--worker", *sys.argv[1:]]  # fmt: skip
     return subprocess.call(command, env=env)
+
+
+def main(script: str, args, run_worker) -> None:
+    """A benchmark's entry: `run_worker(args)` where torchrun started this process (`--worker`), else the script
+    re-launched in `args.ranks` processes, exiting with their status."""
+    if args.worker:
+        run_worker(args)
+        return
+    sys.exit(relaunch(script, ranks=args.ranks))

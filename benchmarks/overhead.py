@@ -22,10 +22,9 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import time
 
-from _torchrun import relaunch
+import _torchrun
 
 ARMS = ("bare", "harness", "no-sampler")
 
@@ -148,13 +147,5 @@ def report(args, samples: dict[str, list[float]]) -> None:
             json.dump({**setup, "median_step_ms": medians, **ratios}, out, indent=2)
 
 
-def main() -> None:
-    args = parse_args()
-    if args.worker:
-        run_worker(args)
-        return
-    sys.exit(relaunch(__file__, ranks=args.ranks))
-
-
 if __name__ == "__main__":
-    main()
+    _torchrun.main(__file__, parse_args(), run_worker)

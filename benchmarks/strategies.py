@@ -19,11 +19,10 @@ import dataclasses
 import gc
 import os
 import statistics
-import sys
 import time
 from typing import Any
 
-from _torchrun import relaunch
+import _torchrun
 
 IMPLS = ("local", "naive", "flat", "stock", "stock+timeline", "bucketed", "bucketed+timeline")
 TIMELINE = "+timeline"
@@ -215,13 +214,5 @@ def run_worker(args) -> None:
             benchmark_workload(args, session, name, size or "small")
 
 
-def main() -> None:
-    args = parse_args()
-    if args.worker:
-        run_worker(args)
-        return
-    sys.exit(relaunch(__file__, ranks=args.ranks))
-
-
 if __name__ == "__main__":
-    main()
+    _torchrun.main(__file__, parse_args(), run_worker)

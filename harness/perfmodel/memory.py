@@ -10,7 +10,9 @@ forward keeps for backward at the rank's batch (`activation_mb`, counted by harn
 same at every world size, since the batch is per rank. And the gradient buckets a strategy keeps beside its
 gradients (`buckets_mb`: DDP's, or our own strategies' flat buffers), as its ranks laid them out: every rank holds
 all of them, at any world size. Buffers, FSDP's gathered parameters and the kernels' working memory are in none
-of these: they are in a GPU run's peak, which no CPU run has.
+of these: they are in a GPU run's peak. Their sum is an upper bound where activations dominate (backward frees
+them as it makes the gradients) and within 3 % of a CPU rank's sampled peak where gradients do
+(benchmarks/memory_model.py, docs/measured/memory-model-cpu.md).
 """
 
 from __future__ import annotations
