@@ -1,9 +1,9 @@
 """What a rank needs at a step's peak, measured on the CPU, against what ddpbench's memory model counts.
 
 The model (harness/perfmodel/memory.py) says a rank needs its model state (parameters, gradients, optimizer
-state, as held after a step), the activations its forward keeps for backward (counted once per setup) and
-the gradient buckets its strategy keeps beside the gradients; it leaves out buffers, FSDP's gathered
-parameters and the kernels' working memory. This script measures the whole: the heap a rank's process holds,
+state, as held after a step), the activations its forward keeps for backward (counted once per setup), the
+gradient buckets its strategy keeps beside the gradients and the parameters FSDP holds gathered; it leaves out
+buffers and the kernels' working memory. This script measures the whole: the heap a rank's process holds,
 as glibc counts it (`mallinfo2`: bytes in use, the mapped large blocks included), sampled at every module's
 forward start and end, as each module's output gradient is computed in backward, and around the gradients'
 sync and after the optimizer step, over one step after a warm-up (Adam, as `--optimizer adam`); the
@@ -85,7 +85,7 @@ class PeakSampler:
             handle.remove()
 
 
-def measure(spec: str, workload, batches, *, session) -> dict:
+def measure(spec: str, workload, batches, *, session, units: dict) -> dict:
     """One strategy's measured peak and the model's count of it, on this rank."""
     import torch
     from strategies import create_strategy
@@ -93,6 +93,7 @@ def measure(spec: str, workload, batches, *, session) -> dict:
     from harness.measure.memory import held_bytes
     from harness.measure.timing import StepTimer
     from harness.measure.training import OPTIMIZERS, build_model, train_step
+    from harness.perfmodel.memory import gathered_mb
 
     gc.collect()
     _LIBC.malloc_trim(0)
@@ -116,8 +117,12 @@ def measure(spec: str, workload, batches, *, session) -> dict:
     layout = strategy.layout() or {}
     views = "gradient_as_bucket_view=true" in spec
     buckets_mb = 0.0 if views else sum(layout.get("bucket_sizes_mb") or [])
+    kept = getattr(strategy, "reshard_after_forward", True) is False
+    sharded = strategy.gradient_traffic == "sharded"  # FSDP: its parameters gathered around the block computing
+    gathered = gathered_mb(root=units["root_param_bytes"], blocks=units["largest_blocks_bytes"],
+                           every=units["param_bytes"], kept=kept) if sharded else 0.0  # fmt: skip
     result = {"impl": spec, "peak_mb": sampler.peak_mb - before, "state_mb": sum(held.values()) / MIB,
-              "buckets_mb": buckets_mb}  # fmt: skip
+              "buckets_mb": buckets_mb, "gathered_mb": gathered}  # fmt: skip
     torch.distributed.barrier()
     return result  # the strategy, model and optimizer go with this frame
 
@@ -127,8 +132,8 @@ def benchmark_workload(impls: list[str], session, name: str, size: str) -> None:
     import torch
 
     import workloads
-    from harness.measure.modelinfo import activations_by_module
-    from harness.measure.training import make_batch
+    from harness.measure.modelinfo import activations_by_module, shard_units
+    from harness.measure.training import build_model, make_batch
 
     workload = workloads.create(name, size=size)
     batch_size = workload.default_batch_size()
@@ -136,14 +141,15 @@ def benchmark_workload(impls: list[str], session, name: str, size: str) -> None:
                                                dtype="fp32").values()) / MIB  # fmt: skip
     batches = [make_batch(workload, batch_size=batch_size, seed=0, rank=session.rank, step=s, device=session.device)
                for s in range(WARMUP + 1)]  # fmt: skip
-    rows = [measure(spec, workload, batches, session=session) for spec in impls]
+    units = shard_units(workload, build_model(workload, seed=0, device=session.device))
+    rows = [measure(spec, workload, batches, session=session, units=units) for spec in impls]
     peaks = torch.tensor([[r["peak_mb"], r["state_mb"]] for r in rows], dtype=torch.float64)
     torch.distributed.all_reduce(peaks, op=torch.distributed.ReduceOp.MAX)  # the rank that needs the most
     if not session.is_main:
         return
     frame = pd.DataFrame(rows).assign(peak_mb=peaks[:, 0].numpy(), state_mb=peaks[:, 1].numpy(),
                                       activations_mb=activations_mb)  # fmt: skip
-    frame["model_mb"] = frame["state_mb"] + frame["activations_mb"] + frame["buckets_mb"]
+    frame["model_mb"] = frame["state_mb"] + frame["activations_mb"] + frame["buckets_mb"] + frame["gathered_mb"]
     frame["left_out_mb"] = frame["peak_mb"] - frame["model_mb"]
     frame["left_out_share"] = frame["left_out_mb"] / frame["peak_mb"]
     print(f"\n{name}/{size}: {session.world_size} CPU ranks (gloo), batch {batch_size} a rank, fp32, Adam; MiB a "

@@ -10,6 +10,7 @@ activations likewise: what autograd saves for backward in one forward, never a f
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import sys
 import traceback
@@ -26,7 +27,7 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from harness.bucketing import MIB
 from harness.measure.training import build_model, forward_precision
-from harness.protocols import Workload
+from harness.protocols import Workload, model_blocks, record_blocks
 from harness.results.layout import RunFolder, safe_name
 
 FLOP_COUNT_SAMPLES = 2
@@ -85,7 +86,7 @@ def describe(workload: Workload, *, batch_size: int, device: torch.device | str,
         on_meta = info is not None  # the workload runs on the meta device: its activations can be counted there
         if info is None:
             model = build_model(workload, seed=SEED, device=device)
-            info = parameter_sizes(model)
+            info = {**parameter_sizes(model), **shard_units(workload, model)}
             info["flops_per_sample"] = flops_per_sample(workload, model, device=device)
             del model  # before the count builds its own
         info.update(_activations(workload, batch_size=batch_size, device=device, dtype=dtype, on_meta=on_meta))
@@ -104,7 +105,7 @@ def _describe_on_meta(workload: Workload) -> dict[str, Any] | None:
     try:
         with META:
             model = workload.build_model()
-        info = parameter_sizes(model)
+        info = {**parameter_sizes(model), **shard_units(workload, model)}
         info["flops_per_sample"] = flops_per_sample(workload, model, device=META)
     except Exception:  # e.g. a value read (.item()) or an op without a meta kernel
         return None
@@ -123,6 +124,21 @@ def parameter_sizes(model: nn.Module) -> dict[str, Any]:
         "grad_bytes": sum(_bytes(p) for p in trainable),
         "largest_param_name": largest_name,
         "largest_param_bytes": _bytes(named[largest_name]) if largest_name is not None else 0,
+    }
+
+
+def shard_units(workload: Workload, model: nn.Module) -> dict[str, int]:
+    """What a strategy that shards parameters block by block (`fsdp`) holds gathered: the bytes of every
+    parameter, of the root's (what no block holds: FSDP keeps it gathered from forward to backward) and the most
+    any two consecutive blocks hold (the block computing and the next one gathered), the blocks as
+    `harness.protocols.model_blocks` finds them, in the workload's order."""
+    record_blocks(model, workload.blocks(model))
+    blocks = [sum(_bytes(p) for p in block.parameters()) for block in model_blocks(model)]
+    every = sum(_bytes(p) for p in dict(model.named_parameters()).values())
+    return {
+        "param_bytes": every,
+        "root_param_bytes": every - sum(blocks),
+        "largest_blocks_bytes": max((a + b for a, b in itertools.pairwise(blocks)), default=sum(blocks)),
     }
 
 

@@ -147,7 +147,6 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
     left = uncounted(state, choices)
     rest += (f"; {', '.join(left)} left out: {'its' if len(left) == 1 else 'their'} activations were not counted"
              if left else "")  # fmt: skip
-    return (f"the fastest predicted step of the strategies the run measured whose model state, activations and "
-            f"gradient buckets fit {capacity_gib:g} GiB (before buffers, FSDP's gathered parameters and working "
-            f"memory): "
+    return (f"the fastest predicted step of the strategies the run measured whose model state, activations, gradient "
+            f"buckets and gathered parameters fit {capacity_gib:g} GiB (before buffers and working memory): "
             f"{'; '.join(parts)}{rest}")  # fmt: skip

@@ -7,11 +7,12 @@ exactly), never assumed from a strategy's name: ZeRO splits its optimizer state 
 nothing (split = 0). A strategy that splits its optimizer state but not its parameters places whole parameters
 on ranks, so the largest one's state stays on one rank: a floor under the even split. Beside it, what the
 forward keeps for backward at the rank's batch (`activation_mb`, counted by harness.measure.modelinfo): the
-same at every world size, since the batch is per rank. And the gradient buckets a strategy keeps beside its
-gradients (`buckets_mb`: DDP's, or our own strategies' flat buffers), as its ranks laid them out: every rank holds
-all of them, at any world size. Buffers, FSDP's gathered parameters and the kernels' working memory are in none
-of these: they are in a GPU run's peak. Their sum is an upper bound where activations dominate (backward frees
-them as it makes the gradients) and within 3 % of a CPU rank's sampled peak where gradients do
+same at every world size, since the batch is per rank. And what a step holds beside them, whole on every rank at
+any world size: the gradient buckets a strategy keeps beside its gradients (`buckets_mb`: DDP's, or our own
+strategies' flat buffers), as its ranks laid them out; and the parameters a sharding strategy holds gathered
+(`gathered_mb`: FSDP's, as `gathered_mb` counts them). Buffers and the kernels' working memory are in none of
+these: they are in a GPU run's peak. The sum is an upper bound where activations dominate (backward frees them
+as it makes the gradients) and within a few per cent of a CPU rank's sampled peak where gradients do
 (benchmarks/memory_model.py, docs/measured/memory-model-cpu.md).
 """
 
@@ -39,7 +40,8 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
     splits (the kinds' names, '' for none), floor_mb (the floor under an even split where one applies, else 0:
     _whole_parameter_floor), activation_mb (what the forward keeps for backward at the rank's batch, the same at
     every world size: the batch is per rank; NaN where the run did not count it), activation_top (who keeps the
-    most of it; '' where not counted), buckets_mb (`_buckets`). Empty where no strategy qualifies."""
+    most of it; '' where not counted), buckets_mb (`_buckets`), gathered_mb (`_gathered`: NaN where the run did
+    not record the model's blocks). Empty where no strategy qualifies."""
     held = [column for column in HELD if column in configs]
     if len(held) < len(HELD) or configs.empty:
         return pd.DataFrame()
@@ -56,7 +58,7 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
         floor = _whole_parameter_floor(group, fits, split_kinds)
         base = dict(zip([k for k in STRATEGY_KEYS if k in ok], key, strict=True))
         activations = _activations(group) if not _computes_otherwise(base.get("impl_options")) else float("nan")
-        buckets = _buckets(group)
+        buckets, gathered = _buckets(group), _gathered(group, base.get("impl_options"))
         for world in sorted({*map(int, by_world.index), *worlds}):
             measured = world in by_world.index
             state = {c: float(by_world.loc[world, c]) if measured else max(whole + split / world, floor.get(c, 0.0))
@@ -64,7 +66,8 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
             rows.append({**base, "world_size": world, "measured": measured, **state,
                          "total_mb": sum(state.values()), "splits": ", ".join(HELD[c] for c in split_kinds),
                          "floor_mb": sum(floor.values()), "activation_mb": activations,
-                         "activation_top": _first(group, "activation_top"), "buckets_mb": buckets})  # fmt: skip
+                         "activation_top": _first(group, "activation_top"), "buckets_mb": buckets,
+                         "gathered_mb": gathered})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -97,10 +100,33 @@ def _listed(sizes) -> bool:
     return sizes is not None and not (isinstance(sizes, float) and np.isnan(sizes)) and len(sizes) > 0
 
 
+def _gathered(group: pd.DataFrame, options_json: str | None) -> float:
+    """The MiB a strategy that shards its parameters (`roles.shards_parameters`) holds gathered at its peak, beside
+    its shards (`gathered_mb`); 0 for any other, NaN where the run did not record the model's blocks."""
+    if not roles.shards_parameters(group).any():
+        return 0.0
+    known = group.dropna(subset=[c for c in ("root_param_bytes", "largest_blocks_bytes", "param_bytes") if c in group])
+    if "largest_blocks_bytes" not in group or known.empty:
+        return float("nan")
+    row = known.iloc[0]
+    kept = options_of(options_json).get("reshard_after_forward") is False
+    return gathered_mb(root=row["root_param_bytes"], blocks=row["largest_blocks_bytes"], every=row["param_bytes"],
+                       kept=kept)  # fmt: skip
+
+
+def gathered_mb(*, root: float, blocks: float, every: float, kept: bool) -> float:
+    """FSDP2's gathered parameters at its peak: the root (kept gathered from forward to backward) and the two
+    largest consecutive blocks (the one computing, the next gathered: as a CPU rank's peak held them; a GPU's
+    prefetch may hold a third in flight); every parameter where the blocks too stay gathered from forward to
+    backward (`reshard_after_forward=false`). Bytes in, MiB out."""
+    return float(every if kept else root + blocks) / 2**20
+
+
 def need_mb(state: pd.DataFrame) -> pd.Series:
-    """What each row's rank needs that ddpbench counts: model state, activations and gradient buckets."""
-    buckets = state.get("buckets_mb", 0.0)
-    return state["total_mb"] + state["activation_mb"] + buckets
+    """What each row's rank needs that ddpbench counts: model state, activations, gradient buckets and gathered
+    parameters (where unrecorded, none)."""
+    extra = [state[c].fillna(0.0) for c in ("buckets_mb", "gathered_mb") if c in state]
+    return state["total_mb"] + state["activation_mb"] + sum(extra, start=0.0)
 
 
 def _without_cap(options_json: str | None) -> str | None:
@@ -161,11 +187,12 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
     notes = [f"{mib_text(kept / batch)} a sample"] if batch > 1 else []
     notes += [f"most kept by {top}"] if top else []
     noted = f" ({'; '.join(notes)})" if notes else ""
-    held = ", ".join(f"{r.strategy} {mib_text(r.total_mb + kept + getattr(r, 'buckets_mb', 0.0))}"
-                     for r in rows.itertuples())  # fmt: skip
-    bucketed = ", ".join(f"{r.strategy} {mib_text(r.buckets_mb)}" for r in rows.itertuples()
-                         if getattr(r, "buckets_mb", 0.0) > 0)  # fmt: skip
-    buckets = f" (with the gradient buckets kept beside the gradients: {bucketed})" if bucketed else ""
+    held = ", ".join(f"{r.strategy} {mib_text(need)}" for r, need in zip(rows.itertuples(), need_mb(rows), strict=True))
+    beside = "; ".join(part for part in (_beside(rows, "buckets_mb", "the gradient buckets kept beside the gradients",
+                                                 "buckets"),
+                                         _beside(rows, "gathered_mb", "the parameters gathered at the peak",
+                                                 "gathered parameters")) if part)  # fmt: skip
+    buckets = f" (with {beside})" if beside else ""
     samples = f"{batch} sample{'s' if batch != 1 else ''}"
     alike = (
         "every strategy alike"
@@ -176,6 +203,18 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
     )
     return (f"the model's forward keeps {mib_text(kept)} of activations for backward at {samples} a rank in "
             f"{first['dtype']}{noted}, {alike} at any GPU count: {holds}{held} in all{buckets}")  # fmt: skip
+
+
+def _beside(rows: pd.DataFrame, column: str, what: str, short: str) -> str:
+    """'the gradient buckets …: stock 32 MiB, zero 32 MiB' for the rows holding some; a row that does not know
+    its share (NaN) is named as not recorded."""
+    if column not in rows:
+        return ""
+    held = [f"{r.strategy} {mib_text(v)}" for r, v in zip(rows.itertuples(), rows[column], strict=True) if v > 0]
+    unknown = [r.strategy for r, v in zip(rows.itertuples(), rows[column], strict=True) if pd.isna(v)]
+    said = f"{what}: {', '.join(held)}" if held else ""
+    return said + (f"{'; ' if said else ''}{', '.join(unknown)}'s {short} not recorded (a run from before ddpbench "
+                   "recorded the model's blocks)" if unknown else "")  # fmt: skip
 
 
 def floor_words(state: pd.DataFrame) -> str:

@@ -70,8 +70,10 @@ def _fits(group: pd.DataFrame, cluster: Cluster, worlds: list[int]) -> str:
     """' In a GPU of 80 GiB (dgx-h100), before …: stock fits (…); fsdp fits from w64 (…).' where the profile gives
     its GPUs' memory and the run counted activations (memory.fit_words); '' else."""
     words = fit_words(group[group["world_size"].isin(worlds)], cluster.gpu_memory_gib)
-    return (f" In a GPU of {cluster.gpu_memory_gib:g} GiB ({cluster.name}), with the gradient buckets, before buffers, "
-            f"FSDP's gathered parameters and the kernels' working memory: {words}." if words else "")  # fmt: skip
+    if not words:
+        return ""
+    return (f" In a GPU of {cluster.gpu_memory_gib:g} GiB ({cluster.name}), with the gradient buckets and FSDP's "
+            f"gathered parameters, before buffers and the kernels' working memory: {words}.")  # fmt: skip
 
 
 def _state_cell(rows: pd.DataFrame, world: int) -> str:
@@ -92,7 +94,8 @@ def _memory_caption(state: pd.DataFrame) -> str:
         "two parts fitted to the measured ones per strategy, never assumed from its name. Activations: what one "
         "forward at the rank's batch keeps for backward (every tensor saved for it, counted once per setup; "
         "attention as a flash kernel keeps it), the same at every GPU count. The fit adds the gradient buckets a "
-        "strategy keeps beside its gradients, as its ranks laid them out. In none of these: buffers, FSDP's "
-        "gathered parameters, the kernels' working memory — a GPU run's peak measures those. "
+        "strategy keeps beside its gradients, as its ranks laid them out, and the parameters FSDP holds gathered at "
+        "its peak (the root and the two largest consecutive blocks; every block kept after forward). In none of "
+        "these: buffers, the kernels' working memory — a GPU run's peak measures those. "
         "The model is the run's own size." + floor
     )

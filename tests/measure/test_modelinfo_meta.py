@@ -21,6 +21,7 @@ def test_meta_count_equals_the_cpu_count_or_the_workload_falls_back(name):
     model = build_model(workload, seed=0, device=CPU)
     on_cpu = {
         **modelinfo.parameter_sizes(model),
+        **modelinfo.shard_units(workload, model),
         "flops_per_sample": modelinfo.flops_per_sample(workload, model, device=CPU),
     }
     if on_meta is None:  # a workload that reads values: describe counts it on the device instead
@@ -64,3 +65,15 @@ def test_describe_once_returns_none_and_remembers_a_failed_count(tmp_path, monke
         assert modelinfo.describe_once(workload, key=("mlp", "tiny", 4), batch_size=4, device=CPU, run=tmp_path,
                                        cache=cache) is None  # fmt: skip
     assert len(calls) == 1
+
+
+def test_the_units_fsdp_gathers_are_the_root_and_the_workloads_blocks():
+    """gpt2's blocks are its transformer layers, all alike: two hold twice one; the root holds the rest (the
+    embeddings, tied to the head, and the final norm)."""
+    workload = workloads.create("gpt2", size="tiny")
+    model = build_model(workload, seed=0, device=CPU)
+    units = modelinfo.shard_units(workload, model)
+    one = sum(p.numel() * p.element_size() for p in model.transformer.h[0].parameters())
+    assert units["largest_blocks_bytes"] == 2 * one
+    assert units["root_param_bytes"] == units["param_bytes"] - len(model.transformer.h) * one > 0
+    assert units["param_bytes"] == sum(p.numel() * p.element_size() for p in model.parameters())

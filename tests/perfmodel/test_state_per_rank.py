@@ -143,5 +143,24 @@ def test_the_gradient_buckets_kept_beside_the_gradients_count_at_every_gpu_count
     assert "stock does not fit (462 MiB a rank at the least)" in memory.fit_words(plain, 0.4)
     assert "stock fits" in memory.fit_words(plain.assign(buckets_mb=0.0), 0.4)
     said = memory.activation_words(plain[plain["world_size"] == 8])
-    assert "stock 462 MiB" in said and said.endswith("in all (with the gradient buckets kept beside the gradients: "
-                                                     "stock 90.5 MiB)")  # fmt: skip
+    assert "stock 462 MiB" in said and said.endswith(
+        "in all (with the gradient buckets kept beside the gradients: stock 90.5 MiB; fsdp's gathered parameters not "
+        "recorded (a run from before ddpbench recorded the model's blocks))")  # fmt: skip
+
+
+def test_fsdp_holds_the_root_and_two_blocks_gathered_at_its_peak_and_every_block_kept_after_forward():
+    """The root (20 MiB) stays gathered from forward to backward, and the two largest consecutive blocks (40 MiB) are
+    gathered at once: 60 MiB beside fsdp's shards at every GPU count; with reshard_after_forward=false every
+    parameter (90.46 MiB) stays gathered. Nothing for a strategy that shards no parameters."""
+    blocks = {"root_param_bytes": 20 * 2**20, "largest_blocks_bytes": 40 * 2**20, "param_bytes": 90.46 * 2**20}
+    kept = '{"reshard_after_forward": false}'
+    run = pd.concat([RUN, pd.DataFrame([held("fsdp", 1, 90.46, 90.46, 180.92, impl_options=kept),
+                                        held("fsdp", 2, 45.23, 45.23, 90.46, impl_options=kept)])])  # fmt: skip
+    state = memory.state_per_rank(run.assign(activation_mb=10.0, **blocks), [8, 64])
+    state = state.set_index(["impl", "impl_options", "world_size"])
+    assert state.loc[("fsdp", "{}", 64), "gathered_mb"] == pytest.approx(60.0)
+    assert state.loc[("fsdp", kept, 8), "gathered_mb"] == pytest.approx(90.46)
+    assert state.loc[("stock", "{}", 8), "gathered_mb"] == 0 and state.loc[("zero", "{}", 8), "gathered_mb"] == 0
+    assert memory.need_mb(state).loc[("fsdp", "{}", 64)] == pytest.approx(361.84 / 64 + 10 + 60)
+    rows = state.reset_index().query("world_size == 64").assign(strategy=lambda f: f["impl"] + f["impl_options"])
+    assert "the parameters gathered at the peak: fsdp{} 60 MiB, fsdp" in memory.activation_words(rows)
