@@ -235,8 +235,10 @@ def activation_lines(results: Path, setup: Setup) -> list[Line]:
             peak, counted = row.mem_peak_allocated_mb, held + row.activation_mb
             value = f"{row.activation_mb:.0f} MiB activations + {held:.0f} MiB held"
             on_cuda = not pd.isna(peak)
-            if on_cuda:
-                value += f" of {peak:.0f} MiB peak allocated; the rest {peak - counted:.0f} MiB"
+            if on_cuda:  # the fit adds DDP's buckets (and nothing else of the rest): how much of the rest they are
+                buckets = sum(row.bucket_sizes_mb) if row.bucket_sizes_mb is not None else float("nan")
+                rest = peak - counted
+                value += f" of {peak:.0f} MiB peak allocated; the rest {rest:.0f} MiB, DDP's buckets {buckets:.0f} MiB"
             judged = None if setup.quick or not on_cuda else counted <= peak
             lines.append(Line(f"activations counted within the peak: {run_id} stock {row.workload}", value, judged))
     return lines
