@@ -193,7 +193,7 @@ def _forward(found: Units, ags: list[float], network: _Network) -> float:
     once the thread reaches unit k), unit k computes once its gather has ended."""
     clock, began = 0.0, [0.0]
     for k, unit in enumerate((found.root, *found.blocks)):
-        issued = clock if network.blocking else began[max(k - 2, 0)]
+        issued = clock if network.blocking else began[max(k - 1, 0)]  # began[j + 1]: unit j's start
         began.append(max(clock, network.send("all_gather", k, issued, ags[k])))
         clock = began[-1] + unit.forward_s
     return clock

@@ -106,6 +106,19 @@ def test_forward_gathers_run_ahead_until_the_one_two_units_back_is_copied_out():
     assert step.step_s / MS == pytest.approx(11 + 3)
 
 
+def test_a_forward_gather_waits_for_the_unit_two_back_to_begin_not_three():
+    """At 1 ms a MiB, the root computing 10 ms and three 1 ms blocks, the last 5 MiB: its gather may start only
+    once block 0 begins (at 11, block 0's gather copied out), so it runs 11-16 and block 2 computes 16-17; not
+    3-8, as if the root's start let it go. Kept after forward and scattered for free, backward adds its 4 ms."""
+    grads = (Grad(3, 5 * MIB, "float32", 1 * MS, "b.2.w", used_s=12 * MS, block=2),
+             Grad(2, MIB, "float32", 2 * MS, "b.1.w", used_s=11 * MS, block=1),
+             Grad(1, MIB, "float32", 3 * MS, "b.0.w", used_s=10 * MS, block=0),
+             Grad(0, MIB, "float32", 4 * MS, "embed.weight", used_s=0.0))  # fmt: skip
+    step = fsdp.predict_fsdp(Profile(13 * MS, 4 * MS, 0.0, grads), gather=PerMiB(1.0), scatter=PerMiB(0),
+                             world_size=2, reshard_after_forward=False)  # fmt: skip
+    assert step.step_s / MS == pytest.approx(17 + 4)
+
+
 def test_kept_after_forward_each_block_is_gathered_once():
     link = PerMiB(1.0)
     kept = fsdp.predict_fsdp(two_blocks(), gather=link, scatter=link, world_size=2, reshard_after_forward=False,
