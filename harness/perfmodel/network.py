@@ -164,22 +164,11 @@ def matching_collectives(results: Path, meta: dict) -> Path | None:
         other = model_tables.read_collectives_meta(run)
         same_machine = (other.get("hostname"), other.get("device"), other.get("backend")) == key
         if same_machine and not model_tables.read_collectives(run).empty:
-            found.append((run, _started(other)))
-    began = _started(meta)
+            found.append((run, model_tables.started(other)))
+    began = model_tables.started(meta)
     if began is None or not found:
         return found[0][0] if found else None
     return min(found, key=lambda f: abs((f[1] - began).total_seconds()) if f[1] is not None else float("inf"))[0]
-
-
-def _started(meta: dict) -> pd.Timestamp | None:
-    """A run's start as an aware time (older files without a zone: UTC); None where it is missing or unreadable."""
-    try:
-        stamp = pd.Timestamp(meta.get("started_at"))
-    except (ValueError, TypeError):
-        return None
-    if pd.isna(stamp):
-        return None
-    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp
 
 
 def measured_network(collectives_run: Path) -> Network:

@@ -74,7 +74,19 @@ def list_collectives_runs(results: Path) -> list[Path]:
     if not results.is_dir():
         return []
     runs = [p for p in results.iterdir() if collectives_meta_path(p) is not None]
-    return sorted(runs, key=lambda p: read_collectives_meta(p).get("started_at", ""), reverse=True)
+    oldest = pd.Timestamp.min.tz_localize("UTC")  # a run whose start is unknown sorts last
+    return sorted(runs, key=lambda p: started(read_collectives_meta(p)) or oldest, reverse=True)
+
+
+def started(meta: dict) -> pd.Timestamp | None:
+    """A run's start as an aware time (older files without a zone: UTC); None where it is missing or unreadable."""
+    try:
+        stamp = pd.Timestamp(meta.get("started_at"))
+    except (ValueError, TypeError):
+        return None
+    if pd.isna(stamp):
+        return None
+    return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp
 
 
 def _read_parts(folder: Path, pattern: str, spec: columns.Table) -> pd.DataFrame:

@@ -268,21 +268,24 @@ def test_predict_finds_the_collectives_run_beside_a_run_given_as_a_folder_and_sk
 
 
 def test_a_run_is_priced_on_the_collectives_run_started_nearest_it_not_the_newest(built, tmp_path):
-    """Re-reading an old run after a later collectives run must not price it on the later network."""
+    """Re-reading an old run after a later collectives run must not price it on the later network; with no start
+    to go by, the newest by time, whatever the zone or format its start was written in."""
     from harness.perfmodel import network
 
     results = tmp_path / "results"
     shutil.copytree(built[0], results)
     meta = store.read_json(results / "net" / "collectives" / "run.json")
-    for name, started in (("before", "2026-11-01T10:00:00+00:00"), ("later", "2026-11-20T10:00:00+00:00")):
+    runs = (("before", "2026-11-01T10:00:00+00:00"), ("later", "2027-01-20T10:00:00+00:00"),
+            ("latest", "2027-01-20T09:00:00-05:00"), ("unknown", None))  # fmt: skip
+    for name, started in runs:  # "latest" is 14:00 UTC: after "later", though its text sorts before it
         shutil.copytree(results / "net", results / name)
         store.write_json(results / name / "collectives" / "run.json", {**meta, "run_id": name, "started_at": started})
     run_meta = {**store.read_run_meta(results / "bucket_sweep"), "environment": {"hostname": "golden"}}
-    at = {stamp: network.matching_collectives(results, {**run_meta, "started_at": stamp}).name
-          for stamp in ("2026-11-01T11:00:00+00:00", "2026-11-19T09:00:00")}  # fmt: skip
-    newest = network.matching_collectives(results, {**run_meta, "started_at": None}).name
-    assert at["2026-11-01T11:00:00+00:00"] == "before" and at["2026-11-19T09:00:00"] == "later"
-    assert newest == model_tables.list_collectives_runs(results)[0].name  # no start known: the newest, as before
+    assert network.matching_collectives(results, {**run_meta, "started_at": "2026-11-01T11:00:00+00:00"}).name == (
+        "before"
+    )
+    assert network.matching_collectives(results, {**run_meta, "started_at": "2027-01-20T09:00:00"}).name == "later"
+    assert network.matching_collectives(results, {**run_meta, "started_at": None}).name == "latest"
 
 
 def test_the_collectives_page_opens_with_the_fitted_network_and_labels_what_each_contention_number_is():
