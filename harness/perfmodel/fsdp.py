@@ -55,7 +55,8 @@ class Unit:
     forward_s: float
     backward_s: float
     scattered: int  # its gradients' bytes, reduce-scattered
-    in_backward: bool = True  # backward runs through it (else, frozen and before anything trained: never)
+    in_backward: bool = True  # backward runs through it (else frozen, before anything trained: never; yet the
+    # unit just before the first trained one is gathered for backward all the same, by that one's prefetch)
     scattered_last: bool = False  # nothing trained ran before it: its reduce-scatter waits for backward's end
 
 
@@ -74,8 +75,8 @@ def units(profile: Profile) -> Units | None:
     """The profile's units with their compute; None where no block holds a trained parameter, or forward was
     not timed block by block (a profile stored before it was). A block whose forward never ran is not a unit
     (FSDP gathers nothing for it). A block of frozen parameters only is gathered for forward, and for backward
-    where something trained runs before it (backward runs through it then); its own backward time is inside
-    its neighbours'."""
+    where something trained runs before it (backward runs through it then) or where it comes just before the
+    first trained block (whose pre-backward prefetches it); its own backward time is inside its neighbours'."""
     trained = {g.index for g in profile.grads}
     every = (*profile.grads, *profile.frozen)
     if all(g.used_s is None for g in every):
