@@ -2,19 +2,21 @@
 
 The model (harness/perfmodel/memory.py) says a rank needs its model state (parameters, gradients, optimizer
 state, as held after a step), the activations its forward keeps for backward (counted once per setup), the
-gradient buckets its strategy keeps beside the gradients and the parameters FSDP holds gathered; it leaves out
-buffers and the kernels' working memory. This script measures the whole: the heap a rank's process holds,
-as glibc counts it (`mallinfo2`: bytes in use, the mapped large blocks included), sampled at every module's
-forward start and end, as each module's output gradient is computed in backward, and around the gradients'
-sync and after the optimizer step, over one step after a warm-up (Adam, as `--optimizer adam`); the
-process's heap before the model was built is taken off. What the model leaves out is the difference.
+gradient buckets its strategy keeps beside the gradients and what FSDP holds whole beside its shards; it
+leaves out buffers, optimizer temporaries and the kernels' working memory. This script measures the whole:
+the heap a rank's process holds, as glibc counts it (`mallinfo2`: bytes in use in every arena, the mapped
+large blocks included), polled from a thread every 0.2 ms and sampled at every module's forward start and
+end, as each module's output gradient is computed in backward, around the gradients' sync and after the
+optimizer step, over one step after a warm-up (Adam, as `--optimizer adam`); the process's heap before the
+model was built is taken off (a first strategy runs untallied, so that one-time allocations fall on none).
+What the model leaves out is the difference.
 
     .venv/bin/python benchmarks/memory_model.py                       # mlp and gpt2 small, 2 CPU ranks, ~1 min
     .venv/bin/python benchmarks/memory_model.py --workloads gpt2:small --impls stock,fsdp
 
-Sampled between modules, not inside them: a kernel's own temporaries within one module are not seen, and the
-peak can only read low. Glibc only (Linux): another allocator's heap is not counted. On a GPU the run's own
-allocator peak (`mem_peak_allocated_mb`) measures this directly.
+Polled, not traced: an allocation freed within 0.2 ms can be missed, so the peak can only read low. Glibc only
+(Linux): another allocator's heap is not counted. On a GPU the run's own allocator peak
+(`mem_peak_allocated_mb`) measures this directly.
 """
 
 from __future__ import annotations
@@ -23,12 +25,15 @@ import argparse
 import ctypes
 import gc
 import os
+import threading
+import time
 
 import _torchrun
 
 IMPLS = ("stock", "stock/gradient_as_bucket_view=true", "zero", "fsdp", "fsdp/reshard_after_forward=false", "flat",
          "bucketed", "naive")  # fmt: skip
 MIB = 2**20
+POLL_S = 0.0002
 WARMUP = 3  # DDP rebuilds its buckets after its first step; Adam's state exists after the first
 
 
@@ -59,7 +64,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 class PeakSampler:
-    """The heap's most over one step, sampled at module boundaries in forward and backward."""
+    """The heap's most over one step: polled from a thread every POLL_S (inside modules and the optimizer too, as
+    torch's kernels let go of the interpreter), and sampled at module boundaries in forward and backward."""
 
     def __init__(self, model) -> None:
         self.peak_mb = 0.0
@@ -68,6 +74,14 @@ class PeakSampler:
         for module in model.modules():
             self.handles.append(module.register_forward_pre_hook(lambda *_: self.sample()))
             self.handles.append(module.register_forward_hook(self._after_forward))
+        self._running = True
+        self._thread = threading.Thread(target=self._poll, daemon=True)
+        self._thread.start()
+
+    def _poll(self) -> None:
+        while self._running:
+            self.sample()
+            time.sleep(POLL_S)
 
     def sample(self, *_) -> None:
         if self.on:
@@ -81,6 +95,8 @@ class PeakSampler:
             output.register_hook(self.sample)  # in backward, as this module's output gradient is computed
 
     def close(self) -> None:
+        self._running = False
+        self._thread.join()
         for handle in self.handles:
             handle.remove()
 
@@ -93,7 +109,7 @@ def measure(spec: str, workload, batches, *, session, units: dict) -> dict:
     from harness.measure.memory import held_bytes
     from harness.measure.timing import StepTimer
     from harness.measure.training import OPTIMIZERS, build_model, train_step
-    from harness.perfmodel.memory import gathered_mb
+    from harness.perfmodel.memory import unsharded_mb
 
     gc.collect()
     _LIBC.malloc_trim(0)
@@ -118,11 +134,10 @@ def measure(spec: str, workload, batches, *, session, units: dict) -> dict:
     views = "gradient_as_bucket_view=true" in spec
     buckets_mb = 0.0 if views else sum(layout.get("bucket_sizes_mb") or [])
     kept = getattr(strategy, "reshard_after_forward", True) is False
-    sharded = strategy.gradient_traffic == "sharded"  # FSDP: its parameters gathered around the block computing
-    gathered = gathered_mb(root=units["root_param_bytes"], blocks=units["largest_blocks_bytes"],
-                           every=units["param_bytes"], kept=kept) if sharded else 0.0  # fmt: skip
+    sharded = strategy.gradient_traffic == "sharded"  # FSDP: what it holds whole beside its shards
+    unsharded = unsharded_mb(**units, kept=kept) if sharded else 0.0
     result = {"impl": spec, "peak_mb": sampler.peak_mb - before, "state_mb": sum(held.values()) / MIB,
-              "buckets_mb": buckets_mb, "gathered_mb": gathered}  # fmt: skip
+              "buckets_mb": buckets_mb, "unsharded_mb": unsharded}  # fmt: skip
     torch.distributed.barrier()
     return result  # the strategy, model and optimizer go with this frame
 
@@ -142,6 +157,7 @@ def benchmark_workload(impls: list[str], session, name: str, size: str) -> None:
     batches = [make_batch(workload, batch_size=batch_size, seed=0, rank=session.rank, step=s, device=session.device)
                for s in range(WARMUP + 1)]  # fmt: skip
     units = shard_units(workload, build_model(workload, seed=0, device=session.device))
+    measure(impls[0], workload, batches, session=session, units=units)  # a first, not kept: one-time allocations
     rows = [measure(spec, workload, batches, session=session, units=units) for spec in impls]
     peaks = torch.tensor([[r["peak_mb"], r["state_mb"]] for r in rows], dtype=torch.float64)
     torch.distributed.all_reduce(peaks, op=torch.distributed.ReduceOp.MAX)  # the rank that needs the most
@@ -149,7 +165,7 @@ def benchmark_workload(impls: list[str], session, name: str, size: str) -> None:
         return
     frame = pd.DataFrame(rows).assign(peak_mb=peaks[:, 0].numpy(), state_mb=peaks[:, 1].numpy(),
                                       activations_mb=activations_mb)  # fmt: skip
-    frame["model_mb"] = frame["state_mb"] + frame["activations_mb"] + frame["buckets_mb"] + frame["gathered_mb"]
+    frame["model_mb"] = frame["state_mb"] + frame["activations_mb"] + frame["buckets_mb"] + frame["unsharded_mb"]
     frame["left_out_mb"] = frame["peak_mb"] - frame["model_mb"]
     frame["left_out_share"] = frame["left_out_mb"] / frame["peak_mb"]
     print(f"\n{name}/{size}: {session.world_size} CPU ranks (gloo), batch {batch_size} a rank, fp32, Adam; MiB a "

@@ -10,7 +10,6 @@ activations likewise: what autograd saves for backward in one forward, never a f
 from __future__ import annotations
 
 import contextlib
-import itertools
 import json
 import sys
 import traceback
@@ -128,17 +127,21 @@ def parameter_sizes(model: nn.Module) -> dict[str, Any]:
 
 
 def shard_units(workload: Workload, model: nn.Module) -> dict[str, int]:
-    """What a strategy that shards parameters block by block (`fsdp`) holds gathered: the bytes of every
-    parameter, of the root's (what no block holds: FSDP keeps it gathered from forward to backward) and the most
-    any two consecutive blocks hold (the block computing and the next one gathered), the blocks as
-    `harness.protocols.model_blocks` finds them, in the workload's order."""
+    """The sizes of what a strategy that shards parameters block by block (`fsdp`) holds whole at its peak: every
+    parameter's bytes; the root's (what no block holds), all of them and the trained ones (their gradients); the
+    largest block's, all and trained; the blocks as `harness.protocols.model_blocks` finds them."""
     record_blocks(model, workload.blocks(model))
-    blocks = [sum(_bytes(p) for p in block.parameters()) for block in model_blocks(model)]
-    every = sum(_bytes(p) for p in dict(model.named_parameters()).values())
+    blocks = model_blocks(model)
+    in_blocks = {id(p) for block in blocks for p in block.parameters()}
+    every = dict(model.named_parameters()).values()  # shared parameters once
+    root = [p for p in every if id(p) not in in_blocks]
+    trained = [sum(_bytes(p) for p in b.parameters() if p.requires_grad) for b in blocks]
     return {
-        "param_bytes": every,
-        "root_param_bytes": every - sum(blocks),
-        "largest_blocks_bytes": max((a + b for a, b in itertools.pairwise(blocks)), default=sum(blocks)),
+        "param_bytes": sum(_bytes(p) for p in every),
+        "root_param_bytes": sum(_bytes(p) for p in root),
+        "root_grad_bytes": sum(_bytes(p) for p in root if p.requires_grad),
+        "largest_block_bytes": max((sum(_bytes(p) for p in b.parameters()) for b in blocks), default=0),
+        "largest_block_grad_bytes": max(trained, default=0),
     }
 
 

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import agreement, roles
-from harness.perfmodel.memory import need_mb
+from harness.perfmodel.memory import need_mb, unrecorded
 from harness.results.values import options_of
 
 
@@ -145,8 +145,11 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
     rest = (f"; {where} fit{'s' if one else ''} too, with no step model: a run measures "
             f"{'it' if one else 'them'} (ddpbench bench)" if untimed else "")  # fmt: skip
     left = uncounted(state, choices)
+    if missing := unrecorded(state[state["world_size"].isin({c.world_size for c in choices})]):
+        rest += f"; {missing}"
     rest += (f"; {', '.join(left)} left out: {'its' if len(left) == 1 else 'their'} activations were not counted"
              if left else "")  # fmt: skip
-    return (f"the fastest predicted step of the strategies the run measured whose model state, activations, gradient "
-            f"buckets and gathered parameters fit {capacity_gib:g} GiB (before buffers and working memory): "
+    return (f"the fastest predicted step of the strategies the run measured whose memory as counted (model state, "
+            f"activations, gradient buckets, FSDP's unsharded parameters and gradients) fits {capacity_gib:g} GiB "
+            f"(before buffers, optimizer temporaries and working memory): "
             f"{'; '.join(parts)}{rest}")  # fmt: skip

@@ -9,10 +9,11 @@ on ranks, so the largest one's state stays on one rank: a floor under the even s
 forward keeps for backward at the rank's batch (`activation_mb`, counted by harness.measure.modelinfo): the
 same at every world size, since the batch is per rank. And what a step holds beside them, whole on every rank at
 any world size: the gradient buckets a strategy keeps beside its gradients (`buckets_mb`: DDP's, or our own
-strategies' flat buffers), as its ranks laid them out; and the parameters a sharding strategy holds gathered
-(`gathered_mb`: FSDP's, as `gathered_mb` counts them). Buffers and the kernels' working memory are in none of
-these: they are in a GPU run's peak. The sum is an upper bound where activations dominate (backward frees them
-as it makes the gradients) and within a few per cent of a CPU rank's sampled peak where gradients do
+strategies' flat buffers), as its ranks laid them out; and what a sharding strategy holds whole beside its
+shards (`unsharded_mb`: FSDP's parameters and gradients, as `unsharded_mb` counts them). Buffers, optimizer
+temporaries, a communication hook's state and the kernels' working memory are in none of these: they are in a
+GPU run's peak. Against a CPU rank's polled peak the sum is 5-21 % high for FSDP and where activations
+dominate (backward frees them as it makes the gradients), and 1-8 % low elsewhere, the optimizer's temporaries
 (benchmarks/memory_model.py, docs/measured/memory-model-cpu.md).
 """
 
@@ -40,8 +41,8 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
     splits (the kinds' names, '' for none), floor_mb (the floor under an even split where one applies, else 0:
     _whole_parameter_floor), activation_mb (what the forward keeps for backward at the rank's batch, the same at
     every world size: the batch is per rank; NaN where the run did not count it), activation_top (who keeps the
-    most of it; '' where not counted), buckets_mb (`_buckets`), gathered_mb (`_gathered`: NaN where the run did
-    not record the model's blocks). Empty where no strategy qualifies."""
+    most of it; '' where not counted), buckets_mb (`_buckets`), unsharded_mb (`_unsharded`); NaN where the run
+    did not record them. Empty where no strategy qualifies."""
     held = [column for column in HELD if column in configs]
     if len(held) < len(HELD) or configs.empty:
         return pd.DataFrame()
@@ -58,7 +59,7 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
         floor = _whole_parameter_floor(group, fits, split_kinds)
         base = dict(zip([k for k in STRATEGY_KEYS if k in ok], key, strict=True))
         activations = _activations(group) if not _computes_otherwise(base.get("impl_options")) else float("nan")
-        buckets, gathered = _buckets(group), _gathered(group, base.get("impl_options"))
+        buckets, unsharded = _buckets(group), _unsharded(group, base.get("impl_options"))
         for world in sorted({*map(int, by_world.index), *worlds}):
             measured = world in by_world.index
             state = {c: float(by_world.loc[world, c]) if measured else max(whole + split / world, floor.get(c, 0.0))
@@ -67,7 +68,7 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
                          "total_mb": sum(state.values()), "splits": ", ".join(HELD[c] for c in split_kinds),
                          "floor_mb": sum(floor.values()), "activation_mb": activations,
                          "activation_top": _first(group, "activation_top"), "buckets_mb": buckets,
-                         "gathered_mb": gathered})  # fmt: skip
+                         "unsharded_mb": unsharded})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -88,44 +89,54 @@ def _whole_parameter_floor(group: pd.DataFrame, fits: dict, split_kinds: list[st
 def _buckets(group: pd.DataFrame) -> float:
     """The MiB of gradient buckets a rank keeps beside its gradients: the most any of the strategy's configurations
     laid out (`bucket_sizes_mb`, summed; every cap buckets every gradient); 0 where it has none, or where its
-    gradients are views of them (`gradient_as_bucket_view`, whose point is to save exactly this)."""
-    if "bucket_sizes_mb" not in group:
-        return 0.0
+    gradients are views of them (`gradient_as_bucket_view`, whose point is to save exactly this); NaN where it has
+    a bucket cap but the run recorded no layout."""
     views = group["impl_options"].map(lambda text: bool(options_of(text).get("gradient_as_bucket_view")))
-    sums = [float(np.sum(sizes)) for sizes in group.loc[~views, "bucket_sizes_mb"] if _listed(sizes)]
-    return max(sums, default=0.0)
+    if views.all():
+        return 0.0
+    laid_out = group.loc[~views, "bucket_sizes_mb"] if "bucket_sizes_mb" in group else pd.Series(dtype=object)
+    sums = [float(np.sum(sizes)) for sizes in laid_out if _listed(sizes)]
+    has_cap = "bucket_cap_mb" in group and group["bucket_cap_mb"].notna().any()
+    return max(sums) if sums else (float("nan") if has_cap else 0.0)
 
 
 def _listed(sizes) -> bool:
     return sizes is not None and not (isinstance(sizes, float) and np.isnan(sizes)) and len(sizes) > 0
 
 
-def _gathered(group: pd.DataFrame, options_json: str | None) -> float:
-    """The MiB a strategy that shards its parameters (`roles.shards_parameters`) holds gathered at its peak, beside
-    its shards (`gathered_mb`); 0 for any other, NaN where the run did not record the model's blocks."""
+UNITS = ("param_bytes", "root_param_bytes", "root_grad_bytes", "largest_block_bytes", "largest_block_grad_bytes")
+
+
+def _unsharded(group: pd.DataFrame, options_json: str | None) -> float:
+    """The MiB a strategy that shards its parameters (`roles.shards_parameters`) holds whole at its peak, beside its
+    shards (`unsharded_mb`); 0 for any other, NaN where the run did not record the model's blocks."""
     if not roles.shards_parameters(group).any():
         return 0.0
-    known = group.dropna(subset=[c for c in ("root_param_bytes", "largest_blocks_bytes", "param_bytes") if c in group])
-    if "largest_blocks_bytes" not in group or known.empty:
+    known = group.dropna(subset=[c for c in UNITS if c in group]) if set(UNITS) <= set(group) else group.iloc[:0]
+    if known.empty:
         return float("nan")
-    row = known.iloc[0]
-    kept = options_of(options_json).get("reshard_after_forward") is False
-    return gathered_mb(root=row["root_param_bytes"], blocks=row["largest_blocks_bytes"], every=row["param_bytes"],
-                       kept=kept)  # fmt: skip
+    sizes = {c: float(known.iloc[0][c]) for c in UNITS}
+    return unsharded_mb(**sizes, kept=options_of(options_json).get("reshard_after_forward") is False)
 
 
-def gathered_mb(*, root: float, blocks: float, every: float, kept: bool) -> float:
-    """FSDP2's gathered parameters at its peak: the root (kept gathered from forward to backward) and the two
-    largest consecutive blocks (the one computing, the next gathered: as a CPU rank's peak held them; a GPU's
-    prefetch may hold a third in flight); every parameter where the blocks too stay gathered from forward to
-    backward (`reshard_after_forward=false`). Bytes in, MiB out."""
-    return float(every if kept else root + blocks) / 2**20
+def unsharded_mb(*, param_bytes: float, root_param_bytes: float, root_grad_bytes: float, largest_block_bytes: float,
+                 largest_block_grad_bytes: float, kept: bool) -> float:  # fmt: skip
+    """What FSDP2 holds whole at its peak beside its shards (bytes in, MiB out), as torch's FSDP2 does:
+    - the root's parameters, gathered from forward to the end of backward, and its gradients, reduce-scattered
+      only when backward ends (its inputs need no gradient, so autograd never calls its post-backward hook);
+    - the largest block twice: its gather's buffer and its unsharded parameters (a GPU's prefetch may hold a
+      third in flight: unchecked); its gradients and the previous block's reduce-scatter input, kept until the
+      next block's;
+    - with `reshard_after_forward=false`, every parameter instead of the root's and the blocks' (all stay
+      gathered from forward to backward)."""
+    held = param_bytes if kept else root_param_bytes + 2 * largest_block_bytes
+    return (held + root_grad_bytes + 2 * largest_block_grad_bytes) / 2**20
 
 
 def need_mb(state: pd.DataFrame) -> pd.Series:
-    """What each row's rank needs that ddpbench counts: model state, activations, gradient buckets and gathered
-    parameters (where unrecorded, none)."""
-    extra = [state[c].fillna(0.0) for c in ("buckets_mb", "gathered_mb") if c in state]
+    """What each row's rank needs that ddpbench counts: model state, activations, gradient buckets and FSDP's
+    unsharded parameters and gradients (where unrecorded, none: `unrecorded` names them)."""
+    extra = [state[c].fillna(0.0) for c in ("buckets_mb", "unsharded_mb") if c in state]
     return state["total_mb"] + state["activation_mb"] + sum(extra, start=0.0)
 
 
@@ -188,10 +199,10 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
     notes += [f"most kept by {top}"] if top else []
     noted = f" ({'; '.join(notes)})" if notes else ""
     held = ", ".join(f"{r.strategy} {mib_text(need)}" for r, need in zip(rows.itertuples(), need_mb(rows), strict=True))
-    beside = "; ".join(part for part in (_beside(rows, "buckets_mb", "the gradient buckets kept beside the gradients",
-                                                 "buckets"),
-                                         _beside(rows, "gathered_mb", "the parameters gathered at the peak",
-                                                 "gathered parameters")) if part)  # fmt: skip
+    parts = (_beside(rows, "buckets_mb", "the gradient buckets kept beside the gradients", "buckets"),
+             _beside(rows, "unsharded_mb", "the parameters and gradients held whole at the peak",
+                     "unsharded parameters and gradients"))  # fmt: skip
+    beside = "; ".join(part for part in parts if part)
     buckets = f" (with {beside})" if beside else ""
     samples = f"{batch} sample{'s' if batch != 1 else ''}"
     alike = (
@@ -203,6 +214,17 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
     )
     return (f"the model's forward keeps {mib_text(kept)} of activations for backward at {samples} a rank in "
             f"{first['dtype']}{noted}, {alike} at any GPU count: {holds}{held} in all{buckets}")  # fmt: skip
+
+
+def unrecorded(state: pd.DataFrame) -> str:
+    """'stock's buckets, fsdp's unsharded parameters and gradients not recorded (a run from before ddpbench recorded
+    them): counted as none' for the strategies whose share `need_mb` could not count; '' for none."""
+    said = []
+    for column, what in (("buckets_mb", "buckets"), ("unsharded_mb", "unsharded parameters and gradients")):
+        names = list(dict.fromkeys(state.loc[state[column].isna(), "strategy"])) if column in state else []
+        said += [f"{', '.join(names)}'s {what}"] if names else []
+    return (f"{' and '.join(said)} not recorded (a run from before ddpbench recorded them): counted as none"
+            if said else "")  # fmt: skip
 
 
 def _beside(rows: pd.DataFrame, column: str, what: str, short: str) -> str:
@@ -241,7 +263,7 @@ def fit_words(state: pd.DataFrame, capacity_gib: float) -> str:
         worlds = rows["world_size"].to_numpy().astype(int)
         fits = need <= capacity_gib * 1024
         said.append(f"{strategy} {_fit_phrase(fits, need, worlds)}")
-    return "; ".join(said)
+    return "; ".join([*said, *filter(None, [unrecorded(state)])])
 
 
 def _fit_phrase(fits: np.ndarray, need: np.ndarray, worlds: np.ndarray) -> str:

@@ -209,8 +209,10 @@ MODEL = (
     C("largest_param_name", STR, "", "the largest single parameter"),
     C("largest_param_bytes", I64, BYTES, "its size"),
     C("param_bytes", I64, BYTES, "every parameter's bytes (shared ones once)"),
-    C("root_param_bytes", I64, BYTES, "the bytes no block holds (embeddings, stems, heads: what `fsdp` shards as the root, gathered from forward to backward); the blocks as `fsdp` wraps them"),
-    C("largest_blocks_bytes", I64, BYTES, "the most any two consecutive blocks hold: what `fsdp` holds gathered beside the root at its peak"),
+    C("root_param_bytes", I64, BYTES, "the parameters' bytes no block holds (embeddings, stems, heads: what `fsdp` shards as the root and holds whole from forward to the end of backward); the blocks as `fsdp` wraps them"),
+    C("root_grad_bytes", I64, BYTES, "the trained ones' among them: the root's gradients, which `fsdp` holds whole until backward ends"),
+    C("largest_block_bytes", I64, BYTES, "the parameters' bytes of the largest block"),
+    C("largest_block_grad_bytes", I64, BYTES, "the trained ones' bytes of the block that has the most"),
     C("tokens_per_batch", I64, COUNT, "tokens per rank per step, for language models"),
     C("flops_per_sample", F64, "FLOP", "forward+backward FLOPs per sample, counted by `FlopCounterMode`"),
     C("activation_mb", F64, MIB_UNIT, "what one forward at the rank's batch keeps for backward, under the run's dtype: "

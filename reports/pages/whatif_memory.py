@@ -72,8 +72,9 @@ def _fits(group: pd.DataFrame, cluster: Cluster, worlds: list[int]) -> str:
     words = fit_words(group[group["world_size"].isin(worlds)], cluster.gpu_memory_gib)
     if not words:
         return ""
-    return (f" In a GPU of {cluster.gpu_memory_gib:g} GiB ({cluster.name}), with the gradient buckets and FSDP's "
-            f"gathered parameters, before buffers and the kernels' working memory: {words}.")  # fmt: skip
+    counted = "with the gradient buckets and FSDP's unsharded parameters and gradients"
+    return (f" In a GPU of {cluster.gpu_memory_gib:g} GiB ({cluster.name}), {counted}, before buffers, optimizer "
+            f"temporaries and the kernels' working memory: {words}.")  # fmt: skip
 
 
 def _state_cell(rows: pd.DataFrame, world: int) -> str:
@@ -94,8 +95,9 @@ def _memory_caption(state: pd.DataFrame) -> str:
         "two parts fitted to the measured ones per strategy, never assumed from its name. Activations: what one "
         "forward at the rank's batch keeps for backward (every tensor saved for it, counted once per setup; "
         "attention as a flash kernel keeps it), the same at every GPU count. The fit adds the gradient buckets a "
-        "strategy keeps beside its gradients, as its ranks laid them out, and the parameters FSDP holds gathered at "
-        "its peak (the root and the two largest consecutive blocks; every block kept after forward). In none of "
-        "these: buffers, the kernels' working memory — a GPU run's peak measures those. "
+        "strategy keeps beside its gradients, as its ranks laid them out, and what FSDP holds whole at its peak (the "
+        "root's parameters and gradients, the largest block's twice over; every parameter kept after forward). In "
+        "none of these: buffers, optimizer temporaries, a communication hook's state (PowerSGD's error feedback), "
+        "the kernels' working memory — a GPU run's peak measures those. "
         "The model is the run's own size." + floor
     )

@@ -67,13 +67,19 @@ def test_describe_once_returns_none_and_remembers_a_failed_count(tmp_path, monke
     assert len(calls) == 1
 
 
-def test_the_units_fsdp_gathers_are_the_root_and_the_workloads_blocks():
-    """gpt2's blocks are its transformer layers, all alike: two hold twice one; the root holds the rest (the
-    embeddings, tied to the head, and the final norm)."""
+def test_the_units_fsdp_holds_whole_are_the_root_and_the_workloads_blocks():
+    """gpt2's blocks are its transformer layers, all alike; the root holds the rest (the embeddings, tied to the
+    head, and the final norm). Frozen parameters are held, not trained."""
     workload = workloads.create("gpt2", size="tiny")
     model = build_model(workload, seed=0, device=CPU)
-    units = modelinfo.shard_units(workload, model)
     one = sum(p.numel() * p.element_size() for p in model.transformer.h[0].parameters())
-    assert units["largest_blocks_bytes"] == 2 * one
-    assert units["root_param_bytes"] == units["param_bytes"] - len(model.transformer.h) * one > 0
+    units = modelinfo.shard_units(workload, model)
+    assert units["largest_block_bytes"] == units["largest_block_grad_bytes"] == one
+    assert (
+        units["root_param_bytes"] == units["root_grad_bytes"] == units["param_bytes"] - len(model.transformer.h) * one
+    )
     assert units["param_bytes"] == sum(p.numel() * p.element_size() for p in model.parameters())
+    model.transformer.wpe.requires_grad_(False)
+    frozen = modelinfo.shard_units(workload, model)
+    wpe = model.transformer.wpe.weight
+    assert frozen["root_grad_bytes"] == units["root_grad_bytes"] - wpe.numel() * wpe.element_size()

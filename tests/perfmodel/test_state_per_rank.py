@@ -124,16 +124,19 @@ def test_a_need_that_grows_with_the_gpus_and_a_strategy_in_another_dtype_are_sai
 
 
 def test_the_gradient_buckets_kept_beside_the_gradients_count_at_every_gpu_count():
-    """stock's ranks laid out 1 + 89.46 MiB of buckets beside its gradients (the largest layout of its caps counts);
+    """stock's ranks laid out 1 + 89.46 MiB of buckets beside its gradients, every gradient bucketed at each cap;
     with gradient_as_bucket_view the gradients are the buckets: nothing beside them. FSDP keeps none. At 372 MiB a
-    rank without them stock fits a GPU of 0.4 GiB; with them it does not."""
-    buckets = {"bucket_sizes_mb": [1.0, 89.46]}
+    rank without them stock fits a GPU of 0.4 GiB; with them it does not. A run that recorded no layout for a
+    strategy with a cap counts none, and says so."""
+    buckets = {"bucket_sizes_mb": [1.0, 89.46], "bucket_cap_mb": 25.0}
+    units = {"param_bytes": 0, "root_param_bytes": 0, "root_grad_bytes": 0, "largest_block_bytes": 0,
+             "largest_block_grad_bytes": 0}  # fmt: skip
     run = pd.concat([RUN, pd.DataFrame([
-        held("stock", 1, 90.46, 90.46, 180.92, bucket_sizes_mb=[25.0, 25.0]),
+        held("stock", 1, 90.46, 90.46, 180.92, bucket_sizes_mb=[25.0, 65.46], bucket_cap_mb=25.0),
         held("stock", 2, 90.46, 90.46, 180.92, **buckets),
         held("stock", 1, 90.46, 90.46, 180.92, impl_options='{"gradient_as_bucket_view": true}', **buckets),
         held("stock", 2, 90.46, 90.46, 180.92, impl_options='{"gradient_as_bucket_view": true}', **buckets),
-    ])]).assign(activation_mb=10.0)  # fmt: skip
+    ])]).assign(activation_mb=10.0, **units)  # fmt: skip
     state = memory.state_per_rank(run, [8]).set_index(["impl", "impl_options", "world_size"])
     assert state.loc[("stock", "{}", 8), "buckets_mb"] == pytest.approx(90.46)
     assert state.loc[("stock", '{"gradient_as_bucket_view": true}', 8), "buckets_mb"] == 0
@@ -144,23 +147,35 @@ def test_the_gradient_buckets_kept_beside_the_gradients_count_at_every_gpu_count
     assert "stock fits" in memory.fit_words(plain.assign(buckets_mb=0.0), 0.4)
     said = memory.activation_words(plain[plain["world_size"] == 8])
     assert "stock 462 MiB" in said and said.endswith(
-        "in all (with the gradient buckets kept beside the gradients: stock 90.5 MiB; fsdp's gathered parameters not "
-        "recorded (a run from before ddpbench recorded the model's blocks))")  # fmt: skip
+        "in all (with the gradient buckets kept beside the gradients: stock 90.5 MiB)")  # fmt: skip
+    unlaid = memory.state_per_rank(run.assign(bucket_sizes_mb=None), [8]).assign(strategy=lambda f: f["impl"])
+    assert unlaid.query("impl == 'stock' and impl_options == '{}'")["buckets_mb"].isna().all()
+    assert memory.fit_words(unlaid, 0.4).endswith(
+        "stock's buckets not recorded (a run from before ddpbench recorded them): counted as none"
+    )
 
 
-def test_fsdp_holds_the_root_and_two_blocks_gathered_at_its_peak_and_every_block_kept_after_forward():
-    """The root (20 MiB) stays gathered from forward to backward, and the two largest consecutive blocks (40 MiB) are
-    gathered at once: 60 MiB beside fsdp's shards at every GPU count; with reshard_after_forward=false every
-    parameter (90.46 MiB) stays gathered. Nothing for a strategy that shards no parameters."""
-    blocks = {"root_param_bytes": 20 * 2**20, "largest_blocks_bytes": 40 * 2**20, "param_bytes": 90.46 * 2**20}
+def test_fsdp_holds_the_roots_and_the_largest_blocks_parameters_and_gradients_whole_at_its_peak():
+    """The root (20 MiB, 12 MiB of it trained) is gathered from forward to the end of backward and its gradients are
+    reduce-scattered only then; the largest block (10 MiB, 8 trained) is held twice over (its gather's buffer and
+    its unsharded copy; its gradients and the previous block's reduce-scatter input): 20 + 12 + 2 × (10 + 8) = 68
+    MiB beside fsdp's shards at every GPU count. With reshard_after_forward=false every parameter (90.46 MiB)
+    instead of the root's and the blocks'. Nothing for a strategy that shards no parameters; an unrecorded run's
+    fsdp counts none, and the lines say so."""
+    mib = 2**20
+    units = {"param_bytes": 90.46 * mib, "root_param_bytes": 20 * mib, "root_grad_bytes": 12 * mib,
+             "largest_block_bytes": 10 * mib, "largest_block_grad_bytes": 8 * mib}  # fmt: skip
     kept = '{"reshard_after_forward": false}'
     run = pd.concat([RUN, pd.DataFrame([held("fsdp", 1, 90.46, 90.46, 180.92, impl_options=kept),
                                         held("fsdp", 2, 45.23, 45.23, 90.46, impl_options=kept)])])  # fmt: skip
-    state = memory.state_per_rank(run.assign(activation_mb=10.0, **blocks), [8, 64])
+    state = memory.state_per_rank(run.assign(activation_mb=10.0, **units), [8, 64])
     state = state.set_index(["impl", "impl_options", "world_size"])
-    assert state.loc[("fsdp", "{}", 64), "gathered_mb"] == pytest.approx(60.0)
-    assert state.loc[("fsdp", kept, 8), "gathered_mb"] == pytest.approx(90.46)
-    assert state.loc[("stock", "{}", 8), "gathered_mb"] == 0 and state.loc[("zero", "{}", 8), "gathered_mb"] == 0
-    assert memory.need_mb(state).loc[("fsdp", "{}", 64)] == pytest.approx(361.84 / 64 + 10 + 60)
+    assert state.loc[("fsdp", "{}", 64), "unsharded_mb"] == pytest.approx(68.0)
+    assert state.loc[("fsdp", kept, 8), "unsharded_mb"] == pytest.approx(90.46 + 12 + 2 * 8)
+    assert state.loc[("stock", "{}", 8), "unsharded_mb"] == 0 and state.loc[("zero", "{}", 8), "unsharded_mb"] == 0
+    assert memory.need_mb(state).loc[("fsdp", "{}", 64)] == pytest.approx(361.84 / 64 + 10 + 68)
     rows = state.reset_index().query("world_size == 64").assign(strategy=lambda f: f["impl"] + f["impl_options"])
-    assert "the parameters gathered at the peak: fsdp{} 60 MiB, fsdp" in memory.activation_words(rows)
+    assert "the parameters and gradients held whole at the peak: fsdp{} 68 MiB, fsdp" in memory.activation_words(rows)
+    old = memory.state_per_rank(run.assign(activation_mb=10.0), [8]).assign(strategy=lambda f: f["impl"])
+    assert old.query("impl == 'fsdp'")["unsharded_mb"].isna().all()
+    assert "fsdp's unsharded parameters and gradients not recorded" in memory.fit_words(old, 80)

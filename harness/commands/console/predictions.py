@@ -352,7 +352,8 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None) -> None:
     capacity = getattr(cluster, "gpu_memory_gib", 0.0)
     if words := fit_words(state[state["world_size"].isin(worlds)], capacity):
         say(f"ddpbench predict: in a GPU of {capacity:g} GiB ({cluster.name}), with the gradient buckets and FSDP's "
-            f"gathered parameters, before buffers and the kernels' working memory: {words}")  # fmt: skip
+            f"unsharded parameters and gradients, before buffers, optimizer temporaries and the kernels' working "
+            f"memory: {words}")  # fmt: skip
 
 
 def labelled(state: pd.DataFrame) -> pd.DataFrame:
