@@ -2,12 +2,13 @@
 
 The model (harness/perfmodel/memory.py) says a rank needs its model state (parameters, gradients, optimizer
 state, as held after a step), the activations its forward keeps for backward (counted once per setup), the
-gradient buckets its strategy keeps beside the gradients and what FSDP holds whole beside its shards; it
-leaves out buffers, optimizer temporaries and the kernels' working memory. This script measures the whole:
+gradient buckets its strategy keeps beside the gradients, what FSDP holds whole beside its shards and the
+optimizer's temporaries; it leaves out buffers and the kernels' working memory. This script measures the whole:
 the heap a rank's process holds, as glibc counts it (`mallinfo2`: bytes in use in every arena, the mapped
 large blocks included), polled from a thread every 0.2 ms and sampled at every module's forward start and
 end, as each module's output gradient is computed in backward, around the gradients' sync and after the
-optimizer step, over one step after a warm-up (Adam, as `--optimizer adam`); the process's heap before the
+optimizer step, over one step after a warm-up (Adam, as `--optimizer adam`, stepping every tensor at once as
+it does on a GPU: `foreach`); the process's heap before the
 model was built is taken off (a first strategy runs untallied, so that one-time allocations fall on none).
 What the model leaves out is the difference.
 
@@ -109,7 +110,7 @@ def measure(spec: str, workload, batches, *, session, units: dict) -> dict:
     from harness.measure.memory import held_bytes
     from harness.measure.timing import StepTimer
     from harness.measure.training import OPTIMIZERS, build_model, train_step
-    from harness.perfmodel.memory import unsharded_mb
+    from harness.perfmodel.memory import TEMPORARY_SHARE, unsharded_mb
 
     gc.collect()
     _LIBC.malloc_trim(0)
@@ -117,7 +118,8 @@ def measure(spec: str, workload, batches, *, session, units: dict) -> dict:
     strategy = create_strategy(spec, bucket_cap_mb=None)
     model = strategy.wrap(build_model(workload, seed=0, device=session.device))
     adam, learning_rate = OPTIMIZERS["adam"]
-    optimizer = strategy.make_optimizer(model.parameters(), adam, lr=learning_rate)
+    # as a GPU's default Adam steps: every tensor at once (foreach), which the CPU's default does one by one
+    optimizer = strategy.make_optimizer(model.parameters(), adam, lr=learning_rate, foreach=True)
     sampler, held = PeakSampler(model), {}
     sync = strategy.sync_gradients  # sampled on both sides: every gradient exists as it begins
     strategy.sync_gradients = lambda: (sampler.sample(), sync(), sampler.sample())
@@ -137,7 +139,8 @@ def measure(spec: str, workload, batches, *, session, units: dict) -> dict:
     sharded = strategy.gradient_traffic == "sharded"  # FSDP: what it holds whole beside its shards
     unsharded = unsharded_mb(**units, kept=kept) if sharded else 0.0
     result = {"impl": spec, "peak_mb": sampler.peak_mb - before, "state_mb": sum(held.values()) / MIB,
-              "buckets_mb": buckets_mb, "unsharded_mb": unsharded}  # fmt: skip
+              "buckets_mb": buckets_mb, "unsharded_mb": unsharded,
+              "optimizer_temp_mb": held["optimizer_state_bytes"] / MIB * TEMPORARY_SHARE["adam"]}  # fmt: skip
     torch.distributed.barrier()
     return result  # the strategy, model and optimizer go with this frame
 
@@ -149,6 +152,7 @@ def benchmark_workload(impls: list[str], session, name: str, size: str) -> None:
     import workloads
     from harness.measure.modelinfo import activations_by_module, shard_units
     from harness.measure.training import build_model, make_batch
+    from harness.perfmodel.memory import need_mb
 
     workload = workloads.create(name, size=size)
     batch_size = workload.default_batch_size()
@@ -165,7 +169,8 @@ def benchmark_workload(impls: list[str], session, name: str, size: str) -> None:
         return
     frame = pd.DataFrame(rows).assign(peak_mb=peaks[:, 0].numpy(), state_mb=peaks[:, 1].numpy(),
                                       activations_mb=activations_mb)  # fmt: skip
-    frame["model_mb"] = frame["state_mb"] + frame["activations_mb"] + frame["buckets_mb"] + frame["unsharded_mb"]
+    counted = frame.rename(columns={"state_mb": "total_mb", "activations_mb": "activation_mb"})
+    frame["model_mb"] = need_mb(counted)  # as predict counts it, from what this script measured
     frame["left_out_mb"] = frame["peak_mb"] - frame["model_mb"]
     frame["left_out_share"] = frame["left_out_mb"] / frame["peak_mb"]
     print(f"\n{name}/{size}: {session.world_size} CPU ranks (gloo), batch {batch_size} a rank, fp32, Adam; MiB a "

@@ -149,7 +149,7 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
         rest += f"; {missing}"
     rest += (f"; {', '.join(left)} left out: {'its' if len(left) == 1 else 'their'} activations were not counted"
              if left else "")  # fmt: skip
-    return (f"the fastest predicted step of the strategies the run measured whose memory as counted (model state, "
-            f"activations, gradient buckets, FSDP's unsharded parameters and gradients) fits {capacity_gib:g} GiB "
-            f"(before buffers, optimizer temporaries and working memory): "
+    return (f"the fastest predicted step of the strategies the run measured whose memory at the step's peak, as "
+            f"counted (model state, activations, gradient buckets, FSDP's unsharded parameters and gradients, a GPU's "
+            f"optimizer temporaries), fits {capacity_gib:g} GiB (before buffers and working memory): "
             f"{'; '.join(parts)}{rest}")  # fmt: skip

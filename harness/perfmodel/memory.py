@@ -10,10 +10,13 @@ forward keeps for backward at the rank's batch (`activation_mb`, counted by harn
 same at every world size, since the batch is per rank. And what a step holds beside them, whole on every rank at
 any world size: the gradient buckets a strategy keeps beside its gradients (`buckets_mb`: DDP's, or our own
 strategies' flat buffers), as its ranks laid them out; and what a sharding strategy holds whole beside its
-shards (`unsharded_mb`: FSDP's parameters and gradients, as `unsharded_mb` counts them). Buffers, optimizer
-temporaries, a communication hook's state and the kernels' working memory are in none of these: they are in a
-GPU run's peak. Against a CPU rank's polled peak the sum is 5-21 % high for FSDP and where activations
-dominate (backward frees them as it makes the gradients), and 1-8 % low elsewhere, the optimizer's temporaries
+shards (`unsharded_mb`: FSDP's parameters and gradients, as `unsharded_mb` counts them); and what a GPU's
+optimizer step allocates beside its state (`optimizer_temp_mb`: TEMPORARY_SHARE). Buffers, a communication
+hook's state and the kernels' working memory are in none of these: they are in a GPU run's peak. A rank needs
+its state and the larger of backward's part and the optimizer step's (`need_mb`). Against a CPU rank's polled peak,
+with Adam stepping as on a GPU, that count is within 0.5 % where gradients outweigh activations, up to 21 % high
+for FSDP, where activations dominate and for strategies whose gradients become their buckets' views, and up to
+8 % low where gradients are the buckets from the start (backward's own temporaries)
 (benchmarks/memory_model.py, docs/measured/memory-model-cpu.md).
 """
 
@@ -42,7 +45,7 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
     _whole_parameter_floor), activation_mb (what the forward keeps for backward at the rank's batch, the same at
     every world size: the batch is per rank; NaN where the run did not count it), activation_top (who keeps the
     most of it; '' where not counted), buckets_mb (`_buckets`), unsharded_mb (`_unsharded`); NaN where the run
-    did not record them. Empty where no strategy qualifies."""
+    did not record them; optimizer_temp_mb (TEMPORARY_SHARE). Empty where no strategy qualifies."""
     held = [column for column in HELD if column in configs]
     if len(held) < len(HELD) or configs.empty:
         return pd.DataFrame()
@@ -68,6 +71,8 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
                          "total_mb": sum(state.values()), "splits": ", ".join(HELD[c] for c in split_kinds),
                          "floor_mb": sum(floor.values()), "activation_mb": activations,
                          "activation_top": _first(group, "activation_top"), "buckets_mb": buckets,
+                         "optimizer_temp_mb": state.get("held_optimizer_state_mb", 0.0)
+                         * TEMPORARY_SHARE.get(str(base.get("optimizer")), 0.0),
                          "unsharded_mb": unsharded})  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -104,6 +109,11 @@ def _listed(sizes) -> bool:
     return sizes is not None and not (isinstance(sizes, float) and np.isnan(sizes)) and len(sizes) > 0
 
 
+TEMPORARY_SHARE = {"adam": 0.5, "sgd": 0.0}
+"""What a GPU's default optimizer step allocates beside its state, as a share of that state: torch's Adam steps
+every tensor at once (`foreach`, its default on GPUs) and makes one temporary the size of its second moment,
+half its state (benchmarks/memory_model.py measures it so on the CPU); plain SGD updates in place."""
+
 UNITS = ("param_bytes", "root_param_bytes", "root_grad_bytes", "largest_block_bytes", "largest_block_grad_bytes")
 
 
@@ -134,10 +144,17 @@ def unsharded_mb(*, param_bytes: float, root_param_bytes: float, root_grad_bytes
 
 
 def need_mb(state: pd.DataFrame) -> pd.Series:
-    """What each row's rank needs that ddpbench counts: model state, activations, gradient buckets and FSDP's
-    unsharded parameters and gradients (where unrecorded, none: `unrecorded` names them)."""
-    extra = [state[c].fillna(0.0) for c in ("buckets_mb", "unsharded_mb") if c in state]
-    return state["total_mb"] + state["activation_mb"] + sum(extra, start=0.0)
+    """What each row's rank needs at its step's peak, as ddpbench counts it: its model state, and the larger of
+    what backward holds beside it (activations, gradient buckets, FSDP's unsharded parameters and gradients) and
+    what the optimizer step does (a GPU's optimizer temporaries, the buckets still there). What a run did not
+    record counts as none (`unrecorded` names it)."""
+
+    def part(column: str) -> pd.Series | float:
+        return state[column].fillna(0.0) if column in state else 0.0
+
+    backward = state["activation_mb"] + part("buckets_mb") + part("unsharded_mb")
+    optimizer = part("optimizer_temp_mb") + part("buckets_mb")
+    return state["total_mb"] + np.maximum(backward, optimizer)
 
 
 def _without_cap(options_json: str | None) -> str | None:
@@ -201,9 +218,12 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
     held = ", ".join(f"{r.strategy} {mib_text(need)}" for r, need in zip(rows.itertuples(), need_mb(rows), strict=True))
     parts = (_beside(rows, "buckets_mb", "the gradient buckets kept beside the gradients", "buckets"),
              _beside(rows, "unsharded_mb", "the parameters and gradients held whole at the peak",
-                     "unsharded parameters and gradients"))  # fmt: skip
+                     "unsharded parameters and gradients"),
+             _beside(rows, "optimizer_temp_mb", "a GPU's Adam temporaries", "optimizer temporaries"))  # fmt: skip
     beside = "; ".join(part for part in parts if part)
-    buckets = f" (with {beside})" if beside else ""
+    buckets = (
+        f" (its state and the larger of backward's part and the optimizer step's; with {beside})" if beside else ""
+    )
     samples = f"{batch} sample{'s' if batch != 1 else ''}"
     alike = (
         "every strategy alike"
@@ -213,7 +233,8 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
         )
     )
     return (f"the model's forward keeps {mib_text(kept)} of activations for backward at {samples} a rank in "
-            f"{first['dtype']}{noted}, {alike} at any GPU count: {holds}{held} in all{buckets}")  # fmt: skip
+            f"{first['dtype']}{noted}, {alike} at any GPU count: {holds}{held} at the step's peak"
+            f"{buckets}")  # fmt: skip
 
 
 def unrecorded(state: pd.DataFrame) -> str:
@@ -248,9 +269,9 @@ def floor_words(state: pd.DataFrame) -> str:
 
 
 def fit_words(state: pd.DataFrame, capacity_gib: float) -> str:
-    """Whether each strategy's state and activations fit in a GPU of `capacity_gib`, at the world sizes of
-    `state` (state_per_rank's rows with a `strategy` label): 'stock does not fit (142 GiB a rank at the least);
-    zero fits from w64 (72.8 GiB a rank there); fsdp fits (18.7 GiB a rank at most)'; a strategy whose need
+    """Whether each strategy's need at its step's peak (`need_mb`) fits in a GPU of `capacity_gib`, at the world
+    sizes of `state` (state_per_rank's rows with a `strategy` label): 'stock does not fit (177 GiB a rank at the least);
+    zero fits from w64 (72.8 GiB a rank there); fsdp fits (22.1 GiB a rank at most)'; a strategy whose need
     does not shrink with the GPUs has its counts named ('fits at w8, not at w64 (91 GiB a rank there)'). '' without
     a capacity or without counted activations (the state alone would pass a model whose activations do not
     fit); a strategy without them (another compute dtype) is left out."""

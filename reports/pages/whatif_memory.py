@@ -72,9 +72,12 @@ def _fits(group: pd.DataFrame, cluster: Cluster, worlds: list[int]) -> str:
     words = fit_words(group[group["world_size"].isin(worlds)], cluster.gpu_memory_gib)
     if not words:
         return ""
-    counted = "with the gradient buckets and FSDP's unsharded parameters and gradients"
-    return (f" In a GPU of {cluster.gpu_memory_gib:g} GiB ({cluster.name}), {counted}, before buffers, optimizer "
-            f"temporaries and the kernels' working memory: {words}.")  # fmt: skip
+    counted = (
+        "at the step's peak with the gradient buckets, FSDP's unsharded parameters and gradients and a GPU's "
+        "optimizer temporaries"
+    )
+    return (f" In a GPU of {cluster.gpu_memory_gib:g} GiB ({cluster.name}), {counted}, before buffers and the "
+            f"kernels' working memory: {words}.")  # fmt: skip
 
 
 def _state_cell(rows: pd.DataFrame, world: int) -> str:
@@ -94,10 +97,12 @@ def _memory_caption(state: pd.DataFrame) -> str:
         "world sizes (the largest rank, every repeat), and beyond them held(n) = whole + split / n, each kind's "
         "two parts fitted to the measured ones per strategy, never assumed from its name. Activations: what one "
         "forward at the rank's batch keeps for backward (every tensor saved for it, counted once per setup; "
-        "attention as a flash kernel keeps it), the same at every GPU count. The fit adds the gradient buckets a "
-        "strategy keeps beside its gradients, as its ranks laid them out, and what FSDP holds whole at its peak (the "
-        "root's parameters and gradients, the largest block's twice over; every parameter kept after forward). In "
-        "none of these: buffers, optimizer temporaries, a communication hook's state (PowerSGD's error feedback), "
-        "the kernels' working memory — a GPU run's peak measures those. "
+        "attention as a flash kernel keeps it), the same at every GPU count. The fit counts a rank's state and the "
+        "larger of what backward holds beside it (activations, the gradient buckets a strategy keeps beside its "
+        "gradients as its ranks laid them out, what FSDP holds whole: the root's parameters and gradients, the "
+        "largest block's twice over, every parameter kept after forward) and what the optimizer step does (a GPU's "
+        "Adam makes a temporary as large as its second moment; the buckets). In none of these: buffers, a "
+        "communication hook's state (PowerSGD's error feedback), the kernels' working memory — a GPU run's peak "
+        "measures those. "
         "The model is the run's own size." + floor
     )

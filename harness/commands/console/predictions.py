@@ -351,9 +351,9 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None) -> None:
         say(f"ddpbench predict: and {words}")
     capacity = getattr(cluster, "gpu_memory_gib", 0.0)
     if words := fit_words(state[state["world_size"].isin(worlds)], capacity):
-        say(f"ddpbench predict: in a GPU of {capacity:g} GiB ({cluster.name}), with the gradient buckets and FSDP's "
-            f"unsharded parameters and gradients, before buffers, optimizer temporaries and the kernels' working "
-            f"memory: {words}")  # fmt: skip
+        say(f"ddpbench predict: in a GPU of {capacity:g} GiB ({cluster.name}), at the step's peak with the gradient "
+            f"buckets, FSDP's unsharded parameters and gradients and a GPU's optimizer temporaries, before buffers and "
+            f"the kernels' working memory: {words}")  # fmt: skip
 
 
 def labelled(state: pd.DataFrame) -> pd.DataFrame:
