@@ -138,7 +138,9 @@ def measure(spec: str, workload, batches, *, session, units: dict) -> dict:
     kept = getattr(strategy, "reshard_after_forward", True) is False
     sharded = strategy.gradient_traffic == "sharded"  # FSDP: what it holds whole beside its shards
     unsharded = unsharded_mb(**units, kept=kept) if sharded else 0.0
-    result = {"impl": spec, "peak_mb": sampler.peak_mb - before, "state_mb": sum(held.values()) / MIB,
+    state = held["param_bytes"] + held["grad_bytes"] + held["optimizer_state_bytes"]
+    at_step = max(buckets_mb - held["grad_view_bytes"] / MIB, 0.0)  # the gradients in their buckets by then
+    result = {"impl": spec, "peak_mb": sampler.peak_mb - before, "state_mb": state / MIB, "step_buckets_mb": at_step,
               "buckets_mb": buckets_mb, "unsharded_mb": unsharded,
               "optimizer_temp_mb": held["optimizer_state_bytes"] / MIB * TEMPORARY_SHARE["adam"]}  # fmt: skip
     torch.distributed.barrier()

@@ -326,11 +326,22 @@ def held_bytes(model: nn.Module, optimizer: torch.optim.Optimizer) -> dict[str, 
     outside `.grad` (DDP's buckets, FSDP's gather buffers) are not counted.
     """
     params = list(model.parameters())
+    grads = [p.grad for p in params if p.grad is not None]
     return {
         "param_bytes": sum(local_nbytes(p) for p in params),
-        "grad_bytes": sum(local_nbytes(p.grad) for p in params if p.grad is not None),
+        "grad_bytes": sum(local_nbytes(g) for g in grads),
         "optimizer_state_bytes": optimizer_state_bytes(optimizer),
+        "grad_view_bytes": sum(local_nbytes(g) for g in grads if _inside_larger_storage(g)),
     }
+
+
+def _inside_larger_storage(tensor: torch.Tensor) -> bool:
+    """A view into a larger allocation (a gradient that is a slice of its strategy's flat bucket), not a tensor of
+    its own."""
+    from torch.distributed.tensor import DTensor
+
+    local = tensor.to_local() if isinstance(tensor, DTensor) else tensor
+    return local.untyped_storage().nbytes() > local.numel() * local.element_size()
 
 
 def held_as_row(held: dict[str, int] | None) -> dict[str, float | None]:
@@ -340,6 +351,7 @@ def held_as_row(held: dict[str, int] | None) -> dict[str, float | None]:
         "held_param_mb": held["param_bytes"] / MB if "param_bytes" in held else None,
         "held_grad_mb": held["grad_bytes"] / MB if "grad_bytes" in held else None,
         "held_optimizer_state_mb": held["optimizer_state_bytes"] / MB if "optimizer_state_bytes" in held else None,
+        "held_grad_view_mb": held["grad_view_bytes"] / MB if "grad_view_bytes" in held else None,
     }
 
 

@@ -14,9 +14,9 @@ shards (`unsharded_mb`: FSDP's parameters and gradients, as `unsharded_mb` count
 optimizer step allocates beside its state (`optimizer_temp_mb`: TEMPORARY_SHARE). Buffers, a communication
 hook's state and the kernels' working memory are in none of these: they are in a GPU run's peak. A rank needs
 its state and the larger of backward's part and the optimizer step's (`need_mb`). Against a CPU rank's polled peak,
-with Adam stepping as on a GPU, that count is within 0.5 % where gradients outweigh activations, up to 21 % high
-for FSDP, where activations dominate and for strategies whose gradients become their buckets' views, and up to
-8 % low where gradients are the buckets from the start (backward's own temporaries)
+with Adam stepping as on a GPU, that count is within 1.5 % where gradients outweigh activations, up to 21 % high
+for FSDP and where activations dominate, and up to 8 % low where gradients are the buckets from the start
+(backward's own temporaries)
 (benchmarks/memory_model.py, docs/measured/memory-model-cpu.md).
 """
 
@@ -63,6 +63,7 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
         base = dict(zip([k for k in STRATEGY_KEYS if k in ok], key, strict=True))
         activations = _activations(group) if not _computes_otherwise(base.get("impl_options")) else float("nan")
         buckets, unsharded = _buckets(group), _unsharded(group, base.get("impl_options"))
+        step_buckets = _buckets_at_step(group, buckets)
         for world in sorted({*map(int, by_world.index), *worlds}):
             measured = world in by_world.index
             state = {c: float(by_world.loc[world, c]) if measured else max(whole + split / world, floor.get(c, 0.0))
@@ -71,6 +72,7 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
                          "total_mb": sum(state.values()), "splits": ", ".join(HELD[c] for c in split_kinds),
                          "floor_mb": sum(floor.values()), "activation_mb": activations,
                          "activation_top": _first(group, "activation_top"), "buckets_mb": buckets,
+                         "step_buckets_mb": step_buckets,
                          "optimizer_temp_mb": state.get("held_optimizer_state_mb", 0.0)
                          * TEMPORARY_SHARE.get(str(base.get("optimizer")), 0.0),
                          "unsharded_mb": unsharded})  # fmt: skip
@@ -103,6 +105,14 @@ def _buckets(group: pd.DataFrame) -> float:
     sums = [float(np.sum(sizes)) for sizes in laid_out if _listed(sizes)]
     has_cap = "bucket_cap_mb" in group and group["bucket_cap_mb"].notna().any()
     return max(sums) if sums else (float("nan") if has_cap else 0.0)
+
+
+def _buckets_at_step(group: pd.DataFrame, buckets: float) -> float:
+    """The buckets still beside the gradients at the optimizer step: less the gradients measured to live in them
+    by then (`held_grad_view_mb`: `flat` and `bucketed` point their gradients at their buffers after the sync);
+    all of them where the run did not measure it."""
+    views = group["held_grad_view_mb"].dropna() if "held_grad_view_mb" in group else pd.Series(dtype=float)
+    return buckets if views.empty or np.isnan(buckets) else max(buckets - float(views.max()), 0.0)
 
 
 def _listed(sizes) -> bool:
@@ -146,14 +156,15 @@ def unsharded_mb(*, param_bytes: float, root_param_bytes: float, root_grad_bytes
 def need_mb(state: pd.DataFrame) -> pd.Series:
     """What each row's rank needs at its step's peak, as ddpbench counts it: its model state, and the larger of
     what backward holds beside it (activations, gradient buckets, FSDP's unsharded parameters and gradients) and
-    what the optimizer step does (a GPU's optimizer temporaries, the buckets still there). What a run did not
-    record counts as none (`unrecorded` names it)."""
+    what the optimizer step does (a GPU's optimizer temporaries, the buckets still beside the gradients then).
+    What a run did not record counts as none (`unrecorded` names it)."""
 
     def part(column: str) -> pd.Series | float:
         return state[column].fillna(0.0) if column in state else 0.0
 
     backward = state["activation_mb"] + part("buckets_mb") + part("unsharded_mb")
-    optimizer = part("optimizer_temp_mb") + part("buckets_mb")
+    at_step = "step_buckets_mb" if "step_buckets_mb" in state else "buckets_mb"
+    optimizer = part("optimizer_temp_mb") + part(at_step)
     return state["total_mb"] + np.maximum(backward, optimizer)
 
 

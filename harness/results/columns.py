@@ -160,10 +160,16 @@ MEMORY = (
         MIB_UNIT,
         "optimizer state a rank holds after its last step (null for `rpc_hybrid`: inside DistributedOptimizer)",
     ),
+    C(
+        "held_grad_view_mb",
+        F64,
+        MIB_UNIT,
+        "the part of `held_grad_mb` that is views into a larger allocation: gradients that live in their strategy's buckets (DDP's `gradient_as_bucket_view`, `flat` and `bucketed` after their sync), so the buckets hold no second copy of them then",
+    ),
 )
 PEAK_MEMORY = ("mem_peak_nvml_mb", "mem_peak_nvml_process_mb", "mem_peak_allocated_mb", "mem_peak_reserved_mb",
                "mem_peak_rss_mb", "gpu_util_peak_pct", "power_peak_w",
-               "held_param_mb", "held_grad_mb", "held_optimizer_state_mb")  # fmt: skip
+               "held_param_mb", "held_grad_mb", "held_optimizer_state_mb", "held_grad_view_mb")  # fmt: skip
 MEAN_MEMORY = ("gpu_util_mean_pct", "sm_clock_mean_mhz", "power_mean_w")
 
 # The strategy's roles, as its class declares them (harness.protocols.ROLES): what every reader decides by.

@@ -177,3 +177,18 @@ def test_memory_peaks_belong_to_their_configuration_in_either_order(tmp_path):
     assert abs(small_first["tiny"] - tiny_first["tiny"]) < 15, seen
     # Small after tiny may keep some of tiny's heap in fragments: 16.3 MB seen once in a full `make test`.
     assert abs(small_first["small"] - tiny_first["small"]) < 25, seen
+
+
+def test_held_gradients_that_live_in_a_flat_bucket_are_told_from_gradients_of_their_own():
+    """What the memory count needs to know at the optimizer step: whether the gradients are views into their
+    strategy's buckets (so the buckets hold no second copy of them then) or tensors of their own."""
+    from harness.measure.memory import held_bytes
+
+    own = torch.nn.Linear(4, 4)
+    own(torch.randn(2, 4)).sum().backward()
+    optimizer = torch.optim.SGD(own.parameters(), lr=0.1)
+    held = held_bytes(own, optimizer)
+    assert held["grad_bytes"] == (16 + 4) * 4 and held["grad_view_bytes"] == 0
+    bucket = torch.zeros(20)
+    own.weight.grad, own.bias.grad = bucket[:16].view(4, 4), bucket[16:]
+    assert held_bytes(own, optimizer)["grad_view_bytes"] == held["grad_bytes"]

@@ -146,7 +146,9 @@ def test_the_gradient_buckets_kept_beside_the_gradients_count_at_every_gpu_count
     assert memory.need_mb(state).loc[("stock", "{}", 8)] == pytest.approx(361.84 + 90.46 + 90.46)
     plain = state.reset_index().query("impl_options == '{}'").assign(strategy=lambda f: f["impl"])
     assert "stock does not fit (543 MiB a rank at the least)" in memory.fit_words(plain, 0.5)
-    assert "stock fits (452 MiB a rank at most)" in memory.fit_words(plain.assign(buckets_mb=0.0), 0.5)
+    assert "stock fits (452 MiB a rank at most)" in memory.fit_words(
+        plain.assign(buckets_mb=0.0, step_buckets_mb=0.0), 0.5
+    )
     said = memory.activation_words(plain[plain["world_size"] == 8])
     assert "stock 543 MiB" in said and "at the step's peak (its state and the larger of backward's part and " in said
     assert "with the gradient buckets kept beside the gradients: stock 90.5 MiB; a GPU's Adam temporaries: " in said
@@ -181,3 +183,17 @@ def test_fsdp_holds_the_roots_and_the_largest_blocks_parameters_and_gradients_wh
     old = memory.state_per_rank(run.assign(activation_mb=10.0), [8]).assign(strategy=lambda f: f["impl"])
     assert old.query("impl == 'fsdp'")["unsharded_mb"].isna().all()
     assert "fsdp's unsharded parameters and gradients not recorded" in memory.fit_words(old, 80)
+
+
+def test_at_the_optimizer_step_gradients_living_in_their_buckets_are_not_counted_twice():
+    """flat and bucketed point their gradients at their flat buffers after the sync: at the optimizer step the
+    buffers hold the gradients, not a copy beside them, so that step needs the state and Adam's temporary only;
+    DDP's default copies the buckets back into gradients of their own, and keeps both."""
+    buckets = {"bucket_sizes_mb": [90.46], "bucket_cap_mb": 25.0}
+    run = pd.DataFrame([held(impl, world, 90.46, 90.46, 180.92, held_grad_view_mb=views, **buckets)
+                        for impl, views in (("stock", 0.0), ("flat", 90.46)) for world in (1, 2)])  # fmt: skip
+    state = memory.state_per_rank(run.assign(activation_mb=10.0), [8]).set_index(["impl", "world_size"])
+    assert state.loc[("flat", 8), "step_buckets_mb"] == 0 and state.loc[("stock", 8), "step_buckets_mb"] == 90.46
+    need = memory.need_mb(state)
+    assert need.loc[("stock", 8)] == pytest.approx(361.84 + 90.46 + 90.46)
+    assert need.loc[("flat", 8)] == pytest.approx(361.84 + max(10 + 90.46, 90.46))
