@@ -43,6 +43,7 @@ class Strategy(Protocol):
     gradient_traffic: ClassVar[str]
     shards_state: ClassVar[bool]
     comm_after_backward: ClassVar[bool]
+    keeps_buckets: ClassVar[bool]
     single_process: ClassVar[bool]
     extra_ranks: ClassVar[int]
 
@@ -82,7 +83,7 @@ GRADIENT_TRAFFIC = ("allreduce", "sharded", "none", "other")
 """What a strategy sends for the gradients each step (`Strategy.gradient_traffic`): every gradient byte
 all-reduced once; shards of them (reduce-scatter, with all-gathers of parameters); nothing; anything else."""
 
-ROLES = ("baseline", "reference", "gradient_traffic", "shards_state", "comm_after_backward")
+ROLES = ("baseline", "reference", "gradient_traffic", "shards_state", "comm_after_backward", "keeps_buckets")
 """The class attributes that say what the harness, the model and the reports need to know of a strategy.
 Every row records them (columns of the same names), and every reader decides by them, never by a name."""
 
@@ -125,6 +126,10 @@ class StrategyDefaults:
 
     comm_after_backward: ClassVar[bool] = False
     """True where every collective runs after backward by design: no overlap to expect (naive, flat)."""
+
+    keeps_buckets: ClassVar[bool] = False
+    """True where the strategy keeps buffers its gradients travel in beside the gradients (DDP's buckets, a flat
+    buffer): memory a rank needs, reported by `layout` (none where the gradients are views of them)."""
 
     single_process: ClassVar[bool] = False
     """True for strategies that drive every local GPU from one process (nn.DataParallel).

@@ -82,6 +82,7 @@ class _Slot:
 @dataclasses.dataclass(kw_only=True)
 class Bucketed(StrategyDefaults):
     gradient_traffic: ClassVar[str] = "allreduce"
+    keeps_buckets: ClassVar[bool] = True  # one flat buffer a bucket
     bucket_cap_mb: float | None = option(
         None,
         "Bucket cap in MiB: a bucket closes once it holds this much or more (DDP's rule; a gradient is never "

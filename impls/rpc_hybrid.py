@@ -128,6 +128,7 @@ class RemotePart(nn.Module):
 @dataclasses.dataclass(kw_only=True)
 class RpcHybrid(StrategyDefaults):
     extra_ranks: ClassVar[int] = 1  # the parameter server, the launch's last rank
+    keeps_buckets: ClassVar[bool] = True  # the dense part's DDP
     warmup_needed: ClassVar[dict[str, int]] = DDP_WARMUP  # the dense part's DDP
 
     bucket_cap_mb: float | None = option(

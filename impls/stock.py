@@ -110,6 +110,7 @@ DDP_DEFAULTS = {
 class Stock(DDPOptions, StrategyDefaults):
     reference: ClassVar[bool] = True  # the strategy every other is measured against
     gradient_traffic: ClassVar[str] = "allreduce"  # a compression hook sends less: the rows say which
+    keeps_buckets: ClassVar[bool] = True  # DDP's buckets (the gradients themselves with gradient_as_bucket_view)
 
     comm_hook: Literal["none", "fp16", "bf16", "powersgd"] = option(
         "none", "Gradient compression hook from torch.distributed.algorithms.ddp_comm_hooks."

@@ -26,6 +26,7 @@ from impls.stock import DDPOptions, Stock
 class Zero(DDPOptions, StrategyDefaults):
     gradient_traffic: ClassVar[str] = "allreduce"  # DDP's, then each rank broadcasts the shard it updated
     shards_state: ClassVar[bool] = True  # the optimizer state
+    keeps_buckets: ClassVar[bool] = True  # DDP's
     overlap_with_ddp: bool = option(
         False,
         "Run each rank's optimizer step inside DDP's comm hook, overlapping backward (NCCL only). The first "

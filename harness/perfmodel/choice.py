@@ -3,7 +3,7 @@ memory fits.
 
 It joins the two halves `predict --cluster` answers apart: the step (DDP's schedule, ZeRO-1's and FSDP2's,
 harness.perfmodel.schedule, .zero and .fsdp, at the cap DDP's answer names) and the memory
-(harness.perfmodel.memory: model state per rank plus the activations counted, against the profile's GPU
+(harness.perfmodel.memory: a rank's need at its step's peak, `need_mb`, against the profile's GPU
 memory). A strategy without a step model is named where it fits: its time needs a run.
 """
 
@@ -22,7 +22,7 @@ from harness.results.values import options_of
 @dataclasses.dataclass(frozen=True)
 class Candidate:
     strategy: str  # as the memory line names it
-    need_mb: float  # model state + activations a rank holds at this GPU count
+    need_mb: float  # what a rank needs at its step's peak at this GPU count (memory.need_mb)
     fits: bool
     step_ms: float | None  # None: no step model for it
 

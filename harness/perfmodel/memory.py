@@ -95,16 +95,15 @@ def _whole_parameter_floor(group: pd.DataFrame, fits: dict, split_kinds: list[st
 
 def _buckets(group: pd.DataFrame) -> float:
     """The MiB of gradient buckets a rank keeps beside its gradients: the most any of the strategy's configurations
-    laid out (`bucket_sizes_mb`, summed; every cap buckets every gradient); 0 where it has none, or where its
-    gradients are views of them (`gradient_as_bucket_view`, whose point is to save exactly this); NaN where it has
-    a bucket cap but the run recorded no layout."""
+    laid out (`bucket_sizes_mb`, summed; every cap buckets every gradient); 0 where it keeps none (its role
+    `keeps_buckets`), or where its gradients are views of them (`gradient_as_bucket_view`, whose point is to save
+    exactly this); NaN where it keeps buckets but the run recorded no layout."""
     views = group["impl_options"].map(lambda text: bool(options_of(text).get("gradient_as_bucket_view")))
-    if views.all():
+    if views.all() or not roles.flag(group, "keeps_buckets").any():
         return 0.0
     laid_out = group.loc[~views, "bucket_sizes_mb"] if "bucket_sizes_mb" in group else pd.Series(dtype=object)
     sums = [float(np.sum(sizes)) for sizes in laid_out if _listed(sizes)]
-    has_cap = "bucket_cap_mb" in group and group["bucket_cap_mb"].notna().any()
-    return max(sums) if sums else (float("nan") if has_cap else 0.0)
+    return max(sums) if sums else float("nan")
 
 
 def _buckets_at_step(group: pd.DataFrame, buckets: float) -> float:
@@ -122,7 +121,8 @@ def _listed(sizes) -> bool:
 TEMPORARY_SHARE = {"adam": 0.5, "sgd": 0.0}
 """What a GPU's default optimizer step allocates beside its state, as a share of that state: torch's Adam steps
 every tensor at once (`foreach`, its default on GPUs) and makes one temporary the size of its second moment,
-half its state (benchmarks/memory_model.py measures it so on the CPU); plain SGD updates in place."""
+half its state (measured so on the CPU with `foreach` on: docs/measured/memory-model-cpu.md); plain SGD updates in
+place."""
 
 UNITS = ("param_bytes", "root_param_bytes", "root_grad_bytes", "largest_block_bytes", "largest_block_grad_bytes")
 
@@ -232,9 +232,7 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
                      "unsharded parameters and gradients"),
              _beside(rows, "optimizer_temp_mb", "a GPU's Adam temporaries", "optimizer temporaries"))  # fmt: skip
     beside = "; ".join(part for part in parts if part)
-    buckets = (
-        f" (its state and the larger of backward's part and the optimizer step's; with {beside})" if beside else ""
-    )
+    buckets = f" (its state and the larger of backward's part and the optimizer step's; {beside})" if beside else ""
     samples = f"{batch} sample{'s' if batch != 1 else ''}"
     alike = (
         "every strategy alike"
@@ -249,26 +247,26 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
 
 
 def unrecorded(state: pd.DataFrame) -> str:
-    """'stock's buckets, fsdp's unsharded parameters and gradients not recorded (a run from before ddpbench recorded
-    them): counted as none' for the strategies whose share `need_mb` could not count; '' for none."""
+    """'buckets for stock, zero; unsharded parameters and gradients for fsdp not recorded (a run from before ddpbench
+    recorded them): counted as none' for the strategies whose share `need_mb` could not count; '' for none."""
     said = []
     for column, what in (("buckets_mb", "buckets"), ("unsharded_mb", "unsharded parameters and gradients")):
         names = list(dict.fromkeys(state.loc[state[column].isna(), "strategy"])) if column in state else []
-        said += [f"{', '.join(names)}'s {what}"] if names else []
-    return (f"{' and '.join(said)} not recorded (a run from before ddpbench recorded them): counted as none"
+        said += [f"{what} for {', '.join(names)}"] if names else []
+    return (f"{'; '.join(said)} not recorded (a run from before ddpbench recorded them): counted as none"
             if said else "")  # fmt: skip
 
 
 def _beside(rows: pd.DataFrame, column: str, what: str, short: str) -> str:
-    """'the gradient buckets …: stock 32 MiB, zero 32 MiB' for the rows holding some; a row that does not know
-    its share (NaN) is named as not recorded."""
+    """'the gradient buckets …, stock 32 MiB, zero 32 MiB' for the rows holding some; the rows that do not know
+    their share (NaN) named as not recorded."""
     if column not in rows:
         return ""
     held = [f"{r.strategy} {mib_text(v)}" for r, v in zip(rows.itertuples(), rows[column], strict=True) if v > 0]
     unknown = [r.strategy for r, v in zip(rows.itertuples(), rows[column], strict=True) if pd.isna(v)]
-    said = f"{what}: {', '.join(held)}" if held else ""
-    return said + (f"{'; ' if said else ''}{', '.join(unknown)}'s {short} not recorded (a run from before ddpbench "
-                   "recorded the model's blocks)" if unknown else "")  # fmt: skip
+    said = f"{what}, {', '.join(held)}" if held else ""
+    return said + (f"{'; ' if said else ''}{short} not recorded for {', '.join(unknown)} (a run from before "
+                   "ddpbench recorded them)" if unknown else "")  # fmt: skip
 
 
 def floor_words(state: pd.DataFrame) -> str:

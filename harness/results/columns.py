@@ -164,7 +164,7 @@ MEMORY = (
         "held_grad_view_mb",
         F64,
         MIB_UNIT,
-        "the part of `held_grad_mb` that is views into a larger allocation: gradients that live in their strategy's buckets (DDP's `gradient_as_bucket_view`, `flat` and `bucketed` after their sync), so the buckets hold no second copy of them then",
+        "the part of `held_grad_mb` stored as views into a larger allocation: gradients that live in their strategy's buckets (DDP's `gradient_as_bucket_view`, `flat` and `bucketed` after their sync), so the buckets hold no second copy of them then; FSDP's sharded gradients are such views too (it keeps no buckets)",
     ),
 )
 PEAK_MEMORY = ("mem_peak_nvml_mb", "mem_peak_nvml_process_mb", "mem_peak_allocated_mb", "mem_peak_reserved_mb",
@@ -203,6 +203,12 @@ ROLES = (
         BOOL,
         "",
         "every collective runs after backward by design: no overlap to expect (`naive`, `flat`)",
+    ),
+    C(
+        "keeps_buckets",
+        BOOL,
+        "",
+        "the strategy keeps buffers its gradients travel in beside the gradients (DDP's buckets, a flat buffer), as `bucket_sizes_mb` lays them out (`stock`, `zero`, `bucketed`, `flat`, `rpc_hybrid`'s dense part)",
     ),
 )
 

@@ -61,7 +61,8 @@ def memory_section(configs: pd.DataFrame, cluster: Cluster, worlds: list[int]) -
 
 
 def _with_activations(most: pd.DataFrame) -> str:
-    """'; the model's forward keeps … in all' where the run counted them (memory.activation_words); '' where not."""
+    """'; the model's forward keeps … at the step's peak (…)' where the run counted them (memory.activation_words);
+    '' where not."""
     words = activation_words(most)
     return f"; {words}" if words else ""
 

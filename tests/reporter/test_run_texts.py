@@ -369,14 +369,15 @@ def test_the_what_if_page_carries_each_strategys_model_state_to_the_clusters_gpu
     assert ("stock 360 MiB of parameters, gradients and optimizer state; the model&#x27;s forward keeps 12.5 MiB of "
             "activations for backward at 4 samples a rank in fp32 (3.12 MiB a sample), every strategy alike at any GPU "
             "count: fsdp 12.9 MiB, zero 210 MiB, stock 450 MiB at the step&#x27;s peak (its state and the larger of "
-            "backward&#x27;s part and the optimizer step&#x27;s; with fsdp&#x27;s unsharded parameters and gradients "
-            "not recorded (a run from before ddpbench recorded the model&#x27;s blocks); a GPU&#x27;s Adam "
-            "temporaries: fsdp 0.0879 MiB, zero 9 MiB, stock 90 MiB). In a GPU of 80 GiB (dgx-h100), at the "
-            "step&#x27;s peak with the gradient buckets, FSDP&#x27;s unsharded parameters and gradients and a "
-            "GPU&#x27;s optimizer temporaries, before buffers and the kernels&#x27; working memory: stock fits (450 "
-            "MiB a rank at most); fsdp fits (57.5 MiB a rank at most); zero fits (215 MiB a rank at most); "
-            "fsdp&#x27;s unsharded parameters and gradients not recorded (a run from before ddpbench recorded them): "
-            "counted as none.</p>") in counted  # fmt: skip
+            "backward&#x27;s part and the optimizer step&#x27;s; buckets not recorded for zero, stock (a run from "
+            "before ddpbench recorded them); unsharded parameters and gradients not recorded for fsdp (a run from "
+            "before ddpbench recorded them); a GPU&#x27;s Adam temporaries, fsdp 0.0879 MiB, zero 9 MiB, stock 90 "
+            "MiB). In a GPU of 80 GiB (dgx-h100), at the step&#x27;s peak with the gradient buckets, FSDP&#x27;s "
+            "unsharded parameters and gradients and a GPU&#x27;s optimizer temporaries, before buffers and the "
+            "kernels&#x27; working memory: stock fits (450 MiB a rank at most); fsdp fits (57.5 MiB a rank at most); "
+            "zero fits (215 MiB a rank at most); buckets for stock, zero; unsharded parameters and gradients for "
+            "fsdp not recorded (a run from before ddpbench recorded them): counted as none.</p>"
+            ) in counted  # fmt: skip
 
 
 def test_a_page_scaled_to_a_step_says_ddps_cost_is_inside_where_the_run_has_no_baseline():
