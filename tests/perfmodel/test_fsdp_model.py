@@ -93,6 +93,13 @@ def test_overlapped_a_prefetched_gather_hides_behind_the_previous_units_compute(
     assert step.step_s < blocking.step_s
 
 
+def kept_step_ms(profile: Profile) -> float:
+    """The overlapped step at two ranks, gathers at 1 ms a MiB, kept after forward (no backward gathers) and the
+    reduce-scatters free: forward's gathers against its compute, then backward's compute."""
+    step = fsdp.predict_fsdp(profile, gather=PerMiB(1.0), scatter=PerMiB(0), world_size=2, reshard_after_forward=False)
+    return step.step_s / MS
+
+
 def test_forward_gathers_run_ahead_until_the_one_two_units_back_is_copied_out():
     """At 1 ms a MiB: the root (1 MiB) computes 4 ms, block 0 (1 MiB) and block 1 (8 MiB) 1 ms each. Block 1's
     gather may start once the root's is copied out (at the root's start), so it runs straight after block 0's:
@@ -101,9 +108,7 @@ def test_forward_gathers_run_ahead_until_the_one_two_units_back_is_copied_out():
     grads = (Grad(2, 8 * MIB, "float32", 1 * MS, "b.1.w", used_s=5 * MS, block=1),
              Grad(1, MIB, "float32", 2 * MS, "b.0.w", used_s=4 * MS, block=0),
              Grad(0, MIB, "float32", 3 * MS, "embed.weight", used_s=0.0))  # fmt: skip
-    step = fsdp.predict_fsdp(Profile(6 * MS, 3 * MS, 0.0, grads), gather=PerMiB(1.0), scatter=PerMiB(0),
-                             world_size=2, reshard_after_forward=False)  # fmt: skip
-    assert step.step_s / MS == pytest.approx(11 + 3)
+    assert kept_step_ms(Profile(6 * MS, 3 * MS, 0.0, grads)) == pytest.approx(11 + 3)
 
 
 def test_a_forward_gather_waits_for_the_unit_two_back_to_begin_not_three():
@@ -114,9 +119,7 @@ def test_a_forward_gather_waits_for_the_unit_two_back_to_begin_not_three():
              Grad(2, MIB, "float32", 2 * MS, "b.1.w", used_s=11 * MS, block=1),
              Grad(1, MIB, "float32", 3 * MS, "b.0.w", used_s=10 * MS, block=0),
              Grad(0, MIB, "float32", 4 * MS, "embed.weight", used_s=0.0))  # fmt: skip
-    step = fsdp.predict_fsdp(Profile(13 * MS, 4 * MS, 0.0, grads), gather=PerMiB(1.0), scatter=PerMiB(0),
-                             world_size=2, reshard_after_forward=False)  # fmt: skip
-    assert step.step_s / MS == pytest.approx(17 + 4)
+    assert kept_step_ms(Profile(13 * MS, 4 * MS, 0.0, grads)) == pytest.approx(17 + 4)
 
 
 def test_kept_after_forward_each_block_is_gathered_once():
