@@ -106,23 +106,24 @@ def _options(args: argparse.Namespace) -> tuple[tuple[str, tuple[str, ...]], ...
 
 def new_run(args: argparse.Namespace, *, command: tuple[str, ...]):
     """Validate everything, then create the run folder: (config, plan)."""
-    import torch
-
-    import impls
     from harness.config import bench as cfgmod
     from harness.config import grid
     from harness.launch import launcher as launch
-    from harness.measure import env
 
     # Default: every visible GPU, or 2 simulated ranks on the CPU.
-    uses_cuda = args.device in ("auto", "cuda") and torch.cuda.is_available()
-    default_gpus = torch.cuda.device_count() if uses_cuda else 2
+    uses_cuda = args.device in ("auto", "cuda") and cfgmod.cuda_available()
+    if not uses_cuda and args.device in ("auto", "cpu"):
+        launch.start_early(local_ranks=args.gpus or 2)  # the ranks' imports begin while this one checks the input
+    import impls  # its names() imports every strategy's module, and with them torch (1.1 s here)
+    from harness.measure import env
+
+    default_gpus = _gpu_count() if uses_cuda else 2
     config = bench_config(args, default_gpus=default_gpus, all_impls=impls.names(), command=command)
-    device = cfgmod.resolve_device(config.device, cuda_available=torch.cuda.is_available())
+    device = cfgmod.resolve_device(config.device, cuda_available=cfgmod.cuda_available())
     configurations = grid.expand(config, device=device, bf16_supported=device == "cuda" and _native_bf16())
     if device == "cuda":
         backend = cfgmod.resolve_backend(config.backend, device=device)
-        cfgmod.check_gpu_count(gpus=config.gpus, available=torch.cuda.device_count(), backend=backend)
+        cfgmod.check_gpu_count(gpus=config.gpus, available=_gpu_count(), backend=backend)
     run_id = config.run_id or cfgmod.new_run_id()
     if config.node_rank == 0:  # the other nodes join the folder node 0 makes
         cfgmod.check_results_folder(config.results, run_id)
@@ -137,6 +138,12 @@ def new_run(args: argparse.Namespace, *, command: tuple[str, ...]):
                 raise  # the user's own name is taken (another run made it since the check)
             run_id = cfgmod.new_run_id()  # a run started in the same second drew the same suffix
     raise ConfigError(f"no free run id in {config.results} after {RUN_ID_TRIES} tries; give --run-id")
+
+
+def _gpu_count() -> int:
+    import torch
+
+    return torch.cuda.device_count()
 
 
 def _native_bf16() -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -273,6 +274,21 @@ def rank_ladder(gpus: int) -> list[int]:
     if gpus > 1:
         ladder.append(gpus)
     return ladder
+
+
+GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
+"""The device files a GPU driver makes (NVIDIA's, ROCm's, WSL's): without any, torch sees no GPU."""
+
+
+def cuda_available() -> bool:
+    """torch.cuda.is_available(), without importing torch where no GPU driver's device file exists: on a
+    machine without a GPU the launcher then starts the ranks' imports before it imports torch itself
+    (1.1 s here, `harness.launch.launcher.start_early`)."""
+    if not any(os.path.exists(node) for node in GPU_DEVICE_NODES):
+        return False
+    import torch
+
+    return torch.cuda.is_available()
 
 
 def resolve_device(requested: str, *, cuda_available: bool) -> str:

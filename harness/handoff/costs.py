@@ -23,8 +23,8 @@ from harness.results.layout import costs_path
 
 PHASES = (
     "start",  # the ddpbench command itself until its first launch: interpreter, imports, flags checked, run planned
-    "launch",  # the launcher's torchrun call until rank 0's process starts (on the CPU: the zygote's imports too,
-    # in the run's first launch)
+    "launch",  # the launcher's torchrun call until rank 0's process starts (on the CPU, in the run's first launch:
+    # what is left of the zygote's imports, which began during `start`)
     "imports",  # rank 0's interpreter start and the worker module's imports (torch and its compiler, the
     # plug-ins); none on the CPU, where the run's zygote imported them once and every rank is forked
     "process group",  # init_process_group, Parquet's warm-up, the imports' objects frozen (housekeeping)

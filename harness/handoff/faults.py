@@ -19,30 +19,35 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from harness.handoff.rank_result import error_line
 from harness.results.files import atomic_write, read_json, write_json
 from harness.results.layout import RunFolder
 from harness.results.migrate import looks_like_oom
 
+if TYPE_CHECKING:
+    import torch
+
 # exception: a Python exception in a strategy, workload or the harness; oom: an allocation
 # failed; killed: a rank died without a Python exception (a signal, a hard exit);
 # timeout: no progress for --timeout seconds; launch: the launch itself never got going.
 ERROR_KINDS = ("exception", "oom", "killed", "timeout", "launch")
 
-_OOM_TYPES = tuple(
-    t
-    for t in (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None), MemoryError)
-    if t
-)
-
 
 def error_kind(exc: BaseException) -> str:
     """oom for CUDA's out-of-memory error, Python's MemoryError and the CPU allocator's refusal."""
-    return "oom" if isinstance(exc, _OOM_TYPES) else kind_from_text(str(exc))
+    return "oom" if isinstance(exc, _oom_types()) else kind_from_text(str(exc))
+
+
+def _oom_types() -> tuple[type[BaseException], ...]:
+    # torch imported here, not with the module: `bench` reaches its launcher (which reads failures) before it
+    # imports torch, so that on the CPU the ranks' imports start first (`launcher.start_early`); a rank that
+    # raises one of these has torch imported already.
+    import torch
+
+    found = (getattr(torch, "OutOfMemoryError", None), getattr(torch.cuda, "OutOfMemoryError", None), MemoryError)
+    return tuple(t for t in found if t)
 
 
 def kind_from_text(text: str) -> str:
@@ -165,6 +170,8 @@ class Fault:
         if self.kind == "raise":
             raise RuntimeError(f"fault injected by DDPBENCH_FAULT at step {self.step}")
         if self.kind == "oom":
+            import torch
+
             torch.empty(1 << 50, dtype=torch.uint8, device=device)  # 1 PiB: refused by any allocator
         if self.kind == "stop":
             os.kill(os.getpid(), signal.SIGSTOP)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import torch
 
 from harness import cli
@@ -74,3 +75,30 @@ def test_ddpbench_env_shows_what_a_default_bench_run_records(capsys):
     for key in (*FLAGS, "cudnn_enabled", "allocator_conf", "gpu_clocks", "gpu_power_limit_w", "gpu_ecc", "gpu_mig"):
         assert shown[key] == recorded[key], key
     assert shown["ddpbench_git_sha"] == recorded["ddpbench_git_sha"] == recorded["git_sha"]
+
+
+def test_on_the_cpu_the_ranks_imports_begin_in_the_environment_the_launches_will_have(tmp_path):
+    from harness.config.ranks import child_environment
+    from harness.launch import launcher, zygote
+
+    args = cli.build_parser().parse_args(["bench", "--results", str(tmp_path), "--run-id", "r", "--impls", "naive"])
+    _, plan = bench.new_run(args, command=("ddpbench",))
+    if plan.device != "cpu":
+        pytest.skip("a GPU launch starts fresh interpreters: nothing begins early")
+    started = zygote._running[launcher.WORKER]
+    # The first launch takes the zygote whose environment is its own (`zygote.for_launch`): this one.
+    assert started.alive() and started.env == child_environment(plan.threads_per_rank)
+
+
+def test_bench_reaches_the_ranks_early_start_without_importing_torch():
+    """What `bench` runs before `start_early` (its command module, the launcher, the device check where no GPU
+    driver's device file exists) imports no torch: the parent's 1.1 s of it would come before the ranks' imports."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; import harness.commands.bench, harness.launch.launcher; from harness.config import bench; "
+        "bench.GPU_DEVICE_NODES = ('/no/such/device',); print(bench.cuda_available(), 'torch' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "False"]
