@@ -136,11 +136,20 @@ def _unsharded(group: pd.DataFrame, options_json: str | None) -> float:
     if known.empty:
         return float("nan")
     sizes = {c: float(known.iloc[0][c]) for c in UNITS}
-    return unsharded_mb(**sizes, kept=options_of(options_json).get("reshard_after_forward") is False)
+    options = options_of(options_json)
+    # Gathered parameters and their gradients are in param_dtype, the reduce-scatter's input in reduce_dtype;
+    # the recorded sizes are the fp32 masters'.
+    param_scale, reduce_scale = (DTYPE_BYTES[options.get(k, "fp32")] / 4 for k in ("param_dtype", "reduce_dtype"))
+    kept = options.get("reshard_after_forward") is False
+    return unsharded_mb(**sizes, kept=kept, param_scale=param_scale, reduce_scale=reduce_scale)
+
+
+DTYPE_BYTES = {"fp32": 4, "bf16": 2}
 
 
 def unsharded_mb(*, param_bytes: float, root_param_bytes: float, root_grad_bytes: float, largest_block_bytes: float,
-                 largest_block_grad_bytes: float, kept: bool) -> float:  # fmt: skip
+                 largest_block_grad_bytes: float, kept: bool, param_scale: float = 1.0,
+                 reduce_scale: float = 1.0) -> float:  # fmt: skip
     """What FSDP2 holds whole at its peak beside its shards (bytes in, MiB out), as torch's FSDP2 does:
     - the root's parameters, gathered from forward to the end of backward, and its gradients, reduce-scattered
       only when backward ends (its inputs need no gradient, so autograd never calls its post-backward hook);
@@ -148,9 +157,12 @@ def unsharded_mb(*, param_bytes: float, root_param_bytes: float, root_grad_bytes
       third in flight: unchecked); its gradients and the previous block's reduce-scatter input, kept until the
       next block's;
     - with `reshard_after_forward=false`, every parameter instead of the root's and the blocks' (all stay
-      gathered from forward to backward)."""
+      gathered from forward to backward).
+    Sizes are the fp32 masters'; `param_scale` and `reduce_scale` (param_dtype's and reduce_dtype's bytes over 4)
+    size what is gathered and computed in, and what is reduce-scattered."""
     held = param_bytes if kept else root_param_bytes + 2 * largest_block_bytes
-    return (held + root_grad_bytes + 2 * largest_block_grad_bytes) / 2**20
+    grads = (root_grad_bytes + largest_block_grad_bytes) * param_scale + largest_block_grad_bytes * reduce_scale
+    return (held * param_scale + grads) / 2**20
 
 
 def need_mb(state: pd.DataFrame) -> pd.Series:

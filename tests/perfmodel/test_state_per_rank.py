@@ -185,6 +185,19 @@ def test_fsdp_holds_the_roots_and_the_largest_blocks_parameters_and_gradients_wh
     assert "unsharded parameters and gradients for fsdp not recorded" in memory.fit_words(old, 80)
 
 
+def test_fsdp_in_bf16_holds_its_gathered_parameters_and_gradients_at_half_the_masters_size():
+    """param_dtype=bf16 gathers and computes in bf16 (half the fp32 masters' bytes): the root's 20 MiB and the
+    largest block's 2 × 10 MiB of parameters, the root's 12 MiB and the block's 8 MiB of gradients are held at half;
+    the reduce-scatter's input is in reduce_dtype: 8 MiB at fp32, 4 at bf16."""
+    units = {"param_bytes": 90.46, "root_param_bytes": 20.0, "root_grad_bytes": 12.0, "largest_block_bytes": 10.0,
+             "largest_block_grad_bytes": 8.0}  # fmt: skip
+    rows = pd.DataFrame([{"impl": "fsdp", **units}]).assign(**{k: lambda f, k=k: f[k] * 2**20 for k in units})
+    bf16 = memory._unsharded(rows, '{"param_dtype": "bf16"}')
+    assert bf16 == pytest.approx((20 + 2 * 10) / 2 + (12 + 8) / 2 + 8)
+    both = memory._unsharded(rows, '{"param_dtype": "bf16", "reduce_dtype": "bf16"}')
+    assert both == pytest.approx(68.0 / 2) and memory._unsharded(rows, "{}") == pytest.approx(68.0)
+
+
 def test_at_the_optimizer_step_gradients_living_in_their_buckets_are_not_counted_twice():
     """flat and bucketed point their gradients at their flat buffers after the sync: at the optimizer step the
     buffers hold the gradients, not a copy beside them, so that step needs the state and Adam's temporary only;
