@@ -117,13 +117,13 @@ def new_run(args: argparse.Namespace, *, command: tuple[str, ...]):
     import impls  # its names() imports every strategy's module, and with them torch (1.1 s here)
     from harness.measure import env
 
-    default_gpus = _gpu_count() if uses_cuda else 2
+    default_gpus = cfgmod.gpu_count() if uses_cuda else 2
     config = bench_config(args, default_gpus=default_gpus, all_impls=impls.names(), command=command)
     device = cfgmod.resolve_device(config.device, cuda_available=cfgmod.cuda_available())
     configurations = grid.expand(config, device=device, bf16_supported=device == "cuda" and _native_bf16())
     if device == "cuda":
         backend = cfgmod.resolve_backend(config.backend, device=device)
-        cfgmod.check_gpu_count(gpus=config.gpus, available=_gpu_count(), backend=backend)
+        cfgmod.check_gpu_count(gpus=config.gpus, available=cfgmod.gpu_count(), backend=backend)
     run_id = config.run_id or cfgmod.new_run_id()
     if config.node_rank == 0:  # the other nodes join the folder node 0 makes
         cfgmod.check_results_folder(config.results, run_id)
@@ -138,12 +138,6 @@ def new_run(args: argparse.Namespace, *, command: tuple[str, ...]):
                 raise  # the user's own name is taken (another run made it since the check)
             run_id = cfgmod.new_run_id()  # a run started in the same second drew the same suffix
     raise ConfigError(f"no free run id in {config.results} after {RUN_ID_TRIES} tries; give --run-id")
-
-
-def _gpu_count() -> int:
-    import torch
-
-    return torch.cuda.device_count()
 
 
 def _native_bf16() -> bool:

@@ -16,21 +16,24 @@ from harness.config.bench import DEVICES, ConfigError
 
 def collectives_config(args: argparse.Namespace, *, command: tuple[str, ...]):
     """Validate everything before anything is written: the config and the resolved device."""
-    import torch
-
     from harness.config import bench as cfgmod
     from harness.config import collectives
-    from harness.launch.torchrun import check_fault_switch
+    from harness.config.ranks import available_cpus, threads_per_rank
+    from harness.launch.collectives import RANK_MODULE
+    from harness.launch.torchrun import check_fault_switch, start_early
 
     check_fault_switch()
     for flag, value, choices in (("--device", args.device, DEVICES), ("--backend", args.backend, cfgmod.BACKENDS)):
         if value not in choices:
             raise ConfigError(f"{flag} {value!r} is not valid; choose one of {', '.join(choices)}")
-    device = cfgmod.resolve_device(args.device, cuda_available=torch.cuda.is_available())
+    device = cfgmod.resolve_device(args.device, cuda_available=cfgmod.cuda_available())
     backend = cfgmod.resolve_backend(args.backend, device=device)
-    gpus = args.gpus if args.gpus is not None else (torch.cuda.device_count() if device == "cuda" else 2)
+    gpus = args.gpus if args.gpus is not None else (cfgmod.gpu_count() if device == "cuda" else 2)
+    if device == "cpu":  # the ranks' imports begin while the flags are checked and the environment captured
+        start_early(RANK_MODULE, threads=threads_per_rank(device=device, max_local_ranks=gpus,
+                                                          cpu_count=available_cpus()))  # fmt: skip
     if device == "cuda":
-        cfgmod.check_gpu_count(gpus=gpus, available=torch.cuda.device_count(), backend=backend)
+        cfgmod.check_gpu_count(gpus=gpus, available=cfgmod.gpu_count(), backend=backend)
     config = collectives.CollectivesConfig(
         gpus=gpus,
         ops=collectives.parse_ops(args.ops),
@@ -51,10 +54,11 @@ def collectives_config(args: argparse.Namespace, *, command: tuple[str, ...]):
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     from harness.config.collectives import BATCHES
     from harness.launch import collectives
-    from harness.measure import env
     from harness.results import model_tables
 
     config, run_id = collectives_config(args, command=command)
+    from harness.measure import env  # torch: after the ranks' imports began (`collectives_config`)
+
     run_dir = config.results / run_id
     console.say(f"ddpbench: collectives {','.join(config.ops)} on {config.device} with {config.backend}, "
                 f"world sizes {config.world_sizes}, {BATCHES} batches of {config.iters} iterations per size "

@@ -291,6 +291,13 @@ def cuda_available() -> bool:
     return torch.cuda.is_available()
 
 
+def gpu_count() -> int:
+    """The CUDA GPUs torch sees (CUDA_VISIBLE_DEVICES applied)."""
+    import torch
+
+    return torch.cuda.device_count()
+
+
 def resolve_device(requested: str, *, cuda_available: bool) -> str:
     if requested == "auto":
         return "cuda" if cuda_available else "cpu"

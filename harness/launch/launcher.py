@@ -24,13 +24,13 @@ from harness.config import grid
 from harness.config.bench import BenchConfig, ConfigError
 from harness.config.flags import AUTO
 from harness.config.grid import Configuration
-from harness.config.ranks import available_cpus, child_environment, threads_per_rank
+from harness.config.ranks import available_cpus, threads_per_rank
 from harness.handoff import costs, records
 from harness.handoff.rank_result import RankResult
-from harness.launch import zygote
 from harness.launch.diagnose import diagnose
 from harness.launch.rendezvous import Rendezvous
 from harness.launch.torchrun import LaunchEnd, launch_ranks
+from harness.launch.torchrun import start_early as start_ranks_early
 from harness.results import layout, store
 from harness.results.layout import RunFolder
 
@@ -113,12 +113,10 @@ def create_run(
 
 
 def start_early(*, local_ranks: int) -> None:
-    """On the CPU, start the run's zygote (the ranks' imports: 2.5-3 s here) before this command's own imports
-    and checks rather than at the first launch, in the environment that launch will have with `local_ranks`
-    ranks a node. Bad input ends it unused; where a strategy's extra rank changes each rank's share of the
-    cores, the first launch replaces it (`zygote.for_launch`)."""
-    threads = threads_per_rank(device="cpu", max_local_ranks=local_ranks, cpu_count=available_cpus())
-    zygote.for_launch(WORKER, child_environment(threads))
+    """The run's zygote started before `bench` checks its input (`torchrun.start_early`), for `local_ranks` ranks a
+    node; where a strategy's extra rank changes each rank's share of the cores, the first launch replaces it."""
+    start_ranks_early(WORKER, threads=threads_per_rank(device="cpu", max_local_ranks=local_ranks,
+                                                       cpu_count=available_cpus()))  # fmt: skip
 
 
 def workload_provenance(configurations: list[Configuration]) -> dict[str, dict[str, Any]]:

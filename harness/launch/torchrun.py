@@ -65,6 +65,13 @@ def torchrun_command(
     ]  # fmt: skip
 
 
+def start_early(module: str, *, threads: int) -> None:
+    """On the CPU, start the zygote for `module` (the ranks' imports: 2.5-3 s here) now, before the command's own
+    imports and checks, rather than at its first launch, in the environment `launch_ranks` gives a launch with
+    `threads` a rank. Bad input ends it unused; a first launch in another environment replaces it."""
+    zygote.for_launch(module, child_environment(threads))
+
+
 def _start(command: list[str], module: str, *, log: IO, env: dict[str, str], fork: bool) -> supervise.Agent:
     """The launch's agent: on the CPU forked from the run's zygote for `module` (its imports done once
     a run, `harness.launch.zygote`), else (or if the zygote is gone) a fresh `python -m` process. A

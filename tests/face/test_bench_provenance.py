@@ -91,13 +91,15 @@ def test_on_the_cpu_the_ranks_imports_begin_in_the_environment_the_launches_will
 
 
 def test_bench_reaches_the_ranks_early_start_without_importing_torch():
-    """What `bench` runs before `start_early` (its command module, the launcher, the device check where no GPU
-    driver's device file exists) imports no torch: the parent's 1.1 s of it would come before the ranks' imports."""
+    """What `bench` and `collectives` run before `start_early` (their command modules, the launcher, the device check
+    where no GPU driver's device file exists) imports no torch: the parent's 1.1 s of it would come before the
+    ranks' imports."""
     import subprocess
     import sys
 
     code = (
-        "import sys; import harness.commands.bench, harness.launch.launcher; from harness.config import bench; "
+        "import sys; import harness.commands.bench, harness.launch.launcher, harness.commands.collectives; "
+        "from harness.config import bench; "
         "bench.GPU_DEVICE_NODES = ('/no/such/device',); print(bench.cuda_available(), 'torch' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
