@@ -11,9 +11,10 @@ same at every world size, since the batch is per rank. And what a step holds bes
 any world size: the gradient buckets a strategy keeps beside its gradients (`buckets_mb`: DDP's, or our own
 strategies' flat buffers), as its ranks laid them out; and what a sharding strategy holds whole beside its
 shards (`unsharded_mb`: FSDP's parameters and gradients, as `unsharded_mb` counts them); and what a GPU's
-optimizer step allocates beside its state (`optimizer_temp_mb`: TEMPORARY_SHARE). Buffers, a communication
-hook's state and the kernels' working memory are in none of these: they are in a GPU run's peak. A rank needs
-its state and the larger of backward's part and the optimizer step's (`need_mb`). Against a CPU rank's polled peak,
+optimizer step allocates beside its state (`optimizer_temp_mb`: TEMPORARY_SHARE); and what a communication hook
+keeps from step to step (`hook_state_mb`: PowerSGD's error feedback). Buffers, the hook's per-step copies and the
+kernels' working memory are in none of these: they are in a GPU run's peak. A rank needs its state, its hook's,
+and the larger of backward's part and the optimizer step's (`need_mb`). Against a CPU rank's polled peak,
 with Adam stepping as on a GPU, that count is within 1.5 % where gradients outweigh activations, up to 21 % high
 for FSDP and where activations dominate, and up to 8 % low where gradients are the buckets from the start
 (backward's own temporaries)
@@ -63,6 +64,7 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
         base = dict(zip([k for k in STRATEGY_KEYS if k in ok], key, strict=True))
         activations = _activations(group) if not _computes_otherwise(base.get("impl_options")) else float("nan")
         buckets, unsharded = _buckets(group), _unsharded(group, base.get("impl_options"))
+        hook_state = _hook_state(group, base.get("impl_options"))
         step_buckets = _buckets_at_step(group, buckets)
         for world in sorted({*map(int, by_world.index), *worlds}):
             measured = world in by_world.index
@@ -75,7 +77,7 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
                          "step_buckets_mb": step_buckets,
                          "optimizer_temp_mb": state.get("held_optimizer_state_mb", 0.0)
                          * TEMPORARY_SHARE.get(str(base.get("optimizer")), 0.0),
-                         "unsharded_mb": unsharded})  # fmt: skip
+                         "unsharded_mb": unsharded, "hook_state_mb": hook_state})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -101,9 +103,22 @@ def _buckets(group: pd.DataFrame) -> float:
     views = group["impl_options"].map(lambda text: bool(options_of(text).get("gradient_as_bucket_view")))
     if views.all() or not roles.flag(group, "keeps_buckets").any():
         return 0.0
-    laid_out = group.loc[~views, "bucket_sizes_mb"] if "bucket_sizes_mb" in group else pd.Series(dtype=object)
+    return _laid_out(group[~views])
+
+
+def _laid_out(group: pd.DataFrame) -> float:
+    """The most MiB of buckets any of the rows laid out (`bucket_sizes_mb`, summed); NaN where none is recorded."""
+    laid_out = group["bucket_sizes_mb"] if "bucket_sizes_mb" in group else pd.Series(dtype=object)
     sums = [float(np.sum(sizes)) for sizes in laid_out if _listed(sizes)]
     return max(sums) if sums else float("nan")
+
+
+def _hook_state(group: pd.DataFrame, options_json: str | None) -> float:
+    """The MiB a DDP communication hook keeps from step to step: torch's PowerSGD hook, with its error feedback on
+    (ddpbench's setting and torch's default), keeps each bucket's local error in a tensor of the bucket's size
+    (`powerSGD_hook`'s `error_dict`), whatever `gradient_as_bucket_view`; its low-rank P and Q, (rows + columns) ×
+    rank a matrix, are left out. 0 for any other hook; NaN where the run recorded no bucket layout."""
+    return _laid_out(group) if options_of(options_json).get("comm_hook") == "powersgd" else 0.0
 
 
 def _buckets_at_step(group: pd.DataFrame, buckets: float) -> float:
@@ -166,7 +181,8 @@ def unsharded_mb(*, param_bytes: float, root_param_bytes: float, root_grad_bytes
 
 
 def need_mb(state: pd.DataFrame) -> pd.Series:
-    """What each row's rank needs at its step's peak, as ddpbench counts it: its model state, and the larger of
+    """What each row's rank needs at its step's peak, as ddpbench counts it: its model state, its communication
+    hook's (`hook_state_mb`), and the larger of
     what backward holds beside it (activations, gradient buckets, FSDP's unsharded parameters and gradients) and
     what the optimizer step does (a GPU's optimizer temporaries, the buckets still beside the gradients then).
     What a run did not record counts as none (`unrecorded` names it)."""
@@ -177,7 +193,7 @@ def need_mb(state: pd.DataFrame) -> pd.Series:
     backward = state["activation_mb"] + part("buckets_mb") + part("unsharded_mb")
     at_step = "step_buckets_mb" if "step_buckets_mb" in state else "buckets_mb"
     optimizer = part("optimizer_temp_mb") + part(at_step)
-    return state["total_mb"] + np.maximum(backward, optimizer)
+    return state["total_mb"] + part("hook_state_mb") + np.maximum(backward, optimizer)
 
 
 def _without_cap(options_json: str | None) -> str | None:
@@ -242,7 +258,9 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
     parts = (_beside(rows, "buckets_mb", "the gradient buckets kept beside the gradients", "buckets"),
              _beside(rows, "unsharded_mb", "the parameters and gradients held whole at the peak",
                      "unsharded parameters and gradients"),
-             _beside(rows, "optimizer_temp_mb", "a GPU's Adam temporaries", "optimizer temporaries"))  # fmt: skip
+             _beside(rows, "optimizer_temp_mb", "a GPU's Adam temporaries", "optimizer temporaries"),
+             _beside(rows, "hook_state_mb", "PowerSGD's error feedback, kept from step to step",
+                     "the hook's state"))  # fmt: skip
     beside = "; ".join(part for part in parts if part)
     buckets = f" (its state and the larger of backward's part and the optimizer step's; {beside})" if beside else ""
     samples = f"{batch} sample{'s' if batch != 1 else ''}"
@@ -262,7 +280,8 @@ def unrecorded(state: pd.DataFrame) -> str:
     """'buckets for stock, zero; unsharded parameters and gradients for fsdp not recorded (a run from before ddpbench
     recorded them): counted as none' for the strategies whose share `need_mb` could not count; '' for none."""
     said = []
-    for column, what in (("buckets_mb", "buckets"), ("unsharded_mb", "unsharded parameters and gradients")):
+    for column, what in (("buckets_mb", "buckets"), ("unsharded_mb", "unsharded parameters and gradients"),
+                         ("hook_state_mb", "the hook's state")):  # fmt: skip
         names = list(dict.fromkeys(state.loc[state[column].isna(), "strategy"])) if column in state else []
         said += [f"{what} for {', '.join(names)}"] if names else []
     return (f"{'; '.join(said)} not recorded (a run from before ddpbench recorded them): counted as none"

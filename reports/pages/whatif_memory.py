@@ -74,8 +74,8 @@ def _fits(group: pd.DataFrame, cluster: Cluster, worlds: list[int]) -> str:
     if not words:
         return ""
     counted = (
-        "at the step's peak with the gradient buckets, FSDP's unsharded parameters and gradients and a GPU's "
-        "optimizer temporaries"
+        "at the step's peak with the gradient buckets, FSDP's unsharded parameters and gradients, a GPU's "
+        "optimizer temporaries and PowerSGD's error feedback"
     )
     return (f" In a GPU of {cluster.gpu_memory_gib:g} GiB ({cluster.name}), {counted}, before buffers and the "
             f"kernels' working memory: {words}.")  # fmt: skip
@@ -102,8 +102,8 @@ def _memory_caption(state: pd.DataFrame) -> str:
         "larger of what backward holds beside it (activations, the gradient buckets a strategy keeps beside its "
         "gradients as its ranks laid them out, what FSDP holds whole: the root's parameters and gradients, the "
         "largest block's twice over, every parameter kept after forward) and what the optimizer step does (a GPU's "
-        "Adam makes a temporary as large as its second moment; the buckets). In none of these: buffers, a "
-        "communication hook's state (PowerSGD's error feedback), the kernels' working memory — a GPU run's peak "
-        "measures those. "
+        "Adam makes a temporary as large as its second moment; the buckets), and what a communication hook keeps "
+        "from step to step (PowerSGD's error feedback, one tensor a bucket). In none of these: buffers, the hook's "
+        "per-step copies, the kernels' working memory — a GPU run's peak measures those. "
         "The model is the run's own size." + floor
     )

@@ -210,3 +210,26 @@ def test_at_the_optimizer_step_gradients_living_in_their_buckets_are_not_counted
     need = memory.need_mb(state)
     assert need.loc[("stock", 8)] == pytest.approx(361.84 + 90.46 + 90.46)
     assert need.loc[("flat", 8)] == pytest.approx(361.84 + max(10 + 90.46, 90.46))
+
+
+def test_powersgd_keeps_each_buckets_error_from_step_to_step_beside_everything_else():
+    """torch's PowerSGD hook keeps one tensor of each bucket's size, its compression's local error: 90.46 MiB for
+    buckets of 60 + 30.46, a part of the state (in both backward's and the optimizer step's), gradients as bucket
+    views or not; another hook keeps none, and a run without a bucket layout says it did not record it."""
+    hooked = '{"comm_hook": "powersgd"}'
+    viewed = '{"comm_hook": "powersgd", "gradient_as_bucket_view": true}'
+    run = pd.DataFrame([held("stock", world, 90.46, 90.46, 180.92, impl_options=options, bucket_sizes_mb=[60, 30.46])
+                        for options in ("{}", hooked, viewed) for world in (1, 2)])  # fmt: skip
+    state = memory.state_per_rank(run.assign(activation_mb=10.0), [8]).query("world_size == 8")
+    state = state.set_index("impl_options")
+    assert state.loc["{}", "hook_state_mb"] == 0
+    assert state.loc[hooked, "hook_state_mb"] == pytest.approx(90.46) == state.loc[viewed, "hook_state_mb"]
+    need = memory.need_mb(state)
+    assert need.loc[hooked] == pytest.approx(need.loc["{}"] + 90.46)
+    assert need.loc[viewed] == pytest.approx(361.84 + 90.46 + max(10.0, 180.92 * 0.5))  # Adam's temporary
+    rows = state.reset_index().assign(strategy=lambda f: "stock" + f["impl_options"])
+    assert f"PowerSGD's error feedback, kept from step to step, stock{hooked} 90.5 MiB" in memory.activation_words(rows)
+    unlaid = memory.state_per_rank(run.assign(activation_mb=10.0, bucket_sizes_mb=None), [8]).query("world_size == 8")
+    assert memory.unrecorded(unlaid.assign(strategy=lambda f: "stock" + f["impl_options"])).startswith(
+        "buckets for stock{}, stock" + hooked + "; the hook's state for stock" + hooked
+    )

@@ -352,7 +352,8 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None) -> None:
     capacity = getattr(cluster, "gpu_memory_gib", 0.0)
     if words := fit_words(state[state["world_size"].isin(worlds)], capacity):
         say(f"ddpbench predict: in a GPU of {capacity:g} GiB ({cluster.name}), at the step's peak with the gradient "
-            f"buckets, FSDP's unsharded parameters and gradients and a GPU's optimizer temporaries, before buffers and "
+            f"buckets, FSDP's unsharded parameters and gradients, a GPU's optimizer temporaries and PowerSGD's error "
+            f"feedback, before buffers and "
             f"the kernels' working memory: {words}")  # fmt: skip
 
 
