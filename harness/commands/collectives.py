@@ -29,7 +29,7 @@ def collectives_config(args: argparse.Namespace, *, command: tuple[str, ...]):
     device = cfgmod.resolve_device(args.device, cuda_available=cfgmod.cuda_available())
     backend = cfgmod.resolve_backend(args.backend, device=device)
     gpus = args.gpus if args.gpus is not None else (cfgmod.gpu_count() if device == "cuda" else 2)
-    if device == "cpu":  # the ranks' imports begin while the flags are checked and the environment captured
+    if device == "cpu" and gpus >= 1:  # the ranks' imports begin while the rest is checked, the environment captured
         start_early(RANK_MODULE, threads=threads_per_rank(device=device, max_local_ranks=gpus,
                                                           cpu_count=available_cpus()))  # fmt: skip
     if device == "cuda":

@@ -155,6 +155,16 @@ def test_repeated_values_run_once_and_are_said_to(capsys):
     assert len(set(labels)) == len(labels)
 
 
+@pytest.mark.parametrize("gpus", ["0", "-1"])
+def test_collectives_refuses_fewer_than_two_ranks_in_one_line_before_its_ranks_start(capsys, tmp_path, gpus):
+    """Its ranks' imports start as soon as the device is known (`torchrun.start_early`): not from a rank count
+    that cannot be (0 once divided the cores by zero)."""
+    assert cli.main(["collectives", "--gpus", gpus, "--results", str(tmp_path / "results")]) == 2
+    err = capsys.readouterr().err
+    assert f"--gpus {gpus} is not valid for collectives; give 2 or more ranks" in err and err.count("\n") == 1
+    assert not (tmp_path / "results").exists()
+
+
 def test_collectives_warns_when_its_ranks_outnumber_the_cores(capsys, monkeypatch):
     """bench warned of it; collectives once reported a 3-rank contention on 2 cores as the link's."""
     import types
