@@ -111,12 +111,12 @@ def new_run(args: argparse.Namespace, *, command: tuple[str, ...]):
     from harness.launch import launcher as launch
 
     # Default: every visible GPU, or 2 simulated ranks on the CPU.
-    uses_cuda = args.device in ("auto", "cuda") and cfgmod.cuda_available()
-    if not uses_cuda and args.device in ("auto", "cpu"):
+    if args.device == "cpu" or (args.device == "auto" and cfgmod.likely_no_gpu()):
         launch.start_early(local_ranks=args.gpus or 2)  # the ranks' imports begin while this one checks the input
     import impls  # its names() imports every strategy's module, and with them torch (1.1 s here)
     from harness.measure import env
 
+    uses_cuda = args.device in ("auto", "cuda") and cfgmod.cuda_available()
     default_gpus = cfgmod.gpu_count() if uses_cuda else 2
     config = bench_config(args, default_gpus=default_gpus, all_impls=impls.names(), command=command)
     device = cfgmod.resolve_device(config.device, cuda_available=cfgmod.cuda_available())

@@ -26,12 +26,14 @@ def collectives_config(args: argparse.Namespace, *, command: tuple[str, ...]):
     for flag, value, choices in (("--device", args.device, DEVICES), ("--backend", args.backend, cfgmod.BACKENDS)):
         if value not in choices:
             raise ConfigError(f"{flag} {value!r} is not valid; choose one of {', '.join(choices)}")
-    device = cfgmod.resolve_device(args.device, cuda_available=cfgmod.cuda_available())
+    guess = args.gpus if args.gpus is not None else 2
+    if (args.device == "cpu" or (args.device == "auto" and cfgmod.likely_no_gpu())) and guess >= 1:
+        # the ranks' imports begin while the rest is checked and the environment captured
+        start_early(RANK_MODULE, threads=threads_per_rank(device="cpu", max_local_ranks=guess,
+                                                          cpu_count=available_cpus()))  # fmt: skip
+    device = cfgmod.resolve_device(args.device, cuda_available=args.device != "cpu" and cfgmod.cuda_available())
     backend = cfgmod.resolve_backend(args.backend, device=device)
     gpus = args.gpus if args.gpus is not None else (cfgmod.gpu_count() if device == "cuda" else 2)
-    if device == "cpu" and gpus >= 1:  # the ranks' imports begin while the rest is checked, the environment captured
-        start_early(RANK_MODULE, threads=threads_per_rank(device=device, max_local_ranks=gpus,
-                                                          cpu_count=available_cpus()))  # fmt: skip
     if device == "cuda":
         cfgmod.check_gpu_count(gpus=gpus, available=cfgmod.gpu_count(), backend=backend)
     config = collectives.CollectivesConfig(

@@ -276,16 +276,25 @@ def rank_ladder(gpus: int) -> list[int]:
     return ladder
 
 
-GPU_DEVICE_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
-"""The device files a GPU driver makes (NVIDIA's, ROCm's, WSL's): without any, torch sees no GPU."""
+GPU_DEVICE_NODES = (
+    "/dev/nvidiactl",
+    "/dev/nvidia0",
+    "/dev/kfd",
+    "/dev/dxg",
+    "/proc/driver/nvidia",
+    "/sys/module/nvidia",
+)
+"""Files a GPU driver makes (NVIDIA's, ROCm's, WSL's)."""
+
+
+def likely_no_gpu() -> bool:
+    """A guess, without importing torch: no GPU driver's file exists. Only for starting the CPU ranks' imports
+    early (`torchrun.start_early`); the device itself is torch's answer (`cuda_available`), since a driver may
+    make its device files only when CUDA is first used."""
+    return not any(os.path.exists(node) for node in GPU_DEVICE_NODES)
 
 
 def cuda_available() -> bool:
-    """torch.cuda.is_available(), without importing torch where no GPU driver's device file exists: on a
-    machine without a GPU the launcher then starts the ranks' imports before it imports torch itself
-    (1.1 s here, `harness.launch.launcher.start_early`)."""
-    if not any(os.path.exists(node) for node in GPU_DEVICE_NODES):
-        return False
     import torch
 
     return torch.cuda.is_available()
