@@ -111,7 +111,7 @@ def new_run(args: argparse.Namespace, *, command: tuple[str, ...]):
     from harness.launch import launcher as launch
 
     # Default: every visible GPU, or 2 simulated ranks on the CPU.
-    if args.device == "cpu" or (args.device == "auto" and cfgmod.likely_no_gpu()):
+    if cfgmod.likely_cpu(args.device):
         launch.start_early(local_ranks=args.gpus or 2)  # the ranks' imports begin while this one checks the input
     import impls  # its names() imports every strategy's module, and with them torch (1.1 s here)
     from harness.measure import env

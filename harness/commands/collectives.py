@@ -27,7 +27,7 @@ def collectives_config(args: argparse.Namespace, *, command: tuple[str, ...]):
         if value not in choices:
             raise ConfigError(f"{flag} {value!r} is not valid; choose one of {', '.join(choices)}")
     guess = args.gpus if args.gpus is not None else 2
-    if (args.device == "cpu" or (args.device == "auto" and cfgmod.likely_no_gpu())) and guess >= 1:
+    if cfgmod.likely_cpu(args.device) and guess >= 1:
         # the ranks' imports begin while the rest is checked and the environment captured
         start_early(RANK_MODULE, threads=threads_per_rank(device="cpu", max_local_ranks=guess,
                                                           cpu_count=available_cpus()))  # fmt: skip

@@ -287,11 +287,12 @@ GPU_DEVICE_NODES = (
 """Files a GPU driver makes (NVIDIA's, ROCm's, WSL's)."""
 
 
-def likely_no_gpu() -> bool:
-    """A guess, without importing torch: no GPU driver's file exists. Only for starting the CPU ranks' imports
-    early (`torchrun.start_early`); the device itself is torch's answer (`cuda_available`), since a driver may
-    make its device files only when CUDA is first used."""
-    return not any(os.path.exists(node) for node in GPU_DEVICE_NODES)
+def likely_cpu(requested: str) -> bool:
+    """A guess, without importing torch, that `--device requested` will run on the CPU: `cpu`, or `auto` where no
+    GPU driver's file exists. Only for starting the CPU ranks' imports early (`torchrun.start_early`); the device
+    itself is torch's answer (`cuda_available`), since a driver may make its device files only when CUDA is first
+    used."""
+    return requested == "cpu" or (requested == "auto" and not any(os.path.exists(n) for n in GPU_DEVICE_NODES))
 
 
 def cuda_available() -> bool:

@@ -100,7 +100,7 @@ def test_bench_reaches_the_ranks_early_start_without_importing_torch():
     code = (
         "import sys; import harness.commands.bench, harness.launch.launcher, harness.commands.collectives; "
         "from harness.config import bench; "
-        "bench.GPU_DEVICE_NODES = ('/no/such/device',); print(bench.likely_no_gpu(), 'torch' in sys.modules)"
+        "bench.GPU_DEVICE_NODES = ('/no/such/device',); print(bench.likely_cpu('auto'), 'torch' in sys.modules)"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["True", "False"]
