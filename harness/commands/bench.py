@@ -109,6 +109,7 @@ def new_run(args: argparse.Namespace, *, command: tuple[str, ...]):
     from harness.config import bench as cfgmod
     from harness.config import grid
     from harness.launch import launcher as launch
+    from harness.launch.torchrun import end_early
 
     # Default: every visible GPU, or 2 simulated ranks on the CPU.
     if cfgmod.likely_cpu(args.device):
@@ -120,6 +121,8 @@ def new_run(args: argparse.Namespace, *, command: tuple[str, ...]):
     default_gpus = cfgmod.gpu_count() if uses_cuda else 2
     config = bench_config(args, default_gpus=default_gpus, all_impls=impls.names(), command=command)
     device = cfgmod.resolve_device(config.device, cuda_available=cfgmod.cuda_available())
+    if device != "cpu":
+        end_early()
     configurations = grid.expand(config, device=device, bf16_supported=device == "cuda" and _native_bf16())
     if device == "cuda":
         backend = cfgmod.resolve_backend(config.backend, device=device)

@@ -20,7 +20,7 @@ def collectives_config(args: argparse.Namespace, *, command: tuple[str, ...]):
     from harness.config import collectives
     from harness.config.ranks import available_cpus, threads_per_rank
     from harness.launch.collectives import RANK_MODULE
-    from harness.launch.torchrun import check_fault_switch, start_early
+    from harness.launch.torchrun import check_fault_switch, end_early, start_early
 
     check_fault_switch()
     for flag, value, choices in (("--device", args.device, DEVICES), ("--backend", args.backend, cfgmod.BACKENDS)):
@@ -32,6 +32,8 @@ def collectives_config(args: argparse.Namespace, *, command: tuple[str, ...]):
         start_early(RANK_MODULE, threads=threads_per_rank(device="cpu", max_local_ranks=guess,
                                                           cpu_count=available_cpus()))  # fmt: skip
     device = cfgmod.resolve_device(args.device, cuda_available=args.device != "cpu" and cfgmod.cuda_available())
+    if device != "cpu":
+        end_early()
     backend = cfgmod.resolve_backend(args.backend, device=device)
     gpus = args.gpus if args.gpus is not None else (cfgmod.gpu_count() if device == "cuda" else 2)
     if device == "cuda":

@@ -72,6 +72,12 @@ def start_early(module: str, *, threads: int) -> None:
     zygote.for_launch(module, child_environment(threads))
 
 
+def end_early() -> None:
+    """A GPU after all (`start_early` went by a guess): its launches start fresh interpreters, so the zygote
+    would only hold a core and 300 MiB until the command exits."""
+    zygote.close_all()
+
+
 def _start(command: list[str], module: str, *, log: IO, env: dict[str, str], fork: bool) -> supervise.Agent:
     """The launch's agent: on the CPU forked from the run's zygote for `module` (its imports done once
     a run, `harness.launch.zygote`), else (or if the zygote is gone) a fresh `python -m` process. A

@@ -122,12 +122,23 @@ class ForkedLaunch:
 
 _running: dict[str, Zygote] = {}
 
+# Written into this process's environment by torch itself, the first time anything asks where its compile cache is
+# (a torchvision model's import does): the default a fresh interpreter computes too, so it changes no import.
+SET_BY_TORCH = frozenset({"TORCHINDUCTOR_CACHE_DIR"})
+
+
+def _imports_alike(a: dict[str, str], b: dict[str, str]) -> bool:
+    return {k: v for k, v in a.items() if k not in SET_BY_TORCH} == {
+        k: v for k, v in b.items() if k not in SET_BY_TORCH
+    }
+
 
 def for_launch(module: str, env: dict[str, str]) -> Zygote:
     """The zygote for `module`'s launches in `env` (the one already running, or a new one: a changed
-    environment may change what importing does, so it is not reused across one)."""
+    environment may change what importing does, so it is not reused across one). Each launch still gets
+    `env` itself (`Zygote.start`)."""
     zygote = _running.get(module)
-    if zygote is not None and (zygote.env != env or not zygote.alive()):
+    if zygote is not None and (not _imports_alike(zygote.env, env) or not zygote.alive()):
         zygote.close()
         zygote = None
     if zygote is None:

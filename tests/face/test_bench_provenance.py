@@ -77,30 +77,68 @@ def test_ddpbench_env_shows_what_a_default_bench_run_records(capsys):
     assert shown["ddpbench_git_sha"] == recorded["ddpbench_git_sha"] == recorded["git_sha"]
 
 
-def test_on_the_cpu_the_ranks_imports_begin_in_the_environment_the_launches_will_have(tmp_path):
+@pytest.mark.parametrize("workload", ["mlp", "torchvision:resnet18"])
+def test_on_the_cpu_the_ranks_imports_begin_in_the_environment_the_launches_will_have(tmp_path, workload):
+    """A torchvision model's import writes torch's compile-cache folder into this process's environment: the
+    launches' environment then differs from the early zygote's by a default, which must not cost a new zygote."""
     from harness.config.ranks import child_environment
     from harness.launch import launcher, zygote
 
-    args = cli.build_parser().parse_args(["bench", "--results", str(tmp_path), "--run-id", "r", "--impls", "naive"])
+    args = cli.build_parser().parse_args(
+        ["bench", "--results", str(tmp_path), "--run-id", "r", "--impls", "naive", "--workloads", workload]
+    )
     _, plan = bench.new_run(args, command=("ddpbench",))
     if plan.device != "cpu":
         pytest.skip("a GPU launch starts fresh interpreters: nothing begins early")
     started = zygote._running[launcher.WORKER]
-    # The first launch takes the zygote whose environment is its own (`zygote.for_launch`): this one.
-    assert started.alive() and started.env == child_environment(plan.threads_per_rank)
+    assert started.alive() and zygote.for_launch(launcher.WORKER, child_environment(plan.threads_per_rank)) is started
 
 
-def test_bench_reaches_the_ranks_early_start_without_importing_torch():
+def test_a_wrong_guess_of_the_cpu_ends_the_early_zygote(monkeypatch):
+    """Without a GPU driver's device file the command guesses the CPU and starts the ranks' imports; where torch
+    then finds a GPU after all, those launches start fresh interpreters and the zygote would only hold a core."""
+    from harness.commands import collectives
+    from harness.config import bench as cfgmod
+    from harness.launch import zygote
+
+    monkeypatch.setattr(cfgmod, "likely_cpu", lambda requested: True)
+    monkeypatch.setattr(cfgmod, "cuda_available", lambda: True)
+    monkeypatch.setattr(cfgmod, "gpu_count", lambda: 2)
+    started = []
+    real = zygote.for_launch
+    monkeypatch.setattr(zygote, "for_launch", lambda module, env: started.append(real(module, env)) or started[-1])
+    args = cli.build_parser().parse_args(["collectives", "--gpus", "2"])
+    config, _ = collectives.collectives_config(args, command=("ddpbench",))
+    assert config.device == "cuda" and len(started) == 1
+    assert not started[0].alive() and not zygote._running
+
+
+def test_bench_reaches_the_ranks_early_start_without_importing_torch(tmp_path):
     """What `bench` and `collectives` run before `start_early` (their command modules, the launcher, the device check
     where no GPU driver's device file exists) imports no torch: the parent's 1.1 s of it would come before the
-    ranks' imports."""
+    ranks' imports. In a fresh interpreter, each command's zygote starts before torch is imported."""
     import subprocess
     import sys
 
-    code = (
-        "import sys; import harness.commands.bench, harness.launch.launcher, harness.commands.collectives; "
-        "from harness.config import bench; "
-        "bench.GPU_DEVICE_NODES = ('/no/such/device',); print(bench.likely_cpu('auto'), 'torch' in sys.modules)"
-    )
+    code = f"""
+import sys
+import harness.commands.bench, harness.launch.launcher, harness.commands.collectives
+from harness import cli
+from harness.config import bench
+from harness.launch import zygote
+bench.GPU_DEVICE_NODES = ('/no/such/device',)
+print(bench.likely_cpu('auto'), 'torch' in sys.modules)
+real = zygote.Zygote.__init__
+def noting(self, module, env):
+    print(module, 'torch' in sys.modules)
+    real(self, module, env)
+zygote.Zygote.__init__ = noting
+parse = cli.build_parser().parse_args
+harness.commands.collectives.collectives_config(parse(['collectives', '--device', 'cpu']), command=())
+zygote.close_all()
+harness.commands.bench.new_run(parse(['bench', '--results', {str(tmp_path)!r}, '--impls', 'naive']), command=())
+"""
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["True", "False"]
+    assert done.stdout.split() == [
+        "True", "False", "harness.rank.collectives", "False", "harness.rank.worker", "False",
+    ]  # fmt: skip
