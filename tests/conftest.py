@@ -63,6 +63,16 @@ def _make_small_run(results: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.fixture(autouse=True)
+def no_zygote_outlives_its_test():
+    """A command run in this process (`cli.main`) may start its ranks' zygote early and then refuse its input:
+    the zygote, still importing torch, would hold one of the two cores until the next one replaced it (each
+    test's environment differs by PYTEST_CURRENT_TEST, so none is reused across tests)."""
+    yield
+    if "harness.launch.zygote" in sys.modules:
+        sys.modules["harness.launch.zygote"].close_all()
+
+
 @pytest.fixture
 def single_rank(monkeypatch):
     """A one-rank gloo process group in this process, as torchrun would set it up."""
