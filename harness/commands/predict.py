@@ -25,10 +25,11 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     from harness.perfmodel.network import NO_CONTENTION, network_link
     from harness.perfmodel.predict import DEFAULT_CAPS_MB
     from harness.perfmodel.schedule import largest_bucket_bytes, predict_caps
+    from harness.perfmodel.sharded import with_sharded_steps
     from harness.results import store
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    args.run, args.results_dir = _run_and_folder(args)
+    args.run, args.results_dir = predict_input.run_and_folder(args)
     predict_cluster.check_flags(args)
     predict_input.check_page(args)
     predict_input.check_cluster_file(args.cluster)
@@ -40,11 +41,11 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     if predict_cluster.wanted(args):
         return _on_cluster(args, caps, device=device)
     if args.run:  # the stored profile is said as stored, then calibrated on the run's rows (and said so)
-        network, profile, run_dir, worlds, caps = _from_run(args, given, caps, device=device)
+        network, profile, run_dir, worlds, caps, sharded = _from_run(args, given, caps, device=device)
     else:
         setup, network, profile, source, worlds = _measured_now(args, given, device=device)
         predictions.predict_profile(setup, profile, source)
-        run_dir = None
+        run_dir, sharded = None, (profile, 0.0)  # FSDP's: the compute as measured, no own cost known
     caps = caps or list(DEFAULT_CAPS_MB)
     profiled_on = store.read_run_meta(run_dir).get("device", device.type) if run_dir is not None else device.type
     if given is not None and profiled_on == "cpu":  # a network typed in (a GPU cluster's) against a CPU's compute
@@ -57,11 +58,15 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         link = network_link(network, world)
         measured = network.contention.get(world)  # None: not measured, predicted without contention
         frame = predict_caps(profile, caps_mb=caps, link=link, world_size=world, contention=measured or NO_CONTENTION)
+        frame = with_sharded_steps(frame, profile, network, world_size=world, fsdp_profile=sharded[0],
+                                   fsdp_own_s=sharded[1], blocking=profiled_on == "cpu")  # fmt: skip
         predictions.predict_table(frame, world=world, link=link, contention=measured)
         predict_input.warn_if_extrapolated(link, largest_bucket_bytes(profile, caps), world=world)
         if given is None:  # a fitted network: said where this world size is not one it was measured at
             predict_input.warn_unmeasured_world(network, world)
         frames.append(frame.assign(world_size=world))
+    _sharded_answers(frames, profile, network, caveat="a CPU's compute: see the warning above" if given is not None
+                     and profiled_on == "cpu" else "")  # fmt: skip
     if args.out:
         predict_cluster.write_rows(pd.concat(frames, ignore_index=True), Path(args.out))
     if run_dir is not None:
@@ -121,27 +126,21 @@ def _state_of_setup(configs, setup: dict, worlds: list[int]):
     return state_per_rank(of_setup(configs, setup), worlds)
 
 
-def _run_and_folder(args: argparse.Namespace) -> tuple[str | None, Path]:
-    """(the run, the results folder). `--results` names the folder, as in every other command; the older
-    spellings still work, with a warning: `--results RUN` (a run folder, or a run id) and `--results-dir DIR`."""
-    folder = args.results_dir or Path("results")  # --results-dir: a silent alias (scripts of an older ddpbench)
-    if args.results is None:
-        return args.run, folder
-    from harness.results import store
+def _sharded_answers(frames, profile, network, *, caveat: str) -> None:
+    """ZeRO-1's and FSDP2's steps at the caps DDP's answers name, said with what the network priced them on."""
+    from harness.perfmodel.sharded import priced_on
+    from harness.perfmodel.zero import largest_parameter
 
-    given = Path(args.results)
-    is_run = store.is_run_folder(given) or store.is_run_folder(folder / args.results)
-    if args.run is None and is_run:
-        console.warning(f"predict --results RUN is deprecated; use --run {args.results}")
-        return args.results, folder
-    if given.is_dir():
-        return args.run, given
-    raise ConfigError(f"--results {args.results!r} is not a results folder; give the folder with --results "
-                      "and the run with --run RUN")  # fmt: skip
+    broadcasts, collectives = priced_on(network, int(frames[-1]["world_size"].iloc[0]))
+    predictions.zero_answer(frames, optimizer_ms=profile.optimizer_s * 1e3, largest=largest_parameter(profile),
+                            caveat=caveat, priced=broadcasts)  # fmt: skip
+    predictions.fsdp_answer(frames, caveat=caveat, priced=collectives)
 
 
 def _from_run(args: argparse.Namespace, given, caps, *, device):
-    """The run's setup, profile, world sizes and caps; the network given, or fitted next to the run."""
+    """The run's setup, profile, world sizes and caps; the network given, or fitted next to the run; FSDP's profile
+    and own cost (`fsdp.compute_only`, `fsdp.own_cost_s`). Each strategy's model state at those world sizes is said."""
+    from harness.perfmodel import fsdp
     from harness.perfmodel.network import network_for_run
     from harness.results import store
 
@@ -158,9 +157,11 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
     predictions.predict_profile(setup, profile, source)
     configs = store.read_configs(run_dir)
     predict_input.warn_uncalibrated(run_dir, configs, setup)
+    sharded = (fsdp.compute_only(profile, configs, setup), fsdp.own_cost_s(configs, setup) or 0.0)
     profile = _calibrated_to_run(profile, configs, setup)
     worlds = [args.gpus] if args.gpus else sorted({int(n) for n in configs["world_size"] if n > 1}) or [DEFAULT_WORLD]
-    return network, profile, run_dir, worlds, caps or _caps_of_run(configs)
+    predictions.model_state(_state_of_setup(configs, setup, worlds), worlds)
+    return network, profile, run_dir, worlds, caps or _caps_of_run(configs), sharded
 
 
 def _calibrated_to_run(profile, configs, setup: dict):

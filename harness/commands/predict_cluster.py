@@ -288,7 +288,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         world = nodes * chosen.gpus_per_node
         frame = with_zero(predict_caps(profile, caps_mb=caps, link=link, world_size=world), profile, link=link,
                           world_size=world)  # fmt: skip
-        frame = fsdp.with_fsdp(frame, sharded, link=link, world_size=world, own_s=fsdp_own_s)
+        frame = fsdp.with_fsdp(frame, sharded, gather=link, scatter=link, world_size=world, own_s=fsdp_own_s)
         frame.insert(0, "nodes", nodes)
         frame.insert(0, "world_size", world)
         frame["best"] = frame["bucket_cap_mb"].isin(agreement.tied_best(frame["bucket_cap_mb"], frame["step_ms"]))

@@ -1,4 +1,5 @@
-"""What `ddpbench predict` is given, checked and said before it predicts: the run (a folder of runs given by
+"""What `ddpbench predict` is given, checked and said before it predicts: the run and its results folder (with the
+older spellings of both), the run (a folder of runs given by
 mistake is refused, naming its runs), the workload setup it predicts of that run (the others said, with the
 flags that choose them), whether its missing profile may be measured on this device, what the run's one-rank
 rows leave uncalibrated, a cluster file that is not there, and a profile of a smaller model than the step.
@@ -16,6 +17,25 @@ from harness.config.bench import ConfigError
 
 SETUP_FLAGS = (("workload", "--workload"), ("size", "--size"), ("batch_size", "--batch-size"))
 """The setup's keys predict's flags choose by (dtype and optimizer have none)."""
+
+
+def run_and_folder(args: argparse.Namespace) -> tuple[str | None, Path]:
+    """(the run, the results folder). `--results` names the folder, as in every other command; the older
+    spellings still work, with a warning: `--results RUN` (a run folder, or a run id) and `--results-dir DIR`."""
+    folder = args.results_dir or Path("results")  # --results-dir: a silent alias (scripts of an older ddpbench)
+    if args.results is None:
+        return args.run, folder
+    from harness.results import store
+
+    given = Path(args.results)
+    is_run = store.is_run_folder(given) or store.is_run_folder(folder / args.results)
+    if args.run is None and is_run:
+        console.warning(f"predict --results RUN is deprecated; use --run {args.results}")
+        return args.results, folder
+    if given.is_dir():
+        return args.run, given
+    raise ConfigError(f"--results {args.results!r} is not a results folder; give the folder with --results "
+                      "and the run with --run RUN")  # fmt: skip
 
 
 def resolve(text: str, results: Path) -> Path:

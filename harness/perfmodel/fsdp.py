@@ -250,13 +250,15 @@ def fsdp_columns(step: FsdpStep | None) -> dict:
             "fsdp_gathers": step.gathers, "fsdp_units": step.units}  # fmt: skip
 
 
-def with_fsdp(frame, profile: Profile, *, link, world_size: int, own_s: float = 0.0):
-    """A cluster frame (one row per cap) with FSDP2's step on `link` (a cluster's: NCCL overlaps), the same at
-    every cap: FSDP has no buckets; and `fsdp_kept_step_ms`, its step with `reshard_after_forward=false` (each
+def with_fsdp(frame, profile: Profile, *, gather, scatter, world_size: int, own_s: float = 0.0,
+              blocking: bool = False):  # fmt: skip
+    """A frame of DDP's steps (one row per cap) with FSDP2's step, its gathers on `gather` and reduce-scatters on
+    `scatter` (a cluster's link for both: NCCL overlaps; or this machine's fits, `blocking` on the CPU), the same
+    at every cap: FSDP has no buckets; and `fsdp_kept_step_ms`, its step with `reshard_after_forward=false` (each
     block gathered once, kept from forward to backward)."""
-    step = predict_fsdp(profile, gather=link, scatter=link, world_size=world_size, own_s=own_s)
-    kept = predict_fsdp(profile, gather=link, scatter=link, world_size=world_size, own_s=own_s,
-                        reshard_after_forward=False)  # fmt: skip
+    links = {"gather": gather, "scatter": scatter, "world_size": world_size, "own_s": own_s, "blocking": blocking}
+    step = predict_fsdp(profile, **links)
+    kept = predict_fsdp(profile, **links, reshard_after_forward=False)
     return frame.assign(**fsdp_columns(step), fsdp_kept_step_ms=kept.step_s * 1e3 if kept else float("nan"))
 
 
@@ -309,7 +311,7 @@ def run_checks(configs, profiles, network) -> list[dict]:
     collectives run's fits (else the all-reduce's α and bus bandwidth); every call blocks on the CPU."""
     from harness.analysis import roles, stats
     from harness.perfmodel import predict
-    from harness.perfmodel.network import sharded_links
+    from harness.perfmodel.network import network_link, sharded_links
     from harness.results.values import options_of
 
     rows = configs.fillna(predict.SETUP_DEFAULTS)
@@ -331,11 +333,12 @@ def run_checks(configs, profiles, network) -> list[dict]:
         checks.append({**setup, "impl": impl, "world_size": int(world), "impl_options": impl_options,
                        "measured_ms": stats.geometric_mean(group["step_ms_median"]), "predicted_ms": step.step_s * 1e3,
                        "compute_ms": step.compute_s * 1e3, "blocking": device == "cpu",
-                       **fsdp_columns(step), "gather_source": _fit(gather, "all_gather"),
-                       "scatter_source": _fit(scatter, "reduce_scatter")})  # fmt: skip
+                       **fsdp_columns(step), "gather_source": fitted_source(gather, "all_gather"),
+                       "scatter_source": fitted_source(scatter, "reduce_scatter"),
+                       "network": network_link(network, int(world)).source})  # fmt: skip
     return checks
 
 
-def _fit(link, op: str) -> str:
-    """Where `op`'s cost came from: its own fit, or the all-reduce's where the run measured none of it."""
-    return link.source if link.op == op else f"{link.source} (its {link.op} fit: no {op} measured)"
+def fitted_source(link, op: str) -> str | None:
+    """Where `op`'s own fit came from; None where the run measured none of it (the all-reduce's link stood in)."""
+    return link.source if link.op == op else None

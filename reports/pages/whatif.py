@@ -74,7 +74,7 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
         for world in world_sizes(cluster):
             frame = with_zero(predict_caps(calibrated, caps_mb=caps, link=link, world_size=world), calibrated,
                               link=link, world_size=world)  # fmt: skip
-            frame = with_fsdp(frame, sharded, link=link, world_size=world, own_s=fsdp_own_s)
+            frame = with_fsdp(frame, sharded, gather=link, scatter=link, world_size=world, own_s=fsdp_own_s)
             frames.append(frame.assign(world_size=world, nodes=link.nodes(world), **context))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 

@@ -344,6 +344,32 @@ def test_a_bench_run_stores_the_profile_at_world_size_1(small_run):
     assert profiles["ready_ms"].notna().all() and (profiles["backward_ms"] > 0).all()
 
 
+def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_asked(small_run, tmp_path, capsys):
+    """Without --cluster, `predict --run RUN --gpus N` prices ZeRO-1's broadcasts and FSDP2's gathers and
+    reduce-scatters on the same network as DDP's all-reduces (here a bus bandwidth typed in, latency 0: twice the
+    bandwidth, half their time), as `predict --cluster` does on a cluster's."""
+    rows = {}
+    for gbps in (1, 2):
+        out = tmp_path / f"{gbps}.csv"
+        assert cli.main(["predict", "--run", small_run.name, "--results", str(small_run.parent), "--gpus", "4",
+                         "--busbw", f"{gbps}GB/s", "--latency", "0us", "--out", str(out)]) == 0  # fmt: skip
+        rows[gbps] = pd.read_csv(out)
+    said = capsys.readouterr().out
+    assert (
+        "ddpbench predict: and ZeRO-1 (DDP + torch's ZeroRedundancyOptimizer, its defaults) at the caps above: w4"
+        in said
+    )
+    assert "[no broadcast measured: at the all-reduce's α and bus bandwidth (given: busbw 1 GB/s" in said
+    assert "ddpbench predict: and FSDP2 (fully_shard on each block and the root, its defaults): w4" in said
+    assert "no all-gather or reduce-scatter measured: at the all-reduce's α and bus bandwidth (given: busbw 2" in said
+    slow, fast = rows[1], rows[2]
+    for column in ("zero_broadcast_ms", "fsdp_gather_ms", "fsdp_scatter_ms"):
+        assert slow[column].gt(0).all() and np.allclose(fast[column], slow[column] / 2), column
+    # ZeRO-1's change to DDP's step is the same at every cap: the optimizer on its shard, then the broadcasts
+    change = slow["zero_step_ms"] - slow["step_ms"]
+    assert np.allclose(change, change.iloc[0]) and slow["fsdp_step_ms"].nunique() == 1
+
+
 def test_a_profile_measured_later_is_stored_with_the_run_and_found_again(tmp_path):
     run = tmp_path / "r"
     store.write_json(run / "run.json", {"run_id": "r", "threads_per_rank": 1})

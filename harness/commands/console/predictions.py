@@ -129,10 +129,11 @@ def validation(key: tuple, group: pd.DataFrame, as_good: list[float] | None, err
 def zero_validation(checks: list[dict]) -> None:
     """Each ZeRO-1 configuration of a run (harness.perfmodel.zero.run_checks' rows): measured against predicted,
     with the predicted step's parts."""
+    from harness.perfmodel import sharded
+
     for c in checks:
         error = c["predicted_ms"] / c["measured_ms"] - 1
-        sent = (f"broadcasts as fitted in {c['broadcast_source']}" if c["broadcast_source"] else
-                f"no broadcast measured: at the all-reduce's α and bus bandwidth ({c['network']})")  # fmt: skip
+        sent = sharded.broadcasts_priced(c["broadcast_source"], c["network"])
         say(f"validation w{c['world_size']} {c['workload']}/{c['size']} {c['impl']} ({c['bucket_cap_mb']:g} MiB), "
             f"measured in the run (geometric mean of repeats) against predicted (calibrated, with measured "
             f"contention): measured {c['measured_ms']:.2f} ms, predicted {c['predicted_ms']:.2f} ms ({error:+.1%}): "
@@ -142,13 +143,12 @@ def zero_validation(checks: list[dict]) -> None:
 def fsdp_validation(checks: list[dict]) -> None:
     """Each FSDP configuration of a run (harness.perfmodel.fsdp.run_checks' rows): measured against predicted,
     with the predicted step's parts."""
+    from harness.perfmodel import sharded
     from harness.results.values import strategy_label
 
     for c in checks:
         error = c["predicted_ms"] / c["measured_ms"] - 1
-        same = c["gather_source"] == c["scatter_source"]
-        fitted = (f"gathers and reduce-scatters as fitted in {c['gather_source']}" if same else
-                  f"gathers as fitted in {c['gather_source']}, reduce-scatters in {c['scatter_source']}")  # fmt: skip
+        fitted = sharded.collectives_priced(c["gather_source"], c["scatter_source"], c["network"])
         strategy = strategy_label(c["impl"], c["impl_options"])
         say(f"validation w{c['world_size']} {c['workload']}/{c['size']} {strategy}, measured in "
             f"the run (geometric mean of repeats) against predicted (scaled to the one-rank baseline"
@@ -265,12 +265,24 @@ BUCKET_VIEW_WORTH = 0.8
 """parameters_as_bucket_view is named where its broadcasts would take under this share of the default's."""
 
 
+CLUSTER_BROADCASTS = (
+    "broadcasts priced as NCCL all-gathers that carry as many bytes a link: the profile holds no broadcast"
+)
+CLUSTER_SHARDED = "gathers and reduce-scatters as NCCL's tuner picks them"
+
+
 def zero_answer(
-    frames: list[pd.DataFrame], *, optimizer_ms: float, largest: tuple[str, float], caveat: str = ""
+    frames: list[pd.DataFrame],
+    *,
+    optimizer_ms: float,
+    largest: tuple[str, float],
+    caveat: str = "",
+    priced: str = CLUSTER_BROADCASTS,
 ) -> None:
-    """ZeRO-1's predicted step at each node count, at the cap DDP's answer names there (`cluster_answer`), and why:
+    """ZeRO-1's predicted step at each GPU count, at the cap DDP's answer names there (`cluster_answer`), and why:
     the optimizer on the largest shard (`largest`: the largest parameter's name and share of the elements, where
-    it alone bounds the shard), the broadcasts after it; parameters_as_bucket_view where it sends faster."""
+    it alone bounds the shard), the broadcasts after it (`priced`: on what); parameters_as_bucket_view where it
+    sends faster."""
     rows = [frame.iloc[agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]).index] for frame in frames]
     steps = ", ".join(f"w{int(r['world_size'])} {r['zero_step_ms']:.4g} ms" for r in rows)
     ddp = ", ".join(f"{r['step_ms']:.4g}" for r in rows)
@@ -282,6 +294,7 @@ def zero_answer(
         else ""
     )
     span = f" (w{int(first['world_size'])} → w{int(last['world_size'])})" if len(rows) > 1 else ""
+    sent = f"{first['zero_broadcast_ms']:.3g} → " * (len(rows) > 1) + f"{last['zero_broadcast_ms']:.3g}"
     worth = [r for r in rows if r["zero_bucket_view_broadcast_ms"] < BUCKET_VIEW_WORTH * r["zero_broadcast_ms"]]
     packed = (
         "; parameters_as_bucket_view=true, one broadcast a rank, would take "
@@ -294,15 +307,15 @@ def zero_answer(
         f"{steps} (DDP's {ddp} ms). Why: its optimizer steps the largest shard, {last['zero_largest_share']:.1%} of "
         f"the elements at w{int(last['world_size'])} ({optimizer_ms:.3g} → {last['zero_optimizer_ms']:.3g} ms{bound}), "
         f"then each rank broadcasts what it updated, overlapping nothing: {int(last['zero_broadcasts'])} broadcasts, "
-        f"one a parameter, take {first['zero_broadcast_ms']:.3g} → {last['zero_broadcast_ms']:.3g} ms{span}{packed} "
-        f"[broadcasts priced as NCCL all-gathers that carry as many bytes a link: the profile holds no broadcast"
-        f"{'; ' + caveat if caveat else ''}]"
+        f"one a parameter, take {sent} ms{span}{packed} "
+        f"[{priced}{'; ' + caveat if caveat else ''}]"
     )
 
 
-def fsdp_answer(frames: list[pd.DataFrame], *, caveat: str = "") -> None:
-    """FSDP2's predicted step at each node count (its fsdp_* columns, the same at every cap), and why: each unit's
-    gathers and reduce-scatter, what compute did not hide of them, its optimizer on 1/n, its own cost."""
+def fsdp_answer(frames: list[pd.DataFrame], *, caveat: str = "", priced: str = CLUSTER_SHARDED) -> None:
+    """FSDP2's predicted step at each GPU count (its fsdp_* columns, the same at every cap), and why: each unit's
+    gathers and reduce-scatter (`priced`: on what), what compute did not hide of them, its optimizer on 1/n, its
+    own cost."""
     rows = [frame.iloc[agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]).index] for frame in frames]
     last = rows[-1]
     if math.isnan(last["fsdp_step_ms"]):
@@ -323,8 +336,7 @@ def fsdp_answer(frames: list[pd.DataFrame], *, caveat: str = "") -> None:
         f"w{int(last['world_size'])} the gathers take {last['fsdp_gather_ms']:.3g} ms and the reduce-scatters "
         f"{last['fsdp_scatter_ms']:.3g} ms, of which {last['fsdp_exposed_ms']:.3g} ms are not hidden behind "
         f"compute; its optimizer steps 1/{int(last['world_size'])} of every parameter "
-        f"({last['fsdp_optimizer_ms']:.3g} ms){own} [gathers and reduce-scatters as NCCL's tuner picks them"
-        f"{'; ' + caveat if caveat else ''}]"
+        f"({last['fsdp_optimizer_ms']:.3g} ms){own} [{priced}{'; ' + caveat if caveat else ''}]"
     )
 
 

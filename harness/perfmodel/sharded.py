@@ -1,0 +1,51 @@
+"""ZeRO-1's and FSDP2's steps beside DDP's on a run's own network (this machine's collectives run, or a bus
+bandwidth given), as `predict --cluster` sets them beside DDP's on a cluster's, and in words what each was priced
+on: a collective's own fit where the collectives run measured it, else the all-reduce's.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.perfmodel import fsdp, zero
+from harness.perfmodel.network import Network, broadcast_link, network_link, sharded_links
+from harness.perfmodel.schedule import Profile
+
+
+def with_sharded_steps(frame: pd.DataFrame, profile: Profile, network: Network, *, world_size: int,
+                       fsdp_profile: Profile, fsdp_own_s: float, blocking: bool) -> pd.DataFrame:  # fmt: skip
+    """DDP's steps per cap on `network` (`schedule.predict_caps`) with ZeRO-1's columns (its broadcasts on the
+    broadcast's fit) and FSDP2's (from `fsdp_profile`, the compute without DDP's own cost, `fsdp.compute_only`,
+    with its own cost; each call `blocking` on the CPU), as the run's validations price them."""
+    sender = broadcast_link(network, world_size) or network_link(network, world_size)
+    frame = zero.with_zero(frame, profile, link=sender, world_size=world_size)
+    gather, scatter = sharded_links(network, world_size)
+    return fsdp.with_fsdp(frame, fsdp_profile, gather=gather, scatter=scatter, world_size=world_size,
+                          own_s=fsdp_own_s, blocking=blocking)  # fmt: skip
+
+
+def priced_on(network: Network, world_size: int) -> tuple[str, str]:
+    """What ZeRO-1's broadcasts and FSDP2's collectives are priced on at this world size, in words."""
+    sender, (gather, scatter) = broadcast_link(network, world_size), sharded_links(network, world_size)
+    fallback = network_link(network, world_size).source
+    return (broadcasts_priced(sender and sender.source, fallback),
+            collectives_priced(fsdp.fitted_source(gather, "all_gather"), fsdp.fitted_source(scatter, "reduce_scatter"),
+                               fallback))  # fmt: skip
+
+
+def broadcasts_priced(broadcast_source: str | None, network_source: str) -> str:
+    return (f"broadcasts as fitted in {broadcast_source}" if broadcast_source else
+            f"no broadcast measured: at the all-reduce's α and bus bandwidth ({network_source})")  # fmt: skip
+
+
+def collectives_priced(gather_source: str | None, scatter_source: str | None, network_source: str) -> str:
+    """FSDP2's: each one's own fit (`fsdp.fitted_source`: None where none was measured), else the all-reduce's."""
+    if gather_source is None and scatter_source is None:
+        return f"no all-gather or reduce-scatter measured: at the all-reduce's α and bus bandwidth ({network_source})"
+    if gather_source == scatter_source:
+        return f"gathers and reduce-scatters as fitted in {gather_source}"
+    said = [f"{name} as fitted in {source}" for name, source in (("gathers", gather_source),
+            ("reduce-scatters", scatter_source)) if source]  # fmt: skip
+    if missing := "gathers" if gather_source is None else "reduce-scatters" if scatter_source is None else "":
+        said.append(f"no {missing[:-1]} measured: {missing} at the all-reduce's α and bus bandwidth ({network_source})")
+    return "; ".join(said)
