@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 
 from harness.commands import console, predict_cluster, predict_input, report
-from harness.commands.console import predictions
+from harness.commands.console import predictions, profiling
 from harness.config.bench import SIZE_CHOICES, ConfigError
 
 DEFAULT_WORLD = 8
@@ -263,38 +263,13 @@ def _profiled(setup: dict, *, device, steps: int | None, source: tuple[str, dict
         raise ConfigError(f"--workload {setup['workload']!r} cannot run here: {reason}")
     steps = steps or gradprofile.PROFILE_STEPS
     if device.type == "cpu":
-        _warn_if_busy()
-    progress = SlowStepProgress()
+        profiling.warn_if_busy()
+    progress = profiling.SlowStepProgress()
     rows = gradprofile.measure(workload, batch_size=setup["batch_size"], device=device, dtype=setup["dtype"],
                                optimizer=setup["optimizer"], seed=0, steps=steps, on_step=progress)  # fmt: skip
     if device.type == "cpu":
-        _warn_if_noisy(progress.step_seconds()[-steps:])
+        profiling.warn_if_noisy(progress.step_seconds()[-steps:])
     return [{**setup, **row} for row in rows]
-
-
-def _warn_if_busy() -> None:
-    """A profile measured now shares the cores with whatever else runs: a busy machine's profile is slow, and
-    so is every step predicted from it (a review measured 29 ms forward under load, 0.16 ms quiet)."""
-    import os
-
-    from harness.config.ranks import available_cpus
-
-    load, cores = os.getloadavg()[0], available_cpus()
-    if load > cores:
-        console.warning(f"this machine is busy (load {load:.1f} on {cores} core(s)): the profile measured now "
-                        "shares its cores, and every step predicted from it is as slow; profile when it is quiet, "
-                        "or use a run's stored profile (--run)")  # fmt: skip
-
-
-def _warn_if_noisy(seconds: list[float]) -> None:
-    """Steps that differ by more than stats.NOISY_CV: the medians the profile keeps are as unsure."""
-    from harness.analysis import stats
-
-    cv = stats.summarize(seconds)["step_ms_cv"]  # a CV has no unit: seconds serve as well as ms
-    if stats.is_noisy(cv):
-        low, high = (f"{s * 1e3:.0f}" if s >= 0.1 else f"{s * 1e3:.3g}" for s in (min(seconds), max(seconds)))
-        console.warning(f"the profile's {len(seconds)} steps took {low}–{high} ms "
-                        f"(CV {cv:.2f}): the prediction is as unsure; --profile-steps 20 measures more")  # fmt: skip
 
 
 def _validate(results_dir: Path, run_dir: Path, network, *, stored: bool) -> None:
@@ -367,34 +342,3 @@ def _fresh_setup(args: argparse.Namespace, device) -> dict:
     size = size if size != "auto" else ("full" if device.type == "cuda" else "small")
     batch = args.batch_size or source.create(size=size, options={}).default_batch_size()
     return {"workload": source.spec, "size": size, "batch_size": batch, "dtype": "fp32", "optimizer": "sgd"}
-
-
-class SlowStepProgress:
-    """`on_step(done, total)` for a profile measured now: each step said once steps take long (2 s or
-    more each), nothing for quick ones. A CPU profile of a full model takes minutes."""
-
-    SLOW_S = 2.0
-
-    def __init__(self) -> None:
-        import time
-
-        self.clock = time.perf_counter
-        self.began = self.clock()
-        self.ends: list[float] = []
-
-    def step_seconds(self) -> list[float]:
-        """Each step's time, from one call to the next (the first from the start, building included)."""
-        import itertools
-
-        return [b - a for a, b in itertools.pairwise([self.began, *self.ends])]
-
-    def __call__(self, done: int, total: int) -> None:
-        import statistics
-
-        self.ends.append(self.clock())
-        elapsed = self.clock() - self.began
-        steps = self.step_seconds()
-        pace = statistics.median(steps[1:]) if len(steps) > 1 else steps[0]  # the first holds the model's build
-        if pace >= self.SLOW_S:
-            left = pace * (total - done)
-            console.say(f"ddpbench predict: profiled step {done}/{total} ({elapsed:.0f} s; about {left:.0f} s to go)")

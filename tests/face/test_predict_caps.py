@@ -62,7 +62,7 @@ def test_a_swept_run_gets_its_own_caps_and_says_so(tmp_path, capsys):
 
 
 def test_a_profile_measured_now_says_its_steps_only_when_they_are_slow(capsys):
-    from harness.commands.predict import SlowStepProgress
+    from harness.commands.console.profiling import SlowStepProgress
 
     now = [0.0]
     slow, quick = SlowStepProgress(), SlowStepProgress()
@@ -84,22 +84,22 @@ def test_a_profile_measured_now_on_a_busy_or_noisy_machine_says_so(capsys, monke
     """A review's predict under load: forward 29 ms against 0.16 ms quiet, and nothing said of it."""
     import os
 
-    from harness.commands import predict
+    from harness.commands.console import profiling
     from harness.config import ranks
 
     monkeypatch.setattr(ranks, "available_cpus", lambda: 2)
     monkeypatch.setattr(os, "getloadavg", lambda: (4.5, 4.0, 3.0))
-    predict._warn_if_busy()
+    profiling.warn_if_busy()
     assert "this machine is busy (load 4.5 on 2 core(s)): the profile measured now shares its cores" in (
         capsys.readouterr().err
     )
-    predict._warn_if_noisy([0.010, 0.011, 0.030])
+    profiling.warn_if_noisy([0.010, 0.011, 0.030])
     assert "the profile's 3 steps took 10–30 ms (CV 0.66)" in capsys.readouterr().err
-    predict._warn_if_noisy([2.22, 6.37, 3.0])  # once '2.22e+03–6.37e+03 ms'
+    profiling.warn_if_noisy([2.22, 6.37, 3.0])  # once '2.22e+03–6.37e+03 ms'
     assert "the profile's 3 steps took 2220–6370 ms" in capsys.readouterr().err
-    predict._warn_if_noisy([0.010, 0.0101, 0.0102])
+    profiling.warn_if_noisy([0.010, 0.0101, 0.0102])
     monkeypatch.setattr(os, "getloadavg", lambda: (1.0, 1.0, 1.0))
-    predict._warn_if_busy()
+    profiling.warn_if_busy()
     assert capsys.readouterr().err == ""
 
 
