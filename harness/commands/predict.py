@@ -41,11 +41,11 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     if predict_cluster.wanted(args):
         return _on_cluster(args, caps, device=device)
     if args.run:  # the stored profile is said as stored, then calibrated on the run's rows (and said so)
-        network, profile, run_dir, worlds, caps, sharded = _from_run(args, given, caps, device=device)
+        network, profile, run_dir, worlds, caps, sharded, memory = _from_run(args, given, caps, device=device)
     else:
         setup, network, profile, source, worlds = _measured_now(args, given, device=device)
         predictions.predict_profile(setup, profile, source)
-        run_dir, sharded = None, (profile, 0.0)  # FSDP's: the compute as measured, no own cost known
+        run_dir, sharded, memory = None, (profile, 0.0), None  # FSDP's: the compute as measured, no own cost known
     caps = caps or list(DEFAULT_CAPS_MB)
     profiled_on = store.read_run_meta(run_dir).get("device", device.type) if run_dir is not None else device.type
     if given is not None and profiled_on == "cpu":  # a network typed in (a GPU cluster's) against a CPU's compute
@@ -67,6 +67,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         frames.append(frame.assign(world_size=world))
     _sharded_answers(frames, profile, network, caveat="a CPU's compute: see the warning above" if given is not None
                      and profiled_on == "cpu" else "")  # fmt: skip
+    if memory is not None and memory[1] is not None:  # a GPU run: the fastest of those that fit its GPU
+        predictions.strategy_choice(*memory, frames=frames)
     if args.out:
         predict_cluster.write_rows(pd.concat(frames, ignore_index=True), Path(args.out))
     if run_dir is not None:
@@ -139,7 +141,8 @@ def _sharded_answers(frames, profile, network, *, caveat: str) -> None:
 
 def _from_run(args: argparse.Namespace, given, caps, *, device):
     """The run's setup, profile, world sizes and caps; the network given, or fitted next to the run; FSDP's profile
-    and own cost (`fsdp.compute_only`, `fsdp.own_cost_s`). Each strategy's model state at those world sizes is said."""
+    and own cost (`fsdp.compute_only`, `fsdp.own_cost_s`); each strategy's model state at those world sizes, said,
+    with the run's GPU (`predict_input.run_gpu`: None on the CPU) to fit it in."""
     from harness.perfmodel import fsdp
     from harness.perfmodel.network import network_for_run
     from harness.results import store
@@ -160,8 +163,9 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
     sharded = (fsdp.compute_only(profile, configs, setup), fsdp.own_cost_s(configs, setup) or 0.0)
     profile = _calibrated_to_run(profile, configs, setup)
     worlds = [args.gpus] if args.gpus else sorted({int(n) for n in configs["world_size"] if n > 1}) or [DEFAULT_WORLD]
-    predictions.model_state(_state_of_setup(configs, setup, worlds), worlds)
-    return network, profile, run_dir, worlds, caps or _caps_of_run(configs), sharded
+    state, gpu = _state_of_setup(configs, setup, worlds), predict_input.run_gpu(run_dir)
+    predictions.model_state(state, worlds, gpu)
+    return network, profile, run_dir, worlds, caps or _caps_of_run(configs), sharded, (state, gpu)
 
 
 def _calibrated_to_run(profile, configs, setup: dict):

@@ -305,7 +305,9 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
                             caveat=cpu_split)  # fmt: skip
     predictions.fsdp_answer(rows, caveat="; ".join(part for part in (caveat, cpu_split, fsdp_left_out) if part))
     if state is not None:  # the two halves joined: the fastest of the strategies that fit
-        predictions.strategy_choice(state, rows, chosen, caveat="; ".join(part for part in (said, cpu_split) if part))
+        predictions.strategy_choice(
+            state, chosen, frames=rows, caveat="; ".join(part for part in (said, cpu_split) if part)
+        )
     if args.out:  # each row says what it rests on: the profile, the workload, any scaling
         setup = setup or {}
         context = {"cluster": chosen.name, "cluster_source": _source_of(chosen), "run": args.run,

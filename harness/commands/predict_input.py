@@ -38,6 +38,22 @@ def run_and_folder(args: argparse.Namespace) -> tuple[str | None, Path]:
                       "and the run with --run RUN")  # fmt: skip
 
 
+def run_gpu(run_dir: Path):
+    """The run's GPU as a cluster profile names one for the memory answer (`name`, `gpu_memory_gib` as torch
+    reports it); None for a CPU run, or one that recorded no GPU's memory."""
+    import types
+
+    from harness.results import store
+
+    meta = store.read_run_meta(run_dir)
+    gpu = next(iter(meta.get("environment", {}).get("gpus") or []), {})
+    if meta.get("device") != "cuda" or not gpu.get("memory_mb"):
+        return None
+    return types.SimpleNamespace(
+        name=f"the run's {gpu.get('name') or 'GPU'}", gpu_memory_gib=round(gpu["memory_mb"] / 1024, 1)
+    )
+
+
 def resolve(text: str, results: Path) -> Path:
     """The run given to --run; a folder of runs given as one is refused naming its runs, as `report` names
     the folder above a run given as --results."""

@@ -184,3 +184,33 @@ def test_a_cpu_runs_own_ddp_cost_is_not_carried_to_the_gpu_step_given(tmp_path, 
     assert "a CPU's, left out of the GPU step given: its share of a CPU's step is no GPU's" in out
     assert "one rank's step without DDP's own cost (not measured for this device): 50 ms;" in out
     assert (pd.read_csv(tmp_path / "gpu.csv")["ddp_own_ms"] == 0).all()
+
+
+def test_a_gpu_run_predicted_on_its_own_network_says_which_strategy_fits_its_gpu(tmp_path, capsys):
+    """Without --cluster the GPU to fit is the run's own (its name and memory as torch reported them); a CPU run
+    has none, and no choice is said for it (tests/perfmodel/test_predict.py's small run)."""
+    import pandas as pd
+    import torch
+
+    import workloads
+    from harness.measure import gradprofile
+    from harness.perfmodel import predict
+
+    run = _copy("gpu_memory", tmp_path)  # a cuda run on two H100s that stored no profile and no memory counts
+    for part in (run / "configs").glob("*.parquet"):
+        row = store.read_config_row(run, part.stem)
+        if row["impl"] == "stock":
+            row.update(held_param_mb=1.0, held_grad_mb=1.0, held_optimizer_state_mb=2.0, activation_mb=0.5)
+        store.write_parquet(part, [row], store.CONFIG_SCHEMA)
+    setup = {"workload": "mlp", "size": "tiny", "batch_size": 8, "dtype": "fp32", "optimizer": "sgd"}
+    measured = gradprofile.measure(workloads.create("mlp", size="tiny"), batch_size=8, device=torch.device("cpu"),
+                                   steps=2, warmup=1)  # fmt: skip
+    predict.store_profile(run, setup, pd.DataFrame([{**setup, **r} for r in measured]), device="cuda")
+    assert cli.main(["predict", "--run", "gpu_memory", "--results", str(tmp_path), "--gpus", "8",
+                     "--busbw", "100GB/s"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "ddpbench predict: in a GPU of 79.6 GiB (the run's NVIDIA H100 80GB HBM3), at the step's peak" in out
+    assert "stock fits (4.5 MiB a rank at most)" in out  # 1 + 1 + 2 held, 0.5 of activations
+    choice = next(line for line in out.splitlines() if line.startswith("ddpbench predict: the choice on "))
+    assert choice.startswith("ddpbench predict: the choice on the run's NVIDIA H100 80GB HBM3, the fastest predicted")
+    assert " w8 stock " in choice and out.index("and FSDP2") < out.index(choice)

@@ -52,7 +52,7 @@ def test_nothing_is_chosen_without_a_gpu_memory_or_counted_activations():
 
 def test_the_console_line_says_the_pick_what_is_beside_it_and_what_fits_untimed(capsys):
     cluster = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=80.0)
-    predictions.strategy_choice(STATE, FRAMES, cluster, caveat="a CPU's compute")
+    predictions.strategy_choice(STATE, cluster, frames=FRAMES, caveat="a CPU's compute")
     said = capsys.readouterr().out
     assert said.startswith("ddpbench predict: the choice on dgx-h100, the fastest predicted step of the strategies the")
     assert "w8 zero 104 ms (stock does not fit: 100 GiB a rank)" in said
@@ -60,7 +60,7 @@ def test_the_console_line_says_the_pick_what_is_beside_it_and_what_fits_untimed(
     assert "; fsdp fits too, with no step model: a run measures it" in said  # at every GPU count: no counts
     assert said.rstrip().endswith("[a CPU's compute]")
     small = _state([("stock", 8, 20.0), ("zero", 8, 19.0)])
-    predictions.strategy_choice(small, [_frame(8, 100.0, 110.0)], cluster)
+    predictions.strategy_choice(small, cluster, frames=[_frame(8, 100.0, 110.0)])
     assert "w8 stock 100 ms (zero 110 ms, 10.0% slower)" in capsys.readouterr().out
 
 

@@ -362,6 +362,7 @@ def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_
     assert "[no broadcast measured: at the all-reduce's α and bus bandwidth (given: busbw 1 GB/s" in said
     assert "ddpbench predict: and FSDP2 (fully_shard on each block and the root, its defaults): w4" in said
     assert "no all-gather or reduce-scatter measured: at the all-reduce's α and bus bandwidth (given: busbw 2" in said
+    assert "the choice on" not in said and "in a GPU of" not in said  # a CPU run: no GPU to fit in
     slow, fast = rows[1], rows[2]
     for column in ("zero_broadcast_ms", "fsdp_gather_ms", "fsdp_scatter_ms"):
         assert slow[column].gt(0).all() and np.allclose(fast[column], slow[column] / 2), column

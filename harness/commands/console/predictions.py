@@ -377,7 +377,7 @@ def labelled(state: pd.DataFrame) -> pd.DataFrame:
     return state.assign(strategy=strategy_labels(state))
 
 
-def strategy_choice(state: pd.DataFrame, frames: list[pd.DataFrame], cluster, *, caveat: str = "") -> None:
+def strategy_choice(state: pd.DataFrame, cluster, *, frames: list[pd.DataFrame], caveat: str = "") -> None:
     """The answer over both halves, last (harness.perfmodel.choice.choice_words, as the what-if page says it)."""
     from harness.perfmodel.choice import choice_words
 
