@@ -9,12 +9,27 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import Any, NamedTuple
 
 from harness.commands import console, predict_cluster, predict_input, report
 from harness.commands.console import predictions, profiling
 from harness.config.bench import SIZE_CHOICES, ConfigError
 
 DEFAULT_WORLD = 8
+
+
+class Basis(NamedTuple):
+    """What a prediction on one network (this machine's, or given) rests on."""
+
+    network: Any
+    profile: Any  # calibrated on the run's rows where there is a run
+    worlds: list[int]
+    caps: list[float] | None  # None: the default list
+    fsdp_profile: Any  # without DDP's own cost (fsdp.compute_only)
+    fsdp_own_s: float
+    run_dir: Path | None = None
+    state: Any = None  # each strategy's model state per rank (harness.perfmodel.memory.state_per_rank)
+    gpu: Any = None  # the run's GPU to fit the state in (predict_input.run_gpu); None on the CPU
 
 
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
@@ -40,13 +55,10 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
             raise ConfigError(f"{flag} {value} is not valid; give a whole number ≥ 1")
     if predict_cluster.wanted(args):
         return _on_cluster(args, caps, device=device)
-    if args.run:  # the stored profile is said as stored, then calibrated on the run's rows (and said so)
-        network, profile, run_dir, worlds, caps, sharded, memory = _from_run(args, given, caps, device=device)
-    else:
-        setup, network, profile, source, worlds = _measured_now(args, given, device=device)
-        predictions.predict_profile(setup, profile, source)
-        run_dir, sharded, memory = None, (profile, 0.0), None  # FSDP's: the compute as measured, no own cost known
-    caps = caps or list(DEFAULT_CAPS_MB)
+    # a run's stored profile is said as stored, then calibrated on the run's rows (and said so)
+    basis = _from_run(args, given, caps, device=device) if args.run else _measured_now(args, given, device=device)
+    network, profile, run_dir, worlds = basis.network, basis.profile, basis.run_dir, basis.worlds
+    caps = caps or basis.caps or list(DEFAULT_CAPS_MB)
     profiled_on = store.read_run_meta(run_dir).get("device", device.type) if run_dir is not None else device.type
     if given is not None and profiled_on == "cpu":  # a network typed in (a GPU cluster's) against a CPU's compute
         console.warning(f"the profile's compute is a CPU's, far slower than a GPU's, set against the network given "
@@ -58,8 +70,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         link = network_link(network, world)
         measured = network.contention.get(world)  # None: not measured, predicted without contention
         frame = predict_caps(profile, caps_mb=caps, link=link, world_size=world, contention=measured or NO_CONTENTION)
-        frame = with_sharded_steps(frame, profile, network, world_size=world, fsdp_profile=sharded[0],
-                                   fsdp_own_s=sharded[1], blocking=profiled_on == "cpu")  # fmt: skip
+        frame = with_sharded_steps(frame, profile, network, world_size=world, fsdp_profile=basis.fsdp_profile,
+                                   fsdp_own_s=basis.fsdp_own_s, blocking=profiled_on == "cpu")  # fmt: skip
         predictions.predict_table(frame, world=world, link=link, contention=measured)
         predict_input.warn_if_extrapolated(link, largest_bucket_bytes(profile, caps), world=world)
         if given is None:  # a fitted network: said where this world size is not one it was measured at
@@ -67,8 +79,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         frames.append(frame.assign(world_size=world))
     _sharded_answers(frames, profile, network, caveat="a CPU's compute: see the warning above" if given is not None
                      and profiled_on == "cpu" else "")  # fmt: skip
-    if memory is not None and memory[1] is not None:  # a GPU run: the fastest of those that fit its GPU
-        predictions.strategy_choice(*memory, frames=frames)
+    if basis.gpu is not None:  # a GPU run: the fastest of the strategies that fit its GPU
+        predictions.strategy_choice(basis.state, basis.gpu, frames=frames)
     if args.out:
         predict_cluster.write_rows(pd.concat(frames, ignore_index=True), Path(args.out))
     if run_dir is not None:
@@ -140,9 +152,9 @@ def _sharded_answers(frames, profile, network, *, caveat: str) -> None:
 
 
 def _from_run(args: argparse.Namespace, given, caps, *, device):
-    """The run's setup, profile, world sizes and caps; the network given, or fitted next to the run; FSDP's profile
-    and own cost (`fsdp.compute_only`, `fsdp.own_cost_s`); each strategy's model state at those world sizes, said,
-    with the run's GPU (`predict_input.run_gpu`: None on the CPU) to fit it in."""
+    """The Basis of a run: its profile (said, then calibrated), world sizes and caps; the network given, or fitted
+    next to the run; FSDP's profile and own cost (`fsdp.compute_only`, `fsdp.own_cost_s`); each strategy's model
+    state at those world sizes, said, with the run's GPU (`predict_input.run_gpu`: None on the CPU) to fit it in."""
     from harness.perfmodel import fsdp
     from harness.perfmodel.network import network_for_run
     from harness.results import store
@@ -165,7 +177,7 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
     worlds = [args.gpus] if args.gpus else sorted({int(n) for n in configs["world_size"] if n > 1}) or [DEFAULT_WORLD]
     state, gpu = _state_of_setup(configs, setup, worlds), predict_input.run_gpu(run_dir)
     predictions.model_state(state, worlds, gpu)
-    return network, profile, run_dir, worlds, caps or _caps_of_run(configs), sharded, (state, gpu)
+    return Basis(network, profile, worlds, caps or _caps_of_run(configs), *sharded, run_dir, state, gpu)
 
 
 def _calibrated_to_run(profile, configs, setup: dict):
@@ -197,7 +209,7 @@ def _caps_of_run(configs) -> list[float] | None:
 
 
 def _measured_now(args: argparse.Namespace, given, *, device):
-    """A fresh setup profiled here, in this process; the network given, or this machine's fit."""
+    """The Basis of a fresh setup profiled here, in this process (said); the network given, or this machine's fit."""
     import pandas as pd
     import torch
 
@@ -219,7 +231,8 @@ def _measured_now(args: argparse.Namespace, given, *, device):
                 f"here on {device.type} with {threads or torch.get_num_threads()} thread(s)…")  # fmt: skip
     rows = _measure_profile(setup, device=device, threads=threads, steps=args.profile_steps)
     profile = profile_from_rows(pd.DataFrame(rows))
-    return setup, network, profile, f"profile measured now on {device.type}", [world]
+    predictions.predict_profile(setup, profile, f"profile measured now on {device.type}")
+    return Basis(network, profile, [world], None, fsdp_profile=profile, fsdp_own_s=0.0)  # FSDP's own cost: unknown
 
 
 def _profile_for_run(run_dir: Path, setup: dict, *, device):
