@@ -34,7 +34,7 @@ from scipy.special import chdtri, ndtri  # not scipy.stats: its import is 1 s of
 
 from harness.analysis import roles, stats, sweep
 from harness.config.flags import AUTO
-from harness.results.values import options_of, options_words
+from harness.results.values import options_of, options_words, ratio_number
 
 ALPHA = 1 - stats.CONFIDENCE
 """The chance a verdict may be wrongly 'slower' or 'faster' over all its looks."""
@@ -242,7 +242,7 @@ def _ratio_so_far(judged: dict, confidence: float) -> str:
     if not np.isfinite(judged["low"]):
         return ""
     return (f"{judged['ratio']:.2f}× the reference's step, {confidence * 100:.3g}% interval "
-            f"{judged['low']:.2f}–{judged['high']:.2f}")  # fmt: skip
+            f"{ratio_number(judged['low'])}–{ratio_number(judged['high'])}")  # fmt: skip
 
 
 def _ratio_words(judged: dict) -> str:

@@ -26,7 +26,7 @@ import pandas as pd
 import impls
 from harness.analysis import roles, stats
 from harness.results import store
-from harness.results.values import options_of
+from harness.results.values import options_of, ratio_number
 
 GROUP_KEYS = ("impl", "other_options", "workload", "size", "batch_size", "dtype", "optimizer", "world_size", "nnodes")
 LAYOUT_KEYS = ("cap_given", "first_bucket_cap_mb")
@@ -212,7 +212,7 @@ def versus_reference(row: pd.Series) -> str:
         return ""
     low, high, confidence = row.get("gain_low"), row.get("gain_high"), row.get("confidence")
     known = all(v is not None and not pd.isna(v) for v in (low, high, confidence))
-    interval = f" ({confidence * 100:.3g}% interval {1 + low:.2f}–{1 + high:.2f})" if known else ""
+    interval = f" ({confidence * 100:.3g}% interval {ratio_number(1 + low)}–{ratio_number(1 + high)})" if known else ""
     return f"{stats.REFERENCE_CAP_MB:g} MiB takes {1 + gain:.2f}× as long{interval}"
 
 

@@ -112,3 +112,16 @@ def timed_by_hook(comm_note: Any) -> bool | None:
         return True
     return False if comm_note.endswith(UNHOOKED) else None
 
+
+
+UNBOUNDED_RATIO = 1000.0  # an interval's end past it says only that the repeats are too few to bound it
+
+
+def ratio_number(ratio: float) -> str:
+    """A ratio (an interval's end) for reading: '<0.01' rather than a misleading '0.00', whole numbers from 100 up,
+    '>1000' past UNBOUNDED_RATIO (two repeats' 99.5 % interval once read '0.00–83191606.53')."""
+    if ratio < 0.01:
+        return "<0.01"
+    if ratio > UNBOUNDED_RATIO:
+        return f">{UNBOUNDED_RATIO:.0f}"
+    return f"{ratio:.0f}" if ratio >= 100 else f"{ratio:.2f}"

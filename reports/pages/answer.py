@@ -20,7 +20,7 @@ import pandas as pd
 from harness.analysis import decide, drift, roles, stats
 from harness.analysis.overlap import overlap_efficiency
 from harness.perfmodel.memory import HELD
-from harness.results.values import options_of, strategy_labels
+from harness.results.values import options_of, ratio_number, strategy_labels
 from reports.aggregate import RunData, precision, world_label
 from reports.pages import alerts
 from reports.pages.evidence import (
@@ -33,7 +33,6 @@ from reports.pages.evidence import (
     evidence,
     interval_text,
     no_change_rule,
-    ratio_number,
     repeat_ids,
     too_few_text,
 )

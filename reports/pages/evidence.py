@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import decide, stats, sweep
+from harness.results.values import ratio_number
 from reports.pages.html import esc, table
 
 SIGNIFICANT, NOT_SIGNIFICANT, TOO_FEW = "significant", "not significant", stats.TOO_FEW
@@ -32,13 +33,6 @@ def no_change_rule(threshold: float) -> str:
     return (f"the interval is narrower than ±{band} (half its width, on the log scale, at most log "
             f"{1 + threshold:g}) but neither lies beyond 1 ± {band} nor excludes 1 with the ratio beyond {band}: "
             f"such an interval can still reach past {band} on one side, as 1.00–{reach:.2f} does")  # fmt: skip
-
-
-def ratio_number(ratio: float) -> str:
-    """A ratio for reading: '<0.01' rather than a misleading '0.00', whole numbers from 100 up."""
-    if ratio < 0.01:
-        return "<0.01"
-    return f"{ratio:.0f}" if ratio >= 100 else f"{ratio:.2f}"
 
 
 def evidence(fast: pd.Series, slow: pd.Series) -> dict:

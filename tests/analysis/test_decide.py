@@ -66,6 +66,12 @@ def test_an_open_ratio_says_its_estimate_and_interval_so_far():
     )
 
 
+def test_an_open_ratio_of_two_noisy_repeats_says_its_interval_is_unbounded_not_a_figure():
+    """make bench's two repeats at 99.5 % once printed 'interval 0.00–83191606.53'."""
+    judged = {"ratio": 0.72, "low": 3e-9, "high": 83191606.53}
+    assert decide._ratio_so_far(judged, 0.995) == "0.72× the reference's step, 99.5% interval <0.01–>1000"
+
+
 def test_the_console_says_how_many_are_decided_what_runs_next_and_what_stayed_open(monkeypatch):
     configs, steps = rows({1.0: 100.0, 25.0: 100.5}, repeats=2)
     found = decide.verdicts(configs, steps, confidence=CONFIDENCE)
