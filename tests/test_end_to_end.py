@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 
 # The columns every configs part promises (docs/results.md).
@@ -70,6 +72,8 @@ def test_dataparallel_is_skipped_on_the_cpu_with_its_reason_and_the_rest_run(sma
         assert "needs CUDA" in configs.loc[("dataparallel", world), "error"]
     others = configs.drop(index="dataparallel", level="impl")
     assert set(others["status"]) == {"ok"}
+    # the fixed cost is shared out over the configurations launched: a skipped one launches nothing
+    assert json.loads((small_run / "summary.json").read_text())["session"]["launched"] == len(others)
 
 
 def test_bench_writes_every_step_of_every_rank(small_run):

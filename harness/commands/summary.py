@@ -42,7 +42,13 @@ def write(plan, wall_s: float, *, complete: bool) -> dict[str, Any]:
         "configurations": len(configs),
         "sessions": before.get("sessions", 1 if before else 0) + 1,
         "complete": complete,
-        "session": {"wall_s": wall_s, "training_step_s": step_s, "fixed_cost_s": dict(plan.fixed_cost_s)},
+        "session": {
+            "wall_s": wall_s,
+            "training_step_s": step_s,
+            "fixed_cost_s": dict(plan.fixed_cost_s),
+            # what this session launched: a configuration skipped on this device launches nothing
+            "launched": int(configs[configs["config_id"].isin(ran_now)]["status"].ne("skipped").sum()),
+        },
     }
     store.write_json(Path(plan.run) / SUMMARY_JSON, totals)
     return totals

@@ -215,7 +215,8 @@ def _step_words(state: dict | None, cfg: Configuration) -> str:
 
 
 def fixed_cost_split(wall_s: float, seconds: dict[str, float], *, configurations: int) -> None:
-    """Where the run's wall time went, phase by phase (harness.handoff.costs), the rest as `other`."""
+    """Where the run's wall time went, phase by phase (harness.handoff.costs), the rest as `other`; and the fixed
+    cost over the `configurations` this session launched (a skipped one launches nothing)."""
     from harness.handoff.costs import PHASES
 
     if not seconds:
@@ -225,7 +226,11 @@ def fixed_cost_split(wall_s: float, seconds: dict[str, float], *, configurations
     say(f"ddpbench: where the {seconds_text(wall_s)} went (s): {', '.join(parts)}, other {max(other, 0.0):.1f}")
     fixed = wall_s - seconds.get("steps", 0.0)
     if configurations:
-        each = "" if configurations == 1 else f": {fixed / configurations:.1f} s per configuration ({configurations})"
+        each = (
+            ""
+            if configurations == 1
+            else f": {fixed / configurations:.1f} s per configuration launched ({configurations})"
+        )
         say(f"ddpbench: fixed cost {seconds_text(fixed)} beyond the timed steps{each}")
 
 
