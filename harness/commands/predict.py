@@ -26,10 +26,11 @@ class Basis(NamedTuple):
     worlds: list[int]
     caps: list[float] | None  # None: the default list
     fsdp_profile: Any  # without DDP's own cost (fsdp.compute_only)
-    fsdp_own_s: float
+    fsdp_own_s: float | None  # None: not measured (the run has no FSDP step at one rank)
     run_dir: Path | None = None
     state: Any = None  # each strategy's model state per rank (harness.perfmodel.memory.state_per_rank)
     gpu: Any = None  # the run's GPU to fit the state in (predict_input.run_gpu); None on the CPU
+    fsdp_note: str = ""  # what FSDP2's predicted step leaves out (fsdp.own_cost_unknown)
 
 
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
@@ -77,8 +78,10 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         if given is None:  # a fitted network: said where this world size is not one it was measured at
             predict_input.warn_unmeasured_world(network, world)
         frames.append(frame.assign(world_size=world))
-    _sharded_answers(frames, profile, network, caveat="a CPU's compute: see the warning above" if given is not None
-                     and profiled_on == "cpu" else "")  # fmt: skip
+    cpu = "a CPU's compute: see the warning above" if given is not None and profiled_on == "cpu" else ""
+    _sharded_answers(
+        frames, profile, network, caveat=cpu, fsdp_caveat="; ".join(c for c in (cpu, basis.fsdp_note) if c)
+    )
     if basis.gpu is not None:  # a GPU run: the fastest of the strategies that fit its GPU
         predictions.strategy_choice(basis.state, basis.gpu, frames=frames)
     if args.out:
@@ -140,7 +143,7 @@ def _state_of_setup(configs, setup: dict, worlds: list[int]):
     return state_per_rank(of_setup(configs, setup), worlds)
 
 
-def _sharded_answers(frames, profile, network, *, caveat: str) -> None:
+def _sharded_answers(frames, profile, network, *, caveat: str, fsdp_caveat: str) -> None:
     """ZeRO-1's and FSDP2's steps at the caps DDP's answers name, said with what the network priced them on."""
     from harness.perfmodel.sharded import priced_on
     from harness.perfmodel.zero import largest_parameter
@@ -148,7 +151,7 @@ def _sharded_answers(frames, profile, network, *, caveat: str) -> None:
     broadcasts, collectives = priced_on(network, int(frames[-1]["world_size"].iloc[0]))
     predictions.zero_answer(frames, optimizer_ms=profile.optimizer_s * 1e3, largest=largest_parameter(profile),
                             caveat=caveat, priced=broadcasts)  # fmt: skip
-    predictions.fsdp_answer(frames, caveat=caveat, priced=collectives)
+    predictions.fsdp_answer(frames, caveat=fsdp_caveat, priced=collectives)
 
 
 def _from_run(args: argparse.Namespace, given, caps, *, device):
@@ -172,24 +175,26 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
     predictions.predict_profile(setup, profile, source)
     configs = store.read_configs(run_dir)
     predict_input.warn_uncalibrated(run_dir, configs, setup)
-    sharded = (fsdp.compute_only(profile, configs, setup), fsdp.own_cost_s(configs, setup) or 0.0)
-    profile = _calibrated_to_run(profile, configs, setup)
+    sharded = (fsdp.compute_only(profile, configs, setup), fsdp.own_cost_s(configs, setup))
+    profile, calibration = _calibrated_to_run(profile, configs, setup)
     worlds = [args.gpus] if args.gpus else sorted({int(n) for n in configs["world_size"] if n > 1}) or [DEFAULT_WORLD]
     state, gpu = _state_of_setup(configs, setup, worlds), predict_input.run_gpu(run_dir)
     predictions.model_state(state, worlds, gpu)
-    return Basis(network, profile, worlds, caps or _caps_of_run(configs), *sharded, run_dir, state, gpu)
+    unknown = fsdp.own_cost_unknown(calibration) if sharded[1] is None else ""  # said beside FSDP2's step
+    return Basis(network, profile, worlds, caps or _caps_of_run(configs), *sharded, run_dir, state, gpu, unknown)
 
 
 def _calibrated_to_run(profile, configs, setup: dict):
-    """The profile scaled to the run's baseline step at one rank and DDP's own cost there added, said as it is
-    done: the calibration `predict --cluster` and the what-if page use, and the model's best variant here
+    """(the profile, its calibration): scaled to the run's baseline step at one rank and DDP's own cost there added,
+    said as it is done: the calibration `predict --cluster` and the what-if page use, and the model's best variant here
     ('calibrated + contention', docs/measured-cpu.md), so one run's steps are predicted one way."""
     from harness.commands.predict_cluster import say_run_calibration
     from harness.perfmodel import predict
     from harness.perfmodel.schedule import calibrate
 
     say_run_calibration(profile, configs, setup, scaled=False)
-    return calibrate(profile, predict.run_calibration(configs, setup, profile=profile))
+    calibration = predict.run_calibration(configs, setup, profile=profile)
+    return calibrate(profile, calibration), calibration
 
 
 def _caps_of_run(configs) -> list[float] | None:
@@ -232,7 +237,7 @@ def _measured_now(args: argparse.Namespace, given, *, device):
     rows = _measure_profile(setup, device=device, threads=threads, steps=args.profile_steps)
     profile = profile_from_rows(pd.DataFrame(rows))
     predictions.predict_profile(setup, profile, f"profile measured now on {device.type}")
-    return Basis(network, profile, [world], None, fsdp_profile=profile, fsdp_own_s=0.0)  # FSDP's own cost: unknown
+    return Basis(network, profile, [world], None, fsdp_profile=profile, fsdp_own_s=None)  # nor DDP's own: no run
 
 
 def _profile_for_run(run_dir: Path, setup: dict, *, device):

@@ -250,16 +250,19 @@ def fsdp_columns(step: FsdpStep | None) -> dict:
             "fsdp_gathers": step.gathers, "fsdp_units": step.units}  # fmt: skip
 
 
-def with_fsdp(frame, profile: Profile, *, gather, scatter, world_size: int, own_s: float = 0.0,
+def with_fsdp(frame, profile: Profile, *, gather, scatter, world_size: int, own_s: float | None = 0.0,
               blocking: bool = False):  # fmt: skip
     """A frame of DDP's steps (one row per cap) with FSDP2's step, its gathers on `gather` and reduce-scatters on
     `scatter` (a cluster's link for both: NCCL overlaps; or this machine's fits, `blocking` on the CPU), the same
     at every cap: FSDP has no buckets; and `fsdp_kept_step_ms`, its step with `reshard_after_forward=false` (each
-    block gathered once, kept from forward to backward)."""
-    links = {"gather": gather, "scatter": scatter, "world_size": world_size, "own_s": own_s, "blocking": blocking}
+    block gathered once, kept from forward to backward). `own_s` None: FSDP's own cost was not measured (none
+    added, `fsdp_own_ms` null: not a measured 0)."""
+    links = {"gather": gather, "scatter": scatter, "world_size": world_size, "own_s": own_s or 0.0,
+             "blocking": blocking}  # fmt: skip
     step = predict_fsdp(profile, **links)
     kept = predict_fsdp(profile, **links, reshard_after_forward=False)
-    return frame.assign(**fsdp_columns(step), fsdp_kept_step_ms=kept.step_s * 1e3 if kept else float("nan"))
+    frame = frame.assign(**fsdp_columns(step), fsdp_kept_step_ms=kept.step_s * 1e3 if kept else float("nan"))
+    return frame if own_s is not None else frame.assign(fsdp_own_ms=float("nan"))
 
 
 def own_cost_s(configs, setup: dict) -> float | None:
@@ -290,18 +293,33 @@ def compute_only(profile: Profile, configs, setup: dict) -> Profile:
 
 
 def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, carried: bool
-                ) -> tuple[Profile, float, str]:  # fmt: skip
+                ) -> tuple[Profile, float | None, str]:  # fmt: skip
     """The profile and FSDP's own cost as a cluster prediction takes them, and what was left out: the profile
     calibrated as DDP's is, less DDP's own cost; FSDP's own cost measured at one rank in the run (`own_cost_s`),
     scaled with the compute where --local-step-ms scales it (`run_scale`: the run's own scale), left out where
-    it is a CPU's and the compute a GPU's (not `carried`, as DDP's own cost is)."""
+    it is a CPU's and the compute a GPU's (not `carried`, as DDP's own cost is); None where the run has no FSDP
+    step at one rank to measure it by."""
     from harness.perfmodel.schedule import calibrate
 
     own_s = own_cost_s(configs, setup) if configs is not None else None
     left_out = f"FSDP's own cost at one rank, {own_s * 1e3:.3g} ms, a CPU's, left out" if own_s and not carried else ""
+    if own_s is None and configs is not None:
+        return calibrate(raw, dataclasses.replace(calibration, reducer_s=0.0)), None, own_cost_unknown(calibration)
     scaled = calibration.compute_scale / run_scale if run_scale else 1.0
     own_s = (own_s or 0.0) * scaled if carried else 0.0
     return calibrate(raw, dataclasses.replace(calibration, reducer_s=0.0)), own_s, left_out
+
+
+def own_cost_unknown(calibration) -> str:
+    """Said beside FSDP2's predicted step where the run measured no FSDP step at one rank: DDP's step carries DDP's
+    own cost (`calibration.reducer_s`), FSDP2's carries none."""
+    ddp = (
+        f", while DDP's step carries DDP's own ({calibration.reducer_s * 1e3:.3g} ms)" if calibration.reducer_s else ""
+    )
+    return (
+        f"FSDP's own cost not added: the run has no FSDP step at one rank to measure it by{ddp}; FSDP2's step "
+        "reads short by whatever its own cost is: bench it at one GPU (--impls fsdp) to count it"
+    )
 
 
 def run_checks(configs, profiles, network) -> list[dict]:

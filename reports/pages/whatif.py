@@ -255,10 +255,17 @@ def _best_table(best: pd.DataFrame) -> str:
     cells = [[str(int(r.world_size)), str(int(r.nodes)), esc(f"{r.bucket_cap_mb:g} MiB"), f"{r.step_ms:.3f}",
               f"{r.exposed_comm_ms:.3f}", f"{r.scaling_efficiency:.3f}", esc(agreement.caps_text(r.tied)),
               esc(_lead(r)), f"{r.zero_step_ms:.3f}", f"{r.zero_broadcast_ms:.3f}",
-              "not modelled: no block times" if pd.isna(r.fsdp_step_ms) else f"{r.fsdp_step_ms:.3f}"]
+              _fsdp_cell(r)]
              for r in best.itertuples()]  # fmt: skip
     return table(["GPUs", "nodes", "cap named", "step ms", "exposed comm ms", "scaling eff.", "fastest predicted",
                   "its lead", "ZeRO-1 step ms", "its broadcasts ms", "FSDP2 step ms"], cells)  # fmt: skip
+
+
+def _fsdp_cell(row) -> str:
+    if pd.isna(row.fsdp_step_ms):
+        return "not modelled: no block times"
+    unknown = pd.isna(row.fsdp_own_ms) and row.ddp_own_ms > 0  # DDP's step carries its own cost, FSDP2's none
+    return f"{row.fsdp_step_ms:.3f}" + (" (without FSDP's own cost: no FSDP step at one GPU measured it)" * unknown)
 
 
 def _lead(row) -> str:

@@ -291,8 +291,9 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     # FSDP2: the same at every cap; mlp's blocks are its Linear layers, the root holds nothing and gathers nothing
     assert (frame.groupby("world_size")["fsdp_step_ms"].nunique() == 1).all()
     assert (frame["fsdp_kept_step_ms"] < frame["fsdp_step_ms"]).all()  # kept: no block gathered for backward
-    assert (frame["fsdp_gathers"] == 2 * frame["fsdp_units"]).all() and (frame["fsdp_own_ms"] == 0).all()
-    compute = frame["fsdp_step_ms"] - frame["fsdp_exposed_ms"] - frame["fsdp_optimizer_ms"] - frame["fsdp_own_ms"]
+    # the run has no FSDP step at one rank: its own cost is not measured (null), and none is added
+    assert (frame["fsdp_gathers"] == 2 * frame["fsdp_units"]).all() and frame["fsdp_own_ms"].isna().all()
+    compute = frame["fsdp_step_ms"] - frame["fsdp_exposed_ms"] - frame["fsdp_optimizer_ms"]
     assert (frame["fsdp_exposed_ms"] >= 0).all() and np.allclose(compute, compute.iloc[0])  # the same compute
     assert compute.iloc[0] < 0.2 and np.allclose(
         frame["fsdp_optimizer_ms"] * frame["world_size"], frame["fsdp_optimizer_ms"].iloc[0] * 8

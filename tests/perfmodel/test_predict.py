@@ -363,6 +363,14 @@ def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_
     assert "ddpbench predict: and FSDP2 (fully_shard on each block and the root, its defaults): w4" in said
     assert "no all-gather or reduce-scatter measured: at the all-reduce's α and bus bandwidth (given: busbw 2" in said
     assert "the choice on" not in said and "in a GPU of" not in said  # a CPU run: no GPU to fit in
+    # no FSDP step at one rank: DDP's step carries DDP's own cost, FSDP2's none, and both say so
+    assert "FSDP's own cost not added: the run has no FSDP step at one rank to measure it by, while DDP's" in said
+    assert rows[1]["fsdp_own_ms"].isna().all() and rows[1]["fsdp_step_ms"].notna().all()
+    on_cluster = tmp_path / "cluster.csv"
+    assert cli.main(["predict", "--run", small_run.name, "--results", str(small_run.parent), "--cluster", "dgx-h100",
+                     "--nodes", "1", "--out", str(on_cluster)]) == 0  # fmt: skip
+    assert "FSDP's own cost not added" in capsys.readouterr().out
+    assert pd.read_csv(on_cluster)["fsdp_own_ms"].isna().all()
     slow, fast = rows[1], rows[2]
     for column in ("zero_broadcast_ms", "fsdp_gather_ms", "fsdp_scatter_ms"):
         assert slow[column].gt(0).all() and np.allclose(fast[column], slow[column] / 2), column

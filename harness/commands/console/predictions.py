@@ -327,7 +327,7 @@ def fsdp_answer(frames: list[pd.DataFrame], *, caveat: str = "", priced: str = C
         return
     steps = ", ".join(f"w{int(r['world_size'])} {r['fsdp_step_ms']:.4g} ms" for r in rows)
     ddp = ", ".join(f"{r['step_ms']:.4g}" for r in rows)
-    own = f"; FSDP's own cost at one rank, {last['fsdp_own_ms']:.3g} ms, added" if last["fsdp_own_ms"] else ""
+    own = f"; FSDP's own cost at one rank, {last['fsdp_own_ms']:.3g} ms, added" if last["fsdp_own_ms"] > 0 else ""
     say(
         f"ddpbench predict: and FSDP2 (fully_shard on each block and the root, its defaults): {steps} (DDP's {ddp} "
         f"ms at the caps above). Why: each block is "
