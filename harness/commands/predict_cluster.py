@@ -300,7 +300,9 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     own_ms = calibration.reducer_s * 1e3  # DDP's own cost as the prediction adds it (scaled with any compute)
     predictions.cluster_answer(chosen, rows, backward_ms=profile.backward_s * 1e3, caveat=said, own_ms=own_ms)
     share = profile.optimizer_s / profile.local_step_s if profile.local_step_s else 0.0
-    cpu_split = optimizer_share_caveat(share, scaled=bool(args.local_step_ms)) if device == "cpu" else ""
+    optimizer = (setup or {}).get("optimizer") or "sgd"  # a profile measured now steps SGD (predict's setup)
+    cpu_split = optimizer_share_caveat(share, scaled=bool(args.local_step_ms), optimizer=optimizer) if device == "cpu" \
+        else ""  # fmt: skip
     predictions.zero_answer(rows, optimizer_ms=profile.optimizer_s * 1e3, largest=largest_parameter(profile),
                             caveat=cpu_split)  # fmt: skip
     predictions.fsdp_answer(rows, caveat="; ".join(part for part in (caveat, cpu_split, fsdp_left_out) if part))

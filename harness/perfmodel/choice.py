@@ -108,11 +108,18 @@ def uncounted(state: pd.DataFrame, choices: list[Choice]) -> list[str]:
     return [name for name in dict.fromkeys(at.loc[at["activation_mb"].isna(), "strategy"]) if name not in counted]
 
 
-def optimizer_share_caveat(share: float, *, scaled: bool) -> str:
+GPU_OPTIMIZER_STEP = {
+    "adam": "a GPU's Adam, one memory-bound pass over the parameters, gradients and two moments",
+    "sgd": "a GPU's SGD, one memory-bound pass over the parameters and gradients",
+}
+
+
+def optimizer_share_caveat(share: float, *, scaled: bool, optimizer: str) -> str:
     """Where the profile's compute is a CPU's: its optimizer's share of the step is no GPU's, and ZeRO-1's and
     FSDP2's gains lean on it (said by the console's and the page's choice alike)."""
-    return (f"the optimizer's {share:.0%} of the step is the CPU's{', scaled' * scaled}: a GPU's Adam, one "
-            "memory-bound pass over the state, is likely a smaller share, and sharding it saves less")  # fmt: skip
+    step = GPU_OPTIMIZER_STEP.get(optimizer, f"a GPU's {optimizer}, a memory-bound pass over its state")
+    return (f"the optimizer's {share:.0%} of the step is the CPU's{', scaled' * scaled}: {step}, is likely a "
+            "smaller share, and sharding it saves less")  # fmt: skip
 
 
 def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float) -> str:

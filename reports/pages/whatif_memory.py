@@ -24,7 +24,8 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
     words = choice_words(state.assign(strategy=strategy_labels(state)), frames, cluster.gpu_memory_gib) if len(
         state) else ""  # fmt: skip
     first = group.iloc[0]  # the console's bracket: each node count's published-table caveat, a CPU's optimizer
-    cpu = optimizer_share_caveat(first["optimizer_share"], scaled=bool(first["local_step_given"]))
+    cpu = optimizer_share_caveat(first["optimizer_share"], scaled=bool(first["local_step_given"]),
+                                 optimizer=str(first.get("setup_optimizer") or "sgd"))  # fmt: skip
     said = "; ".join(part for part in (cap_caveats(cluster, sorted({int(n) for n in group["nodes"]})),
                                        cpu if first["profiled_on"] == "cpu" else "") if part)  # fmt: skip
     return (
