@@ -2,7 +2,8 @@
 # Variables map onto `ddpbench bench` flags; unset ones take the CLI's defaults.
 #   make bench GPUS=8 IMPLS=naive,stock WORKLOADS=mlp,gpt2 BUCKETS="1 25" SIZE=small STEPS=20
 # BUDGET: how long `make bench` goes on repeating to decide its verdicts (--repeats auto): a first
-# answer in minutes; BUDGET= (empty) repeats until decided or --max-repeats. `make sweep` has none.
+# answer in minutes; BUDGET= (empty) repeats until decided or --max-repeats. `make sweep` has none
+# unless you give one (make sweep BUDGET=10m).
 
 PYTHON ?= python3
 VENV   := .venv
@@ -58,8 +59,10 @@ bench: setup
 # A bucket_cap_mb response curve: `make bench` over a list of caps (DDP's default 25 included),
 # repeated until each cap's verdict is decided (REPEATS=auto, the default; or a fixed count: a cap is
 # recommended only on evidence over repeats; docs/statistics.md).
+# BUDGET reaches it only where you gave one (on the command line or in the environment), not make bench's default.
+sweep_budget = $(if $(filter command environment,$(firstword $(origin BUDGET))),$(BUDGET))
 sweep:
-	$(MAKE) bench BUCKETS="$(or $(BUCKETS),1 5 10 25 50 100)" BUDGET="$(SWEEP_BUDGET)" ARGS="--repeats $(or $(REPEATS),auto) $(ARGS)"
+	$(MAKE) bench BUCKETS="$(or $(BUCKETS),1 5 10 25 50 100)" BUDGET="$(sweep_budget)" ARGS="--repeats $(or $(REPEATS),auto) $(ARGS)"
 
 report: setup
 	$(BIN)/ddpbench report --results $(RESULTS) --out $(SITE)

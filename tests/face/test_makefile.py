@@ -34,6 +34,8 @@ def test_sweep_defaults_to_a_ladder_of_bucket_caps_including_ddps_default():
 def test_sweep_repeats_until_decided_by_default_and_repeats_overrides_it():
     assert "--repeats auto" in dry_run("sweep", "GPUS=2")
     assert "--budget" not in dry_run("sweep", "GPUS=2").split("ddpbench bench", 1)[-1]  # a sweep: until decided
+    # unless you give it one: BUDGET=10m once vanished on its way to the bench it runs
+    assert "--budget 10m" in dry_run("sweep", "GPUS=2", "BUDGET=10m").split("ddpbench bench", 1)[-1]
 
 
 def test_bench_gives_its_repeats_a_budget_that_budget_changes_or_removes():
