@@ -293,24 +293,30 @@ def cap_caveat(cluster: Cluster, nodes: int) -> str:
 
 
 def cap_caveats(cluster: Cluster, node_counts: list[int]) -> str:
-    """`cap_caveat` over several node counts (an answer that spans them), each checked table's misses once and
-    the advice once."""
-    heads = list(dict.fromkeys(head for nodes in node_counts if (head := _off_at(cluster, nodes))))
+    """`cap_caveat` over several node counts (an answer that spans them), each checked table's misses once (node
+    counts beyond the most checked share its words) and the advice once."""
+    checked = {n: max(below, default=None) for n in node_counts
+               if (below := [c["nodes"] for c in published_checks(cluster) if c["nodes"] <= n])}  # fmt: skip
+    heads = []
+    for nodes in dict.fromkeys(checked.values()):
+        beyond = [n for n, c in checked.items() if c == nodes and n > nodes]
+        if head := _off_at(cluster, nodes, beyond):
+            heads.append(head)
     return f"{'; '.join(heads)}: {CAP_CAVEAT_TAIL}" if heads else ""
 
 
-def _off_at(cluster: Cluster, nodes: int) -> str:
-    checks = published_checks(cluster)
-    below = [c["nodes"] for c in checks if c["nodes"] <= nodes]
-    if not below:
-        return ""
-    rows = [c for c in checks if c["nodes"] == max(below)]
+def _off_at(cluster: Cluster, nodes: int, beyond: list[int]) -> str:
+    """The misses of the tables checked at `nodes` nodes, said for it and for the node counts `beyond` it that
+    no table reaches."""
+    rows = [c for c in published_checks(cluster) if c["nodes"] == nodes]
     off = sum(c["count"] - c["within_25"] for c in rows)
     if not off:
         return ""
     worst = max(rows, key=lambda c: abs(c["worst_error"]))
-    where = f"{max(below)} node{'s' if max(below) > 1 else ''}" + (
-        f" (the most checked up to {nodes})" if max(below) < nodes else "")  # fmt: skip
+    counts = (
+        ", ".join(map(str, beyond[:-1])) + (" and " if len(beyond) > 1 else "") + (str(beyond[-1]) if beyond else "")
+    )
+    where = f"{nodes} node{'s' if nodes > 1 else ''}" + (f" (the most checked, for {counts} nodes)" if beyond else "")
     checked = sum(c["count"] for c in rows)
     return (f"at {where} this profile is off by more than 25 % on {off} of {checked} published sizes (worst "
             f"{worst['worst_error']:+.0%} at {worst['worst_size']})")  # fmt: skip

@@ -236,3 +236,6 @@ def test_an_answer_over_several_node_counts_carries_each_ones_published_misses_a
     assert both.startswith(at_2.split(": ")[0] + "; " + at_8.split(": ")[0])
     assert both.count(cluster.CAP_CAVEAT_TAIL) == 1 and both.endswith(cluster.CAP_CAVEAT_TAIL)
     assert cluster.cap_caveats(h100, [1]) == cluster.cap_caveat(h100, 1)
+    # node counts past the most checked share its table's words, said once for all of them (once: four times over)
+    beyond = cluster.cap_caveats(h100, [8, 16, 32, 64])
+    assert beyond.count(" published sizes (worst ") == 1 and "(the most checked, for 16, 32 and 64 nodes)" in beyond
