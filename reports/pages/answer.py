@@ -180,10 +180,12 @@ def against_reference(row: pd.Series, reference: pd.Series | None) -> str:
     proof = evidence(row, reference)
     faster = proof["times"] >= 1  # by the estimate the interval is built around, so that it lies inside
     proof = proof if faster else evidence(reference, row)
+    if proof.get("same_buckets"):  # one measurement: its two figures differ by the launches alone
+        return f"the same buckets: one measurement ({proof['times']:.2f}× apart: the launches' spread)"
     text = f"{proof['times']:.2f}× {'faster' if faster else 'slower'}"
     if proof["low"] is not None:
         text += f" ({ratio_number(proof['low'])}–{ratio_number(proof['high'])})"
-    return text + (", the same buckets (one measurement)" if proof.get("same_buckets") else CELL_DOUBT[proof["judged"]])
+    return text + CELL_DOUBT[proof["judged"]]
 
 
 def recommendation_text(
@@ -303,12 +305,13 @@ def versus_stock(best: pd.Series, reference: pd.Series) -> str:
     """'1.63× faster than stock (95% interval 1.20–2.10)', or with 'no 5% change shown', or 'too few repeats to
     tell'. `best` ranks above the reference, so the ratio is ≥ 1."""
     proof = evidence(best, reference)
+    if proof.get("same_buckets"):  # one measurement: no faster or slower to say
+        return (f"the same buckets as {reference_name(reference)}: one measurement ({proof['times']:.2f}× apart: the "
+                "launches' spread)")  # fmt: skip
     said = f"{proof['times']:.2f}× faster than {reference_name(reference)}"
     interval = f" ({interval_text(proof)})" if proof["low"] is not None else ""
     if proof["judged"] == TOO_FEW:
         return said + f", too few repeats to tell ({too_few_text(proof)})"
-    if proof.get("same_buckets"):
-        return said + ", with the same buckets (one measurement)"
     if proof["judged"] == NOT_SIGNIFICANT:
         return said + f", {NO_CHANGE_SHOWN}{interval}"
     return said + interval

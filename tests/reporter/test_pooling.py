@@ -345,5 +345,10 @@ def test_two_caps_that_made_the_same_buckets_are_said_to_be_one_measurement_not_
     reference = answer.reference_row(group)
     leader = group[~group["is_floor"]].iloc[0]
     cell = answer.against_reference(leader, reference)
-    assert cell.endswith("faster, the same buckets (one measurement)") and "not significant" not in cell
+    # no "1.51× faster" either: a reader took a review's "2.35× faster … (one measurement)" at face value
+    assert cell == "the same buckets: one measurement (1.52× apart: the launches' spread)", cell
+    assert "faster" not in cell and "not significant" not in cell
     assert answer.lead_caveat(group) == "leads; the same buckets as the next"
+    headline = answer.headline(group)
+    assert "makes the same buckets, so the two are one measurement" in headline and "faster than" not in headline
+    assert answer.versus_stock(leader, reference).startswith(f"the same buckets as {reference['strategy']}: one ")
