@@ -149,7 +149,7 @@ def recommend(
     best = recommend_cap(figures, confidence=confidence, aligned=aligned)
     same = same_buckets(by_cap)
     if same is not None:  # one layout under every cap: the same measurement, whatever the repeats say
-        best.update(decision=stats.FLAT, equivalent_caps_mb=sorted(by_cap))
+        best.update(decision=stats.FLAT, equivalent_caps_mb=sorted(by_cap), repeats_needed=None)  # nothing to tell
     best["equivalent_caps_mb"] = json.dumps(best["equivalent_caps_mb"])
     same_text = None if same is None else json.dumps(same)
     return {"caps_mb": json.dumps(sorted(by_cap)), **best, "same_buckets_mb": same_text, "noise": _noise(repeats)}

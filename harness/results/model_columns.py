@@ -63,7 +63,7 @@ RECOMMENDATIONS = Table(
         C("gain_high", F64, RATIO, "high end: at most what moving from 25 MiB to the best cap wins, at that confidence (that cap's interval, not a bound over every cap)"),
         C("confidence", F64, RATIO, "the confidence of every verdict's interval here and of the gain's: 0.95 for one look, higher under `--repeats auto` (its looks are paid for: docs/statistics.md); null: written before it was recorded"),
         C("repeats", I32, COUNT, "the fewest repeats of any cap: the evidence behind the decision"),
-        C("repeats_needed", I32, COUNT, "about how many repeats per cap decide at a 5 % threshold: the most any verdict the decision rests on needs, from the repeats' spread and the ratio seen"),
+        C("repeats_needed", I32, COUNT, "about how many repeats per cap decide at a 5 % threshold: the most any verdict the decision rests on needs, from the repeats' spread and the ratio seen; null where every cap made the same buckets (one measurement: no repeat tells them apart)"),
         C("same_buckets_mb", STR, MIB_UNIT, "the one bucket layout every cap made in every repeat (a JSON list, launch order), where they all made the same: the caps are then one measurement and the decision is `flat` whatever the repeats say; null where the layouts differ or were not recorded"),
         C("noise", STR, "", "the caps whose steps are noisy (CV > 0.1), whose repeats disagree (medians > 10 % apart) or whose steps drift within the window, and why; empty when none"),
     ),
