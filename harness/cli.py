@@ -88,8 +88,8 @@ def add_compare_parser(commands) -> None:
         "1 ± --threshold, or is narrower than ±threshold, excludes 1 and has the ratio beyond it. When the "
         "repeats cannot decide (fewer than 2 per run, or an interval wider than ±threshold) the verdict is "
         "'too few repeats to tell (have N, need about M)'. Configurations that differ in threads_per_rank, "
-        "backend, tf32, first_bucket_cap_mb or timed_by_hook (--bucket-timeline) are different measurements: "
-        "not judged, named in a warning.",
+        "backend, tf32, first_bucket_cap_mb or whether DDP's buckets were timed (--bucket-timeline) are "
+        "different measurements: not judged, named in a warning.",
         epilog="exit codes: 0 every ok configuration of BASE matched and none slower; 1 some significantly "
         "slower, or failed in NEW where BASE measured it; 2 bad input; 3 none slower, but the evidence is short: "
         "too few repeats to tell, a setting differs, no ok result in NEW, or nothing matched at all; 4 compare "

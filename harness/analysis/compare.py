@@ -161,9 +161,13 @@ def _known(value) -> bool:
     return value is not None and not pd.isna(value)
 
 
+SETTING_WORDS = {"timed_by_hook": "DDP's buckets timed (--bucket-timeline)"}  # a derived column: said as the flag
+
+
 def _setting_differences(base: dict, new: dict) -> list[str]:
     """'threads_per_rank 1 vs 2' for each setting both runs recorded and that differs."""
-    return [f"{k} {base[k]!r} vs {new[k]!r}" for k in base if _known(base[k]) and _known(new[k]) and base[k] != new[k]]
+    return [f"{SETTING_WORDS.get(k, k)} {base[k]!r} vs {new[k]!r}" for k in base
+            if _known(base[k]) and _known(new[k]) and base[k] != new[k]]  # fmt: skip
 
 
 def _label(keys: dict) -> str:

@@ -190,7 +190,7 @@ def test_runs_with_different_threads_per_rank_are_not_judged_as_one_configuratio
         (
             {"comm_note": f"not measured: a hook costs 3-6 %; {values.UNHOOKED}"},
             {"comm_note": f"{values.HOOK_TIMED}: 3-6 %"},
-            "timed_by_hook False vs True",
+            "DDP's buckets timed (--bucket-timeline) False vs True",
         ),
     ],
 )
