@@ -169,7 +169,8 @@ def network_answer(frame: pd.DataFrame, contention: pd.DataFrame) -> str:
         said = ["No world size has two all-reduce sizes that passed their check: predict gets no network from it."]
     said += [_contention_sentence(r) for r in contention.itertuples()]
     lead = ("<b>The network as <code>ddpbench predict</code> and the run pages' floor see it</b> (for a run not given "
-            "--busbw, they use the newest collectives run of its machine, device and backend): ")  # fmt: skip
+            "--busbw, they use the collectives run of its machine, device and backend started nearest the run; "
+            "predict without a run, the newest): ")  # fmt: skip
     return f'<p class="headline">{lead}{esc(" ".join(said))}</p>'
 
 
