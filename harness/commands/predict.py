@@ -21,6 +21,7 @@ DEFAULT_WORLD = 8
 class Basis(NamedTuple):
     """What a prediction on one network (this machine's, or given) rests on."""
 
+    setup: dict  # the workload setup profiled (workload, size, batch_size, dtype, optimizer)
     network: Any
     profile: Any  # calibrated on the run's rows where there is a run
     worlds: list[int]
@@ -37,9 +38,10 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     import pandas as pd
     import torch
 
+    from harness.analysis import agreement
     from harness.config.units import parse_caps
     from harness.perfmodel.network import NO_CONTENTION, network_link
-    from harness.perfmodel.predict import DEFAULT_CAPS_MB
+    from harness.perfmodel.predict import DEFAULT_CAPS_MB, SETUP_KEYS
     from harness.perfmodel.schedule import largest_bucket_bytes, predict_caps
     from harness.perfmodel.sharded import with_sharded_steps
     from harness.results import store
@@ -77,15 +79,18 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         predict_input.warn_if_extrapolated(link, largest_bucket_bytes(profile, caps), world=world)
         if given is None:  # a fitted network: said where this world size is not one it was measured at
             predict_input.warn_unmeasured_world(network, world)
-        frames.append(frame.assign(world_size=world))
+        best = agreement.tied_best(frame["bucket_cap_mb"], frame["step_ms"])
+        frames.append(frame.assign(world_size=world, best=frame["bucket_cap_mb"].isin(best), network=link.source))
     cpu = "a CPU's compute: see the warning above" if given is not None and profiled_on == "cpu" else ""
     _sharded_answers(
         frames, profile, network, caveat=cpu, fsdp_caveat="; ".join(c for c in (cpu, basis.fsdp_note) if c)
     )
     if basis.gpu is not None:  # a GPU run: the fastest of the strategies that fit its GPU
         predictions.strategy_choice(basis.state, basis.gpu, frames=frames)
-    if args.out:
-        predict_cluster.write_rows(pd.concat(frames, ignore_index=True), Path(args.out))
+    if args.out:  # each row says what it rests on, as --cluster's rows do
+        context = {"run": args.run, **{key: basis.setup.get(key) for key in SETUP_KEYS},
+                   "one_rank_step_ms": profile.local_step_s * 1e3}  # fmt: skip
+        predict_cluster.write_rows(pd.concat(frames, ignore_index=True).assign(**context), Path(args.out))
     if run_dir is not None:
         _validate(run_dir.parent, run_dir, network, stored=given is None)
     return 0
@@ -181,7 +186,8 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
     state, gpu = _state_of_setup(configs, setup, worlds), predict_input.run_gpu(run_dir)
     predictions.model_state(state, worlds, gpu)
     unknown = fsdp.own_cost_unknown(calibration) if sharded[1] is None else ""  # said beside FSDP2's step
-    return Basis(network, profile, worlds, caps or _caps_of_run(configs), *sharded, run_dir, state, gpu, unknown)
+    return Basis(setup, network, profile, worlds, caps or _caps_of_run(configs), *sharded, run_dir, state, gpu,
+                 unknown)  # fmt: skip
 
 
 def _calibrated_to_run(profile, configs, setup: dict):
@@ -237,7 +243,7 @@ def _measured_now(args: argparse.Namespace, given, *, device):
     rows = _measure_profile(setup, device=device, threads=threads, steps=args.profile_steps)
     profile = profile_from_rows(pd.DataFrame(rows))
     predictions.predict_profile(setup, profile, f"profile measured now on {device.type}")
-    return Basis(network, profile, [world], None, fsdp_profile=profile, fsdp_own_s=None)  # nor DDP's own: no run
+    return Basis(setup, network, profile, [world], None, fsdp_profile=profile, fsdp_own_s=None)  # nor DDP's own
 
 
 def _profile_for_run(run_dir: Path, setup: dict, *, device):

@@ -370,7 +370,12 @@ def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_
     assert cli.main(["predict", "--run", small_run.name, "--results", str(small_run.parent), "--cluster", "dgx-h100",
                      "--nodes", "1", "--out", str(on_cluster)]) == 0  # fmt: skip
     assert "FSDP's own cost not added" in capsys.readouterr().out
-    assert pd.read_csv(on_cluster)["fsdp_own_ms"].isna().all()
+    cluster_rows = pd.read_csv(on_cluster)
+    assert cluster_rows["fsdp_own_ms"].isna().all()
+    # this machine's rows are the cluster's less what only a cluster has, plus the link they rest on (usage.md)
+    only_cluster = {"nodes", "cluster", "cluster_source", "local_step_ms", "compute_scale", "ddp_own_ms"}
+    assert set(rows[1].columns) == set(cluster_rows.columns) - only_cluster | {"network"}
+    assert rows[1]["best"].any() and set(rows[1]["run"]) == {small_run.name} and set(rows[1]["workload"]) == {"mlp"}
     slow, fast = rows[1], rows[2]
     for column in ("zero_broadcast_ms", "fsdp_gather_ms", "fsdp_scatter_ms"):
         assert slow[column].gt(0).all() and np.allclose(fast[column], slow[column] / 2), column
