@@ -310,7 +310,10 @@ def steady_line(results: Path, setup: Setup) -> Line:
 def fixed_cost_line(results: Path, setup: Setup) -> Line:
     summary = json.loads((results / "w1-bf16" / layout.SUMMARY_JSON).read_text())
     ratio = summary["wall_s"] / summary["training_step_s"]
-    beyond = sorted(((v, k) for k, v in summary.get("fixed_cost_s", {}).items() if k != "steps"), reverse=True)
+    beyond = sorted(
+        ((v, k) for k, v in (summary.get("phases_s") or summary.get("fixed_cost_s", {})).items() if k != "steps"),
+        reverse=True,
+    )
     split = ", ".join(f"{k} {v:.1f}" for v, k in beyond[:5])
     value = f"{summary['wall_s']:.1f} s / {summary['training_step_s']:.1f} s of steps = {ratio:.2f}× (largest: {split})"
     judged = None if setup.quick else ratio <= FIXED_COST_RATIO

@@ -177,7 +177,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     # split count what the user waited for, the start included.
     began = time.monotonic() - max(time.time() - args.started_at, 0.0)
     launched = time.monotonic()
-    costs.add_into(plan.fixed_cost_s, {"start": launched - began})
+    costs.add_into(plan.phases_s, {"start": launched - began})
     progress = console.Progress(plan.run, plan.configurations, done=done)
     stops = StopSignals()
     try:
@@ -353,5 +353,5 @@ def _summarize(plan, wall_s: float, *, parity_failed: int = 0) -> int:
         of = f"this session's {wall}" if sessions > 1 else "that"
         console.say(f"ddpbench: {console.seconds_text(step_s)} of {of} was training steps (warm-up included): "
                     f"{wall_s / step_s:.2f}× overhead")  # fmt: skip
-    console.fixed_cost_split(wall_s, plan.fixed_cost_s, configurations=totals["session"]["launched"])
+    console.fixed_cost_split(wall_s, plan.phases_s, configurations=totals["session"]["launched"])
     return 1 if totals["status_counts"].get("failed", 0) else 0

@@ -31,13 +31,15 @@ def write(plan, wall_s: float, *, complete: bool) -> dict[str, Any]:
     ran_now = {c.config_id for c in plan.configurations}  # a resumed session counts only what it ran
     step_s = stats.training_seconds(steps[steps["config_id"].isin(ran_now)])
     before = earlier(plan.run)
-    fixed = dict(before.get("fixed_cost_s") or {})
-    for phase, seconds in plan.fixed_cost_s.items():
-        fixed[phase] = fixed.get(phase, 0.0) + seconds
+    # where the wall time went, phase by phase, the steps among them: no fixed cost (named so before 2026-12-05)
+    session = {**plan.phases_s, "other": max(0.0, wall_s - sum(plan.phases_s.values()))}
+    phases = dict(before.get("phases_s") or before.get("fixed_cost_s") or {})
+    for phase, seconds in session.items():
+        phases[phase] = phases.get(phase, 0.0) + seconds
     totals = {
         "wall_s": before.get("wall_s", 0.0) + wall_s,
         "training_step_s": before.get("training_step_s", 0.0) + step_s,
-        "fixed_cost_s": fixed,
+        "phases_s": phases,
         "status_counts": configs["status"].value_counts().to_dict(),
         "configurations": len(configs),
         "sessions": before.get("sessions", 1 if before else 0) + 1,
@@ -45,7 +47,7 @@ def write(plan, wall_s: float, *, complete: bool) -> dict[str, Any]:
         "session": {
             "wall_s": wall_s,
             "training_step_s": step_s,
-            "fixed_cost_s": dict(plan.fixed_cost_s),
+            "phases_s": session,
             # what this session launched: a configuration skipped on this device launches nothing
             "launched": int(configs[configs["config_id"].isin(ran_now)]["status"].ne("skipped").sum()),
         },

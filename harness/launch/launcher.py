@@ -50,7 +50,7 @@ class BenchRun:
     threads_per_rank: int
     configurations: list[Configuration]
     context: dict[str, Any]
-    fixed_cost_s: dict[str, float] = dataclasses.field(default_factory=dict, compare=False)
+    phases_s: dict[str, float] = dataclasses.field(default_factory=dict, compare=False)  # where its wall time went
     """Where this session's launches spent their time, seconds per phase (`harness.handoff.costs`)."""
 
 
@@ -320,7 +320,7 @@ def _run_launch(
         on_tick=on_tick,
         device=plan.device,
     )
-    costs.add_into(plan.fixed_cost_s, costs.read_launch(plan_path, launched_at=launched_at, ended_at=time.time()))
+    costs.add_into(plan.phases_s, costs.read_launch(plan_path, launched_at=launched_at, ended_at=time.time()))
     return end
 
 

@@ -17,12 +17,13 @@ def test_bench_prints_and_keeps_where_its_wall_time_went(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
-    split = summary["fixed_cost_s"]
+    split = summary["phases_s"]
     # Every phase one launch of one configuration goes through (no profile; model info may be 0.0x s).
     for phase in ("start", "launch", "imports", "process group", "build", "steps", "parity", "gradient profile",
                   "write", "teardown"):  # fmt: skip
         assert split.get(phase, 0.0) > 0.0, (phase, split)
-    assert sum(split.values()) <= summary["wall_s"] + 0.5  # rank 0's clock and the launcher's agree
+    # with `other`, the console's rest, the phases make up the wall time (rank 0's clock and the launcher's agree)
+    assert summary["wall_s"] - 1e-6 <= sum(split.values()) <= summary["wall_s"] + 0.5 and split["other"] >= 0
     assert split["steps"] <= summary["training_step_s"] + 1e-6
     line = next(line for line in out.splitlines() if "went (s):" in line)
     # In order, from the command's start (called in-process, as here, it may round away: under 0.05 s).

@@ -53,9 +53,7 @@ def test_resume_leaves_a_complete_run_alone_and_adds_a_retry_to_its_timings(tmp_
     assert total["wall_s"] == pytest.approx(first["wall_s"] + second["wall_s"])
     assert total["training_step_s"] == pytest.approx(first["training_step_s"] + second["training_step_s"])
     for phase in ("launch", "build", "steps"):
-        assert total["fixed_cost_s"][phase] == pytest.approx(
-            first["fixed_cost_s"][phase] + second["fixed_cost_s"][phase]
-        )
+        assert total["phases_s"][phase] == pytest.approx(first["phases_s"][phase] + second["phases_s"][phase])
     assert "over its 2 sessions the run took" in out
 
 
