@@ -32,7 +32,14 @@ def build_parser() -> argparse.ArgumentParser:
     add_compare_parser(commands)
     add_collectives_parser(commands)
     add_predict_parser(commands)
-    report = commands.add_parser("report", help="build the HTML site from results/")
+    report = commands.add_parser(
+        "report",
+        help="build the HTML site from results/",
+        description="Build the site from every run in --results: an index of runs, a page per run that opens with "
+        "its answer (strategies ranked against stock, the bucket cap to use, parity, noise), its what-if page on "
+        "--cluster, each collectives run's page, and the model tables `predict` checks against (refreshed). "
+        "Plotly is shipped once in the site: it opens offline. `make publish` packs it as a tarball.",
+    )
     report.add_argument("--results", type=Path, default=Path("results"), help="results folder (default: results)")
     report.add_argument("--out", type=Path, default=Path("reports/site"), help="site folder (default: reports/site)")
     report.add_argument("--cluster", default="dgx-h100", metavar="NAME|FILE",
