@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -91,7 +92,7 @@ def load(name_or_file: str) -> Cluster:
                           "nor a .toml file")  # fmt: skip
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as error:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as error:
         raise ConfigError(f"--cluster {str(path)!r} is not valid TOML: {error}") from None
     return from_mapping(data, where=str(path))
 
@@ -122,8 +123,8 @@ def _number(data: dict, key: str, where: str) -> float:
     if value is None:
         raise ConfigError(f"cluster profile {where}: {key} is missing; give a number {floor}")
     whole = key in COUNTS
-    if (isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0 or (floor == "> 0" and value == 0)
-            or (whole and value != int(value))):  # fmt: skip
+    if (isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0
+            or (floor == "> 0" and value == 0) or (whole and value != int(value))):  # fmt: skip
         raise ConfigError(f"cluster profile {where}: {key} = {value!r} is not valid; give a "
                           f"{'whole ' if whole else ''}number {floor}")  # fmt: skip
     return float(value)
@@ -140,7 +141,7 @@ def _choice(data: dict, field: str, choices: tuple[str, ...], where: str, *, sec
 
 def _latency_scale(data: dict, where: str) -> float:
     value = data.get("latency_scale", 1.0)
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < math.inf:
         raise ConfigError(f"cluster profile {where}: latency_scale = {value!r} is not valid; give a number > 0 "
                           "(1: NCCL's latencies as its tuner has them)")  # fmt: skip
     return float(value)
@@ -187,12 +188,14 @@ def from_mapping(data: dict, *, where: str = "<profile>") -> Cluster:
     _refuse_unknown_keys(data, where)
     numbers = {key: _number(data, key, where) for key in NUMBERS}
     _refuse_impossible_network(numbers, where)
-    algorithms = tuple(data.get("algorithms", ("ring", "tree")))
+    given = data.get("algorithms", ["ring", "tree"])
+    algorithms = tuple(given) if isinstance(given, list) else (given,)  # "ring" alone: said as given, not r, i, n, g
     unknown = [a for a in algorithms if a not in KNOWN_ALGORITHMS]
     if unknown or "ring" not in algorithms:
         raise ConfigError(f"cluster profile {where}: algorithms {list(algorithms)} is not valid; give ring and any of "
                           f"{', '.join(KNOWN_ALGORITHMS)}")  # fmt: skip
     sources = {str(k): str(v) for k, v in data.get("sources", {}).items()}
+    _refuse_non_text(data, where)
     return Cluster(
         name=str(data.get("name") or Path(where).stem), description=str(data.get("description", "")),
         **{FIELDS[key]: int(value) if key in COUNTS else value for key, value in numbers.items()},
@@ -203,6 +206,16 @@ def from_mapping(data: dict, *, where: str = "<profile>") -> Cluster:
         fitted_to=str(data.get("fitted_to", "")), fitted_nodes=_fitted_nodes(data, where),
         gpu_memory_gib=_number(data, "gpu_memory_gib", where) if "gpu_memory_gib" in data else 0.0,
     )  # fmt: skip
+
+
+TEXT = ("name", "description", "nccl", "fitted_to")  # free text: a number there is a slip (a count for a name)
+
+
+def _refuse_non_text(data: dict, where: str) -> None:
+    for key in TEXT:
+        if key in data and not isinstance(data[key], str):
+            raise ConfigError(f"cluster profile {where}: {key} = {data[key]!r} is not valid; give it as text, in "
+                              "quotes")  # fmt: skip
 
 
 def _fitted_nodes(data: dict, where: str) -> int:

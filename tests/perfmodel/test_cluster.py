@@ -47,7 +47,12 @@ def test_a_profile_without_a_source_is_caught():
      ({"generation": None}, "generation is missing; choose one of volta"),
      ({"inter": {"latency_usec": 5}}, "unknown key inter.latency_usec; the keys are inter.nics"),
      ({"gpu_per_node": 8}, "unknown key gpu_per_node"),
-     ({"gpu_memory_gib": "80GB"}, "gpu_memory_gib = '80GB' is not valid; give a number ≥ 0")],
+     ({"gpu_memory_gib": "80GB"}, "gpu_memory_gib = '80GB' is not valid; give a number ≥ 0"),
+     # TOML reads nan and inf: a nan bandwidth once hung predict and report, an inf one priced 1 GiB at 33 TB/s
+     ({"intra": {"busbw_gbps": float("nan")}}, "intra.busbw_gbps = nan is not valid; give a number > 0"),
+     ({"inter": {"busbw_gbps": float("inf")}}, "inter.busbw_gbps = inf is not valid; give a number > 0"),
+     ({"latency_scale": float("inf")}, "latency_scale = inf is not valid"),
+     ({"name": 5}, "name = 5 is not valid; give it as text"), ({"fitted_to": 5}, "fitted_to = 5 is not valid")],
 )  # fmt: skip
 def test_a_bad_profile_field_is_refused_naming_it(tmp_path, change, named):
     from harness.perfmodel.cluster import tomllib
@@ -61,6 +66,12 @@ def test_a_bad_profile_field_is_refused_naming_it(tmp_path, change, named):
                     del table[name]
     with pytest.raises(ConfigError, match=named.replace("(", r"\(").replace("[", r"\[")):
         cluster.from_mapping(data, where="mine.toml")
+
+
+def test_a_cluster_file_that_is_not_text_is_refused_in_one_line(tmp_path):
+    (tmp_path / "bin.toml").write_bytes(b"\xff\xfe\x00bad")
+    with pytest.raises(ConfigError, match="is not valid TOML"):
+        cluster.load(str(tmp_path / "bin.toml"))
 
 
 def test_large_messages_reach_the_profiles_peak_bus_bandwidth():
