@@ -295,6 +295,7 @@ def _say_where(plan, *, requested_dtype: str, grows: bool = False) -> None:
         console.say(f"ddpbench: running on CUDA with {backend}, world sizes {worlds}")
     console.say(f"ddpbench: precision: {_precision_line(plan.configurations, requested_dtype)}")
     _say_warmup(plan.configurations)
+    _warn_nothing_to_shard(plan.configurations)
     count = len(plan.configurations)
     deciding = grows and any(c.repeated for c in plan.configurations)  # something to decide: rounds may follow
     more = ", to start (--repeats auto adds the repeats its open verdicts need)" if deciding else ""
@@ -316,6 +317,23 @@ def _say_warmup(configurations) -> None:
             console.warning(f"--warmup {warmup}: {impl} needs {need} warm-up steps on {device} before its "
                             f"steps are steady; its first {need - warmup} measured steps are not (leave --warmup "
                             "out)")  # fmt: skip
+
+
+def _warn_nothing_to_shard(configurations) -> None:
+    """ZeRO-1 shards only the optimizer's state, and SGD without momentum (ddpbench's sgd) keeps none: such rows
+    pay for the sharding's communication with no memory to save."""
+    import pandas as pd
+
+    from harness.analysis import roles
+
+    rows = pd.DataFrame([{"impl": c.impl, "optimizer": c.optimizer} for c in configurations])
+    if rows.empty:
+        return
+    names = sorted(set(rows.loc[roles.sharded_optimizer_over_allreduce(rows) & (rows["optimizer"] == "sgd"), "impl"]))
+    if names:
+        console.warning(f"{', '.join(names)} shard{'s' * (len(names) == 1)} only the optimizer's state, and "
+                        "--optimizer sgd keeps none: the sharding costs communication and saves no memory here; "
+                        "--optimizer adam keeps two moments a parameter, the state it shards")  # fmt: skip
 
 
 def _precision_line(configurations, requested_dtype: str) -> str:

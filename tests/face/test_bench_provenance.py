@@ -68,6 +68,18 @@ def test_the_console_says_the_precision(tmp_path, capsys):
     assert f"ddpbench: precision: {expected} (--dtype auto), TF32 off\n" in out
 
 
+def test_zero_with_a_stateless_optimizer_is_warned_of_before_it_runs(capsys):
+    """A review's run of zero with SGD (the default) held 0 MiB of optimizer state: nothing for it to shard."""
+    import types
+
+    sgd = [types.SimpleNamespace(impl=impl, optimizer="sgd") for impl in ("stock", "zero", "fsdp")]
+    bench._warn_nothing_to_shard(sgd)
+    err = capsys.readouterr().err
+    assert "zero shards only the optimizer's state, and --optimizer sgd keeps none" in err and err.count("\n") == 1
+    bench._warn_nothing_to_shard([types.SimpleNamespace(impl="zero", optimizer="adam")])  # Adam's moments: its state
+    assert capsys.readouterr().err == ""
+
+
 def test_ddpbench_env_shows_what_a_default_bench_run_records(capsys):
     assert cli.main(["env"]) == 0
     shown = json.loads(capsys.readouterr().out)
