@@ -267,6 +267,21 @@ def refuse_unknown(parser: argparse.ArgumentParser, command: str, unknown: list[
     parser.exit(EXIT_BAD_INPUT, f"ddpbench: error: unrecognized argument(s) {' '.join(unknown)}; {hint}\n")
 
 
+EMPTY_MEANS_NONE = {"--cluster"}  # report --cluster '': no what-if page
+
+
+def refuse_empty(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """A flag given '' ('--results ""', '--resume=') is a slip, never a choice: an empty path is the working
+    folder, an empty run id started a new run, an empty list read as the default."""
+    for index, token in enumerate(argv):
+        flag, equals, value = token.partition("=")
+        if not flag.startswith("--") or flag in EMPTY_MEANS_NONE:
+            continue
+        if (equals and not value) or (not equals and index + 1 < len(argv) and argv[index + 1] == ""):
+            parser.exit(EXIT_BAD_INPUT, f"ddpbench: error: {flag} is empty; give it a value (see --help), or leave "
+                                        "it out for its default\n")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     # The library's warnings (a skipped results file, say) as one line each on stderr.
     logging.basicConfig(format="ddpbench: warning: %(message)s", level=logging.WARNING, stream=sys.stderr)
@@ -274,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         refuse_unknown(parser, args.command, unknown)
+    refuse_empty(parser, sys.argv[1:] if argv is None else argv)
     if args.command == "bench":  # --resume refuses the flags that would change the stored run
         args.given_flags = given_bench_flags(sys.argv[1:] if argv is None else argv)
     # When this process is the command (its flags from the command line), its time starts with the process: the

@@ -25,7 +25,7 @@ class OneLineParser(argparse.ArgumentParser):
             self.exit(EXIT_BAD_INPUT, f"ddpbench: error: {problem}\n")  # as every other bad value reads
         if problem == "expected one argument" and flag.startswith("--"):  # '--budget -10s' reads -10s as a flag
             message += f" (a value that starts with '-' is given as {flag.split('/')[-1]}=VALUE)"
-        self.exit(EXIT_BAD_INPUT, f"{self.prog}: error: {message} (see --help)\n")
+        self.exit(EXIT_BAD_INPUT, f"ddpbench: error: {message} (see {self.prog} --help)\n")  # as every error reads
 
 
 def argument_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:

@@ -27,6 +27,7 @@ OPTIMIZER_CHOICES = ("sgd", "adam")
 SIZE_CHOICES = ("auto", *SIZES)
 DEFAULT_WORKLOADS = ("mlp",)
 RESULTS = Path("results")
+MAX_SEED = 2**62  # a 64-bit seed with room for what each rank, step and batch adds to it
 DEFAULT_WARMUP = 3
 """Warm-up steps where no strategy asks for more (StrategyDefaults.warmup_needed): DDP rebuilds its buckets
 in the second step."""
@@ -187,6 +188,9 @@ class BenchConfig:
             _require_positive_int("--batch-size", self.batch_size)
         if self.size not in SIZE_CHOICES:
             raise ConfigError(f"--size {self.size!r} is not valid; choose one of {', '.join(SIZE_CHOICES)}")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ConfigError(f"--seed {self.seed} is not valid; give a whole number from 0 to {MAX_SEED} (torch's "
+                              "generators take 64-bit seeds, and each rank and batch adds to it)")  # fmt: skip
         if self.optimizer not in OPTIMIZER_CHOICES:
             raise ConfigError(
                 f"--optimizer {self.optimizer!r} is not valid; choose one of {', '.join(OPTIMIZER_CHOICES)}"

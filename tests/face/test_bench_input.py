@@ -30,6 +30,9 @@ def test_a_non_finite_float_flag_is_refused(capsys, tmp_path, flag, value, said)
     [
         (("--repeats", "often"), "--repeats 'often' is not valid; give a whole number ≥ 1 or 'auto'"),
         (("--repeats", "0"), "--repeats 0 is not valid; give a whole number ≥ 1 or auto"),
+        # once every configuration failed on 'Overflow when unpacking long long', its rows written
+        (("--seed", "99999999999999999999999"), "--seed 99999999999999999999999 is not valid; give a whole number"),
+        (("--seed=-1",), "--seed -1 is not valid; give a whole number from 0 to"),
         (
             ("--max-repeats", "1"),
             "--max-repeats 1 is not valid; give a whole number ≥ 2 (a verdict needs two repeats a side)",
@@ -119,7 +122,9 @@ def test_collectives_reads_the_fault_switch_first_too(capsys, tmp_path, monkeypa
          "option 'bucket_cap_mb' is given twice (--opt bucket_cap_mb=1 and --bucket-cap-mb 5)"),
         (["--opt", "bucket_cap_mb=1", "--opt", "bucket_cap_mb=5"],
          "option 'bucket_cap_mb' is given twice (--opt bucket_cap_mb=1 and --opt bucket_cap_mb=5)"),
-        (["--bucket-cap-mb", ""], "--bucket-cap-mb is empty; give at least one cap in MiB"),
+        (["--bucket-cap-mb", ""], "--bucket-cap-mb is empty; give it a value"),  # as every flag given '' reads
+        (["--resume", ""], "--resume is empty; give it a value"),  # once started a whole new default run
+        (["--results="], "--results is empty; give it a value"),  # once the working folder
         (["--bucket-cap-mb", " , "], "--bucket-cap-mb is empty"),
         (["--impls", ""], "--impls is empty"),
         (["--bucket-cap-mb", "1,,5"], "--bucket-cap-mb: '1,,5' has an empty item between its commas; give each value "

@@ -126,3 +126,34 @@ def test_a_stray_argument_is_one_line_with_the_nearest_flag_or_the_commands_flag
     err = capsys.readouterr().err
     assert stopped.value.code == 2 and err == f"ddpbench: error: {said}" + err.split(said, 1)[1]
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["report", "--out", ""], ["compare", "a", "b", "--out="], ["collectives", "--sizes", ""],
+     ["collectives", "--results", ""], ["predict", "--nodes", "", "--cluster", "dgx-h100"],
+     ["predict", "--workload", "", "--busbw", "10GB/s"]],
+)  # fmt: skip
+def test_a_flag_given_an_empty_value_is_refused_before_anything_runs(capsys, tmp_path, monkeypatch, argv):
+    """An empty path was the working folder (a review's `report --out ''` wrote index.html into the repository),
+    an empty list or name the default, silently."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(argv)
+    err = capsys.readouterr().err
+    flag = next(a for a in argv if a.startswith("--") and (a.endswith("=") or argv[argv.index(a) + 1] == ""))
+    assert (
+        stopped.value.code == 2
+        and err
+        == f"ddpbench: error: {flag.rstrip('=')} is empty; give it a value (see "
+        "--help), or leave it out for its default\n"
+    )
+    assert list(tmp_path.iterdir()) == []  # nothing written
+
+
+def test_the_parsers_own_refusals_read_as_every_other_error(capsys):
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["predict", "--cluster", "dgx-h100", "--sizes", "-1KiB:1MiB"])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and err.startswith("ddpbench: error: argument --sizes: ") and err.count("\n") == 1
+    assert err.endswith("(see ddpbench predict --help)\n")
