@@ -153,7 +153,7 @@ def resume_run(results: Path, run_id: str, *, retry_failed: bool = False) -> tup
     if not RunFolder(run).run_json.is_file():
         known = store.newest_runs(results)
         raise ConfigError(f"--resume {run_id!r}: no such run in {str(results)!r} (newest runs: {known})")
-    meta = store.read_json(RunFolder(run).run_json)
+    meta = store.read_run_meta(run)
     if meta.get("kind") == store.COLLECTIVES_KIND:
         raise ConfigError(f"--resume {run_id!r} is a `ddpbench collectives` run; run the measurement again instead")
     config = BenchConfig.from_json({**meta["config"], "results": str(results), "command": meta.get("command", ())})

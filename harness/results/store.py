@@ -12,6 +12,7 @@ nothing visible and loses nothing that was finished.
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from harness.protocols import ConfigError
 from harness.results import columns, layout, model_columns, values
 from harness.results.files import atomic_write, read_json, write_json  # noqa: F401 (the store writes through these)
 from harness.results.layout import RunFolder
@@ -93,8 +95,16 @@ def write_configuration(
 
 
 def read_run_meta(run: Path) -> dict[str, Any]:
-    """The run's run.json: its environment, command line, settings and planned grid."""
-    return read_json(RunFolder(run).run_json)
+    """The run's run.json: its environment, command line, settings and planned grid. One that is not JSON (a
+    write cut short, a hand edit) is a bad run to be given: ConfigError, naming it."""
+    path = RunFolder(run).run_json
+    try:
+        meta = read_json(path)
+    except json.JSONDecodeError as error:
+        raise ConfigError(f"run {Path(run).name!r}: {path} is not valid JSON ({error}); give another run") from None
+    if not isinstance(meta, dict):
+        raise ConfigError(f"run {Path(run).name!r}: {path} holds no run's settings; give another run")
+    return meta
 
 
 def is_run_folder(folder: Path) -> bool:

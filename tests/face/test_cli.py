@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -157,3 +158,21 @@ def test_the_parsers_own_refusals_read_as_every_other_error(capsys):
     err = capsys.readouterr().err
     assert stopped.value.code == 2 and err.startswith("ddpbench: error: argument --sizes: ") and err.count("\n") == 1
     assert err.endswith("(see ddpbench predict --help)\n")
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["compare", "broken", "broken"],
+        ["predict", "--run", "broken", "--busbw", "10GB/s"],
+        ["bench", "--resume", "broken"],
+    ],
+)
+def test_a_run_whose_run_json_is_not_json_is_refused_in_one_line(capsys, tmp_path, argv):
+    """Once a traceback, and exit 1: compare's 'significantly slower'."""
+    run = tmp_path / "broken"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "data" / "cpu_run", run)
+    (run / "run.json").write_text("{bad")
+    assert cli.main([*argv, "--results", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ddpbench: error: run 'broken': ") and "is not valid JSON" in err and err.count("\n") == 1
