@@ -13,7 +13,7 @@ import textwrap
 import time
 from pathlib import Path
 
-from harness.commands.arguments import EXIT_BAD_INPUT, OneLineParser, add_flags, finite, names, whole
+from harness.commands.arguments import EXIT_BAD_INPUT, OneLineParser, add_flags, finite, names, refuse_empty, whole
 from harness.config.bench import DEVICES, SIZE_CHOICES, BenchConfig, ConfigError
 from harness.config.flags import STEERS, flag_name, flags_of
 from harness.handoff.costs import process_started_at
@@ -265,21 +265,6 @@ def refuse_unknown(parser: argparse.ArgumentParser, command: str, unknown: list[
     near = difflib.get_close_matches(typed, flags, n=1, cutoff=0.75) if typed.startswith("--") else []
     hint = f"did you mean {near[0]}?" if near else f"{command}'s flags are {', '.join(flags)}"
     parser.exit(EXIT_BAD_INPUT, f"ddpbench: error: unrecognized argument(s) {' '.join(unknown)}; {hint}\n")
-
-
-EMPTY_MEANS_NONE = {"--cluster"}  # report --cluster '': no what-if page
-
-
-def refuse_empty(parser: argparse.ArgumentParser, argv: list[str]) -> None:
-    """A flag given '' ('--results ""', '--resume=') is a slip, never a choice: an empty path is the working
-    folder, an empty run id started a new run, an empty list read as the default."""
-    for index, token in enumerate(argv):
-        flag, equals, value = token.partition("=")
-        if not flag.startswith("--") or flag in EMPTY_MEANS_NONE:
-            continue
-        if (equals and not value) or (not equals and index + 1 < len(argv) and argv[index + 1] == ""):
-            parser.exit(EXIT_BAD_INPUT, f"ddpbench: error: {flag} is empty; give it a value (see --help), or leave "
-                                        "it out for its default\n")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -68,3 +68,18 @@ def add_flags(parser: argparse.ArgumentParser, config: type) -> None:
             else:
                 kwargs["default"] = None if field.default is dataclasses.MISSING else field.default
         parser.add_argument(flag_name(field.name, spec), **kwargs)
+
+
+EMPTY_MEANS_NONE = {"--cluster"}  # report --cluster '': no what-if page
+
+
+def refuse_empty(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """A flag given '' ('--results ""', '--resume=') is a slip, never a choice: an empty path is the working
+    folder, an empty run id started a new run, an empty list read as the default."""
+    for index, token in enumerate(argv):
+        flag, equals, value = token.partition("=")
+        if not flag.startswith("--") or flag in EMPTY_MEANS_NONE:
+            continue
+        if (equals and not value) or (not equals and index + 1 < len(argv) and argv[index + 1] == ""):
+            parser.exit(EXIT_BAD_INPUT, f"ddpbench: error: {flag} is empty; give it a value (see --help), or leave "
+                                        "it out for its default\n")  # fmt: skip
