@@ -131,6 +131,7 @@ def cluster_from_args(args: argparse.Namespace):
     predict_input.warn_far_moved(base, fitted.fitted)
     _warn_beyond_logs(base.name, max(log.nodes for log in logs), node_counts(args))
     if args.save_profile:
+        Path(args.save_profile).parent.mkdir(parents=True, exist_ok=True)  # as --out and --page make theirs
         Path(args.save_profile).write_text(cluster.to_toml(fitted.cluster), encoding="utf-8")
         console.say(f"ddpbench predict: the fitted profile is saved in {args.save_profile}: --cluster "
                     f"{args.save_profile} uses it, with what it was fitted to, in predict and report")  # fmt: skip

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 from pathlib import Path
 
 from harness.commands import console
@@ -291,10 +290,12 @@ def check_save_profile(args: argparse.Namespace) -> None:
 
 def check_writable(out: Path, *, flag: str, example: str) -> None:
     """A file (not a folder) in a folder this user can write in, or one that can be made."""
+    from harness.results.layout import can_write_in
+
     if out.is_dir():
         raise ConfigError(f"{flag} {str(out)!r} is a folder; give a file in it, e.g. {str(out / example)!r}")
     folder = next(parent for parent in out.absolute().parents if parent.exists())
-    if not folder.is_dir() or not os.access(folder, os.W_OK):
+    if not folder.is_dir() or not can_write_in(folder):
         raise ConfigError(f"{flag} {str(out)!r}: {str(folder)!r} is not a folder this user can write in")
 
 

@@ -15,6 +15,7 @@ import hashlib
 import os
 import re
 import secrets
+import tempfile
 import time
 from pathlib import Path
 
@@ -64,7 +65,7 @@ ENTRIES = (
     Entry("ranks/<config_id>.parquet", "one row per configuration × rank: that rank's memory and role", "rank 0"),
     Entry("timeline/<config_id>.parquet", "the bucket timeline: one row per collective × rank × step", "rank 0"),
     Entry(RECOMMENDATIONS, "a bucket-cap sweep's recommended cap per strategy and world size", "bench, at its end"),
-    Entry(SUMMARY_JSON, "each session's wall time, training steps and fixed costs, added up", "bench, at its end"),
+    Entry(SUMMARY_JSON, "each session's wall time, training steps and where the wall time went (`phases_s`), added up", "bench, at its end"),
     Entry(f"{GRADPROFILE}/", "the gradient-ready profile per workload setup (input of `predict`)",
           "rank 0 at world size 1; predict"),
     Entry(PREDICTIONS, "predicted step time per bucket cap against the measured sweep", "report, predict"),
@@ -191,6 +192,16 @@ def new_run_id() -> str:
     return time.strftime("%Y%m%d-%H%M%S") + "-" + secrets.token_hex(2)
 
 
+def can_write_in(folder: Path) -> bool:
+    """Whether a folder can be made in `folder`, by trying (then removing it): the permission bits do not say so
+    for root, nor for /proc or a read-only mount."""
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".ddpbench-probe-", dir=folder))
+    except OSError:
+        return False
+    return True
+
+
 def check_results_folder(results: Path, run_id: str) -> None:
     """The run folder must be new and its parent writable; checked before anything is written."""
     if (results / run_id).exists():
@@ -198,7 +209,7 @@ def check_results_folder(results: Path, run_id: str) -> None:
     existing = results
     while not existing.exists():
         existing = existing.parent
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+    if not existing.is_dir() or not can_write_in(existing):
         raise ConfigError(f"--results {str(results)!r} cannot be written (checked {str(existing)!r})")
 
 
@@ -226,5 +237,5 @@ def check_output_folder(flag: str, folder: Path) -> None:
         existing = existing.parent
     if not existing.is_dir():
         raise ConfigError(f"{flag} {str(folder)!r} cannot be made: {str(existing)!r} is a file")
-    if not os.access(existing, os.W_OK | os.X_OK):
+    if not can_write_in(existing):
         raise ConfigError(f"{flag} {str(folder)!r} cannot be written (checked {str(existing)!r})")

@@ -176,3 +176,17 @@ def test_a_run_whose_run_json_is_not_json_is_refused_in_one_line(capsys, tmp_pat
     assert cli.main([*argv, "--results", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("ddpbench: error: run 'broken': ") and "is not valid JSON" in err and err.count("\n") == 1
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc: a folder nothing can be made in")
+@pytest.mark.parametrize(
+    "argv",
+    [["collectives", "--results", "/proc/x", "--sizes", "1KiB:4KiB"], ["report", "--out", "/proc/x"],
+     ["predict", "--cluster", "dgx-h100", "--nodes", "1", "--sizes", "1MiB", "--out", "/proc/x.csv"]],
+)  # fmt: skip
+def test_an_output_where_nothing_can_be_made_is_refused_before_anything_runs(capsys, argv):
+    """Root passes the permission bits' check everywhere; /proc (or a read-only mount) then failed on the first
+    write, with a traceback."""
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("ddpbench: error: ") and "'/proc" in err and err.count("\n") == 1
