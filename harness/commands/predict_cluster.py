@@ -60,10 +60,10 @@ def check_flags(args: argparse.Namespace) -> None:
 
 def node_counts(args: argparse.Namespace) -> list[int]:
     """--nodes, or the default of the kind of prediction asked for."""
-    from harness.config.units import parse_counts
+    from harness.config.units import MAX_PREDICTED_GPUS, parse_counts
 
     default = DEFAULT_COLLECTIVE_NODES if is_collective_table(args) else DEFAULT_NODES
-    return parse_counts(args.nodes or default, flag="--nodes")
+    return parse_counts(args.nodes or default, flag="--nodes", at_most=MAX_PREDICTED_GPUS // 8)  # 8-GPU nodes
 
 
 def _unused_flags(args: argparse.Namespace) -> list[tuple[str, str]]:

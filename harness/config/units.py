@@ -44,7 +44,7 @@ def parse_caps(text: str) -> list[float]:
         caps = sorted({float(c) for c in items})
     except ValueError:
         caps = []
-    if not caps or caps[0] <= 0 or not math.isfinite(caps[-1]):
+    if not caps or not all(math.isfinite(c) and c > 0 for c in caps):  # nan sorts anywhere: each is checked
         raise ConfigError(f"--caps {text!r} is not valid; give bucket caps in MiB > 0, e.g. 1,5,10,25,50,100")
     return caps
 
@@ -102,13 +102,19 @@ def _size_range(text: str) -> list[int]:
     return sizes
 
 
-def parse_counts(text: str, *, flag: str) -> list[int]:
-    """'1,2,4' → [1, 2, 4]: whole numbers ≥ 1, each once, in order."""
+MAX_PREDICTED_GPUS = 2**17
+"""The most GPUs a prediction takes (131,072, past the largest clusters built): each rank's shard is laid out,
+so a count of millions runs for minutes to say nothing anyone can book."""
+
+
+def parse_counts(text: str, *, flag: str, at_most: int | None = None) -> list[int]:
+    """'1,2,4' → [1, 2, 4]: whole numbers ≥ 1 (and ≤ `at_most`), each once, in order."""
     items = list_items(text, flag=flag)
     try:
         counts = sorted({int(part) for part in items})
     except ValueError:
         counts = []
-    if not counts or counts[0] < 1:
-        raise ConfigError(f"{flag} {text!r} is not valid; give whole numbers ≥ 1, e.g. 1,2,4,8")
+    if not counts or counts[0] < 1 or (at_most is not None and counts[-1] > at_most):
+        most = f" up to {at_most:,}" if at_most is not None else ""
+        raise ConfigError(f"{flag} {text!r} is not valid; give whole numbers ≥ 1{most}, e.g. 1,2,4,8")
     return counts

@@ -191,9 +191,16 @@ def test_collectives_warns_when_its_ranks_outnumber_the_cores(capsys, monkeypatc
          "--caps '1,,5' has an empty item between its commas; give each value once, as 1,5"),
         (["predict", "--run", "r", "--cluster", "dgx-h100", "--nodes", "1,2,"], "--nodes '1,2,' has an empty item"),
         (["collectives", "--ops", "all_reduce,", "--results", "{tmp}/results"], "--ops 'all_reduce,' has an empty"),
+        # a review's: nan first once passed (it sorts anywhere), negative batches reached torch, a GPU count of
+        # millions laid out every rank's shard for minutes
+        (["predict", "--workload", "mlp", "--busbw", "9GB/s", "--caps", "nan,5"], "--caps 'nan,5' is not valid"),
+        (["predict", "--workload", "mlp", "--busbw", "9GB/s", "--batch-size=-1"], "--batch-size -1 is not valid"),
+        (["predict", "--workload", "mlp", "--busbw", "9GB/s", "--batch-size", "0"], "--batch-size 0 is not valid"),
+        (["predict", "--workload", "mlp", "--busbw", "9GB/s", "--gpus", "100000000"], "give a whole number from 1 to"),
+        (["predict", "--workload", "mlp", "--cluster", "dgx-h100", "--nodes", "100000"], "whole numbers ≥ 1 up to"),
     ],
 )  # fmt: skip
-def test_every_list_flag_refuses_an_empty_item_among_its_values(capsys, tmp_path, args, said):
+def test_a_bad_list_or_number_of_predict_and_collectives_is_refused_in_one_line(capsys, tmp_path, args, said):
     assert cli.main([arg.format(tmp=tmp_path) for arg in args]) == 2
     err = capsys.readouterr().err
     assert said in err and len(err.strip().splitlines()) == 1 and not (tmp_path / "results").exists()
