@@ -79,13 +79,13 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         return 1
     except (KeyboardInterrupt, Terminated):  # the launch in flight is down, ranks included; finished sizes stay
         why = stops.received or "SIGINT"
-        done = sorted(model_tables.read_collectives(run_dir)["world_size"].unique().tolist())
-        if not done:  # an empty run would be listed, and chosen by predict, as if it had measured the network
+        done = model_tables.read_collectives(run_dir).groupby("world_size").size()  # the one stopped: its sizes so far
+        if done.empty:  # an empty run would be listed, and chosen by predict, as if it had measured the network
             shutil.rmtree(run_dir, ignore_errors=True)
-            console.say(f"ddpbench: stopped by {why} before the first world size finished: nothing measured, "
-                        "nothing kept")  # fmt: skip
+            console.say(f"ddpbench: stopped by {why} before the first message size was measured: nothing kept")
         else:
-            console.say(f"ddpbench: stopped by {why}: world sizes {', '.join(map(str, done))} saved in {run_dir}/")
+            saved = ", ".join(f"w{world} ({rows} op × size rows)" for world, rows in done.items())
+            console.say(f"ddpbench: stopped by {why}: {saved} saved in {run_dir}/")
         return EXIT_SIGNAL[why]
     frame = model_tables.read_collectives(run_dir)
     predictions.collectives_table(frame, model_tables.read_contention(run_dir))

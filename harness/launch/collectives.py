@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -31,10 +32,11 @@ RANK_MODULE = "harness.rank.collectives"
 class LaunchFailed(RuntimeError):
     """A launch of the measurement did not finish: which world size, which rank, why."""
 
-    def __init__(self, world_size: int, failure: dict[str, Any], log: Path) -> None:
-        self.world_size, self.failure, self.log = world_size, failure, log
+    def __init__(self, world_size: int, failure: dict[str, Any], log: Path, *, kept: int = 0) -> None:
+        self.world_size, self.failure, self.log, self.kept = world_size, failure, log, kept
+        said = f"; the {kept} op × size row(s) measured before it are kept" if kept else ""
         super().__init__(f"collectives at world size {world_size} failed ({failure['error_kind']}): "
-                         f"{failure['error']} (log: {log})")  # fmt: skip
+                         f"{failure['error']} (log: {log}){said}")  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -119,16 +121,35 @@ def launch_world(
     )
     # Rank 0 writes the collectives part last: once it is there only the teardown is left.
     part = model_tables.collectives_part(plan.run, world)
-    end = launch_ranks(
-        RANK_MODULE,
-        plan_path,
-        world,
-        run=plan.run,
-        name=name,
-        threads=plan.threads_per_rank,
-        timeout_s=config.timeout_s,
-        collect=lambda: (int(part.is_file()), part.is_file()),
-        device=plan.context["device"],
-    )
+    try:
+        end = launch_ranks(
+            RANK_MODULE,
+            plan_path,
+            world,
+            run=plan.run,
+            name=name,
+            threads=plan.threads_per_rank,
+            timeout_s=config.timeout_s,
+            collect=lambda: (int(part.is_file()), part.is_file()),
+            device=plan.context["device"],
+        )
+    except BaseException:  # stopped (Ctrl-C, a signal): the sizes measured so far stay, as the world sizes before
+        keep_measured_so_far(plan.run, world)
+        raise
     if end.returncode != 0 or not part.is_file():
-        raise LaunchFailed(world, diagnose_launch(plan.run, end), end.log)
+        kept = keep_measured_so_far(plan.run, world)
+        raise LaunchFailed(world, diagnose_launch(plan.run, end), end.log, kept=kept)
+
+
+def keep_measured_so_far(run: Path, world: int) -> int:
+    """Where a launch ended before its part was written, the sizes rank 0 had combined so far become the world
+    size's part (model_tables.collectives_partial); how many rows were kept."""
+    partial, part = model_tables.collectives_partial(run, world), model_tables.collectives_part(run, world)
+    if part.is_file() or not partial.is_file():
+        partial.unlink(missing_ok=True)
+        return 0
+    import pyarrow.parquet as pq
+
+    rows = pq.read_metadata(partial).num_rows
+    os.replace(partial, part)
+    return rows

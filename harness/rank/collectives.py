@@ -153,8 +153,10 @@ class CaseWatch:
         self._hints[unit](step)
 
 
-def measure_rank(plan: dict[str, Any], session, watch: CaseWatch | None = None) -> list[dict[str, Any]]:
-    """This rank's timings and checks for every op and size (rank 0 combines them)."""
+def measure_rank(plan: dict[str, Any], session, watch: CaseWatch | None = None,
+                 on_case: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """This rank's timings and checks for every op and size (rank 0 combines them); `on_case(cell)` after each,
+    on every rank (a collective may follow: it is called between cases, never inside the timing)."""
     watch = watch or CaseWatch(Path(plan["run_dir"]), session)
     sizes = message_sizes(*plan["sizes"])
     out = []
@@ -166,8 +168,41 @@ def measure_rank(plan: dict[str, Any], session, watch: CaseWatch | None = None) 
             times = time_op(case.run, iters=plan["iters"], warmup=plan["warmup"], device=session.device,
                             batches=plan.get("batches", BATCHES))  # fmt: skip
             out.append({"op": op, "bytes": case.bytes, "times_s": times, "correct": case.check(session.device)})
+            if on_case is not None:
+                on_case(out[-1])
             watch.after(unit, index, len(sizes), phase=f"{op} message size")
     return out
+
+
+class KeptSoFar:
+    """`measure_rank`'s on_case: after each case rank 0 gathers every rank's cell and rewrites the sizes measured
+    so far (model_tables.collectives_partial), which the launcher keeps if the launch dies before its end (one
+    rank out of memory at a large size once lost the 22 sizes before it). Rewritten at most once per EVERY_S:
+    a rewrite after each of a run's ~70 quick cases added 7 % to it; at most a second of measuring is lost,
+    and the first case is written at once."""
+
+    EVERY_S = 1.0
+
+    def __init__(self, plan: dict[str, Any], session) -> None:
+        import time
+
+        self.plan, self.session, self.cells, self.clock = plan, session, [], time.monotonic
+        self.path = model_tables.collectives_partial(Path(plan["run_dir"]), session.world_size)
+        self.written_at = self.clock()
+
+    def __call__(self, cell: dict[str, Any]) -> None:
+        import torch.distributed as dist
+
+        gathered: list[Any] = [None] * self.session.world_size if self.session.is_main else None
+        dist.gather_object(cell, gathered, dst=0)
+        if self.session.is_main:
+            self.cells.append(gathered)
+            if len(self.cells) > 1 and self.clock() - self.written_at < self.EVERY_S:  # the first: at once
+                return
+            self.written_at = self.clock()
+            rows = combine(self.plan, [list(per_rank) for per_rank in zip(*self.cells, strict=True)],
+                           world_size=self.session.world_size)  # fmt: skip
+            store.write_parquet(self.path, rows, model_tables.COLLECTIVE_SCHEMA)
 
 
 def combine(plan: dict[str, Any], per_rank: list[list[dict[str, Any]]], *, world_size: int) -> list[dict[str, Any]]:
@@ -206,7 +241,8 @@ def run_measurements(plan: dict[str, Any], session, watch: CaseWatch | None = No
     import torch.distributed as dist
 
     watch = watch or CaseWatch(Path(plan["run_dir"]), session)
-    results = measure_rank(plan, session, watch)
+    kept = KeptSoFar(plan, session)
+    results = measure_rank(plan, session, watch, on_case=kept)
     contention = measure_contention(session, watch) if plan.get("contention", True) else None
     gathered: list[Any] = [None] * session.world_size if session.is_main else None
     dist.gather_object((results, contention), gathered, dst=0)
@@ -218,6 +254,7 @@ def run_measurements(plan: dict[str, Any], session, watch: CaseWatch | None = No
         store.write_parquet(model_tables.contention_part(run, world), [row], model_tables.CONTENTION_SCHEMA)
     rows = combine(plan, [g[0] for g in gathered], world_size=world)
     store.write_parquet(model_tables.collectives_part(run, world), rows, model_tables.COLLECTIVE_SCHEMA)
+    kept.path.unlink(missing_ok=True)  # the whole part is written
 
 
 # No gloo or NCCL timeout should fire before the launcher's own, which names the rank the

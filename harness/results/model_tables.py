@@ -45,6 +45,12 @@ def collectives_part(run: Path, world_size: int) -> Path:
     return collectives_dir(run) / f"w{world_size}.parquet"
 
 
+def collectives_partial(run: Path, world_size: int) -> Path:
+    """The sizes a launch has measured so far, rewritten after each (no reader globs it): kept as the world size's
+    part where the launch fails or is stopped, so nothing measured is lost."""
+    return collectives_dir(run) / f"w{world_size}.parquet.partial"
+
+
 def contention_part(run: Path, world_size: int) -> Path:
     return contention_dir(run) / f"w{world_size}.parquet"
 

@@ -268,5 +268,5 @@ def test_a_collectives_run_stopped_before_its_first_world_size_keeps_nothing(
     with default_sigint_here():
         assert cli.main(args) == code
     out = capsys.readouterr().out
-    assert f"stopped by {name} before the first world size finished: nothing measured, nothing kept" in out
+    assert f"stopped by {name} before the first message size was measured: nothing kept" in out
     assert not (tmp_path / "cut").exists()

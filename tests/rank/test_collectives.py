@@ -113,7 +113,7 @@ def test_every_table_folder_of_a_bench_run_reads_with_pandas(small_run):
 
 def test_a_killed_rank_is_named_with_its_signal_and_no_rank_is_left(tmp_path, monkeypatch):
     """The supervised launch, not a bare subprocess: rank 1 killed at its second case is the cause
-    reported, the launch is down, and nothing of the world size is written."""
+    reported, the launch is down, and what it measured before (its first case) is kept, said so."""
     monkeypatch.setenv("DDPBENCH_FAULT", "kill:impl=collectives,world=2,rank=1,step=1")
     config = plan.CollectivesConfig(gpus=2, ops=("all_reduce",), sizes=(1024, 4096), iters=2, warmup=0,
                                     device="cpu", backend="gloo", results=tmp_path, contention=False)  # fmt: skip
@@ -123,7 +123,9 @@ def test_a_killed_rank_is_named_with_its_signal_and_no_rank_is_left(tmp_path, mo
     assert failed.value.failure["error"].startswith("rank 1 killed by SIGKILL"), failed.value.failure
     assert "all_reduce message size" in failed.value.failure["error"]  # where it was, from rank 0's hint
     run = tmp_path / "killed"
-    assert not model_tables.collectives_part(run, 2).exists()
+    kept = model_tables.read_collectives(run)  # a rank out of memory at size 23 once lost the 22 before it
+    assert kept["bytes"].tolist() == [1024] and failed.value.kept == 1 and "1 op × size row(s)" in str(failed.value)
+    assert not model_tables.collectives_partial(run, 2).exists()
     assert failed.value.log == run / "logs" / "world-2.log"
     assert not processes_of(run)
 
