@@ -76,8 +76,17 @@ def read(path: Path, *, nodes: int | None = None, collective: str | None = None)
 RANK_LINE = re.compile(r"#\s+Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s*(.*)")
 
 
+def _refuse_other_programs(program: str, path: str) -> None:
+    """A log that names its program, one ddpbench does not read (sendrecv_perf, alltoall_perf …): taken for the
+    collective --collective names, it was fitted as an all-reduce."""
+    if program.endswith("_perf") and not any(name in program for name in PROGRAMS):
+        raise ConfigError(f"--nccl-tests {path!r} is {program}'s log; ddpbench reads {', '.join(PROGRAMS)}")
+
+
 def _from_text(text: str, path: str) -> Log:
     program = re.search(r"Collective test starting:\s*(\S+)", text)
+    if program:
+        _refuse_other_programs(program.group(1), path)
     hosts, gpu, rows = [], "", []
     for number, line in enumerate(text.splitlines(), start=1):
         if match := RANK_LINE.match(line):
@@ -105,6 +114,10 @@ def _row_from_tokens(tokens: list[str], where: str) -> Row:
         raise ConfigError(f"{where} is not an nccl-tests result row (size count type redop root, then time algbw "
                           f"busbw #wrong once or twice): {' '.join(tokens)[:80]}")  # fmt: skip
     block = tokens[start : start + 3]
+    wrong = [tokens[i] for i in (start + 3, start + 7) if i < len(tokens)]  # out of place, in place ('N/A': -c 0)
+    if any(w.isdigit() and int(w) > 0 for w in wrong):
+        raise ConfigError(f"{where}: nccl-tests counted wrong results there (#wrong {', '.join(wrong)}): the "
+                          "collective did not compute right; give a log whose checks passed")  # fmt: skip
     try:
         row = Row(int(tokens[0]), *(float(value) for value in block))
     except ValueError:
@@ -120,12 +133,16 @@ def _from_json(text: str, path: str) -> Log:
     except json.JSONDecodeError as error:
         raise ConfigError(f"--nccl-tests {path!r} is not valid JSON: {error}") from None
     program = Path(str((data.get("args") or [path])[0])).name
+    _refuse_other_programs(program, path)
     devices = data.get("devices") or []
     rows = []
     for index, result in enumerate(data.get("results") or []):
         block = result.get("out_of_place") or result.get("in_place")
         if not block:
             continue
+        if isinstance(block.get("wrong"), (int, float)) and block["wrong"] > 0:  # as the text's #wrong column
+            raise ConfigError(f"--nccl-tests {path!r}: results[{index}]: nccl-tests counted wrong results there "
+                              f"(wrong {block['wrong']}); give a log whose checks passed")  # fmt: skip
         try:
             rows.append(Row(int(result["size"]), float(block["time"]), float(block["alg_bw"]), float(block["bus_bw"])))
         except (KeyError, TypeError, ValueError) as error:

@@ -332,6 +332,9 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
         (["--cluster", "dgx-h100", "--nccl-tests", "log.json"], "results[0] is not an nccl-tests result"),
         (["--cluster", "dgx-h100", "--nccl-tests", "cut.txt"], "'cut.txt' line 2 is not an nccl-tests result row"),
         (["--cluster", "dgx-h100", "--nccl-tests", "garbled.txt"], "'garbled.txt' line 1: time, algbw and busbw"),
+        # a review's: another program's log was fitted as an all-reduce, rows that failed nccl-tests' check used
+        (["--cluster", "dgx-h100", "--nccl-tests", "sendrecv.txt"], "is sendrecv_perf's log; ddpbench reads"),
+        (["--cluster", "dgx-h100", "--nccl-tests", "wrong.txt"], "line 1: nccl-tests counted wrong results"),
         (["--cluster", "scale.toml"], "latency_scale = 'fast' is not valid; give a number > 0"),
         (["--cluster", "bps.toml"], "inter.busbw_gbps = 1.92e+11 GB/s is more than 8 NIC(s) of 200 Gb/s can carry"),
         (["--cluster", "alone.toml", "--nodes", "1,2"], "--nodes 1,2: cluster profile alone.toml has no network"),
@@ -361,6 +364,8 @@ def test_bad_cluster_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsy
     whole = "1048576 262144 float sum -1 66.8 15.69 29.41 0 67.5 15.53 29.12 0"
     (logs / "cut.txt").write_text(f"{whole}\n{whole[:-12]}\n")  # a log cut off mid-row
     (logs / "garbled.txt").write_text(whole.replace("66.8", "abc") + "\n")
+    (logs / "sendrecv.txt").write_text(f"# Collective test starting: sendrecv_perf\n{whole}\n")
+    (logs / "wrong.txt").write_text(whole.replace("29.41 0", "29.41 3") + "\n")
     a100 = (cluster.BUILTIN_FOLDER / "dgx-a100.toml").read_text()
     (logs / "scale.toml").write_text('latency_scale = "fast"\n' + a100)
     (logs / "bps.toml").write_text(a100.replace("busbw_gbps = 192 ", "busbw_gbps = 192e9 "))  # B/s for GB/s
