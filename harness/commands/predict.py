@@ -30,7 +30,7 @@ class Basis(NamedTuple):
     fsdp_own_s: float | None  # None: not measured (the run has no FSDP step at one rank)
     run_dir: Path | None = None
     state: Any = None  # each strategy's model state per rank (harness.perfmodel.memory.state_per_rank)
-    gpu: Any = None  # the run's GPU to fit the state in (predict_input.run_gpu); None on the CPU
+    gpu: Any = None  # the run's GPU to fit the state in (_run_gpu); None on the CPU
     fsdp_note: str = ""  # what FSDP2's predicted step leaves out (fsdp.own_cost_unknown)
 
 
@@ -168,7 +168,7 @@ def _sharded_answers(frames, profile, network, *, caveat: str, fsdp_caveat: str)
 def _from_run(args: argparse.Namespace, given, caps, *, device):
     """The Basis of a run: its profile (said, then calibrated), world sizes and caps; the network given, or fitted
     next to the run; FSDP's profile and own cost (`fsdp.compute_only`, `fsdp.own_cost_s`); each strategy's model
-    state at those world sizes, said, with the run's GPU (`predict_input.run_gpu`: None on the CPU) to fit it in."""
+    state at those world sizes, said, with the run's GPU (`_run_gpu`: None on the CPU) to fit it in."""
     from harness.perfmodel import fsdp
     from harness.perfmodel.network import network_for_run
     from harness.results import store
@@ -189,11 +189,27 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
     sharded = (fsdp.compute_only(profile, configs, setup), fsdp.own_cost_s(configs, setup))
     profile, calibration = _calibrated_to_run(profile, configs, setup)
     worlds = [args.gpus] if args.gpus else sorted({int(n) for n in configs["world_size"] if n > 1}) or [DEFAULT_WORLD]
-    state, gpu = _state_of_setup(configs, setup, worlds), predict_input.run_gpu(run_dir)
+    state, gpu = _state_of_setup(configs, setup, worlds), _run_gpu(run_dir)
     predictions.model_state(state, worlds, gpu)
     unknown = fsdp.own_cost_unknown(calibration) if sharded[1] is None else ""  # said beside FSDP2's step
     return Basis(setup, network, profile, worlds, caps or _caps_of_run(configs), *sharded, run_dir, state, gpu,
                  unknown)  # fmt: skip
+
+
+def _run_gpu(run_dir: Path):
+    """The run's GPU as a cluster profile names one for the memory answer (`name`, `gpu_memory_gib` as torch
+    reports it); None for a CPU run, or one that recorded no GPU's memory."""
+    import types
+
+    from harness.results import store
+
+    meta = store.read_run_meta(run_dir)
+    gpu = next(iter(meta.get("environment", {}).get("gpus") or []), {})
+    if meta.get("device") != "cuda" or not gpu.get("memory_mb"):
+        return None
+    return types.SimpleNamespace(
+        name=f"the run's {gpu.get('name') or 'GPU'}", gpu_memory_gib=round(gpu["memory_mb"] / 1024, 1)
+    )
 
 
 def _calibrated_to_run(profile, configs, setup: dict):

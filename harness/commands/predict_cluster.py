@@ -43,7 +43,9 @@ def check_flags(args: argparse.Namespace) -> None:
     if args.local_step_ms is not None and not args.local_step_ms > 0:
         raise ConfigError(f"--local-step-ms {args.local_step_ms:g} is not valid; give the one-GPU step in ms, > 0")
     if not wanted(args):
-        for flag, value in (("--nodes", args.nodes), ("--sizes", args.sizes), ("--local-step-ms", args.local_step_ms)):
+        other_collective = args.collective if args.collective != "all_reduce" else None  # DDP's, the default
+        for flag, value in (("--nodes", args.nodes), ("--sizes", args.sizes), ("--local-step-ms", args.local_step_ms),
+                            ("--collective", other_collective)):  # fmt: skip
             if value is not None:
                 raise ConfigError(f"{flag} needs --cluster NAME|FILE or --nccl-tests FILE")
         return

@@ -37,22 +37,6 @@ def run_and_folder(args: argparse.Namespace) -> tuple[str | None, Path]:
                       "and the run with --run RUN")  # fmt: skip
 
 
-def run_gpu(run_dir: Path):
-    """The run's GPU as a cluster profile names one for the memory answer (`name`, `gpu_memory_gib` as torch
-    reports it); None for a CPU run, or one that recorded no GPU's memory."""
-    import types
-
-    from harness.results import store
-
-    meta = store.read_run_meta(run_dir)
-    gpu = next(iter(meta.get("environment", {}).get("gpus") or []), {})
-    if meta.get("device") != "cuda" or not gpu.get("memory_mb"):
-        return None
-    return types.SimpleNamespace(
-        name=f"the run's {gpu.get('name') or 'GPU'}", gpu_memory_gib=round(gpu["memory_mb"] / 1024, 1)
-    )
-
-
 def resolve(text: str, results: Path) -> Path:
     """The run given to --run; a folder of runs given as one is refused naming its runs, as `report` names
     the folder above a run given as --results."""
@@ -64,6 +48,11 @@ def resolve(text: str, results: Path) -> Path:
         raise ConfigError(f"--run {text!r} is a folder of runs, not one run; give one of them with the folder as "
                           f"--results: --run {store.list_runs(folder)[0].name} --results {text!r} (its newest runs: "
                           f"{store.newest_runs(folder)})")  # fmt: skip
+    if store.find_run(text, results) is None and folder.is_dir() and not store.is_run_folder(folder):
+        raise ConfigError(
+            f"--run {text!r} is a folder without a run.json: no bench run; give a run's folder, or "
+            f"a run id in --results {str(results)!r} (its newest runs: {store.newest_runs(results)})"
+        )
     return predict.resolve_run(text, results)
 
 

@@ -143,6 +143,13 @@ def test_a_folder_of_runs_given_as_a_run_is_refused_naming_its_runs(tmp_path, ca
         assert f"--run cpu_run --results {str(tmp_path / 'results')!r} (its newest runs: cpu_run)" in err
 
 
+def test_a_folder_without_a_run_is_said_to_be_none_not_looked_up_as_an_id(tmp_path, capsys):
+    """It once read 'not a run folder or a run id in 'results' (newest runs: none)', naming a folder not given."""
+    (tmp_path / "empty").mkdir()
+    assert cli.main(["predict", "--run", str(tmp_path / "empty"), "--busbw", "10GB/s"]) == 2
+    assert f"--run {str(tmp_path / 'empty')!r} is a folder without a run.json: no bench run" in _one_line_error(capsys)
+
+
 def test_a_cluster_file_that_is_not_there_is_said_to_be_missing(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert cli.main(["predict", "--cluster", "missing.toml"]) == 2

@@ -327,6 +327,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
         (["--cluster", "dgx-h100", "--collective", "broadcast"], "'broadcast'"),
         (["--cluster", "dgx-h100", "--out", "rows.txt"], "'rows.txt'"),
         (["--nodes", "2"], "--nodes needs --cluster"),
+        (["--workload", "mlp", "--busbw", "9GB/s", "--collective", "all_gather"], "--collective needs --cluster"),
         (["--cluster", "dgx-h100", "--busbw", "90GB/s"], "--busbw"),
         (["--nccl-tests", "no-such-log.txt"], "'no-such-log.txt'"),
         (["--cluster", "dgx-h100", "--nccl-tests", "log.json"], "results[0] is not an nccl-tests result"),
