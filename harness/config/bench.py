@@ -153,9 +153,10 @@ class BenchConfig:
     seed: int = flag(0, "base seed for model weights and synthetic batches", parse=whole("--seed"))
     timeout_s: float | None = flag(
         None,
-        "seconds a configuration may go without progress before it is declared hung and its launch ended",
+        "how long a configuration may go without progress before it is declared hung and its launch ended "
+        "(seconds, or e.g. 90s, 5m)",
         name="--timeout",
-        parse=finite("--timeout", "a number of seconds"),
+        parse=duration("--timeout"),
         default_text="ten times its slowest step so far, at least 60",
         on_resume=STEERS,
     )

@@ -15,14 +15,20 @@ from harness.config import grid
 @pytest.mark.parametrize(
     ("flag", "value", "said"),
     [
-        ("--timeout", "inf", "--timeout 'inf' is not a number of seconds (a finite number)"),
-        ("--timeout", "nan", "--timeout 'nan' is not a number of seconds (a finite number)"),
+        ("--timeout", "inf", "--timeout 'inf' is not a time; give e.g. 90s, 20m or 1h"),
+        ("--timeout", "nan", "--timeout 'nan' is not a time; give e.g. 90s, 20m or 1h"),
         ("--mem-period-ms", "nan", "--mem-period-ms 'nan' is not a period in milliseconds (a finite number)"),
         ("--mem-period-ms", "-inf", "--mem-period-ms '-inf' is not a period in milliseconds (a finite number)"),
     ],
 )
 def test_a_non_finite_float_flag_is_refused(capsys, tmp_path, flag, value, said):
     assert said in refused(capsys, tmp_path, f"{flag}={value}")
+
+
+def test_timeout_reads_a_time_as_budget_does():
+    """'--timeout 5m' was refused as 'not a number of seconds' beside --budget 5m, which was taken."""
+    parse = cli.build_parser().parse_args
+    assert parse(["bench", "--timeout", "5m"]).timeout_s == 300 and parse(["bench", "--timeout", "90"]).timeout_s == 90
 
 
 @pytest.mark.parametrize(
