@@ -385,6 +385,8 @@ def _run_setups(run_dir: Path, args: argparse.Namespace, *, device) -> list[dict
 def _fresh_setup(args: argparse.Namespace, device) -> dict:
     import workloads
 
+    if args.workload and "," in args.workload:
+        raise ConfigError(f"--workload {args.workload!r}: predict profiles one workload; give one of them")
     source = workloads.resolve(args.workload or "gpt2")  # raises ConfigError naming the valid workloads and specs
     size = args.size or "auto"
     if size not in SIZE_CHOICES:

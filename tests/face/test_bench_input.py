@@ -204,6 +204,7 @@ def test_collectives_warns_when_its_ranks_outnumber_the_cores(capsys, monkeypatc
         (["predict", "--workload", "mlp", "--busbw", "9GB/s", "--batch-size", "0"], "--batch-size 0 is not valid"),
         (["predict", "--workload", "mlp", "--busbw", "9GB/s", "--gpus", "100000000"], "give a whole number from 1 to"),
         (["predict", "--workload", "mlp", "--cluster", "dgx-h100", "--nodes", "100000"], "whole numbers ≥ 1 up to"),
+        (["predict", "--workload", "mlp,gpt2", "--busbw", "9GB/s"], "predict profiles one workload; give one of them"),
     ],
 )  # fmt: skip
 def test_a_bad_list_or_number_of_predict_and_collectives_is_refused_in_one_line(capsys, tmp_path, args, said):
