@@ -39,7 +39,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     import torch
 
     from harness.analysis import agreement
-    from harness.config.units import MAX_PREDICTED_GPUS, parse_caps
+    from harness.config.units import parse_caps
     from harness.perfmodel.network import NO_CONTENTION, network_link
     from harness.perfmodel.predict import DEFAULT_CAPS_MB, SETUP_KEYS
     from harness.perfmodel.schedule import largest_bucket_bytes, predict_caps
@@ -53,15 +53,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     predict_input.check_cluster_file(args.cluster)
     given = _given_network(args)
     caps = parse_caps(args.caps) if args.caps else None
-    for flag, value in (
-        ("--gpus", args.gpus),
-        ("--profile-steps", args.profile_steps),
-        ("--batch-size", args.batch_size),
-    ):
-        if value is not None and value < 1:
-            raise ConfigError(f"{flag} {value} is not valid; give a whole number ≥ 1")
-    if args.gpus is not None and args.gpus > MAX_PREDICTED_GPUS:
-        raise ConfigError(f"--gpus {args.gpus} is not valid; give a whole number from 1 to {MAX_PREDICTED_GPUS:,}")
+    predict_input.check_counts(args)
     if predict_cluster.wanted(args):
         return _on_cluster(args, caps, device=device)
     # a run's stored profile is said as stored, then calibrated on the run's rows (and said so)

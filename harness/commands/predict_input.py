@@ -56,6 +56,18 @@ def resolve(text: str, results: Path) -> Path:
     return predict.resolve_run(text, results)
 
 
+def check_counts(args: argparse.Namespace) -> None:
+    """--gpus, --profile-steps and --batch-size: whole numbers ≥ 1; --gpus at most what a prediction takes."""
+    from harness.config.units import MAX_PREDICTED_GPUS
+
+    for flag, value in (("--gpus", args.gpus), ("--profile-steps", args.profile_steps),
+                        ("--batch-size", args.batch_size)):  # fmt: skip
+        if value is not None and value < 1:
+            raise ConfigError(f"{flag} {value} is not valid; give a whole number ≥ 1")
+    if args.gpus is not None and args.gpus > MAX_PREDICTED_GPUS:
+        raise ConfigError(f"--gpus {args.gpus} is not valid; give a whole number from 1 to {MAX_PREDICTED_GPUS:,}")
+
+
 def check_cluster_file(name: str | None) -> None:
     """A .toml path that is not there is a missing file, not an unknown profile name."""
     from harness.perfmodel import cluster
