@@ -13,6 +13,7 @@ import textwrap
 import time
 from pathlib import Path
 
+from harness.commands import arguments
 from harness.commands.arguments import EXIT_BAD_INPUT, OneLineParser, add_flags, finite, names, refuse_empty, whole
 from harness.config.bench import DEVICES, SIZE_CHOICES, BenchConfig, ConfigError
 from harness.config.flags import STEERS, flag_name, flags_of
@@ -163,14 +164,9 @@ def add_predict_parser(commands) -> None:
     predict = commands.add_parser(
         "predict",
         help="predicted step time and scaling efficiency per bucket cap, at world sizes you cannot run",
-        description="Simulate DDP's bucketed all-reduce over a gradient-ready profile (when each gradient is "
-        "ready in backward, at world size 1) and a network model t(S) = latency + S × 2(n-1)/n / busbw. "
-        "With --run RUN: the profile and the network (fitted from a `ddpbench collectives` run on the same "
-        "machine in the same results folder) measured there, and the error against the run's bucket sweeps. "
-        "Without: the profile is measured now, in this process, on this machine, and --busbw is needed "
-        "(or a collectives run of this machine in --results). With --cluster NAME|FILE (or --nccl-tests LOG): "
-        "NCCL's algorithms on a cluster profile instead, per node count: the collectives alone, or with "
-        "--run/--workload the step per cap (docs/clusters.md).",
+        description=arguments.PREDICT_DESCRIPTION,
+        epilog=arguments.PREDICT_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     predict.add_argument("--run", metavar="RUN", help="a bench run: its id in --results, or its folder")
     predict.add_argument(

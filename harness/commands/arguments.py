@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import textwrap
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -83,3 +84,21 @@ def refuse_empty(parser: argparse.ArgumentParser, argv: list[str]) -> None:
         if (equals and not value) or (not equals and index + 1 < len(argv) and argv[index + 1] == ""):
             parser.exit(EXIT_BAD_INPUT, f"ddpbench: error: {flag} is empty; give it a value (see --help), or leave "
                                         "it out for its default\n")  # fmt: skip
+
+
+PREDICT_DESCRIPTION = textwrap.fill(
+    "Simulate DDP's bucketed all-reduce over a gradient-ready profile (when each gradient is ready in backward, "
+    "at world size 1) and a network t(S) = latency + S × 2(n-1)/n / busbw, then ZeRO-1's and FSDP2's steps on "
+    "it. With --run RUN: the run's profile and network (its machine's `ddpbench collectives` run in the same "
+    "results folder), the model state per rank, what fits a GPU run's GPU, and the error against the run's "
+    "sweeps. Without: the profile is measured now, here, and --busbw (or this machine's collectives run) gives "
+    "the network. With --cluster NAME|FILE (or --nccl-tests LOG): NCCL's algorithms on a cluster profile, per "
+    "node count (docs/clusters.md)."
+)
+PREDICT_EXAMPLES = """examples:
+  ddpbench predict --run RUN --gpus 64                      # the run's profile on its machine's network
+  ddpbench predict --run RUN --cluster dgx-h100 --nodes 1,2,8,64 --out steps.csv
+  ddpbench predict --run RUN --cluster dgx-h100 --local-step-ms 120 --page h100.html   # your GPU's step
+  ddpbench predict --cluster dgx-h200 --nodes 1,2,4 --sizes 1KiB:16GiB                 # NCCL's collectives
+  ddpbench predict --nccl-tests node1.txt two-nodes.json --save-profile ours.toml      # fitted to your logs
+  ddpbench predict --workload gpt2 --size small --busbw 90GB/s --latency 30us          # profiled here"""
