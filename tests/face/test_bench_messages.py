@@ -26,7 +26,10 @@ def _configuration(world: int) -> grid.Configuration:
 
 
 def test_more_ranks_than_cores_is_a_warning_naming_both(capsys, monkeypatch):
+    import os
+
     monkeypatch.setattr(ranks, "available_cpus", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.5, 0.5, 0.5))  # a quiet machine: the busy warning is below
     plan = SimpleNamespace(device="cpu", threads_per_rank=1, run_id="r", run="results/r",
                            configurations=[_configuration(w) for w in (1, 2, 4, 8, 16, 32, 64)])  # fmt: skip
     bench._say_where(plan, requested_dtype="auto")
@@ -87,3 +90,17 @@ def test_a_reader_that_goes_away_stops_the_printing_not_the_run(tmp_path):
     assert bench_process.returncode == 0 and "Traceback" not in err and "BrokenPipe" not in err, err
     summary = json.loads((tmp_path / "p" / "summary.json").read_text())
     assert summary["status_counts"] == {"ok": 1} and summary["complete"] is True
+
+
+def test_a_busy_machine_is_warned_of_before_a_cpu_run(capsys, monkeypatch):
+    """Its steps share the cores with whatever else runs: a review's rank of 2 threads ran 50× slower under load."""
+    import os
+
+    monkeypatch.setattr(ranks, "available_cpus", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (3.5, 3.0, 2.0))
+    plan = SimpleNamespace(device="cpu", threads_per_rank=1, run_id="r", run="results/r",
+                           configurations=[_configuration(w) for w in (1, 2)])  # fmt: skip
+    bench._say_where(plan, requested_dtype="auto")
+    err = capsys.readouterr().err
+    assert err.startswith("ddpbench: warning: this machine is busy (load 3.5 on 2 core(s)): the ranks share its cores")
+    assert err.count("\n") == 1

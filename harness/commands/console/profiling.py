@@ -1,23 +1,26 @@
 """What a profile measured now (`predict` without a stored one) says while it is measured: each slow step's
-progress, a machine too busy to measure on, steps too uneven to trust."""
+progress, a machine too busy to measure on (said before a CPU bench run too), steps too uneven to trust."""
 
 from __future__ import annotations
 
 from harness.commands.console import say, warning
 
+PROFILE_ON_A_BUSY_MACHINE = (
+    "the profile measured now shares its cores, and every step predicted from it is as "
+    "slow; profile when it is quiet, or use a run's stored profile (--run)"
+)
 
-def warn_if_busy() -> None:
-    """A profile measured now shares the cores with whatever else runs: a busy machine's profile is slow, and
-    so is every step predicted from it (a review measured 29 ms forward under load, 0.16 ms quiet)."""
+
+def warn_if_busy(consequence: str = PROFILE_ON_A_BUSY_MACHINE) -> None:
+    """A measurement made now shares the cores with whatever else runs: a busy machine's profile (or run) is slow,
+    and so is every step predicted from it (a review measured 29 ms forward under load, 0.16 ms quiet)."""
     import os
 
     from harness.config.ranks import available_cpus
 
     load, cores = os.getloadavg()[0], available_cpus()
     if load > cores:
-        warning(f"this machine is busy (load {load:.1f} on {cores} core(s)): the profile measured now "
-                        "shares its cores, and every step predicted from it is as slow; profile when it is quiet, "
-                        "or use a run's stored profile (--run)")  # fmt: skip
+        warning(f"this machine is busy (load {load:.1f} on {cores} core(s)): {consequence}")
 
 
 def warn_if_noisy(seconds: list[float]) -> None:
