@@ -292,8 +292,7 @@ def _say_where(plan, *, requested_dtype: str, grows: bool = False) -> None:
             console.warning(f"{ranks} ranks per node on {cores} CPU core(s): ranks take turns on the cores, "
                             "so the larger world sizes' steps include waiting (report: 'Cores shared')")  # fmt: skip
         profiling.warn_if_busy("the ranks share its cores with whatever else runs, so their steps read slower and "
-                               "noisier than on a quiet machine (a rank of 2 threads, 50× slower once); run when it "
-                               "is quiet")  # fmt: skip
+                               "noisier than on a quiet machine; run when it is quiet")  # fmt: skip
     else:
         backend = plan.configurations[0].backend.upper() if plan.configurations else "?"
         console.say(f"ddpbench: running on CUDA with {backend}, world sizes {worlds}")
