@@ -233,6 +233,16 @@ def _plain(key) -> tuple:
     return tuple(None if not isinstance(v, str) and pd.isna(v) else v for v in key)
 
 
+def _nearest_in_new(key: tuple, new_keys: list[tuple], names: list[str]) -> str:
+    """'not in NEW', or where NEW ran it with one key changed, which ('NEW ran it with dtype fp32, not bf16')."""
+    for other in new_keys:
+        differs = [i for i, (a, b) in enumerate(zip(key, other, strict=True)) if a != b]
+        if len(differs) == 1:
+            i = differs[0]
+            return f"NEW ran it with {names[i]} {other[i]}, not {key[i]}"
+    return "not in NEW"
+
+
 def without_counterpart(base_run: Path, new_run: Path, *, across_strategies: bool = False):
     """BASE's ok configurations that NEW cannot vouch for, a line each: (failed in NEW, no ok result in NEW).
 
@@ -253,7 +263,8 @@ def without_counterpart(base_run: Path, new_run: Path, *, across_strategies: boo
             failed.append(f"{label}: failed in NEW ({(statuses == 'failed').sum()} of {len(statuses)} "
                           f"repeat(s)): {error}")  # fmt: skip
         elif not (statuses == "ok").any():
-            why = "not in NEW" if counterpart is None else f"{', '.join(sorted(set(statuses)))} in NEW"
+            why = (_nearest_in_new(_plain(key), list(new_groups), keys) if counterpart is None
+                   else f"{', '.join(sorted(set(statuses)))} in NEW")  # fmt: skip
             missing.append(f"{label}: not compared, no ok result in NEW ({why})")
     return failed, missing
 

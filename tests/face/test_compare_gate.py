@@ -53,7 +53,7 @@ def test_nothing_matched_because_the_dtype_differs_is_exit_3_saying_why(tmp_path
     fake_run(tmp_path / "r", "new", dtype="bf16")
     code, out = compare(capsys, tmp_path / "r")
     assert code == 3, out
-    assert "w2 mlp/tiny stock: not compared, no ok result in NEW (not in NEW)" in out.err
+    assert "w2 mlp/tiny stock: not compared, no ok result in NEW (NEW ran it with dtype bf16, not fp32)" in out.err
     # why nothing matched, in one line: the setting that keeps them apart, what each run measured
     assert (
         "compare: cannot tell: no configuration was judged: 1 with no ok result in NEW; the runs differ in dtype "
