@@ -86,11 +86,13 @@ def matching_setups(run_dir: Path, args: argparse.Namespace) -> list[dict]:
     chosen = [
         s for s in setups if all(not getattr(args, key) or getattr(args, key) == s[key] for key, _ in SETUP_FLAGS)
     ]
+    if not setups:  # nothing to match: no flag of the user's is at fault
+        raise ConfigError(f"run {run_dir.name} has no configuration measured ok: nothing to predict from; give "
+                          "a bench run that finished one")  # fmt: skip
     if not chosen:
-        have = ", ".join(map(setup_text, setups)) or "nothing ok"
-        raise ConfigError(
-            f"run {run_dir.name} has no measured setup matching --workload/--size/--batch-size (it has: {have})"
-        )
+        have = ", ".join(map(setup_text, setups))
+        raise ConfigError(f"run {run_dir.name} has no measured setup matching --workload/--size/--batch-size (it "
+                          f"has: {have})")  # fmt: skip
     return chosen
 
 

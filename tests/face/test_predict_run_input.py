@@ -150,6 +150,14 @@ def test_a_folder_without_a_run_is_said_to_be_none_not_looked_up_as_an_id(tmp_pa
     assert f"--run {str(tmp_path / 'empty')!r} is a folder without a run.json: no bench run" in _one_line_error(capsys)
 
 
+def test_a_run_with_nothing_measured_ok_is_said_so_not_blamed_on_flags_never_given(tmp_path, capsys):
+    (tmp_path / "notrun").mkdir()
+    (tmp_path / "notrun" / "run.json").write_text("{}")
+    assert cli.main(["predict", "--run", "notrun", "--results", str(tmp_path), "--busbw", "10GB/s"]) == 2
+    err = _one_line_error(capsys)
+    assert "run notrun has no configuration measured ok" in err and "--workload" not in err
+
+
 def test_a_cluster_file_that_is_not_there_is_said_to_be_missing(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert cli.main(["predict", "--cluster", "missing.toml"]) == 2
