@@ -155,7 +155,7 @@ class CaseWatch:
 
 def measure_rank(plan: dict[str, Any], session, watch: CaseWatch | None = None,
                  on_case: Callable[[dict[str, Any]], None] | None = None) -> list[dict[str, Any]]:  # fmt: skip
-    """This rank's timings and checks for every op and size (rank 0 combines them); `on_case(cell)` after each,
+    """This rank's timings and checks for every op and size; `on_case(cell)` after each (KeptSoFar: rank 0 combines),
     on every rank (a collective may follow: it is called between cases, never inside the timing)."""
     watch = watch or CaseWatch(Path(plan["run_dir"]), session)
     sizes = message_sizes(*plan["sizes"])
@@ -200,9 +200,12 @@ class KeptSoFar:
             if len(self.cells) > 1 and self.clock() - self.written_at < self.EVERY_S:  # the first: at once
                 return
             self.written_at = self.clock()
-            rows = combine(self.plan, [list(per_rank) for per_rank in zip(*self.cells, strict=True)],
-                           world_size=self.session.world_size)  # fmt: skip
-            store.write_parquet(self.path, rows, model_tables.COLLECTIVE_SCHEMA)
+            store.write_parquet(self.path, self.rows(), model_tables.COLLECTIVE_SCHEMA)
+
+    def rows(self) -> list[dict[str, Any]]:
+        """On rank 0: every case gathered so far, combined (`combine`); at the end, the world size's part."""
+        per_rank = [list(cells) for cells in zip(*self.cells, strict=True)]
+        return combine(self.plan, per_rank, world_size=self.session.world_size) if per_rank else []
 
 
 def combine(plan: dict[str, Any], per_rank: list[list[dict[str, Any]]], *, world_size: int) -> list[dict[str, Any]]:
@@ -241,19 +244,18 @@ def run_measurements(plan: dict[str, Any], session, watch: CaseWatch | None = No
     import torch.distributed as dist
 
     watch = watch or CaseWatch(Path(plan["run_dir"]), session)
-    kept = KeptSoFar(plan, session)
-    results = measure_rank(plan, session, watch, on_case=kept)
+    kept = KeptSoFar(plan, session)  # rank 0 gathers each case's timings as it finishes
+    measure_rank(plan, session, watch, on_case=kept)
     contention = measure_contention(session, watch) if plan.get("contention", True) else None
     gathered: list[Any] = [None] * session.world_size if session.is_main else None
-    dist.gather_object((results, contention), gathered, dst=0)
+    dist.gather_object(contention, gathered, dst=0)
     if not session.is_main:
         return
     run, world = Path(plan["run_dir"]), session.world_size
     if contention is not None:  # first: the collectives part is the last word of a launch
-        row = contention_row(plan, [g[1] for g in gathered], world_size=world)
+        row = contention_row(plan, gathered, world_size=world)
         store.write_parquet(model_tables.contention_part(run, world), [row], model_tables.CONTENTION_SCHEMA)
-    rows = combine(plan, [g[0] for g in gathered], world_size=world)
-    store.write_parquet(model_tables.collectives_part(run, world), rows, model_tables.COLLECTIVE_SCHEMA)
+    store.write_parquet(model_tables.collectives_part(run, world), kept.rows(), model_tables.COLLECTIVE_SCHEMA)
     kept.path.unlink(missing_ok=True)  # the whole part is written
 
 
