@@ -374,5 +374,6 @@ def _summarize(plan, wall_s: float, *, parity_failed: int = 0) -> int:
         of = f"this session's {wall}" if sessions > 1 else "that"
         console.say(f"ddpbench: {console.seconds_text(step_s)} of {of} was training steps (warm-up included): "
                     f"{wall_s / step_s:.2f}× overhead")  # fmt: skip
-    console.fixed_cost_split(wall_s, plan.phases_s, configurations=totals["session"]["launched"])
+    session = totals["session"]
+    console.fixed_cost_split(wall_s, session["phases_s"], configurations=session["launched"])
     return 1 if totals["status_counts"].get("failed", 0) else 0

@@ -32,6 +32,7 @@ def write(plan, wall_s: float, *, complete: bool) -> dict[str, Any]:
     step_s = stats.training_seconds(steps[steps["config_id"].isin(ran_now)])
     before = earlier(plan.run)
     # where the wall time went, phase by phase, the steps among them: no fixed cost (named so before 2026-12-05)
+    # other: the launcher between launches, polling, the last read
     session = {**plan.phases_s, "other": max(0.0, wall_s - sum(plan.phases_s.values()))}
     phases = dict(before.get("phases_s") or before.get("fixed_cost_s") or {})
     for phase, seconds in session.items():

@@ -215,15 +215,15 @@ def _step_words(state: dict | None, cfg: Configuration) -> str:
 
 
 def fixed_cost_split(wall_s: float, seconds: dict[str, float], *, configurations: int) -> None:
-    """Where the run's wall time went, phase by phase (harness.handoff.costs), the rest as `other`; and the fixed
-    cost over the `configurations` this session launched (a skipped one launches nothing)."""
+    """Where the run's wall time went, phase by phase (harness.handoff.costs), the rest as `other` (summary.json's
+    session `phases_s`, which holds it); and the fixed cost over the `configurations` this session launched (a
+    skipped one launches nothing)."""
     from harness.handoff.costs import PHASES
 
-    if not seconds:
+    if not set(seconds) - {"other"}:
         return
-    other = wall_s - sum(seconds.values())  # the launcher between launches, polling, the last read
     parts = [f"{phase} {seconds[phase]:.1f}" for phase in PHASES if seconds.get(phase, 0.0) >= 0.05]
-    say(f"ddpbench: where the {seconds_text(wall_s)} went (s): {', '.join(parts)}, other {max(other, 0.0):.1f}")
+    say(f"ddpbench: where the {seconds_text(wall_s)} went (s): {', '.join(parts)}, other {seconds['other']:.1f}")
     fixed = wall_s - seconds.get("steps", 0.0)
     if configurations:
         each = (
