@@ -2,19 +2,19 @@
 
 from __future__ import annotations
 
-import collections
 import dataclasses
+import functools
 import itertools
 import json
 from collections.abc import Iterable
-from pathlib import Path
 from typing import Any
 
 from harness.config.bench import DEFAULT_WARMUP, MIN_AUTO_REPEATS, BenchConfig, resolve_backend
 from harness.config.flags import AUTO
 from harness.config.precision import resolve_dtype
-from harness.protocols import ConfigError, UnknownOption
-from harness.results.layout import bounded, safe_name
+from harness.config.workload_grid import workload_choices
+from harness.protocols import ConfigError
+from harness.results.layout import safe_name
 from harness.results.values import options_words
 
 
@@ -148,125 +148,6 @@ def impl_option_grids(
     return grids
 
 
-@dataclasses.dataclass(frozen=True)
-class WorkloadChoice:
-    """One workload of the grid with one combination of its options, resolved once on the parent side."""
-
-    name: str
-    """As rows show it: the source's name, with the options ('hf:llama[num_hidden_layers=4]')."""
-    spec: str
-    options: dict[str, Any]
-    batch_size: int
-    remote_part: str | None
-    provenance: dict[str, Any]
-    unavailable: str | None = None
-    """Why its rows would all be skipped here (a package it needs is missing), else None."""
-
-
-def workload_choices(config: BenchConfig, *, size: str, device: str = "cpu") -> list[WorkloadChoice]:
-    """Every workload × option combination: `--wopt` keys apply to the workloads that take them (a key
-    none takes is refused, naming what each takes; a value one of them refuses is refused), several
-    values sweep."""
-    import workloads as workload_registry
-
-    for key, values in config.workload_options:
-        if not values:
-            raise ConfigError(f"--wopt {key} has no value")
-    sources = _named_apart([workload_registry.resolve(spec) for spec in config.workloads])
-    refusals: dict[str, list[str]] = {}  # per key, each workload's own words for why it does not take it
-    grids = {source.spec: _workload_option_grid(source, config.workload_options, refusals) for source in sources}
-    for key, _ in config.workload_options:
-        if not any(key in combo for grid in grids.values() for combo in grid):
-            raise ConfigError(f"--wopt {key}: no chosen workload takes it ({') ('.join(refusals[key])})")
-    choices = []
-    for source in sources:
-        for options in grids[source.spec]:
-            workload = _built(source, size=size, options=options)
-            name = bounded(source.name + (f"[{options_words(options)}]" if options else ""))
-            batch = config.batch_size or workload.default_batch_size()
-            unavailable = workload.unavailable_reason(device=device)
-            choices.append(WorkloadChoice(name, source.spec, options, batch, workload.remote_part, source.provenance(),
-                                          unavailable))  # fmt: skip
-    return choices
-
-
-def _named_apart(sources: list) -> list:
-    """Sources of one name (models.py:Net from two folders) named by as much of their paths as tells them apart:
-    rows, config ids and run.json's provenance are keyed by the name."""
-    counts = collections.Counter(source.name for source in sources)
-    clashing = [s for s in sources if counts[s.name] > 1 and s.path and s.path in s.spec]
-    names: dict[str, str] = {}
-    for depth in range(2, 1 + max((len(Path(s.path).parts) for s in clashing), default=1)):
-        names = {s.spec: s.spec.replace(s.path, str(Path(*Path(s.path).parts[-depth:]))) for s in clashing}
-        if len(set(names.values())) == len(names):
-            break
-    return [dataclasses.replace(s, name=names[s.spec]) if s.spec in names else s for s in sources]
-
-
-def _workload_option_grid(source, axes, refusals: dict[str, list[str]]) -> list[dict[str, Any]]:
-    """The product of the option axes this workload takes ('4' and '4.0' one value, not two alike); the keys
-    it does not take are added to `refusals` in its words."""
-    taken = []
-    for key, values in axes:
-        typed = _typed_values(source, key, values)
-        if isinstance(typed, UnknownOption):
-            refusals.setdefault(key, []).append(str(typed))
-        else:
-            taken.append((key, typed))
-    keys = [key for key, _ in taken]
-    combos = [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*(values for _, values in taken))]
-    for combo in combos:
-        if len(combo) > 1:  # values each good alone may not go together (an image size and a patch size)
-            try:
-                source.check_options(combo)
-            except ConfigError as exc:
-                raise _bad_value(source, " --wopt ".join(f"{k}={v}" for k, v in combo.items()), exc) from None
-    return combos
-
-
-def _typed_values(source, key: str, texts) -> list[Any] | UnknownOption:
-    """The option's distinct values for `source`, or why it does not take `key` at all. A value
-    it refuses is bad input (dropping the key for this workload would run it with its default unsaid)."""
-    import workloads as workload_registry
-
-    typed: list[Any] = []
-    for text in texts:
-        try:
-            value = workload_registry.parse_options(source.spec, {key: text})[key]
-            source.check_options({key: value})
-        except UnknownOption as exc:
-            return exc
-        except ConfigError as exc:
-            raise _bad_value(source, f"{key}={text}", exc) from None
-        if value not in typed:
-            typed.append(value)
-    return typed
-
-
-def _bad_value(source, given: str, exc: ConfigError) -> ConfigError:
-    """The refusal naming the value (`given`: 'key=value') and the workload (most workloads' own words do)."""
-    if source.name in str(exc):
-        return exc
-    return ConfigError(f"--wopt {given} is not valid for {source.name} ({exc})")
-
-
-def _built(source, *, size: str, options: dict[str, Any]):
-    """The workload object (its batch size, its remote part), built once here: a user's class that raises
-    is bad input, one line naming it."""
-    try:
-        workload = source.create(size=size, options=options)
-        source.check_workload(workload)
-        return workload
-    except ConfigError as exc:  # a registered workload's own check of a value does not name it
-        if source.name in str(exc):
-            raise
-        raise ConfigError(f"workload {source.name}: {exc}") from None
-    except Exception as exc:
-        lines = [line for line in str(exc).splitlines() if line.strip()]
-        raise ConfigError(f"workload {source.name}: building it raised {type(exc).__name__}: "
-                          f"{lines[-1].strip() if lines else ''}") from None  # fmt: skip
-
-
 def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) -> list[Configuration]:
     """The grid in run order: world sizes ascending, the baseline strategy (no communication) first in
     each. `bf16_supported`: whether the GPU runs bf16 natively (what `--dtype auto` resolves by)."""
@@ -285,7 +166,9 @@ def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) ->
     grids = impl_option_grids(names, config.options)
     dtype = resolve_dtype(config.dtype, device=device, bf16_supported=bf16_supported)
     backend = resolve_backend(config.backend, device=device)
-    decides = decides_anything(names, grids, config.world_sizes)
+    runs_here = _runs_here(grids, device=device)
+    decides = any(decides_anything([n for n in names if runs_here(world)[n]], runs_here(world), [world])
+                  for world in config.world_sizes)  # fmt: skip
     repeats = initial_repeats(config, decides)
     several = repeats > 1 or (config.repeats == AUTO and decides)
     configurations: list[Configuration] = []
@@ -299,6 +182,8 @@ def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) ->
         # Repeats interleave (A B C A B C …) so that the machine's drift hits every configuration alike.
         for repeat in range(repeats):
             for choice, impl, opts, extra in group:
+                if repeat and (choice.unavailable or opts not in runs_here(world)[impl]):
+                    continue  # one that can only be skipped here is planned once: a repeat would repeat the skip
                 configurations.append(
                     Configuration(
                         config_id=_config_id(
@@ -354,6 +239,20 @@ def extra_ranks(impl: str, remote_part: str | None, nnodes: int) -> int:
 
     wanted = impl_registry.entry(impl).cls.extra_ranks
     return wanted if wanted and remote_part is not None and nnodes == 1 else 0
+
+
+def _runs_here(grids: dict[str, list[dict]], *, device: str):
+    """World size -> per strategy, the option sets it can run at that size on `device` (those it cannot are
+    recorded as skipped rows: no verdict rests on them)."""
+    import impls as impl_registry
+
+    def at(world: int) -> dict[str, list[dict]]:
+        def runs(name: str, opts: dict) -> bool:
+            return not impl_registry.create(name, **opts).unavailable_reason(device=device, world_size=world)
+
+        return {name: [opts for opts in grid if runs(name, opts)] for name, grid in grids.items()}
+
+    return functools.cache(at)
 
 
 def decides_anything(names: list[str], grids: dict[str, list[dict]], worlds) -> bool:

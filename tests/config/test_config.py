@@ -126,6 +126,20 @@ def test_options_apply_only_to_strategies_that_accept_them():
     assert len({c.config_id for c in grid}) == len(grid)
 
 
+def test_under_auto_a_configuration_that_can_only_be_skipped_is_planned_once_and_decides_nothing():
+    def planned(impls):
+        grid = expand(BenchConfig(gpus=2, impls=impls, size="tiny", repeats="auto"), device="cpu")
+        return [(c.world_size, c.impl, c.repeat) for c in grid]
+
+    # nn.DataParallel needs CUDA: held against stock it would be the verdict, but it can only be skipped
+    alone = planned(("stock", "dataparallel"))
+    assert alone.count((2, "dataparallel", 0)) == 1 and all(repeat == 0 for *_, repeat in alone)
+    # beside a strategy that runs, that one's verdict earns two repeats; the skipped one still runs once
+    with_flat = planned(("stock", "dataparallel", "flat"))
+    assert (2, "flat", 1) in with_flat and (2, "stock", 1) in with_flat
+    assert [c for c in with_flat if c[1] == "dataparallel"] == [(1, "dataparallel", 0), (2, "dataparallel", 0)]
+
+
 def test_config_rejects_bad_values_without_the_cli():
     with pytest.raises(ConfigError, match="--steps 0"):
         BenchConfig(gpus=1, impls=("naive",), steps=0)
