@@ -31,8 +31,9 @@ def parse_size_range(text: str) -> tuple[int, int]:
                           "from MIN to MAX)")  # fmt: skip
     forms = "MIN:MAX, e.g. 1KB:64MB"
     low_bytes, high_bytes = (size_in_range(part, text, forms=forms) for part in (low, high))  # powers of 1024
-    if low_bytes < ELEMENT_BYTES or high_bytes < low_bytes:
-        raise ConfigError(f"--sizes {text!r} is not valid; give {ELEMENT_BYTES} B ≤ MIN ≤ MAX, e.g. 1KB:64MB")
+    if low_bytes < ELEMENT_BYTES or high_bytes < low_bytes or low_bytes % ELEMENT_BYTES:  # doubling keeps MIN's floats
+        raise ConfigError(f"--sizes {text!r} is not valid; give {ELEMENT_BYTES} B ≤ MIN ≤ MAX, MIN a multiple of "
+                          f"{ELEMENT_BYTES} (whole floats), e.g. 1KB:64MB")  # fmt: skip
     return low_bytes, high_bytes
 
 

@@ -68,6 +68,9 @@ def parse_size_range(text: str) -> list[int]:
     sizes = _size_range(text)
     if not sizes or sizes[0] < ELEMENT_BYTES:
         raise ConfigError(f"--sizes {text!r} is not valid; a message holds at least one float ({ELEMENT_BYTES} B)")
+    if odd := [size for size in sizes if size % ELEMENT_BYTES]:  # a row's size would not be its count of floats
+        raise ConfigError(f"--sizes {text!r} is not valid: {odd[0]} B is not a whole number of {ELEMENT_BYTES}-byte "
+                          f"floats; give multiples of {ELEMENT_BYTES}, e.g. 8, 64KiB or 1MiB")  # fmt: skip
     return sizes
 
 

@@ -136,6 +136,7 @@ def test_a_killed_rank_is_named_with_its_signal_and_no_rank_is_left(tmp_path, mo
         (["--ops", "all_reduce,bogus"], "bogus"),
         (["--sizes", "64MB:1KB"], "64MB:1KB"),
         (["--sizes", "1KB:"], "--sizes '1KB:' is not valid: '' is not a size; give MIN:MAX"),
+        (["--sizes", "6:64"], "MIN a multiple of 4 (whole floats)"),
         (["--sizes", "1KB:2KB:3"], "--sizes '1KB:2KB:3' is not a range; give MIN:MAX"),
         (["--gpus", "1"], "--gpus 1"),
         (["--backend", "mpi"], "mpi"),
