@@ -213,6 +213,10 @@ class BenchConfig:
             raise ConfigError("--nnodes above 1 needs --rdzv-endpoint HOST:PORT")
         if self.rdzv_endpoint is not None:
             check_endpoint(self.rdzv_endpoint)
+            if self.nnodes == 1:  # one node never meets there: the user most likely forgot --nnodes
+                raise ConfigError(f"--rdzv-endpoint {self.rdzv_endpoint} is for several nodes; give --nnodes N "
+                                  "(N ≥ 2, with --node-rank and --run-id on each node), or leave it out on "
+                                  "one node")  # fmt: skip
         if not math.isfinite(self.mem_period_ms) or self.mem_period_ms < 0:
             raise ConfigError(f"--mem-period-ms {self.mem_period_ms} is not valid; give milliseconds ≥ 0 (0: off)")
         if self.timeout_s is not None and not (math.isfinite(self.timeout_s) and self.timeout_s > 0):

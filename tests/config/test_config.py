@@ -47,6 +47,7 @@ BAD_BENCH_ARGS = [
     (["--run-id", "x..y"], "'x..y'"),
     (["--nnodes", "2"], "--rdzv-endpoint"),
     (["--nnodes", "2", "--rdzv-endpoint", "h:1"], "--run-id"),
+    (["--rdzv-endpoint", "h:1"], "--rdzv-endpoint h:1 is for several nodes; give --nnodes N"),
     (["--node-rank", "5"], "--node-rank 5 is not valid with --nnodes 1; give 0 (one node)"),  # once 'give 0 to 0'
     (["--timeout", "0"], "--timeout '0' is not valid; give a positive time"),
     (["--timeout", "soon"], "'soon'"),
