@@ -58,6 +58,7 @@ BENCH_EXAMPLES = """examples:
   ddpbench bench                          # every strategy on mlp (CPU: 2 simulated GPUs)
   ddpbench bench --impls stock,bucketed --workloads gpt2 --size small --bucket-cap-mb 1,5,25,100
   ddpbench bench --gpus 8 --workloads resnet50,gpt2 --repeats 3 --profile
+  ddpbench bench --gpus 8 --bucket-cap-mb 1,25 --dry-run   # what it would run, nothing run
   ddpbench bench --resume RUN_ID          # finish a run stopped by Ctrl-C
   ddpbench report                         # then open reports/site/index.html
 
@@ -82,6 +83,8 @@ def add_bench_parser(commands) -> None:
                        help="finish an interrupted run in --results: skip what it wrote, run the rest with the run's "
                        f"own grid and settings (flags that would change them are refused; {steering} apply: they "
                        "only steer the running)")  # fmt: skip
+    bench.add_argument("--dry-run", action="store_true", help="check every flag, print the configurations "
+                       "the run would launch, run nothing")  # fmt: skip
     bench.add_argument("--retry-failed", action="store_true",
                        help="with --resume: run the configurations that failed again (each failed row is kept "
                        "in retried/<config_id>/ of the run folder)")  # fmt: skip

@@ -15,7 +15,7 @@ import signal
 import time
 
 from harness.commands import console, summary
-from harness.commands.console import profiling
+from harness.commands.console.plan import say_plan
 from harness.commands.resume import resume
 from harness.config.bench import BenchConfig, ConfigError
 from harness.config.flags import AUTO, from_args
@@ -108,26 +108,11 @@ def _options(args: argparse.Namespace) -> tuple[tuple[str, tuple[str, ...]], ...
 def new_run(args: argparse.Namespace, *, command: tuple[str, ...]):
     """Validate everything, then create the run folder: (config, plan)."""
     from harness.config import bench as cfgmod
-    from harness.config import grid
     from harness.launch import launcher as launch
-    from harness.launch.torchrun import end_early
 
-    # Default: every visible GPU, or 2 simulated ranks on the CPU.
-    if cfgmod.likely_cpu(args.device):
-        launch.start_early(local_ranks=args.gpus or 2)  # the ranks' imports begin while this one checks the input
-    import impls  # its names() imports every strategy's module, and with them torch (1.1 s here)
-    from harness.measure import env
+    config, device, configurations = _planned(args, command=command)  # starts the ranks' imports first
+    from harness.measure import env  # imports torch
 
-    uses_cuda = args.device in ("auto", "cuda") and cfgmod.cuda_available()
-    default_gpus = cfgmod.gpu_count() if uses_cuda else 2
-    config = bench_config(args, default_gpus=default_gpus, all_impls=impls.names(), command=command)
-    device = cfgmod.resolve_device(config.device, cuda_available=cfgmod.cuda_available())
-    if device != "cpu":
-        end_early()
-    configurations = grid.expand(config, device=device, bf16_supported=device == "cuda" and _native_bf16())
-    if device == "cuda":
-        backend = cfgmod.resolve_backend(config.backend, device=device)
-        cfgmod.check_gpu_count(gpus=config.gpus, available=cfgmod.gpu_count(), backend=backend)
     run_id = config.run_id or cfgmod.new_run_id()
     if config.node_rank == 0:  # the other nodes join the folder node 0 makes
         cfgmod.check_results_folder(config.results, run_id)
@@ -142,6 +127,48 @@ def new_run(args: argparse.Namespace, *, command: tuple[str, ...]):
                 raise  # the user's own name is taken (another run made it since the check)
             run_id = cfgmod.new_run_id()  # a run started in the same second drew the same suffix
     raise ConfigError(f"no free run id in {config.results} after {RUN_ID_TRIES} tries; give --run-id")
+
+
+def _planned(args: argparse.Namespace, *, command: tuple[str, ...]):
+    """Every flag checked and the grid expanded, nothing written: (config, device, configurations)."""
+    from harness.config import bench as cfgmod
+    from harness.config import grid
+    from harness.launch import launcher as launch
+    from harness.launch.torchrun import end_early
+
+    # Default: every visible GPU, or 2 simulated ranks on the CPU.
+    if cfgmod.likely_cpu(args.device):
+        launch.start_early(local_ranks=args.gpus or 2)  # the ranks' imports begin while this one checks the input
+    import impls  # its names() imports every strategy's module, and with them torch (1.1 s here)
+
+    uses_cuda = args.device in ("auto", "cuda") and cfgmod.cuda_available()
+    default_gpus = cfgmod.gpu_count() if uses_cuda else 2
+    config = bench_config(args, default_gpus=default_gpus, all_impls=impls.names(), command=command)
+    device = cfgmod.resolve_device(config.device, cuda_available=cfgmod.cuda_available())
+    if device != "cpu":
+        end_early()
+    configurations = grid.expand(config, device=device, bf16_supported=device == "cuda" and _native_bf16())
+    if device == "cuda":
+        backend = cfgmod.resolve_backend(config.backend, device=device)
+        cfgmod.check_gpu_count(gpus=config.gpus, available=cfgmod.gpu_count(), backend=backend)
+    return config, device, configurations
+
+
+def _dry_run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
+    """--dry-run: what the run would launch, every flag checked as for a run; nothing launched or written."""
+    from harness.config.ranks import available_cpus, threads_per_rank
+    from harness.launch.launcher import BenchRun
+    from harness.launch.torchrun import end_early
+
+    if args.resume:
+        raise ConfigError("--dry-run plans a new run; --resume finishes a stored one (its plan is in its run.json)")
+    config, device, configurations = _planned(args, command=command)
+    end_early()  # the ranks' early imports: nothing will be launched
+    most_ranks = config.gpus + max((c.extra_ranks for c in configurations), default=0)
+    threads = threads_per_rank(device=device, max_local_ranks=most_ranks, cpu_count=available_cpus())
+    plan = BenchRun("(dry run)", config.results, device, threads, configurations, context={})
+    say_plan(plan, requested_dtype=config.dtype, grows=config.repeats == AUTO, dry=True)
+    return 0
 
 
 def _native_bf16() -> bool:
@@ -161,6 +188,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     from harness.launch.torchrun import check_fault_switch
 
     check_fault_switch()
+    if getattr(args, "dry_run", False):
+        return _dry_run(args, command=command)
     if args.resume:
         resumed = resume(args)
         if resumed is None:
@@ -170,7 +199,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         if getattr(args, "retry_failed", False):
             raise ConfigError("--retry-failed needs --resume RUN_ID: it runs a stopped run's failed configurations")
         (config, plan), done = new_run(args, command=command), 0
-    _say_where(plan, requested_dtype=config.dtype, grows=config.repeats == AUTO and not args.resume)
+    say_plan(plan, requested_dtype=config.dtype, grows=config.repeats == AUTO and not args.resume)
     if config.nnodes > 1:  # torchrun's rendezvous says nothing while it waits (up to its join timeout)
         console.say(f"ddpbench: waiting for {config.nnodes} node(s) at {config.rdzv_endpoint} … (each node runs "
                     f"the same command with --run-id {plan.run_id}; torchrun waits up to 10 minutes)")  # fmt: skip
@@ -274,79 +303,6 @@ def _stopped(plan, why: str, code: int, *, wall_s: float | None) -> int:
     console.say(f"ddpbench: stopped by {why}: {saved} of {total} configurations saved in {plan.run}/; "
                 f"finish with: {console.resume_hint(plan.run_id, plan.run.parent)}")  # fmt: skip
     return code
-
-
-def _say_where(plan, *, requested_dtype: str, grows: bool = False) -> None:
-    """The device, the precision, and the run's first configurations (`grows`: --repeats auto may add rounds)."""
-    from harness.config.ranks import available_cpus
-
-    worlds = sorted({c.world_size for c in plan.configurations})
-    if plan.device == "cpu":
-        console.say(f"ddpbench: no GPU in use: running on the CPU with the gloo backend, one process per simulated "
-                    f"GPU ({plan.threads_per_rank} thread(s) each), world sizes {worlds}")  # fmt: skip
-        ranks, cores = (
-            max((c.world_size // c.nnodes + c.extra_ranks for c in plan.configurations), default=0),
-            available_cpus(),
-        )
-        if ranks > cores:
-            console.warning(f"{ranks} ranks per node on {cores} CPU core(s): ranks take turns on the cores, "
-                            "so the larger world sizes' steps include waiting (report: 'Cores shared')")  # fmt: skip
-        profiling.warn_if_busy("the ranks share its cores with whatever else runs, so their steps read slower and "
-                               "noisier than on a quiet machine; run when it is quiet")  # fmt: skip
-    else:
-        backend = plan.configurations[0].backend.upper() if plan.configurations else "?"
-        console.say(f"ddpbench: running on CUDA with {backend}, world sizes {worlds}")
-    console.say(f"ddpbench: precision: {_precision_line(plan.configurations, requested_dtype)}")
-    _say_warmup(plan.configurations)
-    _warn_nothing_to_shard(plan.configurations)
-    count = len(plan.configurations)
-    deciding = grows and any(c.repeated for c in plan.configurations)  # something to decide: rounds may follow
-    more = ", to start (--repeats auto adds the repeats its open verdicts need)" if deciding else ""
-    console.say(f"ddpbench: run {plan.run_id}: {count} configuration{'s' if count != 1 else ''}{more} -> {plan.run}/")
-
-
-def _say_warmup(configurations) -> None:
-    """Where strategies warm up for different numbers of steps, which and why; a warning where --warmup
-    leaves a strategy fewer than it needs on the device (its first measured steps are not steady)."""
-    from harness.config.grid import warmup_needed
-
-    steps = {(c.impl, c.device): c.warmup for c in configurations}
-    if len(set(steps.values())) > 1:
-        common = min(steps.values())
-        more = ", ".join(f"{impl} {warmup}" for (impl, _), warmup in steps.items() if warmup > common)
-        console.say(f"ddpbench: warm-up: {common} steps; {more} (what they need on the device: `ddpbench list`)")
-    for (impl, device), warmup in steps.items():
-        if warmup < (need := warmup_needed(impl, device)):
-            console.warning(f"--warmup {warmup}: {impl} needs {need} warm-up steps on {device} before its "
-                            f"steps are steady; its first {need - warmup} measured steps are not (leave --warmup "
-                            "out)")  # fmt: skip
-
-
-def _warn_nothing_to_shard(configurations) -> None:
-    """ZeRO-1 shards only the optimizer's state, and SGD without momentum (ddpbench's sgd) keeps none: such rows
-    pay for the sharding's communication with no memory to save."""
-    import pandas as pd
-
-    from harness.analysis import roles
-
-    rows = pd.DataFrame([{"impl": c.impl, "optimizer": c.optimizer} for c in configurations])
-    if rows.empty:
-        return
-    names = sorted(set(rows.loc[roles.sharded_optimizer_over_allreduce(rows) & (rows["optimizer"] == "sgd"), "impl"]))
-    if names:
-        console.warning(f"{', '.join(names)} shard{'s' * (len(names) == 1)} only the optimizer's state, and "
-                        "--optimizer sgd keeps none: the sharding costs communication and saves no memory here; "
-                        "--optimizer adam keeps two moments a parameter, the state it shards")  # fmt: skip
-
-
-def _precision_line(configurations, requested_dtype: str) -> str:
-    """What the ranks compute in, as resolved from --dtype (auto) and --tf32."""
-    if not configurations:
-        return "nothing left to run"
-    first = configurations[0]
-    compute = "fp32" if first.dtype == "fp32" else f"{first.dtype} autocast (parameters fp32)"
-    resolved = " (--dtype auto)" if requested_dtype == "auto" else ""
-    return f"{compute}{resolved}, TF32 {'on' if first.tf32 else 'off'}"
 
 
 def counts_text(counts: dict[str, int], *, parity_failed: int = 0) -> str:

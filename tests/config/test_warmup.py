@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 import impls
-from harness.commands import bench as bench_command
+from harness.commands.console import plan as plan_lines
 from harness.config.bench import DEFAULT_WARMUP, BenchConfig
 from harness.config.grid import expand, warmup_needed
 
@@ -39,7 +39,7 @@ def test_an_explicit_warmup_wins_and_is_warned_where_too_short(capsys):
     config = BenchConfig(gpus=1, impls=(REFERENCE, OURS), size="tiny", warmup=2, baseline=False)
     configurations = expand(config, device="cuda", bf16_supported=True)
     assert {cfg.warmup for cfg in configurations} == {2}
-    bench_command._say_warmup(configurations)
+    plan_lines.say_warmup(configurations)
     err = capsys.readouterr().err
     need = warmup_needed(REFERENCE, "cuda")
     assert f"--warmup 2: {REFERENCE} needs {need} warm-up steps on cuda" in err
@@ -48,10 +48,10 @@ def test_an_explicit_warmup_wins_and_is_warned_where_too_short(capsys):
 
 def test_the_run_says_which_strategies_warm_up_longer(capsys):
     configurations = expand(BenchConfig(gpus=1, impls=(REFERENCE, OURS), size="tiny"), device="cuda")
-    bench_command._say_warmup(configurations)
+    plan_lines.say_warmup(configurations)
     out, err = capsys.readouterr()
     assert f"warm-up: {DEFAULT_WARMUP} steps; {REFERENCE} {warmup_needed(REFERENCE, 'cuda')}" in out and not err
-    bench_command._say_warmup([dataclasses.replace(c, device="cpu", warmup=3) for c in configurations])
+    plan_lines.say_warmup([dataclasses.replace(c, device="cpu", warmup=3) for c in configurations])
     assert capsys.readouterr() == ("", "")  # all alike: nothing to say
 
 

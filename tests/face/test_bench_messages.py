@@ -14,7 +14,7 @@ import pytest
 from conftest import PROJECT
 
 from harness import cli
-from harness.commands import bench
+from harness.commands.console import plan as plan_lines
 from harness.config import bench as cfgmod
 from harness.config import grid, ranks
 
@@ -32,22 +32,22 @@ def test_more_ranks_than_cores_is_a_warning_naming_both(capsys, monkeypatch):
     monkeypatch.setattr(os, "getloadavg", lambda: (0.5, 0.5, 0.5))  # a quiet machine: the busy warning is below
     plan = SimpleNamespace(device="cpu", threads_per_rank=1, run_id="r", run="results/r",
                            configurations=[_configuration(w) for w in (1, 2, 4, 8, 16, 32, 64)])  # fmt: skip
-    bench._say_where(plan, requested_dtype="auto")
+    plan_lines.say_plan(plan, requested_dtype="auto")
     err = capsys.readouterr().err
     assert err == ("ddpbench: warning: 64 ranks per node on 2 CPU core(s): ranks take turns on the cores, so the "
                    "larger world sizes' steps include waiting (report: 'Cores shared')\n")  # fmt: skip
     plan.configurations = plan.configurations[:2]
-    bench._say_where(plan, requested_dtype="auto")
+    plan_lines.say_plan(plan, requested_dtype="auto")
     assert capsys.readouterr().err == ""  # 2 ranks on 2 cores: nothing to say
 
 
 def test_an_auto_run_says_its_configurations_are_the_start(capsys):
     first = [dataclasses.replace(_configuration(2), repeat=r, repeated=True) for r in (0, 1)]
     plan = SimpleNamespace(device="cpu", threads_per_rank=1, run_id="r", run="results/r", configurations=first)
-    bench._say_where(plan, requested_dtype="auto", grows=True)
+    plan_lines.say_plan(plan, requested_dtype="auto", grows=True)
     assert "ddpbench: run r: 2 configurations, to start (--repeats auto adds the repeats its open verdicts need) -> " \
            "results/r/" in capsys.readouterr().out  # fmt: skip
-    bench._say_where(plan, requested_dtype="auto", grows=False)  # a fixed count, or a resumed run
+    plan_lines.say_plan(plan, requested_dtype="auto", grows=False)  # a fixed count, or a resumed run
     assert "ddpbench: run r: 2 configurations -> results/r/" in capsys.readouterr().out
 
 
@@ -100,7 +100,22 @@ def test_a_busy_machine_is_warned_of_before_a_cpu_run(capsys, monkeypatch):
     monkeypatch.setattr(os, "getloadavg", lambda: (3.5, 3.0, 2.0))
     plan = SimpleNamespace(device="cpu", threads_per_rank=1, run_id="r", run="results/r",
                            configurations=[_configuration(w) for w in (1, 2)])  # fmt: skip
-    bench._say_where(plan, requested_dtype="auto")
+    plan_lines.say_plan(plan, requested_dtype="auto")
     err = capsys.readouterr().err
     assert err.startswith("ddpbench: warning: this machine is busy (load 3.5 on 2 core(s)): the ranks share its cores")
     assert err.count("\n") == 1
+
+
+def test_a_dry_run_lists_every_configuration_and_writes_nothing(capsys, tmp_path):
+    results = tmp_path / "r"
+    flags = ["--impls", "stock", "--bucket-cap-mb", "1,25", "--workloads", "mlp", "--size", "tiny", "--gpus", "2"]
+    assert cli.main(["bench", "--dry-run", *flags, "--results", str(results)]) == 0
+    out = capsys.readouterr().out
+    listed = [line.strip() for line in out.splitlines() if line.startswith("  [")]
+    # local and stock at two caps, at world sizes 1 and 2, twice each (two caps to decide between: auto's start)
+    assert len(listed) == 12 and listed[0].startswith("[1/12] w1 mlp/tiny local:")
+    assert "[12/12] w2 mlp/tiny stock bucket_cap_mb=25 (repeat 2):" in listed[-1]
+    assert "dry run: 12 configuration(s) in 4 torchrun launch(es), to start (--repeats auto adds" in out
+    assert not results.exists()
+    assert cli.main(["bench", "--dry-run", "--resume", "x", "--results", str(results)]) == 2
+    assert "--dry-run plans a new run" in capsys.readouterr().err and not results.exists()

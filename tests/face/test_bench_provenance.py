@@ -10,6 +10,7 @@ import torch
 
 from harness import cli
 from harness.commands import bench
+from harness.commands.console import plan as plan_lines
 from harness.measure import env
 
 FLAGS = ("float32_matmul_precision", "tf32_matmul", "tf32_cudnn", "cudnn_benchmark", "cudnn_deterministic")
@@ -61,7 +62,7 @@ def test_the_sampler_period_is_in_run_json_once_in_ms(tmp_path):
 def test_the_console_says_the_precision(tmp_path, capsys):
     args = cli.build_parser().parse_args(["bench", "--results", str(tmp_path), "--run-id", "r", "--impls", "naive"])
     _, plan = bench.new_run(args, command=("ddpbench",))
-    bench._say_where(plan, requested_dtype="auto")
+    plan_lines.say_plan(plan, requested_dtype="auto")
     out = capsys.readouterr().out
     dtype = plan.configurations[0].dtype
     expected = "fp32" if dtype == "fp32" else "bf16 autocast (parameters fp32)"
@@ -73,10 +74,12 @@ def test_zero_with_a_stateless_optimizer_is_warned_of_before_it_runs(capsys):
     import types
 
     sgd = [types.SimpleNamespace(impl=impl, optimizer="sgd") for impl in ("stock", "zero", "fsdp")]
-    bench._warn_nothing_to_shard(sgd)
+    plan_lines.warn_nothing_to_shard(sgd)
     err = capsys.readouterr().err
     assert "zero shards only the optimizer's state, and --optimizer sgd keeps none" in err and err.count("\n") == 1
-    bench._warn_nothing_to_shard([types.SimpleNamespace(impl="zero", optimizer="adam")])  # Adam's moments: its state
+    plan_lines.warn_nothing_to_shard(
+        [types.SimpleNamespace(impl="zero", optimizer="adam")]
+    )  # Adam's moments: its state
     assert capsys.readouterr().err == ""
 
 
