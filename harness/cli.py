@@ -94,18 +94,9 @@ def add_compare_parser(commands) -> None:
     compare = commands.add_parser(
         "compare",
         help="did NEW get significantly slower than BASE? (exit 1 if so, 3 if the evidence cannot tell)",
-        description="Match the configurations of two runs and judge each on its repeats (each repeat's median "
-        "step is one piece of evidence): slower/faster only when the 95% interval of the ratio lies beyond "
-        "1 ± --threshold, or is narrower than ±threshold, excludes 1 and has the ratio beyond it. When the "
-        "repeats cannot decide (fewer than 2 per run, or an interval wider than ±threshold) the verdict is "
-        "'too few repeats to tell (have N, need about M)'. Configurations that differ in threads_per_rank, "
-        "backend, tf32, first_bucket_cap_mb or whether DDP's buckets were timed (--bucket-timeline) are "
-        "different measurements: not judged, named in a warning.",
-        epilog="exit codes: 0 every ok configuration of BASE matched and none slower; 1 some significantly "
-        "slower, or failed in NEW where BASE measured it; 2 bad input; 3 none slower, but the evidence is short: "
-        "too few repeats to tell, a setting differs, no ok result in NEW, or nothing matched at all; 4 compare "
-        "itself could not finish. Runs meant to be compared: bench --repeats 5 "
-        "(decides 5% when launches agree within about 2.5%). See docs/statistics.md.",
+        description=arguments.COMPARE_DESCRIPTION,
+        epilog=arguments.COMPARE_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     compare.add_argument("base", help="the baseline: a run id in --results, or a run folder")
     compare.add_argument("new", help="the run to judge: a run id in --results, or a run folder")
@@ -127,11 +118,9 @@ def add_collectives_parser(commands) -> None:
     collectives = commands.add_parser(
         "collectives",
         help="nccl-tests-style bandwidth of each collective, per message size and world size",
-        description="Measure each collective over doubling message sizes at world sizes 2, 4, … up to --gpus "
-        "(warm-up, timed iterations, a correctness check), with algorithm and bus bandwidth "
-        "(all_reduce × 2(n-1)/n, all_gather and reduce_scatter × (n-1)/n, broadcast × 1), and how much "
-        "communication and compute slow each other down when they overlap. Writes results/<run_id>/collectives/; "
-        "exits 1 if a result was wrong.",
+        description=arguments.COLLECTIVES_DESCRIPTION,
+        epilog=arguments.COLLECTIVES_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     collectives.add_argument(
         "--gpus", type=whole("--gpus"), help="ranks; world sizes 2, 4, … up to it (default: the GPUs visible, or 2)"

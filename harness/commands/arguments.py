@@ -102,3 +102,39 @@ PREDICT_EXAMPLES = """examples:
   ddpbench predict --cluster dgx-h200 --nodes 1,2,4 --sizes 1KiB:16GiB                 # NCCL's collectives
   ddpbench predict --nccl-tests node1.txt two-nodes.json --save-profile ours.toml      # fitted to your logs
   ddpbench predict --workload gpt2 --size small --busbw 90GB/s --latency 30us          # profiled here"""
+
+COMPARE_DESCRIPTION = textwrap.fill(
+    "Match the configurations of two runs and judge each on its repeats (each repeat's median step is one piece of "
+    "evidence): slower/faster only when the 95% interval of the ratio lies beyond 1 ± --threshold, or is narrower "
+    "than ±threshold, excludes 1 and has the ratio beyond it. When the repeats cannot decide (fewer than 2 per run, "
+    "or an interval wider than ±threshold) the verdict is 'too few repeats to tell (have N, need about M)'. "
+    "Configurations that differ in threads_per_rank, backend, tf32, first_bucket_cap_mb or whether DDP's buckets "
+    "were timed (--bucket-timeline) are different measurements: not judged, named in a warning."
+)
+COMPARE_EPILOG = (
+    textwrap.fill(
+        "exit codes: 0 every ok configuration of BASE matched and none slower; 1 some significantly slower, or "
+        "failed in NEW where BASE measured it; 2 bad input; 3 none slower, but the evidence is short: too few "
+        "repeats to tell, a setting differs, no ok result in NEW, or nothing matched at all; 4 compare itself could "
+        "not finish. Runs meant to be compared: bench --repeats 5 (decides 5% when launches agree within about "
+        "2.5%). See docs/statistics.md."
+    )
+    + """
+
+examples:
+  ddpbench compare RUN_A RUN_B                            # before and after a change: anything slower?
+  ddpbench compare RUN_A RUN_B --threshold 2%             # a smaller change counts (needs more repeats)
+  ddpbench compare NAIVE_RUN BUCKETED_RUN --across-strategies   # one strategy against another
+  ddpbench compare results/RUN_A ../other/results/RUN_B   # runs as folders, from anywhere"""
+)
+
+COLLECTIVES_DESCRIPTION = textwrap.fill(
+    "Measure each collective over doubling message sizes at world sizes 2, 4, … up to --gpus (warm-up, timed "
+    "iterations, a correctness check), with algorithm and bus bandwidth (all_reduce × 2(n-1)/n, all_gather and "
+    "reduce_scatter × (n-1)/n, broadcast × 1), and how much communication and compute slow each other down when "
+    "they overlap. Writes results/<run_id>/collectives/; exits 1 if a result was wrong."
+)
+COLLECTIVES_EXAMPLES = """examples:
+  ddpbench collectives                                    # every collective, this machine's GPUs (CPU: 2 ranks)
+  ddpbench collectives --gpus 8 --ops all_reduce --sizes 1MB:1GB
+  ddpbench predict --run RUN --gpus 64                    # then: a bench run priced on this network"""
