@@ -269,9 +269,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
                                                own_carried=carried)  # fmt: skip
     if configs is not None:
         say_run_calibration(profile, configs, setup, scaled=bool(args.local_step_ms), carried=carried)
-    sharded, fsdp_own_s, fsdp_left_out = fsdp.for_cluster(
-        profile, calibration, configs=configs, setup=setup, run_scale=from_run.compute_scale, carried=carried
-    )
+    sharded = fsdp.for_cluster(profile, calibration, configs=configs, setup=setup, run_scale=from_run.compute_scale,
+                               carried=carried)  # fmt: skip
     profile = calibrate(profile, calibration)
     smaller = bool(args.local_step_ms and setup is not None and setup.get("size") != "full"
                    and predict_input.warn_not_whole_model(setup, profile, configs=configs))  # fmt: skip
@@ -291,7 +290,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         world = nodes * chosen.gpus_per_node
         frame = with_zero(predict_caps(profile, caps_mb=caps, link=link, world_size=world), profile, link=link,
                           world_size=world)  # fmt: skip
-        frame = fsdp.with_fsdp(frame, sharded, gather=link, scatter=link, world_size=world, own_s=fsdp_own_s)
+        frame = fsdp.with_fsdp(frame, sharded.profile, gather=link, scatter=link, world_size=world,
+                               own_s=sharded.own_s, left_out_s=sharded.left_out_s)  # fmt: skip
         frame.insert(0, "nodes", nodes)
         frame.insert(0, "world_size", world)
         frame["best"] = frame["bucket_cap_mb"].isin(agreement.tied_best(frame["bucket_cap_mb"], frame["step_ms"]))
@@ -308,10 +308,10 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         else ""  # fmt: skip
     predictions.zero_answer(rows, optimizer_ms=profile.optimizer_s * 1e3, largest=largest_parameter(profile),
                             caveat=cpu_split)  # fmt: skip
-    predictions.fsdp_answer(rows, caveat="; ".join(part for part in (caveat, cpu_split, fsdp_left_out) if part))
+    predictions.fsdp_answer(rows, caveat="; ".join(part for part in (caveat, cpu_split, sharded.note) if part))
     if state is not None:  # the two halves joined: the fastest of the strategies that fit
         predictions.strategy_choice(
-            state, chosen, frames=rows, caveat="; ".join(part for part in (said, cpu_split) if part)
+            state, chosen, frames=rows, caveat="; ".join(part for part in (said, cpu_split, sharded.note) if part)
         )
     if args.out:  # each row says what it rests on: the profile, the workload, any scaling
         setup = setup or {}
@@ -319,7 +319,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
                    **{key: setup.get(key) for key in ("workload", "size", "batch_size", "dtype", "optimizer")},
                    "local_step_ms": float(args.local_step_ms or "nan"),  # float64 even where not given
                    # the calibration and the one-rank step, so that a row reproduces its scaling_efficiency
-                   "compute_scale": calibration.compute_scale, "ddp_own_ms": own_ms,
+                   "compute_scale": calibration.compute_scale, "ddp_own_ms": own_ms if carried else float("nan"),
                    "one_rank_step_ms": profile.local_step_s * 1e3}  # fmt: skip
         write_rows(pd.concat(rows, ignore_index=True).assign(**context), Path(args.out))
     return 0

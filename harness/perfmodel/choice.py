@@ -25,6 +25,7 @@ class Candidate:
     need_mb: float  # what a rank needs at its step's peak at this GPU count (memory.need_mb)
     fits: bool
     step_ms: float | None  # None: no step model for it
+    left_out_ms: float = 0.0  # an own cost its step leaves out beyond the others' (FSDP's, a CPU's, scaled)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,6 +65,14 @@ def modelled_step(state: pd.DataFrame, named: pd.Series) -> pd.Series:
     return step
 
 
+def left_out_ms(state: pd.DataFrame, named: pd.Series) -> pd.Series:
+    """Per state row, the own cost its modelled step leaves out beyond DDP's (also left out): FSDP's, measured on a
+    CPU, where the step is a GPU's (`fsdp_own_left_out_ms`); 0 for the rest."""
+    left = float(named.get("fsdp_own_left_out_ms", 0.0))
+    shards = roles.shards_parameters(state).to_numpy()
+    return pd.Series(np.where(shards, left if left == left else 0.0, 0.0), index=state.index)
+
+
 def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float) -> list[Choice]:
     """Per cluster frame (one GPU count each, with ZeRO-1's and FSDP2's columns), the choice; [] without a GPU memory or
     without counted activations (memory.fit_words says nothing then either)."""
@@ -76,14 +85,17 @@ def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float)
         if at.empty:
             continue  # nothing the run measured was carried to this GPU count: nothing to choose from
         need = need_mb(at)
-        steps = modelled_step(at, named)
-        candidates = [Candidate(label, float(n), bool(n <= capacity_gib * 1024), None if pd.isna(s) else float(s))
-                      for label, n, s in zip(at["strategy"], need, steps, strict=True)]  # fmt: skip
+        steps, left = modelled_step(at, named), left_out_ms(at, named)
+        candidates = [Candidate(label, float(n), bool(n <= capacity_gib * 1024), None if pd.isna(s) else float(s),
+                                float(extra))
+                      for label, n, s, extra in zip(at["strategy"], need, steps, left, strict=True)]  # fmt: skip
         timed = sorted((c for c in candidates if c.step_ms is not None), key=lambda c: c.step_ms)
         fitting = [c for c in timed if c.fits]
-        fastest = fitting[0].step_ms if fitting else None
-        # a lead under what the model can tell (agreement.SMALL_CAP_LEAD, as for caps) picks no winner
-        picked = [c for c in fitting if c.step_ms <= fastest * (1 + agreement.SMALL_CAP_LEAD)] if fitting else []
+        # a lead under what the model can tell (agreement.SMALL_CAP_LEAD, as for caps), or under what the fastest
+        # one's step leaves out, picks no winner
+        reach = max(fitting[0].step_ms * (1 + agreement.SMALL_CAP_LEAD), fitting[0].step_ms + fitting[0].left_out_ms) \
+            if fitting else 0.0  # fmt: skip
+        picked = [c for c in fitting if c.step_ms <= reach]
         choices.append(Choice(int(named["world_size"]), picked, [c for c in timed if c not in picked]))
     return choices
 
@@ -142,6 +154,9 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
         fastest = choice.picked[0].step_ms if choice.picked else None
         picked = " or ".join(f"{c.strategy} {c.step_ms:.4g} ms" for c in choice.picked) or "no modelled strategy fits"
         tied = " (too close to call: under the 4 % the model can tell)" if len(choice.picked) > 1 else ""
+        if len(choice.picked) > 1 and choice.picked[-1].step_ms > fastest * (1 + agreement.SMALL_CAP_LEAD):
+            tied = (f" (too close to call: {choice.picked[0].strategy}'s lead is under the own cost its step leaves "
+                    f"out, {choice.picked[0].left_out_ms:.3g} ms: bench it at one GPU to count it)")  # fmt: skip
         beside = "; ".join(other(c, fastest) for c in choice.others)
         parts.append(f"w{choice.world_size} {picked}{tied}" + (f" ({beside})" if beside else ""))
     untimed = untimed_that_fit(state, choices, capacity_gib)

@@ -42,6 +42,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from harness.perfmodel.schedule import Grad, Profile
 
@@ -251,17 +252,19 @@ def fsdp_columns(step: FsdpStep | None) -> dict:
 
 
 def with_fsdp(frame, profile: Profile, *, gather, scatter, world_size: int, own_s: float | None = 0.0,
-              blocking: bool = False):  # fmt: skip
+              blocking: bool = False, left_out_s: float = 0.0):  # fmt: skip
     """A frame of DDP's steps (one row per cap) with FSDP2's step, its gathers on `gather` and reduce-scatters on
     `scatter` (a cluster's link for both: NCCL overlaps; or this machine's fits, `blocking` on the CPU), the same
     at every cap: FSDP has no buckets; and `fsdp_kept_step_ms`, its step with `reshard_after_forward=false` (each
-    block gathered once, kept from forward to backward). `own_s` None: FSDP's own cost was not measured (none
-    added, `fsdp_own_ms` null: not a measured 0)."""
+    block gathered once, kept from forward to backward). `own_s` None: FSDP's own cost was not added (none
+    measured, or a CPU's left out: `fsdp_own_ms` null, not a measured 0); `left_out_s`: how much a left-out one
+    was beyond DDP's (`fsdp_own_left_out_ms`, ForCluster.left_out_s)."""
     links = {"gather": gather, "scatter": scatter, "world_size": world_size, "own_s": own_s or 0.0,
              "blocking": blocking}  # fmt: skip
     step = predict_fsdp(profile, **links)
     kept = predict_fsdp(profile, **links, reshard_after_forward=False)
-    frame = frame.assign(**fsdp_columns(step), fsdp_kept_step_ms=kept.step_s * 1e3 if kept else float("nan"))
+    frame = frame.assign(**fsdp_columns(step), fsdp_kept_step_ms=kept.step_s * 1e3 if kept else float("nan"),
+                         fsdp_own_left_out_ms=left_out_s * 1e3 if step else float("nan"))  # fmt: skip
     return frame if own_s is not None else frame.assign(fsdp_own_ms=float("nan"))
 
 
@@ -292,22 +295,37 @@ def compute_only(profile: Profile, configs, setup: dict) -> Profile:
     return calibrate(profile, Calibration(compute_scale=scale))
 
 
-def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, carried: bool
-                ) -> tuple[Profile, float | None, str]:  # fmt: skip
+class ForCluster(NamedTuple):
+    """FSDP's side of a cluster prediction (`for_cluster`)."""
+
+    profile: Profile  # calibrated as DDP's is, less DDP's own cost
+    own_s: float | None  # FSDP's own cost added to its step; None: none added (not measured, or a CPU's left out)
+    note: str  # what FSDP2's step leaves out, said beside it ('' where nothing)
+    left_out_s: float = 0.0  # a CPU's own cost left out, beyond DDP's (also left out), scaled as the compute is
+
+
+def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, carried: bool) -> ForCluster:
     """The profile and FSDP's own cost as a cluster prediction takes them, and what was left out: the profile
     calibrated as DDP's is, less DDP's own cost; FSDP's own cost measured at one rank in the run (`own_cost_s`),
     scaled with the compute where --local-step-ms scales it (`run_scale`: the run's own scale), left out where
-    it is a CPU's and the compute a GPU's (not `carried`, as DDP's own cost is); None where the run has no FSDP
-    step at one rank to measure it by."""
+    it is a CPU's and the compute a GPU's (not `carried`, as DDP's own cost is), with how much more than DDP's
+    it was, scaled as the compute is: what FSDP2's lead over DDP's steps may be wrong by (an H200 measured FSDP's
+    own cost at one GPU 3-135 % of gpt2's and resnet50's full step, DDP's 1-11 %); None where the run has no FSDP
+    step at one rank."""
+    from harness.perfmodel import predict
     from harness.perfmodel.schedule import calibrate
 
+    profile = calibrate(raw, dataclasses.replace(calibration, reducer_s=0.0))
     own_s = own_cost_s(configs, setup) if configs is not None else None
-    left_out = f"FSDP's own cost at one rank, {own_s * 1e3:.3g} ms, a CPU's, left out" if own_s and not carried else ""
     if own_s is None and configs is not None:
-        return calibrate(raw, dataclasses.replace(calibration, reducer_s=0.0)), None, own_cost_unknown(calibration)
+        return ForCluster(profile, None, own_cost_unknown(calibration))
     scaled = calibration.compute_scale / run_scale if run_scale else 1.0
-    own_s = (own_s or 0.0) * scaled if carried else 0.0
-    return calibrate(raw, dataclasses.replace(calibration, reducer_s=0.0)), own_s, left_out
+    if carried or not own_s:
+        return ForCluster(profile, (own_s or 0.0) * scaled if carried else 0.0, "")
+    beyond_s = max(0.0, own_s - (predict.ddp_own_cost_s(configs, setup) or 0.0)) * scaled
+    note = (f"FSDP's own cost at one rank, {own_s * 1e3:.3g} ms, a CPU's, left out (as DDP's is): "
+            f"{beyond_s * 1e3:.3g} ms beyond DDP's when scaled as the compute is")  # fmt: skip
+    return ForCluster(profile, None, note, beyond_s)
 
 
 def own_cost_unknown(calibration) -> str:

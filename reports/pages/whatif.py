@@ -59,8 +59,8 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
         from_run = run_calibration(configs, setup, profile=profile)
         calibration = scaled_to_local_step(profile, from_run, local_step_ms and local_step_ms / 1e3,
                                            own_carried=carried)  # fmt: skip
-        sharded, fsdp_own_s, _ = for_cluster(profile, calibration, configs=configs, setup=setup,
-                                             run_scale=from_run.compute_scale, carried=carried)  # fmt: skip
+        sharded = for_cluster(profile, calibration, configs=configs, setup=setup, run_scale=from_run.compute_scale,
+                              carried=carried)  # fmt: skip
         calibrated = calibrate(profile, calibration)
         target = calibration_target(configs, setup)[0]
         context = {"setup": setup_label(setup), "local_step_ms": calibrated.local_step_s * 1e3,
@@ -74,7 +74,8 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
         for world in world_sizes(cluster):
             frame = with_zero(predict_caps(calibrated, caps_mb=caps, link=link, world_size=world), calibrated,
                               link=link, world_size=world)  # fmt: skip
-            frame = with_fsdp(frame, sharded, gather=link, scatter=link, world_size=world, own_s=fsdp_own_s)
+            frame = with_fsdp(frame, sharded.profile, gather=link, scatter=link, world_size=world,
+                              own_s=sharded.own_s, left_out_s=sharded.left_out_s)  # fmt: skip
             frames.append(frame.assign(world_size=world, nodes=link.nodes(world), **context))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
@@ -264,6 +265,9 @@ def _best_table(best: pd.DataFrame) -> str:
 def _fsdp_cell(row) -> str:
     if pd.isna(row.fsdp_step_ms):
         return "not modelled: no block times"
+    if getattr(row, "fsdp_own_left_out_ms", 0.0) > 0:  # a CPU's, left out of a GPU step given (as DDP's is)
+        return (f"{row.fsdp_step_ms:.3f} (without FSDP's own cost: a CPU's, left out, {row.fsdp_own_left_out_ms:.3g} "
+                "ms more than DDP's when scaled as the compute is)")  # fmt: skip
     unknown = pd.isna(row.fsdp_own_ms) and row.ddp_own_ms > 0  # DDP's step carries its own cost, FSDP2's none
     return f"{row.fsdp_step_ms:.3f}" + (" (without FSDP's own cost: no FSDP step at one GPU measured it)" * unknown)
 
