@@ -203,6 +203,22 @@ def test_the_example_file_runs_as_a_workload_from_any_folder(tmp_path, monkeypat
     assert len([line for line in copy.read_text().splitlines() if line.strip()]) <= 25
 
 
+def test_a_folder_of_yours_with_a_reports_package_shadows_none_of_ddpbenchs(tmp_path):
+    """A user's file beside a reports/ (or harness/) folder: ddpbench's own packages are found first. In a fresh
+    interpreter started elsewhere, where an editable install finds them after every path entry."""
+    import subprocess
+
+    mine = tmp_path / "mine"
+    (mine / "reports").mkdir(parents=True)
+    (mine / "reports" / "__init__.py").write_text("raise ImportError('the user folder reports package')\n")
+    (mine / "my_workload.py").write_text((ROOT / "examples" / "my_workload.py").read_text())
+    code = (f"import workloads; workloads.resolve({str(mine / 'my_workload.py')!r} + ':MyModel')\n"
+            "import reports.pages, harness; print(reports.pages.__file__, harness.__file__)")  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert all(Path(found).is_relative_to(ROOT) for found in done.stdout.split())
+
+
 def test_a_user_forward_that_raises_leaves_its_own_traceback_for_the_failed_row(tmp_path, user_file, single_rank):
     config = BenchConfig(gpus=1, impls=("stock",), workloads=(f"{user_file}:Explodes",), size="tiny", steps=1,
                          warmup=0, baseline=False)  # fmt: skip

@@ -53,14 +53,22 @@ def source(left: str, name: str) -> Source:
     return source
 
 
+OWN_PACKAGES = ("harness", "impls", "workloads", "reports")
+"""ddpbench's top-level packages, found before a user's folder joins the import path: an editable install finds
+them after every path entry, so a `reports/` beside the user's file was imported in their place (a review's
+predict --page then ran another checkout's pages). Found here, not used: each package's __init__ is light."""
+
+
 def load_file(path: Path) -> Any:
-    """The module a file defines, imported once per process under a name of its own (its folder first on
-    the path, as `python file.py` has it, so that it can import its neighbours)."""
+    """The module a file defines, imported once per process under a name of its own (its folder on the path, so
+    that it can import its neighbours, after ddpbench's own packages are found: `OWN_PACKAGES`)."""
     module_name = "ddpbench_workload_" + hashlib.sha1(str(path).encode()).hexdigest()[:12]
     if module_name in sys.modules:
         return sys.modules[module_name]
     if str(path.parent) not in sys.path:
-        sys.path.insert(0, str(path.parent))
+        for package in OWN_PACKAGES:
+            importlib.import_module(package)
+        sys.path.append(str(path.parent))
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     try:
