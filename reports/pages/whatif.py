@@ -126,7 +126,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     for setup, group in rows.groupby("setup", sort=False):
         best = best_rows(group)
         parts += [f"<h2>{name_html(setup)}</h2>", _answer(best, cluster),
-                  choice_section(configs, group, cluster, world_sizes(cluster)), _calibration_note(group.iloc[0]),
+                  choice_section(configs, group, cluster, world_sizes(cluster)), _calibration_note(group.iloc[0], meta),
                   figs.add(figures.step_vs_gpus(group, cluster=cluster.name),
                            "Each line is one bucket_cap_mb; each point DDP's bucket schedule simulated over this "
                            "run's gradient-ready profile, every bucket's all-reduce costed as NCCL would run it."),
@@ -215,7 +215,7 @@ def _caveat(cluster: Cluster, nodes: int) -> str:
     return f" <i>{esc(said[0].upper() + said[1:])}.</i>" if said else ""
 
 
-def _calibration_note(row: pd.Series) -> str:
+def _calibration_note(row: pd.Series, meta: dict) -> str:
     """What the run's one-rank rows changed in the profile, and the step every efficiency is against."""
     to, given = row["calibrated_to"], row["local_step_given"]
     own = ("; DDP's own cost measured on the CPU is left out (its share of a CPU's step is no GPU's; on an H200 it "
@@ -242,8 +242,13 @@ def _calibration_note(row: pd.Series) -> str:
         whose = "the step you gave" + (", plus DDP's own cost" if row["ddp_own_ms"] else "")
         whose += ", DDP's own cost on the GPU not in it" if row["own_left_out"] else ""
     flag = " --local-step-ms MS" if given else ""
-    other = "" if row["size"] == "full" else (" A model of another size (the one you will train) has other "
-                                              "buckets: bench it for its own page.")  # fmt: skip
+    kind = meta.get("workloads", {}).get(row["setup_workload"], {}).get("kind")
+    other = (
+        ""
+        if row["size"] == "full" or kind in ("file", "module")
+        # --size changes nothing in yours
+        else (" A model of another size (the one you will train) has other buckets: bench it for its own page.")
+    )
     return (f"<p>The profile is the {esc(row['size'])} size's: {row['grad_mb']:.4g} MiB of gradients in "
             f"{int(row['grad_tensors'])} tensors, which every prediction below buckets and all-reduces.{other} "
             f"{scaled}{own}, as <code>ddpbench predict --run RUN --cluster NAME{flag}</code> does. "
