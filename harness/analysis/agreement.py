@@ -102,6 +102,7 @@ class CapAnswer:
     margin: float | None  # their lead over the fastest cap not tied with them; None: every cap ties
     lead_set_aside: float | None  # a smaller cap's lead over DDP's default, under SMALL_CAP_LEAD, not followed
     unproven: bool  # the named cap is below DDP's default and ahead by under SMALL_CAP_LEAD: SMALL_CAP_CAVEAT
+    named: list[float]  # every cap the answer names: `tied`, or the caps of 25 MiB or more it kept
 
 
 def cap_answer(caps: Sequence[float], values: Sequence[float]) -> CapAnswer:
@@ -120,22 +121,34 @@ def cap_answer(caps: Sequence[float], values: Sequence[float]) -> CapAnswer:
     if margin is None and len(tied) > 1:  # every cap ties
         keep = DDP_DEFAULT_CAP_MB in tied
         text = "any (DDP's default 25 MiB is as good)" if keep else "any (every cap ties)"
-        return CapAnswer(position[DDP_DEFAULT_CAP_MB if keep else fastest], text, tied, margin, None, unproven=False)
+        return CapAnswer(
+            position[DDP_DEFAULT_CAP_MB if keep else fastest], text, tied, margin, None, unproven=False, named=tied
+        )
     if large := [cap for cap in tied if cap >= DDP_DEFAULT_CAP_MB]:
-        return CapAnswer(position[_quoted(large, named, values)], caps_text(tied), tied, margin, None, unproven=False)
+        return CapAnswer(
+            position[_quoted(large, named, values)], caps_text(tied), tied, margin, None, unproven=False, named=tied
+        )
     large = [cap for cap in named if cap >= DDP_DEFAULT_CAP_MB]
     if not large:  # nothing of 25 MiB or more to keep: the fastest, with the caveat where its lead is thin
         unproven = margin is not None and margin < SMALL_CAP_LEAD
-        return CapAnswer(position[fastest], caps_text(tied), tied, margin, None, unproven=unproven)
+        return CapAnswer(position[fastest], caps_text(tied), tied, margin, None, unproven=unproven, named=tied)
     large_values = [values[named.index(cap)] for cap in large]
     lead = min(large_values) / values.min() - 1
     if lead >= SMALL_CAP_LEAD:
-        return CapAnswer(position[fastest], caps_text(tied), tied, margin, None, unproven=False)
+        return CapAnswer(position[fastest], caps_text(tied), tied, margin, None, unproven=False, named=tied)
     kept = tied_best(large, large_values)
     faster = caps_text(tied).removesuffix(" (tied)")
     # No percentage in the words: an answer over several GPU counts merges the counts that say the same.
     text = f"{caps_text(kept)} ({faster} predicted faster by under the 4 % the model can tell)"
-    return CapAnswer(position[_quoted(kept, named, values)], text, tied, margin, lead, unproven=False)
+    return CapAnswer(position[_quoted(kept, named, values)], text, tied, margin, lead, unproven=False, named=kept)
+
+
+def with_answer_marks(frame):
+    """A frame of predicted steps per cap (`bucket_cap_mb`, `step_ms`) with `best`: the caps the answer names
+    (`cap_answer`, as the console and the pages say it), and `fastest`: the caps tied for the fastest step."""
+    answer = cap_answer(frame["bucket_cap_mb"], frame["step_ms"])
+    caps = frame["bucket_cap_mb"]
+    return frame.assign(best=caps.isin(answer.named), fastest=caps.isin(answer.tied))
 
 
 def _quoted(caps: list[float], named: list[float], values: np.ndarray) -> float:

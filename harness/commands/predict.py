@@ -77,8 +77,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         predict_input.warn_if_extrapolated(link, largest_bucket_bytes(profile, caps), world=world)
         if given is None:  # a fitted network: said where this world size is not one it was measured at
             predict_input.warn_unmeasured_world(network, world)
-        best = agreement.tied_best(frame["bucket_cap_mb"], frame["step_ms"])
-        frames.append(frame.assign(world_size=world, best=frame["bucket_cap_mb"].isin(best), network=link.source))
+        frames.append(agreement.with_answer_marks(frame).assign(world_size=world, network=link.source))
     cpu = "a CPU's compute: see the warning above" if given is not None and profiled_on == "cpu" else ""
     _sharded_answers(
         frames, profile, network, caveat=cpu, fsdp_caveat="; ".join(c for c in (cpu, basis.fsdp_note) if c)

@@ -294,7 +294,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
                                own_s=sharded.own_s, left_out_s=sharded.left_out_s)  # fmt: skip
         frame.insert(0, "nodes", nodes)
         frame.insert(0, "world_size", world)
-        frame["best"] = frame["bucket_cap_mb"].isin(agreement.tied_best(frame["bucket_cap_mb"], frame["step_ms"]))
+        frame = agreement.with_answer_marks(frame)
         said = "; ".join(part for part in (caveat, cluster.cap_caveat(chosen, nodes)) if part)
         predictions.cluster_steps(chosen, frame, world=world, nodes=nodes, caveat=said)
         rows.append(frame)

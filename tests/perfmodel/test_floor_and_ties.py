@@ -232,6 +232,18 @@ def test_the_answer_quotes_the_cap_it_names_and_keeps_ddps_default_over_a_small_
     assert "[a cap below 25 MiB (DDP's default bucket_cap_mb) ahead by under 4 % is no evidence" in said
 
 
+def test_predicts_rows_mark_best_as_the_answer_names_it_and_fastest_as_the_model_ranks_it():
+    """A review filtered --out's `best` and got 1 MiB where the answer said keep 25 MiB (1 MiB 0.6 % ahead)."""
+    import pandas as pd
+
+    frame = pd.DataFrame({"bucket_cap_mb": [1.0, 5.0, 25.0], "step_ms": [10.0, 10.2, 10.06]})
+    marked = agreement.with_answer_marks(frame)
+    assert marked["fastest"].tolist() == [True, False, False]  # 25 MiB is 0.6 % behind: no tie
+    assert marked["best"].tolist() == [False, False, True]  # the lead is under 4 %: the answer keeps 25 MiB
+    clear = agreement.with_answer_marks(frame.assign(step_ms=[10.0, 10.2, 11.0]))
+    assert clear["best"].tolist() == clear["fastest"].tolist() == [True, False, False]
+
+
 def test_the_named_cap_is_ddps_default_where_it_ties_or_a_smaller_caps_lead_is_thin_else_the_fastest():
     answer = agreement.cap_answer
     assert answer([1.0, 5.0, 25.0], [10.0, 10.02, 10.03]).index == 2  # tied with the default
