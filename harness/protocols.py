@@ -83,7 +83,15 @@ GRADIENT_TRAFFIC = ("allreduce", "sharded", "none", "other")
 """What a strategy sends for the gradients each step (`Strategy.gradient_traffic`): every gradient byte
 all-reduced once; shards of them (reduce-scatter, with all-gathers of parameters); nothing; anything else."""
 
-ROLES = ("baseline", "reference", "gradient_traffic", "shards_state", "comm_after_backward", "keeps_buckets")
+ROLES = (
+    "baseline",
+    "reference",
+    "gradient_traffic",
+    "shards_state",
+    "comm_after_backward",
+    "keeps_buckets",
+    "single_process",
+)
 """The class attributes that say what the harness, the model and the reports need to know of a strategy.
 Every row records them (columns of the same names), and every reader decides by them, never by a name."""
 

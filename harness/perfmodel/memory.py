@@ -41,7 +41,9 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
     """Per strategy measured at two world sizes or more (the baseline, one process's training, is none; a cap
     sweep's caps are one: `_without_cap`): the MiB of each kind of state a rank holds at each of
     `worlds` (`predicted`) and at each world size measured (`measured`, as held: the largest rank, every repeat),
-    and which kinds it splits. Columns: STRATEGY_KEYS, world_size, measured (bool), one per HELD kind, total_mb,
+    and which kinds it splits; a `single_process` strategy at the world sizes measured only (one process drives
+    one node's GPUs), its activations not counted past one GPU (its first gathers every replica's outputs and
+    the whole batch's loss). Columns: STRATEGY_KEYS, world_size, measured (bool), one per HELD kind, total_mb,
     splits (the kinds' names, '' for none), floor_mb (the floor under an even split where one applies, else 0:
     _whole_parameter_floor), activation_mb (what the forward keeps for backward at the rank's batch, the same at
     every world size: the batch is per rank; NaN where the run did not count it), activation_top (who keeps the
@@ -66,13 +68,15 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
         buckets, unsharded = _buckets(group), _unsharded(group, base.get("impl_options"))
         hook_state = _hook_state(group, base.get("impl_options"))
         step_buckets = _buckets_at_step(group, buckets)
-        for world in sorted({*map(int, by_world.index), *worlds}):
+        one_process = roles.flag(group, "single_process").any()  # one node's GPUs: never carried past those run
+        for world in sorted({*map(int, by_world.index), *([] if one_process else worlds)}):
             measured = world in by_world.index
             state = {c: float(by_world.loc[world, c]) if measured else max(whole + split / world, floor.get(c, 0.0))
                      for c, (whole, split) in fits.items()}  # fmt: skip
-            rows.append({**base, "world_size": world, "measured": measured, **state,
+            rows.append({**base, "world_size": world, "measured": measured, "single_process": one_process, **state,
                          "total_mb": sum(state.values()), "splits": ", ".join(HELD[c] for c in split_kinds),
-                         "floor_mb": sum(floor.values()), "activation_mb": activations,
+                         "floor_mb": sum(floor.values()),
+                         "activation_mb": float("nan") if one_process and world > 1 else activations,
                          "activation_top": _first(group, "activation_top"), "buckets_mb": buckets,
                          "step_buckets_mb": step_buckets,
                          "optimizer_temp_mb": state.get("held_optimizer_state_mb", 0.0)
@@ -246,7 +250,7 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
     did not count them."""
     if "activation_mb" not in rows or rows["activation_mb"].isna().all():
         return ""
-    others = rows[rows["activation_mb"].isna()]  # computing in another dtype (_computes_otherwise)
+    others = rows[rows["activation_mb"].isna()]  # computing in another dtype (_computes_otherwise), or one process
     rows = rows[rows["activation_mb"].notna()]
     kept, first = float(rows["activation_mb"].iloc[0]), rows.iloc[0]
     batch = int(first["batch_size"])
@@ -264,16 +268,17 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
     beside = "; ".join(part for part in parts if part)
     buckets = f" (its state and the larger of backward's part and the optimizer step's; {beside})" if beside else ""
     samples = f"{batch} sample{'s' if batch != 1 else ''}"
-    alike = (
-        "every strategy alike"
-        if others.empty
-        else (
-            f"every strategy alike but {', '.join(others['strategy'])}, which computes in another dtype (not counted)"
-        )
-    )
+    alike = "every strategy alike" + "".join(f"{' but' if k == 0 else ','} {row.strategy}, {_why_uncounted(row)}"
+                                             for k, row in enumerate(others.itertuples()))  # fmt: skip
     return (f"the model's forward keeps {mib_text(kept)} of activations for backward at {samples} a rank in "
             f"{first['dtype']}{noted}, {alike} at any GPU count: {holds}{held} at the step's peak"
             f"{buckets}")  # fmt: skip
+
+
+def _why_uncounted(row) -> str:
+    if getattr(row, "single_process", False):
+        return "whose first GPU also gathers every replica's outputs and the whole batch's loss (not counted)"
+    return "which computes in another dtype (not counted)"
 
 
 def unrecorded(state: pd.DataFrame) -> str:

@@ -210,6 +210,12 @@ ROLES = (
         "",
         "the strategy keeps buffers its gradients travel in beside the gradients (DDP's buckets, a flat buffer), as `bucket_sizes_mb` lays them out (`stock`, `zero`, `bucketed`, `flat`, `rpc_hybrid`'s dense part)",
     ),
+    C(
+        "single_process",
+        BOOL,
+        "",
+        "one process drives every GPU of the world size, on one node: its first GPU gathers every replica's outputs (`dataparallel`)",
+    ),
 )
 
 # What the model is (harness.measure.modelinfo), the same on every rank.

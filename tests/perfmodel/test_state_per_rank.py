@@ -124,6 +124,23 @@ def test_a_need_that_grows_with_the_gpus_and_a_strategy_in_another_dtype_are_sai
     assert "fsdp" not in memory.fit_words(state, 80) and "stock fits" in memory.fit_words(state, 80)
 
 
+def test_one_process_over_a_nodes_gpus_stays_at_the_world_sizes_run_and_its_first_gpu_is_not_counted():
+    """nn.DataParallel: a review's synthetic frame had it 'fit' at w64 (one process drives one node's GPUs), and
+    counted its first GPU as one rank's batch (it gathers every replica's outputs and the whole batch's loss)."""
+    run = pd.concat([RUN.assign(activation_mb=64.0),
+                     pd.DataFrame([held("dataparallel", w, 90.46, 90.46, 180.92, activation_mb=64.0,
+                                        single_process=True) for w in (1, 2, 4)])], ignore_index=True)  # fmt: skip
+    state = memory.state_per_rank(run, [8, 64])
+    one = state[state["impl"] == "dataparallel"]
+    assert sorted(one["world_size"]) == [1, 2, 4]  # not carried to w8 or w64
+    assert one.set_index("world_size")["activation_mb"].isna().tolist() == [False, True, True]
+    at2 = state[state["world_size"] == 2].assign(strategy=lambda f: f["impl"])
+    assert "every strategy alike but dataparallel, whose first GPU also gathers every replica's outputs" in (
+        memory.activation_words(at2)
+    )
+    assert "dataparallel" not in memory.fit_words(at2, 80)
+
+
 def test_the_gradient_buckets_kept_beside_the_gradients_count_at_every_gpu_count():
     """stock's ranks laid out 1 + 89.46 MiB of buckets beside its gradients, every gradient bucketed at each cap;
     with gradient_as_bucket_view the gradients are the buckets: nothing beside them. FSDP keeps none. The buckets
