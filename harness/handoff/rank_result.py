@@ -58,11 +58,14 @@ class RankResult:
 
 
 def error_line(exc: BaseException) -> str:
-    """The exception's type and the last non-empty line of its message (DDP's unused-parameter error: its cause)."""
+    """The exception's type and the last line of its message that says something (DDP's unused-parameter error: its
+    cause): not indented, with a word in it. A message that ends in a module's repr (FSDP's 'does not support
+    containers …: ModuleDict(' then the repr's lines and ')') is named by its sentence, not by ')'."""
     if UNUSED_PARAMETERS in str(exc):
         return f"{type(exc).__name__}: {_unused_parameters(str(exc))}"
     lines = [line for line in str(exc).splitlines() if line.strip()]
-    return f"{type(exc).__name__}: {lines[-1].strip()}" if lines else type(exc).__name__
+    saying = [line for line in lines if not line[0].isspace() and re.search(r"[A-Za-z]{3}", line)]
+    return f"{type(exc).__name__}: {(saying or lines)[-1].strip()}" if lines else type(exc).__name__
 
 
 UNUSED_PARAMETERS = "parameters that were not used in producing loss"

@@ -145,6 +145,8 @@ def test_the_timeline_rows_name_their_configuration_rank_and_warmup():
 def test_error_line_keeps_the_type_and_the_last_line():
     assert error_line(ValueError("context\n\nthe cause ")) == "ValueError: the cause"
     assert error_line(KeyError()) == "KeyError"
+    repr_last = ValueError("fully_shard does not support containers: ModuleDict(\n  (blocks): ModuleList()\n)")
+    assert error_line(repr_last) == "ValueError: fully_shard does not support containers: ModuleDict("  # not ')'
     ddp = RuntimeError("Expected to have finished reduction in the prior iteration before starting a new one. This "
                        "error indicates that your module has parameters that were not used in producing loss. …\n"
                        "Parameter indices which did not receive grad for rank 0: 37 38\n In addition, you can set "
