@@ -151,6 +151,10 @@ def test_a_verdict_reopened_by_another_verdicts_repeats_is_said_and_nothing_to_d
     said = out.getvalue().splitlines()
     assert said == ["ddpbench: repeats auto: nothing to decide (no bucket-cap sweep, no strategy against the "
                     "reference): one repeat each"]  # fmt: skip
+    out.truncate(0), out.seek(0)
+    console.verdict_round(Decided([], 2, None), next_round=[])  # two repeats planned, every rival failed
+    assert out.getvalue().startswith("ddpbench: repeats auto: no verdict to decide: every configuration a verdict "
+                                     "would rest on failed or was skipped")  # fmt: skip
 
 
 def test_verdicts_mark_open_ones_given_up_only_when_asked_with_max_repeats(monkeypatch):

@@ -268,6 +268,10 @@ def verdict_round(standing, next_round: list, *, decided_before: set[str] | froz
     holds those decided a round earlier), what runs next and how long the rest may take; after the last,
     every verdict: the decided ones' words, then the open ones and what they would need."""
     total, still = len(standing.verdicts), standing.open
+    if not total and standing.repeats > 1:  # planned to decide something: what it rests on measured nothing
+        say("ddpbench: repeats auto: no verdict to decide: every configuration a verdict would rest on failed or "
+            f"was skipped (the lines above say why), after {standing.repeats} repeats")  # fmt: skip
+        return
     if not total:
         say(
             "ddpbench: repeats auto: nothing to decide (no bucket-cap sweep, no strategy against the reference): "
