@@ -155,3 +155,14 @@ def test_a_comparison_written_into_a_built_site_is_listed_in_its_index_at_once(t
     listed = index.read_text()
     assert '<a href="compare/base_vs_new.html">→ new</a>' in listed  # base's line, and the comparisons list
     assert '<a href="runs/new.html">new</a>' in listed  # the runs stay listed as the build left them
+
+
+def test_another_strategy_in_new_is_not_this_configuration_run_otherwise():
+    """A review's NEW had no fsdp: 'NEW ran it with impl local, not fsdp' read as if fsdp had become local."""
+    from harness.analysis.compare import _nearest_in_new
+
+    names = ["impl", "workload", "world_size", "dtype"]
+    base = ("fsdp", "mlp", 1, "fp32")
+    assert _nearest_in_new(base, [("local", "mlp", 1, "fp32")], names) == "not in NEW"
+    assert _nearest_in_new(base, [("fsdp", "mlp", 4, "fp32")], names) == "not in NEW"
+    assert _nearest_in_new(base, [("fsdp", "mlp", 1, "bf16")], names) == "NEW ran it with dtype bf16, not fp32"
