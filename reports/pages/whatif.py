@@ -215,7 +215,7 @@ def _caveat(cluster: Cluster, nodes: int) -> str:
     return f" <i>{esc(said[0].upper() + said[1:])}.</i>" if said else ""
 
 
-def _calibration_note(row: pd.Series, meta: dict) -> str:
+def _calibration_note(row: pd.Series, meta: dict | None = None) -> str:
     """What the run's one-rank rows changed in the profile, and the step every efficiency is against."""
     to, given = row["calibrated_to"], row["local_step_given"]
     own = ("; DDP's own cost measured on the CPU is left out (its share of a CPU's step is no GPU's; on an H200 it "
@@ -242,7 +242,7 @@ def _calibration_note(row: pd.Series, meta: dict) -> str:
         whose = "the step you gave" + (", plus DDP's own cost" if row["ddp_own_ms"] else "")
         whose += ", DDP's own cost on the GPU not in it" if row["own_left_out"] else ""
     flag = " --local-step-ms MS" if given else ""
-    kind = meta.get("workloads", {}).get(row["setup_workload"], {}).get("kind")
+    kind = (meta or {}).get("workloads", {}).get(row.get("setup_workload"), {}).get("kind")
     other = (
         ""
         if row["size"] == "full" or kind in ("file", "module")

@@ -260,6 +260,9 @@ def test_the_what_if_note_says_what_the_one_gpu_step_is_made_of():
     assert "The profile is the small size's: 16.18 MiB of gradients in 18 tensors" in note
     assert "has other buckets: bench it for its own page" in note
     assert "other buckets" not in whatif._calibration_note(pd.Series({**row.to_dict(), "size": "full"}))
+    yours = {"workloads": {"mine.py:Net": {"kind": "file"}}}  # --size changes nothing in a file of yours
+    file_row = pd.Series({**row.to_dict(), "setup_workload": "mine.py:Net"})
+    assert "other buckets" not in whatif._calibration_note(file_row, yours)
     assert "DDP's own cost at one rank (the reference's step less the baseline's, never below 0) is 0 ms" in note
     assert "the one-GPU step with DDP (46.13 ms: the baseline's, plus DDP's own cost)" in note
     assert "added" in whatif._calibration_note(pd.Series({**row.to_dict(), "ddp_own_ms": 3.0}))
