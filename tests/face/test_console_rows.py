@@ -14,7 +14,7 @@ ROW = {
 def test_a_row_with_measured_communication_says_how_much_was_hidden():
     line = console.describe_row(ROW)
     assert line == (
-        "w2 mlp/small stock: 77.29 ms/step (p10 70.00, p90 80.00), 904 samples/s, "
+        "w2 mlp/small stock: 77.29 ms/step median (p10 70.00, p90 80.00), 904 samples/s, "
         "comm 37.4 ms/step mean (27.4 exposed, 24% hidden), parity ok"
     )
 

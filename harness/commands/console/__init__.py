@@ -118,7 +118,8 @@ def describe_row(row: dict) -> str:
     if row["parity_ok"] is False and row.get("parity_note"):
         parity += f" ({row['parity_note']})"  # why: the parameter that differed most, or the loss that sums
     return (
-        f"{label}: {row['step_ms_median']:.2f} ms/step (p10 {row['step_ms_p10']:.2f}, p90 {row['step_ms_p90']:.2f}), "
+        f"{label}: {row['step_ms_median']:.2f} ms/step median (p10 {row['step_ms_p10']:.2f}, "
+        f"p90 {row['step_ms_p90']:.2f}), "
         f"{samples_text(row['samples_per_s'])} samples/s{communication_text(row)}, {parity}"
     )
 
