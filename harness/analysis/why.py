@@ -194,8 +194,10 @@ def _outside_words(row: Any, phase: str, part: float, exposed: float) -> str:
     tries = [f"{name}={str(value).lower()} {effect}" for name, value, effect in offers
              if roles.option_left_at(impl, name, options) not in (None, value)]  # fmt: skip
     advice = f": {' or '.join(tries)}" if tries else ""
-    return (f"{part / exposed:.0%} of all exposed communication ({part:.1f} of {exposed:.1f} ms a step) is {what}, "
-            f"which nothing hides{advice}")  # fmt: skip
+    # Of the row's exposed_comm_ms, which holds the waiting for the slowest rank: said, since the sentence's gap part
+    # beside it ('… exposed communication besides the waiting') is the other base.
+    return (f"{part / exposed:.0%} of all exposed communication, waiting included ({part:.1f} of {exposed:.1f} ms a "
+            f"step), is {what}, which nothing hides{advice}")  # fmt: skip
 
 
 def _smaller_cap_measured(row: Any, run: pd.DataFrame | None) -> tuple[str, str]:
