@@ -170,9 +170,9 @@ def reference_name(reference: pd.Series | None) -> str:
 
 
 def against_reference(row: pd.Series, reference: pd.Series | None) -> str:
-    """'1.24× faster (1.20–1.28)', '1.01× faster (0.98–1.04), no 5% change shown', '1.11× faster (0.16–7.87), too
-    few repeats to tell' or, under two repeats a side, '1.02× faster, too few repeats to tell': stock's time over
-    this one's, with the interval over repeats of that ratio."""
+    """'1.24× faster (1.20–1.28)', '1.01× faster (0.98–1.04), no 5% change shown', 'too few repeats to tell
+    (estimate 1.11× faster, interval 0.16–7.87)' or, under two repeats a side, 'too few repeats to tell (estimate
+    1.02× faster)': stock's time over this one's, with the interval over repeats of that ratio."""
     if reference is None:
         return MISSING
     if row["strategy"] == reference["strategy"]:
@@ -183,9 +183,10 @@ def against_reference(row: pd.Series, reference: pd.Series | None) -> str:
     if proof.get("same_buckets"):  # one measurement: its two figures differ by the launches alone
         return f"the same buckets: one measurement ({proof['times']:.2f}× apart: the launches' spread)"
     text = f"{proof['times']:.2f}× {'faster' if faster else 'slower'}"
-    if proof["low"] is not None:
-        text += f" ({ratio_number(proof['low'])}–{ratio_number(proof['high'])})"
-    return text + CELL_DOUBT[proof["judged"]]
+    interval = f"{ratio_number(proof['low'])}–{ratio_number(proof['high'])}" if proof["low"] is not None else ""
+    if proof["judged"] == TOO_FEW:  # the doubt first: the estimate is no finding yet
+        return f"too few repeats to tell (estimate {text}" + (f", interval {interval})" if interval else ")")
+    return text + (f" ({interval})" if interval else "") + CELL_DOUBT[proof["judged"]]
 
 
 def recommendation_text(

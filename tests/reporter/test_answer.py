@@ -47,8 +47,8 @@ def test_strategies_are_ranked_by_step_time_with_local_as_the_floor_last(configs
     assert cells == [("1", "bucketed bucket_cap_mb=25"), ("2", "stock"), ("3", "naive"),
                      ("floor", "local")]  # fmt: skip
     assert "<th>vs stock</th>" in html
-    assert "1.25× faster, too few repeats to tell" in html and "reference" in html
-    assert "1.60× slower, too few repeats to tell" in html
+    assert "too few repeats to tell (estimate 1.25× faster)" in html and "reference" in html
+    assert "too few repeats to tell (estimate 1.60× slower)" in html
     assert "<b>noisy</b>: noisy steps (CV 0.30)" in html and "<b>FAILED</b>" in html
 
 
