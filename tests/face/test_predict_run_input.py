@@ -150,6 +150,16 @@ def test_a_folder_without_a_run_is_said_to_be_none_not_looked_up_as_an_id(tmp_pa
     assert f"--run {str(tmp_path / 'empty')!r} is a folder without a run.json: no bench run" in _one_line_error(capsys)
 
 
+def test_a_run_without_its_machines_collectives_names_the_command_that_measures_them(tmp_path, capsys):
+    """A review's README-order walkthrough met 'run one there' with no command to copy."""
+    _copy("cpu_run", tmp_path)
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path)]) == 2
+    # (a run.json from before it kept its config: 2 ranks, as bench simulates them on the CPU by default)
+    said = _one_line_error(capsys)
+    assert f"run `ddpbench collectives --gpus 2 --results {tmp_path}` on it, or give --busbw" in said
+    assert not list(tmp_path.glob("*/collectives"))
+
+
 def test_a_run_with_nothing_measured_ok_is_said_so_not_blamed_on_flags_never_given(tmp_path, capsys):
     (tmp_path / "notrun").mkdir()
     (tmp_path / "notrun" / "run.json").write_text("{}")
