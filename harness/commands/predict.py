@@ -127,7 +127,7 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     if configs is not None:
         predict_input.warn_uncalibrated(run_dir, configs, setup)
         worlds = [n * chosen.gpus_per_node for n in predict_cluster.node_counts(args)]
-        predictions.model_state(state := _state_of_setup(configs, setup, worlds), worlds, chosen)
+        state = _said_state(run_dir, configs, setup, worlds, chosen)
     caps = caps or list(DEFAULT_CAPS_MB)
     code = predict_cluster.run_steps(args, chosen, profile, caps, device=profiled_on, configs=configs, setup=setup,
                                      state=state)  # fmt: skip
@@ -136,13 +136,19 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     return code
 
 
-def _state_of_setup(configs, setup: dict, worlds: list[int]):
-    """The run's model state per rank (harness.perfmodel.memory) for the setup predicted: at the world sizes it
-    measured and at `worlds`."""
+def _said_state(run_dir: Path, configs, setup: dict, worlds: list[int], gpu):
+    """The run's model state per rank (harness.perfmodel.memory) for the setup predicted, at the world sizes it
+    measured and at `worlds`, said with what fits `gpu`; a smaller size than the workload's full one is said to be
+    (--size does not scale a file of yours)."""
     from harness.perfmodel.memory import state_per_rank
     from harness.perfmodel.predict import of_setup
+    from harness.results import store
 
-    return state_per_rank(of_setup(configs, setup), worlds)
+    state = state_per_rank(of_setup(configs, setup), worlds)
+    smaller = setup.get("size") not in ("full", None) and store.size_scales(store.read_run_meta(run_dir), setup)
+    note = f"the {setup.get('size')} size's model, not the full size's: bench --size full for the one you will train"
+    predictions.model_state(state, worlds, gpu, size_note=note if smaller else "")
+    return state
 
 
 def _sharded_answers(frames, profile, network, *, caveat: str, fsdp_caveat: str) -> None:
@@ -182,8 +188,8 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
     sharded = (fsdp.compute_only(profile, configs, setup), fsdp.own_cost_s(configs, setup))
     profile, calibration = _calibrated_to_run(profile, configs, setup)
     worlds = [args.gpus] if args.gpus else sorted({int(n) for n in configs["world_size"] if n > 1}) or [DEFAULT_WORLD]
-    state, gpu = _state_of_setup(configs, setup, worlds), _run_gpu(run_dir)
-    predictions.model_state(state, worlds, gpu)
+    gpu = _run_gpu(run_dir)
+    state = _said_state(run_dir, configs, setup, worlds, gpu)
     unknown = fsdp.own_cost_unknown(calibration) if sharded[1] is None else ""  # said beside FSDP2's step
     return Basis(setup, network, profile, worlds, caps or _caps_of_run(configs), *sharded, run_dir, state, gpu,
                  unknown)  # fmt: skip

@@ -320,3 +320,9 @@ def list_runs(results: Path) -> list[Path]:
         except (OSError, ValueError, AttributeError) as exc:
             warn_skipped(folder / layout.RUN_JSON, f"unreadable run metadata ({type(exc).__name__})")
     return sorted(started, key=started.get, reverse=True)
+
+
+def size_scales(meta: dict, setup: dict) -> bool:
+    """Whether --size scaled the workload of `setup` in the run whose run.json is `meta`: not a file or module of
+    the user's, built as written (run.json's `workloads` provenance; a run from before it kept one: scaled)."""
+    return meta.get("workloads", {}).get(setup.get("workload"), {}).get("kind") not in ("file", "module")

@@ -24,6 +24,7 @@ from harness.perfmodel.predict import (
 )
 from harness.perfmodel.schedule import calibrate, predict_caps
 from harness.perfmodel.zero import with_zero
+from harness.results import store
 from reports.figures import whatif as figures
 from reports.pages.html import FigureList, esc, name_html, page, table
 from reports.pages.whatif_memory import choice_section, memory_section
@@ -242,11 +243,10 @@ def _calibration_note(row: pd.Series, meta: dict | None = None) -> str:
         whose = "the step you gave" + (", plus DDP's own cost" if row["ddp_own_ms"] else "")
         whose += ", DDP's own cost on the GPU not in it" if row["own_left_out"] else ""
     flag = " --local-step-ms MS" if given else ""
-    kind = (meta or {}).get("workloads", {}).get(row.get("setup_workload"), {}).get("kind")
+    sized = store.size_scales(meta or {}, {"workload": row.get("setup_workload")})  # a file of yours: never
     other = (
         ""
-        if row["size"] == "full" or kind in ("file", "module")
-        # --size changes nothing in yours
+        if row["size"] == "full" or not sized
         else (" A model of another size (the one you will train) has other buckets: bench it for its own page.")
     )
     return (f"<p>The profile is the {esc(row['size'])} size's: {row['grad_mb']:.4g} MiB of gradients in "

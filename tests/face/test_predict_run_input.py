@@ -237,6 +237,8 @@ def test_a_gpu_run_predicted_on_its_own_network_says_which_strategy_fits_its_gpu
     out = capsys.readouterr().out
     assert "ddpbench predict: in a GPU of 79.6 GiB (the run's NVIDIA H100 80GB HBM3), at the step's peak" in out
     assert "stock fits (4.5 MiB a rank at most)" in out  # 1 + 1 + 2 held, 0.5 of activations
+    # mlp at its tiny size: what fits is the tiny model's (a review read 'fits' of a model 10,000 times smaller)
+    assert "counted as none [the tiny size's model, not the full size's: bench --size full for the one" in out
     choice = next(line for line in out.splitlines() if line.startswith("ddpbench predict: the choice on "))
     assert choice.startswith("ddpbench predict: the choice on the run's NVIDIA H100 80GB HBM3, the fastest predicted")
     assert " w8 stock " in choice and out.index("and FSDP2") < out.index(choice)

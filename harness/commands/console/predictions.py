@@ -340,10 +340,11 @@ def fsdp_answer(frames: list[pd.DataFrame], *, caveat: str = "", priced: str = C
     )
 
 
-def model_state(state: pd.DataFrame, worlds: list[int], cluster=None) -> None:
+def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_note: str = "") -> None:
     """Each strategy's model state per rank at `worlds` (harness.perfmodel.memory.state_per_rank's rows of one
     setup), smallest first: what the run's ranks held, carried to GPU counts it did not reach; with the
-    activations counted and a `cluster` whose GPU memory the profile gives, which strategy fits there."""
+    activations counted and a `cluster` whose GPU memory the profile gives, which strategy fits there
+    (`size_note` in brackets: the run's model is a smaller size than the one to train)."""
     if state.empty:
         return
     from harness.perfmodel.memory import activation_words, fit_words, floor_words, mib_text
@@ -366,7 +367,7 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None) -> None:
         say(f"ddpbench predict: in a GPU of {capacity:g} GiB ({cluster.name}), at the step's peak with the gradient "
             f"buckets, FSDP's unsharded parameters and gradients, a GPU's optimizer temporaries and PowerSGD's error "
             f"feedback, before buffers and "
-            f"the kernels' working memory: {words}")  # fmt: skip
+            f"the kernels' working memory: {words}" + (f" [{size_note}]" if size_note else ""))  # fmt: skip
 
 
 def labelled(state: pd.DataFrame) -> pd.DataFrame:
