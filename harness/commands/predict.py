@@ -97,7 +97,7 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     """--cluster / --nccl-tests: collectives alone, or the step per cap of a run's (or a fresh) profile."""
     import pandas as pd
 
-    from harness.perfmodel.predict import DEFAULT_CAPS_MB
+    from harness.perfmodel.predict import DEFAULT_CAPS_MB, errors_on_own_run
     from harness.perfmodel.schedule import profile_from_rows
     from harness.results import store
 
@@ -131,6 +131,8 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     caps = caps or list(DEFAULT_CAPS_MB)
     code = predict_cluster.run_steps(args, chosen, profile, caps, device=profiled_on, configs=configs, setup=setup,
                                      state=state)  # fmt: skip
+    if run_dir is not None:  # how far the same model was from the run's own steps, on its own machine
+        predictions.errors_on_own_run(errors_on_own_run(run_dir.parent, run_dir, setup), cluster=chosen.name)
     if args.page:  # the same calibration, caps and scaling as the console's, from one node to 1,024 GPUs
         report.write_prediction_page(args, chosen, run_dir, setup, caps)
     return code
