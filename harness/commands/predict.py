@@ -97,8 +97,9 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     """--cluster / --nccl-tests: collectives alone, or the step per cap of a run's (or a fresh) profile."""
     import pandas as pd
 
-    from harness.perfmodel.predict import DEFAULT_CAPS_MB, errors_on_own_run
+    from harness.perfmodel.predict import DEFAULT_CAPS_MB
     from harness.perfmodel.schedule import profile_from_rows
+    from harness.perfmodel.sharded import errors_on_own_run
     from harness.results import store
 
     # everything refusable about the run or the workload is refused before a word about the cluster

@@ -179,25 +179,6 @@ def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Ne
     return rows
 
 
-def errors_on_own_run(results_dir: Path, run_dir: Path, setup: dict) -> dict[str, list[float]]:
-    """How far this model was from the run's own steps at world size ≥ 2 of `setup`, priced on the run's machine's
-    network (its collectives run): per strategy it answers for, each configuration's predicted / measured − 1 —
-    DDP's over its bucket-cap sweep (calibrated, with the contention measured where there is some), ZeRO-1's and
-    FSDP2's as `predict --run` checks them; {} where no network is beside the run."""
-    from harness.perfmodel import fsdp, zero
-
-    network = network_for_run(results_dir, run_dir)
-    if network is None:
-        return {}
-    configs, profiles = of_setup(store.read_configs(run_dir), setup), model_tables.read_gradprofiles(run_dir)
-    ddp = [(row["predicted_contention_ms"] or row["predicted_ms"]) / row["measured_ms"] - 1
-           for row in sweep_predictions(configs, profiles, network)]  # fmt: skip
-    errors = {"DDP": ddp}
-    for label, checks in (("ZeRO-1", zero.run_checks), ("FSDP2", fsdp.run_checks)):
-        errors[label] = [c["predicted_ms"] / c["measured_ms"] - 1 for c in checks(configs, profiles, network)]
-    return {label: found for label, found in errors.items() if found}
-
-
 HALF_PRECISION_HOOKS = ("fp16", "bf16")
 """DDP comm hooks that all-reduce every gradient cast to 16 bits; PowerSGD sends low-rank factors whose
 size depends on its rank and warm-up, so it gets no floor."""

@@ -1,14 +1,17 @@
 """ZeRO-1's and FSDP2's steps beside DDP's on a run's own network (this machine's collectives run, or a bus
 bandwidth given), as `predict --cluster` sets them beside DDP's on a cluster's, and in words what each was priced
-on: a collective's own fit where the collectives run measured it, else the all-reduce's.
+on: a collective's own fit where the collectives run measured it, else the all-reduce's; and how far the three
+models were from the run's own steps there (`errors_on_own_run`), which a cluster's answer is said beside.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
 from harness.perfmodel import fsdp, zero
-from harness.perfmodel.network import Network, broadcast_link, network_link, sharded_links
+from harness.perfmodel.network import Network, broadcast_link, network_for_run, network_link, sharded_links
 from harness.perfmodel.schedule import Profile
 
 
@@ -49,3 +52,23 @@ def collectives_priced(gather_source: str | None, scatter_source: str | None, ne
     if missing := "gathers" if gather_source is None else "reduce-scatters" if scatter_source is None else "":
         said.append(f"no {missing[:-1]} measured: {missing} at the all-reduce's α and bus bandwidth ({network_source})")
     return "; ".join(said)
+
+
+def errors_on_own_run(results_dir: Path, run_dir: Path, setup: dict) -> dict[str, list[float]]:
+    """How far this model was from the run's own steps at world size ≥ 2 of `setup`, priced on the run's machine's
+    network (its collectives run): per strategy it answers for, each configuration's predicted / measured − 1 —
+    DDP's over its bucket-cap sweep (calibrated, with the contention measured where there is some), ZeRO-1's and
+    FSDP2's as `predict --run` checks them; {} where no network is beside the run."""
+    from harness.perfmodel.predict import of_setup, sweep_predictions
+    from harness.results import model_tables, store
+
+    network = network_for_run(results_dir, run_dir)
+    if network is None:
+        return {}
+    configs, profiles = of_setup(store.read_configs(run_dir), setup), model_tables.read_gradprofiles(run_dir)
+    ddp = [(row["predicted_contention_ms"] or row["predicted_ms"]) / row["measured_ms"] - 1
+           for row in sweep_predictions(configs, profiles, network)]  # fmt: skip
+    errors = {"DDP": ddp}
+    for label, checks in (("ZeRO-1", zero.run_checks), ("FSDP2", fsdp.run_checks)):
+        errors[label] = [c["predicted_ms"] / c["measured_ms"] - 1 for c in checks(configs, profiles, network)]
+    return {label: found for label, found in errors.items() if found}

@@ -325,13 +325,13 @@ def test_a_cluster_answer_ends_with_the_models_error_on_the_runs_own_steps(built
     """A review's choice leaned on ZeRO-1 predicted 13 % ahead, while the same model under-predicted that run's
     own zero rows by 33-42 % and stock's by 36-43 %: the cluster's answer now says so, from the run's network."""
     from harness import cli
-    from harness.perfmodel import predict
+    from harness.perfmodel import predict, sharded
 
     results, _ = built
     run = results / "bucket_sweep"
     assert cli.main(["predict", "--run", str(run), "--cluster", "dgx-h100", "--nodes", "1"]) == 0
     said = capsys.readouterr().out.splitlines()[-1]
-    errors = predict.errors_on_own_run(results, run, predict.run_setups(run)[0])
+    errors = sharded.errors_on_own_run(results, run, predict.run_setups(run)[0])
     assert set(errors) == {"DDP"} and len(errors["DDP"]) >= 2  # the sweep's caps at world size 2
     assert said.startswith("ddpbench predict: the same model against this run's own steps at world size ≥ 2, on "
                            f"its machine's network (predicted / measured − 1): DDP {min(errors['DDP']):+.0%} to "
