@@ -173,6 +173,6 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
              if left else "")  # fmt: skip
     return (f"the fastest predicted step of the strategies the run measured whose memory at the step's peak, as "
             f"counted (model state, activations, gradient buckets, FSDP's unsharded parameters and gradients, a GPU's "
-            f"optimizer temporaries, PowerSGD's error feedback), fits {capacity_gib:g} GiB (before buffers and "
-            f"working memory): "
+            f"optimizer temporaries, PowerSGD's error feedback and bucket copies), fits {capacity_gib:g} GiB (before "
+            f"buffers and working memory): "
             f"{'; '.join(parts)}{rest}")  # fmt: skip

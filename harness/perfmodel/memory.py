@@ -12,8 +12,9 @@ any world size: the gradient buckets a strategy keeps beside its gradients (`buc
 strategies' flat buffers), as its ranks laid them out; and what a sharding strategy holds whole beside its
 shards (`unsharded_mb`: FSDP's parameters and gradients, as `unsharded_mb` counts them); and what a GPU's
 optimizer step allocates beside its state (`optimizer_temp_mb`: TEMPORARY_SHARE); and what a communication hook
-keeps from step to step (`hook_state_mb`: PowerSGD's error feedback). Buffers, the hook's per-step copies and the
-kernels' working memory are in none of these: they are in a GPU run's peak. A rank needs its state, its hook's,
+keeps from step to step (`hook_state_mb`: PowerSGD's error feedback) and allocates while it runs in backward
+(`hook_copies_mb`: PowerSGD's two copies of a bucket). Buffers and the kernels' working memory are in none of
+these: they are in a GPU run's peak. A rank needs its state, its hook's,
 and the larger of backward's part and the optimizer step's (`need_mb`). Against a CPU rank's polled peak,
 with Adam stepping as on a GPU, that count is within 1.5 % where gradients outweigh activations, up to 21 % high
 for FSDP and where activations dominate, and up to 8 % low where gradients are the buckets from the start
@@ -66,7 +67,10 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
         base = dict(zip([k for k in STRATEGY_KEYS if k in ok], key, strict=True))
         activations = _activations(group) if not _computes_otherwise(base.get("impl_options")) else float("nan")
         buckets, unsharded = _buckets(group), _unsharded(group, base.get("impl_options"))
-        hook_state = _hook_state(group, base.get("impl_options"))
+        hook_state, hook_copies = (
+            _hook_state(group, base.get("impl_options")),
+            _hook_copies(group, base.get("impl_options")),
+        )
         step_buckets = _buckets_at_step(group, buckets)
         one_process = roles.flag(group, "single_process").any()  # one node's GPUs: never carried past those run
         for world in sorted({*map(int, by_world.index), *([] if one_process else worlds)}):
@@ -81,7 +85,8 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
                          "step_buckets_mb": step_buckets,
                          "optimizer_temp_mb": state.get("held_optimizer_state_mb", 0.0)
                          * TEMPORARY_SHARE.get(str(base.get("optimizer")), 0.0),
-                         "unsharded_mb": unsharded, "hook_state_mb": hook_state})  # fmt: skip
+                         "unsharded_mb": unsharded, "hook_state_mb": hook_state,
+                         "hook_copies_mb": hook_copies})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -123,6 +128,19 @@ def _hook_state(group: pd.DataFrame, options_json: str | None) -> float:
     (`powerSGD_hook`'s `error_dict`), whatever `gradient_as_bucket_view`; its low-rank P and Q, (rows + columns) ×
     rank a matrix, are left out. 0 for any other hook; NaN where the run recorded no bucket layout."""
     return _laid_out(group) if options_of(options_json).get("comm_hook") == "powersgd" else 0.0
+
+
+def _hook_copies(group: pd.DataFrame, options_json: str | None) -> float:
+    """The MiB a DDP communication hook allocates while it runs, in backward: torch's PowerSGD hook clones the
+    bucket it compresses (`input_tensor_cp`) and, at its end, makes the new error from it while the old one is
+    still referenced: two copies of the bucket, the largest one's at most (gloo runs one bucket at a time; a CPU
+    rank's polled peak read 24 MiB over the count without them for a 28 MiB bucket, mlp/small). 0 for any other
+    hook; NaN where the run recorded no bucket layout."""
+    if options_of(options_json).get("comm_hook") != "powersgd":
+        return 0.0
+    laid_out = group["bucket_sizes_mb"] if "bucket_sizes_mb" in group else pd.Series(dtype=object)
+    largest = [float(np.max(sizes)) for sizes in laid_out if _listed(sizes)]
+    return 2 * max(largest) if largest else float("nan")
 
 
 def _buckets_at_step(group: pd.DataFrame, buckets: float) -> float:
@@ -187,14 +205,15 @@ def unsharded_mb(*, param_bytes: float, root_param_bytes: float, root_grad_bytes
 def need_mb(state: pd.DataFrame) -> pd.Series:
     """What each row's rank needs at its step's peak, as ddpbench counts it: its model state, its communication
     hook's (`hook_state_mb`), and the larger of
-    what backward holds beside it (activations, gradient buckets, FSDP's unsharded parameters and gradients) and
+    what backward holds beside it (activations, gradient buckets, FSDP's unsharded parameters and gradients, the
+    hook's copies) and
     what the optimizer step does (a GPU's optimizer temporaries, the buckets still beside the gradients then).
     What a run did not record counts as none (`unrecorded` names it)."""
 
     def part(column: str) -> pd.Series | float:
         return state[column].fillna(0.0) if column in state else 0.0
 
-    backward = state["activation_mb"] + part("buckets_mb") + part("unsharded_mb")
+    backward = state["activation_mb"] + part("buckets_mb") + part("unsharded_mb") + part("hook_copies_mb")
     at_step = "step_buckets_mb" if "step_buckets_mb" in state else "buckets_mb"
     optimizer = part("optimizer_temp_mb") + part(at_step)
     return state["total_mb"] + part("hook_state_mb") + np.maximum(backward, optimizer)
@@ -263,6 +282,7 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
              _beside(rows, "unsharded_mb", "the parameters and gradients held whole at the peak",
                      "unsharded parameters and gradients"),
              _beside(rows, "optimizer_temp_mb", "a GPU's Adam temporaries", "optimizer temporaries"),
+             _beside(rows, "hook_copies_mb", "PowerSGD's copies of a bucket while it compresses it", "copies"),
              _beside(rows, "hook_state_mb", "PowerSGD's error feedback, kept from step to step",
                      "the hook's state"))  # fmt: skip
     beside = "; ".join(part for part in parts if part)

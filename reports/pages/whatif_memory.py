@@ -76,7 +76,7 @@ def _fits(group: pd.DataFrame, cluster: Cluster, worlds: list[int]) -> str:
         return ""
     counted = (
         "at the step's peak with the gradient buckets, FSDP's unsharded parameters and gradients, a GPU's "
-        "optimizer temporaries and PowerSGD's error feedback"
+        "optimizer temporaries and PowerSGD's error feedback and bucket copies"
     )
     return (f" In a GPU of {cluster.gpu_memory_gib:g} GiB ({cluster.name}), {counted}, before buffers and the "
             f"kernels' working memory: {words}.")  # fmt: skip
@@ -104,7 +104,8 @@ def _memory_caption(state: pd.DataFrame) -> str:
         "gradients as its ranks laid them out, what FSDP holds whole: the root's parameters and gradients, the "
         "largest block's twice over, every parameter kept after forward) and what the optimizer step does (a GPU's "
         "Adam makes a temporary as large as its second moment; the buckets), and what a communication hook keeps "
-        "from step to step (PowerSGD's error feedback, one tensor a bucket). In none of these: buffers, the hook's "
-        "per-step copies, the kernels' working memory — a GPU run's peak measures those. "
+        "from step to step (PowerSGD's error feedback, one tensor a bucket) and allocates in backward (PowerSGD's "
+        "two copies of a bucket). In none of these: buffers, the kernels' working memory — a GPU run's peak "
+        "measures those. "
         "The model is the run's own size." + floor
     )

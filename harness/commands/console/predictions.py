@@ -366,7 +366,7 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
     if words := fit_words(state[state["world_size"].isin(worlds)], capacity):
         say(f"ddpbench predict: in a GPU of {capacity:g} GiB ({cluster.name}), at the step's peak with the gradient "
             f"buckets, FSDP's unsharded parameters and gradients, a GPU's optimizer temporaries and PowerSGD's error "
-            f"feedback, before buffers and "
+            f"feedback and bucket copies, before buffers and "
             f"the kernels' working memory: {words}" + (f" [{size_note}]" if size_note else ""))  # fmt: skip
 
 
