@@ -140,9 +140,12 @@ def measure(spec: str, workload, batches, *, session, units: dict) -> dict:
     unsharded = unsharded_mb(**units, kept=kept) if sharded else 0.0
     state = held["param_bytes"] + held["grad_bytes"] + held["optimizer_state_bytes"]
     at_step = max(buckets_mb - held["grad_view_bytes"] / MIB, 0.0)  # the gradients in their buckets by then
+    laid_out = layout.get("bucket_sizes_mb") or [0.0]
+    powersgd = "comm_hook=powersgd" in spec  # its error feedback kept, its two copies of a bucket in backward
     result = {"impl": spec, "peak_mb": sampler.peak_mb - before, "state_mb": state / MIB, "step_buckets_mb": at_step,
               "buckets_mb": buckets_mb, "unsharded_mb": unsharded,
-              "optimizer_temp_mb": held["optimizer_state_bytes"] / MIB * TEMPORARY_SHARE["adam"]}  # fmt: skip
+              "optimizer_temp_mb": held["optimizer_state_bytes"] / MIB * TEMPORARY_SHARE["adam"],
+              "hook_state_mb": sum(laid_out) * powersgd, "hook_copies_mb": 2 * max(laid_out) * powersgd}  # fmt: skip
     torch.distributed.barrier()
     return result  # the strategy, model and optimizer go with this frame
 
