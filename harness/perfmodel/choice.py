@@ -33,6 +33,7 @@ class Choice:
     world_size: int
     picked: list[Candidate]  # the fastest that fit, with those within SMALL_CAP_LEAD; [] where none modelled fits
     others: list[Candidate]  # the modelled ones not picked
+    maybe: list[Candidate] = dataclasses.field(default_factory=list)  # faster, but by less than their steps leave out
 
 
 def _plain(state: pd.DataFrame) -> pd.Series:
@@ -91,13 +92,22 @@ def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float)
                       for label, n, s, extra in zip(at["strategy"], need, steps, left, strict=True)]  # fmt: skip
         timed = sorted((c for c in candidates if c.step_ms is not None), key=lambda c: c.step_ms)
         fitting = [c for c in timed if c.fits]
-        # a lead under what the model can tell (agreement.SMALL_CAP_LEAD, as for caps), or under what the fastest
-        # one's step leaves out, picks no winner
-        reach = max(fitting[0].step_ms * (1 + agreement.SMALL_CAP_LEAD), fitting[0].step_ms + fitting[0].left_out_ms) \
-            if fitting else 0.0  # fmt: skip
-        picked = [c for c in fitting if c.step_ms <= reach]
-        choices.append(Choice(int(named["world_size"]), picked, [c for c in timed if c not in picked]))
+        picked, maybe = _picked(fitting)
+        choices.append(Choice(int(named["world_size"]), picked, [c for c in timed if c not in picked + maybe], maybe))
     return choices
+
+
+def _picked(fitting: list[Candidate]) -> tuple[list[Candidate], list[Candidate]]:
+    """Of the candidates that fit (fastest first): the fastest with those within what the model can tell
+    (agreement.SMALL_CAP_LEAD, as for caps); and those faster than it whose step leaves out an own cost larger than
+    their lead (FSDP's, a CPU's): maybe faster, never the pick on the model's word."""
+    certain = [c for c in fitting if not c.left_out_ms]
+    beats = certain[0].step_ms if certain else float("inf")
+    decided = [c for c in fitting if not c.left_out_ms or c.step_ms + c.left_out_ms < beats]
+    if not decided:
+        return [], []
+    picked = [c for c in decided if c.step_ms <= decided[0].step_ms * (1 + agreement.SMALL_CAP_LEAD)]
+    return picked, [c for c in fitting if c not in decided and c.step_ms < picked[0].step_ms]
 
 
 def untimed_that_fit(state: pd.DataFrame, choices: list[Choice], capacity_gib: float) -> dict[str, list[int]]:
@@ -105,7 +115,7 @@ def untimed_that_fit(state: pd.DataFrame, choices: list[Choice], capacity_gib: f
     the GPU counts where they fit."""
     worlds = {c.world_size for c in choices}
     at = state[state["world_size"].isin(worlds) & state["activation_mb"].notna()]
-    timed = {c.strategy for choice in choices for c in (*choice.picked, *choice.others)}
+    timed = {c.strategy for choice in choices for c in (*choice.picked, *choice.maybe, *choice.others)}
     fitting = at[(need_mb(at) <= capacity_gib * 1024) & ~at["strategy"].isin(timed)]
     return {name: sorted(int(w) for w in group["world_size"].unique())
             for name, group in fitting.groupby("strategy", sort=False)}  # fmt: skip
@@ -154,10 +164,10 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
         fastest = choice.picked[0].step_ms if choice.picked else None
         picked = " or ".join(f"{c.strategy} {c.step_ms:.4g} ms" for c in choice.picked) or "no modelled strategy fits"
         tied = " (too close to call: under the 4 % the model can tell)" if len(choice.picked) > 1 else ""
-        if len(choice.picked) > 1 and choice.picked[-1].step_ms > fastest * (1 + agreement.SMALL_CAP_LEAD):
-            tied = (f" (too close to call: {choice.picked[0].strategy}'s lead is under the own cost its step leaves "
-                    f"out, {choice.picked[0].left_out_ms:.3g} ms: bench it at one GPU to count it)")  # fmt: skip
-        beside = "; ".join(other(c, fastest) for c in choice.others)
+        beside = "; ".join([*(f"{c.strategy} {c.step_ms:.4g} ms may be faster: its step leaves out its own cost, "
+                              f"{c.left_out_ms:.3g} ms more than DDP's as a CPU measured it, scaled (bench it at one "
+                              "GPU to count it)" for c in choice.maybe),
+                            *(other(c, fastest) for c in choice.others)])  # fmt: skip
         parts.append(f"w{choice.world_size} {picked}{tied}" + (f" ({beside})" if beside else ""))
     untimed = untimed_that_fit(state, choices, capacity_gib)
     one = len(untimed) == 1
