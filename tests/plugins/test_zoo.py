@@ -219,6 +219,37 @@ def test_a_folder_of_yours_with_a_reports_package_shadows_none_of_ddpbenchs(tmp_
     assert all(Path(found).is_relative_to(ROOT) for found in done.stdout.split())
 
 
+def test_a_user_model_whose_own_check_refuses_an_option_is_one_line_before_any_rank(capsys, tmp_path):
+    """A review's --wopt heads=3 failed in every rank of every configuration (nn.MultiheadAttention's assert), twice
+    under auto, where a zoo option is one line: the meta build's own check now is too."""
+    (tmp_path / "att.py").write_text(
+        textwrap.dedent("""
+        import torch
+        from torch import nn
+
+
+        class Att:
+            def __init__(self, width: int = 16, heads: int = 2):
+                self.width, self.heads = width, heads
+
+            def build_model(self):
+                return nn.Sequential(nn.Linear(self.width, self.width), nn.MultiheadAttention(self.width, self.heads))
+
+            def make_batch(self, batch_size, *, device, generator):
+                return torch.randn(batch_size, self.width, device=device, generator=generator)
+
+            def loss(self, model, batch):
+                return model(batch).mean()
+    """)
+    )
+    results = tmp_path / "r"
+    spec = f"{tmp_path / 'att.py'}:Att"
+    assert cli.main(["bench", "--workloads", spec, "--wopt", "heads=3", "--results", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert "att.py:Att.build_model() raised AssertionError: embed_dim must be divisible by num_heads" in err
+    assert err.count("\n") == 1 and not results.exists()
+
+
 def test_a_user_forward_that_raises_leaves_its_own_traceback_for_the_failed_row(tmp_path, user_file, single_rank):
     config = BenchConfig(gpus=1, impls=("stock",), workloads=(f"{user_file}:Explodes",), size="tiny", steps=1,
                          warmup=0, baseline=False)  # fmt: skip
