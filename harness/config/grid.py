@@ -166,7 +166,7 @@ def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) ->
     grids = impl_option_grids(names, config.options)
     dtype = resolve_dtype(config.dtype, device=device, bf16_supported=bf16_supported)
     backend = resolve_backend(config.backend, device=device)
-    runs_here = _runs_here(grids, device=device)
+    runs_here = _runs_here(grids, device=device, remote_parts=[c.remote_part for c in choices], nnodes=config.nnodes)
     decides = any(decides_anything([n for n in names if runs_here(world)[n]], runs_here(world), [world])
                   for world in config.world_sizes)  # fmt: skip
     repeats = initial_repeats(config, decides)
@@ -182,7 +182,8 @@ def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) ->
         # Repeats interleave (A B C A B C …) so that the machine's drift hits every configuration alike.
         for repeat in range(repeats):
             for choice, impl, opts, extra in group:
-                if repeat and (choice.unavailable or opts not in runs_here(world)[impl]):
+                server_without_part = impl_registry.entry(impl).cls.extra_ranks and not extra  # rpc_flow skips it
+                if repeat and (choice.unavailable or opts not in runs_here(world)[impl] or server_without_part):
                     continue  # one that can only be skipped here is planned once: a repeat would repeat the skip
                 configurations.append(
                     Configuration(
@@ -241,13 +242,17 @@ def extra_ranks(impl: str, remote_part: str | None, nnodes: int) -> int:
     return wanted if wanted and remote_part is not None and nnodes == 1 else 0
 
 
-def _runs_here(grids: dict[str, list[dict]], *, device: str):
+def _runs_here(grids: dict[str, list[dict]], *, device: str, remote_parts: list, nnodes: int):
     """World size -> per strategy, the option sets it can run at that size on `device` (those it cannot are
-    recorded as skipped rows: no verdict rests on them)."""
+    recorded as skipped rows: no verdict rests on them); a parameter server only where some workload has a remote
+    part for it, on one node (`extra_ranks`)."""
     import impls as impl_registry
 
     def at(world: int) -> dict[str, list[dict]]:
         def runs(name: str, opts: dict) -> bool:
+            if impl_registry.entry(name).cls.extra_ranks and not any(extra_ranks(name, part, nnodes)
+                                                                      for part in remote_parts):  # fmt: skip
+                return False
             return not impl_registry.create(name, **opts).unavailable_reason(device=device, world_size=world)
 
         return {name: [opts for opts in grid if runs(name, opts)] for name, grid in grids.items()}

@@ -140,6 +140,14 @@ def test_under_auto_a_configuration_that_can_only_be_skipped_is_planned_once_and
     assert (2, "flat", 1) in with_flat and (2, "stock", 1) in with_flat
     assert [c for c in with_flat if c[1] == "dataparallel"] == [(1, "dataparallel", 0), (2, "dataparallel", 0)]
 
+    # a parameter server has nothing to serve for a workload without a remote part: skipped, so planned once
+    def server(workload):
+        grid = expand(BenchConfig(gpus=2, impls=("stock", "flat", "rpc_hybrid"), workloads=(workload,), size="tiny",
+                                  repeats="auto"), device="cpu")  # fmt: skip
+        return [c.repeat for c in grid if c.impl == "rpc_hybrid"]
+
+    assert server("mlp") == [0, 0] and server("recsys") == [0, 1, 0, 1]
+
 
 def test_config_rejects_bad_values_without_the_cli():
     with pytest.raises(ConfigError, match="--steps 0"):
