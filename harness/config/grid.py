@@ -260,6 +260,20 @@ def _runs_here(grids: dict[str, list[dict]], *, device: str, remote_parts: list,
     return functools.cache(at)
 
 
+def skip_reason(cfg: Configuration) -> str | None:
+    """Why a planned configuration will be a skipped row, as the rank will say it (harness.rank.configuration,
+    rpc_flow), from what the parent knows; None where it will run."""
+    import impls as impl_registry
+
+    strategy = impl_registry.create(cfg.impl, **cfg.impl_options)
+    if strategy.extra_ranks and not cfg.extra_ranks:
+        return ("runs on one node: the parameter server is an extra rank of a single-node launch" if cfg.nnodes > 1
+                else f"workload {cfg.workload!r} has no remote part for the parameter server")  # fmt: skip
+    return strategy.unavailable_reason(device=cfg.device, world_size=cfg.world_size) or (
+        cfg.make_workload().unavailable_reason(device=cfg.device)
+    )
+
+
 def decides_anything(names: list[str], grids: dict[str, list[dict]], worlds) -> bool:
     """Whether the run has a verdict to decide (harness.analysis.decide): a world size that communicates, and
     a strategy swept over bucket caps or a strategy to hold against the reference."""

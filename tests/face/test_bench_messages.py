@@ -116,6 +116,13 @@ def test_a_dry_run_lists_every_configuration_and_writes_nothing(capsys, tmp_path
     assert len(listed) == 12 and listed[0].startswith("[1/12] w1 mlp/tiny local:")
     assert "[12/12] w2 mlp/tiny stock bucket_cap_mb=25 (repeat 2):" in listed[-1]
     assert "dry run: 12 configuration(s) in 4 torchrun launch(es), to start (--repeats auto adds" in out
+    # what can only be skipped here is said so, with the rank's reason, before anything is booked
+    both = ["--impls", "stock,dataparallel,rpc_hybrid", "--workloads", "mlp", "--size", "tiny", "--gpus", "2"]
+    assert cli.main(["bench", "--dry-run", *both, "--results", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert "w2 mlp/tiny dataparallel: skipped here: needs CUDA GPUs" in out
+    assert "w1 mlp/tiny rpc_hybrid: skipped here: workload 'mlp' has no remote part for the parameter server" in out
+    assert "w2 mlp/tiny stock: 3 warm-up + 20 timed steps" in out
     assert not results.exists()
     assert cli.main(["bench", "--dry-run", "--resume", "x", "--results", str(results)]) == 2
     assert "--dry-run plans a new run" in capsys.readouterr().err and not results.exists()

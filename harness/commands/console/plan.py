@@ -86,9 +86,14 @@ def _precision_line(configurations, requested_dtype: str) -> str:
 
 def _list_planned(configurations, more: str) -> None:
     """Every configuration as its progress line will name it, then what a run would launch."""
+    from harness.config.grid import skip_reason
+
     for number, cfg in enumerate(configurations, 1):
         again = f" (repeat {cfg.repeat + 1})" if cfg.repeat else ""
-        say(f"  [{number}/{len(configurations)}] {cfg.label()}{again}: {cfg.warmup} warm-up + {cfg.steps} timed steps")
+        what = (
+            f"skipped here: {why}" if (why := skip_reason(cfg)) else f"{cfg.warmup} warm-up + {cfg.steps} timed steps"
+        )
+        say(f"  [{number}/{len(configurations)}] {cfg.label()}{again}: {what}")
     launches = len({(c.world_size, c.extra_ranks, c.repeat) for c in configurations})
     say(
         f"ddpbench: dry run: {len(configurations)} configuration(s) in {launches} torchrun launch(es){more}; "
