@@ -248,6 +248,16 @@ def test_a_user_model_whose_own_check_refuses_an_option_is_one_line_before_any_r
     err = capsys.readouterr().err
     assert "att.py:Att.build_model() raised AssertionError: embed_dim must be divisible by num_heads" in err
     assert err.count("\n") == 1 and not results.exists()
+    # an error that may be the meta device's own (a tensor formatted in an f-string) is the ranks' to report
+    (tmp_path / "fmt.py").write_text(
+        (tmp_path / "att.py")
+        .read_text()
+        .replace(
+            "        return nn.Sequential(",
+            "        print(f'{torch.ones(1).sum():.3f}')\n        return nn.Sequential(",
+        )
+    )
+    assert cli.main(["bench", "--dry-run", "--workloads", f"{tmp_path / 'fmt.py'}:Att", "--results", str(results)]) == 0
 
 
 def test_a_user_forward_that_raises_leaves_its_own_traceback_for_the_failed_row(tmp_path, user_file, single_rank):

@@ -68,7 +68,7 @@ def load_file(path: Path) -> Any:
     if str(path.parent) not in sys.path:
         for package in OWN_PACKAGES:
             importlib.import_module(package)
-        sys.path.append(str(path.parent))
+        sys.path.insert(0, str(path.parent))  # first, as `python file.py` has it: its neighbours are its imports
     spec = importlib.util.spec_from_file_location(module_name, path)
     module = importlib.util.module_from_spec(spec)
     try:
@@ -157,17 +157,17 @@ def _check_types(maker: Any, options: dict[str, Any], shown: str) -> None:
 def _check_trainable(workload: UserWorkload, shown: str) -> None:
     """A model without a parameter to train is refused before any rank builds it (every strategy would fail its
     own way: an empty optimizer, DDP's StopIteration). Built on the meta device (no memory). A build that fails
-    there with the errors a model's own checks raise (an assert, a bad value or type: `nn.MultiheadAttention`'s
-    'embed_dim must be divisible by num_heads' for a --wopt heads=3) would fail on every device: bad input, one
-    line; any other failure may be the meta device's own (a .item()), left to the ranks, which report the user's
-    own traceback."""
+    there with an assert, as a model's own checks raise (`nn.MultiheadAttention`'s 'embed_dim must be divisible by
+    num_heads' for a --wopt heads=3), would fail on every device: bad input, one line; any other failure may be
+    the meta device's own (a .item(), a tensor formatted in an f-string: TypeError), left to the ranks, which
+    report the user's own traceback."""
     import torch
 
     try:
         with torch.device("meta"):
             model = workload.build_model()
         trainable = any(p.requires_grad for p in model.parameters())
-    except (AssertionError, ValueError, TypeError, KeyError) as exc:
+    except AssertionError as exc:
         raise ConfigError(f"{shown}.build_model() raised {_one_line(exc)}") from None
     except Exception:
         return
