@@ -103,11 +103,17 @@ def _picked(fitting: list[Candidate]) -> tuple[list[Candidate], list[Candidate]]
     their lead (FSDP's, a CPU's): maybe faster, never the pick on the model's word."""
     certain = [c for c in fitting if not c.left_out_ms]
     beats = certain[0].step_ms if certain else float("inf")
-    decided = [c for c in fitting if not c.left_out_ms or c.step_ms + c.left_out_ms < beats]
+    decided = sorted((c for c in fitting if not c.left_out_ms or whole_step(c) < beats), key=whole_step)
     if not decided:
         return [], []
-    picked = [c for c in decided if c.step_ms <= decided[0].step_ms * (1 + agreement.SMALL_CAP_LEAD)]
+    # the band around the fastest's step with what it leaves out: a lead is no larger than that makes it
+    picked = [c for c in decided if c.step_ms <= whole_step(decided[0]) * (1 + agreement.SMALL_CAP_LEAD)]
     return picked, [c for c in fitting if c not in decided and c.step_ms < picked[0].step_ms]
+
+
+def whole_step(c: Candidate) -> float:
+    """A candidate's step with the own cost it leaves out added back (FSDP's, as a CPU measured it, scaled)."""
+    return c.step_ms + c.left_out_ms
 
 
 def untimed_that_fit(state: pd.DataFrame, choices: list[Choice], capacity_gib: float) -> dict[str, list[int]]:
@@ -161,7 +167,7 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
 
     parts = []
     for choice in choices:
-        fastest = choice.picked[0].step_ms if choice.picked else None
+        fastest = whole_step(choice.picked[0]) if choice.picked else None  # the others' lag: from its whole step
         picked = " or ".join(f"{c.strategy} {c.step_ms:.4g} ms" for c in choice.picked) or "no modelled strategy fits"
         tied = " (too close to call: under the 4 % the model can tell)" if len(choice.picked) > 1 else ""
         beside = "; ".join([*(f"{c.strategy} {c.step_ms:.4g} ms may be faster: its step leaves out its own cost, "

@@ -93,6 +93,9 @@ def test_fsdps_lead_under_the_own_cost_its_step_leaves_out_makes_it_a_maybe_not_
     assert "fsdp fits too, with no step model" not in said
     far = frame.assign(fsdp_step_ms=80.0, fsdp_own_left_out_ms=12.0)  # 20 ms ahead: the pick even so
     assert [c.strategy for c in choice.choose(predictions.labelled(STATE), [far], 80.0)[0].picked] == ["fsdp"]
+    # ahead even with what it leaves out, but by under 4 % then: too close to call, not a 30 % lead
+    close = [choice.Candidate("fsdp", 1.0, True, 6.9, 3.0), choice.Candidate("stock", 1.0, True, 10.0)]
+    assert [c.strategy for c in choice._picked(close)[0]] == ["fsdp", "stock"]
 
 
 def test_zero_with_a_bucket_view_is_timed_with_one_broadcast_a_rank():
