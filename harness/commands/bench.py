@@ -17,7 +17,7 @@ import time
 from harness.commands import console, summary
 from harness.commands.console.plan import say_plan
 from harness.commands.resume import resume
-from harness.config.bench import BenchConfig, ConfigError
+from harness.config.bench import BenchConfig, ConfigError, check_results_folder
 from harness.config.flags import AUTO, from_args
 from harness.handoff import costs
 from harness.results.layout import RunFolder
@@ -160,10 +160,13 @@ def _dry_run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     from harness.launch.launcher import BenchRun
     from harness.launch.torchrun import end_early
 
-    if args.resume:
-        raise ConfigError("--dry-run plans a new run; --resume finishes a stored one (its plan is in its run.json)")
+    if args.resume or getattr(args, "retry_failed", False):
+        raise ConfigError("--dry-run plans a new run; --resume (and --retry-failed) finish a stored one (its plan is "
+                          "in its run.json)")  # fmt: skip
     config, device, configurations = _planned(args, command=command)
     end_early()  # the ranks' early imports: nothing will be launched
+    if config.node_rank == 0:  # as a run checks it: a --run-id taken, a folder that cannot be written (a probe, gone)
+        check_results_folder(config.results, config.run_id or "(dry run)")
     most_ranks = config.gpus + max((c.extra_ranks for c in configurations), default=0)
     threads = threads_per_rank(device=device, max_local_ranks=most_ranks, cpu_count=available_cpus())
     plan = BenchRun("(dry run)", config.results, device, threads, configurations, context={})

@@ -253,7 +253,7 @@ def _runs_here(grids: dict[str, list[dict]], *, device: str, remote_parts: list,
             if impl_registry.entry(name).cls.extra_ranks and not any(extra_ranks(name, part, nnodes)
                                                                       for part in remote_parts):  # fmt: skip
                 return False
-            return not impl_registry.create(name, **opts).unavailable_reason(device=device, world_size=world)
+            return not _strategy_refuses(name, opts, device=device, world=world)
 
         return {name: [opts for opts in grid if runs(name, opts)] for name, grid in grids.items()}
 
@@ -265,13 +265,23 @@ def skip_reason(cfg: Configuration) -> str | None:
     rpc_flow), from what the parent knows; None where it will run."""
     import impls as impl_registry
 
-    strategy = impl_registry.create(cfg.impl, **cfg.impl_options)
-    if strategy.extra_ranks and not cfg.extra_ranks:
+    if impl_registry.entry(cfg.impl).cls.extra_ranks and not cfg.extra_ranks:
         return ("runs on one node: the parameter server is an extra rank of a single-node launch" if cfg.nnodes > 1
                 else f"workload {cfg.workload!r} has no remote part for the parameter server")  # fmt: skip
-    return strategy.unavailable_reason(device=cfg.device, world_size=cfg.world_size) or (
+    return _strategy_refuses(cfg.impl, cfg.impl_options, device=cfg.device, world=cfg.world_size) or (
         cfg.make_workload().unavailable_reason(device=cfg.device)
     )
+
+
+def _strategy_refuses(name: str, opts: dict, *, device: str, world: int) -> str | None:
+    """Why the strategy will skip itself, as its rank will say it; on the CPU only, where the backend is gloo
+    whatever is asked: on GPUs its check reads the process group's backend (--backend gloo is no NCCL) and the
+    GPUs a launch sees, which the parent cannot, so the ranks decide there."""
+    import impls as impl_registry
+
+    if device != "cpu":
+        return None
+    return impl_registry.create(name, **opts).unavailable_reason(device=device, world_size=world)
 
 
 def decides_anything(names: list[str], grids: dict[str, list[dict]], worlds) -> bool:

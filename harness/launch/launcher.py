@@ -341,6 +341,17 @@ def _record_failure(plan: BenchRun, cfg: Configuration, failure: dict[str, Any])
     store.write_configuration(plan.run, cfg.config_id, row, rows.steps, rows.ranks)
 
 
+def launch_key(cfg: Configuration) -> tuple[int, int, int]:
+    """The launch a configuration runs in: its repeat, world size and extra ranks (a parameter server: a launch
+    of its own)."""
+    return cfg.repeat, cfg.world_size, cfg.extra_ranks
+
+
+def launch_order(configurations: list[Configuration]) -> list[Configuration]:
+    """The configurations in the order they run (and their progress lines count them): launch by launch."""
+    return sorted(configurations, key=launch_key)
+
+
 def run_groups(
     config: BenchConfig,
     plan: BenchRun,
@@ -354,10 +365,7 @@ def run_groups(
     world size in ascending order (world size 1 first: scaling needs it)."""
     codes = []
 
-    def launch_key(cfg: Configuration) -> tuple[int, int, int]:
-        return cfg.repeat, cfg.world_size, cfg.extra_ranks  # extra ranks (a parameter server): a launch of their own
-
-    by_world = itertools.groupby(sorted(plan.configurations, key=launch_key), key=launch_key)
+    by_world = itertools.groupby(launch_order(plan.configurations), key=launch_key)
     for _, group in by_world:
         codes.append(launch_group(config, plan, list(group), on_written=on_written, on_tick=on_tick))
     return codes

@@ -87,8 +87,9 @@ def _precision_line(configurations, requested_dtype: str) -> str:
 def _list_planned(configurations, more: str) -> None:
     """Every configuration as its progress line will name it, then what a run would launch."""
     from harness.config.grid import skip_reason
+    from harness.launch.launcher import launch_order
 
-    for number, cfg in enumerate(configurations, 1):
+    for number, cfg in enumerate(launch_order(configurations), 1):
         again = f" (repeat {cfg.repeat + 1})" if cfg.repeat else ""
         what = (
             f"skipped here: {why}" if (why := skip_reason(cfg)) else f"{cfg.warmup} warm-up + {cfg.steps} timed steps"
