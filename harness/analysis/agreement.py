@@ -143,6 +143,11 @@ def cap_answer(caps: Sequence[float], values: Sequence[float]) -> CapAnswer:
     return CapAnswer(position[_quoted(kept, named, values)], text, tied, margin, lead, unproven=False, named=kept)
 
 
+TARGET_MAPE = 0.10
+"""The error the model is held to on a run's own sweeps (the run page's 'Model error' table; issue #27's raw MAPE):
+its predicted steps within 10 % of the measured ones on average."""
+
+
 def with_answer_marks(frame):
     """A frame of predicted steps per cap (`bucket_cap_mb`, `step_ms`) with `best`: the caps the answer names
     (`cap_answer`, as the console and the pages say it), and `fastest`: the caps tied for the fastest step."""

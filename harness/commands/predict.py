@@ -179,9 +179,11 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
     beside = run_dir.parent  # "in the same results folder": the run's own, however the run was named
     network = given or network_for_run(beside, run_dir)
     if network is None:
-        gpus = store.read_run_meta(run_dir).get("config", {}).get("gpus") or 2
+        meta = store.read_run_meta(run_dir)  # the command as the run ran: its ranks (2 at least), device, backend
+        gpus, backend = max(meta.get("config", {}).get("gpus") or 2, 2), meta.get("backend") or "auto"
+        how = f"--gpus {gpus} --device {meta.get('device', 'auto')} --backend {backend}"
         raise ConfigError(f"no `ddpbench collectives` run from this run's machine in {str(beside)!r}; run "
-                          f"`ddpbench collectives --gpus {gpus} --results {beside}` on it, or give --busbw (and "
+                          f"`ddpbench collectives {how} --results {beside}` on it, or give --busbw (and "
                           "--latency)")  # fmt: skip
     predict_input.say_setup_choice(run_dir, matched)
     profile, source = _profile_for_run(run_dir, setup, device=device)

@@ -134,8 +134,9 @@ def _hook_copies(group: pd.DataFrame, options_json: str | None) -> float:
     """The MiB a DDP communication hook allocates while it runs, in backward: torch's PowerSGD hook clones the
     bucket it compresses (`input_tensor_cp`) and, at its end, makes the new error from it while the old one is
     still referenced: two copies of the bucket, the largest one's at most (gloo runs one bucket at a time; a CPU
-    rank's polled peak read 24 MiB over the count without them for a 28 MiB bucket, mlp/small). 0 for any other
-    hook; NaN where the run recorded no bucket layout."""
+    rank's polled peak read 24 MiB over the count without them for a 28 MiB bucket, mlp/small). Checked at one CPU
+    rank only: over NCCL several buckets' hooks may be in flight, each with its clone, which a GPU run's own peak
+    measures. 0 for any other hook; NaN where the run recorded no bucket layout."""
     if options_of(options_json).get("comm_hook") != "powersgd":
         return 0.0
     laid_out = group["bucket_sizes_mb"] if "bucket_sizes_mb" in group else pd.Series(dtype=object)

@@ -156,7 +156,7 @@ def test_a_run_without_its_machines_collectives_names_the_command_that_measures_
     assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path)]) == 2
     # (a run.json from before it kept its config: 2 ranks, as bench simulates them on the CPU by default)
     said = _one_line_error(capsys)
-    assert f"run `ddpbench collectives --gpus 2 --results {tmp_path}` on it, or give --busbw" in said
+    assert f"run `ddpbench collectives --gpus 2 --device cpu --backend gloo --results {tmp_path}` on it, or" in said
     assert not list(tmp_path.glob("*/collectives"))
 
 
