@@ -42,7 +42,12 @@ def auto_run(tmp_path_factory):
     # The naive verdict rests on stock's few-ms medians, which swing most under load (the interval is on the
     # ratio's log, so a longer hold buys little): at 3 steps a repeat it once stayed open to the last look in
     # CI's `make test`; a median of 5 steps needs 3 stalled ones to move.
-    monkeypatch.setenv("DDPBENCH_FAULT", "slow:impl=naive,rank=1,ms=500")
+    # And the cap's verdict must be open after the first round whatever the machine's noise: on a quiet one
+    # mlp/tiny's second bucket alone once decided it at two repeats (nothing left to resume); 25 MiB's second
+    # repeat at 0.005 MiB held 20 ms a step keeps its two repeats apart (25 MiB, naive's reference, is left alone).
+    monkeypatch.setenv(
+        "DDPBENCH_FAULT", "slow:impl=naive,rank=1,ms=500;slow:impl=stock,cap=0.005,repeat=1,rank=1,ms=20"
+    )
     results = tmp_path_factory.mktemp("auto")
     caps = (("bucket_cap_mb", ("0.005", "25")),)
     config = BenchConfig(gpus=2, impls=("stock", "naive"), baseline=False, options=caps, size="tiny", steps=5,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
+import re
 import signal
 import sys
 import time
@@ -107,8 +108,8 @@ class Fault:
     every step from `step` on (a straggler, to watch the slowest rank be found: slow:rank=1,ms=20);
     the baseline strategy is never held, since the gap over it is what the straggler costs.
     The conditions (all optional but `ms`, which only slow takes and needs) pick the configuration's
-    strategy, world size, repeat and bucket_cap_mb (`cap`, whole MiB: one configuration of a launch that
-    sweeps caps), the rank, and the step (warm-up included).
+    strategy, world size, repeat and bucket_cap_mb (`cap`, in MiB as --bucket-cap-mb takes it: one
+    configuration of a launch that sweeps caps), the rank, and the step (warm-up included).
     On a parameter server's rank, which runs no steps, `step` counts the served module's forward
     calls (from any trainer, the first is 0): the fault fires inside the server's answer.
     """
@@ -117,7 +118,7 @@ class Fault:
     impl: str | None = None
     world: int | None = None
     repeat: int | None = None
-    cap: int | None = None
+    cap: float | None = None
     rank: int = 0
     step: int = 0
     ms: int = 0
@@ -137,8 +138,12 @@ class Fault:
                 raise ValueError(f"DDPBENCH_FAULT condition {item!r} has no value; give {key}=VALUE")
             if key in fields:
                 raise ValueError(f"DDPBENCH_FAULT condition {key!r} is given twice")
+            if key == "cap" and re.fullmatch(r"[0-9]+(\.[0-9]+)?", value):  # MiB, as --bucket-cap-mb takes it
+                fields[key] = float(value)
+                continue
             if key != "impl" and not (value.isdigit() and value.isascii()):
-                raise ValueError(f"DDPBENCH_FAULT {key}={value!r} is not a whole number ≥ 0")
+                what = "a number of MiB ≥ 0, e.g. 25 or 0.5" if key == "cap" else "a whole number ≥ 0"
+                raise ValueError(f"DDPBENCH_FAULT {key}={value!r} is not {what}")
             fields[key] = value if key == "impl" else int(value)
         if (kind == "slow") != bool(fields.get("ms")):
             raise ValueError("DDPBENCH_FAULT ms=M (M > 0) goes with slow, and slow needs it: slow:rank=1,ms=20")

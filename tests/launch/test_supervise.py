@@ -95,6 +95,10 @@ def test_the_fault_switch_parses_its_conditions_and_rejects_nonsense():
     one_cap = faults.Fault.parse("exit:cap=1,rank=1")  # one configuration of a launch that sweeps caps
     at = {"impl": "stock", "world": 2, "rank": 1, "step": 0}
     assert one_cap.applies(**at, cap=1.0) and not one_cap.applies(**at, cap=25.0) and not one_cap.applies(**at)
+    small = faults.Fault.parse("exit:cap=0.005,rank=1")  # a cap below 1 MiB, as --bucket-cap-mb takes it
+    assert small.applies(**at, cap=0.005) and not small.applies(**at, cap=1.0)
+    with pytest.raises(ValueError, match="cap='1e3' is not a number of MiB"):
+        faults.Fault.parse("exit:cap=1e3")
     with pytest.raises(ValueError, match="'melt' is not one of"):
         faults.Fault.parse("melt:rank=1")
     with pytest.raises(ValueError, match="'node' is not one of"):
