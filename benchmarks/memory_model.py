@@ -104,13 +104,16 @@ class PeakSampler:
 
 def measure(spec: str, workload, batches, *, session, units: dict) -> dict:
     """One strategy's measured peak and the model's count of it, on this rank."""
+    import json
+
+    import pandas as pd
     import torch
     from strategies import create_strategy
 
     from harness.measure.memory import held_bytes
     from harness.measure.timing import StepTimer
     from harness.measure.training import OPTIMIZERS, build_model, train_step
-    from harness.perfmodel.memory import TEMPORARY_SHARE, unsharded_mb
+    from harness.perfmodel.memory import TEMPORARY_SHARE, hook_copies_mb, hook_state_mb, unsharded_mb
 
     gc.collect()
     _LIBC.malloc_trim(0)
@@ -140,12 +143,13 @@ def measure(spec: str, workload, batches, *, session, units: dict) -> dict:
     unsharded = unsharded_mb(**units, kept=kept) if sharded else 0.0
     state = held["param_bytes"] + held["grad_bytes"] + held["optimizer_state_bytes"]
     at_step = max(buckets_mb - held["grad_view_bytes"] / MIB, 0.0)  # the gradients in their buckets by then
-    laid_out = layout.get("bucket_sizes_mb") or [0.0]
-    powersgd = "comm_hook=powersgd" in spec  # its error feedback kept, its two copies of a bucket in backward
+    laid_out = pd.DataFrame([{"bucket_sizes_mb": layout.get("bucket_sizes_mb")}])  # as a run's rows record it
+    hook = json.dumps({"comm_hook": getattr(strategy, "comm_hook", "none")})  # PowerSGD's kept error and copies
     result = {"impl": spec, "peak_mb": sampler.peak_mb - before, "state_mb": state / MIB, "step_buckets_mb": at_step,
               "buckets_mb": buckets_mb, "unsharded_mb": unsharded,
               "optimizer_temp_mb": held["optimizer_state_bytes"] / MIB * TEMPORARY_SHARE["adam"],
-              "hook_state_mb": sum(laid_out) * powersgd, "hook_copies_mb": 2 * max(laid_out) * powersgd}  # fmt: skip
+              "hook_state_mb": hook_state_mb(laid_out, hook),
+              "hook_copies_mb": hook_copies_mb(laid_out, hook)}  # fmt: skip
     torch.distributed.barrier()
     return result  # the strategy, model and optimizer go with this frame
 

@@ -156,8 +156,7 @@ def _planned(args: argparse.Namespace, *, command: tuple[str, ...]):
 
 def _dry_run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     """--dry-run: what the run would launch, every flag checked as for a run; nothing launched or written."""
-    from harness.config.ranks import available_cpus, threads_per_rank
-    from harness.launch.launcher import BenchRun
+    from harness.launch.launcher import BenchRun, run_threads
     from harness.launch.torchrun import end_early
 
     if args.resume or getattr(args, "retry_failed", False):
@@ -167,8 +166,7 @@ def _dry_run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     end_early()  # the ranks' early imports: nothing will be launched
     if config.node_rank == 0:  # as a run checks it: a --run-id taken, a folder that cannot be written (a probe, gone)
         check_results_folder(config.results, config.run_id or "(dry run)")
-    most_ranks = config.gpus + max((c.extra_ranks for c in configurations), default=0)
-    threads = threads_per_rank(device=device, max_local_ranks=most_ranks, cpu_count=available_cpus())
+    threads = run_threads(config, configurations, device=device)
     plan = BenchRun("(dry run)", config.results, device, threads, configurations, context={})
     say_plan(plan, requested_dtype=config.dtype, grows=config.repeats == AUTO, dry=True)
     return 0

@@ -133,16 +133,16 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     code = predict_cluster.run_steps(args, chosen, profile, caps, device=profiled_on, configs=configs, setup=setup,
                                      state=state)  # fmt: skip
     if run_dir is not None:  # how far the same model was from the run's own steps, on its own machine
-        predictions.errors_on_own_run(errors_on_own_run(run_dir.parent, run_dir, setup), cluster=chosen.name)
+        errors = errors_on_own_run(run_dir.parent, run_dir, setup, configs=configs)
+        predictions.errors_on_own_run(errors, cluster=chosen.name)
     if args.page:  # the same calibration, caps and scaling as the console's, from one node to 1,024 GPUs
         report.write_prediction_page(args, chosen, run_dir, setup, caps)
     return code
 
 
 def _said_state(run_dir: Path, configs, setup: dict, worlds: list[int], gpu):
-    """The run's model state per rank (harness.perfmodel.memory) for the setup predicted, at the world sizes it
-    measured and at `worlds`, said with what fits `gpu`; a smaller size than the workload's full one is said to be
-    (--size does not scale a file of yours)."""
+    """The run's model state per rank (perfmodel.memory) at the world sizes it measured and at `worlds`, said with
+    what fits `gpu`, and whether the run's size is smaller than the full one (--size does not scale a file)."""
     from harness.perfmodel.memory import state_per_rank
     from harness.perfmodel.predict import of_setup
     from harness.results import store

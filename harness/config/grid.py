@@ -182,8 +182,9 @@ def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) ->
         # Repeats interleave (A B C A B C …) so that the machine's drift hits every configuration alike.
         for repeat in range(repeats):
             for choice, impl, opts, extra in group:
-                server_without_part = impl_registry.entry(impl).cls.extra_ranks and not extra  # rpc_flow skips it
-                if repeat and (choice.unavailable or opts not in runs_here(world)[impl] or server_without_part):
+                if repeat and (
+                    choice.unavailable or opts not in runs_here(world)[impl] or _serves_nothing(impl, extra)
+                ):
                     continue  # one that can only be skipped here is planned once: a repeat would repeat the skip
                 configurations.append(
                     Configuration(
@@ -246,12 +247,10 @@ def _runs_here(grids: dict[str, list[dict]], *, device: str, remote_parts: list,
     """World size -> per strategy, the option sets it can run at that size on `device` (those it cannot are
     recorded as skipped rows: no verdict rests on them); a parameter server only where some workload has a remote
     part for it, on one node (`extra_ranks`)."""
-    import impls as impl_registry
 
     def at(world: int) -> dict[str, list[dict]]:
         def runs(name: str, opts: dict) -> bool:
-            if impl_registry.entry(name).cls.extra_ranks and not any(extra_ranks(name, part, nnodes)
-                                                                      for part in remote_parts):  # fmt: skip
+            if all(_serves_nothing(name, extra_ranks(name, part, nnodes)) for part in remote_parts):
                 return False
             return not _strategy_refuses(name, opts, device=device, world=world)
 
@@ -263,14 +262,19 @@ def _runs_here(grids: dict[str, list[dict]], *, device: str, remote_parts: list,
 def skip_reason(cfg: Configuration) -> str | None:
     """Why a planned configuration will be a skipped row, as the rank will say it (harness.rank.configuration,
     rpc_flow), from what the parent knows; None where it will run."""
-    import impls as impl_registry
-
-    if impl_registry.entry(cfg.impl).cls.extra_ranks and not cfg.extra_ranks:
+    if _serves_nothing(cfg.impl, cfg.extra_ranks):
         return ("runs on one node: the parameter server is an extra rank of a single-node launch" if cfg.nnodes > 1
                 else f"workload {cfg.workload!r} has no remote part for the parameter server")  # fmt: skip
     return _strategy_refuses(cfg.impl, cfg.impl_options, device=cfg.device, world=cfg.world_size) or (
         cfg.make_workload().unavailable_reason(device=cfg.device)
     )
+
+
+def _serves_nothing(impl: str, extra: int) -> bool:
+    """A parameter server given no extra rank (no remote part to serve, or several nodes): rpc_flow skips it."""
+    import impls as impl_registry
+
+    return bool(impl_registry.entry(impl).cls.extra_ranks) and not extra
 
 
 def _strategy_refuses(name: str, opts: dict, *, device: str, world: int) -> str | None:

@@ -58,6 +58,13 @@ class RunIdTaken(ConfigError):
     """The run folder exists already (another run made it since the check): a drawn id is drawn again."""
 
 
+def run_threads(config: BenchConfig, configurations: list[Configuration], *, device: str) -> int:
+    """The threads each rank of the run gets: the cores shared by the most processes a node runs at once, extra
+    ranks (rpc_hybrid's parameter server) counted too."""
+    most_ranks = config.gpus + max((c.extra_ranks for c in configurations), default=0)
+    return threads_per_rank(device=device, max_local_ranks=most_ranks, cpu_count=available_cpus())
+
+
 def create_run(
     config: BenchConfig, configurations: list[Configuration], *, run_id: str, device: str, environment: dict[str, Any]
 ) -> BenchRun:
@@ -77,9 +84,7 @@ def create_run(
     except OSError as error:  # what the up-front check cannot see (/proc, a read-only mount): one line, no traceback
         raise ConfigError(f"--results {str(config.results)!r} cannot be written: {error.strerror or error}") from None
     started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
-    # Extra ranks (rpc_hybrid's parameter server) are processes too: they get their share.
-    most_ranks = config.gpus + max((c.extra_ranks for c in configurations), default=0)
-    threads = threads_per_rank(device=device, max_local_ranks=most_ranks, cpu_count=available_cpus())
+    threads = run_threads(config, configurations, device=device)
     context = {
         "run_id": run_id,
         "started_at": started_at,

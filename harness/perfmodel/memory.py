@@ -68,8 +68,8 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
         activations = _activations(group) if not _computes_otherwise(base.get("impl_options")) else float("nan")
         buckets, unsharded = _buckets(group), _unsharded(group, base.get("impl_options"))
         hook_state, hook_copies = (
-            _hook_state(group, base.get("impl_options")),
-            _hook_copies(group, base.get("impl_options")),
+            hook_state_mb(group, base.get("impl_options")),
+            hook_copies_mb(group, base.get("impl_options")),
         )
         step_buckets = _buckets_at_step(group, buckets)
         one_process = roles.flag(group, "single_process").any()  # one node's GPUs: never carried past those run
@@ -115,14 +115,15 @@ def _buckets(group: pd.DataFrame) -> float:
     return _laid_out(group[~views])
 
 
-def _laid_out(group: pd.DataFrame) -> float:
-    """The most MiB of buckets any of the rows laid out (`bucket_sizes_mb`, summed); NaN where none is recorded."""
+def _laid_out(group: pd.DataFrame, per_row=np.sum) -> float:
+    """The most MiB of buckets any of the rows laid out (`bucket_sizes_mb`, summed; or `per_row` of them: np.max,
+    the largest bucket); NaN where none is recorded."""
     laid_out = group["bucket_sizes_mb"] if "bucket_sizes_mb" in group else pd.Series(dtype=object)
-    sums = [float(np.sum(sizes)) for sizes in laid_out if _listed(sizes)]
-    return max(sums) if sums else float("nan")
+    found = [float(per_row(sizes)) for sizes in laid_out if _listed(sizes)]
+    return max(found) if found else float("nan")
 
 
-def _hook_state(group: pd.DataFrame, options_json: str | None) -> float:
+def hook_state_mb(group: pd.DataFrame, options_json: str | None) -> float:
     """The MiB a DDP communication hook keeps from step to step: torch's PowerSGD hook, with its error feedback on
     (ddpbench's setting and torch's default), keeps each bucket's local error in a tensor of the bucket's size
     (`powerSGD_hook`'s `error_dict`), whatever `gradient_as_bucket_view`; its low-rank P and Q, (rows + columns) ×
@@ -130,18 +131,14 @@ def _hook_state(group: pd.DataFrame, options_json: str | None) -> float:
     return _laid_out(group) if options_of(options_json).get("comm_hook") == "powersgd" else 0.0
 
 
-def _hook_copies(group: pd.DataFrame, options_json: str | None) -> float:
+def hook_copies_mb(group: pd.DataFrame, options_json: str | None) -> float:
     """The MiB a DDP communication hook allocates while it runs, in backward: torch's PowerSGD hook clones the
     bucket it compresses (`input_tensor_cp`) and, at its end, makes the new error from it while the old one is
     still referenced: two copies of the bucket, the largest one's at most (gloo runs one bucket at a time; a CPU
     rank's polled peak read 24 MiB over the count without them for a 28 MiB bucket, mlp/small). Checked at one CPU
     rank only: over NCCL several buckets' hooks may be in flight, each with its clone, which a GPU run's own peak
     measures. 0 for any other hook; NaN where the run recorded no bucket layout."""
-    if options_of(options_json).get("comm_hook") != "powersgd":
-        return 0.0
-    laid_out = group["bucket_sizes_mb"] if "bucket_sizes_mb" in group else pd.Series(dtype=object)
-    largest = [float(np.max(sizes)) for sizes in laid_out if _listed(sizes)]
-    return 2 * max(largest) if largest else float("nan")
+    return 2 * _laid_out(group, np.max) if options_of(options_json).get("comm_hook") == "powersgd" else 0.0
 
 
 def _buckets_at_step(group: pd.DataFrame, buckets: float) -> float:
