@@ -130,7 +130,7 @@ def launch_world(
             name=name,
             threads=plan.threads_per_rank,
             timeout_s=config.timeout_s,
-            collect=lambda: (int(part.is_file()), part.is_file()),
+            collect=_PartsWritten(part, model_tables.collectives_partial(plan.run, world)),
             device=plan.context["device"],
         )
     except BaseException:  # stopped (Ctrl-C, a signal): the sizes measured so far stay, as the world sizes before
@@ -139,6 +139,20 @@ def launch_world(
     if end.returncode != 0 or not part.is_file():
         kept = keep_measured_so_far(plan.run, world)
         raise LaunchFailed(world, diagnose_launch(plan.run, end), end.log, kept=kept)
+
+
+class _PartsWritten:
+    """The launch's `collect`: rank 0's first partial (the sizes measured so far) is the ranks' first
+    progress, so that a rank dying after it is a rank that died, not a launch that never started,
+    even when it dies before rank 0's progress hint; the part, written last, is the launch's end."""
+
+    def __init__(self, part: Path, partial: Path) -> None:
+        self.part, self.partial, self.seen = part, partial, False
+
+    def __call__(self) -> tuple[int, bool]:
+        newly = not self.seen and (self.partial.is_file() or self.part.is_file())
+        self.seen = self.seen or newly
+        return int(newly), self.part.is_file()
 
 
 def keep_measured_so_far(run: Path, world: int) -> int:

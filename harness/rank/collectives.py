@@ -179,7 +179,8 @@ class KeptSoFar:
     so far (model_tables.collectives_partial), which the launcher keeps if the launch dies before its end (one
     rank out of memory at a large size once lost the 22 sizes before it). Rewritten at most once per EVERY_S:
     a rewrite after each of a run's ~70 quick cases added 7 % to it; at most a second of measuring is lost,
-    and the first case is written at once."""
+    and the first case is written at once, before any rank starts the second (a rank that dies there, the
+    launcher's sign that the ranks came alive, always finds the first kept)."""
 
     EVERY_S = 1.0
 
@@ -187,6 +188,7 @@ class KeptSoFar:
         import time
 
         self.plan, self.session, self.cells, self.clock = plan, session, [], time.monotonic
+        self.cases = 0
         self.path = model_tables.collectives_partial(Path(plan["run_dir"]), session.world_size)
         self.written_at = self.clock()
 
@@ -195,12 +197,14 @@ class KeptSoFar:
 
         gathered: list[Any] = [None] * self.session.world_size if self.session.is_main else None
         dist.gather_object(cell, gathered, dst=0)
+        self.cases += 1
         if self.session.is_main:
             self.cells.append(gathered)
-            if len(self.cells) > 1 and self.clock() - self.written_at < self.EVERY_S:  # the first: at once
-                return
-            self.written_at = self.clock()
-            store.write_parquet(self.path, self.rows(), model_tables.COLLECTIVE_SCHEMA)
+            if self.cases == 1 or self.clock() - self.written_at >= self.EVERY_S:
+                self.written_at = self.clock()
+                store.write_parquet(self.path, self.rows(), model_tables.COLLECTIVE_SCHEMA)
+        if self.cases == 1:
+            dist.barrier()  # the first case is on disk before any rank starts the second
 
     def rows(self) -> list[dict[str, Any]]:
         """On rank 0: every case gathered so far, combined (`combine`); at the end, the world size's part."""
