@@ -75,8 +75,28 @@ def write_rank_failure(run: Path, config_id: str, rank: int, exc: BaseException,
             "error": error_line(exc),
             "error_file": str(traceback_path.relative_to(run)),
             "memory": memory,
+            "fails_alike": fails_alike(exc),
         },
     )
+
+
+def fails_alike(exc: BaseException) -> bool:
+    """Whether the same configuration, run again, would raise the same: a Python exception of the strategy's,
+    the workload's or the harness's own code. Not an out-of-memory (what else holds the memory changes), nor a
+    communication error (a peer's death, the network, a collective's timeout), which may not come again."""
+    import torch.distributed as dist
+
+    passing = (getattr(dist, "DistError", ()), ConnectionError, TimeoutError, OSError)
+    said = str(exc).lower()
+    return (error_kind(exc) == "exception" and not isinstance(exc, passing)
+            and not any(word in said for word in ("gloo", "nccl", "connection", "timed out")))  # fmt: skip
+
+
+def failure_that_repeats(run: Path, config_id: str) -> str | None:
+    """The error of `config_id`'s failure where it would repeat alike (`fails_alike`, as its first record
+    says); None where it may not, or no rank recorded it (a rank killed, a hang)."""
+    first = next(iter(read_rank_failures(run, config_id)), None)
+    return f"rank {first['rank']}: {first['error']}" if first and first.get("fails_alike") else None
 
 
 def read_rank_failures(run: Path, config_id: str) -> list[dict[str, Any]]:

@@ -20,13 +20,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from harness.config import grid
 from harness.config.bench import BenchConfig, ConfigError
 from harness.config.flags import AUTO
 from harness.config.grid import Configuration
 from harness.config.ranks import available_cpus, threads_per_rank
 from harness.handoff import costs, records
 from harness.handoff.rank_result import RankResult
+from harness.launch import earlier
 from harness.launch.diagnose import diagnose
 from harness.launch.rendezvous import Rendezvous
 from harness.launch.torchrun import LaunchEnd, launch_ranks
@@ -208,7 +208,11 @@ def launch_group(
     the rest run in a fresh launch (--fail-fast: FailFast is raised instead).
     """
     written = store.written_config_ids(plan.run)
-    pending = first_to_judge(config, plan, [c for c in group if c.config_id not in written])
+    pending = earlier.first_to_judge(config, plan.run, [c for c in group if c.config_id not in written])
+    for cfg, failure in earlier.failing_again(config, plan.run, pending):  # recorded, not launched
+        _record_failure(plan, cfg, failure)
+        on_written(cfg)
+    pending = [c for c in pending if c.config_id not in store.written_config_ids(plan.run)]
     returncode, attempt = 0, 0
     while pending:
         end = _run_launch(config, plan, pending, attempt=attempt, on_written=on_written, on_tick=on_tick)
@@ -233,31 +237,6 @@ def launch_group(
             break
         pending, attempt = rest, attempt + 1
     return returncode
-
-
-def first_to_judge(config: BenchConfig, plan: BenchRun, group: list[Configuration]) -> list[Configuration]:
-    """`group` with each configuration's parity judged by its first repeat written and not failed (a crash, a
-    hang, a killed rank): where the first failed, the next judges, or the configuration has no verdict. One
-    node's launcher cannot see what another's recorded, and every node's ranks must agree on who judges (a
-    GPU's verdict is a replay with collectives): on several nodes the first repeat judges, as before."""
-    if config.nnodes > 1 or not any(cfg.parity and cfg.repeat > 0 for cfg in group):
-        return group
-    status = store.written_statuses(plan.run)
-    ran: dict[str, list[int]] = {}
-    for cfg in planned_configurations(plan):
-        if status.get(cfg.config_id, "failed") != "failed":  # unwritten: not run (yet), so no verdict either
-            ran.setdefault(grid.identity(cfg), []).append(cfg.repeat)
-
-    def judging(cfg: Configuration) -> Configuration:
-        earlier = [repeat for repeat in ran.get(grid.identity(cfg), []) if repeat < cfg.repeat]
-        return dataclasses.replace(cfg, judging_repeat=min(earlier, default=cfg.repeat)) if cfg.parity else cfg
-
-    return [judging(cfg) for cfg in group]
-
-
-def planned_configurations(plan: BenchRun) -> list[Configuration]:
-    """Every configuration of the run, those of earlier sessions and rounds too (run.json's)."""
-    return [Configuration.from_json(c) for c in store.read_run_meta(plan.run)["configurations"]]
 
 
 def launch_name(config: BenchConfig, cfg: Configuration) -> str:

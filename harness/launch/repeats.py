@@ -18,7 +18,8 @@ from harness.config import grid
 from harness.config.bench import BenchConfig
 from harness.config.flags import AUTO
 from harness.config.grid import Configuration
-from harness.launch.launcher import BenchRun, planned_configurations, run_groups
+from harness.launch.earlier import planned_configurations
+from harness.launch.launcher import BenchRun, run_groups
 from harness.results import store
 from harness.results.layout import RunFolder
 
@@ -91,7 +92,7 @@ def _standing(config: BenchConfig, plan: BenchRun, confidence: float, *, pace: f
     """The verdicts now, and the configurations the next round runs (each open one up to the next look)."""
     found = decide.verdicts(store.read_configs(plan.run), store.read_steps(plan.run), confidence=confidence,
                             max_repeats=config.max_repeats)  # fmt: skip
-    every = planned_configurations(plan)
+    every = planned_configurations(plan.run)
     repeats: dict[str, list[Configuration]] = {}
     for cfg in every:
         repeats.setdefault(grid.identity(cfg), []).append(cfg)

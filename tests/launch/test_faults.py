@@ -20,12 +20,14 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 from conftest import PROJECT
 from dist_helpers import processes_of
 
 from harness import cli
 from harness.config.bench import BenchConfig
 from harness.config.grid import expand
+from harness.handoff import faults
 from harness.handoff.liveness import registered_ranks
 from harness.handoff.progress import read_step_progress
 from harness.launch import launcher as launch
@@ -114,6 +116,9 @@ def test_an_exception_is_recorded_with_its_rank_last_line_and_full_traceback(thr
     assert "Traceback (most recent call last)" in traceback_text and "fault injected" in traceback_text
     # torchrun's own error file (the rank left by raising through @record) is in the run folder too.
     assert any("fault injected" in p.read_text() for p in (run / "logs").rglob("error.json"))
+    # An exception of the code itself comes again in a repeat; an out-of-memory may not.
+    assert faults.failure_that_repeats(run, rows.loc["stock", "config_id"]) == rows.loc["stock", "error"]
+    assert faults.failure_that_repeats(run, rows.loc["naive", "config_id"]) is None
 
 
 def test_an_out_of_memory_is_recorded_as_oom_with_the_memory_it_reached_and_the_next_runs(three_faults):
@@ -135,6 +140,38 @@ def test_a_frozen_rank_is_a_timeout_that_names_it(three_faults):
     assert "rank 1 did not respond" in rows.loc["flat", "error"]
     assert "rank 0 at step 3" in rows.loc["flat", "error"]  # the rank left waiting, and where
     assert processes_of(run) == []  # the stopped rank too: SIGKILL reaches a stopped process
+
+
+def test_a_repeat_of_what_raised_is_recorded_not_run_and_a_communication_error_runs_again(tmp_path, monkeypatch):
+    """A model that breaks under a strategy breaks in every repeat: its later repeats are failed rows that
+    name the first failure, without a launch. A peer's connection lost may not come again: that runs."""
+    config = BenchConfig(gpus=1, impls=("stock", "naive"), size="tiny", baseline=False, repeats=3, results=tmp_path)
+    plan = launch.create_run(config, expand(config, device="cpu"), run_id="again", device="cpu", environment={})
+    first = {cfg.impl: cfg for cfg in plan.configurations if cfg.repeat == 0}
+    for impl, exc in [("stock", ValueError("heads=3 does not divide 16")),
+                      ("naive", torch.distributed.DistBackendError("Connection closed by peer"))]:  # fmt: skip
+        faults.write_rank_failure(plan.run, first[impl].config_id, 0, exc, memory={})
+        failure = {"error_kind": "exception", "error": f"rank 0: {type(exc).__name__}: {exc}", "rank": 0}
+        launch._record_failure(plan, first[impl], failure)
+    launched, written = [], []
+
+    def launch_stopped_here(config, plan, pending, **_):
+        launched.extend(pending)
+        raise InterruptedError
+
+    monkeypatch.setattr(launch, "_run_launch", launch_stopped_here)
+    for repeat in (1, 2):
+        with pytest.raises(InterruptedError):
+            launch.launch_group(config, plan, [c for c in plan.configurations if c.repeat == repeat],
+                                on_written=written.append)  # fmt: skip
+    assert [(c.impl, c.repeat) for c in launched] == [("naive", 1), ("naive", 2)]
+    assert [(c.impl, c.repeat) for c in written] == [("stock", 1), ("stock", 2)]
+    rows = store.read_configs(plan.run).set_index("config_id")
+    for cfg in written:
+        assert rows.loc[cfg.config_id, ["status", "error_kind"]].tolist() == ["failed", "exception"]
+        assert rows.loc[cfg.config_id, "error"] == (
+            "not run: its repeat 1 raised rank 0: ValueError: heads=3 does not divide 16, which a repeat raises "
+            "again; `bench --resume again --retry-failed` runs it again")  # fmt: skip
 
 
 def test_fail_fast_stops_at_the_first_failure(tmp_path, monkeypatch):

@@ -226,21 +226,21 @@ def test_where_the_first_repeat_failed_the_next_one_judges_and_the_later_ones_po
     from types import SimpleNamespace
 
     from harness.commands import console
-    from harness.launch import launcher
+    from harness.launch import earlier, launcher
     from harness.results.layout import RunFolder
 
     config = BenchConfig(gpus=1, impls=("stock",), size="tiny", steps=1, warmup=3, baseline=False, repeats=3)
     planned = expand(config, device="cpu")
     store.write_json(RunFolder(tmp_path).run_json, {"configurations": [c.to_json() for c in planned]})
     plan = launcher.BenchRun("t", tmp_path, "cpu", 1, planned, plan_for(tmp_path, [])["context"])
-    assert [c.judging_repeat for c in launcher.first_to_judge(config, plan, planned)] == [0, 1, 2]  # none written
+    assert [c.judging_repeat for c in earlier.first_to_judge(config, plan.run, planned)] == [0, 1, 2]  # none written
     launcher._record_failure(plan, planned[0], {"error": "killed", "error_kind": "crash"})
-    second = launcher.first_to_judge(config, plan, [planned[1]])
+    second = earlier.first_to_judge(config, plan.run, [planned[1]])
     assert [c.judges_parity for c in second] == [True]
     several_nodes = SimpleNamespace(nnodes=2)  # one node cannot see another's failures: repeat 0 judges, as before
-    assert launcher.first_to_judge(several_nodes, plan, [planned[1]]) == [planned[1]]
+    assert earlier.first_to_judge(several_nodes, plan.run, [planned[1]]) == [planned[1]]
     worker.run_configurations(plan_for(tmp_path, second), single_rank)
-    third = launcher.first_to_judge(config, plan, [planned[2]])
+    third = earlier.first_to_judge(config, plan.run, [planned[2]])
     assert [(c.judging_repeat, c.judges_parity) for c in third] == [(1, False)]
     worker.run_configurations(plan_for(tmp_path, third), single_rank)
     rows = store.read_configs(tmp_path).sort_values("repeat")
@@ -248,7 +248,7 @@ def test_where_the_first_repeat_failed_the_next_one_judges_and_the_later_ones_po
     assert rows["parity_ok"].tolist() == [None, True, None]
     assert rows["parity_note"].iloc[2] == "judged on this configuration's repeat 2 (its config_id ends -r1)"
     assert console.describe_row(rows.iloc[2].to_dict()).endswith("parity judged on repeat 2")
-    assert [c.judging_repeat for c in launcher.first_to_judge(config, plan, planned)] == [0, 1, 1]  # a resume's view
+    assert [c.judging_repeat for c in earlier.first_to_judge(config, plan.run, planned)] == [0, 1, 1]  # a resume's view
     assert "judging_repeat" not in planned[0].to_json() and third[0].to_json()["judging_repeat"] == 1
 
 
