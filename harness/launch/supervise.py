@@ -95,10 +95,12 @@ def _alive(pid: int) -> bool:
 
 
 def stop(process: Agent, *, grace_s: float = TERM_GRACE_S) -> None:
-    """SIGTERM to torchrun and all its ranks, SIGKILL to whatever is left after `grace_s`."""
+    """SIGTERM to torchrun and all its ranks, SIGKILL to whatever is left after `grace_s`, and back only once
+    those are gone (a process killed with a large heap takes a moment to release it, more on a busy machine)."""
     if process.poll() is not None:
         ranks = [pid for pid in descendants(process.pid) if _alive(pid)]
         _signal_all(ranks, signal.SIGKILL)  # ranks torchrun left behind (it normally reaps them)
+        _wait_gone(ranks, grace_s)
         return
     everyone = [process.pid, *descendants(process.pid)]
     _signal_all([pid for pid in everyone if _state(pid) == "T"], signal.SIGKILL)  # a stopped rank ignores SIGTERM
@@ -110,6 +112,13 @@ def stop(process: Agent, *, grace_s: float = TERM_GRACE_S) -> None:
     _signal_all([pid for pid in everyone if _alive(pid)], signal.SIGKILL)
     with contextlib.suppress(subprocess.TimeoutExpired):
         process.wait(timeout=grace_s)
+    _wait_gone(everyone, grace_s)
+
+
+def _wait_gone(pids: list[int], limit_s: float) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline and any(_alive(pid) for pid in pids):
+        time.sleep(0.02)
 
 
 @dataclasses.dataclass(frozen=True)

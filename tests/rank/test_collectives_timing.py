@@ -33,7 +33,7 @@ def test_each_batch_is_timed_once_around_its_back_to_back_iterations(single_rank
     assert len(calls) == 2 + 3 * 5
     assert marks == [2, 7, 7, 12, 12, 17]  # one start and one end per batch, none between iterations
     assert len(per_batch) == 3
-    assert all(0.002 <= seconds < 0.05 for seconds in per_batch)  # a batch's time / its iterations
+    assert all(0.002 <= seconds < 1.0 for seconds in per_batch)  # a batch's time / its iterations
 
 
 def test_the_default_is_the_plans_batches(single_rank):
