@@ -13,13 +13,16 @@ import os
 import shutil
 import signal
 import time
+from pathlib import Path
+from typing import Any
 
-from harness.commands import console, summary
+from harness.commands import console
 from harness.commands.console.plan import say_plan
 from harness.commands.resume import resume
 from harness.config.bench import BenchConfig, ConfigError, check_results_folder
 from harness.config.flags import AUTO, from_args
 from harness.handoff import costs
+from harness.results import layout
 from harness.results.layout import RunFolder
 
 RUN_ID_TRIES = 10
@@ -298,7 +301,7 @@ def _stopped(plan, why: str, code: int, *, wall_s: float | None) -> int:
     from harness.results import store
 
     if wall_s is not None:
-        summary.write(plan, wall_s, complete=False)
+        write_summary(plan, wall_s, complete=False)
     saved = len(store.written_config_ids(plan.run))
     total = len(store.read_run_meta(plan.run)["configurations"])
     console.say(f"ddpbench: stopped by {why}: {saved} of {total} configurations saved in {plan.run}/; "
@@ -315,7 +318,7 @@ def counts_text(counts: dict[str, int], *, parity_failed: int = 0) -> str:
 
 def _summarize(plan, wall_s: float, *, parity_failed: int = 0) -> int:
     """The run's counts and wall time on the terminal and in `summary.json`; exit 1 if any failed."""
-    totals = summary.write(plan, wall_s, complete=True)
+    totals = write_summary(plan, wall_s, complete=True)
     text = counts_text(totals["status_counts"], parity_failed=parity_failed)
     sessions = totals["sessions"]
     wall = console.seconds_text(wall_s)
@@ -334,3 +337,51 @@ def _summarize(plan, wall_s: float, *, parity_failed: int = 0) -> int:
     session = totals["session"]
     console.fixed_cost_split(wall_s, session["phases_s"], configurations=session["launched"])
     return 1 if totals["status_counts"].get("failed", 0) else 0
+
+
+def _earlier_sessions(run: Path) -> dict[str, Any]:
+    """What the run's earlier sessions recorded; {} for a new run (or a summary that cannot be read)."""
+    from harness.results import store
+
+    try:
+        return store.read_json(Path(run) / layout.SUMMARY_JSON)
+    except (OSError, ValueError):
+        return {}
+
+
+def write_summary(plan, wall_s: float, *, complete: bool) -> dict[str, Any]:
+    """The run's `summary.json`: this session's figures (its counts, wall time, training steps and where the wall
+    time went) added to the earlier sessions' (a run stopped and finished with `--resume` is one run; `session`
+    keeps the latest session's own), written, and returned."""
+    from harness.analysis import stats
+    from harness.results import store
+
+    configs = store.read_configs(plan.run)
+    steps = store.read_steps(plan.run)
+    ran_now = {c.config_id for c in plan.configurations}  # a resumed session counts only what it ran
+    step_s = stats.training_seconds(steps[steps["config_id"].isin(ran_now)])
+    before = _earlier_sessions(plan.run)
+    # where the wall time went, phase by phase, the steps among them: no fixed cost (named so before 2026-12-05)
+    # other: the launcher between launches, polling, the last read
+    session = {**plan.phases_s, "other": max(0.0, wall_s - sum(plan.phases_s.values()))}
+    phases = dict(before.get("phases_s") or before.get("fixed_cost_s") or {})
+    for phase, seconds in session.items():
+        phases[phase] = phases.get(phase, 0.0) + seconds
+    totals = {
+        "wall_s": before.get("wall_s", 0.0) + wall_s,
+        "training_step_s": before.get("training_step_s", 0.0) + step_s,
+        "phases_s": phases,
+        "status_counts": configs["status"].value_counts().to_dict(),
+        "configurations": len(configs),
+        "sessions": before.get("sessions", 1 if before else 0) + 1,
+        "complete": complete,
+        "session": {
+            "wall_s": wall_s,
+            "training_step_s": step_s,
+            "phases_s": session,
+            # what this session launched: a configuration skipped on this device launches nothing
+            "launched": int(configs[configs["config_id"].isin(ran_now)]["status"].ne("skipped").sum()),
+        },
+    }
+    store.write_json(Path(plan.run) / layout.SUMMARY_JSON, totals)
+    return totals
