@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from harness.commands import console, predict_cluster, predict_input, report
+from harness.commands import console, predict_cluster, predict_input, predict_memory, report
 from harness.commands.console import predictions, profiling
 from harness.config.bench import SIZE_CHOICES, ConfigError
 
@@ -128,7 +128,7 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     if configs is not None:
         predict_input.warn_uncalibrated(run_dir, configs, setup)
         worlds = [n * chosen.gpus_per_node for n in predict_cluster.node_counts(args)]
-        state = _said_state(run_dir, configs, setup, worlds, chosen)
+        state = predict_memory.said_state(run_dir, configs, setup, worlds, chosen)
     caps = caps or list(DEFAULT_CAPS_MB)
     code = predict_cluster.run_steps(args, chosen, profile, caps, device=profiled_on, configs=configs, setup=setup,
                                      state=state)  # fmt: skip
@@ -138,20 +138,6 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     if args.page:  # the same calibration, caps and scaling as the console's, from one node to 1,024 GPUs
         report.write_prediction_page(args, chosen, run_dir, setup, caps)
     return code
-
-
-def _said_state(run_dir: Path, configs, setup: dict, worlds: list[int], gpu):
-    """The run's model state per rank (perfmodel.memory) at the world sizes it measured and at `worlds`, said with
-    what fits `gpu`, and whether the run's size is smaller than the full one (--size does not scale a file)."""
-    from harness.perfmodel.memory import state_per_rank
-    from harness.perfmodel.predict import of_setup
-    from harness.results import store
-
-    state = state_per_rank(of_setup(configs, setup), worlds)
-    smaller = setup.get("size") not in ("full", None) and store.size_scales(store.read_run_meta(run_dir), setup)
-    note = f"the {setup.get('size')} size's model, not the full size's: bench --size full for the one you will train"
-    predictions.model_state(state, worlds, gpu, size_note=note if smaller else "")
-    return state
 
 
 def _sharded_answers(frames, profile, network, *, caveat: str, fsdp_caveat: str) -> None:
@@ -194,7 +180,7 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
     profile, calibration = _calibrated_to_run(profile, configs, setup)
     worlds = [args.gpus] if args.gpus else sorted({int(n) for n in configs["world_size"] if n > 1}) or [DEFAULT_WORLD]
     gpu = _run_gpu(run_dir)
-    state = _said_state(run_dir, configs, setup, worlds, gpu)
+    state = predict_memory.said_state(run_dir, configs, setup, worlds, gpu)
     unknown = fsdp.own_cost_unknown(calibration) if sharded[1] is None else ""  # said beside FSDP2's step
     return Basis(setup, network, profile, worlds, caps or _caps_of_run(configs), *sharded, run_dir, state, gpu,
                  unknown)  # fmt: skip

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.commands import console, predict_input
+from harness.commands import console, predict_input, predict_memory
 from harness.commands.console import predictions
 from harness.config.bench import ConfigError
 
@@ -273,7 +273,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
                                carried=carried)  # fmt: skip
     profile = calibrate(profile, calibration)
     smaller = bool(args.local_step_ms and setup is not None and setup.get("size") != "full"
-                   and predict_input.warn_not_whole_model(setup, profile, configs=configs))  # fmt: skip
+                   and predict_memory.warn_not_whole_model(setup, profile, configs=configs))  # fmt: skip
     _say_one_rank_step(
         profile,
         calibration,

@@ -2,7 +2,7 @@
 older spellings of both), the run (a folder of runs given by
 mistake is refused, naming its runs), the workload setup it predicts of that run (the others said, with the
 flags that choose them), whether its missing profile may be measured on this device, what the run's one-rank
-rows leave uncalibrated, a cluster file that is not there, and a profile of a smaller model than the step.
+rows leave uncalibrated, a cluster file that is not there.
 """
 
 from __future__ import annotations
@@ -205,36 +205,6 @@ def _rows_text(configs, setup: dict) -> str:
 
     by_world = setup_rows(configs, setup).groupby("world_size")["impl"].agg(lambda impls: ", ".join(sorted(set(impls))))
     return "; ".join(f"{impls} at world size {world}" for world, impls in by_world.items()) or "no rows"
-
-
-def warn_not_whole_model(setup: dict, profile, *, configs=None) -> bool:
-    """--local-step-ms is the user's whole model's step; a profile of a smaller size scales its compute to it
-    but keeps the smaller model's gradients, so every all-reduce would be the smaller model's. Unsaid where the
-    full size has the profile's gradients (a model of your own file, which --size does not scale); whether said."""
-    whole = _whole_model_grad_bytes(setup, configs)
-    if whole == profile.grad_bytes:
-        return False
-    full = f"; the full size's are {whole / 2**20:.2f} MiB" if whole else ""
-    console.warning(f"--local-step-ms is one GPU's step of the whole model, but this profile is {setup['workload']}'s "
-                    f"{setup['size']} size ({profile.grad_bytes / 2**20:.2f} MiB of gradients{full}): its compute is "
-                    f"scaled to your step, its communication stays the {setup['size']} model's. Profile the model you "
-                    "will train (--size full; for a configuration of your own, bench it with --wopt key=value "
-                    "and predict --run that run)")  # fmt: skip
-    return True
-
-
-def _whole_model_grad_bytes(setup: dict, configs=None) -> int | None:
-    """The full size's gradient bytes, built on the meta device (no memory, no time), from what the run built the
-    workload from (its spec and --wopt options, where its rows say); None where it cannot be."""
-    import workloads
-    from harness.measure.modelinfo import grad_bytes_on_meta
-    from harness.perfmodel.predict import source_in_rows
-
-    spec, options = source_in_rows(configs, setup) if configs is not None else (setup["workload"], {})
-    try:
-        return grad_bytes_on_meta(workloads.resolve(spec).create(size="full", options=options))
-    except Exception:  # a workload that cannot build on the meta device: the warning goes without the figure
-        return None
 
 
 def warn_if_not_gpus(run: Path) -> None:

@@ -152,11 +152,41 @@ def parameter_count_on_meta(workload: Workload) -> int:
     return sum(p.numel() for p in dict(model.named_parameters()).values())
 
 
-def grad_bytes_on_meta(workload: Workload) -> int:
-    """Gradient bytes of the workload's model (trainable parameters, tied ones once), built on the meta device."""
-    with torch.device("meta"):
-        model = workload.build_model()
-    return parameter_sizes(model)["grad_bytes"]
+def counts_on_meta(workload: Workload, *, batch_size: int, dtype: str) -> dict[str, Any] | None:
+    """`describe`'s sizes, shard units and activations, from the meta device alone (a model too large to build
+    here: a full size profiled at a smaller one), and each trained parameter's bytes and dtype in the order the
+    model registers them (`grad_sizes`, `grad_dtypes`); None where the model cannot run there. Its activations
+    are null where they cannot be counted there (a run in bf16: autocast has no meta device)."""
+    try:
+        with META:
+            model = workload.build_model()
+        info = {**parameter_sizes(model), **shard_units(workload, model)}
+    except Exception:  # a model that cannot be built without its values
+        return None
+    trained = [p for p in dict(model.named_parameters()).values() if p.requires_grad]
+    try:
+        with _one_sequence_a_row():
+            kept = _saved_bytes(workload, batch_size=batch_size, device=META, dtype=dtype)
+        counted = {"activation_mb": sum(kept.values()) / MIB, "activation_top": largest_keepers(kept)}
+    except Exception:  # a value read (.item()) or an op without a meta kernel
+        counted = {"activation_mb": None, "activation_top": None}
+    sizes = {"grad_sizes": [_bytes(p) for p in trained], "grad_dtypes": [str(p.dtype) for p in trained]}
+    return {**info, **counted, **sizes}
+
+
+@contextlib.contextmanager
+def _one_sequence_a_row():
+    """transformers looks for packed sequences in the position ids with a `.item()`, which the meta device cannot
+    give; our batches hold one sequence a row, in which it finds none: it is told so without looking."""
+    masking = sys.modules.get("transformers.masking_utils")
+    original = getattr(masking, "find_packed_sequence_indices", None)
+    if original is not None:
+        masking.find_packed_sequence_indices = lambda position_ids: None
+    try:
+        yield
+    finally:
+        if original is not None:
+            masking.find_packed_sequence_indices = original
 
 
 def flops_per_sample(workload: Workload, model: nn.Module, *, device: torch.device) -> float:

@@ -14,12 +14,10 @@ shards (`unsharded_mb`: FSDP's parameters and gradients, as `unsharded_mb` count
 optimizer step allocates beside its state (`optimizer_temp_mb`: TEMPORARY_SHARE); and what a communication hook
 keeps from step to step (`hook_state_mb`: PowerSGD's error feedback) and allocates while it runs in backward
 (`hook_copies_mb`: PowerSGD's two copies of a bucket). Buffers and the kernels' working memory are in none of
-these: they are in a GPU run's peak. A rank needs its state, its hook's,
-and the larger of backward's part and the optimizer step's (`need_mb`). Against a CPU rank's polled peak,
-with Adam stepping as on a GPU, that count is within 1.5 % where gradients outweigh activations, up to 21 % high
-for FSDP and where activations dominate, and up to 8 % low where gradients are the buckets from the start
-(backward's own temporaries)
-(benchmarks/memory_model.py, docs/measured/memory-model-cpu.md).
+these: they are in a GPU run's peak. A rank needs its state, its hook's, and the larger of backward's part and
+the optimizer step's (`need_mb`). Against a CPU rank's polled peak, with Adam stepping as on a GPU, that count is
+within 1.5 % where gradients outweigh activations, up to 21 % high for FSDP and where activations dominate, and up
+to 8 % low where gradients are the buckets from the start (benchmarks/memory_model.py, docs/measured/).
 """
 
 from __future__ import annotations
@@ -88,6 +86,42 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
                          "unsharded_mb": unsharded, "hook_state_mb": hook_state,
                          "hook_copies_mb": hook_copies})  # fmt: skip
     return pd.DataFrame(rows)
+
+
+MODEL_COUNTS = ("param_bytes", "grad_bytes", "largest_param_bytes", "root_param_bytes", "root_grad_bytes",
+                "largest_block_bytes", "largest_block_grad_bytes", "activation_mb", "activation_top")  # fmt: skip
+
+
+def at_full_size(rows: pd.DataFrame, full: dict) -> pd.DataFrame:
+    """The run's rows re-counted at the full size (`full`: harness.measure.modelinfo.counts_on_meta's): a parameter,
+    its gradient and its optimizer state take the same bytes at any size, so what each rank held (`held_*`) and the
+    buckets' total grow as the full size's parameter and gradient bytes over the run's; the model's sizes and its
+    activations (counted at the run's batch) are the full size's. PowerSGD's largest bucket is laid out anew (DDP's
+    rules over the full size's gradients, at the row's cap). Rows without the run's sizes are left out."""
+    known = rows[rows["grad_bytes"].fillna(0) > 0] if "grad_bytes" in rows else rows.iloc[:0]
+    params, grads = full["param_bytes"] / known["param_bytes"], full["grad_bytes"] / known["grad_bytes"]
+    scaled = known.assign(**{c: known[c] * (params if c == "held_param_mb" else grads)
+                             for c in (*HELD, "held_grad_view_mb") if c in known})  # fmt: skip
+    if "bucket_sizes_mb" in known:
+        scaled["bucket_sizes_mb"] = [_laid_out_at(sizes, ratio, options, full) if _listed(sizes) else sizes
+                                     for sizes, ratio, options in zip(known["bucket_sizes_mb"], grads,
+                                                                      known["impl_options"], strict=True)]  # fmt: skip
+    return scaled.assign(**{c: full.get(c) for c in MODEL_COUNTS}, size="full")
+
+
+def _laid_out_at(sizes, ratio: float, options_json: str | None, full: dict) -> list[float]:
+    """A row's buckets at the full size: each grown by `ratio` (their total is what counts), or, under PowerSGD,
+    whose copies are of the largest bucket, laid out as DDP would at the row's cap."""
+    options = options_of(options_json)
+    if options.get("comm_hook") != "powersgd":
+        return [float(size) * ratio for size in sizes]
+    from harness.bucketing import DDP_DEFAULT_CAP_MB, MIB, assign_buckets, first_bucket_bytes
+
+    cap = int(float(options.get("bucket_cap_mb") or DDP_DEFAULT_CAP_MB) * MIB)
+    first = first_bucket_bytes(cap, cap_given=options.get("bucket_cap_mb") is not None)
+    ready = range(len(full["grad_sizes"]) - 1, -1, -1)  # backward makes the last registered gradients first
+    buckets = assign_buckets(full["grad_sizes"], full["grad_dtypes"], cap_bytes=cap, first_cap_bytes=first, order=ready)
+    return [sum(full["grad_sizes"][i] for i in bucket) / MIB for bucket in buckets]
 
 
 def _whole_parameter_floor(group: pd.DataFrame, fits: dict, split_kinds: list[str]) -> dict[str, float]:
@@ -259,7 +293,7 @@ def _fit(worlds: np.ndarray, held_mb: np.ndarray) -> tuple[float, float]:
 
 def mib_text(value: float) -> str:
     """A model-state figure for reading, in the console and on the page alike: '0.354 MiB', '1.85 GiB'."""
-    return f"{value / 1024:.3g} GiB" if value >= 1024 else f"{value:.3g} MiB"
+    return f"{value / 1024:.3g} GiB" if value >= 1024 else f"{value:.3g} MiB" if value < 999.5 else f"{value:.0f} MiB"
 
 
 def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:

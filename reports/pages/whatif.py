@@ -107,10 +107,12 @@ def measured_rows(configs: pd.DataFrame) -> pd.DataFrame:
 
 
 def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, cluster: Cluster, *,
-                caps: list[float] | None = None, local_step_ms: float | None = None,
-                standalone: bool = False) -> str:  # fmt: skip
+                caps: list[float] | None = None, local_step_ms: float | None = None, standalone: bool = False,
+                memory: tuple[pd.DataFrame, str] | None = None) -> str:  # fmt: skip
     """The page in a site (links to the index and the run's page), or `standalone`: one file with plotly.js in
-    it and no links, as `predict --page` writes it; `caps` and `local_step_ms` as predicted_rows takes them."""
+    it and no links, as `predict --page` writes it; `caps` and `local_step_ms` as predicted_rows takes them;
+    `memory`: the rows memory is counted from and what size they are of, as `predict` counts them (default: the
+    run's own rows, at its own size)."""
     run_id, device = meta.get("run_id", ""), meta.get("device", "?")
     rows = predicted_rows(profiles, configs, cluster, caps=caps, local_step_ms=local_step_ms, device=device)
     nav = "" if standalone else (f'<nav><a href="../index.html">all runs</a><a href="{esc(meta.get("page", run_id))}'
@@ -127,7 +129,8 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     for setup, group in rows.groupby("setup", sort=False):
         best = best_rows(group)
         parts += [f"<h2>{name_html(setup)}</h2>", _answer(best, cluster),
-                  choice_section(configs, group, cluster, world_sizes(cluster)), _calibration_note(group.iloc[0], meta),
+                  choice_section(configs, group, cluster, world_sizes(cluster), rows=memory and memory[0]),
+                  _calibration_note(group.iloc[0], meta),
                   figs.add(figures.step_vs_gpus(group, cluster=cluster.name),
                            "Each line is one bucket_cap_mb; each point DDP's bucket schedule simulated over this "
                            "run's gradient-ready profile, every bucket's all-reduce costed as NCCL would run it."),
@@ -135,7 +138,8 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                            "Scaling efficiency = the one-GPU step the note above names / the predicted step with the "
                            "cap the answer names at that GPU count (its label)."),
                   _best_table(best)]  # fmt: skip
-    parts += [_measured_section(configs), memory_section(configs, cluster, world_sizes(cluster)),
+    rows, size_note = memory or (configs, "")
+    parts += [_measured_section(configs), memory_section(rows, cluster, world_sizes(cluster), size_note=size_note),
               _sources_section(cluster), _published_section(cluster)]  # fmt: skip
     return page(f"What if: {run_id} on {cluster.name}", "\n".join(parts), depth=1, **inline)
 

@@ -15,11 +15,13 @@ from harness.results.values import strategy_labels
 from reports.pages.html import esc, table
 
 
-def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster, worlds: list[int]) -> str:
+def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster, worlds: list[int], *,
+                   rows: pd.DataFrame | None = None) -> str:  # fmt: skip
     """The choice over both halves for this setup, in `predict --cluster`'s words (choice.choice_words): the
-    fastest predicted step at each GPU count among the strategies whose memory fits; '' where nothing is said."""
+    fastest predicted step at each GPU count among the strategies whose memory fits (counted from `rows`, the
+    setup's rows as `predict` counts them, default its rows of `configs`); '' where nothing is said."""
     setup = {key.removeprefix("setup_"): group[key].iloc[0] for key in group if key.startswith("setup_")}
-    state = state_per_rank(of_setup(configs, setup), worlds)
+    state = state_per_rank(of_setup(configs, setup) if rows is None else rows, worlds)
     frames = [rows for _, rows in group.groupby("world_size", sort=True)]
     words = choice_words(state.assign(strategy=strategy_labels(state)), frames, cluster.gpu_memory_gib) if len(
         state) else ""  # fmt: skip
@@ -36,9 +38,10 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
 MEMORY_SETUP = ["workload", "size", "batch_size", "dtype", "optimizer"]
 
 
-def memory_section(configs: pd.DataFrame, cluster: Cluster, worlds: list[int]) -> str:
+def memory_section(configs: pd.DataFrame, cluster: Cluster, worlds: list[int], *, size_note: str = "") -> str:
     """Model state per rank at the cluster's GPU counts, per setup and strategy the run measured at two world sizes
-    or more (harness.perfmodel.memory: held(n) = whole + split / n, fitted to what its ranks held)."""
+    or more (harness.perfmodel.memory: held(n) = whole + split / n, fitted to what its ranks held); `size_note`:
+    what size the rows are of, where not the run's own (`predict`'s memory_rows)."""
     state = state_per_rank(configs, worlds)
     if state.empty:
         return ""
@@ -52,12 +55,13 @@ def memory_section(configs: pd.DataFrame, cluster: Cluster, worlds: list[int]) -
         cells = [[esc(strategy), esc(rows["splits"].iloc[0] or "nothing"),
                   *(_state_cell(rows, world) for world in shown)]
                  for strategy, rows in group.groupby("strategy", sort=False)]  # fmt: skip
-        head = ["strategy", "splits (measured)", *(f"{w} {'(measured)' if w in measured else 'GPUs'}" for w in shown)]
+        ran = "(the run's, scaled)" if size_note else "(measured)"  # re-counted at another size: the run's, scaled
+        head = ["strategy", f"splits {ran}", *(f"{w} {ran if w in measured else 'GPUs'}" for w in shown)]
         parts += [f"<p class=takeaway><b>{esc(setup_words(dict(zip(MEMORY_SETUP, keys, strict=False))))}:</b> "
                   f"at {worlds[-1]} GPUs each rank holds {esc(said)} of parameters, gradients and optimizer "
                   f"state{esc(_with_activations(most) + '.' + _fits(group, cluster, worlds))}</p>",
                   table(head, cells)]  # fmt: skip
-    parts.append(f"<p class=caption>{esc(_memory_caption(state))}</p>")
+    parts.append(f"<p class=caption>{esc(_memory_caption(state, size_note))}</p>")
     return "\n".join(parts)
 
 
@@ -87,7 +91,7 @@ def _state_cell(rows: pd.DataFrame, world: int) -> str:
     return mib_text(float(row["total_mb"].iloc[0])) if len(row) else "—"
 
 
-def _memory_caption(state: pd.DataFrame) -> str:
+def _memory_caption(state: pd.DataFrame, size_note: str) -> str:
     """What the table holds and leaves out, and the floor under an even split where one applies."""
     floors = state.loc[state["floor_mb"] > 0, ["strategy", "floor_mb"]].drop_duplicates("strategy")
     floor = "; ".join(f"{r.strategy} {mib_text(r.floor_mb)}" for r in floors.itertuples())
@@ -107,5 +111,6 @@ def _memory_caption(state: pd.DataFrame) -> str:
         "from step to step (PowerSGD's error feedback, one tensor a bucket) and allocates in backward (PowerSGD's "
         "two copies of a bucket). In none of these: buffers, the kernels' working memory — a GPU run's peak "
         "measures those. "
-        "The model is the run's own size." + floor
+        + (f"The model is counted {size_note}." if size_note else "The model is the run's own size.")
+        + floor
     )

@@ -491,17 +491,15 @@ def test_a_model_whose_size_does_not_change_its_gradients_is_not_told_to_profile
     import shutil
     import types
 
-    import workloads
-    from harness.commands import predict_input
-    from harness.measure.modelinfo import grad_bytes_on_meta
+    from harness.commands import predict_memory
 
     shutil.copy(Path(__file__).parents[2] / "examples" / "my_workload.py", tmp_path / "my_workload.py")
     spec = f"{tmp_path / 'my_workload.py'}:MyModel"
-    whole = grad_bytes_on_meta(workloads.resolve(spec).create(size="full", options={}))
-    predict_input.warn_not_whole_model({"workload": spec, "size": "small"}, types.SimpleNamespace(grad_bytes=whole))
+    whole = predict_memory.full_size_counts({"workload": spec, "size": "small"})["grad_bytes"]
+    predict_memory.warn_not_whole_model({"workload": spec, "size": "small"}, types.SimpleNamespace(grad_bytes=whole))
     assert capsys.readouterr().err == ""
     smaller = types.SimpleNamespace(grad_bytes=whole // 2)
-    predict_input.warn_not_whole_model({"workload": spec, "size": "small"}, smaller)
+    predict_memory.warn_not_whole_model({"workload": spec, "size": "small"}, smaller)
     assert "its communication stays the small model's" in capsys.readouterr().err
 
 

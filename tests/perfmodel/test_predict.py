@@ -369,7 +369,12 @@ def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_
     on_cluster = tmp_path / "cluster.csv"
     assert cli.main(["predict", "--run", small_run.name, "--results", str(small_run.parent), "--cluster", "dgx-h100",
                      "--nodes", "1", "--out", str(on_cluster)]) == 0  # fmt: skip
-    assert "FSDP's own cost not added" in capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "FSDP's own cost not added" in said
+    # what fits is the full size's: mlp/full's 1.0 GiB of parameters and as much of gradients, SGD keeping none
+    assert ("model state per rank [at the full size: its parameters and activations counted on the meta device at "
+            "batch 8 a rank, each rank's share of them as the tiny run measured it]") in said  # fmt: skip
+    assert "w8: naive 2 GiB, flat 2 GiB, stock 2 GiB, bucketed 2 GiB" in said
     cluster_rows = pd.read_csv(on_cluster)
     assert cluster_rows["fsdp_own_ms"].isna().all()
     # this machine's rows are the cluster's less what only a cluster has, plus the link they rest on (usage.md)

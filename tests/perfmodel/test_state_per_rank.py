@@ -255,3 +255,32 @@ def test_powersgd_keeps_each_buckets_error_from_step_to_step_beside_everything_e
     assert memory.unrecorded(unlaid.assign(strategy=lambda f: "stock" + f["impl_options"])).startswith(
         "buckets for stock{}, stock" + hooked + "; the hook's state for stock" + hooked
     )
+
+
+def test_a_smaller_sizes_run_is_re_counted_at_the_full_size_from_what_its_ranks_held():
+    """A walkthrough's hf:llama/small run said stock 'fits (151 MiB a rank)' of a model whose full size holds 25 GiB
+    of gradients: each rank's share, as measured, of the full size's bytes; its sizes and activations counted."""
+    small = {"param_bytes": 100 * 2**20, "grad_bytes": 90 * 2**20, "largest_param_bytes": 10 * 2**20,
+             "bucket_sizes_mb": [40.0, 50.0], "activation_mb": 3.0}  # fmt: skip
+    full = {"param_bytes": 1000 * 2**20, "grad_bytes": 900 * 2**20, "largest_param_bytes": 64 * 2**20,
+            "root_param_bytes": 0, "root_grad_bytes": 0, "largest_block_bytes": 0, "largest_block_grad_bytes": 0,
+            "activation_mb": 30.0, "activation_top": "Linear 90%", "grad_sizes": [64 * 2**20] * 10 + [26 * 2**20] * 10,
+            "grad_dtypes": ["float32"] * 20}  # fmt: skip
+    rows = pd.DataFrame([held("stock", 1, 100.0, 90.0, 180.0, **small), held("stock", 2, 100.0, 90.0, 180.0, **small),
+                         held("zero", 1, 100.0, 90.0, 180.0, **small), held("zero", 2, 100.0, 90.0, 90.0, **small),
+                         held("stock", 2, 1.0, 1.0, 1.0, grad_bytes=None)])  # fmt: skip
+    at_full = memory.at_full_size(rows, full)
+    assert len(at_full) == 4 and set(at_full["size"]) == {"full"}  # the row without its sizes is left out
+    state = memory.state_per_rank(at_full, [8]).set_index(["impl", "world_size"])
+    assert state.loc[("stock", 8), ["held_param_mb", "held_grad_mb", "held_optimizer_state_mb"]].tolist() == [
+        pytest.approx(1000.0), pytest.approx(900.0), pytest.approx(1800.0)]  # fmt: skip
+    assert state.loc[("zero", 8), "held_optimizer_state_mb"] == pytest.approx(max(1800.0 / 8, 64 * 2 * 0.9))
+    assert state.loc[("stock", 8), "buckets_mb"] == pytest.approx(900.0)  # every gradient in a bucket, as at small
+    assert (
+        state.loc[("stock", 8), "activation_mb"] == 30.0 and state.loc[("stock", 8), "activation_top"] == "Linear 90%"
+    )
+    # under PowerSGD the copies are of the largest bucket: laid out by DDP's rules at the row's cap, not grown
+    hooked = rows.iloc[:2].assign(impl_options='{"comm_hook": "powersgd", "bucket_cap_mb": 100}')
+    state = memory.state_per_rank(memory.at_full_size(hooked, full), [8]).set_index("world_size")
+    assert state.loc[8, "hook_copies_mb"] == pytest.approx(2 * 128.0)  # two 64 MiB gradients reach the 100 MiB cap
+    assert memory.mib_text(1000.0) == "1000 MiB" and memory.mib_text(999.0) == "999 MiB"

@@ -356,9 +356,9 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
         at = state[state["world_size"] == world].sort_values("total_mb", kind="stable")
         said.append(f"w{world}: " + ", ".join(f"{r.strategy} {mib_text(r.total_mb)}" for r in at.itertuples()))
     floor = f" ({floors})" if (floors := floor_words(state)) else ""
-    say(f"ddpbench predict: model state per rank (parameters, gradients, optimizer state, as held at {measured} "
-        f"ranks and carried on as held(n) = whole + split / n; what a step holds beside it follows): "
-        f"{'; '.join(said)}{floor}")  # fmt: skip
+    say(f"ddpbench predict: model state per rank{f' [{size_note}]' if size_note else ''} (parameters, gradients, "
+        f"optimizer state, as held at {measured} ranks and carried on as held(n) = whole + split / n; what a step "
+        f"holds beside it follows): {'; '.join(said)}{floor}")  # fmt: skip
     last = state[state["world_size"] == worlds[-1]].sort_values("total_mb", kind="stable")
     if words := activation_words(last, holds=f"at w{worlds[-1]} a rank holds "):
         say(f"ddpbench predict: and {words}")

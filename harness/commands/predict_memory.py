@@ -1,0 +1,85 @@
+"""Each strategy's memory per rank for `ddpbench predict`: from what the run's ranks held, at the run's own size, or,
+for a run of a smaller size than the one to train, re-counted at the full size (its parameters, gradients and
+activations counted on the meta device: harness.measure.modelinfo.counts_on_meta; each rank's share as the run
+measured it: harness.perfmodel.memory.at_full_size); and the warning that a smaller profile's communication is
+not the whole model's.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+from harness.commands import console
+
+
+def memory_rows(run_dir: Path, configs, setup: dict):
+    """(the setup's rows to count memory from, what size they are said to be of): the run's own, or re-counted at
+    the full size where the run's is smaller and --size scales the workload (a file of yours is as written); where
+    the full size cannot be counted on the meta device, the run's own, said to be of the smaller size."""
+    from harness.perfmodel.memory import at_full_size
+    from harness.perfmodel.predict import of_setup
+    from harness.results import store
+
+    rows, size = of_setup(configs, setup), setup.get("size")
+    if size in ("full", None) or not store.size_scales(store.read_run_meta(run_dir), setup):
+        return rows, ""
+    full = full_size_counts(setup, configs)
+    if full is None or (scaled := at_full_size(rows, full)).empty:  # no meta build, or rows without their sizes
+        return rows, f"the {size} size's model, not the full size's: bench --size full for the one you will train"
+    counted = "" if full.get("activation_mb") is not None else "; its activations could not be counted there"
+    return scaled, (f"at the full size: its parameters and activations counted on the meta device "
+                                      f"at batch {int(setup['batch_size'])} a rank, each rank's share of them as the "
+                                      f"{size} run measured it{counted}")  # fmt: skip
+
+
+def said_state(run_dir: Path, configs, setup: dict, worlds: list[int], gpu):
+    """The model state per rank (perfmodel.memory.state_per_rank) at the world sizes the run measured and at
+    `worlds`, of `memory_rows`, said with what fits `gpu`; returned."""
+    from harness.commands.console import predictions
+    from harness.perfmodel.memory import state_per_rank
+
+    rows, note = memory_rows(run_dir, configs, setup)
+    state = state_per_rank(rows, worlds)
+    predictions.model_state(state, worlds, gpu, size_note=note)
+    return state
+
+
+def warn_not_whole_model(setup: dict, profile, *, configs=None) -> bool:
+    """--local-step-ms is the user's whole model's step; a profile of a smaller size scales its compute to it
+    but keeps the smaller model's gradients, so every all-reduce would be the smaller model's. Unsaid where the
+    full size has the profile's gradients (a model of your own file, which --size does not scale); whether said."""
+    whole = (full_size_counts(setup, configs) or {}).get("grad_bytes")
+    if whole == profile.grad_bytes:
+        return False
+    full = f"; the full size's are {whole / 2**20:.2f} MiB" if whole else ""
+    console.warning(f"--local-step-ms is one GPU's step of the whole model, but this profile is {setup['workload']}'s "
+                    f"{setup['size']} size ({profile.grad_bytes / 2**20:.2f} MiB of gradients{full}): its compute is "
+                    f"scaled to your step, its communication stays the {setup['size']} model's. Profile the model you "
+                    "will train (--size full; for a configuration of your own, bench it with --wopt key=value "
+                    "and predict --run that run)")  # fmt: skip
+    return True
+
+
+def full_size_counts(setup: dict, configs=None) -> dict | None:
+    """The full size's model counted on the meta device (no memory, no time: modelinfo.counts_on_meta, its
+    activations at the setup's batch and dtype), built from what the run built the workload from (its spec and
+    --wopt options, where its rows say); None where it cannot be."""
+    from harness.perfmodel.predict import source_in_rows
+
+    spec, options = source_in_rows(configs, setup) if configs is not None else (setup["workload"], {})
+    return _counted_on_meta(spec, json.dumps(options, sort_keys=True), int(setup.get("batch_size") or 1),
+                            str(setup.get("dtype") or "fp32"))  # fmt: skip
+
+
+@functools.cache
+def _counted_on_meta(spec: str, options: str, batch_size: int, dtype: str) -> dict | None:
+    import workloads
+    from harness.measure.modelinfo import counts_on_meta
+
+    try:
+        workload = workloads.resolve(spec).create(size="full", options=json.loads(options))
+    except Exception:  # a workload that cannot be made at the full size: nothing counted
+        return None
+    return counts_on_meta(workload, batch_size=batch_size, dtype=dtype)
