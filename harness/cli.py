@@ -197,8 +197,9 @@ def add_predict_parser(commands) -> None:
                          help="with --run and --cluster: also write the run's what-if page (one node to 1,024 "
                          "GPUs), calibrated and scaled as here, in one file to share")  # fmt: skip
     predict.add_argument("--local-step-ms", type=finite("--local-step-ms", "the one-GPU step in ms"),
-                         help="scale the profile's compute so that one rank's step takes this long (a profile "
-                         "measured on another device, e.g. this CPU, made to stand for your GPU's)")  # fmt: skip
+                         help="scale the profile's compute so that one GPU's step, at the profile's batch and "
+                         "input size, takes this long (a profile measured on another device, e.g. this CPU, made "
+                         "to stand for your GPU's)")  # fmt: skip
     predict.add_argument(
         "--profile-steps",
         type=whole("--profile-steps"),

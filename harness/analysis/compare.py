@@ -235,10 +235,11 @@ def _plain(key) -> tuple:
 
 def _nearest_in_new(key: tuple, new_keys: list[tuple], names: list[str]) -> str:
     """'not in NEW', or where NEW ran it with one setting changed, which ('NEW ran it with dtype fp32, not bf16'):
-    another strategy, workload or world size is another configuration, not this one run otherwise."""
+    another strategy, its options (a cap of a sweep NEW ran fewer of), workload or world size is another
+    configuration, not this one run otherwise."""
     for other in new_keys:
         differs = [i for i, (a, b) in enumerate(zip(key, other, strict=True)) if a != b]
-        if len(differs) == 1 and names[differs[0]] not in ("impl", "workload", "world_size"):
+        if len(differs) == 1 and names[differs[0]] not in ("impl", "impl_options", "workload", "world_size"):
             i = differs[0]
             return f"NEW ran it with {names[i]} {other[i]}, not {key[i]}"
     return "not in NEW"

@@ -224,9 +224,10 @@ def describe(row: pd.Series) -> str:
         "" if pd.isna(row["best_ci_low_ms"]) else f", 95% CI {row['best_ci_low_ms']:.2f}–{row['best_ci_high_ms']:.2f}"
     )
     noise = f" [noisy: {row['noise']}]" if row.get("noise") else ""
+    lead = "fastest" if row["decision"] != stats.TOO_FEW else "leading so far"  # 'fastest' is a decided word
     return (
         f"w{row['world_size']} {row['workload']}/{row['size']} {row['impl']}: {answer(row)} "
-        f"(fastest {row['best_cap_mb']:g} MiB: {row['best_step_ms']:.2f} ms{interval}{gain}; "
+        f"({lead} {row['best_cap_mb']:g} MiB: {row['best_step_ms']:.2f} ms{interval}{gain}; "
         f"at least {row['repeats']} repeat(s) a cap){noise}"  # the fewest any cap had (auto reruns open ones)
     )
 

@@ -87,6 +87,7 @@ def test_one_repeat_per_cap_is_too_few_to_tell():
     configs, steps = sweep_rows({1.0: 130.0, 25.0: 100.0}, world_sizes=(2,), repeats=1)
     row = sweep.recommendations(configs, steps).iloc[0]
     assert sweep.answer(row).startswith("too few repeats to tell (have 1, need about ")
+    assert "(leading so far 25 MiB: " in sweep.describe(row) and "fastest" not in sweep.describe(row)
 
 
 def test_a_run_without_several_caps_has_no_recommendation():

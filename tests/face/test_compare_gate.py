@@ -161,8 +161,11 @@ def test_another_strategy_in_new_is_not_this_configuration_run_otherwise():
     """A review's NEW had no fsdp: 'NEW ran it with impl local, not fsdp' read as if fsdp had become local."""
     from harness.analysis.compare import _nearest_in_new
 
-    names = ["impl", "workload", "world_size", "dtype"]
-    base = ("fsdp", "mlp", 1, "fp32")
-    assert _nearest_in_new(base, [("local", "mlp", 1, "fp32")], names) == "not in NEW"
-    assert _nearest_in_new(base, [("fsdp", "mlp", 4, "fp32")], names) == "not in NEW"
-    assert _nearest_in_new(base, [("fsdp", "mlp", 1, "bf16")], names) == "NEW ran it with dtype bf16, not fp32"
+    names = ["impl", "impl_options", "workload", "world_size", "dtype"]
+    base = ("fsdp", "{}", "mlp", 1, "fp32")
+    assert _nearest_in_new(base, [("local", "{}", "mlp", 1, "fp32")], names) == "not in NEW"
+    assert _nearest_in_new(base, [("fsdp", "{}", "mlp", 4, "fp32")], names) == "not in NEW"
+    assert _nearest_in_new(base, [("fsdp", "{}", "mlp", 1, "bf16")], names) == "NEW ran it with dtype bf16, not fp32"
+    # a walkthrough's NEW swept caps 1 and 25 of BASE's 1, 5 and 25: cap 5 is not in NEW, not run at cap 1
+    capped = ("stock", '{"bucket_cap_mb": 5.0}', "mlp", 1, "fp32")
+    assert _nearest_in_new(capped, [("stock", '{"bucket_cap_mb": 1.0}', "mlp", 1, "fp32")], names) == "not in NEW"
