@@ -134,7 +134,12 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
                                      state=state)  # fmt: skip
     if run_dir is not None:  # how far the same model was from the run's own steps, on its own machine
         errors = errors_on_own_run(run_dir.parent, run_dir, setup, configs=configs)
-        predictions.errors_on_own_run(errors, cluster=chosen.name)
+        if errors is None:  # the check a user would otherwise not know was missing (a walkthrough did not)
+            console.say(
+                f"ddpbench predict: not checked against this run's own steps: no `ddpbench collectives` run "
+                f"of its machine in {str(run_dir.parent)!r} (run one there to see the model's error)"
+            )
+        predictions.errors_on_own_run(errors or {}, cluster=chosen.name)
     if args.page:  # the same calibration, caps and scaling as the console's, from one node to 1,024 GPUs
         report.write_prediction_page(args, chosen, run_dir, setup, caps)
     return code

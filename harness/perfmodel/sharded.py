@@ -54,18 +54,18 @@ def collectives_priced(gather_source: str | None, scatter_source: str | None, ne
     return "; ".join(said)
 
 
-def errors_on_own_run(results_dir: Path, run_dir: Path, setup: dict, *, configs=None) -> dict[str, list[float]]:
+def errors_on_own_run(results_dir: Path, run_dir: Path, setup: dict, *, configs=None) -> dict[str, list[float]] | None:
     """How far this model was from the run's own steps at world size ≥ 2 of `setup`, priced on the run's machine's
     network (its collectives run): per strategy it answers for, each configuration's predicted / measured − 1 —
     DDP's over its bucket-cap sweep (calibrated, with the contention measured where there is some), ZeRO-1's and
-    FSDP2's as `predict --run` checks them; {} where no network is beside the run. `configs`: the run's rows, where
+    FSDP2's as `predict --run` checks them; None where no network is beside the run. `configs`: the run's rows, where
     the caller has read them already."""
     from harness.perfmodel.predict import of_setup, sweep_predictions
     from harness.results import model_tables, store
 
     network = network_for_run(results_dir, run_dir)
     if network is None:
-        return {}
+        return None
     configs = of_setup(store.read_configs(run_dir) if configs is None else configs, setup)
     profiles = model_tables.read_gradprofiles(run_dir)
     ddp = [(row["predicted_contention_ms"] or row["predicted_ms"]) / row["measured_ms"] - 1

@@ -375,6 +375,8 @@ def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_
     assert ("model state per rank [at the full size: its parameters and activations counted on the meta device at "
             "batch 8 a rank, each rank's share of them as the tiny run measured it]") in said  # fmt: skip
     assert "w8: naive 2 GiB, flat 2 GiB, stock 2 GiB, bucketed 2 GiB" in said
+    # no collectives run beside it: the model's error on the run's own steps is missing, and said so
+    assert "ddpbench predict: not checked against this run's own steps: no `ddpbench collectives` run of" in said
     cluster_rows = pd.read_csv(on_cluster)
     assert cluster_rows["fsdp_own_ms"].isna().all()
     # this machine's rows are the cluster's less what only a cluster has, plus the link they rest on (usage.md)
