@@ -126,3 +126,21 @@ def test_a_dry_run_lists_every_configuration_and_writes_nothing(capsys, tmp_path
     assert not results.exists()
     assert cli.main(["bench", "--dry-run", "--resume", "x", "--results", str(results)]) == 2
     assert "--dry-run plans a new run" in capsys.readouterr().err and not results.exists()
+
+
+def test_a_full_size_whose_ranks_would_not_fit_the_host_is_said_before_the_run(capsys, tmp_path, monkeypatch):
+    """A walkthrough's --dry-run of hf:llama at its full size listed 8 configurations of ranks that each needed
+    about 150 GiB, on a 23 GiB machine, without a word. mlp/full: 1.0 GiB of parameters, as much of gradients,
+    of DDP's buckets, and twice that of Adam's moments: about 5 GiB a rank with its activations."""
+    from harness.commands.console import plan
+
+    flags = ["--impls", "stock", "--workloads", "mlp", "--size", "full", "--gpus", "2", "--optimizer", "adam",
+             "--results", str(tmp_path / "r")]  # fmt: skip
+    monkeypatch.setattr(plan, "_available_bytes", lambda: 8 * 2**30)
+    assert cli.main(["bench", "--dry-run", *flags]) == 0
+    err = capsys.readouterr().err
+    assert ("warning: mlp/full: a DDP rank holds about 5.02 GiB here (parameters, gradients, DDP's buckets, Adam's "
+            "moments and activations, counted on the meta device), 10 GiB for 2 rank(s); this machine has 8 GiB "
+            "available: its ranks would be killed for memory") in err  # fmt: skip
+    monkeypatch.setattr(plan, "_available_bytes", lambda: 16 * 2**30)
+    assert cli.main(["bench", "--dry-run", *flags]) == 0 and "killed for memory" not in capsys.readouterr().err

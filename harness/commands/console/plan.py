@@ -31,6 +31,8 @@ def say_plan(plan, *, requested_dtype: str, grows: bool = False, dry: bool = Fal
     say(f"ddpbench: precision: {_precision_line(plan.configurations, requested_dtype)}")
     say_warmup(plan.configurations)
     warn_nothing_to_shard(plan.configurations)
+    if plan.device == "cpu":
+        warn_beyond_host_memory(plan.configurations)
     count = len(plan.configurations)
     deciding = grows and any(c.repeated for c in plan.configurations)  # something to decide: rounds may follow
     more = ", to start (--repeats auto adds the repeats its open verdicts need)" if deciding else ""
@@ -72,6 +74,44 @@ def warn_nothing_to_shard(configurations) -> None:
         warning(f"{', '.join(names)} shard{'s' * (len(names) == 1)} only the optimizer's state, and "
                 "--optimizer sgd keeps none: the sharding costs communication and saves no memory here; "
                 "--optimizer adam keeps two moments a parameter, the state it shards")  # fmt: skip
+
+
+def warn_beyond_host_memory(configurations) -> None:
+    """On the CPU every rank of a node holds its model in the host's memory: where a full-size model's DDP rank (its
+    parameters, gradients, buckets, Adam's moments where it steps with Adam, and the activations its forward keeps,
+    counted on the meta device: no memory, no time) times the node's ranks exceeds what the host has available,
+    say so before the ranks are killed for it (a walkthrough's --size full of hf:llama listed 8 configurations of
+    ranks that each needed about 150 GiB, on 23 GiB). The full size only: the smaller ones are sized for it."""
+    from harness.measure.modelinfo import counts_on_meta
+
+    available = _available_bytes()
+    seen: set[str] = set()
+    for cfg in sorted((c for c in configurations if c.size == "full"), key=lambda c: -c.world_size):
+        if available is None or cfg.workload in seen:
+            continue
+        seen.add(cfg.workload)
+        counts = counts_on_meta(cfg.make_workload(), batch_size=cfg.batch_size, dtype=cfg.dtype)
+        if counts is None:
+            continue
+        moments = 2 if cfg.optimizer == "adam" else 0
+        rank = counts["param_bytes"] + (2 + moments) * counts["grad_bytes"] + (counts["activation_mb"] or 0) * 2**20
+        ranks = cfg.world_size // cfg.nnodes
+        if rank * ranks > available:
+            warning(f"{cfg.workload}/full: a DDP rank holds about {rank / 2**30:.3g} GiB here (parameters, gradients, "
+                    f"DDP's buckets{', Adam' + chr(39) + 's moments' if moments else ''} and activations, counted on "
+                    f"the meta device), {rank * ranks / 2**30:.3g} GiB for {ranks} rank(s); this machine has "
+                    f"{available / 2**30:.3g} GiB available: its ranks would be killed for memory (ZeRO and FSDP "
+                    "hold less; a smaller --size much less, from which predict --run counts the full one)")  # fmt: skip
+
+
+def _available_bytes() -> int | None:
+    """MemAvailable of /proc/meminfo (Linux): what the host can give without swapping; None elsewhere."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            found = [line.split()[1] for line in meminfo if line.startswith("MemAvailable:")]
+        return int(found[0]) * 1024 if found else None
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def _precision_line(configurations, requested_dtype: str) -> str:
