@@ -258,7 +258,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
 
     from harness.analysis import agreement
     from harness.perfmodel import cluster, fsdp, predict
-    from harness.perfmodel.choice import optimizer_share_caveat
+    from harness.perfmodel.choice import optimizer_break_even, optimizer_share_caveat
     from harness.perfmodel.nccl import ClusterLink
     from harness.perfmodel.schedule import Calibration, calibrate, predict_caps
     from harness.perfmodel.zero import largest_parameter, with_zero
@@ -304,8 +304,10 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     predictions.cluster_answer(chosen, rows, backward_ms=profile.backward_s * 1e3, caveat=said, own_ms=own_ms)
     share = profile.optimizer_s / profile.local_step_s if profile.local_step_s else 0.0
     optimizer = (setup or {}).get("optimizer") or "sgd"  # a profile measured now steps SGD (predict's setup)
-    cpu_split = optimizer_share_caveat(share, scaled=bool(args.local_step_ms), optimizer=optimizer) if device == "cpu" \
-        else ""  # fmt: skip
+    cpu_split = "; ".join(filter(None, (  # and where the sharded steps' leads stop: a GPU's share is smaller
+        optimizer_share_caveat(share, scaled=bool(args.local_step_ms), optimizer=optimizer),
+        optimizer_break_even(rows[-1], optimizer_ms=profile.optimizer_s * 1e3, step_ms=profile.local_step_s * 1e3),
+    ))) if device == "cpu" else ""  # fmt: skip
     predictions.zero_answer(rows, optimizer_ms=profile.optimizer_s * 1e3, largest=largest_parameter(profile),
                             caveat=cpu_split)  # fmt: skip
     predictions.fsdp_answer(rows, caveat="; ".join(part for part in (caveat, cpu_split, sharded.note) if part))

@@ -192,3 +192,30 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
             f"optimizer temporaries, PowerSGD's error feedback and bucket copies), fits {capacity_gib:g} GiB (before "
             f"buffers and working memory): "
             f"{'; '.join(parts)}{rest}")  # fmt: skip
+
+
+SHARDED_STEPS = (("ZeRO-1", "zero_step_ms", "zero_optimizer_ms"), ("FSDP2", "fsdp_step_ms", "fsdp_optimizer_ms"))
+"""The sharded steps a cluster frame holds: their label, their step and the optimizer's part of it."""
+
+
+def optimizer_break_even(frame: pd.DataFrame, *, optimizer_ms: float, step_ms: float) -> str:
+    """How much of ZeRO-1's and FSDP2's predicted lead over DDP rests on the optimizer's time (a CPU's share, which
+    no GPU's is): each steps only its shard, so were the optimizer's time f of what the profile gives, DDP's step
+    would lose (1 − f) × `optimizer_ms` and theirs (1 − f) × their shard's; their lead holds while the optimizer
+    takes at least f × `optimizer_ms` / `step_ms` of the step. At the cap DDP's answer names, for the frame's GPU
+    count: 'ZeRO-1's lead over DDP at w64 needs the optimizer at 12% of the step or more; FSDP2's holds with none'."""
+    if not optimizer_ms or not step_ms or frame.empty:
+        return ""
+    named = frame.iloc[agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]).index]
+    said = []
+    for label, step, shard in SHARDED_STEPS:
+        if step not in named or pd.isna(named[step]) or pd.isna(named.get(shard)):
+            continue
+        lead, saved = named["step_ms"] - named[step], optimizer_ms - named[shard]
+        if lead <= 0 or saved <= 0:
+            continue  # no lead, or none the optimizer could take away
+        needed = max(0.0, 1 - lead / saved) * optimizer_ms / step_ms
+        share = f"{needed:.0%}" if needed >= 0.01 else f"{needed:.1%}"
+        said.append(f"{label}'s lead needs the optimizer at {share} of the step or more" if needed
+                    else f"{label}'s holds with no optimizer time at all")  # fmt: skip
+    return f"at w{int(named['world_size'])}, {'; '.join(said)}" if said else ""

@@ -127,3 +127,21 @@ def test_an_untimed_strategy_that_fits_at_some_gpu_counts_names_them():
     state = _state([("stock", 8, 20.0), ("stock", 64, 20.0), ("bucketed", 8, 90.0), ("bucketed", 64, 30.0)])
     words = choice.choice_words(predictions.labelled(state), FRAMES, 80.0)
     assert "; bucketed at w64 fits too, with no step model" in words
+
+
+def test_a_sharded_leads_dependence_on_the_optimizers_share_is_said():
+    """A walkthrough's choice of ZeRO-1 (25 % ahead) rested on a CPU's Adam, 24 % of the step; a GPU's is a smaller
+    share. DDP's 100 ms step holds 30 ms of optimizer: ZeRO-1's 80 ms, its optimizer on a quarter (7.5 ms), leads
+    by 20 ms of the 22.5 ms it saves, so it needs f ≥ 1 − 20/22.5 of the optimizer's 30 %: 3.3 % of the step."""
+    frame = _frame(8, 100.0, 80.0).assign(zero_optimizer_ms=7.5, fsdp_step_ms=60.0, fsdp_optimizer_ms=3.75)
+    said = choice.optimizer_break_even(frame, optimizer_ms=30.0, step_ms=100.0)
+    assert (
+        said == "at w8, ZeRO-1's lead needs the optimizer at 3% of the step or more; FSDP2's holds with no "
+        "optimizer time at all"
+    )  # fmt: skip  (FSDP2 leads by 40 ms, more than the 26.25 ms it saves)
+    behind = frame.assign(zero_step_ms=101.0, fsdp_step_ms=float("nan"))
+    assert choice.optimizer_break_even(behind, optimizer_ms=30.0, step_ms=100.0) == ""  # no lead to explain
+    close = frame.assign(zero_step_ms=99.9, fsdp_step_ms=float("nan"))  # 0.1 ms ahead: needs nearly all of it
+    assert choice.optimizer_break_even(close, optimizer_ms=30.0, step_ms=100.0) == (
+        "at w8, ZeRO-1's lead needs the optimizer at 30% of the step or more"
+    )
