@@ -85,16 +85,19 @@ def sentence(row: Any, run: pd.DataFrame | None = None, *, cores: int | None = N
                 words += " besides the waiting"  # the console's 'exposed' holds both: these are its two parts
             said.append(f"{value:.1f} ms ({value / gap:.0%}) {words}" + (f" ({why})" if why else ""))
     faster = -(_get(row, "gap_slower_compute_ms") or 0.0)
+    base = f"+{gap:.1f} ms a mean step"
     if faster >= SMALL_PART * gap:
         turns = f" (its ranks take turns on the CPU cores, where {roles.baseline_name()}'s compute all at once)" \
             if _get(row, "device") == "cpu" else ""  # fmt: skip
         share = f"−{faster / gap:.0%}"  # a negative share of the gap: with it the shares add up to 100 %
         said.append(f"its compute {faster:.1f} ms ({share}) faster than {roles.baseline_name()}'s{turns}")
+        # a walkthrough read '116 %' and '−154 %' as errors: the shares' base, and why one may pass 100 %, said once
+        base += ", in shares of it that the faster compute's negative one brings back to 100 %"
     residual = _get(row, "gap_residual_ms") or 0.0
     if abs(residual) >= SMALL_PART * gap:  # named, never hidden: the parts above then add up to far from 100 %
         said.append(f"{residual:.1f} ms ({residual / gap:.0%}) outside the measured parts ({roles.baseline_name()}'s "
                     "own time beyond its compute, and the ranks' difference within a step)")  # fmt: skip
-    return f"{head} is {step / local:.2f}× {roles.baseline_name()} (+{gap:.1f} ms a mean step): " + ", ".join(said)
+    return f"{head} is {step / local:.2f}× {roles.baseline_name()} ({base}): " + ", ".join(said)
 
 
 def _strategy(row: Any) -> str:

@@ -230,6 +230,9 @@ def test_compute_faster_than_local_is_said_as_such_and_why_on_the_cpu():
     text = why.sentence(row(gap_exposed_comm_ms=8.0, gap_slower_compute_ms=-3.0), cores=2)
     assert text.endswith("its compute 3.0 ms (−60%) faster than local's (its ranks take turns on the CPU cores, where "
                          "local's compute all at once)")  # fmt: skip
+    # 8.0 ms of a 5 ms gap is 160 %: the shares' base, and what brings them back to 100 %, are said first
+    said = "ms a mean step, in shares of it that the faster compute's negative one brings back to 100 %): 8.0 ms (160%)"
+    assert said in text
 
 
 def step(rank, index, step_ms, waiting_ms, *, warmup=False):
