@@ -526,3 +526,13 @@ def test_a_level_fitted_far_from_the_profiles_value_is_warned_of(tmp_path, capsy
     assert cli.main(["predict", "--nccl-tests", str(tmp_path / "slow.json"), "--nodes", "1", "--sizes", "1GiB"]) == 0
     err = capsys.readouterr().err
     assert "the fit moved intra_busbw_gbps from 232 to 4" in err and "check those rows before planning by it" in err
+
+
+def test_a_repeated_node_count_is_predicted_once_and_said_so(capsys):
+    """A walkthrough's --nodes 1,1,2 was taken as 1,2 without a word; bench says it of its lists."""
+    from harness import cli
+
+    assert cli.main(["predict", "--cluster", "dgx-h100", "--nodes", "1,1,2", "--sizes", "1MiB:2MiB"]) == 0
+    out = capsys.readouterr().out
+    assert "ddpbench predict: note: --nodes '1,1,2' repeats a value: each is predicted once" in out
+    assert out.count("# dgx-h100: all_reduce on 1 node(s)") == 1

@@ -58,6 +58,12 @@ def warning(message: str) -> None:
     say_err(f"ddpbench: warning: {message}")
 
 
+def note_repeated(command: str, flag: str, typed: str, kept: list) -> None:
+    """A list flag whose values repeat (`--nodes 1,1,2`) is taken once each, and said so, as bench says it."""
+    if len([item for item in typed.split(",") if item.strip()]) > len(kept):
+        say(f"ddpbench{command}: note: {flag} {typed!r} repeats a value: each is predicted once")
+
+
 def ddpbench_command() -> str:
     """How to call ddpbench again from this shell: `ddpbench` when that is on PATH and is this one, else
     the script that is running (e.g. `.venv/bin/ddpbench`, relative to the working directory), else
