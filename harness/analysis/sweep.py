@@ -181,6 +181,9 @@ def _noise(repeats: dict[float, list[dict]]) -> str:
     return "; ".join(f"cap {cap:g}: {note}" for cap, note in sorted(notes.items()) if note)
 
 
+ONLY_BETWEEN = "a cap splits buckets only between parameters, so a smaller one may not split it"
+
+
 def answer(row: pd.Series) -> str:
     """The decision in words, for the console and the run page: the cap to use, or 'flat: any of …',
     or 'too few repeats to tell (have N, need about M)'."""
@@ -193,8 +196,9 @@ def answer(row: pd.Series) -> str:
         same = row.get("same_buckets_mb")
         if isinstance(same, str):
             sizes = json.loads(same)
-            made = (f"one bucket of {sizes[0]:.3g} MiB, every gradient: only a cap below {sizes[0]:.3g} MiB splits it"
-                    if len(sizes) == 1 else f"the same {len(sizes)} buckets: the caps are one measurement")  # fmt: skip
+            # not 'a cap below it splits it': a review's cap 1 made the same one bucket of 1.01 MiB, one parameter
+            made = (f"one bucket of {sizes[0]:.3g} MiB, every gradient: {ONLY_BETWEEN}" if len(sizes) == 1
+                    else f"the same {len(sizes)} buckets: the caps are one measurement")  # fmt: skip
             return f"flat: any of {as_good} MiB (every cap makes {made})"
         return f"flat: any of {as_good} MiB"
     return f"too few repeats to tell (have {row['repeats']}, {stats.needed_text(row['repeats_needed'])})"
