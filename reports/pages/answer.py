@@ -358,7 +358,8 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
         setup = " · ".join(filter(None, [precision(mine), " or ".join(optimizers)]))  # each changes the answer
         parts.append(f"<h3>{name_html(workload)}{esc('/' + str(size.iloc[0])) if len(size) else ''}"
                      f"{esc(' · ' + setup) if setup else ''}</h3>")  # fmt: skip
-        for _, group in frame.groupby("world_size", sort=True):
+        # the largest world size first: the answer the run exists for (one rank communicates nothing)
+        for _, group in sorted(frame.groupby("world_size"), key=lambda item: -item[0]):
             reference = reference_row(group)
             stand_in |= reference is not None and bool(reference["options"])
             parts.append(f"<p class=headline>{headline(group)}</p>")

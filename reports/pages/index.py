@@ -98,8 +98,8 @@ def index_page(
     rows = [[f'<a href="runs/{esc(quote(r["page"]))}.html">{esc(r["run_id"])}</a><br><small>{esc(r["started_at"])}'
              "</small>", r["fastest"], r["machine"], r["strategies"], r["status"],
              comparison_links(r["page"], comparisons)] for r in runs]  # fmt: skip
-    head = ["run", "fastest (largest world size, step: geometric mean of repeats)", "machine", "strategies",
-            "configurations", "comparisons"]  # fmt: skip
+    head = ["run", "leading strategy (largest world size, step: geometric mean of repeats; 'fastest' where decided)",
+            "machine", "strategies", "configurations", "comparisons"]  # fmt: skip
     listing = (
         table(head, rows)
         if rows

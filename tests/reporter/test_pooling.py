@@ -352,3 +352,15 @@ def test_two_caps_that_made_the_same_buckets_are_said_to_be_one_measurement_not_
     headline = answer.headline(group)
     assert "makes the same buckets, so the two are one measurement" in headline and "faster than" not in headline
     assert answer.versus_stock(leader, reference).startswith(f"the same buckets as {reference['strategy']}: one ")
+
+
+def test_the_answer_opens_at_the_largest_world_size():
+    """A review's run page opened with 'At 1 rank: stock bucket_cap_mb=1 leads', where nothing is communicated;
+    the 2-rank answer the run exists for came after its table."""
+    from reports.aggregate import RunData
+
+    both = run(repeats("stock", [10.0, 10.5], world=1), repeats("bucketed", [11.0, 11.2], world=1),
+               repeats("stock", [20.0, 20.5]), repeats("bucketed", [18.0, 18.2]))  # fmt: skip
+    page = answer.answer_section(RunData(meta={}, configs=both, ranks=pd.DataFrame(), phases=pd.DataFrame(),
+                                         boxes=pd.DataFrame(), series=pd.DataFrame()), ["mlp"])  # fmt: skip
+    assert "At 2 ranks:" in page and page.index("At 2 ranks:") < page.index("At 1 rank:")
