@@ -88,8 +88,8 @@ def test_fsdps_lead_under_the_own_cost_its_step_leaves_out_makes_it_a_maybe_not_
     predictions.strategy_choice(STATE, cluster, frames=[left])
     said = capsys.readouterr().out
     assert ("w64 stock 100 ms or zero 103 ms (too close to call: under the 4 % the model can tell) (fsdp 90 ms may "
-            "be faster: its step leaves out its own cost, 12 ms more than DDP's as a CPU measured it, scaled (bench "
-            "it at one GPU to count it))") in said  # fmt: skip
+            "be faster: its step leaves out its own cost, 12 ms more than DDP's as a CPU measured it, scaled, 102 ms "
+            "with it (bench it at one GPU to count it))") in said  # fmt: skip
     assert "fsdp fits too, with no step model" not in said
     far = frame.assign(fsdp_step_ms=80.0, fsdp_own_left_out_ms=12.0)  # 20 ms ahead: the pick even so
     assert [c.strategy for c in choice.choose(predictions.labelled(STATE), [far], 80.0)[0].picked] == ["fsdp"]
