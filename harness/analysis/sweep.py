@@ -220,6 +220,16 @@ def versus_reference(row: pd.Series) -> str:
     return f"{stats.REFERENCE_CAP_MB:g} MiB takes {1 + gain:.2f}× as long{interval}"
 
 
+def no_reference_ratio(row: pd.Series) -> str:
+    """Why a sweep's row has no `versus_reference` (a review read the blank cells as a fault): the same buckets at
+    every cap, 25 MiB the fastest, or 25 MiB not swept."""
+    if isinstance(row.get("same_buckets_mb"), str):
+        return "the same buckets as every cap"
+    if row["best_cap_mb"] == stats.REFERENCE_CAP_MB:
+        return "the fastest"
+    return "not in the sweep" if stats.REFERENCE_CAP_MB not in json.loads(row["caps_mb"]) else ""
+
+
 def describe(row: pd.Series) -> str:
     """One line a person reads: the decision, the fastest cap and how sure, how much longer 25 MiB takes, the noise."""
     versus = versus_reference(row)
