@@ -101,7 +101,7 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
 
     from harness.perfmodel.predict import DEFAULT_CAPS_MB
     from harness.perfmodel.schedule import profile_from_rows
-    from harness.perfmodel.sharded import errors_on_own_run
+    from harness.perfmodel.sharded import errors_on_own_run, errors_words
     from harness.results import store
 
     # everything refusable about the run or the workload is refused before a word about the cluster
@@ -134,16 +134,13 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     caps = caps or list(DEFAULT_CAPS_MB)
     code = predict_cluster.run_steps(args, chosen, profile, caps, device=profiled_on, configs=configs, setup=setup,
                                      state=state)  # fmt: skip
-    if run_dir is not None:  # how far the same model was from the run's own steps, on its own machine
+    checked = ""  # how far the same model was from the run's own steps, on its own machine
+    if run_dir is not None:
         errors = errors_on_own_run(run_dir.parent, run_dir, setup, configs=configs)
-        if errors is None:  # the check a user would otherwise not know was missing (a walkthrough did not)
-            console.say(
-                f"ddpbench predict: not checked against this run's own steps: no `ddpbench collectives` run "
-                f"of its machine in {str(run_dir.parent)!r} (run one there to see the model's error)"
-            )
-        predictions.errors_on_own_run(errors or {}, cluster=chosen.name)
+        checked = errors_words(errors, cluster=chosen.name, results_dir=run_dir.parent)
+        predictions.errors_on_own_run(checked)
     if args.page:  # the same calibration, caps and scaling as the console's, from one node to 1,024 GPUs
-        report.write_prediction_page(args, chosen, run_dir, setup, caps)
+        report.write_prediction_page(args, chosen, run_dir, setup, caps, checked=checked)
     return code
 
 

@@ -57,7 +57,8 @@ def _warn_shared_run_ids(results) -> None:
             first_folder[run_id] = folder
 
 
-def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict, caps: list[float]) -> None:
+def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict, caps: list[float], *,
+                          checked: str = "") -> None:  # fmt: skip
     """`predict --page FILE`: the run's what-if page for the setup predicted, on the cluster chosen, with the
     caps and the --local-step-ms scaling the console used, in one file (plotly.js inside) to share."""
     from pathlib import Path
@@ -72,7 +73,8 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
     configs, profiles = store.read_configs(run_dir), model_tables.read_gradprofiles(run_dir)
     memory = predict_memory.memory_rows(run_dir, configs, setup)  # as the console counted it: at the full size
     html = whatif_page(store.read_run_meta(run_dir), of_setup(configs, setup), of_setup(profiles, setup), chosen,
-                       caps=caps, local_step_ms=args.local_step_ms, standalone=True, memory=memory)  # fmt: skip
+                       caps=caps, local_step_ms=args.local_step_ms, standalone=True, memory=memory,
+                       checked=checked)  # fmt: skip
     try:
         store.atomic_write(Path(args.page), lambda tmp: tmp.write_text(html, encoding="utf-8"))
     except OSError as error:  # a folder check cannot foresee every refusal (a full disk, /proc)

@@ -74,3 +74,21 @@ def errors_on_own_run(results_dir: Path, run_dir: Path, setup: dict, *, configs=
     for label, checks in (("ZeRO-1", zero.run_checks), ("FSDP2", fsdp.run_checks)):
         errors[label] = [c["predicted_ms"] / c["measured_ms"] - 1 for c in checks(configs, profiles, network)]
     return {label: found for label, found in errors.items() if found}
+
+
+def errors_words(errors: dict[str, list[float]] | None, *, cluster: str, results_dir: Path) -> str:
+    """The model's error on the run's own steps (`errors_on_own_run`) in words, said after a cluster's answer by the
+    console and the page alike: where the strategies' errors differ, so may their order on the cluster; where no
+    network is beside the run, that the check is missing (a walkthrough did not know it was)."""
+    if errors is None:
+        return (f"not checked against this run's own steps: no `ddpbench collectives` run of its machine in "
+                f"{str(results_dir)!r} (run one there to see the model's error)")  # fmt: skip
+    said = "; ".join(f"{label} {min(e):+.0%}" + (f" to {max(e):+.0%}" if len(e) > 1 else "") + f" ({len(e)} "
+                     f"configuration{'s' * (len(e) > 1)})" for label, e in errors.items())  # fmt: skip
+    if not said:
+        return ""
+    # DDP's check is its bucket-cap sweep's: a run without one has none to set beside the others'
+    said += "" if "DDP" in errors else "; DDP not checked (no stock bucket-cap sweep at world size ≥ 2)"
+    return (f"the same model against this run's own steps at world size ≥ 2, on its machine's network (predicted / "
+            f"measured − 1): {said}; where these differ, a lead on {cluster} smaller than the difference rests on "
+            "the model alone")  # fmt: skip

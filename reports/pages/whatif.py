@@ -108,11 +108,11 @@ def measured_rows(configs: pd.DataFrame) -> pd.DataFrame:
 
 def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, cluster: Cluster, *,
                 caps: list[float] | None = None, local_step_ms: float | None = None, standalone: bool = False,
-                memory: tuple[pd.DataFrame, str] | None = None) -> str:  # fmt: skip
+                memory: tuple[pd.DataFrame, str] | None = None, checked: str = "") -> str:  # fmt: skip
     """The page in a site (links to the index and the run's page), or `standalone`: one file with plotly.js in
     it and no links, as `predict --page` writes it; `caps` and `local_step_ms` as predicted_rows takes them;
     `memory`: the rows memory is counted from and what size they are of, as `predict` counts them (default: the
-    run's own rows, at its own size)."""
+    run's own rows, at its own size); `checked`: the model's error on the run's own steps, in `predict`'s words."""
     run_id, device = meta.get("run_id", ""), meta.get("device", "?")
     rows = predicted_rows(profiles, configs, cluster, caps=caps, local_step_ms=local_step_ms, device=device)
     nav = "" if standalone else (f'<nav><a href="../index.html">all runs</a><a href="{esc(meta.get("page", run_id))}'
@@ -130,6 +130,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
         best = best_rows(group)
         parts += [f"<h2>{name_html(setup)}</h2>", _answer(best, cluster),
                   choice_section(configs, group, cluster, world_sizes(cluster), rows=memory and memory[0]),
+                  f"<p class=takeaway><b>How sure</b>: {esc(checked[0].upper() + checked[1:])}.</p>" if checked else "",
                   _calibration_note(group.iloc[0], meta),
                   figs.add(figures.step_vs_gpus(group, cluster=cluster.name),
                            "Each line is one bucket_cap_mb; each point DDP's bucket schedule simulated over this "

@@ -321,7 +321,7 @@ def test_the_what_if_headline_says_which_node_counts_no_published_table_checked(
     assert whatif._unchecked(cluster.load("dgx-h200"), best.head(2)) == ""
 
 
-def test_a_cluster_answer_ends_with_the_models_error_on_the_runs_own_steps(built, capsys):
+def test_a_cluster_answer_ends_with_the_models_error_on_the_runs_own_steps(built, capsys, tmp_path):
     """A review's choice leaned on ZeRO-1 predicted 13 % ahead, while the same model under-predicted that run's
     own zero rows by 33-42 % and stock's by 36-43 %: the cluster's answer now says so, from the run's network."""
     from harness import cli
@@ -329,10 +329,14 @@ def test_a_cluster_answer_ends_with_the_models_error_on_the_runs_own_steps(built
 
     results, _ = built
     run = results / "bucket_sweep"
-    assert cli.main(["predict", "--run", str(run), "--cluster", "dgx-h100", "--nodes", "1"]) == 0
-    said = capsys.readouterr().out.splitlines()[-1]
+    page = tmp_path / "shared.html"
+    assert cli.main(["predict", "--run", str(run), "--cluster", "dgx-h100", "--nodes", "1", "--page", str(page)]) == 0
+    said = capsys.readouterr().out.splitlines()[-2]  # the page's path follows it
     errors = sharded.errors_on_own_run(results, run, predict.run_setups(run)[0])
     assert set(errors) == {"DDP"} and len(errors["DDP"]) >= 2  # the sweep's caps at world size 2
     assert said.startswith("ddpbench predict: the same model against this run's own steps at world size ≥ 2, on "
                            f"its machine's network (predicted / measured − 1): DDP {min(errors['DDP']):+.0%} to "
                            f"{max(errors['DDP']):+.0%} ({len(errors['DDP'])} configurations)")  # fmt: skip
+    # and the page a team reads says it too (a review found the console's check on no page)
+    shared = page.read_text()
+    assert "<b>How sure</b>: The same model against this run&#x27;s own steps at world size ≥ 2" in shared

@@ -388,13 +388,7 @@ def strategy_choice(state: pd.DataFrame, cluster, *, frames: list[pd.DataFrame],
         say(f"ddpbench predict: the choice on {cluster.name}, {words}{said}")
 
 
-def errors_on_own_run(errors: dict[str, list[float]], *, cluster: str) -> None:
-    """The model's error on the run's own steps (perfmodel.sharded.errors_on_own_run), said after a cluster's
-    answer: where the strategies' errors differ, so may their order on the cluster."""
-    said = "; ".join(f"{label} {min(e):+.0%}" + (f" to {max(e):+.0%}" if len(e) > 1 else "") + f" ({len(e)} "
-                     f"configuration{'s' * (len(e) > 1)})" for label, e in errors.items())  # fmt: skip
-    if said:  # DDP's check is its bucket-cap sweep's: a run without one has none to set beside the others'
-        said += "" if "DDP" in errors else "; DDP not checked (no stock bucket-cap sweep at world size ≥ 2)"
-        say(f"ddpbench predict: the same model against this run's own steps at world size ≥ 2, on its machine's "
-            f"network (predicted / measured − 1): {said}; where these differ, a lead on {cluster} smaller than the "
-            "difference rests on the model alone")  # fmt: skip
+def errors_on_own_run(words: str) -> None:
+    """The model's error on the run's own steps (perfmodel.sharded.errors_words), said after a cluster's answer."""
+    if words:
+        say(f"ddpbench predict: {words}")
