@@ -29,9 +29,9 @@ def memory_rows(run_dir: Path, configs, setup: dict):
     if full is None or (scaled := at_full_size(rows, full)).empty:  # no meta build, or rows without their sizes
         return rows, f"the {size} size's model, not the full size's: bench --size full for the one you will train"
     counted = "" if full.get("activation_mb") is not None else "; its activations could not be counted there"
-    return scaled, (f"at the full size: its parameters and activations counted on the meta device "
-                                      f"at batch {int(setup['batch_size'])} a rank, each rank's share of them as the "
-                                      f"{size} run measured it{counted}")  # fmt: skip
+    return scaled, (f"at the full size: its parameters and activations counted on the meta device at batch "
+                    f"{int(setup['batch_size'])} a rank, each rank's share of them as the {size} run measured "
+                    f"it{counted}")  # fmt: skip
 
 
 def said_state(run_dir: Path, configs, setup: dict, worlds: list[int], gpu):
