@@ -179,7 +179,9 @@ def test_the_phase_segments_take_the_exposed_communication_out_of_its_phase(meas
     measured = steps[(steps["config_id"] == naive) & ~steps["warmup"]]
     # naive communicates in sync: its sync segment is what is left of sync once communication is out
     measured = measured[measured["rank"] == phases.loc[naive, "rank"]]  # the slowest rank's steps
-    rest = measured["sync_ms"] - measured["exposed_comm_ms"] + measured["exposed_backward_ms"]
+    # (what is exposed inside another phase, as a loaded machine's scheduling may place a little of it, stays there)
+    in_phases = sum(measured[f"exposed_{p}_ms"].fillna(0.0) for p in ("backward", "forward", "optimizer"))
+    rest = (measured["sync_ms"] - measured["exposed_comm_ms"] + in_phases).clip(lower=0.0)
     assert phases.loc[naive, "sync_ms"] == pytest.approx(rest.mean())
 
 
