@@ -159,3 +159,8 @@ def with_answer_marks(frame):
 def _quoted(caps: list[float], named: list[float], values: np.ndarray) -> float:
     """Of caps an answer names together, the one whose figures it quotes: 25 MiB if among them, else the fastest."""
     return DDP_DEFAULT_CAP_MB if DDP_DEFAULT_CAP_MB in caps else min(caps, key=lambda cap: values[named.index(cap)])
+
+
+def answer_row(frame):
+    """A predicted frame's row (one world size, a row a cap) at the cap its answer names (`cap_answer`)."""
+    return frame.iloc[cap_answer(frame["bucket_cap_mb"], frame["step_ms"]).index]

@@ -54,7 +54,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     given = _given_network(args)
     caps = parse_caps(args.caps) if args.caps else None
     if caps:
-        console.note_repeated(" predict", "--caps", args.caps, caps)
+        console.note_repeated("--caps", args.caps, caps)
     predict_input.check_counts(args)
     if predict_cluster.wanted(args):
         return _on_cluster(args, caps, device=device)

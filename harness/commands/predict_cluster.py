@@ -57,7 +57,7 @@ def check_flags(args: argparse.Namespace) -> None:
     if args.sizes:
         parse_size_range(args.sizes)
     if args.nodes:
-        console.note_repeated(" predict", "--nodes", args.nodes, parse_counts(args.nodes, flag="--nodes"))
+        console.note_repeated("--nodes", args.nodes, parse_counts(args.nodes, flag="--nodes"))
 
 
 def node_counts(args: argparse.Namespace) -> list[int]:

@@ -209,10 +209,12 @@ def launch_group(
     """
     written = store.written_config_ids(plan.run)
     pending = earlier.first_to_judge(config, plan.run, [c for c in group if c.config_id not in written])
+    not_run = set()
     for cfg, failure in earlier.failing_again(config, plan.run, pending):  # recorded, not launched
         _record_failure(plan, cfg, failure)
         on_written(cfg)
-    pending = [c for c in pending if c.config_id not in store.written_config_ids(plan.run)]
+        not_run.add(cfg.config_id)
+    pending = [c for c in pending if c.config_id not in not_run]
     returncode, attempt = 0, 0
     while pending:
         end = _run_launch(config, plan, pending, attempt=attempt, on_written=on_written, on_tick=on_tick)

@@ -81,7 +81,7 @@ def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float)
         return []
     choices = []
     for frame in frames:
-        named = frame.iloc[agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]).index]
+        named = agreement.answer_row(frame)
         at = state[(state["world_size"] == int(named["world_size"])) & state["activation_mb"].notna()]
         if at.empty:
             continue  # nothing the run measured was carried to this GPU count: nothing to choose from
@@ -208,7 +208,7 @@ def optimizer_break_even(frame: pd.DataFrame, *, optimizer_ms: float, step_ms: f
     count: 'ZeRO-1's lead over DDP at w64 needs the optimizer at 12% of the step or more; FSDP2's holds with none'."""
     if not optimizer_ms or not step_ms or frame.empty:
         return ""
-    named = frame.iloc[agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]).index]
+    named = agreement.answer_row(frame)
     said = []
     for label, step, shard in SHARDED_STEPS:
         if step not in named or pd.isna(named[step]) or pd.isna(named.get(shard)):

@@ -129,7 +129,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     for setup, group in rows.groupby("setup", sort=False):
         best = best_rows(group)
         parts += [f"<h2>{name_html(setup)}</h2>", _answer(best, cluster),
-                  choice_section(configs, group, cluster, world_sizes(cluster), rows=memory and memory[0]),
+                  choice_section(configs, group, cluster, world_sizes(cluster), rows=memory[0] if memory else None),
                   f"<p class=takeaway><b>How sure</b>: {esc(checked[0].upper() + checked[1:])}.</p>" if checked else "",
                   _calibration_note(group.iloc[0], meta),
                   figs.add(figures.step_vs_gpus(group, cluster=cluster.name),

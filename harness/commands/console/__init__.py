@@ -58,10 +58,11 @@ def warning(message: str) -> None:
     say_err(f"ddpbench: warning: {message}")
 
 
-def note_repeated(command: str, flag: str, typed: str, kept: list) -> None:
-    """A list flag whose values repeat (`--nodes 1,1,2`) is taken once each, and said so, as bench says it."""
+def note_repeated(flag: str, typed: str, kept: list) -> None:
+    """A list flag of `predict` whose values repeat (`--nodes 1,1,2`) is taken once each, and said so, as bench
+    says it of its own lists."""
     if len([item for item in typed.split(",") if item.strip()]) > len(kept):
-        say(f"ddpbench{command}: note: {flag} {typed!r} repeats a value: each is predicted once")
+        say(f"ddpbench predict: note: {flag} {typed!r} repeats a value: each is predicted once")
 
 
 def ddpbench_command() -> str:

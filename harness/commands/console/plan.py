@@ -85,23 +85,28 @@ def warn_beyond_host_memory(configurations) -> None:
     from harness.measure.modelinfo import counts_on_meta
 
     available = _available_bytes()
+    if available is None:
+        return
     seen: set[str] = set()
     for cfg in sorted((c for c in configurations if c.size == "full"), key=lambda c: -c.world_size):
-        if available is None or cfg.workload in seen:
-            continue
+        if cfg.workload in seen:
+            continue  # its largest world size, the most ranks a node runs, is the one judged
         seen.add(cfg.workload)
         counts = counts_on_meta(cfg.make_workload(), batch_size=cfg.batch_size, dtype=cfg.dtype)
         if counts is None:
             continue
         moments = 2 if cfg.optimizer == "adam" else 0
-        rank = counts["param_bytes"] + (2 + moments) * counts["grad_bytes"] + (counts["activation_mb"] or 0) * 2**20
+        activations = counts["activation_mb"]
+        rank = counts["param_bytes"] + (2 + moments) * counts["grad_bytes"] + (activations or 0) * 2**20
         ranks = cfg.world_size // cfg.nnodes
         if rank * ranks > available:
-            warning(f"{cfg.workload}/full: a DDP rank holds about {rank / 2**30:.3g} GiB here (parameters, gradients, "
-                    f"DDP's buckets{', Adam' + chr(39) + 's moments' if moments else ''} and activations, counted on "
-                    f"the meta device), {rank * ranks / 2**30:.3g} GiB for {ranks} rank(s); this machine has "
-                    f"{available / 2**30:.3g} GiB available: its ranks would be killed for memory (ZeRO and FSDP "
-                    "hold less; a smaller --size much less, from which predict --run counts the full one)")  # fmt: skip
+            parts = ["parameters", "gradients", "DDP's buckets", *(["Adam's moments"] * bool(moments)),
+                     *(["activations"] * (activations is not None))]  # fmt: skip
+            warning(f"{cfg.workload}/full: a DDP rank holds about {rank / 2**30:.3g} GiB here ({', '.join(parts[:-1])} "
+                    f"and {parts[-1]}, counted on the meta device), {rank * ranks / 2**30:.3g} GiB for {ranks} "
+                    f"rank(s); this machine has {available / 2**30:.3g} GiB available: its ranks would be killed for "
+                    "memory (ZeRO and FSDP hold less; a smaller --size much less, from which predict --run counts the "
+                    "full one)")  # fmt: skip
 
 
 def _available_bytes() -> int | None:

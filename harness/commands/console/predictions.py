@@ -283,7 +283,7 @@ def zero_answer(
     the optimizer on the largest shard (`largest`: the largest parameter's name and share of the elements, where
     it alone bounds the shard), the broadcasts after it (`priced`: on what); parameters_as_bucket_view where it
     sends faster."""
-    rows = [frame.iloc[agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]).index] for frame in frames]
+    rows = [agreement.answer_row(frame) for frame in frames]
     steps = ", ".join(f"w{int(r['world_size'])} {r['zero_step_ms']:.4g} ms" for r in rows)
     ddp = ", ".join(f"{r['step_ms']:.4g}" for r in rows)
     first, last = rows[0], rows[-1]
@@ -316,7 +316,7 @@ def fsdp_answer(frames: list[pd.DataFrame], *, caveat: str = "", priced: str = C
     """FSDP2's predicted step at each GPU count (its fsdp_* columns, the same at every cap), and why: each unit's
     gathers and reduce-scatter (`priced`: on what), what compute did not hide of them, its optimizer on 1/n, its
     own cost."""
-    rows = [frame.iloc[agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]).index] for frame in frames]
+    rows = [agreement.answer_row(frame) for frame in frames]
     last = rows[-1]
     if math.isnan(last["fsdp_step_ms"]):
         say(
