@@ -32,6 +32,7 @@ class Basis(NamedTuple):
     state: Any = None  # each strategy's model state per rank (harness.perfmodel.memory.state_per_rank)
     gpu: Any = None  # the run's GPU to fit the state in (_run_gpu); None on the CPU
     fsdp_note: str = ""  # what FSDP2's predicted step leaves out (fsdp.own_cost_unknown)
+    zero_own_s: float = 0.0  # ZeRO's own cost beyond DDP's at one rank (zero.own_cost_s); 0 where not measured
 
 
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
@@ -74,7 +75,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         measured = network.contention.get(world)  # None: not measured, predicted without contention
         frame = predict_caps(profile, caps_mb=caps, link=link, world_size=world, contention=measured or NO_CONTENTION)
         frame = with_sharded_steps(frame, profile, network, world_size=world, fsdp_profile=basis.fsdp_profile,
-                                   fsdp_own_s=basis.fsdp_own_s, blocking=profiled_on == "cpu")  # fmt: skip
+                                   fsdp_own_s=basis.fsdp_own_s, blocking=profiled_on == "cpu",
+                                   zero_own_s=basis.zero_own_s)  # fmt: skip
         predictions.predict_table(frame, world=world, link=link, contention=measured)
         predict_input.warn_if_extrapolated(link, largest_bucket_bytes(profile, caps), world=world)
         if given is None:  # a fitted network: said where this world size is not one it was measured at
@@ -159,7 +161,7 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
     """The Basis of a run: its profile (said, then calibrated), world sizes and caps; the network given, or fitted
     next to the run; FSDP's profile and own cost (`fsdp.compute_only`, `fsdp.own_cost_s`); each strategy's model
     state at those world sizes, said, with the run's GPU (`_run_gpu`: None on the CPU) to fit it in."""
-    from harness.perfmodel import fsdp
+    from harness.perfmodel import fsdp, zero
     from harness.perfmodel.network import network_for_run
     from harness.results import store
 
@@ -187,7 +189,7 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
     state = predict_memory.said_state(run_dir, configs, setup, worlds, gpu)
     unknown = fsdp.own_cost_unknown(calibration) if sharded[1] is None else ""  # said beside FSDP2's step
     return Basis(setup, network, profile, worlds, caps or _caps_of_run(configs), *sharded, run_dir, state, gpu,
-                 unknown)  # fmt: skip
+                 unknown, zero.own_cost_s(configs, setup) or 0.0)  # fmt: skip
 
 
 def _run_gpu(run_dir: Path):

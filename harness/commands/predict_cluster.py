@@ -261,7 +261,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     from harness.perfmodel.choice import optimizer_break_even, optimizer_share_caveat
     from harness.perfmodel.nccl import ClusterLink
     from harness.perfmodel.schedule import Calibration, calibrate, predict_caps
-    from harness.perfmodel.zero import largest_parameter, with_zero
+    from harness.perfmodel.zero import largest_parameter, own_for_cluster, with_zero
 
     from_run = predict.run_calibration(configs, setup, profile=profile) if configs is not None else Calibration()
     carried = not (args.local_step_ms and device == "cpu")  # a CPU's own cost is no GPU's (scaled_to_local_step)
@@ -271,6 +271,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         say_run_calibration(profile, configs, setup, scaled=bool(args.local_step_ms), carried=carried)
     sharded = fsdp.for_cluster(profile, calibration, configs=configs, setup=setup, run_scale=from_run.compute_scale,
                                carried=carried)  # fmt: skip
+    zero_own = own_for_cluster(configs, setup, calibration, run_scale=from_run.compute_scale,
+                                            carried=carried)  # fmt: skip
     profile = calibrate(profile, calibration)
     smaller = bool(args.local_step_ms and setup is not None and setup.get("size") != "full"
                    and predict_memory.warn_not_whole_model(setup, profile, configs=configs))  # fmt: skip
@@ -289,7 +291,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     for nodes in node_counts(args):
         world = nodes * chosen.gpus_per_node
         frame = with_zero(predict_caps(profile, caps_mb=caps, link=link, world_size=world), profile, link=link,
-                          world_size=world)  # fmt: skip
+                          world_size=world, own_s=zero_own.added_s, left_out_s=zero_own.left_out_s)  # fmt: skip
         frame = fsdp.with_fsdp(frame, sharded.profile, gather=link, scatter=link, world_size=world,
                                own_s=sharded.own_s, left_out_s=sharded.left_out_s)  # fmt: skip
         frame.insert(0, "nodes", nodes)
@@ -309,11 +311,11 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         optimizer_break_even(rows[-1], optimizer_ms=profile.optimizer_s * 1e3, step_ms=profile.local_step_s * 1e3),
     ))) if device == "cpu" else ""  # fmt: skip
     predictions.zero_answer(rows, optimizer_ms=profile.optimizer_s * 1e3, largest=largest_parameter(profile),
-                            caveat=cpu_split)  # fmt: skip
+                            caveat="; ".join(part for part in (cpu_split, zero_own.note) if part))  # fmt: skip
     predictions.fsdp_answer(rows, caveat="; ".join(part for part in (caveat, cpu_split, sharded.note) if part))
     if state is not None:  # the two halves joined: the fastest of the strategies that fit
         predictions.strategy_choice(
-            state, chosen, frames=rows, caveat="; ".join(part for part in (said, cpu_split, sharded.note) if part)
+            state, chosen, frames=rows, caveat="; ".join(p for p in (said, cpu_split, sharded.note, zero_own.note) if p)
         )
     if args.out:  # each row says what it rests on: the profile, the workload, any scaling
         setup = setup or {}

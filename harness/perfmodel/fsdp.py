@@ -271,17 +271,12 @@ def with_fsdp(frame, profile: Profile, *, gather, scatter, world_size: int, own_
 def own_cost_s(configs, setup: dict) -> float | None:
     """FSDP's own cost at one rank: its step there (no option set, repeats pooled) minus the baseline's (≥ 0);
     None where the run lacks either."""
-    from harness.analysis import roles, stats
+    from harness.analysis import roles
     from harness.perfmodel import predict
-    from harness.results.values import options_of
 
-    rows = predict.setup_rows(configs, setup)
-    rows = rows[roles.shards_parameters(rows) & (rows["world_size"] == 1) & ~rows["impl_options"].map(options_of)
-                .astype(bool)]  # fmt: skip
+    fsdp_s = predict.plain_step_at_one_rank_s(configs, setup, roles.shards_parameters)
     baseline_s = predict.one_rank_baseline_s(configs, setup)
-    if rows.empty or not baseline_s:
-        return None
-    return max(0.0, stats.geometric_mean(rows["step_ms_median"]) / 1e3 - baseline_s)
+    return max(0.0, fsdp_s - baseline_s) if fsdp_s and baseline_s else None
 
 
 def compute_only(profile: Profile, configs, setup: dict) -> Profile:

@@ -72,6 +72,16 @@ def pooled_step_s(configs: pd.DataFrame, setup: dict, *, world: int, role: str) 
     return stats.geometric_mean(rows["step_ms_median"]) / 1e3 if not rows.empty else None
 
 
+def plain_step_at_one_rank_s(configs: pd.DataFrame, setup: dict, which) -> float | None:
+    """The step (s) at one rank of the strategy whose rows `which` (a roles predicate) selects, with no option set,
+    its repeats pooled as `pooled_step_s` pools them; None where the run has no such row."""
+    from harness.results.values import options_of
+
+    rows = setup_rows(configs, setup)
+    rows = rows[which(rows) & (rows["world_size"] == 1) & ~rows["impl_options"].map(options_of).astype(bool)]
+    return stats.geometric_mean(rows["step_ms_median"]) / 1e3 if not rows.empty else None
+
+
 def run_calibration(configs: pd.DataFrame, setup: dict, *, profile: Profile) -> Calibration:
     """From the run's rows at one rank, where nothing is communicated: the baseline's step (else the
     reference's: `calibration_target`) over the profile's (the run's rows are timed over every repeat; the

@@ -16,12 +16,14 @@ from harness.perfmodel.schedule import Profile
 
 
 def with_sharded_steps(frame: pd.DataFrame, profile: Profile, network: Network, *, world_size: int,
-                       fsdp_profile: Profile, fsdp_own_s: float, blocking: bool) -> pd.DataFrame:  # fmt: skip
+                       fsdp_profile: Profile, fsdp_own_s: float, blocking: bool,
+                       zero_own_s: float = 0.0) -> pd.DataFrame:  # fmt: skip
     """DDP's steps per cap on `network` (`schedule.predict_caps`) with ZeRO-1's columns (its broadcasts on the
-    broadcast's fit) and FSDP2's (from `fsdp_profile`, the compute without DDP's own cost, `fsdp.compute_only`,
-    with its own cost; each call `blocking` on the CPU), as the run's validations price them."""
+    broadcast's fit, its own cost `zero_own_s` added) and FSDP2's (from `fsdp_profile`, the compute without DDP's
+    own cost, `fsdp.compute_only`, with its own cost; each call `blocking` on the CPU), as the run's validations
+    price them."""
     sender = broadcast_link(network, world_size) or network_link(network, world_size)
-    frame = zero.with_zero(frame, profile, link=sender, world_size=world_size)
+    frame = zero.with_zero(frame, profile, link=sender, world_size=world_size, own_s=zero_own_s)
     gather, scatter = sharded_links(network, world_size)
     return fsdp.with_fsdp(frame, fsdp_profile, gather=gather, scatter=scatter, world_size=world_size,
                           own_s=fsdp_own_s, blocking=blocking)  # fmt: skip

@@ -11,14 +11,17 @@ twice, as torch's ZeroRedundancyOptimizer changes it:
   parameter (torch's default), or one a rank with `parameters_as_bucket_view`.
 
 Frozen parameters (no gradient) are partitioned and broadcast too, as torch's optimizer holds them, but
-not stepped. With overlap_with_ddp (the optimizer inside DDP's hook) the step is another schedule: not
-modelled.
+not stepped. And ZeRO's own cost, measured where nothing is communicated (its step at one rank minus DDP's:
+torch broadcasts every parameter even to a group of one, and keeps its partition's bookkeeping), is added
+at every world size, as DDP's own cost is to DDP's step. With overlap_with_ddp (the optimizer inside DDP's
+hook) the step is another schedule: not modelled.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import NamedTuple
 
 from harness.perfmodel.network import NO_CONTENTION, Contention
 from harness.perfmodel.schedule import Grad, Profile, StepPrediction, predict_cap
@@ -64,16 +67,18 @@ class ZeroChange:
     broadcast_s: float
     broadcasts: int
     largest_share: float  # that rank's share of the elements
+    own_s: float = 0.0  # ZeRO's own cost beyond DDP's (`own_cost_s`); 0 where not measured or left out
 
     def step_s(self, ddp_step_s: float) -> float:
-        return ddp_step_s - self.whole_optimizer_s + self.optimizer_s + self.broadcast_s
+        return ddp_step_s - self.whole_optimizer_s + self.optimizer_s + self.broadcast_s + self.own_s
 
 
-def zero_change(profile: Profile, *, sender, world_size: int, bucket_view: bool = False) -> ZeroChange:
+def zero_change(profile: Profile, *, sender, world_size: int, bucket_view: bool = False,
+                own_s: float = 0.0) -> ZeroChange:  # fmt: skip
     """ZeroChange at this world size, the broadcasts sent on `sender` (a link with `broadcast_s`: a fitted
-    broadcast, or a cluster's). Frozen parameters are partitioned and broadcast as the others (torch's
-    optimizer holds every parameter it was given), but the optimizer skips them: its share counts the
-    trained elements a rank owns."""
+    broadcast, or a cluster's), ZeRO's own cost `own_s` added. Frozen parameters are partitioned and broadcast
+    as the others (torch's optimizer holds every parameter it was given), but the optimizer skips them: its
+    share counts the trained elements a rank owns."""
     everything = (*profile.grads, *profile.frozen)
     trained = {g.index for g in profile.grads}
     total = sum(elements(g) for g in profile.grads)
@@ -81,7 +86,7 @@ def zero_change(profile: Profile, *, sender, world_size: int, bucket_view: bool 
     share = max(sum(elements(g) for g in shard if g.index in trained) for shard in owned) / total if total else 1.0
     messages = broadcast_messages(everything, world_size, bucket_view=bucket_view)
     sent = sum(sender.broadcast_s(nbytes, world_size) for nbytes in messages)
-    return ZeroChange(profile.optimizer_s, profile.optimizer_s * share, sent, len(messages), share)
+    return ZeroChange(profile.optimizer_s, profile.optimizer_s * share, sent, len(messages), share, own_s)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,13 +109,15 @@ def predict_zero(
     contention: Contention = NO_CONTENTION,
     bucket_view: bool = False,
     cap_given: bool = True,
+    own_s: float = 0.0,
 ) -> ZeroStep:
     """ZeRO-1's step at this cap and world size: `link` all-reduces DDP's buckets (`cap_given` false: DDP's
     default layout); `broadcast` (a link with `broadcast_s`) sends the parameters, `link` itself where none
-    is given."""
+    is given; ZeRO's own cost `own_s` added."""
     ddp = predict_cap(profile, cap_mb=cap_mb, link=link, world_size=world_size, contention=contention,
                       cap_given=cap_given)  # fmt: skip
-    change = zero_change(profile, sender=broadcast or link, world_size=world_size, bucket_view=bucket_view)
+    change = zero_change(profile, sender=broadcast or link, world_size=world_size, bucket_view=bucket_view,
+                         own_s=own_s)  # fmt: skip
     return ZeroStep(ddp, change)
 
 
@@ -127,25 +134,38 @@ def zero_columns(change: ZeroChange, ddp_step_s: float) -> dict:
     """ZeRO-1's step and its parts as the columns `predict --out` writes beside DDP's step at the same cap."""
     return {"zero_step_ms": change.step_s(ddp_step_s) * 1e3, "zero_optimizer_ms": change.optimizer_s * 1e3,
             "zero_broadcast_ms": change.broadcast_s * 1e3, "zero_broadcasts": change.broadcasts,
-            "zero_largest_share": change.largest_share}  # fmt: skip
+            "zero_largest_share": change.largest_share, "zero_own_ms": change.own_s * 1e3}  # fmt: skip
 
 
-def with_zero(frame, profile: Profile, *, link, world_size: int):
+def with_zero(frame, profile: Profile, *, link, world_size: int, own_s: float = 0.0, left_out_s: float = 0.0):
     """`schedule.predict_caps`' frame with ZeRO-1's step at each of its caps (torch's defaults: one broadcast a
-    parameter) from DDP's step there, the broadcasts on `link` (a cluster's: `ClusterLink.broadcast_s`), and
-    what they would take with `parameters_as_bucket_view` (one a rank). The change is the same at every cap:
-    computed once."""
+    parameter) from DDP's step there, the broadcasts on `link` (a cluster's: `ClusterLink.broadcast_s`), ZeRO's
+    own cost `own_s` added (`left_out_s`: a CPU's, left out of a GPU's step), and what the broadcasts would take
+    with `parameters_as_bucket_view` (one a rank). The change is the same at every cap: computed once."""
     import pandas as pd
 
-    change = zero_change(profile, sender=link, world_size=world_size)
+    change = zero_change(profile, sender=link, world_size=world_size, own_s=own_s)
     packed = zero_change(profile, sender=link, world_size=world_size, bucket_view=True)
     columns = pd.DataFrame([zero_columns(change, step_ms / 1e3) for step_ms in frame["step_ms"]], index=frame.index)
     columns["zero_bucket_view_broadcast_ms"] = packed.broadcast_s * 1e3
     columns["zero_bucket_view_broadcasts"] = packed.broadcasts
+    columns["zero_own_left_out_ms"] = left_out_s * 1e3
     return pd.concat([frame, columns], axis=1)
 
 
 # ---------------------------------------------------------------- against a run's zero rows
+
+
+def own_cost_s(configs, setup: dict) -> float | None:
+    """ZeRO's own cost at one rank, where nothing is communicated: its step there (no option set, repeats pooled)
+    minus the reference's (DDP's, its own cost in it; ≥ 0); None where the run lacks either."""
+    from harness.analysis import roles
+    from harness.perfmodel import predict
+
+    zero_s = predict.plain_step_at_one_rank_s(configs, setup, roles.sharded_optimizer_over_allreduce)
+    reference_s = predict.pooled_step_s(configs, setup, world=1, role="reference")
+    return max(0.0, zero_s - reference_s) if zero_s and reference_s else None
+
 
 MODELLED_OPTIONS = {"bucket_cap_mb", "parameters_as_bucket_view"}  # any other option is another step
 
@@ -178,10 +198,11 @@ def run_checks(configs, profiles, network) -> list[dict]:
         cap = given_cap(impl_options) or 25.0
         link, sender = network_link(network, int(world)), broadcast_link(network, int(world))
         calibrated = calibrate(profile, predict.run_calibration(configs, setup, profile=profile))
+        own_s = own_cost_s(configs, setup) or 0.0
         step = predict_zero(calibrated, cap_mb=cap, link=link, world_size=int(world), broadcast=sender,
                             contention=network.contention.get(int(world), NO_CONTENTION),
                             bucket_view=bool(chosen.get("parameters_as_bucket_view")),
-                            cap_given=given_cap(impl_options) is not None)  # fmt: skip
+                            cap_given=given_cap(impl_options) is not None, own_s=own_s)  # fmt: skip
         checks.append({**setup, "impl": impl, "world_size": int(world), "bucket_cap_mb": cap,
                        "impl_options": impl_options,
                        "measured_ms": stats.geometric_mean(group["step_ms_median"]), "predicted_ms": step.step_s * 1e3,
@@ -190,3 +211,29 @@ def run_checks(configs, profiles, network) -> list[dict]:
                        "broadcast_source": sender.source if sender else None,
                        "network": link.source})  # fmt: skip
     return checks
+
+
+class OwnCost(NamedTuple):
+    """ZeRO's own cost as a cluster prediction takes it (`own_for_cluster`)."""
+
+    added_s: float  # added to every predicted step
+    left_out_s: float = 0.0  # a CPU's, left out of a GPU's step given, scaled as the compute is
+    note: str = ""  # said where it is left out
+
+
+def own_for_cluster(configs, setup: dict, calibration, *, run_scale: float, carried: bool) -> OwnCost:
+    """ZeRO's own cost as a cluster prediction adds it: measured at one rank in the run (`own_cost_s`), scaled
+    with the compute where --local-step-ms scales it (`run_scale`: the run's own scale); left out where it is a
+    CPU's and the compute a GPU's (not `carried`, as DDP's own cost is), and said."""
+    own_s = own_cost_s(configs, setup) if configs is not None else None
+    if not own_s:
+        return OwnCost(0.0)
+    scaled_s = own_s * (calibration.compute_scale / run_scale if run_scale else 1.0)
+    if carried:
+        return OwnCost(scaled_s)
+    return OwnCost(
+        0.0,
+        scaled_s,
+        f"ZeRO's own cost at one rank beyond DDP's, {own_s * 1e3:.3g} ms, a CPU's, left "
+        f"out (as DDP's is): {scaled_s * 1e3:.3g} ms when scaled as the compute is",
+    )

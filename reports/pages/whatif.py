@@ -23,7 +23,7 @@ from harness.perfmodel.predict import (
     swept_caps,
 )
 from harness.perfmodel.schedule import calibrate, predict_caps
-from harness.perfmodel.zero import with_zero
+from harness.perfmodel.zero import own_for_cluster, with_zero
 from harness.results import store
 from reports.figures import whatif as figures
 from reports.pages.html import FigureList, esc, name_html, page, table
@@ -62,6 +62,7 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                                            own_carried=carried)  # fmt: skip
         sharded = for_cluster(profile, calibration, configs=configs, setup=setup, run_scale=from_run.compute_scale,
                               carried=carried)  # fmt: skip
+        zero_own = own_for_cluster(configs, setup, calibration, run_scale=from_run.compute_scale, carried=carried)
         calibrated = calibrate(profile, calibration)
         target = calibration_target(configs, setup)[0]
         context = {"setup": setup_label(setup), "local_step_ms": calibrated.local_step_s * 1e3,
@@ -74,7 +75,8 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                    **{f"setup_{key}": value for key, value in setup.items()}, "size": setup["size"]}  # fmt: skip
         for world in world_sizes(cluster):
             frame = with_zero(predict_caps(calibrated, caps_mb=caps, link=link, world_size=world), calibrated,
-                              link=link, world_size=world)  # fmt: skip
+                              link=link, world_size=world, own_s=zero_own.added_s,
+                              left_out_s=zero_own.left_out_s)  # fmt: skip
             frame = with_fsdp(frame, sharded.profile, gather=link, scatter=link, world_size=world,
                               own_s=sharded.own_s, left_out_s=sharded.left_out_s)  # fmt: skip
             frames.append(frame.assign(world_size=world, nodes=link.nodes(world), **context))
@@ -265,11 +267,20 @@ def _calibration_note(row: pd.Series, meta: dict | None = None) -> str:
 def _best_table(best: pd.DataFrame) -> str:
     cells = [[str(int(r.world_size)), str(int(r.nodes)), esc(f"{r.bucket_cap_mb:g} MiB"), f"{r.step_ms:.3f}",
               f"{r.exposed_comm_ms:.3f}", f"{r.scaling_efficiency:.3f}", esc(agreement.caps_text(r.tied)),
-              esc(_lead(r)), f"{r.zero_step_ms:.3f}", f"{r.zero_broadcast_ms:.3f}",
+              esc(_lead(r)), _zero_cell(r), f"{r.zero_broadcast_ms:.3f}",
               _fsdp_cell(r)]
              for r in best.itertuples()]  # fmt: skip
     return table(["GPUs", "nodes", "cap named", "step ms", "exposed comm ms", "scaling eff.", "fastest predicted",
                   "its lead", "ZeRO-1 step ms", "its broadcasts ms", "FSDP2 step ms"], cells)  # fmt: skip
+
+
+def _zero_cell(row) -> str:
+    if row.zero_own_left_out_ms > 0:  # a CPU's, left out of a GPU step given (as DDP's is)
+        return (f"{row.zero_step_ms:.3f} (without ZeRO's own cost: a CPU's, left out, {row.zero_own_left_out_ms:.3g} "
+                "ms more than DDP's when scaled as the compute is)")  # fmt: skip
+    return f"{row.zero_step_ms:.3f}" + (
+        f" (its own cost at one rank, {row.zero_own_ms:.3g} ms, added)" * (row.zero_own_ms > 0)
+    )
 
 
 def _fsdp_cell(row) -> str:

@@ -307,9 +307,14 @@ def zero_answer(
         f"{steps} (DDP's {ddp} ms). Why: its optimizer steps the largest shard, {last['zero_largest_share']:.1%} of "
         f"the elements at w{int(last['world_size'])} ({optimizer_ms:.3g} → {last['zero_optimizer_ms']:.3g} ms{bound}), "
         f"then each rank broadcasts what it updated, overlapping nothing: {int(last['zero_broadcasts'])} broadcasts, "
-        f"one a parameter, take {sent} ms{span}{packed} "
+        f"one a parameter, take {sent} ms{span}{packed}{_zero_own(last)} "
         f"[{priced}{'; ' + caveat if caveat else ''}]"
     )
+
+
+def _zero_own(row) -> str:
+    own = row.get("zero_own_ms", 0.0)  # 0: not measured, or a CPU's left out of a GPU's step (said in the caveat)
+    return f"; and its own cost at one rank beyond DDP's, {own:.3g} ms, added" if own > 0 else ""
 
 
 def fsdp_answer(frames: list[pd.DataFrame], *, caveat: str = "", priced: str = CLUSTER_SHARDED) -> None:
