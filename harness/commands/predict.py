@@ -11,7 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from harness.commands import console, predict_cluster, predict_input, predict_memory, report
+from harness.commands import console, predict_cluster, predict_full_size, predict_input, report
 from harness.commands.console import predictions, profiling
 from harness.config.bench import SIZE_CHOICES, ConfigError
 
@@ -132,7 +132,7 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     if configs is not None:
         predict_input.warn_uncalibrated(run_dir, configs, setup)
         worlds = [n * chosen.gpus_per_node for n in predict_cluster.node_counts(args)]
-        state = predict_memory.said_state(run_dir, configs, setup, worlds, chosen)
+        state = predict_full_size.said_state(run_dir, configs, setup, worlds, chosen)
     caps = caps or list(DEFAULT_CAPS_MB)
     code = predict_cluster.run_steps(args, chosen, profile, caps, device=profiled_on, configs=configs, setup=setup,
                                      state=state)  # fmt: skip
@@ -186,7 +186,7 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
     profile, calibration = _calibrated_to_run(profile, configs, setup)
     worlds = [args.gpus] if args.gpus else sorted({int(n) for n in configs["world_size"] if n > 1}) or [DEFAULT_WORLD]
     gpu = _run_gpu(run_dir)
-    state = predict_memory.said_state(run_dir, configs, setup, worlds, gpu)
+    state = predict_full_size.said_state(run_dir, configs, setup, worlds, gpu)
     unknown = fsdp.own_cost_unknown(calibration) if sharded[1] is None else ""  # said beside FSDP2's step
     return Basis(setup, network, profile, worlds, caps or _caps_of_run(configs), *sharded, run_dir, state, gpu,
                  unknown, zero.own_cost_s(configs, setup) or 0.0)  # fmt: skip

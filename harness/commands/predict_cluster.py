@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from harness.commands import console, predict_input, predict_memory
+from harness.commands import console, predict_full_size, predict_input
 from harness.commands.console import predictions
 from harness.config.bench import ConfigError
 
@@ -275,7 +275,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
                                             carried=carried)  # fmt: skip
     profile = calibrate(profile, calibration)
     smaller = bool(args.local_step_ms and setup is not None and setup.get("size") != "full"
-                   and predict_memory.warn_not_whole_model(setup, profile, configs=configs))  # fmt: skip
+                   and predict_full_size.warn_not_whole_model(setup, profile, configs=configs))  # fmt: skip
     _say_one_rank_step(
         profile,
         calibration,
@@ -300,6 +300,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         said = "; ".join(part for part in (caveat, cluster.cap_caveat(chosen, nodes)) if part)
         predictions.cluster_steps(chosen, frame, world=world, nodes=nodes, caveat=said)
         rows.append(frame)
+    if smaller:  # the full size's gradients on the same compute: the least each step can take
+        rows = predict_full_size.with_floors(rows, setup, profile, configs=configs, link=link, cluster_name=chosen.name)
     # the answer and the choice span every node count: each one's caveat, once
     said = "; ".join(part for part in (caveat, cluster.cap_caveats(chosen, node_counts(args))) if part)
     own_ms = calibration.reducer_s * 1e3  # DDP's own cost as the prediction adds it (scaled with any compute)

@@ -63,7 +63,7 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
     caps and the --local-step-ms scaling the console used, in one file (plotly.js inside) to share."""
     from pathlib import Path
 
-    from harness.commands import predict_memory
+    from harness.commands import predict_full_size
     from harness.config.bench import ConfigError
     from harness.perfmodel.predict import of_setup
     from harness.results import model_tables, store
@@ -71,7 +71,7 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
 
     # The page is of the setup predicted: its rows and its profile only.
     configs, profiles = store.read_configs(run_dir), model_tables.read_gradprofiles(run_dir)
-    memory = predict_memory.memory_rows(run_dir, configs, setup)  # as the console counted it: at the full size
+    memory = predict_full_size.memory_rows(run_dir, configs, setup)  # as the console counted it: at the full size
     html = whatif_page(store.read_run_meta(run_dir), of_setup(configs, setup), of_setup(profiles, setup), chosen,
                        caps=caps, local_step_ms=args.local_step_ms, standalone=True, memory=memory,
                        checked=checked)  # fmt: skip

@@ -194,6 +194,41 @@ def bucket_layout(profile: Profile, cap_mb: float, *, cap_given: bool = True) ->
     return [[grads[i] for i in bucket] for bucket in layout]
 
 
+@dataclasses.dataclass(frozen=True)
+class StepFloor:
+    """The least a step can take with another model's gradients on a profile's compute (`floor_with`)."""
+
+    buckets: int
+    comm_s: float  # every bucket's all-reduce, one after another, without contention
+    last_s: float  # the last bucket's: it holds the gradients backward makes last
+    step_s: float  # at least
+    compute_s: float  # forward + backward + optimizer: the step with nothing exposed
+
+    @property
+    def exposed_s(self) -> float:
+        """At least this much communication backward cannot hide."""
+        return self.step_s - self.compute_s
+
+
+def floor_with(profile: Profile, sizes: Sequence[int], dtypes: Sequence[str], *, cap_mb: float, link: Link,
+              world_size: int, cap_given: bool = True) -> StepFloor:  # fmt: skip
+    """The step's floor for gradients of `sizes` and `dtypes` (registration order: another size of the profiled
+    model, counted on the meta device) on the profile's compute, where only their bytes are known, not when each
+    is made. DDP lays them out in reverse registration order, as it does before its first rebuild (backward makes
+    the last registered first); the all-reduces run one after another, none before backward starts and the last
+    not before the profile's last gradient is made (the first registered are made last, at both sizes). So:
+    step ≥ forward + max(backward, every all-reduce, last gradient made + the last all-reduce) + optimizer."""
+    cap_bytes = int(cap_mb * bucketing.MIB)
+    first = bucketing.first_bucket_bytes(cap_bytes, cap_given=cap_given)
+    reverse = range(len(sizes) - 1, -1, -1)
+    layout = bucketing.assign_buckets(sizes, dtypes, cap_bytes=cap_bytes, first_cap_bytes=first, order=reverse)
+    costs = [link.allreduce_s(sum(sizes[i] for i in bucket), world_size) for bucket in layout]
+    last_made = min(profile.backward_s, max((g.ready_s for g in profile.grads), default=profile.backward_s))
+    last = costs[-1] if costs else 0.0
+    end = max(profile.backward_s, sum(costs), last_made + last)
+    return StepFloor(len(layout), sum(costs), last, profile.forward_s + end + profile.optimizer_s, profile.local_step_s)
+
+
 def largest_bucket_bytes(profile: Profile, caps_mb: Sequence[float]) -> int:
     """The largest all-reduce any of these caps sends (what a fitted network must have measured)."""
     return max((sum(g.nbytes for g in b) for cap in caps_mb for b in bucket_layout(profile, cap)), default=0)

@@ -316,6 +316,11 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     tiny, default = frame[frame["bucket_cap_mb"] == 0.001], frame[frame["bucket_cap_mb"] == 25]
     assert (tiny["buckets"].to_numpy() > default["buckets"].to_numpy()).all()
     assert (frame["step_ms"] >= 0.2).all()  # the scaled one-rank step, plus what is exposed
+    # and mlp/full's gradients, counted on the meta device, put a floor under each step, said as the tiny's are not
+    assert "ddpbench predict: at the full size, mlp's " in printed and "put these floors under DDP's step" in printed
+    assert (frame["full_size_step_floor_ms"] >= 0.2 - 1e-9).all()  # never below the step's compute
+    assert (frame["full_size_comm_ms"] > frame["comm_ms"]).all()  # the full size's all-reduces outweigh tiny's
+    assert (frame["full_size_step_floor_ms"] >= frame["full_size_comm_ms"]).all()  # none before backward begins
 
 
 @pytest.mark.parametrize(
@@ -491,15 +496,15 @@ def test_a_model_whose_size_does_not_change_its_gradients_is_not_told_to_profile
     import shutil
     import types
 
-    from harness.commands import predict_memory
+    from harness.commands import predict_full_size
 
     shutil.copy(Path(__file__).parents[2] / "examples" / "my_workload.py", tmp_path / "my_workload.py")
     spec = f"{tmp_path / 'my_workload.py'}:MyModel"
-    whole = predict_memory.full_size_counts({"workload": spec, "size": "small"})["grad_bytes"]
-    predict_memory.warn_not_whole_model({"workload": spec, "size": "small"}, types.SimpleNamespace(grad_bytes=whole))
+    whole = predict_full_size.full_size_counts({"workload": spec, "size": "small"})["grad_bytes"]
+    predict_full_size.warn_not_whole_model({"workload": spec, "size": "small"}, types.SimpleNamespace(grad_bytes=whole))
     assert capsys.readouterr().err == ""
     smaller = types.SimpleNamespace(grad_bytes=whole // 2)
-    predict_memory.warn_not_whole_model({"workload": spec, "size": "small"}, smaller)
+    predict_full_size.warn_not_whole_model({"workload": spec, "size": "small"}, smaller)
     assert "its communication stays the small model's" in capsys.readouterr().err
 
 

@@ -83,3 +83,39 @@ def _counted_on_meta(spec: str, options: str, batch_size: int, dtype: str) -> di
     except Exception:  # a workload that cannot be made at the full size: nothing counted
         return None
     return counts_on_meta(workload, batch_size=batch_size, dtype=dtype)
+
+
+def with_floors(frames: list, setup: dict, profile, *, configs, link, cluster_name: str) -> list:
+    """Where the profile is a smaller size's (said by `warn_not_whole_model`): DDP's step floor per GPU count and
+    cap with the full size's gradients (`schedule.floor_with`: their bytes counted on the meta device, on the
+    profile's compute as scaled), said as a table and added to `frames` (`full_size_*` columns) for --out;
+    `frames` as they were where the full size cannot be counted."""
+    from harness.perfmodel.schedule import floor_with
+
+    full = full_size_counts(setup, configs)
+    if not full or not full.get("grad_sizes"):
+        return frames
+    sizes, dtypes = full["grad_sizes"], [d.removeprefix("torch.") for d in full["grad_dtypes"]]
+    console.say(f"ddpbench predict: at the full size, {setup['workload']}'s {sum(sizes) / 2**20:,.0f} MiB of "
+                f"gradients ({len(sizes)} tensors, counted on the meta device) put these floors under DDP's step on "
+                f"{cluster_name} (ms, at least; the table above is the {setup['size']} size's):")  # fmt: skip
+    console.say(f"  {'GPUs':>5} {'cap MiB':>8} {'buckets':>8} {'all-reduces':>12} {'the last':>9} {'step ≥':>10} "
+                f"{'exposed ≥':>10}")  # fmt: skip
+    floored = []
+    for frame in frames:
+        world = int(frame["world_size"].iloc[0])
+        floors = [floor_with(profile, sizes, dtypes, cap_mb=cap, link=link, world_size=world)
+                  for cap in frame["bucket_cap_mb"]]  # fmt: skip
+        for cap, f in zip(frame["bucket_cap_mb"], floors, strict=True):
+            console.say(f"  {world:>5} {cap:>8g} {f.buckets:>8} {f.comm_s * 1e3:>12.4g} {f.last_s * 1e3:>9.3g} "
+                        f"{f.step_s * 1e3:>10.4g} {f.exposed_s * 1e3:>10.3g}")  # fmt: skip
+        floored.append(frame.assign(full_size_buckets=[f.buckets for f in floors],
+                                    full_size_comm_ms=[f.comm_s * 1e3 for f in floors],
+                                    full_size_step_floor_ms=[f.step_s * 1e3 for f in floors]))  # fmt: skip
+    console.say(
+        "  (floors, not predictions: the buckets laid out in reverse registration order, as DDP does before "
+        "its rebuild; every all-reduce after the one before, on the cluster's model, and the last after the "
+        "profile's last gradient is made; when each of the full size's gradients is made is not measured: "
+        "bench --size full on one GPU of the cluster and predict from that run for the step itself)"
+    )
+    return floored
