@@ -312,13 +312,13 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         optimizer_share_caveat(share, scaled=bool(args.local_step_ms), optimizer=optimizer),
         optimizer_break_even(rows[-1], optimizer_ms=profile.optimizer_s * 1e3, step_ms=profile.local_step_s * 1e3),
     ))) if device == "cpu" else ""  # fmt: skip
+    cpu_optimizer = (profile.optimizer_s * 1e3, profile.local_step_s * 1e3) if device == "cpu" else (0.0, 0.0)
     predictions.zero_answer(rows, optimizer_ms=profile.optimizer_s * 1e3, largest=largest_parameter(profile),
                             caveat="; ".join(part for part in (cpu_split, zero_own.note) if part))  # fmt: skip
     predictions.fsdp_answer(rows, caveat="; ".join(part for part in (caveat, cpu_split, sharded.note) if part))
     if state is not None:  # the two halves joined: the fastest of the strategies that fit
-        predictions.strategy_choice(
-            state, chosen, frames=rows, caveat="; ".join(p for p in (said, cpu_split, sharded.note, zero_own.note) if p)
-        )
+        predictions.strategy_choice(state, chosen, frames=rows, caveat="; ".join(
+            p for p in (said, cpu_split, sharded.note, zero_own.note) if p), cpu_optimizer=cpu_optimizer)  # fmt: skip
     if args.out:  # each row says what it rests on: the profile, the workload, any scaling
         setup = setup or {}
         context = {"cluster": chosen.name, "cluster_source": _source_of(chosen), "run": args.run,

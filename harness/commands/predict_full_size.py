@@ -85,6 +85,15 @@ def _counted_on_meta(spec: str, options: str, batch_size: int, dtype: str) -> di
     return counts_on_meta(workload, batch_size=batch_size, dtype=dtype)
 
 
+def full_gradients(setup: dict, configs, profile_grad_bytes: int) -> tuple[list[int], list[str]] | None:
+    """The full size's gradient bytes and dtypes (registration order, counted on the meta device) where they are
+    not the profile's; None where the profile is of the full size, has its gradients, or it cannot be counted."""
+    full = full_size_counts(setup, configs) if setup.get("size") != "full" else None
+    if not full or not full.get("grad_sizes") or full["grad_bytes"] == profile_grad_bytes:
+        return None
+    return full["grad_sizes"], [dtype.removeprefix("torch.") for dtype in full["grad_dtypes"]]
+
+
 def with_floors(frames: list, setup: dict, profile, *, configs, link, cluster_name: str) -> list:
     """Where the profile is a smaller size's (said by `warn_not_whole_model`): DDP's step floor per GPU count and
     cap with the full size's gradients (`schedule.floor_with`: their bytes counted on the meta device, on the
@@ -92,10 +101,10 @@ def with_floors(frames: list, setup: dict, profile, *, configs, link, cluster_na
     `frames` as they were where the full size cannot be counted."""
     from harness.perfmodel.schedule import floor_with
 
-    full = full_size_counts(setup, configs)
-    if not full or not full.get("grad_sizes"):
+    full = full_gradients(setup, configs, profile.grad_bytes)
+    if full is None:
         return frames
-    sizes, dtypes = full["grad_sizes"], [d.removeprefix("torch.") for d in full["grad_dtypes"]]
+    sizes, dtypes = full
     console.say(f"ddpbench predict: at the full size, {setup['workload']}'s {sum(sizes) / 2**20:,.0f} MiB of "
                 f"gradients ({len(sizes)} tensors, counted on the meta device) put these floors under DDP's step on "
                 f"{cluster_name} (ms, at least; the table above is the {setup['size']} size's):")  # fmt: skip

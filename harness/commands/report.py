@@ -72,9 +72,12 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
     # The page is of the setup predicted: its rows and its profile only.
     configs, profiles = store.read_configs(run_dir), model_tables.read_gradprofiles(run_dir)
     memory = predict_full_size.memory_rows(run_dir, configs, setup)  # as the console counted it: at the full size
-    html = whatif_page(store.read_run_meta(run_dir), of_setup(configs, setup), of_setup(profiles, setup), chosen,
-                       caps=caps, local_step_ms=args.local_step_ms, standalone=True, memory=memory,
-                       checked=checked)  # fmt: skip
+    profiles = of_setup(profiles, setup)
+    trained_bytes = int(profiles.loc[profiles["requires_grad"].astype(bool), "bytes"].sum())
+    full = predict_full_size.full_gradients(setup, configs, trained_bytes) if args.local_step_ms else None
+    html = whatif_page(store.read_run_meta(run_dir), of_setup(configs, setup), profiles, chosen, caps=caps,
+                       local_step_ms=args.local_step_ms, standalone=True, memory=memory, checked=checked,
+                       full_grads=full)  # fmt: skip
     try:
         store.atomic_write(Path(args.page), lambda tmp: tmp.write_text(html, encoding="utf-8"))
     except OSError as error:  # a folder check cannot foresee every refusal (a full disk, /proc)

@@ -150,15 +150,57 @@ def optimizer_share_caveat(share: float, *, scaled: bool, optimizer: str) -> str
             "smaller share, and sharding it saves less")  # fmt: skip
 
 
-def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float) -> str:
+def without_optimizer(frames: list[pd.DataFrame], optimizer_ms: float) -> list[pd.DataFrame]:
+    """The cluster frames with no optimizer time at all: DDP's step less `optimizer_ms`, ZeRO-1's and FSDP2's less
+    their shard's (the other end of what a GPU's optimizer may take, where the profile's is a CPU's)."""
+
+    def one(frame: pd.DataFrame) -> pd.DataFrame:
+        less = {"step_ms": frame["step_ms"] - optimizer_ms}
+        for _, step, shard in (*SHARDED_STEPS, ("FSDP2 kept", "fsdp_kept_step_ms", "fsdp_optimizer_ms")):
+            if step in frame and shard in frame:
+                less[step] = frame[step] - frame[shard]
+        return frame.assign(**less)
+
+    return [one(frame) for frame in frames]
+
+
+def turning_share(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float) -> str:
+    """Where the pick at this GPU count changes when the optimizer takes no time (`without`: the choice then): ' if
+    the optimizer takes 15% of the one-GPU step or more, else stock (95.1 ms here)', the share where the two
+    picks' steps cross (each step is linear in the optimizer's time); '' where the pick holds either way."""
+    if without is None or not choice.picked or not without.picked or not step_ms:
+        return ""
+    here, there = choice.picked[0], without.picked[0]
+    if here.strategy == there.strategy:
+        return ""
+    steps = {c.strategy: c.step_ms for c in (*without.picked, *without.maybe, *without.others)}
+    as_profiled = {c.strategy: c.step_ms for c in (*choice.picked, *choice.maybe, *choice.others)}
+    if here.strategy not in steps or there.strategy not in as_profiled:
+        return ""
+    gap_without = steps[here.strategy] - steps[there.strategy]  # > 0: the pick is slower with no optimizer time
+    gap_here = here.step_ms - as_profiled[there.strategy]  # < 0: it is faster as profiled
+    crossing = gap_without / (gap_without - gap_here) if gap_without > gap_here else 1.0
+    share = crossing * optimizer_ms / step_ms
+    return (
+        f" if a GPU's optimizer takes {share:.0%} of the one-GPU step or more, else {there.strategy} "
+        f"({as_profiled[there.strategy]:.4g} ms here)"
+    )
+
+
+def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float, *, optimizer_ms: float = 0.0,
+                 step_ms: float = 0.0) -> str:  # fmt: skip
     """'the fastest predicted step of …: w8 zero 93.8 ms (stock does not fit: 100 GiB a rank); w64 stock 100 ms or
     zero 100.3 ms (too close to call: …); fsdp fits too, with no step model: …' for `state` labelled by `strategy`;
-    '' where `choose` has nothing to say."""
+    '' where `choose` has nothing to say. `optimizer_ms` (of `step_ms`, the one-rank step), where the optimizer's
+    time is a CPU's, which a GPU's likely is a fraction of: a pick that changes with no optimizer time at all is
+    said with the share of the step it turns on (`turning_share`)."""
     from harness.perfmodel.memory import mib_text
 
     choices = choose(state, frames, capacity_gib)
     if not choices:
         return ""
+    without = {c.world_size: c for c in choose(state, without_optimizer(frames, optimizer_ms), capacity_gib)
+               } if optimizer_ms else {}  # fmt: skip
 
     def other(c: Candidate, fastest: float | None) -> str:
         if not c.fits:
@@ -176,7 +218,8 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
                               f"{whole_step(c):.4g} ms with it (bench it at one GPU to count it)"
                               for c in choice.maybe),
                             *(other(c, fastest) for c in choice.others)])  # fmt: skip
-        parts.append(f"w{choice.world_size} {picked}{tied}" + (f" ({beside})" if beside else ""))
+        turns = turning_share(choice, without.get(choice.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms)
+        parts.append(f"w{choice.world_size} {picked}{tied}{turns}" + (f" ({beside})" if beside else ""))
     untimed = untimed_that_fit(state, choices, capacity_gib)
     one = len(untimed) == 1
     every = sorted(c.world_size for c in choices)  # a name alone fits at every one

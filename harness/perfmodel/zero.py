@@ -213,6 +213,12 @@ def run_checks(configs, profiles, network) -> list[dict]:
     return checks
 
 
+def own_cost_words(row) -> str:
+    """'; and its own cost …, added' after ZeRO-1's why, where a frame's row added it (`zero_own_ms` > 0)."""
+    own = row.get("zero_own_ms", 0.0)  # 0: not measured, or a CPU's left out of a GPU's step (said apart)
+    return f"; and its own cost at one rank beyond DDP's, {own:.3g} ms, added" if own > 0 else ""
+
+
 class OwnCost(NamedTuple):
     """ZeRO's own cost as a cluster prediction takes it (`own_for_cluster`)."""
 

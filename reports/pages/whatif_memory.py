@@ -7,7 +7,7 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis.compare import setup_words
-from harness.perfmodel.choice import choice_words, optimizer_share_caveat
+from harness.perfmodel.choice import choice_words, optimizer_break_even, optimizer_share_caveat
 from harness.perfmodel.cluster import Cluster, cap_caveats
 from harness.perfmodel.memory import activation_words, fit_words, mib_text, state_per_rank
 from harness.perfmodel.predict import of_setup
@@ -23,13 +23,16 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
     setup = {key.removeprefix("setup_"): group[key].iloc[0] for key in group if key.startswith("setup_")}
     state = state_per_rank(of_setup(configs, setup) if rows is None else rows, worlds)
     frames = [rows for _, rows in group.groupby("world_size", sort=True)]
-    words = choice_words(state.assign(strategy=strategy_labels(state)), frames, cluster.gpu_memory_gib) if len(
-        state) else ""  # fmt: skip
     first = group.iloc[0]  # the console's bracket: each node count's published-table caveat, a CPU's optimizer
+    on_cpu = first["profiled_on"] == "cpu"  # its optimizer's time is a CPU's: the pick is checked without it
+    optimizer_ms = first["optimizer_share"] * first["local_step_ms"] if on_cpu else 0.0
+    words = choice_words(state.assign(strategy=strategy_labels(state)), frames, cluster.gpu_memory_gib,
+                         optimizer_ms=optimizer_ms, step_ms=first["local_step_ms"]) if len(state) else ""  # fmt: skip
     cpu = optimizer_share_caveat(first["optimizer_share"], scaled=bool(first["local_step_given"]),
                                  optimizer=str(first.get("setup_optimizer") or "sgd"))  # fmt: skip
+    even = optimizer_break_even(frames[-1], optimizer_ms=optimizer_ms, step_ms=first["local_step_ms"]) if on_cpu else ""
     said = "; ".join(part for part in (cap_caveats(cluster, sorted({int(n) for n in group["nodes"]})),
-                                       cpu if first["profiled_on"] == "cpu" else "") if part)  # fmt: skip
+                                       cpu if on_cpu else "", even) if part)  # fmt: skip
     return (
         f'<p class="takeaway"><b>The choice</b>: {esc(words)}{esc(f" [{said}]" if said else "")}.</p>' if words else ""
     )

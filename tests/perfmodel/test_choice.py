@@ -145,3 +145,23 @@ def test_a_sharded_leads_dependence_on_the_optimizers_share_is_said():
     assert choice.optimizer_break_even(close, optimizer_ms=30.0, step_ms=100.0) == (
         "at w8, ZeRO-1's lead needs the optimizer at 30% of the step or more"
     )
+
+
+def test_a_pick_that_rests_on_a_cpus_optimizer_time_is_said_with_the_share_it_turns_on(capsys):
+    """A walkthrough's choice named ZeRO-1 on 16 A100s 47 % ahead of DDP, all of it a CPU's Adam. Both fit here;
+    DDP's 100 ms holds 30 ms of optimizer, ZeRO-1's its shard's 7.5 ms. At w8 ZeRO-1's 75 ms is 67.5 ms with no
+    optimizer time, still ahead of DDP's 70: the pick holds either way. At w64 its 95 ms is 87.5 ms without, behind
+    DDP's 70: the steps cross where its 5 ms lead = (1 − f) × the 22.5 ms it saves, f = 7/9 of the 30 ms, 23 % of
+    the 100 ms step."""
+    state = _state([("stock", 8, 20.0), ("zero", 8, 10.0), ("stock", 64, 20.0), ("zero", 64, 10.0)])
+    frames = [
+        _frame(8, 100.0, 75.0).assign(zero_optimizer_ms=7.5),
+        _frame(64, 100.0, 95.0).assign(zero_optimizer_ms=7.5),
+    ]
+    words = choice.choice_words(predictions.labelled(state), frames, 80.0, optimizer_ms=30.0, step_ms=100.0)
+    assert "w8 zero 75 ms (stock 100 ms, 33.3% slower)" in words  # holds with no optimizer time too: said plainly
+    assert (
+        "w64 zero 95 ms if a GPU's optimizer takes 23% of the one-GPU step or more, else stock (100 ms here)" in words
+    )
+    plain = choice.choice_words(predictions.labelled(state), frames, 80.0)  # a GPU's profile: its own optimizer
+    assert "w64 zero 95 ms (stock 100 ms" in plain and " if a GPU's optimizer" not in plain

@@ -240,7 +240,11 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     # the run measured no zero: of what it measured only stock has a step model, and the rest fit untimed
     assert chosen.startswith("ddpbench predict: the choice on dgx-h100, the fastest predicted step of the strategies")
     assert "w8 stock " in chosen and "w16 stock " in chosen and "fit too, with no step model" in chosen
-    on_page = html.unescape((tmp_path / "whatif.html").read_text()).split("<b>The choice</b>: ")[1]
+    page_text = html.unescape((tmp_path / "whatif.html").read_text())
+    on_page = page_text.split("<b>The choice</b>: ")[1]
+    # the page gives the full size's floor beside each answer, as the console's table does
+    assert "<th>DDP's step at the full size, at least (ms)</th>" in page_text
+    assert "The table's last column is the least DDP's step can take with the full size's " in page_text
     for world in ("w8 ", "w16 "):  # the page says the same choice at the console's GPU counts, and more of them
         segment = chosen.split(world, 1)[1].split(";")[0]
         assert f"{world}{segment};" in on_page

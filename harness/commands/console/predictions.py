@@ -283,6 +283,8 @@ def zero_answer(
     the optimizer on the largest shard (`largest`: the largest parameter's name and share of the elements, where
     it alone bounds the shard), the broadcasts after it (`priced`: on what); parameters_as_bucket_view where it
     sends faster."""
+    from harness.perfmodel.zero import own_cost_words
+
     rows = [agreement.answer_row(frame) for frame in frames]
     steps = ", ".join(f"w{int(r['world_size'])} {r['zero_step_ms']:.4g} ms" for r in rows)
     ddp = ", ".join(f"{r['step_ms']:.4g}" for r in rows)
@@ -307,14 +309,9 @@ def zero_answer(
         f"{steps} (DDP's {ddp} ms). Why: its optimizer steps the largest shard, {last['zero_largest_share']:.1%} of "
         f"the elements at w{int(last['world_size'])} ({optimizer_ms:.3g} → {last['zero_optimizer_ms']:.3g} ms{bound}), "
         f"then each rank broadcasts what it updated, overlapping nothing: {int(last['zero_broadcasts'])} broadcasts, "
-        f"one a parameter, take {sent} ms{span}{packed}{_zero_own(last)} "
+        f"one a parameter, take {sent} ms{span}{packed}{own_cost_words(last)} "
         f"[{priced}{'; ' + caveat if caveat else ''}]"
     )
-
-
-def _zero_own(row) -> str:
-    own = row.get("zero_own_ms", 0.0)  # 0: not measured, or a CPU's left out of a GPU's step (said in the caveat)
-    return f"; and its own cost at one rank beyond DDP's, {own:.3g} ms, added" if own > 0 else ""
 
 
 def fsdp_answer(frames: list[pd.DataFrame], *, caveat: str = "", priced: str = CLUSTER_SHARDED) -> None:
@@ -383,12 +380,15 @@ def labelled(state: pd.DataFrame) -> pd.DataFrame:
     return state.assign(strategy=strategy_labels(state))
 
 
-def strategy_choice(state: pd.DataFrame, cluster, *, frames: list[pd.DataFrame], caveat: str = "") -> None:
-    """The answer over both halves, last (harness.perfmodel.choice.choice_words, as the what-if page says it)."""
+def strategy_choice(state: pd.DataFrame, cluster, *, frames: list[pd.DataFrame], caveat: str = "",
+                    cpu_optimizer: tuple[float, float] = (0.0, 0.0)) -> None:  # fmt: skip
+    """The answer over both halves, last (harness.perfmodel.choice.choice_words, as the what-if page says it);
+    `cpu_optimizer`: (the optimizer's ms, the one-rank step's) where they are a CPU's, scaled."""
     from harness.perfmodel.choice import choice_words
 
-    capacity = getattr(cluster, "gpu_memory_gib", 0.0)
-    if words := choice_words(labelled(state) if not state.empty else state, frames, capacity):
+    capacity, (optimizer_ms, step_ms) = getattr(cluster, "gpu_memory_gib", 0.0), cpu_optimizer
+    if words := choice_words(labelled(state) if not state.empty else state, frames, capacity,
+                             optimizer_ms=optimizer_ms, step_ms=step_ms):  # fmt: skip
         said = f" [{caveat}]" if caveat else ""
         say(f"ddpbench predict: the choice on {cluster.name}, {words}{said}")
 
