@@ -374,7 +374,8 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
 CAPTION = (
     "Ranked by step time: each repeat's median step (slowest rank per step), then the geometric mean over "
     "repeats, the estimate every ratio, verdict and recommended cap on this page is built around. "
-    "'vs stock' compares with stock as DDP ships it (no options: first bucket 1 MiB, then 25 MiB): the ratio of "
+    "'vs stock' compares with stock as DDP ships it (no options: first bucket 1 MiB, then 25 MiB; where the run has "
+    "none, with the stand-in the column names, below): the ratio of "
     "the repeats' geometric means and, in brackets, its interval over repeats (Welch's t on the logs of the "
     f"repeats' medians; two caps of one sweep that ran side by side from {stats.PAIRED_FROM} repeats on, the paired "
     "t launch by launch, as the cap table judges them: 95 %, or under --repeats auto the confidence its stopping "
