@@ -30,11 +30,20 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     ) -> None:  # as each run's pages are written: a site of many runs takes a while
         console.say(f"  run {run_id}: {page}" + (f" (what if on {chosen.name}: {whatif.name})" if whatif else ""))
 
-    built = site.build_site(results=args.results, out=args.out, cluster=chosen, on_run=written)
+    built = site.build_site(results=args.results, out=args.out, cluster=chosen, on_run=written,
+                            memory_of=memory_as_predict_counts)  # fmt: skip
     for run_id, page in built.collectives_pages.items():
         console.say(f"  collectives {run_id}: {page}")
     console.say(f"report: {built.index}")
     return 0
+
+
+def memory_as_predict_counts(run_dir, configs):
+    """Each setup's memory rows as `predict` counts them (at the full size where the run's is smaller), so that a
+    site's what-if page and `predict --cluster` fit the same strategies in a GPU."""
+    from harness.commands import predict_full_size
+
+    return lambda setup: predict_full_size.memory_rows(run_dir, configs, setup)
 
 
 def _warn_shared_run_ids(results) -> None:
@@ -71,12 +80,12 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
 
     # The page is of the setup predicted: its rows and its profile only.
     configs, profiles = store.read_configs(run_dir), model_tables.read_gradprofiles(run_dir)
-    memory = predict_full_size.memory_rows(run_dir, configs, setup)  # as the console counted it: at the full size
     profiles = of_setup(profiles, setup)
     trained_bytes = int(profiles.loc[profiles["requires_grad"].astype(bool), "bytes"].sum())
     full = predict_full_size.full_gradients(setup, configs, trained_bytes) if args.local_step_ms else None
     html = whatif_page(store.read_run_meta(run_dir), of_setup(configs, setup), profiles, chosen, caps=caps,
-                       local_step_ms=args.local_step_ms, standalone=True, memory=memory, checked=checked,
+                       local_step_ms=args.local_step_ms, standalone=True, checked=checked,
+                       memory=lambda one: predict_full_size.memory_rows(run_dir, configs, one),  # as the console's
                        full_grads=full)  # fmt: skip
     try:
         store.atomic_write(Path(args.page), lambda tmp: tmp.write_text(html, encoding="utf-8"))

@@ -5,6 +5,8 @@ from the performance model (`harness.perfmodel`: DDP's bucket schedule over NCCL
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pandas as pd
 
 from harness.analysis import agreement, roles, stats, why
@@ -27,7 +29,7 @@ from harness.perfmodel.zero import own_for_cluster, with_zero
 from harness.results import store
 from reports.figures import whatif as figures
 from reports.pages.html import FigureList, esc, name_html, page, table
-from reports.pages.whatif_memory import choice_section, memory_section
+from reports.pages.whatif_memory import choice_section, memory_section, setup_of
 
 MAX_GPUS = 1024
 DEFAULT_LAYOUT = "DDP's default (25 MiB, a first bucket of 1 MiB)"
@@ -123,12 +125,12 @@ def measured_rows(configs: pd.DataFrame) -> pd.DataFrame:
 
 def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, cluster: Cluster, *,
                 caps: list[float] | None = None, local_step_ms: float | None = None, standalone: bool = False,
-                memory: tuple[pd.DataFrame, str] | None = None, checked: str = "",
+                memory: Callable[[dict], tuple[pd.DataFrame, str]] | None = None, checked: str = "",
                 full_grads: tuple[list, list] | None = None) -> str:  # fmt: skip
     """The page in a site (links to the index and the run's page), or `standalone`: one file with plotly.js in
     it and no links, as `predict --page` writes it; `caps` and `local_step_ms` as predicted_rows takes them;
-    `memory`: the rows memory is counted from and what size they are of, as `predict` counts them (default: the
-    run's own rows, at its own size); `checked`: the model's error on the run's own steps, in `predict`'s words;
+    `memory(setup)`: the rows memory is counted from and what size they are of, as `predict` counts them (default:
+    the run's own rows, at its own size); `checked`: the model's error on the run's own steps, in `predict`'s words;
     `full_grads`: the full size's gradients, whose floor under each step the table gives (`predicted_rows`)."""
     run_id, device = meta.get("run_id", ""), meta.get("device", "?")
     rows = predicted_rows(profiles, configs, cluster, caps=caps, local_step_ms=local_step_ms, device=device,
@@ -144,10 +146,12 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
         return page(f"What if: {run_id} on {cluster.name}", "\n".join(parts), depth=1, plots=False)
     inline = {"inline": True} if standalone else {}
     figs = FigureList()
+    counted = {label: memory(setup_of(group)) for label, group in rows.groupby("setup", sort=False)} if memory else {}
     for setup, group in rows.groupby("setup", sort=False):
         best = best_rows(group)
         parts += [f"<h2>{name_html(setup)}</h2>", _answer(best, cluster),
-                  choice_section(configs, group, cluster, world_sizes(cluster), rows=memory[0] if memory else None),
+                  choice_section(configs, group, cluster, world_sizes(cluster),
+                                 rows=counted[setup][0] if setup in counted else None),
                   f"<p class=takeaway><b>How sure</b>: {esc(checked[0].upper() + checked[1:])}.</p>" if checked else "",
                   _calibration_note(group.iloc[0], meta),
                   figs.add(figures.step_vs_gpus(group, cluster=cluster.name),
@@ -157,7 +161,10 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                            "Scaling efficiency = the one-GPU step the note above names / the predicted step with the "
                            "cap the answer names at that GPU count (its label)."),
                   _best_table(best)]  # fmt: skip
-    rows, size_note = memory or (configs, "")
+    rows, size_note = configs, ""
+    if counted:  # every setup's rows as predict counts them, with what size they are of
+        rows = pd.concat([rows for rows, _ in counted.values()], ignore_index=True)
+        size_note = "; ".join(dict.fromkeys(note for _, note in counted.values() if note))
     parts += [_measured_section(configs), memory_section(rows, cluster, world_sizes(cluster), size_note=size_note),
               _sources_section(cluster), _published_section(cluster)]  # fmt: skip
     return page(f"What if: {run_id} on {cluster.name}", "\n".join(parts), depth=1, **inline)

@@ -15,13 +15,18 @@ from harness.results.values import strategy_labels
 from reports.pages.html import esc, table
 
 
+def setup_of(group: pd.DataFrame) -> dict:
+    """The setup a group of the what-if page's predicted rows is of (its `setup_*` columns)."""
+    return {key.removeprefix("setup_"): group[key].iloc[0] for key in group if key.startswith("setup_")}
+
+
 def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster, worlds: list[int], *,
                    rows: pd.DataFrame | None = None) -> str:  # fmt: skip
     """The choice over both halves for this setup, in `predict --cluster`'s words (choice.choice_words): the
     fastest predicted step at each GPU count among the strategies whose memory fits (counted from `rows`, the
     setup's rows as `predict` counts them, default its rows of `configs`); '' where nothing is said."""
-    setup = {key.removeprefix("setup_"): group[key].iloc[0] for key in group if key.startswith("setup_")}
-    state = state_per_rank(of_setup(configs, setup) if rows is None else rows, worlds)
+    setup = setup_of(group)
+    state = state_per_rank(of_setup(configs, setup) if rows is None else rows, worlds)  # rows: of this setup
     frames = [rows for _, rows in group.groupby("world_size", sort=True)]
     first = group.iloc[0]  # the console's bracket: each node count's published-table caveat, a CPU's optimizer
     on_cpu = first["profiled_on"] == "cpu"  # its optimizer's time is a CPU's: the pick is checked without it

@@ -245,6 +245,18 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     # the page gives the full size's floor beside each answer, as the console's table does
     assert "<th>DDP's step at the full size, at least (ms)</th>" in page_text
     assert "The table's last column is the least DDP's step can take with the full size's " in page_text
+    # the site's what-if page (report --cluster) counts memory as predict does: at the full size, word for word
+    from harness.commands.report import memory_as_predict_counts
+    from reports import site
+
+    configs = store.read_configs(small_run)
+    (tmp_path / "site" / "runs").mkdir(parents=True)
+    name = site.write_whatif_page(small_run, store.read_run_meta(small_run), configs, cluster.load("dgx-h100"),
+                                  tmp_path / "site", memory=memory_as_predict_counts(small_run, configs))  # fmt: skip
+    on_site = html.unescape((tmp_path / "site" / "runs" / name).read_text())
+    memory = "<h2>Model state per rank</h2>"
+    assert "at the full size" in page_text.split(memory)[1].split("<h2>")[0]
+    assert on_site.split(memory)[1].split("<h2>")[0] == page_text.split(memory)[1].split("<h2>")[0]
     for world in ("w8 ", "w16 "):  # the page says the same choice at the console's GPU counts, and more of them
         segment = chosen.split(world, 1)[1].split(";")[0]
         assert f"{world}{segment};" in on_page
