@@ -16,6 +16,7 @@ from harness.config.bench import ConfigError
 
 SETUP_FLAGS = (("workload", "--workload"), ("size", "--size"), ("batch_size", "--batch-size"))
 """The setup's keys predict's flags choose by (dtype and optimizer have none)."""
+BENCH_FLAGS = {"workload": "--workloads", "size": "--size", "batch_size": "--batch-size"}  # bench's flags for them
 
 
 def run_and_folder(args: argparse.Namespace) -> tuple[str | None, Path]:
@@ -91,8 +92,10 @@ def matching_setups(run_dir: Path, args: argparse.Namespace) -> list[dict]:
                           "a bench run that finished one")  # fmt: skip
     if not chosen:
         have = ", ".join(map(setup_text, setups))
+        bench = " ".join(f"{flag} {getattr(args, key)}" for key, flag in BENCH_FLAGS.items() if getattr(args, key))
         raise ConfigError(f"run {run_dir.name} has no measured setup matching --workload/--size/--batch-size (it "
-                          f"has: {have})")  # fmt: skip
+                          f"has: {have}); bench the one you ask for (ddpbench bench {bench} …) and predict from "
+                          "that run")  # fmt: skip
     return chosen
 
 

@@ -122,8 +122,8 @@ def _memory_caption(state: pd.DataFrame, size_note: str) -> str:
         + (
             f"The model is counted {size_note}."
             if size_note
-            else "The model is the run's own size (predict --run "
-            "RUN --cluster NAME --page FILE counts a smaller size's at the full size)."
+            else "The model is counted at the run's own size: its full size, or a model of your own file, which "
+            "--size does not scale."
         )
         + floor
     )

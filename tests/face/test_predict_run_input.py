@@ -160,6 +160,16 @@ def test_a_run_without_its_machines_collectives_names_the_command_that_measures_
     assert not list(tmp_path.glob("*/collectives"))
 
 
+def test_a_setup_the_run_did_not_measure_is_refused_with_the_bench_that_would(tmp_path, capsys):
+    """A walkthrough asked for batch 64 of a run benched at batch 4 and was left to guess how to get it."""
+    _copy("cpu_run", tmp_path)
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--batch-size", "64",
+                     "--busbw", "10GB/s"]) == 2  # fmt: skip
+    said = _one_line_error(capsys)
+    assert "run cpu_run has no measured setup matching --workload/--size/--batch-size (it has: " in said
+    assert "bench the one you ask for (ddpbench bench --batch-size 64 …) and predict from that run" in said
+
+
 def test_a_run_with_nothing_measured_ok_is_said_so_not_blamed_on_flags_never_given(tmp_path, capsys):
     (tmp_path / "notrun").mkdir()
     (tmp_path / "notrun" / "run.json").write_text("{}")
