@@ -65,21 +65,34 @@ def pooled_step_s(configs: pd.DataFrame, setup: dict, *, world: int, role: str) 
     page pools them (stats.geometric_mean of their medians), so that what predict calls measured is its figure;
     the reference's with no option but the cap (the DDP the model simulates: a compression hook or another
     knob is a different step); None where the run has no such row."""
+    medians = role_medians_ms(configs, setup, world=world, role=role)
+    return stats.geometric_mean(medians) / 1e3 if len(medians) else None
+
+
+def role_medians_ms(configs: pd.DataFrame, setup: dict, *, world: int, role: str) -> pd.Series:
+    """The repeats' median steps (ms) `pooled_step_s` pools."""
     rows = setup_rows(configs, setup)
     rows = rows[roles.flag(rows, role) & (rows["world_size"] == world)]
     if role == "reference" and not rows.empty:
         rows = rows[rows["impl_options"].map(_ddp_defaults_but_cap)]
-    return stats.geometric_mean(rows["step_ms_median"]) / 1e3 if not rows.empty else None
+    return rows["step_ms_median"]
 
 
-def plain_step_at_one_rank_s(configs: pd.DataFrame, setup: dict, which) -> float | None:
-    """The step (s) at one rank of the strategy whose rows `which` (a roles predicate) selects, with no option set,
-    its repeats pooled as `pooled_step_s` pools them; None where the run has no such row."""
+def plain_medians_at_one_rank_ms(configs: pd.DataFrame, setup: dict, which) -> pd.Series:
+    """The repeats' median steps (ms) at one rank of the strategy whose rows `which` (a roles predicate) selects,
+    with no option set."""
     from harness.results.values import options_of
 
     rows = setup_rows(configs, setup)
-    rows = rows[which(rows) & (rows["world_size"] == 1) & ~rows["impl_options"].map(options_of).astype(bool)]
-    return stats.geometric_mean(rows["step_ms_median"]) / 1e3 if not rows.empty else None
+    return rows.loc[which(rows) & (rows["world_size"] == 1) & ~rows["impl_options"].map(options_of).astype(bool),
+                    "step_ms_median"]  # fmt: skip
+
+
+def plain_step_at_one_rank_s(configs: pd.DataFrame, setup: dict, which) -> float | None:
+    """The step (s) at one rank of the strategy whose rows `which` selects, with no option set, its repeats pooled
+    as `pooled_step_s` pools them (`plain_medians_at_one_rank_ms`); None where the run has no such row."""
+    medians = plain_medians_at_one_rank_ms(configs, setup, which)
+    return stats.geometric_mean(medians) / 1e3 if len(medians) else None
 
 
 def run_calibration(configs: pd.DataFrame, setup: dict, *, profile: Profile) -> Calibration:

@@ -13,8 +13,8 @@ twice, as torch's ZeroRedundancyOptimizer changes it:
 Frozen parameters (no gradient) are partitioned and broadcast too, as torch's optimizer holds them, but
 not stepped. And ZeRO's own cost, measured where nothing is communicated (its step at one rank minus DDP's:
 torch broadcasts every parameter even to a group of one, and keeps its partition's bookkeeping), is added
-at every world size, as DDP's own cost is to DDP's step. With overlap_with_ddp (the optimizer inside DDP's
-hook) the step is another schedule: not modelled.
+at every world size, as DDP's own cost is to DDP's step, where the repeats tell the two steps apart. With
+overlap_with_ddp (the optimizer inside DDP's hook) the step is another schedule: not modelled.
 """
 
 from __future__ import annotations
@@ -158,13 +158,20 @@ def with_zero(frame, profile: Profile, *, link, world_size: int, own_s: float = 
 
 def own_cost_s(configs, setup: dict) -> float | None:
     """ZeRO's own cost at one rank, where nothing is communicated: its step there (no option set, repeats pooled)
-    minus the reference's (DDP's, its own cost in it; ≥ 0); None where the run lacks either."""
-    from harness.analysis import roles
+    minus the reference's (DDP's, its own cost in it), where the repeats tell the two apart: the interval of their
+    ratio (Welch's t on the logs of the repeats' medians, as the run page compares strategies) lies above 1.
+    None where it does not, or the run lacks either. A difference of two noisy one-rank figures is mostly noise
+    on a shared machine: 33 ms of gpt2/small's 246 ms in one launch here, 0 in the next (docs/measured)."""
+    from harness.analysis import roles, stats
     from harness.perfmodel import predict
 
-    zero_s = predict.plain_step_at_one_rank_s(configs, setup, roles.sharded_optimizer_over_allreduce)
-    reference_s = predict.pooled_step_s(configs, setup, world=1, role="reference")
-    return max(0.0, zero_s - reference_s) if zero_s and reference_s else None
+    zero_ms = predict.plain_medians_at_one_rank_ms(configs, setup, roles.sharded_optimizer_over_allreduce)
+    ddp_ms = predict.role_medians_ms(configs, setup, world=1, role="reference")
+    if not len(zero_ms) or not len(ddp_ms):
+        return None
+    if not stats.ratio_interval(list(ddp_ms), list(zero_ms))["low"] > 1:  # NaN with one repeat a side: not told
+        return None
+    return (stats.geometric_mean(zero_ms) - stats.geometric_mean(ddp_ms)) / 1e3
 
 
 MODELLED_OPTIONS = {"bucket_cap_mb", "parameters_as_bucket_view"}  # any other option is another step
