@@ -166,8 +166,9 @@ def without_optimizer(frames: list[pd.DataFrame], optimizer_ms: float) -> list[p
 
 def turning_share(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float) -> str:
     """Where the pick at this GPU count changes when the optimizer takes no time (`without`: the choice then): ' if
-    the optimizer takes 15% of the one-GPU step or more, else stock (95.1 ms here)', the share where the two
-    picks' steps cross (each step is linear in the optimizer's time); '' where the pick holds either way."""
+    the optimizer takes 15% of the one-GPU step or more, else stock' (whose step the line gives among the others),
+    the share where the two picks' steps cross (each step is linear in the optimizer's time); '' where the pick
+    holds either way."""
     if without is None or not choice.picked or not without.picked or not step_ms:
         return ""
     here, there = choice.picked[0], without.picked[0]
@@ -181,10 +182,7 @@ def turning_share(choice: Choice, without: Choice | None, *, optimizer_ms: float
     gap_here = here.step_ms - as_profiled[there.strategy]  # < 0: it is faster as profiled
     crossing = gap_without / (gap_without - gap_here) if gap_without > gap_here else 1.0
     share = crossing * optimizer_ms / step_ms
-    return (
-        f" if a GPU's optimizer takes {share:.0%} of the one-GPU step or more, else {there.strategy} "
-        f"({as_profiled[there.strategy]:.4g} ms here)"
-    )
+    return f" if a GPU's optimizer takes {share:.0%} of the one-GPU step or more, else {there.strategy}"
 
 
 def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float, *, optimizer_ms: float = 0.0,

@@ -161,7 +161,7 @@ def test_a_pick_that_rests_on_a_cpus_optimizer_time_is_said_with_the_share_it_tu
     words = choice.choice_words(predictions.labelled(state), frames, 80.0, optimizer_ms=30.0, step_ms=100.0)
     assert "w8 zero 75 ms (stock 100 ms, 33.3% slower)" in words  # holds with no optimizer time too: said plainly
     assert (
-        "w64 zero 95 ms if a GPU's optimizer takes 23% of the one-GPU step or more, else stock (100 ms here)" in words
+        "w64 zero 95 ms if a GPU's optimizer takes 23% of the one-GPU step or more, else stock (stock 100 ms" in words
     )
     plain = choice.choice_words(predictions.labelled(state), frames, 80.0)  # a GPU's profile: its own optimizer
     assert "w64 zero 95 ms (stock 100 ms" in plain and " if a GPU's optimizer" not in plain
