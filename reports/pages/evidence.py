@@ -42,9 +42,10 @@ def evidence(fast: pd.Series, slow: pd.Series) -> dict:
     (answer.run_confidence), and the judgement the verdicts' rule (stats.verdict) gives: significant where
     it calls `slow` slower (beyond the 5 % threshold too), not significant where it calls no significant
     change (`no_change_rule`: a narrow interval that decides neither way, which can still reach past 5 %),
-    too few repeats where it cannot tell (`needed`: the repeats a side it would take,
-    None under two a side). Two caps of one strategy's sweep are judged by the sweep's rule (launch by launch
-    from stats.PAIRED_FROM repeats, sweep.cap_pair_verdict), so the answer and the cap table agree."""
+    too few repeats where it cannot tell (`needed`: the repeats a side it would take; under two a side, by a
+    quiet machine's spread of launches, as the cap table estimates it). Two caps of one strategy's sweep are
+    judged by the sweep's rule (launch by launch from stats.PAIRED_FROM repeats, sweep.cap_pair_verdict), so
+    the answer and the cap table agree."""
     confidence = float(fast.get("confidence", stats.CONFIDENCE))
     judge = {"threshold": stats.DEFAULT_THRESHOLD, "confidence": confidence}
     if _caps_of_one_sweep(fast, slow) and _one_layout(fast, slow):  # as the sweep calls it: one measurement
@@ -60,7 +61,7 @@ def evidence(fast: pd.Series, slow: pd.Series) -> dict:
     known = bool(np.isfinite(judged["low"]) and np.isfinite(judged["high"]))  # under two repeats a side: no interval
     word = {stats.SLOWER: SIGNIFICANT, stats.NO_CHANGE: NOT_SIGNIFICANT}.get(judged["verdict"], TOO_FEW)
     low, high = (judged["low"], judged["high"]) if known else (None, None)
-    needed = judged["repeats_needed"] if known else None
+    needed = judged["repeats_needed"]  # under two a side: by a quiet machine's spread of launches, as the cap table's
     return {"times": judged["ratio"], "low": low, "high": high, "judged": word, "confidence": confidence,
             "repeats": judged["repeats"], "needed": needed}  # fmt: skip
 
@@ -91,10 +92,12 @@ def _one_layout(one: pd.Series, other: pd.Series) -> bool:
 
 
 def too_few_text(proof: dict) -> str:
-    """What an undecided comparison rests on and what would settle it: '--repeats 2 or more' without an
-    interval, else '95% interval 0.90–1.30; have 3 repeats, need about 9' (stats.needed_text)."""
+    """What an undecided comparison rests on and what would settle it: '--repeats 2 or more; have 1, need about 7'
+    without an interval (the cap table's words for the same guess), else '95% interval 0.90–1.30; have 3 repeats,
+    need about 9' (stats.needed_text)."""
     if proof["low"] is None:
-        return "--repeats 2 or more"
+        guess = f"; have {proof['repeats']}, {stats.needed_text(proof['needed'])}" if proof.get("needed") else ""
+        return f"--repeats 2 or more{guess}"
     return f"{interval_text(proof)}; have {proof['repeats']} repeats, {stats.needed_text(proof['needed'])}"
 
 

@@ -55,7 +55,7 @@ def test_strategies_are_ranked_by_step_time_with_local_as_the_floor_last(configs
 def test_the_headline_names_the_fastest_communicating_strategy_against_stock(configs):
     line = answer.headline(answer.ranked(configs, workload="gpt2"))
     assert line == ("At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads (80.00 ms); too few repeats to tell it "
-                    "from stock, which takes 1.25× its time (--repeats 2 or more); parity ok; "
+                    "from stock, which takes 1.25× its time (--repeats 2 or more; have 1, need about 2); parity ok; "
                     "noisy steps (CV 0.30).")  # fmt: skip
 
 

@@ -101,7 +101,7 @@ def test_one_repeat_a_side_is_too_few_to_tell_never_a_bare_winner():
     single = run(repeats("stock", [100.0]), repeats("bucketed", [80.0]), repeats("naive", [90.0]))
     line = answer.headline(answer.ranked(single, workload="mlp"))
     assert "leads (80.00 ms); too few repeats to tell it from naive, which takes 1.13× its time" in line
-    assert "1.25× faster than stock, too few repeats to tell (--repeats 2 or more)" in line
+    assert "1.25× faster than stock, too few repeats to tell (--repeats 2 or more; have 1, need about 2)" in line
     assert pages.run_headline(single).endswith("80.00 ms (leads; too few repeats)")
     setup = single.assign(dtype="fp32", optimizer="adam")  # the index names what a run's memory answer rests on
     assert pages.run_headline(setup).startswith("mlp/tiny fp32 adam, 2 ranks: <b>bucketed</b>")
