@@ -197,9 +197,11 @@ def add_predict_parser(commands) -> None:
                          help="with --run and --cluster: also write the run's what-if page (one node to 1,024 "
                          "GPUs), calibrated and scaled as here, in one file to share")  # fmt: skip
     predict.add_argument("--local-step-ms", type=finite("--local-step-ms", "the one-GPU step in ms"),
-                         help="scale the profile's compute so that one GPU's step, at the profile's batch and "
-                         "input size, takes this long (a profile measured on another device, e.g. this CPU, made "
-                         "to stand for your GPU's)")  # fmt: skip
+                         help="one GPU's step (without DDP) of the model you will train, at the batch a GPU you "
+                         "will train with: the profile's compute (measured on another device, e.g. this CPU) is "
+                         "scaled to it, split as the profile splits it. "
+                         "A profile of a smaller size keeps its own gradients: predict warns, and floors each step "
+                         "with the full size's")  # fmt: skip
     predict.add_argument(
         "--profile-steps",
         type=whole("--profile-steps"),
