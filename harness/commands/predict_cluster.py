@@ -366,7 +366,7 @@ def _say_one_rank_step(
         given = ("one rank's step, DDP's own cost inside it (no baseline step to take it apart: the step given is "
                  "taken as one with DDP)") if own_inside else "one rank's step without DDP"  # fmt: skip
         console.say(f"ddpbench predict: compute scaled so that {given} is {local_step_ms:g} ms (--local-step-ms: "
-                    "one GPU's step at this profile's batch and input size), ×"
+                    "one GPU's step of the model you will train), ×"
                     f"{calibration.compute_scale:.4g} on the profile as measured: every prediction below rests on "
                     "that scaling")  # fmt: skip
     parts = (
