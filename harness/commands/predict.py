@@ -212,7 +212,7 @@ def _calibrated_to_run(profile, configs, setup: dict):
     """(the profile, its calibration): scaled to the run's baseline step at one rank and DDP's own cost there added,
     said as it is done: the calibration `predict --cluster` and the what-if page use, and the model's best variant here
     ('calibrated + contention', docs/measured-cpu.md), so one run's steps are predicted one way."""
-    from harness.commands.predict_cluster import say_run_calibration
+    from harness.commands.console.scaling import say_run_calibration
     from harness.perfmodel import predict
     from harness.perfmodel.schedule import calibrate
 

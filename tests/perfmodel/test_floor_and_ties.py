@@ -91,11 +91,11 @@ def test_when_every_cap_ties_the_answer_is_that_the_cap_does_not_matter(capsys):
 
 
 def test_a_reference_faster_than_its_baseline_is_said_to_be_taken_as_0(monkeypatch, capsys):
-    from harness.commands import predict_cluster
+    from harness.commands.console import scaling
 
     monkeypatch.setattr(predict, "calibration_target", lambda configs, setup: (None, None))
     monkeypatch.setattr(predict, "reference_minus_baseline_s", lambda configs, setup: -0.000629)
-    predict_cluster.say_run_calibration(None, pd.DataFrame(), {}, scaled=False)
+    scaling.say_run_calibration(None, pd.DataFrame(), {}, scaled=False)
     assert ("DDP's own cost 0 ms a step at one rank (taken as 0: stock's step at one rank, every cap pooled (geometric "
             "mean over repeats), minus local's is -0.629 ms, noise)") in capsys.readouterr().out  # fmt: skip
 
