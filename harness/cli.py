@@ -202,6 +202,11 @@ def add_predict_parser(commands) -> None:
                          "scaled to it, split as the profile splits it. "
                          "A profile of a smaller size keeps its own gradients: predict warns, and floors each step "
                          "with the full size's")  # fmt: skip
+    predict.add_argument("--local-optimizer-ms", type=finite("--local-optimizer-ms", "the optimizer's step in ms"),
+                         help="with --local-step-ms: the optimizer's part of that step on your GPU, where you know "
+                         "it (a profiler's optimizer.step); forward and backward take the rest. A CPU's optimizer "
+                         "is a far larger share of its step than a GPU's, and ZeRO-1's and FSDP2's leads rest on "
+                         "it")  # fmt: skip
     predict.add_argument(
         "--profile-steps",
         type=whole("--profile-steps"),

@@ -42,9 +42,13 @@ def check_flags(args: argparse.Namespace) -> None:
         raise ConfigError(f"--collective {args.collective!r} is not valid; choose one of {', '.join(COLLECTIVES)}")
     if args.local_step_ms is not None and not args.local_step_ms > 0:
         raise ConfigError(f"--local-step-ms {args.local_step_ms:g} is not valid; give the one-GPU step in ms, > 0")
+    if args.local_optimizer_ms is not None and not 0 <= args.local_optimizer_ms < (args.local_step_ms or 0):
+        raise ConfigError(f"--local-optimizer-ms {args.local_optimizer_ms:g} is not valid; give the optimizer's "
+                          "part of the --local-step-ms step in ms, ≥ 0 and below it (it needs that flag)")  # fmt: skip
     if not wanted(args):
         other_collective = args.collective if args.collective != "all_reduce" else None  # DDP's, the default
         for flag, value in (("--nodes", args.nodes), ("--sizes", args.sizes), ("--local-step-ms", args.local_step_ms),
+                            ("--local-optimizer-ms", args.local_optimizer_ms),
                             ("--collective", other_collective)):  # fmt: skip
             if value is not None:
                 raise ConfigError(f"{flag} needs --cluster NAME|FILE or --nccl-tests FILE")
@@ -74,8 +78,10 @@ def _unused_flags(args: argparse.Namespace) -> list[tuple[str, str]]:
     if is_collective_table(args):
         why = {"--caps": "bucket caps are a DDP step's, which --run RUN or --workload NAME predicts",
                "--local-step-ms": "it scales a DDP step's compute, which --run RUN or --workload NAME predicts",
+               "--local-optimizer-ms": "it splits a DDP step's compute, which --run RUN or --workload NAME predicts",
                "--gpus": ranks}  # fmt: skip
-        given = {"--caps": args.caps, "--local-step-ms": args.local_step_ms, "--gpus": args.gpus}
+        given = {"--caps": args.caps, "--local-step-ms": args.local_step_ms, "--gpus": args.gpus,
+                 "--local-optimizer-ms": args.local_optimizer_ms}  # fmt: skip
     else:
         buckets = "a DDP step all-reduces its buckets, whose sizes the caps set (--caps)"
         why = {"--gpus": ranks, "--sizes": buckets, "--collective": buckets}
@@ -265,8 +271,9 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
 
     from_run = predict.run_calibration(configs, setup, profile=profile) if configs is not None else Calibration()
     carried = not (args.local_step_ms and device == "cpu")  # a CPU's own cost is no GPU's (scaled_to_local_step)
+    given_optimizer_s = None if args.local_optimizer_ms is None else args.local_optimizer_ms / 1e3
     calibration = predict.scaled_to_local_step(profile, from_run, args.local_step_ms and args.local_step_ms / 1e3,
-                                               own_carried=carried)  # fmt: skip
+                                               own_carried=carried, optimizer_s=given_optimizer_s)  # fmt: skip
     if configs is not None:
         scaling.say_run_calibration(profile, configs, setup, scaled=bool(args.local_step_ms), carried=carried)
     sharded = fsdp.for_cluster(profile, calibration, configs=configs, setup=setup, run_scale=from_run.compute_scale,
@@ -283,6 +290,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         local_step_ms=args.local_step_ms,
         own_measured=carried and configs is not None and predict.ddp_own_cost_s(configs, setup) is not None,
         own_inside=configs is not None and predict.calibration_target(configs, setup)[0] == "reference",
+        optimizer_ms=args.local_optimizer_ms,
     )
     link = ClusterLink(chosen)
     small = f"the {setup['size']} size's gradients, not your model's: see the warning above" if smaller else ""
@@ -308,11 +316,22 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     predictions.cluster_answer(chosen, rows, backward_ms=profile.backward_s * 1e3, caveat=said, own_ms=own_ms)
     share = profile.optimizer_s / profile.local_step_s if profile.local_step_s else 0.0
     optimizer = (setup or {}).get("optimizer") or "sgd"  # a profile measured now steps SGD (predict's setup)
-    cpu_split = "; ".join(filter(None, (  # and where the sharded steps' leads stop: a GPU's share is smaller
-        optimizer_share_caveat(share, scaled=bool(args.local_step_ms), optimizer=optimizer),
-        optimizer_break_even(rows[-1], optimizer_ms=profile.optimizer_s * 1e3, step_ms=profile.local_step_s * 1e3),
-    ))) if device == "cpu" else ""  # fmt: skip
-    cpu_optimizer = (profile.optimizer_s * 1e3, profile.local_step_s * 1e3) if device == "cpu" else (0.0, 0.0)
+    cpu_split = (
+        "; ".join(
+            filter(
+                None,
+                (  # and where the sharded steps' leads stop: a GPU's share is smaller
+                    optimizer_share_caveat(share, scaled=bool(args.local_step_ms), optimizer=optimizer),
+                    optimizer_break_even(
+                        rows[-1], optimizer_ms=profile.optimizer_s * 1e3, step_ms=profile.local_step_s * 1e3
+                    ),
+                ),
+            )
+        )
+        if device == "cpu" and given_optimizer_s is None
+        else ""
+    )  # fmt: skip  (one given: the GPU's, not a CPU's)
+    cpu_optimizer = (profile.optimizer_s * 1e3, profile.local_step_s * 1e3) if cpu_split else (0.0, 0.0)
     predictions.zero_answer(rows, optimizer_ms=profile.optimizer_s * 1e3, largest=largest_parameter(profile),
                             caveat="; ".join(part for part in (cpu_split, zero_own.note) if part))  # fmt: skip
     predictions.fsdp_answer(rows, caveat="; ".join(part for part in (caveat, cpu_split, sharded.note) if part))
@@ -324,6 +343,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         context = {"cluster": chosen.name, "cluster_source": _source_of(chosen), "run": args.run,
                    **{key: setup.get(key) for key in ("workload", "size", "batch_size", "dtype", "optimizer")},
                    "local_step_ms": float(args.local_step_ms or "nan"),  # float64 even where not given
+                   "local_optimizer_ms": float("nan" if args.local_optimizer_ms is None else args.local_optimizer_ms),
                    # the calibration and the one-rank step, so that a row reproduces its scaling_efficiency
                    "compute_scale": calibration.compute_scale, "ddp_own_ms": own_ms if carried else float("nan"),
                    "one_rank_step_ms": profile.local_step_s * 1e3}  # fmt: skip

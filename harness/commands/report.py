@@ -86,7 +86,7 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
     html = whatif_page(store.read_run_meta(run_dir), of_setup(configs, setup), profiles, chosen, caps=caps,
                        local_step_ms=args.local_step_ms, standalone=True, checked=checked,
                        memory=lambda one: predict_full_size.memory_rows(run_dir, configs, one),  # as the console's
-                       full_grads=full)  # fmt: skip
+                       full_grads=full, local_optimizer_ms=args.local_optimizer_ms)  # fmt: skip
     try:
         store.atomic_write(Path(args.page), lambda tmp: tmp.write_text(html, encoding="utf-8"))
     except OSError as error:  # a folder check cannot foresee every refusal (a full disk, /proc)

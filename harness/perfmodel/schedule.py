@@ -289,10 +289,12 @@ class Calibration:
     user knows: `predict --local-step-ms`) over the profile's step.
     reducer_s: DDP's own cost with nothing to communicate (`stock` minus `local` at world size 1:
     copying gradients into buckets and back, its hooks), spent during backward.
+    optimizer_s: the optimizer's step, where the user gave it apart from the compute it scales.
     """
 
     compute_scale: float = 1.0
     reducer_s: float = 0.0
+    optimizer_s: float | None = None  # the optimizer's step as given apart (--local-optimizer-ms); None: scaled
 
 
 def calibrate(profile: Profile, calibration: Calibration) -> Profile:
@@ -304,5 +306,5 @@ def calibrate(profile: Profile, calibration: Calibration) -> Profile:
     grads, frozen = (tuple(dataclasses.replace(g, ready_s=g.ready_s * scale * stretch,
                                                used_s=None if g.used_s is None else g.used_s * scale)
                            for g in params) for params in (profile.grads, profile.frozen))  # fmt: skip
-    return Profile(profile.forward_s * scale, backward + calibration.reducer_s, profile.optimizer_s * scale, grads,
-                   frozen)  # fmt: skip
+    optimizer = profile.optimizer_s * scale if calibration.optimizer_s is None else calibration.optimizer_s
+    return Profile(profile.forward_s * scale, backward + calibration.reducer_s, optimizer, grads, frozen)

@@ -49,12 +49,14 @@ def setup_label(setup: dict) -> str:
 
 def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Cluster, *, caps: list[float] | None = None,
                    local_step_ms: float | None = None, device: str = "cpu",
-                   full_grads: tuple[list, list] | None = None) -> pd.DataFrame:  # fmt: skip
+                   full_grads: tuple[list, list] | None = None,
+                   local_optimizer_ms: float | None = None) -> pd.DataFrame:  # fmt: skip
     """Per stored setup, GPU count and cap (`caps`; else the run's sweep, else the default list): the predicted
     step, the profile calibrated on the run's rows at one rank as `ddpbench predict --run --cluster` does, and
     then scaled to `local_step_ms` where given (as `--local-step-ms`: DDP's own cost left out where the profile's
-    `device` is a CPU, predict.scaled_to_local_step); `full_grads` (the full size's gradient bytes and dtypes, where
-    the profile is a smaller size's): the floor they put under each step (`full_size_*`, schedule.floor_with)."""
+    `device` is a CPU, predict.scaled_to_local_step; its optimizer's part `local_optimizer_ms`); `full_grads` (the
+    full size's gradient bytes and dtypes, where the profile is a smaller size's): the floor they put under each
+    step (`full_size_*`, schedule.floor_with)."""
     if caps is None:
         caps = swept_caps(configs)
         caps = caps if len(caps) >= 2 else list(DEFAULT_CAPS_MB)
@@ -62,8 +64,9 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
     carried = not (local_step_ms and device == "cpu")  # a CPU's own costs are no GPU's
     for setup, profile in profiles_by_setup(profiles):
         from_run = run_calibration(configs, setup, profile=profile)
+        optimizer_s = None if local_optimizer_ms is None else local_optimizer_ms / 1e3  # given apart, or scaled
         calibration = scaled_to_local_step(profile, from_run, local_step_ms and local_step_ms / 1e3,
-                                           own_carried=carried)  # fmt: skip
+                                           own_carried=carried, optimizer_s=optimizer_s)  # fmt: skip
         sharded = for_cluster(profile, calibration, configs=configs, setup=setup, run_scale=from_run.compute_scale,
                               carried=carried)  # fmt: skip
         zero_own = own_for_cluster(configs, setup, calibration, run_scale=from_run.compute_scale, carried=carried)
@@ -74,6 +77,7 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                    "calibrated_to": target, "own_measured": ddp_own_cost_s(configs, setup) is not None,
                    "ddp_own_ms": calibration.reducer_s * 1e3, "local_step_given": local_step_ms or 0.0,
                    "own_left_out": bool(local_step_ms) and device == "cpu" and target == "baseline",
+                   "optimizer_given": local_optimizer_ms is not None,
                    "grad_mb": profile.grad_bytes / 2**20, "grad_tensors": len(profile.grads), "profiled_on": device,
                    "optimizer_share": calibrated.optimizer_s / (calibrated.local_step_s or 1.0),
                    **{f"setup_{key}": value for key, value in setup.items()}, "size": setup["size"]}  # fmt: skip
@@ -126,7 +130,8 @@ def measured_rows(configs: pd.DataFrame) -> pd.DataFrame:
 def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, cluster: Cluster, *,
                 caps: list[float] | None = None, local_step_ms: float | None = None, standalone: bool = False,
                 memory: Callable[[dict], tuple[pd.DataFrame, str]] | None = None, checked: str = "",
-                full_grads: tuple[list, list] | None = None) -> str:  # fmt: skip
+                full_grads: tuple[list, list] | None = None,
+                local_optimizer_ms: float | None = None) -> str:  # fmt: skip
     """The page in a site (links to the index and the run's page), or `standalone`: one file with plotly.js in
     it and no links, as `predict --page` writes it; `caps` and `local_step_ms` as predicted_rows takes them;
     `memory(setup)`: the rows memory is counted from and what size they are of, as `predict` counts them (default:
@@ -134,7 +139,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     `full_grads`: the full size's gradients, whose floor under each step the table gives (`predicted_rows`)."""
     run_id, device = meta.get("run_id", ""), meta.get("device", "?")
     rows = predicted_rows(profiles, configs, cluster, caps=caps, local_step_ms=local_step_ms, device=device,
-                          full_grads=full_grads)  # fmt: skip
+                          full_grads=full_grads, local_optimizer_ms=local_optimizer_ms)  # fmt: skip
     nav = "" if standalone else (f'<nav><a href="../index.html">all runs</a><a href="{esc(meta.get("page", run_id))}'
                                  f'.html">run {esc(run_id)}</a></nav>')  # fmt: skip
     inside = not rows.empty and bool((rows["calibrated_to"] == "reference").all())  # DDP's cost in the compute
@@ -268,6 +273,8 @@ def _calibration_note(row: pd.Series, meta: dict | None = None) -> str:
         step = "with DDP (its own cost inside)" if to == "reference" else "without DDP"
         scaled = (f"The profile's compute is scaled ×{row['compute_scale']:.4g} so that one GPU's step {step} "
                   f"is {given:g} ms (the step you gave; {first})")  # fmt: skip
+        if row.get("optimizer_given"):
+            scaled += f", its optimizer {row['optimizer_share'] * row['local_step_ms']:.3g} ms of it as you gave it"
     whose = "the reference's" if to == "reference" else "the baseline's, plus DDP's own cost"
     if given:
         whose = "the step you gave" + (", plus DDP's own cost" if row["ddp_own_ms"] else "")

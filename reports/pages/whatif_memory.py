@@ -29,7 +29,7 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
     state = state_per_rank(of_setup(configs, setup) if rows is None else rows, worlds)  # rows: of this setup
     frames = [rows for _, rows in group.groupby("world_size", sort=True)]
     first = group.iloc[0]  # the console's bracket: each node count's published-table caveat, a CPU's optimizer
-    on_cpu = first["profiled_on"] == "cpu"  # its optimizer's time is a CPU's: the pick is checked without it
+    on_cpu = first["profiled_on"] == "cpu" and not first.get("optimizer_given")  # its optimizer's time a CPU's
     optimizer_ms = first["optimizer_share"] * first["local_step_ms"] if on_cpu else 0.0
     words = choice_words(state.assign(strategy=strategy_labels(state)), frames, cluster.gpu_memory_gib,
                          optimizer_ms=optimizer_ms, step_ms=first["local_step_ms"]) if len(state) else ""  # fmt: skip

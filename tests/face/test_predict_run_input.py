@@ -222,6 +222,25 @@ def test_a_cpu_runs_own_ddp_cost_is_not_carried_to_the_gpu_step_given(tmp_path, 
     assert gpu["ddp_own_ms"].isna().all()  # left out, not measured as 0
 
 
+def test_an_optimizer_step_given_apart_is_said_and_a_bad_one_refused(tmp_path, capsys):
+    """--local-optimizer-ms splits the GPU step given: said on the scaling line, written to --out, and the CPU
+    optimizer's caveat is gone; without --local-step-ms, or not below it, it is refused in one line."""
+    import pandas as pd
+
+    _copy("cpu_run", tmp_path)
+    args = ["predict", "--run", "cpu_run", "--results", str(tmp_path), *CLUSTER, "--local-step-ms", "50"]
+    assert cli.main([*args, "--local-optimizer-ms", "2", "--out", str(tmp_path / "o.csv")]) == 0
+    out = capsys.readouterr().out
+    assert "its optimizer 2 ms of it as given (--local-optimizer-ms) and forward and backward the rest" in out
+    assert "of the step is the CPU's" not in out  # the optimizer's share is the GPU's now, not a CPU's
+    assert (pd.read_csv(tmp_path / "o.csv")["local_optimizer_ms"] == 2).all()
+    for bad in (["--local-optimizer-ms", "50"], ["--local-optimizer-ms", "-1"]):
+        assert cli.main([*args, *bad]) == 2
+        assert f"--local-optimizer-ms {bad[1]} is not valid; give the optimizer's part" in _one_line_error(capsys)
+    assert cli.main([*args[:-2], "--local-optimizer-ms", "2"]) == 2  # no step to take it from
+    assert "(it needs that flag)" in _one_line_error(capsys)
+
+
 def test_a_gpu_run_predicted_on_its_own_network_says_which_strategy_fits_its_gpu(tmp_path, capsys):
     """Without --cluster the GPU to fit is the run's own (its name and memory as torch reported them); a CPU run
     has none, and no choice is said for it (tests/perfmodel/test_predict.py's small run)."""

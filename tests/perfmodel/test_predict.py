@@ -380,7 +380,15 @@ def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_
     cluster_rows = pd.read_csv(on_cluster)
     assert cluster_rows["fsdp_own_ms"].isna().all()
     # this machine's rows are the cluster's less what only a cluster has, plus the link they rest on (usage.md)
-    only_cluster = {"nodes", "cluster", "cluster_source", "local_step_ms", "compute_scale", "ddp_own_ms"}
+    only_cluster = {
+        "nodes",
+        "cluster",
+        "cluster_source",
+        "local_step_ms",
+        "local_optimizer_ms",
+        "compute_scale",
+        "ddp_own_ms",
+    }
     assert set(rows[1].columns) == set(cluster_rows.columns) - only_cluster | {"network"}
     assert rows[1]["best"].any() and set(rows[1]["run"]) == {small_run.name} and set(rows[1]["workload"]) == {"mlp"}
     slow, fast = rows[1], rows[2]
@@ -575,3 +583,17 @@ def test_scaling_to_a_gpus_step_carries_ddps_own_cost_with_the_compute_or_leaves
     left = predict.scaled_to_local_step(profile, measured, 0.060, own_carried=False)
     assert left.compute_scale == pytest.approx(6.0) and left.reducer_s == 0.0
     assert predict.scaled_to_local_step(profile, measured, None) is measured
+
+
+def test_an_optimizer_step_given_apart_leaves_forward_and_backward_the_rest():
+    """A CPU's Adam was 21-40 % of a step in walkthroughs, a GPU's under 1 %: given apart, the optimizer takes what
+    the user measured and forward and backward the rest, split as the profile splits them."""
+    from harness.perfmodel.schedule import Calibration, Grad, Profile, calibrate
+
+    profile = Profile(0.002, 0.004, 0.004, (Grad(0, 1024, "float32", 0.003),))  # 10 ms, 40 % of it the optimizer
+    measured = Calibration(compute_scale=2.0)  # the run: 20 ms
+    given = predict.scaled_to_local_step(profile, measured, 0.100, optimizer_s=0.001)  # 100 ms, 1 ms optimizer
+    assert given.compute_scale == pytest.approx(2.0 * 99 / 12) and given.optimizer_s == 0.001
+    scaled = calibrate(profile, given)
+    assert (scaled.forward_s, scaled.backward_s, scaled.optimizer_s) == pytest.approx((0.033, 0.066, 0.001))
+    assert scaled.grads[0].ready_s == pytest.approx(0.003 * 2.0 * 99 / 12)  # ready times scale with backward

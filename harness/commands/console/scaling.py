@@ -31,7 +31,14 @@ def say_run_calibration(profile, configs, setup: dict, *, scaled: bool, carried:
 
 
 def say_one_rank_step(
-    calibrated, calibration, *, device: str, local_step_ms: float | None, own_measured: bool, own_inside: bool
+    calibrated,
+    calibration,
+    *,
+    device: str,
+    local_step_ms: float | None,
+    own_measured: bool,
+    own_inside: bool,
+    optimizer_ms: float | None = None,
 ) -> None:
     """The one-rank step every efficiency below is measured against, and what it rests on (its parts whenever a
     run measured DDP's own cost, 0 included: a noisy run's reference may be no slower than its baseline)."""
@@ -40,8 +47,10 @@ def say_one_rank_step(
     if local_step_ms:
         given = ("one rank's step, DDP's own cost inside it (no baseline step to take it apart: the step given is "
                  "taken as one with DDP)") if own_inside else "one rank's step without DDP"  # fmt: skip
+        split = (f", its optimizer {optimizer_ms:g} ms of it as given (--local-optimizer-ms) and forward and "
+                 "backward the rest") if optimizer_ms is not None else ""  # fmt: skip
         console.say(f"ddpbench predict: compute scaled so that {given} is {local_step_ms:g} ms (--local-step-ms: "
-                    "one GPU's step of the model you will train), ×"
+                    f"one GPU's step of the model you will train){split}, ×"
                     f"{calibration.compute_scale:.4g} on the profile as measured: every prediction below rests on "
                     "that scaling")  # fmt: skip
     parts = (
