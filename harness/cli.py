@@ -197,9 +197,9 @@ def add_predict_parser(commands) -> None:
                          help="with --run and --cluster: also write the run's what-if page (one node to 1,024 "
                          "GPUs), calibrated and scaled as here, in one file to share")  # fmt: skip
     predict.add_argument("--local-step-ms", type=finite("--local-step-ms", "the one-GPU step in ms"),
-                         help="one GPU's step (without DDP) of the model you will train, at the batch a GPU you "
-                         "will train with: the profile's compute (measured on another device, e.g. this CPU) is "
-                         "scaled to it, split as the profile splits it. "
+                         help="one GPU's step (without DDP) of the model you will train, at your batch per GPU: "
+                         "the profile's compute (measured on another device, e.g. this CPU) is scaled to it, split "
+                         "as the profile splits it (memory stays counted at the run's batch). "
                          "A profile of a smaller size keeps its own gradients: predict warns, and floors each step "
                          "with the full size's")  # fmt: skip
     predict.add_argument("--local-optimizer-ms", type=finite("--local-optimizer-ms", "the optimizer's step in ms"),

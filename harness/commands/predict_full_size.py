@@ -122,8 +122,8 @@ def with_floors(frames: list, setup: dict, profile, *, configs, link, cluster_na
                                     full_size_comm_ms=[f.comm_s * 1e3 for f in floors],
                                     full_size_step_floor_ms=[f.step_s * 1e3 for f in floors]))  # fmt: skip
     console.say(
-        "  (floors, not predictions: the buckets laid out in reverse registration order, as DDP does before "
-        "its rebuild; every all-reduce after the one before, on the cluster's model, and the last after the "
+        "  (floors, not predictions: bucketed in reverse registration order, as DDP's rebuild lays out gradients "
+        "made in that order; every all-reduce after the one before, on the cluster's model, and the last after the "
         "profile's last gradient is made; when each of the full size's gradients is made is not measured: "
         "bench --size full on one GPU of the cluster and predict from that run for the step itself)"
     )

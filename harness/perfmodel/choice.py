@@ -67,11 +67,14 @@ def modelled_step(state: pd.DataFrame, named: pd.Series) -> pd.Series:
 
 
 def left_out_ms(state: pd.DataFrame, named: pd.Series) -> pd.Series:
-    """Per state row, the own cost its modelled step leaves out beyond DDP's (also left out): FSDP's, measured on a
-    CPU, where the step is a GPU's (`fsdp_own_left_out_ms`); 0 for the rest."""
-    left = float(named.get("fsdp_own_left_out_ms", 0.0))
-    shards = roles.shards_parameters(state).to_numpy()
-    return pd.Series(np.where(shards, left if left == left else 0.0, 0.0), index=state.index)
+    """Per state row, the own cost its modelled step leaves out beyond DDP's (also left out): FSDP's and ZeRO's,
+    measured on a CPU, where the step is a GPU's (`fsdp_own_left_out_ms`, `zero_own_left_out_ms`); 0 for the rest."""
+    left = pd.Series(0.0, index=state.index)
+    for rows, column in ((roles.shards_parameters(state), "fsdp_own_left_out_ms"),
+                         (roles.sharded_optimizer_over_allreduce(state), "zero_own_left_out_ms")):  # fmt: skip
+        value = float(named.get(column, 0.0))
+        left[rows.to_numpy()] = value if value == value else 0.0
+    return left
 
 
 def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float) -> list[Choice]:
@@ -176,12 +179,17 @@ def turning_share(choice: Choice, without: Choice | None, *, optimizer_ms: float
         return ""
     steps = {c.strategy: c.step_ms for c in (*without.picked, *without.maybe, *without.others)}
     as_profiled = {c.strategy: c.step_ms for c in (*choice.picked, *choice.maybe, *choice.others)}
-    if here.strategy not in steps or there.strategy not in as_profiled:
-        return ""
+    if (
+        here.strategy not in steps
+        or there.strategy not in as_profiled
+        or there.strategy in {c.strategy for c in choice.picked}
+    ):
+        return ""  # (a pick already too close to call with the other says so)
     gap_without = steps[here.strategy] - steps[there.strategy]  # > 0: the pick is slower with no optimizer time
     gap_here = here.step_ms - as_profiled[there.strategy]  # < 0: it is faster as profiled
-    crossing = gap_without / (gap_without - gap_here) if gap_without > gap_here else 1.0
-    share = crossing * optimizer_ms / step_ms
+    if not gap_without > 0 > gap_here:  # the steps do not cross between no optimizer time and the CPU's
+        return ""
+    share = gap_without / (gap_without - gap_here) * optimizer_ms / step_ms
     return f" if a GPU's optimizer takes {share:.0%} of the one-GPU step or more, else {there.strategy}"
 
 

@@ -78,14 +78,14 @@ def role_medians_ms(configs: pd.DataFrame, setup: dict, *, world: int, role: str
     return rows["step_ms_median"]
 
 
-def plain_medians_at_one_rank_ms(configs: pd.DataFrame, setup: dict, which) -> pd.Series:
+def plain_medians_at_one_rank_ms(configs: pd.DataFrame, setup: dict, which, *, but=frozenset()) -> pd.Series:
     """The repeats' median steps (ms) at one rank of the strategy whose rows `which` (a roles predicate) selects,
-    with no option set."""
+    with no option set (`but` these)."""
     from harness.results.values import options_of
 
     rows = setup_rows(configs, setup)
-    return rows.loc[which(rows) & (rows["world_size"] == 1) & ~rows["impl_options"].map(options_of).astype(bool),
-                    "step_ms_median"]  # fmt: skip
+    plain = rows["impl_options"].map(lambda text: set(options_of(text)) <= set(but))
+    return rows.loc[which(rows) & (rows["world_size"] == 1) & plain, "step_ms_median"]
 
 
 def plain_step_at_one_rank_s(configs: pd.DataFrame, setup: dict, which) -> float | None:

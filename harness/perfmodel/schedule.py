@@ -214,9 +214,10 @@ def floor_with(profile: Profile, sizes: Sequence[int], dtypes: Sequence[str], *,
               world_size: int, cap_given: bool = True) -> StepFloor:  # fmt: skip
     """The step's floor for gradients of `sizes` and `dtypes` (registration order: another size of the profiled
     model, counted on the meta device) on the profile's compute, where only their bytes are known, not when each
-    is made. DDP lays them out in reverse registration order, as it does before its first rebuild (backward makes
-    the last registered first); the all-reduces run one after another, none before backward starts and the last
-    not before the profile's last gradient is made (the first registered are made last, at both sizes). So:
+    is made. They are bucketed in the order backward makes them, taken as reverse registration order, as DDP's
+    rebuild lays them out by the order they became ready; the all-reduces run one after another, none before
+    backward starts and the last not before the profile's last gradient is made (the first registered are made
+    last, at both sizes). So:
     step ≥ forward + max(backward, every all-reduce, last gradient made + the last all-reduce) + optimizer."""
     cap_bytes = int(cap_mb * bucketing.MIB)
     first = bucketing.first_bucket_bytes(cap_bytes, cap_given=cap_given)

@@ -13,7 +13,8 @@ twice, as torch's ZeroRedundancyOptimizer changes it:
 Frozen parameters (no gradient) are partitioned and broadcast too, as torch's optimizer holds them, but
 not stepped. And ZeRO's own cost, measured where nothing is communicated (its step at one rank minus DDP's:
 torch broadcasts every parameter even to a group of one, and keeps its partition's bookkeeping), is added
-at every world size, as DDP's own cost is to DDP's step, where the repeats tell the two steps apart. With
+at every world size, as DDP's own cost is to DDP's step, where the repeats tell the two steps apart (the
+broadcasts' per-call part of it is then also in each broadcast's α beyond one rank: counted twice, a little). With
 overlap_with_ddp (the optimizer inside DDP's hook) the step is another schedule: not modelled.
 """
 
@@ -157,7 +158,8 @@ def with_zero(frame, profile: Profile, *, link, world_size: int, own_s: float = 
 
 
 def own_cost_s(configs, setup: dict) -> float | None:
-    """ZeRO's own cost at one rank, where nothing is communicated: its step there (no option set, repeats pooled)
+    """ZeRO's own cost at one rank, where nothing is communicated: its step there (no option but the cap, repeats
+    pooled, every cap alike as DDP's are)
     minus the reference's (DDP's, its own cost in it), where the repeats tell the two apart: the interval of their
     ratio (Welch's t on the logs of the repeats' medians, as the run page compares strategies) lies above 1.
     None where it does not, or the run lacks either. A difference of two noisy one-rank figures is mostly noise
@@ -165,7 +167,9 @@ def own_cost_s(configs, setup: dict) -> float | None:
     from harness.analysis import roles, stats
     from harness.perfmodel import predict
 
-    zero_ms = predict.plain_medians_at_one_rank_ms(configs, setup, roles.sharded_optimizer_over_allreduce)
+    zero_ms = predict.plain_medians_at_one_rank_ms(
+        configs, setup, roles.sharded_optimizer_over_allreduce, but={"bucket_cap_mb"}
+    )  # a cap sweep's rows: DDP's pooled alike
     ddp_ms = predict.role_medians_ms(configs, setup, world=1, role="reference")
     if not len(zero_ms) or not len(ddp_ms):
         return None

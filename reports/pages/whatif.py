@@ -78,6 +78,7 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                    "ddp_own_ms": calibration.reducer_s * 1e3, "local_step_given": local_step_ms or 0.0,
                    "own_left_out": bool(local_step_ms) and device == "cpu" and target == "baseline",
                    "optimizer_given": local_optimizer_ms is not None,
+                   "own_costs_left_out": "; ".join(note for note in (sharded.note, zero_own.note) if note),
                    "grad_mb": profile.grad_bytes / 2**20, "grad_tensors": len(profile.grads), "profiled_on": device,
                    "optimizer_share": calibrated.optimizer_s / (calibrated.local_step_s or 1.0),
                    **{f"setup_{key}": value for key, value in setup.items()}, "size": setup["size"]}  # fmt: skip
@@ -288,10 +289,10 @@ def _calibration_note(row: pd.Series, meta: dict | None = None) -> str:
     )
     if "full_size_mb" in row and not pd.isna(row["full_size_mb"]):
         other += (f" The table's last column is the least DDP's step can take with the full size's "
-                  f"{row['full_size_mb']:,.0f} MiB of gradients (counted on the meta device): laid out as DDP first "
-                  "lays them, each all-reduce after the one before, none before backward starts and the last not "
-                  "before this profile's last gradient is made; when each full-size gradient is made is not "
-                  "measured.")  # fmt: skip
+                  f"{row['full_size_mb']:,.0f} MiB of gradients (counted on the meta device): bucketed in reverse "
+                  "registration order, as DDP's rebuild lays out gradients made in that order, each all-reduce "
+                  "after the one before, none before backward starts and the last not before this profile's last "
+                  "gradient is made; when each full-size gradient is made is not measured.")  # fmt: skip
     return (f"<p>The profile is the {esc(row['size'])} size's: {row['grad_mb']:.4g} MiB of gradients in "
             f"{int(row['grad_tensors'])} tensors, which every prediction below buckets and all-reduces.{other} "
             f"{scaled}{own}, as <code>ddpbench predict --run RUN --cluster NAME{flag}</code> does. "

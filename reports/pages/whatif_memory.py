@@ -36,8 +36,9 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
     cpu = optimizer_share_caveat(first["optimizer_share"], scaled=bool(first["local_step_given"]),
                                  optimizer=str(first.get("setup_optimizer") or "sgd"))  # fmt: skip
     even = optimizer_break_even(frames[-1], optimizer_ms=optimizer_ms, step_ms=first["local_step_ms"]) if on_cpu else ""
+    left_out = first.get("own_costs_left_out", "")  # FSDP's and ZeRO's own costs, a CPU's, as the console says
     said = "; ".join(part for part in (cap_caveats(cluster, sorted({int(n) for n in group["nodes"]})),
-                                       cpu if on_cpu else "", even) if part)  # fmt: skip
+                                       cpu if on_cpu else "", even, left_out) if part)  # fmt: skip
     return (
         f'<p class="takeaway"><b>The choice</b>: {esc(words)}{esc(f" [{said}]" if said else "")}.</p>' if words else ""
     )
@@ -119,11 +120,6 @@ def _memory_caption(state: pd.DataFrame, size_note: str) -> str:
         "from step to step (PowerSGD's error feedback, one tensor a bucket) and allocates in backward (PowerSGD's "
         "two copies of a bucket). In none of these: buffers, the kernels' working memory — a GPU run's peak "
         "measures those. "
-        + (
-            f"The model is counted {size_note}."
-            if size_note
-            else "The model is counted at the run's own size: its full size, or a model of your own file, which "
-            "--size does not scale."
-        )
+        + (f"The model is counted {size_note}." if size_note else "The model is counted at the run's own size.")
         + floor
     )

@@ -165,3 +165,18 @@ def test_a_pick_that_rests_on_a_cpus_optimizer_time_is_said_with_the_share_it_tu
     )
     plain = choice.choice_words(predictions.labelled(state), frames, 80.0)  # a GPU's profile: its own optimizer
     assert "w64 zero 95 ms (stock 100 ms" in plain and " if a GPU's optimizer" not in plain
+
+
+def test_zeros_own_cost_left_out_of_a_gpu_step_makes_it_a_maybe_as_fsdps_does():
+    """A CPU's ZeRO own cost left out of a GPU step (30 ms here) is weighed as FSDP's is: a 10 ms lead is no pick."""
+    state = _state([("stock", 8, 20.0), ("zero", 8, 10.0)])
+    frames = [_frame(8, 100.0, 90.0).assign(zero_own_left_out_ms=30.0)]
+    w8 = choice.choose(predictions.labelled(state), frames, 80.0)[0]
+    assert [c.strategy for c in w8.picked] == ["stock"] and [c.strategy for c in w8.maybe] == ["zero"]
+
+
+def test_no_turning_point_is_said_where_the_pick_is_already_too_close_to_call():
+    state = _state([("stock", 8, 20.0), ("zero", 8, 10.0)])
+    frames = [_frame(8, 100.0, 99.0).assign(zero_optimizer_ms=29.0)]  # 1 ms ahead: tied with stock already
+    words = choice.choice_words(predictions.labelled(state), frames, 80.0, optimizer_ms=30.0, step_ms=100.0)
+    assert "too close to call" in words and "if a GPU's optimizer" not in words

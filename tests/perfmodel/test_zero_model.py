@@ -130,6 +130,10 @@ def test_zeros_own_cost_at_one_rank_is_added_at_every_world_size_and_a_cpus_left
     assert zero.own_cost_s(pd.DataFrame(noisy), setup) is None
     assert zero.own_cost_s(pd.DataFrame([_row("stock", 1, 15.0), _row("zero", 1, 17.0)]), setup) is None  # one each
     assert zero.own_cost_s(configs[configs["impl"] == "zero"], setup) is None  # no DDP step at one rank to subtract
+    swept = pd.DataFrame([_row(impl, 1, ms + (2.0 if impl == "zero" else 0.0), {"bucket_cap_mb": cap})
+                          for impl in ("stock", "zero") for cap in (1.0, 25.0)
+                          for ms in (15.0, 15.1, 14.9)])  # fmt: skip
+    assert zero.own_cost_s(swept, setup) == pytest.approx(2.0 * MS, rel=0.01)  # a cap sweep's rows, caps pooled
     network = net.given_network(busbw_bytes_per_s=MB / MS, latency_s=0.0)
     plain = next(c for c in zero.run_checks(configs, PROFILE_ROWS, network) if c["impl_options"] == "{}")
     assert plain["zero_own_ms"] == pytest.approx(2.0, rel=0.01)
