@@ -42,9 +42,11 @@ def check_flags(args: argparse.Namespace) -> None:
         raise ConfigError(f"--collective {args.collective!r} is not valid; choose one of {', '.join(COLLECTIVES)}")
     if args.local_step_ms is not None and not args.local_step_ms > 0:
         raise ConfigError(f"--local-step-ms {args.local_step_ms:g} is not valid; give the one-GPU step in ms, > 0")
-    if args.local_optimizer_ms is not None and not 0 <= args.local_optimizer_ms < (args.local_step_ms or 0):
+    if args.local_optimizer_ms is not None and args.local_step_ms is None:
+        raise ConfigError("--local-optimizer-ms needs --local-step-ms: it is the optimizer's part of that step")
+    if args.local_optimizer_ms is not None and not 0 <= args.local_optimizer_ms < args.local_step_ms:
         raise ConfigError(f"--local-optimizer-ms {args.local_optimizer_ms:g} is not valid; give the optimizer's "
-                          "part of the --local-step-ms step in ms, ≥ 0 and below it (it needs that flag)")  # fmt: skip
+                          f"part of the {args.local_step_ms:g} ms step in ms, ≥ 0 and below it")  # fmt: skip
     if not wanted(args):
         other_collective = args.collective if args.collective != "all_reduce" else None  # DDP's, the default
         for flag, value in (("--nodes", args.nodes), ("--sizes", args.sizes), ("--local-step-ms", args.local_step_ms),
@@ -310,6 +312,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         rows.append(frame)
     if smaller:  # the full size's gradients on the same compute: the least each step can take
         rows = predict_full_size.with_floors(rows, setup, profile, configs=configs, link=link, cluster_name=chosen.name)
+        caveat = "; ".join(part for part in (caveat, predict_full_size.floor_words(rows)) if part)
     # the answer and the choice span every node count: each one's caveat, once
     said = "; ".join(part for part in (caveat, cluster.cap_caveats(chosen, node_counts(args))) if part)
     own_ms = calibration.reducer_s * 1e3  # DDP's own cost as the prediction adds it (scaled with any compute)

@@ -50,12 +50,14 @@ def warn_not_whole_model(setup: dict, profile, *, configs=None) -> bool:
     """--local-step-ms is the user's whole model's step; a profile of a smaller size scales its compute to it
     but keeps the smaller model's gradients, so every all-reduce would be the smaller model's. Unsaid where the
     full size has the profile's gradients (a model of your own file, which --size does not scale); whether said."""
+    from harness.perfmodel.memory import mib_text
+
     whole = (full_size_counts(setup, configs) or {}).get("grad_bytes")
     if whole == profile.grad_bytes:
         return False
-    full = f"; the full size's are {whole / 2**20:.2f} MiB" if whole else ""
+    full = f"; the full size's are {mib_text(whole / 2**20)}" if whole else ""
     console.warning(f"--local-step-ms is one GPU's step of the whole model, but this profile is {setup['workload']}'s "
-                    f"{setup['size']} size ({profile.grad_bytes / 2**20:.2f} MiB of gradients{full}): its compute is "
+                    f"{setup['size']} size ({mib_text(profile.grad_bytes / 2**20)} of gradients{full}): its compute is "
                     f"scaled to your step, its communication stays the {setup['size']} model's. Profile the model you "
                     "will train (--size full; for a configuration of your own, bench it with --wopt key=value "
                     "and predict --run that run)")  # fmt: skip
@@ -99,13 +101,14 @@ def with_floors(frames: list, setup: dict, profile, *, configs, link, cluster_na
     cap with the full size's gradients (`schedule.floor_with`: their bytes counted on the meta device, on the
     profile's compute as scaled), said as a table and added to `frames` (`full_size_*` columns) for --out;
     `frames` as they were where the full size cannot be counted."""
+    from harness.perfmodel.memory import mib_text
     from harness.perfmodel.schedule import floor_with
 
     full = full_gradients(setup, configs, profile.grad_bytes)
     if full is None:
         return frames
     sizes, dtypes = full
-    console.say(f"ddpbench predict: at the full size, {setup['workload']}'s {sum(sizes) / 2**20:,.0f} MiB of "
+    console.say(f"ddpbench predict: at the full size, {setup['workload']}'s {mib_text(sum(sizes) / 2**20)} of "
                 f"gradients ({len(sizes)} tensors, counted on the meta device) put these floors under DDP's step on "
                 f"{cluster_name} (ms, at least; the table above is the {setup['size']} size's):")  # fmt: skip
     console.say(f"  {'GPUs':>5} {'cap MiB':>8} {'buckets':>8} {'all-reduces':>12} {'the last':>9} {'step ≥':>10} "
@@ -128,3 +131,17 @@ def with_floors(frames: list, setup: dict, profile, *, configs, link, cluster_na
         "bench --size full on one GPU of the cluster and predict from that run for the step itself)"
     )
     return floored
+
+
+def floor_words(frames: list) -> str:
+    """'at the full size DDP's step is at least 433.8 ms at w64 at that cap (the floors above)', for the answer's and
+    the choice's brackets, where `with_floors` added the floors; '' where it did not."""
+    from harness.analysis import agreement
+
+    if not frames or "full_size_step_floor_ms" not in frames[-1]:
+        return ""
+    named = agreement.answer_row(frames[-1])
+    return (
+        f"at the full size DDP's step is at least {named['full_size_step_floor_ms']:.4g} ms at "
+        f"w{int(named['world_size'])} at the cap named, {named['step_ms']:.4g} ms here (the floors above)"
+    )

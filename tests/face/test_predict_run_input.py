@@ -238,7 +238,9 @@ def test_an_optimizer_step_given_apart_is_said_and_a_bad_one_refused(tmp_path, c
         assert cli.main([*args, *bad]) == 2
         assert f"--local-optimizer-ms {bad[1]} is not valid; give the optimizer's part" in _one_line_error(capsys)
     assert cli.main([*args[:-2], "--local-optimizer-ms", "2"]) == 2  # no step to take it from
-    assert "(it needs that flag)" in _one_line_error(capsys)
+    assert "--local-optimizer-ms needs --local-step-ms: it is the optimizer's part of that step" in _one_line_error(
+        capsys
+    )
 
 
 def test_a_gpu_run_predicted_on_its_own_network_says_which_strategy_fits_its_gpu(tmp_path, capsys):

@@ -337,6 +337,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert (frame["full_size_step_floor_ms"] >= 0.2 - 1e-9).all()  # never below the step's compute
     assert (frame["full_size_comm_ms"] > frame["comm_ms"]).all()  # the full size's all-reduces outweigh tiny's
     assert (frame["full_size_step_floor_ms"] >= frame["full_size_comm_ms"]).all()  # none before backward begins
+    assert "at the full size DDP's step is at least " in answer  # where the answer is read, beside its own step
 
 
 @pytest.mark.parametrize(
