@@ -102,7 +102,7 @@ def with_floors(frames: list, setup: dict, profile, *, configs, link, cluster_na
     profile's compute as scaled), said as a table and added to `frames` (`full_size_*` columns) for --out;
     `frames` as they were where the full size cannot be counted."""
     from harness.perfmodel.memory import mib_text
-    from harness.perfmodel.schedule import floor_with
+    from harness.perfmodel.schedule import with_full_size_floors
 
     full = full_gradients(setup, configs, profile.grad_bytes)
     if full is None:
@@ -113,17 +113,12 @@ def with_floors(frames: list, setup: dict, profile, *, configs, link, cluster_na
                 f"{cluster_name} (ms, at least; the table above is the {setup['size']} size's):")  # fmt: skip
     console.say(f"  {'GPUs':>5} {'cap MiB':>8} {'buckets':>8} {'all-reduces':>12} {'the last':>9} {'step ≥':>10} "
                 f"{'exposed ≥':>10}")  # fmt: skip
-    floored = []
-    for frame in frames:
-        world = int(frame["world_size"].iloc[0])
-        floors = [floor_with(profile, sizes, dtypes, cap_mb=cap, link=link, world_size=world)
-                  for cap in frame["bucket_cap_mb"]]  # fmt: skip
-        for cap, f in zip(frame["bucket_cap_mb"], floors, strict=True):
-            console.say(f"  {world:>5} {cap:>8g} {f.buckets:>8} {f.comm_s * 1e3:>12.4g} {f.last_s * 1e3:>9.3g} "
-                        f"{f.step_s * 1e3:>10.4g} {f.exposed_s * 1e3:>10.3g}")  # fmt: skip
-        floored.append(frame.assign(full_size_buckets=[f.buckets for f in floors],
-                                    full_size_comm_ms=[f.comm_s * 1e3 for f in floors],
-                                    full_size_step_floor_ms=[f.step_s * 1e3 for f in floors]))  # fmt: skip
+    floored = [with_full_size_floors(frame, profile, sizes, dtypes, link=link,
+                                     world_size=int(frame["world_size"].iloc[0])) for frame in frames]  # fmt: skip
+    for r in (row for frame in floored for row in frame.itertuples()):
+        console.say(f"  {r.world_size:>5} {r.bucket_cap_mb:>8g} {r.full_size_buckets:>8} {r.full_size_comm_ms:>12.4g} "
+                    f"{r.full_size_last_ms:>9.3g} {r.full_size_step_floor_ms:>10.4g} "
+                    f"{r.full_size_exposed_ms:>10.3g}")  # fmt: skip
     console.say(
         "  (floors, not predictions: bucketed in reverse registration order, as DDP's rebuild lays out gradients "
         "made in that order; every all-reduce after the one before, on the cluster's model, and the last after the "
@@ -134,8 +129,8 @@ def with_floors(frames: list, setup: dict, profile, *, configs, link, cluster_na
 
 
 def floor_words(frames: list) -> str:
-    """'at the full size DDP's step is at least 433.8 ms at w64 at that cap (the floors above)', for the answer's and
-    the choice's brackets, where `with_floors` added the floors; '' where it did not."""
+    """'at the full size DDP's step is at least 433.8 ms at w64 at the cap named, 350 ms here (the floors above)', for
+    the answer's and the choice's brackets, where `with_floors` added the floors; '' where it did not."""
     from harness.analysis import agreement
 
     if not frames or "full_size_step_floor_ms" not in frames[-1]:

@@ -75,14 +75,15 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
     from harness.commands import predict_full_size
     from harness.config.bench import ConfigError
     from harness.perfmodel.predict import of_setup
+    from harness.perfmodel.schedule import profile_from_rows
     from harness.results import model_tables, store
     from reports.pages.whatif import whatif_page
 
     # The page is of the setup predicted: its rows and its profile only.
     configs, profiles = store.read_configs(run_dir), model_tables.read_gradprofiles(run_dir)
     profiles = of_setup(profiles, setup)
-    trained_bytes = int(profiles.loc[profiles["requires_grad"].astype(bool), "bytes"].sum())
-    full = predict_full_size.full_gradients(setup, configs, trained_bytes) if args.local_step_ms else None
+    grad_bytes = profile_from_rows(profiles).grad_bytes
+    full = predict_full_size.full_gradients(setup, configs, grad_bytes) if args.local_step_ms else None
     html = whatif_page(store.read_run_meta(run_dir), of_setup(configs, setup), profiles, chosen, caps=caps,
                        local_step_ms=args.local_step_ms, standalone=True, checked=checked,
                        memory=lambda one: predict_full_size.memory_rows(run_dir, configs, one),  # as the console's

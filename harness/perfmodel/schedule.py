@@ -230,6 +230,20 @@ def floor_with(profile: Profile, sizes: Sequence[int], dtypes: Sequence[str], *,
     return StepFloor(len(layout), sum(costs), last, profile.forward_s + end + profile.optimizer_s, profile.local_step_s)
 
 
+def with_full_size_floors(frame: pd.DataFrame, profile: Profile, sizes: Sequence[int], dtypes: Sequence[str], *,
+                          link: Link, world_size: int) -> pd.DataFrame:  # fmt: skip
+    """`predict_caps`' frame with each cap's `floor_with` for these gradients: `full_size_buckets`,
+    `full_size_comm_ms` (every all-reduce), `full_size_last_ms` (the last one), `full_size_step_floor_ms` and
+    `full_size_exposed_ms` (at least)."""
+    floors = [floor_with(profile, sizes, dtypes, cap_mb=cap, link=link, world_size=world_size)
+              for cap in frame["bucket_cap_mb"]]  # fmt: skip
+    return frame.assign(full_size_buckets=[f.buckets for f in floors],
+                        full_size_comm_ms=[f.comm_s * 1e3 for f in floors],
+                        full_size_last_ms=[f.last_s * 1e3 for f in floors],
+                        full_size_step_floor_ms=[f.step_s * 1e3 for f in floors],
+                        full_size_exposed_ms=[f.exposed_s * 1e3 for f in floors])  # fmt: skip
+
+
 def largest_bucket_bytes(profile: Profile, caps_mb: Sequence[float]) -> int:
     """The largest all-reduce any of these caps sends (what a fitted network must have measured)."""
     return max((sum(g.nbytes for g in b) for cap in caps_mb for b in bucket_layout(profile, cap)), default=0)

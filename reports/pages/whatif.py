@@ -24,7 +24,7 @@ from harness.perfmodel.predict import (
     scaled_to_local_step,
     swept_caps,
 )
-from harness.perfmodel.schedule import calibrate, floor_with, predict_caps
+from harness.perfmodel.schedule import calibrate, predict_caps, with_full_size_floors
 from harness.perfmodel.zero import own_for_cluster, with_zero
 from harness.results import store
 from reports.figures import whatif as figures
@@ -89,18 +89,11 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
             frame = with_fsdp(frame, sharded.profile, gather=link, scatter=link, world_size=world,
                               own_s=sharded.own_s, left_out_s=sharded.left_out_s)  # fmt: skip
             if full_grads:
-                frame = _with_full_size_floor(frame, calibrated, full_grads, link=link, world=world)
+                frame = with_full_size_floors(frame, calibrated, *full_grads, link=link, world_size=world).assign(
+                    full_size_mb=sum(full_grads[0]) / 2**20
+                )
             frames.append(frame.assign(world_size=world, nodes=link.nodes(world), **context))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-
-
-def _with_full_size_floor(frame: pd.DataFrame, profile, full_grads, *, link, world: int) -> pd.DataFrame:
-    floors = [
-        floor_with(profile, *full_grads, cap_mb=cap, link=link, world_size=world) for cap in frame["bucket_cap_mb"]
-    ]
-    return frame.assign(full_size_step_floor_ms=[f.step_s * 1e3 for f in floors],
-                        full_size_comm_ms=[f.comm_s * 1e3 for f in floors],
-                        full_size_mb=sum(full_grads[0]) / 2**20)  # fmt: skip
 
 
 def best_rows(rows: pd.DataFrame) -> pd.DataFrame:
