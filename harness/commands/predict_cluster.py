@@ -311,7 +311,9 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         predictions.cluster_steps(chosen, frame, world=world, nodes=nodes, caveat=said)
         rows.append(frame)
     if smaller:  # the full size's gradients on the same compute: the least each step can take
-        rows = predict_full_size.with_floors(rows, setup, profile, configs=configs, link=link, cluster_name=chosen.name)
+        rows = predict_full_size.with_floors(rows, setup, profile, configs=configs, link=link, cluster_name=chosen.name,
+                                             fsdp_profile=sharded.profile, fsdp_own_s=sharded.own_s or 0.0,
+                                             zero_own_s=zero_own.added_s)  # fmt: skip
         caveat = "; ".join(part for part in (caveat, predict_full_size.floor_words(rows)) if part)
     # the answer and the choice span every node count: each one's caveat, once
     said = "; ".join(part for part in (caveat, cluster.cap_caveats(chosen, node_counts(args))) if part)

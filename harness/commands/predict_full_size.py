@@ -87,43 +87,52 @@ def _counted_on_meta(spec: str, options: str, batch_size: int, dtype: str) -> di
     return counts_on_meta(workload, batch_size=batch_size, dtype=dtype)
 
 
-def full_gradients(setup: dict, configs, profile_grad_bytes: int) -> tuple[list[int], list[str]] | None:
-    """The full size's gradient bytes and dtypes (registration order, counted on the meta device) where they are
-    not the profile's; None where the profile is of the full size, has its gradients, or it cannot be counted."""
+def full_parameters(setup: dict, configs, profile_grad_bytes: int):
+    """The full size's parameters (schedule.Parameters: registration order, bytes, dtypes and blocks, counted on the
+    meta device) where their gradients are not the profile's; None where the profile is of the full size, has its
+    gradients, or they cannot be counted."""
+    from harness.perfmodel.schedule import parameters_of
+
     full = full_size_counts(setup, configs) if setup.get("size") != "full" else None
-    if not full or not full.get("grad_sizes") or full["grad_bytes"] == profile_grad_bytes:
+    if not full or not full.get("parameters") or full["grad_bytes"] == profile_grad_bytes:
         return None
-    return full["grad_sizes"], [dtype.removeprefix("torch.") for dtype in full["grad_dtypes"]]
+    return parameters_of(full["parameters"])
 
 
-def with_floors(frames: list, setup: dict, profile, *, configs, link, cluster_name: str) -> list:
-    """Where the profile is a smaller size's (said by `warn_not_whole_model`): DDP's step floor per GPU count and
-    cap with the full size's gradients (`schedule.floor_with`: their bytes counted on the meta device, on the
-    profile's compute as scaled), said as a table and added to `frames` (`full_size_*` columns) for --out;
-    `frames` as they were where the full size cannot be counted."""
+def with_floors(frames: list, setup: dict, profile, *, configs, link, cluster_name: str, fsdp_profile,
+                fsdp_own_s: float = 0.0, zero_own_s: float = 0.0) -> list:  # fmt: skip
+    """Where the profile is a smaller size's (said by `warn_not_whole_model`): each strategy's step floor per GPU
+    count and cap with the full size's parameters (`sharded.with_full_size_floors`: counted on the meta device, on
+    the profile's compute as scaled; FSDP2's on `fsdp_profile`), said as a table and added to `frames`
+    (`full_size_*`, `zero_full_size_*`, `fsdp_full_size_*` columns) for --out; `frames` as they were where the
+    full size cannot be counted."""
     from harness.perfmodel.memory import mib_text
-    from harness.perfmodel.schedule import with_full_size_floors
+    from harness.perfmodel.sharded import with_full_size_floors
 
-    full = full_gradients(setup, configs, profile.grad_bytes)
-    if full is None:
+    params = full_parameters(setup, configs, profile.grad_bytes)
+    if params is None:
         return frames
-    sizes, dtypes = full
-    console.say(f"ddpbench predict: at the full size, {setup['workload']}'s {mib_text(sum(sizes) / 2**20)} of "
-                f"gradients ({len(sizes)} tensors, counted on the meta device) put these floors under DDP's step on "
-                f"{cluster_name} (ms, at least; the table above is the {setup['size']} size's):")  # fmt: skip
-    console.say(f"  {'GPUs':>5} {'cap MiB':>8} {'buckets':>8} {'all-reduces':>12} {'the last':>9} {'step ≥':>10} "
-                f"{'exposed ≥':>10}")  # fmt: skip
-    floored = [with_full_size_floors(frame, profile, sizes, dtypes, link=link,
-                                     world_size=int(frame["world_size"].iloc[0])) for frame in frames]  # fmt: skip
+    console.say(f"ddpbench predict: at the full size, {setup['workload']}'s {mib_text(params.grad_bytes / 2**20)} of "
+                f"gradients ({len(params.trained)} tensors, counted on the meta device) put these floors under each "
+                f"step on {cluster_name} (ms, at least; the tables above are the {setup['size']} size's):")  # fmt: skip
+    console.say(f"  {'GPUs':>5} {'cap MiB':>8} {'buckets':>8} {'all-reduces':>12} {'the last':>9} {'DDP ≥':>10} "
+                f"{'exposed ≥':>10} {'ZeRO-1 ≥':>10} {'FSDP2 ≥':>10}")  # fmt: skip
+    floored = [with_full_size_floors(frame, profile, params, link=link, world_size=int(frame["world_size"].iloc[0]),
+                                     fsdp_profile=fsdp_profile, fsdp_own_s=fsdp_own_s, zero_own_s=zero_own_s)
+               for frame in frames]  # fmt: skip
     for r in (row for frame in floored for row in frame.itertuples()):
         console.say(f"  {r.world_size:>5} {r.bucket_cap_mb:>8g} {r.full_size_buckets:>8} {r.full_size_comm_ms:>12.4g} "
                     f"{r.full_size_last_ms:>9.3g} {r.full_size_step_floor_ms:>10.4g} "
-                    f"{r.full_size_exposed_ms:>10.3g}")  # fmt: skip
+                    f"{r.full_size_exposed_ms:>10.3g} {r.zero_full_size_step_floor_ms:>10.4g} "
+                    f"{r.fsdp_full_size_step_floor_ms:>10.4g}")  # fmt: skip
     console.say(
-        "  (floors, not predictions: bucketed in reverse registration order, as DDP's rebuild lays out gradients "
-        "made in that order; every all-reduce after the one before, on the cluster's model, and the last after the "
-        "profile's last gradient is made; when each of the full size's gradients is made is not measured: "
-        "bench --size full on one GPU of the cluster and predict from that run for the step itself)"
+        "  (floors, not predictions; when each of the full size's parameters is used and made is not measured. DDP: "
+        "bucketed in reverse registration order, as DDP's rebuild lays out gradients made in that order, every "
+        "all-reduce after the one before on the cluster's model, the last after the profile's last gradient is made. "
+        "ZeRO-1: DDP's floor, its optimizer on the largest shard of the full size's parameters, then their "
+        "broadcasts. FSDP2: every gather and reduce-scatter of the full size's blocks one at a time, none before "
+        "the step starts, the root's reduce-scatter after backward. bench --size full on one GPU of the cluster "
+        "and predict from that run for the steps themselves)"
     )
     return floored
 

@@ -83,11 +83,11 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
     configs, profiles = store.read_configs(run_dir), model_tables.read_gradprofiles(run_dir)
     profiles = of_setup(profiles, setup)
     grad_bytes = profile_from_rows(profiles).grad_bytes
-    full = predict_full_size.full_gradients(setup, configs, grad_bytes) if args.local_step_ms else None
+    full = predict_full_size.full_parameters(setup, configs, grad_bytes) if args.local_step_ms else None
     html = whatif_page(store.read_run_meta(run_dir), of_setup(configs, setup), profiles, chosen, caps=caps,
                        local_step_ms=args.local_step_ms, standalone=True, checked=checked,
                        memory=lambda one: predict_full_size.memory_rows(run_dir, configs, one),  # as the console's
-                       full_grads=full, local_optimizer_ms=args.local_optimizer_ms)  # fmt: skip
+                       full_params=full, local_optimizer_ms=args.local_optimizer_ms)  # fmt: skip
     try:
         store.atomic_write(Path(args.page), lambda tmp: tmp.write_text(html, encoding="utf-8"))
     except OSError as error:  # a folder check cannot foresee every refusal (a full disk, /proc)

@@ -154,9 +154,10 @@ def parameter_count_on_meta(workload: Workload) -> int:
 
 def counts_on_meta(workload: Workload, *, batch_size: int, dtype: str) -> dict[str, Any] | None:
     """`describe`'s sizes, shard units and activations, from the meta device alone (a model too large to build
-    here: a full size profiled at a smaller one), and each trained parameter's bytes and dtype in the order the
-    model registers them (`grad_sizes`, `grad_dtypes`); None where the model cannot run there. Its activations
-    are null where they cannot be counted there (a run in bf16: autocast has no meta device)."""
+    here: a full size profiled at a smaller one), each trained parameter's bytes and dtype in the order the
+    model registers them (`grad_sizes`, `grad_dtypes`), and every parameter's (`parameters`: `parameter_table`);
+    None where the model cannot run there. Its activations are null where they cannot be counted there (a run in
+    bf16: autocast has no meta device)."""
     try:
         with META:
             model = workload.build_model()
@@ -171,7 +172,15 @@ def counts_on_meta(workload: Workload, *, batch_size: int, dtype: str) -> dict[s
     except Exception:  # a value read (.item()) or an op without a meta kernel
         counted = {"activation_mb": None, "activation_top": None}
     sizes = {"grad_sizes": [_bytes(p) for p in trained], "grad_dtypes": [str(p.dtype) for p in trained]}
-    return {**info, **counted, **sizes}
+    return {**info, **counted, **sizes, "parameters": parameter_table(model)}
+
+
+def parameter_table(model: nn.Module) -> list[tuple[int, str, bool, int | None]]:
+    """Every parameter (a tied one once) in registration order: its bytes, dtype, whether it trains, and the index
+    of the block holding it (`model_blocks`, as a sharding strategy wraps them; None: the root's)."""
+    block_of = {id(p): k for k, block in enumerate(model_blocks(model)) for p in block.parameters()}
+    return [(_bytes(p), str(p.dtype).removeprefix("torch."), p.requires_grad, block_of.get(id(p)))
+            for p in dict(model.named_parameters()).values()]  # fmt: skip
 
 
 @contextlib.contextmanager

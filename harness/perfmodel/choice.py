@@ -24,8 +24,10 @@ class Candidate:
     strategy: str  # as the memory line names it
     need_mb: float  # what a rank needs at its step's peak at this GPU count (memory.need_mb)
     fits: bool
-    step_ms: float | None  # None: no step model for it
+    step_ms: float | None  # None: no step model for it; else what the choice ranks by: the predicted step, or its
+    # floor at the full size where that is higher (`profiled_ms` then holds the prediction)
     left_out_ms: float = 0.0  # an own cost its step leaves out beyond the others' (FSDP's, a CPU's, scaled)
+    profiled_ms: float | None = None  # the step predicted at the profile's size, where its full-size floor is higher
 
 
 @dataclasses.dataclass(frozen=True)
@@ -46,23 +48,48 @@ def _bucket_view(state: pd.DataFrame) -> pd.Series:
     return state["impl_options"].map(lambda text: options_of(text) == {"parameters_as_bucket_view": True})
 
 
-def modelled_step(state: pd.DataFrame, named: pd.Series) -> pd.Series:
+STEP_COLUMNS = {
+    "reference": "step_ms",
+    "optimizer_shard": "zero_step_ms",
+    "optimizer_shard_broadcast": "zero_broadcast_ms",
+    "optimizer_shard_packed": "zero_bucket_view_broadcast_ms",
+    "parameter_shard": "fsdp_step_ms",
+    "parameter_shard_kept": "fsdp_kept_step_ms",
+}
+"""Where a cluster frame holds each strategy's predicted step, and ZeRO-1's broadcasts (one a parameter; packed)."""
+FLOOR_COLUMNS = {
+    "reference": "full_size_step_floor_ms",
+    "optimizer_shard": "zero_full_size_step_floor_ms",
+    "optimizer_shard_broadcast": "zero_full_size_broadcast_ms",
+    "optimizer_shard_packed": "zero_bucket_view_full_size_broadcast_ms",
+    "parameter_shard": "fsdp_full_size_step_floor_ms",
+    "parameter_shard_kept": "fsdp_kept_full_size_step_floor_ms",
+}
+"""The same for each step's floor with the full size's parameters (sharded.with_full_size_floors)."""
+
+
+def modelled_step(state: pd.DataFrame, named: pd.Series, columns: dict[str, str] = STEP_COLUMNS) -> pd.Series:
     """Each state row's predicted step at this GPU count (`named`: the cluster frame's row at the cap DDP's answer
     names): DDP's for the reference, ZeRO-1's for a strategy that all-reduces and shards the optimizer state,
     FSDP2's for one that shards the parameters (where the profile has its blocks), each with its options left at
     their defaults, or ZeRO-1 with parameters_as_bucket_view, FSDP2 with reshard_after_forward=false; NaN for
-    the rest."""
+    the rest, and where the frame lacks the column (`columns`: FLOOR_COLUMNS for each step's full-size floor)."""
+
+    def value(key: str) -> float:
+        return float(named.get(columns[key], np.nan))
+
     step = pd.Series(float("nan"), index=state.index)
     plain = _plain(state).to_numpy()
-    step[roles.is_reference(state).to_numpy() & plain] = float(named["step_ms"])
+    step[roles.is_reference(state).to_numpy() & plain] = value("reference")
     zero_one = roles.sharded_optimizer_over_allreduce(state).to_numpy()
-    step[zero_one & plain] = float(named["zero_step_ms"])
-    packed = named["zero_step_ms"] - named["zero_broadcast_ms"] + named.get("zero_bucket_view_broadcast_ms", np.nan)
-    step[zero_one & _bucket_view(state).to_numpy()] = float(packed)
+    step[zero_one & plain] = value("optimizer_shard")
+    step[zero_one & _bucket_view(state).to_numpy()] = (
+        value("optimizer_shard") - value("optimizer_shard_broadcast") + value("optimizer_shard_packed")
+    )
     sharded = roles.shards_parameters(state).to_numpy()
-    step[sharded & plain] = float(named.get("fsdp_step_ms", np.nan))
+    step[sharded & plain] = value("parameter_shard")
     kept = state["impl_options"].map(lambda text: options_of(text) == {"reshard_after_forward": False})
-    step[sharded & kept.to_numpy()] = float(named.get("fsdp_kept_step_ms", np.nan))
+    step[sharded & kept.to_numpy()] = value("parameter_shard_kept")
     return step
 
 
@@ -89,15 +116,25 @@ def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float)
         if at.empty:
             continue  # nothing the run measured was carried to this GPU count: nothing to choose from
         need = need_mb(at)
-        steps, left = modelled_step(at, named), left_out_ms(at, named)
-        candidates = [Candidate(label, float(n), bool(n <= capacity_gib * 1024), None if pd.isna(s) else float(s),
-                                float(extra))
-                      for label, n, s, extra in zip(at["strategy"], need, steps, left, strict=True)]  # fmt: skip
+        steps, floors, left = modelled_step(at, named), modelled_step(at, named, FLOOR_COLUMNS), left_out_ms(at, named)
+        candidates = [_candidate(label, float(n), n <= capacity_gib * 1024, s, floor, float(extra))
+                      for label, n, s, floor, extra in zip(at["strategy"], need, steps, floors, left,
+                                                           strict=True)]  # fmt: skip
         timed = sorted((c for c in candidates if c.step_ms is not None), key=lambda c: c.step_ms)
         fitting = [c for c in timed if c.fits]
         picked, maybe = _picked(fitting)
         choices.append(Choice(int(named["world_size"]), picked, [c for c in timed if c not in picked + maybe], maybe))
     return choices
+
+
+def _candidate(label: str, need: float, fits: bool, step: float, floor: float, left_out: float) -> Candidate:
+    """A strategy ranked by its predicted step, or by its full-size floor where that is higher (the prediction moved
+    the profile's smaller model's parameters; the floor the whole model's)."""
+    if pd.isna(step):
+        return Candidate(label, need, bool(fits), None, left_out)
+    if not pd.isna(floor) and floor > step:
+        return Candidate(label, need, bool(fits), float(floor), left_out, profiled_ms=float(step))
+    return Candidate(label, need, bool(fits), float(step), left_out)
 
 
 def _picked(fitting: list[Candidate]) -> tuple[list[Candidate], list[Candidate]]:
@@ -158,13 +195,29 @@ def without_optimizer(frames: list[pd.DataFrame], optimizer_ms: float) -> list[p
     their shard's (the other end of what a GPU's optimizer may take, where the profile's is a CPU's)."""
 
     def one(frame: pd.DataFrame) -> pd.DataFrame:
-        less = {"step_ms": frame["step_ms"] - optimizer_ms}
-        for _, step, shard in (*SHARDED_STEPS, ("FSDP2 kept", "fsdp_kept_step_ms", "fsdp_optimizer_ms")):
+        less = {
+            column: frame[column] - optimizer_ms
+            for column in ("step_ms", FLOOR_COLUMNS["reference"])
+            if column in frame
+        }
+        for step, shard in (*((step, shard) for _, step, shard in SHARDED_STEPS),
+                            ("fsdp_kept_step_ms", "fsdp_optimizer_ms"),
+                            (FLOOR_COLUMNS["optimizer_shard"], "zero_full_size_optimizer_ms"),
+                            (FLOOR_COLUMNS["parameter_shard"], "fsdp_optimizer_ms"),
+                            (FLOOR_COLUMNS["parameter_shard_kept"], "fsdp_optimizer_ms")):  # fmt: skip
             if step in frame and shard in frame:
                 less[step] = frame[step] - frame[shard]
         return frame.assign(**less)
 
     return [one(frame) for frame in frames]
+
+
+def step_text(c: Candidate) -> str:
+    """'stock 100 ms', or where its floor at the full size ranks it: 'fsdp at least 1720 ms (full-size floor; 234 ms
+    as profiled)'."""
+    if c.profiled_ms is None:
+        return f"{c.strategy} {c.step_ms:.4g} ms"
+    return f"{c.strategy} at least {c.step_ms:.4g} ms (full-size floor; {c.profiled_ms:.4g} ms as profiled)"
 
 
 def turning_share(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float) -> str:
@@ -211,15 +264,15 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
     def other(c: Candidate, fastest: float | None) -> str:
         if not c.fits:
             return f"{c.strategy} does not fit: {mib_text(c.need_mb)} a rank"
-        return f"{c.strategy} {c.step_ms:.4g} ms" + (f", {c.step_ms / fastest - 1:.1%} slower" if fastest else "")
+        return step_text(c) + (f", {c.step_ms / fastest - 1:.1%} slower" if fastest else "")
 
     parts = []
     for choice in choices:
         fastest = whole_step(choice.picked[0]) if choice.picked else None  # the others' lag: from its whole step
-        picked = " or ".join(f"{c.strategy} {c.step_ms:.4g} ms" for c in choice.picked) or "no modelled strategy fits"
+        picked = " or ".join(step_text(c) for c in choice.picked) or "no modelled strategy fits"
         tied = " (too close to call: under the 4 % the model can tell)" if len(choice.picked) > 1 else ""
         # both ends said: a review summed a 644 ms left out with an 89 ms step itself and read 'may be faster' as wrong
-        beside = "; ".join([*(f"{c.strategy} {c.step_ms:.4g} ms may be faster: its step leaves out its own cost, "
+        beside = "; ".join([*(f"{step_text(c)} may be faster: its step leaves out its own cost, "
                               f"{c.left_out_ms:.3g} ms more than DDP's as a CPU measured it, scaled, "
                               f"{whole_step(c):.4g} ms with it (bench it at one GPU to count it)"
                               for c in choice.maybe),
@@ -238,10 +291,12 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
         rest += f"; {missing}"
     rest += (f"; {', '.join(left)} left out: {'its' if len(left) == 1 else 'their'} activations were not counted"
              if left else "")  # fmt: skip
-    return (f"the fastest predicted step of the strategies the run measured whose memory at the step's peak, as "
-            f"counted (model state, activations, gradient buckets, FSDP's unsharded parameters and gradients, a GPU's "
-            f"optimizer temporaries, PowerSGD's error feedback and bucket copies), fits {capacity_gib:g} GiB (before "
-            f"buffers and working memory): "
+    every = [c for choice in choices for c in (*choice.picked, *choice.maybe, *choice.others)]
+    floored = " (or its floor with the full size's parameters, where higher)" * any(c.profiled_ms for c in every)
+    return (f"the fastest predicted step{floored} of the strategies the run measured whose memory at the step's "
+            "peak, as counted (model state, activations, gradient buckets, FSDP's unsharded parameters and gradients, "
+            "a GPU's optimizer temporaries, PowerSGD's error feedback and bucket copies), fits "
+            f"{capacity_gib:g} GiB (before buffers and working memory): "
             f"{'; '.join(parts)}{rest}")  # fmt: skip
 
 
@@ -262,7 +317,8 @@ def optimizer_break_even(frame: pd.DataFrame, *, optimizer_ms: float, step_ms: f
     for label, step, shard in SHARDED_STEPS:
         if step not in named or pd.isna(named[step]) or pd.isna(named.get(shard)):
             continue
-        lead, saved = named["step_ms"] - named[step], optimizer_ms - named[shard]
+        step_ms_, shard_ms = _raised(named, step, shard)  # as the choice ranks them: a higher full-size floor
+        lead, saved = _raised(named, "step_ms")[0] - step_ms_, optimizer_ms - shard_ms
         if lead <= 0 or saved <= 0:
             continue  # no lead, or none the optimizer could take away
         needed = max(0.0, 1 - lead / saved) * optimizer_ms / step_ms
@@ -270,3 +326,16 @@ def optimizer_break_even(frame: pd.DataFrame, *, optimizer_ms: float, step_ms: f
         said.append(f"{label}'s lead needs the optimizer at {share} of the step or more" if needed
                     else f"{label}'s holds with no optimizer time at all")  # fmt: skip
     return f"at w{int(named['world_size'])}, {'; '.join(said)}" if said else ""
+
+
+FLOOR_SHARDS = {"zero_step_ms": "zero_full_size_optimizer_ms", "fsdp_step_ms": "fsdp_optimizer_ms"}
+"""The optimizer's part of each sharded step's full-size floor (FSDP2's shard is 1/n whatever the size)."""
+
+
+def _raised(named: pd.Series, step: str, shard: str | None = None) -> tuple[float, float | None]:
+    """A frame row's step and its optimizer's part, or its full-size floor's where that is higher (as `choose`)."""
+    floor_column = {v: FLOOR_COLUMNS[k] for k, v in STEP_COLUMNS.items()}[step]
+    floor = named.get(floor_column, np.nan)
+    if not pd.isna(floor) and floor > named[step]:
+        return float(floor), (float(named[FLOOR_SHARDS[step]]) if shard else None)
+    return float(named[step]), (float(named[shard]) if shard else None)

@@ -27,14 +27,12 @@ when its gradient was ready), following what torch's FSDP2 issues and when:
 
     step = max(end of compute, end of the last reduce-scatter) + optimizer / n + FSDP's own cost
 
-FSDP's own cost is what it adds at one rank, where nothing is communicated: its step there minus the
-baseline's, where the run measured both. It holds FSDP's hooks, the sharded optimizer's dispatch and the
-copies (at one rank torch skips the collectives but still copies each parameter into its unsharded buffer
-and each gradient through the reduce-scatter's), as they cost at one rank.
-
-Frozen parameters are gathered with their block, never reduce-scattered. Not modelled: how the copies and
-that own cost change with n, mixed precision (bf16 gathers), the padding of each parameter to a multiple of
-n, and a host that does not run ahead (many small blocks on a GPU).
+FSDP's own cost is its step at one rank, where nothing is communicated, minus the baseline's: FSDP's hooks,
+the sharded optimizer's dispatch and the copies (torch still copies each parameter into its unsharded buffer
+and each gradient through the reduce-scatter's). Frozen parameters are gathered with their block, never
+reduce-scattered. Another size's parameters (the full size's) give a floor under the step (`floor_with`).
+Not modelled: how the copies and that own cost change with n, mixed precision (bf16 gathers), the padding of
+each parameter to a multiple of n, and a host that does not run ahead (many small blocks on a GPU).
 """
 
 from __future__ import annotations
@@ -234,6 +232,38 @@ def _backward(found: Units, ags, rss, network: _Network, clock: float) -> float:
     return clock
 
 
+class FsdpFloor(NamedTuple):
+    step_s: float  # at least
+    gather_s: float  # every all-gather's time, one after another
+    scatter_s: float  # every reduce-scatter's
+    collectives: int
+
+
+def floor_with(profile: Profile, params, *, gather, scatter, world_size: int, reshard_after_forward: bool = True,
+               own_s: float = 0.0) -> FsdpFloor:  # fmt: skip
+    """FSDP2's step floor with another size's `params` (schedule.Parameters: bytes and blocks known, not when each
+    is used or made) on the profile's compute. Each unit (the root, each block) is gathered for forward, each block
+    holding a trained parameter again for backward (`reshard_after_forward`), each unit's trained bytes are
+    reduce-scattered, one collective at a time; nothing computes before the root's gather, forward ends after every
+    forward gather, and the root's reduce-scatter is issued at backward's end. So, with n ranks:
+    step ≥ max(every collective, root's gather + forward + backward + root's reduce-scatter,
+               every forward gather + backward + root's reduce-scatter) + optimizer / n + FSDP's own cost."""
+    units: dict[int | None, list[Grad]] = {None: []}  # the root: what no block holds
+    for param in (*params.trained, *params.frozen):
+        units.setdefault(param.block, []).append(param)
+    trained = {g.index for g in params.trained}
+    ags = {k: gather.collective_s("all_gather", _bytes(ps), world_size) for k, ps in units.items() if _bytes(ps)}
+    rss = {k: scatter.collective_s("reduce_scatter", _bytes(ps, trained), world_size)
+           for k, ps in units.items() if _bytes(ps, trained)}  # fmt: skip
+    again = [ags[k] for k in ags if k is not None and k in rss] if reshard_after_forward else []
+    forward_gathers, root_scatter, backward = sum(ags.values()), rss.get(None, 0.0), profile.backward_s
+    gathered, sent = forward_gathers + sum(again), sum(rss.values())
+    end = max(gathered + sent, ags.get(None, 0.0) + profile.forward_s + backward + root_scatter,
+              forward_gathers + backward + root_scatter)  # fmt: skip
+    return FsdpFloor(end + profile.optimizer_s / max(world_size, 1) + own_s, gathered, sent,
+                     len(ags) + len(again) + len(rss))  # fmt: skip
+
+
 # ---------------------------------------------------------------- a cluster's frame and a run's rows
 
 MODELLED_OPTIONS = {"reshard_after_forward"}  # bf16 gathers or reductions are another step
@@ -342,7 +372,7 @@ def run_checks(configs, profiles, network) -> list[dict]:
     collectives run's fits (else the all-reduce's α and bus bandwidth); every call blocks on the CPU."""
     from harness.analysis import roles, stats
     from harness.perfmodel import predict
-    from harness.perfmodel.network import network_link, sharded_links
+    from harness.perfmodel.network import fitted_source, network_link, sharded_links
     from harness.results.values import options_of
 
     rows = configs.fillna(predict.SETUP_DEFAULTS)
@@ -368,8 +398,3 @@ def run_checks(configs, profiles, network) -> list[dict]:
                        "scatter_source": fitted_source(scatter, "reduce_scatter"),
                        "network": network_link(network, int(world)).source})  # fmt: skip
     return checks
-
-
-def fitted_source(link, op: str) -> str | None:
-    """Where `op`'s own fit came from; None where the run measured none of it (the all-reduce's link stood in)."""
-    return link.source if link.op == op else None

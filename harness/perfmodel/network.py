@@ -196,3 +196,8 @@ def network_for_run(results: Path, run: Path) -> Network | None:
                              latency_s=parse_latency(config.get("latency") or "0us"))  # fmt: skip
     collectives_run = matching_collectives(results, meta)
     return measured_network(collectives_run) if collectives_run is not None else None
+
+
+def fitted_source(link, op: str) -> str | None:
+    """Where `op`'s own fit came from; None where the run measured none of it (the all-reduce's link stood in)."""
+    return link.source if link.op == op else None

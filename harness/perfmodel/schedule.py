@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -194,6 +195,26 @@ def bucket_layout(profile: Profile, cap_mb: float, *, cap_given: bool = True) ->
     return [[grads[i] for i in bucket] for bucket in layout]
 
 
+class Parameters(NamedTuple):
+    """Another size's parameters (the full size's, counted on the meta device), each in registration order (its
+    `index`), with its bytes, dtype and block: when forward uses it and when backward makes its gradient are not
+    known (`ready_s` NaN)."""
+
+    trained: tuple[Grad, ...]
+    frozen: tuple[Grad, ...] = ()
+
+    @property
+    def grad_bytes(self) -> int:
+        return sum(g.nbytes for g in self.trained)
+
+
+def parameters_of(table: Sequence[tuple[int, str, bool, int | None]]) -> Parameters:
+    """Parameters from (bytes, dtype, trains, block) rows in registration order (modelinfo.parameter_table)."""
+    every = [(Grad(k, nbytes, dtype, float("nan"), block=block), trains)
+             for k, (nbytes, dtype, trains, block) in enumerate(table)]  # fmt: skip
+    return Parameters(tuple(g for g, trains in every if trains), tuple(g for g, trains in every if not trains))
+
+
 @dataclasses.dataclass(frozen=True)
 class StepFloor:
     """The least a step can take with another model's gradients on a profile's compute (`floor_with`)."""
@@ -210,15 +231,15 @@ class StepFloor:
         return self.step_s - self.compute_s
 
 
-def floor_with(profile: Profile, sizes: Sequence[int], dtypes: Sequence[str], *, cap_mb: float, link: Link,
-              world_size: int, cap_given: bool = True) -> StepFloor:  # fmt: skip
-    """The step's floor for gradients of `sizes` and `dtypes` (registration order: another size of the profiled
-    model, counted on the meta device) on the profile's compute, where only their bytes are known, not when each
-    is made. They are bucketed in the order backward makes them, taken as reverse registration order, as DDP's
-    rebuild lays them out by the order they became ready; the all-reduces run one after another, none before
-    backward starts and the last not before the profile's last gradient is made (the first registered are made
-    last, at both sizes). So:
+def floor_with(profile: Profile, params: Parameters, *, cap_mb: float, link: Link, world_size: int,
+               cap_given: bool = True) -> StepFloor:  # fmt: skip
+    """DDP's step floor with another size's trained `params` (their bytes and dtypes known, not when each is
+    made) on the profile's compute. They are bucketed in the order backward makes them, taken as reverse
+    registration order, as DDP's rebuild lays them out by the order they became ready; the all-reduces run one
+    after another, none before backward starts and the last not before the profile's last gradient is made (the
+    first registered are made last, at both sizes). So:
     step ≥ forward + max(backward, every all-reduce, last gradient made + the last all-reduce) + optimizer."""
+    sizes, dtypes = [g.nbytes for g in params.trained], [g.dtype for g in params.trained]
     cap_bytes = int(cap_mb * bucketing.MIB)
     first = bucketing.first_bucket_bytes(cap_bytes, cap_given=cap_given)
     reverse = range(len(sizes) - 1, -1, -1)
@@ -228,20 +249,6 @@ def floor_with(profile: Profile, sizes: Sequence[int], dtypes: Sequence[str], *,
     last = costs[-1] if costs else 0.0
     end = max(profile.backward_s, sum(costs), last_made + last)
     return StepFloor(len(layout), sum(costs), last, profile.forward_s + end + profile.optimizer_s, profile.local_step_s)
-
-
-def with_full_size_floors(frame: pd.DataFrame, profile: Profile, sizes: Sequence[int], dtypes: Sequence[str], *,
-                          link: Link, world_size: int) -> pd.DataFrame:  # fmt: skip
-    """`predict_caps`' frame with each cap's `floor_with` for these gradients: `full_size_buckets`,
-    `full_size_comm_ms` (every all-reduce), `full_size_last_ms` (the last one), `full_size_step_floor_ms` and
-    `full_size_exposed_ms` (at least)."""
-    floors = [floor_with(profile, sizes, dtypes, cap_mb=cap, link=link, world_size=world_size)
-              for cap in frame["bucket_cap_mb"]]  # fmt: skip
-    return frame.assign(full_size_buckets=[f.buckets for f in floors],
-                        full_size_comm_ms=[f.comm_s * 1e3 for f in floors],
-                        full_size_last_ms=[f.last_s * 1e3 for f in floors],
-                        full_size_step_floor_ms=[f.step_s * 1e3 for f in floors],
-                        full_size_exposed_ms=[f.exposed_s * 1e3 for f in floors])  # fmt: skip
 
 
 def largest_bucket_bytes(profile: Profile, caps_mb: Sequence[float]) -> int:

@@ -1,18 +1,28 @@
 """ZeRO-1's and FSDP2's steps beside DDP's on a run's own network (this machine's collectives run, or a bus
 bandwidth given), as `predict --cluster` sets them beside DDP's on a cluster's, and in words what each was priced
-on: a collective's own fit where the collectives run measured it, else the all-reduce's; and how far the three
-models were from the run's own steps there (`errors_on_own_run`), which a cluster's answer is said beside.
+on: a collective's own fit where the collectives run measured it, else the all-reduce's; how far the three
+models were from the run's own steps there (`errors_on_own_run`), which a cluster's answer is said beside; and the
+floor each of the three steps has with the full size's parameters, where the profile is a smaller size's
+(`with_full_size_floors`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pandas as pd
 
 from harness.perfmodel import fsdp, zero
-from harness.perfmodel.network import Network, broadcast_link, network_for_run, network_link, sharded_links
-from harness.perfmodel.schedule import Profile
+from harness.perfmodel.network import (
+    Network,
+    broadcast_link,
+    fitted_source,
+    network_for_run,
+    network_link,
+    sharded_links,
+)
+from harness.perfmodel.schedule import Parameters, Profile, floor_with
 
 
 def with_sharded_steps(frame: pd.DataFrame, profile: Profile, network: Network, *, world_size: int,
@@ -29,12 +39,43 @@ def with_sharded_steps(frame: pd.DataFrame, profile: Profile, network: Network, 
                           own_s=fsdp_own_s, blocking=blocking)  # fmt: skip
 
 
+def with_full_size_floors(frame: pd.DataFrame, profile: Profile, params: Parameters, *, link, world_size: int,
+                          fsdp_profile: Profile, fsdp_own_s: float = 0.0, zero_own_s: float = 0.0):  # fmt: skip
+    """A cluster frame (DDP's steps per cap with ZeRO-1's and FSDP2's) with each step's floor for the full size's
+    `params` on the same compute (the profile's; FSDP2's `fsdp_profile`, without DDP's own cost), on `link`:
+    DDP's (`full_size_*`: schedule.floor_with), ZeRO-1's (DDP's floor with ZeRO's change for these parameters:
+    its optimizer on the largest shard, their broadcasts after it, its own cost: `zero_full_size_*`) and FSDP2's
+    (`fsdp_full_size_*`, `fsdp_kept_full_size_step_floor_ms`: fsdp.floor_with)."""
+    floors = [floor_with(profile, params, cap_mb=cap, link=link, world_size=world_size)
+              for cap in frame["bucket_cap_mb"]]  # fmt: skip
+    full = dataclasses.replace(profile, grads=params.trained, frozen=params.frozen)
+    change = zero.zero_change(full, sender=link, world_size=world_size, own_s=zero_own_s)
+    packed = zero.zero_change(full, sender=link, world_size=world_size, bucket_view=True)
+    sharded = {"gather": link, "scatter": link, "world_size": world_size, "own_s": fsdp_own_s}
+    fsdp_floor = fsdp.floor_with(fsdp_profile, params, **sharded)
+    kept = fsdp.floor_with(fsdp_profile, params, **sharded, reshard_after_forward=False)
+    return frame.assign(full_size_buckets=[f.buckets for f in floors],
+                        full_size_comm_ms=[f.comm_s * 1e3 for f in floors],
+                        full_size_last_ms=[f.last_s * 1e3 for f in floors],
+                        full_size_step_floor_ms=[f.step_s * 1e3 for f in floors],
+                        full_size_exposed_ms=[f.exposed_s * 1e3 for f in floors],
+                        zero_full_size_step_floor_ms=[change.step_s(f.step_s) * 1e3 for f in floors],
+                        zero_full_size_optimizer_ms=change.optimizer_s * 1e3,
+                        zero_full_size_broadcast_ms=change.broadcast_s * 1e3,
+                        zero_bucket_view_full_size_broadcast_ms=packed.broadcast_s * 1e3,
+                        fsdp_full_size_step_floor_ms=fsdp_floor.step_s * 1e3,
+                        fsdp_kept_full_size_step_floor_ms=kept.step_s * 1e3,
+                        fsdp_full_size_gather_ms=fsdp_floor.gather_s * 1e3,
+                        fsdp_full_size_scatter_ms=fsdp_floor.scatter_s * 1e3,
+                        fsdp_full_size_collectives=fsdp_floor.collectives)  # fmt: skip
+
+
 def priced_on(network: Network, world_size: int) -> tuple[str, str]:
     """What ZeRO-1's broadcasts and FSDP2's collectives are priced on at this world size, in words."""
     sender, (gather, scatter) = broadcast_link(network, world_size), sharded_links(network, world_size)
     fallback = network_link(network, world_size).source
     return (broadcasts_priced(sender and sender.source, fallback),
-            collectives_priced(fsdp.fitted_source(gather, "all_gather"), fsdp.fitted_source(scatter, "reduce_scatter"),
+            collectives_priced(fitted_source(gather, "all_gather"), fitted_source(scatter, "reduce_scatter"),
                                fallback))  # fmt: skip
 
 
@@ -44,7 +85,7 @@ def broadcasts_priced(broadcast_source: str | None, network_source: str) -> str:
 
 
 def collectives_priced(gather_source: str | None, scatter_source: str | None, network_source: str) -> str:
-    """FSDP2's: each one's own fit (`fsdp.fitted_source`: None where none was measured), else the all-reduce's."""
+    """FSDP2's: each one's own fit (`network.fitted_source`: None where none was measured), else the all-reduce's."""
     if gather_source is None and scatter_source is None:
         return f"no all-gather or reduce-scatter measured: at the all-reduce's α and bus bandwidth ({network_source})"
     if gather_source == scatter_source:

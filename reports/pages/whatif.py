@@ -24,7 +24,8 @@ from harness.perfmodel.predict import (
     scaled_to_local_step,
     swept_caps,
 )
-from harness.perfmodel.schedule import calibrate, predict_caps, with_full_size_floors
+from harness.perfmodel.schedule import Parameters, calibrate, predict_caps
+from harness.perfmodel.sharded import with_full_size_floors
 from harness.perfmodel.zero import own_for_cluster, with_zero
 from harness.results import store
 from reports.figures import whatif as figures
@@ -49,14 +50,14 @@ def setup_label(setup: dict) -> str:
 
 def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Cluster, *, caps: list[float] | None = None,
                    local_step_ms: float | None = None, device: str = "cpu",
-                   full_grads: tuple[list, list] | None = None,
+                   full_params: Parameters | None = None,
                    local_optimizer_ms: float | None = None) -> pd.DataFrame:  # fmt: skip
     """Per stored setup, GPU count and cap (`caps`; else the run's sweep, else the default list): the predicted
     step, the profile calibrated on the run's rows at one rank as `ddpbench predict --run --cluster` does, and
     then scaled to `local_step_ms` where given (as `--local-step-ms`: DDP's own cost left out where the profile's
-    `device` is a CPU, predict.scaled_to_local_step; its optimizer's part `local_optimizer_ms`); `full_grads` (the
-    full size's gradient bytes and dtypes, where the profile is a smaller size's): the floor they put under each
-    step (`full_size_*`, schedule.floor_with)."""
+    `device` is a CPU, predict.scaled_to_local_step; its optimizer's part `local_optimizer_ms`); `full_params` (the
+    full size's parameters, where the profile is a smaller size's): the floor they put under each strategy's step
+    (`full_size_*`, `zero_full_size_*`, `fsdp_full_size_*`: sharded.with_full_size_floors)."""
     if caps is None:
         caps = swept_caps(configs)
         caps = caps if len(caps) >= 2 else list(DEFAULT_CAPS_MB)
@@ -88,10 +89,11 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                               left_out_s=zero_own.left_out_s)  # fmt: skip
             frame = with_fsdp(frame, sharded.profile, gather=link, scatter=link, world_size=world,
                               own_s=sharded.own_s, left_out_s=sharded.left_out_s)  # fmt: skip
-            if full_grads:
-                frame = with_full_size_floors(frame, calibrated, *full_grads, link=link, world_size=world).assign(
-                    full_size_mb=sum(full_grads[0]) / 2**20
-                )
+            if full_params:
+                frame = with_full_size_floors(frame, calibrated, full_params, link=link, world_size=world,
+                                              fsdp_profile=sharded.profile, fsdp_own_s=sharded.own_s or 0.0,
+                                              zero_own_s=zero_own.added_s).assign(
+                    full_size_mb=full_params.grad_bytes / 2**20)  # fmt: skip
             frames.append(frame.assign(world_size=world, nodes=link.nodes(world), **context))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
@@ -124,16 +126,16 @@ def measured_rows(configs: pd.DataFrame) -> pd.DataFrame:
 def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, cluster: Cluster, *,
                 caps: list[float] | None = None, local_step_ms: float | None = None, standalone: bool = False,
                 memory: Callable[[dict], tuple[pd.DataFrame, str]] | None = None, checked: str = "",
-                full_grads: tuple[list, list] | None = None,
+                full_params: Parameters | None = None,
                 local_optimizer_ms: float | None = None) -> str:  # fmt: skip
     """The page in a site (links to the index and the run's page), or `standalone`: one file with plotly.js in
     it and no links, as `predict --page` writes it; `caps` and `local_step_ms` as predicted_rows takes them;
     `memory(setup)`: the rows memory is counted from and what size they are of, as `predict` counts them (default:
     the run's own rows, at its own size); `checked`: the model's error on the run's own steps, in `predict`'s words;
-    `full_grads`: the full size's gradients, whose floor under each step the table gives (`predicted_rows`)."""
+    `full_params`: the full size's parameters, whose floor under each step the table gives (`predicted_rows`)."""
     run_id, device = meta.get("run_id", ""), meta.get("device", "?")
     rows = predicted_rows(profiles, configs, cluster, caps=caps, local_step_ms=local_step_ms, device=device,
-                          full_grads=full_grads, local_optimizer_ms=local_optimizer_ms)  # fmt: skip
+                          full_params=full_params, local_optimizer_ms=local_optimizer_ms)  # fmt: skip
     nav = "" if standalone else (f'<nav><a href="../index.html">all runs</a><a href="{esc(meta.get("page", run_id))}'
                                  f'.html">run {esc(run_id)}</a></nav>')  # fmt: skip
     inside = not rows.empty and bool((rows["calibrated_to"] == "reference").all())  # DDP's cost in the compute
@@ -281,11 +283,14 @@ def _calibration_note(row: pd.Series, meta: dict | None = None) -> str:
         else (" A model of another size (the one you will train) has other buckets: bench it for its own page.")
     )
     if "full_size_mb" in row and not pd.isna(row["full_size_mb"]):
-        other += (f" The table's last column is the least DDP's step can take with the full size's "
-                  f"{row['full_size_mb']:,.0f} MiB of gradients (counted on the meta device): bucketed in reverse "
-                  "registration order, as DDP's rebuild lays out gradients made in that order, each all-reduce "
-                  "after the one before, none before backward starts and the last not before this profile's last "
-                  "gradient is made; when each full-size gradient is made is not measured.")  # fmt: skip
+        other += (f" The table's last three columns are the least each step can take with the full size's "
+                  f"parameters, {row['full_size_mb']:,.0f} MiB of gradients (counted on the meta device); when each is "
+                  "used and made is not measured. DDP's: bucketed in reverse registration order, as DDP's rebuild "
+                  "lays out gradients made in that order, each all-reduce after the one before, none before backward "
+                  "starts and the last not before this profile's last gradient is made. ZeRO-1's: DDP's, its "
+                  "optimizer on the largest shard of those parameters, then their broadcasts. FSDP2's: every "
+                  "gather and reduce-scatter of the full size's blocks one at a time, the root's reduce-scatter after "
+                  "backward. The choice ranks each strategy by its floor where that is above its step.")  # fmt: skip
     return (f"<p>The profile is the {esc(row['size'])} size's: {row['grad_mb']:.4g} MiB of gradients in "
             f"{int(row['grad_tensors'])} tensors, which every prediction below buckets and all-reduces.{other} "
             f"{scaled}{own}, as <code>ddpbench predict --run RUN --cluster NAME{flag}</code> does. "
@@ -302,9 +307,12 @@ def _best_table(best: pd.DataFrame) -> str:
              for r in best.itertuples()]  # fmt: skip
     heads = ["GPUs", "nodes", "cap named", "step ms", "exposed comm ms", "scaling eff.", "fastest predicted",
              "its lead", "ZeRO-1 step ms", "its broadcasts ms", "FSDP2 step ms"]  # fmt: skip
-    if "full_size_step_floor_ms" in best:  # the full size's gradients at the cap named: the least the step takes
-        heads.append("DDP's step at the full size, at least (ms)")
-        cells = [[*row, f"{r.full_size_step_floor_ms:.4g} ({r.full_size_comm_ms:.3g} ms of all-reduces)"]
+    if "full_size_step_floor_ms" in best:  # the full size's parameters at the cap named: the least each step takes
+        heads += ["DDP's step at the full size, at least (ms)", "ZeRO-1's, at least (ms)", "FSDP2's, at least (ms)"]
+        cells = [[*row, f"{r.full_size_step_floor_ms:.4g} ({r.full_size_comm_ms:.3g} ms of all-reduces)",
+                  f"{r.zero_full_size_step_floor_ms:.4g} ({r.zero_full_size_broadcast_ms:.3g} ms of broadcasts)",
+                  f"{r.fsdp_full_size_step_floor_ms:.4g} ({r.fsdp_full_size_gather_ms:.3g} ms of gathers, "
+                  f"{r.fsdp_full_size_scatter_ms:.3g} of reduce-scatters)"]
                  for row, r in zip(cells, best.itertuples(), strict=True)]  # fmt: skip
     return table(heads, cells)
 

@@ -280,19 +280,3 @@ def test_the_per_node_line_gives_the_lead_the_answer_sets_aside(capsys):
     said = capsys.readouterr().out
     assert said.startswith("  predicted fastest cap at w8: 1 MiB (10.000 ms, scaling efficiency 0.990, 1.0% ahead of")
     assert "; 2.0% ahead of 25 MiB, under the 4 % the model can tell: keep 25 MiB)" in said
-
-
-def test_another_sizes_gradients_floor_the_step_by_their_all_reduces_and_the_last_after_backward():
-    """Three gradients (4, 1, 1 MiB, registration order) at a 2 MiB cap: laid out in reverse order, [1, 1] then
-    [4] MiB, at 1 ms a MiB: 6 ms of all-reduces, none before backward starts; the last (4 ms) not before the
-    profile's last gradient is made (9 of 10 ms): 13 ms after backward began, so 3 ms exposed at least."""
-    from harness.perfmodel.schedule import Grad, Profile, floor_with
-
-    profile = Profile(3e-3, 10e-3, 4e-3, (Grad(0, MB, "float32", 2e-3), Grad(1, MB, "float32", 9e-3)))
-    one_ms_a_mb = Link(alpha_s=0.0, busbw_bytes_per_s=MB / 1e-3)
-    floor = floor_with(profile, [4 * MB, MB, MB], ["float32"] * 3, cap_mb=2.0, link=one_ms_a_mb, world_size=2)
-    assert (floor.buckets, floor.comm_s, floor.last_s) == (2, pytest.approx(6e-3), pytest.approx(4e-3))
-    assert (floor.step_s, floor.exposed_s) == (pytest.approx(20e-3), pytest.approx(3e-3))
-    assert floor.compute_s == pytest.approx(17e-3)  # forward + backward + optimizer: nothing exposed
-    many = floor_with(profile, [MB] * 12, ["float32"] * 12, cap_mb=1.0, link=one_ms_a_mb, world_size=2)
-    assert many.step_s == pytest.approx(3e-3 + 12e-3 + 4e-3)  # twelve 1 ms all-reduces outlast backward's 10 ms

@@ -144,6 +144,23 @@ def test_a_measured_profile_has_a_unit_a_transformer_block_and_the_root_the_rest
     assert found.compute_s == pytest.approx(gpt2_profile.forward_s + gpt2_profile.backward_s)
 
 
+def test_the_meta_devices_parameter_table_has_the_measured_profiles_bytes_blocks_and_frozen_ones(gpt2_profile):
+    """The full size's floors rest on parameters counted on the meta device: each one's bytes and block there are
+    those the gradient profile measured on a real model (the same size here), index by index."""
+    from harness.measure.modelinfo import counts_on_meta
+    from harness.perfmodel.schedule import parameters_of
+
+    params = parameters_of(counts_on_meta(workloads.create("gpt2", size="tiny"), batch_size=2, dtype="fp32")
+                           ["parameters"])  # fmt: skip
+
+    def table(grads):
+        return sorted((g.index, g.nbytes, g.dtype.removeprefix("torch."), g.block) for g in grads)
+
+    assert table(params.trained) == table(gpt2_profile.grads)
+    assert table(params.frozen) == table(gpt2_profile.frozen)
+    assert {g.block for g in params.trained} > {None}  # blocks found, the root too
+
+
 # ---------------------------------------------------------------- the links, and a run's fsdp rows
 
 

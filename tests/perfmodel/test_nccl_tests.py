@@ -238,13 +238,15 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     at = next(k for k, line in enumerate(lines) if line.startswith("ddpbench predict: answer for DDP"))
     answer, zero, sharded, chosen = lines[at : at + 4]  # the answer, ZeRO-1's step, FSDP2's, the choice
     # the run measured no zero: of what it measured only stock has a step model, and the rest fit untimed
-    assert chosen.startswith("ddpbench predict: the choice on dgx-h100, the fastest predicted step of the strategies")
+    assert chosen.startswith("ddpbench predict: the choice on dgx-h100, the fastest predicted step (or its floor with")
     assert "w8 stock " in chosen and "w16 stock " in chosen and "fit too, with no step model" in chosen
     page_text = html.unescape((tmp_path / "whatif.html").read_text())
     on_page = page_text.split("<b>The choice</b>: ")[1]
     # the page gives the full size's floor beside each answer, as the console's table does
     assert "<th>DDP's step at the full size, at least (ms)</th>" in page_text
-    assert "The table's last column is the least DDP's step can take with the full size's " in page_text
+    assert "<th>ZeRO-1's, at least (ms)</th>" in page_text and "<th>FSDP2's, at least (ms)</th>" in page_text
+    assert "The table's last three columns are the least each step can take with the full size's " in page_text
+    assert "(full-size floor; " in on_page  # the page's choice ranks by the floors as the console's
     # the site's what-if page (report --cluster) counts memory as predict does: at the full size, word for word
     from harness.commands.report import memory_as_predict_counts
     from reports import site
@@ -333,11 +335,21 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert (tiny["buckets"].to_numpy() > default["buckets"].to_numpy()).all()
     assert (frame["step_ms"] >= 0.2).all()  # the scaled one-rank step, plus what is exposed
     # and mlp/full's gradients, counted on the meta device, put a floor under each step, said as the tiny's are not
-    assert "ddpbench predict: at the full size, mlp's " in printed and "put these floors under DDP's step" in printed
+    assert "ddpbench predict: at the full size, mlp's " in printed and "put these floors under each step" in printed
     assert (frame["full_size_step_floor_ms"] >= 0.2 - 1e-9).all()  # never below the step's compute
     assert (frame["full_size_comm_ms"] > frame["comm_ms"]).all()  # the full size's all-reduces outweigh tiny's
     assert (frame["full_size_step_floor_ms"] >= frame["full_size_comm_ms"]).all()  # none before backward begins
     assert "at the full size DDP's step is at least " in answer  # where the answer is read, beside its own step
+    # ZeRO-1's and FSDP2's too: the whole model's broadcasts, gathers and reduce-scatters, each above the tiny's
+    assert (frame["zero_full_size_broadcast_ms"] > frame["zero_broadcast_ms"]).all()
+    assert (frame["fsdp_full_size_gather_ms"] > frame["fsdp_gather_ms"]).all()
+    assert (frame["fsdp_kept_full_size_step_floor_ms"] < frame["fsdp_full_size_step_floor_ms"]).all()
+    # and the choice ranks stock by its floor, far above the 0.2 ms the tiny size's gradients gave
+    floor_w16 = frame.loc[frame["world_size"] == 16, "full_size_step_floor_ms"]
+    assert re.search(r"w16 stock at least ([\d.]+) ms \(full-size floor; ", chosen)
+    assert float(re.search(r"w16 stock at least ([\d.]+) ms", chosen).group(1)) in {
+        float(f"{v:.4g}") for v in floor_w16
+    }
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,149 @@
+"""Each strategy's floor with the full size's parameters on a smaller profile's compute: DDP's all-reduces, ZeRO-1's
+optimizer shard and broadcasts, FSDP2's gathers and reduce-scatters one at a time; and the choice ranks a strategy
+by its floor where that is above its prediction."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+from test_fsdp_model import PerMiB, two_blocks
+
+from harness.commands.console import predictions
+from harness.perfmodel import choice, fsdp, zero
+from harness.perfmodel.network import Link
+from harness.perfmodel.schedule import Grad, Parameters, Profile, floor_with, predict_caps
+from harness.perfmodel.sharded import with_full_size_floors
+
+MB = 1024 * 1024
+MS = 1e-3
+ONE_MS_A_MB = Link(alpha_s=0.0, busbw_bytes_per_s=MB / MS)
+
+
+def parameters(sizes_mb: list[float], blocks: list[int | None] | None = None, frozen: set[int] = frozenset()):
+    """Parameters in registration order, `sizes_mb` each, in `blocks` (default: the root's)."""
+    blocks = blocks or [None] * len(sizes_mb)
+    every = [
+        Grad(k, int(mb * MB), "float32", float("nan"), block=b)
+        for k, (mb, b) in enumerate(zip(sizes_mb, blocks, strict=True))
+    ]
+    return Parameters(tuple(g for g in every if g.index not in frozen), tuple(g for g in every if g.index in frozen))
+
+
+def test_ddps_floor_is_its_all_reduces_in_reverse_registration_order_and_the_last_after_backward():
+    """Three gradients (4, 1, 1 MiB, registration order) at a 2 MiB cap: laid out in reverse order, [1, 1] then
+    [4] MiB, at 1 ms a MiB: 6 ms of all-reduces, none before backward starts; the last (4 ms) not before the
+    profile's last gradient is made (9 of 10 ms): 13 ms after backward began, so 3 ms exposed at least."""
+    profile = Profile(3 * MS, 10 * MS, 4 * MS, (Grad(0, MB, "float32", 2 * MS), Grad(1, MB, "float32", 9 * MS)))
+    floor = floor_with(profile, parameters([4, 1, 1]), cap_mb=2.0, link=ONE_MS_A_MB, world_size=2)
+    assert (floor.buckets, floor.comm_s, floor.last_s) == (2, pytest.approx(6 * MS), pytest.approx(4 * MS))
+    assert (floor.step_s, floor.exposed_s) == (pytest.approx(20 * MS), pytest.approx(3 * MS))
+    assert floor.compute_s == pytest.approx(17 * MS)  # forward + backward + optimizer: nothing exposed
+    many = floor_with(profile, parameters([1] * 12), cap_mb=1.0, link=ONE_MS_A_MB, world_size=2)
+    assert many.step_s == pytest.approx(3 * MS + 12 * MS + 4 * MS)  # twelve 1 ms all-reduces outlast backward's 10
+
+
+def test_fsdps_floor_sends_every_gather_and_reduce_scatter_one_at_a_time():
+    """The root (3 MiB) and two 4 MiB blocks at 1 ms a MiB: 11 ms of forward gathers, 8 ms of backward ones, 11 ms
+    of reduce-scatters, 30 ms in all, above the root's gather + compute (22 ms) + its reduce-scatter (28 ms); plus
+    half the 4 ms optimizer at two ranks. Kept from forward: no backward gathers, so the root's path, 28 ms, rules."""
+    profile, link = two_blocks(), PerMiB(1.0)
+    params = parameters([2, 4, 4, 1], [None, 0, 1, None])
+    floor = fsdp.floor_with(profile, params, gather=link, scatter=link, world_size=2)
+    assert (floor.step_s / MS, floor.gather_s / MS, floor.scatter_s / MS, floor.collectives) == pytest.approx(
+        (32, 19, 11, 8)
+    )
+    kept = fsdp.floor_with(profile, params, gather=link, scatter=link, world_size=2, reshard_after_forward=False)
+    assert kept.step_s / MS == pytest.approx(30)
+    frozen = fsdp.floor_with(profile, parameters([2, 4, 4, 1], [None, 0, 1, None], frozen={1}), gather=link,
+                             scatter=link, world_size=2)  # fmt: skip
+    assert (frozen.scatter_s / MS, frozen.collectives) == pytest.approx((7, 6))  # block 0 gathered once, never sent
+
+
+@pytest.mark.parametrize("ms_per_mib", [0.05, 0.5, 2.0, 10.0])
+@pytest.mark.parametrize("reshard", [True, False])
+def test_with_the_profiles_own_parameters_fsdps_floor_is_never_above_its_prediction(ms_per_mib, reshard):
+    profile = two_blocks()
+    own = Parameters(tuple(sorted(profile.grads, key=lambda g: g.index)))
+    for world in (2, 8, 64):
+        link = PerMiB(ms_per_mib)
+        step = fsdp.predict_fsdp(profile, gather=link, scatter=link, world_size=world, reshard_after_forward=reshard)
+        floor = fsdp.floor_with(profile, own, gather=link, scatter=link, world_size=world,
+                                reshard_after_forward=reshard)  # fmt: skip
+        assert floor.step_s <= step.step_s + 1e-12
+
+
+def test_zeros_floor_is_ddps_with_the_full_sizes_largest_shard_and_broadcasts():
+    """Four times the parameters: DDP's floor, less the whole optimizer, plus the largest shard's part of it (the
+    16 MiB block of 44 MiB at two ranks: 28 MiB owned by one), plus one broadcast a parameter at 1 ms a MiB."""
+    profile, link = two_blocks(), PerMiB(1.0)
+    link.allreduce_s = ONE_MS_A_MB.allreduce_s
+    link.broadcast_s = ONE_MS_A_MB.broadcast_s
+    params = parameters([8, 16, 16, 4], [None, 0, 1, None])
+    frame = with_full_size_floors(predict_caps(profile, caps_mb=[25.0], link=ONE_MS_A_MB, world_size=2), profile,
+                                  params, link=link, world_size=2, fsdp_profile=profile, zero_own_s=1 * MS)  # fmt: skip
+    row = frame.iloc[0]
+    share = 24 / 44  # largest first: 16 → rank 0, 16 → rank 1, 8 → rank 0, 4 → rank 1: 24 and 20 MiB
+    assert row["zero_full_size_optimizer_ms"] == pytest.approx(4 * share)
+    assert row["zero_full_size_broadcast_ms"] == pytest.approx(44)
+    assert row["zero_bucket_view_full_size_broadcast_ms"] == pytest.approx(44)  # two flat buffers: 24 + 20 MiB
+    expected = row["full_size_step_floor_ms"] - 4 + 4 * share + 44 + 1
+    assert row["zero_full_size_step_floor_ms"] == pytest.approx(expected)
+    assert row["fsdp_full_size_step_floor_ms"] == pytest.approx(
+        fsdp.floor_with(profile, params, gather=link, scatter=link, world_size=2).step_s / MS
+    )
+    assert zero.partition(params.trained, 2)[0][0].nbytes == 16 * MB
+
+
+def _state(rows):
+    return pd.DataFrame([{"impl": impl, "impl_options": "{}", "world_size": 64, "total_mb": gib * 1024.0,
+                          "activation_mb": 1024.0, "measured": False} for impl, gib in rows])  # fmt: skip
+
+
+def test_the_choice_ranks_a_strategy_by_its_full_size_floor_where_that_is_above_its_prediction():
+    """A walkthrough's 7B model: FSDP2 predicted at 234 ms from the small size's parameters, but its gathers of the
+    whole model's take at least 1720 ms; DDP's floor (433.8 ms) is above its own 350 ms too, and ZeRO-1's is
+    lower than FSDP2's: ZeRO-1 is picked, each said with its floor and its prediction."""
+    frame = pd.DataFrame({"bucket_cap_mb": [25.0], "world_size": [64], "step_ms": [350.0], "zero_step_ms": [300.0],
+                          "zero_broadcast_ms": [2.0], "zero_bucket_view_broadcast_ms": [1.0],
+                          "fsdp_step_ms": [234.0], "fsdp_kept_step_ms": [230.0],
+                          "full_size_step_floor_ms": [433.8], "zero_full_size_step_floor_ms": [500.0],
+                          "zero_full_size_broadcast_ms": [90.0], "zero_bucket_view_full_size_broadcast_ms": [80.0],
+                          "fsdp_full_size_step_floor_ms": [1720.0],
+                          "fsdp_kept_full_size_step_floor_ms": [1200.0]})  # fmt: skip
+    state = predictions.labelled(_state([("stock", 90.0), ("zero", 40.0), ("fsdp", 5.0)]))
+    w64 = choice.choose(state, [frame], 80.0)[0]
+    assert [(c.strategy, c.step_ms, c.profiled_ms) for c in w64.picked] == [("zero", 500.0, 300.0)]
+    said = choice.choice_words(state, [frame], 80.0)
+    assert "the fastest predicted step (or its floor with the full size's parameters, where higher)" in said
+    assert "w64 zero at least 500 ms (full-size floor; 300 ms as profiled)" in said
+    assert "fsdp at least 1720 ms (full-size floor; 234 ms as profiled), 244.0% slower" in said
+    assert "stock does not fit" in said
+
+
+def test_a_floor_below_the_prediction_leaves_the_choice_as_predicted():
+    frame = pd.DataFrame({"bucket_cap_mb": [25.0], "world_size": [64], "step_ms": [100.0], "zero_step_ms": [120.0],
+                          "zero_broadcast_ms": [2.0], "zero_bucket_view_broadcast_ms": [1.0],
+                          "full_size_step_floor_ms": [90.0], "zero_full_size_step_floor_ms": [95.0],
+                          "zero_full_size_broadcast_ms": [1.0],
+                          "zero_bucket_view_full_size_broadcast_ms": [1.0]})  # fmt: skip
+    state = predictions.labelled(_state([("stock", 40.0), ("zero", 30.0)]))
+    w64 = choice.choose(state, [frame], 80.0)[0]
+    assert [(c.strategy, c.step_ms, c.profiled_ms) for c in w64.picked] == [("stock", 100.0, None)]
+    assert "floor" not in choice.choice_words(state, [frame], 80.0)
+
+
+def test_the_optimizers_break_even_takes_each_step_as_the_choice_ranks_it():
+    """On the small size's parameters ZeRO-1 leads DDP by 50 ms; its full-size floor, 460 ms, is above DDP's 400:
+    no lead is left to break even on (without floors: (1 − 50 / 80) × 96 / 350 = 10 %). FSDP2's floor (280 ms, its
+    optimizer shard 1 ms) still leads by 120 ms, more than all 95 ms it could save."""
+    frame = pd.DataFrame({"bucket_cap_mb": [25.0], "world_size": [64], "step_ms": [350.0], "zero_step_ms": [300.0],
+                          "zero_optimizer_ms": [16.0], "fsdp_step_ms": [260.0], "fsdp_optimizer_ms": [1.0],
+                          "full_size_step_floor_ms": [400.0], "zero_full_size_step_floor_ms": [460.0],
+                          "zero_full_size_optimizer_ms": [16.0], "fsdp_full_size_step_floor_ms": [280.0]})  # fmt: skip
+    said = choice.optimizer_break_even(frame, optimizer_ms=96.0, step_ms=350.0)
+    assert said == "at w64, FSDP2's holds with no optimizer time at all"
+    unfloored = frame.drop(columns=["full_size_step_floor_ms", "zero_full_size_step_floor_ms",
+                                    "fsdp_full_size_step_floor_ms"])  # fmt: skip
+    assert "ZeRO-1's lead needs the optimizer at 10% of the step or more" in choice.optimizer_break_even(
+        unfloored, optimizer_ms=96.0, step_ms=350.0
+    )
