@@ -172,6 +172,8 @@ def counts_on_meta(workload: Workload, *, batch_size: int, dtype: str) -> dict[s
     except Exception:  # a value read (.item()) or an op without a meta kernel
         counted = {"activation_mb": None, "activation_top": None}
     sizes = {"grad_sizes": [_bytes(p) for p in trained], "grad_dtypes": [str(p.dtype) for p in trained]}
+    tokens = workload.tokens_per_sample()  # the full size's may be another sequence length than the run's
+    counted["tokens_per_batch"] = tokens * batch_size if tokens is not None else None
     return {**info, **counted, **sizes, "parameters": parameter_table(model)}
 
 

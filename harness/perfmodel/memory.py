@@ -46,8 +46,8 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
     splits (the kinds' names, '' for none), floor_mb (the floor under an even split where one applies, else 0:
     _whole_parameter_floor), activation_mb (what the forward keeps for backward at the rank's batch, the same at
     every world size: the batch is per rank; NaN where the run did not count it), activation_top (who keeps the
-    most of it; '' where not counted), buckets_mb (`_buckets`), unsharded_mb (`_unsharded`); NaN where the run
-    did not record them; optimizer_temp_mb (TEMPORARY_SHARE). Empty where no strategy qualifies."""
+    most of it; '' where not counted), tokens_per_batch, buckets_mb (`_buckets`), unsharded_mb (`_unsharded`; NaN
+    where not recorded), optimizer_temp_mb (TEMPORARY_SHARE). Empty where no strategy qualifies."""
     held = [column for column in HELD if column in configs]
     if len(held) < len(HELD) or configs.empty:
         return pd.DataFrame()
@@ -63,13 +63,10 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
         split_kinds = [c for c, (whole, split) in fits.items() if split > SPLIT_SHARE * (whole + split)]
         floor = _whole_parameter_floor(group, fits, split_kinds)
         base = dict(zip([k for k in STRATEGY_KEYS if k in ok], key, strict=True))
-        activations = _activations(group) if not _computes_otherwise(base.get("impl_options")) else float("nan")
-        buckets, unsharded = _buckets(group), _unsharded(group, base.get("impl_options"))
-        hook_state, hook_copies = (
-            hook_state_mb(group, base.get("impl_options")),
-            hook_copies_mb(group, base.get("impl_options")),
-        )
-        step_buckets = _buckets_at_step(group, buckets)
+        options = base.get("impl_options")
+        activations = _activations(group) if not _computes_otherwise(options) else float("nan")
+        buckets, unsharded = _buckets(group), _unsharded(group, options)
+        hook_state, hook_copies = hook_state_mb(group, options), hook_copies_mb(group, options)
         one_process = roles.flag(group, "single_process").any()  # one node's GPUs: never carried past those run
         for world in sorted({*map(int, by_world.index), *([] if one_process else worlds)}):
             measured = world in by_world.index
@@ -80,7 +77,8 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
                          "floor_mb": sum(floor.values()),
                          "activation_mb": float("nan") if one_process and world > 1 else activations,
                          "activation_top": _first(group, "activation_top"), "buckets_mb": buckets,
-                         "step_buckets_mb": step_buckets,
+                         "tokens_per_batch": _activations(group, "tokens_per_batch"),  # a language model's
+                         "step_buckets_mb": _buckets_at_step(group, buckets),
                          "optimizer_temp_mb": state.get("held_optimizer_state_mb", 0.0)
                          * TEMPORARY_SHARE.get(str(base.get("optimizer")), 0.0),
                          "unsharded_mb": unsharded, "hook_state_mb": hook_state,
@@ -89,7 +87,8 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
 
 
 MODEL_COUNTS = ("param_bytes", "grad_bytes", "largest_param_bytes", "root_param_bytes", "root_grad_bytes",
-                "largest_block_bytes", "largest_block_grad_bytes", "activation_mb", "activation_top")  # fmt: skip
+                "largest_block_bytes", "largest_block_grad_bytes", "activation_mb", "activation_top",
+                "tokens_per_batch")  # fmt: skip
 
 
 def at_full_size(rows: pd.DataFrame, full: dict) -> pd.DataFrame:
@@ -274,9 +273,10 @@ def _first(group: pd.DataFrame, column: str) -> str:
     return str(known.iloc[0]) if len(known) else ""
 
 
-def _activations(group: pd.DataFrame) -> float:
-    """The setup's `activation_mb` (counted once per workload setup, so one value), NaN where not counted."""
-    counted = group["activation_mb"].dropna() if "activation_mb" in group else pd.Series(dtype=float)
+def _activations(group: pd.DataFrame, column: str = "activation_mb") -> float:
+    """The setup's `activation_mb` (counted once per workload setup, so one value; or `tokens_per_batch`), NaN where
+    not counted."""
+    counted = group[column].dropna() if column in group else pd.Series(dtype=float)
     return float(counted.max()) if len(counted) else float("nan")
 
 
@@ -322,7 +322,8 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
                      "the hook's state"))  # fmt: skip
     beside = "; ".join(part for part in parts if part)
     buckets = f" (its state and the larger of backward's part and the optimizer step's; {beside})" if beside else ""
-    samples = f"{batch} sample{'s' if batch != 1 else ''}"
+    tokens = first.get("tokens_per_batch")  # a language model's: its activations grow with the sequence's length
+    samples = f"{batch} sample{'s' * (batch != 1)}" + (f" of {int(tokens) // batch:,} tokens" if tokens > 0 else "")
     alike = "every strategy alike" + "".join(f"{' but' if k == 0 else ','} {row.strategy}, {_why_uncounted(row)}"
                                              for k, row in enumerate(others.itertuples()))  # fmt: skip
     return (f"the model's forward keeps {mib_text(kept)} of activations for backward at {samples} a rank in "
@@ -331,9 +332,8 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
 
 
 def _why_uncounted(row) -> str:
-    if getattr(row, "single_process", False):
-        return "whose first GPU also gathers every replica's outputs and the whole batch's loss (not counted)"
-    return "which computes in another dtype (not counted)"
+    return ("whose first GPU also gathers every replica's outputs and the whole batch's loss (not counted)"
+            if getattr(row, "single_process", False) else "which computes in another dtype (not counted)")  # fmt: skip
 
 
 def unrecorded(state: pd.DataFrame) -> str:

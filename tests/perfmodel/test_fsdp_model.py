@@ -150,8 +150,10 @@ def test_the_meta_devices_parameter_table_has_the_measured_profiles_bytes_blocks
     from harness.measure.modelinfo import counts_on_meta
     from harness.perfmodel.schedule import parameters_of
 
-    params = parameters_of(counts_on_meta(workloads.create("gpt2", size="tiny"), batch_size=2, dtype="fp32")
-                           ["parameters"])  # fmt: skip
+    workload = workloads.create("gpt2", size="tiny")
+    counted = counts_on_meta(workload, batch_size=2, dtype="fp32")
+    params = parameters_of(counted["parameters"])
+    assert counted["tokens_per_batch"] == 2 * workload.tokens_per_sample()  # said beside the activations counted
 
     def table(grads):
         return sorted((g.index, g.nbytes, g.dtype.removeprefix("torch."), g.block) for g in grads)

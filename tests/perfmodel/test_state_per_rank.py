@@ -64,6 +64,9 @@ def test_predict_prints_each_strategys_model_state_at_the_gpu_counts_asked(capsy
         "sample; most kept by NewGELUActivation 48%), every strategy alike at any GPU count: at w64 a rank holds "
         "fsdp 136 MiB, zero 314 MiB, stock 492 MiB at the step's peak"
     ) in said
+    # a language model's activations grow with the sequence: its length is said (the full size's may be another)
+    predictions.model_state(memory.state_per_rank(counted.assign(tokens_per_batch=4 * 1024), [8]), [8])
+    assert "of activations for backward at 4 samples of 1,024 tokens a rank in fp32" in capsys.readouterr().out
     predictions.model_state(state.iloc[0:0], [8])  # nothing measured at two world sizes: nothing said
     assert capsys.readouterr().out == ""
 
