@@ -314,9 +314,14 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         rows = predict_full_size.with_floors(rows, setup, profile, configs=configs, link=link, cluster_name=chosen.name,
                                              fsdp_profile=sharded.profile, fsdp_own_s=sharded.own_s or 0.0,
                                              zero_own_s=zero_own.added_s)  # fmt: skip
-        caveat = "; ".join(part for part in (caveat, predict_full_size.floor_words(rows)) if part)
+    floors = {label: predict_full_size.floor_words(rows, label) for label in predict_full_size.FLOORED}
+
+    def joined(*parts: str) -> str:
+        return "; ".join(part for part in parts if part)
+
     # the answer and the choice span every node count: each one's caveat, once
-    said = "; ".join(part for part in (caveat, cluster.cap_caveats(chosen, node_counts(args))) if part)
+    caps_said = cluster.cap_caveats(chosen, node_counts(args))
+    said = joined(caveat, floors["DDP"], caps_said)
     own_ms = calibration.reducer_s * 1e3  # DDP's own cost as the prediction adds it (scaled with any compute)
     predictions.cluster_answer(chosen, rows, backward_ms=profile.backward_s * 1e3, caveat=said, own_ms=own_ms)
     share = profile.optimizer_s / profile.local_step_s if profile.local_step_s else 0.0
@@ -338,11 +343,11 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     )  # fmt: skip  (one given: the GPU's, not a CPU's)
     cpu_optimizer = (profile.optimizer_s * 1e3, profile.local_step_s * 1e3) if cpu_split else (0.0, 0.0)
     predictions.zero_answer(rows, optimizer_ms=profile.optimizer_s * 1e3, largest=largest_parameter(profile),
-                            caveat="; ".join(part for part in (cpu_split, zero_own.note) if part))  # fmt: skip
-    predictions.fsdp_answer(rows, caveat="; ".join(part for part in (caveat, cpu_split, sharded.note) if part))
-    if state is not None:  # the two halves joined: the fastest of the strategies that fit
-        predictions.strategy_choice(state, chosen, frames=rows, caveat="; ".join(
-            p for p in (said, cpu_split, sharded.note, zero_own.note) if p), cpu_optimizer=cpu_optimizer)  # fmt: skip
+                            caveat=joined(caveat, floors["ZeRO-1"], cpu_split, zero_own.note))  # fmt: skip
+    predictions.fsdp_answer(rows, caveat=joined(caveat, floors["FSDP2"], cpu_split, sharded.note))
+    if state is not None:  # the two halves joined: the fastest of the strategies that fit (floors in its own words)
+        predictions.strategy_choice(state, chosen, frames=rows, caveat=joined(
+            caveat, caps_said, cpu_split, sharded.note, zero_own.note), cpu_optimizer=cpu_optimizer)  # fmt: skip
     if args.out:  # each row says what it rests on: the profile, the workload, any scaling
         setup = setup or {}
         context = {"cluster": chosen.name, "cluster_source": _source_of(chosen), "run": args.run,

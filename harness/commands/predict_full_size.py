@@ -112,9 +112,10 @@ def with_floors(frames: list, setup: dict, profile, *, configs, link, cluster_na
     params = full_parameters(setup, configs, profile.grad_bytes)
     if params is None:
         return frames
-    console.say(f"ddpbench predict: at the full size, {setup['workload']}'s {mib_text(params.grad_bytes / 2**20)} of "
-                f"gradients ({len(params.trained)} tensors, counted on the meta device) put these floors under each "
-                f"step on {cluster_name} (ms, at least; the tables above are the {setup['size']} size's):")  # fmt: skip
+    gradients = f"{mib_text(params.grad_bytes / 2**20)} of gradients in {len(params.trained)} tensors"
+    console.say(f"ddpbench predict: at the full size, {setup['workload']}'s parameters ({gradients}, counted on the "
+                f"meta device) put these floors under each step on {cluster_name} (ms, at least; the tables above "
+                f"are the {setup['size']} size's):")  # fmt: skip
     console.say(f"  {'GPUs':>5} {'cap MiB':>8} {'buckets':>8} {'all-reduces':>12} {'the last':>9} {'DDP ≥':>10} "
                 f"{'exposed ≥':>10} {'ZeRO-1 ≥':>10} {'FSDP2 ≥':>10}")  # fmt: skip
     floored = [with_full_size_floors(frame, profile, params, link=link, world_size=int(frame["world_size"].iloc[0]),
@@ -126,26 +127,37 @@ def with_floors(frames: list, setup: dict, profile, *, configs, link, cluster_na
                     f"{r.full_size_exposed_ms:>10.3g} {r.zero_full_size_step_floor_ms:>10.4g} "
                     f"{r.fsdp_full_size_step_floor_ms:>10.4g}")  # fmt: skip
     console.say(
-        "  (floors, not predictions; when each of the full size's parameters is used and made is not measured. DDP: "
-        "bucketed in reverse registration order, as DDP's rebuild lays out gradients made in that order, every "
-        "all-reduce after the one before on the cluster's model, the last after the profile's last gradient is made. "
-        "ZeRO-1: DDP's floor, its optimizer on the largest shard of the full size's parameters, then their "
-        "broadcasts. FSDP2: every gather and reduce-scatter of the full size's blocks one at a time, none before "
-        "the step starts, the root's reduce-scatter after backward. bench --size full on one GPU of the cluster "
-        "and predict from that run for the steps themselves)"
+        "  (floors, not predictions, on this profile's compute as scaled, its split of forward, backward and optimizer "
+        "included; when each full-size parameter is used and each gradient made is not measured. DDP: bucketed in "
+        "reverse registration order, as DDP's rebuild lays out gradients made in that order, every all-reduce after "
+        "the one before on the cluster's model, the last after the profile's last gradient is made. ZeRO-1: DDP's "
+        "floor, its optimizer on the largest shard of the full size's parameters, then their broadcasts. FSDP2: the "
+        "longer of its gathers and reduce-scatters (the root's and every block's) one at a time, and the compute "
+        "after the root's gather with the root's reduce-scatter after backward; none where a profiled block never "
+        "ran. bench --size full on one GPU of the cluster and predict from that run for the steps themselves)"
     )
     return floored
 
 
-def floor_words(frames: list) -> str:
+FLOORED = {"DDP": ("step_ms", "full_size_step_floor_ms"), "ZeRO-1": ("zero_step_ms", "zero_full_size_step_floor_ms"),
+           "FSDP2": ("fsdp_step_ms", "fsdp_full_size_step_floor_ms")}  # fmt: skip
+"""Each strategy's predicted step and its full-size floor, as a cluster frame holds them."""
+
+
+def floor_words(frames: list, label: str = "DDP") -> str:
     """'at the full size DDP's step is at least 433.8 ms at w64 at the cap named, 350 ms here (the floors above)', for
-    the answer's and the choice's brackets, where `with_floors` added the floors; '' where it did not."""
+    the brackets of `label`'s answer (DDP, ZeRO-1, FSDP2), where `with_floors` added the floors; '' where it did not
+    (or FSDP2's is unknown)."""
     from harness.analysis import agreement
 
-    if not frames or "full_size_step_floor_ms" not in frames[-1]:
+    step, floor = FLOORED[label]
+    if not frames or floor not in frames[-1]:
         return ""
     named = agreement.answer_row(frames[-1])
+    if named[floor] != named[floor]:  # NaN: not modelled
+        return ""
+    cap = " at the cap named" if label != "FSDP2" else ""
     return (
-        f"at the full size DDP's step is at least {named['full_size_step_floor_ms']:.4g} ms at "
-        f"w{int(named['world_size'])} at the cap named, {named['step_ms']:.4g} ms here (the floors above)"
+        f"at the full size {label}'s step is at least {named[floor]:.4g} ms at w{int(named['world_size'])}{cap}, "
+        f"{named[step]:.4g} ms here (the floors above)"
     )

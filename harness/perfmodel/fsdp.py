@@ -245,9 +245,9 @@ def floor_with(profile: Profile, params, *, gather, scatter, world_size: int, re
     is used or made) on the profile's compute. Each unit (the root, each block) is gathered for forward, each block
     holding a trained parameter again for backward (`reshard_after_forward`), each unit's trained bytes are
     reduce-scattered, one collective at a time; nothing computes before the root's gather, forward ends after every
-    forward gather, and the root's reduce-scatter is issued at backward's end. So, with n ranks:
-    step ≥ max(every collective, root's gather + forward + backward + root's reduce-scatter,
-               every forward gather + backward + root's reduce-scatter) + optimizer / n + FSDP's own cost."""
+    forward gather, and the root's reduce-scatter is issued at backward's end. Every block counts as run (the caller
+    checks). So, with n ranks: step ≥ max(every collective, root's gather + forward + backward + root's
+    reduce-scatter, every forward gather + backward + root's reduce-scatter) + optimizer / n + own cost."""
     units: dict[int | None, list[Grad]] = {None: []}  # the root: what no block holds
     for param in (*params.trained, *params.frozen):
         units.setdefault(param.block, []).append(param)

@@ -52,8 +52,10 @@ def with_full_size_floors(frame: pd.DataFrame, profile: Profile, params: Paramet
     change = zero.zero_change(full, sender=link, world_size=world_size, own_s=zero_own_s)
     packed = zero.zero_change(full, sender=link, world_size=world_size, bucket_view=True)
     sharded = {"gather": link, "scatter": link, "world_size": world_size, "own_s": fsdp_own_s}
-    fsdp_floor = fsdp.floor_with(fsdp_profile, params, **sharded)
-    kept = fsdp.floor_with(fsdp_profile, params, **sharded, reshard_after_forward=False)
+    nothing = fsdp.FsdpFloor(*[float("nan")] * 4)  # a block whose forward never ran: the floor would count it
+    fsdp_floor = fsdp.floor_with(fsdp_profile, params, **sharded) if every_block_ran(fsdp_profile) else nothing
+    kept = fsdp.floor_with(fsdp_profile, params, **sharded, reshard_after_forward=False) if every_block_ran(
+        fsdp_profile) else nothing  # fmt: skip
     return frame.assign(full_size_buckets=[f.buckets for f in floors],
                         full_size_comm_ms=[f.comm_s * 1e3 for f in floors],
                         full_size_last_ms=[f.last_s * 1e3 for f in floors],
@@ -68,6 +70,17 @@ def with_full_size_floors(frame: pd.DataFrame, profile: Profile, params: Paramet
                         fsdp_full_size_gather_ms=fsdp_floor.gather_s * 1e3,
                         fsdp_full_size_scatter_ms=fsdp_floor.scatter_s * 1e3,
                         fsdp_full_size_collectives=fsdp_floor.collectives)  # fmt: skip
+
+
+def every_block_ran(profile: Profile) -> bool:
+    """Whether forward used every block of the profile that holds a parameter (unknown, in a profile stored before
+    forward was timed block by block: taken as yes). FSDP2 gathers nothing for a block forward never runs, and the
+    meta device cannot tell which of the full size's blocks those are, so their floor would count them."""
+    every = (*profile.grads, *profile.frozen)
+    if all(g.used_s is None for g in every):
+        return True
+    ran = {g.block for g in every if g.used_s is not None}
+    return all(g.block is None or g.block in ran for g in every)
 
 
 def priced_on(network: Network, world_size: int) -> tuple[str, str]:

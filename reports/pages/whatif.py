@@ -284,13 +284,16 @@ def _calibration_note(row: pd.Series, meta: dict | None = None) -> str:
     )
     if "full_size_mb" in row and not pd.isna(row["full_size_mb"]):
         other += (f" The table's last three columns are the least each step can take with the full size's "
-                  f"parameters, {row['full_size_mb']:,.0f} MiB of gradients (counted on the meta device); when each is "
-                  "used and made is not measured. DDP's: bucketed in reverse registration order, as DDP's rebuild "
-                  "lays out gradients made in that order, each all-reduce after the one before, none before backward "
-                  "starts and the last not before this profile's last gradient is made. ZeRO-1's: DDP's, its "
-                  "optimizer on the largest shard of those parameters, then their broadcasts. FSDP2's: every "
-                  "gather and reduce-scatter of the full size's blocks one at a time, the root's reduce-scatter after "
-                  "backward. The choice ranks each strategy by its floor where that is above its step.")  # fmt: skip
+                  f"parameters, {row['full_size_mb']:,.0f} MiB of gradients (counted on the meta device), on this "
+                  "profile's compute as scaled, its split of forward, backward and optimizer included; when each "
+                  "full-size parameter is used and each gradient made is not measured. DDP's: bucketed in reverse "
+                  "registration order, as DDP's rebuild lays out gradients made in that order, each all-reduce after "
+                  "the one before, none before backward starts and the last not before this profile's last gradient "
+                  "is made. ZeRO-1's: DDP's, its optimizer on the largest shard of those parameters, then their "
+                  "broadcasts. FSDP2's: the longer of its gathers and reduce-scatters (the root's and every "
+                  "block's) one at a time, and the compute after the root's gather with the root's reduce-scatter "
+                  "after backward. The choice ranks each strategy by its floor where that is above its "
+                  "step.")  # fmt: skip
     return (f"<p>The profile is the {esc(row['size'])} size's: {row['grad_mb']:.4g} MiB of gradients in "
             f"{int(row['grad_tensors'])} tensors, which every prediction below buckets and all-reduces.{other} "
             f"{scaled}{own}, as <code>ddpbench predict --run RUN --cluster NAME{flag}</code> does. "
@@ -311,8 +314,8 @@ def _best_table(best: pd.DataFrame) -> str:
         heads += ["DDP's step at the full size, at least (ms)", "ZeRO-1's, at least (ms)", "FSDP2's, at least (ms)"]
         cells = [[*row, f"{r.full_size_step_floor_ms:.4g} ({r.full_size_comm_ms:.3g} ms of all-reduces)",
                   f"{r.zero_full_size_step_floor_ms:.4g} ({r.zero_full_size_broadcast_ms:.3g} ms of broadcasts)",
-                  f"{r.fsdp_full_size_step_floor_ms:.4g} ({r.fsdp_full_size_gather_ms:.3g} ms of gathers, "
-                  f"{r.fsdp_full_size_scatter_ms:.3g} of reduce-scatters)"]
+                  _fsdp_cell(r, "fsdp_full_size_step_floor_ms", f" ({r.fsdp_full_size_gather_ms:.3g} ms of "
+                             f"gathers, {r.fsdp_full_size_scatter_ms:.3g} of reduce-scatters)")]
                  for row, r in zip(cells, best.itertuples(), strict=True)]  # fmt: skip
     return table(heads, cells)
 
@@ -326,14 +329,16 @@ def _zero_cell(row) -> str:
     )
 
 
-def _fsdp_cell(row) -> str:
-    if pd.isna(row.fsdp_step_ms):
-        return "not modelled: no block times"
+def _fsdp_cell(row, column: str = "fsdp_step_ms", what: str = "") -> str:
+    """FSDP2's step (or `column`: its full-size floor, `what` after it) with the own cost it leaves out, said."""
+    if pd.isna(value := getattr(row, column)):
+        return "not modelled: no block times" if column == "fsdp_step_ms" else "none: a profiled block never ran"
+    said = (f"{value:.3f}" if column == "fsdp_step_ms" else f"{value:.4g}") + what
     if getattr(row, "fsdp_own_left_out_ms", 0.0) > 0:  # a CPU's, left out of a GPU step given (as DDP's is)
-        return (f"{row.fsdp_step_ms:.3f} (without FSDP's own cost: a CPU's, left out, {row.fsdp_own_left_out_ms:.3g} "
-                "ms more than DDP's when scaled as the compute is)")  # fmt: skip
+        return (f"{said} (without FSDP's own cost: a CPU's, left out, {row.fsdp_own_left_out_ms:.3g} ms more than "
+                "DDP's when scaled as the compute is)")  # fmt: skip
     unknown = pd.isna(row.fsdp_own_ms) and row.ddp_own_ms > 0  # DDP's step carries its own cost, FSDP2's none
-    return f"{row.fsdp_step_ms:.3f}" + (" (without FSDP's own cost: no FSDP step at one GPU measured it)" * unknown)
+    return said + " (without FSDP's own cost: no FSDP step at one GPU measured it)" * unknown
 
 
 def _lead(row) -> str:

@@ -4,6 +4,8 @@ by its floor where that is above its prediction."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 import pytest
 from test_fsdp_model import PerMiB, two_blocks
@@ -147,3 +149,21 @@ def test_the_optimizers_break_even_takes_each_step_as_the_choice_ranks_it():
     assert "ZeRO-1's lead needs the optimizer at 10% of the step or more" in choice.optimizer_break_even(
         unfloored, optimizer_ms=96.0, step_ms=350.0
     )
+
+
+def test_fsdps_floor_is_left_out_where_a_profiled_block_never_ran():
+    """FSDP2 gathers nothing for a block forward never runs; the meta device cannot tell which of the full size's
+    blocks those are, and counting them would put the floor above the step (a review found +20 % on a slow link)."""
+    grads = two_blocks().grads
+    idle = Profile(10 * MS, 12 * MS, 4 * MS, grads, frozen=(Grad(4, 8 * MB, "float32", float("nan"), block=2),))
+    link = PerMiB(20.0)
+    link.allreduce_s = ONE_MS_A_MB.allreduce_s
+    link.broadcast_s = ONE_MS_A_MB.broadcast_s
+    params = parameters([2, 4, 4, 1, 8], [None, 0, 1, None, 2], frozen={4})
+    frame = predict_caps(idle, caps_mb=[25.0], link=ONE_MS_A_MB, world_size=2)
+    floored = with_full_size_floors(frame, idle, params, link=link, world_size=2, fsdp_profile=idle).iloc[0]
+    assert pd.isna(floored["fsdp_full_size_step_floor_ms"]) and pd.isna(floored["fsdp_kept_full_size_step_floor_ms"])
+    assert floored["zero_full_size_step_floor_ms"] > 0  # ZeRO-1 holds every parameter: its floor stands
+    ran = dataclasses.replace(idle, frozen=(Grad(4, 8 * MB, "float32", float("nan"), used_s=9 * MS, block=2),))
+    assert not pd.isna(with_full_size_floors(frame, ran, params, link=link, world_size=2,
+                                             fsdp_profile=ran).iloc[0]["fsdp_full_size_step_floor_ms"])  # fmt: skip

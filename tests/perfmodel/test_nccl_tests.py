@@ -340,6 +340,9 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert (frame["full_size_comm_ms"] > frame["comm_ms"]).all()  # the full size's all-reduces outweigh tiny's
     assert (frame["full_size_step_floor_ms"] >= frame["full_size_comm_ms"]).all()  # none before backward begins
     assert "at the full size DDP's step is at least " in answer  # where the answer is read, beside its own step
+    # ZeRO-1's and FSDP2's lines each give their own floor, and the small size's caveat, as DDP's does
+    assert "at the full size ZeRO-1's step is at least " in zero and "the tiny size's gradients" in zero
+    assert "at the full size FSDP2's step is at least " in sharded and "DDP's step is at least" not in sharded
     # ZeRO-1's and FSDP2's too: the whole model's broadcasts, gathers and reduce-scatters, each above the tiny's
     assert (frame["zero_full_size_broadcast_ms"] > frame["zero_broadcast_ms"]).all()
     assert (frame["fsdp_full_size_gather_ms"] > frame["fsdp_gather_ms"]).all()
