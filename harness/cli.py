@@ -84,7 +84,8 @@ def add_bench_parser(commands) -> None:
                        f"own grid and settings (flags that would change them are refused; {steering} apply: they "
                        "only steer the running)")  # fmt: skip
     bench.add_argument("--dry-run", action="store_true", help="check every flag, print the configurations "
-                       "the run would launch, run nothing")  # fmt: skip
+                       "the run would launch and how long it would take here (from the steps the results folder "
+                       "measured of them before), run nothing")  # fmt: skip
     bench.add_argument("--retry-failed", action="store_true",
                        help="with --resume: run the configurations that failed again (each failed row is kept "
                        "in retried/<config_id>/ of the run folder)")  # fmt: skip

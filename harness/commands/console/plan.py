@@ -38,8 +38,42 @@ def say_plan(plan, *, requested_dtype: str, grows: bool = False, dry: bool = Fal
     more = ", to start (--repeats auto adds the repeats its open verdicts need)" if deciding else ""
     if dry:
         _list_planned(plan.configurations, more)
+        say_forecast(plan.configurations, plan.run)
         return
     say(f"ddpbench: run {plan.run_id}: {count} configuration{'s' if count != 1 else ''}{more} -> {plan.run}/")
+
+
+def say_forecast(configurations, results) -> None:
+    """How long the planned run will take here, as the runs already in `results` measured it (analysis.forecast)."""
+    from harness.analysis.forecast import forecast
+
+    found = forecast(configurations, results)
+    where = "the CPU" if configurations and configurations[0].device == "cpu" else "this device"
+    if found is None:
+        say(f"ddpbench: no time forecast: no earlier run on {where} in {str(results)!r} to take one from (the "
+            "progress line gives one once the run has a pace)")  # fmt: skip
+        return
+    fixed = (f"{found.fixed_s:.3g} s of fixed cost a configuration (launch, imports, building, parity, writing), "
+             f"as run {found.source} paid it")  # fmt: skip
+    if not found.known:
+        say(f"ddpbench: no time forecast: none of these configurations was measured in {str(results)!r} before "
+            f"(beyond their steps, {fixed})")  # fmt: skip
+        return
+    unknown = found.total - found.known
+    about, rest = ("at least", f"; the other {unknown}'s steps not counted: never measured here") if unknown else (
+        "about", "")  # fmt: skip
+    say(f"ddpbench: {about} {_minutes_text(found.wall_s)} here: the steps of {found.known} of the {found.total} "
+        f"configurations as last measured in {str(results)!r}{rest}; and {fixed}")  # fmt: skip
+
+
+def _minutes_text(seconds: float) -> str:
+    """'42 s', '2 min 30 s' (to 10 s), '1.5 h': a forecast finer than the progress line's whole minutes."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        minutes, rest = divmod(round(seconds / 10) * 10, 60)
+        return f"{minutes:.0f} min {rest:.0f} s" if rest else f"{minutes:.0f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def say_warmup(configurations) -> None:

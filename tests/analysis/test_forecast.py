@@ -1,0 +1,66 @@
+"""`bench --dry-run`'s time forecast: the planned configurations' steps as the results folder last measured them
+here, and a configuration's fixed cost as the newest run on this device paid it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from harness.analysis.forecast import forecast
+from harness.commands.console.plan import say_forecast
+from harness.config.grid import Configuration
+
+GOLDEN = Path(__file__).resolve().parent.parent / "data" / "cpu_run"  # mlp/tiny local, naive, stock at w1 and w2
+
+
+def planned(impl: str, world: int, *, device: str = "cpu", steps: int = 10, warmup: int = 2) -> Configuration:
+    return Configuration(config_id=f"w{world}-{impl}", impl=impl, impl_options={}, workload="mlp", size="tiny",
+                         world_size=world, nnodes=1, batch_size=8, steps=steps, warmup=warmup, dtype="fp32",
+                         device=device, backend="gloo", seed=0, parity=False)  # fmt: skip
+
+
+@pytest.fixture
+def results(tmp_path: Path) -> Path:
+    """The golden run, with the summary a bench writes at its end: 100 s of wall time, 40 s of it steps, 6
+    configurations: 10 s of fixed cost a configuration."""
+    shutil.copytree(GOLDEN, tmp_path / "results" / "cpu_run")
+    summary = {"wall_s": 100.0, "training_step_s": 40.0, "configurations": 6}
+    (tmp_path / "results" / "cpu_run" / "summary.json").write_text(json.dumps(summary))
+    return tmp_path / "results"
+
+
+def test_each_known_configuration_takes_its_steps_at_its_last_median_and_each_pays_the_fixed_cost(results):
+    """stock at w2 last measured 12.44 ms a step: 12 steps (10 + 2 warm-up) take 0.149 s; naive at w1 12.2 ms."""
+    plan = [planned("stock", 2), planned("naive", 1), planned("stock", 64)]
+    found = forecast(plan, results)
+    assert (found.known, found.total, found.source) == (2, 3, "cpu_run")
+    assert found.fixed_s == pytest.approx(10.0)
+    assert found.steps_s == pytest.approx((12.440452 + 12.199266) * 12 / 1e3)
+    assert found.wall_s == pytest.approx(found.steps_s + 30.0)
+
+
+def test_nothing_is_forecast_without_an_earlier_run_on_the_device_and_said_so(results, capsys):
+    assert forecast([planned("stock", 2, device="cuda")], results) is None
+    say_forecast([planned("stock", 2, device="cuda")], results)
+    assert "no time forecast: no earlier run on this device in " in capsys.readouterr().out
+    say_forecast([planned("stock", 64)], results)  # a run here, but not of these configurations
+    said = capsys.readouterr().out
+    assert "none of these configurations was measured in " in said and "10 s of fixed cost a configuration" in said
+
+
+def test_the_line_says_at_least_where_some_steps_were_never_measured(results, capsys):
+    say_forecast([planned("stock", 2), planned("naive", 1)], results)
+    assert capsys.readouterr().out.startswith("ddpbench: about 20 s here: the steps of 2 of the 2 configurations")
+    say_forecast([planned("stock", 2), planned("stock", 64)], results)
+    said = capsys.readouterr().out
+    assert said.startswith("ddpbench: at least 20 s here: the steps of 1 of the 2 configurations")
+    assert "the other 1's steps not counted: never measured here" in said
+
+
+def test_a_forecast_is_said_to_ten_seconds_past_ninety():
+    from harness.commands.console.plan import _minutes_text
+
+    assert [_minutes_text(s) for s in (42.4, 149.5, 180.0, 7200.0)] == ["42 s", "2 min 30 s", "3 min", "2.0 h"]
