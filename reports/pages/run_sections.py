@@ -230,7 +230,7 @@ def memory_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     metrics = SHARED_GPU_METRICS if own else figures.MEMORY_METRICS
     for workload in workloads:
         said = takeaways.memory(run.configs, workload=workload, shared=shared, gpu_mb=alerts.gpu_memory_mb(run.meta))
-        parts.append(takeaway(workload, said))
+        parts.append(takeaway(workload, said and said + takeaways.full_size_pointer(run.meta, run.configs, workload)))
         parts.append(figs.add(figures.memory_by_rank(shown, run.ranks, workload=workload, metrics=metrics), caption))
         frontier = figures.memory_vs_time(shown, workload=workload, metrics=metrics)
         parts.append(figs.add(frontier, frontier_caption(run.configs, peak) + note))

@@ -117,6 +117,21 @@ MEMORY_WHAT = {"mem_peak_nvml_mb": "GPU memory (NVML)", "mem_peak_rss_mb": "proc
                answer.PROCESS_PEAK: "GPU memory of one rank (NVML, its process)"}  # fmt: skip
 
 
+def full_size_pointer(meta: dict, configs: pd.DataFrame, workload: str) -> str:
+    """Where the run measured a smaller size than the one to train (--size scales the workload): that these peaks are
+    that size's, and which command counts the full size's; '' otherwise."""
+    from harness.results.store import size_scales
+
+    sizes = set(configs.loc[configs["workload"] == workload, "size"].dropna()) if "size" in configs else set()
+    if not sizes or sizes == {"full"} or not size_scales(meta, {"workload": workload}):
+        return ""
+    said = ", ".join(sorted(sizes - {"full"}))
+    return (
+        f" These are the {said} size's: 'ddpbench predict --run {meta.get('run_id', 'RUN')} --cluster NAME' counts "
+        "the memory of the full size, the one you will train, on the meta device."
+    )
+
+
 def memory(
     configs: pd.DataFrame, *, workload: str, shared: set[int] | frozenset = frozenset(), gpu_mb: float | None = None
 ) -> str:

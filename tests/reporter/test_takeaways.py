@@ -139,3 +139,15 @@ def test_one_gpus_memory_is_the_runs_recorded_one_and_none_on_a_cpu():
     assert alerts.gpu_memory_mb({"device": "cuda", "environment": {"gpus": gpus}}) == 143_760.0
     assert alerts.gpu_memory_mb({"device": "cpu", "environment": {"gpus": gpus}}) is None  # a CPU run beside a GPU
     assert alerts.gpu_memory_mb({"device": "cuda", "environment": {}}) is None
+
+
+def test_a_smaller_size_than_the_full_says_its_memory_is_that_sizes_and_what_counts_the_full():
+    meta = {"run_id": "r1", "workloads": {"mlp": {"kind": "registered"}}}
+    small = RUN.assign(size="small")
+    assert takeaways.full_size_pointer(meta, small, "mlp") == (
+        " These are the small size's: 'ddpbench predict --run r1 --cluster NAME' counts the memory of the full size, "
+        "the one you will train, on the meta device."
+    )
+    assert takeaways.full_size_pointer(meta, RUN.assign(size="full"), "mlp") == ""
+    yours = {"run_id": "r1", "workloads": {"mlp": {"kind": "file"}}}  # a file of yours is built as written
+    assert takeaways.full_size_pointer(yours, small, "mlp") == ""
