@@ -201,8 +201,9 @@ def add_predict_parser(commands) -> None:
                          help="one GPU's step (without DDP) of the model you will train, at your batch per GPU: "
                          "the profile's compute (measured on another device, e.g. this CPU) is scaled to it, split "
                          "as the profile splits it (memory stays counted at the run's batch). "
-                         "A profile of a smaller size keeps its own gradients: predict warns, and floors each step "
-                         "with the full size's")  # fmt: skip
+                         "A profile of a smaller size keeps its own parameters: predict warns, puts a floor under "
+                         "each strategy's step from the full size's (counted on the meta device), and chooses by "
+                         "those floors where they are higher")  # fmt: skip
     predict.add_argument("--local-optimizer-ms", type=finite("--local-optimizer-ms", "the optimizer's step in ms"),
                          help="with --local-step-ms: the optimizer's part of that step on your GPU, where you know "
                          "it (a profiler's optimizer.step); forward and backward take the rest. A CPU's optimizer "
