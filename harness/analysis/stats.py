@@ -11,6 +11,7 @@ import pandas as pd
 from harness.analysis import roles
 from harness.analysis.drift import drift_note, step_drift
 from harness.bucketing import DDP_DEFAULT_CAP_MB
+from harness.results.values import ms_text
 
 
 def summarize(samples_ms: Sequence[float]) -> dict[str, float | None]:
@@ -99,12 +100,8 @@ def pooled_scaling_per_row(configs: pd.DataFrame, rows: pd.DataFrame) -> pd.Data
     if "samples_per_s" not in configs or rows.empty:
         return pd.DataFrame(None, index=rows.index, columns=figures, dtype=object)
     pooled = pooled_scaling(configs.assign(**{key: None for key in SCALING_ROW_KEYS if key not in configs}))
-    by_key = {
-        _row_key(keys): [None if pd.isna(v) else float(v) for v in values]
-        for keys, values in zip(
-            pooled[list(SCALING_ROW_KEYS)].itertuples(index=False), pooled[figures].to_numpy(), strict=True
-        )
-    }
+    pairs = zip(pooled[list(SCALING_ROW_KEYS)].itertuples(index=False), pooled[figures].to_numpy(), strict=True)
+    by_key = {_row_key(keys): [None if pd.isna(v) else float(v) for v in values] for keys, values in pairs}
     keyed = rows.assign(**{key: None for key in SCALING_ROW_KEYS if key not in rows})
     found = [by_key.get(_row_key(keys), [None, None]) for keys in keyed[list(SCALING_ROW_KEYS)].itertuples(index=False)]
     return pd.DataFrame(found, index=rows.index, columns=figures, dtype=object)
@@ -394,7 +391,7 @@ def noise_note(
     if known and is_noisy(float(np.median(known))):
         notes.append(f"noisy steps (CV {cv_text(float(np.median(known)))})")
     if len(medians_ms) >= MIN_REPEATS and max(medians_ms) / min(medians_ms) - 1 > NOISY_CV:
-        notes.append(f"repeats disagree ({min(medians_ms):.3g}–{max(medians_ms):.3g} ms)")
+        notes.append(f"repeats disagree ({ms_text(min(medians_ms))}–{ms_text(max(medians_ms))} ms)")
     if drifted := drift_note(drifts, drift_ses):
         notes.append(drifted)
     return "; ".join(notes)

@@ -234,9 +234,10 @@ def describe(row: pd.Series) -> str:
     """One line a person reads: the decision, the fastest cap and how sure, how much longer 25 MiB takes, the noise."""
     versus = versus_reference(row)
     gain = f"; {versus}" if versus else ""
-    interval = (
-        "" if pd.isna(row["best_ci_low_ms"]) else f", 95% CI {row['best_ci_low_ms']:.2f}–{row['best_ci_high_ms']:.2f}"
-    )
+    low, high = row["best_ci_low_ms"], row["best_ci_high_ms"]
+    interval = "" if pd.isna(low) else f", 95% CI {low:.2f}–{high:.2f}"
+    if high > 3 * max(low, 0.0):  # two repeats' t-interval: '20.36–169658.62' bounds nothing a reader can use
+        interval = ", its 95% CI too wide to bound it (more repeats narrow it)"
     noise = f" [noisy: {row['noise']}]" if row.get("noise") else ""
     lead = "fastest" if row["decision"] != stats.TOO_FEW else "leading so far"  # 'fastest' is a decided word
     return (

@@ -21,6 +21,7 @@ import pandas as pd
 
 from harness.analysis import roles
 from harness.analysis.gap import SMALL_PART
+from harness.results.values import ms_text
 
 NEGLIGIBLE = 0.05
 """A gap under this share of the baseline's step is no cost worth explaining."""
@@ -331,7 +332,8 @@ def _last_bucket_words(row: Any) -> str:
         return ""
     more = int(row["last_bucket_tensors"]) - 1
     held = f"{name} and {more} more" if more > 0 else name
-    return f"; the last bucket, {row['last_bucket_mb']:.3g} MiB ({held}), alone takes {row['last_allreduce_ms']:.3g} ms"
+    alone = ms_text(row["last_allreduce_ms"])
+    return f"; the last bucket, {row['last_bucket_mb']:.3g} MiB ({held}), alone takes {alone} ms"
 
 
 def predicted_step(row: Any, *, backward_ms: float, own_ms: float = 0.0) -> str:
@@ -342,16 +344,16 @@ def predicted_step(row: Any, *, backward_ms: float, own_ms: float = 0.0) -> str:
     exposed, comm, step = row["exposed_comm_ms"], row["comm_ms"], row["step_ms"]
     at = f" at {row['bucket_cap_mb']:g} MiB" if "bucket_cap_mb" in row else ""
     if exposed < 0.01 * step:
-        part = (f"compute: the all-reduces ({comm:.3g} ms a step{at}) hide behind backward ({backward_ms:.3g} ms) "
-                f"but for {exposed:.3g} ms")  # fmt: skip
+        part = (f"compute: the all-reduces ({ms_text(comm)} ms a step{at}) hide behind backward "
+                f"({ms_text(backward_ms)} ms) but for {ms_text(exposed)} ms")  # fmt: skip
     elif comm > backward_ms:
-        part = (f"bandwidth: the all-reduces take {comm:.3g} ms a step{at}, more than the backward "
-                f"({backward_ms:.3g} ms) that can hide them: {exposed:.3g} ms exposed ({exposed / step:.0%} of the "
-                "step)")  # fmt: skip
+        part = (f"bandwidth: the all-reduces take {ms_text(comm)} ms a step{at}, more than the backward "
+                f"({ms_text(backward_ms)} ms) that can hide them: {ms_text(exposed)} ms exposed "
+                f"({exposed / step:.0%} of the step)")  # fmt: skip
     else:
-        part = (f"the gradients ready last: their all-reduces run after backward ends, {exposed:.3g} ms exposed "
-                f"({exposed / step:.0%} of the step; all-reduces {comm:.3g} ms{at} against backward's "
-                f"{backward_ms:.3g}){_last_bucket_words(row)}")  # fmt: skip
+        part = (f"the gradients ready last: their all-reduces run after backward ends, {ms_text(exposed)} ms exposed "
+                f"({exposed / step:.0%} of the step; all-reduces {ms_text(comm)} ms{at} against backward's "
+                f"{ms_text(backward_ms)}){_last_bucket_words(row)}")  # fmt: skip
     if own_ms > exposed:  # the step over the no-communication baseline is then mostly DDP's own work
-        part += f"; DDP's own work ({own_ms:.3g} ms a step, from its cost at one rank) costs more than that"
+        part += f"; DDP's own work ({ms_text(own_ms)} ms a step, from its cost at one rank) costs more than that"
     return part

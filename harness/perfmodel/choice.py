@@ -16,7 +16,7 @@ import pandas as pd
 
 from harness.analysis import agreement, roles
 from harness.perfmodel.memory import need_mb, unrecorded
-from harness.results.values import options_of
+from harness.results.values import ms_text, options_of
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,7 +243,10 @@ def turning_share(choice: Choice, without: Choice | None, *, optimizer_ms: float
     if not gap_without > 0 > gap_here:  # the steps do not cross between no optimizer time and the CPU's
         return ""
     share = gap_without / (gap_without - gap_here) * optimizer_ms / step_ms
-    return f" if a GPU's optimizer takes {share:.0%} of the one-GPU step or more, else {there.strategy}"
+    if share < 0.001:  # 'takes 0% or more' is always so: the pick holds unless the optimizer takes no time at all
+        return ""
+    said = f"{share:.0%}" if share >= 0.01 else f"{share:.1%}"
+    return f" if a GPU's optimizer takes {said} of the one-GPU step or more, else {there.strategy}"
 
 
 def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float, *, optimizer_ms: float = 0.0,
@@ -273,7 +276,7 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
         tied = " (too close to call: under the 4 % the model can tell)" if len(choice.picked) > 1 else ""
         # both ends said: a review summed a 644 ms left out with an 89 ms step itself and read 'may be faster' as wrong
         beside = "; ".join([*(f"{step_text(c)} may be faster: its step leaves out its own cost, "
-                              f"{c.left_out_ms:.3g} ms more than DDP's as a CPU measured it, scaled, "
+                              f"{ms_text(c.left_out_ms)} ms more than DDP's as a CPU measured it, scaled, "
                               f"{whole_step(c):.4g} ms with it (bench it at one GPU to count it)"
                               for c in choice.maybe),
                             *(other(c, fastest) for c in choice.others)])  # fmt: skip

@@ -43,6 +43,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from harness.perfmodel.schedule import Grad, Profile
+from harness.results.values import ms_text
 
 # ---------------------------------------------------------------- the profile's units
 
@@ -348,17 +349,16 @@ def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, 
     if carried or not own_s:
         return ForCluster(profile, (own_s or 0.0) * scaled if carried else 0.0, "")
     beyond_s = max(0.0, own_s - (predict.ddp_own_cost_s(configs, setup) or 0.0)) * scaled
-    note = (f"FSDP's own cost at one rank, {own_s * 1e3:.3g} ms, a CPU's, left out (as DDP's is): "
-            f"{beyond_s * 1e3:.3g} ms beyond DDP's when scaled as the compute is")  # fmt: skip
+    note = (f"FSDP's own cost at one rank, {ms_text(own_s * 1e3)} ms, a CPU's, left out (as DDP's is): "
+            f"{ms_text(beyond_s * 1e3)} ms beyond DDP's when scaled as the compute is")  # fmt: skip
     return ForCluster(profile, None, note, beyond_s)
 
 
 def own_cost_unknown(calibration) -> str:
     """Said beside FSDP2's predicted step where the run measured no FSDP step at one rank: DDP's step carries DDP's
     own cost (`calibration.reducer_s`), FSDP2's carries none."""
-    ddp = (
-        f", while DDP's step carries DDP's own ({calibration.reducer_s * 1e3:.3g} ms)" if calibration.reducer_s else ""
-    )
+    reducer = calibration.reducer_s
+    ddp = f", while DDP's step carries DDP's own ({ms_text(reducer * 1e3)} ms)" if reducer else ""
     return (
         f"FSDP's own cost not added: the run has no FSDP step at one rank to measure it by{ddp}; FSDP2's step "
         "reads short by whatever its own cost is: bench it at one GPU (--impls fsdp) to count it"

@@ -26,6 +26,7 @@ from typing import NamedTuple
 
 from harness.perfmodel.network import NO_CONTENTION, Contention
 from harness.perfmodel.schedule import Grad, Profile, StepPrediction, predict_cap
+from harness.results.values import ms_text
 
 ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}  # a dtype not named here: 4
 
@@ -227,7 +228,7 @@ def run_checks(configs, profiles, network) -> list[dict]:
 def own_cost_words(row) -> str:
     """'; and its own cost …, added' after ZeRO-1's why, where a frame's row added it (`zero_own_ms` > 0)."""
     own = row.get("zero_own_ms", 0.0)  # 0: not measured, or a CPU's left out of a GPU's step (said apart)
-    return f"; and its own cost at one rank beyond DDP's, {own:.3g} ms, added" if own > 0 else ""
+    return f"; and its own cost at one rank beyond DDP's, {ms_text(own)} ms, added" if own > 0 else ""
 
 
 class OwnCost(NamedTuple):
@@ -251,6 +252,6 @@ def own_for_cluster(configs, setup: dict, calibration, *, run_scale: float, carr
     return OwnCost(
         0.0,
         scaled_s,
-        f"ZeRO's own cost at one rank beyond DDP's, {own_s * 1e3:.3g} ms, a CPU's, left "
-        f"out (as DDP's is): {scaled_s * 1e3:.3g} ms when scaled as the compute is",
+        f"ZeRO's own cost at one rank beyond DDP's, {ms_text(own_s * 1e3)} ms, a CPU's, left "
+        f"out (as DDP's is): {ms_text(scaled_s * 1e3)} ms when scaled as the compute is",
     )

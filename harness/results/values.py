@@ -125,3 +125,8 @@ def ratio_number(ratio: float) -> str:
     if ratio > UNBOUNDED_RATIO:
         return f">{UNBOUNDED_RATIO:.0f}"
     return f"{ratio:.0f}" if ratio >= 100 else f"{ratio:.2f}"
+
+
+def ms_text(value: float) -> str:
+    """A time in ms for reading: three significant digits, never an exponent ('1720', not '1.72e+03')."""
+    return f"{value:.0f}" if abs(value) >= 999.5 else f"{value:.3g}"

@@ -28,6 +28,7 @@ from harness.perfmodel.schedule import Parameters, calibrate, predict_caps
 from harness.perfmodel.sharded import with_full_size_floors
 from harness.perfmodel.zero import own_for_cluster, with_zero
 from harness.results import store
+from harness.results.values import ms_text
 from reports.figures import whatif as figures
 from reports.pages.html import FigureList, esc, name_html, page, table
 from reports.pages.whatif_memory import choice_section, memory_section, setup_of
@@ -49,8 +50,7 @@ def setup_label(setup: dict) -> str:
 
 
 def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Cluster, *, caps: list[float] | None = None,
-                   local_step_ms: float | None = None, device: str = "cpu",
-                   full_params: Parameters | None = None,
+                   local_step_ms: float | None = None, device: str = "cpu", full_params: Parameters | None = None,
                    local_optimizer_ms: float | None = None) -> pd.DataFrame:  # fmt: skip
     """Per stored setup, GPU count and cap (`caps`; else the run's sweep, else the default list): the predicted
     step, the profile calibrated on the run's rows at one rank as `ddpbench predict --run --cluster` does, and
@@ -126,8 +126,7 @@ def measured_rows(configs: pd.DataFrame) -> pd.DataFrame:
 def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, cluster: Cluster, *,
                 caps: list[float] | None = None, local_step_ms: float | None = None, standalone: bool = False,
                 memory: Callable[[dict], tuple[pd.DataFrame, str]] | None = None, checked: str = "",
-                full_params: Parameters | None = None,
-                local_optimizer_ms: float | None = None) -> str:  # fmt: skip
+                full_params: Parameters | None = None, local_optimizer_ms: float | None = None) -> str:  # fmt: skip
     """The page in a site (links to the index and the run's page), or `standalone`: one file with plotly.js in
     it and no links, as `predict --page` writes it; `caps` and `local_step_ms` as predicted_rows takes them;
     `memory(setup)`: the rows memory is counted from and what size they are of, as `predict` counts them (default:
@@ -253,7 +252,7 @@ def _calibration_note(row: pd.Series, meta: dict | None = None) -> str:
     own = ("; DDP's own cost measured on the CPU is left out (its share of a CPU's step is no GPU's; on an H200 it "
            "was 3.3-4.0 % of a step, so the efficiencies below read about that much high)"
            if row["own_left_out"] else
-           f" and DDP's own cost ({row['ddp_own_ms']:.3g} ms a step at one rank) added" if row["ddp_own_ms"] else
+           f" and DDP's own cost ({ms_text(row['ddp_own_ms'])} ms a step at one rank) added" if row["ddp_own_ms"] else
            "; DDP's own cost at one rank (the reference's step less the baseline's, never below 0) is 0 ms here"
            if row["own_measured"] else "; DDP's own cost is not measured (the run has no reference step at one "
            "rank), so none is added" if to == "baseline" else "")  # fmt: skip
@@ -270,7 +269,9 @@ def _calibration_note(row: pd.Series, meta: dict | None = None) -> str:
         scaled = (f"The profile's compute is scaled ×{row['compute_scale']:.4g} so that one GPU's step {step} "
                   f"is {given:g} ms (the step you gave; {first})")  # fmt: skip
         if row.get("optimizer_given"):
-            scaled += f", its optimizer {row['optimizer_share'] * row['local_step_ms']:.3g} ms of it as you gave it"
+            scaled += (
+                f", its optimizer {ms_text(row['optimizer_share'] * row['local_step_ms'])} ms of it as you gave it"
+            )
     whose = "the reference's" if to == "reference" else "the baseline's, plus DDP's own cost"
     if given:
         whose = "the step you gave" + (", plus DDP's own cost" if row["ddp_own_ms"] else "")
@@ -305,27 +306,26 @@ def _calibration_note(row: pd.Series, meta: dict | None = None) -> str:
 def _best_table(best: pd.DataFrame) -> str:
     cells = [[str(int(r.world_size)), str(int(r.nodes)), esc(f"{r.bucket_cap_mb:g} MiB"), f"{r.step_ms:.3f}",
               f"{r.exposed_comm_ms:.3f}", f"{r.scaling_efficiency:.3f}", esc(agreement.caps_text(r.tied)),
-              esc(_lead(r)), _zero_cell(r), f"{r.zero_broadcast_ms:.3f}",
-              _fsdp_cell(r)]
+              esc(_lead(r)), _zero_cell(r), f"{r.zero_broadcast_ms:.3f}", _fsdp_cell(r)]
              for r in best.itertuples()]  # fmt: skip
     heads = ["GPUs", "nodes", "cap named", "step ms", "exposed comm ms", "scaling eff.", "fastest predicted",
              "its lead", "ZeRO-1 step ms", "its broadcasts ms", "FSDP2 step ms"]  # fmt: skip
     if "full_size_step_floor_ms" in best:  # the full size's parameters at the cap named: the least each step takes
         heads += ["DDP's step at the full size, at least (ms)", "ZeRO-1's, at least (ms)", "FSDP2's, at least (ms)"]
-        cells = [[*row, f"{r.full_size_step_floor_ms:.4g} ({r.full_size_comm_ms:.3g} ms of all-reduces)",
-                  f"{r.zero_full_size_step_floor_ms:.4g} ({r.zero_full_size_broadcast_ms:.3g} ms of broadcasts)",
-                  _fsdp_cell(r, "fsdp_full_size_step_floor_ms", f" ({r.fsdp_full_size_gather_ms:.3g} ms of "
-                             f"gathers, {r.fsdp_full_size_scatter_ms:.3g} of reduce-scatters)")]
+        cells = [[*row, f"{r.full_size_step_floor_ms:.4g} ({ms_text(r.full_size_comm_ms)} ms of all-reduces)",
+                  f"{r.zero_full_size_step_floor_ms:.4g} ({ms_text(r.zero_full_size_broadcast_ms)} ms of broadcasts)",
+                  _fsdp_cell(r, "fsdp_full_size_step_floor_ms", f" ({ms_text(r.fsdp_full_size_gather_ms)} ms of "
+                             f"gathers, {ms_text(r.fsdp_full_size_scatter_ms)} of reduce-scatters)")]
                  for row, r in zip(cells, best.itertuples(), strict=True)]  # fmt: skip
     return table(heads, cells)
 
 
 def _zero_cell(row) -> str:
     if row.zero_own_left_out_ms > 0:  # a CPU's, left out of a GPU step given (as DDP's is)
-        return (f"{row.zero_step_ms:.3f} (without ZeRO's own cost: a CPU's, left out, {row.zero_own_left_out_ms:.3g} "
-                "ms more than DDP's when scaled as the compute is)")  # fmt: skip
+        return (f"{row.zero_step_ms:.3f} (without ZeRO's own cost: a CPU's, left out, "
+                f"{ms_text(row.zero_own_left_out_ms)} ms more than DDP's when scaled as the compute is)")  # fmt: skip
     return f"{row.zero_step_ms:.3f}" + (
-        f" (its own cost at one rank, {row.zero_own_ms:.3g} ms, added)" * (row.zero_own_ms > 0)
+        f" (its own cost at one rank, {ms_text(row.zero_own_ms)} ms, added)" * (row.zero_own_ms > 0)
     )
 
 
@@ -335,7 +335,7 @@ def _fsdp_cell(row, column: str = "fsdp_step_ms", what: str = "") -> str:
         return "not modelled: no block times" if column == "fsdp_step_ms" else "none: a profiled block never ran"
     said = (f"{value:.3f}" if column == "fsdp_step_ms" else f"{value:.4g}") + what
     if getattr(row, "fsdp_own_left_out_ms", 0.0) > 0:  # a CPU's, left out of a GPU step given (as DDP's is)
-        return (f"{said} (without FSDP's own cost: a CPU's, left out, {row.fsdp_own_left_out_ms:.3g} ms more than "
+        return (f"{said} (without FSDP's own cost: a CPU's, left out, {ms_text(row.fsdp_own_left_out_ms)} ms more than "
                 "DDP's when scaled as the compute is)")  # fmt: skip
     unknown = pd.isna(row.fsdp_own_ms) and row.ddp_own_ms > 0  # DDP's step carries its own cost, FSDP2's none
     return said + " (without FSDP's own cost: no FSDP step at one GPU measured it)" * unknown

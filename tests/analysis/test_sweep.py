@@ -272,3 +272,13 @@ def test_caps_that_make_the_same_buckets_are_one_measurement_flat_and_decided():
     split = one_bucket.assign(bucket_sizes_mb=[[0.19]] * (len(configs) - 1) + [[0.1, 0.09]])  # one layout differs
     (row,) = sweep.recommendations(split, steps).to_dict("records")
     assert row["same_buckets_mb"] is None and row["decision"] == stats.RECOMMEND  # judged on its repeats
+
+
+def test_an_interval_too_wide_to_bound_the_step_is_said_so_not_printed():
+    """A walkthrough read '95% CI 20.36–169658.62' after two repeats: a t-interval of one degree of freedom."""
+    configs, steps = sweep_rows({1.0: 130.0, 25.0: 100.0}, world_sizes=(2,), repeats=1)
+    row = sweep.recommendations(configs, steps).iloc[0].copy()
+    row["best_ci_low_ms"], row["best_ci_high_ms"] = 20.36, 169658.62
+    assert "its 95% CI too wide to bound it (more repeats narrow it)" in sweep.describe(row)
+    row["best_ci_low_ms"], row["best_ci_high_ms"] = 95.0, 105.0
+    assert ", 95% CI 95.00–105.00" in sweep.describe(row)

@@ -180,3 +180,15 @@ def test_no_turning_point_is_said_where_the_pick_is_already_too_close_to_call():
     frames = [_frame(8, 100.0, 99.0).assign(zero_optimizer_ms=29.0)]  # 1 ms ahead: tied with stock already
     words = choice.choice_words(predictions.labelled(state), frames, 80.0, optimizer_ms=30.0, step_ms=100.0)
     assert "too close to call" in words and "if a GPU's optimizer" not in words
+
+
+def test_a_turning_share_under_one_percent_keeps_its_decimal_and_none_under_a_tenth_is_said():
+    """A walkthrough read 'if a GPU's optimizer takes 0% of the one-GPU step or more': always so, saying nothing."""
+    state = _state([("stock", 64, 20.0), ("zero", 64, 10.0)])
+
+    def said(shard_ms: float) -> str:
+        frames = [_frame(64, 100.0, 95.0).assign(zero_optimizer_ms=shard_ms)]
+        return choice.choice_words(predictions.labelled(state), frames, 80.0, optimizer_ms=30.0, step_ms=100.0)
+
+    assert "w64 zero 95 ms if a GPU's optimizer takes 0.6% of the one-GPU step or more, else stock" in said(24.9)
+    assert "w64 zero 95 ms (stock" in said(24.99) and "if a GPU's optimizer" not in said(24.99)

@@ -273,3 +273,12 @@ def test_a_part_read_before_is_read_again_only_when_its_file_changed(tmp_path):
     assert store.read_configs(tmp_path)["status"].tolist() == ["ok"]
     store.write_configuration(tmp_path, "c1", config_row("c1", status="failed"))  # rewritten: a new file
     assert store.read_configs(tmp_path)["status"].tolist() == ["failed"]
+
+
+def test_a_time_in_ms_reads_without_an_exponent():
+    """A walkthrough read 'FSDP's own cost at one rank, 1.72e+03 ms' and 'repeats disagree (1.3e+03–2.65e+03 ms)'."""
+    from harness.results.values import ms_text
+
+    assert [ms_text(v) for v in (0.0012, 45.42, 999.4, 999.6, 1720.4, 26500.0)] == [
+        "0.0012", "45.4", "999", "1000", "1720", "26500"
+    ]  # fmt: skip

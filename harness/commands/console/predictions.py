@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from harness.analysis import agreement, stats, why
 from harness.bucketing import DDP_DEFAULT_CAP_MB
 from harness.commands.console import bytes_text, say, warning
+from harness.results.values import ms_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -153,21 +154,20 @@ def fsdp_validation(checks: list[dict]) -> None:
         say(f"validation w{c['world_size']} {c['workload']}/{c['size']} {strategy}, measured in "
             f"the run (geometric mean of repeats) against predicted (scaled to the one-rank baseline"
             f"{', every call blocking on the CPU' if c['blocking'] else ''}): measured {c['measured_ms']:.2f} ms, "
-            f"predicted {c['predicted_ms']:.2f} ms ({error:+.1%}): compute {c['compute_ms']:.3g} ms, "
-            f"{int(c['fsdp_gathers'])} gathers {c['fsdp_gather_ms']:.3g} ms and reduce-scatters "
-            f"{c['fsdp_scatter_ms']:.3g} ms ({c['fsdp_exposed_ms']:.3g} ms of them exposed), the optimizer on "
-            f"1/{c['world_size']} {c['fsdp_optimizer_ms']:.3g} ms, FSDP's own cost at one rank {c['fsdp_own_ms']:.3g} "
-            f"ms; {fitted}")  # fmt: skip
+            f"predicted {c['predicted_ms']:.2f} ms ({error:+.1%}): compute {ms_text(c['compute_ms'])} ms, "
+            f"{int(c['fsdp_gathers'])} gathers {ms_text(c['fsdp_gather_ms'])} ms and reduce-scatters "
+            f"{ms_text(c['fsdp_scatter_ms'])} ms ({ms_text(c['fsdp_exposed_ms'])} ms of them exposed), the "
+            f"optimizer on 1/{c['world_size']} {ms_text(c['fsdp_optimizer_ms'])} ms, FSDP's own cost at one rank "
+            f"{ms_text(c['fsdp_own_ms'])} ms; {fitted}")  # fmt: skip
 
 
 def zero_parts(row, *, ddp_ms: float, optimizer_ms: float) -> str:
     """A predicted ZeRO-1 step's parts (its zero_* columns: a check's or a cluster row's) against DDP's step."""
     view = "parameters_as_bucket_view" in str(row.get("impl_options", ""))
-    return (
-        f"DDP's step {ddp_ms:.4g} ms with its optimizer {optimizer_ms:.3g} ms → {row['zero_optimizer_ms']:.3g} ms "
-        f"on the rank that owns {row['zero_largest_share']:.1%} of the elements, + {row['zero_broadcast_ms']:.3g} "
-        f"ms in {int(row['zero_broadcasts'])} broadcasts ({'one a rank' if view else 'one a parameter'})"
-    )
+    return (f"DDP's step {ddp_ms:.4g} ms with its optimizer {ms_text(optimizer_ms)} ms → "
+            f"{ms_text(row['zero_optimizer_ms'])} ms on the rank that owns {row['zero_largest_share']:.1%} of the "
+            f"elements, + {ms_text(row['zero_broadcast_ms'])} ms in {int(row['zero_broadcasts'])} broadcasts "
+            f"({'one a rank' if view else 'one a parameter'})")  # fmt: skip
 
 
 # --- predict on a cluster -------------------------------------------------------------------------
@@ -296,18 +296,19 @@ def zero_answer(
         else ""
     )
     span = f" (w{int(first['world_size'])} → w{int(last['world_size'])})" if len(rows) > 1 else ""
-    sent = f"{first['zero_broadcast_ms']:.3g} → " * (len(rows) > 1) + f"{last['zero_broadcast_ms']:.3g}"
+    sent = f"{ms_text(first['zero_broadcast_ms'])} → " * (len(rows) > 1) + f"{ms_text(last['zero_broadcast_ms'])}"
     worth = [r for r in rows if r["zero_bucket_view_broadcast_ms"] < BUCKET_VIEW_WORTH * r["zero_broadcast_ms"]]
     packed = (
         "; parameters_as_bucket_view=true, one broadcast a rank, would take "
-        + ", ".join(f"{r['zero_bucket_view_broadcast_ms']:.3g} ms at w{int(r['world_size'])}" for r in worth)
+        + ", ".join(f"{ms_text(r['zero_bucket_view_broadcast_ms'])} ms at w{int(r['world_size'])}" for r in worth)
         if worth
         else ""
     )
     say(
         f"ddpbench predict: and ZeRO-1 (DDP + torch's ZeroRedundancyOptimizer, its defaults) at the caps above: "
         f"{steps} (DDP's {ddp} ms). Why: its optimizer steps the largest shard, {last['zero_largest_share']:.1%} of "
-        f"the elements at w{int(last['world_size'])} ({optimizer_ms:.3g} → {last['zero_optimizer_ms']:.3g} ms{bound}), "
+        f"the elements at w{int(last['world_size'])} ({ms_text(optimizer_ms)} → "
+        f"{ms_text(last['zero_optimizer_ms'])} ms{bound}), "
         f"then each rank broadcasts what it updated, overlapping nothing: {int(last['zero_broadcasts'])} broadcasts, "
         f"one a parameter, take {sent} ms{span}{packed}{own_cost_words(last)} "
         f"[{priced}{'; ' + caveat if caveat else ''}]"
@@ -329,16 +330,16 @@ def fsdp_answer(frames: list[pd.DataFrame], *, caveat: str = "", priced: str = C
         return
     steps = ", ".join(f"w{int(r['world_size'])} {r['fsdp_step_ms']:.4g} ms" for r in rows)
     ddp = ", ".join(f"{r['step_ms']:.4g}" for r in rows)
-    own = f"; FSDP's own cost at one rank, {last['fsdp_own_ms']:.3g} ms, added" if last["fsdp_own_ms"] > 0 else ""
+    own = f"; FSDP's own cost at one rank, {ms_text(last['fsdp_own_ms'])} ms, added" if last["fsdp_own_ms"] > 0 else ""
     say(
         f"ddpbench predict: and FSDP2 (fully_shard on each block and the root, its defaults): {steps} (DDP's {ddp} "
         f"ms at the caps above). Why: each block is "
         f"all-gathered before its forward and again before its backward, the root once ({int(last['fsdp_gathers'])} "
         f"gathers a step over {int(last['fsdp_units'])} units), each reduce-scattered after its backward; at "
-        f"w{int(last['world_size'])} the gathers take {last['fsdp_gather_ms']:.3g} ms and the reduce-scatters "
-        f"{last['fsdp_scatter_ms']:.3g} ms, of which {last['fsdp_exposed_ms']:.3g} ms are not hidden behind "
+        f"w{int(last['world_size'])} the gathers take {ms_text(last['fsdp_gather_ms'])} ms and the reduce-scatters "
+        f"{ms_text(last['fsdp_scatter_ms'])} ms, of which {ms_text(last['fsdp_exposed_ms'])} ms are not hidden behind "
         f"compute; its optimizer steps 1/{int(last['world_size'])} of every parameter "
-        f"({last['fsdp_optimizer_ms']:.3g} ms){own} [{priced}{'; ' + caveat if caveat else ''}]"
+        f"({ms_text(last['fsdp_optimizer_ms'])} ms){own} [{priced}{'; ' + caveat if caveat else ''}]"
     )
 
 

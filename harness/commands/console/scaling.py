@@ -4,6 +4,7 @@ profile, DDP's own cost there, and the one-rank step every scaling efficiency is
 from __future__ import annotations
 
 from harness.commands import console
+from harness.results.values import ms_text
 
 
 def say_run_calibration(profile, configs, setup: dict, *, scaled: bool, carried: bool = True) -> None:
@@ -21,12 +22,12 @@ def say_run_calibration(profile, configs, setup: dict, *, scaled: bool, carried:
         with_compute = " and scaled with the compute" if scaled else ""
         pooled = (f"{roles.reference_name()}'s step at one rank, every cap pooled (geometric mean over repeats), "
                   f"minus {roles.baseline_name()}'s")  # fmt: skip
-        measured = pooled if difference_s >= 0 else f"taken as 0: {pooled} is {difference_s * 1e3:.3g} ms, noise"
+        measured = pooled if difference_s >= 0 else f"taken as 0: {pooled} is {ms_text(difference_s * 1e3)} ms, noise"
         added = f"added to backward{with_compute}" if carried else (
             "a CPU's, left out of the GPU step given: its share of a CPU's step is no GPU's (3.3-4.0 % of the "
             "step on an H200, docs/measured/gpu-check-h200.md), so the steps below lack DDP's own cost and their "
             "efficiencies read about that much high")  # fmt: skip
-        console.say(f"ddpbench predict: DDP's own cost {max(difference_s, 0) * 1e3:.3g} ms a step at one rank "
+        console.say(f"ddpbench predict: DDP's own cost {ms_text(max(difference_s, 0) * 1e3)} ms a step at one rank "
                     f"({measured}), {added}")  # fmt: skip
 
 
@@ -54,7 +55,7 @@ def say_one_rank_step(
                     f"{calibration.compute_scale:.4g} on the profile as measured: every prediction below rests on "
                     "that scaling")  # fmt: skip
     parts = (
-        f" ({step_ms - own_ms:.4g} ms without DDP + {own_ms:.3g} ms of DDP's own cost)"
+        f" ({step_ms - own_ms:.4g} ms without DDP + {ms_text(own_ms)} ms of DDP's own cost)"
         if own_ms or own_measured
         else ""
     )
