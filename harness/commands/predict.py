@@ -103,7 +103,7 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
 
     from harness.perfmodel.predict import DEFAULT_CAPS_MB
     from harness.perfmodel.schedule import profile_from_rows
-    from harness.perfmodel.sharded import errors_on_own_run, errors_words
+    from harness.perfmodel.sharded import OwnCheck, errors_on_own_run, errors_words
     from harness.results import store
 
     # everything refusable about the run or the workload is refused before a word about the cluster
@@ -134,13 +134,13 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
         worlds = [n * chosen.gpus_per_node for n in predict_cluster.node_counts(args)]
         state = predict_full_size.said_state(run_dir, configs, setup, worlds, chosen)
     caps = caps or list(DEFAULT_CAPS_MB)
-    code = predict_cluster.run_steps(args, chosen, profile, caps, device=profiled_on, configs=configs, setup=setup,
-                                     state=state)  # fmt: skip
-    checked = ""  # how far the same model was from the run's own steps, on its own machine
+    checked = OwnCheck()  # how far the same model was from the run's own steps, on its own machine
     if run_dir is not None:
         errors = errors_on_own_run(run_dir.parent, run_dir, setup, configs=configs)
-        checked = errors_words(errors, cluster=chosen.name, results_dir=run_dir.parent)
-        predictions.errors_on_own_run(checked)
+        checked = OwnCheck(errors_words(errors, cluster=chosen.name, results_dir=run_dir.parent), errors)
+    code = predict_cluster.run_steps(args, chosen, profile, caps, device=profiled_on, configs=configs, setup=setup,
+                                     state=state, errors=checked.errors)  # fmt: skip
+    predictions.errors_on_own_run(checked.words)
     if args.page:  # the same calibration, caps and scaling as the console's, from one node to 1,024 GPUs
         report.write_prediction_page(args, chosen, run_dir, setup, caps, checked=checked)
     return code

@@ -258,7 +258,7 @@ def _collective_row(chosen, choice) -> dict:
 
 
 def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, device: str, configs=None,
-              setup: dict | None = None, state=None) -> int:  # fmt: skip
+              setup: dict | None = None, state=None, errors=None) -> int:  # fmt: skip
     """Step time per bucket cap at each node count for the profile, and the best cap with its margin.
     With a run's `configs` (and the profile's `setup`), the profile is first calibrated on the run's rows
     at one rank (`predict.run_calibration`), as the what-if page does; then to --local-step-ms."""
@@ -347,7 +347,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     predictions.fsdp_answer(rows, caveat=joined(caveat, floors["FSDP2"], cpu_split, sharded.note))
     if state is not None:  # the two halves joined: the fastest of the strategies that fit (floors in its own words)
         predictions.strategy_choice(state, chosen, frames=rows, caveat=joined(
-            caveat, caps_said, cpu_split, sharded.note, zero_own.note), cpu_optimizer=cpu_optimizer)  # fmt: skip
+            caveat, caps_said, cpu_split, sharded.note, zero_own.note), cpu_optimizer=cpu_optimizer,
+            errors=errors)  # fmt: skip
     if args.out:  # each row says what it rests on: the profile, the workload, any scaling
         setup = setup or {}
         context = {"cluster": chosen.name, "cluster_source": _source_of(chosen), "run": args.run,

@@ -67,7 +67,7 @@ def _warn_shared_run_ids(results) -> None:
 
 
 def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict, caps: list[float], *,
-                          checked: str = "") -> None:  # fmt: skip
+                          checked=None) -> None:  # fmt: skip
     """`predict --page FILE`: the run's what-if page for the setup predicted, on the cluster chosen, with the
     caps and the --local-step-ms scaling the console used, in one file (plotly.js inside) to share."""
     from pathlib import Path

@@ -28,6 +28,7 @@ class Candidate:
     # floor at the full size where that is higher (`profiled_ms` then holds the prediction)
     left_out_ms: float = 0.0  # an own cost its step leaves out beyond the others' (FSDP's, a CPU's, scaled)
     profiled_ms: float | None = None  # the step predicted at the profile's size, where its full-size floor is higher
+    model: str = ""  # whose step model times it (DDP, ZeRO-1, FSDP2), as the run's own-steps check names them
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +37,7 @@ class Choice:
     picked: list[Candidate]  # the fastest that fit, with those within SMALL_CAP_LEAD; [] where none modelled fits
     others: list[Candidate]  # the modelled ones not picked
     maybe: list[Candidate] = dataclasses.field(default_factory=list)  # faster, but by less than their steps leave out
+    apart: float = 0.0  # where the picks are tied by more than SMALL_CAP_LEAD: how far the model's own errors set them
 
 
 def _plain(state: pd.DataFrame) -> pd.Series:
@@ -104,9 +106,25 @@ def left_out_ms(state: pd.DataFrame, named: pd.Series) -> pd.Series:
     return left
 
 
-def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float) -> list[Choice]:
+MODELS = (("DDP", roles.is_reference), ("ZeRO-1", roles.sharded_optimizer_over_allreduce),
+          ("FSDP2", roles.shards_parameters))  # fmt: skip
+"""Each step model's name, as the run's own-steps check (network.errors_on_own_run) names it, and the rows it times."""
+
+
+def model_apart(a: Candidate, b: Candidate, errors: dict[str, list[float]] | None) -> float:
+    """How far the step models' errors on the run's own steps (predicted / measured − 1, per model) set two
+    candidates' predictions apart: |(1 + a's) / (1 + b's) − 1|, each its configurations' geometric mean; 0 where
+    either model was not checked, or both are one model's."""
+    if not errors or a.model == b.model or not errors.get(a.model) or not errors.get(b.model):
+        return 0.0
+    return abs(float(np.exp(np.mean(np.log1p(errors[a.model])) - np.mean(np.log1p(errors[b.model])))) - 1)
+
+
+def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float,
+           errors: dict[str, list[float]] | None = None) -> list[Choice]:  # fmt: skip
     """Per cluster frame (one GPU count each, with ZeRO-1's and FSDP2's columns), the choice; [] without a GPU memory or
-    without counted activations (memory.fit_words says nothing then either)."""
+    without counted activations (memory.fit_words says nothing then either). `errors`: each step model's error on the
+    run's own steps, which widens what is too close to call between two models (`model_apart`)."""
     if not capacity_gib or state.empty or state["activation_mb"].isna().all():
         return []
     choices = []
@@ -117,13 +135,19 @@ def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float)
             continue  # nothing the run measured was carried to this GPU count: nothing to choose from
         need = need_mb(at)
         steps, floors, left = modelled_step(at, named), modelled_step(at, named, FLOOR_COLUMNS), left_out_ms(at, named)
-        candidates = [_candidate(label, float(n), n <= capacity_gib * 1024, s, floor, float(extra))
-                      for label, n, s, floor, extra in zip(at["strategy"], need, steps, floors, left,
-                                                           strict=True)]  # fmt: skip
+        models = pd.Series("", index=at.index)
+        for name, rows in MODELS:
+            models[rows(at).to_numpy()] = name
+        candidates = [dataclasses.replace(_candidate(label, float(n), n <= capacity_gib * 1024, s, floor, float(extra)),
+                                          model=model)
+                      for label, n, s, floor, extra, model in zip(at["strategy"], need, steps, floors, left, models,
+                                                                  strict=True)]  # fmt: skip
         timed = sorted((c for c in candidates if c.step_ms is not None), key=lambda c: c.step_ms)
         fitting = [c for c in timed if c.fits]
-        picked, maybe = _picked(fitting)
-        choices.append(Choice(int(named["world_size"]), picked, [c for c in timed if c not in picked + maybe], maybe))
+        picked, maybe = _picked(fitting, errors)
+        apart = max((model_apart(picked[0], c, errors) for c in picked[1:]), default=0.0)
+        choices.append(Choice(int(named["world_size"]), picked, [c for c in timed if c not in picked + maybe], maybe,
+                              apart if apart > agreement.SMALL_CAP_LEAD else 0.0))  # fmt: skip
     return choices
 
 
@@ -137,17 +161,19 @@ def _candidate(label: str, need: float, fits: bool, step: float, floor: float, l
     return Candidate(label, need, bool(fits), float(step), left_out)
 
 
-def _picked(fitting: list[Candidate]) -> tuple[list[Candidate], list[Candidate]]:
+def _picked(fitting: list[Candidate], errors=None) -> tuple[list[Candidate], list[Candidate]]:
     """Of the candidates that fit (fastest first): the fastest with those within what the model can tell
-    (agreement.SMALL_CAP_LEAD, as for caps); and those faster than it whose step leaves out an own cost larger than
-    their lead (FSDP's, a CPU's): maybe faster, never the pick on the model's word."""
+    (agreement.SMALL_CAP_LEAD, as for caps, or how far its errors on the run's own steps set the two models apart:
+    `model_apart`); and those faster than it whose step leaves out an own cost larger than their lead (FSDP's, a
+    CPU's): maybe faster, never the pick on the model's word."""
     certain = [c for c in fitting if not c.left_out_ms]
     beats = certain[0].step_ms if certain else float("inf")
     decided = sorted((c for c in fitting if not c.left_out_ms or whole_step(c) < beats), key=whole_step)
     if not decided:
         return [], []
     # the band around the fastest's step with what it leaves out: a lead is no larger than that makes it
-    picked = [c for c in decided if c.step_ms <= whole_step(decided[0]) * (1 + agreement.SMALL_CAP_LEAD)]
+    band = {id(c): max(agreement.SMALL_CAP_LEAD, model_apart(decided[0], c, errors)) for c in decided}
+    picked = [c for c in decided if c.step_ms <= whole_step(decided[0]) * (1 + band[id(c)])]
     return picked, [c for c in fitting if c not in decided and c.step_ms < picked[0].step_ms]
 
 
@@ -250,18 +276,18 @@ def turning_share(choice: Choice, without: Choice | None, *, optimizer_ms: float
 
 
 def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float, *, optimizer_ms: float = 0.0,
-                 step_ms: float = 0.0) -> str:  # fmt: skip
+                 step_ms: float = 0.0, errors: dict[str, list[float]] | None = None) -> str:  # fmt: skip
     """'the fastest predicted step of …: w8 zero 93.8 ms (stock does not fit: 100 GiB a rank); w64 stock 100 ms or
     zero 100.3 ms (too close to call: …); fsdp fits too, with no step model: …' for `state` labelled by `strategy`;
     '' where `choose` has nothing to say. `optimizer_ms` (of `step_ms`, the one-rank step), where the optimizer's
     time is a CPU's, which a GPU's likely is a fraction of: a pick that changes with no optimizer time at all is
-    said with the share of the step it turns on (`turning_share`)."""
+    said with the share of the step it turns on (`turning_share`). `errors`: as `choose` takes them."""
     from harness.perfmodel.memory import mib_text
 
-    choices = choose(state, frames, capacity_gib)
+    choices = choose(state, frames, capacity_gib, errors)
     if not choices:
         return ""
-    without = {c.world_size: c for c in choose(state, without_optimizer(frames, optimizer_ms), capacity_gib)
+    without = {c.world_size: c for c in choose(state, without_optimizer(frames, optimizer_ms), capacity_gib, errors)
                } if optimizer_ms else {}  # fmt: skip
 
     def other(c: Candidate, fastest: float | None) -> str:
@@ -274,6 +300,9 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
         fastest = whole_step(choice.picked[0]) if choice.picked else None  # the others' lag: from its whole step
         picked = " or ".join(step_text(c) for c in choice.picked) or "no modelled strategy fits"
         tied = " (too close to call: under the 4 % the model can tell)" if len(choice.picked) > 1 else ""
+        if choice.apart:  # the models' own errors tie them wider than 4 %
+            tied = (f" (too close to call: on this run's own steps the step models' errors set these {choice.apart:.0%}"
+                    " apart)")  # fmt: skip
         # both ends said: a review summed a 644 ms left out with an 89 ms step itself and read 'may be faster' as wrong
         beside = "; ".join([*(f"{step_text(c)} may be faster: its step leaves out its own cost, "
                               f"{ms_text(c.left_out_ms)} ms more than DDP's as a CPU measured it, scaled, "

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 
@@ -130,6 +131,13 @@ def errors_on_own_run(results_dir: Path, run_dir: Path, setup: dict, *, configs=
     for label, checks in (("ZeRO-1", zero.run_checks), ("FSDP2", fsdp.run_checks)):
         errors[label] = [c["predicted_ms"] / c["measured_ms"] - 1 for c in checks(configs, profiles, network)]
     return {label: found for label, found in errors.items() if found}
+
+
+class OwnCheck(NamedTuple):
+    """The step models against the run's own steps: in words (`errors_words`), and per model (`errors_on_own_run`)."""
+
+    words: str = ""
+    errors: dict[str, list[float]] | None = None
 
 
 def errors_words(errors: dict[str, list[float]] | None, *, cluster: str, results_dir: Path) -> str:

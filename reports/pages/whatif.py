@@ -25,13 +25,13 @@ from harness.perfmodel.predict import (
     swept_caps,
 )
 from harness.perfmodel.schedule import Parameters, calibrate, predict_caps
-from harness.perfmodel.sharded import with_full_size_floors
+from harness.perfmodel.sharded import OwnCheck, with_full_size_floors
 from harness.perfmodel.zero import own_for_cluster, with_zero
 from harness.results import store
 from harness.results.values import ms_text
 from reports.figures import whatif as figures
 from reports.pages.html import FigureList, esc, name_html, page, table
-from reports.pages.whatif_memory import choice_section, memory_section, setup_of
+from reports.pages.whatif_memory import choice_section, how_sure, memory_section, setup_of
 
 MAX_GPUS = 1024
 DEFAULT_LAYOUT = "DDP's default (25 MiB, a first bucket of 1 MiB)"
@@ -125,13 +125,13 @@ def measured_rows(configs: pd.DataFrame) -> pd.DataFrame:
 
 def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, cluster: Cluster, *,
                 caps: list[float] | None = None, local_step_ms: float | None = None, standalone: bool = False,
-                memory: Callable[[dict], tuple[pd.DataFrame, str]] | None = None, checked: str = "",
+                memory: Callable[[dict], tuple[pd.DataFrame, str]] | None = None, checked: OwnCheck | None = None,
                 full_params: Parameters | None = None, local_optimizer_ms: float | None = None) -> str:  # fmt: skip
     """The page in a site (links to the index and the run's page), or `standalone`: one file with plotly.js in
     it and no links, as `predict --page` writes it; `caps` and `local_step_ms` as predicted_rows takes them;
     `memory(setup)`: the rows memory is counted from and what size they are of, as `predict` counts them (default:
-    the run's own rows, at its own size); `checked`: the model's error on the run's own steps, in `predict`'s words;
-    `full_params`: the full size's parameters, whose floor under each step the table gives (`predicted_rows`)."""
+    the run's own rows, at its own size); `checked`: the model's error on the run's own steps, said and weighed as
+    `predict` does; `full_params`: the full size's parameters, whose floor under each step the table gives."""
     run_id, device = meta.get("run_id", ""), meta.get("device", "?")
     rows = predicted_rows(profiles, configs, cluster, caps=caps, local_step_ms=local_step_ms, device=device,
                           full_params=full_params, local_optimizer_ms=local_optimizer_ms)  # fmt: skip
@@ -151,8 +151,8 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
         best = best_rows(group)
         parts += [f"<h2>{name_html(setup)}</h2>", _answer(best, cluster),
                   choice_section(configs, group, cluster, world_sizes(cluster),
-                                 rows=counted[setup][0] if setup in counted else None),
-                  f"<p class=takeaway><b>How sure</b>: {esc(checked[0].upper() + checked[1:])}.</p>" if checked else "",
+                                 rows=counted[setup][0] if setup in counted else None, checked=checked),
+                  how_sure(checked),
                   _calibration_note(group.iloc[0], meta),
                   figs.add(figures.step_vs_gpus(group, cluster=cluster.name),
                            "Each line is one bucket_cap_mb; each point DDP's bucket schedule simulated over this "

@@ -11,6 +11,7 @@ from harness.perfmodel.choice import choice_words, optimizer_break_even, optimiz
 from harness.perfmodel.cluster import Cluster, cap_caveats
 from harness.perfmodel.memory import activation_words, fit_words, mib_text, state_per_rank
 from harness.perfmodel.predict import of_setup
+from harness.perfmodel.sharded import OwnCheck
 from harness.results.values import strategy_labels
 from reports.pages.html import esc, table
 
@@ -21,10 +22,11 @@ def setup_of(group: pd.DataFrame) -> dict:
 
 
 def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster, worlds: list[int], *,
-                   rows: pd.DataFrame | None = None) -> str:  # fmt: skip
+                   rows: pd.DataFrame | None = None, checked: OwnCheck | None = None) -> str:  # fmt: skip
     """The choice over both halves for this setup, in `predict --cluster`'s words (choice.choice_words): the
     fastest predicted step at each GPU count among the strategies whose memory fits (counted from `rows`, the
-    setup's rows as `predict` counts them, default its rows of `configs`); '' where nothing is said."""
+    setup's rows as `predict` counts them, default its rows of `configs`; `checked`: the step models' errors on the
+    run's own steps, as predict weighs them); '' where nothing is said."""
     setup = setup_of(group)
     state = state_per_rank(of_setup(configs, setup) if rows is None else rows, worlds)  # rows: of this setup
     frames = [rows for _, rows in group.groupby("world_size", sort=True)]
@@ -32,7 +34,8 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
     on_cpu = first["profiled_on"] == "cpu" and not first.get("optimizer_given")  # its optimizer's time a CPU's
     optimizer_ms = first["optimizer_share"] * first["local_step_ms"] if on_cpu else 0.0
     words = choice_words(state.assign(strategy=strategy_labels(state)), frames, cluster.gpu_memory_gib,
-                         optimizer_ms=optimizer_ms, step_ms=first["local_step_ms"]) if len(state) else ""  # fmt: skip
+                         optimizer_ms=optimizer_ms, step_ms=first["local_step_ms"],
+                         errors=checked and checked.errors) if len(state) else ""  # fmt: skip
     cpu = optimizer_share_caveat(first["optimizer_share"], scaled=bool(first["local_step_given"]),
                                  optimizer=str(first.get("setup_optimizer") or "sgd"))  # fmt: skip
     even = optimizer_break_even(frames[-1], optimizer_ms=optimizer_ms, step_ms=first["local_step_ms"]) if on_cpu else ""
@@ -42,6 +45,12 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
     return (
         f'<p class="takeaway"><b>The choice</b>: {esc(words)}{esc(f" [{said}]" if said else "")}.</p>' if words else ""
     )
+
+
+def how_sure(checked: OwnCheck | None) -> str:
+    """The step models against the run's own steps, in `predict`'s words, where predict checked them."""
+    said = checked.words if checked else ""
+    return f"<p class=takeaway><b>How sure</b>: {esc(said[0].upper() + said[1:])}.</p>" if said else ""
 
 
 MEMORY_SETUP = ["workload", "size", "batch_size", "dtype", "optimizer"]

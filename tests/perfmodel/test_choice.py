@@ -5,6 +5,7 @@ from __future__ import annotations
 import types
 
 import pandas as pd
+import pytest
 
 from harness.commands.console import predictions
 from harness.perfmodel import choice
@@ -192,3 +193,22 @@ def test_a_turning_share_under_one_percent_keeps_its_decimal_and_none_under_a_te
 
     assert "w64 zero 95 ms if a GPU's optimizer takes 0.6% of the one-GPU step or more, else stock" in said(24.9)
     assert "w64 zero 95 ms (stock" in said(24.99) and "if a GPU's optimizer" not in said(24.99)
+
+
+def test_a_lead_smaller_than_the_step_models_own_errors_set_them_apart_is_too_close_to_call():
+    """A walkthrough's check on its run's own steps read DDP -25 %, FSDP2 -44 %: FSDP2's predictions run 25 % lower
+    than DDP's for the same truth, so FSDP2's 10 % lead is the model's, not the cluster's. ZeRO-1, checked as DDP
+    was, keeps the 4 % band."""
+    state = _state([("stock", 8, 20.0), ("fsdp", 8, 10.0)])
+    frames = [_frame(8, 100.0, 200.0).assign(fsdp_step_ms=90.0)]
+    alone = choice.choose(predictions.labelled(state), frames, 80.0)[0]
+    assert [c.strategy for c in alone.picked] == ["fsdp"] and alone.apart == 0.0
+    errors = {"DDP": [-0.25, -0.25], "FSDP2": [-0.44]}
+    both = choice.choose(predictions.labelled(state), frames, 80.0, errors)[0]
+    assert [c.strategy for c in both.picked] == ["fsdp", "stock"]
+    assert both.apart == pytest.approx(1 - 0.56 / 0.75)  # (1 - 0.44) / (1 - 0.25) - 1, in size
+    words = choice.choice_words(predictions.labelled(state), frames, 80.0, errors=errors)
+    assert "w8 fsdp 90 ms or stock 100 ms (too close to call: on this run's own steps the step models' errors set " \
+           "these 25% apart)" in words  # fmt: skip
+    alike = {"DDP": [-0.25], "FSDP2": [-0.26]}  # within 4 % of each other: the usual band
+    assert [c.strategy for c in choice.choose(predictions.labelled(state), frames, 80.0, alike)[0].picked] == ["fsdp"]

@@ -382,14 +382,14 @@ def labelled(state: pd.DataFrame) -> pd.DataFrame:
 
 
 def strategy_choice(state: pd.DataFrame, cluster, *, frames: list[pd.DataFrame], caveat: str = "",
-                    cpu_optimizer: tuple[float, float] = (0.0, 0.0)) -> None:  # fmt: skip
+                    cpu_optimizer: tuple[float, float] = (0.0, 0.0), errors=None) -> None:  # fmt: skip
     """The answer over both halves, last (harness.perfmodel.choice.choice_words, as the what-if page says it);
     `cpu_optimizer`: (the optimizer's ms, the one-rank step's) where they are a CPU's, scaled."""
     from harness.perfmodel.choice import choice_words
 
     capacity, (optimizer_ms, step_ms) = getattr(cluster, "gpu_memory_gib", 0.0), cpu_optimizer
     if words := choice_words(labelled(state) if not state.empty else state, frames, capacity,
-                             optimizer_ms=optimizer_ms, step_ms=step_ms):  # fmt: skip
+                             optimizer_ms=optimizer_ms, step_ms=step_ms, errors=errors):  # fmt: skip
         said = f" [{caveat}]" if caveat else ""
         say(f"ddpbench predict: the choice on {cluster.name}, {words}{said}")
 
