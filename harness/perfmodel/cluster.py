@@ -331,8 +331,21 @@ def _off_at(cluster: Cluster, nodes: int, beyond: list[int]) -> str:
     )
     where = f"{nodes} node{'s' if nodes > 1 else ''}" + (f" (the most checked, for {counts} nodes)" if beyond else "")
     checked = sum(c["count"] for c in rows)
+    missed: dict[str, int] = {}  # by the network the tables were measured on: a reader's may be another kind
+    for c in rows:
+        missed[_network_of(c)] = missed.get(_network_of(c), 0) + c["count"] - c["within_25"]
+    on = ", ".join(f"{count} on {network}" for network, count in sorted(missed.items(), key=lambda m: -m[1]) if count)
+    on = f"; {on}" if nodes > 1 else ""  # one node's tables are its NVLink's, whatever the network
     return (f"at {where} this profile is off by more than 25 % on {off} of {checked} published sizes (worst "
-            f"{worst['worst_error']:+.0%} at {worst['worst_size']})")  # fmt: skip
+            f"{worst['worst_error']:+.0%} at {worst['worst_size']}{on})")  # fmt: skip
+
+
+def _network_of(check: dict) -> str:
+    """'EFA (4 × 100 Gb/s)' from a table's conditions ('NCCL_ALGO=Ring; EFA, 4 × 100 Gb/s'); 'a network not stated'."""
+    kinds = ("EFA", "RoCE", "InfiniBand", "Ethernet", "network")
+    part = next((p.strip() for p in check.get("conditions", "").split(";") if any(k in p for k in kinds)), "")
+    name, _, rate = part.partition(", ")
+    return (f"{name} ({rate})" if rate else name) or "a network not stated"
 
 
 def published_check_summary(checks: list[dict]) -> list[str]:
