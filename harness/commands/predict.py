@@ -132,7 +132,8 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     if configs is not None:
         predict_input.warn_uncalibrated(run_dir, configs, setup)
         worlds = [n * chosen.gpus_per_node for n in predict_cluster.node_counts(args)]
-        state = predict_full_size.said_state(run_dir, configs, setup, worlds, chosen)
+        state = predict_full_size.said_state(run_dir, configs, setup, worlds, chosen,
+                                             batch_size=predict_input.memory_batch(args, setup))  # fmt: skip
     caps = caps or list(DEFAULT_CAPS_MB)
     checked = OwnCheck()  # how far the same model was from the run's own steps, on its own machine
     if run_dir is not None:

@@ -14,33 +14,40 @@ from pathlib import Path
 from harness.commands import console
 
 
-def memory_rows(run_dir: Path, configs, setup: dict):
+def memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None = None):
     """(the setup's rows to count memory from, what size they are said to be of): the run's own, or re-counted at
-    the full size where the run's is smaller and --size scales the workload (a file of yours is as written); where
-    the full size cannot be counted on the meta device, the run's own, said to be of the smaller size."""
+    the full size where the run's is smaller and --size scales the workload (a file of yours is as written), and at
+    `batch_size` a rank where that is not the run's (--batch-size with --local-step-ms: the batch you will train
+    at); where that cannot be counted on the meta device, the run's own, said to be of the smaller size."""
     from harness.perfmodel.memory import at_full_size
     from harness.perfmodel.predict import of_setup
     from harness.results import store
 
-    rows, size = of_setup(configs, setup), setup.get("size")
-    if size in ("full", None) or not store.size_scales(store.read_run_meta(run_dir), setup):
+    rows, size, measured = of_setup(configs, setup), setup.get("size"), int(setup.get("batch_size") or 1)
+    batch = batch_size or measured
+    scales = size not in ("full", None) and store.size_scales(store.read_run_meta(run_dir), setup)
+    if not scales and batch == measured:
         return rows, ""
-    full = full_size_counts(setup, configs)
-    if full is None or (scaled := at_full_size(rows, full)).empty:  # no meta build, or rows without their sizes
-        return rows, f"the {size} size's model, not the full size's: bench --size full for the one you will train"
+    full = full_size_counts(setup, configs, batch_size=batch)
+    if full is None or (scaled := at_full_size(rows, full).assign(batch_size=batch)).empty:  # no meta build, or rows
+        whose = f"the {size} size's model, not the full size's" if scales else f"batch {measured}, the run's"
+        flags = "--size full" + f" --batch-size {batch}" * (batch != measured)
+        return rows, f"{whose}: bench {flags} for the one you will train"
     counted = "" if full.get("activation_mb") is not None else "; its activations could not be counted there"
-    return scaled, (f"at the full size: its parameters and activations counted on the meta device at batch "
-                    f"{int(setup['batch_size'])} a rank, each rank's share of them as the {size} run measured "
-                    f"it{counted}")  # fmt: skip
+    other = f" (the run measured batch {measured})" if batch != measured else ""
+    if not scales:
+        return scaled, f"at batch {batch} a rank: its activations counted on the meta device{other}{counted}"
+    return scaled, (f"at the full size: its parameters and activations counted on the meta device at batch {batch} a "
+                    f"rank{other}, each rank's share of them as the {size} run measured it{counted}")  # fmt: skip
 
 
-def said_state(run_dir: Path, configs, setup: dict, worlds: list[int], gpu):
+def said_state(run_dir: Path, configs, setup: dict, worlds: list[int], gpu, *, batch_size: int | None = None):
     """The model state per rank (perfmodel.memory.state_per_rank) at the world sizes the run measured and at
-    `worlds`, of `memory_rows`, said with what fits `gpu`; returned."""
+    `worlds`, of `memory_rows` (at `batch_size`), said with what fits `gpu`; returned."""
     from harness.commands.console import predictions
     from harness.perfmodel.memory import state_per_rank
 
-    rows, note = memory_rows(run_dir, configs, setup)
+    rows, note = memory_rows(run_dir, configs, setup, batch_size=batch_size)
     state = state_per_rank(rows, worlds)
     predictions.model_state(state, worlds, gpu, size_note=note)
     return state
@@ -64,15 +71,15 @@ def warn_not_whole_model(setup: dict, profile, *, configs=None) -> bool:
     return True
 
 
-def full_size_counts(setup: dict, configs=None) -> dict | None:
+def full_size_counts(setup: dict, configs=None, *, batch_size: int | None = None) -> dict | None:
     """The full size's model counted on the meta device (no memory, no time: modelinfo.counts_on_meta, its
-    activations at the setup's batch and dtype), built from what the run built the workload from (its spec and
-    --wopt options, where its rows say); None where it cannot be."""
+    activations at the setup's batch, or `batch_size`, and dtype), built from what the run built the workload from
+    (its spec and --wopt options, where its rows say); None where it cannot be."""
     from harness.perfmodel.predict import source_in_rows
 
     spec, options = source_in_rows(configs, setup) if configs is not None else (setup["workload"], {})
-    return _counted_on_meta(spec, json.dumps(options, sort_keys=True), int(setup.get("batch_size") or 1),
-                            str(setup.get("dtype") or "fp32"))  # fmt: skip
+    batch = int(batch_size or setup.get("batch_size") or 1)
+    return _counted_on_meta(spec, json.dumps(options, sort_keys=True), batch, str(setup.get("dtype") or "fp32"))
 
 
 @functools.cache

@@ -80,7 +80,8 @@ def check_cluster_file(name: str | None) -> None:
 
 
 def matching_setups(run_dir: Path, args: argparse.Namespace) -> list[dict]:
-    """The run's setups --workload/--size/--batch-size match, in run order; none is refused naming them all."""
+    """The run's setups --workload/--size/--batch-size match, in run order; none is refused naming them all. With
+    --cluster and --local-step-ms (the step at your batch), a setup at another batch matches: `memory_batch`."""
     from harness.perfmodel import predict
 
     setups = predict.run_setups(run_dir)
@@ -90,13 +91,28 @@ def matching_setups(run_dir: Path, args: argparse.Namespace) -> list[dict]:
     if not setups:  # nothing to match: no flag of the user's is at fault
         raise ConfigError(f"run {run_dir.name} has no configuration measured ok: nothing to predict from; give "
                           "a bench run that finished one")  # fmt: skip
+    other_batch = [s for s in setups if all(not getattr(args, key) or getattr(args, key) == s[key]
+                                            for key, _ in SETUP_FLAGS if key != "batch_size")]  # fmt: skip
+    if not chosen and other_batch and args.batch_size and getattr(args, "local_step_ms", None) and args.cluster:
+        return other_batch  # your step at your batch is given: memory is counted there (memory_batch), the rest scales
     if not chosen:
         have = ", ".join(map(setup_text, setups))
         bench = " ".join(f"{flag} {getattr(args, key)}" for key, flag in BENCH_FLAGS.items() if getattr(args, key))
+        missing = " and ".join(flag for flag, given in (("--cluster", args.cluster), ("--local-step-ms", getattr(
+            args, "local_step_ms", None))) if not given)  # fmt: skip
+        other = (f"; or give {missing} (your step at batch {args.batch_size}) to predict from this run with memory "
+                 f"counted at batch {args.batch_size}" if other_batch and args.batch_size else "")  # fmt: skip
         raise ConfigError(f"run {run_dir.name} has no measured setup matching --workload/--size/--batch-size (it "
                           f"has: {have}); bench the one you ask for (ddpbench bench {bench} …) and predict from "
-                          "that run")  # fmt: skip
+                          f"that run{other}")  # fmt: skip
     return chosen
+
+
+def memory_batch(args: argparse.Namespace, setup: dict) -> int | None:
+    """The batch a rank to count memory at where --batch-size asks another than the predicted setup's (accepted with
+    --local-step-ms: `matching_setups`); None where it is the setup's own."""
+    asked = getattr(args, "batch_size", None)
+    return asked if asked and asked != int(setup.get("batch_size") or 0) else None
 
 
 def say_setup_choice(run_dir: Path, chosen: list[dict]) -> None:

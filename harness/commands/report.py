@@ -72,7 +72,7 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
     caps and the --local-step-ms scaling the console used, in one file (plotly.js inside) to share."""
     from pathlib import Path
 
-    from harness.commands import predict_full_size
+    from harness.commands import predict_full_size, predict_input
     from harness.config.bench import ConfigError
     from harness.perfmodel.predict import of_setup
     from harness.perfmodel.schedule import profile_from_rows
@@ -86,7 +86,8 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
     full = predict_full_size.full_parameters(setup, configs, grad_bytes) if args.local_step_ms else None
     html = whatif_page(store.read_run_meta(run_dir), of_setup(configs, setup), profiles, chosen, caps=caps,
                        local_step_ms=args.local_step_ms, standalone=True, checked=checked,
-                       memory=lambda one: predict_full_size.memory_rows(run_dir, configs, one),  # as the console's
+                       memory=lambda one: predict_full_size.memory_rows(  # as the console's
+                           run_dir, configs, one, batch_size=predict_input.memory_batch(args, one)),
                        full_params=full, local_optimizer_ms=args.local_optimizer_ms)  # fmt: skip
     try:
         store.atomic_write(Path(args.page), lambda tmp: tmp.write_text(html, encoding="utf-8"))

@@ -168,6 +168,12 @@ def test_a_setup_the_run_did_not_measure_is_refused_with_the_bench_that_would(tm
     said = _one_line_error(capsys)
     assert "run cpu_run has no measured setup matching --workload/--size/--batch-size (it has: " in said
     assert "bench the one you ask for (ddpbench bench --batch-size 64 …) and predict from that run" in said
+    # or, on a cluster, the step at that batch given: memory is counted there on the meta device
+    assert "; or give --cluster and --local-step-ms (your step at batch 64) to predict from this run with memory " \
+           "counted at batch 64" in said  # fmt: skip
+    flags = ["predict", "--run", "cpu_run", "--results", str(tmp_path), "--batch-size", "64", "--cluster", "dgx-h100",
+             "--nodes", "1", "--local-step-ms", "50"]  # fmt: skip
+    assert cli.main(flags) == 0  # (this golden run kept no held state: its memory is checked with small_run's)
 
 
 def test_a_run_with_nothing_measured_ok_is_said_so_not_blamed_on_flags_never_given(tmp_path, capsys):

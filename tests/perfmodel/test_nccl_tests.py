@@ -258,6 +258,15 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     on_site = html.unescape((tmp_path / "site" / "runs" / name).read_text())
     memory = "<h2>Model state per rank</h2>"
     assert "at the full size" in page_text.split(memory)[1].split("<h2>")[0]
+    # at another batch than the run's (--batch-size with --local-step-ms): activations counted there, on the meta device
+    from harness.commands.predict_full_size import memory_rows
+
+    setup = predict.run_setups(small_run)[0]
+    rows, note = memory_rows(small_run, configs, setup, batch_size=4 * int(setup["batch_size"]))
+    same, _ = memory_rows(small_run, configs, setup)
+    assert f"at batch {4 * int(setup['batch_size'])} a rank (the run measured batch {int(setup['batch_size'])})" in note
+    assert (rows["batch_size"] == 4 * setup["batch_size"]).all()
+    assert rows["activation_mb"].iloc[0] == pytest.approx(4 * same["activation_mb"].iloc[0], rel=0.05)
     assert on_site.split(memory)[1].split("<h2>")[0] == page_text.split(memory)[1].split("<h2>")[0]
     for world in ("w8 ", "w16 "):  # the page says the same choice at the console's GPU counts, and more of them
         segment = chosen.split(world, 1)[1].split(";")[0]
