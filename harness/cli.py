@@ -171,10 +171,9 @@ def add_predict_parser(commands) -> None:
     predict.add_argument("--workload", help="workload to profile (default: gpt2, or the run's)")
     predict.add_argument("--size", help=f"{'|'.join(SIZE_CHOICES)} (default: auto: small on the CPU, full on GPUs; "
                          "or the run's)")  # fmt: skip
-    predict.add_argument("--batch-size", type=whole("--batch-size"),
-                         help="samples per rank (default: the workload's; with --run, the run's setup at it; with "
-                         "--cluster and --local-step-ms, a batch the run did not measure: memory is counted there "
-                         "on the meta device)")  # fmt: skip
+    predict.add_argument("--batch-size", type=whole("--batch-size"), help="samples per rank (default: the workload's; "
+                         "with --run, its setup at it; with --cluster and --local-step-ms, a batch the run did not "
+                         "measure: memory is counted there on the meta device)")  # fmt: skip
     predict.add_argument("--gpus", type=whole("--gpus"), help="world size to predict (default: 8, or the run's)")
     predict.add_argument("--busbw", help="all-reduce bus bandwidth, e.g. 90GB/s (default: fitted from collectives)")
     predict.add_argument("--latency", help="all-reduce latency α, e.g. 30us (default: fitted; 0 with --busbw alone)")
