@@ -293,7 +293,8 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
     def other(c: Candidate, fastest: float | None) -> str:
         if not c.fits:
             return f"{c.strategy} does not fit: {mib_text(c.need_mb)} a rank"
-        return step_text(c) + (f", {c.step_ms / fastest - 1:.1%} slower" if fastest else "")
+        more = f" before its own cost a CPU measured ({ms_text(c.left_out_ms)} ms more than DDP's, scaled)"
+        return step_text(c) + (f", {c.step_ms / fastest - 1:.1%} slower{more * bool(c.left_out_ms)}" if fastest else "")
 
     parts = []
     for choice in choices:

@@ -212,3 +212,11 @@ def test_a_lead_smaller_than_the_step_models_own_errors_set_them_apart_is_too_cl
            "these 25% apart)" in words  # fmt: skip
     alike = {"DDP": [-0.25], "FSDP2": [-0.26]}  # within 4 % of each other: the usual band
     assert [c.strategy for c in choice.choose(predictions.labelled(state), frames, 80.0, alike)[0].picked] == ["fsdp"]
+
+
+def test_a_slower_strategy_whose_step_leaves_out_an_own_cost_says_it_is_slower_still():
+    """A walkthrough read 'fsdp 181.6 ms, 0.8% slower' of a step that left out 40 ms of FSDP's own cost."""
+    state = _state([("stock", 8, 20.0), ("fsdp", 8, 10.0)])
+    frames = [_frame(8, 100.0, 200.0).assign(fsdp_step_ms=100.8, fsdp_own_left_out_ms=40.0)]
+    words = choice.choice_words(predictions.labelled(state), frames, 80.0)
+    assert "fsdp 100.8 ms, 0.8% slower before its own cost a CPU measured (40 ms more than DDP's, scaled)" in words
