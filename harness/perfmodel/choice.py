@@ -111,13 +111,16 @@ MODELS = (("DDP", roles.is_reference), ("ZeRO-1", roles.sharded_optimizer_over_a
 """Each step model's name, as the run's own-steps check (network.errors_on_own_run) names it, and the rows it times."""
 
 
-def model_apart(a: Candidate, b: Candidate, errors: dict[str, list[float]] | None) -> float:
-    """How far the step models' errors on the run's own steps (predicted / measured − 1, per model) set two
-    candidates' predictions apart: |(1 + a's) / (1 + b's) − 1|, each its configurations' geometric mean; 0 where
-    either model was not checked, or both are one model's."""
-    if not errors or a.model == b.model or not errors.get(a.model) or not errors.get(b.model):
+def model_apart(fastest: Candidate, other: Candidate, errors: dict[str, list[float]] | None) -> float:
+    """How much slower than `fastest` `other`'s prediction may be and its step still be the faster one, given how
+    far each step model was from the run's own steps (predicted / measured − 1, per model): a step is its prediction
+    over (1 + its model's error), so `other` is faster where its prediction is below `fastest`'s × (1 + other's) /
+    (1 + fastest's); each model's errors pooled as the geometric mean of 1 + error. 0 where either model was not
+    checked, both are one model's, or `other`'s model reads no lower than `fastest`'s."""
+    if not errors or fastest.model == other.model or not errors.get(fastest.model) or not errors.get(other.model):
         return 0.0
-    return abs(float(np.exp(np.mean(np.log1p(errors[a.model])) - np.mean(np.log1p(errors[b.model])))) - 1)
+    log_ratio = np.mean(np.log1p(errors[other.model])) - np.mean(np.log1p(errors[fastest.model]))
+    return max(0.0, float(np.expm1(log_ratio)))
 
 
 def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float,
@@ -302,8 +305,8 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
         picked = " or ".join(step_text(c) for c in choice.picked) or "no modelled strategy fits"
         tied = " (too close to call: under the 4 % the model can tell)" if len(choice.picked) > 1 else ""
         if choice.apart:  # the models' own errors tie them wider than 4 %
-            tied = (f" (too close to call: on this run's own steps the step models' errors set these {choice.apart:.0%}"
-                    " apart)")  # fmt: skip
+            tied = (f" (too close to call: the step models' errors on this run's own steps leave a lead under "
+                    f"{choice.apart:.0%} unproven)")  # fmt: skip
         # both ends said: a review summed a 644 ms left out with an 89 ms step itself and read 'may be faster' as wrong
         beside = "; ".join([*(f"{step_text(c)} may be faster: its step leaves out its own cost, "
                               f"{ms_text(c.left_out_ms)} ms more than DDP's as a CPU measured it, scaled, "
