@@ -1,24 +1,29 @@
 """How long a planned run will take on this machine, said before it runs (`bench --dry-run`), from what the runs
-already in its results folder measured here: each configuration measured before (the same strategy and options,
-workload, size, batch, precision, optimizer, world size and device) takes its warm-up and timed steps at the median
-step of its newest measurement; every configuration, measured before or not, pays the fixed cost a configuration
-paid in the newest run on this device (its wall time less its training steps, over its configurations: launches,
-imports, building, the parity check, writing). Repeats that `--repeats auto` adds are not counted.
+already in its results folder measured on this machine (its hostname, where the run kept one) and device kind:
+each configuration measured before (the same strategy and options, workload, size, batch, precision and TF32,
+optimizer, world size, nodes, device and backend) takes its warm-up and timed steps at the median step of its
+newest measurement; every configuration that will launch, measured before or not, pays the fixed cost one paid in
+the newest run's latest session (its wall time less its training steps, over the configurations it launched:
+launches, imports, building, the parity check, writing). Repeats that `--repeats auto` adds are not counted.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import socket
 from pathlib import Path
 
 import pandas as pd
 
+from harness.config import grid
+from harness.protocols import ConfigError
 from harness.results import layout, store
 
-KEYS = ("impl", "impl_options", "workload", "size", "world_size", "batch_size", "dtype", "optimizer", "device")
+KEYS = ("impl", "impl_options", "workload", "size", "world_size", "batch_size", "dtype", "optimizer", "device", "tf32",
+        "backend", "nnodes")  # fmt: skip
 """What makes an earlier row the same configuration's, as rows hold it."""
-OLDER_ROWS = {"optimizer": "sgd", "dtype": "fp32"}  # what a run from before these columns trained with
+OLDER_ROWS = {"optimizer": "sgd", "dtype": "fp32", "tf32": False}  # what a run from before these columns trained with
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,23 +45,33 @@ def forecast(configurations, results: Path) -> Forecast | None:
     where none of them ran on this device."""
     if not configurations:
         return None
-    device = configurations[0].device
-    runs = [run for run in store.list_runs(results) if store.read_run_meta(run).get("device") == device]
+    device, host = configurations[0].device, socket.gethostname()
+    runs = [run for run in store.list_runs(results) if _measured_here(store.read_run_meta(run), device, host)]
     fixed = next(((per, run.name) for run in runs if (per := fixed_cost_per_configuration_s(run)) is not None), None)
     if fixed is None:
         return None
     medians = newest_medians(runs)
-    known = [medians.get(_key(cfg)) for cfg in configurations]
-    steps_s = sum(m * (cfg.warmup + cfg.steps) / 1e3 for m, cfg in zip(known, configurations, strict=True) if m)
-    return Forecast(steps_s, sum(1 for m in known if m), len(configurations), fixed[0], fixed[1])
+    launched = [cfg for cfg in configurations if not grid.skip_reason(cfg)]  # a skipped one launches nothing
+    known = [medians.get(_key(cfg)) for cfg in launched]
+    steps_s = sum(m * (cfg.warmup + cfg.steps) / 1e3 for m, cfg in zip(known, launched, strict=True) if m)
+    return Forecast(steps_s, sum(1 for m in known if m), len(launched), fixed[0], fixed[1])
+
+
+def _measured_here(meta: dict, device: str, host: str) -> bool:
+    """A run of this device kind on this machine (a run that kept no hostname: taken as this machine's)."""
+    recorded = (meta.get("environment") or {}).get("hostname") if isinstance(meta.get("environment"), dict) else None
+    return meta.get("device") == device and recorded in (None, host)
 
 
 def fixed_cost_per_configuration_s(run: Path) -> float | None:
-    """The run's wall time less its training steps, over its configurations (its summary's); None without one."""
+    """The run's newest session's wall time less its training steps, over the configurations it launched (its
+    summary's); None without one."""
     try:
         summary = json.loads((run / layout.SUMMARY_JSON).read_text())
-        wall, steps, count = summary["wall_s"], summary["training_step_s"], int(summary["configurations"])
-    except (OSError, ValueError, KeyError, TypeError):
+        session = summary.get("session") or summary
+        wall, steps = float(session["wall_s"]), float(session["training_step_s"])
+        count = int(session.get("launched") or summary["configurations"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return max(0.0, wall - steps) / count if count and wall else None
 
@@ -66,7 +81,10 @@ def newest_medians(runs: list[Path]) -> dict[tuple, float]:
     (its repeats there pooled by their median)."""
     found: dict[tuple, float] = {}
     for run in runs:
-        rows = store.read_configs(run)
+        try:
+            rows = store.read_configs(run)
+        except (ConfigError, ValueError, OSError):  # a run of a newer ddpbench, or unreadable: it forecasts nothing
+            continue
         if rows.empty or not set(KEYS) <= set(rows.columns):
             continue
         rows = rows[(rows["status"] == "ok") & rows["step_ms_median"].notna()].fillna(OLDER_ROWS)
@@ -77,7 +95,8 @@ def newest_medians(runs: list[Path]) -> dict[tuple, float]:
 
 def _key(cfg) -> tuple:
     return tuple(_plain(v) for v in (cfg.impl, cfg.options_json, cfg.workload, cfg.size, cfg.world_size,
-                                     cfg.batch_size, cfg.dtype, cfg.optimizer, cfg.device))  # fmt: skip
+                                     cfg.batch_size, cfg.dtype, cfg.optimizer, cfg.device, cfg.tf32, cfg.backend,
+                                     cfg.nnodes))  # fmt: skip
 
 
 def _plain(value):

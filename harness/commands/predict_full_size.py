@@ -31,12 +31,14 @@ def memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None =
     full = full_size_counts(setup, configs, batch_size=batch)
     if full is None or (scaled := at_full_size(rows, full).assign(batch_size=batch)).empty:  # no meta build, or rows
         whose = f"the {size} size's model, not the full size's" if scales else f"batch {measured}, the run's"
-        flags = "--size full" + f" --batch-size {batch}" * (batch != measured)
-        return rows, f"{whose}: bench {flags} for the one you will train"
+        flags = "--size full" * scales + f" --batch-size {batch}" * (batch != measured)
+        return rows, f"{whose}: bench {flags.strip()} for the one you will train"
     counted = "" if full.get("activation_mb") is not None else "; its activations could not be counted there"
     other = f" (the run measured batch {measured})" if batch != measured else ""
-    if not scales:
-        return scaled, f"at batch {batch} a rank: its activations counted on the meta device{other}{counted}"
+    if not scales:  # the run's own size (the full one, or a file of yours as written), at another batch
+        if counted:
+            return rows, f"at batch {measured}, the run's: batch {batch}'s activations could not be counted"
+        return scaled.assign(size=size), f"at batch {batch} a rank: its activations counted on the meta device{other}"
     return scaled, (f"at the full size: its parameters and activations counted on the meta device at batch {batch} a "
                     f"rank{other}, each rank's share of them as the {size} run measured it{counted}")  # fmt: skip
 

@@ -344,7 +344,8 @@ def _network_of(check: dict) -> str:
     """'EFA (4 × 100 Gb/s)' from a table's conditions ('NCCL_ALGO=Ring; EFA, 4 × 100 Gb/s'); 'a network not stated'."""
     kinds = ("EFA", "RoCE", "InfiniBand", "Ethernet", "network")
     part = next((p.strip() for p in check.get("conditions", "").split(";") if any(k in p for k in kinds)), "")
-    name, _, rate = part.partition(", ")
+    name, _, rest = part.partition(", ")
+    rate = rest.split(", ")[0]  # "8 × 400 Gb/s, bare metal": the rate alone groups like tables
     return (f"{name} ({rate})" if rate else name) or "a network not stated"
 
 

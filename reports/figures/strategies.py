@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from harness.analysis import stats
-from harness.results.values import strategy_label, strategy_labels
+from harness.results.values import ms_text, strategy_label, strategy_labels
 from reports import aggregate
 from reports.aggregate import has_repeats, labelled, sweep_centres, world_label
 from reports.figures.style import PALETTE, new_figure, strategy_colours, styled
@@ -253,7 +253,9 @@ def bucket_cap_sweep(
                 mode="markers+text",
                 text=[f"{cap:g} MiB" for _, (cap, _) in stars],
                 textposition="top center",
-                hovertext=[f"recommended for {world_label(w)}: {cap:g} MiB, {ms:.3g} ms" for w, (cap, ms) in stars],
+                hovertext=[
+                    f"recommended for {world_label(w)}: {cap:g} MiB, {ms_text(ms)} ms" for w, (cap, ms) in stars
+                ],
                 marker={"symbol": "star", "size": 16, "color": "gold", "line": {"color": "black", "width": 1}},
             )
         )
@@ -273,8 +275,9 @@ over a 124 ms point and flattened every line; a whisker past the edge is cut the
 
 def _interval_words(group: pd.DataFrame) -> list[str]:
     """Each point's 95 % interval for its hover, or that one repeat has none (NaN printed as an interval lied)."""
-    return [f"95% interval {low:.3g}–{high:.3g} ms" if pd.notna(low) and pd.notna(high) else "one repeat: no interval"
-            for low, high in zip(group["low_ms"], group["high_ms"], strict=True)]  # fmt: skip
+    pairs = zip(group["low_ms"], group["high_ms"], strict=True)
+    return [f"95% interval {ms_text(low)}–{ms_text(high)} ms" if pd.notna(low) and pd.notna(high)
+            else "one repeat: no interval" for low, high in pairs]  # fmt: skip
 
 
 def sweep_axis_top(centres: pd.DataFrame, stars: list[float]) -> float:

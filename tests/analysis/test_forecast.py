@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,10 @@ def results(tmp_path: Path) -> Path:
     shutil.copytree(GOLDEN, tmp_path / "results" / "cpu_run")
     summary = {"wall_s": 100.0, "training_step_s": 40.0, "configurations": 6}
     (tmp_path / "results" / "cpu_run" / "summary.json").write_text(json.dumps(summary))
+    meta_path = tmp_path / "results" / "cpu_run" / "run.json"
+    meta = json.loads(meta_path.read_text())
+    meta["environment"] = {**meta.get("environment", {}), "hostname": socket.gethostname()}  # measured here
+    meta_path.write_text(json.dumps(meta))
     return tmp_path / "results"
 
 
@@ -64,3 +69,13 @@ def test_a_forecast_is_said_to_ten_seconds_past_ninety():
     from harness.commands.console.plan import _minutes_text
 
     assert [_minutes_text(s) for s in (42.4, 149.5, 180.0, 7200.0)] == ["42 s", "2 min 30 s", "3 min", "2.0 h"]
+
+
+def test_another_machines_run_or_an_unreadable_summary_forecasts_nothing(results):
+    meta_path = results / "cpu_run" / "run.json"
+    meta = json.loads(meta_path.read_text())
+    (results / "cpu_run" / "summary.json").write_text(json.dumps({"wall_s": 100.0, "training_step_s": None}))
+    assert forecast([planned("stock", 2)], results) is None  # no fixed cost to take: no forecast, no crash
+    meta["environment"]["hostname"] = "another-machine"
+    meta_path.write_text(json.dumps(meta))
+    assert forecast([planned("stock", 2)], results) is None

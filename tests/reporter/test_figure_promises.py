@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from scipy import stats as sp
 
+from harness.results.values import ms_text
 from reports import aggregate
 from reports.figures import captions
 from reports.figures import steps as stepfigures
@@ -177,7 +178,9 @@ def test_the_sweep_axis_stays_on_its_points_and_marks_a_whisker_it_cuts():
     cut = lines["95% interval runs past the axis (cut)"]
     assert list(cut.x) == [1.0, 25.0] and list(cut.y) == [top, top]
     assert cut.customdata[0][2] == pytest.approx(high)  # the hover gives the interval whole
-    assert lines["1 rank"].customdata[0][1] == f"95% interval {geometric_interval([101.3, 152.9])[1]:.3g}–{high:.3g} ms"
+    assert lines["1 rank"].customdata[0][1] == (
+        f"95% interval {ms_text(geometric_interval([101.3, 152.9])[1])}–{ms_text(high)} ms"
+    )  # no exponent: 1702, not 1.7e+03
     once = figures.bucket_cap_sweep(wide[wide["repeat"] == 0], workload="mlp", strategy="stock")
     assert {row[1] for row in once.data[0].customdata} == {"one repeat: no interval"}  # no NaN–NaN interval
     assert "cut at its top, marked by an arrow, and given whole in the hover" in captions.CAPTIONS["sweep"]
