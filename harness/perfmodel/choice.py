@@ -141,8 +141,7 @@ def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float,
         models = pd.Series("", index=at.index)
         for name, rows in MODELS:
             models[rows(at).to_numpy()] = name
-        candidates = [dataclasses.replace(_candidate(label, float(n), n <= capacity_gib * 1024, s, floor, float(extra)),
-                                          model=model)
+        candidates = [_candidate(label, float(n), n <= capacity_gib * 1024, s, floor, float(extra), model)
                       for label, n, s, floor, extra, model in zip(at["strategy"], need, steps, floors, left, models,
                                                                   strict=True)]  # fmt: skip
         timed = sorted((c for c in candidates if c.step_ms is not None), key=lambda c: c.step_ms)
@@ -154,14 +153,15 @@ def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float,
     return choices
 
 
-def _candidate(label: str, need: float, fits: bool, step: float, floor: float, left_out: float) -> Candidate:
+def _candidate(label: str, need: float, fits: bool, step: float, floor: float, left_out: float,
+               model: str) -> Candidate:  # fmt: skip
     """A strategy ranked by its predicted step, or by its full-size floor where that is higher (the prediction moved
-    the profile's smaller model's parameters; the floor the whole model's)."""
+    the profile's smaller model's parameters; the floor the whole model's); `model`: whose step model times it."""
     if pd.isna(step):
-        return Candidate(label, need, bool(fits), None, left_out)
-    if not pd.isna(floor) and floor > step:
-        return Candidate(label, need, bool(fits), float(floor), left_out, profiled_ms=float(step))
-    return Candidate(label, need, bool(fits), float(step), left_out)
+        return Candidate(label, need, bool(fits), None, left_out, model=model)
+    raised = not pd.isna(floor) and floor > step
+    return Candidate(label, need, bool(fits), float(floor if raised else step), left_out,
+                     profiled_ms=float(step) if raised else None, model=model)  # fmt: skip
 
 
 def _picked(fitting: list[Candidate], errors=None) -> tuple[list[Candidate], list[Candidate]]:
@@ -229,11 +229,7 @@ def without_optimizer(frames: list[pd.DataFrame], optimizer_ms: float) -> list[p
             for column in ("step_ms", FLOOR_COLUMNS["reference"])
             if column in frame
         }
-        for step, shard in (*((step, shard) for _, step, shard in SHARDED_STEPS),
-                            ("fsdp_kept_step_ms", "fsdp_optimizer_ms"),
-                            (FLOOR_COLUMNS["optimizer_shard"], "zero_full_size_optimizer_ms"),
-                            (FLOOR_COLUMNS["parameter_shard"], "fsdp_optimizer_ms"),
-                            (FLOOR_COLUMNS["parameter_shard_kept"], "fsdp_optimizer_ms")):  # fmt: skip
+        for step, shard in SHARD_OF.items():
             if step in frame and shard in frame:
                 less[step] = frame[step] - frame[shard]
         return frame.assign(**less)
@@ -364,8 +360,12 @@ def optimizer_break_even(frame: pd.DataFrame, *, optimizer_ms: float, step_ms: f
     return f"at w{int(named['world_size'])}, {'; '.join(said)}" if said else ""
 
 
-FLOOR_SHARDS = {"zero_step_ms": "zero_full_size_optimizer_ms", "fsdp_step_ms": "fsdp_optimizer_ms"}
-"""The optimizer's part of each sharded step's full-size floor (FSDP2's shard is 1/n whatever the size)."""
+SHARD_OF = {"zero_step_ms": "zero_optimizer_ms", "fsdp_step_ms": "fsdp_optimizer_ms",
+            "fsdp_kept_step_ms": "fsdp_optimizer_ms", FLOOR_COLUMNS["optimizer_shard"]: "zero_full_size_optimizer_ms",
+            FLOOR_COLUMNS["parameter_shard"]: "fsdp_optimizer_ms",
+            FLOOR_COLUMNS["parameter_shard_kept"]: "fsdp_optimizer_ms"}  # fmt: skip
+"""The optimizer's part of each sharded step and full-size floor a cluster frame holds (FSDP2's shard is 1/n
+whatever the size; ZeRO-1's largest shard is the full size's partition's in its floor)."""
 
 
 def _raised(named: pd.Series, step: str, shard: str | None = None) -> tuple[float, float | None]:
@@ -373,5 +373,5 @@ def _raised(named: pd.Series, step: str, shard: str | None = None) -> tuple[floa
     floor_column = {v: FLOOR_COLUMNS[k] for k, v in STEP_COLUMNS.items()}[step]
     floor = named.get(floor_column, np.nan)
     if not pd.isna(floor) and floor > named[step]:
-        return float(floor), (float(named[FLOOR_SHARDS[step]]) if shard else None)
+        return float(floor), (float(named[SHARD_OF[floor_column]]) if shard else None)
     return float(named[step]), (float(named[shard]) if shard else None)

@@ -53,10 +53,11 @@ def with_full_size_floors(frame: pd.DataFrame, profile: Profile, params: Paramet
     change = zero.zero_change(full, sender=link, world_size=world_size, own_s=zero_own_s)
     packed = zero.zero_change(full, sender=link, world_size=world_size, bucket_view=True)
     sharded = {"gather": link, "scatter": link, "world_size": world_size, "own_s": fsdp_own_s}
-    nothing = fsdp.FsdpFloor(*[float("nan")] * 4)  # a block whose forward never ran: the floor would count it
-    fsdp_floor = fsdp.floor_with(fsdp_profile, params, **sharded) if every_block_ran(fsdp_profile) else nothing
-    kept = fsdp.floor_with(fsdp_profile, params, **sharded, reshard_after_forward=False) if every_block_ran(
-        fsdp_profile) else nothing  # fmt: skip
+    fsdp_floor, kept = (
+        (fsdp.floor_with(fsdp_profile, params, **sharded, reshard_after_forward=reshard) for reshard in (True, False))
+        if every_block_ran(fsdp_profile)
+        else [fsdp.FsdpFloor(*[float("nan")] * 4)] * 2  # a block whose forward never ran: the floor would count it
+    )
     return frame.assign(full_size_buckets=[f.buckets for f in floors],
                         full_size_comm_ms=[f.comm_s * 1e3 for f in floors],
                         full_size_last_ms=[f.last_s * 1e3 for f in floors],
