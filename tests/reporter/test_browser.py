@@ -140,13 +140,15 @@ def test_every_run_page_answers_before_its_first_figure(built, tab):
         assert order is not None and order[0] < order[1], f"{path.name}: answer at {order}"
 
 
-def test_every_link_on_every_page_resolves(tmp_path, tab):
+def test_every_link_on_every_page_resolves(built, tmp_path, tab):
     """Index, run pages, a comparison and the trace links of a profiled run: each href opens a file or an anchor."""
     from test_answer import test_a_comparison_page_opens_with_its_outcome_and_the_index_lists_it as make
 
-    make(tmp_path)  # a site with two comparison pages
-    built_site = site.build_site(results=DATA, out=tmp_path / "site")
-    pages = [built_site.index, *built_site.run_pages.values(), *(tmp_path / "site" / "compare").glob("*.html")]
+    make(tmp_path)  # a site of two comparison pages, its index listing them (the golden site is built once above)
+    compared = tmp_path / "site"
+    comparisons = sorted((compared / "compare").glob("*.html"))
+    assert len(comparisons) == 2
+    pages = [built.index, *built.run_pages.values(), compared / "index.html", *comparisons]
     checked = 0
     for path in pages:
         tab.visit(path)
