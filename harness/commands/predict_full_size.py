@@ -15,6 +15,35 @@ from harness.commands import console
 
 
 def memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None = None):
+    """`_memory_rows`, with the activations of each strategy that computes in another dtype than the run's (FSDP2's
+    param_dtype=bf16) counted in its own on the meta device, at the rows' size and batch (`compute_activation_mb`)."""
+    from harness.perfmodel.memory import compute_dtype
+    from harness.perfmodel.predict import source_in_rows
+
+    rows, note = _memory_rows(run_dir, configs, setup, batch_size=batch_size)
+    dtypes = rows["impl_options"].map(compute_dtype) if "impl_options" in rows else []
+    if not any(dtypes):
+        return rows, note
+    spec, options = source_in_rows(configs, setup)
+    counts = [_counted_in(spec, json.dumps(options, sort_keys=True), str(size), int(batch), dtype) if dtype else None
+              for size, batch, dtype in zip(rows["size"], rows["batch_size"], dtypes, strict=True)]  # fmt: skip
+    return rows.assign(compute_activation_mb=[(c or {}).get("activation_mb") for c in counts],
+                       compute_activation_top=[(c or {}).get("activation_top") for c in counts]), note  # fmt: skip
+
+
+@functools.cache
+def _counted_in(spec: str, options: str, size: str, batch_size: int, param_dtype: str) -> dict | None:
+    import workloads
+    from harness.measure.modelinfo import activations_computing_in
+
+    try:
+        workload = workloads.resolve(spec).create(size=size, options=json.loads(options))
+    except Exception:  # a workload that cannot be made here: nothing counted
+        return None
+    return activations_computing_in(workload, batch_size=batch_size, param_dtype=param_dtype)
+
+
+def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None = None):
     """(the setup's rows to count memory from, what size they are said to be of): the run's own, or re-counted at
     the full size where the run's is smaller and --size scales the workload (a file of yours is as written), and at
     `batch_size` a rank where that is not the run's (--batch-size with --local-step-ms: the batch you will train

@@ -25,7 +25,7 @@ from torch.utils._pytree import tree_map
 from torch.utils.flop_counter import FlopCounterMode
 
 from harness.bucketing import MIB
-from harness.measure.training import build_model, forward_precision
+from harness.measure.training import AUTOCAST_DTYPES, build_model, forward_precision
 from harness.protocols import Workload, model_blocks, record_blocks
 from harness.results.layout import RunFolder, safe_name
 
@@ -166,8 +166,7 @@ def counts_on_meta(workload: Workload, *, batch_size: int, dtype: str) -> dict[s
         return None
     trained = [p for p in dict(model.named_parameters()).values() if p.requires_grad]
     try:
-        with _one_sequence_a_row():
-            kept = _saved_bytes(workload, batch_size=batch_size, device=META, dtype=dtype)
+        kept = _saved_bytes(workload, batch_size=batch_size, device=META, dtype=dtype)
         counted = {"activation_mb": sum(kept.values()) / MIB, "activation_top": largest_keepers(kept)}
     except Exception:  # a value read (.item()) or an op without a meta kernel
         counted = {"activation_mb": None, "activation_top": None}
@@ -271,9 +270,44 @@ def largest_keepers(kept: dict[str, int], *, most: int = 3, share: float = 0.05)
     return ", ".join(f"{name} {nbytes / total:.0%}" for name, nbytes in ranked if total and nbytes >= share * total)
 
 
-def _saved_bytes(workload: Workload, *, batch_size: int, device: torch.device, dtype: str) -> dict[str, int]:
+def activations_computing_in(workload: Workload, *, batch_size: int, param_dtype: str) -> dict[str, Any] | None:
+    """`activation_mb` and `activation_top` where the model computes in `param_dtype` (a strategy's, as FSDP2's
+    param_dtype=bf16 in an fp32 run: `_compute_in`), counted on the meta device; None where it cannot be."""
+    try:
+        kept = _saved_bytes(workload, batch_size=batch_size, device=META, dtype="fp32",
+                            compute_dtype=AUTOCAST_DTYPES[param_dtype])  # fmt: skip
+    except Exception:  # a value read (.item()) or an op without a meta kernel
+        return None
+    return {"activation_mb": sum(kept.values()) / MIB, "activation_top": largest_keepers(kept)}
+
+
+def _compute_in(model: nn.Module, dtype: torch.dtype) -> None:
+    """The model as FSDP2's MixedPrecisionPolicy(param_dtype=dtype) runs it under ddpbench's fsdp: every parameter
+    in `dtype` (its buffers left as they are) but a BatchNorm's, which computes in fp32 from its input cast up and
+    hands its output on in `dtype`; the root's floating-point inputs cast to `dtype` (cast_forward_inputs)."""
+    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    in_norms = {id(p) for norm in norms for p in norm.parameters()}
+    for param in model.parameters():
+        if id(param) not in in_norms:
+            param.data = param.data.to(dtype)
+
+    def cast(value: Any, to: torch.dtype) -> Any:
+        return tree_map(lambda x: x.to(to) if isinstance(x, torch.Tensor) and x.is_floating_point() else x, value)
+
+    for norm in norms:
+        norm.register_forward_pre_hook(lambda module, args: cast(args, torch.float32))
+        norm.register_forward_hook(lambda module, args, output: cast(output, dtype))
+    model.register_forward_pre_hook(lambda module, args, kwargs: (cast(args, dtype), cast(kwargs, dtype)),
+                                    with_kwargs=True)  # fmt: skip
+
+
+def _saved_bytes(
+    workload: Workload, *, batch_size: int, device: torch.device, dtype: str, compute_dtype: torch.dtype | None = None
+) -> dict[str, int]:
     made_on = torch.device("cpu") if device.type == "meta" else device  # no generator on the meta device
     model = build_model(workload, seed=SEED, device=device)
+    if compute_dtype is not None:
+        _compute_in(model, compute_dtype)
     generator = torch.Generator(device=made_on)
     generator.manual_seed(SEED)
     batch = workload.make_batch(batch_size, device=made_on, generator=generator)
@@ -290,6 +324,7 @@ def _saved_bytes(workload: Workload, *, batch_size: int, device: torch.device, d
         return tensor  # the tensor itself: nothing copied
 
     flash = _flash_attention_kept() if device.type in ("meta", "cpu") else contextlib.nullcontext()
+    unpacked = _one_sequence_a_row() if device.type == "meta" else contextlib.nullcontext()  # after the build's imports
 
     def enter(module: nn.Module, args: Any) -> None:  # a hook that returned a value would replace the inputs
         running.append(type(module).__name__)
@@ -299,7 +334,12 @@ def _saved_bytes(workload: Workload, *, batch_size: int, device: torch.device, d
 
     entered, left = register_module_forward_pre_hook(enter), register_module_forward_hook(leave)
     try:
-        with flash, forward_precision(dtype, made_on), torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+        with (
+            flash,
+            unpacked,
+            forward_precision(dtype, made_on),
+            torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t),
+        ):
             loss = workload.loss(model, batch)
     finally:
         entered.remove()

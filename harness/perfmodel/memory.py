@@ -6,18 +6,16 @@ strategy and per kind of state from the world sizes the run measured (least squa
 exactly), never assumed from a strategy's name: ZeRO splits its optimizer state alone, FSDP all three, DDP
 nothing (split = 0). A strategy that splits its optimizer state but not its parameters places whole parameters
 on ranks, so the largest one's state stays on one rank: a floor under the even split. Beside it, what the
-forward keeps for backward at the rank's batch (`activation_mb`, counted by harness.measure.modelinfo): the
-same at every world size, since the batch is per rank. And what a step holds beside them, whole on every rank at
-any world size: the gradient buckets a strategy keeps beside its gradients (`buckets_mb`: DDP's, or our own
-strategies' flat buffers), as its ranks laid them out; and what a sharding strategy holds whole beside its
-shards (`unsharded_mb`: FSDP's parameters and gradients, as `unsharded_mb` counts them); and what a GPU's
-optimizer step allocates beside its state (`optimizer_temp_mb`: TEMPORARY_SHARE); and what a communication hook
-keeps from step to step (`hook_state_mb`: PowerSGD's error feedback) and allocates while it runs in backward
-(`hook_copies_mb`: PowerSGD's two copies of a bucket). Buffers and the kernels' working memory are in none of
-these: they are in a GPU run's peak. A rank needs its state, its hook's, and the larger of backward's part and
-the optimizer step's (`need_mb`). Against a CPU rank's polled peak, with Adam stepping as on a GPU, that count is
-within 1.5 % where gradients outweigh activations, up to 21 % high for FSDP and where activations dominate, and up
-to 8 % low where gradients are the buckets from the start (benchmarks/memory_model.py, docs/measured/).
+forward keeps for backward at the rank's batch (`activation_mb`, counted by harness.measure.modelinfo; in the
+strategy's own dtype where it computes in another, `compute_activation_mb`), the same at every world size. And,
+whole on every rank at any world size: the gradient buckets kept beside the gradients (`buckets_mb`), what a
+sharding strategy holds whole beside its shards (`unsharded_mb`), a GPU's optimizer step's temporaries
+(`optimizer_temp_mb`), and a communication hook's state and copies (`hook_state_mb`, `hook_copies_mb`). Buffers
+and the kernels' working memory are in none of these: they are in a GPU run's peak. A rank needs its state, its
+hook's, and the larger of backward's part and the optimizer step's (`need_mb`). Against a CPU rank's polled
+peak, with Adam stepping as on a GPU, that count is within 1.5 % where gradients outweigh activations, up to 21 %
+high for FSDP and where activations dominate, and up to 8 % low where gradients are the buckets from the start
+(benchmarks/memory_model.py, docs/measured/).
 """
 
 from __future__ import annotations
@@ -64,7 +62,8 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
         floor = _whole_parameter_floor(group, fits, split_kinds)
         base = dict(zip([k for k in STRATEGY_KEYS if k in ok], key, strict=True))
         options = base.get("impl_options")
-        activations = _activations(group) if not _computes_otherwise(options) else float("nan")
+        computes_in = compute_dtype(options)  # its own dtype's count where predict made one, else none
+        activations = _activations(group, "compute_activation_mb" if computes_in else "activation_mb")
         buckets, unsharded = _buckets(group), _unsharded(group, options)
         hook_state, hook_copies = hook_state_mb(group, options), hook_copies_mb(group, options)
         one_process = roles.flag(group, "single_process").any()  # one node's GPUs: never carried past those run
@@ -76,7 +75,9 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
                          "total_mb": sum(state.values()), "splits": ", ".join(HELD[c] for c in split_kinds),
                          "floor_mb": sum(floor.values()),
                          "activation_mb": float("nan") if one_process and world > 1 else activations,
-                         "activation_top": _first(group, "activation_top"), "buckets_mb": buckets,
+                         "activation_top": _first(group, "compute_activation_top" if computes_in
+                                                  else "activation_top"), "computes_in": computes_in,
+                         "buckets_mb": buckets,
                          "tokens_per_batch": _activations(group, "tokens_per_batch"),  # a language model's
                          "step_buckets_mb": _buckets_at_step(group, buckets),
                          "optimizer_temp_mb": state.get("held_optimizer_state_mb", 0.0)
@@ -124,9 +125,8 @@ def _laid_out_at(sizes, ratio: float, options_json: str | None, full: dict) -> l
 
 
 def _whole_parameter_floor(group: pd.DataFrame, fits: dict, split_kinds: list[str]) -> dict[str, float]:
-    """Where a strategy splits its optimizer state but keeps its parameters whole (ZeRO's optimizer places whole
-    parameters on ranks), one rank keeps at least the largest parameter's state however many ranks there are:
-    its bytes (`largest_param_bytes`) times the state's ratio to the parameters at one rank, fitted."""
+    """Where a strategy splits its optimizer state but keeps its parameters whole (ZeRO's), one rank keeps at least
+    the largest parameter's state at any world size: its bytes times the state's ratio to the parameters, fitted."""
     optimizer, param = "held_optimizer_state_mb", "held_param_mb"
     if optimizer not in split_kinds or param in split_kinds or "largest_param_bytes" not in group:
         return {}
@@ -139,9 +139,8 @@ def _whole_parameter_floor(group: pd.DataFrame, fits: dict, split_kinds: list[st
 
 def _buckets(group: pd.DataFrame) -> float:
     """The MiB of gradient buckets a rank keeps beside its gradients: the most any of the strategy's configurations
-    laid out (`bucket_sizes_mb`, summed; every cap buckets every gradient); 0 where it keeps none (its role
-    `keeps_buckets`), or where its gradients are views of them (`gradient_as_bucket_view`, whose point is to save
-    exactly this); NaN where it keeps buckets but the run recorded no layout."""
+    laid out (`bucket_sizes_mb`, summed); 0 where it keeps none (role `keeps_buckets`) or its gradients are views of
+    them (`gradient_as_bucket_view`); NaN where it keeps buckets but the run recorded no layout."""
     views = group["impl_options"].map(lambda text: bool(options_of(text).get("gradient_as_bucket_view")))
     if views.all() or not roles.flag(group, "keeps_buckets").any():
         return 0.0
@@ -165,19 +164,17 @@ def hook_state_mb(group: pd.DataFrame, options_json: str | None) -> float:
 
 
 def hook_copies_mb(group: pd.DataFrame, options_json: str | None) -> float:
-    """The MiB a DDP communication hook allocates while it runs, in backward: torch's PowerSGD hook clones the
-    bucket it compresses (`input_tensor_cp`) and, at its end, makes the new error from it while the old one is
-    still referenced: two copies of the bucket, the largest one's at most (gloo runs one bucket at a time; a CPU
-    rank's polled peak read 24 MiB over the count without them for a 28 MiB bucket, mlp/small). Checked at one CPU
-    rank only: over NCCL several buckets' hooks may be in flight, each with its clone, which a GPU run's own peak
-    measures. 0 for any other hook; NaN where the run recorded no bucket layout."""
+    """The MiB a DDP communication hook allocates in backward: torch's PowerSGD hook clones the bucket it compresses
+    (`input_tensor_cp`) and makes the new error from it while the old one is still referenced: two copies of the
+    largest bucket (a CPU rank's peak read 24 MiB over the count without them for a 28 MiB bucket, mlp/small; over
+    NCCL several hooks may be in flight, which a GPU run's peak measures). 0 for any other hook; NaN where the run
+    recorded no bucket layout."""
     return 2 * _laid_out(group, np.max) if options_of(options_json).get("comm_hook") == "powersgd" else 0.0
 
 
 def _buckets_at_step(group: pd.DataFrame, buckets: float) -> float:
     """The buckets still beside the gradients at the optimizer step: less the gradients measured to live in them
-    by then (`held_grad_view_mb`: `flat` and `bucketed` point their gradients at their buffers after the sync);
-    all of them where the run did not measure it."""
+    by then (`held_grad_view_mb`), all of them where the run did not measure it."""
     views = group["held_grad_view_mb"].dropna() if "held_grad_view_mb" in group else pd.Series(dtype=float)
     return buckets if views.empty or np.isnan(buckets) else max(buckets - float(views.max()), 0.0)
 
@@ -234,12 +231,10 @@ def unsharded_mb(*, param_bytes: float, root_param_bytes: float, root_grad_bytes
 
 
 def need_mb(state: pd.DataFrame) -> pd.Series:
-    """What each row's rank needs at its step's peak, as ddpbench counts it: its model state, its communication
-    hook's (`hook_state_mb`), and the larger of
-    what backward holds beside it (gradient buckets, FSDP's unsharded parameters and gradients, and the larger of the
-    activations and the hook's copies) and
-    what the optimizer step does (a GPU's optimizer temporaries, the buckets still beside the gradients then).
-    What a run did not record counts as none (`unrecorded` names it)."""
+    """What each row's rank needs at its step's peak: its model state, its hook's (`hook_state_mb`), and the larger
+    of what backward holds beside it (buckets, FSDP's unsharded parameters and gradients, and the larger of the
+    activations and the hook's copies) and what the optimizer step does (a GPU's optimizer temporaries, the buckets
+    still beside the gradients then). What a run did not record counts as none (`unrecorded` names it)."""
 
     def part(column: str) -> pd.Series | float:
         return state[column].fillna(0.0) if column in state else 0.0
@@ -262,10 +257,11 @@ def _without_cap(options_json: str | None) -> str | None:
     return json.dumps({k: v for k, v in options.items() if k != "bucket_cap_mb"}, sort_keys=True)
 
 
-def _computes_otherwise(options_json: str | None) -> bool:
-    """A strategy that computes in another dtype than the run's (FSDP's param_dtype=bf16 in an fp32 run): the
-    activations counted for the run's dtype are not its own."""
-    return options_of(options_json).get("param_dtype", "fp32") != "fp32"
+def compute_dtype(options_json: str | None) -> str:
+    """The dtype a strategy computes in where it is not the run's (FSDP's param_dtype=bf16 in an fp32 run: the
+    activations counted for the run's dtype are not its own; `compute_activation_mb` are, where counted); ''."""
+    dtype = options_of(options_json).get("param_dtype", "fp32")
+    return dtype if dtype != "fp32" else ""
 
 
 def _first(group: pd.DataFrame, column: str) -> str:
@@ -304,9 +300,14 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
     did not count them."""
     if "activation_mb" not in rows or rows["activation_mb"].isna().all():
         return ""
-    others = rows[rows["activation_mb"].isna()]  # computing in another dtype (_computes_otherwise), or one process
+    others = rows[rows["activation_mb"].isna()]  # computing in another dtype, uncounted; or one process
     rows = rows[rows["activation_mb"].notna()]
-    kept, first = float(rows["activation_mb"].iloc[0]), rows.iloc[0]
+    own = rows["computes_in"].fillna("").astype(bool) if "computes_in" in rows else rows["activation_mb"].isna()
+    first = rows[~own].iloc[0] if (~own).any() else rows.iloc[0]  # the run's dtype's count leads where there is one
+    kept, dtype = float(first["activation_mb"]), first.get("computes_in") or first["dtype"]
+    exceptions = [*(f"{r.strategy}, {_why_uncounted(r)}" for r in others.itertuples()),
+                  *(f"{r.strategy}, which computes in {r.computes_in}: {mib_text(r.activation_mb)}"
+                    for r in rows[own].itertuples() if r.Index != first.name)]  # fmt: skip
     batch = int(first["batch_size"])
     top = first.get("activation_top") or ""
     notes = [f"{mib_text(kept / batch)} a sample"] if batch > 1 else []
@@ -324,16 +325,16 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
     buckets = f" (its state and the larger of backward's part and the optimizer step's; {beside})" if beside else ""
     tokens = first.get("tokens_per_batch")  # a language model's: its activations grow with the sequence's length
     samples = f"{batch} sample{'s' * (batch != 1)}" + (f" of {int(tokens) // batch:,} tokens" if tokens > 0 else "")
-    alike = "every strategy alike" + "".join(f"{' but' if k == 0 else ','} {row.strategy}, {_why_uncounted(row)}"
-                                             for k, row in enumerate(others.itertuples()))  # fmt: skip
+    alike = "every strategy alike" + "".join(f"{' but' if k == 0 else ','} {e}" for k, e in enumerate(exceptions))
     return (f"the model's forward keeps {mib_text(kept)} of activations for backward at {samples} a rank in "
-            f"{first['dtype']}{noted}, {alike} at any GPU count: {holds}{held} at the step's peak"
+            f"{dtype}{noted}, {alike} at any GPU count: {holds}{held} at the step's peak"
             f"{buckets}")  # fmt: skip
 
 
 def _why_uncounted(row) -> str:
-    return ("whose first GPU also gathers every replica's outputs and the whole batch's loss (not counted)"
-            if getattr(row, "single_process", False) else "which computes in another dtype (not counted)")  # fmt: skip
+    if getattr(row, "single_process", False):
+        return "whose first GPU also gathers every replica's outputs and the whole batch's loss (not counted)"
+    return f"which computes in {getattr(row, 'computes_in', '') or 'another dtype'} (not counted)"
 
 
 def unrecorded(state: pd.DataFrame) -> str:
@@ -370,11 +371,10 @@ def floor_words(state: pd.DataFrame) -> str:
 
 def fit_words(state: pd.DataFrame, capacity_gib: float) -> str:
     """Whether each strategy's need at its step's peak (`need_mb`) fits in a GPU of `capacity_gib`, at the world
-    sizes of `state` (state_per_rank's rows with a `strategy` label): 'stock does not fit (177 GiB a rank at the least);
-    zero fits from w64 (72.8 GiB a rank there); fsdp fits (22.1 GiB a rank at most)'; a strategy whose need
-    does not shrink with the GPUs has its counts named ('fits at w8, not at w64 (91 GiB a rank there)'). '' without
-    a capacity or without counted activations (the state alone would pass a model whose activations do not
-    fit); a strategy without them (another compute dtype) is left out."""
+    sizes of `state` (state_per_rank's, labelled): 'stock does not fit (177 GiB a rank at the least); zero fits from
+    w64 (72.8 GiB a rank there); fsdp fits at w8, not at w64 (91 GiB a rank there)'. '' without a capacity or
+    counted activations (the state alone would pass a model whose activations do not fit); a strategy without
+    them (another compute dtype, uncounted) is left out."""
     state = state[state["activation_mb"].notna()] if "activation_mb" in state else state.iloc[:0]
     if not capacity_gib or state.empty:
         return ""

@@ -267,6 +267,13 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert f"at batch {4 * int(setup['batch_size'])} a rank (the run measured batch {int(setup['batch_size'])})" in note
     assert (rows["batch_size"] == 4 * setup["batch_size"]).all()
     assert rows["activation_mb"].iloc[0] == pytest.approx(4 * same["activation_mb"].iloc[0], rel=0.05)
+    # a strategy computing in bf16 (FSDP2's param_dtype on a GPU; its option alone says so, here on naive's rows):
+    # its own activations, counted at the full size
+    in_bf16 = configs["impl_options"].where(configs["impl"] != "naive", '{"param_dtype": "bf16"}')
+    mixed, _ = memory_rows(small_run, configs.assign(impl_options=in_bf16), setup)
+    bf16, others = mixed[mixed["impl"] == "naive"], mixed[mixed["impl"] != "naive"]
+    assert len(bf16) and (bf16["size"] == "full").all() and others["compute_activation_mb"].isna().all()
+    assert (bf16["compute_activation_mb"] / bf16["activation_mb"]).between(0.4, 0.75).all()  # fp32's, about half
     assert on_site.split(memory)[1].split("<h2>")[0] == page_text.split(memory)[1].split("<h2>")[0]
     for world in ("w8 ", "w16 "):  # the page says the same choice at the console's GPU counts, and more of them
         segment = chosen.split(world, 1)[1].split(";")[0]

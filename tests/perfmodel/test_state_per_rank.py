@@ -122,9 +122,18 @@ def test_a_need_that_grows_with_the_gpus_and_a_strategy_in_another_dtype_are_sai
     state = memory.state_per_rank(mixed, [8]).query("world_size == 8")
     state = state.assign(strategy=state["impl"])
     said = memory.activation_words(state)
-    assert "every strategy alike but fsdp, which computes in another dtype (not counted)" in said
+    assert "every strategy alike but fsdp, which computes in bf16 (not counted)" in said
     assert "fsdp" not in said.split("at the step's peak")[0].split("at any GPU count:")[1]  # no total for it
     assert "fsdp" not in memory.fit_words(state, 80) and "stock fits" in memory.fit_words(state, 80)
+    # counted in its own dtype (predict counts it on the meta device): its own activations, said and fitted
+    counted = memory.state_per_rank(mixed.assign(compute_activation_mb=30.0, compute_activation_top="Linear 60%"), [8])
+    counted = counted.query("world_size == 8").assign(strategy=lambda f: f["impl"])
+    fsdp = counted.set_index("strategy").loc["fsdp"]
+    assert (fsdp["activation_mb"], fsdp["computes_in"], fsdp["activation_top"]) == (30.0, "bf16", "Linear 60%")
+    said = memory.activation_words(counted)
+    assert "keeps 64 MiB of activations for backward at" in said and " in fp32" in said  # the run's dtype leads
+    assert "every strategy alike but fsdp, which computes in bf16: 30 MiB at any GPU count" in said
+    assert "fsdp fits" in memory.fit_words(counted, 80)
 
 
 def test_one_process_over_a_nodes_gpus_stays_at_the_world_sizes_run_and_its_first_gpu_is_not_counted():
