@@ -283,8 +283,9 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     zero_own = own_for_cluster(configs, setup, calibration, run_scale=from_run.compute_scale,
                                             carried=carried)  # fmt: skip
     profile = calibrate(profile, calibration)
-    smaller = bool(args.local_step_ms and setup is not None and setup.get("size") != "full"
-                   and predict_full_size.warn_not_whole_model(setup, profile, configs=configs))  # fmt: skip
+    smaller = bool(setup is not None and setup.get("size") != "full"
+                   and predict_full_size.warn_not_whole_model(setup, profile, configs=configs,
+                                                              scaled=bool(args.local_step_ms)))  # fmt: skip
     scaling.say_one_rank_step(
         profile,
         calibration,
@@ -296,7 +297,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     )
     link = ClusterLink(chosen)
     small = f"the {setup['size']} size's gradients, not your model's: see the warning above" if smaller else ""
-    caveat = "a CPU's compute: see the warning above" if device == "cpu" and not args.local_step_ms else small
+    cpu = "a CPU's compute: see the warning above" if device == "cpu" and not args.local_step_ms else ""
+    caveat = "; ".join(part for part in (cpu, small) if part)
     rows = []
     for nodes in node_counts(args):
         world = nodes * chosen.gpus_per_node

@@ -84,21 +84,29 @@ def said_state(run_dir: Path, configs, setup: dict, worlds: list[int], gpu, *, b
     return state
 
 
-def warn_not_whole_model(setup: dict, profile, *, configs=None) -> bool:
-    """--local-step-ms is the user's whole model's step; a profile of a smaller size scales its compute to it
-    but keeps the smaller model's gradients, so every all-reduce would be the smaller model's. Unsaid where the
-    full size has the profile's gradients (a model of your own file, which --size does not scale); whether said."""
+def warn_not_whole_model(setup: dict, profile, *, configs=None, scaled: bool = True) -> bool:
+    """A profile of a smaller size than the one to train keeps the smaller model's gradients, so every all-reduce
+    would be the smaller model's, whether --local-step-ms (`scaled`: the user's whole model's step) scales its
+    compute or not (memory is counted at the full size either way). Unsaid where the full size has the profile's
+    gradients (a model of your own file, which --size does not scale); whether said."""
     from harness.perfmodel.memory import mib_text
 
     whole = (full_size_counts(setup, configs) or {}).get("grad_bytes")
     if whole == profile.grad_bytes:
         return False
     full = f"; the full size's are {mib_text(whole / 2**20)}" if whole else ""
-    console.warning(f"--local-step-ms is one GPU's step of the whole model, but this profile is {setup['workload']}'s "
-                    f"{setup['size']} size ({mib_text(profile.grad_bytes / 2**20)} of gradients{full}): its compute is "
-                    f"scaled to your step, its communication stays the {setup['size']} model's. Profile the model you "
-                    "will train (--size full; for a configuration of your own, bench it with --wopt key=value "
-                    "and predict --run that run)")  # fmt: skip
+    size = setup["size"]
+    profiled = (
+        f"this profile is {setup['workload']}'s {size} size ({mib_text(profile.grad_bytes / 2**20)} of gradients{full})"
+    )
+    floors = ". The floors below put the full size's communication under each step" if whole else ""
+    console.warning((f"--local-step-ms is one GPU's step of the whole model, but {profiled}: its compute is scaled to "
+                     f"your step, its communication stays the {size} model's" if scaled else
+                     f"{profiled}: the steps below are the {size} model's, its compute and its communication, while "
+                     "each strategy's memory is counted at the full size; --local-step-ms MS (one GPU's step of the "
+                     "model you will train) scales the compute") + floors +
+                    ". Profile the model you will train (--size full; for a configuration of your own, bench it with "
+                    "--wopt key=value and predict --run that run)")  # fmt: skip
     return True
 
 

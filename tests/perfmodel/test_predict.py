@@ -369,8 +369,14 @@ def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_
     on_cluster = tmp_path / "cluster.csv"
     assert cli.main(["predict", "--run", small_run.name, "--results", str(small_run.parent), "--cluster", "dgx-h100",
                      "--nodes", "1", "--out", str(on_cluster)]) == 0  # fmt: skip
-    said = capsys.readouterr().out
+    captured = capsys.readouterr()
+    said = captured.out
     assert "FSDP's own cost not added" in said
+    # a tiny run's steps without --local-step-ms: the tiny model's, said so, with the full size's floors under them
+    assert "this profile is mlp's tiny size (" in captured.err
+    assert "the steps below are the tiny model's, its compute and its communication, while" in captured.err
+    assert "at the full size, mlp's parameters (" in said
+    assert "[a CPU's compute: see the warning above; the tiny" in said
     # what fits is the full size's: mlp/full's 1.0 GiB of parameters and as much of gradients, SGD keeping none
     assert ("model state per rank [at the full size: its parameters and activations counted on the meta device at "
             "batch 8 a rank, each rank's share of them as the tiny run measured it]") in said  # fmt: skip
@@ -392,7 +398,8 @@ def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_
         "compute_scale",
         "ddp_own_ms",
     }
-    assert set(rows[1].columns) == set(cluster_rows.columns) - only_cluster | {"network"}
+    floors = {column for column in cluster_rows.columns if "full_size" in column}  # a smaller size's run on a cluster
+    assert floors and set(rows[1].columns) == set(cluster_rows.columns) - only_cluster - floors | {"network"}
     assert rows[1]["best"].any() and set(rows[1]["run"]) == {small_run.name} and set(rows[1]["workload"]) == {"mlp"}
     slow, fast = rows[1], rows[2]
     for column in ("zero_broadcast_ms", "fsdp_gather_ms", "fsdp_scatter_ms"):
