@@ -54,7 +54,7 @@ def test_nothing_is_chosen_without_a_gpu_memory_or_counted_activations():
 def test_the_console_line_says_the_pick_what_is_beside_it_and_what_fits_untimed(capsys):
     cluster = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=80.0)
     predictions.strategy_choice(STATE, cluster, frames=FRAMES, caveat="a CPU's compute")
-    said = capsys.readouterr().out
+    said = capsys.readouterr().out.split("\n", 4)[-1]  # after the table: the long form
     assert said.startswith("ddpbench predict: the choice on dgx-h100, the fastest predicted step of the strategies the")
     assert "w8 zero 104 ms (stock does not fit: 100 GiB a rank)" in said
     assert "w64 stock 100 ms or zero 103 ms (too close to call: under the 4 % the model can tell)" in said
@@ -225,3 +225,28 @@ def test_a_slower_strategy_whose_step_leaves_out_an_own_cost_says_it_is_slower_s
     frames = [_frame(8, 100.0, 200.0).assign(fsdp_step_ms=100.8, fsdp_own_left_out_ms=40.0)]
     words = choice.choice_words(predictions.labelled(state), frames, 80.0)
     assert "fsdp 100.8 ms, 0.8% slower before its own cost a CPU measured (40 ms more than DDP's, scaled)" in words
+
+
+def test_the_answer_comes_first_as_a_table_of_the_pick_the_next_and_what_it_rests_on(capsys):
+    """A walkthrough found the answer buried in one 2,500-character line: per GPU count, the pick, its step, the
+    next that fits and how far behind, and what the pick rests on come first, one row each (the numbers of the
+    turning-share test above, with stock too large at w8 and fsdp's step, its own cost left out, at w64)."""
+    state = _state([("stock", 8, 90.0), ("zero", 8, 10.0), ("stock", 64, 20.0), ("zero", 64, 10.0), ("fsdp", 64, 5.0)])
+    frames = [
+        _frame(8, 100.0, 75.0).assign(zero_optimizer_ms=7.5),
+        _frame(64, 100.0, 95.0).assign(zero_optimizer_ms=7.5, fsdp_step_ms=90.0, fsdp_own_left_out_ms=12.0),
+    ]
+    cluster = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=80.0)
+    predictions.strategy_choice(state, cluster, frames=frames, cpu_optimizer=(30.0, 100.0))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("ddpbench predict: the answer on dgx-h100, the fastest step of what fits 80 GiB a GPU")
+    header, w8, w64 = lines[1:4]
+    assert [cell.strip() for cell in header.split("  ") if cell] == ["GPUs", "book", "step ms", "next that fits",
+                                                                     "behind", "the pick rests on"]  # fmt: skip
+    assert w8.split() == ["8", "zero", "75", "stock", "does", "not", "fit"]  # no runner-up: none else fits
+    assert w64.split()[:5] == ["64", "zero", "95", "stock", "+5.3%"]
+    assert header.index("book") == w64.index("zero")  # words aligned left, figures right
+    assert header.index("behind") + len("behind") == w64.index("+5.3%") + len("+5.3%")
+    assert w64.endswith("holds if a GPU's optimizer takes 23% of the one-GPU step or more, else stock; fsdp may "
+                        "be faster (90 ms before its own cost)")  # fmt: skip
+    assert lines[4].startswith("ddpbench predict: the choice on dgx-h100, ")

@@ -374,24 +374,24 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
 
 
 def labelled(state: pd.DataFrame) -> pd.DataFrame:
-    """Model-state rows with the `strategy` each line names them by: the strategy and its options, as the pages
-    name it."""
+    """Model-state rows with the `strategy` each line names them by (its options too, as the pages name it)."""
     from harness.results.values import strategy_labels
 
-    return state.assign(strategy=strategy_labels(state))
+    return state.assign(strategy=strategy_labels(state)) if not state.empty else state
 
 
 def strategy_choice(state: pd.DataFrame, cluster, *, frames: list[pd.DataFrame], caveat: str = "",
                     cpu_optimizer: tuple[float, float] = (0.0, 0.0), errors=None) -> None:  # fmt: skip
-    """The answer over both halves, last (harness.perfmodel.choice.choice_words, as the what-if page says it);
-    `cpu_optimizer`: (the optimizer's ms, the one-rank step's) where they are a CPU's, scaled."""
+    """The answer over both halves, last: as a table (console.answer), then in full (perfmodel.choice.choice_words,
+    as the what-if page says it); `cpu_optimizer`: (the optimizer's ms, the one-rank step's) where a CPU's, scaled."""
+    from harness.commands.console.answer import choice_table
     from harness.perfmodel.choice import choice_words
 
-    capacity, (optimizer_ms, step_ms) = getattr(cluster, "gpu_memory_gib", 0.0), cpu_optimizer
-    if words := choice_words(labelled(state) if not state.empty else state, frames, capacity,
-                             optimizer_ms=optimizer_ms, step_ms=step_ms, errors=errors):  # fmt: skip
-        said = f" [{caveat}]" if caveat else ""
-        say(f"ddpbench predict: the choice on {cluster.name}, {words}{said}")
+    capacity, (optimizer_ms, step_ms), state = getattr(cluster, "gpu_memory_gib", 0.0), cpu_optimizer, labelled(state)
+    choice_table(state, capacity, frames, cluster_name=cluster.name, optimizer_ms=optimizer_ms, step_ms=step_ms,
+                 errors=errors)  # fmt: skip
+    if words := choice_words(state, frames, capacity, optimizer_ms=optimizer_ms, step_ms=step_ms, errors=errors):
+        say(f"ddpbench predict: the choice on {cluster.name}, {words}{f' [{caveat}]' if caveat else ''}")
 
 
 def errors_on_own_run(words: str) -> None:
