@@ -101,7 +101,7 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     """--cluster / --nccl-tests: collectives alone, or the step per cap of a run's (or a fresh) profile."""
     import pandas as pd
 
-    from harness.perfmodel.predict import DEFAULT_CAPS_MB
+    from harness.perfmodel.predict import DEFAULT_CAPS_MB, baseline_slowdown
     from harness.perfmodel.schedule import profile_from_rows
     from harness.perfmodel.sharded import OwnCheck, errors_on_own_run, errors_words
     from harness.results import store
@@ -138,7 +138,9 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     checked = OwnCheck()  # how far the same model was from the run's own steps, on its own machine
     if run_dir is not None:
         errors = errors_on_own_run(run_dir.parent, run_dir, setup, configs=configs)
-        checked = OwnCheck(errors_words(errors, cluster=chosen.name, results_dir=run_dir.parent), errors)
+        words = errors_words(errors, cluster=chosen.name, results_dir=run_dir.parent,
+                             slowdown=baseline_slowdown(configs, setup))  # fmt: skip
+        checked = OwnCheck(words, errors)
     code = predict_cluster.run_steps(args, chosen, profile, caps, device=profiled_on, configs=configs, setup=setup,
                                      state=state, errors=checked.errors)  # fmt: skip
     predictions.errors_on_own_run(checked.words)

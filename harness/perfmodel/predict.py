@@ -151,6 +151,17 @@ def one_rank_baseline_s(configs: pd.DataFrame, setup: dict) -> float | None:
     return pooled_step_s(configs, setup, world=1, role="baseline")
 
 
+def baseline_slowdown(configs: pd.DataFrame, setup: dict) -> tuple[int, float] | None:
+    """(the largest world size the baseline ran at, its step there over its step at one rank): how much the run's
+    ranks slowed each other's compute where nothing is communicated (a CPU's ranks sharing its cores, or a machine
+    busy with something else); None where the run lacks either."""
+    rows = setup_rows(configs, setup)
+    worlds = sorted(rows.loc[roles.flag(rows, "baseline") & (rows["status"] == "ok"), "world_size"].unique())
+    one, widest = one_rank_baseline_s(configs, setup), int(worlds[-1]) if worlds else 1
+    there = pooled_step_s(configs, setup, world=widest, role="baseline") if widest > 1 else None
+    return (widest, there / one) if one and there else None
+
+
 def ddp_own_cost_s(configs: pd.DataFrame, setup: dict) -> float | None:
     """DDP's own cost at one rank, where nothing is communicated: the reference's step minus the
     baseline's (≥ 0); None where the run lacks either. Every cap is pooled: the cost is mostly copying
