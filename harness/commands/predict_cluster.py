@@ -328,33 +328,30 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     predictions.cluster_answer(chosen, rows, backward_ms=profile.backward_s * 1e3, caveat=said, own_ms=own_ms)
     share = profile.optimizer_s / profile.local_step_s if profile.local_step_s else 0.0
     optimizer = (setup or {}).get("optimizer") or "sgd"  # a profile measured now steps SGD (predict's setup)
-    cpu_split = (
-        "; ".join(
-            filter(
-                None,
-                (  # and where the sharded steps' leads stop: a GPU's share is smaller
-                    optimizer_share_caveat(share, scaled=bool(args.local_step_ms), optimizer=optimizer),
-                    optimizer_break_even(
-                        rows[-1], optimizer_ms=profile.optimizer_s * 1e3, step_ms=profile.local_step_s * 1e3
-                    ),
-                ),
-            )
-        )
-        if device == "cpu" and given_optimizer_s is None
-        else ""
-    )  # fmt: skip  (one given: the GPU's, not a CPU's)
-    cpu_optimizer = (profile.optimizer_s * 1e3, profile.local_step_s * 1e3) if cpu_split else (0.0, 0.0)
+    cpu = device == "cpu" and given_optimizer_s is None  # (one given: the GPU's, not a CPU's)
+    cpu_optimizer = (profile.optimizer_s * 1e3, profile.local_step_s * 1e3) if cpu else (0.0, 0.0)
+
+    def cpu_split(*labels: str) -> str:  # the CPU's optimizer share, and where these strategies' leads stop
+        if not cpu:
+            return ""
+        return joined(optimizer_share_caveat(share, scaled=bool(args.local_step_ms), optimizer=optimizer),
+                      optimizer_break_even(rows[-1], optimizer_ms=cpu_optimizer[0], step_ms=cpu_optimizer[1],
+                                           labels=labels))  # fmt: skip
+
     predictions.zero_answer(rows, optimizer_ms=profile.optimizer_s * 1e3, largest=largest_parameter(profile),
-                            caveat=joined(caveat, floors["ZeRO-1"], cpu_split, zero_own.note))  # fmt: skip
-    predictions.fsdp_answer(rows, caveat=joined(caveat, floors["FSDP2"], cpu_split, sharded.note))
+                            caveat=joined(caveat, floors["ZeRO-1"], cpu_split("ZeRO-1"), zero_own.note))  # fmt: skip
+    predictions.fsdp_answer(rows, caveat=joined(caveat, floors["FSDP2"], cpu_split("FSDP2"), sharded.note))
     if state is not None:  # the two halves joined: the fastest of the strategies that fit (floors in its own words)
         predictions.strategy_choice(state, chosen, frames=rows, caveat=joined(
-            caveat, caps_said, cpu_split, sharded.note, zero_own.note), cpu_optimizer=cpu_optimizer,
+            caveat, caps_said, cpu_split("ZeRO-1", "FSDP2"), sharded.note, zero_own.note), cpu_optimizer=cpu_optimizer,
             errors=errors)  # fmt: skip
     if args.out:  # each row says what it rests on: the profile, the workload, any scaling
         setup = setup or {}
         context = {"cluster": chosen.name, "cluster_source": _source_of(chosen), "run": args.run,
                    **{key: setup.get(key) for key in ("workload", "size", "batch_size", "dtype", "optimizer")},
+                   # the batch the rows answer for: --batch-size's (memory counted there) beside the run's own
+                   "run_batch_size": setup.get("batch_size"),
+                   **({"batch_size": batch} if (batch := predict_input.memory_batch(args, setup)) else {}),
                    "local_step_ms": float(args.local_step_ms or "nan"),  # float64 even where not given
                    "local_optimizer_ms": float("nan" if args.local_optimizer_ms is None else args.local_optimizer_ms),
                    # the calibration and the one-rank step, so that a row reproduces its scaling_efficiency

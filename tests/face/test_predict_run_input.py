@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
@@ -172,8 +173,10 @@ def test_a_setup_the_run_did_not_measure_is_refused_with_the_bench_that_would(tm
     assert "; or give --cluster and --local-step-ms (your step at batch 64) to predict from this run with memory " \
            "counted at batch 64" in said  # fmt: skip
     flags = ["predict", "--run", "cpu_run", "--results", str(tmp_path), "--batch-size", "64", "--cluster", "dgx-h100",
-             "--nodes", "1", "--local-step-ms", "50"]  # fmt: skip
+             "--nodes", "1", "--local-step-ms", "50", "--out", str(tmp_path / "at64.csv")]  # fmt: skip
     assert cli.main(flags) == 0  # (this golden run kept no held state: its memory is checked with small_run's)
+    rows = pd.read_csv(tmp_path / "at64.csv")  # the rows answer for batch 64, and say the run measured 8
+    assert set(rows["batch_size"]) == {64} and set(rows["run_batch_size"]) == {8}
 
 
 def test_a_run_with_nothing_measured_ok_is_said_so_not_blamed_on_flags_never_given(tmp_path, capsys):
