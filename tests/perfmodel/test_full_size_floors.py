@@ -167,3 +167,18 @@ def test_fsdps_floor_is_left_out_where_a_profiled_block_never_ran():
     ran = dataclasses.replace(idle, frozen=(Grad(4, 8 * MB, "float32", float("nan"), used_s=9 * MS, block=2),))
     assert not pd.isna(with_full_size_floors(frame, ran, params, link=link, world_size=2,
                                              fsdp_profile=ran).iloc[0]["fsdp_full_size_step_floor_ms"])  # fmt: skip
+
+
+def test_where_the_full_sizes_floors_favour_another_cap_than_the_one_named_the_answer_says_so():
+    """A walkthrough's answer named 'any cap' from a small profile's one bucket while the full size's 50 buckets
+    lay beside it: where the floors favour another cap by more than the model can tell, DDP's bracket says so."""
+    from harness.commands.predict_full_size import floor_words
+
+    frame = pd.DataFrame({"world_size": [64, 64], "bucket_cap_mb": [1.0, 25.0], "step_ms": [90.0, 100.0],
+                          "full_size_step_floor_ms": [120.0, 104.0]})  # fmt: skip
+    said = floor_words([frame])
+    assert said == ("at the full size DDP's step is at least 120 ms at w64 at the cap named, 90 ms here (the floors "
+                    "above); there the floors favour bucket_cap_mb 25 (at least 104 ms): predict from a run of the "
+                    "full size to choose the cap")  # fmt: skip
+    close = frame.assign(full_size_step_floor_ms=[104.0, 103.0])  # 1 % apart: nothing to add
+    assert floor_words([close]).endswith("90 ms here (the floors above)")
