@@ -231,7 +231,10 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         console.recommendations(recommended)
     from harness.results import store
 
-    configs = store.read_configs(plan.run)  # every row written, read once for both
+    configs = store.read_configs(plan.run)  # every row written, read once for all three
+    if config.repeats != AUTO:  # (auto said every verdict in its last round)
+        found = decide.verdicts(configs, store.read_steps(plan.run), confidence=confidence)
+        console.strategy_verdicts([v for v in found if v.kind == decide.STRATEGY])
     console.why_slower(_why_lines(configs))
     console.drifting(_drift_lines(configs))
     failed_parity = int((~configs["parity_ok"].fillna(True).astype(bool)).sum()) if "parity_ok" in configs else 0

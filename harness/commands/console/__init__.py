@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from harness.analysis import stats
+from harness.analysis import roles, stats
 from harness.config.grid import Configuration
 from harness.results.values import judging_repeat_in, options_words
 
@@ -251,6 +251,18 @@ def recommendations(frame: pd.DataFrame) -> None:
         _print(f"  {sweep.describe(row)}")
 
 
+def strategy_verdicts(verdicts: list) -> None:
+    """Each strategy's step against the reference's at its world size (harness.analysis.decide's verdicts, as the
+    run page and `--repeats auto` judge them), with what an open one would need."""
+    if verdicts:
+        say(
+            f"ddpbench: each strategy against {roles.reference_name()} at its world size (the ratio of their "
+            f"steps, significant over repeats and by at least {stats.DEFAULT_THRESHOLD:.0%}; docs/statistics.md):"
+        )
+        for verdict in verdicts:
+            _print(f"  {verdict.line()}")
+
+
 def seconds_text(seconds: float) -> str:
     """'0.2 s' or '703 s': tenths under 10 s, where whole seconds would read '0 s' beside a 36× ratio."""
     return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
@@ -314,7 +326,8 @@ def verdict_round(standing, next_round: list, *, decided_before: set[str] | froz
 def why_slower(lines: list[str]) -> None:
     """Each configuration's cost over the baseline, taken apart (harness.analysis.why), at the largest world size."""
     if lines:
-        say("ddpbench: why each is slower than one rank alone (measured parts of the gap; docs/output.md):")
+        say(f"ddpbench: why each is slower than {roles.baseline_name()} at its world size, which communicates nothing "
+            "(measured parts of the gap: what data parallelism costs it; docs/output.md):")  # fmt: skip
         for line in lines:
             _print(f"  {line}")
 
