@@ -202,7 +202,7 @@ def add_predict_parser(commands) -> None:
     predict.add_argument("--local-step-ms", type=finite("--local-step-ms", "the one-GPU step in ms"),
                          help="one GPU's step (without DDP) of the model you will train, at your batch per GPU: "
                          "the profile's compute (measured on another device, e.g. this CPU) is scaled to it, split "
-                         "as the profile splits it (memory stays counted at the run's batch). "
+                         "as the profile splits it (memory is counted at the run's batch, or at --batch-size's). "
                          "A profile of a smaller size keeps its own parameters: predict warns, puts a floor under "
                          "each strategy's step from the full size's (counted on the meta device), and chooses by "
                          "those floors where they are higher")  # fmt: skip
