@@ -50,32 +50,23 @@ def _bucket_view(state: pd.DataFrame) -> pd.Series:
     return state["impl_options"].map(lambda text: options_of(text) == {"parameters_as_bucket_view": True})
 
 
-STEP_COLUMNS = {
-    "reference": "step_ms",
-    "optimizer_shard": "zero_step_ms",
-    "optimizer_shard_broadcast": "zero_broadcast_ms",
-    "optimizer_shard_packed": "zero_bucket_view_broadcast_ms",
-    "parameter_shard": "fsdp_step_ms",
-    "parameter_shard_kept": "fsdp_kept_step_ms",
-}
+STEP_COLUMNS = {"reference": "step_ms", "optimizer_shard": "zero_step_ms", "optimizer_shard_broadcast":
+                "zero_broadcast_ms", "optimizer_shard_packed": "zero_bucket_view_broadcast_ms",
+                "parameter_shard": "fsdp_step_ms", "parameter_shard_kept": "fsdp_kept_step_ms"}  # fmt: skip
 """Where a cluster frame holds each strategy's predicted step, and ZeRO-1's broadcasts (one a parameter; packed)."""
-FLOOR_COLUMNS = {
-    "reference": "full_size_step_floor_ms",
-    "optimizer_shard": "zero_full_size_step_floor_ms",
-    "optimizer_shard_broadcast": "zero_full_size_broadcast_ms",
-    "optimizer_shard_packed": "zero_bucket_view_full_size_broadcast_ms",
-    "parameter_shard": "fsdp_full_size_step_floor_ms",
-    "parameter_shard_kept": "fsdp_kept_full_size_step_floor_ms",
-}
+FLOOR_COLUMNS = {"reference": "full_size_step_floor_ms", "optimizer_shard": "zero_full_size_step_floor_ms",
+                 "optimizer_shard_broadcast": "zero_full_size_broadcast_ms",
+                 "optimizer_shard_packed": "zero_bucket_view_full_size_broadcast_ms",
+                 "parameter_shard": "fsdp_full_size_step_floor_ms",
+                 "parameter_shard_kept": "fsdp_kept_full_size_step_floor_ms"}  # fmt: skip
 """The same for each step's floor with the full size's parameters (sharded.with_full_size_floors)."""
 
 
 def modelled_step(state: pd.DataFrame, named: pd.Series, columns: dict[str, str] = STEP_COLUMNS) -> pd.Series:
-    """Each state row's predicted step at this GPU count (`named`: the cluster frame's row at the cap DDP's answer
-    names): DDP's for the reference, ZeRO-1's for a strategy that all-reduces and shards the optimizer state,
-    FSDP2's for one that shards the parameters (where the profile has its blocks), each with its options left at
-    their defaults, or ZeRO-1 with parameters_as_bucket_view, FSDP2 with reshard_after_forward=false; NaN for
-    the rest, and where the frame lacks the column (`columns`: FLOOR_COLUMNS for each step's full-size floor)."""
+    """Each state row's predicted step at this GPU count (`named`: the frame's row at the cap DDP's answer names):
+    DDP's for the reference, ZeRO-1's or FSDP2's for their roles (options at their defaults, or ZeRO-1's
+    parameters_as_bucket_view, FSDP2's reshard_after_forward=false); NaN for the rest, and where the frame lacks
+    the column (`columns`: FLOOR_COLUMNS for each step's full-size floor)."""
 
     def value(key: str) -> float:
         return float(named.get(columns[key], np.nan))
@@ -181,13 +172,11 @@ def _picked(fitting: list[Candidate], errors=None) -> tuple[list[Candidate], lis
 
 
 def whole_step(c: Candidate) -> float:
-    """A candidate's step with the own cost it leaves out added back (FSDP's, as a CPU measured it, scaled)."""
-    return c.step_ms + c.left_out_ms
+    return c.step_ms + c.left_out_ms  # the own cost it leaves out added back (FSDP's, as a CPU measured it, scaled)
 
 
 def untimed_that_fit(state: pd.DataFrame, choices: list[Choice], capacity_gib: float) -> dict[str, list[int]]:
-    """The strategies without a step model that fit at some GPU count of `choices`, in the state's order, with
-    the GPU counts where they fit."""
+    """The strategies without a step model that fit at some GPU count of `choices`, with the counts where they do."""
     worlds = {c.world_size for c in choices}
     at = state[state["world_size"].isin(worlds) & state["activation_mb"].notna()]
     timed = {c.strategy for choice in choices for c in (*choice.picked, *choice.maybe, *choice.others)}
@@ -197,18 +186,15 @@ def untimed_that_fit(state: pd.DataFrame, choices: list[Choice], capacity_gib: f
 
 
 def uncounted(state: pd.DataFrame, choices: list[Choice]) -> list[str]:
-    """The strategies left out of the choice because their activations were not counted (a forward the count
-    could not follow, as with bf16 gathers), in the state's order."""
+    """The strategies left out of the choice because their activations were not counted, in the state's order."""
     worlds = {c.world_size for c in choices}
     at = state[state["world_size"].isin(worlds)]
     counted = set(at.loc[at["activation_mb"].notna(), "strategy"])
     return [name for name in dict.fromkeys(at.loc[at["activation_mb"].isna(), "strategy"]) if name not in counted]
 
 
-GPU_OPTIMIZER_STEP = {
-    "adam": "a GPU's Adam, one memory-bound pass over the parameters, gradients and two moments",
-    "sgd": "a GPU's SGD, one memory-bound pass over the parameters and gradients",
-}
+GPU_OPTIMIZER_STEP = {"adam": "a GPU's Adam, one memory-bound pass over the parameters, gradients and two moments",
+                      "sgd": "a GPU's SGD, one memory-bound pass over the parameters and gradients"}  # fmt: skip
 
 
 def optimizer_share_caveat(share: float, *, scaled: bool, optimizer: str) -> str:
@@ -224,11 +210,7 @@ def without_optimizer(frames: list[pd.DataFrame], optimizer_ms: float) -> list[p
     their shard's (the other end of what a GPU's optimizer may take, where the profile's is a CPU's)."""
 
     def one(frame: pd.DataFrame) -> pd.DataFrame:
-        less = {
-            column: frame[column] - optimizer_ms
-            for column in ("step_ms", FLOOR_COLUMNS["reference"])
-            if column in frame
-        }
+        less = {c: frame[c] - optimizer_ms for c in ("step_ms", FLOOR_COLUMNS["reference"]) if c in frame}
         for step, shard in SHARD_OF.items():
             if step in frame and shard in frame:
                 less[step] = frame[step] - frame[shard]
@@ -278,9 +260,8 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
                  step_ms: float = 0.0, errors: dict[str, list[float]] | None = None) -> str:  # fmt: skip
     """'the fastest predicted step of …: w8 zero 93.8 ms (stock does not fit: 100 GiB a rank); w64 stock 100 ms or
     zero 100.3 ms (too close to call: …); fsdp fits too, with no step model: …' for `state` labelled by `strategy`;
-    '' where `choose` has nothing to say. `optimizer_ms` (of `step_ms`, the one-rank step), where the optimizer's
-    time is a CPU's, which a GPU's likely is a fraction of: a pick that changes with no optimizer time at all is
-    said with the share of the step it turns on (`turning_share`). `errors`: as `choose` takes them."""
+    '' where `choose` has nothing to say. `optimizer_ms` (of `step_ms`), a CPU's optimizer time: a pick that
+    changes with none is said with the share it turns on (`turning_share`). `errors`: as `choose` takes them."""
     from harness.perfmodel.memory import mib_text
 
     choices = choose(state, frames, capacity_gib, errors)
@@ -380,3 +361,37 @@ def _raised(named: pd.Series, step: str, shard: str | None = None) -> tuple[floa
     if not pd.isna(floor) and floor > named[step]:
         return float(floor), (float(named[SHARD_OF[floor_column]]) if shard else None)
     return float(named[step]), (float(named[shard]) if shard else None)
+
+
+TABLE_HEADER = ("GPUs", "book", "step ms", "next that fits", "behind", "the pick rests on")
+"""The choice's table (`table_rows`), said first by the console and the what-if page."""
+
+
+def table_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float, *, optimizer_ms: float = 0.0,
+               step_ms: float = 0.0, errors: dict[str, list[float]] | None = None) -> list[tuple]:  # fmt: skip
+    """Per GPU count, the choice's cells (TABLE_HEADER): the strategy to book, its step (≥ where its full-size floor
+    ranks it), the fastest of the rest that fits and how far behind, and what the pick rests on; [] as `choose`."""
+    choices = choose(state, frames, capacity_gib, errors)
+    without = {c.world_size: c for c in choose(state, without_optimizer(frames, optimizer_ms), capacity_gib, errors)
+               } if optimizer_ms and choices else {}  # fmt: skip
+    return [_cells(c, without.get(c.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms) for c in choices]
+
+
+def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float) -> tuple[str, ...]:
+    if not choice.picked:
+        return (str(choice.world_size), "none modelled fits", "", "", "", "")
+    first = choice.picked[0]
+    rest = sorted((c for c in choice.others if c.fits and c.step_ms is not None), key=lambda c: c.step_ms)
+    notes = [f"a tie: a lead under {max(choice.apart, agreement.SMALL_CAP_LEAD):.0%} is more than the model can tell"
+             ] if len(choice.picked) > 1 else []  # fmt: skip
+    if turns := turning_share(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms):
+        notes.append(f"holds{turns}")
+    if first.left_out_ms:  # FSDP's or ZeRO's own cost as a CPU measured it, scaled: no GPU's
+        notes.append(f"its step leaves out its own cost ({ms_text(first.left_out_ms)} ms more than DDP's as a CPU "
+                     "measured it, scaled)")  # fmt: skip
+    notes += [f"{c.strategy} may be faster ({c.step_ms:.4g} ms before its own cost)" for c in choice.maybe]
+    unfit = sorted(c.strategy for c in (*choice.others, *choice.maybe) if not c.fits)
+    notes += [f"{', '.join(unfit)} do{'es' * (len(unfit) == 1)} not fit"] if unfit else []
+    return (str(choice.world_size), " or ".join(c.strategy for c in choice.picked),
+            f"{'≥' * (first.profiled_ms is not None)}{first.step_ms:.4g}", rest[0].strategy if rest else "",
+            f"+{rest[0].step_ms / whole_step(first) - 1:.1%}" if rest else "", "; ".join(notes))  # fmt: skip

@@ -7,7 +7,13 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis.compare import setup_words
-from harness.perfmodel.choice import choice_words, optimizer_break_even, optimizer_share_caveat
+from harness.perfmodel.choice import (
+    TABLE_HEADER,
+    choice_words,
+    optimizer_break_even,
+    optimizer_share_caveat,
+    table_rows,
+)
 from harness.perfmodel.cluster import Cluster, cap_caveats
 from harness.perfmodel.memory import activation_words, fit_words, mib_text, state_per_rank
 from harness.perfmodel.predict import of_setup
@@ -33,18 +39,19 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
     first = group.iloc[0]  # the console's bracket: each node count's published-table caveat, a CPU's optimizer
     on_cpu = first["profiled_on"] == "cpu" and not first.get("optimizer_given")  # its optimizer's time a CPU's
     optimizer_ms = first["optimizer_share"] * first["local_step_ms"] if on_cpu else 0.0
-    words = choice_words(state.assign(strategy=strategy_labels(state)), frames, cluster.gpu_memory_gib,
-                         optimizer_ms=optimizer_ms, step_ms=first["local_step_ms"],
-                         errors=checked and checked.errors) if len(state) else ""  # fmt: skip
+    labelled = state.assign(strategy=strategy_labels(state)) if len(state) else state
+    weighed = {"optimizer_ms": optimizer_ms, "step_ms": first["local_step_ms"], "errors": checked and checked.errors}
+    words = choice_words(labelled, frames, cluster.gpu_memory_gib, **weighed) if len(state) else ""
+    rows = table_rows(labelled, frames, cluster.gpu_memory_gib, **weighed) if len(state) else []
     cpu = optimizer_share_caveat(first["optimizer_share"], scaled=bool(first["local_step_given"]),
                                  optimizer=str(first.get("setup_optimizer") or "sgd"))  # fmt: skip
     even = optimizer_break_even(frames[-1], optimizer_ms=optimizer_ms, step_ms=first["local_step_ms"]) if on_cpu else ""
     left_out = first.get("own_costs_left_out", "")  # FSDP's and ZeRO's own costs, a CPU's, as the console says
     said = "; ".join(part for part in (cap_caveats(cluster, sorted({int(n) for n in group["nodes"]})),
                                        cpu if on_cpu else "", even, left_out) if part)  # fmt: skip
-    return (
-        f'<p class="takeaway"><b>The choice</b>: {esc(words)}{esc(f" [{said}]" if said else "")}.</p>' if words else ""
-    )
+    answer = table(list(TABLE_HEADER), [[esc(cell) for cell in row] for row in rows]) if rows else ""
+    return (f'{answer}<p class="takeaway"><b>The choice</b>: {esc(words)}{esc(f" [{said}]" if said else "")}.</p>'
+            if words else "")  # fmt: skip
 
 
 def how_sure(checked: OwnCheck | None) -> str:
