@@ -138,23 +138,24 @@ def read_comparisons(out: Path) -> list[dict]:
     return found
 
 
-def write_whatif_page(run_folder: Path, meta: dict, configs, cluster, out: Path, *, memory=None) -> str | None:
+def write_whatif_page(run_folder: Path, meta: dict, configs, cluster, out: Path, **as_predict) -> str | None:
     """The run's what-if page on `cluster` when it stored a gradient-ready profile; its file name. Without one,
     a page an earlier build wrote is removed: nothing links it any more, and its cluster is not this build's.
-    `memory(setup)`: the rows its memory is counted from (whatif.whatif_page)."""
+    `as_predict`: how it counts what predict counts beside its steps (whatif.whatif_page's memory, full_params,
+    checked)."""
     profiles = model_tables.read_gradprofiles(run_folder)
     name = f"{run_folder.name}.whatif.html"
     if cluster is None or profiles.empty:
         (out / "runs" / name).unlink(missing_ok=True)
         return None
-    write_text(out / "runs" / name, whatif.whatif_page(meta, configs, profiles, cluster, memory=memory))
+    write_text(out / "runs" / name, whatif.whatif_page(meta, configs, profiles, cluster, **as_predict))
     return name
 
 
-def build_site(*, results: Path, out: Path, cluster=None, on_run=None, memory_of=None) -> BuiltSite:
+def build_site(*, results: Path, out: Path, cluster=None, on_run=None, as_predict=None) -> BuiltSite:
     """Every run's page (and, given a cluster profile, its what-if page), the index, plotly.js once. `on_run(folder,
     page, whatif page or None)` hears of each run's pages as they are written (the command's progress);
-    `memory_of(run folder, configs)`: how its what-if page counts memory per setup (whatif.whatif_page)."""
+    `as_predict(run folder, configs)`: what its what-if page counts as predict does (write_whatif_page)."""
     out = Path(out)
     write_plotly_asset(out)
     summaries = []
@@ -168,8 +169,8 @@ def build_site(*, results: Path, out: Path, cluster=None, on_run=None, memory_of
             continue
         # Named by folder: two folders may carry one run id (a copied run), and each keeps its page.
         run.meta["page"] = run_folder.name
-        memory = memory_of(run_folder, run.configs) if memory_of and cluster is not None else None
-        run.meta["whatif"] = write_whatif_page(run_folder, run.meta, run.configs, cluster, out, memory=memory)
+        counts = as_predict(run_folder, run.configs) if as_predict and cluster is not None else {}
+        run.meta["whatif"] = write_whatif_page(run_folder, run.meta, run.configs, cluster, out, **counts)
         run.meta["whatif_cluster"] = getattr(cluster, "name", None)
         if run.meta["whatif"]:
             whatif_pages[run_folder.name] = out / "runs" / run.meta["whatif"]

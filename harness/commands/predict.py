@@ -101,9 +101,9 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     """--cluster / --nccl-tests: collectives alone, or the step per cap of a run's (or a fresh) profile."""
     import pandas as pd
 
-    from harness.perfmodel.predict import DEFAULT_CAPS_MB, baseline_slowdown
+    from harness.perfmodel.predict import DEFAULT_CAPS_MB
     from harness.perfmodel.schedule import profile_from_rows
-    from harness.perfmodel.sharded import OwnCheck, errors_on_own_run, errors_words
+    from harness.perfmodel.sharded import OwnCheck, own_check
     from harness.results import store
 
     # everything refusable about the run or the workload is refused before a word about the cluster
@@ -137,10 +137,7 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     caps = caps or list(DEFAULT_CAPS_MB)
     checked = OwnCheck()  # how far the same model was from the run's own steps, on its own machine
     if run_dir is not None:
-        errors = errors_on_own_run(run_dir.parent, run_dir, setup, configs=configs)
-        words = errors_words(errors, cluster=chosen.name, results_dir=run_dir.parent,
-                             slowdown=baseline_slowdown(configs, setup))  # fmt: skip
-        checked = OwnCheck(words, errors)
+        checked = own_check(run_dir.parent, run_dir, setup, configs=configs, cluster=chosen.name)
     code = predict_cluster.run_steps(args, chosen, profile, caps, device=profiled_on, configs=configs, setup=setup,
                                      state=state, errors=checked.errors)  # fmt: skip
     predictions.errors_on_own_run(checked.words)

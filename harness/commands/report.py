@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 
 from harness.commands import console
 from harness.results.layout import check_output_folder, check_runs_folder
@@ -31,7 +32,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         console.say(f"  run {run_id}: {page}" + (f" (what if on {chosen.name}: {whatif.name})" if whatif else ""))
 
     built = site.build_site(results=args.results, out=args.out, cluster=chosen, on_run=written,
-                            memory_of=memory_as_predict_counts)  # fmt: skip
+                            as_predict=functools.partial(as_predict_counts, cluster=chosen))  # fmt: skip
     for run_id, page in built.collectives_pages.items():
         console.say(f"  collectives {run_id}: {page}")
     console.say(f"report: {built.index}")
@@ -44,6 +45,19 @@ def memory_as_predict_counts(run_dir, configs):
     from harness.commands import predict_full_size
 
     return lambda setup: predict_full_size.memory_rows(run_dir, configs, setup)
+
+
+def as_predict_counts(run_dir, configs, *, cluster) -> dict:
+    """What a site's what-if page takes to say what `predict --run --cluster` says of the same run: each setup's
+    memory as predict counts it, the full size's parameters under a smaller size's steps (their floors, which the
+    choice ranks by), and the step models' error on the run's own steps (which the choice weighs)."""
+    from harness.commands import predict_full_size
+    from harness.perfmodel.sharded import own_check
+
+    return {"memory": memory_as_predict_counts(run_dir, configs),
+            "full_params": lambda setup, grad_bytes: predict_full_size.full_parameters(setup, configs, grad_bytes),
+            "checked": lambda setup: own_check(run_dir.parent, run_dir, setup, configs=configs,
+                                               cluster=cluster.name)}  # fmt: skip
 
 
 def _warn_shared_run_ids(results) -> None:
@@ -75,20 +89,18 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
     from harness.commands import predict_full_size, predict_input
     from harness.config.bench import ConfigError
     from harness.perfmodel.predict import of_setup
-    from harness.perfmodel.schedule import profile_from_rows
     from harness.results import model_tables, store
     from reports.pages.whatif import whatif_page
 
     # The page is of the setup predicted: its rows and its profile only.
     configs, profiles = store.read_configs(run_dir), model_tables.read_gradprofiles(run_dir)
     profiles = of_setup(profiles, setup)
-    grad_bytes = profile_from_rows(profiles).grad_bytes
-    full = predict_full_size.full_parameters(setup, configs, grad_bytes) if args.local_step_ms else None
     html = whatif_page(store.read_run_meta(run_dir), of_setup(configs, setup), profiles, chosen, caps=caps,
-                       local_step_ms=args.local_step_ms, standalone=True, checked=checked,
+                       local_step_ms=args.local_step_ms, standalone=True, checked=lambda one: checked,
                        memory=lambda one: predict_full_size.memory_rows(  # as the console's
                            run_dir, configs, one, batch_size=predict_input.memory_batch(args, one)),
-                       full_params=full, local_optimizer_ms=args.local_optimizer_ms)  # fmt: skip
+                       full_params=lambda one, grad_bytes: predict_full_size.full_parameters(one, configs, grad_bytes),
+                       local_optimizer_ms=args.local_optimizer_ms)  # fmt: skip
     try:
         store.atomic_write(Path(args.page), lambda tmp: tmp.write_text(html, encoding="utf-8"))
     except OSError as error:  # a folder check cannot foresee every refusal (a full disk, /proc)

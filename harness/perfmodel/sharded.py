@@ -142,6 +142,16 @@ class OwnCheck(NamedTuple):
     errors: dict[str, list[float]] | None = None
 
 
+def own_check(results_dir: Path, run_dir: Path, setup: dict, *, configs, cluster: str) -> OwnCheck:
+    """`setup`'s step models against the run's own steps, as `predict --cluster` says and weighs them (and the
+    what-if pages alike)."""
+    from harness.perfmodel.predict import baseline_slowdown
+
+    errors = errors_on_own_run(results_dir, run_dir, setup, configs=configs)
+    words = errors_words(errors, cluster=cluster, results_dir=results_dir, slowdown=baseline_slowdown(configs, setup))
+    return OwnCheck(words, errors)
+
+
 UNBORNE_ERROR = 0.4
 """An error on the run's own steps beyond which the model's steps are not borne out there: DDP's calibrated sweeps
 on this machine's CPU have a MAPE within 10 % in 18 of 21 (docs/measured-cpu.md), FSDP2's steps are under-predicted

@@ -50,14 +50,16 @@ def setup_label(setup: dict) -> str:
 
 
 def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Cluster, *, caps: list[float] | None = None,
-                   local_step_ms: float | None = None, device: str = "cpu", full_params: Parameters | None = None,
+                   local_step_ms: float | None = None, device: str = "cpu",
+                   full_params: Callable[[dict, int], Parameters | None] | None = None,
                    local_optimizer_ms: float | None = None) -> pd.DataFrame:  # fmt: skip
     """Per stored setup, GPU count and cap (`caps`; else the run's sweep, else the default list): the predicted
     step, the profile calibrated on the run's rows at one rank as `ddpbench predict --run --cluster` does, and
     then scaled to `local_step_ms` where given (as `--local-step-ms`: DDP's own cost left out where the profile's
-    `device` is a CPU, predict.scaled_to_local_step; its optimizer's part `local_optimizer_ms`); `full_params` (the
-    full size's parameters, where the profile is a smaller size's): the floor they put under each strategy's step
-    (`full_size_*`, `zero_full_size_*`, `fsdp_full_size_*`: sharded.with_full_size_floors)."""
+    `device` is a CPU, predict.scaled_to_local_step; its optimizer's part `local_optimizer_ms`); `full_params(setup,
+    the profile's gradient bytes)`: the full size's parameters where the profile is a smaller size's, and the floor
+    they put under each strategy's step (`full_size_*`, `zero_full_size_*`, `fsdp_full_size_*`:
+    sharded.with_full_size_floors)."""
     if caps is None:
         caps = swept_caps(configs)
         caps = caps if len(caps) >= 2 else list(DEFAULT_CAPS_MB)
@@ -83,17 +85,18 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                    "grad_mb": profile.grad_bytes / 2**20, "grad_tensors": len(profile.grads), "profiled_on": device,
                    "optimizer_share": calibrated.optimizer_s / (calibrated.local_step_s or 1.0),
                    **{f"setup_{key}": value for key, value in setup.items()}, "size": setup["size"]}  # fmt: skip
+        params = full_params(setup, profile.grad_bytes) if full_params else None
         for world in world_sizes(cluster):
             frame = with_zero(predict_caps(calibrated, caps_mb=caps, link=link, world_size=world), calibrated,
                               link=link, world_size=world, own_s=zero_own.added_s,
                               left_out_s=zero_own.left_out_s)  # fmt: skip
             frame = with_fsdp(frame, sharded.profile, gather=link, scatter=link, world_size=world,
                               own_s=sharded.own_s, left_out_s=sharded.left_out_s)  # fmt: skip
-            if full_params:
-                frame = with_full_size_floors(frame, calibrated, full_params, link=link, world_size=world,
+            if params:
+                frame = with_full_size_floors(frame, calibrated, params, link=link, world_size=world,
                                               fsdp_profile=sharded.profile, fsdp_own_s=sharded.own_s or 0.0,
                                               zero_own_s=zero_own.added_s).assign(
-                    full_size_mb=full_params.grad_bytes / 2**20)  # fmt: skip
+                    full_size_mb=params.grad_bytes / 2**20)  # fmt: skip
             frames.append(frame.assign(world_size=world, nodes=link.nodes(world), **context))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
@@ -125,13 +128,15 @@ def measured_rows(configs: pd.DataFrame) -> pd.DataFrame:
 
 def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, cluster: Cluster, *,
                 caps: list[float] | None = None, local_step_ms: float | None = None, standalone: bool = False,
-                memory: Callable[[dict], tuple[pd.DataFrame, str]] | None = None, checked: OwnCheck | None = None,
-                full_params: Parameters | None = None, local_optimizer_ms: float | None = None) -> str:  # fmt: skip
+                memory: Callable[[dict], tuple[pd.DataFrame, str]] | None = None,
+                checked: Callable[[dict], OwnCheck | None] | None = None,
+                full_params: Callable[[dict, int], Parameters | None] | None = None,
+                local_optimizer_ms: float | None = None) -> str:  # fmt: skip
     """The page in a site (links to the index and the run's page), or `standalone`: one file with plotly.js in
     it and no links, as `predict --page` writes it; `caps` and `local_step_ms` as predicted_rows takes them;
     `memory(setup)`: the rows memory is counted from and what size they are of, as `predict` counts them (default:
-    the run's own rows, at its own size); `checked`: the model's error on the run's own steps, said and weighed as
-    `predict` does; `full_params`: the full size's parameters, whose floor under each step the table gives."""
+    the run's own rows, at its own size); `checked(setup)`: the model's error on the run's own steps, said and
+    weighed as `predict` does; `full_params`: as predicted_rows takes it, whose floors the table gives."""
     run_id, device = meta.get("run_id", ""), meta.get("device", "?")
     rows = predicted_rows(profiles, configs, cluster, caps=caps, local_step_ms=local_step_ms, device=device,
                           full_params=full_params, local_optimizer_ms=local_optimizer_ms)  # fmt: skip
@@ -148,11 +153,11 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     figs = FigureList()
     counted = {label: memory(setup_of(group)) for label, group in rows.groupby("setup", sort=False)} if memory else {}
     for setup, group in rows.groupby("setup", sort=False):
-        best = best_rows(group)
+        best, sure = best_rows(group), checked(setup_of(group)) if checked else None
         parts += [f"<h2>{name_html(setup)}</h2>", _answer(best, cluster),
                   choice_section(configs, group, cluster, world_sizes(cluster),
-                                 rows=counted[setup][0] if setup in counted else None, checked=checked),
-                  how_sure(checked),
+                                 rows=counted[setup][0] if setup in counted else None, checked=sure),
+                  how_sure(sure),
                   _calibration_note(group.iloc[0], meta),
                   figs.add(figures.step_vs_gpus(group, cluster=cluster.name),
                            "Each line is one bucket_cap_mb; each point DDP's bucket schedule simulated over this "
@@ -308,22 +313,28 @@ def _best_table(best: pd.DataFrame) -> str:
               f"{r.exposed_comm_ms:.3f}", f"{r.scaling_efficiency:.3f}", esc(agreement.caps_text(r.tied)),
               esc(_lead(r)), _zero_cell(r), f"{r.zero_broadcast_ms:.3f}", _fsdp_cell(r)]
              for r in best.itertuples()]  # fmt: skip
-    heads = ["GPUs", "nodes", "cap named", "step ms", "exposed comm ms", "scaling eff.", "fastest predicted",
-             "its lead", "ZeRO-1 step ms", "its broadcasts ms", "FSDP2 step ms"]  # fmt: skip
-    if "full_size_step_floor_ms" in best:  # the full size's parameters at the cap named: the least each step takes
+    sized = f" (the {best['size'].iloc[0]} size's)" if "full_size_step_floor_ms" in best else ""  # beside floors
+    heads = ["GPUs", "nodes", "cap named", f"step ms{sized}", "exposed comm ms", "scaling eff.", "fastest predicted",
+             "its lead", f"ZeRO-1 step ms{sized}", "its broadcasts ms", f"FSDP2 step ms{sized}"]  # fmt: skip
+    if sized:  # the full size's parameters at the cap named: the least each step takes
         heads += ["DDP's step at the full size, at least (ms)", "ZeRO-1's, at least (ms)", "FSDP2's, at least (ms)"]
         cells = [[*row, f"{r.full_size_step_floor_ms:.4g} ({ms_text(r.full_size_comm_ms)} ms of all-reduces)",
                   f"{r.zero_full_size_step_floor_ms:.4g} ({ms_text(r.zero_full_size_broadcast_ms)} ms of broadcasts)",
                   _fsdp_cell(r, "fsdp_full_size_step_floor_ms", f" ({ms_text(r.fsdp_full_size_gather_ms)} ms of "
                              f"gathers, {ms_text(r.fsdp_full_size_scatter_ms)} of reduce-scatters)")]
                  for row, r in zip(cells, best.itertuples(), strict=True)]  # fmt: skip
-    return table(heads, cells)
+    left_out = [f"{name}'s, {ms_text(float(best[column].max()))} ms more than DDP's" for name, column in
+                (("ZeRO", "zero_own_left_out_ms"), ("FSDP", "fsdp_own_left_out_ms"))
+                if best[column].max() > 0]  # fmt: skip
+    note = (f"<p class=caption>* without its own cost: a CPU's, left out of a GPU's step as DDP's is "
+            f"({'; '.join(left_out)} when scaled as the compute is); bench it at one GPU to count it.</p>"
+            if left_out else "")  # fmt: skip
+    return table(heads, cells) + note
 
 
 def _zero_cell(row) -> str:
-    if row.zero_own_left_out_ms > 0:  # a CPU's, left out of a GPU step given (as DDP's is)
-        return (f"{row.zero_step_ms:.3f} (without ZeRO's own cost: a CPU's, left out, "
-                f"{ms_text(row.zero_own_left_out_ms)} ms more than DDP's when scaled as the compute is)")  # fmt: skip
+    if row.zero_own_left_out_ms > 0:  # a CPU's, left out of a GPU step given (as DDP's is): the note says so
+        return f"{row.zero_step_ms:.3f}*"
     return f"{row.zero_step_ms:.3f}" + (
         f" (its own cost at one rank, {ms_text(row.zero_own_ms)} ms, added)" * (row.zero_own_ms > 0)
     )
@@ -334,9 +345,8 @@ def _fsdp_cell(row, column: str = "fsdp_step_ms", what: str = "") -> str:
     if pd.isna(value := getattr(row, column)):
         return "not modelled: no block times" if column == "fsdp_step_ms" else "none: a profiled block never ran"
     said = (f"{value:.3f}" if column == "fsdp_step_ms" else f"{value:.4g}") + what
-    if getattr(row, "fsdp_own_left_out_ms", 0.0) > 0:  # a CPU's, left out of a GPU step given (as DDP's is)
-        return (f"{said} (without FSDP's own cost: a CPU's, left out, {ms_text(row.fsdp_own_left_out_ms)} ms more than "
-                "DDP's when scaled as the compute is)")  # fmt: skip
+    if getattr(row, "fsdp_own_left_out_ms", 0.0) > 0:  # a CPU's, left out of a GPU step given: the note says so
+        return f"{said}*"
     unknown = pd.isna(row.fsdp_own_ms) and row.ddp_own_ms > 0  # DDP's step carries its own cost, FSDP2's none
     return said + " (without FSDP's own cost: no FSDP step at one GPU measured it)" * unknown
 

@@ -259,15 +259,19 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert "<th>ZeRO-1's, at least (ms)</th>" in page_text and "<th>FSDP2's, at least (ms)</th>" in page_text
     assert "The table's last three columns are the least each step can take with the full size's " in page_text
     assert "(full-size floor; " in on_page  # the page's choice ranks by the floors as the console's
-    # the site's what-if page (report --cluster) counts memory as predict does: at the full size, word for word
-    from harness.commands.report import memory_as_predict_counts
+    # the site's what-if page (report --cluster) counts as predict does: memory at the full size, word for word, and
+    # the full size's floors, which its choice ranks by (a walkthrough found the site's choice without them)
+    from harness.commands.report import as_predict_counts
     from reports import site
 
     configs = store.read_configs(small_run)
     (tmp_path / "site" / "runs").mkdir(parents=True)
-    name = site.write_whatif_page(small_run, store.read_run_meta(small_run), configs, cluster.load("dgx-h100"),
-                                  tmp_path / "site", memory=memory_as_predict_counts(small_run, configs))  # fmt: skip
+    h100 = cluster.load("dgx-h100")
+    name = site.write_whatif_page(small_run, store.read_run_meta(small_run), configs, h100, tmp_path / "site",
+                                  **as_predict_counts(small_run, configs, cluster=h100))  # fmt: skip
     on_site = html.unescape((tmp_path / "site" / "runs" / name).read_text())
+    assert "<th>DDP's step at the full size, at least (ms)</th>" in on_site
+    assert "(full-size floor; " in on_site.split("<b>The choice</b>: ")[1]
     memory = "<h2>Model state per rank</h2>"
     assert "at the full size" in page_text.split(memory)[1].split("<h2>")[0]
     # at another batch than the run's (--batch-size with --local-step-ms): activations counted there, on the meta device
