@@ -54,12 +54,10 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                    full_params: Callable[[dict, int], Parameters | None] | None = None,
                    local_optimizer_ms: float | None = None) -> pd.DataFrame:  # fmt: skip
     """Per stored setup, GPU count and cap (`caps`; else the run's sweep, else the default list): the predicted
-    step, the profile calibrated on the run's rows at one rank as `ddpbench predict --run --cluster` does, and
-    then scaled to `local_step_ms` where given (as `--local-step-ms`: DDP's own cost left out where the profile's
-    `device` is a CPU, predict.scaled_to_local_step; its optimizer's part `local_optimizer_ms`); `full_params(setup,
-    the profile's gradient bytes)`: the full size's parameters where the profile is a smaller size's, and the floor
-    they put under each strategy's step (`full_size_*`, `zero_full_size_*`, `fsdp_full_size_*`:
-    sharded.with_full_size_floors)."""
+    step, the profile calibrated on the run's rows at one rank and scaled to `local_step_ms` (its optimizer's part
+    `local_optimizer_ms`) as `ddpbench predict --run --cluster` does; `full_params(setup, the profile's gradient
+    bytes)`: the full size's parameters where the profile is a smaller size's, whose floors under each strategy's
+    step the rows then hold (sharded.with_full_size_floors)."""
     if caps is None:
         caps = swept_caps(configs)
         caps = caps if len(caps) >= 2 else list(DEFAULT_CAPS_MB)
@@ -102,10 +100,9 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
 
 
 def best_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """Per setup and GPU count, the cap the answer names (`agreement.cap_answer`: the fastest, or 25 MiB where it
-    ties for best or a smaller cap's lead is no evidence) with its figures, the answer's words (`answer`), the
-    caps tied for fastest (within agreement.TIE_TOLERANCE), their margin over the fastest cap not tied with
-    them (None: every cap is tied), the lead the answer set aside and whether it carries the small-cap caveat."""
+    """Per setup and GPU count, the cap the answer names (`agreement.cap_answer`) with its figures, the answer's
+    words, the caps tied for fastest, their margin over the fastest cap not tied with them (None: every cap is
+    tied), the lead the answer set aside and whether it carries the small-cap caveat."""
     best = []
     for _, group in rows.groupby(["setup", "world_size"], sort=False):
         answer = agreement.cap_answer(group["bucket_cap_mb"], group["step_ms"])
@@ -133,10 +130,9 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                 full_params: Callable[[dict, int], Parameters | None] | None = None,
                 local_optimizer_ms: float | None = None) -> str:  # fmt: skip
     """The page in a site (links to the index and the run's page), or `standalone`: one file with plotly.js in
-    it and no links, as `predict --page` writes it; `caps` and `local_step_ms` as predicted_rows takes them;
-    `memory(setup)`: the rows memory is counted from and what size they are of, as `predict` counts them (default:
-    the run's own rows, at its own size); `checked(setup)`: the model's error on the run's own steps, said and
-    weighed as `predict` does; `full_params`: as predicted_rows takes it, whose floors the table gives."""
+    it and no links, as `predict --page` writes it; `caps`, `local_step_ms` and `full_params` as predicted_rows
+    takes them; `memory(setup)`: the rows memory is counted from and what size they are of (default: the run's
+    own); `checked(setup)`: the model's error on the run's own steps; each as `predict` counts and weighs it."""
     run_id, device = meta.get("run_id", ""), meta.get("device", "?")
     rows = predicted_rows(profiles, configs, cluster, caps=caps, local_step_ms=local_step_ms, device=device,
                           full_params=full_params, local_optimizer_ms=local_optimizer_ms)  # fmt: skip
@@ -261,33 +257,27 @@ def _calibration_note(row: pd.Series, meta: dict | None = None) -> str:
            "; DDP's own cost at one rank (the reference's step less the baseline's, never below 0) is 0 ms here"
            if row["own_measured"] else "; DDP's own cost is not measured (the run has no reference step at one "
            "rank), so none is added" if to == "baseline" else "")  # fmt: skip
-    scaled = {
-        "baseline": f"The profile's compute is scaled ×{row['compute_scale']:.4g} to the run's baseline step at one "
-        "rank (timed over every repeat)",
-        "reference": f"The profile's compute is scaled ×{row['compute_scale']:.4g} to the run's reference step at "
-        "one rank (timed over every repeat; the run has no baseline step there, so DDP's own cost is inside the "
-        "compute rather than apart)",
-    }.get(to, "The profile is as measured (the run has no baseline or reference step at one rank to scale it to)")
+    scaled = {"baseline": f"The profile's compute is scaled ×{row['compute_scale']:.4g} to the run's baseline step "
+              "at one rank (timed over every repeat)",
+              "reference": f"The profile's compute is scaled ×{row['compute_scale']:.4g} to the run's reference step "
+              "at one rank (timed over every repeat; the run has no baseline step there, so DDP's own cost is inside "
+              "the compute rather than apart)"}.get(to, "The profile is as measured (the run has no baseline or "
+                                                      "reference step at one rank to scale it to)")  # fmt: skip
     if given:
         first = f"first calibrated on the run's {to} step at one rank" if to else "the run has no step at one rank"
         step = "with DDP (its own cost inside)" if to == "reference" else "without DDP"
         scaled = (f"The profile's compute is scaled ×{row['compute_scale']:.4g} so that one GPU's step {step} "
                   f"is {given:g} ms (the step you gave; {first})")  # fmt: skip
         if row.get("optimizer_given"):
-            scaled += (
-                f", its optimizer {ms_text(row['optimizer_share'] * row['local_step_ms'])} ms of it as you gave it"
-            )
+            scaled += f", its optimizer {ms_text(row['optimizer_share'] * row['local_step_ms'])} ms of it as given"
     whose = "the reference's" if to == "reference" else "the baseline's, plus DDP's own cost"
     if given:
         whose = "the step you gave" + (", plus DDP's own cost" if row["ddp_own_ms"] else "")
         whose += ", DDP's own cost on the GPU not in it" if row["own_left_out"] else ""
     flag = " --local-step-ms MS" if given else ""
     sized = store.size_scales(meta or {}, {"workload": row.get("setup_workload")})  # a file of yours: never
-    other = (
-        ""
-        if row["size"] == "full" or not sized
-        else (" A model of another size (the one you will train) has other buckets: bench it for its own page.")
-    )
+    other = "" if row["size"] == "full" or not sized else (
+        " A model of another size (the one you will train) has other buckets: bench it for its own page.")  # fmt: skip
     if "full_size_mb" in row and not pd.isna(row["full_size_mb"]):
         other += (f" The table's last three columns are the least each step can take with the full size's "
                   f"parameters, {row['full_size_mb']:,.0f} MiB of gradients (counted on the meta device), on this "
