@@ -206,8 +206,7 @@ def optimizer_share_caveat(share: float, *, scaled: bool, optimizer: str) -> str
 
 
 def without_optimizer(frames: list[pd.DataFrame], optimizer_ms: float) -> list[pd.DataFrame]:
-    """The cluster frames with no optimizer time at all: DDP's step less `optimizer_ms`, ZeRO-1's and FSDP2's less
-    their shard's (the other end of what a GPU's optimizer may take, where the profile's is a CPU's)."""
+    """The cluster frames with no optimizer time: DDP's step less `optimizer_ms`, the sharded ones' their shard's."""
 
     def one(frame: pd.DataFrame) -> pd.DataFrame:
         less = {c: frame[c] - optimizer_ms for c in ("step_ms", FLOOR_COLUMNS["reference"]) if c in frame}
@@ -377,15 +376,19 @@ def table_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
     return [_cells(c, without.get(c.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms) for c in choices]
 
 
-def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float) -> tuple[str, ...]:
+def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float) -> tuple:
     if not choice.picked:
         return (str(choice.world_size), "none modelled fits", "", "", "", "")
     first = choice.picked[0]
     rest = sorted((c for c in choice.others if c.fits and c.step_ms is not None), key=lambda c: c.step_ms)
-    notes = [f"a tie: a lead under {max(choice.apart, agreement.SMALL_CAP_LEAD):.0%} is more than the model can tell"
-             ] if len(choice.picked) > 1 else []  # fmt: skip
+    tie = (
+        f"the step models' errors on this run's own steps leave a lead under {choice.apart:.0%} unproven"
+        if choice.apart
+        else f"a lead under {agreement.SMALL_CAP_LEAD:.0%} is more than the model can tell"
+    )
+    notes = [f"a tie: {tie}"] if len(choice.picked) > 1 else []
     if turns := turning_share(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms):
-        notes.append(f"holds{turns}")
+        notes.append(f"holds{turns} (--local-optimizer-ms settles it)")
     if first.left_out_ms:  # FSDP's or ZeRO's own cost as a CPU measured it, scaled: no GPU's
         notes.append(f"its step leaves out its own cost ({ms_text(first.left_out_ms)} ms more than DDP's as a CPU "
                      "measured it, scaled)")  # fmt: skip

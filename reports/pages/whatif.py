@@ -39,10 +39,7 @@ DEFAULT_LAYOUT = "DDP's default (25 MiB, a first bucket of 1 MiB)"
 
 def world_sizes(cluster: Cluster) -> list[int]:
     """One node, then doubling, up to 1,024 GPUs."""
-    sizes = [cluster.gpus_per_node]
-    while sizes[-1] * 2 <= MAX_GPUS:
-        sizes.append(sizes[-1] * 2)
-    return sizes
+    return [n for k in range(MAX_GPUS.bit_length()) if (n := cluster.gpus_per_node * 2**k) <= MAX_GPUS]
 
 
 def setup_label(setup: dict) -> str:
@@ -205,7 +202,14 @@ def _answer(best: pd.DataFrame, cluster: Cluster) -> str:
             f"{last['scaling_efficiency']:.3f} at {int(last['world_size'])} GPUs on {int(last['nodes'])} nodes. "
             f"<b>Why</b> at {int(last['world_size'])} GPUs: {esc(why_last)}."
             f"{_caveat(cluster, int(last['nodes']))}{_small_cap_caveat(best)}{_unchecked(cluster, best)}"
-            "</p>")  # fmt: skip
+            f"{_smaller_size(last)}</p>")  # fmt: skip
+
+
+def _smaller_size(row: pd.Series) -> str:
+    """Where the profile is a smaller size's: the cap is of its buckets, the full size's floors are in the table."""
+    return "" if pd.isna(row.get("full_size_mb", float("nan"))) else (
+        f" <i>The cap is the {esc(row['size'])} size's: {row['grad_mb']:.4g} MiB of gradients, where the full size "
+        f"has {row['full_size_mb']:,.0f} MiB; the table's last columns give the full size's floors.</i>")  # fmt: skip
 
 
 def _caps_by_size(best: pd.DataFrame) -> str:
@@ -281,15 +285,11 @@ def _calibration_note(row: pd.Series, meta: dict | None = None) -> str:
     if "full_size_mb" in row and not pd.isna(row["full_size_mb"]):
         other += (f" The table's last three columns are the least each step can take with the full size's "
                   f"parameters, {row['full_size_mb']:,.0f} MiB of gradients (counted on the meta device), on this "
-                  "profile's compute as scaled, its split of forward, backward and optimizer included; when each "
-                  "full-size parameter is used and each gradient made is not measured. DDP's: bucketed in reverse "
-                  "registration order, as DDP's rebuild lays out gradients made in that order, each all-reduce after "
-                  "the one before, none before backward starts and the last not before this profile's last gradient "
-                  "is made. ZeRO-1's: DDP's, its optimizer on the largest shard of those parameters, then their "
-                  "broadcasts. FSDP2's: the longer of its gathers and reduce-scatters (the root's and every "
-                  "block's) one at a time, and the compute after the root's gather with the root's reduce-scatter "
-                  "after backward. The choice ranks each strategy by its floor where that is above its "
-                  "step.")  # fmt: skip
+                  "profile's compute as scaled, its split of forward, backward and optimizer included (when each "
+                  "full-size gradient is made is not measured): DDP's all-reduces one after another, the last after "
+                  "backward; ZeRO-1's optimizer shard and broadcasts after DDP's; FSDP2's gathers and "
+                  "reduce-scatters one at a time (docs/clusters.md). The choice ranks each strategy by its floor "
+                  "where that is above its step.")  # fmt: skip
     return (f"<p>The profile is the {esc(row['size'])} size's: {row['grad_mb']:.4g} MiB of gradients in "
             f"{int(row['grad_tensors'])} tensors, which every prediction below buckets and all-reduces.{other} "
             f"{scaled}{own}, as <code>ddpbench predict --run RUN --cluster NAME{flag}</code> does. "

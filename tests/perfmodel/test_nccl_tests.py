@@ -253,6 +253,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     # the page's table before it, as the console's: a row per GPU count, stock ranked by its full-size floor
     page_table = page_text.split("<b>The choice</b>: ")[0].rsplit("<table>", 1)[1]
     assert "<th>book</th><th>step ms</th><th>next that fits</th>" in page_table
+    assert "The cap is the tiny size's: " in page_text.split("<b>Best cap for DDP</b>")[1].split("</p>")[0]
     assert '<tr class=""><td>8</td><td>stock</td><td>≥' in page_table and "<td>16</td><td>stock</td><td>≥" in page_table
     # the page gives the full size's floor beside each answer, as the console's table does
     assert "<th>DDP's step at the full size, at least (ms)</th>" in page_text
