@@ -230,14 +230,20 @@ def no_reference_ratio(row: pd.Series) -> str:
     return "not in the sweep" if stats.REFERENCE_CAP_MB not in json.loads(row["caps_mb"]) else ""
 
 
+def interval_text(low: float, high: float) -> str:
+    """'20.36–23.10' (ms), or where it bounds nothing a reader can use (two repeats' t-interval: '20.36–169658.62')
+    'too wide to bound it (more repeats narrow it)'; '' where there is none."""
+    if pd.isna(low):
+        return ""
+    return "too wide to bound it (more repeats narrow it)" if high > 3 * max(low, 0.0) else f"{low:.2f}–{high:.2f}"
+
+
 def describe(row: pd.Series) -> str:
     """One line a person reads: the decision, the fastest cap and how sure, how much longer 25 MiB takes, the noise."""
     versus = versus_reference(row)
     gain = f"; {versus}" if versus else ""
-    low, high = row["best_ci_low_ms"], row["best_ci_high_ms"]
-    interval = "" if pd.isna(low) else f", 95% CI {low:.2f}–{high:.2f}"
-    if high > 3 * max(low, 0.0):  # two repeats' t-interval: '20.36–169658.62' bounds nothing a reader can use
-        interval = ", its 95% CI too wide to bound it (more repeats narrow it)"
+    bounds = interval_text(row["best_ci_low_ms"], row["best_ci_high_ms"])
+    interval = f", {'its ' * bounds.startswith('too')}95% CI {bounds}" if bounds else ""
     noise = f" [noisy: {row['noise']}]" if row.get("noise") else ""
     lead = "fastest" if row["decision"] != stats.TOO_FEW else "leading so far"  # 'fastest' is a decided word
     return (

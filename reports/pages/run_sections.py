@@ -124,7 +124,7 @@ def recommendation_table(frame: pd.DataFrame) -> str:
     rows = []
     for r in frame.itertuples():
         row = pd.Series(r._asdict())
-        interval = "" if pd.isna(r.best_ci_low_ms) else f"{r.best_ci_low_ms:.2f}–{r.best_ci_high_ms:.2f}"
+        interval = sweep.interval_text(r.best_ci_low_ms, r.best_ci_high_ms)
         answer, gain = sweep.answer(row), sweep.versus_reference(row) or sweep.no_reference_ratio(row)
         rows.append([
             esc(r.workload), esc(r.impl), esc(aggregate.world_label(int(r.world_size))),

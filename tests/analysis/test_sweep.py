@@ -282,3 +282,18 @@ def test_an_interval_too_wide_to_bound_the_step_is_said_so_not_printed():
     assert "its 95% CI too wide to bound it (more repeats narrow it)" in sweep.describe(row)
     row["best_ci_low_ms"], row["best_ci_high_ms"] = 95.0, 105.0
     assert ", 95% CI 95.00–105.00" in sweep.describe(row)
+
+
+def test_an_interval_that_bounds_nothing_is_said_too_wide_on_the_console_and_the_page_alike():
+    """A walkthrough read 'its 95% CI (ms) 4.95–9340.62' in the run page's cap table (two repeats' t-interval)."""
+    from harness.analysis.sweep import interval_text
+    from reports.pages import run_sections
+
+    assert interval_text(20.36, 23.1) == "20.36–23.10" and interval_text(float("nan"), float("nan")) == ""
+    assert interval_text(4.95, 9340.62) == "too wide to bound it (more repeats narrow it)"
+    frame = pd.DataFrame([{"workload": "mlp", "impl": "stock", "world_size": 2, "decision": "too few repeats to tell",
+                           "best_cap_mb": 1.0, "best_step_ms": 7.0, "best_ci_low_ms": 4.95, "best_ci_high_ms": 9340.62,
+                           "repeats": 2, "noise": "", "caps_mb": "[1.0, 25.0]", "reference_ratio": float("nan"),
+                           "reference_ratio_low": float("nan"), "reference_ratio_high": float("nan"),
+                           "equivalent_caps_mb": "[]", "repeats_needed": 9}])  # fmt: skip
+    assert "<td>too wide to bound it (more repeats narrow it)</td>" in run_sections.recommendation_table(frame)
