@@ -26,6 +26,10 @@ def time_breakdown(configs: pd.DataFrame, phases: pd.DataFrame, *, workload: str
     configuration's slowest rank (aggregate.phase_means: they add up to its mean step; the exposed
     communication taken out of its phase)."""
     rows = labelled(configs, workload=workload).merge(phases, on="config_id", suffixes=("_config", ""))
+    # a strategy that communicates with its collectives untimed (stock without --bucket-timeline): its communication
+    # is inside backward or sync, and the bar's name says so (a walkthrough read its backward as compute alone)
+    untimed = rows["exposed_comm_ms"].isna() & (rows["world_size"] > 1) & ~roles.flag(rows, "baseline")
+    labels = rows["config_label"].where(~untimed, rows["config_label"] + " (comm. not timed)")
     figure = new_figure()
     for segment in SEGMENTS:
         name, colour = SEGMENT_STYLE[segment]
@@ -33,7 +37,7 @@ def time_breakdown(configs: pd.DataFrame, phases: pd.DataFrame, *, workload: str
         figure.add_trace(
             go.Bar(
                 name=name,
-                x=rows["config_label"],
+                x=labels,
                 y=rows[segment].fillna(0.0),  # a null breaks plotly's stack: the segments above it drop to 0
                 customdata=np.where(measured, "", ": not timed, inside backward or sync"),
                 marker_color=colour,

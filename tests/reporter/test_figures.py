@@ -143,6 +143,10 @@ def test_time_breakdown_stacks_the_phases_from_measured_steps_only(cpu_run):
     slowest = measured.groupby("rank")["step_ms"].mean().idxmax()
     assert figure.data[0].y[0] == pytest.approx(measured.loc[measured["rank"] == slowest, "forward_ms"].mean())
     assert figure.data[0].y[0] < steps.loc[steps["warmup"], "forward_ms"].min()  # warm-up steps are twice as slow
+    # a run from before communication was timed: every strategy that communicates says its bar holds it unmarked
+    untimed = [label for label in figure.data[0].x if label.endswith(" (comm. not timed)")]
+    assert sorted(label.split(" · ")[0] for label in untimed) == ["naive", "stock"]
+    assert all(" · w2" in label for label in untimed)  # one rank communicates nothing; local communicates nothing
 
 
 def test_a_run_from_before_communication_was_measured_draws_no_communication_figure(cpu_run):
