@@ -94,6 +94,14 @@ CAPTIONS = {
     f"Series with more than {aggregate.MAX_SERIES_POINTS} measured steps show the median of each bin.",
     "noise": f"Red bars (cv above {stats.NOISY_CV:g}, dashed) are noisy: their medians differ by chance more "
     "than usual; rerun them with more steps before trusting small differences.",
+    # the what-if page's
+    "whatif_caps": "Each line is one bucket_cap_mb; each point DDP's bucket schedule simulated over this run's "
+    "gradient-ready profile, every bucket's all-reduce costed as NCCL would run it.",
+    "whatif_strategies": "Each modelled strategy's predicted step at the cap DDP's answer names (solid), and the floor "
+    "the full size's parameters put under it (dotted, where the profile is a smaller size's): the choice ranks each "
+    "by the higher of the two, among what fits.",
+    "whatif_efficiency": "Scaling efficiency = the one-GPU step the note above names / the predicted step with the cap "
+    "the answer names at that GPU count (its label).",
 }
 
 

@@ -45,3 +45,32 @@ def efficiency_vs_gpus(best: pd.DataFrame, *, cluster: str) -> go.Figure:
     ))  # fmt: skip
     return styled(figure, title=f"Predicted scaling efficiency on {cluster} with the cap named (labelled)",
                   xaxis=_gpu_axis(best), yaxis={"title": "scaling efficiency", "range": [0, 1.05]})  # fmt: skip
+
+
+STRATEGY_LINES = (("DDP", "step_ms", "full_size_step_floor_ms"),
+                  ("ZeRO-1", "zero_step_ms", "zero_full_size_step_floor_ms"),
+                  ("FSDP2", "fsdp_step_ms", "fsdp_full_size_step_floor_ms"))  # fmt: skip
+"""Each modelled strategy's predicted step and its full-size floor, as the what-if page's best rows hold them."""
+
+
+def strategies_vs_gpus(best: pd.DataFrame, *, cluster: str) -> go.Figure | None:
+    """Each modelled strategy's predicted step against GPUs at the cap DDP's answer names (solid), and where the
+    profile is a smaller size's, the floor the full size's parameters put under it (dotted): the steps the choice
+    ranks, by the higher of the two. None where only DDP's step is known."""
+    best = best.sort_values("world_size")
+    lines = [(name, step, floor) for name, step, floor in STRATEGY_LINES if step in best and best[step].notna().any()]
+    if len(lines) < 2:
+        return None
+    figure = new_figure()
+    for i, (name, step, floor) in enumerate(lines):
+        colour = PALETTE[i % len(PALETTE)]
+        figure.add_trace(go.Scatter(name=f"{name}, predicted", x=best["world_size"], y=best[step],
+                                    mode="lines+markers", line={"color": colour},
+                                    hovertemplate="%{x} GPUs: %{y:.4g} ms<extra>%{fullData.name}</extra>"))  # fmt: skip
+        if floor in best and best[floor].notna().any():
+            figure.add_trace(go.Scatter(name=f"{name}, full-size floor", x=best["world_size"], y=best[floor],
+                                        mode="lines", line={"color": colour, "dash": "dot"},
+                                        hovertemplate="%{x} GPUs: at least %{y:.4g} ms<extra>%{fullData.name}"
+                                        "</extra>"))  # fmt: skip
+    return styled(figure, title=f"Predicted step per strategy on {cluster} (lower is better)",
+                  xaxis=_gpu_axis(best), yaxis={"title": "step ms (predicted)", "rangemode": "tozero"})  # fmt: skip

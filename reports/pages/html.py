@@ -81,7 +81,10 @@ class FigureList:
     def __init__(self) -> None:
         self.count = 0
 
-    def add(self, figure: go.Figure, caption: str) -> str:
+    def add(self, figure: go.Figure | None, caption: str) -> str:
+        """The figure's HTML; '' for None (a figure with nothing to draw)."""
+        if figure is None:
+            return ""
         self.count += 1
         return figure_html(figure, caption=caption, div_id=f"figure-{self.count}")
 

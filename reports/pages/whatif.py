@@ -30,6 +30,7 @@ from harness.perfmodel.zero import own_for_cluster, with_zero
 from harness.results import store
 from harness.results.values import ms_text
 from reports.figures import whatif as figures
+from reports.figures.captions import CAPTIONS
 from reports.pages.html import FigureList, esc, name_html, page, table
 from reports.pages.whatif_memory import choice_section, how_sure, memory_section, setup_of
 
@@ -152,12 +153,9 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                                  rows=counted[setup][0] if setup in counted else None, checked=sure),
                   how_sure(sure),
                   _calibration_note(group.iloc[0], meta),
-                  figs.add(figures.step_vs_gpus(group, cluster=cluster.name),
-                           "Each line is one bucket_cap_mb; each point DDP's bucket schedule simulated over this "
-                           "run's gradient-ready profile, every bucket's all-reduce costed as NCCL would run it."),
-                  figs.add(figures.efficiency_vs_gpus(best, cluster=cluster.name),
-                           "Scaling efficiency = the one-GPU step the note above names / the predicted step with the "
-                           "cap the answer names at that GPU count (its label)."),
+                  figs.add(figures.step_vs_gpus(group, cluster=cluster.name), CAPTIONS["whatif_caps"]),
+                  figs.add(figures.strategies_vs_gpus(best, cluster=cluster.name), CAPTIONS["whatif_strategies"]),
+                  figs.add(figures.efficiency_vs_gpus(best, cluster=cluster.name), CAPTIONS["whatif_efficiency"]),
                   _best_table(best)]  # fmt: skip
     rows, size_note = configs, ""
     if counted:  # every setup's rows as predict counts them, with what size they are of

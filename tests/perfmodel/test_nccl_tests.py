@@ -254,6 +254,8 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     page_table = page_text.split("<b>The choice</b>: ")[0].rsplit("<table>", 1)[1]
     assert "<th>book</th><th>step ms</th><th>next that fits</th>" in page_table
     assert "The cap is the tiny size's: " in page_text.split("<b>Best cap for DDP</b>")[1].split("</p>")[0]
+    # and a figure of each modelled strategy's step and floor against GPUs, not DDP's caps alone
+    assert "Predicted step per strategy on dgx-h100" in page_text and "FSDP2, full-size floor" in page_text
     assert '<tr class=""><td>8</td><td>stock</td><td>≥' in page_table and "<td>16</td><td>stock</td><td>≥" in page_table
     # the page gives the full size's floor beside each answer, as the console's table does
     assert "<th>DDP's step at the full size, at least (ms)</th>" in page_text

@@ -447,3 +447,15 @@ def test_memory_draws_each_configurations_highest_peak_and_noise_its_median_cv_o
     shown = aggregate.typical_repeats(runs)  # the median repeat by step time: repeat 2 (1.2×), CV 0.13
     noise = aggregate.over_repeats(shown, runs, "step_ms_cv")
     assert noise["step_ms_cv"].tolist() == pytest.approx([0.12] * len(shown)) and noise.index.equals(shown.index)
+
+
+def test_the_strategies_figure_draws_each_modelled_step_and_floor_and_nothing_for_ddp_alone():
+    from reports.figures import whatif
+
+    best = pd.DataFrame({"world_size": [16, 8], "step_ms": [101.0, 100.0], "zero_step_ms": [95.0, 90.0],
+                         "zero_full_size_step_floor_ms": [110.0, 105.0],
+                         "fsdp_step_ms": [float("nan")] * 2})  # fmt: skip
+    figure = whatif.strategies_vs_gpus(best, cluster="dgx-h100")
+    assert [trace.name for trace in figure.data] == ["DDP, predicted", "ZeRO-1, predicted", "ZeRO-1, full-size floor"]
+    assert list(figure.data[1].x) == [8, 16] and list(figure.data[1].y) == [90.0, 95.0]  # by GPU count
+    assert whatif.strategies_vs_gpus(best[["world_size", "step_ms"]], cluster="dgx-h100") is None

@@ -110,7 +110,7 @@ def test_the_what_if_page_predicts_one_node_to_1024_gpus_with_the_profiles_sourc
     assert "unchecked" not in headline  # dgx-h100 was checked against published tables up to 128 nodes
     assert "<b>Why</b> at 1024 GPUs: " in headline and any(w in headline for w in ("compute:", "bandwidth:", "last:"))
     assert "At 128 nodes this profile is off by more than 25 % on " in headline  # as predict says at 128 nodes
-    assert page.count('class="plotly-graph-div"') == 2  # step per cap, efficiency of the best cap
+    assert page.count('class="plotly-graph-div"') == 3  # step per cap, each strategy's step, efficiency of the best cap
     best = page.split("its lead")[1].split("</table>")[0]
     assert [row.split("<td>")[1].split("</td>")[0] for row in best.split("<tr")[1:]] == [
         str(8 * 2**k) for k in range(8)
