@@ -388,7 +388,7 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
     )
     notes = [f"a tie: {tie}"] if len(choice.picked) > 1 else []
     if turns := turning_share(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms):
-        notes.append(f"holds{turns} (--local-optimizer-ms settles it)")
+        notes.append(f"holds{turns} (--local-optimizer-ms, with --local-step-ms, settles it)")
     if first.left_out_ms:  # FSDP's or ZeRO's own cost as a CPU measured it, scaled: no GPU's
         notes.append(f"its step leaves out its own cost ({ms_text(first.left_out_ms)} ms more than DDP's as a CPU "
                      "measured it, scaled)")  # fmt: skip

@@ -259,5 +259,6 @@ def test_the_answer_comes_first_as_a_table_of_the_pick_the_next_and_what_it_rest
     assert header.index("book") == w64.index("zero")  # words aligned left, figures right
     assert header.index("behind") + len("behind") == w64.index("+5.3%") + len("+5.3%")
     assert w64.endswith("holds if a GPU's optimizer takes 23% of the one-GPU step or more, else stock (--local-"
-                        "optimizer-ms settles it); fsdp may be faster (90 ms before its own cost)")  # fmt: skip
+                        "optimizer-ms, with --local-step-ms, settles it); fsdp may be faster (90 ms before its own "
+                        "cost)")  # fmt: skip
     assert lines[4].startswith("ddpbench predict: the choice on dgx-h100, ")
