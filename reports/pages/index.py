@@ -84,7 +84,9 @@ def index_row(meta: dict[str, Any], configs: pd.DataFrame) -> dict[str, str]:
     run_id = meta["run_id"]
     return {"run_id": str(run_id), "page": str(meta.get("page", run_id)), "started_at": str(meta.get("started_at")),
             "fastest": run_headline(configs, meta), "machine": esc(machine_summary(meta, configs)),
-            "strategies": esc(joined(configs.get("impl", []))), "status": status_text(meta, configs)}  # fmt: skip
+            "strategies": esc(joined(configs.get("impl", []))), "status": status_text(meta, configs),
+            "whatif": str(meta.get("whatif") or ""),
+            "whatif_cluster": str(meta.get("whatif_cluster") or "")}  # fmt: skip
 
 
 def index_page(
@@ -96,7 +98,7 @@ def index_page(
     and its comparisons; then every comparison, then the collectives runs."""
     comparisons = list(comparisons)
     rows = [[f'<a href="runs/{esc(quote(r["page"]))}.html">{esc(r["run_id"])}</a><br><small>{esc(r["started_at"])}'
-             "</small>", r["fastest"], r["machine"], r["strategies"], r["status"],
+             f"</small>{_whatif_link(r)}", r["fastest"], r["machine"], r["strategies"], r["status"],
              comparison_links(r["page"], comparisons)] for r in runs]  # fmt: skip
     head = ["run", "leading strategy (largest world size, step: geometric mean of repeats; 'fastest' where decided)",
             "machine", "strategies", "configurations", "comparisons"]  # fmt: skip
@@ -111,6 +113,13 @@ def index_page(
         "and whether to trust it.</p>" + listing + comparisons_index(comparisons) + collectives_index(list(collectives))
     )
     return page("ddpbench runs", body, depth=0, plots=False)
+
+
+def _whatif_link(row: dict[str, str]) -> str:
+    """The run's what-if page under its name, where the site wrote one (an index.json from before: none)."""
+    if not row.get("whatif"):
+        return ""
+    return f'<br><a href="runs/{esc(quote(row["whatif"]))}">what if on {esc(row.get("whatif_cluster", ""))}</a>'
 
 
 def comparisons_index(comparisons: list[dict[str, Any]]) -> str:

@@ -100,6 +100,7 @@ def test_the_what_if_page_predicts_one_node_to_1024_gpus_with_the_profiles_sourc
     _, built_site = built
     run_page = built_site.run_pages["bucket_sweep"]
     assert 'href="bucket_sweep.whatif.html">what if on dgx-h100</a>' in run_page.read_text()
+    assert '<a href="runs/bucket_sweep.whatif.html">what if on dgx-h100</a>' in built_site.index.read_text()  # listed
     page = (run_page.parent / "bucket_sweep.whatif.html").read_text()
     assert "What if run" in page and "ran on dgx-h100?" in page
     headline = page.split('<p class="headline">')[1].split("</p>")[0]  # the answer, with why, as predict ends
