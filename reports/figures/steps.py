@@ -29,7 +29,8 @@ def time_breakdown(configs: pd.DataFrame, phases: pd.DataFrame, *, workload: str
     # a strategy that communicates with its collectives untimed (stock without --bucket-timeline): its communication
     # is inside backward or sync, and the bar's name says so (a walkthrough read its backward as compute alone)
     untimed = rows["exposed_comm_ms"].isna() & (rows["world_size"] > 1) & ~roles.flag(rows, "baseline")
-    labels = rows["config_label"].where(~untimed, rows["config_label"] + " (comm. not timed)")
+    named = rows["config_label"].astype(str)  # (a float column where no row is left)
+    labels = named.where(~untimed, named + " (comm. not timed)")
     figure = new_figure()
     for segment in SEGMENTS:
         name, colour = SEGMENT_STYLE[segment]
