@@ -33,14 +33,20 @@ def memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None =
 
 @functools.cache
 def _counted_in(spec: str, options: str, size: str, batch_size: int, param_dtype: str) -> dict | None:
-    import workloads
     from harness.measure.modelinfo import activations_computing_in
 
+    workload = _made(spec, options, size)
+    return activations_computing_in(workload, batch_size=batch_size, param_dtype=param_dtype) if workload else None
+
+
+def _made(spec: str, options: str, size: str):
+    """The workload `spec` at `size` with `options` (JSON), as the run built it; None where it cannot be made."""
+    import workloads
+
     try:
-        workload = workloads.resolve(spec).create(size=size, options=json.loads(options))
-    except Exception:  # a workload that cannot be made here: nothing counted
+        return workloads.resolve(spec).create(size=size, options=json.loads(options))
+    except Exception:  # a workload that cannot be made at that size: nothing counted
         return None
-    return activations_computing_in(workload, batch_size=batch_size, param_dtype=param_dtype)
 
 
 def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None = None):
@@ -123,14 +129,10 @@ def full_size_counts(setup: dict, configs=None, *, batch_size: int | None = None
 
 @functools.cache
 def _counted_on_meta(spec: str, options: str, batch_size: int, dtype: str) -> dict | None:
-    import workloads
     from harness.measure.modelinfo import counts_on_meta
 
-    try:
-        workload = workloads.resolve(spec).create(size="full", options=json.loads(options))
-    except Exception:  # a workload that cannot be made at the full size: nothing counted
-        return None
-    return counts_on_meta(workload, batch_size=batch_size, dtype=dtype)
+    workload = _made(spec, options, "full")
+    return counts_on_meta(workload, batch_size=batch_size, dtype=dtype) if workload else None
 
 
 def full_parameters(setup: dict, configs, profile_grad_bytes: int):

@@ -39,14 +39,6 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     return 0
 
 
-def memory_as_predict_counts(run_dir, configs):
-    """Each setup's memory rows as `predict` counts them (at the full size where the run's is smaller), so that a
-    site's what-if page and `predict --cluster` fit the same strategies in a GPU."""
-    from harness.commands import predict_full_size
-
-    return lambda setup: predict_full_size.memory_rows(run_dir, configs, setup)
-
-
 def as_predict_counts(run_dir, configs, *, cluster) -> dict:
     """What a site's what-if page takes to say what `predict --run --cluster` says of the same run: each setup's
     memory as predict counts it, the full size's parameters under a smaller size's steps (their floors, which the
@@ -54,7 +46,7 @@ def as_predict_counts(run_dir, configs, *, cluster) -> dict:
     from harness.commands import predict_full_size
     from harness.perfmodel.sharded import own_check
 
-    return {"memory": memory_as_predict_counts(run_dir, configs),
+    return {"memory": lambda setup: predict_full_size.memory_rows(run_dir, configs, setup),
             "full_params": lambda setup, grad_bytes: predict_full_size.full_parameters(setup, configs, grad_bytes),
             "checked": lambda setup: own_check(run_dir.parent, run_dir, setup, configs=configs,
                                                cluster=cluster.name)}  # fmt: skip

@@ -167,7 +167,7 @@ def counts_on_meta(workload: Workload, *, batch_size: int, dtype: str) -> dict[s
     trained = [p for p in dict(model.named_parameters()).values() if p.requires_grad]
     try:
         kept = _saved_bytes(workload, batch_size=batch_size, device=META, dtype=dtype)
-        counted = {"activation_mb": sum(kept.values()) / MIB, "activation_top": largest_keepers(kept)}
+        counted = kept_summary(kept)
     except Exception:  # a value read (.item()) or an op without a meta kernel
         counted = {"activation_mb": None, "activation_top": None}
     sizes = {"grad_sizes": [_bytes(p) for p in trained], "grad_dtypes": [str(p.dtype) for p in trained]}
@@ -227,7 +227,7 @@ def _activations(
     except Exception:
         traceback.print_exc(file=sys.stderr)
         return {"activation_mb": None, "activation_top": None}
-    return {"activation_mb": sum(kept.values()) / MIB, "activation_top": largest_keepers(kept)}
+    return kept_summary(kept)
 
 
 def activation_bytes(workload: Workload, *, batch_size: int, device: torch.device, dtype: str) -> int:
@@ -262,6 +262,11 @@ LOSS = "the loss"
 """Who kept a tensor saved outside every module of the model: the workload's loss."""
 
 
+def kept_summary(kept: dict[str, int]) -> dict[str, Any]:
+    """`activation_mb` and `activation_top` of what `activations_by_module` (or `_saved_bytes`) counted."""
+    return {"activation_mb": sum(kept.values()) / MIB, "activation_top": largest_keepers(kept)}
+
+
 def largest_keepers(kept: dict[str, int], *, most: int = 3, share: float = 0.05) -> str:
     """'NewGELUActivation 48%, the loss 16%, Conv1D 15%': the kinds of module that keep the most, each with its
     share of all, up to `most` of them and none under `share`."""
@@ -278,7 +283,7 @@ def activations_computing_in(workload: Workload, *, batch_size: int, param_dtype
                             compute_dtype=AUTOCAST_DTYPES[param_dtype])  # fmt: skip
     except Exception:  # a value read (.item()) or an op without a meta kernel
         return None
-    return {"activation_mb": sum(kept.values()) / MIB, "activation_top": largest_keepers(kept)}
+    return kept_summary(kept)
 
 
 def _compute_in(model: nn.Module, dtype: torch.dtype) -> None:

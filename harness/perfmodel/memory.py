@@ -302,7 +302,7 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
         return ""
     others = rows[rows["activation_mb"].isna()]  # computing in another dtype, uncounted; or one process
     rows = rows[rows["activation_mb"].notna()]
-    own = rows["computes_in"].fillna("").astype(bool) if "computes_in" in rows else rows["activation_mb"].isna()
+    own = rows["computes_in"].fillna("").astype(bool) if "computes_in" in rows else pd.Series(False, rows.index)
     first = rows[~own].iloc[0] if (~own).any() else rows.iloc[0]  # the run's dtype's count leads where there is one
     kept, dtype = float(first["activation_mb"]), first.get("computes_in") or first["dtype"]
     exceptions = [*(f"{r.strategy}, {_why_uncounted(r)}" for r in others.itertuples()),

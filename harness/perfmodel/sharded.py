@@ -182,6 +182,6 @@ def errors_words(errors: dict[str, list[float]] | None, *, cluster: str, results
     world, ratio = slowdown or (0, 0.0)
     beside = (f" ({roles.baseline_name()}, which communicates nothing, took {ratio:.2f}× its one-rank step at "
               f"w{world} in it)" if ratio else "")  # fmt: skip
-    return (f"{said}. Off by up to {worst:.0%}, beyond the {UNBORNE_ERROR:.0%} it keeps on a quiet machine, the "
-            f"model's steps are not borne out by this run{beside}: bench again on a quiet machine (or the cluster's "
-            "GPUs) before booking by them")  # fmt: skip
+    return (f"{said}. Off by up to {worst:.0%}, beyond {UNBORNE_ERROR:.0%}, the model's steps are not borne out by "
+            f"this run{beside}: bench again on a quiet machine (or the cluster's GPUs) before booking by "
+            "them")  # fmt: skip

@@ -131,12 +131,12 @@ def test_a_strategy_computing_in_bf16_keeps_what_fsdp2s_mixed_precision_keeps(si
     generator = torch.Generator().manual_seed(0)
     batch = workload.make_batch(2, device=CPU, generator=generator)
     kept = {}
-    with (
-        modelinfo._flash_attention_kept(),
-        torch.autograd.graph.saved_tensors_hooks(
-            lambda t: kept.setdefault(modelinfo._storage_key(t), t.untyped_storage()) and t, lambda t: t
-        ),
-    ):
+
+    def keep(tensor: torch.Tensor) -> torch.Tensor:  # each storage once, read when forward is done
+        kept.setdefault(modelinfo._storage_key(tensor), tensor.untyped_storage())
+        return tensor
+
+    with modelinfo._flash_attention_kept(), torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
         workload.loss(model, batch)
     held = sum(storage.nbytes() for storage in kept.values()) / 2**20  # a gathered parameter freed since: 0
     fp32 = modelinfo.activation_bytes(workload, batch_size=2, device=CPU, dtype="fp32") / 2**20

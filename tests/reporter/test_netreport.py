@@ -355,10 +355,10 @@ def test_errors_beyond_what_the_model_keeps_on_a_quiet_machine_say_its_steps_are
     assert "not borne out" not in quiet
     busy = sharded.errors_words({"DDP": [-0.53, -0.50], "ZeRO-1": [-0.53]}, cluster="dgx-h100", results_dir=Path("r"),
                                 slowdown=(2, 2.43))  # fmt: skip
-    assert busy.endswith("rests on the model alone. Off by up to 53%, beyond the 40% it keeps on a quiet machine, the "
-                         "model's steps are not borne out by this run (local, which communicates nothing, took 2.43× "
-                         "its one-rank step at w2 in it): bench again on a quiet machine (or the cluster's GPUs) "
-                         "before booking by them")  # fmt: skip
+    assert busy.endswith("rests on the model alone. Off by up to 53%, beyond 40%, the model's steps are not borne "
+                         "out by this run (local, which communicates nothing, took 2.43× its one-rank step at w2 in "
+                         "it): bench again on a quiet machine (or the cluster's GPUs) before booking by "
+                         "them")  # fmt: skip
 
 
 def test_the_baseline_slowdown_is_its_widest_step_over_its_one_rank_step():
