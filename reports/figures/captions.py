@@ -83,7 +83,8 @@ CAPTIONS = {
     "memory_shared": " Ranks shared a GPU here: its device peak (NVML) is the whole GPU's, every rank on it "
     "counted, so each rank's own peak (its process's, NVML) is the panel to read per rank.",
     "frontier": "Lower-left is better; both axes start at zero, so small differences look small. Compare points "
-    "of one colour (one world size).",
+    "of one colour (one world size); points of one colour drawn on each other share a label, the leftmost "
+    "point's (hover names each).",
     "held": "Sizes of the tensors each rank holds after its last step: a sharded strategy's bars shrink with "
     "the world size where a replicated one's stay put. Buffers (DDP buckets, FSDP gathers) are not included.",
     "memory_cpu": "On the CPU only the process's peak RSS is measured (GPU panels are absent, not zero); "

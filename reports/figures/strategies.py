@@ -15,7 +15,7 @@ from harness.analysis import stats
 from harness.results.values import ms_text, strategy_label, strategy_labels
 from reports import aggregate
 from reports.aggregate import has_repeats, labelled, sweep_centres, world_label
-from reports.figures.style import PALETTE, new_figure, strategy_colours, styled
+from reports.figures.style import PALETTE, memory_unit, merged_labels, new_figure, strategy_colours, styled
 
 __all__ = [
     "MEMORY_METRICS",
@@ -288,12 +288,6 @@ def sweep_axis_top(centres: pd.DataFrame, stars: list[float]) -> float:
     return float(min(reach, max(points) * SWEEP_HEADROOM) * 1.05)
 
 
-def memory_unit(values: pd.Series) -> tuple[str, float]:
-    """('GiB', 1024) when the largest value is a GiB or more, else ('MiB', 1): the columns are MiB."""
-    largest = pd.to_numeric(values, errors="coerce").max()
-    return ("GiB", 1024.0) if pd.notna(largest) and largest >= 1024 else ("MiB", 1.0)
-
-
 def memory_by_rank(
     configs: pd.DataFrame, ranks: pd.DataFrame, *, workload: str, metrics: tuple = MEMORY_METRICS
 ) -> go.Figure:
@@ -356,19 +350,21 @@ def memory_vs_time(configs: pd.DataFrame, *, workload: str, metrics: tuple = MEM
     figure = new_figure()
     unit, scale = memory_unit(rows[metric[0]]) if metric is not None else ("MiB", 1.0)
     if metric is not None:
-        column = metric[0]
-        for world, group in rows.dropna(subset=[column]).groupby("world_size"):
+        column, drawn = metric[0], rows.dropna(subset=[metric[0]])
+        extent = (drawn["step_ms_median"].max(), drawn[column].max() / scale)  # near points share a label
+        for world, group in drawn.groupby("world_size"):
             figure.add_trace(
                 go.Scatter(
                     name=world_label(int(world)),
                     x=group["step_ms_median"],
                     y=group[column] / scale,
                     mode="markers+text",
-                    text=group["label"],
+                    text=merged_labels(group["step_ms_median"], group[column] / scale, group["label"], extent=extent),
+                    customdata=group["label"],
                     textposition="middle right",
                     cliponaxis=False,
                     marker={"size": 9},
-                    hovertemplate="%{text}: %{x:.2f} ms, %{y:.3g} " + unit + "<extra>%{fullData.name}</extra>",
+                    hovertemplate="%{customdata}: %{x:.2f} ms, %{y:.3g} " + unit + "<extra>%{fullData.name}</extra>",
                 )
             )
     label = metric[1] if metric else "no memory measured"

@@ -37,3 +37,26 @@ def strategy_colours(rows: pd.DataFrame) -> dict[str, str]:
 def styled(figure: go.Figure, *, title: str, **layout) -> go.Figure:
     figure.update_layout(title=title, margin={"t": 60, "b": 40}, **layout)
     return figure
+
+
+def memory_unit(values: pd.Series) -> tuple[str, float]:
+    """('GiB', 1024) when the largest value is a GiB or more, else ('MiB', 1): the columns are MiB."""
+    largest = pd.to_numeric(values, errors="coerce").max()
+    return ("GiB", 1024.0) if pd.notna(largest) and largest >= 1024 else ("MiB", 1.0)
+
+
+def merged_labels(x: pd.Series, y: pd.Series, labels: pd.Series, *, extent: tuple[float, float]) -> list[str]:
+    """Each point's text label, where points closer than a label's width and height (6 % and 4 % of `extent`, the
+    largest x and y drawn) share one: the leftmost names them all, the rest none, so none is drawn over another (a
+    label starts right of its point)."""
+    x_span, y_span = 0.06 * extent[0], 0.04 * extent[1]
+    texts, owners = [""] * len(labels), []  # owners: (index, x, y) of the points whose label shows
+    points = sorted(enumerate(zip(x, y, labels, strict=True)), key=lambda point: point[1][0])
+    for k, (px, py, label) in points:
+        near = next((o for o in owners if abs(px - o[1]) < x_span and abs(py - o[2]) < y_span), None)
+        if near is None:
+            owners.append((k, px, py))
+            texts[k] = str(label)
+        else:
+            texts[near[0]] += f", {label}"
+    return texts

@@ -388,6 +388,15 @@ def test_memory_against_time_starts_both_axes_at_zero_in_mib_or_gib(gpu, cpu_run
     assert all(trace.cliponaxis is False for trace in figure.data)  # labels at the edge are not cut off
 
 
+def test_memory_against_time_gives_points_drawn_on_each_other_one_label_naming_both():
+    rows = pd.DataFrame([{"config_id": c, "status": "ok", "impl": impl, "impl_options": "{}", "workload": "mlp",
+                          "world_size": 1, "step_ms_median": ms, "mem_peak_rss_mb": mb}
+                         for c, impl, ms, mb in (("a", "stock", 50.0, 800.0), ("b", "zero", 51.0, 805.0),
+                                                 ("c", "fsdp", 90.0, 820.0))])  # fmt: skip
+    (trace,) = figures.memory_vs_time(aggregate.with_labels(rows), workload="mlp").data
+    assert dict(zip(trace.customdata, trace.text, strict=True)) == {"stock": "stock, zero", "zero": "", "fsdp": "fsdp"}
+
+
 def test_warm_up_steps_are_drawn_in_their_series_colour_not_as_red_crosses(cpu_run):
     figure = stepfigures.step_time_series(cpu_run.configs, cpu_run.series, workload="mlp")
     lines = {t.legendgroup: t.line.color for t in figure.data if t.mode == "lines"}
