@@ -54,7 +54,7 @@ def test_nothing_is_chosen_without_a_gpu_memory_or_counted_activations():
 def test_the_console_line_says_the_pick_what_is_beside_it_and_what_fits_untimed(capsys):
     cluster = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=80.0)
     predictions.strategy_choice(STATE, cluster, frames=FRAMES, caveat="a CPU's compute")
-    said = capsys.readouterr().out.split("\n", 4)[-1]  # after the table: the long form
+    said = capsys.readouterr().out.splitlines()[0]  # the long form, before the table
     assert said.startswith("ddpbench predict: the choice on dgx-h100, the fastest predicted step of the strategies the")
     assert "w8 zero 104 ms (stock does not fit: 100 GiB a rank)" in said
     assert "w64 stock 100 ms or zero 103 ms (too close to call: under the 4 % the model can tell)" in said
@@ -238,9 +238,9 @@ def test_a_slower_strategy_whose_step_leaves_out_an_own_cost_says_it_is_slower_s
     assert "fsdp 100.8 ms, 0.8% slower before its own cost a CPU measured (40 ms more than DDP's, scaled)" in words
 
 
-def test_the_answer_comes_first_as_a_table_of_the_pick_the_next_and_what_it_rests_on(capsys):
+def test_the_answer_ends_as_a_table_of_the_pick_the_next_and_what_it_rests_on(capsys):
     """A walkthrough found the answer buried in one 2,500-character line: per GPU count, the pick, its step, the
-    next that fits and how far behind, and what the pick rests on come first, one row each (the numbers of the
+    next that fits and how far behind, and what the pick rests on end it, one row each, in sight (the numbers of the
     turning-share test above, with stock too large at w8 and fsdp's step, its own cost left out, at w64)."""
     state = _state([("stock", 8, 90.0), ("zero", 8, 10.0), ("stock", 64, 20.0), ("zero", 64, 10.0), ("fsdp", 64, 5.0)])
     frames = [
@@ -250,8 +250,9 @@ def test_the_answer_comes_first_as_a_table_of_the_pick_the_next_and_what_it_rest
     cluster = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=80.0)
     predictions.strategy_choice(state, cluster, frames=frames, cpu_optimizer=(30.0, 100.0))
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("ddpbench predict: the answer on dgx-h100, the fastest step of what fits 80 GiB a GPU")
-    header, w8, w64 = lines[1:4]
+    assert lines[0].startswith("ddpbench predict: the choice on dgx-h100, ")  # in full, then the table in sight
+    assert lines[1].startswith("ddpbench predict: the answer on dgx-h100, the fastest step of what fits 80 GiB a GPU")
+    header, w8, w64 = lines[2:5]
     assert [cell.strip() for cell in header.split("  ") if cell] == ["GPUs", "book", "step ms", "next that fits",
                                                                      "behind", "the pick rests on"]  # fmt: skip
     assert w8.split() == ["8", "zero", "75", "stock", "does", "not", "fit"]  # no runner-up: none else fits
@@ -261,4 +262,4 @@ def test_the_answer_comes_first_as_a_table_of_the_pick_the_next_and_what_it_rest
     assert w64.endswith("holds if a GPU's optimizer takes 23% of the one-GPU step or more, else stock (--local-"
                         "optimizer-ms, with --local-step-ms, settles it); fsdp may be faster (90 ms before its own "
                         "cost)")  # fmt: skip
-    assert lines[4].startswith("ddpbench predict: the choice on dgx-h100, ")
+    assert len(lines) == 5

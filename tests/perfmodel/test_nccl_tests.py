@@ -236,15 +236,14 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert "published sizes" not in w8 and "at 2 nodes this profile is off by more than 25 % on " in w16
     lines = printed.strip().splitlines()
     at = next(k for k, line in enumerate(lines) if line.startswith("ddpbench predict: answer for DDP"))
-    answer, zero, sharded, table = lines[at : at + 4]  # the answer, ZeRO-1's step, FSDP2's, the choice's table
+    answer, zero, sharded, chosen, table = lines[at : at + 5]  # ZeRO-1's step, FSDP2's, the choice, its table
     assert table.startswith("ddpbench predict: the answer on dgx-h100, the fastest step of what fits 80 GiB a GPU")
-    rows = lines[at + 5 : at + 7]  # under its header, a row per GPU count: stock, ranked by its full-size floor
+    rows = lines[at + 6 : at + 8]  # under its header, a row per GPU count: stock, ranked by its full-size floor
     assert [row.split()[:3] for row in rows] == [
         ["8", "stock", rows[0].split()[2]],
         ["16", "stock", rows[1].split()[2]],
     ]
     assert all(row.split()[2].startswith("≥") for row in rows)
-    chosen = lines[at + 7]
     # the run measured no zero: of what it measured only stock has a step model, and the rest fit untimed
     assert chosen.startswith("ddpbench predict: the choice on dgx-h100, the fastest predicted step (or its floor with")
     assert "w8 stock " in chosen and "w16 stock " in chosen and "fit too, with no step model" in chosen

@@ -1,6 +1,7 @@
-"""The choice as a table, said before its long form: per GPU count, the strategy to book, its step, the fastest
-of the rest that fits and how far behind it is, and what the pick rests on (harness.perfmodel.choice.table_rows;
-its `choice_words`, the line after the table and the what-if page's, say every step and caveat in full)."""
+"""The choice as a table, said after its long form, where a terminal leaves it in sight: per GPU count, the strategy
+to book, its step, the fastest of the rest that fits and how far behind it is, and what the pick rests on
+(harness.perfmodel.choice.table_rows; its `choice_words`, the line before the table and the what-if page's, say
+every step and caveat in full)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataF
         return
     widths = [max(len(row[k]) for row in (TABLE_HEADER, *rows)) for k in range(len(TABLE_HEADER) - 1)]
     say(f"ddpbench predict: the answer on {cluster_name}, the fastest step of what fits {capacity_gib:g} GiB a GPU "
-        "(≥: the full size's floor ranks it; the line after says each step and what it rests on):")  # fmt: skip
+        "(≥: the full size's floor ranks it; the line above says each step and what it rests on):")  # fmt: skip
     for row in (TABLE_HEADER, *rows):
         cells = [cell.rjust(width) if k in RIGHT else cell.ljust(width) for k, (cell, width) in
                  enumerate(zip(row, widths, strict=False))]  # fmt: skip

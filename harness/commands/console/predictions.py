@@ -382,16 +382,17 @@ def labelled(state: pd.DataFrame) -> pd.DataFrame:
 
 def strategy_choice(state: pd.DataFrame, cluster, *, frames: list[pd.DataFrame], caveat: str = "",
                     cpu_optimizer: tuple[float, float] = (0.0, 0.0), errors=None) -> None:  # fmt: skip
-    """The answer over both halves, last: as a table (console.answer), then in full (perfmodel.choice.choice_words,
-    as the what-if page says it); `cpu_optimizer`: (the optimizer's ms, the one-rank step's) where a CPU's, scaled."""
+    """The answer over both halves, last: in full (perfmodel.choice.choice_words, as the what-if page says it), then
+    as a table (console.answer), the last a terminal shows; `cpu_optimizer`: (the optimizer's ms, the one-rank
+    step's) where a CPU's, scaled."""
     from harness.commands.console.answer import choice_table
     from harness.perfmodel.choice import choice_words
 
     capacity, (optimizer_ms, step_ms), state = getattr(cluster, "gpu_memory_gib", 0.0), cpu_optimizer, labelled(state)
-    choice_table(state, capacity, frames, cluster_name=cluster.name, optimizer_ms=optimizer_ms, step_ms=step_ms,
-                 errors=errors)  # fmt: skip
     if words := choice_words(state, frames, capacity, optimizer_ms=optimizer_ms, step_ms=step_ms, errors=errors):
         say(f"ddpbench predict: the choice on {cluster.name}, {words}{f' [{caveat}]' if caveat else ''}")
+    choice_table(state, capacity, frames, cluster_name=cluster.name, optimizer_ms=optimizer_ms, step_ms=step_ms,
+                 errors=errors)  # fmt: skip
 
 
 def errors_on_own_run(words: str) -> None:
