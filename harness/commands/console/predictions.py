@@ -383,8 +383,7 @@ def labelled(state: pd.DataFrame) -> pd.DataFrame:
 def strategy_choice(state: pd.DataFrame, cluster, *, frames: list[pd.DataFrame], caveat: str = "",
                     cpu_optimizer: tuple[float, float] = (0.0, 0.0), errors=None) -> None:  # fmt: skip
     """The answer over both halves, last: in full (perfmodel.choice.choice_words, as the what-if page says it), then
-    as a table (console.answer), the last a terminal shows; `cpu_optimizer`: (the optimizer's ms, the one-rank
-    step's) where a CPU's, scaled."""
+    as a table, in sight (console.answer); `cpu_optimizer`: (the optimizer's ms, the one-rank step's), scaled."""
     from harness.commands.console.answer import choice_table
     from harness.perfmodel.choice import choice_words
 
