@@ -209,7 +209,7 @@ def compare(
     base, new = repeat_figures(base), repeat_figures(new)
     settings = setting_keys(across_strategies=across_strategies)
     new_groups = {_plain(key): group for key, group in new.groupby(keys, dropna=False)}
-    rows, not_compared = [], []
+    pairs, not_compared = [], []
     for key, base_group in base.groupby(keys, dropna=False):  # null keys (older rows) match too: _plain
         if _plain(key) not in new_groups:
             continue
@@ -219,7 +219,10 @@ def compare(
                 label = _label({**matched, "impl": base_rows["impl"].iloc[0]})
                 not_compared.append(f"{label}: not compared, a different measurement: {', '.join(differences)}")
             else:
-                rows.append({**matched, **judge(base_rows, new_rows, threshold=threshold)})
+                pairs.append((matched, base_rows, new_rows))
+    confidence = family_confidence(len(pairs))  # the gate fails on any one: its error is the family's
+    rows = [{**matched, **judge(b, n, threshold=threshold, confidence=confidence), "configurations_judged": len(pairs)}
+            for matched, b, n in pairs]  # fmt: skip
     return pd.DataFrame(rows), environment_differences(base_meta, new_meta), not_compared
 
 
@@ -309,12 +312,36 @@ def setup_words(keys: dict) -> str:
     return " ".join(w for w in words if w)
 
 
-def judge(base: pd.DataFrame, new: pd.DataFrame, *, threshold: float) -> dict:
-    """One matched configuration: its repeat medians in each run, the verdict, and a noise note
-    for each run whose steps are noisy, drift within the window or whose repeats disagree."""
+def family_confidence(judged: int, *, alpha: float = 1 - stats.CONFIDENCE) -> float:
+    """Each interval's confidence where the outcome is wrong when any of `judged` verdicts is (Bonferroni): a gate
+    that fails on any configuration slower must not fail identical code more often than `alpha`, however many
+    configurations the two runs share."""
+    return 1 - alpha / max(judged, 1)
+
+
+def interval_level(frame: pd.DataFrame) -> str:
+    """'99.2%': the confidence of a comparison's intervals (95 % where it judged one configuration, or an older
+    comparison without the column)."""
+    level = frame["confidence"].iloc[0] if "confidence" in frame and len(frame) else stats.CONFIDENCE
+    return f"{level * 100:.3g}%"
+
+
+def family_words(frame: pd.DataFrame) -> str:
+    """' (95% over the 6 configurations judged, Bonferroni: …)' after the level where it judged several, else ''."""
+    judged = int(frame["configurations_judged"].iloc[0]) if "configurations_judged" in frame and len(frame) else 1
+    if judged <= 1:
+        return ""
+    alpha = (1 - stats.CONFIDENCE) * 100
+    return (f" ({100 - alpha:g}% over the {judged} configurations judged, Bonferroni: identical code fails the "
+            f"gate at most {alpha:g}% of the time, however many it shares)")  # fmt: skip
+
+
+def judge(base: pd.DataFrame, new: pd.DataFrame, *, threshold: float, confidence: float = stats.CONFIDENCE) -> dict:
+    """One matched configuration: its repeat medians in each run, the verdict (its interval at `confidence`), and
+    a noise note for each run whose steps are noisy, drift within the window or whose repeats disagree."""
     judged = stats.verdict(
         base["median_ms"].tolist(), new["median_ms"].tolist(), threshold=threshold,
-        rel_se=float(pd.concat([base["rel_se"], new["rel_se"]]).max()),
+        rel_se=float(pd.concat([base["rel_se"], new["rel_se"]]).max()), confidence=confidence,
     )  # fmt: skip
     notes = [
         f"{which}: {note}"
@@ -328,7 +355,7 @@ def judge(base: pd.DataFrame, new: pd.DataFrame, *, threshold: float) -> dict:
         "new_ms": stats.geometric_mean(new["median_ms"]),
         "base_repeats": len(base), "new_repeats": len(new),
         "ratio": judged["ratio"], "ratio_ci_low": judged["low"], "ratio_ci_high": judged["high"],
-        "p_value": judged["p_value"], "verdict": judged["verdict"],
+        "p_value": judged["p_value"], "verdict": judged["verdict"], "confidence": confidence,
         "repeats_needed": judged["repeats_needed"], "noise": "; ".join(notes),
     }  # fmt: skip
 
@@ -364,18 +391,3 @@ def outcome(frame: pd.DataFrame, *, failed: list[str], missing: list[str], not_c
 def _counted(tally: dict, **words: str) -> str:
     """'2 of 10 matched configuration(s) significantly slower, 1 failed in NEW': each count that is not 0."""
     return ", ".join(f"{tally[key]} {said}" for key, said in words.items() if tally[key])
-
-
-def parse_threshold(text: str) -> float:
-    """'5%' or '0.05' → 0.05."""
-    try:
-        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
-    except ValueError:
-        value = -1.0
-    if 1 <= value < 100 and not text.endswith("%"):  # '5' meant as 5 % would be 500 %: say which was meant
-        raise ConfigError(f"--threshold {text!r} would be {value:.0%}; give {text}% for {text} per cent (or a "
-                          f"fraction, {value / 100:g})")  # fmt: skip
-    if not 0 < value < 1:  # 0 could never call two runs the same, 100 % would call 1.9× no change
-        raise ConfigError(f"--threshold {text!r} is not valid; give a percentage above 0% and below 100%, such as 5% "
-                          "(or a fraction, 0.05)")  # fmt: skip
-    return value

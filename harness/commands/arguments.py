@@ -105,8 +105,10 @@ PREDICT_EXAMPLES = """examples:
 
 COMPARE_DESCRIPTION = textwrap.fill(
     "Match the configurations of two runs and judge each on its repeats (each repeat's median step is one piece of "
-    "evidence): slower/faster only when the 95% interval of the ratio lies beyond 1 ± --threshold, or is narrower "
-    "than ±threshold, excludes 1 and has the ratio beyond it. When the repeats cannot decide (fewer than 2 per run, "
+    "evidence): slower/faster only when the interval of the ratio lies beyond 1 ± --threshold, or is narrower "
+    "than ±threshold, excludes 1 and has the ratio beyond it; each interval at 1 − 5%/N for N configurations judged "
+    "(Bonferroni), so that identical code fails the gate at most 5% of the time however many it shares. When the "
+    "repeats cannot decide (fewer than 2 per run, "
     "or an interval wider than ±threshold) the verdict is 'too few repeats to tell (have N, need about M)'. "
     "Configurations that differ in threads_per_rank, backend, tf32, first_bucket_cap_mb or whether DDP's buckets "
     "were timed (--bucket-timeline) are different measurements: not judged, named in a warning."
@@ -116,8 +118,10 @@ COMPARE_EPILOG = (
         "exit codes: 0 every ok configuration of BASE matched and none slower; 1 some significantly slower, or "
         "failed in NEW where BASE measured it; 2 bad input; 3 none slower, but the evidence is short: too few "
         "repeats to tell, a setting differs, no ok result in NEW, or nothing matched at all; 4 compare itself could "
-        "not finish. Runs meant to be compared: bench --repeats 5 (decides 5% when launches agree within about "
-        "2.5%). See docs/statistics.md."
+        "not finish. Runs meant to be compared: bench --repeats 5 or more (five decide 5% for one configuration when "
+        "launches agree within about 2.5%; a gate of many asks more of each, and 'need about M' says how many). "
+        "--repeats auto decides a run's own verdicts, and runs a world size with none to decide (one rank) twice. "
+        "See docs/statistics.md."
     )
     + """
 

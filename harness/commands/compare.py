@@ -24,9 +24,7 @@ EXIT_CRASHED = 4
 
 
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
-    from harness.analysis import compare
-
-    threshold = compare.parse_threshold(args.threshold)
+    threshold = parse_threshold(args.threshold)
     runs = run_folder(args.base, args.results), run_folder(args.new, args.results)
     if runs[0].resolve() == runs[1].resolve():  # every ratio 1 by construction: a gate would pass on nothing
         raise ConfigError(f"BASE and NEW are the same run {runs[0].name!r}; compare judges two separate runs")
@@ -39,6 +37,21 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         said = (str(exc).splitlines() or [""])[0][:300]
         console.error(f"compare could not finish ({type(exc).__name__}: {said}); exit {EXIT_CRASHED}, no verdict")
         return EXIT_CRASHED
+
+
+def parse_threshold(text: str) -> float:
+    """'5%' or '0.05' → 0.05."""
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        value = -1.0
+    if 1 <= value < 100 and not text.endswith("%"):  # '5' meant as 5 % would be 500 %: say which was meant
+        raise ConfigError(f"--threshold {text!r} would be {value:.0%}; give {text}% for {text} per cent (or a "
+                          f"fraction, {value / 100:g})")  # fmt: skip
+    if not 0 < value < 1:  # 0 could never call two runs the same, 100 % would call 1.9× no change
+        raise ConfigError(f"--threshold {text!r} is not valid; give a percentage above 0% and below 100%, such as 5% "
+                          "(or a fraction, 0.05)")  # fmt: skip
+    return value
 
 
 def run_folder(text: str, results: Path) -> Path:

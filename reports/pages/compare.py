@@ -41,7 +41,16 @@ def _number(value, pattern: str) -> str:
 
 
 def comparison_table(frame: pd.DataFrame) -> str:
-    head = ["configuration", "base ms", "new ms", "ratio", "95% interval", "p", "verdict", "noise"]
+    head = [
+        "configuration",
+        "base ms",
+        "new ms",
+        "ratio",
+        f"{comparing.interval_level(frame)} interval",
+        "p (one configuration's)",
+        "verdict",
+        "noise",
+    ]
     rows, classes = [], []
     for r in frame.itertuples():
         low, high = _get(r, "ratio_ci_low"), _get(r, "ratio_ci_high")
@@ -98,8 +107,8 @@ def ratio_figure(frame: pd.DataFrame, *, threshold: float) -> go.Figure:
             error_x={"type": "data", "symmetric": False, "array": (high - ratio).fillna(0).clip(lower=0),
                      "arrayminus": (ratio - low).fillna(0).clip(lower=0)},
             customdata=np.stack([low, high], axis=-1),
-            hovertemplate="%{y}: ratio %{x:.3f} (95% interval %{customdata[0]:.3f}–%{customdata[1]:.3f})"
-                          "<extra></extra>",
+            hovertemplate="%{y}: ratio %{x:.3f} (" + comparing.interval_level(frame) + " interval "
+                          "%{customdata[0]:.3f}–%{customdata[1]:.3f})<extra></extra>",
         )
     )  # fmt: skip
     figure.add_vrect(x0=1 - threshold, x1=1 + threshold, fillcolor="#999", opacity=0.15, line_width=0)
@@ -107,8 +116,8 @@ def ratio_figure(frame: pd.DataFrame, *, threshold: float) -> go.Figure:
     axis_range = _ratio_range([ratio, low, high], threshold)
     return styled(
         figure,
-        title=f"new / base step time per configuration: the ratio of the repeats' geometric means, whiskers its 95% "
-        f"interval (grey band: ±{threshold * 100:g}%, the threshold)",
+        title=f"new / base step time per configuration: the ratio of the repeats' geometric means, whiskers its "
+        f"{comparing.interval_level(frame)} interval (grey band: ±{threshold * 100:g}%, the threshold)",
         xaxis={
             "title": "ratio, log scale (below 1: new is faster; above: slower)",
             "type": "log",
@@ -132,8 +141,9 @@ def comparison_page(base: str, new: str, frame: pd.DataFrame, judged: dict, *, e
         f"<h1>{esc(new)} against {esc(base)}</h1>",
         f'<p class="{OUTCOME_CLASS.get(judged["outcome"], "headline")}">{esc(_capitalised(judged["sentence"]))}.</p>',
         f"<p>Ratio = new / base step time: per repeat the median step (slowest rank per step), then the "
-        f"geometric mean over repeats. A configuration is <b>slower</b> or <b>faster</b> only when the 95 % "
-        f"interval of the ratio (Welch's t over repeats) {evidence.decided_rule(threshold)}; <b>no significant "
+        f"geometric mean over repeats. A configuration is <b>slower</b> or <b>faster</b> only when the "
+        f"{comparing.interval_level(frame)} interval of the ratio (Welch's t over repeats"
+        f"{esc(comparing.family_words(frame))}) {evidence.decided_rule(threshold)}; <b>no significant "
         f"change</b> where {evidence.no_change_rule(threshold)}; when the repeats cannot decide, "
         "<b>too few repeats to tell</b> (docs/statistics.md).</p>",
     ]
@@ -147,7 +157,10 @@ def comparison_page(base: str, new: str, frame: pd.DataFrame, judged: dict, *, e
     if frame.empty:
         parts.append("<p>No configuration was measured in both runs.</p>")
         return page(f"ddpbench: {new} against {base}", "\n".join(parts), depth=1, plots=False)
-    caption = "Each point is a configuration's ratio; the whisker is its 95 % interval where the runs have the repeats."
+    caption = (
+        f"Each point is a configuration's ratio; the whisker is its {comparing.interval_level(frame)} interval "
+        "where the runs have the repeats."
+    )
     parts.append(FigureList().add(ratio_figure(frame, threshold=threshold), caption))
     parts.append(comparison_table(frame))
     return page(f"ddpbench: {new} against {base}", "\n".join(parts), depth=1)

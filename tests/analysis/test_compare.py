@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pandas as pd
 import pyarrow as pa
@@ -29,23 +31,26 @@ def synthetic_run(
     repeats: int = 5,
     environment: dict | None = None,
     settings: dict | None = None,
+    worlds: tuple[int, ...] = (2,),
 ) -> None:
-    """A run with one configuration measured `repeats` times (1 % launch-to-launch offsets), each
-    with 2 ranks whose 40 steps scatter by 3 %."""
+    """A run with one configuration (one a world size of `worlds`) measured `repeats` times (1 % launch-to-launch
+    offsets), each with 2 ranks whose 40 steps scatter by 3 %."""
     meta = {"run_id": run_id, "started_at": run_id, "device": "cpu", "configurations": [{"world_size": 2}]}
     meta["environment"] = {"torch_version": torch_version, "hostname": "h", **(environment or {})}
     store.write_json(results / run_id / "run.json", meta)
     rng = np.random.default_rng(seed)
-    for repeat in range(repeats):
+    for repeat, world in itertools.product(range(repeats), worlds):
         times = mean_ms * (1 + rng.normal(0, 0.01)) * (1 + rng.normal(0, 0.03, size=(2, 40)))
+        config_id = f"c{repeat}" if world == 2 else f"c{repeat}w{world}"
         steps = [
-            {"run_id": run_id, "config_id": f"c{repeat}", "rank": r, "step": s, "warmup": False,
+            {"run_id": run_id, "config_id": config_id, "rank": r, "step": s, "warmup": False,
              "step_ms": float(times[r, s])}
             for r in range(2)
             for s in range(40)
         ]  # fmt: skip
-        row = {"run_id": run_id, "config_id": f"c{repeat}", **KEYS, "impl": impl, "repeat": repeat, **(settings or {})}
-        store.write_configuration(results / run_id, f"c{repeat}", row, steps)
+        row = {"run_id": run_id, "config_id": config_id, **KEYS, "impl": impl, "repeat": repeat, **(settings or {}),
+               "world_size": world}  # fmt: skip
+        store.write_configuration(results / run_id, config_id, row, steps)
 
 
 def run_compare(capsys, results, base, new, *extra):
@@ -67,6 +72,24 @@ def test_a_run_ten_percent_slower_is_flagged_and_exits_1(tmp_path, capsys):
     synthetic_run(tmp_path / "r", "b", mean_ms=110, seed=2)
     code, out = run_compare(capsys, tmp_path / "r", "a", "b")
     assert code == 1 and ": slower" in out.out and "1 significantly slower" in out.out
+
+
+def test_a_gate_over_several_configurations_judges_each_at_bonferronis_level_and_says_it(tmp_path, capsys):
+    """It fails on any one, so each of 3 intervals is at 1 − 5 %/3 (docs/statistics.md): wider than one's at 95 %."""
+    for run_id, seed in (("a", 1), ("b", 2)):
+        synthetic_run(tmp_path / "r", run_id, mean_ms=100, seed=seed, worlds=(2, 4, 8))
+    frame, _, _ = compare.compare(tmp_path / "r" / "a", tmp_path / "r" / "b", threshold=0.05)
+    assert list(frame["confidence"]) == [pytest.approx(1 - 0.05 / 3)] * 3
+    alone = compare.judge(*(compare.repeat_figures(compare.load_samples(tmp_path / "r" / run)[1]).query(
+        "world_size == 2") for run in ("a", "b")), threshold=0.05)  # fmt: skip
+    row = frame[frame["world_size"] == 2].iloc[0]
+    assert row["ratio_ci_low"] < alone["ratio_ci_low"] and row["ratio_ci_high"] > alone["ratio_ci_high"]
+    code, out = run_compare(capsys, tmp_path / "r", "a", "b")
+    assert code == 0  # three unchanged: nothing slower, every one judged
+    assert out.out.startswith("compare: each interval at 98.3% (95% over the 3 configurations judged, Bonferroni")
+    assert out.out.count("(98.3% CI ") == 3
+    page = (tmp_path / "site" / "compare" / "a_vs_b.html").read_text()
+    assert "98.3% interval" in page and "95% over the 3 configurations judged" in page
 
 
 def test_a_higher_threshold_lets_a_ten_percent_change_pass(tmp_path, capsys):

@@ -346,10 +346,17 @@ def drifting(lines: list[str]) -> None:
 
 def comparison(frame: pd.DataFrame, *, threshold: float) -> None:
     """A line per matched configuration: the ratio, its interval, the verdict, how many repeats a
-    decision at the threshold needs when the runs had fewer, and any noise behind it."""
+    decision at the threshold needs when the runs had fewer, and any noise behind it; first, the intervals'
+    level where several configurations share the gate's error."""
+    from harness.analysis.compare import family_words, interval_level
+
+    level = interval_level(frame)
+    if family := family_words(frame):
+        say(f"compare: each interval at {level}{family}")
     for r in frame.itertuples():
         interval = "no interval: one repeat" if r.ratio_ci_low != r.ratio_ci_low else (
-            f"95% CI {r.ratio_ci_low:.3f}-{r.ratio_ci_high:.3f}")  # fmt: skip
+            f"{level} CI too wide to bound it" if r.ratio_ci_high > 10 * r.ratio_ci_low else  # 0.000–124708.818
+            f"{level} CI {r.ratio_ci_low:.3f}-{r.ratio_ci_high:.3f}")  # fmt: skip
         verdict = r.verdict
         if verdict == "too few repeats to tell":
             have = min(r.base_repeats, r.new_repeats)
