@@ -27,6 +27,9 @@ CAPTIONS = {
     "time (the steps and what runs between them: zeroing gradients, making the batch); at equal world size it "
     "ranks as step time does unless a strategy spends more between its steps, across world sizes it shows what "
     "adding ranks buys.",
+    "throughput_pooled": " With repeats, each bar is the geometric mean of the strategy's repeats' throughputs over "
+    "their measured windows (the answer's and the table's samples/s are from the median step instead, without what "
+    "runs between steps), and each dot is one repeat.",
     "scaling": "Lines near the dashed ideal (1.0) scale well: each point is throughput at n ranks over n times "
     "the throughput at one rank, with the batch per rank fixed (weak scaling) — one rank of local (one process "
     "that communicates nothing, so each strategy's own cost at one rank counts and the lines order as the step "
@@ -110,7 +113,8 @@ POOLED = (
     " With repeats, each bar is the geometric mean of the strategy's repeats' medians (the answer's figure),"
     " its whiskers span the lowest to the highest repeat, and each dot is one repeat."
 )
-"""The step-time and throughput captions' addition where a run has repeats (strategies.pooled_repeats)."""
+"""The step-time caption's addition where a run has repeats (strategies.pooled_repeats); the throughput's is
+CAPTIONS["throughput_pooled"]: its bars pool the window's throughput, not medians."""
 ONE_REPEAT_EACH = (
     " With repeats, each configuration is drawn from its median repeat: the launch whose median step is the"
     " median of its repeats' (the lower middle of an even count)."

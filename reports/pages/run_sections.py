@@ -67,11 +67,11 @@ def fastest_section(run: RunData, workloads: list[str], figs: FigureList) -> str
     for workload in workloads:
         said = takeaways.fastest(run.configs, workload=workload, confidence=answer.run_confidence(run.meta))
         parts.append(takeaway(workload, said))
-        pooled = POOLED if aggregate.has_repeats(run.configs) else ""
+        repeated = aggregate.has_repeats(run.configs)
         parts.append(figs.add(figures.step_time_by_strategy(run.configs, workload=workload),
-                              CAPTIONS["step_time"] + (pooled or CAPTIONS["step_whiskers"])))  # fmt: skip
+                              CAPTIONS["step_time"] + (POOLED if repeated else CAPTIONS["step_whiskers"])))  # fmt: skip
         parts.append(figs.add(figures.throughput_by_strategy(run.configs, workload=workload),
-                              CAPTIONS["throughput"] + pooled))  # fmt: skip
+                              CAPTIONS["throughput"] + CAPTIONS["throughput_pooled"] * repeated))  # fmt: skip
     return "\n".join(parts)
 
 
