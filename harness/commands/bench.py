@@ -218,7 +218,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         with stops.caught():
             launch.run_groups(config, plan, on_written=progress.written, on_tick=progress.tick)
             repeats.until_decided(config, plan, began=began, launched=launched, done=done, on_written=progress.written,
-                                  on_tick=progress.tick, on_round=functools.partial(_round, progress))  # fmt: skip
+                                  on_tick=progress.tick,
+                                  on_round=functools.partial(_round, progress, config, plan))  # fmt: skip
     except BaseException as stop:
         progress.close()
         return _ended_early(plan, stop, stops.received, began=began, progress=progress)
@@ -241,10 +242,12 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     return _summarize(plan, time.monotonic() - began, parity_failed=failed_parity)
 
 
-def _round(progress: console.Progress, standing, more: list) -> None:
+def _round(progress: console.Progress, config: BenchConfig, plan, standing, more: list) -> None:
     progress.extend(more)
     console.verdict_round(standing, more, decided_before=progress.decided)
     progress.decided = {v.subject for v in standing.verdicts if v.decided}
+    if not more:  # the last word: how the open ones would be decided
+        console.to_decide(standing, run_id=plan.run_id, max_repeats=config.max_repeats)
 
 
 def _drift_lines(configs) -> list[str]:

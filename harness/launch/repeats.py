@@ -34,6 +34,7 @@ class Decided:
     stopped_by: str | None = None  # why the open ones stay open: 'max-repeats', 'budget' or 'out of reach'
     beyond_max: bool = False  # some open verdict needs more than --max-repeats: the estimate runs to it
     budget_left_s: float | None = None  # what is left of --budget when the round was judged (None: no budget)
+    beyond_s: float | None = None  # the time every open verdict would need past --max-repeats, given up ones too
 
     @property
     def open(self) -> list[decide.Verdict]:
@@ -104,8 +105,10 @@ def _standing(config: BenchConfig, plan: BenchRun, confidence: float, *, pace: f
     for key in wanted - needs.keys():  # a baseline runs as far as the most its setup's open configurations need
         setup = _setup(repeats[key][0])
         needs[key] = max((n for k, n in needs.items() if _setup(repeats[k][0]) == setup), default=0)
+    every_need = _needs(found, by_id, given_up=True)
     standing = Decided(found, most, _estimate(pace, repeats, needs, config.max_repeats),
-                       beyond_max=any(need > config.max_repeats for need in needs.values()))  # fmt: skip
+                       beyond_max=any(need > config.max_repeats for need in needs.values()),
+                       beyond_s=_estimate(pace, repeats, every_need, max(every_need.values(), default=0)))  # fmt: skip
     next_round: list[tuple[int, int, Configuration]] = []
     for order, (key, members) in enumerate(repeats.items()):
         if key not in wanted:
@@ -140,11 +143,11 @@ def _setup(cfg: Configuration) -> str:
     return json.dumps({k: v for k, v in cfg.to_json().items() if k not in strategy}, sort_keys=True)
 
 
-def _needs(found: list[decide.Verdict], by_id: dict[str, str]) -> dict[str, int]:
-    """Per configuration, the most repeats an open verdict of it asks for."""
+def _needs(found: list[decide.Verdict], by_id: dict[str, str], *, given_up: bool = False) -> dict[str, int]:
+    """Per configuration, the most repeats an open verdict of it asks for (`given_up`: those out of reach too)."""
     needs: dict[str, int] = {}
     for verdict in found:
-        if verdict.decided or verdict.given_up or verdict.repeats_needed is None:
+        if verdict.decided or (verdict.given_up and not given_up) or verdict.repeats_needed is None:
             continue
         for config_id in verdict.config_ids:
             key = by_id.get(config_id)

@@ -34,7 +34,7 @@ def noisy(configs: pd.DataFrame) -> list[str]:
     return [
         f"<b>Noisy:</b> {len(loud)} of {len(kinds)} measured configurations are noisy, as the answer's noise column "
         f"marks them{both}: {_noise_counts(loud)}. Differences between them may be chance. Rerun with more --steps "
-        "and --repeats on a quieter machine before acting on them."
+        "and --repeats (under --repeats auto, a higher --max-repeats) on a quieter machine before acting on them."
     ]
 
 

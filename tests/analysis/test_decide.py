@@ -137,6 +137,31 @@ def test_a_verdict_given_up_runs_no_more_and_says_why(monkeypatch):
                                                    "of reach")  # fmt: skip
 
 
+def test_the_last_word_on_open_verdicts_says_what_would_decide_them(monkeypatch):
+    """A walkthrough's sweep ended 'need about 41' after 20 repeats, and --resume refused --max-repeats: the way on
+    is a new run with more, with its time; a run stopped by --budget goes on with --resume and a new one."""
+    hopeless = decide.Verdict(decide.CAP, "w2 mlp/small bucketed", "too few repeats to tell", False, 20, 189,
+                              frozenset({"a"}), given_up=True)  # fmt: skip
+    short = decide.Verdict(decide.CAP, "w2 mlp/small stock", "too few repeats to tell", False, 20, 41, frozenset({"b"}))
+    out = io.StringIO()
+    monkeypatch.setattr(console, "say", lambda line: out.write(line + "\n"))
+    console.to_decide(Decided([hopeless, short], 20, None, stopped_by="max-repeats", beyond_s=1500.0), run_id="r1",
+                      max_repeats=20)  # fmt: skip
+    assert out.getvalue() == (
+        "ddpbench: to decide the rest: the same command with --max-repeats 189 (the most an open verdict needs at "
+        "the spread seen, about 25 min at this session's pace; the verdicts decided here stop early again); --resume "
+        "keeps this run's --max-repeats 20, on which its verdicts' error rate rests\n"
+    )
+    out.truncate(0), out.seek(0)
+    console.to_decide(Decided([short], 6, 90.0, stopped_by="budget"), run_id="r1", max_repeats=20)
+    assert out.getvalue() == ("ddpbench: to decide the rest: ddpbench bench --resume r1 --budget TIME (about 2 min "
+                              "more at the spread seen)\n")  # fmt: skip
+    out.truncate(0), out.seek(0)
+    decided = decide.Verdict(decide.CAP, "w2 mlp/small stock", "use bucket_cap_mb=25", True, 4, None, frozenset())
+    console.to_decide(Decided([decided], 4, None), run_id="r1", max_repeats=20)
+    assert out.getvalue() == ""  # nothing open: nothing to say
+
+
 def test_a_verdict_reopened_by_another_verdicts_repeats_is_said_and_nothing_to_decide_is_said_plainly(monkeypatch):
     reopened = decide.Verdict(decide.STRATEGY, "w2 mlp/small bucketed vs stock", "too few repeats to tell", False, 4,
                               6, frozenset({"a"}))  # fmt: skip

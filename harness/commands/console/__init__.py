@@ -323,6 +323,24 @@ def verdict_round(standing, next_round: list, *, decided_before: set[str] | froz
         say(f"  {verdict.line()}")
 
 
+def to_decide(standing, *, run_id: str, max_repeats: int) -> None:
+    """After the last round, where verdicts stay open: what would decide them. A budget that stopped it is steering
+    (`--resume` takes a new one); repeats past --max-repeats need a new run, as the look confidence rests on it."""
+    still = standing.open
+    if not still:
+        return
+    if standing.stopped_by == "budget":
+        more = f" (about {duration_text(standing.estimate_s)} more at the spread seen)" if standing.estimate_s else ""
+        say(f"ddpbench: to decide the rest: ddpbench bench --resume {run_id} --budget TIME{more}")
+        return
+    need = max((v.repeats_needed or 0 for v in still), default=0)
+    if need > max_repeats:
+        took = f", about {duration_text(standing.beyond_s)} at this session's pace" if standing.beyond_s else ""
+        say(f"ddpbench: to decide the rest: the same command with --max-repeats {need} (the most an open verdict "
+            f"needs at the spread seen{took}; the verdicts decided here stop early again); --resume keeps this run's "
+            f"--max-repeats {max_repeats}, on which its verdicts' error rate rests")  # fmt: skip
+
+
 def why_slower(lines: list[str]) -> None:
     """Each configuration's cost over the baseline, taken apart (harness.analysis.why), at the largest world size."""
     if lines:
