@@ -319,6 +319,13 @@ def family_confidence(judged: int, *, alpha: float = 1 - stats.CONFIDENCE) -> fl
     return 1 - alpha / max(judged, 1)
 
 
+def _leaning(judged: dict) -> str:
+    """'slower' or 'faster' where the repeats are too few to tell but the interval already excludes no change (a
+    walkthrough read 'ratio 1.303 (95% CI 1.042-1.629): too few repeats to tell' as a contradiction); else ''."""
+    low, high = (judged["low"], judged["high"]) if judged["verdict"] == stats.TOO_FEW else (float("nan"),) * 2
+    return "slower" if low > 1 else "faster" if high < 1 else ""  # NaN (one repeat, or decided): neither
+
+
 def interval_level(frame: pd.DataFrame) -> str:
     """'99.2%': the confidence of a comparison's intervals (95 % where it judged one configuration, or an older
     comparison without the column)."""
@@ -356,7 +363,7 @@ def judge(base: pd.DataFrame, new: pd.DataFrame, *, threshold: float, confidence
         "base_repeats": len(base), "new_repeats": len(new),
         "ratio": judged["ratio"], "ratio_ci_low": judged["low"], "ratio_ci_high": judged["high"],
         "p_value": judged["p_value"], "verdict": judged["verdict"], "confidence": confidence,
-        "repeats_needed": judged["repeats_needed"], "noise": "; ".join(notes),
+        "repeats_needed": judged["repeats_needed"], "noise": "; ".join(notes), "leaning": _leaning(judged),
     }  # fmt: skip
 
 

@@ -92,6 +92,24 @@ def test_a_gate_over_several_configurations_judges_each_at_bonferronis_level_and
     assert "98.3% interval" in page and "95% over the 3 configurations judged" in page
 
 
+def test_too_few_to_tell_says_which_way_the_interval_already_leans():
+    """A walkthrough read 'ratio 1.303 (95% CI 1.042-1.629): too few repeats to tell' as a contradiction: an
+    interval above 1 but reaching under 1 + threshold is slower so far, not yet beyond the threshold."""
+
+    def figures(ms: list[float]) -> pd.DataFrame:
+        return pd.DataFrame({"median_ms": ms, "rel_se": 0.001, "cv": 0.01, "drift": 0.0, "drift_se": 0.01,
+                             "impl": "stock", "impl_options": "{}",
+                             "repeat": range(len(ms))})  # fmt: skip
+
+    leaning = compare.judge(figures([100, 101, 100.5, 100.2]), figures([103, 112, 107, 105]), threshold=0.05)
+    assert leaning["verdict"] == stats.TOO_FEW and 1 < leaning["ratio_ci_low"] < 1.05
+    assert leaning["leaning"] == "slower"
+    faster = compare.judge(figures([103, 112, 107, 105]), figures([100, 101, 100.5, 100.2]), threshold=0.05)
+    assert faster["leaning"] == "faster"
+    either = compare.judge(figures([100, 102]), figures([106, 109]), threshold=0.05)  # 0.98–1.16: could be either
+    assert either["verdict"] == stats.TOO_FEW and either["leaning"] == ""
+
+
 def test_a_higher_threshold_lets_a_ten_percent_change_pass(tmp_path, capsys):
     synthetic_run(tmp_path / "r", "a", mean_ms=100, seed=1)
     synthetic_run(tmp_path / "r", "b", mean_ms=110, seed=2)

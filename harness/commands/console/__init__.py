@@ -378,7 +378,9 @@ def comparison(frame: pd.DataFrame, *, threshold: float) -> None:
         verdict = r.verdict
         if verdict == "too few repeats to tell":
             have = min(r.base_repeats, r.new_repeats)
-            verdict += f" (have {have}, {stats.needed_text(r.repeats_needed)} at {threshold * 100:g}%)"
+            leaning = getattr(r, "leaning", "")
+            so_far = f"{leaning} so far, not yet shown beyond {threshold * 100:g}%; " if leaning else ""
+            verdict += f" ({so_far}have {have}, {stats.needed_text(r.repeats_needed)} at {threshold * 100:g}%)"
         noise = f" [{r.noise}]" if r.noise else ""
         _print(f"w{r.world_size} {r.workload}/{r.size} {r.impl}{options_text(r.impl_options)}: {r.base_ms:.2f} -> "
               f"{r.new_ms:.2f} ms, ratio {r.ratio:.3f} ({interval}): {verdict}{noise}")  # fmt: skip
