@@ -344,7 +344,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     if state is not None:  # the two halves joined: the fastest of the strategies that fit (floors in its own words)
         predictions.strategy_choice(state, chosen, frames=rows, caveat=joined(
             caveat, caps_said, cpu_split("ZeRO-1", "FSDP2"), sharded.note, zero_own.note), cpu_optimizer=cpu_optimizer,
-            errors=errors)  # fmt: skip
+            errors=errors, cpu_steps=device == "cpu" and not args.local_step_ms)  # fmt: skip
     if args.out:  # each row says what it rests on: the profile, the workload, any scaling
         setup = setup or {}
         context = {"cluster": chosen.name, "cluster_source": _source_of(chosen), "run": args.run,

@@ -24,8 +24,7 @@ class Candidate:
     strategy: str  # as the memory line names it
     need_mb: float  # what a rank needs at its step's peak at this GPU count (memory.need_mb)
     fits: bool
-    step_ms: float | None  # None: no step model for it; else what the choice ranks by: the predicted step, or its
-    # floor at the full size where that is higher (`profiled_ms` then holds the prediction)
+    step_ms: float | None  # what it is ranked by (None: no step model): its step, or its full-size floor if higher
     left_out_ms: float = 0.0  # an own cost its step leaves out beyond the others' (FSDP's, a CPU's, scaled)
     profiled_ms: float | None = None  # the step predicted at the profile's size, where its full-size floor is higher
     model: str = ""  # whose step model times it (DDP, ZeRO-1, FSDP2), as the run's own-steps check names them
@@ -40,8 +39,7 @@ class Choice:
     apart: float = 0.0  # where the picks are tied by more than SMALL_CAP_LEAD: how far the model's own errors set them
 
 
-def _plain(state: pd.DataFrame) -> pd.Series:
-    """Rows with no option the step models leave out (the cap is already taken out of the state's options)."""
+def _plain(state: pd.DataFrame) -> pd.Series:  # no option the step models leave out (the cap is out already)
     return state["impl_options"].map(lambda text: not options_of(text))
 
 
@@ -362,13 +360,15 @@ def _raised(named: pd.Series, step: str, shard: str | None = None) -> tuple[floa
     return float(named[step]), (float(named[shard]) if shard else None)
 
 
-TABLE_HEADER = ("GPUs", "book", "step ms", "next that fits", "behind", "the pick rests on")
-"""The choice's table (`table_rows`), said first by the console and the what-if page."""
+def table_header(cpu_steps: bool = False) -> tuple[str, ...]:
+    """The choice's table's header (`table_rows`): its steps a CPU's compute where no GPU step scaled them."""
+    return ("GPUs", "book", "step ms (a CPU's compute)" if cpu_steps else "step ms", "next that fits", "behind",
+            "the pick rests on")  # fmt: skip
 
 
 def table_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float, *, optimizer_ms: float = 0.0,
                step_ms: float = 0.0, errors: dict[str, list[float]] | None = None) -> list[tuple]:  # fmt: skip
-    """Per GPU count, the choice's cells (TABLE_HEADER): the strategy to book, its step (≥ where its full-size floor
+    """Per GPU count, the choice's cells (table_header): the strategy to book, its step (≥ where its full-size floor
     ranks it), the fastest of the rest that fits and how far behind, and what the pick rests on; [] as `choose`."""
     choices = choose(state, frames, capacity_gib, errors)
     without = {c.world_size: c for c in choose(state, without_optimizer(frames, optimizer_ms), capacity_gib, errors)

@@ -8,10 +8,10 @@ import pandas as pd
 
 from harness.analysis.compare import setup_words
 from harness.perfmodel.choice import (
-    TABLE_HEADER,
     choice_words,
     optimizer_break_even,
     optimizer_share_caveat,
+    table_header,
     table_rows,
 )
 from harness.perfmodel.cluster import Cluster, cap_caveats
@@ -49,7 +49,8 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
     left_out = first.get("own_costs_left_out", "")  # FSDP's and ZeRO's own costs, a CPU's, as the console says
     said = "; ".join(part for part in (cap_caveats(cluster, sorted({int(n) for n in group["nodes"]})),
                                        cpu if on_cpu else "", even, left_out) if part)  # fmt: skip
-    answer = table(list(TABLE_HEADER), [[esc(cell) for cell in row] for row in rows]) if rows else ""
+    header = table_header(first["profiled_on"] == "cpu" and not first["local_step_given"])
+    answer = table(list(header), [[esc(cell) for cell in row] for row in rows]) if rows else ""
     return (f'{answer}<p class="takeaway"><b>The choice</b>: {esc(words)}{esc(f" [{said}]" if said else "")}.</p>'
             if words else "")  # fmt: skip
 

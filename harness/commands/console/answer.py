@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness.commands.console import say
-from harness.perfmodel.choice import TABLE_HEADER, table_rows
+from harness.perfmodel.choice import table_header, table_rows
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -18,15 +18,18 @@ RIGHT = (0, 2, 4)
 
 
 def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataFrame], *, cluster_name: str,
-                 optimizer_ms: float = 0.0, step_ms: float = 0.0, errors=None) -> None:  # fmt: skip
-    """Say the table (`state` labelled by `strategy`, as choice_words takes it); nothing where there is no choice."""
+                 optimizer_ms: float = 0.0, step_ms: float = 0.0, errors=None,
+                 cpu_steps: bool = False) -> None:  # fmt: skip
+    """Say the table (`state` labelled by `strategy`, as choice_words takes it); nothing where there is no choice.
+    `cpu_steps`: the steps are a CPU's compute (no --local-step-ms), which its step column says."""
     rows = table_rows(state, frames, capacity_gib, optimizer_ms=optimizer_ms, step_ms=step_ms, errors=errors)
     if not rows:
         return
-    widths = [max(len(row[k]) for row in (TABLE_HEADER, *rows)) for k in range(len(TABLE_HEADER) - 1)]
+    header = table_header(cpu_steps)
+    widths = [max(len(row[k]) for row in (header, *rows)) for k in range(len(header) - 1)]
     say(f"ddpbench predict: the answer on {cluster_name}, the fastest step of what fits {capacity_gib:g} GiB a GPU "
         "(≥: the full size's floor ranks it; the line above says each step and what it rests on):")  # fmt: skip
-    for row in (TABLE_HEADER, *rows):
+    for row in (header, *rows):
         cells = [cell.rjust(width) if k in RIGHT else cell.ljust(width) for k, (cell, width) in
                  enumerate(zip(row, widths, strict=False))]  # fmt: skip
         say("  " + "  ".join([*cells, row[-1]]).rstrip())

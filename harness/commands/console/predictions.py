@@ -381,7 +381,7 @@ def labelled(state: pd.DataFrame) -> pd.DataFrame:
 
 
 def strategy_choice(state: pd.DataFrame, cluster, *, frames: list[pd.DataFrame], caveat: str = "",
-                    cpu_optimizer: tuple[float, float] = (0.0, 0.0), errors=None) -> None:  # fmt: skip
+                    cpu_optimizer=(0.0, 0.0), errors=None, cpu_steps: bool = False) -> None:  # fmt: skip
     """The answer over both halves, last: in full (perfmodel.choice.choice_words, as the what-if page says it), then
     as a table, in sight (console.answer); `cpu_optimizer`: (the optimizer's ms, the one-rank step's), scaled."""
     from harness.commands.console.answer import choice_table
@@ -391,7 +391,7 @@ def strategy_choice(state: pd.DataFrame, cluster, *, frames: list[pd.DataFrame],
     if words := choice_words(state, frames, capacity, optimizer_ms=optimizer_ms, step_ms=step_ms, errors=errors):
         say(f"ddpbench predict: the choice on {cluster.name}, {words}{f' [{caveat}]' if caveat else ''}")
     choice_table(state, capacity, frames, cluster_name=cluster.name, optimizer_ms=optimizer_ms, step_ms=step_ms,
-                 errors=errors)  # fmt: skip
+                 errors=errors, cpu_steps=cpu_steps)  # fmt: skip
 
 
 def errors_on_own_run(words: str) -> None:
