@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 from harness.commands import arguments
-from harness.commands.arguments import EXIT_BAD_INPUT, OneLineParser, add_flags, finite, names, refuse_empty, whole
-from harness.config.bench import DEVICES, SIZE_CHOICES, BenchConfig, ConfigError
+from harness.commands.arguments import EXIT_BAD_INPUT, OneLineParser, add_flags, names, refuse_empty, whole
+from harness.config.bench import DEVICES, BenchConfig, ConfigError
 from harness.config.flags import STEERS, flag_name, flags_of
 from harness.handoff.costs import process_started_at
 
@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_bench_parser(commands)
     add_compare_parser(commands)
     add_collectives_parser(commands)
-    add_predict_parser(commands)
+    arguments.add_predict_parser(commands)
     report = commands.add_parser(
         "report",
         help="build the HTML site from results/",
@@ -149,74 +149,6 @@ def add_collectives_parser(commands) -> None:
     )
     collectives.add_argument("--results", type=Path, default=Path("results"), help="results folder (default: results)")
     collectives.add_argument("--run-id", default="", help="run folder name (default: timestamp plus random suffix)")
-
-
-def add_predict_parser(commands) -> None:
-    from harness.commands import predict_cluster
-
-    predict = commands.add_parser(
-        "predict",
-        help="predicted step time and scaling efficiency per bucket cap, at world sizes you cannot run",
-        description=arguments.PREDICT_DESCRIPTION,
-        epilog=arguments.PREDICT_EXAMPLES,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    predict.add_argument("--run", metavar="RUN", help="a bench run: its id in --results, or its folder")
-    predict.add_argument(
-        "--results",
-        metavar="DIR",
-        help="results folder (default: results); a run given here is taken as --run RUN (deprecated spelling)",
-    )
-    predict.add_argument("--results-dir", type=Path, help=argparse.SUPPRESS)  # deprecated: --results DIR
-    predict.add_argument("--workload", help="workload to profile (default: gpt2, or the run's)")
-    predict.add_argument("--size", help=f"{'|'.join(SIZE_CHOICES)} (default: auto: small on the CPU, full on GPUs; "
-                         "or the run's)")  # fmt: skip
-    predict.add_argument("--batch-size", type=whole("--batch-size"), help="samples per rank (default: the workload's; "
-                         "with --run, its setup at it; with --cluster and --local-step-ms, a batch the run did not "
-                         "measure: memory is counted there on the meta device)")  # fmt: skip
-    predict.add_argument("--gpus", type=whole("--gpus"), help="world size to predict (default: 8, or the run's)")
-    predict.add_argument("--busbw", help="all-reduce bus bandwidth, e.g. 90GB/s (default: fitted from collectives)")
-    predict.add_argument("--latency", help="all-reduce latency α, e.g. 30us (default: fitted; 0 with --busbw alone)")
-    predict.add_argument("--caps", help="bucket caps in MiB (default: 1,5,10,25,50,100, or the run's sweep)")
-    predict.add_argument("--cluster", metavar="NAME|FILE",
-                         help="a cluster profile: a built-in (`ddpbench list` shows them) or your .toml; predicts "
-                         "NCCL's collectives there, or with --run/--workload the step per cap at --nodes")  # fmt: skip
-    predict.add_argument("--nccl-tests", nargs="+", metavar="FILE",
-                         help="nccl-tests logs (text or -J JSON), or `ddpbench collectives` run folders, to fit the "
-                         "profile's bandwidths to (the profile: --cluster, else the built-in of the logs' GPU); the "
-                         "fit's error is printed")  # fmt: skip
-    predict.add_argument("--save-profile", metavar="FILE.toml",
-                         help="with --nccl-tests: save the fitted profile, with its fit's logs and error, so that "
-                         "--cluster FILE.toml (predict, report) uses it without fitting again")  # fmt: skip
-    predict.add_argument("--nodes", help=f"node counts to predict (default: 1,2,4 for collectives, "
-                         f"{predict_cluster.DEFAULT_NODES} for steps)")  # fmt: skip
-    predict.add_argument("--collective", default="all_reduce",
-                         help="all_reduce|all_gather|reduce_scatter (default: all_reduce)")  # fmt: skip
-    predict.add_argument("--sizes", help="message sizes as nccl-tests counts them (all_gather's whole output, "
-                         "reduce_scatter's whole input): MIN:MAX[:FACTOR] or a list; K/M/G are powers of 1024 "
-                         f"(default: {predict_cluster.DEFAULT_SIZES}, each power of two)")  # fmt: skip
-    predict.add_argument("--out", metavar="FILE", help="also write the rows: .csv or .parquet")
-    predict.add_argument("--page", metavar="FILE.html",
-                         help="with --run and --cluster: also write the run's what-if page (one node to 1,024 "
-                         "GPUs), calibrated and scaled as here, in one file to share")  # fmt: skip
-    predict.add_argument("--local-step-ms", type=finite("--local-step-ms", "the one-GPU step in ms"),
-                         help="one GPU's step (without DDP) of the model you will train, at your batch per GPU: "
-                         "the profile's compute (measured on another device, e.g. this CPU) is scaled to it, split "
-                         "as the profile splits it (memory is counted at the run's batch, or at --batch-size's). "
-                         "A profile of a smaller size keeps its own parameters: predict warns, puts a floor under "
-                         "each strategy's step from the full size's (counted on the meta device), and chooses by "
-                         "those floors where they are higher")  # fmt: skip
-    predict.add_argument("--local-optimizer-ms", type=finite("--local-optimizer-ms", "the optimizer's step in ms"),
-                         help="with --local-step-ms: the optimizer's part of that step on your GPU, where you know "
-                         "it (a profiler's optimizer.step); forward and backward take the rest. A CPU's optimizer "
-                         "is a far larger share of its step than a GPU's, and ZeRO-1's and FSDP2's leads rest on "
-                         "it")  # fmt: skip
-    predict.add_argument(
-        "--profile-steps",
-        type=whole("--profile-steps"),
-        default=5,
-        help="steps profiled when the profile is measured now, after 2 warm-up steps (default: 5)",
-    )
 
 
 COMMANDS = {  # command -> (module in harness.commands, its function): imported only when chosen

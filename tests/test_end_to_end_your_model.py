@@ -82,3 +82,27 @@ def test_the_report_page_names_every_workload_and_its_file(elsewhere):
         assert f"<h3>{name}/tiny · fp32 · sgd</h3>" in page  # the setup, its precision and its optimizer
     assert "Workloads: the code that ran" in page and str(elsewhere["folder"] / "my_workload.py") in page
     assert "w2 my_workload.py:MyModel/tiny stock" in elsewhere["out"]
+
+
+def test_predict_counts_the_model_you_will_train_from_a_smaller_one_benched(elsewhere):
+    """A walkthrough benched its own 1.3B-parameter file shrunk with --wopt, and predict answered for the shrunk one
+    ('stock fits (244 MiB a rank at most)'): --train-wopt names the model to train, whose memory and step floors
+    are counted on the meta device (MyModel at width 2048: 4 × (2048² + 2048) + 2048 × 10 + 10 parameters,
+    64.1 MiB of fp32 gradients in 10 tensors)."""
+    folder = elsewhere["folder"]
+    done = run_ddpbench("predict", "--run", "mine", "--results", "results", "--workload", "my_workload.py:MyModel",
+                        "--cluster", "dgx-h100", "--nodes", "1", "--train-wopt", "width=2048", "--local-step-ms",
+                        "20", "--out", "rows.csv", cwd=folder)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    said = done.stdout
+    assert "[the model you will train (width=2048): its parameters and activations counted on the meta" in said
+    assert ("at the full size (the model you will train: width=2048), my_workload.py:MyModel's parameters (64.1 MiB "
+            "of gradients in 10 tensors, counted on the meta device)") in said  # fmt: skip
+    assert "≥" in said.split("the answer on dgx-h100")[1]  # the choice ranks by the trained model's floors
+    rows = pd.read_csv(folder / "rows.csv")
+    assert set(rows["train_options"]) == {'{"width": 2048}'}
+    bad = run_ddpbench("predict", "--run", "mine", "--results", "results", "--workload", "my_workload.py:MyModel",
+                       "--cluster", "dgx-h100", "--train-wopt", "widht=2048", cwd=folder)  # fmt: skip
+    assert (
+        bad.returncode == 2 and "--train-wopt widht=2048 is not valid" in bad.stderr and "Traceback" not in bad.stderr
+    )

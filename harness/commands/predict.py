@@ -112,6 +112,10 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
         return predict_cluster.run_collectives(args, predict_cluster.cluster_from_args(args))
     matched = _run_setups(run_dir, args, device=device) if run_dir is not None else [_fresh_setup(args, device)]
     setup = matched[0]
+    if args.train_wopt and run_dir is None:
+        raise ConfigError("--train-wopt needs --run RUN: it changes the workload options of that run's model")
+    train = predict_full_size.train_options(args.train_wopt, store.read_configs(run_dir), setup) if run_dir else None
+    args.train_options = train  # the model you will train: its memory and floors, as the page counts them too
     chosen = predict_cluster.cluster_from_args(args)
     configs = None
     if run_dir is not None:
@@ -132,7 +136,7 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     if configs is not None:
         predict_input.warn_uncalibrated(run_dir, configs, setup)
         worlds = [n * chosen.gpus_per_node for n in predict_cluster.node_counts(args)]
-        state = predict_full_size.said_state(run_dir, configs, setup, worlds, chosen,
+        state = predict_full_size.said_state(run_dir, configs, setup, worlds, chosen, options=args.train_options,
                                              batch_size=predict_input.memory_batch(args, setup))  # fmt: skip
     caps = caps or list(DEFAULT_CAPS_MB)
     checked = OwnCheck()  # how far the same model was from the run's own steps, on its own machine

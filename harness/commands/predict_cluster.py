@@ -9,6 +9,7 @@ fits the profile's bandwidths to the user's own nccl-tests logs first and says t
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 from harness.commands import console, predict_full_size, predict_input
@@ -50,7 +51,7 @@ def check_flags(args: argparse.Namespace) -> None:
     if not wanted(args):
         other_collective = args.collective if args.collective != "all_reduce" else None  # DDP's, the default
         for flag, value in (("--nodes", args.nodes), ("--sizes", args.sizes), ("--local-step-ms", args.local_step_ms),
-                            ("--local-optimizer-ms", args.local_optimizer_ms),
+                            ("--local-optimizer-ms", args.local_optimizer_ms), ("--train-wopt", args.train_wopt),
                             ("--collective", other_collective)):  # fmt: skip
             if value is not None:
                 raise ConfigError(f"{flag} needs --cluster NAME|FILE or --nccl-tests FILE")
@@ -81,9 +82,9 @@ def _unused_flags(args: argparse.Namespace) -> list[tuple[str, str]]:
         why = {"--caps": "bucket caps are a DDP step's, which --run RUN or --workload NAME predicts",
                "--local-step-ms": "it scales a DDP step's compute, which --run RUN or --workload NAME predicts",
                "--local-optimizer-ms": "it splits a DDP step's compute, which --run RUN or --workload NAME predicts",
-               "--gpus": ranks}  # fmt: skip
+               "--train-wopt": "it changes a run's model, which --run RUN predicts", "--gpus": ranks}  # fmt: skip
         given = {"--caps": args.caps, "--local-step-ms": args.local_step_ms, "--gpus": args.gpus,
-                 "--local-optimizer-ms": args.local_optimizer_ms}  # fmt: skip
+                 "--local-optimizer-ms": args.local_optimizer_ms, "--train-wopt": args.train_wopt}  # fmt: skip
     else:
         buckets = "a DDP step all-reduces its buckets, whose sizes the caps set (--caps)"
         why = {"--gpus": ranks, "--sizes": buckets, "--collective": buckets}
@@ -283,8 +284,9 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     zero_own = own_for_cluster(configs, setup, calibration, run_scale=from_run.compute_scale,
                                             carried=carried)  # fmt: skip
     profile = calibrate(profile, calibration)
-    smaller = bool(setup is not None and setup.get("size") != "full"
-                   and predict_full_size.warn_not_whole_model(setup, profile, configs=configs,
+    trained = getattr(args, "train_options", None)  # --train-wopt: the model you will train, counted on meta
+    smaller = bool(setup is not None and (setup.get("size") != "full" or trained is not None)
+                   and predict_full_size.warn_not_whole_model(setup, profile, configs=configs, options=trained,
                                                               scaled=bool(args.local_step_ms)))  # fmt: skip
     scaling.say_one_rank_step(
         profile,
@@ -296,7 +298,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         optimizer_ms=args.local_optimizer_ms,
     )
     link = ClusterLink(chosen)
-    small = f"the {setup['size']} size's gradients, not your model's: see the warning above" if smaller else ""
+    benched = "the benched model's" if trained is not None else f"the {setup['size'] if setup else ''} size's"
+    small = f"{benched} gradients, not your model's: see the warning above" if smaller else ""
     cpu = "a CPU's compute: see the warning above" if device == "cpu" and not args.local_step_ms else ""
     caveat = "; ".join(part for part in (cpu, small) if part)
     rows = []
@@ -315,7 +318,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     if smaller:  # the full size's gradients on the same compute: the least each step can take
         rows = predict_full_size.with_floors(rows, setup, profile, configs=configs, link=link, cluster_name=chosen.name,
                                              fsdp_profile=sharded.profile, fsdp_own_s=sharded.own_s or 0.0,
-                                             zero_own_s=zero_own.added_s)  # fmt: skip
+                                             zero_own_s=zero_own.added_s, options=trained)  # fmt: skip
     floors = {label: predict_full_size.floor_words(rows, label) for label in predict_full_size.FLOORED}
 
     def joined(*parts: str) -> str:
@@ -351,6 +354,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
                    **{key: setup.get(key) for key in ("workload", "size", "batch_size", "dtype", "optimizer")},
                    # the batch the rows answer for: --batch-size's (memory counted there) beside the run's own
                    "run_batch_size": setup.get("batch_size"),
+                   "train_options": json.dumps(getattr(args, "train_options", None), sort_keys=True),
                    **({"batch_size": batch} if (batch := predict_input.memory_batch(args, setup)) else {}),
                    "local_step_ms": float(args.local_step_ms or "nan"),  # float64 even where not given
                    "local_optimizer_ms": float("nan" if args.local_optimizer_ms is None else args.local_optimizer_ms),

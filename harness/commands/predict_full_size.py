@@ -12,19 +12,20 @@ import json
 from pathlib import Path
 
 from harness.commands import console
+from harness.config.bench import ConfigError
 
 
-def memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None = None):
+def memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None = None, options: dict | None = None):
     """`_memory_rows`, with the activations of each strategy that computes in another dtype than the run's (FSDP2's
-    param_dtype=bf16) counted in its own on the meta device, at the rows' size and batch (`compute_activation_mb`)."""
+    param_dtype=bf16) counted in its own on the meta device, at the rows' size and batch (`compute_activation_mb`).
+    `options`: the workload options of the model you will train (--train-wopt over the run's), where not the run's."""
     from harness.perfmodel.memory import compute_dtype
-    from harness.perfmodel.predict import source_in_rows
 
-    rows, note = _memory_rows(run_dir, configs, setup, batch_size=batch_size)
+    rows, note = _memory_rows(run_dir, configs, setup, batch_size=batch_size, options=options)
     dtypes = rows["impl_options"].map(compute_dtype) if "impl_options" in rows else []
     if not any(dtypes):
         return rows, note
-    spec, options = source_in_rows(configs, setup)
+    spec, options = trained_source(configs, setup, options)
     counts = [_counted_in(spec, json.dumps(options, sort_keys=True), str(size), int(batch), dtype) if dtype else None
               for size, batch, dtype in zip(rows["size"], rows["batch_size"], dtypes, strict=True)]  # fmt: skip
     return rows.assign(compute_activation_mb=[(c or {}).get("activation_mb") for c in counts],
@@ -49,27 +50,33 @@ def _made(spec: str, options: str, size: str):
         return None
 
 
-def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None = None):
+def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None = None, options: dict | None = None):
     """(the setup's rows to count memory from, what size they are said to be of): the run's own, or re-counted at
     the full size where the run's is smaller and --size scales the workload (a file of yours is as written), and at
     `batch_size` a rank where that is not the run's (--batch-size with --local-step-ms: the batch you will train
-    at); where that cannot be counted on the meta device, the run's own, said to be of the smaller size."""
+    at), or with `options` (--train-wopt's); where that cannot be counted on the meta device, the run's own, said to
+    be of the smaller size."""
     from harness.perfmodel.memory import at_full_size
     from harness.perfmodel.predict import of_setup
     from harness.results import store
 
     rows, size, measured = of_setup(configs, setup), setup.get("size"), int(setup.get("batch_size") or 1)
     batch = batch_size or measured
-    scales = size not in ("full", None) and store.size_scales(store.read_run_meta(run_dir), setup)
+    scales = options is not None or (size not in ("full", None) and store.size_scales(store.read_run_meta(run_dir),
+                                                                                        setup))  # fmt: skip
     if not scales and batch == measured:
         return rows, ""
-    full = full_size_counts(setup, configs, batch_size=batch)
+    full = full_size_counts(setup, configs, batch_size=batch, options=options)
     if full is None or (scaled := at_full_size(rows, full).assign(batch_size=batch)).empty:  # no meta build, or rows
         whose = f"the {size} size's model, not the full size's" if scales else f"batch {measured}, the run's"
         flags = "--size full" * scales + f" --batch-size {batch}" * (batch != measured)
         return rows, f"{whose}: bench {flags.strip()} for the one you will train"
     counted = "" if full.get("activation_mb") is not None else "; its activations could not be counted there"
     other = f" (the run measured batch {measured})" if batch != measured else ""
+    if options is not None:  # --train-wopt: the model you will train, whatever the run's size
+        return scaled, (f"the model you will train ({trained_text(configs, setup, options)}): its parameters and "
+                        f"activations counted on the meta device at batch {batch} a rank{other}, each rank's share of "
+                        f"them as the run measured it{counted}")  # fmt: skip
     if not scales:  # the run's own size (the full one, or a file of yours as written), at another batch
         if counted:
             return rows, f"at batch {measured}, the run's: batch {batch}'s activations could not be counted"
@@ -78,33 +85,37 @@ def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None 
                     f"rank{other}, each rank's share of them as the {size} run measured it{counted}")  # fmt: skip
 
 
-def said_state(run_dir: Path, configs, setup: dict, worlds: list[int], gpu, *, batch_size: int | None = None):
+def said_state(run_dir: Path, configs, setup: dict, worlds: list[int], gpu, *, batch_size: int | None = None,
+               options: dict | None = None):  # fmt: skip
     """The model state per rank (perfmodel.memory.state_per_rank) at the world sizes the run measured and at
-    `worlds`, of `memory_rows` (at `batch_size`), said with what fits `gpu`; returned."""
+    `worlds`, of `memory_rows` (at `batch_size`, with `options`), said with what fits `gpu`; returned."""
     from harness.commands.console import predictions
     from harness.perfmodel.memory import state_per_rank
 
-    rows, note = memory_rows(run_dir, configs, setup, batch_size=batch_size)
+    rows, note = memory_rows(run_dir, configs, setup, batch_size=batch_size, options=options)
     state = state_per_rank(rows, worlds)
     predictions.model_state(state, worlds, gpu, size_note=note)
     return state
 
 
-def warn_not_whole_model(setup: dict, profile, *, configs=None, scaled: bool = True) -> bool:
+def warn_not_whole_model(
+    setup: dict, profile, *, configs=None, scaled: bool = True, options: dict | None = None
+) -> bool:
     """A profile of a smaller size than the one to train keeps the smaller model's gradients, so every all-reduce
     would be the smaller model's, whether --local-step-ms (`scaled`: the user's whole model's step) scales its
     compute or not (memory is counted at the full size either way). Unsaid where the full size has the profile's
-    gradients (a model of your own file, which --size does not scale); whether said."""
+    gradients (a model of your own file, which --size does not scale, unless `options`: --train-wopt's); whether
+    said."""
     from harness.perfmodel.memory import mib_text
 
-    whole = (full_size_counts(setup, configs) or {}).get("grad_bytes")
+    whole = (full_size_counts(setup, configs, options=options) or {}).get("grad_bytes")
     if whole == profile.grad_bytes:
         return False
-    full = f"; the full size's are {mib_text(whole / 2**20)}" if whole else ""
-    size = setup["size"]
-    profiled = (
-        f"this profile is {setup['workload']}'s {size} size ({mib_text(profile.grad_bytes / 2**20)} of gradients{full})"
-    )
+    trained = f"the model you will train ({trained_text(configs, setup, options)})" if options is not None else ""
+    full = f"; {trained or 'the full size'}'s are {mib_text(whole / 2**20)}" if whole else ""
+    size = "benched" if trained else setup["size"]
+    profiled = (f"this profile is {setup['workload']}'s {size} {'model' if trained else 'size'} "
+                f"({mib_text(profile.grad_bytes / 2**20)} of gradients{full})")  # fmt: skip
     floors = ". The floors below put the full size's communication under each step" if whole else ""
     console.warning((f"--local-step-ms is one GPU's step of the whole model, but {profiled}: its compute is scaled to "
                      f"your step, its communication stays the {size} model's" if scaled else
@@ -116,13 +127,12 @@ def warn_not_whole_model(setup: dict, profile, *, configs=None, scaled: bool = T
     return True
 
 
-def full_size_counts(setup: dict, configs=None, *, batch_size: int | None = None) -> dict | None:
+def full_size_counts(setup: dict, configs=None, *, batch_size: int | None = None, options: dict | None = None):
     """The full size's model counted on the meta device (no memory, no time: modelinfo.counts_on_meta, its
     activations at the setup's batch, or `batch_size`, and dtype), built from what the run built the workload from
-    (its spec and --wopt options, where its rows say); None where it cannot be."""
-    from harness.perfmodel.predict import source_in_rows
-
-    spec, options = source_in_rows(configs, setup) if configs is not None else (setup["workload"], {})
+    (its spec and --wopt options, where its rows say; `options` in their place: --train-wopt's); None where it
+    cannot be."""
+    spec, options = trained_source(configs, setup, options)
     batch = int(batch_size or setup.get("batch_size") or 1)
     return _counted_on_meta(spec, json.dumps(options, sort_keys=True), batch, str(setup.get("dtype") or "fp32"))
 
@@ -135,20 +145,21 @@ def _counted_on_meta(spec: str, options: str, batch_size: int, dtype: str) -> di
     return counts_on_meta(workload, batch_size=batch_size, dtype=dtype) if workload else None
 
 
-def full_parameters(setup: dict, configs, profile_grad_bytes: int):
+def full_parameters(setup: dict, configs, profile_grad_bytes: int, *, options: dict | None = None):
     """The full size's parameters (schedule.Parameters: registration order, bytes, dtypes and blocks, counted on the
-    meta device) where their gradients are not the profile's; None where the profile is of the full size, has its
-    gradients, or they cannot be counted."""
+    meta device) where their gradients are not the profile's; None where the profile is of the full size (and no
+    `options`, --train-wopt's, change it), has its gradients, or they cannot be counted."""
     from harness.perfmodel.schedule import parameters_of
 
-    full = full_size_counts(setup, configs) if setup.get("size") != "full" else None
+    other = setup.get("size") != "full" or options is not None
+    full = full_size_counts(setup, configs, options=options) if other else None
     if not full or not full.get("parameters") or full["grad_bytes"] == profile_grad_bytes:
         return None
     return parameters_of(full["parameters"])
 
 
 def with_floors(frames: list, setup: dict, profile, *, configs, link, cluster_name: str, fsdp_profile,
-                fsdp_own_s: float = 0.0, zero_own_s: float = 0.0) -> list:  # fmt: skip
+                fsdp_own_s: float = 0.0, zero_own_s: float = 0.0, options: dict | None = None) -> list:  # fmt: skip
     """Where the profile is a smaller size's (said by `warn_not_whole_model`): each strategy's step floor per GPU
     count and cap with the full size's parameters (`sharded.with_full_size_floors`: counted on the meta device, on
     the profile's compute as scaled; FSDP2's on `fsdp_profile`), said as a table and added to `frames`
@@ -157,13 +168,14 @@ def with_floors(frames: list, setup: dict, profile, *, configs, link, cluster_na
     from harness.perfmodel.memory import mib_text
     from harness.perfmodel.sharded import with_full_size_floors
 
-    params = full_parameters(setup, configs, profile.grad_bytes)
+    params = full_parameters(setup, configs, profile.grad_bytes, options=options)
     if params is None:
         return frames
     gradients = f"{mib_text(params.grad_bytes / 2**20)} of gradients in {len(params.trained)} tensors"
-    console.say(f"ddpbench predict: at the full size, {setup['workload']}'s parameters ({gradients}, counted on the "
-                f"meta device) put these floors under each step on {cluster_name} (ms, at least; the tables above "
-                f"are the {setup['size']} size's):")  # fmt: skip
+    which = f" (the model you will train: {trained_text(configs, setup, options)})" if options is not None else ""
+    console.say(f"ddpbench predict: at the full size{which}, {setup['workload']}'s parameters ({gradients}, counted on "
+                f"the meta device) put these floors under each step on {cluster_name} (ms, at least; the tables above "
+                f"are the {'benched model' if options is not None else setup['size'] + ' size'}'s):")  # fmt: skip
     console.say(f"  {'GPUs':>5} {'cap MiB':>8} {'buckets':>8} {'all-reduces':>12} {'the last':>9} {'DDP ≥':>10} "
                 f"{'exposed ≥':>10} {'ZeRO-1 ≥':>10} {'FSDP2 ≥':>10}")  # fmt: skip
     floored = [with_full_size_floors(frame, profile, params, link=link, world_size=int(frame["world_size"].iloc[0]),
@@ -212,3 +224,50 @@ def floor_words(frames: list, label: str = "DDP") -> str:
         said += (f"; there the floors favour bucket_cap_mb {lowest['bucket_cap_mb']:g} (at least "
                  f"{lowest[floor]:.4g} ms): predict from a run of the full size to choose the cap")  # fmt: skip
     return said
+
+
+def trained_source(configs, setup: dict, options: dict | None) -> tuple[str, dict]:
+    """(the workload's spec, the options of the model you will train): `options` (--train-wopt's over the run's),
+    else the run's own as its rows say (predict.source_in_rows)."""
+    from harness.perfmodel.predict import source_in_rows
+
+    spec, own = source_in_rows(configs, setup) if configs is not None else (setup["workload"], {})
+    return spec, own if options is None else options
+
+
+def trained_text(configs, setup: dict, options: dict) -> str:
+    """'d_model=4096, n_heads=32': the options --train-wopt changed from the run's."""
+    _, own = trained_source(configs, setup, None)
+    return ", ".join(f"{key}={value}" for key, value in options.items() if own.get(key) != value) or "the run's own"
+
+
+def train_options(given, configs, setup: dict) -> dict | None:
+    """--train-wopt KEY=VALUE (argparse's (key, values) pairs) over the run's own workload options: the options of the
+    model you will train, each typed and checked as bench checks --wopt (ConfigError naming the bad one, and the
+    model built once with them on the meta device: a class that raises is bad input); None where none is given."""
+    if not given:
+        return None
+    import workloads
+
+    spec, options = trained_source(configs, setup, None)
+    source = workloads.resolve(spec)
+    for key, values in given:
+        if len(values) != 1:
+            raise ConfigError(f"--train-wopt {key}={','.join(values)} gives {len(values)} values; the model you will "
+                              "train has one: give one value (bench sweeps several with --wopt)")  # fmt: skip
+        try:
+            value = workloads.parse_options(spec, {key: values[0]})[key]
+            source.check_options({**options, key: value})
+        except ConfigError as exc:
+            raise ConfigError(f"--train-wopt {key}={values[0]} is not valid for {setup['workload']} ({exc})") from None
+        options = {**options, key: value}
+    from harness.measure.modelinfo import META
+
+    try:
+        with META:  # built as counted: on the meta device (no memory), where its own checks of the options run
+            source.create(size="full", options=options).build_model()
+    except Exception as exc:  # a class of yours may raise anything: said in one line
+        said = (str(exc).splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"--train-wopt: {setup['workload']} cannot be built with "
+                          f"{trained_text(configs, setup, options)}: {said}") from None  # fmt: skip
+    return options

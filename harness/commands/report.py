@@ -90,8 +90,10 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
     html = whatif_page(store.read_run_meta(run_dir), of_setup(configs, setup), profiles, chosen, caps=caps,
                        local_step_ms=args.local_step_ms, standalone=True, checked=lambda one: checked,
                        memory=lambda one: predict_full_size.memory_rows(  # as the console's
-                           run_dir, configs, one, batch_size=predict_input.memory_batch(args, one)),
-                       full_params=lambda one, grad_bytes: predict_full_size.full_parameters(one, configs, grad_bytes),
+                           run_dir, configs, one, batch_size=predict_input.memory_batch(args, one),
+                           options=args.train_options),
+                       full_params=lambda one, grad_bytes: predict_full_size.full_parameters(
+                           one, configs, grad_bytes, options=args.train_options),
                        local_optimizer_ms=args.local_optimizer_ms)  # fmt: skip
     try:
         store.atomic_write(Path(args.page), lambda tmp: tmp.write_text(html, encoding="utf-8"))
