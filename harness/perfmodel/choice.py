@@ -43,8 +43,7 @@ def _plain(state: pd.DataFrame) -> pd.Series:  # no option the step models leave
     return state["impl_options"].map(lambda text: not options_of(text))
 
 
-def _bucket_view(state: pd.DataFrame) -> pd.Series:
-    """Rows whose one option is `parameters_as_bucket_view` on: ZeRO-1's step with one broadcast a rank."""
+def _bucket_view(state: pd.DataFrame) -> pd.Series:  # parameters_as_bucket_view alone: one broadcast a rank
     return state["impl_options"].map(lambda text: options_of(text) == {"parameters_as_bucket_view": True})
 
 
@@ -160,12 +159,13 @@ def _picked(fitting: list[Candidate], errors=None) -> tuple[list[Candidate], lis
     CPU's): maybe faster, never the pick on the model's word."""
     certain = [c for c in fitting if not c.left_out_ms]
     beats = certain[0].step_ms if certain else float("inf")
-    decided = sorted((c for c in fitting if not c.left_out_ms or whole_step(c) < beats), key=whole_step)
+    leaves = [c for c in fitting if c.left_out_ms and c.step_ms < beats <= whole_step(c)]  # faster only without it
+    decided = sorted((c for c in fitting if c not in leaves), key=whole_step)  # a slower one may tie (within 4 %)
     if not decided:
         return [], []
     # the band around the fastest's step with what it leaves out: a lead is no larger than that makes it
     band = {id(c): max(agreement.SMALL_CAP_LEAD, model_apart(decided[0], c, errors)) for c in decided}
-    picked = [c for c in decided if c.step_ms <= whole_step(decided[0]) * (1 + band[id(c)])]
+    picked = [c for c in decided if whole_step(c) <= whole_step(decided[0]) * (1 + band[id(c)])]
     return picked, [c for c in fitting if c not in decided and c.step_ms < picked[0].step_ms]
 
 
@@ -389,9 +389,9 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
     notes = [f"a tie: {tie}"] if len(choice.picked) > 1 else []
     if turns := turning_share(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms):
         notes.append(f"holds{turns} (--local-optimizer-ms, with --local-step-ms, settles it)")
-    if first.left_out_ms:  # FSDP's or ZeRO's own cost as a CPU measured it, scaled: no GPU's
-        notes.append(f"its step leaves out its own cost ({ms_text(first.left_out_ms)} ms more than DDP's as a CPU "
-                     "measured it, scaled)")  # fmt: skip
+    whose = {id(first): "its"}  # FSDP's or ZeRO's own cost as a CPU measured it, scaled: no GPU's; a tie's too
+    notes += [f"{whose.get(id(c), c.strategy + chr(39) + 's')} step leaves out its own cost ({ms_text(c.left_out_ms)} "
+              "ms more than DDP's as a CPU measured it, scaled)" for c in choice.picked if c.left_out_ms]  # fmt: skip
     notes += [f"{c.strategy} may be faster ({c.step_ms:.4g} ms before its own cost)" for c in choice.maybe]
     unfit = sorted(c.strategy for c in (*choice.others, *choice.maybe) if not c.fits)
     notes += [f"{', '.join(unfit)} do{'es' * (len(unfit) == 1)} not fit"] if unfit else []

@@ -236,6 +236,11 @@ def test_a_slower_strategy_whose_step_leaves_out_an_own_cost_says_it_is_slower_s
     frames = [_frame(8, 100.0, 200.0).assign(fsdp_step_ms=100.8, fsdp_own_left_out_ms=40.0)]
     words = choice.choice_words(predictions.labelled(state), frames, 80.0)
     assert "fsdp 100.8 ms, 0.8% slower before its own cost a CPU measured (40 ms more than DDP's, scaled)" in words
+    # slower by less than 4 % with what it leaves out: a tie, as any two steps that close (a walkthrough's table named
+    # stock alone with 'fsdp +1.4%' next, whose step left out 1.35 ms)
+    close = [_frame(16, 121.3, 144.7).assign(fsdp_step_ms=123.0, fsdp_own_left_out_ms=1.35)]
+    (tied,) = choice.choose(predictions.labelled(_state([("stock", 16, 20.0), ("fsdp", 16, 10.0)])), close, 80.0)
+    assert [c.strategy for c in tied.picked] == ["stock", "fsdp"] and not tied.maybe
 
 
 def test_the_answer_ends_as_a_table_of_the_pick_the_next_and_what_it_rests_on(capsys):
