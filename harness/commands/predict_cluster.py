@@ -279,10 +279,12 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
                                                own_carried=carried, optimizer_s=given_optimizer_s)  # fmt: skip
     if configs is not None:
         scaling.say_run_calibration(profile, configs, setup, scaled=bool(args.local_step_ms), carried=carried)
-    sharded = fsdp.for_cluster(profile, calibration, configs=configs, setup=setup, run_scale=from_run.compute_scale,
+    # an own cost (hooks, copies) goes with the parameters, not the batch: --batch-size's part of the scale is not its
+    per_batch = (predict_input.memory_batch(args, setup) or 0) / int(setup["batch_size"]) if setup else 0.0
+    run_scale = from_run.compute_scale * (per_batch or 1.0)
+    sharded = fsdp.for_cluster(profile, calibration, configs=configs, setup=setup, run_scale=run_scale,
                                carried=carried)  # fmt: skip
-    zero_own = own_for_cluster(configs, setup, calibration, run_scale=from_run.compute_scale,
-                                            carried=carried)  # fmt: skip
+    zero_own = own_for_cluster(configs, setup, calibration, run_scale=run_scale, carried=carried)
     profile = calibrate(profile, calibration)
     trained = getattr(args, "train_options", None)  # --train-wopt: the model you will train, counted on meta
     smaller = bool(setup is not None and (setup.get("size") != "full" or trained is not None)
