@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
@@ -25,6 +24,9 @@ from torch.utils._pytree import tree_map
 from torch.utils.flop_counter import FlopCounterMode
 
 from harness.bucketing import MIB
+from harness.measure.counting import fake_cpu as _fake_cpu
+from harness.measure.counting import flash_attention_kept as _flash_attention_kept
+from harness.measure.counting import one_sequence_a_row as _one_sequence_a_row
 from harness.measure.training import AUTOCAST_DTYPES, build_model, forward_precision
 from harness.protocols import Workload, model_blocks, record_blocks
 from harness.results.layout import RunFolder, safe_name
@@ -156,8 +158,8 @@ def counts_on_meta(workload: Workload, *, batch_size: int, dtype: str) -> dict[s
     """`describe`'s sizes, shard units and activations, from the meta device alone (a model too large to build
     here: a full size profiled at a smaller one), each trained parameter's bytes and dtype in the order the
     model registers them (`grad_sizes`, `grad_dtypes`), and every parameter's (`parameters`: `parameter_table`);
-    None where the model cannot run there. Its activations are null where they cannot be counted there (a run in
-    bf16: autocast has no meta device)."""
+    None where the model cannot run there. Its activations are null where they cannot be counted there; a run in
+    bf16 has them counted on a CPU's fake tensors under the CPU's autocast (it has no meta device: _saved_bytes)."""
     try:
         with META:
             model = workload.build_model()
@@ -182,21 +184,6 @@ def parameter_table(model: nn.Module) -> list[tuple[int, str, bool, int | None]]
     block_of = {id(p): k for k, block in enumerate(model_blocks(model)) for p in block.parameters()}
     return [(_bytes(p), str(p.dtype).removeprefix("torch."), p.requires_grad, block_of.get(id(p)))
             for p in dict(model.named_parameters()).values()]  # fmt: skip
-
-
-@contextlib.contextmanager
-def _one_sequence_a_row():
-    """transformers looks for packed sequences in the position ids with a `.item()`, which the meta device cannot
-    give; our batches hold one sequence a row, in which it finds none: it is told so without looking."""
-    masking = sys.modules.get("transformers.masking_utils")
-    original = getattr(masking, "find_packed_sequence_indices", None)
-    if original is not None:
-        masking.find_packed_sequence_indices = lambda position_ids: None
-    try:
-        yield
-    finally:
-        if original is not None:
-            masking.find_packed_sequence_indices = original
 
 
 def flops_per_sample(workload: Workload, model: nn.Module, *, device: torch.device) -> float:
@@ -310,13 +297,16 @@ def _saved_bytes(
     workload: Workload, *, batch_size: int, device: torch.device, dtype: str, compute_dtype: torch.dtype | None = None
 ) -> dict[str, int]:
     made_on = torch.device("cpu") if device.type == "meta" else device  # no generator on the meta device
-    model = build_model(workload, seed=SEED, device=device)
+    fake = device.type == "meta" and dtype != "fp32"  # autocast has no meta device: a CPU's fake tensors have it
+    counting = _fake_cpu() if fake else contextlib.nullcontext()  # (fake: sizes alone, no memory, as on meta)
+    with counting:
+        model = build_model(workload, seed=SEED, device=made_on if fake else device)
     if compute_dtype is not None:
         _compute_in(model, compute_dtype)
     generator = torch.Generator(device=made_on)
     generator.manual_seed(SEED)
     batch = workload.make_batch(batch_size, device=made_on, generator=generator)
-    if device.type == "meta":
+    if device.type == "meta" and not fake:
         batch = tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, batch)
     state = {_storage_key(t) for t in (*model.parameters(), *model.buffers())}
     kept: dict[int, tuple[str, int, Any]] = {}
@@ -340,6 +330,7 @@ def _saved_bytes(
     entered, left = register_module_forward_pre_hook(enter), register_module_forward_hook(leave)
     try:
         with (
+            counting,
             flash,
             unpacked,
             forward_precision(dtype, made_on),
@@ -360,36 +351,6 @@ def _storage_key(tensor: torch.Tensor) -> int:
     """The storage a tensor (or a view of it) lives in: the storage's own handle, which views share; not its
     address, which on the meta device is 0 for every storage."""
     return tensor.untyped_storage()._cdata
-
-
-@contextlib.contextmanager
-def _flash_attention_kept():
-    """`scaled_dot_product_attention` run as the CPU's flash kernel, which keeps for backward what a GPU's flash
-    and memory-efficient kernels keep (query, key, value, output and the log-sum-exp per query): the meta
-    device runs only the math backend, which keeps the T×T attention weights (a full GPT-2 sample at 1,024
-    tokens then keeps 1.81 GiB, not 1.18: benchmarks/activations.py), and the CPU runs it where flash refuses.
-    Swapped in torch.nn.functional for the count, not intercepted as a torch function: nn.MultiheadAttention
-    calls it from inside a function that dispatches as one. Dropout is set to 0 for the count: the CPU kernel
-    refuses it, and a GPU's keeps only its random state for it. Grouped-query heads are given their key and value
-    repeated (the CPU kernel wants as many as the queries): those two a little high. A call the kernel still
-    refuses (some masks) runs as made."""
-    made = F.scaled_dot_product_attention
-
-    def as_flash(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **rest):
-        if rest.get("enable_gqa") and query.shape[-3] != key.shape[-3]:
-            group = query.shape[-3] // key.shape[-3]
-            key, value = key.repeat_interleave(group, dim=-3), value.repeat_interleave(group, dim=-3)
-        with contextlib.suppress(RuntimeError, TypeError, NotImplementedError):
-            return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-                query, key, value, 0.0, is_causal, attn_mask=attn_mask, scale=scale
-            )[0]
-        return made(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
-
-    F.scaled_dot_product_attention = as_flash
-    try:
-        yield
-    finally:
-        F.scaled_dot_product_attention = made
 
 
 def _bytes(tensor: torch.Tensor) -> int:

@@ -53,6 +53,18 @@ def test_counted_on_meta_as_on_the_cpu_attention_as_flash_keeps_it(name):
     assert on_meta == pytest.approx(on_cpu, rel=0.02, abs=128)
 
 
+@pytest.mark.parametrize("spec", ["gpt2", "hf:llama"])
+def test_a_bf16_run_is_counted_without_memory_under_the_cpus_autocast(spec):
+    """Autocast has no meta device: a walkthrough's bf16 run read the fp32 count (8.22 GiB) labelled bf16. Counted
+    on a CPU's fake tensors, the count is the real CPU run's under autocast, byte for byte here (bf16 copies of
+    the weights kept for backward, matmuls' outputs in bf16, norms in fp32), and not the fp32 one."""
+    workload = workloads.create(spec, size="tiny")
+    figures = {"batch_size": 2, "dtype": "bf16"}
+    counted = sum(modelinfo._saved_bytes(workload, device=torch.device("meta"), **figures).values())
+    assert counted == pytest.approx(sum(modelinfo._saved_bytes(workload, device=CPU, **figures).values()), rel=0.01)
+    assert counted != sum(modelinfo._saved_bytes(workload, device=CPU, batch_size=2, dtype="fp32").values())
+
+
 def test_who_keeps_them_is_the_innermost_module_running_and_the_loss_outside():
     """mlp/tiny's hand count by who keeps each tensor: the first Linear its input (the data), each ReLU its
     output (the next Linear's input, kept once), the loss its log-softmax, labels and total weight."""

@@ -1,0 +1,64 @@
+"""The conditions a count of what a forward keeps runs under, so that a CPU or the meta device counts what a GPU
+run keeps (harness.measure.modelinfo): attention as a GPU's flash kernel keeps it, a CPU's fake tensors where autocast
+is needed (it has no meta device), and transformers told our batches hold one sequence a row (the meta device cannot
+read a value to find out)."""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+
+import torch
+import torch.nn.functional as F
+
+
+@contextlib.contextmanager
+def one_sequence_a_row():
+    """transformers looks for packed sequences in the position ids with a `.item()`, which the meta device cannot
+    give; our batches hold one sequence a row, in which it finds none: it is told so without looking."""
+    masking = sys.modules.get("transformers.masking_utils")
+    original = getattr(masking, "find_packed_sequence_indices", None)
+    if original is not None:
+        masking.find_packed_sequence_indices = lambda position_ids: None
+    try:
+        yield
+    finally:
+        if original is not None:
+            masking.find_packed_sequence_indices = original
+
+
+def fake_cpu():
+    """A mode whose tensors are a CPU's in everything but memory (their sizes and dtypes alone), real inputs taken."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    return FakeTensorMode(allow_non_fake_inputs=True)
+
+
+@contextlib.contextmanager
+def flash_attention_kept():
+    """`scaled_dot_product_attention` run as the CPU's flash kernel, which keeps for backward what a GPU's flash
+    and memory-efficient kernels keep (query, key, value, output and the log-sum-exp per query): the meta
+    device runs only the math backend, which keeps the T×T attention weights (a full GPT-2 sample at 1,024
+    tokens then keeps 1.81 GiB, not 1.18: benchmarks/activations.py), and the CPU runs it where flash refuses.
+    Swapped in torch.nn.functional for the count, not intercepted as a torch function: nn.MultiheadAttention
+    calls it from inside a function that dispatches as one. Dropout is set to 0 for the count: the CPU kernel
+    refuses it, and a GPU's keeps only its random state for it. Grouped-query heads are given their key and value
+    repeated (the CPU kernel wants as many as the queries): those two a little high. A call the kernel still
+    refuses (some masks) runs as made."""
+    made = F.scaled_dot_product_attention
+
+    def as_flash(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, **rest):
+        if rest.get("enable_gqa") and query.shape[-3] != key.shape[-3]:
+            group = query.shape[-3] // key.shape[-3]
+            key, value = key.repeat_interleave(group, dim=-3), value.repeat_interleave(group, dim=-3)
+        with contextlib.suppress(RuntimeError, TypeError, NotImplementedError):
+            return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+                query, key, value, 0.0, is_causal, attn_mask=attn_mask, scale=scale
+            )[0]
+        return made(query, key, value, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale)
+
+    F.scaled_dot_product_attention = as_flash
+    try:
+        yield
+    finally:
+        F.scaled_dot_product_attention = made
