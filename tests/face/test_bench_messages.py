@@ -144,3 +144,18 @@ def test_a_full_size_whose_ranks_would_not_fit_the_host_is_said_before_the_run(c
             "available: its ranks would be killed for memory") in err  # fmt: skip
     monkeypatch.setattr(plan, "_available_bytes", lambda: 16 * 2**30)
     assert cli.main(["bench", "--dry-run", *flags]) == 0 and "killed for memory" not in capsys.readouterr().err
+
+
+def test_a_model_of_your_own_whose_ranks_would_not_fit_is_said_whatever_the_size(capsys, tmp_path, monkeypatch):
+    """--size does not scale a file of yours: a walkthrough's 1.3B-parameter file at the default size was not warned
+    about and would have been killed. examples/my_workload.py:MyModel at width 4096: 4 × (4096² + 4096) + 40,970
+    parameters, 256 MiB of them; with gradients and DDP's buckets, 0.75 GiB a rank."""
+    from harness.commands.console import plan
+
+    flags = ["--impls", "stock", "--workloads", "examples/my_workload.py:MyModel", "--wopt", "width=4096", "--gpus",
+             "2", "--results", str(tmp_path / "r")]  # fmt: skip
+    monkeypatch.setattr(plan, "_available_bytes", lambda: 2**30)
+    assert cli.main(["bench", "--dry-run", *flags]) == 0
+    err = capsys.readouterr().err
+    assert "warning: my_workload.py:MyModel[width=4096]: a DDP rank holds about 0.751 GiB here" in err
+    assert "smaller --wopt options much less, from which predict --run RUN --train-wopt KEY=VALUE counts" in err

@@ -115,14 +115,16 @@ def warn_beyond_host_memory(configurations) -> None:
     parameters, gradients, buckets, Adam's moments where it steps with Adam, and the activations its forward keeps,
     counted on the meta device: no memory, no time) times the node's ranks exceeds what the host has available,
     say so before the ranks are killed for it (a walkthrough's --size full of hf:llama listed 8 configurations of
-    ranks that each needed about 150 GiB, on 23 GiB). The full size only: the smaller ones are sized for it."""
+    ranks that each needed about 150 GiB, on 23 GiB). The full size, and a model of yours, which --size does not
+    scale (a walkthrough's 1.3B-parameter file at the default size was not warned about): the smaller sizes are
+    sized for the machine."""
     from harness.measure.modelinfo import counts_on_meta
 
     available = _available_bytes()
     if available is None:
         return
     seen: set[str] = set()
-    for cfg in sorted((c for c in configurations if c.size == "full"), key=lambda c: -c.world_size):
+    for cfg in sorted((c for c in configurations if c.size == "full" or _as_written(c)), key=lambda c: -c.world_size):
         if cfg.workload in seen:
             continue  # its largest world size, the most ranks a node runs, is the one judged
         seen.add(cfg.workload)
@@ -136,11 +138,25 @@ def warn_beyond_host_memory(configurations) -> None:
         if rank * ranks > available:
             parts = ["parameters", "gradients", "DDP's buckets", *(["Adam's moments"] * bool(moments)),
                      *(["activations"] * (activations is not None))]  # fmt: skip
-            warning(f"{cfg.workload}/full: a DDP rank holds about {rank / 2**30:.3g} GiB here ({', '.join(parts[:-1])} "
-                    f"and {parts[-1]}, counted on the meta device), {rank * ranks / 2**30:.3g} GiB for {ranks} "
-                    f"rank(s); this machine has {available / 2**30:.3g} GiB available: its ranks would be killed for "
-                    "memory (ZeRO and FSDP hold less; a smaller --size much less, from which predict --run counts the "
-                    "full one)")  # fmt: skip
+            mine = _as_written(cfg)
+            smaller = ("smaller --wopt options much less, from which predict --run RUN --train-wopt KEY=VALUE "
+                       "counts the one you will train" if mine else "a smaller --size much less, from which "
+                       "predict --run counts the full one")  # fmt: skip
+            warning(f"{cfg.workload}{'' if mine else '/full'}: a DDP rank holds about {rank / 2**30:.3g} GiB here "
+                    f"({', '.join(parts[:-1])} and {parts[-1]}, counted on the meta device), "
+                    f"{rank * ranks / 2**30:.3g} GiB for {ranks} rank(s); this machine has "
+                    f"{available / 2**30:.3g} GiB available: its ranks would be killed for memory (ZeRO and FSDP "
+                    f"hold less; {smaller})")  # fmt: skip
+
+
+def _as_written(cfg) -> bool:
+    """Whether the configuration's workload is a file or module of yours: built as written, whatever --size."""
+    import workloads
+
+    try:
+        return workloads.resolve(cfg.workload_spec or cfg.workload).kind in ("file", "module")
+    except Exception:  # a spec that no longer resolves: the run's own checks say so
+        return False
 
 
 def _available_bytes() -> int | None:
