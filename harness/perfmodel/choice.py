@@ -236,21 +236,16 @@ def turning_share(choice: Choice, without: Choice | None, *, optimizer_ms: float
         return ""
     steps = {c.strategy: c.step_ms for c in (*without.picked, *without.maybe, *without.others)}
     as_profiled = {c.strategy: c.step_ms for c in (*choice.picked, *choice.maybe, *choice.others)}
-    if (
-        here.strategy not in steps
-        or there.strategy not in as_profiled
-        or there.strategy in {c.strategy for c in choice.picked}
-    ):
-        return ""  # (a pick already too close to call with the other says so)
+    tied = {c.strategy for c in choice.picked}  # a pick already too close to call with the other says so
+    if here.strategy not in steps or there.strategy not in as_profiled or there.strategy in tied:
+        return ""
     gap_without = steps[here.strategy] - steps[there.strategy]  # > 0: the pick is slower with no optimizer time
     gap_here = here.step_ms - as_profiled[there.strategy]  # < 0: it is faster as profiled
     if not gap_without > 0 > gap_here:  # the steps do not cross between no optimizer time and the CPU's
         return ""
     share = gap_without / (gap_without - gap_here) * optimizer_ms / step_ms
-    if share < 0.001:  # 'takes 0% or more' is always so: the pick holds unless the optimizer takes no time at all
-        return ""
-    said = f"{share:.0%}" if share >= 0.01 else f"{share:.1%}"
-    return f" if a GPU's optimizer takes {said} of the one-GPU step or more, else {there.strategy}"
+    said = f" if a GPU's optimizer takes {share:.{int(share < 0.01)}%} of the one-GPU step or more, else "
+    return said + there.strategy if share >= 0.001 else ""  # below: 'takes 0% or more', so always: no condition
 
 
 def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float, *, optimizer_ms: float = 0.0,
@@ -369,11 +364,16 @@ def table_header(cpu_steps: bool = False) -> tuple[str, ...]:
 def table_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float, *, optimizer_ms: float = 0.0,
                step_ms: float = 0.0, errors: dict[str, list[float]] | None = None) -> list[tuple]:  # fmt: skip
     """Per GPU count, the choice's cells (table_header): the strategy to book, its step (≥ where its full-size floor
-    ranks it), the fastest of the rest that fits and how far behind, and what the pick rests on; [] as `choose`."""
+    ranks it), the fastest of the rest that fits and how far behind, and what the pick rests on (where none fits,
+    the batch a rank at which each would: memory.batch_words); [] as `choose`."""
+    from harness.perfmodel.memory import batch_words
+
     choices = choose(state, frames, capacity_gib, errors)
     without = {c.world_size: c for c in choose(state, without_optimizer(frames, optimizer_ms), capacity_gib, errors)
                } if optimizer_ms and choices else {}  # fmt: skip
-    return [_cells(c, without.get(c.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms) for c in choices]
+    cells = [_cells(c, without.get(c.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms) for c in choices]
+    return [(*row[:5], batch_words(state[state["world_size"] == c.world_size], capacity_gib)) if not c.picked
+            else row for row, c in zip(cells, choices, strict=True)]  # fmt: skip
 
 
 def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float) -> tuple:

@@ -87,43 +87,6 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-MODEL_COUNTS = ("param_bytes", "grad_bytes", "largest_param_bytes", "root_param_bytes", "root_grad_bytes",
-                "largest_block_bytes", "largest_block_grad_bytes", "activation_mb", "activation_top",
-                "tokens_per_batch")  # fmt: skip
-
-
-def at_full_size(rows: pd.DataFrame, full: dict) -> pd.DataFrame:
-    """The run's rows re-counted at the full size (`full`: harness.measure.modelinfo.counts_on_meta's): a parameter,
-    its gradient and its optimizer state take the same bytes at any size, so what each rank held (`held_*`) and the
-    buckets' total grow as the full size's parameter and gradient bytes over the run's; the model's sizes and its
-    activations (counted at the run's batch) are the full size's. PowerSGD's largest bucket is laid out anew (DDP's
-    rules over the full size's gradients, at the row's cap). Rows without the run's sizes are left out."""
-    known = rows[rows["grad_bytes"].fillna(0) > 0] if "grad_bytes" in rows else rows.iloc[:0]
-    params, grads = full["param_bytes"] / known["param_bytes"], full["grad_bytes"] / known["grad_bytes"]
-    scaled = known.assign(**{c: known[c] * (params if c == "held_param_mb" else grads)
-                             for c in (*HELD, "held_grad_view_mb") if c in known})  # fmt: skip
-    if "bucket_sizes_mb" in known:
-        scaled["bucket_sizes_mb"] = [_laid_out_at(sizes, ratio, options, full) if _listed(sizes) else sizes
-                                     for sizes, ratio, options in zip(known["bucket_sizes_mb"], grads,
-                                                                      known["impl_options"], strict=True)]  # fmt: skip
-    return scaled.assign(**{c: full.get(c) for c in MODEL_COUNTS}, size="full")
-
-
-def _laid_out_at(sizes, ratio: float, options_json: str | None, full: dict) -> list[float]:
-    """A row's buckets at the full size: each grown by `ratio` (their total is what counts), or, under PowerSGD,
-    whose copies are of the largest bucket, laid out as DDP would at the row's cap."""
-    options = options_of(options_json)
-    if options.get("comm_hook") != "powersgd":
-        return [float(size) * ratio for size in sizes]
-    from harness.bucketing import DDP_DEFAULT_CAP_MB, MIB, assign_buckets, first_bucket_bytes
-
-    cap = int(float(options.get("bucket_cap_mb") or DDP_DEFAULT_CAP_MB) * MIB)
-    first = first_bucket_bytes(cap, cap_given=options.get("bucket_cap_mb") is not None)
-    ready = range(len(full["grad_sizes"]) - 1, -1, -1)  # backward makes the last registered gradients first
-    buckets = assign_buckets(full["grad_sizes"], full["grad_dtypes"], cap_bytes=cap, first_cap_bytes=first, order=ready)
-    return [sum(full["grad_sizes"][i] for i in bucket) / MIB for bucket in buckets]
-
-
 def _whole_parameter_floor(group: pd.DataFrame, fits: dict, split_kinds: list[str]) -> dict[str, float]:
     """Where a strategy splits its optimizer state but keeps its parameters whole (ZeRO's), one rank keeps at least
     the largest parameter's state at any world size: its bytes times the state's ratio to the parameters, fitted."""
@@ -151,7 +114,7 @@ def _laid_out(group: pd.DataFrame, per_row=np.sum) -> float:
     """The most MiB of buckets any of the rows laid out (`bucket_sizes_mb`, summed; or `per_row` of them: np.max,
     the largest bucket); NaN where none is recorded."""
     laid_out = group["bucket_sizes_mb"] if "bucket_sizes_mb" in group else pd.Series(dtype=object)
-    found = [float(per_row(sizes)) for sizes in laid_out if _listed(sizes)]
+    found = [float(per_row(sizes)) for sizes in laid_out if listed(sizes)]
     return max(found) if found else float("nan")
 
 
@@ -179,7 +142,7 @@ def _buckets_at_step(group: pd.DataFrame, buckets: float) -> float:
     return buckets if views.empty or np.isnan(buckets) else max(buckets - float(views.max()), 0.0)
 
 
-def _listed(sizes) -> bool:
+def listed(sizes) -> bool:
     return sizes is not None and not (isinstance(sizes, float) and np.isnan(sizes)) and len(sizes) > 0
 
 
@@ -383,7 +346,13 @@ def fit_words(state: pd.DataFrame, capacity_gib: float) -> str:
         need = need_mb(rows).to_numpy()
         worlds = rows["world_size"].to_numpy().astype(int)
         fits = need <= capacity_gib * 1024
-        said.append(f"{strategy} {_fit_phrase(fits, need, worlds)}")
+        batches = largest_batch(rows, capacity_gib).to_numpy()
+        phrase, most = _fit_phrase(fits, need, worlds), int(np.argmax(batches))
+        if not fits.any() and 0 < batches[most] < rows.get("batch_size", pd.Series([0])).max():  # at a smaller one
+            phrase = (
+                phrase.removesuffix(")") + f"; at batch {batches[most]} a rank or fewer it would, at w{worlds[most]})"
+            )
+        said.append(f"{strategy} {phrase}")
     return "; ".join([*said, *filter(None, [unrecorded(state)])])
 
 
@@ -398,3 +367,33 @@ def _fit_phrase(fits: np.ndarray, need: np.ndarray, worlds: np.ndarray) -> str:
     worst = int(np.argmax(np.where(fits, -np.inf, need)))
     return (f"fits at {', '.join(f'w{w}' for w in worlds[fits])}, not at {', '.join(f'w{w}' for w in worlds[~fits])} "
             f"({mib_text(need[worst])} a rank at w{worlds[worst]})")  # fmt: skip
+
+
+def largest_batch(state: pd.DataFrame, capacity_gib: float) -> pd.Series:
+    """Per state row, the most samples a rank at which its need (need_mb) fits `capacity_gib`: its activations
+    scaled from the row's batch sample by sample, its state, buckets, unsharded parts and optimizer temporaries as
+    they are (none grows with the batch); 0 where even none would fit."""
+
+    def part(column: str) -> pd.Series | float:
+        return state[column].fillna(0.0) if column in state else 0.0
+
+    room = capacity_gib * 1024 - state["total_mb"] - part("hook_state_mb")  # what a step may hold beside its state
+    kept = part("buckets_mb") + part("unsharded_mb")
+    optimizer = part("optimizer_temp_mb") + part("step_buckets_mb" if "step_buckets_mb" in state else "buckets_mb")
+    if "batch_size" not in state:  # rows that do not say their batch: none to scale from
+        return pd.Series(0, index=state.index)
+    per_sample = state["activation_mb"] / state["batch_size"]
+    batch = np.floor((room - kept) / per_sample).where((optimizer <= room) & (kept + part("hook_copies_mb") <= room))
+    return batch.fillna(0).clip(lower=0).astype(int)
+
+
+def batch_words(state: pd.DataFrame, capacity_gib: float) -> str:
+    """'at batch 6 a rank or fewer fsdp would fit, zero at 2': where nothing fits at the rows' batch, the batch a rank
+    at which each would (largest_batch); '' where none would at any."""
+    rows = state[state["activation_mb"].notna()] if "activation_mb" in state else state.iloc[:0]
+    batches = [(int(b), s) for b, s in zip(largest_batch(rows, capacity_gib), rows["strategy"], strict=True) if b > 0]
+    if not batches:
+        return ""
+    (most, first), rest = max(batches), sorted(batches, reverse=True)[1:]
+    others = "".join(f", {s} at {b}" for b, s in rest)
+    return f"at batch {most} a rank or fewer {first} would fit{others}"

@@ -3,7 +3,7 @@ bandwidth given), as `predict --cluster` sets them beside DDP's on a cluster's, 
 on: a collective's own fit where the collectives run measured it, else the all-reduce's; how far the three
 models were from the run's own steps there (`errors_on_own_run`), which a cluster's answer is said beside; and the
 floor each of the three steps has with the full size's parameters, where the profile is a smaller size's
-(`with_full_size_floors`).
+(`with_full_size_floors`), and what each rank holds at that full size (`at_full_size`).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import pandas as pd
 
 from harness.analysis import roles
 from harness.perfmodel import fsdp, zero
+from harness.perfmodel.memory import HELD, listed
 from harness.perfmodel.network import (
     Network,
     broadcast_link,
@@ -25,6 +26,7 @@ from harness.perfmodel.network import (
     sharded_links,
 )
 from harness.perfmodel.schedule import Parameters, Profile, floor_with
+from harness.results.values import options_of
 
 
 def with_sharded_steps(frame: pd.DataFrame, profile: Profile, network: Network, *, world_size: int,
@@ -185,3 +187,40 @@ def errors_words(errors: dict[str, list[float]] | None, *, cluster: str, results
     return (f"{said}. Off by up to {worst:.0%}, beyond {UNBORNE_ERROR:.0%}, the model's steps are not borne out by "
             f"this run{beside}: bench again on a quiet machine (or the cluster's GPUs) before booking by "
             "them")  # fmt: skip
+
+
+MODEL_COUNTS = ("param_bytes", "grad_bytes", "largest_param_bytes", "root_param_bytes", "root_grad_bytes",
+                "largest_block_bytes", "largest_block_grad_bytes", "activation_mb", "activation_top",
+                "tokens_per_batch")  # fmt: skip
+
+
+def at_full_size(rows: pd.DataFrame, full: dict) -> pd.DataFrame:
+    """The run's rows re-counted at the full size (`full`: harness.measure.modelinfo.counts_on_meta's): a parameter,
+    its gradient and its optimizer state take the same bytes at any size, so what each rank held (`held_*`) and the
+    buckets' total grow as the full size's parameter and gradient bytes over the run's; the model's sizes and its
+    activations (counted at the run's batch) are the full size's. PowerSGD's largest bucket is laid out anew (DDP's
+    rules over the full size's gradients, at the row's cap). Rows without the run's sizes are left out."""
+    known = rows[rows["grad_bytes"].fillna(0) > 0] if "grad_bytes" in rows else rows.iloc[:0]
+    params, grads = full["param_bytes"] / known["param_bytes"], full["grad_bytes"] / known["grad_bytes"]
+    scaled = known.assign(**{c: known[c] * (params if c == "held_param_mb" else grads)
+                             for c in (*HELD, "held_grad_view_mb") if c in known})  # fmt: skip
+    if "bucket_sizes_mb" in known:
+        scaled["bucket_sizes_mb"] = [_laid_out_at(sizes, ratio, options, full) if listed(sizes) else sizes
+                                     for sizes, ratio, options in zip(known["bucket_sizes_mb"], grads,
+                                                                      known["impl_options"], strict=True)]  # fmt: skip
+    return scaled.assign(**{c: full.get(c) for c in MODEL_COUNTS}, size="full")
+
+
+def _laid_out_at(sizes, ratio: float, options_json: str | None, full: dict) -> list[float]:
+    """A row's buckets at the full size: each grown by `ratio` (their total is what counts), or, under PowerSGD,
+    whose copies are of the largest bucket, laid out as DDP would at the row's cap."""
+    options = options_of(options_json)
+    if options.get("comm_hook") != "powersgd":
+        return [float(size) * ratio for size in sizes]
+    from harness.bucketing import DDP_DEFAULT_CAP_MB, MIB, assign_buckets, first_bucket_bytes
+
+    cap = int(float(options.get("bucket_cap_mb") or DDP_DEFAULT_CAP_MB) * MIB)
+    first = first_bucket_bytes(cap, cap_given=options.get("bucket_cap_mb") is not None)
+    ready = range(len(full["grad_sizes"]) - 1, -1, -1)  # backward makes the last registered gradients first
+    buckets = assign_buckets(full["grad_sizes"], full["grad_dtypes"], cap_bytes=cap, first_cap_bytes=first, order=ready)
+    return [sum(full["grad_sizes"][i] for i in bucket) / MIB for bucket in buckets]

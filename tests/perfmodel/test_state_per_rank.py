@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from harness.perfmodel import memory
+from harness.perfmodel import memory, sharded
 
 
 def held(impl: str, world: int, param: float, grad: float, state: float, **extra) -> dict:
@@ -109,6 +109,24 @@ def test_which_strategy_fits_in_the_clusters_gpus_state_and_activations_together
     assert "stock does not fit (177 GiB a rank at the least)" in words
     assert "zero fits from w64 (72.8 GiB a rank there)" in words and "fsdp fits (22.1 GiB a rank at most)" in words
     assert memory.fit_words(state, 0.0) == "" and memory.fit_words(state.assign(activation_mb=float("nan")), 80) == ""
+
+
+def test_where_nothing_fits_the_batch_a_rank_at_which_each_would_is_said():
+    """A walkthrough's llama at batch 8 fitted nowhere and the table said 'none modelled fits', nothing more: the
+    activations grow sample by sample (7.5 GiB a sample here) and nothing else does, so at batch 4 a rank stock needs
+    40 + 5 + 30 GiB; at 5, 82.5 of 80."""
+    rows = pd.DataFrame({"strategy": ["stock", "stock", "zero"], "world_size": [8, 64, 64],
+                         "total_mb": [50 * 1024.0, 40 * 1024.0, 79 * 1024.0], "activation_mb": [60 * 1024.0] * 3,
+                         "batch_size": [8] * 3, "buckets_mb": [5 * 1024.0] * 3,
+                         "optimizer_temp_mb": [10 * 1024.0] * 3})  # fmt: skip
+    assert list(memory.largest_batch(rows, 80)) == [3, 4, 0]  # zero: its state alone leaves no room for a step
+    need = memory.need_mb(rows.assign(activation_mb=7.5 * 1024 * 4)).iloc[1]
+    assert need <= 80 * 1024 < memory.need_mb(rows.assign(activation_mb=7.5 * 1024 * 5)).iloc[1]
+    said = memory.fit_words(rows, 80)
+    assert said.startswith("stock does not fit (105 GiB a rank at the least; at batch 4 a rank or fewer it would, at "
+                           "w64); zero does not fit (")  # fmt: skip
+    assert memory.batch_words(rows[rows["world_size"] == 64], 80) == "at batch 4 a rank or fewer stock would fit"
+    assert memory.batch_words(rows[rows["strategy"] == "zero"], 80) == ""
 
 
 def test_a_need_that_grows_with_the_gpus_and_a_strategy_in_another_dtype_are_said_as_they_are():
@@ -281,7 +299,7 @@ def test_a_smaller_sizes_run_is_re_counted_at_the_full_size_from_what_its_ranks_
     rows = pd.DataFrame([held("stock", 1, 100.0, 90.0, 180.0, **small), held("stock", 2, 100.0, 90.0, 180.0, **small),
                          held("zero", 1, 100.0, 90.0, 180.0, **small), held("zero", 2, 100.0, 90.0, 90.0, **small),
                          held("stock", 2, 1.0, 1.0, 1.0, grad_bytes=None)])  # fmt: skip
-    at_full = memory.at_full_size(rows, full)
+    at_full = sharded.at_full_size(rows, full)
     assert len(at_full) == 4 and set(at_full["size"]) == {"full"}  # the row without its sizes is left out
     state = memory.state_per_rank(at_full, [8]).set_index(["impl", "world_size"])
     assert state.loc[("stock", 8), ["held_param_mb", "held_grad_mb", "held_optimizer_state_mb"]].tolist() == [
@@ -293,6 +311,6 @@ def test_a_smaller_sizes_run_is_re_counted_at_the_full_size_from_what_its_ranks_
     )
     # under PowerSGD the copies are of the largest bucket: laid out by DDP's rules at the row's cap, not grown
     hooked = rows.iloc[:2].assign(impl_options='{"comm_hook": "powersgd", "bucket_cap_mb": 100}')
-    state = memory.state_per_rank(memory.at_full_size(hooked, full), [8]).set_index("world_size")
+    state = memory.state_per_rank(sharded.at_full_size(hooked, full), [8]).set_index("world_size")
     assert state.loc[8, "hook_copies_mb"] == pytest.approx(2 * 128.0)  # two 64 MiB gradients reach the 100 MiB cap
     assert memory.mib_text(1000.0) == "1000 MiB" and memory.mib_text(999.0) == "999 MiB"

@@ -344,10 +344,9 @@ def fsdp_answer(frames: list[pd.DataFrame], *, caveat: str = "", priced: str = C
 
 
 def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_note: str = "") -> None:
-    """Each strategy's model state per rank at `worlds` (harness.perfmodel.memory.state_per_rank's rows of one
-    setup), smallest first: what the run's ranks held, carried to GPU counts it did not reach; with the
-    activations counted and a `cluster` whose GPU memory the profile gives, which strategy fits there
-    (`size_note` in brackets: the run's model is a smaller size than the one to train)."""
+    """Each strategy's model state per rank at `worlds` (memory.state_per_rank's rows of one setup), smallest first:
+    what the run's ranks held, carried to GPU counts it did not reach; with the activations counted and a `cluster`
+    with a GPU memory, which fits there (`size_note` in brackets: the run's model is not the one to train)."""
     if state.empty:
         return
     from harness.perfmodel.memory import activation_words, fit_words, floor_words, mib_text
