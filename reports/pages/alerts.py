@@ -338,3 +338,25 @@ def status_counts(meta: dict[str, Any], configs: pd.DataFrame) -> dict[str, int]
         "skipped": int(counts.get("skipped", 0)),
         "not run": len(planned - done),
     }
+
+
+def cap_verdicts(recommendations: pd.DataFrame, *, workload: str, world: int) -> str:
+    """'<b>Bucket cap</b> (each sweep's verdict, section 3): stock: use bucket_cap_mb=1 (25 MiB takes 1.49× as
+    long …); bucketed: too few repeats to tell (have 16, need about 189)' for the strategies the run swept at this
+    world size; '' where it swept none (a walkthrough tuning the cap found its answer in a table cell only)."""
+    from harness.analysis import sweep
+    from harness.results.values import strategy_label
+
+    if recommendations.empty or "world_size" not in recommendations:
+        return ""
+    rows = recommendations[(recommendations["workload"] == workload) & (recommendations["world_size"] == world)]
+    said = []
+    for _, row in rows.iterrows():
+        gain, decided = sweep.versus_reference(row), row.get("decision") != stats.TOO_FEW
+        so_far = (
+            (f": {gain}" if decided else f"; so far fastest {row['best_cap_mb']:g} MiB, and {gain}") if gain else ""
+        )
+        said.append(f"{strategy_label(row['impl'], row.get('other_options'))} — {sweep.answer(row)}{so_far}")
+    if not said:
+        return ""
+    return f"<p class=headline><b>Bucket cap</b> (each sweep's verdict, section 3): {esc('. '.join(said))}.</p>"

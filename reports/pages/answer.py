@@ -362,8 +362,9 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
         for _, group in sorted(frame.groupby("world_size"), key=lambda item: -item[0]):
             reference = reference_row(group)
             stand_in |= reference is not None and bool(reference["options"])
-            parts.append(f"<p class=headline>{headline(group)}</p>")
-            parts.append(world_table(group, run.recommendations, workload=workload))
+            world, verdicts = int(group["world_size"].iloc[0]), run.recommendations  # the caps' verdicts, then all
+            parts += [f"<p class=headline>{headline(group)}</p>", alerts.cap_verdicts(verdicts, workload=workload,
+                      world=world), world_table(group, verdicts, workload=workload)]  # fmt: skip
             parts.append(alerts.answer_below_floor(group) + alerts.late_note(group))
     if len(parts) == 1:
         parts.append("<p>No configuration of this run was measured: nothing to rank.</p>")

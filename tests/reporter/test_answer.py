@@ -270,3 +270,17 @@ def test_fsdp_on_a_gpu_says_its_hidden_share_is_a_lower_bound(monkeypatch):
     run = with_labels(pd.DataFrame([config("local", 2, 50.0, parity_ok=None), config("fsdp", 2, 70.0, **timed)]))
     table = answer.world_table(answer.ranked(run, workload="gpt2"), pd.DataFrame(), workload="gpt2")
     assert "<td>25% (lower bound)</td>" in table
+
+
+def test_a_swept_runs_answer_says_each_caps_verdict_under_its_headline(tmp_path):
+    """A walkthrough tuning bucket_cap_mb found stock's cap verdict ('need about 41') in a table cell only: under
+    each world size's headline, each sweep's verdict in the words the console and the cap table use."""
+    run = site.read_run(DATA / "bucket_sweep", pages=tmp_path)
+    rows = run.recommendations[run.recommendations["world_size"] == 2]
+    said = alerts.cap_verdicts(run.recommendations, workload="mlp", world=2)
+    assert said.startswith("<p class=headline><b>Bucket cap</b> (each sweep's verdict, section 3): ") and len(rows)
+    for _, row in rows.iterrows():
+        assert sweep.answer(row).replace("'", "&#x27;") in said
+    assert alerts.cap_verdicts(run.recommendations, workload="mlp", world=1) == ""  # none at one rank
+    page = answer.answer_section(run, ["mlp"])
+    assert page.index("<b>Bucket cap</b>") < page.index("<table")  # before the table, under the headline
