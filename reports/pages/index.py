@@ -48,7 +48,7 @@ def run_headline(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> s
             continue
         best = contenders.iloc[0]
         caveat = answer.lead_caveat(frame[frame["world_size"] == world])
-        said = [caveat] if caveat else []
+        said = [caveat] if caveat else ["fastest"] if len(contenders) > 1 else []  # as the header promises
         said += ["one rank: nothing communicated, only each strategy's own cost"] if world == 1 else []
         lines.append(where + f"<b>{esc(best['strategy'])}</b> {answer.milliseconds(best['step_ms'])}"
                      + (f" ({esc('; '.join(said))})" if said else ""))  # fmt: skip
