@@ -104,8 +104,8 @@ def test_predict_counts_the_model_you_will_train_from_a_smaller_one_benched(else
     # at 4× the batch, 4× the step: an own cost left out (hooks and copies, with the parameters) stays as it was
     batch = int(rows["run_batch_size"].iloc[0])
     wider = run_ddpbench("predict", "--run", "mine", "--results", "results", "--workload", "my_workload.py:MyModel",
-                         "--cluster", "dgx-h100", "--nodes", "1", "--batch-size", str(4 * batch), "--local-step-ms",
-                         "80", "--out", "rows4.csv", cwd=folder)  # fmt: skip
+                         "--cluster", "dgx-h100", "--nodes", "1", "--train-wopt", "width=2048", "--batch-size",
+                         str(4 * batch), "--local-step-ms", "80", "--out", "rows4.csv", cwd=folder)  # fmt: skip
     assert wider.returncode == 0, wider.stderr[-2000:]
     own = [pd.read_csv(folder / name)["fsdp_own_left_out_ms"].iloc[0] for name in ("rows.csv", "rows4.csv")]
     assert own[0] > 0 and own[1] == pytest.approx(own[0], rel=1e-6)

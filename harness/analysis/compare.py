@@ -8,8 +8,8 @@ judged, and `compare` names the setting (the command counts them as undecided, n
 
 The unit of evidence is the repeat: each repeat of a configuration is summarised by its median
 step (the slowest rank per step), and the two runs' repeat medians are judged by `stats.verdict`
-(Welch's t on the logs: the ratio, its 95 % interval, and 'too few repeats to tell' when they
-cannot decide). See docs/statistics.md.
+(Welch's t on the logs: the ratio, its interval, 95 % or Bonferroni's for several, and 'too few repeats
+to tell' when they cannot decide). See docs/statistics.md.
 """
 
 from __future__ import annotations
@@ -330,17 +330,17 @@ def interval_level(frame: pd.DataFrame) -> str:
     """'99.2%': the confidence of a comparison's intervals (95 % where it judged one configuration, or an older
     comparison without the column)."""
     level = frame["confidence"].iloc[0] if "confidence" in frame and len(frame) else stats.CONFIDENCE
-    return f"{level * 100:.3g}%"
+    digits = next(d for d in range(3, 9) if not f"{level * 100:.{d}g}".startswith("100") or d == 8)  # no '100%'
+    return f"{level * 100:.{digits}g}%"
 
 
 def family_words(frame: pd.DataFrame) -> str:
     """' (95% over the 6 configurations judged, Bonferroni: …)' after the level where it judged several, else ''."""
     judged = int(frame["configurations_judged"].iloc[0]) if "configurations_judged" in frame and len(frame) else 1
-    if judged <= 1:
-        return ""
     alpha = (1 - stats.CONFIDENCE) * 100
-    return (f" ({100 - alpha:g}% over the {judged} configurations judged, Bonferroni: identical code fails the "
-            f"gate at most {alpha:g}% of the time, however many it shares)")  # fmt: skip
+    return "" if judged <= 1 else (f" ({100 - alpha:g}% over the {judged} configurations judged, Bonferroni: "
+                                   f"identical code fails the gate at most {alpha:g}% of the time, however many it "
+                                   "shares)")  # fmt: skip
 
 
 def judge(base: pd.DataFrame, new: pd.DataFrame, *, threshold: float, confidence: float = stats.CONFIDENCE) -> dict:

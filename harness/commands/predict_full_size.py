@@ -68,6 +68,8 @@ def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None 
         return rows, ""
     full = full_size_counts(setup, configs, batch_size=batch, options=options)
     if full is None or (scaled := at_full_size(rows, full).assign(batch_size=batch)).empty:  # no meta build, or rows
+        if options is not None:  # (--size full does nothing for a file of yours)
+            return rows, "the run's model, not the one you will train (not counted on the meta device): bench that one"
         whose = f"the {size} size's model, not the full size's" if scales else f"batch {measured}, the run's"
         flags = "--size full" * scales + f" --batch-size {batch}" * (batch != measured)
         return rows, f"{whose}: bench {flags.strip()} for the one you will train"

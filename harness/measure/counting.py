@@ -1,7 +1,9 @@
 """The conditions a count of what a forward keeps runs under, so that a CPU or the meta device counts what a GPU
 run keeps (harness.measure.modelinfo): attention as a GPU's flash kernel keeps it, a CPU's fake tensors where autocast
 is needed (it has no meta device), and transformers told our batches hold one sequence a row (the meta device cannot
-read a value to find out)."""
+read a value to find out). Under autocast the rules are the CPU's: a GPU's also runs layer_norm, softmax, log_softmax,
+pow and exp in fp32, so it keeps somewhat more there (the loss's log-softmax over a vocabulary most of all); a GPU
+run's own rows measure it."""
 
 from __future__ import annotations
 

@@ -159,14 +159,14 @@ def _picked(fitting: list[Candidate], errors=None) -> tuple[list[Candidate], lis
     CPU's): maybe faster, never the pick on the model's word."""
     certain = [c for c in fitting if not c.left_out_ms]
     beats = certain[0].step_ms if certain else float("inf")
-    leaves = [c for c in fitting if c.left_out_ms and c.step_ms < beats <= whole_step(c)]  # faster only without it
-    decided = sorted((c for c in fitting if c not in leaves), key=whole_step)  # a slower one may tie (within 4 %)
-    if not decided:
+    pick = min((c for c in fitting if whole_step(c) < beats or c.step_ms >= beats), key=whole_step, default=None)
+    if pick is None:
         return [], []
-    # the band around the fastest's step with what it leaves out: a lead is no larger than that makes it
-    band = {id(c): max(agreement.SMALL_CAP_LEAD, model_apart(decided[0], c, errors)) for c in decided}
-    picked = [c for c in decided if whole_step(c) <= whole_step(decided[0]) * (1 + band[id(c)])]
-    return picked, [c for c in fitting if c not in decided and c.step_ms < picked[0].step_ms]
+    fastest = whole_step(pick)  # the pick's, its left-out cost added: what every other is judged against
+    maybe = [c for c in fitting if c is not pick and c.left_out_ms and c.step_ms < fastest]  # faster only without it
+    ranked = sorted((c for c in fitting if c not in maybe), key=whole_step)  # a slower one may tie (within 4 %)
+    band = {id(c): max(agreement.SMALL_CAP_LEAD, model_apart(pick, c, errors)) for c in ranked}
+    return [c for c in ranked if whole_step(c) <= fastest * (1 + band[id(c)])], maybe
 
 
 def whole_step(c: Candidate) -> float:
@@ -380,7 +380,7 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
     if not choice.picked:
         return (str(choice.world_size), "none modelled fits", "", "", "", "")
     first = choice.picked[0]
-    rest = sorted((c for c in choice.others if c.fits and c.step_ms is not None), key=lambda c: c.step_ms)
+    rest = sorted((c for c in choice.others if c.fits and c.step_ms is not None), key=whole_step)  # own cost in
     tie = (
         f"the step models' errors on this run's own steps leave a lead under {choice.apart:.0%} unproven"
         if choice.apart
@@ -397,4 +397,4 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
     notes += [f"{', '.join(unfit)} do{'es' * (len(unfit) == 1)} not fit"] if unfit else []
     return (str(choice.world_size), " or ".join(c.strategy for c in choice.picked),
             f"{'≥' * (first.profiled_ms is not None)}{first.step_ms:.4g}", rest[0].strategy if rest else "",
-            f"+{rest[0].step_ms / whole_step(first) - 1:.1%}" if rest else "", "; ".join(notes))  # fmt: skip
+            f"+{whole_step(rest[0]) / whole_step(first) - 1:.1%}" if rest else "", "; ".join(notes))  # fmt: skip

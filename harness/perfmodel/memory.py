@@ -382,7 +382,7 @@ def largest_batch(state: pd.DataFrame, capacity_gib: float) -> pd.Series:
     optimizer = part("optimizer_temp_mb") + part("step_buckets_mb" if "step_buckets_mb" in state else "buckets_mb")
     if "batch_size" not in state:  # rows that do not say their batch: none to scale from
         return pd.Series(0, index=state.index)
-    per_sample = state["activation_mb"] / state["batch_size"]
+    per_sample = (state["activation_mb"] / state["batch_size"]).where(lambda mb: mb > 0)  # none kept: no bound here
     batch = np.floor((room - kept) / per_sample).where((optimizer <= room) & (kept + part("hook_copies_mb") <= room))
     return batch.fillna(0).clip(lower=0).astype(int)
 
@@ -391,7 +391,8 @@ def batch_words(state: pd.DataFrame, capacity_gib: float) -> str:
     """'at batch 6 a rank or fewer fsdp would fit, zero at 2': where nothing fits at the rows' batch, the batch a rank
     at which each would (largest_batch); '' where none would at any."""
     rows = state[state["activation_mb"].notna()] if "activation_mb" in state else state.iloc[:0]
-    batches = [(int(b), s) for b, s in zip(largest_batch(rows, capacity_gib), rows["strategy"], strict=True) if b > 0]
+    batches = [(int(b), s) for b, s, at in zip(largest_batch(rows, capacity_gib), rows["strategy"], rows["batch_size"],
+                                               strict=True) if 0 < b < at]  # fmt: skip  # (one that fits says nothing)
     if not batches:
         return ""
     (most, first), rest = max(batches), sorted(batches, reverse=True)[1:]

@@ -50,12 +50,12 @@ def setup_label(setup: dict) -> str:
 def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Cluster, *, caps: list[float] | None = None,
                    local_step_ms: float | None = None, device: str = "cpu",
                    full_params: Callable[[dict, int], Parameters | None] | None = None,
-                   local_optimizer_ms: float | None = None) -> pd.DataFrame:  # fmt: skip
+                   local_optimizer_ms: float | None = None, batch_size: int | None = None) -> pd.DataFrame:  # fmt: skip
     """Per stored setup, GPU count and cap (`caps`; else the run's sweep, else the default list): the predicted
     step, the profile calibrated on the run's rows at one rank and scaled to `local_step_ms` (its optimizer's part
     `local_optimizer_ms`) as `ddpbench predict --run --cluster` does; `full_params(setup, the profile's gradient
     bytes)`: the full size's parameters where the profile is a smaller size's, whose floors under each strategy's
-    step the rows then hold (sharded.with_full_size_floors)."""
+    step the rows then hold (sharded.with_full_size_floors); `batch_size`: --batch-size's, out of own costs' scale."""
     if caps is None:
         caps = swept_caps(configs)
         caps = caps if len(caps) >= 2 else list(DEFAULT_CAPS_MB)
@@ -66,9 +66,9 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
         optimizer_s = None if local_optimizer_ms is None else local_optimizer_ms / 1e3  # given apart, or scaled
         calibration = scaled_to_local_step(profile, from_run, local_step_ms and local_step_ms / 1e3,
                                            own_carried=carried, optimizer_s=optimizer_s)  # fmt: skip
-        sharded = for_cluster(profile, calibration, configs=configs, setup=setup, run_scale=from_run.compute_scale,
-                              carried=carried)  # fmt: skip
-        zero_own = own_for_cluster(configs, setup, calibration, run_scale=from_run.compute_scale, carried=carried)
+        run_scale = from_run.compute_scale * (batch_size or setup["batch_size"]) / setup["batch_size"]  # as predict's
+        sharded = for_cluster(profile, calibration, configs=configs, setup=setup, run_scale=run_scale, carried=carried)
+        zero_own = own_for_cluster(configs, setup, calibration, run_scale=run_scale, carried=carried)
         calibrated = calibrate(profile, calibration)
         target = calibration_target(configs, setup)[0]
         context = {"setup": setup_label(setup), "local_step_ms": calibrated.local_step_s * 1e3,
@@ -126,14 +126,15 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                 memory: Callable[[dict], tuple[pd.DataFrame, str]] | None = None,
                 checked: Callable[[dict], OwnCheck | None] | None = None,
                 full_params: Callable[[dict, int], Parameters | None] | None = None,
-                local_optimizer_ms: float | None = None) -> str:  # fmt: skip
+                local_optimizer_ms: float | None = None, batch_size: int | None = None) -> str:  # fmt: skip
     """The page in a site (links to the index and the run's page), or `standalone`: one file with plotly.js in
     it and no links, as `predict --page` writes it; `caps`, `local_step_ms` and `full_params` as predicted_rows
     takes them; `memory(setup)`: the rows memory is counted from and what size they are of (default: the run's
     own); `checked(setup)`: the model's error on the run's own steps; each as `predict` counts and weighs it."""
     run_id, device = meta.get("run_id", ""), meta.get("device", "?")
     rows = predicted_rows(profiles, configs, cluster, caps=caps, local_step_ms=local_step_ms, device=device,
-                          full_params=full_params, local_optimizer_ms=local_optimizer_ms)  # fmt: skip
+                          full_params=full_params, local_optimizer_ms=local_optimizer_ms,
+                          batch_size=batch_size)  # fmt: skip
     nav = "" if standalone else (f'<nav><a href="../index.html">all runs</a><a href="{esc(meta.get("page", run_id))}'
                                  f'.html">run {esc(run_id)}</a></nav>')  # fmt: skip
     inside = not rows.empty and bool((rows["calibrated_to"] == "reference").all())  # DDP's cost in the compute

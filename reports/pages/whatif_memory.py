@@ -137,6 +137,6 @@ def _memory_caption(state: pd.DataFrame, size_note: str) -> str:
         "from step to step (PowerSGD's error feedback, one tensor a bucket) and allocates in backward (PowerSGD's "
         "two copies of a bucket). In none of these: buffers, the kernels' working memory — a GPU run's peak "
         "measures those. "
-        + (f"The model is counted {size_note}." if size_note else "The model is counted at the run's own size.")
+        + (f"Counted: {size_note}." if size_note else "The model is counted at the run's own size.")
         + floor
     )

@@ -80,6 +80,8 @@ def test_a_gate_over_several_configurations_judges_each_at_bonferronis_level_and
         synthetic_run(tmp_path / "r", run_id, mean_ms=100, seed=seed, worlds=(2, 4, 8))
     frame, _, _ = compare.compare(tmp_path / "r" / "a", tmp_path / "r" / "b", threshold=0.05)
     assert list(frame["confidence"]) == [pytest.approx(1 - 0.05 / 3)] * 3
+    level = [compare.interval_level(pd.DataFrame({"confidence": [compare.family_confidence(n)]})) for n in (1, 1000)]
+    assert level == ["95%", "99.995%"]  # never a rounded '100%' (a review's 100 configurations read so)
     alone = compare.judge(*(compare.repeat_figures(compare.load_samples(tmp_path / "r" / run)[1]).query(
         "world_size == 2") for run in ("a", "b")), threshold=0.05)  # fmt: skip
     row = frame[frame["world_size"] == 2].iloc[0]
