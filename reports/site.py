@@ -5,6 +5,7 @@
     runs/<folder>.html      one page per run (its folder's name: the run id unless copied)
     runs/<folder>.whatif.html   the run's profile on a cluster it did not run on (`report --cluster`)
     collectives/<run_id>.html   one page per `ddpbench collectives` run
+    compare/<base>_vs_<new>.html  one page per `ddpbench compare` (`report` writes those kept in results/comparisons/)
     assets/plotly.min.js    plotly.js, shipped once (no CDN: the site works offline)
 
 This is the only module of `reports/` that touches files; the HTML comes from `reports.pages.run_page` and

@@ -93,14 +93,31 @@ def _compare(args: argparse.Namespace, base_run: Path, new_run: Path, *, thresho
     # Named by the runs' ids (their folders' names), whether given as ids or as paths.
     page = write_comparison_page(args.out, base_run.name, new_run.name, frame, judged, environment=environment,
                                  not_judged=[*failed, *not_compared, *missing], threshold=threshold)  # fmt: skip
+    kept = _keep(Path(args.results), base_run.name, new_run.name, frame, judged, environment=environment,
+                 not_judged=[*failed, *not_compared, *missing], threshold=threshold)  # fmt: skip
     listed = refresh_index(args.out)
     console.say(f"compare: {judged['matched']} configuration(s) matched, {judged['slower']} significantly slower, "
                 f"{judged['too_few']} with too few repeats to tell, {judged['not_compared']} not compared (a "
                 f"setting differs), {judged['failed']} failed in NEW, {judged['missing']} with no ok result in NEW; "
-                f"page: {page}" + (f" (listed in {listed})" if listed else ""))  # fmt: skip
+                f"page: {page}" + (f" (listed in {listed})" if listed else "") + f"; kept in {kept}, whose page "
+                "`ddpbench report` writes into any site it builds")  # fmt: skip
     code = {compare.REGRESSED: EXIT_SLOWER, compare.UNDECIDED: EXIT_TOO_FEW, compare.PASSED: 0}[judged["outcome"]]
     console.say(f"compare: {judged['sentence']} (exit {code})")
     return code
+
+
+def _keep(results: Path, base: str, new: str, frame, judged: dict, **page) -> Path:
+    """The comparison beside the runs (layout.COMPARISONS): what its page is made from, for `report` to make it again
+    in any site; JSON through pandas, whose numbers are plain and whose NaN are null."""
+    import json
+
+    from harness.results import store
+    from harness.results.layout import COMPARISONS
+
+    path = results / COMPARISONS / f"{base}_vs_{new}.json"
+    rows = json.loads(frame.to_json(orient="records")) if not frame.empty else []
+    store.write_json(path, {"base": base, "new": new, "judged": judged, "rows": rows, **page})
+    return path
 
 
 def _shortened(lines: list[str]) -> list[str]:

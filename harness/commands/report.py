@@ -35,6 +35,11 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
                             as_predict=functools.partial(as_predict_counts, cluster=chosen))  # fmt: skip
     for run_id, page in built.collectives_pages.items():
         console.say(f"  collectives {run_id}: {page}")
+    from reports.pages.compare import write_kept_comparisons
+
+    if kept := write_kept_comparisons(args.results, args.out):  # each `compare` kept beside the runs, listed
+        site.refresh_index(args.out)
+        console.say(f"  {kept} comparison(s): {args.out}/compare/")
     console.say(f"report: {built.index}")
     return 0
 

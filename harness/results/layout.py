@@ -22,6 +22,9 @@ from pathlib import Path
 from harness.protocols import ConfigError
 
 RUN_JSON = "run.json"
+COMPARISONS = "comparisons"
+"""`<results>/comparisons/BASE_vs_NEW.json`: each `ddpbench compare`, kept beside the runs, so that `ddpbench report`
+renders its page into whichever site it builds (a site is made from results, never the other way)."""
 SUMMARY_JSON = "summary.json"
 TABLES = ("configs", "steps", "ranks", "timeline")
 """The per-configuration tables: one Parquet part per configuration in a folder of its own."""

@@ -7,6 +7,7 @@ Columns the analysis does not give (an older or newer verdict layer) show as "â€
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -184,3 +185,22 @@ def write_comparison_page(out: Path, base: str, new: str, frame: pd.DataFrame, j
     store.atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     store.write_json(path.with_suffix(".json"), {"base": base, "new": new, **judged})
     return path
+
+
+def write_kept_comparisons(results: Path, out: Path) -> int:
+    """Each comparison `ddpbench compare` kept beside the runs (layout.COMPARISONS), its page written into the site
+    `out` as compare wrote it; how many. One that cannot be read is named and skipped."""
+    from harness.results.layout import COMPARISONS
+
+    written = 0
+    for kept in sorted((Path(results) / COMPARISONS).glob("*.json"), key=lambda p: p.stat().st_mtime):  # newest last
+        try:
+            facts = store.read_json(kept)
+            write_comparison_page(out, facts["base"], facts["new"], pd.DataFrame(facts["rows"]), facts["judged"],
+                                  environment=facts["environment"], not_judged=facts["not_judged"],
+                                  threshold=facts["threshold"])  # fmt: skip
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            logging.getLogger("ddpbench").warning("skipping comparison %s: %s", kept, exc)
+            continue
+        written += 1
+    return written

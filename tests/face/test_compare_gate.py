@@ -157,6 +157,22 @@ def test_a_comparison_written_into_a_built_site_is_listed_in_its_index_at_once(t
     assert '<a href="runs/new.html">new</a>' in listed  # the runs stay listed as the build left them
 
 
+def test_a_comparison_is_kept_with_the_runs_and_any_site_built_later_has_its_page(tmp_path, capsys):
+    """A walkthrough compared into the default site (compare's --out) and built its own elsewhere (report --out):
+    the comparison was in neither. It is kept beside the runs, and every site built from them has it."""
+    fake_run(tmp_path / "r", "base")
+    fake_run(tmp_path / "r", "new", mean_ms=150.0)
+    code, out = compare(capsys, tmp_path / "r")
+    kept = tmp_path / "r" / "comparisons" / "base_vs_new.json"
+    assert code == 1 and kept.is_file() and f"kept in {kept}" in out.out
+    assert store.list_runs(tmp_path / "r") == [tmp_path / "r" / "new", tmp_path / "r" / "base"]  # not a run
+    assert cli.main(["report", "--results", str(tmp_path / "r"), "--out", str(tmp_path / "other")]) == 0
+    assert "1 comparison(s)" in capsys.readouterr().out
+    page = (tmp_path / "other" / "compare" / "base_vs_new.html").read_text()
+    assert "Slower: 1 of 1 matched configuration(s) significantly slower" in page
+    assert '<a href="compare/base_vs_new.html">→ new</a>' in (tmp_path / "other" / "index.html").read_text()
+
+
 def test_another_strategy_in_new_is_not_this_configuration_run_otherwise():
     """A review's NEW had no fsdp: 'NEW ran it with impl local, not fsdp' read as if fsdp had become local."""
     from harness.analysis.compare import _nearest_in_new
