@@ -9,6 +9,7 @@ DDP and FSDP) are the same code path at a bigger size: docs/measured/your-model-
 
 from __future__ import annotations
 
+import html
 import json
 import shutil
 from pathlib import Path
@@ -82,6 +83,9 @@ def test_the_report_page_names_every_workload_and_its_file(elsewhere):
         assert f"<h3>{name}/tiny · fp32 · sgd</h3>" in page  # the setup, its precision and its optimizer
     assert "Workloads: the code that ran" in page and str(elsewhere["folder"] / "my_workload.py") in page
     assert "w2 my_workload.py:MyModel/tiny stock" in elsewhere["out"]
+    whatif = html.unescape((elsewhere["folder"] / "site" / "runs" / "mine.whatif.html").read_text())
+    # --size scales a zoo model, not a file of yours: its profile is not called 'the tiny size's'
+    assert "The profile is the model's as the run built it" in whatif and "The profile is the tiny size" in whatif
 
 
 def test_predict_counts_the_model_you_will_train_from_a_smaller_one_benched(elsewhere):

@@ -289,7 +289,8 @@ def _calibration_note(row: pd.Series, meta: dict | None = None) -> str:
                   "backward; ZeRO-1's optimizer shard and broadcasts after DDP's; FSDP2's gathers and "
                   "reduce-scatters one at a time (docs/clusters.md). The choice ranks each strategy by its floor "
                   "where that is above its step.")  # fmt: skip
-    return (f"<p>The profile is the {esc(row['size'])} size's: {row['grad_mb']:.4g} MiB of gradients in "
+    size = f"the {esc(row['size'])} size's" if sized else "the model's as the run built it (--size scales no file)"
+    return (f"<p>The profile is {size}: {row['grad_mb']:.4g} MiB of gradients in "
             f"{int(row['grad_tensors'])} tensors, which every prediction below buckets and all-reduces.{other} "
             f"{scaled}{own}, as <code>ddpbench predict --run RUN --cluster NAME{flag}</code> does. "
             f"Scaling efficiency = the one-GPU step{'' if row['own_left_out'] else ' with DDP'} "
