@@ -3,12 +3,13 @@ already in its results folder measured on this machine (its hostname, where the 
 each configuration measured before (the same strategy and options, workload, size, batch, precision and TF32,
 optimizer, world size, nodes, device and backend) takes its warm-up and timed steps at the median step of its
 newest measurement; every configuration that will launch, measured before or not, pays the fixed cost one paid in
-the newest run's latest session (its wall time less its training steps, over the configurations it launched:
-launches, imports, building, the parity check, writing). Repeats that `--repeats auto` adds are not counted.
+the latest session of the newest run of a workload and size planned, else of the newest run (its wall time less its
+training steps, over the configurations it launched: launches, imports, building, the parity check, writing). Repeats that `--repeats auto` adds are not counted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import socket
@@ -33,6 +34,7 @@ class Forecast:
     total: int
     fixed_s: float | None  # a configuration's fixed cost in the newest run on this device; None: no run
     source: str  # that run's folder name
+    alike: bool = True  # that run measured a workload and size planned here (its building and parity cost alike)
 
     @property
     def wall_s(self) -> float:
@@ -46,15 +48,30 @@ def forecast(configurations, results: Path) -> Forecast | None:
     if not configurations:
         return None
     device, host = configurations[0].device, socket.gethostname()
-    runs = [run for run in store.list_runs(results) if _measured_here(store.read_run_meta(run), device, host)]
-    fixed = next(((per, run.name) for run in runs if (per := fixed_cost_per_configuration_s(run)) is not None), None)
+    metas = {run: store.read_run_meta(run) for run in store.list_runs(results)}
+    runs = [run for run, meta in metas.items() if _measured_here(meta, device, host)]
+    planned = {(cfg.workload, cfg.size) for cfg in configurations}  # building and parity cost with the model's size
+    alike = [run for run in runs if planned & _setups(run, metas[run])]
+    fixed = next(((per, run.name, run in alike) for run in [*alike, *runs]
+                  if (per := fixed_cost_per_configuration_s(run)) is not None), None)  # fmt: skip
     if fixed is None:
         return None
     medians = newest_medians(runs)
     launched = [cfg for cfg in configurations if not grid.skip_reason(cfg)]  # a skipped one launches nothing
     known = [medians.get(_key(cfg)) for cfg in launched]
     steps_s = sum(m * (cfg.warmup + cfg.steps) / 1e3 for m, cfg in zip(known, launched, strict=True) if m)
-    return Forecast(steps_s, sum(1 for m in known if m), len(launched), fixed[0], fixed[1])
+    return Forecast(steps_s, sum(1 for m in known if m), len(launched), *fixed)
+
+
+def _setups(run: Path, meta: dict) -> set[tuple]:
+    """The (workload, size) pairs a run planned (its run.json), or, where that holds none, measured (its rows)."""
+    planned = meta.get("configurations") if isinstance(meta.get("configurations"), list) else []
+    found = {(c.get("workload"), c.get("size")) for c in planned if isinstance(c, dict) and c.get("workload")}
+    if not found:
+        with contextlib.suppress(ConfigError, ValueError, OSError, KeyError):
+            rows = store.read_configs(run)
+            found = set(zip(rows["workload"], rows["size"], strict=True))
+    return found
 
 
 def _measured_here(meta: dict, device: str, host: str) -> bool:

@@ -3,6 +3,7 @@ here, and a configuration's fixed cost as the newest run on this device paid it.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 import socket
@@ -79,3 +80,23 @@ def test_another_machines_run_or_an_unreadable_summary_forecasts_nothing(results
     meta["environment"]["hostname"] = "another-machine"
     meta_path.write_text(json.dumps(meta))
     assert forecast([planned("stock", 2)], results) is None
+
+
+def test_the_fixed_cost_is_taken_from_the_newest_run_of_the_workloads_planned(results, capsys):
+    """A walkthrough's dry run of mlp/small took its fixed cost from a newer mlp/tiny run: building and the parity
+    check cost with the model. A newer run of another workload (2 s a configuration) gives way to the older run of
+    the planned one (10 s); planning none that ran before, the newest run gives it, and the line says so."""
+    newer = results / "other"
+    shutil.copytree(results / "cpu_run", newer)
+    meta = json.loads((newer / "run.json").read_text())
+    meta.update(run_id="other", started_at="2026-12-01T00:00:00+00:00",
+                configurations=[{"workload": "gpt2", "size": "small"}])  # fmt: skip
+    (newer / "run.json").write_text(json.dumps(meta))
+    (newer / "summary.json").write_text(json.dumps({"wall_s": 20.0, "training_step_s": 8.0, "configurations": 6}))
+    found = forecast([planned("stock", 2)], results)
+    assert (found.source, found.fixed_s, found.alike) == ("cpu_run", pytest.approx(10.0), True)
+    resnet = dataclasses.replace(planned("stock", 2), workload="resnet18")
+    found = forecast([resnet], results)
+    assert (found.source, found.fixed_s, found.alike) == ("other", pytest.approx(2.0), False)
+    say_forecast([resnet], results)
+    assert "as run other paid it, which ran none of these workloads at these sizes" in capsys.readouterr().out

@@ -54,7 +54,8 @@ def say_forecast(configurations, results) -> None:
             "progress line gives one once the run has a pace)")  # fmt: skip
         return
     fixed = (f"{found.fixed_s:.3g} s of fixed cost a configuration (launch, imports, building, parity, writing), "
-             f"as run {found.source} paid it")  # fmt: skip
+             f"as run {found.source} paid it" + ("" if found.alike else ", which ran none of these workloads at "
+                                                 "these sizes: building and parity cost with the model"))  # fmt: skip
     if not found.known:
         say(f"ddpbench: no time forecast: none of these configurations was measured in {str(results)!r} before "
             f"(beyond their steps, {fixed})")  # fmt: skip
