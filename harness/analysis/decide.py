@@ -250,6 +250,8 @@ def _ratio_words(judged: dict) -> str:
         return stats.TOO_FEW
     ratio = judged["ratio"]
     shown = f"{ratio:.2f}× the reference's step" if np.isfinite(ratio) else "no ratio"
+    if judged["verdict"] == stats.FASTER and np.isfinite(ratio) and ratio > 0:  # as the run page says it: 1.81× faster
+        shown = f"{1 / ratio:.2f}× faster: {shown}"
     return f"{judged['verdict']} ({shown})"
 
 

@@ -4,7 +4,8 @@ each configuration measured before (the same strategy and options, workload, siz
 optimizer, world size, nodes, device and backend) takes its warm-up and timed steps at the median step of its
 newest measurement; every configuration that will launch, measured before or not, pays the fixed cost one paid in
 the latest session of the newest run of a workload and size planned, else of the newest run (its wall time less its
-training steps, over the configurations it launched: launches, imports, building, the parity check, writing). Repeats that `--repeats auto` adds are not counted.
+training steps, over the configurations it launched: launches, imports, building, the parity check, writing).
+Repeats that `--repeats auto` adds are not counted.
 """
 
 from __future__ import annotations

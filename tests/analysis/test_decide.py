@@ -247,3 +247,11 @@ def test_two_nodes_verdicts_name_the_world_size_once_and_an_older_rows_null_node
     assert subjects == ["w2 gpt2/tiny stock", "w4 gpt2/tiny stock"]  # once w4 and w8: the nodes counted twice
     (older,) = decide.verdicts(configs.assign(nnodes=None), steps, confidence=CONFIDENCE)  # once a ValueError
     assert older.subject == "w2 gpt2/tiny stock" and older.decided
+
+
+def test_a_faster_strategy_reads_as_the_run_page_reads_it():
+    """A walkthrough cross-checked the console's 'faster (0.55× the reference's step)' against the page's '1.81×
+    faster': the console now says both, the page's first."""
+    judged = {"verdict": stats.FASTER, "ratio": 0.55}
+    assert decide._ratio_words(judged) == "faster (1.82× faster: 0.55× the reference's step)"
+    assert decide._ratio_words({"verdict": stats.SLOWER, "ratio": 1.3}) == "slower (1.30× the reference's step)"
