@@ -90,20 +90,31 @@ def _compare(args: argparse.Namespace, base_run: Path, new_run: Path, *, thresho
         apart = compare.differing(base_run, new_run, across_strategies=across)
         judged["sentence"] += (f"; {f'the runs differ in {apart}; ' if apart else ''}{base_run.name} measured "
                                f"{compare.measured(base_run)}, {new_run.name} {compare.measured(new_run)}")  # fmt: skip
+    code = {compare.REGRESSED: EXIT_SLOWER, compare.UNDECIDED: EXIT_TOO_FEW, compare.PASSED: 0}[judged["outcome"]]
+    judged["exit_code"] = code  # the page says what the gate read, and what each run ran
+    said = {"environment": environment, "not_judged": [*failed, *not_compared, *missing], "threshold": threshold,
+            "commands": {run.name: _command_of(run) for run in (base_run, new_run)}}  # fmt: skip
     # Named by the runs' ids (their folders' names), whether given as ids or as paths.
-    page = write_comparison_page(args.out, base_run.name, new_run.name, frame, judged, environment=environment,
-                                 not_judged=[*failed, *not_compared, *missing], threshold=threshold)  # fmt: skip
-    kept = _keep(Path(args.results), base_run.name, new_run.name, frame, judged, environment=environment,
-                 not_judged=[*failed, *not_compared, *missing], threshold=threshold)  # fmt: skip
+    page = write_comparison_page(args.out, base_run.name, new_run.name, frame, judged, **said)
+    kept = _keep(Path(args.results), base_run.name, new_run.name, frame, judged, **said)
     listed = refresh_index(args.out)
     console.say(f"compare: {judged['matched']} configuration(s) matched, {judged['slower']} significantly slower, "
                 f"{judged['too_few']} with too few repeats to tell, {judged['not_compared']} not compared (a "
                 f"setting differs), {judged['failed']} failed in NEW, {judged['missing']} with no ok result in NEW; "
                 f"page: {page}" + (f" (listed in {listed})" if listed else "") + f"; kept in {kept}, whose page "
                 "`ddpbench report` writes into any site it builds")  # fmt: skip
-    code = {compare.REGRESSED: EXIT_SLOWER, compare.UNDECIDED: EXIT_TOO_FEW, compare.PASSED: 0}[judged["outcome"]]
     console.say(f"compare: {judged['sentence']} (exit {code})")
     return code
+
+
+def _command_of(run: Path) -> str:
+    """The command line a run recorded (run.json's environment), as a shell reads it; '' where it kept none."""
+    import shlex
+
+    from harness.results import store
+
+    command = (store.read_run_meta(run).get("environment") or {}).get("command")
+    return shlex.join(["ddpbench", *command[1:]]) if isinstance(command, list) and command else ""
 
 
 def _keep(results: Path, base: str, new: str, frame, judged: dict, **page) -> Path:

@@ -135,13 +135,15 @@ OUTCOME_CLASS = {comparing.REGRESSED: "alarm", comparing.UNDECIDED: "banner", co
 
 
 def comparison_page(base: str, new: str, frame: pd.DataFrame, judged: dict, *, environment: list[str],
-                    not_judged: list[str], threshold: float) -> str:  # fmt: skip
+                    not_judged: list[str], threshold: float, commands: dict | None = None) -> str:  # fmt: skip
     """`judged`: harness.analysis.compare.outcome's; `environment`: how the runs' machines and software differ;
     `not_judged`: BASE's configurations without a verdict (failed or missing in NEW, a setting differs)."""
     parts = [
         '<nav><a href="../index.html">all runs</a></nav>',
         f"<h1>{esc(new)} against {esc(base)}</h1>",
-        f'<p class="{OUTCOME_CLASS.get(judged["outcome"], "headline")}">{esc(_capitalised(judged["sentence"]))}.</p>',
+        f'<p class="{OUTCOME_CLASS.get(judged["outcome"], "headline")}">{esc(_capitalised(judged["sentence"]))}'
+        f"{esc(' (exit ' + str(judged['exit_code']) + ')') if 'exit_code' in judged else ''}.</p>",
+        "".join(f"<p>{esc(run)} ran <code>{esc(line)}</code></p>" for run, line in (commands or {}).items() if line),
         f"<p>Ratio = new / base step time: per repeat the median step (slowest rank per step), then the "
         f"geometric mean over repeats. A configuration is <b>slower</b> or <b>faster</b> only when the "
         f"{comparing.interval_level(frame)} interval of the ratio (Welch's t over repeats"
@@ -173,7 +175,8 @@ def _capitalised(text: str) -> str:
 
 
 def write_comparison_page(out: Path, base: str, new: str, frame: pd.DataFrame, judged: dict, *,
-                          environment: list[str], not_judged: list[str], threshold: float) -> Path:  # fmt: skip
+                          environment: list[str], not_judged: list[str], threshold: float,
+                          commands: dict[str, str] | None = None) -> Path:  # fmt: skip
     """The page, and beside it the facts the index lists: the outcome and its counts (written last: the index
     only links whole pages)."""
     from reports.site import write_plotly_asset  # the page's figure needs it, even before a `ddpbench report`
@@ -181,7 +184,7 @@ def write_comparison_page(out: Path, base: str, new: str, frame: pd.DataFrame, j
     write_plotly_asset(Path(out))
     path = Path(out) / "compare" / f"{base}_vs_{new}.html"
     text = comparison_page(base, new, frame, judged, environment=environment, not_judged=not_judged,
-                           threshold=threshold)  # fmt: skip
+                           threshold=threshold, commands=commands)  # fmt: skip
     store.atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     store.write_json(path.with_suffix(".json"), {"base": base, "new": new, **judged})
     return path
@@ -198,7 +201,7 @@ def write_kept_comparisons(results: Path, out: Path) -> int:
             facts = store.read_json(kept)
             write_comparison_page(out, facts["base"], facts["new"], pd.DataFrame(facts["rows"]), facts["judged"],
                                   environment=facts["environment"], not_judged=facts["not_judged"],
-                                  threshold=facts["threshold"])  # fmt: skip
+                                  threshold=facts["threshold"], commands=facts.get("commands"))  # fmt: skip
         except (OSError, ValueError, KeyError, TypeError) as exc:
             logging.getLogger("ddpbench").warning("skipping comparison %s: %s", kept, exc)
             continue

@@ -162,6 +162,9 @@ def test_a_comparison_is_kept_with_the_runs_and_any_site_built_later_has_its_pag
     the comparison was in neither. It is kept beside the runs, and every site built from them has it."""
     fake_run(tmp_path / "r", "base")
     fake_run(tmp_path / "r", "new", mean_ms=150.0)
+    meta = store.read_run_meta(tmp_path / "r" / "base")
+    meta["environment"]["command"] = ["/opt/venv/bin/ddpbench", "bench", "--impls", "stock", "--gpus", "2"]
+    store.write_json(tmp_path / "r" / "base" / "run.json", meta)
     code, out = compare(capsys, tmp_path / "r")
     kept = tmp_path / "r" / "comparisons" / "base_vs_new.json"
     assert code == 1 and kept.is_file() and f"kept in {kept}" in out.out
@@ -169,7 +172,8 @@ def test_a_comparison_is_kept_with_the_runs_and_any_site_built_later_has_its_pag
     assert cli.main(["report", "--results", str(tmp_path / "r"), "--out", str(tmp_path / "other")]) == 0
     assert "1 comparison(s)" in capsys.readouterr().out
     page = (tmp_path / "other" / "compare" / "base_vs_new.html").read_text()
-    assert "Slower: 1 of 1 matched configuration(s) significantly slower" in page
+    assert "Slower: 1 of 1 matched configuration(s) significantly slower (exit 1)." in page  # what the gate read
+    assert "base ran <code>ddpbench bench --impls stock --gpus 2</code>" in page  # and what each run ran
     assert '<a href="compare/base_vs_new.html">→ new</a>' in (tmp_path / "other" / "index.html").read_text()
 
 
