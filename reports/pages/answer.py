@@ -36,7 +36,7 @@ from reports.pages.evidence import (
     repeat_ids,
     too_few_text,
 )
-from reports.pages.html import esc, name_html, table
+from reports.pages.html import HEADING_NAME, esc, name_html, table
 
 MISSING = "—"
 MEMORY_PEAKS = ("mem_peak_nvml_mb", "mem_peak_rss_mb")
@@ -356,7 +356,7 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
         mine = run.configs[run.configs["workload"] == workload]
         optimizers = mine["optimizer"].dropna().unique() if "optimizer" in mine else []  # what the state costs
         setup = " · ".join(filter(None, [precision(mine), " or ".join(optimizers)]))  # each changes the answer
-        parts.append(f"<h3>{name_html(workload)}{esc('/' + str(size.iloc[0])) if len(size) else ''}"
+        parts.append(f"<h3>{name_html(workload, HEADING_NAME)}{esc('/' + str(size.iloc[0])) if len(size) else ''}"
                      f"{esc(' · ' + setup) if setup else ''}</h3>")  # fmt: skip
         # the largest world size first: the answer the run exists for (one rank communicates nothing)
         for _, group in sorted(frame.groupby("world_size"), key=lambda item: -item[0]):

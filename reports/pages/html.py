@@ -35,7 +35,9 @@ def esc(value: Any) -> str:
 
 
 SHORT_NAME = 48
-"""Longer names (a workload file's, a zoo model's with its options) are shortened on a page, whole in a tooltip."""
+"""Longer names (a workload file's, a zoo model's with its options) are shortened in a table's cell, whole in a
+tooltip; a heading, which has the width, takes HEADING_NAME (a walkthrough lost its options to the cut)."""
+HEADING_NAME = 160
 
 
 def name_html(name: Any, limit: int = SHORT_NAME) -> str:

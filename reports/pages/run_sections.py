@@ -31,7 +31,7 @@ from reports.figures.captions import (
     SCALING_REPEATS,
 )
 from reports.pages import alerts, answer, evidence, takeaways
-from reports.pages.html import FigureList, esc, format_number, name_html, table
+from reports.pages.html import HEADING_NAME, FigureList, esc, format_number, name_html, table
 
 
 def one_repeat_each(configs: pd.DataFrame) -> tuple[pd.DataFrame, str]:
@@ -192,7 +192,7 @@ def timeline_figures(run: RunData, workload: str, figs: FigureList) -> list[str]
 
 def takeaway(workload: str, sentence: str) -> str:
     """The section's one-sentence answer for `workload`, computed from the run ("" when there is none)."""
-    return f"<p class=takeaway><b>{name_html(workload)}:</b> {esc(sentence)}</p>" if sentence else ""
+    return f"<p class=takeaway><b>{name_html(workload, HEADING_NAME)}:</b> {esc(sentence)}</p>" if sentence else ""
 
 
 def frontier_caption(configs: pd.DataFrame, peak: str) -> str:

@@ -31,7 +31,7 @@ from harness.results import store
 from harness.results.values import ms_text
 from reports.figures import whatif as figures
 from reports.figures.captions import CAPTIONS
-from reports.pages.html import FigureList, esc, name_html, page, table
+from reports.pages.html import HEADING_NAME, FigureList, esc, name_html, page, table
 from reports.pages.whatif_memory import choice_section, how_sure, memory_section, setup_of
 
 MAX_GPUS = 1024
@@ -149,7 +149,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     counted = {label: memory(setup_of(group)) for label, group in rows.groupby("setup", sort=False)} if memory else {}
     for setup, group in rows.groupby("setup", sort=False):
         best, sure = best_rows(group), checked(setup_of(group)) if checked else None
-        parts += [f"<h2>{name_html(setup)}</h2>", _answer(best, cluster),
+        parts += [f"<h2>{name_html(setup, HEADING_NAME)}</h2>", _answer(best, cluster),
                   choice_section(configs, group, cluster, world_sizes(cluster),
                                  rows=counted[setup][0] if setup in counted else None, checked=sure),
                   how_sure(sure),
@@ -353,7 +353,7 @@ def _measured_section(configs: pd.DataFrame) -> str:
     measured = measured_rows(configs)
     if measured.empty:
         return ""
-    cells = [[name_html(f"{r.workload}/{r.size}, batch {r.batch_size}"), str(int(r.world_size)),
+    cells = [[name_html(f"{r.workload}/{r.size}, batch {r.batch_size}", HEADING_NAME), str(int(r.world_size)),
               r.cap if isinstance(r.cap, str) else f"{r.cap:g}", f"{r.step_ms_median:.3f}"]
              for r in measured.itertuples()]  # fmt: skip
     return ("<h2>What the run measured</h2><p>The reference strategy's step on the run's own machine, per world "

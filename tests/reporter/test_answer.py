@@ -284,3 +284,17 @@ def test_a_swept_runs_answer_says_each_caps_verdict_under_its_headline(tmp_path)
     assert alerts.cap_verdicts(run.recommendations, workload="mlp", world=1) == ""  # none at one rank
     page = answer.answer_section(run, ["mlp"])
     assert page.index("<b>Bucket cap</b>") < page.index("<table")  # before the table, under the headline
+
+
+def test_a_long_workload_name_is_whole_in_its_heading_and_shortened_in_a_cell():
+    """A walkthrough's 'mytx.py:MyTransformer[d_model=256 n_heads=8 seq…/small': the options that tell two setups
+    apart were cut from the heading, which has the width for them; a table's cell keeps its tooltip cut."""
+    from reports.pages.html import SHORT_NAME, name_html
+
+    name = "mytx.py:MyTransformer[d_model=256 n_heads=8 seq_len=128 vocab=4000]"
+    rows = [config(impl, 2, ms) for impl, ms in (("local", 5.0), ("stock", 10.0))]
+    configs = with_labels(pd.DataFrame(rows).assign(workload=name, size="small"))
+    run = site.aggregate.RunData(meta={}, configs=configs, ranks=pd.DataFrame(), phases=pd.DataFrame(),
+                                 boxes=pd.DataFrame(), series=pd.DataFrame())  # fmt: skip
+    assert f"<h3>{name}/small" in answer.answer_section(run, [name])
+    assert name_html(name).startswith('<span title="') and len(name) > SHORT_NAME
