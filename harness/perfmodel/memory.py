@@ -357,8 +357,9 @@ def fit_words(state: pd.DataFrame, capacity_gib: float) -> str:
 
 
 def _fit_phrase(fits: np.ndarray, need: np.ndarray, worlds: np.ndarray) -> str:
-    if fits.all():
-        return f"fits ({mib_text(need.max())} a rank at most)"
+    if fits.all():  # and where the most is: a page over 8-1,024 GPUs and a console over those asked may differ so
+        most = f", at w{worlds[int(np.argmax(need))]}" if len(set(need.round(6))) > 1 else ""
+        return f"fits ({mib_text(need.max())} a rank at most{most})"
     if not fits.any():
         return f"does not fit ({mib_text(need.min())} a rank at the least)"
     first = int(np.argmax(fits))
@@ -393,8 +394,6 @@ def batch_words(state: pd.DataFrame, capacity_gib: float) -> str:
     rows = state[state["activation_mb"].notna()] if "activation_mb" in state else state.iloc[:0]
     batches = [(int(b), s) for b, s, at in zip(largest_batch(rows, capacity_gib), rows["strategy"], rows["batch_size"],
                                                strict=True) if 0 < b < at]  # fmt: skip  # (one that fits says nothing)
-    if not batches:
-        return ""
-    (most, first), rest = max(batches), sorted(batches, reverse=True)[1:]
-    others = "".join(f", {s} at {b}" for b, s in rest)
-    return f"at batch {most} a rank or fewer {first} would fit{others}"
+    ranked = sorted(batches, reverse=True)  # none: ''
+    others = "".join(f", {s} at {b}" for b, s in ranked[1:])
+    return f"at batch {ranked[0][0]} a rank or fewer {ranked[0][1]} would fit{others}" if ranked else ""

@@ -107,7 +107,9 @@ def test_which_strategy_fits_in_the_clusters_gpus_state_and_activations_together
     state = state.assign(strategy=state["impl"])
     words = memory.fit_words(state, 80)
     assert "stock does not fit (177 GiB a rank at the least)" in words
-    assert "zero fits from w64 (72.8 GiB a rank there)" in words and "fsdp fits (22.1 GiB a rank at most)" in words
+    assert (
+        "zero fits from w64 (72.8 GiB a rank there)" in words and "fsdp fits (22.1 GiB a rank at most, at w8)" in words
+    )
     assert memory.fit_words(state, 0.0) == "" and memory.fit_words(state.assign(activation_mb=float("nan")), 80) == ""
 
 

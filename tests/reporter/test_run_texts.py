@@ -380,9 +380,9 @@ def test_the_what_if_page_carries_each_strategys_model_state_to_the_clusters_gpu
             "MiB). In a GPU of 80 GiB (dgx-h100), at the step&#x27;s peak with the gradient buckets, FSDP&#x27;s "
             "unsharded parameters and gradients, a GPU&#x27;s optimizer temporaries and PowerSGD&#x27;s error "
             "feedback and bucket copies, before buffers and the "
-            "kernels&#x27; working memory: stock fits (450 MiB a rank at most); fsdp fits (57.5 MiB a rank at most); "
-            "zero fits (215 MiB a rank at most); buckets for stock, zero; unsharded parameters and gradients for "
-            "fsdp not recorded (a run from before ddpbench recorded them): counted as none.</p>"
+            "kernels&#x27; working memory: stock fits (450 MiB a rank at most); fsdp fits (57.5 MiB a rank at most, "
+            "at w8); zero fits (215 MiB a rank at most, at w8); buckets for stock, zero; unsharded parameters and "
+            "gradients for fsdp not recorded (a run from before ddpbench recorded them): counted as none.</p>"
             ) in counted  # fmt: skip
 
 
