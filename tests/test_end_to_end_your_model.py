@@ -96,7 +96,7 @@ def test_predict_counts_the_model_you_will_train_from_a_smaller_one_benched(else
     folder = elsewhere["folder"]
     done = run_ddpbench("predict", "--run", "mine", "--results", "results", "--workload", "my_workload.py:MyModel",
                         "--cluster", "dgx-h100", "--nodes", "1", "--train-wopt", "width=2048", "--local-step-ms",
-                        "20", "--out", "rows.csv", cwd=folder)  # fmt: skip
+                        "20", "--out", "rows.csv", "--page", "page.html", cwd=folder)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     said = done.stdout
     assert "[the model you will train (width=2048): its parameters and activations counted on the meta" in said
@@ -105,6 +105,8 @@ def test_predict_counts_the_model_you_will_train_from_a_smaller_one_benched(else
     assert "≥" in said.split("the answer on dgx-h100")[1]  # the choice ranks by the trained model's floors
     rows = pd.read_csv(folder / "rows.csv")
     assert set(rows["train_options"]) == {'{"width": 2048}'}
+    page = html.unescape((folder / "page.html").read_text())  # the page to share says which model it counted
+    assert "counted for <b>the model you will train</b> (width=2048)" in page and "the tiny size's" not in page
     # at 4× the batch, 4× the step: an own cost left out (hooks and copies, with the parameters) stays as it was
     batch = int(rows["run_batch_size"].iloc[0])
     wider = run_ddpbench("predict", "--run", "mine", "--results", "results", "--workload", "my_workload.py:MyModel",

@@ -99,7 +99,9 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
                            options=args.train_options),
                        full_params=lambda one, grad_bytes: predict_full_size.full_parameters(
                            one, configs, grad_bytes, options=args.train_options),
-                       local_optimizer_ms=args.local_optimizer_ms, batch_size=args.batch_size)  # fmt: skip
+                       local_optimizer_ms=args.local_optimizer_ms, batch_size=args.batch_size,
+                       trained=predict_full_size.trained_text(configs, setup, args.train_options)
+                       if args.train_options is not None else "")  # fmt: skip
     try:
         store.atomic_write(Path(args.page), lambda tmp: tmp.write_text(html, encoding="utf-8"))
     except OSError as error:  # a folder check cannot foresee every refusal (a full disk, /proc)

@@ -31,8 +31,8 @@ from harness.results import store
 from harness.results.values import ms_text
 from reports.figures import whatif as figures
 from reports.figures.captions import CAPTIONS
+from reports.pages import whatif_memory as wm
 from reports.pages.html import HEADING_NAME, FigureList, esc, name_html, page, table
-from reports.pages.whatif_memory import choice_section, how_sure, memory_section, setup_of
 
 MAX_GPUS = 1024
 DEFAULT_LAYOUT = "DDP's default (25 MiB, a first bucket of 1 MiB)"
@@ -125,12 +125,12 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                 caps: list[float] | None = None, local_step_ms: float | None = None, standalone: bool = False,
                 memory: Callable[[dict], tuple[pd.DataFrame, str]] | None = None,
                 checked: Callable[[dict], OwnCheck | None] | None = None,
-                full_params: Callable[[dict, int], Parameters | None] | None = None,
+                full_params: Callable[[dict, int], Parameters | None] | None = None, trained: str = "",
                 local_optimizer_ms: float | None = None, batch_size: int | None = None) -> str:  # fmt: skip
     """The page in a site (links to the index and the run's page), or `standalone`: one file with plotly.js in
     it and no links, as `predict --page` writes it; `caps`, `local_step_ms` and `full_params` as predicted_rows
     takes them; `memory(setup)`: the rows memory is counted from and what size they are of (default: the run's
-    own); `checked(setup)`: the model's error on the run's own steps; each as `predict` counts and weighs it."""
+    own); `checked(setup)`: the step models' errors on the run's own steps; `trained`: what --train-wopt changed."""
     run_id, device = meta.get("run_id", ""), meta.get("device", "?")
     rows = predicted_rows(profiles, configs, cluster, caps=caps, local_step_ms=local_step_ms, device=device,
                           full_params=full_params, local_optimizer_ms=local_optimizer_ms,
@@ -139,20 +139,20 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                                  f'.html">run {esc(run_id)}</a></nav>')  # fmt: skip
     inside = not rows.empty and bool((rows["calibrated_to"] == "reference").all())  # DDP's cost in the compute
     parts = [nav, f"<h1>What if run {esc(run_id)} ran on {esc(cluster.name)}?</h1>",
-             _device_banner(meta, cluster, local_step_ms, inside=inside)]  # fmt: skip
+             _device_banner(meta, cluster, local_step_ms, inside=inside), wm.trained_banner(trained)]  # fmt: skip
     if rows.empty:
         parts.append("<p>This run stored no gradient-ready profile (a bench run at world size 1 stores one), so "
                      "there is nothing to predict from.</p>")  # fmt: skip
         return page(f"What if: {run_id} on {cluster.name}", "\n".join(parts), depth=1, plots=False)
-    inline = {"inline": True} if standalone else {}
-    figs = FigureList()
-    counted = {label: memory(setup_of(group)) for label, group in rows.groupby("setup", sort=False)} if memory else {}
+    inline, figs = {"inline": True} if standalone else {}, FigureList()
+    rows = rows.assign(size=wm.BENCHED) if trained else rows  # its memory and floors are another model's
+    counted = {label: memory(wm.setup_of(group)) for label, group in rows.groupby("setup")} if memory else {}
     for setup, group in rows.groupby("setup", sort=False):
-        best, sure = best_rows(group), checked(setup_of(group)) if checked else None
+        best, sure = best_rows(group), checked(wm.setup_of(group)) if checked else None
         parts += [f"<h2>{name_html(setup, HEADING_NAME)}</h2>", _answer(best, cluster),
-                  choice_section(configs, group, cluster, world_sizes(cluster),
+                  wm.choice_section(configs, group, cluster, world_sizes(cluster),
                                  rows=counted[setup][0] if setup in counted else None, checked=sure),
-                  how_sure(sure),
+                  wm.how_sure(sure),
                   _calibration_note(group.iloc[0], meta),
                   figs.add(figures.step_vs_gpus(group, cluster=cluster.name), CAPTIONS["whatif_caps"]),
                   figs.add(figures.strategies_vs_gpus(best, cluster=cluster.name), CAPTIONS["whatif_strategies"]),
@@ -162,7 +162,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     if counted:  # every setup's rows as predict counts them, with what size they are of
         rows = pd.concat([rows for rows, _ in counted.values()], ignore_index=True)
         size_note = "; ".join(dict.fromkeys(note for _, note in counted.values() if note))
-    parts += [_measured_section(configs), memory_section(rows, cluster, world_sizes(cluster), size_note=size_note),
+    parts += [_measured_section(configs), wm.memory_section(rows, cluster, world_sizes(cluster), size_note=size_note),
               _sources_section(cluster), _published_section(cluster)]  # fmt: skip
     return page(f"What if: {run_id} on {cluster.name}", "\n".join(parts), depth=1, **inline)
 
@@ -207,7 +207,7 @@ def _answer(best: pd.DataFrame, cluster: Cluster) -> str:
 def _smaller_size(row: pd.Series) -> str:
     """Where the profile is a smaller size's: the cap is of its buckets, the full size's floors are in the table."""
     return "" if pd.isna(row.get("full_size_mb", float("nan"))) else (
-        f" <i>The cap is the {esc(row['size'])} size's: {row['grad_mb']:.4g} MiB of gradients, where the full size "
+        f" <i>The cap is {esc(wm.size_words(row['size']))}: {row['grad_mb']:.4g} MiB of gradients, where the full size "
         f"has {row['full_size_mb']:,.0f} MiB; the table's last columns give the full size's floors.</i>")  # fmt: skip
 
 
@@ -289,7 +289,7 @@ def _calibration_note(row: pd.Series, meta: dict | None = None) -> str:
                   "backward; ZeRO-1's optimizer shard and broadcasts after DDP's; FSDP2's gathers and "
                   "reduce-scatters one at a time (docs/clusters.md). The choice ranks each strategy by its floor "
                   "where that is above its step.")  # fmt: skip
-    size = f"the {esc(row['size'])} size's" if sized else "the model's as the run built it (--size scales no file)"
+    size = esc(wm.size_words(row["size"])) if sized else "the model's as the run built it (--size scales no file)"
     return (f"<p>The profile is {size}: {row['grad_mb']:.4g} MiB of gradients in "
             f"{int(row['grad_tensors'])} tensors, which every prediction below buckets and all-reduces.{other} "
             f"{scaled}{own}, as <code>ddpbench predict --run RUN --cluster NAME{flag}</code> does. "
@@ -303,7 +303,7 @@ def _best_table(best: pd.DataFrame) -> str:
               f"{r.exposed_comm_ms:.3f}", f"{r.scaling_efficiency:.3f}", esc(agreement.caps_text(r.tied)),
               esc(_lead(r)), _zero_cell(r), f"{r.zero_broadcast_ms:.3f}", _fsdp_cell(r)]
              for r in best.itertuples()]  # fmt: skip
-    sized = f" (the {best['size'].iloc[0]} size's)" if "full_size_step_floor_ms" in best else ""  # beside floors
+    sized = f" ({wm.size_words(best['size'].iloc[0])})" if "full_size_step_floor_ms" in best else ""  # beside floors
     heads = ["GPUs", "nodes", "cap named", f"step ms{sized}", "exposed comm ms", "scaling eff.", "fastest predicted",
              "its lead", f"ZeRO-1 step ms{sized}", "its broadcasts ms", f"FSDP2 step ms{sized}"]  # fmt: skip
     if sized:  # the full size's parameters at the cap named: the least each step takes

@@ -140,3 +140,20 @@ def _memory_caption(state: pd.DataFrame, size_note: str) -> str:
         + (f"Counted: {size_note}." if size_note else "The model is counted at the run's own size.")
         + floor
     )
+
+
+BENCHED = "benched"
+"""The size a what-if page's rows say where the model you will train is another (--train-wopt): the run's own."""
+
+
+def size_words(size) -> str:
+    """'the small size's', or 'the benched model's' where the memory and floors are another model's (BENCHED)."""
+    return "the benched model's" if size == BENCHED else f"the {size} size's"
+
+
+def trained_banner(trained: str) -> str:
+    """Where --train-wopt named the model you will train: which model the memory and floors are of, and which not."""
+    return "" if not trained else (
+        f'<p class="banner">Memory and each step\'s floor are counted for <b>the model you will train</b> '
+        f"({esc(trained)}), on the meta device; the steps, their caps and the own costs they leave out are the "
+        "benched model's, as the run built it (<code>--train-wopt</code>).</p>")  # fmt: skip
