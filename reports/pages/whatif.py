@@ -207,7 +207,7 @@ def _answer(best: pd.DataFrame, cluster: Cluster) -> str:
 def _smaller_size(row: pd.Series) -> str:
     """Where the profile is a smaller size's: the cap is of its buckets, the full size's floors are in the table."""
     return "" if pd.isna(row.get("full_size_mb", float("nan"))) else (
-        f" <i>The cap is {esc(wm.size_words(row['size']))}: {row['grad_mb']:.4g} MiB of gradients, where the full size "
+        f" <i>The cap is {wm.size_words(esc(row['size']))}: {row['grad_mb']:.4g} MiB of gradients, where the full size "
         f"has {row['full_size_mb']:,.0f} MiB; the table's last columns give the full size's floors.</i>")  # fmt: skip
 
 
@@ -289,7 +289,7 @@ def _calibration_note(row: pd.Series, meta: dict | None = None) -> str:
                   "backward; ZeRO-1's optimizer shard and broadcasts after DDP's; FSDP2's gathers and "
                   "reduce-scatters one at a time (docs/clusters.md). The choice ranks each strategy by its floor "
                   "where that is above its step.")  # fmt: skip
-    size = esc(wm.size_words(row["size"])) if sized else "the model's as the run built it (--size scales no file)"
+    size = wm.size_words(esc(row["size"])) if sized else "the model's as the run built it (--size scales no file)"
     return (f"<p>The profile is {size}: {row['grad_mb']:.4g} MiB of gradients in "
             f"{int(row['grad_tensors'])} tensors, which every prediction below buckets and all-reduces.{other} "
             f"{scaled}{own}, as <code>ddpbench predict --run RUN --cluster NAME{flag}</code> does. "
