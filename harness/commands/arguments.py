@@ -168,7 +168,8 @@ def add_predict_parser(commands) -> None:
     predict.add_argument("--batch-size", type=whole("--batch-size"), help="samples per rank (default: the workload's; "
                          "with --run, its setup at it; with --cluster and --local-step-ms, a batch the run did not "
                          "measure: memory is counted there on the meta device)")  # fmt: skip
-    predict.add_argument("--train-wopt", action="append", type=flags.key_values("--train-wopt"), metavar="KEY=VALUE",
+    predict.add_argument("--train-wopt", action="append", type=argument_type(flags.key_values("--train-wopt")),
+                         metavar="KEY=VALUE",
                          help="with --run and --cluster: the model you will train is the run's workload at its full "
                          "size (a file of yours: as written) with the run's --wopt options and this one instead "
                          "(repeat it for several: --train-wopt d_model=4096 --train-wopt n_heads=32): its memory, and "

@@ -253,6 +253,9 @@ def train_options(given, configs, setup: dict) -> dict | None:
 
     spec, options = trained_source(configs, setup, None)
     source = workloads.resolve(spec)
+    if twice := sorted({key for key, _ in given if [k for k, _ in given].count(key) > 1}):
+        raise ConfigError(f"--train-wopt gives {', '.join(twice)} more than once; the model you will train has one "
+                          "value of each: give each once")  # fmt: skip
     for key, values in given:
         if len(values) != 1:
             raise ConfigError(f"--train-wopt {key}={','.join(values)} gives {len(values)} values; the model you will "
@@ -260,8 +263,9 @@ def train_options(given, configs, setup: dict) -> dict | None:
         try:
             value = workloads.parse_options(spec, {key: values[0]})[key]
             source.check_options({**options, key: value})
-        except ConfigError as exc:
-            raise ConfigError(f"--train-wopt {key}={values[0]} is not valid for {setup['workload']} ({exc})") from None
+        except ConfigError as exc:  # in the flag's own name: the workload's words say --wopt
+            said = str(exc).replace("--wopt ", "--train-wopt ")
+            raise ConfigError(f"--train-wopt {key}={values[0]} is not valid for {setup['workload']} ({said})") from None
         options = {**options, key: value}
     from harness.measure.modelinfo import META
 

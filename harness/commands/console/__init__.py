@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, TextIO
 
 from harness.analysis import roles, stats
 from harness.config.grid import Configuration
-from harness.results.values import judging_repeat_in, options_words
+from harness.results.values import judging_repeat_in, options_words, ratio_number
 
 if TYPE_CHECKING:  # pandas is imported where a table is printed: `--help` and errors stay quick
     import pandas as pd
@@ -372,9 +372,8 @@ def comparison(frame: pd.DataFrame, *, threshold: float) -> None:
     if family := family_words(frame):
         say(f"compare: each interval at {level}{family}")
     for r in frame.itertuples():
-        interval = "no interval: one repeat" if r.ratio_ci_low != r.ratio_ci_low else (
-            f"{level} CI too wide to bound it" if r.ratio_ci_high > 10 * r.ratio_ci_low else  # 0.000–124708.818
-            f"{level} CI {r.ratio_ci_low:.3f}-{r.ratio_ci_high:.3f}")  # fmt: skip
+        interval = "no interval: one repeat" if r.ratio_ci_low != r.ratio_ci_low else (  # both ends, as the page
+            f"{level} CI {ratio_number(r.ratio_ci_low)}-{ratio_number(r.ratio_ci_high)}")  # fmt: skip  # not 124708.818
         verdict = r.verdict
         if verdict == "too few repeats to tell":
             have = min(r.base_repeats, r.new_repeats)
