@@ -301,7 +301,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     )
     link = ClusterLink(chosen)
     benched = "the benched model's" if trained is not None else f"the {setup['size'] if setup else ''} size's"
-    small = f"{benched} gradients, not your model's: see the warning above" if smaller else ""
+    small = (f"{benched} gradients, not your model's: a cap named is theirs, not one for the model you will train "
+             "(the full size's floors are its): see the warning above" if smaller else "")  # fmt: skip
     cpu = "a CPU's compute: see the warning above" if device == "cpu" and not args.local_step_ms else ""
     caveat = "; ".join(part for part in (cpu, small) if part)
     rows = []
