@@ -357,8 +357,8 @@ def _raised(named: pd.Series, step: str, shard: str | None = None) -> tuple[floa
 
 def table_header(cpu_steps: bool = False) -> tuple[str, ...]:
     """The choice's table's header (`table_rows`): its steps a CPU's compute where no GPU step scaled them."""
-    return ("GPUs", "book", "step ms (a CPU's compute)" if cpu_steps else "step ms", "next that fits", "behind",
-            "the pick rests on")  # fmt: skip
+    return ("GPUs", "book", "step ms (a CPU's compute, the cluster's network)" if cpu_steps else "step ms",
+            "next that fits", "behind", "the pick rests on")  # fmt: skip
 
 
 def table_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float, *, optimizer_ms: float = 0.0,

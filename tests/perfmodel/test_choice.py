@@ -276,4 +276,6 @@ def test_the_answer_ends_as_a_table_of_the_pick_the_next_and_what_it_rests_on(ca
     assert len(lines) == 5
     predictions.strategy_choice(state, cluster, frames=frames, cpu_optimizer=(30.0, 100.0), cpu_steps=True)
     header = capsys.readouterr().out.splitlines()[2]  # a CPU's steps, unscaled: a walkthrough read them as an H100's
-    assert [cell.strip() for cell in header.split("  ") if cell][2] == "step ms (a CPU's compute)"
+    assert [cell.strip() for cell in header.split("  ") if cell][
+        2
+    ] == "step ms (a CPU's compute, the cluster's network)"

@@ -276,6 +276,10 @@ def test_the_answer_calls_significant_only_what_the_verdicts_call_beyond_the_thr
     reference = frame[frame["strategy"] == "stock"].iloc[0]
     assert answer.against_reference(bucketed, reference).startswith("too few repeats to tell (estimate")
     assert "leads (" in answer.headline(frame) and "have 3 repeats, need about" in answer.headline(frame)
+    level = run(repeats("stock", [100.0, 130.0]), repeats("bucketed", [99.9, 130.1]))  # a walkthrough's at one rank
+    frame = answer.ranked(level, workload="mlp")
+    said = answer.against_reference(frame[frame["strategy"] == "bucketed"].iloc[0], answer.reference_row(frame))
+    assert said.startswith("too few repeats to tell (estimate 1.00×, interval")  # not '1.00× faster'
 
 
 def test_not_significant_means_the_verdicts_narrow_interval_that_decides_neither_way():
