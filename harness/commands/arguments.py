@@ -176,7 +176,7 @@ def add_predict_parser(commands) -> None:
                          "each step's floor, are counted on the meta device from it, for a model of your own benched "
                          "smaller with --wopt (docs/your-model.md); the steps and own costs stay the benched "
                          "model's")  # fmt: skip
-    predict.add_argument("--gpus", type=whole("--gpus"), help="world size to predict (default: 8, or the run's)")
+    predict.add_argument("--gpus", type=_one_count, help="world size to predict (default: 8, or the run's)")
     predict.add_argument("--busbw", help="all-reduce bus bandwidth, e.g. 90GB/s (default: fitted from collectives)")
     predict.add_argument("--latency", help="all-reduce latency α, e.g. 30us (default: fitted; 0 with --busbw alone)")
     predict.add_argument("--caps", help="bucket caps in MiB (default: 1,5,10,25,50,100, or the run's sweep)")
@@ -219,3 +219,12 @@ def add_predict_parser(commands) -> None:
         default=5,
         help="steps profiled when the profile is measured now, after 2 warm-up steps (default: 5)",
     )
+
+
+def _one_count(text: str) -> int:
+    """predict's --gpus: one world size; several ('16,64') are a cluster's --nodes, which the error says."""
+    try:
+        return whole("--gpus")(text)
+    except argparse.ArgumentTypeError as exc:
+        hint = " (GPU counts on a cluster: --cluster NAME --nodes 2,8, nodes of its GPUs each)" if "," in text else ""
+        raise argparse.ArgumentTypeError(f"{exc}{hint}") from None

@@ -217,3 +217,12 @@ def test_an_option_no_chosen_strategy_takes_names_the_strategies_that_do(capsys,
     said = refused(capsys, tmp_path, "--impls", "naive", "--bucket-cap-mb", "5")
     assert "no chosen strategy has option 'bucket_cap_mb'; valid options: (none); " in said
     assert "stock" in said.split("(none); ")[1] and said.rstrip().endswith("take it")
+
+
+def test_several_gpu_counts_for_predict_point_to_a_clusters_nodes(capsys):
+    """A walkthrough gave predict --gpus 16,64 and read only that it is not a whole number."""
+    with pytest.raises(SystemExit) as stopped:
+        cli.main(["predict", "--run", "r", "--cluster", "dgx-h100", "--gpus", "16,64"])
+    err = capsys.readouterr().err
+    assert stopped.value.code == 2 and len(err.strip().splitlines()) == 1
+    assert "(GPU counts on a cluster: --cluster NAME --nodes 2,8, nodes of its GPUs each)" in err
