@@ -101,8 +101,8 @@ def _compare(args: argparse.Namespace, base_run: Path, new_run: Path, *, thresho
     console.say(f"compare: {judged['matched']} configuration(s) matched, {judged['slower']} significantly slower, "
                 f"{judged['too_few']} with too few repeats to tell, {judged['not_compared']} not compared (a "
                 f"setting differs), {judged['failed']} failed in NEW, {judged['missing']} with no ok result in NEW; "
-                f"page: {page}" + (f" (listed in {listed})" if listed else "") + f"; kept in {kept}, whose page "
-                "`ddpbench report` writes into any site it builds")  # fmt: skip
+                f"page: {page}" + (f" (listed in {listed})" if listed else f" (no site built in {args.out} lists "
+                "it)") + f"; kept in {kept}, whose page `ddpbench report` writes into the site it builds")  # fmt: skip
     console.say(f"compare: {judged['sentence']} (exit {code})")
     return code
 

@@ -168,6 +168,7 @@ def test_a_comparison_is_kept_with_the_runs_and_any_site_built_later_has_its_pag
     code, out = compare(capsys, tmp_path / "r")
     kept = tmp_path / "r" / "comparisons" / "base_vs_new.json"
     assert code == 1 and kept.is_file() and f"kept in {kept}" in out.out
+    assert f"(no site built in {tmp_path / 'site'} lists it)" in out.out  # compare's --out: no index there
     assert store.list_runs(tmp_path / "r") == [tmp_path / "r" / "new", tmp_path / "r" / "base"]  # not a run
     assert cli.main(["report", "--results", str(tmp_path / "r"), "--out", str(tmp_path / "other")]) == 0
     assert "1 comparison(s)" in capsys.readouterr().out
