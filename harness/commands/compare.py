@@ -96,7 +96,7 @@ def _compare(args: argparse.Namespace, base_run: Path, new_run: Path, *, thresho
             "commands": {run.name: _command_of(run) for run in (base_run, new_run)}}  # fmt: skip
     # Named by the runs' ids (their folders' names), whether given as ids or as paths.
     page = write_comparison_page(args.out, base_run.name, new_run.name, frame, judged, **said)
-    kept = _keep(Path(args.results), base_run.name, new_run.name, frame, judged, **said)
+    kept = _keep(base_run.parent, base_run.name, new_run.name, frame, judged, **said)  # beside BASE, as given
     listed = refresh_index(args.out)
     console.say(f"compare: {judged['matched']} configuration(s) matched, {judged['slower']} significantly slower, "
                 f"{judged['too_few']} with too few repeats to tell, {judged['not_compared']} not compared (a "

@@ -157,6 +157,19 @@ def test_a_comparison_written_into_a_built_site_is_listed_in_its_index_at_once(t
     assert '<a href="runs/new.html">new</a>' in listed  # the runs stay listed as the build left them
 
 
+def test_runs_given_as_folders_keep_their_comparison_beside_them_not_where_compare_ran(tmp_path, capsys, monkeypatch):
+    """A fresh clone's `make bench` listed a comparison no one made there: a test had compared two run folders from
+    the repository, and the comparison was kept in its results/ (--results' default), not beside the runs."""
+    fake_run(tmp_path / "r", "base")
+    fake_run(tmp_path / "r", "new")
+    (tmp_path / "cwd").mkdir()
+    monkeypatch.chdir(tmp_path / "cwd")
+    cli.main(["compare", str(tmp_path / "r" / "base"), str(tmp_path / "r" / "new"), "--out", str(tmp_path / "site")])
+    capsys.readouterr()
+    assert (tmp_path / "r" / "comparisons" / "base_vs_new.json").is_file()
+    assert not (tmp_path / "cwd" / "results").exists()
+
+
 def test_a_comparison_is_kept_with_the_runs_and_any_site_built_later_has_its_page(tmp_path, capsys):
     """A walkthrough compared into the default site (compare's --out) and built its own elsewhere (report --out):
     the comparison was in neither. It is kept beside the runs, and every site built from them has it."""
