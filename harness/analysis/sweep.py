@@ -243,13 +243,13 @@ def describe(row: pd.Series) -> str:
     versus = versus_reference(row)
     gain = f"; {versus}" if versus else ""
     bounds = interval_text(row["best_ci_low_ms"], row["best_ci_high_ms"])
-    interval = f", {'its ' * bounds.startswith('too')}95% CI {bounds}" if bounds else ""
+    interval = f", its step's 95% CI {bounds}" if bounds else ""  # the step's; the ratio's interval, after, is its own
     noise = f" [noisy: {row['noise']}]" if row.get("noise") else ""
     lead = "fastest" if row["decision"] != stats.TOO_FEW else "leading so far"  # 'fastest' is a decided word
     return (
         f"w{row['world_size']} {row['workload']}/{row['size']} {row['impl']}: {answer(row)} "
         f"({lead} {row['best_cap_mb']:g} MiB: {row['best_step_ms']:.2f} ms{interval}{gain}; "
-        f"at least {row['repeats']} repeat(s) a cap){noise}"  # the fewest any cap had (auto reruns open ones)
+        f"the fewest repeats a cap had: {row['repeats']}){noise}"  # (auto reruns the open ones only)
     )
 
 

@@ -61,7 +61,9 @@ def test_a_sweep_recommends_its_known_optimum_and_nothing_at_world_size_1():
     assert row["best_cap_mb"] == 5.0 and row["decision"] == "recommend" and row["repeats"] == 5
     assert 0.05 < row["gain_vs_default"] < 0.15
     assert "w2 gpt2/tiny stock: use bucket_cap_mb=5 (fastest 5 MiB" in sweep.describe(row)
-    assert "; at least 5 repeat(s) a cap)" in sweep.describe(row)  # the fewest: --repeats auto reruns open caps only
+    assert "; the fewest repeats a cap had: 5)" in sweep.describe(
+        row
+    )  # the fewest: --repeats auto reruns open caps only
 
 
 def test_a_cap_is_named_as_given_not_as_the_whole_bytes_ddp_recorded():
@@ -279,9 +281,9 @@ def test_an_interval_too_wide_to_bound_the_step_is_said_so_not_printed():
     configs, steps = sweep_rows({1.0: 130.0, 25.0: 100.0}, world_sizes=(2,), repeats=1)
     row = sweep.recommendations(configs, steps).iloc[0].copy()
     row["best_ci_low_ms"], row["best_ci_high_ms"] = 20.36, 169658.62
-    assert "its 95% CI too wide to bound it (more repeats narrow it)" in sweep.describe(row)
+    assert "its step's 95% CI too wide to bound it (more repeats narrow it)" in sweep.describe(row)
     row["best_ci_low_ms"], row["best_ci_high_ms"] = 95.0, 105.0
-    assert ", 95% CI 95.00–105.00" in sweep.describe(row)
+    assert ", its step's 95% CI 95.00–105.00" in sweep.describe(row)  # the step's, beside the ratio's interval
 
 
 def test_an_interval_that_bounds_nothing_is_said_too_wide_on_the_console_and_the_page_alike():
