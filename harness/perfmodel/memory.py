@@ -198,17 +198,22 @@ def need_mb(state: pd.DataFrame) -> pd.Series:
     of what backward holds beside it (buckets, FSDP's unsharded parameters and gradients, and the larger of the
     activations and the hook's copies) and what the optimizer step does (a GPU's optimizer temporaries, the buckets
     still beside the gradients then). What a run did not record counts as none (`unrecorded` names it)."""
+    held, kept, copies, optimizer = _need_parts(state)
+    # The hook's copies come as a bucket is ready, the largest (often the embedding's) last: by then backward has
+    # freed the activations (gpt2/small under PowerSGD: 1.3 % over a CPU rank's peak so, 25 % counting both).
+    return held + np.maximum(kept + np.maximum(state["activation_mb"], copies), optimizer)
+
+
+def _need_parts(state: pd.DataFrame) -> tuple:
+    """need_mb's parts but the activations: (what is held from step to step, what backward keeps beside the
+    activations, the hook's copies, what the optimizer step holds beside the state); none recorded counts as 0."""
 
     def part(column: str) -> pd.Series | float:
         return state[column].fillna(0.0) if column in state else 0.0
 
-    # The hook's copies come as a bucket is ready, the largest (often the embedding's) last: by then backward has
-    # freed the activations (gpt2/small under PowerSGD: 1.3 % over a CPU rank's peak so, 25 % counting both).
-    kept = part("buckets_mb") + part("unsharded_mb")
-    backward = kept + np.maximum(state["activation_mb"], part("hook_copies_mb"))
     at_step = "step_buckets_mb" if "step_buckets_mb" in state else "buckets_mb"
-    optimizer = part("optimizer_temp_mb") + part(at_step)
-    return state["total_mb"] + part("hook_state_mb") + np.maximum(backward, optimizer)
+    return (state["total_mb"] + part("hook_state_mb"), part("buckets_mb") + part("unsharded_mb"),
+            part("hook_copies_mb"), part("optimizer_temp_mb") + part(at_step))  # fmt: skip
 
 
 def _without_cap(options_json: str | None) -> str | None:
@@ -374,17 +379,12 @@ def largest_batch(state: pd.DataFrame, capacity_gib: float) -> pd.Series:
     """Per state row, the most samples a rank at which its need (need_mb) fits `capacity_gib`: its activations
     scaled from the row's batch sample by sample, its state, buckets, unsharded parts and optimizer temporaries as
     they are (none grows with the batch); 0 where even none would fit."""
-
-    def part(column: str) -> pd.Series | float:
-        return state[column].fillna(0.0) if column in state else 0.0
-
-    room = capacity_gib * 1024 - state["total_mb"] - part("hook_state_mb")  # what a step may hold beside its state
-    kept = part("buckets_mb") + part("unsharded_mb")
-    optimizer = part("optimizer_temp_mb") + part("step_buckets_mb" if "step_buckets_mb" in state else "buckets_mb")
     if "batch_size" not in state:  # rows that do not say their batch: none to scale from
         return pd.Series(0, index=state.index)
+    held, kept, copies, optimizer = _need_parts(state)
+    room = capacity_gib * 1024 - held  # what a step may hold beside its state: need_mb's inequality, solved for it
     per_sample = (state["activation_mb"] / state["batch_size"]).where(lambda mb: mb > 0)  # none kept: no bound here
-    batch = np.floor((room - kept) / per_sample).where((optimizer <= room) & (kept + part("hook_copies_mb") <= room))
+    batch = np.floor((room - kept) / per_sample).where((optimizer <= room) & (kept + copies <= room))
     return batch.fillna(0).clip(lower=0).astype(int)
 
 

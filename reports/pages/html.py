@@ -120,14 +120,14 @@ def reproduce_html(command: list[Any] | None, workloads: dict[str, dict] | None 
     """The run's command to run again, as a new run: without its --run-id, which names a folder that now
     exists (a second run under it is refused), and with each workload file named by the absolute path the
     run recorded (`workloads`: run.json's provenance), so that it runs from any folder."""
-    words = _with_recorded_files(_as_typed([str(c) for c in command or []]), workloads or {})
+    words = _with_recorded_files(as_typed([str(c) for c in command or []]), workloads or {})
     kept = [w for i, w in enumerate(words) if not (w == "--run-id" or w.startswith("--run-id=")
                                                    or (i and words[i - 1] == "--run-id"))]  # fmt: skip
     note = " (as a new run: without its --run-id)" if len(kept) < len(words) else ""
     return f"<h3>Reproduce{note}</h3><pre>{esc(shlex.join(kept))}</pre>"
 
 
-def _as_typed(words: list[str]) -> list[str]:
+def as_typed(words: list[str]) -> list[str]:
     """`ddpbench …` (the README's command), not the script path run.json records as argv[0]
     (`…/.venv/bin/ddpbench`, or `…/harness/__main__.py` under `python -m harness`): a path on another machine."""
     script = Path(words[0]) if words else None
