@@ -122,6 +122,11 @@ def cluster_from_args(args: argparse.Namespace):
         guess = next((name for log in logs if (name := nccltests.profile_for_gpu(log.gpu))), None)
         if guess is None:
             names = ", ".join(cluster.builtin_names())
+            pcie = next((log.gpu for log in logs if nccltests.is_pcie_card(log.gpu)), None)
+            if pcie:  # the built-ins are NVLink boards: one of them would predict NVLS on a box without it
+                raise ConfigError(f"--nccl-tests: the logs' GPU {pcie!r} is a PCIe card, and the built-in "
+                                  f"profiles ({names}) are SXM boards on NVLink; describe your nodes in a .toml "
+                                  "(fabric = \"pcie\": docs/clusters.md) and give it with --cluster")  # fmt: skip
             raise ConfigError("--nccl-tests: the logs do not name a GPU ddpbench has a profile for; give the "
                               f"closest with --cluster ({names}) or a .toml file")  # fmt: skip
         console.say(f"ddpbench predict: the logs' GPU is {logs[0].gpu!r}: starting from the built-in {guess}")

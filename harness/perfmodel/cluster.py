@@ -163,6 +163,21 @@ def _refuse_impossible_network(numbers: dict[str, float], where: str) -> None:
                           "bandwidth between nodes in GB/s (nic_gbps is in Gb/s)")  # fmt: skip
 
 
+def _refuse_impossible_node(numbers: dict[str, float], fabric: str, algorithms: tuple[str, ...], where: str) -> None:
+    """A ring's bus bandwidth in a node above its GPUs' links both ways is a unit slip or a typo (each GPU sends
+    its bus bandwidth's worth one way, at most one direction's rate); NVLS is NVLink SHARP, in NVSwitch alone."""
+    if numbers["intra.link_gbps"] > 0 and numbers["intra.busbw_gbps"] > numbers["intra.link_gbps"]:
+        raise ConfigError(
+            f"cluster profile {where}: intra.busbw_gbps = {numbers['intra.busbw_gbps']:g} GB/s is more "
+            f"than the GPU's links carry (intra.link_gbps = {numbers['intra.link_gbps']:g} GB/s, both "
+            "directions together); give the ring all-reduce's bus bandwidth in one node, in GB/s"
+        )
+    if fabric != "nvswitch" and (nvls := [a for a in algorithms if a.startswith("nvls")]):
+        raise ConfigError(f"cluster profile {where}: algorithms {list(algorithms)} has {', '.join(nvls)}, which "
+                          f"needs NVSwitch (NVLink SHARP), but intra.fabric is {fabric!r}; drop it, or give fabric "
+                          "= \"nvswitch\"")  # fmt: skip
+
+
 def refuse_without_network(chosen: Cluster, nodes: list[int], *, asked: str) -> None:
     """A profile without NICs describes one node: across nodes its all-reduce would cost nothing. `asked`: what
     wanted more nodes, as the refusal names it ('--nodes 2', 'the what-if page's 8 to 1024 GPUs')."""
@@ -194,6 +209,8 @@ def from_mapping(data: dict, *, where: str = "<profile>") -> Cluster:
     if unknown or "ring" not in algorithms:
         raise ConfigError(f"cluster profile {where}: algorithms {list(algorithms)} is not valid; give ring and any of "
                           f"{', '.join(KNOWN_ALGORITHMS)}")  # fmt: skip
+    fabric = _choice(data, "fabric", FABRICS, where, section="intra")
+    _refuse_impossible_node(numbers, fabric, algorithms, where)
     sources = {str(k): str(v) for k, v in data.get("sources", {}).items()}
     _refuse_non_text(data, where)
     return Cluster(
@@ -201,8 +218,7 @@ def from_mapping(data: dict, *, where: str = "<profile>") -> Cluster:
         **{FIELDS[key]: int(value) if key in COUNTS else value for key, value in numbers.items()},
         generation=_choice(data, "generation", GENERATIONS, where), cpu=_choice(data, "cpu", CPUS, where),
         nccl=str(data.get("nccl", "")), algorithms=algorithms,
-        fabric=_choice(data, "fabric", FABRICS, where, section="intra"),
-        sources=sources, path=where, latency_scale=_latency_scale(data, where),
+        fabric=fabric, sources=sources, path=where, latency_scale=_latency_scale(data, where),
         fitted_to=str(data.get("fitted_to", "")), fitted_nodes=_fitted_nodes(data, where),
         gpu_memory_gib=_number(data, "gpu_memory_gib", where) if "gpu_memory_gib" in data else 0.0,
     )  # fmt: skip

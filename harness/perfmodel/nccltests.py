@@ -87,35 +87,54 @@ def _from_text(text: str, path: str) -> Log:
     program = re.search(r"Collective test starting:\s*(\S+)", text)
     if program:
         _refuse_other_programs(program.group(1), path)
-    hosts, gpu, rows = [], "", []
+    hosts, gpu, rows, layout = [], "", [], None
     for number, line in enumerate(text.splitlines(), start=1):
         if match := RANK_LINE.match(line):
             hosts.append(match.group(1))
             gpu = gpu or match.group(2).strip()
-        elif line.strip() and not line.lstrip().startswith("#") and line.split()[0].isdigit():
-            rows.append(_row_from_tokens(line.split(), f"--nccl-tests {path!r} line {number}"))
+        elif line.lstrip().startswith("#"):
+            layout = _header_layout(line) or layout
+        elif line.strip() and line.split()[0].isdigit():
+            rows.append(_row_from_tokens(line.split(), f"--nccl-tests {path!r} line {number}", layout))
     return _log(path, program.group(1) if program else Path(path).name, hosts, gpu, rows)
 
 
-def _row_from_tokens(tokens: list[str], where: str) -> Row:
-    """A result row, `size count type [redop [root]]` then `time algbw busbw #wrong` out of place and,
-    unless -z printed one, in place (nccl-tests before 2.10 had no root column, older all-gather rows no
-    redop): the out-of-place `time algbw busbw`. A row cut short or garbled (a log truncated mid-row,
-    a time that is not a number) is refused by its line: read by its last columns, it gave a time of −1
+@dataclasses.dataclass(frozen=True)
+class Layout:
+    """Where a row's values are, from the table's header (`#  size count type redop root time algbw busbw #wrong
+    …`): nccl-tests adds columns by its flags (a timestamp, per-iteration times, `cputime` for `time`), and
+    older versions have no root column."""
+
+    start: int  # the out-of-place time's column
+    wrong: tuple[int, ...]  # every #wrong column
+
+
+TIME_COLUMNS = ("time", "cputime")
+
+
+def _header_layout(line: str) -> Layout | None:
+    names = line.lstrip("# ").split()
+    if names[:1] != ["size"] or "busbw" not in names or not any(t in names for t in TIME_COLUMNS):
+        return None
+    start = next(i for i, name in enumerate(names) if name in TIME_COLUMNS)
+    return Layout(start, tuple(i for i, name in enumerate(names) if name == "#wrong"))
+
+
+def _row_from_tokens(tokens: list[str], where: str, layout: Layout | None = None) -> Row:
+    """A result row: its out-of-place `time algbw busbw`, where the header's `layout` puts them (columns after
+    them, a timestamp or per-iteration times, are not read); without a header (a pasted table), `size count type
+    [redop [root]]` then `time algbw busbw #wrong` out of place and, unless -z printed one, in place (nccl-tests
+    before 2.10 had no root column, older all-gather rows no redop). A row cut short or garbled (a log truncated
+    mid-row, a time that is not a number) is refused by its line: read by its last columns, it gave a time of −1
     (the root column) or vanished without a word."""
-    start = 3
-    if len(tokens) > start and tokens[start].isalpha():  # the reduction op (sum, none …)
-        start += 1
-        # The root, an integer, where one more column than a result needs follows the op: a time of 10 ms or
-        # more is printed without a point too (older logs have no root column).
-        if re.fullmatch(r"-?\d+", tokens[start] if len(tokens) > start else "") and len(tokens) - start in (5, 9):
-            start += 1
-    if len(tokens) - start not in (4, 8):
+    start = layout.start if layout else _start_without_header(tokens)
+    if len(tokens) - start < 4 or (layout is None and len(tokens) - start not in (4, 8)):
         raise ConfigError(f"{where} is not an nccl-tests result row (size count type redop root, then time algbw "
                           f"busbw #wrong once or twice): {' '.join(tokens)[:80]}")  # fmt: skip
     block = tokens[start : start + 3]
-    wrong = [tokens[i] for i in (start + 3, start + 7) if i < len(tokens)]  # out of place, in place ('N/A': -c 0)
-    if any(w.isdigit() and int(w) > 0 for w in wrong):
+    columns = layout.wrong if layout else (start + 3, start + 7)  # out of place, in place ('N/A': -c 0)
+    wrong = [tokens[i] for i in columns if i < len(tokens)]
+    if any(_count(w) > 0 for w in wrong):
         raise ConfigError(f"{where}: nccl-tests counted wrong results there (#wrong {', '.join(wrong)}): the "
                           "collective did not compute right; give a log whose checks passed")  # fmt: skip
     try:
@@ -127,6 +146,26 @@ def _row_from_tokens(tokens: list[str], where: str) -> Row:
     return row
 
 
+def _count(wrong: str) -> float:
+    """A #wrong cell: nccl-tests prints it with %g (0, 1024, 1e+06), 'N/A' where it did not check (-c 0)."""
+    try:
+        return float(wrong)
+    except ValueError:
+        return 0.0
+
+
+def _start_without_header(tokens: list[str]) -> int:
+    """The out-of-place time's column of a row with no header above it: after `size count type`, the reduction
+    op where one is, and the root, an integer, where one more column than a result needs follows the op (a time
+    of 10 ms or more is printed without a point too; older logs have no root column)."""
+    start = 3
+    if len(tokens) > start and tokens[start].isalpha():  # the reduction op (sum, none …)
+        start += 1
+        if re.fullmatch(r"-?\d+", tokens[start] if len(tokens) > start else "") and len(tokens) - start in (5, 9):
+            start += 1
+    return start
+
+
 def _from_json(text: str, path: str) -> Log:
     try:
         data = json.loads(text)
@@ -134,17 +173,18 @@ def _from_json(text: str, path: str) -> Log:
         raise ConfigError(f"--nccl-tests {path!r} is not valid JSON: {error}") from None
     program = Path(str((data.get("args") or [path])[0])).name
     _refuse_other_programs(program, path)
-    devices = data.get("devices") or []
+    devices = (data.get("config") or {}).get("devices") or data.get("devices") or []  # -J writes them in config
     rows = []
     for index, result in enumerate(data.get("results") or []):
         block = result.get("out_of_place") or result.get("in_place")
         if not block:
             continue
-        if isinstance(block.get("wrong"), (int, float)) and block["wrong"] > 0:  # as the text's #wrong column
+        if isinstance(block.get("nwrong"), (int, float)) and block["nwrong"] > 0:  # as the text's #wrong column
             raise ConfigError(f"--nccl-tests {path!r}: results[{index}]: nccl-tests counted wrong results there "
-                              f"(wrong {block['wrong']}); give a log whose checks passed")  # fmt: skip
+                              f"(nwrong {block['nwrong']:g}); give a log whose checks passed")  # fmt: skip
+        time = block.get("time", block.get("cpu_time"))  # cpu_time: its -C 1 (the host's time, not the GPU's)
         try:
-            rows.append(Row(int(result["size"]), float(block["time"]), float(block["alg_bw"]), float(block["bus_bw"])))
+            rows.append(Row(int(result["size"]), float(time), float(block["alg_bw"]), float(block["bus_bw"])))
         except (KeyError, TypeError, ValueError) as error:
             raise ConfigError(f"--nccl-tests {path!r}: results[{index}] is not an nccl-tests result "
                               f"(size, out_of_place time, alg_bw, bus_bw): {error!r}") from None  # fmt: skip
@@ -187,8 +227,14 @@ def logs_from_collectives(run: Path) -> list[Log]:
 
 
 def profile_for_gpu(gpu: str) -> str | None:
-    """The built-in profile for a log's device name (NVIDIA H100 80GB HBM3 → dgx-h100)."""
-    return next((name for model, name in GPU_PROFILES if model in gpu.upper()), None)
+    """The built-in profile for a log's device name (NVIDIA H100 80GB HBM3 → dgx-h100); None for a PCIe card
+    (H100 PCIe, A100-PCIE-40GB, H100 NVL): the built-ins are SXM boards on NVLink, whose algorithms (NVLS) and
+    bandwidths a PCIe node has not."""
+    return None if is_pcie_card(gpu) else next((name for model, name in GPU_PROFILES if model in gpu.upper()), None)
+
+
+def is_pcie_card(gpu: str) -> bool:
+    return "PCIE" in gpu.upper() or re.search(r"\bNVL\b", gpu.upper()) is not None
 
 
 # ---------------------------------------------------------------- writing

@@ -27,17 +27,22 @@ def a_log(profile: cluster.Cluster, *, nodes: int, collective: str = "all_reduce
     return [nccl.choose(profile, collective, size, nodes=nodes) for size in SIZES]
 
 
-def nccl_tests_json(choices: list[nccl.Choice], gpu: str = "NVIDIA H100 80GB HBM3") -> str:
-    """The JSON nccl-tests writes with -J (its src/util.cu, version 3): one device per process."""
+def nccl_tests_json(
+    choices: list[nccl.Choice], gpu: str = "NVIDIA H100 80GB HBM3", *, nwrong: int = 0, time_key: str = "time"
+) -> str:
+    """The JSON nccl-tests writes with -J (its src/util.cu, version 3: the devices inside `config`, `nwrong`,
+    `cpu_time` for `time` with -C 1): one device per process."""
     per_node = choices[0].ranks // choices[0].nodes
     devices = [{"rank": r, "group": 0, "pid": r, "hostname": f"host-{r // per_node}", "device": r % per_node,
                 "device_hex": "0000:00:00", "device_info": gpu} for r in range(choices[0].ranks)]  # fmt: skip
     results = [{"size": c.nbytes, "count": c.nbytes // 4, "type": "float", "redop": "sum", "root": "    -1",
-                "out_of_place": {"time": c.time_us, "alg_bw": c.algbw_gbps, "bus_bw": c.busbw_gbps, "nwrong": 0},
-                "in_place": {"time": c.time_us, "alg_bw": c.algbw_gbps, "bus_bw": c.busbw_gbps, "nwrong": 0},
+                "out_of_place": {time_key: c.time_us, "alg_bw": c.algbw_gbps, "bus_bw": c.busbw_gbps,
+                                 "nwrong": nwrong if c is choices[-1] else 0},
+                "in_place": {time_key: c.time_us, "alg_bw": c.algbw_gbps, "bus_bw": c.busbw_gbps, "nwrong": 0},
                 "actual_iterations": 20, "experiment_name": ""} for c in choices]  # fmt: skip
+    config = {"nthreads": 1, "ngpus": 1, "minimum_bytes": 1024, "maximum_bytes": 8 * GIB, "devices": devices}
     return json.dumps({"version": 3, "args": ["./build/all_reduce_perf", "-b", "1K", "-e", "8G", "-f", "2"],
-                       "env": [], "nccl_version": 22105, "devices": devices, "results": results})  # fmt: skip
+                       "env": [], "nccl_version": 22105, "config": config, "results": results})  # fmt: skip
 
 
 def published_as_text(csv: Path, *, ranks: int) -> str:
@@ -67,6 +72,56 @@ def test_a_json_log_reads_like_the_text_one_and_names_its_gpu(tmp_path):
     assert (log.collective, log.ranks, log.nodes) == ("all_reduce", 8, 1)
     assert [r.busbw_gbps for r in log.rows] == pytest.approx([c.busbw_gbps for c in choices])
     assert nccltests.profile_for_gpu(log.gpu) == "dgx-h100"
+
+
+def test_a_two_node_json_log_names_its_nodes_and_its_wrong_results_are_refused(tmp_path):
+    """nccl-tests -J writes its devices inside `config` and its counts of wrong results as `nwrong` (src/util.cu):
+    read from elsewhere, a two-node log was fitted as one node's and a failed check was fitted too."""
+    choices = a_log(cluster.load("dgx-h100"), nodes=2)
+    (tmp_path / "log.json").write_text(nccl_tests_json(choices, time_key="cpu_time"))
+    log = nccltests.read(tmp_path / "log.json")
+    assert (log.ranks, log.nodes, log.gpu) == (16, 2, "NVIDIA H100 80GB HBM3")
+    assert [r.time_us for r in log.rows] == pytest.approx([c.time_us for c in choices])
+    (tmp_path / "wrong.json").write_text(nccl_tests_json(choices, nwrong=1024))
+    with pytest.raises(ConfigError, match=r"results\[23\]: nccl-tests counted wrong results there \(nwrong 1024\)"):
+        nccltests.read(tmp_path / "wrong.json")
+
+
+HEADERS = {
+    "timestamps": ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   "
+                   "algbw   busbw #wrong           timestamp", " 2025-11-20 10:14:04"),
+    "per-iteration": ("#       size   count  type   redop    root     time   algbw   busbw #wrong    i_min    i_max    "
+                      "i_p99    i_cv%     time   algbw   busbw #wrong    i_min    i_max    i_p99    i_cv%", ""),
+    "cputime, no root": ("#       size         count      type   redop  cputime   algbw   busbw #wrong  cputime   "
+                         "algbw   busbw #wrong", ""),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("flags", list(HEADERS))
+def test_rows_are_read_where_the_header_puts_their_columns(tmp_path, flags):
+    """nccl-tests adds columns by its flags (a timestamp, per-iteration times, cputime): refused as 'not a result
+    row' before, though each is its real output."""
+    header, after = HEADERS[flags]
+    names = header.lstrip("# ").split()
+    values = {"size": "1048576", "count": "262144", "type": "float", "redop": "sum", "root": "-1", "time": "61.20",
+              "cputime": "61.20", "algbw": "17.13", "busbw": "32.12", "#wrong": "0"}  # fmt: skip
+    row = " ".join(values.get(name, "7.5") for name in names) + after
+    lines = ["# Collective test starting: all_reduce_perf", "#", header, row]
+    (tmp_path / "log.txt").write_text("\n".join(lines) + "\n")
+    log = nccltests.read(tmp_path / "log.txt")
+    assert [(r.nbytes, r.time_us, r.algbw_gbps, r.busbw_gbps) for r in log.rows] == [(1048576, 61.20, 17.13, 32.12)]
+    wrong = row.replace(" 0 ", " 1e+03 ", 1)  # 1000 wrong results out of place, as %g prints them
+    (tmp_path / "wrong.txt").write_text("\n".join([*lines, wrong]) + "\n")
+    with pytest.raises(ConfigError, match=r"line 5: nccl-tests counted wrong results there \(#wrong 1e\+03"):
+        nccltests.read(tmp_path / "wrong.txt")
+
+
+def test_a_pcie_card_is_no_built_in_dgx_profile():
+    """An H100 PCIe log fitted from dgx-h100 predicted NVLS on a box without NVLink, at 8 GPUs a node."""
+    for gpu in ("NVIDIA H100 PCIe", "NVIDIA A100-PCIE-40GB", "NVIDIA H100 NVL", "Tesla V100-PCIE-16GB"):
+        assert nccltests.profile_for_gpu(gpu) is None, gpu
+    for gpu, name in (("NVIDIA A100-SXM4-80GB", "dgx-a100"), ("Tesla V100-SXM2-32GB", "dgx1-v100")):
+        assert nccltests.profile_for_gpu(gpu) == name
 
 
 def test_rows_without_redop_and_root_and_with_na_errors_are_read():
@@ -412,6 +467,9 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
         # a review's: another program's log was fitted as an all-reduce, rows that failed nccl-tests' check used
         (["--cluster", "dgx-h100", "--nccl-tests", "sendrecv.txt"], "is sendrecv_perf's log; ddpbench reads"),
         (["--cluster", "dgx-h100", "--nccl-tests", "wrong.txt"], "line 1: nccl-tests counted wrong results"),
+        (["--nccl-tests", "pcie.txt"], "the logs' GPU 'NVIDIA H100 PCIe' is a PCIe card, and the built-in profiles"),
+        (["--cluster", "fast.toml"], "intra.busbw_gbps = 4000 GB/s is more than the GPU's links carry"),
+        (["--cluster", "nvls.toml"], "has nvls, nvlstree, which needs NVSwitch (NVLink SHARP), but intra.fabric is"),
         (["--cluster", "scale.toml"], "latency_scale = 'fast' is not valid; give a number > 0"),
         (["--cluster", "bps.toml"], "inter.busbw_gbps = 1.92e+11 GB/s is more than 8 NIC(s) of 200 Gb/s can carry"),
         (["--cluster", "alone.toml", "--nodes", "1,2"], "--nodes 1,2: cluster profile alone.toml has no network"),
@@ -444,11 +502,16 @@ def test_bad_cluster_input_is_one_line_exit_2_and_writes_nothing(tmp_path, capsy
     (logs / "garbled.txt").write_text(whole.replace("66.8", "abc") + "\n")
     (logs / "sendrecv.txt").write_text(f"# Collective test starting: sendrecv_perf\n{whole}\n")
     (logs / "wrong.txt").write_text(whole.replace("29.41 0", "29.41 3") + "\n")
+    rank = "#  Rank  0 Group  0 Pid  1 on gpu-a01 device  0 [0000:18:00] NVIDIA H100 PCIe"
+    (logs / "pcie.txt").write_text(f"# Collective test starting: all_reduce_perf\n{rank}\n{whole}\n")
     a100 = (cluster.BUILTIN_FOLDER / "dgx-a100.toml").read_text()
     (logs / "scale.toml").write_text('latency_scale = "fast"\n' + a100)
     (logs / "bps.toml").write_text(a100.replace("busbw_gbps = 192 ", "busbw_gbps = 192e9 "))  # B/s for GB/s
     (logs / "alone.toml").write_text(a100.replace("nics = 8", "nics = 0"))
     (logs / "fitted.toml").write_text("fitted_nodes = 1.5\n" + a100)
+    h100 = (cluster.BUILTIN_FOLDER / "dgx-h100.toml").read_text()
+    (logs / "fast.toml").write_text(h100.replace("busbw_gbps = 370 ", "busbw_gbps = 4000 "))  # a zero too many
+    (logs / "nvls.toml").write_text(h100.replace('fabric = "nvswitch"', 'fabric = "pcie"'))
     store.write_json(logs / "results" / "coll" / "run.json", {"run_id": "coll", "kind": store.COLLECTIVES_KIND})
     written = sorted(p.relative_to(logs) for p in logs.rglob("*"))
     monkeypatch.chdir(logs)
