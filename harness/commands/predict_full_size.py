@@ -271,7 +271,11 @@ def train_options(given, configs, setup: dict) -> dict | None:
 
     try:
         with META:  # built as counted: on the meta device (no memory), where its own checks of the options run
-            source.create(size="full", options=options).build_model()
+            workload = source.create(size="full", options=options)
+            source.check_workload(workload)  # as bench checks it: heads that do not divide, say
+            workload.build_model()
+    except ConfigError as exc:
+        raise ConfigError(f"--train-wopt: {exc}".replace("--wopt ", "--train-wopt ")) from None
     except Exception as exc:  # a class of yours may raise anything: said in one line
         said = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise ConfigError(f"--train-wopt: {setup['workload']} cannot be built with "

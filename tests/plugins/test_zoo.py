@@ -18,6 +18,7 @@ from harness import cli
 from harness.config.bench import BenchConfig
 from harness.config.grid import expand
 from harness.handoff import faults
+from harness.protocols import ConfigError
 from harness.rank import worker
 from harness.results import store
 
@@ -57,6 +58,40 @@ def test_a_transformers_model_is_scaled_down_its_blocks_are_its_own_and_options_
     assert (clip.text_config.hidden_size, clip.vision_config.hidden_size, clip.vision_config.image_size) == (64, 64, 32)
     assert workloads.create("hf:bert", size="tiny").task == "masked_lm"
     assert workloads.create("hf:gpt2", size="tiny", task="causal_lm").task == "causal_lm"
+
+
+def test_a_width_or_head_count_given_carries_the_fields_derived_from_them_as_transformers_derives_them():
+    """Set one by one on llama's defaults, hidden_size=2048 and num_attention_heads=16 kept 7B's heads of 128 and
+    its 32 key/value heads: 1.19B parameters for the 1.04B model described (a user's hand count found it)."""
+    described = {"hidden_size": 2048, "num_hidden_layers": 18, "intermediate_size": 5504, "num_attention_heads": 16,
+                 "vocab_size": 32000}  # fmt: skip
+    config = workloads.create("hf:llama", size="full", **described).config()
+    assert (config.head_dim, config.num_key_value_heads) == (128, 16)
+    with torch.device("meta"):
+        model = workloads.create("hf:llama", size="full", **described).build_model()
+    per_layer = 4 * 2048 * 2048 + 3 * 2048 * 5504 + 2 * 2048
+    assert sum(p.numel() for p in model.parameters()) == 2 * 32000 * 2048 + 18 * per_layer + 2048
+    # what the user sets stays; a width the configuration keeps apart, and grouped heads, stay too
+    given = workloads.create("hf:llama", size="full", hidden_size=2048, num_attention_heads=32, head_dim=128).config()
+    assert (given.head_dim, given.num_key_value_heads) == (128, 32)
+    mistral = workloads.create("hf:mistral", size="full", hidden_size=2048, num_attention_heads=16).config()
+    assert (mistral.head_dim, mistral.num_key_value_heads) == (128, 8)  # 8 of 32 grouped: still 8
+    gemma = workloads.create("hf:gemma", size="full", hidden_size=2048).config()
+    assert gemma.head_dim == 256  # gemma's own width, not 3072 / 16
+    assert workloads.create("hf:llama", size="small", hidden_size=512).config().head_dim == 128  # small's 4 heads
+
+
+def test_predict_train_wopt_refuses_heads_that_do_not_divide_as_bench_does():
+    """--train-wopt built the model on meta without bench's check of its heads: a model that cannot run, counted."""
+    from harness.commands import predict_full_size
+
+    given = [("hidden_size", ["2048"]), ("num_attention_heads", ["12"])]
+    with pytest.raises(
+        ConfigError,
+        match=r"^--train-wopt: hf:llama at --size full: hidden_size=2048 is not a "
+        r"multiple of num_attention_heads=12 \(given --train-wopt hidden_size",
+    ):
+        predict_full_size.train_options(given, None, {"workload": "hf:llama"})
 
 
 def test_a_users_transformers_config_file_is_built_as_it_says(tmp_path):
@@ -362,8 +397,11 @@ def test_a_user_file_that_fails_to_import_is_one_line_naming_it_and_the_line(cap
          "--wopt image_size=0 is not valid for torchvision:squeezenet1_1; give a whole number ≥ 1"),  # once ignored
         (["--workloads", "hf:llama", "--wopt", "num_hidden_layers=2,-1"],
          "--wopt num_hidden_layers=-1 is not valid for hf:llama; give a whole number ≥ 1"),  # once built no layers
-        (["--workloads", "hf:llama", "--size", "tiny", "--wopt", "num_attention_heads=3"],  # once failed in every rank
-         "hf:llama at --size tiny: num_attention_heads=3 is not a multiple of num_key_value_heads=2"),
+        (["--workloads", "hf:llama", "--size", "tiny", "--wopt", "num_attention_heads=4", "--wopt",
+          "num_key_value_heads=3"],  # once failed in every rank
+         "hf:llama at --size tiny: num_attention_heads=4 is not a multiple of num_key_value_heads=3"),
+        (["--workloads", "hf:llama", "--size", "tiny", "--wopt", "num_attention_heads=3"],  # the heads' width follows
+         "hf:llama at --size tiny: hidden_size=64 is not a multiple of num_attention_heads=3"),
         (["--workloads", "hf:gpt2", "--size", "small", "--wopt", "n_head=3"],  # checked at the run's size
          "hf:gpt2 at --size small: hidden_size=256 is not a multiple of num_attention_heads=3"),
         (["--workloads", "hf:llama", "--wopt", "seq_len=0"],

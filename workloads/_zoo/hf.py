@@ -148,8 +148,10 @@ class HFModel(WorkloadDefaults):
             _quiet(part)
         if self._seq:
             _set_if_smaller(config, "max_position_embeddings", int(self._seq))
+        before = _heads_of(config)
         for key, value in self.options.items():
             setattr(config, key, value)
+        _heads_follow(config, before, given=set(self.options))
         return config
 
     def check(self, name: str) -> None:
@@ -294,6 +296,37 @@ def _scale(config, scale: Scale, task: str) -> None:
     for field, value in vars(config).items():  # token ids the smaller vocabulary no longer has
         if field.endswith("token_id") and isinstance(value, int) and value >= scale.vocab:
             setattr(config, field, scale.vocab - 1)
+
+
+HEAD_FIELDS = ("hidden_size", "num_attention_heads", "num_key_value_heads", "head_dim", "d_kv")
+
+
+def _heads_of(config) -> dict[str, Any]:
+    return {field: getattr(config, field, None) for field in HEAD_FIELDS}
+
+
+def _heads_follow(config, before: dict[str, Any], *, given: set[str]) -> None:
+    """The fields derived from the width and the head count follow options that change those, as the
+    configuration's own constructor derives them, unless an option sets them too: a head's width where it was
+    the width over the heads, and the key/value heads where they were every head (no grouping). Set one by one
+    on the defaults, llama's hidden_size=2048 and num_attention_heads=16 kept 7B's 32 key/value heads and
+    heads of 128, a model 14 % larger than the one described (and one whose attention cannot run)."""
+    hidden, heads = getattr(config, "hidden_size", None), getattr(config, "num_attention_heads", None)
+    old_hidden, old_heads = before["hidden_size"], before["num_attention_heads"]
+    if not all(_is_count(v) for v in (hidden, heads, old_hidden, old_heads)) or (hidden, heads) == (
+        old_hidden,
+        old_heads,
+    ):
+        return
+    if (
+        "num_key_value_heads" not in given
+        and _is_count(before["num_key_value_heads"])
+        and (before["num_key_value_heads"] == old_heads)
+    ):
+        config.num_key_value_heads = heads
+    for field in ("head_dim", "d_kv"):
+        if field not in given and _is_count(before[field]) and before[field] == old_hidden // old_heads:
+            setattr(config, field, hidden // heads if hidden % heads == 0 else None)  # None: check_heads refuses
 
 
 def _quiet(config) -> None:
