@@ -207,7 +207,8 @@ def add_predict_parser(commands) -> None:
                          "as the profile splits it (memory is counted at the run's batch, or at --batch-size's). "
                          "A profile of a smaller size keeps its own parameters: predict warns, puts a floor under "
                          "each strategy's step from the full size's (counted on the meta device), and chooses by "
-                         "those floors where they are higher")  # fmt: skip
+                         "those floors where they are higher (ZeRO-1 by its floor: its prediction shards the smaller "
+                         "model)")  # fmt: skip
     predict.add_argument("--local-optimizer-ms", type=finite("--local-optimizer-ms", "the optimizer's step in ms"),
                          help="with --local-step-ms: the optimizer's part of that step on your GPU, where you know "
                          "it (a profiler's optimizer.step); forward and backward take the rest. A CPU's optimizer "

@@ -141,13 +141,18 @@ def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float,
     return choices
 
 
+REPLACED = {"ZeRO-1"}  # its floor, DDP's step as ranked + ZeRO's change for the whole model, stands in for its
+# prediction, which shards the smaller model (a small llama's lm_head: 46 % of it in one shard, 6 % of the 1B's)
+
+
 def _candidate(label: str, need: float, fits: bool, step: float, floor: float, left_out: float,
                model: str) -> Candidate:  # fmt: skip
     """A strategy ranked by its predicted step, or by its full-size floor where that is higher (the prediction moved
-    the profile's smaller model's parameters; the floor the whole model's); `model`: whose step model times it."""
+    the profile's smaller model's parameters; the floor the whole model's), or ZeRO-1's floor wherever it has one
+    (REPLACED); `model`: whose step model times it."""
     if pd.isna(step):
         return Candidate(label, need, bool(fits), None, left_out, model=model)
-    raised = not pd.isna(floor) and floor > step
+    raised = not pd.isna(floor) and (floor > step or model in REPLACED)
     return Candidate(label, need, bool(fits), float(floor if raised else step), left_out,
                      profiled_ms=float(step) if raised else None, model=model)  # fmt: skip
 
@@ -191,18 +196,6 @@ def uncounted(state: pd.DataFrame, choices: list[Choice]) -> list[str]:
     return [name for name in dict.fromkeys(at.loc[at["activation_mb"].isna(), "strategy"]) if name not in counted]
 
 
-GPU_OPTIMIZER_STEP = {"adam": "a GPU's Adam, one memory-bound pass over the parameters, gradients and two moments",
-                      "sgd": "a GPU's SGD, one memory-bound pass over the parameters and gradients"}  # fmt: skip
-
-
-def optimizer_share_caveat(share: float, *, scaled: bool, optimizer: str) -> str:
-    """Where the profile's compute is a CPU's: its optimizer's share of the step is no GPU's, and ZeRO-1's and
-    FSDP2's gains lean on it (said by the console's and the page's choice alike)."""
-    step = GPU_OPTIMIZER_STEP.get(optimizer, f"a GPU's {optimizer}, a memory-bound pass over its state")
-    return (f"the optimizer's {share:.0%} of the step is the CPU's{', scaled' * scaled}: {step}, is likely a "
-            "smaller share, and sharding it saves less")  # fmt: skip
-
-
 def without_optimizer(frames: list[pd.DataFrame], optimizer_ms: float) -> list[pd.DataFrame]:
     """The cluster frames with no optimizer time: DDP's step less `optimizer_ms`, the sharded ones' their shard's."""
 
@@ -221,7 +214,8 @@ def step_text(c: Candidate) -> str:
     as profiled)'."""
     if c.profiled_ms is None:
         return f"{c.strategy} {c.step_ms:.4g} ms"
-    return f"{c.strategy} at least {c.step_ms:.4g} ms (full-size floor; {c.profiled_ms:.4g} ms as profiled)"
+    smaller = ", the smaller model's shards" if c.profiled_ms > c.step_ms else ""  # ZeRO-1's, REPLACED
+    return f"{c.strategy} at least {c.step_ms:.4g} ms (full-size floor; {c.profiled_ms:.4g} ms as profiled{smaller})"
 
 
 def turning_share(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float) -> str:
@@ -347,10 +341,11 @@ whatever the size; ZeRO-1's largest shard is the full size's partition's in its 
 
 
 def _raised(named: pd.Series, step: str, shard: str | None = None) -> tuple[float, float | None]:
-    """A frame row's step and its optimizer's part, or its full-size floor's where that is higher (as `choose`)."""
+    """A frame row's step and its optimizer's part, or its full-size floor's where that is higher, or ZeRO-1's floor
+    wherever it has one (as `choose`)."""
     floor_column = {v: FLOOR_COLUMNS[k] for k, v in STEP_COLUMNS.items()}[step]
     floor = named.get(floor_column, np.nan)
-    if not pd.isna(floor) and floor > named[step]:
+    if not pd.isna(floor) and (floor > named[step] or step == STEP_COLUMNS["optimizer_shard"]):
         return float(floor), (float(named[SHARD_OF[floor_column]]) if shard else None)
     return float(named[step]), (float(named[shard]) if shard else None)
 

@@ -47,8 +47,10 @@ def with_full_size_floors(frame: pd.DataFrame, profile: Profile, params: Paramet
                           fsdp_profile: Profile, fsdp_own_s: float = 0.0, zero_own_s: float = 0.0):  # fmt: skip
     """A cluster frame (DDP's steps per cap with ZeRO-1's and FSDP2's) with each step's floor for the full size's
     `params` on the same compute (the profile's; FSDP2's `fsdp_profile`, without DDP's own cost), on `link`:
-    DDP's (`full_size_*`: schedule.floor_with), ZeRO-1's (DDP's floor with ZeRO's change for these parameters:
-    its optimizer on the largest shard, their broadcasts after it, its own cost: `zero_full_size_*`) and FSDP2's
+    DDP's (`full_size_*`: schedule.floor_with), ZeRO-1's (DDP's step as the choice ranks it, the higher of its
+    prediction and its floor, with ZeRO's change for these parameters: its optimizer on the largest shard, their
+    broadcasts after it, its own cost: `zero_full_size_*`; it stands in for ZeRO-1's predicted step, whose shards
+    and broadcasts are the smaller model's: choice.replaces_prediction) and FSDP2's
     (`fsdp_full_size_*`, `fsdp_kept_full_size_step_floor_ms`: fsdp.floor_with)."""
     floors = [floor_with(profile, params, cap_mb=cap, link=link, world_size=world_size)
               for cap in frame["bucket_cap_mb"]]  # fmt: skip
@@ -66,7 +68,8 @@ def with_full_size_floors(frame: pd.DataFrame, profile: Profile, params: Paramet
                         full_size_last_ms=[f.last_s * 1e3 for f in floors],
                         full_size_step_floor_ms=[f.step_s * 1e3 for f in floors],
                         full_size_exposed_ms=[f.exposed_s * 1e3 for f in floors],
-                        zero_full_size_step_floor_ms=[change.step_s(f.step_s) * 1e3 for f in floors],
+                        zero_full_size_step_floor_ms=[change.step_s(max(f.step_s, ddp_ms / 1e3)) * 1e3
+                                                      for f, ddp_ms in zip(floors, frame["step_ms"], strict=True)],
                         zero_full_size_optimizer_ms=change.optimizer_s * 1e3,
                         zero_full_size_broadcast_ms=change.broadcast_s * 1e3,
                         zero_bucket_view_full_size_broadcast_ms=packed.broadcast_s * 1e3,
@@ -224,3 +227,15 @@ def _laid_out_at(sizes, ratio: float, options_json: str | None, full: dict) -> l
     ready = range(len(full["grad_sizes"]) - 1, -1, -1)  # backward makes the last registered gradients first
     buckets = assign_buckets(full["grad_sizes"], full["grad_dtypes"], cap_bytes=cap, first_cap_bytes=first, order=ready)
     return [sum(full["grad_sizes"][i] for i in bucket) / MIB for bucket in buckets]
+
+
+GPU_OPTIMIZER_STEP = {"adam": "a GPU's Adam, one memory-bound pass over the parameters, gradients and two moments",
+                      "sgd": "a GPU's SGD, one memory-bound pass over the parameters and gradients"}  # fmt: skip
+
+
+def optimizer_share_caveat(share: float, *, scaled: bool, optimizer: str) -> str:
+    """Where the profile's compute is a CPU's: its optimizer's share of the step is no GPU's, and ZeRO-1's and
+    FSDP2's gains lean on it (said by the console's and the page's choice alike)."""
+    step = GPU_OPTIMIZER_STEP.get(optimizer, f"a GPU's {optimizer}, a memory-bound pass over its state")
+    return (f"the optimizer's {share:.0%} of the step is the CPU's{', scaled' * scaled}: {step}, is likely a "
+            "smaller share, and sharding it saves less")  # fmt: skip

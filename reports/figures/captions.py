@@ -103,7 +103,7 @@ CAPTIONS = {
     "gradient-ready profile, every bucket's all-reduce costed as NCCL would run it.",
     "whatif_strategies": "Each modelled strategy's predicted step at the cap DDP's answer names (solid), and the floor "
     "the full size's parameters put under it (dotted, where the profile is a smaller size's): the choice ranks each "
-    "by the higher of the two, among what fits.",
+    "by the higher of the two (ZeRO-1 by its floor, its prediction sharding the smaller model), among what fits.",
     "whatif_efficiency": "Scaling efficiency = the one-GPU step the note above names / the predicted step with the cap "
     "the answer names at that GPU count (its label).",
 }

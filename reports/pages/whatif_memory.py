@@ -10,14 +10,13 @@ from harness.analysis.compare import setup_words
 from harness.perfmodel.choice import (
     choice_words,
     optimizer_break_even,
-    optimizer_share_caveat,
     table_header,
     table_rows,
 )
 from harness.perfmodel.cluster import Cluster, cap_caveats
 from harness.perfmodel.memory import activation_words, fit_words, mib_text, state_per_rank
 from harness.perfmodel.predict import of_setup
-from harness.perfmodel.sharded import OwnCheck
+from harness.perfmodel.sharded import OwnCheck, optimizer_share_caveat
 from harness.results.values import strategy_labels
 from reports.pages.html import esc, table
 

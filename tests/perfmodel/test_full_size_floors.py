@@ -89,7 +89,12 @@ def test_zeros_floor_is_ddps_with_the_full_sizes_largest_shard_and_broadcasts():
     assert row["zero_full_size_broadcast_ms"] == pytest.approx(44)
     assert row["zero_bucket_view_full_size_broadcast_ms"] == pytest.approx(44)  # two flat buffers: 24 + 20 MiB
     expected = row["full_size_step_floor_ms"] - 4 + 4 * share + 44 + 1
+    assert row["full_size_step_floor_ms"] > row["step_ms"]  # DDP ranked by its floor: ZeRO's change on that
     assert row["zero_full_size_step_floor_ms"] == pytest.approx(expected)
+    # where DDP's prediction is above its floor, ZeRO-1's change goes on the prediction, as the choice ranks DDP
+    above = with_full_size_floors(frame[["bucket_cap_mb", "step_ms"]].assign(step_ms=1e3), profile, params,
+                                  link=link, world_size=2, fsdp_profile=profile, zero_own_s=1 * MS)  # fmt: skip
+    assert above["zero_full_size_step_floor_ms"].iloc[0] == pytest.approx(1e3 - 4 + 4 * share + 44 + 1)
     assert row["fsdp_full_size_step_floor_ms"] == pytest.approx(
         fsdp.floor_with(profile, params, gather=link, scatter=link, world_size=2).step_s / MS
     )
@@ -122,16 +127,24 @@ def test_the_choice_ranks_a_strategy_by_its_full_size_floor_where_that_is_above_
     assert "stock does not fit" in said
 
 
-def test_a_floor_below_the_prediction_leaves_the_choice_as_predicted():
+def test_a_floor_below_the_prediction_leaves_ddps_step_as_predicted_but_zeros_floor_stands_in_for_its_own():
+    """DDP's floor is a bound under its prediction: below it, the prediction ranks. ZeRO-1's is DDP's step as ranked
+    with ZeRO's change for the whole model, where its prediction shards the smaller model's parameters (a small
+    llama's lm_head was 46 % of it, one shard), so the floor ranks it, lower or not."""
     frame = pd.DataFrame({"bucket_cap_mb": [25.0], "world_size": [64], "step_ms": [100.0], "zero_step_ms": [120.0],
                           "zero_broadcast_ms": [2.0], "zero_bucket_view_broadcast_ms": [1.0],
-                          "full_size_step_floor_ms": [90.0], "zero_full_size_step_floor_ms": [95.0],
+                          "full_size_step_floor_ms": [90.0], "zero_full_size_step_floor_ms": [103.0],
                           "zero_full_size_broadcast_ms": [1.0],
                           "zero_bucket_view_full_size_broadcast_ms": [1.0]})  # fmt: skip
     state = predictions.labelled(_state([("stock", 40.0), ("zero", 30.0)]))
     w64 = choice.choose(state, [frame], 80.0)[0]
-    assert [(c.strategy, c.step_ms, c.profiled_ms) for c in w64.picked] == [("stock", 100.0, None)]
-    assert "floor" not in choice.choice_words(state, [frame], 80.0)
+    assert [(c.strategy, c.step_ms, c.profiled_ms) for c in w64.picked] == [
+        ("stock", 100.0, None),
+        ("zero", 103.0, 120.0),
+    ]
+    said = choice.choice_words(state, [frame], 80.0)
+    assert "zero at least 103 ms (full-size floor; 120 ms as profiled, the smaller model's shards)" in said
+    assert "stock 100 ms" in said
 
 
 def test_the_optimizers_break_even_takes_each_step_as_the_choice_ranks_it():

@@ -17,6 +17,7 @@ from harness.analysis import agreement
 from harness.perfmodel import cluster, nccl, nccltests, predict
 from harness.protocols import ConfigError
 from harness.results import model_tables, store
+from harness.results.values import ms_text
 
 MIB, GIB = 2**20, 2**30
 PUBLISHED = Path(__file__).resolve().parent.parent / "data" / "published"
@@ -433,6 +434,10 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert "at the full size DDP's step is at least " in answer  # where the answer is read, beside its own step
     # ZeRO-1's and FSDP2's lines each give their own floor, and the small size's caveat, as DDP's does
     assert "at the full size ZeRO-1's step is at least " in zero and "the tiny size's gradients" in zero
+    named = agreement.answer_row(frame[frame["world_size"] == frame["world_size"].max()])  # why: whose shards
+    assert (f"Why (the profiled model's; the full size's optimizer shard takes "
+            f"{ms_text(named['zero_full_size_optimizer_ms'])} ms, its broadcasts "
+            f"{ms_text(named['zero_full_size_broadcast_ms'])} ms)") in zero  # fmt: skip
     assert "at the full size FSDP2's step is at least " in sharded and "DDP's step is at least" not in sharded
     # ZeRO-1's and FSDP2's too: the whole model's broadcasts, gathers and reduce-scatters, each above the tiny's
     assert (frame["zero_full_size_broadcast_ms"] > frame["zero_broadcast_ms"]).all()

@@ -290,23 +290,22 @@ def zero_answer(
     ddp = ", ".join(f"{r['step_ms']:.4g}" for r in rows)
     first, last = rows[0], rows[-1]
     name, share = largest
-    bound = (
-        f"; its largest parameter, {name or 'one tensor'}, alone holds {share:.1%}: more ranks cannot shrink it"
-        if name is not None and math.isclose(last["zero_largest_share"], share, rel_tol=1e-6)
-        else ""
-    )
+    alone = name is not None and math.isclose(last["zero_largest_share"], share, rel_tol=1e-6)
+    bound = f"; its largest parameter, {name or 'one tensor'}, alone holds {share:.1%}: more ranks cannot shrink it"
+    bound = bound if alone else ""
     span = f" (w{int(first['world_size'])} → w{int(last['world_size'])})" if len(rows) > 1 else ""
     sent = f"{ms_text(first['zero_broadcast_ms'])} → " * (len(rows) > 1) + f"{ms_text(last['zero_broadcast_ms'])}"
     worth = [r for r in rows if r["zero_bucket_view_broadcast_ms"] < BUCKET_VIEW_WORTH * r["zero_broadcast_ms"]]
-    packed = (
-        "; parameters_as_bucket_view=true, one broadcast a rank, would take "
-        + ", ".join(f"{ms_text(r['zero_bucket_view_broadcast_ms'])} ms at w{int(r['world_size'])}" for r in worth)
-        if worth
-        else ""
-    )
+    packed = ", ".join(f"{ms_text(r['zero_bucket_view_broadcast_ms'])} ms at w{int(r['world_size'])}" for r in worth)
+    packed = f"; parameters_as_bucket_view=true, one broadcast a rank, would take {packed}" if worth else ""
+    full = last.get("zero_full_size_broadcast_ms", float("nan"))  # the floors': the model you will train's
+    whose = "" if full != full else (f" (the profiled model's; the full size's optimizer shard takes "
+                                     f"{ms_text(last['zero_full_size_optimizer_ms'])} ms, its broadcasts "
+                                     f"{ms_text(full)} ms)")  # fmt: skip
     say(
         f"ddpbench predict: and ZeRO-1 (DDP + torch's ZeroRedundancyOptimizer, its defaults) at the caps above: "
-        f"{steps} (DDP's {ddp} ms). Why: its optimizer steps the largest shard, {last['zero_largest_share']:.1%} of "
+        f"{steps} (DDP's {ddp} ms). Why{whose}: its optimizer steps the largest shard, "
+        f"{last['zero_largest_share']:.1%} of "
         f"the elements at w{int(last['world_size'])} ({ms_text(optimizer_ms)} → "
         f"{ms_text(last['zero_optimizer_ms'])} ms{bound}), "
         f"then each rank broadcasts what it updated, overlapping nothing: {int(last['zero_broadcasts'])} broadcasts, "
