@@ -24,15 +24,14 @@ when its gradient was ready), following what torch's FSDP2 issues and when:
 - collectives run one at a time, in the order issued (the all-gather and reduce-scatter streams share the
   network's links);
 - blocking (gloo on the CPU, where each collective is a call the only thread waits in): nothing overlaps.
-
     step = max(end of compute, end of the last reduce-scatter) + optimizer / n + FSDP's own cost
 
-FSDP's own cost is its step at one rank, where nothing is communicated, minus the baseline's: FSDP's hooks,
-the sharded optimizer's dispatch and the copies (torch still copies each parameter into its unsharded buffer
-and each gradient through the reduce-scatter's). Frozen parameters are gathered with their block, never
-reduce-scattered. Another size's parameters (the full size's) give a floor under the step (`floor_with`).
-Not modelled: how the copies and that own cost change with n, mixed precision (bf16 gathers), the padding of
-each parameter to a multiple of n, and a host that does not run ahead (many small blocks on a GPU).
+FSDP's own cost is its step at one rank, where nothing is communicated, minus the baseline's: FSDP's hooks, the
+sharded optimizer's dispatch and the copies (torch still copies each parameter into its unsharded buffer and each
+gradient through the reduce-scatter's). Frozen parameters are gathered with their block, never reduce-scattered.
+Another size's parameters (the full size's) give a floor under the step (`floor_with`). Not modelled: how the
+copies and that own cost change with n, mixed precision (bf16 gathers), the padding of each parameter to a
+multiple of n, and a host that does not run ahead (many small blocks on a GPU).
 """
 
 from __future__ import annotations
@@ -331,13 +330,11 @@ class ForCluster(NamedTuple):
 
 
 def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, carried: bool) -> ForCluster:
-    """The profile and FSDP's own cost as a cluster prediction takes them, and what was left out: the profile
-    calibrated as DDP's is, less DDP's own cost; FSDP's own cost measured at one rank in the run (`own_cost_s`),
-    scaled with the compute where --local-step-ms scales it (`run_scale`: the run's own scale), left out where
-    it is a CPU's and the compute a GPU's (not `carried`, as DDP's own cost is), with how much more than DDP's
-    it was, scaled as the compute is: what FSDP2's lead over DDP's steps may be wrong by (an H200 measured FSDP's
-    own cost at one GPU 3-135 % of gpt2's and resnet50's full step, DDP's 1-11 %); None where the run has no FSDP
-    step at one rank."""
+    """The profile (calibrated as DDP's is, less DDP's own cost) and FSDP's own cost measured at one rank in the
+    run (`own_cost_s`; None without an FSDP step there), scaled with the compute where --local-step-ms scales it
+    (`run_scale`: the run's own scale), left out where it is a CPU's and the compute a GPU's (not `carried`, as
+    DDP's is), with how much more than DDP's it was, scaled: what FSDP2's lead may be wrong by (an H200 measured
+    FSDP's own cost at one GPU 3-135 % of gpt2's and resnet50's full step, DDP's 1-11 %)."""
     from harness.perfmodel import predict
     from harness.perfmodel.schedule import calibrate
 
@@ -348,9 +345,12 @@ def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, 
     scaled = calibration.compute_scale / run_scale if run_scale else 1.0
     if carried or not own_s:
         return ForCluster(profile, (own_s or 0.0) * scaled if carried else 0.0, "")
-    beyond_s = max(0.0, own_s - (predict.ddp_own_cost_s(configs, setup) or 0.0)) * scaled
+    ddp_s = predict.ddp_own_cost_s(configs, setup) or 0.0
+    told = not ddp_s or predict.ddp_own_cost_told(configs, setup)  # DDP's noise would hide FSDP's own: not taken
+    beyond_s = max(0.0, own_s - (ddp_s if told else 0.0)) * scaled
+    untold = "" if told else f" (whose own, {ms_text(ddp_s * 1e3)} ms, the repeats do not tell from noise)"
     note = (f"FSDP's own cost at one rank, {ms_text(own_s * 1e3)} ms, a CPU's, left out (as DDP's is): "
-            f"{ms_text(beyond_s * 1e3)} ms beyond DDP's when scaled as the compute is")  # fmt: skip
+            f"{ms_text(beyond_s * 1e3)} ms beyond DDP's{untold} when scaled as the compute is")  # fmt: skip
     return ForCluster(profile, None, note, beyond_s)
 
 

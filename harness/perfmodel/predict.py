@@ -171,6 +171,15 @@ def ddp_own_cost_s(configs: pd.DataFrame, setup: dict) -> float | None:
     return max(0.0, difference) if difference is not None else None
 
 
+def ddp_own_cost_told(configs: pd.DataFrame, setup: dict) -> bool:
+    """Whether the repeats tell DDP's step at one rank from the baseline's: the interval of their ratio (Welch's t
+    on the logs of the repeats' medians, as zero.own_cost_s tells ZeRO's from DDP's) lies above 1. On a busy
+    machine 804-1470 ms against 804-825 ms read as 340 ms of DDP's own, which hid FSDP's 184 ms beyond it."""
+    local = role_medians_ms(configs, setup, world=1, role="baseline")
+    ddp = role_medians_ms(configs, setup, world=1, role="reference")
+    return bool(len(local) and len(ddp)) and stats.ratio_interval(list(local), list(ddp))["low"] > 1
+
+
 def reference_minus_baseline_s(configs: pd.DataFrame, setup: dict) -> float | None:
     """The reference's step at one rank minus the baseline's, as measured: below 0 where noise made
     DDP look free (`ddp_own_cost_s` takes that as 0, and the console says so)."""

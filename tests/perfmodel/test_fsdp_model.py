@@ -211,6 +211,25 @@ def test_a_runs_fsdp_rows_are_checked_serially_on_the_cpu_with_fsdps_own_cost_fr
     assert kept["predicted_ms"] == pytest.approx(22 + (11 + 11) / 2 + 4 / 2 + 3) and kept["fsdp_gathers"] == 3
 
 
+def test_fsdps_own_cost_left_out_of_a_gpu_step_is_beyond_ddps_only_where_the_repeats_tell_ddps_apart():
+    """FSDP's 30 ms at one rank over the baseline, DDP's 20 ms: 10 ms beyond DDP's where three repeats a side tell
+    DDP's step from the baseline's; where they do not (a busy machine: 804-1470 ms against 804-825), DDP's reading
+    is noise, and subtracting it hid all of FSDP's own cost."""
+    from harness.perfmodel.schedule import Calibration
+
+    setup = {"workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32", "optimizer": "adam"}
+    local = [_row("local", 1, ms) for ms in (100.0, 100.5, 99.5)]
+    fsdp_rows = [_row("fsdp", 1, ms) for ms in (130.0, 130.5, 129.5)]
+    told = pd.DataFrame([*local, *fsdp_rows, *(_row("stock", 1, ms) for ms in (120.0, 120.5, 119.5))])
+    kwargs = {"setup": setup, "run_scale": 1.0, "carried": False}
+    side = fsdp.for_cluster(two_blocks(), Calibration(), configs=told, **kwargs)
+    assert side.left_out_s == pytest.approx(10 * MS, rel=0.01) and "(whose own" not in side.note
+    noisy = pd.DataFrame([*local, *fsdp_rows, *(_row("stock", 1, ms) for ms in (101.0, 140.0, 128.0))])
+    side = fsdp.for_cluster(two_blocks(), Calibration(), configs=noisy, **kwargs)
+    assert side.left_out_s == pytest.approx(30 * MS, rel=0.01)
+    assert "beyond DDP's (whose own, 21.9 ms, the repeats do not tell from noise)" in side.note
+
+
 # ---------------------------------------------------------------- frozen parameters
 
 
