@@ -3,7 +3,7 @@ run at one rank (hooked, plain, then plain, hooked, …: the order alternates so
 favours neither), where the collectives have nothing to move and the hook's own work is the difference.
 
 stock and zero are timed only when asked (`--bucket-timeline`), because the hook costs their step on the CPU
-(stock 3–6 % in benchmarks/strategies.py; 6–12 % on gpt2/small in this script's pairs, 2026-12-04); so the
+(stock 1–6 % in benchmarks/strategies.py over two runs; 6–12 % on gpt2/small in this script's pairs, 2026-12-04); so the
 answer's "why" has no cost split for DDP itself by default. On a GPU the hook records two
 CUDA events a bucket; if that is within the launches' noise there, timing could be on by default on GPUs.
 

@@ -107,11 +107,13 @@ class BenchConfig:
     run_id: str = flag("", "name of this run's folder", default_text="a timestamp plus a random suffix")
     nnodes: int = flag(1, "nodes in the job; above 1, torchrun's c10d rendezvous joins them", parse=whole("--nnodes"))
     node_rank: int = flag(0, "this node's rank among --nnodes", parse=whole("--node-rank"), on_resume=STEERS)
-    rdzv_endpoint: str | None = flag(None, "HOST:PORT of torchrun's c10d rendezvous (several nodes)", on_resume=STEERS)
+    rdzv_endpoint: str | None = flag(
+        None, "HOST[:PORT] of torchrun's c10d rendezvous (several nodes; PORT 29400 when left out)", on_resume=STEERS
+    )
     baseline: bool = flag(
         True,
-        "leave out the `local` (no communication) configuration each world size gets, "
-        "the floor for exposed communication",
+        "leave out the `local` (no communication) configuration each world size gets, the reference for "
+        "speedup_vs_local, scaling_efficiency_vs_local and the gap_* columns (without it they are null)",
         negative=True,
     )
     parity: bool = flag(
@@ -121,7 +123,7 @@ class BenchConfig:
     bucket_timeline: bool = flag(
         False,
         "time DDP's buckets too (stock, zero) through a communication hook, for "
-        "their comm_ms, overlap and bucket timeline; it costs 3-6% of a CPU step, so it "
+        "their comm_ms, overlap and bucket timeline; it costs 1-12% of a CPU step, so it "
         "is off by default (naive, flat and bucketed are always timed: it costs them "
         "nothing)",
     )
@@ -154,10 +156,10 @@ class BenchConfig:
     timeout_s: float | None = flag(
         None,
         "how long a configuration may go without progress before it is declared hung and its launch ended "
-        "(seconds, or e.g. 90s, 5m)",
+        "(seconds, or e.g. 90s, 5m; before the configuration's first step, at least 30 s)",
         name="--timeout",
         parse=duration("--timeout"),
-        default_text="ten times its slowest step so far, at least 60",
+        default_text="ten times its slowest step so far, at least 60 s; 10 minutes before its first step",
         on_resume=STEERS,
     )
     fail_fast: bool = flag(False, "stop at the first failed configuration (exit 1)", on_resume=STEERS)

@@ -72,7 +72,10 @@ def names(columns: tuple[Column, ...]) -> tuple[str, ...]:
 C = Column
 RUN_ID = C("run_id", STR, "", "the run (its folder's name)")
 CONFIG_ID = C(
-    "config_id", STR, "", "the configuration within the run: `<index>-w<world>-<workload>-<size>-<impl>[-<options>]`"
+    "config_id",
+    STR,
+    "",
+    "the configuration within the run: `<index>-w<world>-<workload>-<size>-<impl>[-<options>][-r<repeat>]`, the `-r<repeat>` where the run repeats configurations (none with `--repeats 1`)",
 )
 RANK = C("rank", I32, "", "the rank (process) in the launch")
 WORKLOAD = C("workload", STR, "", "the workload as run: a registered name (workloads/), `FILE.py:NAME`, `package.module:NAME`, `torchvision:NAME`, `hf:MODEL_TYPE`, `timm:NAME`, with its options in brackets where it has some (`hf:llama[num_hidden_layers=4]`)")
@@ -288,7 +291,8 @@ CONFIGS = Table(
         C("gap_slower_compute_ms", F64, MS, "the part from slower compute: `compute_ms` − the baseline's (hooks, copies into buckets, cores shared with communication threads)"),
         C("gap_rest_ms", F64, MS, "the part neither compute nor communication: the strategy's own work outside both (DDP copying buckets back, an optimizer wrapper)"),
         C("gap_residual_ms", F64, MS, "`gap_ms` − the four parts above: what the baseline's step holds beyond its compute (its sync phase, gaps) and the step's difference between the slowest rank and the one that waited most, named, never hidden"),
-        C("slowest_rank", I32, "", "the rank the others wait for: last to launch in at least 75 % of measured steps, late by at least 5 % of the step (and 0.5 ms) in the median of those (docs/statistics.md); null on a balanced run or without a timeline"),
+        # The thresholds are harness/analysis/gap.py's LATE_*, written out: results sits below analysis.
+        C("slowest_rank", I32, "", "the rank the others wait for: from at least 10 measured steps, last to launch in at least 95 % of them, late by at least 15 % of the step (and 1 ms) in the median of those (docs/statistics.md); null on a balanced run or without a timeline"),
         C("slowest_rank_late_ms", F64, MS, "how late it launched, the median over the steps it was last in (the longest any rank waited for it in a step)"),
         C("slowest_rank_share", F64, RATIO, "the share of measured steps in which it launched last"),
         C("speedup_vs_local", F64, RATIO, "`local` step time at the same world size / this step time (what data parallelism costs here; schema ≤ 3 called it overlap_efficiency)"),

@@ -22,7 +22,9 @@ def test_docs_results_md_holds_the_tables_the_dictionary_renders():
 
 def test_results_readme_holds_the_map_the_layout_renders():
     committed = docs.README.read_text()
-    assert committed == docs.render_readme(committed), "results/README.md is stale: run `python -m harness.results.docs`"
+    assert committed == docs.render_readme(committed), (
+        "results/README.md is stale: run `python -m harness.results.docs`"
+    )
     for table in model_columns.TABLES.values():  # every table's files are on the map
         assert f"`{table.files.split('/')[0]}" in committed, table.files
 
@@ -127,3 +129,13 @@ def test_phase_names_and_mib_are_defined_once():
     assert aggregate.PHASES is columns.PHASE_COLUMNS
     assert memory.MB == MIB == 2**20
     assert pa.types.is_timestamp(columns.CONFIGS.column("started_at").type)
+
+
+def test_the_slowest_rank_column_states_the_thresholds_the_analysis_uses():
+    """The dictionary writes gap.py's thresholds out (results sits below analysis); once they said 75 % and 5 %."""
+    from harness.analysis import gap
+
+    text = next(c.meaning for c in columns.CONFIGS.columns if c.name == "slowest_rank")
+    assert (f"from at least {gap.LATE_MIN_STEPS} measured steps, last to launch in at least "
+            f"{gap.LATE_STEPS_SHARE * 100:g} % of them, late by at least {gap.LATE_MARGIN * 100:g} % of the step "
+            f"(and {gap.LATE_FLOOR_MS:g} ms)") in text  # fmt: skip
