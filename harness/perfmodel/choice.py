@@ -268,8 +268,8 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
         picked = " or ".join(step_text(c) for c in choice.picked) or "no modelled strategy fits"
         tied = " (too close to call: under the 4 % the model can tell)" if len(choice.picked) > 1 else ""
         if choice.apart:  # the models' own errors tie them wider than 4 %
-            tied = (f" (too close to call: the step models' errors on this run's own steps leave a lead under "
-                    f"{choice.apart:.0%} unproven)")  # fmt: skip
+            tied = (f" (too close to call: a lead under {choice.apart:.0%} is within how far the step models "
+                    "missed this run's own steps)")  # fmt: skip
         # both ends said: a review summed a 644 ms left out with an 89 ms step itself and read 'may be faster' as wrong
         beside = "; ".join([*(f"{step_text(c)} may be faster: its step leaves out its own cost, "
                               f"{ms_text(c.left_out_ms)} ms more than DDP's as a CPU measured it, scaled, "
@@ -376,11 +376,8 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
         return (str(choice.world_size), "none modelled fits", "", "", "", "")
     first = choice.picked[0]
     rest = sorted((c for c in choice.others if c.fits and c.step_ms is not None), key=whole_step)  # own cost in
-    tie = (
-        f"the step models' errors on this run's own steps leave a lead under {choice.apart:.0%} unproven"
-        if choice.apart
-        else f"a lead under {agreement.SMALL_CAP_LEAD:.0%} is more than the model can tell"
-    )
+    missed = f"a lead under {choice.apart:.0%} is within how far the step models missed this run's own steps"
+    tie = missed if choice.apart else f"a lead under {agreement.SMALL_CAP_LEAD:.0%} is more than the model can tell"
     notes = [f"a tie: {tie}"] if len(choice.picked) > 1 else []
     if turns := turning_share(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms):
         notes.append(f"holds{turns} (--local-optimizer-ms, with --local-step-ms, settles it)")
@@ -391,5 +388,11 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
     unfit = sorted(c.strategy for c in (*choice.others, *choice.maybe) if not c.fits)
     notes += [f"{', '.join(unfit)} do{'es' * (len(unfit) == 1)} not fit"] if unfit else []
     return (str(choice.world_size), " or ".join(c.strategy for c in choice.picked),
-            f"{'≥' * (first.profiled_ms is not None)}{first.step_ms:.4g}", rest[0].strategy if rest else "",
+            _step_cell(choice.picked), rest[0].strategy if rest else "",
             f"+{whole_step(rest[0]) / whole_step(first) - 1:.1%}" if rest else "", "; ".join(notes))  # fmt: skip
+
+
+def _step_cell(picked: list[Candidate]) -> str:  # '≥269.2' (a full-size floor ranks it), a tie's span '269.2–351.7'
+    steps = [c.step_ms for c in picked]
+    span = f"{min(steps):.4g}–{max(steps):.4g}" if len(steps) > 1 else f"{steps[0]:.4g}"
+    return "≥" * any(c.profiled_ms is not None for c in picked) + span

@@ -220,8 +220,10 @@ def test_a_lead_smaller_than_the_step_models_own_errors_set_them_apart_is_too_cl
     assert [c.strategy for c in both.picked] == ["fsdp", "stock"]
     assert both.apart == pytest.approx(0.75 / 0.56 - 1)
     words = choice.choice_words(predictions.labelled(state), frames, 80.0, errors=errors)
-    assert "w8 fsdp 90 ms or stock 115 ms (too close to call: the step models' errors on this run's own steps leave " \
-           "a lead under 34% unproven)" in words  # fmt: skip
+    assert "w8 fsdp 90 ms or stock 115 ms (too close to call: a lead under 34% is within how far the step models " \
+           "missed this run's own steps)" in words  # fmt: skip
+    (row,) = choice.table_rows(predictions.labelled(state), frames, 80.0, errors=errors)
+    assert row[1:3] == ("fsdp or stock", "90–115")  # the tie's span, not the first's step alone
     reverse = [_frame(8, 90.0, 200.0).assign(fsdp_step_ms=110.0)]  # stock ahead, and truly further ahead
     assert [c.strategy for c in choice.choose(predictions.labelled(state), reverse, 80.0, errors)[0].picked] == [
         "stock"
