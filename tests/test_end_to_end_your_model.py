@@ -107,12 +107,16 @@ def test_predict_counts_the_model_you_will_train_from_a_smaller_one_benched(else
     assert set(rows["train_options"]) == {'{"width": 2048}'}
     page = html.unescape((folder / "page.html").read_text())  # the page to share says which model it counted
     assert "counted for <b>the model you will train</b> (width=2048)" in page and "the tiny size's" not in page
+    assert "<b>my_workload.py:MyModel[width=2048]/" in page  # its memory named as the model counted, not the run's
     # at 4× the batch, 4× the step: an own cost left out (hooks and copies, with the parameters) stays as it was
     batch = int(rows["run_batch_size"].iloc[0])
     wider = run_ddpbench("predict", "--run", "mine", "--results", "results", "--workload", "my_workload.py:MyModel",
                          "--cluster", "dgx-h100", "--nodes", "1", "--train-wopt", "width=2048", "--batch-size",
-                         str(4 * batch), "--local-step-ms", "80", "--out", "rows4.csv", cwd=folder)  # fmt: skip
+                         str(4 * batch), "--local-step-ms", "80", "--out", "rows4.csv", "--page", "page4.html",
+                         cwd=folder)  # fmt: skip
     assert wider.returncode == 0, wider.stderr[-2000:]
+    page4 = html.unescape((folder / "page4.html").read_text())  # its heading: the batch predicted, and the run's
+    assert f", batch {4 * batch} per GPU (the run measured {batch})</h2>" in page4
     own = [pd.read_csv(folder / name)["fsdp_own_left_out_ms"].iloc[0] for name in ("rows.csv", "rows4.csv")]
     # (equal where one rank's FSDP step exceeded DDP's; at this size on a busy CPU it may not: both 0, nothing shown)
     assert own[0] >= 0 and own[1] == pytest.approx(own[0], rel=1e-6, abs=1e-9)

@@ -75,8 +75,8 @@ def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None 
         return rows, f"{whose}: bench {flags.strip()} for the one you will train"
     counted = "" if full.get("activation_mb") is not None else "; its activations could not be counted there"
     other = f" (the run measured batch {measured})" if batch != measured else ""
-    if options is not None:  # --train-wopt: the model you will train, whatever the run's size
-        return scaled, (f"the model you will train ({trained_text(configs, setup, options)}): its parameters and "
+    if options is not None:  # --train-wopt: the model you will train, whatever the run's size, named as it is
+        return scaled.assign(workload=trained_name(configs, setup, options)), (f"the model you will train ({trained_text(configs, setup, options)}): its parameters and "
                         f"activations counted on the meta device at batch {batch} a rank{other}, each rank's share of "
                         f"them as the run measured it{counted}")  # fmt: skip
     if not scales:  # the run's own size (the full one, or a file of yours as written), at another batch
@@ -243,6 +243,16 @@ def trained_text(configs, setup: dict, options: dict) -> str:
     """'d_model=4096, n_heads=32': the options --train-wopt changed from the run's."""
     _, own = trained_source(configs, setup, None)
     return ", ".join(f"{key}={value}" for key, value in options.items() if own.get(key) != value) or "the run's own"
+
+
+def trained_name(configs, setup: dict, options: dict) -> str:
+    """'hf:llama[hidden_size=2048 num_hidden_layers=18 …]': the model you will train as rows name a workload (the
+    run's name would say its own options beside the trained model's memory)."""
+    import workloads
+    from harness.results.values import options_words
+
+    spec, _ = trained_source(configs, setup, options)
+    return f"{workloads.resolve(spec).name}[{options_words(options)}]" if options else workloads.resolve(spec).name
 
 
 def train_options(given, configs, setup: dict) -> dict | None:

@@ -43,8 +43,10 @@ def world_sizes(cluster: Cluster) -> list[int]:
     return [n for k in range(MAX_GPUS.bit_length()) if (n := cluster.gpus_per_node * 2**k) <= MAX_GPUS]
 
 
-def setup_label(setup: dict) -> str:
-    return f"{setup['workload']}/{setup['size']}, batch {setup['batch_size']} per GPU"
+def setup_label(setup: dict, batch_size: int | None = None) -> str:  # at --batch-size's, where predict was given one
+    other = f"{batch_size} per GPU (the run measured {setup['batch_size']})" if batch_size not in (None, setup[
+        "batch_size"]) else f"{setup['batch_size']} per GPU"  # fmt: skip
+    return f"{setup['workload']}/{setup['size']}, batch {other}"
 
 
 def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Cluster, *, caps: list[float] | None = None,
@@ -71,7 +73,7 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
         zero_own = own_for_cluster(configs, setup, calibration, run_scale=run_scale, carried=carried)
         calibrated = calibrate(profile, calibration)
         target = calibration_target(configs, setup)[0]
-        context = {"setup": setup_label(setup), "local_step_ms": calibrated.local_step_s * 1e3,
+        context = {"setup": setup_label(setup, batch_size), "local_step_ms": calibrated.local_step_s * 1e3,
                    "backward_ms": calibrated.backward_s * 1e3, "compute_scale": calibration.compute_scale,
                    "calibrated_to": target, "own_measured": ddp_own_cost_s(configs, setup) is not None,
                    "ddp_own_ms": calibration.reducer_s * 1e3, "local_step_given": local_step_ms or 0.0,
@@ -139,7 +141,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                                  f'.html">run {esc(run_id)}</a></nav>')  # fmt: skip
     inside = not rows.empty and bool((rows["calibrated_to"] == "reference").all())  # DDP's cost in the compute
     parts = [nav, f"<h1>What if run {esc(run_id)} ran on {esc(cluster.name)}?</h1>",
-             _device_banner(meta, cluster, local_step_ms, inside=inside), wm.trained_banner(trained)]  # fmt: skip
+             wm.device_banner(meta, cluster, local_step_ms, inside=inside), wm.trained_banner(trained)]  # fmt: skip
     if rows.empty:
         parts.append("<p>This run stored no gradient-ready profile (a bench run at world size 1 stores one), so "
                      "there is nothing to predict from.</p>")  # fmt: skip
@@ -167,29 +169,6 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     return page(f"What if: {run_id} on {cluster.name}", "\n".join(parts), depth=1, **inline)
 
 
-def _device_banner(meta: dict, cluster: Cluster, local_step_ms: float | None, *, inside: bool = False) -> str:
-    """`inside`: the run has no baseline step at one rank, so DDP's own cost is inside the compute scaled (and the
-    step given stands for one GPU's step with DDP), as the console says."""
-    device = meta.get("device", "?")
-    if local_step_ms:
-        own = ("DDP's own cost measured there is a CPU's and is left out" if device == "cpu" else
-               "DDP's own cost measured there is scaled with it")  # fmt: skip
-        if inside:
-            own = "the run has no baseline step at one rank, so DDP's own cost is inside the compute scaled"
-        step = "with DDP" if inside else "without DDP"
-        return (f'<p class="banner">The profile was measured on <b>{esc(device)}</b>; its compute is scaled so that '
-                f"one GPU's step {step} is <b>{local_step_ms:g} ms</b> (the step you gave, "
-                f"<code>--local-step-ms</code>): every prediction below rests on that scaling, set against "
-                f"{esc(cluster.name)}'s communication; {own}.</p>")  # fmt: skip
-    text = (f"The profile was measured on <b>{esc(device)}</b>: its forward, backward and optimizer times are "
-            f"that device's, set here against {esc(cluster.name)}'s communication.")  # fmt: skip
-    if device == "cpu":
-        text += (" A CPU computes far slower than a GPU, so communication hides behind it and the efficiency below is "
-                 "higher than it will be: <code>ddpbench predict --run RUN --cluster NAME --local-step-ms MS --page "
-                 "FILE.html</code> scales the compute to your GPU's one-GPU step and writes this page so.")  # fmt: skip
-    return f'<p class="banner">{text}</p>'
-
-
 def _answer(best: pd.DataFrame, cluster: Cluster) -> str:
     """The cap from one node to the most GPUs, in the console answer's words, and why the step at the most GPUs
     costs what it does (the same sentence `predict --cluster` ends with)."""
@@ -206,9 +185,13 @@ def _answer(best: pd.DataFrame, cluster: Cluster) -> str:
 
 def _smaller_size(row: pd.Series) -> str:
     """Where the profile is a smaller size's: the cap is of its buckets, the full size's floors are in the table."""
-    return "" if pd.isna(row.get("full_size_mb", float("nan"))) else (
-        f" <i>The cap is {wm.size_words(esc(row['size']))}: {row['grad_mb']:.4g} MiB of gradients, where the full size "
-        f"has {row['full_size_mb']:,.0f} MiB; the table's last columns give the full size's floors.</i>")  # fmt: skip
+    if pd.isna(row.get("full_size_mb", float("nan"))):
+        return ""
+    most = row["local_step_ms"] / max(row["step_ms"], row["full_size_step_floor_ms"])  # its floor: a bound on the step
+    return (f" <i>The cap and the efficiency are {wm.size_words(esc(row['size']))}: {row['grad_mb']:.4g} MiB of "
+            f"gradients, where the full size has {row['full_size_mb']:,.0f} MiB, whose floor puts the efficiency at "
+            f"{int(row['world_size'])} GPUs at {most:.3f} at most; the table's last columns give the full size's "
+            "floors.</i>")  # fmt: skip
 
 
 def _caps_by_size(best: pd.DataFrame) -> str:

@@ -1,6 +1,7 @@
 """The what-if page's memory sections: each strategy's model state per rank carried to the cluster's GPU
 counts, whether it fits one GPU there, and the choice that joins that with the predicted steps (the fastest of
-what fits), in `predict --cluster`'s words."""
+what fits), in `predict --cluster`'s words; and the banners that say what every figure rests on (the device the
+profile was measured on, the model you will train)."""
 
 from __future__ import annotations
 
@@ -156,3 +157,26 @@ def trained_banner(trained: str) -> str:
         f'<p class="banner">Memory and each step\'s floor are counted for <b>the model you will train</b> '
         f"({esc(trained)}), on the meta device; the steps, their caps and the own costs they leave out are the "
         "benched model's, as the run built it (<code>--train-wopt</code>).</p>")  # fmt: skip
+
+
+def device_banner(meta: dict, cluster: Cluster, local_step_ms: float | None, *, inside: bool = False) -> str:
+    """`inside`: the run has no baseline step at one rank, so DDP's own cost is inside the compute scaled (and the
+    step given stands for one GPU's step with DDP), as the console says."""
+    device = meta.get("device", "?")
+    if local_step_ms:
+        own = ("DDP's own cost measured there is a CPU's and is left out" if device == "cpu" else
+               "DDP's own cost measured there is scaled with it")  # fmt: skip
+        if inside:
+            own = "the run has no baseline step at one rank, so DDP's own cost is inside the compute scaled"
+        step = "with DDP" if inside else "without DDP"
+        return (f'<p class="banner">The profile was measured on <b>{esc(device)}</b>; its compute is scaled so that '
+                f"one GPU's step {step} is <b>{local_step_ms:g} ms</b> (the step you gave, "
+                f"<code>--local-step-ms</code>): every prediction below rests on that scaling, set against "
+                f"{esc(cluster.name)}'s communication; {own}.</p>")  # fmt: skip
+    text = (f"The profile was measured on <b>{esc(device)}</b>: its forward, backward and optimizer times are "
+            f"that device's, set here against {esc(cluster.name)}'s communication.")  # fmt: skip
+    if device == "cpu":
+        text += (" A CPU computes far slower than a GPU, so communication hides behind it and the efficiency below is "
+                 "higher than it will be: <code>ddpbench predict --run RUN --cluster NAME --local-step-ms MS --page "
+                 "FILE.html</code> scales the compute to your GPU's one-GPU step and writes this page so.")  # fmt: skip
+    return f'<p class="banner">{text}</p>'
