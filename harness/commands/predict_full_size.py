@@ -76,9 +76,10 @@ def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None 
     counted = "" if full.get("activation_mb") is not None else "; its activations could not be counted there"
     other = f" (the run measured batch {measured})" if batch != measured else ""
     if options is not None:  # --train-wopt: the model you will train, whatever the run's size, named as it is
-        return scaled.assign(workload=trained_name(configs, setup, options)), (f"the model you will train ({trained_text(configs, setup, options)}): its parameters and "
-                        f"activations counted on the meta device at batch {batch} a rank{other}, each rank's share of "
-                        f"them as the run measured it{counted}")  # fmt: skip
+        named = scaled.assign(workload=trained_name(configs, setup, options))
+        return named, (f"the model you will train ({trained_text(configs, setup, options)}): its parameters and "
+                       f"activations counted on the meta device at batch {batch} a rank{other}, each rank's share of "
+                       f"them as the run measured it{counted}")  # fmt: skip
     if not scales:  # the run's own size (the full one, or a file of yours as written), at another batch
         if counted:
             return rows, f"at batch {measured}, the run's: batch {batch}'s activations could not be counted"

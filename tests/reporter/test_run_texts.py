@@ -389,9 +389,9 @@ def test_the_what_if_page_carries_each_strategys_model_state_to_the_clusters_gpu
 def test_a_page_scaled_to_a_step_says_ddps_cost_is_inside_where_the_run_has_no_baseline():
     """A review found the page saying 'one GPU's step without DDP … DDP's own cost … left out' where the console
     said the step given stands for one with DDP: a run without local at one rank has DDP's cost in its compute."""
-    from reports.pages import whatif
+    from reports.pages import whatif, whatif_memory
 
-    banner = whatif._device_banner({"device": "cpu"}, types.SimpleNamespace(name="dgx-h100"), 20.0, inside=True)
+    banner = whatif_memory.device_banner({"device": "cpu"}, types.SimpleNamespace(name="dgx-h100"), 20.0, inside=True)
     assert "one GPU's step with DDP is <b>20 ms</b>" in banner and "left out" not in banner
     assert "DDP's own cost is inside the compute scaled" in banner
     row = pd.Series({"ddp_own_ms": 0.0, "compute_scale": 0.1, "calibrated_to": "reference", "local_step_ms": 20.0,
