@@ -348,9 +348,20 @@ def warn_far_moved(base, fitted: dict[str, float]) -> None:
     """A bandwidth level the fit moved FAR_MOVED times or more from the profile's value: a ring inside a DGX H100
     fitted to 24-56 GB/s (370 built in) came from a single 64 KiB row, and the page then printed it as the
     cluster's. Said per level: what few rows asked for, or logs of another cluster than the profile's."""
+    from harness.perfmodel.nccltests import FIT_BOUNDS, FIT_MIN_BYTES
+
     for field, value in fitted.items():
         own = getattr(base, field)
-        if field.endswith("_gbps") and own > 0 and not 1 / FAR_MOVED < value / own < FAR_MOVED:
+        # at an edge of the search, unpinned by the rows; a latency at the lower one is none, which NCCL's IB and
+        # RoCE plugin reports (it is what a log made with 0 fits to)
+        low = value <= FIT_BOUNDS[0] * 1.01 and not field.endswith("latency_us")
+        if low or value >= FIT_BOUNDS[1] / 1.01:
+            console.warning(f"the fit pushed {field} to {value:.4g}, the edge of its search: the rows of "
+                            f"{FIT_MIN_BYTES // 1024} KiB and more do not pin it, so it measures nothing, nor do the "
+                            f"small messages{' across nodes' * field.startswith('inter')} predicted with it; set "
+                            "it in a profile of yours (--cluster FILE.toml) from what your hardware is known to "
+                            "take")  # fmt: skip
+        elif field.endswith("_gbps") and own > 0 and not 1 / FAR_MOVED < value / own < FAR_MOVED:
             console.warning(f"the fit moved {field} from {own:g} to {value:.4g} ({value / own:.2g}×): a level moved "
                             "this far rests on the few rows it limits, or the logs are of another cluster than "
                             f"{base.name}; check those rows before planning by it")  # fmt: skip

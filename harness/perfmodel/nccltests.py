@@ -25,6 +25,7 @@ from harness.protocols import ConfigError
 
 PRIOR_WEIGHT = 0.01  # per level's log, against each row's log ratio: see `fit`
 FIT_MIN_BYTES = 64 * 1024  # below this a collective is all latency: bandwidths cannot be read from it
+FIT_BOUNDS = (0.01, 1e5)  # each fitted level's range (GB/s, µs, a scale): one at its edge was not pinned by the rows
 PROGRAMS = {"all_reduce_perf": "all_reduce", "all_gather_perf": "all_gather", "reduce_scatter_perf": "reduce_scatter"}
 GPU_PROFILES = (("H200", "dgx-h200"), ("H100", "dgx-h100"), ("A100", "dgx-a100"), ("V100", "dgx1-v100"))
 
@@ -345,7 +346,7 @@ def fit(base: Cluster, logs: Sequence[Log], *, name: str) -> Fit:
     peak = max(row.busbw_gbps for _, row in points)
     starts = [start, {f: (min(v, peak) / 2 if f.endswith("_gbps") else v) for f, v in start.items()}]
     starts += _staged_start(base, logs, name=name)
-    bounds = ([math.log(0.01)] * len(fields), [math.log(1e5)] * len(fields))
+    bounds = ([math.log(FIT_BOUNDS[0])] * len(fields), [math.log(FIT_BOUNDS[1])] * len(fields))
     solutions = [least_squares(residuals, [math.log(start[f]) for f in fields], bounds=bounds) for start in starts]
     cluster = cluster_at(min(solutions, key=lambda solution: solution.cost).x)
     errors = tuple(

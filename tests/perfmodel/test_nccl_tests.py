@@ -680,3 +680,17 @@ def test_a_repeated_node_count_is_predicted_once_and_said_so(capsys):
     out = capsys.readouterr().out
     assert "ddpbench predict: note: --nodes '1,1,2' repeats a value: each is predicted once" in out
     assert out.count("# dgx-h100: all_reduce on 1 node(s)") == 1
+
+
+def test_a_level_the_fit_pushed_to_the_edge_of_its_search_is_warned_of_but_no_latency_at_none(capsys):
+    """A bandwidth at the search's edge was pinned by no row; a network latency at its lower edge is none, as NCCL's
+    IB plugin reports and as a log made with 0 fits (a walkthrough read 0.014 µs as unphysical)."""
+    from harness.commands import predict_input
+
+    base = cluster.load("dgx-h100")
+    predict_input.warn_far_moved(base, {"inter_latency_us": 0.0100001, "inter_busbw_gbps": 150.0})
+    assert capsys.readouterr().err == ""
+    predict_input.warn_far_moved(base, {"nvls_busbw_gbps": 99999.0, "inter_latency_us": 1e5})
+    err = capsys.readouterr().err
+    assert "the fit pushed nvls_busbw_gbps to 1e+05, the edge of its search" in err
+    assert "nor do the small messages across nodes predicted with it" in err  # the latency's, at its upper edge
