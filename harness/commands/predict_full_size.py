@@ -22,6 +22,7 @@ def memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None =
     from harness.perfmodel.memory import compute_dtype
 
     rows, note = _memory_rows(run_dir, configs, setup, batch_size=batch_size, options=options)
+    note = "; ".join(part for part in (note, _dtype_note(setup, rows)) if part)
     dtypes = rows["impl_options"].map(compute_dtype) if "impl_options" in rows else []
     if not any(dtypes):
         return rows, note
@@ -48,6 +49,15 @@ def _made(spec: str, options: str, size: str):
         return workloads.resolve(spec).create(size=size, options=json.loads(options))
     except Exception:  # a workload that cannot be made at that size: nothing counted
         return None
+
+
+def _dtype_note(setup: dict, rows) -> str:
+    """Where the activations were counted in fp32 (a CPU run's default): a GPU trains in bf16 under autocast, which
+    keeps most of them in half the bytes (a walkthrough planned its H100s on fp32 activations, unwarned)."""
+    if setup.get("dtype") != "fp32" or "activation_mb" not in rows or rows["activation_mb"].isna().all():
+        return ""
+    return "activations in fp32, the run's dtype: trained in bf16 (autocast) most are kept in half the bytes; bench "\
+        "--dtype bf16 to count them so"  # fmt: skip
 
 
 def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None = None, options: dict | None = None):

@@ -379,7 +379,9 @@ def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_
     assert "[a CPU's compute: see the warning above; the tiny" in said
     # what fits is the full size's: mlp/full's 1.0 GiB of parameters and as much of gradients, SGD keeping none
     assert ("model state per rank [at the full size: its parameters and activations counted on the meta device at "
-            "batch 8 a rank, each rank's share of them as the tiny run measured it]") in said  # fmt: skip
+            "batch 8 a rank, each rank's share of them as the tiny run measured it; activations in fp32, the run's "
+            "dtype: trained in bf16 (autocast) most are kept in half the bytes; bench --dtype bf16 to count them "
+            "so]") in said  # fmt: skip
     assert "w8: naive 2 GiB, flat 2 GiB, stock 2 GiB, bucketed 2 GiB" in said
     # no collectives run beside it: the model's error on the run's own steps is missing, and said so
     assert "ddpbench predict: not checked against this run's own steps: no `ddpbench collectives` run of" in said
