@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from harness.config import flags
-from harness.config.bench import SIZE_CHOICES, ConfigError
+from harness.config.bench import OPTIMIZER_CHOICES, SIZE_CHOICES, ConfigError
 from harness.config.flags import flag_name, help_text
 
 EXIT_BAD_INPUT = 2
@@ -165,6 +165,13 @@ def add_predict_parser(commands) -> None:
     predict.add_argument("--workload", help="workload to profile (default: gpt2, or the run's)")
     predict.add_argument("--size", help=f"{'|'.join(SIZE_CHOICES)} (default: auto: small on the CPU, full on GPUs; "
                          "or the run's)")  # fmt: skip
+    predict.add_argument(
+        "--optimizer",
+        choices=OPTIMIZER_CHOICES,
+        metavar="OPTIMIZER",
+        help=f"{'|'.join(OPTIMIZER_CHOICES)}: the optimizer a profile measured now steps (default: "
+        "sgd), or with --run the run's setup of it (Adam's state is what ZeRO-1 and FSDP2 shard)",
+    )
     predict.add_argument("--batch-size", type=whole("--batch-size"), help="samples per rank (default: the workload's; "
                          "with --run, its setup at it; with --cluster and --local-step-ms, a batch the run did not "
                          "measure: memory is counted there on the meta device)")  # fmt: skip

@@ -1,9 +1,7 @@
-"""`ddpbench predict`: predicted step time per bucket cap at world sizes you cannot run.
-
-It chooses the gradient-ready profile (a run's, or measured now in this process) and the network
-(given by --busbw/--latency, or fitted from a `ddpbench collectives` run of the same machine),
-prints the predictions, and with a run checks them against the run's own bucket sweeps.
-"""
+"""`ddpbench predict`: predicted step time per bucket cap at world sizes you cannot run. It chooses the
+gradient-ready profile (a run's, or measured now in this process) and the network (given by --busbw/--latency, or
+fitted from a `ddpbench collectives` run of the same machine), prints the predictions, and with a run checks them
+against the run's own bucket sweeps."""
 
 from __future__ import annotations
 
@@ -260,8 +258,9 @@ def _measured_now(args: argparse.Namespace, given, *, device):
     # On the CPU, a rank's share of the cores at that world size, as bench gives its ranks: compute as fast as theirs.
     threads = threads_per_rank(device="cpu", max_local_ranks=world, cpu_count=available_cpus()) \
         if device.type == "cpu" else None  # fmt: skip
-    console.say(f"ddpbench predict: profiling {setup['workload']}/{setup['size']} (batch {setup['batch_size']}) "
-                f"here on {device.type} with {threads or torch.get_num_threads()} thread(s)…")  # fmt: skip
+    console.say(f"ddpbench predict: profiling {setup['workload']}/{setup['size']} (batch {setup['batch_size']}, "
+                f"{setup['optimizer']}) here on {device.type} with {threads or torch.get_num_threads()} "
+                "thread(s)…")  # fmt: skip
     rows = _measure_profile(setup, device=device, threads=threads, steps=args.profile_steps)
     profile = profile_from_rows(pd.DataFrame(rows))
     predictions.predict_profile(setup, profile, f"profile measured now on {device.type}")
@@ -393,4 +392,5 @@ def _fresh_setup(args: argparse.Namespace, device) -> dict:
         raise ConfigError(f"--size {size!r} is not valid; choose one of {', '.join(SIZE_CHOICES)}")
     size = size if size != "auto" else ("full" if device.type == "cuda" else "small")
     batch = args.batch_size or source.create(size=size, options={}).default_batch_size()
-    return {"workload": source.spec, "size": size, "batch_size": batch, "dtype": "fp32", "optimizer": "sgd"}
+    optimizer = args.optimizer or "sgd"
+    return {"workload": source.spec, "size": size, "batch_size": batch, "dtype": "fp32", "optimizer": optimizer}

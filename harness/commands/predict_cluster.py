@@ -339,7 +339,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     own_ms = calibration.reducer_s * 1e3  # DDP's own cost as the prediction adds it (scaled with any compute)
     predictions.cluster_answer(chosen, rows, backward_ms=profile.backward_s * 1e3, caveat=said, own_ms=own_ms)
     share = profile.optimizer_s / profile.local_step_s if profile.local_step_s else 0.0
-    optimizer = (setup or {}).get("optimizer") or "sgd"  # a profile measured now steps SGD (predict's setup)
+    optimizer = (setup or {}).get("optimizer") or "sgd"  # a profile measured now steps --optimizer's (sgd)
     cpu = device == "cpu" and given_optimizer_s is None  # (one given: the GPU's, not a CPU's)
     cpu_optimizer = (profile.optimizer_s * 1e3, profile.local_step_s * 1e3) if cpu else (0.0, 0.0)
 

@@ -14,9 +14,10 @@ from pathlib import Path
 from harness.commands import console
 from harness.config.bench import ConfigError
 
-SETUP_FLAGS = (("workload", "--workload"), ("size", "--size"), ("batch_size", "--batch-size"))
-"""The setup's keys predict's flags choose by (dtype and optimizer have none)."""
-BENCH_FLAGS = {"workload": "--workloads", "size": "--size", "batch_size": "--batch-size"}  # bench's flags for them
+SETUP_FLAGS = (("workload", "--workload"), ("size", "--size"), ("batch_size", "--batch-size"),
+               ("optimizer", "--optimizer"))  # fmt: skip
+"""The setup's keys predict's flags choose by (dtype has none)."""
+BENCH_FLAGS = {**dict(SETUP_FLAGS), "workload": "--workloads"}  # bench's flags for them
 
 
 def run_and_folder(args: argparse.Namespace) -> tuple[str | None, Path]:
@@ -102,7 +103,8 @@ def matching_setups(run_dir: Path, args: argparse.Namespace) -> list[dict]:
             args, "local_step_ms", None))) if not given)  # fmt: skip
         other = (f"; or give {missing} (your step at batch {args.batch_size}) to predict from this run with memory "
                  f"counted at batch {args.batch_size}" if other_batch and args.batch_size else "")  # fmt: skip
-        raise ConfigError(f"run {run_dir.name} has no measured setup matching --workload/--size/--batch-size (it "
+        raise ConfigError(f"run {run_dir.name} has no measured setup matching --workload/--size/--batch-size/"
+                          f"--optimizer (it "
                           f"has: {have}); bench the one you ask for (ddpbench bench {bench} …) and predict from "
                           f"that run{other}")  # fmt: skip
     return chosen
@@ -144,7 +146,7 @@ def _flags_choosing(setup: dict, setups: list[dict]) -> str:
             first = next(s for s in setups if all(s[key] == setup[key] for key, _ in keys))
             if first == setup:
                 return " ".join(f"{flag} {setup[key]}" for key, flag in keys)
-    return "no flag of predict (it differs in dtype or optimizer only)"
+    return "no flag of predict (it differs in dtype only)"
 
 
 def refuse_profiling_elsewhere(run_dir: Path, setup: dict, *, here: str, cluster: str | None) -> None:
@@ -352,15 +354,13 @@ def warn_far_moved(base, fitted: dict[str, float]) -> None:
 
     for field, value in fitted.items():
         own = getattr(base, field)
-        # at an edge of the search, unpinned by the rows; a latency at the lower one is none, which NCCL's IB and
-        # RoCE plugin reports (it is what a log made with 0 fits to)
+        # at an edge of the search: no row pinned it (a latency at the lower one is none, as NCCL's IB plugin has it)
         low = value <= FIT_BOUNDS[0] * 1.01 and not field.endswith("latency_us")
         if low or value >= FIT_BOUNDS[1] / 1.01:
             console.warning(f"the fit pushed {field} to {value:.4g}, the edge of its search: the rows of "
                             f"{FIT_MIN_BYTES // 1024} KiB and more do not pin it, so it measures nothing, nor do the "
                             f"small messages{' across nodes' * field.startswith('inter')} predicted with it; set "
-                            "it in a profile of yours (--cluster FILE.toml) from what your hardware is known to "
-                            "take")  # fmt: skip
+                            "it in a profile of yours (--cluster FILE.toml) from your hardware's figures")  # fmt: skip
         elif field.endswith("_gbps") and own > 0 and not 1 / FAR_MOVED < value / own < FAR_MOVED:
             console.warning(f"the fit moved {field} from {own:g} to {value:.4g} ({value / own:.2g}×): a level moved "
                             "this far rests on the few rows it limits, or the logs are of another cluster than "

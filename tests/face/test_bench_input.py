@@ -226,3 +226,14 @@ def test_several_gpu_counts_for_predict_point_to_a_clusters_nodes(capsys):
     err = capsys.readouterr().err
     assert stopped.value.code == 2 and len(err.strip().splitlines()) == 1
     assert "(GPU counts on a cluster: --cluster NAME --nodes 2,8, nodes of its GPUs each)" in err
+
+
+def test_predict_profiles_the_optimizer_asked_and_says_it(capsys):
+    """predict --workload stepped SGD alone: Adam's time, what ZeRO-1's and FSDP2's leads rest on, was not there."""
+    args = ["predict", "--workload", "mlp", "--size", "tiny", "--busbw", "9GB/s", "--gpus", "2", "--profile-steps", "2"]
+    assert cli.main([*args, "--optimizer", "adam"]) == 0
+    assert "ddpbench predict: profiling mlp/tiny (batch 8, adam) here on cpu" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as refused:
+        cli.main([*args, "--optimizer", "adamw"])
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and "--optimizer: invalid choice: 'adamw'" in err and len(err.splitlines()) == 1

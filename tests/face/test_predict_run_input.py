@@ -167,7 +167,7 @@ def test_a_setup_the_run_did_not_measure_is_refused_with_the_bench_that_would(tm
     assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--batch-size", "64",
                      "--busbw", "10GB/s"]) == 2  # fmt: skip
     said = _one_line_error(capsys)
-    assert "run cpu_run has no measured setup matching --workload/--size/--batch-size (it has: " in said
+    assert "run cpu_run has no measured setup matching --workload/--size/--batch-size/--optimizer (it has: " in said
     assert "bench the one you ask for (ddpbench bench --batch-size 64 …) and predict from that run" in said
     # or, on a cluster, the step at that batch given: memory is counted there on the meta device
     assert "; or give --cluster and --local-step-ms (your step at batch 64) to predict from this run with memory " \
