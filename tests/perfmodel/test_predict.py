@@ -501,7 +501,9 @@ def test_the_size_auto_chose_is_said_when_it_is_not_the_whole_model(capsys):
     from harness.commands import predict_input
 
     cpu = torch.device("cpu")
-    setup = predict_command._fresh_setup(argparse.Namespace(workload="gpt2", size=None, batch_size=None), cpu)
+    setup = predict_command._fresh_setup(
+        argparse.Namespace(workload="gpt2", size=None, batch_size=None, optimizer=None), cpu
+    )
     predict_input.say_auto_size(argparse.Namespace(size=None), setup, cpu)
     said = capsys.readouterr().out
     assert "--size auto profiles gpt2's small size on cpu; --size full profiles the whole model" in said
@@ -509,7 +511,9 @@ def test_the_size_auto_chose_is_said_when_it_is_not_the_whole_model(capsys):
     assert capsys.readouterr().out == ""
     # a model of the user's own file, which --size does not scale: no size to recommend (a walkthrough's finding)
     example = str(Path(__file__).resolve().parents[2] / "examples" / "my_workload.py") + ":MyModel"
-    own = predict_command._fresh_setup(argparse.Namespace(workload=example, size=None, batch_size=None), cpu)
+    own = predict_command._fresh_setup(
+        argparse.Namespace(workload=example, size=None, batch_size=None, optimizer=None), cpu
+    )
     predict_input.say_auto_size(argparse.Namespace(size=None), own, cpu)
     assert capsys.readouterr().out == ""
 
