@@ -79,6 +79,20 @@ def test_a_width_or_head_count_given_carries_the_fields_derived_from_them_as_tra
     gemma = workloads.create("hf:gemma", size="full", hidden_size=2048).config()
     assert gemma.head_dim == 256  # gemma's own width, not 3072 / 16
     assert workloads.create("hf:llama", size="small", hidden_size=512).config().head_dim == 128  # small's 4 heads
+    # a review's: a width the constructor keeps (qwen3's 128, t5's d_kv), or one set by its other name, stays
+    qwen3 = workloads.create("hf:qwen3", size="full", hidden_size=1024, num_attention_heads=16, num_key_value_heads=8)
+    assert qwen3.config().head_dim == 128  # Qwen3-0.6B
+    assert workloads.create("hf:t5", size="full", d_model=1024, num_heads=32, head_dim=128).config().d_kv == 128
+    assert workloads.create("hf:t5", size="full", num_heads=16).config().d_kv == 64
+
+
+def test_a_width_your_config_file_gives_stays_when_options_change_the_heads(tmp_path):
+    """LlamaConfig(head_dim=128, hidden_size=2048) keeps 128: so does a file of yours that says head_dim."""
+    config = tmp_path / "config.json"
+    config.write_text('{"model_type": "llama", "hidden_size": 4096, "num_attention_heads": 32, '
+                      '"num_key_value_heads": 8, "head_dim": 128}')  # fmt: skip
+    built = workloads.resolve(f"hf:{config}").create(size="full", options={"hidden_size": 2048}).config()
+    assert (built.head_dim, built.num_key_value_heads) == (128, 8)
 
 
 def test_predict_train_wopt_refuses_heads_that_do_not_divide_as_bench_does():
