@@ -1,5 +1,4 @@
-"""nccl-tests logs in and out: its text table and its JSON (`-J FILE.json`), and a cluster profile
-fitted to them.
+"""nccl-tests logs in and out: its text table and its JSON (`-J FILE.json`), and a cluster profile fitted to them.
 
 A log says the collective (`# Collective test starting: all_reduce_perf`, or the program in the
 JSON's `args`), the ranks and their hosts (`#  Rank  3 Group  0 Pid … on host-1 device …`), and one
@@ -93,8 +92,8 @@ def _from_text(text: str, path: str) -> Log:
         if match := RANK_LINE.match(line):
             hosts.append(match.group(1))
             gpu = gpu or match.group(2).strip()
-        elif line.lstrip().startswith("#"):
-            layout = _header_layout(line) or layout
+        elif line.lstrip().startswith("#"):  # a table's header sets the layout; its footer ends it
+            layout = None if TABLE_END.match(line) else _header_layout(line) or layout
         elif line.strip() and line.split()[0].isdigit():
             rows.append(_row_from_tokens(line.split(), f"--nccl-tests {path!r} line {number}", layout))
     return _log(path, program.group(1) if program else Path(path).name, hosts, gpu, rows)
@@ -108,9 +107,11 @@ class Layout:
 
     start: int  # the out-of-place time's column
     wrong: tuple[int, ...]  # every #wrong column
+    width: int  # the header's columns: a row has as many, or one more (a timestamp is a date and a time)
 
 
 TIME_COLUMNS = ("time", "cputime")
+TABLE_END = re.compile(r"#\s*(Avg bus bandwidth|Out of bounds values|Collective test)")
 
 
 def _header_layout(line: str) -> Layout | None:
@@ -118,24 +119,27 @@ def _header_layout(line: str) -> Layout | None:
     if names[:1] != ["size"] or "busbw" not in names or not any(t in names for t in TIME_COLUMNS):
         return None
     start = next(i for i, name in enumerate(names) if name in TIME_COLUMNS)
-    return Layout(start, tuple(i for i, name in enumerate(names) if name == "#wrong"))
+    return Layout(start, tuple(i for i, name in enumerate(names) if name == "#wrong"), len(names))
 
 
 def _row_from_tokens(tokens: list[str], where: str, layout: Layout | None = None) -> Row:
     """A result row: its out-of-place `time algbw busbw`, where the header's `layout` puts them (columns after
     them, a timestamp or per-iteration times, are not read); without a header (a pasted table), `size count type
-    [redop [root]]` then `time algbw busbw #wrong` out of place and, unless -z printed one, in place (nccl-tests
-    before 2.10 had no root column, older all-gather rows no redop). A row cut short or garbled (a log truncated
-    mid-row, a time that is not a number) is refused by its line: read by its last columns, it gave a time of −1
-    (the root column) or vanished without a word."""
+    [redop [root]]` then `time algbw busbw #wrong` out of place and in place (a pasted table may hold the first
+    four alone; nccl-tests before 2.10 had no root column, older all-gather rows no redop). A row cut short or
+    garbled (a log truncated mid-row, a time that is not a number), or as wide as no row under its header is, is
+    refused by its line: read by its last columns, it gave a time of −1 (the root column) or vanished unsaid."""
     start = layout.start if layout else _start_without_header(tokens)
+    if layout is not None and not layout.width <= len(tokens) <= layout.width + 1:
+        raise ConfigError(f"{where} has {len(tokens)} columns where its table's header has {layout.width}: "
+                          f"{' '.join(tokens)[:80]}; give each table with its own header")  # fmt: skip
     if len(tokens) - start < 4 or (layout is None and len(tokens) - start not in (4, 8)):
         raise ConfigError(f"{where} is not an nccl-tests result row (size count type redop root, then time algbw "
                           f"busbw #wrong once or twice): {' '.join(tokens)[:80]}")  # fmt: skip
     block = tokens[start : start + 3]
     columns = layout.wrong if layout else (start + 3, start + 7)  # out of place, in place ('N/A': -c 0)
     wrong = [tokens[i] for i in columns if i < len(tokens)]
-    if any(_count(w) > 0 for w in wrong):
+    if any(_count(w) >= 1 for w in wrong):
         raise ConfigError(f"{where}: nccl-tests counted wrong results there (#wrong {', '.join(wrong)}): the "
                           "collective did not compute right; give a log whose checks passed")  # fmt: skip
     try:
@@ -148,7 +152,8 @@ def _row_from_tokens(tokens: list[str], where: str, layout: Layout | None = None
 
 
 def _count(wrong: str) -> float:
-    """A #wrong cell: nccl-tests prints it with %g (0, 1024, 1e+06), 'N/A' where it did not check (-c 0)."""
+    """A #wrong cell: nccl-tests prints it with %g (0, 1024, 1e+06), 'N/A' where it did not check (-c 0); before
+    2.13 the column held the largest error instead, within its tolerance (1e-07): no count, so none wrong."""
     try:
         return float(wrong)
     except ValueError:
@@ -180,9 +185,12 @@ def _from_json(text: str, path: str) -> Log:
         block = result.get("out_of_place") or result.get("in_place")
         if not block:
             continue
-        if isinstance(block.get("nwrong"), (int, float)) and block["nwrong"] > 0:  # as the text's #wrong column
+        counted = [b["nwrong"] for b in (result.get("out_of_place"), result.get("in_place"))
+                   if isinstance(b, dict) and isinstance(b.get("nwrong"), (int, float))]  # fmt: skip
+        if any(n > 0 for n in counted):  # as the text's #wrong columns, out of place and in place
             raise ConfigError(f"--nccl-tests {path!r}: results[{index}]: nccl-tests counted wrong results there "
-                              f"(nwrong {block['nwrong']:g}); give a log whose checks passed")  # fmt: skip
+                              f"(nwrong {', '.join(f'{n:g}' for n in counted)}); give a log whose checks "
+                              "passed")  # fmt: skip
         time = block.get("time", block.get("cpu_time"))  # cpu_time: its -C 1 (the host's time, not the GPU's)
         try:
             rows.append(Row(int(result["size"]), float(time), float(block["alg_bw"]), float(block["bus_bw"])))
@@ -228,9 +236,8 @@ def logs_from_collectives(run: Path) -> list[Log]:
 
 
 def profile_for_gpu(gpu: str) -> str | None:
-    """The built-in profile for a log's device name (NVIDIA H100 80GB HBM3 → dgx-h100); None for a PCIe card
-    (H100 PCIe, A100-PCIE-40GB, H100 NVL): the built-ins are SXM boards on NVLink, whose algorithms (NVLS) and
-    bandwidths a PCIe node has not."""
+    """The built-in profile for a log's device name (NVIDIA H100 80GB HBM3 → dgx-h100); None for a PCIe card (H100
+    PCIe, A100-PCIE-40GB, H100 NVL): the built-ins are SXM boards on NVLink, whose NVLS a PCIe node has not."""
     return None if is_pcie_card(gpu) else next((name for model, name in GPU_PROFILES if model in gpu.upper()), None)
 
 
@@ -346,8 +353,10 @@ def fit(base: Cluster, logs: Sequence[Log], *, name: str) -> Fit:
     peak = max(row.busbw_gbps for _, row in points)
     starts = [start, {f: (min(v, peak) / 2 if f.endswith("_gbps") else v) for f, v in start.items()}]
     starts += _staged_start(base, logs, name=name)
-    bounds = ([math.log(FIT_BOUNDS[0])] * len(fields), [math.log(FIT_BOUNDS[1])] * len(fields))
-    solutions = [least_squares(residuals, [math.log(start[f]) for f in fields], bounds=bounds) for start in starts]
+    cap = {"intra_busbw_gbps": base.link_gbps or FIT_BOUNDS[1]}  # a ring no faster than its links: else refused
+    low, high = math.log(FIT_BOUNDS[0]), [math.log(cap.get(f, FIT_BOUNDS[1])) for f in fields]
+    solutions = [least_squares(residuals, [min(max(math.log(start[f]), low), high[k]) for k, f in enumerate(fields)],
+                               bounds=([low] * len(fields), high)) for start in starts]  # fmt: skip
     cluster = cluster_at(min(solutions, key=lambda solution: solution.cost).x)
     errors = tuple(
         (Path(log.path).name, row.nbytes, predicted(cluster, log, row.nbytes).busbw_gbps / row.busbw_gbps - 1)

@@ -84,8 +84,13 @@ def test_a_two_node_json_log_names_its_nodes_and_its_wrong_results_are_refused(t
     assert (log.ranks, log.nodes, log.gpu) == (16, 2, "NVIDIA H100 80GB HBM3")
     assert [r.time_us for r in log.rows] == pytest.approx([c.time_us for c in choices])
     (tmp_path / "wrong.json").write_text(nccl_tests_json(choices, nwrong=1024))
-    with pytest.raises(ConfigError, match=r"results\[23\]: nccl-tests counted wrong results there \(nwrong 1024\)"):
+    with pytest.raises(ConfigError, match=r"results\[23\]: nccl-tests counted wrong results there \(nwrong 1024, 0\)"):
         nccltests.read(tmp_path / "wrong.json")
+    in_place = json.loads(nccl_tests_json(choices))  # wrong in place alone: refused too, as the text's column is
+    in_place["results"][3]["in_place"]["nwrong"] = 7
+    (tmp_path / "in_place.json").write_text(json.dumps(in_place))
+    with pytest.raises(ConfigError, match=r"results\[3\]: nccl-tests counted wrong results there \(nwrong 0, 7\)"):
+        nccltests.read(tmp_path / "in_place.json")
 
 
 HEADERS = {
@@ -93,8 +98,8 @@ HEADERS = {
                    "algbw   busbw #wrong           timestamp", " 2025-11-20 10:14:04"),
     "per-iteration": ("#       size   count  type   redop    root     time   algbw   busbw #wrong    i_min    i_max    "
                       "i_p99    i_cv%     time   algbw   busbw #wrong    i_min    i_max    i_p99    i_cv%", ""),
-    "cputime, no root": ("#       size         count      type   redop  cputime   algbw   busbw #wrong  cputime   "
-                         "algbw   busbw #wrong", ""),
+    "cputime": ("#       size         count      type   redop    root  cputime   algbw   busbw #wrong  cputime   "
+                "algbw   busbw #wrong", ""),
 }  # fmt: skip
 
 
@@ -106,7 +111,7 @@ def test_rows_are_read_where_the_header_puts_their_columns(tmp_path, flags):
     names = header.lstrip("# ").split()
     values = {"size": "1048576", "count": "262144", "type": "float", "redop": "sum", "root": "-1", "time": "61.20",
               "cputime": "61.20", "algbw": "17.13", "busbw": "32.12", "#wrong": "0"}  # fmt: skip
-    row = " ".join(values.get(name, "7.5") for name in names) + after
+    row = " ".join(values.get(name, "7.5") for name in names if name != "timestamp") + after  # a date and a time
     lines = ["# Collective test starting: all_reduce_perf", "#", header, row]
     (tmp_path / "log.txt").write_text("\n".join(lines) + "\n")
     log = nccltests.read(tmp_path / "log.txt")
@@ -115,6 +120,22 @@ def test_rows_are_read_where_the_header_puts_their_columns(tmp_path, flags):
     (tmp_path / "wrong.txt").write_text("\n".join([*lines, wrong]) + "\n")
     with pytest.raises(ConfigError, match=r"line 5: nccl-tests counted wrong results there \(#wrong 1e\+03"):
         nccltests.read(tmp_path / "wrong.txt")
+
+
+def test_a_table_ends_at_its_footer_and_an_older_tables_error_column_is_no_count(tmp_path):
+    """A review's: a header's layout read the rows of a later pasted table without one (its in-place time taken for
+    #wrong); and before nccl-tests 2.13 the column held the largest error (1e-07), which was refused as wrong."""
+    header = HEADERS["timestamps"][0].rsplit(" ", 1)[0].rstrip()  # without the timestamp
+    new = "1048576 262144 float sum -1 61.20 17.13 32.12 0 60.10 17.45 32.71 0"
+    old = "2097152 524288 float sum 91.20 23.00 43.10 1e-07 90.10 23.28 43.63 1e-07"  # pre-2.10: no root
+    text = "\n".join(["# Collective test starting: all_reduce_perf", header, new, "# Out of bounds values : 0 OK",
+                      "# Avg bus bandwidth    : 32.4", old]) + "\n"  # fmt: skip
+    (tmp_path / "two.txt").write_text(text)
+    log = nccltests.read(tmp_path / "two.txt")
+    assert [(r.nbytes, r.time_us, r.busbw_gbps) for r in log.rows] == [(1048576, 61.20, 32.12), (2097152, 91.20, 43.10)]
+    (tmp_path / "shifted.txt").write_text("\n".join(["# Collective test starting: all_reduce_perf", header, new, old]))
+    with pytest.raises(ConfigError, match=r"line 4 has 12 columns where its table's header has 13"):
+        nccltests.read(tmp_path / "shifted.txt")
 
 
 def test_a_pcie_card_is_no_built_in_dgx_profile():
@@ -694,3 +715,15 @@ def test_a_level_the_fit_pushed_to_the_edge_of_its_search_is_warned_of_but_no_la
     err = capsys.readouterr().err
     assert "the fit pushed nvls_busbw_gbps to 1e+05, the edge of its search" in err
     assert "nor do the small messages across nodes predicted with it" in err  # the latency's, at its upper edge
+
+
+def test_a_fitted_ring_stays_within_the_profiles_links_so_the_saved_profile_loads():
+    """A review's: an H100 log (ring 370 GB/s) fitted from dgx1-v100 (links 300 GB/s) was saved at 354.8 and refused
+    when read back; the fit now keeps the ring within the links, and its error says how far that misses the log."""
+    import tomllib
+
+    h100 = dataclasses.replace(cluster.load("dgx-h100"), algorithms=("ring", "tree"))
+    log = nccltests._from_text(nccltests.write_text(a_log(h100, nodes=1)), "h100.txt")
+    fit = nccltests.fit(cluster.load("dgx1-v100"), [log], name="v100 from h100")
+    assert fit.fitted["intra_busbw_gbps"] == pytest.approx(300.0) and fit.worst > 0.10
+    assert cluster.from_mapping(tomllib.loads(cluster.to_toml(fit.cluster))).intra_busbw_gbps == pytest.approx(300.0)
