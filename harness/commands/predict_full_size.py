@@ -232,8 +232,9 @@ def floor_words(frames: list, label: str = "DDP") -> str:
     if named[floor] != named[floor]:  # NaN: not modelled
         return ""
     cap = " at the cap named" if label != "FSDP2" else ""
+    here = f"{named[step]:.4g} ms here" if label != "ZeRO-1" else f"which ranks it ({named[step]:.4g} ms here)"
     said = (f"at the full size {label}'s step is at least {named[floor]:.4g} ms at w{int(named['world_size'])}{cap}, "
-            f"{named[step]:.4g} ms here (the floors above)")  # fmt: skip
+            f"{here} (the floors above)")  # fmt: skip
     lowest = frames[-1].loc[frames[-1][floor].idxmin()] if label == "DDP" else named
     if lowest[floor] * (1 + agreement.SMALL_CAP_LEAD) < named[floor]:  # the full size's buckets favour another cap
         said += (f"; there the floors favour bucket_cap_mb {lowest['bucket_cap_mb']:g} (at least "

@@ -50,7 +50,7 @@ def with_full_size_floors(frame: pd.DataFrame, profile: Profile, params: Paramet
     DDP's (`full_size_*`: schedule.floor_with), ZeRO-1's (DDP's step as the choice ranks it, the higher of its
     prediction and its floor, with ZeRO's change for these parameters: its optimizer on the largest shard, their
     broadcasts after it, its own cost: `zero_full_size_*`; it stands in for ZeRO-1's predicted step, whose shards
-    and broadcasts are the smaller model's: choice.replaces_prediction) and FSDP2's
+    and broadcasts are the smaller model's: choice.REPLACED) and FSDP2's
     (`fsdp_full_size_*`, `fsdp_kept_full_size_step_floor_ms`: fsdp.floor_with)."""
     floors = [floor_with(profile, params, cap_mb=cap, link=link, world_size=world_size)
               for cap in frame["bucket_cap_mb"]]  # fmt: skip

@@ -56,7 +56,7 @@ STRATEGY_LINES = (("DDP", "step_ms", "full_size_step_floor_ms"),
 def strategies_vs_gpus(best: pd.DataFrame, *, cluster: str) -> go.Figure | None:
     """Each modelled strategy's predicted step against GPUs at the cap DDP's answer names (solid), and where the
     profile is a smaller size's, the floor the full size's parameters put under it (dotted): the steps the choice
-    ranks, by the higher of the two. None where only DDP's step is known."""
+    ranks, by the higher of the two (ZeRO-1 by its floor). None where only DDP's step is known."""
     best = best.sort_values("world_size")
     lines = [(name, step, floor) for name, step, floor in STRATEGY_LINES if step in best and best[step].notna().any()]
     if len(lines) < 2:

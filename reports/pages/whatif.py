@@ -271,7 +271,7 @@ def _calibration_note(row: pd.Series, meta: dict | None = None) -> str:
                   "full-size gradient is made is not measured): DDP's all-reduces one after another, the last after "
                   "backward; ZeRO-1's optimizer shard and broadcasts after DDP's; FSDP2's gathers and "
                   "reduce-scatters one at a time (docs/clusters.md). The choice ranks each strategy by its floor "
-                  "where that is above its step.")  # fmt: skip
+                  "where that is above its step, and ZeRO-1 by its floor wherever it has one.")  # fmt: skip
     size = wm.size_words(esc(row["size"])) if sized else "the model's as the run built it (--size scales no file)"
     return (f"<p>The profile is {size}: {row['grad_mb']:.4g} MiB of gradients in "
             f"{int(row['grad_tensors'])} tensors, which every prediction below buckets and all-reduces.{other} "
