@@ -107,6 +107,14 @@ def option_left_at(impl: str, name: str, options: Any) -> Any:
     return options_of(options).get(name, declared_options[name].default)
 
 
+def beyond_defaults(impl: str, options: Any) -> dict:
+    """The options a row asked that are not its strategy's defaults: what makes its step another than the
+    strategy's own (a sweep of gradient_as_bucket_view=false,true asks DDP as it ships with the first)."""
+    given = options_of(options)
+    declared = impls.entry(impl).options() if impl in impls.names() else {}
+    return {name: value for name, value in given.items() if name not in declared or declared[name].default != value}
+
+
 def reference_name() -> str:
     """The reference strategy's name, for text where no row of it is at hand."""
     return impls.reference_name()

@@ -16,7 +16,7 @@ import pandas as pd
 
 from harness.analysis import agreement, roles
 from harness.perfmodel.memory import need_mb, unrecorded
-from harness.results.values import ms_text, options_of
+from harness.results.values import ms_text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,12 +39,11 @@ class Choice:
     apart: float = 0.0  # where the picks are tied by more than SMALL_CAP_LEAD: how far the model's own errors set them
 
 
-def _plain(state: pd.DataFrame) -> pd.Series:  # no option the step models leave out (the cap is out already)
-    return state["impl_options"].map(lambda text: not options_of(text))
-
-
-def _bucket_view(state: pd.DataFrame) -> pd.Series:  # parameters_as_bucket_view alone: one broadcast a rank
-    return state["impl_options"].map(lambda text: options_of(text) == {"parameters_as_bucket_view": True})
+def _asked(state: pd.DataFrame, options: dict) -> pd.Series:
+    """Per row, whether it asked `options` and nothing else beyond its strategy's defaults (the cap is out already):
+    {} for the step models' own; a sweep's gradient_as_bucket_view=false is DDP as it ships."""
+    asked = [roles.beyond_defaults(i, t) == options for i, t in zip(state["impl"], state["impl_options"], strict=True)]
+    return pd.Series(asked, index=state.index)
 
 
 STEP_COLUMNS = {"reference": "step_ms", "optimizer_shard": "zero_step_ms", "optimizer_shard_broadcast":
@@ -69,16 +68,16 @@ def modelled_step(state: pd.DataFrame, named: pd.Series, columns: dict[str, str]
         return float(named.get(columns[key], np.nan))
 
     step = pd.Series(float("nan"), index=state.index)
-    plain = _plain(state).to_numpy()
+    plain = _asked(state, {}).to_numpy()  # no option the step models leave out
     step[roles.is_reference(state).to_numpy() & plain] = value("reference")
     zero_one = roles.sharded_optimizer_over_allreduce(state).to_numpy()
     step[zero_one & plain] = value("optimizer_shard")
-    step[zero_one & _bucket_view(state).to_numpy()] = (
+    step[zero_one & _asked(state, {"parameters_as_bucket_view": True}).to_numpy()] = (  # one broadcast a rank
         value("optimizer_shard") - value("optimizer_shard_broadcast") + value("optimizer_shard_packed")
     )
     sharded = roles.shards_parameters(state).to_numpy()
     step[sharded & plain] = value("parameter_shard")
-    kept = state["impl_options"].map(lambda text: options_of(text) == {"reshard_after_forward": False})
+    kept = _asked(state, {"reshard_after_forward": False})
     step[sharded & kept.to_numpy()] = value("parameter_shard_kept")
     return step
 

@@ -36,11 +36,12 @@ def profile_for(profiles: pd.DataFrame, setup: dict) -> Profile | None:
     return profile_from_rows(rows) if not rows.empty else None
 
 
-def _ddp_defaults_but_cap(options_json: str) -> bool:
-    """The model simulates DDP's reducer with its defaults; a sweep with a comm hook or other knob is not modelled."""
-    options = options_of(options_json)
-    options.pop("bucket_cap_mb", None)
-    return not options
+def _ddp_defaults_but_cap(rows: pd.DataFrame) -> pd.Series:
+    """The model simulates DDP's reducer with its defaults (given or not); a comm hook or other knob is not
+    modelled."""
+    asked = [set(roles.beyond_defaults(impl, text)) - {"bucket_cap_mb"} for impl, text in
+             zip(rows["impl"], rows["impl_options"], strict=True)]  # fmt: skip
+    return pd.Series([not a for a in asked], index=rows.index, dtype=bool)
 
 
 def of_setup(frame: pd.DataFrame, setup: dict) -> pd.DataFrame:
@@ -74,17 +75,16 @@ def role_medians_ms(configs: pd.DataFrame, setup: dict, *, world: int, role: str
     rows = setup_rows(configs, setup)
     rows = rows[roles.flag(rows, role) & (rows["world_size"] == world)]
     if role == "reference" and not rows.empty:
-        rows = rows[rows["impl_options"].map(_ddp_defaults_but_cap)]
+        rows = rows[_ddp_defaults_but_cap(rows)]
     return rows["step_ms_median"]
 
 
 def plain_medians_at_one_rank_ms(configs: pd.DataFrame, setup: dict, which, *, but=frozenset()) -> pd.Series:
     """The repeats' median steps (ms) at one rank of the strategy whose rows `which` (a roles predicate) selects,
     with no option set (`but` these)."""
-    from harness.results.values import options_of
-
     rows = setup_rows(configs, setup)
-    plain = rows["impl_options"].map(lambda text: set(options_of(text)) <= set(but))
+    asked = [roles.beyond_defaults(i, t) for i, t in zip(rows["impl"], rows["impl_options"], strict=True)]
+    plain = pd.Series([set(a) <= set(but) for a in asked], index=rows.index, dtype=bool)
     return rows.loc[which(rows) & (rows["world_size"] == 1) & plain, "step_ms_median"]
 
 
@@ -193,7 +193,7 @@ def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Ne
     raw (the profile as measured), raw with the collectives run's contention (independent of the run's
     rows), calibrated (see Calibration), and calibrated with contention."""
     configs = configs.fillna(SETUP_DEFAULTS)
-    configs = configs[(configs["status"] == "ok") & configs["impl_options"].map(_ddp_defaults_but_cap)]
+    configs = configs[(configs["status"] == "ok") & _ddp_defaults_but_cap(configs)]
     configs = configs.assign(bucket_cap_mb=swept_cap(configs))  # 0.05 as given, not DDP's whole bytes
     sweeps = configs[roles.is_reference(configs) & configs["impl_options"].map(cap_given)
                      & configs["bucket_cap_mb"].notna() & (configs["world_size"] > 1)]  # fmt: skip

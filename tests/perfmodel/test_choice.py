@@ -281,3 +281,16 @@ def test_the_answer_ends_as_a_table_of_the_pick_the_next_and_what_it_rests_on(ca
     assert [cell.strip() for cell in header.split("  ") if cell][
         2
     ] == "step ms (a CPU's compute, the cluster's network)"
+
+
+def test_options_given_at_their_defaults_are_the_strategys_own_step():
+    """A walkthrough swept gradient_as_bucket_view=false,true and static_graph=false,true: DDP as it ships, asked
+    by name, read 'none modelled fits' beside 'fits (11.3 GiB a rank)'. Options at their defaults are the step
+    models' own; any other stays untimed."""
+    shipped = _state([("stock", 8, 20.0)], '{"gradient_as_bucket_view": false, "static_graph": false}')
+    viewed = _state([("stock", 8, 19.0)], '{"gradient_as_bucket_view": true, "static_graph": false}')
+    state = predictions.labelled(pd.concat([shipped, viewed], ignore_index=True))
+    (w8,) = choice.choose(state, [_frame(8, 100.0, 104.0)], 80.0)
+    assert [(c.strategy, c.step_ms) for c in w8.picked] == [(state["strategy"].iloc[0], 100.0)]
+    said = choice.choice_words(state, [_frame(8, 100.0, 104.0)], 80.0)
+    assert "stock gradient_as_bucket_view=True static_graph=False fits too, with no step model" in said
