@@ -293,14 +293,27 @@ def _compute_in(model: nn.Module, dtype: torch.dtype) -> None:
                                     with_kwargs=True)  # fmt: skip
 
 
+def _fake_built(workload: Workload, counting) -> nn.Module:
+    """The model as a CPU's fake tensors: built in the fake mode, or where its initialisation reads a value (a
+    truncated normal's bounds: torchvision's convnext and vit), built on the meta device and given fake storage."""
+    from torch._subclasses.fake_tensor import DataDependentOutputException
+
+    try:
+        with counting:
+            return build_model(workload, seed=SEED, device=torch.device("cpu"))
+    except DataDependentOutputException:
+        model = build_model(workload, seed=SEED, device=torch.device("meta"))
+        with counting:
+            return model.to_empty(device="cpu")  # the sizes and dtypes alone: no value of them is read
+
+
 def _saved_bytes(
     workload: Workload, *, batch_size: int, device: torch.device, dtype: str, compute_dtype: torch.dtype | None = None
 ) -> dict[str, int]:
     made_on = torch.device("cpu") if device.type == "meta" else device  # no generator on the meta device
     fake = device.type == "meta" and dtype != "fp32"  # autocast has no meta device: a CPU's fake tensors have it
     counting = _fake_cpu() if fake else contextlib.nullcontext()  # (fake: sizes alone, no memory, as on meta)
-    with counting:
-        model = build_model(workload, seed=SEED, device=made_on if fake else device)
+    model = _fake_built(workload, counting) if fake else build_model(workload, seed=SEED, device=device)
     if compute_dtype is not None:
         _compute_in(model, compute_dtype)
     generator = torch.Generator(device=made_on)
