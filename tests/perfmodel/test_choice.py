@@ -294,3 +294,11 @@ def test_options_given_at_their_defaults_are_the_strategys_own_step():
     assert [(c.strategy, c.step_ms) for c in w8.picked] == [(state["strategy"].iloc[0], 100.0)]
     said = choice.choice_words(state, [_frame(8, 100.0, 104.0)], 80.0)
     assert "stock gradient_as_bucket_view=True static_graph=False fits too, with no step model" in said
+
+
+def test_no_choice_for_want_of_counted_activations_is_said(capsys):
+    """A walkthrough's bf16 run had no activations counted, and the choice and its table were dropped unsaid."""
+    uncounted = _state([("stock", 8, 20.0)]).assign(activation_mb=float("nan"))
+    cluster = types.SimpleNamespace(name="dgx-a100", gpu_memory_gib=80.0)
+    predictions.strategy_choice(uncounted, cluster, frames=[_frame(8, 100.0, 104.0)])
+    assert "no choice of strategy on dgx-a100: the activations were not counted" in capsys.readouterr().err
