@@ -139,11 +139,10 @@ def _without_baseline(samples: pd.DataFrame) -> pd.DataFrame:
 
 
 def _check_unambiguous(samples: pd.DataFrame, keys: list[str], run_id: str) -> None:
-    strategies = samples.groupby(keys, dropna=False)["impl"].nunique()
-    if (strategies > 1).any():
-        raise ConfigError(
-            f"run {run_id!r} has several strategies per setup; --across-strategies compares runs of one strategy each"
-        )
+    settings = samples["impl"] + " " + samples["impl_options"].fillna("")  # a walkthrough's 4 option settings pooled
+    if (samples.assign(setting=settings).groupby(keys, dropna=False)["setting"].nunique() > 1).any():
+        raise ConfigError(f"run {run_id!r} has several strategies or option settings per setup; --across-strategies "
+                          "compares runs of one strategy at one setting each")  # fmt: skip
 
 
 def _strategy_label(base: pd.DataFrame, new: pd.DataFrame) -> str:

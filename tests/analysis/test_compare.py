@@ -318,3 +318,17 @@ def test_a_configuration_with_a_null_number_among_its_keys_is_still_judged(tmp_p
     synthetic_run(tmp_path / "r", "b", mean_ms=130, seed=2, settings={"nnodes": None})
     code, out = run_compare(capsys, tmp_path / "r", "a", "b")
     assert code == 1 and "1 configuration(s) matched, 1 significantly slower" in out.out
+
+
+def test_across_strategies_refuses_a_run_of_several_option_settings_rather_than_pool_them(tmp_path, capsys):
+    """A walkthrough compared a run of four DDP option settings against another across strategies: the four were
+    pooled as one base ('base_repeats: 8'), and the verdict was theirs together."""
+    synthetic_run(tmp_path / "r", "knobs", mean_ms=100, seed=1, repeats=2)
+    steps = [{"run_id": "knobs", "config_id": "s0", "rank": r, "step": s, "warmup": False, "step_ms": 90.0 + s % 3}
+             for r in range(2) for s in range(40)]  # fmt: skip
+    row = {"run_id": "knobs", "config_id": "s0", **KEYS, "impl": "stock", "impl_options": '{"static_graph": true}',
+           "repeat": 0, "world_size": 2}  # fmt: skip
+    store.write_configuration(tmp_path / "r" / "knobs", "s0", row, steps)
+    synthetic_run(tmp_path / "r", "naive", mean_ms=100, seed=2, impl="naive")
+    code, out = run_compare(capsys, tmp_path / "r", "knobs", "naive", "--across-strategies")
+    assert code == 2 and "run 'knobs' has several strategies or option settings per setup" in out.err
