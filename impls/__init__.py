@@ -6,6 +6,7 @@ strategy = impls.create("stock", bucket_cap_mb=25)
 impls.reference_name()                         # 'stock': the strategy the others are measured against
 impls.baseline_name()                          # 'local': the one that communicates nothing
 impls.roles("fsdp")                            # what a strategy is, as its class declares it (ROLES)
+impls.beyond_defaults("stock", {"static_graph": False, "bucket_cap_mb": 5})   # {'bucket_cap_mb': 5}
 """
 
 from harness.protocols import Registry, Strategy, roles_of, strategy_contract_gaps
@@ -30,3 +31,11 @@ def baseline_name() -> str:
 def roles(name: str) -> dict[str, bool | str]:
     """Strategy `name`'s roles (harness.protocols.ROLES), as its class declares them."""
     return roles_of(entry(name).cls)
+
+
+def beyond_defaults(name: str, options: dict) -> dict:
+    """The options asked that are not strategy `name`'s declared defaults (all of them for a strategy not
+    registered): what makes its step another than the strategy's own. gradient_as_bucket_view=False, asked by a
+    sweep of it, is DDP as it ships."""
+    declared = entry(name).options() if name in names() else {}
+    return {key: value for key, value in options.items() if key not in declared or declared[key].default != value}

@@ -7,8 +7,9 @@ A run exists for two kinds of verdict, at every world size that communicates:
   bucket_cap_mb=…' or 'flat', open while it is 'too few repeats to tell';
 - **a strategy against the reference** (DDP as torch ships it), when the run has both: each other
   communicating strategy's ratio to it (stats.verdict): decided once 'slower', 'faster' or 'no
-  significant change', open while 'too few repeats to tell'. A variant of the reference itself (stock at
-  another cap) is the cap verdict's business; the baseline communicates nothing and is no choice.
+  significant change', open while 'too few repeats to tell'. The reference at another cap is the cap
+  verdict's business; at another option (static_graph=true, a comm hook) it is a rival like any strategy,
+  against the reference as asked at its defaults; the baseline communicates nothing and is no choice.
 
 **The stopping rule** (docs/statistics.md): the evidence is looked at after 2, 3, 4, 5, 6, 8, 10, 13,
 16, 20, … repeats (`looks`: every repeat at first, where large effects are decided, then about a
@@ -206,8 +207,8 @@ def _strategy_verdicts(ok: pd.DataFrame, confidence: float, max_repeats: int | N
         base = setup[setup["impl_options"] == reference[1]]
         base = base[base["impl"] == reference[0]]
         for (impl, options), other in setup.groupby(["impl", "impl_options"], dropna=False):
-            if impl == reference[0]:
-                continue  # the reference at another cap: the cap verdict decides it
+            if impl == reference[0] and not set(roles.beyond_defaults(impl, options)) - {"bucket_cap_mb"}:
+                continue  # the reference at another cap: the cap verdict decides it; another option is a rival
             judged = stats.verdict(list(base["step_ms_median"]), list(other["step_ms_median"]),
                                    threshold=stats.DEFAULT_THRESHOLD, confidence=confidence)  # fmt: skip
             word = _ratio_words(judged)
@@ -230,7 +231,7 @@ def _strategy_verdicts(ok: pd.DataFrame, confidence: float, max_repeats: int | N
 def _reference(setup: pd.DataFrame) -> tuple[str, str] | None:
     """(impl, impl_options) of the setup's reference rows: DDP as shipped, else its 25 MiB stand-in."""
     reference = setup[setup["reference"].astype(bool)]
-    ranked = {(roles.reference_stand_in(options_of(o)), o, impl) for impl, o in
+    ranked = {(roles.reference_stand_in(options_of(o), impl), o, impl) for impl, o in
               zip(reference["impl"], reference["impl_options"], strict=True)}  # fmt: skip
     ranked = sorted(r for r in ranked if r[0] is not None)
     return (ranked[0][2], ranked[0][1]) if ranked else None

@@ -85,10 +85,12 @@ def shards_parameters(frame: pd.DataFrame) -> pd.Series:
     return with_roles(frame)["gradient_traffic"] == "sharded"
 
 
-def reference_stand_in(options: dict) -> int | None:
+def reference_stand_in(options: dict, impl: str | None = None) -> int | None:
     """How a reference row's options stand for DDP as torch ships it: 0 with no option (the reference
     itself), 1 with an explicit 25 MiB cap and nothing else (a stand-in: since torch 2.9 an explicit cap
-    caps the first bucket too), None for any other options (not the reference)."""
+    caps the first bucket too), None for any other options (not the reference). With `impl`, options asked at
+    its defaults count as none (a sweep of gradient_as_bucket_view=false,true asks DDP as it ships)."""
+    options = impls.beyond_defaults(impl, options) if impl else options
     if not options:
         return 0
     if set(options) == {"bucket_cap_mb"} and float(options["bucket_cap_mb"]) == DDP_DEFAULT_CAP_MB:
@@ -108,11 +110,8 @@ def option_left_at(impl: str, name: str, options: Any) -> Any:
 
 
 def beyond_defaults(impl: str, options: Any) -> dict:
-    """The options a row asked that are not its strategy's defaults: what makes its step another than the
-    strategy's own (a sweep of gradient_as_bucket_view=false,true asks DDP as it ships with the first)."""
-    given = options_of(options)
-    declared = impls.entry(impl).options() if impl in impls.names() else {}
-    return {name: value for name, value in given.items() if name not in declared or declared[name].default != value}
+    """impls.beyond_defaults of a row's options (its JSON, or a mapping)."""
+    return impls.beyond_defaults(impl, options_of(options))
 
 
 def reference_name() -> str:

@@ -290,7 +290,8 @@ def _strategy_refuses(name: str, opts: dict, *, device: str, world: int) -> str 
 
 def decides_anything(names: list[str], grids: dict[str, list[dict]], worlds) -> bool:
     """Whether the run has a verdict to decide (harness.analysis.decide): a world size that communicates, and
-    a strategy swept over bucket caps or a strategy to hold against the reference."""
+    a strategy swept over bucket caps or a strategy to hold against the reference (the reference at another
+    option than the cap is one, where it also runs at its defaults)."""
     import impls as impl_registry
 
     if not any(world > 1 for world in worlds):  # every node's ranks
@@ -298,7 +299,11 @@ def decides_anything(names: list[str], grids: dict[str, list[dict]], worlds) -> 
     swept = any(len({opts.get("bucket_cap_mb") for opts in grids[name]}) > 1 for name in names)
     chosen = [impl_registry.roles(name) for name in names]
     rivals = [r for r in chosen if not r["baseline"] and not r["reference"]]
-    return swept or (any(r["reference"] for r in chosen) and bool(rivals))
+    reference = next((name for name in names if impl_registry.roles(name)["reference"]), None)
+    asked = [
+        set(impl_registry.beyond_defaults(reference, opts)) - {"bucket_cap_mb"} for opts in grids.get(reference, [])
+    ]
+    return swept or (reference is not None and (bool(rivals) or (any(asked) and not all(asked))))
 
 
 def initial_repeats(config: BenchConfig, decides: bool) -> int:

@@ -153,7 +153,7 @@ def reference_row(group: pd.DataFrame) -> pd.Series | None:
     one, the reference at an explicit 25 MiB cap and nothing else stands in, named for what it is
     (reference_name): since torch 2.9 an explicit cap caps the first bucket too, so it is not DDP's default."""
     stock = group[group["reference"].astype(bool)]
-    ranked_rows = [(roles.reference_stand_in(row["options"]), i) for i, row in stock.iterrows()]
+    ranked_rows = [(roles.reference_stand_in(row["options"], row["impl"]), i) for i, row in stock.iterrows()]
     ranked_rows = sorted((rank, i) for rank, i in ranked_rows if rank is not None)
     return stock.loc[ranked_rows[0][1]] if ranked_rows else None
 
@@ -162,8 +162,8 @@ def reference_name(reference: pd.Series | None) -> str:
     """'stock' for DDP as shipped; 'stock bucket_cap_mb=25 (first bucket 25 MiB)' for the stand-in."""
     if reference is None:
         return roles.reference_name()
-    if not reference["options"]:
-        return reference["impl"]
+    if not roles.beyond_defaults(reference["impl"], reference["options"]):
+        return reference["strategy"]  # 'stock', or the options a sweep asked at their defaults
     first = reference.get("first_bucket_cap_mb")
     first_bucket = "first bucket not recorded" if first is None else f"first bucket {float(first):g} MiB"
     return f"{reference['strategy']} ({first_bucket})"

@@ -255,3 +255,18 @@ def test_a_faster_strategy_reads_as_the_run_page_reads_it():
     judged = {"verdict": stats.FASTER, "ratio": 0.55}
     assert decide._ratio_words(judged) == "faster (1.82× faster: 0.55× the reference's step)"
     assert decide._ratio_words({"verdict": stats.SLOWER, "ratio": 1.3}) == "slower (1.30× the reference's step)"
+
+
+def test_the_reference_at_another_option_is_held_against_it_as_asked_at_its_defaults():
+    """A walkthrough swept static_graph=false,true to ask whether DDP's defaults matter: every stock row had an
+    option, so none was the reference and no verdict was made. static_graph=False is DDP as it ships."""
+    shipped, shipped_steps = rows({25.0: 100.0}, repeats=3)
+    graph, graph_steps = rows({25.0: 140.0}, repeats=3)
+    graph["config_id"], graph_steps["config_id"] = "g" + graph["config_id"], "g" + graph_steps["config_id"]
+    shipped["impl_options"] = '{"bucket_cap_mb": 25.0, "static_graph": false}'
+    graph["impl_options"] = '{"bucket_cap_mb": 25.0, "static_graph": true}'
+    found = decide.verdicts(pd.concat([shipped, graph]), pd.concat([shipped_steps, graph_steps]), confidence=CONFIDENCE)
+    (verdict,) = found
+    assert verdict.kind == decide.STRATEGY and verdict.decided and verdict.word.startswith("slower (1.4")
+    assert verdict.subject == ("w2 gpt2/tiny stock bucket_cap_mb=25 static_graph=True vs stock bucket_cap_mb=25 "
+                               "static_graph=False")  # fmt: skip

@@ -8,7 +8,7 @@ import torch
 from harness import cli
 from harness.commands import arguments
 from harness.config.bench import BenchConfig, ConfigError, rank_ladder
-from harness.config.grid import expand
+from harness.config.grid import decides_anything, expand
 
 
 def run_cli(capsys, *args: str) -> tuple[int, str, str]:
@@ -241,3 +241,12 @@ def test_every_bench_setting_but_the_command_line_is_a_flag():
     dests = {action.dest for action in bench._actions}
     assert flagged <= dests
     assert "measured steps per configuration (default: 20)" in " ".join(bench.format_help().split())
+
+
+def test_a_sweep_of_ddps_options_beside_its_defaults_has_verdicts_to_decide():
+    """static_graph=false,true asks whether DDP's default matters: --repeats auto repeats it; true alone, with no
+    step at the default to hold it against, decides nothing."""
+    both = {"stock": [{"static_graph": False}, {"static_graph": True}], "local": [{}]}
+    assert decides_anything(["local", "stock"], both, [1, 2])
+    assert not decides_anything(["local", "stock"], {"stock": [{"static_graph": True}], "local": [{}]}, [1, 2])
+    assert not decides_anything(["local", "stock"], both, [1])  # one rank communicates nothing
