@@ -1,7 +1,5 @@
 """Which strategy to book on a cluster: per GPU count, the fastest predicted step among the strategies whose
-memory fits.
-
-It joins the two halves `predict --cluster` answers apart: the step (DDP's schedule, ZeRO-1's and FSDP2's,
+memory fits. It joins the two halves `predict --cluster` answers apart: the step (DDP's schedule, ZeRO-1's and FSDP2's,
 harness.perfmodel.schedule, .zero and .fsdp, at the cap DDP's answer names) and the memory
 (harness.perfmodel.memory: a rank's need at its step's peak, `need_mb`, against the profile's GPU
 memory). A strategy without a step model is named where it fits: its time needs a run.
@@ -298,10 +296,10 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
             f"{'; '.join(parts)}{rest}")  # fmt: skip
 
 
+# The sharded steps a cluster frame holds (their label, step and optimizer part), and the own cost each leaves out
+# where a CPU measured it and the step is a GPU's (`left_out_ms`)
 SHARDED_STEPS = (("ZeRO-1", "zero_step_ms", "zero_optimizer_ms"), ("FSDP2", "fsdp_step_ms", "fsdp_optimizer_ms"))
-"""The sharded steps a cluster frame holds: their label, their step and the optimizer's part of it."""
 LEFT_OUT = {"ZeRO-1": "zero_own_left_out_ms", "FSDP2": "fsdp_own_left_out_ms"}
-"""The own cost each sharded step leaves out where a CPU measured it and the step is a GPU's (`left_out_ms`)."""
 
 
 def optimizer_break_even(frame: pd.DataFrame, *, optimizer_ms: float, step_ms: float,
@@ -340,8 +338,7 @@ whatever the size; ZeRO-1's largest shard is the full size's partition's in its 
 
 
 def _raised(named: pd.Series, step: str, shard: str | None = None) -> tuple[float, float | None]:
-    """A frame row's step and its optimizer's part, or its full-size floor's where that is higher, or ZeRO-1's floor
-    wherever it has one (as `choose`)."""
+    """A frame row's step and its optimizer's part, or its full-size floor's (where higher; ZeRO-1's: as `choose`)."""
     floor_column = {v: FLOOR_COLUMNS[k] for k, v in STEP_COLUMNS.items()}[step]
     floor = named.get(floor_column, np.nan)
     if not pd.isna(floor) and (floor > named[step] or step == STEP_COLUMNS["optimizer_shard"]):
@@ -352,7 +349,7 @@ def _raised(named: pd.Series, step: str, shard: str | None = None) -> tuple[floa
 def table_header(cpu_steps: bool = False) -> tuple[str, ...]:
     """The choice's table's header (`table_rows`): its steps a CPU's compute where no GPU step scaled them."""
     return ("GPUs", "book", "step ms (a CPU's compute, the cluster's network)" if cpu_steps else "step ms",
-            "next that fits", "behind", "the pick rests on")  # fmt: skip
+            "next that fits", "behind", "GPU-h per 1M samples", "the pick rests on")  # fmt: skip
 
 
 def table_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float, *, optimizer_ms: float = 0.0,
@@ -365,14 +362,16 @@ def table_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
     choices = choose(state, frames, capacity_gib, errors)
     without = {c.world_size: c for c in choose(state, without_optimizer(frames, optimizer_ms), capacity_gib, errors)
                } if optimizer_ms and choices else {}  # fmt: skip
-    cells = [_cells(c, without.get(c.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms) for c in choices]
-    return [(*row[:5], batch_words(state[state["world_size"] == c.world_size], capacity_gib)) if not c.picked
+    batch = dict(zip(state["world_size"], state["batch_size"], strict=True)) if "batch_size" in state else {}
+    cells = [_cells(c, without.get(c.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms,
+                    batch=batch.get(c.world_size)) for c in choices]  # fmt: skip
+    return [(*row[:6], batch_words(state[state["world_size"] == c.world_size], capacity_gib)) if not c.picked
             else row for row, c in zip(cells, choices, strict=True)]  # fmt: skip
 
 
-def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float) -> tuple:
+def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float, batch=None) -> tuple:
     if not choice.picked:
-        return (str(choice.world_size), "none modelled fits", "", "", "", "")
+        return (str(choice.world_size), "none modelled fits", "", "", "", "", "")
     first = choice.picked[0]
     rest = sorted((c for c in choice.others if c.fits and c.step_ms is not None), key=whole_step)  # own cost in
     missed = f"a lead under {choice.apart:.0%} is within how far the step models missed this run's own steps"
@@ -388,10 +387,13 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
     notes += [f"{', '.join(unfit)} do{'es' * (len(unfit) == 1)} not fit"] if unfit else []
     return (str(choice.world_size), " or ".join(c.strategy for c in choice.picked),
             _step_cell(choice.picked), rest[0].strategy if rest else "",
-            f"+{whole_step(rest[0]) / whole_step(first) - 1:.1%}" if rest else "", "; ".join(notes))  # fmt: skip
+            f"+{whole_step(rest[0]) / whole_step(first) - 1:.1%}" if rest else "",
+            _step_cell(choice.picked, 1e3 / 3600 / batch, ".3g") if batch else "", "; ".join(notes))  # fmt: skip
 
 
-def _step_cell(picked: list[Candidate]) -> str:  # '≥269.2' (a full-size floor ranks it), a tie's span '269.2–351.7'
-    steps = [c.step_ms for c in picked]
-    span = f"{min(steps):.4g}–{max(steps):.4g}" if len(steps) > 1 else f"{steps[0]:.4g}"
+def _step_cell(picked: list[Candidate], scale: float = 1.0, digits: str = ".4g") -> str:
+    """'≥269.2' (a full-size floor ranks it), a tie's span '269.2–351.7'; each step × `scale` (GPU-hours a million
+    samples take: step s × 10⁶ / the batch a rank / 3,600 s, the GPUs' count cancelling out)."""
+    steps = [c.step_ms * scale for c in picked]
+    span = f"{min(steps):{digits}}–{max(steps):{digits}}" if len(steps) > 1 else f"{steps[0]:{digits}}"
     return "≥" * any(c.profiled_ms is not None for c in picked) + span

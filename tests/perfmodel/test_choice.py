@@ -256,6 +256,7 @@ def test_the_answer_ends_as_a_table_of_the_pick_the_next_and_what_it_rests_on(ca
     next that fits and how far behind, and what the pick rests on end it, one row each, in sight (the numbers of the
     turning-share test above, with stock too large at w8 and fsdp's step, its own cost left out, at w64)."""
     state = _state([("stock", 8, 90.0), ("zero", 8, 10.0), ("stock", 64, 20.0), ("zero", 64, 10.0), ("fsdp", 64, 5.0)])
+    state = state.assign(batch_size=32)  # a rank's: with the step, the GPU-hours a million samples take
     frames = [
         _frame(8, 100.0, 75.0).assign(zero_optimizer_ms=7.5),
         _frame(64, 100.0, 95.0).assign(zero_optimizer_ms=7.5, fsdp_step_ms=90.0, fsdp_own_left_out_ms=12.0),
@@ -267,9 +268,11 @@ def test_the_answer_ends_as_a_table_of_the_pick_the_next_and_what_it_rests_on(ca
     assert lines[1].startswith("ddpbench predict: the answer on dgx-h100, the fastest step of what fits 80 GiB a GPU")
     header, w8, w64 = lines[2:5]
     assert [cell.strip() for cell in header.split("  ") if cell] == ["GPUs", "book", "step ms", "next that fits",
-                                                                     "behind", "the pick rests on"]  # fmt: skip
-    assert w8.split() == ["8", "zero", "75", "stock", "does", "not", "fit"]  # no runner-up: none else fits
-    assert w64.split()[:5] == ["64", "zero", "95", "stock", "+5.3%"]
+                                                                     "behind", "GPU-h per 1M samples",
+                                                                     "the pick rests on"]  # fmt: skip
+    # 75 ms a step of 32 samples a GPU: 0.075 s × 10⁶ / 32 / 3,600 = 0.651 GPU-hours a million samples
+    assert w8.split() == ["8", "zero", "75", "0.651", "stock", "does", "not", "fit"]  # no runner-up: none else fits
+    assert w64.split()[:6] == ["64", "zero", "95", "stock", "+5.3%", "0.825"]
     assert header.index("book") == w64.index("zero")  # words aligned left, figures right
     assert header.index("behind") + len("behind") == w64.index("+5.3%") + len("+5.3%")
     assert w64.endswith("holds if a GPU's optimizer takes 23% of the one-GPU step or more, else stock (--local-"

@@ -13,7 +13,7 @@ from harness.perfmodel.choice import table_header, table_rows
 if TYPE_CHECKING:
     import pandas as pd
 
-RIGHT = (0, 2, 4)
+RIGHT = (0, 2, 4, 5)
 """The columns of figures, aligned right."""
 
 
