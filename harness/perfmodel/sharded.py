@@ -163,6 +163,13 @@ on this machine's CPU have a MAPE within 10 % in 18 of 21 (docs/measured-cpu.md)
 by 15–34 % (docs/measured/fsdp-model-cpu.md); a walkthrough's run, beside a test suite on the same cores, read −50 %."""
 
 
+def unborne_words(errors: dict[str, list[float]] | None) -> str:
+    """'the step models missed this run's own steps by up to 57%: not borne out (below)' where an error is beyond
+    UNBORNE_ERROR, said where the answer is read (a walkthrough met the doubt only after the table); '' else."""
+    worst = max((abs(error) for found in (errors or {}).values() for error in found), default=0.0)
+    return f"the step models missed this run's own steps by up to {worst:.0%}: not borne out" * (worst > UNBORNE_ERROR)
+
+
 def errors_words(errors: dict[str, list[float]] | None, *, cluster: str, results_dir: Path,
                  slowdown: tuple[int, float] | None = None) -> str:  # fmt: skip
     """The model's error on the run's own steps (`errors_on_own_run`) in words, said after a cluster's answer by the

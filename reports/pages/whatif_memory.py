@@ -17,7 +17,7 @@ from harness.perfmodel.choice import (
 from harness.perfmodel.cluster import Cluster, cap_caveats
 from harness.perfmodel.memory import activation_words, fit_words, mib_text, state_per_rank
 from harness.perfmodel.predict import of_setup
-from harness.perfmodel.sharded import OwnCheck, optimizer_share_caveat
+from harness.perfmodel.sharded import OwnCheck, optimizer_share_caveat, unborne_words
 from harness.results.values import strategy_labels
 from reports.pages.html import esc, table
 
@@ -51,6 +51,8 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
                                        cpu if on_cpu else "", even, left_out) if part)  # fmt: skip
     header = table_header(first["profiled_on"] == "cpu" and not first["local_step_given"])
     answer = table(list(header), [[esc(cell) for cell in row] for row in rows]) if rows else ""
+    if rows and (unborne := unborne_words(checked and checked.errors)):  # the doubt where the answer is read
+        answer = f"<p class=takeaway><b>Not borne out</b>: {esc(unborne)} (How sure, below).</p>{answer}"
     return (f'{answer}<p class="takeaway"><b>The choice</b>: {esc(words)}{esc(f" [{said}]" if said else "")}.</p>'
             if words else "")  # fmt: skip
 

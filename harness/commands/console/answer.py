@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from harness.commands.console import say
 from harness.perfmodel.choice import table_header, table_rows
+from harness.perfmodel.sharded import unborne_words
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -27,8 +28,10 @@ def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataF
         return
     header = table_header(cpu_steps)
     widths = [max(len(row[k]) for row in (header, *rows)) for k in range(len(header) - 1)]
+    unborne = f"; {words}, see below" if (words := unborne_words(errors)) else ""
     say(f"ddpbench predict: the answer on {cluster_name}, the fastest step of what fits {capacity_gib:g} GiB a GPU "
-        "(≥: the full size's floor ranks it; the line above says each step and what it rests on):")  # fmt: skip
+        f"(≥: the full size's floor ranks it; the line above says each step and what it rests on"
+        f"{unborne}):")  # fmt: skip
     for row in (header, *rows):
         cells = [cell.rjust(width) if k in RIGHT else cell.ljust(width) for k, (cell, width) in
                  enumerate(zip(row, widths, strict=False))]  # fmt: skip
