@@ -35,7 +35,7 @@ from scipy.special import chdtri, ndtri  # not scipy.stats: its import is 1 s of
 
 from harness.analysis import roles, stats, sweep
 from harness.config.flags import AUTO
-from harness.results.values import options_of, options_words, ratio_number
+from harness.results.values import options_words, ratio_number
 
 ALPHA = 1 - stats.CONFIDENCE
 """The chance a verdict may be wrongly 'slower' or 'faster' over all its looks."""
@@ -231,9 +231,9 @@ def _strategy_verdicts(ok: pd.DataFrame, confidence: float, max_repeats: int | N
 def _reference(setup: pd.DataFrame) -> tuple[str, str] | None:
     """(impl, impl_options) of the setup's reference rows: DDP as shipped, else its 25 MiB stand-in."""
     reference = setup[setup["reference"].astype(bool)]
-    ranked = {(roles.reference_stand_in(options_of(o), impl), o, impl) for impl, o in
+    ranked = {(roles.reference_rank(o, impl), o, impl) for impl, o in
               zip(reference["impl"], reference["impl_options"], strict=True)}  # fmt: skip
-    ranked = sorted(r for r in ranked if r[0] is not None)
+    ranked = sorted((r for r in ranked if r[0] is not None), key=lambda r: r[0])
     return (ranked[0][2], ranked[0][1]) if ranked else None
 
 

@@ -109,6 +109,15 @@ def option_left_at(impl: str, name: str, options: Any) -> Any:
     return options_of(options).get(name, declared_options[name].default)
 
 
+def reference_rank(options: Any, impl: str) -> tuple | None:
+    """How well a reference row stands for DDP as torch ships it, the lowest best (None: it does not): its
+    `reference_stand_in`, then the fewest options asked (a plain row before one asking the defaults by name), then
+    the options' text, so that the run page and --repeats auto name the same reference."""
+    asked = options_of(options)
+    stand_in = reference_stand_in(asked, impl)
+    return None if stand_in is None else (stand_in, len(asked), str(options or ""))
+
+
 def beyond_defaults(impl: str, options: Any) -> dict:
     """impls.beyond_defaults of a row's options (its JSON, or a mapping)."""
     return impls.beyond_defaults(impl, options_of(options))

@@ -153,7 +153,7 @@ def reference_row(group: pd.DataFrame) -> pd.Series | None:
     one, the reference at an explicit 25 MiB cap and nothing else stands in, named for what it is
     (reference_name): since torch 2.9 an explicit cap caps the first bucket too, so it is not DDP's default."""
     stock = group[group["reference"].astype(bool)]
-    ranked_rows = [(roles.reference_stand_in(row["options"], row["impl"]), i) for i, row in stock.iterrows()]
+    ranked_rows = [(roles.reference_rank(row["options"], row["impl"]), i) for i, row in stock.iterrows()]
     ranked_rows = sorted((rank, i) for rank, i in ranked_rows if rank is not None)
     return stock.loc[ranked_rows[0][1]] if ranked_rows else None
 
@@ -361,7 +361,7 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
         # the largest world size first: the answer the run exists for (one rank communicates nothing)
         for _, group in sorted(frame.groupby("world_size"), key=lambda item: -item[0]):
             reference = reference_row(group)
-            stand_in |= reference is not None and bool(reference["options"])
+            stand_in |= reference is not None and bool(roles.beyond_defaults(reference["impl"], reference["options"]))
             world, verdicts = int(group["world_size"].iloc[0]), run.recommendations  # the caps' verdicts, then all
             parts += [f"<p class=headline>{headline(group)}</p>", alerts.cap_verdicts(verdicts, workload=workload,
                       world=world), world_table(group, verdicts, workload=workload)]  # fmt: skip

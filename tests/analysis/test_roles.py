@@ -177,3 +177,13 @@ def test_the_name_check_can_fail(tmp_path):
     ''')
     )
     assert code_literals(probe) == [(3, "local")]
+
+
+def test_the_reference_is_plain_stock_before_stock_asking_its_defaults_and_none_is_plain():
+    """A review's: decide and the run page broke the tie between '{}' and '{"static_graph": false}' apart, and a
+    row with null options beside one with text would not sort."""
+    texts = ('{"static_graph": false}', "{}", None, '{"bucket_cap_mb": 25}', '{"static_graph": true}')
+    ranks = {text: roles.reference_rank(text, "stock") for text in texts}
+    assert ranks['{"static_graph": true}'] is None  # another step, no reference
+    order = [None, "{}", '{"static_graph": false}', '{"bucket_cap_mb": 25}']
+    assert sorted(r for r in ranks.values() if r is not None) == [ranks[text] for text in order]

@@ -250,3 +250,5 @@ def test_a_sweep_of_ddps_options_beside_its_defaults_has_verdicts_to_decide():
     assert decides_anything(["local", "stock"], both, [1, 2])
     assert not decides_anything(["local", "stock"], {"stock": [{"static_graph": True}], "local": [{}]}, [1, 2])
     assert not decides_anything(["local", "stock"], both, [1])  # one rank communicates nothing
+    at_5 = {"stock": [{"bucket_cap_mb": 5.0, "static_graph": False}, {"bucket_cap_mb": 5.0, "static_graph": True}]}
+    assert not decides_anything(["stock"], at_5, [2])  # a review's: no stock as shipped (or at 25 MiB) to hold it to

@@ -147,6 +147,21 @@ def test_an_explicit_cap_25_stands_in_only_named_for_what_it_is():
     assert "stock at an explicit bucket_cap_mb=25 stands in" in page
 
 
+def test_stock_asking_its_defaults_by_name_is_the_reference_named_as_asked_with_no_stand_in_said():
+    """A walkthrough's sweep of gradient_as_bucket_view=false,true read '—' in every 'vs stock' cell; once found, the
+    reference was said to be 'stock at an explicit bucket_cap_mb=25', which the run never ran."""
+    from reports.aggregate import RunData
+
+    knobs = run(repeats("local", [30.0, 31.0]),
+                repeats("stock", [100.0, 102.0], options={"gradient_as_bucket_view": False}),
+                repeats("stock", [95.0, 96.0], options={"gradient_as_bucket_view": True}))  # fmt: skip
+    group = answer.ranked(knobs, workload="mlp")
+    assert answer.reference_name(answer.reference_row(group)) == "stock gradient_as_bucket_view=False"
+    page = answer.answer_section(RunData(meta={}, configs=knobs, ranks=pd.DataFrame(), phases=pd.DataFrame(),
+                                         boxes=pd.DataFrame(), series=pd.DataFrame()), ["mlp"])  # fmt: skip
+    assert "<th>vs stock gradient_as_bucket_view=False</th>" in page and "stands in" not in page
+
+
 def test_comm_hidden_pools_every_repeat_and_noise_is_the_median_cv():
     mixed = run(
         repeats("stock", [100.0, 101.0, 100.5]),
