@@ -354,9 +354,11 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
                             caveat=joined(caveat, floors["ZeRO-1"], cpu_split("ZeRO-1"), zero_own.note))  # fmt: skip
     predictions.fsdp_answer(rows, caveat=joined(caveat, floors["FSDP2"], cpu_split("FSDP2"), sharded.note))
     if state is not None:  # the two halves joined: the fastest of the strategies that fit (floors in its own words)
+        step_batch = (predict_input.memory_batch(args, setup) or int(setup["batch_size"])) if setup else None
         predictions.strategy_choice(state, chosen, frames=rows, caveat=joined(
             caveat, caps_said, cpu_split("ZeRO-1", "FSDP2"), sharded.note, zero_own.note), cpu_optimizer=cpu_optimizer,
-            errors=errors, cpu_steps=device == "cpu" and not args.local_step_ms)  # fmt: skip
+            errors=errors, cpu_steps=device == "cpu" and not args.local_step_ms,
+            batch=step_batch)  # fmt: skip
     if args.out:  # each row says what it rests on: the profile, the workload, any scaling
         setup = setup or {}
         context = {"cluster": chosen.name, "cluster_source": _source_of(chosen), "run": args.run,

@@ -280,8 +280,8 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
     every = sorted(c.world_size for c in choices)  # a name alone fits at every one
     where = ", ".join(name if worlds == every else f"{name} at {'/'.join(f'w{w}' for w in worlds)}"
                       for name, worlds in untimed.items())  # fmt: skip
-    rest = (f"; {where} fit{'s' if one else ''} too, with no step model: a run measures "
-            f"{'it' if one else 'them'} (ddpbench bench)" if untimed else "")  # fmt: skip
+    rest = (f"; {where} fit{'s' if one else ''} too, with no step model to predict {'its' if one else 'their'} "
+            "step here: the run page compares what the run measured" if untimed else "")  # fmt: skip
     left = uncounted(state, choices)
     if missing := unrecorded(state[state["world_size"].isin({c.world_size for c in choices})]):
         rest += f"; {missing}"
@@ -353,7 +353,7 @@ def table_header(cpu_steps: bool = False) -> tuple[str, ...]:
 
 
 def table_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float, *, optimizer_ms: float = 0.0,
-               step_ms: float = 0.0, errors: dict[str, list[float]] | None = None) -> list[tuple]:  # fmt: skip
+               step_ms: float = 0.0, errors: dict | None = None, batch: int | None = None) -> list[tuple]:  # fmt: skip
     """Per GPU count, the choice's cells (table_header): the strategy to book, its step (≥ where its full-size floor
     ranks it), the fastest of the rest that fits and how far behind, and what the pick rests on (where none fits,
     the batch a rank at which each would: memory.batch_words); [] as `choose`."""
@@ -362,9 +362,8 @@ def table_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
     choices = choose(state, frames, capacity_gib, errors)
     without = {c.world_size: c for c in choose(state, without_optimizer(frames, optimizer_ms), capacity_gib, errors)
                } if optimizer_ms and choices else {}  # fmt: skip
-    batch = dict(zip(state["world_size"], state["batch_size"], strict=True)) if "batch_size" in state else {}
-    cells = [_cells(c, without.get(c.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms,
-                    batch=batch.get(c.world_size)) for c in choices]  # fmt: skip
+    cells = [_cells(c, without.get(c.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms, batch=batch)
+             for c in choices]  # fmt: skip
     return [(*row[:6], batch_words(state[state["world_size"] == c.world_size], capacity_gib)) if not c.picked
             else row for row, c in zip(cells, choices, strict=True)]  # fmt: skip
 
@@ -388,12 +387,13 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
     return (str(choice.world_size), " or ".join(c.strategy for c in choice.picked),
             _step_cell(choice.picked), rest[0].strategy if rest else "",
             f"+{whole_step(rest[0]) / whole_step(first) - 1:.1%}" if rest else "",
-            _step_cell(choice.picked, 1e3 / 3600 / batch, ".3g") if batch else "", "; ".join(notes))  # fmt: skip
+            _step_cell(choice.picked, 1e3 / 3600 / batch, lambda v: f"{v:.3g}" if v < 1e3 else f"{v:,.0f}")
+            if batch else "", "; ".join(notes))  # fmt: skip  # GPU-hours: no exponent in a table read by eye
 
 
-def _step_cell(picked: list[Candidate], scale: float = 1.0, digits: str = ".4g") -> str:
+def _step_cell(picked: list[Candidate], scale: float = 1.0, text=lambda value: f"{value:.4g}") -> str:
     """'≥269.2' (a full-size floor ranks it), a tie's span '269.2–351.7'; each step × `scale` (GPU-hours a million
-    samples take: step s × 10⁶ / the batch a rank / 3,600 s, the GPUs' count cancelling out)."""
+    samples take: step s × 10⁶ / the batch a GPU steps at / 3,600 s, the GPUs' count cancelling out)."""
     steps = [c.step_ms * scale for c in picked]
-    span = f"{min(steps):{digits}}–{max(steps):{digits}}" if len(steps) > 1 else f"{steps[0]:{digits}}"
+    span = f"{text(min(steps))}–{text(max(steps))}" if len(steps) > 1 else text(steps[0])
     return "≥" * any(c.profiled_ms is not None for c in picked) + span

@@ -77,6 +77,7 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                    "backward_ms": calibrated.backward_s * 1e3, "compute_scale": calibration.compute_scale,
                    "calibrated_to": target, "own_measured": ddp_own_cost_s(configs, setup) is not None,
                    "ddp_own_ms": calibration.reducer_s * 1e3, "local_step_given": local_step_ms or 0.0,
+                   "step_batch": batch_size or setup["batch_size"],  # a GPU's samples a step, as the steps are
                    "own_left_out": bool(local_step_ms) and device == "cpu" and target == "baseline",
                    "optimizer_given": local_optimizer_ms is not None,
                    "own_costs_left_out": "; ".join(note for note in (sharded.note, zero_own.note) if note),

@@ -42,14 +42,16 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
     labelled = state.assign(strategy=strategy_labels(state)) if len(state) else state
     weighed = {"optimizer_ms": optimizer_ms, "step_ms": first["local_step_ms"], "errors": checked and checked.errors}
     words = choice_words(labelled, frames, cluster.gpu_memory_gib, **weighed) if len(state) else ""
-    rows = table_rows(labelled, frames, cluster.gpu_memory_gib, **weighed) if len(state) else []
+    gpu_steps = first["profiled_on"] != "cpu" or bool(first["local_step_given"])  # else no GPU-hours to give
+    batch = int(first["step_batch"]) if gpu_steps and "step_batch" in first else None
+    rows = table_rows(labelled, frames, cluster.gpu_memory_gib, **weighed, batch=batch) if len(state) else []
     cpu = optimizer_share_caveat(first["optimizer_share"], scaled=bool(first["local_step_given"]),
                                  optimizer=str(first.get("setup_optimizer") or "sgd"))  # fmt: skip
     even = optimizer_break_even(frames[-1], optimizer_ms=optimizer_ms, step_ms=first["local_step_ms"]) if on_cpu else ""
     left_out = first.get("own_costs_left_out", "")  # FSDP's and ZeRO's own costs, a CPU's, as the console says
     said = "; ".join(part for part in (cap_caveats(cluster, sorted({int(n) for n in group["nodes"]})),
                                        cpu if on_cpu else "", even, left_out) if part)  # fmt: skip
-    header = table_header(first["profiled_on"] == "cpu" and not first["local_step_given"])
+    header = table_header(not gpu_steps)
     answer = table(list(header), [[esc(cell) for cell in row] for row in rows]) if rows else ""
     if rows and (unborne := unborne_words(checked and checked.errors)):  # the doubt where the answer is read
         answer = f"<p class=takeaway><b>Not borne out</b>: {esc(unborne)} (How sure, below).</p>{answer}"

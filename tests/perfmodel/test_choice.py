@@ -58,7 +58,7 @@ def test_the_console_line_says_the_pick_what_is_beside_it_and_what_fits_untimed(
     assert said.startswith("ddpbench predict: the choice on dgx-h100, the fastest predicted step of the strategies the")
     assert "w8 zero 104 ms (stock does not fit: 100 GiB a rank)" in said
     assert "w64 stock 100 ms or zero 103 ms (too close to call: under the 4 % the model can tell)" in said
-    assert "; fsdp fits too, with no step model: a run measures it" in said  # at every GPU count: no counts
+    assert "; fsdp fits too, with no step model to predict its step here: the run page compares" in said  # no counts
     assert said.rstrip().endswith("[a CPU's compute]")
     small = _state([("stock", 8, 20.0), ("zero", 8, 19.0)])
     predictions.strategy_choice(small, cluster, frames=[_frame(8, 100.0, 110.0)])
@@ -256,13 +256,12 @@ def test_the_answer_ends_as_a_table_of_the_pick_the_next_and_what_it_rests_on(ca
     next that fits and how far behind, and what the pick rests on end it, one row each, in sight (the numbers of the
     turning-share test above, with stock too large at w8 and fsdp's step, its own cost left out, at w64)."""
     state = _state([("stock", 8, 90.0), ("zero", 8, 10.0), ("stock", 64, 20.0), ("zero", 64, 10.0), ("fsdp", 64, 5.0)])
-    state = state.assign(batch_size=32)  # a rank's: with the step, the GPU-hours a million samples take
     frames = [
         _frame(8, 100.0, 75.0).assign(zero_optimizer_ms=7.5),
         _frame(64, 100.0, 95.0).assign(zero_optimizer_ms=7.5, fsdp_step_ms=90.0, fsdp_own_left_out_ms=12.0),
     ]
     cluster = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=80.0)
-    predictions.strategy_choice(state, cluster, frames=frames, cpu_optimizer=(30.0, 100.0))
+    predictions.strategy_choice(state, cluster, frames=frames, cpu_optimizer=(30.0, 100.0), batch=32)
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("ddpbench predict: the choice on dgx-h100, ")  # in full, then the table in sight
     assert lines[1].startswith("ddpbench predict: the answer on dgx-h100, the fastest step of what fits 80 GiB a GPU")
@@ -279,11 +278,16 @@ def test_the_answer_ends_as_a_table_of_the_pick_the_next_and_what_it_rests_on(ca
                         "optimizer-ms, with --local-step-ms, settles it); fsdp may be faster (90 ms before its own "
                         "cost)")  # fmt: skip
     assert len(lines) == 5
-    predictions.strategy_choice(state, cluster, frames=frames, cpu_optimizer=(30.0, 100.0), cpu_steps=True)
-    header = capsys.readouterr().out.splitlines()[2]  # a CPU's steps, unscaled: a walkthrough read them as an H100's
+    predictions.strategy_choice(state, cluster, frames=frames, cpu_optimizer=(30.0, 100.0), cpu_steps=True, batch=32)
+    header, w8 = capsys.readouterr().out.splitlines()[2:4]  # a CPU's steps: a walkthrough read them as an H100's
     assert [cell.strip() for cell in header.split("  ") if cell][
         2
     ] == "step ms (a CPU's compute, the cluster's network)"
+    assert w8.split()[:4] == ["8", "zero", "75", "stock"]  # and no GPU-hours of a CPU's step
+    # thousands of GPU-hours without an exponent: 8 s a step of one sample
+    (row,) = choice.table_rows(predictions.labelled(_state([("stock", 8, 20.0)])), [_frame(8, 8000.0, 9000.0)], 80.0,
+                               batch=1)  # fmt: skip
+    assert row[5] == "2,222"
 
 
 def test_options_given_at_their_defaults_are_the_strategys_own_step():
@@ -310,7 +314,7 @@ def test_no_choice_for_want_of_counted_activations_is_said(capsys):
 def test_a_table_whose_models_missed_the_runs_own_steps_says_so_in_its_title(capsys):
     """A walkthrough's answer table read clean, and only after it did 'How sure' say the models were off by 57 %."""
     cluster = types.SimpleNamespace(name="dgx-a100", gpu_memory_gib=80.0)
-    state = _state([("stock", 8, 20.0)]).assign(batch_size=64)
+    state = _state([("stock", 8, 20.0)])
     predictions.strategy_choice(state, cluster, frames=[_frame(8, 100.0, 104.0)], errors={"DDP": [-0.57, -0.5]})
     assert (
         "the step models missed this run's own steps by up to 57%: not borne out, see below)"

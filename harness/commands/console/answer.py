@@ -20,10 +20,12 @@ RIGHT = (0, 2, 4, 5)
 
 def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataFrame], *, cluster_name: str,
                  optimizer_ms: float = 0.0, step_ms: float = 0.0, errors=None,
-                 cpu_steps: bool = False) -> None:  # fmt: skip
+                 cpu_steps: bool = False, batch: int | None = None) -> None:  # fmt: skip
     """Say the table (`state` labelled by `strategy`, as choice_words takes it); nothing where there is no choice.
-    `cpu_steps`: the steps are a CPU's compute (no --local-step-ms), which its step column says."""
-    rows = table_rows(state, frames, capacity_gib, optimizer_ms=optimizer_ms, step_ms=step_ms, errors=errors)
+    `cpu_steps`: the steps are a CPU's compute (no --local-step-ms), which its step column says, and no GPU-hours are
+    given for them; `batch`: a GPU's samples a step, as the steps are (their GPU-hours a million samples)."""
+    rows = table_rows(state, frames, capacity_gib, optimizer_ms=optimizer_ms, step_ms=step_ms, errors=errors,
+                      batch=None if cpu_steps else batch)  # fmt: skip
     if not rows:
         return
     header = table_header(cpu_steps)

@@ -379,9 +379,9 @@ def labelled(state: pd.DataFrame) -> pd.DataFrame:
 
 
 def strategy_choice(state: pd.DataFrame, cluster, *, frames: list[pd.DataFrame], caveat: str = "",
-                    cpu_optimizer=(0.0, 0.0), errors=None, cpu_steps: bool = False) -> None:  # fmt: skip
-    """The answer over both halves, last: in full (choice_words, as the what-if page says it), then as a table, in
-    sight; `cpu_optimizer`: (the optimizer's ms, the one-rank step's), scaled."""
+                    cpu_optimizer=(0.0, 0.0), errors=None, cpu_steps: bool = False, batch=None) -> None:  # fmt: skip
+    """The answer over both halves, last: in full, then as a table, in sight; `cpu_optimizer`: (the optimizer's ms,
+    the one-rank step's), scaled; `batch`: a GPU's samples a step, as the steps are (choice_table)."""
     from harness.commands.console.answer import choice_table
     from harness.perfmodel.choice import choice_words
 
@@ -391,7 +391,7 @@ def strategy_choice(state: pd.DataFrame, cluster, *, frames: list[pd.DataFrame],
     elif capacity and not state.empty and state["activation_mb"].isna().all():  # once dropped without a word
         warning(f"no choice of strategy on {cluster.name}: the activations were not counted, so what fits is unknown")
     choice_table(state, capacity, frames, cluster_name=cluster.name, optimizer_ms=optimizer_ms, step_ms=step_ms,
-                 errors=errors, cpu_steps=cpu_steps)  # fmt: skip
+                 errors=errors, cpu_steps=cpu_steps, batch=batch)  # fmt: skip
 
 
 def errors_on_own_run(words: str) -> None:
