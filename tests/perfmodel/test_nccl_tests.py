@@ -459,7 +459,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     # ZeRO-1's and FSDP2's lines each give their own floor, and the small size's caveat, as DDP's does
     assert "at the full size ZeRO-1's step is at least " in zero and "the tiny size's gradients" in zero
     named = agreement.answer_row(frame[frame["world_size"] == frame["world_size"].max()])  # why: whose shards
-    assert (f"Why (the profiled model's; the full size's optimizer shard takes "
+    assert (f"Why (the profiled model's; at w{int(named['world_size'])} the full size's optimizer shard takes "
             f"{ms_text(named['zero_full_size_optimizer_ms'])} ms, its broadcasts "
             f"{ms_text(named['zero_full_size_broadcast_ms'])} ms)") in zero  # fmt: skip
     assert "at the full size FSDP2's step is at least " in sharded and "DDP's step is at least" not in sharded

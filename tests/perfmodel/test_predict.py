@@ -615,3 +615,15 @@ def test_an_optimizer_step_given_apart_leaves_forward_and_backward_the_rest():
     scaled = calibrate(profile, given)
     assert (scaled.forward_s, scaled.backward_s, scaled.optimizer_s) == pytest.approx((0.033, 0.066, 0.001))
     assert scaled.grads[0].ready_s == pytest.approx(0.003 * 2.0 * 99 / 12)  # ready times scale with backward
+
+
+def test_a_one_gpu_run_says_why_it_has_no_model_state_and_no_choice(tmp_path, capsys):
+    """A walkthrough predicted from a --gpus 1 run, as the floors' note advises, and got no memory, no choice and
+    no answer table, unsaid: a rank's share of the state is fitted from two world sizes or more."""
+    from harness.commands import predict_full_size
+
+    rows = pd.DataFrame([{"impl": "stock", "impl_options": "{}", "world_size": 1, "workload": "mlp", "size": "full",
+                          "batch_size": 4, "dtype": "fp32", "optimizer": "sgd", "status": "ok"}])  # fmt: skip
+    setup = {"workload": "mlp", "size": "full", "batch_size": 4, "dtype": "fp32", "optimizer": "sgd"}
+    predict_full_size.said_state(tmp_path, rows, setup, [8, 16], None)
+    assert "no model state per rank, so no choice of strategy" in capsys.readouterr().err

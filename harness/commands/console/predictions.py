@@ -299,9 +299,9 @@ def zero_answer(
     packed = ", ".join(f"{ms_text(r['zero_bucket_view_broadcast_ms'])} ms at w{int(r['world_size'])}" for r in worth)
     packed = f"; parameters_as_bucket_view=true, one broadcast a rank, would take {packed}" if worth else ""
     full = last.get("zero_full_size_broadcast_ms", float("nan"))  # the floors': the model you will train's
-    whose = "" if full != full else (f" (the profiled model's; the full size's optimizer shard takes "
-                                     f"{ms_text(last['zero_full_size_optimizer_ms'])} ms, its broadcasts "
-                                     f"{ms_text(full)} ms)")  # fmt: skip
+    whose = "" if full != full else (f" (the profiled model's; at w{int(last['world_size'])} the full size's "
+                                     f"optimizer shard takes {ms_text(last['zero_full_size_optimizer_ms'])} ms, its "
+                                     f"broadcasts {ms_text(full)} ms)")  # fmt: skip
     say(
         f"ddpbench predict: and ZeRO-1 (DDP + torch's ZeroRedundancyOptimizer, its defaults) at the caps above: "
         f"{steps} (DDP's {ddp} ms). Why{whose}: its optimizer steps the largest shard, "
