@@ -9,6 +9,7 @@ impls.roles("fsdp")                            # what a strategy is, as its clas
 impls.beyond_defaults("stock", {"static_graph": False, "bucket_cap_mb": 5})   # {'bucket_cap_mb': 5}
 """
 
+from harness.bucketing import DDP_DEFAULT_CAP_MB
 from harness.protocols import Registry, Strategy, roles_of, strategy_contract_gaps
 
 REGISTRY: Registry[Strategy] = Registry("strategy", __name__, contract_gaps=strategy_contract_gaps)
@@ -39,3 +40,13 @@ def beyond_defaults(name: str, options: dict) -> dict:
     sweep of it, is DDP as it ships."""
     declared = entry(name).options() if name in names() else {}
     return {key: value for key, value in options.items() if key not in declared or declared[key].default != value}
+
+
+def reference_stand_in(name: str, options: dict) -> int | None:
+    """How a row of strategy `name` asking `options` stands for DDP as torch ships it: 0 with no option beyond its
+    defaults (the reference itself), 1 with an explicit 25 MiB cap and nothing else (a stand-in: since torch 2.9 an
+    explicit cap caps the first bucket too), None for any other options (not the reference)."""
+    asked = beyond_defaults(name, options)
+    if not asked:
+        return 0
+    return 1 if set(asked) == {"bucket_cap_mb"} and float(asked["bucket_cap_mb"]) == DDP_DEFAULT_CAP_MB else None

@@ -13,7 +13,6 @@ from typing import Any
 import pandas as pd
 
 import impls
-from harness.bucketing import DDP_DEFAULT_CAP_MB
 from harness.protocols import ROLES, roles_of
 from harness.results.values import options_of
 
@@ -85,19 +84,6 @@ def shards_parameters(frame: pd.DataFrame) -> pd.Series:
     return with_roles(frame)["gradient_traffic"] == "sharded"
 
 
-def reference_stand_in(options: dict, impl: str | None = None) -> int | None:
-    """How a reference row's options stand for DDP as torch ships it: 0 with no option (the reference
-    itself), 1 with an explicit 25 MiB cap and nothing else (a stand-in: since torch 2.9 an explicit cap
-    caps the first bucket too), None for any other options (not the reference). With `impl`, options asked at
-    its defaults count as none (a sweep of gradient_as_bucket_view=false,true asks DDP as it ships)."""
-    options = impls.beyond_defaults(impl, options) if impl else options
-    if not options:
-        return 0
-    if set(options) == {"bucket_cap_mb"} and float(options["bucket_cap_mb"]) == DDP_DEFAULT_CAP_MB:
-        return 1
-    return None
-
-
 def option_left_at(impl: str, name: str, options: Any) -> Any:
     """The value option `name` of strategy `impl` had in a row whose options were `options` (what was asked:
     the rest are the class's defaults); None where the strategy takes no such option (or is not registered)."""
@@ -111,10 +97,10 @@ def option_left_at(impl: str, name: str, options: Any) -> Any:
 
 def reference_rank(options: Any, impl: str) -> tuple | None:
     """How well a reference row stands for DDP as torch ships it, the lowest best (None: it does not): its
-    `reference_stand_in`, then the fewest options asked (a plain row before one asking the defaults by name), then
+    `impls.reference_stand_in`, then the fewest options asked (a plain row before one asking the defaults by name), then
     the options' text, so that the run page and --repeats auto name the same reference."""
     asked = options_of(options)
-    stand_in = reference_stand_in(asked, impl)
+    stand_in = impls.reference_stand_in(impl, asked)
     return None if stand_in is None else (stand_in, len(asked), str(options or ""))
 
 

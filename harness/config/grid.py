@@ -9,7 +9,6 @@ import json
 from collections.abc import Iterable
 from typing import Any
 
-from harness.bucketing import DDP_DEFAULT_CAP_MB
 from harness.config.bench import DEFAULT_WARMUP, MIN_AUTO_REPEATS, BenchConfig, resolve_backend
 from harness.config.flags import AUTO
 from harness.config.precision import resolve_dtype
@@ -301,10 +300,10 @@ def decides_anything(names: list[str], grids: dict[str, list[dict]], worlds) -> 
     chosen = [impl_registry.roles(name) for name in names]
     rivals = [r for r in chosen if not r["baseline"] and not r["reference"]]
     reference = next((name for name in names if impl_registry.roles(name)["reference"]), None)
-    asked = [impl_registry.beyond_defaults(reference, opts) for opts in grids.get(reference, [])]
+    grid = grids.get(reference, [])
     # DDP as shipped, or at an explicit 25 MiB (decide's reference), beside DDP at another option than the cap
-    shipped = any(not a or a == {"bucket_cap_mb": DDP_DEFAULT_CAP_MB} for a in asked)
-    varied = shipped and any(set(a) - {"bucket_cap_mb"} for a in asked)
+    shipped = any(impl_registry.reference_stand_in(reference, opts) is not None for opts in grid)
+    varied = shipped and any(set(impl_registry.beyond_defaults(reference, opts)) - {"bucket_cap_mb"} for opts in grid)
     return swept or (reference is not None and (bool(rivals) or varied))
 
 
