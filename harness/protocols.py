@@ -172,6 +172,13 @@ class StrategyDefaults:
         """Why this strategy cannot run here (the row is then `skipped`), or None."""
         return None
 
+    @classmethod
+    def inert_options(cls, options: dict[str, Any]) -> dict[str, str]:
+        """The options of `options` that change nothing given the rest, each with what it needs to act ('applies
+        only with comm_hook=powersgd'): two option sets alike but for these run alike, so a sweep runs them once,
+        a row asking one is its strategy at its defaults, and asking one alone is an error."""
+        return {}
+
     @property
     def parity_exact(self) -> bool:
         """Whether this strategy should reproduce the single-process reference exactly.

@@ -37,9 +37,12 @@ def roles(name: str) -> dict[str, bool | str]:
 def beyond_defaults(name: str, options: dict) -> dict:
     """The options asked that are not strategy `name`'s declared defaults (all of them for a strategy not
     registered): what makes its step another than the strategy's own. gradient_as_bucket_view=False, asked by a
-    sweep of it, is DDP as it ships."""
-    declared = entry(name).options() if name in names() else {}
-    return {key: value for key, value in options.items() if key not in declared or declared[key].default != value}
+    sweep of it, is DDP as it ships; so is stock asking powersgd_rank without the PowerSGD hook (inert_options)."""
+    if name not in names():
+        return dict(options)
+    declared, inert = entry(name).options(), entry(name).cls.inert_options(options)
+    return {key: value for key, value in options.items()
+            if key not in inert and (key not in declared or declared[key].default != value)}  # fmt: skip
 
 
 def reference_stand_in(name: str, options: dict) -> int | None:

@@ -125,6 +125,12 @@ class Stock(DDPOptions, StrategyDefaults):
         if self.powersgd_rank < 1:
             raise ConfigError(f"option powersgd_rank={self.powersgd_rank} is not valid; give a whole number ≥ 1")
 
+    @classmethod
+    def inert_options(cls, options: dict[str, Any]) -> dict[str, str]:
+        if "powersgd_rank" in options and options.get("comm_hook", "none") != "powersgd":
+            return {"powersgd_rank": "applies only with comm_hook=powersgd"}  # no hook reads it
+        return {}
+
     def attach_timeline(self, timeline: CommTimeline) -> bool:
         self._timeline = timeline
         return True

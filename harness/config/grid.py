@@ -134,6 +134,7 @@ def impl_option_grids(
             example = f", e.g. {key}={default}" if default is not None else ""
             raise ConfigError(f"option {key!r} has no value; give {key}=VALUE[,VALUE…]{example}")
     grids: dict[str, list[dict[str, Any]]] = {}
+    acted, inert = set(), {}  # the keys that changed something somewhere; why the others did not
     for name in impls:
         axes = [(key, values) for key, values in options if key in accepted[name]]
         combos = itertools.product(*(values for _, values in axes))
@@ -142,9 +143,15 @@ def impl_option_grids(
             texts = {key: text for (key, _), text in zip(axes, combo, strict=True)}
             typed = impl_registry.REGISTRY.parse_options(name, texts)
             impl_registry.create(name, **typed)  # validates values (e.g. bucket_cap_mb > 0)
+            idle = impl_registry.entry(name).cls.inert_options(typed)
+            inert.update({key: f"{key} would change nothing: {name}'s {key} {why}" for key, why in idle.items()})
+            acted |= set(typed) - set(idle)
+            typed = {key: value for key, value in typed.items() if key not in idle}  # runs as without it
             if typed not in grid:  # '1' and '1.0' are one cap: one configuration, not two alike
                 grid.append(typed)
         grids[name] = grid
+    if idle := [why for key, why in inert.items() if key not in acted]:
+        raise ConfigError(f"option {'; '.join(idle)}")
     return grids
 
 

@@ -35,23 +35,23 @@ SPLIT_SHARE = 0.01
 
 
 def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
-    """Per strategy measured at two world sizes or more (the baseline, one process's training, is none; a cap
-    sweep's caps are one: `_without_cap`): the MiB of each kind of state a rank holds at each of
-    `worlds` (`predicted`) and at each world size measured (`measured`, as held: the largest rank, every repeat),
-    and which kinds it splits; a `single_process` strategy at the world sizes measured only (one process drives
-    one node's GPUs), its activations not counted past one GPU (its first gathers every replica's outputs and
-    the whole batch's loss). Columns: STRATEGY_KEYS, world_size, measured (bool), one per HELD kind, total_mb,
-    splits (the kinds' names, '' for none), floor_mb (the floor under an even split where one applies, else 0:
-    _whole_parameter_floor), activation_mb (what the forward keeps for backward at the rank's batch, the same at
-    every world size: the batch is per rank; NaN where the run did not count it), activation_top (who keeps the
-    most of it; '' where not counted), tokens_per_batch, buckets_mb (`_buckets`), unsharded_mb (`_unsharded`; NaN
-    where not recorded), optimizer_temp_mb (TEMPORARY_SHARE). Empty where no strategy qualifies."""
+    """Per strategy measured at two world sizes or more (the baseline, one process's training, is none; a cap sweep's
+    caps are one, and so are its defaults asked by name: `_as_run`): the MiB of each kind of state a rank holds at
+    each of `worlds` (`predicted`) and at each world size measured (`measured`, as held: the largest rank, every
+    repeat), and which kinds it splits; a `single_process` strategy at the world sizes measured only (one process
+    drives one node's GPUs), its activations not counted past one GPU (its first gathers every replica's outputs and
+    the whole batch's loss). Columns: STRATEGY_KEYS, world_size, measured (bool), one per HELD kind, total_mb, splits
+    (the kinds' names, '' for none), floor_mb (the floor under an even split where one applies, else 0:
+    _whole_parameter_floor), activation_mb (what the forward keeps for backward at the rank's batch, the same at every
+    world size: the batch is per rank; NaN where the run did not count it), activation_top (who keeps the most of it;
+    '' where not counted), tokens_per_batch, buckets_mb (`_buckets`), unsharded_mb (`_unsharded`; NaN where not
+    recorded), optimizer_temp_mb (TEMPORARY_SHARE). Empty where no strategy qualifies."""
     held = [column for column in HELD if column in configs]
     if len(held) < len(HELD) or configs.empty:
         return pd.DataFrame()
     ok = roles.with_roles(configs[(configs["status"] == "ok") & configs[held].notna().all(axis=1)])
     ok = ok[~ok["baseline"].astype(bool)]
-    ok = ok.assign(impl_options=ok["impl_options"].map(_without_cap))
+    ok = ok.assign(impl_options=[_as_run(i, o) for i, o in zip(ok["impl"], ok["impl_options"], strict=True)])
     rows = []
     for key, group in ok.groupby([k for k in STRATEGY_KEYS if k in ok], dropna=False, sort=False):
         by_world = group.groupby("world_size")[held].max()
@@ -216,13 +216,13 @@ def _need_parts(state: pd.DataFrame) -> tuple:
             part("hook_copies_mb"), part("optimizer_temp_mb") + part(at_step))  # fmt: skip
 
 
-def _without_cap(options_json: str | None) -> str | None:
-    """A strategy's options but the bucket cap: DDP's buckets are not in the state held, so every cap of a sweep
-    holds the same, and is one strategy here (its repeats at every cap pooled)."""
+def _as_run(impl: str, options_json: str | None) -> str | None:
+    """A strategy's options as they act, less the bucket cap: DDP's buckets are not in the state held, so every cap
+    of a sweep holds the same, and is one strategy here (its repeats at every cap pooled); so is a row asking its
+    defaults by name (or an option that acts on nothing: impls.inert_options) beside a plain one."""
     options = options_of(options_json)
-    if "bucket_cap_mb" not in options:
-        return options_json
-    return json.dumps({k: v for k, v in options.items() if k != "bucket_cap_mb"}, sort_keys=True)
+    acting = {k: v for k, v in roles.beyond_defaults(impl, options).items() if k != "bucket_cap_mb"}
+    return options_json if acting == options else json.dumps(acting, sort_keys=True)
 
 
 def compute_dtype(options_json: str | None) -> str:

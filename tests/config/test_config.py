@@ -31,6 +31,10 @@ BAD_BENCH_ARGS = [
     (["--bucket-cap-mb", "lots"], "'lots'"),
     (["--opt", "nonesuch=1"], "'nonesuch'"),
     (["--opt", "comm_hook=zip"], "'zip'"),
+    (
+        ["--opt", "powersgd_rank=4"],
+        "powersgd_rank would change nothing: stock's powersgd_rank applies only with comm_hook=powersgd",
+    ),  # once run as plain stock, and read as a rival to it
     (["--steps", "0"], "--steps 0"),
     (["--warmup", "-1"], "--warmup -1"),
     (["--batch-size", "0"], "--batch-size 0"),
@@ -125,6 +129,14 @@ def test_options_apply_only_to_strategies_that_accept_them():
     assert by_impl["stock"] == [{"bucket_cap_mb": 1.0}, {"bucket_cap_mb": 25.0}] * 2
     assert grid[0].impl == "local"  # the baseline is added and runs first in each group
     assert len({c.config_id for c in grid}) == len(grid)
+
+
+def test_an_option_that_acts_only_with_another_runs_once_where_it_would_change_nothing():
+    axes = (("comm_hook", ("none", "powersgd")), ("powersgd_rank", ("1", "4")))
+    grid = expand(BenchConfig(gpus=2, impls=("stock",), options=axes, size="tiny", repeats=1), device="cpu")
+    asked = [c.impl_options for c in grid if c.impl == "stock" and c.world_size == 2]
+    assert asked == [{"comm_hook": "none"}, {"comm_hook": "powersgd", "powersgd_rank": 1},
+                     {"comm_hook": "powersgd", "powersgd_rank": 4}]  # fmt: skip
 
 
 def test_under_auto_a_configuration_that_can_only_be_skipped_is_planned_once_and_decides_nothing():

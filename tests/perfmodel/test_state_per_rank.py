@@ -320,3 +320,13 @@ def test_a_smaller_sizes_run_is_re_counted_at_the_full_size_from_what_its_ranks_
     state = memory.state_per_rank(sharded.at_full_size(hooked, full), [8]).set_index("world_size")
     assert state.loc[8, "hook_copies_mb"] == pytest.approx(2 * 128.0)  # two 64 MiB gradients reach the 100 MiB cap
     assert memory.mib_text(1000.0) == "1000 MiB" and memory.mib_text(999.0) == "999 MiB"
+
+
+def test_a_row_asking_defaults_by_name_or_an_inert_option_is_the_plain_strategy_once():
+    """A sweep of gradient_as_bucket_view has a row asking False, DDP as it ships, beside plain stock: the choice
+    read them as two strategies tied at one step ('stock 100 ms or stock gradient_as_bucket_view=False 100 ms')."""
+    asked = [held("stock", w, 90.0, 90.0, 180.0, impl_options=o) for w in (1, 2)
+             for o in ("{}", '{"gradient_as_bucket_view": false}', '{"powersgd_rank": 4}')]  # fmt: skip
+    hooked = [held("stock", w, 90.0, 90.0, 180.0, impl_options='{"comm_hook": "fp16"}') for w in (1, 2)]
+    state = memory.state_per_rank(pd.DataFrame(asked + hooked), [8])
+    assert sorted(state.loc[state["world_size"] == 8, "impl_options"]) == ['{"comm_hook": "fp16"}', "{}"]
