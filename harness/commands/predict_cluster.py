@@ -272,10 +272,9 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
 
     from harness.analysis import agreement
     from harness.perfmodel import cluster, fsdp, predict
-    from harness.perfmodel.choice import optimizer_break_even
     from harness.perfmodel.nccl import ClusterLink
     from harness.perfmodel.schedule import Calibration, calibrate, predict_caps
-    from harness.perfmodel.sharded import optimizer_share_caveat
+    from harness.perfmodel.sharded import optimizer_break_even, optimizer_share_caveat
     from harness.perfmodel.zero import largest_parameter, own_for_cluster, with_zero
 
     from_run = predict.run_calibration(configs, setup, profile=profile) if configs is not None else Calibration()

@@ -296,54 +296,12 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
             f"{'; '.join(parts)}{rest}")  # fmt: skip
 
 
-# The sharded steps a cluster frame holds (their label, step and optimizer part), and the own cost each leaves out
-# where a CPU measured it and the step is a GPU's (`left_out_ms`)
-SHARDED_STEPS = (("ZeRO-1", "zero_step_ms", "zero_optimizer_ms"), ("FSDP2", "fsdp_step_ms", "fsdp_optimizer_ms"))
-LEFT_OUT = {"ZeRO-1": "zero_own_left_out_ms", "FSDP2": "fsdp_own_left_out_ms"}
-
-
-def optimizer_break_even(frame: pd.DataFrame, *, optimizer_ms: float, step_ms: float,
-                         labels: tuple[str, ...] = ("ZeRO-1", "FSDP2")) -> str:  # fmt: skip
-    """How much of ZeRO-1's and FSDP2's (of `labels`) predicted lead over DDP rests on the optimizer's time (a CPU's
-    share, which no GPU's is): each steps only its shard, so were the optimizer's time f of what the profile gives,
-    DDP's step would lose (1 − f) × `optimizer_ms` and theirs (1 − f) × their shard's; their lead holds while the
-    optimizer takes at least f × `optimizer_ms` / `step_ms` of the step. At the cap DDP's answer names, for the frame's
-    GPU count, each step with the own cost it leaves out added (a CPU's, scaled: no lead that this eats is one):
-    'at w64, ZeRO-1's lead needs the optimizer at 12% of the step or more; FSDP2's holds with no optimizer time'."""
-    if not optimizer_ms or not step_ms or frame.empty:
-        return ""
-    named = agreement.answer_row(frame)
-    said = []
-    for label, step, shard in (s for s in SHARDED_STEPS if s[0] in labels):
-        if step not in named or pd.isna(named[step]) or pd.isna(named.get(shard)):
-            continue
-        step_ms_, shard_ms = _raised(named, step, shard)  # as the choice ranks them: a higher full-size floor
-        step_ms_ += np.nan_to_num(float(named.get(LEFT_OUT[label], 0.0)))  # its whole step, as the choice weighs it
-        lead, saved = _raised(named, "step_ms")[0] - step_ms_, optimizer_ms - shard_ms
-        if lead <= 0 or saved <= 0:
-            continue  # no lead, or none the optimizer could take away
-        needed = max(0.0, 1 - lead / saved) * optimizer_ms / step_ms
-        share = f"{needed:.0%}" if needed >= 0.01 else f"{needed:.1%}"
-        said.append(f"{label}'s lead needs the optimizer at {share} of the step or more" if needed
-                    else f"{label}'s holds with no optimizer time at all")  # fmt: skip
-    return f"at w{int(named['world_size'])}, {'; '.join(said)}" if said else ""
-
-
 SHARD_OF = {"zero_step_ms": "zero_optimizer_ms", "fsdp_step_ms": "fsdp_optimizer_ms",
             "fsdp_kept_step_ms": "fsdp_optimizer_ms", FLOOR_COLUMNS["optimizer_shard"]: "zero_full_size_optimizer_ms",
             FLOOR_COLUMNS["parameter_shard"]: "fsdp_optimizer_ms",
             FLOOR_COLUMNS["parameter_shard_kept"]: "fsdp_optimizer_ms"}  # fmt: skip
 """The optimizer's part of each sharded step and full-size floor a cluster frame holds (FSDP2's shard is 1/n
 whatever the size; ZeRO-1's largest shard is the full size's partition's in its floor)."""
-
-
-def _raised(named: pd.Series, step: str, shard: str | None = None) -> tuple[float, float | None]:
-    """A frame row's step and its optimizer's part, or its full-size floor's (where higher; ZeRO-1's: as `choose`)."""
-    floor_column = {v: FLOOR_COLUMNS[k] for k, v in STEP_COLUMNS.items()}[step]
-    floor = named.get(floor_column, np.nan)
-    if not pd.isna(floor) and (floor > named[step] or step == STEP_COLUMNS["optimizer_shard"]):
-        return float(floor), (float(named[SHARD_OF[floor_column]]) if shard else None)
-    return float(named[step]), (float(named[shard]) if shard else None)
 
 
 def table_header(cpu_steps: bool = False) -> tuple[str, ...]:

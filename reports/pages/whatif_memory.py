@@ -10,14 +10,13 @@ import pandas as pd
 from harness.analysis.compare import setup_words
 from harness.perfmodel.choice import (
     choice_words,
-    optimizer_break_even,
     table_header,
     table_rows,
 )
 from harness.perfmodel.cluster import Cluster, cap_caveats
 from harness.perfmodel.memory import activation_words, fit_words, mib_text, state_per_rank
 from harness.perfmodel.predict import of_setup
-from harness.perfmodel.sharded import OwnCheck, optimizer_share_caveat, unborne_words
+from harness.perfmodel.sharded import OwnCheck, optimizer_break_even, optimizer_share_caveat, unborne_words
 from harness.results.values import strategy_labels
 from reports.pages.html import esc, table
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from harness.commands.console import predictions
-from harness.perfmodel import choice
+from harness.perfmodel import choice, sharded
 
 GIB = 1024.0  # MiB
 
@@ -135,26 +135,26 @@ def test_a_sharded_leads_dependence_on_the_optimizers_share_is_said():
     share. DDP's 100 ms step holds 30 ms of optimizer: ZeRO-1's 80 ms, its optimizer on a quarter (7.5 ms), leads
     by 20 ms of the 22.5 ms it saves, so it needs f ≥ 1 − 20/22.5 of the optimizer's 30 %: 3.3 % of the step."""
     frame = _frame(8, 100.0, 80.0).assign(zero_optimizer_ms=7.5, fsdp_step_ms=60.0, fsdp_optimizer_ms=3.75)
-    said = choice.optimizer_break_even(frame, optimizer_ms=30.0, step_ms=100.0)
+    said = sharded.optimizer_break_even(frame, optimizer_ms=30.0, step_ms=100.0)
     assert (
         said == "at w8, ZeRO-1's lead needs the optimizer at 3% of the step or more; FSDP2's holds with no "
         "optimizer time at all"
     )  # fmt: skip  (FSDP2 leads by 40 ms, more than the 26.25 ms it saves)
     behind = frame.assign(zero_step_ms=101.0, fsdp_step_ms=float("nan"))
-    assert choice.optimizer_break_even(behind, optimizer_ms=30.0, step_ms=100.0) == ""  # no lead to explain
+    assert sharded.optimizer_break_even(behind, optimizer_ms=30.0, step_ms=100.0) == ""  # no lead to explain
     close = frame.assign(zero_step_ms=99.9, fsdp_step_ms=float("nan"))  # 0.1 ms ahead: needs nearly all of it
-    assert choice.optimizer_break_even(close, optimizer_ms=30.0, step_ms=100.0) == (
+    assert sharded.optimizer_break_even(close, optimizer_ms=30.0, step_ms=100.0) == (
         "at w8, ZeRO-1's lead needs the optimizer at 30% of the step or more"
     )
     # each strategy's line says its own; and a lead its left-out own cost eats is none (a walkthrough read FSDP2's
     # 'lead needs the optimizer at 0.4 %' where its step with its own cost was 17 % behind DDP's)
-    assert choice.optimizer_break_even(frame, optimizer_ms=30.0, step_ms=100.0, labels=("ZeRO-1",)) == (
+    assert sharded.optimizer_break_even(frame, optimizer_ms=30.0, step_ms=100.0, labels=("ZeRO-1",)) == (
         "at w8, ZeRO-1's lead needs the optimizer at 3% of the step or more"
     )
     eaten = frame.assign(fsdp_own_left_out_ms=45.0)  # 60 + 45 = 105 ms against DDP's 100
-    assert choice.optimizer_break_even(eaten, optimizer_ms=30.0, step_ms=100.0, labels=("FSDP2",)) == ""
+    assert sharded.optimizer_break_even(eaten, optimizer_ms=30.0, step_ms=100.0, labels=("FSDP2",)) == ""
     part = frame.assign(fsdp_own_left_out_ms=20.0)  # 80 ms whole: leads by 20 of the 26.25 ms it saves
-    assert choice.optimizer_break_even(part, optimizer_ms=30.0, step_ms=100.0, labels=("FSDP2",)) == (
+    assert sharded.optimizer_break_even(part, optimizer_ms=30.0, step_ms=100.0, labels=("FSDP2",)) == (
         "at w8, FSDP2's lead needs the optimizer at 7% of the step or more"
     )
 

@@ -11,7 +11,7 @@ import pytest
 from test_fsdp_model import PerMiB, two_blocks
 
 from harness.commands.console import predictions
-from harness.perfmodel import choice, fsdp, zero
+from harness.perfmodel import choice, fsdp, sharded, zero
 from harness.perfmodel.network import Link
 from harness.perfmodel.schedule import Grad, Parameters, Profile, floor_with, predict_caps
 from harness.perfmodel.sharded import with_full_size_floors
@@ -155,11 +155,11 @@ def test_the_optimizers_break_even_takes_each_step_as_the_choice_ranks_it():
                           "zero_optimizer_ms": [16.0], "fsdp_step_ms": [260.0], "fsdp_optimizer_ms": [1.0],
                           "full_size_step_floor_ms": [400.0], "zero_full_size_step_floor_ms": [460.0],
                           "zero_full_size_optimizer_ms": [16.0], "fsdp_full_size_step_floor_ms": [280.0]})  # fmt: skip
-    said = choice.optimizer_break_even(frame, optimizer_ms=96.0, step_ms=350.0)
+    said = sharded.optimizer_break_even(frame, optimizer_ms=96.0, step_ms=350.0)
     assert said == "at w64, FSDP2's holds with no optimizer time at all"
     unfloored = frame.drop(columns=["full_size_step_floor_ms", "zero_full_size_step_floor_ms",
                                     "fsdp_full_size_step_floor_ms"])  # fmt: skip
-    assert "ZeRO-1's lead needs the optimizer at 10% of the step or more" in choice.optimizer_break_even(
+    assert "ZeRO-1's lead needs the optimizer at 10% of the step or more" in sharded.optimizer_break_even(
         unfloored, optimizer_ms=96.0, step_ms=350.0
     )
 
