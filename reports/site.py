@@ -171,7 +171,13 @@ def build_site(*, results: Path, out: Path, cluster=None, on_run=None, as_predic
         # Named by folder: two folders may carry one run id (a copied run), and each keeps its page.
         run.meta["page"] = run_folder.name
         counts = as_predict(run_folder, run.configs) if as_predict and cluster is not None else {}
-        run.meta["whatif"] = write_whatif_page(run_folder, run.meta, run.configs, cluster, out, **counts)
+        try:
+            run.meta["whatif"] = write_whatif_page(run_folder, run.meta, run.configs, cluster, out, **counts)
+        except Exception as exc:
+            log.warning("what-if page of run %s not written (%s: %s); its run page and the rest are: please report "
+                        "this", run_folder.name, type(exc).__name__, exc)  # fmt: skip
+            (out / "runs" / f"{run_folder.name}.whatif.html").unlink(missing_ok=True)
+            run.meta["whatif"] = None
         run.meta["whatif_cluster"] = getattr(cluster, "name", None)
         if run.meta["whatif"]:
             whatif_pages[run_folder.name] = out / "runs" / run.meta["whatif"]

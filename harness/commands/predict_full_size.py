@@ -81,7 +81,7 @@ def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None 
         if options is not None:  # (--size full does nothing for a file of yours)
             return rows, "the run's model, not the one you will train (not counted on the meta device): bench that one"
         whose = f"the {size} size's model, not the full size's" if scales else f"batch {measured}, the run's"
-        flags = "--size full" * scales + f" --batch-size {batch}" * (batch != measured)
+        flags = "--size full" * bool(scales) + f" --batch-size {batch}" * bool(batch != measured)
         return rows, f"{whose}: bench {flags.strip()} for the one you will train"
     counted = "" if full.get("activation_mb") is not None else "; its activations could not be counted there"
     other = f" (the run measured batch {measured})" if batch != measured else ""

@@ -292,7 +292,7 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
     beside = "; ".join(part for part in parts if part)
     buckets = f" (its state and the larger of backward's part and the optimizer step's; {beside})" if beside else ""
     tokens = first.get("tokens_per_batch")  # a language model's: its activations grow with the sequence's length
-    samples = f"{batch} sample{'s' * (batch != 1)}" + (f" of {int(tokens) // batch:,} tokens" if tokens > 0 else "")
+    samples = f"{batch} sample{'s' * bool(batch != 1)}" + (f" of {int(tokens) // batch:,} tokens" if tokens > 0 else "")
     alike = "every strategy alike" + "".join(f"{' but' if k == 0 else ','} {e}" for k, e in enumerate(exceptions))
     return (f"the model's forward keeps {mib_text(kept)} of activations for backward at {samples} a rank in "
             f"{dtype}{noted}, {alike} at any GPU count: {holds}{held} at the step's peak"

@@ -169,7 +169,9 @@ def unborne_words(errors: dict[str, list[float]] | None) -> str:
     """'the step models missed this run's own steps by up to 57%: not borne out (below)' where an error is beyond
     UNBORNE_ERROR, said where the answer is read (a walkthrough met the doubt only after the table); '' else."""
     worst = max((abs(error) for found in (errors or {}).values() for error in found), default=0.0)
-    return f"the step models missed this run's own steps by up to {worst:.0%}: not borne out" * (worst > UNBORNE_ERROR)
+    return f"the step models missed this run's own steps by up to {worst:.0%}: not borne out" * bool(
+        worst > UNBORNE_ERROR
+    )
 
 
 def errors_words(errors: dict[str, list[float]] | None, *, cluster: str, results_dir: Path,

@@ -182,7 +182,7 @@ def against_reference(row: pd.Series, reference: pd.Series | None) -> str:
     proof = proof if faster else evidence(reference, row)
     if proof.get("same_buckets"):  # one measurement: its two figures differ by the launches alone
         return f"the same buckets: one measurement ({proof['times']:.2f}× apart: the launches' spread)"
-    text = f"{proof['times']:.2f}×" + f" {'faster' if faster else 'slower'}" * (round(proof["times"], 2) != 1)
+    text = f"{proof['times']:.2f}×" + f" {'faster' if faster else 'slower'}" * bool(round(proof["times"], 2) != 1)
     interval = f"{ratio_number(proof['low'])}–{ratio_number(proof['high'])}" if proof["low"] is not None else ""
     if proof["judged"] == TOO_FEW:  # the doubt first: the estimate is no finding yet
         return f"too few repeats to tell (estimate {text}" + (f", interval {interval})" if interval else ")")

@@ -310,7 +310,7 @@ def _zero_cell(row) -> str:
     if row.zero_own_left_out_ms > 0:  # a CPU's, left out of a GPU step given (as DDP's is): the note says so
         return f"{row.zero_step_ms:.3f}*"
     return f"{row.zero_step_ms:.3f}" + (
-        f" (its own cost at one rank, {ms_text(row.zero_own_ms)} ms, added)" * (row.zero_own_ms > 0)
+        f" (its own cost at one rank, {ms_text(row.zero_own_ms)} ms, added)" * bool(row.zero_own_ms > 0)
     )
 
 

@@ -361,6 +361,29 @@ def test_errors_beyond_what_the_model_keeps_on_a_quiet_machine_say_its_steps_are
                          "them")  # fmt: skip
 
 
+def test_errors_read_from_a_run_as_numpy_floats_say_not_borne_out_rather_than_crash():
+    """A user's predict --cluster and report crashed here ('can't multiply sequence by non-int of type
+    numpy.bool'): the errors come from pandas, and a numpy comparison is no int to repeat a string by."""
+    import numpy as np
+
+    from harness.perfmodel import sharded
+
+    assert sharded.unborne_words({"FSDP2": [np.float64(-0.426)]}).endswith("by up to 43%: not borne out")
+    assert sharded.unborne_words({"DDP": [np.float64(0.1)]}) == ""
+
+
+def test_a_what_if_page_that_fails_costs_neither_the_run_page_nor_the_site(tmp_path, monkeypatch, caplog):
+    def broken(*args, **kwargs):
+        raise TypeError("a prediction's bug")
+
+    monkeypatch.setattr(site.whatif, "whatif_page", broken)
+    results = network_results(tmp_path)
+    built = site.build_site(results=results, out=tmp_path / "site", cluster=cluster.load("dgx-h100"))
+    assert built.index.is_file() and built.run_pages and not built.whatif_pages
+    assert all(page.is_file() for page in built.run_pages.values())
+    assert "what-if page of run bucket_sweep not written (TypeError: a prediction's bug)" in caplog.text
+
+
 def test_the_baseline_slowdown_is_its_widest_step_over_its_one_rank_step():
     run = Path(__file__).parent.parent / "data" / "cpu_run"
     configs = store.read_configs(run)
