@@ -173,7 +173,7 @@ def build_site(*, results: Path, out: Path, cluster=None, on_run=None, as_predic
         counts = as_predict(run_folder, run.configs) if as_predict and cluster is not None else {}
         try:
             run.meta["whatif"] = write_whatif_page(run_folder, run.meta, run.configs, cluster, out, **counts)
-        except Exception as exc:
+        except Exception as exc:  # a prediction's fault must not cost the measured run its page, nor the site
             log.warning("what-if page of run %s not written (%s: %s); its run page and the rest are: please report "
                         "this", run_folder.name, type(exc).__name__, exc)  # fmt: skip
             (out / "runs" / f"{run_folder.name}.whatif.html").unlink(missing_ok=True)

@@ -273,9 +273,9 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     from harness.analysis import agreement
     from harness.perfmodel import cluster, fsdp, predict
     from harness.perfmodel.nccl import ClusterLink
-    from harness.perfmodel.schedule import Calibration, calibrate, predict_caps
-    from harness.perfmodel.sharded import optimizer_break_even, optimizer_share_caveat
-    from harness.perfmodel.zero import largest_parameter, own_for_cluster, with_zero
+    from harness.perfmodel.schedule import Calibration, calibrate
+    from harness.perfmodel.sharded import cluster_frame, optimizer_break_even, optimizer_share_caveat
+    from harness.perfmodel.zero import largest_parameter, own_for_cluster
 
     from_run = predict.run_calibration(configs, setup, profile=profile) if configs is not None else Calibration()
     carried = not (args.local_step_ms and device == "cpu")  # a CPU's own cost is no GPU's (scaled_to_local_step)
@@ -313,10 +313,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     rows = []
     for nodes in node_counts(args):
         world = nodes * chosen.gpus_per_node
-        frame = with_zero(predict_caps(profile, caps_mb=caps, link=link, world_size=world), profile, link=link,
-                          world_size=world, own_s=zero_own.added_s, left_out_s=zero_own.left_out_s)  # fmt: skip
-        frame = fsdp.with_fsdp(frame, sharded.profile, gather=link, scatter=link, world_size=world,
-                               own_s=sharded.own_s, left_out_s=sharded.left_out_s)  # fmt: skip
+        frame = cluster_frame(profile, caps=caps, link=link, world_size=world, zero_own=zero_own, fsdp_part=sharded)
         frame.insert(0, "nodes", nodes)
         frame.insert(0, "world_size", world)
         frame = agreement.with_answer_marks(frame)

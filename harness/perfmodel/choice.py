@@ -14,6 +14,7 @@ import pandas as pd
 
 from harness.analysis import agreement, roles
 from harness.perfmodel.memory import need_mb, unrecorded
+from harness.perfmodel.schedule import WIRE_BYTES
 from harness.results.values import ms_text
 
 
@@ -26,6 +27,7 @@ class Candidate:
     left_out_ms: float = 0.0  # an own cost its step leaves out beyond the others' (FSDP's, a CPU's, scaled)
     profiled_ms: float | None = None  # the step predicted at the profile's size, where its full-size floor is higher
     model: str = ""  # whose step model times it (DDP, ZeRO-1, FSDP2), as the run's own-steps check names them
+    note: str = ""  # what its step rests on beyond its model's (a compression hook's: compressed_note)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,11 +46,13 @@ def _asked(state: pd.DataFrame, options: dict) -> pd.Series:
     return pd.Series(asked, index=state.index)
 
 
-STEP_COLUMNS = {"reference": "step_ms", "optimizer_shard": "zero_step_ms", "optimizer_shard_broadcast":
-                "zero_broadcast_ms", "optimizer_shard_packed": "zero_bucket_view_broadcast_ms",
-                "parameter_shard": "fsdp_step_ms", "parameter_shard_kept": "fsdp_kept_step_ms"}  # fmt: skip
+STEP_COLUMNS = {"reference": "step_ms", "compressed": "compressed_step_ms", "optimizer_shard": "zero_step_ms",
+                "optimizer_shard_broadcast": "zero_broadcast_ms",
+                "optimizer_shard_packed": "zero_bucket_view_broadcast_ms", "parameter_shard": "fsdp_step_ms",
+                "parameter_shard_kept": "fsdp_kept_step_ms"}  # fmt: skip
 """Where a cluster frame holds each strategy's predicted step, and ZeRO-1's broadcasts (one a parameter; packed)."""
-FLOOR_COLUMNS = {"reference": "full_size_step_floor_ms", "optimizer_shard": "zero_full_size_step_floor_ms",
+FLOOR_COLUMNS = {"reference": "full_size_step_floor_ms", "compressed": "compressed_full_size_step_floor_ms",
+                 "optimizer_shard": "zero_full_size_step_floor_ms",
                  "optimizer_shard_broadcast": "zero_full_size_broadcast_ms",
                  "optimizer_shard_packed": "zero_bucket_view_full_size_broadcast_ms",
                  "parameter_shard": "fsdp_full_size_step_floor_ms",
@@ -58,8 +62,9 @@ FLOOR_COLUMNS = {"reference": "full_size_step_floor_ms", "optimizer_shard": "zer
 
 def modelled_step(state: pd.DataFrame, named: pd.Series, columns: dict[str, str] = STEP_COLUMNS) -> pd.Series:
     """Each state row's predicted step at this GPU count (`named`: the frame's row at the cap DDP's answer names):
-    DDP's for the reference, ZeRO-1's or FSDP2's for their roles (options at their defaults, or ZeRO-1's
-    parameters_as_bucket_view, FSDP2's reshard_after_forward=false); NaN for the rest, and where the frame lacks
+    DDP's for the reference (its options at their defaults, or a compression hook alone: fp16's, bf16's), ZeRO-1's or
+    FSDP2's for their roles (options at their defaults, or ZeRO-1's parameters_as_bucket_view, FSDP2's
+    reshard_after_forward=false); NaN for the rest, and where the frame lacks
     the column (`columns`: FLOOR_COLUMNS for each step's full-size floor)."""
 
     def value(key: str) -> float:
@@ -68,6 +73,7 @@ def modelled_step(state: pd.DataFrame, named: pd.Series, columns: dict[str, str]
     step = pd.Series(float("nan"), index=state.index)
     plain = _asked(state, {}).to_numpy()  # no option the step models leave out
     step[roles.is_reference(state).to_numpy() & plain] = value("reference")
+    step[_compressed(state).to_numpy()] = value("compressed")  # DDP's schedule, each bucket sent in fewer bytes
     zero_one = roles.sharded_optimizer_over_allreduce(state).to_numpy()
     step[zero_one & plain] = value("optimizer_shard")
     step[zero_one & _asked(state, {"parameters_as_bucket_view": True}).to_numpy()] = (  # one broadcast a rank
@@ -89,6 +95,27 @@ def left_out_ms(state: pd.DataFrame, named: pd.Series) -> pd.Series:
         value = float(named.get(column, 0.0))
         left[rows.to_numpy()] = value if value == value else 0.0
     return left
+
+
+def _compressed(state: pd.DataFrame) -> pd.Series:
+    """The reference's rows asking a compression hook (schedule.WIRE_BYTES: fp16's, bf16's) and nothing else."""
+    hooked = [_asked(state, {"comm_hook": hook}) for hook in WIRE_BYTES]
+    return roles.is_reference(state) & pd.concat(hooked, axis=1).any(axis=1)
+
+
+def compressed_note(named: pd.Series, *, full_size: bool = False) -> str:
+    """What a compression hook's step rests on, from a cluster frame's row (schedule.with_compressed), the full size's
+    floors' where they rank it (`full_size`)."""
+    share = float(named.get("compressed_share", 1.0))
+    if share >= 1.0:
+        return "its gradients are 2-byte floats already: the hook sends what DDP sends"
+    plain, hooked = ("full_size_exposed_ms", "compressed_full_size_exposed_ms") if full_size else (
+        "exposed_comm_ms", "compressed_exposed_comm_ms")  # fmt: skip
+    exposed = f"{ms_text(named.get(plain, 0.0))} → {ms_text(named.get(hooked, 0.0))} ms"
+    return (
+        f"{share:.0%} of the bytes all-reduced, exposed communication {exposed}{' at least' * full_size}; "
+        "lossy (the run's parity says how far), its casts left out"
+    )
 
 
 MODELS = (("DDP", roles.is_reference), ("ZeRO-1", roles.sharded_optimizer_over_allreduce),
@@ -129,6 +156,8 @@ def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float,
         candidates = [_candidate(label, float(n), n <= capacity_gib * 1024, s, floor, float(extra), model)
                       for label, n, s, floor, extra, model in zip(at["strategy"], need, steps, floors, left, models,
                                                                   strict=True)]  # fmt: skip
+        candidates = [dataclasses.replace(c, note=compressed_note(named, full_size=c.profiled_ms is not None))
+                      if hooked else c for c, hooked in zip(candidates, _compressed(at), strict=True)]  # fmt: skip
         timed = sorted((c for c in candidates if c.step_ms is not None), key=lambda c: c.step_ms)
         fitting = [c for c in timed if c.fits]
         picked, maybe = _picked(fitting, errors)
@@ -209,6 +238,8 @@ def without_optimizer(frames: list[pd.DataFrame], optimizer_ms: float) -> list[p
 def step_text(c: Candidate) -> str:
     """'stock 100 ms', or where its floor at the full size ranks it: 'fsdp at least 1720 ms (full-size floor; 234 ms
     as profiled)'."""
+    if c.note:
+        return f"{step_text(dataclasses.replace(c, note=''))} ({c.note})"
     if c.profiled_ms is None:
         return f"{c.strategy} {c.step_ms:.4g} ms"
     smaller = ", the smaller model's shards" if c.profiled_ms > c.step_ms else ""  # ZeRO-1's, REPLACED
@@ -340,6 +371,7 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
     notes += [f"{whose.get(id(c), c.strategy + chr(39) + 's')} step leaves out its own cost ({ms_text(c.left_out_ms)} "
               "ms more than DDP's as a CPU measured it, scaled)" for c in choice.picked if c.left_out_ms]  # fmt: skip
     notes += [f"{c.strategy} may be faster ({c.step_ms:.4g} ms before its own cost)" for c in choice.maybe]
+    notes += [f"{c.strategy}: {c.note}" for c in choice.picked if c.note]
     unfit = sorted(c.strategy for c in (*choice.others, *choice.maybe) if not c.fits)
     notes += [f"{', '.join(unfit)} do{'es' * (len(unfit) == 1)} not fit"] if unfit else []
     return (str(choice.world_size), " or ".join(c.strategy for c in choice.picked),
@@ -352,6 +384,6 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
 def _step_cell(picked: list[Candidate], scale: float = 1.0, text=lambda value: f"{value:.4g}") -> str:
     """'≥269.2' (a full-size floor ranks it), a tie's span '269.2–351.7'; each step × `scale` (GPU-hours a million
     samples take: step s × 10⁶ / the batch a GPU steps at / 3,600 s, the GPUs' count cancelling out)."""
-    steps = [c.step_ms * scale for c in picked]
-    span = f"{text(min(steps))}–{text(max(steps))}" if len(steps) > 1 else text(steps[0])
+    low, high = (text(min(c.step_ms for c in picked) * scale), text(max(c.step_ms for c in picked) * scale))
+    span = f"{low}–{high}" if low != high else low  # a tie's ends alike as written: one figure
     return "≥" * any(c.profiled_ms is not None for c in picked) + span

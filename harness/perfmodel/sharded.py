@@ -20,6 +20,7 @@ from harness.perfmodel import fsdp, zero
 from harness.perfmodel.choice import FLOOR_COLUMNS, SHARD_OF, STEP_COLUMNS
 from harness.perfmodel.memory import HELD, listed
 from harness.perfmodel.network import (
+    NO_CONTENTION,
     Network,
     broadcast_link,
     fitted_source,
@@ -27,17 +28,27 @@ from harness.perfmodel.network import (
     network_link,
     sharded_links,
 )
-from harness.perfmodel.schedule import Parameters, Profile, floor_with
+from harness.perfmodel.schedule import (
+    Compressed,
+    Parameters,
+    Profile,
+    floor_with,
+    predict_caps,
+    wire_share,
+    with_compressed,
+)
 from harness.results.values import options_of
 
 
 def with_sharded_steps(frame: pd.DataFrame, profile: Profile, network: Network, *, world_size: int,
                        fsdp_profile: Profile, fsdp_own_s: float, blocking: bool,
                        zero_own_s: float = 0.0) -> pd.DataFrame:  # fmt: skip
-    """DDP's steps per cap on `network` (`schedule.predict_caps`) with ZeRO-1's columns (its broadcasts on the
-    broadcast's fit, its own cost `zero_own_s` added) and FSDP2's (from `fsdp_profile`, the compute without DDP's
-    own cost, `fsdp.compute_only`, with its own cost; each call `blocking` on the CPU), as the run's validations
-    price them."""
+    """DDP's steps per cap on `network` (`schedule.predict_caps`) with DDP's under a compression hook, ZeRO-1's
+    columns (its broadcasts on the broadcast's fit, its own cost `zero_own_s` added) and FSDP2's (from
+    `fsdp_profile`, the compute without DDP's own cost, `fsdp.compute_only`, with its own cost; each call `blocking`
+    on the CPU), as the run's validations price them."""
+    frame = with_compressed(frame, profile, link=network_link(network, world_size), world_size=world_size,
+                            contention=network.contention.get(world_size) or NO_CONTENTION)  # fmt: skip
     sender = broadcast_link(network, world_size) or network_link(network, world_size)
     frame = zero.with_zero(frame, profile, link=sender, world_size=world_size, own_s=zero_own_s)
     gather, scatter = sharded_links(network, world_size)
@@ -45,17 +56,33 @@ def with_sharded_steps(frame: pd.DataFrame, profile: Profile, network: Network, 
                           own_s=fsdp_own_s, blocking=blocking)  # fmt: skip
 
 
+def cluster_frame(profile: Profile, *, caps: list[float], link, world_size: int, zero_own: zero.OwnCost,
+                  fsdp_part: fsdp.ForCluster) -> pd.DataFrame:  # fmt: skip
+    """DDP's steps per cap on a cluster's `link` (`schedule.predict_caps`) with DDP's under a compression hook
+    (`schedule.with_compressed`), ZeRO-1's (its own cost as `zero_own` takes it) and FSDP2's (`fsdp_part`:
+    `fsdp.for_cluster`'s profile and own cost): as `predict --cluster` and the what-if page price them alike."""
+    frame = with_compressed(predict_caps(profile, caps_mb=caps, link=link, world_size=world_size), profile,
+                            link=link, world_size=world_size)  # fmt: skip
+    frame = zero.with_zero(frame, profile, link=link, world_size=world_size, own_s=zero_own.added_s,
+                           left_out_s=zero_own.left_out_s)  # fmt: skip
+    return fsdp.with_fsdp(frame, fsdp_part.profile, gather=link, scatter=link, world_size=world_size,
+                          own_s=fsdp_part.own_s, left_out_s=fsdp_part.left_out_s)  # fmt: skip
+
+
 def with_full_size_floors(frame: pd.DataFrame, profile: Profile, params: Parameters, *, link, world_size: int,
                           fsdp_profile: Profile, fsdp_own_s: float = 0.0, zero_own_s: float = 0.0):  # fmt: skip
     """A cluster frame (DDP's steps per cap with ZeRO-1's and FSDP2's) with each step's floor for the full size's
-    `params` on the same compute (the profile's; FSDP2's `fsdp_profile`, without DDP's own cost), on `link`:
-    DDP's (`full_size_*`: schedule.floor_with), ZeRO-1's (DDP's step as the choice ranks it, the higher of its
-    prediction and its floor, with ZeRO's change for these parameters: its optimizer on the largest shard, their
-    broadcasts after it, its own cost: `zero_full_size_*`; it stands in for ZeRO-1's predicted step, whose shards
-    and broadcasts are the smaller model's: choice.REPLACED) and FSDP2's
-    (`fsdp_full_size_*`, `fsdp_kept_full_size_step_floor_ms`: fsdp.floor_with)."""
+    `params` on the same compute (the profile's; FSDP2's `fsdp_profile`, without DDP's own cost), on `link`: DDP's
+    (`full_size_*`: schedule.floor_with; `compressed_full_size_step_floor_ms` under a compression hook), ZeRO-1's
+    (DDP's step as the choice ranks it, the higher of its prediction and its floor, with ZeRO's change for these
+    parameters: its optimizer on the largest shard, their broadcasts after it, its own cost: `zero_full_size_*`; it
+    stands in for ZeRO-1's predicted step, whose shards and broadcasts are the smaller model's: choice.REPLACED) and
+    FSDP2's (`fsdp_full_size_*`, `fsdp_kept_full_size_step_floor_ms`: fsdp.floor_with)."""
     floors = [floor_with(profile, params, cap_mb=cap, link=link, world_size=world_size)
               for cap in frame["bucket_cap_mb"]]  # fmt: skip
+    hooked = Compressed(link, wire_share(params.trained, "fp16"))  # fp16's and bf16's hooks alike
+    compressed = [floor_with(profile, params, cap_mb=cap, link=hooked, world_size=world_size)
+                  for cap in frame["bucket_cap_mb"]]  # fmt: skip
     full = dataclasses.replace(profile, grads=params.trained, frozen=params.frozen)
     change = zero.zero_change(full, sender=link, world_size=world_size, own_s=zero_own_s)
     packed = zero.zero_change(full, sender=link, world_size=world_size, bucket_view=True)
@@ -70,6 +97,8 @@ def with_full_size_floors(frame: pd.DataFrame, profile: Profile, params: Paramet
                         full_size_last_ms=[f.last_s * 1e3 for f in floors],
                         full_size_step_floor_ms=[f.step_s * 1e3 for f in floors],
                         full_size_exposed_ms=[f.exposed_s * 1e3 for f in floors],
+                        compressed_full_size_step_floor_ms=[f.step_s * 1e3 for f in compressed],
+                        compressed_full_size_exposed_ms=[f.exposed_s * 1e3 for f in compressed],
                         zero_full_size_step_floor_ms=[change.step_s(max(f.step_s, ddp_ms / 1e3)) * 1e3
                                                       for f, ddp_ms in zip(floors, frame["step_ms"], strict=True)],
                         zero_full_size_optimizer_ms=change.optimizer_s * 1e3,

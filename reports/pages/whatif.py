@@ -12,7 +12,7 @@ import pandas as pd
 from harness.analysis import agreement, roles, stats, why
 from harness.analysis.sweep import given_cap
 from harness.perfmodel.cluster import Cluster, is_builtin, published_check_summary, published_checks
-from harness.perfmodel.fsdp import for_cluster, with_fsdp
+from harness.perfmodel.fsdp import for_cluster
 from harness.perfmodel.nccl import ClusterLink
 from harness.perfmodel.predict import (
     DEFAULT_CAPS_MB,
@@ -24,9 +24,9 @@ from harness.perfmodel.predict import (
     scaled_to_local_step,
     swept_caps,
 )
-from harness.perfmodel.schedule import Parameters, calibrate, predict_caps
-from harness.perfmodel.sharded import OwnCheck, with_full_size_floors
-from harness.perfmodel.zero import own_for_cluster, with_zero
+from harness.perfmodel.schedule import Parameters, calibrate
+from harness.perfmodel.sharded import OwnCheck, cluster_frame, with_full_size_floors
+from harness.perfmodel.zero import own_for_cluster
 from harness.results import store
 from harness.results.values import ms_text
 from reports.figures import whatif as figures
@@ -86,11 +86,8 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                    **{f"setup_{key}": value for key, value in setup.items()}, "size": setup["size"]}  # fmt: skip
         params = full_params(setup, profile.grad_bytes) if full_params else None
         for world in world_sizes(cluster):
-            frame = with_zero(predict_caps(calibrated, caps_mb=caps, link=link, world_size=world), calibrated,
-                              link=link, world_size=world, own_s=zero_own.added_s,
-                              left_out_s=zero_own.left_out_s)  # fmt: skip
-            frame = with_fsdp(frame, sharded.profile, gather=link, scatter=link, world_size=world,
-                              own_s=sharded.own_s, left_out_s=sharded.left_out_s)  # fmt: skip
+            frame = cluster_frame(calibrated, caps=caps, link=link, world_size=world, zero_own=zero_own,
+                                  fsdp_part=sharded)  # fmt: skip
             if params:
                 frame = with_full_size_floors(frame, calibrated, params, link=link, world_size=world,
                                               fsdp_profile=sharded.profile, fsdp_own_s=sharded.own_s or 0.0,

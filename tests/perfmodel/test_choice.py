@@ -40,9 +40,23 @@ def test_the_fastest_that_fits_is_picked_and_a_tie_names_both():
 
 
 def test_a_strategy_with_other_options_or_no_step_model_is_never_picked():
-    state = pd.concat([STATE, _state([("stock", 8, 1.0)], options='{"comm_hook": "fp16"}')], ignore_index=True)
+    state = pd.concat([STATE, _state([("stock", 8, 1.0)], options='{"comm_hook": "fp16", "static_graph": true}')],
+                      ignore_index=True)  # fmt: skip
     w8 = choice.choose(predictions.labelled(state), FRAMES, 80.0)[0]
     assert [c.strategy for c in w8.picked] == ["zero"]  # the hooked stock fits, but the model has no step for it
+
+
+def test_ddp_with_a_compression_hook_is_ranked_by_its_schedule_in_fewer_bytes_and_says_so():
+    """A user sweeping DDP's knobs for a cluster read 'stock comm_hook=bf16 … fit too, with no step model': the hook
+    changes what DDP's schedule sends, which the cluster's network prices (schedule.with_compressed)."""
+    hooked = _state([("stock", 8, 1.0)], options='{"comm_hook": "bf16"}')
+    frames = [_frame(8, 100.0, 104.0).assign(compressed_step_ms=95.0, compressed_share=0.5, exposed_comm_ms=8.0,
+                                             compressed_exposed_comm_ms=3.0)]  # fmt: skip
+    w8 = choice.choose(predictions.labelled(pd.concat([STATE, hooked], ignore_index=True)), frames, 80.0)[0]
+    assert [(c.strategy, c.step_ms) for c in w8.picked] == [("stock comm_hook=bf16", 95.0)]
+    assert w8.picked[0].note.startswith("50% of the bytes all-reduced, exposed communication 8 → 3 ms; lossy")
+    rows = choice.table_rows(predictions.labelled(hooked), frames, 80.0)
+    assert "stock comm_hook=bf16: 50% of the bytes all-reduced" in rows[0][-1]
 
 
 def test_nothing_is_chosen_without_a_gpu_memory_or_counted_activations():

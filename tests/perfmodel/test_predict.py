@@ -3,6 +3,7 @@ profile, the run's model tables, and `ddpbench predict` end to end."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -164,6 +165,20 @@ def test_communication_bound_buckets_queue_behind_each_other():
     step = schedule.simulate(profile, _each_alone(profile), link=ONE_MS_PER_MB, world_size=2)
     assert step.comm_end_s == pytest.approx(22 * MS)
     assert step.exposed_comm_s == pytest.approx(12 * MS)
+
+
+def test_a_compression_hook_sends_each_bucket_in_half_the_bytes_where_the_gradients_are_fp32():
+    """fp16/bf16 hooks cast a bucket of fp32 gradients to 2-byte floats: the buckets are DDP's, each all-reduce half."""
+    profile = _profile([2, 4, 6, 8, 10], backward_ms=10, nbytes=4 * MB)  # 4 ms each: communication-bound
+    assert schedule.wire_share(profile.grads, "fp16") == 0.5 and schedule.wire_share(profile.grads, "none") == 1.0
+    halves = [dataclasses.replace(g, dtype="bfloat16") for g in profile.grads]
+    assert schedule.wire_share(halves, "bf16") == 1.0  # already 2-byte floats: the hook sends what DDP sends
+    frame = schedule.predict_caps(profile, caps_mb=[4], link=ONE_MS_PER_MB, world_size=2)
+    hooked = schedule.with_compressed(frame, profile, link=ONE_MS_PER_MB, world_size=2)
+    # back to back from 2 ms, 2 ms each now: the last ends at 12 ms, 2 ms after backward (22 ms, 12 exposed before)
+    assert float(hooked["compressed_exposed_comm_ms"].iloc[0]) == pytest.approx(2.0)
+    assert float(hooked["exposed_comm_ms"].iloc[0]) == pytest.approx(12.0)
+    assert float(hooked["compressed_step_ms"].iloc[0]) == pytest.approx(3 + 12 + 1)
 
 
 def test_latency_counts_once_per_bucket():
