@@ -109,6 +109,12 @@ def beyond_defaults(impl: str, options: Any) -> dict:
     return impls.beyond_defaults(impl, options_of(options))
 
 
+def beyond_defaults_of(rows: pd.DataFrame) -> pd.Series:
+    """Per row, `beyond_defaults` of its options: what its strategy ran with that its defaults are not."""
+    pairs = zip(rows["impl"], rows["impl_options"], strict=True)
+    return pd.Series([beyond_defaults(impl, options) for impl, options in pairs], index=rows.index, dtype=object)
+
+
 def reference_name() -> str:
     """The reference strategy's name, for text where no row of it is at hand."""
     return impls.reference_name()

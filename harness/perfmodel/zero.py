@@ -196,7 +196,7 @@ def run_checks(configs, profiles, network) -> list[dict]:
     from harness.results.values import options_of
 
     rows = configs.fillna(predict.SETUP_DEFAULTS)
-    options = rows["impl_options"].map(options_of)
+    options = roles.beyond_defaults_of(rows)  # torch's defaults asked by name are the model's own step
     rows = rows[roles.sharded_optimizer_over_allreduce(rows) & (rows["status"] == "ok") & (rows["world_size"] > 1)
                 & options.map(lambda o: set(o) <= MODELLED_OPTIONS) & rows["step_ms_median"].notna()]  # fmt: skip
     checks = []

@@ -115,6 +115,16 @@ def test_a_runs_zero_rows_are_checked_against_the_model_and_other_options_are_le
     assert checks['{"parameters_as_bucket_view": true}']["zero_broadcasts"] == 2
 
 
+def test_zero_rows_asking_torchs_defaults_by_name_are_checked_as_the_plain_ones():
+    """A user's knob sweep (static_graph, gradient_as_bucket_view at false among them) lost ZeRO-1's check on its own
+    steps: rows asking the defaults by name were read as another step, though the choice priced them as its own."""
+    named = {"static_graph": False, "gradient_as_bucket_view": False}
+    configs = pd.DataFrame([_row("zero", 2, 30.0, named), _row("zero", 2, 31.0, {"static_graph": True})])
+    network = net.given_network(busbw_bytes_per_s=MB / MS, latency_s=0.0)
+    checks = zero.run_checks(configs, PROFILE_ROWS, network)
+    assert [c["impl_options"] for c in checks] == [json.dumps(named)]  # static_graph=True: another step
+
+
 def test_zeros_own_cost_at_one_rank_is_added_at_every_world_size_and_a_cpus_left_out_of_a_gpu_step():
     """ZeRO at one rank (no option) over DDP's there is ZeRO's own cost, where three repeats a side tell them apart:
     added to the predicted step. A ZeRO row with an option at one rank is another step and counts for nothing; and
