@@ -335,17 +335,24 @@ SHARD_OF = {"zero_step_ms": "zero_optimizer_ms", "fsdp_step_ms": "fsdp_optimizer
 whatever the size; ZeRO-1's largest shard is the full size's partition's in its floor)."""
 
 
-def table_header(cpu_steps: bool = False) -> tuple[str, ...]:
-    """The choice's table's header (`table_rows`): its steps a CPU's compute where no GPU step scaled them."""
-    return ("GPUs", "book", "step ms (a CPU's compute, the cluster's network)" if cpu_steps else "step ms",
-            "next that fits", "behind", "GPU-h per 1M samples", "the pick rests on")  # fmt: skip
+COST = 5
+"""The table's column of GPU-hours a million samples take: only where the steps are a GPU's and the batch known."""
+
+
+def table_header(cpu_steps: bool = False, *, cost: bool = True) -> tuple[str, ...]:
+    """The choice's table's header (`table_rows`): its steps a CPU's compute where no GPU step scaled them; without
+    the GPU-hours (`cost`) where `table_rows` had no batch to give them for."""
+    header = ("GPUs", "book", "step ms (a CPU's compute, the cluster's network)" if cpu_steps else "step ms",
+              "next that fits", "behind", "GPU-h per 1M samples", "the pick rests on")  # fmt: skip
+    return header if cost else header[:COST] + header[COST + 1 :]
 
 
 def table_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float, *, optimizer_ms: float = 0.0,
                step_ms: float = 0.0, errors: dict | None = None, batch: int | None = None) -> list[tuple]:  # fmt: skip
     """Per GPU count, the choice's cells (table_header): the strategy to book, its step (≥ where its full-size floor
     ranks it), the fastest of the rest that fits and how far behind, and what the pick rests on (where none fits,
-    the batch a rank at which each would: memory.batch_words); [] as `choose`."""
+    the batch a rank at which each would: memory.batch_words); the GPU-hours a million samples take given `batch`
+    (without it, no such cell: table_header's `cost`); [] as `choose`."""
     from harness.perfmodel.memory import batch_words
 
     choices = choose(state, frames, capacity_gib, errors)
@@ -353,8 +360,9 @@ def table_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
                } if optimizer_ms and choices else {}  # fmt: skip
     cells = [_cells(c, without.get(c.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms, batch=batch)
              for c in choices]  # fmt: skip
-    return [(*row[:6], batch_words(state[state["world_size"] == c.world_size], capacity_gib)) if not c.picked
+    rows = [(*row[:6], batch_words(state[state["world_size"] == c.world_size], capacity_gib)) if not c.picked
             else row for row, c in zip(cells, choices, strict=True)]  # fmt: skip
+    return rows if batch else [row[:COST] + row[COST + 1 :] for row in rows]  # no batch: no GPU-hours column
 
 
 def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float, batch=None) -> tuple:
