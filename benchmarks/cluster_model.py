@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.perfmodel import cluster, nccl
+from harness.perfmodel.clusters import cluster, nccl
 
 PUBLISHED = Path(__file__).resolve().parent.parent / "tests" / "data" / "published"
 MIN_BYTES, MAX_BYTES = 2**20, 8 * 2**30

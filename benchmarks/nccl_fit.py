@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cluster_model
 
-from harness.perfmodel import nccl, nccltests
+from harness.perfmodel.clusters import nccl, nccltests
 
 MIN_ROWS = 4  # fewer rows than that pin nothing: the fit moves two or three levels
 FIT_WITHIN = 0.10

@@ -40,7 +40,7 @@ def run_list(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
 
 
 def _list_clusters() -> None:
-    from harness.perfmodel import cluster
+    from harness.perfmodel.clusters import cluster
 
     console.say("clusters for `predict --cluster` (or your own .toml: docs/clusters.md):")
     for name in cluster.builtin_names():

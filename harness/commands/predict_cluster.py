@@ -33,7 +33,7 @@ def is_collective_table(args: argparse.Namespace) -> bool:
 def check_flags(args: argparse.Namespace) -> None:
     """Everything refusable is refused before anything is measured, printed or written."""
     from harness.config.units import parse_counts, parse_size_range
-    from harness.perfmodel.nccl import COLLECTIVES
+    from harness.perfmodel.clusters.nccl import COLLECTIVES
 
     if args.out:
         predict_input.check_out(Path(args.out))
@@ -95,7 +95,7 @@ def _unused_flags(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 def cluster_from_args(args: argparse.Namespace):
     """The profile named or given, fitted to the nccl-tests logs when there are any (and said so)."""
-    from harness.perfmodel import cluster, nccltests
+    from harness.perfmodel.clusters import cluster, nccltests
 
     logs = []
     for path in map(Path, args.nccl_tests or []):  # a log file, or a `ddpbench collectives` run's folder
@@ -155,7 +155,7 @@ def cluster_from_args(args: argparse.Namespace):
 
 
 def _refuse_nodes_without_network(base, args: argparse.Namespace) -> None:
-    from harness.perfmodel import cluster
+    from harness.perfmodel.clusters import cluster
 
     nodes = node_counts(args)
     asked = f"--nodes {args.nodes}" if args.nodes else f"the default node counts ({', '.join(map(str, nodes))})"
@@ -171,7 +171,7 @@ def _nodes_text(logs) -> str:
 
 def _warn_beyond_published(chosen, nodes: list[int]) -> None:
     """Node counts past the largest published table the built-in profile was checked against."""
-    from harness.perfmodel import cluster
+    from harness.perfmodel.clusters import cluster
 
     checked = max((c["nodes"] for c in cluster.published_checks(chosen)), default=None)
     if checked is not None and (beyond := [n for n in nodes if n > checked]):
@@ -202,7 +202,7 @@ def _counts_text(counts: list[int]) -> str:
 
 def _say_published_check(chosen, collective: str, *, nodes: list[int] | None) -> None:
     """How far a built-in profile was from the published tables of its GPU, per node count of `nodes` (None: all)."""
-    from harness.perfmodel import cluster
+    from harness.perfmodel.clusters import cluster
 
     if checks := cluster.published_checks(chosen):
         console.say(f"ddpbench predict: {chosen.name}'s all-reduce busbw against published nccl-tests all-reduce "
@@ -235,7 +235,7 @@ def run_collectives(args: argparse.Namespace, chosen) -> int:
     import pandas as pd
 
     from harness.config.units import parse_size_range
-    from harness.perfmodel import nccl
+    from harness.perfmodel.clusters import nccl
 
     sizes = parse_size_range(args.sizes or DEFAULT_SIZES)
     rows = []
@@ -251,7 +251,7 @@ def run_collectives(args: argparse.Namespace, chosen) -> int:
 def _source_of(chosen) -> str:
     """Which profile the rows rest on: 'built-in', or the file it was read from (a fitted profile's: the file it
     started from; its name says what it was fitted to). A user's file named like a built-in stays told apart."""
-    from harness.perfmodel import cluster
+    from harness.perfmodel.clusters import cluster
 
     return "built-in" if cluster.is_builtin(chosen) else str(chosen.path)
 
@@ -271,8 +271,9 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     import pandas as pd
 
     from harness.analysis import agreement
-    from harness.perfmodel import cluster, fsdp, predict
-    from harness.perfmodel.nccl import ClusterLink
+    from harness.perfmodel import fsdp, predict
+    from harness.perfmodel.clusters import cluster
+    from harness.perfmodel.clusters.nccl import ClusterLink
     from harness.perfmodel.schedule import Calibration, calibrate
     from harness.perfmodel.sharded import cluster_frame, optimizer_break_even, optimizer_share_caveat
     from harness.perfmodel.zero import largest_parameter, own_for_cluster

@@ -72,7 +72,7 @@ def check_counts(args: argparse.Namespace) -> None:
 
 def check_cluster_file(name: str | None) -> None:
     """A .toml path that is not there is a missing file, not an unknown profile name."""
-    from harness.perfmodel import cluster
+    from harness.perfmodel.clusters import cluster
 
     if name and name.endswith(".toml") and not Path(name).is_file():
         what = "is a folder, not a file" if Path(name).is_dir() else "no such file"
@@ -350,7 +350,7 @@ def warn_far_moved(base, fitted: dict[str, float]) -> None:
     """A bandwidth level the fit moved FAR_MOVED times or more from the profile's value: a ring inside a DGX H100
     fitted to 24-56 GB/s (370 built in) came from a single 64 KiB row, and the page then printed it as the
     cluster's. Said per level: what few rows asked for, or logs of another cluster than the profile's."""
-    from harness.perfmodel.nccltests import FIT_BOUNDS, FIT_MIN_BYTES
+    from harness.perfmodel.clusters.nccltests import FIT_BOUNDS, FIT_MIN_BYTES
 
     for field, value in fitted.items():
         own = getattr(base, field)
@@ -371,7 +371,7 @@ def warn_if_other_gpu(base, logs) -> None:
     """Logs of one GPU fitted to another's profile: the bandwidths move, NCCL's per-generation latencies
     and the profile's algorithms (NVLS, say) stay the profile's. Said, not refused: a user's own cluster
     may have no profile closer."""
-    from harness.perfmodel import cluster, nccltests
+    from harness.perfmodel.clusters import cluster, nccltests
 
     gpu = next((log.gpu for log in logs if log.gpu), "")
     own = nccltests.profile_for_gpu(gpu) if gpu else None

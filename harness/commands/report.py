@@ -10,7 +10,8 @@ from harness.results.layout import check_output_folder, check_runs_folder
 
 
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
-    from harness.perfmodel import cluster, predict
+    from harness.perfmodel import predict
+    from harness.perfmodel.clusters import cluster
     from reports import site
 
     check_runs_folder(args.results)

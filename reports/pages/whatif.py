@@ -11,9 +11,9 @@ import pandas as pd
 
 from harness.analysis import agreement, roles, stats, why
 from harness.analysis.sweep import given_cap
-from harness.perfmodel.cluster import Cluster, is_builtin, published_check_summary, published_checks
+from harness.perfmodel.clusters.cluster import Cluster, is_builtin, published_check_summary, published_checks
+from harness.perfmodel.clusters.nccl import ClusterLink
 from harness.perfmodel.fsdp import for_cluster
-from harness.perfmodel.nccl import ClusterLink
 from harness.perfmodel.predict import (
     DEFAULT_CAPS_MB,
     SETUP_DEFAULTS,
@@ -225,7 +225,7 @@ def _span(counts: list[int]) -> str:
 
 def _caveat(cluster: Cluster, nodes: int) -> str:
     """The check against published tables where a cap chosen there rests on sizes it found off (as predict says)."""
-    from harness.perfmodel.cluster import cap_caveat
+    from harness.perfmodel.clusters.cluster import cap_caveat
 
     said = cap_caveat(cluster, nodes)
     return f" <i>{esc(said[0].upper() + said[1:])}.</i>" if said else ""

@@ -13,7 +13,7 @@ from harness.perfmodel.choice import (
     table_header,
     table_rows,
 )
-from harness.perfmodel.cluster import Cluster, cap_caveats
+from harness.perfmodel.clusters.cluster import Cluster, cap_caveats
 from harness.perfmodel.memory import activation_words, fit_words, mib_text, state_per_rank
 from harness.perfmodel.predict import of_setup
 from harness.perfmodel.sharded import OwnCheck, optimizer_break_even, optimizer_share_caveat, unborne_words

@@ -26,7 +26,7 @@ def test_list_names_every_strategy_workload_and_cluster_with_a_description(capsy
         assert "tiny " in sizes and "small " in sizes and "full " in sizes
     reference = next(line for line in out.splitlines() if line.strip().startswith(impls.reference_name() + " "))
     assert reference.endswith("[warm-up: 11 steps on cuda]")  # torch DDP's timed forwards (tests/config/test_warmup.py)
-    from harness.perfmodel import cluster
+    from harness.perfmodel.clusters import cluster
 
     assert "clusters for `predict --cluster`" in out  # and each built-in cluster profile
     for name in cluster.builtin_names():

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from harness.perfmodel import cluster, nccl
+from harness.perfmodel.clusters import cluster, nccl
 from harness.protocols import ConfigError
 
 MIB, GIB = 2**20, 2**30
@@ -55,7 +55,7 @@ def test_a_profile_without_a_source_is_caught():
      ({"name": 5}, "name = 5 is not valid; give it as text"), ({"fitted_to": 5}, "fitted_to = 5 is not valid")],
 )  # fmt: skip
 def test_a_bad_profile_field_is_refused_naming_it(tmp_path, change, named):
-    from harness.perfmodel.cluster import tomllib
+    from harness.perfmodel.clusters.cluster import tomllib
 
     data = tomllib.loads((cluster.BUILTIN_FOLDER / "dgx-h100.toml").read_text())
     for key, value in change.items():

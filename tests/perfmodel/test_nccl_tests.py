@@ -14,7 +14,8 @@ import pytest
 
 from harness import cli
 from harness.analysis import agreement
-from harness.perfmodel import cluster, nccl, nccltests, predict
+from harness.perfmodel import predict
+from harness.perfmodel.clusters import cluster, nccl, nccltests
 from harness.protocols import ConfigError
 from harness.results import model_tables, store
 from harness.results.values import ms_text

@@ -110,7 +110,7 @@ def test_the_network_pages_render_offline_without_errors(tab, tmp_path):
     its what-if page on a cluster, whose links resolve."""
     from test_netreport import network_results
 
-    from harness.perfmodel import cluster
+    from harness.perfmodel.clusters import cluster
 
     built_site = site.build_site(results=network_results(tmp_path), out=tmp_path / "site",
                                  cluster=cluster.load("dgx-a100"))  # fmt: skip

@@ -13,7 +13,8 @@ import torch
 
 import workloads
 from harness.measure import gradprofile
-from harness.perfmodel import cluster, predict
+from harness.perfmodel import predict
+from harness.perfmodel.clusters import cluster
 from harness.rank import collectives
 from harness.results import model_tables, store
 from reports import site
@@ -208,7 +209,7 @@ def test_report_cluster_is_checked_before_anything_is_written(tmp_path, capsys):
                      "--cluster", "dgx-z9"])  # fmt: skip
     assert code == 2 and "'dgx-z9'" in capsys.readouterr().err
     assert not (tmp_path / "site").exists()
-    from harness.perfmodel import cluster
+    from harness.perfmodel.clusters import cluster
 
     alone = (cluster.BUILTIN_FOLDER / "dgx-a100.toml").read_text().replace("nics = 8", "nics = 0")
     (tmp_path / "alone.toml").write_text(alone)  # one node: the what-if page's 1,024 GPUs cross no network
@@ -313,7 +314,7 @@ def test_the_collectives_page_opens_with_the_fitted_network_and_labels_what_each
 
 def test_the_what_if_headline_says_which_node_counts_no_published_table_checked():
     """As predict warns: dgx-h200's published tables reach 2 nodes, so 4 to 128 nodes are unchecked."""
-    from harness.perfmodel import cluster
+    from harness.perfmodel.clusters import cluster
     from reports.pages import whatif
 
     best = pd.DataFrame({"nodes": [1, 2, 4, 128]})

@@ -344,7 +344,7 @@ def test_the_answer_and_on_what_name_the_precision_the_ranks_computed_in():
 def test_the_what_if_page_carries_each_strategys_model_state_to_the_clusters_gpu_counts():
     """A walkthrough choosing between DDP, ZeRO and FSDP by memory per rank at 4-8 GPUs found no figure for it:
     the page now carries what the ranks held at the run's world sizes to the cluster's, per setup."""
-    from harness.perfmodel import cluster
+    from harness.perfmodel.clusters import cluster
     from reports.pages import whatif, whatif_memory
 
     def section_of(frame):

@@ -23,7 +23,7 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
-BUILTIN_FOLDER = Path(__file__).with_name("clusters")
+BUILTIN_FOLDER = Path(__file__).parent
 # Each built-in profile's bus-bandwidth error against published nccl-tests tables (none fitted to),
 # written by benchmarks/cluster_model.py --write; a test keeps it equal to that script's output.
 PUBLISHED_CHECKS = BUILTIN_FOLDER / "published_checks.json"

@@ -18,8 +18,8 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from harness.perfmodel import nccl
-from harness.perfmodel.cluster import Cluster
+from harness.perfmodel.clusters import nccl
+from harness.perfmodel.clusters.cluster import Cluster
 from harness.protocols import ConfigError
 
 PRIOR_WEIGHT = 0.01  # per level's log, against each row's log ratio: see `fit`

@@ -24,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from harness.perfmodel.cluster import Cluster
+from harness.perfmodel.clusters.cluster import Cluster
 
 ALGORITHMS = ("tree", "ring", "nvls", "nvlstree")
 PROTOCOLS = ("LL", "LL128", "Simple")
