@@ -247,7 +247,7 @@ def _round(progress: console.Progress, config: BenchConfig, plan, standing, more
     console.verdict_round(standing, more, decided_before=progress.decided)
     progress.decided = {v.subject for v in standing.verdicts if v.decided}
     if not more:  # the last word: how the open ones would be decided
-        console.to_decide(standing, run_id=plan.run_id, max_repeats=config.max_repeats)
+        console.to_decide(standing, run_id=plan.run_id, results=plan.run.parent, max_repeats=config.max_repeats)
 
 
 def _drift_lines(configs) -> list[str]:

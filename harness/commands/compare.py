@@ -112,7 +112,7 @@ def _command_of(run: Path) -> str:
     import shlex
 
     from harness.results import store
-    from reports.pages.html import as_typed  # as the run page's Reproduce section names it
+    from harness.results.invocation import as_typed  # as the run page's Reproduce section names it
 
     command = (store.read_run_meta(run).get("environment") or {}).get("command")
     return shlex.join(as_typed([str(word) for word in command])) if isinstance(command, list) and command else ""

@@ -15,6 +15,8 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
+from harness.results.invocation import as_typed
+
 PLOTLY_ASSET = "assets/plotly.min.js"
 STYLE = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:2rem auto;max-width:1200px;padding:0 1rem}
@@ -125,18 +127,6 @@ def reproduce_html(command: list[Any] | None, workloads: dict[str, dict] | None 
                                                    or (i and words[i - 1] == "--run-id"))]  # fmt: skip
     note = " (as a new run: without its --run-id)" if len(kept) < len(words) else ""
     return f"<h3>Reproduce{note}</h3><pre>{esc(shlex.join(kept))}</pre>"
-
-
-def as_typed(words: list[str]) -> list[str]:
-    """`ddpbench …` (the README's command), not the script path run.json records as argv[0]
-    (`…/.venv/bin/ddpbench`, or `…/harness/__main__.py` under `python -m harness`): a path on another machine."""
-    script = Path(words[0]) if words else None
-    ours = script is not None and (script.name == "ddpbench" or script.parts[-2:] in SCRIPTS)
-    return ["ddpbench", *words[1:]] if ours else words
-
-
-SCRIPTS = (("harness", "__main__.py"), ("harness", "cli.py"))
-"""The files that run ddpbench's command line when it is not called by its script's name."""
 
 
 def _with_recorded_files(words: list[str], workloads: dict[str, dict]) -> list[str]:

@@ -13,6 +13,8 @@ from urllib.parse import quote
 import pandas as pd
 
 from harness.analysis import roles, stats
+from harness.results import invocation
+from harness.results.invocation import resume_command
 from harness.results.values import strategy_labels
 from reports import aggregate
 from reports.aggregate import RunData, machine_summary, precision
@@ -97,7 +99,8 @@ def header(run: RunData) -> str:
         parts.append(f'<p class="alarm">PARITY FAILED: {names} did not train like one process on the whole batch.</p>')
     parts.append(f"<p>Started {esc(meta.get('started_at'))} on {esc(machine_summary(meta, configs))}.</p>")
     parts.append(status_section(meta, configs))
-    resume = f"{RESUME_COMMAND} --resume {meta['run_id']} --results {Path(run.run_path).parent}"
+    # named as the README names it: the page is read later, maybe elsewhere, where the path that ran it means nothing
+    resume = resume_command(meta["run_id"], Path(run.run_path).parent, program=invocation.NAME)
     parts.append(alerts.alerts(meta, configs, resume_command=resume))
     parts.extend(f'<p class="banner warning">{s}</p>' for s in profile_alert(configs))
     return "\n".join(parts)
@@ -194,8 +197,6 @@ def workloads_section(meta: dict[str, Any]) -> str:
     return "<h3>Workloads: the code that ran</h3>" + table(["workload", "kind", "file or spec", "sha256", "options"],
                                                             rows)  # fmt: skip
 
-
-RESUME_COMMAND = ".venv/bin/ddpbench bench"  # as `make setup` installs it (README)
 
 GPU_WORK = (
     ("step_ms_median", "step ms", 2),

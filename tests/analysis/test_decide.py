@@ -10,6 +10,7 @@ from test_sweep import sweep_rows
 
 from harness.analysis import decide, stats, sweep
 from harness.commands import console
+from harness.commands.console import invoked
 from harness.launch.repeats import Decided
 
 CONFIDENCE = decide.look_confidence(decide.DEFAULT_MAX_REPEATS)
@@ -145,21 +146,55 @@ def test_the_last_word_on_open_verdicts_says_what_would_decide_them(monkeypatch)
     short = decide.Verdict(decide.CAP, "w2 mlp/small stock", "too few repeats to tell", False, 20, 41, frozenset({"b"}))
     out = io.StringIO()
     monkeypatch.setattr(console, "say", lambda line: out.write(line + "\n"))
+    monkeypatch.setattr(invoked, "ddpbench_command", lambda: "ddpbench")  # as the console script was called
     console.to_decide(Decided([hopeless, short], 20, None, stopped_by="max-repeats", beyond_s=1500.0), run_id="r1",
-                      max_repeats=20)  # fmt: skip
+                      results="res", max_repeats=20)  # fmt: skip
     assert out.getvalue() == (
         "ddpbench: to decide the rest: the same command with --max-repeats 189 (the most an open verdict needs at "
         "the spread seen, about 25 min at this session's pace; the verdicts decided here stop early again); --resume "
         "keeps this run's --max-repeats 20, on which its verdicts' error rate rests\n"
     )
     out.truncate(0), out.seek(0)
-    console.to_decide(Decided([short], 6, 90.0, stopped_by="budget"), run_id="r1", max_repeats=20)
-    assert out.getvalue() == ("ddpbench: to decide the rest: ddpbench bench --resume r1 --budget TIME (about 2 min "
-                              "more at the spread seen)\n")  # fmt: skip
+    console.to_decide(Decided([short], 6, 90.0, stopped_by="budget"), run_id="r1", results="res", max_repeats=41)
+    assert out.getvalue() == ("ddpbench: to decide the rest: ddpbench bench --resume r1 --results res --budget TIME "
+                              "(about 2 min more at the spread seen)\n")  # fmt: skip
     out.truncate(0), out.seek(0)
     decided = decide.Verdict(decide.CAP, "w2 mlp/small stock", "use bucket_cap_mb=25", True, 4, None, frozenset())
-    console.to_decide(Decided([decided], 4, None), run_id="r1", max_repeats=20)
+    console.to_decide(Decided([decided], 4, None), run_id="r1", results="res", max_repeats=20)
     assert out.getvalue() == ""  # nothing open: nothing to say
+
+
+def test_a_budget_stop_sends_to_resume_only_the_verdicts_a_resume_can_decide(monkeypatch):
+    """Seen: --budget 4m --max-repeats 4, every verdict 'need about 864', and the last line said resume with a
+    budget, which reaches 4 repeats and decides nothing. A resume goes only as far as the run's --max-repeats."""
+    far = [decide.Verdict(decide.STRATEGY, f"w2 mlp/small {impl} vs stock", "too few repeats to tell", False, 3, 864,
+                          frozenset({impl})) for impl in ("naive", "flat")]  # fmt: skip
+    near = decide.Verdict(decide.STRATEGY, "w2 mlp/small zero vs stock", "too few repeats to tell", False, 3, 4,
+                          frozenset({"zero"}))  # fmt: skip
+    out = io.StringIO()
+    monkeypatch.setattr(console, "say", lambda line: out.write(line + "\n"))
+    monkeypatch.setattr(invoked, "ddpbench_command", lambda: "python -m harness")  # how the user called it
+    console.to_decide(Decided(far, 3, 100.0, stopped_by="budget", beyond_max=True, beyond_s=7200.0), run_id="knobs1",
+                      results="res", max_repeats=4)  # fmt: skip
+    assert out.getvalue() == (  # every open one needs more than a resume reaches: no resume offered
+        "ddpbench: to decide the rest: the same command with --max-repeats 864 (the most an open verdict needs at "
+        "the spread seen, about 2.0 h at this session's pace; the verdicts decided here stop early again); --resume "
+        "keeps this run's --max-repeats 4, on which its verdicts' error rate rests\n"
+    )
+    out.truncate(0), out.seek(0)  # some within reach, some beyond: each way on for its own
+    console.to_decide(Decided([*far, near], 3, 100.0, stopped_by="budget", beyond_max=True, beyond_s=7200.0),
+                      run_id="knobs1", results="res", max_repeats=4)  # fmt: skip
+    assert out.getvalue().splitlines() == [
+        "ddpbench: to decide the 1 open within --max-repeats 4: python -m harness bench --resume knobs1 --results res "
+        "--budget TIME (about 2 min more at the spread seen; some need more)",
+        "ddpbench: to decide the 2 that need more: the same command with --max-repeats 864 (the most an open verdict "
+        "needs at the spread seen, about 2.0 h at this session's pace; the verdicts decided here stop early again); "
+        "--resume keeps this run's --max-repeats 4, on which its verdicts' error rate rests",
+    ]
+    out.truncate(0), out.seek(0)  # --max-repeats reached with every one within it: nothing a command would decide
+    console.to_decide(Decided([near], 4, None, stopped_by="max-repeats"), run_id="knobs1", results="res",
+                      max_repeats=4)  # fmt: skip
+    assert out.getvalue() == ""
 
 
 def test_a_verdict_reopened_by_another_verdicts_repeats_is_said_and_nothing_to_decide_is_said_plainly(monkeypatch):

@@ -87,17 +87,27 @@ def test_retry_failed_without_resume_is_refused(tmp_path, capsys):
 
 
 def test_the_command_a_hint_gives_is_this_install_not_another_on_path(tmp_path, monkeypatch):
-    """Started as `python -m harness`: `ddpbench` only when the one on PATH is this interpreter's own."""
+    """Started as `python -m harness`: the hint says `-m harness` as typed (it once said `-m harness.cli`), with the
+    interpreter by name only where PATH finds this very one; `ddpbench` only when the one on PATH is this
+    interpreter's own (called from Python, not from a shell)."""
     import shutil
     import sys
     from pathlib import Path
 
-    from harness.commands import console
+    from harness.commands.console import invoked
 
+    here = Path(sys.executable).absolute().parent
     monkeypatch.setattr(sys, "argv", [str(Path(cli.__file__).parent / "__main__.py")])
     monkeypatch.setattr(shutil, "which", lambda name: str(tmp_path / "elsewhere" / "bin" / name))
-    assert console.ddpbench_command().endswith(" -m harness.cli")
-    monkeypatch.setattr(shutil, "which", lambda name: str(Path(sys.executable).parent / name))
-    assert console.ddpbench_command() == "ddpbench"
+    assert (
+        invoked.ddpbench_command() == f"{invoked._relative(Path(sys.executable))} -m harness"
+    )  # another python on PATH
+    monkeypatch.setattr(shutil, "which", lambda name: str(here / name) if name == Path(sys.executable).name else None)
+    assert invoked.ddpbench_command() == f"{Path(sys.executable).name} -m harness"  # this one, an activated venv
+    monkeypatch.setattr(sys, "argv", [str(Path(cli.__file__))])
+    assert invoked.ddpbench_command().endswith(" -m harness.cli")  # as typed
+    monkeypatch.setattr(sys, "argv", ["-c"])  # from Python: the script on PATH is this interpreter's own
+    monkeypatch.setattr(shutil, "which", lambda name: str(here / name))
+    assert invoked.ddpbench_command() == "ddpbench"
     monkeypatch.setattr(shutil, "which", lambda name: None)
-    assert console.ddpbench_command().endswith(" -m harness.cli")
+    assert invoked.ddpbench_command().endswith(" -m harness")

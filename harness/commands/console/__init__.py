@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from harness.analysis import roles, stats
+from harness.commands.console.invoked import resume_hint
 from harness.config.grid import Configuration
 from harness.results.values import judging_repeat_in, options_words, ratio_number
 
@@ -63,35 +64,6 @@ def note_repeated(flag: str, typed: str, kept: list) -> None:
     says it of its own lists."""
     if len([item for item in typed.split(",") if item.strip()]) > len(kept):
         say(f"ddpbench predict: note: {flag} {typed!r} repeats a value: each is predicted once")
-
-
-def ddpbench_command() -> str:
-    """How to call ddpbench again from this shell: `ddpbench` when that is on PATH and is this one, else
-    the script that is running (e.g. `.venv/bin/ddpbench`, relative to the working directory), else
-    `python -m harness.cli` with this interpreter. A hint the user copies must be a command that works."""
-    import os
-    import shutil
-
-    script = Path(sys.argv[0]) if sys.argv and sys.argv[0] else None
-    on_path = shutil.which("ddpbench")
-    if script is not None and script.name == "ddpbench" and script.is_file():
-        if on_path and Path(on_path).resolve() == script.resolve():
-            return "ddpbench"
-        return _relative(script, Path(os.getcwd()))
-    if on_path and Path(on_path).absolute().parent == Path(sys.executable).absolute().parent:
-        return "ddpbench"  # this interpreter's own script (an activated venv), not another install's
-    return f"{_relative(Path(sys.executable), Path(os.getcwd()))} -m harness.cli"
-
-
-def _relative(path: Path, cwd: Path) -> str:
-    try:
-        return str(Path(path).absolute().relative_to(cwd))
-    except ValueError:
-        return str(Path(path).absolute())
-
-
-def resume_hint(run_id: str, results: Path) -> str:
-    return f"{ddpbench_command()} bench --resume {run_id} --results {results}"
 
 
 def bytes_text(count: float) -> str:
@@ -323,20 +295,26 @@ def verdict_round(standing, next_round: list, *, decided_before: set[str] | froz
         say(f"  {verdict.line()}")
 
 
-def to_decide(standing, *, run_id: str, max_repeats: int) -> None:
-    """After the last round, where verdicts stay open: what would decide them. A budget that stopped it is steering
-    (`--resume` takes a new one); repeats past --max-repeats need a new run, as the look confidence rests on it."""
+def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int) -> None:
+    """After the last round, where verdicts stay open: what would decide them, and only what can. A budget that
+    stopped it is steering (`--resume` takes a new one), but a resume goes only as far as the run's --max-repeats:
+    it is offered for the verdicts that need no more. Repeats past --max-repeats need a new run, as the look
+    confidence rests on it; a budget stop whose open verdicts all need more is told so, not sent to resume."""
     still = standing.open
     if not still:
         return
-    if standing.stopped_by == "budget":
-        more = f" (about {duration_text(standing.estimate_s)} more at the spread seen)" if standing.estimate_s else ""
-        say(f"ddpbench: to decide the rest: ddpbench bench --resume {run_id} --budget TIME{more}")
-        return
-    need = max((v.repeats_needed or 0 for v in still), default=0)
+    beyond = [v for v in still if v.given_up or (v.repeats_needed or 0) > max_repeats]
+    if standing.stopped_by == "budget" and len(beyond) < len(still):
+        more = [f"about {duration_text(standing.estimate_s)} more at the spread seen"] if standing.estimate_s else []
+        which = "the rest" if not beyond else f"the {len(still) - len(beyond)} open within --max-repeats {max_repeats}"
+        more += ["some need more"] if beyond else []  # a resume runs them to --max-repeats too: not far enough
+        said = f" ({'; '.join(more)})" if more else ""
+        say(f"ddpbench: to decide {which}: {resume_hint(run_id, results, more=('--budget', 'TIME'))}{said}")
+    need = max((v.repeats_needed or 0 for v in beyond), default=0)
     if need > max_repeats:
         took = f", about {duration_text(standing.beyond_s)} at this session's pace" if standing.beyond_s else ""
-        say(f"ddpbench: to decide the rest: the same command with --max-repeats {need} (the most an open verdict "
+        head = "to decide the rest" if len(beyond) == len(still) else f"to decide the {len(beyond)} that need more"
+        say(f"ddpbench: {head}: the same command with --max-repeats {need} (the most an open verdict "
             f"needs at the spread seen{took}; the verdicts decided here stop early again); --resume keeps this run's "
             f"--max-repeats {max_repeats}, on which its verdicts' error rate rests")  # fmt: skip
 
