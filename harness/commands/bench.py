@@ -278,8 +278,10 @@ def _why_lines(configs) -> list[str]:
     for _, row in why.typical_repeats(largest).iterrows():  # one per configuration, however many repeats
         lines += why.lines(row, configs, cores=os.cpu_count())
     untimed = largest[largest["gap_ms"].isna() & ~largest["baseline"].astype(bool) & largest["comm_note"].notna()]
+    by_note: dict[str, list[str]] = {}  # stock and zero share DDP's reason, 330 characters: said once for both
     for impl, notes in untimed.groupby("impl")["comm_note"]:
-        lines.append(f"{impl}: not taken apart: {notes.iloc[0]}")
+        by_note.setdefault(notes.iloc[0], []).append(impl)
+    lines += [f"{', '.join(impls)}: not taken apart: {note}" for note, impls in by_note.items()]
     return lines
 
 

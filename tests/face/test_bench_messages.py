@@ -159,3 +159,23 @@ def test_a_model_of_your_own_whose_ranks_would_not_fit_is_said_whatever_the_size
     err = capsys.readouterr().err
     assert "warning: my_workload.py:MyModel[width=4096]: a DDP rank holds about 0.751 GiB here" in err
     assert "smaller --wopt options much less, from which predict --run RUN --train-wopt KEY=VALUE counts" in err
+
+
+def test_strategies_left_untaken_apart_for_one_reason_are_named_once_together():
+    """bench said DDP's 330-character reason twice, once for stock and again for zero: one line names both; a
+    strategy with a reason of its own keeps its own line."""
+    from harness.commands import bench
+    from harness.results import store
+
+    configs = store.read_configs(PROJECT / "tests" / "data" / "cpu_run")
+    ddp_reason = "not measured: timing DDP's buckets replaces its fused C++ all-reduce with a Python hook"
+    untimed = (configs["world_size"] == 2) & ~configs["baseline"].astype(bool)
+    same = configs.assign(gap_ms=float("nan"), comm_note=configs["comm_note"].where(~untimed, ddp_reason))
+    assert [line for line in bench._why_lines(same) if "not taken apart" in line] == [
+        f"naive, stock: not taken apart: {ddp_reason}"
+    ]
+    own = same.assign(comm_note=same["comm_note"].where(same["impl"] != "naive", "its own reason"))
+    assert [line for line in bench._why_lines(own) if "not taken apart" in line] == [
+        "naive: not taken apart: its own reason",
+        f"stock: not taken apart: {ddp_reason}",
+    ]
