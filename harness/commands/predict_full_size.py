@@ -294,6 +294,8 @@ def train_options(given, configs, setup: dict) -> dict | None:
             source.check_options({**options, key: value})
         except ConfigError as exc:  # in the flag's own name: the workload's words say --wopt
             said = str(exc).replace("--wopt ", "--train-wopt ")
+            if f"--train-wopt {key}=" in said:  # the workload's words name the value already: said once
+                raise ConfigError(said) from None
             raise ConfigError(f"--train-wopt {key}={values[0]} is not valid for {setup['workload']} ({said})") from None
         options = {**options, key: value}
     from harness.measure.modelinfo import META

@@ -108,6 +108,20 @@ def test_predict_train_wopt_refuses_heads_that_do_not_divide_as_bench_does():
         predict_full_size.train_options(given, None, {"workload": "hf:llama"})
 
 
+@pytest.mark.parametrize("value", ["abc", "0"])
+def test_predict_train_wopt_says_a_bad_count_once(value):
+    """'--train-wopt n_layer=abc is not valid for hf:gpt2 (--train-wopt n_layer=abc is not valid for hf:gpt2; give
+    …)': the workload's own words named the value already, and were wrapped in it again. A key the workload lacks
+    is still named in the flag's words, before the workload's."""
+    from harness.commands import predict_full_size
+
+    with pytest.raises(ConfigError) as said:
+        predict_full_size.train_options([("n_layer", [value])], None, {"workload": "hf:gpt2"})
+    assert str(said.value) == f"--train-wopt n_layer={value} is not valid for hf:gpt2; give a whole number ≥ 1"
+    with pytest.raises(ConfigError, match=r"^--train-wopt widht=3 is not valid for hf:gpt2 \(hf:gpt2 has no config"):
+        predict_full_size.train_options([("widht", ["3"])], None, {"workload": "hf:gpt2"})
+
+
 def test_a_users_transformers_config_file_is_built_as_it_says(tmp_path):
     config = tmp_path / "my-model" / "config.json"
     config.parent.mkdir()
@@ -418,6 +432,8 @@ def test_a_user_file_that_fails_to_import_is_one_line_naming_it_and_the_line(cap
          "hf:llama at --size tiny: hidden_size=64 is not a multiple of num_attention_heads=3"),
         (["--workloads", "hf:gpt2", "--size", "small", "--wopt", "n_head=3"],  # checked at the run's size
          "hf:gpt2 at --size small: hidden_size=256 is not a multiple of num_attention_heads=3"),
+        (["--workloads", "hf:gpt2", "--wopt", "n_layer=abc"],  # said once, as predict's --train-wopt now says it
+         "ddpbench: error: --wopt n_layer=abc is not valid for hf:gpt2; give a whole number ≥ 1\n"),
         (["--workloads", "hf:llama", "--wopt", "seq_len=0"],
          "--wopt seq_len=0 is not valid for hf:llama; give a whole number ≥ 1"),  # once fell back to the default
         (["--workloads", f"{ROOT / 'examples' / 'my_workload.py'}:MyModel", "--wopt", "width=abc"],
