@@ -189,6 +189,13 @@ class StrategyDefaults:
         return True
 
     @property
+    def parity_inexact_why(self) -> str:
+        """Why it does not reproduce the reference, where `parity_exact` is False: the row's parity note says it
+        ('not judged: comm_hook=bf16 compresses gradients (lossy by design)'), naming what makes it differ,
+        since the strategy itself (stock) is judged everywhere else."""
+        return "this strategy is not expected to match exactly"
+
+    @property
     def zero_grad_set_to_none(self) -> bool:
         """How the training step zeroes gradients: True drops them (`zero_grad(set_to_none=True)`, the
         cheapest), False zeroes them in place, for strategies whose `.grad` must stay where it is

@@ -134,6 +134,11 @@ class FSDP(StrategyDefaults):
     def parity_exact(self) -> bool:
         return not self.mixed_precision  # bf16 compute or reduction cannot reproduce fp32
 
+    @property
+    def parity_inexact_why(self) -> str:
+        return (f"param_dtype={self.param_dtype}, reduce_dtype={self.reduce_dtype}: bf16 compute or reduction cannot "
+                "reproduce fp32")  # fmt: skip
+
 
 def gathered_on_host(tensor) -> torch.Tensor:
     """A dim-0-sharded DTensor in full, gathered through host memory: with gloo on GPUs, DTensor's own

@@ -30,3 +30,7 @@ class Local(StrategyDefaults):
     @property
     def parity_exact(self) -> bool:
         return False  # each rank sees only its own batch: expected to differ from the reference
+
+    @property
+    def parity_inexact_why(self) -> str:
+        return "each rank steps on its own batch, without synchronising (the baseline, by design)"

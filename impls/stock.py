@@ -189,6 +189,10 @@ class Stock(DDPOptions, StrategyDefaults):
     def parity_exact(self) -> bool:
         return self.comm_hook == "none"  # compression hooks are lossy by design
 
+    @property
+    def parity_inexact_why(self) -> str:
+        return f"comm_hook={self.comm_hook} compresses gradients (lossy by design)"
+
 
 def ddp_layout(ddp: DistributedDataParallel) -> dict[str, Any]:
     """The caps DDP uses and its buckets as they are now (after its rebuild, once it has run two

@@ -118,6 +118,10 @@ class Zero(DDPOptions, StrategyDefaults):
         # not update the parameters.
         return not self.overlap_with_ddp
 
+    @property
+    def parity_inexact_why(self) -> str:
+        return "overlap_with_ddp=true: its first steps learn DDP's buckets and do not update the parameters"
+
 
 class _OverlappedStep:
     """The optimizer the training loop sees when ZeRO steps inside backward: `step()` has nothing

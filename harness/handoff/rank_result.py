@@ -45,6 +45,8 @@ class RankResult:
     """Rank 0's verdict; None elsewhere, and where parity was not checked."""
     parity_exact: bool = True
     """Whether the strategy should reproduce the reference exactly (`Strategy.parity_exact`)."""
+    parity_inexact_why: str | None = None
+    """Where it should not: why, in the strategy's words (`Strategy.parity_inexact_why`), for the parity note."""
     trace_dir: str | None = None
     wall_s: float | None = None
     role: str = "trainer"

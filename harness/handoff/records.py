@@ -222,8 +222,10 @@ def parity_columns(main_result: RankResult, cfg: Configuration) -> dict[str, Any
         return {"parity_max_abs_diff": None, "parity_ok": None, "parity_note": note}
     note, ok = checked.note, checked.within_tolerance
     if not main_result.parity_exact and ok is not None:
-        # Lossy or non-synchronising strategies: the difference is recorded, never judged a pass.
-        note = f"not judged: this strategy is not expected to match exactly; {note}"
+        # Lossy or non-synchronising strategies: the difference is recorded, never judged a pass; why, in the
+        # strategy's own words (stock is judged everywhere else: with comm_hook=bf16 it is the hook that differs).
+        why = main_result.parity_inexact_why or "this strategy is not expected to match exactly"
+        note = f"not judged: {why}; {note}"
         ok = None
     return {"parity_max_abs_diff": checked.max_abs_diff, "parity_ok": ok, "parity_note": note}
 

@@ -102,20 +102,23 @@ def _measure(cfg: Configuration, session: Session, *, run: Path, watch: RankWatc
     strategy = impls.create(cfg.impl, **cfg.impl_options)
     workload = cfg.make_workload()
     exact = strategy.parity_exact  # read while the strategy exists
+    # StrategyDefaults says why where a strategy does not; a plug-in of its own without the base may say nothing
+    why = None if exact else getattr(strategy, "parity_inexact_why", None)
+    judged = {"parity_exact": exact, "parity_inexact_why": why}
     if strategy.extra_ranks:  # a parameter server: trainers and server run a flow of their own
         result = rpc_flow.measure(cfg, session, strategy, workload, run=run, injected=watch.injected)
-        return dataclasses.replace(result, parity_exact=exact)
+        return dataclasses.replace(result, **judged)
     reason = strategy.unavailable_reason(device=cfg.device, world_size=cfg.world_size) or (
         workload.unavailable_reason(device=cfg.device)
     )
     if reason:
-        return RankResult("skipped", reason, parity_exact=exact)
+        return RankResult("skipped", reason, **judged)
     if strategy.single_process and not session.is_main:
         # Rank 0 drives every device of this launch. This rank waits for it in the gather of records,
         # over a gloo group on GPUs (Session.records_group): a CPU wait, never a kernel on its GPU.
-        return RankResult("idle", parity_exact=exact)
+        return RankResult("idle", **judged)
     result, built, timeline = _build_and_train(cfg, session, strategy, workload, run=run, watch=watch, memory=memory)
-    result.parity_exact = exact
+    result.parity_exact, result.parity_inexact_why = exact, judged["parity_inexact_why"]
     final_state = _measured_state(cfg, session, built)  # before any profiled step
     watch.clock.lap("parity")
     if cfg.profile:

@@ -77,7 +77,9 @@ def test_a_lossy_strategy_records_its_difference_but_is_not_judged():
     close = ParityVerdict(1e-3, False, "n")
     row = assemble([rank_result([1, 1], parity=close, parity_exact=False), rank_result([1, 1])])[0]
     assert row["parity_ok"] is None and row["parity_max_abs_diff"] == 1e-3
-    assert row["parity_note"].startswith("not judged")
+    assert row["parity_note"] == "not judged: this strategy is not expected to match exactly; n"  # nothing said why
+    said = rank_result([1, 1], parity=close, parity_exact=False, parity_inexact_why="comm_hook=bf16 compresses")
+    assert assemble([said, rank_result([1, 1])])[0]["parity_note"] == "not judged: comm_hook=bf16 compresses; n"
 
 
 def test_speedup_vs_local_and_scaling_come_from_rows_already_written():

@@ -190,3 +190,20 @@ def test_literal_options_list_their_choices():
     registry = Registry("thing", "impls")
     registry.register("knobs", description="d")(Knobs)
     assert registry._entries["knobs"].options()["mode"].choices() == ("a", "b")
+
+
+@pytest.mark.parametrize(
+    ("impl", "options", "why"),
+    [
+        ("stock", {"comm_hook": "bf16"}, "comm_hook=bf16 compresses gradients (lossy by design)"),
+        ("stock", {"comm_hook": "powersgd"}, "comm_hook=powersgd compresses gradients (lossy by design)"),
+        ("zero", {"overlap_with_ddp": True}, "overlap_with_ddp=true: its first steps learn DDP's buckets"),
+        ("fsdp", {"param_dtype": "bf16"}, "param_dtype=bf16, reduce_dtype=fp32: bf16 compute or reduction"),
+    ],
+)
+def test_a_strategy_not_judged_at_an_option_says_which_option_makes_it_differ(impl, options, why):
+    """The run page said of `stock comm_hook=bf16` 'this strategy is not expected to match exactly', while stock
+    is judged everywhere else: the hook is what is lossy, and the strategy knows it."""
+    strategy = impls.create(impl, **options)
+    assert strategy.parity_exact is False and strategy.parity_inexact_why.startswith(why)
+    assert impls.create(impl).parity_exact is True  # at its defaults it is judged
