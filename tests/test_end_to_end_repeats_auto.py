@@ -86,7 +86,8 @@ def rounds(run) -> list[tuple[int, set[str], set[str]]]:
 def test_the_resume_goes_on_deciding_and_each_round_runs_exactly_what_was_open(auto_run):
     _, run, code, out = auto_run
     assert code == 0, out
-    assert "its open verdicts are decided further (--repeats auto)" in out
+    assert f"verdicts are open short of its --max-repeats {MAX_REPEATS}: --repeats auto decides them further" in out
+    assert len(store.read_run_meta(run)["sessions"]) == 2  # the run's first session, then this resume
     assert (store.read_configs(run)["status"] == "ok").all()
     found = rounds(run)
     assert found, "the resume ran no round"

@@ -18,7 +18,7 @@ from typing import Any
 
 from harness.commands import console
 from harness.commands.console.plan import say_plan
-from harness.commands.resume import resume
+from harness.commands.resume import record_session, resume
 from harness.config.bench import BenchConfig, ConfigError, check_results_folder
 from harness.config.flags import AUTO, from_args
 from harness.handoff import costs
@@ -199,6 +199,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         if resumed is None:
             return 0
         config, plan, done = resumed
+        if config.node_rank == 0:  # which wrote run.json
+            record_session(plan.run, command)
     else:
         if getattr(args, "retry_failed", False):
             raise ConfigError("--retry-failed needs --resume RUN_ID: it runs a stopped run's failed configurations")

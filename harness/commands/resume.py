@@ -32,9 +32,12 @@ def resume(args: argparse.Namespace):
     config, plan, done = launch.resume_run(args.results, args.resume, retry_failed=args.retry_failed)
     config = dataclasses.replace(config, **steering)
     if not plan.configurations and repeats.more_to_decide(config, plan):
+        # By design: a run a --budget stopped is complete (all it planned is written) with verdicts still open
+        # short of its --max-repeats, and the way on its last line gave is this resume.
         _say_steering(args, steering)
-        console.say(f"ddpbench: resuming run {plan.run_id}: {done} finished configuration(s) kept; its open "
-                    "verdicts are decided further (--repeats auto)")  # fmt: skip
+        console.say(f"ddpbench: resuming run {plan.run_id}: its {done} planned configuration(s) are written, but "
+                    f"verdicts are open short of its --max-repeats {config.max_repeats}: --repeats auto decides them "
+                    "further, in another session of the run")  # fmt: skip
         return config, plan, done
     if not plan.configurations:
         console.say(f"ddpbench: run {plan.run_id} is complete ({done} configuration(s) written): nothing to resume"
@@ -45,6 +48,23 @@ def resume(args: argparse.Namespace):
     console.say(f"ddpbench: resuming run {plan.run_id}: {done} finished configuration(s) kept, "
                 f"{len(plan.configurations)} to run{retried}")  # fmt: skip
     return config, plan, done
+
+
+def record_session(run, command: tuple[str, ...]) -> int:
+    """This session into run.json's `sessions` (each: when it started, its command line), the first made from the
+    run's own `started_at` and `command` where it has no list yet; how many there are now. A page must not say
+    one command made a run that several did (summary.json counts the sessions, but not what each ran)."""
+    import datetime
+
+    from harness.results import store
+    from harness.results.layout import RunFolder
+
+    meta = store.read_run_meta(run)
+    sessions = meta.get("sessions") or [{"started_at": meta.get("started_at"), "command": meta.get("command")}]
+    now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    meta["sessions"] = [*sessions, {"started_at": now, "command": list(command)}]
+    store.write_json(RunFolder(run).run_json, meta)
+    return len(meta["sessions"])
 
 
 def _stored_config(args: argparse.Namespace) -> dict:

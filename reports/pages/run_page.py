@@ -6,6 +6,7 @@ measured under the profiler."""
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path, PurePosixPath
 from typing import Any
 from urllib.parse import quote
@@ -13,8 +14,8 @@ from urllib.parse import quote
 import pandas as pd
 
 from harness.analysis import roles, stats
-from harness.results import invocation
-from harness.results.invocation import resume_command
+from harness.results import invocation, layout, store
+from harness.results.invocation import as_typed, resume_command
 from harness.results.values import strategy_labels
 from reports import aggregate
 from reports.aggregate import RunData, machine_summary, precision
@@ -97,13 +98,40 @@ def header(run: RunData) -> str:
     if not failed_parity.empty:
         names = ", ".join(esc(c) for c in failed_parity["config_id"])
         parts.append(f'<p class="alarm">PARITY FAILED: {names} did not train like one process on the whole batch.</p>')
-    parts.append(f"<p>Started {esc(meta.get('started_at'))} on {esc(machine_summary(meta, configs))}.</p>")
+    parts.append(f"<p>Started {esc(meta.get('started_at'))} on {esc(machine_summary(meta, configs))}"
+                 f"{sessions_words(*sessions_of(meta, run.run_path))}.</p>")  # fmt: skip
     parts.append(status_section(meta, configs))
     # named as the README names it: the page is read later, maybe elsewhere, where the path that ran it means nothing
     resume = resume_command(meta["run_id"], Path(run.run_path).parent, program=invocation.NAME)
     parts.append(alerts.alerts(meta, configs, resume_command=resume))
     parts.extend(f'<p class="banner warning">{s}</p>' for s in profile_alert(configs))
     return "\n".join(parts)
+
+
+def sessions_of(meta: dict[str, Any], run_path: str | Path | None) -> tuple[int, list[dict]]:
+    """How many sessions made the run, and what each ran where run.json records it (`sessions`, which `bench
+    --resume` adds to); a run resumed before that record has only summary.json's count."""
+    recorded = meta.get("sessions") or []
+    if recorded:
+        return len(recorded), recorded
+    if not run_path:  # a page drawn from data alone (a test's): no folder to read a count from
+        return 1, []
+    try:
+        count = int(store.read_json(Path(run_path) / layout.SUMMARY_JSON).get("sessions") or 1)
+    except (OSError, ValueError, TypeError, AttributeError):  # no summary (a run cut short), or not one's shape
+        count = 1
+    return count, []
+
+
+def sessions_words(count: int, recorded: list[dict]) -> str:
+    """'; made over 3 sessions: after the first, `ddpbench bench --resume …` (when), …', or '' for one session:
+    a run finished with --resume is not what its first command made."""
+    if count < 2:
+        return ""
+    later = [f"<code>{esc(shlex.join(as_typed([str(w) for w in s.get('command') or []])))}</code> "
+             f"({esc(s.get('started_at'))})" for s in recorded[1:]]  # fmt: skip
+    how = f": after the first, {'; '.join(later)}" if later else " (the later ones with bench --resume, not recorded)"
+    return f"; made over {count} sessions{how}"
 
 
 def status_section(meta: dict[str, Any], configs: pd.DataFrame) -> str:
@@ -169,7 +197,7 @@ def gib_suffix(mib: Any) -> str:
     return f" ({float(mib) / 1024:.1f} GiB)" if isinstance(mib, (int, float)) and mib else ""
 
 
-def environment_section(meta: dict[str, Any], configs: pd.DataFrame | None = None) -> str:
+def environment_section(meta: dict[str, Any], configs: pd.DataFrame | None = None, *, sessions: int = 1) -> str:
     environment = meta.get("environment", {})
     parts = ["<h2 id=environment>7. On what?</h2>", facts_table(environment_facts(meta, configs))]
     topology = environment.get("topology") or []
@@ -180,6 +208,10 @@ def environment_section(meta: dict[str, Any], configs: pd.DataFrame | None = Non
         ]
         parts.append("<h3>Topology</h3>" + table(["GPU", "GPU", "nearest common ancestor", "NVLink P2P"], rows))
     parts.append(reproduce_html(meta.get("command"), meta.get("workloads")))
+    if sessions > 1:  # the command started the run; --resume made the rest (the top of the page names them)
+        parts.append(f"<p>That command made the first of this run's {sessions} sessions; the others went on with "
+                     "<code>bench --resume</code>, as the top of the page says. Run again, it is one session: where "
+                     "a --budget stopped one, it may stop elsewhere, with other verdicts open.</p>")  # fmt: skip
     full = json.dumps(environment, indent=2, default=str, sort_keys=True)
     parts.append(f"<details><summary>Full environment</summary><pre>{esc(full)}</pre></details>")
     return "\n".join(parts)
@@ -275,7 +307,7 @@ def run_page(run: RunData) -> str:
     parts.extend(section(run, workloads, figs) for section in SECTIONS)
     parts.append(profiles_section(run.configs, run.traces, run_href=run.run_href, run_path=run.run_path))
     parts.append(workloads_section(run.meta))
-    parts.append(environment_section(run.meta, run.configs))
+    parts.append(environment_section(run.meta, run.configs, sessions=sessions_of(run.meta, run.run_path)[0]))
     parts.append("<h2>Configurations</h2>" + configs_table(run.configs))
     return page(f"ddpbench run {run.meta['run_id']}", "\n".join(parts), depth=1)
 

@@ -40,8 +40,14 @@ def test_resume_leaves_a_complete_run_alone_and_adds_a_retry_to_its_timings(tmp_
             "runs it again); nothing was written") in out  # fmt: skip
     assert json.loads(summary_path.read_text()) == first  # the first session's timings kept as they were
 
-    code, out, _ = bench(capsys, tmp_path, "--resume", "r", "--retry-failed", "--timeout", "30")
+    assert "sessions" not in store.read_run_meta(tmp_path / "r")  # nothing resumed: nothing recorded
+    resumed = ["/x/.venv/bin/ddpbench", "bench", "--resume", "r", "--retry-failed", "--timeout", "30"]
+    monkeypatch.setattr("sys.argv", resumed)  # the command line run.json records for this session
+    code, out, _ = bench(capsys, tmp_path, *resumed[2:])
     assert code == 0 and "1 to run (the failed ones set aside in retried/ to run again)" in out, out
+    meta = store.read_run_meta(tmp_path / "r")  # each session, the first as the run recorded it
+    assert [s["command"] for s in meta["sessions"]] == [meta["command"], resumed]
+    assert meta["sessions"][0]["started_at"] == meta["started_at"]
     assert "ddpbench: --resume: --timeout applies (steering the running only)" in out
     statuses = dict(zip(*store.read_configs(tmp_path / "r")[["impl", "status"]].to_dict("list").values(), strict=True))
     assert statuses == {"naive": "ok", "flat": "ok"}

@@ -399,3 +399,27 @@ def test_a_page_scaled_to_a_step_says_ddps_cost_is_inside_where_the_run_has_no_b
                      "grad_mb": 1.0, "grad_tensors": 2})  # fmt: skip
     note = whatif._calibration_note(row)
     assert "so that one GPU's step with DDP (its own cost inside) is 20 ms" in note and "left out" not in note
+
+
+def test_a_run_made_over_several_sessions_says_so_and_what_each_later_one_ran(tmp_path):
+    """A budget-stopped run resumed twice was shown as its first command's: the page names every later session,
+    and Reproduce says its command made only the first; a run resumed before sessions were recorded has
+    summary.json's count."""
+    from reports.pages import run_page
+
+    sessions = [{"started_at": "t0", "command": ["/x/bin/ddpbench", "bench", "--repeats", "auto", "--budget", "4m"]},
+                {"started_at": "t1", "command": ["/x/bin/ddpbench", "bench", "--resume", "r", "--budget", "10m"]},
+                {"started_at": "t2", "command": ["/w/harness/__main__.py", "bench", "--resume", "r"]}]  # fmt: skip
+    count, recorded = run_page.sessions_of({"sessions": sessions}, tmp_path)
+    assert run_page.sessions_words(count, recorded) == (
+        "; made over 3 sessions: after the first, <code>ddpbench bench --resume r --budget 10m</code> (t1); "
+        "<code>ddpbench bench --resume r</code> (t2)"
+    )
+    section = run_page.environment_section({"command": sessions[0]["command"]}, sessions=count)
+    assert "That command made the first of this run's 3 sessions" in section
+    assert "sessions" not in run_page.environment_section({"command": sessions[0]["command"]})
+    (tmp_path / "summary.json").write_text('{"sessions": 2}')  # resumed before run.json recorded sessions
+    assert run_page.sessions_words(*run_page.sessions_of({}, tmp_path)) == (
+        "; made over 2 sessions (the later ones with bench --resume, not recorded)"
+    )
+    assert run_page.sessions_words(*run_page.sessions_of({}, tmp_path / "none")) == ""  # one session, said as before
