@@ -12,6 +12,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 
+import impls
 from harness.analysis import agreement, roles
 from harness.perfmodel.memory import need_mb, unrecorded
 from harness.perfmodel.schedule import WIRE_BYTES
@@ -37,6 +38,7 @@ class Choice:
     others: list[Candidate]  # the modelled ones not picked
     maybe: list[Candidate] = dataclasses.field(default_factory=list)  # faster, but by less than their steps leave out
     apart: float = 0.0  # where the picks are tied by more than SMALL_CAP_LEAD: how far the model's own errors set them
+    unbenched: list[Candidate] = dataclasses.field(default_factory=list)  # modelled, faster, not benched: unchosen
 
 
 def _asked(state: pd.DataFrame, options: dict) -> pd.Series:
@@ -162,9 +164,25 @@ def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float,
         fitting = [c for c in timed if c.fits]
         picked, maybe = _picked(fitting, errors)
         apart = max((model_apart(picked[0], c, errors) for c in picked[1:]), default=0.0)
+        faster = [c for c in _unbenched(set(models), named) if picked and c.step_ms < whole_step(picked[0])]
         choices.append(Choice(int(named["world_size"]), picked, [c for c in timed if c not in picked + maybe], maybe,
-                              apart if apart > agreement.SMALL_CAP_LEAD else 0.0))  # fmt: skip
+                              apart if apart > agreement.SMALL_CAP_LEAD else 0.0, faster))  # fmt: skip
     return choices
+
+
+def _unbenched(benched: set[str], named: pd.Series) -> list[Candidate]:
+    """ZeRO-1's and FSDP2's steps (ranked as `_candidate` ranks them) where the run benched no strategy of theirs:
+    predicted from the profile, but what a rank holds was never measured, so none is chosen; each named as you would
+    bench it (its strategies' names)."""
+    named_as = pd.DataFrame({"impl": impls.names(), "impl_options": "{}"})
+    found = []
+    for model, rows in MODELS[1:]:
+        key = {"ZeRO-1": "optimizer_shard", "FSDP2": "parameter_shard"}[model]
+        step, floor = named.get(STEP_COLUMNS[key], np.nan), named.get(FLOOR_COLUMNS[key], np.nan)
+        if model not in benched and not pd.isna(step):
+            label = ", ".join(named_as.loc[rows(named_as).to_numpy(), "impl"])
+            found.append(_candidate(label, float("nan"), False, float(step), float(floor), 0.0, model))
+    return found
 
 
 REPLACED = {"ZeRO-1"}  # its floor, DDP's step as ranked + ZeRO's change for the whole model, stands in for its
@@ -226,7 +244,8 @@ def without_optimizer(frames: list[pd.DataFrame], optimizer_ms: float) -> list[p
     """The cluster frames with no optimizer time: DDP's step less `optimizer_ms`, the sharded ones' their shard's."""
 
     def one(frame: pd.DataFrame) -> pd.DataFrame:
-        less = {c: frame[c] - optimizer_ms for c in ("step_ms", FLOOR_COLUMNS["reference"]) if c in frame}
+        ddp = ("step_ms", "compressed_step_ms", FLOOR_COLUMNS["reference"], FLOOR_COLUMNS["compressed"])
+        less = {c: frame[c] - optimizer_ms for c in ddp if c in frame}  # DDP's steps, hooked or not
         for step, shard in SHARD_OF.items():
             if step in frame and shard in frame:
                 less[step] = frame[step] - frame[shard]
@@ -305,6 +324,8 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
                               for c in choice.maybe),
                             *(other(c, fastest) for c in choice.others)])  # fmt: skip
         turns = turning_share(choice, without.get(choice.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms)
+        beside = "; ".join([beside, *(f"{step_text(c)}, not benched: bench it to see what a rank holds"
+                                      for c in choice.unbenched)]).strip("; ")  # fmt: skip
         parts.append(f"w{choice.world_size} {picked}{tied}{turns}" + (f" ({beside})" if beside else ""))
     untimed = untimed_that_fit(state, choices, capacity_gib)
     one = len(untimed) == 1
@@ -333,65 +354,3 @@ SHARD_OF = {"zero_step_ms": "zero_optimizer_ms", "fsdp_step_ms": "fsdp_optimizer
             FLOOR_COLUMNS["parameter_shard_kept"]: "fsdp_optimizer_ms"}  # fmt: skip
 """The optimizer's part of each sharded step and full-size floor a cluster frame holds (FSDP2's shard is 1/n
 whatever the size; ZeRO-1's largest shard is the full size's partition's in its floor)."""
-
-
-COST = 5
-"""The table's column of GPU-hours a million samples take: only where the steps are a GPU's and the batch known."""
-
-
-def table_header(cpu_steps: bool = False, *, cost: bool = True) -> tuple[str, ...]:
-    """The choice's table's header (`table_rows`): its steps a CPU's compute where no GPU step scaled them; without
-    the GPU-hours (`cost`) where `table_rows` had no batch to give them for."""
-    header = ("GPUs", "book", "step ms (a CPU's compute, the cluster's network)" if cpu_steps else "step ms",
-              "next that fits", "behind", "GPU-h per 1M samples", "the pick rests on")  # fmt: skip
-    return header if cost else header[:COST] + header[COST + 1 :]
-
-
-def table_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float, *, optimizer_ms: float = 0.0,
-               step_ms: float = 0.0, errors: dict | None = None, batch: int | None = None) -> list[tuple]:  # fmt: skip
-    """Per GPU count, the choice's cells (table_header): the strategy to book, its step (≥ where its full-size floor
-    ranks it), the fastest of the rest that fits and how far behind, and what the pick rests on (where none fits,
-    the batch a rank at which each would: memory.batch_words); the GPU-hours a million samples take given `batch`
-    (without it, no such cell: table_header's `cost`); [] as `choose`."""
-    from harness.perfmodel.memory import batch_words
-
-    choices = choose(state, frames, capacity_gib, errors)
-    without = {c.world_size: c for c in choose(state, without_optimizer(frames, optimizer_ms), capacity_gib, errors)
-               } if optimizer_ms and choices else {}  # fmt: skip
-    cells = [_cells(c, without.get(c.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms, batch=batch)
-             for c in choices]  # fmt: skip
-    rows = [(*row[:6], batch_words(state[state["world_size"] == c.world_size], capacity_gib)) if not c.picked
-            else row for row, c in zip(cells, choices, strict=True)]  # fmt: skip
-    return rows if batch else [row[:COST] + row[COST + 1 :] for row in rows]  # no batch: no GPU-hours column
-
-
-def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float, batch=None) -> tuple:
-    if not choice.picked:
-        return (str(choice.world_size), "none modelled fits", "", "", "", "", "")
-    first = choice.picked[0]
-    rest = sorted((c for c in choice.others if c.fits and c.step_ms is not None), key=whole_step)  # own cost in
-    missed = f"a lead under {choice.apart:.0%} is within how far the step models missed this run's own steps"
-    tie = missed if choice.apart else f"a lead under {agreement.SMALL_CAP_LEAD:.0%} is more than the model can tell"
-    notes = [f"a tie: {tie}"] if len(choice.picked) > 1 else []
-    if turns := turning_share(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms):
-        notes.append(f"holds{turns} (--local-optimizer-ms, with --local-step-ms, settles it)")
-    whose = {id(first): "its"}  # FSDP's or ZeRO's own cost as a CPU measured it, scaled: no GPU's; a tie's too
-    notes += [f"{whose.get(id(c), c.strategy + chr(39) + 's')} step leaves out its own cost ({ms_text(c.left_out_ms)} "
-              "ms more than DDP's as a CPU measured it, scaled)" for c in choice.picked if c.left_out_ms]  # fmt: skip
-    notes += [f"{c.strategy} may be faster ({c.step_ms:.4g} ms before its own cost)" for c in choice.maybe]
-    notes += [f"{c.strategy}: {c.note}" for c in choice.picked if c.note]
-    unfit = sorted(c.strategy for c in (*choice.others, *choice.maybe) if not c.fits)
-    notes += [f"{', '.join(unfit)} do{'es' * (len(unfit) == 1)} not fit"] if unfit else []
-    return (str(choice.world_size), " or ".join(c.strategy for c in choice.picked),
-            _step_cell(choice.picked), rest[0].strategy if rest else "",
-            f"+{whole_step(rest[0]) / whole_step(first) - 1:.1%}" if rest else "",
-            _step_cell(choice.picked, 1e3 / 3600 / batch, lambda v: f"{v:.3g}" if v < 1e3 else f"{v:,.0f}")
-            if batch else "", "; ".join(notes))  # fmt: skip  # GPU-hours: no exponent in a table read by eye
-
-
-def _step_cell(picked: list[Candidate], scale: float = 1.0, text=lambda value: f"{value:.4g}") -> str:
-    """'≥269.2' (a full-size floor ranks it), a tie's span '269.2–351.7'; each step × `scale` (GPU-hours a million
-    samples take: step s × 10⁶ / the batch a GPU steps at / 3,600 s, the GPUs' count cancelling out)."""
-    low, high = (text(min(c.step_ms for c in picked) * scale), text(max(c.step_ms for c in picked) * scale))
-    span = f"{low}–{high}" if low != high else low  # a tie's ends alike as written: one figure
-    return "≥" * any(c.profiled_ms is not None for c in picked) + span

@@ -10,9 +10,8 @@ import pandas as pd
 from harness.analysis.compare import setup_words
 from harness.perfmodel.choice import (
     choice_words,
-    table_header,
-    table_rows,
 )
+from harness.perfmodel.choice_table import table_header, table_rows
 from harness.perfmodel.clusters.cluster import Cluster, cap_caveats
 from harness.perfmodel.memory import activation_words, fit_words, mib_text, state_per_rank
 from harness.perfmodel.predict import of_setup

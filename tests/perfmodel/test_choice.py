@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from harness.commands.console import predictions
-from harness.perfmodel import choice, sharded
+from harness.perfmodel import choice, choice_table, sharded
 
 GIB = 1024.0  # MiB
 
@@ -55,8 +55,10 @@ def test_ddp_with_a_compression_hook_is_ranked_by_its_schedule_in_fewer_bytes_an
     w8 = choice.choose(predictions.labelled(pd.concat([STATE, hooked], ignore_index=True)), frames, 80.0)[0]
     assert [(c.strategy, c.step_ms) for c in w8.picked] == [("stock comm_hook=bf16", 95.0)]
     assert w8.picked[0].note.startswith("50% of the bytes all-reduced, exposed communication 8 → 3 ms; lossy")
-    rows = choice.table_rows(predictions.labelled(hooked), frames, 80.0)
+    rows = choice_table.table_rows(predictions.labelled(hooked), frames, 80.0)
     assert "stock comm_hook=bf16: 50% of the bytes all-reduced" in rows[0][-1]
+    (no_optimizer,) = choice.without_optimizer(frames, 30.0)  # its step is DDP's: the whole optimizer in it
+    assert float(no_optimizer["compressed_step_ms"].iloc[0]) == 65.0
 
 
 def test_nothing_is_chosen_without_a_gpu_memory_or_counted_activations():
@@ -236,7 +238,7 @@ def test_a_lead_smaller_than_the_step_models_own_errors_set_them_apart_is_too_cl
     words = choice.choice_words(predictions.labelled(state), frames, 80.0, errors=errors)
     assert "w8 fsdp 90 ms or stock 115 ms (too close to call: a lead under 34% is within how far the step models " \
            "missed this run's own steps)" in words  # fmt: skip
-    (row,) = choice.table_rows(predictions.labelled(state), frames, 80.0, errors=errors)
+    (row,) = choice_table.table_rows(predictions.labelled(state), frames, 80.0, errors=errors)
     assert row[1:3] == ("fsdp or stock", "90–115")  # the tie's span, not the first's step alone
     reverse = [_frame(8, 90.0, 200.0).assign(fsdp_step_ms=110.0)]  # stock ahead, and truly further ahead
     assert [c.strategy for c in choice.choose(predictions.labelled(state), reverse, 80.0, errors)[0].picked] == [
@@ -300,8 +302,8 @@ def test_the_answer_ends_as_a_table_of_the_pick_the_next_and_what_it_rests_on(ca
     assert w8.split()[:4] == ["8", "zero", "75", "stock"]  # and no GPU-hours of a CPU's step: nor its column, which
     assert "GPU-h" not in header  # a team lead read as always blank with nothing saying why
     # thousands of GPU-hours without an exponent: 8 s a step of one sample
-    (row,) = choice.table_rows(predictions.labelled(_state([("stock", 8, 20.0)])), [_frame(8, 8000.0, 9000.0)], 80.0,
-                               batch=1)  # fmt: skip
+    (row,) = choice_table.table_rows(predictions.labelled(_state([("stock", 8, 20.0)])),
+                                     [_frame(8, 8000.0, 9000.0)], 80.0, batch=1)  # fmt: skip
     assert row[5] == "2,222"
 
 
@@ -337,3 +339,25 @@ def test_a_table_whose_models_missed_the_runs_own_steps_says_so_in_its_title(cap
     )
     predictions.strategy_choice(state, cluster, frames=[_frame(8, 100.0, 104.0)], errors={"DDP": [-0.1]})
     assert "not borne out" not in capsys.readouterr().out
+
+
+def test_a_modelled_strategy_the_run_never_benched_is_named_where_predicted_faster_never_booked():
+    """A team lead's cap sweep benched stock alone: its what-if page booked stock at every GPU count while its own
+    chart put ZeRO-1 and FSDP2 well ahead. What a rank of theirs holds was never measured, so neither is chosen, but
+    each is named where its predicted step beats the pick, as you would bench it."""
+    state = predictions.labelled(_state([("stock", 8, 20.0), ("stock", 64, 20.0)]))
+    frames = [_frame(8, 100.0, 75.0).assign(fsdp_step_ms=120.0), _frame(64, 100.0, 130.0).assign(fsdp_step_ms=90.0)]
+    w8, w64 = choice.choose(state, frames, 80.0)
+    assert [c.strategy for c in w8.picked] == ["stock"] and [(c.strategy, c.step_ms) for c in w8.unbenched] == [
+        ("zero", 75.0)
+    ]  # FSDP2 at 120 ms is slower: not named
+    assert [(c.strategy, c.step_ms) for c in w64.unbenched] == [("fsdp", 90.0)]
+    w8_row = choice_table.table_rows(state, frames, 80.0)[0]
+    assert w8_row[1] == "stock" and w8_row[-1].endswith(
+        "zero predicted faster (75 ms) but not benched: bench it to see what a rank holds"
+    )
+    assert "w8 stock 100 ms (zero 75 ms, not benched: bench it to see what a rank holds)" in choice.choice_words(
+        state, frames, 80.0
+    )
+    benched = predictions.labelled(_state([("stock", 8, 20.0), ("zero", 8, 90.0)]))  # zero benched, does not fit
+    assert not choice.choose(benched, frames[:1], 80.0)[0].unbenched

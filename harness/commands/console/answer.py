@@ -1,6 +1,6 @@
 """The choice as a table, said after its long form, where a terminal leaves it in sight: per GPU count, the strategy
 to book, its step, the fastest of the rest that fits and how far behind it is, and what the pick rests on
-(harness.perfmodel.choice.table_rows; its `choice_words`, the line before the table and the what-if page's, say
+(harness.perfmodel.choice_table.table_rows; its `choice_words`, the line before the table and the what-if page's, say
 every step and caveat in full)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness.commands.console import say
-from harness.perfmodel.choice import COST, table_header, table_rows
+from harness.perfmodel.choice_table import COST, table_header, table_rows
 from harness.perfmodel.sharded import unborne_words
 
 if TYPE_CHECKING:

@@ -1,0 +1,75 @@
+"""The choice said as a table, where a terminal or a page leaves it in sight (harness.perfmodel.choice's `choose`;
+its `choice_words` say every step and caveat in full): per GPU count, the strategy to book, its step, the fastest of
+the rest that fits and how far behind, the GPU-hours a million samples take, and what the pick rests on.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.analysis import agreement
+from harness.perfmodel.choice import Candidate, Choice, choose, turning_share, whole_step, without_optimizer
+from harness.results.values import ms_text
+
+COST = 5
+"""The table's column of GPU-hours a million samples take: only where the steps are a GPU's and the batch known."""
+
+
+def table_header(cpu_steps: bool = False, *, cost: bool = True) -> tuple[str, ...]:
+    """The choice's table's header (`table_rows`): its steps a CPU's compute where no GPU step scaled them; without
+    the GPU-hours (`cost`) where `table_rows` had no batch to give them for."""
+    header = ("GPUs", "book", "step ms (a CPU's compute, the cluster's network)" if cpu_steps else "step ms",
+              "next that fits", "behind", "GPU-h per 1M samples", "the pick rests on")  # fmt: skip
+    return header if cost else header[:COST] + header[COST + 1 :]
+
+
+def table_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float, *, optimizer_ms: float = 0.0,
+               step_ms: float = 0.0, errors: dict | None = None, batch: int | None = None) -> list[tuple]:  # fmt: skip
+    """Per GPU count, the choice's cells (table_header): the strategy to book, its step (≥ where its full-size floor
+    ranks it), the fastest of the rest that fits and how far behind, and what the pick rests on (where none fits,
+    the batch a rank at which each would: memory.batch_words); the GPU-hours a million samples take given `batch`
+    (without it, no such cell: table_header's `cost`); [] as `choose`."""
+    from harness.perfmodel.memory import batch_words
+
+    choices = choose(state, frames, capacity_gib, errors)
+    without = {c.world_size: c for c in choose(state, without_optimizer(frames, optimizer_ms), capacity_gib, errors)
+               } if optimizer_ms and choices else {}  # fmt: skip
+    cells = [_cells(c, without.get(c.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms, batch=batch)
+             for c in choices]  # fmt: skip
+    rows = [(*row[:6], batch_words(state[state["world_size"] == c.world_size], capacity_gib)) if not c.picked
+            else row for row, c in zip(cells, choices, strict=True)]  # fmt: skip
+    return rows if batch else [row[:COST] + row[COST + 1 :] for row in rows]  # no batch: no GPU-hours column
+
+
+def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float, batch=None) -> tuple:
+    if not choice.picked:
+        return (str(choice.world_size), "none modelled fits", "", "", "", "", "")
+    first = choice.picked[0]
+    rest = sorted((c for c in choice.others if c.fits and c.step_ms is not None), key=whole_step)  # own cost in
+    missed = f"a lead under {choice.apart:.0%} is within how far the step models missed this run's own steps"
+    tie = missed if choice.apart else f"a lead under {agreement.SMALL_CAP_LEAD:.0%} is more than the model can tell"
+    notes = [f"a tie: {tie}"] if len(choice.picked) > 1 else []
+    if turns := turning_share(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms):
+        notes.append(f"holds{turns} (--local-optimizer-ms, with --local-step-ms, settles it)")
+    whose = {id(first): "its"}  # FSDP's or ZeRO's own cost as a CPU measured it, scaled: no GPU's; a tie's too
+    notes += [f"{whose.get(id(c), c.strategy + chr(39) + 's')} step leaves out its own cost ({ms_text(c.left_out_ms)} "
+              "ms more than DDP's as a CPU measured it, scaled)" for c in choice.picked if c.left_out_ms]  # fmt: skip
+    notes += [f"{c.strategy} may be faster ({c.step_ms:.4g} ms before its own cost)" for c in choice.maybe]
+    notes += [f"{c.strategy}: {c.note}" for c in choice.picked if c.note]
+    notes += [f"{c.strategy} predicted faster ({c.step_ms:.4g} ms) but not benched: bench it to see what a rank holds"
+              for c in choice.unbenched]  # fmt: skip
+    unfit = sorted(c.strategy for c in (*choice.others, *choice.maybe) if not c.fits)
+    notes += [f"{', '.join(unfit)} do{'es' * (len(unfit) == 1)} not fit"] if unfit else []
+    return (str(choice.world_size), " or ".join(c.strategy for c in choice.picked),
+            _step_cell(choice.picked), rest[0].strategy if rest else "",
+            f"+{whole_step(rest[0]) / whole_step(first) - 1:.1%}" if rest else "",
+            _step_cell(choice.picked, 1e3 / 3600 / batch, lambda v: f"{v:.3g}" if v < 1e3 else f"{v:,.0f}")
+            if batch else "", "; ".join(notes))  # fmt: skip  # GPU-hours: no exponent in a table read by eye
+
+
+def _step_cell(picked: list[Candidate], scale: float = 1.0, text=lambda value: f"{value:.4g}") -> str:
+    """'≥269.2' (a full-size floor ranks it), a tie's span '269.2–351.7'; each step × `scale` (GPU-hours a million
+    samples take: step s × 10⁶ / the batch a GPU steps at / 3,600 s, the GPUs' count cancelling out)."""
+    low, high = (text(min(c.step_ms for c in picked) * scale), text(max(c.step_ms for c in picked) * scale))
+    span = f"{low}–{high}" if low != high else low  # a tie's ends alike as written: one figure
+    return "≥" * any(c.profiled_ms is not None for c in picked) + span
