@@ -22,7 +22,7 @@ import pandas as pd
 from harness.analysis import roles, stats
 from harness.config.bench import ConfigError
 from harness.results import store
-from harness.results.values import options_words, timed_by_hook
+from harness.results.values import settings_words, strategy_label, timed_by_hook
 
 MATCH_KEYS = (
     "impl",
@@ -170,10 +170,8 @@ def _setting_differences(base: dict, new: dict) -> list[str]:
 
 
 def _label(keys: dict) -> str:
-    options = options_words(keys.get("impl_options"))
-    return f"w{keys['world_size']} {keys['workload']}/{keys['size']} {keys['impl']}" + (
-        f" {options}" if options else ""
-    )
+    strategy = strategy_label(keys["impl"], keys.get("impl_options"))
+    return f"w{keys['world_size']} {keys['workload']}/{keys['size']} {strategy}"
 
 
 def _pair_settings(base: pd.DataFrame, new: pd.DataFrame, settings: list[str]):
@@ -208,17 +206,21 @@ def compare(
     base, new = repeat_figures(base), repeat_figures(new)
     settings = setting_keys(across_strategies=across_strategies)
     new_groups = {_plain(key): group for key, group in new.groupby(keys, dropna=False)}
-    pairs, not_compared = [], []
+    stand_ins, pairs, not_compared = _stand_ins(base_run, new_run, keys), [], []
     for key, base_group in base.groupby(keys, dropna=False):  # null keys (older rows) match too: _plain
-        if _plain(key) not in new_groups:
+        found = _plain(key) if _plain(key) in new_groups else stand_ins.get(_plain(key))
+        if found not in new_groups:
             continue
-        matched = dict(zip(keys, key, strict=True))
-        for base_rows, new_rows, differences in _pair_settings(base_group, new_groups[_plain(key)], settings):
+        matched, stand_in = dict(zip(keys, key, strict=True)), found != _plain(key)
+        # DDP as shipped against its stand-in: their first buckets differ by design (said in the row), not a setting
+        layout = [k for k in settings if not (stand_in and k == "first_bucket_cap_mb")]
+        for base_rows, new_rows, differences in _pair_settings(base_group, new_groups[found], layout):
             if new_rows is None:
                 label = _label({**matched, "impl": base_rows["impl"].iloc[0]})
                 not_compared.append(f"{label}: not compared, a different measurement: {', '.join(differences)}")
             else:
-                pairs.append((matched, base_rows, new_rows))
+                paired = _paired(_plain(key), found, keys, base_rows, new_rows) if stand_in else {}
+                pairs.append(({**matched, **paired}, base_rows, new_rows))
     confidence = family_confidence(len(pairs))  # the gate fails on any one: its error is the family's
     rows = [{**matched, **judge(b, n, threshold=threshold, confidence=confidence), "configurations_judged": len(pairs)}
             for matched, b, n in pairs]  # fmt: skip
@@ -226,8 +228,7 @@ def compare(
 
 
 def _status_rows(run: Path, *, across_strategies: bool) -> pd.DataFrame:
-    configs = store.read_configs(run)
-    return _without_baseline(configs) if across_strategies else configs
+    return _without_baseline(store.read_configs(run)) if across_strategies else store.read_configs(run)
 
 
 def _plain(key) -> tuple:
@@ -235,10 +236,30 @@ def _plain(key) -> tuple:
     return tuple(None if not isinstance(v, str) and pd.isna(v) else v for v in key)
 
 
+def _stand_ins(base_run: Path, new_run: Path, keys: list[str]) -> dict[tuple, tuple]:
+    """roles.reference_pairs of the runs' rows of every status, so that verdicts and what was not judged pair alike;
+    none across strategies, where options are not matched."""
+    if "impl_options" not in keys:
+        return {}
+    held = [{_plain(k) for k in store.read_configs(run)[keys].itertuples(index=False)} for run in (base_run, new_run)]
+    return roles.reference_pairs(*held, keys)
+
+
+def _paired(key: tuple, found: tuple, keys: list[str], base: pd.DataFrame, new: pd.DataFrame) -> dict:
+    """{"paired": roles.paired_words, with each side's first bucket where both recorded different ones}."""
+    firsts = [rows["first_bucket_cap_mb"].dropna() for rows in (base, new)]
+    known = all(len(f) for f in firsts) and firsts[0].iloc[0] != firsts[1].iloc[0]
+    said = f" (first bucket {firsts[0].iloc[0]:g} vs {firsts[1].iloc[0]:g} MiB)" if known else ""
+    return {"paired": roles.paired_words(key, found, keys) + said}
+
+
 def _nearest_in_new(key: tuple, new_keys: list[tuple], names: list[str]) -> str:
-    """'not in NEW', or where NEW ran it with one setting changed, which ('NEW ran it with dtype fp32, not bf16'):
-    another strategy, its options (a cap of a sweep NEW ran fewer of), workload or world size is another
-    configuration, not this one run otherwise."""
+    """'not in NEW'; 'NEW has stock only at bucket_cap_mb=1, 5' (other options); or 'NEW ran it with dtype fp32, not
+    bf16' (one setting changed): another strategy, workload or world size is another configuration, not this one."""
+    if "impl_options" in names:  # (across strategies options are not matched)
+        i, o = names.index("impl"), names.index("impl_options")
+        if others := [k[o] for k in new_keys if k[:o] + k[o + 1 :] == key[:o] + key[o + 1 :]]:
+            return f"NEW has {key[i]} only at {settings_words(others)}"
     for other in new_keys:
         differs = [i for i, (a, b) in enumerate(zip(key, other, strict=True)) if a != b]
         if len(differs) == 1 and names[differs[0]] not in ("impl", "impl_options", "workload", "world_size"):
@@ -257,10 +278,12 @@ def without_counterpart(base_run: Path, new_run: Path, *, across_strategies: boo
     base = _status_rows(base_run, across_strategies=across_strategies)
     new = _status_rows(new_run, across_strategies=across_strategies)
     new_groups = {_plain(k): g for k, g in new.groupby(keys, dropna=False)} if not new.empty else {}
-    failed, missing = [], []
+    stand_ins, failed, missing = _stand_ins(base_run, new_run, keys), [], []
     for key, group in base[base["status"] == "ok"].groupby(keys, dropna=False):
         label = _label({**dict(zip(keys, key, strict=True)), "impl": group["impl"].iloc[0]})
-        counterpart = new_groups.get(_plain(key))
+        found = stand_ins.get(_plain(key), _plain(key))
+        label += f" ({roles.paired_words(_plain(key), found, keys)})" if found != _plain(key) else ""
+        counterpart = new_groups.get(found)
         statuses = counterpart["status"] if counterpart is not None else pd.Series(dtype=str)
         if (statuses == "failed").any():
             error = counterpart.loc[statuses == "failed", "error"].iloc[0]
@@ -271,35 +294,6 @@ def without_counterpart(base_run: Path, new_run: Path, *, across_strategies: boo
                    else f"{', '.join(sorted(set(statuses)))} in NEW")  # fmt: skip
             missing.append(f"{label}: not compared, no ok result in NEW ({why})")
     return failed, missing
-
-
-def measured(run: Path) -> str:
-    """'mlp/tiny fp32 adam batch 8 (stock, bucketed)': what a run's ok configurations measured, per setup, for a
-    comparison that matched nothing to say why."""
-    ok = _ok_configs(run)
-    setup = [k for k in ("workload", "size", "dtype", "optimizer", "batch_size") if k in ok]
-    said = [f"{setup_words(dict(zip(setup, key, strict=True)))} ({', '.join(dict.fromkeys(group['impl']))})"
-            for key, group in ok.groupby(setup, sort=False, dropna=False)]  # fmt: skip
-    return "; ".join(said) or "no ok configuration"
-
-
-def differing(base_run: Path, new_run: Path, *, across_strategies: bool = False) -> str:
-    """'optimizer (adam in BASE, sgd in NEW)': the match keys whose values the two runs' ok configurations share
-    none of, for a comparison that matched nothing to name the setting that keeps them apart ('' if none)."""
-    base, new = _ok_configs(base_run), _ok_configs(new_run)
-    said = []
-    for key in match_keys(across_strategies=across_strategies):
-        if key in ("impl_options", "world_size", "nnodes") or key not in base or key not in new:
-            continue  # several world sizes or options in one run: a partial overlap, said by `measured`
-        before, after = set(base[key].dropna().astype(str)), set(new[key].dropna().astype(str))
-        if before and after and not before & after:
-            said.append(f"{key} ({', '.join(sorted(before))} in BASE, {', '.join(sorted(after))} in NEW)")
-    return "; ".join(said)
-
-
-def _ok_configs(run: Path) -> pd.DataFrame:
-    configs = store.read_configs(run)
-    return configs[configs["status"] == "ok"] if "status" in configs else configs
 
 
 def setup_words(keys: dict) -> str:

@@ -14,7 +14,7 @@ import pandas as pd
 
 import impls
 from harness.protocols import ROLES, roles_of
-from harness.results.values import options_of
+from harness.results.values import options_of, strategy_label
 
 
 def declared(impl: str) -> dict[str, bool | str]:
@@ -102,6 +102,51 @@ def reference_rank(options: Any, impl: str) -> tuple | None:
     asked = options_of(options)
     stand_in = impls.reference_stand_in(impl, asked)
     return None if stand_in is None else (stand_in, len(asked), str(options or ""))
+
+
+def _stand_in(impl: str, options: Any) -> int | None:
+    """impls.reference_stand_in of a reference row (0 as shipped, 1 its 25 MiB stand-in); None for any other row."""
+    return impls.reference_stand_in(impl, options_of(options)) if declared(impl)["reference"] else None
+
+
+def reference_partner(row: tuple[str, Any], own: list[tuple], other: list[tuple]) -> tuple | None:
+    """The (impl, options) of `other`, one run's rows at a setup, that stands for the same DDP as `row` of `own`, the
+    other run's there, where `other` lacks `row` itself: the reference as shipped for its 25 MiB stand-in or the other
+    way round, where the run holding the stand-in holds nothing as shipped (as the run page picks its reference,
+    reference_rank). None otherwise, and for a row of `other` that `own` holds too: that one is matched already."""
+    kind = _stand_in(*row)
+    if kind is None or row in other:
+        return None
+    holder = other if kind == 0 else own  # the run with only the stand-in, if either
+    if any(_stand_in(*r) == 0 for r in holder):
+        return None
+    partners = sorted(
+        (reference_rank(o, i), (i, o)) for i, o in other if (i, o) not in own and _stand_in(i, o) == 1 - kind
+    )
+    return partners[0][1] if partners else None
+
+
+def reference_pairs(base: set[tuple], new: set[tuple], keys: list[str]) -> dict[tuple, tuple]:
+    """{a key of `base` that `new` lacks: the key of `new` that stands for the same DDP there} (reference_partner);
+    `keys` names the keys' places (compare's match keys)."""
+    i, o = keys.index("impl"), keys.index("impl_options")
+    found = {}
+    for key in base - new:
+        own, other = ([(k[i], k[o]) for k in side if _setup(k, i, o) == _setup(key, i, o)] for side in (base, new))
+        if partner := reference_partner((key[i], key[o]), own, other):
+            found[key] = tuple({i: partner[0], o: partner[1]}.get(j, v) for j, v in enumerate(key))
+    return found
+
+
+def _setup(key: tuple, *skipped: int) -> tuple:  # a key without its strategy's and options' places
+    return tuple(v for j, v in enumerate(key) if j not in skipped)
+
+
+def paired_words(base_key: tuple, new_key: tuple, keys: list[str]) -> str:
+    """'stock (as shipped) -> stock bucket_cap_mb=25, its stand-in': BASE's configuration, then NEW's."""
+    i, o = keys.index("impl"), keys.index("impl_options")
+    return " -> ".join(strategy_label(k[i], k[o]) + (", its stand-in" if beyond_defaults(k[i], k[o])
+                       else " (as shipped)") for k in (base_key, new_key))  # fmt: skip
 
 
 def beyond_defaults(impl: str, options: Any) -> dict:

@@ -112,7 +112,8 @@ COMPARE_DESCRIPTION = textwrap.fill(
     "repeats cannot decide (fewer than 2 per run, "
     "or an interval wider than ±threshold) the verdict is 'too few repeats to tell (have N, need about M)'. "
     "Configurations that differ in threads_per_rank, backend, tf32, first_bucket_cap_mb or whether DDP's buckets "
-    "were timed (--bucket-timeline) are different measurements: not judged, named in a warning."
+    "were timed (--bucket-timeline) are different measurements: not judged, named in a warning. Stock as shipped "
+    "is matched with stock bucket_cap_mb=25, its stand-in, where the other run has only that (the row names both)."
 )
 COMPARE_EPILOG = (
     textwrap.fill(

@@ -44,6 +44,19 @@ def options_words(impl_options: Mapping[str, Any] | str | None, *, without: tupl
                     if k not in without)  # fmt: skip
 
 
+def settings_words(options: list) -> str:
+    """'bucket_cap_mb=1, 5, 25': several rows' options, one option's values together where each row asks only it;
+    else each row's ("its defaults" for none), '; ' between them."""
+    decoded = [options_of(text) for text in options]
+    if len(decoded[0]) != 1 or len({tuple(d) for d in decoded}) != 1:
+        return "; ".join(sorted({options_words(text) or "its defaults" for text in options}))
+    (name,) = decoded[0]
+    numeric = (int, float)  # numbers in their order (1, 5, 25), anything else after them as text
+    values = sorted({str(d[name]): d[name] for d in decoded}.values(),
+                    key=lambda v: (not isinstance(v, numeric), v if isinstance(v, numeric) else 0, str(v)))  # fmt: skip
+    return f"{name}=" + ", ".join(f"{v:g}" if isinstance(v, float) else str(v) for v in values)
+
+
 def strategy_label(impl: str, impl_options: str | None, *, without: tuple[str, ...] = ()) -> str:
     """The strategy with the options that distinguish it, e.g. 'stock bucket_cap_mb=25': what every line and
     page names a strategy by."""

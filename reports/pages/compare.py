@@ -32,8 +32,8 @@ def _get(row, column: str):
 
 
 def configuration_label(row) -> str:
-    parts = [str(row.impl), options_words(_get(row, "impl_options")), f"{_get(row, 'workload')}/{_get(row, 'size')}",
-             f"w{_get(row, 'world_size')}"]  # fmt: skip
+    strategy = _get(row, "paired") or f"{row.impl} {options_words(_get(row, 'impl_options'))}"  # as shipped: its pair
+    parts = [strategy.strip(), f"{_get(row, 'workload')}/{_get(row, 'size')}", f"w{_get(row, 'world_size')}"]
     return " ".join(p for p in parts if p)
 
 

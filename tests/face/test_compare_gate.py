@@ -200,6 +200,8 @@ def test_another_strategy_in_new_is_not_this_configuration_run_otherwise():
     assert _nearest_in_new(base, [("local", "{}", "mlp", 1, "fp32")], names) == "not in NEW"
     assert _nearest_in_new(base, [("fsdp", "{}", "mlp", 4, "fp32")], names) == "not in NEW"
     assert _nearest_in_new(base, [("fsdp", "{}", "mlp", 1, "bf16")], names) == "NEW ran it with dtype bf16, not fp32"
-    # a walkthrough's NEW swept caps 1 and 25 of BASE's 1, 5 and 25: cap 5 is not in NEW, not run at cap 1
+    # a walkthrough's NEW swept caps 1 and 25 of BASE's 1, 5 and 25: cap 5 is not in NEW, not run at cap 1; what
+    # NEW did run of the strategy is named as such
     capped = ("stock", '{"bucket_cap_mb": 5.0}', "mlp", 1, "fp32")
-    assert _nearest_in_new(capped, [("stock", '{"bucket_cap_mb": 1.0}', "mlp", 1, "fp32")], names) == "not in NEW"
+    said = _nearest_in_new(capped, [("stock", '{"bucket_cap_mb": 1.0}', "mlp", 1, "fp32")], names)
+    assert said == "NEW has stock only at bucket_cap_mb=1"

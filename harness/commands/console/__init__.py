@@ -359,5 +359,7 @@ def comparison(frame: pd.DataFrame, *, threshold: float) -> None:
             so_far = f"{leaning} so far, not yet shown beyond {threshold * 100:g}%; " if leaning else ""
             verdict += f" ({so_far}have {have}, {stats.needed_text(r.repeats_needed)} at {threshold * 100:g}%)"
         noise = f" [{r.noise}]" if r.noise else ""
-        _print(f"w{r.world_size} {r.workload}/{r.size} {r.impl}{options_text(r.impl_options)}: {r.base_ms:.2f} -> "
+        paired = getattr(r, "paired", None)  # the reference as shipped matched with its stand-in: both named
+        strategy = paired if isinstance(paired, str) else f"{r.impl}{options_text(r.impl_options)}"
+        _print(f"w{r.world_size} {r.workload}/{r.size} {strategy}: {r.base_ms:.2f} -> "
               f"{r.new_ms:.2f} ms, ratio {r.ratio:.3f} ({interval}): {verdict}{noise}")  # fmt: skip
