@@ -162,6 +162,7 @@ def build_site(*, results: Path, out: Path, cluster=None, on_run=None, as_predic
     summaries = []
     run_pages: dict[str, Path] = {}
     whatif_pages: dict[str, Path] = {}
+    comparisons = read_comparisons(out)  # each run page links those it takes part in
     for run_folder in store.list_runs(results):
         try:
             run = read_run(run_folder, pages=out / "runs")
@@ -170,6 +171,7 @@ def build_site(*, results: Path, out: Path, cluster=None, on_run=None, as_predic
             continue
         # Named by folder: two folders may carry one run id (a copied run), and each keeps its page.
         run.meta["page"] = run_folder.name
+        run.meta["comparisons"] = [c for c in comparisons if run_folder.name in (c["base"], c["new"])]
         counts = as_predict(run_folder, run.configs) if as_predict and cluster is not None else {}
         try:
             run.meta["whatif"] = write_whatif_page(run_folder, run.meta, run.configs, cluster, out, **counts)

@@ -360,6 +360,12 @@ def judge(base: pd.DataFrame, new: pd.DataFrame, *, threshold: float, confidence
     }  # fmt: skip
 
 
+def comparison_name(base: str, new: str) -> str:
+    """'a → b': a comparison as every page and line names it, BASE first as `compare BASE NEW` takes the runs and as
+    its file BASE_vs_NEW.html names them (its ratios are NEW / BASE)."""
+    return f"{base} → {new}"
+
+
 REGRESSED, UNDECIDED, PASSED = "slower", "cannot tell", "nothing slower"
 """The comparison's outcome, what `ddpbench compare`'s exit code says (1, 3, 0): a gate fails on a slower or
 failed configuration, cannot pass on short evidence, and passes only when every configuration was judged."""

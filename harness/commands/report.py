@@ -27,6 +27,12 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     predict.update_all_model_tables(args.results)
     _warn_shared_run_ids(args.results)
 
+    from reports.pages.compare import write_kept_comparisons
+
+    # Each `compare` kept beside the runs, twice: before the run pages, which link the comparisons the site holds,
+    # and after them, which the comparison pages link where the site holds them.
+    write_kept_comparisons(args.results, args.out)
+
     def written(
         run_id: str, page, whatif
     ) -> None:  # as each run's pages are written: a site of many runs takes a while
@@ -36,8 +42,6 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
                             as_predict=functools.partial(as_predict_counts, cluster=chosen))  # fmt: skip
     for run_id, page in built.collectives_pages.items():
         console.say(f"  collectives {run_id}: {page}")
-    from reports.pages.compare import write_kept_comparisons
-
     if kept := write_kept_comparisons(args.results, args.out):  # each `compare` kept beside the runs, listed
         site.refresh_index(args.out)
         console.say(f"  {kept} comparison(s): {args.out}/compare/")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from urllib.parse import quote
 
 import numpy as np
 import pandas as pd
@@ -135,12 +136,17 @@ OUTCOME_CLASS = {comparing.REGRESSED: "alarm", comparing.UNDECIDED: "banner", co
 
 
 def comparison_page(base: str, new: str, frame: pd.DataFrame, judged: dict, *, environment: list[str],
-                    not_judged: list[str], threshold: float, commands: dict | None = None) -> str:  # fmt: skip
+                    not_judged: list[str], threshold: float, commands: dict | None = None,
+                    run_pages: tuple[str, ...] = ()) -> str:  # fmt: skip
     """`judged`: harness.analysis.compare.outcome's; `environment`: how the runs' machines and software differ;
-    `not_judged`: BASE's configurations without a verdict (failed or missing in NEW, a setting differs)."""
+    `not_judged`: BASE's configurations without a verdict (failed or missing in NEW, a setting differs); `run_pages`:
+    those of the two runs whose pages the site holds, linked."""
+    runs = "".join(f'<a href="../runs/{esc(quote(run))}.html">{role} {esc(run)}</a>'
+                   for role, run in (("BASE", base), ("NEW", new)) if run in run_pages)  # fmt: skip
     parts = [
-        '<nav><a href="../index.html">all runs</a></nav>',
-        f"<h1>{esc(new)} against {esc(base)}</h1>",
+        f'<nav><a href="../index.html">all runs</a>{runs}</nav>',
+        f"<h1>{esc(comparing.comparison_name(base, new))}</h1>",
+        f"<p>BASE {esc(base)}, NEW {esc(new)}: did NEW get slower than BASE?</p>",
         f'<p class="{OUTCOME_CLASS.get(judged["outcome"], "headline")}">{esc(_capitalised(judged["sentence"]))}'
         f"{esc(' (exit ' + str(judged['exit_code']) + ')') if 'exit_code' in judged else ''}.</p>",
         "".join(f"<p>{esc(run)} ran <code>{esc(line)}</code></p>" for run, line in (commands or {}).items() if line),
@@ -160,14 +166,14 @@ def comparison_page(base: str, new: str, frame: pd.DataFrame, judged: dict, *, e
                      f"configurations):<ul>{items}</ul></div>")  # fmt: skip
     if frame.empty:
         parts.append("<p>No configuration was measured in both runs.</p>")
-        return page(f"ddpbench: {new} against {base}", "\n".join(parts), depth=1, plots=False)
+        return page(f"ddpbench compare: {comparing.comparison_name(base, new)}", "\n".join(parts), depth=1, plots=False)
     caption = (
         f"Each point is a configuration's ratio; the whisker is its {comparing.interval_level(frame)} interval "
         "where the runs have the repeats."
     )
     parts.append(FigureList().add(ratio_figure(frame, threshold=threshold), caption))
     parts.append(comparison_table(frame))
-    return page(f"ddpbench: {new} against {base}", "\n".join(parts), depth=1)
+    return page(f"ddpbench compare: {comparing.comparison_name(base, new)}", "\n".join(parts), depth=1)
 
 
 def _capitalised(text: str) -> str:
@@ -178,13 +184,14 @@ def write_comparison_page(out: Path, base: str, new: str, frame: pd.DataFrame, j
                           environment: list[str], not_judged: list[str], threshold: float,
                           commands: dict[str, str] | None = None) -> Path:  # fmt: skip
     """The page, and beside it the facts the index lists: the outcome and its counts (written last: the index
-    only links whole pages)."""
+    only links whole pages). It links the two runs' pages that the site holds now."""
     from reports.site import write_plotly_asset  # the page's figure needs it, even before a `ddpbench report`
 
     write_plotly_asset(Path(out))
     path = Path(out) / "compare" / f"{base}_vs_{new}.html"
+    held = tuple(run for run in (base, new) if (Path(out) / "runs" / f"{run}.html").is_file())
     text = comparison_page(base, new, frame, judged, environment=environment, not_judged=not_judged,
-                           threshold=threshold, commands=commands)  # fmt: skip
+                           threshold=threshold, commands=commands, run_pages=held)  # fmt: skip
     store.atomic_write(path, lambda tmp: tmp.write_text(text, encoding="utf-8"))
     store.write_json(path.with_suffix(".json"), {"base": base, "new": new, **judged})
     return path

@@ -69,13 +69,11 @@ def status_text(meta: dict[str, Any], configs: pd.DataFrame) -> str:
 
 
 def comparison_links(folder: str, comparisons: list[dict[str, Any]]) -> str:
-    """The comparisons a run takes part in; compare names runs by folder, as the site names pages."""
-    links = [
-        f'<a href="{esc(c["href"])}">{"vs " + esc(c["base"]) if c["new"] == folder else "→ " + esc(c["new"])}</a>'
-        for c in comparisons
-        if folder in (c["base"], c["new"])
-    ]
-    return " ".join(links)
+    """The comparisons a run takes part in, each named as on its page (BASE → NEW) on both runs' rows; compare names
+    runs by folder, as the site names pages."""
+    links = [f'<a href="{esc(c["href"])}">{esc(comparing.comparison_name(c["base"], c["new"]))}</a>'
+             for c in comparisons if folder in (c["base"], c["new"])]  # fmt: skip
+    return "<br>".join(links)
 
 
 def index_row(meta: dict[str, Any], configs: pd.DataFrame) -> dict[str, str]:
@@ -101,7 +99,7 @@ def index_page(
              f"</small>{_whatif_link(r)}", r["fastest"], r["machine"], r["strategies"], r["status"],
              comparison_links(r["page"], comparisons)] for r in runs]  # fmt: skip
     head = ["run", "leading strategy (largest world size, step: geometric mean of repeats; 'fastest' where decided)",
-            "machine", "strategies", "configurations", "comparisons"]  # fmt: skip
+            "machine", "strategies", "configurations", "comparisons (BASE → NEW)"]  # fmt: skip
     listing = (
         table(head, rows)
         if rows
@@ -127,10 +125,14 @@ def comparisons_index(comparisons: list[dict[str, Any]]) -> str:
     written before outcomes were recorded shows '—' for them."""
     if not comparisons:
         return ""
-    rows = [[f'<a href="{esc(c["href"])}">{esc(c["new"])} against {esc(c["base"])}</a>', _outcome_cell(c),
-             *(esc(c.get(key, answer.MISSING)) for key in COMPARISON_COUNTS)] for c in comparisons]  # fmt: skip
-    return "<h2>Comparisons</h2><p><code>ddpbench compare BASE NEW</code> pages.</p>" + table(
-        ["comparison", "outcome", "configurations matched", "slower", "faster", "too few repeats"], rows
+    rows = [[f'<a href="{esc(c["href"])}">{esc(comparing.comparison_name(c["base"], c["new"]))}</a>',
+             _outcome_cell(c), *(esc(c.get(key, answer.MISSING)) for key in COMPARISON_COUNTS)]
+            for c in comparisons]  # fmt: skip
+    return (
+        "<h2>Comparisons</h2><p><code>ddpbench compare BASE NEW</code> pages, each named BASE → NEW (slower: "
+        "NEW's step longer than BASE's).</p>"
+    ) + table(
+        ["comparison (BASE → NEW)", "outcome", "configurations matched", "slower", "faster", "too few repeats"], rows
     )
 
 

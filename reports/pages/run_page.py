@@ -13,6 +13,7 @@ from urllib.parse import quote
 
 import pandas as pd
 
+from harness.analysis import compare as comparing
 from harness.analysis import roles, stats
 from harness.results import invocation, layout, store
 from harness.results.invocation import as_typed, resume_command
@@ -75,6 +76,13 @@ def _whatif_link(meta: dict) -> str:
     return f'<a href="{esc(meta["whatif"])}">what if on {esc(meta.get("whatif_cluster"))}</a>'
 
 
+def _comparison_links(comparisons: list[dict]) -> str:
+    """The `ddpbench compare` pages in the site that this run takes part in (site.read_comparisons), BASE → NEW."""
+    links = [f'<a href="../{esc(c["href"])}">{esc(comparing.comparison_name(c["base"], c["new"]))}</a> '
+             f"({esc(c.get('outcome') or 'no outcome recorded')})" for c in comparisons]  # fmt: skip
+    return f"<p>Compared (BASE → NEW): {', '.join(links)}.</p>" if links else ""
+
+
 def header(run: RunData) -> str:
     meta, configs = run.meta, run.configs
     parts = [
@@ -87,6 +95,7 @@ def header(run: RunData) -> str:
         + _whatif_link(meta)
         + '<a href="#environment">environment</a></nav>',
         f"<h1>Run {esc(meta['run_id'])}</h1>",
+        _comparison_links(meta.get("comparisons") or []),
     ]
     if meta.get("device") == "cpu":
         parts.append(

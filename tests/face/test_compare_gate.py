@@ -153,8 +153,10 @@ def test_a_comparison_written_into_a_built_site_is_listed_in_its_index_at_once(t
     assert code == 1, out  # 1.5× slower
     assert f"(listed in {index})" in out.out
     listed = index.read_text()
-    assert '<a href="compare/base_vs_new.html">→ new</a>' in listed  # base's line, and the comparisons list
+    assert '<a href="compare/base_vs_new.html">base → new</a>' in listed  # both runs' lines, and the comparisons
     assert '<a href="runs/new.html">new</a>' in listed  # the runs stay listed as the build left them
+    page = (tmp_path / "site" / "compare" / "base_vs_new.html").read_text()  # the site holds both runs' pages
+    assert '<a href="../runs/base.html">BASE base</a><a href="../runs/new.html">NEW new</a></nav>' in page
 
 
 def test_runs_given_as_folders_keep_their_comparison_beside_them_not_where_compare_ran(tmp_path, capsys, monkeypatch):
@@ -188,7 +190,13 @@ def test_a_comparison_is_kept_with_the_runs_and_any_site_built_later_has_its_pag
     page = (tmp_path / "other" / "compare" / "base_vs_new.html").read_text()
     assert "Slower: 1 of 1 matched configuration(s) significantly slower (exit 1)." in page  # what the gate read
     assert "base ran <code>ddpbench bench --impls stock --gpus 2</code>" in page  # and what each run ran
-    assert '<a href="compare/base_vs_new.html">→ new</a>' in (tmp_path / "other" / "index.html").read_text()
+    assert '<a href="compare/base_vs_new.html">base → new</a>' in (tmp_path / "other" / "index.html").read_text()
+    # cross-linked on the first build of a site: the comparison to both runs' pages, each run's page to it
+    assert '<a href="../runs/base.html">BASE base</a><a href="../runs/new.html">NEW new</a></nav>' in page
+    for run in ("base", "new"):
+        run_page = (tmp_path / "other" / "runs" / f"{run}.html").read_text()
+        assert 'Compared (BASE → NEW): <a href="../compare/base_vs_new.html">base → new</a> (slower).' in run_page
+    assert "../runs/" not in (tmp_path / "site" / "compare" / "base_vs_new.html").read_text()  # no runs there
 
 
 def test_another_strategy_in_new_is_not_this_configuration_run_otherwise():

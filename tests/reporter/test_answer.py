@@ -184,11 +184,11 @@ def test_a_comparison_page_opens_with_its_outcome_and_the_index_lists_it(tmp_pat
     (tmp_path / "results").mkdir()  # no runs: the index still lists the comparisons of its site
     index = site.build_site(results=tmp_path / "results", out=out).index.read_text()
     listed = index.split("<h2>Comparisons</h2>", 1)[1]
-    assert '<a href="compare/a_vs_b.html">b against a</a></td><td><span class="failed">slower</span></td>' in listed
+    assert '<a href="compare/a_vs_b.html">a → b</a></td><td><span class="failed">slower</span></td>' in listed
     assert (
-        '<a href="compare/a_vs_c.html">c against a</a></td><td>cannot tell</td><td>1</td><td>0</td><td>0</td><td>1'
-        in listed
+        '<a href="compare/a_vs_c.html">a → c</a></td><td>cannot tell</td><td>1</td><td>0</td><td>0</td><td>1' in listed
     )
+    assert "<title>ddpbench compare: a → b</title>" in first and "<h1>a → b</h1>" in first  # as the index names it
 
 
 def test_two_caps_of_one_sweep_ask_the_answer_and_the_cap_table_for_the_same_repeats():
