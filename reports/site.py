@@ -6,6 +6,7 @@
     runs/<folder>.whatif.html   the run's profile on a cluster it did not run on (`report --cluster`)
     collectives/<run_id>.html   one page per `ddpbench collectives` run
     compare/<base>_vs_<new>.html  one page per `ddpbench compare` (`report` writes those kept in results/comparisons/)
+    <name>.html             a page `predict --page` wrote into the site's folder (marked html.SHARED_PAGE), listed
     assets/plotly.min.js    plotly.js, shipped once (no CDN: the site works offline)
 
 This is the only module of `reports/` that touches files; the HTML comes from `reports.pages.run_page` and
@@ -15,8 +16,10 @@ This is the only module of `reports/` that touches files; the HTML comes from `r
 from __future__ import annotations
 
 import dataclasses
+import html
 import logging
 import os
+import re
 from pathlib import Path
 from urllib.parse import quote
 
@@ -25,7 +28,7 @@ from harness.results import model_tables, store
 from reports import aggregate
 from reports.pages import index as pages
 from reports.pages import run_page, whatif
-from reports.pages.html import PLOTLY_ASSET
+from reports.pages.html import PLOTLY_ASSET, SHARED_PAGE
 
 log = logging.getLogger("ddpbench")
 
@@ -139,6 +142,27 @@ def read_comparisons(out: Path) -> list[dict]:
     return found
 
 
+HEAD_BYTES = 4096
+"""How much of a page's start holds its marker and title (the head, before its style and plotly.js inlined)."""
+
+
+def read_shared_pages(out: Path) -> list[dict]:
+    """The pages `predict --page` wrote into the site's own folder, by the marker it writes (html.SHARED_PAGE), not
+    by name: {"href", "title"} each, by name. Any other .html file there is not ddpbench's to list."""
+    found = []
+    for path in sorted(Path(out).glob("*.html")):
+        try:
+            with path.open("rb") as file:
+                head = file.read(HEAD_BYTES).decode("utf-8", errors="replace")
+        except OSError as exc:
+            log.warning("skipping page %s: %s", path, exc)
+            continue
+        title = re.search(r"<title>(.*?)</title>", head, re.S)
+        if SHARED_PAGE in head.split("<title>", 1)[0] and title:
+            found.append({"href": quote(path.name), "title": html.unescape(title.group(1))})
+    return found
+
+
 def write_whatif_page(run_folder: Path, meta: dict, configs, cluster, out: Path, **as_predict) -> str | None:
     """The run's what-if page on `cluster` when it stored a gradient-ready profile; its file name. Without one,
     a page an earlier build wrote is removed: nothing links it any more, and its cluster is not this build's.
@@ -200,13 +224,15 @@ def write_index(out: Path) -> Path:
     """index.html from the runs the last build listed (index.json) and the comparisons in the site now."""
     facts = store.read_json(out / INDEX_FACTS)
     index = out / "index.html"
-    write_text(index, pages.index_page(facts["runs"], facts["collectives"], read_comparisons(out)))
+    write_text(index, pages.index_page(facts["runs"], facts["collectives"], read_comparisons(out),
+                                       read_shared_pages(out)))  # fmt: skip
     return index
 
 
 def refresh_index(out: Path) -> Path | None:
-    """After `ddpbench compare` wrote into a built site: its index again, now listing the comparison; None where
-    `out` holds no site built by this version of `ddpbench report` (its next build lists the comparison)."""
+    """After `ddpbench compare` (or `predict --page`) wrote into a built site: its index again, now listing the
+    comparison (or the page); None where `out` holds no site built by this version of `ddpbench report` (its next
+    build lists it)."""
     if not (Path(out) / INDEX_FACTS).is_file():
         return None
     try:

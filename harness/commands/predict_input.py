@@ -1,9 +1,7 @@
-"""What `ddpbench predict` is given, checked and said before it predicts: the run and its results folder (with the
-older spellings of both), the run (a folder of runs given by
-mistake is refused, naming its runs), the workload setup it predicts of that run (the others said, with the
-flags that choose them), whether its missing profile may be measured on this device, what the run's one-rank
-rows leave uncalibrated, a cluster file that is not there.
-"""
+"""What `ddpbench predict` is given, checked and said before it predicts: the run and its results folder (older
+spellings too), the run (a folder of runs given by mistake is refused, naming its runs), the setup it predicts (the
+others said, with their flags), whether its missing profile may be measured on this device, what the run's one-rank
+rows leave uncalibrated, a cluster file that is not there, the files it writes."""
 
 from __future__ import annotations
 
@@ -249,7 +247,7 @@ def say_auto_size(args: argparse.Namespace, setup: dict, device) -> None:
 
 
 def check_page(args: argparse.Namespace) -> None:
-    """`--page FILE`: the run's what-if page, which needs a run and a cluster; an .html file that can be written."""
+    """`--page FILE`: a run's what-if page (a run and a cluster), an .html file writable in a folder that exists."""
     if not args.page:
         return
     if not args.run or not (args.cluster is not None or args.nccl_tests):
@@ -257,6 +255,9 @@ def check_page(args: argparse.Namespace) -> None:
                           "the page is a run's profile on a cluster")  # fmt: skip
     if Path(args.page).suffix != ".html":
         raise ConfigError(f"--page {args.page!r}: give an .html file")
+    if not Path(args.page).absolute().parent.is_dir():  # one mistyped would be made, and the page lost in it
+        raise ConfigError(f"--page {args.page!r}: no folder {str(Path(args.page).parent)!r}; give an .html file in a "
+                          "folder that exists, e.g. reports/site/whatif.html")  # fmt: skip
     check_writable(Path(args.page), flag="--page", example="whatif.html")
 
 
@@ -368,9 +369,8 @@ def warn_far_moved(base, fitted: dict[str, float]) -> None:
 
 
 def warn_if_other_gpu(base, logs) -> None:
-    """Logs of one GPU fitted to another's profile: the bandwidths move, NCCL's per-generation latencies
-    and the profile's algorithms (NVLS, say) stay the profile's. Said, not refused: a user's own cluster
-    may have no profile closer."""
+    """Logs of one GPU fitted to another's profile: the bandwidths move, NCCL's per-generation latencies and the
+    profile's algorithms (NVLS, say) stay the profile's. Said, not refused: a user's cluster may have none closer."""
     from harness.perfmodel.clusters import cluster, nccltests
 
     gpu = next((log.gpu for log in logs if log.gpu), "")

@@ -111,4 +111,7 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
         store.atomic_write(Path(args.page), lambda tmp: tmp.write_text(html, encoding="utf-8"))
     except OSError as error:  # a folder check cannot foresee every refusal (a full disk, /proc)
         raise ConfigError(f"--page {args.page!r}: {error.strerror or error}") from None
-    console.say(f"ddpbench predict: what-if page written: {args.page}")
+    from reports.site import refresh_index
+
+    listed = refresh_index(Path(args.page).parent)  # written into a built site: its index lists it at once
+    console.say(f"ddpbench predict: what-if page written: {args.page}" + (f" (listed in {listed})" if listed else ""))

@@ -51,9 +51,14 @@ def name_html(name: Any, limit: int = SHORT_NAME) -> str:
     return f'<span title="{esc(whole)}">{esc(whole[: limit - 1])}…</span>'
 
 
-def page(title: str, body: str, *, depth: int, plots: bool = True, inline: bool = False) -> str:
+SHARED_PAGE = '<meta name="generator" content="ddpbench predict --page">'
+"""In the head of each page `predict --page` writes, before its title: how the index tells a page ddpbench wrote into
+a site's folder from any other .html file there (site.read_shared_pages), without guessing by name."""
+
+
+def page(title: str, body: str, *, depth: int, plots: bool = True, inline: bool = False, shared: bool = False) -> str:
     """A whole page; only pages with plots load plotly.js (4 MB of script to parse): from the site's shared
-    asset, or `inline`, inside the page, for a page that travels alone."""
+    asset, or `inline`, inside the page, for a page that travels alone; `shared`: marked SHARED_PAGE."""
     script = f'<script src="{"../" * depth}{PLOTLY_ASSET}"></script>' if plots else ""
     if plots and inline:
         from plotly.offline import get_plotlyjs
@@ -62,7 +67,8 @@ def page(title: str, body: str, *, depth: int, plots: bool = True, inline: bool 
     return (
         "<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>{esc(title)}</title><style>{STYLE}</style>{script}</head>\n<body>\n{body}\n</body></html>\n"
+        f"{SHARED_PAGE if shared else ''}<title>{esc(title)}</title>"
+        f"<style>{STYLE}</style>{script}</head>\n<body>\n{body}\n</body></html>\n"
     )
 
 

@@ -91,9 +91,11 @@ def index_page(
     runs: list[dict[str, str]],
     collectives: list[dict[str, Any]] = (),
     comparisons: list[dict[str, Any]] = (),
+    shared: list[dict[str, str]] = (),
 ) -> str:
     """The dashboard: one line per run (`index_row`) with its answer (fastest strategy and its time), its status
-    and its comparisons; then every comparison, then the collectives runs."""
+    and its comparisons; then every comparison, the collectives runs, and the pages `predict --page` wrote into
+    the site's folder (`shared`: site.read_shared_pages)."""
     comparisons = list(comparisons)
     rows = [[f'<a href="runs/{esc(quote(r["page"]))}.html">{esc(r["run_id"])}</a><br><small>{esc(r["started_at"])}'
              f"</small>{_whatif_link(r)}", r["fastest"], r["machine"], r["strategies"], r["status"],
@@ -108,7 +110,11 @@ def index_page(
     body = (
         "<h1>ddpbench runs</h1><p>Newest first. Each run page opens with the answer (strategies ranked by step "
         "time, the bucket cap to use) and then shows how it scales, where the time goes, what it costs in memory, "
-        "and whether to trust it.</p>" + listing + comparisons_index(comparisons) + collectives_index(list(collectives))
+        "and whether to trust it.</p>"
+        + listing
+        + comparisons_index(comparisons)
+        + collectives_index(list(collectives))
+        + shared_index(list(shared))
     )
     return page("ddpbench runs", body, depth=0, plots=False)
 
@@ -242,6 +248,17 @@ def collectives_table(frame: pd.DataFrame) -> str:
     head = ["op", "ranks", "size", "time µs (median)", "algbw GB/s", "busbw GB/s", "check"]
     return table(head, rows, row_classes=["" if r.correct else "failed" for r in frame.sort_values(
         ["op", "world_size", "bytes"]).itertuples()])  # fmt: skip
+
+
+def shared_index(shared: list[dict[str, str]]) -> str:
+    """The pages `predict --page` wrote beside the index: no run page links them (a page to share travels alone)."""
+    if not shared:
+        return ""
+    items = "".join(f'<li><a href="{esc(p["href"])}">{esc(p["title"])}</a></li>' for p in shared)
+    return (
+        "<h2>Predictions</h2><p>Pages <code>ddpbench predict --run RUN --cluster NAME --page FILE.html</code> "
+        f"wrote into this folder: a run's profile on a cluster, each one file to share.</p><ul>{items}</ul>"
+    )
 
 
 def collectives_index(runs: list[dict[str, Any]]) -> str:

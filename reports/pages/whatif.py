@@ -143,8 +143,8 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     if rows.empty:
         parts.append("<p>This run stored no gradient-ready profile (a bench run at world size 1 stores one), so "
                      "there is nothing to predict from.</p>")  # fmt: skip
-        return page(f"What if: {run_id} on {cluster.name}", "\n".join(parts), depth=1, plots=False)
-    inline, figs = {"inline": True} if standalone else {}, FigureList()
+        return page(f"What if: {run_id} on {cluster.name}", "\n".join(parts), depth=1, plots=False, shared=standalone)
+    inline, figs = {"inline": True, "shared": True} if standalone else {}, FigureList()
     rows = rows.assign(size=wm.BENCHED) if trained else rows  # its memory and floors are another model's
     counted = {label: memory(wm.setup_of(group)) for label, group in rows.groupby("setup")} if memory else {}
     for setup, group in rows.groupby("setup", sort=False):

@@ -162,7 +162,7 @@ def test_predict_page_scales_as_the_console_does_in_one_file_to_share(built, tmp
     from harness import cli
 
     results, _ = built
-    page_file = tmp_path / "deep" / "whatif.html"
+    page_file = tmp_path / "whatif.html"
     assert cli.main(["predict", "--run", "bucket_sweep", "--results", str(results), "--cluster", "dgx-h100",
                      "--nodes", "1,2", "--local-step-ms", "20", "--page", str(page_file)]) == 0  # fmt: skip
     printed = capsys.readouterr().out
@@ -199,6 +199,42 @@ def test_predict_page_is_refused_before_anything_is_printed(built, tmp_path, cap
     assert cli.main([*args, *extra]) == 2
     out, err = capsys.readouterr()
     assert out == "" and said in err and len(err.strip().splitlines()) == 1 and not list(tmp_path.iterdir())
+
+
+def test_predict_page_in_a_folder_that_does_not_exist_is_refused_not_made(built, tmp_path, capsys):
+    """A mistyped folder was made without a word, and the page lost in it."""
+    from harness import cli
+
+    results, _ = built
+    page_file = tmp_path / "no" / "such" / "x.html"
+    args = ["predict", "--run", "bucket_sweep", "--results", str(results), "--cluster", "dgx-h100"]
+    assert cli.main([*args, "--page", str(page_file)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and len(err.strip().splitlines()) == 1
+    assert f"--page {str(page_file)!r}: no folder {str(page_file.parent)!r}; give an .html file in a folder" in err
+    assert not (tmp_path / "no").exists()
+
+
+def test_a_predict_page_written_into_a_site_is_listed_by_its_index_now_and_after_the_next_build(built, tmp_path,
+                                                                                                 capsys):  # fmt: skip
+    """A page `predict --page` wrote beside the index could not be reached from it. Listed by the mark predict
+    writes in its head, so another .html file there (one that only quotes the mark) is not."""
+    from harness import cli
+    from reports.pages.html import SHARED_PAGE
+
+    results, _ = built
+    out = tmp_path / "site"
+    site.build_site(results=results, out=out)
+    (out / "notes.html").write_text(f"<html><head><title>mine</title></head><body>{SHARED_PAGE}</body></html>")
+    page_file = out / "h100.html"
+    assert cli.main(["predict", "--run", "bucket_sweep", "--results", str(results), "--cluster", "dgx-h100",
+                     "--nodes", "1", "--page", str(page_file)]) == 0  # fmt: skip
+    assert f"what-if page written: {page_file} (listed in {out / 'index.html'})" in capsys.readouterr().out
+    listed = '<li><a href="h100.html">What if: bucket_sweep on dgx-h100</a></li>'
+    index = (out / "index.html").read_text()
+    assert listed in index and "notes.html" not in index
+    site.build_site(results=results, out=out)  # the next `report` lists it too
+    assert listed in (out / "index.html").read_text()
 
 
 def test_report_cluster_is_checked_before_anything_is_written(tmp_path, capsys):
