@@ -348,9 +348,10 @@ def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, 
     ddp_s = predict.ddp_own_cost_s(configs, setup) or 0.0
     told = not ddp_s or predict.ddp_own_cost_told(configs, setup)  # DDP's noise would hide FSDP's own: not taken
     beyond_s = max(0.0, own_s - (ddp_s if told else 0.0)) * scaled
-    untold = "" if told else f" (whose own, {ms_text(ddp_s * 1e3)} ms, the repeats do not tell from noise)"
+    untold = "" if told else f" (DDP's own, {ms_text(ddp_s * 1e3)} ms, the repeats do not tell from noise)"
+    more = f"its {ms_text((own_s - ddp_s) * 1e3)} ms beyond DDP's ({ms_text(ddp_s * 1e3)} ms)" if told and ddp_s else ""
     note = (f"FSDP's own cost at one rank, {ms_text(own_s * 1e3)} ms, a CPU's, left out (as DDP's is): "
-            f"{ms_text(beyond_s * 1e3)} ms beyond DDP's{untold} when scaled as the compute is")  # fmt: skip
+            f"{more or 'all of it'}{untold} is {ms_text(beyond_s * 1e3)} ms scaled as the compute is")  # fmt: skip
     return ForCluster(profile, None, note, beyond_s)
 
 
@@ -359,10 +360,8 @@ def own_cost_unknown(calibration) -> str:
     own cost (`calibration.reducer_s`), FSDP2's carries none."""
     reducer = calibration.reducer_s
     ddp = f", while DDP's step carries DDP's own ({ms_text(reducer * 1e3)} ms)" if reducer else ""
-    return (
-        f"FSDP's own cost not added: the run has no FSDP step at one rank to measure it by{ddp}; FSDP2's step "
-        "reads short by whatever its own cost is: bench it at one GPU (--impls fsdp) to count it"
-    )
+    return (f"FSDP's own cost not added: the run has no FSDP step at one rank to measure it by{ddp}; FSDP2's step "
+            "reads short by whatever its own cost is: bench it at one GPU (--impls fsdp) to count it")  # fmt: skip
 
 
 def run_checks(configs, profiles, network) -> list[dict]:
