@@ -310,7 +310,14 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     small = (f"{benched} gradients, not your model's: a cap named is theirs, not one for the model you will train "
              "(the full size's floors are its): see the warning above" if smaller else "")  # fmt: skip
     cpu = "a CPU's compute: see the warning above" if device == "cpu" and not args.local_step_ms else ""
-    caveat = "; ".join(part for part in (cpu, small) if part)
+    said_before: set[str] = set()
+
+    def joined(*parts: str) -> str:  # a caveat in full once, then by its first words: the console is read down
+        out = [part if part not in said_before else f"{part.split(':')[0]} (as said above)" for part in parts if part]
+        said_before.update(parts)
+        return "; ".join(out)
+
+    caveat = (cpu, small)
     rows = []
     for nodes in node_counts(args):
         world = nodes * chosen.gpus_per_node
@@ -318,7 +325,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         frame.insert(0, "nodes", nodes)
         frame.insert(0, "world_size", world)
         frame = agreement.with_answer_marks(frame)
-        said = "; ".join(part for part in (caveat, cluster.cap_caveat(chosen, nodes)) if part)
+        said = joined(*caveat, cluster.cap_caveat(chosen, nodes))
         predictions.cluster_steps(chosen, frame, world=world, nodes=nodes, caveat=said)
         rows.append(frame)
     if smaller:  # the full size's gradients on the same compute: the least each step can take
@@ -327,12 +334,9 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
                                              zero_own_s=zero_own.added_s, options=trained)  # fmt: skip
     floors = {label: predict_full_size.floor_words(rows, label) for label in predict_full_size.FLOORED}
 
-    def joined(*parts: str) -> str:
-        return "; ".join(part for part in parts if part)
-
     # the answer and the choice span every node count: each one's caveat, once
     caps_said = cluster.cap_caveats(chosen, node_counts(args))
-    said = joined(caveat, floors["DDP"], caps_said)
+    said = joined(*caveat, floors["DDP"], caps_said)
     own_ms = calibration.reducer_s * 1e3  # DDP's own cost as the prediction adds it (scaled with any compute)
     predictions.cluster_answer(chosen, rows, backward_ms=profile.backward_s * 1e3, caveat=said, own_ms=own_ms)
     share = profile.optimizer_s / profile.local_step_s if profile.local_step_s else 0.0
@@ -340,22 +344,23 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     cpu = device == "cpu" and given_optimizer_s is None  # (one given: the GPU's, not a CPU's)
     cpu_optimizer = (profile.optimizer_s * 1e3, profile.local_step_s * 1e3) if cpu else (0.0, 0.0)
 
-    def cpu_split(*labels: str) -> str:  # the CPU's optimizer share, and where these strategies' leads stop
+    def cpu_split(*labels: str) -> tuple[str, ...]:  # the CPU's optimizer share, and where these strategies' leads stop
         if not cpu:
-            return ""
-        return joined(optimizer_share_caveat(share, scaled=bool(args.local_step_ms), optimizer=optimizer),
-                      optimizer_break_even(rows[-1], optimizer_ms=cpu_optimizer[0], step_ms=cpu_optimizer[1],
-                                           labels=labels))  # fmt: skip
+            return ()
+        return (
+            optimizer_share_caveat(share, scaled=bool(args.local_step_ms), optimizer=optimizer),
+            optimizer_break_even(rows[-1], optimizer_ms=cpu_optimizer[0], step_ms=cpu_optimizer[1], labels=labels),
+        )
 
     predictions.zero_answer(rows, optimizer_ms=profile.optimizer_s * 1e3, largest=largest_parameter(profile),
-                            caveat=joined(caveat, floors["ZeRO-1"], cpu_split("ZeRO-1"), zero_own.note))  # fmt: skip
-    predictions.fsdp_answer(rows, caveat=joined(caveat, floors["FSDP2"], cpu_split("FSDP2"), sharded.note))
+                            caveat=joined(*caveat, floors["ZeRO-1"], *cpu_split("ZeRO-1"), zero_own.note))  # fmt: skip
+    predictions.fsdp_answer(rows, caveat=joined(*caveat, floors["FSDP2"], *cpu_split("FSDP2"), sharded.note))
     if state is not None:  # the two halves joined: the fastest of the strategies that fit (floors in its own words)
         step_batch = (predict_input.memory_batch(args, setup) or int(setup["batch_size"])) if setup else None
-        predictions.strategy_choice(state, chosen, frames=rows, caveat=joined(
-            caveat, caps_said, cpu_split("ZeRO-1", "FSDP2"), sharded.note, zero_own.note), cpu_optimizer=cpu_optimizer,
-            errors=errors, cpu_steps=device == "cpu" and not args.local_step_ms,
-            batch=step_batch)  # fmt: skip
+        notes = joined(*caveat, caps_said, *cpu_split("ZeRO-1", "FSDP2"), sharded.note, zero_own.note)
+        predictions.strategy_choice(state, chosen, frames=rows, caveat=notes, cpu_optimizer=cpu_optimizer,
+                                    errors=errors, cpu_steps=device == "cpu" and not args.local_step_ms,
+                                    batch=step_batch)  # fmt: skip
     if args.out:  # each row says what it rests on: the profile, the workload, any scaling
         setup = setup or {}
         context = {"cluster": chosen.name, "cluster_source": _source_of(chosen), "run": args.run,

@@ -389,9 +389,9 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     # the run measured mlp/tiny: the step is the user's model's, the gradients are tiny's, and that is said
     assert "--local-step-ms is one GPU's step of the whole model, but this profile is mlp's tiny size" in said.err
     assert "the full size's are " in said.err and "its communication stays the tiny model's" in said.err
-    assert (
-        "[the tiny size's gradients, not your model's: a cap named is theirs, not one for the model you" in answer
-    )  # where it is read
+    # where it is read: in full on the first line that rests on it, above the answer, then by its first words
+    assert printed.count("the tiny size's gradients, not your model's: a cap named is theirs, not one for the") == 1
+    assert "[the tiny size's gradients, not your model's (as said above)" in answer
     configs = store.read_configs(small_run)
     setup = predict.run_setups(small_run)[0]
     own, baseline = predict.ddp_own_cost_s(configs, setup), predict.one_rank_baseline_s(configs, setup)

@@ -154,6 +154,9 @@ def test_the_what_if_page_and_predict_give_the_same_steps(built, capsys):
     printed = capsys.readouterr().out
     assert "to the run's baseline step at one rank" in printed  # calibrated on the console, as on the page
     _assert_printed_steps(printed, on_page, (8, 16, 32))
+    # a caveat in full once, then by its first words: a user counted one bracket seven times in 73 lines
+    assert printed.count("a CPU's compute: see the warning above") == 1
+    assert printed.count("a CPU's compute (as said above)") >= 2
 
 
 def test_predict_page_scales_as_the_console_does_in_one_file_to_share(built, tmp_path, capsys):
