@@ -306,7 +306,8 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
     def other(c: Candidate, fastest: float | None) -> str:
         if not c.fits:
             return f"{c.strategy} does not fit: {mib_text(c.need_mb)} a rank"
-        more = f" before its own cost a CPU measured ({ms_text(c.left_out_ms)} ms more than DDP's, scaled)"
+        more = (f" before its own cost a CPU measured ({ms_text(c.left_out_ms)} ms more than DDP's, scaled), "
+                f"{whole_step(c) / (fastest or 1) - 1:.1%} with it, as the table weighs it")  # fmt: skip
         return step_text(c) + (f", {c.step_ms / fastest - 1:.1%} slower{more * bool(c.left_out_ms)}" if fastest else "")
 
     parts = []

@@ -253,7 +253,12 @@ def test_a_slower_strategy_whose_step_leaves_out_an_own_cost_says_it_is_slower_s
     state = _state([("stock", 8, 20.0), ("fsdp", 8, 10.0)])
     frames = [_frame(8, 100.0, 200.0).assign(fsdp_step_ms=100.8, fsdp_own_left_out_ms=40.0)]
     words = choice.choice_words(predictions.labelled(state), frames, 80.0)
-    assert "fsdp 100.8 ms, 0.8% slower before its own cost a CPU measured (40 ms more than DDP's, scaled)" in words
+    assert (
+        "fsdp 100.8 ms, 0.8% slower before its own cost a CPU measured (40 ms more than DDP's, scaled), 40.8% "
+        "with it, as the table weighs it"
+    ) in words  # a user met 0.4 % here and +18.7 % in the table: both said
+    (row,) = choice_table.table_rows(predictions.labelled(state), frames, 80.0)
+    assert row[3:5] == ("fsdp", "+40.8%")
     # slower by less than 4 % with what it leaves out: a tie, as any two steps that close (a walkthrough's table named
     # stock alone with 'fsdp +1.4%' next, whose step left out 1.35 ms)
     close = [_frame(16, 121.3, 144.7).assign(fsdp_step_ms=123.0, fsdp_own_left_out_ms=1.35)]
