@@ -120,7 +120,8 @@ def test_a_dry_run_lists_every_configuration_and_writes_nothing(capsys, tmp_path
     both = ["--impls", "stock,dataparallel,rpc_hybrid", "--workloads", "mlp", "--size", "tiny", "--gpus", "2"]
     assert cli.main(["bench", "--dry-run", *both, "--results", str(results)]) == 0
     out = capsys.readouterr().out
-    assert "w2 mlp/tiny dataparallel: skipped here: needs CUDA GPUs" in out
+    assert "[3/8] w1 mlp/tiny dataparallel: skipped here: needs CUDA GPUs" in out
+    assert "[7/8] w2 mlp/tiny dataparallel: skipped here, as [3]" in out  # a reason in full once: a sweep met one 16×
     assert "w1 mlp/tiny rpc_hybrid: skipped here: workload 'mlp' has no remote part for the parameter server" in out
     assert "w2 mlp/tiny stock: 3 warm-up + 20 timed steps" in out
     assert not results.exists()

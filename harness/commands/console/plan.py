@@ -185,11 +185,14 @@ def _list_planned(configurations, more: str) -> None:
     from harness.config.grid import skip_reason
     from harness.launch.launcher import launch_order
 
+    said: dict[str, int] = {}  # a reason in full once, then by the line that gave it (a sweep met one 16 times)
     for number, cfg in enumerate(launch_order(configurations), 1):
         again = f" (repeat {cfg.repeat + 1})" if cfg.repeat else ""
-        what = (
-            f"skipped here: {why}" if (why := skip_reason(cfg)) else f"{cfg.warmup} warm-up + {cfg.steps} timed steps"
-        )
+        why = skip_reason(cfg)
+        what = f"{cfg.warmup} warm-up + {cfg.steps} timed steps"
+        if why:
+            what = f"skipped here: {why}" if why not in said else f"skipped here, as [{said[why]}]"
+            said.setdefault(why, number)
         say(f"  [{number}/{len(configurations)}] {cfg.label()}{again}: {what}")
     launches = len({(c.world_size, c.extra_ranks, c.repeat) for c in configurations})
     say(
