@@ -1,13 +1,15 @@
 """One sentence per configuration: what its cost over `local` is made of, the part that dominates, and
 what to try, computed from its row's measured parts (harness.analysis.gap) and the run's other rows.
 
-    stock at 2 ranks is 1.31× local (+4.2 ms a mean step): 2.6 ms (62%) exposed communication (its last bucket,
-    15.2 of 27.3 MiB, is all-reduced after the last gradient: a smaller bucket_cap_mb would overlap more of
-    it), 1.1 ms (25%) slower compute (2 ranks share 2 CPU cores with the communication threads), 0.5 ms
+    stock at 2 ranks is 1.31× local's mean step, 4.2 ms longer, made up of 2.6 ms (62%) exposed communication (its
+    last bucket, 15.2 of 27.3 MiB, is all-reduced after the last gradient: a smaller bucket_cap_mb would overlap
+    more of it), 1.1 ms (25%) slower compute (2 ranks share 2 CPU cores with the communication threads), 0.5 ms
     (13%) the strategy's own work (…)
 
-The shares are of the gap, which the parts (and the residual) add up to; a part that is negative
-(compute faster than the baseline's) is said as such, with its negative share, so the others' can pass 100%.
+The parts (and the residual) add up to the gap. Each is said in ms; its share of the gap in brackets only where
+no part is negative, so that the shares are of a whole they add up to (100 %). Where compute ran faster than the
+baseline's, that part is said with its minus sign and what it offsets, and no part gets a share: a walkthrough
+read '140 %' beside '−110 %' as an error, and shares past 100 % explain nothing.
 
 Advice is given only where the run's own data supports it; a part under SMALL_PART of the gap gets
 no words. Pure: rows in, text out.
@@ -77,6 +79,8 @@ def sentence(row: Any, run: pd.DataFrame | None = None, *, cores: int | None = N
                     "launches cannot tell what data parallelism costs it")  # fmt: skip
         return f"{head} runs {pace} {roles.baseline_name()} ({step / local:.2f}×): data parallelism costs it " \
                "nothing measurable here"  # fmt: skip
+    # Shares only of a whole they add up to: with any part negative (compute faster), the others' pass 100 %.
+    shares = all((_get(row, column) or 0.0) >= 0 for column in (*PART_WORDS, "gap_residual_ms"))
     said = []
     for column, words in sorted(PART_WORDS.items(), key=lambda item: -(_get(row, item[0]) or 0.0)):
         value = _get(row, column) or 0.0
@@ -84,21 +88,25 @@ def sentence(row: Any, run: pd.DataFrame | None = None, *, cores: int | None = N
             why = _advice(column, row, run, cores=cores)
             if column == "gap_exposed_comm_ms" and (_get(row, "gap_waiting_ms") or 0.0) >= SMALL_PART * gap:
                 words += " besides the waiting"  # the console's 'exposed' holds both: these are its two parts
-            said.append(f"{value:.1f} ms ({value / gap:.0%}) {words}" + (f" ({why})" if why else ""))
+            said.append(f"{value:.1f} ms{_share(value, gap, shares)} {words}" + (f" ({why})" if why else ""))
     faster = -(_get(row, "gap_slower_compute_ms") or 0.0)
-    base = f"+{gap:.1f} ms a mean step"
     if faster >= SMALL_PART * gap:
         turns = f" (its ranks take turns on the CPU cores, where {roles.baseline_name()}'s compute all at once)" \
             if _get(row, "device") == "cpu" else ""  # fmt: skip
-        share = f"−{faster / gap:.0%}"  # a negative share of the gap: with it the shares add up to 100 %
-        said.append(f"its compute {faster:.1f} ms ({share}) faster than {roles.baseline_name()}'s{turns}")
-        # a walkthrough read '116 %' and '−154 %' as errors: the shares' base, and why one may pass 100 %, said once
-        base += ", in shares of it that the faster compute's negative one brings back to 100 %"
+        said.append(f"−{faster:.1f} ms where its compute ran faster than {roles.baseline_name()}'s{turns}")
     residual = _get(row, "gap_residual_ms") or 0.0
-    if abs(residual) >= SMALL_PART * gap:  # named, never hidden: the parts above then add up to far from 100 %
-        said.append(f"{residual:.1f} ms ({residual / gap:.0%}) outside the measured parts ({roles.baseline_name()}'s "
-                    "own time beyond its compute, and the ranks' difference within a step)")  # fmt: skip
-    return f"{head} is {step / local:.2f}× {roles.baseline_name()} ({base}): " + ", ".join(said)
+    if abs(residual) >= SMALL_PART * gap:  # named, never hidden: the parts above then add up to far from the gap
+        signed = f"{residual:.1f}".replace("-", "−")  # the minus sign the faster compute's part carries
+        said.append(f"{signed} ms{_share(residual, gap, shares)} outside the measured parts "
+                    f"({roles.baseline_name()}'s own time beyond its compute, and the ranks' difference within a "
+                    "step)")  # fmt: skip
+    return f"{head} is {step / local:.2f}× {roles.baseline_name()}'s mean step, {gap:.1f} ms longer, made up of " + \
+        ", ".join(said)  # fmt: skip
+
+
+def _share(value: float, gap: float, shares: bool) -> str:
+    """' (62%)': a part's share of the gap, where the parts are shares of it (none negative)."""
+    return f" ({value / gap:.0%})" if shares else ""
 
 
 def _strategy(row: Any) -> str:

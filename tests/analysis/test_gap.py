@@ -116,8 +116,11 @@ def test_the_sentence_names_the_largest_part_first_with_what_the_data_supports(p
     constructed = {**row(**parts), **extra}
     assert why.largest_part(constructed) == largest
     text = why.sentence(constructed, cores=2)
-    assert text.startswith(f"stock at 2 ranks is {20 / (20 - constructed['gap_ms']):.2f}× local")
-    assert text.split(": ", 1)[1].startswith(said)
+    gap = constructed["gap_ms"]
+    assert text.startswith(
+        f"stock at 2 ranks is {20 / (20 - gap):.2f}× local's mean step, {gap:.1f} ms longer, made up of "
+    )
+    assert text.split("made up of ", 1)[1].startswith(said)
 
 
 def test_small_parts_get_no_words_and_a_negligible_gap_says_so():
@@ -228,11 +231,28 @@ def test_every_part_has_its_words_and_its_column():
 
 def test_compute_faster_than_local_is_said_as_such_and_why_on_the_cpu():
     text = why.sentence(row(gap_exposed_comm_ms=8.0, gap_slower_compute_ms=-3.0), cores=2)
-    assert text.endswith("its compute 3.0 ms (−60%) faster than local's (its ranks take turns on the CPU cores, where "
-                         "local's compute all at once)")  # fmt: skip
-    # 8.0 ms of a 5 ms gap is 160 %: the shares' base, and what brings them back to 100 %, are said first
-    said = "ms a mean step, in shares of it that the faster compute's negative one brings back to 100 %): 8.0 ms (160%)"
-    assert said in text
+    assert text.endswith("−3.0 ms where its compute ran faster than local's (its ranks take turns on the CPU cores, "
+                         "where local's compute all at once)")  # fmt: skip
+    # A walkthrough read fsdp's '229.3 ms (140%) … 181.0 ms (−110%)' as errors: the gap in ms, each part in ms,
+    # the faster compute with its minus sign, and no shares that pass 100 %.
+    assert text == ("stock at 2 ranks is 1.33× local's mean step, 5.0 ms longer, made up of 8.0 ms exposed "
+                    "communication (its last bucket, 24 MiB of 25 MiB, is all-reduced after the last gradient: a "
+                    "smaller bucket_cap_mb would overlap more of it), −3.0 ms where its compute ran faster than "
+                    "local's (its ranks take turns on the CPU cores, where local's compute all at once)")  # fmt: skip
+    assert "%" not in text and "brings back to 100" not in text
+
+
+def test_shares_are_given_only_where_they_add_up_to_the_whole_gap():
+    """Every part at or above zero: each said part's share of the gap, the shares of all parts summing to 100 %."""
+    parts = {"gap_exposed_comm_ms": 6.0, "gap_waiting_ms": 2.0, "gap_rest_ms": 2.0}
+    text = why.sentence(row(**parts), cores=2)
+    assert "6.0 ms (60%) exposed communication besides the waiting" in text
+    assert "2.0 ms (20%) waiting for the slowest rank" in text and "2.0 ms (20%) the strategy's own work" in text
+    # A negative residual (local's own time) makes the others pass 100 %: no shares then, the residual signed.
+    over = {**row(**parts), "gap_residual_ms": -2.0}
+    over["gap_ms"] -= 2.0
+    said = why.sentence(over, cores=2)
+    assert "%" not in said and "−2.0 ms outside the measured parts" in said
 
 
 def step(rank, index, step_ms, waiting_ms, *, warmup=False):
