@@ -116,14 +116,19 @@ POOLED = (
 """The step-time caption's addition where a run has repeats (strategies.pooled_repeats); the throughput's is
 CAPTIONS["throughput_pooled"]: its bars pool the window's throughput, not medians."""
 ONE_REPEAT_EACH = (
-    " With repeats, each configuration is drawn from its median repeat: the launch whose median step is the"
-    " median of its repeats' (the lower middle of an even count)."
+    " With repeats, this figure and every later one of a bar, box or row per configuration draw each"
+    " configuration's median repeat: the launch whose median step is the median of its repeats' (the lower middle"
+    " of an even count), unless its caption names another."
 )
-"""The addition to every per-configuration caption where a run has repeats (aggregate.typical_repeats)."""
+"""Said once a page, on the first per-configuration figure drawn (FigureList.add's `once`; aggregate.typical_repeats):
+the later ones are the timeline, the floor, the distributions and the series; the gap, memory and noise figures,
+which draw another, say which."""
 MEMORY_REPEATS = (
-    " With repeats, each configuration is drawn from its repeat with the highest peak: the one to plan for, as the"
-    " sentence above says."
+    " With repeats, this figure and the memory figures after it draw each configuration's repeat with the highest"
+    " peak: the one to plan for, as the sentence above says."
 )
+"""Said once a page (FigureList.add's `once`); takeaways.memory's sentence says that each of its figures is the highest
+of the strategy's repeats, the one to plan for (the caption once pointed at a sentence that did not say so)."""
 NOISE_REPEATS = (
     " With repeats, each bar is the median CV over the configuration's repeats, as the answer's noise column."
 )

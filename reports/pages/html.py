@@ -90,12 +90,17 @@ class FigureList:
 
     def __init__(self) -> None:
         self.count = 0
+        self.said: set[str] = set()
 
-    def add(self, figure: go.Figure | None, caption: str) -> str:
-        """The figure's HTML; '' for None (a figure with nothing to draw)."""
+    def add(self, figure: go.Figure | None, caption: str, *, once: str = "") -> str:
+        """The figure's HTML; '' for None (a figure with nothing to draw). `once`: a note that applies to this
+        and later figures, added to the first drawn figure's caption only (said six times, it read as noise)."""
         if figure is None:
             return ""
         self.count += 1
+        if once and once not in self.said:
+            self.said.add(once)
+            caption += once
         return figure_html(figure, caption=caption, div_id=f"figure-{self.count}")
 
 

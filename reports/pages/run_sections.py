@@ -151,13 +151,12 @@ def time_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     shown, note = one_repeat_each(run.configs)
     for workload in workloads:
         parts.append(takeaway(workload, takeaways.communication(run.configs, workload=workload)))
-        parts.append(
-            figs.add(stepfigures.time_breakdown(shown, run.phases, workload=workload), CAPTIONS["breakdown"] + note)
-        )
+        breakdown = stepfigures.time_breakdown(shown, run.phases, workload=workload)
+        parts.append(figs.add(breakdown, CAPTIONS["breakdown"], once=note))
         parts.extend(why_slower(run, workload, figs))
         exposed = stepfigures.exposed_communication(shown, workload=workload)
         if exposed is not None:
-            parts.append(figs.add(exposed, CAPTIONS["exposed"] + note))
+            parts.append(figs.add(exposed, CAPTIONS["exposed"], once=note))
         parts.extend(timeline_figures(run, workload, figs))
     return "\n".join(parts)
 
@@ -187,7 +186,7 @@ def timeline_figures(run: RunData, workload: str, figs: FigureList) -> list[str]
     figure = timelinefigures.bucket_timeline(
         shown, run.timeline, workload=workload, world_size=int(timed["world_size"].max())
     )
-    return [figs.add(figure, CAPTIONS["timeline"] + note)] if figure is not None else []
+    return [figs.add(figure, CAPTIONS["timeline"], once=note)] if figure is not None else []
 
 
 def takeaway(workload: str, sentence: str) -> str:
@@ -225,18 +224,19 @@ def memory_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     peak = answer.PROCESS_PEAK if own else peaks[0] if peaks else "step_ms_median"
     shown = aggregate.typical_repeats(run.configs, by=peak, highest=True)  # the peak to plan for, as the sentence
     note = MEMORY_REPEATS if aggregate.has_repeats(run.configs) else ""
-    caption = CAPTIONS["memory_cpu" if run.meta.get("device") == "cpu" else "memory"] + note
+    caption = CAPTIONS["memory_cpu" if run.meta.get("device") == "cpu" else "memory"]
     caption += CAPTIONS["memory_shared"] if own else ""
     metrics = SHARED_GPU_METRICS if own else figures.MEMORY_METRICS
     for workload in workloads:
         said = takeaways.memory(run.configs, workload=workload, shared=shared, gpu_mb=alerts.gpu_memory_mb(run.meta))
         parts.append(takeaway(workload, said and said + takeaways.full_size_pointer(run.meta, run.configs, workload)))
-        parts.append(figs.add(figures.memory_by_rank(shown, run.ranks, workload=workload, metrics=metrics), caption))
+        by_rank = figures.memory_by_rank(shown, run.ranks, workload=workload, metrics=metrics)
+        parts.append(figs.add(by_rank, caption, once=note))
         frontier = figures.memory_vs_time(shown, workload=workload, metrics=metrics)
-        parts.append(figs.add(frontier, frontier_caption(run.configs, peak) + note))
+        parts.append(figs.add(frontier, frontier_caption(run.configs, peak), once=note))
         if "held_param_mb" in run.ranks and run.ranks["held_param_mb"].notna().any():
             figure = figures.held_by_rank(shown, run.ranks, workload=workload)
-            parts.append(figs.add(figure, CAPTIONS["held"] + note))
+            parts.append(figs.add(figure, CAPTIONS["held"], once=note))
     return "\n".join(parts)
 
 
@@ -293,9 +293,9 @@ def trust_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     shown, note = one_repeat_each(run.configs)
     for workload in workloads:
         figure = stepfigures.step_time_distribution(shown, run.boxes, workload=workload)
-        parts.append(figs.add(figure, CAPTIONS["distribution"] + note))
+        parts.append(figs.add(figure, CAPTIONS["distribution"], once=note))
         parts.append(figs.add(stepfigures.step_time_series(shown, run.series, workload=workload),
-                              CAPTIONS["series"] + note))  # fmt: skip
+                              CAPTIONS["series"], once=note))  # fmt: skip
         noise, said = (aggregate.over_repeats(shown, run.configs, "step_ms_cv"), NOISE_REPEATS) if note else (shown, "")
         parts.append(figs.add(stepfigures.noise(noise, workload=workload), CAPTIONS["noise"] + said))
     parts.append("<h3>Gradient parity</h3>" + parity_table(run.configs))
@@ -336,7 +336,7 @@ def floor_figure(run: RunData, workload: str, figs: FigureList) -> str:
     figure = netfigures.step_vs_floor(shown, run.floor, workload=workload)
     # Where a drawn bar is below its tick, the page says so beside the figure, with the floor's own spread.
     below = alerts.figure_below_floor(drawn, run.configs[run.configs["workload"] == workload])
-    return figs.add(figure, CAPTIONS["floor"] + left_out + note) + below
+    return figs.add(figure, CAPTIONS["floor"] + left_out, once=note) + below
 
 
 # The model's variants (as harness.perfmodel.predict.VARIANTS; reports read results, never the model's code).

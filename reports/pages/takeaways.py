@@ -167,8 +167,11 @@ def memory(
     if column is None:
         return ""
     on_cpu = "device" in configs and (configs.loc[configs["workload"] == workload, "device"] == "cpu").all()
+    # Each strategy's figures are the highest of its repeats (answer._pool): said, as the figures' caption refers here.
+    repeated = (rows["repeats"] > 1).any()
+    plan = " Each figure is the highest of the strategy's repeats: the one to plan for." if repeated else ""
     if column == "mem_peak_rss_mb" and on_cpu and known[answer.HELD_STATE].any():  # no GPU: what they shrink
-        return _held_state(rows)
+        return _held_state(rows, plan)
     rows = rows[rows[column].map(lambda v: v is not None)].sort_values(column, kind="stable")
     low, high = rows.iloc[0], rows.iloc[-1]
     world = world_label(int(low["world_size"]))
@@ -177,14 +180,14 @@ def memory(
     of_gpu = (f" The largest is {high[column] / gpu_mb:.0%} of the GPU's {_mib(gpu_mb)}."
               if gpu_mb and column != "mem_peak_rss_mb" else "")  # fmt: skip
     if low["strategy"] == high["strategy"]:
-        return f"At {world} the peak {MEMORY_WHAT[column]} is {_mib(high[column])}{whole}.{of_gpu}"
+        return f"At {world} the peak {MEMORY_WHAT[column]} is {_mib(high[column])}{whole}.{of_gpu}{plan}"
     return (
         f"At {world} the largest peak {MEMORY_WHAT[column]} is {high['strategy']}'s ({_mib(high[column])}), "
-        f"the smallest {low['strategy']}'s ({_mib(low[column])}){whole}.{of_gpu}"
+        f"the smallest {low['strategy']}'s ({_mib(low[column])}){whole}.{of_gpu}{plan}"
     )
 
 
-def _held_state(rows: pd.DataFrame) -> str:
+def _held_state(rows: pd.DataFrame, plan: str = "") -> str:
     """Without a GPU's figures: the model state each rank holds, smallest first, then the process's peak RSS as
     what it is. RSS is mostly the interpreter and torch (0.9-1.2 GiB a rank here), so ranking the strategies by it
     named fsdp the largest where it holds half of stock's state."""
@@ -199,7 +202,7 @@ def _held_state(rows: pd.DataFrame) -> str:
             " (on a GPU add activations, buckets and gathered parameters: a GPU run measures them)")  # fmt: skip
     return (f"At {world} each rank holds in parameters, gradients and optimizer state: {parts}{kept}. Each "
             f"process's peak RSS here ({span}) is mostly the interpreter and torch, no ranking of the "
-            "strategies.")  # fmt: skip
+            f"strategies.{plan}")  # fmt: skip
 
 
 def _mib(value: float) -> str:

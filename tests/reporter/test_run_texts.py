@@ -423,3 +423,38 @@ def test_a_run_made_over_several_sessions_says_so_and_what_each_later_one_ran(tm
         "; made over 2 sessions (the later ones with bench --resume, not recorded)"
     )
     assert run_page.sessions_words(*run_page.sessions_of({}, tmp_path / "none")) == ""  # one session, said as before
+
+
+def repeated_run(repeats: int = 3, **config) -> aggregate.RunData:
+    """tests/data/cpu_run as `repeats` repeats of each configuration (each repeat 4 % slower than the one before),
+    its run.json's config updated with `config` (repeats='auto', max_repeats=4: looks after 2, 3 and 4 repeats)."""
+    from reports.site import STEP_COLUMNS
+
+    base = DATA / "cpu_run"
+    meta = store.read_run_meta(base)
+    meta["config"] = {**(meta.get("config") or {}), **config}
+    configs, steps, ranks = store.read_configs(base), store.read_steps(base), store.read_ranks(base)
+
+    def each(frame: pd.DataFrame) -> pd.DataFrame:
+        return pd.concat([frame.assign(config_id=frame["config_id"] + f"-r{r}", **extra(frame, r))
+                          for r in range(repeats)], ignore_index=True)  # fmt: skip
+
+    def extra(frame: pd.DataFrame, r: int) -> dict:
+        if frame is not configs:
+            return {}
+        return {"repeat": r, "step_ms_median": frame["step_ms_median"] * (1 + 0.04 * r)}
+
+    return aggregate.summarize_run(meta, each(configs), each(steps)[STEP_COLUMNS], each(ranks))
+
+
+def test_the_notes_of_which_repeat_a_figure_draws_are_said_once_a_page_and_their_pointer_holds():
+    """A team lead found 'drawn from its median repeat' six times and 'its repeat with the highest peak: the one to
+    plan for, as the sentence above says' three times on one page, beside a sentence that did not say so."""
+    page = text(run_page.run_page(repeated_run(repeats=3)))
+    assert page.count("draw each configuration's median repeat") == 1
+    assert page.count("drawn from its median repeat") == 0
+    assert page.count("repeat with the highest peak") == 1
+    memory = page[page.index("5. What does it cost in memory?") :]
+    said = memory[: memory.index("repeat with the highest peak")]
+    assert "Each figure is the highest of the strategy's repeats: the one to plan for." in said  # the sentence above
+    assert "median repeat" not in text(run_page.run_page(repeated_run(repeats=1)))  # one repeat: nothing to say
