@@ -17,22 +17,24 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import decide, drift, roles, stats
+from harness.analysis import decide, roles, stats
 from harness.analysis.overlap import overlap_efficiency
 from harness.perfmodel.memory import HELD
 from harness.results.values import options_of, ratio_number, strategy_labels
 from reports.aggregate import RunData, precision, world_label
 from reports.pages import alerts
 from reports.pages.evidence import (
+    CAPTION,
     CELL_DOUBT,
     NO_CHANGE_SHOWN,
     NOT_SIGNIFICANT,
     SIGNIFICANT,
+    STAND_IN,
     TOO_FEW,
     bucket_layouts,
     evidence,
     interval_text,
-    no_change_rule,
+    levels_note,
     repeat_ids,
     too_few_text,
 )
@@ -346,10 +348,11 @@ def headline(group: pd.DataFrame) -> str:
 
 
 def answer_section(run: RunData, workloads: list[str]) -> str:
-    parts = ["<h2 id=answer>The answer</h2>"]
+    frames = {workload: ranked(run.configs, workload=workload, confidence=run_confidence(run.meta)) for workload in
+              workloads}  # fmt: skip
+    parts = ["<h2 id=answer>The answer</h2>", levels_note(list(frames.values()), run.meta.get("config") or {})]
     stand_in = False
-    for workload in workloads:
-        frame = ranked(run.configs, workload=workload, confidence=run_confidence(run.meta))
+    for workload, frame in frames.items():
         if frame.empty:
             continue
         size = run.configs.loc[run.configs["workload"] == workload, "size"].dropna()
@@ -366,35 +369,7 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
             parts += [f"<p class=headline>{headline(group)}</p>", alerts.cap_verdicts(verdicts, workload=workload,
                       world=world), world_table(group, verdicts, workload=workload)]  # fmt: skip
             parts.append(alerts.answer_below_floor(group) + alerts.late_note(group))
-    if len(parts) == 1:
+    if len(parts) == 2:
         parts.append("<p>No configuration of this run was measured: nothing to rank.</p>")
     parts.append(f"<p class=caption>{CAPTION}{STAND_IN if stand_in else ''}</p>")
     return "\n".join(parts)
-
-
-CAPTION = (
-    "Ranked by step time: each repeat's median step (slowest rank per step), then the geometric mean over "
-    "repeats, the estimate every ratio, verdict and recommended cap on this page is built around. "
-    "'vs stock' compares with stock as DDP ships it (no options: first bucket 1 MiB, then 25 MiB; where the run has "
-    "none, with the stand-in the column names, below): the ratio of "
-    "the repeats' geometric means and, in brackets, its interval over repeats (Welch's t on the logs of the "
-    f"repeats' medians; two caps of one sweep that ran side by side from {stats.PAIRED_FROM} repeats on, the paired "
-    "t launch by launch, as the cap table judges them: 95 %, or under --repeats auto the confidence its stopping "
-    "rule judges each look at, "
-    "99.5 % at the default --max-repeats 20, except at one rank, which that rule never judges), which "
-    f"needs two repeats a side; '{NO_CHANGE_SHOWN}' where the verdicts' rule calls no significant change (the "
-    "interval may exclude 1: a change under the threshold is no change that counts): "
-    f"{no_change_rule(stats.DEFAULT_THRESHOLD)}; 'too few repeats to tell' where the interval is too wide to say "
-    "either. A winner is 'fastest' only when it beats the next strategy so, else it "
-    "'leads'. 'comm. hidden' is 1 − Σ not hidden / "
-    "Σ communication over the repeats (their per-step means). Noise is the repeats' median step CV (noisy above "
-    f"{stats.NOISY_CV:g}), repeats whose medians disagree by more than {stats.NOISY_CV:.0%}, and steps that drift "
-    f"within the measured window in most repeats (the last quarter's median at least {drift.DRIFT_FLOOR:.0%} and "
-    f"{drift.DRIFT_Z:g} standard errors from the first half's: docs/statistics.md). 'floor' is local: "
-    "every rank trains alone, no communication. It is measured like the rest (the geometric mean of its repeats, "
-    "with their noise), not an exact bound: a strategy can come out below it, and a note under its table says where."
-)
-STAND_IN = (
-    " This run has no stock row without options, so stock at an explicit bucket_cap_mb=25 stands in, named as "
-    "such: since torch 2.9 an explicit cap caps the first bucket too, which DDP's default (1 MiB) does not."
-)

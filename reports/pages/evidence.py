@@ -11,7 +11,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from harness.analysis import decide, stats, sweep
+from harness.analysis import decide, drift, stats, sweep
 from harness.results.values import ratio_number
 from reports.pages.html import esc, table
 
@@ -105,6 +105,23 @@ def interval_text(proof: dict) -> str:
     return f"{proof['confidence'] * 100:.3g}% interval {ratio_number(proof['low'])}–{ratio_number(proof['high'])}"
 
 
+def levels_note(frames: list[pd.DataFrame], config: dict) -> str:
+    """Why a page's ratio intervals are at two levels, said once, where it shows both: '--repeats auto' judges each
+    verdict at every look at 1 − 5 %/looks (decide.look_confidence), one rank at 95 % (it never judges there). A
+    page read '95% interval' at one rank and '98.3% interval' at two with no word why."""
+    max_repeats = int(config.get("max_repeats") or decide.DEFAULT_MAX_REPEATS)
+    level, looks = decide.confidence_for(config.get("repeats"), max_repeats), decide.looks(max_repeats)
+    shown = [f for f in frames if not f.empty and ((f["world_size"] > 1) & (f["repeats"] >= stats.MIN_REPEATS)).any()]
+    if not shown or round(level, 4) == round(stats.CONFIDENCE, 4):
+        return ""
+    one_rank = any(((f["world_size"] == 1) & (f["repeats"] >= stats.MIN_REPEATS)).any() for f in shown)
+    also = f" At one rank, which it never judges, {stats.CONFIDENCE:.0%}." if one_rank else ""
+    return (f"<p class=note>Intervals at 2 ranks or more are {level * 100:.3g}%, not {stats.CONFIDENCE:.0%}: "
+            f"--repeats auto judged each verdict at up to {len(looks)} looks (after {', '.join(map(str, looks))} "
+            f"repeats), each at {level * 100:.3g}%, so that all looks together call a change wrongly at most "
+            f"{decide.ALPHA:.0%} of the time.{also}</p>")  # fmt: skip
+
+
 NO_CHANGE_SHOWN = f"no {stats.DEFAULT_THRESHOLD:.0%} change shown"
 """The verdicts' 'no significant change' in a cell: its interval may well exclude 1 (1.01–1.08), so 'not
 significant' would contradict the interval beside it; what it has not shown is a change that counts."""
@@ -138,3 +155,32 @@ def decisions_section(decisions: pd.DataFrame, config: dict) -> str:
     classes = ["" if pd.notna(r.decided_after) else "open" for r in ordered.itertuples()]
     heading = "<h3 id=decided>When each verdict was decided</h3>"
     return heading + intro + table(["verdict", "kind", "decided", "verdict now"], rows, row_classes=classes)
+
+
+# The answer's caption: the rules its ratios, intervals and words follow (said under reports.pages.answer's tables).
+CAPTION = (
+    "Ranked by step time: each repeat's median step (slowest rank per step), then the geometric mean over "
+    "repeats, the estimate every ratio, verdict and recommended cap on this page is built around. "
+    "'vs stock' compares with stock as DDP ships it (no options: first bucket 1 MiB, then 25 MiB; where the run has "
+    "none, with the stand-in the column names, below): the ratio of "
+    "the repeats' geometric means and, in brackets, its interval over repeats (Welch's t on the logs of the "
+    f"repeats' medians; two caps of one sweep that ran side by side from {stats.PAIRED_FROM} repeats on, the paired "
+    "t launch by launch, as the cap table judges them: 95 %, or under --repeats auto the confidence its stopping "
+    "rule judges each look at, "
+    "99.5 % at the default --max-repeats 20, except at one rank, which that rule never judges), which "
+    f"needs two repeats a side; '{NO_CHANGE_SHOWN}' where the verdicts' rule calls no significant change (the "
+    "interval may exclude 1: a change under the threshold is no change that counts): "
+    f"{no_change_rule(stats.DEFAULT_THRESHOLD)}; 'too few repeats to tell' where the interval is too wide to say "
+    "either. A winner is 'fastest' only when it beats the next strategy so, else it "
+    "'leads'. 'comm. hidden' is 1 − Σ not hidden / "
+    "Σ communication over the repeats (their per-step means). Noise is the repeats' median step CV (noisy above "
+    f"{stats.NOISY_CV:g}), repeats whose medians disagree by more than {stats.NOISY_CV:.0%}, and steps that drift "
+    f"within the measured window in most repeats (the last quarter's median at least {drift.DRIFT_FLOOR:.0%} and "
+    f"{drift.DRIFT_Z:g} standard errors from the first half's: docs/statistics.md). 'floor' is local: "
+    "every rank trains alone, no communication. It is measured like the rest (the geometric mean of its repeats, "
+    "with their noise), not an exact bound: a strategy can come out below it, and a note under its table says where."
+)
+STAND_IN = (
+    " This run has no stock row without options, so stock at an explicit bucket_cap_mb=25 stands in, named as "
+    "such: since torch 2.9 an explicit cap caps the first bucket too, which DDP's default (1 MiB) does not."
+)

@@ -425,8 +425,8 @@ def test_a_run_made_over_several_sessions_says_so_and_what_each_later_one_ran(tm
     assert run_page.sessions_words(*run_page.sessions_of({}, tmp_path / "none")) == ""  # one session, said as before
 
 
-def repeated_run(repeats: int = 3, **config) -> aggregate.RunData:
-    """tests/data/cpu_run as `repeats` repeats of each configuration (each repeat 4 % slower than the one before),
+def repeated_run(count: int = 3, **config) -> aggregate.RunData:
+    """tests/data/cpu_run as `count` repeats of each configuration (each repeat 4 % slower than the one before),
     its run.json's config updated with `config` (repeats='auto', max_repeats=4: looks after 2, 3 and 4 repeats)."""
     from reports.site import STEP_COLUMNS
 
@@ -437,7 +437,7 @@ def repeated_run(repeats: int = 3, **config) -> aggregate.RunData:
 
     def each(frame: pd.DataFrame) -> pd.DataFrame:
         return pd.concat([frame.assign(config_id=frame["config_id"] + f"-r{r}", **extra(frame, r))
-                          for r in range(repeats)], ignore_index=True)  # fmt: skip
+                          for r in range(count)], ignore_index=True)  # fmt: skip
 
     def extra(frame: pd.DataFrame, r: int) -> dict:
         if frame is not configs:
@@ -450,11 +450,23 @@ def repeated_run(repeats: int = 3, **config) -> aggregate.RunData:
 def test_the_notes_of_which_repeat_a_figure_draws_are_said_once_a_page_and_their_pointer_holds():
     """A team lead found 'drawn from its median repeat' six times and 'its repeat with the highest peak: the one to
     plan for, as the sentence above says' three times on one page, beside a sentence that did not say so."""
-    page = text(run_page.run_page(repeated_run(repeats=3)))
+    page = text(run_page.run_page(repeated_run(count=3)))
     assert page.count("draw each configuration's median repeat") == 1
     assert page.count("drawn from its median repeat") == 0
     assert page.count("repeat with the highest peak") == 1
     memory = page[page.index("5. What does it cost in memory?") :]
     said = memory[: memory.index("repeat with the highest peak")]
     assert "Each figure is the highest of the strategy's repeats: the one to plan for." in said  # the sentence above
-    assert "median repeat" not in text(run_page.run_page(repeated_run(repeats=1)))  # one repeat: nothing to say
+    assert "median repeat" not in text(run_page.run_page(repeated_run(count=1)))  # one repeat: nothing to say
+
+
+def test_a_page_with_intervals_at_two_levels_says_why_once():
+    """A team lead read '95% interval' at one rank and '98.3% interval' at two on one page with no word why: under
+    --repeats auto --max-repeats 4 each of the 3 looks judges at 1 − 5 %/3, one rank (never judged) at 95 %."""
+    page = text(run_page.run_page(repeated_run(count=3, repeats="auto", max_repeats=4)))
+    assert "(98.3% interval" in page and "(95% interval" in page  # both levels shown
+    note = ("Intervals at 2 ranks or more are 98.3%, not 95%: --repeats auto judged each verdict at up to 3 looks "
+            "(after 2, 3, 4 repeats), each at 98.3%, so that all looks together call a change wrongly at most 5% of "
+            "the time. At one rank, which it never judges, 95%.")  # fmt: skip
+    assert page.count(note) == 1 and page.index(note) < page.index("(98.3% interval")
+    assert "Intervals at 2 ranks" not in text(run_page.run_page(repeated_run(count=3)))  # one level: nothing to say
