@@ -106,7 +106,7 @@ def test_the_resume_goes_on_deciding_and_each_round_runs_exactly_what_was_open(a
     said = [line for line in out.splitlines() if line.startswith("ddpbench: repeats auto:")]
     assert "every verdict decided" in said[-1] or "left open (--max-repeats reached)" in said[-1], out
     (naive_line,) = [line for line in out.splitlines() if line.startswith("  w2 mlp/tiny naive vs stock")]
-    assert ": slower (" in naive_line  # listed with its word, among the decided ones
+    assert ": slower, at " in naive_line  # listed with its word, among the decided ones
 
 
 def test_run_json_and_the_summary_hold_every_round(auto_run):

@@ -211,7 +211,7 @@ def _strategy_verdicts(ok: pd.DataFrame, confidence: float, max_repeats: int | N
                 continue  # the reference at another cap: the cap verdict decides it; another option is a rival
             judged = stats.verdict(list(base["step_ms_median"]), list(other["step_ms_median"]),
                                    threshold=stats.DEFAULT_THRESHOLD, confidence=confidence)  # fmt: skip
-            word = _ratio_words(judged)
+            word = _ratio_words(judged, strategy_label(*reference))
             subject = _subject(keys, f"{strategy_label(impl, options)} vs {strategy_label(*reference)}")
             ids = frozenset([*base["config_id"], *other["config_id"]])
             decided = judged["verdict"] != stats.TOO_FEW
@@ -222,7 +222,7 @@ def _strategy_verdicts(ok: pd.DataFrame, confidence: float, max_repeats: int | N
                 confidence=confidence,
                 paired=False,
             )
-            so_far = "" if decided else _ratio_so_far(judged, confidence)
+            so_far = "" if decided else _ratio_so_far(judged, confidence, strategy_label(*reference))
             found.append(Verdict(STRATEGY, subject, word, decided, int(judged["repeats"]), judged["repeats_needed"],
                                  ids, given_up=given_up, so_far=so_far))  # fmt: skip
     return found
@@ -237,23 +237,41 @@ def _reference(setup: pd.DataFrame) -> tuple[str, str] | None:
     return (ranked[0][2], ranked[0][1]) if ranked else None
 
 
-def _ratio_so_far(judged: dict, confidence: float) -> str:
-    """An open ratio's estimate and interval ('1.02× the reference's step, 99.5% interval 0.95–1.10'); '' with
-    one repeat a side (no interval)."""
+def step_of(name: str) -> str:
+    """ "stock's step"; 'the step of stock bucket_cap_mb=25' where a possessive would end a label of several words."""
+    return f"{name}'s step" if " " not in name else f"the step of {name}"
+
+
+def versus(ratio: float, step: str = "", *, interval: str = "") -> str:
+    """One strategy's step against another's, as every verdict line and run page says it (a reader cross-checking
+    the console against the page once found 0.81× on one and 1.24× on the other): this one's step over the other's,
+    the same where faster as '1.24× faster', then the interval of that same ratio. `step`: step_of(the other), or ''
+    where a column's head names it: "0.81× stock's step (1.24× faster; 99.5% interval 0.56–1.17)"."""
+    notes = [words for words in (faster_words(ratio), interval) if words]
+    said = f"{ratio:.2f}×" + (f" {step}" if step else "")
+    return said + (f" ({'; '.join(notes)})" if notes else "")
+
+
+def faster_words(ratio: float) -> str:
+    """'1.24× faster' for a ratio of steps under 1 (0.81); '' where it is not faster to two decimals."""
+    return f"{1 / ratio:.2f}× faster" if np.isfinite(ratio) and ratio > 0 and round(1 / ratio, 2) > 1 else ""
+
+
+def _ratio_so_far(judged: dict, confidence: float, reference: str) -> str:
+    """An open ratio's estimate and interval ("0.81× stock's step (1.24× faster; 99.5% interval 0.56–1.17)"); ''
+    with one repeat a side (no interval)."""
     if not np.isfinite(judged["low"]):
         return ""
-    return (f"{judged['ratio']:.2f}× the reference's step, {confidence * 100:.3g}% interval "
-            f"{ratio_number(judged['low'])}–{ratio_number(judged['high'])}")  # fmt: skip
+    interval = f"{confidence * 100:.3g}% interval {ratio_number(judged['low'])}–{ratio_number(judged['high'])}"
+    return versus(judged["ratio"], step_of(reference), interval=interval)
 
 
-def _ratio_words(judged: dict) -> str:
+def _ratio_words(judged: dict, reference: str) -> str:
     if judged["verdict"] == stats.TOO_FEW:
         return stats.TOO_FEW
     ratio = judged["ratio"]
-    shown = f"{ratio:.2f}× the reference's step" if np.isfinite(ratio) else "no ratio"
-    if judged["verdict"] == stats.FASTER and np.isfinite(ratio) and ratio > 0:  # as the run page says it: 1.81× faster
-        shown = f"{1 / ratio:.2f}× faster: {shown}"
-    return f"{judged['verdict']} ({shown})"
+    shown = versus(ratio, step_of(reference)) if np.isfinite(ratio) else "no ratio"
+    return f"{judged['verdict']}, at {shown}"  # as the run page says it: 0.81× stock's step (1.24× faster)
 
 
 HISTORY_COLUMNS = ("kind", "subject", "word", "decided", "decided_after", "repeats", "repeats_needed", "so_far")

@@ -34,6 +34,7 @@ from reports.pages.evidence import (
     bucket_layouts,
     evidence,
     interval_text,
+    inverted,
     levels_note,
     repeat_ids,
     too_few_text,
@@ -172,23 +173,24 @@ def reference_name(reference: pd.Series | None) -> str:
 
 
 def against_reference(row: pd.Series, reference: pd.Series | None) -> str:
-    """'1.24× faster (1.20–1.28)', '1.01× faster (0.98–1.04), no 5% change shown', 'too few repeats to tell
-    (estimate 1.11× faster, interval 0.16–7.87)' or, under two repeats a side, 'too few repeats to tell (estimate
-    1.02× faster)': stock's time over this one's, with the interval over repeats of that ratio."""
+    """'0.81× (1.24× faster; 0.70–0.93)', '1.30× (1.10–1.50)', '0.99× (1.01× faster; 0.96–1.04), no 5% change shown',
+    'too few repeats to tell (estimate 0.81×, 1.24× faster, interval 0.56–1.17)': this one's step over stock's
+    (decide.versus, as the console's verdicts say it), with the interval over repeats of that ratio."""
     if reference is None:
         return MISSING
     if row["strategy"] == reference["strategy"]:
         return "reference"
     proof = evidence(row, reference)
     faster = proof["times"] >= 1  # by the estimate the interval is built around, so that it lies inside
-    proof = proof if faster else evidence(reference, row)
     if proof.get("same_buckets"):  # one measurement: its two figures differ by the launches alone
-        return f"the same buckets: one measurement ({proof['times']:.2f}× apart: the launches' spread)"
-    text = f"{proof['times']:.2f}×" + f" {'faster' if faster else 'slower'}" * bool(round(proof["times"], 2) != 1)
-    interval = f"{ratio_number(proof['low'])}–{ratio_number(proof['high'])}" if proof["low"] is not None else ""
-    if proof["judged"] == TOO_FEW:  # the doubt first: the estimate is no finding yet
-        return f"too few repeats to tell (estimate {text}" + (f", interval {interval})" if interval else ")")
-    return text + (f" ({interval})" if interval else "") + CELL_DOUBT[proof["judged"]]
+        apart = proof["times"] if faster else evidence(reference, row)["times"]
+        return f"the same buckets: one measurement ({apart:.2f}× apart: the launches' spread)"
+    own = inverted(proof) if faster else evidence(reference, row)  # this row's step over the reference's
+    interval = f"{ratio_number(own['low'])}–{ratio_number(own['high'])}" if own["low"] is not None else ""
+    if own["judged"] == TOO_FEW:  # the doubt first: the estimate is no finding yet
+        said = [f"{own['times']:.2f}×", decide.faster_words(own["times"]), interval and f"interval {interval}"]
+        return f"too few repeats to tell (estimate {', '.join(words for words in said if words)})"
+    return decide.versus(own["times"], interval=interval) + CELL_DOUBT[own["judged"]]
 
 
 def recommendation_text(
@@ -265,14 +267,15 @@ def world_table(group: pd.DataFrame, recommendations: pd.DataFrame, *, workload:
             alerts.hidden_cell(row), parity_cell(row["parity_ok"]), noise_cell(row),
         ])  # fmt: skip
         classes.append("failed" if row["parity_ok"] is False else ("noisy" if row["noise"] else ""))
-    head = ["#", "strategy", "step (geometric mean of repeats)", f"vs {reference_name(reference)}", "bucket cap to use",
+    head = ["#", "strategy", "step (geometric mean of repeats)", f"× {decide.step_of(reference_name(reference))}",
+            "bucket cap to use",
             "comm. hidden (over repeats)", "parity", "noise (median CV of repeats)"]  # fmt: skip
     return table(head, rows, row_classes=classes)
 
 
 def lead(group: pd.DataFrame) -> tuple[str, str]:
     """The fastest communicating strategy and what the repeats say of it, as (its name, the rest):
-    ('bucketed', ' is fastest (3.10 ms); next, stock takes 1.30× its time (95% interval 1.10–1.50)'), or
+    ('bucketed', " is fastest (3.10 ms): 0.77× the step of the next, stock (1.30× faster; 95% interval 0.67–0.91)"), or
     ' leads (…), no 5% change shown: …', or ' leads (…); too few repeats to tell it from …'.
     Against stock too, where stock is not the one it beat. Plain text (the caller escapes it)."""
     contenders = group[~group["is_floor"]]
@@ -283,20 +286,22 @@ def lead(group: pd.DataFrame) -> tuple[str, str]:
     runner = contenders.iloc[1]
     runner_name = reference_name(reference) if runner["strategy"] == _name(reference) else runner["strategy"]
     proof = evidence(best, runner)  # ranked by the estimate the ratio is built around: times ≥ 1
+    own = inverted(proof)  # the leader's step over the next's, as every ratio on the page and the console runs
     at = milliseconds(best["step_ms"])
-    interval = f" ({interval_text(proof)})" if proof["low"] is not None else ""
+    interval = interval_text(own) if proof["low"] is not None else ""
+    next_step = f"the step of the next, {runner_name}"
     if proof.get("same_buckets"):
         words = (f" leads ({at}); {runner_name} makes the same buckets, so the two are one measurement "
                  f"({proof['times']:.2f}× apart: the launches' spread)")  # fmt: skip
     elif proof["judged"] == SIGNIFICANT:
-        words = f" is fastest ({at}); next, {runner_name} takes {proof['times']:.2f}× its time{interval}"
+        words = f" is fastest ({at}): {decide.versus(own['times'], next_step, interval=interval)}"
     elif proof["judged"] == NOT_SIGNIFICANT:
-        words = f" leads ({at}), {NO_CHANGE_SHOWN}: next, {runner_name} takes {proof['times']:.2f}× its time{interval}"
+        words = f" leads ({at}), {NO_CHANGE_SHOWN}: {decide.versus(own['times'], next_step, interval=interval)}"
     else:
-        words = (f" leads ({at}); too few repeats to tell it from {runner_name}, which takes {proof['times']:.2f}× "
-                 f"its time ({too_few_text(proof)})")  # fmt: skip
+        words = (f" leads ({at}); too few repeats to tell it from {runner_name}, the next: so far "
+                 f"{decide.versus(own['times'], decide.step_of(runner_name), interval=too_few_text(own))}")  # fmt: skip
     if reference is not None and reference["strategy"] not in (best["strategy"], runner["strategy"]):
-        words += ", " + versus_stock(best, reference)
+        words += ", and " + versus_stock(best, reference)
     return best["strategy"], words
 
 
@@ -305,19 +310,21 @@ def _name(row: pd.Series | None) -> str | None:
 
 
 def versus_stock(best: pd.Series, reference: pd.Series) -> str:
-    """'1.63× faster than stock (95% interval 1.20–2.10)', or with 'no 5% change shown', or 'too few repeats to
-    tell'. `best` ranks above the reference, so the ratio is ≥ 1."""
+    """ "0.61× stock's step (1.63× faster; 95% interval 0.48–0.83)", with 'no 5% change shown', or 'too few repeats
+    to tell it from stock: so far …'. `best` ranks above the reference: its step over stock's (decide.versus)."""
     proof = evidence(best, reference)
+    name = reference_name(reference)
     if proof.get("same_buckets"):  # one measurement: no faster or slower to say
-        return (f"the same buckets as {reference_name(reference)}: one measurement ({proof['times']:.2f}× apart: the "
-                "launches' spread)")  # fmt: skip
-    said = f"{proof['times']:.2f}× faster than {reference_name(reference)}"
-    interval = f" ({interval_text(proof)})" if proof["low"] is not None else ""
+        return f"the same buckets as {name}: one measurement ({proof['times']:.2f}× apart: the launches' spread)"
+    own = inverted(proof)
     if proof["judged"] == TOO_FEW:
-        return said + f", too few repeats to tell ({too_few_text(proof)})"
-    if proof["judged"] == NOT_SIGNIFICANT:
-        return said + f", {NO_CHANGE_SHOWN}{interval}"
-    return said + interval
+        return f"too few repeats to tell it from {name}: so far " + decide.versus(
+            own["times"], decide.step_of(name), interval=too_few_text(own)
+        )
+    said = decide.versus(
+        own["times"], decide.step_of(name), interval=interval_text(own) if own["low"] is not None else ""
+    )
+    return said + (f", {NO_CHANGE_SHOWN}" if proof["judged"] == NOT_SIGNIFICANT else "")
 
 
 def lead_caveat(group: pd.DataFrame) -> str:
@@ -335,7 +342,7 @@ def lead_caveat(group: pd.DataFrame) -> str:
 
 
 def headline(group: pd.DataFrame) -> str:
-    """'At 2 ranks: <b>bucketed</b> is fastest (3.10 ms); next, stock takes 1.24× its time (95% interval
+    """'At 2 ranks: <b>bucketed</b> is fastest (3.10 ms): 0.81× the step of the next, stock (1.24× faster; 95% interval
     1.10–1.40); parity ok.' — or 'leads …, no 5% change shown' / 'too few repeats to tell' (lead)."""
     contenders = group[~group["is_floor"]]
     if contenders.empty:

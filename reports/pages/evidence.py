@@ -66,6 +66,13 @@ def evidence(fast: pd.Series, slow: pd.Series) -> dict:
             "repeats": judged["repeats"], "needed": needed}  # fmt: skip
 
 
+def inverted(proof: dict) -> dict:
+    """The same evidence with the ratio the other way round (the interval on the logs is symmetric, so its ends
+    swap exactly): the faster one's step over the slower's, the direction every ratio on the page is said in."""
+    flip = {key: (None if proof[key] is None else 1 / proof[key]) for key in ("times", "low", "high")}
+    return {**proof, "times": flip["times"], "low": flip["high"], "high": flip["low"]}
+
+
 def repeat_ids(group: pd.DataFrame) -> list[int] | None:
     """Which repeats the rows are (what tells two caps that ran side by side); None where a row does not say."""
     return [int(r) for r in group["repeat"]] if "repeat" in group and group["repeat"].notna().all() else None
@@ -161,9 +168,10 @@ def decisions_section(decisions: pd.DataFrame, config: dict) -> str:
 CAPTION = (
     "Ranked by step time: each repeat's median step (slowest rank per step), then the geometric mean over "
     "repeats, the estimate every ratio, verdict and recommended cap on this page is built around. "
-    "'vs stock' compares with stock as DDP ships it (no options: first bucket 1 MiB, then 25 MiB; where the run has "
-    "none, with the stand-in the column names, below): the ratio of "
-    "the repeats' geometric means and, in brackets, its interval over repeats (Welch's t on the logs of the "
+    "'× stock's step' compares with stock as DDP ships it (no options: first bucket 1 MiB, then 25 MiB; where the run "
+    "has none, with the stand-in the column names, below): the ratio of the repeats' geometric means, the strategy's "
+    "step over stock's, as every ratio on this page and the console's verdicts run (under 1, also said as 'N× "
+    "faster'), and, in brackets, the interval over repeats of that same ratio (Welch's t on the logs of the "
     f"repeats' medians; two caps of one sweep that ran side by side from {stats.PAIRED_FROM} repeats on, the paired "
     "t launch by launch, as the cap table judges them: 95 %, or under --repeats auto the confidence its stopping "
     "rule judges each look at, "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.analysis import stats
+from harness.analysis import decide, stats
 from reports.aggregate import world_label
 from reports.pages import alerts, answer
 
@@ -24,7 +24,7 @@ def _largest_world(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
 
 
 def fastest(configs: pd.DataFrame, *, workload: str, confidence: float = stats.CONFIDENCE) -> str:
-    """'At 2 ranks bucketed is fastest (114.3 ms); next, …; naive is slowest (2.63× its time).' ('leads' where
+    """'At 2 ranks bucketed is fastest (114.3 ms): …; naive is slowest, at 2.63× bucketed's step.' ('leads' where
     the repeats do not back it).
     The same verdict as the answer table's headline at that world size (answer.lead), at the run's
     confidence (answer.run_confidence)."""
@@ -39,7 +39,8 @@ def fastest(configs: pd.DataFrame, *, workload: str, confidence: float = stats.C
     sentence = f"At {world_label(int(group['world_size'].iloc[0]))} {name}{words}"
     if len(contenders) > 2:  # with two, 'next' already named the slowest
         best, worst = contenders.iloc[0], contenders.iloc[-1]
-        sentence += f"; {worst['strategy']} is slowest ({worst['step_ms'] / best['step_ms']:.2f}× its time)"
+        slowest = decide.versus(worst["step_ms"] / best["step_ms"], decide.step_of(best["strategy"]))
+        sentence += f"; {worst['strategy']} is slowest, at {slowest}"  # as every ratio on the page runs
     return sentence + "."
 
 

@@ -47,7 +47,7 @@ def test_a_strategy_is_held_against_the_reference_at_world_sizes_that_communicat
     found = decide.verdicts(pd.concat([stock, naive]), pd.concat([stock_steps, naive_steps]), confidence=CONFIDENCE)
     (verdict,) = found  # none at world size 1; one cap each: no cap verdict
     assert verdict.kind == decide.STRATEGY and verdict.subject == "w2 gpt2/tiny naive vs stock bucket_cap_mb=25"
-    assert verdict.decided and verdict.word.startswith("slower (1.8")
+    assert verdict.decided and verdict.word.startswith("slower, at 1.8")
     assert len(verdict.config_ids) == 6  # three repeats a side
 
 
@@ -63,14 +63,17 @@ def test_an_open_ratio_says_its_estimate_and_interval_so_far():
     assert judged["low"] < judged["ratio"] < judged["high"]
     assert verdict.line().startswith(
         f"w2 gpt2/tiny naive vs stock bucket_cap_mb=25: open after 2 repeats (so far {judged['ratio']:.2f}× the "
-        f"reference's step, {CONFIDENCE * 100:.3g}% interval {judged['low']:.2f}–{judged['high']:.2f}; need"
+        f"step of stock bucket_cap_mb=25 ({CONFIDENCE * 100:.3g}% interval {judged['low']:.2f}–{judged['high']:.2f}); "
+        "need"
     )
 
 
 def test_an_open_ratio_of_two_noisy_repeats_says_its_interval_is_unbounded_not_a_figure():
     """make bench's two repeats at 99.5 % once printed 'interval 0.00–83191606.53'."""
     judged = {"ratio": 0.72, "low": 3e-9, "high": 83191606.53}
-    assert decide._ratio_so_far(judged, 0.995) == "0.72× the reference's step, 99.5% interval <0.01–>1000"
+    assert decide._ratio_so_far(judged, 0.995, "stock") == (
+        "0.72× stock's step (1.39× faster; 99.5% interval <0.01–>1000)"
+    )
 
 
 def test_the_console_says_how_many_are_decided_what_runs_next_and_what_stayed_open(monkeypatch):
@@ -286,10 +289,15 @@ def test_two_nodes_verdicts_name_the_world_size_once_and_an_older_rows_null_node
 
 def test_a_faster_strategy_reads_as_the_run_page_reads_it():
     """A walkthrough cross-checked the console's 'faster (0.55× the reference's step)' against the page's '1.81×
-    faster': the console now says both, the page's first."""
+    faster', and a team lead the console's '0.81× … interval 0.56–1.17' against the page's 'takes 1.24× its time
+    (interval 0.86–1.79)': both now say the strategy's step over stock's first, as decide.versus words it."""
     judged = {"verdict": stats.FASTER, "ratio": 0.55}
-    assert decide._ratio_words(judged) == "faster (1.82× faster: 0.55× the reference's step)"
-    assert decide._ratio_words({"verdict": stats.SLOWER, "ratio": 1.3}) == "slower (1.30× the reference's step)"
+    assert decide._ratio_words(judged, "stock") == "faster, at 0.55× stock's step (1.82× faster)"
+    assert decide._ratio_words({"verdict": stats.SLOWER, "ratio": 1.3}, "stock") == "slower, at 1.30× stock's step"
+    assert decide.versus(0.81, decide.step_of("stock"), interval="99.5% interval 0.56–1.17") == (
+        "0.81× stock's step (1.23× faster; 99.5% interval 0.56–1.17)"
+    )
+    assert decide.step_of("stock bucket_cap_mb=25") == "the step of stock bucket_cap_mb=25"
 
 
 def test_the_reference_at_another_option_is_held_against_it_as_asked_at_its_defaults():
@@ -302,6 +310,6 @@ def test_the_reference_at_another_option_is_held_against_it_as_asked_at_its_defa
     graph["impl_options"] = '{"bucket_cap_mb": 25.0, "static_graph": true}'
     found = decide.verdicts(pd.concat([shipped, graph]), pd.concat([shipped_steps, graph_steps]), confidence=CONFIDENCE)
     (verdict,) = found
-    assert verdict.kind == decide.STRATEGY and verdict.decided and verdict.word.startswith("slower (1.4")
+    assert verdict.kind == decide.STRATEGY and verdict.decided and verdict.word.startswith("slower, at 1.4")
     assert verdict.subject == ("w2 gpt2/tiny stock bucket_cap_mb=25 static_graph=True vs stock bucket_cap_mb=25 "
                                "static_graph=False")  # fmt: skip

@@ -46,17 +46,17 @@ def test_strategies_are_ranked_by_step_time_with_local_as_the_floor_last(configs
     cells = re.findall(r"<tr[^>]*><td>([^<]+)</td><td>(?:<b>)?([^<]+)", html)
     assert cells == [("1", "bucketed bucket_cap_mb=25"), ("2", "stock"), ("3", "naive"),
                      ("floor", "local")]  # fmt: skip
-    assert "<th>vs stock</th>" in html
-    assert "too few repeats to tell (estimate 1.25× faster)" in html and "reference" in html
-    assert "too few repeats to tell (estimate 1.60× slower)" in html
+    assert "<th>× stock's step</th>" in html  # each row's step over stock's, as the console's verdicts say it
+    assert "too few repeats to tell (estimate 0.80×, 1.25× faster)" in html and "reference" in html
+    assert "too few repeats to tell (estimate 1.60×)" in html
     assert "<b>noisy</b>: noisy steps (CV 0.30)" in html and "<b>FAILED</b>" in html
 
 
 def test_the_headline_names_the_fastest_communicating_strategy_against_stock(configs):
     line = answer.headline(answer.ranked(configs, workload="gpt2"))
     assert line == ("At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads (80.00 ms); too few repeats to tell it "
-                    "from stock, which takes 1.25× its time (--repeats 2 or more; have 1, need about 2); parity ok; "
-                    "noisy steps (CV 0.30).")  # fmt: skip
+                    "from stock, the next: so far 0.80× stock&#x27;s step (1.25× faster; --repeats 2 or more; have 1, "
+                    "need about 2); parity ok; noisy steps (CV 0.30).")  # fmt: skip
 
 
 def test_a_missing_column_is_a_dash_not_a_crash(configs):

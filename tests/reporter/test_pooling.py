@@ -3,6 +3,7 @@ every takeaway pool the repeats the same way, and name a winner only with the re
 
 from __future__ import annotations
 
+import html
 import json
 import re
 
@@ -52,8 +53,8 @@ def test_the_headline_and_the_takeaway_name_the_same_pooled_winner_and_no_repeat
     said = takeaways.fastest(SPLIT, workload="mlp")
     assert headline.startswith("At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads")
     assert said.startswith("At 2 ranks bucketed bucket_cap_mb=25 leads")
-    assert "#" not in said and "#" not in headline  # never a repeat's label
-    assert said.endswith("naive is slowest (2.01× its time).")  # 162.5 / 81: geometric means of repeats
+    assert "#" not in said and "#" not in html.unescape(headline)  # never a repeat's label
+    assert said.endswith("naive is slowest, at 2.01× the step of bucketed bucket_cap_mb=25.")  # 162.5 / 81
 
 
 def test_a_winner_backed_by_its_repeats_is_fastest_with_the_interval():
@@ -63,20 +64,23 @@ def test_a_winner_backed_by_its_repeats_is_fastest_with_the_interval():
     judged = stats.ratio_interval([80.0, 82.0], [60.0, 140.0])
     # two caps of one sweep: the repeats it needs are the sweep's (launch by launch from 8), as its cap table says
     assert sweep.recommend_cap({25.0: [80.0, 82.0], 1.0: [60.0, 140.0]}, aligned=True)["repeats_needed"] == 416
-    low, high = ratio_number(judged["low"]).replace("<", "&lt;"), ratio_number(judged["high"])
     assert judged["low"] < 1 < judged["high"] and f"{judged['ratio']:.2f}" == "1.13"
     assert answer.headline(group) == (
         "At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads (80.99 ms); too few repeats to tell it from "
-        f"bucketed bucket_cap_mb=1, which takes {judged['ratio']:.2f}× its time (95% interval {low}–{high}; have 2 "
-        "repeats, need about 416), 1.25× faster than stock "
-        f"({evidence.interval_text(evidence.evidence(group.iloc[0], group.iloc[2]))}); parity ok."
+        f"bucketed bucket_cap_mb=1, the next: so far {1 / judged['ratio']:.2f}× the step of bucketed bucket_cap_mb=1 "
+        f"({judged['ratio']:.2f}× faster; 95% interval {ratio_number(1 / judged['high']).replace('<', '&lt;')}–"
+        f"{ratio_number(1 / judged['low'])}; have 2 repeats, need about 416), and 0.80× stock&#x27;s step (1.25× "
+        f"faster; {evidence.interval_text(evidence.inverted(evidence.evidence(group.iloc[0], group.iloc[2])))}); "
+        "parity ok."
     )
     against_stock = stats.ratio_interval([80.0, 82.0], [100.0, 102.0])
     assert against_stock["low"] > 1  # stock's interval excludes 1: a plain "faster than stock"
     clean = run(repeats("stock", [100.0, 102.0]), repeats("bucketed", [80.0, 82.0]))
     line = answer.headline(answer.ranked(clean, workload="mlp"))
-    assert line == (f"At 2 ranks: <b>bucketed</b> is fastest (80.99 ms); next, stock takes 1.25× its time (95% "
-                    f"interval {against_stock['low']:.2f}–{against_stock['high']:.2f}); parity ok.")  # fmt: skip
+    # The leader's step over the next's, the interval of that same ratio: its ends are stock's over bucketed's, swapped.
+    assert line == (f"At 2 ranks: <b>bucketed</b> is fastest (80.99 ms): 0.80× the step of the next, stock (1.25× "
+                    f"faster; 95% interval {1 / against_stock['high']:.2f}–{1 / against_stock['low']:.2f}); parity "
+                    "ok.")  # fmt: skip
     assert "not significant" not in line and "leads" not in line
 
 
@@ -88,20 +92,22 @@ def test_the_reviewers_case_says_not_significantly_and_writes_tiny_ends_as_below
     assert judged["low"] < 0.01  # the interval the old page printed as "(0.00–…)"
     assert f"{judged['ratio']:.2f}" == "1.94"  # of geometric means (1.086 / 0.559 ms), the interval's centre
     assert line.startswith(
-        "At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads (0.56 ms); too few repeats to tell it from stock, which "
-        "takes 1.94× its time (95% interval &lt;0.01–"
+        "At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads (0.56 ms); too few repeats to tell it from stock, the "
+        "next: so far 0.51× stock&#x27;s step (1.94× faster; 95% interval &lt;0.01–"
     )
     assert "0.00" not in line
     table = answer.world_table(group, pd.DataFrame(), workload="mlp")
-    assert re.search(r"too few repeats to tell \(estimate 1\.94× faster, interval &lt;0\.01–(\d+|&gt;1000)\)", table)
+    assert re.search(r"too few repeats to tell \(estimate 0\.51×, 1\.94× faster, interval &lt;0\.01–(\d+|&gt;1000)\)",
+                     table)  # fmt: skip
     assert pages.run_headline(noisy).endswith("0.56 ms (leads; too few repeats)")
 
 
 def test_one_repeat_a_side_is_too_few_to_tell_never_a_bare_winner():
     single = run(repeats("stock", [100.0]), repeats("bucketed", [80.0]), repeats("naive", [90.0]))
     line = answer.headline(answer.ranked(single, workload="mlp"))
-    assert "leads (80.00 ms); too few repeats to tell it from naive, which takes 1.13× its time" in line
-    assert "1.25× faster than stock, too few repeats to tell (--repeats 2 or more; have 1, need about 2)" in line
+    assert "leads (80.00 ms); too few repeats to tell it from naive, the next: so far 0.89× naive&#x27;s step" in line
+    assert ("too few repeats to tell it from stock: so far 0.80× stock&#x27;s step (1.25× faster; --repeats 2 or more; "
+            "have 1, need about 2)") in line  # fmt: skip
     assert pages.run_headline(single).endswith("80.00 ms (leads; too few repeats)")
     setup = single.assign(dtype="fp32", optimizer="adam")  # the index names what a run's memory answer rests on
     assert pages.run_headline(setup).startswith("mlp/tiny fp32 adam, 2 ranks: <b>bucketed</b>")
@@ -125,7 +131,7 @@ def test_stock_as_shipped_is_the_one_without_options_not_an_explicit_cap_25():
     assert answer.reference_row(group)["strategy"] == "stock"
     assert answer.reference_name(answer.reference_row(group)) == "stock"
     table = answer.world_table(group, pd.DataFrame(), workload="mlp")
-    assert "<th>vs stock</th>" in table
+    assert "<th>× stock's step</th>" in table
     hooked = run(repeats("stock", [90.0, 91.0], options={"bucket_cap_mb": 25.0, "comm_hook": "fp16"}))
     assert answer.reference_row(answer.ranked(hooked, workload="mlp")) is None
 
@@ -137,9 +143,9 @@ def test_an_explicit_cap_25_stands_in_only_named_for_what_it_is():
     group = answer.ranked(explicit, workload="mlp")
     name = "stock bucket_cap_mb=25 (first bucket 25 MiB)"
     assert answer.reference_name(answer.reference_row(group)) == name
-    assert f"<th>vs {name}</th>" in answer.world_table(group, pd.DataFrame(), workload="mlp")
-    assert f"next, {name} takes" in answer.headline(group)
-    assert f"next, {name} takes" in takeaways.fastest(explicit, workload="mlp")
+    assert f"<th>× the step of {name}</th>" in answer.world_table(group, pd.DataFrame(), workload="mlp")
+    assert f"the step of the next, {name} (" in answer.headline(group)
+    assert f"the step of the next, {name} (" in takeaways.fastest(explicit, workload="mlp")
     from reports.aggregate import RunData
 
     page = answer.answer_section(RunData(meta={}, configs=explicit, ranks=pd.DataFrame(), phases=pd.DataFrame(),
@@ -159,7 +165,7 @@ def test_stock_asking_its_defaults_by_name_is_the_reference_named_as_asked_with_
     assert answer.reference_name(answer.reference_row(group)) == "stock gradient_as_bucket_view=False"
     page = answer.answer_section(RunData(meta={}, configs=knobs, ranks=pd.DataFrame(), phases=pd.DataFrame(),
                                          boxes=pd.DataFrame(), series=pd.DataFrame()), ["mlp"])  # fmt: skip
-    assert "<th>vs stock gradient_as_bucket_view=False</th>" in page and "stands in" not in page
+    assert "<th>× the step of stock gradient_as_bucket_view=False</th>" in page and "stands in" not in page
 
 
 def test_comm_hidden_pools_every_repeat_and_noise_is_the_median_cv():
@@ -269,8 +275,8 @@ def test_an_auto_runs_answer_judges_at_its_stopping_rules_confidence():
     assert stats.ratio_interval([89.0, 92.0, 90.0], [100.0, 103.0, 98.0], confidence=auto)["low"] < 1
     fixed = answer.headline(answer.ranked(close, workload="mlp"))
     judged = answer.headline(answer.ranked(close, workload="mlp", confidence=auto))
-    assert "is fastest (" in fixed and "(95% interval" in fixed
-    assert "leads (" in judged and "too few repeats to tell" in judged and "(99.5% interval" in judged
+    assert "is fastest (" in fixed and "; 95% interval" in fixed
+    assert "leads (" in judged and "too few repeats to tell" in judged and "; 99.5% interval" in judged
 
 
 def test_at_one_rank_which_the_stopping_rule_never_judges_the_answer_looks_once_at_95_percent():
@@ -281,7 +287,7 @@ def test_at_one_rank_which_the_stopping_rule_never_judges_the_answer_looks_once_
     assert set(frame.loc[frame["world_size"] == 1, "confidence"]) == {stats.CONFIDENCE}
     assert frame.loc[frame["world_size"] == 2, "confidence"].tolist() == pytest.approx([0.995, 0.995])
     one, two = (answer.headline(frame[frame["world_size"] == world]) for world in (1, 2))
-    assert "(95% interval" in one and "(99.5% interval" in two
+    assert "; 95% interval" in one and "; 99.5% interval" in two
 
 
 def test_the_answer_calls_significant_only_what_the_verdicts_call_beyond_the_threshold_too():
@@ -308,7 +314,7 @@ def test_not_significant_means_the_verdicts_narrow_interval_that_decides_neither
     assert stats.verdict([99.6, 100.0, 99.8], [100.0, 100.4, 100.2], threshold=0.05)["verdict"] == stats.NO_CHANGE
     frame = answer.ranked(tight, workload="mlp")
     assert answer.against_reference(frame.iloc[0], frame.iloc[1]).endswith(", no 5% change shown")
-    assert "leads (99.80 ms), no 5% change shown: next, stock takes 1.00× its time (95% interval" in answer.headline(
+    assert "leads (99.80 ms), no 5% change shown: 1.00× the step of the next, stock (95% interval" in answer.headline(
         frame
     )
     assert answer.lead_caveat(frame) == "leads; no 5% change shown"
@@ -323,8 +329,9 @@ def test_ranks_rest_on_the_geometric_means_the_ratios_are_built_around():
     assert frame["step_ms"].tolist() == pytest.approx([2.0, stats.geometric_mean([1.0, 1.0, 10.0])])
     line = answer.headline(frame)
     assert line.startswith("At 2 ranks: <b>stock</b> leads (2.00 ms); too few repeats to tell it from bucketed, "
-                           "which takes 1.08× its time")  # fmt: skip
-    assert "0.93×" not in line and "1.08× slower" in answer.world_table(frame, pd.DataFrame(), workload="mlp")
+                           "the next: so far 0.93× bucketed&#x27;s step (1.08× faster")  # fmt: skip
+    assert "0.93× faster" not in line and "estimate 1.08×, interval" in answer.world_table(frame, pd.DataFrame(),
+                                                                                          workload="mlp")  # fmt: skip
 
 
 def test_the_legend_states_not_significant_as_the_rule_applies_it_not_as_a_difference_within_5_percent():
@@ -335,7 +342,9 @@ def test_the_legend_states_not_significant_as_the_rule_applies_it_not_as_a_diffe
     judged = stats.verdict(fast, slow, threshold=0.05)
     assert judged["verdict"] == stats.NO_CHANGE and judged["high"] > 1.09  # reaches past 5 %, still no change
     frame = answer.ranked(run(repeats("stock", slow), repeats("bucketed", fast)), workload="mlp")
-    assert answer.against_reference(frame.iloc[0], frame.iloc[1]) == "1.05× faster (1.00–1.09), no 5% change shown"
+    assert (
+        answer.against_reference(frame.iloc[0], frame.iloc[1]) == "0.96× (1.05× faster; 0.92–1.00), no 5% change shown"
+    )
     rule = evidence.no_change_rule(0.05)
     assert "narrower than ±5% (half its width, on the log scale, at most log 1.05)" in rule
     assert "can still reach past 5% on one side, as 1.00–1.10 does" in rule

@@ -33,8 +33,8 @@ RUN = configs([
 
 def test_the_fastest_strategy_at_the_largest_world_size_against_stock_and_the_slowest():
     assert takeaways.fastest(RUN, workload="mlp") == (
-        "At 2 ranks bucketed leads (100.0 ms); too few repeats to tell it from stock, which takes 1.20× its time "
-        "(--repeats 2 or more; have 1, need about 3); naive is slowest (1.70× its time)."
+        "At 2 ranks bucketed leads (100.0 ms); too few repeats to tell it from stock, the next: so far 0.83× stock's "
+        "step (1.20× faster; --repeats 2 or more; have 1, need about 3); naive is slowest, at 1.70× bucketed's step."
     )
 
 
@@ -117,9 +117,12 @@ def test_against_stock_means_stock_as_shipped_not_another_stock_row():
     swept = pd.concat([RUN, configs([small_cap]).assign(config_id="extra")])
     said = takeaways.fastest(swept, workload="mlp")
     assert (
-        "1.20× faster than stock, too few repeats to tell (--repeats 2 or more; have 1, need about" in said
-    )  # 120 / 100
-    assert "from stock bucket_cap_mb=1, which takes 1.10× its time (--repeats 2 or more; have 1, need about" in said
+        "too few repeats to tell it from stock: so far 0.83× stock's step (1.20× faster; --repeats 2 or more; have 1, "
+        "need about" in said
+    )  # 100 / 120
+    assert (
+        "from stock bucket_cap_mb=1, the next: so far 0.91× the step of stock bucket_cap_mb=1 (1.10× faster; " in said
+    )
 
 
 def test_the_memory_frontier_caption_says_where_sharding_shows():
