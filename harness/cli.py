@@ -43,9 +43,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     report.add_argument("--results", type=Path, default=Path("results"), help="results folder (default: results)")
     report.add_argument("--out", type=Path, default=Path("reports/site"), help="site folder (default: reports/site)")
-    report.add_argument("--cluster", default="dgx-h100", metavar="NAME|FILE",
+    report.add_argument("--cluster", metavar="NAME|FILE",
                         help="the cluster of each run's what-if page: its profile from one node to 1,024 GPUs there "
-                        "(default: dgx-h100; '' for none; `ddpbench list` shows the built-ins)")  # fmt: skip
+                        "(default: the one the site in --out was last built with, kept in its index.json, else "
+                        "dgx-h100; '' for none; `ddpbench list` shows the built-ins)")  # fmt: skip
     return parser
 
 

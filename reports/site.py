@@ -1,7 +1,8 @@
 """The static site in `reports/site/`: read every run, write its pages, ship plotly.js once.
 
     index.html              every run, newest first
-    index.json              what the index lists of each run, so that `ddpbench compare` can list its page
+    index.json              what the index lists of each run, so that `ddpbench compare` can list its page, and
+                            the cluster of the what-if pages, which a plain `report` builds them on again
     runs/<folder>.html      one page per run (its folder's name: the run id unless copied)
     runs/<folder>.whatif.html   the run's profile on a cluster it did not run on (`report --cluster`)
     collectives/<run_id>.html   one page per `ddpbench collectives` run
@@ -33,6 +34,8 @@ from reports.pages.html import PLOTLY_ASSET, SHARED_PAGE
 log = logging.getLogger("ddpbench")
 
 INDEX_FACTS = "index.json"
+DEFAULT_CLUSTER = "dgx-h100"
+"""The cluster of the what-if pages where neither `--cluster` nor an earlier build of the site names one."""
 
 STEP_COLUMNS = [
     "config_id",
@@ -214,10 +217,31 @@ def build_site(*, results: Path, out: Path, cluster=None, on_run=None, as_predic
             on_run(run_folder.name, path, whatif_pages.get(run_folder.name))
         summaries.append(pages.index_row(run.meta, run.configs))
     collectives = write_collectives_pages(results, out)
-    store.write_json(out / INDEX_FACTS, {"runs": summaries, "collectives": collectives})
+    store.write_json(out / INDEX_FACTS, {"runs": summaries, "collectives": collectives,
+                                         "cluster": cluster_key(cluster)})  # fmt: skip
     collectives_pages = {meta["run_id"]: out / "collectives" / f"{meta['run_id']}.html" for meta in collectives}
     return BuiltSite(index=write_index(out), run_pages=run_pages, whatif_pages=whatif_pages,
                      collectives_pages=collectives_pages)  # fmt: skip
+
+
+def cluster_key(cluster) -> str:
+    """What `report --cluster` takes to load `cluster` again: a built-in's name, else its file's absolute path (a
+    later `report` may run from another folder); '' for none."""
+    from harness.perfmodel.clusters.cluster import is_builtin
+
+    if cluster is None:
+        return ""
+    return cluster.name if is_builtin(cluster) or not cluster.path else str(Path(cluster.path).resolve())
+
+
+def last_cluster(out: Path) -> str | None:
+    """The cluster the site in `out` was last built with, as cluster_key wrote it ('' for none); None where no build
+    recorded one (no site there, or one built before ddpbench recorded it)."""
+    try:
+        kept = store.read_json(Path(out) / INDEX_FACTS).get("cluster")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return kept if isinstance(kept, str) else None
 
 
 def write_index(out: Path) -> Path:

@@ -6,6 +6,7 @@ import argparse
 import functools
 
 from harness.commands import console
+from harness.config.bench import ConfigError
 from harness.results.layout import check_output_folder, check_runs_folder
 
 
@@ -16,7 +17,13 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
 
     check_runs_folder(args.results)
     check_output_folder("--out", args.out)
-    chosen = cluster.load(args.cluster) if args.cluster else None
+    name, whence = _cluster_to_use(args.cluster, site.last_cluster(args.out))
+    try:
+        chosen = cluster.load(name) if name else None
+    except ConfigError as error:  # a profile of yours the site was built with, moved or changed since
+        if args.cluster is not None:
+            raise
+        raise ConfigError(f"{error} ({whence}): give --cluster NAME|FILE, or --cluster '' for none") from None
     if chosen is not None:  # the what-if page predicts one node to 1,024 GPUs
         from reports.pages.whatif import world_sizes
 
@@ -45,8 +52,23 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     if kept := write_kept_comparisons(args.results, args.out):  # each `compare` kept beside the runs, listed
         site.refresh_index(args.out)
         console.say(f"  {kept} comparison(s): {args.out}/compare/")
-    console.say(f"report: {built.index}")
+    on = f"what-if pages on {chosen.name}" if chosen is not None else "no what-if pages"
+    console.say(f"report: {built.index} ({on}: {whence})")
     return 0
+
+
+def _cluster_to_use(given: str | None, kept: str | None) -> tuple[str, str]:
+    """(the --cluster to build the what-if pages on, '' for none; why that one, for the console). A plain `report`
+    keeps the cluster the site was last built with: it rebuilt a site made with `--cluster dgx-a100` on the
+    default, without a word, under the same file names."""
+    from reports.site import DEFAULT_CLUSTER
+
+    if given is not None:
+        return given, "as --cluster asked"
+    if kept is not None:
+        return kept, ("the site's last build had none; --cluster NAME|FILE for one" if not kept else
+                      "the site's last build's; --cluster NAME|FILE for another, '' for none")  # fmt: skip
+    return DEFAULT_CLUSTER, "the default; --cluster NAME|FILE for another, '' for none"
 
 
 def as_predict_counts(run_dir, configs, *, cluster) -> dict:

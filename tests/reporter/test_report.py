@@ -24,7 +24,11 @@ def test_report_command_writes_index_and_run_page_with_the_figures(small_run, tm
     done = run_ddpbench("report", "--results", str(small_run.parent), "--out", str(out))
     assert done.returncode == 0, done.stderr
     said = done.stdout.splitlines()  # each run as its page is written (progress), the index once all are
-    assert said[-1] == f"report: {out / 'index.html'}" and f"  run e2e: {out / 'runs' / 'e2e.html'}" in said[0]
+    assert said[-1] == (
+        f"report: {out / 'index.html'} (what-if pages on dgx-h100: the default; --cluster NAME|FILE "
+        "for another, '' for none)"
+    )  # a new site: the default cluster, said
+    assert f"  run e2e: {out / 'runs' / 'e2e.html'}" in said[0]
     page = (out / "runs" / "e2e.html").read_text()
     assert page.count('class="plotly-graph-div"') >= 9
     assert '<script src="../assets/plotly.min.js">' in page
