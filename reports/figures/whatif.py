@@ -43,7 +43,15 @@ def efficiency_vs_gpus(best: pd.DataFrame, *, cluster: str) -> go.Figure:
         line={"color": PALETTE[0]},
         hovertemplate="%{x} GPUs: efficiency %{y:.3f} with %{text}<extra></extra>",
     ))  # fmt: skip
-    return styled(figure, title=f"Predicted scaling efficiency on {cluster} with the cap named (labelled)",
+    title = f"Predicted scaling efficiency on {cluster} with the cap named (labelled)"
+    if "full_size_efficiency_at_most" in best:  # the profile is a smaller size's: what the full size's floors allow
+        figure.data[0].name = "the cap named, the profile's size"
+        figure.add_trace(go.Scatter(name="at most, with the gradients of the model to train", x=best["world_size"],
+                                    y=best["full_size_efficiency_at_most"], mode="lines+markers",
+                                    line={"color": PALETTE[1], "dash": "dot"},
+                                    hovertemplate="%{x} GPUs: at most %{y:.3f} at any cap<extra></extra>"))  # fmt: skip
+        title += ", and at most with the gradients of the model to train (dotted)"
+    return styled(figure, title=title,
                   xaxis=_gpu_axis(best), yaxis={"title": "scaling efficiency", "range": [0, 1.05]})  # fmt: skip
 
 

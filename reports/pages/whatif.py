@@ -106,8 +106,17 @@ def best_rows(rows: pd.DataFrame) -> pd.DataFrame:
         answer = agreement.cap_answer(group["bucket_cap_mb"], group["step_ms"])
         best.append({**group.iloc[answer.index].to_dict(), "answer": answer.text, "tied": answer.tied,
                      "margin": answer.margin, "lead_set_aside": answer.lead_set_aside,
-                     "unproven": answer.unproven})  # fmt: skip
+                     "unproven": answer.unproven, **_full_size_bound(group)})  # fmt: skip
     return pd.DataFrame(best)
+
+
+def _full_size_bound(group: pd.DataFrame) -> dict:
+    """Where the rows hold the full size's floors: the least DDP's step can take with its gradients at this GPU count
+    at any cap (each cap's prediction or floor, the higher), and the most its scaling efficiency can be so."""
+    if "full_size_step_floor_ms" not in group:
+        return {}
+    least = float(group[["step_ms", "full_size_step_floor_ms"]].max(axis=1).min())
+    return {"full_size_least_step_ms": least, "full_size_efficiency_at_most": group["local_step_ms"].iloc[0] / least}
 
 
 def measured_rows(configs: pd.DataFrame) -> pd.DataFrame:
@@ -149,7 +158,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     counted = {label: memory(wm.setup_of(group)) for label, group in rows.groupby("setup")} if memory else {}
     for setup, group in rows.groupby("setup", sort=False):
         best, sure = best_rows(group), checked(wm.setup_of(group)) if checked else None
-        parts += [f"<h2>{name_html(setup, HEADING_NAME)}</h2>", _answer(best, cluster),
+        parts += [wm.heading(setup, group, trained), _answer(best, cluster, trained),
                   wm.choice_section(configs, group, cluster, world_sizes(cluster),
                                  rows=counted[setup][0] if setup in counted else None, checked=sure),
                   wm.how_sure(sure),
@@ -167,29 +176,24 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     return page(f"What if: {run_id} on {cluster.name}", "\n".join(parts), depth=1, **inline)
 
 
-def _answer(best: pd.DataFrame, cluster: Cluster) -> str:
+def _answer(best: pd.DataFrame, cluster: Cluster, trained: str = "") -> str:
     """The cap from one node to the most GPUs, in the console answer's words, and why the step at the most GPUs
-    costs what it does (the same sentence `predict --cluster` ends with)."""
+    costs what it does (the same sentence `predict --cluster` ends with); where the rows hold the full size's floors,
+    what they bound for the model to train first, the profiled size's figures after, said to be its."""
     first, last = best.iloc[0], best.iloc[-1]
     why_last = why.predicted_step(last, backward_ms=last["backward_ms"], own_ms=last["ddp_own_ms"])
-    return ('<p class="headline"><b>Best cap for DDP</b> '
-            f"(ZeRO-1's and FSDP2's steps at the same cap are in the table below): {esc(_caps_by_size(best))}. "
+    said = (f"(ZeRO-1's and FSDP2's steps at the same cap are in the table below): {esc(_caps_by_size(best))}. "
             f"Efficiency {first['scaling_efficiency']:.3f} on one node ({int(first['world_size'])} GPUs), "
             f"{last['scaling_efficiency']:.3f} at {int(last['world_size'])} GPUs on {int(last['nodes'])} nodes. "
             f"<b>Why</b> at {int(last['world_size'])} GPUs: {esc(why_last)}."
-            f"{_caveat(cluster, int(last['nodes']))}{_small_cap_caveat(best)}{_unchecked(cluster, best)}"
-            f"{_smaller_size(last)}</p>")  # fmt: skip
-
-
-def _smaller_size(row: pd.Series) -> str:
-    """Where the profile is a smaller size's: the cap is of its buckets, the full size's floors are in the table."""
-    if pd.isna(row.get("full_size_mb", float("nan"))):
-        return ""
-    most = row["local_step_ms"] / max(row["step_ms"], row["full_size_step_floor_ms"])  # its floor: a bound on the step
-    return (f" <i>The cap and the efficiency are {wm.size_words(esc(row['size']))}: {row['grad_mb']:.4g} MiB of "
-            f"gradients, where the full size has {row['full_size_mb']:,.0f} MiB, whose floor puts the efficiency at "
-            f"{int(row['world_size'])} GPUs at {most:.3f} at most; the table's last columns give the full size's "
-            "floors.</i>")  # fmt: skip
+            f"{_caveat(cluster, int(last['nodes']))}{_small_cap_caveat(best)}{_unchecked(cluster, best)}")  # fmt: skip
+    if "full_size_efficiency_at_most" not in best:
+        return f'<p class="headline"><b>Best cap for DDP</b> {said}</p>'
+    profiled = wm.size_words(esc(last["size"]))
+    return (wm.full_size_lead(best, trained) +
+            f'<p class="headline"><b>{profiled[0].upper() + profiled[1:]} profile</b> ({last["grad_mb"]:.4g} MiB of '
+            f"gradients, the run's), <b>best cap for DDP</b> {said} Its cap is of its own buckets, not of the model "
+            "to train.</p>")  # fmt: skip
 
 
 def _caps_by_size(best: pd.DataFrame) -> str:
@@ -285,14 +289,21 @@ def _best_table(best: pd.DataFrame) -> str:
               esc(_lead(r)), _zero_cell(r), f"{r.zero_broadcast_ms:.3f}", _fsdp_cell(r)]
              for r in best.itertuples()]  # fmt: skip
     sized = f" ({wm.size_words(best['size'].iloc[0])})" if "full_size_step_floor_ms" in best else ""  # beside floors
-    heads = ["GPUs", "nodes", "cap named", f"step ms{sized}", "exposed comm ms", "scaling eff.", "fastest predicted",
+    heads = ["GPUs", "nodes", "cap named", f"step ms{sized}", f"exposed comm ms{sized}", f"scaling eff.{sized}",
+             "fastest predicted",
              "its lead", f"ZeRO-1 step ms{sized}", "its broadcasts ms", f"FSDP2 step ms{sized}"]  # fmt: skip
     if sized:  # the full size's parameters at the cap named: the least each step takes
-        heads += ["DDP's step at the full size, at least (ms)", "ZeRO-1's, at least (ms)", "FSDP2's, at least (ms)"]
+        heads += [
+            "DDP's step at the full size, at least (ms)",
+            "ZeRO-1's, at least (ms)",
+            "FSDP2's, at least (ms)",
+            "DDP's efficiency at the full size, at most (any cap)",
+        ]
         cells = [[*row, f"{r.full_size_step_floor_ms:.4g} ({ms_text(r.full_size_comm_ms)} ms of all-reduces)",
                   f"{r.zero_full_size_step_floor_ms:.4g} ({ms_text(r.zero_full_size_broadcast_ms)} ms of broadcasts)",
                   _fsdp_cell(r, "fsdp_full_size_step_floor_ms", f" ({ms_text(r.fsdp_full_size_gather_ms)} ms of "
-                             f"gathers, {ms_text(r.fsdp_full_size_scatter_ms)} of reduce-scatters)")]
+                             f"gathers, {ms_text(r.fsdp_full_size_scatter_ms)} of reduce-scatters)"),
+                  f"{r.full_size_efficiency_at_most:.3f}"]
                  for row, r in zip(cells, best.itertuples(), strict=True)]  # fmt: skip
     left_out = [f"{name}'s, {ms_text(float(best[column].max()))} ms more than DDP's" for name, column in
                 (("ZeRO", "zero_own_left_out_ms"), ("FSDP", "fsdp_own_left_out_ms"))

@@ -1,7 +1,7 @@
 """The what-if page's memory sections: each strategy's model state per rank carried to the cluster's GPU
 counts, whether it fits one GPU there, and the choice that joins that with the predicted steps (the fastest of
-what fits), in `predict --cluster`'s words; and the banners that say what every figure rests on (the device the
-profile was measured on, the model you will train)."""
+what fits), in `predict --cluster`'s words; and the banners and headings that say what every figure rests on (the
+device the profile was measured on, the model you will train and what its floors bound)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from harness.perfmodel.memory import activation_words, fit_words, mib_text, stat
 from harness.perfmodel.predict import of_setup
 from harness.perfmodel.sharded import OwnCheck, optimizer_break_even, optimizer_share_caveat, unborne_words
 from harness.results.values import strategy_labels
-from reports.pages.html import esc, table
+from reports.pages.html import HEADING_NAME, esc, name_html, table
 
 
 def setup_of(group: pd.DataFrame) -> dict:
@@ -151,6 +151,31 @@ BENCHED = "benched"
 def size_words(size) -> str:
     """'the small size's', or 'the benched model's' where the memory and floors are another model's (BENCHED)."""
     return "the benched model's" if size == BENCHED else f"the {size} size's"
+
+
+def heading(setup: str, group: pd.DataFrame, trained: str) -> str:
+    """A setup's heading on the what-if page: where the page knows the model to train (its floors, `full_size_mb`),
+    that model first and the profiled one after it, since a heading of the benched size read as the answer for the
+    model to train; `trained`: what --train-wopt changed."""
+    if "full_size_mb" not in group:
+        return f"<h2>{name_html(setup, HEADING_NAME)}</h2>"
+    workload = group["setup_workload"].iloc[0]
+    target = f"{workload} with {trained}" if trained else f"{workload}/full"
+    return f"<h2>{name_html(f'{target} to train (profiled: {setup})', HEADING_NAME)}</h2>"
+
+
+def full_size_lead(best: pd.DataFrame, trained: str) -> str:
+    """What the full size's floors bound for the model to train (the best rows' `full_size_*`): the headline's first
+    paragraph, before the profiled size's own figures, which would read as the model to train's."""
+    first, last = best.iloc[0], best.iloc[-1]
+    whose = f"the model you will train ({esc(trained)})" if trained else "the full size"
+    return (f'<p class="headline"><b>{whose[0].upper() + whose[1:]}</b>, {last["full_size_mb"]:,.0f} MiB of '
+            f"gradients (counted on the meta device): DDP's scaling efficiency is at most "
+            f"{first['full_size_efficiency_at_most']:.3f} on one node ({int(first['world_size'])} GPUs) and at most "
+            f"{last['full_size_efficiency_at_most']:.3f} at {int(last['world_size'])} GPUs with "
+            f"{'its' if trained else 'the full size' + chr(39) + 's'} gradients: there its step takes at least "
+            f"{last['full_size_least_step_ms']:.4g} ms at any cap against {last['local_step_ms']:.4g} ms on one GPU, "
+            "on the profile's compute (the table's last columns give each strategy's floor).</p>")  # fmt: skip
 
 
 def trained_banner(trained: str) -> str:

@@ -330,9 +330,9 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     # the page's table before it, as the console's: a row per GPU count, stock ranked by its full-size floor
     page_table = page_text.split("<b>The choice</b>: ")[0].rsplit("<table>", 1)[1]
     assert "<th>book</th><th>step ms</th><th>next that fits</th>" in page_table
-    headline = page_text.split("<b>Best cap for DDP</b>")[1].split("</p>")[0]
-    assert "The cap and the efficiency are the tiny size's: " in headline
-    bound = float(re.search(r"whose floor puts the efficiency at \d+ GPUs at ([\d.]+) at most", headline).group(1))
+    lead, headline = page_text.split('<p class="headline">')[1:3]  # the full size's bound first, then the profile's
+    assert lead.startswith("<b>The full size</b>") and headline.startswith("<b>The tiny size's profile</b>")
+    bound = float(re.search(r"and at most ([\d.]+) at \d+ GPUs with the full size's gradients", lead).group(1))
     assert bound < float(re.search(r"Efficiency [\d.]+ on one node \(\d+ GPUs\), ([\d.]+) at", headline).group(1))
     # and a figure of each modelled strategy's step and floor against GPUs, not DDP's caps alone
     assert "Predicted step per strategy on dgx-h100" in page_text and "FSDP2, full-size floor" in page_text

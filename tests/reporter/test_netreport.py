@@ -3,6 +3,7 @@ communication floor and the step-time model against the run's bucket sweep."""
 
 from __future__ import annotations
 
+import html
 import re
 import shutil
 from pathlib import Path
@@ -462,3 +463,42 @@ def test_a_plain_report_keeps_the_cluster_the_site_was_last_built_with_and_says_
     assert f"{str(mine)!r} is neither" in (err := capsys.readouterr().err) and "give --cluster NAME|FILE" in err
     assert cli.main([*plain, "--cluster", ""]) == 0 and site.last_cluster(tmp_path / "other") == ""
     assert cli.main(plain) == 0 and "(no what-if pages: the site's last build had none" in capsys.readouterr().out
+
+
+def test_a_what_if_page_of_a_smaller_size_leads_with_what_the_full_sizes_floors_bound(built, tmp_path):
+    """A run benched smaller than the model to train opened with the small model's 'Efficiency 1.000 … 0.999 at 1024
+    GPUs', its heading the benched size, and the full size's bound in an italic caveat at the end: the model to train
+    now leads, heading and headline, and the profiled size's figures follow, said to be its."""
+    from harness.commands.report import as_predict_counts
+    from reports.pages import whatif_memory
+
+    results, _ = built
+    run, h100 = results / "bucket_sweep", cluster.load("dgx-h100")
+    configs = store.read_configs(run)
+    (tmp_path / "runs").mkdir()
+    name = site.write_whatif_page(run, store.read_run_meta(run), configs, h100, tmp_path,
+                                  **as_predict_counts(run, configs, cluster=h100))  # fmt: skip
+    page = html.unescape((tmp_path / "runs" / name).read_text())
+    assert "<h2>mlp/full to train (profiled: mlp/tiny, batch 8 per GPU)</h2>" in page
+    lead, profiled = page.split('<p class="headline">')[1:3]
+    assert lead.startswith("<b>The full size</b>, 1,024 MiB of gradients (counted on the meta device): DDP's scaling "
+                           "efficiency is at most ")  # fmt: skip
+    most = re.search(r"and at most ([\d.]+) at 1024 GPUs with the full size's gradients: there its step takes at "
+                     r"least ([\d.]+) ms at any cap against ([\d.]+) ms on one GPU", lead)  # fmt: skip
+    bound, least, one_gpu = (float(x) for x in most.groups())
+    assert bound == pytest.approx(one_gpu / least, abs=1e-3)
+    assert profiled.startswith("<b>The tiny size's profile</b> (0.009315 MiB of gradients, the run's), <b>best cap "
+                               "for DDP</b> (ZeRO-1's and FSDP2's steps")  # fmt: skip
+    small = float(re.search(r"Efficiency [\d.]+ on one node \(8 GPUs\), ([\d.]+) at 1024 GPUs", profiled).group(1))
+    assert bound < small  # the small model's efficiency is no bound on the full one's
+    assert "<i>The cap and the efficiency are" not in page  # no longer a caveat at the end
+    table = page.split("its lead")[1].split("</table>")[0]
+    assert "<th>scaling eff. (the tiny size's)</th>" in page.split("its lead")[0].rsplit("<table>", 1)[1]
+    assert table.split("<tr")[-1].split("<td>")[-1].startswith(f"{bound:.3f}</td>")  # the table's last column at 1024
+    assert '"name":"at most, with the gradients of the model to train"' in page  # and drawn beside the efficiency
+    # --train-wopt names the model you will train in the heading; a page without floors keeps its setup
+    group = pd.DataFrame({"setup_workload": ["my.py:Net"], "full_size_mb": [9.0]})
+    assert whatif_memory.heading("my.py:Net/small, batch 8 per GPU", group, "d_model=4096") == (
+        "<h2>my.py:Net with d_model=4096 to train (profiled: my.py:Net/small, batch 8 per GPU)</h2>"
+    )
+    assert whatif_memory.heading("s", group.drop(columns="full_size_mb"), "") == "<h2>s</h2>"
