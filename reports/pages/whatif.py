@@ -171,7 +171,8 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     if counted:  # every setup's rows as predict counts them, with what size they are of
         rows = pd.concat([rows for rows, _ in counted.values()], ignore_index=True)
         size_note = "; ".join(dict.fromkeys(note for _, note in counted.values() if note))
-    parts += [_measured_section(configs), wm.memory_section(rows, cluster, world_sizes(cluster), size_note=size_note),
+    parts += [_measured_section(configs), wm.memory_section(rows, cluster, world_sizes(cluster), size_note=size_note,
+                                                            batch_given=batch_size),
               _sources_section(cluster), _published_section(cluster)]  # fmt: skip
     return page(f"What if: {run_id} on {cluster.name}", "\n".join(parts), depth=1, **inline)
 

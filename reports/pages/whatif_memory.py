@@ -13,7 +13,7 @@ from harness.perfmodel.choice import (
 )
 from harness.perfmodel.choice_table import table_header, table_rows
 from harness.perfmodel.clusters.cluster import Cluster, cap_caveats
-from harness.perfmodel.memory import activation_words, fit_words, mib_text, state_per_rank
+from harness.perfmodel.memory import activation_words, fit_words, mib_text, need_mb, state_per_rank
 from harness.perfmodel.predict import of_setup
 from harness.perfmodel.sharded import OwnCheck, optimizer_break_even, optimizer_share_caveat, unborne_words
 from harness.results.values import strategy_labels
@@ -66,10 +66,12 @@ def how_sure(checked: OwnCheck | None) -> str:
 MEMORY_SETUP = ["workload", "size", "batch_size", "dtype", "optimizer"]
 
 
-def memory_section(configs: pd.DataFrame, cluster: Cluster, worlds: list[int], *, size_note: str = "") -> str:
+def memory_section(configs: pd.DataFrame, cluster: Cluster, worlds: list[int], *, size_note: str = "",
+                   batch_given: int | None = None) -> str:  # fmt: skip
     """Model state per rank at the cluster's GPU counts, per setup and strategy the run measured at two world sizes
     or more (harness.perfmodel.memory: held(n) = whole + split / n, fitted to what its ranks held); `size_note`:
-    what size the rows are of, where not the run's own (`predict`'s memory_rows)."""
+    what size the rows are of, where not the run's own (`predict`'s memory_rows); `batch_given`: predict's
+    --batch-size, where the page was asked for one (rows counted at it say nothing more of their batch)."""
     state = state_per_rank(configs, worlds)
     if state.empty:
         return ""
@@ -85,12 +87,43 @@ def memory_section(configs: pd.DataFrame, cluster: Cluster, worlds: list[int], *
                  for strategy, rows in group.groupby("strategy", sort=False)]  # fmt: skip
         ran = "(the run's, scaled)" if size_note else "(measured)"  # re-counted at another size: the run's, scaled
         head = ["strategy", f"splits {ran}", *(f"{w} {ran if w in measured else 'GPUs'}" for w in shown)]
-        parts += [f"<p class=takeaway><b>{esc(setup_words(dict(zip(MEMORY_SETUP, keys, strict=False))))}:</b> "
-                  f"at {worlds[-1]} GPUs each rank holds {esc(said)} of parameters, gradients and optimizer "
-                  f"state{esc(_with_activations(most) + '.' + _fits(group, cluster, worlds))}</p>",
+        setup = dict(zip(MEMORY_SETUP, keys, strict=False))
+        opening = esc(_first_fit(group, cluster, worlds[0])) + _batch_words(group, setup, batch_given)
+        parts += [f"<p class=takeaway><b>{esc(setup_words(setup))}:</b> {opening}At {worlds[-1]} GPUs each rank "
+                  f"holds {esc(said)} of parameters, gradients and optimizer state"
+                  f"{esc(_with_activations(most) + '.' + _fits(group, cluster, worlds))}</p>",
                   table(head, cells)]  # fmt: skip
     parts.append(f"<p class=caption>{esc(_memory_caption(state, size_note))}</p>")
     return "\n".join(parts)
+
+
+def _first_fit(group: pd.DataFrame, cluster: Cluster, world: int) -> str:
+    """'At 8 GPUs, in a GPU of 80 GiB (dgx-h100): stock fits (450 MiB a rank), ….': the verdict at the fewest GPUs
+    the page predicts, which a team booking one node or two asks first (the whole range follows); '' where no fit
+    is said (no GPU memory in the profile, or no activations counted: fit_words' rule)."""
+    rows = group[(group["world_size"] == world) & group["activation_mb"].notna()] if "activation_mb" in group else []
+    if not cluster.gpu_memory_gib or not len(rows):
+        return ""
+    need = need_mb(rows)
+    said = ", ".join(
+        f"{strategy} {'fits' if mb <= cluster.gpu_memory_gib * 1024 else 'does not fit'} ({mib_text(mb)} a rank)"
+        for strategy, mb in sorted(zip(rows["strategy"], need, strict=True), key=lambda x: x[1])
+    )
+    return f"At {world} GPUs, in a GPU of {cluster.gpu_memory_gib:g} GiB ({cluster.name}): {said}. "
+
+
+def _batch_words(group: pd.DataFrame, setup: dict, batch_given: int | None) -> str:
+    """Where the rows' activations are at the batch the run benched, not one asked for: said, with how to count them
+    at yours (they, and so the fit, grow with the batch sample by sample; the state does not)."""
+    batch = setup.get("batch_size")
+    counted = "activation_mb" in group and group["activation_mb"].notna().any()
+    if not counted or batch is None or pd.isna(batch) or batch_given == int(batch):
+        return ""
+    return (
+        f"Counted at batch {int(batch)} a rank, the batch the run benched: at yours, "
+        "<code>ddpbench predict --run RUN --cluster NAME --local-step-ms MS --batch-size N --page FILE.html</code>, "
+        "with <code>--train-wopt KEY=VALUE</code> for the options you will train with (docs/your-model.md). "
+    )
 
 
 def _with_activations(most: pd.DataFrame) -> str:

@@ -362,10 +362,11 @@ def test_the_what_if_page_carries_each_strategys_model_state_to_the_clusters_gpu
                             held("stock", 1, 90.0, 0.0, "sgd"), held("stock", 2, 90.0, 0.0, "sgd")])  # fmt: skip
     section = section_of(configs)
     assert (
-        "resnet50/small fp32 adam batch 4:</b> at 1024 GPUs each rank holds fsdp 0.352 MiB, zero 198 MiB, "
+        "resnet50/small fp32 adam batch 4:</b> At 1024 GPUs each rank holds fsdp 0.352 MiB, zero 198 MiB, "
         "stock 360 MiB of parameters"
     ) in section  # zero's floor: its largest parameter's Adam state, 18 MiB
-    assert "resnet50/small fp32 sgd batch 4:</b> at 1024 GPUs each rank holds stock 180 MiB" in section
+    assert "resnet50/small fp32 sgd batch 4:</b> At 1024 GPUs each rank holds stock 180 MiB" in section
+    assert "Counted at batch" not in section  # no activations counted: nothing there grows with the batch
     assert "<th>2 (measured)</th>" in section and "<th>8 GPUs</th>" in section and "<td>45 MiB</td>" in section
     assert "a floor under the even split, applied: zero 18 MiB." in section
     assert "forward keeps" not in section  # a run from before activations were counted
@@ -384,6 +385,19 @@ def test_the_what_if_page_carries_each_strategys_model_state_to_the_clusters_gpu
             "at w8); zero fits (215 MiB a rank at most, at w8); buckets for stock, zero; unsharded parameters and "
             "gradients for fsdp not recorded (a run from before ddpbench recorded them): counted as none.</p>"
             ) in counted  # fmt: skip
+    # a team booking 8-16 GPUs read the 1,024-GPU figure first, and the fit at the bench's batch with no word of it:
+    # the fit at the fewest GPUs opens each setup, then the batch it is counted at and how to count it at yours
+    assert ("resnet50/small fp32 adam batch 4:</b> At 8 GPUs, in a GPU of 80 GiB (dgx-h100): fsdp fits (57.5 MiB a "
+            "rank), zero fits (215 MiB a rank), stock fits (450 MiB a rank). Counted at batch 4 a rank, the batch the "
+            "run benched: at yours, <code>ddpbench predict --run RUN --cluster NAME --local-step-ms MS --batch-size N "
+            "--page FILE.html</code>, with <code>--train-wopt KEY=VALUE</code> for the options you will train with "
+            "(docs/your-model.md). At 1024 GPUs each rank holds fsdp") in counted  # fmt: skip
+    small = types.SimpleNamespace(name="small", gpu_memory_gib=0.3)  # 307 MiB: stock's 450 does not fit
+    tight = whatif_memory.memory_section(configs.assign(activation_mb=12.5), small, [8, 16])
+    assert "At 8 GPUs, in a GPU of 0.3 GiB (small): fsdp fits (57.5 MiB a rank), zero fits (215 MiB a rank), stock " \
+        "does not fit (450 MiB a rank)." in tight  # fmt: skip
+    at_given = whatif_memory.memory_section(configs.assign(activation_mb=12.5), small, [8, 16], batch_given=4)
+    assert "Counted at batch" not in at_given and "At 8 GPUs, in a GPU of 0.3 GiB" in at_given  # at the batch asked
 
 
 def test_a_page_scaled_to_a_step_says_ddps_cost_is_inside_where_the_run_has_no_baseline():
