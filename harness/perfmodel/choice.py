@@ -8,6 +8,7 @@ memory). A strategy without a step model is named where it fits: its time needs 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 import pandas as pd
@@ -44,8 +45,7 @@ class Choice:
 def _asked(state: pd.DataFrame, options: dict) -> pd.Series:
     """Per row, whether it asked `options` and nothing else beyond its strategy's defaults (the cap is out already):
     {} for the step models' own; a sweep's gradient_as_bucket_view=false is DDP as it ships."""
-    asked = [roles.beyond_defaults(i, t) == options for i, t in zip(state["impl"], state["impl_options"], strict=True)]
-    return pd.Series(asked, index=state.index)
+    return roles.beyond_defaults_of(state).map(options.__eq__).astype(bool)
 
 
 STEP_COLUMNS = {"reference": "step_ms", "compressed": "compressed_step_ms", "optimizer_shard": "zero_step_ms",
@@ -101,8 +101,8 @@ def left_out_ms(state: pd.DataFrame, named: pd.Series) -> pd.Series:
 
 def _compressed(state: pd.DataFrame) -> pd.Series:
     """The reference's rows asking a compression hook (schedule.WIRE_BYTES: fp16's, bf16's) and nothing else."""
-    hooked = [_asked(state, {"comm_hook": hook}) for hook in WIRE_BYTES]
-    return roles.is_reference(state) & pd.concat(hooked, axis=1).any(axis=1)
+    hooks = [{"comm_hook": hook} for hook in WIRE_BYTES]
+    return roles.is_reference(state) & roles.beyond_defaults_of(state).map(hooks.__contains__).astype(bool)
 
 
 def compressed_note(named: pd.Series, *, full_size: bool = False) -> str:
@@ -174,15 +174,19 @@ def _unbenched(benched: set[str], named: pd.Series) -> list[Candidate]:
     """ZeRO-1's and FSDP2's steps (ranked as `_candidate` ranks them) where the run benched no strategy of theirs:
     predicted from the profile, but what a rank holds was never measured, so none is chosen; each named as you would
     bench it (its strategies' names)."""
-    named_as = pd.DataFrame({"impl": impls.names(), "impl_options": "{}"})
     found = []
-    for model, rows in MODELS[1:]:
-        key = {"ZeRO-1": "optimizer_shard", "FSDP2": "parameter_shard"}[model]
+    for model, key in (("ZeRO-1", "optimizer_shard"), ("FSDP2", "parameter_shard")):
         step, floor = named.get(STEP_COLUMNS[key], np.nan), named.get(FLOOR_COLUMNS[key], np.nan)
         if model not in benched and not pd.isna(step):
-            label = ", ".join(named_as.loc[rows(named_as).to_numpy(), "impl"])
-            found.append(_candidate(label, float("nan"), False, float(step), float(floor), 0.0, model))
+            found.append(_candidate(_names_of(model), float("nan"), False, float(step), float(floor), 0.0, model))
     return found
+
+
+@functools.cache
+def _names_of(model: str) -> str:
+    """The registered strategies step model `model` times ('zero'), as you would bench them: the same every call."""
+    named_as = pd.DataFrame({"impl": impls.names(), "impl_options": "{}"})
+    return ", ".join(named_as.loc[dict(MODELS)[model](named_as).to_numpy(), "impl"])
 
 
 REPLACED = {"ZeRO-1"}  # its floor, DDP's step as ranked + ZeRO's change for the whole model, stands in for its

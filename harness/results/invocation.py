@@ -2,7 +2,7 @@
 machine, names it as the README does (`ddpbench`), since the path that ran it there means nothing here; a run's
 recorded argv reads back the README's way too. A line on this terminal names it as it was invoked, so that the
 user can paste it into the same shell: the face reads that from the command line
-(`harness.commands.console.ddpbench_command`, with MODULES) and passes it here as `program`. It lives in the
+(`harness.commands.console.invoked.ddpbench_command`, with MODULES) and passes it here as `program`. It lives in the
 results layer because both the face (the terminal) and the reports (the pages) print it.
 """
 
