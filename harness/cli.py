@@ -18,6 +18,7 @@ from harness.commands.arguments import EXIT_BAD_INPUT, OneLineParser, add_flags,
 from harness.config.bench import DEVICES, BenchConfig, ConfigError
 from harness.config.flags import STEERS, flag_name, flags_of
 from harness.handoff.costs import process_started_at
+from harness.results.invocation import NAME
 
 EXIT_SIGINT = 130  # 128 + SIGINT, as shells do
 
@@ -207,16 +208,19 @@ def main(argv: list[str] | None = None) -> int:
     args, unknown = parser.parse_known_args(argv)
     if unknown:
         refuse_unknown(parser, args.command, unknown)
-    refuse_empty(parser, sys.argv[1:] if argv is None else argv)
+    given = sys.argv[1:] if argv is None else argv
+    refuse_empty(parser, given)
     if args.command == "bench":  # --resume refuses the flags that would change the stored run
-        args.given_flags = given_bench_flags(sys.argv[1:] if argv is None else argv)
+        args.given_flags = given_bench_flags(given)
+    # the command line a run records: called with flags (a test, a script), those flags, not the caller's own argv
+    command = tuple(sys.argv) if argv is None else (NAME, *argv)
     # When this process is the command (its flags from the command line), its time starts with the process: the
     # interpreter and the imports above are the user's wait too. Called with flags (a test, a script), at the call.
     args.started_at = (process_started_at() if argv is None else None) or time.time()
     module_name, function = COMMANDS[args.command]
     module = importlib.import_module(f"harness.commands.{module_name}")
     try:
-        return getattr(module, function)(args, command=tuple(sys.argv))
+        return getattr(module, function)(args, command=command)
     except ConfigError as exc:
         from harness.commands import console
 

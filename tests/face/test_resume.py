@@ -41,12 +41,13 @@ def test_resume_leaves_a_complete_run_alone_and_adds_a_retry_to_its_timings(tmp_
     assert json.loads(summary_path.read_text()) == first  # the first session's timings kept as they were
 
     assert "sessions" not in store.read_run_meta(tmp_path / "r")  # nothing resumed: nothing recorded
-    resumed = ["/x/.venv/bin/ddpbench", "bench", "--resume", "r", "--retry-failed", "--timeout", "30"]
-    monkeypatch.setattr("sys.argv", resumed)  # the command line run.json records for this session
-    code, out, _ = bench(capsys, tmp_path, *resumed[2:])
+    resumed = ["--resume", "r", "--retry-failed", "--timeout", "30"]
+    monkeypatch.setattr("sys.argv", ["/x/python", "-m", "pytest"])  # the caller's own argv: not this session's command
+    code, out, _ = bench(capsys, tmp_path, *resumed)
     assert code == 0 and "1 to run (the failed ones set aside in retried/ to run again)" in out, out
     meta = store.read_run_meta(tmp_path / "r")  # each session, the first as the run recorded it
-    assert [s["command"] for s in meta["sessions"]] == [meta["command"], resumed]
+    typed = ["ddpbench", "bench", "--results", str(tmp_path), *resumed]  # as called, named as the README names it
+    assert [s["command"] for s in meta["sessions"]] == [meta["command"], typed]
     assert meta["sessions"][0]["started_at"] == meta["started_at"]
     assert "ddpbench: --resume: --timeout applies (steering the running only)" in out
     statuses = dict(zip(*store.read_configs(tmp_path / "r")[["impl", "status"]].to_dict("list").values(), strict=True))
