@@ -1,7 +1,7 @@
 """`ddpbench compare BASE NEW`: did anything get significantly slower?
 
-Configurations are matched by what they measure (strategy, options, workload, size, world
-size, batch, dtype, device) and by the settings that change the measurement without being an
+Configurations are matched by what they measure (strategy, options as they act, workload, size,
+world size, batch, dtype, device) and by the settings that change the measurement without being an
 option (threads per rank, backend, TF32, the first bucket's cap, a timing hook the step paid for):
 two configurations that differ in one of those are not the same measurement, so they are not
 judged, and `compare` names the setting (the command counts them as undecided, never as slower).
@@ -24,18 +24,8 @@ from harness.config.bench import ConfigError
 from harness.results import store
 from harness.results.values import settings_words, strategy_label, timed_by_hook
 
-MATCH_KEYS = (
-    "impl",
-    "impl_options",
-    "workload",
-    "size",
-    "world_size",
-    "nnodes",
-    "batch_size",
-    "dtype",
-    "optimizer",
-    "device",
-)
+MATCH_KEYS = ("impl", "impl_options", "workload", "size", "world_size", "nnodes", "batch_size", "dtype", "optimizer",
+              "device")  # fmt: skip
 SETTING_KEYS = ("threads_per_rank", "backend", "tf32", "first_bucket_cap_mb", "timed_by_hook")
 """Recorded per configuration, not in its options, and each changes the step time: on the CPU the
 threads per rank follow --gpus (a --gpus 1 run gives a world-size-1 rank twice the threads of a
@@ -52,7 +42,7 @@ ENVIRONMENT_KEYS = (
 
 def load_samples(run: Path) -> tuple[dict, pd.DataFrame]:
     """A run folder's (metadata, slowest rank's measured step per configuration and step, with its keys)."""
-    configs, steps = store.read_configs(run), store.read_steps(run)
+    configs, steps = _configs(run), store.read_steps(run)
     measured = steps[~steps["warmup"]]
     slowest = measured.groupby(["config_id", "step"], as_index=False)["step_ms"].max()
     hooked = configs["comm_note"].map(timed_by_hook) if "comm_note" in configs else None
@@ -62,6 +52,13 @@ def load_samples(run: Path) -> tuple[dict, pd.DataFrame]:
             configs = configs.assign(**{key: None})
     ok = configs[configs["status"] == "ok"][["config_id", *MATCH_KEYS, *SETTING_KEYS]]
     return store.read_run_meta(run), slowest.merge(ok, on="config_id")
+
+
+def _configs(run: Path, *, across_strategies: bool = False) -> pd.DataFrame:
+    """A run's configurations, options as they act (roles.with_acting_options: `{}` in one run matches
+    `gradient_as_bucket_view=false`, the default asked by name, in the other); no baseline across strategies."""
+    configs = roles.with_acting_options(store.read_configs(run))
+    return _without_baseline(configs) if across_strategies else configs
 
 
 def repeat_figures(samples: pd.DataFrame) -> pd.DataFrame:
@@ -227,10 +224,6 @@ def compare(
     return pd.DataFrame(rows), environment_differences(base_meta, new_meta), not_compared
 
 
-def _status_rows(run: Path, *, across_strategies: bool) -> pd.DataFrame:
-    return _without_baseline(store.read_configs(run)) if across_strategies else store.read_configs(run)
-
-
 def _plain(key) -> tuple:
     """A group key with every null as None (NaN never equals NaN in a lookup)."""
     return tuple(None if not isinstance(v, str) and pd.isna(v) else v for v in key)
@@ -241,7 +234,7 @@ def _stand_ins(base_run: Path, new_run: Path, keys: list[str]) -> dict[tuple, tu
     none across strategies, where options are not matched."""
     if "impl_options" not in keys:
         return {}
-    held = [{_plain(k) for k in store.read_configs(run)[keys].itertuples(index=False)} for run in (base_run, new_run)]
+    held = [{_plain(k) for k in _configs(run)[keys].itertuples(index=False)} for run in (base_run, new_run)]
     return roles.reference_pairs(*held, keys)
 
 
@@ -275,8 +268,8 @@ def without_counterpart(base_run: Path, new_run: Path, *, across_strategies: boo
     must catch; one NEW did not run, skipped, or ran with other keys (a dtype, a batch) is no evidence.
     """
     keys = match_keys(across_strategies=across_strategies)
-    base = _status_rows(base_run, across_strategies=across_strategies)
-    new = _status_rows(new_run, across_strategies=across_strategies)
+    base = _configs(base_run, across_strategies=across_strategies)
+    new = _configs(new_run, across_strategies=across_strategies)
     new_groups = {_plain(k): g for k, g in new.groupby(keys, dropna=False)} if not new.empty else {}
     stand_ins, failed, missing = _stand_ins(base_run, new_run, keys), [], []
     for key, group in base[base["status"] == "ok"].groupby(keys, dropna=False):

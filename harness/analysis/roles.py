@@ -154,6 +154,25 @@ def beyond_defaults(impl: str, options: Any) -> dict:
     return impls.beyond_defaults(impl, options_of(options))
 
 
+def acting_options(impl: str, options: Any) -> str | None:
+    """A row's options as they act (`beyond_defaults`), in the readers' canonical JSON text: a row asking its
+    strategy's defaults by name, or an option that acts on nothing, reads as the plain row it runs alike with. The
+    text as read where nothing is dropped (a null stays null)."""
+    import json
+
+    asked = options_of(options)
+    acting = beyond_defaults(impl, asked)
+    return options if acting == asked else json.dumps(acting, sort_keys=True)
+
+
+def with_acting_options(rows: pd.DataFrame) -> pd.DataFrame:
+    """`rows` with each `impl_options` as it acts (acting_options): rows that run alike match as one."""
+    if rows.empty or "impl_options" not in rows:
+        return rows
+    pairs = zip(rows["impl"], rows["impl_options"], strict=True)
+    return rows.assign(impl_options=[acting_options(impl, options) for impl, options in pairs])
+
+
 def beyond_defaults_of(rows: pd.DataFrame) -> pd.Series:
     """Per row, `beyond_defaults` of its options: what its strategy ran with that its defaults are not."""
     pairs = zip(rows["impl"], rows["impl_options"], strict=True)

@@ -78,3 +78,18 @@ def test_the_first_buckets_that_tell_the_stand_in_apart_are_said_not_counted_as_
     frame, _, not_compared = compare.compare(results / "cpu_run", results / "bucket_sweep", threshold=0.05)
     assert not_compared == []
     assert set(frame.loc[frame["impl"] == "stock", "paired"]) == {f"{PAIRED} (first bucket 1 vs 25 MiB)"}
+
+
+def test_stock_asking_its_defaults_by_name_is_matched_with_plain_stock(results, capsys):
+    """A sweep of gradient_as_bucket_view records `false`, the default, by name: the same DDP as a plain row."""
+    new = results / "cpu_run_spelled"
+    shutil.copytree(results / "cpu_run", new)
+    for part in (new / "configs").glob("*stock*.parquet"):
+        pd.read_parquet(part).assign(impl_options='{"gradient_as_bucket_view": false}').to_parquet(part)
+    frame, _, not_compared = compare.compare(results / "cpu_run", new, threshold=0.05)
+    assert sorted(frame.loc[frame["impl"] == "stock", "world_size"]) == [1, 2] and not_compared == []
+    failed, missing = compare.without_counterpart(new, results / "cpu_run")
+    assert failed == [] and missing == []
+    assert roles.acting_options("stock", '{"gradient_as_bucket_view": false}') == "{}"
+    assert roles.acting_options("stock", '{"bucket_cap_mb": 25.0}') == '{"bucket_cap_mb": 25.0}'  # the stand-in stays
+    assert roles.acting_options("stock", None) is None  # nothing dropped: as read
