@@ -28,7 +28,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ddpbench {version()}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
 
-    commands.add_parser("list", help="strategies, workloads and cluster profiles, one per line")
+    listing = commands.add_parser("list", help="strategies, workloads and cluster profiles, one per line")
+    listing.add_argument("names", nargs="*", metavar="NAME",
+                         help="say one in full: a strategy, a workload or spec (hf:llama, FILE.py:NAME), a cluster "
+                              "profile or .toml file")  # fmt: skip
     commands.add_parser("env", help="the environment, as JSON")
     add_bench_parser(commands)
     add_compare_parser(commands)

@@ -1,5 +1,6 @@
-"""`ddpbench list` (the strategies with their options, the workloads with their sizes) and
-`ddpbench env` (the environment a run would record, as JSON)."""
+"""`ddpbench list` (the strategies with their options, the workloads with their sizes, the cluster profiles; one of
+each in full where named: `ddpbench list hf:llama my-cluster.toml`) and `ddpbench env` (the environment a run would
+record, as JSON)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ def run_list(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     import impls
     import workloads
 
+    if args.names:  # each resolved before any is said: a bad name is one line and nothing else
+        for describe in [_describer(name) for name in args.names]:
+            describe()
+        return 0
     console.say("strategies:")
     for entry in impls.REGISTRY.entries():
         # An option left unset by default lets the library choose (DDP's own bucket cap): say so, not "None".
@@ -54,6 +59,92 @@ def _list_clusters() -> None:
         console.say(f"  {'':<14} against published nccl-tests all-reduce tables: " + (
             f"{len(checks)} table{'s' if len(checks) > 1 else ''}, {within} of {sizes} sizes within 25 % "
             f"(`predict --cluster {name}` says where)" if checks else "none found"))  # fmt: skip
+
+
+def _describer(name: str):
+    """What `list NAME` says of NAME, a strategy, a cluster profile (built-in, or a .toml file) or a workload
+    (registered, or a spec), as a function to call; ConfigError naming the kinds there are for any other name."""
+    import impls
+    import workloads
+    from harness.config.bench import ConfigError
+    from harness.perfmodel.clusters import cluster
+    from workloads import _zoo
+
+    if name in impls.names():
+        return lambda: _describe_strategy(name)
+    if name in cluster.builtin_names() or name.endswith(".toml"):
+        try:
+            profile = cluster.load(name)
+        except ConfigError as error:  # its words are predict's (--cluster NAME): this command's name instead
+            raise ConfigError(str(error).replace("--cluster ", "ddpbench list ", 1)) from None
+        return lambda: _describe_cluster(profile)
+    if name in workloads.names() or _zoo.is_spec(name):
+        counts = {size: parameter_count(name, size) for size in SIZES}
+        return lambda: _describe_workload(name, counts)
+    raise ConfigError(f"ddpbench list {name!r}: name a strategy ({', '.join(impls.names())}), a workload "
+                      f"({', '.join(workloads.names())}, or a spec such as hf:llama or FILE.py:NAME) or a cluster "
+                      f"profile ({', '.join(cluster.builtin_names())}, or a .toml file)")  # fmt: skip
+
+
+def parameter_count(spec: str, size: str) -> int | str:
+    """The parameters of workload `spec` at `size`, counted on the meta device (nothing allocated, nothing
+    downloaded); the reason where it cannot be built here."""
+    import workloads
+    from harness.measure.modelinfo import parameter_count_on_meta
+
+    workload = workloads.create(spec, size=size)
+    return workload.unavailable_reason(device="cpu") or parameter_count_on_meta(workload)
+
+
+def _describe_workload(name: str, counts: dict) -> None:
+    import workloads
+
+    registered = name in workloads.names()
+    console.say(f"workload {name}" + (f": {workloads.REGISTRY.entry(name).description}" if registered else ""))
+    for size, count in counts.items():
+        if isinstance(count, str):
+            console.say(f"  {size:<6} unavailable ({count})")
+        else:  # DDP all-reduces every gradient a step, in the parameters' dtype: fp32 unless the model says otherwise
+            console.say(f"  {size:<6} {_human_count(count):>7} parameters, {_human_bytes(4 * count)} of fp32 "
+                        "gradients a step (DDP all-reduces them all)")  # fmt: skip
+    if registered:
+        for option in workloads.REGISTRY.entry(name).options().values():
+            if option.name != "size":
+                console.say(f"  --wopt {option.name}={option.default}: {option.doc}")
+    else:
+        console.say("  --wopt: its configuration's fields or its keyword arguments (docs/your-model.md)")
+    console.say(f"  counted on the meta device; bench it: ddpbench bench --workloads {name} --size full")
+
+
+def _describe_strategy(name: str) -> None:
+    import impls
+
+    entry = impls.REGISTRY.entry(name)
+    console.say(f"strategy {name}: {entry.description}")
+    for option in entry.options().values():
+        default = "unset" if option.default is None else option.default
+        valid = f" ({option.valid})" if option.valid else ""
+        console.say(f"  --opt {option.name}={default}{valid}: {option.doc}")
+    for device, steps in getattr(entry.cls, "warmup_needed", {}).items():
+        console.say(f"  warm-up: {steps} steps on {device}")
+
+
+def _describe_cluster(profile) -> None:
+    """The profile as its TOML file (every number with its source: a file to copy and edit), then how it
+    compares with published tables."""
+    from harness.perfmodel.clusters import cluster
+
+    console.say(cluster.to_toml(profile).rstrip("\n"))
+    if missing := cluster.unsourced(profile):
+        console.say(f"# no source given for: {', '.join(missing)}")
+    checks = cluster.published_checks(profile)
+    console.say(
+        "# against published nccl-tests all-reduce tables (none fitted to; docs/measured/cluster-model.md):"
+        if checks
+        else "# against published nccl-tests all-reduce tables: checked for built-in profiles only"
+    )
+    for line in cluster.published_check_summary(checks):
+        console.say(f"#   {line}")
 
 
 SPECS = (
@@ -121,6 +212,13 @@ def _write_counts(counts: dict) -> None:
             write_json(_counts_cache(), counts)
     except OSError:
         pass
+
+
+def _human_bytes(count: float) -> str:
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if count >= scale:
+            return f"{count / scale:.1f} {unit}"
+    return f"{count:.0f} B"
 
 
 def _human_count(count: int) -> str:

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+import tomllib
 
 import impls
 import workloads
@@ -190,3 +191,33 @@ def test_an_output_where_nothing_can_be_made_is_refused_before_anything_runs(cap
     assert cli.main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith("ddpbench: error: ") and "'/proc" in err and err.count("\n") == 1
+
+
+def test_list_says_one_strategy_workload_spec_or_cluster_in_full(tmp_path, capsys):
+    """`list NAME`: what a user needs before a run, for the model and the cluster they mean."""
+    from harness.perfmodel.clusters import cluster
+
+    assert cli.main(["list", "stock", "gpt2", "hf:gpt2", "dgx-h200"]) == 0
+    out = capsys.readouterr().out
+    assert "--opt bucket_cap_mb=unset (MiB > 0): Bucket cap of DDP in MiB" in out  # each option, its doc and range
+    assert "  full    124.4M parameters, 474.7 MiB of fp32 gradients a step (DDP all-reduces them all)" in out
+    assert "workload hf:gpt2\n" in out and "--wopt: its configuration's fields" in out
+    profile = out[out.index("# DGX H200") :].split("\n# against")[0] + "\n"
+    read_back = cluster.from_mapping(tomllib.loads(profile), where=str(cluster.BUILTIN_FOLDER / "dgx-h200.toml"))
+    assert read_back == cluster.load("dgx-h200")  # the file as shipped: one to copy and edit
+    assert "#   1 node: 1 table, 14 of 14 sizes within 25 %" in out
+    mine = tmp_path / "mine.toml"  # a user's own file reads back; its unsourced numbers are named
+    mine.write_text(profile.replace('name = "dgx-h200"', 'name = "mine"').split("[sources]")[0])
+    assert cli.main(["list", str(mine)]) == 0
+    out = capsys.readouterr().out
+    assert 'name = "mine"' in out and "# no source given for: gpus_per_node, generation, cpu" in out
+    assert "checked for built-in profiles only" in out
+
+
+@pytest.mark.parametrize(
+    "name, named", [("bogus", "name a strategy (bucketed"), ("nope.toml", "ddpbench list 'nope.toml'")]
+)
+def test_list_of_an_unknown_name_is_one_line_and_exit_2(capsys, name, named):
+    assert cli.main(["list", "stock", name]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and named in err  # nothing said of the good name before the bad one
