@@ -487,6 +487,11 @@ def test_a_what_if_page_of_a_smaller_size_leads_with_what_the_full_sizes_floors_
                      r"least ([\d.]+) ms at any cap against ([\d.]+) ms on one GPU", lead)  # fmt: skip
     bound, least, one_gpu = (float(x) for x in most.groups())
     assert bound == pytest.approx(one_gpu / least, abs=1e-3)
+    why = re.search(r"<b>Why</b> at 1024 GPUs: at ([\d.]+) MiB its all-reduces take at least ([\d.]+) ms a step, one "
+                    r"after another, overlapping backward \(([\d.]+) ms\); the last \(([\d.]+) ms\) starts only after "
+                    r"backward's last gradient, and at least ([\d.]+) ms of them stay exposed", lead)  # fmt: skip
+    _, comm, _, last, exposed = (float(x) for x in why.groups())  # the full size's, not the profiled size's
+    assert 0 < exposed <= comm and 0 < last <= comm
     assert profiled.startswith("<b>The tiny size's profile</b> (0.009315 MiB of gradients, the run's), <b>best cap "
                                "for DDP</b> (ZeRO-1's and FSDP2's steps")  # fmt: skip
     small = float(re.search(r"Efficiency [\d.]+ on one node \(8 GPUs\), ([\d.]+) at 1024 GPUs", profiled).group(1))
