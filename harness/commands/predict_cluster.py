@@ -312,8 +312,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     cpu = "a CPU's compute: see the warning above" if device == "cpu" and not args.local_step_ms else ""
     said_before: set[str] = set()
 
-    def joined(*parts: str) -> str:  # a caveat in full once, then by its first words: the console is read down
-        out = [part if part not in said_before else f"{part.split(':')[0]} (as said above)" for part in parts if part]
+    def joined(*parts: str) -> str:  # a caveat once, where it first applies: the console is read down
+        out = [part for part in dict.fromkeys(parts) if part and part not in said_before]
         said_before.update(parts)
         return "; ".join(out)
 

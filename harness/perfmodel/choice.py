@@ -114,10 +114,12 @@ def compressed_note(named: pd.Series, *, full_size: bool = False) -> str:
     plain, hooked = ("full_size_exposed_ms", "compressed_full_size_exposed_ms") if full_size else (
         "exposed_comm_ms", "compressed_exposed_comm_ms")  # fmt: skip
     exposed = f"{ms_text(named.get(plain, 0.0))} → {ms_text(named.get(hooked, 0.0))} ms"
-    return (
-        f"{share:.0%} of the bytes all-reduced, exposed communication {exposed}{' at least' * full_size}; "
-        "lossy (the run's parity says how far), its casts left out"
-    )
+    return f"{share:.0%} of the bytes all-reduced{EXPOSED}{exposed}{' at least' * full_size}; {LOSSY}"
+
+
+EXPOSED = ", exposed communication "
+LOSSY = "lossy (the run's parity says how far), its casts left out"
+"""compressed_note's words: before the exposed communication's figures, and what every hook's step leaves out."""
 
 
 MODELS = (("DDP", roles.is_reference), ("ZeRO-1", roles.sharded_optimizer_over_allreduce),
@@ -332,18 +334,7 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
         beside = "; ".join([beside, *(f"{step_text(c)}, not benched: bench it to see what a rank holds"
                                       for c in choice.unbenched)]).strip("; ")  # fmt: skip
         parts.append(f"w{choice.world_size} {picked}{tied}{turns}" + (f" ({beside})" if beside else ""))
-    untimed = untimed_that_fit(state, choices, capacity_gib)
-    one = len(untimed) == 1
-    every = sorted(c.world_size for c in choices)  # a name alone fits at every one
-    where = ", ".join(name if worlds == every else f"{name} at {'/'.join(f'w{w}' for w in worlds)}"
-                      for name, worlds in untimed.items())  # fmt: skip
-    rest = (f"; {where} fit{'s' if one else ''} too, with no step model to predict {'its' if one else 'their'} "
-            "step here: the run page compares what the run measured" if untimed else "")  # fmt: skip
-    left = uncounted(state, choices)
-    if missing := unrecorded(state[state["world_size"].isin({c.world_size for c in choices})]):
-        rest += f"; {missing}"
-    rest += (f"; {', '.join(left)} left out: {'its' if len(left) == 1 else 'their'} activations were not counted"
-             if left else "")  # fmt: skip
+    rest = "".join(f"; {words}" for words in unchosen_words(state, choices, capacity_gib))
     every = [c for choice in choices for c in (*choice.picked, *choice.maybe, *choice.others)]
     floored = " (or its floor with the full size's parameters, where higher)" * any(c.profiled_ms for c in every)
     return (f"the fastest predicted step{floored} of the strategies the run measured whose memory at the step's "
@@ -351,6 +342,23 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
             "a GPU's optimizer temporaries, PowerSGD's error feedback and bucket copies), fits "
             f"{capacity_gib:g} GiB (before buffers and working memory): "
             f"{'; '.join(parts)}{rest}")  # fmt: skip
+
+
+def unchosen_words(state: pd.DataFrame, choices: list[Choice], capacity_gib: float) -> list[str]:
+    """What the choice leaves out, each in a phrase: the strategies that fit without a step model, the shares of
+    memory a run from before did not record, the strategies whose activations were not counted."""
+    untimed = untimed_that_fit(state, choices, capacity_gib)
+    one = len(untimed) == 1
+    every = sorted(c.world_size for c in choices)  # a name alone fits at every one
+    where = ", ".join(name if worlds == every else f"{name} at {'/'.join(f'w{w}' for w in worlds)}"
+                      for name, worlds in untimed.items())  # fmt: skip
+    said = [f"{where} fit{'s' if one else ''} too, with no step model to predict {'its' if one else 'their'} step "
+            "here: the run page compares what the run measured"] if untimed else []  # fmt: skip
+    if missing := unrecorded(state[state["world_size"].isin({c.world_size for c in choices})]):
+        said.append(missing)
+    if left := uncounted(state, choices):
+        said.append(f"{', '.join(left)} left out: {'its' if len(left) == 1 else 'their'} activations were not counted")
+    return said
 
 
 SHARD_OF = {"zero_step_ms": "zero_optimizer_ms", "fsdp_step_ms": "fsdp_optimizer_ms",

@@ -5,10 +5,21 @@ the rest that fits and how far behind, the GPU-hours a million samples take, and
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 
 from harness.analysis import agreement
-from harness.perfmodel.choice import Candidate, Choice, choose, turning_share, whole_step, without_optimizer
+from harness.perfmodel.choice import (
+    EXPOSED,
+    LOSSY,
+    Candidate,
+    Choice,
+    choose,
+    turning_share,
+    whole_step,
+    without_optimizer,
+)
 from harness.results.values import ms_text
 
 COST = 5
@@ -29,42 +40,88 @@ def table_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
     ranks it), the fastest of the rest that fits and how far behind, and what the pick rests on (where none fits,
     the batch a rank at which each would: memory.batch_words); the GPU-hours a million samples take given `batch`
     (without it, no such cell: table_header's `cost`); [] as `choose`."""
+    rows = noted_rows(state, frames, capacity_gib, optimizer_ms=optimizer_ms, step_ms=step_ms, errors=errors,
+                      batch=batch)  # fmt: skip
+    return [(*cells, "; ".join(note.said for note in notes)) for cells, notes in rows]
+
+
+@dataclasses.dataclass(frozen=True)
+class Note:
+    """One thing a pick rests on: `said` whole (the page's cell); a console's cell says `short`, and once under its
+    table `short: rest` with each GPU count's `figure`."""
+
+    said: str
+    short: str
+    rest: str = ""
+    figure: str = ""
+
+
+def noted_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float, *, optimizer_ms: float = 0.0,
+               step_ms: float = 0.0, errors: dict | None = None, batch: int | None = None) -> list[tuple]:  # fmt: skip
+    """`table_rows`' rows with what the pick rests on as `Note`s: (the cells before it, [Note, …])."""
     from harness.perfmodel.memory import batch_words
 
     choices = choose(state, frames, capacity_gib, errors)
     without = {c.world_size: c for c in choose(state, without_optimizer(frames, optimizer_ms), capacity_gib, errors)
                } if optimizer_ms and choices else {}  # fmt: skip
-    cells = [_cells(c, without.get(c.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms, batch=batch)
-             for c in choices]  # fmt: skip
-    rows = [(*row[:6], batch_words(state[state["world_size"] == c.world_size], capacity_gib)) if not c.picked
-            else row for row, c in zip(cells, choices, strict=True)]  # fmt: skip
-    return rows if batch else [row[:COST] + row[COST + 1 :] for row in rows]  # no batch: no GPU-hours column
+    rows = []
+    for c in choices:
+        cells, notes = _cells(c, without.get(c.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms, batch=batch)
+        if not c.picked and (words := batch_words(state[state["world_size"] == c.world_size], capacity_gib)):
+            notes = [Note(words, words)]
+        rows.append((cells if batch else cells[:COST] + cells[COST + 1 :], notes))  # no batch: no GPU-hours
+    return rows
 
 
 def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float, batch=None) -> tuple:
     if not choice.picked:
-        return (str(choice.world_size), "none modelled fits", "", "", "", "", "")
+        return (str(choice.world_size), "none modelled fits", "", "", "", ""), []
     first = choice.picked[0]
     rest = sorted((c for c in choice.others if c.fits and c.step_ms is not None), key=whole_step)  # own cost in
+    cells = (str(choice.world_size), " or ".join(c.strategy for c in choice.picked),
+             _step_cell(choice.picked), rest[0].strategy if rest else "",
+             f"+{whole_step(rest[0]) / whole_step(first) - 1:.1%}" if rest else "",
+             _step_cell(choice.picked, 1e3 / 3600 / batch, lambda v: f"{v:.3g}" if v < 1e3 else f"{v:,.0f}")
+             if batch else "")  # fmt: skip  # GPU-hours: no exponent in a table read by eye
+    return cells, _notes(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms)
+
+
+def _notes(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float) -> list[Note]:
+    """What the pick rests on, each a `Note`."""
     missed = f"a lead under {choice.apart:.0%} is within how far the step models missed this run's own steps"
     tie = missed if choice.apart else f"a lead under {agreement.SMALL_CAP_LEAD:.0%} is more than the model can tell"
-    notes = [f"a tie: {tie}"] if len(choice.picked) > 1 else []
+    notes = [Note(f"a tie: {tie}", "a tie", tie)] if len(choice.picked) > 1 else []
     if turns := turning_share(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms):
-        notes.append(f"holds{turns} (--local-optimizer-ms, with --local-step-ms, settles it)")
-    whose = {id(first): "its"}  # FSDP's or ZeRO's own cost as a CPU measured it, scaled: no GPU's; a tie's too
-    notes += [f"{whose.get(id(c), c.strategy + chr(39) + 's')} step leaves out its own cost ({ms_text(c.left_out_ms)} "
-              "ms more than DDP's as a CPU measured it, scaled)" for c in choice.picked if c.left_out_ms]  # fmt: skip
-    notes += [f"{c.strategy} may be faster ({c.step_ms:.4g} ms before its own cost)" for c in choice.maybe]
-    notes += [f"{c.strategy}: {c.note}" for c in choice.picked if c.note]
-    notes += [f"{c.strategy} predicted faster ({c.step_ms:.4g} ms) but not benched: bench it to see what a rank holds"
-              for c in choice.unbenched]  # fmt: skip
+        settles = "--local-optimizer-ms, with --local-step-ms, settles it"
+        notes.append(Note(f"holds{turns} ({settles})", "the optimizer's share decides", settles, f"holds{turns}"))
+    first = choice.picked[0]  # FSDP's or ZeRO's own cost as a CPU measured it, scaled: no GPU's; a tie's too
+    for c in (c for c in choice.picked if c.left_out_ms):
+        own = f"{ms_text(c.left_out_ms)} ms more than DDP's as a CPU measured it, scaled"
+        whose = "its" if c is first else f"{c.strategy}'s"
+        notes.append(Note(f"{whose} step leaves out its own cost ({own})", f"{c.strategy}'s own cost left out",
+                          f"its step leaves out its own cost, {own}"))  # fmt: skip
+    for c in choice.maybe:
+        own = f"{ms_text(c.left_out_ms)} ms more than DDP's as a CPU measured it, scaled"
+        notes.append(
+            Note(
+                f"{c.strategy} may be faster ({c.step_ms:.4g} ms before its own cost)",
+                f"{c.strategy} may be faster",
+                f"before its own cost, which its step leaves out ({own}): bench it at one GPU to count it",
+                f"{c.step_ms:.4g} ms, {whole_step(c):.4g} ms with it",
+            )
+        )
+    for c in (c for c in choice.picked if c.note):
+        shared, _, exposed = c.note.removesuffix(f"; {LOSSY}").partition(EXPOSED)  # the figures apart: by GPU count
+        rest = "; ".join(part for part in (shared, LOSSY if c.note.endswith(LOSSY) else "") if part)
+        notes.append(Note(f"{c.strategy}: {c.note}", c.strategy, rest, f"exposed {exposed}" if exposed else ""))
+    notes += [Note(f"{c.strategy} predicted faster ({c.step_ms:.4g} ms) but not benched: bench it to see what a "
+                   "rank holds", f"{c.strategy} not benched", "predicted faster, but not benched: bench it to see "
+                   "what a rank holds", f"{c.step_ms:.4g} ms") for c in choice.unbenched]  # fmt: skip
     unfit = sorted(c.strategy for c in (*choice.others, *choice.maybe) if not c.fits)
-    notes += [f"{', '.join(unfit)} do{'es' * (len(unfit) == 1)} not fit"] if unfit else []
-    return (str(choice.world_size), " or ".join(c.strategy for c in choice.picked),
-            _step_cell(choice.picked), rest[0].strategy if rest else "",
-            f"+{whole_step(rest[0]) / whole_step(first) - 1:.1%}" if rest else "",
-            _step_cell(choice.picked, 1e3 / 3600 / batch, lambda v: f"{v:.3g}" if v < 1e3 else f"{v:,.0f}")
-            if batch else "", "; ".join(notes))  # fmt: skip  # GPU-hours: no exponent in a table read by eye
+    if unfit:
+        said = f"{', '.join(unfit)} do{'es' * (len(unfit) == 1)} not fit"
+        notes.append(Note(said, said))
+    return notes
 
 
 def _step_cell(picked: list[Candidate], scale: float = 1.0, text=lambda value: f"{value:.4g}") -> str:

@@ -279,6 +279,7 @@ def test_a_gpu_run_predicted_on_its_own_network_says_which_strategy_fits_its_gpu
     assert "stock fits (4.5 MiB a rank at most)" in out  # 1 + 1 + 2 held, 0.5 of activations
     # mlp at its tiny size: what fits is the tiny model's (a review read 'fits' of a model 10,000 times smaller)
     assert "counted as none [the tiny size's model, not the full size's: bench --size full for the one" in out
-    choice = next(line for line in out.splitlines() if line.startswith("ddpbench predict: the choice on "))
-    assert choice.startswith("ddpbench predict: the choice on the run's NVIDIA H100 80GB HBM3, the fastest predicted")
-    assert " w8 stock " in choice and out.index("and FSDP2") < out.index(choice)
+    lines = out.splitlines()
+    at = next(k for k, line in enumerate(lines) if line.startswith("ddpbench predict: the answer on "))
+    assert lines[at].startswith("ddpbench predict: the answer on the run's NVIDIA H100 80GB HBM3, the fastest step")
+    assert lines[at + 2].split()[:2] == ["8", "stock"] and out.index("and FSDP2") < out.index(lines[at])

@@ -67,18 +67,28 @@ def test_nothing_is_chosen_without_a_gpu_memory_or_counted_activations():
     assert choice.choose(predictions.labelled(uncounted), FRAMES, 80.0) == []
 
 
-def test_the_console_line_says_the_pick_what_is_beside_it_and_what_fits_untimed(capsys):
-    cluster = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=80.0)
-    predictions.strategy_choice(STATE, cluster, frames=FRAMES, caveat="a CPU's compute")
-    said = capsys.readouterr().out.splitlines()[0]  # the long form, before the table
-    assert said.startswith("ddpbench predict: the choice on dgx-h100, the fastest predicted step of the strategies the")
+def test_the_choice_says_the_pick_what_is_beside_it_and_what_fits_untimed(capsys):
+    """The page's words in full; the console's table, with what it leaves out and the caveat under it, once."""
+    said = choice.choice_words(predictions.labelled(STATE), FRAMES, 80.0)
+    assert said.startswith("the fastest predicted step of the strategies the")
     assert "w8 zero 104 ms (stock does not fit: 100 GiB a rank)" in said
     assert "w64 stock 100 ms or zero 103 ms (too close to call: under the 4 % the model can tell)" in said
     assert "; fsdp fits too, with no step model to predict its step here: the run page compares" in said  # no counts
-    assert said.rstrip().endswith("[a CPU's compute]")
+    cluster = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=80.0)
+    predictions.strategy_choice(STATE, cluster, frames=FRAMES, caveat="a CPU's compute")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("ddpbench predict: the answer on dgx-h100, the fastest step of what fits 80 GiB a GPU")
+    assert lines[2].split() == ["8", "zero", "104", "stock", "does", "not", "fit"]
+    assert lines[3].split() == ["64", "stock", "or", "zero", "100–103", "a", "tie", "[1]"]
+    assert lines[4] == "  [1] a tie (w64): a lead under 4% is more than the model can tell"
+    assert lines[5:] == ["  fsdp fits too, with no step model to predict its step here: the run page compares what "
+                         "the run measured", "  a CPU's compute"]  # fmt: skip
     small = _state([("stock", 8, 20.0), ("zero", 8, 19.0)])
+    assert "w8 stock 100 ms (zero 110 ms, 10.0% slower)" in choice.choice_words(
+        predictions.labelled(small), [_frame(8, 100.0, 110.0)], 80.0
+    )
     predictions.strategy_choice(small, cluster, frames=[_frame(8, 100.0, 110.0)])
-    assert "w8 stock 100 ms (zero 110 ms, 10.0% slower)" in capsys.readouterr().out
+    assert capsys.readouterr().out.splitlines()[2].split() == ["8", "stock", "100", "zero", "+10.0%"]
 
 
 def test_fsdps_modelled_step_joins_the_choice_where_the_profile_has_its_blocks():
@@ -106,7 +116,14 @@ def test_fsdps_lead_under_the_own_cost_its_step_leaves_out_makes_it_a_maybe_not_
     said = capsys.readouterr().out
     assert ("w64 stock 100 ms or zero 103 ms (too close to call: under the 4 % the model can tell) (fsdp 90 ms may "
             "be faster: its step leaves out its own cost, 12 ms more than DDP's as a CPU measured it, scaled, 102 ms "
-            "with it (bench it at one GPU to count it))") in said  # fmt: skip
+            "with it (bench it at one GPU to count it))") in choice.choice_words(
+        predictions.labelled(STATE), [left], 80.0
+    )  # fmt: skip  # the page's words; the console's table, its note under it:
+    assert "  64  stock or zero  100–103" in said and "a tie [1]; fsdp may be faster [2]" in said
+    assert (
+        "  [2] fsdp may be faster (w64 90 ms, 102 ms with it): before its own cost, which its step leaves "
+        "out (12 ms more than DDP's as a CPU measured it, scaled): bench it at one GPU to count it"
+    ) in said
     assert "fsdp fits too, with no step model" not in said
     far = frame.assign(fsdp_step_ms=80.0, fsdp_own_left_out_ms=12.0)  # 20 ms ahead: the pick even so
     assert [c.strategy for c in choice.choose(predictions.labelled(STATE), [far], 80.0)[0].picked] == ["fsdp"]
@@ -284,9 +301,8 @@ def test_the_answer_ends_as_a_table_of_the_pick_the_next_and_what_it_rests_on(ca
     cluster = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=80.0)
     predictions.strategy_choice(state, cluster, frames=frames, cpu_optimizer=(30.0, 100.0), batch=32)
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("ddpbench predict: the choice on dgx-h100, ")  # in full, then the table in sight
-    assert lines[1].startswith("ddpbench predict: the answer on dgx-h100, the fastest step of what fits 80 GiB a GPU")
-    header, w8, w64 = lines[2:5]
+    assert lines[0].startswith("ddpbench predict: the answer on dgx-h100, the fastest step of what fits 80 GiB a GPU")
+    header, w8, w64 = lines[1:4]
     assert [cell.strip() for cell in header.split("  ") if cell] == ["GPUs", "book", "step ms", "next that fits",
                                                                      "behind", "GPU-h per 1M samples",
                                                                      "the pick rests on"]  # fmt: skip
@@ -295,12 +311,15 @@ def test_the_answer_ends_as_a_table_of_the_pick_the_next_and_what_it_rests_on(ca
     assert w64.split()[:6] == ["64", "zero", "95", "stock", "+5.3%", "0.825"]
     assert header.index("book") == w64.index("zero")  # words aligned left, figures right
     assert header.index("behind") + len("behind") == w64.index("+5.3%") + len("+5.3%")
-    assert w64.endswith("holds if a GPU's optimizer takes 23% of the one-GPU step or more, else stock (--local-"
-                        "optimizer-ms, with --local-step-ms, settles it); fsdp may be faster (90 ms before its own "
-                        "cost)")  # fmt: skip
-    assert len(lines) == 5
+    assert w64.endswith("the optimizer's share decides [1]; fsdp may be faster [2]")  # each said once, under it:
+    assert lines[4:] == [
+        "  [1] the optimizer's share decides (w64 holds if a GPU's optimizer takes 23% of the one-GPU step or more, "
+        "else stock): --local-optimizer-ms, with --local-step-ms, settles it",
+        "  [2] fsdp may be faster (w64 90 ms, 102 ms with it): before its own cost, which its step leaves out (12 ms "
+        "more than DDP's as a CPU measured it, scaled): bench it at one GPU to count it",
+    ]
     predictions.strategy_choice(state, cluster, frames=frames, cpu_optimizer=(30.0, 100.0), cpu_steps=True, batch=32)
-    header, w8 = capsys.readouterr().out.splitlines()[2:4]  # a CPU's steps: a walkthrough read them as an H100's
+    header, w8 = capsys.readouterr().out.splitlines()[1:3]  # a CPU's steps: a walkthrough read them as an H100's
     assert [cell.strip() for cell in header.split("  ") if cell][
         2
     ] == "step ms (a CPU's compute, the cluster's network)"
@@ -339,8 +358,8 @@ def test_a_table_whose_models_missed_the_runs_own_steps_says_so_in_its_title(cap
     state = _state([("stock", 8, 20.0)])
     predictions.strategy_choice(state, cluster, frames=[_frame(8, 100.0, 104.0)], errors={"DDP": [-0.57, -0.5]})
     assert (
-        "the step models missed this run's own steps by up to 57%: not borne out, see below)"
-        in (capsys.readouterr().out.splitlines()[1])
+        "the step models missed this run's own steps by up to 57%: not borne out, see below):"
+        in (capsys.readouterr().out.splitlines()[0])
     )
     predictions.strategy_choice(state, cluster, frames=[_frame(8, 100.0, 104.0)], errors={"DDP": [-0.1]})
     assert "not borne out" not in capsys.readouterr().out
