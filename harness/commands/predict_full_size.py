@@ -102,12 +102,12 @@ def said_state(run_dir: Path, configs, setup: dict, worlds: list[int], gpu, *, b
                options: dict | None = None):  # fmt: skip
     """The model state per rank (perfmodel.memory.state_per_rank) at the world sizes the run measured and at
     `worlds`, of `memory_rows` (at `batch_size`, with `options`), said with what fits `gpu`; returned."""
-    from harness.commands.console import predictions
+    from harness.commands.console import memory
     from harness.perfmodel.memory import state_per_rank
 
     rows, note = memory_rows(run_dir, configs, setup, batch_size=batch_size, options=options)
     state = state_per_rank(rows, worlds)
-    predictions.model_state(state, worlds, gpu, size_note=note)
+    memory.model_state(state, worlds, gpu, size_note=note)
     if state.empty and not rows.empty:  # a one-GPU run: once no word, and no choice after it either
         console.warning(
             "no model state per rank, so no choice of strategy: a rank's share of the state is "

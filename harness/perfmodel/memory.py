@@ -260,12 +260,12 @@ def mib_text(value: float) -> str:
     return f"{value / 1024:.3g} GiB" if value >= 1024 else f"{value:.3g} MiB" if value < 999.5 else f"{value:.0f} MiB"
 
 
-def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
+def activation_words(rows: pd.DataFrame, *, holds: str = "", totals: bool = True) -> str:
     """What the model's forward keeps, said alike by the console and the what-if page (rows of one setup, with a
     `strategy` label, at one world size): 'the model's forward keeps 1.18 GiB of activations for backward at 8
     samples a rank in fp32 (151 MiB a sample; most kept by NewGELUActivation 48%), every strategy alike at any
-    GPU count: stock 3.03 GiB, … in all' (`holds` before the totals: 'at w64 a rank holds '). '' where the run
-    did not count them."""
+    GPU count: stock 3.03 GiB, … in all' (`holds` before the totals: 'at w64 a rank holds '; none without `totals`).
+    '' where the run did not count them."""
     if "activation_mb" not in rows or rows["activation_mb"].isna().all():
         return ""
     others = rows[rows["activation_mb"].isna()]  # computing in another dtype, uncounted; or one process
@@ -282,21 +282,22 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "") -> str:
     notes += [f"most kept by {top}"] if top else []
     noted = f" ({'; '.join(notes)})" if notes else ""
     held = ", ".join(f"{r.strategy} {mib_text(need)}" for r, need in zip(rows.itertuples(), need_mb(rows), strict=True))
-    parts = (_beside(rows, "buckets_mb", "the gradient buckets kept beside the gradients", "buckets"),
-             _beside(rows, "unsharded_mb", "the parameters and gradients held whole at the peak",
-                     "unsharded parameters and gradients"),
-             _beside(rows, "optimizer_temp_mb", "a GPU's Adam temporaries", "optimizer temporaries"),
-             _beside(rows, "hook_copies_mb", "PowerSGD's copies of a bucket while it compresses it", "copies"),
-             _beside(rows, "hook_state_mb", "PowerSGD's error feedback, kept from step to step",
-                     "the hook's state"))  # fmt: skip
-    beside = "; ".join(part for part in parts if part)
+    beside = "; ".join(part for part in (_beside(rows, *kept_beside) for kept_beside in BESIDE) if part)
     buckets = f" (its state and the larger of backward's part and the optimizer step's; {beside})" if beside else ""
     tokens = first.get("tokens_per_batch")  # a language model's: its activations grow with the sequence's length
     samples = f"{batch} sample{'s' * bool(batch != 1)}" + (f" of {int(tokens) // batch:,} tokens" if tokens > 0 else "")
     alike = "every strategy alike" + "".join(f"{' but' if k == 0 else ','} {e}" for k, e in enumerate(exceptions))
     return (f"the model's forward keeps {mib_text(kept)} of activations for backward at {samples} a rank in "
-            f"{dtype}{noted}, {alike} at any GPU count: {holds}{held} at the step's peak"
-            f"{buckets}")  # fmt: skip
+            f"{dtype}{noted}, {alike} at any GPU count" + (f": {holds}{held} at the step's peak{buckets}" if totals
+                                                            else ""))  # fmt: skip
+
+
+BESIDE = (("buckets_mb", "the gradient buckets kept beside the gradients", "buckets"),
+          ("unsharded_mb", "the parameters and gradients held whole at the peak", "unsharded parameters and gradients"),
+          ("optimizer_temp_mb", "a GPU's Adam temporaries", "optimizer temporaries"),
+          ("hook_copies_mb", "PowerSGD's copies of a bucket while it compresses it", "copies"),
+          ("hook_state_mb", "PowerSGD's error feedback, kept from step to step", "the hook's state"))  # fmt: skip
+"""What a rank keeps beside its state at the step's peak (need_mb): its column, in words, in short."""
 
 
 def _why_uncounted(row) -> str:
@@ -341,24 +342,24 @@ def fit_words(state: pd.DataFrame, capacity_gib: float) -> str:
     """Whether each strategy's need at its step's peak (`need_mb`) fits in a GPU of `capacity_gib`, at the world
     sizes of `state` (state_per_rank's, labelled): 'stock does not fit (177 GiB a rank at the least); zero fits from
     w64 (72.8 GiB a rank there); fsdp fits at w8, not at w64 (91 GiB a rank there)'. '' without a capacity or
-    counted activations (the state alone would pass a model whose activations do not fit); a strategy without
-    them (another compute dtype, uncounted) is left out."""
+    counted activations (the state alone would pass a model whose activations do not fit); a strategy without them
+    (another compute dtype, uncounted) is left out."""
     state = state[state["activation_mb"].notna()] if "activation_mb" in state else state.iloc[:0]
     if not capacity_gib or state.empty:
         return ""
-    said = []
-    for strategy, rows in state.sort_values("world_size").groupby("strategy", sort=False):
-        need = need_mb(rows).to_numpy()
-        worlds = rows["world_size"].to_numpy().astype(int)
-        fits = need <= capacity_gib * 1024
-        batches = largest_batch(rows, capacity_gib).to_numpy()
-        phrase, most = _fit_phrase(fits, need, worlds), int(np.argmax(batches))
-        if not fits.any() and 0 < batches[most] < rows.get("batch_size", pd.Series([0])).max():  # at a smaller one
-            phrase = (
-                phrase.removesuffix(")") + f"; at batch {batches[most]} a rank or fewer it would, at w{worlds[most]})"
-            )
-        said.append(f"{strategy} {phrase}")
+    said = [f"{name} {fit_phrase(rows, capacity_gib)}" for name, rows in state.sort_values("world_size").groupby(
+        "strategy", sort=False)]  # fmt: skip
     return "; ".join([*said, *filter(None, [unrecorded(state)])])
+
+
+def fit_phrase(rows: pd.DataFrame, capacity_gib: float) -> str:
+    """'fits (72.8 GiB a rank at most)', 'does not fit (…; at batch 6 a rank or fewer it would, at w8)' (fit_words)."""
+    need, worlds = need_mb(rows).to_numpy(), rows["world_size"].to_numpy().astype(int)
+    fits, batches = need <= capacity_gib * 1024, largest_batch(rows, capacity_gib).to_numpy()
+    phrase, most = _fit_phrase(fits, need, worlds), int(np.argmax(batches))
+    if not fits.any() and 0 < batches[most] < rows.get("batch_size", pd.Series([0])).max():  # at a smaller one
+        phrase = phrase.removesuffix(")") + f"; at batch {batches[most]} a rank or fewer it would, at w{worlds[most]})"
+    return phrase
 
 
 def _fit_phrase(fits: np.ndarray, need: np.ndarray, worlds: np.ndarray) -> str:

@@ -275,10 +275,12 @@ def test_a_gpu_run_predicted_on_its_own_network_says_which_strategy_fits_its_gpu
     assert cli.main(["predict", "--run", "gpu_memory", "--results", str(tmp_path), "--gpus", "8",
                      "--busbw", "100GB/s"]) == 0  # fmt: skip
     out = capsys.readouterr().out
-    assert "ddpbench predict: in a GPU of 79.6 GiB (the run's NVIDIA H100 80GB HBM3), at the step's peak" in out
-    assert "stock fits (4.5 MiB a rank at most)" in out  # 1 + 1 + 2 held, 0.5 of activations
+    lines = out.splitlines()
+    at = next(k for k, line in enumerate(lines) if line.startswith("ddpbench predict: memory per rank: "))
+    assert lines[at + 1].split("  ")[-1] == "in a GPU of 79.6 GiB (the run's NVIDIA H100 80GB HBM3)"
+    assert lines[at + 2].split() == ["stock", "4", "MiB", "4.5", "MiB", "none", "fits"]  # 1 + 1 + 2 held, 0.5 of them
     # mlp at its tiny size: what fits is the tiny model's (a review read 'fits' of a model 10,000 times smaller)
-    assert "counted as none [the tiny size's model, not the full size's: bench --size full for the one" in out
+    assert lines[at + 4].startswith("  the tiny size's model, not the full size's: bench --size full for the one")
     lines = out.splitlines()
     at = next(k for k, line in enumerate(lines) if line.startswith("ddpbench predict: the answer on "))
     assert lines[at].startswith("ddpbench predict: the answer on the run's NVIDIA H100 80GB HBM3, the fastest step")

@@ -377,7 +377,7 @@ def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_
     assert "[no broadcast measured: at the all-reduce's α and bus bandwidth (given: busbw 1 GB/s" in said
     assert "ddpbench predict: and FSDP2 (fully_shard on each block and the root, its defaults): w4" in said
     assert "no all-gather or reduce-scatter measured: at the all-reduce's α and bus bandwidth (given: busbw 2" in said
-    assert "the choice on" not in said and "in a GPU of" not in said  # a CPU run: no GPU to fit in
+    assert "the answer on" not in said and "in a GPU of" not in said  # a CPU run: no GPU to fit in
     # no FSDP step at one rank: FSDP2's step carries no own cost, and says so
     assert "FSDP's own cost not added: the run has no FSDP step at one rank to measure it by" in said
     assert rows[1]["fsdp_own_ms"].isna().all() and rows[1]["fsdp_step_ms"].notna().all()
@@ -393,11 +393,11 @@ def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_
     assert "at the full size, mlp's parameters (" in said
     assert "[a CPU's compute: see the warning above; the tiny" in said
     # what fits is the full size's: mlp/full's 1.0 GiB of parameters and as much of gradients, SGD keeping none
-    assert ("model state per rank [at the full size: its parameters and activations counted on the meta device at "
-            "batch 8 a rank, each rank's share of them as the tiny run measured it; activations in fp32, the run's "
-            "dtype: trained in bf16 (autocast) most are kept in half the bytes; bench --dtype bf16 to count them "
-            "so]") in said  # fmt: skip
-    assert "w8: naive 2 GiB, flat 2 GiB, stock 2 GiB, bucketed 2 GiB" in said
+    assert ("\n  at the full size: its parameters and activations counted on the meta device at batch 8 a rank, each "
+            "rank's share of them as the tiny run measured it; activations in fp32, the run's dtype: trained in bf16 "
+            "(autocast) most are kept in half the bytes; bench --dtype bf16 to count them so\n") in said  # fmt: skip
+    assert "\n  naive                  2 GiB           2 GiB" in said
+    assert "\n  flat, stock, bucketed  2 GiB           3 GiB    buckets 1 GiB" in said  # alike: one row
     # no collectives run beside it: the model's error on the run's own steps is missing, and said so
     assert "ddpbench predict: not checked against this run's own steps: no `ddpbench collectives` run of" in said
     cluster_rows = pd.read_csv(on_cluster)

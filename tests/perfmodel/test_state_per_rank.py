@@ -48,26 +48,34 @@ def test_noise_never_fits_a_negative_part_and_a_run_without_held_state_has_no_ta
 
 
 def test_predict_prints_each_strategys_model_state_at_the_gpu_counts_asked(capsys):
-    from harness.commands.console import predictions
+    from harness.commands.console import memory as console_memory
 
     state = memory.state_per_rank(RUN, [8, 64])
-    predictions.model_state(state, [8, 64])
+    console_memory.model_state(state, [8, 64])
     said = capsys.readouterr().out
-    assert "model state per rank (parameters, gradients, optimizer state, as held at 1, 2 ranks" in said
-    assert "w8: fsdp 45.2 MiB, zero 204 MiB, stock 362 MiB; w64: fsdp 5.65 MiB, zero 184 MiB, stock 362 MiB" in said
+    assert "memory per rank: the model state (parameters, gradients, optimizer state) as held at 1, 2 ranks" in said
+    assert said.splitlines()[1:] == [  # smallest first; a figure alike at every GPU count said once
+        "  strategies  model state w8 / w64",
+        "  fsdp        45.2 MiB / 5.65 MiB",
+        "  zero        204 MiB / 184 MiB",
+        "  stock       362 MiB",
+    ]
     assert "forward keeps" not in said  # a run from before activations were counted: not said
     counted = RUN.assign(activation_mb=130.0, activation_top="NewGELUActivation 48%")
-    predictions.model_state(memory.state_per_rank(counted, [8, 64]), [8, 64])
+    console_memory.model_state(memory.state_per_rank(counted, [8, 64]), [8, 64])
     said = capsys.readouterr().out
     assert (
         "and the model's forward keeps 130 MiB of activations for backward at 4 samples a rank in fp32 (32.5 MiB a "
-        "sample; most kept by NewGELUActivation 48%), every strategy alike at any GPU count: at w64 a rank holds "
-        "fsdp 136 MiB, zero 314 MiB, stock 492 MiB at the step's peak"
+        "sample; most kept by NewGELUActivation 48%), every strategy alike at any GPU count"
     ) in said
+    assert (
+        "  stock       362 MiB               492 MiB            optimizer temporaries 90.5 MiB" in said
+    )  # at the peak
+    assert "  fsdp        45.2 MiB / 5.65 MiB   175 MiB / 136 MiB  optimizer temporaries 1.41 MiB" in said
     # a language model's activations grow with the sequence: its length is said (the full size's may be another)
-    predictions.model_state(memory.state_per_rank(counted.assign(tokens_per_batch=4 * 1024), [8]), [8])
+    console_memory.model_state(memory.state_per_rank(counted.assign(tokens_per_batch=4 * 1024), [8]), [8])
     assert "of activations for backward at 4 samples of 1,024 tokens a rank in fp32" in capsys.readouterr().out
-    predictions.model_state(state.iloc[0:0], [8])  # nothing measured at two world sizes: nothing said
+    console_memory.model_state(state.iloc[0:0], [8])  # nothing measured at two world sizes: nothing said
     assert capsys.readouterr().out == ""
 
 

@@ -342,35 +342,6 @@ def fsdp_answer(frames: list[pd.DataFrame], *, caveat: str = "", priced: str = C
     )
 
 
-def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_note: str = "") -> None:
-    """Each strategy's model state per rank at `worlds` (memory.state_per_rank's rows of one setup), smallest first:
-    what the run's ranks held, carried to GPU counts it did not reach; with the activations counted and a `cluster`
-    with a GPU memory, which fits there (`size_note` in brackets: the run's model is not the one to train)."""
-    if state.empty:
-        return
-    from harness.perfmodel.memory import activation_words, fit_words, floor_words, mib_text
-
-    state = labelled(state)
-    measured = ", ".join(str(int(w)) for w in sorted(state.loc[state["measured"], "world_size"].unique()))
-    said = []
-    for world in worlds:
-        at = state[state["world_size"] == world].sort_values("total_mb", kind="stable")
-        said.append(f"w{world}: " + ", ".join(f"{r.strategy} {mib_text(r.total_mb)}" for r in at.itertuples()))
-    floor = f" ({floors})" if (floors := floor_words(state)) else ""
-    say(f"ddpbench predict: model state per rank{f' [{size_note}]' if size_note else ''} (parameters, gradients, "
-        f"optimizer state, as held at {measured} ranks and carried on as held(n) = whole + split / n; what a step "
-        f"holds beside it follows): {'; '.join(said)}{floor}")  # fmt: skip
-    last = state[state["world_size"] == worlds[-1]].sort_values("total_mb", kind="stable")
-    if words := activation_words(last, holds=f"at w{worlds[-1]} a rank holds "):
-        say(f"ddpbench predict: and {words}")
-    capacity = getattr(cluster, "gpu_memory_gib", 0.0)
-    if words := fit_words(state[state["world_size"].isin(worlds)], capacity):
-        say(f"ddpbench predict: in a GPU of {capacity:g} GiB ({cluster.name}), at the step's peak with the gradient "
-            f"buckets, FSDP's unsharded parameters and gradients, a GPU's optimizer temporaries and PowerSGD's error "
-            f"feedback and bucket copies, before buffers and "
-            f"the kernels' working memory: {words}" + (f" [{size_note}]" if size_note else ""))  # fmt: skip
-
-
 def labelled(state: pd.DataFrame) -> pd.DataFrame:
     """Model-state rows with the `strategy` each line names them by (its options too, as the pages name it)."""
     from harness.results.values import strategy_labels
