@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from harness.commands import console, predict_full_size, predict_input
-from harness.commands.console import predictions, scaling
+from harness.commands.console import predictions, scaling, steps
 from harness.config.bench import ConfigError
 
 DEFAULT_SIZES = "1KiB:16GiB"
@@ -324,19 +324,19 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         frame = cluster_frame(profile, caps=caps, link=link, world_size=world, zero_own=zero_own, fsdp_part=sharded)
         frame.insert(0, "nodes", nodes)
         frame.insert(0, "world_size", world)
-        frame = agreement.with_answer_marks(frame)
-        said = joined(*caveat, cluster.cap_caveat(chosen, nodes))
-        predictions.cluster_steps(chosen, frame, world=world, nodes=nodes, caveat=said)
-        rows.append(frame)
+        rows.append(agreement.with_answer_marks(frame))
     if smaller:  # the full size's gradients on the same compute: the least each step can take
         rows = predict_full_size.with_floors(rows, setup, profile, configs=configs, link=link, cluster_name=chosen.name,
                                              fsdp_profile=sharded.profile, fsdp_own_s=sharded.own_s or 0.0,
                                              zero_own_s=zero_own.added_s, options=trained)  # fmt: skip
+    steps.cluster_table(chosen, rows)
+    for frame, nodes in zip(rows, node_counts(args), strict=True):  # each GPU count's fastest cap, a caveat once
+        said = joined(*caveat, cluster.cap_caveat(chosen, nodes))
+        predictions.best_cap(frame, world=int(frame["world_size"].iloc[0]), decimals=3, caveat=said)
     floors = {label: predict_full_size.floor_words(rows, label) for label in predict_full_size.FLOORED}
 
-    # the answer and the choice span every node count: each one's caveat, once
-    caps_said = cluster.cap_caveats(chosen, node_counts(args))
-    said = joined(*caveat, floors["DDP"], caps_said)
+    # the answer and the choice span every node count: each caveat once
+    said = joined(*caveat, floors["DDP"])  # each node count's published-table caveat: beside its fastest cap, above
     own_ms = calibration.reducer_s * 1e3  # DDP's own cost as the prediction adds it (scaled with any compute)
     predictions.cluster_answer(chosen, rows, backward_ms=profile.backward_s * 1e3, caveat=said, own_ms=own_ms)
     share = profile.optimizer_s / profile.local_step_s if profile.local_step_s else 0.0
@@ -357,7 +357,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     predictions.fsdp_answer(rows, caveat=joined(*caveat, floors["FSDP2"], *cpu_split("FSDP2"), sharded.note))
     if state is not None:  # the two halves joined: the fastest of the strategies that fit (floors in its own words)
         step_batch = (predict_input.memory_batch(args, setup) or int(setup["batch_size"])) if setup else None
-        notes = joined(*caveat, caps_said, *cpu_split("ZeRO-1", "FSDP2"), sharded.note, zero_own.note)
+        notes = joined(*caveat, *cpu_split("ZeRO-1", "FSDP2"), sharded.note, zero_own.note)
         predictions.strategy_choice(state, chosen, frames=rows, caveat=notes, cpu_optimizer=cpu_optimizer,
                                     errors=errors, cpu_steps=device == "cpu" and not args.local_step_ms,
                                     batch=step_batch)  # fmt: skip

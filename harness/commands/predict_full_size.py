@@ -192,30 +192,11 @@ def with_floors(frames: list, setup: dict, profile, *, configs, link, cluster_na
     gradients = f"{mib_text(params.grad_bytes / 2**20)} of gradients in {len(params.trained)} tensors"
     which = f" (the model you will train: {trained_text(configs, setup, options)})" if options is not None else ""
     console.say(f"ddpbench predict: at the full size{which}, {setup['workload']}'s parameters ({gradients}, counted on "
-                f"the meta device) put these floors under each step on {cluster_name} (ms, at least; the tables above "
-                f"are the {'benched model' if options is not None else setup['size'] + ' size'}'s):")  # fmt: skip
-    console.say(f"  {'GPUs':>5} {'cap MiB':>8} {'buckets':>8} {'all-reduces':>12} {'the last':>9} {'DDP ≥':>10} "
-                f"{'exposed ≥':>10} {'ZeRO-1 ≥':>10} {'FSDP2 ≥':>10}")  # fmt: skip
+                f"the meta device) put these floors under each step on {cluster_name} (the ≥ columns below; the others "
+                f"are the {'benched model' if options is not None else setup['size'] + ' size'}'s)")  # fmt: skip
     floored = [with_full_size_floors(frame, profile, params, link=link, world_size=int(frame["world_size"].iloc[0]),
                                      fsdp_profile=fsdp_profile, fsdp_own_s=fsdp_own_s, zero_own_s=zero_own_s)
-               for frame in frames]  # fmt: skip
-    for r in (row for frame in floored for row in frame.itertuples()):
-        console.say(f"  {r.world_size:>5} {r.bucket_cap_mb:>8g} {r.full_size_buckets:>8} {r.full_size_comm_ms:>12.4g} "
-                    f"{r.full_size_last_ms:>9.3g} {r.full_size_step_floor_ms:>10.4g} "
-                    f"{r.full_size_exposed_ms:>10.3g} {r.zero_full_size_step_floor_ms:>10.4g} "
-                    f"{r.fsdp_full_size_step_floor_ms:>10.4g}")  # fmt: skip
-    console.say(
-        "  (floors, not predictions, on this profile's compute as scaled, its split of forward, backward and optimizer "
-        "included; when each full-size parameter is used and each gradient made is not measured. DDP: bucketed in "
-        "reverse registration order, as DDP's rebuild lays out gradients made in that order, every all-reduce after "
-        "the one before on the cluster's model, the last after the profile's last gradient is made. ZeRO-1: DDP's "
-        "step as ranked (its prediction or its floor, the higher), its optimizer on the largest shard of the full "
-        "size's parameters, then their broadcasts; ZeRO-1 is ranked by it, its prediction sharding the smaller "
-        "model. FSDP2: the "
-        "longer of its gathers and reduce-scatters (the root's and every block's) one at a time, and the compute "
-        "after the root's gather with the root's reduce-scatter after backward; none where a profiled block never "
-        "ran. bench --size full on one GPU of the cluster and predict from that run for the steps themselves)"
-    )
+               for frame in frames]  # fmt: skip  # said beside the steps (console.steps.cluster_table)
     return floored
 
 

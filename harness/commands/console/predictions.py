@@ -226,13 +226,6 @@ def cluster_collectives(cluster, choices) -> None:
               f"{c.busbw_gbps:7.2f}  {c.algorithm:<9s}  {c.protocol}")  # fmt: skip
 
 
-def cluster_steps(cluster, frame: pd.DataFrame, *, world: int, nodes: int, caveat: str = "") -> None:
-    """Step time per cap on `nodes` nodes, and the best caps with their margin (`best_cap`)."""
-    say(f"w{world} = {nodes} node(s) of {cluster.name} (NCCL's algorithms on the profile's bandwidths):")
-    _cap_rows(frame, decimals=3)
-    best_cap(frame, world=world, decimals=3, caveat=caveat)
-
-
 def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, caveat: str = "",
                    own_ms: float = 0.0) -> None:  # fmt: skip
     """The answer over every node count, last, where it is read: the cap to use (its best, or where it changes

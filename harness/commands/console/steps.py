@@ -1,0 +1,52 @@
+"""What `predict --cluster` says of DDP's step per bucket cap: one table over every GPU count (the full size's floors
+beside each cap where the profile is a smaller size's), then the fastest cap at each GPU count."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from harness.commands.console import say
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+COLUMNS = (("GPUs", "world_size", "d"), ("nodes", "nodes", "d"), ("cap MiB", "bucket_cap_mb", "g"),
+           ("buckets", "buckets", "d"), ("step ms", "step_ms", ".3f"), ("exposed ms", "exposed_comm_ms", ".3f"),
+           ("scaling eff.", "scaling_efficiency", ".3f"))  # fmt: skip
+"""The profile's predicted step per cap: heading, column, format."""
+FLOORS = (("full-size buckets", "full_size_buckets", "d"), ("all-reduces", "full_size_comm_ms", ".4g"),
+          ("the last", "full_size_last_ms", ".3g"), ("DDP ≥", "full_size_step_floor_ms", ".4g"),
+          ("exposed ≥", "full_size_exposed_ms", ".3g"), ("ZeRO-1 ≥", "zero_full_size_step_floor_ms", ".4g"),
+          ("FSDP2 ≥", "fsdp_full_size_step_floor_ms", ".4g"))  # fmt: skip
+"""The full size's floors beside it, where `predict_full_size.with_floors` added them."""
+
+FLOORS_NOTE = (
+    "  ≥: floors, not predictions, with the full size's gradients on this profile's compute as scaled (its split of "
+    "forward, backward and optimizer included); when each full-size parameter is used and each gradient made is not "
+    "measured. DDP: bucketed in reverse registration order, as DDP's rebuild lays them out, every all-reduce after "
+    "the one before, the last after the profile's last gradient is made.",
+    "  ZeRO-1: DDP's step as ranked (its prediction or its floor, the higher), its optimizer on the full size's "
+    "largest shard, then the broadcasts; ZeRO-1 is ranked by it. FSDP2: the longer of its gathers and reduce-scatters "
+    "(the root's and every block's) one at a time, and the compute after the root's gather; none where a profiled "
+    "block never ran. For the steps themselves: bench --size full on one GPU of the cluster, predict from that run.",
+)
+
+
+def cluster_table(cluster, frames: list[pd.DataFrame]) -> None:
+    """Every GPU count's predicted step per cap in one table (NCCL's algorithms on the profile's bandwidths), with the
+    full size's floors beside where `frames` have them (predict_full_size.with_floors)."""
+    floored = "full_size_step_floor_ms" in frames[0]
+    columns = COLUMNS + FLOORS * floored
+    beside = "; ≥: the full size's floors, at least" if floored else ""
+    say(f"ddpbench predict: the step per bucket cap on {cluster.name} ({cluster.gpus_per_node} GPUs a node; NCCL's "
+        f"algorithms on the profile's bandwidths; ms{beside}):")  # fmt: skip
+    rows = [tuple(h for h, _, _ in columns)]
+    for frame in frames:
+        for k, r in enumerate(frame.to_dict("records")):
+            cells = [format(r[column], spec) if spec != "d" else str(int(r[column])) for _, column, spec in columns]
+            rows.append(tuple(cell if k == 0 or n > 1 else "" for n, cell in enumerate(cells)))  # GPUs once a count
+    widths = [max(len(row[n]) for row in rows) for n in range(len(columns))]
+    for row in rows:
+        say("  " + "  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)))
+    for line in FLOORS_NOTE * floored:
+        say(line)
