@@ -344,6 +344,29 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
             f"{'; '.join(parts)}{rest}")  # fmt: skip
 
 
+SAME_COLLECTIVES = ("static_graph", "gradient_as_bucket_view")
+"""DDP's options that leave its buckets and all-reduces as they are (torch's reducer: static_graph skips the per-step
+search for unused parameters and bucket-rebuild checks; gradient_as_bucket_view makes .grad a view of its bucket, one
+copy fewer): what they change is DDP's own work on the host and its memory, which no step model here times."""
+
+
+def _unmodelled_why(state: pd.DataFrame, labels: list[str]) -> str:
+    """' (the step models leave out static_graph: …)': the options of `labels`' rows beyond their strategies' defaults,
+    and where each is one that leaves the collectives as they are (SAME_COLLECTIVES), that their communication is
+    the same strategy's without it; '' where none is known."""
+    rows = state[state["strategy"].isin(labels)]
+    options = sorted({key for asked in roles.beyond_defaults_of(rows) for key in asked} - {"bucket_cap_mb"})
+    if not options:
+        return ""
+    same = [key for key in options if key in SAME_COLLECTIVES]
+    said = f" (the step models leave out {', '.join(options)}"
+    if same:
+        said += (f"; {' and '.join(same)} change{'s' if len(same) == 1 else ''} DDP's own work on the host and its "
+                 "memory, not its buckets or all-reduces: their communication is the same strategy's without "
+                 f"{'it' if len(same) == 1 else 'them'}")  # fmt: skip
+    return said + ")"
+
+
 def unchosen_words(state: pd.DataFrame, choices: list[Choice], capacity_gib: float) -> list[str]:
     """What the choice leaves out, each in a phrase: the strategies that fit without a step model, the shares of
     memory a run from before did not record, the strategies whose activations were not counted."""
@@ -352,8 +375,9 @@ def unchosen_words(state: pd.DataFrame, choices: list[Choice], capacity_gib: flo
     every = sorted(c.world_size for c in choices)  # a name alone fits at every one
     where = ", ".join(name if worlds == every else f"{name} at {'/'.join(f'w{w}' for w in worlds)}"
                       for name, worlds in untimed.items())  # fmt: skip
+    why = _unmodelled_why(state, list(untimed))
     said = [f"{where} fit{'s' if one else ''} too, with no step model to predict {'its' if one else 'their'} step "
-            "here: the run page compares what the run measured"] if untimed else []  # fmt: skip
+            f"here{why}: the run page compares what the run measured"] if untimed else []  # fmt: skip
     if missing := unrecorded(state[state["world_size"].isin({c.world_size for c in choices})]):
         said.append(missing)
     if left := uncounted(state, choices):

@@ -385,3 +385,20 @@ def test_a_modelled_strategy_the_run_never_benched_is_named_where_predicted_fast
     )
     benched = predictions.labelled(_state([("stock", 8, 20.0), ("zero", 8, 90.0)]))  # zero benched, does not fit
     assert not choice.choose(benched, frames[:1], 80.0)[0].unbenched
+
+
+def test_strategies_without_a_step_model_are_told_what_their_options_change():
+    """A knobs sweep's static_graph=True read 'no step model' and nothing more: say that its all-reduces are the
+    strategy's own, and name an option whose effect on them is not known without claiming one."""
+    import pandas as pd
+
+    state = pd.DataFrame({"strategy": ["stock static_graph=True", "stock powersgd", "stock"],
+                          "impl": ["stock"] * 3, "impl_options": ['{"static_graph": true}',
+                                                                  '{"comm_hook": "powersgd"}', "{}"]})  # fmt: skip
+    said = choice._unmodelled_why(state, ["stock static_graph=True"])
+    assert said == (
+        " (the step models leave out static_graph; static_graph changes DDP's own work on the host and its "
+        "memory, not its buckets or all-reduces: their communication is the same strategy's without it)"
+    )
+    assert choice._unmodelled_why(state, ["stock powersgd"]) == " (the step models leave out comm_hook)"
+    assert choice._unmodelled_why(state, ["stock"]) == ""  # nothing beyond its defaults: nothing to name
