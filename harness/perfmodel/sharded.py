@@ -277,8 +277,11 @@ def optimizer_share_caveat(share: float, *, scaled: bool, optimizer: str) -> str
     """Where the profile's compute is a CPU's: its optimizer's share of the step is no GPU's, and ZeRO-1's and
     FSDP2's gains lean on it (said by the console's and the page's choice alike)."""
     step = GPU_OPTIMIZER_STEP.get(optimizer, f"a GPU's {optimizer}, a memory-bound pass over its state")
-    return (f"the optimizer's {share:.0%} of the step is the CPU's{', scaled' * scaled}: {step}, is likely a "
-            "smaller share, and sharding it saves less")  # fmt: skip
+    # No direction is claimed: a CPU's bf16 autocast makes the optimizer a tiny share that a GPU's Adam over a large
+    # model is not, and a CPU's fp32 compute makes it a larger share than a GPU's fast matmuls leave it.
+    return (f"the optimizer's {share:.1%} of the step is the CPU's{', scaled' * scaled}: {step}, takes a share of its "
+            "own, larger or smaller, which ZeRO-1's and FSDP2's gains over DDP rest on (--local-optimizer-ms gives "
+            "it)")  # fmt: skip
 
 
 # The sharded steps a cluster frame holds (their label, step and optimizer part), and the own cost each leaves out

@@ -402,3 +402,13 @@ def test_strategies_without_a_step_model_are_told_what_their_options_change():
     )
     assert choice._unmodelled_why(state, ["stock powersgd"]) == " (the step models leave out comm_hook)"
     assert choice._unmodelled_why(state, ["stock"]) == ""  # nothing beyond its defaults: nothing to name
+
+
+def test_the_cpus_optimizer_share_is_said_without_guessing_which_way_a_gpus_differs():
+    """bf16 on a CPU made Adam 0.3 % of a 1.3B model's step, which read 'a GPU's Adam … is likely a smaller share':
+    a GPU's Adam over that model is a larger one. The share is said as measured, and no direction claimed."""
+    from harness.perfmodel.sharded import optimizer_share_caveat
+
+    said = optimizer_share_caveat(0.003, scaled=True, optimizer="adam")
+    assert said.startswith("the optimizer's 0.3% of the step is the CPU's, scaled: a GPU's Adam, one memory-bound")
+    assert "larger or smaller" in said and "--local-optimizer-ms" in said and "likely" not in said
