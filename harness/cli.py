@@ -16,7 +16,7 @@ from pathlib import Path
 from harness.commands import arguments
 from harness.commands.arguments import EXIT_BAD_INPUT, OneLineParser, add_flags, names, refuse_empty, whole
 from harness.config.bench import DEVICES, BenchConfig, ConfigError
-from harness.config.flags import STEERS, flag_name, flags_of
+from harness.config.flags import STEERS, flag_name, flags_of, key_values
 from harness.handoff.costs import process_started_at
 from harness.results.invocation import NAME
 
@@ -32,6 +32,10 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("names", nargs="*", metavar="NAME",
                          help="say one in full: a strategy, a workload or spec (hf:llama, FILE.py:NAME), a cluster "
                               "profile or .toml file")  # fmt: skip
+    listing.add_argument("--wopt", action="append", metavar="KEY=VALUE",
+                         type=arguments.argument_type(key_values("--wopt")),
+                         help="a workload NAME's option, as bench takes it (repeat it for several: --wopt "
+                              "hidden_size=2048 --wopt num_hidden_layers=24): its parameters counted so")  # fmt: skip
     commands.add_parser("env", help="the environment, as JSON")
     add_bench_parser(commands)
     add_compare_parser(commands)

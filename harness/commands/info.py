@@ -16,8 +16,12 @@ def run_list(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     import impls
     import workloads
 
+    if args.wopt and not any(_is_workload(name) for name in args.names):  # options said of nothing
+        from harness.config.bench import ConfigError
+
+        raise ConfigError("--wopt needs a workload NAME to count: ddpbench list hf:llama --wopt hidden_size=2048")
     if args.names:  # each resolved before any is said: a bad name is one line and nothing else
-        for describe in [_describer(name) for name in args.names]:
+        for describe in [_describer(name, args.wopt or []) for name in args.names]:
             describe()
         return 0
     console.say("strategies:")
@@ -61,7 +65,7 @@ def _list_clusters() -> None:
             f"(`predict --cluster {name}` says where)" if checks else "none found"))  # fmt: skip
 
 
-def _describer(name: str):
+def _describer(name: str, given: list[tuple[str, tuple[str, ...]]]):
     """What `list NAME` says of NAME, a strategy, a cluster profile (built-in, or a .toml file) or a workload
     (registered, or a spec), as a function to call; ConfigError naming the kinds there are for any other name."""
     import impls
@@ -79,28 +83,53 @@ def _describer(name: str):
             raise ConfigError(str(error).replace("--cluster ", "ddpbench list ", 1)) from None
         return lambda: _describe_cluster(profile)
     if name in workloads.names() or _zoo.is_spec(name):
-        counts = {size: parameter_count(name, size) for size in SIZES}
-        return lambda: _describe_workload(name, counts)
+        options = _options(name, given)
+        counts = {size: parameter_count(name, size, options) for size in SIZES}
+        return lambda: _describe_workload(name, counts, options)
     raise ConfigError(f"ddpbench list {name!r}: name a strategy ({', '.join(impls.names())}), a workload "
                       f"({', '.join(workloads.names())}, or a spec such as hf:llama or FILE.py:NAME) or a cluster "
                       f"profile ({', '.join(cluster.builtin_names())}, or a .toml file)")  # fmt: skip
 
 
-def parameter_count(spec: str, size: str) -> int | str:
-    """The parameters of workload `spec` at `size`, counted on the meta device (nothing allocated, nothing
-    downloaded); the reason where it cannot be built here."""
+def _is_workload(name: str) -> bool:
+    import workloads
+    from workloads import _zoo
+
+    return name in workloads.names() or (_zoo.is_spec(name) and not name.endswith(".toml"))
+
+
+def _options(spec: str, given: list[tuple[str, tuple[str, ...]]]) -> dict:
+    """--wopt KEY=VALUE pairs as workload `spec`'s options, typed and checked as bench checks them; one value each."""
+    import workloads
+    from harness.config.bench import ConfigError
+
+    texts = {}
+    for key, values in given:
+        if len(values) != 1:
+            raise ConfigError(f"--wopt {key}={','.join(values)}: list counts one model; give one value")
+        texts[key] = values[0]
+    options = workloads.parse_options(spec, texts)
+    workloads.resolve(spec).check_options(options)
+    return options
+
+
+def parameter_count(spec: str, size: str, options: dict | None = None) -> int | str:
+    """The parameters of workload `spec` at `size` with `options`, counted on the meta device (nothing allocated,
+    nothing downloaded); the reason where it cannot be built here."""
     import workloads
     from harness.measure.modelinfo import parameter_count_on_meta
 
-    workload = workloads.create(spec, size=size)
+    workload = workloads.create(spec, size=size, **(options or {}))
     return workload.unavailable_reason(device="cpu") or parameter_count_on_meta(workload)
 
 
-def _describe_workload(name: str, counts: dict) -> None:
+def _describe_workload(name: str, counts: dict, options: dict) -> None:
     import workloads
 
     registered = name in workloads.names()
-    console.say(f"workload {name}" + (f": {workloads.REGISTRY.entry(name).description}" if registered else ""))
+    asked = " ".join(f"--wopt {key}={value}" for key, value in options.items())
+    console.say(f"workload {name}" + (f" {asked}" if asked else "")
+                + (f": {workloads.REGISTRY.entry(name).description}" if registered else ""))  # fmt: skip
     for size, count in counts.items():
         if isinstance(count, str):
             console.say(f"  {size:<6} unavailable ({count})")
@@ -113,7 +142,8 @@ def _describe_workload(name: str, counts: dict) -> None:
                 console.say(f"  --wopt {option.name}={option.default}: {option.doc}")
     else:
         console.say("  --wopt: its configuration's fields or its keyword arguments (docs/your-model.md)")
-    console.say(f"  counted on the meta device; bench it: ddpbench bench --workloads {name} --size full")
+    console.say(f"  counted on the meta device; bench it: ddpbench bench --workloads {name} --size full"
+                + (f" {asked}" if asked else ""))  # fmt: skip
 
 
 def _describe_strategy(name: str) -> None:

@@ -221,3 +221,25 @@ def test_list_of_an_unknown_name_is_one_line_and_exit_2(capsys, name, named):
     assert cli.main(["list", "stock", name]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and named in err  # nothing said of the good name before the bad one
+
+
+def test_list_counts_the_model_a_user_will_train_with_its_options(capsys):
+    """A 1.3B Llama is hf:llama with five fields changed: list counts it so, and names the bench that would run it."""
+    wopts = ["--wopt", "hidden_size=2048", "--wopt", "num_hidden_layers=24", "--wopt", "num_attention_heads=16",
+             "--wopt", "intermediate_size=5504"]  # fmt: skip
+    assert cli.main(["list", "hf:llama", "dgx-h100", *wopts]) == 0  # a cluster beside it takes none of them
+    out = capsys.readouterr().out
+    full = next(line for line in out.splitlines() if line.strip().startswith("full "))
+    assert full.split()[1] == "1.3B" and "5.0 GiB of fp32 gradients a step" in full
+    assert "ddpbench bench --workloads hf:llama --size full --wopt hidden_size=2048 --wopt num_hidden_layers=24" in out
+
+
+@pytest.mark.parametrize("args, named", [
+    (["dgx-h100", "--wopt", "a=1"], "--wopt needs a workload NAME"),
+    (["hf:llama", "--wopt", "hidden_sise=3"], "no configuration field hidden_sise"),
+    (["hf:llama", "--wopt", "seq_len=1,2"], "--wopt seq_len=1,2: list counts one model; give one value"),
+])  # fmt: skip
+def test_list_with_a_bad_workload_option_is_one_line_and_exit_2(capsys, args, named):
+    assert cli.main(["list", *args]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and named in err
