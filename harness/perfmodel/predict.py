@@ -188,14 +188,18 @@ def reference_minus_baseline_s(configs: pd.DataFrame, setup: dict) -> float | No
     return stock_1 - local_1 if stock_1 and local_1 else None
 
 
-def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Network) -> list[dict]:
+def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Network, *,
+                      shipped: bool = False) -> list[dict]:  # fmt: skip
     """Per stock bucket-cap configuration at world size ≥ 2 with a profile: measured against predicted,
     raw (the profile as measured), raw with the collectives run's contention (independent of the run's
-    rows), calibrated (see Calibration), and calibrated with contention."""
+    rows), calibrated (see Calibration), and calibrated with contention. `shipped`: stock as torch ships it (no
+    cap given: its 1 MiB first bucket, then 25 MiB) instead, the check a run without a cap sweep has."""
     configs = configs.fillna(SETUP_DEFAULTS)
     configs = configs[(configs["status"] == "ok") & _ddp_defaults_but_cap(configs)]
-    configs = configs.assign(bucket_cap_mb=swept_cap(configs))  # 0.05 as given, not DDP's whole bytes
-    sweeps = configs[roles.is_reference(configs) & configs["impl_options"].map(cap_given)
+    given = configs["impl_options"].map(cap_given).astype(bool)
+    cap = swept_cap(configs).where(given, stats.REFERENCE_CAP_MB)  # 0.05 as given, not DDP's whole bytes
+    configs = configs.assign(bucket_cap_mb=cap)
+    sweeps = configs[roles.is_reference(configs) & (~given if shipped else given)
                      & configs["bucket_cap_mb"].notna() & (configs["world_size"] > 1)]  # fmt: skip
     rows = []
     for keys, group in sweeps.groupby([*SETUP_KEYS, "world_size"]):
@@ -211,12 +215,11 @@ def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Ne
         # The repeats pooled as the run page ranks them and the sweep decides: their geometric mean.
         measured = group.groupby("bucket_cap_mb")["step_ms_median"].agg(stats.geometric_mean)
         for cap, measured_ms in measured.items():
-            raw = predict_cap(profile, cap_mb=cap, link=link, world_size=world)
-            raw_contended = (predict_cap(profile, cap_mb=cap, link=link, world_size=world, contention=contention)
-                             if contention else None)  # fmt: skip
-            plain = predict_cap(calibrated, cap_mb=cap, link=link, world_size=world)
-            contended = (predict_cap(calibrated, cap_mb=cap, link=link, world_size=world, contention=contention)
-                         if contention else None)  # fmt: skip
+            at = {"cap_mb": cap, "link": link, "world_size": world, "cap_given": not shipped}
+            raw = predict_cap(profile, **at)
+            raw_contended = predict_cap(profile, **at, contention=contention) if contention else None
+            plain = predict_cap(calibrated, **at)
+            contended = predict_cap(calibrated, **at, contention=contention) if contention else None
             rows.append({
                 "workload": setup["workload"], "size": setup["size"], "impl": group["impl"].iloc[0],
                 "world_size": world,

@@ -390,6 +390,31 @@ def test_a_cluster_answer_ends_with_the_models_error_on_the_runs_own_steps(built
     assert "<b>How sure</b>: The same model against this run&#x27;s own steps at world size ≥ 2" in shared
 
 
+def test_a_run_without_a_cap_sweep_still_checks_ddp_on_stock_as_shipped(tmp_path):
+    """A user's run benched plain stock at world size 2 beside ZeRO-1 and FSDP2, and read 'DDP not checked (no stock
+    bucket-cap sweep …)' beside their errors: DDP as torch ships it is checked on its own rows instead."""
+    from harness.perfmodel import predict, sharded
+
+    results = network_results(tmp_path)
+    run = results / "bucket_sweep"
+    for part in (run / "configs").glob("*stock*.parquet"):  # stock as shipped: no cap given
+        pd.read_parquet(part).assign(impl_options="{}").to_parquet(part)
+    setup = predict.run_setups(run)[0]
+    errors = sharded.errors_on_own_run(results, run, setup)
+    assert set(errors) == {"DDP"} and len(errors["DDP"]) == 1  # the three repeats of one configuration, pooled
+    rows = predict.sweep_predictions(store.read_configs(run), model_tables.read_gradprofiles(run),
+                                     predict.network_for_run(results, run), shipped=True)  # fmt: skip
+    assert [row["bucket_cap_mb"] for row in rows] == [25.0] and errors["DDP"][0] == pytest.approx(
+        (rows[0]["predicted_contention_ms"] or rows[0]["predicted_ms"]) / rows[0]["measured_ms"] - 1
+    )
+    assert (
+        predict.sweep_predictions(
+            store.read_configs(run), model_tables.read_gradprofiles(run), predict.network_for_run(results, run)
+        )
+        == []
+    )  # no cap given: no sweep
+
+
 def test_errors_beyond_what_the_model_keeps_on_a_quiet_machine_say_its_steps_are_not_borne_out():
     """A walkthrough's run beside a test suite read every model −50 % to −56 % off its own steps, and the choice
     above still split strategies by 6 %: beyond 40 % the answer says the steps are not borne out, with what the
@@ -406,6 +431,16 @@ def test_errors_beyond_what_the_model_keeps_on_a_quiet_machine_say_its_steps_are
                          "out by this run (local, which communicates nothing, took 2.43× its one-rank step at w2 in "
                          "it): bench again on a quiet machine (or the cluster's GPUs) before booking by "
                          "them")  # fmt: skip
+    # a baseline that kept its pace: the miss is no busy machine's, and a quieter one is not the advice
+    kept = sharded.errors_words({"DDP": [-0.25], "FSDP2": [-0.43]}, cluster="dgx-h100", results_dir=Path("r"),
+                                slowdown=(2, 1.0))  # fmt: skip
+    assert kept.endswith(
+        "took 1.00× its one-rank step at w2 in it): bench again on the cluster's GPUs (its ranks did "
+        "not slow each other here: a quieter machine would not help) before booking by them"
+    )
+    assert "DDP not checked" not in kept
+    unswept = sharded.errors_words({"FSDP2": [-0.1]}, cluster="dgx-h100", results_dir=Path("r"))
+    assert "DDP not checked (no stock at its defaults or a cap alone at world size ≥ 2)" in unswept
 
 
 def test_errors_read_from_a_run_as_numpy_floats_say_not_borne_out_rather_than_crash():
