@@ -71,8 +71,8 @@ PEAK_TFLOPS: tuple[tuple[str, dict[str, float]], ...] = (
     (r"\bL40S\b", _L40S),
     (r"\bL4\b", _L4),
     (r"\bA10\b", _A10),  # not the A10G, whose clocks differ
-    (r"\bV100-SXM2\b", _V100_SXM2),
-    (r"\bV100-PCIE\b", _V100_PCIE),
+    (r"\bV100[- ]SXM2\b", _V100_SXM2),  # torch's "Tesla V100-SXM2-32GB"; a profile's "V100 SXM2"
+    (r"\bV100[- ]PCIE\b", _V100_PCIE),
     (r"\bT4\b", _T4),
 )
 

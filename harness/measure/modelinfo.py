@@ -198,7 +198,8 @@ def flops_per_sample(workload: Workload, model: nn.Module, *, device: torch.devi
     batch = workload.make_batch(FLOP_COUNT_SAMPLES, device=made_on, generator=generator)
     if device.type == "meta":
         batch = tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, batch)
-    with sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
+    unpacked = _one_sequence_a_row() if device.type == "meta" else contextlib.nullcontext()  # (transformers' .item())
+    with sdpa_kernel(SDPBackend.MATH), unpacked, FlopCounterMode(display=False) as counter:
         workload.loss(model, batch).backward()
     model.zero_grad(set_to_none=True)
     return counter.get_total_flops() / FLOP_COUNT_SAMPLES

@@ -285,3 +285,33 @@ def test_a_gpu_run_predicted_on_its_own_network_says_which_strategy_fits_its_gpu
     at = next(k for k, line in enumerate(lines) if line.startswith("ddpbench predict: the answer on "))
     assert lines[at].startswith("ddpbench predict: the answer on the run's NVIDIA H100 80GB HBM3, the fastest step")
     assert lines[at + 2].split()[:2] == ["8", "stock"] and out.index("and FSDP2") < out.index(lines[at])
+
+
+def test_the_step_given_is_said_in_flops_against_the_clusters_gpu_and_an_impossible_one_is_warned():
+    """A user's --local-step-ms 20 for a 1.3B Llama at 4,096 tokens a GPU was taken without a word, though no H100
+    runs it so fast: the step given is now said as the model's FLOPs a step over the GPU's dense peak."""
+    import workloads
+    from harness.commands import predict_full_size
+    from harness.config.precision import peak_tflops
+    from harness.measure.modelinfo import META, flops_per_sample
+
+    setup = {"workload": "mlp", "size": "tiny", "batch_size": 8, "dtype": "bf16"}
+    workload = workloads.create("mlp", size="full")
+    with META:
+        flops = flops_per_sample(workload, workload.build_model(), device=META) * 8
+    gpu = "DGX H100: 8× H100 SXM5, NVLink 4 through NVSwitch (NVLS), 8× ConnectX-7 400 Gb/s"
+    peak = peak_tflops(gpu, "bf16", tf32=False)
+    fast = flops / (2 * peak * 1e12) * 1e3  # the step that would take twice the peak, in ms
+    said = predict_full_size.step_against_peak(None, setup, step_ms=fast, batch=8, gpu=gpu, options=None)
+    assert said.startswith(
+        f"--local-step-ms {fast:g} for mlp's full size (8 samples a GPU) is {flops:.2g} FLOPs a step"
+    )
+    assert (
+        "at 200% of one GPU's dense peak" not in said
+        and ": 200% of one GPU's dense peak in bf16 (989.5 TFLOP/s)" in said
+    )
+    assert said.endswith("no GPU runs that step so fast; check the step (and the batch it was measured at)")
+    slow = predict_full_size.step_against_peak(None, setup, step_ms=fast * 10, batch=8, gpu=gpu, options=None)
+    assert ": 20% of one GPU's dense peak" in slow and "no GPU runs" not in slow
+    assert predict_full_size.step_against_peak(None, setup, step_ms=fast, batch=8, gpu="my cluster", options=None) == ""
+    assert peak_tflops("DGX-1: 8× V100 SXM2 in NVLink 2's hybrid cube mesh", "fp32", tf32=False) == 15.7
