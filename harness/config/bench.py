@@ -23,7 +23,7 @@ from harness.results.layout import check_results_folder, new_run_id, validate_ru
 
 DEVICES = ("auto", "cpu", "cuda")
 BACKENDS = ("auto", "nccl", "gloo")
-OPTIMIZER_CHOICES = ("sgd", "adam")
+OPTIMIZER_CHOICES = ("sgd", "adam", "adamw")
 SIZE_CHOICES = ("auto", *SIZES)
 DEFAULT_WORKLOADS = ("mlp",)
 RESULTS = Path("results")
@@ -88,7 +88,9 @@ class BenchConfig:
     batch_size: int | None = flag(
         None, "samples per rank per step", parse=whole("--batch-size"), default_text="the workload's"
     )
-    optimizer: str = flag("sgd", "sgd|adam (Adam keeps two moments per parameter: the state ZeRO and FSDP shard)")
+    optimizer: str = flag(
+        "sgd", "sgd|adam|adamw (Adam and AdamW keep two moments per parameter: the state ZeRO and FSDP shard)"
+    )
     dtype: str = flag(
         "auto",
         "auto|fp32|bf16|fp16: autocast dtype of the forward (fp16 needs CUDA); parameters stay fp32",

@@ -16,8 +16,8 @@ from harness.comm_timeline import CommTimeline
 from harness.measure.timing import StepTimer
 from harness.protocols import Strategy, Workload, record_blocks
 
-OPTIMIZERS = {"sgd": (torch.optim.SGD, 0.01), "adam": (torch.optim.Adam, 1e-3)}
-"""--optimizer choices: (class, learning rate). Adam has state (two moments per parameter),
+OPTIMIZERS = {"sgd": (torch.optim.SGD, 0.01), "adam": (torch.optim.Adam, 1e-3), "adamw": (torch.optim.AdamW, 1e-3)}
+"""--optimizer choices: (class, learning rate). Adam and AdamW have state (two moments per parameter),
 which is what ZeRO and FSDP shard; plain SGD has none."""
 OPTIMIZER, LEARNING_RATE = OPTIMIZERS["sgd"]  # the default
 

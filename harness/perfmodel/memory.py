@@ -146,7 +146,7 @@ def listed(sizes) -> bool:
     return sizes is not None and not (isinstance(sizes, float) and np.isnan(sizes)) and len(sizes) > 0
 
 
-TEMPORARY_SHARE = {"adam": 0.5, "sgd": 0.0}
+TEMPORARY_SHARE = {"adam": 0.5, "adamw": 0.5, "sgd": 0.0}  # AdamW: Adam's step, its decay applied apart
 """What a GPU's default optimizer step allocates beside its state, as a share of that state: torch's Adam steps
 every tensor at once (`foreach`, its default on GPUs) and makes one temporary the size of its second moment,
 half its state (measured so on the CPU with `foreach` on: docs/measured/memory-model-cpu.md); plain SGD updates in

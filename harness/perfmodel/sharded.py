@@ -278,6 +278,7 @@ def _laid_out_at(sizes, ratio: float, options_json: str | None, full: dict) -> l
 
 
 GPU_OPTIMIZER_STEP = {"adam": "a GPU's Adam, one memory-bound pass over the parameters, gradients and two moments",
+                      "adamw": "a GPU's AdamW, one memory-bound pass over the parameters, gradients and two moments",
                       "sgd": "a GPU's SGD, one memory-bound pass over the parameters and gradients"}  # fmt: skip
 
 

@@ -107,7 +107,7 @@ TF32 = C(
     "",
     "`--tf32`: fp32 matmuls and convolutions were allowed TF32 tensor cores; false: no TF32 at all, cuDNN's included (null: written before it was recorded)",
 )
-OPTIMIZER = C("optimizer", STR, "", "`sgd` or `adam` (`--optimizer`)")
+OPTIMIZER = C("optimizer", STR, "", "`sgd`, `adam` or `adamw` (`--optimizer`)")
 DEVICE = C("device", STR, "", "`cpu` or `cuda`")
 BACKEND = C("backend", STR, "", "`gloo` or `nccl`")
 THREADS = C("threads_per_rank", I32, COUNT, "CPU threads each rank had (on the CPU, the same at every world size)")

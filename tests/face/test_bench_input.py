@@ -233,7 +233,9 @@ def test_predict_profiles_the_optimizer_asked_and_says_it(capsys):
     args = ["predict", "--workload", "mlp", "--size", "tiny", "--busbw", "9GB/s", "--gpus", "2", "--profile-steps", "2"]
     assert cli.main([*args, "--optimizer", "adam"]) == 0
     assert "ddpbench predict: profiling mlp/tiny (batch 8, adam) here on cpu" in capsys.readouterr().out
+    assert cli.main([*args, "--optimizer", "adamw"]) == 0  # what most transformers train with: its own choice
+    assert "ddpbench predict: profiling mlp/tiny (batch 8, adamw) here on cpu" in capsys.readouterr().out
     with pytest.raises(SystemExit) as refused:
-        cli.main([*args, "--optimizer", "adamw"])
+        cli.main([*args, "--optimizer", "lamb"])
     err = capsys.readouterr().err
-    assert refused.value.code == 2 and "--optimizer: invalid choice: 'adamw'" in err and len(err.splitlines()) == 1
+    assert refused.value.code == 2 and "--optimizer: invalid choice: 'lamb'" in err and len(err.splitlines()) == 1

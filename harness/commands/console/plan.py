@@ -108,7 +108,7 @@ def warn_nothing_to_shard(configurations) -> None:
     if names:
         warning(f"{', '.join(names)} shard{'s' * (len(names) == 1)} only the optimizer's state, and "
                 "--optimizer sgd keeps none: the sharding costs communication and saves no memory here; "
-                "--optimizer adam keeps two moments a parameter, the state it shards")  # fmt: skip
+                "--optimizer adam (or adamw) keeps two moments a parameter, the state it shards")  # fmt: skip
 
 
 def warn_beyond_host_memory(configurations) -> None:
@@ -132,7 +132,7 @@ def warn_beyond_host_memory(configurations) -> None:
         counts = counts_on_meta(cfg.make_workload(), batch_size=cfg.batch_size, dtype=cfg.dtype)
         if counts is None:
             continue
-        moments = 2 if cfg.optimizer == "adam" else 0
+        moments = 2 if cfg.optimizer in ("adam", "adamw") else 0
         activations = counts["activation_mb"]
         rank = counts["param_bytes"] + (2 + moments) * counts["grad_bytes"] + (activations or 0) * 2**20
         ranks = cfg.world_size // cfg.nnodes
