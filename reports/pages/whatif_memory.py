@@ -13,7 +13,8 @@ from harness.perfmodel.choice import (
 )
 from harness.perfmodel.choice_table import table_header, table_rows
 from harness.perfmodel.clusters.cluster import Cluster, cap_caveats
-from harness.perfmodel.memory import activation_words, fit_words, mib_text, need_mb, state_per_rank
+from harness.perfmodel.memory import fit_words, mib_text, need_mb, state_per_rank
+from harness.perfmodel.memory_words import activation_words
 from harness.perfmodel.predict import of_setup
 from harness.perfmodel.sharded import OwnCheck, optimizer_break_even, optimizer_share_caveat, unborne_words
 from harness.results.values import strategy_labels

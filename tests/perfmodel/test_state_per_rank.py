@@ -6,6 +6,7 @@ import pandas as pd
 import pytest
 
 from harness.perfmodel import memory, sharded
+from harness.perfmodel.memory_words import activation_words
 
 
 def held(impl: str, world: int, param: float, grad: float, state: float, **extra) -> dict:
@@ -153,7 +154,7 @@ def test_a_need_that_grows_with_the_gpus_and_a_strategy_in_another_dtype_are_sai
     mixed.loc[mixed["impl"] == "fsdp", "impl_options"] = '{"param_dtype": "bf16"}'
     state = memory.state_per_rank(mixed, [8]).query("world_size == 8")
     state = state.assign(strategy=state["impl"])
-    said = memory.activation_words(state)
+    said = activation_words(state)
     assert "every strategy alike but fsdp, which computes in bf16 (not counted)" in said
     assert "fsdp" not in said.split("at the step's peak")[0].split("at any GPU count:")[1]  # no total for it
     assert "fsdp" not in memory.fit_words(state, 80) and "stock fits" in memory.fit_words(state, 80)
@@ -162,7 +163,7 @@ def test_a_need_that_grows_with_the_gpus_and_a_strategy_in_another_dtype_are_sai
     counted = counted.query("world_size == 8").assign(strategy=lambda f: f["impl"])
     fsdp = counted.set_index("strategy").loc["fsdp"]
     assert (fsdp["activation_mb"], fsdp["computes_in"], fsdp["activation_top"]) == (30.0, "bf16", "Linear 60%")
-    said = memory.activation_words(counted)
+    said = activation_words(counted)
     assert "keeps 64 MiB of activations for backward at" in said and " in fp32" in said  # the run's dtype leads
     assert "every strategy alike but fsdp, which computes in bf16: 30 MiB at any GPU count" in said
     assert "fsdp fits" in memory.fit_words(counted, 80)
@@ -180,7 +181,7 @@ def test_one_process_over_a_nodes_gpus_stays_at_the_world_sizes_run_and_its_firs
     assert one.set_index("world_size")["activation_mb"].isna().tolist() == [False, True, True]
     at2 = state[state["world_size"] == 2].assign(strategy=lambda f: f["impl"])
     assert "every strategy alike but dataparallel, whose first GPU also gathers every replica's outputs" in (
-        memory.activation_words(at2)
+        activation_words(at2)
     )
     assert "dataparallel" not in memory.fit_words(at2, 80)
 
@@ -210,7 +211,7 @@ def test_the_gradient_buckets_kept_beside_the_gradients_count_at_every_gpu_count
     assert "stock fits (452 MiB a rank at most)" in memory.fit_words(
         plain.assign(buckets_mb=0.0, step_buckets_mb=0.0), 0.5
     )
-    said = memory.activation_words(plain[plain["world_size"] == 8])
+    said = activation_words(plain[plain["world_size"] == 8])
     assert "stock 543 MiB" in said and "at the step's peak (its state and the larger of backward's part and " in said
     assert "; the gradient buckets kept beside the gradients, stock 90.5 MiB; buckets not recorded for zero" in said
     unlaid = memory.state_per_rank(run.assign(bucket_sizes_mb=None), [8]).assign(strategy=lambda f: f["impl"])
@@ -240,7 +241,7 @@ def test_fsdp_holds_the_roots_and_the_largest_blocks_parameters_and_gradients_wh
     assert state.loc[("stock", "{}", 8), "unsharded_mb"] == 0 and state.loc[("zero", "{}", 8), "unsharded_mb"] == 0
     assert memory.need_mb(state).loc[("fsdp", "{}", 64)] == pytest.approx(361.84 / 64 + 10 + 68)
     rows = state.reset_index().query("world_size == 64").assign(strategy=lambda f: f["impl"] + f["impl_options"])
-    assert "the parameters and gradients held whole at the peak, fsdp{} 68 MiB, fsdp" in memory.activation_words(rows)
+    assert "the parameters and gradients held whole at the peak, fsdp{} 68 MiB, fsdp" in activation_words(rows)
     old = memory.state_per_rank(run.assign(activation_mb=10.0), [8]).assign(strategy=lambda f: f["impl"])
     assert old.query("impl == 'fsdp'")["unsharded_mb"].isna().all()
     assert "unsharded parameters and gradients for fsdp not recorded" in memory.fit_words(old, 80)
@@ -294,7 +295,7 @@ def test_powersgd_keeps_each_buckets_error_from_step_to_step_beside_everything_e
     assert need.loc[hooked] == pytest.approx(361.84 + 90.46 + max(90.46 + max(10.0, 120.0), optimizer_step))
     assert need.loc[viewed] == pytest.approx(361.84 + 90.46 + max(120.0, 180.92 * 0.5))  # no buckets apart
     rows = state.reset_index().assign(strategy=lambda f: "stock" + f["impl_options"])
-    assert f"PowerSGD's error feedback, kept from step to step, stock{hooked} 90.5 MiB" in memory.activation_words(rows)
+    assert f"PowerSGD's error feedback, kept from step to step, stock{hooked} 90.5 MiB" in activation_words(rows)
     unlaid = memory.state_per_rank(run.assign(activation_mb=10.0, bucket_sizes_mb=None), [8]).query("world_size == 8")
     assert memory.unrecorded(unlaid.assign(strategy=lambda f: "stock" + f["impl_options"])).startswith(
         "buckets for stock{}, stock" + hooked + "; the hook's state for stock" + hooked

@@ -19,7 +19,8 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
     if state.empty:
         return
     from harness.commands.console.predictions import labelled
-    from harness.perfmodel.memory import BESIDE, activation_words, fit_phrase, floor_words, need_mb, unrecorded
+    from harness.perfmodel.memory import fit_phrase, need_mb, unrecorded
+    from harness.perfmodel.memory_words import BESIDE, activation_words, floor_words
 
     state = labelled(state)
     at = state[state["world_size"].isin(worlds)].sort_values(["world_size", "total_mb"], kind="stable")
