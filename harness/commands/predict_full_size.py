@@ -77,7 +77,9 @@ def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None 
     if not scales and batch == measured:
         return rows, ""
     full = full_size_counts(setup, configs, batch_size=batch, options=options)
-    if full is None or (scaled := at_full_size(rows, full).assign(batch_size=batch)).empty:  # no meta build, or rows
+    added = _sample_added(setup, configs, batch, options, full) if full else None  # what one more sample adds
+    scaled = at_full_size(rows, full).assign(batch_size=batch, activation_sample_added_mb=added) if full else None
+    if scaled is None or scaled.empty:  # no meta build, or rows
         if options is not None:  # (--size full does nothing for a file of yours)
             return rows, "the run's model, not the one you will train (not counted on the meta device): bench that one"
         whose = f"the {size} size's model, not the full size's" if scales else f"batch {measured}, the run's"
@@ -96,6 +98,16 @@ def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None 
         return scaled.assign(size=size), f"at batch {batch} a rank: its activations counted on the meta device{other}"
     return scaled, (f"at the full size: its parameters and activations counted on the meta device at batch {batch} a "
                     f"rank{other}, each rank's share of them as the {size} run measured it{counted}")  # fmt: skip
+
+
+def _sample_added(setup: dict, configs, batch: int, options: dict | None, full: dict) -> float | None:
+    """What one more sample a rank adds to the activations `full` counted at `batch`: the count at `batch` + 1 less
+    it, both on the meta device (the total over the batch is no such figure: a bf16 run keeps copies of its weights
+    for backward once, at any batch); None where either could not be counted."""
+    more = full_size_counts(setup, configs, batch_size=batch + 1, options=options) or {}
+    if full.get("activation_mb") is None or more.get("activation_mb") is None:
+        return None
+    return more["activation_mb"] - full["activation_mb"]
 
 
 def said_state(run_dir: Path, configs, setup: dict, worlds: list[int], gpu, *, batch_size: int | None = None,

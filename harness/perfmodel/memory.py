@@ -44,8 +44,10 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
     (the kinds' names, '' for none), floor_mb (the floor under an even split where one applies, else 0:
     _whole_parameter_floor), activation_mb (what the forward keeps for backward at the rank's batch, the same at every
     world size: the batch is per rank; NaN where the run did not count it), activation_top (who keeps the most of it;
-    '' where not counted), tokens_per_batch, buckets_mb (`_buckets`), unsharded_mb (`_unsharded`; NaN where not
-    recorded), optimizer_temp_mb (TEMPORARY_SHARE). Empty where no strategy qualifies."""
+    '' where not counted), activation_sample_added_mb (what one more sample a rank adds to it, where counted at two
+    batches: a bf16 run's copies of its weights are kept once, whatever the batch; NaN where not), tokens_per_batch,
+    buckets_mb (`_buckets`), unsharded_mb (`_unsharded`; NaN where not recorded), optimizer_temp_mb
+    (TEMPORARY_SHARE). Empty where no strategy qualifies."""
     held = [column for column in HELD if column in configs]
     if len(held) < len(HELD) or configs.empty:
         return pd.DataFrame()
@@ -77,6 +79,8 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
                          "activation_mb": float("nan") if one_process and world > 1 else activations,
                          "activation_top": _first(group, "compute_activation_top" if computes_in
                                                   else "activation_top"), "computes_in": computes_in,
+                         "activation_sample_added_mb": float("nan") if computes_in or (one_process and world > 1)
+                         else _activations(group, "activation_sample_added_mb"),
                          "buckets_mb": buckets,
                          "tokens_per_batch": _activations(group, "tokens_per_batch"),  # a language model's
                          "step_buckets_mb": _buckets_at_step(group, buckets),
@@ -312,14 +316,19 @@ def _fit_phrase(fits: np.ndarray, need: np.ndarray, worlds: np.ndarray) -> str:
 
 def largest_batch(state: pd.DataFrame, capacity_gib: float) -> pd.Series:
     """Per state row, the most samples a rank at which its need (need_mb) fits `capacity_gib`: its activations
-    scaled from the row's batch sample by sample, its state, buckets, unsharded parts and optimizer temporaries as
+    grown from the row's batch by what one more sample adds (`activation_sample_added_mb`; where not counted, the
+    total over the batch, which a part kept once at any batch makes too large: the batch said is then at most the
+    true one), its state, buckets, unsharded parts and optimizer temporaries as
     they are (none grows with the batch); 0 where even none would fit."""
     if "batch_size" not in state:  # rows that do not say their batch: none to scale from
         return pd.Series(0, index=state.index)
     held, kept, copies, optimizer = _need_parts(state)
     room = capacity_gib * 1024 - held  # what a step may hold beside its state: need_mb's inequality, solved for it
     per_sample = (state["activation_mb"] / state["batch_size"]).where(lambda mb: mb > 0)  # none kept: no bound here
-    batch = np.floor((room - kept) / per_sample).where((optimizer <= room) & (kept + copies <= room))
+    if "activation_sample_added_mb" in state:  # counted at two batches: what one more sample adds (a fixed part apart)
+        per_sample = state["activation_sample_added_mb"].where(lambda mb: mb > 0).fillna(per_sample)
+    fixed = state["activation_mb"] - per_sample * state["batch_size"]  # 0 where only the total is known
+    batch = np.floor((room - kept - fixed) / per_sample).where((optimizer <= room) & (kept + copies <= room))
     return batch.fillna(0).clip(lower=0).astype(int)
 
 

@@ -13,9 +13,11 @@ from harness.perfmodel.memory import mib_text, need_mb
 def activation_words(rows: pd.DataFrame, *, holds: str = "", totals: bool = True) -> str:
     """What the model's forward keeps, said alike by the console and the what-if page (rows of one setup, with a
     `strategy` label, at one world size): 'the model's forward keeps 1.18 GiB of activations for backward at 8
-    samples a rank in fp32 (151 MiB a sample; most kept by NewGELUActivation 48%), every strategy alike at any
-    GPU count: stock 3.03 GiB, … in all' (`holds` before the totals: 'at w64 a rank holds '; none without `totals`).
-    '' where the run did not count them."""
+    samples a rank in fp32 (each further sample adds 151 MiB; most kept by NewGELUActivation 48%), every strategy
+    alike at any GPU count: stock 3.03 GiB, … in all' (`holds` before the totals: 'at w64 a rank holds '; none
+    without `totals`); what one more sample adds only where counted at two batches (`activation_sample_added_mb`:
+    the total over the batch would carry what is kept once, a bf16 run's copies of its weights). '' where the run
+    did not count them."""
     if "activation_mb" not in rows or rows["activation_mb"].isna().all():
         return ""
     others = rows[rows["activation_mb"].isna()]  # computing in another dtype, uncounted; or one process
@@ -28,7 +30,8 @@ def activation_words(rows: pd.DataFrame, *, holds: str = "", totals: bool = True
                     for r in rows[own].itertuples() if r.Index != first.name)]  # fmt: skip
     batch = int(first["batch_size"])
     top = first.get("activation_top") or ""
-    notes = [f"{mib_text(kept / batch)} a sample"] if batch > 1 else []
+    added = first.get("activation_sample_added_mb")  # where counted at two batches (the total over the batch is no
+    notes = [f"each further sample adds {mib_text(added)}"] if pd.notna(added) and added > 0 else []  # such figure)
     notes += [f"most kept by {top}"] if top else []
     noted = f" ({'; '.join(notes)})" if notes else ""
     held = ", ".join(f"{r.strategy} {mib_text(need)}" for r, need in zip(rows.itertuples(), need_mb(rows), strict=True))

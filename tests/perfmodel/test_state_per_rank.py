@@ -62,12 +62,12 @@ def test_predict_prints_each_strategys_model_state_at_the_gpu_counts_asked(capsy
         "  stock       362 MiB",
     ]
     assert "forward keeps" not in said  # a run from before activations were counted: not said
-    counted = RUN.assign(activation_mb=130.0, activation_top="NewGELUActivation 48%")
+    counted = RUN.assign(activation_mb=130.0, activation_top="NewGELUActivation 48%", activation_sample_added_mb=30.0)
     console_memory.model_state(memory.state_per_rank(counted, [8, 64]), [8, 64])
     said = capsys.readouterr().out
     assert (
-        "and the model's forward keeps 130 MiB of activations for backward at 4 samples a rank in fp32 (32.5 MiB a "
-        "sample; most kept by NewGELUActivation 48%), every strategy alike at any GPU count"
+        "and the model's forward keeps 130 MiB of activations for backward at 4 samples a rank in fp32 (each further "
+        "sample adds 30 MiB; most kept by NewGELUActivation 48%), every strategy alike at any GPU count"
     ) in said
     assert (
         "  stock       362 MiB               492 MiB            optimizer temporaries 90.5 MiB" in said
@@ -339,3 +339,27 @@ def test_a_row_asking_defaults_by_name_or_an_inert_option_is_the_plain_strategy_
     hooked = [held("stock", w, 90.0, 90.0, 180.0, impl_options='{"comm_hook": "fp16"}') for w in (1, 2)]
     state = memory.state_per_rank(pd.DataFrame(asked + hooked), [8])
     assert sorted(state.loc[state["world_size"] == 8, "impl_options"]) == ['{"comm_hook": "fp16"}', "{}"]
+
+
+def test_what_one_more_sample_adds_is_said_and_fitted_only_where_counted_at_two_batches():
+    """A tester's bf16 llama read '7.43 GiB a sample' at batch 2 and '6.54' at batch 8: the total over the batch, with
+    the bf16 copies of its weights kept once at any batch in it; 7.43 × 8 is 59 GiB against the 52.3 counted. What
+    one more sample adds (8.63 GiB at batch 1, 6.24 more a sample) is said where counted; otherwise no such figure."""
+    gib = 1024.0
+    run = RUN.assign(activation_mb=14.87 * gib, batch_size=2, tokens_per_batch=4096)
+    state = memory.state_per_rank(run, [8]).query("world_size == 8").assign(strategy=lambda f: f["impl"])
+    said = activation_words(state)
+    assert "a sample" not in said and "each further sample" not in said  # the total over the batch is no such figure
+    counted = memory.state_per_rank(run.assign(activation_sample_added_mb=6.24 * gib), [8])
+    counted = counted.query("world_size == 8").assign(strategy=lambda f: f["impl"])
+    assert "at 2 samples of 2,048 tokens a rank in fp32 (each further sample adds 6.24 GiB)" in activation_words(
+        counted
+    )
+    # the batch that fits grows by what one more sample adds, the part kept once apart: 14.87 + 6.24 (n - 2) GiB
+    stock = counted[counted["impl"] == "stock"]
+    room = 79.11 * gib - memory.need_mb(stock.assign(activation_mb=0.0)).iloc[0]  # what the activations may take
+    assert memory.largest_batch(stock, 79.11).iloc[0] == 2 + int((room - 14.87 * gib) // (6.24 * gib))
+    assert (
+        memory.largest_batch(stock, 79.11).iloc[0]
+        > memory.largest_batch(state[state["impl"] == "stock"], 79.11).iloc[0]
+    )

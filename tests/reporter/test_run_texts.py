@@ -371,20 +371,19 @@ def test_the_what_if_page_carries_each_strategys_model_state_to_the_clusters_gpu
     assert "a floor under the even split, applied: zero 18 MiB." in section
     assert "forward keeps" not in section  # a run from before activations were counted
     assert section_of(configs[configs["world_size"] == 1]) == ""
-    counted = section_of(configs.assign(activation_mb=12.5))
+    counted = section_of(configs.assign(activation_mb=12.5, activation_sample_added_mb=3.0))
     assert ("stock 360 MiB of parameters, gradients and optimizer state; the model&#x27;s forward keeps 12.5 MiB of "
-            "activations for backward at 4 samples a rank in fp32 (3.12 MiB a sample), every strategy alike at any GPU "
-            "count: fsdp 12.9 MiB, zero 210 MiB, stock 450 MiB at the step&#x27;s peak (its state and the larger of "
-            "backward&#x27;s part and the optimizer step&#x27;s; buckets not recorded for zero, stock (a run from "
-            "before ddpbench recorded them); unsharded parameters and gradients not recorded for fsdp (a run from "
-            "before ddpbench recorded them); a GPU&#x27;s Adam temporaries, fsdp 0.0879 MiB, zero 9 MiB, stock 90 "
-            "MiB). In a GPU of 80 GiB (dgx-h100), at the step&#x27;s peak with the gradient buckets, FSDP&#x27;s "
-            "unsharded parameters and gradients, a GPU&#x27;s optimizer temporaries and PowerSGD&#x27;s error "
-            "feedback and bucket copies, before buffers and the "
-            "kernels&#x27; working memory: stock fits (450 MiB a rank at most); fsdp fits (57.5 MiB a rank at most, "
-            "at w8); zero fits (215 MiB a rank at most, at w8); buckets for stock, zero; unsharded parameters and "
-            "gradients for fsdp not recorded (a run from before ddpbench recorded them): counted as none.</p>"
-            ) in counted  # fmt: skip
+            "activations for backward at 4 samples a rank in fp32 (each further sample adds 3 MiB), every strategy "
+            "alike at any GPU count: fsdp 12.9 MiB, zero 210 MiB, stock 450 MiB at the step&#x27;s peak (its state "
+            "and the larger of backward&#x27;s part and the optimizer step&#x27;s; buckets not recorded for zero, "
+            "stock (a run from before ddpbench recorded them); unsharded parameters and gradients not recorded for "
+            "fsdp (a run from before ddpbench recorded them); a GPU&#x27;s Adam temporaries, fsdp 0.0879 MiB, zero 9 "
+            "MiB, stock 90 MiB). In a GPU of 80 GiB (dgx-h100), at the step&#x27;s peak with the gradient buckets, "
+            "FSDP&#x27;s unsharded parameters and gradients, a GPU&#x27;s optimizer temporaries and PowerSGD&#x27;s "
+            "error feedback and bucket copies, before buffers and the kernels&#x27; working memory: stock fits (450 "
+            "MiB a rank at most); fsdp fits (57.5 MiB a rank at most, at w8); zero fits (215 MiB a rank at most, at "
+            "w8); buckets for stock, zero; unsharded parameters and gradients for fsdp not recorded (a run from "
+            "before ddpbench recorded them): counted as none.</p>") in counted  # fmt: skip
     # a team booking 8-16 GPUs read the 1,024-GPU figure first, and the fit at the bench's batch with no word of it:
     # the fit at the fewest GPUs opens each setup, then the batch it is counted at and how to count it at yours
     assert ("resnet50/small fp32 adam batch 4:</b> At 8 GPUs, in a GPU of 80 GiB (dgx-h100): fsdp fits (57.5 MiB a "
