@@ -16,13 +16,14 @@ from harness.config.bench import ConfigError
 
 
 def memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None = None, options: dict | None = None):
-    """`_memory_rows`, with the activations of each strategy that computes in another dtype than the run's (FSDP2's
-    param_dtype=bf16) counted in its own on the meta device, at the rows' size and batch (`compute_activation_mb`).
+    """`_memory_rows` (and where counted in fp32, what bf16 would keep: _dtype_note), with the activations of each
+    strategy that computes in another dtype than the run's (FSDP2's param_dtype=bf16) counted in its own on the meta
+    device, at the rows' size and batch (`compute_activation_mb`).
     `options`: the workload options of the model you will train (--train-wopt over the run's), where not the run's."""
     from harness.perfmodel.memory import compute_dtype
 
     rows, note = _memory_rows(run_dir, configs, setup, batch_size=batch_size, options=options)
-    note = "; ".join(part for part in (note, _dtype_note(setup, rows)) if part)
+    note = "; ".join(part for part in (note, _dtype_note(setup, rows, configs, options)) if part)
     dtypes = rows["impl_options"].map(compute_dtype) if "impl_options" in rows else []
     if not any(dtypes):
         return rows, note
@@ -51,13 +52,46 @@ def _made(spec: str, options: str, size: str):
         return None
 
 
-def _dtype_note(setup: dict, rows) -> str:
-    """Where the activations were counted in fp32 (a CPU run's default): a GPU trains in bf16 under autocast, which
-    keeps most of them in half the bytes (a walkthrough planned its H100s on fp32 activations, unwarned)."""
+def _dtype_note(setup: dict, rows, configs=None, options: dict | None = None) -> str:
+    """Where the activations were counted in fp32 (a CPU run's default) and a GPU trains in bf16 under autocast: the
+    same forward counted so (a CPU's fake tensors under its autocast, at the rows' size and batch and one sample
+    more), since bf16 is no fixed share of fp32's. A walkthrough planned its H100s on fp32 activations, unwarned;
+    a tester's 1.3B llama then read 'half the bytes' where bf16 keeps 8.63 GiB at one sample against fp32's 8.08:
+    RMSNorm, the residual stream, softmax and the loss stay fp32, and autocast keeps a bf16 copy of each weight it
+    casts for backward, once at any batch."""
+    from harness.perfmodel.memory import mib_text
+
     if setup.get("dtype") != "fp32" or "activation_mb" not in rows or rows["activation_mb"].isna().all():
         return ""
-    return "activations in fp32, the run's dtype: trained in bf16 (autocast) most are kept in half the bytes; bench "\
-        "--dtype bf16 to count them so"  # fmt: skip
+    first = rows[rows["activation_mb"].notna()].iloc[0]
+    fp32, batch = float(first["activation_mb"]), int(first["batch_size"])
+    spec, trained = trained_source(configs, setup, options)
+    made = spec, json.dumps(trained, sort_keys=True), str(first["size"])
+    at, more = (_counted_in_bf16(*made, b) for b in (batch, batch + 1))
+    if at is None or more is None:
+        return ("activations in fp32, the run's dtype: trained in bf16 (autocast) the count differs either way (fewer "
+                "bytes where ops run in bf16, more for the bf16 copies of the weights autocast keeps for backward) and "
+                "could not be counted here; bench --dtype bf16 to count them so")  # fmt: skip
+    added = more - at
+    once = at - added * batch  # kept once at any batch: the weights' bf16 copies
+    ratio = at / fp32 if fp32 else float("nan")
+    samples = f"{batch} sample{'s' * (batch != 1)}"
+    return (f"activations in fp32, the run's dtype: trained in bf16 (autocast) the same forward keeps {mib_text(at)} "
+            f"at {samples} a rank ({ratio:.2f}× fp32's {mib_text(fp32)}; each further sample adds {mib_text(added)}, "
+            f"and {mib_text(max(once, 0.0))} is kept once at any batch: the bf16 copies of the weights autocast keeps "
+            "for backward), counted on a CPU's fake tensors under its autocast; bench --dtype bf16 to count them "
+            "and the rest so")  # fmt: skip
+
+
+@functools.cache
+def _counted_in_bf16(spec: str, options: str, size: str, batch_size: int) -> float | None:
+    """The MiB of activations the workload keeps at `batch_size` under bf16 autocast (modelinfo.counts_on_meta);
+    None where it cannot be made or counted."""
+    from harness.measure.modelinfo import counts_on_meta
+
+    workload = _made(spec, options, size)
+    counted = counts_on_meta(workload, batch_size=batch_size, dtype="bf16") if workload else None
+    return (counted or {}).get("activation_mb")
 
 
 def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None = None, options: dict | None = None):
