@@ -260,3 +260,14 @@ def test_the_published_misses_between_nodes_say_which_network_measured_them():
     h100 = cluster.cap_caveat(cluster.load("dgx-h100"), 2)
     assert "9 on TCPXO Ethernet (8 × 200 Gb/s), 7 on EFA (32 × 100 Gb/s), 6 on InfiniBand (8 × 400 Gb/s))" in h100
     assert " on " not in cluster.cap_caveat(cluster.load("dgx-a100"), 1).split("(worst")[1]  # one node: NVLink's
+
+
+def test_a_built_in_gpus_memory_is_what_a_process_can_use_as_published():
+    """A tester read 'stock fits (77.4 GiB a rank at most)' in 'a GPU of 80 GiB': the H100 datasheet's 80 GB, read as
+    GiB, where torch reports 79.11 GiB a process can use. Each built-in gives the figure published for a process (or,
+    where none was found, an upper bound said so), with its source."""
+    datasheet_gb = {"dgx-h100": 80, "dgx-a100": 80, "dgx-h200": 141, "dgx1-v100": 16}
+    for name, gb in datasheet_gb.items():
+        profile = cluster.load(name)
+        assert 0 < profile.gpu_memory_gib < gb, name
+        assert f"{profile.gpu_memory_gib:g} GiB" in profile.sources["gpu_memory_gib"], name

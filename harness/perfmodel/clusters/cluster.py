@@ -59,7 +59,7 @@ class Cluster:
     latency_scale: float = 1.0  # NCCL's latencies as its tuner has them; a fit to a user's logs may move it
     fitted_to: str = ""  # a profile fitted to nccl-tests logs: which, and the fit's error (nccltests.fit)
     fitted_nodes: int = 0  # the most nodes those logs measured: beyond, the fitted network is carried on
-    gpu_memory_gib: float = 0.0  # one GPU's memory, as its datasheet gives it (0: not given)
+    gpu_memory_gib: float = 0.0  # what a process can use of one GPU, GiB (its CUDA total; 0: not given)
 
     @property
     def has_network(self) -> bool:
