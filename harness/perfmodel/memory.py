@@ -279,9 +279,9 @@ def unrecorded(state: pd.DataFrame) -> str:
 def fit_words(state: pd.DataFrame, capacity_gib: float) -> str:
     """Whether each strategy's need at its step's peak (`need_mb`) fits in a GPU of `capacity_gib`, at the world
     sizes of `state` (state_per_rank's, labelled): 'stock does not fit (177 GiB a rank at the least); zero fits from
-    w64 (72.8 GiB a rank there); fsdp fits at w8, not at w64 (91 GiB a rank there)'. '' without a capacity or
-    counted activations (the state alone would pass a model whose activations do not fit); a strategy without them
-    (another compute dtype, uncounted) is left out."""
+    w64 (72.8 of 79.11 GiB a rank there: 6.31 GiB left for …); fsdp fits at w8, not at w64 (91 GiB a rank there)'.
+    '' without a capacity or counted activations (the state alone would pass a model whose activations do not fit);
+    a strategy without them (another compute dtype, uncounted) is left out."""
     state = state[state["activation_mb"].notna()] if "activation_mb" in state else state.iloc[:0]
     if not capacity_gib or state.empty:
         return ""
@@ -291,27 +291,47 @@ def fit_words(state: pd.DataFrame, capacity_gib: float) -> str:
 
 
 def fit_phrase(rows: pd.DataFrame, capacity_gib: float) -> str:
-    """'fits (72.8 GiB a rank at most)', 'does not fit (…; at batch 6 a rank or fewer it would, at w8)' (fit_words)."""
+    """'fits (72.8 of 79.11 GiB a rank at most: 6.31 GiB left for …)', 'fits, tight (…)' (room_words), 'does not fit
+    (…; at batch 6 a rank or fewer it would, at w8)' (fit_words)."""
     need, worlds = need_mb(rows).to_numpy(), rows["world_size"].to_numpy().astype(int)
     fits, batches = need <= capacity_gib * 1024, largest_batch(rows, capacity_gib).to_numpy()
-    phrase, most = _fit_phrase(fits, need, worlds), int(np.argmax(batches))
+    phrase, most = _fit_phrase(fits, need, worlds, capacity_gib), int(np.argmax(batches))
     if not fits.any() and 0 < batches[most] < rows.get("batch_size", pd.Series([0])).max():  # at a smaller one
         phrase = phrase.removesuffix(")") + f"; at batch {batches[most]} a rank or fewer it would, at w{worlds[most]})"
     return phrase
 
 
-def _fit_phrase(fits: np.ndarray, need: np.ndarray, worlds: np.ndarray) -> str:
+def _fit_phrase(fits: np.ndarray, need: np.ndarray, worlds: np.ndarray, capacity_gib: float) -> str:
     if fits.all():  # and where the most is: a page over 8-1,024 GPUs and a console over those asked may differ so
         most = f", at w{worlds[int(np.argmax(need))]}" if len(set(need.round(6))) > 1 else ""
-        return f"fits ({mib_text(need.max())} a rank at most{most})"
+        return room_words(need.max(), capacity_gib, f" a rank at most{most}")
     if not fits.any():
         return f"does not fit ({mib_text(need.min())} a rank at the least)"
     first = int(np.argmax(fits))
     if fits[first:].all():  # fits from some GPU count on, as a split state does
-        return f"fits from w{worlds[first]} ({mib_text(need[first])} a rank there)"
+        return room_words(need[first], capacity_gib, " a rank there").replace("fits", f"fits from w{worlds[first]}", 1)
     worst = int(np.argmax(np.where(fits, -np.inf, need)))
     return (f"fits at {', '.join(f'w{w}' for w in worlds[fits])}, not at {', '.join(f'w{w}' for w in worlds[~fits])} "
             f"({mib_text(need[worst])} a rank at w{worlds[worst]})")  # fmt: skip
+
+
+COUNT_BELOW_PEAK = 0.08
+"""The most the count (need_mb) has read below a rank's measured peak: 8 %, gpt2 with gradient_as_bucket_view,
+backward's own temporaries (docs/measured/memory-model-cpu.md). Where a GPU leaves less than this share of the count
+beside it, the fit rests on the count being no lower than it has been: said 'tight'."""
+
+
+def room_words(need: float, capacity_gib: float, where: str = " a rank") -> str:
+    """'fits (77.4 of 79.11 GiB a rank at most: 1.71 GiB left for buffers, the CUDA context and NCCL's)', 'fits,
+    tight (…)' where what is left is under COUNT_BELOW_PEAK of the count, 'does not fit (…)' where none is: a need
+    (MiB, need_mb's) against a GPU of `capacity_gib`; `where`: what the figure is ('a rank at most, at w16')."""
+    left = capacity_gib * 1024 - need
+    if left < 0:
+        return f"does not fit ({mib_text(need)}{where})"
+    tight = ", tight" if left < COUNT_BELOW_PEAK * need else ""
+    held = mib_text(need).removesuffix(" GiB")  # '77.4 of 79.11 GiB', '450 MiB of 79.11 GiB'
+    return (f"fits{tight} ({held} of {capacity_gib:g} GiB{where}: {mib_text(left)} left for buffers, the CUDA context "
+            "and NCCL's)")  # fmt: skip
 
 
 def largest_batch(state: pd.DataFrame, capacity_gib: float) -> pd.Series:

@@ -13,7 +13,7 @@ from harness.perfmodel.choice import (
 )
 from harness.perfmodel.choice_table import table_header, table_rows
 from harness.perfmodel.clusters.cluster import Cluster, cap_caveats
-from harness.perfmodel.memory import fit_words, mib_text, need_mb, state_per_rank
+from harness.perfmodel.memory import fit_words, mib_text, need_mb, room_words, state_per_rank
 from harness.perfmodel.memory_words import activation_words
 from harness.perfmodel.predict import of_setup
 from harness.perfmodel.sharded import OwnCheck, optimizer_break_even, optimizer_share_caveat, unborne_words
@@ -99,17 +99,16 @@ def memory_section(configs: pd.DataFrame, cluster: Cluster, worlds: list[int], *
 
 
 def _first_fit(group: pd.DataFrame, cluster: Cluster, world: int) -> str:
-    """'At 8 GPUs, in a GPU of 80 GiB (dgx-h100): stock fits (450 MiB a rank), ….': the verdict at the fewest GPUs
+    """'At 8 GPUs, in a GPU of 79.11 GiB (dgx-h100): stock fits (450 MiB of 79.11 GiB a rank: 78.7 GiB left for …),
+    ….' (memory.room_words): the verdict at the fewest GPUs
     the page predicts, which a team booking one node or two asks first (the whole range follows); '' where no fit
     is said (no GPU memory in the profile, or no activations counted: fit_words' rule)."""
     rows = group[(group["world_size"] == world) & group["activation_mb"].notna()] if "activation_mb" in group else []
     if not cluster.gpu_memory_gib or not len(rows):
         return ""
     need = need_mb(rows)
-    said = ", ".join(
-        f"{strategy} {'fits' if mb <= cluster.gpu_memory_gib * 1024 else 'does not fit'} ({mib_text(mb)} a rank)"
-        for strategy, mb in sorted(zip(rows["strategy"], need, strict=True), key=lambda x: x[1])
-    )
+    ranked = sorted(zip(rows["strategy"], need, strict=True), key=lambda x: x[1])
+    said = ", ".join(f"{strategy} {room_words(mb, cluster.gpu_memory_gib)}" for strategy, mb in ranked)
     return f"At {world} GPUs, in a GPU of {cluster.gpu_memory_gib:g} GiB ({cluster.name}): {said}. "
 
 

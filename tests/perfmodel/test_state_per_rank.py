@@ -117,7 +117,8 @@ def test_which_strategy_fits_in_the_clusters_gpus_state_and_activations_together
     words = memory.fit_words(state, 80)
     assert "stock does not fit (177 GiB a rank at the least)" in words
     assert (
-        "zero fits from w64 (72.8 GiB a rank there)" in words and "fsdp fits (22.1 GiB a rank at most, at w8)" in words
+        "zero fits from w64 (72.8 of 80 GiB a rank there: 7.22 GiB left for" in words
+        and "fsdp fits (22.1 of 80 GiB a rank at most, at w8: 57.9 GiB left for" in words
     )
     assert memory.fit_words(state, 0.0) == "" and memory.fit_words(state.assign(activation_mb=float("nan")), 80) == ""
 
@@ -208,8 +209,9 @@ def test_the_gradient_buckets_kept_beside_the_gradients_count_at_every_gpu_count
     assert memory.need_mb(state).loc[("stock", "{}", 8)] == pytest.approx(361.84 + 90.46 + 90.46)
     plain = state.reset_index().query("impl_options == '{}'").assign(strategy=lambda f: f["impl"])
     assert "stock does not fit (543 MiB a rank at the least)" in memory.fit_words(plain, 0.5)
-    assert "stock fits (452 MiB a rank at most)" in memory.fit_words(
-        plain.assign(buckets_mb=0.0, step_buckets_mb=0.0), 0.5
+    assert (
+        "stock fits (452 MiB of 0.5 GiB a rank at most: 59.7 MiB left for buffers, the CUDA context"
+        in memory.fit_words(plain.assign(buckets_mb=0.0, step_buckets_mb=0.0), 0.5)
     )
     said = activation_words(plain[plain["world_size"] == 8])
     assert "stock 543 MiB" in said and "at the step's peak (its state and the larger of backward's part and " in said
@@ -363,3 +365,21 @@ def test_what_one_more_sample_adds_is_said_and_fitted_only_where_counted_at_two_
         memory.largest_batch(stock, 79.11).iloc[0]
         > memory.largest_batch(state[state["impl"] == "stock"], 79.11).iloc[0]
     )
+
+
+def test_what_fits_says_what_it_leaves_and_a_thin_margin_is_said_tight():
+    """A tester read 'stock fits (77.4 GiB a rank at most)' in 'a GPU of 80 GiB', 1.7 GiB over buffers, the CUDA
+    context and NCCL's, none of which the count holds: what is left is said, computed, and a margin under the most
+    the count has read below a rank's peak (memory.COUNT_BELOW_PEAK of it) is 'tight'."""
+    gib = 1024.0
+    rows = pd.DataFrame({"strategy": ["stock", "fsdp"], "world_size": [16, 16], "total_mb": [20 * gib, 1.25 * gib],
+                         "activation_mb": [52.3 * gib, 52.3 * gib], "batch_size": [8, 8],
+                         "buckets_mb": [5.01 * gib, 0.0], "optimizer_temp_mb": [5.01 * gib, 0.08 * gib]})  # fmt: skip
+    need = memory.need_mb(rows)
+    stock, fsdp = (memory.fit_phrase(rows[rows["strategy"] == s], 79.11) for s in ("stock", "fsdp"))
+    left = 79.11 * gib - need.iloc[0]
+    assert left < memory.COUNT_BELOW_PEAK * need.iloc[0]  # 1.8 GiB against 6.2: tight
+    assert stock == (f"fits, tight ({need.iloc[0] / gib:.3g} of 79.11 GiB a rank at most: {memory.mib_text(left)} "
+                     "left for buffers, the CUDA context and NCCL's)")  # fmt: skip
+    assert fsdp.startswith(f"fits ({need.iloc[1] / gib:.3g} of 79.11 GiB a rank at most: ")  # 20 GiB left: not tight
+    assert memory.room_words(80 * gib, 79.11).startswith("does not fit (80 GiB a rank")

@@ -378,23 +378,30 @@ def test_the_what_if_page_carries_each_strategys_model_state_to_the_clusters_gpu
             "and the larger of backward&#x27;s part and the optimizer step&#x27;s; buckets not recorded for zero, "
             "stock (a run from before ddpbench recorded them); unsharded parameters and gradients not recorded for "
             "fsdp (a run from before ddpbench recorded them); a GPU&#x27;s Adam temporaries, fsdp 0.0879 MiB, zero 9 "
-            "MiB, stock 90 MiB). In a GPU of 79.11 GiB (dgx-h100), at the step&#x27;s peak with the gradient buckets, "
-            "FSDP&#x27;s unsharded parameters and gradients, a GPU&#x27;s optimizer temporaries and PowerSGD&#x27;s "
-            "error feedback and bucket copies, before buffers and the kernels&#x27; working memory: stock fits (450 "
-            "MiB a rank at most); fsdp fits (57.5 MiB a rank at most, at w8); zero fits (215 MiB a rank at most, at "
-            "w8); buckets for stock, zero; unsharded parameters and gradients for fsdp not recorded (a run from "
-            "before ddpbench recorded them): counted as none.</p>") in counted  # fmt: skip
+            "MiB, stock 90 MiB). In a GPU of 79.11 GiB (dgx-h100), at the step&#x27;s peak with the gradient "
+            "buckets, FSDP&#x27;s unsharded parameters and gradients, a GPU&#x27;s optimizer temporaries and "
+            "PowerSGD&#x27;s error feedback and bucket copies, before buffers and the kernels&#x27; working memory: "
+            "stock fits (450 MiB of 79.11 GiB a rank at most: 78.7 GiB left for buffers, the CUDA context and "
+            "NCCL&#x27;s); fsdp fits (57.5 MiB of 79.11 GiB a rank at most, at w8: 79.1 GiB left for buffers, the "
+            "CUDA context and NCCL&#x27;s); zero fits (215 MiB of 79.11 GiB a rank at most, at w8: 78.9 GiB left for "
+            "buffers, the CUDA context and NCCL&#x27;s); buckets for stock, zero; unsharded parameters and gradients "
+            "for fsdp not recorded (a run from before ddpbench recorded them): counted as none.</p>"
+            ) in counted  # fmt: skip
     # a team booking 8-16 GPUs read the 1,024-GPU figure first, and the fit at the bench's batch with no word of it:
     # the fit at the fewest GPUs opens each setup, then the batch it is counted at and how to count it at yours
-    assert ("resnet50/small fp32 adam batch 4:</b> At 8 GPUs, in a GPU of 79.11 GiB (dgx-h100): fsdp fits (57.5 MiB a "
-            "rank), zero fits (215 MiB a rank), stock fits (450 MiB a rank). Counted at batch 4 a rank, the batch the "
-            "run benched: at yours, <code>ddpbench predict --run RUN --cluster NAME --local-step-ms MS --batch-size N "
-            "--page FILE.html</code>, with <code>--train-wopt KEY=VALUE</code> for the options you will train with "
-            "(docs/your-model.md). At 1024 GPUs each rank holds fsdp") in counted  # fmt: skip
+    assert ("resnet50/small fp32 adam batch 4:</b> At 8 GPUs, in a GPU of 79.11 GiB (dgx-h100): fsdp fits (57.5 MiB "
+            "of 79.11 GiB a rank: 79.1 GiB left for buffers, the CUDA context and NCCL&#x27;s), zero fits (215 MiB "
+            "of 79.11 GiB a rank: 78.9 GiB left for buffers, the CUDA context and NCCL&#x27;s), stock fits (450 MiB "
+            "of 79.11 GiB a rank: 78.7 GiB left for buffers, the CUDA context and NCCL&#x27;s). Counted at batch 4 a "
+            "rank, the batch the run benched: at yours, <code>ddpbench predict --run RUN --cluster NAME "
+            "--local-step-ms MS --batch-size N --page FILE.html</code>, with <code>--train-wopt KEY=VALUE</code> for "
+            "the options you will train with (docs/your-model.md). At 1024 GPUs each rank holds fsdp"
+            ) in counted  # fmt: skip
     small = types.SimpleNamespace(name="small", gpu_memory_gib=0.3)  # 307 MiB: stock's 450 does not fit
     tight = whatif_memory.memory_section(configs.assign(activation_mb=12.5), small, [8, 16])
-    assert "At 8 GPUs, in a GPU of 0.3 GiB (small): fsdp fits (57.5 MiB a rank), zero fits (215 MiB a rank), stock " \
-        "does not fit (450 MiB a rank)." in tight  # fmt: skip
+    assert ("At 8 GPUs, in a GPU of 0.3 GiB (small): fsdp fits (57.5 MiB of 0.3 GiB a rank: 250 MiB left for "
+            "buffers, the CUDA context and NCCL&#x27;s), zero fits (215 MiB of 0.3 GiB a rank: 92.2 MiB left for "
+            "buffers, the CUDA context and NCCL&#x27;s), stock does not fit (450 MiB a rank).") in tight  # fmt: skip
     at_given = whatif_memory.memory_section(configs.assign(activation_mb=12.5), small, [8, 16], batch_given=4)
     assert "Counted at batch" not in at_given and "At 8 GPUs, in a GPU of 0.3 GiB" in at_given  # at the batch asked
 

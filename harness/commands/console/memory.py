@@ -38,7 +38,7 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
             uncounted = rows["activation_mb"].isna().all()
             cells += ["not counted" if uncounted else _figures(need_mb(rows)), kept or "none"]
             fits = "" if uncounted or not capacity else fit_phrase(rows, capacity)
-            cells += ["fits" if fits.startswith("fits (") else fits]  # fits at every count: its peaks are beside
+            cells += [fits]  # with what it leaves, as the what-if page says it
         groups.setdefault(tuple(cells), []).append(name)
     header = [f"model state {' / '.join(f'w{w}' for w in worlds)}"]
     if counted:
