@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness.commands.console import say
-from harness.perfmodel.choice import choose, unchosen_words
+from harness.perfmodel.choice import choose
 from harness.perfmodel.choice_table import COST, noted_rows, table_header
 from harness.perfmodel.sharded import unborne_words
+from harness.perfmodel.unchosen import unchosen_words
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -23,7 +24,7 @@ def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataF
                  optimizer_ms: float = 0.0, step_ms: float = 0.0, errors=None, cpu_steps: bool = False,
                  batch: int | None = None, caveat: str = "") -> bool:  # fmt: skip
     """Say the table (`state` labelled by `strategy`, as choice_words takes it), its notes under it, then what the
-    choice leaves out (choice.unchosen_words) and `caveat`; nothing where there is no choice; whether said.
+    choice leaves out (unchosen.unchosen_words) and `caveat`; nothing where there is no choice; whether said.
     `cpu_steps`: the steps are a CPU's compute (no --local-step-ms), which its step column says, and the table has no
     GPU-hours column then; `batch`: a GPU's samples a step, as the steps are (their GPU-hours a million samples)."""
     rows = noted_rows(state, frames, capacity_gib, optimizer_ms=optimizer_ms, step_ms=step_ms, errors=errors,
