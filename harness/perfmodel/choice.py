@@ -15,6 +15,7 @@ import pandas as pd
 
 import impls
 from harness.analysis import agreement, roles
+from harness.perfmodel import ranked
 from harness.perfmodel.memory import need_mb
 from harness.perfmodel.schedule import WIRE_BYTES
 from harness.perfmodel.unchosen import unchosen_words
@@ -31,6 +32,12 @@ class Candidate:
     profiled_ms: float | None = None  # the step predicted at the profile's size, where its full-size floor is higher
     model: str = ""  # whose step model times it (DDP, ZeRO-1, FSDP2), as the run's own-steps check names them
     note: str = ""  # what its step rests on beyond its model's (a compression hook's: compressed_note)
+    cap_mb: float | None = None  # the cap it is ranked at, where the floors rank a step on DDP's schedule (ranked.py)
+
+    @property
+    def named(self) -> str:
+        """'stock at 100 MiB': its name, with the cap it is ranked at where that is said."""
+        return self.strategy + (f" at {self.cap_mb:g} MiB" if self.cap_mb is not None else "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,35 +160,62 @@ def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float,
         at = state[(state["world_size"] == int(named["world_size"])) & state["activation_mb"].notna()]
         if at.empty:
             continue  # nothing the run measured was carried to this GPU count: nothing to choose from
-        need = need_mb(at)
-        steps, floors, left = modelled_step(at, named), modelled_step(at, named, FLOOR_COLUMNS), left_out_ms(at, named)
         models = pd.Series("", index=at.index)
         for name, rows in MODELS:
             models[rows(at).to_numpy()] = name
-        candidates = [_candidate(label, float(n), n <= capacity_gib * 1024, s, floor, float(extra), model)
-                      for label, n, s, floor, extra, model in zip(at["strategy"], need, steps, floors, left, models,
-                                                                  strict=True)]  # fmt: skip
-        candidates = [dataclasses.replace(c, note=compressed_note(named, full_size=c.profiled_ms is not None))
-                      if hooked else c for c, hooked in zip(candidates, _compressed(at), strict=True)]  # fmt: skip
+        candidates = _ranked_candidates(at, frame, models, capacity_gib)
         timed = sorted((c for c in candidates if c.step_ms is not None), key=lambda c: c.step_ms)
         fitting = [c for c in timed if c.fits]
         picked, maybe = _picked(fitting, errors)
         apart = max((model_apart(picked[0], c, errors) for c in picked[1:]), default=0.0)
-        faster = [c for c in _unbenched(set(models), named) if picked and c.step_ms < whole_step(picked[0])]
+        faster = [c for c in _unbenched(set(models), frame) if picked and c.step_ms < whole_step(picked[0])]
         choices.append(Choice(int(named["world_size"]), picked, [c for c in timed if c not in picked + maybe], maybe,
                               apart if apart > agreement.SMALL_CAP_LEAD else 0.0, faster))  # fmt: skip
     return choices
 
 
-def _unbenched(benched: set[str], named: pd.Series) -> list[Candidate]:
-    """ZeRO-1's and FSDP2's steps (ranked as `_candidate` ranks them) where the run benched no strategy of theirs:
-    predicted from the profile, but what a rank holds was never measured, so none is chosen; each named as you would
-    bench it (its strategies' names)."""
+def _unbenched(benched: set[str], frame: pd.DataFrame) -> list[Candidate]:
+    """ZeRO-1's and FSDP2's steps (ranked as `_candidate` ranks them, at the cap ranked.ranked_row names) where the
+    run benched no strategy of theirs: predicted from the profile, but what a rank holds was never measured, so none
+    is chosen; each named as you would bench it (its strategies' names)."""
     found = []
     for model, key in (("ZeRO-1", "optimizer_shard"), ("FSDP2", "parameter_shard")):
-        step, floor = named.get(STEP_COLUMNS[key], np.nan), named.get(FLOOR_COLUMNS[key], np.nan)
+        if STEP_COLUMNS[key] not in frame:
+            continue
+        row = ranked.ranked_row(frame, STEP_COLUMNS[key], FLOOR_COLUMNS[key], model)
+        step, floor = row.get(STEP_COLUMNS[key], np.nan), row.get(FLOOR_COLUMNS[key], np.nan)
         if model not in benched and not pd.isna(step):
-            found.append(_candidate(_names_of(model), float("nan"), False, float(step), float(floor), 0.0, model))
+            cap = _said_cap(frame, row, model, FLOOR_COLUMNS[key])
+            found.append(dataclasses.replace(_candidate(_names_of(model), float("nan"), False, float(step),
+                                                        float(floor), 0.0, model), cap_mb=cap))  # fmt: skip
+    return found
+
+
+def _said_cap(frame: pd.DataFrame, row: pd.Series, model: str, floor_column: str) -> float | None:
+    """The cap a candidate is said to be ranked at: where the floors rank a step on DDP's schedule, else none."""
+    on_schedule = model in ("DDP", "ZeRO-1")  # FSDP2's step is the same at every cap
+    return float(row["bucket_cap_mb"]) if on_schedule and ranked.floors_in(frame, floor_column) else None
+
+
+def _ranked_candidates(at: pd.DataFrame, frame: pd.DataFrame, models: pd.Series, capacity_gib: float):
+    """Each state row of one GPU count as a Candidate, ranked at the cap where its ranked figure is least where the
+    full size's floors exist (ranked.least_row), else at the cap the small profile's answer names."""
+    need, left = need_mb(at), left_out_ms(at, agreement.answer_row(frame))
+    rows = [frame.iloc[k] for k in range(len(frame))]
+    steps = [modelled_step(at, row) for row in rows]  # per cap, each state row's step and floor
+    floors = [modelled_step(at, row, FLOOR_COLUMNS) for row in rows]
+    hooked = _compressed(at).to_numpy()
+    named = agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]).index
+    found = []
+    for j, (label, n, extra, model) in enumerate(zip(at["strategy"], need, left, models, strict=True)):
+        floored = any(pd.notna(f.iloc[j]) for f in floors)
+        values = [ranked.ranked_value(s.iloc[j], f.iloc[j], model) for s, f in zip(steps, floors, strict=True)]
+        k = ranked.least_row(frame, values) if floored else named
+        c = _candidate(label, float(n), n <= capacity_gib * 1024, steps[k].iloc[j], floors[k].iloc[j], float(extra),
+                       model)  # fmt: skip
+        cap = float(rows[k]["bucket_cap_mb"]) if floored and model in ("DDP", "ZeRO-1") else None
+        note = compressed_note(rows[k], full_size=c.profiled_ms is not None) if hooked[j] else ""
+        found.append(dataclasses.replace(c, cap_mb=cap, note=note))
     return found
 
 
@@ -192,20 +226,17 @@ def _names_of(model: str) -> str:
     return ", ".join(named_as.loc[dict(MODELS)[model](named_as).to_numpy(), "impl"])
 
 
-REPLACED = {"ZeRO-1"}  # its floor, DDP's step as ranked + ZeRO's change for the whole model, stands in for its
-# prediction, which shards the smaller model (a small llama's lm_head: 46 % of it in one shard, 6 % of the 1B's)
-
-
 def _candidate(label: str, need: float, fits: bool, step: float, floor: float, left_out: float,
                model: str) -> Candidate:  # fmt: skip
     """A strategy ranked by its predicted step, or by its full-size floor where that is higher (the prediction moved
     the profile's smaller model's parameters; the floor the whole model's), or ZeRO-1's floor wherever it has one
-    (REPLACED); `model`: whose step model times it."""
+    (ranked.REPLACED); `model`: whose step model times it."""
     if pd.isna(step):
         return Candidate(label, need, bool(fits), None, left_out, model=model)
-    raised = not pd.isna(floor) and (floor > step or model in REPLACED)
-    return Candidate(label, need, bool(fits), float(floor if raised else step), left_out,
-                     profiled_ms=float(step) if raised else None, model=model)  # fmt: skip
+    value = ranked.ranked_value(step, floor, model)
+    raised = not pd.isna(floor) and (value != step or model in ranked.REPLACED)
+    return Candidate(label, need, bool(fits), value, left_out, profiled_ms=float(step) if raised else None,
+                     model=model)  # fmt: skip
 
 
 def _picked(fitting: list[Candidate], errors=None) -> tuple[list[Candidate], list[Candidate]]:
@@ -220,9 +251,11 @@ def _picked(fitting: list[Candidate], errors=None) -> tuple[list[Candidate], lis
         return [], []
     fastest = whole_step(pick)  # the pick's, its left-out cost added: what every other is judged against
     maybe = [c for c in fitting if c is not pick and c.left_out_ms and c.step_ms < fastest]  # faster only without it
-    ranked = sorted((c for c in fitting if c not in maybe), key=whole_step)  # a slower one may tie (within 4 %)
-    band = {id(c): max(agreement.SMALL_CAP_LEAD, model_apart(pick, c, errors)) for c in ranked}
-    return [c for c in ranked if whole_step(c) <= fastest * (1 + band[id(c)])], maybe
+    ordered = sorted((c for c in fitting if c not in maybe), key=whole_step)  # a slower one may tie (within 4 %)
+    band = {id(c): max(agreement.SMALL_CAP_LEAD, model_apart(pick, c, errors)) for c in ordered}
+    tied = [c for c in ordered if whole_step(c) <= fastest * (1 + band[id(c)])]  # each within its own pair's band
+    widest = max(band[id(c)] for c in tied)  # the band the tie reaches: every step within it is in it too
+    return [c for c in ordered if whole_step(c) <= fastest * (1 + widest)], maybe
 
 
 def whole_step(c: Candidate) -> float:
@@ -248,10 +281,11 @@ def step_text(c: Candidate) -> str:
     as profiled)'."""
     if c.note:
         return f"{step_text(dataclasses.replace(c, note=''))} ({c.note})"
+    name = c.named + "," * (c.cap_mb is not None)  # 'stock at 100 MiB, at least …'
     if c.profiled_ms is None:
-        return f"{c.strategy} {c.step_ms:.4g} ms"
+        return f"{name} {c.step_ms:.4g} ms"
     smaller = ", the smaller model's shards" if c.profiled_ms > c.step_ms else ""  # ZeRO-1's, REPLACED
-    return f"{c.strategy} at least {c.step_ms:.4g} ms (full-size floor; {c.profiled_ms:.4g} ms as profiled{smaller})"
+    return f"{name} at least {c.step_ms:.4g} ms (full-size floor; {c.profiled_ms:.4g} ms as profiled{smaller})"
 
 
 def turning_share(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float) -> str:

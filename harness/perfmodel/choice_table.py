@@ -78,8 +78,8 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
         return (str(choice.world_size), "none modelled fits", "", "", "", ""), []
     first = choice.picked[0]
     rest = sorted((c for c in choice.others if c.fits and c.step_ms is not None), key=whole_step)  # own cost in
-    cells = (str(choice.world_size), " or ".join(c.strategy for c in choice.picked),
-             _step_cell(choice.picked), rest[0].strategy if rest else "",
+    cells = (str(choice.world_size), " or ".join(c.named for c in choice.picked),  # the cap where the floors rank it
+             _step_cell(choice.picked), rest[0].named if rest else "",
              f"+{whole_step(rest[0]) / whole_step(first) - 1:.1%}" if rest else "",
              _step_cell(choice.picked, 1e3 / 3600 / batch, lambda v: f"{v:.3g}" if v < 1e3 else f"{v:,.0f}")
              if batch else "")  # fmt: skip  # GPU-hours: no exponent in a table read by eye

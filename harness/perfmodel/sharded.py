@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import agreement, roles
-from harness.perfmodel import fsdp, zero
+from harness.perfmodel import fsdp, ranked, zero
 from harness.perfmodel.choice import FLOOR_COLUMNS, SHARD_OF, STEP_COLUMNS
 from harness.perfmodel.memory import HELD, listed
 from harness.perfmodel.network import (
@@ -304,19 +304,21 @@ def optimizer_break_even(frame: pd.DataFrame, *, optimizer_ms: float, step_ms: f
     """How much of ZeRO-1's and FSDP2's (of `labels`) predicted lead over DDP rests on the optimizer's time (a CPU's
     share, which no GPU's is): each steps only its shard, so were the optimizer's time f of what the profile gives,
     DDP's step would lose (1 − f) × `optimizer_ms` and theirs (1 − f) × their shard's; their lead holds while the
-    optimizer takes at least f × `optimizer_ms` / `step_ms` of the step. At the cap DDP's answer names, for the frame's
-    GPU count, each step with the own cost it leaves out added (a CPU's, scaled: no lead that this eats is one):
+    optimizer takes at least f × `optimizer_ms` / `step_ms` of the step. At the cap the choice ranks each at
+    (ranked.py), for the frame's GPU count, each step with the own cost it leaves out added (a CPU's, scaled: no
+    lead that this eats is one):
     'at w64, ZeRO-1's lead needs the optimizer at 12% of the step or more; FSDP2's holds with no optimizer time'."""
     if not optimizer_ms or not step_ms or frame.empty:
         return ""
-    named = agreement.answer_row(frame)
+    named, floor_of = agreement.answer_row(frame), {v: FLOOR_COLUMNS[k] for k, v in STEP_COLUMNS.items()}
     said = []
     for label, step, shard in (s for s in SHARDED_STEPS if s[0] in labels):
         if step not in named or pd.isna(named[step]) or pd.isna(named.get(shard)):
             continue
-        step_ms_, shard_ms = _raised(named, step, shard)  # as the choice ranks them: a higher full-size floor
-        step_ms_ += np.nan_to_num(float(named.get(LEFT_OUT[label], 0.0)))  # its whole step, as the choice weighs it
-        lead, saved = _raised(named, "step_ms")[0] - step_ms_, optimizer_ms - shard_ms
+        row = ranked.ranked_row(frame, step, floor_of[step], label)  # at the cap the choice ranks it at
+        step_ms_, shard_ms = _raised(row, step, shard)  # as the choice ranks them: a higher full-size floor
+        step_ms_ += np.nan_to_num(float(row.get(LEFT_OUT[label], 0.0)))  # its whole step, as the choice weighs it
+        lead, saved = _raised(ranked.ddp_ranked_row(frame), "step_ms")[0] - step_ms_, optimizer_ms - shard_ms
         if lead <= 0 or saved <= 0:
             continue  # no lead, or none the optimizer could take away
         needed = max(0.0, 1 - lead / saved) * optimizer_ms / step_ms

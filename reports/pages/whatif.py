@@ -11,6 +11,7 @@ import pandas as pd
 
 from harness.analysis import agreement, roles, stats, why
 from harness.analysis.sweep import given_cap
+from harness.perfmodel import ranked
 from harness.perfmodel.clusters.cluster import Cluster, is_builtin, published_check_summary, published_checks
 from harness.perfmodel.clusters.nccl import ClusterLink
 from harness.perfmodel.fsdp import for_cluster
@@ -106,17 +107,8 @@ def best_rows(rows: pd.DataFrame) -> pd.DataFrame:
         answer = agreement.cap_answer(group["bucket_cap_mb"], group["step_ms"])
         best.append({**group.iloc[answer.index].to_dict(), "answer": answer.text, "tied": answer.tied,
                      "margin": answer.margin, "lead_set_aside": answer.lead_set_aside,
-                     "unproven": answer.unproven, **_full_size_bound(group)})  # fmt: skip
+                     "unproven": answer.unproven, **ranked.full_size_figures(group)})  # fmt: skip
     return pd.DataFrame(best)
-
-
-def _full_size_bound(group: pd.DataFrame) -> dict:
-    """Where the rows hold the full size's floors: the least DDP's step can take with its gradients at this GPU count
-    at any cap (each cap's prediction or floor, the higher), and the most its scaling efficiency can be so."""
-    if "full_size_step_floor_ms" not in group:
-        return {}
-    least = float(group[["step_ms", "full_size_step_floor_ms"]].max(axis=1).min())
-    return {"full_size_least_step_ms": least, "full_size_efficiency_at_most": group["local_step_ms"].iloc[0] / least}
 
 
 def measured_rows(configs: pd.DataFrame) -> pd.DataFrame:
@@ -293,15 +285,17 @@ def _best_table(best: pd.DataFrame) -> str:
     heads = ["GPUs", "nodes", "cap named", f"step ms{sized}", f"exposed comm ms{sized}", f"scaling eff.{sized}",
              "fastest predicted",
              "its lead", f"ZeRO-1 step ms{sized}", "its broadcasts ms", f"FSDP2 step ms{sized}"]  # fmt: skip
-    if sized:  # the full size's parameters at the cap named: the least each step takes
+    if sized:  # the full size's parameters at the cap each is ranked at: the least each step takes
         heads += [
-            "DDP's step at the full size, at least (ms)",
-            "ZeRO-1's, at least (ms)",
+            "DDP's step at the full size, at least (ms), at the cap its floors favour",
+            "ZeRO-1's, at least (ms), at the cap it is ranked at",
             "FSDP2's, at least (ms)",
             "DDP's efficiency at the full size, at most (any cap)",
         ]
-        cells = [[*row, f"{r.full_size_step_floor_ms:.4g} ({ms_text(r.full_size_comm_ms)} ms of all-reduces)",
-                  f"{r.zero_full_size_step_floor_ms:.4g} ({ms_text(r.zero_full_size_broadcast_ms)} ms of broadcasts)",
+        cells = [[*row, f"{r.full_size_step_floor_ms:.4g} at {r.full_size_cap_mb:g} MiB "
+                  f"({ms_text(r.full_size_comm_ms)} ms of all-reduces)",
+                  f"{r.zero_full_size_step_floor_ms:.4g} at {r.zero_full_size_cap_mb:g} MiB "
+                  f"({ms_text(r.zero_full_size_broadcast_ms)} ms of broadcasts)",
                   _fsdp_cell(r, "fsdp_full_size_step_floor_ms", f" ({ms_text(r.fsdp_full_size_gather_ms)} ms of "
                              f"gathers, {ms_text(r.fsdp_full_size_scatter_ms)} of reduce-scatters)"),
                   f"{r.full_size_efficiency_at_most:.3f}"]

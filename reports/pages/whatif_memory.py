@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis.compare import setup_words
+from harness.perfmodel import ranked
 from harness.perfmodel.choice import (
     choice_words,
 )
@@ -207,23 +208,17 @@ def full_size_lead(best: pd.DataFrame, trained: str) -> str:
             f"{first['full_size_efficiency_at_most']:.3f} on one node ({int(first['world_size'])} GPUs) and at most "
             f"{last['full_size_efficiency_at_most']:.3f} at {int(last['world_size'])} GPUs with "
             f"{'its' if trained else 'the full size' + chr(39) + 's'} gradients: there its step takes at least "
-            f"{last['full_size_least_step_ms']:.4g} ms at any cap against {last['local_step_ms']:.4g} ms on one GPU, "
+            f"{last['full_size_least_step_ms']:.4g} ms at any cap (the least at {last['full_size_cap_mb']:g} MiB, the "
+            f"cap its floors favour, where the choice ranks it) against {last['local_step_ms']:.4g} ms on one GPU, "
             f"on the profile's compute (the table's last columns give each strategy's floor).{_full_size_why(last)}"
             "</p>")  # fmt: skip
 
 
 def _full_size_why(row: pd.Series) -> str:
-    """' <b>Why</b> at 1024 GPUs: …': the full size's all-reduces at the cap named, against the backward that hides
-    them, the profiled size's 'why' being of other buckets; '' where the row has no such floor."""
-    needed = ("full_size_comm_ms", "full_size_last_ms", "full_size_exposed_ms", "backward_ms")
-    if any(key not in row or pd.isna(row[key]) for key in needed):
-        return ""
-    return (
-        f" <b>Why</b> at {int(row['world_size'])} GPUs: at {row['bucket_cap_mb']:g} MiB its all-reduces take at "
-        f"least {row['full_size_comm_ms']:.3g} ms a step, one after another, overlapping backward "
-        f"({row['backward_ms']:.3g} ms); the last ({row['full_size_last_ms']:.3g} ms) starts only after backward's "
-        f"last gradient, and at least {row['full_size_exposed_ms']:.3g} ms of them stay exposed."
-    )
+    """' <b>Why</b> at 1024 GPUs: …': the full size's all-reduces at the cap its floors favour (`full_size_cap_mb`),
+    the profiled size's 'why' being of other buckets; '' where the row has no such floor (ranked.full_size_why)."""
+    said = ranked.full_size_why(row, row.get("backward_ms", float("nan")), row.get("full_size_cap_mb", float("nan")))
+    return f" <b>Why</b> at {int(row['world_size'])} GPUs: {esc(said)}." if said else ""
 
 
 def trained_banner(trained: str) -> str:

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import types
 
 import pandas as pd
 import pytest
 
 from harness.commands.console import predictions
-from harness.perfmodel import choice, choice_table, sharded, unchosen
+from harness.perfmodel import choice, choice_table, ranked, sharded, unchosen
 
 GIB = 1024.0  # MiB
 
@@ -412,3 +413,68 @@ def test_the_cpus_optimizer_share_is_said_without_guessing_which_way_a_gpus_diff
     said = optimizer_share_caveat(0.003, scaled=True, optimizer="adam")
     assert said.startswith("the optimizer's 0.3% of the step is the CPU's, scaled: a GPU's Adam, one memory-bound")
     assert "larger or smaller" in said and "--local-optimizer-ms" in said and "likely" not in said
+
+
+def _floored(world: int) -> pd.DataFrame:
+    """The tester's 1.3B llama at w64 (llama-small, --local-step-ms 40): the small profile's steps alike at every cap
+    (its answer: 25 MiB), the full size's floors least at 100 MiB (46.45 ms), 63.96 ms at 25 MiB."""
+    return pd.DataFrame({"bucket_cap_mb": [1.0, 25.0, 50.0, 100.0], "world_size": world,
+                         "step_ms": [40.37, 40.37, 40.37, 40.37],
+                         "full_size_step_floor_ms": [73.14, 63.96, 51.12, 46.45],
+                         "zero_step_ms": 44.94, "zero_broadcast_ms": 4.67, "zero_bucket_view_broadcast_ms": 1.0,
+                         "zero_full_size_step_floor_ms": [127.5, 118.3, 105.5, 100.8],
+                         "zero_full_size_broadcast_ms": 54.5, "zero_bucket_view_full_size_broadcast_ms": 10.0,
+                         "fsdp_step_ms": 40.62, "fsdp_full_size_step_floor_ms": 70.99})  # fmt: skip
+
+
+def test_where_floors_exist_a_step_on_ddps_schedule_is_ranked_at_the_cap_its_ranked_figure_is_least():
+    """A tester's booking table ranked DDP at 25 MiB, the small profile's cap ('64 stock ≥63.96 | fsdp +11.5%'),
+    while its own floors had 46.45 ms at 100 MiB: DDP and ZeRO-1 are each ranked at the cap where the higher of their
+    prediction and floor is least, and the table and words say that cap; FSDP2's step, the same at every cap, none."""
+    state = predictions.labelled(_state([("stock", 64, 20.0), ("zero", 64, 11.0), ("fsdp", 64, 2.0)]))
+    (w64,) = choice.choose(state, [_floored(64)], 80.0)
+    assert [(c.named, c.step_ms) for c in w64.picked] == [("stock at 100 MiB", 46.45)]
+    others = {c.strategy: c for c in w64.others}
+    assert (others["zero"].cap_mb, others["zero"].step_ms) == (100.0, 100.8) and others["fsdp"].cap_mb is None
+    (row,) = choice_table.table_rows(state, [_floored(64)], 80.0)
+    assert row[1:5] == ("stock at 100 MiB", "≥46.45", "fsdp", f"+{70.99 / 46.45 - 1:.1%}")
+    words = choice.choice_words(state, [_floored(64)], 80.0)
+    assert "w64 stock at 100 MiB, at least 46.45 ms (full-size floor; 40.37 ms as profiled)" in words
+    # the what-if page's headline bound and its floors' columns come from the same rows
+    figures = ranked.full_size_figures(_floored(64).assign(local_step_ms=40.0))
+    assert (figures["full_size_cap_mb"], figures["full_size_least_step_ms"]) == (100.0, 46.45)
+    assert (figures["zero_full_size_cap_mb"], figures["zero_full_size_step_floor_ms"]) == (100.0, 100.8)
+    # without floors, the cap the small profile's answer names, unsaid
+    plain = _floored(64).drop(columns=[c for c in _floored(64) if "full_size" in c])
+    (alone,) = choice.choose(state, [plain], 80.0)
+    assert [c.named for c in alone.picked] == ["stock", "fsdp"]  # 40.37 and 40.62 ms: a tie
+    # alike floors: the small profile's cap where it is among them, else DDP's default, else the largest
+    assert ranked.least_row(_floored(64), [50.0, 50.0, 50.0, 50.0]) == 1
+    assert ranked.least_row(_floored(64), [60.0, 70.0, 50.0, 50.0]) == 3
+
+
+def test_a_tie_takes_in_every_step_no_slower_than_its_slowest_and_says_its_band_once():
+    """A tester's page read '8 | fsdp or zero | ≥91.52–108.8 | stock | +9.6%' (stock at 101.1 ms, faster than
+    zero's 108.8, behind) and 'a lead under 133% is within how far the step models missed' with stock at +77%
+    behind: the band is pairwise (each model's error against the pick's); the tie is closed, every step within the
+    widest band that put one in the tie is in it, and that band is the one said."""
+    errors = {"FSDP2": [-0.57], "ZeRO-1": [0.0]}  # zero's model reads 1 / 0.43 − 1 = 133 % above fsdp's
+    fsdp, zero, stock = (choice.Candidate("fsdp", 1.0, True, 4453.0, model="FSDP2"),
+                         choice.Candidate("zero", 1.0, True, 5363.0, model="ZeRO-1"),
+                         choice.Candidate("stock", 1.0, True, 7883.0, model="DDP"))  # fmt: skip
+    picked, _ = choice._picked([fsdp, zero, stock], errors)
+    assert [c.strategy for c in picked] == ["fsdp", "zero", "stock"]  # stock, +77 %, is within the 133 % said
+    beyond = dataclasses.replace(stock, step_ms=4453.0 * 2.4)  # +140 %: beyond the band, behind
+    assert [c.strategy for c in choice._picked([fsdp, zero, beyond], errors)[0]] == ["fsdp", "zero"]
+    # the 4 % band's tie, closed too: stock between two tied steps is in it
+    page = [choice.Candidate("fsdp", 1.0, True, 91.52, model="FSDP2"),
+            choice.Candidate("stock", 1.0, True, 101.1, model="DDP"),
+            choice.Candidate("zero", 1.0, True, 108.8, model="ZeRO-1")]  # fmt: skip
+    missed = {"FSDP2": [-0.43], "ZeRO-1": [-0.29]}  # zero's reads 0.71 / 0.57 − 1 = 25 % above fsdp's, DDP unchecked
+    assert [c.strategy for c in choice._picked(page, missed)[0]] == ["fsdp", "stock", "zero"]
+    state = predictions.labelled(_state([("fsdp", 8, 2.0), ("stock", 8, 20.0), ("zero", 8, 11.0)]))
+    frames = [_frame(8, 101.1, 108.8).assign(fsdp_step_ms=91.52)]
+    (row,) = choice_table.table_rows(state, frames, 80.0, errors=missed)
+    assert row[1:5] == ("fsdp or stock or zero", "91.52–108.8", "", "")
+    assert row[-1] == f"a tie: a lead under {0.71 / 0.57 - 1:.0%} is within how far the step models missed this " \
+                      "run's own steps"  # fmt: skip

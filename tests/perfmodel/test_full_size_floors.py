@@ -122,7 +122,7 @@ def test_the_choice_ranks_a_strategy_by_its_full_size_floor_where_that_is_above_
     assert [(c.strategy, c.step_ms, c.profiled_ms) for c in w64.picked] == [("zero", 500.0, 300.0)]
     said = choice.choice_words(state, [frame], 80.0)
     assert "the fastest predicted step (or its floor with the full size's parameters, where higher)" in said
-    assert "w64 zero at least 500 ms (full-size floor; 300 ms as profiled)" in said
+    assert "w64 zero at 25 MiB, at least 500 ms (full-size floor; 300 ms as profiled)" in said
     assert "fsdp at least 1720 ms (full-size floor; 234 ms as profiled), 244.0% slower" in said
     assert "stock does not fit" in said
 
@@ -143,8 +143,8 @@ def test_a_floor_below_the_prediction_leaves_ddps_step_as_predicted_but_zeros_fl
         ("zero", 103.0, 120.0),
     ]
     said = choice.choice_words(state, [frame], 80.0)
-    assert "zero at least 103 ms (full-size floor; 120 ms as profiled, the smaller model's shards)" in said
-    assert "stock 100 ms" in said
+    assert "zero at 25 MiB, at least 103 ms (full-size floor; 120 ms as profiled, the smaller model's shards)" in said
+    assert "stock at 25 MiB, 100 ms" in said
 
 
 def test_the_optimizers_break_even_takes_each_step_as_the_choice_ranks_it():

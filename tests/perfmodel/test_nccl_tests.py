@@ -317,11 +317,16 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     answer, zero, sharded, table = lines[at : at + 4]  # ZeRO-1's step, FSDP2's, the choice as a table
     assert table.startswith("ddpbench predict: the answer on dgx-h100, the fastest step of what fits 79.11 GiB a GPU")
     rows = lines[at + 5 : at + 7]  # under its header, a row per GPU count: stock, ranked by its full-size floor
-    assert [row.split()[:3] for row in rows] == [
-        ["8", "stock", rows[0].split()[2]],
-        ["16", "stock", rows[1].split()[2]],
-    ]
-    assert all(row.split()[2].startswith("≥") for row in rows)
+    booked = [re.match(r"\s*(\d+)\s+stock at ([\d.]+) MiB\s+≥([\d.]+)\s", row) for row in rows]
+    assert all(booked) and [int(m.group(1)) for m in booked] == [8, 16]
+    # at the cap where its ranked figure (its prediction or floor, the higher) is least, as --out's rows give it
+    frame = pd.read_csv(out)
+    ranked_ms = frame[["step_ms", "full_size_step_floor_ms"]].max(axis=1)
+    for m in booked:
+        at_world = ranked_ms[frame["world_size"] == int(m.group(1))]
+        assert float(m.group(3)) == pytest.approx(at_world.min(), rel=1e-3)
+        assert float(m.group(2)) in set(frame.loc[at_world.index[at_world <= at_world.min() * (1 + 1e-9)],
+                                                   "bucket_cap_mb"])  # fmt: skip
     # the run measured no zero: of what it measured only stock has a step model, and the rest fit untimed
     chosen = "\n".join(lines[at + 7 :])  # under the table: what the choice leaves out, and its caveats unsaid above
     assert "fit too, with no step model" in chosen
@@ -336,10 +341,12 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert bound < float(re.search(r"Efficiency [\d.]+ on one node \(\d+ GPUs\), ([\d.]+) at", headline).group(1))
     # and a figure of each modelled strategy's step and floor against GPUs, not DDP's caps alone
     assert "Predicted step per strategy on dgx-h100" in page_text and "FSDP2, full-size floor" in page_text
-    assert '<tr class=""><td>8</td><td>stock</td><td>≥' in page_table and "<td>16</td><td>stock</td><td>≥" in page_table
-    # the page gives the full size's floor beside each answer, as the console's table does
-    assert "<th>DDP's step at the full size, at least (ms)</th>" in page_text
-    assert "<th>ZeRO-1's, at least (ms)</th>" in page_text and "<th>FSDP2's, at least (ms)</th>" in page_text
+    for m in booked:  # the page books each at the console's cap and figure
+        assert f"<td>{m.group(1)}</td><td>stock at {m.group(2)} MiB</td><td>≥{m.group(3)}" in page_table
+    # the page gives the full size's floor beside each answer, at the cap the choice ranks it at
+    assert "<th>DDP's step at the full size, at least (ms), at the cap its floors favour</th>" in page_text
+    assert "<th>ZeRO-1's, at least (ms), at the cap it is ranked at</th>" in page_text
+    assert "<th>FSDP2's, at least (ms)</th>" in page_text
     assert "The table's last three columns are the least each step can take with the full size's " in page_text
     assert "(full-size floor; " in on_page  # the page's choice ranks by the floors as the console's
     # the site's what-if page (report --cluster) counts as predict does: memory at the full size, word for word, and
@@ -353,7 +360,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     name = site.write_whatif_page(small_run, store.read_run_meta(small_run), configs, h100, tmp_path / "site",
                                   **as_predict_counts(small_run, configs, cluster=h100))  # fmt: skip
     on_site = html.unescape((tmp_path / "site" / "runs" / name).read_text())
-    assert "<th>DDP's step at the full size, at least (ms)</th>" in on_site
+    assert "<th>DDP's step at the full size, at least (ms), at the cap its floors favour</th>" in on_site
     assert "(full-size floor; " in on_site.split("<b>The choice</b>: ")[1]
     memory = "<h2>Model state per rank</h2>"
     assert "at the full size" in page_text.split(memory)[1].split("<h2>")[0]
@@ -384,7 +391,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert (bf16["compute_activation_mb"] / bf16["activation_mb"]).between(0.4, 0.75).all()  # fp32's, about half
     assert on_site.split(memory)[1].split("<h2>")[0] == page_text.split(memory)[1].split("<h2>")[0]
     for row in lines[at + 5 : at + 7]:  # the page says the same choice at the console's GPU counts, and more
-        gpus, book, step = row.split()[:3]
+        gpus, book, step = re.match(r"\s*(\d+)\s+(\S+(?: at \S+ MiB)?)\s+(\S+)", row).groups()
         assert f"<td>{gpus}</td><td>{book}</td><td>{step}</td>" in page_table
     # and its bracket: the published tables' caveat at 2 nodes and the CPU optimizer's share, as the console's
     page_bracket = on_page.split(" [", 1)[1].split("].</p>")[0]
@@ -480,7 +487,8 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     # and the choice ranks stock by its floor, far above the 0.2 ms the tiny size's gradients gave
     floor_w16 = frame.loc[frame["world_size"] == 16, "full_size_step_floor_ms"]
     w16 = lines[at + 6].split()
-    assert w16[:2] == ["16", "stock"] and float(w16[2].removeprefix("≥")) in {float(f"{v:.4g}") for v in floor_w16}
+    assert w16[:3] == ["16", "stock", "at"]
+    assert float(w16[5].removeprefix("≥")) in {float(f"{v:.4g}") for v in floor_w16}
 
 
 @pytest.mark.parametrize(

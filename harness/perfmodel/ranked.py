@@ -1,0 +1,110 @@
+"""The figure each strategy is ranked by on a cluster, and the cap it is ranked at: its predicted step, or its floor
+with the full size's parameters where that is higher (sharded.with_full_size_floors); ZeRO-1's floor wherever it has
+one (REPLACED). A step on DDP's schedule (DDP's own, a compression hook's, ZeRO-1's) depends on the bucket cap: where
+the floors exist, it is ranked at the cap where that figure is least (`least_row`), the full size's buckets being
+another layout than the small profile's, whose cap `agreement.answer_row` names. The choice (choice.choose), the
+console's answers and the what-if page all rank by this one rule.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+
+from harness.analysis import agreement
+from harness.bucketing import DDP_DEFAULT_CAP_MB
+
+REPLACED = {"ZeRO-1"}
+"""Step models whose full-size floor stands in for their prediction wherever it has one: ZeRO-1's floor, DDP's step
+as ranked + ZeRO's change for the whole model, replaces its prediction, which shards the smaller model (a small
+llama's lm_head: 46 % of it in one shard, 6 % of the 1B's)."""
+
+EXACT = 1e-9
+"""Figures closer than this (relative) are one figure: the caps whose floors and predictions are alike."""
+
+
+def ranked_value(step: float, floor: float, model: str = "") -> float:
+    """What a strategy is ranked by: its predicted `step`, or its full-size `floor` where higher (or wherever it has
+    one, for a REPLACED `model`); NaN where it has no step."""
+    if step is None or pd.isna(step):
+        return float("nan")
+    if floor is None or pd.isna(floor):
+        return float(step)
+    return float(floor) if model in REPLACED else max(float(step), float(floor))
+
+
+def floors_in(frame: pd.DataFrame, floor_column: str) -> bool:
+    """Whether the frame holds this full-size floor (with_full_size_floors added it, and it is known)."""
+    return floor_column in frame and bool(frame[floor_column].notna().any())
+
+
+def least_row(frame: pd.DataFrame, values) -> int:
+    """The position in `frame` (one GPU count, a row a cap) where `values` (the ranked figure per row) is least;
+    among caps where it is alike (EXACT), the cap the small profile's answer names (agreement.cap_answer), else DDP's
+    default, else the largest. The answer's position where no value is known."""
+    named = agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]).index
+    values = np.asarray(values, dtype=float)
+    if not np.isfinite(values).any():
+        return named
+    least = np.nanmin(values)
+    alike = [k for k, v in enumerate(values) if np.isfinite(v) and math.isclose(v, least, rel_tol=EXACT)]
+    if named in alike:
+        return named
+    caps = [float(frame["bucket_cap_mb"].iloc[k]) for k in alike]
+    return alike[caps.index(DDP_DEFAULT_CAP_MB)] if DDP_DEFAULT_CAP_MB in caps else alike[int(np.argmax(caps))]
+
+
+def ranked_row(frame: pd.DataFrame, step_column: str, floor_column: str, model: str = "") -> pd.Series:
+    """The frame's row at the cap this step (`step_column`, its floor `floor_column`) is ranked at: where the floors
+    exist, the least of its ranked figure (`least_row`); else the small profile's answer's (agreement.answer_row)."""
+    if not floors_in(frame, floor_column) or step_column not in frame:
+        return agreement.answer_row(frame)
+    values = [ranked_value(s, f, model) for s, f in zip(frame[step_column], frame[floor_column], strict=True)]
+    return frame.iloc[least_row(frame, values)]
+
+
+ZERO_COLUMNS = ("zero_step_ms", "zero_full_size_step_floor_ms")
+"""ZeRO-1's predicted step and its full-size floor, as a cluster frame holds them."""
+
+
+def ddp_ranked_row(frame: pd.DataFrame) -> pd.Series:
+    """DDP's row at the cap it is ranked at (`ranked_row` of its step and full-size floor)."""
+    return ranked_row(frame, "step_ms", "full_size_step_floor_ms", "DDP")
+
+
+def floors_bind(frame: pd.DataFrame) -> bool:
+    """Whether DDP's full-size floor at the small profile's cap is above its prediction there: the full size's
+    figures, not the small model's, then say what DDP's step is."""
+    if not floors_in(frame, "full_size_step_floor_ms"):
+        return False
+    named = agreement.answer_row(frame)
+    return bool(named["full_size_step_floor_ms"] > named["step_ms"])
+
+
+def full_size_figures(frame: pd.DataFrame) -> dict:
+    """Where a frame (one GPU count, a row a cap) holds the full size's floors: DDP's full-size columns (`full_size_*`)
+    and ZeRO-1's floor at the cap each is ranked at (`ranked_row`; `full_size_cap_mb`, `zero_full_size_cap_mb`), the
+    least DDP's step can take with its gradients at any cap (its prediction or floor, the higher) and the most its
+    scaling efficiency can be so (the one-GPU step, `local_step_ms`, over it); {} without floors."""
+    if "full_size_step_floor_ms" not in frame:
+        return {}
+    ddp, zero = ddp_ranked_row(frame), ranked_row(frame, *ZERO_COLUMNS, "ZeRO-1")
+    least = ranked_value(ddp["step_ms"], ddp["full_size_step_floor_ms"])
+    return {**{key: ddp[key] for key in frame if key.startswith("full_size_")}, "full_size_cap_mb": ddp.bucket_cap_mb,
+            "zero_full_size_step_floor_ms": zero[ZERO_COLUMNS[1]], "zero_full_size_cap_mb": zero.bucket_cap_mb,
+            "full_size_least_step_ms": least,
+            "full_size_efficiency_at_most": frame["local_step_ms"].iloc[0] / least}  # fmt: skip
+
+
+def full_size_why(row: pd.Series, backward_ms: float, cap_mb: float) -> str:
+    """'at 100 MiB its all-reduces take at least …': why DDP's full-size floor at `cap_mb` (the row's) costs what it
+    does, against the backward that hides them; '' where the row has no such floor."""
+    needed = ("full_size_comm_ms", "full_size_last_ms", "full_size_exposed_ms")
+    if any(key not in row or pd.isna(row[key]) for key in needed) or pd.isna(backward_ms):
+        return ""
+    return (f"at {cap_mb:g} MiB its all-reduces take at least {row['full_size_comm_ms']:.3g} ms a step, one after "
+            f"another, overlapping backward ({backward_ms:.3g} ms); the last ({row['full_size_last_ms']:.3g} ms) "
+            f"starts only after backward's last gradient, and at least {row['full_size_exposed_ms']:.3g} ms of them "
+            "stay exposed")  # fmt: skip
