@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from harness.commands import console, predict_full_size, predict_input
-from harness.commands.console import predictions, scaling, steps
+from harness.commands.console import full_size, predictions, scaling, steps
 from harness.config.bench import ConfigError
 
 DEFAULT_SIZES = "1KiB:16GiB"
@@ -341,9 +341,12 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     floors = {label: predict_full_size.floor_words(rows, label) for label in predict_full_size.FLOORED}
 
     # the answer and the choice span every node count: each caveat once
-    said = joined(*caveat, floors["DDP"])  # each node count's published-table caveat: beside its fastest cap, above
+    whose, small = ("the model you will train" if trained is not None else "the full size"), benched[:-2]
+    lead = predict_full_size.full_size_lead(rows, whose, backward_ms=profile.backward_s * 1e3) if smaller else ""
+    said = joined(*caveat, "" if lead else floors["DDP"])  # each node count's published-table caveat: above
     own_ms = calibration.reducer_s * 1e3  # DDP's own cost as the prediction adds it (scaled with any compute)
-    predictions.cluster_answer(chosen, rows, backward_ms=profile.backward_s * 1e3, caveat=said, own_ms=own_ms)
+    predictions.cluster_answer(chosen, rows, backward_ms=profile.backward_s * 1e3, caveat=said, own_ms=own_ms,
+                               full_size=lead, small=small)  # fmt: skip
     share = profile.optimizer_s / profile.local_step_s if profile.local_step_s else 0.0
     optimizer = (setup or {}).get("optimizer") or "sgd"  # a profile measured now steps --optimizer's (sgd)
     cpu = device == "cpu" and given_optimizer_s is None  # (one given: the GPU's, not a CPU's)
@@ -357,9 +360,13 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
             optimizer_break_even(rows[-1], optimizer_ms=cpu_optimizer[0], step_ms=cpu_optimizer[1], labels=labels),
         )
 
-    predictions.zero_answer(rows, optimizer_ms=profile.optimizer_s * 1e3, largest=largest_parameter(profile),
-                            caveat=joined(*caveat, floors["ZeRO-1"], *cpu_split("ZeRO-1"), zero_own.note))  # fmt: skip
-    predictions.fsdp_answer(rows, caveat=joined(*caveat, floors["FSDP2"], *cpu_split("FSDP2"), sharded.note))
+    zero_floor = "" if full_size.has_zero_floors(rows) else floors["ZeRO-1"]  # said in its answer where it has one
+    fsdp_floor = "" if full_size.has_fsdp_floors(rows) else floors["FSDP2"]
+    full_size.zero_answer(rows, optimizer_ms=profile.optimizer_s * 1e3, largest=largest_parameter(profile),
+                          whose=whose, small=small,
+                          caveat=joined(*caveat, zero_floor, *cpu_split("ZeRO-1"), zero_own.note))  # fmt: skip
+    fsdp_caveat = joined(*caveat, fsdp_floor, *cpu_split("FSDP2"), sharded.note)
+    full_size.fsdp_answer(rows, whose=whose, small=small, caveat=fsdp_caveat)
     if state is not None:  # the two halves joined: the fastest of the strategies that fit (floors in its own words)
         step_batch = (predict_input.memory_batch(args, setup) or int(setup["batch_size"])) if setup else None
         notes = joined(*caveat, *cpu_split("ZeRO-1", "FSDP2"), sharded.note, zero_own.note)

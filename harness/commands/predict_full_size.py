@@ -252,26 +252,53 @@ FLOORED = {"DDP": ("step_ms", "full_size_step_floor_ms"), "ZeRO-1": ("zero_step_
 
 
 def floor_words(frames: list, label: str = "DDP") -> str:
-    """'at the full size DDP's step is at least 433.8 ms at w64 at the cap named, 350 ms here (the floors above)', for
-    the brackets of `label`'s answer (DDP, ZeRO-1, FSDP2), where `with_floors` added the floors; '' where it did not
-    (or FSDP2's is unknown)."""
+    """'at the full size DDP's step is at least 433.8 ms at w64 at 100 MiB, where the choice ranks it, 350 ms here (the
+    floors above)', for the brackets of `label`'s answer (DDP, ZeRO-1, FSDP2), where `with_floors` added the floors,
+    at the cap the choice ranks it at (perfmodel.ranked); '' where it did not (or FSDP2's is unknown)."""
     from harness.analysis import agreement
+    from harness.perfmodel import ranked
 
     step, floor = FLOORED[label]
     if not frames or floor not in frames[-1]:
         return ""
-    named = agreement.answer_row(frames[-1])
-    if named[floor] != named[floor]:  # NaN: not modelled
+    row = ranked.ranked_row(frames[-1], step, floor, label)
+    if row[floor] != row[floor]:  # NaN: not modelled
         return ""
-    cap = " at the cap named" if label != "FSDP2" else ""
-    here = f"{named[step]:.4g} ms here" if label != "ZeRO-1" else f"which ranks it ({named[step]:.4g} ms here)"
-    said = (f"at the full size {label}'s step is at least {named[floor]:.4g} ms at w{int(named['world_size'])}{cap}, "
+    cap = f" at {row['bucket_cap_mb']:g} MiB, where the choice ranks it" if label != "FSDP2" else ""
+    here = f"{row[step]:.4g} ms here" if label != "ZeRO-1" else f"which ranks it ({row[step]:.4g} ms here)"
+    said = (f"at the full size {label}'s step is at least {row[floor]:.4g} ms at w{int(row['world_size'])}{cap}, "
             f"{here} (the floors above)")  # fmt: skip
-    lowest = frames[-1].loc[frames[-1][floor].idxmin()] if label == "DDP" else named
-    if lowest[floor] * (1 + agreement.SMALL_CAP_LEAD) < named[floor]:  # the full size's buckets favour another cap
-        said += (f"; there the floors favour bucket_cap_mb {lowest['bucket_cap_mb']:g} (at least "
-                 f"{lowest[floor]:.4g} ms): predict from a run of the full size to choose the cap")  # fmt: skip
+    named = agreement.answer_row(frames[-1])
+    if label == "DDP" and named["bucket_cap_mb"] != row["bucket_cap_mb"]:  # the small profile named another cap
+        said += (f"; at {named['bucket_cap_mb']:g} MiB, the small profile's cap, at least {named[floor]:.4g} ms: "
+                 "predict from a run of the full size to choose the cap")  # fmt: skip
     return said
+
+
+def full_size_lead(frames: list, whose: str, *, backward_ms: float) -> str:
+    """Where DDP's full-size floor binds (above its prediction at the cap the small profile names, at some GPU
+    count), DDP's answer for the model to train, led with: 'for the model you will train: bucket_cap_mb 100, the cap
+    its floors favour; w16 to w64: step at least 41.33 → 46.45 ms, scaling efficiency at most 0.968 → 0.861. Why at
+    w64: at 100 MiB its all-reduces take at least …'; '' where no floor binds."""
+    from harness.perfmodel import ranked
+
+    if not frames or not any(ranked.floors_bind(frame) for frame in frames):
+        return ""
+    rows = [ranked.ddp_ranked_row(frame) for frame in frames]
+    least = [ranked.ranked_value(r["step_ms"], r["full_size_step_floor_ms"]) for r in rows]
+    most = [r["scaling_efficiency"] * r["step_ms"] / ms for r, ms in zip(rows, least, strict=True)]  # 1 GPU's / step
+    caps = [(int(r["world_size"]), f"{r['bucket_cap_mb']:g}") for r in rows]
+    merged = [cap for k, cap in enumerate(caps) if k == 0 or cap[1] != caps[k - 1][1]]
+    cap_text = merged[0][1] if len(merged) == 1 else "; ".join(f"{cap} from w{world}" for world, cap in merged)
+    first, last = rows[0], rows[-1]
+    span = (f"w{int(first['world_size'])} to w{int(last['world_size'])}: step at least {least[0]:.4g} → "
+            f"{least[-1]:.4g} ms, scaling efficiency at most {most[0]:.3f} → {most[-1]:.3f}" if len(rows) > 1 else
+            f"at w{int(last['world_size'])}: step at least {least[-1]:.4g} ms, scaling efficiency at most "
+            f"{most[-1]:.3f}")  # fmt: skip
+    why = ranked.full_size_why(last, backward_ms, last["bucket_cap_mb"])
+    return (f"for {whose}, by its floors (a floor is a lower bound: each step at least, its efficiency at most): "
+            f"bucket_cap_mb {cap_text} MiB, the cap its floors favour; {span}. Why at w{int(last['world_size'])}: "
+            f"{why}")  # fmt: skip
 
 
 def trained_source(configs, setup: dict, options: dict | None) -> tuple[str, dict]:

@@ -86,6 +86,7 @@ def with_full_size_floors(frame: pd.DataFrame, profile: Profile, params: Paramet
     full = dataclasses.replace(profile, grads=params.trained, frozen=params.frozen)
     change = zero.zero_change(full, sender=link, world_size=world_size, own_s=zero_own_s)
     packed = zero.zero_change(full, sender=link, world_size=world_size, bucket_view=True)
+    largest, (units, gathers) = zero.largest_parameter(full), _fsdp_units(params)
     sharded = {"gather": link, "scatter": link, "world_size": world_size, "own_s": fsdp_own_s}
     fsdp_floor, kept = (
         (fsdp.floor_with(fsdp_profile, params, **sharded, reshard_after_forward=reshard) for reshard in (True, False))
@@ -104,11 +105,24 @@ def with_full_size_floors(frame: pd.DataFrame, profile: Profile, params: Paramet
                         zero_full_size_optimizer_ms=change.optimizer_s * 1e3,
                         zero_full_size_broadcast_ms=change.broadcast_s * 1e3,
                         zero_bucket_view_full_size_broadcast_ms=packed.broadcast_s * 1e3,
+                        zero_full_size_broadcasts=change.broadcasts,
+                        zero_full_size_largest_share=change.largest_share,
+                        zero_full_size_largest_parameter=largest[0], zero_full_size_largest_parameter_share=largest[1],
+                        fsdp_full_size_units=len(units), fsdp_full_size_gathers=gathers,
                         fsdp_full_size_step_floor_ms=fsdp_floor.step_s * 1e3,
                         fsdp_kept_full_size_step_floor_ms=kept.step_s * 1e3,
                         fsdp_full_size_gather_ms=fsdp_floor.gather_s * 1e3,
                         fsdp_full_size_scatter_ms=fsdp_floor.scatter_s * 1e3,
                         fsdp_full_size_collectives=fsdp_floor.collectives)  # fmt: skip
+
+
+def _fsdp_units(params: Parameters) -> tuple[set, int]:
+    """The full size's FSDP2 units holding a parameter (the root, None, and each block) and its gathers a step with
+    reshard_after_forward, as fsdp.floor_with counts them: each unit for forward, each block holding a trained
+    parameter again for backward."""
+    units = {p.block for p in (*params.trained, *params.frozen)}
+    trained = {p.block for p in params.trained} - {None}
+    return units, len(units) + len(trained & units)
 
 
 def every_block_ran(profile: Profile) -> bool:

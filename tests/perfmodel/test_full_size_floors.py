@@ -88,6 +88,12 @@ def test_zeros_floor_is_ddps_with_the_full_sizes_largest_shard_and_broadcasts():
     assert row["zero_full_size_optimizer_ms"] == pytest.approx(4 * share)
     assert row["zero_full_size_broadcast_ms"] == pytest.approx(44)
     assert row["zero_bucket_view_full_size_broadcast_ms"] == pytest.approx(44)  # two flat buffers: 24 + 20 MiB
+    # what ZeRO-1's and FSDP2's answers say of the model to train (a tester read the benched model's lm_head share
+    # and units beside the full size's floors): its shard, broadcasts, largest parameter, units and gathers
+    assert (row["zero_full_size_largest_share"], row["zero_full_size_broadcasts"]) == (pytest.approx(share), 4)
+    assert row["zero_full_size_largest_parameter_share"] == pytest.approx(16 / 44)
+    assert (row["fsdp_full_size_units"], row["fsdp_full_size_gathers"]) == (3, 5)  # root, 2 blocks; blocks again
+    assert row["fsdp_full_size_gathers"] + 3 == row["fsdp_full_size_collectives"]  # and a reduce-scatter a unit
     expected = row["full_size_step_floor_ms"] - 4 + 4 * share + 44 + 1
     assert row["full_size_step_floor_ms"] > row["step_ms"]  # DDP ranked by its floor: ZeRO's change on that
     assert row["zero_full_size_step_floor_ms"] == pytest.approx(expected)
@@ -184,14 +190,16 @@ def test_fsdps_floor_is_left_out_where_a_profiled_block_never_ran():
 
 def test_where_the_full_sizes_floors_favour_another_cap_than_the_one_named_the_answer_says_so():
     """A walkthrough's answer named 'any cap' from a small profile's one bucket while the full size's 50 buckets
-    lay beside it: where the floors favour another cap by more than the model can tell, DDP's bracket says so."""
+    lay beside it: where the floors favour another cap (the least of its prediction and floor, the higher, as the
+    choice ranks it), DDP's bracket says the cap the choice ranks it at and the small profile's."""
     from harness.commands.predict_full_size import floor_words
 
     frame = pd.DataFrame({"world_size": [64, 64], "bucket_cap_mb": [1.0, 25.0], "step_ms": [90.0, 100.0],
                           "full_size_step_floor_ms": [120.0, 104.0]})  # fmt: skip
     said = floor_words([frame])
-    assert said == ("at the full size DDP's step is at least 120 ms at w64 at the cap named, 90 ms here (the floors "
-                    "above); there the floors favour bucket_cap_mb 25 (at least 104 ms): predict from a run of the "
-                    "full size to choose the cap")  # fmt: skip
-    close = frame.assign(full_size_step_floor_ms=[104.0, 103.0])  # 1 % apart: nothing to add
-    assert floor_words([close]).endswith("90 ms here (the floors above)")
+    assert said == ("at the full size DDP's step is at least 104 ms at w64 at 25 MiB, where the choice ranks it, 100 "
+                    "ms here (the floors above); at 1 MiB, the small profile's cap, at least 120 ms: predict from a "
+                    "run of the full size to choose the cap")  # fmt: skip
+    alike = frame.assign(full_size_step_floor_ms=[95.0, 103.0])  # least at the cap named: nothing to add
+    assert floor_words([alike]) == ("at the full size DDP's step is at least 95 ms at w64 at 1 MiB, where the choice "
+                                    "ranks it, 90 ms here (the floors above)")  # fmt: skip

@@ -14,7 +14,7 @@ import pytest
 
 from harness import cli
 from harness.analysis import agreement
-from harness.perfmodel import predict
+from harness.perfmodel import predict, ranked
 from harness.perfmodel.clusters import cluster, nccl, nccltests
 from harness.protocols import ConfigError
 from harness.results import model_tables, store
@@ -441,8 +441,15 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     by_world = frame.groupby("world_size")["zero_broadcast_ms"].first()
     assert 0 < by_world[8] < by_world[16]  # across two nodes each broadcast pays the network's latency
     assert zero.startswith("ddpbench predict: and ZeRO-1 (DDP + torch's ZeroRedundancyOptimizer, its defaults")
-    assert f": {len(trainable)} broadcasts, one a parameter, take " in zero and "(w8 → w16)" in zero
-    said_w8 = float(re.search(r"at the caps above: w8 ([\d.]+) ms", zero).group(1))  # one of w8's caps' steps
+    # the full size's floors were put under it: its why is the model to train's, its broadcasts those of the
+    # full size's parameters, the small size's prediction said after, as its own
+    full_count = int(frame["zero_full_size_broadcasts"].iloc[0])
+    assert full_count > len(trainable) and "for the full size, at least w8 " in zero
+    assert f": {full_count} broadcasts, one a parameter, take at least " in zero and "(w8 → w16)" in zero
+    assert "the tiny size's own prediction w8 " in zero
+    said_w8 = float(re.search(r"own prediction w8 ([\d.]+),", zero).group(1))  # one of w8's caps' steps
+    floor_w8 = float(re.search(r"at least w8 ([\d.]+),", zero).group(1))  # the least of w8's caps' floors
+    assert floor_w8 == pytest.approx(frame.loc[frame["world_size"] == 8, "zero_full_size_step_floor_ms"].min(), 1e-3)
     assert frame.loc[frame["world_size"] == 8, "zero_step_ms"].sub(said_w8).abs().min() < 0.001 * said_w8
     # FSDP2: the same at every cap; mlp's blocks are its Linear layers, the root holds nothing and gathers nothing
     assert (frame.groupby("world_size")["fsdp_step_ms"].nunique() == 1).all()
@@ -456,10 +463,11 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     )  # forward and backward of the 0.2 ms; the optimizer on 1/n
     assert 0 < frame.groupby("world_size")["fsdp_gather_ms"].first()[8] < frame["fsdp_gather_ms"].max()
     assert sharded.startswith("ddpbench predict: and FSDP2 (fully_shard on each block and the root, its defaults)")
-    assert (
-        f"({int(frame['fsdp_gathers'].iloc[0])} gathers a step over {int(frame['fsdp_units'].iloc[0])} units)"
-        in sharded
+    assert (  # the full size's units, whose floor ranks it (a tester read the small size's beside its model)
+        f"({int(frame['fsdp_full_size_gathers'].iloc[0])} gathers a step over "
+        f"{int(frame['fsdp_full_size_units'].iloc[0])} units)" in sharded
     )
+    assert frame["fsdp_full_size_units"].iloc[0] > frame["fsdp_units"].iloc[0]
     # every efficiency is against one rank's step: the 0.2 ms given (DDP's own cost a CPU's, left out)
     one_rank = frame["scaling_efficiency"] * frame["step_ms"]
     assert one_rank.to_numpy() == pytest.approx([0.2] * len(frame))
@@ -472,14 +480,25 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert (frame["full_size_step_floor_ms"] >= 0.2 - 1e-9).all()  # never below the step's compute
     assert (frame["full_size_comm_ms"] > frame["comm_ms"]).all()  # the full size's all-reduces outweigh tiny's
     assert (frame["full_size_step_floor_ms"] >= frame["full_size_comm_ms"]).all()  # none before backward begins
-    assert "at the full size DDP's step is at least " in answer  # where the answer is read, beside its own step
-    # ZeRO-1's and FSDP2's lines each give their own floor; the small size's caveat was said above, once
-    assert "at the full size ZeRO-1's step is at least " in zero and "the tiny size's gradients" not in zero
-    named = agreement.answer_row(frame[frame["world_size"] == frame["world_size"].max()])  # why: whose shards
-    assert (f"Why (the profiled model's; at w{int(named['world_size'])} the full size's optimizer shard takes "
-            f"{ms_text(named['zero_full_size_optimizer_ms'])} ms, its broadcasts "
-            f"{ms_text(named['zero_full_size_broadcast_ms'])} ms)") in zero  # fmt: skip
-    assert "at the full size FSDP2's step is at least " in sharded and "DDP's step is at least" not in sharded
+    # the floors bind: the answer leads with the full size's (its cap, its least step, why), the tiny's after
+    last = frame[frame["world_size"] == frame["world_size"].max()]
+    row = ranked.ddp_ranked_row(last)
+    least = max(row["step_ms"], row["full_size_step_floor_ms"])
+    assert answer.startswith("ddpbench predict: answer for DDP on dgx-h100 (ZeRO-1's and FSDP2's steps follow): for "
+                             "the full size, by its floors (a floor is a lower bound: each step at least, its "
+                             f"efficiency at most): bucket_cap_mb {row['bucket_cap_mb']:g} MiB, the cap its floors "
+                             "favour; w8 to w16: step at least ")  # fmt: skip
+    assert f"→ {least:.4g} ms, scaling efficiency at most " in answer
+    assert f"Why at w16: at {row['bucket_cap_mb']:g} MiB its all-reduces take at least " in answer
+    assert answer.index(
+        "For the tiny size (the small profile's own buckets, not the model to train's): "
+    ) > answer.index("Why at w16: at ")
+    # ZeRO-1's and FSDP2's lines each lead with their own floor and why, the full size's; the small size's after
+    assert "for the full size, at least w8 " in zero and "the tiny size's gradients" not in zero
+    zero_row = ranked.ranked_row(last, *ranked.ZERO_COLUMNS, "ZeRO-1")
+    assert (f"the largest shard, {zero_row['zero_full_size_largest_share']:.1%} of the elements" in zero
+            and f"{ms_text(zero_row['zero_full_size_optimizer_ms'])} ms" in zero)  # fmt: skip
+    assert "for the full size, at least w8 " in sharded and "DDP's step is at least" not in sharded
     # ZeRO-1's and FSDP2's too: the whole model's broadcasts, gathers and reduce-scatters, each above the tiny's
     assert (frame["zero_full_size_broadcast_ms"] > frame["zero_broadcast_ms"]).all()
     assert (frame["fsdp_full_size_gather_ms"] > frame["fsdp_gather_ms"]).all()

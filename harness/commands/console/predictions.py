@@ -227,11 +227,13 @@ def cluster_collectives(cluster, choices) -> None:
 
 
 def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, caveat: str = "",
-                   own_ms: float = 0.0) -> None:  # fmt: skip
+                   own_ms: float = 0.0, full_size: str = "", small: str = "the benched model") -> None:  # fmt: skip
     """The answer over every node count, last, where it is read: the cap to use (its best, or where it changes
     with the world size), the step and scaling efficiency from the fewest GPUs to the most, and why the step
     costs what it does at the most GPUs (the named cap's predicted parts: DDP's default where it ties), in one
-    line; `own_ms`, DDP's own cost in the prediction, is named where it costs more than what is exposed."""
+    line; `own_ms`, DDP's own cost in the prediction, is named where it costs more than what is exposed. `full_size`:
+    where the full size's floors bind, its answer (predict_full_size.full_size_lead), said first, the small profile's
+    (`small`: whose) after it, said to be that model's."""
     answers = [agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]) for frame in frames]
     named = [frame.iloc[answer.index] for frame, answer in zip(frames, answers, strict=True)]
     changes = [(int(row["world_size"]), answer.text) for row, answer in zip(named, answers, strict=True)]
@@ -249,9 +251,10 @@ def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, c
         caveats.append(agreement.SMALL_CAP_CAVEAT)
     said = "".join(f" [{text}]" for text in caveats)
     why_last = why.predicted_step(last, backward_ms=backward_ms, own_ms=own_ms)
-    say(f"ddpbench predict: answer for DDP on {cluster.name} (ZeRO-1's and FSDP2's steps follow): "
-        f"bucket_cap_mb {cap_text}; {span}. Why at "
-        f"w{int(last['world_size'])}: {why_last}{said}")  # fmt: skip
+    own = f"bucket_cap_mb {cap_text}; {span}. Why at w{int(last['world_size'])}: {why_last}"
+    if full_size:  # the model to train's first: the small profile's cap is its own buckets'
+        own = f"{full_size}. For {small} (the small profile's own buckets, not the model to train's): {own}"
+    say(f"ddpbench predict: answer for DDP on {cluster.name} (ZeRO-1's and FSDP2's steps follow): {own}{said}")
 
 
 BUCKET_VIEW_WORTH = 0.8
