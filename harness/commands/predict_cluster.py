@@ -305,11 +305,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         own_inside=configs is not None and predict.calibration_target(configs, setup)[0] == "reference",
         optimizer_ms=args.local_optimizer_ms,
     )
-    if args.local_step_ms and setup:  # the step given, in FLOPs against the cluster's GPU: a typo shows
-        batch = predict_input.memory_batch(args, setup) or int(setup["batch_size"])
-        if peak := predict_full_size.step_against_peak(configs, setup, step_ms=args.local_step_ms, batch=batch,
-                                                       gpu=chosen.description, options=trained):  # fmt: skip
-            console.warning(peak) if "no GPU runs" in peak else console.say(f"ddpbench predict: {peak}")
+    scaling.say_step_against_peak(args, configs, setup, chosen, trained)  # the step given, in FLOPs: a typo shows
     link = ClusterLink(chosen)
     benched = "the benched model's" if trained is not None else f"the {setup['size'] if setup else ''} size's"
     small = (f"{benched} gradients, not your model's: a cap named is theirs, not one for the model you will train "

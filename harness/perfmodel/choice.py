@@ -17,8 +17,8 @@ import impls
 from harness.analysis import agreement, roles
 from harness.perfmodel import ranked
 from harness.perfmodel.memory import need_mb
+from harness.perfmodel.memory_words import unchosen_words
 from harness.perfmodel.schedule import WIRE_BYTES
-from harness.perfmodel.unchosen import unchosen_words
 from harness.results.values import ms_text
 
 

@@ -294,7 +294,7 @@ def test_the_step_given_is_said_in_flops_against_the_clusters_gpu_and_an_impossi
     """A user's --local-step-ms 20 for a 1.3B Llama at 4,096 tokens a GPU was taken without a word, though no H100
     runs it so fast: the step given is now said as the model's FLOPs a step over the GPU's dense peak."""
     import workloads
-    from harness.commands import predict_full_size
+    from harness.commands.console import scaling
     from harness.config.precision import peak_tflops
     from harness.measure.modelinfo import META, flops_per_sample
 
@@ -305,7 +305,7 @@ def test_the_step_given_is_said_in_flops_against_the_clusters_gpu_and_an_impossi
     gpu = "DGX H100: 8× H100 SXM5, NVLink 4 through NVSwitch (NVLS), 8× ConnectX-7 400 Gb/s"
     peak = peak_tflops(gpu, "bf16", tf32=False)
     fast = flops / (2 * peak * 1e12) * 1e3  # the step that would take twice the peak, in ms
-    said = predict_full_size.step_against_peak(None, setup, step_ms=fast, batch=8, gpu=gpu, options=None)
+    said = scaling.step_against_peak(None, setup, step_ms=fast, batch=8, gpu=gpu, options=None)
     assert said.startswith(
         f"--local-step-ms {fast:g} for mlp's full size (8 samples a GPU) is {flops:.2g} FLOPs a step"
     )
@@ -314,7 +314,7 @@ def test_the_step_given_is_said_in_flops_against_the_clusters_gpu_and_an_impossi
         and ": 200% of one GPU's dense peak in bf16 (989.5 TFLOP/s)" in said
     )
     assert said.endswith("no GPU runs that step so fast; check the step (and the batch it was measured at)")
-    slow = predict_full_size.step_against_peak(None, setup, step_ms=fast * 10, batch=8, gpu=gpu, options=None)
+    slow = scaling.step_against_peak(None, setup, step_ms=fast * 10, batch=8, gpu=gpu, options=None)
     assert ": 20% of one GPU's dense peak" in slow and "no GPU runs" not in slow
-    assert predict_full_size.step_against_peak(None, setup, step_ms=fast, batch=8, gpu="my cluster", options=None) == ""
+    assert scaling.step_against_peak(None, setup, step_ms=fast, batch=8, gpu="my cluster", options=None) == ""
     assert peak_tflops("DGX-1: 8× V100 SXM2 in NVLink 2's hybrid cube mesh", "fp32", tf32=False) == 15.7

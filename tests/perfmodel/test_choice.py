@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from harness.commands.console import predictions
-from harness.perfmodel import choice, choice_table, ranked, sharded, unchosen
+from harness.perfmodel import choice, choice_table, memory_words, ranked, sharded
 
 GIB = 1024.0  # MiB
 
@@ -37,7 +37,7 @@ def test_the_fastest_that_fits_is_picked_and_a_tie_names_both():
     assert [c.strategy for c in w8.picked] == ["zero"]  # stock is faster but needs 100 GiB of 80
     assert [(c.strategy, c.fits, c.need_mb) for c in w8.others] == [("stock", False, 100 * GIB)]
     assert [c.strategy for c in w64.picked] == ["stock", "zero"] and not w64.others  # 3 % apart: no evidence
-    assert unchosen.untimed_that_fit(predictions.labelled(STATE), choices, 80.0) == {"fsdp": [8, 64]}
+    assert memory_words.untimed_that_fit(predictions.labelled(STATE), choices, 80.0) == {"fsdp": [8, 64]}
 
 
 def test_a_strategy_with_other_options_or_no_step_model_is_never_picked():
@@ -99,7 +99,7 @@ def test_fsdps_modelled_step_joins_the_choice_where_the_profile_has_its_blocks()
     assert [c.strategy for c in w8.picked] == ["zero"]
     assert [(c.strategy, c.step_ms, c.fits) for c in w8.others] == [("stock", 100.0, False), ("fsdp", 150.0, True)]
     assert [c.strategy for c in w64.picked] == ["fsdp"]
-    assert unchosen.untimed_that_fit(state, [w8, w64], 80.0) == {"bucketed": [8]}  # FSDP is timed now
+    assert memory_words.untimed_that_fit(state, [w8, w64], 80.0) == {"bucketed": [8]}  # FSDP is timed now
 
 
 def test_fsdps_lead_under_the_own_cost_its_step_leaves_out_makes_it_a_maybe_not_the_pick(capsys):
@@ -396,13 +396,13 @@ def test_strategies_without_a_step_model_are_told_what_their_options_change():
     state = pd.DataFrame({"strategy": ["stock static_graph=True", "stock powersgd", "stock"],
                           "impl": ["stock"] * 3, "impl_options": ['{"static_graph": true}',
                                                                   '{"comm_hook": "powersgd"}', "{}"]})  # fmt: skip
-    said = unchosen._unmodelled_why(state, ["stock static_graph=True"])
+    said = memory_words._unmodelled_why(state, ["stock static_graph=True"])
     assert said == (
         " (the step models leave out static_graph; static_graph changes DDP's own work on the host and its "
         "memory, not its buckets or all-reduces: their communication is the same strategy's without it)"
     )
-    assert unchosen._unmodelled_why(state, ["stock powersgd"]) == " (the step models leave out comm_hook)"
-    assert unchosen._unmodelled_why(state, ["stock"]) == ""  # nothing beyond its defaults: nothing to name
+    assert memory_words._unmodelled_why(state, ["stock powersgd"]) == " (the step models leave out comm_hook)"
+    assert memory_words._unmodelled_why(state, ["stock"]) == ""  # nothing beyond its defaults: nothing to name
 
 
 def test_the_cpus_optimizer_share_is_said_without_guessing_which_way_a_gpus_differs():

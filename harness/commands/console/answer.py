@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 from harness.commands.console import say
 from harness.perfmodel.choice import choose
 from harness.perfmodel.choice_table import COST, noted_rows, table_header
+from harness.perfmodel.memory_words import unchosen_words
 from harness.perfmodel.sharded import unborne_words
-from harness.perfmodel.unchosen import unchosen_words
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -68,3 +68,52 @@ def say_one_rank_step(
         console.warning("the profile's compute is a CPU's, far slower than a GPU's: communication hides behind it, "
                         "so these are a CPU's steps, and their efficiencies higher than a GPU's would be; "
                         "--local-step-ms MS scales the compute to your GPU's one-GPU step")  # fmt: skip
+
+
+def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: str, options: dict | None) -> str:
+    """'--local-step-ms 40 for the model you will train (1.3B parameters, 2 samples a GPU) is 1.4e+13 FLOPs at
+    356 TFLOP/s: 36% of an H100's dense peak in bf16 (989.5 TFLOP/s)': what the step given claims, in the model's
+    FLOPs a training step (forward and backward, FlopCounterMode on the meta device) over the dense peak of the
+    cluster's GPU (`gpu`: its profile's description) in the run's dtype (harness.config.precision); above 100 % no
+    GPU runs that step so fast. '' where the FLOPs or the peak are not known."""
+    import workloads
+    from harness.commands.predict_full_size import trained_source
+    from harness.config.precision import peak_dtype, peak_tflops
+    from harness.measure.modelinfo import META, flops_per_sample
+
+    spec, own = trained_source(configs, setup, options)
+    tf32 = bool(configs["tf32"].fillna(False).any()) if configs is not None and "tf32" in configs else False
+    dtype = setup.get("dtype") or "fp32"
+    peak = peak_tflops(gpu, dtype, tf32=tf32)
+    if not peak or not step_ms:
+        return ""
+    try:  # a model that cannot run on the meta device has no count here
+        workload = workloads.create(spec, size="full", **own)
+        with META:
+            model = workload.build_model()
+        flops = flops_per_sample(workload, model, device=META) * batch
+    except Exception:
+        return ""
+    achieved = flops / (step_ms / 1e3) / 1e12
+    share = achieved / peak
+    whose = "the model you will train" if options is not None else f"{setup['workload']}'s full size"
+    said = (f"--local-step-ms {step_ms:g} for {whose} ({batch} sample{'s' * (batch > 1)} a GPU) is {flops:.2g} "
+            f"FLOPs a step (forward and backward, counted on the meta device) at {achieved:,.0f} TFLOP/s: {share:.0%} "
+            f"of one GPU's dense peak in {peak_dtype(dtype, tf32=tf32)} ({peak:g} TFLOP/s)")  # fmt: skip
+    if share > 1:
+        return f"{said}: no GPU runs that step so fast; check the step (and the batch it was measured at)"
+    return said
+
+
+def say_step_against_peak(args, configs, setup: dict | None, chosen, trained: dict | None) -> None:
+    """--local-step-ms in FLOPs against the cluster's GPU (step_against_peak): said, or a warning where no GPU runs
+    the step so fast (a typo, a step measured at another batch)."""
+    from harness.commands import predict_input
+
+    if not (args.local_step_ms and setup):
+        return
+    batch = predict_input.memory_batch(args, setup) or int(setup["batch_size"])
+    said = step_against_peak(configs, setup, step_ms=args.local_step_ms, batch=batch, gpu=chosen.description,
+                             options=trained)  # fmt: skip
+    if said:
+        console.warning(said) if "no GPU runs" in said else console.say(f"ddpbench predict: {said}")
