@@ -8,8 +8,6 @@ console's answers and the what-if page all rank by this one rule.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pandas as pd
 
@@ -21,8 +19,10 @@ REPLACED = {"ZeRO-1"}
 as ranked + ZeRO's change for the whole model, replaces its prediction, which shards the smaller model (a small
 llama's lm_head: 46 % of it in one shard, 6 % of the 1B's)."""
 
-EXACT = 1e-9
-"""Figures closer than this (relative) are one figure: the caps whose floors and predictions are alike."""
+ALIKE = agreement.TIE_TOLERANCE
+"""Figures within this fraction of the least are one figure (the model's arithmetic cannot tell them apart, as
+agreement's cap answer holds): among them the cap is the small profile's, or DDP's default, not one 0.1 % lower that a
+user would read as advice."""
 
 
 def ranked_value(step: float, floor: float, model: str = "") -> float:
@@ -42,14 +42,14 @@ def floors_in(frame: pd.DataFrame, floor_column: str) -> bool:
 
 def least_row(frame: pd.DataFrame, values) -> int:
     """The position in `frame` (one GPU count, a row a cap) where `values` (the ranked figure per row) is least;
-    among caps where it is alike (EXACT), the cap the small profile's answer names (agreement.cap_answer), else DDP's
-    default, else the largest. The answer's position where no value is known."""
+    among caps where it is alike (within ALIKE of the least), the cap the small profile's answer names
+    (agreement.cap_answer), else DDP's default, else the largest. The answer's position where no value is known."""
     named = agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]).index
     values = np.asarray(values, dtype=float)
     if not np.isfinite(values).any():
         return named
     least = np.nanmin(values)
-    alike = [k for k, v in enumerate(values) if np.isfinite(v) and math.isclose(v, least, rel_tol=EXACT)]
+    alike = [k for k, v in enumerate(values) if np.isfinite(v) and v <= least * (1 + ALIKE)]
     if named in alike:
         return named
     caps = [float(frame["bucket_cap_mb"].iloc[k]) for k in alike]
@@ -91,7 +91,9 @@ def full_size_figures(frame: pd.DataFrame) -> dict:
     if "full_size_step_floor_ms" not in frame:
         return {}
     ddp, zero = ddp_ranked_row(frame), ranked_row(frame, *ZERO_COLUMNS, "ZeRO-1")
-    least = ranked_value(ddp["step_ms"], ddp["full_size_step_floor_ms"])
+    # the bound over every cap (its efficiency's "at most" holds at any), not the booked cap's, which may be a tie's
+    least = float(np.nanmin([ranked_value(s, f) for s, f in zip(frame["step_ms"], frame["full_size_step_floor_ms"],
+                                                                 strict=True)]))  # fmt: skip
     return {**{key: ddp[key] for key in frame if key.startswith("full_size_")}, "full_size_cap_mb": ddp.bucket_cap_mb,
             "zero_full_size_step_floor_ms": zero[ZERO_COLUMNS[1]], "zero_full_size_cap_mb": zero.bucket_cap_mb,
             "full_size_least_step_ms": least,

@@ -451,6 +451,9 @@ def test_where_floors_exist_a_step_on_ddps_schedule_is_ranked_at_the_cap_its_ran
     # alike floors: the small profile's cap where it is among them, else DDP's default, else the largest
     assert ranked.least_row(_floored(64), [50.0, 50.0, 50.0, 50.0]) == 1
     assert ranked.least_row(_floored(64), [60.0, 70.0, 50.0, 50.0]) == 3
+    # 1 MiB 0.4 % under 25 MiB is within the model's tie (agreement.TIE_TOLERANCE): no advice to set 1 MiB
+    assert ranked.least_row(_floored(64), [50.0, 50.2, 60.0, 70.0]) == 1
+    assert ranked.least_row(_floored(64), [50.0, 50.3, 60.0, 70.0]) == 0  # 0.6 %: 1 MiB is the least
 
 
 def test_a_tie_takes_in_every_step_no_slower_than_its_slowest_and_says_its_band_once():
