@@ -9,8 +9,8 @@ from harness.commands import info
 def test_the_counts_are_kept_until_the_workloads_code_or_libraries_change(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     counted = []
-    real = info._count
-    monkeypatch.setattr(info, "_count", lambda workload: counted.append(1) or real(workload))
+    real = info.parameter_count
+    monkeypatch.setattr(info, "parameter_count", lambda *args: counted.append(1) or real(*args))
 
     def listed() -> str:  # as run_list reads and writes the cache around its lines
         counts = info._read_counts()

@@ -305,7 +305,8 @@ def test_the_step_given_is_said_in_flops_against_the_clusters_gpu_and_an_impossi
     gpu = "DGX H100: 8× H100 SXM5, NVLink 4 through NVSwitch (NVLS), 8× ConnectX-7 400 Gb/s"
     peak = peak_tflops(gpu, "bf16", tf32=False)
     fast = flops / (2 * peak * 1e12) * 1e3  # the step that would take twice the peak, in ms
-    said = scaling.step_against_peak(None, setup, step_ms=fast, batch=8, gpu=gpu, options=None)
+    said, beyond = scaling.step_against_peak(None, setup, step_ms=fast, batch=8, gpu=gpu, options=None)
+    assert beyond
     assert said.startswith(
         f"--local-step-ms {fast:g} for mlp's full size (8 samples a GPU) is {flops:.2g} FLOPs a step"
     )
@@ -314,7 +315,7 @@ def test_the_step_given_is_said_in_flops_against_the_clusters_gpu_and_an_impossi
         and ": 200% of one GPU's dense peak in bf16 (989.5 TFLOP/s)" in said
     )
     assert said.endswith("no GPU runs that step so fast; check the step (and the batch it was measured at)")
-    slow = scaling.step_against_peak(None, setup, step_ms=fast * 10, batch=8, gpu=gpu, options=None)
-    assert ": 20% of one GPU's dense peak" in slow and "no GPU runs" not in slow
-    assert scaling.step_against_peak(None, setup, step_ms=fast, batch=8, gpu="my cluster", options=None) == ""
+    slow, beyond = scaling.step_against_peak(None, setup, step_ms=fast * 10, batch=8, gpu=gpu, options=None)
+    assert ": 20% of one GPU's dense peak" in slow and "no GPU runs" not in slow and not beyond
+    assert scaling.step_against_peak(None, setup, step_ms=fast, batch=8, gpu="my cluster", options=None) == ("", False)
     assert peak_tflops("DGX-1: 8× V100 SXM2 in NVLink 2's hybrid cube mesh", "fp32", tf32=False) == 15.7

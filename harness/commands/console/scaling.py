@@ -70,12 +70,13 @@ def say_one_rank_step(
                         "--local-step-ms MS scales the compute to your GPU's one-GPU step")  # fmt: skip
 
 
-def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: str, options: dict | None) -> str:
-    """'--local-step-ms 40 for the model you will train (1.3B parameters, 2 samples a GPU) is 1.4e+13 FLOPs at
-    356 TFLOP/s: 36% of an H100's dense peak in bf16 (989.5 TFLOP/s)': what the step given claims, in the model's
-    FLOPs a training step (forward and backward, FlopCounterMode on the meta device) over the dense peak of the
-    cluster's GPU (`gpu`: its profile's description) in the run's dtype (harness.config.precision); above 100 % no
-    GPU runs that step so fast. '' where the FLOPs or the peak are not known."""
+def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: str,
+                      options: dict | None) -> tuple[str, bool]:  # fmt: skip
+    """('--local-step-ms 900 for the model you will train (2 samples a GPU) is 3.6e+13 FLOPs a step (…) at 40 TFLOP/s:
+    4% of one GPU's dense peak in bf16 (989.5 TFLOP/s)', whether that is beyond the peak): what the step given claims,
+    in the model's FLOPs a training step (forward and backward, FlopCounterMode on the meta device) over the dense
+    peak of the cluster's GPU (`gpu`: its profile's description) in the run's dtype (harness.config.precision); above
+    100 % no GPU runs that step so fast. ('', False) where the FLOPs or the peak are not known."""
     import workloads
     from harness.commands.predict_full_size import trained_source
     from harness.config.precision import peak_dtype, peak_tflops
@@ -86,14 +87,14 @@ def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: 
     dtype = setup.get("dtype") or "fp32"
     peak = peak_tflops(gpu, dtype, tf32=tf32)
     if not peak or not step_ms:
-        return ""
+        return "", False
     try:  # a model that cannot run on the meta device has no count here
         workload = workloads.create(spec, size="full", **own)
         with META:
             model = workload.build_model()
         flops = flops_per_sample(workload, model, device=META) * batch
     except Exception:
-        return ""
+        return "", False
     achieved = flops / (step_ms / 1e3) / 1e12
     share = achieved / peak
     whose = "the model you will train" if options is not None else f"{setup['workload']}'s full size"
@@ -101,8 +102,8 @@ def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: 
             f"FLOPs a step (forward and backward, counted on the meta device) at {achieved:,.0f} TFLOP/s: {share:.0%} "
             f"of one GPU's dense peak in {peak_dtype(dtype, tf32=tf32)} ({peak:g} TFLOP/s)")  # fmt: skip
     if share > 1:
-        return f"{said}: no GPU runs that step so fast; check the step (and the batch it was measured at)"
-    return said
+        return f"{said}: no GPU runs that step so fast; check the step (and the batch it was measured at)", True
+    return said, False
 
 
 def say_step_against_peak(args, configs, setup: dict | None, chosen, trained: dict | None) -> None:
@@ -113,7 +114,9 @@ def say_step_against_peak(args, configs, setup: dict | None, chosen, trained: di
     if not (args.local_step_ms and setup):
         return
     batch = predict_input.memory_batch(args, setup) or int(setup["batch_size"])
-    said = step_against_peak(configs, setup, step_ms=args.local_step_ms, batch=batch, gpu=chosen.description,
-                             options=trained)  # fmt: skip
-    if said:
-        console.warning(said) if "no GPU runs" in said else console.say(f"ddpbench predict: {said}")
+    said, beyond = step_against_peak(configs, setup, step_ms=args.local_step_ms, batch=batch, gpu=chosen.description,
+                                     options=trained)  # fmt: skip
+    if beyond:
+        console.warning(said)
+    elif said:
+        console.say(f"ddpbench predict: {said}")
