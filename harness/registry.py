@@ -8,6 +8,7 @@ fields to validate and coerce text from the command line, so a plug-in never par
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import math
 import pkgutil
@@ -151,7 +152,7 @@ class Entry(Generic[T]):
     cls: type[T]
 
     def options(self) -> dict[str, Option]:
-        hints = typing.get_type_hints(self.cls)
+        hints = _type_hints(self.cls)
         return {
             f.name: Option(
                 f.name, hints[f.name], _field_default(f), f.metadata.get("doc", ""), f.metadata.get("valid", "")
@@ -159,6 +160,13 @@ class Entry(Generic[T]):
             for f in dataclasses.fields(self.cls)
             if f.init
         }
+
+
+@functools.cache
+def _type_hints(cls: type) -> dict[str, Any]:
+    """A class's resolved annotations, once: resolving them costs about 1 ms, and a report asks each strategy's
+    options thousands of times (every row's options against its defaults)."""
+    return typing.get_type_hints(cls)
 
 
 def _field_default(f: dataclasses.Field) -> Any:

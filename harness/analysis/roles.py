@@ -24,8 +24,8 @@ def declared(impl: str) -> dict[str, bool | str]:
 
 def with_roles(frame: pd.DataFrame) -> pd.DataFrame:
     """`frame` with every role column; the ones it lacks, or holds null, from the registry by `impl`."""
-    if "impl" not in frame:
-        return frame
+    if "impl" not in frame or all(role in frame and frame[role].notna().all() for role in ROLES):
+        return frame  # nothing to fill (rows read from a run have them all): a step model asks this per cap
     names = {name: declared(name) for name in frame["impl"].dropna().unique()}
     default = roles_of(object)
     filled = {}

@@ -70,29 +70,40 @@ FLOOR_COLUMNS = {"reference": "full_size_step_floor_ms", "compressed": "compress
 """The same for each step's floor with the full size's parameters (sharded.with_full_size_floors)."""
 
 
-def modelled_step(state: pd.DataFrame, named: pd.Series, columns: dict[str, str] = STEP_COLUMNS) -> pd.Series:
+def step_rows(state: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Which state rows each step model times (STEP_COLUMNS' keys; ZeRO-1's with parameters_as_bucket_view under
+    "optimizer_shard_packed"): the same at every cap, so worked out once for a frame's rows (modelled_step)."""
+    state = roles.with_roles(state)
+    plain = _asked(state, {}).to_numpy()  # no option the step models leave out
+    zero_one, sharded = (
+        roles.sharded_optimizer_over_allreduce(state).to_numpy(),
+        roles.shards_parameters(state).to_numpy(),
+    )
+    return {"reference": roles.is_reference(state).to_numpy() & plain, "compressed": _compressed(state).to_numpy(),
+            "optimizer_shard": zero_one & plain,
+            "optimizer_shard_packed": zero_one & _asked(state, {"parameters_as_bucket_view": True}).to_numpy(),
+            "parameter_shard": sharded & plain,
+            "parameter_shard_kept": sharded & _asked(state, {"reshard_after_forward": False}).to_numpy()}  # fmt: skip
+
+
+def modelled_step(state: pd.DataFrame, named: pd.Series, columns: dict[str, str] = STEP_COLUMNS,
+                  rows: dict[str, np.ndarray] | None = None) -> pd.Series:  # fmt: skip
     """Each state row's predicted step at this GPU count (`named`: the frame's row at the cap DDP's answer names):
     DDP's for the reference (its options at their defaults, or a compression hook alone: fp16's, bf16's), ZeRO-1's or
     FSDP2's for their roles (options at their defaults, or ZeRO-1's parameters_as_bucket_view, FSDP2's
     reshard_after_forward=false); NaN for the rest, and where the frame lacks
-    the column (`columns`: FLOOR_COLUMNS for each step's full-size floor)."""
+    the column (`columns`: FLOOR_COLUMNS for each step's full-size floor; `rows`: step_rows(state), if at hand)."""
 
     def value(key: str) -> float:
         return float(named.get(columns[key], np.nan))
 
+    rows = step_rows(state) if rows is None else rows
     step = pd.Series(float("nan"), index=state.index)
-    plain = _asked(state, {}).to_numpy()  # no option the step models leave out
-    step[roles.is_reference(state).to_numpy() & plain] = value("reference")
-    step[_compressed(state).to_numpy()] = value("compressed")  # DDP's schedule, each bucket sent in fewer bytes
-    zero_one = roles.sharded_optimizer_over_allreduce(state).to_numpy()
-    step[zero_one & plain] = value("optimizer_shard")
-    step[zero_one & _asked(state, {"parameters_as_bucket_view": True}).to_numpy()] = (  # one broadcast a rank
+    for key in ("reference", "compressed", "optimizer_shard", "parameter_shard", "parameter_shard_kept"):
+        step[rows[key]] = value(key)  # the compressed: DDP's schedule, each bucket sent in fewer bytes
+    step[rows["optimizer_shard_packed"]] = (  # one broadcast a rank
         value("optimizer_shard") - value("optimizer_shard_broadcast") + value("optimizer_shard_packed")
     )
-    sharded = roles.shards_parameters(state).to_numpy()
-    step[sharded & plain] = value("parameter_shard")
-    kept = _asked(state, {"reshard_after_forward": False})
-    step[sharded & kept.to_numpy()] = value("parameter_shard_kept")
     return step
 
 
@@ -202,8 +213,9 @@ def _ranked_candidates(at: pd.DataFrame, frame: pd.DataFrame, models: pd.Series,
     full size's floors exist (ranked.least_row), else at the cap the small profile's answer names."""
     need, left = need_mb(at), left_out_ms(at, agreement.answer_row(frame))
     rows = [frame.iloc[k] for k in range(len(frame))]
-    steps = [modelled_step(at, row) for row in rows]  # per cap, each state row's step and floor
-    floors = [modelled_step(at, row, FLOOR_COLUMNS) for row in rows]
+    masks = step_rows(at)
+    steps = [modelled_step(at, row, rows=masks) for row in rows]  # per cap, each state row's step and floor
+    floors = [modelled_step(at, row, FLOOR_COLUMNS, masks) for row in rows]
     hooked = _compressed(at).to_numpy()
     named = agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]).index
     found = []
