@@ -147,7 +147,6 @@ def cluster_from_args(args: argparse.Namespace):
     predict_input.warn_far_moved(base, fitted.fitted)
     _warn_beyond_logs(base.name, max(log.nodes for log in logs), node_counts(args))
     if args.save_profile:
-        Path(args.save_profile).parent.mkdir(parents=True, exist_ok=True)  # as --out and --page make theirs
         Path(args.save_profile).write_text(cluster.to_toml(fitted.cluster), encoding="utf-8")
         console.say(f"ddpbench predict: the fitted profile is saved in {args.save_profile}: --cluster "
                     f"{args.save_profile} uses it, with what it was fitted to, in predict and report")  # fmt: skip
@@ -389,7 +388,6 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
 def write_rows(frame, out: Path) -> None:
     """`--out`: the prediction's rows, CSV or Parquet by the extension (predict_input.check_out checked it up front)."""
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
         if out.suffix == ".parquet":
             frame.to_parquet(out, index=False)
         else:

@@ -255,10 +255,7 @@ def check_page(args: argparse.Namespace) -> None:
                           "the page is a run's profile on a cluster")  # fmt: skip
     if Path(args.page).suffix != ".html":
         raise ConfigError(f"--page {args.page!r}: give an .html file")
-    if not Path(args.page).absolute().parent.is_dir():  # one mistyped would be made, and the page lost in it
-        raise ConfigError(f"--page {args.page!r}: no folder {str(Path(args.page).parent)!r}; give an .html file in a "
-                          "folder that exists, e.g. reports/site/whatif.html")  # fmt: skip
-    check_writable(Path(args.page), flag="--page", example="whatif.html")
+    check_writable(Path(args.page), flag="--page", example="reports/site/whatif.html", kind="an .html file")
 
 
 OUT_SUFFIXES = (".csv", ".parquet")
@@ -268,7 +265,7 @@ def check_out(out: Path) -> None:
     """`--out`: a file of a format we write, where a file can be written."""
     if out.suffix not in OUT_SUFFIXES:
         raise ConfigError(f"--out {str(out)!r}: the extension says the format; give a {' or '.join(OUT_SUFFIXES)} file")
-    check_writable(out, flag="--out", example="rows.csv")
+    check_writable(out, flag="--out", example="rows.csv", kind=f"a {' or '.join(OUT_SUFFIXES)} file")
 
 
 def check_save_profile(args: argparse.Namespace) -> None:
@@ -280,17 +277,20 @@ def check_save_profile(args: argparse.Namespace) -> None:
     if out.suffix != ".toml":
         raise ConfigError(f"--save-profile {args.save_profile!r}: a cluster profile is a .toml file, e.g. "
                           "my-cluster.toml")  # fmt: skip
-    check_writable(out, flag="--save-profile", example="my-cluster.toml")
+    check_writable(out, flag="--save-profile", example="my-cluster.toml", kind="a .toml file")
 
 
-def check_writable(out: Path, *, flag: str, example: str) -> None:
-    """A file (not a folder) in a folder this user can write in, or one that can be made."""
+def check_writable(out: Path, *, flag: str, example: str, kind: str) -> None:
+    """A file (not a folder; `kind` in words, `example` one) in a folder that exists and this user can write in: a
+    missing folder is refused, not made, since one mistyped would be made without a word and the file lost in it."""
     from harness.results.layout import can_write_in
 
     if out.is_dir():
-        raise ConfigError(f"{flag} {str(out)!r} is a folder; give a file in it, e.g. {str(out / example)!r}")
-    folder = next(parent for parent in out.absolute().parents if parent.exists())
-    if not folder.is_dir() or not can_write_in(folder):
+        raise ConfigError(f"{flag} {str(out)!r} is a folder; give a file in it, e.g. {str(out / Path(example).name)!r}")
+    if not (folder := out.absolute().parent).is_dir():
+        raise ConfigError(f"{flag} {str(out)!r}: no folder {str(out.parent)!r}; give {kind} in a folder that exists, "
+                          f"e.g. {example}")  # fmt: skip
+    if not can_write_in(folder):
         raise ConfigError(f"{flag} {str(out)!r}: {str(folder)!r} is not a folder this user can write in")
 
 

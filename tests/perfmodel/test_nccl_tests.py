@@ -543,6 +543,9 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
         (["--cluster", "dgx-h100", "--sizes", "3"], "'3' is not valid; a message holds at least one float"),
         (["--cluster", "dgx-h100", "--sizes", "8,6"], "'8,6' is not valid: 6 B is not a whole number of 4-byte"),
         (["--cluster", "dgx-h100", "--out", "log.json/rows.csv"], "'log.json/rows.csv'"),
+        # a mistyped folder was made without a word (as --page's was refused), and the file lost in it
+        (["--cluster", "dgx-h100", "--out", "rsults/rows.csv"], "no folder 'rsults'; give a .csv or .parquet file in"),
+        (["--nccl-tests", "cut.txt", "--save-profile", "fits/a.toml"], "no folder 'fits'; give a .toml file in a"),
         (["--cluster", "dgx-h100", "--local-step-ms", "97"], "--local-step-ms does not apply to a collectives table"),
         (["--cluster", "dgx-h100", "--caps", "1,25"], "--caps does not apply to a collectives table"),
         (["--cluster", "dgx-h100", "--gpus", "16"], "--gpus does not apply"),
