@@ -24,7 +24,8 @@ Lines (each ok or FAIL; exit 1 on any FAIL, 2 on bad usage):
   and, with the held state, within the allocator's peak;
 - bucketed/stock ≤ 1.00 per workload; the fixed cost: wall / timed steps ≤ 1.5 for the default bench
   (every strategy, 20 steps) of gpt2/full and resnet50/full;
-- provenance (driver, CUDA, NCCL, topology);
+- provenance (driver, CUDA, NCCL, topology); what a process can use of the GPU against the built-in profile's
+  `gpu_memory_gib` (shown);
 - DDP's own cost on this GPU, carried to dgx1-v100: ResNet-50's predicted step at 8 and 16 GPUs
   against pytorch's published timings (benchmarks/ddp_published.py: within 3 %, 1 MiB slower).
 
@@ -441,6 +442,22 @@ def event_vs_wall_clock(steps: int = 20) -> Line:
     )
 
 
+def usable_memory_line() -> Line:
+    """What a process can use of this GPU (torch's CUDA total, `mem_get_info()[1]`: what an out-of-memory error
+    reports), against `total_memory` and the built-in profile's `gpu_memory_gib` for this GPU (H200's is an upper
+    bound until this line is read on one): shown, not judged."""
+    import torch
+
+    from harness.perfmodel.clusters import cluster, nccltests
+
+    usable, total = torch.cuda.mem_get_info()[1] / 2**30, torch.cuda.get_device_properties(0).total_memory / 2**30
+    name = torch.cuda.get_device_name(0)
+    profile = nccltests.profile_for_gpu(name)
+    said = f"; {profile}'s gpu_memory_gib {cluster.load(profile).gpu_memory_gib:g}" if profile else ""
+    value = f"{name}: {usable:.2f} GiB usable (mem_get_info), total_memory {total:.2f} GiB{said}"
+    return Line("usable GPU memory against the built-in profile", value, None, unjudged="shown")
+
+
 def provenance_line(results: Path, setup: Setup) -> Line:
     env = json.loads((results / "w1-bf16" / layout.RUN_JSON).read_text())["environment"]
     gpus = env.get("gpu_count") or 0
@@ -469,6 +486,9 @@ def all_lines(out: Path, results: Path, setup: Setup) -> list[Line]:
     lines.append(hook_cost_line(out, setup))
     quick = setup.quick
     lines.append(event_vs_wall_clock() if not quick else Line("CUDA events vs synchronised wall clock", "", None))
+    lines.append(
+        usable_memory_line() if not quick else Line("usable GPU memory against the built-in profile", "", None)
+    )
     lines.append(provenance_line(results, setup))
     lines.append(published)
     return lines
