@@ -8,11 +8,14 @@ console's answers and the what-if page all rank by this one rule.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pandas as pd
 
 from harness.analysis import agreement
 from harness.bucketing import DDP_DEFAULT_CAP_MB
+from harness.results.values import ms_text
 
 REPLACED = {"ZeRO-1"}
 """Step models whose full-size floor stands in for their prediction wherever it has one: ZeRO-1's floor, DDP's step
@@ -110,3 +113,63 @@ def full_size_why(row: pd.Series, backward_ms: float, cap_mb: float) -> str:
             f"another, overlapping backward ({backward_ms:.3g} ms); the last ({row['full_size_last_ms']:.3g} ms) "
             f"starts only after backward's last gradient, and at least {row['full_size_exposed_ms']:.3g} ms of them "
             "stay exposed")  # fmt: skip
+
+
+BUCKET_VIEW_WORTH = 0.8
+"""ZeRO-1's parameters_as_bucket_view is named where its broadcasts would take under this share of the default's."""
+
+CLUSTER_BROADCASTS = (
+    "broadcasts priced as NCCL all-gathers that carry as many bytes a link: the profile holds no broadcast"
+)
+CLUSTER_SHARDED = "gathers and reduce-scatters as NCCL's tuner picks them"
+
+
+def zero_floor_why(rows: list[pd.Series], optimizer_ms: float | None = None) -> str:
+    """Why ZeRO-1's full-size floor is what it is at the most GPUs of `rows` (its ranked row per GPU count), in full:
+    its optimizer on the largest shard of the full size's elements (`optimizer_ms`: the whole step's, from; else
+    derived), its largest parameter where that alone bounds it, its broadcasts, parameters_as_bucket_view's where it
+    would save, its own cost where added. The what-if page says this; the console the reason that dominates."""
+    from harness.perfmodel.zero import own_cost_words
+
+    last = rows[-1]
+    share, name, alone_share = (last["zero_full_size_largest_share"], last["zero_full_size_largest_parameter"],
+                                last["zero_full_size_largest_parameter_share"])  # fmt: skip
+    alone = alone_share == alone_share and math.isclose(share, alone_share, rel_tol=1e-6)  # NaN: none
+    named = f", {name}," if isinstance(name, str) and name else ""  # the meta device's count names none
+    bound = f"; its largest parameter{named} alone holds {alone_share:.1%}: more ranks cannot shrink it" * alone
+    whole = f"{ms_text(optimizer_ms)} → " if optimizer_ms is not None else ""
+    return (f"its optimizer steps the largest shard, {share:.1%} of the elements ({whole}"
+            f"{ms_text(last['zero_full_size_optimizer_ms'])} ms{bound}), then each rank broadcasts what it updated, "
+            f"overlapping nothing: {zero_broadcasts(rows)}{own_cost_words(last)}")  # fmt: skip
+
+
+def zero_broadcasts(rows: list[pd.Series], *, every: bool = True) -> str:
+    """'148 broadcasts, one a parameter, take at least 4.06 → 11.1 ms (w8 → w32); parameters_as_bucket_view=true, one
+    broadcast a rank, would take …' where that saves (BUCKET_VIEW_WORTH): at each GPU count, or (not `every`) at the
+    most GPUs only."""
+    first, last = rows[0], rows[-1]
+    many = len(rows) > 1
+    span = f" (w{int(first['world_size'])} → w{int(last['world_size'])})" * many
+    sent = f"{ms_text(first['zero_full_size_broadcast_ms'])} → " * many + ms_text(last["zero_full_size_broadcast_ms"])
+    worth = [r for r in (rows if every else rows[-1:]) if r["zero_bucket_view_full_size_broadcast_ms"]
+             < BUCKET_VIEW_WORTH * r["zero_full_size_broadcast_ms"]]  # fmt: skip
+    packed = ", ".join(f"{ms_text(r['zero_bucket_view_full_size_broadcast_ms'])} ms at w{int(r['world_size'])}"
+                       for r in worth)  # fmt: skip
+    packed = f"; parameters_as_bucket_view=true, one broadcast a rank, would take {packed}" if worth else ""
+    return (
+        f"{int(last['zero_full_size_broadcasts'])} broadcasts, one a parameter, take at least {sent} ms{span}{packed}"
+    )
+
+
+def fsdp_floor_why(row: pd.Series) -> str:
+    """Why FSDP2's full-size floor at `row`'s GPU count is what it is, in full: its gathers over its units, its
+    reduce-scatters, one at a time, its optimizer on 1/n, its own cost where added."""
+    own = f"; FSDP's own cost at one rank, {ms_text(row['fsdp_own_ms'])} ms, added" if row["fsdp_own_ms"] > 0 else ""
+    return (
+        f"each block is all-gathered before its forward and again before its backward, the root once "
+        f"({int(row['fsdp_full_size_gathers'])} gathers a step over {int(row['fsdp_full_size_units'])} units), "
+        f"each reduce-scattered after its backward; the gathers take at least "
+        f"{ms_text(row['fsdp_full_size_gather_ms'])} ms and the reduce-scatters "
+        f"{ms_text(row['fsdp_full_size_scatter_ms'])} ms, one at a time; its optimizer steps "
+        f"1/{int(row['world_size'])} of every parameter ({ms_text(row['fsdp_optimizer_ms'])} ms){own}"
+    )

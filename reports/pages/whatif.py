@@ -158,7 +158,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                   figs.add(figures.step_vs_gpus(group, cluster=cluster.name), CAPTIONS["whatif_caps"]),
                   figs.add(figures.strategies_vs_gpus(best, cluster=cluster.name), CAPTIONS["whatif_strategies"]),
                   figs.add(figures.efficiency_vs_gpus(best, cluster=cluster.name), CAPTIONS["whatif_efficiency"]),
-                  _best_table(best)]  # fmt: skip
+                  _best_table(best), _floors_why(group)]  # fmt: skip
     rows, size_note = configs, ""
     if counted:  # every setup's rows as predict counts them, with what size they are of
         rows = pd.concat([rows for rows, _ in counted.values()], ignore_index=True)
@@ -307,6 +307,18 @@ def _best_table(best: pd.DataFrame) -> str:
             f"({'; '.join(left_out)} when scaled as the compute is); bench it at one GPU to count it.</p>"
             if left_out else "")  # fmt: skip
     return table(heads, cells) + note
+
+
+def _floors_why(group: pd.DataFrame) -> str:
+    """Why ZeRO-1's and FSDP2's full-size floors at the most GPUs are what they are (the console: what dominates)."""
+    frames = [frame for _, frame in group.groupby("world_size", sort=True)]
+    if not frames or not ranked.floors_in(frames[-1], "zero_full_size_largest_share"):
+        return ""
+    zero, fsdp = [ranked.ranked_row(f, *ranked.ZERO_COLUMNS, "ZeRO-1") for f in frames], frames[-1].iloc[0]
+    fsdp = "" if pd.isna(fsdp.get("fsdp_full_size_gather_ms")) else (
+        f" FSDP2's: {ranked.fsdp_floor_why(fsdp)} ({ranked.CLUSTER_SHARDED}).")  # fmt: skip
+    return (f"<p>Why the floors at {int(zero[-1]['world_size'])} GPUs: ZeRO-1's, {esc(ranked.zero_floor_why(zero))} "
+            f"({esc(ranked.CLUSTER_BROADCASTS)}).{esc(fsdp)}</p>")  # fmt: skip
 
 
 def _zero_cell(row) -> str:

@@ -445,7 +445,9 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     # full size's parameters, the small size's prediction said after, as its own
     full_count = int(frame["zero_full_size_broadcasts"].iloc[0])
     assert full_count > len(trainable) and "for the full size, at least w8 " in zero
-    assert f": {full_count} broadcasts, one a parameter, take at least " in zero and "(w8 → w16)" in zero
+    # its why in full (its largest shard, its broadcasts at each GPU count) is the what-if page's, at 1,024 GPUs
+    assert "ZeRO-1's, its optimizer steps the largest shard, " in page_text
+    assert f": {full_count} broadcasts, one a parameter, take at least " in page_text.split("Why the floors at")[1]
     assert "the tiny size's own prediction w8 " in zero
     said_w8 = float(re.search(r"own prediction w8 ([\d.]+),", zero).group(1))  # one of w8's caps' steps
     floor_w8 = float(re.search(r"at least w8 ([\d.]+),", zero).group(1))  # the least of w8's caps' floors
@@ -463,9 +465,13 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     )  # forward and backward of the 0.2 ms; the optimizer on 1/n
     assert 0 < frame.groupby("world_size")["fsdp_gather_ms"].first()[8] < frame["fsdp_gather_ms"].max()
     assert sharded.startswith("ddpbench predict: and FSDP2 (fully_shard on each block and the root, its defaults)")
-    assert (  # the full size's units, whose floor ranks it (a tester read the small size's beside its model)
+    fsdp_w16 = frame[frame["world_size"] == 16].iloc[0]  # the full size's gathers, whose floor ranks it
+    assert (f"Why at w16: its {int(fsdp_w16['fsdp_full_size_gathers'])} gathers take at least "
+            f"{ms_text(fsdp_w16['fsdp_full_size_gather_ms'])} ms and its reduce-scatters "
+            f"{ms_text(fsdp_w16['fsdp_full_size_scatter_ms'])} ms, one at a time") in sharded  # fmt: skip
+    assert (  # over its units (a tester read the small size's beside its model): the page says them
         f"({int(frame['fsdp_full_size_gathers'].iloc[0])} gathers a step over "
-        f"{int(frame['fsdp_full_size_units'].iloc[0])} units)" in sharded
+        f"{int(frame['fsdp_full_size_units'].iloc[0])} units)" in page_text.split("Why the floors at")[1]
     )
     assert frame["fsdp_full_size_units"].iloc[0] > frame["fsdp_units"].iloc[0]
     # every efficiency is against one rank's step: the 0.2 ms given (DDP's own cost a CPU's, left out)
@@ -496,8 +502,21 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     # ZeRO-1's and FSDP2's lines each lead with their own floor and why, the full size's; the small size's after
     assert "for the full size, at least w8 " in zero and "the tiny size's gradients" not in zero
     zero_row = ranked.ranked_row(last, *ranked.ZERO_COLUMNS, "ZeRO-1")
-    assert (f"the largest shard, {zero_row['zero_full_size_largest_share']:.1%} of the elements" in zero
-            and f"{ms_text(zero_row['zero_full_size_optimizer_ms'])} ms" in zero)  # fmt: skip
+    if zero_row["zero_full_size_broadcast_ms"] >= zero_row["zero_full_size_optimizer_ms"]:  # the reason that weighs
+        assert f"Why at w16: each rank broadcasts what it updated, overlapping nothing: {full_count} broadcasts" in zero
+        w8_row = ranked.ranked_row(frame[frame["world_size"] == 8], *ranked.ZERO_COLUMNS, "ZeRO-1")
+        sent = f"{ms_text(w8_row['zero_full_size_broadcast_ms'])} → {ms_text(zero_row['zero_full_size_broadcast_ms'])}"
+        assert f"take at least {sent} ms (w8 → w16)" in zero
+    else:
+        assert (
+            f"Why at w16: its optimizer steps the largest shard, {zero_row['zero_full_size_largest_share']:.1%} "
+            f"of the elements"
+            in zero
+            and f"{ms_text(zero_row['zero_full_size_optimizer_ms'])} ms)" in zero
+        )
+    assert ranked.zero_floor_why([zero_row]).startswith(  # the whole why, as the page says it: the shard, then these
+        f"its optimizer steps the largest shard, {zero_row['zero_full_size_largest_share']:.1%} of the elements ("
+        f"{ms_text(zero_row['zero_full_size_optimizer_ms'])} ms")  # fmt: skip
     assert "for the full size, at least w8 " in sharded and "DDP's step is at least" not in sharded
     # ZeRO-1's and FSDP2's too: the whole model's broadcasts, gathers and reduce-scatters, each above the tiny's
     assert (frame["zero_full_size_broadcast_ms"] > frame["zero_broadcast_ms"]).all()

@@ -5,7 +5,6 @@ said to be whose. Written through the terminal's `say`, as predictions.zero_answ
 
 from __future__ import annotations
 
-import math
 from typing import TYPE_CHECKING
 
 from harness.commands.console import predictions, say
@@ -51,31 +50,19 @@ def zero_answer(frames: list[pd.DataFrame], *, optimizer_ms: float, largest: tup
 
     rows = [ranked.ranked_row(frame, *ranked.ZERO_COLUMNS, "ZeRO-1") for frame in frames]
     answered = [agreement.answer_row(frame) for frame in frames]
-    first, last = rows[0], rows[-1]
-    share, name, alone_share = (last["zero_full_size_largest_share"], last["zero_full_size_largest_parameter"],
-                                last["zero_full_size_largest_parameter_share"])  # fmt: skip
-    alone = alone_share == alone_share and math.isclose(share, alone_share, rel_tol=1e-6)  # NaN: none
-    named = f", {name}," if isinstance(name, str) and name else ""  # the meta device's count names none
-    bound = f"; its largest parameter{named} alone holds {alone_share:.1%}: more ranks cannot shrink it" * alone
-    many = len(rows) > 1
-    span = f" (w{int(first['world_size'])} → w{int(last['world_size'])})" * many
-    sent = f"{ms_text(first['zero_full_size_broadcast_ms'])} → " * many + ms_text(last["zero_full_size_broadcast_ms"])
-    worth = [r for r in rows if r["zero_bucket_view_full_size_broadcast_ms"]
-             < predictions.BUCKET_VIEW_WORTH * r["zero_full_size_broadcast_ms"]]  # fmt: skip
-    packed = ", ".join(f"{ms_text(r['zero_bucket_view_full_size_broadcast_ms'])} ms at w{int(r['world_size'])}"
-                       for r in worth)  # fmt: skip
-    packed = f"; parameters_as_bucket_view=true, one broadcast a rank, would take {packed}" if worth else ""
+    last = rows[-1]
     ddp = ", ".join(f"w{int(r['world_size'])} {ranked.ranked_value(r['step_ms'], r['full_size_step_floor_ms']):.4g}"
                     for r in rows)  # fmt: skip
+    if last["zero_full_size_broadcast_ms"] >= last["zero_full_size_optimizer_ms"]:  # the reason that dominates
+        why = f"each rank broadcasts what it updated, overlapping nothing: {ranked.zero_broadcasts(rows, every=False)}"
+    else:
+        why = f"its optimizer steps the largest shard, {last['zero_full_size_largest_share']:.1%} of the elements"
+        why += f" ({ms_text(optimizer_ms)} → {ms_text(last['zero_full_size_optimizer_ms'])} ms)"
     said = "; ".join(part for part in (priced, caveat) if part)
     say(f"ddpbench predict: and ZeRO-1 (DDP + torch's ZeroRedundancyOptimizer, its defaults): for {whose}, at least "
-        f"{_steps(rows, 'zero_full_size_step_floor_ms')} {_caps(rows)}, its floor, which ranks it (DDP's step as "
-        f"ranked there, {ddp} ms, with ZeRO's change for its parameters); {small}'s own prediction "
-        f"{_steps(answered, 'zero_step_ms')}, on its shards. Why ({whose}'s, at w{int(last['world_size'])}): its "
-        f"optimizer steps the largest shard, {share:.1%} of the elements ({ms_text(optimizer_ms)} → "
-        f"{ms_text(last['zero_full_size_optimizer_ms'])} ms{bound}), then each rank broadcasts what it updated, "
-        f"overlapping nothing: {int(last['zero_full_size_broadcasts'])} broadcasts, one a parameter, take at least "
-        f"{sent} ms{span}{packed}{own_cost_words(last)}" + (f" [{said}]" if said else ""))  # fmt: skip
+        f"{_steps(rows, 'zero_full_size_step_floor_ms')} {_caps(rows)}, its floor, which ranks it (DDP's there "
+        f"{ddp} ms); {small}'s own prediction {_steps(answered, 'zero_step_ms')}. Why at "
+        f"w{int(last['world_size'])}: {why}{own_cost_words(last)}" + (f" [{said}]" if said else ""))  # fmt: skip
 
 
 def fsdp_answer(frames: list[pd.DataFrame], *, whose: str, small: str, caveat: str = "",
@@ -95,10 +82,7 @@ def fsdp_answer(frames: list[pd.DataFrame], *, whose: str, small: str, caveat: s
     said = "; ".join(part for part in (priced, caveat) if part)
     say(f"ddpbench predict: and FSDP2 (fully_shard on each block and the root, its defaults): for {whose}, at least "
         f"{_steps(rows, 'fsdp_full_size_step_floor_ms')}, its floor; {small}'s own prediction "
-        f"{_steps(rows, 'fsdp_step_ms')}. Why ({whose}'s, at w{int(last['world_size'])}): each block is all-gathered "
-        f"before its forward and again before its backward, the root once ({int(last['fsdp_full_size_gathers'])} "
-        f"gathers a step over {int(last['fsdp_full_size_units'])} units), each reduce-scattered after its backward; "
-        f"the gathers take at least {ms_text(last['fsdp_full_size_gather_ms'])} ms and the reduce-scatters "
-        f"{ms_text(last['fsdp_full_size_scatter_ms'])} ms, one at a time; its optimizer steps "
-        f"1/{int(last['world_size'])} of every parameter ({ms_text(last['fsdp_optimizer_ms'])} ms){own}"
+        f"{_steps(rows, 'fsdp_step_ms')}. Why at w{int(last['world_size'])}: its "
+        f"{int(last['fsdp_full_size_gathers'])} gathers take at least {ms_text(last['fsdp_full_size_gather_ms'])} ms "
+        f"and its reduce-scatters {ms_text(last['fsdp_full_size_scatter_ms'])} ms, one at a time{own}"
         + (f" [{said}]" if said else ""))  # fmt: skip

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from harness.analysis import agreement, stats, why
 from harness.bucketing import DDP_DEFAULT_CAP_MB
 from harness.commands.console import bytes_text, say, warning
+from harness.perfmodel import ranked
 from harness.results.values import ms_text
 
 if TYPE_CHECKING:
@@ -257,14 +258,8 @@ def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, c
     say(f"ddpbench predict: answer for DDP on {cluster.name} (ZeRO-1's and FSDP2's steps follow): {own}{said}")
 
 
-BUCKET_VIEW_WORTH = 0.8
-"""parameters_as_bucket_view is named where its broadcasts would take under this share of the default's."""
-
-
-CLUSTER_BROADCASTS = (
-    "broadcasts priced as NCCL all-gathers that carry as many bytes a link: the profile holds no broadcast"
-)
-CLUSTER_SHARDED = "gathers and reduce-scatters as NCCL's tuner picks them"
+BUCKET_VIEW_WORTH = ranked.BUCKET_VIEW_WORTH
+CLUSTER_BROADCASTS, CLUSTER_SHARDED = ranked.CLUSTER_BROADCASTS, ranked.CLUSTER_SHARDED
 
 
 def zero_answer(
