@@ -330,9 +330,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
                                              fsdp_profile=sharded.profile, fsdp_own_s=sharded.own_s or 0.0,
                                              zero_own_s=zero_own.added_s, options=trained)  # fmt: skip
     steps.cluster_table(chosen, rows)
-    for frame, nodes in zip(rows, node_counts(args), strict=True):  # each GPU count's fastest cap, a caveat once
-        said = joined(*caveat, cluster.cap_caveat(chosen, nodes))
-        predictions.best_cap(frame, world=int(frame["world_size"].iloc[0]), decimals=3, caveat=said)
+    said = [joined(*caveat, cluster.cap_caveat(chosen, nodes)) for nodes in node_counts(args)]  # a caveat once
+    predictions.best_caps(rows, decimals=3, caveats=said)  # each GPU count's fastest cap, where all tie one line
     floors = {label: predict_full_size.floor_words(rows, label) for label in predict_full_size.FLOORED}
 
     # the answer and the choice span every node count: each caveat once

@@ -87,6 +87,39 @@ def best_cap(frame: pd.DataFrame, *, world: int, decimals: int, caveat: str = ""
     say(f"  predicted fastest cap at w{world}: {agreement.caps_text(tied)} ({figures}{ahead}){caveat}")
 
 
+def best_caps(frames: list[pd.DataFrame], *, decimals: int, caveats: list[str]) -> None:
+    """`best_cap` at each GPU count (a frame each, its `caveats`), but the GPU counts in a row where every cap ties
+    said on one line: the answer is the same there, the figures beside it per GPU count."""
+    pending: list[tuple[pd.DataFrame, str, list]] = []
+
+    def flush() -> None:
+        if len(pending) == 1:
+            best_cap(pending[0][0], world=int(pending[0][0]["world_size"].iloc[0]), decimals=decimals,
+                     caveat=pending[0][1])  # fmt: skip
+        elif pending:
+            bests = [frame.loc[frame["step_ms"].idxmin()] for frame, _, _ in pending]
+            worlds = ", ".join(f"w{int(b['world_size'])}" for b in bests)
+            steps = ", ".join(f"{b['step_ms']:.{decimals}f}" for b in bests)
+            effs = ", ".join(f"{b['scaling_efficiency']:.3f}" for b in bests)
+            keep = ("DDP's default 25 MiB is as good as any" if all(DDP_DEFAULT_CAP_MB in t for _, _, t in pending)
+                    else "any of them will do")  # fmt: skip
+            said = "; ".join(c for _, c, _ in pending if c)
+            say(
+                f"  predicted fastest cap at {worlds}: any: every cap is within {agreement.TIE_TOLERANCE * 100:g} % "
+                f"of the fastest ({steps} ms; scaling efficiency {effs}); {keep}" + (f" [{said}]" if said else "")
+            )
+        pending.clear()
+
+    for frame, caveat in zip(frames, caveats, strict=True):
+        tied, margin = agreement.best_and_margin(frame["bucket_cap_mb"], frame["step_ms"])
+        if margin is None and len(tied) > 1:
+            pending.append((frame, caveat, list(tied)))
+            continue
+        flush()
+        best_cap(frame, world=int(frame["world_size"].iloc[0]), decimals=decimals, caveat=caveat)
+    flush()
+
+
 def _cap_rows(frame: pd.DataFrame, *, decimals: int) -> None:
     say(f"  {'cap MiB':>8} {'buckets':>8} {'predicted step ms':>18} {'exposed comm ms':>16} {'scaling eff.':>13}")
     for r in frame.itertuples():
