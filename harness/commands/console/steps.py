@@ -21,15 +21,13 @@ FLOORS = (("full-size buckets", "full_size_buckets", "d"), ("all-reduces", "full
 """The full size's floors beside it, where `predict_full_size.with_floors` added them."""
 
 FLOORS_NOTE = (
-    "  ≥: floors, not predictions, with the full size's gradients on this profile's compute as scaled (its split of "
-    "forward, backward and optimizer included); when each full-size parameter is used and each gradient made is not "
-    "measured. DDP: bucketed in reverse registration order, as DDP's rebuild lays them out, every all-reduce after "
-    "the one before, the last after the profile's last gradient is made.",
-    "  ZeRO-1: DDP's step as ranked (its prediction or its floor, the higher), its optimizer on the full size's "
-    "largest shard, then the broadcasts; ZeRO-1 is ranked by it. FSDP2: the longer of its gathers and reduce-scatters "
-    "(the root's and every block's) one at a time, and the compute after the root's gather; none where a profiled "
-    "block never ran. For the steps themselves: bench --size full on one GPU of the cluster, predict from that run.",
+    "  ≥: floors, not predictions: the full size's gradients on this profile's compute as scaled, when each is made "
+    "not measured (DDP: its all-reduces one after another, the last after backward; ZeRO-1: DDP's as ranked, its "
+    "largest shard, its broadcasts; FSDP2: its gathers and reduce-scatters one at a time). For the "
+    "steps: bench --size full on one GPU of the cluster, predict from that run.",
 )
+"""Under the table where it holds floors: what they are, in one line (docs/clusters.md and the what-if page say how
+each is counted)."""
 
 
 def cluster_table(cluster, frames: list[pd.DataFrame]) -> None:
