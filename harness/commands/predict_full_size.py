@@ -15,15 +15,17 @@ from harness.commands import console
 from harness.config.bench import ConfigError
 
 
-def memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None = None, options: dict | None = None):
+def memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None = None, options: dict | None = None,
+                terse: bool = False):  # fmt: skip
     """`_memory_rows` (and where counted in fp32, what bf16 would keep: _dtype_note), with the activations of each
     strategy that computes in another dtype than the run's (FSDP2's param_dtype=bf16) counted in its own on the meta
     device, at the rows' size and batch (`compute_activation_mb`).
-    `options`: the workload options of the model you will train (--train-wopt over the run's), where not the run's."""
+    `options`: the workload options of the model you will train (--train-wopt over the run's), where not the run's;
+    `terse`: the note as the console says it (the what-if page's in full)."""
     from harness.perfmodel.memory import compute_dtype
 
-    rows, note = _memory_rows(run_dir, configs, setup, batch_size=batch_size, options=options)
-    note = "; ".join(part for part in (note, _dtype_note(setup, rows, configs, options)) if part)
+    rows, note = _memory_rows(run_dir, configs, setup, batch_size=batch_size, options=options, terse=terse)
+    note = "; ".join(part for part in (note, _dtype_note(setup, rows, configs, options, terse=terse)) if part)
     dtypes = rows["impl_options"].map(compute_dtype) if "impl_options" in rows else []
     if not any(dtypes):
         return rows, note
@@ -52,7 +54,7 @@ def _made(spec: str, options: str, size: str):
         return None
 
 
-def _dtype_note(setup: dict, rows, configs=None, options: dict | None = None) -> str:
+def _dtype_note(setup: dict, rows, configs=None, options: dict | None = None, *, terse: bool = False) -> str:
     """Where the activations were counted in fp32 (a CPU run's default) and a GPU trains in bf16 under autocast: the
     same forward counted so (a CPU's fake tensors under its autocast, at the rows' size and batch and one sample
     more), since bf16 is no fixed share of fp32's. A walkthrough planned its H100s on fp32 activations, unwarned;
@@ -69,6 +71,8 @@ def _dtype_note(setup: dict, rows, configs=None, options: dict | None = None) ->
     made = spec, json.dumps(trained, sort_keys=True), str(first["size"])
     at, more = (_counted_in_bf16(*made, b) for b in (batch, batch + 1))
     if at is None or more is None:
+        if terse:
+            return "activations in fp32, the run's dtype; bf16's could not be counted here: bench --dtype bf16"
         return ("activations in fp32, the run's dtype: trained in bf16 (autocast) the count differs either way (fewer "
                 "bytes where ops run in bf16, more for the bf16 copies of the weights autocast keeps for backward) and "
                 "could not be counted here; bench --dtype bf16 to count them so")  # fmt: skip
@@ -76,6 +80,11 @@ def _dtype_note(setup: dict, rows, configs=None, options: dict | None = None) ->
     once = at - added * batch  # kept once at any batch: the weights' bf16 copies
     ratio = at / fp32 if fp32 else float("nan")
     samples = f"{batch} sample{'s' * (batch != 1)}"
+    if terse:  # the figures a GPU in bf16 plans by; how they were counted is the what-if page's
+        return (
+            f"activations in fp32, the run's dtype; in bf16 (autocast) {mib_text(at)} at {samples} a rank "
+            f"({ratio:.2f}×; each further sample {mib_text(added)}): bench --dtype bf16 to count them so"
+        )
     return (f"activations in fp32, the run's dtype: trained in bf16 (autocast) the same forward keeps {mib_text(at)} "
             f"at {samples} a rank ({ratio:.2f}× fp32's {mib_text(fp32)}; each further sample adds {mib_text(added)}, "
             f"and {mib_text(max(once, 0.0))} is kept once at any batch: the bf16 copies of the weights autocast keeps "
@@ -94,7 +103,8 @@ def _counted_in_bf16(spec: str, options: str, size: str, batch_size: int) -> flo
     return (counted or {}).get("activation_mb")
 
 
-def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None = None, options: dict | None = None):
+def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None = None, options: dict | None = None,
+                 terse: bool = False):  # fmt: skip
     """(the setup's rows to count memory from, what size they are said to be of): the run's own, or re-counted at
     the full size where the run's is smaller and --size scales the workload (a file of yours is as written), and at
     `batch_size` a rank where that is not the run's (--batch-size with --local-step-ms: the batch you will train
@@ -130,6 +140,8 @@ def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None 
         if counted:
             return rows, f"at batch {measured}, the run's: batch {batch}'s activations could not be counted"
         return scaled.assign(size=size), f"at batch {batch} a rank: its activations counted on the meta device{other}"
+    if terse:
+        return scaled, f"at the full size, counted on the meta device at batch {batch} a rank{other}{counted}"
     return scaled, (f"at the full size: its parameters and activations counted on the meta device at batch {batch} a "
                     f"rank{other}, each rank's share of them as the {size} run measured it{counted}")  # fmt: skip
 
@@ -151,7 +163,7 @@ def said_state(run_dir: Path, configs, setup: dict, worlds: list[int], gpu, *, b
     from harness.commands.console import memory
     from harness.perfmodel.memory import state_per_rank
 
-    rows, note = memory_rows(run_dir, configs, setup, batch_size=batch_size, options=options)
+    rows, note = memory_rows(run_dir, configs, setup, batch_size=batch_size, options=options, terse=True)
     state = state_per_rank(rows, worlds)
     memory.model_state(state, worlds, gpu, size_note=note)
     if state.empty and not rows.empty:  # a one-GPU run: once no word, and no choice after it either

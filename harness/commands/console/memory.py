@@ -51,11 +51,10 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
     ]
     widths = [max(len(row[k]) for row in table) for k in range(len(header))]
     measured = ", ".join(str(int(w)) for w in sorted(state.loc[state["measured"], "world_size"].unique()))
-    peak = ("; the step's peak: the state, the larger of backward's part and the optimizer step's, and what is kept "
-            "beside" if counted else "")  # fmt: skip
-    fit = "; whether that fits one GPU, before buffers and the kernels' working memory" if capacity else ""
+    peak = "; the step's peak: the state, backward's or the optimizer's part, and what is kept beside" * bool(counted)
+    fit = "; fits one GPU: before buffers and working memory" if capacity else ""  # the what-if page: each in full
     say(f"ddpbench predict: memory per rank: the model state (parameters, gradients, optimizer state) as held at "
-        f"{measured} ranks, carried on as held(n) = whole + split / n{peak}{fit}:")  # fmt: skip
+        f"{measured} ranks, then whole + split / n{peak}{fit}:")  # fmt: skip
     for row in table:
         say("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, [*widths, 0], strict=False)).rstrip())
     notes = (*_variants(groups.values(), state), floor_words(state), unrecorded(at) if counted else "", size_note)
