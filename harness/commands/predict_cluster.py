@@ -350,7 +350,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         if not cpu:
             return ()
         return (
-            optimizer_share_caveat(share, scaled=bool(args.local_step_ms), optimizer=optimizer),
+            optimizer_share_caveat(share, scaled=bool(args.local_step_ms), optimizer=optimizer, terse=True),
             optimizer_break_even(rows[-1], optimizer_ms=cpu_optimizer[0], step_ms=cpu_optimizer[1], labels=labels),
         )
 
