@@ -19,6 +19,7 @@ import pytest
 from conftest import run_ddpbench
 
 import impls
+from harness import cli
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ("my_workload.py:MyModel", "torchvision:squeezenet1_1", "hf:t5")
@@ -88,7 +89,7 @@ def test_the_report_page_names_every_workload_and_its_file(elsewhere):
     assert "The profile is the model's as the run built it" in whatif and "The profile is the tiny size" in whatif
 
 
-def test_predict_counts_the_model_you_will_train_from_a_smaller_one_benched(elsewhere):
+def test_predict_counts_the_model_you_will_train_from_a_smaller_one_benched(elsewhere, monkeypatch, capsys):
     """A walkthrough benched its own 1.3B-parameter file shrunk with --wopt, and predict answered for the shrunk one
     ('stock fits (244 MiB a rank at most)'): --train-wopt names the model to train, whose memory and step floors
     are counted on the meta device (MyModel at width 2048: 4 × (2048² + 2048) + 2048 × 10 + 10 parameters,
@@ -110,20 +111,25 @@ def test_predict_counts_the_model_you_will_train_from_a_smaller_one_benched(else
     assert "<b>my_workload.py:MyModel[width=2048]/" in page  # its memory named as the model counted, not the run's
     # at 4× the batch, 4× the step: an own cost left out (hooks and copies, with the parameters) stays as it was
     batch = int(rows["run_batch_size"].iloc[0])
-    wider = run_ddpbench("predict", "--run", "mine", "--results", "results", "--workload", "my_workload.py:MyModel",
-                         "--cluster", "dgx-h100", "--nodes", "1", "--train-wopt", "width=2048", "--batch-size",
-                         str(4 * batch), "--local-step-ms", "80", "--out", "rows4.csv", "--page", "page4.html",
-                         cwd=folder)  # fmt: skip
-    assert wider.returncode == 0, wider.stderr[-2000:]
+    # the rest in this process (the command above is the real command line): a fresh interpreter would only repeat
+    # torch's import, the run's and your file's
+    monkeypatch.chdir(folder)
+    wider = cli.main(["predict", "--run", "mine", "--results", "results", "--workload", "my_workload.py:MyModel",
+                      "--cluster", "dgx-h100", "--nodes", "1", "--train-wopt", "width=2048", "--batch-size",
+                      str(4 * batch), "--local-step-ms", "80", "--out", "rows4.csv", "--page",
+                      "page4.html"])  # fmt: skip
+    assert wider == 0, capsys.readouterr().err[-2000:]
     page4 = html.unescape((folder / "page4.html").read_text())  # its heading: the batch predicted, and the run's
     assert f", batch {4 * batch} per GPU (the run measured {batch}))</h2>" in page4  # inside '(profiled: …)' (b0778f1)
     own = [pd.read_csv(folder / name)["fsdp_own_left_out_ms"].iloc[0] for name in ("rows.csv", "rows4.csv")]
     # (equal where one rank's FSDP step exceeded DDP's; at this size on a busy CPU it may not: both 0, nothing shown)
     assert own[0] >= 0 and own[1] == pytest.approx(own[0], rel=1e-6, abs=1e-9)
-    bad = run_ddpbench("predict", "--run", "mine", "--results", "results", "--workload", "my_workload.py:MyModel",
-                       "--cluster", "dgx-h100", "--train-wopt", "widht=2048", cwd=folder)  # fmt: skip
-    assert bad.returncode == 2 and "--train-wopt widht=2048 is not valid" in bad.stderr
-    assert "Traceback" not in bad.stderr
+    capsys.readouterr()
+    code = cli.main(["predict", "--run", "mine", "--results", "results", "--workload", "my_workload.py:MyModel",
+                     "--cluster", "dgx-h100", "--train-wopt", "widht=2048"])  # fmt: skip
+    bad = capsys.readouterr()
+    assert code == 2 and "--train-wopt widht=2048 is not valid" in bad.err
+    assert "Traceback" not in bad.err and len(bad.err.strip().splitlines()) == 1
     twice = run_ddpbench("predict", "--run", "mine", "--results", "results", "--workload", "my_workload.py:MyModel",
                          "--cluster", "dgx-h100", "--train-wopt", "width=64", "--train-wopt", "width=128",
                          cwd=folder)  # fmt: skip  # a typo in a long command must not change the answer unsaid

@@ -35,7 +35,6 @@ class Basis(NamedTuple):
 
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     import pandas as pd
-    import torch
 
     from harness.analysis import agreement
     from harness.config.units import parse_caps
@@ -45,9 +44,9 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     from harness.perfmodel.sharded import with_sharded_steps
     from harness.results import store
 
-    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     args.run, args.results_dir = predict_input.run_and_folder(args)
     predict_cluster.check_flags(args)
+    predict_full_size.check_train_wopt(args.train_wopt)
     predict_input.check_page(args)
     predict_input.check_cluster_file(args.cluster)
     given = _given_network(args)
@@ -55,6 +54,9 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     if caps:
         console.note_repeated("--caps", args.caps, caps)
     predict_input.check_counts(args)
+    import torch  # after the flags' checks: bad input is refused in a second, not after torch's import (2 s)
+
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if predict_cluster.wanted(args):
         return _on_cluster(args, caps, device=device)
     # a run's stored profile is said as stored, then calibrated on the run's rows (and said so)

@@ -338,6 +338,18 @@ def trained_name(configs, setup: dict, options: dict) -> str:
     return f"{workloads.resolve(spec).name}[{options_words(options)}]" if options else workloads.resolve(spec).name
 
 
+def check_train_wopt(given) -> None:
+    """--train-wopt's refusals that need neither the run nor the workload (a key given twice, several values), said
+    before either is read: a typo in a long command is answered at once."""
+    if twice := sorted({key for key, _ in given or () if [k for k, _ in given].count(key) > 1}):
+        raise ConfigError(f"--train-wopt gives {', '.join(twice)} more than once; the model you will train has one "
+                          "value of each: give each once")  # fmt: skip
+    for key, values in given or ():
+        if len(values) != 1:
+            raise ConfigError(f"--train-wopt {key}={','.join(values)} gives {len(values)} values; the model you will "
+                              "train has one: give one value (bench sweeps several with --wopt)")  # fmt: skip
+
+
 def train_options(given, configs, setup: dict) -> dict | None:
     """--train-wopt KEY=VALUE (argparse's (key, values) pairs) over the run's own workload options: the options of the
     model you will train, each typed and checked as bench checks --wopt (ConfigError naming the bad one, and the
@@ -346,15 +358,10 @@ def train_options(given, configs, setup: dict) -> dict | None:
         return None
     import workloads
 
+    check_train_wopt(given)
     spec, options = trained_source(configs, setup, None)
     source = workloads.resolve(spec)
-    if twice := sorted({key for key, _ in given if [k for k, _ in given].count(key) > 1}):
-        raise ConfigError(f"--train-wopt gives {', '.join(twice)} more than once; the model you will train has one "
-                          "value of each: give each once")  # fmt: skip
     for key, values in given:
-        if len(values) != 1:
-            raise ConfigError(f"--train-wopt {key}={','.join(values)} gives {len(values)} values; the model you will "
-                              "train has one: give one value (bench sweeps several with --wopt)")  # fmt: skip
         try:
             value = workloads.parse_options(spec, {key: values[0]})[key]
             source.check_options({**options, key: value})
