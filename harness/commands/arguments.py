@@ -220,9 +220,10 @@ def add_predict_parser(commands) -> None:
                          "model)")  # fmt: skip
     predict.add_argument("--local-optimizer-ms", type=finite("--local-optimizer-ms", "the optimizer's step in ms"),
                          help="with --local-step-ms: the optimizer's part of that step on your GPU, where you know "
-                         "it (a profiler's optimizer.step); forward and backward take the rest. A CPU's optimizer "
-                         "is a far larger share of its step than a GPU's, and ZeRO-1's and FSDP2's leads rest on "
-                         "it")  # fmt: skip
+                         "it (a profiler's optimizer.step); forward and backward take the rest. Without it: one "
+                         "memory-bound pass of the run's optimizer over the model you will train at the cluster "
+                         "GPU's memory bandwidth (SGD 12 B, Adam 28 B a parameter), said; a CPU's optimizer share "
+                         "is far larger than a GPU's, and ZeRO-1's and FSDP2's leads rest on it")  # fmt: skip
     predict.add_argument(
         "--profile-steps",
         type=whole("--profile-steps"),

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from harness.commands import console, predict_cluster, predict_full_size, predict_input, report
-from harness.commands.console import predictions, profiling
+from harness.commands.console import optimizer, predictions, profiling
 from harness.config.bench import SIZE_CHOICES, ConfigError
 
 DEFAULT_WORLD = 8
@@ -142,6 +142,7 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     checked = OwnCheck()  # how far the same model was from the run's own steps, on its own machine
     if run_dir is not None:
         checked = own_check(run_dir.parent, run_dir, setup, configs=configs, cluster=chosen.name)
+    optimizer.estimate_local_optimizer(args, chosen, setup, configs, profile)  # a GPU's, not the CPU's share
     code = predict_cluster.run_steps(args, chosen, profile, caps, device=profiled_on, configs=configs, setup=setup,
                                      state=state, errors=checked.errors)  # fmt: skip
     predictions.errors_on_own_run(checked.words)

@@ -1,5 +1,6 @@
 """Precision: the compute dtype a run uses (`--dtype auto` resolved once, in the launcher) and the
-dense peak each known GPU reaches in it, for model FLOPs utilisation (`mfu`).
+dense peak each known GPU reaches in it, for model FLOPs utilisation (`mfu`); and each known GPU's memory
+bandwidth, which a memory-bound step (the optimizer's) cannot beat.
 
 The peaks are NVIDIA's datasheet figures per GPU, in TFLOP/s, **dense** (no 2:4 sparsity): where a
 datasheet gives only the "with sparsity" figure (marked * there), the dense one is half of it. A GPU
@@ -95,3 +96,26 @@ def mfu(achieved_tflops: float | None, *, gpu_name: str | None, dtype: str, tf32
     if achieved_tflops is None or peak is None or gpus < 1:
         return None
     return achieved_tflops / (peak * gpus)
+
+
+# (pattern on the device name, memory bandwidth GB/s), NVIDIA's datasheets; first match wins. H200 SXM 4.8 TB/s
+# (H200 NVL 4.8 as well); H100 SXM5 3.35 TB/s, H100 NVL 3.9, H100 PCIe 2.0; A100 80GB SXM 2,039 GB/s, 80GB PCIe 1,935,
+# 40GB 1,555; V100 SXM2 and PCIe 900 GB/s (32 GB and 16 GB alike).
+MEMORY_GBPS: tuple[tuple[str, float], ...] = (
+    (r"\bH200\b", 4800.0),
+    (r"\bH100 NVL\b", 3900.0),
+    (r"\bH100 PCIE\b", 2000.0),
+    (r"\bH100\b", 3350.0),
+    (r"\bA100\b.*\bPCIE\b.*\b80\s?GB\b|\bA100\b.*\b80\s?GB\b.*\bPCIE\b", 1935.0),
+    (r"\bA100\b.*\b80\s?GB\b", 2039.0),  # "NVIDIA A100-SXM4-80GB"; a profile's "A100 SXM4 80GB"
+    (r"\bA100\b", 1555.0),  # the 40 GB boards
+    (r"\bV100\b", 900.0),
+)
+
+
+def memory_gbps(gpu_name: str | None) -> float | None:
+    """One `gpu_name` GPU's memory bandwidth, GB/s (datasheet); None where it is not known or a MIG slice's."""
+    if not gpu_name or "MIG" in gpu_name.upper().split():
+        return None
+    name = gpu_name.upper()
+    return next((gbps for pattern, gbps in MEMORY_GBPS if re.search(pattern, name)), None)

@@ -51,14 +51,14 @@ def setup_label(setup: dict, batch_size: int | None = None) -> str:  # at --batc
 
 
 def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Cluster, *, caps: list[float] | None = None,
-                   local_step_ms: float | None = None, device: str = "cpu",
+                   local_step_ms: float | None = None, device: str = "cpu", optimizer_from: str = "as given",
                    full_params: Callable[[dict, int], Parameters | None] | None = None,
                    local_optimizer_ms: float | None = None, batch_size: int | None = None) -> pd.DataFrame:  # fmt: skip
-    """Per stored setup, GPU count and cap (`caps`; else the run's sweep, else the default list): the predicted
-    step, the profile calibrated on the run's rows at one rank and scaled to `local_step_ms` (its optimizer's part
-    `local_optimizer_ms`) as `ddpbench predict --run --cluster` does; `full_params(setup, the profile's gradient
-    bytes)`: the full size's parameters where the profile is a smaller size's, whose floors under each strategy's
-    step the rows then hold (sharded.with_full_size_floors); `batch_size`: --batch-size's, out of own costs' scale."""
+    """Per stored setup, GPU count and cap (`caps`; else the run's sweep, else the default list): the predicted step,
+    the profile calibrated on the run's rows at one rank and scaled to `local_step_ms` (its optimizer's part
+    `local_optimizer_ms`, `optimizer_from` in words) as `predict --run --cluster` does; `full_params(setup, the
+    profile's gradient bytes)`: the full size's parameters where the profile is a smaller size's, whose floors under
+    each step the rows then hold (sharded.with_full_size_floors); `batch_size`: --batch-size's, out of own costs'."""
     if caps is None:
         caps = swept_caps(configs)
         caps = caps if len(caps) >= 2 else list(DEFAULT_CAPS_MB)
@@ -80,7 +80,7 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                    "ddp_own_ms": calibration.reducer_s * 1e3, "local_step_given": local_step_ms or 0.0,
                    "step_batch": batch_size or setup["batch_size"],  # a GPU's samples a step, as the steps are
                    "own_left_out": bool(local_step_ms) and device == "cpu" and target == "baseline",
-                   "optimizer_given": local_optimizer_ms is not None,
+                   "optimizer_given": local_optimizer_ms is not None, "optimizer_from": optimizer_from,
                    "own_costs_left_out": "; ".join(note for note in (sharded.note, zero_own.note) if note),
                    "grad_mb": profile.grad_bytes / 2**20, "grad_tensors": len(profile.grads), "profiled_on": device,
                    "optimizer_share": calibrated.optimizer_s / (calibrated.local_step_s or 1.0),
@@ -124,18 +124,18 @@ def measured_rows(configs: pd.DataFrame) -> pd.DataFrame:
 
 def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, cluster: Cluster, *,
                 caps: list[float] | None = None, local_step_ms: float | None = None, standalone: bool = False,
-                memory: Callable[[dict], tuple[pd.DataFrame, str]] | None = None,
+                memory: Callable[[dict], tuple[pd.DataFrame, str]] | None = None, optimizer_from: str = "as given",
                 checked: Callable[[dict], OwnCheck | None] | None = None,
                 full_params: Callable[[dict, int], Parameters | None] | None = None, trained: str = "",
                 local_optimizer_ms: float | None = None, batch_size: int | None = None) -> str:  # fmt: skip
-    """The page in a site (links to the index and the run's page), or `standalone`: one file with plotly.js in
-    it and no links, as `predict --page` writes it; `caps`, `local_step_ms` and `full_params` as predicted_rows
-    takes them; `memory(setup)`: the rows memory is counted from and what size they are of (default: the run's
-    own); `checked(setup)`: the step models' errors on the run's own steps; `trained`: what --train-wopt changed."""
+    """The page in a site (links to the index and the run's page), or `standalone`: one file with plotly.js in it and
+    no links, as `predict --page` writes it; `caps`, `local_step_ms`, `full_params` as predicted_rows takes them;
+    `memory(setup)`: the rows memory is counted from and what size they are of (default: the run's own);
+    `checked(setup)`: the step models' errors on the run's own steps; `trained`: what --train-wopt changed."""
     run_id, device = meta.get("run_id", ""), meta.get("device", "?")
     rows = predicted_rows(profiles, configs, cluster, caps=caps, local_step_ms=local_step_ms, device=device,
                           full_params=full_params, local_optimizer_ms=local_optimizer_ms,
-                          batch_size=batch_size)  # fmt: skip
+                          batch_size=batch_size, optimizer_from=optimizer_from)  # fmt: skip
     nav = "" if standalone else (f'<nav><a href="../index.html">all runs</a><a href="{esc(meta.get("page", run_id))}'
                                  f'.html">run {esc(run_id)}</a></nav>')  # fmt: skip
     inside = not rows.empty and bool((rows["calibrated_to"] == "reference").all())  # DDP's cost in the compute
@@ -250,7 +250,8 @@ def _calibration_note(row: pd.Series, meta: dict | None = None) -> str:
         scaled = (f"The profile's compute is scaled ×{row['compute_scale']:.4g} so that one GPU's step {step} "
                   f"is {given:g} ms (the step you gave; {first})")  # fmt: skip
         if row.get("optimizer_given"):
-            scaled += f", its optimizer {ms_text(row['optimizer_share'] * row['local_step_ms'])} ms of it as given"
+            part = ms_text(row["optimizer_share"] * row["local_step_ms"])
+            scaled += f", its optimizer {part} ms of it, {row['optimizer_from']}"
     whose = "the reference's" if to == "reference" else "the baseline's, plus DDP's own cost"
     if given:
         whose = "the step you gave" + (", plus DDP's own cost" if row["ddp_own_ms"] else "")

@@ -48,8 +48,8 @@ def say_one_rank_step(
     if local_step_ms:
         given = ("one rank's step, DDP's own cost inside it (no baseline step to take it apart: the step given is "
                  "taken as one with DDP)") if own_inside else "one rank's step without DDP"  # fmt: skip
-        split = (f", its optimizer {optimizer_ms:g} ms of it as given (--local-optimizer-ms) and forward and "
-                 "backward the rest") if optimizer_ms is not None else ""  # fmt: skip
+        split = (f", its optimizer {optimizer_ms:g} ms of it (--local-optimizer-ms, or its estimate above) and "
+                 "forward and backward the rest") if optimizer_ms is not None else ""  # fmt: skip
         console.say(f"ddpbench predict: compute scaled so that {given} is {local_step_ms:g} ms (--local-step-ms: "
                     f"one GPU's step of the model you will train){split}, ×"
                     f"{calibration.compute_scale:.4g} on the profile as measured: every prediction below rests on "
