@@ -291,7 +291,8 @@ def full_size_lead(frames: list, whose: str, *, backward_ms: float) -> str:
     """Where DDP's full-size floor binds (above its prediction at the cap the small profile names, at some GPU
     count), DDP's answer for the model to train, led with: 'for the model you will train: bucket_cap_mb 100, the cap
     its floors favour; w16 to w64: step at least 41.33 → 46.45 ms, scaling efficiency at most 0.968 → 0.861. Why at
-    w64: at 100 MiB its all-reduces take at least …'; '' where no floor binds."""
+    w64: at 100 MiB its all-reduces take at least …'; '' where no floor binds. (A floor is a lower bound: the
+    table's ≥ columns say so, and the what-if page in full.)"""
     from harness.perfmodel import ranked
 
     if not frames or not any(ranked.floors_bind(frame) for frame in frames):
@@ -307,10 +308,9 @@ def full_size_lead(frames: list, whose: str, *, backward_ms: float) -> str:
             f"{least[-1]:.4g} ms, scaling efficiency at most {most[0]:.3f} → {most[-1]:.3f}" if len(rows) > 1 else
             f"at w{int(last['world_size'])}: step at least {least[-1]:.4g} ms, scaling efficiency at most "
             f"{most[-1]:.3f}")  # fmt: skip
-    why = ranked.full_size_why(last, backward_ms, last["bucket_cap_mb"])
-    return (f"for {whose}, by its floors (a floor is a lower bound: each step at least, its efficiency at most): "
-            f"bucket_cap_mb {cap_text} MiB, the cap its floors favour; {span}. Why at w{int(last['world_size'])}: "
-            f"{why}")  # fmt: skip
+    why = ranked.full_size_why(last, backward_ms, last["bucket_cap_mb"], terse=True)
+    return (f"for {whose}, by its floors: bucket_cap_mb {cap_text} MiB, the cap its floors favour; {span}. Why at "
+            f"w{int(last['world_size'])}: {why}")  # fmt: skip
 
 
 def trained_source(configs, setup: dict, options: dict | None) -> tuple[str, dict]:

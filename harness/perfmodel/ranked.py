@@ -103,16 +103,19 @@ def full_size_figures(frame: pd.DataFrame) -> dict:
             "full_size_efficiency_at_most": frame["local_step_ms"].iloc[0] / least}  # fmt: skip
 
 
-def full_size_why(row: pd.Series, backward_ms: float, cap_mb: float) -> str:
+def full_size_why(row: pd.Series, backward_ms: float, cap_mb: float, *, terse: bool = False) -> str:
     """'at 100 MiB its all-reduces take at least …': why DDP's full-size floor at `cap_mb` (the row's) costs what it
-    does, against the backward that hides them; '' where the row has no such floor."""
+    does, against the backward that hides them; '' where the row has no such floor. `terse`: the console's words,
+    the same figures."""
     needed = ("full_size_comm_ms", "full_size_last_ms", "full_size_exposed_ms")
     if any(key not in row or pd.isna(row[key]) for key in needed) or pd.isna(backward_ms):
         return ""
+    last = (f"only after backward's last gradient: at least {row['full_size_exposed_ms']:.3g} ms exposed" if terse
+            else f"starts only after backward's last gradient, and at least {row['full_size_exposed_ms']:.3g} ms of "
+            "them stay exposed")  # fmt: skip
     return (f"at {cap_mb:g} MiB its all-reduces take at least {row['full_size_comm_ms']:.3g} ms a step, one after "
             f"another, overlapping backward ({backward_ms:.3g} ms); the last ({row['full_size_last_ms']:.3g} ms) "
-            f"starts only after backward's last gradient, and at least {row['full_size_exposed_ms']:.3g} ms of them "
-            "stay exposed")  # fmt: skip
+            f"{last}")  # fmt: skip
 
 
 BUCKET_VIEW_WORTH = 0.8

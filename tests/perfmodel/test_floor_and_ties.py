@@ -177,6 +177,9 @@ def test_a_failed_one_rank_baseline_leaves_the_calibration_out_rather_than_nan()
 def test_the_answer_names_the_part_that_makes_the_step(exposed, comm, said):
     row = {"exposed_comm_ms": exposed, "comm_ms": comm, "step_ms": 40.0 + exposed}
     assert why.predicted_step(row, backward_ms=20.0).startswith(said)
+    if said.startswith("compute"):  # after a why that named backward's ms (the full size's), not again
+        again = why.predicted_step(row, backward_ms=20.0, backward_said=True)
+        assert again == "compute: the all-reduces (5 ms a step) hide behind backward but for 0.1 ms"
 
 
 def test_the_gradients_ready_last_are_named_from_the_profile():

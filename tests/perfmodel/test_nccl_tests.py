@@ -314,9 +314,10 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert "published sizes" not in w8 and "at 2 nodes this profile is off by more than 25 % on " in w16
     lines = printed.strip().splitlines()
     at = next(k for k, line in enumerate(lines) if line.startswith("ddpbench predict: answer for DDP"))
-    answer, zero, sharded, table = lines[at : at + 4]  # ZeRO-1's step, FSDP2's, the choice as a table
+    # the full size's answer (its floors bind), the tiny size's under it, ZeRO-1's step, FSDP2's, the choice's table
+    answer, answer_tiny, zero, sharded, table = lines[at : at + 5]
     assert table.startswith("ddpbench predict: the answer on dgx-h100, the fastest step of what fits 79.11 GiB a GPU")
-    rows = lines[at + 5 : at + 7]  # under its header, a row per GPU count: stock, ranked by its full-size floor
+    rows = lines[at + 6 : at + 8]  # under its header, a row per GPU count: stock, ranked by its full-size floor
     booked = [re.match(r"\s*(\d+)\s+stock at ([\d.]+) MiB\s+≥([\d.]+)\s", row) for row in rows]
     assert all(booked) and [int(m.group(1)) for m in booked] == [8, 16]
     # at the cap where its ranked figure (its prediction or floor, the higher) is least, as --out's rows give it
@@ -328,7 +329,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
         assert float(m.group(2)) in set(frame.loc[at_world.index[at_world <= at_world.min() * (1 + 1e-9)],
                                                    "bucket_cap_mb"])  # fmt: skip
     # the run measured no zero: of what it measured only stock has a step model, and the rest fit untimed
-    chosen = "\n".join(lines[at + 7 :])  # under the table: what the choice leaves out, and its caveats unsaid above
+    chosen = "\n".join(lines[at + 8 :])  # under the table: what the choice leaves out, and its caveats unsaid above
     assert "fit too, with no step model" in chosen
     page_text = html.unescape((tmp_path / "whatif.html").read_text())
     on_page = page_text.split("<b>The choice</b>: ")[1]
@@ -390,7 +391,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert len(bf16) and (bf16["size"] == "full").all() and others["compute_activation_mb"].isna().all()
     assert (bf16["compute_activation_mb"] / bf16["activation_mb"]).between(0.4, 0.75).all()  # fp32's, about half
     assert on_site.split(memory)[1].split("<h2>")[0] == page_text.split(memory)[1].split("<h2>")[0]
-    for row in lines[at + 5 : at + 7]:  # the page says the same choice at the console's GPU counts, and more
+    for row in lines[at + 6 : at + 8]:  # the page says the same choice at the console's GPU counts, and more
         gpus, book, step = re.match(r"\s*(\d+)\s+(\S+(?: at \S+ MiB)?)\s+(\S+)", row).groups()
         assert f"<td>{gpus}</td><td>{book}</td><td>{step}</td>" in page_table
     # and its bracket: the published tables' caveat at 2 nodes and the CPU optimizer's share, as the console's
@@ -400,14 +401,14 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert "of the step is the CPU's, scaled: a GPU's SGD, one memory-bound pass" in page_bracket
     assert printed.count("of the step is the CPU's, scaled") == 1 and "Adam" not in page_bracket + printed
     assert answer.startswith("ddpbench predict: answer for DDP on dgx-h100 (ZeRO-1's and FSDP2's steps follow)")
-    assert "): bucket_cap_mb " in answer and "w8 to w16: step " in answer
+    assert "by its floors: bucket_cap_mb " in answer and "w8 to w16: step " in answer
     assert "Why at w16: " in answer
     # the run measured mlp/tiny: the step is the user's model's, the gradients are tiny's, and that is said
     assert "--local-step-ms is one GPU's step of the whole model, but this profile is mlp's tiny size" in said.err
     assert "the full size's are " in said.err and "its communication stays the tiny model's" in said.err
     # where it is read: in full on the first line that rests on it, above the answer, and only there
     assert printed.count("the tiny size's gradients, not your model's: a cap named is theirs, not one for the") == 1
-    assert "the tiny size's gradients, not your model's" not in answer  # said once is enough
+    assert "the tiny size's gradients, not your model's" not in answer + answer_tiny  # said once is enough
     configs = store.read_configs(small_run)
     setup = predict.run_setups(small_run)[0]
     own, baseline = predict.ddp_own_cost_s(configs, setup), predict.one_rank_baseline_s(configs, setup)
@@ -491,14 +492,13 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     row = ranked.ddp_ranked_row(last)
     least = max(row["step_ms"], row["full_size_step_floor_ms"])
     assert answer.startswith("ddpbench predict: answer for DDP on dgx-h100 (ZeRO-1's and FSDP2's steps follow): for "
-                             "the full size, by its floors (a floor is a lower bound: each step at least, its "
-                             f"efficiency at most): bucket_cap_mb {row['bucket_cap_mb']:g} MiB, the cap its floors "
-                             "favour; w8 to w16: step at least ")  # fmt: skip
+                             f"the full size, by its floors: bucket_cap_mb {row['bucket_cap_mb']:g} MiB, the cap its "
+                             "floors favour; w8 to w16: step at least ")  # fmt: skip
     assert f"→ {least:.4g} ms, scaling efficiency at most " in answer
     assert f"Why at w16: at {row['bucket_cap_mb']:g} MiB its all-reduces take at least " in answer
-    assert answer.index(
-        "For the tiny size (the small profile's own buckets, not the model to train's): "
-    ) > answer.index("Why at w16: at ")
+    # the tiny size's own answer on the line under it: its figures, of its own buckets
+    assert answer_tiny.startswith("ddpbench predict:   for the tiny size: bucket_cap_mb ")
+    assert "w8 to w16: step " in answer_tiny and "Why at w16: " in answer_tiny
     # ZeRO-1's and FSDP2's lines each lead with their own floor and why, the full size's; the small size's after
     assert "for the full size, at least w8 " in zero and "the tiny size's gradients" not in zero
     zero_row = ranked.ranked_row(last, *ranked.ZERO_COLUMNS, "ZeRO-1")
@@ -524,7 +524,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert (frame["fsdp_kept_full_size_step_floor_ms"] < frame["fsdp_full_size_step_floor_ms"]).all()
     # and the choice ranks stock by its floor, far above the 0.2 ms the tiny size's gradients gave
     floor_w16 = frame.loc[frame["world_size"] == 16, "full_size_step_floor_ms"]
-    w16 = lines[at + 6].split()
+    w16 = lines[at + 7].split()
     assert w16[:3] == ["16", "stock", "at"]
     assert float(w16[5].removeprefix("≥")) in {float(f"{v:.4g}") for v in floor_w16}
 

@@ -284,11 +284,15 @@ def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, c
     if any(answer.unproven for answer in answers):
         caveats.append(agreement.SMALL_CAP_CAVEAT)
     said = "".join(f" [{text}]" for text in caveats)
-    why_last = why.predicted_step(last, backward_ms=backward_ms, own_ms=own_ms)
+    # after the full size's why, which names backward's ms: the small size's says only what differs
+    why_last = why.predicted_step(last, backward_ms=backward_ms, own_ms=own_ms, backward_said=bool(full_size))
     own = f"bucket_cap_mb {cap_text}; {span}. Why at w{int(last['world_size'])}: {why_last}"
-    if full_size:  # the model to train's first: the small profile's cap is its own buckets'
-        own = f"{full_size}. For {small} (the small profile's own buckets, not the model to train's): {own}"
-    say(f"ddpbench predict: answer for DDP on {cluster.name} (ZeRO-1's and FSDP2's steps follow): {own}{said}")
+    head = f"ddpbench predict: answer for DDP on {cluster.name} (ZeRO-1's and FSDP2's steps follow): "
+    if full_size:  # the model to train's first, a line of its own; the small profile's (its own buckets) under it
+        say(f"{head}{full_size}")
+        say(f"ddpbench predict:   for {small}: {own}{said}")
+        return
+    say(f"{head}{own}{said}")
 
 
 BUCKET_VIEW_WORTH = ranked.BUCKET_VIEW_WORTH
