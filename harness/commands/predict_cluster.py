@@ -359,11 +359,12 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     full_size.zero_answer(rows, optimizer_ms=profile.optimizer_s * 1e3, largest=largest_parameter(profile),
                           whose=whose, small=small,
                           caveat=joined(*caveat, zero_floor, *cpu_split("ZeRO-1"), zero_own.note))  # fmt: skip
-    fsdp_caveat = joined(*caveat, fsdp_floor, *cpu_split("FSDP2"), sharded.note)
+    fsdp_note = full_size.fsdp_own_note(sharded)  # the console's words; the page's in full
+    fsdp_caveat = joined(*caveat, fsdp_floor, *cpu_split("FSDP2"), fsdp_note)
     full_size.fsdp_answer(rows, whose=whose, small=small, caveat=fsdp_caveat)
     if state is not None:  # the two halves joined: the fastest of the strategies that fit (floors in its own words)
         step_batch = (predict_input.memory_batch(args, setup) or int(setup["batch_size"])) if setup else None
-        notes = joined(*caveat, *cpu_split("ZeRO-1", "FSDP2"), sharded.note, zero_own.note)
+        notes = joined(*caveat, *cpu_split("ZeRO-1", "FSDP2"), fsdp_note, zero_own.note)
         predictions.strategy_choice(state, chosen, frames=rows, caveat=notes, cpu_optimizer=cpu_optimizer,
                                     errors=errors, cpu_steps=device == "cpu" and not args.local_step_ms,
                                     batch=step_batch)  # fmt: skip

@@ -231,6 +231,11 @@ def test_fsdps_own_cost_left_out_of_a_gpu_step_is_beyond_ddps_only_where_the_rep
     assert side.note.endswith(
         "all of it (DDP's own, 21.9 ms, the repeats do not tell from noise) is 30 ms scaled as the compute is"
     )  # a user read '33.2 ms beyond DDP's' where nothing of DDP's was taken
+    from harness.commands.console.full_size import fsdp_own_note
+
+    # the console says the figure left out (the page the rest); where nothing is left out, the note as it is
+    assert fsdp_own_note(side) == "FSDP's own cost, a CPU's, left out as DDP's is: 30 ms scaled"
+    assert fsdp_own_note(side._replace(left_out_s=0.0)) == side.note
 
 
 # ---------------------------------------------------------------- frozen parameters

@@ -23,6 +23,15 @@ def has_fsdp_floors(frames: list[pd.DataFrame]) -> bool:
     return bool(frames) and ranked.floors_in(frames[-1], "fsdp_full_size_step_floor_ms")
 
 
+def fsdp_own_note(sharded) -> str:
+    """What FSDP2's step leaves out (fsdp.for_cluster's note), in the console's words where it is a CPU's own cost
+    left out: its figure scaled, as the choice's footnote says it; the what-if page says the rest (its ms at one
+    rank, DDP's beside it)."""
+    if not sharded.left_out_s:
+        return sharded.note
+    return f"FSDP's own cost, a CPU's, left out as DDP's is: {ms_text(sharded.left_out_s * 1e3)} ms scaled"
+
+
 def _steps(rows, column: str) -> str:
     return ", ".join(f"w{int(r['world_size'])} {r[column]:.4g}" for r in rows) + " ms"
 
@@ -51,8 +60,6 @@ def zero_answer(frames: list[pd.DataFrame], *, optimizer_ms: float, largest: tup
     rows = [ranked.ranked_row(frame, *ranked.ZERO_COLUMNS, "ZeRO-1") for frame in frames]
     answered = [agreement.answer_row(frame) for frame in frames]
     last = rows[-1]
-    ddp = ", ".join(f"w{int(r['world_size'])} {ranked.ranked_value(r['step_ms'], r['full_size_step_floor_ms']):.4g}"
-                    for r in rows)  # fmt: skip
     if last["zero_full_size_broadcast_ms"] >= last["zero_full_size_optimizer_ms"]:  # the reason that dominates
         why = f"each rank broadcasts what it updated, overlapping nothing: {ranked.zero_broadcasts(rows, every=False)}"
     else:
@@ -60,9 +67,9 @@ def zero_answer(frames: list[pd.DataFrame], *, optimizer_ms: float, largest: tup
         why += f" ({ms_text(optimizer_ms)} → {ms_text(last['zero_full_size_optimizer_ms'])} ms)"
     said = "; ".join(part for part in (priced, caveat) if part)
     say(f"ddpbench predict: and ZeRO-1 (DDP + torch's ZeroRedundancyOptimizer, its defaults): for {whose}, at least "
-        f"{_steps(rows, 'zero_full_size_step_floor_ms')} {_caps(rows)}, its floor, which ranks it (DDP's there "
-        f"{ddp} ms); {small}'s own prediction {_steps(answered, 'zero_step_ms')}. Why at "
-        f"w{int(last['world_size'])}: {why}{own_cost_words(last)}" + (f" [{said}]" if said else ""))  # fmt: skip
+        f"{_steps(rows, 'zero_full_size_step_floor_ms')} {_caps(rows)}, its floor, which ranks it (DDP's: the table's "
+        f"DDP ≥); {small}'s own prediction {_steps(answered, 'zero_step_ms')}. Why at w{int(last['world_size'])}: "
+        f"{why}{own_cost_words(last)}" + (f" [{said}]" if said else ""))  # fmt: skip
 
 
 def fsdp_answer(frames: list[pd.DataFrame], *, whose: str, small: str, caveat: str = "",

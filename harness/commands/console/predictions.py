@@ -296,7 +296,9 @@ def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, c
 
 
 BUCKET_VIEW_WORTH = ranked.BUCKET_VIEW_WORTH
-CLUSTER_BROADCASTS, CLUSTER_SHARDED = ranked.CLUSTER_BROADCASTS, ranked.CLUSTER_SHARDED
+CLUSTER_BROADCASTS, CLUSTER_SHARDED = "broadcasts priced as NCCL all-gathers", ranked.CLUSTER_SHARDED
+"""The console's words for how a cluster's collectives are priced; the what-if page's in full (ranked's: the
+all-gathers carry as many bytes a link, the profile holding no broadcast)."""
 
 
 def zero_answer(
