@@ -203,14 +203,14 @@ def _say_published_check(chosen, collective: str, *, nodes: list[int] | None) ->
     """How far a built-in profile was from the published tables of its GPU, per node count of `nodes` (None: all)."""
     from harness.perfmodel.clusters import cluster
 
-    if checks := cluster.published_checks(chosen):
-        console.say(f"ddpbench predict: {chosen.name}'s all-reduce busbw against published nccl-tests all-reduce "
-                    "tables (none fitted to; + means predicted faster; docs/measured/cluster-model.md):")  # fmt: skip
+    if checks := cluster.published_checks(chosen):  # one line: each node count asked, then the others named
         asked = [c for c in checks if nodes is None or c["nodes"] in nodes]
-        for phrase in cluster.published_check_summary(asked) or ["none at the node counts asked"]:
-            console.say(f"ddpbench predict:   {phrase}")
+        phrases = cluster.published_check_summary(asked) or ["none at the node counts asked"]
         if others := sorted({c["nodes"] for c in checks} - {c["nodes"] for c in asked}):  # said, not listed
-            console.say(f"ddpbench predict:   (tables of {', '.join(map(str, others))} nodes too: without --nodes)")
+            phrases.append(f"tables of {', '.join(map(str, others))} nodes too: without --nodes")
+        said = "; ".join(phrases)
+        console.say(f"ddpbench predict: {chosen.name}'s all-reduce busbw against published nccl-tests tables (none "
+                    f"fitted to; + means predicted faster; docs/measured/cluster-model.md): {said}")  # fmt: skip
         if collective != "all_reduce":
             console.say(f"ddpbench predict: no published {collective} table was found: its predictions below "
                         "are unchecked, beyond sharing the all-reduce's bandwidths")  # fmt: skip

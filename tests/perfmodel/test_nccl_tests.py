@@ -226,11 +226,12 @@ def test_predict_cluster_prints_nccl_tests_rows_and_writes_them(tmp_path, capsys
     printed = capsys.readouterr().out
     assert code == 0
     assert "# dgx-h200: all_reduce on 2 node(s) × 8 GPUs = 16 ranks" in printed
-    assert "ddpbench predict:   1 node: 1 table, 14 of 14 sizes within 25 %" in printed  # how sure it is
+    assert "docs/measured/cluster-model.md): 1 node: 1 table, 14 of 14 sizes within 25 %" in printed  # how sure
     assert cli.main(["predict", "--cluster", "dgx-h100", "--nodes", "1,2", "--sizes", "1MiB"]) == 0
-    checked = [line for line in capsys.readouterr().out.splitlines() if line.startswith("ddpbench predict:   ")]
-    assert [line.split()[2] for line in checked[:2]] == ["1", "2"]  # the node counts asked, then the others named
-    assert checked[2] == "ddpbench predict:   (tables of 4, 8, 128 nodes too: without --nodes)"
+    checked = next(line for line in capsys.readouterr().out.splitlines() if "against published nccl-tests" in line)
+    phrases = checked.split("cluster-model.md): ")[1].split("; ")  # one line: the node counts asked, then the others
+    assert [phrase.split()[0] for phrase in phrases[:2]] == ["1", "2"] and len(phrases) == 3
+    assert phrases[2] == "tables of 4, 8, 128 nodes too: without --nodes"
     mine = tmp_path / "mine.toml"  # a user's own profile says it was not checked
     mine.write_text((cluster.BUILTIN_FOLDER / "dgx-h200.toml").read_text())
     assert cli.main(["predict", "--cluster", str(mine), "--nodes", "1", "--sizes", "1MiB"]) == 0
