@@ -290,26 +290,28 @@ def fit_words(state: pd.DataFrame, capacity_gib: float) -> str:
     return "; ".join([*said, *filter(None, [unrecorded(state)])])
 
 
-def fit_phrase(rows: pd.DataFrame, capacity_gib: float) -> str:
+def fit_phrase(rows: pd.DataFrame, capacity_gib: float, *, terse: bool = False) -> str:
     """'fits (72.8 of 79.11 GiB a rank at most: 6.31 GiB left for …)', 'fits, tight (…)' (room_words), 'does not fit
-    (…; at batch 6 a rank or fewer it would, at w8)' (fit_words)."""
+    (…; at batch 6 a rank or fewer it would, at w8)' (fit_words); `terse`: '… 6.31 GiB left)', the console's rows,
+    whose header says what for."""
     need, worlds = need_mb(rows).to_numpy(), rows["world_size"].to_numpy().astype(int)
     fits, batches = need <= capacity_gib * 1024, largest_batch(rows, capacity_gib).to_numpy()
-    phrase, most = _fit_phrase(fits, need, worlds, capacity_gib), int(np.argmax(batches))
+    phrase, most = _fit_phrase(fits, need, worlds, capacity_gib, terse), int(np.argmax(batches))
     if not fits.any() and 0 < batches[most] < rows.get("batch_size", pd.Series([0])).max():  # at a smaller one
         phrase = phrase.removesuffix(")") + f"; at batch {batches[most]} a rank or fewer it would, at w{worlds[most]})"
     return phrase
 
 
-def _fit_phrase(fits: np.ndarray, need: np.ndarray, worlds: np.ndarray, capacity_gib: float) -> str:
+def _fit_phrase(fits: np.ndarray, need: np.ndarray, worlds: np.ndarray, capacity_gib: float, terse: bool) -> str:
     if fits.all():  # and where the most is: a page over 8-1,024 GPUs and a console over those asked may differ so
         most = f", at w{worlds[int(np.argmax(need))]}" if len(set(need.round(6))) > 1 else ""
-        return room_words(need.max(), capacity_gib, f" a rank at most{most}")
+        return room_words(need.max(), capacity_gib, f" a rank at most{most}", terse=terse)
     if not fits.any():
         return f"does not fit ({mib_text(need.min())} a rank at the least)"
     first = int(np.argmax(fits))
     if fits[first:].all():  # fits from some GPU count on, as a split state does
-        return room_words(need[first], capacity_gib, " a rank there").replace("fits", f"fits from w{worlds[first]}", 1)
+        there = room_words(need[first], capacity_gib, " a rank there", terse=terse)
+        return there.replace("fits", f"fits from w{worlds[first]}", 1)
     worst = int(np.argmax(np.where(fits, -np.inf, need)))
     return (f"fits at {', '.join(f'w{w}' for w in worlds[fits])}, not at {', '.join(f'w{w}' for w in worlds[~fits])} "
             f"({mib_text(need[worst])} a rank at w{worlds[worst]})")  # fmt: skip
@@ -321,17 +323,18 @@ backward's own temporaries (docs/measured/memory-model-cpu.md). Where a GPU leav
 beside it, the fit rests on the count being no lower than it has been: said 'tight'."""
 
 
-def room_words(need: float, capacity_gib: float, where: str = " a rank") -> str:
+def room_words(need: float, capacity_gib: float, where: str = " a rank", *, terse: bool = False) -> str:
     """'fits (77.4 of 79.11 GiB a rank at most: 1.71 GiB left for buffers, the CUDA context and NCCL's)', 'fits,
     tight (…)' where what is left is under COUNT_BELOW_PEAK of the count, 'does not fit (…)' where none is: a need
-    (MiB, need_mb's) against a GPU of `capacity_gib`; `where`: what the figure is ('a rank at most, at w16')."""
+    (MiB, need_mb's) against a GPU of `capacity_gib`; `where`: what the figure is ('a rank at most, at w16');
+    `terse`: '… 1.71 GiB left)', where a header says what it is left for."""
     left = capacity_gib * 1024 - need
     if left < 0:
         return f"does not fit ({mib_text(need)}{where})"
     tight = ", tight" if left < COUNT_BELOW_PEAK * need else ""
     held = mib_text(need).removesuffix(" GiB")  # '77.4 of 79.11 GiB', '450 MiB of 79.11 GiB'
-    return (f"fits{tight} ({held} of {capacity_gib:g} GiB{where}: {mib_text(left)} left for buffers, the CUDA context "
-            "and NCCL's)")  # fmt: skip
+    what = "" if terse else " for buffers, the CUDA context and NCCL's"
+    return f"fits{tight} ({held} of {capacity_gib:g} GiB{where}: {mib_text(left)} left{what})"
 
 
 def largest_batch(state: pd.DataFrame, capacity_gib: float) -> pd.Series:

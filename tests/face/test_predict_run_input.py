@@ -308,9 +308,9 @@ def test_a_gpu_run_predicted_on_its_own_network_says_which_strategy_fits_its_gpu
     at = next(k for k, line in enumerate(lines) if line.startswith("ddpbench predict: memory per rank: "))
     assert lines[at + 1].split("  ")[-1] == "in a GPU of 79.6 GiB (the run's NVIDIA H100 80GB HBM3)"
     assert lines[at + 2].split()[:7] == ["stock", "4", "MiB", "4.5", "MiB", "none", "fits"]  # 1 + 1 + 2 held, 0.5 of
-    assert lines[at + 2].endswith(
-        "fits (4.5 MiB of 79.6 GiB a rank at most: 79.6 GiB left for buffers, the CUDA context and NCCL's)"
-    )  # them; what it leaves, as the what-if page says it
+    assert lines[at + 2].endswith("fits (4.5 MiB of 79.6 GiB a rank at most: 79.6 GiB left)")  # them; what it leaves
+    assert lines[at].endswith("fits one GPU: before buffers, working memory, the CUDA context and NCCL's (what is "
+                              "left is for them):")  # what for, once  # fmt: skip
     # mlp at its tiny size: what fits is the tiny model's (a review read 'fits' of a model 10,000 times smaller)
     assert lines[at + 4].startswith("  the tiny size's model, not the full size's: bench --size full for the one")
     lines = out.splitlines()

@@ -37,7 +37,7 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
                              if column in rows and last[column] > 0)  # fmt: skip  # unrecorded: said under the table
             uncounted = rows["activation_mb"].isna().all()
             cells += ["not counted" if uncounted else _figures(need_mb(rows)), kept or "none"]
-            fits = "" if uncounted or not capacity else fit_phrase(rows, capacity)
+            fits = "" if uncounted or not capacity else fit_phrase(rows, capacity, terse=True)
             cells += [fits]  # with what it leaves, as the what-if page says it
         groups.setdefault(tuple(cells), []).append(name)
     header = [f"model state {' / '.join(f'w{w}' for w in worlds)}"]
@@ -52,7 +52,8 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
     widths = [max(len(row[k]) for row in table) for k in range(len(header))]
     measured = ", ".join(str(int(w)) for w in sorted(state.loc[state["measured"], "world_size"].unique()))
     peak = "; the step's peak: the state, backward's or the optimizer's part, and what is kept beside" * bool(counted)
-    fit = "; fits one GPU: before buffers and working memory" if capacity else ""  # the what-if page: each in full
+    before = "before buffers, working memory, the CUDA context and NCCL's (what is left is for them)"
+    fit = f"; fits one GPU: {before}" if capacity else ""  # the rows say what is left; the what-if page each in full
     say(f"ddpbench predict: memory per rank: the model state (parameters, gradients, optimizer state) as held at "
         f"{measured} ranks, then whole + split / n{peak}{fit}:")  # fmt: skip
     for row in table:
