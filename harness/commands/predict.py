@@ -187,13 +187,13 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
     predictions.predict_profile(setup, profile, source)
     configs = store.read_configs(run_dir)
     predict_input.warn_uncalibrated(run_dir, configs, setup)
-    sharded = (fsdp.compute_only(profile, configs, setup), fsdp.own_cost_s(configs, setup))
+    fsdp_basis = (fsdp.compute_only(profile, configs, setup), fsdp.own_cost_s(configs, setup))
     profile, calibration = _calibrated_to_run(profile, configs, setup)
     worlds = [args.gpus] if args.gpus else sorted({int(n) for n in configs["world_size"] if n > 1}) or [DEFAULT_WORLD]
     gpu = _run_gpu(run_dir)
     state = predict_full_size.said_state(run_dir, configs, setup, worlds, gpu)
-    unknown = fsdp.own_cost_unknown(calibration) if sharded[1] is None else ""  # said beside FSDP2's step
-    return Basis(setup, network, profile, worlds, caps or _caps_of_run(configs), *sharded, run_dir, state, gpu,
+    unknown = zero.own_cost_unknown(calibration, configs, setup) if fsdp_basis[1] is None else ""  # beside FSDP2's
+    return Basis(setup, network, profile, worlds, caps or _caps_of_run(configs), *fsdp_basis, run_dir, state, gpu,
                  unknown, zero.own_cost_s(configs, setup) or 0.0)  # fmt: skip
 
 

@@ -300,12 +300,13 @@ def with_fsdp(frame, profile: Profile, *, gather, scatter, world_size: int, own_
 
 def own_cost_s(configs, setup: dict) -> float | None:
     """FSDP's own cost at one rank: its step there (no option set, repeats pooled) minus the baseline's (≥ 0);
-    None where the run lacks either."""
+    None where the run lacks either, or FSDP's is faster beyond noise (`predict.below_baseline`: no cost)."""
     from harness.analysis import roles
     from harness.perfmodel import predict
 
-    fsdp_s = predict.plain_step_at_one_rank_s(configs, setup, roles.shards_parameters)
-    baseline_s = predict.one_rank_baseline_s(configs, setup)
+    fsdp_s, baseline_s = predict.plain_step_at_one_rank_s(configs, setup, roles.shards_parameters), None
+    if fsdp_s and not predict.below_baseline(configs, setup, roles.shards_parameters):
+        baseline_s = predict.one_rank_baseline_s(configs, setup)
     return max(0.0, fsdp_s - baseline_s) if fsdp_s and baseline_s else None
 
 
@@ -331,17 +332,17 @@ class ForCluster(NamedTuple):
 
 def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, carried: bool) -> ForCluster:
     """The profile (calibrated as DDP's is, less DDP's own cost) and FSDP's own cost measured at one rank in the
-    run (`own_cost_s`; None without an FSDP step there), scaled with the compute where --local-step-ms scales it
+    run (`own_cost_s`; None without a usable FSDP step there), scaled with the compute where --local-step-ms scales it
     (`run_scale`: the run's own scale), left out where it is a CPU's and the compute a GPU's (not `carried`, as
     DDP's is), with how much more than DDP's it was, scaled: what FSDP2's lead may be wrong by (an H200 measured
     FSDP's own cost at one GPU 3-135 % of gpt2's and resnet50's full step, DDP's 1-11 %)."""
-    from harness.perfmodel import predict
+    from harness.perfmodel import predict, zero
     from harness.perfmodel.schedule import calibrate
 
     profile = calibrate(raw, dataclasses.replace(calibration, reducer_s=0.0))
     own_s = own_cost_s(configs, setup) if configs is not None else None
     if own_s is None and configs is not None:
-        return ForCluster(profile, None, own_cost_unknown(calibration))
+        return ForCluster(profile, None, zero.own_cost_unknown(calibration, configs, setup))
     scaled = calibration.compute_scale / run_scale if run_scale else 1.0
     if carried or not own_s:
         return ForCluster(profile, (own_s or 0.0) * scaled if carried else 0.0, "")
@@ -353,15 +354,6 @@ def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, 
     note = (f"FSDP's own cost at one rank, {ms_text(own_s * 1e3)} ms, a CPU's, left out (as DDP's is): "
             f"{more or 'all of it'}{untold} is {ms_text(beyond_s * 1e3)} ms scaled as the compute is")  # fmt: skip
     return ForCluster(profile, None, note, beyond_s)
-
-
-def own_cost_unknown(calibration) -> str:
-    """Said beside FSDP2's predicted step where the run measured no FSDP step at one rank: DDP's step carries DDP's
-    own cost (`calibration.reducer_s`), FSDP2's carries none."""
-    reducer = calibration.reducer_s
-    ddp = f", while DDP's step carries DDP's own ({ms_text(reducer * 1e3)} ms)" if reducer else ""
-    return (f"FSDP's own cost not added: the run has no FSDP step at one rank to measure it by{ddp}; FSDP2's step "
-            "reads short by whatever its own cost is: bench it at one GPU (--impls fsdp) to count it")  # fmt: skip
 
 
 def run_checks(configs, profiles, network) -> list[dict]:

@@ -95,6 +95,20 @@ def plain_step_at_one_rank_s(configs: pd.DataFrame, setup: dict, which) -> float
     return stats.geometric_mean(medians) / 1e3 if len(medians) else None
 
 
+def below_baseline(configs: pd.DataFrame, setup: dict, which, *, but=frozenset()) -> tuple[float, float] | None:
+    """(its step, the baseline's) at one rank (ms, pooled) where the strategy `which` selects (no option but `but`),
+    doing all the baseline does and more, is faster beyond noise (their ratio's interval below 1; one repeat a side:
+    its p90 under the baseline's p10): a measurement problem (docs/clusters.md), no cost. None otherwise."""
+    rows, pooled = setup_rows(configs, setup), stats.geometric_mean
+    mine = rows.loc[plain_medians_at_one_rank_ms(configs, setup, which, but=but).index]
+    if mine.empty or (local := rows[roles.flag(rows, "baseline") & (rows["world_size"] == 1)]).empty:
+        return None
+    high = stats.ratio_interval(list(local["step_ms_median"]), list(mine["step_ms_median"]))["high"]
+    spread = "step_ms_p10" in local and "step_ms_p90" in mine  # a run from before they were recorded: not told
+    told = high < 1 if high == high else spread and bool(mine["step_ms_p90"].max() < local["step_ms_p10"].min())
+    return (pooled(mine["step_ms_median"]), pooled(local["step_ms_median"])) if told else None
+
+
 def run_calibration(configs: pd.DataFrame, setup: dict, *, profile: Profile) -> Calibration:
     """From the run's rows at one rank, where nothing is communicated: the baseline's step (else the
     reference's: `calibration_target`) over the profile's (the run's rows are timed over every repeat; the

@@ -255,3 +255,19 @@ def own_for_cluster(configs, setup: dict, calibration, *, run_scale: float, carr
         f"ZeRO's own cost at one rank beyond DDP's, {ms_text(own_s * 1e3)} ms, a CPU's, left "
         f"out (as DDP's is): {ms_text(scaled_s * 1e3)} ms when scaled as the compute is",
     )
+
+
+def own_cost_unknown(calibration, configs=None, setup=None) -> str:
+    """Said beside FSDP2's step where the run measured no usable FSDP step at one rank (none, or one faster than the
+    baseline's beyond noise: `predict.below_baseline`): DDP's step carries DDP's own (`reducer_s`), FSDP2's none."""
+    from harness.analysis import roles
+    from harness.perfmodel.predict import below_baseline
+
+    reducer = calibration.reducer_s
+    ddp = f", while DDP's step carries DDP's own ({ms_text(reducer * 1e3)} ms)" if reducer else ""
+    fast = below_baseline(configs, setup, roles.shards_parameters) if configs is not None else None
+    why = (f"its step at one rank, {ms_text(fast[0])} ms, beat the baseline's ({ms_text(fast[1])} ms), which does "
+           "less, beyond noise: a measurement problem (the baseline runs first in each launch), no cost" if fast else
+           "the run has no FSDP step at one rank to measure it by")  # fmt: skip
+    return (f"FSDP's own cost not added: {why}{ddp}; FSDP2's step reads short by whatever its own cost is: bench it "
+            "at one GPU (--impls fsdp) to count it")  # fmt: skip

@@ -296,3 +296,24 @@ def test_a_stored_profile_keeps_its_frozen_parameters_apart_from_the_gradients()
     profile = profile_from_rows(rows)
     assert len(profile.grads) == 4 and [g.index for g in profile.frozen] == [9]
     assert math.isnan(profile.frozen[0].ready_s) and profile.frozen[0].used_s == pytest.approx(9 * MS)
+
+
+def test_an_fsdp_step_faster_than_the_baseline_beyond_noise_is_no_own_cost():
+    """The user's vit_l_16 run: local (first in its launch) 6896 ms at one rank, fsdp 2514: no cost, null, and said."""
+    from harness.perfmodel import zero
+    from harness.perfmodel.schedule import Calibration
+
+    setup = {"workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32", "optimizer": "adam"}
+    spread = {"step_ms_p10": 5300.0, "step_ms_p90": 7500.0}
+    one = pd.DataFrame([{**_row("local", 1, 6896.0), **spread}, {**_row("fsdp", 1, 2514.0), "step_ms_p10": 2420.0,
+                                                                    "step_ms_p90": 2650.0}])  # fmt: skip
+    assert fsdp.own_cost_s(one, setup) is None  # was max(0, -4382 ms): a measured 0
+    note = zero.own_cost_unknown(Calibration(compute_scale=1.0), one, setup)
+    assert "2514 ms, beat the baseline's (6896 ms)" in note and "measurement problem" in note
+    overlapping = one.assign(step_ms_p10=[2000.0, 2420.0])  # one repeat a side, steps overlapping: noise, taken as 0
+    assert fsdp.own_cost_s(overlapping, setup) == 0.0
+    repeats = pd.DataFrame([_row("local", 1, ms) for ms in (30.0, 31.0, 30.5)]
+                           + [_row("fsdp", 1, ms) for ms in (20.0, 20.5, 21.0)])  # fmt: skip
+    assert fsdp.own_cost_s(repeats, setup) is None  # the interval of their ratio lies below 1
+    told = pd.DataFrame([_row("local", 1, ms) for ms in (30.0, 31.0)] + [_row("fsdp", 1, ms) for ms in (36.0, 37.0)])
+    assert fsdp.own_cost_s(told, setup) == pytest.approx(0.006, rel=0.05)
