@@ -1,11 +1,10 @@
 """The step-time model against a run: its tables (`predictions.parquet`, `floor.parquet`) and what
 `ddpbench predict` reads from a run.
 
-The model itself is `harness.perfmodel.schedule` (DDP's buckets, simulated) over
-`harness.perfmodel.network` (one all-reduce's cost). Here: per bucket-cap sweep of a run, measured
-against predicted (raw, calibrated on the run's own one-rank steps, and with contention); per
-configuration, the communication floor; and the run's stored gradient-ready profile. Measuring a
-profile runs a workload (the rank layer's `gradprofile`): the face does that and hands the rows here.
+The model itself is `harness.perfmodel.schedule` (DDP's buckets, simulated) over `harness.perfmodel.network` (one
+all-reduce's cost). Here: per bucket-cap sweep of a run, measured against predicted (raw, calibrated on the run's
+own one-rank steps, and with contention); per configuration, the communication floor; and the run's stored
+gradient-ready profile. Measuring a profile runs a workload (the rank layer's `gradprofile`): the face does that.
 """
 
 from __future__ import annotations
@@ -96,9 +95,10 @@ def plain_step_at_one_rank_s(configs: pd.DataFrame, setup: dict, which) -> float
 
 
 def below_baseline(configs: pd.DataFrame, setup: dict, which, *, but=frozenset()) -> tuple[float, float] | None:
-    """(its step, the baseline's) at one rank (ms, pooled) where the strategy `which` selects (no option but `but`),
-    doing all the baseline does and more, is faster beyond noise (their ratio's interval below 1; one repeat a side:
-    its p90 under the baseline's p10): a measurement problem (docs/clusters.md), no cost. None otherwise."""
+    """(its step, the baseline's) at one rank, pooled ms, where `which`'s strategy (no option but `but`) beats the
+    baseline beyond noise (interval of their ratio below 1; one repeat: its p90 under the baseline's p10). None else."""
+    if configs.empty:
+        return None
     rows, pooled = setup_rows(configs, setup), stats.geometric_mean
     mine = rows.loc[plain_medians_at_one_rank_ms(configs, setup, which, but=but).index]
     if mine.empty or (local := rows[roles.flag(rows, "baseline") & (rows["world_size"] == 1)]).empty:

@@ -348,3 +348,15 @@ def test_the_step_given_is_said_in_flops_against_the_clusters_gpu_and_an_impossi
     assert ": 20% of one GPU's dense peak" in slow and "no GPU runs" not in slow and not beyond
     assert scaling.step_against_peak(None, setup, step_ms=fast, batch=8, gpu="my cluster", options=None) == ("", False)
     assert peak_tflops("DGX-1: 8× V100 SXM2 in NVLink 2's hybrid cube mesh", "fp32", tf32=False) == 15.7
+    # a CPU run is fp32 for want of bf16 there: a user's 310 ms ViT-L on an A100 read "195% of the fp32 peak: no GPU
+    # runs that step so fast", a false alarm, where it is 12% of the bf16 peak the GPU would train in
+    import pandas as pd
+
+    cpu_run = pd.DataFrame({"device": ["cpu"], "tf32": [False], "status": ["ok"], "workload": ["mlp"]})
+    fp32 = {**setup, "dtype": "fp32"}
+    fp32_peak = peak_tflops(gpu, "fp32", tf32=False)
+    step = flops / (3 * fp32_peak * 1e12) * 1e3  # three times fp32's peak: 989.5 / 67 / 3 = 4.9 times under bf16's
+    said, beyond = scaling.step_against_peak(cpu_run, fp32, step_ms=step, batch=8, gpu=gpu, options=None)
+    assert not beyond and "300% of one GPU's dense peak in fp32 (67 TFLOP/s) as benched; 20% of its bf16" in said
+    said, beyond = scaling.step_against_peak(cpu_run, fp32, step_ms=fast, batch=8, gpu=gpu, options=None)
+    assert beyond and "; 200% of its bf16 peak (989.5 TFLOP/s) if you train in it: no GPU runs" in said

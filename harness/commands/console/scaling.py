@@ -105,9 +105,24 @@ def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: 
     said = (f"--local-step-ms {step_ms:g} for {whose} ({batch} sample{'s' * (batch > 1)} a GPU) is {flops:.2g} "
             f"FLOPs a step (forward and backward, counted on the meta device) at {achieved:,.0f} TFLOP/s: {share:.0%} "
             f"of one GPU's dense peak in {peak_dtype(dtype, tf32=tf32)} ({peak:g} TFLOP/s)")  # fmt: skip
+    half = _half_precision_peak(gpu, configs, dtype)  # a CPU run's fp32 is not the dtype the GPU will train in
+    if half:
+        said += f" as benched; {achieved / half[1]:.0%} of its {half[0]} peak ({half[1]:g} TFLOP/s) if you train in it"
+        share = achieved / half[1]
     if share > 1:
         return f"{said}: no GPU runs that step so fast; check the step (and the batch it was measured at)", True
     return said, False
+
+
+def _half_precision_peak(gpu: str, configs, dtype: str) -> tuple[str, float] | None:
+    """(dtype, dense peak) of the cluster GPU's fastest 2-byte autocast (bf16, else fp16) where the run was an fp32
+    one on a CPU, which has no such dtype to bench: a step in it is judged against that peak; None otherwise."""
+    from harness.config.precision import peak_tflops
+
+    on_cpu = configs is not None and "device" in configs and bool((configs["device"] == "cpu").all())
+    if not on_cpu or dtype != "fp32":
+        return None
+    return next(((d, peak) for d in ("bf16", "fp16") if (peak := peak_tflops(gpu, d, tf32=False))), None)
 
 
 def say_step_against_peak(args, configs, setup: dict | None, chosen, trained: dict | None) -> None:
