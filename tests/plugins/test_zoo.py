@@ -145,10 +145,22 @@ def test_a_torchvision_model_takes_its_size_from_the_size_and_is_deterministic()
     full = workloads.create("torchvision:vit_b_16", size="full")
     assert (tiny.image_size, tiny.classes, full.image_size, full.classes) == (32, 10, 224, 1000)
     assert workloads.create("torchvision:inception_v3", size="tiny").image_size == 75  # its smallest input
+    assert workloads.create("torchvision:maxvit_t", size="small").image_size == 224  # its blocks need 224's multiples
     with torch.device("meta"):
         model = tiny.build_model()
     depths = [m.p for m in model.modules() if type(m).__name__ == "StochasticDepth"]
     assert depths and set(depths) == {0.0}  # every rank would draw its own: no parity otherwise
+
+
+@pytest.mark.parametrize(("name", "tiny", "small"), [("vit_l_16", 32, 64), ("vit_h_14", 42, 70), ("swin_t", 32, 64)])
+def test_a_vision_transformer_is_tiny_at_tiny_size_not_its_weights_input(name, tiny, small):
+    """Their weights' min_size (224) is the pretrained input's: vit_l_16's tiny once cost its full 369 GFLOPs."""
+    sides = [workloads.create(f"torchvision:{name}", size=size).image_size for size in ("tiny", "small")]
+    assert sides == [tiny, small]
+    workload = workloads.create(f"torchvision:{name}", size="tiny")
+    with torch.device("meta"):  # it runs at that input (a ViT's patches fit it), without any memory
+        logits = workload.build_model()(torch.empty(2, 3, tiny, tiny))
+    assert logits.shape == (2, 10)
 
 
 def test_without_timm_its_rows_are_skipped_with_how_to_install_it(monkeypatch):

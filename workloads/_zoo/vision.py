@@ -10,6 +10,10 @@ built with `weights=None`, classifying random images into random labels.
 | full  | the model's standard (its weights'   | 1000    | 32             |
 |       | crop size: 224 for most)             |         |                |
 
+"The model's smallest" is its weights' `min_size`: alexnet 63, inception_v3 75, efficientnet_v2 33, maxvit_t
+224 (its blocks need a multiple of 224). ViT and Swin take 32×32 (their `min_size` is the pretrained input's);
+a ViT's side is rounded up to its patch (vit_h_14: 42 and 70).
+
 Options (`--wopt`): `image_size`, `num_classes`, and any keyword the model's builder takes. Vision
 transformers are built for the input size (`image_size`). Dropout, stochastic depth and drop path are
 turned off (`deterministic`), as in every workload: parity compares a data-parallel step with one process.
@@ -101,7 +105,7 @@ def torchvision_source(name: str) -> Source:
     def build(*, size: str, options: dict[str, Any]) -> ImageModel:
         shape = SIZES[size]
         whole_numbers(options, f"torchvision:{name}")
-        image_size = int(options.pop("image_size", None) or max(shape.image_size or standard, smallest))
+        image_size = int(options.pop("image_size", None) or _fitted(name, max(shape.image_size or standard, smallest)))
         classes = int(options.pop("num_classes", shape.classes))
         extra = {**_size_keywords(name, image_size), **options}
 
@@ -130,8 +134,20 @@ def _input_sizes(models, name: str) -> tuple[int, int]:
     except (ValueError, AttributeError):
         return 224, 32
     crop = getattr(weights.transforms(), "crop_size", [224])
-    smallest = weights.meta.get("min_size", (32, 32))
+    smallest = (32, 32) if name.startswith(ANY_INPUT) else weights.meta.get("min_size", (32, 32))
     return int(crop[0]), max(int(min(smallest)), 32)
+
+
+ANY_INPUT = ("vit_", "swin")
+"""Models whose weights' `min_size` is the pretrained input, not the architecture's: without weights a ViT is
+built for the input (`image_size`) and a Swin pads its windows, so tiny is 32×32 for them too (once 224×224:
+vit_l_16's tiny cost 369 GFLOPs a sample)."""
+
+
+def _fitted(name: str, side: int) -> int:
+    """`side` rounded up to a whole number of a ViT's patches (vit_h_14: 42, not 32)."""
+    patch = int(name.rsplit("_", 1)[-1]) if name.startswith("vit_") else 1
+    return -(-side // patch) * patch
 
 
 def _size_keywords(name: str, image_size: int) -> dict[str, Any]:
