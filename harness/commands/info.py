@@ -84,8 +84,10 @@ def _describer(name: str, given: list[tuple[str, tuple[str, ...]]]):
         return lambda: _describe_cluster(profile)
     if name in workloads.names() or _zoo.is_spec(name):
         options = _options(name, given)
-        counts = {size: parameter_count(name, size, options) for size in SIZES}
-        return lambda: _describe_workload(name, counts, options)
+        built = {size: workloads.create(name, size=size, **options) for size in SIZES}
+        counts = {size: _counted(workload) for size, workload in built.items()}
+        inputs = {size: input_text(workload) for size, workload in built.items()}
+        return lambda: _describe_workload(name, counts, options, inputs)
     raise ConfigError(f"ddpbench list {name!r}: name a strategy ({', '.join(impls.names())}), a workload "
                       f"({', '.join(workloads.names())}, or a spec such as hf:llama or FILE.py:NAME) or a cluster "
                       f"profile ({', '.join(cluster.builtin_names())}, or a .toml file)")  # fmt: skip
@@ -117,13 +119,29 @@ def parameter_count(spec: str, size: str, options: dict | None = None) -> int | 
     """The parameters of workload `spec` at `size` with `options`, counted on the meta device (nothing allocated,
     nothing downloaded); the reason where it cannot be built here."""
     import workloads
+
+    return _counted(workloads.create(spec, size=size, **(options or {})))
+
+
+def _counted(workload) -> int | str:
     from harness.measure.modelinfo import parameter_count_on_meta
 
-    workload = workloads.create(spec, size=size, **(options or {}))
     return workload.unavailable_reason(device="cpu") or parameter_count_on_meta(workload)
 
 
-def _describe_workload(name: str, counts: dict, options: dict) -> None:
+def input_text(workload) -> str:
+    """', 32×32 input' or ', sequence 128': what one sample is at a size, where the workload says (a zoo model),
+    so that `list` shows what a size costs (vit_l_16's tiny once hid a 224×224 input behind its parameters)."""
+    side = getattr(workload, "image_size", None)
+    if isinstance(side, int):
+        return f", {side}×{side} input"
+    seq = getattr(workload, "seq", None)
+    if isinstance(seq, int) and workload.tokens_per_sample() is not None:
+        return f", sequence {seq}" + (" (source and target)" if workload.task == "seq2seq" else "")
+    return ""
+
+
+def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | None = None) -> None:
     import workloads
 
     registered = name in workloads.names()
@@ -134,8 +152,8 @@ def _describe_workload(name: str, counts: dict, options: dict) -> None:
         if isinstance(count, str):
             console.say(f"  {size:<6} unavailable ({count})")
         else:  # DDP all-reduces every gradient a step, in the parameters' dtype: fp32 unless the model says otherwise
-            console.say(f"  {size:<6} {_human_count(count):>7} parameters, {_human_bytes(4 * count)} of fp32 "
-                        "gradients a step (DDP all-reduces them all)")  # fmt: skip
+            console.say(f"  {size:<6} {_human_count(count):>7} parameters{(inputs or {}).get(size, '')}, "
+                        f"{_human_bytes(4 * count)} of fp32 gradients a step (DDP all-reduces them all)")  # fmt: skip
     if registered:
         for option in workloads.REGISTRY.entry(name).options().values():
             if option.name != "size":

@@ -214,6 +214,15 @@ def test_list_says_one_strategy_workload_spec_or_cluster_in_full(tmp_path, capsy
     assert "checked for built-in profiles only" in out
 
 
+def test_list_says_each_sizes_input_beside_its_parameters(capsys):
+    """What a size costs: vit_l_16's 303M parameters at every size once hid that tiny's input was 224×224."""
+    assert cli.main(["list", "torchvision:vit_l_16"]) == 0
+    out = capsys.readouterr().out
+    assert "  tiny    303.1M parameters, 32×32 input, 1.1 GiB" in out and "  full    304.3M parameters, 224×224 " in out
+    assert cli.main(["list", "hf:t5", "--wopt", "seq_len=48"]) == 0
+    assert "  tiny    197.5k parameters, sequence 48 (source and target), " in capsys.readouterr().out
+
+
 @pytest.mark.parametrize(
     "name, named", [("bogus", "name a strategy (bucketed"), ("nope.toml", "ddpbench list 'nope.toml'")]
 )

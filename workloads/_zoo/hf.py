@@ -204,6 +204,15 @@ class HFModel(WorkloadDefaults):
         limit = getattr(self.settings, "max_position_embeddings", None) or FULL_SEQ
         return min(FULL_SEQ, int(limit))
 
+    @property
+    def image_size(self) -> int | None:
+        """The side of its images (image classification); None for a model of tokens."""
+        if self.task != "image_classification":
+            return None
+        config = self.settings
+        vision = config if hasattr(config, "image_size") else getattr(config, "vision_config", config)
+        return int(getattr(vision, "image_size", 224))
+
     def build_model(self) -> nn.Module:
         import transformers
 
@@ -228,9 +237,8 @@ class HFModel(WorkloadDefaults):
         config = self.settings
         if self.task == "image_classification":
             vision = config if hasattr(config, "image_size") else getattr(config, "vision_config", config)
-            size = int(getattr(vision, "image_size", 224))
-            images = torch.randn(batch_size, int(getattr(vision, "num_channels", 3)), size, size, device=device,
-                                 generator=generator)  # fmt: skip
+            images = torch.randn(batch_size, int(getattr(vision, "num_channels", 3)), self.image_size, self.image_size,
+                                 device=device, generator=generator)  # fmt: skip
             return images, torch.randint(0, config.num_labels, (batch_size,), device=device, generator=generator)
         shape = TransformerShape(layers=0, hidden=0, heads=0, vocab=config.vocab_size, seq=self.seq, batch_size=0)
         if self.task == "masked_lm":
