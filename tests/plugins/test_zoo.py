@@ -424,6 +424,10 @@ def test_a_user_file_that_fails_to_import_is_one_line_naming_it_and_the_line(cap
          "torchvision:regnet_y_400mf takes no option colour; its options: activation"),  # once failed in every rank
         (["--workloads", "torchvision:vit_b_16", "--wopt", "image_size=40"], "torchvision:vit_b_16 cannot be built "
          "with image_size=40: AssertionError: Input shape indivisible by patch size!"),  # once a traceback
+        (["--workloads", "torchvision:vit_l_16", "--wopt", "num_layers=4"], "torchvision:vit_l_16 cannot be built "
+         "with num_layers=4: its builder fixes num_layers (the architecture named; --size sets only image_size and "
+         "num_classes, 32 and 10 at tiny); for another num_layers, name another model (vit_b_16, vit_b_32, "),  # once
+        # only "got multiple values for keyword argument 'num_layers'"
         (["--workloads", "hf:llama", "--wopt", "task=seq2seq"], "--wopt task=seq2seq is not valid for hf:llama: "
          "transformers has no llama model for it; its tasks: causal_lm"),  # once failed in every rank
         (["--workloads", "mlp,hf:llama", "--wopt", "colour=red"], "--wopt colour: no chosen workload takes it "

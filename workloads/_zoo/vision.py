@@ -27,6 +27,7 @@ import dataclasses
 import dis
 import functools
 import inspect
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -210,16 +211,36 @@ def _check_on_meta(build: Callable[..., ImageModel], options: dict[str, Any], sh
         raise UnknownOption(f"{shown} takes no option {', '.join(unknown)}; its options: {', '.join(valid)}")
     if weightless is None:  # no build here to judge the values by: the ranks will say
         return
+    workload = None
     try:
         with weightless():
-            build(size="tiny", options=dict(options)).build_model()
+            workload = build(size="tiny", options=dict(options))
+            workload.build_model()
     except ConfigError:  # a value the options themselves refuse, in its own words
         raise
     except Exception as exc:  # torchvision refuses with asserts and RuntimeErrors too (ViT's patch size)
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
         given = ", ".join(f"{k}={v!r}" for k, v in options.items())
+        fixed = re.search(r"got multiple values for (?:keyword )?argument '(\w+)'", str(exc))
+        if fixed and workload is not None:
+            raise ConfigError(_fixed_by_builder(shown, given, fixed[1], workload)) from None
         raise ConfigError(f"{shown} cannot be built with {given}: {type(exc).__name__}: {lines[-1] if lines else ''}"
                           .rstrip(": ")) from None  # fmt: skip
+
+
+def _fixed_by_builder(shown: str, given: str, key: str, workload: ImageModel) -> str:
+    """A keyword the named builder sets itself (vit_l_16's num_layers=24): the architecture, not the size."""
+    kind, name = shown.split(":", 1)
+    kin = []
+    if kind == "torchvision":
+        import torchvision.models as models
+
+        kin = [n for n in models.list_models(module=models) if n.split("_")[0] == name.split("_")[0] and n != name]
+    other = f"; for another {key}, name another model ({', '.join(kin)})" if kin else ""
+    return (
+        f"{shown} cannot be built with {given}: its builder fixes {key} (the architecture named; --size sets "
+        f"only image_size and num_classes, {workload.image_size} and {workload.classes} at tiny){other}"
+    )
 
 
 IGNORED = {"self", "weights", "progress", "num_classes", "img_size"}
