@@ -378,6 +378,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
                    **({"batch_size": batch} if (batch := predict_input.memory_batch(args, setup)) else {}),
                    "local_step_ms": float(args.local_step_ms or "nan"),  # float64 even where not given
                    "local_optimizer_ms": float("nan" if args.local_optimizer_ms is None else args.local_optimizer_ms),
+                   "local_optimizer_source": getattr(args, "local_optimizer_source", None),
                    # the calibration and the one-rank step, so that a row reproduces its scaling_efficiency
                    "compute_scale": calibration.compute_scale, "ddp_own_ms": own_ms if carried else float("nan"),
                    "one_rank_step_ms": profile.local_step_s * 1e3}  # fmt: skip

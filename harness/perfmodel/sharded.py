@@ -296,12 +296,16 @@ GPU_OPTIMIZER_STEP = {"adam": "a GPU's Adam, one memory-bound pass over the para
                       "sgd": "a GPU's SGD, one memory-bound pass over the parameters and gradients"}  # fmt: skip
 
 
+OPTIMIZER_NAMES = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW"}
+"""Each optimizer a run steps (`--optimizer`), as its class is named."""
+
+
 def optimizer_share_caveat(share: float, *, scaled: bool, optimizer: str, terse: bool = False) -> str:
     """Where the profile's compute is a CPU's: its optimizer's share of the step is no GPU's, and ZeRO-1's and
     FSDP2's gains lean on it (said by the console's and the page's choice alike; `terse`: the console's words, the
     page says what a GPU's optimizer step is)."""
     if terse:
-        named = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW"}.get(optimizer, optimizer)
+        named = OPTIMIZER_NAMES.get(optimizer, optimizer)
         return (
             f"the optimizer's {share:.1%} of the step is the CPU's{', scaled' * scaled}: a GPU's {named} takes "
             "its own share, on which ZeRO-1's and FSDP2's gains over DDP rest (--local-optimizer-ms gives it)"

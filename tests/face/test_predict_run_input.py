@@ -243,7 +243,8 @@ def test_an_optimizer_step_given_apart_is_said_and_a_bad_one_refused(tmp_path, c
     assert "its optimizer 2 ms of it (--local-optimizer-ms, or its estimate above) and forward and backward the" in out
     assert "not given:" not in out  # no estimate where the user gave it
     assert "of the step is the CPU's" not in out  # the optimizer's share is the GPU's now, not a CPU's
-    assert (pd.read_csv(tmp_path / "o.csv")["local_optimizer_ms"] == 2).all()
+    given = pd.read_csv(tmp_path / "o.csv")
+    assert (given["local_optimizer_ms"] == 2).all() and (given["local_optimizer_source"] == "given").all()
     for bad in (["--local-optimizer-ms", "50"], ["--local-optimizer-ms", "-1"]):
         assert cli.main([*args, *bad]) == 2
         assert f"--local-optimizer-ms {bad[1]} is not valid; give the optimizer's part" in _one_line_error(capsys)
@@ -276,8 +277,9 @@ def test_a_gpu_step_given_alone_takes_its_optimizer_from_the_bytes_it_moves_not_
     assert memory_gbps("NVIDIA H100 80GB HBM3") == 3350 and optimizer_ms(1e9, "adam", 2039) == pytest.approx(
         13.73, 1e-3
     )
-    used = pd.read_csv(tmp_path / "e.csv")["local_optimizer_ms"]
-    assert (used == float(f"{float(said[2]):.3g}")).all()  # the estimate is the optimizer's part the steps rest on
+    rows = pd.read_csv(tmp_path / "e.csv")
+    assert (rows["local_optimizer_ms"] == float(f"{float(said[2]):.3g}")).all()  # the part the steps rest on
+    assert (rows["local_optimizer_source"] == "estimated").all()  # not taken for one the user gave
     assert "(--local-optimizer-ms, or its estimate above)" in out and "of the step is the CPU's" not in out
 
 

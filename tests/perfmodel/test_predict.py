@@ -417,6 +417,7 @@ def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_
         "cluster_source",
         "local_step_ms",
         "local_optimizer_ms",
+        "local_optimizer_source",
         "compute_scale",
         "ddp_own_ms",
         "run_batch_size",

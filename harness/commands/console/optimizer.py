@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from harness.commands import console
 from harness.config.precision import memory_gbps
+from harness.perfmodel.sharded import OPTIMIZER_NAMES
 
 BYTES_A_PARAMETER = {"sgd": 12, "adam": 28, "adamw": 28}
 """What one optimizer step reads and writes per fp32 parameter (its moments in fp32 too)."""
@@ -28,11 +29,13 @@ def optimizer_ms(parameters: float, optimizer: str, gbps: float) -> float | None
 
 def estimate_local_optimizer(args, chosen, setup: dict | None, configs, profile) -> None:
     """Where --local-step-ms is given without --local-optimizer-ms: sets `args.local_optimizer_ms` to the estimate
+    (`args.local_optimizer_source`: "estimated"; "given" where it was given; None where there is none)
     for the model you will train (the full size's parameters, or --train-wopt's, counted on the meta device; else the
     profile's) on the cluster's GPU, and says it; nothing where the GPU's bandwidth or the optimizer is not known."""
     from harness.commands.predict_full_size import full_parameters
 
-    args.optimizer_from = "as given (--local-optimizer-ms)"
+    args.optimizer_from = "as given (--local-optimizer-ms)"  # the page's words for it; --out's:
+    args.local_optimizer_source = None if args.local_optimizer_ms is None else "given"
     if not args.local_step_ms or args.local_optimizer_ms is not None or setup is None:
         return
     gbps, optimizer = memory_gbps(chosen.description), setup.get("optimizer") or "sgd"
@@ -41,7 +44,7 @@ def estimate_local_optimizer(args, chosen, setup: dict | None, configs, profile)
     estimate = optimizer_ms(parameters, optimizer, gbps) if gbps else None
     if estimate is None:
         return
-    named, per = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW"}[optimizer], BYTES_A_PARAMETER[optimizer]
+    named, per = OPTIMIZER_NAMES[optimizer], BYTES_A_PARAMETER[optimizer]
     moved = (f"{named} moves {per} B a parameter, {parameters * per / 1e9:.3g} GB for {parameters / 1e6:,.1f} M "
              f"parameters: at least {estimate:.3g} ms at the GPU's {gbps:,.0f} GB/s")  # fmt: skip
     if estimate >= args.local_step_ms:
@@ -49,7 +52,7 @@ def estimate_local_optimizer(args, chosen, setup: dict | None, configs, profile)
                         "the optimizer's share stays the profile's; check the step")  # fmt: skip
         return
     args.local_optimizer_ms = float(f"{estimate:.3g}")
-    args.optimizer_from = f"estimated from its memory traffic ({moved})"
+    args.optimizer_from, args.local_optimizer_source = f"estimated from its memory traffic ({moved})", "estimated"
     cpu_share = profile.optimizer_s / (profile.local_step_s or 1.0)
     console.say(f"ddpbench predict: the optimizer's part of the {args.local_step_ms:g} ms step, not given: {moved}, "
                 f"{estimate / args.local_step_ms:.1%} of it, taken as its part (the profile's own share is a CPU's, "
