@@ -94,7 +94,8 @@ def add_bench_parser(commands) -> None:
                        "only steer the running)")  # fmt: skip
     bench.add_argument("--dry-run", action="store_true", help="check every flag, print the configurations "
                        "the run would launch and how long it would take here (from the steps the results folder "
-                       "measured of them before), run nothing")  # fmt: skip
+                       "measured of them before; those never measured, at least their FLOPs' time at this "
+                       "machine's best), run nothing")  # fmt: skip
     bench.add_argument("--retry-failed", action="store_true",
                        help="with --resume: run the configurations that failed again (each failed row is kept "
                        "in retried/<config_id>/ of the run folder)")  # fmt: skip

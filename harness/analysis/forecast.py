@@ -5,7 +5,8 @@ optimizer, world size, nodes, device and backend) takes its warm-up and timed st
 newest measurement; every configuration that will launch, measured before or not, pays the fixed cost one paid in
 the latest session of the newest run of a workload and size planned, else of the newest run (its wall time less its
 training steps, over the configurations it launched: launches, imports, building, the parity check, writing).
-Repeats that `--repeats auto` adds are not counted.
+Repeats that `--repeats auto` adds are not counted. The configurations none measured are listed (`unmeasured`): the
+console puts a floor under them from their FLOPs (harness/measure/pace.py).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ class Forecast:
     fixed_s: float | None  # a configuration's fixed cost in the newest run on this device; None: no run
     source: str  # that run's folder name
     alike: bool = True  # that run measured a workload and size planned here (its building and parity cost alike)
+    unmeasured: tuple = ()  # the planned configurations (that launch) no earlier run measured
 
     @property
     def wall_s(self) -> float:
@@ -61,7 +63,8 @@ def forecast(configurations, results: Path) -> Forecast | None:
     launched = [cfg for cfg in configurations if not grid.skip_reason(cfg)]  # a skipped one launches nothing
     known = [medians.get(_key(cfg)) for cfg in launched]
     steps_s = sum(m * (cfg.warmup + cfg.steps) / 1e3 for m, cfg in zip(known, launched, strict=True) if m)
-    return Forecast(steps_s, sum(1 for m in known if m), len(launched), *fixed)
+    unmeasured = tuple(cfg for m, cfg in zip(known, launched, strict=True) if not m)
+    return Forecast(steps_s, sum(1 for m in known if m), len(launched), *fixed, unmeasured=unmeasured)
 
 
 def _setups(run: Path, meta: dict) -> set[tuple]:

@@ -48,22 +48,59 @@ def test_each_known_configuration_takes_its_steps_at_its_last_median_and_each_pa
     assert found.wall_s == pytest.approx(found.steps_s + 30.0)
 
 
-def test_nothing_is_forecast_without_an_earlier_run_on_the_device_and_said_so(results, capsys):
+@pytest.fixture
+def slow_cpu(monkeypatch):
+    """A CPU whose rank computes 10^6 FLOP/s on two cores: mlp/tiny's sample (3 × 2 × (32·32 + 32·32 + 32·10)
+    FLOPs forward and backward, less the first layer's input gradient, 2·32·32: 12,160) takes 12.16 ms."""
+    from harness.commands.console import plan
+    from harness.measure import pace
+
+    monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads: 1e6)
+    monkeypatch.setattr(plan, "available_cpus", lambda: 2)
+
+
+def test_the_flops_floor_is_each_ranks_batch_at_the_best_pace_with_ranks_taking_turns_on_the_cores():
+    import workloads
+    from harness.measure import pace
+
+    assert pace.training_flops_per_sample(workloads.create("mlp", size="tiny")) == 12_160
+    floor = pace.compute_floor_s(planned("stock", 2), flops_per_sample=12_160, flops_per_s=1e6, threads=1, cores=2)
+    assert floor == pytest.approx(12 * 8 * 12_160 / 1e6)  # two ranks, two cores: side by side
+    assert pace.compute_floor_s(planned("stock", 8), flops_per_sample=12_160, flops_per_s=1e6, threads=1,
+                                cores=2) == pytest.approx(4 * floor)  # fmt: skip
+    assert pace.cpu_flops_per_s(1) > 1e8  # a real core's matmul: some hundreds of MFLOP/s at the least
+
+
+def test_nothing_is_forecast_without_an_earlier_run_on_the_device_and_said_so(results, capsys, slow_cpu):
     assert forecast([planned("stock", 2, device="cuda")], results) is None
-    say_forecast([planned("stock", 2, device="cuda")], results)
+    say_forecast([planned("stock", 2, device="cuda")], results)  # no GPU here: no datasheet peak either
     assert "no time forecast: no earlier run on this device in " in capsys.readouterr().out
     say_forecast([planned("stock", 64)], results)  # a run here, but not of these configurations
+    said = capsys.readouterr().out  # 12 steps of 8 samples at 12.16 ms, 64 ranks taking turns on 2 cores: 37 s
+    assert said.startswith("ddpbench: at least 47 s here: the steps of the configuration at least 37 s by their "
+                           "FLOPs at this CPU's best fp32 matmul, 0.001 GFLOP/s")  # fmt: skip
+    assert said.endswith("and 10 s of fixed cost a configuration (launch, imports, building, parity, writing), as "
+                         "run cpu_run paid it\n")  # fmt: skip
+    say_forecast([planned("stock", 64)], results.parent / "none")
+    assert capsys.readouterr().out.startswith("ddpbench: the steps of the configuration take at least 37 s by their")
+
+
+def test_a_configuration_whose_flops_cannot_be_counted_is_said_not_counted(results, capsys, slow_cpu, monkeypatch):
+    from harness.measure import pace
+
+    monkeypatch.setattr(pace, "training_flops_per_sample", lambda workload: None)
+    say_forecast([planned("stock", 64)], results)
     said = capsys.readouterr().out
     assert "none of these configurations was measured in " in said and "10 s of fixed cost a configuration" in said
 
 
-def test_the_line_says_at_least_where_some_steps_were_never_measured(results, capsys):
+def test_the_line_says_at_least_where_some_steps_were_never_measured(results, capsys, slow_cpu):
     say_forecast([planned("stock", 2), planned("naive", 1)], results)
     assert capsys.readouterr().out.startswith("ddpbench: about 20 s here: the steps of 2 of the 2 configurations")
     say_forecast([planned("stock", 2), planned("stock", 64)], results)
     said = capsys.readouterr().out
-    assert said.startswith("ddpbench: at least 20 s here: the steps of 1 of the 2 configurations")
-    assert "the other 1's steps not counted: never measured here" in said
+    assert said.startswith("ddpbench: at least 58 s here: the steps of 1 of the 2 configurations")
+    assert "the other 1's steps at least 37 s by their FLOPs at this CPU's best fp32 matmul" in said
 
 
 def test_a_forecast_is_said_to_ten_seconds_past_ninety():
@@ -100,3 +137,19 @@ def test_the_fixed_cost_is_taken_from_the_newest_run_of_the_workloads_planned(re
     assert (found.source, found.fixed_s, found.alike) == ("other", pytest.approx(2.0), False)
     say_forecast([resnet], results)
     assert "as run other paid it, which ran none of these workloads at these sizes" in capsys.readouterr().out
+
+
+def test_a_full_size_run_that_takes_hours_by_its_flops_is_warned_about_at_its_start(capsys, slow_cpu, monkeypatch):
+    """mlp/full's sample needs some 10^10 FLOPs: at 10^6 FLOP/s its 12 steps take years; at 10^15, no warning."""
+    from harness.commands.console import plan
+    from harness.measure import pace
+
+    full = [dataclasses.replace(planned("stock", 2), size="full"), planned("stock", 1)]
+    plan.warn_long_full_size(full, threads=1)
+    said = capsys.readouterr().err
+    assert (
+        said.startswith("ddpbench: warning: the full size's steps take at least ") and " h here by their FLOPs" in said
+    )
+    monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads: 1e15)
+    plan.warn_long_full_size(full, threads=1)
+    assert capsys.readouterr().err == ""

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from harness.commands.console import say, warning
 from harness.commands.console.profiling import warn_if_busy
+from harness.config.ranks import available_cpus
 
 
 def say_plan(plan, *, requested_dtype: str, grows: bool = False, dry: bool = False) -> None:
     """The device, the precision, and the run's first configurations (`grows`: --repeats auto may add rounds; `dry`:
     --dry-run's plan, every configuration listed and nothing made)."""
-    from harness.config.ranks import available_cpus
-
     worlds = sorted({c.world_size for c in plan.configurations})
     if plan.device == "cpu":
         say(f"ddpbench: no GPU in use: running on the CPU with the gloo backend, one process per simulated "
@@ -33,42 +32,107 @@ def say_plan(plan, *, requested_dtype: str, grows: bool = False, dry: bool = Fal
     warn_nothing_to_shard(plan.configurations)
     if plan.device == "cpu":
         warn_beyond_host_memory(plan.configurations)
+        if not dry:
+            warn_long_full_size(plan.configurations, threads=plan.threads_per_rank)
     count = len(plan.configurations)
     deciding = grows and any(c.repeated for c in plan.configurations)  # something to decide: rounds may follow
     more = ", to start (--repeats auto adds the repeats its open verdicts need)" if deciding else ""
     if dry:
         _list_planned(plan.configurations, more)
-        say_forecast(plan.configurations, plan.run)
+        say_forecast(plan.configurations, plan.run, threads=plan.threads_per_rank)
         return
     say(f"ddpbench: run {plan.run_id}: {count} configuration{'s' if count != 1 else ''}{more} -> {plan.run}/")
 
 
-def say_forecast(configurations, results) -> None:
-    """How long the planned run will take here, as the runs already in `results` measured it (analysis.forecast)."""
+def say_forecast(configurations, results, *, threads: int = 1) -> None:
+    """How long the planned run will take here, as the runs already in `results` measured it (analysis.forecast),
+    and, for the configurations none measured, at least as long as their FLOPs take at this device's best
+    (measure.pace: said as a floor)."""
     from harness.analysis.forecast import forecast
+    from harness.config.grid import skip_reason
 
     found = forecast(configurations, results)
     where = "the CPU" if configurations and configurations[0].device == "cpu" else "this device"
+    unmeasured = found.unmeasured if found else tuple(c for c in configurations if not skip_reason(c))
+    floor = _flops_floor(unmeasured, threads=threads)
+    by_flops = f"at least {_minutes_text(floor[0])} by their FLOPs at {floor[2]}" if floor else ""
+    if floor and floor[1] < len(unmeasured):
+        by_flops += f" (the other {len(unmeasured) - floor[1]} not counted: their FLOPs could not be)"
     if found is None:
-        say(f"ddpbench: no time forecast: no earlier run on {where} in {str(results)!r} to take one from (the "
-            "progress line gives one once the run has a pace)")  # fmt: skip
+        none = f"no earlier run on {where} in {str(results)!r}"
+        pace = "(the progress line gives one once the run has a pace)"
+        say(f"ddpbench: the steps of {_all(len(unmeasured))} take {by_flops} here; {none} to forecast the "
+            f"rest from {pace}" if floor else
+            f"ddpbench: no time forecast: {none} to take one from {pace}")  # fmt: skip
         return
     fixed = (f"{found.fixed_s:.3g} s of fixed cost a configuration (launch, imports, building, parity, writing), "
              f"as run {found.source} paid it" + ("" if found.alike else ", which ran none of these workloads at "
                                                  "these sizes: building and parity cost with the model"))  # fmt: skip
-    if not found.known:
+    if not found.known and not floor:
         say(f"ddpbench: no time forecast: none of these configurations was measured in {str(results)!r} before "
             f"(beyond their steps, {fixed})")  # fmt: skip
         return
+    measured = f"the steps of {found.known} of the {found.total} configurations as last measured in {str(results)!r}"
     unknown = found.total - found.known
-    about, rest = ("at least", f"; the other {unknown}'s steps not counted: never measured here") if unknown else (
-        "about", "")  # fmt: skip
-    say(f"ddpbench: {about} {_minutes_text(found.wall_s)} here: the steps of {found.known} of the {found.total} "
-        f"configurations as last measured in {str(results)!r}{rest}; and {fixed}")  # fmt: skip
+    others = (f"the other {unknown}'s steps {by_flops or 'not counted: never measured here'}" if found.known else
+              f"the steps of {_all(found.total)} {by_flops}")  # fmt: skip
+    parts = "; ".join([*([measured] if found.known else []), *([others] if unknown else [])])
+    about = "at least" if unknown else "about"
+    say(f"ddpbench: {about} {_minutes_text(found.wall_s + (floor[0] if floor else 0.0))} here: {parts}; "
+        f"and {fixed}")  # fmt: skip
+
+
+def _flops_floor(configurations, *, threads: int) -> tuple[float, int, str] | None:
+    """The least time `configurations`' steps take by their FLOPs (measure.pace), as (seconds, how many could be
+    counted, the pace they were counted at); None where none could be counted or the device's pace is not known."""
+    from harness.measure import pace
+
+    if not configurations:
+        return None
+    rate, how = _best_pace(configurations[0], threads=threads)
+    if rate is None:
+        return None
+    per_sample: dict[tuple, float | None] = {}
+    counted, seconds = 0, 0.0
+    cores = available_cpus() if configurations[0].device == "cpu" else None
+    for cfg in configurations:
+        key = (cfg.workload_spec or cfg.workload, cfg.size, cfg.workload_options_json)
+        if key not in per_sample:
+            per_sample[key] = pace.training_flops_per_sample(cfg.make_workload())
+        if per_sample[key]:
+            counted += 1
+            seconds += pace.compute_floor_s(cfg, flops_per_sample=per_sample[key], flops_per_s=rate, threads=threads,
+                                            cores=cores)  # fmt: skip
+    if not counted:
+        return None
+    return seconds, counted, f"{how} (a model's step runs slower; launches, building and parity not counted)"
+
+
+def _best_pace(cfg, *, threads: int) -> tuple[float | None, str]:
+    """The most FLOP/s a rank of `cfg` computes here, and how that was found: a matmul timed now on the CPU, the
+    datasheet's dense peak on a GPU (None where its GPU is not listed)."""
+    if cfg.device == "cpu":
+        from harness.measure.pace import cpu_flops_per_s
+
+        rate = cpu_flops_per_s(threads)
+        return rate, f"this CPU's best fp32 matmul, {rate / 1e9:.3g} GFLOP/s on a rank's {threads} thread(s), timed now"
+    import torch
+
+    from harness.config.precision import peak_tflops
+
+    name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    peak = peak_tflops(name, cfg.dtype, tf32=cfg.tf32)
+    return (peak * 1e12, f"the {name}'s datasheet peak, {peak:g} TFLOP/s") if peak else (None, "")
+
+
+def _all(count: int) -> str:
+    return "the configuration" if count == 1 else f"all {count} configurations"
 
 
 def _minutes_text(seconds: float) -> str:
     """'42 s', '2 min 30 s' (to 10 s), '1.5 h': a forecast finer than the progress line's whole minutes."""
+    if seconds < 0.95:
+        return f"{seconds:.1g} s"
     if seconds < 90:
         return f"{seconds:.0f} s"
     if seconds < 5400:
@@ -148,6 +212,22 @@ def warn_beyond_host_memory(configurations) -> None:
                     f"{rank * ranks / 2**30:.3g} GiB for {ranks} rank(s); this machine has "
                     f"{available / 2**30:.3g} GiB available: its ranks would be killed for memory (ZeRO and FSDP "
                     f"hold less; {smaller})")  # fmt: skip
+
+
+def warn_long_full_size(configurations, *, threads: int) -> None:
+    """A full size's steps (or a model of yours) on the CPU, when their FLOPs alone take more than LONG_S here:
+    said before the first launch, which would otherwise give no pace for the first configuration's hours."""
+    from harness.config.grid import skip_reason
+
+    heavy = [c for c in configurations if (c.size == "full" or _as_written(c)) and not skip_reason(c)]
+    floor = _flops_floor(heavy, threads=threads)
+    if floor and floor[0] >= LONG_S:
+        warning(f"the full size's steps take at least {_minutes_text(floor[0])} here by their FLOPs at {floor[2]}; "
+                "a smaller --size takes far less, and predict --run counts the full one from it")  # fmt: skip
+
+
+LONG_S = 1800
+"""A run whose full-size steps take at least this long by their FLOPs is warned about at its start."""
 
 
 def _as_written(cfg) -> bool:

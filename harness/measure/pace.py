@@ -1,0 +1,62 @@
+"""The fastest a configuration's steps can run here, from the FLOPs its model needs: a floor under a run's time for
+the configurations no earlier run measured (`bench --dry-run`, and a full-size run's start).
+
+A step cannot run faster than its training FLOPs (forward and backward, counted by FlopCounterMode on the meta
+device: no memory, no time) at the most this device computes: on the CPU, what one rank's threads reach on a
+large fp32 matmul, timed here and now (a model's step runs below it: convolutions, attention, elementwise work and
+the optimizer reach less); on a GPU, the datasheet's dense peak for the run's precision. Ranks that outnumber the
+cores take turns on them. The floor leaves out launches, building and the parity check, which the fixed cost
+counts, and every strategy's communication: it is a lower bound, said as one.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from harness.measure.modelinfo import META, flops_per_sample
+
+PROBE_SIZE = 1024  # a matmul large enough to run at the BLAS kernel's best on a CPU core
+PROBE_SECONDS = 0.2
+
+
+def cpu_flops_per_s(threads: int) -> float:
+    """The fp32 FLOP/s a rank of `threads` threads reaches on PROBE_SIZE² matmuls: the best of a few timed
+    batches over about PROBE_SECONDS (the first batch warms the kernel up and is not counted)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        a = torch.randn(PROBE_SIZE, PROBE_SIZE)
+        b = torch.randn(PROBE_SIZE, PROBE_SIZE)
+        torch.mm(a, b)
+        best, spent = 0.0, 0.0
+        while spent < PROBE_SECONDS:
+            began = time.perf_counter()
+            torch.mm(a, b)
+            took = time.perf_counter() - began
+            spent += took
+            best = max(best, 2 * PROBE_SIZE**3 / took)
+        return best
+    finally:
+        torch.set_num_threads(before)
+
+
+def training_flops_per_sample(workload) -> float | None:
+    """FLOPs of one sample's forward and backward, counted on the meta device; None where the model cannot run
+    there (a workload that reads values, an op without a meta kernel)."""
+    try:
+        with META:
+            model = workload.build_model()
+        return flops_per_sample(workload, model, device=META)
+    except Exception:  # counting is a nicety: the forecast then says the configuration is not counted
+        return None
+
+
+def compute_floor_s(cfg, *, flops_per_sample: float, flops_per_s: float, threads: int, cores: int | None) -> float:
+    """The least time `cfg`'s warm-up and timed steps take: each rank's batch at `flops_per_s`, the node's ranks
+    of `threads` threads sharing `cores` where they outnumber them (a GPU rank has its own GPU: cores None)."""
+    per_step = flops_per_sample * cfg.batch_size / flops_per_s
+    ranks_here = cfg.world_size // max(cfg.nnodes, 1) + cfg.extra_ranks
+    turns = max(1.0, ranks_here * threads / cores) if cores else 1.0
+    return (cfg.warmup + cfg.steps) * per_step * turns
