@@ -224,6 +224,11 @@ def add_predict_parser(commands) -> None:
                          "memory-bound pass of the run's optimizer over the model you will train at the cluster "
                          "GPU's memory bandwidth (SGD 12 B, Adam 28 B a parameter), said; a CPU's optimizer share "
                          "is far larger than a GPU's, and ZeRO-1's and FSDP2's leads rest on it")  # fmt: skip
+    predict.add_argument("--local-ddp-ms", type=finite("--local-ddp-ms", "DDP's own cost in ms"),
+                         help="with --local-step-ms: DDP's own cost on your GPU at one rank (its step with DDP "
+                         "minus without: gradient copies into buckets, hooks), added to backward as a GPU run's "
+                         "one-rank rows add theirs. Without it, a CPU run's is left out (no GPU's), and the "
+                         "steps and efficiencies are said to be before it")  # fmt: skip
     predict.add_argument(
         "--profile-steps",
         type=whole("--profile-steps"),

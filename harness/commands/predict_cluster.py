@@ -41,18 +41,12 @@ def check_flags(args: argparse.Namespace) -> None:
         predict_input.check_save_profile(args)
     if args.collective not in COLLECTIVES:
         raise ConfigError(f"--collective {args.collective!r} is not valid; choose one of {', '.join(COLLECTIVES)}")
-    if args.local_step_ms is not None and not args.local_step_ms > 0:
-        raise ConfigError(f"--local-step-ms {args.local_step_ms:g} is not valid; give the one-GPU step in ms, > 0")
-    if args.local_optimizer_ms is not None and args.local_step_ms is None:
-        raise ConfigError("--local-optimizer-ms needs --local-step-ms: it is the optimizer's part of that step")
-    if args.local_optimizer_ms is not None and not 0 <= args.local_optimizer_ms < args.local_step_ms:
-        raise ConfigError(f"--local-optimizer-ms {args.local_optimizer_ms:g} is not valid; give the optimizer's "
-                          f"part of the {args.local_step_ms:g} ms step in ms, ≥ 0 and below it")  # fmt: skip
+    scaling.check_local_flags(args)  # --local-step-ms, and the parts of it given apart
     if not wanted(args):
         other_collective = args.collective if args.collective != "all_reduce" else None  # DDP's, the default
         for flag, value in (("--nodes", args.nodes), ("--sizes", args.sizes), ("--local-step-ms", args.local_step_ms),
                             ("--local-optimizer-ms", args.local_optimizer_ms), ("--train-wopt", args.train_wopt),
-                            ("--collective", other_collective)):  # fmt: skip
+                            ("--local-ddp-ms", args.local_ddp_ms), ("--collective", other_collective)):  # fmt: skip
             if value is not None:
                 raise ConfigError(f"{flag} needs --cluster NAME|FILE or --nccl-tests FILE")
         return
@@ -82,9 +76,11 @@ def _unused_flags(args: argparse.Namespace) -> list[tuple[str, str]]:
         why = {"--caps": "bucket caps are a DDP step's, which --run RUN or --workload NAME predicts",
                "--local-step-ms": "it scales a DDP step's compute, which --run RUN or --workload NAME predicts",
                "--local-optimizer-ms": "it splits a DDP step's compute, which --run RUN or --workload NAME predicts",
+               "--local-ddp-ms": "it adds to a DDP step, which --run RUN or --workload NAME predicts",
                "--train-wopt": "it changes a run's model, which --run RUN predicts", "--gpus": ranks}  # fmt: skip
         given = {"--caps": args.caps, "--local-step-ms": args.local_step_ms, "--gpus": args.gpus,
-                 "--local-optimizer-ms": args.local_optimizer_ms, "--train-wopt": args.train_wopt}  # fmt: skip
+                 "--local-optimizer-ms": args.local_optimizer_ms, "--train-wopt": args.train_wopt,
+                 "--local-ddp-ms": args.local_ddp_ms}  # fmt: skip
     else:
         buckets = "a DDP step all-reduces its buckets, whose sizes the caps set (--caps)"
         why = {"--gpus": ranks, "--sizes": buckets, "--collective": buckets}
@@ -280,10 +276,13 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     from_run = predict.run_calibration(configs, setup, profile=profile) if configs is not None else Calibration()
     carried = not (args.local_step_ms and device == "cpu")  # a CPU's own cost is no GPU's (scaled_to_local_step)
     given_optimizer_s = None if args.local_optimizer_ms is None else args.local_optimizer_ms / 1e3
+    ddp_ms = args.local_ddp_ms  # DDP's own cost on the GPU, given: in place of the run's (a CPU's left out)
     calibration = predict.scaled_to_local_step(profile, from_run, args.local_step_ms and args.local_step_ms / 1e3,
-                                               own_carried=carried, optimizer_s=given_optimizer_s)  # fmt: skip
+                                               own_carried=carried, optimizer_s=given_optimizer_s,
+                                               own_s=None if ddp_ms is None else ddp_ms / 1e3)  # fmt: skip
     if configs is not None:
-        scaling.say_run_calibration(profile, configs, setup, scaled=bool(args.local_step_ms), carried=carried)
+        scaling.say_run_calibration(profile, configs, setup, scaled=bool(args.local_step_ms), carried=carried,
+                                    given_ms=ddp_ms)  # fmt: skip
     # an own cost (hooks, copies) goes with the parameters, not the batch: --batch-size's part of the scale is not its
     per_batch = (predict_input.memory_batch(args, setup) or 0) / int(setup["batch_size"]) if setup else 0.0
     run_scale = from_run.compute_scale * (per_batch or 1.0)
@@ -295,15 +294,10 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     smaller = bool(setup is not None and (setup.get("size") != "full" or trained is not None)
                    and predict_full_size.warn_not_whole_model(setup, profile, configs=configs, options=trained,
                                                               scaled=bool(args.local_step_ms)))  # fmt: skip
-    scaling.say_one_rank_step(
-        profile,
-        calibration,
-        device=device,
-        local_step_ms=args.local_step_ms,
-        own_measured=carried and configs is not None and predict.ddp_own_cost_s(configs, setup) is not None,
-        own_inside=configs is not None and predict.calibration_target(configs, setup)[0] == "reference",
-        optimizer_ms=args.local_optimizer_ms,
-    )
+    own_source = scaling.own_source(configs, setup, carried=carried, given=ddp_ms is not None)  # --out's, as said
+    scaling.say_one_rank_step(profile, calibration, device=device, local_step_ms=args.local_step_ms,
+                              own_measured=own_source == "measured", own_inside=own_source == "in the compute",
+                              optimizer_ms=args.local_optimizer_ms, ddp_ms=ddp_ms)  # fmt: skip
     scaling.say_step_against_peak(args, configs, setup, chosen, trained)  # the step given, in FLOPs: a typo shows
     link = ClusterLink(chosen)
     benched = "the benched model's" if trained is not None else f"the {setup['size'] if setup else ''} size's"
@@ -329,7 +323,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         rows = predict_full_size.with_floors(rows, setup, profile, configs=configs, link=link, cluster_name=chosen.name,
                                              fsdp_profile=sharded.profile, fsdp_own_s=sharded.own_s or 0.0,
                                              zero_own_s=zero_own.added_s, options=trained)  # fmt: skip
-    steps.cluster_table(chosen, rows)
+    before = own_source in ("left out", "not measured")  # the steps lack DDP's own cost: said, not hidden
+    steps.cluster_table(chosen, rows, before_own=before)
     said = [joined(*caveat, cluster.cap_caveat(chosen, nodes)) for nodes in node_counts(args)]  # a caveat once
     predictions.best_caps(rows, decimals=3, caveats=said)  # each GPU count's fastest cap, where all tie one line
     floors = {label: predict_full_size.floor_words(rows, label) for label in predict_full_size.FLOORED}
@@ -339,7 +334,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     lead = predict_full_size.full_size_lead(rows, whose, backward_ms=profile.backward_s * 1e3) if smaller else ""
     said = joined(*caveat, "" if lead else floors["DDP"])  # each node count's published-table caveat: above
     own_ms = calibration.reducer_s * 1e3  # DDP's own cost as the prediction adds it (scaled with any compute)
-    predictions.cluster_answer(chosen, rows, backward_ms=profile.backward_s * 1e3, caveat=said, own_ms=own_ms,
+    predictions.cluster_answer(chosen, rows, backward_ms=profile.backward_s * 1e3, caveat=said,
+                               own_ms=None if before else own_ms,
                                full_size=lead, small=small)  # fmt: skip
     share = profile.optimizer_s / profile.local_step_s if profile.local_step_s else 0.0
     optimizer = (setup or {}).get("optimizer") or "sgd"  # a profile measured now steps --optimizer's (sgd)
@@ -379,8 +375,10 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
                    "local_step_ms": float(args.local_step_ms or "nan"),  # float64 even where not given
                    "local_optimizer_ms": float("nan" if args.local_optimizer_ms is None else args.local_optimizer_ms),
                    "local_optimizer_source": getattr(args, "local_optimizer_source", None),
+                   "local_ddp_ms": float("nan" if ddp_ms is None else ddp_ms), "ddp_own_source": own_source,
                    # the calibration and the one-rank step, so that a row reproduces its scaling_efficiency
-                   "compute_scale": calibration.compute_scale, "ddp_own_ms": own_ms if carried else float("nan"),
+                   "compute_scale": calibration.compute_scale,
+                   "ddp_own_ms": own_ms if carried or ddp_ms is not None else float("nan"),
                    "one_rank_step_ms": profile.local_step_s * 1e3}  # fmt: skip
         write_rows(pd.concat(rows, ignore_index=True).assign(**context), Path(args.out))
     return 0

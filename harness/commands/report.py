@@ -127,7 +127,7 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
                        full_params=lambda one, grad_bytes: predict_full_size.full_parameters(
                            one, configs, grad_bytes, options=args.train_options),
                        local_optimizer_ms=args.local_optimizer_ms, batch_size=args.batch_size,
-                       optimizer_from=getattr(args, "optimizer_from", "as given"),
+                       optimizer_from=getattr(args, "optimizer_from", "as given"), local_ddp_ms=args.local_ddp_ms,
                        trained=predict_full_size.trained_text(configs, setup, args.train_options)
                        if args.train_options is not None else "")  # fmt: skip
     try:

@@ -137,26 +137,21 @@ def calibration_target(configs: pd.DataFrame, setup: dict) -> tuple[str | None, 
     return None, None
 
 
-def scaled_to_local_step(
-    profile: Profile,
-    calibration: Calibration,
-    local_step_s: float | None,
-    *,
-    own_carried: bool = True,
-    optimizer_s: float | None = None,
-) -> Calibration:
+def scaled_to_local_step(profile: Profile, calibration: Calibration, local_step_s: float | None, *,
+                         own_carried: bool = True, optimizer_s: float | None = None,
+                         own_s: float | None = None) -> Calibration:  # fmt: skip
     """`calibration` with the compute scaled further, so that the calibrated profile's step without DDP's
     own cost is `local_step_s` (a GPU's one-GPU step the user knows: `--local-step-ms`); DDP's own cost
-    is scaled with it, or left out (`own_carried` false: a CPU's, whose share of the step is no GPU's —
-    36 % of a CPU ResNet-50 step over gloo against 3.3-4.0 % on an H200). `optimizer_s` (`--local-optimizer-ms`):
-    the optimizer's part of that step, as given; forward and backward take the rest, split as the profile splits
-    them (a CPU's optimizer is a far larger share of its step than a GPU's). Unchanged where no step is given."""
+    is `own_s` where given (`--local-ddp-ms`, that GPU's), else scaled with it, or left out (`own_carried` false: a
+    CPU's, whose share of the step is no GPU's — 36 % of a CPU ResNet-50 step over gloo against 3.3-4.0 % on an
+    H200). `optimizer_s` (`--local-optimizer-ms`): the optimizer's part of that step, as given; forward and backward
+    take the rest, split as the profile splits them. Unchanged where no step is given."""
     if not local_step_s:
         return calibration
     measured_s = profile.local_step_s if optimizer_s is None else profile.forward_s + profile.backward_s
     wanted_s = local_step_s if optimizer_s is None else local_step_s - optimizer_s
     device = wanted_s / (measured_s * calibration.compute_scale) if measured_s > 0 else 1.0
-    own_s = calibration.reducer_s * device if own_carried else 0.0
+    own_s = own_s if own_s is not None else calibration.reducer_s * device if own_carried else 0.0
     return Calibration(compute_scale=calibration.compute_scale * device, reducer_s=own_s, optimizer_s=optimizer_s)
 
 

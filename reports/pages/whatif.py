@@ -53,12 +53,13 @@ def setup_label(setup: dict, batch_size: int | None = None) -> str:  # at --batc
 def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Cluster, *, caps: list[float] | None = None,
                    local_step_ms: float | None = None, device: str = "cpu", optimizer_from: str = "as given",
                    full_params: Callable[[dict, int], Parameters | None] | None = None,
-                   local_optimizer_ms: float | None = None, batch_size: int | None = None) -> pd.DataFrame:  # fmt: skip
+                   local_optimizer_ms: float | None = None, batch_size: int | None = None,
+                   local_ddp_ms: float | None = None) -> pd.DataFrame:  # fmt: skip
     """Per stored setup, GPU count and cap (`caps`; else the run's sweep, else the default list): the predicted step,
     the profile calibrated on the run's rows at one rank and scaled to `local_step_ms` (its optimizer's part
-    `local_optimizer_ms`, `optimizer_from` in words) as `predict --run --cluster` does; `full_params(setup, the
-    profile's gradient bytes)`: the full size's parameters where the profile is a smaller size's, whose floors under
-    each step the rows then hold (sharded.with_full_size_floors); `batch_size`: --batch-size's, out of own costs'."""
+    `local_optimizer_ms`, `optimizer_from` in words; DDP's own cost `local_ddp_ms`) as `predict --cluster` does;
+    `full_params(setup, the profile's gradient bytes)`: the full size's parameters where the profile is a smaller
+    size's, whose floors under each step the rows hold (sharded.with_full_size_floors); `batch_size`: --batch-size's."""
     if caps is None:
         caps = swept_caps(configs)
         caps = caps if len(caps) >= 2 else list(DEFAULT_CAPS_MB)
@@ -66,9 +67,9 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
     carried = not (local_step_ms and device == "cpu")  # a CPU's own costs are no GPU's
     for setup, profile in profiles_by_setup(profiles):
         from_run = run_calibration(configs, setup, profile=profile)
-        optimizer_s = None if local_optimizer_ms is None else local_optimizer_ms / 1e3  # given apart, or scaled
+        optimizer_s, own_s = (None if ms is None else ms / 1e3 for ms in (local_optimizer_ms, local_ddp_ms))  # given
         calibration = scaled_to_local_step(profile, from_run, local_step_ms and local_step_ms / 1e3,
-                                           own_carried=carried, optimizer_s=optimizer_s)  # fmt: skip
+                                           own_carried=carried, optimizer_s=optimizer_s, own_s=own_s)  # fmt: skip
         run_scale = from_run.compute_scale * (batch_size or setup["batch_size"]) / setup["batch_size"]  # as predict's
         sharded = for_cluster(profile, calibration, configs=configs, setup=setup, run_scale=run_scale, carried=carried)
         zero_own = own_for_cluster(configs, setup, calibration, run_scale=run_scale, carried=carried)
@@ -79,7 +80,7 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                    "calibrated_to": target, "own_measured": ddp_own_cost_s(configs, setup) is not None,
                    "ddp_own_ms": calibration.reducer_s * 1e3, "local_step_given": local_step_ms or 0.0,
                    "step_batch": batch_size or setup["batch_size"],  # a GPU's samples a step, as the steps are
-                   "own_left_out": bool(local_step_ms) and device == "cpu" and target == "baseline",
+                   "own_left_out": not carried and target == "baseline" and local_ddp_ms is None,
                    "optimizer_given": local_optimizer_ms is not None, "optimizer_from": optimizer_from,
                    "own_costs_left_out": "; ".join(note for note in (sharded.note, zero_own.note) if note),
                    "grad_mb": profile.grad_bytes / 2**20, "grad_tensors": len(profile.grads), "profiled_on": device,
@@ -127,7 +128,8 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                 memory: Callable[[dict], tuple[pd.DataFrame, str]] | None = None, optimizer_from: str = "as given",
                 checked: Callable[[dict], OwnCheck | None] | None = None,
                 full_params: Callable[[dict, int], Parameters | None] | None = None, trained: str = "",
-                local_optimizer_ms: float | None = None, batch_size: int | None = None) -> str:  # fmt: skip
+                local_optimizer_ms: float | None = None, batch_size: int | None = None,
+                local_ddp_ms: float | None = None) -> str:  # fmt: skip
     """The page in a site (links to the index and the run's page), or `standalone`: one file with plotly.js in it and
     no links, as `predict --page` writes it; `caps`, `local_step_ms`, `full_params` as predicted_rows takes them;
     `memory(setup)`: the rows memory is counted from and what size they are of (default: the run's own);
@@ -135,7 +137,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     run_id, device = meta.get("run_id", ""), meta.get("device", "?")
     rows = predicted_rows(profiles, configs, cluster, caps=caps, local_step_ms=local_step_ms, device=device,
                           full_params=full_params, local_optimizer_ms=local_optimizer_ms,
-                          batch_size=batch_size, optimizer_from=optimizer_from)  # fmt: skip
+                          batch_size=batch_size, optimizer_from=optimizer_from, local_ddp_ms=local_ddp_ms)  # fmt: skip
     nav = "" if standalone else (f'<nav><a href="../index.html">all runs</a><a href="{esc(meta.get("page", run_id))}'
                                  f'.html">run {esc(run_id)}</a></nav>')  # fmt: skip
     inside = not rows.empty and bool((rows["calibrated_to"] == "reference").all())  # DDP's cost in the compute
@@ -175,8 +177,9 @@ def _answer(best: pd.DataFrame, cluster: Cluster, trained: str = "") -> str:
     what they bound for the model to train first, the profiled size's figures after, said to be its."""
     first, last = best.iloc[0], best.iloc[-1]
     why_last = why.predicted_step(last, backward_ms=last["backward_ms"], own_ms=last["ddp_own_ms"])
+    before = " (before DDP's own cost, left out)" if last["own_left_out"] else ""  # the calibration note says why
     said = (f"(ZeRO-1's and FSDP2's steps at the same cap are in the table below): {esc(_caps_by_size(best))}. "
-            f"Efficiency {first['scaling_efficiency']:.3f} on one node ({int(first['world_size'])} GPUs), "
+            f"Efficiency{before} {first['scaling_efficiency']:.3f} on one node ({int(first['world_size'])} GPUs), "
             f"{last['scaling_efficiency']:.3f} at {int(last['world_size'])} GPUs on {int(last['nodes'])} nodes. "
             f"<b>Why</b> at {int(last['world_size'])} GPUs: {esc(why_last)}."
             f"{_caveat(cluster, int(last['nodes']))}{_small_cap_caveat(best)}{_unchecked(cluster, best)}")  # fmt: skip
@@ -231,13 +234,11 @@ def _caveat(cluster: Cluster, nodes: int) -> str:
 def _calibration_note(row: pd.Series, meta: dict | None = None) -> str:
     """What the run's one-rank rows changed in the profile, and the step every efficiency is against."""
     to, given = row["calibrated_to"], row["local_step_given"]
-    own = ("; DDP's own cost measured on the CPU is left out (its share of a CPU's step is no GPU's; on an H200 it "
-           "was 3.3-4.0 % of a step, so the efficiencies below read about that much high)"
-           if row["own_left_out"] else
-           f" and DDP's own cost ({ms_text(row['ddp_own_ms'])} ms a step at one rank) added" if row["ddp_own_ms"] else
-           "; DDP's own cost at one rank (the reference's step less the baseline's, never below 0) is 0 ms here"
-           if row["own_measured"] else "; DDP's own cost is not measured (the run has no reference step at one "
-           "rank), so none is added" if to == "baseline" else "")  # fmt: skip
+    own = ("; DDP's own cost measured on the CPU is left out (no GPU's; --local-ddp-ms MS gives yours)"
+           if row["own_left_out"] else f" and DDP's own cost ({ms_text(row['ddp_own_ms'])} ms a step at one rank) added"
+           if row["ddp_own_ms"] else "; DDP's own cost at one rank (the reference's step less the baseline's, never "
+           "below 0) is 0 ms here" if row["own_measured"] else "; DDP's own cost is not measured (the run has no "
+           "reference step at one rank), so none is added" if to == "baseline" else "")  # fmt: skip
     scaled = {"baseline": f"The profile's compute is scaled ×{row['compute_scale']:.4g} to the run's baseline step "
               "at one rank (timed over every repeat)",
               "reference": f"The profile's compute is scaled ×{row['compute_scale']:.4g} to the run's reference step "
@@ -255,8 +256,7 @@ def _calibration_note(row: pd.Series, meta: dict | None = None) -> str:
     whose = "the reference's" if to == "reference" else "the baseline's, plus DDP's own cost"
     if given:
         whose = "the step you gave" + (", plus DDP's own cost" if row["ddp_own_ms"] else "")
-        whose += ", DDP's own cost on the GPU not in it" if row["own_left_out"] else ""
-    flag = " --local-step-ms MS" if given else ""
+    flag, before = " --local-step-ms MS" if given else "", ", both before DDP's own cost" * bool(row["own_left_out"])
     sized = store.size_scales(meta or {}, {"workload": row.get("setup_workload")})  # a file of yours: never
     other = "" if row["size"] == "full" or not sized else (
         " A model of another size (the one you will train) has other buckets: bench it for its own page.")  # fmt: skip
@@ -274,7 +274,7 @@ def _calibration_note(row: pd.Series, meta: dict | None = None) -> str:
             f"{scaled}{own}, as <code>ddpbench predict --run RUN --cluster NAME{flag}</code> does. "
             f"Scaling efficiency = the one-GPU step{'' if row['own_left_out'] else ' with DDP'} "
             f"({row['local_step_ms']:.4g} ms: {whose}) over each "
-            "predicted step.</p>")  # fmt: skip
+            f"predicted step{before}.</p>")  # fmt: skip
 
 
 def _best_table(best: pd.DataFrame) -> str:

@@ -418,6 +418,8 @@ def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_
         "local_step_ms",
         "local_optimizer_ms",
         "local_optimizer_source",
+        "local_ddp_ms",
+        "ddp_own_source",
         "compute_scale",
         "ddp_own_ms",
         "run_batch_size",

@@ -162,8 +162,7 @@ def validation(key: tuple, group: pd.DataFrame, as_good: list[float] | None, err
 
 
 def zero_validation(checks: list[dict]) -> None:
-    """Each ZeRO-1 configuration of a run (harness.perfmodel.zero.run_checks' rows): measured against predicted,
-    with the predicted step's parts."""
+    """Each ZeRO-1 configuration of a run (zero.run_checks' rows): measured against predicted, with its parts."""
     from harness.perfmodel import sharded
 
     for c in checks:
@@ -176,8 +175,7 @@ def zero_validation(checks: list[dict]) -> None:
 
 
 def fsdp_validation(checks: list[dict]) -> None:
-    """Each FSDP configuration of a run (harness.perfmodel.fsdp.run_checks' rows): measured against predicted,
-    with the predicted step's parts."""
+    """Each FSDP configuration of a run (fsdp.run_checks' rows): measured against predicted, with its parts."""
     from harness.perfmodel import sharded
     from harness.results.values import strategy_label
 
@@ -261,31 +259,33 @@ def cluster_collectives(cluster, choices) -> None:
 
 
 def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, caveat: str = "",
-                   own_ms: float = 0.0, full_size: str = "", small: str = "the benched model") -> None:  # fmt: skip
+                   own_ms: float | None = 0.0, full_size: str = "",
+                   small: str = "the benched model") -> None:  # fmt: skip
     """The answer over every node count, last, where it is read: the cap to use (its best, or where it changes
     with the world size), the step and scaling efficiency from the fewest GPUs to the most, and why the step
     costs what it does at the most GPUs (the named cap's predicted parts: DDP's default where it ties), in one
-    line; `own_ms`, DDP's own cost in the prediction, is named where it costs more than what is exposed. `full_size`:
-    where the full size's floors bind, its answer (predict_full_size.full_size_lead), said first, the small profile's
-    (`small`: whose) after it, said to be that model's."""
+    line; `own_ms`, DDP's own cost in the prediction, is named where it costs more than what is exposed (None: not in
+    it, and the figures say they are before it). `full_size`: where the full size's floors bind, its answer
+    (predict_full_size.full_size_lead), said first, the small profile's (`small`: whose) after it, said so."""
     answers = [agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]) for frame in frames]
     named = [frame.iloc[answer.index] for frame, answer in zip(frames, answers, strict=True)]
     changes = [(int(row["world_size"]), answer.text) for row, answer in zip(named, answers, strict=True)]
     merged = [change for k, change in enumerate(changes) if k == 0 or change[1] != changes[k - 1][1]]
     cap_text = merged[0][1] if len(merged) == 1 else "; ".join(f"{text} from w{world}" for world, text in merged)
     first, last = named[0], named[-1]
+    before = ", both before DDP's own cost" if own_ms is None else ""  # neither measured nor given: not in them
     span = (f"w{int(first['world_size'])} to w{int(last['world_size'])}: step {first['step_ms']:.4g} → "
             f"{last['step_ms']:.4g} ms, scaling efficiency {first['scaling_efficiency']:.3f} → "
-            f"{last['scaling_efficiency']:.3f}")  # fmt: skip
+            f"{last['scaling_efficiency']:.3f}{before}")  # fmt: skip
     if len(named) == 1:
         span = f"at w{int(last['world_size'])}: step {last['step_ms']:.4g} ms, scaling efficiency " \
-               f"{last['scaling_efficiency']:.3f}"  # fmt: skip
+               f"{last['scaling_efficiency']:.3f}{before}"  # fmt: skip
     caveats = [caveat] if caveat else []
     if any(answer.unproven for answer in answers):
         caveats.append(agreement.SMALL_CAP_CAVEAT)
     said = "".join(f" [{text}]" for text in caveats)
     # after the full size's why, which names backward's ms: the small size's says only what differs
-    why_last = why.predicted_step(last, backward_ms=backward_ms, own_ms=own_ms, backward_said=bool(full_size))
+    why_last = why.predicted_step(last, backward_ms=backward_ms, own_ms=own_ms or 0.0, backward_said=bool(full_size))
     own = f"bucket_cap_mb {cap_text}; {span}. Why at w{int(last['world_size'])}: {why_last}"
     head = f"ddpbench predict: answer for DDP on {cluster.name} (ZeRO-1's and FSDP2's steps follow): "
     if full_size:  # the model to train's first, a line of its own; the small profile's (its own buckets) under it

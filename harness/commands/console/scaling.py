@@ -1,5 +1,6 @@
 """What `predict` says of the compute it predicts from: how the run's one-rank rows and --local-step-ms scaled the
-profile, DDP's own cost there, and the one-rank step every scaling efficiency is measured against."""
+profile, DDP's own cost there (or --local-ddp-ms's), and the one-rank step every scaling efficiency is measured
+against; the --local-* flags checked."""
 
 from __future__ import annotations
 
@@ -7,8 +8,41 @@ from harness.commands import console
 from harness.results.values import ms_text
 
 
-def say_run_calibration(profile, configs, setup: dict, *, scaled: bool, carried: bool = True) -> None:
-    """What the run's one-rank rows changed: the compute's scale, and DDP's own cost (said even as 0)."""
+def check_local_flags(args) -> None:
+    """--local-step-ms, and its parts given apart (--local-optimizer-ms, --local-ddp-ms), refused in one line each."""
+    from harness.config.bench import ConfigError
+
+    if args.local_step_ms is not None and not args.local_step_ms > 0:
+        raise ConfigError(f"--local-step-ms {args.local_step_ms:g} is not valid; give the one-GPU step in ms, > 0")
+    for flag, value, what in (("--local-optimizer-ms", args.local_optimizer_ms, "the optimizer's part of that step"),
+                              ("--local-ddp-ms", args.local_ddp_ms, "DDP's own cost beside that step")):  # fmt: skip
+        if value is not None and args.local_step_ms is None:
+            raise ConfigError(f"{flag} needs --local-step-ms: it is {what}")
+    if args.local_optimizer_ms is not None and not 0 <= args.local_optimizer_ms < args.local_step_ms:
+        raise ConfigError(f"--local-optimizer-ms {args.local_optimizer_ms:g} is not valid; give the optimizer's "
+                          f"part of the {args.local_step_ms:g} ms step in ms, ≥ 0 and below it")  # fmt: skip
+    if args.local_ddp_ms is not None and not args.local_ddp_ms >= 0:
+        raise ConfigError(f"--local-ddp-ms {args.local_ddp_ms:g} is not valid; give DDP's own cost at one GPU in ms "
+                          "(its step with DDP minus without), ≥ 0")  # fmt: skip
+
+
+def own_source(configs, setup: dict | None, *, carried: bool, given: bool) -> str:
+    """Where DDP's own cost in the predicted steps comes from (--out's `ddp_own_source`): 'given' (--local-ddp-ms),
+    'measured' (the run's one-rank rows), 'in the compute' (no baseline step at one rank: the compute is scaled to
+    DDP's); or not in them: 'left out' (a CPU's, beside a GPU step given), 'not measured'."""
+    from harness.perfmodel import predict
+
+    if given or configs is None:
+        return "given" if given else "not measured"
+    if predict.ddp_own_cost_s(configs, setup) is not None:
+        return "measured" if carried else "left out"
+    return "in the compute" if predict.calibration_target(configs, setup)[0] == "reference" else "not measured"
+
+
+def say_run_calibration(profile, configs, setup: dict, *, scaled: bool, carried: bool = True,
+                        given_ms: float | None = None) -> None:  # fmt: skip
+    """What the run's one-rank rows changed: the compute's scale, and DDP's own cost (said even as 0), or what
+    takes its place (`given_ms`: --local-ddp-ms)."""
     from harness.analysis import roles
     from harness.perfmodel import predict
 
@@ -28,9 +62,10 @@ def say_run_calibration(profile, configs, setup: dict, *, scaled: bool, carried:
                else "noise")  # fmt: skip
         measured = pooled if difference_s >= 0 else f"taken as 0: {pooled} is {ms_text(difference_s * 1e3)} ms, {why}"
         added = f"added to backward{with_compute}" if carried else (
-            "a CPU's, left out of the GPU step given: its share of a CPU's step is no GPU's (3.3-4.0 % of the "
-            "step on an H200, docs/measured/gpu-check-h200.md), so the steps below lack DDP's own cost and their "
-            "efficiencies read about that much high")  # fmt: skip
+            "a CPU's, left out of the GPU step given (an H200's was 3.3-4.0 % of its step)")  # fmt: skip
+        if given_ms is not None:
+            whose = "the run's" if carried else "a CPU's"
+            added = f"{whose}, not used: --local-ddp-ms's {given_ms:g} ms takes its place"
         console.say(f"ddpbench predict: DDP's own cost {ms_text(max(difference_s, 0) * 1e3)} ms a step at one rank "
                     f"({measured}), {added}")  # fmt: skip
 
@@ -44,9 +79,12 @@ def say_one_rank_step(
     own_measured: bool,
     own_inside: bool,
     optimizer_ms: float | None = None,
+    ddp_ms: float | None = None,
 ) -> None:
     """The one-rank step every efficiency below is measured against, and what it rests on (its parts whenever a
-    run measured DDP's own cost, 0 included: a noisy run's reference may be no slower than its baseline)."""
+    run measured DDP's own cost, 0 included: a noisy run's reference may be no slower than its baseline; or
+    `ddp_ms`, --local-ddp-ms, gave it). Without either, the step is said to be before DDP's own cost, and the
+    efficiencies with it."""
     own_ms = calibration.reducer_s * 1e3
     step_ms = calibrated.local_step_s * 1e3
     if local_step_ms:
@@ -58,16 +96,19 @@ def say_one_rank_step(
                     f"one GPU's step of the model you will train){split}, ×"
                     f"{calibration.compute_scale:.4g} on the profile as measured: every prediction below rests on "
                     "that scaling")  # fmt: skip
+    told = ", --local-ddp-ms" if ddp_ms is not None else ""
     parts = (
-        f" ({step_ms - own_ms:.4g} ms without DDP + {ms_text(own_ms)} ms of DDP's own cost)"
-        if own_ms or own_measured
+        f" ({step_ms - own_ms:.4g} ms without DDP + {ms_text(own_ms)} ms of DDP's own cost{told})"
+        if own_ms or own_measured or told
         else ""
     )
-    what = "with DDP" if parts else "without DDP's own cost (not measured for this device)"  # the profile's alone
+    hint = "--local-ddp-ms MS adds your GPU's" if local_step_ms else "not measured for this device"
+    what = "with DDP" if parts else f"before DDP's own cost ({hint})"  # the profile's alone
     if own_inside:  # scaled to the reference's step: DDP's own cost is in it, not apart
         what = "with DDP (its own cost inside the compute: no baseline step to separate it)"
+    both = "" if parts or own_inside else ", both before it"
     console.say(f"ddpbench predict: one rank's step {what}: {step_ms:.4g} ms{parts}; scaling efficiency below "
-                "= that step over each predicted step")  # fmt: skip
+                f"= that step over each predicted step{both}")  # fmt: skip
     if device == "cpu" and not local_step_ms:
         console.warning("the profile's compute is a CPU's, far slower than a GPU's: communication hides behind it, "
                         "so these are a CPU's steps, and their efficiencies higher than a GPU's would be; "

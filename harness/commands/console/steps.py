@@ -30,15 +30,18 @@ FLOORS_NOTE = (
 each is counted)."""
 
 
-def cluster_table(cluster, frames: list[pd.DataFrame]) -> None:
+def cluster_table(cluster, frames: list[pd.DataFrame], *, before_own: bool = False) -> None:
     """Every GPU count's predicted step per cap in one table (NCCL's algorithms on the profile's bandwidths), with the
-    full size's floors beside where `frames` have them (predict_full_size.with_floors)."""
+    full size's floors beside where `frames` have them (predict_full_size.with_floors); `before_own`: the steps lack
+    DDP's own cost (neither measured on the device nor given), their columns marked so."""
     floored = "full_size_step_floor_ms" in frames[0]
     columns = COLUMNS + FLOORS * floored
     beside = "; ≥: the full size's floors, at least" if floored else ""
+    beside += "; *: before DDP's own cost, the one-rank step's too" if before_own else ""
     say(f"ddpbench predict: the step per bucket cap on {cluster.name} ({cluster.gpus_per_node} GPUs a node; NCCL's "
         f"algorithms on the profile's bandwidths; ms{beside}):")  # fmt: skip
-    rows = [tuple(h for h, _, _ in columns)]
+    marked = ("step_ms", "scaling_efficiency") if before_own else ()
+    rows = [tuple(h + "*" * (column in marked) for h, column, _ in columns)]
     for frame in frames:
         for k, r in enumerate(frame.to_dict("records")):
             cells = [format(r[column], spec) if spec != "d" else str(int(r[column])) for _, column, spec in columns]
