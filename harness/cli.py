@@ -52,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--results", type=Path, default=Path("results"), help="results folder (default: results)")
     report.add_argument("--out", type=Path, default=Path("reports/site"), help="site folder (default: reports/site)")
     report.add_argument("--cluster", metavar="NAME|FILE",
-                        help="the cluster of each run's what-if page: its profile from one node to 1,024 GPUs there "
+                        help="the cluster of each run's what-if page: its profile from one node to 1,024 GPUs there, "
+                        "a CPU run's communication and memory alone (predict --local-step-ms MS --page for the rest) "
                         "(default: the one the site in --out was last built with, kept in its index.json, else "
                         "dgx-h100; '' for none; `ddpbench list` shows the built-ins)")  # fmt: skip
     return parser

@@ -7,7 +7,8 @@
     runs/<folder>.whatif.html   the run's profile on a cluster it did not run on (`report --cluster`)
     collectives/<run_id>.html   one page per `ddpbench collectives` run
     compare/<base>_vs_<new>.html  one page per `ddpbench compare` (`report` writes those kept in results/comparisons/)
-    <name>.html             a page `predict --page` wrote into the site's folder (marked html.SHARED_PAGE), listed
+    <name>.html             a page `predict --page` wrote into the site's folder (marked html.SHARED_PAGE), listed,
+                            and linked on its run's line (html.RUN_MARK)
     assets/plotly.min.js    plotly.js, shipped once (no CDN: the site works offline)
 
 This is the only module of `reports/` that touches files; the HTML comes from `reports.pages.run_page` and
@@ -29,7 +30,7 @@ from harness.results import model_tables, store
 from reports import aggregate
 from reports.pages import index as pages
 from reports.pages import run_page, whatif
-from reports.pages.html import PLOTLY_ASSET, SHARED_PAGE
+from reports.pages.html import PLOTLY_ASSET, RUN_MARK, SHARED_PAGE
 
 log = logging.getLogger("ddpbench")
 
@@ -151,7 +152,8 @@ HEAD_BYTES = 4096
 
 def read_shared_pages(out: Path) -> list[dict]:
     """The pages `predict --page` wrote into the site's own folder, by the marker it writes (html.SHARED_PAGE), not
-    by name: {"href", "title"} each, by name. Any other .html file there is not ddpbench's to list."""
+    by name: {"href", "title", "run"} each (its run's folder, html.RUN_MARK; '' on a page from before), by name. Any
+    other .html file there is not ddpbench's to list."""
     found = []
     for path in sorted(Path(out).glob("*.html")):
         try:
@@ -161,8 +163,11 @@ def read_shared_pages(out: Path) -> list[dict]:
             log.warning("skipping page %s: %s", path, exc)
             continue
         title = re.search(r"<title>(.*?)</title>", head, re.S)
-        if SHARED_PAGE in head.split("<title>", 1)[0] and title:
-            found.append({"href": quote(path.name), "title": html.unescape(title.group(1))})
+        marks = head.split("<title>", 1)[0]
+        if SHARED_PAGE in marks and title:
+            run = re.search(re.escape(RUN_MARK).replace(re.escape("{}"), '([^"]*)'), marks)
+            found.append({"href": quote(path.name), "title": html.unescape(title.group(1)),
+                          "run": html.unescape(run.group(1)) if run else ""})  # fmt: skip
     return found
 
 
@@ -208,6 +213,7 @@ def build_site(*, results: Path, out: Path, cluster=None, on_run=None, as_predic
             (out / "runs" / f"{run_folder.name}.whatif.html").unlink(missing_ok=True)
             run.meta["whatif"] = None
         run.meta["whatif_cluster"] = getattr(cluster, "name", None)
+        run.meta["whatif_steps"] = whatif.steps_known(run.meta)  # else its communication and memory alone
         if run.meta["whatif"]:
             whatif_pages[run_folder.name] = out / "runs" / run.meta["whatif"]
         path = out / "runs" / f"{run_folder.name}.html"

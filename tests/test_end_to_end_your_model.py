@@ -85,8 +85,10 @@ def test_the_report_page_names_every_workload_and_its_file(elsewhere):
     assert "Workloads: the code that ran" in page and str(elsewhere["folder"] / "my_workload.py") in page
     assert "w2 my_workload.py:MyModel/tiny stock" in elsewhere["out"]
     whatif = html.unescape((elsewhere["folder"] / "site" / "runs" / "mine.whatif.html").read_text())
-    # --size scales a zoo model, not a file of yours: its profile is not called 'the tiny size's'
-    assert "The profile is the model's as the run built it" in whatif and "The profile is the tiny size" in whatif
+    # --size scales a zoo model, not a file of yours: its gradients are not called 'the tiny size's' (a CPU run's page:
+    # what the network costs a step, of the zoo models' full size, counted on the meta device)
+    assert "with the model's " in whatif and "MiB of gradients, as the run built it (--size scales no file)" in whatif
+    assert "with the full size's " in whatif and "with the tiny size's" not in whatif
 
 
 def test_predict_counts_the_model_you_will_train_from_a_smaller_one_benched(elsewhere, monkeypatch, capsys):

@@ -119,7 +119,8 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
     # The page is of the setup predicted: its rows and its profile only.
     configs, profiles = store.read_configs(run_dir), model_tables.read_gradprofiles(run_dir)
     profiles = of_setup(profiles, setup)
-    html = whatif_page(store.read_run_meta(run_dir), of_setup(configs, setup), profiles, chosen, caps=caps,
+    meta = {**store.read_run_meta(run_dir), "page": Path(run_dir).name}  # the run's folder: its line in a site's index
+    html = whatif_page(meta, of_setup(configs, setup), profiles, chosen, caps=caps,
                        local_step_ms=args.local_step_ms, standalone=True, checked=lambda one: checked,
                        memory=lambda one: predict_full_size.memory_rows(  # as the console's
                            run_dir, configs, one, batch_size=predict_input.memory_batch(args, one),

@@ -106,6 +106,9 @@ CAPTIONS = {
     "by the higher of the two (ZeRO-1 by its floor, its prediction sharding the smaller model), among what fits.",
     "whatif_efficiency": "Scaling efficiency = the one-GPU step the note above names / the predicted step with the cap "
     "the answer names at that GPU count (its label).",
+    "whatif_communication": "Each line is the milliseconds a strategy's collectives take a step on the cluster's "
+    "network, as NCCL's algorithms run them: the bytes and the network alone. How much of it a step shows depends on "
+    "the GPU's compute, which the run did not measure.",
 }
 
 

@@ -1,5 +1,6 @@
 """Pure figure functions for the what-if page: a run's profile on a cluster it did not run on.
-The rows are `reports.pages.whatif.predicted_rows` (one per setup, GPU count and cap)."""
+The rows are `reports.pages.whatif.predicted_rows` (one per setup, GPU count and cap), or what its collectives cost
+(`reports.pages.whatif_memory.communicated`)."""
 
 from __future__ import annotations
 
@@ -82,3 +83,21 @@ def strategies_vs_gpus(best: pd.DataFrame, *, cluster: str) -> go.Figure | None:
                                         "</extra>"))  # fmt: skip
     return styled(figure, title=f"Predicted step per strategy on {cluster} (lower is better)",
                   xaxis=_gpu_axis(best), yaxis={"title": "step ms (predicted)", "rangemode": "tozero"})  # fmt: skip
+
+
+def communication_vs_gpus(comm: pd.DataFrame, *, cluster: str) -> go.Figure:
+    """What each strategy's collectives take a step against GPUs (whatif_memory.communicated): DDP's all-reduces, a
+    line per cap, ZeRO-1's broadcasts, FSDP2's gathers and reduce-scatters together; no step (lower is better)."""
+    figure, comm = new_figure(), comm.sort_values("world_size")
+    lines = [(f"DDP's all-reduces at {cap:g} MiB", group, group["DDP"]) for cap, group in comm.groupby("bucket_cap_mb")]
+    once = comm.drop_duplicates("world_size")
+    lines += [
+        ("ZeRO-1's broadcasts", once, once["ZeRO-1"]),
+        ("FSDP2's gathers and reduce-scatters", once, once["FSDP2 gathers"] + once["FSDP2 reduce-scatters"]),
+    ]
+    for i, (name, rows, ms) in enumerate(line for line in lines if line[2].notna().any()):
+        figure.add_trace(go.Scatter(name=name, x=rows["world_size"], y=ms, mode="lines+markers",
+                                    line={"color": PALETTE[i % len(PALETTE)], "dash": DASHES[i % len(DASHES)]},
+                                    hovertemplate="%{x} GPUs: %{y:.4g} ms<extra>%{fullData.name}</extra>"))  # fmt: skip
+    return styled(figure, title=f"Each strategy's collectives a step on {cluster}, whatever computes it (not a step)",
+                  xaxis=_gpu_axis(comm), yaxis={"title": "ms a step (log)", "type": "log"})  # fmt: skip

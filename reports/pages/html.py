@@ -54,11 +54,15 @@ def name_html(name: Any, limit: int = SHORT_NAME) -> str:
 SHARED_PAGE = '<meta name="generator" content="ddpbench predict --page">'
 """In the head of each page `predict --page` writes, before its title: how the index tells a page ddpbench wrote into
 a site's folder from any other .html file there (site.read_shared_pages), without guessing by name."""
+RUN_MARK = '<meta name="ddpbench-run" content="{}">'
+"""Beside SHARED_PAGE: the folder of the run the page is of, by which the index links it on that run's line."""
 
 
-def page(title: str, body: str, *, depth: int, plots: bool = True, inline: bool = False, shared: bool = False) -> str:
+def page(title: str, body: str, *, depth: int, plots: bool = True, inline: bool = False, shared: bool = False,
+         run: str = "") -> str:  # fmt: skip
     """A whole page; only pages with plots load plotly.js (4 MB of script to parse): from the site's shared
-    asset, or `inline`, inside the page, for a page that travels alone; `shared`: marked SHARED_PAGE."""
+    asset, or `inline`, inside the page, for a page that travels alone; `shared`: marked SHARED_PAGE, and `run`'s
+    folder with it (RUN_MARK), by which a site's index links it on that run's line."""
     script = f'<script src="{"../" * depth}{PLOTLY_ASSET}"></script>' if plots else ""
     if plots and inline:
         from plotly.offline import get_plotlyjs
@@ -67,7 +71,8 @@ def page(title: str, body: str, *, depth: int, plots: bool = True, inline: bool 
     return (
         "<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"{SHARED_PAGE if shared else ''}<title>{esc(title)}</title>"
+        f"{SHARED_PAGE if shared else ''}{RUN_MARK.format(esc(run)) if shared and run else ''}"
+        f"<title>{esc(title)}</title>"
         f"<style>{STYLE}</style>{script}</head>\n<body>\n{body}\n</body></html>\n"
     )
 

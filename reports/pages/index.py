@@ -83,8 +83,8 @@ def index_row(meta: dict[str, Any], configs: pd.DataFrame) -> dict[str, str]:
     return {"run_id": str(run_id), "page": str(meta.get("page", run_id)), "started_at": str(meta.get("started_at")),
             "fastest": run_headline(configs, meta), "machine": esc(machine_summary(meta, configs)),
             "strategies": esc(joined(configs.get("impl", []))), "status": status_text(meta, configs),
-            "whatif": str(meta.get("whatif") or ""),
-            "whatif_cluster": str(meta.get("whatif_cluster") or "")}  # fmt: skip
+            "whatif": str(meta.get("whatif") or ""), "whatif_cluster": str(meta.get("whatif_cluster") or ""),
+            "whatif_what": "" if meta.get("whatif_steps", True) else "its communication and memory"}  # fmt: skip
 
 
 def index_page(
@@ -97,8 +97,9 @@ def index_page(
     and its comparisons; then every comparison, the collectives runs, and the pages `predict --page` wrote into
     the site's folder (`shared`: site.read_shared_pages)."""
     comparisons = list(comparisons)
+    shared = list(shared)
     rows = [[f'<a href="runs/{esc(quote(r["page"]))}.html">{esc(r["run_id"])}</a><br><small>{esc(r["started_at"])}'
-             f"</small>{_whatif_link(r)}", r["fastest"], r["machine"], r["strategies"], r["status"],
+             f"</small>{_whatif_link(r, shared)}", r["fastest"], r["machine"], r["strategies"], r["status"],
              comparison_links(r["page"], comparisons)] for r in runs]  # fmt: skip
     head = ["run", "leading strategy (largest world size, step: geometric mean of repeats; 'fastest' where decided)",
             "machine", "strategies", "configurations", "comparisons (BASE → NEW)"]  # fmt: skip
@@ -114,16 +115,20 @@ def index_page(
         + listing
         + comparisons_index(comparisons)
         + collectives_index(list(collectives))
-        + shared_index(list(shared))
+        + shared_index(shared)
     )
     return page("ddpbench runs", body, depth=0, plots=False)
 
 
-def _whatif_link(row: dict[str, str]) -> str:
-    """The run's what-if page under its name, where the site wrote one (an index.json from before: none)."""
-    if not row.get("whatif"):
-        return ""
-    return f'<br><a href="runs/{esc(quote(row["whatif"]))}">what if on {esc(row.get("whatif_cluster", ""))}</a>'
+def _whatif_link(row: dict[str, str], shared: list[dict[str, str]] = ()) -> str:
+    """The run's what-if page under its name, where the site wrote one (an index.json from before: none), and what
+    it gives where not the steps (a CPU's profile); then the pages `predict --page` wrote of this run into the site
+    (`shared`), each under its title: the answer at a GPU step given, which the site's own page does not give."""
+    what = f": {row['whatif_what']}" if row.get("whatif_what") else ""
+    own = (f'<br><a href="runs/{esc(quote(row["whatif"]))}">what if on {esc(row.get("whatif_cluster", ""))}{esc(what)}'
+           "</a>" if row.get("whatif") else "")  # fmt: skip
+    return own + "".join(f'<br><a href="{esc(p["href"])}">{esc(p["title"])}</a>' for p in shared
+                         if p.get("run") == row["page"])  # fmt: skip
 
 
 def comparisons_index(comparisons: list[dict[str, Any]]) -> str:
@@ -251,7 +256,8 @@ def collectives_table(frame: pd.DataFrame) -> str:
 
 
 def shared_index(shared: list[dict[str, str]]) -> str:
-    """The pages `predict --page` wrote beside the index: no run page links them (a page to share travels alone)."""
+    """The pages `predict --page` wrote beside the index (those of a run listed are on its line too): no run page
+    links them (a page to share travels alone)."""
     if not shared:
         return ""
     items = "".join(f'<li><a href="{esc(p["href"])}">{esc(p["title"])}</a></li>' for p in shared)

@@ -12,7 +12,7 @@ import pandas as pd
 from harness.analysis import agreement, roles, stats, why
 from harness.analysis.sweep import given_cap
 from harness.perfmodel import ranked
-from harness.perfmodel.clusters.cluster import Cluster, is_builtin, published_check_summary, published_checks
+from harness.perfmodel.clusters.cluster import Cluster, published_checks
 from harness.perfmodel.clusters.nccl import ClusterLink
 from harness.perfmodel.fsdp import for_cluster
 from harness.perfmodel.predict import (
@@ -123,6 +123,12 @@ def measured_rows(configs: pd.DataFrame) -> pd.DataFrame:
     return ok.groupby(keys, dropna=False, sort=False)["step_ms_median"].agg(stats.geometric_mean).reset_index()
 
 
+def steps_known(meta: dict, local_step_ms: float | None = None) -> bool:
+    """Whether the page may give steps, a strategy to book and a cap: the run's compute a GPU's, or scaled to the
+    one-GPU step given. A CPU's hides communication a GPU's shows, and `predict --local-step-ms` answers otherwise."""
+    return bool(local_step_ms) or meta.get("device") != "cpu"
+
+
 def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, cluster: Cluster, *,
                 caps: list[float] | None = None, local_step_ms: float | None = None, standalone: bool = False,
                 memory: Callable[[dict], tuple[pd.DataFrame, str]] | None = None, optimizer_from: str = "as given",
@@ -143,14 +149,23 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     inside = not rows.empty and bool((rows["calibrated_to"] == "reference").all())  # DDP's cost in the compute
     parts = [nav, f"<h1>What if run {esc(run_id)} ran on {esc(cluster.name)}?</h1>",
              wm.device_banner(meta, cluster, local_step_ms, inside=inside), wm.trained_banner(trained)]  # fmt: skip
+    title = f"What if: {run_id} on {cluster.name}" + (f" at a {local_step_ms:g} ms GPU step" if local_step_ms else "")
+    mark = {"shared": True, "run": str(meta.get("page", run_id))} if standalone else {}  # the index's link to it
     if rows.empty:
         parts.append("<p>This run stored no gradient-ready profile (a bench run at world size 1 stores one), so "
                      "there is nothing to predict from.</p>")  # fmt: skip
-        return page(f"What if: {run_id} on {cluster.name}", "\n".join(parts), depth=1, plots=False, shared=standalone)
-    inline, figs = {"inline": True, "shared": True} if standalone else {}, FigureList()
+        return page(title, "\n".join(parts), depth=1, plots=False, **mark)
+    inline, figs = {"inline": True, **mark} if standalone else {}, FigureList()
     rows = rows.assign(size=wm.BENCHED) if trained else rows  # its memory and floors are another model's
     counted = {label: memory(wm.setup_of(group)) for label, group in rows.groupby("setup")} if memory else {}
     for setup, group in rows.groupby("setup", sort=False):
+        if not steps_known(meta, local_step_ms):  # a CPU's compute: what holds on any GPU, no step to rank by
+            sized = store.size_scales(meta, {"workload": group["setup_workload"].iloc[0]})  # a file of yours: never
+            parts += [wm.heading(setup, group, trained),
+                      wm.communication_section(group, cluster, sized=sized, caveats=_unchecked(cluster, group)),
+                      figs.add(figures.communication_vs_gpus(wm.communicated(group), cluster=cluster.name),
+                               CAPTIONS["whatif_communication"])]  # fmt: skip
+            continue
         best, sure = best_rows(group), checked(wm.setup_of(group)) if checked else None
         parts += [wm.heading(setup, group, trained), _answer(best, cluster, trained),
                   wm.choice_section(configs, group, cluster, world_sizes(cluster),
@@ -167,8 +182,8 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
         size_note = "; ".join(dict.fromkeys(note for _, note in counted.values() if note))
     parts += [_measured_section(configs), wm.memory_section(rows, cluster, world_sizes(cluster), size_note=size_note,
                                                             batch_given=batch_size),
-              _sources_section(cluster), _published_section(cluster)]  # fmt: skip
-    return page(f"What if: {run_id} on {cluster.name}", "\n".join(parts), depth=1, **inline)
+              wm.sources_section(cluster), wm.published_section(cluster)]  # fmt: skip
+    return page(title, "\n".join(parts), depth=1, **inline)
 
 
 def _answer(best: pd.DataFrame, cluster: Cluster, trained: str = "") -> str:
@@ -359,42 +374,3 @@ def _measured_section(configs: pd.DataFrame) -> str:
     return ("<h2>What the run measured</h2><p>The reference strategy's step on the run's own machine, per world "
             "size and cap (the geometric mean of its repeats' median steps, as on the run page): the evidence the "
             "profile comes from.</p>" + table(["setup", "ranks", "cap MiB", "step ms"], cells))  # fmt: skip
-
-
-def _sources_section(cluster: Cluster) -> str:
-    values = {"gpus_per_node": cluster.gpus_per_node, "generation": cluster.generation, "cpu": cluster.cpu,
-              "intra.nvlinks": cluster.nvlinks, "intra.link_gbps": cluster.link_gbps,
-              "intra.busbw_gbps": cluster.intra_busbw_gbps, "intra.nvls_busbw_gbps": cluster.nvls_busbw_gbps,
-              "inter.nics": cluster.nics, "inter.nic_gbps": cluster.nic_gbps,
-              "inter.busbw_gbps": cluster.inter_busbw_gbps, "inter.latency_us": cluster.inter_latency_us,
-              **({"gpu_memory_gib": cluster.gpu_memory_gib} if cluster.gpu_memory_gib else {})}  # fmt: skip
-    cells = [[esc(key), esc(f"{value:g}" if isinstance(value, float) else value),
-              esc(cluster.sources.get(key, "not given"))] for key, value in values.items()]  # fmt: skip
-    where = f"built-in profile {cluster.name}" if is_builtin(cluster) else "your profile"
-    return (f"<h2>The cluster profile</h2><p>{esc(cluster.description)} ({esc(where)}); the model: "
-            "NCCL's tuner (docs/clusters.md).</p>" + table(["field", "value", "source"], cells))  # fmt: skip
-
-
-def _published_section(cluster: Cluster) -> str:
-    """How far this profile's bus bandwidths were from every published nccl-tests table of its GPU:
-    the error to expect of the communication behind the predictions above, by node count."""
-    checks = published_checks(cluster)
-    if cluster.fitted_to:  # fitted to the user's logs: how well, and how far past them the page reaches
-        return (f"<h2>Against your logs</h2><p>This profile's levels were fitted to {esc(cluster.fitted_to)}; the "
-                "source of each fitted number above says so. Beyond "
-                f"{cluster.fitted_nodes} node{'s' if cluster.fitted_nodes > 1 else ''}, the predictions carry the "
-                "fitted network past what your logs measured. Published tables were not checked against a fitted "
-                "profile (docs/clusters.md).</p>")  # fmt: skip
-    if not checks:
-        what = "no published table was found for it" if is_builtin(cluster) else "a profile of your own"
-        return (f"<h2>Against published figures</h2><p>Not checked: {what}. Fit it to your nccl-tests logs "
-                "(<code>ddpbench predict --nccl-tests FILE</code>), which says the fit's own error.</p>")  # fmt: skip
-    cells = [[str(c["nodes"]), esc(c["table"]), esc(c["sizes"]), f"{c['mean_abs_error']:.1%}",
-              f"{c['worst_error']:+.1%} ({esc(c['worst_size'])})", f"{c['within_25']} of {c['count']}",
-              esc(c["conditions"]), f'<a href="{esc(c["source"])}">source</a>'] for c in checks]  # fmt: skip
-    return ("<h2>Against published figures</h2><p>The model's all-reduce bus bandwidth on this profile against "
-            "every published nccl-tests table of its GPU we found, none fitted to: "
-            f"{esc('; '.join(published_check_summary(checks)))}. The sizes where a table is far off are "
-            "where the predictions above are least sure (docs/measured/cluster-model.md).</p>"
-            + table(["nodes", "table", "sizes", "mean abs error", "worst (size)", "sizes within 25 %",
-                     "conditions", "source"], cells))  # fmt: skip

@@ -1,7 +1,8 @@
 """The what-if page's memory sections: each strategy's model state per rank carried to the cluster's GPU
 counts, whether it fits one GPU there, and the choice that joins that with the predicted steps (the fastest of
-what fits), in `predict --cluster`'s words; and the banners and headings that say what every figure rests on (the
-device the profile was measured on, the model you will train and what its floors bound)."""
+what fits), in `predict --cluster`'s words; what the network costs a step whatever computes it (the page of a CPU's
+profile, which ranks no step); and the banners and headings that say what every figure rests on (the device the
+profile was measured on, the model you will train and what its floors bound)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,13 @@ from harness.perfmodel.choice import (
     choice_words,
 )
 from harness.perfmodel.choice_table import table_header, table_rows
-from harness.perfmodel.clusters.cluster import Cluster, cap_caveats
+from harness.perfmodel.clusters.cluster import (
+    Cluster,
+    cap_caveats,
+    is_builtin,
+    published_check_summary,
+    published_checks,
+)
 from harness.perfmodel.memory import fit_words, mib_text, need_mb, room_words, state_per_rank
 from harness.perfmodel.memory_words import activation_words
 from harness.perfmodel.predict import of_setup
@@ -243,10 +250,120 @@ def device_banner(meta: dict, cluster: Cluster, local_step_ms: float | None, *, 
                 f"one GPU's step {step} is <b>{local_step_ms:g} ms</b> (the step you gave, "
                 f"<code>--local-step-ms</code>): every prediction below rests on that scaling, set against "
                 f"{esc(cluster.name)}'s communication; {own}.</p>")  # fmt: skip
-    text = (f"The profile was measured on <b>{esc(device)}</b>: its forward, backward and optimizer times are "
-            f"that device's, set here against {esc(cluster.name)}'s communication.")  # fmt: skip
-    if device == "cpu":
-        text += (" A CPU computes far slower than a GPU, so communication hides behind it and the efficiency below is "
-                 "higher than it will be: <code>ddpbench predict --run RUN --cluster NAME --local-step-ms MS --page "
-                 "FILE.html</code> scales the compute to your GPU's one-GPU step and writes this page so.")  # fmt: skip
-    return f'<p class="banner">{text}</p>'
+    if device == "cpu":  # no step to rank by (whatif.steps_known): what holds on any GPU, and where the rest is
+        return (f'<p class="banner">The profile was measured on <b>cpu</b>, whose compute hides communication a GPU\'s '
+                "would not and whose optimizer takes another share of the step: so this page names no step, no "
+                "strategy to book and no cap, only what holds whatever the GPU computes: the communication "
+                f"{esc(cluster.name)}'s network adds to a step and the memory a GPU holds. <code>ddpbench predict "
+                "--run RUN --cluster NAME --local-step-ms MS --page FILE.html</code> gives the rest for your GPU's "
+                "one-GPU step; written into this site's folder, the index links it beside the run.</p>")  # fmt: skip
+    return (f'<p class="banner">The profile was measured on <b>{esc(device)}</b>: its forward, backward and optimizer '
+            f"times are that device's, set here against {esc(cluster.name)}'s communication.</p>")  # fmt: skip
+
+
+COMMUNICATED = (("DDP", "comm_ms", "full_size_comm_ms"), ("ZeRO-1", "zero_broadcast_ms", "zero_full_size_broadcast_ms"),
+                ("FSDP2 gathers", "fsdp_gather_ms", "fsdp_full_size_gather_ms"),
+                ("FSDP2 reduce-scatters", "fsdp_scatter_ms", "fsdp_full_size_scatter_ms"))  # fmt: skip
+"""Each strategy's collectives a step as the what-if page's predicted rows hold them: the profile's, and the full
+size's where its floors are in the rows (DDP's per cap; ZeRO-1's broadcasts and FSDP2's the same at every cap)."""
+
+
+def communicated(group: pd.DataFrame) -> pd.DataFrame:
+    """Per GPU count and cap, the milliseconds each strategy's collectives take a step (COMMUNICATED: the full size's
+    where the rows hold its floors, else the profile's) and DDP's last all-reduce, after backward; NaN where a
+    strategy has no model (FSDP2 without block times)."""
+    full = "full_size_comm_ms" in group
+    out = group[["world_size", "nodes", "bucket_cap_mb"]].copy()
+    for name, own, floor in COMMUNICATED:
+        out[name] = group[floor if full else own] if (floor if full else own) in group else float("nan")
+    out["DDP last"] = group["full_size_last_ms" if full else "last_allreduce_ms"]
+    return out
+
+
+def communication_section(group: pd.DataFrame, cluster: Cluster, *, sized: bool = True, caveats: str = "") -> str:
+    """What the network costs a step on `cluster`, whatever computes it (the page of a CPU's profile, which ranks no
+    step): per GPU count, DDP's all-reduces at each cap and the last of them, after backward; ZeRO-1's broadcasts,
+    after its optimizer; FSDP2's gathers and reduce-scatters; of the model to train where its floors are in the
+    rows (`full_size_mb`); `sized`: whether --size scaled the model (a file of yours: not); `caveats`: the node
+    counts no published table checked, as the step answer says them."""
+    comm, first = communicated(group), group.iloc[0]
+    profiled = size_words(esc(first["size"])) if sized else "the model's"
+    whose = (f"the full size's {first['full_size_mb']:,.0f} MiB of gradients (counted on the meta device)"
+             if "full_size_mb" in group else f"{profiled} {first['grad_mb']:.4g} MiB of gradients"
+             + ("" if sized else ", as the run built it (--size scales no file)"))  # fmt: skip
+    most = comm[comm["world_size"] == comm["world_size"].max()]
+    ddp = ", ".join(f"{r['DDP']:.4g} ms at {r.bucket_cap_mb:g} MiB" for _, r in most.iterrows())
+    last, row = most["DDP last"], most.iloc[0]
+    fsdp = "" if pd.isna(row["FSDP2 gathers"]) else (
+        f"; FSDP2's all-gathers {row['FSDP2 gathers']:.4g} ms and reduce-scatters {row['FSDP2 reduce-scatters']:.4g} "
+        "ms, each block's beside its compute")  # fmt: skip
+    said = (f'<p class="headline"><b>What {esc(cluster.name)}\'s network costs a step</b>, whatever computes it, '
+            f"with {whose}: at {int(row.world_size)} GPUs on {int(row.nodes)} nodes DDP's all-reduces take {ddp}, "
+            f"overlapping backward but for the last bucket's ({last.min():.3g} to {last.max():.3g} ms, after "
+            f"backward's last gradient: exposed on any GPU); ZeRO-1's broadcasts {row['ZeRO-1']:.4g} ms, after its "
+            f"optimizer, overlapping nothing{fsdp}. How much of the rest a step shows depends on the GPU's compute, "
+            f"which this run did not measure.{caveats}</p>")  # fmt: skip
+    caps = sorted(comm["bucket_cap_mb"].unique())
+    heads = ["GPUs", "nodes", *(f"DDP's all-reduces at {cap:g} MiB (the last)" for cap in caps),
+             "ZeRO-1's broadcasts", "FSDP2's all-gathers", "FSDP2's reduce-scatters"]  # fmt: skip
+    cells = []
+    for world, rows in comm.groupby("world_size", sort=True):
+        by_cap = rows.set_index("bucket_cap_mb")
+        cells.append(
+            [
+                str(world),
+                str(int(rows["nodes"].iloc[0])),
+                *(f"{by_cap.at[cap, 'DDP']:.4g} ({by_cap.at[cap, 'DDP last']:.3g})" for cap in caps),
+                *(_ms(rows[name].iloc[0]) for name in ("ZeRO-1", "FSDP2 gathers", "FSDP2 reduce-scatters")),
+            ]
+        )
+    caption = ("ms a step of each strategy's collectives, as NCCL's algorithms run them on this profile's bandwidths "
+               "(docs/clusters.md): the bytes and the network alone, whatever the GPU computes. DDP's all-reduces "
+               "run beside backward but for the last bucket's (in brackets); ZeRO-1's broadcasts (one a parameter, "
+               "as NCCL all-gathers carry them) follow its optimizer; FSDP2's gathers and reduce-scatters overlap "
+               "its blocks' forward and backward. None of these is a step: the step, the strategy to book and the "
+               "cap need the GPU's one-GPU step (the banner above).")  # fmt: skip
+    return said + table(heads, cells) + f"<p class=caption>{esc(caption)}</p>"
+
+
+def _ms(value: float) -> str:
+    return "not modelled: no block times" if pd.isna(value) else f"{value:.4g}"
+
+
+def sources_section(cluster: Cluster) -> str:
+    values = {"gpus_per_node": cluster.gpus_per_node, "generation": cluster.generation, "cpu": cluster.cpu,
+              "intra.nvlinks": cluster.nvlinks, "intra.link_gbps": cluster.link_gbps,
+              "intra.busbw_gbps": cluster.intra_busbw_gbps, "intra.nvls_busbw_gbps": cluster.nvls_busbw_gbps,
+              "inter.nics": cluster.nics, "inter.nic_gbps": cluster.nic_gbps,
+              "inter.busbw_gbps": cluster.inter_busbw_gbps, "inter.latency_us": cluster.inter_latency_us,
+              **({"gpu_memory_gib": cluster.gpu_memory_gib} if cluster.gpu_memory_gib else {})}  # fmt: skip
+    cells = [[esc(key), esc(f"{value:g}" if isinstance(value, float) else value),
+              esc(cluster.sources.get(key, "not given"))] for key, value in values.items()]  # fmt: skip
+    where = f"built-in profile {cluster.name}" if is_builtin(cluster) else "your profile"
+    return (f"<h2>The cluster profile</h2><p>{esc(cluster.description)} ({esc(where)}); the model: "
+            "NCCL's tuner (docs/clusters.md).</p>" + table(["field", "value", "source"], cells))  # fmt: skip
+
+
+def published_section(cluster: Cluster) -> str:
+    """How far this profile's bus bandwidths were from every published nccl-tests table of its GPU:
+    the error to expect of the communication behind the predictions above, by node count."""
+    checks = published_checks(cluster)
+    if cluster.fitted_to:  # fitted to the user's logs: how well, and how far past them the page reaches
+        return (f"<h2>Against your logs</h2><p>This profile's levels were fitted to {esc(cluster.fitted_to)}; the "
+                "source of each fitted number above says so. Beyond "
+                f"{cluster.fitted_nodes} node{'s' if cluster.fitted_nodes > 1 else ''}, the predictions carry the "
+                "fitted network past what your logs measured. Published tables were not checked against a fitted "
+                "profile (docs/clusters.md).</p>")  # fmt: skip
+    if not checks:
+        what = "no published table was found for it" if is_builtin(cluster) else "a profile of your own"
+        return (f"<h2>Against published figures</h2><p>Not checked: {what}. Fit it to your nccl-tests logs "
+                "(<code>ddpbench predict --nccl-tests FILE</code>), which says the fit's own error.</p>")  # fmt: skip
+    cells = [[str(c["nodes"]), esc(c["table"]), esc(c["sizes"]), f"{c['mean_abs_error']:.1%}",
+              f"{c['worst_error']:+.1%} ({esc(c['worst_size'])})", f"{c['within_25']} of {c['count']}",
+              esc(c["conditions"]), f'<a href="{esc(c["source"])}">source</a>'] for c in checks]  # fmt: skip
+    return ("<h2>Against published figures</h2><p>The model's all-reduce bus bandwidth on this profile against "
+            "every published nccl-tests table of its GPU we found, none fitted to: "
+            f"{esc('; '.join(published_check_summary(checks)))}. The sizes where a table is far off are "
+            "where the predictions above are least sure (docs/measured/cluster-model.md).</p>"
+            + table(["nodes", "table", "sizes", "mean abs error", "worst (size)", "sizes within 25 %",
+                     "conditions", "source"], cells))  # fmt: skip

@@ -255,12 +255,12 @@ def test_a_fit_that_does_not_describe_its_logs_is_warned_of(tmp_path, capsys):
 
 
 def test_the_what_if_page_of_a_fitted_profile_names_the_logs_and_how_far_they_reach(tmp_path):
-    from reports.pages import whatif
+    from reports.pages import whatif, whatif_memory
 
     base = cluster.load("dgx-h100")
     (tmp_path / "n2.txt").write_text(nccltests.write_text(a_log(base, nodes=2)))
     fitted = nccltests.fit(base, [nccltests.read(tmp_path / "n2.txt")], name="mine").cluster
-    section = whatif._published_section(fitted)
+    section = whatif_memory.published_section(fitted)
     assert "<h2>Against your logs</h2>" in section and "1 nccl-tests log(s) of up to 2 node(s) (n2.txt)" in section
     assert "Beyond 2 nodes, the predictions carry the fitted network past what your logs measured" in section
     best = pd.DataFrame({"nodes": [1, 2, 4, 128]})
@@ -365,8 +365,18 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     name = site.write_whatif_page(small_run, store.read_run_meta(small_run), configs, h100, tmp_path / "site",
                                   **as_predict_counts(small_run, configs, cluster=h100))  # fmt: skip
     on_site = html.unescape((tmp_path / "site" / "runs" / name).read_text())
-    assert "<th>DDP's step at the full size, at least (ms), at the cap its floors favour</th>" in on_site
-    assert "(full-size floor; " in on_site.split("<b>The choice</b>: ")[1]
+    # a CPU run with no GPU step: no step ranked, but the full size's collectives, as the rows above (the scaled
+    # run's: they rest on no compute) hold them
+    assert "<b>The choice</b>" not in on_site and "the full size's " in on_site.split('<p class="headline">')[1]
+    site_table = on_site.split("FSDP2's reduce-scatters</th>")[1].split("</table>")[0]
+    for world, rows in frame.groupby("world_size"):
+        at_25 = rows[rows["bucket_cap_mb"] == 25].iloc[0]  # 25 MiB: a cap of the run's sweep and of --caps
+        assert (
+            f"<td>{world}</td><td>{world // 8}</td>" in site_table
+            and f"<td>{at_25.full_size_comm_ms:.4g} ({at_25.full_size_last_ms:.3g})</td>"
+            in site_table.split(f"<td>{world}</td>")[1].split("</tr>")[0]
+        )
+        assert f"<td>{at_25.zero_full_size_broadcast_ms:.4g}</td>" in site_table
     memory = "<h2>Model state per rank</h2>"
     assert "at the full size" in page_text.split(memory)[1].split("<h2>")[0]
     # at another batch than the run's (--batch-size with --local-step-ms): activations counted there, on the meta device

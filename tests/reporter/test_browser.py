@@ -117,7 +117,7 @@ def test_the_network_pages_render_offline_without_errors(tab, tmp_path):
     runs = built_site.index.parent / "runs"
     pages = (built_site.index.parent / "collectives" / "net.html", runs / "bucket_sweep.html",
              runs / "bucket_sweep.whatif.html")  # fmt: skip
-    for path, least in zip(pages, (4, 4, 2), strict=True):
+    for path, least in zip(pages, (4, 4, 1), strict=True):  # a CPU run's what-if page: its communication
         divs, rendered = tab.visit(path)
         assert not tab.errors and not tab.outside, f"{path.name}: {tab.errors} {tab.outside}"
         assert rendered == divs >= least, f"{path.name}: {rendered} of {divs} plots rendered"

@@ -98,33 +98,46 @@ def test_a_run_page_shows_the_floor_and_the_predicted_curve_with_its_error(built
     assert "the sweep calls every cap as good: no check of the best cap" in section
 
 
-def test_the_what_if_page_predicts_one_node_to_1024_gpus_with_the_profiles_sources(built):
+def test_the_what_if_page_of_a_cpu_run_gives_its_communication_and_memory_and_no_step(built):
+    """A CPU's compute hides communication a GPU's shows: the site's page ranked strategies and named a cap there that
+    `predict --local-step-ms MS --page` contradicted. It gives what holds on any GPU, one node to 1,024 GPUs, and
+    says where the step, the strategy to book and the cap are."""
     _, built_site = built
     run_page = built_site.run_pages["bucket_sweep"]
     assert 'href="bucket_sweep.whatif.html">what if on dgx-h100</a>' in run_page.read_text()
-    assert '<a href="runs/bucket_sweep.whatif.html">what if on dgx-h100</a>' in built_site.index.read_text()  # listed
+    index = built_site.index.read_text()  # listed, with what it gives
+    assert '<a href="runs/bucket_sweep.whatif.html">what if on dgx-h100: its communication and memory</a>' in index
     page = (run_page.parent / "bucket_sweep.whatif.html").read_text()
     assert "What if run" in page and "ran on dgx-h100?" in page
-    headline = page.split('<p class="headline">')[1].split("</p>")[0]  # the answer, with why, as predict ends
-    assert "<b>Best cap for DDP</b> (ZeRO-1's and FSDP2's steps at the same cap are in the table" in headline
-    assert " on one node (8 GPUs), " in headline and " at 1024 GPUs on 128 nodes" in headline
-    assert "ZeRO-1 step ms" in page and "its broadcasts ms" in page  # the answer's table: ZeRO-1 at the same cap
-    assert "FSDP2 step ms" in page and "not modelled" not in page  # the profile has mlp's blocks: FSDP2's step
-    assert "unchecked" not in headline  # dgx-h100 was checked against published tables up to 128 nodes
-    assert "<b>Why</b> at 1024 GPUs: " in headline and any(w in headline for w in ("compute:", "bandwidth:", "last:"))
-    assert "At 128 nodes this profile is off by more than 25 % on " in headline  # as predict says at 128 nodes
-    assert page.count('class="plotly-graph-div"') == 3  # step per cap, each strategy's step, efficiency of the best cap
-    best = page.split("its lead")[1].split("</table>")[0]
-    assert [row.split("<td>")[1].split("</td>")[0] for row in best.split("<tr")[1:]] == [
+    banner = html.unescape(page.split('<p class="banner">')[1].split("</p>")[0])
+    assert "measured on <b>cpu</b>" in banner and "names no step, no strategy to book and no cap" in banner
+    assert "--local-step-ms MS --page FILE.html</code> gives the rest" in banner
+    for answer in ("Best cap for DDP", "<b>The choice</b>", "<th>book</th>", "its lead", "scaling eff", "How sure"):
+        assert answer not in page  # no step ranked on a CPU's compute
+    headline = html.unescape(page.split('<p class="headline">')[1].split("</p>")[0])
+    assert headline.startswith(
+        "<b>What dgx-h100's network costs a step</b>, whatever computes it, with the tiny "
+        "size's 0.009315 MiB of gradients: at 1024 GPUs on 128 nodes DDP's all-reduces take "
+    )
+    assert "ZeRO-1's broadcasts " in headline and "FSDP2's all-gathers " in headline and "unchecked" not in headline
+    comm = page.split("FSDP2's reduce-scatters</th>")[1].split("</table>")[0]
+    assert [row.split("<td>")[1].split("</td>")[0] for row in comm.split("<tr")[1:]] == [
         str(8 * 2**k) for k in range(8)
     ]  # 8 … 1024 GPUs
+    assert page.count('class="plotly-graph-div"') == 1  # each strategy's collectives against GPUs
     for cap in ("1", "5", "25"):  # the golden sweep's caps, not the default list
-        assert f'"name":"{cap} MiB"' in page
+        assert f'"name":"DDP\'s all-reduces at {cap} MiB"' in page
     assert "GTC 2024 S62129" in page and "inter.busbw_gbps" in page  # where each number came from
-    assert "measured on <b>cpu</b>" in page and "--local-step-ms" in page
     assert "What the run measured" in page
     published = page.split("<h2>Against published figures</h2>")[1]  # how sure the communication is
     assert "1 node: 2 tables, 28 of 28 sizes within 25 %" in published and "nccltests309" in published
+    # a GPU's compute is a step to rank by: the same run had it been benched on one keeps the answer
+    from reports.pages import whatif
+
+    run = built[0] / "bucket_sweep"
+    on_gpu = whatif.whatif_page({**store.read_run_meta(run), "device": "cuda"}, store.read_configs(run),
+                                model_tables.read_gradprofiles(run), cluster.load("dgx-h100"))  # fmt: skip
+    assert "<b>Best cap for DDP</b>" in on_gpu and "its lead" in on_gpu and "names no step" not in on_gpu
 
 
 def _steps_on_page(page: str) -> dict[int, tuple[str, str]]:
@@ -149,19 +162,31 @@ def _assert_printed_steps(printed: str, on_page: dict[int, tuple[str, str]], wor
         assert steps[(world, cap)] == step
 
 
-def test_the_what_if_page_and_predict_give_the_same_steps(built, capsys):
-    """One model, one calibration (the run's rows at one rank): the page's step per GPU count, for the cap it names,
-    is the one `ddpbench predict --run --cluster` prints for the same run and cluster."""
+def test_the_what_if_page_of_a_cpu_run_and_predict_give_the_same_communication(built, tmp_path, capsys):
+    """One model: the site's page's collectives per GPU count are those `ddpbench predict --run --cluster --out` rows
+    hold for the same run and cluster, with or without a GPU step (they do not rest on the compute). (A site built
+    without `report`'s counts: the profiled size's; `report`'s, the full size's: test_nccl_tests.)"""
     from harness import cli
 
     results, built_site = built
-    on_page = _steps_on_page((built_site.run_pages["bucket_sweep"].parent / "bucket_sweep.whatif.html").read_text())
-    assert cli.main(["predict", "--run", "bucket_sweep", "--results", str(results), "--cluster", "dgx-h100",
-                     "--nodes", "1,2,4"]) == 0  # fmt: skip
-    printed = capsys.readouterr().out
-    assert "to the run's baseline step at one rank" in printed  # calibrated on the console, as on the page
-    _assert_printed_steps(printed, on_page, (8, 16, 32))
+    page = html.unescape((built_site.run_pages["bucket_sweep"].parent / "bucket_sweep.whatif.html").read_text())
+    table = page.split("FSDP2's reduce-scatters</th>")[1].split("</table>")[0]
+    cells = {int(row[0]): row for row in ([c.split("</td>")[0] for c in r.split("<td>")[1:]]
+                                          for r in table.split("<tr")[1:])}  # fmt: skip
+    printed = []
+    for step in ([], ["--local-step-ms", "20"]):
+        out = tmp_path / f"rows{len(step)}.csv"
+        assert cli.main(["predict", "--run", "bucket_sweep", "--results", str(results), "--cluster", "dgx-h100",
+                         "--nodes", "1,2,4", *step, "--out", str(out)]) == 0  # fmt: skip
+        printed.append(capsys.readouterr().out)
+        for world, rows in pd.read_csv(out).sort_values("bucket_cap_mb").groupby("world_size"):
+            said = cells[world]  # GPUs, nodes, DDP's at 1, 5, 25 MiB (the last), ZeRO-1's, FSDP2's gathers, scatters
+            assert said[2:5] == [f"{r.comm_ms:.4g} ({r.last_allreduce_ms:.3g})" for r in rows.itertuples()]
+            first = rows.iloc[0]
+            assert said[5:] == [f"{first[c]:.4g}" for c in ("zero_broadcast_ms", "fsdp_gather_ms", "fsdp_scatter_ms")]
+    assert len(cells) == 8 and "to the run's baseline step at one rank" in printed[0]  # calibrated, as the page
     # a caveat once, where it first applies: a user counted one bracket seven times in 73 lines
+    printed = printed[0]
     assert printed.count("a CPU's compute: see the warning above") == 1
     assert "a CPU's compute (as said above)" not in printed
 
@@ -179,6 +204,20 @@ def test_predict_page_scales_as_the_console_does_in_one_file_to_share(built, tmp
     assert f"what-if page written: {page_file}" in printed
     page = page_file.read_text()
     _assert_printed_steps(printed, _steps_on_page(page), (8, 16))
+    assert "<title>What if: bucket_sweep on dgx-h100 at a 20 ms GPU step</title>" in page
+    # the step answer the site's page of a CPU run does not give, from one node to 1,024 GPUs, with why
+    headline = page.split('<p class="headline">')[2].split("</p>")[0]  # after the full size's bound
+    assert "<b>best cap for DDP</b> (ZeRO-1's and FSDP2's steps at the same cap are in the table" in headline
+    assert " on one node (8 GPUs), " in headline and " at 1024 GPUs on 128 nodes" in headline
+    assert "<b>Why</b> at 1024 GPUs: " in headline and "unchecked" not in headline  # checked up to 128 nodes
+    assert "At 128 nodes this profile is off by more than 25 % on " in headline  # as predict says at 128 nodes
+    assert "ZeRO-1 step ms" in page and "its broadcasts ms" in page  # the answer's table: ZeRO-1 at the same cap
+    assert "FSDP2 step ms" in page and "not modelled" not in page  # the profile has mlp's blocks: FSDP2's step
+    assert page.count('class="plotly-graph-div"') == 3  # step per cap, each strategy's step, efficiency of the best cap
+    best = page.split("its lead")[1].split("</table>")[0]
+    assert [row.split("<td>")[1].split("</td>")[0] for row in best.split("<tr")[1:]] == [
+        str(8 * 2**k) for k in range(8)
+    ]  # 8 … 1024 GPUs
     banner = page.split('<p class="banner">')[1].split("</p>")[0]
     assert "one GPU's step without DDP is <b>20 ms</b>" in banner and "is a CPU's and is left out" in banner
     assert (
@@ -241,10 +280,12 @@ def test_a_predict_page_written_into_a_site_is_listed_by_its_index_now_and_after
                      "--nodes", "1", "--page", str(page_file)]) == 0  # fmt: skip
     assert f"what-if page written: {page_file} (listed in {out / 'index.html'})" in capsys.readouterr().out
     listed = '<li><a href="h100.html">What if: bucket_sweep on dgx-h100</a></li>'
+    on_its_line = '</small><br><a href="h100.html">What if: bucket_sweep on dgx-h100</a></td>'  # by RUN_MARK
     index = (out / "index.html").read_text()
-    assert listed in index and "notes.html" not in index
+    assert listed in index and on_its_line in index and "notes.html" not in index
     site.build_site(results=results, out=out)  # the next `report` lists it too
-    assert listed in (out / "index.html").read_text()
+    assert listed in (out / "index.html").read_text() and on_its_line in (out / "index.html").read_text()
+    assert [p["run"] for p in site.read_shared_pages(out)] == ["bucket_sweep"]  # notes.html: not ddpbench's
 
 
 def test_report_cluster_is_checked_before_anything_is_written(tmp_path, capsys):
@@ -378,7 +419,8 @@ def test_a_cluster_answer_ends_with_the_models_error_on_the_runs_own_steps(built
     results, _ = built
     run = results / "bucket_sweep"
     page = tmp_path / "shared.html"
-    assert cli.main(["predict", "--run", str(run), "--cluster", "dgx-h100", "--nodes", "1", "--page", str(page)]) == 0
+    assert cli.main(["predict", "--run", str(run), "--cluster", "dgx-h100", "--nodes", "1", "--local-step-ms", "20",
+                     "--page", str(page)]) == 0  # fmt: skip
     said = capsys.readouterr().out.splitlines()[-2]  # the page's path follows it
     errors = sharded.errors_on_own_run(results, run, predict.run_setups(run)[0])
     assert set(errors) == {"DDP"} and len(errors["DDP"]) >= 2  # the sweep's caps at world size 2
@@ -511,15 +553,22 @@ def test_a_what_if_page_of_a_smaller_size_leads_with_what_the_full_sizes_floors_
     GPUs', its heading the benched size, and the full size's bound in an italic caveat at the end: the model to train
     now leads, heading and headline, and the profiled size's figures follow, said to be its."""
     from harness.commands.report import as_predict_counts
-    from reports.pages import whatif_memory
+    from reports.pages import whatif, whatif_memory
 
     results, _ = built
     run, h100 = results / "bucket_sweep", cluster.load("dgx-h100")
     configs = store.read_configs(run)
-    (tmp_path / "runs").mkdir()
-    name = site.write_whatif_page(run, store.read_run_meta(run), configs, h100, tmp_path,
-                                  **as_predict_counts(run, configs, cluster=h100))  # fmt: skip
-    page = html.unescape((tmp_path / "runs" / name).read_text())
+    page = html.unescape(
+        whatif.whatif_page(
+            store.read_run_meta(run),
+            configs,
+            model_tables.read_gradprofiles(run),
+            h100,
+            local_step_ms=20.0,
+            **as_predict_counts(run, configs, cluster=h100),
+        )
+    )
+    # as predict --page writes it: a GPU step given (without one, a CPU's compute ranks nothing)
     assert "<h2>mlp/full to train (profiled: mlp/tiny, batch 8 per GPU)</h2>" in page
     lead, profiled = page.split('<p class="headline">')[1:3]
     assert lead.startswith("<b>The full size</b>, 1,024 MiB of gradients (counted on the meta device): DDP's scaling "
