@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from harness.commands import console, predict_full_size, predict_input
-from harness.commands.console import full_size, predictions, scaling, steps
+from harness.commands.console import full_size, predictions, published, scaling, steps
 from harness.config.bench import ConfigError
 
 DEFAULT_SIZES = "1KiB:16GiB"
@@ -128,12 +128,12 @@ def cluster_from_args(args: argparse.Namespace):
         console.say(f"ddpbench predict: the logs' GPU is {logs[0].gpu!r}: starting from the built-in {guess}")
         base = cluster.load(guess)
     if not logs:
-        _say_published_check(base, args.collective, nodes=node_counts(args) if args.nodes else None)
-        _warn_beyond_published(base, node_counts(args))
+        published.say_published_check(base, args.collective, nodes=node_counts(args) if args.nodes else None)
+        published.warn_beyond_published(base, node_counts(args))
         if base.fitted_to:  # a fit saved before (--save-profile): what it rests on, and how far it reaches
             console.say(f"ddpbench predict: {base.path}: a profile fitted to {base.fitted_to} (not checked "
                         "against published tables)")  # fmt: skip
-            _warn_beyond_logs(base.name, base.fitted_nodes, node_counts(args))
+            published.warn_beyond_logs(base.name, base.fitted_nodes, node_counts(args))
         return base
     predict_input.warn_if_other_gpu(base, logs)
     predict_input.warn_other_node_shape(base, logs)
@@ -141,7 +141,7 @@ def cluster_from_args(args: argparse.Namespace):
     fitted = nccltests.fit(base, logs, name=name)
     predictions.nccl_fit(fitted, logs)
     predict_input.warn_far_moved(base, fitted.fitted)
-    _warn_beyond_logs(base.name, max(log.nodes for log in logs), node_counts(args))
+    published.warn_beyond_logs(base.name, max(log.nodes for log in logs), node_counts(args))
     if args.save_profile:
         Path(args.save_profile).write_text(cluster.to_toml(fitted.cluster), encoding="utf-8")
         console.say(f"ddpbench predict: the fitted profile is saved in {args.save_profile}: --cluster "
@@ -162,61 +162,6 @@ def _nodes_text(logs) -> str:
     low, high = min(log.nodes for log in logs), max(log.nodes for log in logs)
     counted = f"{low}–{high}" if low < high else f"{high}"
     return f"{counted} node{'s' if high > 1 else ''}"
-
-
-def _warn_beyond_published(chosen, nodes: list[int]) -> None:
-    """Node counts past the largest published table the built-in profile was checked against."""
-    from harness.perfmodel.clusters import cluster
-
-    checked = max((c["nodes"] for c in cluster.published_checks(chosen)), default=None)
-    if checked is not None and (beyond := [n for n in nodes if n > checked]):
-        console.warning(f"{chosen.name}'s largest published table is of {checked} node{'s' if checked > 1 else ''}: "
-                        f"its predictions on {_counts_text(beyond)} nodes are unchecked")  # fmt: skip
-
-
-def _warn_beyond_logs(profile: str, measured: int, nodes: list[int]) -> None:
-    """Node counts past the `measured` nodes of the logs a profile was fitted to: with one-node logs only, the
-    network between nodes is the profile's own (nothing fitted it); with multi-node logs, the fitted network is
-    carried to more nodes than measured."""
-    beyond = [n for n in nodes if n > measured]
-    if not beyond:
-        return
-    if measured == 1:
-        console.warning(f"the logs are of one node: on {_counts_text(beyond)} nodes the network between nodes is "
-                        f"{profile}'s own values, not fitted (a log of 2 or more nodes fits it)")  # fmt: skip
-    else:
-        console.warning(f"the logs reach {measured} nodes: on {_counts_text(beyond)} nodes the fitted network is "
-                        "carried past what was measured")  # fmt: skip
-
-
-def _counts_text(counts: list[int]) -> str:
-    """[4, 8, 64] → '4, 8 and 64'."""
-    names = [str(n) for n in counts]
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
-
-
-def _say_published_check(chosen, collective: str, *, nodes: list[int] | None) -> None:
-    """How far a built-in profile was from the published tables of its GPU, per node count of `nodes` (None: all)."""
-    from harness.perfmodel.clusters import cluster
-
-    if checks := cluster.published_checks(chosen):  # one line: each node count asked, then the others named
-        asked = [c for c in checks if nodes is None or c["nodes"] in nodes]
-        phrases = cluster.published_check_summary(asked) or ["none at the node counts asked"]
-        if others := sorted({c["nodes"] for c in checks} - {c["nodes"] for c in asked}):  # said, not listed
-            phrases.append(f"tables of {', '.join(map(str, others))} nodes too: without --nodes")
-        said = "; ".join(phrases)
-        console.say(f"ddpbench predict: {chosen.name}'s all-reduce busbw against published nccl-tests tables (none "
-                    f"fitted to; + means predicted faster; docs/measured/cluster-model.md): {said}")  # fmt: skip
-        if collective != "all_reduce":
-            console.say(f"ddpbench predict: no published {collective} table was found: its predictions below "
-                        "are unchecked, beyond sharing the all-reduce's bandwidths")  # fmt: skip
-    elif cluster.is_builtin(chosen):
-        console.say(f"ddpbench predict: {chosen.name}: no published nccl-tests table found to check it against")
-    elif chosen.fitted_to:  # a fit saved before: what it rests on is said next (cluster_from_args)
-        return
-    else:
-        console.say(f"ddpbench predict: {chosen.path}: a profile of your own, not checked against published "
-                    "tables; --nccl-tests fits it to your logs and says the fit's error")  # fmt: skip
 
 
 def _is_collectives_run(path: Path) -> bool:
