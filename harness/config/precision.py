@@ -10,6 +10,8 @@ its `mfu` is null, never a guess.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import re
 
 from harness.protocols import ConfigError
@@ -100,7 +102,7 @@ def mfu(achieved_tflops: float | None, *, gpu_name: str | None, dtype: str, tf32
 
 # (pattern on the device name, memory bandwidth GB/s), NVIDIA's datasheets; first match wins. H200 SXM 4.8 TB/s
 # (H200 NVL 4.8 as well); H100 SXM5 3.35 TB/s, H100 NVL 3.9, H100 PCIe 2.0; A100 80GB SXM 2,039 GB/s, 80GB PCIe 1,935,
-# 40GB 1,555; V100 SXM2 and PCIe 900 GB/s (32 GB and 16 GB alike).
+# 40GB 1,555; V100 SXM2 and PCIe 900 GB/s (32 GB and 16 GB alike); L40S 864 GB/s, L4 300, A10 600, T4 320.
 MEMORY_GBPS: tuple[tuple[str, float], ...] = (
     (r"\bH200\b", 4800.0),
     (r"\bH100 NVL\b", 3900.0),
@@ -110,6 +112,10 @@ MEMORY_GBPS: tuple[tuple[str, float], ...] = (
     (r"\bA100\b.*\b80\s?GB\b", 2039.0),  # "NVIDIA A100-SXM4-80GB"; a profile's "A100 SXM4 80GB"
     (r"\bA100\b", 1555.0),  # the 40 GB boards
     (r"\bV100\b", 900.0),
+    (r"\bL40S\b", 864.0),
+    (r"\bL4\b", 300.0),
+    (r"\bA10\b", 600.0),
+    (r"\bT4\b", 320.0),
 )
 
 
@@ -119,3 +125,64 @@ def memory_gbps(gpu_name: str | None) -> float | None:
         return None
     name = gpu_name.upper()
     return next((gbps for pattern, gbps in MEMORY_GBPS if re.search(pattern, name)), None)
+
+
+GPUS = {"h200-sxm": "H200 SXM", "h200-nvl": "H200 NVL", "h100-sxm": "H100 SXM5", "h100-nvl": "H100 NVL",
+        "h100-pcie": "H100 PCIE", "a100-sxm4-80gb": "A100 SXM4 80GB", "a100-pcie-80gb": "A100 PCIE 80GB",
+        "a100-40gb": "A100 40GB", "l40s": "L40S", "l4": "L4", "a10": "A10", "v100-sxm2": "V100 SXM2",
+        "v100-pcie": "V100 PCIE", "t4": "T4"}  # fmt: skip
+"""`predict --local-step-gpu`'s names: each GPU both tables above know, and the device name they match it by (the
+A100 40GB's SXM4 and PCIe boards share their figures)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StepBounds:
+    """A step measured on one GPU, on another: not known, only bounded. A memory-bound step scales with the memory
+    bandwidths, a compute-bound one with the dense peaks (the run's dtype); a real step lies between the two."""
+
+    compute_ms: float  # the step were it compute-bound (a known optimizer part still memory-bound)
+    memory_ms: float  # the step were it memory-bound
+    peak_ratio: float  # the measured GPU's dense peak over the other's: a compute-bound step's factor
+    memory_ratio: float  # its memory bandwidth over the other's: a memory-bound step's factor
+    peak_dtype: str  # the peak's dtype ("bf16", "tf32", …)
+    optimizer_ms: float | None = None  # an optimizer part given, on the other GPU: memory-bound at either end
+
+    @property
+    def same(self) -> bool:
+        """The two GPUs have the same datasheet figures: the step is the other's too."""
+        return self.peak_ratio == 1 and self.memory_ratio == 1
+
+    def ends(self) -> list[tuple[str, float]]:
+        """[(end, step ms)], the shorter step first; one end where both give the same step."""
+        ends = sorted((("compute-bound", self.compute_ms), ("memory-bound", self.memory_ms)), key=lambda end: end[1])
+        return ends[:1] if math.isclose(self.compute_ms, self.memory_ms, rel_tol=1e-9) else ends
+
+
+def gpu_name(name: str) -> str:
+    """A --local-step-gpu name's device text (GPUS), or ConfigError naming the valid ones."""
+    if name not in GPUS:
+        raise ConfigError(f"--local-step-gpu {name!r} is not valid; choose one of {', '.join(GPUS)}")
+    return GPUS[name]
+
+
+def step_bounds(step_ms: float, *, measured_on: str, target: str, dtype: str, tf32: bool,
+                optimizer_ms: float | None = None) -> StepBounds:  # fmt: skip
+    """`step_ms` measured on `measured_on` (a device name, as the tables match it), on `target` (a cluster profile's
+    description): between its compute-bound and memory-bound steps. An optimizer part given is memory-bound at both
+    ends, so the compute-bound step scales the rest alone. ConfigError where a figure is not known."""
+    figures = {}
+    for role, gpu in (("--local-step-gpu's", measured_on), ("the cluster's", target)):
+        peak, gbps = peak_tflops(gpu, dtype, tf32=tf32), memory_gbps(gpu)
+        if peak is None or gbps is None:
+            missing = f"dense {peak_dtype(dtype, tf32=tf32)} peak" if peak is None else "memory bandwidth"
+            raise ConfigError(f"--local-step-gpu: {role} GPU ({gpu}) has no {missing} in ddpbench's datasheet tables, "
+                              "so the step cannot be carried to the cluster; give the step measured on the "
+                              "cluster's GPU without --local-step-gpu")  # fmt: skip
+        figures[role] = (peak, gbps)
+    (peak_from, gbps_from), (peak_to, gbps_to) = figures.values()
+    peak_ratio, memory_ratio = peak_from / peak_to, gbps_from / gbps_to
+    optimizer = optimizer_ms or 0.0
+    scaled = None if optimizer_ms is None else float(f"{optimizer_ms * memory_ratio:.4g}")
+    return StepBounds(compute_ms=(step_ms - optimizer) * peak_ratio + optimizer * memory_ratio,
+                      memory_ms=step_ms * memory_ratio, peak_ratio=peak_ratio, memory_ratio=memory_ratio,
+                      peak_dtype=peak_dtype(dtype, tf32=tf32), optimizer_ms=scaled)  # fmt: skip

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from harness.config.precision import PEAK_TFLOPS, mfu, peak_dtype, peak_tflops
+from harness.config.precision import GPUS, PEAK_TFLOPS, gpu_name, memory_gbps, mfu, peak_dtype, peak_tflops, step_bounds
+from harness.protocols import ConfigError
 
 # torch.cuda.get_device_name() as these GPUs report it.
 NAMES_AND_BF16_PEAKS = [
@@ -63,3 +64,45 @@ def test_mfu_is_null_without_a_peak_or_an_achieved_figure():
     assert mfu(0.05, gpu_name=None, dtype="fp32", tf32=False, gpus=2) is None
     assert mfu(None, gpu_name="NVIDIA H200", dtype="bf16", tf32=False, gpus=1) is None
     assert mfu(10.0, gpu_name="NVIDIA GeForce RTX 4090", dtype="bf16", tf32=False, gpus=1) is None
+
+
+def test_every_local_step_gpu_name_has_a_bandwidth_and_a_peak_and_a_bad_name_is_refused_with_them():
+    for name, text in GPUS.items():
+        assert memory_gbps(text) and peak_tflops(text, "fp32", tf32=False), name
+    assert memory_gbps(GPUS["a100-sxm4-80gb"]) == 2039 and memory_gbps(GPUS["a100-40gb"]) == 1555
+    assert memory_gbps(GPUS["h200-nvl"]) == 4800 and peak_tflops(GPUS["h200-nvl"], "bf16", tf32=False) == 835.5
+    with pytest.raises(ConfigError, match=r"--local-step-gpu 'a100' is not valid; choose one of h200-sxm, .*a100-40gb"):
+        gpu_name("a100")
+
+
+def test_a_step_on_another_gpu_is_bounded_by_the_bandwidth_and_the_peak_ratios():
+    """310 ms on an A100 80GB, on a DGX H100: ×312/989.5 if compute-bound (bf16), ×2039/3350 if memory-bound."""
+    h100 = "DGX H100: 8× H100 SXM5, NVLink 4 through NVSwitch (NVLS), 8× ConnectX-7 400 Gb/s"
+    bounds = step_bounds(310, measured_on=gpu_name("a100-sxm4-80gb"), target=h100, dtype="bf16", tf32=False)
+    assert bounds.compute_ms == pytest.approx(310 * 312 / 989.5) and bounds.memory_ms == pytest.approx(
+        310 * 2039 / 3350
+    )
+    assert [end for end, _ in bounds.ends()] == ["compute-bound", "memory-bound"] and not bounds.same
+    assert bounds.peak_dtype == "bf16" and bounds.optimizer_ms is None
+    fp32 = step_bounds(310, measured_on=gpu_name("a100-sxm4-80gb"), target=h100, dtype="fp32", tf32=True)
+    assert fp32.peak_dtype == "tf32" and fp32.compute_ms == pytest.approx(310 * 156 / 494.5)
+    # an optimizer part given is memory-bound at both ends: the compute-bound step scales the rest alone
+    split = step_bounds(310, measured_on=gpu_name("a100-sxm4-80gb"), target=h100, dtype="bf16", tf32=False,
+                        optimizer_ms=20)  # fmt: skip
+    assert split.compute_ms == pytest.approx(290 * 312 / 989.5 + 20 * 2039 / 3350)
+    assert split.optimizer_ms == pytest.approx(20 * 2039 / 3350, rel=1e-3) and split.memory_ms == bounds.memory_ms
+    # the other way, onto a slower GPU: the memory-bound end is the shorter step
+    back = step_bounds(100, measured_on=gpu_name("h100-sxm"), target="DGX A100: 8× A100 SXM4 80GB", dtype="bf16",
+                       tf32=False)  # fmt: skip
+    assert back.ends() == [("memory-bound", pytest.approx(100 * 3350 / 2039)),
+                           ("compute-bound", pytest.approx(100 * 989.5 / 312))]  # fmt: skip
+
+
+def test_a_step_on_the_clusters_own_gpu_has_one_end_and_an_unknown_figure_is_refused():
+    same = step_bounds(310, measured_on=gpu_name("a100-sxm4-80gb"), target="DGX A100: 8× A100 SXM4 80GB",
+                       dtype="bf16", tf32=False)  # fmt: skip
+    assert same.same and same.ends() == [("compute-bound", pytest.approx(310))]
+    with pytest.raises(ConfigError, match=r"--local-step-gpu's GPU \(V100 SXM2\) has no dense bf16 peak"):
+        step_bounds(310, measured_on=gpu_name("v100-sxm2"), target="DGX A100", dtype="bf16", tf32=False)
+    with pytest.raises(ConfigError, match="the cluster's GPU"):
+        step_bounds(310, measured_on=gpu_name("a100-40gb"), target="8× MI300X", dtype="bf16", tf32=False)
