@@ -100,6 +100,7 @@ PREDICT_EXAMPLES = """examples:
   ddpbench predict --run RUN --gpus 64                      # the run's profile on its machine's network
   ddpbench predict --run RUN --cluster dgx-h100 --nodes 1,2,8,64 --out steps.csv
   ddpbench predict --run RUN --cluster dgx-h100 --local-step-ms 120 --page h100.html   # your GPU's step
+  ddpbench predict --run RUN --cluster dgx-h100 --local-step-ms 310 --local-step-gpu a100-sxm4-80gb  # another's
   ddpbench predict --cluster dgx-h200 --nodes 1,2,4 --sizes 1KiB:16GiB                 # NCCL's collectives
   ddpbench predict --nccl-tests node1.txt two-nodes.json --save-profile ours.toml      # fitted to your logs
   ddpbench predict --workload gpt2 --size small --busbw 90GB/s --latency 30us          # profiled here"""
@@ -212,13 +213,21 @@ def add_predict_parser(commands) -> None:
                          "run's without --local-step-ms: its communication and memory, no step); written beside a "
                          "site's index.html, the index lists it, on its run's line too")  # fmt: skip
     predict.add_argument("--local-step-ms", type=finite("--local-step-ms", "the one-GPU step in ms"),
-                         help="one GPU's step (without DDP) of the model you will train, at your batch per GPU: "
+                         help="one GPU's step (without DDP) of the model you will train, at your batch per GPU, on the "
+                         "cluster's GPU (measured on another: --local-step-gpu): "
                          "the profile's compute (measured on another device, e.g. this CPU) is scaled to it, split "
                          "as the profile splits it (memory is counted at the run's batch, or at --batch-size's). "
                          "A profile of a smaller size keeps its own parameters: predict warns, puts a floor under "
                          "each strategy's step from the full size's (counted on the meta device), and chooses by "
                          "those floors where they are higher (ZeRO-1 by its floor: its prediction shards the smaller "
                          "model)")  # fmt: skip
+    predict.add_argument("--local-step-gpu", metavar="NAME",
+                         help="with --local-step-ms: the GPU that step was measured on, where it is not the "
+                         "cluster's (a100-sxm4-80gb, h100-sxm, …; a bad name is refused with the list). On the "
+                         "cluster's GPU the step is then not known, only bounded: between the memory-bandwidth "
+                         "ratio of the two datasheets (a memory-bound step) and their dense-peak ratio in the run's "
+                         "dtype (a compute-bound one). Predicted at both ends, the shorter printed; a cap or a "
+                         "strategy is decided only where both ends agree (docs/clusters.md)")  # fmt: skip
     predict.add_argument("--local-optimizer-ms", type=finite("--local-optimizer-ms", "the optimizer's step in ms"),
                          help="with --local-step-ms: the optimizer's part of that step on your GPU, where you know "
                          "it (a profiler's optimizer.step); forward and backward take the rest. Without it: one "

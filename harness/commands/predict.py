@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from harness.commands import console, predict_cluster, predict_full_size, predict_input, report
-from harness.commands.console import optimizer, predictions, profiling
+from harness.commands.console import predictions, profiling
 from harness.config.bench import SIZE_CHOICES, ConfigError
 
 DEFAULT_WORLD = 8
@@ -142,9 +142,8 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     checked = OwnCheck()  # how far the same model was from the run's own steps, on its own machine
     if run_dir is not None:
         checked = own_check(run_dir.parent, run_dir, setup, configs=configs, cluster=chosen.name)
-    optimizer.estimate_local_optimizer(args, chosen, setup, configs, profile)  # a GPU's, not the CPU's share
-    code = predict_cluster.run_steps(args, chosen, profile, caps, device=profiled_on, configs=configs, setup=setup,
-                                     state=state, errors=checked.errors)  # fmt: skip
+    code = predict_cluster.run_at_ends(args, chosen, profile, caps, device=profiled_on, configs=configs, setup=setup,
+                                       state=state, errors=checked.errors)  # fmt: skip
     predictions.errors_on_own_run(checked.words)
     if args.page:  # the same calibration, caps and scaling as the console's, from one node to 1,024 GPUs
         report.write_prediction_page(args, chosen, run_dir, setup, caps, checked=checked)

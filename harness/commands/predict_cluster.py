@@ -203,8 +203,46 @@ def _collective_row(chosen, choice) -> dict:
             "protocol": choice.protocol}  # fmt: skip
 
 
+def run_at_ends(args: argparse.Namespace, chosen, profile, caps: list[float], *, device: str, configs=None,
+                setup: dict | None = None, state=None, errors=None) -> int:  # fmt: skip
+    """run_steps, once; or, where --local-step-gpu names a GPU whose datasheet figures are not the cluster's, at both
+    ends of the step there (precision.step_bounds): the other end quietly first, then the shorter-step end printed
+    (its args kept for the page), then whether the two ends' caps and choices agree. --out gets both ends' rows."""
+    import contextlib
+    import io
+
+    import pandas as pd
+
+    from harness.commands.console import optimizer
+
+    bounds = scaling.local_step_bounds(args, chosen, configs, setup)
+    ends = bounds.ends() if bounds is not None and not bounds.same else [(None, args.local_step_ms)]
+    given, frames = args.local_step_ms, []
+    args.local_step_given, args.local_optimizer_given = given, args.local_optimizer_ms
+    if bounds is not None:
+        scaling.say_step_bounds(args, chosen, bounds, ends)
+    for k in reversed(range(len(ends))):  # the end printed last: the page is written at it, as the console says
+        args.local_step_end, step_ms = ends[k]
+        if args.local_step_end is not None:
+            args.local_step_ms, args.local_optimizer_ms = float(f"{step_ms:.4g}"), bounds.optimizer_ms
+        quiet = (contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO())) if k else ()
+        with contextlib.ExitStack() as stack:
+            for context in quiet:
+                stack.enter_context(context)
+            optimizer.estimate_local_optimizer(args, chosen, setup, configs, profile)  # a GPU's, not the CPU's share
+            if args.local_step_end is not None and args.local_optimizer_given is not None:
+                args.local_optimizer_source = "given, scaled"  # by the memory bandwidths' ratio, as said
+            frames.insert(0, run_steps(args, chosen, profile, caps, device=device, configs=configs, setup=setup,
+                                       state=state, errors=errors))  # fmt: skip
+    if len(ends) > 1:
+        args.ends_verdict = scaling.say_ends_verdict(chosen, ends, frames, state=state, errors=errors)
+    if args.out:
+        write_rows(pd.concat(frames, ignore_index=True), Path(args.out))
+    return 0
+
+
 def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, device: str, configs=None,
-              setup: dict | None = None, state=None, errors=None) -> int:  # fmt: skip
+              setup: dict | None = None, state=None, errors=None):  # fmt: skip
     """Step time per bucket cap at each node count for the profile, and the best cap with its margin.
     With a run's `configs` (and the profile's `setup`), the profile is first calibrated on the run's rows
     at one rank (`predict.run_calibration`), as the what-if page does; then to --local-step-ms."""
@@ -242,7 +280,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     own_source = scaling.own_source(configs, setup, carried=carried, given=ddp_ms is not None)  # --out's, as said
     scaling.say_one_rank_step(profile, calibration, device=device, local_step_ms=args.local_step_ms,
                               own_measured=own_source == "measured", own_inside=own_source == "in the compute",
-                              optimizer_ms=args.local_optimizer_ms, ddp_ms=ddp_ms)  # fmt: skip
+                              optimizer_ms=args.local_optimizer_ms, ddp_ms=ddp_ms,
+                              step_from=scaling.step_from_words(args))  # fmt: skip
     scaling.say_step_against_peak(args, configs, setup, chosen, trained)  # the step given, in FLOPs: a typo shows
     link = ClusterLink(chosen)
     benched = "the benched model's" if trained is not None else f"the {setup['size'] if setup else ''} size's"
@@ -309,24 +348,25 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         predictions.strategy_choice(state, chosen, frames=rows, caveat=notes, cpu_optimizer=cpu_optimizer,
                                     errors=errors, cpu_steps=device == "cpu" and not args.local_step_ms,
                                     batch=step_batch)  # fmt: skip
-    if args.out:  # each row says what it rests on: the profile, the workload, any scaling
-        setup = setup or {}
-        context = {"cluster": chosen.name, "cluster_source": _source_of(chosen), "run": args.run,
-                   **{key: setup.get(key) for key in ("workload", "size", "batch_size", "dtype", "optimizer")},
-                   # the batch the rows answer for: --batch-size's (memory counted there) beside the run's own
-                   "run_batch_size": setup.get("batch_size"),
-                   "train_options": json.dumps(getattr(args, "train_options", None), sort_keys=True),
-                   **({"batch_size": batch} if (batch := predict_input.memory_batch(args, setup)) else {}),
-                   "local_step_ms": float(args.local_step_ms or "nan"),  # float64 even where not given
-                   "local_optimizer_ms": float("nan" if args.local_optimizer_ms is None else args.local_optimizer_ms),
-                   "local_optimizer_source": getattr(args, "local_optimizer_source", None),
-                   "local_ddp_ms": float("nan" if ddp_ms is None else ddp_ms), "ddp_own_source": own_source,
-                   # the calibration and the one-rank step, so that a row reproduces its scaling_efficiency
-                   "compute_scale": calibration.compute_scale,
-                   "ddp_own_ms": own_ms if carried or ddp_ms is not None else float("nan"),
-                   "one_rank_step_ms": profile.local_step_s * 1e3}  # fmt: skip
-        write_rows(pd.concat(rows, ignore_index=True).assign(**context), Path(args.out))
-    return 0
+    # --out's rows (run_at_ends writes them): each says what it rests on, the profile, the workload, any scaling
+    setup, measured_on = setup or {}, getattr(args, "local_step_gpu", None)
+    context = {"cluster": chosen.name, "cluster_source": _source_of(chosen), "run": args.run,
+               **{key: setup.get(key) for key in ("workload", "size", "batch_size", "dtype", "optimizer")},
+               # the batch the rows answer for: --batch-size's (memory counted there) beside the run's own
+               "run_batch_size": setup.get("batch_size"),
+               "train_options": json.dumps(getattr(args, "train_options", None), sort_keys=True),
+               **({"batch_size": batch} if (batch := predict_input.memory_batch(args, setup)) else {}),
+               "local_step_ms": float(getattr(args, "local_step_given", args.local_step_ms) or "nan"),
+               "local_step_gpu": measured_on, "local_step_end": getattr(args, "local_step_end", None),
+               "cluster_step_ms": float(args.local_step_ms or "nan"),  # float64 even where not given
+               "local_optimizer_ms": float("nan" if args.local_optimizer_ms is None else args.local_optimizer_ms),
+               "local_optimizer_source": getattr(args, "local_optimizer_source", None),
+               "local_ddp_ms": float("nan" if ddp_ms is None else ddp_ms), "ddp_own_source": own_source,
+               # the calibration and the one-rank step, so that a row reproduces its scaling_efficiency
+               "compute_scale": calibration.compute_scale,
+               "ddp_own_ms": own_ms if carried or ddp_ms is not None else float("nan"),
+               "one_rank_step_ms": profile.local_step_s * 1e3}  # fmt: skip
+    return pd.concat(rows, ignore_index=True).assign(**context)
 
 
 def write_rows(frame, out: Path) -> None:

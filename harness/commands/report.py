@@ -104,6 +104,17 @@ def _warn_shared_run_ids(results) -> None:
             first_folder[run_id] = folder
 
 
+def _ends_words(args: argparse.Namespace) -> str:
+    """The page's words for a step measured on another GPU (predict_cluster.run_at_ends): its two ends on the cluster's
+    GPU, the one the page is at, and the other end's verdict; '' where the step is the cluster GPU's own."""
+    if getattr(args, "local_step_end", None) is None:
+        return ""
+    return (
+        f"{args.ends_said}. This page is at the {args.local_step_end} end, {args.local_step_ms:g} ms: where it "
+        f"says the step you gave, it is that. Predicted {args.ends_verdict}."
+    )
+
+
 def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict, caps: list[float], *,
                           checked=None) -> None:  # fmt: skip
     """`predict --page FILE`: the run's what-if page for the setup predicted, on the cluster chosen, with the
@@ -130,7 +141,7 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
                        local_optimizer_ms=args.local_optimizer_ms, batch_size=args.batch_size,
                        optimizer_from=getattr(args, "optimizer_from", "as given"), local_ddp_ms=args.local_ddp_ms,
                        trained=predict_full_size.trained_text(configs, setup, args.train_options)
-                       if args.train_options is not None else "")  # fmt: skip
+                       if args.train_options is not None else "", ends=_ends_words(args))  # fmt: skip
     try:
         store.atomic_write(Path(args.page), lambda tmp: tmp.write_text(html, encoding="utf-8"))
     except OSError as error:  # a folder check cannot foresee every refusal (a full disk, /proc)

@@ -135,11 +135,12 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                 checked: Callable[[dict], OwnCheck | None] | None = None,
                 full_params: Callable[[dict, int], Parameters | None] | None = None, trained: str = "",
                 local_optimizer_ms: float | None = None, batch_size: int | None = None,
-                local_ddp_ms: float | None = None) -> str:  # fmt: skip
+                local_ddp_ms: float | None = None, ends: str = "") -> str:  # fmt: skip
     """The page in a site (links to the index and the run's page), or `standalone`: one file with plotly.js in it and
     no links, as `predict --page` writes it; `caps`, `local_step_ms`, `full_params` as predicted_rows takes them;
     `memory(setup)`: the rows memory is counted from and what size they are of (default: the run's own);
-    `checked(setup)`: the step models' errors on the run's own steps; `trained`: what --train-wopt changed."""
+    `checked(setup)`: the step models' errors on the run's own steps; `trained`: what --train-wopt changed; `ends`:
+    a step measured on another GPU, at both ends on this one (wm.device_banner)."""
     run_id, device = meta.get("run_id", ""), meta.get("device", "?")
     rows = predicted_rows(profiles, configs, cluster, caps=caps, local_step_ms=local_step_ms, device=device,
                           full_params=full_params, local_optimizer_ms=local_optimizer_ms,
@@ -148,7 +149,8 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                                  f'.html">run {esc(run_id)}</a></nav>')  # fmt: skip
     inside = not rows.empty and bool((rows["calibrated_to"] == "reference").all())  # DDP's cost in the compute
     parts = [nav, f"<h1>What if run {esc(run_id)} ran on {esc(cluster.name)}?</h1>",
-             wm.device_banner(meta, cluster, local_step_ms, inside=inside), wm.trained_banner(trained)]  # fmt: skip
+             wm.device_banner(meta, cluster, local_step_ms, inside=inside, ends=ends),
+             wm.trained_banner(trained)]  # fmt: skip
     title = f"What if: {run_id} on {cluster.name}" + (f" at a {local_step_ms:g} ms GPU step" if local_step_ms else "")
     mark = {"shared": True, "run": str(meta.get("page", run_id))} if standalone else {}  # the index's link to it
     if rows.empty:

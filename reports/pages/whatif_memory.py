@@ -2,7 +2,8 @@
 counts, whether it fits one GPU there, and the choice that joins that with the predicted steps (the fastest of
 what fits), in `predict --cluster`'s words; what the network costs a step whatever computes it (the page of a CPU's
 profile, which ranks no step); and the banners and headings that say what every figure rests on (the device the
-profile was measured on, the model you will train and what its floors bound)."""
+profile was measured on, a step measured on another GPU, the model you will train and what its floors bound); and
+the cluster profile's sources and its check against published nccl-tests tables."""
 
 from __future__ import annotations
 
@@ -236,9 +237,13 @@ def trained_banner(trained: str) -> str:
         "benched model's, as the run built it (<code>--train-wopt</code>).</p>")  # fmt: skip
 
 
-def device_banner(meta: dict, cluster: Cluster, local_step_ms: float | None, *, inside: bool = False) -> str:
+def device_banner(meta: dict, cluster: Cluster, local_step_ms: float | None, *, inside: bool = False,
+                  ends: str = "") -> str:  # fmt: skip
     """`inside`: the run has no baseline step at one rank, so DDP's own cost is inside the compute scaled (and the
-    step given stands for one GPU's step with DDP), as the console says."""
+    step given stands for one GPU's step with DDP), as the console says; `ends`: where the step given was measured on
+    another GPU, its two ends on the cluster's, the one this page is at and the other end's verdict, in words."""
+    if ends:
+        return device_banner(meta, cluster, local_step_ms, inside=inside) + f'<p class="banner">{esc(ends)}</p>'
     device = meta.get("device", "?")
     if local_step_ms:
         own = ("DDP's own cost measured there is a CPU's and is left out" if device == "cpu" else

@@ -9,7 +9,8 @@ from harness.results.values import ms_text
 
 
 def check_local_flags(args) -> None:
-    """--local-step-ms, and its parts given apart (--local-optimizer-ms, --local-ddp-ms), refused in one line each."""
+    """--local-step-ms, its parts given apart (--local-optimizer-ms, --local-ddp-ms) and the GPU it was measured on
+    (--local-step-gpu), refused in one line each."""
     from harness.config.bench import ConfigError
 
     if args.local_step_ms is not None and not args.local_step_ms > 0:
@@ -24,6 +25,12 @@ def check_local_flags(args) -> None:
     if args.local_ddp_ms is not None and not args.local_ddp_ms >= 0:
         raise ConfigError(f"--local-ddp-ms {args.local_ddp_ms:g} is not valid; give DDP's own cost at one GPU in ms "
                           "(its step with DDP minus without), ≥ 0")  # fmt: skip
+    if getattr(args, "local_step_gpu", None) is not None:
+        from harness.config.precision import gpu_name
+
+        if args.local_step_ms is None:
+            raise ConfigError("--local-step-gpu needs --local-step-ms: it names the GPU that step was measured on")
+        gpu_name(args.local_step_gpu)  # a name not in the datasheet tables: refused with the names there are
 
 
 def own_source(configs, setup: dict | None, *, carried: bool, given: bool) -> str:
@@ -80,6 +87,7 @@ def say_one_rank_step(
     own_inside: bool,
     optimizer_ms: float | None = None,
     ddp_ms: float | None = None,
+    step_from: str = "",
 ) -> None:
     """The one-rank step every efficiency below is measured against, and what it rests on (its parts whenever a
     run measured DDP's own cost, 0 included: a noisy run's reference may be no slower than its baseline; or
@@ -92,8 +100,8 @@ def say_one_rank_step(
                  "taken as one with DDP)") if own_inside else "one rank's step without DDP"  # fmt: skip
         split = (f", its optimizer {optimizer_ms:g} ms of it (--local-optimizer-ms, or its estimate above) and "
                  "forward and backward the rest") if optimizer_ms is not None else ""  # fmt: skip
-        console.say(f"ddpbench predict: compute scaled so that {given} is {local_step_ms:g} ms (--local-step-ms: "
-                    f"one GPU's step of the model you will train){split}, ×"
+        step_from = step_from or "--local-step-ms: one GPU's step of the model you will train"
+        console.say(f"ddpbench predict: compute scaled so that {given} is {local_step_ms:g} ms ({step_from}){split}, ×"
                     f"{calibration.compute_scale:.4g} on the profile as measured: every prediction below rests on "
                     "that scaling")  # fmt: skip
     told = ", --local-ddp-ms" if ddp_ms is not None else ""
@@ -170,13 +178,130 @@ def say_step_against_peak(args, configs, setup: dict | None, chosen, trained: di
     """--local-step-ms in FLOPs against the cluster's GPU (step_against_peak): said, or a warning where no GPU runs
     the step so fast (a typo, a step measured at another batch)."""
     from harness.commands import predict_input
+    from harness.config.precision import GPUS
 
     if not (args.local_step_ms and setup):
         return
     batch = predict_input.memory_batch(args, setup) or int(setup["batch_size"])
-    said, beyond = step_against_peak(configs, setup, step_ms=args.local_step_ms, batch=batch, gpu=chosen.description,
-                                     options=trained)  # fmt: skip
+    measured_on = getattr(args, "local_step_gpu", None)  # the step as given, against the GPU it was measured on
+    gpu = GPUS[measured_on] if measured_on else chosen.description
+    said, beyond = step_against_peak(configs, setup, step_ms=getattr(args, "local_step_given", args.local_step_ms),
+                                     batch=batch, gpu=gpu, options=trained)  # fmt: skip
     if beyond:
         console.warning(said)
     elif said:
         console.say(f"ddpbench predict: {said}")
+
+
+def _run_tf32(configs) -> bool:
+    return bool(configs["tf32"].fillna(False).any()) if configs is not None and "tf32" in configs else False
+
+
+def local_step_bounds(args, chosen, configs, setup: dict | None):
+    """--local-step-ms measured on --local-step-gpu, on the cluster's GPU (precision.step_bounds, in the run's dtype):
+    a StepBounds; None where no GPU is named (the step is the cluster GPU's own)."""
+    from harness.config.precision import gpu_name, step_bounds
+
+    if not (getattr(args, "local_step_gpu", None) and args.local_step_ms):
+        return None
+    return step_bounds(args.local_step_ms, measured_on=gpu_name(args.local_step_gpu), target=chosen.description,
+                       dtype=(setup or {}).get("dtype") or "fp32", tf32=_run_tf32(configs),
+                       optimizer_ms=args.local_optimizer_ms)  # fmt: skip
+
+
+def say_step_bounds(args, chosen, bounds, ends: list[tuple[str | None, float]]) -> None:
+    """One line: where the step was measured, and what it is on the cluster's GPU (the same, or its two ends and which
+    the lines below are at); the two ends kept in `args.ends_said` for the page."""
+    from harness.config.precision import GPUS, memory_gbps, peak_tflops
+
+    gpu, step, texts = args.local_step_gpu, args.local_step_ms, (GPUS[args.local_step_gpu], chosen.description)
+    peaks = [peak_tflops(text, bounds.peak_dtype, tf32=False) for text in texts]  # peak_dtype is already tf32's
+    gbps = [memory_gbps(text) for text in texts]
+    if bounds.same:
+        said = (f"--local-step-ms {step:g} was measured on {gpu}, whose datasheet figures are {chosen.name}'s "
+                "GPU's: taken as its step there")  # fmt: skip
+    else:
+        optimizer = (f"; the optimizer's {bounds.optimizer_ms / bounds.memory_ratio:g} ms memory-bound at either "
+                     "end" if bounds.optimizer_ms is not None else "")  # fmt: skip
+        said = (f"--local-step-ms {step:g} was measured on {gpu}, not {chosen.name}'s GPU: there it is not known, "
+                f"only bounded, {bounds.compute_ms:.4g} ms if compute-bound (×{bounds.peak_ratio:.3g}: dense "
+                f"{bounds.peak_dtype} {peaks[0]:g} → {peaks[1]:g} TFLOP/s{optimizer}) to {bounds.memory_ms:.4g} ms "
+                f"if memory-bound (×{bounds.memory_ratio:.3g}: {gbps[0]:,.0f} → {gbps[1]:,.0f} GB/s)")  # fmt: skip
+        args.ends_said = said  # the page's words, and the console's with where the lines below stand
+        said += (f"; predicted at both, the lines below at {ends[0][1]:.4g} ms ({ends[0][0]}: the shorter step, "
+                 "where communication weighs most), the other end last")  # fmt: skip
+    console.say(f"ddpbench predict: {said}")
+
+
+def ends_verdicts(ends_rows: list, state, capacity_gib: float, errors=None) -> list[dict]:
+    """Per GPU count, each end's verdicts from its predicted rows (`ends_rows`: a frame per end, every GPU count's rows
+    with their answer marks): `caps`, the caps DDP's answer names; `picks`, the strategies the choice picks (None
+    without a choice: no model state, or no GPU memory); `step_ms`, DDP's step at its answer's cap (its full-size floor
+    where higher, `floored`). `decided`: a cap both ends name, and the same picks."""
+    from harness.analysis import agreement
+    from harness.commands.console.predictions import labelled
+    from harness.perfmodel.choice import choose
+
+    per_end = []
+    for rows in ends_rows:
+        frames = [frame.reset_index(drop=True) for _, frame in rows.groupby("world_size", sort=True)]
+        choices = {c.world_size: c for c in choose(labelled(state), frames, capacity_gib, errors)} \
+            if state is not None else {}  # fmt: skip
+        said = {}
+        for frame in frames:
+            row, world = agreement.answer_row(frame), int(frame["world_size"].iloc[0])
+            floor = row.get("full_size_step_floor_ms", float("nan"))
+            choice = choices.get(world)
+            said[world] = {"caps": set(frame.loc[frame["best"], "bucket_cap_mb"]),
+                           "picks": tuple(c.named for c in choice.picked) if choice else None,
+                           "step_ms": max(row["step_ms"], floor) if floor == floor else row["step_ms"],
+                           "floored": floor == floor and floor > row["step_ms"]}  # fmt: skip
+        per_end.append(said)
+    verdicts = []
+    for world in per_end[0]:
+        ends = [said[world] for said in per_end]
+        decided = bool(set.intersection(*(end["caps"] for end in ends))) and len({end["picks"] for end in ends}) == 1
+        verdicts.append({"world_size": world, "ends": ends, "decided": decided})
+    return verdicts
+
+
+def _caps_words(caps: set, every: set) -> str:
+    return "any cap" if caps == every else f"{', '.join(f'{c:g}' for c in sorted(caps))} MiB"
+
+
+def say_ends_verdict(chosen, ends: list[tuple[str, float]], frames: list, *, state, errors=None) -> str:
+    """The last line of a step predicted at both ends: the other end's DDP steps, and whether the cap and the choice
+    are the same at both (decided) or where not (the two answers, and what settles it); returned for the page."""
+    verdicts = ends_verdicts(frames, state, getattr(chosen, "gpu_memory_gib", 0.0), errors)
+    every = set(frames[0]["bucket_cap_mb"])
+    steps = ", ".join(f"w{v['world_size']} {'≥' if v['ends'][1]['floored'] else ''}{v['ends'][1]['step_ms']:.4g}"
+                      for v in verdicts)  # fmt: skip
+    chosen_at = any(end["picks"] is not None for v in verdicts for end in v["ends"])  # a choice made at all
+    what = "DDP's cap and the choice of strategy" if chosen_at else "DDP's cap"
+    said = f"at the other end ({ends[1][0]}, {ends[1][1]:.4g} ms a GPU step) DDP's step is {steps} ms; "
+    open_ = [v for v in verdicts if not v["decided"]]
+    if not open_:
+        return _said(f"{said}{what}: the same at both ends at every GPU count, decided")
+    differ = []
+    for v in open_:
+        here, there = v["ends"]
+        picks = "" if here["picks"] is None else (f", {' / '.join(here['picks']) or 'none fits'} → "
+                                                  f"{' / '.join(there['picks']) or 'none fits'}")  # fmt: skip
+        differ.append(f"w{v['world_size']} {_caps_words(here['caps'], every)} → {_caps_words(there['caps'], every)}"
+                      f"{picks}")  # fmt: skip
+    counts = ", ".join(f"w{v['world_size']}" for v in open_)
+    return _said(f"{said}{what} not decided at {counts} ({ends[0][0]} → {ends[1][0]}: "
+                 f"{'; '.join(differ)}): one step measured on {chosen.name}'s GPU settles it (--local-step-ms "
+                 "without --local-step-gpu)")  # fmt: skip
+
+
+def _said(words: str) -> str:
+    console.say(f"ddpbench predict: {words}")
+    return words
+
+
+def step_from_words(args) -> str:
+    """Where the one-rank step scaled to comes from, at an end of a step measured on another GPU; '' otherwise."""
+    end = getattr(args, "local_step_end", None)
+    return "" if end is None else (f"the {end} end on the cluster's GPU of --local-step-ms "
+                                   f"{args.local_step_given:g} on {args.local_step_gpu}, above")  # fmt: skip

@@ -1,0 +1,89 @@
+"""`predict --cluster --local-step-ms MS --local-step-gpu NAME`: a step measured on another GPU than the cluster's is
+bounded there (config.precision.step_bounds), predicted at both ends, and a cap or a choice is said decided only where
+both ends agree; on the cluster's own GPU it is taken as given."""
+
+from __future__ import annotations
+
+import shutil
+import types
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness import cli
+from harness.analysis import agreement
+from harness.commands.console import scaling
+from harness.config.precision import GPUS, memory_gbps, peak_tflops
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+def _rows(steps: dict[int, list[float]], caps=(1.0, 25.0, 100.0)) -> pd.DataFrame:
+    frames = [agreement.with_answer_marks(pd.DataFrame({"bucket_cap_mb": list(caps), "step_ms": ms}))
+              .assign(world_size=world) for world, ms in steps.items()]  # fmt: skip
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_a_cap_is_decided_only_where_both_ends_name_it(capsys):
+    short = _rows({8: [10.0, 9.0, 9.5], 16: [10.0, 10.0, 10.0]})  # w8: 25 MiB; w16: any cap
+    long = _rows({8: [5.0, 6.0, 7.0], 16: [8.0, 9.0, 10.0]})  # w8: 1 MiB; w16: 1 MiB, which "any" holds
+    verdicts = scaling.ends_verdicts([short, long], None, 0.0)
+    assert [(v["world_size"], v["decided"]) for v in verdicts] == [(8, False), (16, True)]
+    assert verdicts[0]["ends"][0]["caps"] == {25.0} and verdicts[0]["ends"][1]["picks"] is None
+    chosen = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=0.0)
+    ends = [("compute-bound", 9.0), ("memory-bound", 18.0)]
+    said = scaling.say_ends_verdict(chosen, ends, [short, long], state=None)
+    assert capsys.readouterr().out == f"ddpbench predict: {said}\n"
+    assert said == ("at the other end (memory-bound, 18 ms a GPU step) DDP's step is w8 5, w16 8 ms; DDP's cap not "
+                    "decided at w8 (compute-bound → memory-bound: w8 25 MiB → 1 MiB): one step measured on "
+                    "dgx-h100's GPU settles it (--local-step-ms without --local-step-gpu)")  # fmt: skip
+
+
+def test_an_a100_step_on_dgx_h100_is_predicted_at_both_ends_and_on_dgx_a100_as_given(tmp_path, capsys):
+    """A user's 310 ms on an A100 was taken as an H100's step (1.6-3x off); now it is bounded and said so."""
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    args = ["predict", "--run", "cpu_run", "--results", str(tmp_path), "--nodes", "1,2", "--local-step-ms", "310",
+            "--local-step-gpu", "a100-sxm4-80gb"]  # fmt: skip
+    out, page = tmp_path / "h100.csv", tmp_path / "h100.html"
+    assert cli.main([*args, "--cluster", "dgx-h100", "--out", str(out), "--page", str(page)]) == 0
+    said = capsys.readouterr().out
+    a100, h100 = GPUS["a100-sxm4-80gb"], "H100 SXM5"
+    compute = 310 * peak_tflops(a100, "fp32", tf32=False) / peak_tflops(h100, "fp32", tf32=False)  # the run: fp32
+    memory = 310 * memory_gbps(a100) / memory_gbps(h100)
+    assert (
+        f"--local-step-ms 310 was measured on a100-sxm4-80gb, not dgx-h100's GPU: there it is not known, only "
+        f"bounded, {compute:.4g} ms if compute-bound"
+    ) in said and f"to {memory:.4g} ms if memory-bound" in said
+    assert f"one rank's step without DDP is {compute:.4g} ms (the compute-bound end" in said  # the lines printed
+    assert f"at the other end (memory-bound, {memory:.4g} ms a GPU step) DDP's step is w8 " in said
+    assert "DDP's cap: the same at both ends at every GPU count, decided" in said
+    rows = pd.read_csv(out)
+    assert len(rows) % 2 == 0 and set(rows["local_step_end"]) == {"compute-bound", "memory-bound"}
+    assert (rows["local_step_ms"] == 310).all() and (rows["local_step_gpu"] == "a100-sxm4-80gb").all()
+    for end, step in (("compute-bound", compute), ("memory-bound", memory)):
+        at = rows[rows["local_step_end"] == end]
+        assert at["cluster_step_ms"].unique() == pytest.approx([float(f"{step:.4g}")])
+        assert at["one_rank_step_ms"].to_numpy() == pytest.approx(at["cluster_step_ms"].to_numpy())  # CPU: no own
+    html = page.read_text(encoding="utf-8")
+    assert f"This page is at the compute-bound end, {float(f'{compute:.4g}'):g} ms" in html
+    # on the cluster's own GPU the step is as given: one set of rows, said in one line
+    assert cli.main([*args, "--cluster", "dgx-a100", "--out", str(tmp_path / "a100.csv")]) == 0
+    said = capsys.readouterr().out
+    assert "whose datasheet figures are dgx-a100's GPU's: taken as its step there" in said
+    assert "at the other end" not in said
+    rows = pd.read_csv(tmp_path / "a100.csv")
+    assert (rows["cluster_step_ms"] == 310).all() and rows["local_step_end"].isna().all()
+
+
+def test_a_bad_gpu_name_or_one_without_a_step_is_refused_in_one_line(tmp_path, capsys):
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    args = ["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-h100", "--out",
+            str(tmp_path / "x.csv")]  # fmt: skip
+    for flags, error in ((["--local-step-ms", "310", "--local-step-gpu", "a100"],
+                          "--local-step-gpu 'a100' is not valid; choose one of h200-sxm, "),
+                         (["--local-step-gpu", "a100-40gb"], "--local-step-gpu needs --local-step-ms")):  # fmt: skip
+        assert cli.main([*args, *flags]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.count("\n") == 1 and error in captured.err
+    assert not (tmp_path / "x.csv").exists()
