@@ -308,9 +308,11 @@ def _ended_early(plan, stop: BaseException, received: str | None, *, began: floa
 def _stopped(plan, why: str, code: int, *, wall_s: float | None) -> int:
     """One line: what was saved, and the command that finishes the run. The session's figures go into
     summary.json (marked incomplete), for --resume to add its own to (not after a write error)."""
+    from harness.launch import launcher as launch
     from harness.results import store
 
     if wall_s is not None:
+        launch.pair_written(plan)  # a row written before its baseline, which came before the stop
         write_summary(plan, wall_s, complete=False)
     saved = len(store.written_config_ids(plan.run))
     total = len(store.read_run_meta(plan.run)["configurations"])

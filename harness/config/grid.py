@@ -156,8 +156,9 @@ def impl_option_grids(
 
 
 def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) -> list[Configuration]:
-    """The grid in run order: world sizes ascending, the baseline strategy (no communication) first in
-    each. `bf16_supported`: whether the GPU runs bf16 natively (what `--dtype auto` resolves by)."""
+    """The grid in run order: world sizes ascending, each repeat's strategies (the baseline, no communication,
+    listed first) rotated by the repeat (`rotated`). `bf16_supported`: whether the GPU runs bf16 natively (what
+    `--dtype auto` resolves by)."""
     import impls as impl_registry
 
     names = list(dict.fromkeys(config.impls))
@@ -186,13 +187,16 @@ def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) ->
             for impl in names
             for opts in grids[impl]
         ]
-        # Repeats interleave (A B C A B C …) so that the machine's drift hits every configuration alike.
+        # Repeats interleave (A B C A B C …) so that the machine's drift hits every configuration alike, and each
+        # repeat's launch starts one further along (B C A, …: `rotated`), so that being first is no one's alone.
         for repeat in range(repeats):
-            for choice, impl, opts, extra in group:
-                if repeat and (
-                    choice.unavailable or opts not in runs_here(world)[impl] or _serves_nothing(impl, extra)
-                ):
-                    continue  # one that can only be skipped here is planned once: a repeat would repeat the skip
+            planned = [
+                (choice, impl, opts, extra)
+                for choice, impl, opts, extra in group
+                if not repeat
+                or not (choice.unavailable or opts not in runs_here(world)[impl] or _serves_nothing(impl, extra))
+            ]  # one that can only be skipped here is planned once: a repeat would repeat the skip
+            for choice, impl, opts, extra in rotated(planned, repeat):
                 configurations.append(
                     Configuration(
                         config_id=_config_id(
@@ -225,6 +229,17 @@ def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) ->
                     )
                 )
     return configurations
+
+
+def rotated(members: list, repeat: int) -> list:
+    """One launch's configurations in the order they run: repeat r starts at position r (mod their number) and
+    wraps, so that whatever a launch's place costs or gives (the first after the processes start: cold caches,
+    lazy set-up; the drift of the machine along the launch) falls on each configuration in turn, not on the
+    baseline every time; each row records its place (`launch_position`)."""
+    if not members:
+        return members
+    start = repeat % len(members)
+    return members[start:] + members[:start]
 
 
 def warmup_steps(impl: str, device: str, *, chosen: int | None) -> int:

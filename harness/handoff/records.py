@@ -93,7 +93,8 @@ def memory_columns(results: list[RankResult]) -> dict[str, Any]:
     }
 
 
-def _same_setup(written: pd.DataFrame, cfg: Configuration) -> pd.Series:
+def same_setup(written: pd.DataFrame, cfg: Configuration) -> pd.Series:
+    """The `ok` rows of `written` that share `cfg`'s workload setup (all but the strategy and the world size)."""
     if written.empty:
         return pd.Series(dtype=bool)
     return (
@@ -125,8 +126,9 @@ def derived_metrics(
     cfg: Configuration, step_ms: float | None, samples_per_s: float | None, written: pd.DataFrame
 ) -> dict[str, Any]:
     """Scaling against world size 1 (the same strategy's, and the baseline strategy's: one process that
-    communicates nothing) and the speed-up over the baseline at the same world size, from rows already written."""
-    same = _same_setup(written, cfg)
+    communicates nothing) and the speed-up over the baseline at the same world size, from rows already written
+    (those written after it put in by `harness.handoff.pairing.refresh`)."""
+    same = same_setup(written, cfg)
     if written.empty:
         single = local = local_single = None
     else:
@@ -242,9 +244,10 @@ def assemble(
     run_context: dict[str, Any],
     written: pd.DataFrame,
     model_info: dict[str, Any] | None = None,
+    position: int | None = None,
 ) -> Rows:
     """The config row, step rows, rank rows and timeline rows of one configuration; `model_info` from
-    harness.measure.modelinfo."""
+    harness.measure.modelinfo, `position` its place in the launch that ran it (0: the first)."""
     run_id = run_context["run_id"]
     status, error = combined_status(results)
     steps = step_rows(cfg, run_id, results)
@@ -261,6 +264,7 @@ def assemble(
         "run_id": run_id,
         "config_id": cfg.config_id,
         "repeat": cfg.repeat,
+        "launch_position": position,
         "status": status,
         "error": error,
         "impl": cfg.impl,
@@ -289,7 +293,7 @@ def assemble(
             steps,
             None
             if roles_of(impls.entry(cfg.impl).cls)["baseline"]
-            else baseline_means(written, _same_setup(written, cfg), cfg),
+            else baseline_means(written, same_setup(written, cfg), cfg),
         ),
         "comm_note": main.comm_note,
         **window_columns(cfg, results),

@@ -24,7 +24,7 @@ from harness.config.bench import BenchConfig, ConfigError
 from harness.config.flags import AUTO
 from harness.config.grid import Configuration
 from harness.config.ranks import available_cpus, threads_per_rank
-from harness.handoff import costs, records
+from harness.handoff import costs, pairing, records
 from harness.handoff.rank_result import RankResult
 from harness.launch import earlier
 from harness.launch.diagnose import diagnose
@@ -217,15 +217,17 @@ def launch_group(
     pending = [c for c in pending if c.config_id not in not_run]
     returncode, attempt = 0, 0
     while pending:
-        end = _run_launch(config, plan, pending, attempt=attempt, on_written=on_written, on_tick=on_tick)
+        launched = pending
+        end = _run_launch(config, plan, launched, attempt=attempt, on_written=on_written, on_tick=on_tick)
         returncode = end.returncode
         written = store.written_config_ids(plan.run)
-        pending = [c for c in pending if c.config_id not in written]
+        pending = [c for c in launched if c.config_id not in written]
         if not pending or config.node_rank != 0:
             break  # node 0's launcher records failures; the others only launch
         current, rest = pending[0], pending[1:]
         failure = diagnose(plan.run, current, end)
-        _record_failure(plan, current, failure)
+        ran = failure["error_kind"] != "launch"  # where its launch started at all, its place in it
+        _record_failure(plan, current, failure, position=launched.index(current) if ran else None)
         on_written(current)
         if failure["error_kind"] == "launch":  # nothing ran: every further launch would fail alike
             for cfg in rest:
@@ -233,12 +235,22 @@ def launch_group(
                 on_written(cfg)
             break
         if config.fail_fast:
+            pairing.refresh(plan.run, repeat=current.repeat, world_size=current.world_size)
             raise FailFast(f"{current.label()}: {failure['error']}")
         if config.nnodes > 1:
             # The other nodes' launchers cannot follow a relaunch; the rest are left for --resume.
             break
         pending, attempt = rest, attempt + 1
+    if config.node_rank == 0 and group:  # the baseline's row may have come after rows that pair with it
+        pairing.refresh(plan.run, repeat=group[0].repeat, world_size=group[0].world_size)
     return returncode
+
+
+def pair_written(plan: BenchRun) -> None:
+    """The paired columns (`harness.handoff.pairing`) of every launch the session planned, derived again: for a
+    session stopped between a launch's rows and its own refresh."""
+    for repeat, world_size in dict.fromkeys((c.repeat, c.world_size) for c in plan.configurations):
+        pairing.refresh(plan.run, repeat=repeat, world_size=world_size)
 
 
 def launch_name(config: BenchConfig, cfg: Configuration) -> str:
@@ -314,14 +326,18 @@ def rendezvous(config: BenchConfig, run_id: str) -> Rendezvous:
     return Rendezvous(config.nnodes, config.node_rank, config.rdzv_endpoint, run_id)
 
 
-def _record_failure(plan: BenchRun, cfg: Configuration, failure: dict[str, Any]) -> None:
-    """The failed row, with the failing rank's memory figures where it wrote them."""
+def _record_failure(
+    plan: BenchRun, cfg: Configuration, failure: dict[str, Any], *, position: int | None = None
+) -> None:
+    """The failed row, with the failing rank's memory figures where it wrote them; `position`: its place in the
+    launch it failed in."""
     results = [RankResult("failed", failure["error"])]
     if failure.get("rank") is not None:  # the failing rank, and the peers its failure stopped
         memory = failure.get("memory") or {}
         results = [RankResult("stopped", memory=memory.get(r) or {}) for r in range(cfg.processes)]
         results[failure["rank"]] = RankResult("failed", failure["error"], memory=memory.get(failure["rank"]) or {})
-    rows = records.assemble(cfg, results, run_context=plan.context, written=store.read_configs(plan.run))
+    rows = records.assemble(cfg, results, run_context=plan.context, written=store.read_configs(plan.run),
+                            position=position)  # fmt: skip
     row = {**rows.config, "error": failure["error"], "error_kind": failure["error_kind"],
            "error_file": failure.get("error_file")}  # fmt: skip
     store.write_configuration(plan.run, cfg.config_id, row, rows.steps, rows.ranks)
@@ -345,7 +361,7 @@ def run_groups(
     on_written: Callable[[Configuration], None],
     on_tick: Callable[[], None] | None = None,
 ) -> list[int]:
-    """One launch per repeat and world size: repeat by repeat (A B C, then A B C again, each time in
+    """One launch per repeat and world size: repeat by repeat (A B C, then B C A: `grid.rotated`, each time in
     fresh processes, so that a repeat is an independent piece of evidence: placement, caches, clocks
     and neighbours differ from launch to launch as they will between runs), and within a repeat every
     world size in ascending order (world size 1 first: scaling needs it)."""

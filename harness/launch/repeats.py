@@ -9,6 +9,7 @@ The new repeats are added to run.json's configurations before they launch, so th
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import time
 from collections.abc import Callable
@@ -123,8 +124,16 @@ def _standing(config: BenchConfig, plan: BenchRun, confidence: float, *, pace: f
     if not next_round and standing.stopped_by is None and any(v.given_up for v in standing.open):
         standing.stopped_by = "out of reach"
     start = len(every)
-    ordered = sorted(next_round, key=lambda item: (item[0], item[1]))  # interleaved: A B C, then A B C again
+    ordered = _run_order(next_round)
     return standing, [grid.again(cfg, index=start + i, repeat=repeat) for i, (repeat, _, cfg) in enumerate(ordered)]
+
+
+def _run_order(next_round: list[tuple[int, int, Configuration]]) -> list[tuple[int, int, Configuration]]:
+    """(repeat, place in the grid, configuration) in the order they run: interleaved (A B C, then A B C again), world
+    sizes ascending within a repeat, each repeat's launch starting one further along (`grid.rotated`)."""
+    ordered = sorted(next_round, key=lambda item: (item[0], item[2].world_size, item[1]))
+    launches = itertools.groupby(ordered, key=lambda item: (item[0], item[2].world_size))
+    return [item for (repeat, _), members in launches for item in grid.rotated(list(members), repeat)]
 
 
 def _with_baselines(wanted: set[str], repeats: dict[str, list[Configuration]]) -> set[str]:

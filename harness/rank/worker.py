@@ -64,13 +64,14 @@ class RowWriter:
         self.run, self.context, self.written = run, context, written
         store.warm_up()  # pay pyarrow's one-time memory before anything is measured
 
-    def write(self, cfg: Configuration, gathered: list, *, model_info: dict | None) -> None:
+    def write(self, cfg: Configuration, gathered: list, *, model_info: dict | None, position: int) -> None:
         import pandas as pd
 
         from harness.handoff import records
         from harness.results import store
 
-        rows = records.assemble(cfg, gathered, run_context=self.context, written=self.written, model_info=model_info)
+        rows = records.assemble(cfg, gathered, run_context=self.context, written=self.written, model_info=model_info,
+                                position=position)  # fmt: skip
         store.write_configuration(self.run, cfg.config_id, *rows)
         added = pd.DataFrame([store.read_config_row(self.run, cfg.config_id)])  # as the store reads it back
         self.written = added if self.written.empty else pd.concat([self.written, added], ignore_index=True)
@@ -84,7 +85,7 @@ def run_configurations(plan: dict[str, Any], session: Session, *, watch: RankWat
     infos: dict[tuple, dict | None] = {}
     profiled: set[tuple] = set()
     writer = RowWriter(run, plan["context"], plan.get("written_before")) if session.is_main else None
-    for cfg in configurations:
+    for position, cfg in enumerate(configurations):
         if cfg.processes != session.world_size:
             raise RuntimeError(f"{cfg.config_id} needs {cfg.processes} ranks, this launch has {session.world_size}")
         if writer is not None:
@@ -98,7 +99,7 @@ def run_configurations(plan: dict[str, Any], session: Session, *, watch: RankWat
         gathered = session.gather_to_main(result)
         watch.clock.lap("gather")
         if writer is not None:
-            writer.write(cfg, gathered, model_info=info)
+            writer.write(cfg, gathered, model_info=info, position=position)
             watch.clock.lap("write")
             # At world size 1, when gradients become ready in backward (input of `ddpbench predict`).
             gradprofile.record_once(cfg, run=run, device=session.device, context=plan["context"], done=profiled)

@@ -263,6 +263,20 @@ def read_config_row(run: Path, config_id: str) -> dict[str, Any]:
     return _present(table).to_pylist()[0]
 
 
+def rewrite_config_row(run: Path, config_id: str, row: dict[str, Any]) -> None:
+    """A written configuration's row again, as `read_config_row` gave it with some figures changed (atomically:
+    its steps, ranks and timeline stay as they are)."""
+    kept = {key: value for key, value in row.items() if key in CONFIG_SCHEMA.names}
+    write_parquet(RunFolder(run).part("configs", config_id), [kept], CONFIG_SCHEMA)
+
+
+def read_step_rows(run: Path, config_id: str) -> list[dict[str, Any]]:
+    """One configuration's step rows as written (nulls as None), or none where its part is missing or unreadable."""
+    path = RunFolder(run).part("steps", config_id)
+    table = _read_part(path, "steps", columns.STEPS) if path.is_file() else None
+    return table.to_pylist() if table is not None else []
+
+
 def warm_up() -> None:
     """Load the Parquet reader and writer and their memory pool once, before anything is measured.
 

@@ -127,8 +127,21 @@ def test_options_apply_only_to_strategies_that_accept_them():
         by_impl.setdefault(c.impl, []).append(c.impl_options)
     assert by_impl["naive"] == [{}, {}]  # one per world size, no bucket axis
     assert by_impl["stock"] == [{"bucket_cap_mb": 1.0}, {"bucket_cap_mb": 25.0}] * 2
-    assert grid[0].impl == "local"  # the baseline is added and runs first in each group
+    assert grid[0].impl == "local"  # the baseline is added, listed first (and run first in repeat 0's launches)
     assert len({c.config_id for c in grid}) == len(grid)
+
+
+def test_each_repeat_starts_its_launches_one_further_along_and_ids_count_as_they_run():
+    """Whatever a launch's place costs or gives (the first after its processes start, the drift along it) falls
+    on each configuration in turn, not on the baseline every time."""
+    grid = expand(BenchConfig(gpus=2, impls=("stock", "naive"), size="tiny", repeats=4), device="cpu")
+    launches = {}
+    for cfg in grid:
+        launches.setdefault((cfg.repeat, cfg.world_size), []).append(cfg.impl)
+    assert launches[(0, 1)] == launches[(0, 2)] == launches[(3, 2)] == ["local", "stock", "naive"]
+    assert launches[(1, 2)] == ["stock", "naive", "local"] and launches[(2, 1)] == ["naive", "local", "stock"]
+    assert [launch.index("local") for key, launch in sorted(launches.items()) if key[1] == 2] == [0, 2, 1, 0]
+    assert [c.config_id for c in grid] == sorted(c.config_id for c in grid)  # within a launch: as they run
 
 
 def test_an_option_that_acts_only_with_another_runs_once_where_it_would_change_nothing():

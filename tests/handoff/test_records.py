@@ -233,3 +233,44 @@ def test_a_blocking_collective_inside_forward_is_exposed_a_queued_one_is_not():
 
     assert overlap.step_communication(row, [blocking])["exposed_comm_ms"] == 2
     assert overlap.step_communication(row, [queued])["exposed_comm_ms"] == 0
+
+
+def _write_in_order(run, launches):
+    """Each launch's configurations written as rank 0 writes them (`RowWriter`: each from the rows written before
+    it), then that launch's paired columns derived again, as the launcher does after each launch."""
+    from harness.handoff import pairing
+
+    for launch in launches:
+        for position, (cfg, results) in enumerate(launch):
+            rows = records.assemble(cfg, results, run_context=CONTEXT, written=store.read_configs(run),
+                                    position=position)  # fmt: skip
+            store.write_configuration(run, cfg.config_id, *rows)
+        pairing.refresh(run, repeat=launch[0][0].repeat, world_size=launch[0][0].world_size)
+    return store.read_configs(run).set_index("config_id")
+
+
+def test_the_paired_columns_are_the_same_whichever_runs_first_in_its_launch(tmp_path):
+    """Two repeats at world sizes 1 and 2; repeat 1's baseline (a slower local: 12 ms at two ranks, not 10) is
+    written last in its launches, after the rows it divides, which a row written before it would pair with
+    repeat 0's instead. After each launch's refresh every paired column is what it is with the baseline first."""
+
+    def results(impl, world, repeat, ms):
+        comm = [] if impl == "local" else [collective(s, 12, 14) for s in range(3)]
+        steps = rank_result([ms, ms, ms], comm=comm if world > 1 else None)
+        cfg = configuration(config_id=f"{impl}-w{world}-r{repeat}", impl=impl, world_size=world, repeat=repeat)
+        return cfg, [steps] * world
+
+    launches = [[results("local", 1, 0, 8), results("naive", 1, 0, 9)],
+                [results("local", 2, 0, 10), results("naive", 2, 0, 16)],
+                [results("local", 1, 1, 8.5), results("naive", 1, 1, 9.5)],
+                [results("local", 2, 1, 12), results("naive", 2, 1, 16)]]  # fmt: skip
+    first = _write_in_order(tmp_path / "first", launches)
+    last = _write_in_order(tmp_path / "last", [launch if launch[0][0].repeat == 0 else launch[::-1]
+                                               for launch in launches])  # fmt: skip
+    paired = ["speedup_vs_local", "scaling_efficiency", "scaling_efficiency_vs_local", "gap_ms",
+              "gap_slower_compute_ms", "gap_residual_ms"]  # fmt: skip
+    pd.testing.assert_frame_equal(first[paired].sort_index(), last[paired].sort_index())
+    assert last.loc["naive-w2-r1", "speedup_vs_local"] == 12 / 16  # its own repeat's baseline, not 10 / 16
+    assert last.loc["naive-w2-r1", "gap_ms"] == pytest.approx(16 - 12)
+    assert last.loc["naive-w1-r1", "scaling_efficiency_vs_local"] == pytest.approx(8.5 / 9.5)
+    assert list(last.loc[["naive-w2-r1", "local-w2-r1"], "launch_position"]) == [0, 1]
