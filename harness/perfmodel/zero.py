@@ -267,7 +267,21 @@ def own_cost_unknown(calibration, configs=None, setup=None) -> str:
     ddp = f", while DDP's step carries DDP's own ({ms_text(reducer * 1e3)} ms)" if reducer else ""
     fast = below_baseline(configs, setup, roles.shards_parameters) if configs is not None else None
     why = (f"its step at one rank, {ms_text(fast[0])} ms, beat the baseline's ({ms_text(fast[1])} ms), which does "
-           "less, beyond noise: a measurement problem (the baseline runs first in each launch), no cost" if fast else
+           f"less, beyond noise: a measurement problem ({baseline_first(configs, setup)}), no cost" if fast else
            "the run has no FSDP step at one rank to measure it by")  # fmt: skip
     return (f"FSDP's own cost not added: {why}{ddp}; FSDP2's step reads short by whatever its own cost is: bench it "
             "at one GPU (--impls fsdp) to count it")  # fmt: skip
+
+
+def baseline_first(configs, setup: dict) -> str:
+    """How often the baseline ran first in its launch at one rank, in words: said where a strategy beat it there
+    beyond noise (`predict.below_baseline`), since the first configuration after a launch's processes start pays
+    what is still cold. A run from before `launch_position` was recorded ran it first in every launch."""
+    from harness.analysis import roles
+    from harness.perfmodel.predict import setup_rows
+
+    rows = setup_rows(configs, setup)
+    local = rows[roles.flag(rows, "baseline") & (rows["world_size"] == 1)]
+    places = local["launch_position"].fillna(0) if "launch_position" in local else [0] * len(local)
+    first = sum(int(place) == 0 for place in places)
+    return f"the baseline ran first in its launch in {first} of its {len(local)} repeat(s) at one rank"

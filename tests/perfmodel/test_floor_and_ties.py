@@ -114,6 +114,14 @@ def test_a_reference_faster_than_its_baseline_is_said_to_be_taken_as_0(monkeypat
     scaling.say_run_calibration(None, pd.DataFrame(), {}, scaled=False)
     assert ("DDP's own cost 0 ms a step at one rank (taken as 0: stock's step at one rank, every cap pooled (geometric "
             "mean over repeats), minus local's is -0.629 ms, noise)") in capsys.readouterr().out  # fmt: skip
+    # beyond noise: a measurement problem, with how often the baseline ran first in its launch (repeats rotate it)
+    monkeypatch.setattr(predict, "below_baseline", lambda *args, **kwargs: (20.0, 21.0))
+    rows = pd.DataFrame({"impl": ["local", "local", "stock"], "baseline": [True, True, False], "world_size": 1,
+                         "status": "ok", "step_ms_median": [21.0, 21.0, 20.0],
+                         "launch_position": [0, 1, 0]})  # fmt: skip
+    scaling.say_run_calibration(None, rows, {}, scaled=False)
+    assert ("-0.629 ms, beyond noise: a measurement problem (the baseline ran first in its launch in 1 of its 2 "
+            "repeat(s) at one rank), no cost)") in capsys.readouterr().out  # fmt: skip
 
 
 def test_validation_says_a_model_agrees_when_its_tied_best_holds_the_measured_best(capsys):

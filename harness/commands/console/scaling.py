@@ -51,7 +51,7 @@ def say_run_calibration(profile, configs, setup: dict, *, scaled: bool, carried:
     """What the run's one-rank rows changed: the compute's scale, and DDP's own cost (said even as 0), or what
     takes its place (`given_ms`: --local-ddp-ms)."""
     from harness.analysis import roles
-    from harness.perfmodel import predict
+    from harness.perfmodel import predict, zero
 
     role, step_s = predict.calibration_target(configs, setup)
     if step_s:
@@ -65,7 +65,7 @@ def say_run_calibration(profile, configs, setup: dict, *, scaled: bool, carried:
                   f"minus {roles.baseline_name()}'s")  # fmt: skip
         faster = difference_s < 0 and predict.below_baseline(configs, setup, lambda rows: roles.flag(rows, "reference"),
                                                              but={"bucket_cap_mb"})  # fmt: skip
-        why = ("beyond noise: a measurement problem (the baseline runs first in each launch), no cost" if faster
+        why = (f"beyond noise: a measurement problem ({zero.baseline_first(configs, setup)}), no cost" if faster
                else "noise")  # fmt: skip
         measured = pooled if difference_s >= 0 else f"taken as 0: {pooled} is {ms_text(difference_s * 1e3)} ms, {why}"
         added = f"added to backward{with_compute}" if carried else (
