@@ -207,7 +207,7 @@ def launch_group(
     configuration it was in: that one is recorded `failed` with the rank and the cause, and
     the rest run in a fresh launch (--fail-fast: FailFast is raised instead).
     """
-    written = store.written_config_ids(plan.run)
+    written = before = store.written_config_ids(plan.run)
     pending = earlier.first_to_judge(config, plan.run, [c for c in group if c.config_id not in written])
     not_run = set()
     for cfg, failure in earlier.failing_again(config, plan.run, pending):  # recorded, not launched
@@ -241,9 +241,20 @@ def launch_group(
             # The other nodes' launchers cannot follow a relaunch; the rest are left for --resume.
             break
         pending, attempt = rest, attempt + 1
-    if config.node_rank == 0 and group:  # the baseline's row may have come after rows that pair with it
+    if config.node_rank == 0 and _paired_before_baseline(group, before):
         pairing.refresh(plan.run, repeat=group[0].repeat, world_size=group[0].world_size)
     return returncode
+
+
+def _paired_before_baseline(group: list[Configuration], before: set[str]) -> bool:
+    """Whether a row of the group may have been written before its baseline's, which it pairs with: the baseline
+    runs in the group, after its first place or after rows an earlier session wrote. Only then is the group's
+    pairing derived again (each refresh reads the run's rows: 1-3 s a launch on this 2-core machine, loaded)."""
+    import impls
+
+    baseline = impls.baseline_name()
+    at = next((k for k, c in enumerate(group) if c.impl == baseline), None)
+    return at is not None and (at > 0 or any(c.config_id in before for c in group))
 
 
 def pair_written(plan: BenchRun) -> None:
