@@ -101,7 +101,7 @@ def memory_section(configs: pd.DataFrame, cluster: Cluster, worlds: list[int], *
         opening = esc(_first_fit(group, cluster, worlds[0])) + _batch_words(group, setup, batch_given)
         parts += [f"<p class=takeaway><b>{esc(setup_words(setup))}:</b> {opening}At {worlds[-1]} GPUs each rank "
                   f"holds {esc(said)} of parameters, gradients and optimizer state"
-                  f"{esc(_with_activations(most) + '.' + _fits(group, cluster, worlds))}</p>",
+                  f"{esc(_with_activations(most, worlds[-1]) + '.' + _fits(group, cluster, worlds))}</p>",
                   table(head, cells)]  # fmt: skip
     parts.append(f"<p class=caption>{esc(_memory_caption(state, size_note))}</p>")
     return "\n".join(parts)
@@ -135,10 +135,11 @@ def _batch_words(group: pd.DataFrame, setup: dict, batch_given: int | None) -> s
     )
 
 
-def _with_activations(most: pd.DataFrame) -> str:
-    """'; the model's forward keeps … at the step's peak (…)' where the run counted them (memory.activation_words);
-    '' where not."""
-    words = activation_words(most)
+def _with_activations(most: pd.DataFrame, world: int) -> str:
+    """'; the model's forward keeps … at any GPU count: at 64 GPUs a rank holds … at the step's peak (…)' where the
+    run counted them (memory.activation_words): the peak and its parts are `most`'s, at `world` GPUs, and said so
+    (a sharded optimizer's temporaries shrink with the GPUs); '' where not."""
+    words = activation_words(most, holds=f"at {world} GPUs a rank holds ")
     return f"; {words}" if words else ""
 
 

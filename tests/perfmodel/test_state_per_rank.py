@@ -69,10 +69,11 @@ def test_predict_prints_each_strategys_model_state_at_the_gpu_counts_asked(capsy
         "and the model's forward keeps 130 MiB of activations for backward at 4 samples a rank in fp32 (each further "
         "sample adds 30 MiB; most kept by NewGELUActivation 48%), every strategy alike at any GPU count"
     ) in said
-    assert (
-        "  stock       362 MiB               492 MiB            optimizer temporaries 90.5 MiB" in said
-    )  # at the peak
-    assert "  fsdp        45.2 MiB / 5.65 MiB   175 MiB / 136 MiB  optimizer temporaries 1.41 MiB" in said
+    assert "  strategies  model state w8 / w64  peak w8 / w64      kept beside at the peak w8 / w64" in said
+    assert "  stock       362 MiB               492 MiB            optimizer temporaries 90.5 MiB" in said
+    # what is kept beside at the peak at each GPU count the header names, as the peak is: a walkthrough read FSDP's
+    # temporaries at its most GPUs under a verdict at its fewest; at w8 they are 180.92 / 8 / 2 MiB
+    assert "  fsdp        45.2 MiB / 5.65 MiB   175 MiB / 136 MiB  optimizer temporaries 11.3 MiB / 1.41 MiB" in said
     # a language model's activations grow with the sequence: its length is said (the full size's may be another)
     console_memory.model_state(memory.state_per_rank(counted.assign(tokens_per_batch=4 * 1024), [8]), [8])
     assert "of activations for backward at 4 samples of 1,024 tokens a rank in fp32" in capsys.readouterr().out

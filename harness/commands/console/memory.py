@@ -32,9 +32,10 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
         rows = at[at["strategy"] == name]
         cells = [_figures(rows["total_mb"])]
         if counted:
-            last = rows.iloc[-1]  # what is kept beside the state, as at the most GPUs
-            kept = ", ".join(f"{short} {_mib(last[column])}" for column, _, short in BESIDE
-                             if column in rows and last[column] > 0)  # fmt: skip  # unrecorded: said under the table
+            # what is kept beside the state at each GPU count, as the peak is: one that shrinks with the GPUs (a
+            # sharded optimizer's temporaries) is said at each, under the header's counts
+            kept = ", ".join(f"{short} {_figures(rows[column])}" for column, _, short in BESIDE
+                             if column in rows and (rows[column] > 0).any())  # fmt: skip  # unrecorded: said below
             uncounted = rows["activation_mb"].isna().all()
             cells += ["not counted" if uncounted else _figures(need_mb(rows)), kept or "none"]
             fits = "" if uncounted or not capacity else fit_phrase(rows, capacity, terse=True)
@@ -42,7 +43,7 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
         groups.setdefault(tuple(cells), []).append(name)
     header = [f"model state {' / '.join(f'w{w}' for w in worlds)}"]
     if counted:
-        header += [f"peak {' / '.join(f'w{w}' for w in worlds)}", "kept beside at the peak"]
+        header += [f"{what} {' / '.join(f'w{w}' for w in worlds)}" for what in ("peak", "kept beside at the peak")]
         header += [f"in a GPU of {capacity:g} GiB ({cluster.name})"] if capacity else []
     names = [_named(group, state) for group in groups.values()]
     table = [
