@@ -178,12 +178,12 @@ def counts_on_meta(workload: Workload, *, batch_size: int, dtype: str) -> dict[s
     return {**info, **counted, **sizes, "parameters": parameter_table(model)}
 
 
-def parameter_table(model: nn.Module) -> list[tuple[int, str, bool, int | None]]:
-    """Every parameter (a tied one once) in registration order: its bytes, dtype, whether it trains, and the index
-    of the block holding it (`model_blocks`, as a sharding strategy wraps them; None: the root's)."""
+def parameter_table(model: nn.Module) -> list[tuple[int, str, bool, int | None, str]]:
+    """Every parameter (a tied one once) in registration order: its bytes, dtype, whether it trains, the index
+    of the block holding it (`model_blocks`, as a sharding strategy wraps them; None: the root's), and its name."""
     block_of = {id(p): k for k, block in enumerate(model_blocks(model)) for p in block.parameters()}
-    return [(_bytes(p), str(p.dtype).removeprefix("torch."), p.requires_grad, block_of.get(id(p)))
-            for p in dict(model.named_parameters()).values()]  # fmt: skip
+    return [(_bytes(p), str(p.dtype).removeprefix("torch."), p.requires_grad, block_of.get(id(p)), name)
+            for name, p in dict(model.named_parameters()).items()]  # fmt: skip
 
 
 def flops_per_sample(workload: Workload, model: nn.Module, *, device: torch.device) -> float:

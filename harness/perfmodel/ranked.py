@@ -138,7 +138,7 @@ def zero_floor_why(rows: list[pd.Series], optimizer_ms: float | None = None) -> 
     share, name, alone_share = (last["zero_full_size_largest_share"], last["zero_full_size_largest_parameter"],
                                 last["zero_full_size_largest_parameter_share"])  # fmt: skip
     alone = alone_share == alone_share and math.isclose(share, alone_share, rel_tol=1e-6)  # NaN: none
-    named = f", {name}," if isinstance(name, str) and name else ""  # the meta device's count names none
+    named = f", {name}," if isinstance(name, str) and name else ""  # '' where the count named none
     bound = f"; its largest parameter{named} alone holds {alone_share:.1%}: more ranks cannot shrink it" * alone
     whole = f"{ms_text(optimizer_ms)} → " if optimizer_ms is not None else ""
     return (f"its optimizer steps the largest shard, {share:.1%} of the elements ({whole}"

@@ -208,10 +208,11 @@ class Parameters(NamedTuple):
         return sum(g.nbytes for g in self.trained)
 
 
-def parameters_of(table: Sequence[tuple[int, str, bool, int | None]]) -> Parameters:
-    """Parameters from (bytes, dtype, trains, block) rows in registration order (modelinfo.parameter_table)."""
-    every = [(Grad(k, nbytes, dtype, float("nan"), block=block), trains)
-             for k, (nbytes, dtype, trains, block) in enumerate(table)]  # fmt: skip
+def parameters_of(table: Sequence[tuple]) -> Parameters:
+    """Parameters from (bytes, dtype, trains, block, name) rows in registration order (modelinfo.parameter_table;
+    a row without its name, as before the table carried one, names none)."""
+    every = [(Grad(k, nbytes, dtype, float("nan"), name=str(name[0]) if name else "", block=block), trains)
+             for k, (nbytes, dtype, trains, block, *name) in enumerate(table)]  # fmt: skip
     return Parameters(tuple(g for g, trains in every if trains), tuple(g for g, trains in every if not trains))
 
 

@@ -156,11 +156,13 @@ def test_the_meta_devices_parameter_table_has_the_measured_profiles_bytes_blocks
     assert counted["tokens_per_batch"] == 2 * workload.tokens_per_sample()  # said beside the activations counted
 
     def table(grads):
-        return sorted((g.index, g.nbytes, g.dtype.removeprefix("torch."), g.block) for g in grads)
+        return sorted((g.index, g.nbytes, g.dtype.removeprefix("torch."), g.block, g.name) for g in grads)
 
     assert table(params.trained) == table(gpt2_profile.grads)
     assert table(params.frozen) == table(gpt2_profile.frozen)
     assert {g.block for g in params.trained} > {None}  # blocks found, the root too
+    # the names too (ZeRO's answer names the largest parameter); a table from before them names none
+    assert parameters_of([row[:4] for row in counted["parameters"]]).trained[0].name == ""
 
 
 # ---------------------------------------------------------------- the links, and a run's fsdp rows

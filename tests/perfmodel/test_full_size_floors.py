@@ -25,7 +25,7 @@ def parameters(sizes_mb: list[float], blocks: list[int | None] | None = None, fr
     """Parameters in registration order, `sizes_mb` each, in `blocks` (default: the root's)."""
     blocks = blocks or [None] * len(sizes_mb)
     every = [
-        Grad(k, int(mb * MB), "float32", float("nan"), block=b)
+        Grad(k, int(mb * MB), "float32", float("nan"), name=f"p{k}", block=b)
         for k, (mb, b) in enumerate(zip(sizes_mb, blocks, strict=True))
     ]
     return Parameters(tuple(g for g in every if g.index not in frozen), tuple(g for g in every if g.index in frozen))
@@ -92,6 +92,7 @@ def test_zeros_floor_is_ddps_with_the_full_sizes_largest_shard_and_broadcasts():
     # and units beside the full size's floors): its shard, broadcasts, largest parameter, units and gathers
     assert (row["zero_full_size_largest_share"], row["zero_full_size_broadcasts"]) == (pytest.approx(share), 4)
     assert row["zero_full_size_largest_parameter_share"] == pytest.approx(16 / 44)
+    assert row["zero_full_size_largest_parameter"] == "p1"  # of two alike, the first registered (--out was empty)
     assert (row["fsdp_full_size_units"], row["fsdp_full_size_gathers"]) == (3, 5)  # root, 2 blocks; blocks again
     assert row["fsdp_full_size_gathers"] + 3 == row["fsdp_full_size_collectives"]  # and a reduce-scatter a unit
     expected = row["full_size_step_floor_ms"] - 4 + 4 * share + 44 + 1
