@@ -77,6 +77,16 @@ def ddp_ranked_row(frame: pd.DataFrame) -> pd.Series:
     return ranked_row(frame, "step_ms", "full_size_step_floor_ms", "DDP")
 
 
+def caps_tie(frame: pd.DataFrame) -> bool:
+    """Whether DDP's ranked figure (its step or its full-size floor, the higher) is alike (within ALIKE) at every cap
+    of the frame, two caps or more: no cap is favoured, `least_row` names one by its rule."""
+    values = [
+        ranked_value(s, f, "DDP") for s, f in zip(frame["step_ms"], frame["full_size_step_floor_ms"], strict=True)
+    ]
+    known = [v for v in values if np.isfinite(v)]
+    return len(known) == len(values) > 1 and max(known) <= min(known) * (1 + ALIKE)
+
+
 def floors_bind(frame: pd.DataFrame) -> bool:
     """Whether DDP's full-size floor at the small profile's cap is above its prediction there: the full size's
     figures, not the small model's, then say what DDP's step is."""

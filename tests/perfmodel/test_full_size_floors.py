@@ -204,3 +204,23 @@ def test_where_the_full_sizes_floors_favour_another_cap_than_the_one_named_the_a
     alike = frame.assign(full_size_step_floor_ms=[95.0, 103.0])  # least at the cap named: nothing to add
     assert floor_words([alike]) == ("at the full size DDP's step is at least 95 ms at w64 at 1 MiB, where the choice "
                                     "ranks it, 90 ms here (the floors above)")  # fmt: skip
+
+
+def test_where_the_floors_tie_at_every_cap_ddps_answer_says_so_and_why_its_cap():
+    """A walkthrough read '25 MiB, the cap its floors favour' where the floors were 1101.03 ms at 1, 25 and 100 MiB:
+    where every cap ties, the answer says so, and that the cap named is DDP's default."""
+    from harness.commands.predict_full_size import full_size_lead
+
+    def frame(world: int, floors: list[float]) -> pd.DataFrame:
+        return pd.DataFrame({"world_size": world, "bucket_cap_mb": [1.0, 25.0, 100.0], "step_ms": 100.0,
+                             "scaling_efficiency": 1.0, "full_size_step_floor_ms": floors})  # fmt: skip
+
+    tied = [frame(16, [110.0, 110.0, 110.2]), frame(64, [110.0, 110.3, 110.0])]  # within 0.5 %: alike
+    said = full_size_lead(tied, "the model you will train", backward_ms=50.0)
+    assert said.startswith(
+        "for the model you will train, by its floors: bucket_cap_mb 25 MiB: its floors tie "
+        "at every cap, and 25 MiB is DDP's default; w16 to w64: step at least 110 → 110.3 ms"
+    )
+    favoured = [frame(16, [110.0, 110.0, 110.2]), frame(64, [120.0, 110.3, 115.0])]  # at w64 25 MiB leads
+    said = full_size_lead(favoured, "the model you will train", backward_ms=50.0)
+    assert "bucket_cap_mb 25 MiB, the cap its floors favour; " in said
