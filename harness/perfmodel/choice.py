@@ -16,9 +16,9 @@ import pandas as pd
 import impls
 from harness.analysis import agreement, roles
 from harness.perfmodel import ranked
-from harness.perfmodel.memory import need_mb
-from harness.perfmodel.memory_words import unchosen_words
-from harness.perfmodel.schedule import WIRE_BYTES
+from harness.perfmodel.memory import is_tight, need_mb
+from harness.perfmodel.memory_words import tight_words, unchosen_words
+from harness.perfmodel.schedule import SCALED, WIRE_BYTES
 from harness.results.values import ms_text
 
 
@@ -33,6 +33,7 @@ class Candidate:
     model: str = ""  # whose step model times it (DDP, ZeRO-1, FSDP2), as the run's own-steps check names them
     note: str = ""  # what its step rests on beyond its model's (a compression hook's: compressed_note)
     cap_mb: float | None = None  # the cap it is ranked at, where the floors rank a step on DDP's schedule (ranked.py)
+    tight: bool = False  # fits, but with less left than the count has read below a peak (memory.is_tight)
 
     @property
     def named(self) -> str:
@@ -48,6 +49,11 @@ class Choice:
     maybe: list[Candidate] = dataclasses.field(default_factory=list)  # faster, but by less than their steps leave out
     apart: float = 0.0  # where the picks are tied by more than SMALL_CAP_LEAD: how far the model's own errors set them
     unbenched: list[Candidate] = dataclasses.field(default_factory=list)  # modelled, faster, not benched: unchosen
+
+    @property
+    def fastest(self) -> Candidate:
+        """The pick whose step, its left-out cost added, is least: `picked` names a tie's roomier ones first."""
+        return min(self.picked, key=whole_step)
 
 
 def _asked(state: pd.DataFrame, options: dict) -> pd.Series:
@@ -180,6 +186,7 @@ def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float,
         picked, maybe = _picked(fitting, errors)
         apart = max((model_apart(picked[0], c, errors) for c in picked[1:]), default=0.0)
         faster = [c for c in _unbenched(set(models), frame) if picked and c.step_ms < whole_step(picked[0])]
+        picked = sorted(picked, key=lambda c: c.tight)  # a tie names what fits with room first: booked first
         choices.append(Choice(int(named["world_size"]), picked, [c for c in timed if c not in picked + maybe], maybe,
                               apart if apart > agreement.SMALL_CAP_LEAD else 0.0, faster))  # fmt: skip
     return choices
@@ -227,7 +234,7 @@ def _ranked_candidates(at: pd.DataFrame, frame: pd.DataFrame, models: pd.Series,
                        model)  # fmt: skip
         cap = float(rows[k]["bucket_cap_mb"]) if floored and model in ("DDP", "ZeRO-1") else None
         note = compressed_note(rows[k], full_size=c.profiled_ms is not None) if hooked[j] else ""
-        found.append(dataclasses.replace(c, cap_mb=cap, note=note))
+        found.append(dataclasses.replace(c, cap_mb=cap, note=note, tight=is_tight(float(n), capacity_gib)))
     return found
 
 
@@ -307,7 +314,7 @@ def turning_share(choice: Choice, without: Choice | None, *, optimizer_ms: float
     holds either way."""
     if without is None or not choice.picked or not without.picked or not step_ms:
         return ""
-    here, there = choice.picked[0], without.picked[0]
+    here, there = choice.fastest, without.fastest
     if here.strategy == there.strategy:
         return ""
     steps = {c.strategy: c.step_ms for c in (*without.picked, *without.maybe, *without.others)}
@@ -341,23 +348,24 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
     def other(c: Candidate, fastest: float | None) -> str:
         if not c.fits:
             return f"{c.strategy} does not fit: {mib_text(c.need_mb)} a rank"
-        more = (f" before its own cost a CPU measured ({ms_text(c.left_out_ms)} ms more than DDP's, scaled), "
+        more = (f" before its own cost a CPU measured ({ms_text(c.left_out_ms)} ms more than DDP's, {SCALED}), "
                 f"{whole_step(c) / (fastest or 1) - 1:.1%} with it, as the table weighs it")  # fmt: skip
         return step_text(c) + (f", {c.step_ms / fastest - 1:.1%} slower{more * bool(c.left_out_ms)}" if fastest else "")
 
     parts = []
     for choice in choices:
-        fastest = whole_step(choice.picked[0]) if choice.picked else None  # the others' lag: from its whole step
-        picked = " or ".join(step_text(c) for c in choice.picked) or "no modelled strategy fits"
+        fastest = whole_step(choice.fastest) if choice.picked else None  # the others' lag: from its whole step
+        picked = " or ".join(step_text(c) + f" (fits tight: {tight_words(c.need_mb, capacity_gib)})" * c.tight
+                             for c in choice.picked) or "no modelled strategy fits"  # fmt: skip
         tied = " (too close to call: under the 4 % the model can tell)" if len(choice.picked) > 1 else ""
         if choice.apart:  # the models' own errors tie them wider than 4 %
             tied = (f" (too close to call: a lead under {choice.apart:.0%} is within how far the step models "
                     "missed this run's own steps)")  # fmt: skip
         # both ends said: a review summed a 644 ms left out with an 89 ms step itself and read 'may be faster' as wrong
-        beside = "; ".join([*(f"{step_text(c)} may be faster: its step leaves out its own cost, "
-                              f"{ms_text(c.left_out_ms)} ms more than DDP's as a CPU measured it, scaled, "
-                              f"{whole_step(c):.4g} ms with it (bench it at one GPU to count it)"
-                              for c in choice.maybe),
+        beside = "; ".join([*(f"{step_text(c)}, faster only without its own cost, which its step leaves out "
+                              f"({ms_text(c.left_out_ms)} ms more than DDP's as a CPU measured it, {SCALED}): "
+                              f"{whole_step(c):.4g} ms with it, {whole_step(c) / fastest - 1:.1%} slower (bench it "
+                              "at one GPU to count it)" for c in choice.maybe),
                             *(other(c, fastest) for c in choice.others)])  # fmt: skip
         turns = turning_share(choice, without.get(choice.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms)
         beside = "; ".join([beside, *(f"{step_text(c)}, not benched: bench it to see what a rank holds"

@@ -20,6 +20,7 @@ from harness.perfmodel.choice import (
     whole_step,
     without_optimizer,
 )
+from harness.perfmodel.schedule import SCALED
 from harness.results.values import ms_text
 
 COST = 5
@@ -59,7 +60,7 @@ class Note:
 def noted_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float, *, optimizer_ms: float = 0.0,
                step_ms: float = 0.0, errors: dict | None = None, batch: int | None = None) -> list[tuple]:  # fmt: skip
     """`table_rows`' rows with what the pick rests on as `Note`s: (the cells before it, [Note, …])."""
-    from harness.perfmodel.memory import batch_words
+    from harness.perfmodel.memory import batch_words, roomy_batch
 
     choices = choose(state, frames, capacity_gib, errors)
     without = {c.world_size: c for c in choose(state, without_optimizer(frames, optimizer_ms), capacity_gib, errors)
@@ -67,8 +68,11 @@ def noted_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
     rows = []
     for c in choices:
         cells, notes = _cells(c, without.get(c.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms, batch=batch)
-        if not c.picked and (words := batch_words(state[state["world_size"] == c.world_size], capacity_gib)):
+        at = state[state["world_size"] == c.world_size]
+        if not c.picked and (words := batch_words(at, capacity_gib)):
             notes = [Note(words, words)]
+        roomy = dict(zip(at["strategy"], roomy_batch(at, capacity_gib), strict=True)) if len(at) else {}
+        notes += [_tight(p, capacity_gib, roomy.get(p.strategy, 0), at) for p in c.picked if p.tight]
         rows.append((cells if batch else cells[:COST] + cells[COST + 1 :], notes))  # no batch: no GPU-hours
     return rows
 
@@ -76,8 +80,9 @@ def noted_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
 def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float, batch=None) -> tuple:
     if not choice.picked:
         return (str(choice.world_size), "none modelled fits", "", "", "", ""), []
-    first = choice.picked[0]
-    rest = sorted((c for c in choice.others if c.fits and c.step_ms is not None), key=whole_step)  # own cost in
+    first = choice.fastest  # the others' lag: from its whole step
+    rest = sorted((c for c in (*choice.others, *choice.maybe) if c.fits and c.step_ms is not None),
+                  key=whole_step)  # fmt: skip  # its own cost in: a maybe is slower with it
     cells = (str(choice.world_size), " or ".join(c.named for c in choice.picked),  # the cap where the floors rank it
              _step_cell(choice.picked), rest[0].named if rest else "",
              f"+{whole_step(rest[0]) / whole_step(first) - 1:.1%}" if rest else "",
@@ -96,18 +101,21 @@ def _notes(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
         notes.append(Note(f"holds{turns} ({settles})", "the optimizer's share decides", settles, f"holds{turns}"))
     first = choice.picked[0]  # FSDP's or ZeRO's own cost as a CPU measured it, scaled: no GPU's; a tie's too
     for c in (c for c in choice.picked if c.left_out_ms):
-        own = f"{ms_text(c.left_out_ms)} ms more than DDP's as a CPU measured it, scaled"
+        own = f"{ms_text(c.left_out_ms)} ms more than DDP's as a CPU measured it, {SCALED}"
         whose = "its" if c is first else f"{c.strategy}'s"
         notes.append(Note(f"{whose} step leaves out its own cost ({own})", f"{c.strategy}'s own cost left out",
                           f"its step leaves out its own cost, {own}"))  # fmt: skip
-    for c in choice.maybe:
-        own = f"{ms_text(c.left_out_ms)} ms more than DDP's as a CPU measured it, scaled"
+    fastest = choice.fastest
+    for c in choice.maybe:  # faster only without its own cost, never with it (choice._picked)
+        own = f"{ms_text(c.left_out_ms)} ms more than DDP's as a CPU measured it, {SCALED}"
+        slower = f"{whole_step(c) / whole_step(fastest) - 1:.1%} slower than {fastest.strategy}"
         notes.append(
             Note(
-                f"{c.strategy} may be faster ({c.step_ms:.4g} ms before its own cost)",
-                f"{c.strategy} may be faster",
-                f"before its own cost, which its step leaves out ({own}): bench it at one GPU to count it",
-                f"{c.step_ms:.4g} ms, {whole_step(c):.4g} ms with it",
+                f"{c.strategy} faster only without its own cost ({c.step_ms:.4g} ms, with it {whole_step(c):.4g} ms, "
+                f"{slower}: {own})",
+                f"{c.strategy} faster only without its own cost",
+                f"its step leaves out its own cost, {own}: bench it at one GPU to count it",
+                f"{c.step_ms:.4g} ms, with it {whole_step(c):.4g} ms, {slower}",
             )
         )
     for c in (c for c in choice.picked if c.note):
@@ -122,6 +130,18 @@ def _notes(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
         said = f"{', '.join(unfit)} do{'es' * (len(unfit) == 1)} not fit"
         notes.append(Note(said, said))
     return notes
+
+
+def _tight(c: Candidate, capacity_gib: float, roomy: int, at: pd.DataFrame) -> Note:
+    """A pick that fits only tightly (memory.is_tight), said: what it leaves, and the batch a rank at which it would
+    fit with room (memory.roomy_batch), where one would."""
+    from harness.perfmodel.memory import mib_text
+    from harness.perfmodel.memory_words import tight_why
+
+    batch = at.loc[at["strategy"] == c.strategy, "batch_size"] if "batch_size" in at else pd.Series(dtype=float)
+    room = f", batch {roomy} a rank fits with room" if 0 < roomy < (batch.max() if len(batch) else 0) else ""
+    left = f"{mib_text(capacity_gib * 1024 - c.need_mb)} left{room}"
+    return Note(f"{c.strategy} fits tight ({left}; {tight_why()})", f"{c.strategy} fits tight", tight_why(), left)
 
 
 def _step_cell(picked: list[Candidate], scale: float = 1.0, text=lambda value: f"{value:.4g}") -> str:

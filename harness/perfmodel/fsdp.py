@@ -328,6 +328,7 @@ class ForCluster(NamedTuple):
     own_s: float | None  # FSDP's own cost added to its step; None: none added (not measured, or a CPU's left out)
     note: str  # what FSDP2's step leaves out, said beside it ('' where nothing)
     left_out_s: float = 0.0  # a CPU's own cost left out, beyond DDP's (also left out), scaled as the compute is
+    scale: float = 1.0  # that scale: the compute's from the run's step to the GPU step given (its ×, said)
 
 
 def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, carried: bool) -> ForCluster:
@@ -337,7 +338,7 @@ def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, 
     DDP's is), with how much more than DDP's it was, scaled: what FSDP2's lead may be wrong by (an H200 measured
     FSDP's own cost at one GPU 3-135 % of gpt2's and resnet50's full step, DDP's 1-11 %)."""
     from harness.perfmodel import predict, zero
-    from harness.perfmodel.schedule import calibrate
+    from harness.perfmodel.schedule import calibrate, scaled_words
 
     profile = calibrate(raw, dataclasses.replace(calibration, reducer_s=0.0))
     own_s = own_cost_s(configs, setup) if configs is not None else None
@@ -352,8 +353,8 @@ def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, 
     untold = "" if told else f" (DDP's own, {ms_text(ddp_s * 1e3)} ms, the repeats do not tell from noise)"
     more = f"its {ms_text((own_s - ddp_s) * 1e3)} ms beyond DDP's ({ms_text(ddp_s * 1e3)} ms)" if told and ddp_s else ""
     note = (f"FSDP's own cost at one rank, {ms_text(own_s * 1e3)} ms, a CPU's, left out (as DDP's is): "
-            f"{more or 'all of it'}{untold} is {ms_text(beyond_s * 1e3)} ms scaled as the compute is")  # fmt: skip
-    return ForCluster(profile, None, note, beyond_s)
+            f"{more or 'all of it'}{untold} is {ms_text(beyond_s * 1e3)} ms {scaled_words(scaled)}")  # fmt: skip
+    return ForCluster(profile, None, note, beyond_s, scaled)
 
 
 def run_checks(configs, profiles, network) -> list[dict]:

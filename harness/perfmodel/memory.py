@@ -331,10 +331,21 @@ def room_words(need: float, capacity_gib: float, where: str = " a rank", *, ters
     left = capacity_gib * 1024 - need
     if left < 0:
         return f"does not fit ({mib_text(need)}{where})"
-    tight = ", tight" if left < COUNT_BELOW_PEAK * need else ""
+    tight = ", tight" if is_tight(need, capacity_gib) else ""
     held = mib_text(need).removesuffix(" GiB")  # '77.4 of 79.11 GiB', '450 MiB of 79.11 GiB'
     what = "" if terse else " for buffers, the CUDA context and NCCL's"
     return f"fits{tight} ({held} of {capacity_gib:g} GiB{where}: {mib_text(left)} left{what})"
+
+
+def is_tight(need: float, capacity_gib: float) -> bool:
+    """Whether a need (MiB, need_mb's) fits a GPU of `capacity_gib` with less than COUNT_BELOW_PEAK of it left."""
+    return 0 <= capacity_gib * 1024 - need < COUNT_BELOW_PEAK * need
+
+
+def roomy_batch(state: pd.DataFrame, capacity_gib: float) -> pd.Series:
+    """Per state row, the most samples a rank at which its need fits `capacity_gib` with room (not `is_tight`: the
+    need at most capacity / (1 + COUNT_BELOW_PEAK)), as largest_batch counts it."""
+    return largest_batch(state, capacity_gib / (1 + COUNT_BELOW_PEAK))
 
 
 def largest_batch(state: pd.DataFrame, capacity_gib: float) -> pd.Series:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis import roles
-from harness.perfmodel.memory import mib_text, need_mb, unrecorded
+from harness.perfmodel.memory import COUNT_BELOW_PEAK, mib_text, need_mb, unrecorded
 
 
 def activation_words(rows: pd.DataFrame, *, holds: str = "", totals: bool = True) -> str:
@@ -140,3 +140,14 @@ def unchosen_words(state: pd.DataFrame, choices: list, capacity_gib: float) -> l
     if left := uncounted(state, choices):
         said.append(f"{', '.join(left)} left out: {'its' if len(left) == 1 else 'their'} activations were not counted")
     return said
+
+
+def tight_words(need: float, capacity_gib: float) -> str:
+    """'1.75 GiB left: under 8 % of the count, which has read up to 8 % below a measured peak': what a need (MiB)
+    that fits only tightly (memory.is_tight) leaves in a GPU of `capacity_gib`, and why that is tight."""
+    return f"{mib_text(capacity_gib * 1024 - need)} left: {tight_why()}"
+
+
+def tight_why() -> str:
+    share = f"{COUNT_BELOW_PEAK:.0%}"
+    return f"under {share} of the count, which has read up to {share} below a measured peak"

@@ -320,6 +320,15 @@ class Calibration:
     optimizer_s: float | None = None  # the optimizer's step as given apart (--local-optimizer-ms); None: scaled
 
 
+def scaled_words(scale: float | None = None) -> str:
+    """'scaled ×4.93 from the run's step to yours': how an own cost a CPU measured at one rank is scaled to a GPU step
+    given, as the compute is: its scale there over the run's (fsdp.for_cluster, zero.own_for_cluster)."""
+    return f"scaled{f' ×{scale:.3g}' if scale else ''} from the run's step to yours"
+
+
+SCALED = scaled_words()
+
+
 def calibrate(profile: Profile, calibration: Calibration) -> Profile:
     """The profile with compute scaled and backward stretched by the reducer's cost (ready times alike; forward's
     first uses scaled)."""

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from harness.perfmodel.network import NO_CONTENTION, Contention
-from harness.perfmodel.schedule import Grad, Profile, StepPrediction, predict_cap
+from harness.perfmodel.schedule import Grad, Profile, StepPrediction, predict_cap, scaled_words
 from harness.results.values import ms_text
 
 ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}  # a dtype not named here: 4
@@ -246,14 +246,14 @@ def own_for_cluster(configs, setup: dict, calibration, *, run_scale: float, carr
     own_s = own_cost_s(configs, setup) if configs is not None else None
     if not own_s:
         return OwnCost(0.0)
-    scaled_s = own_s * (calibration.compute_scale / run_scale if run_scale else 1.0)
+    scale = calibration.compute_scale / run_scale if run_scale else 1.0
     if carried:
-        return OwnCost(scaled_s)
+        return OwnCost(own_s * scale)
     return OwnCost(
         0.0,
-        scaled_s,
+        own_s * scale,
         f"ZeRO's own cost at one rank beyond DDP's, {ms_text(own_s * 1e3)} ms, a CPU's, left "
-        f"out (as DDP's is): {ms_text(scaled_s * 1e3)} ms when scaled as the compute is",
+        f"out (as DDP's is): {ms_text(own_s * scale * 1e3)} ms {scaled_words(scale)}",
     )
 
 

@@ -25,7 +25,7 @@ from harness.perfmodel.predict import (
     scaled_to_local_step,
     swept_caps,
 )
-from harness.perfmodel.schedule import Parameters, calibrate
+from harness.perfmodel.schedule import SCALED, Parameters, calibrate
 from harness.perfmodel.sharded import OwnCheck, cluster_frame, with_full_size_floors
 from harness.perfmodel.zero import own_for_cluster
 from harness.results import store
@@ -322,7 +322,7 @@ def _best_table(best: pd.DataFrame) -> str:
                 (("ZeRO", "zero_own_left_out_ms"), ("FSDP", "fsdp_own_left_out_ms"))
                 if best[column].max() > 0]  # fmt: skip
     note = (f"<p class=caption>* without its own cost: a CPU's, left out of a GPU's step as DDP's is "
-            f"({'; '.join(left_out)} when scaled as the compute is); bench it at one GPU to count it.</p>"
+            f"({'; '.join(left_out)}, {SCALED}); bench it at one GPU to count it.</p>"
             if left_out else "")  # fmt: skip
     return table(heads, cells) + note
 

@@ -226,17 +226,23 @@ def test_fsdps_own_cost_left_out_of_a_gpu_step_is_beyond_ddps_only_where_the_rep
     kwargs = {"setup": setup, "run_scale": 1.0, "carried": False}
     side = fsdp.for_cluster(two_blocks(), Calibration(), configs=told, **kwargs)
     assert side.left_out_s == pytest.approx(10 * MS, rel=0.01)
-    assert side.note.endswith("its 10 ms beyond DDP's (20 ms) is 10 ms scaled as the compute is")  # the sum shown
+    assert side.note.endswith("its 10 ms beyond DDP's (20 ms) is 10 ms scaled ×1 from the run's step to yours")
     noisy = pd.DataFrame([*local, *fsdp_rows, *(_row("stock", 1, ms) for ms in (101.0, 140.0, 128.0))])
-    side = fsdp.for_cluster(two_blocks(), Calibration(), configs=noisy, **kwargs)
-    assert side.left_out_s == pytest.approx(30 * MS, rel=0.01)
+    # the compute ×3 on the profile, the run's own step ×1.5 on it: its own cost, the run's, ×2 (a walkthrough read
+    # the profile's ×5.938 beside 17.2 → 84.7 ms, ×4.93 unsaid)
+    side = fsdp.for_cluster(two_blocks(), Calibration(compute_scale=3.0), configs=noisy, **{**kwargs, "run_scale": 1.5})
+    assert side.left_out_s == pytest.approx(60 * MS, rel=0.01) and side.scale == pytest.approx(2.0)
     assert side.note.endswith(
-        "all of it (DDP's own, 21.9 ms, the repeats do not tell from noise) is 30 ms scaled as the compute is"
+        "all of it (DDP's own, 21.9 ms, the repeats do not tell from noise) is 60 ms scaled ×2 from the run's step to "
+        "yours"
     )  # a user read '33.2 ms beyond DDP's' where nothing of DDP's was taken
     from harness.commands.console.full_size import fsdp_own_note
 
-    # the console says the figure left out (the page the rest); where nothing is left out, the note as it is
-    assert fsdp_own_note(side) == "FSDP's own cost, a CPU's, left out as DDP's is: 30 ms scaled"
+    # the console says the figure left out and its scale (the page the rest); where nothing is left out, the note
+    assert (
+        fsdp_own_note(side)
+        == "FSDP's own cost, a CPU's, left out as DDP's is: 60 ms scaled ×2 from the run's step to yours"
+    )
     assert fsdp_own_note(side._replace(left_out_s=0.0)) == side.note
 
 

@@ -56,6 +56,8 @@ def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataF
     for k, ((short, rest), figures) in enumerate(footnotes.items(), start=1):
         said = [f"w{gpus} {figure}" for gpus, figure in figures if figure]
         each = f" ({'; '.join(said)})" if said else f" (w{', w'.join(gpus for gpus, _ in figures)})"
+        if len(said) == len(figures) > 1 and len({figure for _, figure in figures}) == 1:  # alike: said once
+            each = f" (w{', w'.join(gpus for gpus, _ in figures)}: {figures[0][1]})"
         say(f"  [{k}] {short}{each}{': ' + rest if rest else ''}")
     for words in (*unchosen_words(state, choose(state, frames, capacity_gib, errors), capacity_gib), caveat):
         if words:

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from harness.commands.console import predictions, say
 from harness.perfmodel import ranked
+from harness.perfmodel.schedule import scaled_words
 from harness.results.values import ms_text
 
 if TYPE_CHECKING:
@@ -25,11 +26,12 @@ def has_fsdp_floors(frames: list[pd.DataFrame]) -> bool:
 
 def fsdp_own_note(sharded) -> str:
     """What FSDP2's step leaves out (fsdp.for_cluster's note), in the console's words where it is a CPU's own cost
-    left out: its figure scaled, as the choice's footnote says it; the what-if page says the rest (its ms at one
+    left out: its figure and the scale it took (fsdp.ForCluster.scale); the what-if page says the rest (its ms at one
     rank, DDP's beside it)."""
     if not sharded.left_out_s:
         return sharded.note
-    return f"FSDP's own cost, a CPU's, left out as DDP's is: {ms_text(sharded.left_out_s * 1e3)} ms scaled"
+    scaled = scaled_words(sharded.scale)
+    return f"FSDP's own cost, a CPU's, left out as DDP's is: {ms_text(sharded.left_out_s * 1e3)} ms {scaled}"
 
 
 def _steps(rows, column: str) -> str:
