@@ -387,3 +387,33 @@ def test_the_step_given_is_said_in_flops_against_the_clusters_gpu_and_an_impossi
     assert not beyond and "300% of one GPU's dense peak in fp32 (67 TFLOP/s) as benched; 20% of its bf16" in said
     said, beyond = scaling.step_against_peak(cpu_run, fp32, step_ms=fast, batch=8, gpu=gpu, options=None)
     assert beyond and "; 200% of its bf16 peak (989.5 TFLOP/s) if you train in it: no GPU runs" in said
+
+
+def test_a_step_far_below_any_training_steps_share_of_the_peak_is_warned_with_its_likely_cause():
+    """A walkthrough benched a 1.3B Llama at 128 tokens and gave its 2,048-token step: '1% of one GPU's dense peak' was
+    said without a word, and every memory figure counted the 128 tokens. Below scaling.LOW_SHARE the step is warned,
+    naming the sequence counted and the flags that count the trained one; the same step at its own sequence is not."""
+    from harness.commands.console import scaling
+
+    gpu = "DGX H100: 8× H100 SXM5, NVLink 4 through NVSwitch (NVLS), 8× ConnectX-7 400 Gb/s"
+    setup = {"workload": "hf:llama", "size": "tiny", "batch_size": 8, "dtype": "bf16"}
+    small = {"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 512,
+             "vocab_size": 1024}  # fmt: skip
+    short, _ = scaling.step_against_peak(None, setup, step_ms=1.0, batch=8, gpu=gpu, options={**small, "seq_len": 64})
+    share = float(short.split("TFLOP/s: ")[1].split("%")[0]) / 100
+    step_ms = share / (scaling.LOW_SHARE * 2)  # the step at twice LOW_SHARE for 64 tokens
+    said, warned = scaling.step_against_peak(None, setup, step_ms=step_ms, batch=8, gpu=gpu,
+                                             options={**small, "seq_len": 64})  # fmt: skip
+    assert not warned and "far below" not in said
+    said, warned = scaling.step_against_peak(None, setup, step_ms=step_ms * 4, batch=8, gpu=gpu,
+                                             options={**small, "seq_len": 64})  # fmt: skip
+    assert warned and said.endswith(
+        "under 2%, far below a training step's: likely not the model you train, as counted at 64 tokens a sample; "
+        "if you train at another sequence or batch, give yours (--train-wopt seq_len=N, --batch-size B)"
+    )
+    longer, warned = scaling.step_against_peak(None, setup, step_ms=step_ms * 4, batch=8, gpu=gpu,
+                                               options={**small, "seq_len": 1024})  # fmt: skip
+    assert not warned and "far below" not in longer  # the same step, counted at the sequence trained: 16× the FLOPs
+    mlp = {"workload": "mlp", "size": "tiny", "batch_size": 8, "dtype": "bf16"}
+    said, warned = scaling.step_against_peak(None, mlp, step_ms=1e6, batch=8, gpu=gpu, options=None)
+    assert warned and said.endswith("give yours (--train-wopt KEY=VALUE, --batch-size B)")

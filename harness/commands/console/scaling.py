@@ -123,13 +123,23 @@ def say_one_rank_step(
                         "--local-step-ms MS scales the compute to your GPU's one-GPU step")  # fmt: skip
 
 
+LOW_SHARE = 0.02
+"""Below this share of the GPU's dense peak, the step given is unlike any training step of the model counted. This
+project's own steady steps on an H200 (docs/measured/gpu-check-h200.md), counted as here, read 13 % (gpt2/full bf16,
+batch 8, 52.65 ms) and 5.5 % (resnet50/full bf16, batch 64, 28.39 ms); large transformers train at 38-52 % (Megatron-LM,
+Narayanan et al. 2021: 52 % of A100 peak; PaLM, Chowdhery et al. 2022: 46 %; Llama 3, 2024: 38-43 % on H100s). A step
+at under a third of the lowest of those is more likely a count of another model than a GPU that slow: a shorter
+sequence or a smaller batch benched than the one trained (a walkthrough benched seq_len=128, trained at 2048: 1 %)."""
+
+
 def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: str,
                       options: dict | None) -> tuple[str, bool]:  # fmt: skip
     """('--local-step-ms 900 for the model you will train (2 samples a GPU) is 3.6e+13 FLOPs a step (…) at 40 TFLOP/s:
-    4% of one GPU's dense peak in bf16 (989.5 TFLOP/s)', whether that is beyond the peak): what the step given claims,
-    in the model's FLOPs a training step (forward and backward, FlopCounterMode on the meta device) over the dense
-    peak of the cluster's GPU (`gpu`: its profile's description) in the run's dtype (harness.config.precision); above
-    100 % no GPU runs that step so fast. ('', False) where the FLOPs or the peak are not known."""
+    4% of one GPU's dense peak in bf16 (989.5 TFLOP/s)', whether it is warned): what the step given claims, in the
+    model's FLOPs a training step (forward and backward, FlopCounterMode on the meta device) over the dense peak of
+    the cluster's GPU (`gpu`: its profile's description) in the run's dtype (harness.config.precision); warned above
+    100 % (no GPU runs that step so fast) and below LOW_SHARE (the FLOPs are likely not the step's: the input or the
+    batch counted is not the one trained). ('', False) where the FLOPs or the peak are not known."""
     import workloads
     from harness.commands.predict_full_size import trained_source
     from harness.config.precision import peak_dtype, peak_tflops
@@ -160,7 +170,22 @@ def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: 
         share = achieved / half[1]
     if share > 1:
         return f"{said}: no GPU runs that step so fast; check the step (and the batch it was measured at)", True
+    if share < LOW_SHARE:
+        return f"{said}: {_unlike_a_step(workload, workloads.resolve(spec).kind)}", True
     return said, False
+
+
+def _unlike_a_step(workload, kind: str) -> str:
+    """Why a step far below the peak (LOW_SHARE) is likely not the model counted: the input it was counted at, and
+    the flags that count yours (the option that sets the input, where the workload's kind has one)."""
+    tokens, side = workload.tokens_per_sample(), getattr(workload, "image_size", None)
+    counted = f", as counted at {tokens} tokens a sample" if tokens else (
+        f", as counted at {side}×{side} images" if isinstance(side, int) else "")  # fmt: skip
+    option = {"hf": "seq_len" if tokens else "image_size", "torchvision": "image_size", "timm": "image_size"}.get(kind)
+    what = "sequence" if tokens else "image size" if isinstance(side, int) else "size"
+    return (f"under {LOW_SHARE:.0%}, far below a training step's: likely not the model you train{counted}; if you "
+            f"train at another {what} or batch, give yours (--train-wopt {option or 'KEY'}="
+            f"{'N' if option else 'VALUE'}, --batch-size B)")  # fmt: skip
 
 
 def _half_precision_peak(gpu: str, configs, dtype: str) -> tuple[str, float] | None:
@@ -176,7 +201,8 @@ def _half_precision_peak(gpu: str, configs, dtype: str) -> tuple[str, float] | N
 
 def say_step_against_peak(args, configs, setup: dict | None, chosen, trained: dict | None) -> None:
     """--local-step-ms in FLOPs against the cluster's GPU (step_against_peak): said, or a warning where no GPU runs
-    the step so fast (a typo, a step measured at another batch)."""
+    the step so fast (a typo, a step measured at another batch) or a training step would be far faster (the input or
+    batch counted is not the one trained)."""
     from harness.commands import predict_input
     from harness.config.precision import GPUS
 
