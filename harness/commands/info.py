@@ -137,7 +137,10 @@ def input_text(workload) -> str:
         return f", {side}×{side} input"
     seq = getattr(workload, "seq", None)
     if isinstance(seq, int) and workload.tokens_per_sample() is not None:
-        return f", sequence {seq}" + (" (source and target)" if workload.task == "seq2seq" else "")
+        both = " (source and target)" if workload.task == "seq2seq" else ""
+        positions = getattr(workload, "positions_beyond_seq", None)  # hf at full: 1024 of a config's 2048, unsaid
+        more = f" (not its max_position_embeddings, {positions}: --wopt seq_len=N sets it)" if positions else ""
+        return f", sequence {seq}{both}{more}"
     return ""
 
 

@@ -3,9 +3,10 @@ configuration (`AutoConfig.for_model`, or the user's own file), never from downl
 
 The task follows from the architecture (first that applies: seq2seq, masked LM, causal LM, image
 classification; a configuration file's `architectures` decides first; `--wopt task=…` overrides).
-`full` is the configuration as it is (MODEL_TYPE: transformers' defaults, e.g. llama's 7B); `tiny` and
-`small` scale its standard fields down for the CPU (SCALES): layers, hidden size, heads (as many
-key/value heads), intermediate size, vocabulary and the sequence. Dropout is 0 so a step is
+`full` is the configuration as it is (MODEL_TYPE: transformers' defaults, e.g. llama's 7B) at sequence FULL_SEQ,
+or its max_position_embeddings where shorter (the longest sequence a model takes, not the one it trains at: 131,072
+for Llama 3.1); `tiny` and `small` scale its standard fields down for the CPU (SCALES): layers, hidden size, heads
+(as many key/value heads), intermediate size, vocabulary and the sequence. Dropout is 0 so a step is
 deterministic (parity compares exactly); the key/value cache is off. Options (`--wopt`) set any field
 of the configuration after the scaling (`num_hidden_layers=4`), and `seq_len`, `task`.
 FSDP's blocks are the model's own `_no_split_modules`; `tokens_per_sample` is the sequence length
@@ -203,6 +204,13 @@ class HFModel(WorkloadDefaults):
             return int(self._seq)
         limit = getattr(self.settings, "max_position_embeddings", None) or FULL_SEQ
         return min(FULL_SEQ, int(limit))
+
+    @property
+    def positions_beyond_seq(self) -> int | None:
+        """The configuration's max_position_embeddings where the sequence (no seq_len given: FULL_SEQ at full) is
+        shorter: `list` says it, as a model trained at its positions is benched at them only with --wopt seq_len."""
+        limit = None if self._seq else getattr(self.settings, "max_position_embeddings", None)
+        return limit if isinstance(limit, int) and limit > self.seq else None
 
     @property
     def image_size(self) -> int | None:
