@@ -193,13 +193,14 @@ def warn_not_whole_model(
     profiled = (f"this profile is {setup['workload']}'s {size} {'model' if trained else 'size'} "
                 f"({mib_text(profile.grad_bytes / 2**20)} of gradients{full})")  # fmt: skip
     floors = ". The floors below put the full size's communication under each step" if whole else ""
+    # benched small and counted with --train-wopt is what docs/your-model.md advises: nothing more to ask then
+    advice = "" if trained else (". Profile the model you will train (--size full, on a GPU), or give the options it "
+                                 "differs by, --train-wopt KEY=VALUE, to count it from this run")  # fmt: skip
     console.warning((f"--local-step-ms is one GPU's step of the whole model, but {profiled}: its compute is scaled to "
                      f"your step, its communication stays the {size} model's" if scaled else
                      f"{profiled}: the steps below are the {size} model's, its compute and its communication, while "
                      "each strategy's memory is counted at the full size; --local-step-ms MS (one GPU's step of the "
-                     "model you will train) scales the compute") + floors +
-                    ". Profile the model you will train (--size full; for a configuration of your own, bench it with "
-                    "--wopt key=value and predict --run that run)")  # fmt: skip
+                     "model you will train) scales the compute") + floors + advice)  # fmt: skip
     return True
 
 

@@ -736,7 +736,14 @@ def test_a_model_whose_size_does_not_change_its_gradients_is_not_told_to_profile
     assert capsys.readouterr().err == ""
     smaller = types.SimpleNamespace(grad_bytes=whole // 2)
     predict_full_size.warn_not_whole_model({"workload": spec, "size": "small"}, smaller)
-    assert "its communication stays the small model's" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "its communication stays the small model's" in err
+    assert err.rstrip().endswith("or give the options it differs by, --train-wopt KEY=VALUE, to count it from this run")
+    # benched small, counted with --train-wopt, as docs/your-model.md advises: once told to bench the whole model
+    predict_full_size.warn_not_whole_model({"workload": spec, "size": "small"}, smaller, options={"width": 512})
+    err = capsys.readouterr().err
+    assert "this profile is " in err and "the model you will train (width=512)'s are " in err
+    assert "Profile the model" not in err and "--wopt" not in err
 
 
 def test_a_log_whose_nodes_are_not_the_profiles_is_warned_of(tmp_path, capsys):
