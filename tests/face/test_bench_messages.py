@@ -162,6 +162,24 @@ def test_a_model_of_your_own_whose_ranks_would_not_fit_is_said_whatever_the_size
     assert "smaller --wopt options much less, from which predict --run RUN --train-wopt KEY=VALUE counts" in err
 
 
+def test_a_small_size_that_its_options_enlarge_is_judged_against_the_hosts_memory(capsys, tmp_path, monkeypatch):
+    """A walkthrough's hf:llama at --size tiny with --wopt hidden_size=2048 … planned a 1.3B model on two ranks, about
+    72 GiB each on 23 GiB, without a word: only the full size and files of yours were judged. mlp/tiny with a million
+    classes: 33M parameters (width 32 into 1,000,000 logits), 126 MiB of them; with gradients, buckets and 8 samples'
+    31 MiB of logits, 0.399 GiB."""
+    from harness.commands.console import plan
+
+    flags = ["--impls", "stock", "--workloads", "mlp", "--size", "tiny", "--gpus", "2", "--results",
+             str(tmp_path / "r")]  # fmt: skip
+    monkeypatch.setattr(plan, "_available_bytes", lambda: 2**28)
+    assert cli.main(["bench", "--dry-run", *flags]) == 0 and "killed for memory" not in capsys.readouterr().err
+    assert cli.main(["bench", "--dry-run", *flags, "--wopt", "classes=1000000"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: mlp[classes=1000000]/tiny: a DDP rank holds about 0.399 GiB here (parameters, gradients" in err
+    assert "this machine has 0.25 GiB available: its ranks would be killed for memory" in err
+    assert "smaller --wopt options much less, from which predict --run RUN --train-wopt KEY=VALUE counts" in err
+
+
 def test_strategies_left_untaken_apart_for_one_reason_are_named_once_together():
     """bench said DDP's 330-character reason twice, once for stock and again for zero: one line names both; a
     strategy with a reason of its own keeps its own line."""

@@ -176,20 +176,22 @@ def warn_nothing_to_shard(configurations) -> None:
 
 
 def warn_beyond_host_memory(configurations) -> None:
-    """On the CPU every rank of a node holds its model in the host's memory: where a full-size model's DDP rank (its
+    """On the CPU every rank of a node holds its model in the host's memory: where a model's DDP rank (its
     parameters, gradients, buckets, Adam's moments where it steps with Adam, and the activations its forward keeps,
     counted on the meta device: no memory, no time) times the node's ranks exceeds what the host has available,
     say so before the ranks are killed for it (a walkthrough's --size full of hf:llama listed 8 configurations of
-    ranks that each needed about 150 GiB, on 23 GiB). The full size, and a model of yours, which --size does not
-    scale (a walkthrough's 1.3B-parameter file at the default size was not warned about): the smaller sizes are
-    sized for the machine."""
+    ranks that each needed about 150 GiB, on 23 GiB). The full size, a model of yours, which --size does not scale
+    (a walkthrough's 1.3B-parameter file at the default size was not warned about), and any size whose --wopt
+    options may enlarge it (hf:llama tiny with hidden_size=2048 and 24 layers is 1.3B parameters, 72 GiB a rank):
+    the smaller sizes, without options, are sized for the machine."""
     from harness.measure.modelinfo import counts_on_meta
 
     available = _available_bytes()
     if available is None:
         return
     seen: set[str] = set()
-    for cfg in sorted((c for c in configurations if c.size == "full" or _as_written(c)), key=lambda c: -c.world_size):
+    judged = (c for c in configurations if c.size == "full" or c.workload_options or _as_written(c))
+    for cfg in sorted(judged, key=lambda c: -c.world_size):
         if cfg.workload in seen:
             continue  # its largest world size, the most ranks a node runs, is the one judged
         seen.add(cfg.workload)
@@ -205,9 +207,10 @@ def warn_beyond_host_memory(configurations) -> None:
                      *(["activations"] * (activations is not None))]  # fmt: skip
             mine = _as_written(cfg)
             smaller = ("smaller --wopt options much less, from which predict --run RUN --train-wopt KEY=VALUE "
-                       "counts the one you will train" if mine else "a smaller --size much less, from which "
-                       "predict --run counts the full one")  # fmt: skip
-            warning(f"{cfg.workload}{'' if mine else '/full'}: a DDP rank holds about {rank / 2**30:.3g} GiB here "
+                       "counts the one you will train" if mine or cfg.size != "full" else "a smaller --size much "
+                       "less, from which predict --run counts the full one")  # fmt: skip
+            label = cfg.workload if mine else f"{cfg.workload}/{cfg.size}"
+            warning(f"{label}: a DDP rank holds about {rank / 2**30:.3g} GiB here "
                     f"({', '.join(parts[:-1])} and {parts[-1]}, counted on the meta device), "
                     f"{rank * ranks / 2**30:.3g} GiB for {ranks} rank(s); this machine has "
                     f"{available / 2**30:.3g} GiB available: its ranks would be killed for memory (ZeRO and FSDP "
