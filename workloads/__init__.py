@@ -67,5 +67,8 @@ def _check_registered(name: str, options: dict[str, Any]) -> None:
     if unknown:
         zoo = (" (the zoo's models take their configuration's fields, e.g. --workloads hf:gpt2 --wopt "
                "seq_len=1024: docs/your-model.md)")  # fmt: skip
-        raise UnknownOption(f"workload {name!r} has no option {', '.join(unknown)}; valid options: "
+        from workloads._zoo.source import did_you_mean
+
+        near = did_you_mean(unknown, valid)
+        raise UnknownOption(f"workload {name!r} has no option {', '.join(unknown)}{near}; valid options: "
                           f"{', '.join(valid) or '(none)' + zoo}")  # fmt: skip

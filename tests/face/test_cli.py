@@ -264,7 +264,7 @@ def test_list_counts_the_model_a_user_will_train_with_its_options(capsys):
 
 @pytest.mark.parametrize("args, named", [
     (["dgx-h100", "--wopt", "a=1"], "--wopt needs a workload NAME"),
-    (["hf:llama", "--wopt", "hidden_sise=3"], "no configuration field hidden_sise"),
+    (["hf:llama", "--wopt", "hidden_sise=3"], "no configuration field hidden_sise (did you mean hidden_size?)"),
     (["hf:llama", "--wopt", "seq_len=1,2"], "--wopt seq_len=1,2: list counts one model; give one value"),
 ])  # fmt: skip
 def test_list_with_a_bad_workload_option_is_one_line_and_exit_2(capsys, args, named):

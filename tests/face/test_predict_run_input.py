@@ -417,3 +417,17 @@ def test_a_step_far_below_any_training_steps_share_of_the_peak_is_warned_with_it
     mlp = {"workload": "mlp", "size": "tiny", "batch_size": 8, "dtype": "bf16"}
     said, warned = scaling.step_against_peak(None, mlp, step_ms=1e6, batch=8, gpu=gpu, options=None)
     assert warned and said.endswith("give yours (--train-wopt KEY=VALUE, --batch-size B)")
+
+
+def test_a_train_wopt_typo_is_answered_with_the_field_it_is_close_to():
+    """A walkthrough's --train-wopt hidden_sise=2048 was refused without the 'did you mean' an unknown workload gets."""
+    from harness.commands import predict_full_size
+    from harness.config.bench import ConfigError
+
+    setup = {"workload": "hf:llama", "size": "tiny", "batch_size": 8, "dtype": "bf16"}
+    with pytest.raises(ConfigError) as refused:
+        predict_full_size.train_options([("hidden_sise", ("2048",))], None, setup)
+    assert str(refused.value) == (
+        "--train-wopt hidden_sise=2048 is not valid for hf:llama (hf:llama has no configuration field hidden_sise "
+        "(did you mean hidden_size?); options are its configuration's fields (LlamaConfig) and seq_len, task)"
+    )

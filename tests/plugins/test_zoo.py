@@ -414,6 +414,11 @@ def test_a_user_file_that_fails_to_import_is_one_line_naming_it_and_the_line(cap
         (["--workloads", "mlp", "--wopt", "colour=red"], "--wopt colour: no chosen workload takes it (workload 'mlp' "
                                                         "has no option colour; valid options: classes)"),
         (["--workloads", "hf:llama", "--wopt", "colour=red"], "hf:llama has no configuration field colour"),
+        (["--workloads", "hf:llama", "--wopt", "hidden_sise=64"], "hf:llama has no configuration field hidden_sise "
+         "(did you mean hidden_size?); options are its configuration's fields (LlamaConfig)"),  # once no suggestion
+        (["--workloads", "mlp", "--wopt", "clases=3"], "has no option clases (did you mean classes?); valid options"),
+        (["--workloads", "torchvision:squeezenet1_1", "--wopt", "num_clases=3"],
+         "torchvision:squeezenet1_1 takes no option num_clases (did you mean num_classes?); its options: dropout"),
         (["--workloads", "gpt2", "--wopt", "seq_len=64"], "workload 'gpt2' has no option seq_len; valid options: "
          "(none) (the zoo's models take their configuration's fields, e.g. --workloads hf:gpt2"),  # the docs' advice
         (["--workloads", "torchvision:squeezenet1_1", "--wopt", "colour=red"],
@@ -471,6 +476,8 @@ def test_a_value_one_workload_refuses_is_refused_though_another_takes_it(capsys,
 def test_a_user_class_refuses_an_option_it_does_not_take_naming_those_it_does(capsys, tmp_path, user_file):
     said = refused(capsys, tmp_path, "--workloads", f"{user_file}:Sized", "--wopt", "depth=3")
     assert "models.py:Sized takes no option depth; its options: width" in said
+    said = refused(capsys, tmp_path, "--workloads", f"{user_file}:Sized", "--wopt", "widht=3")
+    assert "models.py:Sized takes no option widht (did you mean width?); its options: width" in said
 
 
 def test_workload_options_sweep_where_they_apply_and_name_the_rows():

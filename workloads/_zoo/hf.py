@@ -27,7 +27,7 @@ from torch import nn
 
 from harness.protocols import ConfigError, UnknownOption, WorkloadDefaults
 from workloads._text import TransformerShape, causal_lm_batch, masked_lm_batch, token_loss
-from workloads._zoo.source import Source, file_hash, unknown
+from workloads._zoo.source import Source, did_you_mean, file_hash, unknown
 from workloads._zoo.vision import deterministic
 
 TASKS = ("seq2seq", "masked_lm", "causal_lm", "image_classification")
@@ -162,7 +162,9 @@ class HFModel(WorkloadDefaults):
         unknown_keys = [key for key in self.options if not _has_field(config, key)]
         if unknown_keys:
             fields = f"its configuration's fields ({type(config).__name__}) and {', '.join(OWN_OPTIONS)}"
-            raise UnknownOption(f"{name} has no configuration field {', '.join(unknown_keys)}; options are {fields}")
+            near = did_you_mean(unknown_keys, [*vars(config), *getattr(config, "attribute_map", {}), *OWN_OPTIONS])
+            raise UnknownOption(f"{name} has no configuration field {', '.join(unknown_keys)}{near}; options are "
+                                f"{fields}")  # fmt: skip
         counts = {key: value for key, value in self.options.items()
                   if COUNT_FIELD.search(key) and _is_count(getattr(config, key, None))}  # fmt: skip
         if self._seq_option is not None:

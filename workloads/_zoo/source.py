@@ -52,6 +52,14 @@ def closest(name: str, known: Iterable[str], *, many: int = 5) -> list[str]:
     return list(dict.fromkeys([*starting, *similar]))[:many]
 
 
+def did_you_mean(names: Iterable[str], known: Iterable[str]) -> str:
+    """' (did you mean hidden_size?)': the known names close to any of `names` (difflib, a typo's distance), for an
+    option a workload does not take; '' where none is close."""
+    known = sorted(known)
+    near = dict.fromkeys(m for name in names for m in difflib.get_close_matches(name, known, n=3, cutoff=0.8))
+    return f" (did you mean {', '.join(near)}?)" if near else ""
+
+
 LISTED = 100
 """The most names an unknown name's error lists when none is near (torchvision's classification models fit)."""
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.protocols import ConfigError, UnknownOption, WorkloadDefaults
-from workloads._zoo.source import Source, file_hash
+from workloads._zoo.source import Source, did_you_mean, file_hash
 
 REQUIRED = ("build_model", "make_batch", "loss")
 OPTIONAL = ("default_batch_size", "tokens_per_sample", "unavailable_reason", "blocks")
@@ -132,7 +132,8 @@ def _check_keywords(maker: Any, options: dict[str, Any], shown: str) -> None:
     unknown = sorted(set(options) - set(parameters))
     if unknown:
         valid = ", ".join(parameters) or "none"
-        raise UnknownOption(f"{shown} takes no option {', '.join(unknown)}; its options: {valid}")
+        near = did_you_mean(unknown, parameters)
+        raise UnknownOption(f"{shown} takes no option {', '.join(unknown)}{near}; its options: {valid}")
     _check_types(maker, options, shown)
 
 

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from harness.protocols import ConfigError, UnknownOption, WorkloadDefaults
-from workloads._zoo.source import Source, unknown
+from workloads._zoo.source import Source, did_you_mean, unknown
 
 
 @dataclasses.dataclass(frozen=True)
@@ -208,7 +208,8 @@ def _check_on_meta(build: Callable[..., ImageModel], options: dict[str, Any], sh
     taken = keywords(model_class)
     if taken is not None and set(options) - taken - set(OWN_OPTIONS):
         unknown, valid = sorted(set(options) - taken - set(OWN_OPTIONS)), sorted(taken | set(OWN_OPTIONS))
-        raise UnknownOption(f"{shown} takes no option {', '.join(unknown)}; its options: {', '.join(valid)}")
+        raise UnknownOption(f"{shown} takes no option {', '.join(unknown)}{did_you_mean(unknown, valid)}; its "
+                            f"options: {', '.join(valid)}")  # fmt: skip
     if weightless is None:  # no build here to judge the values by: the ranks will say
         return
     workload = None
