@@ -365,6 +365,31 @@ def test_a_spec_that_names_nothing_is_one_line_exit_2(capsys, tmp_path, spec, sa
     assert said in refused(capsys, tmp_path, "--workloads", spec)
 
 
+def test_a_module_found_nowhere_is_refused_before_torch_is_imported(tmp_path, monkeypatch):
+    """A walkthrough's `bench --dry-run --workloads tv:vit` took 20 s (torch's import, on a busy CPU) to say that
+    module 'tv' cannot be imported: it is said before the command's imports now. A package in the working folder,
+    which the command imports from there, passes the check."""
+    import subprocess
+
+    from workloads._zoo import unfindable
+
+    script = ("import sys\nfrom harness import cli\ntry:\n    cli.main(sys.argv[1:])\nexcept SystemExit as e:\n"
+              "    print(e.code, 'torch' in sys.modules)")  # fmt: skip
+    ran = subprocess.run([sys.executable, "-c", script, "bench", "--dry-run", "--workloads", "tv:vit", "--results",
+                          str(tmp_path / "r")], capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
+    assert ran.stdout.split() == ["2", "False"], ran
+    said = "workload module 'tv' cannot be imported: ModuleNotFoundError: No module named 'tv'"
+    assert ran.stderr == f"ddpbench: error: {said}\n" and not (tmp_path / "r").exists()
+    (tmp_path / "here_pkg").mkdir()
+    (tmp_path / "here_pkg" / "__init__.py").write_text("")
+    assert unfindable("here_pkg.models:Net") == (
+        "workload module 'here_pkg.models' cannot be imported: ModuleNotFoundError: No module named 'here_pkg'"
+    )
+    monkeypatch.chdir(tmp_path)
+    assert unfindable("here_pkg.models:Net") is None  # the rest (its models, Net) is resolve's to say
+    assert unfindable("hf:llama") is None and unfindable("tv/x.py:M") is None and unfindable("json:loads") is None
+
+
 @pytest.mark.parametrize(
     ("name", "said"),
     [

@@ -40,3 +40,25 @@ def resolve(spec: str) -> Source:
     from workloads._zoo import user
 
     return user.source(left, target)
+
+
+def unfindable(spec: str) -> str | None:
+    """Why a `package.module:NAME` spec cannot be imported, where its top package is on neither the import path nor
+    in the working folder, as user.load_module says it: found without importing anything, so that a command says it
+    before torch loads (a walkthrough's `tv:vit` took 20 s to be refused); None where it may import (resolve
+    decides)."""
+    import importlib.machinery
+    import importlib.util
+    import os
+
+    left, sep, target = spec.partition(":")
+    if not (sep and left and target) or left in ZOOS or left.endswith(".py") or os.sep in left or "/" in left:
+        return None
+    top = left.partition(".")[0]
+    try:
+        found = importlib.util.find_spec(top) or importlib.machinery.PathFinder.find_spec(top, [os.getcwd()])
+    except (ImportError, ValueError):
+        return None
+    return (
+        None if found else f"workload module {left!r} cannot be imported: ModuleNotFoundError: No module named {top!r}"
+    )
