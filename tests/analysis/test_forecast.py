@@ -148,8 +148,16 @@ def test_a_full_size_run_that_takes_hours_by_its_flops_is_warned_about_at_its_st
     plan.warn_long_full_size(full, threads=1)
     said = capsys.readouterr().err
     assert (
-        said.startswith("ddpbench: warning: the full size's steps take at least ") and " h here by their FLOPs" in said
+        said.startswith("ddpbench: warning: the steps of 1 configuration(s) at their full size or as --wopt sets them ")
+        and " h here by their FLOPs" in said
     )
     monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads: 1e15)
     plan.warn_long_full_size(full, threads=1)
     assert capsys.readouterr().err == ""
+    # a small size its --wopt options enlarge is judged too (mlp/tiny with a million classes: 12 steps of 8 samples
+    # of some 2·10^8 FLOPs each, at 10^3 FLOP/s)
+    monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads: 1e3)
+    plan.warn_long_full_size(
+        [dataclasses.replace(planned("stock", 1), workload_options={"classes": 1_000_000})], threads=1
+    )
+    assert "the steps of 1 configuration(s) at their full size or as --wopt sets them" in capsys.readouterr().err

@@ -218,15 +218,18 @@ def warn_beyond_host_memory(configurations) -> None:
 
 
 def warn_long_full_size(configurations, *, threads: int) -> None:
-    """A full size's steps (or a model of yours) on the CPU, when their FLOPs alone take more than LONG_S here:
-    said before the first launch, which would otherwise give no pace for the first configuration's hours."""
+    """A full size's steps (a model of yours, or one its --wopt options may enlarge: the ones the host's memory is
+    judged for) on the CPU, when their FLOPs alone take more than LONG_S here: said before the first launch, which
+    would otherwise give no pace for the first configuration's hours."""
     from harness.config.grid import skip_reason
 
-    heavy = [c for c in configurations if (c.size == "full" or _as_written(c)) and not skip_reason(c)]
+    heavy = [c for c in configurations if (c.size == "full" or c.workload_options or _as_written(c))
+             and not skip_reason(c)]  # fmt: skip
     floor = _flops_floor(heavy, threads=threads)
     if floor and floor[0] >= LONG_S:
-        warning(f"the full size's steps take at least {_minutes_text(floor[0])} here by their FLOPs at {floor[2]}; "
-                "a smaller --size takes far less, and predict --run counts the full one from it")  # fmt: skip
+        warning(f"the steps of {len(heavy)} configuration(s) at their full size or as --wopt sets them take at least "
+                f"{_minutes_text(floor[0])} here by their FLOPs at {floor[2]}; a smaller model takes far less, and "
+                "predict --run (with --train-wopt) counts the one you will train from it")  # fmt: skip
 
 
 LONG_S = 1800
