@@ -27,12 +27,21 @@ COST = 5
 """The table's column of GPU-hours a million samples take: only where the steps are a GPU's and the batch known."""
 
 
-def table_header(cpu_steps: bool = False, *, cost: bool = True) -> tuple[str, ...]:
+def table_header(cpu_steps: bool = False, *, cost: bool = True, tokens: bool = False) -> tuple[str, ...]:
     """The choice's table's header (`table_rows`): its steps a CPU's compute where no GPU step scaled them; without
-    the GPU-hours (`cost`) where `table_rows` had no batch to give them for."""
+    the GPU-hours (`cost`) where `table_rows` had no batch to give them for; a billion tokens' (`tokens`: a language
+    model's, tokens_a_step) in place of a million samples'."""
     header = ("GPUs", "book", "step ms (a CPU's compute, the cluster's network)" if cpu_steps else "step ms",
-              "next that fits", "behind", "GPU-h per 1M samples", "the pick rests on")  # fmt: skip
+              "next that fits", "behind", f"GPU-h per {'1B tokens' if tokens else '1M samples'}",
+              "the pick rests on")  # fmt: skip
     return header if cost else header[:COST] + header[COST + 1 :]
+
+
+def tokens_a_step(state: pd.DataFrame) -> float | None:
+    """A GPU's tokens a step, where the model is a language model's (memory counted them at the batch the steps are
+    at, of the model you will train: --train-wopt seq_len's); None: its cost is counted in samples."""
+    known = state["tokens_per_batch"].dropna() if "tokens_per_batch" in state else ()
+    return float(known.iloc[0]) if len(known) and known.iloc[0] > 0 else None
 
 
 def table_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float, *, optimizer_ms: float = 0.0,
@@ -67,7 +76,8 @@ def noted_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
                } if optimizer_ms and choices else {}  # fmt: skip
     rows = []
     for c in choices:
-        cells, notes = _cells(c, without.get(c.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms, batch=batch)
+        cells, notes = _cells(c, without.get(c.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms, batch=batch,
+                              tokens=tokens_a_step(state))  # fmt: skip
         at = state[state["world_size"] == c.world_size]
         if not c.picked and (words := batch_words(at, capacity_gib)):
             notes = [Note(words, words)]
@@ -77,7 +87,8 @@ def noted_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
     return rows
 
 
-def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float, batch=None) -> tuple:
+def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float, batch=None,
+           tokens: float | None = None) -> tuple:  # fmt: skip
     if not choice.picked:
         return (str(choice.world_size), "none modelled fits", "", "", "", ""), []
     first = choice.fastest  # the others' lag: from its whole step
@@ -86,7 +97,8 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
     cells = (str(choice.world_size), " or ".join(c.named for c in choice.picked),  # the cap where the floors rank it
              _step_cell(choice.picked), rest[0].named if rest else "",
              f"+{whole_step(rest[0]) / whole_step(first) - 1:.1%}" if rest else "",
-             _step_cell(choice.picked, 1e3 / 3600 / batch, lambda v: f"{v:.3g}" if v < 1e3 else f"{v:,.0f}")
+             _step_cell(choice.picked, 1e6 / 3600 / tokens if tokens else 1e3 / 3600 / batch,
+                        lambda v: f"{v:.3g}" if v < 1e3 else f"{v:,.0f}")
              if batch else "")  # fmt: skip  # GPU-hours: no exponent in a table read by eye
     return cells, _notes(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms)
 
@@ -146,7 +158,8 @@ def _tight(c: Candidate, capacity_gib: float, roomy: int, at: pd.DataFrame) -> N
 
 def _step_cell(picked: list[Candidate], scale: float = 1.0, text=lambda value: f"{value:.4g}") -> str:
     """'≥269.2' (a full-size floor ranks it), a tie's span '269.2–351.7'; each step × `scale` (GPU-hours a million
-    samples take: step s × 10⁶ / the batch a GPU steps at / 3,600 s, the GPUs' count cancelling out)."""
+    samples take: step s × 10⁶ / the batch a GPU steps at / 3,600 s, the GPUs' count cancelling out; a billion
+    tokens: step s × 10⁹ / the tokens a GPU steps on / 3,600 s)."""
     low, high = (text(min(c.step_ms for c in picked) * scale), text(max(c.step_ms for c in picked) * scale))
     span = f"{low}–{high}" if low != high else low  # a tie's ends alike as written: one figure
     return "≥" * any(c.profiled_ms is not None for c in picked) + span

@@ -516,3 +516,17 @@ def test_a_pick_that_fits_only_tightly_is_named_after_a_roomier_one_it_ties_and_
                         "the count, which has read up to 8% below a measured peak")  # fmt: skip
     roomy = choice.choose(state, frames, 90.0)[0]  # 16 GiB left: no longer tight, the faster named first again
     assert [c.strategy for c in roomy.picked] == ["stock", "zero"] and not any(c.tight for c in roomy.picked)
+
+
+def test_a_language_models_cost_is_counted_in_tokens(capsys):
+    """A walkthrough's Llama booking asked tokens a second a GPU; the table gave GPU-hours a million samples. With
+    the tokens a GPU steps on counted (32 samples of 1,024 tokens): 0.075 s × 10⁹ / 32,768 / 3,600 = 0.636 GPU-hours
+    a billion tokens."""
+    state = _state([("stock", 8, 90.0), ("zero", 8, 10.0)]).assign(tokens_per_batch=32 * 1024)
+    frames = [_frame(8, 100.0, 75.0).assign(zero_optimizer_ms=7.5)]
+    cluster = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=80.0)
+    predictions.strategy_choice(state, cluster, frames=frames, batch=32)
+    header, w8 = capsys.readouterr().out.splitlines()[1:3]
+    assert "GPU-h per 1B tokens" in header and "1M samples" not in header
+    assert w8.split()[:4] == ["8", "zero", "75", "0.636"]
+    assert choice_table.tokens_a_step(state.assign(tokens_per_batch=float("nan"))) is None  # a vision model: samples

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from harness.commands.console import say
 from harness.perfmodel.choice import choose
-from harness.perfmodel.choice_table import COST, noted_rows, table_header
+from harness.perfmodel.choice_table import COST, noted_rows, table_header, tokens_a_step
 from harness.perfmodel.memory_words import unchosen_words
 from harness.perfmodel.sharded import unborne_words
 
@@ -43,7 +43,7 @@ def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataF
             figures.append((cells[0], note.figure))
             marks.append(f"{note.short} [{list(footnotes).index((note.short, note.rest)) + 1}]")
         table.append((*cells, "; ".join(marks)))
-    header = table_header(cpu_steps, cost=bool(batch) and not cpu_steps)
+    header = table_header(cpu_steps, cost=bool(batch) and not cpu_steps, tokens=tokens_a_step(state) is not None)
     widths = [max(len(row[k]) for row in (header, *table)) for k in range(len(header) - 1)]
     unborne = f"; {words}, see below" if (words := unborne_words(errors)) else ""
     say(f"ddpbench predict: the answer on {cluster_name}, the fastest step of what fits {capacity_gib:g} GiB a GPU as "
