@@ -200,7 +200,7 @@ def _answer(best: pd.DataFrame, cluster: Cluster, trained: str = "") -> str:
             f"{last['scaling_efficiency']:.3f} at {int(last['world_size'])} GPUs on {int(last['nodes'])} nodes. "
             f"<b>Why</b> at {int(last['world_size'])} GPUs: {esc(why_last)}."
             f"{_caveat(cluster, int(last['nodes']))}{_small_cap_caveat(best)}{_unchecked(cluster, best)}")  # fmt: skip
-    if "full_size_efficiency_at_most" not in best:
+    if "full_size_efficiency_at_most" not in best or best["full_size_efficiency_at_most"].isna().all():
         return f'<p class="headline"><b>Best cap for DDP</b> {said}</p>'
     profiled = wm.size_words(esc(last["size"]))
     return (wm.full_size_lead(best, trained) +
@@ -299,7 +299,7 @@ def _best_table(best: pd.DataFrame) -> str:
               f"{r.exposed_comm_ms:.3f}", f"{r.scaling_efficiency:.3f}", esc(agreement.caps_text(r.tied)),
               esc(_lead(r)), _zero_cell(r), f"{r.zero_broadcast_ms:.3f}", _fsdp_cell(r)]
              for r in best.itertuples()]  # fmt: skip
-    sized = f" ({wm.size_words(best['size'].iloc[0])})" if "full_size_step_floor_ms" in best else ""  # beside floors
+    sized = f" ({wm.size_words(best['size'].iloc[0])})" if wm.has_floors(best) else ""  # beside floors
     heads = ["GPUs", "nodes", "cap named", f"step ms{sized}", f"exposed comm ms{sized}", f"scaling eff.{sized}",
              "fastest predicted",
              "its lead", f"ZeRO-1 step ms{sized}", "its broadcasts ms", f"FSDP2 step ms{sized}"]  # fmt: skip

@@ -196,11 +196,17 @@ def size_words(size) -> str:
     return "the benched model's" if size == BENCHED else f"the {size} size's"
 
 
+def has_floors(group: pd.DataFrame) -> bool:
+    """Whether a setup's rows hold the full size's floors (`full_size_mb`): a run of several setups has the column
+    for all of them, empty for those it does not apply to (a file of yours, which --size does not scale)."""
+    return "full_size_mb" in group and bool(group["full_size_mb"].notna().any())
+
+
 def heading(setup: str, group: pd.DataFrame, trained: str) -> str:
     """A setup's heading on the what-if page: where the page knows the model to train (its floors, `full_size_mb`),
     that model first and the profiled one after it, since a heading of the benched size read as the answer for the
     model to train; `trained`: what --train-wopt changed."""
-    if "full_size_mb" not in group:
+    if not has_floors(group):
         return f"<h2>{name_html(setup, HEADING_NAME)}</h2>"
     workload = group["setup_workload"].iloc[0]
     target = f"{workload} with {trained}" if trained else f"{workload}/full"
@@ -278,7 +284,7 @@ def communicated(group: pd.DataFrame) -> pd.DataFrame:
     """Per GPU count and cap, the milliseconds each strategy's collectives take a step (COMMUNICATED: the full size's
     where the rows hold its floors, else the profile's) and DDP's last all-reduce, after backward; NaN where a
     strategy has no model (FSDP2 without block times)."""
-    full = "full_size_comm_ms" in group
+    full = has_floors(group)
     out = group[["world_size", "nodes", "bucket_cap_mb"]].copy()
     for name, own, floor in COMMUNICATED:
         out[name] = group[floor if full else own] if (floor if full else own) in group else float("nan")
@@ -295,7 +301,7 @@ def communication_section(group: pd.DataFrame, cluster: Cluster, *, sized: bool 
     comm, first = communicated(group), group.iloc[0]
     profiled = size_words(esc(first["size"])) if sized else "the model's"
     whose = (f"the full size's {first['full_size_mb']:,.0f} MiB of gradients (counted on the meta device)"
-             if "full_size_mb" in group else f"{profiled} {first['grad_mb']:.4g} MiB of gradients"
+             if has_floors(group) else f"{profiled} {first['grad_mb']:.4g} MiB of gradients"
              + ("" if sized else ", as the run built it (--size scales no file)"))  # fmt: skip
     most = comm[comm["world_size"] == comm["world_size"].max()]
     ddp = ", ".join(f"{r['DDP']:.4g} ms at {r.bucket_cap_mb:g} MiB" for _, r in most.iterrows())
