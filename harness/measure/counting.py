@@ -3,7 +3,7 @@ run keeps (harness.measure.modelinfo): attention as a GPU's flash kernel keeps i
 is needed (it has no meta device), and transformers told our batches hold one sequence a row (the meta device cannot
 read a value to find out). Under autocast the rules are the CPU's: a GPU's also runs layer_norm, softmax, log_softmax,
 pow and exp in fp32, so it keeps somewhat more there (the loss's log-softmax over a vocabulary most of all); a GPU
-run's own rows measure it."""
+run's own rows measure it. And the FLOPs formulas FlopCounterMode is given beside its own (`FLOP_FORMULAS`)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import sys
 
 import torch
 import torch.nn.functional as F
+from torch.utils.flop_counter import conv_flop_count
 
 
 @contextlib.contextmanager
@@ -64,3 +65,17 @@ def flash_attention_kept():
         yield
     finally:
         F.scaled_dot_product_attention = made
+
+
+def _conv_backward_flop(grad_out_shape, x_shape, w_shape, _bias, _stride, _padding, _dilation, transposed,
+                        _output_padding, _groups, output_mask, **rest) -> int:  # fmt: skip
+    """A convolution's backward: the input's gradient and the weight's each take the forward's multiply-adds.
+    torch's own formula counts the weight's gradient as if the convolution had one group, `groups` times too many
+    for a grouped one: 64.5× a depthwise 7×7 convolution's whole backward over 128 channels, 3× ConvNeXt-B's
+    training step (3.5e13 FLOPs counted at batch 128, 1.2e13 as its 15.4 GMACs a forward make it)."""
+    forward = conv_flop_count(x_shape, w_shape, grad_out_shape, transposed)
+    return forward * (bool(output_mask[0]) + bool(output_mask[1]))
+
+
+FLOP_FORMULAS = {torch.ops.aten.convolution_backward: _conv_backward_flop}
+"""FlopCounterMode's `custom_mapping`: formulas that replace torch's own where those count wrong."""

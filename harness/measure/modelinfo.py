@@ -24,6 +24,7 @@ from torch.utils._pytree import tree_map
 from torch.utils.flop_counter import FlopCounterMode
 
 from harness.bucketing import MIB
+from harness.measure.counting import FLOP_FORMULAS
 from harness.measure.counting import fake_cpu as _fake_cpu
 from harness.measure.counting import flash_attention_kept as _flash_attention_kept
 from harness.measure.counting import one_sequence_a_row as _one_sequence_a_row
@@ -190,7 +191,8 @@ def flops_per_sample(workload: Workload, model: nn.Module, *, device: torch.devi
     """FLOPs of one training forward+backward, per sample, as FlopCounterMode counts them.
 
     Attention runs on SDPA's math backend while counting: FlopCounterMode has no formula for
-    the fused CPU kernel, whereas the math backend is plain matmuls it does count.
+    the fused CPU kernel, whereas the math backend is plain matmuls it does count. A convolution's
+    backward is counted by `counting.FLOP_FORMULAS`, torch's own overcounting a grouped one.
     """
     made_on = torch.device("cpu") if device.type == "meta" else device  # no generator on the meta device
     generator = torch.Generator(device=made_on)
@@ -199,7 +201,11 @@ def flops_per_sample(workload: Workload, model: nn.Module, *, device: torch.devi
     if device.type == "meta":
         batch = tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, batch)
     unpacked = _one_sequence_a_row() if device.type == "meta" else contextlib.nullcontext()  # (transformers' .item())
-    with sdpa_kernel(SDPBackend.MATH), unpacked, FlopCounterMode(display=False) as counter:
+    with (
+        sdpa_kernel(SDPBackend.MATH),
+        unpacked,
+        FlopCounterMode(display=False, custom_mapping=FLOP_FORMULAS) as counter,
+    ):
         workload.loss(model, batch).backward()
     model.zero_grad(set_to_none=True)
     return counter.get_total_flops() / FLOP_COUNT_SAMPLES

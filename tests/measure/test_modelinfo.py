@@ -102,3 +102,30 @@ def test_attention_flops_are_counted_on_the_cpu():
     scores_and_mix = 2 * (2 * 16 * 16 * 8)
     flops = describe(Attention(), batch_size=2, device="cpu")["flops_per_sample"]
     assert flops == 2 * projection + 3 * scores_and_mix  # counting only the projection would give 4096
+
+
+@dataclasses.dataclass(kw_only=True)
+class ConvWorkload(WorkloadDefaults):
+    """Two 3×3 convolutions over 6 channels of 5×5 (padding 1: 5×5 out), `groups` of them; the loss is a sum."""
+
+    groups: int = 1
+    size: str = "tiny"
+
+    def build_model(self) -> nn.Module:
+        return nn.Sequential(*(nn.Conv2d(6, 6, 3, padding=1, groups=self.groups, bias=False) for _ in range(2)))
+
+    def make_batch(self, batch_size, *, device, generator):
+        return torch.randn(batch_size, 6, 5, 5, device=device, generator=generator)
+
+    def loss(self, model, batch):
+        return model(batch).sum()
+
+
+def test_grouped_convolution_backward_is_counted_once_per_group():
+    # A convolution's forward per sample: 2 · 25 output points · 6 output channels · (6 / groups) inputs · 9 taps.
+    # The first's backward makes only the weight's gradient (the batch needs none), the second's the input's too:
+    # each the forward's multiply-adds again, so (1 + 1) + (1 + 2) forwards. torch's own formula counts the weight's
+    # gradient of a depthwise one 6× (its channels): 40,500 here instead of 13,500.
+    for groups in (1, 2, 6):
+        forward = 2 * 25 * 6 * (6 // groups) * 9
+        assert describe(ConvWorkload(groups=groups), batch_size=2, device="cpu")["flops_per_sample"] == 5 * forward
