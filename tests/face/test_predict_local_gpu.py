@@ -40,6 +40,25 @@ def test_a_cap_is_decided_only_where_both_ends_name_it(capsys):
                     "dgx-h100's GPU settles it (--local-step-ms without --local-step-gpu)")  # fmt: skip
 
 
+def test_a_choice_undecided_under_a_cap_both_ends_name_says_the_choice_alone(monkeypatch, capsys):
+    """convnext_base's A100 step on dgx-h100: every cap tied at both ends, and zero joined the tie at the memory-bound
+    end; the line had said "DDP's cap and the choice of strategy not decided at w8 (… w8 any cap → any cap, …)"."""
+    frames = [_rows({8: [10.0, 10.0, 10.0]}), _rows({8: [20.0, 20.0, 20.0]})]
+    picks = [("fsdp", "stock at 25 MiB"), ("fsdp", "stock at 25 MiB", "zero at 25 MiB")]
+    ends = [
+        {"caps": {1.0, 25.0, 100.0}, "picks": p, "step_ms": ms, "floored": False}
+        for p, ms in zip(picks, (10, 20), strict=True)
+    ]
+    monkeypatch.setattr(scaling, "ends_verdicts", lambda *a, **k: [{"world_size": 8, "ends": ends, "decided": False}])
+    chosen = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=79.11)
+    said = scaling.say_ends_verdict(chosen, [("compute-bound", 10.0), ("memory-bound", 20.0)], frames, state=None)
+    capsys.readouterr()
+    assert said == ("at the other end (memory-bound, 20 ms a GPU step) DDP's step is w8 20 ms; DDP's cap the same at "
+                    "both ends at every GPU count; the choice of strategy not decided at w8 (compute-bound → "
+                    "memory-bound: w8 fsdp / stock at 25 MiB → fsdp / stock at 25 MiB / zero at 25 MiB): one step "
+                    "measured on dgx-h100's GPU settles it (--local-step-ms without --local-step-gpu)")  # fmt: skip
+
+
 def test_an_a100_step_on_dgx_h100_is_predicted_at_both_ends_and_on_dgx_a100_as_given(tmp_path, capsys):
     """A user's 310 ms on an A100 was taken as an H100's step (1.6-3x off); now it is bounded and said so."""
     shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")

@@ -308,15 +308,22 @@ def say_ends_verdict(chosen, ends: list[tuple[str, float]], frames: list, *, sta
     open_ = [v for v in verdicts if not v["decided"]]
     if not open_:
         return _said(f"{said}{what}: the same at both ends at every GPU count, decided")
-    differ = []
+    differ, undecided = [], set()  # what differs, said alone: a cap both ends name is not the undecided part
     for v in open_:
         here, there = v["ends"]
-        picks = "" if here["picks"] is None else (f", {' / '.join(here['picks']) or 'none fits'} → "
-                                                  f"{' / '.join(there['picks']) or 'none fits'}")  # fmt: skip
-        differ.append(f"w{v['world_size']} {_caps_words(here['caps'], every)} → {_caps_words(there['caps'], every)}"
-                      f"{picks}")  # fmt: skip
+        parts = [] if set.intersection(here["caps"], there["caps"]) else \
+            [f"{_caps_words(here['caps'], every)} → {_caps_words(there['caps'], every)}"]  # fmt: skip
+        undecided |= {"cap"} if parts else set()
+        if here["picks"] != there["picks"]:
+            parts.append(f"{' / '.join(here['picks']) or 'none fits'} → {' / '.join(there['picks']) or 'none fits'}")
+            undecided.add("choice")
+        differ.append(f"w{v['world_size']} {', '.join(parts)}")
+    what = {frozenset({"cap"}): "DDP's cap", frozenset({"choice"}): "the choice of strategy"}.get(
+        frozenset(undecided), "DDP's cap and the choice of strategy"
+    )
+    settled = "DDP's cap the same at both ends at every GPU count; " if "cap" not in undecided else ""
     counts = ", ".join(f"w{v['world_size']}" for v in open_)
-    return _said(f"{said}{what} not decided at {counts} ({ends[0][0]} → {ends[1][0]}: "
+    return _said(f"{said}{settled}{what} not decided at {counts} ({ends[0][0]} → {ends[1][0]}: "
                  f"{'; '.join(differ)}): one step measured on {chosen.name}'s GPU settles it (--local-step-ms "
                  "without --local-step-gpu)")  # fmt: skip
 
