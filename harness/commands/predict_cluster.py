@@ -235,7 +235,8 @@ def run_at_ends(args: argparse.Namespace, chosen, profile, caps: list[float], *,
             frames.insert(0, run_steps(args, chosen, profile, caps, device=device, configs=configs, setup=setup,
                                        state=state, errors=errors))  # fmt: skip
     if len(ends) > 1:
-        args.ends_verdict = scaling.say_ends_verdict(chosen, ends, frames, state=state, errors=errors)
+        batch = (predict_input.memory_batch(args, setup) or int(setup["batch_size"])) if setup else None
+        args.ends_verdict = scaling.say_ends_verdict(chosen, ends, frames, state=state, errors=errors, batch=batch)
     if args.out:
         write_rows(pd.concat(frames, ignore_index=True), Path(args.out))
     return 0

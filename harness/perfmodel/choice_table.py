@@ -95,9 +95,9 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
     rest = sorted((c for c in (*choice.others, *choice.maybe) if c.fits and c.step_ms is not None),
                   key=whole_step)  # fmt: skip  # its own cost in: a maybe is slower with it
     cells = (str(choice.world_size), " or ".join(c.named for c in choice.picked),  # the cap where the floors rank it
-             _step_cell(choice.picked), rest[0].named if rest else "",
+             step_cell(choice.picked), rest[0].named if rest else "",
              f"+{whole_step(rest[0]) / whole_step(first) - 1:.1%}" if rest else "",
-             _step_cell(choice.picked, 1e6 / 3600 / tokens if tokens else 1e3 / 3600 / batch,
+             step_cell(choice.picked, 1e6 / 3600 / tokens if tokens else 1e3 / 3600 / batch,
                         lambda v: f"{v:.3g}" if v < 1e3 else f"{v:,.0f}")
              if batch else "")  # fmt: skip  # GPU-hours: no exponent in a table read by eye
     return cells, _notes(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms)
@@ -156,7 +156,7 @@ def _tight(c: Candidate, capacity_gib: float, roomy: int, at: pd.DataFrame) -> N
     return Note(f"{c.strategy} fits tight ({left}; {tight_why()})", f"{c.strategy} fits tight", tight_why(), left)
 
 
-def _step_cell(picked: list[Candidate], scale: float = 1.0, text=lambda value: f"{value:.4g}") -> str:
+def step_cell(picked: list[Candidate], scale: float = 1.0, text=lambda value: f"{value:.4g}") -> str:
     """'≥269.2' (a full-size floor ranks it), a tie's span '269.2–351.7'; each step × `scale` (GPU-hours a million
     samples take: step s × 10⁶ / the batch a GPU steps at / 3,600 s, the GPUs' count cancelling out; a billion
     tokens: step s × 10⁹ / the tokens a GPU steps on / 3,600 s)."""

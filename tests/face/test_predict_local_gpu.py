@@ -45,10 +45,8 @@ def test_a_choice_undecided_under_a_cap_both_ends_name_says_the_choice_alone(mon
     end; the line had said "DDP's cap and the choice of strategy not decided at w8 (… w8 any cap → any cap, …)"."""
     frames = [_rows({8: [10.0, 10.0, 10.0]}), _rows({8: [20.0, 20.0, 20.0]})]
     picks = [("fsdp", "stock at 25 MiB"), ("fsdp", "stock at 25 MiB", "zero at 25 MiB")]
-    ends = [
-        {"caps": {1.0, 25.0, 100.0}, "picks": p, "step_ms": ms, "floored": False}
-        for p, ms in zip(picks, (10, 20), strict=True)
-    ]
+    ends = [{"caps": {1.0, 25.0, 100.0}, "picks": p, "step_ms": ms, "floored": False, "picked": []}
+            for p, ms in zip(picks, (10, 20), strict=True)]  # fmt: skip
     monkeypatch.setattr(scaling, "ends_verdicts", lambda *a, **k: [{"world_size": 8, "ends": ends, "decided": False}])
     chosen = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=79.11)
     said = scaling.say_ends_verdict(chosen, [("compute-bound", 10.0), ("memory-bound", 20.0)], frames, state=None)
@@ -57,6 +55,14 @@ def test_a_choice_undecided_under_a_cap_both_ends_name_says_the_choice_alone(mon
                     "both ends at every GPU count; the choice of strategy not decided at w8 (compute-bound → "
                     "memory-bound: w8 fsdp / stock at 25 MiB → fsdp / stock at 25 MiB / zero at 25 MiB): one step "
                     "measured on dgx-h100's GPU settles it (--local-step-ms without --local-step-gpu)")  # fmt: skip
+    # the other end's GPU-hours: the answer's table gives only the printed end's, and a cost compared across clusters
+    # by it alone took the compute-bound end's (0.287 GPU-h per 1M samples for convnext_base on dgx-h100, not 0.555)
+    ends[1]["picked"] = [types.SimpleNamespace(step_ms=ms, profiled_ms=None) for ms in (20.0, 21.0)]
+    state = pd.DataFrame({"world_size": [8]})
+    said = scaling.say_ends_verdict(chosen, [("compute-bound", 10.0), ("memory-bound", 20.0)], frames, state=state,
+                                    batch=128)  # fmt: skip
+    low, high = (ms / 1e3 * 1e6 / 128 / 3600 for ms in (20.0, 21.0))
+    assert f"DDP's step is w8 20 ms; the pick's GPU-h per 1M samples w8 {low:.3g}–{high:.3g}; DDP's cap" in said
 
 
 def test_an_a100_step_on_dgx_h100_is_predicted_at_both_ends_and_on_dgx_a100_as_given(tmp_path, capsys):
