@@ -110,8 +110,8 @@ def _ends_words(args: argparse.Namespace) -> str:
     if getattr(args, "local_step_end", None) is None:
         return ""
     return (
-        f"{args.ends_said}. This page is at the {args.local_step_end} end, {args.local_step_ms:g} ms: where it "
-        f"says the step you gave, it is that. Predicted {args.ends_verdict}."
+        f"{args.ends_said}. This page is at the {args.local_step_end} end, {args.local_step_ms:g} ms. "
+        f"Predicted {args.ends_verdict}."
     )
 
 

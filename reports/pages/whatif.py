@@ -152,6 +152,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
              wm.device_banner(meta, cluster, local_step_ms, inside=inside, ends=ends),
              wm.trained_banner(trained)]  # fmt: skip
     title = f"What if: {run_id} on {cluster.name}" + (f" at a {local_step_ms:g} ms GPU step" if local_step_ms else "")
+    title += " (an end of its bound)" if ends else ""  # not the step given: another GPU's, carried (wm.device_banner)
     mark = {"shared": True, "run": str(meta.get("page", run_id))} if standalone else {}  # the index's link to it
     if rows.empty:
         parts.append("<p>This run stored no gradient-ready profile (a bench run at world size 1 stores one), so "

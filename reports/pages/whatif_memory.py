@@ -249,8 +249,13 @@ def device_banner(meta: dict, cluster: Cluster, local_step_ms: float | None, *, 
     """`inside`: the run has no baseline step at one rank, so DDP's own cost is inside the compute scaled (and the
     step given stands for one GPU's step with DDP), as the console says; `ends`: where the step given was measured on
     another GPU, its two ends on the cluster's, the one this page is at and the other end's verdict, in words."""
-    if ends:
-        return device_banner(meta, cluster, local_step_ms, inside=inside) + f'<p class="banner">{esc(ends)}</p>'
+    if ends:  # the step is not the one given but an end of its bound on the cluster's GPU: said so, then the ends
+        banner = device_banner(meta, cluster, local_step_ms, inside=inside)
+        banner = banner.replace(
+            "the step you gave, <code>--local-step-ms</code>",
+            "an end of the bound on this GPU of the step you gave on another: below",
+        )
+        return banner + f'<p class="banner">{esc(ends)}</p>'
     device = meta.get("device", "?")
     if local_step_ms:
         own = ("DDP's own cost measured there is a CPU's and is left out" if device == "cpu" else
