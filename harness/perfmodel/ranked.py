@@ -128,6 +128,25 @@ def full_size_why(row: pd.Series, backward_ms: float, cap_mb: float, *, terse: b
             f"{last}")  # fmt: skip
 
 
+COMMUNICATED = (("DDP", "comm_ms", "full_size_comm_ms"), ("ZeRO-1", "zero_broadcast_ms", "zero_full_size_broadcast_ms"),
+                ("FSDP2 gathers", "fsdp_gather_ms", "fsdp_full_size_gather_ms"),
+                ("FSDP2 reduce-scatters", "fsdp_scatter_ms", "fsdp_full_size_scatter_ms"))  # fmt: skip
+"""Each strategy's collectives a step as a cluster's rows hold them: the profile's, and the full size's where its
+floors are in the rows (DDP's per cap; ZeRO-1's broadcasts and FSDP2's the same at every cap)."""
+
+
+def communicated(rows: pd.DataFrame, *, full: bool) -> pd.DataFrame:
+    """Per GPU count and cap, the milliseconds each strategy's collectives take a step (COMMUNICATED: the full size's
+    where `full`, the rows holding its floors, else the profile's) and DDP's last all-reduce, after backward; NaN
+    where a strategy has no model (FSDP2 without block times). What holds whatever the GPU computes: the what-if
+    page and the console say it where a CPU's compute ranks no step."""
+    out = rows[["world_size", "nodes", "bucket_cap_mb"]].copy()
+    for name, own, floor in COMMUNICATED:
+        out[name] = rows[floor if full else own] if (floor if full else own) in rows else float("nan")
+    out["DDP last"] = rows["full_size_last_ms" if full else "last_allreduce_ms"]
+    return out
+
+
 BUCKET_VIEW_WORTH = 0.8
 """ZeRO-1's parameters_as_bucket_view is named where its broadcasts would take under this share of the default's."""
 

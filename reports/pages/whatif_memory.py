@@ -278,23 +278,9 @@ def device_banner(meta: dict, cluster: Cluster, local_step_ms: float | None, *, 
             f"times are that device's, set here against {esc(cluster.name)}'s communication.</p>")  # fmt: skip
 
 
-COMMUNICATED = (("DDP", "comm_ms", "full_size_comm_ms"), ("ZeRO-1", "zero_broadcast_ms", "zero_full_size_broadcast_ms"),
-                ("FSDP2 gathers", "fsdp_gather_ms", "fsdp_full_size_gather_ms"),
-                ("FSDP2 reduce-scatters", "fsdp_scatter_ms", "fsdp_full_size_scatter_ms"))  # fmt: skip
-"""Each strategy's collectives a step as the what-if page's predicted rows hold them: the profile's, and the full
-size's where its floors are in the rows (DDP's per cap; ZeRO-1's broadcasts and FSDP2's the same at every cap)."""
-
-
 def communicated(group: pd.DataFrame) -> pd.DataFrame:
-    """Per GPU count and cap, the milliseconds each strategy's collectives take a step (COMMUNICATED: the full size's
-    where the rows hold its floors, else the profile's) and DDP's last all-reduce, after backward; NaN where a
-    strategy has no model (FSDP2 without block times)."""
-    full = has_floors(group)
-    out = group[["world_size", "nodes", "bucket_cap_mb"]].copy()
-    for name, own, floor in COMMUNICATED:
-        out[name] = group[floor if full else own] if (floor if full else own) in group else float("nan")
-    out["DDP last"] = group["full_size_last_ms" if full else "last_allreduce_ms"]
-    return out
+    """ranked.communicated of a setup's rows: the full size's collectives where the rows hold its floors."""
+    return ranked.communicated(group, full=has_floors(group))
 
 
 def communication_section(group: pd.DataFrame, cluster: Cluster, *, sized: bool = True, caveats: str = "") -> str:
