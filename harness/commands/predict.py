@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from harness.commands import console, predict_cluster, predict_full_size, predict_input, report
-from harness.commands.console import predictions, profiling
+from harness.commands.console import predictions, profiling, scaling
 from harness.config.bench import SIZE_CHOICES, ConfigError
 
 DEFAULT_WORLD = 8
@@ -144,7 +144,7 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
         checked = own_check(run_dir.parent, run_dir, setup, configs=configs, cluster=chosen.name)
     code = predict_cluster.run_at_ends(args, chosen, profile, caps, device=profiled_on, configs=configs, setup=setup,
                                        state=state, errors=checked.errors)  # fmt: skip
-    predictions.errors_on_own_run(checked.words)
+    predictions.errors_on_own_run(checked.words if scaling.steps_known(args, profiled_on) else "")
     if args.page:  # the same calibration, caps and scaling as the console's, from one node to 1,024 GPUs
         report.write_prediction_page(args, chosen, run_dir, setup, caps, checked=checked)
     return code

@@ -246,7 +246,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
               setup: dict | None = None, state=None, errors=None):  # fmt: skip
     """Step time per bucket cap at each node count for the profile, and the best cap with its margin.
     With a run's `configs` (and the profile's `setup`), the profile is first calibrated on the run's rows
-    at one rank (`predict.run_calibration`), as the what-if page does; then to --local-step-ms."""
+    at one rank (`predict.run_calibration`), as the what-if page does; then to --local-step-ms. Where no step is
+    known (`steps_known`), each strategy's collectives per node count instead, and what gives the rest."""
     import pandas as pd
 
     from harness.analysis import agreement
@@ -264,7 +265,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     calibration = predict.scaled_to_local_step(profile, from_run, args.local_step_ms and args.local_step_ms / 1e3,
                                                own_carried=carried, optimizer_s=given_optimizer_s,
                                                own_s=None if ddp_ms is None else ddp_ms / 1e3)  # fmt: skip
-    if configs is not None:
+    known = scaling.steps_known(args, device)
+    if configs is not None and known:
         scaling.say_run_calibration(profile, configs, setup, scaled=bool(args.local_step_ms), carried=carried,
                                     given_ms=ddp_ms)  # fmt: skip
     # an own cost (hooks, copies) goes with the parameters, not the batch: --batch-size's part of the scale is not its
@@ -277,18 +279,18 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     trained = getattr(args, "train_options", None)  # --train-wopt: the model you will train, counted on meta
     smaller = bool(setup is not None and (setup.get("size") != "full" or trained is not None)
                    and predict_full_size.warn_not_whole_model(setup, profile, configs=configs, options=trained,
-                                                              scaled=bool(args.local_step_ms)))  # fmt: skip
+                                                              scaled=bool(args.local_step_ms), said=known))  # fmt: skip
     own_source = scaling.own_source(configs, setup, carried=carried, given=ddp_ms is not None)  # --out's, as said
-    scaling.say_one_rank_step(profile, calibration, device=device, local_step_ms=args.local_step_ms,
-                              own_measured=own_source == "measured", own_inside=own_source == "in the compute",
-                              optimizer_ms=args.local_optimizer_ms, ddp_ms=ddp_ms,
-                              step_from=scaling.step_from_words(args))  # fmt: skip
+    if known:
+        scaling.say_one_rank_step(profile, calibration, local_step_ms=args.local_step_ms,
+                                  own_measured=own_source == "measured", own_inside=own_source == "in the compute",
+                                  optimizer_ms=args.local_optimizer_ms, ddp_ms=ddp_ms,
+                                  step_from=scaling.step_from_words(args))  # fmt: skip
     scaling.say_step_against_peak(args, configs, setup, chosen, trained)  # the step given, in FLOPs: a typo shows
     link = ClusterLink(chosen)
     benched = "the benched model's" if trained is not None else f"the {setup['size'] if setup else ''} size's"
     small = (f"{benched} gradients, not your model's: a cap named is theirs, not one for the model you will train "
              "(the full size's floors are its): see the warning above" if smaller else "")  # fmt: skip
-    cpu = "a CPU's compute: see the warning above" if device == "cpu" and not args.local_step_ms else ""
     said_before: set[str] = set()
 
     def joined(*parts: str) -> str:  # a caveat once, where it first applies: the console is read down
@@ -296,7 +298,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         said_before.update(parts)
         return "; ".join(out)
 
-    caveat = (cpu, small)
+    caveat = (small,)
     rows = []
     for nodes in node_counts(args):
         world = nodes * chosen.gpus_per_node
@@ -307,7 +309,31 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     if smaller:  # the full size's gradients on the same compute: the least each step can take
         rows = predict_full_size.with_floors(rows, setup, profile, configs=configs, link=link, cluster_name=chosen.name,
                                              fsdp_profile=sharded.profile, fsdp_own_s=sharded.own_s or 0.0,
-                                             zero_own_s=zero_own.added_s, options=trained)  # fmt: skip
+                                             zero_own_s=zero_own.added_s, options=trained, said=known)  # fmt: skip
+    own_ms = calibration.reducer_s * 1e3  # DDP's own cost as the prediction adds it (scaled with any compute)
+    # --out's rows (run_at_ends writes them): each says what it rests on, the profile, the workload, any scaling
+    given, measured_on = setup or {}, getattr(args, "local_step_gpu", None)
+    context = {"cluster": chosen.name, "cluster_source": _source_of(chosen), "run": args.run,
+               **{key: given.get(key) for key in ("workload", "size", "batch_size", "dtype", "optimizer")},
+               # the batch the rows answer for: --batch-size's (memory counted there) beside the run's own
+               "run_batch_size": given.get("batch_size"),
+               "train_options": json.dumps(getattr(args, "train_options", None), sort_keys=True),
+               **({"batch_size": batch} if (batch := predict_input.memory_batch(args, given)) else {}),
+               "local_step_ms": float(getattr(args, "local_step_given", args.local_step_ms) or "nan"),
+               "local_step_gpu": measured_on, "local_step_end": getattr(args, "local_step_end", None),
+               "cluster_step_ms": float(args.local_step_ms or "nan"),  # float64 even where not given
+               "local_optimizer_ms": float("nan" if args.local_optimizer_ms is None else args.local_optimizer_ms),
+               "local_optimizer_source": getattr(args, "local_optimizer_source", None),
+               "local_ddp_ms": float("nan" if ddp_ms is None else ddp_ms), "ddp_own_source": own_source,
+               # the calibration and the one-rank step, so that a row reproduces its scaling_efficiency
+               "compute_scale": calibration.compute_scale,
+               "ddp_own_ms": own_ms if carried or ddp_ms is not None else float("nan"),
+               "one_rank_step_ms": profile.local_step_s * 1e3}  # fmt: skip
+    out = pd.concat(rows, ignore_index=True).assign(**context)
+    if not known:  # a CPU's compute: what holds on any GPU (the memory, said above), and what gives the rest
+        steps.collectives_answer(chosen, rows, trained=trained is not None, profile=profile,
+                                 optimizer=(setup or {}).get("optimizer") or "sgd")  # fmt: skip
+        return out
     before = own_source in ("left out", "not measured")  # the steps lack DDP's own cost: said, not hidden
     steps.cluster_table(chosen, rows, before_own=before)
     said = [joined(*caveat, cluster.cap_caveat(chosen, nodes)) for nodes in node_counts(args)]  # a caveat once
@@ -318,7 +344,6 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     whose, small = ("the model you will train" if trained is not None else "the full size"), benched[:-2]
     lead = predict_full_size.full_size_lead(rows, whose, backward_ms=profile.backward_s * 1e3) if smaller else ""
     said = joined(*caveat, "" if lead else floors["DDP"])  # each node count's published-table caveat: above
-    own_ms = calibration.reducer_s * 1e3  # DDP's own cost as the prediction adds it (scaled with any compute)
     predictions.cluster_answer(chosen, rows, backward_ms=profile.backward_s * 1e3, caveat=said,
                                own_ms=None if before else own_ms,
                                full_size=lead, small=small)  # fmt: skip
@@ -347,27 +372,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         step_batch = (predict_input.memory_batch(args, setup) or int(setup["batch_size"])) if setup else None
         notes = joined(*caveat, *cpu_split("ZeRO-1", "FSDP2"), fsdp_note, zero_own.note)
         predictions.strategy_choice(state, chosen, frames=rows, caveat=notes, cpu_optimizer=cpu_optimizer,
-                                    errors=errors, cpu_steps=device == "cpu" and not args.local_step_ms,
-                                    batch=step_batch)  # fmt: skip
-    # --out's rows (run_at_ends writes them): each says what it rests on, the profile, the workload, any scaling
-    setup, measured_on = setup or {}, getattr(args, "local_step_gpu", None)
-    context = {"cluster": chosen.name, "cluster_source": _source_of(chosen), "run": args.run,
-               **{key: setup.get(key) for key in ("workload", "size", "batch_size", "dtype", "optimizer")},
-               # the batch the rows answer for: --batch-size's (memory counted there) beside the run's own
-               "run_batch_size": setup.get("batch_size"),
-               "train_options": json.dumps(getattr(args, "train_options", None), sort_keys=True),
-               **({"batch_size": batch} if (batch := predict_input.memory_batch(args, setup)) else {}),
-               "local_step_ms": float(getattr(args, "local_step_given", args.local_step_ms) or "nan"),
-               "local_step_gpu": measured_on, "local_step_end": getattr(args, "local_step_end", None),
-               "cluster_step_ms": float(args.local_step_ms or "nan"),  # float64 even where not given
-               "local_optimizer_ms": float("nan" if args.local_optimizer_ms is None else args.local_optimizer_ms),
-               "local_optimizer_source": getattr(args, "local_optimizer_source", None),
-               "local_ddp_ms": float("nan" if ddp_ms is None else ddp_ms), "ddp_own_source": own_source,
-               # the calibration and the one-rank step, so that a row reproduces its scaling_efficiency
-               "compute_scale": calibration.compute_scale,
-               "ddp_own_ms": own_ms if carried or ddp_ms is not None else float("nan"),
-               "one_rank_step_ms": profile.local_step_s * 1e3}  # fmt: skip
-    return pd.concat(rows, ignore_index=True).assign(**context)
+                                    errors=errors, batch=step_batch)  # fmt: skip
+    return out
 
 
 def write_rows(frame, out: Path) -> None:

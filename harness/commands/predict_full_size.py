@@ -175,18 +175,18 @@ def said_state(run_dir: Path, configs, setup: dict, worlds: list[int], gpu, *, b
 
 
 def warn_not_whole_model(
-    setup: dict, profile, *, configs=None, scaled: bool = True, options: dict | None = None
+    setup: dict, profile, *, configs=None, scaled: bool = True, options: dict | None = None, said: bool = True
 ) -> bool:
     """A profile of a smaller size than the one to train keeps the smaller model's gradients, so every all-reduce
     would be the smaller model's, whether --local-step-ms (`scaled`: the user's whole model's step) scales its
     compute or not (memory is counted at the full size either way). Unsaid where the full size has the profile's
     gradients (a model of your own file, which --size does not scale, unless `options`: --train-wopt's); whether
-    said."""
+    it is not the whole model (said unless not `said`: no step to warn of, predict_cluster.steps_known)."""
     from harness.perfmodel.memory import mib_text
 
     whole = (full_size_counts(setup, configs, options=options) or {}).get("grad_bytes")
-    if whole == profile.grad_bytes:
-        return False
+    if whole == profile.grad_bytes or not said:
+        return whole != profile.grad_bytes
     trained = f"the model you will train ({trained_text(configs, setup, options)})" if options is not None else ""
     full = f"; {trained or 'the full size'}'s are {mib_text(whole / 2**20)}" if whole else ""
     size = "benched" if trained else setup["size"]
@@ -236,12 +236,13 @@ def full_parameters(setup: dict, configs, profile_grad_bytes: int, *, options: d
 
 
 def with_floors(frames: list, setup: dict, profile, *, configs, link, cluster_name: str, fsdp_profile,
-                fsdp_own_s: float = 0.0, zero_own_s: float = 0.0, options: dict | None = None) -> list:  # fmt: skip
+                fsdp_own_s: float = 0.0, zero_own_s: float = 0.0, options: dict | None = None,
+                said: bool = True) -> list:  # fmt: skip
     """Where the profile is a smaller size's (said by `warn_not_whole_model`): each strategy's step floor per GPU
     count and cap with the full size's parameters (`sharded.with_full_size_floors`: counted on the meta device, on
     the profile's compute as scaled; FSDP2's on `fsdp_profile`), said as a table and added to `frames`
-    (`full_size_*`, `zero_full_size_*`, `fsdp_full_size_*` columns) for --out; `frames` as they were where the
-    full size cannot be counted."""
+    (`full_size_*`, `zero_full_size_*`, `fsdp_full_size_*` columns, `full_size_mb` its gradients) for --out, said
+    unless not `said` (no step to floor); `frames` as they were where the full size cannot be counted."""
     from harness.perfmodel.memory import mib_text
     from harness.perfmodel.sharded import with_full_size_floors
 
@@ -250,13 +251,15 @@ def with_floors(frames: list, setup: dict, profile, *, configs, link, cluster_na
         return frames
     gradients = f"{mib_text(params.grad_bytes / 2**20)} of gradients in {len(params.trained)} tensors"
     which = f" (the model you will train: {trained_text(configs, setup, options)})" if options is not None else ""
-    console.say(f"ddpbench predict: at the full size{which}, {setup['workload']}'s parameters ({gradients}, counted on "
-                f"the meta device) put these floors under each step on {cluster_name} (the ≥ columns below; the others "
-                f"are the {'benched model' if options is not None else setup['size'] + ' size'}'s)")  # fmt: skip
-    floored = [with_full_size_floors(frame, profile, params, link=link, world_size=int(frame["world_size"].iloc[0]),
-                                     fsdp_profile=fsdp_profile, fsdp_own_s=fsdp_own_s, zero_own_s=zero_own_s)
-               for frame in frames]  # fmt: skip  # said beside the steps (console.steps.cluster_table)
-    return floored
+    others = "benched model" if options is not None else f"{setup['size']} size"
+    if said:
+        console.say(f"ddpbench predict: at the full size{which}, {setup['workload']}'s parameters ({gradients}, "
+                    f"counted on the meta device) put these floors under each step on {cluster_name} (the ≥ columns "
+                    f"below; the others are the {others}'s)")  # fmt: skip
+    return [with_full_size_floors(frame, profile, params, link=link, world_size=int(frame["world_size"].iloc[0]),
+                                  fsdp_profile=fsdp_profile, fsdp_own_s=fsdp_own_s, zero_own_s=zero_own_s)
+            .assign(full_size_mb=params.grad_bytes / 2**20)
+            for frame in frames]  # fmt: skip  # said beside the steps (console.steps.cluster_table)
 
 
 FLOORED = {"DDP": ("step_ms", "full_size_step_floor_ms"), "ZeRO-1": ("zero_step_ms", "zero_full_size_step_floor_ms"),

@@ -387,12 +387,11 @@ def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_
                      "--nodes", "1", "--out", str(on_cluster)]) == 0  # fmt: skip
     captured = capsys.readouterr()
     said = captured.out
-    assert "FSDP's own cost not added" in said
-    # a tiny run's steps without --local-step-ms: the tiny model's, said so, with the full size's floors under them
-    assert "this profile is mlp's tiny size (" in captured.err
-    assert "the steps below are the tiny model's, its compute and its communication, while" in captured.err
-    assert "at the full size, mlp's parameters (" in said
-    assert "[a CPU's compute: see the warning above; the tiny" in said
+    # a tiny CPU run without --local-step-ms: no step, only the full size's collectives (and its memory, below)
+    assert "this profile is mlp's tiny size (" not in captured.err and "step per bucket cap" not in said
+    assert "ddpbench predict: what dgx-h100's network costs a step, whatever the GPU computes: ms of each strategy's " \
+           "collectives with the full size's 1 GiB of gradients (counted on the meta device)" in said  # fmt: skip
+    assert "ddpbench predict: no step, strategy to book or cap on dgx-h100: the profile's compute is a CPU's" in said
     # what fits is the full size's: mlp/full's 1.0 GiB of parameters and as much of gradients, SGD keeping none
     assert ("\n  at the full size, counted on the meta device at batch 8 a rank; activations in fp32, the run's dtype; "
             "in bf16 (autocast) ") in said  # fmt: skip
@@ -403,13 +402,17 @@ def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_
     )  # bf16 is no fixed share of fp32's: counted (test_nccl_tests: what fp32 counts for a bf16 run)
     assert "\n  naive                  2 GiB           2 GiB" in said
     assert "\n  flat, stock, bucketed  2 GiB           3 GiB    buckets 1 GiB" in said  # alike: one row
-    # no collectives run beside it: the model's error on the run's own steps is missing, and said so
-    assert "ddpbench predict: not checked against this run's own steps: no `ddpbench collectives` run of" in said
+    assert "not checked against this run's own steps" not in said  # no step to check
     cluster_rows = pd.read_csv(on_cluster)
     assert cluster_rows["fsdp_own_ms"].isna().all()
-    # beside it, DDP's own cost where the run measured one above 0 (noise can make DDP look free at one rank)
-    ddp_own_ms = cluster_rows["ddp_own_ms"].iloc[0]
-    assert ("while DDP's step carries DDP's own (" in said) == bool(ddp_own_ms > 0), ddp_own_ms
+    # with a GPU step: FSDP2's step says it has no own cost, beside DDP's own cost, given; and no collectives run
+    # beside the run: the model's error on the run's own steps is missing, and said so
+    assert cli.main(["predict", "--run", small_run.name, "--results", str(small_run.parent), "--cluster", "dgx-h100",
+                     "--nodes", "1", "--local-step-ms", "20", "--local-ddp-ms", "0.5"]) == 0  # fmt: skip
+    said_gpu = capsys.readouterr().out
+    assert "FSDP's own cost not added: the run has no FSDP step at one rank to measure it by, while DDP's step " \
+           "carries DDP's own (0.5 ms)" in said_gpu  # fmt: skip
+    assert "ddpbench predict: not checked against this run's own steps: no `ddpbench collectives` run of" in said_gpu
     # this machine's rows are the cluster's less what only a cluster has, plus the link they rest on (usage.md)
     only_cluster = {
         "nodes",

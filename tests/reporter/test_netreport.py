@@ -162,33 +162,45 @@ def _assert_printed_steps(printed: str, on_page: dict[int, tuple[str, str]], wor
         assert steps[(world, cap)] == step
 
 
+def _communication_cells(path: Path) -> dict[int, list[str]]:
+    """A CPU run's what-if page's table of collectives: its cells per GPU count."""
+    table = html.unescape(path.read_text()).split("FSDP2's reduce-scatters</th>")[1].split("</table>")[0]
+    return {int(row[0]): row for row in ([c.split("</td>")[0] for c in r.split("<td>")[1:]]
+                                         for r in table.split("<tr")[1:])}  # fmt: skip
+
+
 def test_the_what_if_page_of_a_cpu_run_and_predict_give_the_same_communication(built, tmp_path, capsys):
     """One model: the site's page's collectives per GPU count are those `ddpbench predict --run --cluster --out` rows
-    hold for the same run and cluster, with or without a GPU step (they do not rest on the compute). (A site built
-    without `report`'s counts: the profiled size's; `report`'s, the full size's: test_nccl_tests.)"""
+    hold for the same run and cluster, with or without a GPU step (they do not rest on the compute), and without one
+    predict's console prints its page's table and no step, as that page names none. (A site built without
+    `report`'s counts: the profiled size's; predict's, as `report`'s, the full size's: test_nccl_tests.)"""
     from harness import cli
 
     results, built_site = built
-    page = html.unescape((built_site.run_pages["bucket_sweep"].parent / "bucket_sweep.whatif.html").read_text())
-    table = page.split("FSDP2's reduce-scatters</th>")[1].split("</table>")[0]
-    cells = {int(row[0]): row for row in ([c.split("</td>")[0] for c in r.split("<td>")[1:]]
-                                          for r in table.split("<tr")[1:])}  # fmt: skip
+    cells = _communication_cells(built_site.run_pages["bucket_sweep"].parent / "bucket_sweep.whatif.html")
     printed = []
     for step in ([], ["--local-step-ms", "20"]):
-        out = tmp_path / f"rows{len(step)}.csv"
+        out, page = tmp_path / f"rows{len(step)}.csv", ["--page", str(tmp_path / "page.html")] * (not step)
         assert cli.main(["predict", "--run", "bucket_sweep", "--results", str(results), "--cluster", "dgx-h100",
-                         "--nodes", "1,2,4", *step, "--out", str(out)]) == 0  # fmt: skip
+                         "--nodes", "1,2,4", *step, "--out", str(out), *page]) == 0  # fmt: skip
         printed.append(capsys.readouterr().out)
         for world, rows in pd.read_csv(out).sort_values("bucket_cap_mb").groupby("world_size"):
             said = cells[world]  # GPUs, nodes, DDP's at 1, 5, 25 MiB (the last), ZeRO-1's, FSDP2's gathers, scatters
             assert said[2:5] == [f"{r.comm_ms:.4g} ({r.last_allreduce_ms:.3g})" for r in rows.itertuples()]
             first = rows.iloc[0]
             assert said[5:] == [f"{first[c]:.4g}" for c in ("zero_broadcast_ms", "fsdp_gather_ms", "fsdp_scatter_ms")]
-    assert len(cells) == 8 and "to the run's baseline step at one rank" in printed[0]  # calibrated, as the page
-    # a caveat once, where it first applies: a user counted one bracket seven times in 73 lines
-    printed = printed[0]
-    assert printed.count("a CPU's compute: see the warning above") == 1
-    assert "a CPU's compute (as said above)" not in printed
+    assert len(cells) == 8 and "to the run's baseline step at one rank" in printed[1]  # calibrated, as the page
+    # without a GPU step the console says what its page says: the same table (the full size's, as both count it), no
+    # step, strategy or cap
+    lines, on_page = printed[0].splitlines(), _communication_cells(tmp_path / "page.html")
+    at = next(k for k, line in enumerate(lines) if line.split()[:4] == ["GPUs", "nodes", "DDP", "at"])
+    console = {int(row[0]): row for row in (re.split(r"\s{2,}", line.strip()) for line in lines[at + 1 : at + 4])}
+    assert console == {world: on_page[world] for world in (8, 16, 32)} and on_page[8] != cells[8]  # not the tiny's
+    assert lines[at + 4].startswith("ddpbench predict: no step, strategy to book or cap on dgx-h100: the profile's "
+                                    "compute is a CPU's") and "--local-step-ms MS" in lines[at + 4]  # fmt: skip
+    for answer in ("answer for DDP on", "predicted fastest cap", "step per bucket cap"):
+        assert answer not in printed[0] and answer in printed[1], answer
+    assert "the answer on" not in printed[0] and "to the run's baseline step" not in printed[0]
 
 
 def test_predict_page_scales_as_the_console_does_in_one_file_to_share(built, tmp_path, capsys):

@@ -21,14 +21,14 @@ RIGHT = (0, 2, 4, 5)
 
 
 def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataFrame], *, cluster_name: str,
-                 optimizer_ms: float = 0.0, step_ms: float = 0.0, errors=None, cpu_steps: bool = False,
-                 batch: int | None = None, caveat: str = "") -> bool:  # fmt: skip
+                 optimizer_ms: float = 0.0, step_ms: float = 0.0, errors=None, batch: int | None = None,
+                 caveat: str = "") -> bool:  # fmt: skip
     """Say the table (`state` labelled by `strategy`, as choice_words takes it), its notes under it, then what the
     choice leaves out (unchosen.unchosen_words) and `caveat`; nothing where there is no choice; whether said.
-    `cpu_steps`: the steps are a CPU's compute (no --local-step-ms), which its step column says, and the table has no
-    GPU-hours column then; `batch`: a GPU's samples a step, as the steps are (their GPU-hours a million samples)."""
+    `batch`: a GPU's samples a step, as the steps are (their GPU-hours a million samples). A CPU's steps, with no GPU
+    step given, have no such table (scaling.steps_known)."""
     rows = noted_rows(state, frames, capacity_gib, optimizer_ms=optimizer_ms, step_ms=step_ms, errors=errors,
-                      batch=None if cpu_steps else batch)  # fmt: skip
+                      batch=batch)  # fmt: skip
     if not rows:
         return False
     footnotes: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (short, rest): [(GPUs, figure), …]
@@ -43,7 +43,7 @@ def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataF
             figures.append((cells[0], note.figure))
             marks.append(f"{note.short} [{list(footnotes).index((note.short, note.rest)) + 1}]")
         table.append((*cells, "; ".join(marks)))
-    header = table_header(cpu_steps, cost=bool(batch) and not cpu_steps, tokens=tokens_a_step(state) is not None)
+    header = table_header(cost=bool(batch), tokens=tokens_a_step(state) is not None)
     widths = [max(len(row[k]) for row in (header, *table)) for k in range(len(header) - 1)]
     unborne = f"; {words}, see below" if (words := unborne_words(errors)) else ""
     say(f"ddpbench predict: the answer on {cluster_name}, the fastest step of what fits {capacity_gib:g} GiB a GPU as "

@@ -33,6 +33,12 @@ def check_local_flags(args) -> None:
         gpu_name(args.local_step_gpu)  # a name not in the datasheet tables: refused with the names there are
 
 
+def steps_known(args, device: str) -> bool:
+    """Whether `predict --cluster` names a step, a strategy to book and a cap: the profile's compute a GPU's, or scaled
+    to the one-GPU step given. A CPU's hides communication a GPU's would not (reports.pages.whatif.steps_known)."""
+    return bool(args.local_step_ms) or device != "cpu"
+
+
 def own_source(configs, setup: dict | None, *, carried: bool, given: bool) -> str:
     """Where DDP's own cost in the predicted steps comes from (--out's `ddp_own_source`): 'given' (--local-ddp-ms),
     'measured' (the run's one-rank rows), 'in the compute' (no baseline step at one rank: the compute is scaled to
@@ -81,7 +87,6 @@ def say_one_rank_step(
     calibrated,
     calibration,
     *,
-    device: str,
     local_step_ms: float | None,
     own_measured: bool,
     own_inside: bool,
@@ -117,10 +122,6 @@ def say_one_rank_step(
     both = "" if parts or own_inside else ", both before it"
     console.say(f"ddpbench predict: one rank's step {what}: {step_ms:.4g} ms{parts}; scaling efficiency below "
                 f"= that step over each predicted step{both}")  # fmt: skip
-    if device == "cpu" and not local_step_ms:
-        console.warning("the profile's compute is a CPU's, far slower than a GPU's: communication hides behind it, "
-                        "so these are a CPU's steps, and their efficiencies higher than a GPU's would be; "
-                        "--local-step-ms MS scales the compute to your GPU's one-GPU step")  # fmt: skip
 
 
 LOW_SHARE = 0.02
