@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 
 from harness.commands import console, predict_full_size, predict_input
-from harness.commands.console import full_size, predictions, published, scaling, steps
+from harness.commands.console import answer, full_size, predictions, published, scaling, steps
 from harness.config.bench import ConfigError
 
 DEFAULT_SIZES = "1KiB:16GiB"
@@ -370,7 +370,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     full_size.fsdp_answer(rows, whose=whose, small=small, caveat=fsdp_caveat)
     if state is not None:  # the two halves joined: the fastest of the strategies that fit (floors in its own words)
         step_batch = (predict_input.memory_batch(args, setup) or int(setup["batch_size"])) if setup else None
-        notes = joined(*caveat, *cpu_split("ZeRO-1", "FSDP2"), fsdp_note, zero_own.note)
+        notes = joined(*caveat, *cpu_split("ZeRO-1", "FSDP2"), fsdp_note, zero_own.note,
+                       answer.parity_failed(configs, setup))  # fmt: skip
         predictions.strategy_choice(state, chosen, frames=rows, caveat=notes, cpu_optimizer=cpu_optimizer,
                                     errors=errors, batch=step_batch)  # fmt: skip
     return out

@@ -523,3 +523,20 @@ def test_a_language_models_cost_is_counted_in_tokens(capsys):
     assert "GPU-h per 1B tokens" in header and "1M samples" not in header
     assert w8.split()[:4] == ["8", "zero", "75", "0.636"]
     assert choice_table.tokens_a_step(state.assign(tokens_per_batch=float("nan"))) is None  # a vision model: samples
+
+
+def test_a_strategy_that_failed_parity_in_the_run_is_said_under_the_choice():
+    """A walkthrough's choice named fsdp, which had failed parity at both world sizes, without a word."""
+    from pathlib import Path
+
+    from harness.commands.console.answer import parity_failed
+    from harness.results import store
+
+    configs = store.read_configs(Path(__file__).resolve().parent.parent / "data" / "cpu_run")
+    setup = {"workload": "mlp", "size": "tiny", "batch_size": 8, "dtype": "fp32", "optimizer": "sgd"}
+    assert parity_failed(configs, setup) == ""  # every judged row ok; local's null is not judged, not failed
+    other = configs["impl"] != "stock"
+    failed = configs.assign(parity_ok=configs["parity_ok"].where(other, False),
+                            parity_max_abs_diff=configs["parity_max_abs_diff"].where(other, 0.0037))  # fmt: skip
+    assert parity_failed(failed, setup).startswith("stock failed parity in this run (largest difference 0.0037): ")
+    assert parity_failed(failed, {**setup, "size": "small"}) == ""  # another setup's rows

@@ -63,3 +63,21 @@ def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataF
         if words:
             say(f"  {words}")
     return True
+
+
+def parity_failed(configs: pd.DataFrame | None, setup: dict | None) -> str:
+    """The strategies of the setup predicted whose rows failed parity in the run, for the caveat under the choice: a
+    strategy that does not train as one process on the whole batch would is no answer until the run page says why (a
+    walkthrough's choice named fsdp, which failed parity at both world sizes, without a word)."""
+    from harness.perfmodel.predict import of_setup
+    from harness.results.values import strategy_labels
+
+    if configs is None or setup is None or "parity_ok" not in configs:
+        return ""
+    rows = of_setup(configs, setup)
+    failed = rows[rows["parity_ok"].eq(False)]  # null: not judged
+    if failed.empty:
+        return ""
+    names = ", ".join(dict.fromkeys(strategy_labels(failed)))
+    return (f"{names} failed parity in this run (largest difference {failed['parity_max_abs_diff'].max():.2g}): not "
+            "training as one process on the whole batch would, no answer until the run page says why")  # fmt: skip
