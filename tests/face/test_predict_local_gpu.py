@@ -72,7 +72,7 @@ def test_an_a100_step_on_dgx_h100_is_predicted_at_both_ends_and_on_dgx_a100_as_g
             "--local-step-gpu", "a100-sxm4-80gb"]  # fmt: skip
     out, page = tmp_path / "h100.csv", tmp_path / "h100.html"
     assert cli.main([*args, "--cluster", "dgx-h100", "--out", str(out), "--page", str(page)]) == 0
-    said = capsys.readouterr().out
+    said, warned = capsys.readouterr()
     a100, h100 = GPUS["a100-sxm4-80gb"], "H100 SXM5"
     compute = 310 * peak_tflops(a100, "fp32", tf32=False) / peak_tflops(h100, "fp32", tf32=False)  # the run: fp32
     memory = 310 * memory_gbps(a100) / memory_gbps(h100)
@@ -83,6 +83,7 @@ def test_an_a100_step_on_dgx_h100_is_predicted_at_both_ends_and_on_dgx_a100_as_g
     assert f"one rank's step without DDP is {compute:.4g} ms (the compute-bound end" in said  # the lines printed
     assert f"at the other end (memory-bound, {memory:.4g} ms a GPU step) DDP's step is w8 " in said
     assert "DDP's cap: the same at both ends at every GPU count, decided" in said
+    assert "of one a100-sxm4-80gb's dense peak in fp32" in said + warned  # the step's FLOPs, on the GPU that timed it
     rows = pd.read_csv(out)
     assert len(rows) % 2 == 0 and set(rows["local_step_end"]) == {"compute-bound", "memory-bound"}
     assert (rows["local_step_ms"] == 310).all() and (rows["local_step_gpu"] == "a100-sxm4-80gb").all()

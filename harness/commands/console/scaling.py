@@ -134,11 +134,12 @@ sequence or a smaller batch benched than the one trained (a walkthrough benched 
 
 
 def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: str,
-                      options: dict | None) -> tuple[str, bool]:  # fmt: skip
+                      options: dict | None, gpu_said: str = "one GPU") -> tuple[str, bool]:  # fmt: skip
     """('--local-step-ms 900 for the model you will train (2 samples a GPU) is 3.6e+13 FLOPs a step (…) at 40 TFLOP/s:
     4% of one GPU's dense peak in bf16 (989.5 TFLOP/s)', whether it is warned): what the step given claims, in the
     model's FLOPs a training step (forward and backward, FlopCounterMode on the meta device) over the dense peak of
-    the cluster's GPU (`gpu`: its profile's description) in the run's dtype (harness.config.precision); warned above
+    the cluster's GPU (`gpu`: its profile's description; or the GPU the step was measured on, `gpu_said`, where it
+    is another) in the run's dtype (harness.config.precision); warned above
     100 % (no GPU runs that step so fast) and below LOW_SHARE (the FLOPs are likely not the step's: the input or the
     batch counted is not the one trained). ('', False) where the FLOPs or the peak are not known."""
     import workloads
@@ -164,7 +165,7 @@ def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: 
     whose = "the model you will train" if options is not None else f"{setup['workload']}'s full size"
     said = (f"--local-step-ms {step_ms:g} for {whose} ({batch} sample{'s' * (batch > 1)} a GPU) is {flops:.2g} "
             f"FLOPs a step (forward and backward, counted on the meta device) at {achieved:,.0f} TFLOP/s: {share:.0%} "
-            f"of one GPU's dense peak in {peak_dtype(dtype, tf32=tf32)} ({peak:g} TFLOP/s)")  # fmt: skip
+            f"of {gpu_said}'s dense peak in {peak_dtype(dtype, tf32=tf32)} ({peak:g} TFLOP/s)")  # fmt: skip
     half = _half_precision_peak(gpu, configs, dtype)  # a CPU run's fp32 is not the dtype the GPU will train in
     if half:
         said += f" as benched; {achieved / half[1]:.0%} of its {half[0]} peak ({half[1]:g} TFLOP/s) if you train in it"
@@ -213,7 +214,8 @@ def say_step_against_peak(args, configs, setup: dict | None, chosen, trained: di
     measured_on = getattr(args, "local_step_gpu", None)  # the step as given, against the GPU it was measured on
     gpu = GPUS[measured_on] if measured_on else chosen.description
     said, beyond = step_against_peak(configs, setup, step_ms=getattr(args, "local_step_given", args.local_step_ms),
-                                     batch=batch, gpu=gpu, options=trained)  # fmt: skip
+                                     batch=batch, gpu=gpu, options=trained,
+                                     gpu_said=f"one {measured_on}" if measured_on else "one GPU")  # fmt: skip
     if beyond:
         console.warning(said)
     elif said:
