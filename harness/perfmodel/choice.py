@@ -332,18 +332,20 @@ def turning_share(choice: Choice, without: Choice | None, *, optimizer_ms: float
 
 
 def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float, *, optimizer_ms: float = 0.0,
-                 step_ms: float = 0.0, errors: dict[str, list[float]] | None = None) -> str:  # fmt: skip
+                 step_ms: float = 0.0, errors: dict[str, list[float]] | None = None,
+                 made: tuple[list[Choice], dict[int, Choice]] | None = None) -> str:  # fmt: skip
     """'the fastest predicted step of …: w8 zero 93.8 ms (stock does not fit: 100 GiB a rank); w64 stock 100 ms or
     zero 100.3 ms (too close to call: …); fsdp fits too, with no step model: …' for `state` labelled by `strategy`;
     '' where `choose` has nothing to say. `optimizer_ms` (of `step_ms`), a CPU's optimizer time: a pick that
-    changes with none is said with the share it turns on (`turning_share`). `errors`: as `choose` takes them."""
+    changes with none is said with the share it turns on (`turning_share`). `errors`: as `choose` takes them; `made`:
+    the choices with and without the optimizer (choice_table.chosen), where the caller has them already."""
     from harness.perfmodel.memory import mib_text
 
-    choices = choose(state, frames, capacity_gib, errors)
+    choices = choose(state, frames, capacity_gib, errors) if made is None else made[0]
     if not choices:
         return ""
-    without = {c.world_size: c for c in choose(state, without_optimizer(frames, optimizer_ms), capacity_gib, errors)
-               } if optimizer_ms else {}  # fmt: skip
+    without = made[1] if made is not None else {c.world_size: c for c in choose(
+        state, without_optimizer(frames, optimizer_ms), capacity_gib, errors)} if optimizer_ms else {}  # fmt: skip
 
     def other(c: Candidate, fastest: float | None) -> str:
         if not c.fits:

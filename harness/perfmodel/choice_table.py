@@ -45,13 +45,14 @@ def tokens_a_step(state: pd.DataFrame) -> float | None:
 
 
 def table_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float, *, optimizer_ms: float = 0.0,
-               step_ms: float = 0.0, errors: dict | None = None, batch: int | None = None) -> list[tuple]:  # fmt: skip
+               step_ms: float = 0.0, errors: dict | None = None, batch: int | None = None,
+               made: tuple[list[Choice], dict[int, Choice]] | None = None) -> list[tuple]:  # fmt: skip
     """Per GPU count, the choice's cells (table_header): the strategy to book, its step (≥ where its full-size floor
     ranks it), the fastest of the rest that fits and how far behind, and what the pick rests on (where none fits,
     the batch a rank at which each would: memory.batch_words); the GPU-hours a million samples take given `batch`
-    (without it, no such cell: table_header's `cost`); [] as `choose`."""
+    (without it, no such cell: table_header's `cost`); [] as `choose`; `made` as noted_rows takes it."""
     rows = noted_rows(state, frames, capacity_gib, optimizer_ms=optimizer_ms, step_ms=step_ms, errors=errors,
-                      batch=batch)  # fmt: skip
+                      batch=batch, made=made)  # fmt: skip
     return [(*cells, "; ".join(note.said for note in notes)) for cells, notes in rows]
 
 
@@ -66,14 +67,24 @@ class Note:
     figure: str = ""
 
 
-def noted_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float, *, optimizer_ms: float = 0.0,
-               step_ms: float = 0.0, errors: dict | None = None, batch: int | None = None) -> list[tuple]:  # fmt: skip
-    """`table_rows`' rows with what the pick rests on as `Note`s: (the cells before it, [Note, …])."""
-    from harness.perfmodel.memory import batch_words, roomy_batch
-
+def chosen(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float, errors: dict | None = None,
+           optimizer_ms: float = 0.0) -> tuple[list[Choice], dict[int, Choice]]:  # fmt: skip
+    """(`choose`'s choices, and per GPU count the choice without `optimizer_ms` of each step: a CPU's optimizer time,
+    {} where none is given): made once for the table and choice_words, which both say them."""
     choices = choose(state, frames, capacity_gib, errors)
     without = {c.world_size: c for c in choose(state, without_optimizer(frames, optimizer_ms), capacity_gib, errors)
                } if optimizer_ms and choices else {}  # fmt: skip
+    return choices, without
+
+
+def noted_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float, *, optimizer_ms: float = 0.0,
+               step_ms: float = 0.0, errors: dict | None = None, batch: int | None = None,
+               made: tuple[list[Choice], dict[int, Choice]] | None = None) -> list[tuple]:  # fmt: skip
+    """`table_rows`' rows with what the pick rests on as `Note`s: (the cells before it, [Note, …]); `made`: `chosen`
+    of these arguments, where the caller has it already."""
+    from harness.perfmodel.memory import batch_words, roomy_batch
+
+    choices, without = made or chosen(state, frames, capacity_gib, errors, optimizer_ms)
     rows = []
     for c in choices:
         cells, notes = _cells(c, without.get(c.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms, batch=batch,

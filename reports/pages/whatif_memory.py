@@ -11,10 +11,8 @@ import pandas as pd
 
 from harness.analysis.compare import setup_words
 from harness.perfmodel import ranked
-from harness.perfmodel.choice import (
-    choice_words,
-)
-from harness.perfmodel.choice_table import table_header, table_rows, tokens_a_step
+from harness.perfmodel.choice import choice_words
+from harness.perfmodel.choice_table import chosen, table_header, table_rows, tokens_a_step
 from harness.perfmodel.clusters.cluster import (
     Cluster,
     cap_caveats,
@@ -49,10 +47,11 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
     optimizer_ms = first["optimizer_share"] * first["local_step_ms"] if on_cpu else 0.0
     labelled = state.assign(strategy=strategy_labels(state)) if len(state) else state
     weighed = {"optimizer_ms": optimizer_ms, "step_ms": first["local_step_ms"], "errors": checked and checked.errors}
-    words = choice_words(labelled, frames, cluster.gpu_memory_gib, **weighed) if len(state) else ""
+    made = chosen(labelled, frames, cluster.gpu_memory_gib, weighed["errors"], optimizer_ms) if len(state) else None
+    words = choice_words(labelled, frames, cluster.gpu_memory_gib, **weighed, made=made) if made else ""
     gpu_steps = first["profiled_on"] != "cpu" or bool(first["local_step_given"])  # else no GPU-hours to give
     batch = int(first["step_batch"]) if gpu_steps and "step_batch" in first else None
-    rows = table_rows(labelled, frames, cluster.gpu_memory_gib, **weighed, batch=batch) if len(state) else []
+    rows = table_rows(labelled, frames, cluster.gpu_memory_gib, **weighed, batch=batch, made=made) if made else []
     cpu = optimizer_share_caveat(first["optimizer_share"], scaled=bool(first["local_step_given"]),
                                  optimizer=str(first.get("setup_optimizer") or "sgd"))  # fmt: skip
     even = optimizer_break_even(frames[-1], optimizer_ms=optimizer_ms, step_ms=first["local_step_ms"]) if on_cpu else ""

@@ -8,8 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness.commands.console import say
-from harness.perfmodel.choice import choose
-from harness.perfmodel.choice_table import COST, noted_rows, table_header, tokens_a_step
+from harness.perfmodel.choice_table import COST, chosen, noted_rows, table_header, tokens_a_step
 from harness.perfmodel.memory_words import unchosen_words
 from harness.perfmodel.sharded import unborne_words
 
@@ -27,8 +26,9 @@ def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataF
     choice leaves out (unchosen.unchosen_words) and `caveat`; nothing where there is no choice; whether said.
     `batch`: a GPU's samples a step, as the steps are (their GPU-hours a million samples). A CPU's steps, with no GPU
     step given, have no such table (scaling.steps_known)."""
+    made = chosen(state, frames, capacity_gib, errors, optimizer_ms)  # once: the table and what it leaves out say it
     rows = noted_rows(state, frames, capacity_gib, optimizer_ms=optimizer_ms, step_ms=step_ms, errors=errors,
-                      batch=batch)  # fmt: skip
+                      batch=batch, made=made)  # fmt: skip
     if not rows:
         return False
     footnotes: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (short, rest): [(GPUs, figure), …]
@@ -59,7 +59,7 @@ def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataF
         if len(said) == len(figures) > 1 and len({figure for _, figure in figures}) == 1:  # alike: said once
             each = f" (w{', w'.join(gpus for gpus, _ in figures)}: {figures[0][1]})"
         say(f"  [{k}] {short}{each}{': ' + rest if rest else ''}")
-    for words in (*unchosen_words(state, choose(state, frames, capacity_gib, errors), capacity_gib), caveat):
+    for words in (*unchosen_words(state, made[0], capacity_gib), caveat):
         if words:
             say(f"  {words}")
     return True
