@@ -69,7 +69,7 @@ def _dtype_note(setup: dict, rows, configs=None, options: dict | None = None, *,
     fp32, batch = float(first["activation_mb"]), int(first["batch_size"])
     spec, trained = trained_source(configs, setup, options)
     made = spec, json.dumps(trained, sort_keys=True), str(first["size"])
-    at, more = (_counted_in_bf16(*made, b) for b in (batch, batch + 1))
+    at, more = (_activation_mb(*made, b, "bf16") for b in (batch, batch + 1))
     if at is None or more is None:
         if terse:
             return "activations in fp32, the run's dtype; bf16's could not be counted here: bench --dtype bf16"
@@ -93,14 +93,13 @@ def _dtype_note(setup: dict, rows, configs=None, options: dict | None = None, *,
 
 
 @functools.cache
-def _counted_in_bf16(spec: str, options: str, size: str, batch_size: int) -> float | None:
-    """The MiB of activations the workload keeps at `batch_size` under bf16 autocast (modelinfo.counts_on_meta);
-    None where it cannot be made or counted."""
-    from harness.measure.modelinfo import counts_on_meta
+def _activation_mb(spec: str, options: str, size: str, batch_size: int, dtype: str) -> float | None:
+    """The MiB of activations the workload keeps at `batch_size` in `dtype` (modelinfo.activations_on_meta: its
+    parameters not counted again); None where it cannot be made or counted."""
+    from harness.measure.modelinfo import activations_on_meta
 
     workload = _made(spec, options, size)
-    counted = counts_on_meta(workload, batch_size=batch_size, dtype="bf16") if workload else None
-    return (counted or {}).get("activation_mb")
+    return activations_on_meta(workload, batch_size=batch_size, dtype=dtype)["activation_mb"] if workload else None
 
 
 def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None = None, options: dict | None = None,
@@ -150,10 +149,13 @@ def _sample_added(setup: dict, configs, batch: int, options: dict | None, full: 
     """What one more sample a rank adds to the activations `full` counted at `batch`: the count at `batch` + 1 less
     it, both on the meta device (the total over the batch is no such figure: a bf16 run keeps copies of its weights
     for backward once, at any batch); None where either could not be counted."""
-    more = full_size_counts(setup, configs, batch_size=batch + 1, options=options) or {}
-    if full.get("activation_mb") is None or more.get("activation_mb") is None:
+    spec, options = trained_source(configs, setup, options)
+    more = _activation_mb(
+        spec, json.dumps(options, sort_keys=True), "full", batch + 1, str(setup.get("dtype") or "fp32")
+    )
+    if full.get("activation_mb") is None or more is None:
         return None
-    return more["activation_mb"] - full["activation_mb"]
+    return more - full["activation_mb"]
 
 
 def said_state(run_dir: Path, configs, setup: dict, worlds: list[int], gpu, *, batch_size: int | None = None,

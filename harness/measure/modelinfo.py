@@ -168,15 +168,20 @@ def counts_on_meta(workload: Workload, *, batch_size: int, dtype: str) -> dict[s
     except Exception:  # a model that cannot be built without its values
         return None
     trained = [p for p in dict(model.named_parameters()).values() if p.requires_grad]
-    try:
-        kept = _saved_bytes(workload, batch_size=batch_size, device=META, dtype=dtype)
-        counted = kept_summary(kept)
-    except Exception:  # a value read (.item()) or an op without a meta kernel
-        counted = {"activation_mb": None, "activation_top": None}
+    counted = activations_on_meta(workload, batch_size=batch_size, dtype=dtype)
     sizes = {"grad_sizes": [_bytes(p) for p in trained], "grad_dtypes": [str(p.dtype) for p in trained]}
     tokens = workload.tokens_per_sample()  # the full size's may be another sequence length than the run's
     counted["tokens_per_batch"] = tokens * batch_size if tokens is not None else None
     return {**info, **counted, **sizes, "parameters": parameter_table(model)}
+
+
+def activations_on_meta(workload: Workload, *, batch_size: int, dtype: str) -> dict[str, Any]:
+    """`counts_on_meta`'s activations alone (`activation_mb`, `activation_top`), without its sizes: where only they
+    differ (one sample more, or bf16's beside fp32's), the model's parameters need no second count."""
+    try:
+        return kept_summary(_saved_bytes(workload, batch_size=batch_size, device=META, dtype=dtype))
+    except Exception:  # a value read (.item()) or an op without a meta kernel
+        return {"activation_mb": None, "activation_top": None}
 
 
 def parameter_table(model: nn.Module) -> list[tuple[int, str, bool, int | None, str]]:
