@@ -295,6 +295,8 @@ class ClusterLink:
     fills whole nodes first (8 GPUs of an 8-GPU node: one node; 16: two)."""
 
     cluster: Cluster
+    # each (collective, bytes, world size) priced once: a model's layers repeat their sizes, every cap its broadcasts
+    _seconds: dict = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
 
     @property
     def source(self) -> str:
@@ -306,14 +308,20 @@ class ClusterLink:
     def allreduce_s(self, nbytes: float, world_size: int) -> float:
         if world_size <= 1 or nbytes <= 0:
             return 0.0
-        nodes = self.nodes(world_size)
-        return choose(self.cluster, "all_reduce", int(nbytes), nodes=nodes, ranks=world_size).time_us / 1e6
+        return self._chosen_s("all_reduce", int(nbytes), world_size)
 
     def collective_s(self, op: str, nbytes: float, world_size: int) -> float:
         """`op` (nccl-tests' size: an all-gather's output, a reduce-scatter's input) as NCCL's tuner picks it."""
         if world_size <= 1 or nbytes <= 0:
             return 0.0
-        return choose(self.cluster, op, int(nbytes), nodes=self.nodes(world_size), ranks=world_size).time_us / 1e6
+        return self._chosen_s(op, int(nbytes), world_size)
+
+    def _chosen_s(self, op: str, nbytes: int, world_size: int) -> float:
+        key = (op, nbytes, world_size)
+        if key not in self._seconds:
+            nodes = self.nodes(world_size)
+            self._seconds[key] = choose(self.cluster, op, nbytes, nodes=nodes, ranks=world_size).time_us / 1e6
+        return self._seconds[key]
 
     def broadcast_s(self, nbytes: float, world_size: int) -> float:
         """A broadcast of `nbytes` as the all-gather whose every link carries as much: NCCL broadcasts along a
@@ -321,6 +329,4 @@ class ClusterLink:
         profile has no broadcast of its own: an approximation, named where a step uses it)."""
         if world_size <= 1 or nbytes <= 0:
             return 0.0
-        gathered = int(nbytes * world_size / (world_size - 1))
-        nodes = self.nodes(world_size)
-        return choose(self.cluster, "all_gather", gathered, nodes=nodes, ranks=world_size).time_us / 1e6
+        return self._chosen_s("all_gather", int(nbytes * world_size / (world_size - 1)), world_size)
