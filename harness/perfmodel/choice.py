@@ -171,7 +171,7 @@ def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float,
     run's own steps, which widens what is too close to call between two models (`model_apart`)."""
     if not capacity_gib or state.empty or state["activation_mb"].isna().all():
         return []
-    choices = []
+    state, choices = roles.with_roles(state), []  # once: each test of a role below would fill them again
     for frame in frames:
         named = agreement.answer_row(frame)
         at = state[(state["world_size"] == int(named["world_size"])) & state["activation_mb"].notna()]
