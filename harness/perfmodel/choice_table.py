@@ -27,13 +27,12 @@ COST = 5
 """The table's column of GPU-hours a million samples take: only where the steps are a GPU's and the batch known."""
 
 
-def table_header(cpu_steps: bool = False, *, cost: bool = True, tokens: bool = False) -> tuple[str, ...]:
-    """The choice's table's header (`table_rows`): its steps a CPU's compute where no GPU step scaled them; without
-    the GPU-hours (`cost`) where `table_rows` had no batch to give them for; a billion tokens' (`tokens`: a language
-    model's, tokens_a_step) in place of a million samples'."""
-    header = ("GPUs", "book", "step ms (a CPU's compute, the cluster's network)" if cpu_steps else "step ms",
-              "next that fits", "behind", f"GPU-h per {'1B tokens' if tokens else '1M samples'}",
-              "the pick rests on")  # fmt: skip
+def table_header(*, cost: bool = True, tokens: bool = False) -> tuple[str, ...]:
+    """The choice's table's header (`table_rows`), its steps a GPU's (a CPU's profile ranks no step: the console and
+    the page give its collectives instead); without the GPU-hours (`cost`) where `table_rows` had no batch to give
+    them for; a billion tokens' (`tokens`: a language model's, tokens_a_step) in place of a million samples'."""
+    cost_column = f"GPU-h per {'1B tokens' if tokens else '1M samples'}"
+    header = ("GPUs", "book", "step ms", "next that fits", "behind", cost_column, "the pick rests on")
     return header if cost else header[:COST] + header[COST + 1 :]
 
 

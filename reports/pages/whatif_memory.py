@@ -58,7 +58,7 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
     left_out = first.get("own_costs_left_out", "")  # FSDP's and ZeRO's own costs, a CPU's, as the console says
     said = "; ".join(part for part in (cap_caveats(cluster, sorted({int(n) for n in group["nodes"]})),
                                        cpu if on_cpu else "", even, left_out) if part)  # fmt: skip
-    header = table_header(not gpu_steps, cost=batch is not None, tokens=tokens_a_step(labelled) is not None)
+    header = table_header(cost=batch is not None, tokens=tokens_a_step(labelled) is not None)
     answer = table(list(header), [[esc(cell) for cell in row] for row in rows]) if rows else ""
     if rows and (unborne := unborne_words(checked and checked.errors)):  # the doubt where the answer is read
         answer = f"<p class=takeaway><b>Not borne out</b>: {esc(unborne)} (How sure, below).</p>{answer}"
