@@ -540,3 +540,18 @@ def test_a_strategy_that_failed_parity_in_the_run_is_said_under_the_choice():
                             parity_max_abs_diff=configs["parity_max_abs_diff"].where(other, 0.0037))  # fmt: skip
     assert parity_failed(failed, setup).startswith("stock failed parity in this run (largest difference 0.0037): ")
     assert parity_failed(failed, {**setup, "size": "small"}) == ""  # another setup's rows
+
+
+def test_tied_gpu_counts_say_their_published_caveats_together_once(capsys):
+    """A walkthrough on dgx-a100 at 1, 2 and 4 nodes read the 2-node tables' misses twice in one bracket ('at 2 nodes
+    …; at 2 nodes (the most checked, for 4 nodes) …'), each with its advice: where the GPU counts tie on one line,
+    their caveats are said together, as the node counts' `joint` words."""
+    tied = [pd.DataFrame({"bucket_cap_mb": [1.0, 25.0], "step_ms": [10.0, 10.0], "scaling_efficiency": [1.0, 1.0],
+                          "world_size": [world] * 2, "nodes": [world // 8] * 2}) for world in (16, 32)]  # fmt: skip
+    predictions.best_caps(tied, decimals=1, caveats=["at 2 nodes …", "at 2 nodes (the most checked) …"],
+                          joint=lambda nodes: f"joint words for nodes {nodes}")  # fmt: skip
+    line = capsys.readouterr().out
+    assert line.startswith("  predicted fastest cap at w16, w32: any") and line.count("\n") == 1
+    assert line.rstrip().endswith("[joint words for nodes [2, 4]]") and "the most checked" not in line
+    predictions.best_caps(tied, decimals=1, caveats=["a", "b"])  # without joint words: each said, as before
+    assert capsys.readouterr().out.rstrip().endswith("[a; b]")

@@ -87,9 +87,9 @@ def best_cap(frame: pd.DataFrame, *, world: int, decimals: int, caveat: str = ""
     say(f"  predicted fastest cap at w{world}: {agreement.caps_text(tied)} ({figures}{ahead}){caveat}")
 
 
-def best_caps(frames: list[pd.DataFrame], *, decimals: int, caveats: list[str]) -> None:
+def best_caps(frames: list[pd.DataFrame], *, decimals: int, caveats: list[str], joint=None) -> None:
     """`best_cap` at each GPU count (a frame each, its `caveats`), but the GPU counts in a row where every cap ties
-    said on one line: the answer is the same there, the figures beside it per GPU count."""
+    said on one line (the figures per GPU count), their caveats as `joint(node counts)` says them together."""
     pending: list[tuple[pd.DataFrame, str, list]] = []
 
     def flush() -> None:
@@ -103,7 +103,8 @@ def best_caps(frames: list[pd.DataFrame], *, decimals: int, caveats: list[str]) 
             effs = ", ".join(f"{b['scaling_efficiency']:.3f}" for b in bests)
             keep = ("DDP's default 25 MiB is as good as any" if all(DDP_DEFAULT_CAP_MB in t for _, _, t in pending)
                     else "any of them will do")  # fmt: skip
-            said = "; ".join(c for _, c, _ in pending if c)
+            nodes = sorted({int(frame["nodes"].iloc[0]) for frame, _, _ in pending if "nodes" in frame})
+            said = joint(nodes) if joint and nodes else "; ".join(c for _, c, _ in pending if c)
             say(
                 f"  predicted fastest cap at {worlds}: any: every cap is within {agreement.TIE_TOLERANCE * 100:g} % "
                 f"of the fastest ({steps} ms; scaling efficiency {effs}); {keep}" + (f" [{said}]" if said else "")
