@@ -190,7 +190,7 @@ def warn_beyond_host_memory(configurations) -> None:
     if available is None:
         return
     seen: set[str] = set()
-    judged = (c for c in configurations if c.size == "full" or c.workload_options or _as_written(c))
+    judged = (c for c in configurations if _may_be_large(c))
     for cfg in sorted(judged, key=lambda c: -c.world_size):
         if cfg.workload in seen:
             continue  # its largest world size, the most ranks a node runs, is the one judged
@@ -223,8 +223,7 @@ def warn_long_full_size(configurations, *, threads: int) -> None:
     would otherwise give no pace for the first configuration's hours."""
     from harness.config.grid import skip_reason
 
-    heavy = [c for c in configurations if (c.size == "full" or c.workload_options or _as_written(c))
-             and not skip_reason(c)]  # fmt: skip
+    heavy = [c for c in configurations if _may_be_large(c) and not skip_reason(c)]
     floor = _flops_floor(heavy, threads=threads)
     if floor and floor[0] >= LONG_S:
         warning(f"the steps of {len(heavy)} configuration(s) at their full size or as --wopt sets them take at least "
@@ -234,6 +233,12 @@ def warn_long_full_size(configurations, *, threads: int) -> None:
 
 LONG_S = 1800
 """A run whose full-size steps take at least this long by their FLOPs is warned about at its start."""
+
+
+def _may_be_large(cfg) -> bool:
+    """A configuration the smaller sizes do not bound: the full size, --wopt options that may enlarge a smaller one,
+    or a model of yours, built as written whatever the size (the host's memory and the run's hours are judged)."""
+    return cfg.size == "full" or bool(cfg.workload_options) or _as_written(cfg)
 
 
 def _as_written(cfg) -> bool:

@@ -145,7 +145,7 @@ def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: 
     import workloads
     from harness.commands.predict_full_size import trained_source
     from harness.config.precision import peak_dtype, peak_tflops
-    from harness.measure.modelinfo import META, flops_per_sample
+    from harness.measure.pace import training_flops_per_sample
 
     spec, own = trained_source(configs, setup, options)
     tf32 = bool(configs["tf32"].fillna(False).any()) if configs is not None and "tf32" in configs else False
@@ -153,13 +153,14 @@ def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: 
     peak = peak_tflops(gpu, dtype, tf32=tf32)
     if not peak or not step_ms:
         return "", False
-    try:  # a model that cannot run on the meta device has no count here
+    try:  # options the workload refuses: no count here
         workload = workloads.create(spec, size="full", **own)
-        with META:
-            model = workload.build_model()
-        flops = flops_per_sample(workload, model, device=META) * batch
     except Exception:
         return "", False
+    per_sample = training_flops_per_sample(workload)  # None: a model that cannot run on the meta device
+    if not per_sample:
+        return "", False
+    flops = per_sample * batch
     achieved = flops / (step_ms / 1e3) / 1e12
     share = achieved / peak
     whose = "the model you will train" if options is not None else f"{setup['workload']}'s full size"
