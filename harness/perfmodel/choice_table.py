@@ -31,9 +31,20 @@ def table_header(*, cost: bool = True, tokens: bool = False) -> tuple[str, ...]:
     """The choice's table's header (`table_rows`), its steps a GPU's (a CPU's profile ranks no step: the console and
     the page give its collectives instead); without the GPU-hours (`cost`) where `table_rows` had no batch to give
     them for; a billion tokens' (`tokens`: a language model's, tokens_a_step) in place of a million samples'."""
-    cost_column = f"GPU-h per {'1B tokens' if tokens else '1M samples'}"
+    cost_column = f"GPU-h per {cost_unit(tokens)}"
     header = ("GPUs", "book", "step ms", "next that fits", "behind", cost_column, "the pick rests on")
     return header if cost else header[:COST] + header[COST + 1 :]
+
+
+def cost_unit(tokens) -> str:
+    """What the GPU-hours are counted per: a billion tokens where a GPU's tokens a step are known, else a million
+    samples."""
+    return "1B tokens" if tokens else "1M samples"
+
+
+def gpu_hours_per_step_ms(*, batch: int, tokens: float | None) -> float:
+    """GPU-hours per `cost_unit` for each ms of step: step s × 10⁹ / tokens a step / 3,600 s, or × 10⁶ / samples."""
+    return 1e6 / 3600 / tokens if tokens else 1e3 / 3600 / batch
 
 
 def tokens_a_step(state: pd.DataFrame) -> float | None:
@@ -107,7 +118,7 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
     cells = (str(choice.world_size), " or ".join(c.named for c in choice.picked),  # the cap where the floors rank it
              step_cell(choice.picked), rest[0].named if rest else "",
              f"+{whole_step(rest[0]) / whole_step(first) - 1:.1%}" if rest else "",
-             step_cell(choice.picked, 1e6 / 3600 / tokens if tokens else 1e3 / 3600 / batch,
+             step_cell(choice.picked, gpu_hours_per_step_ms(batch=batch, tokens=tokens),
                         lambda v: f"{v:.3g}" if v < 1e3 else f"{v:,.0f}")
              if batch else "")  # fmt: skip  # GPU-hours: no exponent in a table read by eye
     return cells, _notes(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms)

@@ -304,7 +304,7 @@ def say_ends_verdict(chosen, ends: list[tuple[str, float]], frames: list, *, sta
     """The last line of a step predicted at both ends: the other end's DDP steps and, given the `batch` a GPU steps
     at, its pick's GPU-hours (the answer's table gives the printed end's), and whether the cap and the choice are the
     same at both (decided) or where not (the two answers, and what settles it); returned for the page."""
-    from harness.perfmodel.choice_table import step_cell, tokens_a_step
+    from harness.perfmodel.choice_table import cost_unit, gpu_hours_per_step_ms, step_cell, tokens_a_step
 
     verdicts = ends_verdicts(frames, state, getattr(chosen, "gpu_memory_gib", 0.0), errors)
     every = set(frames[0]["bucket_cap_mb"])
@@ -312,10 +312,10 @@ def say_ends_verdict(chosen, ends: list[tuple[str, float]], frames: list, *, sta
                       for v in verdicts) + " ms"  # fmt: skip
     tokens = tokens_a_step(state) if state is not None else None
     if batch and any(v["ends"][1]["picked"] for v in verdicts):  # as the table's column: step s × 10⁶ / batch / 3,600
-        per = 1e6 / 3600 / tokens if tokens else 1e3 / 3600 / batch
+        per = gpu_hours_per_step_ms(batch=batch, tokens=tokens)
         cost = ", ".join(f"w{v['world_size']} {step_cell(v['ends'][1]['picked'], per, lambda x: f'{x:.3g}')}"
                          for v in verdicts if v["ends"][1]["picked"])  # fmt: skip
-        steps += f"; the pick's GPU-h per {'1B tokens' if tokens else '1M samples'} {cost}"
+        steps += f"; the pick's GPU-h per {cost_unit(tokens)} {cost}"
     chosen_at = any(end["picks"] is not None for v in verdicts for end in v["ends"])  # a choice made at all
     what = "DDP's cap and the choice of strategy" if chosen_at else "DDP's cap"
     said = f"at the other end ({ends[1][0]}, {ends[1][1]:.4g} ms a GPU step) DDP's step is {steps}; "
