@@ -169,7 +169,7 @@ COMMANDS = {  # command -> (module in harness.commands, its function): imported 
     "compare": ("compare", "run"),
     "report": ("report", "run"),
     "collectives": ("collectives", "run"),
-    "predict": ("predict", "run"),
+    "predict": ("predict.command", "run"),
 }
 
 

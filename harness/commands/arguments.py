@@ -148,7 +148,7 @@ COLLECTIVES_EXAMPLES = """examples:
 
 
 def add_predict_parser(commands) -> None:
-    from harness.commands import predict_cluster
+    from harness.commands.predict import cluster as predict_cluster
 
     predict = commands.add_parser(
         "predict",

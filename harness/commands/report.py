@@ -75,7 +75,7 @@ def as_predict_counts(run_dir, configs, *, cluster) -> dict:
     """What a site's what-if page takes to say what `predict --run --cluster` says of the same run: each setup's
     memory as predict counts it, the full size's parameters under a smaller size's steps (their floors, which the
     choice ranks by), and the step models' error on the run's own steps (which the choice weighs)."""
-    from harness.commands import predict_full_size
+    from harness.commands.predict import full_size as predict_full_size
     from harness.perfmodel.sharded import own_check
 
     return {"memory": lambda setup: predict_full_size.memory_rows(run_dir, configs, setup),
@@ -121,7 +121,8 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
     caps and the --local-step-ms scaling the console used, in one file (plotly.js inside) to share."""
     from pathlib import Path
 
-    from harness.commands import predict_full_size, predict_input
+    from harness.commands.predict import full_size as predict_full_size
+    from harness.commands.predict import inputs as predict_input
     from harness.config.bench import ConfigError
     from harness.perfmodel.predict import of_setup
     from harness.results import model_tables, store

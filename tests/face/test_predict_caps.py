@@ -108,7 +108,7 @@ def test_a_profile_measured_now_on_the_cpu_gets_a_ranks_share_of_the_cores(capsy
     faster than a rank's. The caller's thread count is restored after."""
     import torch
 
-    from harness.commands import predict
+    from harness.commands.predict import command as predict
     from harness.config import ranks
 
     given = []

@@ -13,7 +13,7 @@ import pytest
 
 from harness import cli
 from harness.analysis import agreement
-from harness.commands.console import scaling
+from harness.commands.console.predict import scaling
 from harness.config.precision import GPUS, memory_gbps, peak_tflops
 
 DATA = Path(__file__).resolve().parent.parent / "data"

@@ -113,7 +113,7 @@ def test_a_run_of_two_setups_says_which_it_predicts_and_the_flags_of_the_other(t
 
 
 def test_a_setup_told_apart_by_dtype_alone_has_no_flag_that_chooses_it():
-    from harness.commands import predict_input
+    from harness.commands.predict import inputs as predict_input
 
     first = {"workload": "w", "size": "tiny", "batch_size": 8, "dtype": "fp32", "optimizer": "sgd"}
     setups = [first, {**first, "dtype": "bf16"}, {**first, "workload": "v", "batch_size": 4}]
@@ -199,7 +199,7 @@ def test_one_rank_rows_measured_before_ddp_was_steady_are_warned_about(capsys):
     """The H200's DDP check read DDP's start-up (3 warm-up steps of the 11 it needs on CUDA) as its own cost."""
     import pandas as pd
 
-    from harness.commands import predict_input
+    from harness.commands.predict import inputs as predict_input
 
     setup = {"workload": "resnet50", "size": "full", "batch_size": 32, "dtype": "fp32", "optimizer": "sgd"}
     rows = pd.DataFrame([{**setup, "config_id": f"{impl}-w{world}", "impl": impl, "impl_options": "{}",
@@ -286,7 +286,7 @@ def test_a_gpu_step_given_alone_takes_its_optimizer_from_the_bytes_it_moves_not_
 
     import pandas as pd
 
-    from harness.commands.console.optimizer import optimizer_ms
+    from harness.commands.console.predict.optimizer import optimizer_ms
     from harness.config.precision import memory_gbps
 
     _copy("cpu_run", tmp_path)
@@ -349,7 +349,7 @@ def test_the_step_given_is_said_in_flops_against_the_clusters_gpu_and_an_impossi
     """A user's --local-step-ms 20 for a 1.3B Llama at 4,096 tokens a GPU was taken without a word, though no H100
     runs it so fast: the step given is now said as the model's FLOPs a step over the GPU's dense peak."""
     import workloads
-    from harness.commands.console import scaling
+    from harness.commands.console.predict import scaling
     from harness.config.precision import peak_tflops
     from harness.measure.modelinfo import META, flops_per_sample
 
@@ -392,7 +392,7 @@ def test_a_step_far_below_any_training_steps_share_of_the_peak_is_warned_with_it
     """A walkthrough benched a 1.3B Llama at 128 tokens and gave its 2,048-token step: '1% of one GPU's dense peak' was
     said without a word, and every memory figure counted the 128 tokens. Below scaling.LOW_SHARE the step is warned,
     naming the sequence counted and the flags that count the trained one; the same step at its own sequence is not."""
-    from harness.commands.console import scaling
+    from harness.commands.console.predict import scaling
 
     gpu = "DGX H100: 8× H100 SXM5, NVLink 4 through NVSwitch (NVLS), 8× ConnectX-7 400 Gb/s"
     setup = {"workload": "hf:llama", "size": "tiny", "batch_size": 8, "dtype": "bf16"}
@@ -420,7 +420,7 @@ def test_a_step_far_below_any_training_steps_share_of_the_peak_is_warned_with_it
 
 def test_a_train_wopt_typo_is_answered_with_the_field_it_is_close_to():
     """A walkthrough's --train-wopt hidden_sise=2048 was refused without the 'did you mean' an unknown workload gets."""
-    from harness.commands import predict_full_size
+    from harness.commands.predict import full_size as predict_full_size
     from harness.config.bench import ConfigError
 
     setup = {"workload": "hf:llama", "size": "tiny", "batch_size": 8, "dtype": "bf16"}

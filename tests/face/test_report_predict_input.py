@@ -65,7 +65,7 @@ def test_predict_run_not_in_the_results_folder_is_refused_naming_it(tmp_path, ca
 @pytest.mark.parametrize("spelling", ["id", "folder"])
 def test_predict_results_run_is_the_deprecated_spelling_of_run(tmp_path, capsys, monkeypatch, spelling):
     """Old invocations keep working: the run is found, and a warning names the new spelling."""
-    from harness.commands import predict
+    from harness.commands.predict import command as predict
 
     store.write_json(tmp_path / "r1" / "run.json", {"run_id": "r1"})
     seen = {}

@@ -529,7 +529,7 @@ def test_a_strategy_that_failed_parity_in_the_run_is_said_under_the_choice():
     """A walkthrough's choice named fsdp, which had failed parity at both world sizes, without a word."""
     from pathlib import Path
 
-    from harness.commands.console.answer import parity_failed
+    from harness.commands.console.predict.answer import parity_failed
     from harness.results import store
 
     configs = store.read_configs(Path(__file__).resolve().parent.parent / "data" / "cpu_run")

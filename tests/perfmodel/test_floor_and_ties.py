@@ -107,7 +107,7 @@ def test_gpu_counts_where_every_cap_ties_share_one_line_with_each_ones_figures(c
 
 
 def test_a_reference_faster_than_its_baseline_is_said_to_be_taken_as_0(monkeypatch, capsys):
-    from harness.commands.console import scaling
+    from harness.commands.console.predict import scaling
 
     monkeypatch.setattr(predict, "calibration_target", lambda configs, setup: (None, None))
     monkeypatch.setattr(predict, "reference_minus_baseline_s", lambda configs, setup: -0.000629)

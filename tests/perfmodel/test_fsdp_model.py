@@ -236,7 +236,7 @@ def test_fsdps_own_cost_left_out_of_a_gpu_step_is_beyond_ddps_only_where_the_rep
         "all of it (DDP's own, 21.9 ms, the repeats do not tell from noise) is 60 ms scaled ×2 from the run's step to "
         "yours"
     )  # a user read '33.2 ms beyond DDP's' where nothing of DDP's was taken
-    from harness.commands.console.full_size import fsdp_own_note
+    from harness.commands.console.predict.full_size import fsdp_own_note
 
     # the console says the figure left out and its scale (the page the rest); where nothing is left out, the note
     assert (

@@ -193,7 +193,7 @@ def test_where_the_full_sizes_floors_favour_another_cap_than_the_one_named_the_a
     """A walkthrough's answer named 'any cap' from a small profile's one bucket while the full size's 50 buckets
     lay beside it: where the floors favour another cap (the least of its prediction and floor, the higher, as the
     choice ranks it), DDP's bracket says the cap the choice ranks it at and the small profile's."""
-    from harness.commands.predict_full_size import floor_words
+    from harness.commands.predict.full_size import floor_words
 
     frame = pd.DataFrame({"world_size": [64, 64], "bucket_cap_mb": [1.0, 25.0], "step_ms": [90.0, 100.0],
                           "full_size_step_floor_ms": [120.0, 104.0]})  # fmt: skip
@@ -209,7 +209,7 @@ def test_where_the_full_sizes_floors_favour_another_cap_than_the_one_named_the_a
 def test_where_the_floors_tie_at_every_cap_ddps_answer_says_so_and_why_its_cap():
     """A walkthrough read '25 MiB, the cap its floors favour' where the floors were 1101.03 ms at 1, 25 and 100 MiB:
     where every cap ties, the answer says so, and that the cap named is DDP's default."""
-    from harness.commands.predict_full_size import full_size_lead
+    from harness.commands.predict.full_size import full_size_lead
 
     def frame(world: int, floors: list[float]) -> pd.DataFrame:
         return pd.DataFrame({"world_size": world, "bucket_cap_mb": [1.0, 25.0, 100.0], "step_ms": 100.0,

@@ -380,7 +380,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     memory = "<h2>Model state per rank</h2>"
     assert "at the full size" in page_text.split(memory)[1].split("<h2>")[0]
     # at another batch than the run's (--batch-size with --local-step-ms): activations counted there, on the meta device
-    from harness.commands.predict_full_size import memory_rows
+    from harness.commands.predict.full_size import memory_rows
 
     setup = predict.run_setups(small_run)[0]
     rows, note = memory_rows(small_run, configs, setup, batch_size=4 * int(setup["batch_size"]))
@@ -727,7 +727,7 @@ def test_a_model_whose_size_does_not_change_its_gradients_is_not_told_to_profile
     import shutil
     import types
 
-    from harness.commands import predict_full_size
+    from harness.commands.predict import full_size as predict_full_size
 
     shutil.copy(Path(__file__).parents[2] / "examples" / "my_workload.py", tmp_path / "my_workload.py")
     spec = f"{tmp_path / 'my_workload.py'}:MyModel"
@@ -784,7 +784,7 @@ def test_a_repeated_node_count_is_predicted_once_and_said_so(capsys):
 def test_a_level_the_fit_pushed_to_the_edge_of_its_search_is_warned_of_but_no_latency_at_none(capsys):
     """A bandwidth at the search's edge was pinned by no row; a network latency at its lower edge is none, as NCCL's
     IB plugin reports and as a log made with 0 fits (a walkthrough read 0.014 µs as unphysical)."""
-    from harness.commands import predict_input
+    from harness.commands.predict import inputs as predict_input
 
     base = cluster.load("dgx-h100")
     predict_input.warn_far_moved(base, {"inter_latency_us": 0.0100001, "inter_busbw_gbps": 150.0})

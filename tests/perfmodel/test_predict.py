@@ -273,7 +273,7 @@ def test_links_come_from_correct_all_reduce_rows_per_world_size():
 
 
 def test_a_network_fitted_on_small_messages_warns_when_the_buckets_reach_far_past_them(capsys):
-    from harness.commands import predict_input
+    from harness.commands.predict import inputs as predict_input
 
     sizes = [1024 * 2**k for k in range(7)]  # 1 KB … 64 KB, as `collectives --sizes 1KB:64KB` measures
     link = net.fit_link(sizes, [10e-6 + s / 1e9 for s in sizes], world_size=2)
@@ -292,7 +292,7 @@ def test_a_network_fitted_on_small_messages_warns_when_the_buckets_reach_far_pas
 def test_a_world_size_the_network_was_not_measured_at_is_said_to_be_extrapolated(capsys):
     """A walkthrough's `predict --run R --gpus 8` named a best cap at w8 from a gloo network and contention
     measured at 2 ranks, without a word."""
-    from harness.commands import predict_input
+    from harness.commands.predict import inputs as predict_input
 
     link = net.Link(1e-5, 1e9)
     measured = net.Network({2: link}, {2: net.Contention(1.3, 1.9)}, "collectives run c1")
@@ -526,8 +526,8 @@ def test_the_size_auto_chose_is_said_when_it_is_not_the_whole_model(capsys):
 
     import torch
 
-    from harness.commands import predict as predict_command
-    from harness.commands import predict_input
+    from harness.commands.predict import command as predict_command
+    from harness.commands.predict import inputs as predict_input
 
     cpu = torch.device("cpu")
     setup = predict_command._fresh_setup(
@@ -649,7 +649,7 @@ def test_an_optimizer_step_given_apart_leaves_forward_and_backward_the_rest():
 def test_a_one_gpu_run_says_why_it_has_no_model_state_and_no_choice(tmp_path, capsys):
     """A walkthrough predicted from a --gpus 1 run, as the floors' note advises, and got no memory, no choice and
     no answer table, unsaid: a rank's share of the state is fitted from two world sizes or more."""
-    from harness.commands import predict_full_size
+    from harness.commands.predict import full_size as predict_full_size
 
     rows = pd.DataFrame([{"impl": "stock", "impl_options": "{}", "world_size": 1, "workload": "mlp", "size": "full",
                           "batch_size": 4, "dtype": "fp32", "optimizer": "sgd", "status": "ok"}])  # fmt: skip

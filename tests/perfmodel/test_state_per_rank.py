@@ -49,7 +49,7 @@ def test_noise_never_fits_a_negative_part_and_a_run_without_held_state_has_no_ta
 
 
 def test_predict_prints_each_strategys_model_state_at_the_gpu_counts_asked(capsys):
-    from harness.commands.console import memory as console_memory
+    from harness.commands.console.predict import memory as console_memory
 
     state = memory.state_per_rank(RUN, [8, 64])
     console_memory.model_state(state, [8, 64])

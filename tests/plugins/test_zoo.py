@@ -97,7 +97,7 @@ def test_a_width_your_config_file_gives_stays_when_options_change_the_heads(tmp_
 
 def test_predict_train_wopt_refuses_heads_that_do_not_divide_as_bench_does():
     """--train-wopt built the model on meta without bench's check of its heads: a model that cannot run, counted."""
-    from harness.commands import predict_full_size
+    from harness.commands.predict import full_size as predict_full_size
 
     given = [("hidden_size", ["2048"]), ("num_attention_heads", ["12"])]
     with pytest.raises(
@@ -113,7 +113,7 @@ def test_predict_train_wopt_says_a_bad_count_once(value):
     """'--train-wopt n_layer=abc is not valid for hf:gpt2 (--train-wopt n_layer=abc is not valid for hf:gpt2; give
     …)': the workload's own words named the value already, and were wrapped in it again. A key the workload lacks
     is still named in the flag's words, before the workload's."""
-    from harness.commands import predict_full_size
+    from harness.commands.predict import full_size as predict_full_size
 
     with pytest.raises(ConfigError) as said:
         predict_full_size.train_options([("n_layer", [value])], None, {"workload": "hf:gpt2"})

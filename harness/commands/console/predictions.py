@@ -384,7 +384,7 @@ def strategy_choice(state: pd.DataFrame, cluster, *, frames: list[pd.DataFrame],
                     cpu_optimizer=(0.0, 0.0), errors=None, batch=None) -> None:  # fmt: skip
     """The answer over both halves, last: a table in sight, what the choice leaves out and `caveat` under it (answer.py;
     `cpu_optimizer`: the optimizer's ms and the one-rank step's, scaled; `batch`: a GPU's samples a step)."""
-    from harness.commands.console.answer import choice_table
+    from harness.commands.console.predict.answer import choice_table
 
     capacity, (optimizer_ms, step_ms), state = getattr(cluster, "gpu_memory_gib", 0.0), cpu_optimizer, labelled(state)
     if choice_table(state, capacity, frames, cluster_name=cluster.name, optimizer_ms=optimizer_ms, step_ms=step_ms,

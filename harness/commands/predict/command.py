@@ -9,8 +9,10 @@ import argparse
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from harness.commands import console, predict_cluster, predict_full_size, predict_input, report
-from harness.commands.console import predictions, profiling, scaling
+from harness.commands import console, report
+from harness.commands.console import predictions, profiling
+from harness.commands.console.predict import scaling
+from harness.commands.predict import cluster, full_size, inputs
 from harness.config.bench import SIZE_CHOICES, ConfigError
 
 DEFAULT_WORLD = 8
@@ -44,20 +46,20 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     from harness.perfmodel.sharded import with_sharded_steps
     from harness.results import store
 
-    args.run, args.results_dir = predict_input.run_and_folder(args)
-    predict_cluster.check_flags(args)
-    predict_full_size.check_train_wopt(args.train_wopt)
-    predict_input.check_page(args)
-    predict_input.check_cluster_file(args.cluster)
+    args.run, args.results_dir = inputs.run_and_folder(args)
+    cluster.check_flags(args)
+    full_size.check_train_wopt(args.train_wopt)
+    inputs.check_page(args)
+    inputs.check_cluster_file(args.cluster)
     given = _given_network(args)
     caps = parse_caps(args.caps) if args.caps else None
     if caps:
         console.note_repeated("--caps", args.caps, caps)
-    predict_input.check_counts(args)
+    inputs.check_counts(args)
     import torch  # after the flags' checks: bad input is refused in a second, not after torch's import (2 s)
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if predict_cluster.wanted(args):
+    if cluster.wanted(args):
         return _on_cluster(args, caps, device=device)
     # a run's stored profile is said as stored, then calibrated on the run's rows (and said so)
     basis = _from_run(args, given, caps, device=device) if args.run else _measured_now(args, given, device=device)
@@ -78,9 +80,9 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
                                    fsdp_own_s=basis.fsdp_own_s, blocking=profiled_on == "cpu",
                                    zero_own_s=basis.zero_own_s)  # fmt: skip
         predictions.predict_table(frame, world=world, link=link, contention=measured)
-        predict_input.warn_if_extrapolated(link, largest_bucket_bytes(profile, caps), world=world)
+        inputs.warn_if_extrapolated(link, largest_bucket_bytes(profile, caps), world=world)
         if given is None:  # a fitted network: said where this world size is not one it was measured at
-            predict_input.warn_unmeasured_world(network, world)
+            inputs.warn_unmeasured_world(network, world)
         frames.append(agreement.with_answer_marks(frame).assign(world_size=world, network=link.source))
     cpu = "a CPU's compute: see the warning above" if given is not None and profiled_on == "cpu" else ""
     _sharded_answers(
@@ -91,7 +93,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     if args.out:  # each row says what it rests on, as --cluster's rows do
         context = {"run": args.run, **{key: basis.setup.get(key) for key in SETUP_KEYS},
                    "one_rank_step_ms": profile.local_step_s * 1e3}  # fmt: skip
-        predict_cluster.write_rows(pd.concat(frames, ignore_index=True).assign(**context), Path(args.out))
+        cluster.write_rows(pd.concat(frames, ignore_index=True).assign(**context), Path(args.out))
     if run_dir is not None:
         _validate(run_dir.parent, run_dir, network, stored=given is None)
     return 0
@@ -107,25 +109,25 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     from harness.results import store
 
     # everything refusable about the run or the workload is refused before a word about the cluster
-    run_dir = predict_input.resolve(args.run, args.results_dir) if args.run else None
-    if predict_cluster.is_collective_table(args):
-        return predict_cluster.run_collectives(args, predict_cluster.cluster_from_args(args))
+    run_dir = inputs.resolve(args.run, args.results_dir) if args.run else None
+    if cluster.is_collective_table(args):
+        return cluster.run_collectives(args, cluster.cluster_from_args(args))
     matched = _run_setups(run_dir, args, device=device) if run_dir is not None else [_fresh_setup(args, device)]
     setup = matched[0]
     if args.train_wopt and run_dir is None:
         raise ConfigError("--train-wopt needs --run RUN: it changes the workload options of that run's model")
-    train = predict_full_size.train_options(args.train_wopt, store.read_configs(run_dir), setup) if run_dir else None
+    train = full_size.train_options(args.train_wopt, store.read_configs(run_dir), setup) if run_dir else None
     args.train_options = train  # the model you will train: its memory and floors, as the page counts them too
-    chosen = predict_cluster.cluster_from_args(args)
+    chosen = cluster.cluster_from_args(args)
     configs = None
     if run_dir is not None:
-        predict_input.say_setup_choice(run_dir, matched)
+        inputs.say_setup_choice(run_dir, matched)
         profile, source = _profile_for_run(run_dir, setup, device=device)
         configs = store.read_configs(run_dir)
         caps = caps or _caps_of_run(configs)
         profiled_on = store.read_run_meta(run_dir).get("device", device.type)
     else:
-        predict_input.say_auto_size(args, setup, device)
+        inputs.say_auto_size(args, setup, device)
         console.say(f"ddpbench predict: profiling {setup['workload']}/{setup['size']} (batch {setup['batch_size']}) "
                     f"here on {device.type}…")  # fmt: skip
         profile = profile_from_rows(pd.DataFrame(_measure_profile(setup, device=device, steps=args.profile_steps)))
@@ -134,15 +136,15 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     predictions.predict_profile(setup, profile, source)
     state = None  # each strategy's memory per rank: only a run measured what its ranks held
     if configs is not None:
-        predict_input.warn_uncalibrated(run_dir, configs, setup)
-        worlds = [n * chosen.gpus_per_node for n in predict_cluster.node_counts(args)]
-        state = predict_full_size.said_state(run_dir, configs, setup, worlds, chosen, options=args.train_options,
-                                             batch_size=predict_input.memory_batch(args, setup))  # fmt: skip
+        inputs.warn_uncalibrated(run_dir, configs, setup)
+        worlds = [n * chosen.gpus_per_node for n in cluster.node_counts(args)]
+        state = full_size.said_state(run_dir, configs, setup, worlds, chosen, options=args.train_options,
+                                             batch_size=inputs.memory_batch(args, setup))  # fmt: skip
     caps = caps or list(DEFAULT_CAPS_MB)
     checked = OwnCheck()  # how far the same model was from the run's own steps, on its own machine
     if run_dir is not None:
         checked = own_check(run_dir.parent, run_dir, setup, configs=configs, cluster=chosen.name)
-    code = predict_cluster.run_at_ends(args, chosen, profile, caps, device=profiled_on, configs=configs, setup=setup,
+    code = cluster.run_at_ends(args, chosen, profile, caps, device=profiled_on, configs=configs, setup=setup,
                                        state=state, errors=checked.errors)  # fmt: skip
     predictions.errors_on_own_run(checked.words if scaling.steps_known(args, profiled_on) else "")
     if args.page:  # the same calibration, caps and scaling as the console's, from one node to 1,024 GPUs
@@ -169,7 +171,7 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
     from harness.perfmodel.network import network_for_run
     from harness.results import store
 
-    run_dir = predict_input.resolve(args.run, args.results_dir)
+    run_dir = inputs.resolve(args.run, args.results_dir)
     matched = _run_setups(run_dir, args, device=device)
     setup = matched[0]
     beside = run_dir.parent  # "in the same results folder": the run's own, however the run was named
@@ -181,16 +183,16 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
         raise ConfigError(f"no `ddpbench collectives` run from this run's machine in {str(beside)!r}; run "
                           f"`ddpbench collectives {how} --results {beside}` on it, or give --busbw (and "
                           "--latency)")  # fmt: skip
-    predict_input.say_setup_choice(run_dir, matched)
+    inputs.say_setup_choice(run_dir, matched)
     profile, source = _profile_for_run(run_dir, setup, device=device)
     predictions.predict_profile(setup, profile, source)
     configs = store.read_configs(run_dir)
-    predict_input.warn_uncalibrated(run_dir, configs, setup)
+    inputs.warn_uncalibrated(run_dir, configs, setup)
     fsdp_basis = (fsdp.compute_only(profile, configs, setup), fsdp.own_cost_s(configs, setup))
     profile, calibration = _calibrated_to_run(profile, configs, setup)
     worlds = [args.gpus] if args.gpus else sorted({int(n) for n in configs["world_size"] if n > 1}) or [DEFAULT_WORLD]
     gpu = _run_gpu(run_dir)
-    state = predict_full_size.said_state(run_dir, configs, setup, worlds, gpu)
+    state = full_size.said_state(run_dir, configs, setup, worlds, gpu)
     unknown = zero.own_cost_unknown(calibration, configs, setup) if fsdp_basis[1] is None else ""  # beside FSDP2's
     return Basis(setup, network, profile, worlds, caps or _caps_of_run(configs), *fsdp_basis, run_dir, state, gpu,
                  unknown, zero.own_cost_s(configs, setup) or 0.0)  # fmt: skip
@@ -216,7 +218,7 @@ def _calibrated_to_run(profile, configs, setup: dict):
     """(the profile, its calibration): scaled to the run's baseline step at one rank and DDP's own cost there added,
     said as it is done: the calibration `predict --cluster` and the what-if page use, and the model's best variant here
     ('calibrated + contention', docs/measured-cpu.md), so one run's steps are predicted one way."""
-    from harness.commands.console.scaling import say_run_calibration
+    from harness.commands.console.predict.scaling import say_run_calibration
     from harness.perfmodel import predict
     from harness.perfmodel.schedule import calibrate
 
@@ -255,7 +257,7 @@ def _measured_now(args: argparse.Namespace, given, *, device):
         raise ConfigError("a network is needed: --cluster NAME|FILE (`ddpbench list`), --nccl-tests FILE, "
                           "--busbw (e.g. --busbw 90GB/s --latency 30us), or a `ddpbench collectives` run "
                           "of this machine in --results")  # fmt: skip
-    predict_input.say_auto_size(args, setup, device)
+    inputs.say_auto_size(args, setup, device)
     world = args.gpus or DEFAULT_WORLD
     # On the CPU, a rank's share of the cores at that world size, as bench gives its ranks: compute as fast as theirs.
     threads = threads_per_rank(device="cpu", max_local_ranks=world, cpu_count=available_cpus()) \
@@ -378,8 +380,8 @@ def _this_machine_network(results: Path, *, device: str):
 def _run_setups(run_dir: Path, args: argparse.Namespace, *, device) -> list[dict]:
     """The run's setups the flags match, the first the one predicted; refused where its missing profile
     would be measured on another device than the run's (before a word about the network or the cluster)."""
-    matched = predict_input.matching_setups(run_dir, args)
-    predict_input.refuse_profiling_elsewhere(run_dir, matched[0], here=device.type, cluster=args.cluster)
+    matched = inputs.matching_setups(run_dir, args)
+    inputs.refuse_profiling_elsewhere(run_dir, matched[0], here=device.type, cluster=args.cluster)
     return matched
 
 

@@ -162,7 +162,7 @@ def said_state(run_dir: Path, configs, setup: dict, worlds: list[int], gpu, *, b
                options: dict | None = None):  # fmt: skip
     """The model state per rank (perfmodel.memory.state_per_rank) at the world sizes the run measured and at
     `worlds`, of `memory_rows` (at `batch_size`, with `options`), said with what fits `gpu`; returned."""
-    from harness.commands.console import memory
+    from harness.commands.console.predict import memory
     from harness.perfmodel.memory import state_per_rank
 
     rows, note = memory_rows(run_dir, configs, setup, batch_size=batch_size, options=options, terse=True)

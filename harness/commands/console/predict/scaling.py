@@ -143,7 +143,7 @@ def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: 
     100 % (no GPU runs that step so fast) and below LOW_SHARE (the FLOPs are likely not the step's: the input or the
     batch counted is not the one trained). ('', False) where the FLOPs or the peak are not known."""
     import workloads
-    from harness.commands.predict_full_size import trained_source
+    from harness.commands.predict.full_size import trained_source
     from harness.config.precision import peak_dtype, peak_tflops
     from harness.measure.pace import training_flops_per_sample
 
@@ -206,7 +206,7 @@ def say_step_against_peak(args, configs, setup: dict | None, chosen, trained: di
     """--local-step-ms in FLOPs against the cluster's GPU (step_against_peak): said, or a warning where no GPU runs
     the step so fast (a typo, a step measured at another batch) or a training step would be far faster (the input or
     batch counted is not the one trained)."""
-    from harness.commands import predict_input
+    from harness.commands.predict import inputs as predict_input
     from harness.config.precision import GPUS
 
     if not (args.local_step_ms and setup):

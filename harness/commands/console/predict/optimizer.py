@@ -32,7 +32,7 @@ def estimate_local_optimizer(args, chosen, setup: dict | None, configs, profile)
     (`args.local_optimizer_source`: "estimated"; "given" where it was given; None where there is none)
     for the model you will train (the full size's parameters, or --train-wopt's, counted on the meta device; else the
     profile's) on the cluster's GPU, and says it; nothing where the GPU's bandwidth or the optimizer is not known."""
-    from harness.commands.predict_full_size import full_parameters
+    from harness.commands.predict.full_size import full_parameters
 
     args.optimizer_from = "as given (--local-optimizer-ms)"  # the page's words for it; --out's:
     args.local_optimizer_source = None if args.local_optimizer_ms is None else "given"

@@ -12,8 +12,11 @@ import argparse
 import json
 from pathlib import Path
 
-from harness.commands import console, predict_full_size, predict_input
-from harness.commands.console import answer, full_size, predictions, published, scaling, steps
+from harness.commands import console
+from harness.commands.console import predictions
+from harness.commands.console.predict import answer, full_size, published, scaling, steps
+from harness.commands.predict import full_size as predict_full_size
+from harness.commands.predict import inputs as predict_input
 from harness.config.bench import ConfigError
 
 DEFAULT_SIZES = "1KiB:16GiB"
@@ -213,7 +216,7 @@ def run_at_ends(args: argparse.Namespace, chosen, profile, caps: list[float], *,
 
     import pandas as pd
 
-    from harness.commands.console import optimizer
+    from harness.commands.console.predict import optimizer
 
     bounds = scaling.local_step_bounds(args, chosen, configs, setup)
     ends = bounds.ends() if bounds is not None and not bounds.same else [(None, args.local_step_ms)]
