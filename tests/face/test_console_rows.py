@@ -52,3 +52,23 @@ def test_the_runs_last_counts_say_how_many_failed_parity():
     assert counts_text(counts) == "4 ok, 0 failed, 1 skipped"
     assert counts_text(counts, parity_failed=1) == "4 ok, 0 failed, 1 skipped (1 of the ok failed parity: see " \
                                                    "PARITY FAILED above)"  # fmt: skip
+
+
+def test_the_cpu_profiles_collectives_table_names_zero_ones_column_as_its_broadcasts_alone(capsys):
+    """ZeRO-1 all-reduces DDP's buckets too: a column headed 'ZeRO-1' beside 'DDP at 25 MiB', in a table of 'each
+    strategy's collectives', read as all of ZeRO-1's communication, and less than DDP's (docs/clusters.md's example:
+    6.359 against 10.33 ms), where it is its broadcasts alone, after DDP's all-reduces."""
+    import types
+
+    import pandas as pd
+
+    from harness.commands.console.predict.steps import collectives_answer
+
+    frame = pd.DataFrame({"world_size": [8], "nodes": [1], "bucket_cap_mb": [25.0], "full_size_mb": [1024.0],
+                          "full_size_comm_ms": [10.0], "full_size_last_ms": [1.0], "zero_full_size_broadcast_ms": [6.0],
+                          "fsdp_full_size_gather_ms": [11.0], "fsdp_full_size_scatter_ms": [5.5]})  # fmt: skip
+    profile = types.SimpleNamespace(optimizer_s=0.01, local_step_s=0.1, grad_bytes=2**30)
+    collectives_answer(types.SimpleNamespace(name="dgx-a100"), [frame], trained=False, profile=profile, optimizer="sgd")
+    header, row = capsys.readouterr().out.splitlines()[1:3]
+    assert header.split("  ")[-3:] == ["ZeRO-1 broadcasts", "FSDP2 gathers", "reduce-scatters"], header
+    assert row.split()[-3:] == ["6", "11", "5.5"]

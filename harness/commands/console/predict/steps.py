@@ -73,9 +73,11 @@ def collectives_answer(cluster, frames: list[pd.DataFrame], *, trained: bool, pr
     caps = sorted(comm["bucket_cap_mb"].unique())
     say(f"ddpbench predict: what {cluster.name}'s network costs a step, whatever the GPU computes: ms of each "
         f"strategy's collectives with {whose}, NCCL's algorithms on the profile's bandwidths; DDP's all-reduces "
-        "overlap backward but for the last bucket's (in brackets: exposed on any GPU), ZeRO-1's broadcasts follow its "
-        "optimizer, FSDP2's gathers and reduce-scatters overlap its blocks' compute:")  # fmt: skip
-    rows = [("GPUs", "nodes", *(f"DDP at {cap:g} MiB" for cap in caps), "ZeRO-1", "FSDP2 gathers", "reduce-scatters")]
+        "overlap backward but for the last bucket's (in brackets: exposed on any GPU), ZeRO-1's are DDP's and "
+        "its broadcasts, after its optimizer, FSDP2's gathers and reduce-scatters overlap its blocks' compute:"
+    )  # fmt: skip
+    named = ("ZeRO-1 broadcasts", "FSDP2 gathers", "reduce-scatters")  # ZeRO-1's all-reduces: the DDP columns'
+    rows = [("GPUs", "nodes", *(f"DDP at {cap:g} MiB" for cap in caps), *named)]
     for world, group in comm.groupby("world_size", sort=True):
         by_cap = group.set_index("bucket_cap_mb")
         sharded = (group[name].iloc[0] for name in ("ZeRO-1", "FSDP2 gathers", "FSDP2 reduce-scatters"))
