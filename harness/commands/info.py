@@ -120,10 +120,12 @@ def parameter_count(spec: str, size: str, options: dict | None = None) -> int | 
     nothing downloaded); the reason where it cannot be built here."""
     import workloads
 
-    return _counted(workloads.create(spec, size=size, **(options or {})))
+    counted = _counted(workloads.create(spec, size=size, **(options or {})))
+    return counted if isinstance(counted, str) else counted.parameters
 
 
-def _counted(workload) -> int | str:
+def _counted(workload):
+    """The workload's modelinfo.ParameterCount, counted on the meta device; the reason where it cannot be built."""
     from harness.measure.modelinfo import parameter_count_on_meta
 
     return workload.unavailable_reason(device="cpu") or parameter_count_on_meta(workload)
@@ -154,9 +156,13 @@ def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | No
     for size, count in counts.items():
         if isinstance(count, str):
             console.say(f"  {size:<6} unavailable ({count})")
-        else:  # DDP all-reduces every gradient a step, in the parameters' dtype: fp32 unless the model says otherwise
-            console.say(f"  {size:<6} {_human_count(count):>7} parameters{(inputs or {}).get(size, '')}, "
-                        f"{_human_bytes(4 * count)} of fp32 gradients a step (DDP all-reduces them all)")  # fmt: skip
+        else:  # DDP all-reduces the gradient of every parameter that trains, in its dtype, a frozen one's not
+            dtypes = "/".join(DTYPE_NAMES.get(d, d) for d in count.grad_dtypes)
+            which = ("DDP all-reduces them all" if count.trained == count.parameters else
+                     f"{_human_count(count.trained)} trained: DDP all-reduces theirs")  # fmt: skip
+            console.say(f"  {size:<6} {_human_count(count.parameters):>7} parameters{(inputs or {}).get(size, '')}, "
+                        f"{_human_bytes(count.grad_bytes)} of {dtypes + ' ' if dtypes else ''}gradients a step "
+                        f"({which})")  # fmt: skip
     if registered:
         for option in workloads.REGISTRY.entry(name).options().values():
             if option.name != "size":
@@ -261,6 +267,10 @@ def _write_counts(counts: dict) -> None:
             write_json(_counts_cache(), counts)
     except OSError:
         pass
+
+
+DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+"""A parameter's torch dtype as the project names it elsewhere (--dtype)."""
 
 
 def _human_bytes(count: float) -> str:

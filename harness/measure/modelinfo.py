@@ -14,7 +14,7 @@ import json
 import sys
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
@@ -148,11 +148,25 @@ def shard_units(workload: Workload, model: nn.Module) -> dict[str, int]:
     }
 
 
-def parameter_count_on_meta(workload: Workload) -> int:
+class ParameterCount(NamedTuple):
+    """A model's parameters (a tied one once), those that train, and the bytes of their gradients (in the trained
+    parameters' dtypes, `grad_dtypes`: DDP all-reduces these alone, not a frozen parameter's)."""
+
+    parameters: int
+    trained: int
+    grad_bytes: int
+    grad_dtypes: tuple[str, ...]
+
+
+def parameter_count_on_meta(workload: Workload) -> ParameterCount:
     """Parameters of the workload's model, built on the meta device: no memory, no time."""
     with torch.device("meta"):
         model = workload.build_model()
-    return sum(p.numel() for p in dict(model.named_parameters()).values())
+    params = dict(model.named_parameters()).values()
+    trained = [p for p in params if p.requires_grad]
+    dtypes = tuple(sorted({str(p.dtype).removeprefix("torch.") for p in trained}))
+    return ParameterCount(sum(p.numel() for p in params), sum(p.numel() for p in trained),
+                          sum(_bytes(p) for p in trained), dtypes)  # fmt: skip
 
 
 def counts_on_meta(workload: Workload, *, batch_size: int, dtype: str) -> dict[str, Any] | None:

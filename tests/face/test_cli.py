@@ -271,3 +271,33 @@ def test_list_with_a_bad_workload_option_is_one_line_and_exit_2(capsys, args, na
     assert cli.main(["list", *args]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and named in err
+
+
+FROZEN = """
+import torch
+from torch import nn
+
+
+class Frozen:
+    def build_model(self):
+        backbone = nn.Linear(1024, 1024)  # 1,049,600 parameters, none trained
+        backbone.requires_grad_(False)
+        return nn.Sequential(backbone, nn.Linear(1024, 10))  # 10,250 trained
+
+    def make_batch(self, batch_size, *, device, generator):
+        return torch.randn(batch_size, 1024, device=device, generator=generator)
+
+    def loss(self, model, batch):
+        return model(batch).sum()
+"""
+
+
+def test_list_counts_the_gradients_of_the_parameters_that_train_alone(tmp_path, capsys):
+    """A model with a frozen backbone (a fine-tune) read '4.0 MiB of fp32 gradients a step (DDP all-reduces them
+    all)': every parameter's 4 bytes, where DDP all-reduces the 10,250 trained ones' 40 KiB alone."""
+    (tmp_path / "frozen.py").write_text(FROZEN)
+    assert cli.main(["list", f"{tmp_path / 'frozen.py'}:Frozen"]) == 0
+    full = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("  full "))
+    assert (
+        full == "  full      1.1M parameters, 40.0 KiB of fp32 gradients a step (10.2k trained: DDP all-reduces theirs)"
+    )
