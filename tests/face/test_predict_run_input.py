@@ -430,3 +430,18 @@ def test_a_train_wopt_typo_is_answered_with_the_field_it_is_close_to():
         "--train-wopt hidden_sise=2048 is not valid for hf:llama (hf:llama has no configuration field hidden_sise "
         "(did you mean hidden_size?); options are its configuration's fields (LlamaConfig) and seq_len, task)"
     )
+
+
+def test_a_train_wopt_the_workload_does_not_take_points_at_a_bench_command_that_exists():
+    """gpt2 (registered) takes no option: its refusal's advice, a zoo model's fields set with bench's --wopt, read
+    '--workloads hf:gpt2 --train-wopt seq_len=1024', a flag of bench's beside one of predict's: neither runs it."""
+    from harness.commands.predict import full_size as predict_full_size
+    from harness.config.bench import ConfigError
+
+    setup = {"workload": "gpt2", "size": "tiny", "batch_size": 8, "dtype": "fp32"}
+    with pytest.raises(ConfigError) as refused:
+        predict_full_size.train_options([("seq_len", ("2048",))], None, setup)
+    said = str(refused.value)
+    assert said.startswith("--train-wopt seq_len=2048 is not valid for gpt2 (workload 'gpt2' has no option seq_len")
+    assert "--train-wopt seq_len=1024" not in said  # predict takes no --workloads, bench no --train-wopt
+    assert "e.g. ddpbench bench --workloads hf:gpt2 --wopt seq_len=1024: docs/your-model.md" in said, said

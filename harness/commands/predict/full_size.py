@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from pathlib import Path
 
 from harness.commands import console
@@ -81,10 +82,9 @@ def _dtype_note(setup: dict, rows, configs=None, options: dict | None = None, *,
     ratio = at / fp32 if fp32 else float("nan")
     samples = f"{batch} sample{'s' * (batch != 1)}"
     if terse:  # the figures a GPU in bf16 plans by; how they were counted is the what-if page's
-        return (
-            f"activations in fp32, the run's dtype; in bf16 (autocast) {mib_text(at)} at {samples} a rank "
-            f"({ratio:.2f}×; each further sample {mib_text(added)}): bench --dtype bf16 to count them so"
-        )
+        return (f"activations in fp32, the run's dtype; in bf16 (autocast) {mib_text(at)} at {samples} a rank "
+                f"({ratio:.2f}×; each further sample {mib_text(added)}): bench --dtype bf16 "
+                "to count them so")  # fmt: skip
     return (f"activations in fp32, the run's dtype: trained in bf16 (autocast) the same forward keeps {mib_text(at)} "
             f"at {samples} a rank ({ratio:.2f}× fp32's {mib_text(fp32)}; each further sample adds {mib_text(added)}, "
             f"and {mib_text(max(once, 0.0))} is kept once at any batch: the bf16 copies of the weights autocast keeps "
@@ -150,9 +150,8 @@ def _sample_added(setup: dict, configs, batch: int, options: dict | None, full: 
     it, both on the meta device (the total over the batch is no such figure: a bf16 run keeps copies of its weights
     for backward once, at any batch); None where either could not be counted."""
     spec, options = trained_source(configs, setup, options)
-    more = _activation_mb(
-        spec, json.dumps(options, sort_keys=True), "full", batch + 1, str(setup.get("dtype") or "fp32")
-    )
+    more = _activation_mb(spec, json.dumps(options, sort_keys=True), "full", batch + 1,
+                          str(setup.get("dtype") or "fp32"))  # fmt: skip
     if full.get("activation_mb") is None or more is None:
         return None
     return more - full["activation_mb"]
@@ -169,10 +168,8 @@ def said_state(run_dir: Path, configs, setup: dict, worlds: list[int], gpu, *, b
     state = state_per_rank(rows, worlds)
     memory.model_state(state, worlds, gpu, size_note=note)
     if state.empty and not rows.empty:  # a one-GPU run: once no word, and no choice after it either
-        console.warning(
-            "no model state per rank, so no choice of strategy: a rank's share of the state is "
-            "fitted from a strategy measured at two world sizes or more: bench at --gpus 2 too"
-        )
+        console.warning("no model state per rank, so no choice of strategy: a rank's share of the state is fitted "
+                        "from a strategy measured at two world sizes or more: bench at --gpus 2 too")  # fmt: skip
     return state
 
 
@@ -361,6 +358,11 @@ def check_train_wopt(given) -> None:
                               "train has one: give one value (bench sweeps several with --wopt)")  # fmt: skip
 
 
+def in_train_wopt(said: str) -> str:  # a workload's words on --wopt in --train-wopt's, a bench command cited bench's
+    return re.sub(r"(--workloads \S+ )?--wopt ", lambda m: f"ddpbench bench {m[1]}--wopt " if m[1] else "--train-wopt ",
+                  said)  # fmt: skip
+
+
 def train_options(given, configs, setup: dict) -> dict | None:
     """--train-wopt KEY=VALUE (argparse's (key, values) pairs) over the run's own workload options: the options of the
     model you will train, each typed and checked as bench checks --wopt (ConfigError naming the bad one, and the
@@ -377,7 +379,7 @@ def train_options(given, configs, setup: dict) -> dict | None:
             value = workloads.parse_options(spec, {key: values[0]})[key]
             source.check_options({**options, key: value})
         except ConfigError as exc:  # in the flag's own name: the workload's words say --wopt
-            said = str(exc).replace("--wopt ", "--train-wopt ")
+            said = in_train_wopt(str(exc))
             if f"--train-wopt {key}=" in said:  # the workload's words name the value already: said once
                 raise ConfigError(said) from None
             raise ConfigError(f"--train-wopt {key}={values[0]} is not valid for {setup['workload']} ({said})") from None
@@ -390,7 +392,7 @@ def train_options(given, configs, setup: dict) -> dict | None:
             source.check_workload(workload)  # as bench checks it: heads that do not divide, say
             workload.build_model()
     except ConfigError as exc:
-        raise ConfigError(f"--train-wopt: {exc}".replace("--wopt ", "--train-wopt ")) from None
+        raise ConfigError(in_train_wopt(f"--train-wopt: {exc}")) from None
     except Exception as exc:  # a class of yours may raise anything: said in one line
         said = (str(exc).splitlines() or [type(exc).__name__])[0]
         raise ConfigError(f"--train-wopt: {setup['workload']} cannot be built with "
