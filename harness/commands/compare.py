@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 from harness.commands import console
+from harness.commands.console import compare as compared
 from harness.config.bench import ConfigError
 from harness.results.layout import check_output_folder, check_runs_folder
 
@@ -84,7 +85,7 @@ def _compare(args: argparse.Namespace, base_run: Path, new_run: Path, *, thresho
     failed, missing = compare.without_counterpart(base_run, new_run, across_strategies=across)
     for warning in [*environment, *not_compared, *_shortened(missing), *failed]:
         console.warning(warning)
-    console.comparison(frame, threshold=threshold)
+    compared.comparison(frame, threshold=threshold)
     judged = compare.outcome(frame, failed=failed, missing=missing, not_compared=not_compared)
     if frame.empty:  # why nothing matched: the setting that keeps them apart, what each run measured
         apart = differing(base_run, new_run, across_strategies=across)
