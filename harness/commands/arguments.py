@@ -94,13 +94,14 @@ PREDICT_DESCRIPTION = textwrap.fill(
     "results folder), the model state per rank, what fits a GPU run's GPU, and the error against the run's "
     "sweeps. Without: the profile is measured now, here, and --busbw (or this machine's collectives run) gives "
     "the network. With --cluster NAME|FILE (or --nccl-tests LOG): NCCL's algorithms on a cluster profile, per "
-    "node count (docs/clusters.md)."
+    "node count (docs/clusters.md); with --cluster A,B, each, then their bookings compared."
 )
 PREDICT_EXAMPLES = """examples:
   ddpbench predict --run RUN --gpus 64                      # the run's profile on its machine's network
   ddpbench predict --run RUN --cluster dgx-h100 --nodes 1,2,8,64 --out steps.csv
   ddpbench predict --run RUN --cluster dgx-h100 --local-step-ms 120 --page h100.html   # your GPU's step
   ddpbench predict --run RUN --cluster dgx-h100 --local-step-ms 310 --local-step-gpu a100-sxm4-80gb  # another's
+  ddpbench predict --run RUN --cluster dgx-a100,dgx-h100 --local-step-ms 420 --local-step-gpu a100-sxm4-80gb  # compared
   ddpbench predict --cluster dgx-h200 --nodes 1,2,4 --sizes 1KiB:16GiB                 # NCCL's collectives
   ddpbench predict --nccl-tests node1.txt two-nodes.json --save-profile ours.toml      # fitted to your logs
   ddpbench predict --workload gpt2 --size small --busbw 90GB/s --latency 30us          # profiled here"""
@@ -191,7 +192,10 @@ def add_predict_parser(commands) -> None:
     predict.add_argument("--caps", help="bucket caps in MiB (default: 1,5,10,25,50,100, or the run's sweep)")
     predict.add_argument("--cluster", metavar="NAME|FILE",
                          help="a cluster profile: a built-in (`ddpbench list` shows them) or your .toml; predicts "
-                         "NCCL's collectives there, or with --run/--workload the step per cap at --nodes")  # fmt: skip
+                         "NCCL's collectives there, or with --run/--workload the step per cap at --nodes; several, "
+                         "comma-separated (with --run/--workload; not with --page or --nccl-tests): each predicted, "
+                         "then every booking (cluster × GPU count) compared: its pick, step, samples (tokens) a "
+                         "second, GPU-hours, the fastest and the cheapest")  # fmt: skip
     predict.add_argument("--nccl-tests", nargs="+", metavar="FILE",
                          help="nccl-tests logs (text or -J JSON), or `ddpbench collectives` run folders, to fit the "
                          "profile's bandwidths to (the profile: --cluster, else the built-in of the logs' GPU); the "

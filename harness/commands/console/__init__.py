@@ -7,6 +7,7 @@ logs hold only the lines. What `collectives` and `predict` print is in `predicti
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -47,6 +48,44 @@ def say(line: str) -> None:
     _print(line)
 
 
+_ONCE: set[str] | None = None  # inside `said_once`: what was said already (say_once's lines, every warning)
+
+
+@contextlib.contextmanager
+def said_once():
+    """Inside, a warning or a `say_once` line is said the first time only (several clusters: the run's words once)."""
+    global _ONCE
+    before, _ONCE = _ONCE, set()
+    try:
+        yield
+    finally:
+        _ONCE = before
+
+
+def _first_time(line: str) -> bool:
+    said = _ONCE is not None and line in _ONCE
+    if _ONCE is not None:
+        _ONCE.add(line)
+    return not said
+
+
+def say_once(line: str) -> None:
+    if _first_time(line):
+        say(line)
+
+
+@contextlib.contextmanager
+def quiet():
+    """Nothing said inside is shown, nor counts as said for `said_once`."""
+    import io
+
+    kept = set(_ONCE or ())
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        yield
+    if _ONCE is not None:
+        _ONCE.intersection_update(kept)
+
+
 def say_err(line: str) -> None:
     _print(line, file=sys.stderr)
 
@@ -56,7 +95,8 @@ def error(message: str) -> None:
 
 
 def warning(message: str) -> None:
-    say_err(f"ddpbench: warning: {message}")
+    if _first_time(f"warning: {message}"):
+        say_err(f"ddpbench: warning: {message}")
 
 
 def note_repeated(flag: str, typed: str, kept: list) -> None:

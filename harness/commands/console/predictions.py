@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from harness.analysis import agreement, stats, why
 from harness.bucketing import DDP_DEFAULT_CAP_MB
-from harness.commands.console import bytes_text, say, warning
+from harness.commands.console import bytes_text, say, say_once, warning
 from harness.perfmodel import ranked
 from harness.results.values import ms_text
 
@@ -397,4 +397,4 @@ def strategy_choice(state: pd.DataFrame, cluster, *, frames: list[pd.DataFrame],
 def errors_on_own_run(words: str) -> None:
     """The model's error on the run's own steps (perfmodel.sharded.errors_words), said after a cluster's answer."""
     if words:
-        say(f"ddpbench predict: {words}")
+        say_once(f"ddpbench predict: {words}")

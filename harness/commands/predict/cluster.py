@@ -113,7 +113,7 @@ def cluster_from_args(args: argparse.Namespace):
     predict_input.refuse_mixed_gpus(logs)
     if args.cluster is not None:
         base = cluster.load(args.cluster)
-        _refuse_nodes_without_network(base, args)  # before any word about the profile: one line, as every refusal
+        refuse_nodes_without_network(base, args)  # before any word about the profile: one line, as every refusal
         if missing := cluster.unsourced(base):
             console.warning(f"cluster profile {base.path}: no source for {', '.join(missing)}; say where each "
                             "number came from in its [sources] table, so that a reader can check it")  # fmt: skip
@@ -152,7 +152,7 @@ def cluster_from_args(args: argparse.Namespace):
     return fitted.cluster
 
 
-def _refuse_nodes_without_network(base, args: argparse.Namespace) -> None:
+def refuse_nodes_without_network(base, args: argparse.Namespace) -> None:
     from harness.perfmodel.clusters import cluster
 
     nodes = node_counts(args)
@@ -204,45 +204,6 @@ def _collective_row(chosen, choice) -> dict:
             "nodes": choice.nodes, "ranks": choice.ranks, "bytes": choice.nbytes, "time_us": choice.time_us,
             "algbw_gbps": choice.algbw_gbps, "busbw_gbps": choice.busbw_gbps, "algorithm": choice.algorithm,
             "protocol": choice.protocol}  # fmt: skip
-
-
-def run_at_ends(args: argparse.Namespace, chosen, profile, caps: list[float], *, device: str, configs=None,
-                setup: dict | None = None, state=None, errors=None) -> int:  # fmt: skip
-    """run_steps, once; or, where --local-step-gpu names a GPU whose datasheet figures are not the cluster's, at both
-    ends of the step there (precision.step_bounds): the other end quietly first, then the shorter-step end printed
-    (its args kept for the page), then whether the two ends' caps and choices agree. --out gets both ends' rows."""
-    import contextlib
-    import io
-
-    import pandas as pd
-
-    from harness.commands.console.predict import optimizer
-
-    bounds = scaling.local_step_bounds(args, chosen, configs, setup)
-    ends = bounds.ends() if bounds is not None and not bounds.same else [(None, args.local_step_ms)]
-    given, frames = args.local_step_ms, []
-    args.local_step_given, args.local_optimizer_given = given, args.local_optimizer_ms
-    if bounds is not None:
-        scaling.say_step_bounds(args, chosen, bounds, ends)
-    for k in reversed(range(len(ends))):  # the end printed last: the page is written at it, as the console says
-        args.local_step_end, step_ms = ends[k]
-        if args.local_step_end is not None:
-            args.local_step_ms, args.local_optimizer_ms = float(f"{step_ms:.4g}"), bounds.optimizer_ms
-        quiet = (contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO())) if k else ()
-        with contextlib.ExitStack() as stack:
-            for context in quiet:
-                stack.enter_context(context)
-            optimizer.estimate_local_optimizer(args, chosen, setup, configs, profile)  # a GPU's, not the CPU's share
-            if args.local_step_end is not None and args.local_optimizer_given is not None:
-                args.local_optimizer_source = "given, scaled"  # by the memory bandwidths' ratio, as said
-            frames.insert(0, run_steps(args, chosen, profile, caps, device=device, configs=configs, setup=setup,
-                                       state=state, errors=errors))  # fmt: skip
-    if len(ends) > 1:
-        batch = (predict_input.memory_batch(args, setup) or int(setup["batch_size"])) if setup else None
-        args.ends_verdict = scaling.say_ends_verdict(chosen, ends, frames, state=state, errors=errors, batch=batch)
-    if args.out:
-        write_rows(pd.concat(frames, ignore_index=True), Path(args.out))
-    return 0
 
 
 def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, device: str, configs=None,
@@ -314,7 +275,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
                                              fsdp_profile=sharded.profile, fsdp_own_s=sharded.own_s or 0.0,
                                              zero_own_s=zero_own.added_s, options=trained, said=known)  # fmt: skip
     own_ms = calibration.reducer_s * 1e3  # DDP's own cost as the prediction adds it (scaled with any compute)
-    # --out's rows (run_at_ends writes them): each says what it rests on, the profile, the workload, any scaling
+    # --out's rows (bookings.predict_each writes them): each says what it rests on, the profile, workload, scaling
     given, measured_on = setup or {}, getattr(args, "local_step_gpu", None)
     context = {"cluster": chosen.name, "cluster_source": _source_of(chosen), "run": args.run,
                **{key: given.get(key) for key in ("workload", "size", "batch_size", "dtype", "optimizer")},

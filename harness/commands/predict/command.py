@@ -9,10 +9,9 @@ import argparse
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from harness.commands import console, report
+from harness.commands import console
 from harness.commands.console import predictions, profiling
-from harness.commands.console.predict import scaling
-from harness.commands.predict import cluster, full_size, inputs
+from harness.commands.predict import bookings, cluster, full_size, inputs
 from harness.config.bench import SIZE_CHOICES, ConfigError
 
 DEFAULT_WORLD = 8
@@ -50,7 +49,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     cluster.check_flags(args)
     full_size.check_train_wopt(args.train_wopt)
     inputs.check_page(args)
-    inputs.check_cluster_file(args.cluster)
+    args.clusters = bookings.cluster_names(args)  # each refused here, where it is not one
     given = _given_network(args)
     caps = parse_caps(args.caps) if args.caps else None
     if caps:
@@ -105,7 +104,6 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
 
     from harness.perfmodel.predict import DEFAULT_CAPS_MB
     from harness.perfmodel.schedule import profile_from_rows
-    from harness.perfmodel.sharded import OwnCheck, own_check
     from harness.results import store
 
     # everything refusable about the run or the workload is refused before a word about the cluster
@@ -118,7 +116,7 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
         raise ConfigError("--train-wopt needs --run RUN: it changes the workload options of that run's model")
     train = full_size.train_options(args.train_wopt, store.read_configs(run_dir), setup) if run_dir else None
     args.train_options = train  # the model you will train: its memory and floors, as the page counts them too
-    chosen = cluster.cluster_from_args(args)
+    chosen = cluster.cluster_from_args(args) if len(args.clusters) == 1 else None  # several: each where predicted
     configs = None
     if run_dir is not None:
         inputs.say_setup_choice(run_dir, matched)
@@ -134,22 +132,10 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
         source = f"profile measured now on {device.type}"
         profiled_on = device.type
     predictions.predict_profile(setup, profile, source)
-    state = None  # each strategy's memory per rank: only a run measured what its ranks held
     if configs is not None:
         inputs.warn_uncalibrated(run_dir, configs, setup)
-        worlds = [n * chosen.gpus_per_node for n in cluster.node_counts(args)]
-        state = full_size.said_state(run_dir, configs, setup, worlds, chosen, options=args.train_options,
-                                             batch_size=inputs.memory_batch(args, setup))  # fmt: skip
-    caps = caps or list(DEFAULT_CAPS_MB)
-    checked = OwnCheck()  # how far the same model was from the run's own steps, on its own machine
-    if run_dir is not None:
-        checked = own_check(run_dir.parent, run_dir, setup, configs=configs, cluster=chosen.name)
-    code = cluster.run_at_ends(args, chosen, profile, caps, device=profiled_on, configs=configs, setup=setup,
-                                       state=state, errors=checked.errors)  # fmt: skip
-    predictions.errors_on_own_run(checked.words if scaling.steps_known(args, profiled_on) else "")
-    if args.page:  # the same calibration, caps and scaling as the console's, from one node to 1,024 GPUs
-        report.write_prediction_page(args, chosen, run_dir, setup, caps, checked=checked)
-    return code
+    return bookings.predict_each(args, chosen, profile, caps or list(DEFAULT_CAPS_MB), device=profiled_on,
+                                 run_dir=run_dir, configs=configs, setup=setup)  # fmt: skip
 
 
 def _sharded_answers(frames, profile, network, *, caveat: str, fsdp_caveat: str) -> None:

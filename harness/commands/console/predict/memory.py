@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness.commands.console import say
+from harness.commands.console import say, say_once
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -64,7 +64,7 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
         if words:
             say(f"  {words}")
     if words := activation_words(at[at["world_size"] == worlds[-1]], totals=False):
-        say(f"ddpbench predict: and {words}")
+        say_once(f"ddpbench predict: and {words}")
 
 
 def _mib(value: float) -> str:

@@ -62,7 +62,7 @@ def say_run_calibration(profile, configs, setup: dict, *, scaled: bool, carried:
     role, step_s = predict.calibration_target(configs, setup)
     if step_s:
         whose = "baseline" if role == "baseline" else f"{roles.reference_name()}'s (no {roles.baseline_name()} row)"
-        console.say(f"ddpbench predict: compute scaled ×{step_s / profile.local_step_s:.4g} to the run's {whose} "
+        console.say_once(f"ddpbench predict: compute scaled ×{step_s / profile.local_step_s:.4g} to the run's {whose} "
                     f"step at one rank ({step_s * 1e3:.4g} ms over every repeat; the profile's own steps "
                     f"{profile.local_step_s * 1e3:.4g} ms)")  # fmt: skip
     if (difference_s := predict.reference_minus_baseline_s(configs, setup)) is not None:
@@ -79,8 +79,8 @@ def say_run_calibration(profile, configs, setup: dict, *, scaled: bool, carried:
         if given_ms is not None:
             whose = "the run's" if carried else "a CPU's"
             added = f"{whose}, not used: --local-ddp-ms's {given_ms:g} ms takes its place"
-        console.say(f"ddpbench predict: DDP's own cost {ms_text(max(difference_s, 0) * 1e3)} ms a step at one rank "
-                    f"({measured}), {added}")  # fmt: skip
+        own = ms_text(max(difference_s, 0) * 1e3)
+        console.say_once(f"ddpbench predict: DDP's own cost {own} ms a step at one rank ({measured}), {added}")
 
 
 def say_one_rank_step(

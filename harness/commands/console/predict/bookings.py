@@ -1,0 +1,88 @@
+"""`predict --cluster A,B`'s last word: the bookings (a cluster × a GPU count) side by side, each with what its
+cluster's answer books, its step, the samples (tokens) a second and the GPU-hours it costs, as a table, then one line:
+the fastest booking and the cheapest, decided or open, and what step decides them (perfmodel.clusters.bookings)."""
+
+from __future__ import annotations
+
+from harness.commands.console import say
+from harness.perfmodel.choice_table import cost_unit
+from harness.perfmodel.clusters.bookings import LEAD, Booking, Ranking, cheapest, fastest
+
+RIGHT = (1, 2, 4, 5, 6)
+"""The columns of figures, aligned right."""
+
+
+def compared(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | None) -> str:
+    """Say the table and the verdict line; the verdict returned. `ends`: the two ends' names (compute-bound,
+    memory-bound) where a step is bounded on some cluster, None where every step is a cluster's own GPU's."""
+    unit = "tokens" if tokens else "samples"
+    header = ("cluster", "GPUs", "nodes", "book", "step ms", f"{unit}/s", f"GPU-h per {cost_unit(tokens)}")
+    table = [header, *(_cells(b) for b in bookings)]
+    widths = [max(len(row[k]) for row in table) for k in range(len(header) - 1)]
+    ranged = f"; a range: a step measured on another GPU, at its {ends[0]} and {ends[1]} ends" if ends else ""
+    say(f"ddpbench predict: the bookings compared (the fastest each cluster's answer above books{ranged}):")
+    for row in table:
+        cells = [cell.rjust(width) if k in RIGHT else cell.ljust(width) for k, (cell, width) in
+                 enumerate(zip(row, widths, strict=False))]  # fmt: skip
+        say("  " + "  ".join([*cells, row[-1].rjust(len(header[-1]))]).rstrip())
+    verdict = verdict_words(bookings, tokens=tokens, ends=ends)
+    say(f"ddpbench predict: {verdict}")
+    return verdict
+
+
+def _cells(b: Booking) -> tuple[str, ...]:
+    if not b.fits:
+        return (b.cluster, str(b.gpus), str(b.nodes), "none modelled fits", "", "", "")
+    book = f"{b.book} → {b.other_end}" if b.other_end else b.book
+    book += f" (or {', '.join(b.tied)}, tied)" if b.tied else ""
+    mark = "≥" if b.at_least else ""
+    return (b.cluster, str(b.gpus), str(b.nodes), book, mark + _span(b.step_ms, lambda v: f"{v:.4g}"),
+            ("≤" if b.at_least else "") + _span(b.per_s, _counted),
+            mark + _span(b.gpu_hours, _counted))  # fmt: skip
+
+
+def _counted(value: float) -> str:
+    """A figure read by eye: three digits, no exponent ('0.287', '17.4', '2,437')."""
+    return f"{value:.3g}" if value < 100 else f"{value:,.0f}"
+
+
+def _span(values: tuple[float, ...], text) -> str:
+    """'122.2–255.6': the least to the most, where the ends differ."""
+    return "–".join(dict.fromkeys(text(v) for v in sorted(values)))
+
+
+def verdict_words(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | None) -> str:
+    """'fastest: dgx-h100 × 32 GPUs; cheapest per sample: …', each decided (at both ends, where a step is bounded),
+    a tie, or open (the best at each end), and where open, which step to measure to decide."""
+    ranked = {"fastest": fastest(bookings), f"cheapest per {'token' if tokens else 'sample'}": cheapest(bookings)}
+    if not any(r.best for r in ranked.values()):
+        return "no booking to compare: none modelled fits at any GPU count asked"
+    both = " at both ends" if ends and any(b.bounded for b in bookings) else ""
+    parts, open_on, why = [], [], f": within {LEAD:.0%} of the best, more than the model can tell"
+    for what, ranking in ranked.items():
+        words = _ranking_words(ranking, ends, both)
+        if ranking.decided and len(ranking.best) > 1:  # a tie: why said the first time
+            words, why = f"{words} (tied{why})", ""
+        parts.append(f"{what}: {words}")
+        open_on += ranking.open_on
+    said = "; ".join(parts)
+    if open_on:
+        gpus = " and ".join(f"{name}'s GPU" for name in dict.fromkeys(open_on))
+        said += f": open until one step is measured on {gpus} (--local-step-ms without --local-step-gpu)"
+    return said
+
+
+def _ranking_words(ranking: Ranking, ends: tuple[str, str] | None, both: str) -> str:
+    if ranking.decided:
+        return f"{_named(ranking.best)}{both}"
+    low, high = ranking.at_ends
+    first, second = ends or ("one end", "the other")
+    return f"{_named(low)} at the {first} end, {_named(high)} at the {second} end"
+
+
+def _named(bookings: list[Booking]) -> str:
+    """'dgx-h100 × 32 GPUs', 'dgx-a100 × 8/16/32 GPUs or dgx-h100 × 8 GPUs': per cluster, in the table's order."""
+    clusters: dict[str, list[str]] = {}
+    for b in bookings:
+        clusters.setdefault(b.cluster, []).append(str(b.gpus))
+    return " or ".join(f"{name} × {'/'.join(gpus)} GPUs" for name, gpus in clusters.items())

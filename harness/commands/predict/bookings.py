@@ -1,0 +1,148 @@
+"""`predict --cluster A,B… --run RUN`: the run's profile (or a fresh one) predicted on each cluster in turn, as one
+cluster's is (at both ends of a step measured on another GPU: `run_at_ends`), what is the run's and not a cluster's
+said once; --out's rows of every cluster in one file; then, with several, the bookings (a cluster × a GPU count)
+compared: the fastest and the cheapest, decided or open (perfmodel.clusters.bookings)."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+from pathlib import Path
+from typing import NamedTuple
+
+from harness.commands import console
+from harness.commands.console import predictions
+from harness.commands.console.predict import scaling
+from harness.commands.predict import cluster
+from harness.commands.predict import inputs as predict_input
+from harness.config.bench import ConfigError
+
+
+def cluster_names(args: argparse.Namespace) -> list[str | None]:
+    """--cluster's profiles, names or .toml files separated by commas, each refused in one line (before anything is
+    measured, printed or written) where it is not one; several are refused with what is one cluster's (a fit to
+    nccl-tests logs, a what-if page, a collectives table). [None]: --nccl-tests alone."""
+    from harness.perfmodel.clusters import cluster as profiles
+
+    if args.cluster is None or "," not in args.cluster:  # one: loaded, and refused, where it is said
+        predict_input.check_cluster_file(args.cluster)
+        return [args.cluster]
+    names = [name.strip() for name in args.cluster.split(",")]
+    known = ", ".join(profiles.builtin_names())
+    if not all(names):
+        raise ConfigError(f"--cluster {args.cluster!r} names an empty profile; give names ({known}) or .toml files, "
+                          "separated by commas")  # fmt: skip
+    kept = list(dict.fromkeys(names))
+    each = " or ".join(kept)
+    for flag, given, why in (("--nccl-tests", args.nccl_tests, "its logs are one cluster's, the one they fit"),
+                             ("--page", args.page, "a what-if page is one cluster's"),
+                             ("--save-profile", args.save_profile, "it saves one cluster's fit")):  # fmt: skip
+        if given:
+            raise ConfigError(f"{flag} with --cluster {args.cluster!r}: {why}; give one cluster ({each}) with it")
+    if cluster.is_collective_table(args):
+        raise ConfigError(f"--cluster {args.cluster!r}: a collectives table is one cluster's; give one ({each}), or "
+                          "--run RUN (or --workload NAME) to compare the bookings of several")  # fmt: skip
+    console.note_repeated("--cluster", args.cluster, kept)
+    for name in kept:  # every profile read, and refused where it cannot be, before a word about any of them
+        predict_input.check_cluster_file(name)
+        cluster.refuse_nodes_without_network(profiles.load(name), args)
+    return kept
+
+
+def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *, device: str, run_dir=None,
+                 configs=None, setup: dict | None = None) -> int:  # fmt: skip
+    """Each cluster of `args.clusters` in turn (`first`: the first's profile, already read and said), its memory,
+    steps and answer as one cluster's; --page's page (one cluster) and --out's rows (every cluster's), then with
+    several clusters the bookings compared, last."""
+    import pandas as pd
+
+    from harness.commands import report
+    from harness.commands.predict import full_size
+    from harness.perfmodel.sharded import OwnCheck, own_check
+
+    several = len(args.clusters) > 1
+    frames, booked, tokens, ends = [], [], None, None
+    with console.said_once() if several else contextlib.nullcontext():  # the run's words once, not a cluster's
+        for k, name in enumerate(args.clusters):
+            asked = copy.copy(args)  # each cluster from the flags as given: an end's step is set on them
+            asked.cluster = name
+            chosen = first if k == 0 and first is not None else cluster.cluster_from_args(asked)
+            state = None  # each strategy's memory per rank: only a run measured what its ranks held
+            if configs is not None:
+                worlds = [n * chosen.gpus_per_node for n in cluster.node_counts(args)]
+                state = full_size.said_state(run_dir, configs, setup, worlds, chosen, options=args.train_options,
+                                             batch_size=predict_input.memory_batch(args, setup))  # fmt: skip
+            checked = OwnCheck()  # how far the same model was from the run's own steps, on its own machine
+            if run_dir is not None:
+                checked = own_check(run_dir.parent, run_dir, setup, configs=configs, cluster=chosen.name)
+            ended = run_at_ends(asked, chosen, profile, caps, device=device, configs=configs, setup=setup, state=state,
+                                errors=checked.errors)  # fmt: skip
+            predictions.errors_on_own_run(checked.words if scaling.steps_known(args, device) else "")
+            frames += ended.frames
+            booked += ended.bookings
+            tokens, ends = tokens or ended.tokens, ends or ended.ends
+    if args.page:  # the same calibration, caps and scaling as the console's, from one node to 1,024 GPUs
+        report.write_prediction_page(asked, chosen, run_dir, setup, caps, checked=checked)
+    if args.out:
+        cluster.write_rows(pd.concat(frames, ignore_index=True), Path(args.out))
+    if several and scaling.steps_known(args, device):
+        from harness.commands.console.predict import bookings
+
+        bookings.compared(booked, tokens=tokens is not None, ends=ends)
+    return 0
+
+
+class Ended(NamedTuple):
+    """One cluster's prediction: its rows at each end, its bookings, a GPU's tokens a step (None: counted in
+    samples) and the ends' names where its step is bounded (None: the step is its GPU's own)."""
+
+    frames: list
+    bookings: list
+    tokens: float | None
+    ends: tuple[str, str] | None
+
+
+def run_at_ends(args: argparse.Namespace, chosen, profile, caps: list[float], *, device: str, configs=None,
+                setup: dict | None = None, state=None, errors=None) -> Ended:  # fmt: skip
+    """cluster.run_steps, once; or, where --local-step-gpu names a GPU whose datasheet figures are not the cluster's,
+    at both ends of the step there (precision.step_bounds): the other end quietly first, then the shorter-step end
+    printed (its args kept for the page), then whether the two ends' caps and choices agree."""
+    from harness.commands.console.predict import optimizer
+    from harness.perfmodel.choice_table import tokens_a_step
+    from harness.perfmodel.clusters.bookings import of_cluster
+
+    bounds = scaling.local_step_bounds(args, chosen, configs, setup)
+    ends = bounds.ends() if bounds is not None and not bounds.same else [(None, args.local_step_ms)]
+    given, frames = args.local_step_ms, []
+    args.local_step_given, args.local_optimizer_given = given, args.local_optimizer_ms
+    if bounds is not None:
+        scaling.say_step_bounds(args, chosen, bounds, ends)
+    for k in reversed(range(len(ends))):  # the end printed last: the page is written at it, as the console says
+        args.local_step_end, step_ms = ends[k]
+        if args.local_step_end is not None:
+            args.local_step_ms, args.local_optimizer_ms = float(f"{step_ms:.4g}"), bounds.optimizer_ms
+        with console.quiet() if k else contextlib.nullcontext():
+            optimizer.estimate_local_optimizer(args, chosen, setup, configs, profile)  # a GPU's, not the CPU's share
+            if args.local_step_end is not None and args.local_optimizer_given is not None:
+                args.local_optimizer_source = "given, scaled"  # by the memory bandwidths' ratio, as said
+            frames.insert(0, cluster.run_steps(args, chosen, profile, caps, device=device, configs=configs,
+                                               setup=setup, state=state, errors=errors))  # fmt: skip
+    batch = (predict_input.memory_batch(args, setup) or int(setup["batch_size"])) if setup else None
+    if len(ends) > 1:
+        args.ends_verdict = scaling.say_ends_verdict(chosen, ends, frames, state=state, errors=errors, batch=batch)
+    tokens = tokens_a_step(state) if state is not None else None
+    booked = of_cluster(chosen.name, chosen.gpus_per_node, frames, [_choices(f, state, chosen, errors) for f in frames],
+                        batch=batch or 1, tokens=tokens)  # fmt: skip
+    return Ended(frames, booked, tokens, (ends[0][0], ends[1][0]) if len(ends) > 1 else None)
+
+
+def _choices(rows, state, chosen, errors) -> dict:
+    """The choice at each GPU count of one end's rows, as its answer's table made it; {} without a choice."""
+    from harness.commands.console.predictions import labelled
+    from harness.perfmodel.choice import choose
+
+    if state is None:
+        return {}
+    frames = [frame.reset_index(drop=True) for _, frame in rows.groupby("world_size", sort=True)]
+    return {c.world_size: c for c in choose(labelled(state), frames, getattr(chosen, "gpu_memory_gib", 0.0), errors)}

@@ -1,0 +1,134 @@
+"""Several clusters' answers compared per booking (a cluster × a GPU count): the pick each answer makes, its step, the
+samples (or tokens) a second the booking trains on, the GPU-hours a million samples (a billion tokens) take, and which
+booking is fastest and which cheapest. A step measured on another GPU than a cluster's is only bounded there (two
+ends, config.precision.step_bounds): each figure is then a range, and a ranking is decided only where it holds over
+every value in the ranges, else open until the step of the clusters it hangs on is measured.
+
+Pure arithmetic over the choices (perfmodel.choice) and the predicted rows each cluster's prediction made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable
+
+import pandas as pd
+
+from harness.analysis import agreement
+from harness.perfmodel.choice import Choice
+from harness.perfmodel.choice_table import gpu_hours_per_step_ms
+
+LEAD = agreement.SMALL_CAP_LEAD
+"""Bookings within this of the best are tied: a lead under it is more than the model can tell (as the choice's)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Booking:
+    cluster: str
+    nodes: int
+    gpus: int
+    book: str  # the fastest the cluster's answer books at this GPU count (at the first end); '' where none fits
+    tied: tuple[str, ...]  # the strategies the answer ties with it, at either end
+    other_end: str  # the fastest at the other end where it is not `book`; '' where the same (or one end)
+    step_ms: tuple[float, ...]  # the booked step at each end, in the ends' order
+    at_least: bool  # a full-size floor ranks it: the step is at least this
+    per_s: tuple[float, ...]  # samples (or tokens) a second at each end: GPUs × a GPU's batch / the step
+    gpu_hours: tuple[float, ...]  # GPU-hours a million samples (a billion tokens) take at each end
+
+    @property
+    def bounded(self) -> bool:
+        """Its step is a range: measured on another GPU, and the ends differ."""
+        return len(set(self.step_ms)) > 1
+
+    @property
+    def fits(self) -> bool:
+        return bool(self.step_ms)
+
+
+def of_cluster(name: str, gpus_per_node: int, ends_rows: list[pd.DataFrame], choices: list[dict[int, Choice]], *,
+               batch: int, tokens: float | None = None) -> list[Booking]:  # fmt: skip
+    """One cluster's bookings, a GPU count each: `ends_rows`, the predicted rows at each end (one frame an end, every
+    GPU count's rows; one end where the step is the cluster's own GPU's); `choices`, the choice at each end per GPU
+    count ({} where none is made: no memory counted, so DDP's answer at its cap, its floor where higher, is the pick);
+    `batch`, a GPU's samples a step; `tokens`, its tokens a step where the model is a language model's."""
+    per = gpu_hours_per_step_ms(batch=batch, tokens=tokens)
+    a_step = tokens or batch
+    out = []
+    for world, first in ends_rows[0].groupby("world_size", sort=True):
+        world = int(world)
+        picks = [_pick(rows[rows["world_size"] == world], chosen.get(world)) for rows, chosen in
+                 zip(ends_rows, choices, strict=True)]  # fmt: skip
+        if any(step is None for *_, step, _ in picks):  # none modelled fits at an end: no booking to rank
+            steps, at_least = (), False
+        else:
+            steps, at_least = tuple(step for *_, step, _ in picks), any(floored for *_, floored in picks)
+        book, other = picks[0][0], next((named for named, *_ in picks[1:] if named != picks[0][0]), "")
+        tied = tuple(dict.fromkeys(s for _, ties, *_ in picks for s in ties if s != book.split(" at ")[0]))
+        out.append(Booking(name, int(first["nodes"].iloc[0]) if "nodes" in first else world // gpus_per_node, world,
+                           book if steps else "", tied, other, steps, at_least,
+                           tuple(world * a_step / (ms / 1e3) for ms in steps),
+                           tuple(ms * per for ms in steps)))  # fmt: skip
+    return out
+
+
+def _pick(rows: pd.DataFrame, choice: Choice | None) -> tuple[str, tuple[str, ...], float | None, bool]:
+    """(what is booked, the strategies tied with it, its step, whether a floor ranks it): the choice's fastest pick;
+    without a choice, DDP at its answer's cap."""
+    if choice is not None:
+        if not choice.picked:
+            return "", (), None, False
+        fastest = choice.fastest
+        tied = tuple(c.strategy for c in choice.picked if c is not fastest)
+        return fastest.named, tied, fastest.step_ms, fastest.profiled_ms is not None
+    row = agreement.answer_row(rows.reset_index(drop=True))
+    floor = float(row.get("full_size_step_floor_ms", float("nan")))
+    step = float(row["step_ms"])
+    named = f"DDP at {float(row['bucket_cap_mb']):g} MiB"
+    return named, (), max(step, floor) if floor == floor else step, floor > step
+
+
+@dataclasses.dataclass(frozen=True)
+class Ranking:
+    """The best bookings by one figure, those within `LEAD` of the least (several: a tie the model cannot tell apart).
+    Where a step is bounded, at every corner of the bounds (each bounded cluster at either end: its bookings move
+    together): `best`, the same at every corner (decided); else `open_on`, the bounded clusters the best hang on
+    (measure one step on each's GPU), and `at_ends`, the best with every bounded step at its short end, at its long."""
+
+    best: list[Booking]
+    open_on: list[str]
+    at_ends: tuple[list[Booking], list[Booking]] = ([], [])
+
+    @property
+    def decided(self) -> bool:
+        return not self.open_on
+
+
+def fastest(bookings: list[Booking], lead: float = LEAD) -> Ranking:
+    """The bookings that train fastest (the most samples or tokens a second)."""
+    return _ranked(bookings, lambda b, k: 1 / b.per_s[k], lead)
+
+
+def cheapest(bookings: list[Booking], lead: float = LEAD) -> Ranking:
+    """The bookings that take the fewest GPU-hours a million samples (a billion tokens)."""
+    return _ranked(bookings, lambda b, k: b.gpu_hours[k], lead)
+
+
+def _ranked(bookings: list[Booking], cost: Callable[[Booking, int], float], lead: float) -> Ranking:
+    """Least `cost` (of a booking at an end) first, at every corner of the bounded clusters' ends: a booking's step
+    grows with its cluster's unknown step, so the order between two corners is the order at one of them."""
+    fit = [b for b in bookings if b.fits]
+    if not fit:
+        return Ranking([], [])
+    bounded = list(dict.fromkeys(b.cluster for b in fit if b.bounded))
+    corners = [dict(zip(bounded, ends, strict=True)) for ends in itertools.product((0, -1), repeat=len(bounded))]
+    best = [_least(fit, lambda b, at=at: cost(b, at.get(b.cluster, 0)), lead) for at in corners]
+    if all(each == best[0] for each in best):
+        return Ranking(best[0], [])
+    hangs_on = {b.cluster for each in best for b in each} & set(bounded)
+    return Ranking(best[0], [name for name in bounded if name in hangs_on] or bounded, (best[0], best[-1]))
+
+
+def _least(bookings: list[Booking], value: Callable[[Booking], float], lead: float) -> list[Booking]:
+    low = min(value(b) for b in bookings)
+    return [b for b in bookings if value(b) <= low * (1 + lead)]

@@ -1,0 +1,104 @@
+"""`predict --cluster A,B`: each cluster predicted as one is, what is the run's said once, --out's rows of both in one
+file, and one comparison of the bookings last; several clusters refused where a flag is one cluster's."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from harness import cli
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+def _comparison(said: str) -> tuple[list[list[str]], str]:
+    """The bookings' table (its rows' cells) and the verdict line after it, which end the output."""
+    lines = said.strip().splitlines()
+    at = next(k for k, line in enumerate(lines) if line.startswith("ddpbench predict: the bookings compared"))
+    assert lines[at + 1].split()[:3] == ["cluster", "GPUs", "nodes"]
+    rows = [re.split(r"\s{2,}", line.strip()) for line in lines[at + 2 : -1]]
+    return rows, lines[-1]
+
+
+def test_two_clusters_one_bounded_are_compared_after_each_ones_prediction(tmp_path, capsys):
+    """A step measured on an A100 is the A100 cluster's own and only bounded on the H100 one: the A100's bookings have
+    one step, the H100's a range, and the verdict says whether the ranking holds at both ends."""
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    out = tmp_path / "both.csv"
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-a100,dgx-h100",
+                     "--nodes", "1,2", "--local-step-ms", "310", "--local-step-gpu", "a100-sxm4-80gb",
+                     "--out", str(out)]) == 0  # fmt: skip
+    said, warned = capsys.readouterr()
+    for cluster in ("dgx-a100", "dgx-h100"):  # each cluster's own prediction, in the order given
+        assert said.count(f"the step per bucket cap on {cluster} ") == 1
+    assert said.index("on dgx-a100 (8 GPUs a node") < said.index("on dgx-h100 (8 GPUs a node")
+    assert said.count("compute scaled so that one rank's step") == 2  # each cluster's scaling to its GPU's step
+    assert said.count("to the run's baseline step at one rank") == 1  # the run's own scaling, said once
+    assert len(re.findall(r"DDP's own cost [\d.]+ ms a step at one rank", said)) == 1
+    assert warned.count("but this profile is mlp's tiny size") == 1  # the run's caveat, not a cluster's
+    rows = pd.read_csv(out)  # one file, both clusters' rows, each saying its cluster and end
+    assert set(rows["cluster"]) == {"dgx-a100", "dgx-h100"}
+    assert rows.loc[rows["cluster"] == "dgx-a100", "local_step_end"].isna().all()
+    assert set(rows.loc[rows["cluster"] == "dgx-h100", "local_step_end"]) == {"compute-bound", "memory-bound"}
+    table, verdict = _comparison(said)
+    assert [(row[0], row[1]) for row in table] == [("dgx-a100", "8"), ("dgx-a100", "16"), ("dgx-h100", "8"),
+                                                   ("dgx-h100", "16")]  # fmt: skip
+    for row in table:  # no choice (one world size: no memory per rank): DDP at its answer's cap, by its floor
+        cluster, gpus, book, step = row[0], int(row[1]), row[3], row[4]
+        at = rows[(rows["cluster"] == cluster) & (rows["world_size"] == gpus)]
+        cap = float(re.fullmatch(r"DDP at ([\d.]+) MiB", book).group(1))
+        ranked = at[["step_ms", "full_size_step_floor_ms"]].max(axis=1)[at["bucket_cap_mb"] == cap]
+        expected = sorted({f"{ms:.4g}" for ms in ranked}, key=float)  # an end each: one figure, or a range
+        assert step.lstrip("≥") == "–".join(expected)
+        assert ("–" in step) == (cluster == "dgx-h100")
+        samples = float(row[5].lstrip("≤").split("–")[-1].replace(",", ""))  # the most a second: the shorter step
+        assert samples == pytest.approx(gpus * 8 / (ranked.min() / 1e3), rel=5e-3)  # the run's batch, 8 a GPU
+    # the H100's longest step is shorter than the A100's 310 ms: ahead at both ends, a decided ranking
+    assert verdict.startswith("ddpbench predict: fastest: dgx-h100 × 16 GPUs at both ends; cheapest per sample: ")
+    assert "open until" not in verdict
+
+
+def test_the_bookings_are_what_each_clusters_answer_books(small_run, tmp_path, capsys):
+    """With memory per rank (a run at two world sizes) each booking is its cluster's choice: the strategy its answer's
+    table books and that table's step."""
+    flags = ["--cluster", "dgx-h100,dgx-h200", "--nodes", "1,2", "--caps", "0.001,25", "--local-step-ms", "0.2"]
+    assert cli.main(["predict", "--run", small_run.name, "--results", str(small_run.parent), *flags]) == 0
+    said = capsys.readouterr().out
+    table, verdict = _comparison(said)
+    for cluster in ("dgx-h100", "dgx-h200"):
+        answer = said.split(f"the answer on {cluster}, ")[1].splitlines()[2:4]  # under its header: w8, w16
+        booked = [re.split(r"\s{2,}", line.strip())[:3] for line in answer]
+        assert [[row[1], row[3], row[4]] for row in table if row[0] == cluster] == booked
+    assert verdict.startswith("ddpbench predict: fastest: ") and "cheapest per sample: " in verdict
+
+
+@pytest.mark.parametrize(
+    ("flags", "error"),
+    [
+        (["--page", "x.html"], "--page with --cluster 'dgx-a100,dgx-h100': a what-if page is one cluster's; give one"),
+        (["--nccl-tests", "log.txt"], "--nccl-tests with --cluster 'dgx-a100,dgx-h100': its logs are one cluster's"),
+        (["--cluster", "dgx-a100,dgx-x"], "--cluster 'dgx-x' is neither a built-in profile (dgx-a100, "),
+        (["--cluster", "dgx-a100,"], "--cluster 'dgx-a100,' names an empty profile; give names (dgx-a100, "),
+    ],
+)
+def test_what_is_one_clusters_is_refused_with_several_in_one_line(tmp_path, capsys, flags, error):
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    out = tmp_path / "x.csv"
+    args = ["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-a100,dgx-h100",
+            "--local-step-ms", "310", "--out", str(out), *flags]  # fmt: skip
+    assert cli.main(args) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and error in captured.err
+    assert not out.exists()
+
+
+def test_a_collectives_table_is_one_clusters(tmp_path, capsys):
+    out = tmp_path / "x.csv"
+    assert cli.main(["predict", "--cluster", "dgx-a100,dgx-h100", "--out", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and not out.exists()
+    assert "a collectives table is one cluster's; give one (dgx-a100 or dgx-h100), or --run RUN" in captured.err

@@ -1,0 +1,65 @@
+"""Several clusters' answers compared per booking (perfmodel.clusters.bookings): the figures each booking is given, and
+the fastest and cheapest decided only where every corner of the bounded steps agrees."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from harness.analysis import agreement
+from harness.perfmodel.choice import Candidate, Choice
+from harness.perfmodel.choice_table import gpu_hours_per_step_ms
+from harness.perfmodel.clusters.bookings import Booking, cheapest, fastest, of_cluster
+
+
+def _rows(steps: dict[int, list[float]], caps=(1.0, 25.0)) -> pd.DataFrame:
+    frames = [agreement.with_answer_marks(pd.DataFrame({"bucket_cap_mb": list(caps), "step_ms": ms}))
+              .assign(world_size=world, nodes=world // 8) for world, ms in steps.items()]  # fmt: skip
+    return pd.concat(frames, ignore_index=True)
+
+
+def _booking(cluster: str, gpus: int, *steps: float, batch: int = 128) -> Booking:
+    return Booking(cluster, gpus // 8, gpus, "stock", (), "", tuple(steps), False,
+                   tuple(gpus * batch / (ms / 1e3) for ms in steps),
+                   tuple(ms * gpu_hours_per_step_ms(batch=batch, tokens=None) for ms in steps))  # fmt: skip
+
+
+def test_a_booking_is_the_choices_fastest_pick_and_its_figures_follow_from_its_step():
+    rows = _rows({8: [105.0, 100.0], 16: [110.0, 104.0]})
+    zero, stock = (Candidate(s, 1.0, True, ms, cap_mb=25.0) for s, ms in (("zero", 101.0), ("stock", 100.0)))
+    tied = Choice(8, picked=[zero, stock], others=[])  # the roomier first, as choose names a tie
+    (w8, w16) = of_cluster("dgx-h100", 8, [rows], [{8: tied, 16: Choice(16, picked=[], others=[])}], batch=128)
+    assert (w8.book, w8.tied, w8.step_ms, w8.nodes) == ("stock at 25 MiB", ("zero",), (100.0,), 1)
+    assert w8.per_s == (pytest.approx(8 * 128 / 0.1),) and w8.gpu_hours == (pytest.approx(0.1 * 1e6 / 128 / 3600),)
+    assert not w16.fits and w16.book == ""  # none modelled fits: nothing to rank
+    # no choice (no memory counted): DDP at its answer's cap, its full-size floor where higher
+    (w8,) = of_cluster("dgx-a100", 8, [_rows({8: [105.0, 100.0]}).assign(full_size_step_floor_ms=[90.0, 120.0])],
+                       [{}], batch=4, tokens=4096.0)  # fmt: skip
+    assert (w8.book, w8.step_ms, w8.at_least) == ("DDP at 25 MiB", (120.0,), True)
+    assert w8.per_s == (pytest.approx(8 * 4096 / 0.12),)  # tokens a second, where a GPU's tokens a step are known
+
+
+def test_a_ranking_is_decided_where_every_corner_agrees_and_a_tie_stays_a_tie():
+    a100 = [_booking("dgx-a100", n, 420.0) for n in (8, 16, 32)]
+    h100 = [_booking("dgx-h100", n, 122.0, 256.0) for n in (8, 16, 32)]  # bounded: both ends
+    quick = fastest([*a100, *h100])
+    assert quick.decided and [(b.cluster, b.gpus) for b in quick.best] == [("dgx-h100", 32)]  # its bookings move
+    cheap = cheapest([*a100, *h100])  # together: w16 is never ahead of w32 at the same H100 step
+    assert cheap.decided and [(b.cluster, b.gpus) for b in cheap.best] == [("dgx-h100", n) for n in (8, 16, 32)]
+
+
+def test_where_the_best_changes_between_the_ends_it_is_open_on_the_bounded_clusters_step():
+    """A100 × 4 nodes against H100 × 2 nodes: the H100 step bounded by 122-256 ms from a 420 ms A100 step."""
+    a100, h100 = _booking("dgx-a100", 32, 420.0), _booking("dgx-h100", 16, 122.0, 256.0)
+    quick = fastest([a100, h100])
+    assert not quick.decided and quick.open_on == ["dgx-h100"]
+    assert quick.at_ends == ([h100], [a100])  # compute-bound: H100's 16 GPUs ahead; memory-bound: A100's 32
+    assert cheapest([a100, h100]).decided  # per sample the H100 is cheaper at either end
+    # two bounded clusters: each at either end, independently
+    h200 = _booking("dgx-h200", 16, 110.0, 300.0)
+    assert fastest([h100, h200]).open_on == ["dgx-h100", "dgx-h200"]
+
+
+def test_nothing_fits_nothing_is_ranked():
+    empty = Booking("dgx-h100", 1, 8, "", (), "", (), False, (), ())
+    assert fastest([empty]).best == [] and fastest([empty]).decided
