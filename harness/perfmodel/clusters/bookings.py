@@ -64,7 +64,7 @@ def of_cluster(name: str, gpus_per_node: int, ends_rows: list[pd.DataFrame], cho
         else:
             steps, at_least = tuple(step for *_, step, _ in picks), any(floored for *_, floored in picks)
         book, other = picks[0][0], next((named for named, *_ in picks[1:] if named != picks[0][0]), "")
-        tied = tuple(dict.fromkeys(s for _, ties, *_ in picks for s in ties if s != book.split(" at ")[0]))
+        tied = tuple(sorted({s for _, ties, *_ in picks for s in ties if s != book.split(" at ")[0]}))
         out.append(Booking(name, int(first["nodes"].iloc[0]) if "nodes" in first else world // gpus_per_node, world,
                            book if steps else "", tied, other, steps, at_least,
                            tuple(world * a_step / (ms / 1e3) for ms in steps),
