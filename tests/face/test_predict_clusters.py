@@ -20,7 +20,8 @@ def _comparison(said: str) -> tuple[list[list[str]], str]:
     lines = said.strip().splitlines()
     at = next(k for k, line in enumerate(lines) if line.startswith("ddpbench predict: the bookings compared"))
     assert lines[at + 1].split()[:3] == ["cluster", "GPUs", "nodes"]
-    rows = [re.split(r"\s{2,}", line.strip()) for line in lines[at + 2 : -1]]
+    notes = ("a GPU's samples a step: ",)  # under the table: what its throughput rests on
+    rows = [re.split(r"\s{2,}", line.strip()) for line in lines[at + 2 : -1] if not line.strip().startswith(notes)]
     return rows, lines[-1]
 
 
@@ -60,6 +61,21 @@ def test_two_clusters_one_bounded_are_compared_after_each_ones_prediction(tmp_pa
     # the H100's longest step is shorter than the A100's 310 ms: ahead at both ends, a decided ranking
     assert verdict.startswith("ddpbench predict: fastest: dgx-h100 × 16 GPUs at both ends; cheapest per sample: ")
     assert "open until" not in verdict
+    # the step given may have been timed at another batch than the run's 8, which the throughput divides it by
+    assert "  a GPU's samples a step: 8, the run's batch; the step given was timed at another? --batch-size N" in said
+
+
+def test_a_batch_asked_is_the_one_the_throughput_counts(tmp_path, capsys):
+    """--batch-size: the step given was timed at that batch, so a booking's samples a second count it and the run's
+    batch is no longer said to be the one they rest on."""
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-a100,dgx-h100",
+                     "--nodes", "1", "--local-step-ms", "310", "--batch-size", "32"]) == 0  # fmt: skip
+    said = capsys.readouterr().out
+    assert "the run's batch" not in said
+    table, _ = _comparison(said)
+    a100 = next(row for row in table if row[0] == "dgx-a100")
+    assert float(a100[5].replace(",", "")) == pytest.approx(8 * 32 / (float(a100[4].lstrip("≥")) / 1e3), rel=5e-3)
 
 
 def test_the_bookings_are_what_each_clusters_answer_books(small_run, tmp_path, capsys):

@@ -88,8 +88,12 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
         cluster.write_rows(pd.concat(frames, ignore_index=True), Path(args.out))
     if several and scaling.steps_known(args, device):
         from harness.commands.console.predict import bookings
+        from harness.commands.console.predict.answer import run_batch_caveat
 
-        bookings.compared(booked, tokens=tokens is not None, ends=ends)
+        asked = predict_input.memory_batch(args, setup) if setup else None
+        batch = (asked or int(setup["batch_size"])) if setup else None
+        note = run_batch_caveat(batch, step_given=bool(args.local_step_ms), asked=asked)
+        bookings.compared(booked, tokens=tokens is not None, ends=ends, note=note)
     return 0
 
 

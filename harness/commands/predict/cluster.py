@@ -338,9 +338,11 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     fsdp_caveat = joined(*caveat, fsdp_floor, *cpu_split("FSDP2"), fsdp_note)
     full_size.fsdp_answer(rows, whose=whose, small=small, caveat=fsdp_caveat)
     if state is not None:  # the two halves joined: the fastest of the strategies that fit (floors in its own words)
-        step_batch = (predict_input.memory_batch(args, setup) or int(setup["batch_size"])) if setup else None
+        asked = predict_input.memory_batch(args, setup) if setup else None
+        step_batch = (asked or int(setup["batch_size"])) if setup else None
+        batch_note = answer.run_batch_caveat(step_batch, step_given=bool(args.local_step_ms), asked=asked)
         notes = joined(*caveat, *cpu_split("ZeRO-1", "FSDP2"), fsdp_note, zero_own.note,
-                       answer.parity_failed(configs, setup))  # fmt: skip
+                       answer.parity_failed(configs, setup), batch_note)  # fmt: skip
         predictions.strategy_choice(state, chosen, frames=rows, caveat=notes, cpu_optimizer=cpu_optimizer,
                                     errors=errors, batch=step_batch)  # fmt: skip
     return out

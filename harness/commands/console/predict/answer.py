@@ -81,3 +81,12 @@ def parity_failed(configs: pd.DataFrame | None, setup: dict | None) -> str:
     names = ", ".join(dict.fromkeys(strategy_labels(failed)))
     return (f"{names} failed parity in this run (largest difference {failed['parity_max_abs_diff'].max():.2g}): not "
             "training as one process on the whole batch would, no answer until the run page says why")  # fmt: skip
+
+
+def run_batch_caveat(batch: int | None, *, step_given: bool, asked: int | None) -> str:
+    """Where a GPU step was given (--local-step-ms) without the batch it was timed at (--batch-size), the GPU-hours
+    and the samples (tokens) a second divide it by the run's batch a GPU, which may not be the step's: said, with the
+    flag that gives the step's; '' where the batch was asked or the steps are the run's own."""
+    if not step_given or asked or not batch:
+        return ""
+    return f"a GPU's samples a step: {batch}, the run's batch; the step given was timed at another? --batch-size N"

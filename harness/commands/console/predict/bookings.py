@@ -12,9 +12,10 @@ RIGHT = (1, 2, 4, 5, 6)
 """The columns of figures, aligned right."""
 
 
-def compared(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | None) -> str:
-    """Say the table and the verdict line; the verdict returned. `ends`: the two ends' names (compute-bound,
-    memory-bound) where a step is bounded on some cluster, None where every step is a cluster's own GPU's."""
+def compared(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | None, note: str = "") -> str:
+    """Say the table, `note` under it, and the verdict line; the verdict returned. `ends`: the two ends' names
+    (compute-bound, memory-bound) where a step is bounded on some cluster, None where every step is a cluster's own
+    GPU's; `note`: what the throughput and GPU-hours rest on (answer.run_batch_caveat)."""
     unit = "tokens" if tokens else "samples"
     header = ("cluster", "GPUs", "nodes", "book", "step ms", f"{unit}/s", f"GPU-h per {cost_unit(tokens)}")
     table = [header, *(_cells(b) for b in bookings)]
@@ -25,6 +26,8 @@ def compared(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | N
         cells = [cell.rjust(width) if k in RIGHT else cell.ljust(width) for k, (cell, width) in
                  enumerate(zip(row, widths, strict=False))]  # fmt: skip
         say("  " + "  ".join([*cells, row[-1].rjust(len(header[-1]))]).rstrip())
+    if note:
+        say(f"  {note}")
     verdict = verdict_words(bookings, tokens=tokens, ends=ends)
     say(f"ddpbench predict: {verdict}")
     return verdict
