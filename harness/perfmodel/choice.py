@@ -48,7 +48,7 @@ class Choice:
     others: list[Candidate]  # the modelled ones not picked
     maybe: list[Candidate] = dataclasses.field(default_factory=list)  # faster, but by less than their steps leave out
     apart: float = 0.0  # where the picks are tied by more than SMALL_CAP_LEAD: how far the model's own errors set them
-    unbenched: list[Candidate] = dataclasses.field(default_factory=list)  # modelled, faster, not benched: unchosen
+    unbenched: list[Candidate] = dataclasses.field(default_factory=list)  # modelled, not benched: faster, or none fits
 
     @property
     def fastest(self) -> Candidate:
@@ -185,7 +185,8 @@ def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float,
         fitting = [c for c in timed if c.fits]
         picked, maybe = _picked(fitting, errors)
         apart = max((model_apart(picked[0], c, errors) for c in picked[1:]), default=0.0)
-        faster = [c for c in _unbenched(set(models), frame) if picked and c.step_ms < whole_step(picked[0])]
+        # named where faster than the pick, or, where nothing benched fits, as the way out: what they hold is unmeasured
+        faster = [c for c in _unbenched(set(models), frame) if not picked or c.step_ms < whole_step(picked[0])]
         picked = sorted(picked, key=lambda c: c.tight)  # a tie names what fits with room first: booked first
         choices.append(Choice(int(named["world_size"]), picked, [c for c in timed if c not in picked + maybe], maybe,
                               apart if apart > agreement.SMALL_CAP_LEAD else 0.0, faster))  # fmt: skip

@@ -101,7 +101,7 @@ def noted_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
                               tokens=tokens_a_step(state))  # fmt: skip
         at = state[state["world_size"] == c.world_size]
         if not c.picked and (words := batch_words(at, capacity_gib)):
-            notes = [Note(words, words)]
+            notes = [Note(words, words), *notes]
         roomy = dict(zip(at["strategy"], roomy_batch(at, capacity_gib), strict=True)) if len(at) else {}
         notes += [_tight(p, capacity_gib, roomy.get(p.strategy, 0), at) for p in c.picked if p.tight]
         rows.append((cells if batch else cells[:COST] + cells[COST + 1 :], notes))  # no batch: no GPU-hours
@@ -110,8 +110,9 @@ def noted_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
 
 def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float, batch=None,
            tokens: float | None = None) -> tuple:  # fmt: skip
-    if not choice.picked:
-        return (str(choice.world_size), "none modelled fits", "", "", "", ""), []
+    if not choice.picked:  # what the run never benched may fit: what a rank of theirs holds is unmeasured
+        notes = [_unbenched_note(c, faster=False) for c in choice.unbenched]
+        return (str(choice.world_size), "none modelled fits", "", "", "", ""), notes + _unfit(choice)
     first = choice.fastest  # the others' lag: from its whole step
     rest = sorted((c for c in (*choice.others, *choice.maybe) if c.fits and c.step_ms is not None),
                   key=whole_step)  # fmt: skip  # its own cost in: a maybe is slower with it
@@ -155,14 +156,24 @@ def _notes(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
         shared, _, exposed = c.note.removesuffix(f"; {LOSSY}").partition(EXPOSED)  # the figures apart: by GPU count
         rest = "; ".join(part for part in (shared, LOSSY if c.note.endswith(LOSSY) else "") if part)
         notes.append(Note(f"{c.strategy}: {c.note}", c.strategy, rest, f"exposed {exposed}" if exposed else ""))
-    notes += [Note(f"{c.strategy} predicted faster ({c.step_ms:.4g} ms) but not benched: bench it to see what a "
-                   "rank holds", f"{c.strategy} not benched", "predicted faster, but not benched: bench it to see "
-                   "what a rank holds", f"{c.step_ms:.4g} ms") for c in choice.unbenched]  # fmt: skip
+    notes += [_unbenched_note(c, faster=True) for c in choice.unbenched]
+    return notes + _unfit(choice)
+
+
+def _unfit(choice: Choice) -> list[Note]:
+    """'stock, zero do not fit', where any modelled one does not."""
     unfit = sorted(c.strategy for c in (*choice.others, *choice.maybe) if not c.fits)
-    if unfit:
-        said = f"{', '.join(unfit)} do{'es' * (len(unfit) == 1)} not fit"
-        notes.append(Note(said, said))
-    return notes
+    said = f"{', '.join(unfit)} do{'es' * (len(unfit) == 1)} not fit"
+    return [Note(said, said)] if unfit else []
+
+
+def _unbenched_note(c: Candidate, *, faster: bool) -> Note:
+    """A modelled strategy the run never benched: predicted faster than the pick (`faster`), or where nothing benched
+    fits, predicted at all; what a rank of it holds, so whether it fits, needs a bench of it."""
+    step, what = f"{'≥' * (c.profiled_ms is not None)}{c.step_ms:.4g} ms", "predicted faster" if faster else "predicted"
+    bench = f"bench it (--impls {c.strategy.replace(', ', ',')}) to see what a rank holds"
+    return Note(f"{c.strategy} {what} ({step}) but not benched: {bench}", f"{c.strategy} not benched",
+                f"{what}, but not benched: {bench}", step)  # fmt: skip
 
 
 def _tight(c: Candidate, capacity_gib: float, roomy: int, at: pd.DataFrame) -> Note:

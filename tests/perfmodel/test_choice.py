@@ -377,13 +377,31 @@ def test_a_modelled_strategy_the_run_never_benched_is_named_where_predicted_fast
     assert [(c.strategy, c.step_ms) for c in w64.unbenched] == [("fsdp", 90.0)]
     w8_row = choice_table.table_rows(state, frames, 80.0)[0]
     assert w8_row[1] == "stock" and w8_row[-1].endswith(
-        "zero predicted faster (75 ms) but not benched: bench it to see what a rank holds"
+        "zero predicted faster (75 ms) but not benched: bench it (--impls zero) to see what a rank holds"
     )
     assert "w8 stock 100 ms (zero 75 ms, not benched: bench it to see what a rank holds)" in choice.choice_words(
         state, frames, 80.0
     )
     benched = predictions.labelled(_state([("stock", 8, 20.0), ("zero", 8, 90.0)]))  # zero benched, does not fit
     assert not choice.choose(benched, frames[:1], 80.0)[0].unbenched
+
+
+def test_where_nothing_benched_fits_the_modelled_strategies_never_benched_are_named_as_the_way_out():
+    """A cap sweep of stock alone, on a model whose DDP state outgrows the GPU: the table read 'none modelled fits' at
+    every GPU count and nothing beside it, while the lines above it predicted ZeRO-1's and FSDP2's steps, slower or
+    not: which of them fits is unmeasured, so each is named with its step and how to bench it, and stock unfit."""
+    state = predictions.labelled(_state([("stock", 8, 90.0)]).assign(batch_size=1))
+    frames = [_frame(8, 100.0, 130.0).assign(fsdp_step_ms=120.0)]  # both slower than stock would be
+    (w8,) = choice.choose(state, frames, 80.0)
+    assert not w8.picked and [(c.strategy, c.step_ms) for c in w8.unbenched] == [("zero", 130.0), ("fsdp", 120.0)]
+    (row,) = choice_table.table_rows(state, frames, 80.0)
+    assert row[1] == "none modelled fits" and row[-1] == (
+        "zero predicted (130 ms) but not benched: bench it (--impls zero) to see what a rank holds; fsdp predicted "
+        "(120 ms) but not benched: bench it (--impls fsdp) to see what a rank holds; stock does not fit"
+    )
+    assert "w8 no modelled strategy fits (stock does not fit: 100 GiB a rank; zero 130 ms, not benched" in (
+        choice.choice_words(state, frames, 80.0)
+    )
 
 
 def test_strategies_without_a_step_model_are_told_what_their_options_change():
