@@ -122,7 +122,20 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
              step_cell(choice.picked, gpu_hours_per_step_ms(batch=batch, tokens=tokens),
                         lambda v: f"{v:.3g}" if v < 1e3 else f"{v:,.0f}")
              if batch else "")  # fmt: skip  # GPU-hours: no exponent in a table read by eye
-    return cells, _notes(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms)
+    lag = [_lag_note(rest[0], first)] if rest and rest[0].left_out_ms and rest[0] not in choice.maybe else []
+    return cells, _notes(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms) + lag
+
+
+def _lag_note(c: Candidate, first: Candidate) -> Note:
+    """The next that fits is behind by a step with its own cost added (a CPU's, scaled: no GPU's): how far before
+    it, and that it would tie the pick then (a walkthrough's fsdp read +66.2% behind a 900 ms stock with a step of
+    900.1 ms, 596 ms of a CPU's own cost added, while the line above said that cost was left out)."""
+    before = c.step_ms / whole_step(first) - 1
+    tie = ", a tie" * (before <= agreement.SMALL_CAP_LEAD)
+    own = f"{ms_text(c.left_out_ms)} ms more than DDP's as a CPU measured it, {SCALED}"
+    return Note(f"{c.strategy}'s lag counts its own cost ({before:+.1%} before it{tie}; {own})",
+                f"{c.strategy}'s lag counts its own cost", f"{own}: bench it at one GPU to count it",
+                f"{before:+.1%} before it{tie}")  # fmt: skip
 
 
 def _notes(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float) -> list[Note]:

@@ -281,6 +281,18 @@ def test_a_slower_strategy_whose_step_leaves_out_an_own_cost_says_it_is_slower_s
     ) in words  # a user met 0.4 % here and +18.7 % in the table: both said
     (row,) = choice_table.table_rows(predictions.labelled(state), frames, 80.0)
     assert row[3:5] == ("fsdp", "+40.8%")
+    # the table's lag says what it counts: a walkthrough's fsdp read +66.2% behind stock with a step 0.0 % behind,
+    # the rest a CPU's own cost the line above said was left out
+    assert row[-1] == (
+        "fsdp's lag counts its own cost (+0.8% before it, a tie; 40 ms more than DDP's as a CPU measured it, "
+        "scaled from the run's step to yours)"
+    )
+    apart = [_frame(8, 100.0, 200.0).assign(fsdp_step_ms=110.0, fsdp_own_left_out_ms=40.0)]
+    assert choice_table.table_rows(predictions.labelled(state), apart, 80.0)[0][-1].startswith(
+        "fsdp's lag counts its own cost (+10.0% before it; 40 ms"
+    )  # behind before it too: no tie said
+    whole = [_frame(8, 100.0, 200.0).assign(fsdp_step_ms=110.0)]
+    assert choice_table.table_rows(predictions.labelled(state), whole, 80.0)[0][3:] == ("fsdp", "+10.0%", "")
     # slower by less than 4 % with what it leaves out: a tie, as any two steps that close (a walkthrough's table named
     # stock alone with 'fsdp +1.4%' next, whose step left out 1.35 ms)
     close = [_frame(16, 121.3, 144.7).assign(fsdp_step_ms=123.0, fsdp_own_left_out_ms=1.35)]
