@@ -169,8 +169,41 @@ def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | No
                 console.say(f"  --wopt {option.name}={option.default}: {option.doc}")
     else:
         console.say("  --wopt: its configuration's fields or its keyword arguments (docs/your-model.md)")
-    console.say(f"  counted on the meta device; bench it: ddpbench bench --workloads {name} --size full"
-                + (f" {asked}" if asked else ""))  # fmt: skip
+    full = counts.get("full")
+    too_large = _too_large_here(full) if isinstance(full, int) else ""
+    if not too_large:
+        console.say(f"  counted on the meta device; bench it: ddpbench bench --workloads {name} --size full"
+                    + (f" {asked}" if asked else ""))  # fmt: skip
+        return
+    from workloads._zoo import ZOOS
+
+    yours = not registered and name.partition(":")[0] not in ZOOS  # a file or module of yours: --size scales nothing
+    how = ("smaller with --wopt, then give these options to predict --train-wopt KEY=VALUE" if yours else
+           "at --size small; predict counts the full size's memory and puts its floors under each step")  # fmt: skip
+    console.say(f"  counted on the meta device; at full, {too_large}: bench it {how} (docs/your-model.md)")
+
+
+ADAM_STATE_BYTES = 16
+"""A parameter's fp32 state a DDP rank holds with Adam: the parameter, its gradient and two moments."""
+
+
+def _too_large_here(parameters: int) -> str:
+    """'104 GiB of fp32 state a rank with Adam (16 B a parameter), more than this machine's 23.4 GiB for 2 ranks'
+    where the state every rank of a default bench here holds whole under DDP outgrows this machine's memory (a GPU's,
+    one rank each; else the host's, shared by bench's 2 simulated ranks); '' where it fits. A 7B file of a user's
+    was listed with 'bench it: … --size full', 208 GiB on a 23 GiB CPU machine."""
+    import torch
+
+    state = ADAM_STATE_BYTES * parameters
+    if torch.cuda.is_available():
+        memory, ranks, where = torch.cuda.get_device_properties(0).total_memory, 1, "this machine's GPU's"
+    else:
+        memory, ranks, where = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), 2, "this machine's"
+    if state * ranks <= memory:
+        return ""
+    for_ranks = f" for {ranks} ranks" if ranks > 1 else ""
+    return (f"{_human_bytes(state)} of fp32 state a rank with Adam ({ADAM_STATE_BYTES} B a parameter), more than "
+            f"{where} {_human_bytes(memory)}{for_ranks}")  # fmt: skip
 
 
 def _describe_strategy(name: str) -> None:

@@ -251,8 +251,15 @@ def test_list_of_an_unknown_name_is_one_line_and_exit_2(capsys, name, named):
     assert out == "" and err.count("\n") == 1 and named in err  # nothing said of the good name before the bad one
 
 
-def test_list_counts_the_model_a_user_will_train_with_its_options(capsys):
-    """A 1.3B Llama is hf:llama with five fields changed: list counts it so, and names the bench that would run it."""
+def test_list_counts_the_model_a_user_will_train_with_its_options(capsys, monkeypatch):
+    """A 1.3B Llama is hf:llama with five fields changed: list counts it so, and names the bench that would run it
+    (on a machine that holds its state: 1 TiB here)."""
+    import torch
+
+    from harness.commands import info
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(info.os, "sysconf", {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 2**28}.__getitem__)
     wopts = ["--wopt", "hidden_size=2048", "--wopt", "num_hidden_layers=24", "--wopt", "num_attention_heads=16",
              "--wopt", "intermediate_size=5504"]  # fmt: skip
     assert cli.main(["list", "hf:llama", "dgx-h100", *wopts]) == 0  # a cluster beside it takes none of them
@@ -301,3 +308,28 @@ def test_list_counts_the_gradients_of_the_parameters_that_train_alone(tmp_path, 
     assert (
         full == "  full      1.1M parameters, 40.0 KiB of fp32 gradients a step (10.2k trained: DDP all-reduces theirs)"
     )
+
+
+def test_list_says_to_bench_smaller_a_model_whose_state_outgrows_this_machine(capsys, monkeypatch):
+    """A user's 7B file was listed with 'bench it: … --size full' on a 23 GiB CPU machine (208 GiB of Adam state for
+    bench's 2 ranks): beyond what this machine holds, list says how to bench it smaller and predict the one named."""
+    import torch
+
+    from harness.commands import info
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    mine = "examples/my_workload.py:MyModel"
+    assert cli.main(["list", mine, "--wopt", "width=512"]) == 0  # 1.1M parameters: 16.1 MiB a rank
+    assert f"bench it: ddpbench bench --workloads {mine} --size full --wopt width=512" in capsys.readouterr().out
+    pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 1024}  # a 4 MiB machine
+    monkeypatch.setattr(info.os, "sysconf", pages.__getitem__)
+    assert cli.main(["list", mine, "--wopt", "width=512"]) == 0
+    out = capsys.readouterr().out
+    assert "bench it: ddpbench" not in out
+    assert (
+        "  counted on the meta device; at full, 16.1 MiB of fp32 state a rank with Adam (16 B a parameter), more "
+        "than this machine's 4.0 MiB for 2 ranks: bench it smaller with --wopt, then give these options to predict "
+        "--train-wopt KEY=VALUE (docs/your-model.md)"
+    ) in out
+    assert cli.main(["list", "gpt2"]) == 0  # a registered one: --size scales it
+    assert "at --size small; predict counts the full size's memory" in capsys.readouterr().out
