@@ -97,9 +97,10 @@ def noted_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
     choices, without = made or chosen(state, frames, capacity_gib, errors, optimizer_ms)
     rows = []
     for c in choices:
-        cells, notes = _cells(c, without.get(c.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms, batch=batch,
-                              tokens=tokens_a_step(state))  # fmt: skip
         at = state[state["world_size"] == c.world_size]
+        fp32 = "dtype" in at and len(at) > 0 and bool((at["dtype"] == "fp32").all())  # activations counted in fp32
+        cells, notes = _cells(c, without.get(c.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms, batch=batch,
+                              tokens=tokens_a_step(state), fp32=fp32)  # fmt: skip
         if not c.picked and (words := batch_words(at, capacity_gib)):
             notes = [Note(words, words), *notes]
         roomy = dict(zip(at["strategy"], roomy_batch(at, capacity_gib), strict=True)) if len(at) else {}
@@ -109,10 +110,10 @@ def noted_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
 
 
 def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float, batch=None,
-           tokens: float | None = None) -> tuple:  # fmt: skip
+           tokens: float | None = None, fp32: bool = False) -> tuple:  # fmt: skip
     if not choice.picked:  # what the run never benched may fit: what a rank of theirs holds is unmeasured
         notes = [_unbenched_note(c, faster=False) for c in choice.unbenched]
-        return (str(choice.world_size), "none modelled fits", "", "", "", ""), notes + _unfit(choice)
+        return (str(choice.world_size), "none modelled fits", "", "", "", ""), notes + _unfit(choice, fp32)
     first = choice.fastest  # the others' lag: from its whole step
     rest = sorted((c for c in (*choice.others, *choice.maybe) if c.fits and c.step_ms is not None),
                   key=whole_step)  # fmt: skip  # its own cost in: a maybe is slower with it
@@ -123,7 +124,7 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
                         lambda v: f"{v:.3g}" if v < 1e3 else f"{v:,.0f}")
              if batch else "")  # fmt: skip  # GPU-hours: no exponent in a table read by eye
     lag = [_lag_note(rest[0], first)] if rest and rest[0].left_out_ms and rest[0] not in choice.maybe else []
-    return cells, _notes(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms) + lag
+    return cells, _notes(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms, fp32=fp32) + lag
 
 
 def _lag_note(c: Candidate, first: Candidate) -> Note:
@@ -138,7 +139,8 @@ def _lag_note(c: Candidate, first: Candidate) -> Note:
                 f"{before:+.1%} before it{tie}")  # fmt: skip
 
 
-def _notes(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float) -> list[Note]:
+def _notes(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float,
+           fp32: bool = False) -> list[Note]:  # fmt: skip
     """What the pick rests on, each a `Note`."""
     missed = f"a lead under {choice.apart:.0%} is within how far the step models missed this run's own steps"
     tie = missed if choice.apart else f"a lead under {agreement.SMALL_CAP_LEAD:.0%} is more than the model can tell"
@@ -170,14 +172,21 @@ def _notes(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
         rest = "; ".join(part for part in (shared, LOSSY if c.note.endswith(LOSSY) else "") if part)
         notes.append(Note(f"{c.strategy}: {c.note}", c.strategy, rest, f"exposed {exposed}" if exposed else ""))
     notes += [_unbenched_note(c, faster=True) for c in choice.unbenched]
-    return notes + _unfit(choice)
+    return notes + _unfit(choice, fp32)
 
 
-def _unfit(choice: Choice) -> list[Note]:
-    """'stock, zero do not fit', where any modelled one does not."""
+def _unfit(choice: Choice, fp32: bool = False) -> list[Note]:
+    """'stock, zero do not fit', where any modelled one does not; 'in fp32' where the activations were counted so
+    (a CPU run's default): a GPU trains in bf16, whose activations differ (a walkthrough's 7B model read 'zero does not
+    fit' at 143 GiB from fp32's 61 GiB of activations; benched in bf16 it fit at 134 and was the pick at 8 GPUs)."""
     unfit = sorted(c.strategy for c in (*choice.others, *choice.maybe) if not c.fits)
-    said = f"{', '.join(unfit)} do{'es' * (len(unfit) == 1)} not fit"
-    return [Note(said, said)] if unfit else []
+    said = f"{', '.join(unfit)} do{'es' * (len(unfit) == 1)} not fit" + " in fp32" * fp32
+    if not unfit:
+        return []
+    if not fp32:
+        return [Note(said, said)]
+    why = "the run's dtype, its activations counted so; bf16's differ: bench --dtype bf16 to count them"
+    return [Note(f"{said} ({why})", said, why)]
 
 
 def _unbenched_note(c: Candidate, *, faster: bool) -> Note:

@@ -585,3 +585,18 @@ def test_tied_gpu_counts_say_their_published_caveats_together_once(capsys):
     assert line.rstrip().endswith("[joint words for nodes [2, 4]]") and "the most checked" not in line
     predictions.best_caps(tied, decimals=1, caveats=["a", "b"])  # without joint words: each said, as before
     assert capsys.readouterr().out.rstrip().endswith("[a; b]")
+
+
+def test_what_does_not_fit_in_fp32_activations_is_said_in_fp32():
+    """A CPU run counts activations in fp32: a walkthrough's 7B model read 'zero does not fit' at 143 GiB a rank, and
+    benched in bf16, as an H200 trains, zero fit at 134 GiB and was the pick at 8 GPUs. The table says the dtype."""
+    rows = [("stock", 8, 90.0), ("zero", 8, 75.0), ("fsdp", 8, 20.0)]  # with 10 GiB of activations: 100, 85, 30
+    frames = [_frame(8, 100.0, 104.0).assign(fsdp_step_ms=90.0)]
+    fp32 = predictions.labelled(_state(rows).assign(dtype="fp32", batch_size=1))
+    (row,) = choice_table.table_rows(fp32, frames, 80.0)
+    assert row[1] == "fsdp" and row[-1] == (
+        "stock, zero do not fit in fp32 (the run's dtype, its activations counted so; bf16's differ: bench --dtype "
+        "bf16 to count them)"
+    )
+    bf16 = predictions.labelled(_state(rows).assign(dtype="bf16", batch_size=1))
+    assert choice_table.table_rows(bf16, frames, 80.0)[0][-1] == "stock, zero do not fit"
