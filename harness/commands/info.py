@@ -170,7 +170,7 @@ def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | No
     else:
         console.say("  --wopt: its configuration's fields or its keyword arguments (docs/your-model.md)")
     full = counts.get("full")
-    too_large = _too_large_here(full) if isinstance(full, int) else ""
+    too_large = _too_large_here(full.parameters) if full is not None and not isinstance(full, str) else ""
     if not too_large:
         console.say(f"  counted on the meta device; bench it: ddpbench bench --workloads {name} --size full"
                     + (f" {asked}" if asked else ""))  # fmt: skip
