@@ -230,8 +230,9 @@ def add_predict_parser(commands) -> None:
                          help="with --local-step-ms: the GPU that step was measured on, where it is not the "
                          "cluster's (a100-sxm4-80gb, h100-sxm, …; a bad name is refused with the list). On the "
                          "cluster's GPU the step is then not known, only bounded: between the memory-bandwidth "
-                         "ratio of the two datasheets (a memory-bound step) and their dense-peak ratio in the run's "
-                         "dtype (a compute-bound one). Predicted at both ends, the shorter printed; a cap or a "
+                         "ratio of the two datasheets (a memory-bound step) and their dense-peak ratio in the dtype "
+                         "trained (a compute-bound one: the run's; a CPU run of --dtype auto: bf16, said). "
+                         "Predicted at both ends, the shorter printed; a cap or a "
                          "strategy is decided only where both ends agree (docs/clusters.md)")  # fmt: skip
     predict.add_argument("--local-optimizer-ms", type=finite("--local-optimizer-ms", "the optimizer's step in ms"),
                          help="with --local-step-ms: the optimizer's part of that step on your GPU, where you know "

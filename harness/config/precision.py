@@ -138,7 +138,8 @@ A100 40GB's SXM4 and PCIe boards share their figures)."""
 @dataclasses.dataclass(frozen=True)
 class StepBounds:
     """A step measured on one GPU, on another: not known, only bounded. A memory-bound step scales with the memory
-    bandwidths, a compute-bound one with the dense peaks (the run's dtype); a real step lies between the two."""
+    bandwidths, a compute-bound one with the dense peaks (in the dtype trained: gpu_step_dtype); a real step lies
+    between the two."""
 
     compute_ms: float  # the step were it compute-bound (a known optimizer part still memory-bound)
     memory_ms: float  # the step were it memory-bound
@@ -146,6 +147,7 @@ class StepBounds:
     memory_ratio: float  # its memory bandwidth over the other's: a memory-bound step's factor
     peak_dtype: str  # the peak's dtype ("bf16", "tf32", …)
     optimizer_ms: float | None = None  # an optimizer part given, on the other GPU: memory-bound at either end
+    assumed: bool = False  # peak_dtype assumed (gpu_step_dtype: a CPU run's fp32 is not the GPU's), not the run's
 
     @property
     def same(self) -> bool:
@@ -163,6 +165,17 @@ def gpu_name(name: str) -> str:
     if name not in GPUS:
         raise ConfigError(f"--local-step-gpu {name!r} is not valid; choose one of {', '.join(GPUS)}")
     return GPUS[name]
+
+
+def gpu_step_dtype(run_dtype: str, *, device: str, requested: str | None, gpu: str) -> tuple[str, bool]:
+    """(dtype, assumed): the precision a one-GPU step of the run's model is taken in (`step_bounds`' peaks). A GPU run's
+    own; a CPU run's where its --dtype asked for one; where `auto` left a CPU run in fp32, what auto trains in on `gpu`
+    (bf16 where it has a bf16 peak), assumed: the CPU's fp32 is no choice of the user's."""
+    if device == "cpu" and requested in (None, "auto"):
+        return resolve_dtype(
+            "auto", device="cuda", bf16_supported=peak_tflops(gpu, "bf16", tf32=False) is not None
+        ), True
+    return run_dtype, False
 
 
 def step_bounds(step_ms: float, *, measured_on: str, target: str, dtype: str, tf32: bool,

@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from harness.config.precision import GPUS, PEAK_TFLOPS, gpu_name, memory_gbps, mfu, peak_dtype, peak_tflops, step_bounds
+from harness.config.precision import (
+    GPUS,
+    PEAK_TFLOPS,
+    gpu_name,
+    gpu_step_dtype,
+    memory_gbps,
+    mfu,
+    peak_dtype,
+    peak_tflops,
+    step_bounds,
+)
 from harness.protocols import ConfigError
 
 # torch.cuda.get_device_name() as these GPUs report it.
@@ -106,3 +116,14 @@ def test_a_step_on_the_clusters_own_gpu_has_one_end_and_an_unknown_figure_is_ref
         step_bounds(310, measured_on=gpu_name("v100-sxm2"), target="DGX A100", dtype="bf16", tf32=False)
     with pytest.raises(ConfigError, match="the cluster's GPU"):
         step_bounds(310, measured_on=gpu_name("a100-40gb"), target="8× MI300X", dtype="bf16", tf32=False)
+
+
+def test_a_cpu_runs_auto_fp32_is_not_the_dtype_a_gpu_step_was_trained_in():
+    """A CPU run's fp32 from --dtype auto bounded a GPU step by fp32's peaks (A100 → H100 ×0.291) where the user's step
+    was bf16's (×0.315): auto's GPU dtype is assumed (and said); a dtype the run asked for, or a GPU run's, is kept."""
+    a100, v100 = gpu_name("a100-sxm4-80gb"), gpu_name("v100-sxm2")
+    assert gpu_step_dtype("fp32", device="cpu", requested="auto", gpu=a100) == ("bf16", True)
+    assert gpu_step_dtype("fp32", device="cpu", requested=None, gpu=a100) == ("bf16", True)  # a run from before
+    assert gpu_step_dtype("fp32", device="cpu", requested="auto", gpu=v100) == ("fp32", True)  # no bf16 on a V100
+    assert gpu_step_dtype("fp32", device="cpu", requested="fp32", gpu=a100) == ("fp32", False)
+    assert gpu_step_dtype("fp32", device="cuda", requested="auto", gpu=a100) == ("fp32", False)

@@ -74,12 +74,16 @@ def test_an_a100_step_on_dgx_h100_is_predicted_at_both_ends_and_on_dgx_a100_as_g
     assert cli.main([*args, "--cluster", "dgx-h100", "--out", str(out), "--page", str(page)]) == 0
     said, warned = capsys.readouterr()
     a100, h100 = GPUS["a100-sxm4-80gb"], "H100 SXM5"
-    compute = 310 * peak_tflops(a100, "fp32", tf32=False) / peak_tflops(h100, "fp32", tf32=False)  # the run: fp32
+    # a CPU run's fp32 (--dtype auto) is no GPU's: the step was trained in what auto is on a GPU, bf16 (0.315, not
+    # fp32's 0.291), and the line says it assumed that and how to have fp32
+    compute = 310 * peak_tflops(a100, "bf16", tf32=False) / peak_tflops(h100, "bf16", tf32=False)
     memory = 310 * memory_gbps(a100) / memory_gbps(h100)
     assert (
         f"--local-step-ms 310 was measured on a100-sxm4-80gb, not dgx-h100's GPU: there it is not known, only "
         f"bounded, {compute:.4g} ms if compute-bound"
     ) in said and f"to {memory:.4g} ms if memory-bound" in said
+    assert "dense bf16 312 → 989.5 TFLOP/s, bf16 assumed: --dtype auto's on a GPU, not the CPU run's fp32; a run " \
+           "benched with --dtype fp32 bounds it in fp32" in said  # fmt: skip
     assert f"one rank's step without DDP is {compute:.4g} ms (the compute-bound end" in said  # the lines printed
     assert f"at the other end (memory-bound, {memory:.4g} ms a GPU step) DDP's step is w8 " in said
     assert "DDP's cap: the same at both ends at every GPU count, decided" in said

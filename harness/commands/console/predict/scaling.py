@@ -228,15 +228,33 @@ def _run_tf32(configs) -> bool:
 
 
 def local_step_bounds(args, chosen, configs, setup: dict | None):
-    """--local-step-ms measured on --local-step-gpu, on the cluster's GPU (precision.step_bounds, in the run's dtype):
+    """--local-step-ms measured on --local-step-gpu, on the cluster's GPU (precision.step_bounds, in the dtype the
+    step was trained in: precision.gpu_step_dtype, the run's, or on a CPU run of --dtype auto the GPU's auto, assumed):
     a StepBounds; None where no GPU is named (the step is the cluster GPU's own)."""
-    from harness.config.precision import gpu_name, step_bounds
+    import dataclasses
+
+    from harness.config.precision import gpu_name, gpu_step_dtype, step_bounds
 
     if not (getattr(args, "local_step_gpu", None) and args.local_step_ms):
         return None
-    return step_bounds(args.local_step_ms, measured_on=gpu_name(args.local_step_gpu), target=chosen.description,
-                       dtype=(setup or {}).get("dtype") or "fp32", tf32=_run_tf32(configs),
-                       optimizer_ms=args.local_optimizer_ms)  # fmt: skip
+    measured_on = gpu_name(args.local_step_gpu)
+    device = str(configs["device"].iloc[0]) if configs is not None and "device" in configs else "cuda"
+    dtype, assumed = gpu_step_dtype((setup or {}).get("dtype") or "fp32", device=device,
+                                    requested=_requested_dtype(args), gpu=measured_on)  # fmt: skip
+    bounds = step_bounds(args.local_step_ms, measured_on=measured_on, target=chosen.description, dtype=dtype,
+                         tf32=_run_tf32(configs), optimizer_ms=args.local_optimizer_ms)  # fmt: skip
+    return dataclasses.replace(bounds, assumed=assumed)
+
+
+def _requested_dtype(args) -> str | None:
+    """The --dtype the run was benched with (run.json; 'auto' unless chosen); None without a run."""
+    from harness.commands.predict import inputs
+    from harness.results import store
+
+    if not getattr(args, "run", None):
+        return None
+    run_dir = inputs.resolve(args.run, args.results_dir)
+    return (store.read_run_meta(run_dir).get("config") or {}).get("dtype")
 
 
 def say_step_bounds(args, chosen, bounds, ends: list[tuple[str | None, float]]) -> None:
@@ -251,12 +269,15 @@ def say_step_bounds(args, chosen, bounds, ends: list[tuple[str | None, float]]) 
         said = (f"--local-step-ms {step:g} was measured on {gpu}, whose datasheet figures are {chosen.name}'s "
                 "GPU's: taken as its step there")  # fmt: skip
     else:
+        assumed = (f", {bounds.peak_dtype} assumed: --dtype auto's on a GPU, not the CPU run's fp32; a run benched "
+                   "with --dtype fp32 bounds it in fp32" if bounds.assumed else "")  # fmt: skip
         optimizer = (f"; the optimizer's {bounds.optimizer_ms / bounds.memory_ratio:g} ms memory-bound at either "
                      "end" if bounds.optimizer_ms is not None else "")  # fmt: skip
         said = (f"--local-step-ms {step:g} was measured on {gpu}, not {chosen.name}'s GPU: there it is not known, "
                 f"only bounded, {bounds.compute_ms:.4g} ms if compute-bound (×{bounds.peak_ratio:.3g}: dense "
-                f"{bounds.peak_dtype} {peaks[0]:g} → {peaks[1]:g} TFLOP/s{optimizer}) to {bounds.memory_ms:.4g} ms "
-                f"if memory-bound (×{bounds.memory_ratio:.3g}: {gbps[0]:,.0f} → {gbps[1]:,.0f} GB/s)")  # fmt: skip
+                f"{bounds.peak_dtype} {peaks[0]:g} → {peaks[1]:g} TFLOP/s{assumed}{optimizer}) to "
+                f"{bounds.memory_ms:.4g} ms if memory-bound (×{bounds.memory_ratio:.3g}: {gbps[0]:,.0f} → "
+                f"{gbps[1]:,.0f} GB/s)")  # fmt: skip
         args.ends_said = said  # the page's words, and the console's with where the lines below stand
         said += (f"; predicted at both, the lines below at {ends[0][1]:.4g} ms ({ends[0][0]}: the shorter step, "
                  "where communication weighs most), the other end last")  # fmt: skip
