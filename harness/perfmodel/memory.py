@@ -305,7 +305,7 @@ def fit_phrase(rows: pd.DataFrame, capacity_gib: float, *, terse: bool = False) 
 def _fit_phrase(fits: np.ndarray, need: np.ndarray, worlds: np.ndarray, capacity_gib: float, terse: bool) -> str:
     if fits.all():  # and where the most is: a page over 8-1,024 GPUs and a console over those asked may differ so
         most = f", at w{worlds[int(np.argmax(need))]}" if len(set(need.round(6))) > 1 else ""
-        return room_words(need.max(), capacity_gib, f" a rank at most{most}", terse=terse)
+        return room_words(need.max(), capacity_gib, f" a rank at most{most}", terse=terse, at=most.lstrip(","))
     if not fits.any():
         return f"does not fit ({mib_text(need.min())} a rank at the least)"
     first = int(np.argmax(fits))
@@ -323,18 +323,21 @@ backward's own temporaries (docs/measured/memory-model-cpu.md). Where a GPU leav
 beside it, the fit rests on the count being no lower than it has been: said 'tight'."""
 
 
-def room_words(need: float, capacity_gib: float, where: str = " a rank", *, terse: bool = False) -> str:
+def room_words(need: float, capacity_gib: float, where: str = " a rank", *, terse: bool = False, at: str = "") -> str:
     """'fits (77.4 of 79.11 GiB a rank at most: 1.71 GiB left for buffers, the CUDA context and NCCL's)', 'fits,
     tight (…)' where what is left is under COUNT_BELOW_PEAK of the count, 'does not fit (…)' where none is: a need
     (MiB, need_mb's) against a GPU of `capacity_gib`; `where`: what the figure is ('a rank at most, at w16');
-    `terse`: '… 1.71 GiB left)', where a header says what it is left for."""
+    `terse`: 'fits: 1.71 GiB left at w16' (`at`), the console's rows, beside the need and under a header that says
+    the GPU's memory and what is left is for."""
     left = capacity_gib * 1024 - need
     if left < 0:
         return f"does not fit ({mib_text(need)}{where})"
     tight = ", tight" if is_tight(need, capacity_gib) else ""
+    if terse:
+        return f"fits{tight}: {mib_text(left)} left{at}"
     held = mib_text(need).removesuffix(" GiB")  # '77.4 of 79.11 GiB', '450 MiB of 79.11 GiB'
-    what = "" if terse else " for buffers, the CUDA context and NCCL's"
-    return f"fits{tight} ({held} of {capacity_gib:g} GiB{where}: {mib_text(left)} left{what})"
+    left_for = f"{mib_text(left)} left for buffers, the CUDA context and NCCL's"
+    return f"fits{tight} ({held} of {capacity_gib:g} GiB{where}: {left_for})"
 
 
 def is_tight(need: float, capacity_gib: float) -> bool:

@@ -91,6 +91,7 @@ def test_when_every_cap_ties_the_answer_is_that_the_cap_does_not_matter(capsys):
 
 
 def test_gpu_counts_where_every_cap_ties_share_one_line_with_each_ones_figures(capsys):
+    """A figure alike at every GPU count of the line (0.900) is said once; those that differ, each."""
     tie, lead = predicted([0.29, 0.2905, 0.29]), predicted([0.29, 0.35, 0.30])
     frames = [tie.assign(world_size=8), tie.assign(world_size=16, step_ms=[0.31, 0.3105, 0.31]),
               lead.assign(world_size=32), tie.assign(world_size=64)]  # fmt: skip
@@ -98,7 +99,7 @@ def test_gpu_counts_where_every_cap_ties_share_one_line_with_each_ones_figures(c
     lines = capsys.readouterr().out.splitlines()
     assert lines == [
         "  predicted fastest cap at w8, w16: any: every cap is within 0.5 % of the fastest (0.290, 0.310 ms; "
-        "scaling efficiency 0.900, 0.900); DDP's default 25 MiB is as good as any [the small size's]",
+        "scaling efficiency 0.900); DDP's default 25 MiB is as good as any [the small size's]",
         "  predicted fastest cap at w32: 1 MiB (0.290 ms, scaling efficiency 0.900, 3.4% ahead of the next cap; 3.4% "
         "ahead of 25 MiB, under the 4 % the model can tell: keep 25 MiB)",  # a lead: its own line, between them
         "  predicted fastest cap at w64: any: every cap is within 0.5 % of the fastest (0.290 ms, scaling efficiency "

@@ -8,8 +8,8 @@ import math
 from typing import TYPE_CHECKING
 
 from harness.analysis import agreement, stats, why
-from harness.bucketing import DDP_DEFAULT_CAP_MB
 from harness.commands.console import bytes_text, say, say_once, warning
+from harness.commands.console.predict.steps import best_cap, best_caps  # noqa: F401  (with predict --cluster's table)
 from harness.perfmodel import ranked
 from harness.results.values import ms_text
 
@@ -63,62 +63,6 @@ def predict_table(frame: pd.DataFrame, *, world: int, link, contention) -> None:
         f"{contention_text(contention)}")  # fmt: skip
     _cap_rows(frame, decimals=2)
     best_cap(frame, world=world, decimals=2)
-
-
-def best_cap(frame: pd.DataFrame, *, world: int, decimals: int, caveat: str = "") -> None:
-    """The predicted best caps with their margin over the next; where every cap ties, the answer that follows
-    from it: the cap does not matter, so DDP's default does. `caveat`: what the figures rest on, said beside
-    the answer rather than only above the tables."""
-    tied, margin = agreement.best_and_margin(frame["bucket_cap_mb"], frame["step_ms"])
-    best = frame.loc[frame["step_ms"].idxmin()]
-    figures = f"{best['step_ms']:.{decimals}f} ms, scaling efficiency {best['scaling_efficiency']:.3f}"
-    caveat = f" [{caveat}]" if caveat else ""
-    if margin is None and len(tied) > 1:
-        keep = ("DDP's default 25 MiB is as good as any" if DDP_DEFAULT_CAP_MB in tied
-                else "any of them will do")  # fmt: skip
-        say(f"  predicted fastest cap at w{world}: any: every cap is within {agreement.TIE_TOLERANCE * 100:g} % of the "
-            f"fastest ({figures}); {keep}{caveat}")  # fmt: skip
-        return
-    ahead = "" if margin is None else f", {margin:.1%} ahead of the next cap"
-    answer = agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"])
-    if answer.lead_set_aside is not None:  # the answer keeps the larger caps: the lead it sets aside, said here
-        kept = answer.text.split(" (", 1)[0]
-        ahead += f"; {answer.lead_set_aside:.1%} ahead of {kept}, under the 4 % the model can tell: keep {kept}"
-    say(f"  predicted fastest cap at w{world}: {agreement.caps_text(tied)} ({figures}{ahead}){caveat}")
-
-
-def best_caps(frames: list[pd.DataFrame], *, decimals: int, caveats: list[str], joint=None) -> None:
-    """`best_cap` at each GPU count (a frame each, its `caveats`), but the GPU counts in a row where every cap ties
-    said on one line (the figures per GPU count), their caveats as `joint(node counts)` says them together."""
-    pending: list[tuple[pd.DataFrame, str, list]] = []
-
-    def flush() -> None:
-        if len(pending) == 1:
-            best_cap(pending[0][0], world=int(pending[0][0]["world_size"].iloc[0]), decimals=decimals,
-                     caveat=pending[0][1])  # fmt: skip
-        elif pending:
-            bests = [frame.loc[frame["step_ms"].idxmin()] for frame, _, _ in pending]
-            worlds = ", ".join(f"w{int(b['world_size'])}" for b in bests)
-            steps = ", ".join(f"{b['step_ms']:.{decimals}f}" for b in bests)
-            effs = ", ".join(f"{b['scaling_efficiency']:.3f}" for b in bests)
-            keep = ("DDP's default 25 MiB is as good as any" if all(DDP_DEFAULT_CAP_MB in t for _, _, t in pending)
-                    else "any of them will do")  # fmt: skip
-            nodes = sorted({int(frame["nodes"].iloc[0]) for frame, _, _ in pending if "nodes" in frame})
-            said = joint(nodes) if joint and nodes else "; ".join(c for _, c, _ in pending if c)
-            say(
-                f"  predicted fastest cap at {worlds}: any: every cap is within {agreement.TIE_TOLERANCE * 100:g} % "
-                f"of the fastest ({steps} ms; scaling efficiency {effs}); {keep}" + (f" [{said}]" if said else "")
-            )
-        pending.clear()
-
-    for frame, caveat in zip(frames, caveats, strict=True):
-        tied, margin = agreement.best_and_margin(frame["bucket_cap_mb"], frame["step_ms"])
-        if margin is None and len(tied) > 1:
-            pending.append((frame, caveat, list(tied)))
-            continue
-        flush()
-        best_cap(frame, world=int(frame["world_size"].iloc[0]), decimals=decimals, caveat=caveat)
-    flush()
 
 
 def _cap_rows(frame: pd.DataFrame, *, decimals: int) -> None:

@@ -20,43 +20,38 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
         return
     from harness.commands.console.predictions import labelled
     from harness.perfmodel.memory import fit_phrase, need_mb, unrecorded
-    from harness.perfmodel.memory_words import BESIDE, activation_words, floor_words
+    from harness.perfmodel.memory_words import activation_words, floor_words
 
     state = labelled(state)
     at = state[state["world_size"].isin(worlds)].sort_values(["world_size", "total_mb"], kind="stable")
     counted = "activation_mb" in at and at["activation_mb"].notna().any()
     capacity = getattr(cluster, "gpu_memory_gib", 0.0) if counted else 0.0
     order = list(dict.fromkeys(at[at["world_size"] == worlds[-1]].sort_values("total_mb", kind="stable")["strategy"]))
+    # what is kept beside the state at the peak, a column a kind any strategy keeps (a sharded optimizer's
+    # temporaries shrink with the GPUs: said at each, as the peak is); unrecorded ones are said below
+    kept = [(column, short) for column, short in KEPT if counted and column in at and (at[column] > 0).any()]
     groups: dict[tuple, list[str]] = {}
     for name in order:
         rows = at[at["strategy"] == name]
         cells = [_figures(rows["total_mb"])]
         if counted:
-            # what is kept beside the state at each GPU count, as the peak is: one that shrinks with the GPUs (a
-            # sharded optimizer's temporaries) is said at each, under the header's counts
-            kept = ", ".join(f"{short} {_figures(rows[column])}" for column, _, short in BESIDE
-                             if column in rows and (rows[column] > 0).any())  # fmt: skip  # unrecorded: said below
             uncounted = rows["activation_mb"].isna().all()
-            cells += ["not counted" if uncounted else _figures(need_mb(rows)), kept or "none"]
-            fits = "" if uncounted or not capacity else fit_phrase(rows, capacity, terse=True)
-            cells += [fits]  # with what it leaves, as the what-if page says it
+            cells += ["not counted" if uncounted else _figures(need_mb(rows))]
+            cells += [_figures(rows[column]) if (rows[column] > 0).any() else "" for column, _ in kept]
+            cells += ["" if uncounted or not capacity else fit_phrase(rows, capacity, terse=True)]
         groups.setdefault(tuple(cells), []).append(name)
-    header = [f"model state {' / '.join(f'w{w}' for w in worlds)}"]
-    if counted:
-        header += [f"{what} {' / '.join(f'w{w}' for w in worlds)}" for what in ("peak", "kept beside at the peak")]
-        header += [f"in a GPU of {capacity:g} GiB ({cluster.name})"] if capacity else []
+    header = ["model state"] + (["peak", *(short for _, short in kept)] if counted else [])
+    header += [f"fits {capacity:g} GiB"] if capacity else []
     names = [_named(group, state) for group in groups.values()]
-    table = [
-        ("strategies", *header),
-        *((name, *cells[: len(header)]) for name, cells in zip(names, groups, strict=True)),
-    ]
+    table = [("", *header), *((name, *cells[: len(header)]) for name, cells in zip(names, groups, strict=True))]
     widths = [max(len(row[k]) for row in table) for k in range(len(header))]
     measured = ", ".join(str(int(w)) for w in sorted(state.loc[state["measured"], "world_size"].unique()))
-    peak = "; the step's peak: the state, backward's or the optimizer's part, and what is kept beside" * bool(counted)
-    before = "before buffers, working memory, the CUDA context and NCCL's (what is left is for them)"
-    fit = f"; fits one GPU: {before}" if capacity else ""  # the rows say what is left; the what-if page each in full
-    say(f"ddpbench predict: memory per rank: the model state (parameters, gradients, optimizer state) as held at "
-        f"{measured} ranks, then whole + split / n{peak}{fit}:")  # fmt: skip
+    counts = " / ".join(f"w{w}" for w in worlds)
+    whole = " (unsharded: parameters and gradients held whole)" * any(c == "unsharded_mb" for c, _ in kept)
+    peak = f"; peak: the state, backward's or the optimizer's part and what is kept beside{whole}" * bool(counted)
+    fit = f"; fits: in one GPU of {cluster.name}, before buffers, working memory, CUDA's and NCCL's" if capacity else ""
+    say(f"ddpbench predict: memory per rank at {counts}: model state (parameters, gradients, optimizer state) as "
+        f"held at {measured} ranks, then whole + split / n{peak}{fit}:")  # fmt: skip
     for row in table:
         say("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, [*widths, 0], strict=False)).rstrip())
     notes = (*_variants(groups.values(), state), floor_words(state), unrecorded(at) if counted else "", size_note)
@@ -67,6 +62,12 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
         say_once(f"ddpbench predict: and {words}")
 
 
+KEPT = (("buckets_mb", "buckets"), ("unsharded_mb", "unsharded"), ("optimizer_temp_mb", "optim. temps"),
+        ("hook_copies_mb", "hook copies"), ("hook_state_mb", "hook state"))  # fmt: skip
+"""The table's columns of what is kept beside the state at the peak (memory_words.BESIDE's, headed short: the
+parameters and gradients held whole, a GPU's Adam temporaries, PowerSGD's copies and error feedback)."""
+
+
 def _mib(value: float) -> str:
     from harness.perfmodel.memory import mib_text
 
@@ -74,9 +75,16 @@ def _mib(value: float) -> str:
 
 
 def _figures(values) -> str:
-    """'949 MiB' where alike at every GPU count, else '119 MiB / 59.3 MiB / 29.7 MiB'."""
+    """'949 MiB' where alike at every GPU count, else '119 / 59.3 / 29.7 MiB', a unit said once where it repeats
+    ('1.25 GiB / 642 / 322 MiB')."""
     said = [_mib(float(v)) for v in values]
-    return said[0] if len(set(said)) == 1 else " / ".join(said)
+    if len(set(said)) == 1:
+        return said[0]
+    parts = [text.rsplit(" ", 1) for text in said]
+    return " / ".join(
+        figure if k + 1 < len(parts) and parts[k + 1][1] == unit else f"{figure} {unit}"
+        for k, (figure, unit) in enumerate(parts)
+    )
 
 
 def _named(group: list[str], state: pd.DataFrame) -> str:

@@ -54,13 +54,14 @@ def own_source(configs, setup: dict | None, *, carried: bool, given: bool) -> st
 
 def say_run_calibration(profile, configs, setup: dict, *, scaled: bool, carried: bool = True,
                         given_ms: float | None = None) -> None:  # fmt: skip
-    """What the run's one-rank rows changed: the compute's scale, and DDP's own cost (said even as 0), or what
-    takes its place (`given_ms`: --local-ddp-ms)."""
+    """What the run's one-rank rows changed: the compute's scale (not where a step given, `scaled`, sets it: its own
+    line says that scale), and DDP's own cost (said even as 0), or what takes its place (`given_ms`: --local-ddp-ms);
+    a CPU's left out of a GPU step, said without how it was measured."""
     from harness.analysis import roles
     from harness.perfmodel import predict, zero
 
     role, step_s = predict.calibration_target(configs, setup)
-    if step_s:
+    if step_s and not scaled:
         whose = "baseline" if role == "baseline" else f"{roles.reference_name()}'s (no {roles.baseline_name()} row)"
         console.say_once(f"ddpbench predict: compute scaled ×{step_s / profile.local_step_s:.4g} to the run's {whose} "
                     f"step at one rank ({step_s * 1e3:.4g} ms over every repeat; the profile's own steps "
@@ -79,8 +80,9 @@ def say_run_calibration(profile, configs, setup: dict, *, scaled: bool, carried:
         if given_ms is not None:
             whose = "the run's" if carried else "a CPU's"
             added = f"{whose}, not used: --local-ddp-ms's {given_ms:g} ms takes its place"
-        own = ms_text(max(difference_s, 0) * 1e3)
-        console.say_once(f"ddpbench predict: DDP's own cost {own} ms a step at one rank ({measured}), {added}")
+        measured = "" if not carried and given_ms is None else f" ({measured})"  # a CPU's figure, whatever its why
+        console.say_once(f"ddpbench predict: DDP's own cost {ms_text(max(difference_s, 0) * 1e3)} ms a step at one "
+                         f"rank{measured}, {added}")  # fmt: skip
 
 
 def say_one_rank_step(
@@ -106,9 +108,9 @@ def say_one_rank_step(
         split = (f", its optimizer {optimizer_ms:g} ms of it (--local-optimizer-ms, or its estimate above) and "
                  "forward and backward the rest") if optimizer_ms is not None else ""  # fmt: skip
         step_from = step_from or "--local-step-ms: one GPU's step of the model you will train"
-        console.say(f"ddpbench predict: compute scaled so that {given} is {local_step_ms:g} ms ({step_from}){split}, ×"
-                    f"{calibration.compute_scale:.4g} on the profile as measured: every prediction below rests on "
-                    "that scaling")  # fmt: skip
+        scaled = (f"compute scaled so that {given} is {local_step_ms:g} ms ({step_from}){split}, ×"
+                  f"{calibration.compute_scale:.4g} on the profile as measured: every prediction below rests on "
+                  "that scaling; ")  # fmt: skip
     told = ", --local-ddp-ms" if ddp_ms is not None else ""
     parts = (
         f" ({step_ms - own_ms:.4g} ms without DDP + {ms_text(own_ms)} ms of DDP's own cost{told})"
@@ -120,8 +122,8 @@ def say_one_rank_step(
     if own_inside:  # scaled to the reference's step: DDP's own cost is in it, not apart
         what = "with DDP (its own cost inside the compute: no baseline step to separate it)"
     both = "" if parts or own_inside else ", both before it"
-    console.say(f"ddpbench predict: one rank's step {what}: {step_ms:.4g} ms{parts}; scaling efficiency below "
-                f"= that step over each predicted step{both}")  # fmt: skip
+    console.say(f"ddpbench predict: {scaled if local_step_ms else ''}one rank's step {what}: {step_ms:.4g} ms{parts}; "
+                f"scaling efficiency below = that step over each predicted step{both}")  # fmt: skip
 
 
 LOW_SHARE = 0.02

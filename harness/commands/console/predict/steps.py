@@ -6,26 +6,28 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from harness.analysis import agreement
+from harness.bucketing import DDP_DEFAULT_CAP_MB
 from harness.commands.console import say
 
 if TYPE_CHECKING:
     import pandas as pd
 
 COLUMNS = (("GPUs", "world_size", "d"), ("nodes", "nodes", "d"), ("cap MiB", "bucket_cap_mb", "g"),
-           ("buckets", "buckets", "d"), ("step ms", "step_ms", ".3f"), ("exposed ms", "exposed_comm_ms", ".3f"),
-           ("scaling eff.", "scaling_efficiency", ".3f"))  # fmt: skip
-"""The profile's predicted step per cap: heading, column, format."""
-FLOORS = (("full-size buckets", "full_size_buckets", "d"), ("all-reduces", "full_size_comm_ms", ".4g"),
-          ("the last", "full_size_last_ms", ".3g"), ("DDP ≥", "full_size_step_floor_ms", ".4g"),
-          ("exposed ≥", "full_size_exposed_ms", ".3g"), ("ZeRO-1 ≥", "zero_full_size_step_floor_ms", ".4g"),
-          ("FSDP2 ≥", "fsdp_full_size_step_floor_ms", ".4g"))  # fmt: skip
-"""The full size's floors beside it, where `predict_full_size.with_floors` added them."""
+           ("buckets", "buckets", "d"), ("step", "step_ms", ".4g"), ("exposed", "exposed_comm_ms", ".3g"),
+           ("eff.", "scaling_efficiency", ".3f"))  # fmt: skip
+"""The profile's predicted step per cap: heading, column, format (ms where not said)."""
+FLOORS = (("buckets", "full_size_buckets", "d"), ("all-red.", "full_size_comm_ms", ".4g"),
+          ("last", "full_size_last_ms", ".3g"), ("DDP", "full_size_step_floor_ms", ".4g"),
+          ("exposed", "full_size_exposed_ms", ".3g"), ("ZeRO-1", "zero_full_size_step_floor_ms", ".4g"),
+          ("FSDP2", "fsdp_full_size_step_floor_ms", ".4g"))  # fmt: skip
+"""The full size's floors beside it, where `predict_full_size.with_floors` added them: its buckets, their all-reduces
+one after another and the last one's, and each strategy's floor."""
 
 FLOORS_NOTE = (
-    "  ≥: floors, not predictions: the full size's gradients on this profile's compute as scaled, when each is made "
-    "not measured (DDP: its all-reduces one after another, the last after backward; ZeRO-1: DDP's as ranked, its "
-    "largest shard, its broadcasts; FSDP2: its gathers and reduce-scatters one at a time). For the "
-    "steps: bench --size full on one GPU of the cluster, predict from that run.",
+    "  ≥ the full size's floors, not predictions: its gradients on this compute, made not measured (DDP: all-reduces "
+    "one after another, the last after backward; ZeRO-1: DDP's, its largest shard, its broadcasts; FSDP2: gathers "
+    "and reduce-scatters one at a time); for steps, bench --size full on one of the cluster's GPUs",
 )
 """Under the table where it holds floors: what they are, in one line (docs/clusters.md and the what-if page say how
 each is counted)."""
@@ -34,24 +36,100 @@ each is counted)."""
 def cluster_table(cluster, frames: list[pd.DataFrame], *, before_own: bool = False) -> None:
     """Every GPU count's predicted step per cap in one table (NCCL's algorithms on the profile's bandwidths), with the
     full size's floors beside where `frames` have them (predict_full_size.with_floors); `before_own`: the steps lack
-    DDP's own cost (neither measured on the device nor given), their columns marked so."""
+    DDP's own cost (neither measured on the device nor given), their columns marked so. Caps whose rows are alike in
+    every other figure share a row ('1, 5, 10')."""
     floored = "full_size_step_floor_ms" in frames[0]
     columns = COLUMNS + FLOORS * floored
-    beside = "; ≥: the full size's floors, at least" if floored else ""
+    beside = "; right of | the full size's floors, ≥" if floored else ""
     beside += "; *: before DDP's own cost, the one-rank step's too" if before_own else ""
     say(f"ddpbench predict: the step per bucket cap on {cluster.name} ({cluster.gpus_per_node} GPUs a node; NCCL's "
         f"algorithms on the profile's bandwidths; ms{beside}):")  # fmt: skip
     marked = ("step_ms", "scaling_efficiency") if before_own else ()
     rows = [tuple(h + "*" * (column in marked) for h, column, _ in columns)]
     for frame in frames:
-        for k, r in enumerate(frame.to_dict("records")):
+        merged: list[list[str]] = []
+        for r in frame.to_dict("records"):
             cells = [format(r[column], spec) if spec != "d" else str(int(r[column])) for _, column, spec in columns]
-            rows.append(tuple(cell if k == 0 or n > 1 else "" for n, cell in enumerate(cells)))  # GPUs once a count
+            if merged and merged[-1][3:] == cells[3:]:
+                merged[-1][2] += f", {cells[2]}"
+            else:
+                merged.append(cells)
+        rows += [
+            tuple(cell if k == 0 or n > 1 else "" for n, cell in enumerate(cells)) for k, cells in enumerate(merged)
+        ]
     widths = [max(len(row[n]) for row in rows) for n in range(len(columns))]
+    split = len(COLUMNS)  # the floors' columns apart: '|'
     for row in rows:
-        say("  " + "  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)))
+        cells = [cell.rjust(width) for cell, width in zip(row, widths, strict=True)]
+        say("  " + "  ".join(cells[:split]) + (" | " + "  ".join(cells[split:]) if floored else ""))
     for line in FLOORS_NOTE * floored:
         say(line)
+
+
+def best_cap(frame: pd.DataFrame, *, world: int, decimals: int, caveat: str = "") -> None:
+    """The predicted best caps with their margin over the next; where every cap ties, the answer that follows
+    from it: the cap does not matter, so DDP's default does. `caveat`: what the figures rest on, said beside
+    the answer rather than only above the tables."""
+    tied, margin = agreement.best_and_margin(frame["bucket_cap_mb"], frame["step_ms"])
+    best = frame.loc[frame["step_ms"].idxmin()]
+    figures = f"{best['step_ms']:.{decimals}f} ms, scaling efficiency {best['scaling_efficiency']:.3f}"
+    caveat = f" [{caveat}]" if caveat else ""
+    if margin is None and len(tied) > 1:
+        keep = ("DDP's default 25 MiB is as good as any" if DDP_DEFAULT_CAP_MB in tied
+                else "any of them will do")  # fmt: skip
+        say(f"  predicted fastest cap at w{world}: any: every cap is within {agreement.TIE_TOLERANCE * 100:g} % of the "
+            f"fastest ({figures}); {keep}{caveat}")  # fmt: skip
+        return
+    ahead = "" if margin is None else f", {margin:.1%} ahead of the next cap"
+    answer = agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"])
+    if answer.lead_set_aside is not None:  # the answer keeps the larger caps: the lead it sets aside, said here
+        kept = answer.text.split(" (", 1)[0]
+        ahead += f"; {answer.lead_set_aside:.1%} ahead of {kept}, under the 4 % the model can tell: keep {kept}"
+    say(f"  predicted fastest cap at w{world}: {agreement.caps_text(tied)} ({figures}{ahead}){caveat}")
+
+
+def best_caps(frames: list[pd.DataFrame], *, decimals: int, caveats: list[str], joint=None) -> None:
+    """`best_cap` at each GPU count (a frame each, its `caveats`), but the GPU counts in a row where every cap ties
+    said on one line (a figure said once where every GPU count's is the same), their caveats as `joint(node counts)`
+    says them together."""
+    from harness.analysis import agreement
+    from harness.bucketing import DDP_DEFAULT_CAP_MB
+
+    pending: list[tuple[pd.DataFrame, str, list]] = []
+
+    def flush() -> None:
+        if len(pending) == 1:
+            best_cap(pending[0][0], world=int(pending[0][0]["world_size"].iloc[0]), decimals=decimals,
+                     caveat=pending[0][1])  # fmt: skip
+        elif pending:
+            bests = [frame.loc[frame["step_ms"].idxmin()] for frame, _, _ in pending]
+            worlds = ", ".join(f"w{int(b['world_size'])}" for b in bests)
+            steps = _once(f"{b['step_ms']:.{decimals if b['step_ms'] < 1000 else 0}f}" for b in bests)
+            effs = _once(f"{b['scaling_efficiency']:.3f}" for b in bests)
+            keep = ("DDP's default 25 MiB is as good as any" if all(DDP_DEFAULT_CAP_MB in t for _, _, t in pending)
+                    else "any of them will do")  # fmt: skip
+            nodes = sorted({int(frame["nodes"].iloc[0]) for frame, _, _ in pending if "nodes" in frame})
+            said = joint(nodes) if joint and nodes else "; ".join(c for _, c, _ in pending if c)
+            say(
+                f"  predicted fastest cap at {worlds}: any: every cap is within {agreement.TIE_TOLERANCE * 100:g} % "
+                f"of the fastest ({steps} ms; scaling efficiency {effs}); {keep}" + (f" [{said}]" if said else "")
+            )
+        pending.clear()
+
+    for frame, caveat in zip(frames, caveats, strict=True):
+        tied, margin = agreement.best_and_margin(frame["bucket_cap_mb"], frame["step_ms"])
+        if margin is None and len(tied) > 1:
+            pending.append((frame, caveat, list(tied)))
+            continue
+        flush()
+        best_cap(frame, world=int(frame["world_size"].iloc[0]), decimals=decimals, caveat=caveat)
+    flush()
+
+
+def _once(figures) -> str:
+    """'0.290, 0.310', or one figure where every GPU count's is the same."""
+    said = list(figures)
+    return said[0] if len(set(said)) == 1 else ", ".join(said)
 
 
 def collectives_answer(cluster, frames: list[pd.DataFrame], *, trained: bool, profile, optimizer: str) -> None:
