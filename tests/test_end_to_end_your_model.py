@@ -10,6 +10,7 @@ DDP and FSDP) are the same code path at a bigger size: docs/measured/your-model-
 from __future__ import annotations
 
 import html
+import itertools
 import json
 import shutil
 from pathlib import Path
@@ -141,3 +142,38 @@ def test_predict_counts_the_model_you_will_train_from_a_smaller_one_benched(else
                       "--cluster", "dgx-h100", "--train-wopt", "width=64", "--train-wopt",
                       "width=128"])  # fmt: skip  # a typo in a long command must not change the answer unsaid
     assert twice == 2 and "--train-wopt gives width more than once" in capsys.readouterr().err
+
+
+TABLE_WIDTH = 120
+"""The widest row predict's memory and step tables may print: a terminal's width with room, read without wrapping."""
+
+
+def test_a_language_models_booking_read_keeps_its_tables_within_the_width(elsewhere, monkeypatch, capsys):
+    """The read of a 1.3B Llama booked from a tiny run (predict --cluster dgx-h100 --nodes 2,4,8 --local-step-ms
+    --train-wopt …) was 12 KB, its FSDP memory row 165 characters wide and its step table's rows 147: each table now
+    says its GPU counts and units once, what is kept beside the peak a column a kind, the floors right of a bar and
+    caps alike in one row. Here t5, the language model this run benched, at a larger shape, under the same flags."""
+    monkeypatch.chdir(elsewhere["folder"])
+    shape = ("d_model=1024", "d_ff=4096", "num_layers=24", "num_heads=16", "seq_len=512")
+    code = cli.main(["predict", "--run", "mine", "--results", "results", "--workload", "hf:t5", "--cluster",
+                     "dgx-h100", "--nodes", "2,4,8", "--local-step-ms", "900",
+                     *(arg for option in shape for arg in ("--train-wopt", option))])  # fmt: skip
+    said = capsys.readouterr().out
+    assert code == 0
+    lines = said.splitlines()
+    tables = []
+    for head in ("ddpbench predict: memory per rank at ", "ddpbench predict: the step per bucket cap on "):
+        at = next(k for k, line in enumerate(lines) if line.startswith(head))
+        rows = [lines[at + 1], *itertools.takewhile(_table_row, lines[at + 2 :])]  # its notes under it are prose
+        assert len(rows) >= 3  # a header and a row a strategy, or GPU count
+        tables += rows
+    assert max(len(row) for row in tables) <= TABLE_WIDTH, "\n".join(r for r in tables if len(r) > TABLE_WIDTH)
+    assert " | " in said and "fits 79.11 GiB" in said  # the floors apart; the GPU's memory said once, in the header
+
+
+def _table_row(line: str) -> bool:
+    """A row of the memory table (a strategy's name, then figures) or of the step table (figures; a cap's row
+    under its GPU count's starts at the cap); not a note under either, whose words are one space apart."""
+    cells = [cell.strip() for cell in line.strip().split("  ") if cell.strip()]
+    named = bool(cells) and (cells[0].split(",")[0] in impls.names() or cells[0].isdigit())
+    return line.startswith("  ") and named and len(cells) > 1 and cells[1][0].isdigit()

@@ -311,7 +311,7 @@ def _fit_phrase(fits: np.ndarray, need: np.ndarray, worlds: np.ndarray, capacity
     first = int(np.argmax(fits))
     if fits[first:].all():  # fits from some GPU count on, as a split state does
         there = room_words(need[first], capacity_gib, " a rank there", terse=terse)
-        return there.replace("fits", f"fits from w{worlds[first]}", 1)
+        return f"from w{worlds[first]}: {there}" if terse else there.replace("fits", f"fits from w{worlds[first]}", 1)
     worst = int(np.argmax(np.where(fits, -np.inf, need)))
     return (f"fits at {', '.join(f'w{w}' for w in worlds[fits])}, not at {', '.join(f'w{w}' for w in worlds[~fits])} "
             f"({mib_text(need[worst])} a rank at w{worlds[worst]})")  # fmt: skip
@@ -327,14 +327,14 @@ def room_words(need: float, capacity_gib: float, where: str = " a rank", *, ters
     """'fits (77.4 of 79.11 GiB a rank at most: 1.71 GiB left for buffers, the CUDA context and NCCL's)', 'fits,
     tight (…)' where what is left is under COUNT_BELOW_PEAK of the count, 'does not fit (…)' where none is: a need
     (MiB, need_mb's) against a GPU of `capacity_gib`; `where`: what the figure is ('a rank at most, at w16');
-    `terse`: 'fits: 1.71 GiB left at w16' (`at`), the console's rows, beside the need and under a header that says
-    the GPU's memory and what is left is for."""
+    `terse`: '1.71 GiB left at w16' (`at`; 'tight, …'), the console's rows, beside the need, under a header that says
+    it fits the GPU's memory (and a line what is left is for)."""
     left = capacity_gib * 1024 - need
     if left < 0:
         return f"does not fit ({mib_text(need)}{where})"
     tight = ", tight" if is_tight(need, capacity_gib) else ""
     if terse:
-        return f"fits{tight}: {mib_text(left)} left{at}"
+        return f"{tight.lstrip(', ')}{', ' * bool(tight)}{mib_text(left)} left{at}"
     held = mib_text(need).removesuffix(" GiB")  # '77.4 of 79.11 GiB', '450 MiB of 79.11 GiB'
     left_for = f"{mib_text(left)} left for buffers, the CUDA context and NCCL's"
     return f"fits{tight} ({held} of {capacity_gib:g} GiB{where}: {left_for})"

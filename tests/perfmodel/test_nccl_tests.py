@@ -226,12 +226,13 @@ def test_predict_cluster_prints_nccl_tests_rows_and_writes_them(tmp_path, capsys
     printed = capsys.readouterr().out
     assert code == 0
     assert "# dgx-h200: all_reduce on 2 node(s) × 8 GPUs = 16 ranks" in printed
-    assert "docs/measured/cluster-model.md): 1 node: 1 table, 14 of 14 sizes within 25 %" in printed  # how sure
+    assert "docs/measured/cluster-model.md):\n  1 node: 1 table, 14 of 14 sizes within 25 %" in printed  # how sure
     assert cli.main(["predict", "--cluster", "dgx-h100", "--nodes", "1,2", "--sizes", "1MiB"]) == 0
-    checked = next(line for line in capsys.readouterr().out.splitlines() if "against published nccl-tests" in line)
-    phrases = checked.split("cluster-model.md): ")[1].split("; ")  # one line: the node counts asked, then the others
-    assert [phrase.split()[0] for phrase in phrases[:2]] == ["1", "2"] and len(phrases) == 3
-    assert phrases[2] == "tables of 4, 8, 128 nodes too: without --nodes"
+    lines = capsys.readouterr().out.splitlines()
+    at = next(k for k, line in enumerate(lines) if "against published nccl-tests" in line)
+    phrases = lines[at + 1 : at + 4]  # a line each: the node counts asked, then the others
+    assert [phrase.split()[0] for phrase in phrases[:2]] == ["1", "2"] and not lines[at + 4].startswith("  ")
+    assert phrases[2] == "  tables of 4, 8, 128 nodes too: without --nodes"
     mine = tmp_path / "mine.toml"  # a user's own profile says it was not checked
     mine.write_text((cluster.BUILTIN_FOLDER / "dgx-h200.toml").read_text())
     assert cli.main(["predict", "--cluster", str(mine), "--nodes", "1", "--sizes", "1MiB"]) == 0
@@ -743,7 +744,7 @@ def test_a_model_whose_size_does_not_change_its_gradients_is_not_told_to_profile
     # benched small, counted with --train-wopt, as docs/your-model.md advises: once told to bench the whole model
     predict_full_size.warn_not_whole_model({"workload": spec, "size": "small"}, smaller, options={"width": 512})
     err = capsys.readouterr().err
-    assert "this profile is " in err and "the model you will train (width=512)'s are " in err
+    assert "this profile is " in err and "the model you will train's are " in err
     assert "Profile the model" not in err and "--wopt" not in err
 
 

@@ -186,7 +186,7 @@ def warn_not_whole_model(
     whole = (full_size_counts(setup, configs, options=options) or {}).get("grad_bytes")
     if whole == profile.grad_bytes or not said:
         return whole != profile.grad_bytes
-    trained = f"the model you will train ({trained_text(configs, setup, options)})" if options is not None else ""
+    trained = "the model you will train" if options is not None else ""  # its options: said with its memory, above
     full = f"; {trained or 'the full size'}'s are {mib_text(whole / 2**20)}" if whole else ""
     size = "benched" if trained else setup["size"]
     profiled = (f"this profile is {setup['workload']}'s {size} {'model' if trained else 'size'} "

@@ -42,14 +42,15 @@ def say_published_check(chosen, collective: str, *, nodes: list[int] | None) -> 
     """How far a built-in profile was from the published tables of its GPU, per node count of `nodes` (None: all)."""
     from harness.perfmodel.clusters import cluster
 
-    if checks := cluster.published_checks(chosen):  # one line: each node count asked, then the others named
+    if checks := cluster.published_checks(chosen):  # a line each node count asked, then the others named
         asked = [c for c in checks if nodes is None or c["nodes"] in nodes]
         phrases = cluster.published_check_summary(asked) or ["none at the node counts asked"]
         if others := sorted({c["nodes"] for c in checks} - {c["nodes"] for c in asked}):  # said, not listed
             phrases.append(f"tables of {', '.join(map(str, others))} nodes too: without --nodes")
-        said = "; ".join(phrases)
-        say(f"ddpbench predict: {chosen.name}'s all-reduce busbw against published nccl-tests tables (none "
-            f"fitted to; + means predicted faster; docs/measured/cluster-model.md): {said}")  # fmt: skip
+        say(f"ddpbench predict: {chosen.name}'s all-reduce busbw against published nccl-tests, none fitted to "
+            "(+: predicted faster; docs/measured/cluster-model.md):")  # fmt: skip
+        for phrase in phrases:
+            say(f"  {phrase}")
         if collective != "all_reduce":
             say(f"ddpbench predict: no published {collective} table was found: its predictions below "
                 "are unchecked, beyond sharing the all-reduce's bandwidths")  # fmt: skip
