@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from harness.commands.console import predictions
+from harness.commands.console.predict import steps
 from harness.perfmodel import choice, choice_table, memory_words, ranked, sharded
 
 GIB = 1024.0  # MiB
@@ -578,12 +579,12 @@ def test_tied_gpu_counts_say_their_published_caveats_together_once(capsys):
     their caveats are said together, as the node counts' `joint` words."""
     tied = [pd.DataFrame({"bucket_cap_mb": [1.0, 25.0], "step_ms": [10.0, 10.0], "scaling_efficiency": [1.0, 1.0],
                           "world_size": [world] * 2, "nodes": [world // 8] * 2}) for world in (16, 32)]  # fmt: skip
-    predictions.best_caps(tied, decimals=1, caveats=["at 2 nodes …", "at 2 nodes (the most checked) …"],
+    steps.best_caps(tied, decimals=1, caveats=["at 2 nodes …", "at 2 nodes (the most checked) …"],
                           joint=lambda nodes: f"joint words for nodes {nodes}")  # fmt: skip
     line = capsys.readouterr().out
     assert line.startswith("  predicted fastest cap at w16, w32: any") and line.count("\n") == 1
     assert line.rstrip().endswith("[joint words for nodes [2, 4]]") and "the most checked" not in line
-    predictions.best_caps(tied, decimals=1, caveats=["a", "b"])  # without joint words: each said, as before
+    steps.best_caps(tied, decimals=1, caveats=["a", "b"])  # without joint words: each said, as before
     assert capsys.readouterr().out.rstrip().endswith("[a; b]")
 
 

@@ -11,6 +11,7 @@ from test_predict import _PROFILE_ROWS as PROFILE  # the same five 1 MiB gradien
 
 from harness.analysis import agreement, why
 from harness.commands.console import predictions
+from harness.commands.console.predict import steps
 from harness.perfmodel import network as net
 from harness.perfmodel import predict
 from harness.perfmodel.network import Contention, Link
@@ -83,9 +84,9 @@ def test_when_every_cap_ties_the_answer_is_that_the_cap_does_not_matter(capsys):
     assert line == ("  predicted fastest cap at w2: any: every cap is within 0.5 % of the fastest (0.29 ms, scaling "
                     "efficiency 0.900); DDP's default 25 MiB is as good as any")  # fmt: skip
     without_25 = predicted([0.29, 0.2905, 0.29]).assign(bucket_cap_mb=[1.0, 5.0, 10.0])
-    predictions.best_cap(without_25, world=2, decimals=2, caveat="a CPU's compute")
+    steps.best_cap(without_25, world=2, decimals=2, caveat="a CPU's compute")
     assert capsys.readouterr().out.rstrip().endswith("; any of them will do [a CPU's compute]")
-    predictions.best_cap(predicted([0.29, 0.35, 0.30]), world=2, decimals=2)  # one ahead: by how much
+    steps.best_cap(predicted([0.29, 0.35, 0.30]), world=2, decimals=2)  # one ahead: by how much
     assert ("w2: 1 MiB (0.29 ms, scaling efficiency 0.900, 3.4% ahead of the next cap; 3.4% ahead of 25 MiB, under "
             "the 4 % the model can tell: keep 25 MiB)") in capsys.readouterr().out  # fmt: skip
 
@@ -95,7 +96,7 @@ def test_gpu_counts_where_every_cap_ties_share_one_line_with_each_ones_figures(c
     tie, lead = predicted([0.29, 0.2905, 0.29]), predicted([0.29, 0.35, 0.30])
     frames = [tie.assign(world_size=8), tie.assign(world_size=16, step_ms=[0.31, 0.3105, 0.31]),
               lead.assign(world_size=32), tie.assign(world_size=64)]  # fmt: skip
-    predictions.best_caps(frames, decimals=3, caveats=["the small size's", "", "", "at 8 nodes unchecked"])
+    steps.best_caps(frames, decimals=3, caveats=["the small size's", "", "", "at 8 nodes unchecked"])
     lines = capsys.readouterr().out.splitlines()
     assert lines == [
         "  predicted fastest cap at w8, w16: any: every cap is within 0.5 % of the fastest (0.290, 0.310 ms; "
@@ -304,7 +305,7 @@ def test_the_per_node_line_gives_the_lead_the_answer_sets_aside(capsys):
     25 MiB said nowhere on the console."""
     frame = pd.DataFrame({"bucket_cap_mb": [1.0, 5.0, 25.0], "step_ms": [10.0, 10.1, 10.2],
                           "scaling_efficiency": [0.99, 0.98, 0.97]})  # fmt: skip
-    predictions.best_cap(frame, world=8, decimals=3)
+    steps.best_cap(frame, world=8, decimals=3)
     said = capsys.readouterr().out
     assert said.startswith("  predicted fastest cap at w8: 1 MiB (10.000 ms, scaling efficiency 0.990, 1.0% ahead of")
     assert "; 2.0% ahead of 25 MiB, under the 4 % the model can tell: keep 25 MiB)" in said

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from harness.analysis import agreement, stats, why
 from harness.commands.console import bytes_text, say, say_once, warning
-from harness.commands.console.predict.steps import best_cap, best_caps  # noqa: F401  (with predict --cluster's table)
+from harness.commands.console.predict.steps import best_cap
 from harness.perfmodel import ranked
 from harness.results.values import ms_text
 

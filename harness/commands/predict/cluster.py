@@ -301,7 +301,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     before = own_source in ("left out", "not measured")  # the steps lack DDP's own cost: said, not hidden
     steps.cluster_table(chosen, rows, before_own=before)
     said = [joined(*caveat, cluster.cap_caveat(chosen, nodes)) for nodes in node_counts(args)]  # a caveat once
-    predictions.best_caps(
+    steps.best_caps(
         rows,
         decimals=3,
         caveats=said,  # each GPU count's fastest cap, where all tie one line
