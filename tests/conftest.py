@@ -86,8 +86,9 @@ def single_rank(monkeypatch):
         yield session
 
 
-# The files that take longest (pytest --durations=0 on this 2-core machine: 20-75 s each), run first. With
-# --dist loadfile a file runs whole on one worker; started last, a long one leaves the other worker idle.
+# The files that take longest (pytest --durations=0 on this 2-core machine: 20-75 s each). xdist's reorder (above)
+# sorts the files by their count of tests after this sort, so this order only breaks its ties: among files of as
+# many tests, the longest is handed out first and leaves the other worker idle for less at the end.
 LONGEST_FIRST = (
     "launch/test_faults.py", "reporter/test_browser.py", "test_end_to_end_your_model.py", "launch/test_multinode.py",
     "plugins/test_impls_contract.py", "measure/test_memory.py", "plugins/test_ddp_layout.py",
