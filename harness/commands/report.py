@@ -73,12 +73,13 @@ def _cluster_to_use(given: str | None, kept: str | None) -> tuple[str, str]:
 
 def as_predict_counts(run_dir, configs, *, cluster) -> dict:
     """What a site's what-if page takes to say what `predict --run --cluster` says of the same run: each setup's
-    memory as predict counts it, the full size's parameters under a smaller size's steps (their floors, which the
-    choice ranks by), and the step models' error on the run's own steps (which the choice weighs)."""
+    memory as predict counts it (in the dtype the cluster's GPU trains in), the full size's parameters under a smaller
+    size's steps (their floors, which the choice ranks by), and the step models' error on the run's own steps (which
+    the choice weighs)."""
     from harness.commands.predict import full_size as predict_full_size
     from harness.perfmodel.sharded import own_check
 
-    return {"memory": lambda setup: predict_full_size.memory_rows(run_dir, configs, setup),
+    return {"memory": lambda setup: predict_full_size.memory_rows(run_dir, configs, setup, gpu=cluster),
             "full_params": lambda setup, grad_bytes: predict_full_size.full_parameters(setup, configs, grad_bytes),
             "checked": lambda setup: own_check(run_dir.parent, run_dir, setup, configs=configs,
                                                cluster=cluster.name)}  # fmt: skip
@@ -136,7 +137,7 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
                        local_step_ms=args.local_step_ms, standalone=True, checked=lambda one: checked,
                        memory=lambda one: predict_full_size.memory_rows(  # as the console's
                            run_dir, configs, one, batch_size=predict_input.memory_batch(args, one),
-                           options=args.train_options),
+                           options=args.train_options, gpu=chosen),
                        full_params=lambda one, grad_bytes: predict_full_size.full_parameters(
                            one, configs, grad_bytes, options=args.train_options),
                        local_optimizer_ms=args.local_optimizer_ms, batch_size=args.batch_size,

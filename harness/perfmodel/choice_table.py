@@ -98,9 +98,8 @@ def noted_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
     rows = []
     for c in choices:
         at = state[state["world_size"] == c.world_size]
-        fp32 = "dtype" in at and len(at) > 0 and bool((at["dtype"] == "fp32").all())  # activations counted in fp32
         cells, notes = _cells(c, without.get(c.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms, batch=batch,
-                              tokens=tokens_a_step(state), fp32=fp32)  # fmt: skip
+                              tokens=tokens_a_step(state), counted_in=judged_dtype(at))  # fmt: skip
         if not c.picked and (words := batch_words(at, capacity_gib)):
             notes = [Note(words, words), *notes]
         roomy = dict(zip(at["strategy"], roomy_batch(at, capacity_gib), strict=True)) if len(at) else {}
@@ -110,10 +109,10 @@ def noted_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
 
 
 def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float, batch=None,
-           tokens: float | None = None, fp32: bool = False) -> tuple:  # fmt: skip
+           tokens: float | None = None, counted_in: str = "") -> tuple:  # fmt: skip
     if not choice.picked:  # what the run never benched may fit: what a rank of theirs holds is unmeasured
         notes = [_unbenched_note(c, faster=False) for c in choice.unbenched]
-        return (str(choice.world_size), "none modelled fits", "", "", "", ""), notes + _unfit(choice, fp32)
+        return (str(choice.world_size), "none modelled fits", "", "", "", ""), notes + _unfit(choice, counted_in)
     first = choice.fastest  # the others' lag: from its whole step
     rest = sorted((c for c in (*choice.others, *choice.maybe) if c.fits and c.step_ms is not None),
                   key=whole_step)  # fmt: skip  # its own cost in: a maybe is slower with it
@@ -124,7 +123,7 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
                         lambda v: f"{v:.3g}" if v < 1e3 else f"{v:,.0f}")
              if batch else "")  # fmt: skip  # GPU-hours: no exponent in a table read by eye
     lag = [_lag_note(rest[0], first)] if rest and rest[0].left_out_ms and rest[0] not in choice.maybe else []
-    return cells, _notes(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms, fp32=fp32) + lag
+    return cells, _notes(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms, counted_in=counted_in) + lag
 
 
 def _lag_note(c: Candidate, first: Candidate) -> Note:
@@ -140,7 +139,7 @@ def _lag_note(c: Candidate, first: Candidate) -> Note:
 
 
 def _notes(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float,
-           fp32: bool = False) -> list[Note]:  # fmt: skip
+           counted_in: str = "") -> list[Note]:  # fmt: skip
     """What the pick rests on, each a `Note`."""
     missed = f"a lead under {choice.apart:.0%} is within how far the step models missed this run's own steps"
     tie = missed if choice.apart else f"a lead under {agreement.SMALL_CAP_LEAD:.0%} is more than the model can tell"
@@ -172,18 +171,29 @@ def _notes(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
         rest = "; ".join(part for part in (shared, LOSSY if c.note.endswith(LOSSY) else "") if part)
         notes.append(Note(f"{c.strategy}: {c.note}", c.strategy, rest, f"exposed {exposed}" if exposed else ""))
     notes += [_unbenched_note(c, faster=True) for c in choice.unbenched]
-    return notes + _unfit(choice, fp32)
+    return notes + _unfit(choice, counted_in)
 
 
-def _unfit(choice: Choice, fp32: bool = False) -> list[Note]:
+def judged_dtype(at: pd.DataFrame) -> str:
+    """What the rows' activations were counted in where the fit turns on it: 'fp32', the run's (a CPU run's default:
+    a GPU trains in bf16, whose activations differ), or the dtype predict counted them in for the GPU ('bf16':
+    memory's `activation_dtype`, where not the run's); '' otherwise."""
+    if "dtype" not in at or not len(at) or not (at["dtype"] == "fp32").all():
+        return ""
+    judged = {d or "fp32" for d in at["activation_dtype"].fillna("")} if "activation_dtype" in at else {"fp32"}
+    return judged.pop() if len(judged) == 1 else ""
+
+
+def _unfit(choice: Choice, counted_in: str = "") -> list[Note]:
     """'stock, zero do not fit', where any modelled one does not; 'in fp32' where the activations were counted so
     (a CPU run's default): a GPU trains in bf16, whose activations differ (a walkthrough's 7B model read 'zero does not
-    fit' at 143 GiB from fp32's 61 GiB of activations; benched in bf16 it fit at 134 and was the pick at 8 GPUs)."""
+    fit' at 143 GiB from fp32's 61 GiB of activations; benched in bf16 it fit at 134 and was the pick at 8 GPUs);
+    'in bf16' where predict counted them so for the GPU (--dtype auto's there)."""
     unfit = sorted(c.strategy for c in (*choice.others, *choice.maybe) if not c.fits)
-    said = f"{', '.join(unfit)} do{'es' * (len(unfit) == 1)} not fit" + " in fp32" * fp32
+    said = f"{', '.join(unfit)} do{'es' * (len(unfit) == 1)} not fit" + f" in {counted_in}" * bool(counted_in)
     if not unfit:
         return []
-    if not fp32:
+    if counted_in != "fp32":
         return [Note(said, said)]
     why = "the run's dtype, its activations counted so; bf16's differ: bench --dtype bf16 to count them"
     return [Note(f"{said} ({why})", said, why)]

@@ -44,8 +44,10 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
     (the kinds' names, '' for none), floor_mb (the floor under an even split where one applies, else 0:
     _whole_parameter_floor), activation_mb (what the forward keeps for backward at the rank's batch, the same at every
     world size: the batch is per rank; NaN where the run did not count it), activation_top (who keeps the most of it;
-    '' where not counted), activation_sample_added_mb (what one more sample a rank adds to it, where counted at two
-    batches: a bf16 run's copies of its weights are kept once, whatever the batch; NaN where not), tokens_per_batch,
+    '' where not counted), activation_dtype (what it was counted in: the rows' `activation_dtype` where predict
+    counted it in the dtype a GPU trains in, else the run's), activation_sample_added_mb (what one more sample a rank
+    adds to it, where counted at two batches: a bf16 run's copies of its weights are kept once, whatever the batch;
+    NaN where not), tokens_per_batch,
     buckets_mb (`_buckets`), unsharded_mb (`_unsharded`; NaN where not recorded), optimizer_temp_mb
     (TEMPORARY_SHARE). Empty where no strategy qualifies."""
     held = [column for column in HELD if column in configs]
@@ -79,6 +81,7 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
                          "activation_mb": float("nan") if one_process and world > 1 else activations,
                          "activation_top": _first(group, "compute_activation_top" if computes_in
                                                   else "activation_top"), "computes_in": computes_in,
+                         "activation_dtype": _first(group, "activation_dtype") or _first(group, "dtype"),
                          "activation_sample_added_mb": float("nan") if computes_in or (one_process and world > 1)
                          else _activations(group, "activation_sample_added_mb"),
                          "buckets_mb": buckets,

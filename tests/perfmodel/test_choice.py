@@ -601,3 +601,7 @@ def test_what_does_not_fit_in_fp32_activations_is_said_in_fp32():
     )
     bf16 = predictions.labelled(_state(rows).assign(dtype="bf16", batch_size=1))
     assert choice_table.table_rows(bf16, frames, 80.0)[0][-1] == "stock, zero do not fit"
+    # an fp32 run's activations counted again in bf16 for a GPU that trains so (predict's trained_dtype): the dtype
+    # the fit was judged in is said, with no advice to count bf16's
+    judged = predictions.labelled(_state(rows).assign(dtype="fp32", activation_dtype="bf16", batch_size=1))
+    assert choice_table.table_rows(judged, frames, 80.0)[0][-1] == "stock, zero do not fit in bf16"

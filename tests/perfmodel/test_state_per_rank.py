@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import re
+import types
+
 import pandas as pd
 import pytest
 
-from harness.perfmodel import memory, sharded
+from harness.commands.predict import trained_dtype
+from harness.perfmodel import choice_table, memory, sharded
 from harness.perfmodel.memory_words import activation_words
 
 
@@ -391,3 +396,62 @@ def test_what_fits_says_what_it_leaves_and_a_thin_margin_is_said_tight():
     terse = memory.fit_phrase(rows[rows["strategy"] == "stock"], 79.11, terse=True)  # the console's rows: the need
     assert terse == f"tight, {memory.mib_text(left)} left"  # under a header that says it fits the GPU's memory
     assert memory.room_words(80 * gib, 79.11).startswith("does not fit (80 GiB a rank")
+
+
+def _mlp_full(**extra) -> pd.DataFrame:
+    """mlp/full (16 weights of 4096 × 4096, 1 GiB) at batch 8 in fp32, as predict re-counts a tiny run's rows."""
+    return pd.DataFrame([held(impl, world, 1024.0, 1024.0, 0.0, workload="mlp", size="full", batch_size=8,
+                              optimizer="sgd", **extra) for impl in ("stock", "zero") for world in (1, 2)])  # fmt: skip
+
+
+def test_bf16s_weight_copies_kept_once_are_said_apart_and_a_sample_compared_with_fp32s_sample():
+    """A tiny mlp run on dgx-h100 read 'in bf16 (autocast) 481 MiB at 8 samples a rank (226.38×; …)' beside fp32's
+    2.13 MiB: both the full size's at batch 8, but 480 MiB of bf16's are the copies of 15 of its 16 weights of 32 MiB
+    autocast keeps for backward (the first layer's input needs no gradient: its copy is not kept), once at any
+    batch; what a sample adds is 0.50× fp32's. The ratio of the totals said none of that."""
+    rows = _mlp_full(activation_mb=2.1254)
+    note = trained_dtype.dtype_note({"dtype": "fp32"}, rows, "mlp", {}, terse=True)
+    said = re.search(r"in bf16 \(autocast\) ([\d.]+) MiB at 8 samples a rank, ([\d.]+) MiB of it the weights' bf16 "
+                     r"copies, kept once \(each further sample ([\d.]+) MiB, ([\d.]+)× fp32's\)", note)  # fmt: skip
+    assert said, note
+    total, once, added, ratio = (float(x) for x in said.groups())
+    assert once == pytest.approx(15 * 32, rel=0.01) and total == pytest.approx(once + 8 * added, rel=0.01)
+    assert ratio == pytest.approx(0.5, abs=0.02) and added == pytest.approx(0.5 * 2.1254 / 8, rel=0.05)
+    page = trained_dtype.dtype_note({"dtype": "fp32"}, rows, "mlp", {})  # the page's: fp32's figures beside
+    assert f"against fp32's 2.13 MiB: {memory.mib_text(once)} kept once at any batch" in page
+    assert f"each further sample adds {added:.3g} MiB ({ratio:.2f}× fp32's 0.266 MiB)" in page
+
+
+def test_a_cpu_runs_fp32_activations_are_counted_again_in_the_dtype_its_gpu_trains_in(tmp_path):
+    """A walkthrough's 7B model read 'zero does not fit' at 143 of 140.4 GiB from a CPU run's fp32 activations;
+    benched in bf16, as --dtype auto trains on its H200s, zero fit at 134 GiB and was the pick. Where a CPU run left
+    --dtype auto and the cluster's GPU trains in bf16, the activations are counted again so on the meta device (at the
+    rows' batch and one more) and the fit judged on them; the state stays as held (autocast keeps it fp32)."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"device": "cpu", "config": {"dtype": "auto"}}))
+    h100 = types.SimpleNamespace(name="dgx-h100", description="DGX H100: 8× H100 SXM5")
+    v100 = types.SimpleNamespace(name="dgx1-v100", description="DGX-1: 8× V100 SXM2")
+    setup, configs = {"dtype": "fp32"}, pd.DataFrame({"device": ["cpu"]})
+    assert trained_dtype.gpu_dtype(run, configs, setup, h100) == "bf16"
+    assert trained_dtype.gpu_dtype(run, configs, setup, v100) == ""  # no bf16 peak: auto trains in fp32 there too
+    assert trained_dtype.gpu_dtype(run, configs, setup, None) == ""  # no GPU, no fit to judge
+    assert trained_dtype.gpu_dtype(run, configs.assign(device="cuda"), setup, h100) == ""  # a GPU run's own dtype
+    (run / "run.json").write_text(json.dumps({"device": "cpu", "config": {"dtype": "fp32"}}))
+    assert trained_dtype.gpu_dtype(run, configs, setup, h100) == ""  # fp32 asked for: judged so
+    rows = _mlp_full(activation_mb=2.1254, activation_top="ReLU 94%", activation_sample_added_mb=0.2657)
+    judged, note = trained_dtype.judged_in(rows, setup, "mlp", {}, "bf16", h100, terse=True)
+    assert note == ("what fits judged in bf16 (autocast), --dtype auto's on dgx-h100's GPU: activations counted so "
+                    "(fp32's, the run's: 2.13 MiB), the state as held (autocast keeps it fp32)")  # fmt: skip
+    added = judged["activation_sample_added_mb"]
+    assert (judged["activation_dtype"] == "bf16").all() and added.to_numpy() == pytest.approx(0.2657 / 2, rel=0.05)
+    assert (judged["activation_mb"] - 8 * added).to_numpy() == pytest.approx(15 * 32, rel=0.01)  # its weights' copies
+    assert judged[memory.HELD.keys()].equals(rows[memory.HELD.keys()])  # the state as the run held it
+    state = memory.state_per_rank(judged, [8]).query("world_size == 8").assign(strategy=lambda f: f["impl"])
+    assert "481 MiB of activations for backward at 8 samples a rank in bf16 (each further sample adds 0.133 MiB; " \
+           "480 MiB kept once at any batch: the weights' bf16 copies" in activation_words(state)  # fmt: skip
+    assert memory.need_mb(state).min() == pytest.approx(2048 + state["activation_mb"].iloc[0])  # the fit's, in bf16
+    fp32 = memory.state_per_rank(rows, [8]).query("world_size == 8")
+    assert choice_table.judged_dtype(state) == "bf16" and choice_table.judged_dtype(fp32) == "fp32"
+    kept, said = trained_dtype.judged_in(rows, setup, "mlp", {}, "", h100, terse=True)  # the GPU trains in fp32
+    assert kept is rows and said.startswith("activations in fp32, the run's dtype; in bf16 (autocast) 481 MiB")

@@ -17,21 +17,25 @@ from harness.config.bench import ConfigError
 
 
 def memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None = None, options: dict | None = None,
-                terse: bool = False):  # fmt: skip
-    """`_memory_rows` (and where counted in fp32, what bf16 would keep: _dtype_note), with the activations of each
+                terse: bool = False, gpu=None):  # fmt: skip
+    """`_memory_rows`, their activations counted in the dtype `gpu` (a cluster) trains in where a CPU run's fp32 is
+    not it (trained_dtype.judged_in; else, where counted in fp32, what bf16 would keep), with the activations of each
     strategy that computes in another dtype than the run's (FSDP2's param_dtype=bf16) counted in its own on the meta
     device, at the rows' size and batch (`compute_activation_mb`).
     `options`: the workload options of the model you will train (--train-wopt over the run's), where not the run's;
     `terse`: the note as the console says it (the what-if page's in full)."""
+    from harness.commands.predict.trained_dtype import gpu_dtype, judged_in
     from harness.perfmodel.memory import compute_dtype
 
     rows, note = _memory_rows(run_dir, configs, setup, batch_size=batch_size, options=options, terse=terse)
-    note = "; ".join(part for part in (note, _dtype_note(setup, rows, configs, options, terse=terse)) if part)
+    spec, trained = trained_source(configs, setup, options)
+    trained_in = gpu_dtype(run_dir, configs, setup, gpu) if len(rows) else ""
+    rows, judged = judged_in(rows, setup, spec, trained, trained_in, gpu, terse=terse)
+    note = "; ".join(part for part in (note, judged) if part)
     dtypes = rows["impl_options"].map(compute_dtype) if "impl_options" in rows else []
     if not any(dtypes):
         return rows, note
-    spec, options = trained_source(configs, setup, options)
-    counts = [_counted_in(spec, json.dumps(options, sort_keys=True), str(size), int(batch), dtype) if dtype else None
+    counts = [_counted_in(spec, json.dumps(trained, sort_keys=True), str(size), int(batch), dtype) if dtype else None
               for size, batch, dtype in zip(rows["size"], rows["batch_size"], dtypes, strict=True)]  # fmt: skip
     return rows.assign(compute_activation_mb=[(c or {}).get("activation_mb") for c in counts],
                        compute_activation_top=[(c or {}).get("activation_top") for c in counts]), note  # fmt: skip
@@ -39,67 +43,11 @@ def memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None =
 
 @functools.cache
 def _counted_in(spec: str, options: str, size: str, batch_size: int, param_dtype: str) -> dict | None:
+    from harness.commands.predict.trained_dtype import made
     from harness.measure.modelinfo import activations_computing_in
 
-    workload = _made(spec, options, size)
+    workload = made(spec, options, size)
     return activations_computing_in(workload, batch_size=batch_size, param_dtype=param_dtype) if workload else None
-
-
-def _made(spec: str, options: str, size: str):
-    """The workload `spec` at `size` with `options` (JSON), as the run built it; None where it cannot be made."""
-    import workloads
-
-    try:
-        return workloads.resolve(spec).create(size=size, options=json.loads(options))
-    except Exception:  # a workload that cannot be made at that size: nothing counted
-        return None
-
-
-def _dtype_note(setup: dict, rows, configs=None, options: dict | None = None, *, terse: bool = False) -> str:
-    """Where the activations were counted in fp32 (a CPU run's default) and a GPU trains in bf16 under autocast: the
-    same forward counted so (a CPU's fake tensors under its autocast, at the rows' size and batch and one sample
-    more), since bf16 is no fixed share of fp32's. A walkthrough planned its H100s on fp32 activations, unwarned;
-    a tester's 1.3B llama then read 'half the bytes' where bf16 keeps 8.63 GiB at one sample against fp32's 8.08:
-    RMSNorm, the residual stream, softmax and the loss stay fp32, and autocast keeps a bf16 copy of each weight it
-    casts for backward, once at any batch."""
-    from harness.perfmodel.memory import mib_text
-
-    if setup.get("dtype") != "fp32" or "activation_mb" not in rows or rows["activation_mb"].isna().all():
-        return ""
-    first = rows[rows["activation_mb"].notna()].iloc[0]
-    fp32, batch = float(first["activation_mb"]), int(first["batch_size"])
-    spec, trained = trained_source(configs, setup, options)
-    made = spec, json.dumps(trained, sort_keys=True), str(first["size"])
-    at, more = (_activation_mb(*made, b, "bf16") for b in (batch, batch + 1))
-    if at is None or more is None:
-        if terse:
-            return "activations in fp32, the run's dtype; bf16's could not be counted here: bench --dtype bf16"
-        return ("activations in fp32, the run's dtype: trained in bf16 (autocast) the count differs either way (fewer "
-                "bytes where ops run in bf16, more for the bf16 copies of the weights autocast keeps for backward) and "
-                "could not be counted here; bench --dtype bf16 to count them so")  # fmt: skip
-    added = more - at
-    once = at - added * batch  # kept once at any batch: the weights' bf16 copies
-    ratio = at / fp32 if fp32 else float("nan")
-    samples = f"{batch} sample{'s' * (batch != 1)}"
-    if terse:  # the figures a GPU in bf16 plans by; how they were counted is the what-if page's
-        return (f"activations in fp32, the run's dtype; in bf16 (autocast) {mib_text(at)} at {samples} a rank "
-                f"({ratio:.2f}×; each further sample {mib_text(added)}): bench --dtype bf16 "
-                "to count them so")  # fmt: skip
-    return (f"activations in fp32, the run's dtype: trained in bf16 (autocast) the same forward keeps {mib_text(at)} "
-            f"at {samples} a rank ({ratio:.2f}× fp32's {mib_text(fp32)}; each further sample adds {mib_text(added)}, "
-            f"and {mib_text(max(once, 0.0))} is kept once at any batch: the bf16 copies of the weights autocast keeps "
-            "for backward), counted on a CPU's fake tensors under its autocast; bench --dtype bf16 to count them "
-            "and the rest so")  # fmt: skip
-
-
-@functools.cache
-def _activation_mb(spec: str, options: str, size: str, batch_size: int, dtype: str) -> float | None:
-    """The MiB of activations the workload keeps at `batch_size` in `dtype` (modelinfo.activations_on_meta: its
-    parameters not counted again); None where it cannot be made or counted."""
-    from harness.measure.modelinfo import activations_on_meta
-
-    workload = _made(spec, options, size)
-    return activations_on_meta(workload, batch_size=batch_size, dtype=dtype)["activation_mb"] if workload else None
 
 
 def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None = None, options: dict | None = None,
@@ -149,22 +97,24 @@ def _sample_added(setup: dict, configs, batch: int, options: dict | None, full: 
     """What one more sample a rank adds to the activations `full` counted at `batch`: the count at `batch` + 1 less
     it, both on the meta device (the total over the batch is no such figure: a bf16 run keeps copies of its weights
     for backward once, at any batch); None where either could not be counted."""
+    from harness.commands.predict.trained_dtype import counted
+
     spec, options = trained_source(configs, setup, options)
-    more = _activation_mb(spec, json.dumps(options, sort_keys=True), "full", batch + 1,
-                          str(setup.get("dtype") or "fp32"))  # fmt: skip
+    more = counted(spec, json.dumps(options, sort_keys=True), "full", batch + 1, str(setup.get("dtype") or "fp32"))
     if full.get("activation_mb") is None or more is None:
         return None
-    return more - full["activation_mb"]
+    return more["activation_mb"] - full["activation_mb"]
 
 
 def said_state(run_dir: Path, configs, setup: dict, worlds: list[int], gpu, *, batch_size: int | None = None,
                options: dict | None = None):  # fmt: skip
     """The model state per rank (perfmodel.memory.state_per_rank) at the world sizes the run measured and at
-    `worlds`, of `memory_rows` (at `batch_size`, with `options`), said with what fits `gpu`; returned."""
+    `worlds`, of `memory_rows` (at `batch_size`, with `options`, in the dtype `gpu` trains in), said with what fits
+    `gpu`; returned."""
     from harness.commands.console.predict import memory
     from harness.perfmodel.memory import state_per_rank
 
-    rows, note = memory_rows(run_dir, configs, setup, batch_size=batch_size, options=options, terse=True)
+    rows, note = memory_rows(run_dir, configs, setup, batch_size=batch_size, options=options, terse=True, gpu=gpu)
     state = state_per_rank(rows, worlds)
     memory.model_state(state, worlds, gpu, size_note=note)
     if state.empty and not rows.empty:  # a one-GPU run: once no word, and no choice after it either
@@ -215,9 +165,10 @@ def full_size_counts(setup: dict, configs=None, *, batch_size: int | None = None
 
 @functools.cache
 def _counted_on_meta(spec: str, options: str, batch_size: int, dtype: str) -> dict | None:
+    from harness.commands.predict.trained_dtype import made
     from harness.measure.modelinfo import counts_on_meta
 
-    workload = _made(spec, options, "full")
+    workload = made(spec, options, "full")
     return counts_on_meta(workload, batch_size=batch_size, dtype=dtype) if workload else None
 
 
