@@ -168,8 +168,9 @@ def _rows(params, names, block_of, taken, clock) -> list[dict[str, Any]]:
 
 def record_once(cfg, *, run, device: torch.device, context: dict[str, Any], done: set[tuple]) -> None:
     """Called by the worker after each configuration at world size 1: profile each workload
-    setup once and store it with the run (results/<run_id>/gradprofile/). Never raises: the
-    profile is for the model, and must not cost the run its measurements."""
+    setup once a run and store it with the run (results/<run_id>/gradprofile/); a later launch of the
+    run (a repeat, a round of `--repeats auto`, a retry) finds its file and profiles nothing. Never
+    raises: the profile is for the model, and must not cost the run its measurements."""
     import sys
     import traceback
 
@@ -180,6 +181,10 @@ def record_once(cfg, *, run, device: torch.device, context: dict[str, Any], done
         return
     done.add(key)
     try:
+        path = model_tables.gradprofile_path(run, workload=cfg.workload, size=cfg.size, batch_size=cfg.batch_size,
+                                             dtype=cfg.dtype, optimizer=cfg.optimizer)  # fmt: skip
+        if path.is_file():  # an earlier launch of the run (a repeat, a round, a retry) profiled it: 1.2-1.7 s here
+            return
         workload = cfg.make_workload()
         if workload.unavailable_reason(device=device.type):
             return
@@ -190,8 +195,6 @@ def record_once(cfg, *, run, device: torch.device, context: dict[str, Any], done
         setup = {"run_id": context.get("run_id"), "workload": cfg.workload, "size": cfg.size,
                  "batch_size": cfg.batch_size, "dtype": cfg.dtype, "optimizer": cfg.optimizer,
                  "device": device.type, "threads_per_rank": context.get("threads_per_rank")}  # fmt: skip
-        path = model_tables.gradprofile_path(run, workload=cfg.workload, size=cfg.size, batch_size=cfg.batch_size,
-                                      dtype=cfg.dtype, optimizer=cfg.optimizer)  # fmt: skip
         model_tables.write_gradprofile(path, [{**setup, **row} for row in rows])
     except Exception:
         traceback.print_exc(file=sys.stderr)

@@ -71,6 +71,22 @@ def test_the_strategy_is_created_once_per_configuration_and_its_parity_verdict_r
     assert rows.loc["local", "parity_note"].startswith("not judged: each rank steps on its own batch")  # its why
 
 
+def test_the_gradient_profile_is_measured_once_a_run_not_again_by_a_later_launch(tmp_path, single_rank, monkeypatch):
+    """A repeat's launch at world size 1 finds the setup's profile the first launch stored, and measures none."""
+    from harness.measure import gradprofile
+
+    config = BenchConfig(gpus=1, impls=("naive",), size="tiny", steps=1, warmup=0, baseline=False, repeats=2)
+    first, second = expand(config, device="cpu")
+    measured: list[int] = []
+    real_measure = gradprofile.measure
+    monkeypatch.setattr(gradprofile, "measure", lambda *a, **kw: measured.append(1) or real_measure(*a, **kw))
+    worker.run_configurations(plan_for(tmp_path, [first]), single_rank)
+    [stored] = (tmp_path / "gradprofile").glob("*.parquet")
+    written = stored.stat().st_mtime_ns
+    worker.run_configurations(plan_for(tmp_path, [second]), single_rank)  # the next launch: a worker of its own
+    assert measured == [1] and stored.stat().st_mtime_ns == written
+
+
 def test_gloo_on_cuda_rows_say_their_completions_read_late(monkeypatch):
     """gloo completes CUDA work on the compute stream: measured, but an upper bound, and the row says so."""
     monkeypatch.setattr(torch.distributed, "get_backend", lambda *a, **k: "gloo")
