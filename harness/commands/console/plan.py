@@ -184,13 +184,13 @@ def warn_beyond_host_memory(configurations) -> None:
     (a walkthrough's 1.3B-parameter file at the default size was not warned about), and any size whose --wopt
     options may enlarge it (hf:llama tiny with hidden_size=2048 and 24 layers is 1.3B parameters, 72 GiB a rank):
     the smaller sizes, without options, are sized for the machine."""
-    from harness.measure.modelinfo import counts_on_meta
-
-    available = _available_bytes()
+    judged = [c for c in configurations if _may_be_large(c)]
+    available = _available_bytes() if judged else None
     if available is None:
         return
+    from harness.measure.modelinfo import counts_on_meta  # torch's FLOP counter: 0.5-1 s, only where a size is judged
+
     seen: set[str] = set()
-    judged = (c for c in configurations if _may_be_large(c))
     for cfg in sorted(judged, key=lambda c: -c.world_size):
         if cfg.workload in seen:
             continue  # its largest world size, the most ranks a node runs, is the one judged
