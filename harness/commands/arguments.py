@@ -149,7 +149,7 @@ COLLECTIVES_EXAMPLES = """examples:
 
 
 def add_predict_parser(commands) -> None:
-    from harness.commands.predict import cluster as predict_cluster
+    from harness.commands import predict as predict_cluster  # its defaults only: no module of predict imported
 
     predict = commands.add_parser(
         "predict",

@@ -15,13 +15,10 @@ from pathlib import Path
 from harness.commands import console
 from harness.commands.console import predictions
 from harness.commands.console.predict import answer, full_size, published, scaling, steps
+from harness.commands.predict import DEFAULT_COLLECTIVE_NODES, DEFAULT_NODES, DEFAULT_SIZES
 from harness.commands.predict import full_size as predict_full_size
 from harness.commands.predict import inputs as predict_input
 from harness.config.bench import ConfigError
-
-DEFAULT_SIZES = "1KiB:16GiB"
-DEFAULT_NODES = "1,2,4,8,16,64"
-DEFAULT_COLLECTIVE_NODES = "1,2,4"
 
 
 def wanted(args: argparse.Namespace) -> bool:
