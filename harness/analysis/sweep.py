@@ -253,9 +253,13 @@ def describe(row: pd.Series) -> str:
     )
 
 
-def write_run_recommendations(run: Path, *, confidence: float = stats.CONFIDENCE) -> pd.DataFrame:
-    """A finished run's recommendations, written next to it when it swept bucket caps (else empty)."""
-    frame = recommendations(store.read_configs(run), store.read_steps(run), confidence=confidence)
+def write_run_recommendations(
+    run: Path, *, confidence: float = stats.CONFIDENCE, configs: pd.DataFrame | None = None
+) -> pd.DataFrame:
+    """A finished run's recommendations, written next to it when it swept bucket caps (else empty); `configs`: its
+    rows where the caller has read them already."""
+    configs = store.read_configs(run) if configs is None else configs
+    frame = recommendations(configs, store.read_steps(run), confidence=confidence)
     if not frame.empty:
         store.write_recommendations(run, frame)
     return frame

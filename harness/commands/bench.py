@@ -229,12 +229,12 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         progress.close()
     shutil.rmtree(RunFolder(plan.run).cached(""), ignore_errors=True)  # the run is over: nothing reuses its cache
     confidence = decide.confidence_for(config.repeats, config.max_repeats)  # auto's looks are paid for
-    recommended = sweep.write_run_recommendations(plan.run, confidence=confidence)  # after a sweep over bucket caps
-    if not recommended.empty:
-        console.recommendations(recommended)
     from harness.results import store
 
-    configs = store.read_configs(plan.run)  # every row written, read once for all three
+    configs = store.read_configs(plan.run)  # every row written, read once for all four
+    recommended = sweep.write_run_recommendations(plan.run, confidence=confidence, configs=configs)  # a cap sweep's
+    if not recommended.empty:
+        console.recommendations(recommended)
     if config.repeats != AUTO:  # (auto said every verdict in its last round)
         found = decide.verdicts(configs, store.read_steps(plan.run), confidence=confidence)
         console.strategy_verdicts([v for v in found if v.kind == decide.STRATEGY])
