@@ -136,12 +136,13 @@ def _planned(args: argparse.Namespace, *, command: tuple[str, ...]):
     """Every flag checked and the grid expanded, nothing written: (config, device, configurations)."""
     from harness.config import bench as cfgmod
     from harness.config import grid
-    from harness.launch import launcher as launch
-    from harness.launch.torchrun import end_early
+    from harness.launch.torchrun import end_early, start_worker_early
 
     # Default: every visible GPU, or 2 simulated ranks on the CPU.
-    if cfgmod.likely_cpu(args.device):
-        launch.start_early(local_ranks=args.gpus or 2)  # the ranks' imports begin while this one checks the input
+    if cfgmod.likely_cpu(
+        args.device
+    ):  # the ranks' imports begin (or began, harness.cli) while this one checks the input
+        start_worker_early(local_ranks=args.gpus or 2)
     import impls  # its names() imports every strategy's module, and with them torch (1.1 s here)
 
     uses_cuda = args.device in ("auto", "cuda") and cfgmod.cuda_available()

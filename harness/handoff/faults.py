@@ -43,7 +43,7 @@ def error_kind(exc: BaseException) -> str:
 
 def _oom_types() -> tuple[type[BaseException], ...]:
     # torch imported here, not with the module: `bench` reaches its launcher (which reads failures) before it
-    # imports torch, so that on the CPU the ranks' imports start first (`launcher.start_early`); a rank that
+    # imports torch, so that on the CPU the ranks' imports start first (`torchrun.start_worker_early`); a rank that
     # raises one of these has torch imported already.
     import torch
 

@@ -29,12 +29,9 @@ from harness.handoff.rank_result import RankResult
 from harness.launch import earlier
 from harness.launch.diagnose import diagnose
 from harness.launch.rendezvous import Rendezvous
-from harness.launch.torchrun import LaunchEnd, launch_ranks
-from harness.launch.torchrun import start_early as start_ranks_early
+from harness.launch.torchrun import WORKER, LaunchEnd, launch_ranks
 from harness.results import layout, store
 from harness.results.layout import RunFolder
-
-WORKER = "harness.rank.worker"  # the rank side of `bench`
 
 POLL_S = 0.5
 
@@ -115,13 +112,6 @@ def create_run(
         },
     )
     return BenchRun(run_id, run, device, threads, configurations, context)
-
-
-def start_early(*, local_ranks: int) -> None:
-    """The run's zygote started before `bench` checks its input (`torchrun.start_early`), for `local_ranks` ranks a
-    node; where a strategy's extra rank changes each rank's share of the cores, the first launch replaces it."""
-    start_ranks_early(WORKER, threads=threads_per_rank(device="cpu", max_local_ranks=local_ranks,
-                                                       cpu_count=available_cpus()))  # fmt: skip
 
 
 def workload_provenance(configurations: list[Configuration]) -> dict[str, dict[str, Any]]:

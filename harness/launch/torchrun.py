@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from harness.config.bench import ConfigError
-from harness.config.ranks import FORK_RANKS, child_environment, forks_ranks
+from harness.config.ranks import FORK_RANKS, available_cpus, child_environment, forks_ranks, threads_per_rank
 from harness.handoff import liveness
 from harness.handoff.progress import read_step_progress
 from harness.launch import supervise, zygote
@@ -28,6 +28,7 @@ from harness.launch.rendezvous import Rendezvous
 from harness.launch.zygote import AGENT
 from harness.results.layout import RunFolder
 
+WORKER = "harness.rank.worker"  # the rank side of `bench`
 ONE_NODE_LAUNCH = Rendezvous()
 POLL_S = 0.1  # how often the supervisor looks at a launch: an ended launch is seen within it
 
@@ -70,6 +71,13 @@ def start_early(module: str, *, threads: int) -> None:
     imports and checks, rather than at its first launch, in the environment `launch_ranks` gives a launch with
     `threads` a rank. Bad input ends it unused; a first launch in another environment replaces it."""
     zygote.for_launch(module, child_environment(threads))
+
+
+def start_worker_early(*, local_ranks: int) -> None:
+    """`bench`'s zygote (`start_early` for its worker), for `local_ranks` ranks a node; where a strategy's extra rank
+    changes each rank's share of the cores, the first launch replaces it. Light: the command line calls it before it
+    imports the command (`harness.cli.start_ranks_early`)."""
+    start_early(WORKER, threads=threads_per_rank(device="cpu", max_local_ranks=local_ranks, cpu_count=available_cpus()))
 
 
 def end_early() -> None:

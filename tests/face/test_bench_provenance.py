@@ -128,6 +128,30 @@ def test_a_wrong_guess_of_the_cpu_ends_the_early_zygote(monkeypatch):
     assert not started[0].alive() and not zygote._running
 
 
+def test_the_command_line_starts_benchs_ranks_imports_before_the_commands_own(tmp_path):
+    """`ddpbench bench` on the CPU starts its zygote once its flags are parsed, before it imports bench's module, the
+    launcher and pandas (1.5-3 s here, which came first before); --dry-run and --resume start none from here."""
+    import subprocess
+    import sys
+
+    code = f"""
+import os, sys
+from harness import cli
+from harness.config import bench
+from harness.launch import zygote
+bench.GPU_DEVICE_NODES = ('/no/such/device',)
+def noting(self, module, env):
+    print(module, *(name in sys.modules for name in ('torch', 'pandas', 'harness.commands.bench')), flush=True)
+    os._exit(0)
+zygote.Zygote.__init__ = noting
+for extra in (['--dry-run'], ['--resume', 'nothing']):
+    cli.start_ranks_early(cli.build_parser().parse_args(['bench', *extra]))
+cli.main(['bench', '--results', {str(tmp_path)!r}, '--impls', 'naive'])
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["harness.rank.worker", "False", "False", "False"]
+
+
 def test_bench_reaches_the_ranks_early_start_without_importing_torch(tmp_path):
     """What `bench` and `collectives` run before `start_early` (their command modules, the launcher, the device check
     where no GPU driver's device file exists) imports no torch: the parent's 1.1 s of it would come before the
