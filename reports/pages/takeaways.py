@@ -11,6 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis import decide, stats
+from harness.perfmodel.memory import mib_text
 from reports.aggregate import world_label
 from reports.pages import alerts, answer
 
@@ -191,14 +192,15 @@ def memory(
 def _held_state(rows: pd.DataFrame, plan: str = "") -> str:
     """Without a GPU's figures: the model state each rank holds, smallest first, then the process's peak RSS as
     what it is. RSS is mostly the interpreter and torch (0.9-1.2 GiB a rank here), so ranking the strategies by it
-    named fsdp the largest where it holds half of stock's state."""
+    named fsdp the largest where it holds half of stock's state. Its figures in three digits (`mib_text`, as the what-if
+    page says them): whole MiB said a tiny run's fsdp and zero held '0 MiB' beside stock's '1 MiB'."""
     held = rows[rows[answer.HELD_STATE].map(lambda v: v is not None)].sort_values(answer.HELD_STATE, kind="stable")
-    parts = ", ".join(f"{r.strategy} {_mib(getattr(r, answer.HELD_STATE))}" for r in held.itertuples())
+    parts = ", ".join(f"{r.strategy} {mib_text(getattr(r, answer.HELD_STATE))}" for r in held.itertuples())
     rss = [v for v in rows["mem_peak_rss_mb"] if v is not None]
     span = f"{_mib(min(rss))}–{_mib(max(rss))}" if len(rss) > 1 else _mib(rss[0])
     world = world_label(int(rows["world_size"].iloc[0]))
     counted = [v for v in rows.get("activation_mb", []) if v is not None and v == v]
-    kept = (f"; the model's forward keeps {_mib(max(counted))} of activations for backward a rank (every strategy "
+    kept = (f"; the model's forward keeps {mib_text(max(counted))} of activations for backward a rank (every strategy "
             "alike; on a GPU add buckets and gathered parameters: a GPU run measures them)" if counted else
             " (on a GPU add activations, buckets and gathered parameters: a GPU run measures them)")  # fmt: skip
     return (f"At {world} each rank holds in parameters, gradients and optimizer state: {parts}{kept}. Each "

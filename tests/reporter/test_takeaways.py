@@ -93,9 +93,18 @@ def test_without_a_gpu_memory_ranks_the_model_state_each_rank_holds_not_the_proc
     )
     counted = takeaways.memory(sharded.assign(activation_mb=12.4), workload="mlp")
     assert (
-        "stock 360 MiB, local 360 MiB; the model's forward keeps 12 MiB of activations for backward a rank (every "
+        "stock 360 MiB, local 360 MiB; the model's forward keeps 12.4 MiB of activations for backward a rank (every "
         "strategy alike; on a GPU add buckets and gathered parameters: a GPU run measures them). Each"
     ) in counted
+    # A tiny model's state in three digits: whole MiB said fsdp and zero held '0 MiB' beside stock's '1 MiB'.
+    tiny = sharded.assign(
+        held_param_mb=sharded["held_param_mb"] / 700,
+        held_grad_mb=sharded["held_grad_mb"] / 700,
+        held_optimizer_state_mb=sharded["held_optimizer_state_mb"] / 700,
+        activation_mb=0.4,
+    )
+    assert ("naive 0.257 MiB, bucketed 0.514 MiB, stock 0.514 MiB, local 0.514 MiB; the model's forward keeps "
+            "0.4 MiB of activations") in takeaways.memory(tiny, workload="mlp")  # fmt: skip
     gpu = sharded.assign(mem_peak_nvml_mb=sharded["mem_peak_rss_mb"])  # a GPU's peak is ranked as measured
     assert "the largest peak GPU memory (NVML) is naive's" in takeaways.memory(gpu, workload="mlp")
     assert "(500 MiB). The largest is 1% of the GPU's 140.39 GiB." in takeaways.memory(gpu, workload="mlp",
