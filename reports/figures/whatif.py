@@ -15,8 +15,10 @@ def _gpu_axis(rows: pd.DataFrame) -> dict:
     return {"title": "GPUs (log)", "type": "log", "tickvals": ticks, "ticktext": [str(t) for t in ticks]}
 
 
-def step_vs_gpus(rows: pd.DataFrame, *, cluster: str) -> go.Figure:
-    """Predicted step time against GPUs, one line per bucket cap (lower is better)."""
+def step_vs_gpus(rows: pd.DataFrame, *, cluster: str, profiled: str = "") -> go.Figure:
+    """Predicted step time against GPUs, one line per bucket cap (lower is better). `profiled`: whose gradients the
+    rows bucket where they are not the model to train's ("the tiny size's"), said in the title: a tiny profile's
+    flat lines, titled as the cluster's step per cap, read as the cap not mattering for the model to train."""
     figure = new_figure()
     for i, (cap, group) in enumerate(rows.groupby("bucket_cap_mb")):
         group = group.sort_values("world_size")
@@ -28,7 +30,10 @@ def step_vs_gpus(rows: pd.DataFrame, *, cluster: str) -> go.Figure:
             "%{customdata[1]:.3f} ms<extra>cap %{fullData.name}</extra>",
         ))  # fmt: skip
     # From zero: a 0.3 % rise over 1,024 GPUs drawn on a 46.78–46.92 ms axis looked like a wall.
-    return styled(figure, title=f"Predicted step time on {cluster}, per bucket cap (lower is better)",
+    title = f"Predicted step time on {cluster}, per bucket cap (lower is better)"
+    if profiled:  # shorter, so that the title clears the figure's toolbar
+        title = f"Predicted step on {cluster} per bucket cap, {profiled} gradients (not the model to train's)"
+    return styled(figure, title=title,
                   xaxis=_gpu_axis(rows), yaxis={"title": "step ms (predicted)", "rangemode": "tozero"})  # fmt: skip
 
 

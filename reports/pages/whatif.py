@@ -175,7 +175,8 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                                  rows=counted[setup][0] if setup in counted else None, checked=sure),
                   wm.how_sure(sure),
                   _calibration_note(group.iloc[0], meta),
-                  figs.add(figures.step_vs_gpus(group, cluster=cluster.name), CAPTIONS["whatif_caps"]),
+                  figs.add(figures.step_vs_gpus(group, cluster=cluster.name, profiled=_profiled(group)),
+                           CAPTIONS["whatif_caps"]),
                   figs.add(figures.strategies_vs_gpus(best, cluster=cluster.name), CAPTIONS["whatif_strategies"]),
                   figs.add(figures.efficiency_vs_gpus(best, cluster=cluster.name), CAPTIONS["whatif_efficiency"]),
                   _best_table(best), _floors_why(group)]  # fmt: skip
@@ -208,6 +209,11 @@ def _answer(best: pd.DataFrame, cluster: Cluster, trained: str = "") -> str:
             f'<p class="headline"><b>{profiled[0].upper() + profiled[1:]} profile</b> ({last["grad_mb"]:.4g} MiB of '
             f"gradients, the run's), <b>best cap for DDP</b> {said} Its cap is of its own buckets, not of the model "
             "to train.</p>")  # fmt: skip
+
+
+def _profiled(group: pd.DataFrame) -> str:
+    """Whose gradients a setup's predictions bucket where the model to train is another ("the tiny size's"), else ""."""
+    return wm.size_words(group["size"].iloc[0]) if wm.has_floors(group) else ""
 
 
 def _caps_by_size(best: pd.DataFrame) -> str:

@@ -212,6 +212,9 @@ def test_the_what_if_step_axis_starts_at_zero_so_a_small_rise_looks_small():
                          "step_ms": [46.78, 46.92, 46.78, 46.92], "exposed_comm_ms": [0.0, 0.16] * 2})  # fmt: skip
     figure = whatiffigures.step_vs_gpus(rows, cluster="dgx-h100")
     assert figure.layout.yaxis.rangemode == "tozero"
+    assert figure.layout.title.text == "Predicted step time on dgx-h100, per bucket cap (lower is better)"
+    smaller = whatiffigures.step_vs_gpus(rows, cluster="dgx-h100", profiled="the tiny size's").layout.title.text
+    assert smaller == "Predicted step on dgx-h100 per bucket cap, the tiny size's gradients (not the model to train's)"
 
 
 def test_a_step_of_many_collectives_is_one_row_each_at_its_own_time():
