@@ -123,6 +123,9 @@ def test_communication_figures_say_they_are_means_per_step():
     }]))  # fmt: skip
     figure = stepfigures.exposed_communication(configs, workload="mlp")
     assert figure.layout.annotations[0].text.startswith("mean per step (ms)")
+    assert list(figure.data[2].text) == ["77%"]  # the share written on its bar
+    none_hidden = stepfigures.exposed_communication(configs.assign(overlap_efficiency=0.0), workload="mlp")
+    assert list(none_hidden.data[2].text) == ["0%"]  # a bar of no height still says its figure: no empty panel
     assert "(mean per step)" in figure.data[0].hovertemplate and "(mean per step)" in figure.data[1].hovertemplate
     phases = pd.DataFrame([{"config_id": "c", "rank": 0, "step_ms": 4.0, "forward_ms": 1.0, "backward_ms": 1.0,
                             "exposed_comm_ms": 1.0, "sync_ms": 0.5, "optimizer_ms": 0.5}])  # fmt: skip
