@@ -20,7 +20,7 @@ from harness.perfmodel.clusters.cluster import (
     published_check_summary,
     published_checks,
 )
-from harness.perfmodel.memory import fit_words, mib_text, need_mb, room_words, state_per_rank
+from harness.perfmodel.memory import fit_words, mib_text, need_mb, room_words, state_per_rank, unrecorded
 from harness.perfmodel.memory_words import activation_words
 from harness.perfmodel.predict import of_setup
 from harness.perfmodel.sharded import OwnCheck, optimizer_break_even, optimizer_share_caveat, unborne_words
@@ -153,9 +153,16 @@ def _with_activations(most: pd.DataFrame, world: int) -> str:
 def _fits(group: pd.DataFrame, cluster: Cluster, worlds: list[int]) -> str:
     """' In a GPU of 80 GiB (dgx-h100), before …: stock fits (…); fsdp fits from w64 (…).' where the profile gives
     its GPUs' memory and the run counted activations (memory.fit_words); '' else."""
-    words = fit_words(group[group["world_size"].isin(worlds)], cluster.gpu_memory_gib)
+    shown = group[group["world_size"].isin(worlds)]
+    words = fit_words(shown, cluster.gpu_memory_gib)
     if not words:
         return ""
+    counted = shown[shown["activation_mb"].notna()]
+    if _first_fit(group, cluster, worlds[0]) and (need_mb(counted) <= cluster.gpu_memory_gib * 1024).all():
+        # Each fit said again, its figures the opening's (a rank needs most at the fewest GPUs): the paragraph said
+        # every strategy's room twice (a team lead's reading, gpt2 on dgx-h100). Once, with what was not recorded.
+        words = "; ".join(filter(None, [f"every strategy fits at every GPU count to {worlds[-1]}, needing most at "
+                                        f"{worlds[0]} (above)", unrecorded(counted)]))  # fmt: skip
     counted = (
         "at the step's peak with the gradient buckets, FSDP's unsharded parameters and gradients, a GPU's "
         "optimizer temporaries and PowerSGD's error feedback and bucket copies"
