@@ -140,6 +140,14 @@ def verdicts(
     return [*_cap_verdicts(ok, steps, confidence, max_repeats), *_strategy_verdicts(ok, confidence, max_repeats)]
 
 
+def strategy_verdicts(configs: pd.DataFrame, *, confidence: float) -> list[Verdict]:
+    """The strategy verdicts alone (no steps needed): what the run page and the index say of a strategy against
+    the reference is these, the console's own, so that no two outputs of one run disagree on a verdict."""
+    ok = configs[configs["status"] == "ok"] if not configs.empty else configs
+    ok = ok.assign(**{key: None for key in SETUP_KEYS if key not in ok})  # rows of an older schema
+    return [] if ok.empty else _strategy_verdicts(ok, confidence, None)
+
+
 def open_config_ids(found: list[Verdict]) -> set[str]:
     """The configurations (every repeat of each) that an open verdict not given up rests on: what runs again."""
     return {config_id for v in found if not v.decided and not v.given_up for config_id in v.config_ids}

@@ -32,6 +32,7 @@ from reports.pages.evidence import (
     STAND_IN,
     TOO_FEW,
     bucket_layouts,
+    caps_of_one_sweep,
     evidence,
     interval_text,
     inverted,
@@ -124,7 +125,7 @@ def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
         "options": options_of(first["impl_options"]), "bucket_cap_mb": value(first, "bucket_cap_mb"),
         "first_bucket_cap_mb": value(first, "first_bucket_cap_mb"),
         "step_ms": stats.geometric_mean(medians), "repeat_ms": medians, "repeats": len(medians),
-        "repeat_ids": repeat_ids(group),
+        "repeat_ids": repeat_ids(group), "config_ids": frozenset(group.get("config_id", ())),  # decide's
         "bucket_layouts": bucket_layouts(group),
         "cv": float(np.median(known_cvs)) if known_cvs else None, "noise": alerts.rows_noise_note(group),
         # Judged on one repeat of a configuration (the others' rows say which): ok where what was judged passed.
@@ -303,6 +304,12 @@ def lead(group: pd.DataFrame) -> tuple[str, str]:
     else:
         words = (f" leads ({at}); too few repeats to tell it from {runner_name}, the next: so far "
                  f"{decide.versus(own['times'], decide.step_of(runner_name), interval=too_few_text(own))}")  # fmt: skip
+        if (
+            reference is not None
+            and runner["strategy"] != reference["strategy"]
+            and not caps_of_one_sweep(best, runner)
+        ):
+            words += f" (a lead the run does not decide: its verdicts hold each strategy against {_name(reference)})"
     if reference is not None and reference["strategy"] not in (best["strategy"], runner["strategy"]):
         words += ", and " + versus_stock(best, reference)
     return best["strategy"], words
@@ -313,7 +320,8 @@ def _name(row: pd.Series | None) -> str | None:
 
 
 def versus_stock(best: pd.Series, reference: pd.Series) -> str:
-    """ "0.61× stock's step (1.63× faster; 95% interval 0.48–0.83)", with 'no 5% change shown', or 'too few repeats
+    """ "faster than stock: 0.61× stock's step (1.63× faster; 95% interval 0.48–0.83)" (the run's verdict, as the
+    console says it), '… , no 5% change shown', or 'too few repeats
     to tell it from stock: so far …'. `best` ranks above the reference: its step over stock's (decide.versus)."""
     proof = evidence(best, reference)
     name = reference_name(reference)
@@ -326,8 +334,8 @@ def versus_stock(best: pd.Series, reference: pd.Series) -> str:
         )
     said = decide.versus(
         own["times"], decide.step_of(name), interval=interval_text(own) if own["low"] is not None else ""
-    )
-    return said + (f", {NO_CHANGE_SHOWN}" if proof["judged"] == NOT_SIGNIFICANT else "")
+    )  # significant: the run's own verdict (decide's, by the same test), 'faster', in its words
+    return (said + f", {NO_CHANGE_SHOWN}") if proof["judged"] == NOT_SIGNIFICANT else f"faster than {name}: {said}"
 
 
 def lead_caveat(group: pd.DataFrame) -> str:

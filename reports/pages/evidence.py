@@ -48,12 +48,12 @@ def evidence(fast: pd.Series, slow: pd.Series) -> dict:
     the answer and the cap table agree."""
     confidence = float(fast.get("confidence", stats.CONFIDENCE))
     judge = {"threshold": stats.DEFAULT_THRESHOLD, "confidence": confidence}
-    if _caps_of_one_sweep(fast, slow) and _one_layout(fast, slow):  # as the sweep calls it: one measurement
+    if caps_of_one_sweep(fast, slow) and _one_layout(fast, slow):  # as the sweep calls it: one measurement
         return {"times": stats.geometric_mean(slow["repeat_ms"]) / stats.geometric_mean(fast["repeat_ms"]),
                 "low": None, "high": None, "judged": NOT_SIGNIFICANT, "confidence": confidence,
                 "repeats": min(len(fast["repeat_ms"]), len(slow["repeat_ms"])), "needed": None,
                 "same_buckets": True}  # fmt: skip
-    if _caps_of_one_sweep(fast, slow):
+    if caps_of_one_sweep(fast, slow):
         aligned = stats.same_launches(fast["repeat_ids"], slow["repeat_ids"])
         judged = sweep.cap_pair_verdict(fast["repeat_ms"], slow["repeat_ms"], aligned=aligned, **judge)
     else:
@@ -83,7 +83,7 @@ def bucket_layouts(group: pd.DataFrame) -> frozenset | None:
     return sweep.bucket_layouts(group["bucket_sizes_mb"]) if "bucket_sizes_mb" in group else None
 
 
-def _caps_of_one_sweep(one: pd.Series, other: pd.Series) -> bool:
+def caps_of_one_sweep(one: pd.Series, other: pd.Series) -> bool:
     """Whether two answer rows are two caps of one strategy with its other options alike (a cap sweep's pair)."""
     if one.get("repeat_ids") is None or other.get("repeat_ids") is None:
         return False

@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import compare as comparing
+from harness.analysis import decide
 from harness.perfmodel import network
 from reports import aggregate
 from reports.aggregate import machine_summary
@@ -31,8 +32,9 @@ def joined(values: Any) -> str:
 def run_headline(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> str:
     """Per workload, the fastest communicating strategy at the largest world size: 'mlp/small fp32 sgd: at 2 ranks,
     bucketed bucket_cap_mb=25 2.46 ms', with the answer's doubt where the repeats do not back the winner
-    ('… 2.46 ms (leads; no 5% change shown)', answer.lead_caveat)."""
+    ('… 2.46 ms (leads; no 5% change shown)', lead_words)."""
     lines = []
+    found = decide.strategy_verdicts(configs, confidence=answer.run_confidence(meta or {}))  # the console's own
     for workload in dict.fromkeys(configs.loc[configs["status"] == "ok", "workload"]) if not configs.empty else []:
         frame = answer.ranked(configs, workload=workload, confidence=answer.run_confidence(meta or {}))
         if frame.empty:
@@ -47,12 +49,35 @@ def run_headline(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> s
             lines.append(where + "only the no-communication floor")
             continue
         best = contenders.iloc[0]
-        caveat = answer.lead_caveat(frame[frame["world_size"] == world])
-        said = [caveat] if caveat else ["fastest"] if len(contenders) > 1 else []  # as the header promises
+        said = lead_words(frame[frame["world_size"] == world], found)
         said += ["one rank: nothing communicated, only each strategy's own cost"] if world == 1 else []
         lines.append(where + f"<b>{esc(best['strategy'])}</b> {answer.milliseconds(best['step_ms'])}"
                      + (f" ({esc('; '.join(said))})" if said else ""))  # fmt: skip
     return "<br>".join(lines) or "nothing measured"
+
+
+def lead_words(group: pd.DataFrame, found: list[decide.Verdict]) -> list[str]:
+    """What the repeats say of the leader (answer.lead_caveat: against the next, as the run page's headline judges
+    it): ['fastest'], ['leads; too few repeats'], …; where the next is not the reference, it is named, and the run's
+    own verdict of the leader against the reference follows in the console's words ('vs stock: faster, at 0.61×
+    stock's step (1.64× faster)'): the verdict --repeats auto decided, which the lead over the next is not."""
+    contenders = group[~group["is_floor"]]
+    if len(contenders) < 2:
+        return []
+    caveat = answer.lead_caveat(group) or "fastest"  # as the header promises
+    best, runner, reference = contenders.iloc[0], contenders.iloc[1], answer.reference_row(group)
+    mine = _verdict_of(best, found) if reference is not None and best["strategy"] != reference["strategy"] else None
+    if mine is None or runner["strategy"] == reference["strategy"]:  # the next is the reference: that very verdict
+        return [caveat]
+    if caveat in (f"leads; {answer.NO_CHANGE_SHOWN}", "leads; too few repeats"):
+        caveat = f"{caveat} {'from' if 'shown' in caveat else 'to tell it from'} {runner['strategy']}, the next"
+    return [caveat, f"vs {mine.subject.rsplit(' vs ', 1)[-1]}: {mine.word}"]
+
+
+def _verdict_of(row: pd.Series, found: list[decide.Verdict]) -> decide.Verdict | None:
+    """The run's verdict of a strategy (not the reference) against the reference: the one resting on its rows."""
+    ids = row.get("config_ids") or frozenset()
+    return next((v for v in found if v.kind == decide.STRATEGY and ids and ids <= v.config_ids), None)
 
 
 def _first(rows: pd.DataFrame, column: str):

@@ -69,9 +69,9 @@ def test_a_winner_backed_by_its_repeats_is_fastest_with_the_interval():
         "At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads (80.99 ms); too few repeats to tell it from "
         f"bucketed bucket_cap_mb=1, the next: so far {1 / judged['ratio']:.2f}× the step of bucketed bucket_cap_mb=1 "
         f"({judged['ratio']:.2f}× faster; 95% interval {ratio_number(1 / judged['high']).replace('<', '&lt;')}–"
-        f"{ratio_number(1 / judged['low'])}; have 2 repeats, need about 416), and 0.80× stock&#x27;s step (1.25× "
-        f"faster; {evidence.interval_text(evidence.inverted(evidence.evidence(group.iloc[0], group.iloc[2])))}); "
-        "parity ok."
+        f"{ratio_number(1 / judged['low'])}; have 2 repeats, need about 416), and faster than stock: "
+        "0.80× stock&#x27;s step (1.25× faster; "
+        f"{evidence.interval_text(evidence.inverted(evidence.evidence(group.iloc[0], group.iloc[2])))}); parity ok."
     )
     against_stock = stats.ratio_interval([80.0, 82.0], [100.0, 102.0])
     assert against_stock["low"] > 1  # stock's interval excludes 1: a plain "faster than stock"
@@ -108,7 +108,8 @@ def test_one_repeat_a_side_is_too_few_to_tell_never_a_bare_winner():
     assert "leads (80.00 ms); too few repeats to tell it from naive, the next: so far 0.89× naive&#x27;s step" in line
     assert ("too few repeats to tell it from stock: so far 0.80× stock&#x27;s step (1.25× faster; --repeats 2 or more; "
             "have 1, need about 2)") in line  # fmt: skip
-    assert pages.run_headline(single).endswith("80.00 ms (leads; too few repeats)")
+    assert pages.run_headline(single).endswith("80.00 ms (leads; too few repeats to tell it from naive, the next; vs "
+                                               "stock: too few repeats to tell)")  # fmt: skip
     setup = single.assign(dtype="fp32", optimizer="adam")  # the index names what a run's memory answer rests on
     assert pages.run_headline(setup).startswith("mlp/tiny fp32 adam, 2 ranks: <b>bucketed</b>")
     assert ratio_number(0.004) == "<0.01" and ratio_number(927.1) == "927"
@@ -397,3 +398,28 @@ def test_the_answer_opens_at_the_largest_world_size():
     page = answer.answer_section(RunData(meta={}, configs=both, ranks=pd.DataFrame(), phases=pd.DataFrame(),
                                          boxes=pd.DataFrame(), series=pd.DataFrame()), ["mlp"])  # fmt: skip
     assert "At 2 ranks:" in page and page.index("At 2 ranks:") < page.index("At 1 rank:")
+
+
+def test_the_index_and_the_run_page_say_the_verdict_the_console_said():
+    """A walkthrough's console said 'fsdp vs stock: faster, at 0.61×' after 2 repeats and the index 'leads; too few
+    repeats': the index judged fsdp against the next (zero), a pair no verdict of the run is about, and said not
+    which. It now names the next and gives the run's own verdict against stock, in the console's words."""
+    from harness.analysis import decide
+
+    rows = run(repeats("local", [0.5, 0.5]), repeats("stock", [2.00, 2.02]), repeats("fsdp", [1.22, 1.23]),
+               repeats("zero", [1.26, 1.30]))  # fmt: skip
+    meta = {"config": {"repeats": "auto", "max_repeats": 20}}
+    found = decide.strategy_verdicts(rows, confidence=decide.look_confidence(20))  # the console's, less the caps
+    said = {v.subject: v for v in found}
+    fsdp, zero = said["w2 mlp/tiny fsdp vs stock"], said["w2 mlp/tiny zero vs stock"]
+    assert fsdp.decided and fsdp.word.startswith("faster, at 0.61×") and not zero.decided  # what the console says
+    cell = html.unescape(pages.run_headline(rows, meta))
+    assert cell.endswith(f"fsdp</b> 1.22 ms (leads; too few repeats to tell it from zero, the next; vs stock: "
+                         f"{fsdp.word})")  # fmt: skip
+    headline = html.unescape(
+        answer.headline(answer.ranked(rows, workload="mlp", confidence=answer.run_confidence(meta)))
+    )
+    assert "too few repeats to tell it from zero" in headline and "a lead the run does not decide" in headline
+    assert "and faster than stock: 0.61× stock's step (1.64× faster; 99.5% interval" in headline
+    two = run(repeats("stock", [2.00, 2.02]), repeats("fsdp", [1.22, 1.23]))  # the next is stock: that very verdict
+    assert pages.run_headline(two, meta).endswith("1.22 ms (fastest)")
