@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.commands import console
+from harness.commands.console import rounds
 from harness.commands.console.plan import say_plan
 from harness.commands.resume import record_session, resume
 from harness.config.bench import BenchConfig, ConfigError, check_results_folder
@@ -222,7 +223,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
             launch.run_groups(config, plan, on_written=progress.written, on_tick=progress.tick)
             repeats.until_decided(config, plan, began=began, launched=launched, done=done, on_written=progress.written,
                                   on_tick=progress.tick,
-                                  on_round=functools.partial(_round, progress, config, plan))  # fmt: skip
+                                  on_round=functools.partial(rounds.on_round, progress, config, plan))  # fmt: skip
     except BaseException as stop:
         progress.close()
         return _ended_early(plan, stop, stops.received, began=began, progress=progress)
@@ -243,14 +244,6 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     console.drifting(_drift_lines(configs))
     failed_parity = int((~configs["parity_ok"].fillna(True).astype(bool)).sum()) if "parity_ok" in configs else 0
     return _summarize(plan, time.monotonic() - began, parity_failed=failed_parity)
-
-
-def _round(progress: console.Progress, config: BenchConfig, plan, standing, more: list) -> None:
-    progress.extend(more)
-    console.verdict_round(standing, more, decided_before=progress.decided)
-    progress.decided = {v.subject for v in standing.verdicts if v.decided}
-    if not more:  # the last word: how the open ones would be decided
-        console.to_decide(standing, run_id=plan.run_id, results=plan.run.parent, max_repeats=config.max_repeats)
 
 
 def _drift_lines(configs) -> list[str]:

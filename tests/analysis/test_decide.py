@@ -3,6 +3,7 @@ after a round."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import pandas as pd
@@ -10,7 +11,7 @@ from test_sweep import sweep_rows
 
 from harness.analysis import decide, stats, sweep
 from harness.commands import console
-from harness.commands.console import invoked
+from harness.commands.console import invoked, rounds
 from harness.launch.repeats import Decided
 
 CONFIDENCE = decide.look_confidence(decide.DEFAULT_MAX_REPEATS)
@@ -81,14 +82,14 @@ def test_the_console_says_how_many_are_decided_what_runs_next_and_what_stayed_op
     found = decide.verdicts(configs, steps, confidence=CONFIDENCE)
     out = io.StringIO()
     monkeypatch.setattr(console, "say", lambda line: out.write(line + "\n"))
-    console.verdict_round(Decided(found, 2, 75.0), next_round=[object(), object()])
-    console.verdict_round(Decided(found, 20, None, stopped_by="max-repeats"), next_round=[])
-    console.verdict_round(Decided(found, 2, 75.0, budget_left_s=30.0), next_round=[object()])  # the budget ends first
+    rounds.verdict_round(Decided(found, 2, 75.0), next_round=[object(), object()])
+    rounds.verdict_round(Decided(found, 20, None, stopped_by="max-repeats"), next_round=[])
+    rounds.verdict_round(Decided(found, 2, 75.0, budget_left_s=30.0), next_round=[object()])  # the budget ends first
     said = out.getvalue().splitlines()
-    assert said[0] == ("ddpbench: repeats auto: 0 of 1 verdicts decided after 2 repeat(s); 2 more configuration "
-                       "run(s) for the 1 open; about 75 s to decide the rest at the spread seen so far (from 2 "
-                       "repeats: a rough guide)")  # fmt: skip
-    assert said[-1].endswith("at the spread seen so far (from 2 repeats: a rough guide), more than the 30 s left of "
+    assert said[0] == ("ddpbench: repeats auto after 2 repeat(s): none decided this round; 1 of 1 open: 2 more "
+                       "configuration run(s), about 75 s to decide them at the spread seen (a rough guide from 2 "
+                       "repeats)")  # fmt: skip
+    assert said[-1].endswith("at the spread seen (a rough guide from 2 repeats), more than the 30 s left of "
                              "--budget")  # fmt: skip
     said = said[:-1]
     assert said[1] == ("ddpbench: repeats auto: 0 of 1 verdicts decided after 20 repeat(s); 1 left open "
@@ -99,11 +100,55 @@ def test_the_console_says_how_many_are_decided_what_runs_next_and_what_stayed_op
     assert said[2].startswith(f"  w2 gpt2/tiny stock: open after 2 repeats (so far fastest 1 MiB; {versus}; need about")
     plain, plain_steps = rows({1.0: 150.0, 25.0: 100.0}, repeats=3)
     out.truncate(0), out.seek(0)
-    console.verdict_round(Decided(decide.verdicts(plain, plain_steps, confidence=CONFIDENCE), 3, None), next_round=[])
+    rounds.verdict_round(Decided(decide.verdicts(plain, plain_steps, confidence=CONFIDENCE), 3, None), next_round=[])
     assert out.getvalue().splitlines() == [
         "ddpbench: repeats auto: 1 of 1 verdicts decided after 3 repeat(s): every verdict decided:",
         "  w2 gpt2/tiny stock: use bucket_cap_mb=25",
     ]
+
+
+class Bar:
+    """console.Progress on a terminal, as console.rounds sees it: what it shows in place."""
+
+    on_terminal = True
+
+    def __init__(self):
+        self.shown: list[str] = []
+
+    def show_standing(self, text: str) -> None:
+        self.shown.append(text)
+
+
+def test_each_round_says_what_changed_once_and_a_terminal_shows_the_rest_in_place(monkeypatch):
+    """A cap sweep once printed 'repeats auto: 0 of 1 verdicts decided after N repeat(s)' five times, near word for
+    word. A round now leads with what changed; a decided verdict is named in the round that decided it, not again;
+    on a terminal a round that changed nothing is no line, its standing shown in place."""
+    cap = decide.Verdict(decide.CAP, "w2 mlp/tiny stock", "too few repeats to tell", False, 2, 9, frozenset({"a"}))
+    ratio = decide.Verdict(decide.STRATEGY, "w2 mlp/tiny fsdp vs stock", "too few repeats to tell", False, 2, 5,
+                           frozenset({"b"}))  # fmt: skip
+    fsdp = dataclasses.replace(ratio, word="slower, at 6.45× stock's step", decided=True)
+    looks = [([cap, ratio], 2, 80.0), ([cap, ratio], 3, 60.0), ([cap, fsdp], 4, 40.0), ([cap, fsdp], 5, 20.0)]
+    for progress in (None, Bar()):
+        out = io.StringIO()
+        monkeypatch.setattr(console, "say", lambda line, out=out: out.write(line + "\n"))
+        decided: set[str] = set()
+        for found, repeats, eta in looks:
+            rounds.verdict_round(Decided(found, repeats, eta), next_round=[object()] * 3, decided_before=decided,
+                                 progress=progress)  # fmt: skip
+            decided = {v.subject for v in found if v.decided}
+        said = out.getvalue().splitlines()
+        decided_line = ("ddpbench: repeats auto after 4 repeat(s): decided w2 mlp/tiny fsdp vs stock (slower); 1 of 2 "
+                        "open: 3 more configuration run(s), about 40 s to decide them at the spread seen (a rough "
+                        "guide from 4 repeats)")  # fmt: skip
+        if progress is None:  # a log: a line a round, none alike, the decision said once
+            assert len(said) == 4 and len(set(said)) == 4 and said[2] == decided_line
+            assert said[1].startswith("ddpbench: repeats auto after 3 repeat(s): none decided this round; 2 of 2 open")
+            assert sum("fsdp" in line for line in said) == 1
+        else:  # a terminal: only the round that decided something is a line; the bar shows every round's standing
+            assert said == [decided_line]
+            assert progress.shown[0] == ("2 of 2 open: 3 more configuration run(s), about 80 s to decide them at the "
+                                         "spread seen (a rough guide from 2 repeats)")  # fmt: skip
+            assert len(progress.shown) == 4 and progress.shown[-1].startswith("1 of 2 open: 3 more")
 
 
 def test_a_ratio_is_out_of_reach_only_from_8_repeats_when_no_repeats_up_to_the_maximum_could_decide_it():
@@ -131,14 +176,15 @@ def test_a_verdict_given_up_runs_no_more_and_says_why(monkeypatch):
                                "--max-repeats at this spread, so given up)")  # fmt: skip
     out = io.StringIO()
     monkeypatch.setattr(console, "say", lambda line: out.write(line + "\n"))
-    console.verdict_round(Decided([hopeless], 8, None, stopped_by="out of reach"), next_round=[])
+    rounds.verdict_round(Decided([hopeless], 8, None, stopped_by="out of reach"), next_round=[])
     first = out.getvalue().splitlines()[0]
     assert first == ("ddpbench: repeats auto: 0 of 1 verdicts decided after 8 repeat(s); "
                      "1 left open (out of reach within --max-repeats). Every verdict:")  # fmt: skip
     out.truncate(0), out.seek(0)  # one given up while another runs on: the count of open ones runs says so
-    console.verdict_round(Decided([hopeless, still], 8, None), next_round=[object()])
-    assert out.getvalue().splitlines()[0].endswith("1 more configuration run(s) for the 1 open, 1 given up as out "
-                                                   "of reach")  # fmt: skip
+    rounds.verdict_round(Decided([hopeless, still], 8, None), next_round=[object()])
+    assert out.getvalue().splitlines()[0] == ("ddpbench: repeats auto after 8 repeat(s): given up as out of reach "
+                                              "within --max-repeats: w2 mlp/small stock; 1 of 2 open, 1 given up: 1 "
+                                              "more configuration run(s)")  # fmt: skip
 
 
 def test_the_last_word_on_open_verdicts_says_what_would_decide_them(monkeypatch):
@@ -150,7 +196,7 @@ def test_the_last_word_on_open_verdicts_says_what_would_decide_them(monkeypatch)
     out = io.StringIO()
     monkeypatch.setattr(console, "say", lambda line: out.write(line + "\n"))
     monkeypatch.setattr(invoked, "ddpbench_command", lambda: "ddpbench")  # as the console script was called
-    console.to_decide(Decided([hopeless, short], 20, None, stopped_by="max-repeats", beyond_s=1500.0), run_id="r1",
+    rounds.to_decide(Decided([hopeless, short], 20, None, stopped_by="max-repeats", beyond_s=1500.0), run_id="r1",
                       results="res", max_repeats=20)  # fmt: skip
     assert out.getvalue() == (
         "ddpbench: to decide the rest: the same command with --max-repeats 189 (the most an open verdict needs at "
@@ -158,12 +204,12 @@ def test_the_last_word_on_open_verdicts_says_what_would_decide_them(monkeypatch)
         "keeps this run's --max-repeats 20, on which its verdicts' error rate rests\n"
     )
     out.truncate(0), out.seek(0)
-    console.to_decide(Decided([short], 6, 90.0, stopped_by="budget"), run_id="r1", results="res", max_repeats=41)
+    rounds.to_decide(Decided([short], 6, 90.0, stopped_by="budget"), run_id="r1", results="res", max_repeats=41)
     assert out.getvalue() == ("ddpbench: to decide the rest: ddpbench bench --resume r1 --results res --budget TIME "
                               "(about 2 min more at the spread seen)\n")  # fmt: skip
     out.truncate(0), out.seek(0)
     decided = decide.Verdict(decide.CAP, "w2 mlp/small stock", "use bucket_cap_mb=25", True, 4, None, frozenset())
-    console.to_decide(Decided([decided], 4, None), run_id="r1", results="res", max_repeats=20)
+    rounds.to_decide(Decided([decided], 4, None), run_id="r1", results="res", max_repeats=20)
     assert out.getvalue() == ""  # nothing open: nothing to say
 
 
@@ -177,7 +223,7 @@ def test_a_budget_stop_sends_to_resume_only_the_verdicts_a_resume_can_decide(mon
     out = io.StringIO()
     monkeypatch.setattr(console, "say", lambda line: out.write(line + "\n"))
     monkeypatch.setattr(invoked, "ddpbench_command", lambda: "python -m harness")  # how the user called it
-    console.to_decide(Decided(far, 3, 100.0, stopped_by="budget", beyond_max=True, beyond_s=7200.0), run_id="knobs1",
+    rounds.to_decide(Decided(far, 3, 100.0, stopped_by="budget", beyond_max=True, beyond_s=7200.0), run_id="knobs1",
                       results="res", max_repeats=4)  # fmt: skip
     assert out.getvalue() == (  # every open one needs more than a resume reaches: no resume offered
         "ddpbench: to decide the rest: the same command with --max-repeats 864 (the most an open verdict needs at "
@@ -185,7 +231,7 @@ def test_a_budget_stop_sends_to_resume_only_the_verdicts_a_resume_can_decide(mon
         "keeps this run's --max-repeats 4, on which its verdicts' error rate rests\n"
     )
     out.truncate(0), out.seek(0)  # some within reach, some beyond: each way on for its own
-    console.to_decide(Decided([*far, near], 3, 100.0, stopped_by="budget", beyond_max=True, beyond_s=7200.0),
+    rounds.to_decide(Decided([*far, near], 3, 100.0, stopped_by="budget", beyond_max=True, beyond_s=7200.0),
                       run_id="knobs1", results="res", max_repeats=4)  # fmt: skip
     assert out.getvalue().splitlines() == [
         "ddpbench: to decide the 1 open within --max-repeats 4: python -m harness bench --resume knobs1 --results res "
@@ -195,7 +241,7 @@ def test_a_budget_stop_sends_to_resume_only_the_verdicts_a_resume_can_decide(mon
         "--resume keeps this run's --max-repeats 4, on which its verdicts' error rate rests",
     ]
     out.truncate(0), out.seek(0)  # --max-repeats reached with every one within it: nothing a command would decide
-    console.to_decide(Decided([near], 4, None, stopped_by="max-repeats"), run_id="knobs1", results="res",
+    rounds.to_decide(Decided([near], 4, None, stopped_by="max-repeats"), run_id="knobs1", results="res",
                       max_repeats=4)  # fmt: skip
     assert out.getvalue() == ""
 
@@ -205,17 +251,17 @@ def test_a_verdict_reopened_by_another_verdicts_repeats_is_said_and_nothing_to_d
                               6, frozenset({"a"}))  # fmt: skip
     out = io.StringIO()
     monkeypatch.setattr(console, "say", lambda line: out.write(line + "\n"))
-    console.verdict_round(Decided([reopened], 4, None), next_round=[object()], decided_before={reopened.subject})
-    assert (
-        "0 of 1 verdicts decided after 4 repeat(s) (1 reopened: the repeats another verdict asked for" in out.getvalue()
-    )
+    rounds.verdict_round(Decided([reopened], 4, None), next_round=[object()], decided_before={reopened.subject})
+    assert out.getvalue() == ("ddpbench: repeats auto after 4 repeat(s): reopened w2 mlp/small bucketed vs stock (the "
+                              "repeats another verdict asked for widened the interval); 1 of 1 open: 1 more "
+                              "configuration run(s)\n")  # fmt: skip
     out.truncate(0), out.seek(0)
-    console.verdict_round(Decided([], 1, None), next_round=[])
+    rounds.verdict_round(Decided([], 1, None), next_round=[])
     said = out.getvalue().splitlines()
     assert said == ["ddpbench: repeats auto: nothing to decide (no bucket-cap sweep, no strategy against the "
                     "reference): one repeat each"]  # fmt: skip
     out.truncate(0), out.seek(0)
-    console.verdict_round(Decided([], 2, None), next_round=[])  # two repeats planned, every rival failed
+    rounds.verdict_round(Decided([], 2, None), next_round=[])  # two repeats planned, every rival failed
     assert out.getvalue().startswith("ddpbench: repeats auto: no verdict to decide: every configuration a verdict "
                                      "would rest on failed or was skipped")  # fmt: skip
 

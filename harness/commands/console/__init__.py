@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from harness.analysis import roles, stats
-from harness.commands.console.invoked import resume_hint
+from harness.commands.console.invoked import resume_hint as resume_hint  # console.resume_hint
 from harness.config.grid import Configuration
 from harness.results.values import judging_repeat_in, options_words
 
@@ -164,15 +164,26 @@ class Progress:
         self._stream = stream if stream is not None else sys.stdout
         self._bar = None
         self.decided: set[str] = set()  # under --repeats auto, the verdicts the last round found decided
+        self.given_up: set[str] = set()  # and given up as out of reach
+        self._standing = ""  # and where they stand, shown in the bar (console.rounds)
         if self._stream.isatty() and pending:
             from tqdm import tqdm
 
             self._bar = tqdm(total=self._total, initial=done, unit="config", file=self._stream, dynamic_ncols=True)
             self._show_current()
 
+    @property
+    def on_terminal(self) -> bool:
+        return self._bar is not None
+
+    def show_standing(self, text: str) -> None:
+        """Where `--repeats auto`'s verdicts stand, in the bar's description, until the next round's."""
+        self._standing = f"verdicts: {text} · "
+        self._show_current()
+
     def _show_current(self) -> None:
         if self._bar is not None and self._pending:
-            self._bar.set_description_str(f"running {self._pending[0].label()}")
+            self._bar.set_description_str(f"{self._standing}running {self._pending[0].label()}")
 
     def written(self, cfg: Configuration) -> None:
         from harness.results import store
@@ -280,83 +291,9 @@ def seconds_text(seconds: float) -> str:
     return f"{seconds:.1f} s" if seconds < 10 else f"{seconds:.0f} s"
 
 
-def duration_text(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
-
-
-ROUGH_UNDER = 5
-"""Under this many repeats the spread, and the time it predicts, are said to be a rough guide."""
-
-
 def samples_text(per_s: float) -> str:
     """Whole samples a second from 10 up; below, three significant digits (0.49, not '0')."""
     return f"{per_s:.0f}" if per_s >= 10 else f"{per_s:.3g}"
-
-
-def verdict_round(standing, next_round: list, *, decided_before: set[str] | frozenset = frozenset()) -> None:
-    """`--repeats auto`'s word after each round: how many verdicts are decided (and reopened: `decided_before`
-    holds those decided a round earlier), what runs next and how long the rest may take; after the last,
-    every verdict: the decided ones' words, then the open ones and what they would need."""
-    total, still = len(standing.verdicts), standing.open
-    if not total and standing.repeats > 1:  # planned to decide something: what it rests on measured nothing
-        say("ddpbench: repeats auto: no verdict to decide: every configuration a verdict would rest on failed or "
-            f"was skipped (the lines above say why), after {standing.repeats} repeats")  # fmt: skip
-        return
-    if not total:
-        say(
-            "ddpbench: repeats auto: nothing to decide (no bucket-cap sweep, no strategy against the reference): "
-            "one repeat each"
-        )
-        return
-    decided = total - len(still)
-    head = f"ddpbench: repeats auto: {decided} of {total} verdicts decided after {standing.repeats} repeat(s)"
-    if reopened := [v for v in still if v.subject in decided_before]:  # more repeats, asked for by another verdict
-        head += f" ({len(reopened)} reopened: the repeats another verdict asked for widened the interval)"
-    if next_round:
-        running = [v for v in still if not v.given_up]
-        given_up = f", {len(still) - len(running)} given up as out of reach" if len(running) < len(still) else ""
-        until = "to reach --max-repeats (some need more)" if standing.beyond_max else "to decide the rest"
-        # Few repeats give a spread as unsure as the time it predicts (2 repeats: 89 s said, 81 repeats needed).
-        rough = f" so far (from {standing.repeats} repeats: a rough guide)" if standing.repeats < ROUGH_UNDER else ""
-        eta = f"; about {duration_text(standing.estimate_s)} {until} at the spread seen{rough}" \
-            if standing.estimate_s else ""  # fmt: skip
-        left = standing.budget_left_s
-        if eta and left is not None and left < standing.estimate_s:  # the budget ends it first: say so
-            eta += f", more than the {duration_text(left)} left of --budget"
-        say(f"{head}; {len(next_round)} more configuration run(s) for the {len(running)} open{given_up}{eta}")
-        return
-    why = {"budget": "the next round would end past --budget", "max-repeats": "--max-repeats reached",
-           "out of reach": "out of reach within --max-repeats"}.get(standing.stopped_by or "", "")  # fmt: skip
-    say(f"{head}; {len(still)} left open{f' ({why})' if why else ''}. Every verdict:" if still
-        else f"{head}: every verdict decided:")  # fmt: skip
-    for verdict in [*(v for v in standing.verdicts if v.decided), *still]:
-        say(f"  {verdict.line()}")
-
-
-def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int) -> None:
-    """After the last round, where verdicts stay open: what would decide them, and only what can. A budget that
-    stopped it is steering (`--resume` takes a new one), but a resume goes only as far as the run's --max-repeats:
-    it is offered for the verdicts that need no more. Repeats past --max-repeats need a new run, as the look
-    confidence rests on it; a budget stop whose open verdicts all need more is told so, not sent to resume."""
-    still = standing.open
-    if not still:
-        return
-    beyond = [v for v in still if v.given_up or (v.repeats_needed or 0) > max_repeats]
-    if standing.stopped_by == "budget" and len(beyond) < len(still):
-        more = [f"about {duration_text(standing.estimate_s)} more at the spread seen"] if standing.estimate_s else []
-        which = "the rest" if not beyond else f"the {len(still) - len(beyond)} open within --max-repeats {max_repeats}"
-        more += ["some need more"] if beyond else []  # a resume runs them to --max-repeats too: not far enough
-        said = f" ({'; '.join(more)})" if more else ""
-        say(f"ddpbench: to decide {which}: {resume_hint(run_id, results, more=('--budget', 'TIME'))}{said}")
-    need = max((v.repeats_needed or 0 for v in beyond), default=0)
-    if need > max_repeats:
-        took = f", about {duration_text(standing.beyond_s)} at this session's pace" if standing.beyond_s else ""
-        head = "to decide the rest" if len(beyond) == len(still) else f"to decide the {len(beyond)} that need more"
-        say(f"ddpbench: {head}: the same command with --max-repeats {need} (the most an open verdict "
-            f"needs at the spread seen{took}; the verdicts decided here stop early again); --resume keeps this run's "
-            f"--max-repeats {max_repeats}, on which its verdicts' error rate rests")  # fmt: skip
 
 
 def why_slower(lines: list[str]) -> None:

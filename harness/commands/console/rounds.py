@@ -1,0 +1,138 @@
+"""`--repeats auto` on the console: a line per round that says what changed (verdicts decided, reopened or given up,
+what is open, the time to decide it), the last round's every verdict, and what would decide those left open.
+
+On a terminal, a round that changed nothing is no line: the progress bar's description holds the standing and
+updates in place. Off a terminal (CI, logs, pipes) every round is a line, the changes first: a cap sweep's rounds
+once printed 'repeats auto: 0 of 1 verdicts decided after N repeat(s)' five times, near word for word.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from harness.commands import console
+from harness.commands.console.invoked import resume_hint
+
+ROUGH_UNDER = 5
+"""Under this many repeats the spread, and the time it predicts, are said to be a rough guide."""
+
+
+class Standing(Protocol):
+    """What a round's progress shows in place (console.Progress, on a terminal)."""
+
+    on_terminal: bool
+
+    def show_standing(self, text: str) -> None: ...
+
+
+def duration_text(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
+
+
+def on_round(progress: console.Progress, config, plan, standing, more: list) -> None:
+    """bench's `on_round` (harness.launch.repeats.until_decided): the round's line, and after the last, what would
+    decide the verdicts left open."""
+    progress.extend(more)
+    verdict_round(standing, more, decided_before=progress.decided, given_up_before=progress.given_up,
+                  progress=progress)  # fmt: skip
+    progress.decided = {v.subject for v in standing.verdicts if v.decided}
+    progress.given_up = {v.subject for v in standing.open if v.given_up}
+    if not more:  # the last word: how the open ones would be decided
+        to_decide(standing, run_id=plan.run_id, results=plan.run.parent, max_repeats=config.max_repeats)
+
+
+def verdict_round(
+    standing,
+    next_round: list,
+    *,
+    decided_before: set[str] | frozenset = frozenset(),
+    given_up_before: set[str] | frozenset = frozenset(),
+    progress: Standing | None = None,
+) -> None:
+    """`--repeats auto`'s word after each round. Before the last: one line, what changed since the round before
+    (`decided_before`, `given_up_before`: what it found decided and given up), then how many stay open, what runs
+    next and how long the rest may take; a round that changed nothing is said in place on a terminal (`progress`).
+    After the last: every verdict, the decided ones' words, then the open ones and what they would need."""
+    total, still = len(standing.verdicts), standing.open
+    if not total and standing.repeats > 1:  # planned to decide something: what it rests on measured nothing
+        console.say("ddpbench: repeats auto: no verdict to decide: every configuration a verdict would rest on "
+                    f"failed or was skipped (the lines above say why), after {standing.repeats} repeats")  # fmt: skip
+        return
+    if not total:
+        console.say(
+            "ddpbench: repeats auto: nothing to decide (no bucket-cap sweep, no strategy against the reference): "
+            "one repeat each"
+        )
+        return
+    if next_round:
+        news, remains = round_words(standing, next_round, decided_before, given_up_before)
+        if progress is not None and progress.on_terminal:
+            progress.show_standing(remains)
+            if not news:
+                return
+        console.say(f"ddpbench: repeats auto after {standing.repeats} repeat(s): {news or 'none decided this round'}; "
+                    f"{remains}")  # fmt: skip
+        return
+    decided = total - len(still)
+    head = f"ddpbench: repeats auto: {decided} of {total} verdicts decided after {standing.repeats} repeat(s)"
+    if reopened := [v for v in still if v.subject in decided_before]:  # more repeats, asked for by another verdict
+        head += f" ({len(reopened)} reopened: the repeats another verdict asked for widened the interval)"
+    why = {"budget": "the next round would end past --budget", "max-repeats": "--max-repeats reached",
+           "out of reach": "out of reach within --max-repeats"}.get(standing.stopped_by or "", "")  # fmt: skip
+    console.say(f"{head}; {len(still)} left open{f' ({why})' if why else ''}. Every verdict:" if still
+                else f"{head}: every verdict decided:")  # fmt: skip
+    for verdict in [*(v for v in standing.verdicts if v.decided), *still]:
+        console.say(f"  {verdict.line()}")
+
+
+def round_words(standing, next_round: list, decided_before, given_up_before) -> tuple[str, str]:
+    """(what changed this round, '' for nothing; what stands: '1 of 2 open: 3 more configuration run(s), about 53 s
+    to decide them at the spread seen')."""
+    still = standing.open
+    news = []
+    if newly := [v for v in standing.verdicts if v.decided and v.subject not in decided_before]:
+        news.append("decided " + ", ".join(f"{v.subject} ({v.word.split(', at ')[0]})" for v in newly))
+    if reopened := [v for v in still if v.subject in decided_before]:  # more repeats, asked for by another verdict
+        news.append(f"reopened {', '.join(v.subject for v in reopened)} (the repeats another verdict asked for "
+                    "widened the interval)")  # fmt: skip
+    if gave_up := [v for v in still if v.given_up and v.subject not in given_up_before]:
+        news.append(f"given up as out of reach within --max-repeats: {', '.join(v.subject for v in gave_up)}")
+    running = [v for v in still if not v.given_up]
+    given_up = f", {len(still) - len(running)} given up" if len(running) < len(still) else ""
+    remains = f"{len(running)} of {len(standing.verdicts)} open{given_up}: {len(next_round)} more configuration run(s)"
+    if standing.estimate_s:
+        until = "to reach --max-repeats (some need more)" if standing.beyond_max else "to decide them"
+        # Few repeats give a spread as unsure as the time it predicts (2 repeats: 89 s said, 81 repeats needed).
+        rough = f" (a rough guide from {standing.repeats} repeats)" if standing.repeats < ROUGH_UNDER else ""
+        remains += f", about {duration_text(standing.estimate_s)} {until} at the spread seen{rough}"
+        left = standing.budget_left_s
+        if left is not None and left < standing.estimate_s:  # the budget ends it first: say so
+            remains += f", more than the {duration_text(left)} left of --budget"
+    return "; ".join(news), remains
+
+
+def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int) -> None:
+    """After the last round, where verdicts stay open: what would decide them, and only what can. A budget that
+    stopped it is steering (`--resume` takes a new one), but a resume goes only as far as the run's --max-repeats:
+    it is offered for the verdicts that need no more. Repeats past --max-repeats need a new run, as the look
+    confidence rests on it; a budget stop whose open verdicts all need more is told so, not sent to resume."""
+    still = standing.open
+    if not still:
+        return
+    beyond = [v for v in still if v.given_up or (v.repeats_needed or 0) > max_repeats]
+    if standing.stopped_by == "budget" and len(beyond) < len(still):
+        more = [f"about {duration_text(standing.estimate_s)} more at the spread seen"] if standing.estimate_s else []
+        which = "the rest" if not beyond else f"the {len(still) - len(beyond)} open within --max-repeats {max_repeats}"
+        more += ["some need more"] if beyond else []  # a resume runs them to --max-repeats too: not far enough
+        said = f" ({'; '.join(more)})" if more else ""
+        console.say(f"ddpbench: to decide {which}: {resume_hint(run_id, results, more=('--budget', 'TIME'))}{said}")
+    need = max((v.repeats_needed or 0 for v in beyond), default=0)
+    if need > max_repeats:
+        took = f", about {duration_text(standing.beyond_s)} at this session's pace" if standing.beyond_s else ""
+        head = "to decide the rest" if len(beyond) == len(still) else f"to decide the {len(beyond)} that need more"
+        console.say(f"ddpbench: {head}: the same command with --max-repeats {need} (the most an open verdict "
+            f"needs at the spread seen{took}; the verdicts decided here stop early again); --resume keeps this run's "
+            f"--max-repeats {max_repeats}, on which its verdicts' error rate rests")  # fmt: skip
