@@ -86,16 +86,18 @@ def test_the_console_says_how_many_are_decided_what_runs_next_and_what_stayed_op
     rounds.verdict_round(Decided(found, 20, None, stopped_by="max-repeats"), next_round=[])
     rounds.verdict_round(Decided(found, 2, 75.0, budget_left_s=30.0), next_round=[object()])  # the budget ends first
     said = out.getvalue().splitlines()
-    assert said[0] == ("ddpbench: repeats auto after 2 repeat(s): none decided this round; 1 of 1 open: 2 more "
-                       "configuration run(s), about 75 s to decide them at the spread seen (a rough guide from 2 "
-                       "repeats)")  # fmt: skip
+    versus = sweep.versus_reference(sweep.recommendations(configs, steps, confidence=CONFIDENCE).iloc[0])
+    assert said[0] == (
+        f"ddpbench: repeats auto after 2 repeat(s): open (1 of 1): w2 gpt2/tiny stock (so far fastest 1 "
+        f"MiB; {versus}); 2 more configuration run(s), about 75 s to decide them at the spread seen (a "
+        "rough guide from 2 repeats)"
+    )  # the verdict named, with its estimate as it forms
     assert said[-1].endswith("at the spread seen (a rough guide from 2 repeats), more than the 30 s left of "
                              "--budget")  # fmt: skip
     said = said[:-1]
     assert said[1] == ("ddpbench: repeats auto: 0 of 1 verdicts decided after 20 repeat(s); 1 left open "
                        "(--max-repeats reached). Every verdict:")  # fmt: skip
     # Open, it still says what the evidence bounds: the fastest cap so far and 25 MiB's ratio to it, interval and all.
-    versus = sweep.versus_reference(sweep.recommendations(configs, steps, confidence=CONFIDENCE).iloc[0])
     assert "% interval" in versus
     assert said[2].startswith(f"  w2 gpt2/tiny stock: open after 2 repeats (so far fastest 1 MiB; {versus}; need about")
     plain, plain_steps = rows({1.0: 150.0, 25.0: 100.0}, repeats=3)
@@ -133,22 +135,31 @@ def test_each_round_says_what_changed_once_and_a_terminal_shows_the_rest_in_plac
         monkeypatch.setattr(console, "say", lambda line, out=out: out.write(line + "\n"))
         decided: set[str] = set()
         for found, repeats, eta in looks:
+            found = [
+                dataclasses.replace(v, so_far="" if v.decided else f"fastest 1 MiB after {repeats}") for v in found
+            ]
             rounds.verdict_round(Decided(found, repeats, eta), next_round=[object()] * 3, decided_before=decided,
                                  progress=progress)  # fmt: skip
             decided = {v.subject for v in found if v.decided}
         said = out.getvalue().splitlines()
-        decided_line = ("ddpbench: repeats auto after 4 repeat(s): decided w2 mlp/tiny fsdp vs stock (slower); 1 of 2 "
-                        "open: 3 more configuration run(s), about 40 s to decide them at the spread seen (a rough "
-                        "guide from 4 repeats)")  # fmt: skip
-        if progress is None:  # a log: a line a round, none alike, the decision said once
-            assert len(said) == 4 and len(set(said)) == 4 and said[2] == decided_line
-            assert said[1].startswith("ddpbench: repeats auto after 3 repeat(s): none decided this round; 2 of 2 open")
-            assert sum("fsdp" in line for line in said) == 1
+        decided_line = ("ddpbench: repeats auto after 4 repeat(s): decided w2 mlp/tiny fsdp vs stock (slower); open (1 "
+                        "of 2): w2 mlp/tiny stock (so far fastest 1 MiB after 4); 3 more configuration run(s), about "
+                        "40 s to decide them at the spread seen (a rough guide from 4 repeats)")  # fmt: skip
+        if progress is None:  # a log: a line a round, each with the estimates as they form, the decision said once
+            assert len(said) == 4 and said[2] == decided_line
+            assert said[1] == ("ddpbench: repeats auto after 3 repeat(s): open (2 of 2): w2 mlp/tiny stock (so "
+                               "far fastest 1 MiB after 3); w2 mlp/tiny fsdp vs stock (so far fastest 1 MiB after 3); "
+                               "3 more configuration run(s), about 60 s to decide them at the spread seen (a rough "
+                               "guide from 3 repeats)")  # fmt: skip
+            assert sum("fsdp" in line for line in said[2:]) == 1
         else:  # a terminal: only the round that decided something is a line; the bar shows every round's standing
             assert said == [decided_line]
-            assert progress.shown[0] == ("2 of 2 open: 3 more configuration run(s), about 80 s to decide them at the "
-                                         "spread seen (a rough guide from 2 repeats)")  # fmt: skip
-            assert len(progress.shown) == 4 and progress.shown[-1].startswith("1 of 2 open: 3 more")
+            assert progress.shown == [
+                "verdicts open 2/2, about 80 s more",
+                "verdicts open 2/2, about 60 s more",
+                "verdicts open 1/2, about 40 s more",
+                "verdicts open 1/2, about 20 s more",
+            ]
 
 
 def test_a_ratio_is_out_of_reach_only_from_8_repeats_when_no_repeats_up_to_the_maximum_could_decide_it():
@@ -183,8 +194,8 @@ def test_a_verdict_given_up_runs_no_more_and_says_why(monkeypatch):
     out.truncate(0), out.seek(0)  # one given up while another runs on: the count of open ones runs says so
     rounds.verdict_round(Decided([hopeless, still], 8, None), next_round=[object()])
     assert out.getvalue().splitlines()[0] == ("ddpbench: repeats auto after 8 repeat(s): given up as out of reach "
-                                              "within --max-repeats: w2 mlp/small stock; 1 of 2 open, 1 given up: 1 "
-                                              "more configuration run(s)")  # fmt: skip
+                                              "within --max-repeats: w2 mlp/small stock; open (1 of 2, 1 given up): w2 "
+                                              "mlp/small naive vs stock; 1 more configuration run(s)")  # fmt: skip
 
 
 def test_the_last_word_on_open_verdicts_says_what_would_decide_them(monkeypatch):
@@ -253,8 +264,8 @@ def test_a_verdict_reopened_by_another_verdicts_repeats_is_said_and_nothing_to_d
     monkeypatch.setattr(console, "say", lambda line: out.write(line + "\n"))
     rounds.verdict_round(Decided([reopened], 4, None), next_round=[object()], decided_before={reopened.subject})
     assert out.getvalue() == ("ddpbench: repeats auto after 4 repeat(s): reopened w2 mlp/small bucketed vs stock (the "
-                              "repeats another verdict asked for widened the interval); 1 of 1 open: 1 more "
-                              "configuration run(s)\n")  # fmt: skip
+                              "repeats another verdict asked for widened the interval); open (1 of 1): w2 "
+                              "mlp/small bucketed vs stock; 1 more configuration run(s)\n")  # fmt: skip
     out.truncate(0), out.seek(0)
     rounds.verdict_round(Decided([], 1, None), next_round=[])
     said = out.getvalue().splitlines()

@@ -185,10 +185,10 @@ def test_on_a_terminal_a_bar_shows_the_current_configuration_its_steps_and_an_et
     progress.tick()
     progress.written(first)
     assert progress.on_terminal  # --repeats auto's standing goes into the bar, in place (console.rounds)
-    progress.show_standing("1 of 2 open: 3 more configuration run(s)")
+    progress.show_standing("verdicts open 1/2, about 53 s more")
     progress.close()
     shown = terminal.getvalue()
-    assert f"verdicts: 1 of 2 open: 3 more configuration run(s) · running {pending[1].label()}" in shown
+    assert f"verdicts open 1/2, about 53 s more · running {pending[1].label()}" in shown
     assert f"running {first.label()}" in shown and "launching" in shown and f"warm-up step 1/{first.warmup}" in shown
     assert f"step 1/{first.steps}" in shown  # counted as --steps counts them
     assert "[1/2]" in shown and "<" in shown  # tqdm's elapsed<remaining: the ETA

@@ -178,7 +178,7 @@ class Progress:
 
     def show_standing(self, text: str) -> None:
         """Where `--repeats auto`'s verdicts stand, in the bar's description, until the next round's."""
-        self._standing = f"verdicts: {text} · "
+        self._standing = f"{text} · "
         self._show_current()
 
     def _show_current(self) -> None:

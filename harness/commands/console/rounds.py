@@ -14,6 +14,8 @@ from typing import Protocol
 from harness.commands import console
 from harness.commands.console.invoked import resume_hint
 
+NAMED_UP_TO = 2
+"""Up to this many open verdicts, a round's line names each with its estimate so far: what the round changed."""
 ROUGH_UNDER = 5
 """Under this many repeats the spread, and the time it predicts, are said to be a rough guide."""
 
@@ -68,13 +70,19 @@ def verdict_round(
         )
         return
     if next_round:
-        news, remains = round_words(standing, next_round, decided_before, given_up_before)
-        if progress is not None and progress.on_terminal:
-            progress.show_standing(remains)
+        news, count, then = round_words(standing, next_round, decided_before, given_up_before)
+        running = [v for v in still if not v.given_up]
+        if progress is not None and progress.on_terminal:  # a bar's description is short: counts and the time
+            about = f", about {duration_text(standing.estimate_s)} more" if standing.estimate_s else ""
+            progress.show_standing(f"verdicts open {len(running)}/{total}{about}")
             if not news:
                 return
-        console.say(f"ddpbench: repeats auto after {standing.repeats} repeat(s): {news or 'none decided this round'}; "
-                    f"{remains}")  # fmt: skip
+        if 0 < len(running) <= NAMED_UP_TO:  # each named, as it forms
+            count = f"open ({count.replace(' open', '')}): " + "; ".join(
+                v.subject + (f" (so far {v.so_far})" if v.so_far else "") for v in running
+            )
+        console.say(f"ddpbench: repeats auto after {standing.repeats} repeat(s): {news + '; ' if news else ''}{count}; "
+                    f"{then}")  # fmt: skip
         return
     decided = total - len(still)
     head = f"ddpbench: repeats auto: {decided} of {total} verdicts decided after {standing.repeats} repeat(s)"
@@ -88,9 +96,10 @@ def verdict_round(
         console.say(f"  {verdict.line()}")
 
 
-def round_words(standing, next_round: list, decided_before, given_up_before) -> tuple[str, str]:
-    """(what changed this round, '' for nothing; what stands: '1 of 2 open: 3 more configuration run(s), about 53 s
-    to decide them at the spread seen')."""
+def round_words(standing, next_round: list, decided_before, given_up_before) -> tuple[str, str, str]:
+    """What changed this round against the round before ('' for nothing: decided, reopened, given up), how many
+    stay open ('1 of 2 open', ', 1 given up') and what runs next ('3 more configuration run(s), about 53 s to
+    decide them at the spread seen')."""
     still = standing.open
     news = []
     if newly := [v for v in standing.verdicts if v.decided and v.subject not in decided_before]:
@@ -101,17 +110,18 @@ def round_words(standing, next_round: list, decided_before, given_up_before) -> 
     if gave_up := [v for v in still if v.given_up and v.subject not in given_up_before]:
         news.append(f"given up as out of reach within --max-repeats: {', '.join(v.subject for v in gave_up)}")
     running = [v for v in still if not v.given_up]
-    given_up = f", {len(still) - len(running)} given up" if len(running) < len(still) else ""
-    remains = f"{len(running)} of {len(standing.verdicts)} open{given_up}: {len(next_round)} more configuration run(s)"
+    count = f"{len(running)} of {len(standing.verdicts)} open"
+    count += f", {len(still) - len(running)} given up" if len(running) < len(still) else ""
+    then = f"{len(next_round)} more configuration run(s)"
     if standing.estimate_s:
         until = "to reach --max-repeats (some need more)" if standing.beyond_max else "to decide them"
         # Few repeats give a spread as unsure as the time it predicts (2 repeats: 89 s said, 81 repeats needed).
         rough = f" (a rough guide from {standing.repeats} repeats)" if standing.repeats < ROUGH_UNDER else ""
-        remains += f", about {duration_text(standing.estimate_s)} {until} at the spread seen{rough}"
+        then += f", about {duration_text(standing.estimate_s)} {until} at the spread seen{rough}"
         left = standing.budget_left_s
         if left is not None and left < standing.estimate_s:  # the budget ends it first: say so
-            remains += f", more than the {duration_text(left)} left of --budget"
-    return "; ".join(news), remains
+            then += f", more than the {duration_text(left)} left of --budget"
+    return "; ".join(news), count, then
 
 
 def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int) -> None:
