@@ -306,9 +306,9 @@ def lead(group: pd.DataFrame) -> tuple[str, str]:
                  f"{decide.versus(own['times'], decide.step_of(runner_name), interval=too_few_text(own))}")  # fmt: skip
         if (
             reference is not None
-            and runner["strategy"] != reference["strategy"]
+            and reference["strategy"] not in (best["strategy"], runner["strategy"])
             and not caps_of_one_sweep(best, runner)
-        ):
+        ):  # neither is stock, nor are the two caps of one sweep: no verdict of the run is about the pair
             words += f" (a lead the run does not decide: its verdicts hold each strategy against {_name(reference)})"
     if reference is not None and reference["strategy"] not in (best["strategy"], runner["strategy"]):
         words += ", and " + versus_stock(best, reference)

@@ -423,3 +423,7 @@ def test_the_index_and_the_run_page_say_the_verdict_the_console_said():
     assert "and faster than stock: 0.61× stock's step (1.64× faster; 99.5% interval" in headline
     two = run(repeats("stock", [2.00, 2.02]), repeats("fsdp", [1.22, 1.23]))  # the next is stock: that very verdict
     assert pages.run_headline(two, meta).endswith("1.22 ms (fastest)")
+    ahead = run(repeats("stock", [1.00, 1.02]), repeats("fsdp", [1.22, 1.23]), repeats("zero", [1.06, 1.40]))
+    said = html.unescape(answer.headline(answer.ranked(ahead, workload="mlp", confidence=0.995)))
+    assert "too few repeats to tell it from zero" in said and "does not decide" not in said  # zero vs stock: a verdict
+    assert pages.run_headline(ahead, meta).endswith("1.01 ms (leads; too few repeats)")
