@@ -250,8 +250,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     scaling.say_step_against_peak(args, configs, setup, chosen, trained)  # the step given, in FLOPs: a typo shows
     link = ClusterLink(chosen)
     benched = "the benched model's" if trained is not None else f"the {setup['size'] if setup else ''} size's"
-    small = (f"{benched} gradients, not your model's: a cap named is theirs, not one for the model you will train "
-             "(the full size's floors are its): see the warning above" if smaller else "")  # fmt: skip
+    small = (f"{benched} gradients, not your model's: a cap named is theirs, the floors yours (see the warning above)"
+             if smaller else "")  # fmt: skip
     said_before: set[str] = set()
 
     def joined(*parts: str) -> str:  # a caveat once, where it first applies: the console is read down
@@ -297,12 +297,13 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         return out
     before = own_source in ("left out", "not measured")  # the steps lack DDP's own cost: said, not hidden
     steps.cluster_table(chosen, rows, before_own=before)
-    said = [joined(*caveat, cluster.cap_caveat(chosen, nodes)) for nodes in node_counts(args)]  # a caveat once
+    above = set(node_counts(args)) if args.nodes else {c["nodes"] for c in cluster.published_checks(chosen)}
+    said = [joined(*caveat, cluster.cap_caveats(chosen, [n], above=above)) for n in node_counts(args)]  # once each
     steps.best_caps(
         rows,
         decimals=3,
-        caveats=said,  # each GPU count's fastest cap, where all tie one line
-        joint=lambda nodes: "; ".join(filter(None, (*caveat, cluster.cap_caveats(chosen, nodes)))),
+        caveats=said,  # each GPU count's fastest cap, where all tie one line; the misses said above referred to
+        joint=lambda nodes: "; ".join(filter(None, (*caveat, cluster.cap_caveats(chosen, nodes, above=above)))),
     )
     floors = {label: predict_full_size.floor_words(rows, label) for label in predict_full_size.FLOORED}
 

@@ -15,8 +15,12 @@ import json
 import math
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from harness.protocols import ConfigError
+
+if TYPE_CHECKING:
+    from collections.abc import Collection
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -321,16 +325,24 @@ def cap_caveat(cluster: Cluster, nodes: int) -> str:
     return cap_caveats(cluster, [nodes])
 
 
-def cap_caveats(cluster: Cluster, node_counts: list[int]) -> str:
+def cap_caveats(cluster: Cluster, node_counts: list[int], *, above: Collection[int] = ()) -> str:
     """`cap_caveat` over several node counts (an answer that spans them), each checked table's misses once (node
-    counts beyond the most checked share its words) and the advice once."""
+    counts beyond the most checked share its words) and the advice once. `above`: node counts whose misses were said
+    already (the console's published lines, published_check_summary's `networks`): named, not said again."""
     checked = {n: max(below, default=None) for n in node_counts
                if (below := [c["nodes"] for c in published_checks(cluster) if c["nodes"] <= n])}  # fmt: skip
-    heads = []
+    heads, referred = [], []
     for nodes in dict.fromkeys(checked.values()):
         beyond = [n for n, c in checked.items() if c == nodes and n > nodes]
-        if head := _off_at(cluster, nodes, beyond):
+        if not (head := _off_at(cluster, nodes, beyond)):
+            continue
+        if nodes in above:
+            referred.append(nodes)
+        else:
             heads.append(head)
+    if referred:
+        counts = ", ".join(map(str, referred))
+        heads.insert(0, f"the sizes off by more than 25 % at {counts} node{'s' * (referred != [1])} (above)")
     return f"{'; '.join(heads)}: {CAP_CAVEAT_TAIL}" if heads else ""
 
 
@@ -347,13 +359,18 @@ def _off_at(cluster: Cluster, nodes: int, beyond: list[int]) -> str:
     )
     where = f"{nodes} node{'s' if nodes > 1 else ''}" + (f" (the most checked, for {counts} nodes)" if beyond else "")
     checked = sum(c["count"] for c in rows)
-    missed: dict[str, int] = {}  # by the network the tables were measured on: a reader's may be another kind
-    for c in rows:
-        missed[_network_of(c)] = missed.get(_network_of(c), 0) + c["count"] - c["within_25"]
-    on = ", ".join(f"{count} on {network}" for network, count in sorted(missed.items(), key=lambda m: -m[1]) if count)
-    on = f"; {on}" if nodes > 1 else ""  # one node's tables are its NVLink's, whatever the network
+    on = f"; {missed_networks(rows)}" if nodes > 1 else ""  # one node's tables are its NVLink's, whatever the network
     return (f"at {where} this profile is off by more than 25 % on {off} of {checked} published sizes (worst "
             f"{worst['worst_error']:+.0%} at {worst['worst_size']}{on})")  # fmt: skip
+
+
+def missed_networks(rows: list[dict]) -> str:
+    """'9 on TCPXO Ethernet (8 × 200 Gb/s), 6 on InfiniBand (8 × 400 Gb/s)': the sizes off by more than 25 % in
+    these tables, by the network they were measured on between nodes (a reader's may be another kind)."""
+    missed: dict[str, int] = {}
+    for c in rows:
+        missed[_network_of(c)] = missed.get(_network_of(c), 0) + c["count"] - c["within_25"]
+    return ", ".join(f"{count} on {network}" for network, count in sorted(missed.items(), key=lambda m: -m[1]) if count)
 
 
 def _network_of(check: dict) -> str:
@@ -365,13 +382,15 @@ def _network_of(check: dict) -> str:
     return (f"{name} ({rate})" if rate else name) or "a network not stated"
 
 
-def published_check_summary(checks: list[dict]) -> list[str]:
-    """One phrase per node count: the tables, the sizes within 25 %, the worst error."""
+def published_check_summary(checks: list[dict], *, networks: bool = False) -> list[str]:
+    """One phrase per node count: the tables, the sizes within 25 %, the worst error; with `networks`, the sizes
+    off by more than that by the network between nodes they were measured on (missed_networks)."""
     parts = []
     for nodes in sorted({c["nodes"] for c in checks}):
         rows = [c for c in checks if c["nodes"] == nodes]
         worst = max(rows, key=lambda c: abs(c["worst_error"]))
+        off = f"; off: {on}" if networks and nodes > 1 and (on := missed_networks(rows)) else ""
         parts.append(f"{nodes} node{'s' if nodes > 1 else ''}: {len(rows)} table{'s' if len(rows) > 1 else ''}, "
                      f"{sum(c['within_25'] for c in rows)} of {sum(c['count'] for c in rows)} sizes within 25 %, "
-                     f"worst {worst['worst_error']:+.0%} ({worst['worst_size']})")  # fmt: skip
+                     f"worst {worst['worst_error']:+.0%} ({worst['worst_size']}){off}")  # fmt: skip
     return parts

@@ -44,7 +44,7 @@ def say_published_check(chosen, collective: str, *, nodes: list[int] | None) -> 
 
     if checks := cluster.published_checks(chosen):  # a line each node count asked, then the others named
         asked = [c for c in checks if nodes is None or c["nodes"] in nodes]
-        phrases = cluster.published_check_summary(asked) or ["none at the node counts asked"]
+        phrases = cluster.published_check_summary(asked, networks=True) or ["none at the node counts asked"]
         if others := sorted({c["nodes"] for c in checks} - {c["nodes"] for c in asked}):  # said, not listed
             phrases.append(f"tables of {', '.join(map(str, others))} nodes too: without --nodes")
         say(f"ddpbench predict: {chosen.name}'s all-reduce busbw against published nccl-tests, none fitted to "
