@@ -12,6 +12,7 @@ from __future__ import annotations
 import html
 import itertools
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -145,14 +146,17 @@ def test_predict_counts_the_model_you_will_train_from_a_smaller_one_benched(else
 
 
 TABLE_WIDTH = 120
-"""The widest row predict's memory and step tables may print: a terminal's width with room, read without wrapping."""
+"""The widest row predict's memory, step and answer tables may print: a terminal's width with room, read without
+wrapping (console.predict.answer.WIDTH, the answer's)."""
 
 
 def test_a_language_models_booking_read_keeps_its_tables_within_the_width(elsewhere, monkeypatch, capsys):
     """The read of a 1.3B Llama booked from a tiny run (predict --cluster dgx-h100 --nodes 2,4,8 --local-step-ms
     --train-wopt …) was 12 KB, its FSDP memory row 165 characters wide and its step table's rows 147: each table now
     says its GPU counts and units once, what is kept beside the peak a column a kind, the floors right of a bar and
-    caps alike in one row. Here t5, the language model this run benched, at a larger shape, under the same flags."""
+    caps alike in one row; the answer's rows were 161, what the pick rests on now marks where its words would pass
+    the width, said under the table. Here t5, the language model this run benched, at a larger shape, under the same
+    flags."""
     monkeypatch.chdir(elsewhere["folder"])
     shape = ("d_model=1024", "d_ff=4096", "num_layers=24", "num_heads=16", "seq_len=512")
     code = cli.main(["predict", "--run", "mine", "--results", "results", "--workload", "hf:t5", "--cluster",
@@ -167,6 +171,13 @@ def test_a_language_models_booking_read_keeps_its_tables_within_the_width(elsewh
         rows = [lines[at + 1], *itertools.takewhile(_table_row, lines[at + 2 :])]  # its notes under it are prose
         assert len(rows) >= 3  # a header and a row a strategy, or GPU count
         tables += rows
+    at = next(k for k, line in enumerate(lines) if line.startswith("ddpbench predict: the answer on dgx-h100, "))
+    answer = [lines[at + 1], *itertools.takewhile(lambda line: line[:6].strip().isdigit(), lines[at + 2 :])]
+    assert len(answer) == 4, "\n".join(lines[at : at + 6])  # a header and a row a GPU count: 16, 32, 64
+    tables += answer
+    notes = lines[at + len(answer) + 1 :]
+    for mark in set(re.findall(r"\[\d+\]", "\n".join(answer))):  # each mark's words under the table, once
+        assert sum(line.startswith(f"  {mark} ") for line in notes) == 1, mark
     assert max(len(row) for row in tables) <= TABLE_WIDTH, "\n".join(r for r in tables if len(r) > TABLE_WIDTH)
     assert " | " in said and "fits 79.11 GiB" in said  # the floors apart; the GPU's memory said once, in the header
 

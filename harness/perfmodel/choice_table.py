@@ -162,7 +162,7 @@ def _notes(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
                 f"{c.strategy} faster only without its own cost ({c.step_ms:.4g} ms, with it {whole_step(c):.4g} ms, "
                 f"{slower}: {own})",
                 f"{c.strategy} faster only without its own cost",
-                f"its step leaves out its own cost, {own}: bench it at one GPU to count it",
+                f"{own}: bench it at one GPU to count it",  # its short words say it is left out
                 f"{c.step_ms:.4g} ms, with it {whole_step(c):.4g} ms, {slower}",
             )
         )

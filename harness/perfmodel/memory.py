@@ -295,8 +295,8 @@ def fit_words(state: pd.DataFrame, capacity_gib: float) -> str:
 
 def fit_phrase(rows: pd.DataFrame, capacity_gib: float, *, terse: bool = False) -> str:
     """'fits (72.8 of 79.11 GiB a rank at most: 6.31 GiB left for …)', 'fits, tight (…)' (room_words), 'does not fit
-    (…; at batch 6 a rank or fewer it would, at w8)' (fit_words); `terse`: '… 6.31 GiB left)', the console's rows,
-    whose header says what for."""
+    (…; at batch 6 a rank or fewer it would, at w8)' (fit_words); `terse`: '6.31 GiB at w16', what is left, the
+    console's rows, whose header says so."""
     need, worlds = need_mb(rows).to_numpy(), rows["world_size"].to_numpy().astype(int)
     fits, batches = need <= capacity_gib * 1024, largest_batch(rows, capacity_gib).to_numpy()
     phrase, most = _fit_phrase(fits, need, worlds, capacity_gib, terse), int(np.argmax(batches))
@@ -330,14 +330,14 @@ def room_words(need: float, capacity_gib: float, where: str = " a rank", *, ters
     """'fits (77.4 of 79.11 GiB a rank at most: 1.71 GiB left for buffers, the CUDA context and NCCL's)', 'fits,
     tight (…)' where what is left is under COUNT_BELOW_PEAK of the count, 'does not fit (…)' where none is: a need
     (MiB, need_mb's) against a GPU of `capacity_gib`; `where`: what the figure is ('a rank at most, at w16');
-    `terse`: '1.71 GiB left at w16' (`at`; 'tight, …'), the console's rows, beside the need, under a header that says
-    it fits the GPU's memory (and a line what is left is for)."""
+    `terse`: '1.71 GiB at w16' (`at`; 'tight, …'), the console's rows, beside the need, under a header that says it
+    fits the GPU's memory and this is what is left (and a line what that is for)."""
     left = capacity_gib * 1024 - need
     if left < 0:
         return f"does not fit ({mib_text(need)}{where})"
     tight = ", tight" if is_tight(need, capacity_gib) else ""
     if terse:
-        return f"{tight.lstrip(', ')}{', ' * bool(tight)}{mib_text(left)} left{at}"
+        return f"{tight.lstrip(', ')}{', ' * bool(tight)}{mib_text(left)}{at}"
     held = mib_text(need).removesuffix(" GiB")  # '77.4 of 79.11 GiB', '450 MiB of 79.11 GiB'
     left_for = f"{mib_text(left)} left for buffers, the CUDA context and NCCL's"
     return f"fits{tight} ({held} of {capacity_gib:g} GiB{where}: {left_for})"

@@ -400,9 +400,9 @@ def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_
     assert ("keeps 481 MiB of activations for backward at 8 samples a rank in bf16 (each further sample adds "
             "0.133 MiB; 480 MiB kept once at any batch: the weights' bf16 copies; ") in said  # fmt: skip
     assert "half the bytes" not in said  # bf16 is no fixed share of fp32's: counted (test_state_per_rank)
-    assert "\n  naive                  2 GiB        2.47 GiB           76.6 GiB left\n" in said
+    assert "\n  naive                  2 GiB        2.47 GiB           76.6 GiB\n" in said
     assert (
-        "\n  flat, stock, bucketed  2 GiB        3.47 GiB  1 GiB    75.6 GiB left\n" in said
+        "\n  flat, stock, bucketed  2 GiB        3.47 GiB  1 GiB    75.6 GiB\n" in said
     )  # alike: one row; buckets a column
     assert "not checked against this run's own steps" not in said  # no step to check
     cluster_rows = pd.read_csv(on_cluster)

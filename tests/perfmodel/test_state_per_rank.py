@@ -394,7 +394,7 @@ def test_what_fits_says_what_it_leaves_and_a_thin_margin_is_said_tight():
                      "left for buffers, the CUDA context and NCCL's)")  # fmt: skip
     assert fsdp.startswith(f"fits ({need.iloc[1] / gib:.3g} of 79.11 GiB a rank at most: ")  # 20 GiB left: not tight
     terse = memory.fit_phrase(rows[rows["strategy"] == "stock"], 79.11, terse=True)  # the console's rows: the need
-    assert terse == f"tight, {memory.mib_text(left)} left"  # under a header that says it fits the GPU's memory
+    assert terse == f"tight, {memory.mib_text(left)}"  # under a header that says it fits the GPU's memory
     assert memory.room_words(80 * gib, 79.11).startswith("does not fit (80 GiB a rank")
 
 

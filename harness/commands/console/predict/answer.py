@@ -17,6 +17,9 @@ if TYPE_CHECKING:
 
 RIGHT = (0, 2, 4, 5)
 """The columns of figures, aligned right."""
+WIDTH = 120
+"""The widest row the table may print (a terminal's width with room): past it, the notes are marks, their words
+under the table."""
 
 
 def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataFrame], *, cluster_name: str,
@@ -31,28 +34,17 @@ def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataF
                       batch=batch, made=made)  # fmt: skip
     if not rows:
         return False
-    footnotes: dict[tuple[str, str], list[tuple[str, str]]] = {}  # (short, rest): [(GPUs, figure), …]
-    table = []
-    for cells, notes in rows:
-        marks = []
-        for note in notes:
-            if not note.rest and not note.figure:  # said whole in its cell: short already
-                marks.append(note.short)
-                continue
-            figures = footnotes.setdefault((note.short, note.rest), [])
-            figures.append((cells[0], note.figure))
-            marks.append(f"{note.short} [{list(footnotes).index((note.short, note.rest)) + 1}]")
-        table.append((*cells, "; ".join(marks)))
     header = table_header(cost=bool(batch), tokens=tokens_a_step(state) is not None)
-    widths = [max(len(row[k]) for row in (header, *table)) for k in range(len(header) - 1)]
+    rows = [((*cells[:1], _book(cells[1]), *cells[2:]), notes) for cells, notes in rows]
+    table, footnotes = _marked(rows, marks_only=False)
+    if max(map(len, _lines(header, table))) > WIDTH:  # the notes' words too wide beside the figures: marks alone
+        table, footnotes = _marked(rows, marks_only=True)
+        header = (*header[:-1], "rests on")  # over marks: the header's words no wider than needed
     unborne = f"; {words}, see below" if (words := unborne_words(errors)) else ""
     say(f"ddpbench predict: the answer on {cluster_name}, the fastest step of what fits {capacity_gib:g} GiB a GPU as "
         f"counted above (≥: the full size's floor ranks it{unborne}):")  # fmt: skip
-    for row in (header, *table):
-        right = RIGHT if len(header) > COST + 1 else RIGHT[:-1]  # the GPU-hours: the last figures, where given
-        cells = [cell.rjust(width) if k in right else cell.ljust(width) for k, (cell, width) in
-                 enumerate(zip(row, widths, strict=False))]  # fmt: skip
-        say("  " + "  ".join([*cells, row[-1]]).rstrip())
+    for line in _lines(header, table):
+        say(line)
     for k, ((short, rest), figures) in enumerate(footnotes.items(), start=1):
         said = [f"w{gpus} {figure}" for gpus, figure in figures if figure]
         each = f" ({'; '.join(said)})" if said else f" (w{', w'.join(gpus for gpus, _ in figures)})"
@@ -63,6 +55,47 @@ def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataF
         if words:
             say(f"  {words}")
     return True
+
+
+def _marked(rows: list[tuple], *, marks_only: bool) -> tuple[list[tuple], dict]:
+    """The table's rows, each note in its last cell as its short words and a footnote's mark ('a tie [1]'), or with
+    `marks_only` as the mark alone ('[1]'), its words under the table; and the footnotes: {(short, rest): [(GPUs,
+    figure), …]}. A note said whole in its cell (no rest, no figure) has no footnote unless `marks_only`."""
+    footnotes: dict[tuple[str, str], list[tuple[str, str]]] = {}
+    table = []
+    for cells, notes in rows:
+        marks = []
+        for note in notes:
+            if not note.rest and not note.figure and not marks_only:  # said whole in its cell: short already
+                marks.append(note.short)
+                continue
+            footnotes.setdefault((note.short, note.rest), []).append((cells[0], note.figure))
+            mark = f"[{list(footnotes).index((note.short, note.rest)) + 1}]"
+            marks.append(mark if marks_only else f"{note.short} {mark}")
+        table.append((*cells, (" " if marks_only else "; ").join(marks)))
+    return table, footnotes
+
+
+def _book(cell: str) -> str:
+    """'stock or zero at 25 MiB' for a tie's 'stock at 25 MiB or zero at 25 MiB' (the page's cell): the cap said once
+    where every strategy tied is at it."""
+    picks = cell.split(" or ")
+    caps = {pick.rpartition(" at ")[2] for pick in picks}
+    if len(picks) < 2 or len(caps) > 1 or not all(pick.endswith(" MiB") for pick in picks):
+        return cell
+    return " or ".join(pick.rpartition(" at ")[0] for pick in picks) + f" at {caps.pop()}"
+
+
+def _lines(header: tuple[str, ...], table: list[tuple]) -> list[str]:
+    """The header and rows as said: the figures right, the words left, the last cell as it is."""
+    widths = [max(len(row[k]) for row in (header, *table)) for k in range(len(header) - 1)]
+    right = RIGHT if len(header) > COST + 1 else RIGHT[:-1]  # the GPU-hours: the last figures, where given
+    lines = []
+    for row in (header, *table):
+        cells = [cell.rjust(width) if k in right else cell.ljust(width) for k, (cell, width) in
+                 enumerate(zip(row, widths, strict=False))]  # fmt: skip
+        lines.append("  " + "  ".join([*cells, row[-1]]).rstrip())
+    return lines
 
 
 def parity_failed(configs: pd.DataFrame | None, setup: dict | None) -> str:

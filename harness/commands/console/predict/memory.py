@@ -41,7 +41,7 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
             cells += ["" if uncounted or not capacity else fit_phrase(rows, capacity, terse=True)]
         groups.setdefault(tuple(cells), []).append(name)
     header = ["model state"] + (["peak", *(short for _, short in kept)] if counted else [])
-    header += [f"fits {capacity:g} GiB"] if capacity else []
+    header += [f"fits {capacity:g} GiB: left"] if capacity else []
     names = [_named(group, state) for group in groups.values()]
     table = [("", *header), *((name, *cells[: len(header)]) for name, cells in zip(names, groups, strict=True))]
     widths = [max(len(row[k]) for row in table) for k in range(len(header))]
