@@ -230,7 +230,8 @@ def test_a_cpu_runs_own_ddp_cost_is_not_carried_to_the_gpu_step_given(tmp_path, 
     assert cli.main([*args, "--local-step-ms", "50", "--out", str(tmp_path / "gpu.csv")]) == 0
     out = capsys.readouterr().out
     assert "a CPU's, left out of the GPU step given (an H200's was 3.3-4.0 % of its step)\n" in out
-    assert "one rank's step before DDP's own cost (--local-ddp-ms MS adds your GPU's): 50 ms;" in out
+    assert "one rank's step without DDP is 50 ms (" in out  # the step every efficiency divides, said once
+    assert "that step over each predicted step, both before DDP's own cost (--local-ddp-ms MS adds your GPU's)" in out
     assert "*: before DDP's own cost, the one-rank step's too):\n" in out and " step*  " in out
     assert " eff.*" in out and ", both before DDP's own cost. Why at w" in out  # the answer's figures
     gpu = pd.read_csv(tmp_path / "gpu.csv")

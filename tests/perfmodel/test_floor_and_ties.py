@@ -309,3 +309,19 @@ def test_the_per_node_line_gives_the_lead_the_answer_sets_aside(capsys):
     said = capsys.readouterr().out
     assert said.startswith("  predicted fastest cap at w8: 1 MiB (10.000 ms, scaling efficiency 0.990, 1.0% ahead of")
     assert "; 2.0% ahead of 25 MiB, under the 4 % the model can tell: keep 25 MiB)" in said
+
+
+def test_the_benched_models_fsdp_step_is_said_beside_its_floor_only_where_above_it(capsys):
+    """The read of a 1.3B Llama booked from a tiny run gave 'the benched model's own prediction w16 1091, …' after
+    each full-size floor that ranked it, a figure no booking rests on: said only where it is above the floor."""
+    from harness.commands.console.predict import full_size
+
+    def frame(world: int, predicted: float) -> pd.DataFrame:
+        return pd.DataFrame([{"world_size": world, "bucket_cap_mb": 25.0, "step_ms": 90.0, "fsdp_step_ms": predicted,
+                              "fsdp_full_size_step_floor_ms": 100.0, "fsdp_own_ms": 0.0, "fsdp_full_size_gathers": 49,
+                              "fsdp_full_size_gather_ms": 4.0, "fsdp_full_size_scatter_ms": 2.0}])  # fmt: skip
+
+    full_size.fsdp_answer([frame(16, 95.0), frame(64, 99.0)], whose="the model you will train", small="the tiny size")
+    assert "at least w16 100, w64 100 ms, its floor. Why at w64: its 49 gathers" in capsys.readouterr().out
+    full_size.fsdp_answer([frame(16, 95.0), frame(64, 104.0)], whose="the model you will train", small="the tiny size")
+    assert "its floor; the tiny size's own prediction w16 95, w64 104 ms. Why" in capsys.readouterr().out

@@ -492,17 +492,16 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert 0 < by_world[8] < by_world[16]  # across two nodes each broadcast pays the network's latency
     assert zero.startswith("ddpbench predict: and ZeRO-1 (DDP + torch's ZeroRedundancyOptimizer, its defaults")
     # the full size's floors were put under it: its why is the model to train's, its broadcasts those of the
-    # full size's parameters, the small size's prediction said after, as its own
+    # full size's parameters; the small size's prediction, below its floor at every cap, is no figure a booking
+    # rests on: left to --out's rows (and the page)
     full_count = int(frame["zero_full_size_broadcasts"].iloc[0])
     assert full_count > len(trainable) and "for the full size, at least w8 " in zero
     # its why in full (its largest shard, its broadcasts at each GPU count) is the what-if page's, at 1,024 GPUs
     assert "ZeRO-1's, its optimizer steps the largest shard, " in page_text
     assert f": {full_count} broadcasts, one a parameter, take at least " in page_text.split("Why the floors at")[1]
-    assert "the tiny size's own prediction w8 " in zero
-    said_w8 = float(re.search(r"own prediction w8 ([\d.]+),", zero).group(1))  # one of w8's caps' steps
+    assert (frame["zero_step_ms"] <= frame["zero_full_size_step_floor_ms"]).all() and "own prediction" not in zero
     floor_w8 = float(re.search(r"at least w8 ([\d.]+),", zero).group(1))  # the least of w8's caps' floors
     assert floor_w8 == pytest.approx(frame.loc[frame["world_size"] == 8, "zero_full_size_step_floor_ms"].min(), 1e-3)
-    assert frame.loc[frame["world_size"] == 8, "zero_step_ms"].sub(said_w8).abs().min() < 0.001 * said_w8
     # FSDP2: the same at every cap; mlp's blocks are its Linear layers, the root holds nothing and gathers nothing
     assert (frame.groupby("world_size")["fsdp_step_ms"].nunique() == 1).all()
     assert (frame["fsdp_kept_step_ms"] < frame["fsdp_step_ms"]).all()  # kept: no block gathered for backward
@@ -527,12 +526,16 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     # every efficiency is against one rank's step: the 0.2 ms given (DDP's own cost a CPU's, left out)
     one_rank = frame["scaling_efficiency"] * frame["step_ms"]
     assert one_rank.to_numpy() == pytest.approx([0.2] * len(frame))
-    assert "one rank's step before DDP's own cost (--local-ddp-ms MS adds your GPU's): 0.2 ms;" in printed
+    assert "one rank's step without DDP is 0.2 ms (" in printed  # the step every efficiency divides, said once
+    assert "each predicted step, both before DDP's own cost (--local-ddp-ms MS adds your GPU's)" in printed
     tiny, default = frame[frame["bucket_cap_mb"] == 0.001], frame[frame["bucket_cap_mb"] == 25]
     assert (tiny["buckets"].to_numpy() > default["buckets"].to_numpy()).all()
     assert (frame["step_ms"] >= 0.2).all()  # the scaled one-rank step, plus what is exposed
     # and mlp/full's gradients, counted on the meta device, put a floor under each step, said as the tiny's are not
-    assert "ddpbench predict: at the full size, mlp's " in printed and "put these floors under each step" in printed
+    assert (
+        "ddpbench predict: the full size puts floors under each step on dgx-h100, right of | below (≥; left of it "
+        "the tiny size's): mlp's " in printed
+    )  # what they are, once, above the table that shows them
     assert (frame["full_size_step_floor_ms"] >= 0.2 - 1e-9).all()  # never below the step's compute
     assert (frame["full_size_comm_ms"] > frame["comm_ms"]).all()  # the full size's all-reduces outweigh tiny's
     assert (frame["full_size_step_floor_ms"] >= frame["full_size_comm_ms"]).all()  # none before backward begins

@@ -141,7 +141,7 @@ def warn_not_whole_model(
     size = "benched" if trained else setup["size"]
     profiled = (f"this profile is {setup['workload']}'s {size} {'model' if trained else 'size'} "
                 f"({mib_text(profile.grad_bytes / 2**20)} of gradients{full})")  # fmt: skip
-    floors = ". The floors below put the full size's communication under each step" if whole else ""
+    floors = ". The floors below are the full size's communication" if whole else ""
     # benched small and counted with --train-wopt is what docs/your-model.md advises: nothing more to ask then
     advice = "" if trained else (". Profile the model you will train (--size full, on a GPU), or give the options it "
                                  "differs by, --train-wopt KEY=VALUE, to count it from this run")  # fmt: skip
@@ -193,6 +193,7 @@ def with_floors(frames: list, setup: dict, profile, *, configs, link, cluster_na
     the profile's compute as scaled; FSDP2's on `fsdp_profile`), said as a table and added to `frames`
     (`full_size_*`, `zero_full_size_*`, `fsdp_full_size_*` columns, `full_size_mb` its gradients) for --out, said
     unless not `said` (no step to floor); `frames` as they were where the full size cannot be counted."""
+    from harness.commands.console.predict import steps
     from harness.perfmodel.memory import mib_text
     from harness.perfmodel.sharded import with_full_size_floors
 
@@ -200,12 +201,9 @@ def with_floors(frames: list, setup: dict, profile, *, configs, link, cluster_na
     if params is None:
         return frames
     gradients = f"{mib_text(params.grad_bytes / 2**20)} of gradients in {len(params.trained)} tensors"
-    which = f" (the model you will train: {trained_text(configs, setup, options)})" if options is not None else ""
-    others = "benched model" if options is not None else f"{setup['size']} size"
-    if said:
-        console.say(f"ddpbench predict: at the full size{which}, {setup['workload']}'s parameters ({gradients}, "
-                    f"counted on the meta device) put these floors under each step on {cluster_name} (the ≥ columns "
-                    f"below; the others are the {others}'s)")  # fmt: skip
+    if said:  # what the floors are, once, above the table that shows them
+        steps.say_floors(f"{setup['workload']}'s parameters ({gradients}, counted on the meta device)", cluster_name,
+                         trained=options is not None, size=setup["size"])  # fmt: skip
     return [with_full_size_floors(frame, profile, params, link=link, world_size=int(frame["world_size"].iloc[0]),
                                   fsdp_profile=fsdp_profile, fsdp_own_s=fsdp_own_s, zero_own_s=zero_own_s)
             .assign(full_size_mb=params.grad_bytes / 2**20)

@@ -46,6 +46,15 @@ def _caps(rows) -> str:
     return "at " + ", ".join(f"{cap} MiB at w{int(r['world_size'])}" for cap, r in zip(caps, rows, strict=True))
 
 
+def _own_prediction(small: str, floors, predicted, floor: str, step: str) -> str:
+    """ "; the tiny size's own prediction w8 100, …": the benched model's steps beside the floor, where one is above
+    it at some GPU count; '' where the floor is above every one: the benched model's step is then no figure a
+    booking rests on (--out's rows and the what-if page keep them)."""
+    if all(p[step] <= f[floor] for f, p in zip(floors, predicted, strict=True)):
+        return ""
+    return f"; {small}'s own prediction {_steps(predicted, step)}"
+
+
 def zero_answer(frames: list[pd.DataFrame], *, optimizer_ms: float, largest: tuple, whose: str, small: str,
                 caveat: str = "", priced: str = predictions.CLUSTER_BROADCASTS) -> None:  # fmt: skip
     """ZeRO-1's floor for the model to train at each GPU count, at the cap the choice ranks it at (ranked.py), why
@@ -68,10 +77,10 @@ def zero_answer(frames: list[pd.DataFrame], *, optimizer_ms: float, largest: tup
         why = f"its optimizer steps the largest shard, {last['zero_full_size_largest_share']:.1%} of the elements"
         why += f" ({ms_text(optimizer_ms)} → {ms_text(last['zero_full_size_optimizer_ms'])} ms)"
     said = "; ".join(part for part in (priced, caveat) if part)
+    own = _own_prediction(small, rows, answered, "zero_full_size_step_floor_ms", "zero_step_ms")
     say(f"ddpbench predict: and ZeRO-1 (DDP + torch's ZeroRedundancyOptimizer, its defaults): for {whose}, at least "
-        f"{_steps(rows, 'zero_full_size_step_floor_ms')} {_caps(rows)}, its floor, which ranks it (DDP's: the table's "
-        f"DDP ≥); {small}'s own prediction {_steps(answered, 'zero_step_ms')}. Why at w{int(last['world_size'])}: "
-        f"{why}{own_cost_words(last)}" + (f" [{said}]" if said else ""))  # fmt: skip
+        f"{_steps(rows, 'zero_full_size_step_floor_ms')} {_caps(rows)}, its floor, which ranks it{own}. Why at "
+        f"w{int(last['world_size'])}: {why}{own_cost_words(last)}" + (f" [{said}]" if said else ""))  # fmt: skip
 
 
 def fsdp_answer(frames: list[pd.DataFrame], *, whose: str, small: str, caveat: str = "",
@@ -89,9 +98,9 @@ def fsdp_answer(frames: list[pd.DataFrame], *, whose: str, small: str, caveat: s
     last = rows[-1]
     own = f"; FSDP's own cost at one rank, {ms_text(last['fsdp_own_ms'])} ms, added" if last["fsdp_own_ms"] > 0 else ""
     said = "; ".join(part for part in (priced, caveat) if part)
+    mine = _own_prediction(small, rows, rows, "fsdp_full_size_step_floor_ms", "fsdp_step_ms")
     say(f"ddpbench predict: and FSDP2 (fully_shard on each block and the root, its defaults): for {whose}, at least "
-        f"{_steps(rows, 'fsdp_full_size_step_floor_ms')}, its floor; {small}'s own prediction "
-        f"{_steps(rows, 'fsdp_step_ms')}. Why at w{int(last['world_size'])}: its "
+        f"{_steps(rows, 'fsdp_full_size_step_floor_ms')}, its floor{mine}. Why at w{int(last['world_size'])}: its "
         f"{int(last['fsdp_full_size_gathers'])} gathers take at least {ms_text(last['fsdp_full_size_gather_ms'])} ms "
         f"and its reduce-scatters {ms_text(last['fsdp_full_size_scatter_ms'])} ms, one at a time{own}"
         + (f" [{said}]" if said else ""))  # fmt: skip

@@ -122,6 +122,10 @@ def say_one_rank_step(
     if own_inside:  # scaled to the reference's step: DDP's own cost is in it, not apart
         what = "with DDP (its own cost inside the compute: no baseline step to separate it)"
     both = "" if parts or own_inside else ", both before it"
+    if local_step_ms and not (parts or own_inside) and f"{step_ms:.4g}" == f"{local_step_ms:.4g}":  # said: the step
+        console.say(f"ddpbench predict: {scaled}scaling efficiency below = that step over each predicted step, both "
+                    f"before DDP's own cost ({hint})")  # fmt: skip
+        return
     console.say(f"ddpbench predict: {scaled if local_step_ms else ''}one rank's step {what}: {step_ms:.4g} ms{parts}; "
                 f"scaling efficiency below = that step over each predicted step{both}")  # fmt: skip
 

@@ -24,13 +24,16 @@ FLOORS = (("buckets", "full_size_buckets", "d"), ("all-red.", "full_size_comm_ms
 """The full size's floors beside it, where `predict_full_size.with_floors` added them: its buckets, their all-reduces
 one after another and the last one's, and each strategy's floor."""
 
-FLOORS_NOTE = (
-    "  ≥ the full size's floors, not predictions: its gradients on this compute, made not measured (DDP: all-reduces "
-    "one after another, the last after backward; ZeRO-1: DDP's, its largest shard, its broadcasts; FSDP2: gathers "
-    "and reduce-scatters one at a time); for steps, bench --size full on one of the cluster's GPUs",
-)
-"""Under the table where it holds floors: what they are, in one line (docs/clusters.md and the what-if page say how
-each is counted)."""
+
+def say_floors(parameters: str, cluster_name: str, *, trained: bool, size: str) -> None:
+    """What the floors right of the table's bar are, once, above it (predict_full_size.with_floors adds them): the
+    full size's (the model you will train's, `trained`) `parameters` on the profile's compute, made not measured
+    (DDP's all-reduces one after another; ZeRO-1's and FSDP2's answers below say theirs; docs/clusters.md each)."""
+    whose, others = ("the model you will train", "benched model") if trained else ("the full size", f"{size} size")
+    bench = "bench it (--wopt)" if trained else "bench --size full"
+    say(f"ddpbench predict: {whose} puts floors under each step on {cluster_name}, right of | below (≥; left of it the "
+        f"{others}'s): {parameters} on this compute, DDP's all-reduces one after another, the last after backward; "
+        f"made, not measured: for steps, {bench} on one of the cluster's GPUs")  # fmt: skip
 
 
 def cluster_table(cluster, frames: list[pd.DataFrame], *, before_own: bool = False) -> None:
@@ -40,8 +43,7 @@ def cluster_table(cluster, frames: list[pd.DataFrame], *, before_own: bool = Fal
     every other figure share a row ('1, 5, 10')."""
     floored = "full_size_step_floor_ms" in frames[0]
     columns = COLUMNS + FLOORS * floored
-    beside = "; right of | the full size's floors, ≥" if floored else ""
-    beside += "; *: before DDP's own cost, the one-rank step's too" if before_own else ""
+    beside = "; *: before DDP's own cost, the one-rank step's too" if before_own else ""  # the floors: said above
     say(f"ddpbench predict: the step per bucket cap on {cluster.name} ({cluster.gpus_per_node} GPUs a node; NCCL's "
         f"algorithms on the profile's bandwidths; ms{beside}):")  # fmt: skip
     marked = ("step_ms", "scaling_efficiency") if before_own else ()
@@ -62,8 +64,6 @@ def cluster_table(cluster, frames: list[pd.DataFrame], *, before_own: bool = Fal
     for row in rows:
         cells = [cell.rjust(width) for cell, width in zip(row, widths, strict=True)]
         say("  " + "  ".join(cells[:split]) + (" | " + "  ".join(cells[split:]) if floored else ""))
-    for line in FLOORS_NOTE * floored:
-        say(line)
 
 
 def best_cap(frame: pd.DataFrame, *, world: int, decimals: int, caveat: str = "") -> None:
