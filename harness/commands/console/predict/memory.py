@@ -41,7 +41,7 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
             cells += ["" if uncounted or not capacity else fit_phrase(rows, capacity, terse=True)]
         groups.setdefault(tuple(cells), []).append(name)
     header = ["model state"] + (["peak", *(short for _, short in kept)] if counted else [])
-    header += [f"fits {capacity:g} GiB: left"] if capacity else []
+    header += [f"left of {capacity:g} GiB"] if capacity else []  # what fits leaves
     names = [_named(group, state) for group in groups.values()]
     table = [("", *header), *((name, *cells[: len(header)]) for name, cells in zip(names, groups, strict=True))]
     widths = [max(len(row[k]) for row in table) for k in range(len(header))]
@@ -49,7 +49,7 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
     counts = " / ".join(f"w{w}" for w in worlds)
     whole = " (unsharded: parameters and gradients held whole)" * any(c == "unsharded_mb" for c, _ in kept)
     peak = f"; peak: the state, backward's or the optimizer's part and what is kept beside{whole}" * bool(counted)
-    fit = f"; fits: in one GPU of {cluster.name}, before buffers, working memory, CUDA's and NCCL's" if capacity else ""
+    fit = f"; left: in one GPU of {cluster.name}, for buffers, working memory, CUDA's and NCCL's" if capacity else ""
     say(f"ddpbench predict: memory per rank at {counts}: model state (parameters, gradients, optimizer state) as "
         f"held at {measured} ranks, then whole + split / n{peak}{fit}:")  # fmt: skip
     for row in table:
