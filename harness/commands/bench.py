@@ -13,17 +13,15 @@ import os
 import shutil
 import signal
 import time
-from pathlib import Path
-from typing import Any
 
 from harness.commands import console
 from harness.commands.console import rounds
 from harness.commands.console.plan import say_plan
 from harness.commands.resume import record_session, resume
+from harness.commands.summary import summarize, write_summary
 from harness.config.bench import BenchConfig, ConfigError, check_results_folder
 from harness.config.flags import AUTO, from_args
 from harness.handoff import costs
-from harness.results import layout
 from harness.results.layout import RunFolder
 
 RUN_ID_TRIES = 10
@@ -188,7 +186,6 @@ def _native_bf16() -> bool:
 
 
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
-    from harness.analysis import decide, sweep
     from harness.launch import launcher as launch
     from harness.launch import repeats
     from harness.launch.torchrun import check_fault_switch
@@ -229,10 +226,20 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         return _ended_early(plan, stop, stops.received, began=began, progress=progress)
     finally:
         progress.close()
-    shutil.rmtree(RunFolder(plan.run).cached(""), ignore_errors=True)  # the run is over: nothing reuses its cache
-    confidence = decide.confidence_for(config.repeats, config.max_repeats)  # auto's looks are paid for
+    with costs.timed(plan.phases_s, "verdicts"):
+        configs = _verdicts(config, plan)
+    failed_parity = int((~configs["parity_ok"].fillna(True).astype(bool)).sum()) if "parity_ok" in configs else 0
+    return summarize(plan, time.monotonic() - began, parity_failed=failed_parity)
+
+
+def _verdicts(config: BenchConfig, plan):
+    """The run's end: its rows read once, the cap recommendations written, the verdicts and sentences said;
+    the rows returned."""
+    from harness.analysis import decide, sweep
     from harness.results import store
 
+    shutil.rmtree(RunFolder(plan.run).cached(""), ignore_errors=True)  # the run is over: nothing reuses its cache
+    confidence = decide.confidence_for(config.repeats, config.max_repeats)  # auto's looks are paid for
     configs = store.read_configs(plan.run)  # every row written, read once for all four
     recommended = sweep.write_run_recommendations(plan.run, confidence=confidence, configs=configs)  # a cap sweep's
     if not recommended.empty:
@@ -242,8 +249,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         console.strategy_verdicts([v for v in found if v.kind == decide.STRATEGY])
     console.why_slower(_why_lines(configs))
     console.drifting(_drift_lines(configs))
-    failed_parity = int((~configs["parity_ok"].fillna(True).astype(bool)).sum()) if "parity_ok" in configs else 0
-    return _summarize(plan, time.monotonic() - began, parity_failed=failed_parity)
+    return configs
 
 
 def _drift_lines(configs) -> list[str]:
@@ -313,81 +319,3 @@ def _stopped(plan, why: str, code: int, *, wall_s: float | None) -> int:
     console.say(f"ddpbench: stopped by {why}: {saved} of {total} configurations saved in {plan.run}/; "
                 f"finish with: {console.resume_hint(plan.run_id, plan.run.parent)}")  # fmt: skip
     return code
-
-
-def counts_text(counts: dict[str, int], *, parity_failed: int = 0) -> str:
-    """'4 ok, 0 failed, 0 skipped (1 of the ok failed parity: …)': a row that trained unlike one process is said
-    where a reader of the last lines looks, not only on its own line above."""
-    text = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("ok", "failed", "skipped"))
-    return text + (f" ({parity_failed} of the ok failed parity: see PARITY FAILED above)" if parity_failed else "")
-
-
-def _summarize(plan, wall_s: float, *, parity_failed: int = 0) -> int:
-    """The run's counts and wall time on the terminal and in `summary.json`; exit 1 if any failed."""
-    totals = write_summary(plan, wall_s, complete=True)
-    text = counts_text(totals["status_counts"], parity_failed=parity_failed)
-    sessions = totals["sessions"]
-    wall = console.seconds_text(wall_s)
-    took = f"(this session: {wall}); the whole run has" if sessions > 1 else f"in {wall}:"
-    console.say(f"ddpbench: run {plan.run_id} finished {took} {text}; results in {plan.run}/")
-    if sessions > 1:
-        console.say(f"ddpbench: over its {totals['sessions']} sessions the run took "
-                    f"{console.seconds_text(totals['wall_s'])} ({console.seconds_text(totals['training_step_s'])} "
-                    "of training steps); summary.json adds them up")  # fmt: skip
-    step_s = totals["session"]["training_step_s"]
-    if step_s:
-        # What the harness costs around the steps it measures: launches, builds, parity, writes.
-        of = f"this session's {wall}" if sessions > 1 else "that"
-        console.say(f"ddpbench: {console.seconds_text(step_s)} of {of} was training steps (warm-up included): "
-                    f"{wall_s / step_s:.2f}× overhead")  # fmt: skip
-    session = totals["session"]
-    console.fixed_cost_split(wall_s, session["phases_s"], configurations=session["launched"])
-    return 1 if totals["status_counts"].get("failed", 0) else 0
-
-
-def _earlier_sessions(run: Path) -> dict[str, Any]:
-    """What the run's earlier sessions recorded; {} for a new run (or a summary that cannot be read)."""
-    from harness.results import store
-
-    try:
-        return store.read_json(Path(run) / layout.SUMMARY_JSON)
-    except (OSError, ValueError):
-        return {}
-
-
-def write_summary(plan, wall_s: float, *, complete: bool) -> dict[str, Any]:
-    """The run's `summary.json`: this session's figures (its counts, wall time, training steps and where the wall
-    time went) added to the earlier sessions' (a run stopped and finished with `--resume` is one run; `session`
-    keeps the latest session's own), written, and returned."""
-    from harness.analysis import stats
-    from harness.results import store
-
-    configs = store.read_configs(plan.run)
-    steps = store.read_steps(plan.run)
-    ran_now = {c.config_id for c in plan.configurations}  # a resumed session counts only what it ran
-    step_s = stats.training_seconds(steps[steps["config_id"].isin(ran_now)])
-    before = _earlier_sessions(plan.run)
-    # where the wall time went, phase by phase, the steps among them: no fixed cost (named so before 2026-12-05)
-    # other: the launcher between launches, polling, the last read
-    session = {**plan.phases_s, "other": max(0.0, wall_s - sum(plan.phases_s.values()))}
-    phases = dict(before.get("phases_s") or before.get("fixed_cost_s") or {})
-    for phase, seconds in session.items():
-        phases[phase] = phases.get(phase, 0.0) + seconds
-    totals = {
-        "wall_s": before.get("wall_s", 0.0) + wall_s,
-        "training_step_s": before.get("training_step_s", 0.0) + step_s,
-        "phases_s": phases,
-        "status_counts": configs["status"].value_counts().to_dict(),
-        "configurations": len(configs),
-        "sessions": before.get("sessions", 1 if before else 0) + 1,
-        "complete": complete,
-        "session": {
-            "wall_s": wall_s,
-            "training_step_s": step_s,
-            "phases_s": session,
-            # what this session launched: a configuration skipped on this device launches nothing
-            "launched": int(configs[configs["config_id"].isin(ran_now)]["status"].ne("skipped").sum()),
-        },
-    }
-    store.write_json(Path(plan.run) / layout.SUMMARY_JSON, totals)
-    return totals

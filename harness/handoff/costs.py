@@ -1,11 +1,12 @@
 """Where a `bench` launch's time goes beyond its training steps: the fixed cost per configuration.
 
-Rank 0 times each phase of its launch (interpreter and imports, process group, and per
-configuration: model info, build, the training loop, parity, profile, gradient profile, gather,
+Rank 0 times each phase of its launch (interpreter and imports, process group, its row writer, and
+per configuration: model info, build, the training loop, parity, profile, gradient profile, gather,
 write, memory release) and keeps the sums in `plan/<launch>.costs.json`, next to the launch's
 plan, rewritten after every configuration so that a launch that dies still tells where its time
 went. The launcher reads it when the launch ends and adds what only it sees (torchrun's start,
-the ranks' teardown). Every figure is wall-clock seconds on rank 0; the training loop is split
+the ranks' teardown), and times its own work around the launches (`timed`: each launch's plan,
+the pairing after it, the verdicts). Every figure is wall-clock seconds on rank 0; the training loop is split
 into its timed steps (`steps`, warm-up included: what `bench` calls training) and what runs
 between them (`between steps`: batches, zeroing gradients, the window's barrier).
 """
@@ -23,11 +24,15 @@ from harness.results.layout import costs_path
 
 PHASES = (
     "start",  # the ddpbench command itself until its first launch: interpreter, imports, flags checked, run planned
+    "launch plan",  # the launcher before each launch: the rows written so far read, the launch's plan and their
+    # snapshot written (harness.launch.launcher)
     "launch",  # the launcher's torchrun call until rank 0's process starts (on the CPU, in the run's first launch:
     # what is left of the zygote's imports, which began during `start`)
     "imports",  # rank 0's interpreter start and the worker module's imports (torch and its compiler, the
     # plug-ins); none on the CPU, where the run's zygote imported them once and every rank is forked
-    "process group",  # init_process_group, Parquet's warm-up, the imports' objects frozen (housekeeping)
+    "process group",  # init_process_group, the imports' objects frozen (housekeeping)
+    "row writer",  # rank 0 made ready to write rows: pandas imported (each launch: the ranks start without it),
+    # the rows written before read, Parquet's warm-up
     "model info",  # FLOP counting and sizes, once per workload setup
     "build",  # strategy, model, wrap, optimizer, memory sampler
     "steps",  # the timed training steps, warm-up included
@@ -39,6 +44,9 @@ PHASES = (
     "write",  # records assembled, Parquet parts written
     "release",  # garbage collection, the allocator's cache, the heap trimmed
     "teardown",  # the ranks' exit until torchrun returns
+    "pairing",  # the launcher after a launch: the paired columns of its rows derived again (harness.handoff.pairing)
+    "verdicts",  # the launcher reading the rows and judging them: after each round of --repeats auto, and at the
+    # run's end (the cap recommendations written, the verdicts and sentences said)
 )
 """The split `bench` prints, in a run's order; anything else in a run's wall time is `other`."""
 
@@ -124,3 +132,15 @@ def read_launch(plan_path: Path, *, launched_at: float, ended_at: float) -> dict
 def add_into(total: dict[str, float], seconds: dict[str, float]) -> None:
     for phase, value in seconds.items():
         total[phase] = total.get(phase, 0.0) + value
+
+
+@contextlib.contextmanager
+def timed(total: dict[str, float], phase: str):
+    """The launcher's own phases (`launch plan`, `pairing`, `verdicts`): the block's wall time added to `total`."""
+    if phase not in PHASES:
+        raise KeyError(f"unknown fixed-cost phase {phase!r}; phases: {', '.join(PHASES)}")
+    began = time.monotonic()
+    try:
+        yield
+    finally:
+        add_into(total, {phase: time.monotonic() - began})

@@ -49,6 +49,8 @@ class BenchRun:
     context: dict[str, Any]
     phases_s: dict[str, float] = dataclasses.field(default_factory=dict, compare=False)  # where its wall time went
     """Where this session's launches spent their time, seconds per phase (`harness.handoff.costs`)."""
+    launches: list[str] = dataclasses.field(default_factory=list, compare=False)
+    """The torchrun launches this session made, by name (a retry too): summary.json counts them."""
 
 
 class RunIdTaken(ConfigError):
@@ -197,8 +199,9 @@ def launch_group(
     configuration it was in: that one is recorded `failed` with the rank and the cause, and
     the rest run in a fresh launch (--fail-fast: FailFast is raised instead).
     """
-    written = before = store.written_config_ids(plan.run)
-    pending = earlier.first_to_judge(config, plan.run, [c for c in group if c.config_id not in written])
+    with costs.timed(plan.phases_s, "launch plan"):  # which of the group are left, and in what order
+        written = before = store.written_config_ids(plan.run)
+        pending = earlier.first_to_judge(config, plan.run, [c for c in group if c.config_id not in written])
     not_run = set()
     for cfg, failure in earlier.failing_again(config, plan.run, pending):  # recorded, not launched
         _record_failure(plan, cfg, failure)
@@ -225,14 +228,16 @@ def launch_group(
                 on_written(cfg)
             break
         if config.fail_fast:
-            pairing.refresh(plan.run, repeat=current.repeat, world_size=current.world_size)
+            with costs.timed(plan.phases_s, "pairing"):
+                pairing.refresh(plan.run, repeat=current.repeat, world_size=current.world_size)
             raise FailFast(f"{current.label()}: {failure['error']}")
         if config.nnodes > 1:
             # The other nodes' launchers cannot follow a relaunch; the rest are left for --resume.
             break
         pending, attempt = rest, attempt + 1
     if config.node_rank == 0 and _paired_before_baseline(group, before):
-        pairing.refresh(plan.run, repeat=group[0].repeat, world_size=group[0].world_size)
+        with costs.timed(plan.phases_s, "pairing"):
+            pairing.refresh(plan.run, repeat=group[0].repeat, world_size=group[0].world_size)
     return returncode
 
 
@@ -302,15 +307,17 @@ def _run_launch(
             on_written(remaining.pop(0))
         return before - len(remaining), not remaining
 
-    plan_path = _write_launch_plan(config, plan, pending)
-    layout.costs_path(plan_path).unlink(missing_ok=True)  # an earlier launch's account is not this one's
+    with costs.timed(plan.phases_s, "launch plan"):
+        plan_path = _write_launch_plan(config, plan, pending)
+        layout.costs_path(plan_path).unlink(missing_ok=True)  # an earlier launch's account is not this one's
     launched_at = time.time()
+    plan.launches.append(launch_name(config, pending[0]) + (f".retry{attempt}" if attempt else ""))
     end = launch_ranks(
         WORKER,
         plan_path,
         pending[0].world_size,
         run=plan.run,
-        name=launch_name(config, pending[0]) + (f".retry{attempt}" if attempt else ""),
+        name=plan.launches[-1],
         threads=plan.threads_per_rank,
         timeout_s=config.timeout_s,
         rendezvous=rendezvous(config, plan.run_id),

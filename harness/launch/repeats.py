@@ -19,6 +19,7 @@ from harness.config import grid
 from harness.config.bench import BenchConfig
 from harness.config.flags import AUTO
 from harness.config.grid import Configuration
+from harness.handoff import costs
 from harness.launch.earlier import planned_configurations
 from harness.launch.launcher import BenchRun, run_groups
 from harness.results import store
@@ -62,7 +63,8 @@ def until_decided(
     confidence = decide.look_confidence(config.max_repeats)
     while True:
         pace = _pace(plan, began if launched is None else launched, done)
-        standing, next_round = _standing(config, plan, confidence, pace=pace)
+        with costs.timed(plan.phases_s, "verdicts"):
+            standing, next_round = _standing(config, plan, confidence, pace=pace)
         if config.budget_s is not None:
             standing.budget_left_s = max(0.0, config.budget_s - (time.monotonic() - began))
         if next_round and _over_budget(config.budget_s, began, (pace or 0.0) * len(next_round)):

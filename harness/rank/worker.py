@@ -85,6 +85,7 @@ def run_configurations(plan: dict[str, Any], session: Session, *, watch: RankWat
     infos: dict[tuple, dict | None] = {}
     profiled: set[tuple] = set()
     writer = RowWriter(run, plan["context"], plan.get("written_before")) if session.is_main else None
+    watch.clock.lap("row writer")  # rank 0's pandas import and rows read, each launch (other ranks: not kept)
     for position, cfg in enumerate(configurations):
         if cfg.processes != session.world_size:
             raise RuntimeError(f"{cfg.config_id} needs {cfg.processes} ranks, this launch has {session.world_size}")

@@ -46,7 +46,7 @@ def test_a_failed_row_says_where_its_traceback_is():
 
 def test_the_runs_last_counts_say_how_many_failed_parity():
     """A walkthrough's summing loss printed PARITY FAILED on its row, then '4 ok, 0 failed, 0 skipped' last."""
-    from harness.commands.bench import counts_text
+    from harness.commands.summary import counts_text
 
     counts = {"ok": 4, "skipped": 1}
     assert counts_text(counts) == "4 ok, 0 failed, 1 skipped"

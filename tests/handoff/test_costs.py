@@ -58,3 +58,12 @@ def test_sums_over_launches():
     costs.add_into(total, {"launch": 1.0, "build": 2.0})
     costs.add_into(total, {"launch": 0.5})
     assert total == {"launch": 1.5, "build": 2.0}
+
+
+def test_the_launchers_own_phases_add_their_wall_time_and_only_known_phases():
+    total = {"pairing": 1.0}
+    with costs.timed(total, "pairing"):
+        time.sleep(0.02)
+    assert 1.02 <= total["pairing"] < 1.5
+    with pytest.raises(KeyError, match="unknown fixed-cost phase 'pairs'"), costs.timed(total, "pairs"):
+        pass
