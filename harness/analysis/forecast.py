@@ -1,19 +1,16 @@
-"""How long a planned run will take on this machine, said before it runs (`bench --dry-run`), from what the runs
-already in its results folder measured on this machine (its hostname, where the run kept one) and device kind:
+"""How long a planned run's steps will take on this machine, said before it runs (`bench --dry-run`), from what the
+runs already in its results folder measured on this machine (its hostname, where the run kept one) and device kind:
 each configuration measured before (the same strategy and options, workload, size, batch, precision and TF32,
 optimizer, world size, nodes, device and backend) takes its warm-up and timed steps at the median step of its
-newest measurement; every configuration that will launch, measured before or not, pays the fixed cost one paid in
-the latest session of the newest run of a workload and size planned, else of the newest run (its wall time less its
-training steps, over the configurations it launched: launches, imports, building, the parity check, writing).
-Repeats that `--repeats auto` adds are not counted. The configurations none measured are listed (`unmeasured`): the
-console puts a floor under them from their FLOPs (harness/measure/pace.py).
+newest measurement. Repeats that `--repeats auto` adds are not counted. The configurations none measured are listed
+(`unmeasured`): the console puts a floor under them from their FLOPs (harness/measure/pace.py). What the run pays
+beyond its steps (launches, imports, building, parity) is harness/handoff/fixed_cost.py's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import socket
 from pathlib import Path
 
@@ -21,7 +18,7 @@ import pandas as pd
 
 from harness.config import grid
 from harness.protocols import ConfigError
-from harness.results import layout, store
+from harness.results import store
 
 KEYS = ("impl", "impl_options", "workload", "size", "world_size", "batch_size", "dtype", "optimizer", "device", "tf32",
         "backend", "nnodes")  # fmt: skip
@@ -32,42 +29,27 @@ OLDER_ROWS = {"optimizer": "sgd", "dtype": "fp32", "tf32": False}  # what a run 
 @dataclasses.dataclass(frozen=True)
 class Forecast:
     steps_s: float  # the warm-up and timed steps of the configurations measured before
-    known: int  # how many of the planned configurations were
+    known: int  # how many of the planned configurations (that launch) were
     total: int
-    fixed_s: float | None  # a configuration's fixed cost in the newest run on this device; None: no run
-    source: str  # that run's folder name
-    alike: bool = True  # that run measured a workload and size planned here (its building and parity cost alike)
     unmeasured: tuple = ()  # the planned configurations (that launch) no earlier run measured
-
-    @property
-    def wall_s(self) -> float:
-        """The run's wall time here: the steps known and every configuration's fixed cost."""
-        return self.steps_s + (self.fixed_s or 0.0) * self.total
 
 
 def forecast(configurations, results: Path) -> Forecast | None:
-    """The forecast for `configurations` (harness.config.grid.Configuration) from the bench runs in `results`; None
-    where none of them ran on this device."""
+    """The steps of `configurations` (harness.config.grid.Configuration) as the bench runs in `results` measured them
+    on this device; None where nothing is planned."""
     if not configurations:
         return None
     device, host = configurations[0].device, socket.gethostname()
-    metas = {run: store.read_run_meta(run) for run in store.list_runs(results)}
-    runs = [run for run, meta in metas.items() if _measured_here(meta, device, host)]
-    planned = {(cfg.workload, cfg.size) for cfg in configurations}  # building and parity cost with the model's size
-    alike = [run for run in runs if planned & _setups(run, metas[run])]
-    fixed = next(((per, run.name, run in alike) for run in [*alike, *runs]
-                  if (per := fixed_cost_per_configuration_s(run)) is not None), None)  # fmt: skip
-    if fixed is None:
-        return None
+    runs = [run for run in store.list_runs(results) if measured_here(store.read_run_meta(run), device, host)]
     medians = newest_medians(runs)
     launched = [cfg for cfg in configurations if not grid.skip_reason(cfg)]  # a skipped one launches nothing
     known = [medians.get(_key(cfg)) for cfg in launched]
     steps_s = sum(m * (cfg.warmup + cfg.steps) / 1e3 for m, cfg in zip(known, launched, strict=True) if m)
     unmeasured = tuple(cfg for m, cfg in zip(known, launched, strict=True) if not m)
-    return Forecast(steps_s, sum(1 for m in known if m), len(launched), *fixed, unmeasured=unmeasured)
+    return Forecast(steps_s, sum(1 for m in known if m), len(launched), unmeasured=unmeasured)
 
 
-def _setups(run: Path, meta: dict) -> set[tuple]:
+def setups(run: Path, meta: dict) -> set[tuple]:
     """The (workload, size) pairs a run planned (its run.json), or, where that holds none, measured (its rows)."""
     planned = meta.get("configurations") if isinstance(meta.get("configurations"), list) else []
     found = {(c.get("workload"), c.get("size")) for c in planned if isinstance(c, dict) and c.get("workload")}
@@ -78,23 +60,10 @@ def _setups(run: Path, meta: dict) -> set[tuple]:
     return found
 
 
-def _measured_here(meta: dict, device: str, host: str) -> bool:
+def measured_here(meta: dict, device: str, host: str) -> bool:
     """A run of this device kind on this machine (a run that kept no hostname: taken as this machine's)."""
     recorded = (meta.get("environment") or {}).get("hostname") if isinstance(meta.get("environment"), dict) else None
     return meta.get("device") == device and recorded in (None, host)
-
-
-def fixed_cost_per_configuration_s(run: Path) -> float | None:
-    """The run's newest session's wall time less its training steps, over the configurations it launched (its
-    summary's); None without one."""
-    try:
-        summary = json.loads((run / layout.SUMMARY_JSON).read_text())
-        session = summary.get("session") or summary
-        wall, steps = float(session["wall_s"]), float(session["training_step_s"])
-        count = int(session.get("launched") or summary["configurations"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
-        return None
-    return max(0.0, wall - steps) / count if count and wall else None
 
 
 def newest_medians(runs: list[Path]) -> dict[tuple, float]:

@@ -49,6 +49,13 @@ PHASES = (
     # run's end (the cap recommendations written, the verdicts and sentences said)
 )
 """The split `bench` prints, in a run's order; anything else in a run's wall time is `other`."""
+PER_LAUNCH = ("launch plan", "launch", "imports", "process group", "row writer", "teardown", "pairing")
+"""The phases a session pays again with each launch."""
+PER_CONFIGURATION = ("model info", "build", "between steps", "parity", "profile", "gradient profile", "gather", "write",
+                     "release")  # fmt: skip
+"""The phases a session pays with each configuration it launches (model info and the parity reference: once per
+workload setup, spread over its configurations)."""
+# The rest beyond `steps` a session pays once: its `start`, its `verdicts` (a round of --repeats auto's each), `other`.
 
 
 class CostClock:

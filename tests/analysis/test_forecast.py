@@ -1,5 +1,5 @@
 """`bench --dry-run`'s time forecast: the planned configurations' steps as the results folder last measured them
-here, and a configuration's fixed cost as the newest run on this device paid it."""
+here, and the fixed cost a launch and a configuration as the earlier runs here with as many GPUs measured it."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 from harness.analysis.forecast import forecast
 from harness.commands.console.plan import say_forecast
 from harness.config.grid import Configuration
+from harness.handoff.fixed_cost import fixed_cost
 
 GOLDEN = Path(__file__).resolve().parent.parent / "data" / "cpu_run"  # mlp/tiny local, naive, stock at w1 and w2
 
@@ -24,13 +25,37 @@ def planned(impl: str, world: int, *, device: str = "cpu", steps: int = 10, warm
                          device=device, backend="gloo", seed=0, parity=False)  # fmt: skip
 
 
+SPLIT = {"start": 10.0, "launch": 2.0, "imports": 0.0, "process group": 4.0, "teardown": 2.0, "build": 12.0,
+         "parity": 18.0, "steps": 40.0, "other": 12.0}  # fmt: skip
+"""A session's split as bench keeps it: 8 s over its 2 launches (4 s a launch), 30 s over its 6 configurations (5 s
+a configuration), and 22 s once (start and other): 100 s of wall time, 40 s of it steps."""
+
+
+def summary(wall_s: float = 100.0, split: dict | None = None, **session) -> dict:
+    split = split or SPLIT
+    return {"wall_s": wall_s, "training_step_s": 40.0, "configurations": 6, "sessions": 1,
+            "session": {"wall_s": wall_s, "training_step_s": 40.0, "phases_s": split, "launched": 6, "launches": 2,
+                        **session}}  # fmt: skip
+
+
+def earlier_run(results: Path, name: str, *, started: str, workload: str = "mlp", world: int = 2, **kept) -> Path:
+    """A copy of the golden run named `name`, as another run of `workload` at world sizes up to `world`, with the
+    summary bench wrote at its end (`kept`: the summary's session's fields instead)."""
+    run = results / name
+    shutil.copytree(results / "cpu_run", run)
+    meta = json.loads((run / "run.json").read_text())
+    planned = [{"workload": workload, "size": "tiny", "world_size": w} for w in range(1, world + 1)]
+    meta.update(run_id=name, started_at=started, configurations=planned)
+    (run / "run.json").write_text(json.dumps(meta))
+    (run / "summary.json").write_text(json.dumps(summary(**kept)))
+    return run
+
+
 @pytest.fixture
 def results(tmp_path: Path) -> Path:
-    """The golden run, with the summary a bench writes at its end: 100 s of wall time, 40 s of it steps, 6
-    configurations: 10 s of fixed cost a configuration."""
+    """The golden run (mlp/tiny at world sizes 1 and 2, run here), with the summary a bench writes at its end."""
     shutil.copytree(GOLDEN, tmp_path / "results" / "cpu_run")
-    summary = {"wall_s": 100.0, "training_step_s": 40.0, "configurations": 6}
-    (tmp_path / "results" / "cpu_run" / "summary.json").write_text(json.dumps(summary))
+    (tmp_path / "results" / "cpu_run" / "summary.json").write_text(json.dumps(summary()))
     meta_path = tmp_path / "results" / "cpu_run" / "run.json"
     meta = json.loads(meta_path.read_text())
     meta["environment"] = {**meta.get("environment", {}), "hostname": socket.gethostname()}  # measured here
@@ -38,14 +63,17 @@ def results(tmp_path: Path) -> Path:
     return tmp_path / "results"
 
 
-def test_each_known_configuration_takes_its_steps_at_its_last_median_and_each_pays_the_fixed_cost(results):
-    """stock at w2 last measured 12.44 ms a step: 12 steps (10 + 2 warm-up) take 0.149 s; naive at w1 12.2 ms."""
-    plan = [planned("stock", 2), planned("naive", 1), planned("stock", 64)]
+def test_each_known_configuration_takes_its_steps_at_its_last_median_and_the_run_its_fixed_cost(results):
+    """stock at w2 last measured 12.44 ms a step: 12 steps (10 + 2 warm-up) take 0.149 s; naive at w1 12.2 ms. The
+    fixed cost of two launches and three configurations, as cpu_run paid them: 22 + 2 × 4 + 3 × 5 s."""
+    plan = [planned("stock", 2), planned("naive", 1), dataclasses.replace(planned("stock", 2), batch_size=16)]
     found = forecast(plan, results)
-    assert (found.known, found.total, found.source) == (2, 3, "cpu_run")
-    assert found.fixed_s == pytest.approx(10.0)
+    assert (found.known, found.total, len(found.unmeasured)) == (2, 3, 1)
     assert found.steps_s == pytest.approx((12.440452 + 12.199266) * 12 / 1e3)
-    assert found.wall_s == pytest.approx(found.steps_s + 30.0)
+    fixed = fixed_cost(plan, results)
+    assert [m.run for m in fixed.measured] == ["cpu_run"] and (fixed.launches, fixed.configurations) == (2, 3)
+    assert (fixed.median("once_s"), fixed.median("launch_s"), fixed.median("configuration_s")) == (22, 4, 5)
+    assert fixed.total_s == pytest.approx(45.0) and fixed.alike
 
 
 @pytest.fixture
@@ -71,36 +99,44 @@ def test_the_flops_floor_is_each_ranks_batch_at_the_best_pace_with_ranks_taking_
     assert pace.cpu_flops_per_s(1) > 1e8  # a real core's matmul: some hundreds of MFLOP/s at the least
 
 
-def test_nothing_is_forecast_without_an_earlier_run_on_the_device_and_said_so(results, capsys, slow_cpu):
-    assert forecast([planned("stock", 2, device="cuda")], results) is None
-    say_forecast([planned("stock", 2, device="cuda")], results)  # no GPU here: no datasheet peak either
-    assert "no time forecast: no earlier run on this device in " in capsys.readouterr().out
-    say_forecast([planned("stock", 64)], results)  # a run here, but not of these configurations
+def test_without_an_earlier_run_of_as_many_gpus_the_fixed_cost_is_said_not_counted(results, capsys, slow_cpu):
+    """A walkthrough's dry run read 'at least 5 s' by FLOPs for a run that took 323 s, 117 s of it fixed cost, and
+    did not say the fixed cost was left out."""
+    cuda = [planned("stock", 2, device="cuda")]
+    assert forecast(cuda, results).known == 0 and fixed_cost(cuda, results) is None
+    say_forecast(cuda, results)  # no GPU here: no datasheet peak either
+    assert "no time forecast: no earlier run here in " in capsys.readouterr().out
+    assert fixed_cost([planned("stock", 64)], results) is None  # a run here, but of 2 simulated GPUs
+    say_forecast([planned("stock", 64)], results)
     said = capsys.readouterr().out  # 12 steps of 8 samples at 12.16 ms, 64 ranks taking turns on 2 cores: 37 s
-    assert said.startswith("ddpbench: at least 47 s here: the steps of the configuration at least 37 s by their "
+    assert said.startswith("ddpbench: at least 37 s here: the steps of the configuration at least 37 s by their "
                            "FLOPs at this CPU's best fp32 matmul, 0.001 GFLOP/s")  # fmt: skip
-    assert said.endswith("and 10 s of fixed cost a configuration (launch, imports, building, parity, writing), as "
-                         "run cpu_run paid it\n")  # fmt: skip
+    assert said.endswith(f"; no earlier run of 64 simulated GPUs here in {str(results)!r} measured the fixed cost "
+                         "(launches, imports, building, parity: not counted)\n")  # fmt: skip
     say_forecast([planned("stock", 64)], results.parent / "none")
-    assert capsys.readouterr().out.startswith("ddpbench: the steps of the configuration take at least 37 s by their")
+    assert capsys.readouterr().out.startswith("ddpbench: at least 37 s here: the steps of the configuration at least")
 
 
 def test_a_configuration_whose_flops_cannot_be_counted_is_said_not_counted(results, capsys, slow_cpu, monkeypatch):
     from harness.measure import pace
 
     monkeypatch.setattr(pace, "training_flops_per_sample", lambda workload: None)
-    say_forecast([planned("stock", 64)], results)
-    said = capsys.readouterr().out
-    assert "none of these configurations was measured in " in said and "10 s of fixed cost a configuration" in said
+    say_forecast([dataclasses.replace(planned("stock", 2), batch_size=16)], results)
+    assert capsys.readouterr().out == (
+        "ddpbench: at least 31 s here: the steps of the configuration not counted: never measured here; plus about "
+        "31 s of fixed cost (1 launch at 4 s, 1 configuration at 5 s, 22 s once) as 1 earlier run of 2 simulated "
+        "GPUs here measured it (cpu_run)\n"
+    )
 
 
 def test_the_line_says_at_least_where_some_steps_were_never_measured(results, capsys, slow_cpu):
-    say_forecast([planned("stock", 2), planned("naive", 1)], results)
-    assert capsys.readouterr().out.startswith("ddpbench: about 20 s here: the steps of 2 of the 2 configurations")
-    say_forecast([planned("stock", 2), planned("stock", 64)], results)
-    said = capsys.readouterr().out
-    assert said.startswith("ddpbench: at least 58 s here: the steps of 1 of the 2 configurations")
-    assert "the other 1's steps at least 37 s by their FLOPs at this CPU's best fp32 matmul" in said
+    say_forecast([planned("stock", 2), planned("naive", 1)], results)  # 0.3 s of steps, 22 + 2 × 4 + 2 × 5 s fixed
+    assert capsys.readouterr().out.startswith("ddpbench: about 40 s here: the steps of 2 of the 2 configurations")
+    say_forecast([planned("stock", 2), dataclasses.replace(planned("stock", 2), batch_size=16)], results)
+    said = capsys.readouterr().out  # 0.15 s measured, 12 × 16 × 12.16 ms = 2.3 s by FLOPs, 22 + 4 + 2 × 5 s fixed
+    assert said.startswith("ddpbench: at least 38 s here: the steps of 1 of the 2 configurations")
+    assert "the other 1's steps at least 2 s by their FLOPs at this CPU's best fp32 matmul" in said
+    assert "; plus about 36 s of fixed cost (1 launch at 4 s, 2 configurations at 5 s, 22 s once)" in said
 
 
 def test_a_forecast_is_said_to_ten_seconds_past_ninety():
@@ -109,34 +145,62 @@ def test_a_forecast_is_said_to_ten_seconds_past_ninety():
     assert [_minutes_text(s) for s in (42.4, 149.5, 180.0, 7200.0)] == ["42 s", "2 min 30 s", "3 min", "2.0 h"]
 
 
-def test_another_machines_run_or_an_unreadable_summary_forecasts_nothing(results):
+def test_another_machines_run_or_a_summary_without_its_split_measures_no_fixed_cost(results):
     meta_path = results / "cpu_run" / "run.json"
     meta = json.loads(meta_path.read_text())
-    (results / "cpu_run" / "summary.json").write_text(json.dumps({"wall_s": 100.0, "training_step_s": None}))
-    assert forecast([planned("stock", 2)], results) is None  # no fixed cost to take: no forecast, no crash
+    (results / "cpu_run" / "summary.json").write_text(json.dumps({"wall_s": 100.0, "training_step_s": 40.0,
+                                                                  "configurations": 6}))  # fmt: skip
+    assert fixed_cost([planned("stock", 2)], results) is None  # no split to take it from: none, no crash
+    (results / "cpu_run" / "summary.json").write_text(json.dumps(summary()))
+    assert fixed_cost([planned("stock", 2)], results) is not None
     meta["environment"]["hostname"] = "another-machine"
     meta_path.write_text(json.dumps(meta))
-    assert forecast([planned("stock", 2)], results) is None
+    assert fixed_cost([planned("stock", 2)], results) is None
+    assert forecast([planned("stock", 2)], results).known == 0
 
 
-def test_the_fixed_cost_is_taken_from_the_newest_run_of_the_workloads_planned(results, capsys):
+def test_the_fixed_cost_is_taken_from_the_runs_of_the_workloads_planned_with_its_spread(results, capsys):
     """A walkthrough's dry run of mlp/small took its fixed cost from a newer mlp/tiny run: building and the parity
-    check cost with the model. A newer run of another workload (2 s a configuration) gives way to the older run of
-    the planned one (10 s); planning none that ran before, the newest run gives it, and the line says so."""
-    newer = results / "other"
-    shutil.copytree(results / "cpu_run", newer)
-    meta = json.loads((newer / "run.json").read_text())
-    meta.update(run_id="other", started_at="2026-12-01T00:00:00+00:00",
-                configurations=[{"workload": "gpt2", "size": "small"}])  # fmt: skip
-    (newer / "run.json").write_text(json.dumps(meta))
-    (newer / "summary.json").write_text(json.dumps({"wall_s": 20.0, "training_step_s": 8.0, "configurations": 6}))
-    found = forecast([planned("stock", 2)], results)
-    assert (found.source, found.fixed_s, found.alike) == ("cpu_run", pytest.approx(10.0), True)
+    check cost with the model. Newer runs of another workload give way to the older run of the planned one; planning
+    none that ran before, every run of as many GPUs here gives it, with the spread between them."""
+    fast = {**SPLIT, "build": 0.0, "parity": 6.0, "other": 0.0, "start": 4.0}  # once 4 s, a configuration 1 s
+    earlier_run(results, "gpt2-a", started="2026-12-01T00:00:00+00:00", workload="gpt2", split=fast, wall_s=58.0)
+    earlier_run(results, "gpt2-w4", started="2026-12-02T00:00:00+00:00", workload="gpt2", world=4)
+    found = fixed_cost([planned("stock", 2)], results)
+    assert ([m.run for m in found.measured], found.alike, found.total_s) == (["cpu_run"], True, pytest.approx(31.0))
     resnet = dataclasses.replace(planned("stock", 2), workload="resnet18")
-    found = forecast([resnet], results)
-    assert (found.source, found.fixed_s, found.alike) == ("other", pytest.approx(2.0), False)
+    found = fixed_cost([resnet], results)  # gpt2-w4 ran 4 simulated GPUs: not counted
+    assert ([m.run for m in found.measured], found.alike) == (["gpt2-a", "cpu_run"], False)
+    assert found.spread_s == (pytest.approx(4 + 4 + 1), pytest.approx(31.0)) and found.total_s == pytest.approx(20.0)
     say_forecast([resnet], results)
-    assert "as run other paid it, which ran none of these workloads at these sizes" in capsys.readouterr().out
+    assert ("plus about 20 s of fixed cost (1 launch at 4 s, 1 configuration at 3 s, 13 s once) as 2 earlier runs of "
+            "2 simulated GPUs here measured it (gpt2-a, cpu_run: 9 s to 31 s); they ran none of these workloads at "
+            "these sizes: building and parity cost with the model") in capsys.readouterr().out  # fmt: skip
+
+
+def test_only_the_newest_runs_count_and_an_older_summary_gives_its_launches_from_its_plan(results, capsys):
+    for day in range(1, 6):  # five newer runs of one launch each (the older summary's run.json: w1 and w2 planned)
+        earlier_run(results, f"new-{day}", started=f"2026-12-0{day}T00:00:00+00:00", launches=1)
+    found = fixed_cost([planned("stock", 2)], results)
+    assert [m.run for m in found.measured] == [f"new-{day}" for day in range(5, 0, -1)] and found.counted == 6
+    assert found.median("launch_s") == 8.0  # 8 s in one launch
+    say_forecast([planned("stock", 2)], results)
+    assert "as the newest 5 of 6 earlier runs of 2 simulated GPUs here measured it (new-5, " in capsys.readouterr().out
+    older = summary()
+    del older["session"]["launches"]  # a summary from before launches were counted
+    (results / "new-5" / "summary.json").write_text(json.dumps(older))
+    assert fixed_cost([planned("stock", 2)], results).measured[0].launch_s == 4.0  # two launches, from its plan
+    older["sessions"] = 2  # resumed: its latest session's launches cannot be told from the plan
+    (results / "new-5" / "summary.json").write_text(json.dumps(older))
+    assert "new-5" not in [m.run for m in fixed_cost([planned("stock", 2)], results).measured]
+
+
+def test_every_phase_is_paid_once_a_launch_or_a_configuration():
+    from harness.handoff import costs
+
+    assert not set(costs.PER_LAUNCH) & set(costs.PER_CONFIGURATION)
+    assert set(costs.PER_LAUNCH) | set(costs.PER_CONFIGURATION) < set(costs.PHASES)
+    assert set(costs.PHASES) - set(costs.PER_LAUNCH) - set(costs.PER_CONFIGURATION) == {"start", "steps", "verdicts"}
 
 
 def test_a_full_size_run_that_takes_hours_by_its_flops_is_warned_about_at_its_start(capsys, slow_cpu, monkeypatch):

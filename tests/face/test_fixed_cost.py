@@ -7,8 +7,11 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from harness import cli
 from harness.commands import console
+from harness.commands.console import plan
 
 
 def test_bench_prints_and_keeps_where_its_wall_time_went(tmp_path, capsys):
@@ -41,3 +44,24 @@ def test_the_command_line_reads_its_flags_before_importing_torch():
     probe = "import sys, harness.cli; print(sorted(m for m in ('torch', 'numpy', 'pandas') if m in sys.modules))"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "[]", done.stdout + done.stderr
+
+
+def test_a_dry_run_takes_the_fixed_cost_from_an_earlier_runs_split(small_run, capsys):
+    """The shared run (2 launches; dataparallel skipped, the rest launched) planned again: its own fixed cost, split
+    into once, a launch's and a configuration's, adds up to what it paid beyond its steps."""
+    from harness.handoff import fixed_cost
+    from harness.results import store
+
+    summary = json.loads((small_run / "summary.json").read_text())["session"]
+    paid = summary["wall_s"] - summary["phases_s"]["steps"]
+    measured = fixed_cost.measured(small_run, store.read_run_meta(small_run))
+    assert summary["launches"] == 2 and measured.for_plan(2, summary["launched"]) == pytest.approx(paid)
+    flags = ["--gpus", "2", "--impls", "naive,flat,stock,bucketed,dataparallel", "--workloads", "mlp", "--size", "tiny",
+             "--steps", "4", "--warmup", "2", "--repeats", "1", "--results", str(small_run.parent)]  # fmt: skip
+    assert cli.main(["bench", "--dry-run", *flags]) == 0
+    line = next(line for line in capsys.readouterr().out.splitlines() if "of fixed cost" in line)
+    assert (
+        line.startswith("ddpbench: about ")
+        and f"plus about {plan._minutes_text(paid)} of fixed cost (2 launches" in line
+    )
+    assert line.endswith("as 1 earlier run of 2 simulated GPUs here measured it (e2e)")

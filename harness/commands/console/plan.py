@@ -45,41 +45,59 @@ def say_plan(plan, *, requested_dtype: str, grows: bool = False, dry: bool = Fal
 
 
 def say_forecast(configurations, results, *, threads: int = 1) -> None:
-    """How long the planned run will take here, as the runs already in `results` measured it (analysis.forecast),
-    and, for the configurations none measured, at least as long as their FLOPs take at this device's best
-    (measure.pace: said as a floor)."""
+    """How long the planned run will take here: the steps as the runs already in `results` measured them
+    (analysis.forecast), for the configurations none measured at least as long as their FLOPs take at this device's
+    best (measure.pace: said as a floor), plus the fixed cost a launch and a configuration as the earlier runs here
+    with as many GPUs measured it (handoff.fixed_cost), or said not counted where none did."""
     from harness.analysis.forecast import forecast
-    from harness.config.grid import skip_reason
+    from harness.handoff.fixed_cost import fixed_cost, largest_world
 
     found = forecast(configurations, results)
-    where = "the CPU" if configurations and configurations[0].device == "cpu" else "this device"
-    unmeasured = found.unmeasured if found else tuple(c for c in configurations if not skip_reason(c))
-    floor = _flops_floor(unmeasured, threads=threads)
-    by_flops = f"at least {_minutes_text(floor[0])} by their FLOPs at {floor[2]}" if floor else ""
-    if floor and floor[1] < len(unmeasured):
-        by_flops += f" (the other {len(unmeasured) - floor[1]} not counted: their FLOPs could not be)"
     if found is None:
-        none = f"no earlier run on {where} in {str(results)!r}"
-        pace = "(the progress line gives one once the run has a pace)"
-        say(f"ddpbench: the steps of {_all(len(unmeasured))} take {by_flops} here; {none} to forecast the "
-            f"rest from {pace}" if floor else
-            f"ddpbench: no time forecast: {none} to take one from {pace}")  # fmt: skip
         return
-    fixed = (f"{found.fixed_s:.3g} s of fixed cost a configuration (launch, imports, building, parity, writing), "
-             f"as run {found.source} paid it" + ("" if found.alike else ", which ran none of these workloads at "
-                                                 "these sizes: building and parity cost with the model"))  # fmt: skip
-    if not found.known and not floor:
-        say(f"ddpbench: no time forecast: none of these configurations was measured in {str(results)!r} before "
-            f"(beyond their steps, {fixed})")  # fmt: skip
+    floor = _flops_floor(found.unmeasured, threads=threads)
+    by_flops = f"at least {_minutes_text(floor[0])} by their FLOPs at {floor[2]}" if floor else ""
+    if floor and floor[1] < len(found.unmeasured):
+        by_flops += f" (the other {len(found.unmeasured) - floor[1]} not counted: their FLOPs could not be)"
+    fixed = fixed_cost(configurations, results)
+    world = largest_world(configurations)
+    gpus = f"{world} {'simulated ' if configurations[0].device == 'cpu' else ''}GPU{'s' * (world != 1)}"
+    if not found.known and not floor and fixed is None:
+        say(f"ddpbench: no time forecast: no earlier run here in {str(results)!r} measured these configurations, nor "
+            f"the fixed cost of a run of {gpus} (the progress line gives one once the run has a pace)")  # fmt: skip
         return
-    measured = f"the steps of {found.known} of the {found.total} configurations as last measured in {str(results)!r}"
     unknown = found.total - found.known
-    others = (f"the other {unknown}'s steps {by_flops or 'not counted: never measured here'}" if found.known else
-              f"the steps of {_all(found.total)} {by_flops}")  # fmt: skip
-    parts = "; ".join([*([measured] if found.known else []), *([others] if unknown else [])])
-    about = "at least" if unknown else "about"
-    say(f"ddpbench: {about} {_minutes_text(found.wall_s + (floor[0] if floor else 0.0))} here: {parts}; "
-        f"and {fixed}")  # fmt: skip
+    steps = by_flops or "not counted: never measured here"
+    parts = [*([f"the steps of {found.known} of the {found.total} configurations as last measured in "
+                f"{str(results)!r}"] if found.known else []),
+             *([f"the other {unknown}'s steps {steps}" if found.known else
+                f"the steps of {_all(found.total)} {steps}"] if unknown else [])]  # fmt: skip
+    total = found.steps_s + (floor[0] if floor else 0.0) + (fixed.total_s if fixed else 0.0)
+    about = "about" if not unknown and fixed else "at least"
+    say(f"ddpbench: {about} {_minutes_text(total)} here: {'; '.join(parts)}; {_fixed_text(fixed, gpus, results)}")
+
+
+def _fixed_text(fixed, gpus: str, results) -> str:
+    """'plus about 40 s of fixed cost (4 launches at 3.1 s, …) as 2 earlier runs of 2 simulated GPUs here measured
+    it (A, B: 36 s to 44 s)', or that none did."""
+    if fixed is None:
+        return (f"no earlier run of {gpus} here in {str(results)!r} measured the fixed cost (launches, imports, "
+                "building, parity: not counted)")  # fmt: skip
+    runs = len(fixed.measured)
+    split = (f"{fixed.launches} launch{'es' * (fixed.launches != 1)} at {fixed.median('launch_s'):.2g} s, "
+             f"{fixed.configurations} configuration{'s' * (fixed.configurations != 1)} at "
+             f"{fixed.median('configuration_s'):.2g} s, {fixed.median('once_s'):.2g} s once")  # fmt: skip
+    low, high = fixed.spread_s
+    spread = f": {_minutes_text(low)} to {_minutes_text(high)}" if runs > 1 else ""
+    names = ", ".join(m.run for m in fixed.measured)
+    which = f"the newest {runs} of {fixed.counted}" if fixed.counted > runs else str(runs)
+    other = (
+        ""
+        if fixed.alike
+        else "; they ran none of these workloads at these sizes: building and parity cost with the model"
+    )
+    return (f"plus about {_minutes_text(fixed.total_s)} of fixed cost ({split}) as {which} earlier "
+            f"run{'s' * (fixed.counted != 1)} of {gpus} here measured it ({names}{spread}){other}")  # fmt: skip
 
 
 def _flops_floor(configurations, *, threads: int) -> tuple[float, int, str] | None:
@@ -105,7 +123,7 @@ def _flops_floor(configurations, *, threads: int) -> tuple[float, int, str] | No
                                             cores=cores)  # fmt: skip
     if not counted:
         return None
-    return seconds, counted, f"{how} (a model's step runs slower; launches, building and parity not counted)"
+    return seconds, counted, f"{how} (a model's step runs slower)"
 
 
 def _best_pace(cfg, *, threads: int) -> tuple[float | None, str]:
