@@ -13,7 +13,8 @@ to start and to tear down); of those, the runs of a workload and size planned wh
 parity cost with the model).
 
 A summary from before summary.json counted launches (2026-12-06) gives them from its run.json's configurations, one
-launch per repeat, world size and parameter-server rank, where the run had one session (no retry counted); one that
+launch per repeat, world size and parameter-server rank, where the run had one session (no retry counted), and
+its launcher's phases named since (launch plan, row writer, pairing, verdicts) within `other`, paid once; one that
 kept no split of its time counts no more.
 """
 
@@ -77,9 +78,9 @@ def largest_world(configurations) -> int:
     return max((c.world_size for c in configurations), default=0)
 
 
-def fixed_cost(configurations, results: Path) -> FixedCost | None:
-    """The planned `configurations`' fixed cost as the runs in `results` measured it on this device kind, on this
-    machine, with as many GPUs; None where no such run measured it."""
+def fixed_cost(configurations, results: Path, *, launched: int) -> FixedCost | None:
+    """The planned `configurations`' fixed cost (`launched` of them launch: the others are skipped here) as the runs
+    in `results` measured it on this device kind, on this machine, with as many GPUs; None where none measured it."""
     if not configurations:
         return None
     device, host, world = configurations[0].device, socket.gethostname(), largest_world(configurations)
@@ -99,10 +100,7 @@ def fixed_cost(configurations, results: Path) -> FixedCost | None:
     chosen = every[:RECENT]
     if not chosen:
         return None
-    from harness.config.grid import skip_reason
-
     launches = len({(c.repeat, c.world_size, c.extra_ranks) for c in configurations})  # as the dry run counts them
-    launched = sum(1 for c in configurations if not skip_reason(c))
     return FixedCost(tuple(chosen), launches, launched, alike=bool(alike), counted=len(every))
 
 

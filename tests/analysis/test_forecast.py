@@ -70,7 +70,7 @@ def test_each_known_configuration_takes_its_steps_at_its_last_median_and_the_run
     found = forecast(plan, results)
     assert (found.known, found.total, len(found.unmeasured)) == (2, 3, 1)
     assert found.steps_s == pytest.approx((12.440452 + 12.199266) * 12 / 1e3)
-    fixed = fixed_cost(plan, results)
+    fixed = fixed_cost(plan, results, launched=3)
     assert [m.run for m in fixed.measured] == ["cpu_run"] and (fixed.launches, fixed.configurations) == (2, 3)
     assert (fixed.median("once_s"), fixed.median("launch_s"), fixed.median("configuration_s")) == (22, 4, 5)
     assert fixed.total_s == pytest.approx(45.0) and fixed.alike
@@ -103,10 +103,10 @@ def test_without_an_earlier_run_of_as_many_gpus_the_fixed_cost_is_said_not_count
     """A walkthrough's dry run read 'at least 5 s' by FLOPs for a run that took 323 s, 117 s of it fixed cost, and
     did not say the fixed cost was left out."""
     cuda = [planned("stock", 2, device="cuda")]
-    assert forecast(cuda, results).known == 0 and fixed_cost(cuda, results) is None
+    assert forecast(cuda, results).known == 0 and fixed_cost(cuda, results, launched=1) is None
     say_forecast(cuda, results)  # no GPU here: no datasheet peak either
     assert "no time forecast: no earlier run here in " in capsys.readouterr().out
-    assert fixed_cost([planned("stock", 64)], results) is None  # a run here, but of 2 simulated GPUs
+    assert fixed_cost([planned("stock", 64)], results, launched=1) is None  # the run here had 2 simulated GPUs
     say_forecast([planned("stock", 64)], results)
     said = capsys.readouterr().out  # 12 steps of 8 samples at 12.16 ms, 64 ranks taking turns on 2 cores: 37 s
     assert said.startswith("ddpbench: at least 37 s here: the steps of the configuration at least 37 s by their "
@@ -139,6 +139,11 @@ def test_the_line_says_at_least_where_some_steps_were_never_measured(results, ca
     assert "; plus about 36 s of fixed cost (1 launch at 4 s, 2 configurations at 5 s, 22 s once)" in said
 
 
+def test_a_plan_whose_configurations_are_all_skipped_here_is_not_timed(results, capsys):
+    say_forecast([planned("dataparallel", 2)], results)  # needs CUDA GPUs: the listing says so, nothing to time
+    assert capsys.readouterr().out == ""
+
+
 def test_a_forecast_is_said_to_ten_seconds_past_ninety():
     from harness.commands.console.plan import _minutes_text
 
@@ -150,12 +155,12 @@ def test_another_machines_run_or_a_summary_without_its_split_measures_no_fixed_c
     meta = json.loads(meta_path.read_text())
     (results / "cpu_run" / "summary.json").write_text(json.dumps({"wall_s": 100.0, "training_step_s": 40.0,
                                                                   "configurations": 6}))  # fmt: skip
-    assert fixed_cost([planned("stock", 2)], results) is None  # no split to take it from: none, no crash
+    assert fixed_cost([planned("stock", 2)], results, launched=1) is None  # no split to take it from, no crash
     (results / "cpu_run" / "summary.json").write_text(json.dumps(summary()))
-    assert fixed_cost([planned("stock", 2)], results) is not None
+    assert fixed_cost([planned("stock", 2)], results, launched=1) is not None
     meta["environment"]["hostname"] = "another-machine"
     meta_path.write_text(json.dumps(meta))
-    assert fixed_cost([planned("stock", 2)], results) is None
+    assert fixed_cost([planned("stock", 2)], results, launched=1) is None
     assert forecast([planned("stock", 2)], results).known == 0
 
 
@@ -166,10 +171,10 @@ def test_the_fixed_cost_is_taken_from_the_runs_of_the_workloads_planned_with_its
     fast = {**SPLIT, "build": 0.0, "parity": 6.0, "other": 0.0, "start": 4.0}  # once 4 s, a configuration 1 s
     earlier_run(results, "gpt2-a", started="2026-12-01T00:00:00+00:00", workload="gpt2", split=fast, wall_s=58.0)
     earlier_run(results, "gpt2-w4", started="2026-12-02T00:00:00+00:00", workload="gpt2", world=4)
-    found = fixed_cost([planned("stock", 2)], results)
+    found = fixed_cost([planned("stock", 2)], results, launched=1)
     assert ([m.run for m in found.measured], found.alike, found.total_s) == (["cpu_run"], True, pytest.approx(31.0))
     resnet = dataclasses.replace(planned("stock", 2), workload="resnet18")
-    found = fixed_cost([resnet], results)  # gpt2-w4 ran 4 simulated GPUs: not counted
+    found = fixed_cost([resnet], results, launched=1)  # gpt2-w4 ran 4 simulated GPUs: not counted
     assert ([m.run for m in found.measured], found.alike) == (["gpt2-a", "cpu_run"], False)
     assert found.spread_s == (pytest.approx(4 + 4 + 1), pytest.approx(31.0)) and found.total_s == pytest.approx(20.0)
     say_forecast([resnet], results)
@@ -181,7 +186,7 @@ def test_the_fixed_cost_is_taken_from_the_runs_of_the_workloads_planned_with_its
 def test_only_the_newest_runs_count_and_an_older_summary_gives_its_launches_from_its_plan(results, capsys):
     for day in range(1, 6):  # five newer runs of one launch each (the older summary's run.json: w1 and w2 planned)
         earlier_run(results, f"new-{day}", started=f"2026-12-0{day}T00:00:00+00:00", launches=1)
-    found = fixed_cost([planned("stock", 2)], results)
+    found = fixed_cost([planned("stock", 2)], results, launched=1)
     assert [m.run for m in found.measured] == [f"new-{day}" for day in range(5, 0, -1)] and found.counted == 6
     assert found.median("launch_s") == 8.0  # 8 s in one launch
     say_forecast([planned("stock", 2)], results)
@@ -189,10 +194,12 @@ def test_only_the_newest_runs_count_and_an_older_summary_gives_its_launches_from
     older = summary()
     del older["session"]["launches"]  # a summary from before launches were counted
     (results / "new-5" / "summary.json").write_text(json.dumps(older))
-    assert fixed_cost([planned("stock", 2)], results).measured[0].launch_s == 4.0  # two launches, from its plan
+    found = fixed_cost([planned("stock", 2)], results, launched=1)
+    assert found.measured[0].launch_s == 4.0  # its two launches, from its plan
     older["sessions"] = 2  # resumed: its latest session's launches cannot be told from the plan
     (results / "new-5" / "summary.json").write_text(json.dumps(older))
-    assert "new-5" not in [m.run for m in fixed_cost([planned("stock", 2)], results).measured]
+    found = fixed_cost([planned("stock", 2)], results, launched=1)
+    assert "new-5" not in [m.run for m in found.measured]
 
 
 def test_every_phase_is_paid_once_a_launch_or_a_configuration():

@@ -53,13 +53,13 @@ def say_forecast(configurations, results, *, threads: int = 1) -> None:
     from harness.handoff.fixed_cost import fixed_cost, largest_world
 
     found = forecast(configurations, results)
-    if found is None:
+    if found is None or not found.total:  # nothing planned, or every configuration skipped here: nothing to time
         return
     floor = _flops_floor(found.unmeasured, threads=threads)
     by_flops = f"at least {_minutes_text(floor[0])} by their FLOPs at {floor[2]}" if floor else ""
     if floor and floor[1] < len(found.unmeasured):
         by_flops += f" (the other {len(found.unmeasured) - floor[1]} not counted: their FLOPs could not be)"
-    fixed = fixed_cost(configurations, results)
+    fixed = fixed_cost(configurations, results, launched=found.total)
     world = largest_world(configurations)
     gpus = f"{world} {'simulated ' if configurations[0].device == 'cpu' else ''}GPU{'s' * (world != 1)}"
     if not found.known and not floor and fixed is None:
