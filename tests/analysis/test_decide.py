@@ -312,9 +312,10 @@ def test_the_pace_of_the_rounds_counts_from_the_first_launch_and_the_budget_from
     monkeypatch.setattr(repeats, "_standing", lambda *a, **k: (Decided([], 1, None), [object()]))
     monkeypatch.setattr(repeats, "_over_budget", lambda budget, since, next_s: seen.setdefault("budget", since) > 0)
     config = types.SimpleNamespace(repeats=decide.AUTO, max_repeats=20, budget_s=60.0)
-    repeats.until_decided(config, None, began=100.0, launched=103.0, on_round=lambda *a: None,
+    plan = types.SimpleNamespace(phases_s={})  # the launcher's own phases: the judging's time is added there
+    repeats.until_decided(config, plan, began=100.0, launched=103.0, on_round=lambda *a: None,
                           on_written=lambda c: None)  # fmt: skip
-    assert seen == {"pace": 103.0, "budget": 100.0}
+    assert seen == {"pace": 103.0, "budget": 100.0} and set(plan.phases_s) == {"verdicts"}
 
 
 def test_the_history_names_the_look_at_which_the_run_itself_decided():
