@@ -33,14 +33,12 @@ def run_list(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         console.say(f"  {entry.name:<14} {entry.description}" + (f"  [options: {options}]" if options else "")
                     + (f"  [warm-up: {needs}]" if needs else ""))  # fmt: skip
     console.say("workloads (parameters per size; options set with --wopt KEY=V[,V…]):")
-    counts = _read_counts()
     for entry in workloads.REGISTRY.entries():
         console.say(f"  {entry.name:<14} {entry.description}")
-        console.say(f"  {'':<14} {_sizes_line(entry.name, counts)}")
+        console.say(f"  {'':<14} {_sizes_line(entry.name)}")
         options = ", ".join(f"{o.name}={o.default}" for o in entry.options().values() if o.name != "size")
         if options:
             console.say(f"  {'':<14} options: {options}")
-    _write_counts(counts)
     console.say("your model, or any of a zoo's (docs/your-model.md):")
     for spec, what in SPECS:
         console.say(f"  {spec:<24} {what}")
@@ -85,7 +83,7 @@ def _describer(name: str, given: list[tuple[str, tuple[str, ...]]]):
     if name in workloads.names() or _zoo.is_spec(name):
         options = _options(name, given)
         built = {size: workloads.create(name, size=size, **options) for size in SIZES}
-        counts = {size: _counted(workload) for size, workload in built.items()}
+        counts = {size: parameter_count(name, size, options, count=True) for size in SIZES}
         inputs = {size: input_text(workload) for size, workload in built.items()}
         return lambda: _describe_workload(name, counts, options, inputs)
     raise ConfigError(f"ddpbench list {name!r}: name a strategy ({', '.join(impls.names())}), a workload "
@@ -115,20 +113,14 @@ def _options(spec: str, given: list[tuple[str, tuple[str, ...]]]) -> dict:
     return options
 
 
-def parameter_count(spec: str, size: str, options: dict | None = None) -> int | str:
+def parameter_count(spec: str, size: str, options: dict | None = None, *, count: bool = False):
     """The parameters of workload `spec` at `size` with `options`, counted on the meta device (nothing allocated,
-    nothing downloaded); the reason where it cannot be built here."""
-    import workloads
+    nothing downloaded) and kept in the user's cache (harness.measure.meta_counts); the whole
+    modelinfo.ParameterCount where `count`; the reason where it cannot be built here."""
+    from harness.measure import meta_counts
 
-    counted = _counted(workloads.create(spec, size=size, **(options or {})))
-    return counted if isinstance(counted, str) else counted.parameters
-
-
-def _counted(workload):
-    """The workload's modelinfo.ParameterCount, counted on the meta device; the reason where it cannot be built."""
-    from harness.measure.modelinfo import parameter_count_on_meta
-
-    return workload.unavailable_reason(device="cpu") or parameter_count_on_meta(workload)
+    counted = meta_counts.parameters(spec, size, options)
+    return counted if count or isinstance(counted, str) else counted.parameters
 
 
 def input_text(workload) -> str:
@@ -247,59 +239,16 @@ SPECS = (
 )
 
 
-def _sizes_line(name: str, counts: dict) -> str:
-    """'tiny 34.2k, small 4.2M, full 124.4M': each size's parameters, counted on the meta device once and kept in
-    `counts` (the user's cache) for the workload's code and the libraries that build it (counting them imported
-    transformers and built every model: 7 of `list`'s 8 s here)."""
-    import workloads
-
-    key = _counts_key(workloads.REGISTRY.entry(name).cls)
-    if counts.get(name, {}).get("key") != key:
-        counts[name] = {"key": key, "sizes": {size: _count_text(parameter_count(name, size)) for size in SIZES}}
-    return ", ".join(f"{size} {counts[name]['sizes'][size]}" for size in SIZES)
+def _sizes_line(name: str) -> str:
+    """'tiny 34.2k, small 4.2M, full 124.4M': each size's parameters, counted on the meta device once and kept in the
+    user's cache (harness.measure.meta_counts: counting them imported transformers and built every model, 7 of
+    `list`'s 8 s here)."""
+    return ", ".join(f"{size} {_count_text(parameter_count(name, size))}" for size in SIZES)
 
 
 def _count_text(count: int | str) -> str:
     """parameter_count's figure as `list` says it: '4.2M', or why it cannot be built here."""
     return f"unavailable ({count})" if isinstance(count, str) else _human_count(count)
-
-
-def _counts_cache():
-    from pathlib import Path
-
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ddpbench" / "parameter-counts.json"
-
-
-def _counts_key(cls: type) -> str:
-    """What a count depends on: the workload's source file and the versions of the libraries that build models."""
-    import hashlib
-    import inspect
-
-    from harness.measure.env import library_versions
-
-    versions = library_versions()
-    source = hashlib.sha256(inspect.getsource(inspect.getmodule(cls)).encode()).hexdigest()[:16]
-    return json.dumps([source, [versions[name] for name in ("torch", "torchvision", "transformers")]])
-
-
-def _read_counts() -> dict:
-    from harness.results.files import read_json
-
-    try:
-        return read_json(_counts_cache())
-    except (OSError, ValueError):  # none yet, or unreadable: counted again
-        return {}
-
-
-def _write_counts(counts: dict) -> None:
-    """Whole or not at all (results.files); a cache that cannot be written is only slower."""
-    from harness.results.files import write_json
-
-    try:
-        if counts != _read_counts():
-            write_json(_counts_cache(), counts)
-    except OSError:
-        pass
 
 
 DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}

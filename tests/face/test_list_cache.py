@@ -1,28 +1,121 @@
-"""`ddpbench list` counts each workload's parameters per size once, and keeps them in the user's cache for the
-workload's code and the libraries that build it: the second listing builds no model."""
+"""The meta device's counts of a model (harness.measure.meta_counts), kept in the user's cache for `list`,
+`predict` and `report` alike: a count found there is the count made afresh; another workload, size, option, batch,
+dtype, library version, ddpbench code or content of the user's file counts again; a cache that cannot be read or
+written costs the count again, never an error."""
 
 from __future__ import annotations
 
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+import workloads
 from harness.commands import info
+from harness.measure import meta_counts, modelinfo, pace
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "my_workload.py"
 
 
-def test_the_counts_are_kept_until_the_workloads_code_or_libraries_change(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    counted = []
-    real = info.parameter_count
-    monkeypatch.setattr(info, "parameter_count", lambda *args: counted.append(1) or real(*args))
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    """A cache folder of the test's own, and the counts made (the names of modelinfo's and pace's counts called)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    counted: list[str] = []
+    for module, name in ((modelinfo, "parameter_count_on_meta"), (modelinfo, "counts_on_meta"),
+                         (modelinfo, "activations_on_meta"), (modelinfo, "activations_computing_in"),
+                         (pace, "training_flops_per_sample")):  # fmt: skip
+        real = getattr(module, name)
+        monkeypatch.setattr(
+            module, name, lambda *a, _real=real, _name=name, **k: counted.append(_name) or _real(*a, **k)
+        )
+    return counted
 
-    def listed() -> str:  # as run_list reads and writes the cache around its lines
-        counts = info._read_counts()
-        line = info._sizes_line("mlp", counts)
-        info._write_counts(counts)
-        return line
 
-    first = listed()
-    assert first.startswith("tiny ") and len(counted) == 3  # every size, counted
-    assert (tmp_path / "ddpbench" / "parameter-counts.json").is_file()
-    assert listed() == first and len(counted) == 3  # from the cache: no model built
-    monkeypatch.setattr(info, "_counts_key", lambda cls: "another torch")
-    assert listed() == first and len(counted) == 6  # another key: counted again
-    (tmp_path / "ddpbench" / "parameter-counts.json").write_text("{not json")
-    assert listed() == first and len(counted) == 9  # a broken cache is only slower
+def test_the_counts_are_kept_until_the_workloads_code_or_libraries_change(cache, tmp_path, monkeypatch):
+    first = info._sizes_line("mlp")
+    assert first.startswith("tiny ") and len(cache) == 3  # every size, counted
+    assert (tmp_path / "cache" / "ddpbench" / "meta-counts.json").is_file()
+    assert info._sizes_line("mlp") == first and len(cache) == 3  # from the cache: no model built
+    monkeypatch.setattr(meta_counts, "_versions", lambda: {"torch": "another"})
+    assert info._sizes_line("mlp") == first and len(cache) == 6  # another torch: counted again
+    (tmp_path / "cache" / "ddpbench" / "meta-counts.json").write_text("{not json")
+    assert info._sizes_line("mlp") == first and len(cache) == 9  # a broken cache is only slower
+
+
+ASKED = [  # every count the cache keeps, as list, predict and report ask it
+    ("parameter_count_on_meta", lambda: meta_counts.parameters("mlp", "tiny", {})),
+    ("counts_on_meta", lambda: meta_counts.counts("mlp", "tiny", {}, batch_size=2, dtype="fp32")),
+    ("activations_on_meta", lambda: meta_counts.activations("mlp", "tiny", {}, batch_size=2, dtype="bf16")),
+    (
+        "activations_computing_in",
+        lambda: meta_counts.computing_in("resnet18", "tiny", {}, batch_size=2, param_dtype="bf16"),
+    ),
+    ("training_flops_per_sample", lambda: meta_counts.flops("gpt2", "tiny", {})),
+]
+
+
+@pytest.mark.parametrize("name, ask", ASKED, ids=[name for name, _ in ASKED])
+def test_a_count_from_the_cache_is_the_count_made_afresh(cache, name, ask):
+    made = ask()
+    counted = len(cache)
+    assert cache[0] == name  # (counts_on_meta calls activations_on_meta)
+    assert ask() == made and len(cache) == counted  # found: nothing counted
+    fresh = _fresh(name)
+    assert fresh is not None and made == fresh
+
+
+def _fresh(name: str):
+    """The count made now, without the cache, as JSON gives it back (a tuple a list)."""
+    mlp, resnet, gpt2 = (workloads.create(spec, size="tiny") for spec in ("mlp", "resnet18", "gpt2"))
+    fresh = {
+        "parameter_count_on_meta": lambda: modelinfo.parameter_count_on_meta(mlp),
+        "counts_on_meta": lambda: modelinfo.counts_on_meta(mlp, batch_size=2, dtype="fp32"),
+        "activations_on_meta": lambda: modelinfo.activations_on_meta(mlp, batch_size=2, dtype="bf16"),
+        "activations_computing_in": lambda: modelinfo.activations_computing_in(resnet, batch_size=2,
+                                                                               param_dtype="bf16"),
+        "training_flops_per_sample": lambda: {"flops_per_sample": pace.training_flops_per_sample(gpt2),
+                                              "tokens_per_sample": gpt2.tokens_per_sample(), "image_size": None},
+    }[name]()  # fmt: skip
+    return tuple(fresh) if name == "parameter_count_on_meta" else json.loads(json.dumps(fresh))
+
+
+def test_every_part_of_the_key_counts_again(cache, tmp_path, monkeypatch):
+    def counts(spec="mlp", size="tiny", options=None, batch=2, dtype="fp32"):
+        return meta_counts.counts(spec, size, options or {}, batch_size=batch, dtype=dtype)
+
+    counts()
+    asked = [lambda: counts(spec="resnet18"), lambda: counts(size="small"), lambda: counts(options={"classes": 7}),
+             lambda: counts(batch=3), lambda: counts(dtype="bf16")]  # fmt: skip
+    for k, ask in enumerate(asked, start=2):
+        ask()
+        assert cache.count("counts_on_meta") == k
+    counts(), counts(batch=3)
+    assert cache.count("counts_on_meta") == 6  # each kept beside the others
+    monkeypatch.setattr(meta_counts, "_own_code", lambda: "another ddpbench")
+    counts()
+    assert cache.count("counts_on_meta") == 7
+    monkeypatch.setattr(meta_counts, "_versions", lambda: {"transformers": "another"})
+    counts()
+    assert cache.count("counts_on_meta") == 8
+
+    yours = tmp_path / "mine.py"
+    shutil.copy(EXAMPLE, yours)
+    spec = f"{yours}:MyModel"
+    mine = counts(spec=spec, options={"width": 32})
+    assert counts(spec=spec, options={"width": 32}) == mine and cache.count("counts_on_meta") == 9
+    yours.write_text(yours.read_text() + "\n# edited\n")  # its content, not its name: counted again
+    assert counts(spec=spec, options={"width": 32}) == mine and cache.count("counts_on_meta") == 10
+
+
+def test_a_cache_that_cannot_be_written_is_only_slower(cache, tmp_path, monkeypatch):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocked))  # ddpbench/ cannot be made under it
+    made = meta_counts.counts("mlp", "tiny", {}, batch_size=2, dtype="fp32")
+    assert (
+        meta_counts.counts("mlp", "tiny", {}, batch_size=2, dtype="fp32") == made and cache.count("counts_on_meta") == 2
+    )
+    assert info._sizes_line("mlp").startswith("tiny ")  # list too: said, not refused
+    assert blocked.read_text() == "not a folder"

@@ -1,0 +1,213 @@
+"""The meta device's counts of a workload's model (harness.measure.modelinfo), kept in the user's cache
+(XDG_CACHE_HOME/ddpbench/meta-counts.json) for `list`, `predict` and `report` alike: a full-size hf:t5's parameters,
+activations and FLOPs, counted again by every process, were over half of a `predict` of its tiny run here.
+
+An entry is the count asked (what, workload spec, size, options, batch, dtype), found only where the source its model
+comes from is as it was (`source_key`): ddpbench's own code that builds and counts models, the versions of the
+libraries that build them, and a file the spec names (yours, or a transformers configuration), by the hash of its
+content. A hash of your file does not see the modules it imports, nor files it reads: after changing those, delete the
+cache file. The file is written whole or not at all; one that cannot be read or written only costs the count again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import importlib.metadata
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+CACHE_FILE = "meta-counts.json"
+MOST_ENTRIES = 500
+"""Entries kept, the latest written: counts asked long ago give way, the file stays small to read."""
+LIBRARIES = ("torch", "torchvision", "transformers", "timm")
+"""The libraries that build a zoo's models (and torch every model): another version, another count."""
+COUNTING = ("measure/modelinfo.py", "measure/counting.py", "measure/training.py", "measure/meta_counts.py",
+            "protocols.py")  # fmt: skip
+"""ddpbench's modules, under harness/, that a count runs through, beside every module of workloads/."""
+
+
+def cache_path() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ddpbench" / CACHE_FILE
+
+
+def parameters(spec: str, size: str, options: dict | None = None):
+    """modelinfo.parameter_count_on_meta of the workload (a ParameterCount), or why it cannot be built here
+    (`unavailable_reason` on the CPU: said, not kept)."""
+    from harness.measure.modelinfo import ParameterCount, parameter_count_on_meta
+
+    def count():
+        workload = _made(spec, size, options, quiet=False)
+        return workload.unavailable_reason(device="cpu") or parameter_count_on_meta(workload)
+
+    kept = _kept("parameters", spec, size, options, None, None, count)
+    return kept if isinstance(kept, str) else ParameterCount(*kept[:3], tuple(kept[3]))
+
+
+def counts(spec: str, size: str, options: dict | None, *, batch_size: int, dtype: str) -> dict | None:
+    """modelinfo.counts_on_meta of the workload; None where it cannot be made or counted there."""
+
+    def count(workload):
+        from harness.measure.modelinfo import counts_on_meta
+
+        return counts_on_meta(workload, batch_size=batch_size, dtype=dtype)
+
+    return _kept("counts", spec, size, options, batch_size, dtype, count)
+
+
+def activations(spec: str, size: str, options: dict | None, *, batch_size: int, dtype: str) -> dict | None:
+    """modelinfo.activations_on_meta of the workload; None where it cannot be made."""
+
+    def count(workload):
+        from harness.measure.modelinfo import activations_on_meta
+
+        return activations_on_meta(workload, batch_size=batch_size, dtype=dtype)
+
+    return _kept("activations", spec, size, options, batch_size, dtype, count)
+
+
+def computing_in(spec: str, size: str, options: dict | None, *, batch_size: int, param_dtype: str) -> dict | None:
+    """modelinfo.activations_computing_in of the workload; None where it cannot be made or counted."""
+
+    def count(workload):
+        from harness.measure.modelinfo import activations_computing_in
+
+        return activations_computing_in(workload, batch_size=batch_size, param_dtype=param_dtype)
+
+    return _kept("computing_in", spec, size, options, batch_size, param_dtype, count)
+
+
+def flops(spec: str, size: str, options: dict | None) -> dict | None:
+    """pace.training_flops_per_sample of the workload (`flops_per_sample`: one sample's forward and backward) and
+    the sample it counted (`tokens_per_sample`, `image_size` where the workload says); None where it cannot be made
+    or run on the meta device."""
+
+    def count(workload):
+        from harness.measure.pace import training_flops_per_sample
+
+        per_sample = training_flops_per_sample(workload)
+        side = getattr(workload, "image_size", None)
+        return per_sample and {"flops_per_sample": per_sample, "tokens_per_sample": workload.tokens_per_sample(),
+                               "image_size": side if isinstance(side, int) else None}  # fmt: skip
+
+    return _kept("flops", spec, size, options, None, None, count)
+
+
+def _kept(what: str, spec: str, size: str, options: dict | None, batch: int | None, dtype: str | None,
+          count: Callable) -> Any:  # fmt: skip
+    """The count kept for this question and the source as it is now; else counted (`count()`, or `count(workload)`
+    given the workload made, None where it cannot be) and kept. Returned as JSON gives it back either way, so that a
+    count read from the cache and one made now are alike."""
+    asked = json.dumps([what, spec, size, options or {}, batch, dtype], sort_keys=True, default=str)
+    source = source_key(spec)
+    entry = _read().get(asked)
+    if source is not None and isinstance(entry, dict) and entry.get("source") == source and "value" in entry:
+        return entry["value"]
+    if what == "parameters":
+        value = count()
+        if isinstance(value, str):  # unavailable here: said, not kept
+            return value
+    else:
+        workload = _made(spec, size, options)
+        if workload is None:  # it could not be made: nothing counted, nothing kept
+            return None
+        value = count(workload)
+    value = json.loads(json.dumps(value))
+    if source is not None:
+        _write(asked, {"source": source, "value": value})
+    return value
+
+
+def _made(spec: str, size: str, options: dict | None, *, quiet: bool = True):
+    """The workload as the run built it; None where it cannot be made (unless not `quiet`: its error raised)."""
+    import workloads
+
+    try:
+        return workloads.resolve(spec).create(size=size, options=dict(options or {}))
+    except Exception:
+        if not quiet:
+            raise
+        return None
+
+
+def source_key(spec: str) -> dict | None:
+    """What the model `spec` names comes from: ddpbench's code that builds and counts it, the libraries' versions,
+    and the file the spec names where it names one (your file or module, a transformers configuration: its path
+    and the hash of its content, not of the modules it imports); None where that file cannot be read (counted then,
+    not kept)."""
+    left, sep, target = spec.partition(":")
+    key = {"ddpbench": _own_code(), "libraries": _versions()}
+    if not sep or left in ("torchvision", "timm") or (left == "hf" and not _is_path(target)):
+        return key
+    named = target if left == "hf" else left
+    path = Path(named).expanduser().resolve() if _is_path(named) else _module(spec)
+    try:
+        return {**key, "file": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()} if path else None
+    except OSError:
+        return None
+
+
+def _is_path(text: str) -> bool:
+    """Whether a spec's part names a file (as workloads._zoo resolves it) rather than a module or a zoo's name."""
+    return text.endswith((".py", ".json")) or os.sep in text or "/" in text
+
+
+def _module(spec: str) -> Path | None:
+    """The file `package.module:NAME`'s module was imported from (imported as a count would import it)."""
+    import workloads
+
+    try:
+        path = workloads.resolve(spec).path
+    except Exception:  # it cannot be imported: the count says why, or cannot count
+        return None
+    return Path(path) if path else None
+
+
+@functools.cache
+def _own_code() -> str:
+    """A hash of every module of workloads/ and of harness's modules a count runs through (`COUNTING`)."""
+    import workloads
+
+    harness = Path(__file__).resolve().parents[1]
+    files = sorted(Path(workloads.__file__).resolve().parent.rglob("*.py")) + [harness / name for name in COUNTING]
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:32]
+
+
+@functools.cache
+def _versions() -> dict[str, str | None]:
+    versions = {}
+    for name in LIBRARIES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def _read() -> dict:
+    """The cache's entries; none where there is no file, or it cannot be read or is not the cache's."""
+    try:
+        entries = json.loads(cache_path().read_text())
+    except (OSError, ValueError):
+        return {}
+    return entries if isinstance(entries, dict) else {}
+
+
+def _write(asked: str, entry: dict) -> None:
+    """`entry` for `asked`, into the file as it is now (another process's entries kept), the latest MOST_ENTRIES
+    written; whole or not at all (results.files.atomic_write), and nothing where it cannot be written."""
+    from harness.results.files import atomic_write
+
+    entries = _read()
+    entries.pop(asked, None)
+    entries[asked] = entry
+    text = json.dumps(dict(list(entries.items())[-MOST_ENTRIES:]))
+    with contextlib.suppress(OSError):
+        atomic_write(cache_path(), lambda tmp: tmp.write_text(text))
