@@ -107,8 +107,9 @@ def pytest_collection_modifyitems(config, items):
 
 
 def pytest_configure(config):
-    """The suite's own cache folder (`ddpbench list` keeps its parameter counts in XDG_CACHE_HOME): a test writes
-    nothing into the user's, and a listing is tested from nothing, as on a fresh machine."""
+    """The suite's own cache folder (`list`, `predict` and `report` keep the meta device's counts in
+    XDG_CACHE_HOME: harness.measure.meta_counts): a test writes nothing into the user's, and the suite starts from
+    nothing, as on a fresh machine."""
     import atexit
     import os
     import tempfile

@@ -206,14 +206,15 @@ def warn_beyond_host_memory(configurations) -> None:
     available = _available_bytes() if judged else None
     if available is None:
         return
-    from harness.measure.modelinfo import counts_on_meta  # torch's FLOP counter: 0.5-1 s, only where a size is judged
+    from harness.measure import meta_counts  # counted once per model and kept (the user's cache), only where judged
 
     seen: set[str] = set()
     for cfg in sorted(judged, key=lambda c: -c.world_size):
         if cfg.workload in seen:
             continue  # its largest world size, the most ranks a node runs, is the one judged
         seen.add(cfg.workload)
-        counts = counts_on_meta(cfg.make_workload(), batch_size=cfg.batch_size, dtype=cfg.dtype)
+        spec = cfg.workload_spec or cfg.workload  # as cfg.make_workload() builds it
+        counts = meta_counts.counts(spec, cfg.size, cfg.workload_options, batch_size=cfg.batch_size, dtype=cfg.dtype)
         if counts is None:
             continue
         moments = 2 if cfg.optimizer in ("adam", "adamw") else 0

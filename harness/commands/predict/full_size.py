@@ -43,11 +43,9 @@ def memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None =
 
 @functools.cache
 def _counted_in(spec: str, options: str, size: str, batch_size: int, param_dtype: str) -> dict | None:
-    from harness.commands.predict.trained_dtype import made
-    from harness.measure.modelinfo import activations_computing_in
+    from harness.measure import meta_counts
 
-    workload = made(spec, options, size)
-    return activations_computing_in(workload, batch_size=batch_size, param_dtype=param_dtype) if workload else None
+    return meta_counts.computing_in(spec, size, json.loads(options), batch_size=batch_size, param_dtype=param_dtype)
 
 
 def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None = None, options: dict | None = None,
@@ -165,11 +163,10 @@ def full_size_counts(setup: dict, configs=None, *, batch_size: int | None = None
 
 @functools.cache
 def _counted_on_meta(spec: str, options: str, batch_size: int, dtype: str) -> dict | None:
-    from harness.commands.predict.trained_dtype import made
-    from harness.measure.modelinfo import counts_on_meta
+    """modelinfo.counts_on_meta of the full size, kept in the user's cache (harness.measure.meta_counts)."""
+    from harness.measure import meta_counts
 
-    workload = made(spec, options, "full")
-    return counts_on_meta(workload, batch_size=batch_size, dtype=dtype) if workload else None
+    return meta_counts.counts(spec, "full", json.loads(options), batch_size=batch_size, dtype=dtype)
 
 
 def full_parameters(setup: dict, configs, profile_grad_bytes: int, *, options: dict | None = None):

@@ -21,22 +21,11 @@ from harness.perfmodel.memory import mib_text
 def counted(spec: str, options: str, size: str, batch_size: int, dtype: str) -> dict | None:
     """The workload `spec` at `size` with `options` (JSON)'s activations at `batch_size` in `dtype`
     (modelinfo.activations_on_meta: `activation_mb`, `activation_top`; its parameters not counted again); None where
-    it cannot be made or counted."""
-    from harness.measure.modelinfo import activations_on_meta
+    it cannot be made or counted; kept in the user's cache (harness.measure.meta_counts)."""
+    from harness.measure import meta_counts
 
-    workload = made(spec, options, size)
-    kept = activations_on_meta(workload, batch_size=batch_size, dtype=dtype) if workload else None
+    kept = meta_counts.activations(spec, size, json.loads(options), batch_size=batch_size, dtype=dtype)
     return kept if kept and kept["activation_mb"] is not None else None
-
-
-def made(spec: str, options: str, size: str):
-    """The workload `spec` at `size` with `options` (JSON), as the run built it; None where it cannot be made."""
-    import workloads
-
-    try:
-        return workloads.resolve(spec).create(size=size, options=json.loads(options))
-    except Exception:  # a workload that cannot be made at that size: nothing counted
-        return None
 
 
 def gpu_dtype(run_dir, configs, setup: dict, gpu) -> str:

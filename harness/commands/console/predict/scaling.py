@@ -148,10 +148,9 @@ def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: 
     is another) in the run's dtype (harness.config.precision); warned above
     100 % (no GPU runs that step so fast) and below LOW_SHARE (the FLOPs are likely not the step's: the input or the
     batch counted is not the one trained). ('', False) where the FLOPs or the peak are not known."""
-    import workloads
     from harness.commands.predict.full_size import trained_source
     from harness.config.precision import peak_dtype, peak_tflops
-    from harness.measure.pace import training_flops_per_sample
+    from harness.measure import meta_counts
 
     spec, own = trained_source(configs, setup, options)
     tf32 = bool(configs["tf32"].fillna(False).any()) if configs is not None and "tf32" in configs else False
@@ -159,14 +158,11 @@ def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: 
     peak = peak_tflops(gpu, dtype, tf32=tf32)
     if not peak or not step_ms:
         return "", False
-    try:  # options the workload refuses: no count here
-        workload = workloads.create(spec, size="full", **own)
-    except Exception:
+    # kept in the user's cache; None: options the workload refuses, or a model that cannot run on the meta device
+    counted = meta_counts.flops(spec, "full", own)
+    if not counted:
         return "", False
-    per_sample = training_flops_per_sample(workload)  # None: a model that cannot run on the meta device
-    if not per_sample:
-        return "", False
-    flops = per_sample * batch
+    flops = counted["flops_per_sample"] * batch
     achieved = flops / (step_ms / 1e3) / 1e12
     share = achieved / peak
     whose = "the model you will train" if options is not None else f"{setup['workload']}'s full size"
@@ -180,14 +176,15 @@ def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: 
     if share > 1:
         return f"{said}: no GPU runs that step so fast; check the step (and the batch it was measured at)", True
     if share < LOW_SHARE:
-        return f"{said}: {_unlike_a_step(workload, workloads.resolve(spec).kind)}", True
+        return f"{said}: {_unlike_a_step(counted, spec.partition(':')[0])}", True
     return said, False
 
 
-def _unlike_a_step(workload, kind: str) -> str:
-    """Why a step far below the peak (LOW_SHARE) is likely not the model counted: the input it was counted at, and
-    the flags that count yours (the option that sets the input, where the workload's kind has one)."""
-    tokens, side = workload.tokens_per_sample(), getattr(workload, "image_size", None)
+def _unlike_a_step(counted: dict, kind: str) -> str:
+    """Why a step far below the peak (LOW_SHARE) is likely not the model counted: the input it was counted at
+    (`counted`: meta_counts.flops'), and the flags that count yours (the option that sets the input, where the
+    workload's kind, a zoo's name, has one)."""
+    tokens, side = counted["tokens_per_sample"], counted["image_size"]
     counted = f", as counted at {tokens} tokens a sample" if tokens else (
         f", as counted at {side}×{side} images" if isinstance(side, int) else "")  # fmt: skip
     option = {"hf": "seq_len" if tokens else "image_size", "torchvision": "image_size", "timm": "image_size"}.get(kind)
