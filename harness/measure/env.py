@@ -29,9 +29,10 @@ ENV_NAMES = (
 )  # fmt: skip
 
 
-def library_versions() -> dict[str, str | None]:
+def library_versions(names: tuple[str, ...] = LIBRARIES) -> dict[str, str | None]:
+    """Each library's installed version, None where it is not installed."""
     versions: dict[str, str | None] = {}
-    for name in LIBRARIES:
+    for name in names:
         try:
             versions[name] = importlib.metadata.version(name)
         except importlib.metadata.PackageNotFoundError:

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import hashlib
-import importlib.metadata
 import json
 import os
 from collections.abc import Callable
@@ -182,13 +181,9 @@ def _own_code() -> str:
 
 @functools.cache
 def _versions() -> dict[str, str | None]:
-    versions = {}
-    for name in LIBRARIES:
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
+    from harness.measure.env import library_versions
+
+    return library_versions(LIBRARIES)
 
 
 def _read() -> dict:
