@@ -7,10 +7,10 @@ the launch's plan, torchrun's start, imports, process group, row writer, teardow
 launched (`costs.PER_CONFIGURATION`: model info, build, between steps, parity, profile, gradient profile, gather,
 write, release) and once (its start, its verdicts, `other`). The planned run's fixed cost by one earlier run is that
 run's once + the planned launches × its cost a launch + the planned configurations × its cost a configuration; the
-forecast is the median over the newest RECENT runs that count, with their range. A run counts where it ran on this
-machine (its hostname) and device kind, with as many (simulated) GPUs as planned (a launch of more ranks costs more
-to start and to tear down); of those, the runs of a workload and size planned where there are any (building and
-parity cost with the model).
+forecast is the median over the newest RECENT runs that count, said with the median run's parts (two middle runs':
+their mean) and the range. A run counts where it ran on this machine (its hostname) and device kind, with as many
+(simulated) GPUs as planned (a launch of more ranks costs more to start and to tear down); of those, the runs of a
+workload and size planned where there are any (building and parity cost with the model).
 
 A summary from before summary.json counted launches (2026-12-06) gives them from its run.json's configurations, one
 launch per repeat, world size and parameter-server rank, where the run had one session (no retry counted), and
@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import socket
-import statistics
 from pathlib import Path
 
 from harness.analysis.forecast import measured_here, setups
@@ -62,15 +61,22 @@ class FixedCost:
         return [m.for_plan(self.launches, self.configurations) for m in self.measured]
 
     @property
+    def typical(self) -> Measured:
+        """The median run for the planned run (by its fixed cost there): the middle one, or the mean of the two
+        middle ones' parts, so that its parts add up to the median said, as medians of each part need not."""
+        ranked = sorted(self.measured, key=lambda m: m.for_plan(self.launches, self.configurations))
+        middle = ranked[(len(ranked) - 1) // 2 : len(ranked) // 2 + 1]
+        return Measured(" and ".join(m.run for m in middle),
+                        *(sum(getattr(m, part) for m in middle) / len(middle)
+                          for part in ("once_s", "launch_s", "configuration_s")))  # fmt: skip
+
+    @property
     def total_s(self) -> float:
-        return statistics.median(self._each())
+        return self.typical.for_plan(self.launches, self.configurations)
 
     @property
     def spread_s(self) -> tuple[float, float]:
         return min(self._each()), max(self._each())
-
-    def median(self, part: str) -> float:
-        return statistics.median(getattr(m, part) for m in self.measured)
 
 
 def largest_world(configurations) -> int:

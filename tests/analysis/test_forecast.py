@@ -72,7 +72,8 @@ def test_each_known_configuration_takes_its_steps_at_its_last_median_and_the_run
     assert found.steps_s == pytest.approx((12.440452 + 12.199266) * 12 / 1e3)
     fixed = fixed_cost(plan, results, launched=3)
     assert [m.run for m in fixed.measured] == ["cpu_run"] and (fixed.launches, fixed.configurations) == (2, 3)
-    assert (fixed.median("once_s"), fixed.median("launch_s"), fixed.median("configuration_s")) == (22, 4, 5)
+    typical = fixed.typical
+    assert (typical.once_s, typical.launch_s, typical.configuration_s) == (22, 4, 5)
     assert fixed.total_s == pytest.approx(45.0) and fixed.alike
 
 
@@ -178,7 +179,8 @@ def test_the_fixed_cost_is_taken_from_the_runs_of_the_workloads_planned_with_its
     assert ([m.run for m in found.measured], found.alike) == (["gpt2-a", "cpu_run"], False)
     assert found.spread_s == (pytest.approx(4 + 4 + 1), pytest.approx(31.0)) and found.total_s == pytest.approx(20.0)
     say_forecast([resnet], results)
-    assert ("plus about 20 s of fixed cost (1 launch at 4 s, 1 configuration at 3 s, 13 s once) as 2 earlier runs of "
+    assert ("plus about 20 s of fixed cost (1 launch at 4 s, 1 configuration at 3 s, 13 s once: the median's, gpt2-a "
+            "and cpu_run) as 2 earlier runs of "
             "2 simulated GPUs here measured it (gpt2-a, cpu_run: 9 s to 31 s); they ran none of these workloads at "
             "these sizes: building and parity cost with the model") in capsys.readouterr().out  # fmt: skip
 
@@ -188,7 +190,7 @@ def test_only_the_newest_runs_count_and_an_older_summary_gives_its_launches_from
         earlier_run(results, f"new-{day}", started=f"2026-12-0{day}T00:00:00+00:00", launches=1)
     found = fixed_cost([planned("stock", 2)], results, launched=1)
     assert [m.run for m in found.measured] == [f"new-{day}" for day in range(5, 0, -1)] and found.counted == 6
-    assert found.median("launch_s") == 8.0  # 8 s in one launch
+    assert found.typical.launch_s == 8.0  # 8 s in one launch
     say_forecast([planned("stock", 2)], results)
     assert "as the newest 5 of 6 earlier runs of 2 simulated GPUs here measured it (new-5, " in capsys.readouterr().out
     older = summary()
@@ -232,3 +234,18 @@ def test_a_full_size_run_that_takes_hours_by_its_flops_is_warned_about_at_its_st
         [dataclasses.replace(planned("stock", 1), workload_options={"classes": 1_000_000})], threads=1
     )
     assert "the steps of 1 configuration(s) at their full size or as --wopt sets them" in capsys.readouterr().err
+
+
+def test_the_fixed_cost_said_is_the_sum_of_the_parts_said_beside_it():
+    """Each part's own median need not add up to the median run's whole: three runs paying their fixed cost in
+    different parts have medians 0 s once, 1 s a launch, 0 s a configuration, 1 s in all, where every run paid 10 s
+    or more. The figure is the median run's and its parts are that run's."""
+    from harness.handoff.fixed_cost import FixedCost, Measured
+
+    runs = (Measured("a", 10.0, 1.0, 0.0), Measured("b", 0.0, 10.0, 0.0), Measured("c", 0.0, 0.0, 10.0))
+    fixed = FixedCost(runs, launches=1, configurations=1, alike=True, counted=3)
+    typical = fixed.typical
+    assert fixed.total_s == typical.once_s + typical.launch_s + typical.configuration_s == 10.0
+    assert fixed.spread_s == (10.0, 11.0)
+    two = FixedCost(runs[:2], launches=1, configurations=1, alike=True, counted=2)  # the two middle ones' mean
+    assert (two.typical.run, two.total_s, two.typical.once_s) == ("b and a", 10.5, 5.0)

@@ -84,9 +84,11 @@ def _fixed_text(fixed, gpus: str, results) -> str:
         return (f"no earlier run of {gpus} here in {str(results)!r} measured the fixed cost (launches, imports, "
                 "building, parity: not counted)")  # fmt: skip
     runs = len(fixed.measured)
-    split = (f"{fixed.launches} launch{'es' * (fixed.launches != 1)} at {fixed.median('launch_s'):.2g} s, "
+    typical = fixed.typical  # the median run: its parts add up to the figure
+    split = (f"{fixed.launches} launch{'es' * (fixed.launches != 1)} at {typical.launch_s:.2g} s, "
              f"{fixed.configurations} configuration{'s' * (fixed.configurations != 1)} at "
-             f"{fixed.median('configuration_s'):.2g} s, {fixed.median('once_s'):.2g} s once")  # fmt: skip
+             f"{typical.configuration_s:.2g} s, {typical.once_s:.2g} s once"
+             + (f": the median's, {typical.run}" if len(fixed.measured) > 1 else ""))  # fmt: skip
     low, high = fixed.spread_s
     spread = f": {_minutes_text(low)} to {_minutes_text(high)}" if runs > 1 else ""
     names = ", ".join(m.run for m in fixed.measured)
