@@ -29,8 +29,9 @@ from harness.analysis import decide
 from harness.results import model_tables, store
 from reports import aggregate
 from reports.pages import index as pages
-from reports.pages import run_page, whatif
+from reports.pages import run_page
 from reports.pages.html import PLOTLY_ASSET, RUN_MARK, SHARED_PAGE
+from reports.pages.whatif import page as whatif
 
 log = logging.getLogger("ddpbench")
 

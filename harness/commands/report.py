@@ -25,7 +25,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
             raise
         raise ConfigError(f"{error} ({whence}): give --cluster NAME|FILE, or --cluster '' for none") from None
     if chosen is not None:  # the what-if page predicts one node to 1,024 GPUs
-        from reports.pages.whatif import world_sizes
+        from reports.pages.whatif.page import world_sizes
 
         gpus = world_sizes(chosen)
         cluster.refuse_without_network(chosen, [-(-n // chosen.gpus_per_node) for n in gpus],
@@ -127,7 +127,7 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
     from harness.config.bench import ConfigError
     from harness.perfmodel.predict import of_setup
     from harness.results import model_tables, store
-    from reports.pages.whatif import whatif_page
+    from reports.pages.whatif.page import whatif_page
 
     # The page is of the setup predicted: its rows and its profile only.
     configs, profiles = store.read_configs(run_dir), model_tables.read_gradprofiles(run_dir)

@@ -16,8 +16,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import agreement, roles
-from harness.perfmodel import fsdp, ranked, zero
-from harness.perfmodel.choice import FLOOR_COLUMNS, SHARD_OF, STEP_COLUMNS
+from harness.perfmodel import fsdp, zero
 from harness.perfmodel.memory import HELD, listed
 from harness.perfmodel.network import (
     NO_CONTENTION,
@@ -28,6 +27,8 @@ from harness.perfmodel.network import (
     network_link,
     sharded_links,
 )
+from harness.perfmodel.pick import ranked
+from harness.perfmodel.pick.choice import FLOOR_COLUMNS, SHARD_OF, STEP_COLUMNS
 from harness.perfmodel.schedule import (
     Compressed,
     Parameters,

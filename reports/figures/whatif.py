@@ -1,6 +1,6 @@
 """Pure figure functions for the what-if page: a run's profile on a cluster it did not run on.
-The rows are `reports.pages.whatif.predicted_rows` (one per setup, GPU count and cap), or what its collectives cost
-(`reports.pages.whatif_memory.communicated`)."""
+The rows are `reports.pages.whatif.page.predicted_rows` (one per setup, GPU count and cap), or what its collectives cost
+(`reports.pages.whatif.memory.communicated`)."""
 
 from __future__ import annotations
 

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 
 from harness.analysis import agreement
-from harness.perfmodel.choice import Candidate, Choice
-from harness.perfmodel.choice_table import gpu_hours_per_step_ms
 from harness.perfmodel.clusters.bookings import Booking, cheapest, fastest, of_cluster
+from harness.perfmodel.pick.choice import Candidate, Choice
+from harness.perfmodel.pick.choice_table import gpu_hours_per_step_ms
 
 
 def _rows(steps: dict[int, list[float]], caps=(1.0, 25.0)) -> pd.DataFrame:

@@ -10,7 +10,8 @@ import pytest
 
 from harness.commands.console import predictions
 from harness.commands.console.predict import answer, steps
-from harness.perfmodel import choice, choice_table, memory_words, ranked, sharded
+from harness.perfmodel import memory_words, sharded
+from harness.perfmodel.pick import choice, choice_table, ranked
 
 GIB = 1024.0  # MiB
 

@@ -11,8 +11,9 @@ import pytest
 from test_fsdp_model import PerMiB, two_blocks
 
 from harness.commands.console import predictions
-from harness.perfmodel import choice, fsdp, sharded, zero
+from harness.perfmodel import fsdp, sharded, zero
 from harness.perfmodel.network import Link
+from harness.perfmodel.pick import choice
 from harness.perfmodel.schedule import Grad, Parameters, Profile, floor_with, predict_caps
 from harness.perfmodel.sharded import with_full_size_floors
 

@@ -16,8 +16,9 @@ import pytest
 
 from harness import cli
 from harness.analysis import agreement
-from harness.perfmodel import predict, ranked
+from harness.perfmodel import predict
 from harness.perfmodel.clusters import cluster, nccl, nccltests
+from harness.perfmodel.pick import ranked
 from harness.protocols import ConfigError
 from harness.results import model_tables, store
 from harness.results.values import ms_text
@@ -258,7 +259,8 @@ def test_a_fit_that_does_not_describe_its_logs_is_warned_of(tmp_path, capsys):
 
 
 def test_the_what_if_page_of_a_fitted_profile_names_the_logs_and_how_far_they_reach(tmp_path):
-    from reports.pages import whatif, whatif_memory
+    from reports.pages.whatif import memory as whatif_memory
+    from reports.pages.whatif import page as whatif
 
     base = cluster.load("dgx-h100")
     (tmp_path / "n2.txt").write_text(nccltests.write_text(a_log(base, nodes=2)))

@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 
 from harness.commands.predict import trained_dtype
-from harness.perfmodel import choice_table, memory, sharded
+from harness.perfmodel import memory, sharded
 from harness.perfmodel.memory_words import activation_words
+from harness.perfmodel.pick import choice_table
 
 
 def held(impl: str, world: int, param: float, grad: float, state: float, **extra) -> dict:

@@ -14,8 +14,9 @@ import torch
 
 import workloads
 from harness.measure import gradprofile
-from harness.perfmodel import predict, ranked
+from harness.perfmodel import predict
 from harness.perfmodel.clusters import cluster
+from harness.perfmodel.pick import ranked
 from harness.rank import collectives
 from harness.results import model_tables, store
 from reports import site
@@ -132,7 +133,7 @@ def test_the_what_if_page_of_a_cpu_run_gives_its_communication_and_memory_and_no
     published = page.split("<h2>Against published figures</h2>")[1]  # how sure the communication is
     assert "1 node: 2 tables, 28 of 28 sizes within 25 %" in published and "nccltests309" in published
     # a GPU's compute is a step to rank by: the same run had it been benched on one keeps the answer
-    from reports.pages import whatif
+    from reports.pages.whatif import page as whatif
 
     run = built[0] / "bucket_sweep"
     on_gpu = whatif.whatif_page({**store.read_run_meta(run), "device": "cuda"}, store.read_configs(run),
@@ -415,7 +416,7 @@ def test_the_collectives_page_opens_with_the_fitted_network_and_labels_what_each
 def test_the_what_if_headline_says_which_node_counts_no_published_table_checked():
     """As predict warns: dgx-h200's published tables reach 2 nodes, so 4 to 128 nodes are unchecked."""
     from harness.perfmodel.clusters import cluster
-    from reports.pages import whatif
+    from reports.pages.whatif import page as whatif
 
     best = pd.DataFrame({"nodes": [1, 2, 4, 128]})
     said = whatif._unchecked(cluster.load("dgx-h200"), best)
@@ -566,7 +567,8 @@ def test_a_what_if_page_of_a_smaller_size_leads_with_what_the_full_sizes_floors_
     GPUs', its heading the benched size, and the full size's bound in an italic caveat at the end: the model to train
     now leads, heading and headline, and the profiled size's figures follow, said to be its."""
     from harness.commands.report import as_predict_counts
-    from reports.pages import whatif, whatif_memory
+    from reports.pages.whatif import memory as whatif_memory
+    from reports.pages.whatif import page as whatif
 
     results, _ = built
     run, h100 = results / "bucket_sweep", cluster.load("dgx-h100")

@@ -253,7 +253,7 @@ def test_an_open_verdict_on_the_page_says_what_its_evidence_bounds_so_far():
 def test_the_what_if_note_says_what_the_one_gpu_step_is_made_of():
     """A review read '= the one-GPU step with DDP (46.13 ms)' where 46.13 ms was local's: DDP's own cost,
     the reference's step less the baseline's, was below 0 and taken as 0, unsaid."""
-    from reports.pages import whatif
+    from reports.pages.whatif import page as whatif
 
     row = pd.Series({"ddp_own_ms": 0.0, "compute_scale": 1.146, "calibrated_to": "baseline", "local_step_ms": 46.13,
                      "own_measured": True, "local_step_given": 0.0, "own_left_out": False, "size": "small",
@@ -345,7 +345,8 @@ def test_the_what_if_page_carries_each_strategys_model_state_to_the_clusters_gpu
     """A walkthrough choosing between DDP, ZeRO and FSDP by memory per rank at 4-8 GPUs found no figure for it:
     the page now carries what the ranks held at the run's world sizes to the cluster's, per setup."""
     from harness.perfmodel.clusters import cluster
-    from reports.pages import whatif, whatif_memory
+    from reports.pages.whatif import memory as whatif_memory
+    from reports.pages.whatif import page as whatif
 
     def section_of(frame):
         h100 = cluster.load("dgx-h100")
@@ -409,7 +410,8 @@ def test_the_what_if_page_carries_each_strategys_model_state_to_the_clusters_gpu
 def test_a_page_scaled_to_a_step_says_ddps_cost_is_inside_where_the_run_has_no_baseline():
     """A review found the page saying 'one GPU's step without DDP … DDP's own cost … left out' where the console
     said the step given stands for one with DDP: a run without local at one rank has DDP's cost in its compute."""
-    from reports.pages import whatif, whatif_memory
+    from reports.pages.whatif import memory as whatif_memory
+    from reports.pages.whatif import page as whatif
 
     banner = whatif_memory.device_banner({"device": "cpu"}, types.SimpleNamespace(name="dgx-h100"), 20.0, inside=True)
     assert "one GPU's step with DDP is <b>20 ms</b>" in banner and "left out" not in banner

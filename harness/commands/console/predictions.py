@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 from harness.analysis import agreement, stats, why
 from harness.commands.console import bytes_text, say, say_once, warning
 from harness.commands.console.predict.steps import best_cap
-from harness.perfmodel import ranked
+from harness.perfmodel.pick import ranked
 from harness.results.values import ms_text
 
 if TYPE_CHECKING:

@@ -113,8 +113,8 @@ def run_at_ends(args: argparse.Namespace, chosen, profile, caps: list[float], *,
     at both ends of the step there (precision.step_bounds): the other end quietly first, then the shorter-step end
     printed (its args kept for the page), then whether the two ends' caps and choices agree."""
     from harness.commands.console.predict import optimizer
-    from harness.perfmodel.choice_table import tokens_a_step
     from harness.perfmodel.clusters.bookings import of_cluster
+    from harness.perfmodel.pick.choice_table import tokens_a_step
 
     bounds = scaling.local_step_bounds(args, chosen, configs, setup)
     ends = bounds.ends() if bounds is not None and not bounds.same else [(None, args.local_step_ms)]
@@ -144,7 +144,7 @@ def run_at_ends(args: argparse.Namespace, chosen, profile, caps: list[float], *,
 def _choices(rows, state, chosen, errors) -> dict:
     """The choice at each GPU count of one end's rows, as its answer's table made it; {} without a choice."""
     from harness.commands.console.predictions import labelled
-    from harness.perfmodel.choice import choose
+    from harness.perfmodel.pick.choice import choose
 
     if state is None:
         return {}

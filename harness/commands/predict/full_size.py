@@ -217,7 +217,7 @@ def floor_words(frames: list, label: str = "DDP") -> str:
     floors above)', for the brackets of `label`'s answer (DDP, ZeRO-1, FSDP2), where `with_floors` added the floors,
     at the cap the choice ranks it at (perfmodel.ranked); '' where it did not (or FSDP2's is unknown)."""
     from harness.analysis import agreement
-    from harness.perfmodel import ranked
+    from harness.perfmodel.pick import ranked
 
     step, floor = FLOORED[label]
     if not frames or floor not in frames[-1]:
@@ -243,7 +243,7 @@ def full_size_lead(frames: list, whose: str, *, backward_ms: float) -> str:
     w64: at 100 MiB its all-reduces take at least …'; '' where no floor binds. (A floor is a lower bound: the
     table's ≥ columns say so, and the what-if page in full.)"""
     from harness.bucketing import DDP_DEFAULT_CAP_MB
-    from harness.perfmodel import ranked
+    from harness.perfmodel.pick import ranked
 
     if not frames or not any(ranked.floors_bind(frame) for frame in frames):
         return ""

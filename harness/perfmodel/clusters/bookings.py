@@ -4,7 +4,7 @@ booking is fastest and which cheapest. A step measured on another GPU than a clu
 ends, config.precision.step_bounds): each figure is then a range, and a ranking is decided only where it holds over
 every value in the ranges, else open until the step of the clusters it hangs on is measured.
 
-Pure arithmetic over the choices (perfmodel.choice) and the predicted rows each cluster's prediction made.
+Pure arithmetic over the choices (perfmodel.pick.choice) and the predicted rows each cluster's prediction made.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections.abc import Callable
 import pandas as pd
 
 from harness.analysis import agreement
-from harness.perfmodel.choice import Choice
-from harness.perfmodel.choice_table import gpu_hours_per_step_ms
+from harness.perfmodel.pick.choice import Choice
+from harness.perfmodel.pick.choice_table import gpu_hours_per_step_ms
 
 LEAD = agreement.SMALL_CAP_LEAD
 """Bookings within this of the best are tied: a lead under it is more than the model can tell (as the choice's)."""

@@ -1,15 +1,15 @@
 """The choice as a table, last, where a terminal leaves it in sight: per GPU count, the strategy to book, its step, the
 fastest of the rest that fits and how far behind it is, and what the pick rests on
-(harness.perfmodel.choice_table.noted_rows, which the what-if page shows in full too); each note's shared words said
-once under the table, with its figure at each GPU count, so that the rows stay a terminal's width."""
+(harness.perfmodel.pick.choice_table.noted_rows, which the what-if page shows in full too); each note's shared words
+said once under the table, with its figure at each GPU count, so that the rows stay a terminal's width."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
 from harness.commands.console import say
-from harness.perfmodel.choice_table import COST, chosen, noted_rows, table_header, tokens_a_step
 from harness.perfmodel.memory_words import unchosen_words
+from harness.perfmodel.pick.choice_table import COST, chosen, noted_rows, table_header, tokens_a_step
 from harness.perfmodel.sharded import unborne_words
 
 if TYPE_CHECKING:

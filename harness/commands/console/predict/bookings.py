@@ -5,8 +5,8 @@ the fastest booking and the cheapest, decided or open, and what step decides the
 from __future__ import annotations
 
 from harness.commands.console import say
-from harness.perfmodel.choice_table import cost_unit
 from harness.perfmodel.clusters.bookings import LEAD, Booking, Ranking, cheapest, fastest
+from harness.perfmodel.pick.choice_table import cost_unit
 
 RIGHT = (1, 2, 4, 5, 6)
 """The columns of figures, aligned right."""

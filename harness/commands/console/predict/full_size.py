@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness.commands.console import predictions, say
-from harness.perfmodel import ranked
+from harness.perfmodel.pick import ranked
 from harness.perfmodel.schedule import scaled_words
 from harness.results.values import ms_text
 

@@ -35,7 +35,7 @@ def check_local_flags(args) -> None:
 
 def steps_known(args, device: str) -> bool:
     """Whether `predict --cluster` names a step, a strategy to book and a cap: the profile's compute a GPU's, or scaled
-    to the one-GPU step given. A CPU's hides communication a GPU's would not (reports.pages.whatif.steps_known)."""
+    to the one-GPU step given. A CPU's hides communication a GPU's would not (reports.pages.whatif.page.steps_known)."""
     return bool(args.local_step_ms) or device != "cpu"
 
 
@@ -294,7 +294,7 @@ def ends_verdicts(ends_rows: list, state, capacity_gib: float, errors=None) -> l
     where higher, `floored`). `decided`: a cap both ends name, and the same picks."""
     from harness.analysis import agreement
     from harness.commands.console.predictions import labelled
-    from harness.perfmodel.choice import choose
+    from harness.perfmodel.pick.choice import choose
 
     per_end = []
     for rows in ends_rows:
@@ -328,7 +328,7 @@ def say_ends_verdict(chosen, ends: list[tuple[str, float]], frames: list, *, sta
     """The last line of a step predicted at both ends: the other end's DDP steps and, given the `batch` a GPU steps
     at, its pick's GPU-hours (the answer's table gives the printed end's), and whether the cap and the choice are the
     same at both (decided) or where not (the two answers, and what settles it); returned for the page."""
-    from harness.perfmodel.choice_table import cost_unit, gpu_hours_per_step_ms, step_cell, tokens_a_step
+    from harness.perfmodel.pick.choice_table import cost_unit, gpu_hours_per_step_ms, step_cell, tokens_a_step
 
     verdicts = ends_verdicts(frames, state, getattr(chosen, "gpu_memory_gib", 0.0), errors)
     every = set(frames[0]["bucket_cap_mb"])

@@ -140,7 +140,7 @@ def collectives_answer(cluster, frames: list[pd.DataFrame], *, trained: bool, pr
     import pandas as pd
 
     from harness.perfmodel.memory import mib_text
-    from harness.perfmodel.ranked import communicated
+    from harness.perfmodel.pick.ranked import communicated
     from harness.perfmodel.sharded import OPTIMIZER_NAMES
 
     full = "full_size_mb" in frames[0]

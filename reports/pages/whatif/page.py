@@ -11,10 +11,10 @@ import pandas as pd
 
 from harness.analysis import agreement, roles, stats, why
 from harness.analysis.sweep import given_cap
-from harness.perfmodel import ranked
 from harness.perfmodel.clusters.cluster import Cluster, published_checks
 from harness.perfmodel.clusters.nccl import ClusterLink
 from harness.perfmodel.fsdp import for_cluster
+from harness.perfmodel.pick import ranked
 from harness.perfmodel.predict import (
     DEFAULT_CAPS_MB,
     SETUP_DEFAULTS,
@@ -32,8 +32,8 @@ from harness.results import store
 from harness.results.values import ms_text
 from reports.figures import whatif as figures
 from reports.figures.captions import CAPTIONS
-from reports.pages import whatif_memory as wm
 from reports.pages.html import HEADING_NAME, FigureList, esc, name_html, page, table
+from reports.pages.whatif import memory as wm
 
 MAX_GPUS = 1024
 DEFAULT_LAYOUT = "DDP's default (25 MiB, a first bucket of 1 MiB)"

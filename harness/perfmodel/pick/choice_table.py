@@ -1,4 +1,4 @@
-"""The choice said as a table, where a terminal or a page leaves it in sight (harness.perfmodel.choice's `choose`;
+"""The choice said as a table, where a terminal or a page leaves it in sight (harness.perfmodel.pick.choice's `choose`;
 its `choice_words` say every step and caveat in full): per GPU count, the strategy to book, its step, the fastest of
 the rest that fits and how far behind, the GPU-hours a million samples take, and what the pick rests on.
 """
@@ -10,7 +10,7 @@ import dataclasses
 import pandas as pd
 
 from harness.analysis import agreement
-from harness.perfmodel.choice import (
+from harness.perfmodel.pick.choice import (
     EXPOSED,
     LOSSY,
     Candidate,

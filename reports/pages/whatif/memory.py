@@ -10,9 +10,6 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis.compare import setup_words
-from harness.perfmodel import ranked
-from harness.perfmodel.choice import choice_words
-from harness.perfmodel.choice_table import chosen, table_header, table_rows, tokens_a_step
 from harness.perfmodel.clusters.cluster import (
     Cluster,
     cap_caveats,
@@ -22,6 +19,9 @@ from harness.perfmodel.clusters.cluster import (
 )
 from harness.perfmodel.memory import fit_words, mib_text, need_mb, room_words, state_per_rank, unrecorded
 from harness.perfmodel.memory_words import activation_words
+from harness.perfmodel.pick import ranked
+from harness.perfmodel.pick.choice import choice_words
+from harness.perfmodel.pick.choice_table import chosen, table_header, table_rows, tokens_a_step
 from harness.perfmodel.predict import of_setup
 from harness.perfmodel.sharded import OwnCheck, optimizer_break_even, optimizer_share_caveat, unborne_words
 from harness.results.values import strategy_labels

@@ -15,9 +15,9 @@ import pandas as pd
 
 import impls
 from harness.analysis import agreement, roles
-from harness.perfmodel import ranked
 from harness.perfmodel.memory import is_tight, need_mb
 from harness.perfmodel.memory_words import tight_words, unchosen_words
+from harness.perfmodel.pick import ranked
 from harness.perfmodel.schedule import SCALED, WIRE_BYTES
 from harness.results.values import ms_text
 
