@@ -118,3 +118,22 @@ def test_a_collectives_table_is_one_clusters(tmp_path, capsys):
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1 and not out.exists()
     assert "a collectives table is one cluster's; give one (dgx-a100 or dgx-h100), or --run RUN" in captured.err
+
+
+def test_a_cluster_named_twice_is_predicted_once_as_the_note_says(tmp_path, capsys):
+    """--cluster dgx-a100,dgx-a100 said 'each is predicted once', then refused 'dgx-a100,dgx-a100' as no profile."""
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-a100,dgx-a100",
+                     "--nodes", "1", "--local-step-ms", "310"]) == 0  # fmt: skip
+    said = capsys.readouterr().out
+    assert "--cluster 'dgx-a100,dgx-a100' repeats a value: each is predicted once" in said
+    assert said.count("the step per bucket cap on dgx-a100 ") == 1 and "the bookings compared" not in said
+
+
+@pytest.mark.parametrize("named", ["dgx-a100,dgx-a100,x", "x,x"])
+def test_a_cluster_named_twice_beside_a_bad_one_is_refused_in_one_line(tmp_path, capsys, named):
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", named,
+                     "--local-step-ms", "310"]) == 2  # fmt: skip
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and "--cluster 'x' is neither" in captured.err

@@ -22,7 +22,8 @@ from harness.config.bench import ConfigError
 def cluster_names(args: argparse.Namespace) -> list[str | None]:
     """--cluster's profiles, names or .toml files separated by commas, each refused in one line (before anything is
     measured, printed or written) where it is not one; several are refused with what is one cluster's (a fit to
-    nccl-tests logs, a what-if page, a collectives table). [None]: --nccl-tests alone."""
+    nccl-tests logs, a what-if page, a collectives table); one named twice is one (`args.cluster` set to it). [None]:
+    --nccl-tests alone."""
     from harness.perfmodel.clusters import cluster as profiles
 
     if args.cluster is None or "," not in args.cluster:  # one: loaded, and refused, where it is said
@@ -34,6 +35,11 @@ def cluster_names(args: argparse.Namespace) -> list[str | None]:
         raise ConfigError(f"--cluster {args.cluster!r} names an empty profile; give names ({known}) or .toml files, "
                           "separated by commas")  # fmt: skip
     kept = list(dict.fromkeys(names))
+    if len(kept) == 1:  # one cluster named twice: one cluster's prediction, its flags as one's
+        predict_input.check_cluster_file(kept[0])
+        profiles.load(kept[0])  # refused here, before the note that it is named twice
+        args.cluster = kept[0]
+        return kept
     each = " or ".join(kept)
     for flag, given, why in (("--nccl-tests", args.nccl_tests, "its logs are one cluster's, the one they fit"),
                              ("--page", args.page, "a what-if page is one cluster's"),
@@ -43,7 +49,6 @@ def cluster_names(args: argparse.Namespace) -> list[str | None]:
     if cluster.is_collective_table(args):
         raise ConfigError(f"--cluster {args.cluster!r}: a collectives table is one cluster's; give one ({each}), or "
                           "--run RUN (or --workload NAME) to compare the bookings of several")  # fmt: skip
-    console.note_repeated("--cluster", args.cluster, kept)
     for name in kept:  # every profile read, and refused where it cannot be, before a word about any of them
         predict_input.check_cluster_file(name)
         cluster.refuse_nodes_without_network(profiles.load(name), args)

@@ -49,12 +49,14 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     cluster.check_flags(args)
     full_size.check_train_wopt(args.train_wopt)
     inputs.check_page(args)
+    typed = args.cluster
     args.clusters = bookings.cluster_names(args)  # each refused here, where it is not one
     given = _given_network(args)
     caps = parse_caps(args.caps) if args.caps else None
-    if caps:
-        console.note_repeated("--caps", args.caps, caps)
     inputs.check_counts(args)
+    for flag, text, kept in (("--cluster", typed, args.clusters), ("--caps", args.caps, caps)):
+        if text and kept:  # said once nothing more is refused: a refusal is its one line
+            console.note_repeated(flag, text, kept)
     import torch  # after the flags' checks: bad input is refused in a second, not after torch's import (2 s)
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
