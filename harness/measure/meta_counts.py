@@ -25,8 +25,8 @@ MOST_ENTRIES = 500
 """Entries kept, the latest written: counts asked long ago give way, the file stays small to read."""
 LIBRARIES = ("torch", "torchvision", "transformers", "timm")
 """The libraries that build a zoo's models (and torch every model): another version, another count."""
-COUNTING = ("measure/modelinfo.py", "measure/counting.py", "measure/training.py", "measure/meta_counts.py",
-            "protocols.py")  # fmt: skip
+COUNTING = ("measure/modelinfo.py", "measure/counting.py", "measure/training.py", "measure/pace.py",
+            "measure/meta_counts.py", "protocols.py")  # fmt: skip
 """ddpbench's modules, under harness/, that a count runs through, beside every module of workloads/."""
 
 

@@ -119,3 +119,19 @@ def test_a_cache_that_cannot_be_written_is_only_slower(cache, tmp_path, monkeypa
     )
     assert info._sizes_line("mlp").startswith("tiny ")  # list too: said, not refused
     assert blocked.read_text() == "not a folder"
+
+
+def test_every_module_a_count_runs_through_is_in_the_code_the_cache_is_keyed_by():
+    """A count is kept while ddpbench's code that makes it is as it was: each harness module meta_counts calls on to
+    count (modelinfo, counting, pace…) is among those hashed (`COUNTING`), so a change to one counts again. pace.py,
+    whose training_flops_per_sample builds the model on the meta device for FLOPs, was left out."""
+    import ast
+
+    tree = ast.parse(Path(meta_counts.__file__).read_text())
+    called = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module}
+    counting = {
+        name.removeprefix("harness.").replace(".", "/") + ".py"
+        for name in called
+        if name.startswith("harness.measure.") and name != "harness.measure.env"
+    }  # env: the versions
+    assert counting and counting <= set(meta_counts.COUNTING)
