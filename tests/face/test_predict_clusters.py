@@ -61,8 +61,10 @@ def test_two_clusters_one_bounded_are_compared_after_each_ones_prediction(tmp_pa
     # the H100's longest step is shorter than the A100's 310 ms: ahead at both ends, a decided ranking
     assert verdict.startswith("ddpbench predict: fastest: dgx-h100 × 16 GPUs at both ends; cheapest per sample: ")
     assert "open until" not in verdict
-    # the step given may have been timed at another batch than the run's 8, which the throughput divides it by
-    assert "  a GPU's samples a step: 8, the run's batch; the step given was timed at another? --batch-size N" in said
+    # the step given may have been timed at another batch than the run's 8, which the throughput divides it by: the
+    # run's words, said once where they first apply (no memory per rank here: no answer table, under the bookings')
+    assert said.count("  a GPU's samples a step: 8, the run's batch; the step given was timed at another? "
+                      "--batch-size N") == 1  # fmt: skip
 
 
 def test_a_batch_asked_is_the_one_the_throughput_counts(tmp_path, capsys):
@@ -90,6 +92,11 @@ def test_the_bookings_are_what_each_clusters_answer_books(small_run, tmp_path, c
         booked = [re.split(r"\s{2,}", line.strip())[:3] for line in answer]
         assert [[row[1], row[3], row[4]] for row in table if row[0] == cluster] == booked
     assert verdict.startswith("ddpbench predict: fastest: ") and "cheapest per sample: " in verdict
+    # the batch the GPU-hours divide the step by is the run's: said under the first answer table, not again under the
+    # second's and the bookings' (it was three times, word for word)
+    note = "a GPU's samples a step: "
+    assert said.count(note) == 1 and said.index("the answer on dgx-h100") < said.index(note)
+    assert said.index(note) < said.index("the answer on dgx-h200")
 
 
 @pytest.mark.parametrize(

@@ -68,7 +68,8 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
 
     several = len(args.clusters) > 1
     frames, booked, tokens, ends = [], [], None, None
-    with console.said_once() if several else contextlib.nullcontext():  # the run's words once, not a cluster's
+    # the run's words once, not a cluster's: the bookings' note too, where an answer table said it
+    with console.said_once() if several else contextlib.nullcontext():
         for k, name in enumerate(args.clusters):
             asked = copy.copy(args)  # each cluster from the flags as given: an end's step is set on them
             asked.cluster = name
@@ -87,18 +88,18 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
             frames += ended.frames
             booked += ended.bookings
             tokens, ends = tokens or ended.tokens, ends or ended.ends
-    if args.page:  # the same calibration, caps and scaling as the console's, from one node to 1,024 GPUs
-        report.write_prediction_page(asked, chosen, run_dir, setup, caps, checked=checked)
-    if args.out:
-        cluster.write_rows(pd.concat(frames, ignore_index=True), Path(args.out))
-    if several and scaling.steps_known(args, device):
-        from harness.commands.console.predict import bookings
-        from harness.commands.console.predict.answer import run_batch_caveat
+        if args.page:  # the same calibration, caps and scaling as the console's, from one node to 1,024 GPUs
+            report.write_prediction_page(asked, chosen, run_dir, setup, caps, checked=checked)
+        if args.out:
+            cluster.write_rows(pd.concat(frames, ignore_index=True), Path(args.out))
+        if several and scaling.steps_known(args, device):
+            from harness.commands.console.predict import bookings
+            from harness.commands.console.predict.answer import run_batch_caveat
 
-        asked = predict_input.memory_batch(args, setup) if setup else None
-        batch = (asked or int(setup["batch_size"])) if setup else None
-        note = run_batch_caveat(batch, step_given=bool(args.local_step_ms), asked=asked)
-        bookings.compared(booked, tokens=tokens is not None, ends=ends, note=note)
+            asked = predict_input.memory_batch(args, setup) if setup else None
+            batch = (asked or int(setup["batch_size"])) if setup else None
+            note = run_batch_caveat(batch, step_given=bool(args.local_step_ms), asked=asked)
+            bookings.compared(booked, tokens=tokens is not None, ends=ends, note=note)
     return 0
 
 

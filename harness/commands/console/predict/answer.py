@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness.commands.console import say
+from harness.commands.console import say, say_once
 from harness.perfmodel.memory_words import unchosen_words
 from harness.perfmodel.pick.choice_table import COST, chosen, noted_rows, table_header, tokens_a_step
 from harness.perfmodel.sharded import unborne_words
@@ -24,11 +24,12 @@ under the table."""
 
 def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataFrame], *, cluster_name: str,
                  optimizer_ms: float = 0.0, step_ms: float = 0.0, errors=None, batch: int | None = None,
-                 caveat: str = "") -> bool:  # fmt: skip
+                 caveat: str = "", batch_note: str = "") -> bool:  # fmt: skip
     """Say the table (`state` labelled by `strategy`, as choice_words takes it), its notes under it, then what the
-    choice leaves out (unchosen.unchosen_words) and `caveat`; nothing where there is no choice; whether said.
-    `batch`: a GPU's samples a step, as the steps are (their GPU-hours a million samples). A CPU's steps, with no GPU
-    step given, have no such table (scaling.steps_known)."""
+    choice leaves out (unchosen.unchosen_words), `caveat` and `batch_note`; nothing where there is no choice; whether
+    said. `batch`: a GPU's samples a step, as the steps are (their GPU-hours a million samples); `batch_note`: which
+    batch that is (run_batch_caveat), the run's words, said once over several clusters (console.say_once). A CPU's
+    steps, with no GPU step given, have no such table (scaling.steps_known)."""
     made = chosen(state, frames, capacity_gib, errors, optimizer_ms)  # once: the table and what it leaves out say it
     rows = noted_rows(state, frames, capacity_gib, optimizer_ms=optimizer_ms, step_ms=step_ms, errors=errors,
                       batch=batch, made=made)  # fmt: skip
@@ -54,6 +55,8 @@ def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataF
     for words in (*unchosen_words(state, made[0], capacity_gib), caveat):
         if words:
             say(f"  {words}")
+    if batch_note:
+        say_once(f"  {batch_note}")
     return True
 
 

@@ -4,7 +4,7 @@ the fastest booking and the cheapest, decided or open, and what step decides the
 
 from __future__ import annotations
 
-from harness.commands.console import say
+from harness.commands.console import say, say_once
 from harness.perfmodel.clusters.bookings import LEAD, Booking, Ranking, cheapest, fastest
 from harness.perfmodel.pick.choice_table import cost_unit
 
@@ -26,8 +26,8 @@ def compared(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | N
         cells = [cell.rjust(width) if k in RIGHT else cell.ljust(width) for k, (cell, width) in
                  enumerate(zip(row, widths, strict=False))]  # fmt: skip
         say("  " + "  ".join([*cells, row[-1].rjust(len(header[-1]))]).rstrip())
-    if note:
-        say(f"  {note}")
+    if note:  # said once: where an answer table above said it already, not again
+        say_once(f"  {note}")
     verdict = verdict_words(bookings, tokens=tokens, ends=ends)
     say(f"ddpbench predict: {verdict}")
     return verdict
