@@ -125,12 +125,18 @@ def measured(run: Path, meta: dict) -> Measured | None:
         launches = int(launches or 0)
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    if not phases or not launches or not configurations or not wall:
+    return split(run.name, phases, wall, launches=launches, configurations=configurations)
+
+
+def split(run: str, phases: dict[str, float], wall_s: float, *, launches: int, configurations: int) -> Measured | None:
+    """A session's fixed cost (its wall time less its `steps`) split: once, a launch's, a configuration's (what bench's
+    end says of its own session, and a dry run of another's); None where it kept no split or launched nothing."""
+    if not phases or not launches or not configurations or not wall_s:
         return None
     per_launch = sum(phases.get(p, 0.0) for p in PER_LAUNCH)
     per_configuration = sum(phases.get(p, 0.0) for p in PER_CONFIGURATION)
-    once = max(0.0, wall - phases.get("steps", 0.0) - per_launch - per_configuration)
-    return Measured(run.name, once, per_launch / launches, per_configuration / configurations)
+    once = max(0.0, wall_s - phases.get("steps", 0.0) - per_launch - per_configuration)
+    return Measured(run, once, per_launch / launches, per_configuration / configurations)
 
 
 def _launches_planned(meta: dict) -> int | None:

@@ -12,6 +12,7 @@ import pytest
 from harness import cli
 from harness.commands import console
 from harness.commands.console import plan
+from harness.handoff import costs
 
 
 def test_bench_prints_and_keeps_where_its_wall_time_went(tmp_path, capsys):
@@ -36,7 +37,13 @@ def test_bench_prints_and_keeps_where_its_wall_time_went(tmp_path, capsys):
     # In order, from the command's start (called in-process, as here, it may round away: under 0.05 s).
     wall = re.escape(console.seconds_text(summary["wall_s"]))
     assert re.match(rf"ddpbench: where the {wall} went \(s\): (start [\d.]+, )?launch ", line)
-    assert "beyond the timed steps\n" in out and "per configuration" not in out  # one configuration: no division
+    # split as the dry run splits it (handoff.fixed_cost): once, a launch's, a configuration's, adding up to it
+    session = summary["session"]
+    launch = sum(session["phases_s"].get(p, 0.0) for p in costs.PER_LAUNCH)
+    each = sum(session["phases_s"].get(p, 0.0) for p in costs.PER_CONFIGURATION)
+    once = max(0.0, session["wall_s"] - session["phases_s"]["steps"] - launch - each)
+    assert (f"beyond the timed steps: 1 launch at {launch:.2g} s, 1 configuration at {each:.2g} s, {once:.2g} s "
+            "once\n") in out  # fmt: skip
 
 
 def test_the_command_line_reads_its_flags_before_importing_torch():
@@ -65,3 +72,19 @@ def test_a_dry_run_takes_the_fixed_cost_from_an_earlier_runs_split(small_run, ca
         and f"plus about {plan._minutes_text(paid)} of fixed cost (2 launches" in line
     )
     assert line.endswith("as 1 earlier run of 2 simulated GPUs here measured it (e2e)")
+    # the run's own last line said the same split: a configuration's cost is not the whole fixed cost over their count
+    split = line.split("of fixed cost (")[1].split(")")[0]
+    said = summarized(small_run)
+    assert said.endswith(f"beyond the timed steps: {split}"), (said, split)
+
+
+def summarized(run) -> str:
+    """The fixed cost line bench's end says of `run`, from its summary.json."""
+    import io
+    from contextlib import redirect_stdout
+
+    summary = json.loads((run / "summary.json").read_text())["session"]
+    with redirect_stdout(io.StringIO()) as out:
+        console.fixed_cost_split(summary["wall_s"], summary["phases_s"], configurations=summary["launched"],
+                                 launches=summary["launches"])  # fmt: skip
+    return next(line for line in out.getvalue().splitlines() if "fixed cost" in line)

@@ -245,11 +245,13 @@ def _step_words(state: dict | None, cfg: Configuration) -> str:
     return f"warm-up step {step}/{cfg.warmup}" if step <= cfg.warmup else f"step {step - cfg.warmup}/{cfg.steps}"
 
 
-def fixed_cost_split(wall_s: float, seconds: dict[str, float], *, configurations: int) -> None:
+def fixed_cost_split(wall_s: float, seconds: dict[str, float], *, configurations: int, launches: int) -> None:
     """Where the run's wall time went, phase by phase (harness.handoff.costs), the rest as `other` (summary.json's
-    session `phases_s`, which holds it); and the fixed cost over the `configurations` this session launched (a
-    skipped one launches nothing)."""
+    session `phases_s`, which holds it); and the fixed cost split as a dry run splits it (handoff.fixed_cost): the
+    `launches` and the `configurations` this session launched (a skipped one launches nothing) at their cost, and
+    what it paid once."""
     from harness.handoff.costs import PHASES
+    from harness.handoff.fixed_cost import split
 
     if not set(seconds) - {"other"}:
         return
@@ -257,12 +259,17 @@ def fixed_cost_split(wall_s: float, seconds: dict[str, float], *, configurations
     say(f"ddpbench: where the {seconds_text(wall_s)} went (s): {', '.join(parts)}, other {seconds['other']:.1f}")
     fixed = wall_s - seconds.get("steps", 0.0)
     if configurations:
-        each = (
-            ""
-            if configurations == 1
-            else f": {fixed / configurations:.1f} s per configuration launched ({configurations})"
-        )
+        measured = split("", seconds, wall_s, launches=launches, configurations=configurations)
+        each = f": {fixed_cost_parts(measured, launches, configurations)}" if measured else ""
         say(f"ddpbench: fixed cost {seconds_text(fixed)} beyond the timed steps{each}")
+
+
+def fixed_cost_parts(measured, launches: int, configurations: int) -> str:
+    """'2 launches at 1.6 s, 6 configurations at 0.13 s, 3.6 s once': a fixed cost split (handoff.fixed_cost's
+    Measured) over the launches and configurations it is paid for."""
+    return (f"{launches} launch{'es' * (launches != 1)} at {measured.launch_s:.2g} s, {configurations} "
+            f"configuration{'s' * (configurations != 1)} at {measured.configuration_s:.2g} s, "
+            f"{measured.once_s:.2g} s once")  # fmt: skip
 
 
 def recommendations(frame: pd.DataFrame) -> None:

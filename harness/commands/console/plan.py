@@ -3,7 +3,7 @@ its warm-up, a strategy that will save nothing, and its configurations (`--dry-r
 
 from __future__ import annotations
 
-from harness.commands.console import say, warning
+from harness.commands.console import fixed_cost_parts, say, warning
 from harness.commands.console.profiling import warn_if_busy
 from harness.config.ranks import available_cpus
 
@@ -85,10 +85,9 @@ def _fixed_text(fixed, gpus: str, results) -> str:
                 "building, parity: not counted)")  # fmt: skip
     runs = len(fixed.measured)
     typical = fixed.typical  # the median run: its parts add up to the figure
-    split = (f"{fixed.launches} launch{'es' * (fixed.launches != 1)} at {typical.launch_s:.2g} s, "
-             f"{fixed.configurations} configuration{'s' * (fixed.configurations != 1)} at "
-             f"{typical.configuration_s:.2g} s, {typical.once_s:.2g} s once"
-             + (f": the median's, {typical.run}" if len(fixed.measured) > 1 else ""))  # fmt: skip
+    split = fixed_cost_parts(typical, fixed.launches, fixed.configurations) + (
+        f": the median's, {typical.run}" if len(fixed.measured) > 1 else ""
+    )
     low, high = fixed.spread_s
     spread = f": {_minutes_text(low)} to {_minutes_text(high)}" if runs > 1 else ""
     names = ", ".join(m.run for m in fixed.measured)
