@@ -170,11 +170,10 @@ def gpu_name(name: str) -> str:
 def gpu_step_dtype(run_dtype: str, *, device: str, requested: str | None, gpu: str) -> tuple[str, bool]:
     """(dtype, assumed): the precision a one-GPU step of the run's model is taken in (`step_bounds`' peaks). A GPU run's
     own; a CPU run's where its --dtype asked for one; where `auto` left a CPU run in fp32, what auto trains in on `gpu`
-    (bf16 where it has a bf16 peak), assumed: the CPU's fp32 is no choice of the user's."""
+    (bf16 where it has a bf16 peak), assumed where it is not the run's: the CPU's fp32 is no choice of the user's."""
     if device == "cpu" and requested in (None, "auto"):
-        return resolve_dtype(
-            "auto", device="cuda", bf16_supported=peak_tflops(gpu, "bf16", tf32=False) is not None
-        ), True
+        dtype = resolve_dtype("auto", device="cuda", bf16_supported=peak_tflops(gpu, "bf16", tf32=False) is not None)
+        return dtype, dtype != run_dtype  # a GPU without bf16 trains in fp32 too: nothing assumed
     return run_dtype, False
 
 

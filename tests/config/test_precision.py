@@ -124,6 +124,8 @@ def test_a_cpu_runs_auto_fp32_is_not_the_dtype_a_gpu_step_was_trained_in():
     a100, v100 = gpu_name("a100-sxm4-80gb"), gpu_name("v100-sxm2")
     assert gpu_step_dtype("fp32", device="cpu", requested="auto", gpu=a100) == ("bf16", True)
     assert gpu_step_dtype("fp32", device="cpu", requested=None, gpu=a100) == ("bf16", True)  # a run from before
-    assert gpu_step_dtype("fp32", device="cpu", requested="auto", gpu=v100) == ("fp32", True)  # no bf16 on a V100
+    # no bf16 on a V100: auto's fp32 there is the run's own, nothing assumed (the bounds' line read "fp32 assumed:
+    # --dtype auto's on a GPU, not the CPU run's fp32")
+    assert gpu_step_dtype("fp32", device="cpu", requested="auto", gpu=v100) == ("fp32", False)
     assert gpu_step_dtype("fp32", device="cpu", requested="fp32", gpu=a100) == ("fp32", False)
     assert gpu_step_dtype("fp32", device="cuda", requested="auto", gpu=a100) == ("fp32", False)
