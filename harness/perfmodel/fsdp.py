@@ -352,8 +352,10 @@ def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, 
     beyond_s = max(0.0, own_s - (ddp_s if told else 0.0)) * scaled
     untold = "" if told else f" (DDP's own, {ms_text(ddp_s * 1e3)} ms, the repeats do not tell from noise)"
     more = f"its {ms_text((own_s - ddp_s) * 1e3)} ms beyond DDP's ({ms_text(ddp_s * 1e3)} ms)" if told and ddp_s else ""
-    note = (f"FSDP's own cost at one rank, {ms_text(own_s * 1e3)} ms, a CPU's, left out (as DDP's is): "
-            f"{more or 'all of it'}{untold} is {ms_text(beyond_s * 1e3)} ms {scaled_words(scaled)}")  # fmt: skip
+    note = (
+        f"FSDP's own cost at one rank, {ms_text(own_s * 1e3)} ms, a CPU's, no GPU's: {more or 'all of it'}{untold} "
+        f"is {ms_text(beyond_s * 1e3)} ms {scaled_words(scaled)}, its step's long end (the choice weighs both)"
+    )
     return ForCluster(profile, None, note, beyond_s, scaled)
 
 

@@ -93,7 +93,7 @@ def untimed_that_fit(state: pd.DataFrame, choices: list, capacity_gib: float) ->
     """The strategies without a step model that fit at some GPU count of `choices`, with the counts where they do."""
     worlds = {c.world_size for c in choices}
     at = state[state["world_size"].isin(worlds) & state["activation_mb"].notna()]
-    timed = {c.strategy for choice in choices for c in (*choice.picked, *choice.maybe, *choice.others)}
+    timed = {c.strategy for choice in choices for c in (*choice.picked, *choice.others)}
     fitting = at[(need_mb(at) <= capacity_gib * 1024) & ~at["strategy"].isin(timed)]
     return {name: sorted(int(w) for w in group["world_size"].unique())
             for name, group in fitting.groupby("strategy", sort=False)}  # fmt: skip

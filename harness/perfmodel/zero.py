@@ -252,8 +252,8 @@ def own_for_cluster(configs, setup: dict, calibration, *, run_scale: float, carr
     return OwnCost(
         0.0,
         own_s * scale,
-        f"ZeRO's own cost at one rank beyond DDP's, {ms_text(own_s * 1e3)} ms, a CPU's, left "
-        f"out (as DDP's is): {ms_text(own_s * scale * 1e3)} ms {scaled_words(scale)}",
+        f"ZeRO's own cost at one rank beyond DDP's, {ms_text(own_s * 1e3)} ms, a CPU's, no GPU's: "
+        f"{ms_text(own_s * scale * 1e3)} ms {scaled_words(scale)}, its step's long end (the choice weighs both)",
     )
 
 

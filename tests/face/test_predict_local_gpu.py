@@ -57,7 +57,7 @@ def test_a_choice_undecided_under_a_cap_both_ends_name_says_the_choice_alone(mon
                     "measured on dgx-h100's GPU settles it (--local-step-ms without --local-step-gpu)")  # fmt: skip
     # the other end's GPU-hours: the answer's table gives only the printed end's, and a cost compared across clusters
     # by it alone took the compute-bound end's (0.287 GPU-h per 1M samples for convnext_base on dgx-h100, not 0.555)
-    ends[1]["picked"] = [types.SimpleNamespace(step_ms=ms, profiled_ms=None) for ms in (20.0, 21.0)]
+    ends[1]["picked"] = [types.SimpleNamespace(step_ms=ms, profiled_ms=None, left_out_ms=0.0) for ms in (20.0, 21.0)]
     state = pd.DataFrame({"world_size": [8]})
     said = scaling.say_ends_verdict(chosen, [("compute-bound", 10.0), ("memory-bound", 20.0)], frames, state=state,
                                     batch=128)  # fmt: skip

@@ -104,38 +104,38 @@ def test_fsdps_modelled_step_joins_the_choice_where_the_profile_has_its_blocks()
     assert memory_words.untimed_that_fit(state, [w8, w64], 80.0) == {"bucketed": [8]}  # FSDP is timed now
 
 
-def test_fsdps_lead_under_the_own_cost_its_step_leaves_out_makes_it_a_maybe_not_the_pick(capsys):
-    """A CPU's FSDP own cost is left out of a GPU step given by --local-step-ms (as DDP's is): a review's run read
-    fsdp 9 % ahead of zero with 18 ms more own cost than DDP's at one rank, 5 ms scaled, left out of its step."""
+def test_a_lead_inside_fsdps_own_cost_bounds_leaves_the_pick_open_and_one_beyond_them_decides_it(capsys):
+    """A CPU's FSDP own cost is no GPU's: scaled to a GPU step given by --local-step-ms, FSDP2's step is bounded,
+    from none of it to all of it, and the pick is decided only where it holds at both ends (a walkthrough's table read
+    fsdp +246 % behind, the note under it a tie without that cost, the FSDP line that cost left out)."""
     frame = _frame(64, 100.0, 103.0).assign(fsdp_step_ms=90.0)
     (plain,) = choice.choose(predictions.labelled(STATE), [frame], 80.0)
-    assert [c.strategy for c in plain.picked] == ["fsdp"] and not plain.maybe  # 10 % ahead, nothing left out
-    left = frame.assign(fsdp_own_left_out_ms=12.0)
+    assert [c.strategy for c in plain.picked] == ["fsdp"] and not plain.open_on  # 10 % ahead, a point: no bounds
+    left = frame.assign(fsdp_own_left_out_ms=20.0)  # 90 without it, 110 with a CPU's: stock and zero ahead then
     (unsure,) = choice.choose(predictions.labelled(STATE), [left], 80.0)
-    assert [c.strategy for c in unsure.picked] == ["stock", "zero"]  # the pick among those whose steps are whole
-    assert [c.strategy for c in unsure.maybe] == ["fsdp"] and not unsure.others  # 10 ms ahead, 12 left out
+    assert unsure.open_on == ("FSDP2",) and not unsure.others
+    assert [[c.strategy for c in ends] for ends in unsure.at_ends] == [["fsdp"], ["stock", "zero"]]
+    assert (
+        "w64 fsdp 90–110 ms (from none of its own cost to a CPU's) or stock 100 ms or zero 103 ms (open until FSDP's "
+        "own cost is measured on a GPU: fsdp without it, stock or zero with a CPU's, scaled)"
+    ) in choice.choice_words(predictions.labelled(STATE), [left], 80.0)  # the page's words
     cluster = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=80.0)
     predictions.strategy_choice(STATE, cluster, frames=[left])
     said = capsys.readouterr().out
-    assert ("w64 stock 100 ms or zero 103 ms (too close to call: under the 4 % the model can tell) (fsdp 90 ms, "
-            "faster only without its own cost, which its step leaves out (12 ms more than DDP's as a CPU measured it, "
-            "scaled from the run's step to yours): 102 ms with it, 2.0% slower (bench it at one GPU to count it))"
-            ) in choice.choice_words(predictions.labelled(STATE), [left], 80.0)  # fmt: skip  # the page's words
-    # the console's table: fsdp, which fits, is the next, as far behind as its own cost puts it; its note under it
-    # (a walkthrough read 'fsdp may be faster' of a step 7 % behind with it, and the next two columns blank)
     row = next(line for line in said.splitlines() if line.split()[:1] == ["64"])
-    assert row.split()[:6] == ["64", "stock", "or", "zero", "100–103", "fsdp"] and row.split()[6] == "+2.0%"
-    assert "a tie [1]; fsdp faster only without its own cost [2]" in said
-    assert (
-        "  [2] fsdp faster only without its own cost (w64 90 ms, with it 102 ms, 2.0% slower than stock): 12 ms more "
-        "than DDP's as a CPU measured it, scaled from the run's step to yours: bench it at one GPU to count it"
-    ) in said
-    assert "fsdp fits too, with no step model" not in said
-    far = frame.assign(fsdp_step_ms=80.0, fsdp_own_left_out_ms=12.0)  # 20 ms ahead: the pick even so
+    assert row.split()[:7] == ["64", "fsdp", "or", "stock", "or", "zero", "90–110"]  # no next: all three booked
+    assert row.endswith("open until FSDP's own cost is measured on a GPU [1]") and "a tie" not in said
+    assert "  [1] open until FSDP's own cost is measured on a GPU (w64 fsdp without it, stock or zero with a CPU's, " \
+           "scaled)" in said  # fmt: skip
+    # ahead of stock even with all of it (12 ms, within the 4 % at the long end): fsdp at both ends, a range
+    tied = frame.assign(fsdp_own_left_out_ms=12.0)
+    (decided,) = choice.choose(predictions.labelled(STATE), [tied], 80.0)
+    assert [c.strategy for c in decided.picked] == ["fsdp"] and not decided.open_on
+    (row,) = choice_table.table_rows(predictions.labelled(STATE), [tied], 80.0)
+    assert row[1:5] == ("fsdp", "90–102", "stock", "-2.0% to +11.1%")  # stock 2 % ahead of its long end: a tie there
+    assert row[-1] == "fsdp from none of its own cost to a CPU's"
+    far = frame.assign(fsdp_step_ms=80.0, fsdp_own_left_out_ms=12.0)  # 8 ms ahead even with it: the pick
     assert [c.strategy for c in choice.choose(predictions.labelled(STATE), [far], 80.0)[0].picked] == ["fsdp"]
-    # ahead even with what it leaves out, but by under 4 % then: too close to call, not a 30 % lead
-    close = [choice.Candidate("fsdp", 1.0, True, 6.9, 3.0), choice.Candidate("stock", 1.0, True, 10.0)]
-    assert [c.strategy for c in choice._picked(close)[0]] == ["fsdp", "stock"]
 
 
 def test_zero_with_a_bucket_view_is_timed_with_one_broadcast_a_rank():
@@ -218,12 +218,24 @@ def test_a_pick_that_rests_on_a_cpus_optimizer_time_is_said_with_the_share_it_tu
     assert "w64 zero 95 ms (stock 100 ms" in plain and " if a GPU's optimizer" not in plain
 
 
-def test_zeros_own_cost_left_out_of_a_gpu_step_makes_it_a_maybe_as_fsdps_does():
-    """A CPU's ZeRO own cost left out of a GPU step (30 ms here) is weighed as FSDP's is: a 10 ms lead is no pick."""
+def test_zeros_own_cost_a_cpu_measured_bounds_its_step_as_fsdps_does():
+    """A CPU's ZeRO own cost (30 ms here, scaled) is no GPU's either: 10 ms ahead without it, 20 behind with it, the
+    pick is open; with FSDP2's bounded too, on every corner of both (each own cost at either end, apart)."""
     state = _state([("stock", 8, 20.0), ("zero", 8, 10.0)])
     frames = [_frame(8, 100.0, 90.0).assign(zero_own_left_out_ms=30.0)]
     w8 = choice.choose(predictions.labelled(state), frames, 80.0)[0]
-    assert [c.strategy for c in w8.picked] == ["stock"] and [c.strategy for c in w8.maybe] == ["zero"]
+    assert [c.strategy for c in w8.picked] == ["zero", "stock"] and w8.open_on == ("ZeRO-1",)
+    assert "(open until ZeRO's own cost is measured on a GPU: zero without it, stock with a CPU's, scaled)" in (
+        choice.choice_words(predictions.labelled(state), frames, 80.0)
+    )
+    # zero 90–97, fsdp 92–100.5, stock 100: zero with fsdp at both short ends, fsdp alone where only ZeRO's is long,
+    # zero alone where only FSDP's is, all three at both long ends: no pick at every corner
+    three = _state([("stock", 8, 20.0), ("zero", 8, 10.0), ("fsdp", 8, 5.0)])
+    both = [_frame(8, 100.0, 90.0).assign(zero_own_left_out_ms=7.0, fsdp_step_ms=92.0, fsdp_own_left_out_ms=8.5)]
+    (w8,) = choice.choose(predictions.labelled(three), both, 80.0)
+    assert w8.open_on == ("ZeRO-1", "FSDP2") and [c.strategy for c in w8.picked] == ["zero", "fsdp", "stock"]
+    (row,) = choice_table.table_rows(predictions.labelled(three), both, 80.0)
+    assert row[-1].startswith("open until ZeRO's and FSDP's own costs are measured on a GPU: zero or fsdp without it")
 
 
 def test_no_turning_point_is_said_where_the_pick_is_already_too_close_to_call():
@@ -271,46 +283,32 @@ def test_a_lead_smaller_than_the_step_models_own_errors_set_them_apart_is_too_cl
     assert [c.strategy for c in choice.choose(predictions.labelled(state), frames, 80.0, alike)[0].picked] == ["fsdp"]
 
 
-def test_a_slower_strategy_whose_step_leaves_out_an_own_cost_says_it_is_slower_still():
-    """A walkthrough read 'fsdp 181.6 ms, 0.8% slower' of a step that left out 40 ms of FSDP's own cost."""
+def test_a_slower_strategy_whose_step_is_bounded_by_its_own_cost_is_behind_by_a_range():
+    """A walkthrough read 'fsdp 181.6 ms, 0.8% slower' of a step that left out 40 ms of FSDP's own cost, then the
+    table's +18.7 %: both ends are one range, said once; the cost's figure is the FSDP line's, not the table's."""
     state = _state([("stock", 8, 20.0), ("fsdp", 8, 10.0)])
     frames = [_frame(8, 100.0, 200.0).assign(fsdp_step_ms=100.8, fsdp_own_left_out_ms=40.0)]
     words = choice.choice_words(predictions.labelled(state), frames, 80.0)
-    assert (
-        "fsdp 100.8 ms, 0.8% slower before its own cost a CPU measured (40 ms more than DDP's, scaled from the "
-        "run's step to yours), 40.8% with it, as the table weighs it"
-    ) in words  # a user met 0.4 % here and +18.7 % in the table: both said
+    assert "fsdp 100.8–140.8 ms (from none of its own cost to a CPU's), 0.8–40.8% slower" in words
     (row,) = choice_table.table_rows(predictions.labelled(state), frames, 80.0)
-    assert row[3:5] == ("fsdp", "+40.8%")
-    # the table's lag says what it counts: a walkthrough's fsdp read +66.2% behind stock with a step 0.0 % behind,
-    # the rest a CPU's own cost the line above said was left out
-    assert row[-1] == (
-        "fsdp's lag counts its own cost (+0.8% before it, a tie; 40 ms more than DDP's as a CPU measured it, "
-        "scaled from the run's step to yours)"
-    )
+    assert row[1:5] == ("stock", "100", "fsdp", "+0.8–40.8%")  # a tie without it, stock with it: stock, decided
+    assert row[-1] == "fsdp from none of its own cost to a CPU's"
     apart = [_frame(8, 100.0, 200.0).assign(fsdp_step_ms=110.0, fsdp_own_left_out_ms=40.0)]
-    assert choice_table.table_rows(predictions.labelled(state), apart, 80.0)[0][-1].startswith(
-        "fsdp's lag counts its own cost (+10.0% before it; 40 ms"
-    )  # behind before it too: no tie said
-    whole = [_frame(8, 100.0, 200.0).assign(fsdp_step_ms=110.0)]
+    assert choice_table.table_rows(predictions.labelled(state), apart, 80.0)[0][3:5] == ("fsdp", "+10.0–50.0%")
+    whole = [_frame(8, 100.0, 200.0).assign(fsdp_step_ms=110.0)]  # a GPU run's: its own cost in its step, a point
     assert choice_table.table_rows(predictions.labelled(state), whole, 80.0)[0][3:] == ("fsdp", "+10.0%", "")
-    # slower by less than 4 % with what it leaves out: a tie, as any two steps that close (a walkthrough's table named
-    # stock alone with 'fsdp +1.4%' next, whose step left out 1.35 ms)
+    # slower by less than 4 % at both ends: a tie, as any two steps that close (a walkthrough's table named stock
+    # alone with 'fsdp +1.4%' next, whose step left out 1.35 ms)
     close = [_frame(16, 121.3, 144.7).assign(fsdp_step_ms=123.0, fsdp_own_left_out_ms=1.35)]
     (tied,) = choice.choose(predictions.labelled(_state([("stock", 16, 20.0), ("fsdp", 16, 10.0)])), close, 80.0)
-    assert [c.strategy for c in tied.picked] == ["stock", "fsdp"] and not tied.maybe
-    # a review's: the pick (zero, 90 + 7) leaves out a cost too; fsdp at 92 + 8.5 looks faster than it only without
-    # its own: a maybe, never 'slower' by a negative share; stock, 100 against 97, within 4 %: a tie
-    three = [choice.Candidate("stock", 1.0, True, 100.0), choice.Candidate("zero", 1.0, True, 90.0, 7.0),
-             choice.Candidate("fsdp", 1.0, True, 92.0, 8.5)]  # fmt: skip
-    picked, maybe = choice._picked(sorted(three, key=lambda c: c.step_ms))
-    assert [c.strategy for c in picked] == ["zero", "stock"] and [c.strategy for c in maybe] == ["fsdp"]
+    assert [c.strategy for c in tied.picked] == ["stock", "fsdp"] and not tied.open_on
 
 
 def test_the_answer_ends_as_a_table_of_the_pick_the_next_and_what_it_rests_on(capsys):
     """A walkthrough found the answer buried in one 2,500-character line: per GPU count, the pick, its step, the
     next that fits and how far behind, and what the pick rests on end it, one row each, in sight (the numbers of the
-    turning-share test above, with stock too large at w8 and fsdp's step, its own cost left out, at w64)."""
+    turning-share test above, with stock too large at w8 and fsdp's step at w64, a CPU's own cost its long end: 90 ms
+    ahead of zero's 95 without it, 102 behind with it, the pick open)."""
     state = _state([("stock", 8, 90.0), ("zero", 8, 10.0), ("stock", 64, 20.0), ("zero", 64, 10.0), ("fsdp", 64, 5.0)])
     frames = [
         _frame(8, 100.0, 75.0).assign(zero_optimizer_ms=7.5),
@@ -326,18 +324,16 @@ def test_the_answer_ends_as_a_table_of_the_pick_the_next_and_what_it_rests_on(ca
                                                                      "rests on"]  # fmt: skip  # over marks alone
     # 75 ms a step of 32 samples a GPU: 0.075 s × 10⁶ / 32 / 3,600 = 0.651 GPU-hours a million samples
     assert w8.split() == ["8", "zero", "75", "0.651", "[1]"]  # no runner-up: none else fits, said under the table
-    assert w64.split()[:6] == ["64", "zero", "95", "stock", "+5.3%", "0.825"]  # fsdp, 102 with its own: behind it
-    assert header.index("book") == w64.index("zero")  # words aligned left, figures right
-    assert header.index("behind") + len("behind") == w64.index("+5.3%") + len("+5.3%")
+    # open: fsdp or zero, their span; stock behind the faster of them at each end: 100 / 90, 100 / 95
+    assert w64.split()[:8] == ["64", "fsdp", "or", "zero", "90–102", "stock", "+5.3–11.1%", "0.781–0.885"]
+    assert header.index("book") == w64.index("fsdp")  # words aligned left, figures right
+    assert header.index("behind") + len("behind") == w64.index("+5.3–11.1%") + len("+5.3–11.1%")
     # the notes' words beside the figures would pass the console's width: marks, the words under the table once
-    assert w64.endswith("  [2] [3]") and max(map(len, lines[1:4])) <= answer.WIDTH
+    assert w64.endswith("  [2]") and max(map(len, lines[1:4])) <= answer.WIDTH
     assert lines[4:] == [
         "  [1] stock does not fit (w8)",
-        "  [2] the optimizer's share decides (w64 holds if a GPU's optimizer takes 23% of the one-GPU step or more, "
-        "else stock): --local-optimizer-ms, with --local-step-ms, settles it",
-        "  [3] fsdp faster only without its own cost (w64 90 ms, with it 102 ms, 7.4% slower than zero): 12 ms more "
-        "than DDP's as a CPU measured it, scaled from the run's step to yours: bench it at one GPU to count it",
-    ]
+        "  [2] open until FSDP's own cost is measured on a GPU (w64 fsdp without it, zero with a CPU's, scaled)",
+    ]  # no optimizer's share said where the pick is open already
     # thousands of GPU-hours without an exponent: 8 s a step of one sample
     (row,) = choice_table.table_rows(predictions.labelled(_state([("stock", 8, 20.0)])),
                                      [_frame(8, 8000.0, 9000.0)], 80.0, batch=1)  # fmt: skip
@@ -495,16 +491,16 @@ def test_a_tie_takes_in_every_step_no_slower_than_its_slowest_and_says_its_band_
     fsdp, zero, stock = (choice.Candidate("fsdp", 1.0, True, 4453.0, model="FSDP2"),
                          choice.Candidate("zero", 1.0, True, 5363.0, model="ZeRO-1"),
                          choice.Candidate("stock", 1.0, True, 7883.0, model="DDP"))  # fmt: skip
-    picked, _ = choice._picked([fsdp, zero, stock], errors)
+    picked = choice._picked([fsdp, zero, stock], errors=errors)
     assert [c.strategy for c in picked] == ["fsdp", "zero", "stock"]  # stock, +77 %, is within the 133 % said
     beyond = dataclasses.replace(stock, step_ms=4453.0 * 2.4)  # +140 %: beyond the band, behind
-    assert [c.strategy for c in choice._picked([fsdp, zero, beyond], errors)[0]] == ["fsdp", "zero"]
+    assert [c.strategy for c in choice._picked([fsdp, zero, beyond], errors=errors)] == ["fsdp", "zero"]
     # the 4 % band's tie, closed too: stock between two tied steps is in it
     page = [choice.Candidate("fsdp", 1.0, True, 91.52, model="FSDP2"),
             choice.Candidate("stock", 1.0, True, 101.1, model="DDP"),
             choice.Candidate("zero", 1.0, True, 108.8, model="ZeRO-1")]  # fmt: skip
     missed = {"FSDP2": [-0.43], "ZeRO-1": [-0.29]}  # zero's reads 0.71 / 0.57 − 1 = 25 % above fsdp's, DDP unchecked
-    assert [c.strategy for c in choice._picked(page, missed)[0]] == ["fsdp", "stock", "zero"]
+    assert [c.strategy for c in choice._picked(page, errors=missed)] == ["fsdp", "stock", "zero"]
     state = predictions.labelled(_state([("fsdp", 8, 2.0), ("stock", 8, 20.0), ("zero", 8, 11.0)]))
     frames = [_frame(8, 101.1, 108.8).assign(fsdp_step_ms=91.52)]
     (row,) = choice_table.table_rows(state, frames, 80.0, errors=missed)

@@ -226,7 +226,8 @@ def test_fsdps_own_cost_left_out_of_a_gpu_step_is_beyond_ddps_only_where_the_rep
     kwargs = {"setup": setup, "run_scale": 1.0, "carried": False}
     side = fsdp.for_cluster(two_blocks(), Calibration(), configs=told, **kwargs)
     assert side.left_out_s == pytest.approx(10 * MS, rel=0.01)
-    assert side.note.endswith("its 10 ms beyond DDP's (20 ms) is 10 ms scaled ×1 from the run's step to yours")
+    assert side.note.endswith("its 10 ms beyond DDP's (20 ms) is 10 ms scaled ×1 from the run's step to yours, its "
+                              "step's long end (the choice weighs both)")  # fmt: skip
     noisy = pd.DataFrame([*local, *fsdp_rows, *(_row("stock", 1, ms) for ms in (101.0, 140.0, 128.0))])
     # the compute ×3 on the profile, the run's own step ×1.5 on it: its own cost, the run's, ×2 (a walkthrough read
     # the profile's ×5.938 beside 17.2 → 84.7 ms, ×4.93 unsaid)
@@ -234,16 +235,61 @@ def test_fsdps_own_cost_left_out_of_a_gpu_step_is_beyond_ddps_only_where_the_rep
     assert side.left_out_s == pytest.approx(60 * MS, rel=0.01) and side.scale == pytest.approx(2.0)
     assert side.note.endswith(
         "all of it (DDP's own, 21.9 ms, the repeats do not tell from noise) is 60 ms scaled ×2 from the run's step to "
-        "yours"
+        "yours, its step's long end (the choice weighs both)"
     )  # a user read '33.2 ms beyond DDP's' where nothing of DDP's was taken
     from harness.commands.console.predict.full_size import fsdp_own_note
 
     # the console says the figure left out and its scale (the page the rest); where nothing is left out, the note
-    assert (
-        fsdp_own_note(side)
-        == "FSDP's own cost, a CPU's, left out as DDP's is: 60 ms scaled ×2 from the run's step to yours"
+    assert fsdp_own_note(side) == (
+        "without FSDP's own cost, unmeasured on a GPU: a CPU's puts up to 60 ms more on it, scaled ×2 from the run's "
+        "step to yours"
     )
     assert fsdp_own_note(side._replace(left_out_s=0.0)) == side.note
+
+
+def test_a_gpu_runs_own_cost_is_in_fsdps_step_a_point_where_a_cpus_bounds_it_and_may_open_the_pick():
+    """The same run's rows, FSDP's own cost 10 ms beyond DDP's at one rank: where they are a GPU's (`carried`), that
+    cost is in FSDP2's predicted step, a point the choice ranks as before; where a CPU's is scaled to a GPU step given,
+    it is no GPU's: FSDP2's step is a range from none of it to all of it, and the choice is decided only where it holds
+    at both ends (a walkthrough's table read fsdp +246 % behind while a note said it tied without that cost)."""
+    from harness.commands.console import predictions
+    from harness.perfmodel.pick import choice, choice_table
+    from harness.perfmodel.schedule import Calibration
+
+    setup = {"workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32", "optimizer": "adam"}
+    configs = pd.DataFrame([*(_row("local", 1, ms) for ms in (100.0, 100.5, 99.5)),
+                            *(_row("fsdp", 1, ms) for ms in (130.0, 130.5, 129.5)),
+                            *(_row("stock", 1, ms) for ms in (120.0, 120.5, 119.5))])  # fmt: skip
+    rows = [{"impl": impl, "impl_options": "{}", "world_size": 8, "total_mb": 1024.0, "activation_mb": 1024.0,
+             "measured": False} for impl in ("stock", "fsdp")]  # fmt: skip
+    state = predictions.labelled(pd.DataFrame(rows))
+
+    def frame(carried: bool, ddp_ms: float) -> pd.DataFrame:
+        side = fsdp.for_cluster(two_blocks(), Calibration(), configs=configs, setup=setup, run_scale=1.0,
+                                carried=carried)  # fmt: skip
+        ddp = pd.DataFrame({"bucket_cap_mb": [25.0], "step_ms": [ddp_ms], "world_size": [8]})
+        return fsdp.with_fsdp(ddp, side.profile, gather=PerMiB(1.0), scatter=PerMiB(1.0), world_size=8,
+                              own_s=side.own_s, left_out_s=side.left_out_s)  # fmt: skip
+
+    bare = float(frame(False, 0.0)["fsdp_step_ms"].iloc[0])  # FSDP2's scheduled step, no own cost in it
+    gpu = frame(True, bare + 5.0)  # a GPU's 30 ms over the baseline is in its step: stock, 5 ms over bare, is faster
+    assert float(gpu["fsdp_step_ms"].iloc[0]) == pytest.approx(bare + 30.0, rel=1e-4)
+    (point,) = choice.choose(state, [gpu], 80.0)
+    assert [c.strategy for c in point.picked] == ["stock"] and not point.open_on and not point.others[0].bounded
+    (row,) = choice_table.table_rows(state, [gpu], 80.0)
+    assert row[2:5] == (f"{bare + 5:.4g}", "fsdp", f"+{(bare + 30) / (bare + 5) - 1:.1%}") and row[-1] == ""
+    # a CPU's: 10 ms beyond DDP's left out of the step, its long end; stock 20 % behind bare FSDP2: open
+    cpu = frame(False, bare * 1.2)
+    (bounded,) = choice.choose(state, [cpu], 80.0)
+    assert [c.strategy for c in bounded.picked] == ["fsdp", "stock"] and bounded.open_on == ("FSDP2",)
+    (row,) = choice_table.table_rows(state, [cpu], 80.0)
+    assert row[1:3] == ("fsdp or stock", f"{bare:.4g}–{bare + 10:.4g}")  # the picks' span: fsdp's long end in it
+    assert row[-1] == "open until FSDP's own cost is measured on a GPU: fsdp without it, stock with a CPU's, scaled"
+    # stock 20 ms behind bare FSDP2, more than the 10 ms it may add: fsdp at both ends, its step a range
+    (decided,) = choice.choose(state, [frame(False, bare + 20.0)], 80.0)
+    assert [c.strategy for c in decided.picked] == ["fsdp"] and not decided.open_on
+    (row,) = choice_table.table_rows(state, [frame(False, bare + 20.0)], 80.0)
+    assert row[2] == f"{bare:.4g}–{bare + 10:.4g}" and row[-1] == "fsdp from none of its own cost to a CPU's"
 
 
 # ---------------------------------------------------------------- frozen parameters

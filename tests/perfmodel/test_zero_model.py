@@ -155,7 +155,10 @@ def test_zeros_own_cost_at_one_rank_is_added_at_every_world_size_and_a_cpus_left
     assert added == pytest.approx(4 * MS, rel=0.01)
     left = zero.own_for_cluster(configs, setup, scaled, run_scale=1.0, carried=False)
     assert (left.added_s, left.left_out_s) == (0.0, pytest.approx(4 * MS, rel=0.01))
-    assert "2 ms, a CPU's, left out" in left.note and left.note.endswith("4 ms scaled ×2 from the run's step to yours")
+    assert "2 ms, a CPU's, no GPU's" in left.note  # its step a range: from none of it to this, the choice weighs both
+    assert left.note.endswith(
+        "4 ms scaled ×2 from the run's step to yours, its step's long end (the choice weighs both)"
+    )
 
 
 def test_zero_partitions_and_broadcasts_frozen_parameters_but_steps_only_the_trained():

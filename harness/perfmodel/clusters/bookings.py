@@ -10,12 +10,12 @@ Pure arithmetic over the choices (perfmodel.pick.choice) and the predicted rows 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Callable
 
 import pandas as pd
 
 from harness.analysis import agreement
+from harness.perfmodel.pick import bounds
 from harness.perfmodel.pick.choice import Choice
 from harness.perfmodel.pick.choice_table import gpu_hours_per_step_ms
 
@@ -121,9 +121,10 @@ def _ranked(bookings: list[Booking], cost: Callable[[Booking, int], float], lead
     if not fit:
         return Ranking([], [])
     bounded = list(dict.fromkeys(b.cluster for b in fit if b.bounded))
-    corners = [dict(zip(bounded, ends, strict=True)) for ends in itertools.product((0, -1), repeat=len(bounded))]
-    best = [_least(fit, lambda b, at=at: cost(b, at.get(b.cluster, 0)), lead) for at in corners]
-    if all(each == best[0] for each in best):
+    best, decided = bounds.at_every_corner(
+        bounded, lambda at: _least(fit, lambda b: cost(b, at.get(b.cluster, bounds.SHORT)), lead)
+    )
+    if decided:
         return Ranking(best[0], [])
     hangs_on = {b.cluster for each in best for b in each} & set(bounded)
     return Ranking(best[0], [name for name in bounded if name in hangs_on] or bounded, (best[0], best[-1]))

@@ -17,9 +17,8 @@ import impls
 from harness.analysis import agreement, roles
 from harness.perfmodel.memory import is_tight, need_mb
 from harness.perfmodel.memory_words import tight_words, unchosen_words
-from harness.perfmodel.pick import ranked
-from harness.perfmodel.schedule import SCALED, WIRE_BYTES
-from harness.results.values import ms_text
+from harness.perfmodel.pick import bounds, ranked
+from harness.perfmodel.pick.compressed import compressed_note, compressed_rows
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,12 +27,21 @@ class Candidate:
     need_mb: float  # what a rank needs at its step's peak at this GPU count (memory.need_mb)
     fits: bool
     step_ms: float | None  # what it is ranked by (None: no step model): its step, or its full-size floor if higher
-    left_out_ms: float = 0.0  # an own cost its step leaves out beyond the others' (FSDP's, a CPU's, scaled)
+    left_out_ms: float = 0.0  # an own cost a CPU measured beyond DDP's (FSDP's, ZeRO's), scaled: its step's long end
     profiled_ms: float | None = None  # the step predicted at the profile's size, where its full-size floor is higher
     model: str = ""  # whose step model times it (DDP, ZeRO-1, FSDP2), as the run's own-steps check names them
     note: str = ""  # what its step rests on beyond its model's (a compression hook's: compressed_note)
     cap_mb: float | None = None  # the cap it is ranked at, where the floors rank a step on DDP's schedule (ranked.py)
     tight: bool = False  # fits, but with less left than the count has read below a peak (memory.is_tight)
+
+    @property
+    def bounded(self) -> bool:
+        """Its step is a range: from none of its own cost (a CPU's, no GPU's) to all of it, scaled."""
+        return self.left_out_ms > 0
+
+    def at(self, corner: dict) -> float:
+        """Its step at a corner of the own-cost bounds (bounds.corners, keyed by step model)."""
+        return self.step_ms + self.left_out_ms * (corner.get(self.model, bounds.SHORT) == bounds.LONG)
 
     @property
     def named(self) -> str:
@@ -44,16 +52,28 @@ class Candidate:
 @dataclasses.dataclass(frozen=True)
 class Choice:
     world_size: int
-    picked: list[Candidate]  # the fastest that fit, with those within SMALL_CAP_LEAD; [] where none modelled fits
+    picked: list[Candidate]  # the fastest that fit, with those within SMALL_CAP_LEAD, at every corner of the own-cost
+    # bounds (`bounds`); where no one is (`open_on`), the picks of every corner; [] where none modelled fits
     others: list[Candidate]  # the modelled ones not picked
-    maybe: list[Candidate] = dataclasses.field(default_factory=list)  # faster, but by less than their steps leave out
     apart: float = 0.0  # where the picks are tied by more than SMALL_CAP_LEAD: how far the model's own errors set them
     unbenched: list[Candidate] = dataclasses.field(default_factory=list)  # modelled, not benched: faster, or none fits
+    open_on: tuple[str, ...] = ()  # the step models whose own cost (a CPU's) the pick flips on: open until measured
+    at_ends: tuple[list[Candidate], list[Candidate]] = ([], [])  # where open: the picks without every own cost, with
 
     @property
     def fastest(self) -> Candidate:
-        """The pick whose step, its left-out cost added, is least: `picked` names a tie's roomier ones first."""
+        """The pick whose step, its own cost's long end in, is least: `picked` names a tie's roomier ones first."""
         return min(self.picked, key=whole_step)
+
+    @property
+    def bounds(self) -> list[str]:
+        """The step models whose steps here are bounded by an own cost (a CPU's): the corners' keys."""
+        return list(dict.fromkeys(c.model for c in (*self.picked, *self.others) if c.fits and c.bounded))
+
+    def behind(self, c: Candidate) -> tuple[float, float]:
+        """How far `c`'s step is behind the fastest pick's, least and most over every corner of the bounds."""
+        lags = [c.at(at) / min(p.at(at) for p in self.picked) - 1 for at in bounds.corners(self.bounds)]
+        return min(lags), max(lags)
 
 
 def _asked(state: pd.DataFrame, options: dict) -> pd.Series:
@@ -85,7 +105,7 @@ def step_rows(state: pd.DataFrame) -> dict[str, np.ndarray]:
         roles.sharded_optimizer_over_allreduce(state).to_numpy(),
         roles.shards_parameters(state).to_numpy(),
     )
-    return {"reference": roles.is_reference(state).to_numpy() & plain, "compressed": _compressed(state).to_numpy(),
+    return {"reference": roles.is_reference(state).to_numpy() & plain, "compressed": compressed_rows(state).to_numpy(),
             "optimizer_shard": zero_one & plain,
             "optimizer_shard_packed": zero_one & _asked(state, {"parameters_as_bucket_view": True}).to_numpy(),
             "parameter_shard": sharded & plain,
@@ -124,29 +144,6 @@ def left_out_ms(state: pd.DataFrame, named: pd.Series) -> pd.Series:
     return left
 
 
-def _compressed(state: pd.DataFrame) -> pd.Series:
-    """The reference's rows asking a compression hook (schedule.WIRE_BYTES: fp16's, bf16's) and nothing else."""
-    hooks = [{"comm_hook": hook} for hook in WIRE_BYTES]
-    return roles.is_reference(state) & roles.beyond_defaults_of(state).map(hooks.__contains__).astype(bool)
-
-
-def compressed_note(named: pd.Series, *, full_size: bool = False) -> str:
-    """What a compression hook's step rests on, from a cluster frame's row (schedule.with_compressed), the full size's
-    floors' where they rank it (`full_size`)."""
-    share = float(named.get("compressed_share", 1.0))
-    if share >= 1.0:
-        return "its gradients are 2-byte floats already: the hook sends what DDP sends"
-    plain, hooked = ("full_size_exposed_ms", "compressed_full_size_exposed_ms") if full_size else (
-        "exposed_comm_ms", "compressed_exposed_comm_ms")  # fmt: skip
-    exposed = f"{ms_text(named.get(plain, 0.0))} → {ms_text(named.get(hooked, 0.0))} ms"
-    return f"{share:.0%} of the bytes all-reduced{EXPOSED}{exposed}{' at least' * full_size}; {LOSSY}"
-
-
-EXPOSED = ", exposed communication "
-LOSSY = "lossy (the run's parity says how far), its casts left out"
-"""compressed_note's words: before the exposed communication's figures, and what every hook's step leaves out."""
-
-
 MODELS = (("DDP", roles.is_reference), ("ZeRO-1", roles.sharded_optimizer_over_allreduce),
           ("FSDP2", roles.shards_parameters))  # fmt: skip
 """Each step model's name, as the run's own-steps check (network.errors_on_own_run) names it, and the rows it times."""
@@ -183,13 +180,20 @@ def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float,
         candidates = _ranked_candidates(at, frame, models, capacity_gib)
         timed = sorted((c for c in candidates if c.step_ms is not None), key=lambda c: c.step_ms)
         fitting = [c for c in timed if c.fits]
-        picked, maybe = _picked(fitting, errors)
-        apart = max((model_apart(picked[0], c, errors) for c in picked[1:]), default=0.0)
+        bounded = list(dict.fromkeys(c.model for c in fitting if c.bounded))
+        each, _ = bounds.at_every_corner(bounded, lambda at, fit=fitting: _picked(fit, at, errors))
+        picked = [c for c in each[0] if all(c in ends for ends in each)]  # a pick at every corner: decided
+        open_on = () if picked or not fitting else tuple(m for m in bounded if any(
+            c.model == m for ends in each for c in ends)) or tuple(bounded)  # fmt: skip
+        if open_on:  # no pick holds at every corner: each corner's, the short ends' first
+            picked = list(dict.fromkeys(c for ends in each for c in ends))
+        apart = 0.0 if open_on else max((model_apart(picked[0], c, errors) for c in picked[1:]), default=0.0)
         # named where faster than the pick, or, where nothing benched fits, as the way out: what they hold is unmeasured
         faster = [c for c in _unbenched(set(models), frame) if not picked or c.step_ms < whole_step(picked[0])]
         picked = sorted(picked, key=lambda c: c.tight)  # a tie names what fits with room first: booked first
-        choices.append(Choice(int(named["world_size"]), picked, [c for c in timed if c not in picked + maybe], maybe,
-                              apart if apart > agreement.SMALL_CAP_LEAD else 0.0, faster))  # fmt: skip
+        choices.append(Choice(int(named["world_size"]), picked, [c for c in timed if c not in picked],
+                              apart if apart > agreement.SMALL_CAP_LEAD else 0.0, faster, open_on,
+                              (each[0], each[-1]) if open_on else ([], [])))  # fmt: skip
     return choices
 
 
@@ -224,7 +228,7 @@ def _ranked_candidates(at: pd.DataFrame, frame: pd.DataFrame, models: pd.Series,
     masks = step_rows(at)
     steps = [modelled_step(at, row, rows=masks) for row in rows]  # per cap, each state row's step and floor
     floors = [modelled_step(at, row, FLOOR_COLUMNS, masks) for row in rows]
-    hooked = _compressed(at).to_numpy()
+    hooked = compressed_rows(at).to_numpy()
     named = agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]).index
     found = []
     for j, (label, n, extra, model) in enumerate(zip(at["strategy"], need, left, models, strict=True)):
@@ -259,27 +263,23 @@ def _candidate(label: str, need: float, fits: bool, step: float, floor: float, l
                      model=model)  # fmt: skip
 
 
-def _picked(fitting: list[Candidate], errors=None) -> tuple[list[Candidate], list[Candidate]]:
-    """Of the candidates that fit (fastest first): the fastest with those within what the model can tell
-    (agreement.SMALL_CAP_LEAD, as for caps, or how far its errors on the run's own steps set the two models apart:
-    `model_apart`); and those faster than it whose step leaves out an own cost larger than their lead (FSDP's, a
-    CPU's): maybe faster, never the pick on the model's word."""
-    certain = [c for c in fitting if not c.left_out_ms]
-    beats = certain[0].step_ms if certain else float("inf")
-    pick = min((c for c in fitting if whole_step(c) < beats or c.step_ms >= beats), key=whole_step, default=None)
-    if pick is None:
-        return [], []
-    fastest = whole_step(pick)  # the pick's, its left-out cost added: what every other is judged against
-    maybe = [c for c in fitting if c is not pick and c.left_out_ms and c.step_ms < fastest]  # faster only without it
-    ordered = sorted((c for c in fitting if c not in maybe), key=whole_step)  # a slower one may tie (within 4 %)
+def _picked(fitting: list[Candidate], at: dict | None = None, errors=None) -> list[Candidate]:
+    """Of the candidates that fit, at a corner `at` of the own-cost bounds (bounds.corners; {}: every step at its
+    short end): the fastest with those within what the model can tell (agreement.SMALL_CAP_LEAD, as for caps, or how
+    far its errors on the run's own steps set the two models apart: `model_apart`), fastest first."""
+    at = at or {}
+    ordered = sorted(fitting, key=lambda c: c.at(at))
+    if not ordered:
+        return []
+    pick, fastest = ordered[0], ordered[0].at(at)  # what every other is judged against
     band = {id(c): max(agreement.SMALL_CAP_LEAD, model_apart(pick, c, errors)) for c in ordered}
-    tied = [c for c in ordered if whole_step(c) <= fastest * (1 + band[id(c)])]  # each within its own pair's band
+    tied = [c for c in ordered if c.at(at) <= fastest * (1 + band[id(c)])]  # each within its own pair's band
     widest = max(band[id(c)] for c in tied)  # the band the tie reaches: every step within it is in it too
-    return [c for c in ordered if whole_step(c) <= fastest * (1 + widest)], maybe
+    return [c for c in ordered if c.at(at) <= fastest * (1 + widest)]
 
 
 def whole_step(c: Candidate) -> float:
-    return c.step_ms + c.left_out_ms  # the own cost it leaves out added back (FSDP's, as a CPU measured it, scaled)
+    return c.step_ms + c.left_out_ms  # its long end: a CPU's own cost (FSDP's, ZeRO's), scaled, all in it
 
 
 def without_optimizer(frames: list[pd.DataFrame], optimizer_ms: float) -> list[pd.DataFrame]:
@@ -298,14 +298,17 @@ def without_optimizer(frames: list[pd.DataFrame], optimizer_ms: float) -> list[p
 
 def step_text(c: Candidate) -> str:
     """'stock 100 ms', or where its floor at the full size ranks it: 'fsdp at least 1720 ms (full-size floor; 234 ms
-    as profiled)'."""
+    as profiled)'; a step bounded by its own cost (a CPU's) as its range: 'fsdp 90–102 ms (none of its own cost to a
+    CPU's)'."""
     if c.note:
         return f"{step_text(dataclasses.replace(c, note=''))} ({c.note})"
     name = c.named + "," * (c.cap_mb is not None)  # 'stock at 100 MiB, at least …'
+    step = bounds.span_text(c.step_ms, whole_step(c))
+    own = f" ({bounds.OWN_RANGE})" * c.bounded
     if c.profiled_ms is None:
-        return f"{name} {c.step_ms:.4g} ms"
+        return f"{name} {step} ms{own}"
     smaller = ", the smaller model's shards" if c.profiled_ms > c.step_ms else ""  # ZeRO-1's, REPLACED
-    return f"{name} at least {c.step_ms:.4g} ms (full-size floor; {c.profiled_ms:.4g} ms as profiled{smaller})"
+    return f"{name} at least {step} ms{own} (full-size floor; {c.profiled_ms:.4g} ms as profiled{smaller})"
 
 
 def turning_share(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float) -> str:
@@ -318,10 +321,10 @@ def turning_share(choice: Choice, without: Choice | None, *, optimizer_ms: float
     here, there = choice.fastest, without.fastest
     if here.strategy == there.strategy:
         return ""
-    steps = {c.strategy: c.step_ms for c in (*without.picked, *without.maybe, *without.others)}
-    as_profiled = {c.strategy: c.step_ms for c in (*choice.picked, *choice.maybe, *choice.others)}
+    steps = {c.strategy: c.step_ms for c in (*without.picked, *without.others)}
+    as_profiled = {c.strategy: c.step_ms for c in (*choice.picked, *choice.others)}
     tied = {c.strategy for c in choice.picked}  # a pick already too close to call with the other says so
-    if here.strategy not in steps or there.strategy not in as_profiled or there.strategy in tied:
+    if choice.open_on or here.strategy not in steps or there.strategy not in as_profiled or there.strategy in tied:
         return ""
     gap_without = steps[here.strategy] - steps[there.strategy]  # > 0: the pick is slower with no optimizer time
     gap_here = here.step_ms - as_profiled[there.strategy]  # < 0: it is faster as profiled
@@ -348,34 +351,28 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
     without = made[1] if made is not None else {c.world_size: c for c in choose(
         state, without_optimizer(frames, optimizer_ms), capacity_gib, errors)} if optimizer_ms else {}  # fmt: skip
 
-    def other(c: Candidate, fastest: float | None) -> str:
+    def other(c: Candidate, choice: Choice) -> str:
         if not c.fits:
             return f"{c.strategy} does not fit: {mib_text(c.need_mb)} a rank"
-        more = (f" before its own cost a CPU measured ({ms_text(c.left_out_ms)} ms more than DDP's, {SCALED}), "
-                f"{whole_step(c) / (fastest or 1) - 1:.1%} with it, as the table weighs it")  # fmt: skip
-        return step_text(c) + (f", {c.step_ms / fastest - 1:.1%} slower{more * bool(c.left_out_ms)}" if fastest else "")
+        return step_text(c) + (f", {bounds.behind_text(*choice.behind(c))} slower" if choice.picked else "")
 
     parts = []
     for choice in choices:
-        fastest = whole_step(choice.fastest) if choice.picked else None  # the others' lag: from its whole step
         picked = " or ".join(step_text(c) + f" (fits tight: {tight_words(c.need_mb, capacity_gib)})" * c.tight
                              for c in choice.picked) or "no modelled strategy fits"  # fmt: skip
         tied = " (too close to call: under the 4 % the model can tell)" if len(choice.picked) > 1 else ""
         if choice.apart:  # the models' own errors tie them wider than 4 %
             tied = (f" (too close to call: a lead under {choice.apart:.0%} is within how far the step models "
                     "missed this run's own steps)")  # fmt: skip
-        # both ends said: a review summed a 644 ms left out with an 89 ms step itself and read 'may be faster' as wrong
-        beside = "; ".join([*(f"{step_text(c)}, faster only without its own cost, which its step leaves out "
-                              f"({ms_text(c.left_out_ms)} ms more than DDP's as a CPU measured it, {SCALED}): "
-                              f"{whole_step(c):.4g} ms with it, {whole_step(c) / fastest - 1:.1%} slower (bench it "
-                              "at one GPU to count it)" for c in choice.maybe),
-                            *(other(c, fastest) for c in choice.others)])  # fmt: skip
+        if choice.open_on:  # the pick flips inside the own-cost bounds: no booking on the model's word
+            tied = f" ({bounds.open_words(choice)})"
+        beside = "; ".join(other(c, choice) for c in choice.others)
         turns = turning_share(choice, without.get(choice.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms)
         beside = "; ".join([beside, *(f"{step_text(c)}, not benched: bench it to see what a rank holds"
                                       for c in choice.unbenched)]).strip("; ")  # fmt: skip
         parts.append(f"w{choice.world_size} {picked}{tied}{turns}" + (f" ({beside})" if beside else ""))
     rest = "".join(f"; {words}" for words in unchosen_words(state, choices, capacity_gib))
-    every = [c for choice in choices for c in (*choice.picked, *choice.maybe, *choice.others)]
+    every = [c for choice in choices for c in (*choice.picked, *choice.others)]
     floored = " (or its floor with the full size's parameters, where higher)" * any(c.profiled_ms for c in every)
     return (f"the fastest predicted step{floored} of the strategies the run measured whose memory at the step's "
             "peak, as counted (model state, activations, gradient buckets, FSDP's unsharded parameters and gradients, "

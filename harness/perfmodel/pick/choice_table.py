@@ -10,9 +10,8 @@ import dataclasses
 import pandas as pd
 
 from harness.analysis import agreement
+from harness.perfmodel.pick import bounds
 from harness.perfmodel.pick.choice import (
-    EXPOSED,
-    LOSSY,
     Candidate,
     Choice,
     choose,
@@ -20,8 +19,7 @@ from harness.perfmodel.pick.choice import (
     whole_step,
     without_optimizer,
 )
-from harness.perfmodel.schedule import SCALED
-from harness.results.values import ms_text
+from harness.perfmodel.pick.compressed import EXPOSED, LOSSY
 
 COST = 5
 """The table's column of GPU-hours a million samples take: only where the steps are a GPU's and the batch known."""
@@ -113,29 +111,29 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
     if not choice.picked:  # what the run never benched may fit: what a rank of theirs holds is unmeasured
         notes = [_unbenched_note(c, faster=False) for c in choice.unbenched]
         return (str(choice.world_size), "none modelled fits", "", "", "", ""), notes + _unfit(choice, counted_in)
-    first = choice.fastest  # the others' lag: from its whole step
-    rest = sorted((c for c in (*choice.others, *choice.maybe) if c.fits and c.step_ms is not None),
-                  key=whole_step)  # fmt: skip  # its own cost in: a maybe is slower with it
+    rest = sorted((c for c in choice.others if c.fits and c.step_ms is not None), key=whole_step)
     cells = (str(choice.world_size), " or ".join(c.named for c in choice.picked),  # the cap where the floors rank it
-             step_cell(choice.picked), rest[0].named if rest else "",
-             f"+{whole_step(rest[0]) / whole_step(first) - 1:.1%}" if rest else "",
-             step_cell(choice.picked, gpu_hours_per_step_ms(batch=batch, tokens=tokens),
-                        lambda v: f"{v:.3g}" if v < 1e3 else f"{v:,.0f}")
+             step_cell(choice.picked), rest[0].named if rest else "", behind_cell(*choice.behind(rest[0])) if rest
+             else "", step_cell(choice.picked, gpu_hours_per_step_ms(batch=batch, tokens=tokens),
+                                lambda v: f"{v:.3g}" if v < 1e3 else f"{v:,.0f}")
              if batch else "")  # fmt: skip  # GPU-hours: no exponent in a table read by eye
-    lag = [_lag_note(rest[0], first)] if rest and rest[0].left_out_ms and rest[0] not in choice.maybe else []
-    return cells, _notes(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms, counted_in=counted_in) + lag
+    shown = [c for c in (*choice.picked, *rest[:1]) if c.bounded and c.model not in choice.open_on]
+    ranged = [_bounded_note(c) for c in dict.fromkeys(shown)]  # its step a range: said once, its ms above the table
+    return cells, _notes(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms, counted_in=counted_in) + ranged
 
 
-def _lag_note(c: Candidate, first: Candidate) -> Note:
-    """The next that fits is behind by a step with its own cost added (a CPU's, scaled: no GPU's): how far before
-    it, and that it would tie the pick then (a walkthrough's fsdp read +66.2% behind a 900 ms stock with a step of
-    900.1 ms, 596 ms of a CPU's own cost added, while the line above said that cost was left out)."""
-    before = c.step_ms / whole_step(first) - 1
-    tie = ", a tie" * (before <= agreement.SMALL_CAP_LEAD)
-    own = f"{ms_text(c.left_out_ms)} ms more than DDP's as a CPU measured it, {SCALED}"
-    return Note(f"{c.strategy}'s lag counts its own cost ({before:+.1%} before it{tie}; {own})",
-                f"{c.strategy}'s lag counts its own cost", f"{own}: bench it at one GPU to count it",
-                f"{before:+.1%} before it{tie}")  # fmt: skip
+def behind_cell(low: float, high: float) -> str:
+    """'+5.3%', or over the own-cost bounds' corners '+0.1–105.1%' (choice.Choice.behind)."""
+    return "+" * (low >= 0) + bounds.behind_text(low, high)
+
+
+def _bounded_note(c: Candidate) -> Note:
+    """A step shown as a range: from none of its own cost (a GPU's, unmeasured) to a CPU's, scaled; how much, the
+    console says once on the strategy's own line (fsdp.for_cluster's, zero.own_for_cluster's note), the page in its
+    caveats (a walkthrough's table read fsdp +246 % behind, a note under it a tie without a CPU's own cost, and the
+    FSDP line that cost left out)."""
+    said = f"{c.strategy} {bounds.OWN_RANGE}"
+    return Note(said, said)
 
 
 def _notes(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float,
@@ -143,29 +141,13 @@ def _notes(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
     """What the pick rests on, each a `Note`."""
     missed = f"a lead under {choice.apart:.0%} is within how far the step models missed this run's own steps"
     tie = missed if choice.apart else f"a lead under {agreement.SMALL_CAP_LEAD:.0%} is more than the model can tell"
-    notes = [Note(f"a tie: {tie}", "a tie", tie)] if len(choice.picked) > 1 else []
+    notes = [Note(f"a tie: {tie}", "a tie", tie)] if len(choice.picked) > 1 and not choice.open_on else []
     if turns := turning_share(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms):
         settles = "--local-optimizer-ms, with --local-step-ms, settles it"
         notes.append(Note(f"holds{turns} ({settles})", "the optimizer's share decides", settles, f"holds{turns}"))
-    first = choice.picked[0]  # FSDP's or ZeRO's own cost as a CPU measured it, scaled: no GPU's; a tie's too
-    for c in (c for c in choice.picked if c.left_out_ms):
-        own = f"{ms_text(c.left_out_ms)} ms more than DDP's as a CPU measured it, {SCALED}"
-        whose = "its" if c is first else f"{c.strategy}'s"
-        notes.append(Note(f"{whose} step leaves out its own cost ({own})", f"{c.strategy}'s own cost left out",
-                          f"its step leaves out its own cost, {own}"))  # fmt: skip
-    fastest = choice.fastest
-    for c in choice.maybe:  # faster only without its own cost, never with it (choice._picked)
-        own = f"{ms_text(c.left_out_ms)} ms more than DDP's as a CPU measured it, {SCALED}"
-        slower = f"{whole_step(c) / whole_step(fastest) - 1:.1%} slower than {fastest.strategy}"
-        notes.append(
-            Note(
-                f"{c.strategy} faster only without its own cost ({c.step_ms:.4g} ms, with it {whole_step(c):.4g} ms, "
-                f"{slower}: {own})",
-                f"{c.strategy} faster only without its own cost",
-                f"{own}: bench it at one GPU to count it",  # its short words say it is left out
-                f"{c.step_ms:.4g} ms, with it {whole_step(c):.4g} ms, {slower}",
-            )
-        )
+    if choice.open_on:  # the pick flips inside the own-cost bounds (a CPU's own cost is no GPU's): no booking yet
+        ends = bounds.open_words(choice).partition(": ")[2]
+        notes.append(Note(bounds.open_words(choice), bounds.own_cost_open(choice.open_on), figure=ends))
     for c in (c for c in choice.picked if c.note):
         shared, _, exposed = c.note.removesuffix(f"; {LOSSY}").partition(EXPOSED)  # the figures apart: by GPU count
         rest = "; ".join(part for part in (shared, LOSSY if c.note.endswith(LOSSY) else "") if part)
@@ -189,7 +171,7 @@ def _unfit(choice: Choice, counted_in: str = "") -> list[Note]:
     (a CPU run's default): a GPU trains in bf16, whose activations differ (a walkthrough's 7B model read 'zero does not
     fit' at 143 GiB from fp32's 61 GiB of activations; benched in bf16 it fit at 134 and was the pick at 8 GPUs);
     'in bf16' where predict counted them so for the GPU (--dtype auto's there)."""
-    unfit = sorted(c.strategy for c in (*choice.others, *choice.maybe) if not c.fits)
+    unfit = sorted(c.strategy for c in choice.others if not c.fits)
     said = f"{', '.join(unfit)} do{'es' * (len(unfit) == 1)} not fit" + f" in {counted_in}" * bool(counted_in)
     if not unfit:
         return []
@@ -221,9 +203,9 @@ def _tight(c: Candidate, capacity_gib: float, roomy: int, at: pd.DataFrame) -> N
 
 
 def step_cell(picked: list[Candidate], scale: float = 1.0, text=lambda value: f"{value:.4g}") -> str:
-    """'≥269.2' (a full-size floor ranks it), a tie's span '269.2–351.7'; each step × `scale` (GPU-hours a million
+    """'≥269.2' (a full-size floor ranks it), a tie's span '269.2–351.7', a step bounded by its own cost (a CPU's)
+    from its short end to its long; each step × `scale` (GPU-hours a million
     samples take: step s × 10⁶ / the batch a GPU steps at / 3,600 s, the GPUs' count cancelling out; a billion
     tokens: step s × 10⁹ / the tokens a GPU steps on / 3,600 s)."""
-    low, high = (text(min(c.step_ms for c in picked) * scale), text(max(c.step_ms for c in picked) * scale))
-    span = f"{low}–{high}" if low != high else low  # a tie's ends alike as written: one figure
-    return "≥" * any(c.profiled_ms is not None for c in picked) + span
+    span = bounds.span_text(min(c.step_ms for c in picked) * scale, max(map(whole_step, picked)) * scale, text)
+    return "≥" * any(c.profiled_ms is not None for c in picked) + span  # a bounded step: its own cost's long end

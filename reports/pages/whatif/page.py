@@ -328,8 +328,8 @@ def _best_table(best: pd.DataFrame) -> str:
     left_out = [f"{name}'s, {ms_text(float(best[column].max()))} ms more than DDP's" for name, column in
                 (("ZeRO", "zero_own_left_out_ms"), ("FSDP", "fsdp_own_left_out_ms"))
                 if best[column].max() > 0]  # fmt: skip
-    note = (f"<p class=caption>* without its own cost: a CPU's, left out of a GPU's step as DDP's is "
-            f"({'; '.join(left_out)}, {SCALED}); bench it at one GPU to count it.</p>"
+    note = (f"<p class=caption>* without its own cost, unmeasured on a GPU: a CPU's ({'; '.join(left_out)}, "
+            f"{SCALED}) is the long end of the step the choice weighs; bench it on one GPU to measure it.</p>"
             if left_out else "")  # fmt: skip
     return table(heads, cells) + note
 
