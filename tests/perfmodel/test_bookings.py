@@ -63,3 +63,23 @@ def test_where_the_best_changes_between_the_ends_it_is_open_on_the_bounded_clust
 def test_nothing_fits_nothing_is_ranked():
     empty = Booking("dgx-h100", 1, 8, "", (), "", (), False, (), ())
     assert fastest([empty]).best == [] and fastest([empty]).decided
+
+
+def test_a_choice_open_on_an_own_cost_books_a_range_and_the_ranking_waits_on_that_cost():
+    """FSDP2 ahead without its own cost (a CPU's), stock with it: the booking's step spans both picks, and a ranking
+    that flips inside it is open until FSDP's own cost is measured on a GPU, not until a step is."""
+    from harness.commands.console.predict.bookings import verdict_words
+
+    stock = Candidate("stock", 1.0, True, 100.0, cap_mb=25.0, model="DDP")
+    fsdp = Candidate("fsdp", 1.0, True, 90.0, left_out_ms=30.0, model="FSDP2")
+    open_choice = Choice(8, picked=[fsdp, stock], others=[], open_on=("FSDP2",), at_ends=([fsdp], [stock]))
+    (w8,) = of_cluster("dgx-h100", 8, [_rows({8: [105.0, 100.0]})], [{8: open_choice}], batch=128)
+    assert (w8.book, w8.other_end, w8.step_ms, w8.own_cost_of) == ("fsdp", "stock at 25 MiB", (90.0, 100.0), ("FSDP2",))
+    assert w8.bounded and not w8.stepped_elsewhere
+    decided = Choice(8, picked=[stock], others=[fsdp])  # stock ahead at both ends: one step, no range
+    (same,) = of_cluster("dgx-h100", 8, [_rows({8: [105.0, 100.0]})], [{8: decided}], batch=128)
+    assert same.step_ms == (100.0,) and not same.bounded and same.own_cost_of == ()
+    a100 = _booking("dgx-a100", 8, 95.0)  # between the H100's ends: the fastest flips inside FSDP's range
+    words = verdict_words([a100, w8], tokens=False, ends=None)
+    assert "open until FSDP's own cost is measured on a GPU" in words and "--local-step-gpu" not in words
+    assert "dgx-h100 × 8 GPUs at the short end, dgx-a100 × 8 GPUs at the long end" in words

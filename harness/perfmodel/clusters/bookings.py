@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import NamedTuple
 
 import pandas as pd
 
 from harness.analysis import agreement
 from harness.perfmodel.pick import bounds
-from harness.perfmodel.pick.choice import Choice
+from harness.perfmodel.pick.choice import Choice, whole_step
 from harness.perfmodel.pick.choice_table import gpu_hours_per_step_ms
 
 LEAD = agreement.SMALL_CAP_LEAD
@@ -28,17 +29,19 @@ class Booking:
     cluster: str
     nodes: int
     gpus: int
-    book: str  # the fastest the cluster's answer books at this GPU count (at the first end); '' where none fits
+    book: str  # the fastest the cluster's answer books at this GPU count (at the short end); '' where none fits
     tied: tuple[str, ...]  # the strategies the answer ties with it, at either end
-    other_end: str  # the fastest at the other end where it is not `book`; '' where the same (or one end)
-    step_ms: tuple[float, ...]  # the booked step at each end, in the ends' order
+    other_end: str  # the fastest at the long end where it is not `book`; '' where the same (or one end)
+    step_ms: tuple[float, ...]  # the booked step at its short end and its long end; one figure where they are one
     at_least: bool  # a full-size floor ranks it: the step is at least this
     per_s: tuple[float, ...]  # samples (or tokens) a second at each end: GPUs × a GPU's batch / the step
     gpu_hours: tuple[float, ...]  # GPU-hours a million samples (a billion tokens) take at each end
+    stepped_elsewhere: bool = False  # its range holds a step measured on another GPU (--local-step-gpu)
+    own_cost_of: tuple[str, ...] = ()  # the step models whose own cost, a CPU's, its range holds (FSDP2, ZeRO-1)
 
     @property
     def bounded(self) -> bool:
-        """Its step is a range: measured on another GPU, and the ends differ."""
+        """Its step is a range: measured on another GPU, or holding an own cost a CPU measured, and the ends differ."""
         return len(set(self.step_ms)) > 1
 
     @property
@@ -46,12 +49,22 @@ class Booking:
         return bool(self.step_ms)
 
 
+class _Picked(NamedTuple):
+    book: str  # what the answer books at the short end of the own costs
+    other: str  # what it books at their long end, where not the same
+    tied: tuple[str, ...]
+    steps: tuple[float, float] | None  # the booked step without any own cost a CPU measured, and with all of it
+    floored: bool  # a full-size floor ranks it
+    own_cost_of: tuple[str, ...]  # the step models whose own cost the steps range over
+
+
 def of_cluster(name: str, gpus_per_node: int, ends_rows: list[pd.DataFrame], choices: list[dict[int, Choice]], *,
                batch: int, tokens: float | None = None) -> list[Booking]:  # fmt: skip
     """One cluster's bookings, a GPU count each: `ends_rows`, the predicted rows at each end (one frame an end, every
     GPU count's rows; one end where the step is the cluster's own GPU's); `choices`, the choice at each end per GPU
     count ({} where none is made: no memory counted, so DDP's answer at its cap, its floor where higher, is the pick);
-    `batch`, a GPU's samples a step; `tokens`, its tokens a step where the model is a language model's."""
+    `batch`, a GPU's samples a step; `tokens`, its tokens a step where the model is a language model's. A step is
+    least with the step's short end and no own cost a CPU measured (FSDP's, ZeRO's), most with both long: its range."""
     per = gpu_hours_per_step_ms(batch=batch, tokens=tokens)
     a_step = tokens or batch
     out = []
@@ -59,33 +72,39 @@ def of_cluster(name: str, gpus_per_node: int, ends_rows: list[pd.DataFrame], cho
         world = int(world)
         picks = [_pick(rows[rows["world_size"] == world], chosen.get(world)) for rows, chosen in
                  zip(ends_rows, choices, strict=True)]  # fmt: skip
-        if any(step is None for *_, step, _ in picks):  # none modelled fits at an end: no booking to rank
-            steps, at_least = (), False
-        else:
-            steps, at_least = tuple(step for *_, step, _ in picks), any(floored for *_, floored in picks)
-        book, other = picks[0][0], next((named for named, *_ in picks[1:] if named != picks[0][0]), "")
-        tied = tuple(sorted({s for _, ties, *_ in picks for s in ties if s != book.split(" at ")[0]}))
+        fits = all(p.steps is not None for p in picks)  # none modelled fits at an end: no booking to rank
+        steps = tuple(dict.fromkeys((picks[0].steps[0], picks[-1].steps[-1]))) if fits else ()
+        book = picks[0].book
+        other = next((n for n in (picks[0].other, *(p.book or p.other for p in picks[1:])) if n and n != book), "")
+        tied = tuple(sorted({s for p in picks for s in p.tied if s != book.split(" at ")[0]}))
         out.append(Booking(name, int(first["nodes"].iloc[0]) if "nodes" in first else world // gpus_per_node, world,
-                           book if steps else "", tied, other, steps, at_least,
+                           book if steps else "", tied, other, steps, fits and any(p.floored for p in picks),
                            tuple(world * a_step / (ms / 1e3) for ms in steps),
-                           tuple(ms * per for ms in steps)))  # fmt: skip
+                           tuple(ms * per for ms in steps), len(picks) > 1,
+                           tuple(dict.fromkeys(m for p in picks for m in p.own_cost_of))))  # fmt: skip
     return out
 
 
-def _pick(rows: pd.DataFrame, choice: Choice | None) -> tuple[str, tuple[str, ...], float | None, bool]:
-    """(what is booked, the strategies tied with it, its step, whether a floor ranks it): the choice's fastest pick;
-    without a choice, DDP at its answer's cap."""
+def _pick(rows: pd.DataFrame, choice: Choice | None) -> _Picked:
+    """The choice's fastest pick (where its own costs flip it, the picks at either end); without a choice, DDP at its
+    answer's cap."""
     if choice is not None:
         if not choice.picked:
-            return "", (), None, False
-        fastest = choice.fastest
-        tied = tuple(c.strategy for c in choice.picked if c is not fastest)
-        return fastest.named, tied, fastest.step_ms, fastest.profiled_ms is not None
+            return _Picked("", "", (), None, False, ())
+        short, long = choice.at_ends if choice.open_on else (choice.picked, choice.picked)
+        first, last = min(short, key=lambda c: c.step_ms), min(long, key=whole_step)
+        if not choice.open_on:
+            first = last = choice.fastest
+        tied = tuple(c.strategy for c in choice.picked if c is not first and c is not last)
+        own = tuple(dict.fromkeys(c.model for c in (first, last) if c.bounded))
+        return _Picked(first.named, last.named if last is not first else "", tied, (first.step_ms, whole_step(last)),
+                       any(c.profiled_ms is not None for c in (first, last)), own)  # fmt: skip
     row = agreement.answer_row(rows.reset_index(drop=True))
     floor = float(row.get("full_size_step_floor_ms", float("nan")))
     step = float(row["step_ms"])
-    named = f"DDP at {float(row['bucket_cap_mb']):g} MiB"
-    return named, (), max(step, floor) if floor == floor else step, floor > step
+    floored = floor > step  # NaN where no floor: False
+    step = floor if floored else step
+    return _Picked(f"DDP at {float(row['bucket_cap_mb']):g} MiB", "", (), (step, step), floored, ())
 
 
 @dataclasses.dataclass(frozen=True)

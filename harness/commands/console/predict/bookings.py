@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from harness.commands.console import say, say_once
 from harness.perfmodel.clusters.bookings import LEAD, Booking, Ranking, cheapest, fastest
+from harness.perfmodel.pick.bounds import OWN_COST_OF, own_cost_open
 from harness.perfmodel.pick.choice_table import cost_unit
 
 RIGHT = (1, 2, 4, 5, 6)
@@ -20,7 +21,7 @@ def compared(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | N
     header = ("cluster", "GPUs", "nodes", "book", "step ms", f"{unit}/s", f"GPU-h per {cost_unit(tokens)}")
     table = [header, *(_cells(b) for b in bookings)]
     widths = [max(len(row[k]) for row in table) for k in range(len(header) - 1)]
-    ranged = f"; a range: a step measured on another GPU, at its {ends[0]} and {ends[1]} ends" if ends else ""
+    ranged = _ranged_words(bookings, ends)
     say(f"ddpbench predict: the bookings compared (the fastest each cluster's answer above books{ranged}):")
     for row in table:
         cells = [cell.rjust(width) if k in RIGHT else cell.ljust(width) for k, (cell, width) in
@@ -31,6 +32,16 @@ def compared(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | N
     verdict = verdict_words(bookings, tokens=tokens, ends=ends)
     say(f"ddpbench predict: {verdict}")
     return verdict
+
+
+def _ranged_words(bookings: list[Booking], ends: tuple[str, str] | None) -> str:
+    """What a range in the table spans: a step measured on another GPU (its two ends), an own cost a CPU measured."""
+    why = [f"a step measured on another GPU, at its {ends[0]} and {ends[1]} ends"] if ends else []
+    own = list(dict.fromkeys(m for b in bookings if b.bounded for m in b.own_cost_of))
+    if own:
+        whose = " and ".join(OWN_COST_OF.get(m, m) + "'s" for m in own)
+        why.append(f"from none of {whose} own cost to a CPU's, scaled")
+    return f"; a range: {'; '.join(why)}" if why else ""
 
 
 def _cells(b: Booking) -> tuple[str, ...]:
@@ -70,16 +81,29 @@ def verdict_words(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str
         open_on += ranking.open_on
     said = "; ".join(parts)
     if open_on:
-        gpus = " and ".join(f"{name}'s GPU" for name in dict.fromkeys(open_on))
-        said += f": open until one step is measured on {gpus} (--local-step-ms without --local-step-gpu)"
+        said += ": " + _open_until(bookings, list(dict.fromkeys(open_on)))
     return said
+
+
+def _open_until(bookings: list[Booking], clusters: list[str]) -> str:
+    """What decides an open ranking: one step measured on each bounded cluster's GPU, an own cost on a GPU."""
+    hanging = [b for b in bookings if b.cluster in clusters and b.bounded]
+    stepped = [name for name in clusters if any(b.stepped_elsewhere for b in hanging if b.cluster == name)]
+    said = []
+    if stepped:
+        gpus = " and ".join(f"{name}'s GPU" for name in stepped)
+        said.append(f"one step is measured on {gpus} (--local-step-ms without --local-step-gpu)")
+    own = list(dict.fromkeys(m for b in hanging for m in b.own_cost_of))
+    if own:
+        said.append(own_cost_open(own).removeprefix("open until "))
+    return "open until " + " and ".join(said)
 
 
 def _ranking_words(ranking: Ranking, ends: tuple[str, str] | None, both: str) -> str:
     if ranking.decided:
         return f"{_named(ranking.best)}{both}"
     low, high = ranking.at_ends
-    first, second = ends or ("one end", "the other")
+    first, second = ends or ("short", "long")
     return f"{_named(low)} at the {first} end, {_named(high)} at the {second} end"
 
 
