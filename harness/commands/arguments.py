@@ -183,9 +183,10 @@ def add_predict_parser(commands) -> None:
                          help="with --run and --cluster: the model you will train is the run's workload at its full "
                          "size (a file of yours: as written) with the run's --wopt options and this one instead "
                          "(repeat it for several: --train-wopt d_model=4096 --train-wopt n_heads=32): its memory, and "
-                         "each step's floor, are counted on the meta device from it, for a model of your own benched "
-                         "smaller with --wopt (docs/your-model.md); the steps and own costs stay the benched "
-                         "model's")  # fmt: skip
+                         "each step's floor, are counted on the meta device from it: a model of your own benched "
+                         "smaller with --wopt, or a zoo model benched at a shorter sequence (--train-wopt "
+                         "seq_len=2048: the activations grow with it) (docs/your-model.md); the steps and own "
+                         "costs stay the benched model's")  # fmt: skip
     predict.add_argument("--gpus", type=_one_count, help="world size to predict (default: 8, or the run's)")
     predict.add_argument("--busbw", help="all-reduce bus bandwidth, e.g. 90GB/s (default: fitted from collectives)")
     predict.add_argument("--latency", help="all-reduce latency α, e.g. 30us (default: fitted; 0 with --busbw alone)")
