@@ -97,7 +97,8 @@ def add_bench_parser(commands) -> None:
                        "the run would launch and how long it would take here (from the steps the results folder "
                        "measured of them before; those never measured, at least their FLOPs' time at this "
                        "machine's best; plus the fixed cost a launch and a configuration as its earlier runs of as "
-                       "many GPUs here measured it), run nothing")  # fmt: skip
+                       "many GPUs here measured it; under --repeats auto, from two repeats to --max-repeats or "
+                       "--budget, and as an earlier auto run here took them), run nothing")  # fmt: skip
     bench.add_argument("--retry-failed", action="store_true",
                        help="with --resume: run the configurations that failed again (each failed row is kept "
                        "in retried/<config_id>/ of the run folder)")  # fmt: skip

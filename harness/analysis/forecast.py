@@ -2,9 +2,14 @@
 runs already in its results folder measured on this machine (its hostname, where the run kept one) and device kind:
 each configuration measured before (the same strategy and options, workload, size, batch, precision and TF32,
 optimizer, world size, nodes, device and backend) takes its warm-up and timed steps at the median step of its
-newest measurement. Repeats that `--repeats auto` adds are not counted. The configurations none measured are listed
-(`unmeasured`): the console puts a floor under them from their FLOPs (harness/measure/pace.py). What the run pays
-beyond its steps (launches, imports, building, parity) is harness/handoff/fixed_cost.py's.
+newest measurement. The configurations none measured are listed (`unmeasured`): the console puts a floor under them
+from their FLOPs (harness/measure/pace.py). What the run pays beyond its steps (launches, imports, building, parity)
+is harness/handoff/fixed_cost.py's.
+
+Under `--repeats auto` the plan is its first two repeats; the rounds after them repeat only what an open verdict
+rests on (`deciding`: a communicating strategy at two ranks or more, in a cap sweep or against the reference, and the
+baseline of its setup and world size) up to `--max-repeats`. `grown` is the plan with those run to a number of
+repeats: the most, or as many as the newest earlier auto run here gave each (`repeats_taken`, from its rows).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from harness.analysis import roles
 from harness.config import grid
 from harness.protocols import ConfigError
 from harness.results import store
@@ -34,19 +40,24 @@ class Forecast:
     unmeasured: tuple = ()  # the planned configurations (that launch) no earlier run measured
 
 
-def forecast(configurations, results: Path) -> Forecast | None:
+def forecast(configurations, results: Path, *, medians: dict | None = None) -> Forecast | None:
     """The steps of `configurations` (harness.config.grid.Configuration) as the bench runs in `results` measured them
-    on this device; None where nothing is planned."""
+    on this device (`medians`: medians_here's, read once for several forecasts); None where nothing is planned."""
     if not configurations:
         return None
-    device, host = configurations[0].device, socket.gethostname()
-    runs = [run for run in store.list_runs(results) if measured_here(store.read_run_meta(run), device, host)]
-    medians = newest_medians(runs)
+    medians = medians_here(configurations, results) if medians is None else medians
     launched = [cfg for cfg in configurations if not grid.skip_reason(cfg)]  # a skipped one launches nothing
     known = [medians.get(_key(cfg)) for cfg in launched]
     steps_s = sum(m * (cfg.warmup + cfg.steps) / 1e3 for m, cfg in zip(known, launched, strict=True) if m)
     unmeasured = tuple(cfg for m, cfg in zip(known, launched, strict=True) if not m)
     return Forecast(steps_s, sum(1 for m in known if m), len(launched), unmeasured=unmeasured)
+
+
+def medians_here(configurations, results: Path) -> dict[tuple, float]:
+    """Each configuration's newest median step (ms) in `results`, of the runs on this machine and the plan's device."""
+    device, host = configurations[0].device, socket.gethostname()
+    return newest_medians([run for run in store.list_runs(results) if measured_here(store.read_run_meta(run), device,
+                                                                                     host)])  # fmt: skip
 
 
 def setups(run: Path, meta: dict) -> set[tuple]:
@@ -94,3 +105,49 @@ def _plain(value):
     if value is None or (isinstance(value, float) and pd.isna(value)):
         return None
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else str(value)
+
+
+def deciding(configurations) -> set[tuple]:
+    """The keys of the planned configurations that rounds of `--repeats auto` may repeat: those planned to decide
+    (`repeated`) that communicate (two ranks or more; not the baseline), and their setup's baseline at that size."""
+    baseline = roles.baseline_name()
+    rivals = [c for c in configurations if c.repeated and c.world_size >= 2 and c.impl != baseline]
+    setups = {_key(c)[2:] for c in rivals}  # all but the strategy and its options
+    return {_key(c) for c in rivals} | {_key(c) for c in configurations if c.impl == baseline and _key(c)[2:] in setups}
+
+
+def grown(configurations, repeats: dict[tuple, int]) -> list:
+    """The plan with each configuration whose key `repeats` names run that many times (no fewer than planned)."""
+    planned: dict[tuple, list] = {}
+    for cfg in configurations:
+        planned.setdefault(_key(cfg), []).append(cfg)
+    more = [grid.again(members[-1], index=0, repeat=r) for key, members in planned.items()
+            for r in range(len(members), repeats.get(key, 0))]  # fmt: skip
+    return [*configurations, *more]
+
+
+def repeats_taken(configurations, results: Path) -> tuple[dict[tuple, int], list[str]]:
+    """The repeats the newest earlier `--repeats auto` run here (this machine, this device kind) gave each planned
+    configuration that one measured, from its rows, and the runs they come from (newest first)."""
+    wanted = {_key(cfg) for cfg in configurations}
+    device, host = configurations[0].device, socket.gethostname()
+    found: dict[tuple, int] = {}
+    runs: list[str] = []
+    for run in store.list_runs(results):
+        try:
+            meta = store.read_run_meta(run)
+            if not measured_here(meta, device, host) or (meta.get("config") or {}).get("repeats") != "auto":
+                continue
+            rows = store.read_configs(run)
+        except (ConfigError, ValueError, OSError):
+            continue
+        if rows.empty or not set(KEYS) <= set(rows.columns) or "repeat" not in rows:
+            continue
+        rows = rows[rows["status"] != "skipped"].fillna(OLDER_ROWS)
+        took = False
+        for key, group in rows.groupby(list(KEYS), dropna=False):
+            key = tuple(_plain(v) for v in key)
+            if key in wanted and key not in found:
+                found[key], took = int(group["repeat"].nunique()), True
+        runs += [run.name] * took
+    return found, runs

@@ -16,6 +16,7 @@ import time
 
 from harness.commands import console
 from harness.commands.console import rounds
+from harness.commands.console.forecast import Auto
 from harness.commands.console.plan import say_plan
 from harness.commands.resume import record_session, resume
 from harness.commands.summary import summarize, write_summary
@@ -171,7 +172,8 @@ def _dry_run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         check_results_folder(config.results, config.run_id or "(dry run)")
     threads = run_threads(config, configurations, device=device)
     plan = BenchRun("(dry run)", config.results, device, threads, configurations, context={})
-    say_plan(plan, requested_dtype=config.dtype, grows=config.repeats == AUTO, dry=True)
+    say_plan(plan, requested_dtype=config.dtype, grows=config.repeats == AUTO, dry=True,
+             auto=Auto(config.max_repeats, config.budget_s))  # fmt: skip
     return 0
 
 

@@ -36,8 +36,7 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0) -> int:
         console.say(f"ddpbench: {console.seconds_text(step_s)} of {of} was training steps (warm-up included): "
                     f"{wall_s / step_s:.2f}× overhead")  # fmt: skip
     session = totals["session"]
-    console.fixed_cost_split(wall_s, session["phases_s"], configurations=session["launched"],
-                             launches=session["launches"])  # fmt: skip
+    console.fixed_cost_split(wall_s, session["phases_s"], run=plan.run)
     return 1 if totals["status_counts"].get("failed", 0) else 0
 
 

@@ -5,17 +5,19 @@ phases) and how many configurations and torchrun launches it made.
 A session's fixed cost (its wall time less its `steps`) splits into what it pays per launch (`costs.PER_LAUNCH`:
 the launch's plan, torchrun's start, imports, process group, row writer, teardown, pairing), per configuration
 launched (`costs.PER_CONFIGURATION`: model info, build, between steps, parity, profile, gradient profile, gather,
-write, release) and once (its start, its verdicts, `other`). The planned run's fixed cost by one earlier run is that
-run's once + the planned launches × its cost a launch + the planned configurations × its cost a configuration; the
-forecast is the median over the newest RECENT runs that count, said with the median run's parts (two middle runs':
-their mean) and the range. A run counts where it ran on this machine (its hostname) and device kind, with as many
-(simulated) GPUs as planned (a launch of more ranks costs more to start and to tear down); of those, the runs of a
-workload and size planned where there are any (building and parity cost with the model).
+write, release), of which `FIRST_REPEAT`'s (parity, the model's info and gradient profile) go to the configurations'
+first repeats alone, per round of verdicts (`verdicts`: a round of `--repeats auto`'s each) and once (its start,
+`other`). The planned run's fixed cost by one earlier run is that run's cost of each part times the planned run's
+count of it (`Shape`); the forecast is the median over the newest RECENT runs that count, said with the median run's
+parts (two middle runs': their mean) and the range. A run counts where it ran on this machine (its hostname) and
+device kind, with as many (simulated) GPUs as planned (a launch of more ranks costs more to start and to tear down);
+of those, the runs of a workload and size planned where there are any (building and parity cost with the model).
 
 A summary from before summary.json counted launches (2026-12-06) gives them from its run.json's configurations, one
 launch per repeat, world size and parameter-server rank, where the run had one session (no retry counted), and
 its launcher's phases named since (launch plan, row writer, pairing, verdicts) within `other`, paid once; one that
-kept no split of its time counts no more.
+kept no split of its time counts no more. A run of several sessions (resumed) is split without first repeats or
+rounds: its rows do not say which of its first repeats the latest session ran.
 """
 
 from __future__ import annotations
@@ -32,6 +34,19 @@ from harness.results import layout, store
 
 RECENT = 5
 """The newest runs that count: older ones measured an older ddpbench, or a machine as it was then."""
+FIRST_REPEAT = ("model info", "parity", "gradient profile")
+"""The phases of PER_CONFIGURATION that a configuration's first repeat alone pays: its parity (`judges_parity`), and
+its setup's model info and gradient profile, counted once and kept."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """What of a run its fixed cost scales with."""
+
+    launches: int  # torchrun launches
+    configurations: int  # configurations launched
+    firsts: int  # of them, first repeats
+    rounds: int = 1  # rounds of verdicts: --repeats auto's looks, else the one at the end
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,9 +57,12 @@ class Measured:
     once_s: float
     launch_s: float  # a launch's
     configuration_s: float  # a configuration's
+    first_s: float = 0.0  # what a first repeat pays more
+    round_s: float = 0.0  # a round of verdicts'
 
-    def for_plan(self, launches: int, configurations: int) -> float:
-        return self.once_s + launches * self.launch_s + configurations * self.configuration_s
+    def for_plan(self, shape: Shape) -> float:
+        return (self.once_s + shape.launches * self.launch_s + shape.configurations * self.configuration_s
+                + shape.firsts * self.first_s + shape.rounds * self.round_s)  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,27 +70,30 @@ class FixedCost:
     """The planned run's fixed cost by each earlier run that counts (newest first)."""
 
     measured: tuple[Measured, ...]
-    launches: int  # the planned run's torchrun launches
-    configurations: int  # and the configurations it launches
+    shape: Shape  # the planned run's
     alike: bool  # the runs ran a workload and size planned here
     counted: int  # the runs that count, RECENT of them at most measured
 
     def _each(self) -> list[float]:
-        return [m.for_plan(self.launches, self.configurations) for m in self.measured]
+        return [m.for_plan(self.shape) for m in self.measured]
+
+    def of(self, configurations, *, rounds: int = 1) -> FixedCost:
+        """The same runs' fixed cost for other planned `configurations` (more repeats, more rounds)."""
+        return dataclasses.replace(self, shape=shape_of(configurations, rounds=rounds))
 
     @property
     def typical(self) -> Measured:
         """The median run for the planned run (by its fixed cost there): the middle one, or the mean of the two
         middle ones' parts, so that its parts add up to the median said, as medians of each part need not."""
-        ranked = sorted(self.measured, key=lambda m: m.for_plan(self.launches, self.configurations))
+        ranked = sorted(self.measured, key=lambda m: m.for_plan(self.shape))
         middle = ranked[(len(ranked) - 1) // 2 : len(ranked) // 2 + 1]
+        parts = ("once_s", "launch_s", "configuration_s", "first_s", "round_s")
         return Measured(" and ".join(m.run for m in middle),
-                        *(sum(getattr(m, part) for m in middle) / len(middle)
-                          for part in ("once_s", "launch_s", "configuration_s")))  # fmt: skip
+                        *(sum(getattr(m, part) for m in middle) / len(middle) for part in parts))  # fmt: skip
 
     @property
     def total_s(self) -> float:
-        return self.typical.for_plan(self.launches, self.configurations)
+        return self.typical.for_plan(self.shape)
 
     @property
     def spread_s(self) -> tuple[float, float]:
@@ -84,9 +105,19 @@ def largest_world(configurations) -> int:
     return max((c.world_size for c in configurations), default=0)
 
 
-def fixed_cost(configurations, results: Path, *, launched: int) -> FixedCost | None:
-    """The planned `configurations`' fixed cost (`launched` of them launch: the others are skipped here) as the runs
-    in `results` measured it on this device kind, on this machine, with as many GPUs; None where none measured it."""
+def shape_of(configurations, *, rounds: int = 1) -> Shape:
+    """The planned `configurations`' launches (as the dry run counts them), the configurations that launch (those
+    skipped here launch nothing) and their first repeats."""
+    from harness.config.grid import skip_reason
+
+    launched = [c for c in configurations if not skip_reason(c)]
+    launches = len({(c.repeat, c.world_size, c.extra_ranks) for c in configurations})
+    return Shape(launches, len(launched), sum(1 for c in launched if c.repeat == 0), rounds)
+
+
+def fixed_cost(configurations, results: Path) -> FixedCost | None:
+    """The planned `configurations`' fixed cost as the runs in `results` measured it on this device kind, on this
+    machine, with as many GPUs; None where none measured it."""
     if not configurations:
         return None
     device, host, world = configurations[0].device, socket.gethostname(), largest_world(configurations)
@@ -106,13 +137,33 @@ def fixed_cost(configurations, results: Path, *, launched: int) -> FixedCost | N
     chosen = every[:RECENT]
     if not chosen:
         return None
-    launches = len({(c.repeat, c.world_size, c.extra_ranks) for c in configurations})  # as the dry run counts them
-    return FixedCost(tuple(chosen), launches, launched, alike=bool(alike), counted=len(every))
+    return FixedCost(tuple(chosen), shape_of(configurations), alike=bool(alike), counted=len(every))
+
+
+def session_split(run: Path) -> tuple[Measured, Shape] | None:
+    """The run's latest session's fixed cost split (`measured`), and what of it the parts are paid for: its launches,
+    configurations launched, first repeats and rounds of verdicts (what bench's end says of its own run, in the
+    words a dry run of it planned again says)."""
+    try:
+        meta = store.read_run_meta(run)
+        summary = json.loads((run / layout.SUMMARY_JSON).read_text())
+        session = summary.get("session") or summary
+        found = measured(run, meta)
+        if found is None:
+            return None
+        one_session = summary.get("sessions", 1) == 1
+        shape = Shape(int(session.get("launches") or _launches_planned(meta) or 0),
+                      int(session.get("launched") or summary["configurations"]),
+                      (_first_repeats(run) or 0) if one_session else 0,
+                      1 + len(meta.get("look_sizes") or []) if one_session else 1)  # fmt: skip
+    except (ConfigError, OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return found, shape
 
 
 def measured(run: Path, meta: dict) -> Measured | None:
-    """The run's latest session's fixed cost, split (once, a launch's, a configuration's); None where its summary
-    is missing or kept no split, or its launches cannot be counted."""
+    """The run's latest session's fixed cost, split (once, a launch's, a configuration's, a first repeat's more, a
+    round of verdicts'); None where its summary is missing or kept no split, or its launches cannot be counted."""
     try:
         summary = json.loads((run / layout.SUMMARY_JSON).read_text())
         session = summary.get("session") or summary
@@ -123,20 +174,38 @@ def measured(run: Path, meta: dict) -> Measured | None:
         if launches is None and summary.get("sessions", 1) == 1:
             launches = _launches_planned(meta)
         launches = int(launches or 0)
+        one_session = summary.get("sessions", 1) == 1
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
-    return split(run.name, phases, wall, launches=launches, configurations=configurations)
+    firsts = _first_repeats(run) if one_session else None
+    rounds = 1 + len(meta.get("look_sizes") or []) if one_session else None  # a look at each round's end
+    return split(run.name, phases, wall, launches=launches, configurations=configurations, firsts=firsts, rounds=rounds)
 
 
-def split(run: str, phases: dict[str, float], wall_s: float, *, launches: int, configurations: int) -> Measured | None:
-    """A session's fixed cost (its wall time less its `steps`) split: once, a launch's, a configuration's (what bench's
-    end says of its own session, and a dry run of another's); None where it kept no split or launched nothing."""
+def split(run: str, phases: dict[str, float], wall_s: float, *, launches: int, configurations: int,
+          firsts: int | None = None, rounds: int | None = None) -> Measured | None:  # fmt: skip
+    """A session's fixed cost (its wall time less its `steps`) split: once, a launch's, a configuration's, and where
+    `firsts` (its first repeats) and `rounds` (of verdicts) are known, a first repeat's more and a round's (what
+    bench's end says of its own session, and a dry run of another's); None where it kept no split or launched
+    nothing."""
     if not phases or not launches or not configurations or not wall_s:
         return None
     per_launch = sum(phases.get(p, 0.0) for p in PER_LAUNCH)
-    per_configuration = sum(phases.get(p, 0.0) for p in PER_CONFIGURATION)
-    once = max(0.0, wall_s - phases.get("steps", 0.0) - per_launch - per_configuration)
-    return Measured(run, once, per_launch / launches, per_configuration / configurations)
+    first = sum(phases.get(p, 0.0) for p in FIRST_REPEAT) if firsts else 0.0
+    per_configuration = sum(phases.get(p, 0.0) for p in PER_CONFIGURATION) - first
+    verdicts = phases.get("verdicts", 0.0) if rounds else 0.0
+    once = max(0.0, wall_s - phases.get("steps", 0.0) - per_launch - per_configuration - first - verdicts)
+    return Measured(run, once, per_launch / launches, per_configuration / configurations,
+                    first / firsts if firsts else 0.0, verdicts / rounds if rounds else 0.0)  # fmt: skip
+
+
+def _first_repeats(run: Path) -> int | None:
+    """How many first repeats the run launched (its rows': not skipped, repeat 0); None where its rows cannot say."""
+    try:
+        rows = store.read_configs(run)
+        return int(((rows["status"] != "skipped") & (rows["repeat"].fillna(0) == 0)).sum()) or None
+    except (ConfigError, ValueError, OSError, KeyError):
+        return None
 
 
 def _launches_planned(meta: dict) -> int | None:

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from harness.analysis.forecast import forecast
-from harness.commands.console.plan import say_forecast
+from harness.commands.console.forecast import say_forecast
 from harness.config.grid import Configuration
-from harness.handoff.fixed_cost import fixed_cost
+from harness.handoff.fixed_cost import Shape, fixed_cost
 
 GOLDEN = Path(__file__).resolve().parent.parent / "data" / "cpu_run"  # mlp/tiny local, naive, stock at w1 and w2
 
@@ -70,10 +70,10 @@ def test_each_known_configuration_takes_its_steps_at_its_last_median_and_the_run
     found = forecast(plan, results)
     assert (found.known, found.total, len(found.unmeasured)) == (2, 3, 1)
     assert found.steps_s == pytest.approx((12.440452 + 12.199266) * 12 / 1e3)
-    fixed = fixed_cost(plan, results, launched=3)
-    assert [m.run for m in fixed.measured] == ["cpu_run"] and (fixed.launches, fixed.configurations) == (2, 3)
-    typical = fixed.typical
-    assert (typical.once_s, typical.launch_s, typical.configuration_s) == (22, 4, 5)
+    fixed = fixed_cost(plan, results)
+    assert [m.run for m in fixed.measured] == ["cpu_run"] and fixed.shape == Shape(2, 3, 3, 1)
+    typical = fixed.typical  # its 18 s of parity over its 6 first repeats, its 12 s of building over its 6
+    assert (typical.once_s, typical.launch_s, typical.configuration_s, typical.first_s) == (22, 4, 2, 3)
     assert fixed.total_s == pytest.approx(45.0) and fixed.alike
 
 
@@ -81,11 +81,11 @@ def test_each_known_configuration_takes_its_steps_at_its_last_median_and_the_run
 def slow_cpu(monkeypatch):
     """A CPU whose rank computes 10^6 FLOP/s on two cores: mlp/tiny's sample (3 × 2 × (32·32 + 32·32 + 32·10)
     FLOPs forward and backward, less the first layer's input gradient, 2·32·32: 12,160) takes 12.16 ms."""
-    from harness.commands.console import plan
+    from harness.commands.console import forecast
     from harness.measure import pace
 
     monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads: 1e6)
-    monkeypatch.setattr(plan, "available_cpus", lambda: 2)
+    monkeypatch.setattr(forecast, "available_cpus", lambda: 2)
 
 
 def test_the_flops_floor_is_each_ranks_batch_at_the_best_pace_with_ranks_taking_turns_on_the_cores():
@@ -104,10 +104,10 @@ def test_without_an_earlier_run_of_as_many_gpus_the_fixed_cost_is_said_not_count
     """A walkthrough's dry run read 'at least 5 s' by FLOPs for a run that took 323 s, 117 s of it fixed cost, and
     did not say the fixed cost was left out."""
     cuda = [planned("stock", 2, device="cuda")]
-    assert forecast(cuda, results).known == 0 and fixed_cost(cuda, results, launched=1) is None
+    assert forecast(cuda, results).known == 0 and fixed_cost(cuda, results) is None
     say_forecast(cuda, results)  # no GPU here: no datasheet peak either
     assert "no time forecast: no earlier run here in " in capsys.readouterr().out
-    assert fixed_cost([planned("stock", 64)], results, launched=1) is None  # the run here had 2 simulated GPUs
+    assert fixed_cost([planned("stock", 64)], results) is None  # the run here had 2 simulated GPUs
     say_forecast([planned("stock", 64)], results)
     said = capsys.readouterr().out  # 12 steps of 8 samples at 12.16 ms, 64 ranks taking turns on 2 cores: 37 s
     assert said.startswith("ddpbench: at least 37 s here: the steps of the configuration at least 37 s by their "
@@ -119,9 +119,9 @@ def test_without_an_earlier_run_of_as_many_gpus_the_fixed_cost_is_said_not_count
 
 
 def test_a_configuration_whose_flops_cannot_be_counted_is_said_not_counted(results, capsys, slow_cpu, monkeypatch):
-    from harness.measure import pace
+    from harness.measure import meta_counts
 
-    monkeypatch.setattr(pace, "training_flops_per_sample", lambda workload: None)
+    monkeypatch.setattr(meta_counts, "flops", lambda spec, size, options: None)  # cannot be made or run on meta
     say_forecast([dataclasses.replace(planned("stock", 2), batch_size=16)], results)
     assert capsys.readouterr().out == (
         "ddpbench: at least 31 s here: the steps of the configuration not counted: never measured here; plus about "
@@ -146,9 +146,9 @@ def test_a_plan_whose_configurations_are_all_skipped_here_is_not_timed(results, 
 
 
 def test_a_forecast_is_said_to_ten_seconds_past_ninety():
-    from harness.commands.console.plan import _minutes_text
+    from harness.commands.console.forecast import minutes_text
 
-    assert [_minutes_text(s) for s in (42.4, 149.5, 180.0, 7200.0)] == ["42 s", "2 min 30 s", "3 min", "2.0 h"]
+    assert [minutes_text(s) for s in (42.4, 149.5, 180.0, 7200.0)] == ["42 s", "2 min 30 s", "3 min", "2.0 h"]
 
 
 def test_another_machines_run_or_a_summary_without_its_split_measures_no_fixed_cost(results):
@@ -156,12 +156,12 @@ def test_another_machines_run_or_a_summary_without_its_split_measures_no_fixed_c
     meta = json.loads(meta_path.read_text())
     (results / "cpu_run" / "summary.json").write_text(json.dumps({"wall_s": 100.0, "training_step_s": 40.0,
                                                                   "configurations": 6}))  # fmt: skip
-    assert fixed_cost([planned("stock", 2)], results, launched=1) is None  # no split to take it from, no crash
+    assert fixed_cost([planned("stock", 2)], results) is None  # no split to take it from, no crash
     (results / "cpu_run" / "summary.json").write_text(json.dumps(summary()))
-    assert fixed_cost([planned("stock", 2)], results, launched=1) is not None
+    assert fixed_cost([planned("stock", 2)], results) is not None
     meta["environment"]["hostname"] = "another-machine"
     meta_path.write_text(json.dumps(meta))
-    assert fixed_cost([planned("stock", 2)], results, launched=1) is None
+    assert fixed_cost([planned("stock", 2)], results) is None
     assert forecast([planned("stock", 2)], results).known == 0
 
 
@@ -172,10 +172,10 @@ def test_the_fixed_cost_is_taken_from_the_runs_of_the_workloads_planned_with_its
     fast = {**SPLIT, "build": 0.0, "parity": 6.0, "other": 0.0, "start": 4.0}  # once 4 s, a configuration 1 s
     earlier_run(results, "gpt2-a", started="2026-12-01T00:00:00+00:00", workload="gpt2", split=fast, wall_s=58.0)
     earlier_run(results, "gpt2-w4", started="2026-12-02T00:00:00+00:00", workload="gpt2", world=4)
-    found = fixed_cost([planned("stock", 2)], results, launched=1)
+    found = fixed_cost([planned("stock", 2)], results)
     assert ([m.run for m in found.measured], found.alike, found.total_s) == (["cpu_run"], True, pytest.approx(31.0))
     resnet = dataclasses.replace(planned("stock", 2), workload="resnet18")
-    found = fixed_cost([resnet], results, launched=1)  # gpt2-w4 ran 4 simulated GPUs: not counted
+    found = fixed_cost([resnet], results)  # gpt2-w4 ran 4 simulated GPUs: not counted
     assert ([m.run for m in found.measured], found.alike) == (["gpt2-a", "cpu_run"], False)
     assert found.spread_s == (pytest.approx(4 + 4 + 1), pytest.approx(31.0)) and found.total_s == pytest.approx(20.0)
     say_forecast([resnet], results)
@@ -188,7 +188,7 @@ def test_the_fixed_cost_is_taken_from_the_runs_of_the_workloads_planned_with_its
 def test_only_the_newest_runs_count_and_an_older_summary_gives_its_launches_from_its_plan(results, capsys):
     for day in range(1, 6):  # five newer runs of one launch each (the older summary's run.json: w1 and w2 planned)
         earlier_run(results, f"new-{day}", started=f"2026-12-0{day}T00:00:00+00:00", launches=1)
-    found = fixed_cost([planned("stock", 2)], results, launched=1)
+    found = fixed_cost([planned("stock", 2)], results)
     assert [m.run for m in found.measured] == [f"new-{day}" for day in range(5, 0, -1)] and found.counted == 6
     assert found.typical.launch_s == 8.0  # 8 s in one launch
     say_forecast([planned("stock", 2)], results)
@@ -196,11 +196,11 @@ def test_only_the_newest_runs_count_and_an_older_summary_gives_its_launches_from
     older = summary()
     del older["session"]["launches"]  # a summary from before launches were counted
     (results / "new-5" / "summary.json").write_text(json.dumps(older))
-    found = fixed_cost([planned("stock", 2)], results, launched=1)
+    found = fixed_cost([planned("stock", 2)], results)
     assert found.measured[0].launch_s == 4.0  # its two launches, from its plan
     older["sessions"] = 2  # resumed: its latest session's launches cannot be told from the plan
     (results / "new-5" / "summary.json").write_text(json.dumps(older))
-    found = fixed_cost([planned("stock", 2)], results, launched=1)
+    found = fixed_cost([planned("stock", 2)], results)
     assert "new-5" not in [m.run for m in found.measured]
 
 
@@ -240,12 +240,109 @@ def test_the_fixed_cost_said_is_the_sum_of_the_parts_said_beside_it():
     """Each part's own median need not add up to the median run's whole: three runs paying their fixed cost in
     different parts have medians 0 s once, 1 s a launch, 0 s a configuration, 1 s in all, where every run paid 10 s
     or more. The figure is the median run's and its parts are that run's."""
-    from harness.handoff.fixed_cost import FixedCost, Measured
+    from harness.handoff.fixed_cost import FixedCost, Measured, Shape
 
     runs = (Measured("a", 10.0, 1.0, 0.0), Measured("b", 0.0, 10.0, 0.0), Measured("c", 0.0, 0.0, 10.0))
-    fixed = FixedCost(runs, launches=1, configurations=1, alike=True, counted=3)
+    fixed = FixedCost(runs, Shape(1, 1, 0), alike=True, counted=3)
     typical = fixed.typical
     assert fixed.total_s == typical.once_s + typical.launch_s + typical.configuration_s == 10.0
     assert fixed.spread_s == (10.0, 11.0)
-    two = FixedCost(runs[:2], launches=1, configurations=1, alike=True, counted=2)  # the two middle ones' mean
+    two = FixedCost(runs[:2], Shape(1, 1, 0), alike=True, counted=2)  # the two middle ones' mean
     assert (two.typical.run, two.total_s, two.typical.once_s) == ("b and a", 10.5, 5.0)
+
+
+def auto_plan() -> list[Configuration]:
+    """`--repeats auto`'s first two repeats of naive against stock (and local) at world sizes 1 and 2."""
+    return [dataclasses.replace(planned(impl, world), repeat=repeat, repeated=True)
+            for repeat in (0, 1) for world in (1, 2) for impl in ("local", "naive", "stock")]  # fmt: skip
+
+
+def more_repeats(run: Path, config_id: str, repeats: range) -> None:
+    """Rows of `config_id`'s further repeats in `run`, as an auto run's rounds write them."""
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(run / "configs" / f"{config_id}.parquet")
+    for r in repeats:
+        again = table.set_column(table.schema.get_field_index("repeat"), "repeat", [[r] * table.num_rows])
+        pq.write_table(again, run / "configs" / f"{config_id}-r{r}.parquet")
+
+
+def test_repeats_auto_is_forecast_from_its_first_two_repeats_to_max_repeats_and_as_an_earlier_run_took(results, capsys):
+    """Only what a verdict rests on repeats past two: the strategies at two ranks and their baseline, not world size
+    1 (one rank communicates nothing). Each further repeat pays its steps, its launch and the configuration (not its
+    parity: a first repeat's); each look a round of verdicts."""
+    from harness.analysis.forecast import deciding
+    from harness.commands.console.forecast import Auto, minutes_text
+
+    plan = auto_plan()
+    assert deciding(plan) == {forecast_key(c) for c in plan if c.world_size == 2}
+    w2 = forecast([c for c in plan if c.world_size == 2 and c.repeat == 0], results).steps_s  # a repeat's steps
+    fewest = forecast(plan, results).steps_s + 22 + 4 * 4 + 12 * 2 + 6 * 3  # 4 launches, 12 configurations, 6 firsts
+    most = fewest + 2 * w2 + 2 * 4 + 6 * 2  # 2 repeats more of 3 configurations: 2 launches, 6 configurations
+    say_forecast(plan, results, auto=Auto(4))
+    said = capsys.readouterr().out.splitlines()
+    assert said[0].startswith(f"ddpbench: about {minutes_text(fewest)} here: the steps of 12 of the 12 configurations")
+    assert said[1] == (f"ddpbench: with --repeats auto, about {minutes_text(fewest)} (2 repeats each) to "
+                       f"{minutes_text(most)} (3 configurations its verdicts rest on to --max-repeats 4); no earlier "
+                       "--repeats auto run here measured them (the rounds they took)")  # fmt: skip
+    say_forecast(plan, results, auto=Auto(4, budget_s=90.0))  # no round starts that would end past 90 s
+    assert f"to 1 min 30 s (--budget's end; {minutes_text(most)} at --max-repeats 4)" in capsys.readouterr().out
+    # an earlier auto run here gave stock and local at w2 three repeats (naive two, as it could have no fewer)
+    earlier = earlier_run(results, "took", started="2026-12-05T00:00:00+00:00")
+    meta = json.loads((earlier / "run.json").read_text())
+    (earlier / "run.json").write_text(json.dumps({**meta, "config": {"repeats": "auto"}, "look_sizes": [12],
+                                                  "environment": {"hostname": socket.gethostname()}}))  # fmt: skip
+    for config_id in ("0003-w2-mlp-tiny-local", "0005-w2-mlp-tiny-stock"):
+        more_repeats(earlier, config_id, range(1, 3))
+    stock_local = forecast([c for c in plan if c.world_size == 2 and c.impl != "naive" and c.repeat == 0], results)
+    took = fewest + stock_local.steps_s + 4 + 2 * 2  # a third repeat of two: a launch, two configurations
+    say_forecast(plan, results, auto=Auto(4))
+    assert (
+        capsys.readouterr()
+        .out.splitlines()[1]
+        .endswith(f"; {minutes_text(took)} as earlier run took here repeated the same (2 to 3 repeats)")
+    )
+
+
+def forecast_key(cfg):
+    from harness.analysis.forecast import _key
+
+    return _key(cfg)
+
+
+def test_a_runs_fixed_cost_splits_parity_over_its_first_repeats_and_verdicts_over_its_rounds(results):
+    """make bench's runs on one machine paid 0.3 s (16 repeats) to 2.4 s (2 repeats) a configuration while parity was
+    spread over every repeat, which judges it once (judges_parity)."""
+    from harness.handoff.fixed_cost import measured
+    from harness.results import store
+
+    split = {**SPLIT, "verdicts": 6.0, "other": 6.0}
+    run = earlier_run(results, "rounds", started="2026-12-05T00:00:00+00:00", split=split, launched=9, launches=3)
+    more_repeats(run, "0005-w2-mlp-tiny-stock", range(1, 4))  # 3 more repeats: 9 launched, 6 first
+    meta = store.read_run_meta(run)
+    found = measured(run, {**meta, "look_sizes": [6, 7]})  # judged after 3 rounds
+    assert (found.first_s, found.configuration_s, found.round_s) == (3.0, pytest.approx(12 / 9), 2.0)
+    assert (found.launch_s, found.once_s) == (pytest.approx(8 / 3), pytest.approx(100 - 40 - 8 - 12 - 18 - 6))
+
+
+def test_each_models_flops_are_counted_once_and_again_only_where_their_key_changes(results, capsys, slow_cpu,
+                                                                                   tmp_path, monkeypatch):  # fmt: skip
+    """The FLOPs floor's count (5-6 s of a dry run here, torch's compiler imported for it) is kept in the user's cache
+    (measure.meta_counts), by the model's spec, size, options and source."""
+    from harness.measure import meta_counts, pace
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    counted = []
+    real = pace.training_flops_per_sample
+    monkeypatch.setattr(pace, "training_flops_per_sample", lambda workload: counted.append(1) or real(workload))
+    unmeasured = [dataclasses.replace(planned("stock", 2), batch_size=16)]
+    say_forecast(unmeasured, results)
+    first = capsys.readouterr().out
+    assert "the steps of the configuration at least 2 s by their FLOPs" in first and len(counted) == 1
+    say_forecast(unmeasured, results)  # the second dry run: from the cache, the same line
+    assert capsys.readouterr().out == first and len(counted) == 1
+    say_forecast([dataclasses.replace(unmeasured[0], workload_options={"classes": 7})], results)
+    assert len(counted) == 2  # another model: counted
+    monkeypatch.setattr(meta_counts, "_versions", lambda: {"torch": "another"})
+    say_forecast(unmeasured, results)
+    assert len(counted) == 3  # another torch: counted again

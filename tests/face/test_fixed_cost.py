@@ -11,7 +11,7 @@ import pytest
 
 from harness import cli
 from harness.commands import console
-from harness.commands.console import plan
+from harness.commands.console import forecast
 from harness.handoff import costs
 
 
@@ -62,14 +62,15 @@ def test_a_dry_run_takes_the_fixed_cost_from_an_earlier_runs_split(small_run, ca
     summary = json.loads((small_run / "summary.json").read_text())["session"]
     paid = summary["wall_s"] - summary["phases_s"]["steps"]
     measured = fixed_cost.measured(small_run, store.read_run_meta(small_run))
-    assert summary["launches"] == 2 and measured.for_plan(2, summary["launched"]) == pytest.approx(paid)
+    shape = fixed_cost.Shape(2, summary["launched"], summary["launched"])  # one repeat: each a first
+    assert summary["launches"] == 2 and measured.for_plan(shape) == pytest.approx(paid)
     flags = ["--gpus", "2", "--impls", "naive,flat,stock,bucketed,dataparallel", "--workloads", "mlp", "--size", "tiny",
              "--steps", "4", "--warmup", "2", "--repeats", "1", "--results", str(small_run.parent)]  # fmt: skip
     assert cli.main(["bench", "--dry-run", *flags]) == 0
     line = next(line for line in capsys.readouterr().out.splitlines() if "of fixed cost" in line)
     assert (
         line.startswith("ddpbench: about ")
-        and f"plus about {plan._minutes_text(paid)} of fixed cost (2 launches" in line
+        and f"plus about {forecast.minutes_text(paid)} of fixed cost (2 launches" in line
     )
     assert line.endswith("as 1 earlier run of 2 simulated GPUs here measured it (e2e)")
     # the run's own last line said the same split: a configuration's cost is not the whole fixed cost over their count
@@ -85,6 +86,5 @@ def summarized(run) -> str:
 
     summary = json.loads((run / "summary.json").read_text())["session"]
     with redirect_stdout(io.StringIO()) as out:
-        console.fixed_cost_split(summary["wall_s"], summary["phases_s"], configurations=summary["launched"],
-                                 launches=summary["launches"])  # fmt: skip
+        console.fixed_cost_split(summary["wall_s"], summary["phases_s"], run=run)
     return next(line for line in out.getvalue().splitlines() if "fixed cost" in line)

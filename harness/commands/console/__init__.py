@@ -245,31 +245,37 @@ def _step_words(state: dict | None, cfg: Configuration) -> str:
     return f"warm-up step {step}/{cfg.warmup}" if step <= cfg.warmup else f"step {step - cfg.warmup}/{cfg.steps}"
 
 
-def fixed_cost_split(wall_s: float, seconds: dict[str, float], *, configurations: int, launches: int) -> None:
+def fixed_cost_split(wall_s: float, seconds: dict[str, float], *, run) -> None:
     """Where the run's wall time went, phase by phase (harness.handoff.costs), the rest as `other` (summary.json's
-    session `phases_s`, which holds it); and the fixed cost split as a dry run splits it (handoff.fixed_cost): the
-    `launches` and the `configurations` this session launched (a skipped one launches nothing) at their cost, and
-    what it paid once."""
+    session `phases_s`, which holds it); and the fixed cost split as a dry run of it splits it (handoff.fixed_cost,
+    from the same summary.json): its launches, its configurations launched (a skipped one launches nothing) and
+    their first repeats at their cost, and what it paid once."""
     from harness.handoff.costs import PHASES
-    from harness.handoff.fixed_cost import split
+    from harness.handoff.fixed_cost import session_split
 
     if not set(seconds) - {"other"}:
         return
     parts = [f"{phase} {seconds[phase]:.1f}" for phase in PHASES if seconds.get(phase, 0.0) >= 0.05]
     say(f"ddpbench: where the {seconds_text(wall_s)} went (s): {', '.join(parts)}, other {seconds['other']:.1f}")
     fixed = wall_s - seconds.get("steps", 0.0)
-    if configurations:
-        measured = split("", seconds, wall_s, launches=launches, configurations=configurations)
-        each = f": {fixed_cost_parts(measured, launches, configurations)}" if measured else ""
-        say(f"ddpbench: fixed cost {seconds_text(fixed)} beyond the timed steps{each}")
+    found = session_split(run)
+    each = f": {fixed_cost_parts(*found)}" if found else ""
+    say(f"ddpbench: fixed cost {seconds_text(fixed)} beyond the timed steps{each}")
 
 
-def fixed_cost_parts(measured, launches: int, configurations: int) -> str:
+def fixed_cost_parts(measured, shape) -> str:
     """'2 launches at 1.6 s, 6 configurations at 0.13 s, 3.6 s once': a fixed cost split (handoff.fixed_cost's
-    Measured) over the launches and configurations it is paid for."""
-    return (f"{launches} launch{'es' * (launches != 1)} at {measured.launch_s:.2g} s, {configurations} "
-            f"configuration{'s' * (configurations != 1)} at {measured.configuration_s:.2g} s, "
-            f"{measured.once_s:.2g} s once")  # fmt: skip
+    Measured) over a run's `shape` (its Shape): a first repeat's more said apart where not every configuration is
+    one, a round of verdicts' within once."""
+    each, first = measured.configuration_s, ""
+    if shape.firsts == shape.configurations:  # every one a first repeat: one cost a configuration
+        each += measured.first_s
+    elif shape.firsts and measured.first_s:
+        first = f" and {measured.first_s:.2g} s more for each of their {shape.firsts} first repeats (parity)"
+    once = measured.once_s + shape.rounds * measured.round_s
+    return (f"{shape.launches} launch{'es' * (shape.launches != 1)} at {measured.launch_s:.2g} s, "
+            f"{shape.configurations} configuration{'s' * (shape.configurations != 1)} at {each:.2g} s{first}, "
+            f"{once:.2g} s once")  # fmt: skip
 
 
 def recommendations(frame: pd.DataFrame) -> None:

@@ -3,14 +3,15 @@ its warm-up, a strategy that will save nothing, and its configurations (`--dry-r
 
 from __future__ import annotations
 
-from harness.commands.console import fixed_cost_parts, say, warning
+from harness.commands.console import say, warning
+from harness.commands.console.forecast import Auto, flops_floor, minutes_text, say_forecast
 from harness.commands.console.profiling import warn_if_busy
 from harness.config.ranks import available_cpus
 
 
-def say_plan(plan, *, requested_dtype: str, grows: bool = False, dry: bool = False) -> None:
-    """The device, the precision, and the run's first configurations (`grows`: --repeats auto may add rounds; `dry`:
-    --dry-run's plan, every configuration listed and nothing made)."""
+def say_plan(plan, *, requested_dtype: str, grows: bool = False, dry: bool = False, auto: Auto | None = None) -> None:
+    """The device, the precision, and the run's first configurations (`grows`: --repeats auto may add rounds, up to
+    `auto`'s bounds; `dry`: --dry-run's plan, every configuration listed and nothing made, and its time forecast)."""
     worlds = sorted({c.world_size for c in plan.configurations})
     if plan.device == "cpu":
         say(f"ddpbench: no GPU in use: running on the CPU with the gloo backend, one process per simulated "
@@ -39,125 +40,9 @@ def say_plan(plan, *, requested_dtype: str, grows: bool = False, dry: bool = Fal
     more = ", to start (--repeats auto adds the repeats its open verdicts need)" if deciding else ""
     if dry:
         _list_planned(plan.configurations, more)
-        say_forecast(plan.configurations, plan.run, threads=plan.threads_per_rank)
+        say_forecast(plan.configurations, plan.run, threads=plan.threads_per_rank, auto=auto if grows else None)
         return
     say(f"ddpbench: run {plan.run_id}: {count} configuration{'s' if count != 1 else ''}{more} -> {plan.run}/")
-
-
-def say_forecast(configurations, results, *, threads: int = 1) -> None:
-    """How long the planned run will take here: the steps as the runs already in `results` measured them
-    (analysis.forecast), for the configurations none measured at least as long as their FLOPs take at this device's
-    best (measure.pace: said as a floor), plus the fixed cost a launch and a configuration as the earlier runs here
-    with as many GPUs measured it (handoff.fixed_cost), or said not counted where none did."""
-    from harness.analysis.forecast import forecast
-    from harness.handoff.fixed_cost import fixed_cost, largest_world
-
-    found = forecast(configurations, results)
-    if found is None or not found.total:  # nothing planned, or every configuration skipped here: nothing to time
-        return
-    floor = _flops_floor(found.unmeasured, threads=threads)
-    by_flops = f"at least {_minutes_text(floor[0])} by their FLOPs at {floor[2]}" if floor else ""
-    if floor and floor[1] < len(found.unmeasured):
-        by_flops += f" (the other {len(found.unmeasured) - floor[1]} not counted: their FLOPs could not be)"
-    fixed = fixed_cost(configurations, results, launched=found.total)
-    world = largest_world(configurations)
-    gpus = f"{world} {'simulated ' if configurations[0].device == 'cpu' else ''}GPU{'s' * (world != 1)}"
-    if not found.known and not floor and fixed is None:
-        say(f"ddpbench: no time forecast: no earlier run here in {str(results)!r} measured these configurations, nor "
-            f"the fixed cost of a run of {gpus} (the progress line gives one once the run has a pace)")  # fmt: skip
-        return
-    unknown = found.total - found.known
-    steps = by_flops or "not counted: never measured here"
-    parts = [*([f"the steps of {found.known} of the {found.total} configurations as last measured in "
-                f"{str(results)!r}"] if found.known else []),
-             *([f"the other {unknown}'s steps {steps}" if found.known else
-                f"the steps of {_all(found.total)} {steps}"] if unknown else [])]  # fmt: skip
-    total = found.steps_s + (floor[0] if floor else 0.0) + (fixed.total_s if fixed else 0.0)
-    about = "about" if not unknown and fixed else "at least"
-    say(f"ddpbench: {about} {_minutes_text(total)} here: {'; '.join(parts)}; {_fixed_text(fixed, gpus, results)}")
-
-
-def _fixed_text(fixed, gpus: str, results) -> str:
-    """'plus about 40 s of fixed cost (4 launches at 3.1 s, …) as 2 earlier runs of 2 simulated GPUs here measured
-    it (A, B: 36 s to 44 s)', or that none did."""
-    if fixed is None:
-        return (f"no earlier run of {gpus} here in {str(results)!r} measured the fixed cost (launches, imports, "
-                "building, parity: not counted)")  # fmt: skip
-    runs = len(fixed.measured)
-    typical = fixed.typical  # the median run: its parts add up to the figure
-    split = fixed_cost_parts(typical, fixed.launches, fixed.configurations) + (
-        f": the median's, {typical.run}" if len(fixed.measured) > 1 else ""
-    )
-    low, high = fixed.spread_s
-    spread = f": {_minutes_text(low)} to {_minutes_text(high)}" if runs > 1 else ""
-    names = ", ".join(m.run for m in fixed.measured)
-    which = f"the newest {runs} of {fixed.counted}" if fixed.counted > runs else str(runs)
-    other = (
-        ""
-        if fixed.alike
-        else "; they ran none of these workloads at these sizes: building and parity cost with the model"
-    )
-    return (f"plus about {_minutes_text(fixed.total_s)} of fixed cost ({split}) as {which} earlier "
-            f"run{'s' * (fixed.counted != 1)} of {gpus} here measured it ({names}{spread}){other}")  # fmt: skip
-
-
-def _flops_floor(configurations, *, threads: int) -> tuple[float, int, str] | None:
-    """The least time `configurations`' steps take by their FLOPs (measure.pace), as (seconds, how many could be
-    counted, the pace they were counted at); None where none could be counted or the device's pace is not known."""
-    from harness.measure import pace
-
-    if not configurations:
-        return None
-    rate, how = _best_pace(configurations[0], threads=threads)
-    if rate is None:
-        return None
-    per_sample: dict[tuple, float | None] = {}
-    counted, seconds = 0, 0.0
-    cores = available_cpus() if configurations[0].device == "cpu" else None
-    for cfg in configurations:
-        key = (cfg.workload_spec or cfg.workload, cfg.size, cfg.workload_options_json)
-        if key not in per_sample:
-            per_sample[key] = pace.training_flops_per_sample(cfg.make_workload())
-        if per_sample[key]:
-            counted += 1
-            seconds += pace.compute_floor_s(cfg, flops_per_sample=per_sample[key], flops_per_s=rate, threads=threads,
-                                            cores=cores)  # fmt: skip
-    if not counted:
-        return None
-    return seconds, counted, f"{how} (a model's step runs slower)"
-
-
-def _best_pace(cfg, *, threads: int) -> tuple[float | None, str]:
-    """The most FLOP/s a rank of `cfg` computes here, and how that was found: a matmul timed now on the CPU, the
-    datasheet's dense peak on a GPU (None where its GPU is not listed)."""
-    if cfg.device == "cpu":
-        from harness.measure.pace import cpu_flops_per_s
-
-        rate = cpu_flops_per_s(threads)
-        return rate, f"this CPU's best fp32 matmul, {rate / 1e9:.3g} GFLOP/s on a rank's {threads} thread(s), timed now"
-    import torch
-
-    from harness.config.precision import peak_tflops
-
-    name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
-    peak = peak_tflops(name, cfg.dtype, tf32=cfg.tf32)
-    return (peak * 1e12, f"the {name}'s datasheet peak, {peak:g} TFLOP/s") if peak else (None, "")
-
-
-def _all(count: int) -> str:
-    return "the configuration" if count == 1 else f"all {count} configurations"
-
-
-def _minutes_text(seconds: float) -> str:
-    """'42 s', '2 min 30 s' (to 10 s), '1.5 h': a forecast finer than the progress line's whole minutes."""
-    if seconds < 0.95:
-        return f"{seconds:.1g} s"
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        minutes, rest = divmod(round(seconds / 10) * 10, 60)
-        return f"{minutes:.0f} min {rest:.0f} s" if rest else f"{minutes:.0f} min"
-    return f"{seconds / 3600:.1f} h"
 
 
 def say_warmup(configurations) -> None:
@@ -244,10 +129,10 @@ def warn_long_full_size(configurations, *, threads: int) -> None:
     from harness.config.grid import skip_reason
 
     heavy = [c for c in configurations if _may_be_large(c) and not skip_reason(c)]
-    floor = _flops_floor(heavy, threads=threads)
+    floor = flops_floor(heavy, threads=threads)
     if floor and floor[0] >= LONG_S:
         warning(f"the steps of {len(heavy)} configuration(s) at their full size or as --wopt sets them take at least "
-                f"{_minutes_text(floor[0])} here by their FLOPs at {floor[2]}; a smaller model takes far less, and "
+                f"{minutes_text(floor[0])} here by their FLOPs at {floor[2]}; a smaller model takes far less, and "
                 "predict --run (with --train-wopt) counts the one you will train from it")  # fmt: skip
 
 

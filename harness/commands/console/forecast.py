@@ -1,0 +1,188 @@
+"""`bench --dry-run`'s time forecast: how long the planned run will take here, from the steps the runs already in its
+results folder measured (harness.analysis.forecast), a floor from their FLOPs for the configurations none measured
+(measure.pace, each model's count kept in the user's cache: measure.meta_counts), and the fixed cost earlier runs
+with as many GPUs paid (harness.handoff.fixed_cost). Under `--repeats auto`, a line more: the range its rounds may
+take, from the first two repeats to `--max-repeats` (or `--budget`), and as the newest earlier auto run here took
+the same configurations."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from harness.commands.console import fixed_cost_parts, say
+from harness.config.ranks import available_cpus
+
+
+@dataclasses.dataclass(frozen=True)
+class Auto:
+    """`--repeats auto`'s bounds: the most repeats a configuration gets, and the wall time no round may end past."""
+
+    max_repeats: int
+    budget_s: float | None = None
+
+
+def say_forecast(configurations, results, *, threads: int = 1, auto: Auto | None = None) -> None:
+    """How long the planned run will take here: the steps as the runs already in `results` measured them, for the
+    configurations none measured at least as long as their FLOPs take at this device's best (said as a floor), plus
+    the fixed cost a launch and a configuration as the earlier runs here with as many GPUs measured it, or said not
+    counted where none did; with `auto`, the range its rounds may take."""
+    from harness.analysis.forecast import forecast, medians_here
+    from harness.handoff.fixed_cost import fixed_cost, largest_world
+
+    if not configurations:
+        return
+    medians = medians_here(configurations, results)
+    found = forecast(configurations, results, medians=medians)
+    if not found.total:  # every configuration skipped here: nothing to time
+        return
+    pace = _best_pace(configurations[0], threads=threads) if found.unmeasured else (None, "")
+    floor = _flops_floor(found.unmeasured, threads=threads, pace=pace)
+    by_flops = f"at least {minutes_text(floor[0])} by their FLOPs at {floor[2]}" if floor else ""
+    if floor and floor[1] < len(found.unmeasured):
+        by_flops += f" (the other {len(found.unmeasured) - floor[1]} not counted: their FLOPs could not be)"
+    fixed = fixed_cost(configurations, results)
+    world = largest_world(configurations)
+    gpus = f"{world} {'simulated ' if configurations[0].device == 'cpu' else ''}GPU{'s' * (world != 1)}"
+    if not found.known and not floor and fixed is None:
+        say(f"ddpbench: no time forecast: no earlier run here in {str(results)!r} measured these configurations, nor "
+            f"the fixed cost of a run of {gpus} (the progress line gives one once the run has a pace)")  # fmt: skip
+        return
+    unknown = found.total - found.known
+    steps = by_flops or "not counted: never measured here"
+    parts = [*([f"the steps of {found.known} of the {found.total} configurations as last measured in "
+                f"{str(results)!r}"] if found.known else []),
+             *([f"the other {unknown}'s steps {steps}" if found.known else
+                f"the steps of {_all(found.total)} {steps}"] if unknown else [])]  # fmt: skip
+    total = found.steps_s + (floor[0] if floor else 0.0) + (fixed.total_s if fixed else 0.0)
+    about = "about" if not unknown and fixed else "at least"
+    say(f"ddpbench: {about} {minutes_text(total)} here: {'; '.join(parts)}; {_fixed_text(fixed, gpus, results)}")
+    if auto is not None:
+
+        def timed(planned, rounds: int) -> float:
+            return _total(planned, results, medians, fixed, threads, pace, rounds)
+
+        _say_rounds(configurations, results, auto, about=about, fewest_s=total, timed=timed)
+
+
+def _say_rounds(configurations, results, auto: Auto, *, about: str, fewest_s: float, timed) -> None:
+    """`--repeats auto`'s range, in one line: the plan as listed (2 repeats each, judged once) to the configurations
+    its verdicts rest on run to --max-repeats (judged at each look), or the budget's end where that comes first; and
+    the same as the newest earlier auto run here repeated them, where one measured them."""
+    from harness.analysis.decide import looks
+    from harness.analysis.forecast import deciding, grown, repeats_taken
+
+    keys = deciding(configurations)
+    if not keys:
+        return
+    most = auto.max_repeats
+    most_s = timed(grown(configurations, dict.fromkeys(keys, most)), len(looks(most)))
+    ends = f"{len(keys)} configurations its verdicts rest on to --max-repeats {most}"
+    if auto.budget_s is not None and most_s > max(fewest_s, auto.budget_s):
+        most_s, ends = max(fewest_s, auto.budget_s), f"--budget's end; {minutes_text(most_s)} at --max-repeats {most}"
+    taken, runs = repeats_taken(configurations, results)
+    taken = {key: min(max(n, 2), most) for key, n in taken.items() if key in keys}
+    if taken:
+        rounds = len([n for n in looks(most) if n <= max(taken.values())])
+        earlier_s = timed(grown(configurations, taken), rounds)
+        which = f"run {runs[0]}" if len(runs) == 1 else f"runs {', '.join(runs)}"
+        some = "the same" if len(taken) == len(keys) else f"{len(taken)} of the {len(keys)}"
+        low, high = min(taken.values()), max(taken.values())
+        reps = f"{low} to {high} repeats" if low != high else f"{low} repeats"
+        history = f"; {minutes_text(earlier_s)} as earlier {which} here repeated {some} ({reps})"
+    else:
+        history = "; no earlier --repeats auto run here measured them (the rounds they took)"
+    say(f"ddpbench: with --repeats auto, {about} {minutes_text(fewest_s)} (2 repeats each) to {minutes_text(most_s)} "
+        f"({ends}){history}")  # fmt: skip
+
+
+def _total(planned, results, medians, fixed, threads: int, pace, rounds: int) -> float:
+    """The forecast of `planned` (the plan grown by rounds): its steps, its floor and its fixed cost."""
+    from harness.analysis.forecast import forecast
+
+    found = forecast(planned, results, medians=medians)
+    floor = _flops_floor(found.unmeasured, threads=threads, pace=pace)
+    return found.steps_s + (floor[0] if floor else 0.0) + (fixed.of(planned, rounds=rounds).total_s if fixed else 0.0)
+
+
+def _fixed_text(fixed, gpus: str, results) -> str:
+    """'plus about 40 s of fixed cost (4 launches at 3.1 s, …) as 2 earlier runs of 2 simulated GPUs here measured
+    it (A, B: 36 s to 44 s)', or that none did."""
+    if fixed is None:
+        return (f"no earlier run of {gpus} here in {str(results)!r} measured the fixed cost (launches, imports, "
+                "building, parity: not counted)")  # fmt: skip
+    runs, typical = len(fixed.measured), fixed.typical  # the median run: its parts add up
+    split = fixed_cost_parts(typical, fixed.shape) + (f": the median's, {typical.run}" if runs > 1 else "")
+    low, high = fixed.spread_s
+    spread = f": {minutes_text(low)} to {minutes_text(high)}" if runs > 1 else ""
+    names = ", ".join(m.run for m in fixed.measured)
+    which = f"the newest {runs} of {fixed.counted}" if fixed.counted > runs else str(runs)
+    other = (
+        ""
+        if fixed.alike
+        else "; they ran none of these workloads at these sizes: building and parity cost with the model"
+    )
+    return (f"plus about {minutes_text(fixed.total_s)} of fixed cost ({split}) as {which} earlier "
+            f"run{'s' * (fixed.counted != 1)} of {gpus} here measured it ({names}{spread}){other}")  # fmt: skip
+
+
+def flops_floor(configurations, *, threads: int) -> tuple[float, int, str] | None:
+    """The least time `configurations`' steps take by their FLOPs, as (seconds, how many could be counted, the pace
+    they were counted at); None where none could be counted or the device's pace is not known."""
+    if not configurations:
+        return None
+    return _flops_floor(configurations, threads=threads, pace=_best_pace(configurations[0], threads=threads))
+
+
+def _flops_floor(configurations, *, threads: int, pace: tuple[float | None, str]) -> tuple[float, int, str] | None:
+    """flops_floor at `pace` (_best_pace's): each model's FLOPs a sample from the user's cache (measure.meta_counts:
+    counted once per model, its options and its source; the count took 5-6 s of a dry run here)."""
+    rate, how = pace
+    if not configurations or rate is None:
+        return None
+    from harness.measure import meta_counts
+    from harness.measure.pace import compute_floor_s
+
+    counted, seconds = 0, 0.0
+    cores = available_cpus() if configurations[0].device == "cpu" else None
+    for cfg in configurations:
+        kept = meta_counts.flops(cfg.workload_spec or cfg.workload, cfg.size, cfg.workload_options)
+        if kept:
+            counted += 1
+            seconds += compute_floor_s(cfg, flops_per_sample=kept["flops_per_sample"], flops_per_s=rate,
+                                       threads=threads, cores=cores)  # fmt: skip
+    if not counted:
+        return None
+    return seconds, counted, f"{how} (a model's step runs slower)"
+
+
+def _best_pace(cfg, *, threads: int) -> tuple[float | None, str]:
+    """The most FLOP/s a rank of `cfg` computes here, and how that was found: a matmul timed now on the CPU, the
+    datasheet's dense peak on a GPU (None where its GPU is not listed)."""
+    if cfg.device == "cpu":
+        from harness.measure.pace import cpu_flops_per_s
+
+        rate = cpu_flops_per_s(threads)
+        return rate, f"this CPU's best fp32 matmul, {rate / 1e9:.3g} GFLOP/s on a rank's {threads} thread(s), timed now"
+    import torch
+
+    from harness.config.precision import peak_tflops
+
+    name = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    peak = peak_tflops(name, cfg.dtype, tf32=cfg.tf32)
+    return (peak * 1e12, f"the {name}'s datasheet peak, {peak:g} TFLOP/s") if peak else (None, "")
+
+
+def _all(count: int) -> str:
+    return "the configuration" if count == 1 else f"all {count} configurations"
+
+
+def minutes_text(seconds: float) -> str:
+    """'42 s', '2 min 30 s' (to 10 s), '1.5 h': a forecast finer than the progress line's whole minutes."""
+    if seconds < 0.95:
+        return f"{seconds:.1g} s"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        minutes, rest = divmod(round(seconds / 10) * 10, 60)
+        return f"{minutes:.0f} min {rest:.0f} s" if rest else f"{minutes:.0f} min"
+    return f"{seconds / 3600:.1f} h"
