@@ -271,7 +271,8 @@ def fixed_cost_parts(measured, shape) -> str:
     if shape.firsts == shape.configurations:  # every one a first repeat: one cost a configuration
         each += measured.first_s
     elif shape.firsts and measured.first_s:
-        first = f" and {measured.first_s:.2g} s more for each of their {shape.firsts} first repeats (parity)"
+        first = (f" and {measured.first_s:.2g} s more for each of their {shape.firsts} first repeats (parity, "
+                 "model info, gradient profile)")  # fmt: skip
     once = measured.once_s + shape.rounds * measured.round_s
     return (f"{shape.launches} launch{'es' * (shape.launches != 1)} at {measured.launch_s:.2g} s, "
             f"{shape.configurations} configuration{'s' * (shape.configurations != 1)} at {each:.2g} s{first}, "
