@@ -22,12 +22,12 @@ from reports import aggregate
 from reports.aggregate import RunData, machine_summary, precision
 from reports.pages import alerts, answer, takeaways
 from reports.pages.html import FigureList, esc, facts_table, format_number, name_html, page, reproduce_html, table
+from reports.pages.model_section import model_section
 from reports.pages.run_sections import (
     bucket_section,
     config_cell,
     fastest_section,
     memory_section,
-    model_section,
     scaling_section,
     takeaway,
     time_section,

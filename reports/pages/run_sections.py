@@ -1,6 +1,7 @@
 """The run page's sections, one per question it answers (which strategy is fastest, how it scales,
-which bucket cap, where the time goes, how far from the floor, what memory costs, whether to trust
-it), each a heading, its figures with a one-line caption, and its small tables.
+which bucket cap, where the time goes, what memory costs, whether to trust it), each a heading, its figures
+with a one-line caption, and its small tables; how far from the floor and whether the model agrees is
+`reports.pages.model_section`'s.
 """
 
 from __future__ import annotations
@@ -9,12 +10,11 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis import agreement, roles, stats, sweep, why
+from harness.analysis import roles, stats, sweep, why
 from harness.results.values import options_words, strategy_label
 from reports import aggregate
 from reports.aggregate import RunData, world_sizes
 from reports.figures import gap as gapfigures
-from reports.figures import network as netfigures
 from reports.figures import steps as stepfigures
 from reports.figures import strategies as figures
 from reports.figures import timeline as timelinefigures
@@ -24,7 +24,6 @@ from reports.figures.captions import (
     GAP_REPEATS,
     MEMORY_REPEATS,
     NOISE_REPEATS,
-    NOT_BEATEN,
     ONE_REPEAT_EACH,
     OR_REFERENCE_ITSELF,
     POOLED,
@@ -301,100 +300,3 @@ def trust_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     parts.append("<h3>Gradient parity</h3>" + parity_table(run.configs))
     parts.append(evidence.decisions_section(run.decisions, run.meta.get("config") or {}))
     return "\n".join(parts)
-
-
-def model_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
-    """How far each strategy is from the physical limit, and whether the step-time model agrees with the sweeps."""
-    parts = ["<h2 id=model>4b. How far from the floor, and does the model agree?</h2>"]
-    if run.floor.empty and run.predictions.empty:
-        parts.append(
-            "<p>No network measurement for this run: <code>ddpbench collectives</code> on the same machine, into "
-            "the same results folder (or <code>--busbw</code> to <code>ddpbench predict</code>), then "
-            "<code>ddpbench report</code>, adds the communication floor and the predicted bucket-cap curves.</p>"
-        )
-        return "\n".join(parts)
-    for workload in workloads:
-        if not run.floor.empty:
-            parts.append(floor_figure(run, workload, figs))
-        for world in sorted(run.predictions.loc[run.predictions["workload"] == workload, "world_size"].unique()):
-            figure = netfigures.predicted_vs_measured(run.predictions, workload=workload, world_size=int(world))
-            parts.append(figs.add(figure, CAPTIONS["model"]))
-    if not run.predictions.empty:
-        parts.append(prediction_error_table(run.predictions, run.recommendations))
-    return "\n".join(parts)
-
-
-def floor_figure(run: RunData, workload: str, figs: FigureList) -> str:
-    """The step-against-floor figure, its caption naming the configurations it leaves out (no floor row);
-    a sentence instead where none of the workload's configurations has a floor."""
-    shown, note = one_repeat_each(run.configs)
-    absent = netfigures.without_floor(shown, run.floor, workload=workload)
-    left_out = f" Not shown here, having no floor: {', '.join(absent)}." if absent else ""
-    drawn = netfigures.with_floor(shown, run.floor, workload=workload)
-    if drawn.empty:
-        return takeaway(workload, "no configuration has a communication floor." + left_out)
-    figure = netfigures.step_vs_floor(shown, run.floor, workload=workload)
-    # Where a drawn bar is below its tick, the page says so beside the figure, with the floor's own spread.
-    below = alerts.figure_below_floor(drawn, run.configs[run.configs["workload"] == workload])
-    return figs.add(figure, CAPTIONS["floor"] + left_out, once=note) + below
-
-
-# The model's variants (as harness.perfmodel.predict.VARIANTS; reports read results, never the model's code).
-MODEL_VARIANTS = (
-    ("predicted_raw_ms", "raw profile"),
-    ("predicted_raw_contention_ms", "raw profile, with measured contention"),
-    ("predicted_ms", "calibrated on the run's one-rank steps"),
-    ("predicted_contention_ms", "calibrated, with measured contention"),
-)
-
-
-def describe_error(error: dict) -> str:
-    """'MAPE 4.0%; best cap 5 or 25 MiB (tied) vs measured 25 MiB (0 grid step(s) apart)': every cap the
-    prediction (and the measurement) cannot tell from its fastest (agreement.tied_best), and the grid steps
-    between the two sets at their closest."""
-    missed = f" (over the {agreement.TARGET_MAPE:.0%} target)" if error["mape"] > agreement.TARGET_MAPE else ""
-    return (
-        f"MAPE {error['mape']:.1%}{missed}; best cap {agreement.caps_text(error['best_predicted_caps_mb'])} vs "
-        f"measured {agreement.caps_text(error['best_measured_caps_mb'])} ({error['best_cap_grid_steps']} grid step(s) "
-        "apart)"
-    )
-
-
-def among_as_good(error: dict, as_good: list[float] | None, caps=()) -> str:
-    """Whether the prediction's best (any of its tied caps) is a cap the sweep's best does not beat; where that is
-    every cap of the sweep (`caps`), that the check says nothing."""
-    if as_good is None:
-        return ""
-    if caps is not None and len(caps) and agreement.tells_no_cap_apart(caps, as_good):
-        return "; the sweep calls every cap as good: no check of the best cap"
-    picked = error["best_predicted_caps_mb"]
-    inside = [cap for cap in picked if cap in as_good]
-    if not inside:
-        return "; not among the measured 'as good' caps"
-    if len(inside) == len(picked):
-        return "; among the measured 'as good' caps"
-    return f"; {agreement.caps_text(inside).removesuffix(' (tied)')} among the measured 'as good' caps"
-
-
-def prediction_error_table(predictions: pd.DataFrame, recommendations: pd.DataFrame | None = None) -> str:
-    """Per sweep: each model variant's error, its best caps (ties included) against the measured ones, and
-    whether they are among the caps the sweep's best does not beat (a flat optimum: equivalent_caps_mb)."""
-    rows = []
-    for (workload, size, world), group in predictions.groupby(["workload", "size", "world_size"]):
-        cells = [esc(workload), esc(size), esc(aggregate.world_label(int(world))), esc(group["network"].iloc[0])]
-        as_good = sweep.as_good_caps(recommendations if recommendations is not None else pd.DataFrame(),
-                                     workload=workload, size=size, world=int(world))  # fmt: skip
-        for column, _ in MODEL_VARIANTS:
-            if column in group and group[column].notna().all() and len(group) > 1:
-                error = agreement.prediction_error(group["bucket_cap_mb"], group["measured_ms"], group[column])
-                cells.append(esc(describe_error(error) + among_as_good(error, as_good, group["bucket_cap_mb"])))
-            else:
-                cells.append("not available")
-        rows.append(cells)
-    head = ["workload", "size", "world size", "network", *(f"model: {label}" for _, label in MODEL_VARIANTS)]
-    return (
-        f"<h3>Model error</h3><p>Target: MAPE ≤ {agreement.TARGET_MAPE:.0%} and the best cap within one grid step. "
-        f"'As good' caps are those of the sweep {NOT_BEATEN} (judged as the cap table above judges them: Welch's t "
-        f"over repeats, launch by launch from {stats.PAIRED_FROM} repeats that ran side by side). Several best caps "
-        f"are a tie: each within {agreement.TIE_TOLERANCE:.1%} of the fastest.</p>" + table(head, rows)
-    )

@@ -20,7 +20,7 @@ from harness.results import store
 from reports import aggregate
 from reports.figures import captions
 from reports.figures import network as netfigures
-from reports.pages import answer, run_page, run_sections
+from reports.pages import answer, model_section, run_page, run_sections
 from reports.pages import html as pages_html
 from reports.pages.html import FigureList
 
@@ -119,7 +119,7 @@ def test_the_floor_caption_names_what_it_leaves_out_and_a_workload_without_a_flo
     run = aggregate.RunData(meta={}, configs=configs, ranks=pd.DataFrame(), phases=pd.DataFrame(),
                             boxes=pd.DataFrame(), series=pd.DataFrame(), floor=floor,
                             predictions=pd.DataFrame(columns=["workload", "world_size"]))  # fmt: skip
-    section = run_sections.model_section(run, ["mlp", "gpt2"], FigureList())
+    section = model_section.model_section(run, ["mlp", "gpt2"], FigureList())
     mlp, gpt2 = section.split("<b>gpt2:</b>")
     assert mlp.count('class="plotly-graph-div"') == 1 and 'class="plotly-graph-div"' not in gpt2
     caption = text(re.search(r'<p class="caption">(.*?)</p>', mlp).group(1))
@@ -158,7 +158,7 @@ def test_a_bar_and_a_winner_below_their_floor_are_named_with_the_spread_of_local
     noisy 98.8 ms repeat) while the caption said it could not: the page now says so beside the figure and the answer."""
     run = below_floor_run()
     assert run.floor.set_index("config_id")["floor_ms"]["stock-r0"] == pytest.approx(70.71, abs=0.01)
-    section = text(run_sections.model_section(run, ["mlp"], FigureList()))
+    section = text(model_section.model_section(run, ["mlp"], FigureList()))
     assert ("Below the floor at 2 ranks: stock · w2 drawn at 60.00 ms, under its floor of 70.71 ms (its 2 repeats "
             "60.00–61.00 ms). There the floor is local's step, the geometric mean of its repeats' medians: local's 2 "
             "repeats spread 50.00–100.00 ms, so the floor is measured noisily.") in section  # fmt: skip
@@ -186,11 +186,11 @@ def tied_prediction() -> dict:
 def test_a_tied_predicted_best_is_shown_as_every_tied_cap():
     error = tied_prediction()
     assert error["best_predicted_caps_mb"] == [5.0, 25.0] and error["best_measured_caps_mb"] == [5.0]
-    assert run_sections.describe_error(error) == (
+    assert model_section.describe_error(error) == (
         f"MAPE {error['mape']:.1%}; best cap 5 or 25 MiB (tied) vs measured 5 MiB (0 grid step(s) apart)"
     )
     missed = {**error, "mape": 0.392}  # a review's run: 39-49 % beside 'Target: MAPE ≤ 10 %', unsaid
-    assert run_sections.describe_error(missed).startswith("MAPE 39.2% (over the 10% target); best cap")
+    assert model_section.describe_error(missed).startswith("MAPE 39.2% (over the 10% target); best cap")
     predictions = pd.DataFrame({"workload": "mlp", "size": "tiny", "world_size": 2, "network": "given",
                                 "bucket_cap_mb": [1.0, 5.0, 25.0], "measured_ms": [10.0, 8.0, 9.0],
                                 "predicted_ms": [9.0, 8.0, 8.02]})  # fmt: skip
@@ -205,14 +205,14 @@ def test_a_tied_predicted_best_is_shown_as_every_tied_cap():
      ([1.0], "; not among the measured 'as good' caps"), (None, "")],
 )  # fmt: skip
 def test_a_tied_best_is_among_the_as_good_caps_when_any_of_its_caps_is(as_good, said):
-    assert run_sections.among_as_good(tied_prediction(), as_good) == said
-    assert run_sections.among_as_good(tied_prediction(), as_good, [1.0, 5.0, 25.0]) == said  # 1 MiB told apart
+    assert model_section.among_as_good(tied_prediction(), as_good) == said
+    assert model_section.among_as_good(tied_prediction(), as_good, [1.0, 5.0, 25.0]) == said  # 1 MiB told apart
 
 
 def test_a_sweep_that_tells_no_cap_apart_checks_no_best_cap():
     """A walkthrough's sweep called 1, 5 and 25 MiB all as good; every prediction then 'agreed', which said
     nothing of the model."""
-    said = run_sections.among_as_good(tied_prediction(), [1.0, 5.0, 25.0], [1.0, 5.0, 25.0])
+    said = model_section.among_as_good(tied_prediction(), [1.0, 5.0, 25.0], [1.0, 5.0, 25.0])
     assert said == "; the sweep calls every cap as good: no check of the best cap"
 
 
@@ -222,7 +222,7 @@ def test_the_model_table_defines_as_good_by_the_verdicts_rule():
                                 "predicted_raw_ms": [9.0, 8.0, 8.02], "predicted_ms": [9.0, 8.0, 8.02],
                                 "predicted_contention_ms": [9.0, 9.0, 8.0]})  # fmt: skip
     recommendations = pd.DataFrame([recommendation(decision="flat", equivalent_caps_mb="[25.0]")])
-    said = text(run_sections.prediction_error_table(predictions, recommendations))
+    said = text(model_section.prediction_error_table(predictions, recommendations))
     assert "'As good' caps are those of the sweep that its best does not beat significantly and by 5 % or more" in said
     assert "not significantly slower" not in said
     assert said.count("best cap 5 or 25 MiB (tied) vs measured 5 MiB (0 grid step(s) apart); 25 MiB among") == 2
