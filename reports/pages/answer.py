@@ -368,7 +368,8 @@ def headline(group: pd.DataFrame) -> str:
 def answer_section(run: RunData, workloads: list[str]) -> str:
     frames = {workload: ranked(run.configs, workload=workload, confidence=run_confidence(run.meta)) for workload in
               workloads}  # fmt: skip
-    parts = ["<h2 id=answer>The answer</h2>", levels_note(list(frames.values()), run.meta.get("config") or {})]
+    levels = levels_note(list(frames.values()), run.meta.get("config") or {}, swept=not run.recommendations.empty)
+    parts = ["<h2 id=answer>The answer</h2>", levels]
     stand_in = False
     for workload, frame in frames.items():
         if frame.empty:

@@ -112,10 +112,12 @@ def interval_text(proof: dict) -> str:
     return f"{proof['confidence'] * 100:.3g}% interval {ratio_number(proof['low'])}–{ratio_number(proof['high'])}"
 
 
-def levels_note(frames: list[pd.DataFrame], config: dict) -> str:
+def levels_note(frames: list[pd.DataFrame], config: dict, *, swept: bool = False) -> str:
     """Why a page's ratio intervals are at two levels, said once, where it shows both: '--repeats auto' judges each
     verdict at every look at 1 − 5 %/looks (decide.look_confidence), one rank at 95 % (it never judges there). A
-    page read '95% interval' at one rank and '98.3% interval' at two with no word why."""
+    page read '95% interval' at one rank and '98.3% interval' at two with no word why. The looks' level is the ratios'
+    only: where the run `swept` a cap, one cap's own step interval (the sweep's whiskers, the cap table's CI:
+    stats.center_interval) stays at 95 %, which a note of every interval at 2 ranks contradicted."""
     max_repeats = int(config.get("max_repeats") or decide.DEFAULT_MAX_REPEATS)
     level, looks = decide.confidence_for(config.get("repeats"), max_repeats), decide.looks(max_repeats)
     shown = [f for f in frames if not f.empty and ((f["world_size"] > 1) & (f["repeats"] >= stats.MIN_REPEATS)).any()]
@@ -123,10 +125,13 @@ def levels_note(frames: list[pd.DataFrame], config: dict) -> str:
         return ""
     one_rank = any(((f["world_size"] == 1) & (f["repeats"] >= stats.MIN_REPEATS)).any() for f in shown)
     also = f" At one rank, which it never judges, {stats.CONFIDENCE:.0%}." if one_rank else ""
-    return (f"<p class=note>Intervals at 2 ranks or more are {level * 100:.3g}%, not {stats.CONFIDENCE:.0%}: "
-            f"--repeats auto judged each verdict at up to {len(looks)} looks (after {', '.join(map(str, looks))} "
-            f"repeats), each at {level * 100:.3g}%, so that all looks together call a change wrongly at most "
-            f"{decide.ALPHA:.0%} of the time.{also}</p>")  # fmt: skip
+    steps = (f" The cap sweep's interval of one cap's own step (its whiskers, the cap table's CI) is "
+             f"{stats.CONFIDENCE:.0%}: no verdict is judged on it.") if swept else ""  # fmt: skip
+    return (f"<p class=note>Ratio intervals at 2 ranks or more (a strategy's step over another's, a cap's over another "
+            f"cap's) are {level * 100:.3g}%, not {stats.CONFIDENCE:.0%}: --repeats auto judged each verdict at up to "
+            f"{len(looks)} looks (after {', '.join(map(str, looks))} repeats), each at {level * 100:.3g}%, so that all "
+            f"looks together call a change wrongly at most {decide.ALPHA:.0%} of the time.{also}{steps}"
+            "</p>")  # fmt: skip
 
 
 NO_CHANGE_SHOWN = f"no {stats.DEFAULT_THRESHOLD:.0%} change shown"

@@ -131,7 +131,7 @@ def recommendation_table(frame: pd.DataFrame) -> str:
             f"{r.best_cap_mb:g}", f"{r.best_step_ms:.2f}", interval, gain, esc(r.repeats), esc(r.noise or ""),
         ])  # fmt: skip
     head = ["workload", "strategy", "world size", "answer", "fastest cap (MiB)",
-            "its step (ms, geometric mean of repeats)", "its 95% CI (ms)",
+            "its step (ms, geometric mean of repeats)", f"its {stats.CONFIDENCE:.0%} CI (ms)",
             f"the {stats.REFERENCE_CAP_MB:g} MiB cap", "repeats", "noise"]  # fmt: skip
     return (
         "<h3>Recommended bucket_cap_mb</h3><p>Each repeat's median step is one piece of evidence. A cap is "

@@ -487,8 +487,59 @@ def test_a_page_with_intervals_at_two_levels_says_why_once():
     --repeats auto --max-repeats 4 each of the 3 looks judges at 1 − 5 %/3, one rank (never judged) at 95 %."""
     page = text(run_page.run_page(repeated_run(count=3, repeats="auto", max_repeats=4)))
     assert "; 98.3% interval" in page and "; 95% interval" in page  # both levels shown
-    note = ("Intervals at 2 ranks or more are 98.3%, not 95%: --repeats auto judged each verdict at up to 3 looks "
+    note = ("Ratio intervals at 2 ranks or more (a strategy's step over another's, a cap's over another cap's) are "
+            "98.3%, not 95%: --repeats auto judged each verdict at up to 3 looks "
             "(after 2, 3, 4 repeats), each at 98.3%, so that all looks together call a change wrongly at most 5% of "
             "the time. At one rank, which it never judges, 95%.")  # fmt: skip
     assert page.count(note) == 1 and page.index(note) < page.index("; 98.3% interval")
-    assert "Intervals at 2 ranks" not in text(run_page.run_page(repeated_run(count=3)))  # one level: nothing to say
+    assert "intervals at 2 ranks" not in text(run_page.run_page(repeated_run(count=3)))  # one level: nothing to say
+
+
+def repeated_sweep(count: int = 3, **config) -> aggregate.RunData:
+    """tests/data/bucket_sweep (stock at caps 1, 5 and 25 MiB) as `count` repeats, each cap's steps a different
+    share slower each repeat, with the sweep's verdicts at the run's confidence (answer.run_confidence)."""
+    from harness.analysis import sweep
+    from reports.site import STEP_COLUMNS
+
+    base = DATA / "bucket_sweep"
+    meta = store.read_run_meta(base)
+    meta["config"] = {**(meta.get("config") or {}), **config}
+    configs, steps, ranks = store.read_configs(base), store.read_steps(base), store.read_ranks(base)
+    slower = {cap: 1 + share for cap, share in ((1.0, 0.02), (5.0, 0.05), (25.0, 0.03))}
+
+    def each(frame: pd.DataFrame, r: int) -> pd.DataFrame:
+        caps = frame["config_id"].map(configs.set_index("config_id")["bucket_cap_mb"])
+        scale = caps.map(slower).fillna(1.04) ** r
+        column = {id(configs): "step_ms_median", id(steps): "step_ms"}.get(id(frame))  # ranks: only renamed
+        scaled = {column: frame[column] * scale.to_numpy()} if column else {}
+        return frame.assign(config_id=frame["config_id"] + f"-r{r}", **scaled,
+                            **({"repeat": r} if frame is configs else {}))  # fmt: skip
+
+    configs_r, steps_r, ranks_r = (pd.concat([each(f, r) for r in range(count)], ignore_index=True)
+                                   for f in (configs, steps, ranks))  # fmt: skip
+    found = sweep.recommendations(configs_r, steps_r, confidence=answer.run_confidence(meta))
+    return aggregate.summarize_run(meta, configs_r, steps_r[STEP_COLUMNS], ranks_r, found)
+
+
+def test_each_interval_of_a_swept_page_under_repeats_auto_says_its_own_level():
+    """A sweep under --repeats auto --max-repeats 3 read 'Intervals at 2 ranks or more are 97.5%' above a cap
+    table and a sweep figure whose step intervals at 2 ranks say 95%: those are 95 % (stats.center_interval; no
+    verdict is judged on one cap's step); the looks' level is the ratios'."""
+    run = repeated_sweep(count=3, repeats="auto", max_repeats=3)
+    page = text(run_page.run_page(run))
+    assert "Intervals at 2 ranks or more are 97.5%" not in page
+    note = ("Ratio intervals at 2 ranks or more (a strategy's step over another's, a cap's over another cap's) are "
+            "97.5%, not 95%: --repeats auto judged each verdict at up to 2 looks (after 2, 3 repeats), each at "
+            "97.5%, so that all looks together call a change wrongly at most 5% of the time. At one rank, which it "
+            "never judges, 95%. The cap sweep's interval of one cap's own step (its whiskers, the cap table's CI) is "
+            "95%: no verdict is judged on it.")  # fmt: skip
+    assert page.count(note) == 1
+    row = run.recommendations.iloc[0]
+    at = run.configs[(run.configs["world_size"] == 2) & (run.configs["bucket_cap_mb"] == row["best_cap_mb"])]
+    _, low, high = stats.center_interval(sorted(at["step_ms_median"]), confidence=0.95)
+    assert (row["best_ci_low_ms"], row["best_ci_high_ms"]) == (
+        pytest.approx(low, rel=1e-3),
+        pytest.approx(high, rel=1e-3),
+    )
+    assert "its 95% CI (ms)" in page and f"{low:.2f}–{high:.2f}" in page  # the column says the level it computes
+    assert "25 MiB takes" in page and "(97.5% interval " in page  # the ratio's, at the looks' level
