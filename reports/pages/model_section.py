@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.analysis import agreement, stats, sweep
+from harness.analysis import agreement, roles, stats, sweep
 from reports import aggregate
 from reports.aggregate import RunData
 from reports.figures import network as netfigures
@@ -33,7 +33,20 @@ def model_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
             parts.append(figs.add(figure, CAPTIONS["model"]))
     if not run.predictions.empty:
         parts.append(prediction_error_table(run.predictions, run.recommendations))
+    elif not swept_reference(run, workloads):  # the floor alone: why the heading's second question has no answer
+        reference = roles.reference_name()
+        parts.append(
+            f"<p>Nothing to check the model against: it predicts {reference}'s step at each "
+            "<code>bucket_cap_mb</code>, and this run swept none (<code>make sweep</code>: "
+            f"<code>--bucket-cap-mb 1,5,10,25,50,100</code>, {reference} among the <code>--impls</code>).</p>"
+        )
     return "\n".join(parts)
+
+
+def swept_reference(run: RunData, workloads: list[str]) -> bool:
+    """Whether the run swept the reference strategy's cap (the sweeps the model's predictions are checked on)."""
+    rows = [aggregate.sweep_rows(run.configs, workload=workload) for workload in workloads]
+    return any(roles.is_reference(frame).any() for frame in rows if not frame.empty)
 
 
 def floor_figure(run: RunData, workload: str, figs: FigureList) -> str:

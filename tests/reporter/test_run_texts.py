@@ -543,3 +543,28 @@ def test_each_interval_of_a_swept_page_under_repeats_auto_says_its_own_level():
     )
     assert "its 95% CI (ms)" in page and f"{low:.2f}–{high:.2f}" in page  # the column says the level it computes
     assert "25 MiB takes" in page and "(97.5% interval " in page  # the ratio's, at the looks' level
+
+
+def test_a_run_with_a_floor_and_no_cap_sweep_says_in_one_line_why_the_model_goes_unchecked():
+    """A run without a cap sweep, beside a collectives run, read '4b. How far from the floor, and does the model
+    agree?' over the floor figure alone: the model's half of the question had no word, where section 3 says why."""
+    run = below_floor_run()  # a floor, no predictions: stock never swept its cap
+    section = text(model_section.model_section(run, ["mlp"], FigureList()))
+    said = ("Nothing to check the model against: it predicts stock's step at each bucket_cap_mb, and this run swept "
+            "none (make sweep: --bucket-cap-mb 1,5,10,25,50,100, stock among the --impls).")  # fmt: skip
+    assert section.count(said) == 1 and "Model error" not in section
+    predictions = pd.DataFrame(
+        {
+            "workload": "mlp",
+            "size": "tiny",
+            "world_size": 2,
+            "network": "given",
+            "bucket_cap_mb": [1.0, 25.0],
+            "measured_ms": [10.0, 9.0],
+            "predicted_ms": [9.0, 8.0],
+        }
+    )
+    swept = model_section.model_section(dataclasses.replace(run, predictions=predictions), ["mlp"], FigureList())
+    assert "Nothing to check the model against" not in text(swept) and "Model error" in text(swept)
+    stock_swept = dataclasses.replace(repeated_sweep(count=1), floor=run.floor, predictions=run.predictions)
+    assert "Nothing to check" not in text(model_section.model_section(stock_swept, ["mlp"], FigureList()))
