@@ -76,6 +76,19 @@ def over_repeats(shown: pd.DataFrame, configs: pd.DataFrame, column: str) -> pd.
     return merged.assign(**{column: merged.pop(f"{column}_over")}).set_index(shown.index)
 
 
+def geometric_over_repeats(shown: pd.DataFrame, configs: pd.DataFrame) -> pd.DataFrame:
+    """`shown` (typical_repeats) with `step_ms_median` the geometric mean of each configuration's ok repeats' medians
+    (as the answer pools them), `repeat_low_ms` and `repeat_high_ms` the lowest and highest of them."""
+    keys = [key for key in SAME_CONFIGURATION if key in configs]
+    ok = configs[(configs["status"] == "ok") & configs["step_ms_median"].notna()]
+    medians = ok.groupby(keys, dropna=False, sort=False)["step_ms_median"]
+    pooled = pd.DataFrame({"pooled_ms": medians.agg(lambda ms: float(np.exp(np.log(ms.astype(float)).mean()))),
+                           "repeat_low_ms": medians.min(), "repeat_high_ms": medians.max()})  # fmt: skip
+    merged = shown.drop(columns=["repeat_low_ms", "repeat_high_ms"], errors="ignore").merge(
+        pooled.reset_index(), on=keys, how="left")  # fmt: skip
+    return merged.assign(step_ms_median=merged.pop("pooled_ms")).set_index(shown.index)
+
+
 def with_labels(configs: pd.DataFrame) -> pd.DataFrame:
     """The configs with their labels, computed once per run (a page asks for them many times)."""
     rows = configs.copy()

@@ -124,8 +124,12 @@ ONE_REPEAT_EACH = (
     " of an even count), unless its caption names another."
 )
 """Said once a page, on the first per-configuration figure drawn (FigureList.add's `once`; aggregate.typical_repeats):
-the later ones are the timeline, the floor, the distributions and the series; the gap, memory and noise figures,
+the later ones are the timeline, the distributions and the series; the gap, floor, memory and noise figures,
 which draw another, say which."""
+FLOOR_REPEATS = (
+    " With repeats, each bar is the geometric mean of the configuration's repeats' median steps (the answer's figure,"
+    " pooled as local's in the tick), its whiskers the lowest and highest repeat."
+)
 MEMORY_REPEATS = (
     " With repeats, this figure and the memory figures after it draw each configuration's repeat with the highest"
     " peak: the one to plan for, as the sentence above says."

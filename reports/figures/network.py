@@ -89,14 +89,19 @@ def without_floor(configs: pd.DataFrame, floor: pd.DataFrame, *, workload: str) 
     return list(dict.fromkeys(names))
 
 
-def step_vs_floor(configs: pd.DataFrame, floor: pd.DataFrame, *, workload: str) -> go.Figure:
+def step_vs_floor(configs: pd.DataFrame, floor: pd.DataFrame, *, workload: str, pooled: bool = False) -> go.Figure:
     """Each configuration's median step (bars) against its floor max(local step, one all-reduce of the
     bytes it sends at the measured latency and bus bandwidth) (black ticks): the gap is what better
-    overlap could still win. Only configurations with a floor row are drawn (with_floor)."""
+    overlap could still win. Only configurations with a floor row are drawn (with_floor). `pooled`: the rows are
+    aggregate.geometric_over_repeats's, each bar the geometric mean of its repeats (as local's in the tick), its
+    whiskers the lowest and highest repeat."""
     rows = with_floor(configs, floor, workload=workload)
     x = rows["config_label"].tolist()
+    whiskers = {"type": "data", "symmetric": False, "array": rows["repeat_high_ms"] - rows["step_ms_median"],
+                "arrayminus": rows["step_ms_median"] - rows["repeat_low_ms"]} if pooled else None  # fmt: skip
     measured = go.Bar(
-        name="measured step", x=x, y=rows["step_ms_median"], marker_color=PALETTE[0],
+        name="measured step (geometric mean of its repeats' medians)" if pooled else "measured step", x=x,
+        y=rows["step_ms_median"], marker_color=PALETTE[0], error_y=whiskers,
         hovertemplate="%{y:.2f} ms<extra>measured</extra>",
     )  # fmt: skip
     floor_marks = go.Scatter(

@@ -9,7 +9,7 @@ from harness.analysis import agreement, roles, stats, sweep
 from reports import aggregate
 from reports.aggregate import RunData
 from reports.figures import network as netfigures
-from reports.figures.captions import CAPTIONS, NOT_BEATEN
+from reports.figures.captions import CAPTIONS, FLOOR_REPEATS, NOT_BEATEN
 from reports.pages import alerts
 from reports.pages.html import FigureList, esc, table
 from reports.pages.run_sections import one_repeat_each, takeaway
@@ -55,13 +55,15 @@ def floor_figure(run: RunData, workload: str, figs: FigureList) -> str:
     shown, note = one_repeat_each(run.configs)
     absent = netfigures.without_floor(shown, run.floor, workload=workload)
     left_out = f" Not shown here, having no floor: {', '.join(absent)}." if absent else ""
-    drawn = netfigures.with_floor(shown, run.floor, workload=workload)
+    # With repeats each bar pools them as the tick's local step does (not the median repeat, the lower of two).
+    pooled = aggregate.geometric_over_repeats(shown, run.configs) if note else shown
+    drawn = netfigures.with_floor(pooled, run.floor, workload=workload)
     if drawn.empty:
         return takeaway(workload, "no configuration has a communication floor." + left_out)
-    figure = netfigures.step_vs_floor(shown, run.floor, workload=workload)
+    figure = netfigures.step_vs_floor(pooled, run.floor, workload=workload, pooled=bool(note))
     # Where a drawn bar is below its tick, the page says so beside the figure, with the floor's own spread.
     below = alerts.figure_below_floor(drawn, run.configs[run.configs["workload"] == workload])
-    return figs.add(figure, CAPTIONS["floor"] + left_out, once=note) + below
+    return figs.add(figure, CAPTIONS["floor"] + (FLOOR_REPEATS if note else "") + left_out) + below
 
 
 # The model's variants (as harness.perfmodel.predict.VARIANTS; reports read results, never the model's code).

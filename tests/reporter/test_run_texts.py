@@ -159,7 +159,7 @@ def test_a_bar_and_a_winner_below_their_floor_are_named_with_the_spread_of_local
     run = below_floor_run()
     assert run.floor.set_index("config_id")["floor_ms"]["stock-r0"] == pytest.approx(70.71, abs=0.01)
     section = text(model_section.model_section(run, ["mlp"], FigureList()))
-    assert ("Below the floor at 2 ranks: stock · w2 drawn at 60.00 ms, under its floor of 70.71 ms (its 2 repeats "
+    assert ("Below the floor at 2 ranks: stock · w2 drawn at 60.50 ms, under its floor of 70.71 ms (its 2 repeats "
             "60.00–61.00 ms). There the floor is local's step, the geometric mean of its repeats' medians: local's 2 "
             "repeats spread 50.00–100.00 ms, so the floor is measured noisily.") in section  # fmt: skip
     assert "naive · w2 drawn" not in section  # above its floor: nothing to say
@@ -568,3 +568,30 @@ def test_a_run_with_a_floor_and_no_cap_sweep_says_in_one_line_why_the_model_goes
     assert "Nothing to check the model against" not in text(swept) and "Model error" in text(swept)
     stock_swept = dataclasses.replace(repeated_sweep(count=1), floor=run.floor, predictions=run.predictions)
     assert "Nothing to check" not in text(model_section.model_section(stock_swept, ["mlp"], FigureList()))
+
+
+def test_the_floor_figures_bar_is_the_repeats_geometric_mean_as_its_tick_and_its_words_are():
+    """The floor figure drew each bar from one repeat, the lower of two (stock's 60.00 of 60 and 61 ms: its minimum),
+    against a tick whose local step is the geometric mean of local's repeats, as its caption says: the bar is now
+    the geometric mean of its repeats' medians too (the answer's 60.50 ms), its whiskers the lowest and highest."""
+    run = below_floor_run()
+    html_out = model_section.model_section(run, ["mlp"], FigureList())
+    bars = json.loads(re.search(r"Plotly\.newPlot\(\s*\"figure-1\",\s*(\[.*?\]),\s*\{", html_out, re.S).group(1))[0]
+    assert bars["type"] == "bar" and bars["name"] == "measured step (geometric mean of its repeats' medians)"
+    y = pages_html_values(bars["y"])
+    assert dict(zip(bars["x"], y, strict=True)) == {"stock · w2": pytest.approx((60.0 * 61.0) ** 0.5),
+                                                    "naive · w2": pytest.approx((90.0 * 91.0) ** 0.5)}  # fmt: skip
+    said = text(html_out)
+    assert captions.FLOOR_REPEATS in said and "draw each configuration's median repeat" not in said
+    assert "stock · w2 drawn at 60.50 ms, under its floor of 70.71 ms (its 2 repeats 60.00–61.00 ms)" in said
+
+
+def pages_html_values(values) -> list[float]:
+    """A plotly trace's numbers as figure_html writes them: a list, or numpy's base64 bytes ({'dtype', 'bdata'})."""
+    import base64
+
+    import numpy as np
+
+    if isinstance(values, dict):
+        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"]).tolist()
+    return list(values)
