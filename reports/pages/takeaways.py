@@ -14,6 +14,7 @@ from harness.analysis import decide, stats
 from harness.perfmodel.memory import mib_text
 from reports.aggregate import world_label
 from reports.pages import alerts, answer
+from reports.pages.whatif.full_size import default_configuration, yours_instead
 
 
 def _largest_world(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
@@ -144,9 +145,11 @@ def full_size_pointer(meta: dict, configs: pd.DataFrame, workload: str) -> str:
     if not sizes or sizes == {"full"} or not size_scales(meta, {"workload": workload}):
         return ""
     said = ", ".join(sorted(sizes - {"full"}))
+    default = default_configuration(meta, workload)  # hf:MODEL_TYPE's full: transformers' defaults, not yours
+    which = yours_instead(default) if default else ", the one you will train"
     return (
         f" These are the {said} size's: 'ddpbench predict --run {meta.get('run_id', 'RUN')} --cluster NAME' counts "
-        "the memory of the full size, the one you will train, on the meta device."
+        f"the memory of the full size{which}, on the meta device."
     )
 
 

@@ -567,7 +567,7 @@ def test_a_what_if_page_of_a_smaller_size_leads_with_what_the_full_sizes_floors_
     GPUs', its heading the benched size, and the full size's bound in an italic caveat at the end: the model to train
     now leads, heading and headline, and the profiled size's figures follow, said to be its."""
     from harness.commands.report import as_predict_counts
-    from reports.pages.whatif import memory as whatif_memory
+    from reports.pages.whatif import full_size
     from reports.pages.whatif import page as whatif
 
     results, _ = built
@@ -617,7 +617,7 @@ def test_a_what_if_page_of_a_smaller_size_leads_with_what_the_full_sizes_floors_
     assert "per bucket cap, the tiny size's gradients (not the model to train's)" in page
     # --train-wopt names the model you will train in the heading; a page without floors keeps its setup
     group = pd.DataFrame({"setup_workload": ["my.py:Net"], "full_size_mb": [9.0]})
-    assert whatif_memory.heading("my.py:Net/small, batch 8 per GPU", group, "d_model=4096") == (
+    assert full_size.heading("my.py:Net/small, batch 8 per GPU", group, "d_model=4096") == (
         "<h2>my.py:Net with d_model=4096 to train (profiled: my.py:Net/small, batch 8 per GPU)</h2>"
     )
-    assert whatif_memory.heading("s", group.drop(columns="full_size_mb"), "") == "<h2>s</h2>"
+    assert full_size.heading("s", group.drop(columns="full_size_mb"), "") == "<h2>s</h2>"

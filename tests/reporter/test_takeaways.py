@@ -165,3 +165,39 @@ def test_a_smaller_size_than_the_full_says_its_memory_is_that_sizes_and_what_cou
     assert takeaways.full_size_pointer(meta, RUN.assign(size="full"), "mlp") == ""
     yours = {"run_id": "r1", "workloads": {"mlp": {"kind": "file"}}}  # a file of yours is built as written
     assert takeaways.full_size_pointer(yours, small, "mlp") == ""
+
+
+def test_the_full_size_of_an_hf_model_type_is_said_to_be_transformers_default_not_the_model_you_will_train():
+    """A run of hf:llama at --size tiny read 'the full size, the one you will train' on its run page and
+    'hf:llama/full to train' on its what-if page: the zoo's full of hf:MODEL_TYPE is transformers' default
+    configuration of that type (AutoConfig.for_model: llama's 7B), no model of the reader's; a configuration file
+    of theirs is theirs, as written."""
+    import pandas as pd
+
+    from reports.pages.whatif import full_size
+
+    zoo = {"kind": "hf", "spec": "hf:llama", "path": None, "options": {}}
+    meta = {"run_id": "r1", "workloads": {"hf:llama": zoo, "hf:cfg/config.json": {**zoo, "path": "/x/config.json"},
+                                          "hf:llama[num_hidden_layers=4]": {**zoo, "options": {"num_hidden_layers": 4}},
+                                          "mlp": {"kind": "registered"}}}  # fmt: skip
+    default = "transformers' default llama configuration"
+    assert full_size.default_configuration(meta, "hf:llama") == default
+    assert (
+        full_size.default_configuration(meta, "hf:llama[num_hidden_layers=4]") == default + " with num_hidden_layers=4"
+    )
+    assert full_size.default_configuration(meta, "hf:cfg/config.json") == ""  # the user's file, as written
+    assert full_size.default_configuration(meta, "mlp") == ""
+    small = RUN.assign(size="tiny", workload="hf:llama")
+    assert takeaways.full_size_pointer(meta, small, "hf:llama") == (
+        " These are the tiny size's: 'ddpbench predict --run r1 --cluster NAME' counts the memory of the full size "
+        f"({default}, not a model of yours: --train-wopt KEY=VALUE, or hf:your/config.json, counts yours), on the "
+        "meta device."
+    )
+    group = pd.DataFrame({"setup_workload": ["hf:llama"], "full_size_mb": [25_705.0]})
+    heading = full_size.heading("hf:llama/tiny, batch 2 per GPU", group, "", default)
+    assert heading == f"<h2>hf:llama/full, {default} (profiled: hf:llama/tiny, batch 2 per GPU)</h2>".replace(
+        "'", "&#x27;"
+    )
+    assert "to train" not in heading
+    mine = full_size.heading("hf:cfg/config.json/tiny", group.assign(setup_workload="hf:cfg/config.json"), "")
+    assert "hf:cfg/config.json/full to train" in mine  # a configuration of yours is the model to train

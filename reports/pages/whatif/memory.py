@@ -25,7 +25,8 @@ from harness.perfmodel.pick.choice_table import chosen, table_header, table_rows
 from harness.perfmodel.predict import of_setup
 from harness.perfmodel.sharded import OwnCheck, optimizer_break_even, optimizer_share_caveat, unborne_words
 from harness.results.values import strategy_labels
-from reports.pages.html import HEADING_NAME, esc, name_html, table
+from reports.pages.html import esc, table
+from reports.pages.whatif.full_size import has_floors, not_yours
 
 
 def setup_of(group: pd.DataFrame) -> dict:
@@ -210,46 +211,6 @@ def size_words(size) -> str:
     return "the benched model's" if size == BENCHED else f"the {size} size's"
 
 
-def has_floors(group: pd.DataFrame) -> bool:
-    """Whether a setup's rows hold the full size's floors (`full_size_mb`): a run of several setups has the column
-    for all of them, empty for those it does not apply to (a file of yours, which --size does not scale)."""
-    return "full_size_mb" in group and bool(group["full_size_mb"].notna().any())
-
-
-def heading(setup: str, group: pd.DataFrame, trained: str) -> str:
-    """A setup's heading on the what-if page: where the page knows the model to train (its floors, `full_size_mb`),
-    that model first and the profiled one after it, since a heading of the benched size read as the answer for the
-    model to train; `trained`: what --train-wopt changed."""
-    if not has_floors(group):
-        return f"<h2>{name_html(setup, HEADING_NAME)}</h2>"
-    workload = group["setup_workload"].iloc[0]
-    target = f"{workload} with {trained}" if trained else f"{workload}/full"
-    return f"<h2>{name_html(f'{target} to train (profiled: {setup})', HEADING_NAME)}</h2>"
-
-
-def full_size_lead(best: pd.DataFrame, trained: str) -> str:
-    """What the full size's floors bound for the model to train (the best rows' `full_size_*`): the headline's first
-    paragraph, before the profiled size's own figures, which would read as the model to train's."""
-    first, last = best.iloc[0], best.iloc[-1]
-    whose = f"the model you will train ({esc(trained)})" if trained else "the full size"
-    return (f'<p class="headline"><b>{whose[0].upper() + whose[1:]}</b>, {last["full_size_mb"]:,.0f} MiB of '
-            f"gradients (counted on the meta device): DDP's scaling efficiency is at most "
-            f"{first['full_size_efficiency_at_most']:.3f} on one node ({int(first['world_size'])} GPUs) and at most "
-            f"{last['full_size_efficiency_at_most']:.3f} at {int(last['world_size'])} GPUs with "
-            f"{'its' if trained else 'the full size' + chr(39) + 's'} gradients: there its step takes at least "
-            f"{last['full_size_least_step_ms']:.4g} ms at any cap ({last['full_size_cap_mb']:g} MiB, the cap its "
-            f"floors favour, where the choice ranks it) against {last['local_step_ms']:.4g} ms on one GPU, "
-            f"on the profile's compute (the table's last columns give each strategy's floor).{_full_size_why(last)}"
-            "</p>")  # fmt: skip
-
-
-def _full_size_why(row: pd.Series) -> str:
-    """' <b>Why</b> at 1024 GPUs: …': the full size's all-reduces at the cap its floors favour (`full_size_cap_mb`),
-    the profiled size's 'why' being of other buckets; '' where the row has no such floor (ranked.full_size_why)."""
-    said = ranked.full_size_why(row, row.get("backward_ms", float("nan")), row.get("full_size_cap_mb", float("nan")))
-    return f" <b>Why</b> at {int(row['world_size'])} GPUs: {esc(said)}." if said else ""
-
-
 def trained_banner(trained: str) -> str:
     """Where --train-wopt named the model you will train: which model the memory and floors are of, and which not."""
     return "" if not trained else (
@@ -297,15 +258,17 @@ def communicated(group: pd.DataFrame) -> pd.DataFrame:
     return ranked.communicated(group, full=has_floors(group))
 
 
-def communication_section(group: pd.DataFrame, cluster: Cluster, *, sized: bool = True, caveats: str = "") -> str:
+def communication_section(group: pd.DataFrame, cluster: Cluster, *, sized: bool = True, caveats: str = "",
+                          default: str = "") -> str:  # fmt: skip
     """What the network costs a step on `cluster`, whatever computes it (the page of a CPU's profile, which ranks no
     step): per GPU count, DDP's all-reduces at each cap and the last of them, after backward; ZeRO-1's broadcasts,
     after its optimizer; FSDP2's gathers and reduce-scatters; of the model to train where its floors are in the
     rows (`full_size_mb`); `sized`: whether --size scaled the model (a file of yours: not); `caveats`: the node
-    counts no published table checked, as the step answer says them."""
+    counts no published table checked, as the step answer says them; `default`: full_size.default_configuration's."""
     comm, first = communicated(group), group.iloc[0]
     profiled = size_words(esc(first["size"])) if sized else "the model's"
-    whose = (f"the full size's {first['full_size_mb']:,.0f} MiB of gradients (counted on the meta device)"
+    counted = "counted on the meta device" + (f"; the full size is {not_yours(default)}" if default else "")
+    whose = (f"the full size's {first['full_size_mb']:,.0f} MiB of gradients ({esc(counted)})"
              if has_floors(group) else f"{profiled} {first['grad_mb']:.4g} MiB of gradients"
              + ("" if sized else ", as the run built it (--size scales no file)"))  # fmt: skip
     most = comm[comm["world_size"] == comm["world_size"].max()]

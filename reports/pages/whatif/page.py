@@ -33,6 +33,7 @@ from harness.results.values import ms_text
 from reports.figures import whatif as figures
 from reports.figures.captions import CAPTIONS
 from reports.pages.html import HEADING_NAME, FigureList, esc, name_html, page, table
+from reports.pages.whatif import full_size
 from reports.pages.whatif import memory as wm
 
 MAX_GPUS = 1024
@@ -162,15 +163,17 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     rows = rows.assign(size=wm.BENCHED) if trained else rows  # its memory and floors are another model's
     counted = {label: memory(wm.setup_of(group)) for label, group in rows.groupby("setup")} if memory else {}
     for setup, group in rows.groupby("setup", sort=False):
+        default = full_size.default_configuration(meta, group["setup_workload"].iloc[0])  # hf:MODEL_TYPE's full
         if not steps_known(meta, local_step_ms):  # a CPU's compute: what holds on any GPU, no step to rank by
             sized = store.size_scales(meta, {"workload": group["setup_workload"].iloc[0]})  # a file of yours: never
-            parts += [wm.heading(setup, group, trained),
-                      wm.communication_section(group, cluster, sized=sized, caveats=_unchecked(cluster, group)),
+            parts += [full_size.heading(setup, group, trained, default),
+                      wm.communication_section(group, cluster, sized=sized, caveats=_unchecked(cluster, group),
+                                               default=default),
                       figs.add(figures.communication_vs_gpus(wm.communicated(group), cluster=cluster.name),
                                CAPTIONS["whatif_communication"])]  # fmt: skip
             continue
         best, sure = best_rows(group), checked(wm.setup_of(group)) if checked else None
-        parts += [wm.heading(setup, group, trained), _answer(best, cluster, trained),
+        parts += [full_size.heading(setup, group, trained, default), _answer(best, cluster, trained, default),
                   wm.choice_section(configs, group, cluster, world_sizes(cluster),
                                  rows=counted[setup][0] if setup in counted else None, checked=sure),
                   wm.how_sure(sure),
@@ -190,7 +193,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     return page(title, "\n".join(parts), depth=1, **inline)
 
 
-def _answer(best: pd.DataFrame, cluster: Cluster, trained: str = "") -> str:
+def _answer(best: pd.DataFrame, cluster: Cluster, trained: str = "", default: str = "") -> str:
     """The cap from one node to the most GPUs, in the console answer's words, and why the step at the most GPUs
     costs what it does (the same sentence `predict --cluster` ends with); where the rows hold the full size's floors,
     what they bound for the model to train first, the profiled size's figures after, said to be its."""
@@ -205,7 +208,7 @@ def _answer(best: pd.DataFrame, cluster: Cluster, trained: str = "") -> str:
     if "full_size_efficiency_at_most" not in best or best["full_size_efficiency_at_most"].isna().all():
         return f'<p class="headline"><b>Best cap for DDP</b> {said}</p>'
     profiled = wm.size_words(esc(last["size"]))
-    return (wm.full_size_lead(best, trained) +
+    return (full_size.full_size_lead(best, trained, default) +
             f'<p class="headline"><b>{profiled[0].upper() + profiled[1:]} profile</b> ({last["grad_mb"]:.4g} MiB of '
             f"gradients, the run's), <b>best cap for DDP</b> {said} Its cap is of its own buckets, not of the model "
             "to train.</p>")  # fmt: skip
@@ -213,7 +216,7 @@ def _answer(best: pd.DataFrame, cluster: Cluster, trained: str = "") -> str:
 
 def _profiled(group: pd.DataFrame) -> str:
     """Whose gradients a setup's predictions bucket where the model to train is another ("the tiny size's"), else ""."""
-    return wm.size_words(group["size"].iloc[0]) if wm.has_floors(group) else ""
+    return wm.size_words(group["size"].iloc[0]) if full_size.has_floors(group) else ""
 
 
 def _caps_by_size(best: pd.DataFrame) -> str:
@@ -306,7 +309,7 @@ def _best_table(best: pd.DataFrame) -> str:
               f"{r.exposed_comm_ms:.3f}", f"{r.scaling_efficiency:.3f}", esc(agreement.caps_text(r.tied)),
               esc(_lead(r)), _zero_cell(r), f"{r.zero_broadcast_ms:.3f}", _fsdp_cell(r)]
              for r in best.itertuples()]  # fmt: skip
-    sized = f" ({wm.size_words(best['size'].iloc[0])})" if wm.has_floors(best) else ""  # beside floors
+    sized = f" ({wm.size_words(best['size'].iloc[0])})" if full_size.has_floors(best) else ""  # beside floors
     heads = ["GPUs", "nodes", "cap named", f"step ms{sized}", f"exposed comm ms{sized}", f"scaling eff.{sized}",
              "fastest predicted",
              "its lead", f"ZeRO-1 step ms{sized}", "its broadcasts ms", f"FSDP2 step ms{sized}"]  # fmt: skip

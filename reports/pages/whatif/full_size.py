@@ -1,0 +1,79 @@
+"""What the what-if page says of the full size, where the profile is a smaller size's: which model `--size full`
+is (for `hf:MODEL_TYPE`, transformers' default configuration of that type, not a model of yours), the setup's
+heading, and the headline of what the full size's floors bound."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.perfmodel.pick import ranked
+from reports.pages.html import HEADING_NAME, esc, name_html
+
+
+def default_configuration(meta: dict, workload: str) -> str:
+    """ "transformers' default llama configuration": what `--size full` builds of `hf:MODEL_TYPE` (workloads/_zoo/hf.py:
+    the configuration as it is, AutoConfig.for_model's defaults, with the run's --wopt), which a page calling it "the
+    model to train" passed off as the reader's model; '' for every other workload, whose full size is the model as
+    named (a registered workload's, a torchvision model at its standard crop, a configuration file as written)."""
+    source = (meta.get("workloads") or {}).get(workload) or {}
+    if source.get("kind") != "hf" or source.get("path"):
+        return ""
+    model_type = str(source.get("spec") or workload).removeprefix("hf:").split("[")[0]
+    options = ", ".join(f"{key}={value}" for key, value in (source.get("options") or {}).items())
+    return f"transformers' default {model_type} configuration" + (f" with {options}" if options else "")
+
+
+def not_yours(default: str) -> str:
+    """ "transformers' default llama configuration, not a model of yours: …": default_configuration's words, and what
+    counts the reader's own model instead."""
+    return f"{default}, not a model of yours: --train-wopt KEY=VALUE, or hf:your/config.json, counts yours"
+
+
+def yours_instead(default: str) -> str:
+    """' (transformers' default llama configuration, not a model of yours: …)' after "the full size"; '' for ''."""
+    return f" ({not_yours(default)})" if default else ""
+
+
+def has_floors(group: pd.DataFrame) -> bool:
+    """Whether a setup's rows hold the full size's floors (`full_size_mb`): a run of several setups has the column
+    for all of them, empty for those it does not apply to (a file of yours, which --size does not scale)."""
+    return "full_size_mb" in group and bool(group["full_size_mb"].notna().any())
+
+
+def heading(setup: str, group: pd.DataFrame, trained: str, default: str = "") -> str:
+    """A setup's heading on the what-if page: where the page knows the model to train (its floors, `full_size_mb`),
+    that model first and the profiled one after it, since a heading of the benched size read as the answer for the
+    model to train; `trained`: what --train-wopt changed; `default`: default_configuration's words, where the full
+    size is transformers' defaults, which the page cannot call the model to train."""
+    if not has_floors(group):
+        return f"<h2>{name_html(setup, HEADING_NAME)}</h2>"
+    workload = group["setup_workload"].iloc[0]
+    if default and not trained:
+        return f"<h2>{name_html(f'{workload}/full, {default} (profiled: {setup})', HEADING_NAME)}</h2>"
+    target = f"{workload} with {trained}" if trained else f"{workload}/full"
+    return f"<h2>{name_html(f'{target} to train (profiled: {setup})', HEADING_NAME)}</h2>"
+
+
+def full_size_lead(best: pd.DataFrame, trained: str, default: str = "") -> str:
+    """What the full size's floors bound for the model to train (the best rows' `full_size_*`): the headline's first
+    paragraph, before the profiled size's own figures, which would read as the model to train's; `default` as
+    heading takes it."""
+    first, last = best.iloc[0], best.iloc[-1]
+    whose = f"the model you will train ({esc(trained)})" if trained else "the full size"
+    which = "" if trained else esc(yours_instead(default))
+    return (f'<p class="headline"><b>{whose[0].upper() + whose[1:]}</b>{which}, {last["full_size_mb"]:,.0f} MiB of '
+            f"gradients (counted on the meta device): DDP's scaling efficiency is at most "
+            f"{first['full_size_efficiency_at_most']:.3f} on one node ({int(first['world_size'])} GPUs) and at most "
+            f"{last['full_size_efficiency_at_most']:.3f} at {int(last['world_size'])} GPUs with "
+            f"{'its' if trained else 'the full size' + chr(39) + 's'} gradients: there its step takes at least "
+            f"{last['full_size_least_step_ms']:.4g} ms at any cap ({last['full_size_cap_mb']:g} MiB, the cap its "
+            f"floors favour, where the choice ranks it) against {last['local_step_ms']:.4g} ms on one GPU, "
+            f"on the profile's compute (the table's last columns give each strategy's floor).{_full_size_why(last)}"
+            "</p>")  # fmt: skip
+
+
+def _full_size_why(row: pd.Series) -> str:
+    """' <b>Why</b> at 1024 GPUs: …': the full size's all-reduces at the cap its floors favour (`full_size_cap_mb`),
+    the profiled size's 'why' being of other buckets; '' where the row has no such floor (ranked.full_size_why)."""
+    said = ranked.full_size_why(row, row.get("backward_ms", float("nan")), row.get("full_size_cap_mb", float("nan")))
+    return f" <b>Why</b> at {int(row['world_size'])} GPUs: {esc(said)}." if said else ""
