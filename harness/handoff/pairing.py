@@ -47,6 +47,11 @@ class RowSetup(NamedTuple):
         return cls(**{name: row[name if name != "options_json" else "impl_options"] for name in cls._fields})
 
 
+READ = ("status", *(name if name != "options_json" else "impl_options" for name in RowSetup._fields), "baseline",
+        "samples_per_s", "step_ms_median", "step_ms_mean", "compute_ms")  # fmt: skip
+"""What `records.derived_metrics` and `baseline_means` read of the rows a row pairs with."""
+
+
 def paired_columns(row: dict[str, Any], steps: list[dict[str, Any]], written: pd.DataFrame) -> dict[str, Any]:
     """A written row's paired columns from the rows `written` now holds (the row itself among them) and its step
     rows (needed for the gap's parts; none: the gap is left as the row has it)."""
@@ -65,14 +70,16 @@ def refresh(run: Path, *, repeat: int, world_size: int) -> list[str]:
     written = store.read_configs(run)
     if written.empty:
         return []
-    chosen = written[
-        (written["status"] == "ok") & (written["repeat"] == repeat) & (written["world_size"] == world_size)
-    ]
+    ok = written["status"] == "ok"
+    chosen = written[ok & (written["repeat"] == repeat) & (written["world_size"] == world_size)]
+    # What a row pairs with is an `ok` row at world size 1 or its own, in the run's order, and what of it is read:
+    # the same figures from a frame a tenth the size (each lookup copies the rows it picks, 150 columns of them).
+    partners = written.loc[ok & written["world_size"].isin([1, world_size]), [c for c in READ if c in written]]
     changed = []
     for config_id in chosen["config_id"]:
-        row = store.read_config_row(run, config_id)
+        row = store.read_config_row(run, config_id)  # read once while its part is unchanged (store._read_part)
         steps = store.read_step_rows(run, config_id) if world_size > 1 and not row.get("baseline") else []
-        found = paired_columns(row, steps, written)
+        found = paired_columns(row, steps, partners)
         if any(not _same(row.get(column), value) for column, value in found.items()):
             store.rewrite_config_row(run, config_id, {**row, **found})
             changed.append(config_id)
