@@ -51,7 +51,9 @@ class RowWriter:
     """Rank 0's side of a launch: each configuration's rows assembled from every rank's result and written.
 
     Only rank 0 makes one, so only rank 0 imports pandas and the store (the other ranks start 0.2 s
-    sooner). The rows already written (derived metrics look up world size 1 and the baseline) are read
+    sooner; under load 1-2 s, the `row writer` phase, nearly all of it pandas' import). Writing with pyarrow
+    alone would not spare it: pyarrow imports pandas at its first conversion of Python values (`pa.array`,
+    `Table.from_pylist`). The rows already written (derived metrics look up world size 1 and the baseline) are read
     once per launch, from the one file the launcher wrote them into (`written_before`; reading every
     part took 0.5-1 s a launch in a run of 100 configurations), then grown by each row this launch
     writes: re-reading every part per configuration grew as n²."""
