@@ -185,7 +185,8 @@ def test_a_language_models_booking_read_keeps_its_tables_within_the_width(elsewh
 
 def _table_row(line: str) -> bool:
     """A row of the memory table (a strategy's name, then figures) or of the step table (figures; a cap's row
-    under its GPU count's starts at the cap); not a note under either, whose words are one space apart."""
-    cells = [cell.strip() for cell in line.strip().split("  ") if cell.strip()]
+    under its GPU count's starts at the cap, the figures it shares with the row above blank); not a note under
+    either, whose words are one space apart."""
+    cells = [cell.strip() for cell in line.strip().split("  ") if cell.strip() not in ("", "|")]
     named = bool(cells) and (cells[0].split(",")[0] in impls.names() or cells[0].isdigit())
     return line.startswith("  ") and named and len(cells) > 1 and cells[1][0].isdigit()

@@ -4,6 +4,7 @@ cap is a set when the model cannot tell caps apart."""
 from __future__ import annotations
 
 import json
+import types
 
 import pandas as pd
 import pytest
@@ -105,6 +106,29 @@ def test_gpu_counts_where_every_cap_ties_share_one_line_with_each_ones_figures(c
         "ahead of 25 MiB, under the 4 % the model can tell: keep 25 MiB)",  # a lead: its own line, between them
         "  predicted fastest cap at w64: any: every cap is within 0.5 % of the fastest (0.290 ms, scaling efficiency "
         "0.900); DDP's default 25 MiB is as good as any [at 8 nodes unchecked]",
+    ]
+
+
+def test_the_step_table_says_once_what_tied_caps_share_and_keeps_every_figure(capsys):
+    """gpt2/tiny benched, predicted on dgx-h100 with the full size's floors: its one bucket gave the same buckets,
+    step, exposed and efficiency at every cap, and the strategies' floors were alike too, printed again on each of the
+    six caps' rows a GPU count; only the full size's buckets told the rows apart. Said once, under the first cap."""
+    cluster = types.SimpleNamespace(name="dgx-h100", gpus_per_node=8)
+    frames = [pd.DataFrame({"world_size": world, "nodes": world // 8, "bucket_cap_mb": [1.0, 5.0, 25.0],
+                            "buckets": 1, "step_ms": 1101.0, "exposed_comm_ms": 0.0, "scaling_efficiency": 1.0,
+                            "full_size_buckets": [50, 37, 13], "full_size_comm_ms": [7.331, 6.238, 3.943],
+                            "full_size_last_ms": [0.854, 0.868, 0.868], "full_size_step_floor_ms": 1101.0,
+                            "full_size_exposed_ms": 0.0, "zero_full_size_step_floor_ms": [1108.0, 1108.0, 1109.0],
+                            "fsdp_full_size_step_floor_ms": 1102.0}) for world in (16, 32)]  # fmt: skip
+    steps.cluster_table(cluster, frames)
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:]]
+    assert rows == [
+        ["16", "2", "1", "1", "1101", "0", "1.000", "|", "50", "7.331", "0.854", "1101", "0", "1108", "1102"],
+        ["5", "|", "37", "6.238", "0.868"],  # the left half as above; the floors too
+        ["25", "|", "13", "3.943", "0.868", "1101", "0", "1109", "1102"],  # ZeRO-1's differs: the floors again
+        ["32", "4", "1", "1", "1101", "0", "1.000", "|", "50", "7.331", "0.854", "1101", "0", "1108", "1102"],
+        ["5", "|", "37", "6.238", "0.868"],  # a GPU count of its own says its figures again
+        ["25", "|", "13", "3.943", "0.868", "1101", "0", "1109", "1102"],
     ]
 
 

@@ -40,12 +40,12 @@ def cluster_table(cluster, frames: list[pd.DataFrame], *, before_own: bool = Fal
     """Every GPU count's predicted step per cap in one table (NCCL's algorithms on the profile's bandwidths), with the
     full size's floors beside where `frames` have them (predict_full_size.with_floors); `before_own`: the steps lack
     DDP's own cost (neither measured on the device nor given), their columns marked so. Caps whose rows are alike in
-    every other figure share a row ('1, 5, 10')."""
+    every other figure share a row ('1, 5, 10'); figures a cap's row shares with the one above are said once."""
     floored = "full_size_step_floor_ms" in frames[0]
     columns = COLUMNS + FLOORS * floored
     beside = "; *: before DDP's own cost, the one-rank step's too" if before_own else ""  # the floors: said above
     say(f"ddpbench predict: the step per bucket cap on {cluster.name} ({cluster.gpus_per_node} GPUs a node; NCCL's "
-        f"algorithms on the profile's bandwidths; ms{beside}):")  # fmt: skip
+        f"algorithms on the profile's bandwidths; ms; blank: as above{beside}):")  # fmt: skip
     marked = ("step_ms", "scaling_efficiency") if before_own else ()
     rows = [tuple(h + "*" * (column in marked) for h, column, _ in columns)]
     for frame in frames:
@@ -56,14 +56,30 @@ def cluster_table(cluster, frames: list[pd.DataFrame], *, before_own: bool = Fal
                 merged[-1][2] += f", {cells[2]}"
             else:
                 merged.append(cells)
-        rows += [
-            tuple(cell if k == 0 or n > 1 else "" for n, cell in enumerate(cells)) for k, cells in enumerate(merged)
-        ]
+        rows += [tuple(_said_once(cells, merged[k - 1] if k else None)) for k, cells in enumerate(merged)]
     widths = [max(len(row[n]) for row in rows) for n in range(len(columns))]
     split = len(COLUMNS)  # the floors' columns apart: '|'
     for row in rows:
         cells = [cell.rjust(width) for cell, width in zip(row, widths, strict=True)]
-        say("  " + "  ".join(cells[:split]) + (" | " + "  ".join(cells[split:]) if floored else ""))
+        say(("  " + "  ".join(cells[:split]) + (" | " + "  ".join(cells[split:]) if floored else "")).rstrip())
+
+
+def _said_once(cells: list[str], above: list[str] | None) -> list[str]:
+    """A row of one GPU count's as printed: its GPU and node counts on the first row alone, and under it each run of
+    figures that says the same as the row above's (the tiny size's buckets and step where the caps tie on the left
+    of the bar; right of it the strategies' floors, where the cap changes none of them) left blank, said once."""
+    if above is None:
+        return cells
+    said = ["", "", cells[2]]
+    for start, end in _BLOCKS:
+        block = cells[start:end]
+        said += [""] * len(block) if block == above[start:end] else block
+    return said[: len(cells)]
+
+
+_BLOCKS = ((3, len(COLUMNS)), (len(COLUMNS), len(COLUMNS) + 3), (len(COLUMNS) + 3, len(COLUMNS) + len(FLOORS)))
+"""The runs of figures blanked as one where they repeat the row above's: the profile's (buckets, step, exposed,
+efficiency), the full size's DDP buckets (buckets, all-reduces, the last), and the strategies' floors."""
 
 
 def best_cap(frame: pd.DataFrame, *, world: int, decimals: int, caveat: str = "") -> None:
