@@ -232,7 +232,8 @@ def add_predict_parser(commands) -> None:
                          "cluster's (a100-sxm4-80gb, h100-sxm, …; a bad name is refused with the list). On the "
                          "cluster's GPU the step is then not known, only bounded: between the memory-bandwidth "
                          "ratio of the two datasheets (a memory-bound step) and their dense-peak ratio in the dtype "
-                         "trained (a compute-bound one: the run's; a CPU run of --dtype auto: bf16, said). "
+                         "each trains in (a compute-bound one: the run's, fp16 for bf16 on a GPU without it, a V100; "
+                         "a CPU run of --dtype auto: auto's on each GPU, bf16, or fp32 on a V100, said). "
                          "Predicted at both ends, the shorter printed; a cap or a "
                          "strategy is decided only where both ends agree (docs/clusters.md)")  # fmt: skip
     predict.add_argument("--local-optimizer-ms", type=finite("--local-optimizer-ms", "the optimizer's step in ms"),

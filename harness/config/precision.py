@@ -148,6 +148,7 @@ class StepBounds:
     peak_dtype: str  # the peak's dtype ("bf16", "tf32", …)
     optimizer_ms: float | None = None  # an optimizer part given, on the other GPU: memory-bound at either end
     assumed: bool = False  # peak_dtype assumed (gpu_step_dtype: a CPU run's fp32 is not the GPU's), not the run's
+    target_peak_dtype: str = ""  # the other GPU's peak's dtype, where it trains in another (a V100: no bf16)
 
     @property
     def same(self) -> bool:
@@ -167,26 +168,38 @@ def gpu_name(name: str) -> str:
     return GPUS[name]
 
 
+def trains_in(dtype: str, gpu: str | None) -> str:
+    """The autocast dtype a run of `dtype` takes on `gpu` (a device name): a GPU the tables know with an fp16 peak and
+    no bf16 one (a V100, a T4: no bf16 tensor cores; --dtype auto trains in fp32 there) autocasts in fp16, with a grad
+    scaler, where bf16 was asked for; else `dtype`."""
+    if dtype == "bf16" and not peak_tflops(gpu, "bf16", tf32=False) and peak_tflops(gpu, "fp16", tf32=False):
+        return "fp16"
+    return dtype
+
+
 def gpu_step_dtype(run_dtype: str, *, device: str, requested: str | None, gpu: str) -> tuple[str, bool]:
-    """(dtype, assumed): the precision a one-GPU step of the run's model is taken in (`step_bounds`' peaks). A GPU run's
-    own; a CPU run's where its --dtype asked for one; where `auto` left a CPU run in fp32, what auto trains in on `gpu`
-    (bf16 where it has a bf16 peak), assumed where it is not the run's: the CPU's fp32 is no choice of the user's."""
+    """(dtype, assumed): the precision a one-GPU step of the run's model is taken in on `gpu` (`step_bounds`' peaks). A
+    GPU run's own; a CPU run's where its --dtype asked for one (bf16's on a GPU without it: fp16, `trains_in`); where
+    `auto` left a CPU run in fp32, what auto trains in on `gpu` (bf16 where it has a bf16 peak, else fp32), assumed
+    where it is not the run's: the CPU's fp32 is no choice of the user's."""
     if device == "cpu" and requested in (None, "auto"):
         dtype = resolve_dtype("auto", device="cuda", bf16_supported=peak_tflops(gpu, "bf16", tf32=False) is not None)
         return dtype, dtype != run_dtype  # a GPU without bf16 trains in fp32 too: nothing assumed
-    return run_dtype, False
+    return trains_in(run_dtype, gpu), False
 
 
 def step_bounds(step_ms: float, *, measured_on: str, target: str, dtype: str, tf32: bool,
-                optimizer_ms: float | None = None) -> StepBounds:  # fmt: skip
-    """`step_ms` measured on `measured_on` (a device name, as the tables match it), on `target` (a cluster profile's
-    description): between its compute-bound and memory-bound steps. An optimizer part given is memory-bound at both
+                optimizer_ms: float | None = None, target_dtype: str | None = None) -> StepBounds:  # fmt: skip
+    """`step_ms` measured on `measured_on` (a device name, as the tables match it) in `dtype`, on `target` (a cluster
+    profile's description) in `target_dtype` (default: `dtype`; another where the target GPU trains otherwise, a V100
+    without bf16): between its compute-bound and memory-bound steps. An optimizer part given is memory-bound at both
     ends, so the compute-bound step scales the rest alone. ConfigError where a figure is not known."""
     figures = {}
-    for role, gpu in (("--local-step-gpu's", measured_on), ("the cluster's", target)):
-        peak, gbps = peak_tflops(gpu, dtype, tf32=tf32), memory_gbps(gpu)
+    for role, gpu, in_dtype in (("--local-step-gpu's", measured_on, dtype), ("the cluster's", target,
+                                                                             target_dtype or dtype)):  # fmt: skip
+        peak, gbps = peak_tflops(gpu, in_dtype, tf32=tf32), memory_gbps(gpu)
         if peak is None or gbps is None:
-            missing = f"dense {peak_dtype(dtype, tf32=tf32)} peak" if peak is None else "memory bandwidth"
+            missing = f"dense {peak_dtype(in_dtype, tf32=tf32)} peak" if peak is None else "memory bandwidth"
             raise ConfigError(f"--local-step-gpu: {role} GPU ({gpu}) has no {missing} in ddpbench's datasheet tables, "
                               "so the step cannot be carried to the cluster; give the step measured on the "
                               "cluster's GPU without --local-step-gpu")  # fmt: skip
@@ -197,4 +210,5 @@ def step_bounds(step_ms: float, *, measured_on: str, target: str, dtype: str, tf
     scaled = None if optimizer_ms is None else float(f"{optimizer_ms * memory_ratio:.4g}")
     return StepBounds(compute_ms=(step_ms - optimizer) * peak_ratio + optimizer * memory_ratio,
                       memory_ms=step_ms * memory_ratio, peak_ratio=peak_ratio, memory_ratio=memory_ratio,
-                      peak_dtype=peak_dtype(dtype, tf32=tf32), optimizer_ms=scaled)  # fmt: skip
+                      peak_dtype=peak_dtype(dtype, tf32=tf32), optimizer_ms=scaled,
+                      target_peak_dtype=peak_dtype(target_dtype or dtype, tf32=tf32))  # fmt: skip

@@ -14,6 +14,7 @@ from harness.config.precision import (
     peak_dtype,
     peak_tflops,
     step_bounds,
+    trains_in,
 )
 from harness.protocols import ConfigError
 
@@ -129,3 +130,48 @@ def test_a_cpu_runs_auto_fp32_is_not_the_dtype_a_gpu_step_was_trained_in():
     assert gpu_step_dtype("fp32", device="cpu", requested="auto", gpu=v100) == ("fp32", False)
     assert gpu_step_dtype("fp32", device="cpu", requested="fp32", gpu=a100) == ("fp32", False)
     assert gpu_step_dtype("fp32", device="cuda", requested="auto", gpu=a100) == ("fp32", False)
+
+
+def test_a_gpu_without_bf16_trains_a_bf16_step_in_fp16_and_auto_in_fp32(monkeypatch, capsys):
+    """A step measured on an A100 (in bf16: --dtype auto's there) was refused on dgx1-v100 ('the cluster's GPU has no
+    dense bf16 peak'): a V100 has no bf16, so its autocast is fp16, with a grad scaler, and --dtype auto trains in
+    fp32 there. The cluster's end is bounded in that dtype and said so; dgx-h100's stays bf16's."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+
+    from harness.commands.console.predict import scaling
+    from harness.perfmodel.clusters import cluster
+
+    v100, h100, a100 = cluster.load("dgx1-v100"), cluster.load("dgx-h100"), gpu_name("a100-sxm4-80gb")
+    assert trains_in("bf16", v100.description) == "fp16" and trains_in("fp32", v100.description) == "fp32"
+    assert trains_in("bf16", h100.description) == "bf16" and trains_in("bf16", "8× MI300X") == "bf16"  # not known
+    assert gpu_step_dtype("bf16", device="cpu", requested="bf16", gpu=v100.description) == ("fp16", False)
+    assert gpu_step_dtype("bf16", device="cuda", requested="auto", gpu=h100.description) == ("bf16", False)
+    args = SimpleNamespace(local_step_gpu="a100-sxm4-80gb", local_step_ms=300.0, local_optimizer_ms=None, run=None)
+    cpu = pd.DataFrame({"device": ["cpu"]})
+    v100_said = {"fp32": "bf16 → fp32 assumed: --dtype auto's on each GPU (dgx1-v100's has no bf16; in fp16, its "
+                         "autocast with a grad scaler, ×2.5), not the CPU run's fp32",
+                 "bf16": "dgx1-v100's GPU has no bf16: its autocast is fp16, with a grad scaler"}  # fmt: skip
+    for dtype, there, peak in (("fp32", "fp32", 15.7), ("bf16", "fp16", 125.0)):  # a CPU run of auto; of bf16
+        monkeypatch.setattr(scaling, "_requested_dtype", lambda args, asked=dtype: "auto" if asked == "fp32" else asked)
+        bounds = scaling.local_step_bounds(args, v100, cpu, {"dtype": dtype})
+        assert (bounds.peak_dtype, bounds.target_peak_dtype) == ("bf16", there)
+        assert bounds.compute_ms == pytest.approx(300 * 312 / peak) and bounds.assumed == (dtype == "fp32")
+        scaling.say_step_bounds(args, v100, bounds, bounds.ends())
+        said = capsys.readouterr().out
+        assert f"(×{312 / peak:.3g}: dense bf16 312 → {there} {peak:g} TFLOP/s, {v100_said[dtype]}" in said, said
+    assert step_bounds(300, measured_on=a100, target=v100.description, dtype="bf16", tf32=False,
+                       target_dtype="fp16").compute_ms == pytest.approx(300 * 312 / 125)  # fmt: skip
+    monkeypatch.setattr(scaling, "_requested_dtype", lambda args: "auto")
+    bounds = scaling.local_step_bounds(args, h100, cpu, {"dtype": "fp32"})
+    assert (bounds.peak_dtype, bounds.target_peak_dtype) == ("bf16", "bf16")
+    scaling.say_step_bounds(args, h100, bounds, bounds.ends())
+    said = capsys.readouterr().out
+    assert "dense bf16 312 → 989.5 TFLOP/s, bf16 assumed: --dtype auto's on each GPU, not" in said
+    assert "no bf16" not in said and "fp16" not in said
+    # measured on a V100 (auto's fp32 there, the run's), onto dgx-h100: auto's bf16 there, assumed and said
+    from_v100 = scaling.local_step_bounds(SimpleNamespace(**{**vars(args), "local_step_gpu": "v100-sxm2"}), h100, cpu,
+                                          {"dtype": "fp32"})  # fmt: skip
+    assert (from_v100.peak_dtype, from_v100.target_peak_dtype, from_v100.assumed) == ("fp32", "bf16", True)
+    assert from_v100.compute_ms == pytest.approx(300 * 15.7 / 989.5)

@@ -82,7 +82,7 @@ def test_an_a100_step_on_dgx_h100_is_predicted_at_both_ends_and_on_dgx_a100_as_g
         f"--local-step-ms 310 was measured on a100-sxm4-80gb, not dgx-h100's GPU: there it is not known, only "
         f"bounded, {compute:.4g} ms if compute-bound"
     ) in said and f"to {memory:.4g} ms if memory-bound" in said
-    assert "dense bf16 312 → 989.5 TFLOP/s, bf16 assumed: --dtype auto's on a GPU, not the CPU run's fp32; a run " \
+    assert "dense bf16 312 → 989.5 TFLOP/s, bf16 assumed: --dtype auto's on each GPU, not the CPU run's fp32; a run " \
            "benched with --dtype fp32 bounds it in fp32" in said  # fmt: skip
     assert f"one rank's step without DDP is {compute:.4g} ms (the compute-bound end" in said  # the lines printed
     assert f"at the other end (memory-bound, {memory:.4g} ms a GPU step) DDP's step is w8 " in said

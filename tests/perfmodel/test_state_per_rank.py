@@ -456,3 +456,42 @@ def test_a_cpu_runs_fp32_activations_are_counted_again_in_the_dtype_its_gpu_trai
     assert choice_table.judged_dtype(state) == "bf16" and choice_table.judged_dtype(fp32) == "fp32"
     kept, said = trained_dtype.judged_in(rows, setup, "mlp", {}, "", h100, terse=True)  # the GPU trains in fp32
     assert kept is rows and said.startswith("activations in fp32, the run's dtype; in bf16 (autocast) 481 MiB")
+
+
+def test_a_gpu_without_bf16_gets_fp16s_figures_and_a_bf16_run_is_judged_in_fp16_there(tmp_path):
+    """dgx1-v100 read 'in bf16 (autocast) … bench --dtype bf16 to count them so' under its memory table, and judged a
+    bf16 run's fit in bf16: a V100 has no bf16, --dtype auto trains in fp32 there and its autocast is fp16, with a
+    grad scaler. On it the fp32 run's note counts fp16 and says why; a bf16 run is judged in fp16 (the same bytes),
+    said; dgx-h100 keeps bf16's words."""
+    from harness.perfmodel.clusters import cluster
+
+    v100, h100 = cluster.load("dgx1-v100"), cluster.load("dgx-h100")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"device": "cpu", "config": {"dtype": "auto"}}))
+    cpu = pd.DataFrame({"device": ["cpu"]})
+    assert trained_dtype.gpu_dtype(run, cpu, {"dtype": "fp32"}, v100) == ""  # auto: fp32 there, the run's
+    rows = _mlp_full(activation_mb=2.1254)
+    kept, note = trained_dtype.judged_in(rows, {"dtype": "fp32"}, "mlp", {}, "", v100, terse=True)
+    assert kept is rows and note.startswith(
+        "activations in fp32, the run's dtype and --dtype auto's on dgx1-v100's GPU, which has no bf16; in fp16 "
+        "(autocast, with a grad scaler) 481 MiB at 8 samples a rank, 480 MiB of it the weights' fp16 copies"
+    ), note
+    assert note.endswith("bench --dtype fp16 on one to count them so") and "bf16 (" not in note
+    page = trained_dtype.dtype_note({"dtype": "fp32"}, rows, "mlp", {}, gpu=v100)
+    assert "trained in fp16 (autocast, with a grad scaler) the same forward keeps 481 MiB" in page
+    assert "bf16 (" not in page and "--dtype bf16" not in page
+    h100_note = trained_dtype.dtype_note({"dtype": "fp32"}, rows, "mlp", {}, terse=True, gpu=h100)
+    assert h100_note.startswith("activations in fp32, the run's dtype; in bf16 (autocast) 481 MiB") and (
+        "fp16" not in h100_note
+    )
+    (run / "run.json").write_text(json.dumps({"device": "cpu", "config": {"dtype": "bf16"}}))
+    bf16 = {"dtype": "bf16"}
+    assert trained_dtype.gpu_dtype(run, cpu, bf16, v100) == "fp16"
+    assert trained_dtype.gpu_dtype(run, cpu, bf16, h100) == ""  # the run's own
+    halves = _mlp_full(activation_mb=481.14, dtype="bf16")
+    judged, said = trained_dtype.judged_in(halves, bf16, "mlp", {}, "fp16", v100, terse=True)
+    assert (judged["activation_dtype"] == "fp16").all() and judged["activation_mb"].to_numpy() == pytest.approx(
+        481.14, rel=0.01)  # fmt: skip
+    assert said == ("what fits judged in fp16 (autocast, with a grad scaler): dgx1-v100's GPU has no bf16, the run's "
+                    "dtype; activations counted so (bf16's, the run's: 481 MiB)")  # fmt: skip

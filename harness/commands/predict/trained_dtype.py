@@ -30,8 +30,9 @@ def counted(spec: str, options: str, size: str, batch_size: int, dtype: str) -> 
 
 def gpu_dtype(run_dir, configs, setup: dict, gpu) -> str:
     """The dtype `gpu` (a cluster, its `description` naming its GPU) trains the run's model in, where it is not the
-    run's: bf16 where a CPU run left --dtype auto and the GPU has a bf16 peak (precision.gpu_step_dtype); '' where it
-    is the run's own, or no GPU is named."""
+    run's: bf16 where a CPU run left --dtype auto and the GPU has a bf16 peak (precision.gpu_step_dtype); fp16 where
+    the run is a bf16 one and the GPU has no bf16 (a V100: precision.trains_in); '' where it is the run's own, or no
+    GPU is named."""
     from harness.config.precision import gpu_step_dtype
     from harness.results import store
 
@@ -42,7 +43,7 @@ def gpu_dtype(run_dir, configs, setup: dict, gpu) -> str:
     device = str(configs["device"].iloc[0]) if configs is not None and "device" in configs and len(configs) else None
     device, requested = device or meta.get("device") or "cuda", (meta.get("config") or {}).get("dtype")
     run = str(setup.get("dtype") or "fp32")
-    dtype, _ = gpu_step_dtype(run, device=device, requested=requested, gpu=description)
+    dtype, _ = gpu_step_dtype(run, device=device, requested=requested, gpu=description)  # bf16's: fp16 on a V100
     return dtype if dtype != run else ""
 
 
@@ -55,13 +56,13 @@ def judged_in(rows: pd.DataFrame, setup: dict, spec: str, options: dict, dtype: 
     known = rows["activation_mb"].notna() if "activation_mb" in rows else pd.Series(False, index=rows.index)
     text = json.dumps(options, sort_keys=True)
     if not dtype or not known.any():
-        return rows, dtype_note(setup, rows, spec, options, terse=terse)
+        return rows, dtype_note(setup, rows, spec, options, terse=terse, gpu=gpu)
     at = [(counted(spec, text, str(size), int(b), dtype), counted(spec, text, str(size), int(b) + 1, dtype))
           if ok else (None, None)
           for size, b, ok in zip(rows["size"], rows["batch_size"], known, strict=True)]  # fmt: skip
     if any(ok and (this is None or more is None) for ok, (this, more) in zip(known, at, strict=True)):
-        return rows, dtype_note(setup, rows, spec, options, terse=terse)
-    fp32 = float(rows.loc[known, "activation_mb"].iloc[0])
+        return rows, dtype_note(setup, rows, spec, options, terse=terse, gpu=gpu)
+    fp32, run = float(rows.loc[known, "activation_mb"].iloc[0]), str(setup.get("dtype") or "fp32")
     kept = {"activation_mb": [this["activation_mb"] if this else None for this, _ in at],
             "activation_top": [this["activation_top"] if this else None for this, _ in at],
             "activation_sample_added_mb": [more["activation_mb"] - this["activation_mb"] if this else None
@@ -69,6 +70,9 @@ def judged_in(rows: pd.DataFrame, setup: dict, spec: str, options: dict, dtype: 
     rows = rows.assign(**{k: pd.Series(v, index=rows.index, dtype=float if k != "activation_top" else object)
                           for k, v in kept.items()}, activation_dtype=dtype)  # fmt: skip
     where = f"{gpu.name}'s GPU" if getattr(gpu, "name", None) else "the GPU"
+    if run != "fp32":  # a bf16 run on a GPU without bf16 (a V100): its autocast's dtype, the same bytes
+        return rows, (f"what fits judged in {dtype} (autocast, with a grad scaler): {where} has no {run}, the run's "
+                      f"dtype; activations counted so ({run}'s, the run's: {mib_text(fp32)})")  # fmt: skip
     if terse:
         return rows, (f"what fits judged in {dtype} (autocast), --dtype auto's on {where}: activations counted so "
                       f"(fp32's, the run's: {mib_text(fp32)}), the state as held (autocast keeps it fp32)")  # fmt: skip
@@ -79,7 +83,7 @@ def judged_in(rows: pd.DataFrame, setup: dict, spec: str, options: dict, dtype: 
                   "(a model cast to bf16 whole would hold less); bench --dtype fp32 to judge it in fp32")  # fmt: skip
 
 
-def dtype_note(setup: dict, rows: pd.DataFrame, spec: str, options: dict, *, terse: bool = False) -> str:
+def dtype_note(setup: dict, rows: pd.DataFrame, spec: str, options: dict, *, terse: bool = False, gpu=None) -> str:
     """Where the activations were counted in fp32 (a CPU run's default) and a GPU trains in bf16 under autocast: the
     same forward counted so (a CPU's fake tensors under its autocast, at the rows' size and batch and one sample
     more), since bf16 is no fixed share of fp32's. A walkthrough planned its H100s on fp32 activations, unwarned;
@@ -87,31 +91,38 @@ def dtype_note(setup: dict, rows: pd.DataFrame, spec: str, options: dict, *, ter
     RMSNorm, the residual stream, softmax and the loss stay fp32, and autocast keeps a bf16 copy of each weight it
     casts for backward, once at any batch. That copy is said apart, and the two dtypes compared by what one more
     sample adds: mlp/full's 2.13 MiB of fp32 activations at 8 samples read '481 MiB in bf16 (226×)', 480 MiB of it
-    the copies of 15 weights of 32 MiB, each sample 0.50× fp32's."""
+    the copies of 15 weights of 32 MiB, each sample 0.50× fp32's. On `gpu` (a cluster) without bf16 (a V100, whose
+    --dtype auto trains in fp32), the same in fp16, its autocast (with a grad scaler), said so."""
     if setup.get("dtype") != "fp32" or "activation_mb" not in rows or rows["activation_mb"].isna().all():
         return ""
+    from harness.config.precision import trains_in
+
+    half = trains_in("bf16", getattr(gpu, "description", None))  # fp16 on a GPU without bf16
+    dtype = "fp32, the run's dtype" + (f" and --dtype auto's on {gpu.name}'s GPU, which has no bf16" if half != "bf16"
+                                       else "")  # fmt: skip
     first = rows[rows["activation_mb"].notna()].iloc[0]
     fp32, batch = float(first["activation_mb"]), int(first["batch_size"])
     made_as = spec, json.dumps(options, sort_keys=True), str(first["size"])
-    at, more, fp32_at, fp32_more = (counted(*made_as, b, d) for d in ("bf16", "fp32") for b in (batch, batch + 1))
+    at, more, fp32_at, fp32_more = (counted(*made_as, b, d) for d in (half, "fp32") for b in (batch, batch + 1))
+    autocast, on_one = "autocast" + ", with a grad scaler" * (half == "fp16"), " on one" * (half == "fp16")  # CUDA's
     if at is None or more is None:
         if terse:
-            return "activations in fp32, the run's dtype; bf16's could not be counted here: bench --dtype bf16"
-        return ("activations in fp32, the run's dtype: trained in bf16 (autocast) the count differs either way (fewer "
-                "bytes where ops run in bf16, more for the bf16 copies of the weights autocast keeps for backward) and "
-                "could not be counted here; bench --dtype bf16 to count them so")  # fmt: skip
+            return f"activations in {dtype}; {half}'s could not be counted here: bench --dtype {half}{on_one}"
+        return (f"activations in {dtype}: trained in {half} ({autocast}) the count differs either way (fewer bytes "
+                f"where ops run in {half}, more for the {half} copies of the weights autocast keeps for backward) and "
+                f"could not be counted here; bench --dtype {half}{on_one} to count them so")  # fmt: skip
     at, added = at["activation_mb"], more["activation_mb"] - at["activation_mb"]
     once = max(at - added * batch, 0.0)  # kept once at any batch: the weights' bf16 copies
     fp32_added = fp32_more["activation_mb"] - fp32_at["activation_mb"] if fp32_at and fp32_more else 0.0
     ratio = f"{added / fp32_added:.2f}× fp32's" if fp32_added > 0 else ""  # a sample's against a sample's
     samples = f"{batch} sample{'s' * (batch != 1)}"
-    if terse:  # the figures a GPU in bf16 plans by; how they were counted is the what-if page's
-        copies = f", {mib_text(once)} of it the weights' bf16 copies, kept once" if once > 0 else ""
+    if terse:  # the figures a GPU in bf16 (fp16) plans by; how they were counted is the what-if page's
+        copies = f", {mib_text(once)} of it the weights' {half} copies, kept once" if once > 0 else ""
         each = f"each further sample {mib_text(added)}" + f", {ratio}" * bool(ratio)
-        return (f"activations in fp32, the run's dtype; in bf16 (autocast) {mib_text(at)} at {samples} a rank{copies}"
-                f" ({each}): bench --dtype bf16 to count them so")  # fmt: skip
-    return (f"activations in fp32, the run's dtype: trained in bf16 (autocast) the same forward keeps {mib_text(at)} "
-            f"at {samples} a rank against fp32's {mib_text(fp32)}: {mib_text(once)} kept once at any batch, the bf16 "
+        return (f"activations in {dtype}; in {half} ({autocast}) {mib_text(at)} at {samples} a rank{copies} ({each}): "
+                f"bench --dtype {half}{on_one} to count them so")  # fmt: skip
+    return (f"activations in {dtype}: trained in {half} ({autocast}) the same forward keeps {mib_text(at)} at "
+            f"{samples} a rank against fp32's {mib_text(fp32)}: {mib_text(once)} kept once at any batch, the {half} "
             f"copies of the weights autocast keeps for backward, and each further sample adds {mib_text(added)}"
             f"{f' ({ratio} {mib_text(fp32_added)})' * bool(ratio)}, counted on a CPU's fake tensors under its "
-            "autocast; bench --dtype bf16 to count them and the rest so")  # fmt: skip
+            f"autocast; bench --dtype {half}{on_one} to count them and the rest so")  # fmt: skip

@@ -149,12 +149,12 @@ def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: 
     100 % (no GPU runs that step so fast) and below LOW_SHARE (the FLOPs are likely not the step's: the input or the
     batch counted is not the one trained). ('', False) where the FLOPs or the peak are not known."""
     from harness.commands.predict.full_size import trained_source
-    from harness.config.precision import peak_dtype, peak_tflops
+    from harness.config.precision import peak_dtype, peak_tflops, trains_in
     from harness.measure import meta_counts
 
     spec, own = trained_source(configs, setup, options)
     tf32 = bool(configs["tf32"].fillna(False).any()) if configs is not None and "tf32" in configs else False
-    dtype = setup.get("dtype") or "fp32"
+    dtype = trains_in(setup.get("dtype") or "fp32", gpu)  # a bf16 run's on a V100: fp16
     peak = peak_tflops(gpu, dtype, tf32=tf32)
     if not peak or not step_ms:
         return "", False
@@ -242,11 +242,12 @@ def local_step_bounds(args, chosen, configs, setup: dict | None):
         return None
     measured_on = gpu_name(args.local_step_gpu)
     device = str(configs["device"].iloc[0]) if configs is not None and "device" in configs else "cuda"
-    dtype, assumed = gpu_step_dtype((setup or {}).get("dtype") or "fp32", device=device,
-                                    requested=_requested_dtype(args), gpu=measured_on)  # fmt: skip
+    (dtype, assumed), (there, assumed_there) = (gpu_step_dtype((setup or {}).get("dtype") or "fp32", device=device,
+                                                   requested=_requested_dtype(args), gpu=gpu)
+                                    for gpu in (measured_on, chosen.description))  # fmt: skip
     bounds = step_bounds(args.local_step_ms, measured_on=measured_on, target=chosen.description, dtype=dtype,
-                         tf32=_run_tf32(configs), optimizer_ms=args.local_optimizer_ms)  # fmt: skip
-    return dataclasses.replace(bounds, assumed=assumed)
+                         tf32=_run_tf32(configs), optimizer_ms=args.local_optimizer_ms, target_dtype=there)  # fmt: skip
+    return dataclasses.replace(bounds, assumed=assumed or assumed_there)
 
 
 def _requested_dtype(args) -> str | None:
@@ -266,19 +267,29 @@ def say_step_bounds(args, chosen, bounds, ends: list[tuple[str | None, float]]) 
     from harness.config.precision import GPUS, memory_gbps, peak_tflops
 
     gpu, step, texts = args.local_step_gpu, args.local_step_ms, (GPUS[args.local_step_gpu], chosen.description)
-    peaks = [peak_tflops(text, bounds.peak_dtype, tf32=False) for text in texts]  # peak_dtype is already tf32's
+    dtypes = (bounds.peak_dtype, bounds.target_peak_dtype or bounds.peak_dtype)  # already tf32's where it is
+    peaks = [peak_tflops(text, dtype, tf32=False) for text, dtype in zip(texts, dtypes, strict=True)]
     gbps = [memory_gbps(text) for text in texts]
     if bounds.same:
         said = (f"--local-step-ms {step:g} was measured on {gpu}, whose datasheet figures are {chosen.name}'s "
                 "GPU's: taken as its step there")  # fmt: skip
     else:
-        assumed = (f", {bounds.peak_dtype} assumed: --dtype auto's on a GPU, not the CPU run's fp32; a run benched "
-                   "with --dtype fp32 bounds it in fp32" if bounds.assumed else "")  # fmt: skip
+        named, fp16 = (dtypes[0] if dtypes[0] == dtypes[1] else f"{dtypes[0]} → {dtypes[1]}",
+                       peak_tflops(texts[1], "fp16", tf32=False))  # fmt: skip
+        no_bf16 = dtypes[1] != dtypes[0] and "bf16" not in dtypes[1:]  # the cluster's GPU has none (a V100)
+        if bounds.assumed:
+            why = (f" ({chosen.name}'s has no bf16" + f"; in fp16, its autocast with a grad scaler, ×"
+                   f"{peaks[0] / fp16:.3g}" * bool(fp16 and dtypes[1] != "fp16") + ")") * no_bf16  # fmt: skip
+            assumed = (f", {named} assumed: --dtype auto's on each GPU{why}, not the CPU run's fp32; a run benched "
+                       "with --dtype fp32 bounds it in fp32")  # fmt: skip
+        else:
+            assumed = f", {chosen.name}'s GPU has no bf16: its autocast is fp16, with a grad scaler" * no_bf16
         optimizer = (f"; the optimizer's {bounds.optimizer_ms / bounds.memory_ratio:g} ms memory-bound at either "
                      "end" if bounds.optimizer_ms is not None else "")  # fmt: skip
         said = (f"--local-step-ms {step:g} was measured on {gpu}, not {chosen.name}'s GPU: there it is not known, "
                 f"only bounded, {bounds.compute_ms:.4g} ms if compute-bound (×{bounds.peak_ratio:.3g}: dense "
-                f"{bounds.peak_dtype} {peaks[0]:g} → {peaks[1]:g} TFLOP/s{assumed}{optimizer}) to "
+                f"{dtypes[0]} {peaks[0]:g} → {dtypes[1] + ' ' if dtypes[1] != dtypes[0] else ''}{peaks[1]:g} "
+                f"TFLOP/s{assumed}{optimizer}) to "
                 f"{bounds.memory_ms:.4g} ms if memory-bound (×{bounds.memory_ratio:.3g}: {gbps[0]:,.0f} → "
                 f"{gbps[1]:,.0f} GB/s)")  # fmt: skip
         args.ends_said = said  # the page's words, and the console's with where the lines below stand
