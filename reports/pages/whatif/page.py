@@ -25,7 +25,7 @@ from harness.perfmodel.predict import (
     scaled_to_local_step,
     swept_caps,
 )
-from harness.perfmodel.schedule import SCALED, Parameters, calibrate
+from harness.perfmodel.schedule import Parameters, calibrate
 from harness.perfmodel.sharded import OwnCheck, cluster_frame, with_full_size_floors
 from harness.perfmodel.zero import own_for_cluster
 from harness.results import store
@@ -33,7 +33,7 @@ from harness.results.values import ms_text
 from reports.figures import whatif as figures
 from reports.figures.captions import CAPTIONS
 from reports.pages.html import HEADING_NAME, FigureList, esc, name_html, page, table
-from reports.pages.whatif import full_size
+from reports.pages.whatif import full_size, steps_table
 from reports.pages.whatif import memory as wm
 
 MAX_GPUS = 1024
@@ -182,7 +182,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                            CAPTIONS["whatif_caps"]),
                   figs.add(figures.strategies_vs_gpus(best, cluster=cluster.name), CAPTIONS["whatif_strategies"]),
                   figs.add(figures.efficiency_vs_gpus(best, cluster=cluster.name), CAPTIONS["whatif_efficiency"]),
-                  _best_table(best), _floors_why(group)]  # fmt: skip
+                  steps_table.best_table(best), steps_table.floors_why(group)]  # fmt: skip
     rows, size_note = configs, ""
     if counted:  # every setup's rows as predict counts them, with what size they are of
         rows = pd.concat([rows for rows, _ in counted.values()], ignore_index=True)
@@ -302,78 +302,6 @@ def _calibration_note(row: pd.Series, meta: dict | None = None) -> str:
             f"Scaling efficiency = the one-GPU step{'' if row['own_left_out'] else ' with DDP'} "
             f"({row['local_step_ms']:.4g} ms: {whose}) over each "
             f"predicted step{before}.</p>")  # fmt: skip
-
-
-def _best_table(best: pd.DataFrame) -> str:
-    cells = [[str(int(r.world_size)), str(int(r.nodes)), esc(f"{r.bucket_cap_mb:g} MiB"), f"{r.step_ms:.3f}",
-              f"{r.exposed_comm_ms:.3f}", f"{r.scaling_efficiency:.3f}", esc(agreement.caps_text(r.tied)),
-              esc(_lead(r)), _zero_cell(r), f"{r.zero_broadcast_ms:.3f}", _fsdp_cell(r)]
-             for r in best.itertuples()]  # fmt: skip
-    sized = f" ({wm.size_words(best['size'].iloc[0])})" if full_size.has_floors(best) else ""  # beside floors
-    heads = ["GPUs", "nodes", "cap named", f"step ms{sized}", f"exposed comm ms{sized}", f"scaling eff.{sized}",
-             "fastest predicted",
-             "its lead", f"ZeRO-1 step ms{sized}", "its broadcasts ms", f"FSDP2 step ms{sized}"]  # fmt: skip
-    if sized:  # the full size's parameters at the cap each is ranked at: the least each step takes
-        heads += [
-            "DDP's step at the full size, at least (ms), at the cap its floors favour",
-            "ZeRO-1's, at least (ms), at the cap it is ranked at",
-            "FSDP2's, at least (ms)",
-            "DDP's efficiency at the full size, at most (any cap)",
-        ]
-        cells = [[*row, f"{r.full_size_step_floor_ms:.4g} at {r.full_size_cap_mb:g} MiB "
-                  f"({ms_text(r.full_size_comm_ms)} ms of all-reduces)",
-                  f"{r.zero_full_size_step_floor_ms:.4g} at {r.zero_full_size_cap_mb:g} MiB "
-                  f"({ms_text(r.zero_full_size_broadcast_ms)} ms of broadcasts)",
-                  _fsdp_cell(r, "fsdp_full_size_step_floor_ms", f" ({ms_text(r.fsdp_full_size_gather_ms)} ms of "
-                             f"gathers, {ms_text(r.fsdp_full_size_scatter_ms)} of reduce-scatters)"),
-                  f"{r.full_size_efficiency_at_most:.3f}"]
-                 for row, r in zip(cells, best.itertuples(), strict=True)]  # fmt: skip
-    left_out = [f"{name}'s, {ms_text(float(best[column].max()))} ms more than DDP's" for name, column in
-                (("ZeRO", "zero_own_left_out_ms"), ("FSDP", "fsdp_own_left_out_ms"))
-                if best[column].max() > 0]  # fmt: skip
-    note = (f"<p class=caption>* without its own cost, unmeasured on a GPU: a CPU's ({'; '.join(left_out)}, "
-            f"{SCALED}) is the long end of the step the choice weighs; bench it on one GPU to measure it.</p>"
-            if left_out else "")  # fmt: skip
-    return table(heads, cells) + note
-
-
-def _floors_why(group: pd.DataFrame) -> str:
-    """Why ZeRO-1's and FSDP2's full-size floors at the most GPUs are what they are (the console: what dominates)."""
-    frames = [frame for _, frame in group.groupby("world_size", sort=True)]
-    if not frames or not ranked.floors_in(frames[-1], "zero_full_size_largest_share"):
-        return ""
-    zero, fsdp = [ranked.ranked_row(f, *ranked.ZERO_COLUMNS, "ZeRO-1") for f in frames], frames[-1].iloc[0]
-    fsdp = "" if pd.isna(fsdp.get("fsdp_full_size_gather_ms")) else (
-        f" FSDP2's: {ranked.fsdp_floor_why(fsdp)} ({ranked.CLUSTER_SHARDED}).")  # fmt: skip
-    return (f"<p>Why the floors at {int(zero[-1]['world_size'])} GPUs: ZeRO-1's, {esc(ranked.zero_floor_why(zero))} "
-            f"({esc(ranked.CLUSTER_BROADCASTS)}).{esc(fsdp)}</p>")  # fmt: skip
-
-
-def _zero_cell(row) -> str:
-    if row.zero_own_left_out_ms > 0:  # a CPU's, left out of a GPU step given (as DDP's is): the note says so
-        return f"{row.zero_step_ms:.3f}*"
-    return f"{row.zero_step_ms:.3f}" + (
-        f" (its own cost at one rank, {ms_text(row.zero_own_ms)} ms, added)" * bool(row.zero_own_ms > 0)
-    )
-
-
-def _fsdp_cell(row, column: str = "fsdp_step_ms", what: str = "") -> str:
-    """FSDP2's step (or `column`: its full-size floor, `what` after it) with the own cost it leaves out, said."""
-    if pd.isna(value := getattr(row, column)):
-        return "not modelled: no block times" if column == "fsdp_step_ms" else "none: a profiled block never ran"
-    said = (f"{value:.3f}" if column == "fsdp_step_ms" else f"{value:.4g}") + what
-    if getattr(row, "fsdp_own_left_out_ms", 0.0) > 0:  # a CPU's, left out of a GPU step given: the note says so
-        return f"{said}*"
-    unknown = pd.isna(row.fsdp_own_ms) and row.ddp_own_ms > 0  # DDP's step carries its own cost, FSDP2's none
-    return said + " (without FSDP's own cost: no FSDP step at one GPU measured it)" * unknown
-
-
-def _lead(row) -> str:
-    """How far the fastest predicted caps are ahead: of the next cap, or of the caps of 25 MiB or more where the
-    answer kept those."""
-    if row.lead_set_aside is not None and not pd.isna(row.lead_set_aside):
-        return f"{row.lead_set_aside:.2%} over the caps of 25 MiB or more: under 4 %, no evidence: they are kept"
-    return "every cap tied" if row.margin is None or pd.isna(row.margin) else f"{row.margin:.1%} over the next cap"
 
 
 def _measured_section(configs: pd.DataFrame) -> str:
