@@ -116,6 +116,11 @@ def test_predict_counts_the_model_you_will_train_from_a_smaller_one_benched(else
     page = html.unescape((folder / "page.html").read_text())  # the page to share says which model it counted
     assert "counted for <b>the model you will train</b> (width=2048)" in page and "the tiny size's" not in page
     assert "<b>my_workload.py:MyModel[width=2048]/" in page  # its memory named as the model counted, not the run's
+    # --nodes 1: its choice and memory at 8 GPUs, the count asked (the page once booked 8 to 1,024 whatever it said)
+    choice = page.split("<th>book</th>")[1].split("</table>")[0]
+    assert [row.split("<td>")[1].split("</td>")[0] for row in choice.split("<tr")[1:]] == ["8"]
+    memory = page.split("<h2>Model state per rank</h2>")[1].split("</table>")[0]
+    assert "<th>8 GPUs</th>" in memory and "16 GPUs" not in memory
     # at 4× the batch, 4× forward and backward (the optimizer's part, estimated from the parameters, stays): an own
     # cost left out (hooks and copies, with the parameters) stays as it was
     batch, optimizer = int(rows["run_batch_size"].iloc[0]), float(rows["local_optimizer_ms"].iloc[0])

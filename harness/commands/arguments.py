@@ -213,8 +213,9 @@ def add_predict_parser(commands) -> None:
                          f"(default: {predict_cluster.DEFAULT_SIZES}, each power of two)")  # fmt: skip
     predict.add_argument("--out", metavar="FILE", help="also write the rows: .csv or .parquet")
     predict.add_argument("--page", metavar="FILE.html",
-                         help="with --run and --cluster: also write the run's what-if page (one node to 1,024 "
-                         "GPUs), calibrated and scaled as here, in one file to share, in a folder that exists (a CPU "
+                         help="with --run and --cluster: also write the run's what-if page (its tables and choice at "
+                         "--nodes' GPU counts, its figures one node to 1,024 GPUs), calibrated and scaled as "
+                         "here, in one file to share, in a folder that exists (a CPU "
                          "run's without --local-step-ms: its communication and memory, no step); written beside a "
                          "site's index.html, the index lists it, on its run's line too")  # fmt: skip
     predict.add_argument("--local-step-ms", type=finite("--local-step-ms", "the one-GPU step in ms"),

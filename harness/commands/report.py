@@ -116,6 +116,14 @@ def _ends_words(args: argparse.Namespace) -> str:
     )
 
 
+def _asked_gpus(args: argparse.Namespace, chosen) -> list[int] | None:
+    """The GPU counts `predict --nodes` asked for, the page's tables' and choice's; None without --nodes (the page's
+    one node to 1,024 GPUs)."""
+    from harness.commands.predict.cluster import node_counts
+
+    return [n * chosen.gpus_per_node for n in node_counts(args)] if getattr(args, "nodes", None) else None
+
+
 def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict, caps: list[float], *,
                           checked=None) -> None:  # fmt: skip
     """`predict --page FILE`: the run's what-if page for the setup predicted, on the cluster chosen, with the
@@ -143,7 +151,8 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
                        local_optimizer_ms=args.local_optimizer_ms, batch_size=args.batch_size,
                        optimizer_from=getattr(args, "optimizer_from", "as given"), local_ddp_ms=args.local_ddp_ms,
                        trained=predict_full_size.trained_text(configs, setup, args.train_options)
-                       if args.train_options is not None else "", ends=_ends_words(args))  # fmt: skip
+                       if args.train_options is not None else "", ends=_ends_words(args),
+                       gpus=_asked_gpus(args, chosen))  # fmt: skip
     try:
         store.atomic_write(Path(args.page), lambda tmp: tmp.write_text(html, encoding="utf-8"))
     except OSError as error:  # a folder check cannot foresee every refusal (a full disk, /proc)

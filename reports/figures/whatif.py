@@ -10,12 +10,15 @@ import plotly.graph_objects as go
 from reports.figures.style import DASHES, PALETTE, new_figure, styled
 
 
-def _gpu_axis(rows: pd.DataFrame) -> dict:
+def _gpu_axis(rows: pd.DataFrame, marked=()) -> dict:
+    """The GPU counts, each a tick; those `marked` (the counts `predict --nodes` asked for) in bold."""
     ticks = sorted(rows["world_size"].unique())
-    return {"title": "GPUs (log)", "type": "log", "tickvals": ticks, "ticktext": [str(t) for t in ticks]}
+    text = [f"<b>{t}</b>" if t in marked else str(t) for t in ticks]
+    return {"title": "GPUs (log; bold: asked)" if marked else "GPUs (log)", "type": "log", "tickvals": ticks,
+            "ticktext": text}  # fmt: skip
 
 
-def step_vs_gpus(rows: pd.DataFrame, *, cluster: str, profiled: str = "") -> go.Figure:
+def step_vs_gpus(rows: pd.DataFrame, *, cluster: str, profiled: str = "", marked=()) -> go.Figure:
     """Predicted step time against GPUs, one line per bucket cap (lower is better). `profiled`: whose gradients the
     rows bucket where they are not the model to train's ("the tiny size's"), said in the title: a tiny profile's
     flat lines, titled as the cluster's step per cap, read as the cap not mattering for the model to train."""
@@ -34,10 +37,11 @@ def step_vs_gpus(rows: pd.DataFrame, *, cluster: str, profiled: str = "") -> go.
     if profiled:  # shorter, so that the title clears the figure's toolbar
         title = f"Predicted step on {cluster} per bucket cap, {profiled} gradients (not the model to train's)"
     return styled(figure, title=title,
-                  xaxis=_gpu_axis(rows), yaxis={"title": "step ms (predicted)", "rangemode": "tozero"})  # fmt: skip
+                  xaxis=_gpu_axis(rows, marked),
+                  yaxis={"title": "step ms (predicted)", "rangemode": "tozero"})  # fmt: skip
 
 
-def efficiency_vs_gpus(best: pd.DataFrame, *, cluster: str) -> go.Figure:
+def efficiency_vs_gpus(best: pd.DataFrame, *, cluster: str, marked=()) -> go.Figure:
     """Scaling efficiency of the cap the answer names at each GPU count (1 = no cost of communication), labelled
     with that cap, or "tied" where it is one of several within the tie tolerance."""
     best = best.sort_values("world_size")
@@ -58,7 +62,7 @@ def efficiency_vs_gpus(best: pd.DataFrame, *, cluster: str) -> go.Figure:
                                     hovertemplate="%{x} GPUs: at most %{y:.3f} at any cap<extra></extra>"))  # fmt: skip
         title += ", and at most with the gradients of the model to train (dotted)"
     return styled(figure, title=title,
-                  xaxis=_gpu_axis(best), yaxis={"title": "scaling efficiency", "range": [0, 1.05]})  # fmt: skip
+                  xaxis=_gpu_axis(best, marked), yaxis={"title": "scaling efficiency", "range": [0, 1.05]})  # fmt: skip
 
 
 STRATEGY_LINES = (("DDP", "step_ms", "full_size_step_floor_ms"),
@@ -67,7 +71,7 @@ STRATEGY_LINES = (("DDP", "step_ms", "full_size_step_floor_ms"),
 """Each modelled strategy's predicted step and its full-size floor, as the what-if page's best rows hold them."""
 
 
-def strategies_vs_gpus(best: pd.DataFrame, *, cluster: str) -> go.Figure | None:
+def strategies_vs_gpus(best: pd.DataFrame, *, cluster: str, marked=()) -> go.Figure | None:
     """Each modelled strategy's predicted step against GPUs at the cap DDP's answer names (solid), and where the
     profile is a smaller size's, the floor the full size's parameters put under it (dotted): the steps the choice
     ranks, by the higher of the two (ZeRO-1 by its floor). None where only DDP's step is known."""
@@ -87,10 +91,11 @@ def strategies_vs_gpus(best: pd.DataFrame, *, cluster: str) -> go.Figure | None:
                                         hovertemplate="%{x} GPUs: at least %{y:.4g} ms<extra>%{fullData.name}"
                                         "</extra>"))  # fmt: skip
     return styled(figure, title=f"Predicted step per strategy on {cluster} (lower is better)",
-                  xaxis=_gpu_axis(best), yaxis={"title": "step ms (predicted)", "rangemode": "tozero"})  # fmt: skip
+                  xaxis=_gpu_axis(best, marked),
+                  yaxis={"title": "step ms (predicted)", "rangemode": "tozero"})  # fmt: skip
 
 
-def communication_vs_gpus(comm: pd.DataFrame, *, cluster: str) -> go.Figure:
+def communication_vs_gpus(comm: pd.DataFrame, *, cluster: str, marked=()) -> go.Figure:
     """What each strategy's collectives take a step against GPUs (whatif_memory.communicated): DDP's all-reduces, a
     line per cap, ZeRO-1's broadcasts, FSDP2's gathers and reduce-scatters together; no step (lower is better)."""
     figure, comm = new_figure(), comm.sort_values("world_size")
@@ -105,4 +110,4 @@ def communication_vs_gpus(comm: pd.DataFrame, *, cluster: str) -> go.Figure:
                                     line={"color": PALETTE[i % len(PALETTE)], "dash": DASHES[i % len(DASHES)]},
                                     hovertemplate="%{x} GPUs: %{y:.4g} ms<extra>%{fullData.name}</extra>"))  # fmt: skip
     return styled(figure, title=f"Each strategy's collectives a step on {cluster}, whatever computes it (not a step)",
-                  xaxis=_gpu_axis(comm), yaxis={"title": "ms a step (log)", "type": "log"})  # fmt: skip
+                  xaxis=_gpu_axis(comm, marked), yaxis={"title": "ms a step (log)", "type": "log"})  # fmt: skip

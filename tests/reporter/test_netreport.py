@@ -4,6 +4,7 @@ communication floor and the step-time model against the run's bucket sweep."""
 from __future__ import annotations
 
 import html
+import json
 import re
 import shutil
 from pathlib import Path
@@ -219,19 +220,24 @@ def test_predict_page_scales_as_the_console_does_in_one_file_to_share(built, tmp
     page = page_file.read_text()
     _assert_printed_steps(printed, _steps_on_page(page), (8, 16))
     assert "<title>What if: bucket_sweep on dgx-h100 at a 20 ms GPU step</title>" in page
-    # the step answer the site's page of a CPU run does not give, from one node to 1,024 GPUs, with why
+    # the step answer the site's page of a CPU run does not give, at the GPU counts --nodes asked (the page once
+    # answered at 8 to 1,024 GPUs whatever --nodes said), with why
     headline = page.split('<p class="headline">')[2].split("</p>")[0]  # after the full size's bound
     assert "<b>best cap for DDP</b> (ZeRO-1's and FSDP2's steps at the same cap are in the table" in headline
-    assert " on one node (8 GPUs), " in headline and " at 1024 GPUs on 128 nodes" in headline
-    assert "<b>Why</b> at 1024 GPUs: " in headline and "unchecked" not in headline  # checked up to 128 nodes
-    assert "At 128 nodes this profile is off by more than 25 % on " in headline  # as predict says at 128 nodes
+    assert " on one node (8 GPUs), " in headline and " at 16 GPUs on 2 nodes" in headline
+    assert "<b>Why</b> at 16 GPUs: " in headline and "1024" not in headline
     assert "ZeRO-1 step ms" in page and "its broadcasts ms" in page  # the answer's table: ZeRO-1 at the same cap
     assert "FSDP2 step ms" in page and "not modelled" not in page  # the profile has mlp's blocks: FSDP2's step
-    assert page.count('class="plotly-graph-div"') == 3  # step per cap, each strategy's step, efficiency of the best cap
+    assert "At the GPU counts asked (<code>--nodes</code>: 8, 16 GPUs): the answer, the choice and the tables; the " \
+           "figures from 8 to 1,024 GPUs, the counts asked in bold on their axes." in page  # fmt: skip
     best = page.split("its lead")[1].split("</table>")[0]
-    assert [row.split("<td>")[1].split("</td>")[0] for row in best.split("<tr")[1:]] == [
-        str(8 * 2**k) for k in range(8)
-    ]  # 8 … 1024 GPUs
+    assert [row.split("<td>")[1].split("</td>")[0] for row in best.split("<tr")[1:]] == ["8", "16"]
+    # the figures keep the curve, 8 to 1,024 GPUs, the counts asked in bold on their axes
+    assert page.count('class="plotly-graph-div"') == 3  # step per cap, each strategy's step, efficiency of the best cap
+    ticks = re.findall(r'"ticktext":\[([^\]]*)\]', page)
+    assert len(ticks) == 3 and len(set(ticks)) == 1, ticks
+    assert [html.unescape(json.loads(f"[{ticks[0]}]")[k]) for k in (0, 1, 2, -1)] == ["<b>8</b>", "<b>16</b>", "32",
+                                                                                      "1024"]  # fmt: skip
     banner = page.split('<p class="banner">')[1].split("</p>")[0]
     assert "one GPU's step without DDP is <b>20 ms</b>" in banner and "is a CPU's and is left out" in banner
     assert (

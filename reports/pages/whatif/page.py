@@ -1,6 +1,7 @@
 """The what-if page of a run: its measured gradient-ready profile on a cluster it did not run on —
-predicted step time, scaling efficiency and best bucket cap from one node to 1,024 GPUs, the
-cluster profile's sources, next to what the run measured. Rows in, HTML out; the predictions come
+predicted step time, scaling efficiency and best bucket cap from one node to 1,024 GPUs (its tables and choice
+at the GPU counts `predict --nodes` asked, where it did), the cluster profile's sources, next to what the run
+measured. Rows in, HTML out; the predictions come
 from the performance model (`harness.perfmodel`: DDP's bucket schedule over NCCL's algorithms)."""
 
 from __future__ import annotations
@@ -55,12 +56,13 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                    local_step_ms: float | None = None, device: str = "cpu", optimizer_from: str = "as given",
                    full_params: Callable[[dict, int], Parameters | None] | None = None,
                    local_optimizer_ms: float | None = None, batch_size: int | None = None,
-                   local_ddp_ms: float | None = None) -> pd.DataFrame:  # fmt: skip
+                   local_ddp_ms: float | None = None, worlds: list[int] | None = None) -> pd.DataFrame:  # fmt: skip
     """Per stored setup, GPU count and cap (`caps`; else the run's sweep, else the default list): the predicted step,
     the profile calibrated on the run's rows at one rank and scaled to `local_step_ms` (its optimizer's part
     `local_optimizer_ms`, `optimizer_from` in words; DDP's own cost `local_ddp_ms`) as `predict --cluster` does;
     `full_params(setup, the profile's gradient bytes)`: the full size's parameters where the profile is a smaller
-    size's, whose floors under each step the rows hold (sharded.with_full_size_floors); `batch_size`: --batch-size's."""
+    size's, whose floors under each step the rows hold (sharded.with_full_size_floors); `batch_size`: --batch-size's;
+    `worlds`: the GPU counts (default: world_sizes)."""
     if caps is None:
         caps = swept_caps(configs)
         caps = caps if len(caps) >= 2 else list(DEFAULT_CAPS_MB)
@@ -88,7 +90,7 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                    "optimizer_share": calibrated.optimizer_s / (calibrated.local_step_s or 1.0),
                    **{f"setup_{key}": value for key, value in setup.items()}, "size": setup["size"]}  # fmt: skip
         params = full_params(setup, profile.grad_bytes) if full_params else None
-        for world in world_sizes(cluster):
+        for world in worlds or world_sizes(cluster):
             frame = cluster_frame(calibrated, caps=caps, link=link, world_size=world, zero_own=zero_own,
                                   fsdp_part=sharded)  # fmt: skip
             if params:
@@ -136,22 +138,25 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                 checked: Callable[[dict], OwnCheck | None] | None = None,
                 full_params: Callable[[dict, int], Parameters | None] | None = None, trained: str = "",
                 local_optimizer_ms: float | None = None, batch_size: int | None = None,
-                local_ddp_ms: float | None = None, ends: str = "") -> str:  # fmt: skip
+                local_ddp_ms: float | None = None, ends: str = "", gpus: list[int] | None = None) -> str:  # fmt: skip
     """The page in a site (links to the index and the run's page), or `standalone`: one file with plotly.js in it and
     no links, as `predict --page` writes it; `caps`, `local_step_ms`, `full_params` as predicted_rows takes them;
     `memory(setup)`: the rows memory is counted from and what size they are of (default: the run's own);
     `checked(setup)`: the step models' errors on the run's own steps; `trained`: what --train-wopt changed; `ends`:
-    a step measured on another GPU, at both ends on this one (wm.device_banner)."""
+    a step measured on another GPU, at both ends on this one (wm.device_banner); `gpus`: the GPU counts asked
+    (`predict --nodes`), the tables' and the choice's, the figures' from one node to 1,024 GPUs beside them."""
     run_id, device = meta.get("run_id", ""), meta.get("device", "?")
+    worlds = sorted(set(gpus)) if gpus else world_sizes(cluster)  # the tables' and the choice's
     rows = predicted_rows(profiles, configs, cluster, caps=caps, local_step_ms=local_step_ms, device=device,
-                          full_params=full_params, local_optimizer_ms=local_optimizer_ms,
-                          batch_size=batch_size, optimizer_from=optimizer_from, local_ddp_ms=local_ddp_ms)  # fmt: skip
+                          full_params=full_params, local_optimizer_ms=local_optimizer_ms, batch_size=batch_size,
+                          optimizer_from=optimizer_from, local_ddp_ms=local_ddp_ms,
+                          worlds=sorted({*world_sizes(cluster), *worlds}))  # fmt: skip
     nav = "" if standalone else (f'<nav><a href="../index.html">all runs</a><a href="{esc(meta.get("page", run_id))}'
                                  f'.html">run {esc(run_id)}</a></nav>')  # fmt: skip
     inside = not rows.empty and bool((rows["calibrated_to"] == "reference").all())  # DDP's cost in the compute
     parts = [nav, f"<h1>What if run {esc(run_id)} ran on {esc(cluster.name)}?</h1>",
              wm.device_banner(meta, cluster, local_step_ms, inside=inside, ends=ends),
-             wm.trained_banner(trained)]  # fmt: skip
+             wm.trained_banner(trained), _asked(worlds, cluster) if gpus else ""]  # fmt: skip
     title = f"What if: {run_id} on {cluster.name}" + (f" at a {local_step_ms:g} ms GPU step" if local_step_ms else "")
     title += " (an end of its bound)" if ends else ""  # not the step given: another GPU's, carried (wm.device_banner)
     mark = {"shared": True, "run": str(meta.get("page", run_id))} if standalone else {}  # the index's link to it
@@ -162,46 +167,51 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     inline, figs = {"inline": True, **mark} if standalone else {}, FigureList()
     rows = rows.assign(size=wm.BENCHED) if trained else rows  # its memory and floors are another model's
     counted = {label: memory(wm.setup_of(group)) for label, group in rows.groupby("setup")} if memory else {}
+    marked = {"marked": worlds} if gpus else {}  # the figures' span, the counts asked in bold
     for setup, group in rows.groupby("setup", sort=False):
         default = full_size.default_configuration(meta, group["setup_workload"].iloc[0])  # hf:MODEL_TYPE's full
+        at = group[group["world_size"].isin(worlds)]  # the tables' and the choice's GPU counts
         if not steps_known(meta, local_step_ms):  # a CPU's compute: what holds on any GPU, no step to rank by
             sized = store.size_scales(meta, {"workload": group["setup_workload"].iloc[0]})  # a file of yours: never
             parts += [full_size.heading(setup, group, trained, default),
-                      wm.communication_section(group, cluster, sized=sized, caveats=_unchecked(cluster, group),
+                      wm.communication_section(at, cluster, sized=sized, caveats=_unchecked(cluster, at),
                                                default=default),
-                      figs.add(figures.communication_vs_gpus(wm.communicated(group), cluster=cluster.name),
+                      figs.add(figures.communication_vs_gpus(wm.communicated(group), cluster=cluster.name, **marked),
                                CAPTIONS["whatif_communication"])]  # fmt: skip
             continue
-        best, sure = best_rows(group), checked(wm.setup_of(group)) if checked else None
+        best, sure, curve = best_rows(at), checked(wm.setup_of(group)) if checked else None, best_rows(group)
         parts += [full_size.heading(setup, group, trained, default), _answer(best, cluster, trained, default),
-                  wm.choice_section(configs, group, cluster, world_sizes(cluster),
+                  wm.choice_section(configs, at, cluster, worlds,
                                  rows=counted[setup][0] if setup in counted else None, checked=sure),
                   wm.how_sure(sure),
                   _calibration_note(group.iloc[0], meta),
-                  figs.add(figures.step_vs_gpus(group, cluster=cluster.name, profiled=_profiled(group)),
+                  figs.add(figures.step_vs_gpus(group, cluster=cluster.name, profiled=_profiled(group), **marked),
                            CAPTIONS["whatif_caps"]),
-                  figs.add(figures.strategies_vs_gpus(best, cluster=cluster.name), CAPTIONS["whatif_strategies"]),
-                  figs.add(figures.efficiency_vs_gpus(best, cluster=cluster.name), CAPTIONS["whatif_efficiency"]),
-                  steps_table.best_table(best), steps_table.floors_why(group)]  # fmt: skip
+                  figs.add(figures.strategies_vs_gpus(curve, cluster=cluster.name, **marked),
+                           CAPTIONS["whatif_strategies"]),
+                  figs.add(figures.efficiency_vs_gpus(curve, cluster=cluster.name, **marked),
+                           CAPTIONS["whatif_efficiency"]),
+                  steps_table.best_table(best), steps_table.floors_why(at)]  # fmt: skip
     rows, size_note = configs, ""
     if counted:  # every setup's rows as predict counts them, with what size they are of
         rows = pd.concat([rows for rows, _ in counted.values()], ignore_index=True)
         size_note = "; ".join(dict.fromkeys(note for _, note in counted.values() if note))
-    parts += [_measured_section(configs), wm.memory_section(rows, cluster, world_sizes(cluster), size_note=size_note,
+    parts += [_measured_section(configs), wm.memory_section(rows, cluster, worlds, size_note=size_note,
                                                             batch_given=batch_size),
               wm.sources_section(cluster), wm.published_section(cluster)]  # fmt: skip
     return page(title, "\n".join(parts), depth=1, **inline)
 
 
 def _answer(best: pd.DataFrame, cluster: Cluster, trained: str = "", default: str = "") -> str:
-    """The cap from one node to the most GPUs, in the console answer's words, and why the step at the most GPUs
+    """The cap from the fewest GPUs to the most, in the console answer's words, and why the step at the most GPUs
     costs what it does (the same sentence `predict --cluster` ends with); where the rows hold the full size's floors,
     what they bound for the model to train first, the profiled size's figures after, said to be its."""
     first, last = best.iloc[0], best.iloc[-1]
     why_last = why.predicted_step(last, backward_ms=last["backward_ms"], own_ms=last["ddp_own_ms"])
     before = " (before DDP's own cost, left out)" if last["own_left_out"] else ""  # the calibration note says why
     said = (f"(ZeRO-1's and FSDP2's steps at the same cap are in the table below): {esc(_caps_by_size(best))}. "
-            f"Efficiency{before} {first['scaling_efficiency']:.3f} on one node ({int(first['world_size'])} GPUs), "
+            f"Efficiency{before} {first['scaling_efficiency']:.3f} on {_nodes(int(first['nodes']))} "
+            f"({int(first['world_size'])} GPUs), "
             f"{last['scaling_efficiency']:.3f} at {int(last['world_size'])} GPUs on {int(last['nodes'])} nodes. "
             f"<b>Why</b> at {int(last['world_size'])} GPUs: {esc(why_last)}."
             f"{_caveat(cluster, int(last['nodes']))}{_small_cap_caveat(best)}{_unchecked(cluster, best)}")  # fmt: skip
@@ -212,6 +222,20 @@ def _answer(best: pd.DataFrame, cluster: Cluster, trained: str = "", default: st
             f'<p class="headline"><b>{profiled[0].upper() + profiled[1:]} profile</b> ({last["grad_mb"]:.4g} MiB of '
             f"gradients, the run's), <b>best cap for DDP</b> {said} Its cap is of its own buckets, not of the model "
             "to train.</p>")  # fmt: skip
+
+
+def _nodes(count: int) -> str:
+    return "one node" if count == 1 else f"{count} nodes"
+
+
+def _asked(worlds: list[int], cluster: Cluster) -> str:
+    """Where `predict --nodes` asked for GPU counts: that the tables and the choice are at them, the figures wider."""
+    span = sorted({*world_sizes(cluster), *worlds})
+    asked = ", ".join(f"{w:,}" for w in worlds)
+    return (
+        f"<p>At the GPU counts asked (<code>--nodes</code>: {asked} GPUs): the answer, the choice and the tables; "
+        f"the figures from {span[0]:,} to {span[-1]:,} GPUs, the counts asked in bold on their axes.</p>"
+    )
 
 
 def _profiled(group: pd.DataFrame) -> str:
