@@ -329,6 +329,7 @@ class ForCluster(NamedTuple):
     note: str  # what FSDP2's step leaves out, said beside it ('' where nothing)
     left_out_s: float = 0.0  # a CPU's own cost left out, beyond DDP's (also left out), scaled as the compute is
     scale: float = 1.0  # that scale: the compute's from the run's step to the GPU step given (its ×, said)
+    untold: str = ""  # where DDP's own cost was taken as 0, why: the left-out figure is all of FSDP's
 
 
 def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, carried: bool) -> ForCluster:
@@ -349,14 +350,18 @@ def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, 
         return ForCluster(profile, (own_s or 0.0) * scaled if carried else 0.0, "")
     ddp_s = predict.ddp_own_cost_s(configs, setup) or 0.0
     told = not ddp_s or predict.ddp_own_cost_told(configs, setup)  # DDP's noise would hide FSDP's own: not taken
-    beyond_s = max(0.0, own_s - (ddp_s if told else 0.0)) * scaled
-    untold = "" if told else f" (DDP's own, {ms_text(ddp_s * 1e3)} ms, the repeats do not tell from noise)"
-    more = f"its {ms_text((own_s - ddp_s) * 1e3)} ms beyond DDP's ({ms_text(ddp_s * 1e3)} ms)" if told and ddp_s else ""
+    own, ddp = ms_text(own_s * 1e3), ms_text(ddp_s * 1e3)
+    if told and own_s <= ddp_s:  # DDP's step leaves out as much or more: alike, nothing beyond it
+        return ForCluster(profile, None, f"FSDP's own cost at one rank, {own} ms, a CPU's, is no more than DDP's "
+                                         f"({ddp} ms): left out of both steps alike")  # fmt: skip
+    beyond_s = (own_s - (ddp_s if told else 0.0)) * scaled
+    untold = "" if told else f"DDP's own, {ddp} ms at one rank, taken as 0: its steps there do not tell it from noise"
+    more = f"its {ms_text((own_s - ddp_s) * 1e3)} ms beyond DDP's ({ddp} ms)" if told and ddp_s else "all of it"
     note = (
-        f"FSDP's own cost at one rank, {ms_text(own_s * 1e3)} ms, a CPU's, no GPU's: {more or 'all of it'}{untold} "
+        f"FSDP's own cost at one rank, {own} ms, a CPU's, no GPU's: {more}{f' ({untold})' * bool(untold)} "
         f"is {ms_text(beyond_s * 1e3)} ms {scaled_words(scaled)}, its step's long end (the choice weighs both)"
     )
-    return ForCluster(profile, None, note, beyond_s, scaled)
+    return ForCluster(profile, None, note, beyond_s, scaled, untold)
 
 
 def run_checks(configs, profiles, network) -> list[dict]:

@@ -96,17 +96,25 @@ def plain_step_at_one_rank_s(configs: pd.DataFrame, setup: dict, which) -> float
 
 def below_baseline(configs: pd.DataFrame, setup: dict, which, *, but=frozenset()) -> tuple[float, float] | None:
     """(its step, the baseline's) at one rank, pooled ms, where `which`'s strategy (no option but `but`) beats the
-    baseline beyond noise (interval of their ratio below 1; one repeat: its p90 under the baseline's p10). None else."""
+    baseline beyond noise (`above_beyond_noise`). None else."""
     if configs.empty:
         return None
-    rows, pooled = setup_rows(configs, setup), stats.geometric_mean
-    mine = rows.loc[plain_medians_at_one_rank_ms(configs, setup, which, but=but).index]
-    if mine.empty or (local := rows[roles.flag(rows, "baseline") & (rows["world_size"] == 1)]).empty:
-        return None
-    high = stats.ratio_interval(list(local["step_ms_median"]), list(mine["step_ms_median"]))["high"]
-    spread = "step_ms_p10" in local and "step_ms_p90" in mine  # a run from before they were recorded: not told
-    told = high < 1 if high == high else spread and bool(mine["step_ms_p90"].max() < local["step_ms_p10"].min())
-    return (pooled(mine["step_ms_median"]), pooled(local["step_ms_median"])) if told else None
+    mine = plain_medians_at_one_rank_ms(configs, setup, which, but=but)
+    local = role_medians_ms(configs, setup, world=1, role="baseline")
+    told = above_beyond_noise(configs, setup, mine, local)
+    return (stats.geometric_mean(mine), stats.geometric_mean(local)) if told else None
+
+
+def above_beyond_noise(configs: pd.DataFrame, setup: dict, low_ms: pd.Series, high_ms: pd.Series) -> bool:
+    """Whether the steps `high_ms` (repeats' medians of the setup's rows) lie above `low_ms`'s beyond noise: the
+    interval of their ratio (Welch's t on the logs) above 1; with one repeat a side, which gives no interval, every
+    timed step apart: `high_ms`'s p10 above `low_ms`'s p90 (a run from before they were recorded: not told)."""
+    low = stats.ratio_interval(list(low_ms), list(high_ms))["low"] if len(low_ms) and len(high_ms) else 0.0
+    if low == low:
+        return bool(low > 1)
+    rows = setup_rows(configs, setup)
+    spread = "step_ms_p10" in rows and "step_ms_p90" in rows
+    return spread and bool(rows.loc[high_ms.index, "step_ms_p10"].min() > rows.loc[low_ms.index, "step_ms_p90"].max())
 
 
 def run_calibration(configs: pd.DataFrame, setup: dict, *, profile: Profile) -> Calibration:
@@ -172,21 +180,18 @@ def baseline_slowdown(configs: pd.DataFrame, setup: dict) -> tuple[int, float] |
 
 
 def ddp_own_cost_s(configs: pd.DataFrame, setup: dict) -> float | None:
-    """DDP's own cost at one rank, where nothing is communicated: the reference's step minus the
-    baseline's (≥ 0); None where the run lacks either. Every cap is pooled: the cost is mostly copying
-    gradients into buckets and back, the same bytes whatever the cap, and the difference of two noisy
-    figures per cap would be mostly noise."""
+    """DDP's own cost at one rank, where nothing is communicated: the reference's step minus the baseline's (≥ 0);
+    None where the run lacks either. Every cap is pooled: the cost is mostly copying gradients into buckets and
+    back, the same bytes whatever the cap, and the difference of two noisy figures per cap would be mostly noise."""
     difference = reference_minus_baseline_s(configs, setup)
     return max(0.0, difference) if difference is not None else None
 
 
 def ddp_own_cost_told(configs: pd.DataFrame, setup: dict) -> bool:
-    """Whether the repeats tell DDP's step at one rank from the baseline's: the interval of their ratio (Welch's t
-    on the logs of the repeats' medians, as zero.own_cost_s tells ZeRO's from DDP's) lies above 1. On a busy
-    machine 804-1470 ms against 804-825 ms read as 340 ms of DDP's own, which hid FSDP's 184 ms beyond it."""
+    """DDP's step at one rank above the baseline's beyond noise (`above_beyond_noise`): 804-1470 ms against 804-825
+    read as 340 ms of DDP's own hid FSDP's 184 beyond it; one repeat a side, not told, took DDP's 433 ms as 0."""
     local = role_medians_ms(configs, setup, world=1, role="baseline")
-    ddp = role_medians_ms(configs, setup, world=1, role="reference")
-    return bool(len(local) and len(ddp)) and stats.ratio_interval(list(local), list(ddp))["low"] > 1
+    return above_beyond_noise(configs, setup, local, role_medians_ms(configs, setup, world=1, role="reference"))
 
 
 def reference_minus_baseline_s(configs: pd.DataFrame, setup: dict) -> float | None:

@@ -161,10 +161,11 @@ def with_zero(frame, profile: Profile, *, link, world_size: int, own_s: float = 
 def own_cost_s(configs, setup: dict) -> float | None:
     """ZeRO's own cost at one rank, where nothing is communicated: its step there (no option but the cap, repeats
     pooled, every cap alike as DDP's are)
-    minus the reference's (DDP's, its own cost in it), where the repeats tell the two apart: the interval of their
-    ratio (Welch's t on the logs of the repeats' medians, as the run page compares strategies) lies above 1.
-    None where it does not, or the run lacks either. A difference of two noisy one-rank figures is mostly noise
-    on a shared machine: 33 ms of gpt2/small's 246 ms in one launch here, 0 in the next (docs/measured)."""
+    minus the reference's (DDP's, its own cost in it), where ZeRO's lies above DDP's beyond noise, as DDP's above the
+    baseline's must for FSDP's own cost to be taken beyond it (`predict.above_beyond_noise`: the interval of their
+    ratio, or with one repeat a side every step apart). None where it does not, or the run lacks either. A
+    difference of two noisy one-rank figures is mostly noise on a shared machine: 33 ms of gpt2/small's 246 ms in
+    one launch here, 0 in the next (docs/measured)."""
     from harness.analysis import roles, stats
     from harness.perfmodel import predict
 
@@ -172,9 +173,7 @@ def own_cost_s(configs, setup: dict) -> float | None:
         configs, setup, roles.sharded_optimizer_over_allreduce, but={"bucket_cap_mb"}
     )  # a cap sweep's rows: DDP's pooled alike
     ddp_ms = predict.role_medians_ms(configs, setup, world=1, role="reference")
-    if not len(zero_ms) or not len(ddp_ms):
-        return None
-    if not stats.ratio_interval(list(ddp_ms), list(zero_ms))["low"] > 1:  # NaN with one repeat a side: not told
+    if not predict.above_beyond_noise(configs, setup, ddp_ms, zero_ms):
         return None
     return (stats.geometric_mean(zero_ms) - stats.geometric_mean(ddp_ms)) / 1e3
 

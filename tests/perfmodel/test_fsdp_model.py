@@ -233,18 +233,47 @@ def test_fsdps_own_cost_left_out_of_a_gpu_step_is_beyond_ddps_only_where_the_rep
     # the profile's ×5.938 beside 17.2 → 84.7 ms, ×4.93 unsaid)
     side = fsdp.for_cluster(two_blocks(), Calibration(compute_scale=3.0), configs=noisy, **{**kwargs, "run_scale": 1.5})
     assert side.left_out_s == pytest.approx(60 * MS, rel=0.01) and side.scale == pytest.approx(2.0)
+    untold = "DDP's own, 21.9 ms at one rank, taken as 0: its steps there do not tell it from noise"
     assert side.note.endswith(
-        "all of it (DDP's own, 21.9 ms, the repeats do not tell from noise) is 60 ms scaled ×2 from the run's step to "
-        "yours, its step's long end (the choice weighs both)"
+        f"all of it ({untold}) is 60 ms scaled ×2 from the run's step to yours, its step's long end (the choice weighs "
+        "both)"
     )  # a user read '33.2 ms beyond DDP's' where nothing of DDP's was taken
     from harness.commands.console.predict.full_size import fsdp_own_note
 
-    # the console says the figure left out and its scale (the page the rest); where nothing is left out, the note
+    # the console says the figure left out, DDP's taken as 0, and its scale; where nothing is left out, the note
     assert fsdp_own_note(side) == (
-        "without FSDP's own cost, unmeasured on a GPU: a CPU's puts up to 60 ms more on it, scaled ×2 from the run's "
-        "step to yours"
+        f"without FSDP's own cost, unmeasured on a GPU: a CPU's puts up to 60 ms more on it ({untold}), scaled ×2 "
+        "from the run's step to yours"
     )
     assert fsdp_own_note(side._replace(left_out_s=0.0)) == side.note
+
+
+def test_one_repeat_a_side_tells_ddps_own_cost_by_its_steps_spread_and_charges_fsdp_only_beyond_it():
+    """One repeat a side gives no interval: DDP's own cost was then taken as noise and FSDP charged all of its own
+    (a walkthrough: FSDP's 427 ms at one rank, DDP's 433, read as 427 ms more than DDP's). Where every timed step of
+    DDP's lies above the baseline's (its p10 above their p90), DDP's is told and subtracted, as ZeRO's own is told
+    from DDP's; FSDP's no more than DDP's leaves nothing beyond it. Steps that overlap: DDP's taken as 0, said."""
+    from harness.commands.console.predict.full_size import fsdp_own_note
+    from harness.perfmodel.schedule import Calibration
+
+    setup = {"workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32", "optimizer": "adam"}
+
+    def one(impl: str, ms: float, spread: float) -> dict:
+        return {**_row(impl, 1, ms), "step_ms_p10": ms - spread, "step_ms_p90": ms + spread}
+
+    kwargs = {"setup": setup, "run_scale": 1.0, "carried": False}
+    walkthrough = pd.DataFrame([one("local", 1000.0, 20.0), one("stock", 1433.0, 20.0), one("fsdp", 1427.0, 20.0)])
+    side = fsdp.for_cluster(two_blocks(), Calibration(compute_scale=2.0), configs=walkthrough, **kwargs)
+    assert side.left_out_s == 0.0 and not side.untold
+    assert fsdp_own_note(side) == ("FSDP's own cost at one rank, 427 ms, a CPU's, is no more than DDP's (433 ms): "
+                                   "left out of both steps alike")  # fmt: skip
+    beyond = walkthrough.assign(step_ms_median=[1000.0, 1433.0, 1533.0], step_ms_p10=[980.0, 1413.0, 1513.0],
+                                step_ms_p90=[1020.0, 1453.0, 1553.0])  # fmt: skip
+    side = fsdp.for_cluster(two_blocks(), Calibration(compute_scale=2.0), configs=beyond, **kwargs)
+    assert side.left_out_s == pytest.approx(2 * 100 * MS) and "its 100 ms beyond DDP's (433 ms)" in side.note
+    overlapping = beyond.assign(step_ms_p10=[980.0, 900.0, 1513.0])  # DDP's steps reach below the baseline's p90
+    side = fsdp.for_cluster(two_blocks(), Calibration(compute_scale=2.0), configs=overlapping, **kwargs)
+    assert side.left_out_s == pytest.approx(2 * 533 * MS) and "taken as 0" in fsdp_own_note(side)
 
 
 def test_a_gpu_runs_own_cost_is_in_fsdps_step_a_point_where_a_cpus_bounds_it_and_may_open_the_pick():

@@ -139,6 +139,11 @@ def test_zeros_own_cost_at_one_rank_is_added_at_every_world_size_and_a_cpus_left
     noisy = [_row("stock", 1, ms) for ms in (15.0, 20.0, 12.0)] + [_row("zero", 1, ms) for ms in (17.0, 13.0, 19.0)]
     assert zero.own_cost_s(pd.DataFrame(noisy), setup) is None
     assert zero.own_cost_s(pd.DataFrame([_row("stock", 1, 15.0), _row("zero", 1, 17.0)]), setup) is None  # one each
+    # one repeat a side: told as DDP's own cost is told from the baseline's, where every timed step lies above DDP's
+    spread = pd.DataFrame([{**_row("stock", 1, 15.0), "step_ms_p10": 14.5, "step_ms_p90": 15.5},
+                           {**_row("zero", 1, 17.0), "step_ms_p10": 16.5, "step_ms_p90": 17.5}])  # fmt: skip
+    assert zero.own_cost_s(spread, setup) == pytest.approx(2.0 * MS)
+    assert zero.own_cost_s(spread.assign(step_ms_p10=[14.5, 15.0]), setup) is None  # overlapping: noise
     assert zero.own_cost_s(configs[configs["impl"] == "zero"], setup) is None  # no DDP step at one rank to subtract
     swept = pd.DataFrame([_row(impl, 1, ms + (2.0 if impl == "zero" else 0.0), {"bucket_cap_mb": cap})
                           for impl in ("stock", "zero") for cap in (1.0, 25.0)

@@ -27,12 +27,13 @@ def has_fsdp_floors(frames: list[pd.DataFrame]) -> bool:
 def fsdp_own_note(sharded) -> str:
     """What FSDP2's step leaves out (fsdp.for_cluster's note), in the console's words where it is a CPU's own cost,
     said once here: its figure and the scale it took (fsdp.ForCluster.scale), the long end of the step the answer
-    gives as a range (pick.bounds); the what-if page says the rest (its ms at one rank, DDP's beside it)."""
+    gives as a range (pick.bounds), and DDP's own taken as 0 where it was (its repeats did not tell it from noise: the
+    figure is then all of FSDP's, not what it costs beyond DDP's); the what-if page says the rest."""
     if not sharded.left_out_s:
         return sharded.note
-    scaled = scaled_words(sharded.scale)
+    scaled, untold = scaled_words(sharded.scale), f" ({sharded.untold})" if sharded.untold else ""
     return (f"without FSDP's own cost, unmeasured on a GPU: a CPU's puts up to {ms_text(sharded.left_out_s * 1e3)} ms "
-            f"more on it, {scaled}")  # fmt: skip
+            f"more on it{untold}, {scaled}")  # fmt: skip
 
 
 def _steps(rows, column: str) -> str:
