@@ -198,6 +198,15 @@ def network_for_run(results: Path, run: Path) -> Network | None:
     return measured_network(collectives_run) if collectives_run is not None else None
 
 
+def collectives_command(run: Path) -> str:
+    """`ddpbench collectives …` as it would run to measure the bench run `run`'s machine beside it (its ranks, 2 at
+    least; its device and backend, which `matching_collectives` matches; into the run's results folder)."""
+    meta = store.read_run_meta(run)
+    gpus, backend = max(meta.get("config", {}).get("gpus") or 2, 2), meta.get("backend") or "auto"
+    return (f"ddpbench collectives --gpus {gpus} --device {meta.get('device', 'auto')} --backend {backend} "
+            f"--results {run.parent}")  # fmt: skip
+
+
 def fitted_source(link, op: str) -> str | None:
     """Where `op`'s own fit came from; None where the run measured none of it (the all-reduce's link stood in)."""
     return link.source if link.op == op else None

@@ -22,6 +22,7 @@ from harness.perfmodel.network import (
     NO_CONTENTION,
     Network,
     broadcast_link,
+    collectives_command,
     fitted_source,
     network_for_run,
     network_link,
@@ -200,7 +201,8 @@ def own_check(results_dir: Path, run_dir: Path, setup: dict, *, configs, cluster
     from harness.perfmodel.predict import baseline_slowdown
 
     errors = errors_on_own_run(results_dir, run_dir, setup, configs=configs)
-    words = errors_words(errors, cluster=cluster, results_dir=results_dir, slowdown=baseline_slowdown(configs, setup))
+    words = errors_words(errors, cluster=cluster, results_dir=results_dir, slowdown=baseline_slowdown(configs, setup),
+                         run_dir=run_dir)  # fmt: skip
     return OwnCheck(words, errors)
 
 
@@ -220,14 +222,16 @@ def unborne_words(errors: dict[str, list[float]] | None) -> str:
 
 
 def errors_words(errors: dict[str, list[float]] | None, *, cluster: str, results_dir: Path,
-                 slowdown: tuple[int, float] | None = None) -> str:  # fmt: skip
+                 slowdown: tuple[int, float] | None = None, run_dir: Path | None = None) -> str:  # fmt: skip
     """The model's error on the run's own steps (`errors_on_own_run`) in words, said after a cluster's answer by the
     console and the page alike: where the strategies' errors differ, so may their order on the cluster; where one is
     beyond UNBORNE_ERROR, that the steps are not borne out, with the likely cause where the run shows it (`slowdown`:
-    predict.baseline_slowdown); where no network is beside the run, that the check is missing."""
+    predict.baseline_slowdown); where no network is beside the run, that the check is missing, and the command that
+    measures it (`network.collectives_command`, where `run_dir` is given)."""
     if errors is None:
+        how = f"`{collectives_command(run_dir)}`" if run_dir else "one there"
         return (f"not checked against this run's own steps: no `ddpbench collectives` run of its machine in "
-                f"{str(results_dir)!r} (run one there to see the model's error)")  # fmt: skip
+                f"{str(results_dir)!r} (run {how} to see the model's error)")  # fmt: skip
     said = "; ".join(f"{label} {min(e):+.0%}" + (f" to {max(e):+.0%}" if len(e) > 1 else "") + f" ({len(e)} "
                      f"configuration{'s' * (len(e) > 1)})" for label, e in errors.items())  # fmt: skip
     if not said:

@@ -415,6 +415,9 @@ def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_
     assert "FSDP's own cost not added: the run has no FSDP step at one rank to measure it by, while DDP's step " \
            "carries DDP's own (0.5 ms)" in said_gpu  # fmt: skip
     assert "ddpbench predict: not checked against this run's own steps: no `ddpbench collectives` run of" in said_gpu
+    # the command that measures it, as it would run (a walkthrough met 'run one there' without it)
+    assert (f"(run `ddpbench collectives --gpus 2 --device cpu --backend gloo --results {small_run.parent}` to see "
+            "the model's error)") in said_gpu  # fmt: skip
     # this machine's rows are the cluster's less what only a cluster has, plus the link they rest on (usage.md)
     only_cluster = {
         "nodes",

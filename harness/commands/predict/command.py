@@ -156,7 +156,7 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
     next to the run; FSDP's profile and own cost (`fsdp.compute_only`, `fsdp.own_cost_s`); each strategy's model
     state at those world sizes, said, with the run's GPU (`_run_gpu`: None on the CPU) to fit it in."""
     from harness.perfmodel import fsdp, zero
-    from harness.perfmodel.network import network_for_run
+    from harness.perfmodel.network import collectives_command, network_for_run
     from harness.results import store
 
     run_dir = inputs.resolve(args.run, args.results_dir)
@@ -165,12 +165,8 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
     beside = run_dir.parent  # "in the same results folder": the run's own, however the run was named
     network = given or network_for_run(beside, run_dir)
     if network is None:
-        meta = store.read_run_meta(run_dir)  # the command as the run ran: its ranks (2 at least), device, backend
-        gpus, backend = max(meta.get("config", {}).get("gpus") or 2, 2), meta.get("backend") or "auto"
-        how = f"--gpus {gpus} --device {meta.get('device', 'auto')} --backend {backend}"
         raise ConfigError(f"no `ddpbench collectives` run from this run's machine in {str(beside)!r}; run "
-                          f"`ddpbench collectives {how} --results {beside}` on it, or give --busbw (and "
-                          "--latency)")  # fmt: skip
+                          f"`{collectives_command(run_dir)}` on it, or give --busbw (and --latency)")  # fmt: skip
     inputs.say_setup_choice(run_dir, matched)
     profile, source = _profile_for_run(run_dir, setup, device=device)
     predictions.predict_profile(setup, profile, source)
