@@ -87,7 +87,7 @@ def test_an_a100_step_on_dgx_h100_is_predicted_at_both_ends_and_on_dgx_a100_as_g
     assert f"one rank's step without DDP is {compute:.4g} ms (the compute-bound end" in said  # the lines printed
     assert f"at the other end (memory-bound, {memory:.4g} ms a GPU step) DDP's step is w8 " in said
     assert "DDP's cap: the same at both ends at every GPU count, decided" in said
-    assert "of one a100-sxm4-80gb's dense peak in fp32" in said + warned  # the step's FLOPs, on the GPU that timed it
+    assert "of one a100-sxm4-80gb's dense peak in bf16 (312 TFLOP/s)" in said + warned  # on the GPU that timed it
     rows = pd.read_csv(out)
     assert len(rows) % 2 == 0 and set(rows["local_step_end"]) == {"compute-bound", "memory-bound"}
     assert (rows["local_step_ms"] == 310).all() and (rows["local_step_gpu"] == "a100-sxm4-80gb").all()

@@ -385,9 +385,22 @@ def test_the_step_given_is_said_in_flops_against_the_clusters_gpu_and_an_impossi
     fp32_peak = peak_tflops(gpu, "fp32", tf32=False)
     step = flops / (3 * fp32_peak * 1e12) * 1e3  # three times fp32's peak: 989.5 / 67 / 3 = 4.9 times under bf16's
     said, beyond = scaling.step_against_peak(cpu_run, fp32, step_ms=step, batch=8, gpu=gpu, options=None)
-    assert not beyond and "300% of one GPU's dense peak in fp32 (67 TFLOP/s) as benched; 20% of its bf16" in said
+    # led by the dtype the GPU trains in, not the CPU's fp32 (a walkthrough read "214% of one GPU's dense peak in
+    # fp32 … as benched; 15% of its bf16 peak" first, unwarned)
+    assert not beyond and "300%" not in said
+    assert said.endswith(": 20% of one GPU's dense peak in bf16 (989.5 TFLOP/s), --dtype auto's there (the CPU run "
+                         "benched fp32)")  # fmt: skip
     said, beyond = scaling.step_against_peak(cpu_run, fp32, step_ms=fast, batch=8, gpu=gpu, options=None)
-    assert beyond and "; 200% of its bf16 peak (989.5 TFLOP/s) if you train in it: no GPU runs" in said
+    assert beyond and ": 200% of one GPU's dense peak in bf16 (989.5 TFLOP/s), --dtype auto's there (the CPU run " \
+                      "benched fp32): no GPU runs" in said  # fmt: skip
+    # a CPU run benched --dtype fp32 by choice trains in fp32 on the GPU too: judged, and warned, there
+    said, beyond = scaling.step_against_peak(cpu_run, fp32, step_ms=step, batch=8, gpu=gpu, options=None,
+                                             requested="fp32")  # fmt: skip
+    assert beyond and ": 300% of one GPU's dense peak in fp32 (67 TFLOP/s): no GPU runs that step so fast" in said
+    # a slow step's TFLOP/s in three significant digits (one read "at 0 TFLOP/s")
+    slow, _ = scaling.step_against_peak(cpu_run, fp32, step_ms=flops / 0.26e12 * 1e3, batch=8, gpu=gpu, options=None)
+    assert " at 0.260 TFLOP/s: 0% of one GPU's dense peak in bf16" in slow
+    assert [scaling.tflops_text(v) for v in (8.234, 148.2, 1234.0, 99.96)] == ["8.23", "148", "1,234", "100"]
 
 
 def test_a_step_far_below_any_training_steps_share_of_the_peak_is_warned_with_its_likely_cause():

@@ -139,22 +139,25 @@ at under a third of the lowest of those is more likely a count of another model 
 sequence or a smaller batch benched than the one trained (a walkthrough benched seq_len=128, trained at 2048: 1 %)."""
 
 
-def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: str,
-                      options: dict | None, gpu_said: str = "one GPU") -> tuple[str, bool]:  # fmt: skip
-    """('--local-step-ms 900 for the model you will train (2 samples a GPU) is 3.6e+13 FLOPs a step (…) at 40 TFLOP/s:
+def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: str, options: dict | None,
+                      gpu_said: str = "one GPU", requested: str | None = None) -> tuple[str, bool]:  # fmt: skip
+    """('--local-step-ms 900 for the model you will train (2 samples a GPU) is 3.6e+13 FLOPs a step (…) at 40.0 TFLOP/s:
     4% of one GPU's dense peak in bf16 (989.5 TFLOP/s)', whether it is warned): what the step given claims, in the
     model's FLOPs a training step (forward and backward, FlopCounterMode on the meta device) over the dense peak of
     the cluster's GPU (`gpu`: its profile's description; or the GPU the step was measured on, `gpu_said`, where it
-    is another) in the run's dtype (harness.config.precision); warned above
+    is another) in the dtype that GPU trains the model in (precision.gpu_step_dtype: the run's; a CPU run of --dtype
+    auto, `requested`, fp32 for want of bf16 there, in the GPU's auto, bf16 on an H100, said so); warned above
     100 % (no GPU runs that step so fast) and below LOW_SHARE (the FLOPs are likely not the step's: the input or the
     batch counted is not the one trained). ('', False) where the FLOPs or the peak are not known."""
     from harness.commands.predict.full_size import trained_source
-    from harness.config.precision import peak_dtype, peak_tflops, trains_in
+    from harness.config.precision import gpu_step_dtype, peak_dtype, peak_tflops
     from harness.measure import meta_counts
 
     spec, own = trained_source(configs, setup, options)
     tf32 = bool(configs["tf32"].fillna(False).any()) if configs is not None and "tf32" in configs else False
-    dtype = trains_in(setup.get("dtype") or "fp32", gpu)  # a bf16 run's on a V100: fp16
+    on_cpu = configs is not None and "device" in configs and bool((configs["device"] == "cpu").all())
+    run = setup.get("dtype") or "fp32"
+    dtype, assumed = gpu_step_dtype(run, device="cpu" if on_cpu else "cuda", requested=requested, gpu=gpu)
     peak = peak_tflops(gpu, dtype, tf32=tf32)
     if not peak or not step_ms:
         return "", False
@@ -166,18 +169,21 @@ def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: 
     achieved = flops / (step_ms / 1e3) / 1e12
     share = achieved / peak
     whose = "the model you will train" if options is not None else f"{setup['workload']}'s full size"
+    trains = f", --dtype auto's there (the CPU run benched {run})" if assumed else ""
     said = (f"--local-step-ms {step_ms:g} for {whose} ({batch} sample{'s' * (batch > 1)} a GPU) is {flops:.2g} "
-            f"FLOPs a step (forward and backward, counted on the meta device) at {achieved:,.0f} TFLOP/s: {share:.0%} "
-            f"of {gpu_said}'s dense peak in {peak_dtype(dtype, tf32=tf32)} ({peak:g} TFLOP/s)")  # fmt: skip
-    half = _half_precision_peak(gpu, configs, dtype)  # a CPU run's fp32 is not the dtype the GPU will train in
-    if half:
-        said += f" as benched; {achieved / half[1]:.0%} of its {half[0]} peak ({half[1]:g} TFLOP/s) if you train in it"
-        share = achieved / half[1]
+            f"FLOPs a step (forward and backward, counted on the meta device) at {tflops_text(achieved)} TFLOP/s: "
+            f"{share:.0%} of {gpu_said}'s dense peak in {peak_dtype(dtype, tf32=tf32)} ({peak:g} TFLOP/s)"
+            f"{trains}")  # fmt: skip
     if share > 1:
         return f"{said}: no GPU runs that step so fast; check the step (and the batch it was measured at)", True
     if share < LOW_SHARE:
         return f"{said}: {_unlike_a_step(counted, spec.partition(':')[0])}", True
     return said, False
+
+
+def tflops_text(value: float) -> str:
+    """TFLOP/s for reading: three significant digits, never an exponent ('0.260', '8.00', '148', '1,234')."""
+    return f"{value:,.0f}" if abs(value) >= 99.95 else f"{value:#.3g}"
 
 
 def _unlike_a_step(counted: dict, kind: str) -> str:
@@ -194,17 +200,6 @@ def _unlike_a_step(counted: dict, kind: str) -> str:
             f"{'N' if option else 'VALUE'}, --batch-size B)")  # fmt: skip
 
 
-def _half_precision_peak(gpu: str, configs, dtype: str) -> tuple[str, float] | None:
-    """(dtype, dense peak) of the cluster GPU's fastest 2-byte autocast (bf16, else fp16) where the run was an fp32
-    one on a CPU, which has no such dtype to bench: a step in it is judged against that peak; None otherwise."""
-    from harness.config.precision import peak_tflops
-
-    on_cpu = configs is not None and "device" in configs and bool((configs["device"] == "cpu").all())
-    if not on_cpu or dtype != "fp32":
-        return None
-    return next(((d, peak) for d in ("bf16", "fp16") if (peak := peak_tflops(gpu, d, tf32=False))), None)
-
-
 def say_step_against_peak(args, configs, setup: dict | None, chosen, trained: dict | None) -> None:
     """--local-step-ms in FLOPs against the cluster's GPU (step_against_peak): said, or a warning where no GPU runs
     the step so fast (a typo, a step measured at another batch) or a training step would be far faster (the input or
@@ -218,7 +213,7 @@ def say_step_against_peak(args, configs, setup: dict | None, chosen, trained: di
     measured_on = getattr(args, "local_step_gpu", None)  # the step as given, against the GPU it was measured on
     gpu = GPUS[measured_on] if measured_on else chosen.description
     said, beyond = step_against_peak(configs, setup, step_ms=getattr(args, "local_step_given", args.local_step_ms),
-                                     batch=batch, gpu=gpu, options=trained,
+                                     batch=batch, gpu=gpu, options=trained, requested=_requested_dtype(args),
                                      gpu_said=f"one {measured_on}" if measured_on else "one GPU")  # fmt: skip
     if beyond:
         console.warning(said)
