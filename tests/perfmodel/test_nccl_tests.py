@@ -829,12 +829,12 @@ def test_a_repeated_node_count_is_predicted_once_and_said_so(capsys):
 def test_a_level_the_fit_pushed_to_the_edge_of_its_search_is_warned_of_but_no_latency_at_none(capsys):
     """A bandwidth at the search's edge was pinned by no row; a network latency at its lower edge is none, as NCCL's
     IB plugin reports and as a log made with 0 fits (a walkthrough read 0.014 µs as unphysical)."""
-    from harness.commands.predict import inputs as predict_input
+    from harness.commands.predict import nccl_logs
 
     base = cluster.load("dgx-h100")
-    predict_input.warn_far_moved(base, {"inter_latency_us": 0.0100001, "inter_busbw_gbps": 150.0})
+    nccl_logs.warn_far_moved(base, {"inter_latency_us": 0.0100001, "inter_busbw_gbps": 150.0})
     assert capsys.readouterr().err == ""
-    predict_input.warn_far_moved(base, {"nvls_busbw_gbps": 99999.0, "inter_latency_us": 1e5})
+    nccl_logs.warn_far_moved(base, {"nvls_busbw_gbps": 99999.0, "inter_latency_us": 1e5})
     err = capsys.readouterr().err
     assert "the fit pushed nvls_busbw_gbps to 1e+05, the edge of its search" in err
     assert "nor do the small messages across nodes predicted with it" in err  # the latency's, at its upper edge

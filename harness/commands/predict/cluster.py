@@ -15,7 +15,7 @@ from pathlib import Path
 from harness.commands import console
 from harness.commands.console import predictions
 from harness.commands.console.predict import answer, full_size, published, scaling, steps
-from harness.commands.predict import DEFAULT_COLLECTIVE_NODES, DEFAULT_NODES, DEFAULT_SIZES
+from harness.commands.predict import DEFAULT_COLLECTIVE_NODES, DEFAULT_NODES, DEFAULT_SIZES, nccl_logs
 from harness.commands.predict import full_size as predict_full_size
 from harness.commands.predict import inputs as predict_input
 from harness.config.bench import ConfigError
@@ -97,7 +97,7 @@ def cluster_from_args(args: argparse.Namespace):
     for path in map(Path, args.nccl_tests or []):  # a log file, or a `ddpbench collectives` run's folder
         if _is_collectives_run(path):
             logs += nccltests.logs_from_collectives(path)
-            predict_input.warn_if_not_gpus(path)
+            nccl_logs.warn_if_not_gpus(path)
             continue
         if path.is_dir():
             raise ConfigError(f"--nccl-tests {str(path)!r} is a folder but not a `ddpbench collectives` run; give "
@@ -107,7 +107,7 @@ def cluster_from_args(args: argparse.Namespace):
             console.warning(f"nccl-tests log {path} has no '# Collective test starting:' line and its name no "
                             f"program's: read as {log.collective}'s; if it is another collective's, name the file "
                             "after its program (e.g. all_gather_perf.txt)")  # fmt: skip
-    predict_input.refuse_mixed_gpus(logs)
+    nccl_logs.refuse_mixed_gpus(logs)
     if args.cluster is not None:
         base = cluster.load(args.cluster)
         refuse_nodes_without_network(base, args)  # before any word about the profile: one line, as every refusal
@@ -135,12 +135,12 @@ def cluster_from_args(args: argparse.Namespace):
                         "against published tables)")  # fmt: skip
             published.warn_beyond_logs(base.name, base.fitted_nodes, node_counts(args))
         return base
-    predict_input.warn_if_other_gpu(base, logs)
-    predict_input.warn_other_node_shape(base, logs)
+    nccl_logs.warn_if_other_gpu(base, logs)
+    nccl_logs.warn_other_node_shape(base, logs)
     name = f"{base.name} fitted to {len(logs)} nccl-tests log(s) of {_nodes_text(logs)}"
     fitted = nccltests.fit(base, logs, name=name)
     predictions.nccl_fit(fitted, logs)
-    predict_input.warn_far_moved(base, fitted.fitted)
+    nccl_logs.warn_far_moved(base, fitted.fitted)
     published.warn_beyond_logs(base.name, max(log.nodes for log in logs), node_counts(args))
     if args.save_profile:
         Path(args.save_profile).write_text(cluster.to_toml(fitted.cluster), encoding="utf-8")
