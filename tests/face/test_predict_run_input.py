@@ -433,6 +433,32 @@ def test_a_step_far_below_any_training_steps_share_of_the_peak_is_warned_with_it
     assert warned and said.endswith("give yours (--train-wopt KEY=VALUE, --batch-size B)")
 
 
+def test_a_language_models_step_without_its_training_sequence_says_which_sequence_is_counted(capsys):
+    """A walkthrough benched a 1B Mistral-like model and gave its 2,048-token step without --train-wopt seq_len: the
+    GPU-hours per tokens read 4x and the activations a quarter of the trained sequence's, unwarned (the FLOPs line at
+    3 %, above its 2 %). With a step given and no seq_len, one line names the sequence counted and the flag."""
+    import argparse
+
+    from harness.commands.predict import inputs
+
+    setup = {"workload": "hf:llama", "size": "tiny", "batch_size": 8, "dtype": "bf16"}
+    small = {"num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4, "intermediate_size": 512,
+             "vocab_size": 1024, "seq_len": 512}  # fmt: skip
+    asked = argparse.Namespace(local_step_ms=100.0, train_wopt=[("hidden_size", ["256"])])
+    inputs.say_sequence_counted(asked, None, setup, small)
+    said = capsys.readouterr().out
+    assert said == ("ddpbench predict: tokens and activations are counted at the run's sequence, 512 tokens a sample; "
+                    "--train-wopt seq_len=M counts the one you train at\n")  # fmt: skip
+    for unsaid in (
+        argparse.Namespace(local_step_ms=100.0, train_wopt=[("seq_len", ["512"])]),  # the one trained
+        argparse.Namespace(local_step_ms=None, train_wopt=None),
+    ):  # no step: no tokens a GPU-hour
+        inputs.say_sequence_counted(unsaid, None, setup, small)
+    inputs.say_sequence_counted(asked, None, setup, small, said="… give yours (--train-wopt seq_len=N, …)")
+    inputs.say_sequence_counted(asked, None, {**setup, "workload": "mlp"}, None)  # no sequence to set
+    assert capsys.readouterr().out == ""
+
+
 def test_a_train_wopt_typo_is_answered_with_the_field_it_is_close_to():
     """A walkthrough's --train-wopt hidden_sise=2048 was refused without the 'did you mean' an unknown workload gets."""
     from harness.commands.predict import full_size as predict_full_size

@@ -247,7 +247,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
                                   own_measured=own_source == "measured", own_inside=own_source == "in the compute",
                                   optimizer_ms=args.local_optimizer_ms, ddp_ms=ddp_ms,
                                   step_from=scaling.step_from_words(args))  # fmt: skip
-    scaling.say_step_against_peak(args, configs, setup, chosen, trained)  # the step given, in FLOPs: a typo shows
+    flops = scaling.say_step_against_peak(args, configs, setup, chosen, trained)  # the step in FLOPs: a typo shows
+    predict_input.say_sequence_counted(args, configs, setup, trained, said=flops)  # a language model's tokens
     link = ClusterLink(chosen)
     benched = "the benched model's" if trained is not None else f"the {setup['size'] if setup else ''} size's"
     small = (f"{benched} gradients, not your model's: a cap named is theirs, the floors yours (see the warning above)"

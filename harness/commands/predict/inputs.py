@@ -316,3 +316,24 @@ def warn_unmeasured_world(network, world: int) -> None:
 
 def _sizes(measured) -> str:
     return ", ".join(str(n) for n in sorted(measured))
+
+
+def say_sequence_counted(args: argparse.Namespace, configs, setup: dict | None, trained: dict | None, *,
+                         said: str = "") -> None:  # fmt: skip
+    """With a step given (--local-step-ms) for a model whose sequence an option sets (a zoo model's seq_len) and no
+    --train-wopt seq_len: one line that its tokens (the GPU-hours per tokens, the FLOPs) and activations are the run's
+    sequence's, and the flag that counts the one you train at. A walkthrough trained at 2,048 tokens a model benched
+    at 512 read 4× the GPU-hours and a quarter of the activations, unwarned (the FLOPs line at 3 %, above its 2 %).
+    Unsaid where the FLOPs line (`said`) already names the flag."""
+    from harness.commands.predict.full_size import trained_source
+    from harness.measure import meta_counts
+
+    given = {key for key, _ in getattr(args, "train_wopt", None) or ()}
+    if not (args.local_step_ms and setup) or "seq_len" in given or "--train-wopt seq_len=" in said:
+        return
+    spec, options = trained_source(configs, setup, trained)
+    if spec.partition(":")[0] != "hf" or not (tokens := (meta_counts.flops(spec, "full", options) or {}).get(
+            "tokens_per_sample")):  # fmt: skip
+        return
+    console.say(f"ddpbench predict: tokens and activations are counted at the run's sequence, {tokens:,} tokens a "
+                "sample; --train-wopt seq_len=M counts the one you train at")  # fmt: skip

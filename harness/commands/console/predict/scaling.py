@@ -200,15 +200,15 @@ def _unlike_a_step(counted: dict, kind: str) -> str:
             f"{'N' if option else 'VALUE'}, --batch-size B)")  # fmt: skip
 
 
-def say_step_against_peak(args, configs, setup: dict | None, chosen, trained: dict | None) -> None:
+def say_step_against_peak(args, configs, setup: dict | None, chosen, trained: dict | None) -> str:
     """--local-step-ms in FLOPs against the cluster's GPU (step_against_peak): said, or a warning where no GPU runs
     the step so fast (a typo, a step measured at another batch) or a training step would be far faster (the input or
-    batch counted is not the one trained)."""
+    batch counted is not the one trained); what it said ('' where nothing)."""
     from harness.commands.predict import inputs as predict_input
     from harness.config.precision import GPUS
 
     if not (args.local_step_ms and setup):
-        return
+        return ""
     batch = predict_input.memory_batch(args, setup) or int(setup["batch_size"])
     measured_on = getattr(args, "local_step_gpu", None)  # the step as given, against the GPU it was measured on
     gpu = GPUS[measured_on] if measured_on else chosen.description
@@ -219,6 +219,7 @@ def say_step_against_peak(args, configs, setup: dict | None, chosen, trained: di
         console.warning(said)
     elif said:
         console.say(f"ddpbench predict: {said}")
+    return said
 
 
 def _run_tf32(configs) -> bool:
