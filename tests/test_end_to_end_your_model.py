@@ -135,7 +135,8 @@ def test_predict_counts_the_model_you_will_train_from_a_smaller_one_benched(else
                       "page4.html"])  # fmt: skip
     assert wider == 0, capsys.readouterr().err[-2000:]
     page4 = html.unescape((folder / "page4.html").read_text())  # its heading: the batch predicted, and the run's
-    assert f", batch {4 * batch} per GPU (the run measured {batch}))</h2>" in page4  # inside '(profiled: …)' (b0778f1)
+    assert f" to train, batch {4 * batch} per GPU (profiled: " in page4  # the batch predicted with the model to train,
+    assert f", batch {batch} per GPU)</h2>" in page4  # the run's inside '(profiled: …)'
     own = [pd.read_csv(folder / name)["fsdp_own_left_out_ms"].iloc[0] for name in ("rows.csv", "rows4.csv")]
     # (equal where one rank's FSDP step exceeded DDP's; at this size on a busy CPU it may not: both 0, nothing shown)
     assert own[0] >= 0 and own[1] == pytest.approx(own[0], rel=1e-6, abs=1e-9)

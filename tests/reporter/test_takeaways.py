@@ -201,3 +201,21 @@ def test_the_full_size_of_an_hf_model_type_is_said_to_be_transformers_default_no
     assert "to train" not in heading
     mine = full_size.heading("hf:cfg/config.json/tiny", group.assign(setup_workload="hf:cfg/config.json"), "")
     assert "hf:cfg/config.json/full to train" in mine  # a configuration of yours is the model to train
+
+
+def test_a_what_if_heading_shortens_a_long_path_not_its_words_and_puts_the_batch_with_the_model_to_train():
+    """A config file's long path took a heading's 160 characters and cut its words ('… (the run measure…'), and
+    --batch-size's batch read as the profiled run's."""
+    from reports.pages.whatif import full_size
+
+    path = "hf:/home/someone/models/" + "very-long-folder-name/" * 6 + "config.json"
+    group = pd.DataFrame({"setup_workload": [path], "full_size_mb": [2000.0], "size": ["small"],
+                          "setup_batch_size": [1], "step_batch": [8]})  # fmt: skip
+    heading = full_size.heading(f"{path}/small, batch 8 per GPU (the run measured 1)", group, "seq_len=2048")
+    assert heading.endswith(
+        " with seq_len=2048 to train, batch 8 per GPU (profiled: " + heading.split("(profiled: ")[1]
+    )
+    assert "/small, batch 1 per GPU)</h2>" in heading and "the run measure" not in heading
+    assert heading.count('title="' + path + '"') == 2  # the path whole in each tooltip, shortened in sight
+    same = full_size.heading(f"{path}/small, batch 1 per GPU", group.assign(step_batch=1), "")
+    assert "</span>/full to train (profiled: " in same and ", batch 1 per GPU)</h2>" in same

@@ -43,15 +43,42 @@ def has_floors(group: pd.DataFrame) -> bool:
 def heading(setup: str, group: pd.DataFrame, trained: str, default: str = "") -> str:
     """A setup's heading on the what-if page: where the page knows the model to train (its floors, `full_size_mb`),
     that model first and the profiled one after it, since a heading of the benched size read as the answer for the
-    model to train; `trained`: what --train-wopt changed; `default`: default_configuration's words, where the full
-    size is transformers' defaults, which the page cannot call the model to train."""
+    model to train, at the batch its steps are at; `trained`: what --train-wopt changed; `default`:
+    default_configuration's words, where the full size is transformers' defaults, which the page cannot call the model
+    to train."""
+    workload = str(group["setup_workload"].iloc[0]) if "setup_workload" in group else ""
     if not has_floors(group):
-        return f"<h2>{name_html(setup, HEADING_NAME)}</h2>"
-    workload = group["setup_workload"].iloc[0]
+        return f"<h2>{_shortened(setup, workload)}</h2>"
+    profiled = _shortened(_profiled(setup, group, workload), workload)
     if default and not trained:
-        return f"<h2>{name_html(f'{workload}/full, {default} (profiled: {setup})', HEADING_NAME)}</h2>"
+        full = _shortened(workload + "/full", workload)
+        return f"<h2>{full}, {esc(default)}{_at_batch(group)} (profiled: {profiled})</h2>"
     target = f"{workload} with {trained}" if trained else f"{workload}/full"
-    return f"<h2>{name_html(f'{target} to train (profiled: {setup})', HEADING_NAME)}</h2>"
+    return f"<h2>{_shortened(target, workload)} to train{_at_batch(group)} (profiled: {profiled})</h2>"
+
+
+def _profiled(setup: str, group: pd.DataFrame, workload: str) -> str:
+    """'mlp/tiny, batch 1 per GPU': the size and batch the run measured (not --batch-size's, which the steps are at)."""
+    if not {"size", "setup_batch_size"} <= set(group):
+        return setup
+    first = group.iloc[0]
+    return f"{workload}/{first['size']}, batch {int(first['setup_batch_size'])} per GPU"
+
+
+def _at_batch(group: pd.DataFrame) -> str:
+    """', batch 8 per GPU': the batch the predicted steps are at where --batch-size set another than the run's."""
+    if not {"step_batch", "setup_batch_size"} <= set(group):
+        return ""
+    step, measured = (int(group[column].iloc[0]) for column in ("step_batch", "setup_batch_size"))
+    return f", batch {step} per GPU" if step != measured else ""
+
+
+def _shortened(text: str, workload: str) -> str:
+    """`text`, escaped, with only the workload's name shortened where long (a config file's path): the words after it
+    say what the heading is and stay whole."""
+    if workload and text.startswith(workload):
+        return name_html(workload, HEADING_NAME // 2) + esc(text[len(workload) :])
+    return name_html(text, HEADING_NAME)
 
 
 def full_size_lead(best: pd.DataFrame, trained: str, default: str = "") -> str:
