@@ -27,6 +27,7 @@ from torch import nn
 
 from harness.protocols import ConfigError, UnknownOption, WorkloadDefaults
 from workloads._text import TransformerShape, causal_lm_batch, masked_lm_batch, token_loss
+from workloads._zoo.hf_heads import heads_follow, heads_of, is_count
 from workloads._zoo.source import Source, did_you_mean, file_hash, unknown
 from workloads._zoo.vision import deterministic
 
@@ -149,10 +150,10 @@ class HFModel(WorkloadDefaults):
             _quiet(part)
         if self._seq:
             _set_if_smaller(config, "max_position_embeddings", int(self._seq))
-        before = _heads_of(config)
+        before = heads_of(config)
         for key, value in self.options.items():
             setattr(config, key, value)
-        _heads_follow(config, before, model_type=self.fields["model_type"], kept={*self.options, *self.fields})
+        heads_follow(config, before, model_type=self.fields["model_type"], kept={*self.options, *self.fields})
         return config
 
     def check(self, name: str) -> None:
@@ -166,11 +167,11 @@ class HFModel(WorkloadDefaults):
             raise UnknownOption(f"{name} has no configuration field {', '.join(unknown_keys)}{near}; options are "
                                 f"{fields}")  # fmt: skip
         counts = {key: value for key, value in self.options.items()
-                  if COUNT_FIELD.search(key) and _is_count(getattr(config, key, None))}  # fmt: skip
+                  if COUNT_FIELD.search(key) and is_count(getattr(config, key, None))}  # fmt: skip
         if self._seq_option is not None:
             counts["seq_len"] = self._seq_option
         for key, value in counts.items():
-            if not _is_count(value):
+            if not is_count(value):
                 raise ConfigError(f"--wopt {key}={value} is not valid for {name}; give a whole number ≥ 1")
 
     def check_heads(self, name: str) -> None:
@@ -179,11 +180,11 @@ class HFModel(WorkloadDefaults):
         for part in _parts(self.config()):
             heads, kv_heads = getattr(part, "num_attention_heads", None), getattr(part, "num_key_value_heads", None)
             hidden = getattr(part, "hidden_size", None)
-            if _is_count(heads) and _is_count(kv_heads) and heads % kv_heads:
+            if is_count(heads) and is_count(kv_heads) and heads % kv_heads:
                 raise self._heads_error(name, f"num_attention_heads={heads} is not a multiple of "
                                               f"num_key_value_heads={kv_heads}")  # fmt: skip
             own_width = any(getattr(part, field, None) is not None for field in ("head_dim", "d_kv"))
-            if _is_count(heads) and _is_count(hidden) and not own_width and hidden % heads:
+            if is_count(heads) and is_count(hidden) and not own_width and hidden % heads:
                 raise self._heads_error(name, f"hidden_size={hidden} is not a multiple of num_attention_heads={heads}")
 
     def _heads_error(self, name: str, why: str) -> ConfigError:
@@ -316,57 +317,6 @@ def _scale(config, scale: Scale, task: str) -> None:
             setattr(config, field, scale.vocab - 1)
 
 
-WIDTH_FIELDS = ("head_dim", "d_kv", "kv_channels", "attention_head_dim")  # a head's width, by each of its names
-PROBE = (96, 3)  # a width and head count no default has: what a constructor derives from them shows there
-
-
-def _heads_of(config) -> dict[str, Any]:
-    """The width, the heads and the fields that may derive from them, by their own names (t5's d_kv for head_dim)."""
-    own = {_own_name(config, field): getattr(config, field, None) for field in ("num_key_value_heads", *WIDTH_FIELDS)}
-    return {**own, **{field: getattr(config, field, None) for field in ("hidden_size", "num_attention_heads")}}
-
-
-def _own_name(config, field: str) -> str:
-    return getattr(config, "attribute_map", {}).get(field, field)
-
-
-@functools.cache
-def _derived(model_type: str) -> frozenset[str]:
-    """The fields `model_type`'s configuration derives from the width and the heads when they are not given (by
-    their own names): llama's head_dim (the width over the heads) and key/value heads (every head); not qwen3's
-    head_dim (128 whatever the width), t5's d_kv, or mistral's 8 key/value heads."""
-    from transformers import AutoConfig
-
-    hidden, heads = PROBE
-    try:
-        probe = AutoConfig.for_model(model_type, hidden_size=hidden, num_attention_heads=heads)
-    except Exception:  # a configuration that takes neither: nothing of it follows them
-        return frozenset()
-    derived = {_own_name(probe, f) for f in WIDTH_FIELDS if getattr(probe, f, None) == hidden // heads}
-    return frozenset(
-        derived | ({"num_key_value_heads"} if getattr(probe, "num_key_value_heads", None) == heads else set())
-    )
-
-
-def _heads_follow(config, before: dict[str, Any], *, model_type: str, kept: set[str]) -> None:
-    """The fields the configuration's constructor derives from the width and the head count (`_derived`) follow
-    options that change those, unless the options or the user's file set them (`kept`, by any of their names).
-    Set one by one on the defaults, llama's hidden_size=2048 and num_attention_heads=16 kept 7B's 32 key/value
-    heads and heads of 128, a model 14 % larger than the one described (and one whose attention cannot run)."""
-    hidden, heads = getattr(config, "hidden_size", None), getattr(config, "num_attention_heads", None)
-    old_hidden, old_heads = before["hidden_size"], before["num_attention_heads"]
-    counts = all(_is_count(v) for v in (hidden, heads, old_hidden, old_heads))
-    if not counts or (hidden, heads) == (old_hidden, old_heads):
-        return
-    kept = {_own_name(config, name) for name in kept}
-    for field in sorted(_derived(model_type) - kept):
-        if field == "num_key_value_heads":
-            if before[field] == old_heads:  # every head its own key/value head: still so
-                config.num_key_value_heads = heads
-        elif _is_count(before.get(field)) and before[field] == old_hidden // old_heads:
-            setattr(config, field, hidden // heads if hidden % heads == 0 else None)  # None: check_heads refuses
-
-
 def _quiet(config) -> None:
     """No dropout (a step is deterministic, so parity can be exact) and no key/value cache (training)."""
     for field, value in list(vars(config).items()):
@@ -379,10 +329,6 @@ def _quiet(config) -> None:
 def _set_if_smaller(config, field: str, value: int) -> None:
     if _has_field(config, field) and (getattr(config, field, None) or 0) < value:
         setattr(config, field, value)
-
-
-def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
 
 
 def _has_field(config, field: str) -> bool:
