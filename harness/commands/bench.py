@@ -172,9 +172,21 @@ def _dry_run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         check_results_folder(config.results, config.run_id or "(dry run)")
     threads = run_threads(config, configurations, device=device)
     plan = BenchRun("(dry run)", config.results, device, threads, configurations, context={})
+    say_dtypes_ignored(configurations)
     say_plan(plan, requested_dtype=config.dtype, grows=config.repeats == AUTO, dry=True,
              auto=Auto(config.max_repeats, config.budget_s))  # fmt: skip
     return 0
+
+
+def say_dtypes_ignored(configurations) -> None:
+    """Once a workload, the dtype its configuration names that it is not built in (`hf:`'s config.json with a
+    torch_dtype: fp32 parameters whatever it says), before the plan, whose precision line is --dtype's."""
+    said = set()
+    for cfg in configurations:
+        if cfg.workload not in said:
+            said.add(cfg.workload)
+            if ignored := getattr(cfg.make_workload(), "dtype_ignored", None):
+                console.say(f"ddpbench: {cfg.workload}: {ignored} ignored: parameters fp32, --dtype picks the compute")
 
 
 def _native_bf16() -> bool:
@@ -206,6 +218,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         if getattr(args, "retry_failed", False):
             raise ConfigError("--retry-failed needs --resume RUN_ID: it runs a stopped run's failed configurations")
         (config, plan), done = new_run(args, command=command), 0
+        say_dtypes_ignored(plan.configurations)  # a resume's said at its start (a file of its run may have moved)
     say_plan(plan, requested_dtype=config.dtype, grows=config.repeats == AUTO and not args.resume)
     if config.nnodes > 1:  # torchrun's rendezvous says nothing while it waits (up to its join timeout)
         console.say(f"ddpbench: waiting for {config.nnodes} node(s) at {config.rdzv_endpoint} … (each node runs "

@@ -85,7 +85,8 @@ def _describer(name: str, given: list[tuple[str, tuple[str, ...]]]):
         built = {size: workloads.create(name, size=size, **options) for size in SIZES}
         counts = {size: parameter_count(name, size, options, count=True) for size in SIZES}
         inputs = {size: input_text(workload) for size, workload in built.items()}
-        return lambda: _describe_workload(name, counts, options, inputs)
+        ignored = getattr(built["full"], "dtype_ignored", None)
+        return lambda: _describe_workload(name, counts, options, inputs, ignored=ignored)
     raise ConfigError(f"ddpbench list {name!r}: name a strategy ({', '.join(impls.names())}), a workload "
                       f"({', '.join(workloads.names())}, or a spec such as hf:llama or FILE.py:NAME) or a cluster "
                       f"profile ({', '.join(cluster.builtin_names())}, or a .toml file)")  # fmt: skip
@@ -138,13 +139,17 @@ def input_text(workload) -> str:
     return ""
 
 
-def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | None = None) -> None:
+def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | None = None, *,
+                       ignored: str | None = None) -> None:  # fmt: skip
+    """Its parameters and gradients per size, and how to bench it (`ignored`: the dtype its configuration names,
+    which it is not built in: said on the first line)."""
     import workloads
 
     registered = name in workloads.names()
     asked = " ".join(f"--wopt {key}={value}" for key, value in options.items())
     console.say(f"workload {name}" + (f" {asked}" if asked else "")
-                + (f": {workloads.REGISTRY.entry(name).description}" if registered else ""))  # fmt: skip
+                + (f": {workloads.REGISTRY.entry(name).description}" if registered else "")
+                + (f": {ignored} ignored: parameters fp32, --dtype picks the compute" if ignored else ""))  # fmt: skip
     for size, count in counts.items():
         if isinstance(count, str):
             console.say(f"  {size:<6} unavailable ({count})")

@@ -133,6 +133,40 @@ def test_a_users_transformers_config_file_is_built_as_it_says(tmp_path):
     assert (full.config().n_layer, full.config().vocab_size, full.task, full.seq) == (3, 300, "causal_lm", 64)
 
 
+def test_a_config_files_torch_dtype_is_said_ignored_once_and_the_model_built_fp32(capsys, tmp_path):
+    """A published config.json's "torch_dtype": "bfloat16" built bf16 parameters (transformers' from_config honours
+    it): bf16 gradients and Adam state, half the all-reduce bytes, steps ~60x slower on a CPU, while bench said
+    "precision: fp32". Parameters are fp32 and --dtype picks the compute: the field is ignored, and said so once."""
+    import json
+
+    config = tmp_path / "config.json"
+    config.write_text(json.dumps({"model_type": "mistral", "architectures": ["MistralForCausalLM"], "hidden_size": 64,
+                                  "num_hidden_layers": 1, "num_attention_heads": 2, "num_key_value_heads": 1,
+                                  "intermediate_size": 128, "vocab_size": 256, "torch_dtype": "bfloat16"}))  # fmt: skip
+    full = workloads.resolve(f"hf:{config}").create(size="full", options={})
+    assert {p.dtype for p in full.build_model().parameters()} == {torch.float32}
+    ignored = "config.json's torch_dtype bfloat16 ignored: parameters fp32, --dtype picks the compute"
+    assert cli.main(["list", f"hf:{config}"]) == 0
+    out = capsys.readouterr().out
+    assert out.count(ignored) == 1 and "bf16" not in out and out.count(" of fp32 gradients a step") == 3
+    results = tmp_path / "r"
+    assert cli.main(["bench", "--dry-run", "--workloads", f"hf:{config}", "--results", str(results)]) == 0
+    out = capsys.readouterr().out
+    assert out.count(ignored) == 1 and "precision: fp32 (--dtype auto)" in out
+    # a name's, given as an option (transformers 5 calls the field dtype), and a composite's part
+    llama = workloads.create("hf:llama", size="tiny", dtype="bfloat16")
+    with torch.device("meta"):
+        assert {p.dtype for p in llama.build_model().parameters()} == {torch.float32}
+    assert (llama.dtype_ignored, workloads.create("hf:llama", size="tiny").dtype_ignored) == ("--wopt dtype=bfloat16",
+                                                                                             None)  # fmt: skip
+    part = tmp_path / "clip.json"
+    part.write_text(json.dumps({"model_type": "clip", "text_config": {"torch_dtype": "float16"}}))
+    clip = workloads.resolve(f"hf:{part}").create(size="tiny", options={})
+    assert clip.dtype_ignored == "clip.json's torch_dtype float16"
+    with torch.device("meta"):
+        assert {p.dtype for p in clip.build_model().parameters()} == {torch.float32}
+
+
 def test_a_users_transformers_config_of_an_unknown_model_type_is_refused_naming_the_near_ones(capsys, tmp_path):
     config = tmp_path / "config.json"
     config.write_text('{"model_type": "lama"}')

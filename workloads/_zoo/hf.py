@@ -7,7 +7,8 @@ classification; a configuration file's `architectures` decides first; `--wopt ta
 or its max_position_embeddings where shorter (the longest sequence a model takes, not the one it trains at: 131,072
 for Llama 3.1); `tiny` and `small` scale its standard fields down for the CPU (SCALES): layers, hidden size, heads
 (as many key/value heads), intermediate size, vocabulary and the sequence. Dropout is 0 so a step is
-deterministic (parity compares exactly); the key/value cache is off. Options (`--wopt`) set any field
+deterministic (parity compares exactly); the key/value cache is off. The parameters are fp32 whatever the
+configuration's torch_dtype says (`--dtype` picks the compute). Options (`--wopt`) set any field
 of the configuration after the scaling (`num_hidden_layers=4`), and `seq_len`, `task`.
 FSDP's blocks are the model's own `_no_split_modules`; `tokens_per_sample` is the sequence length
 (both sequences for seq2seq).
@@ -112,7 +113,7 @@ def _read_config(path: Path) -> dict[str, Any]:
 
 def _source(spec: str, name: str, fields: dict[str, Any], *, path: Path | None = None) -> Source:
     def build(*, size: str, options: dict[str, Any]) -> HFModel:
-        return HFModel(size=size, fields=fields, options=options)
+        return HFModel(size=size, fields=fields, options=options, file=path.name if path else None)
 
     return Source(spec=spec, kind="hf", name=name, build=build, path=str(path) if path else None,
                   sha256=file_hash(path) if path else None,
@@ -125,8 +126,8 @@ class HFModel(WorkloadDefaults):
 
     requires = ("transformers",)
 
-    def __init__(self, *, size: str, fields: dict[str, Any], options: dict[str, Any]) -> None:
-        self.size, self.fields, self.options = size, dict(fields), dict(options)
+    def __init__(self, *, size: str, fields: dict[str, Any], options: dict[str, Any], file: str | None = None) -> None:
+        self.size, self.fields, self.options, self.file = size, dict(fields), dict(options), file
         scale = SCALES.get(size)
         self.task = self.options.pop("task", None) or choose_task(fields)
         self.batch_size = scale.batch_size if scale else FULL_BATCH
@@ -229,7 +230,25 @@ class HFModel(WorkloadDefaults):
 
         transformers.logging.set_verbosity_error()  # a model built from a config: nothing worth a warning
         auto = getattr(transformers, MAPPINGS[self.task][1])
-        return deterministic(auto.from_config(self.config())).train()
+        # fp32 whatever the configuration's torch_dtype says (from_config honours it, its parts' too): --dtype
+        # picks the compute under autocast (`dtype_ignored` says what was asked)
+        return deterministic(auto.from_config(self.config(), dtype=torch.float32)).train()
+
+    @property
+    def dtype_ignored(self) -> str | None:
+        """The dtype the configuration (its file, a part of it, or --wopt) names where not fp32, which `build_model`
+        does not build in, in words ("config.json's torch_dtype bfloat16"); None where it names none. A published
+        config.json's "bfloat16" once built bf16 parameters, gradients and Adam state: half the all-reduce bytes
+        and model state of the fp32 weights --dtype's autocast keeps, and on a CPU matmuls ~60x slower."""
+        where = f"{self.file or 'the configuration'}'s"
+        parts = [self.fields, *(part for part in self.fields.values() if isinstance(part, dict))]
+        for said, values in [*((where, part) for part in parts), ("--wopt", self.options)]:
+            for field in ("torch_dtype", "dtype"):
+                value = values.get(field)
+                if value is not None and str(value).removeprefix("torch.") not in ("float32", "fp32"):
+                    value = str(value).removeprefix("torch.")
+                    return f"--wopt {field}={value}" if said == "--wopt" else f"{said} {field} {value}"
+        return None
 
     def default_batch_size(self) -> int:
         return self.batch_size
