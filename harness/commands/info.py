@@ -144,6 +144,7 @@ def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | No
     """Its parameters and gradients per size, and how to bench it (`ignored`: the dtype its configuration names,
     which it is not built in: said on the first line)."""
     import workloads
+    from workloads._zoo import ZOOS
 
     registered = name in workloads.names()
     asked = " ".join(f"--wopt {key}={value}" for key, value in options.items())
@@ -172,12 +173,80 @@ def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | No
         console.say(f"  counted on the meta device; bench it: ddpbench bench --workloads {name} --size full"
                     + (f" {asked}" if asked else ""))  # fmt: skip
         return
-    from workloads._zoo import ZOOS
+    how, then = _bench_smaller(name, options, yours=not registered and name.partition(":")[0] not in ZOOS)
+    console.say(f"  counted on the meta device; at full, {too_large}: bench it smaller{how}")
+    if then:
+        console.say(f"  then {then}")
 
-    yours = not registered and name.partition(":")[0] not in ZOOS  # a file or module of yours: --size scales nothing
-    how = ("smaller with --wopt, then give these options to predict --train-wopt KEY=VALUE" if yours else
-           "at --size small; predict counts the full size's memory and puts its floors under each step")  # fmt: skip
-    console.say(f"  counted on the meta device; at full, {too_large}: bench it {how} (docs/your-model.md)")
+
+def _bench_smaller(name: str, options: dict, *, yours: bool) -> tuple[str, str | None]:
+    """How to bench a model whose full size outgrows this machine: the bench command, at a size that fits and steps
+    briefly here, then the predict that counts the one to train from its run (None where no command was found). A
+    zoo's or registered model at the largest size that does, its own batch and sequence, the options given to `list`
+    (but task) left to predict --train-wopt; a file of yours (--size scales nothing) with its whole-number options
+    halved until it does. A user's 1.1B config.json was told "bench it at --size small", with no command, and benched
+    it at the sequence it trains at, 2048: 12 minutes, its first configuration unfinished."""
+    from harness.commands.console.invoked import ddpbench_command
+
+    if yours:
+        kept, sizes = _halved_to_fit(name, options), ("full",)
+    else:
+        kept, sizes = {key: value for key, value in options.items() if key == "task"}, ("small", "tiny")
+    size = next((size for size in sizes if kept is not None and _short(parameter_count(name, size, kept))), None)
+    if size is None:  # nothing found that does: how, in words
+        how = " with --wopt" if yours else " at --size tiny with --wopt (its fields)"
+        return f"{how}, then give these options to predict --train-wopt KEY=VALUE (docs/your-model.md)", None
+    import workloads
+
+    workload = workloads.create(name, size=size, **kept)
+    program, train = ddpbench_command(), {key: value for key, value in options.items() if kept.get(key) != value}
+    wopts = "".join(f" --wopt {key}={value}" for key, value in kept.items())
+    trains = "".join(f" --train-wopt {key}={value}" for key, value in train.items())
+    seq = "seq_len" not in train and _takes(name, "seq_len", getattr(workload, "seq", None))
+    bench = (f" ({_human_count(parameter_count(name, size, kept))} parameters{input_text(workload)}): {program} "
+             f"bench --workloads {name}{'' if yours else f' --size {size}'}{wopts} --batch-size "
+             f"{workload.default_batch_size()}")  # fmt: skip
+    predict = f"{program} predict --run RUN --cluster dgx-h100{trains}" + (" --train-wopt seq_len=N" if seq else "")
+    return bench, (f"{predict} predicts the model you train" + (", at the sequence N you train at," if seq else "")
+                   + " from that run (docs/your-model.md)")  # fmt: skip
+
+
+def _takes(name: str, key: str, value) -> bool:
+    """Whether workload `name` takes option `key` at `value` (an hf model its seq_len), as predict --train-wopt
+    checks it."""
+    import workloads
+    from harness.config.bench import ConfigError
+
+    try:
+        workloads.resolve(name).check_options(workloads.parse_options(name, {key: str(value)}))
+    except ConfigError:
+        return False
+    return isinstance(value, int)
+
+
+SHORT_PARAMETERS = 20e6
+"""The most parameters a model benched smaller has: a zoo's --size small (4 to 7M) steps in about a second on a CPU
+thread at its batch, and its dry run stays short; a file of yours halved only until its state fit was 625M."""
+
+
+def _short(count) -> bool:
+    """Whether a model of `count` parameters fits this machine and steps briefly here."""
+    return not isinstance(count, str) and count <= SHORT_PARAMETERS and not _too_large_here(count)
+
+
+def _halved_to_fit(name: str, options: dict, *, most: int = 10) -> dict | None:
+    """The whole-number options of a file of yours halved together (to 1 at least) until it is `_short`; None where
+    none are given, or halving them does not make it so (or it cannot be built)."""
+    counted = {key: value for key, value in options.items() if isinstance(value, int) and not isinstance(value, bool)}
+    for _ in range(most if counted else 0):
+        counted = {key: max(1, value // 2) for key, value in counted.items()}
+        halved = {**options, **counted}
+        count = parameter_count(name, "full", halved)
+        if isinstance(count, str):
+            return None
+        if _short(count):
+            return halved
+    return None
 
 
 ADAM_STATE_BYTES = 16

@@ -312,13 +312,15 @@ def test_list_counts_the_gradients_of_the_parameters_that_train_alone(tmp_path, 
 
 def test_list_says_to_bench_smaller_a_model_whose_state_outgrows_this_machine(capsys, monkeypatch):
     """A user's 7B file was listed with 'bench it: … --size full' on a 23 GiB CPU machine (208 GiB of Adam state for
-    bench's 2 ranks): beyond what this machine holds, list says how to bench it smaller and predict the one named."""
+    bench's 2 ranks): beyond what this machine holds, list gives the bench command that fits, and the predict that
+    counts the one named from its run."""
     import torch
 
     from harness.commands import info
+    from harness.commands.console.invoked import ddpbench_command
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    mine = "examples/my_workload.py:MyModel"
+    mine, program = "examples/my_workload.py:MyModel", ddpbench_command()
     assert cli.main(["list", mine, "--wopt", "width=512"]) == 0  # 1.1M parameters: 16.1 MiB a rank
     assert f"bench it: ddpbench bench --workloads {mine} --size full --wopt width=512" in capsys.readouterr().out
     pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 1024}  # a 4 MiB machine
@@ -326,10 +328,50 @@ def test_list_says_to_bench_smaller_a_model_whose_state_outgrows_this_machine(ca
     assert cli.main(["list", mine, "--wopt", "width=512"]) == 0
     out = capsys.readouterr().out
     assert "bench it: ddpbench" not in out
-    assert (
+    assert out.endswith(
         "  counted on the meta device; at full, 16.1 MiB of fp32 state a rank with Adam (16 B a parameter), more "
-        "than this machine's 4.0 MiB for 2 ranks: bench it smaller with --wopt, then give these options to predict "
-        "--train-wopt KEY=VALUE (docs/your-model.md)"
-    ) in out
-    assert cli.main(["list", "gpt2"]) == 0  # a registered one: --size scales it
-    assert "at --size small; predict counts the full size's memory" in capsys.readouterr().out
+        f"than this machine's 4.0 MiB for 2 ranks: bench it smaller (67.3k parameters): {program} bench --workloads "
+        f"{mine} --wopt width=128 --batch-size 8\n"  # its width halved until it fits (a file of yours: no --size)
+        f"  then {program} predict --run RUN --cluster dgx-h100 --train-wopt width=512 predicts the model you train "
+        "from that run (docs/your-model.md)\n"
+    )
+    assert cli.main(["list", mine]) == 0  # no option to halve: how, in words
+    assert "2 ranks: bench it smaller with --wopt, then give these options to predict --train-wopt KEY=VALUE (" in (
+        capsys.readouterr().out
+    )
+    assert cli.main(["list", "gpt2"]) == 0  # a registered one: --size scales it, to the largest that fits
+    assert f"bench it smaller (34.2k parameters): {program} bench --workloads gpt2 --size tiny --batch-size 4\n" in (
+        capsys.readouterr().out
+    )
+
+
+def test_list_gives_a_config_too_large_here_the_bench_at_a_size_that_fits_and_the_sequence_to_predict(
+    capsys, monkeypatch, tmp_path
+):
+    """A walkthrough's 1.1B config.json was told "bench it at --size small", with no command: its user benched it at
+    the sequence they train at, 2048, and a configuration ran 12 minutes unfinished. The command benches small at
+    its own batch and sequence; the options given to list (a longer sequence, a wider model) go to predict."""
+    import torch
+
+    from harness.commands import info
+    from harness.commands.console.invoked import ddpbench_command
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(info.os, "sysconf", {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 2**18}.__getitem__)  # 1 GiB
+    config, program = tmp_path / "config.json", ddpbench_command()
+    config.write_text(json.dumps({"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 4,
+                                  "num_attention_heads": 8, "intermediate_size": 1408, "vocab_size": 32000,
+                                  "max_position_embeddings": 2048}))  # fmt: skip
+    bench = f"bench it smaller (6.3M parameters, sequence 128): {program} bench --workloads hf:{config} --size small "
+    assert cli.main(["list", f"hf:{config}"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"{bench}--batch-size 2\n  then {program} predict --run RUN --cluster dgx-h100 --train-wopt seq_len=N " in out
+    )
+    assert out.endswith("predicts the model you train, at the sequence N you train at, from that run "
+                        "(docs/your-model.md)\n")  # fmt: skip
+    assert cli.main(["list", f"hf:{config}", "--wopt", "seq_len=2048", "--wopt", "task=causal_lm"]) == 0
+    assert (
+        f"{bench}--wopt task=causal_lm --batch-size 2\n  then {program} predict --run RUN --cluster dgx-h100 "
+        "--train-wopt seq_len=2048 predicts the model you train from that run (docs/your-model.md)\n"
+    ) in capsys.readouterr().out
