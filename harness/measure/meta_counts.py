@@ -12,13 +12,14 @@ cache file. The file is written whole or not at all; one that cannot be read or 
 from __future__ import annotations
 
 import contextlib
+import copy
 import functools
 import hashlib
 import json
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 CACHE_FILE = "meta-counts.json"
 MOST_ENTRIES = 500
@@ -34,12 +35,24 @@ def cache_path() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "ddpbench" / CACHE_FILE
 
 
+class ParameterCount(NamedTuple):
+    """A model's parameters (a tied one once), those that train, and the bytes of their gradients (in the trained
+    parameters' dtypes, `grad_dtypes`: DDP all-reduces these alone, not a frozen parameter's)."""
+
+    parameters: int
+    trained: int
+    grad_bytes: int
+    grad_dtypes: tuple[str, ...]
+
+
 def parameters(spec: str, size: str, options: dict | None = None):
     """modelinfo.parameter_count_on_meta of the workload (a ParameterCount), or why it cannot be built here
-    (`unavailable_reason` on the CPU: said, not kept)."""
-    from harness.measure.modelinfo import ParameterCount, parameter_count_on_meta
+    (`unavailable_reason` on the CPU: said, not kept). Kept, it needs neither modelinfo nor torch imported (`list`
+    read seven models' counts from the cache and imported modelinfo's flop counter for the tuple)."""
 
     def count():
+        from harness.measure.modelinfo import parameter_count_on_meta
+
         workload = _made(spec, size, options, quiet=False)
         return workload.unavailable_reason(device="cpu") or parameter_count_on_meta(workload)
 
@@ -105,7 +118,7 @@ def _kept(what: str, spec: str, size: str, options: dict | None, batch: int | No
     source = source_key(spec)
     entry = _read().get(asked)
     if source is not None and isinstance(entry, dict) and entry.get("source") == source and "value" in entry:
-        return entry["value"]
+        return copy.deepcopy(entry["value"])  # the file's as read once: a caller's changes stay the caller's
     if what == "parameters":
         value = count()
         if isinstance(value, str):  # unavailable here: said, not kept
@@ -186,13 +199,25 @@ def _versions() -> dict[str, str | None]:
     return library_versions(LIBRARIES)
 
 
+_READ: dict[tuple, dict] = {}
+"""The file as last read, by its path, inode, size and time: read again only where it changed (`list` read and parsed
+it once a count, 21 times)."""
+
+
 def _read() -> dict:
-    """The cache's entries; none where there is no file, or it cannot be read or is not the cache's."""
+    """The cache's entries (not to be changed: `_write` copies them); none where there is no file, or it cannot be
+    read or is not the cache's."""
+    path = cache_path()
     try:
-        entries = json.loads(cache_path().read_text())
+        stat = path.stat()
+        key = (str(path), stat.st_ino, stat.st_size, stat.st_mtime_ns)
+        if key not in _READ:
+            entries = json.loads(path.read_text())
+            _READ.clear()
+            _READ[key] = entries if isinstance(entries, dict) else {}
     except (OSError, ValueError):
         return {}
-    return entries if isinstance(entries, dict) else {}
+    return _READ[key]
 
 
 def _write(asked: str, entry: dict) -> None:
@@ -200,7 +225,7 @@ def _write(asked: str, entry: dict) -> None:
     written; whole or not at all (results.files.atomic_write), and nothing where it cannot be written."""
     from harness.results.files import atomic_write
 
-    entries = _read()
+    entries = dict(_read())
     entries.pop(asked, None)
     entries[asked] = entry
     text = json.dumps(dict(list(entries.items())[-MOST_ENTRIES:]))

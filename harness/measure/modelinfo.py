@@ -14,7 +14,7 @@ import json
 import sys
 import traceback
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import torch
 from torch import nn
@@ -148,25 +148,15 @@ def shard_units(workload: Workload, model: nn.Module) -> dict[str, int]:
     }
 
 
-class ParameterCount(NamedTuple):
-    """A model's parameters (a tied one once), those that train, and the bytes of their gradients (in the trained
-    parameters' dtypes, `grad_dtypes`: DDP all-reduces these alone, not a frozen parameter's)."""
-
-    parameters: int
-    trained: int
-    grad_bytes: int
-    grad_dtypes: tuple[str, ...]
-
-
-def parameter_count_on_meta(workload: Workload) -> ParameterCount:
-    """Parameters of the workload's model, built on the meta device: no memory, no time."""
+def parameter_count_on_meta(workload: Workload) -> tuple[int, int, int, tuple[str, ...]]:
+    """Parameters of the workload's model, built on the meta device: no memory, no time; the fields of
+    `meta_counts.ParameterCount` (which `meta_counts.parameters` keeps and gives)."""
     with torch.device("meta"):
         model = workload.build_model()
     params = dict(model.named_parameters()).values()
     trained = [p for p in params if p.requires_grad]
     dtypes = tuple(sorted({str(p.dtype).removeprefix("torch.") for p in trained}))
-    return ParameterCount(sum(p.numel() for p in params), sum(p.numel() for p in trained),
-                          sum(_bytes(p) for p in trained), dtypes)  # fmt: skip
+    return sum(p.numel() for p in params), sum(p.numel() for p in trained), sum(_bytes(p) for p in trained), dtypes
 
 
 def counts_on_meta(workload: Workload, *, batch_size: int, dtype: str) -> dict[str, Any] | None:

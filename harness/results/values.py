@@ -9,9 +9,10 @@ from __future__ import annotations
 import datetime
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
+if TYPE_CHECKING:  # pyarrow is imported where a value becomes a column's: the console's words need none of it
+    import pyarrow as pa
 
 
 def options_map(options: Mapping[str, Any] | str | None) -> list[tuple[str, str]] | None:
@@ -74,6 +75,8 @@ def to_arrow(value: Any, type_: pa.DataType) -> Any:
     timestamps are parsed (a timestamp without an offset is UTC); anything else is unchanged."""
     if value is None:
         return None
+    import pyarrow as pa  # the caller's, imported already
+
     if pa.types.is_map(type_):
         return options_map(value)
     if pa.types.is_list(type_) and isinstance(value, str):
@@ -86,6 +89,8 @@ def to_arrow(value: Any, type_: pa.DataType) -> Any:
 
 def is_text_typed(type_: pa.DataType) -> bool:
     """Columns that older parts (and writers) may hold as text: maps, lists, timestamps."""
+    import pyarrow as pa  # the caller's, imported already
+
     return pa.types.is_map(type_) or pa.types.is_list(type_) or pa.types.is_timestamp(type_)
 
 
@@ -106,7 +111,7 @@ def judging_repeat_in(note: Any) -> int | None:
         return None
     if note == "judged on this configuration's first repeat":  # the note before any other repeat could judge
         return 1
-    number = note[len(JUDGED_ON):].split(" ")[0] if note.startswith(JUDGED_ON) else ""
+    number = note[len(JUDGED_ON) :].split(" ")[0] if note.startswith(JUDGED_ON) else ""
     return int(number) if number.isdigit() else None
 
 
@@ -124,7 +129,6 @@ def timed_by_hook(comm_note: Any) -> bool | None:
     if comm_note.startswith(HOOK_TIMED):
         return True
     return False if comm_note.endswith(UNHOOKED) else None
-
 
 
 UNBOUNDED_RATIO = 1000.0  # an interval's end past it says only that the repeats are too few to bound it

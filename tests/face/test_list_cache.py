@@ -135,3 +135,26 @@ def test_every_module_a_count_runs_through_is_in_the_code_the_cache_is_keyed_by(
         if name.startswith("harness.measure.") and name != "harness.measure.env"
     }  # env: the versions
     assert counting and counting <= set(meta_counts.COUNTING)
+
+
+def test_list_from_the_cache_reads_it_once_and_imports_no_table_or_counting_code(cache, tmp_path, monkeypatch):
+    """`list` took ~30 s on a loaded machine with every count kept: it imported pandas and pyarrow (for the console's
+    words), modelinfo and its flop counter (for a tuple), and read and parsed the cache file once a count."""
+    import os
+    import subprocess
+    import sys
+
+    from harness import cli
+
+    assert cli.main(["list"]) == 0  # every count kept
+    reads: list[str] = []
+    real = Path.read_text
+    monkeypatch.setattr(Path, "read_text", lambda self, *a, **k: reads.append(self.name) or real(self, *a, **k))
+    assert info._sizes_line("mlp") == info._sizes_line("mlp") and reads.count(meta_counts.CACHE_FILE) <= 1
+    unneeded = ("pandas", "pyarrow", "harness.measure.modelinfo")
+    code = (
+        f"import sys; from harness import cli; cli.main(['list']); print([m for m in {unneeded} if m in sys.modules])"
+    )
+    listed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                            env={**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")})  # fmt: skip
+    assert listed.stdout.splitlines()[-1] == "[]"

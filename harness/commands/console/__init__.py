@@ -12,13 +12,15 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from harness.analysis import roles, stats
 from harness.commands.console.invoked import resume_hint as resume_hint  # console.resume_hint
-from harness.config.grid import Configuration
 from harness.results.values import judging_repeat_in, options_words
 
-if TYPE_CHECKING:  # pandas is imported where a table is printed: `--help` and errors stay quick
+if (
+    TYPE_CHECKING
+):  # pandas (the analysis, the grid) is imported where it is used: `list`, `--help` and errors stay quick
     import pandas as pd
+
+    from harness.config.grid import Configuration
 
 
 def _print(line: str = "", *, file: TextIO | None = None) -> None:
@@ -280,7 +282,7 @@ def fixed_cost_parts(measured, shape) -> str:
 
 
 def recommendations(frame: pd.DataFrame) -> None:
-    from harness.analysis import sweep
+    from harness.analysis import stats, sweep
 
     say(f"ddpbench: bucket caps (a cap is recommended only when it beats the {stats.REFERENCE_CAP_MB:g} MiB cap "
         f"significantly over repeats and by at least {stats.DEFAULT_THRESHOLD:.0%}; docs/statistics.md):")  # fmt: skip
@@ -291,6 +293,8 @@ def recommendations(frame: pd.DataFrame) -> None:
 def strategy_verdicts(verdicts: list) -> None:
     """Each strategy's step against the reference's at its world size (harness.analysis.decide's verdicts, as the
     run page and `--repeats auto` judge them), with what an open one would need."""
+    from harness.analysis import roles, stats
+
     if verdicts:
         say(
             f"ddpbench: each strategy against {roles.reference_name()} at its world size (the ratio of their "
@@ -312,6 +316,8 @@ def samples_text(per_s: float) -> str:
 
 def why_slower(lines: list[str]) -> None:
     """Each configuration's cost over the baseline, taken apart (harness.analysis.why), at the largest world size."""
+    from harness.analysis import roles
+
     if lines:
         say(f"ddpbench: why each is slower than {roles.baseline_name()} at its world size, which communicates nothing "
             "(measured parts of the gap: what data parallelism costs it; docs/output.md):")  # fmt: skip
