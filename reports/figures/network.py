@@ -13,19 +13,15 @@ import plotly.graph_objects as go
 from harness.analysis import agreement, roles
 from harness.results.values import strategy_label
 from reports.aggregate import labelled, world_label
-from reports.figures.style import PALETTE, new_figure, styled
+from reports.figures.style import PALETTE, new_figure, styled, value_text
 
 
 def size_label(nbytes: float) -> str:
     """'9.01 MiB', not '9.00879 MiB': three significant figures (whole numbers from 100 up, never '1e+03')."""
     for unit, scale in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
         if nbytes >= scale:
-            return f"{_three_figures(nbytes / scale)} {unit}"
-    return f"{_three_figures(nbytes)} B"
-
-
-def _three_figures(number: float) -> str:
-    return f"{number:.0f}" if number >= 100 else f"{number:.3g}"
+            return f"{value_text(nbytes / scale)} {unit}"
+    return f"{value_text(nbytes)} B"
 
 
 def busbw_vs_size(collectives: pd.DataFrame, *, op: str) -> go.Figure:

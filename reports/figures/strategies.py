@@ -15,7 +15,7 @@ from harness.analysis import stats
 from harness.results.values import ms_text, strategy_label, strategy_labels
 from reports import aggregate
 from reports.aggregate import has_repeats, labelled, sweep_centres, world_label
-from reports.figures.style import PALETTE, memory_unit, merged_labels, new_figure, strategy_colours, styled
+from reports.figures.style import PALETTE, memory_unit, merged_labels, new_figure, strategy_colours, styled, value_text
 
 __all__ = [
     "MEMORY_METRICS",
@@ -73,12 +73,11 @@ def pooled_repeats(rows: pd.DataFrame, column: str) -> pd.DataFrame:
     return pooled.reset_index()
 
 
-def _bars_by_strategy(
-    configs: pd.DataFrame, *, workload: str, column: str, hover: str, whiskers: bool, value_format: str
-) -> go.Figure:
-    """One bar per strategy in each world-size group, fastest first, its value on it; a strategy that
-    failed parity gets '(PARITY FAILED)' in its legend entry and a hatched bar. With repeats, the bar is
-    the geometric mean over the repeats (pooled_repeats), its whiskers span the lowest to the highest repeat and a
+def _bars_by_strategy(configs: pd.DataFrame, *, workload: str, column: str, hover: str, whiskers: bool) -> go.Figure:
+    """One bar per strategy in each world-size group, fastest first, its value on it in three significant figures
+    (`value_text`, also `%{text}` in `hover`: 0.458 samples/s, not '0'); a strategy that failed parity gets
+    '(PARITY FAILED)' in its legend entry and a hatched bar. With repeats, the bar is the geometric mean over the
+    repeats (pooled_repeats), its whiskers span the lowest to the highest repeat and a
     dot marks each repeat; with one, the whiskers (`whiskers`) span the steps' p10–p90."""
     figure = new_figure()
     ok = labelled(configs, workload=workload)
@@ -106,8 +105,8 @@ def _bars_by_strategy(
                 y=rows["value"],
                 error_y=error_y,
                 marker_pattern_shape="x" if failed_parity else "",
-                text=rows["value"],
-                texttemplate=value_format,
+                text=[value_text(value) for value in rows["value"]],
+                texttemplate="%{text}",
                 textposition="outside",
                 cliponaxis=False,
                 hovertemplate=hover
@@ -122,6 +121,7 @@ def _bars_by_strategy(
                 go.Scatter(
                     name=f"{label}: each repeat", legendgroup=label, offsetgroup=label, showlegend=False,
                     x=[world_label(n) for n in mine["world_size"]], y=mine[column], mode="markers",
+                    text=[value_text(value) for value in mine[column]],
                     marker={"color": "rgba(0,0,0,0.55)", "size": 5},
                     hovertemplate=hover + " (one repeat)<extra></extra>",
                 )
@@ -135,7 +135,7 @@ def step_time_by_strategy(configs: pd.DataFrame, *, workload: str) -> go.Figure:
     """Median step time per strategy (bars) and world size (groups), whiskers p10 to p90; with repeats, the
     geometric mean over them, whiskers from the lowest to the highest repeat (_bars_by_strategy)."""
     figure = _bars_by_strategy(configs, workload=workload, column="step_ms_median", hover="%{y:.2f} ms",
-                               whiskers=True, value_format="%{y:.3g}")  # fmt: skip
+                               whiskers=True)  # fmt: skip
     repeated = has_repeats(labelled(configs, workload=workload))
     whiskers = ("each repeat's median, bars their geometric mean, whiskers lowest–highest repeat" if repeated
                 else "whiskers p10–p90")  # fmt: skip
@@ -153,8 +153,8 @@ def throughput_by_strategy(configs: pd.DataFrame, *, workload: str) -> go.Figure
     """Samples per second over all ranks, per strategy and world size, over the measured window's wall time."""
     column = aggregate.throughput_column(labelled(configs, workload=workload))
     over = "over the measured window" if column == aggregate.WINDOW_THROUGHPUT else "from the median step"
-    figure = _bars_by_strategy(configs, workload=workload, column=column, hover="%{y:.0f} samples/s",
-                               whiskers=False, value_format="%{y:.0f}")  # fmt: skip
+    figure = _bars_by_strategy(configs, workload=workload, column=column, hover="%{text} samples/s",
+                               whiskers=False)  # fmt: skip
     return styled(
         figure,
         title=f"{workload}: throughput (samples/s over all ranks, {over}; higher is better)",

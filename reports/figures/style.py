@@ -39,6 +39,14 @@ def styled(figure: go.Figure, *, title: str, **layout) -> go.Figure:
     return figure
 
 
+def value_text(number: float) -> str:
+    """'0.458', '12.3', '15257': three significant figures, whole numbers from 100 up (never '0' for 0.46, nor
+    '1.23e+03'); '' for a missing value."""
+    if number != number:
+        return ""
+    return f"{number:.0f}" if abs(number) >= 100 else f"{number:.3g}"
+
+
 def memory_unit(values: pd.Series) -> tuple[str, float]:
     """('GiB', 1024) when the largest value is a GiB or more, else ('MiB', 1): the columns are MiB."""
     largest = pd.to_numeric(values, errors="coerce").max()

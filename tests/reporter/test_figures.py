@@ -395,7 +395,20 @@ def test_step_time_bars_are_fastest_first_with_their_values_on_them(cpu_run):
     by_speed = list(ok.sort_values("step_ms_median")["label"])
     assert [trace.name for trace in figure.data] == by_speed
     for trace in figure.data:
-        assert trace.texttemplate == "%{y:.3g}" and list(trace.text) == list(trace.y)
+        assert trace.texttemplate == "%{text}" and list(trace.text) == [f"{y:.3g}" for y in trace.y]
+
+
+def test_throughput_labels_keep_three_significant_figures_however_small_or_large(cpu_run):
+    """A gpt2/full CPU run's 0.46–0.72 samples/s read '0' and '1' on their bars (d3's '.0f')."""
+    slow = cpu_run.configs.assign(
+        samples_per_s=cpu_run.configs["samples_per_s"] / cpu_run.configs["samples_per_s"].max() * 0.72
+    )
+    for trace in figures.throughput_by_strategy(slow, workload="mlp").data:
+        assert trace.texttemplate == "%{text}" and list(trace.text) == [f"{y:.3g}" for y in trace.y]
+        assert "%{text} samples/s" in trace.hovertemplate and ".0f" not in trace.hovertemplate
+    fast = cpu_run.configs.assign(samples_per_s=cpu_run.configs["samples_per_s"] * 1e3)
+    for trace in figures.throughput_by_strategy(fast, workload="mlp").data:
+        assert list(trace.text) == [f"{y:.0f}" for y in trace.y]  # whole numbers from 100 up, never '1.23e+05'
 
 
 def test_memory_against_time_starts_both_axes_at_zero_in_mib_or_gib(gpu, cpu_run):
