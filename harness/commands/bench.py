@@ -262,6 +262,7 @@ def _verdicts(config: BenchConfig, plan):
     if config.repeats != AUTO:  # (auto said every verdict in its last round)
         found = decide.verdicts(configs, store.read_steps(plan.run), confidence=confidence)
         console.strategy_verdicts([v for v in found if v.kind == decide.STRATEGY])
+        rounds.to_decide_fixed(found, repeats=config.repeats, max_repeats=config.max_repeats)
     console.why_slower(_why_lines(configs))
     console.drifting(_drift_lines(configs))
     return configs

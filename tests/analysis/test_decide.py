@@ -224,6 +224,30 @@ def test_the_last_word_on_open_verdicts_says_what_would_decide_them(monkeypatch)
     assert out.getvalue() == ""  # nothing open: nothing to say
 
 
+def test_a_fixed_repeats_run_names_the_command_that_decides_its_open_verdicts(monkeypatch):
+    """'open after 1 repeats (need about 2)' ended a `--repeats 1` run with no way on: --resume refuses --repeats
+    and has nothing to resume, so the way is the same command with --repeats auto (or enough fixed repeats)."""
+    short = decide.Verdict(decide.STRATEGY, "w2 mlp/tiny naive vs stock", "too few repeats to tell", False, 1, 2,
+                           frozenset({"a"}))  # fmt: skip
+    far = decide.Verdict(decide.CAP, "w2 mlp/tiny stock", "too few repeats to tell", False, 3, 41, frozenset({"b"}))
+    decided = decide.Verdict(decide.CAP, "w2 mlp/tiny stock", "use bucket_cap_mb=25", True, 3, None, frozenset())
+    out = io.StringIO()
+    monkeypatch.setattr(console, "say", lambda line: out.write(line + "\n"))
+    rounds.to_decide_fixed([short, decided], repeats=1, max_repeats=20)
+    assert out.getvalue() == (
+        "ddpbench: to decide the open verdict: the same command with --repeats auto (it repeats only the "
+        "configurations they rest on, until each is decided), or with --repeats 2 (every configuration 2 times); "
+        "--resume adds no repeats to a finished run\n"
+    )
+    out.truncate(0), out.seek(0)  # one needs more than --max-repeats gives auto: it says how many
+    rounds.to_decide_fixed([short, far], repeats=3, max_repeats=20)
+    assert "the 2 open verdicts: the same command with --repeats auto --max-repeats 41 (" in out.getvalue()
+    assert "or with --repeats 41 (every configuration 41 times)" in out.getvalue()
+    out.truncate(0), out.seek(0)
+    rounds.to_decide_fixed([decided], repeats=3, max_repeats=20)
+    assert out.getvalue() == ""  # nothing open: nothing to say
+
+
 def test_a_budget_stop_sends_to_resume_only_the_verdicts_a_resume_can_decide(monkeypatch):
     """Seen: --budget 4m --max-repeats 4, every verdict 'need about 864', and the last line said resume with a
     budget, which reaches 4 repeats and decides nothing. A resume goes only as far as the run's --max-repeats."""

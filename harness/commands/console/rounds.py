@@ -146,3 +146,23 @@ def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int) -
         console.say(f"ddpbench: {head}: the same command with --max-repeats {need} (the most an open verdict "
             f"needs at the spread seen{took}; the verdicts decided here stop early again); --resume keeps this run's "
             f"--max-repeats {max_repeats}, on which its verdicts' error rate rests")  # fmt: skip
+
+
+def to_decide_fixed(found: list, *, repeats: int, max_repeats: int) -> None:
+    """After a run of a fixed `--repeats N` whose verdicts stay open ('open after 1 repeats (need about 2)'): the
+    command that decides them. Not --resume (it runs no repeat beyond the run's own --repeats, and refuses a new
+    one): the same command with --repeats auto, which repeats only what the open ones rest on (with the
+    --max-repeats the neediest asks), or with --repeats M, every configuration M times."""
+    from harness.analysis.stats import MAX_REPEATS
+
+    still = [v for v in found if not v.decided]
+    if not still:
+        return
+    need = max((int(v.repeats_needed) for v in still if v.repeats_needed and v.repeats_needed < MAX_REPEATS),
+               default=0)  # fmt: skip
+    most = f" --max-repeats {need}" if need > max_repeats else ""
+    every = f", or with --repeats {need} (every configuration {need} times)" if need > repeats else ""
+    which = "the open verdict" if len(still) == 1 else f"the {len(still)} open verdicts"
+    console.say(f"ddpbench: to decide {which}: the same command with --repeats auto{most} (it repeats only the "
+                f"configurations they rest on, until each is decided){every}; "
+                "--resume adds no repeats to a finished run")  # fmt: skip
