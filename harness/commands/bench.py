@@ -330,8 +330,9 @@ def _stopped(plan, why: str, code: int, *, wall_s: float | None) -> int:
     if wall_s is not None:
         launch.pair_written(plan)  # a row written before its baseline, which came before the stop
         write_summary(plan, wall_s, complete=False)
-    saved = len(store.written_config_ids(plan.run))
+    written = store.read_configs(plan.run) if store.written_config_ids(plan.run) else None
+    statuses = [] if written is None else written["status"].tolist()  # a failed row is saved too, but measured nothing
     total = len(store.read_run_meta(plan.run)["configurations"])
-    console.say(f"ddpbench: stopped by {why}: {saved} of {total} configurations saved in {plan.run}/; "
+    console.say(f"ddpbench: stopped by {why}: {console.saved_text(statuses, total)} in {plan.run}/; "
                 f"finish with: {console.resume_hint(plan.run_id, plan.run.parent)}")  # fmt: skip
     return code

@@ -72,3 +72,15 @@ def test_the_cpu_profiles_collectives_table_names_zero_ones_column_as_its_broadc
     header, row = capsys.readouterr().out.splitlines()[1:3]
     assert header.split("  ")[-3:] == ["ZeRO-1 broadcasts", "FSDP2 gathers", "reduce-scatters"], header
     assert row.split()[-3:] == ["6", "11", "5.5"]
+
+
+def test_a_stopped_run_says_how_many_of_its_saved_rows_measured_anything():
+    """SIGTERM said '2 of 6 configurations saved' where both rows recorded the ranks killed under them."""
+    both_failed = console.saved_text(["failed", "failed"], 6)
+    assert both_failed == ("2 of 6 configurations saved, none measured: 2 rows recording a failure (--retry-failed "
+                           "with the resume runs them again)")  # fmt: skip
+    assert console.saved_text(["ok", "ok"], 6) == "2 of 6 configurations saved, all measured"
+    assert console.saved_text(["ok", "failed", "skipped"], 3) == ("3 of 3 configurations saved, 1 measured: 1 row "
+                                                                  "recording a failure (--retry-failed with the resume "
+                                                                  "runs it again), 1 skipped")  # fmt: skip
+    assert console.saved_text([], 6) == "0 of 6 configurations saved"

@@ -281,6 +281,23 @@ def fixed_cost_parts(measured, shape) -> str:
             f"{once:.2g} s once")  # fmt: skip
 
 
+def saved_text(statuses: list[str], total: int) -> str:
+    """'2 of 6 configurations saved, none measured: 2 rows recording a failure (…)': what a stopped run kept, by
+    its rows' status (a row that records a failure, a configuration killed by the stop included, measured nothing)."""
+    counts = {status: statuses.count(status) for status in dict.fromkeys(statuses)}
+    ok, failed = counts.pop("ok", 0), counts.pop("failed", 0)
+    text = f"{len(statuses)} of {total} configurations saved"
+    if not statuses:
+        return text
+    text += ", all measured" if ok == len(statuses) else f", {ok or 'none'} measured"
+    them = "it" if failed == 1 else "them"
+    parts = [f"{failed} row{'s' * (failed != 1)} recording a failure (--retry-failed with the resume runs {them} "
+             "again)"] if failed else []  # fmt: skip
+    return text + (
+        f": {', '.join([*parts, *(f'{n} {status}' for status, n in counts.items())])}" if ok < len(statuses) else ""
+    )
+
+
 def recommendations(frame: pd.DataFrame) -> None:
     from harness.analysis import stats, sweep
 
