@@ -110,12 +110,12 @@ def test_without_an_earlier_run_of_as_many_gpus_the_fixed_cost_is_said_not_count
     assert fixed_cost([planned("stock", 64)], results) is None  # the run here had 2 simulated GPUs
     say_forecast([planned("stock", 64)], results)
     said = capsys.readouterr().out  # 12 steps of 8 samples at 12.16 ms, 64 ranks taking turns on 2 cores: 37 s
-    assert said.startswith("ddpbench: at least 37 s here: the steps of the configuration at least 37 s by their "
-                           "FLOPs at this CPU's best fp32 matmul, 0.001 GFLOP/s")  # fmt: skip
-    assert said.endswith(f"; no earlier run of 64 simulated GPUs here in {str(results)!r} measured the fixed cost "
-                         "(launches, imports, building, parity: not counted)\n")  # fmt: skip
+    assert said.startswith("ddpbench: at least 37 s here in all = at least 37 s of steps (the configuration, by "
+                           "their FLOPs at this CPU's best fp32 matmul, 0.001 GFLOP/s")  # fmt: skip
+    assert said.endswith(f"; the fixed cost not counted (no earlier run of 64 simulated GPUs here in {str(results)!r} "
+                         "measured it: launches, imports, building, parity)\n")  # fmt: skip
     say_forecast([planned("stock", 64)], results.parent / "none")
-    assert capsys.readouterr().out.startswith("ddpbench: at least 37 s here: the steps of the configuration at least")
+    assert capsys.readouterr().out.startswith("ddpbench: at least 37 s here in all = at least 37 s of steps (the")
 
 
 def test_a_configuration_whose_flops_cannot_be_counted_is_said_not_counted(results, capsys, slow_cpu, monkeypatch):
@@ -124,20 +124,24 @@ def test_a_configuration_whose_flops_cannot_be_counted_is_said_not_counted(resul
     monkeypatch.setattr(meta_counts, "flops", lambda spec, size, options: None)  # cannot be made or run on meta
     say_forecast([dataclasses.replace(planned("stock", 2), batch_size=16)], results)
     assert capsys.readouterr().out == (
-        "ddpbench: at least 31 s here: the steps of the configuration not counted: never measured here; plus about "
-        "31 s of fixed cost (1 launch at 4 s, 1 configuration at 5 s, 22 s once) as 1 earlier run of 2 simulated "
-        "GPUs here measured it (cpu_run)\n"
+        "ddpbench: at least 31 s here in all = about 31 s of fixed cost (1 launch at 4 s, 1 configuration at 5 s, 22 s "
+        "once) as 1 earlier run of 2 simulated GPUs here measured it (cpu_run); the steps of the configuration not "
+        "counted (never measured here)\n"
     )
 
 
 def test_the_line_says_at_least_where_some_steps_were_never_measured(results, capsys, slow_cpu):
+    """Each part of the total leads with its own figure: 'about 8 s here: the steps of 6 …; plus about 8 s of fixed
+    cost' read as if the total left the fixed cost out, and gave the steps no figure."""
     say_forecast([planned("stock", 2), planned("naive", 1)], results)  # 0.3 s of steps, 22 + 2 × 4 + 2 × 5 s fixed
-    assert capsys.readouterr().out.startswith("ddpbench: about 40 s here: the steps of 2 of the 2 configurations")
+    assert capsys.readouterr().out.startswith("ddpbench: about 40 s here in all = 0.3 s of steps (2 of the 2 "
+                                              "configurations, as last measured in ")  # fmt: skip
     say_forecast([planned("stock", 2), dataclasses.replace(planned("stock", 2), batch_size=16)], results)
     said = capsys.readouterr().out  # 0.15 s measured, 12 × 16 × 12.16 ms = 2.3 s by FLOPs, 22 + 4 + 2 × 5 s fixed
-    assert said.startswith("ddpbench: at least 38 s here: the steps of 1 of the 2 configurations")
-    assert "the other 1's steps at least 2 s by their FLOPs at this CPU's best fp32 matmul" in said
-    assert "; plus about 36 s of fixed cost (1 launch at 4 s, 2 configurations at 5 s, 22 s once)" in said
+    assert said.startswith("ddpbench: at least 38 s here in all = 0.1 s of steps (1 of the 2 configurations, as last")
+    assert " + at least 2 s of steps (the other 1, by their FLOPs at this CPU's best fp32 matmul" in said
+    assert " + about 36 s of fixed cost (1 launch at 4 s, 2 configurations at 5 s, 22 s once)" in said
+    assert " plus " not in said and "; " not in said  # every part counted, summed
 
 
 def test_a_plan_whose_configurations_are_all_skipped_here_is_not_timed(results, capsys):
@@ -179,7 +183,7 @@ def test_the_fixed_cost_is_taken_from_the_runs_of_the_workloads_planned_with_its
     assert ([m.run for m in found.measured], found.alike) == (["gpt2-a", "cpu_run"], False)
     assert found.spread_s == (pytest.approx(4 + 4 + 1), pytest.approx(31.0)) and found.total_s == pytest.approx(20.0)
     say_forecast([resnet], results)
-    assert ("plus about 20 s of fixed cost (1 launch at 4 s, 1 configuration at 3 s, 13 s once: the median's, gpt2-a "
+    assert (" + about 20 s of fixed cost (1 launch at 4 s, 1 configuration at 3 s, 13 s once: the median's, gpt2-a "
             "and cpu_run) as 2 earlier runs of "
             "2 simulated GPUs here measured it (gpt2-a, cpu_run: 9 s to 31 s); they ran none of these workloads at "
             "these sizes: building and parity cost with the model") in capsys.readouterr().out  # fmt: skip
@@ -281,7 +285,8 @@ def test_repeats_auto_is_forecast_from_its_first_two_repeats_to_max_repeats_and_
     most = fewest + 2 * w2 + 2 * 4 + 6 * 2  # 2 repeats more of 3 configurations: 2 launches, 6 configurations
     say_forecast(plan, results, auto=Auto(4))
     said = capsys.readouterr().out.splitlines()
-    assert said[0].startswith(f"ddpbench: about {minutes_text(fewest)} here: the steps of 12 of the 12 configurations")
+    assert said[0].startswith(f"ddpbench: about {minutes_text(fewest)} here in all = ")
+    assert "of steps (12 of the 12 configurations, as last measured in " in said[0]
     assert said[1] == (f"ddpbench: with --repeats auto, about {minutes_text(fewest)} (2 repeats each) to "
                        f"{minutes_text(most)} (3 configurations its verdicts rest on to --max-repeats 4); no earlier "
                        "--repeats auto run here measured them (the rounds they took)")  # fmt: skip
@@ -338,7 +343,7 @@ def test_each_models_flops_are_counted_once_and_again_only_where_their_key_chang
     unmeasured = [dataclasses.replace(planned("stock", 2), batch_size=16)]
     say_forecast(unmeasured, results)
     first = capsys.readouterr().out
-    assert "the steps of the configuration at least 2 s by their FLOPs" in first and len(counted) == 1
+    assert "at least 2 s of steps (the configuration, by their FLOPs" in first and len(counted) == 1
     say_forecast(unmeasured, results)  # the second dry run: from the cache, the same line
     assert capsys.readouterr().out == first and len(counted) == 1
     say_forecast([dataclasses.replace(unmeasured[0], workload_options={"classes": 7})], results)

@@ -120,8 +120,8 @@ def test_a_dry_run_lists_every_configuration_and_writes_nothing(capsys, tmp_path
     assert "dry run: 12 configuration(s) in 4 torchrun launch(es), to start (--repeats auto adds" in out
     # no earlier run in the folder: the steps' floor by FLOPs, and the fixed cost said not counted
     forecast = next(line for line in out.splitlines() if line.startswith("ddpbench: at least "))
-    assert forecast.endswith(f"no earlier run of 2 simulated GPUs here in {str(results)!r} measured the fixed cost "
-                             "(launches, imports, building, parity: not counted)")  # fmt: skip
+    assert forecast.endswith(f"the fixed cost not counted (no earlier run of 2 simulated GPUs here in {str(results)!r} "
+                             "measured it: launches, imports, building, parity)")  # fmt: skip
     # what can only be skipped here is said so, with the rank's reason, before anything is booked
     both = ["--impls", "stock,dataparallel,rpc_hybrid", "--workloads", "mlp", "--size", "tiny", "--gpus", "2"]
     assert cli.main(["bench", "--dry-run", *both, "--results", str(results)]) == 0

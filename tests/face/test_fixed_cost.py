@@ -70,7 +70,7 @@ def test_a_dry_run_takes_the_fixed_cost_from_an_earlier_runs_split(small_run, ca
     line = next(line for line in capsys.readouterr().out.splitlines() if "of fixed cost" in line)
     assert (
         line.startswith("ddpbench: about ")
-        and f"plus about {forecast.minutes_text(paid)} of fixed cost (2 launches" in line
+        and f" + about {forecast.minutes_text(paid)} of fixed cost (2 launches" in line
     )
     assert line.endswith("as 1 earlier run of 2 simulated GPUs here measured it (e2e)")
     # the run's own last line said the same split: a configuration's cost is not the whole fixed cost over their count

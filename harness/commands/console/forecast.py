@@ -37,9 +37,6 @@ def say_forecast(configurations, results, *, threads: int = 1, auto: Auto | None
         return
     pace = _best_pace(configurations[0], threads=threads) if found.unmeasured else (None, "")
     floor = _flops_floor(found.unmeasured, threads=threads, pace=pace)
-    by_flops = f"at least {minutes_text(floor[0])} by their FLOPs at {floor[2]}" if floor else ""
-    if floor and floor[1] < len(found.unmeasured):
-        by_flops += f" (the other {len(found.unmeasured) - floor[1]} not counted: their FLOPs could not be)"
     fixed = fixed_cost(configurations, results)
     world = largest_world(configurations)
     gpus = f"{world} {'simulated ' if configurations[0].device == 'cpu' else ''}GPU{'s' * (world != 1)}"
@@ -48,14 +45,12 @@ def say_forecast(configurations, results, *, threads: int = 1, auto: Auto | None
             f"the fixed cost of a run of {gpus} (the progress line gives one once the run has a pace)")  # fmt: skip
         return
     unknown = found.total - found.known
-    steps = by_flops or "not counted: never measured here"
-    parts = [*([f"the steps of {found.known} of the {found.total} configurations as last measured in "
-                f"{str(results)!r}"] if found.known else []),
-             *([f"the other {unknown}'s steps {steps}" if found.known else
-                f"the steps of {_all(found.total)} {steps}"] if unknown else [])]  # fmt: skip
     total = found.steps_s + (floor[0] if floor else 0.0) + (fixed.total_s if fixed else 0.0)
     about = "about" if not unknown and fixed else "at least"
-    say(f"ddpbench: {about} {minutes_text(total)} here: {'; '.join(parts)}; {_fixed_text(fixed, gpus, results)}")
+    parts = [*_steps_text(found, floor, results), _fixed_text(fixed, gpus, results)]
+    counted = " + ".join(part for part in parts if " not counted " not in part)  # each led by its figure
+    left_out = "".join(f"; {part}" for part in parts if " not counted " in part)
+    say(f"ddpbench: {about} {minutes_text(total)} here in all = {counted}{left_out}")
     if auto is not None:
 
         def timed(planned, rounds: int) -> float:
@@ -104,12 +99,31 @@ def _total(planned, results, medians, fixed, threads: int, pace, rounds: int) ->
     return found.steps_s + (floor[0] if floor else 0.0) + (fixed.of(planned, rounds=rounds).total_s if fixed else 0.0)
 
 
+def _steps_text(found, floor, results) -> list[str]:
+    """The steps' parts of the total, each led by its own figure: '2 min of steps (6 of the 6 configurations, as last
+    measured in 'results')', 'at least 37 s of steps (the other 2, by their FLOPs at …)', or their steps not counted."""
+    unknown, parts = found.total - found.known, []
+    if found.known:
+        parts.append(f"{minutes_text(found.steps_s)} of steps ({found.known} of the {found.total} configurations, as "
+                     f"last measured in {str(results)!r})")  # fmt: skip
+    if unknown:
+        which = f"the other {unknown}" if found.known else _all(found.total)
+        if floor:
+            counted = (
+                f"; the other {unknown - floor[1]} not counted: their FLOPs could not be" if floor[1] < unknown else ""
+            )
+            parts.append(f"at least {minutes_text(floor[0])} of steps ({which}, by their FLOPs at {floor[2]}{counted})")
+        else:
+            parts.append(f"the steps of {which} not counted (never measured here)")  # `say_forecast` puts it last
+    return parts
+
+
 def _fixed_text(fixed, gpus: str, results) -> str:
-    """'plus about 40 s of fixed cost (4 launches at 3.1 s, …) as 2 earlier runs of 2 simulated GPUs here measured
-    it (A, B: 36 s to 44 s)', or that none did."""
+    """'about 40 s of fixed cost (4 launches at 3.1 s, …) as 2 earlier runs of 2 simulated GPUs here measured it (A,
+    B: 36 s to 44 s)', or that none did."""
     if fixed is None:
-        return (f"no earlier run of {gpus} here in {str(results)!r} measured the fixed cost (launches, imports, "
-                "building, parity: not counted)")  # fmt: skip
+        return (f"the fixed cost not counted (no earlier run of {gpus} here in {str(results)!r} measured it: launches, "
+                "imports, building, parity)")  # fmt: skip
     runs, typical = len(fixed.measured), fixed.typical  # the median run: its parts add up
     split = fixed_cost_parts(typical, fixed.shape) + (f": the median's, {typical.run}" if runs > 1 else "")
     low, high = fixed.spread_s
@@ -121,7 +135,7 @@ def _fixed_text(fixed, gpus: str, results) -> str:
         if fixed.alike
         else "; they ran none of these workloads at these sizes: building and parity cost with the model"
     )
-    return (f"plus about {minutes_text(fixed.total_s)} of fixed cost ({split}) as {which} earlier "
+    return (f"about {minutes_text(fixed.total_s)} of fixed cost ({split}) as {which} earlier "
             f"run{'s' * (fixed.counted != 1)} of {gpus} here measured it ({names}{spread}){other}")  # fmt: skip
 
 
