@@ -84,3 +84,39 @@ def test_a_stopped_run_says_how_many_of_its_saved_rows_measured_anything():
                                                                   "recording a failure (--retry-failed with the resume "
                                                                   "runs it again), 1 skipped")  # fmt: skip
     assert console.saved_text([], 6) == "0 of 6 configurations saved"
+
+
+def test_off_a_terminal_a_long_configuration_gets_a_line_a_minute_with_the_bars_words_and_eta(tmp_path, monkeypatch):
+    """A slow configuration left a log 12 minutes silent between 'run …: N configurations' and its line."""
+    import io
+
+    from harness.config.grid import Configuration
+    from harness.handoff.progress import StepProgress
+
+    def planned(impl: str) -> Configuration:
+        return Configuration(config_id=f"w2-{impl}", impl=impl, impl_options={}, workload="mlp", size="small",
+                             world_size=2, nnodes=1, batch_size=8, steps=20, warmup=3, dtype="fp32", device="cpu",
+                             backend="gloo", seed=0, parity=True)  # fmt: skip
+
+    clock = [1000.0]
+    monkeypatch.setattr(console.time, "monotonic", lambda: clock[0])
+    log = io.StringIO()  # not a terminal
+    progress = console.Progress(tmp_path, [planned("stock"), planned("naive"), planned("flat")], stream=log)
+    StepProgress(tmp_path, "w2-stock", 23)(9)  # rank 0's hint: 10 of 3 warm-up + 20 steps done
+    clock[0] += 59
+    progress.tick()
+    assert log.getvalue() == ""  # within the minute: nothing
+    clock[0] += 1
+    progress.tick()
+    assert log.getvalue() == ("ddpbench: running [1/3] w2 mlp/small stock: step 7/20, 60 s in; no ETA before the "
+                              "first finishes\n")  # fmt: skip
+    progress.tick()
+    assert log.getvalue().count("\n") == 1  # at most one line a minute
+    monkeypatch.setattr(console, "describe_row", lambda row: "w2 mlp/small stock: …")
+    monkeypatch.setattr("harness.results.store.read_config_row", lambda run, config_id: {})
+    clock[0] += 60  # the first finishes after 2 minutes
+    progress.written(planned("stock"))
+    clock[0] += 80  # 200 s since the start, 1 finished: 2 to go at 200 s each (tqdm's rate at this instant)
+    progress.tick()
+    assert log.getvalue().splitlines()[-1] == ("ddpbench: running [2/3] w2 mlp/small naive: launching, 80 s in; about "
+                                               "7 min left for the 2 to go at this session's pace")  # fmt: skip

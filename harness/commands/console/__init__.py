@@ -1,14 +1,16 @@
 """The terminal: every line ddpbench prints goes through here. The commands compute and decide;
 this module formats and writes. Results on stdout; errors and warnings on stderr, one line each.
 A run's progress is a line per finished configuration, always; on a terminal also a bar with the
-current configuration and an ETA (tqdm). Off a terminal (CI, logs, pipes) the bar stays away, so
-logs hold only the lines. What `collectives` and `predict` print is in `predictions`.
+current configuration and an ETA (tqdm). Off a terminal (CI, logs, pipes) the bar stays away: a
+configuration that runs long gets a line a minute instead, with what the bar would show. What
+`collectives` and `predict` print is in `predictions`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
@@ -155,6 +157,10 @@ def communication_text(row: dict) -> str:
     return f", comm {comm:.1f} ms/step mean ({exposed:.1f} exposed{share})"
 
 
+HEARTBEAT_S = 60.0
+"""Off a terminal, a configuration still running this long after the last line said gets a line (`Progress.tick`)."""
+
+
 class Progress:
     """The launcher's callbacks: `written` when a configuration is on disk, `tick` while one runs."""
 
@@ -168,6 +174,8 @@ class Progress:
         self.decided: set[str] = set()  # under --repeats auto, the verdicts the last round found decided
         self.given_up: set[str] = set()  # and given up as out of reach
         self._standing = ""  # and where they stand, shown in the bar (console.rounds)
+        self._began = self._said = self._current_began = time.monotonic()  # off a terminal: the heartbeat's clocks
+        self._done_here = 0  # configurations finished in this session: the pace its ETA takes, as tqdm's does
         if self._stream.isatty() and pending:
             from tqdm import tqdm
 
@@ -191,6 +199,8 @@ class Progress:
         from harness.results import store
 
         self._done += 1
+        self._done_here += 1
+        self._said = self._current_began = time.monotonic()
         self._pending = [c for c in self._pending if c.config_id != cfg.config_id]
         line = f"[{self._done}/{self._total}] {describe_row(store.read_config_row(self._run, cfg.config_id))}"
         if self._bar is None:
@@ -219,17 +229,39 @@ class Progress:
             self._show_current()
 
     def tick(self) -> None:
-        """Show how far the current configuration is (steps done), on a terminal only."""
+        """Show how far the current configuration is (steps done): in the bar on a terminal; elsewhere a line when
+        nothing was said for HEARTBEAT_S, with the bar's words and its ETA (a slow configuration left logs silent
+        for 12 minutes)."""
         from harness.handoff.progress import read_step_progress
 
-        if self._bar is None or not self._pending:
+        if not self._pending:
             return
-        self._bar.set_postfix_str(_step_words(read_step_progress(self._run), self._pending[0]))
+        if self._bar is not None:
+            self._bar.set_postfix_str(_step_words(read_step_progress(self._run), self._pending[0]))
+            return
+        now = time.monotonic()
+        if now - self._said < HEARTBEAT_S:
+            return
+        self._said = now
+        cfg, left = self._pending[0], self._total - self._done
+        words = _step_words(read_step_progress(self._run), cfg)
+        pace = (now - self._began) / self._done_here if self._done_here else None  # tqdm's ETA: this session's pace
+        eta = f"about {duration_text(pace * left)} left for the {left} to go at this session's pace" if pace else (
+            "no ETA before the first finishes")  # fmt: skip
+        _print(f"ddpbench: running [{self._done + 1}/{self._total}] {cfg.label()}: {words}, "
+               f"{duration_text(now - self._current_began)} in; {eta}", file=self._stream)  # fmt: skip
 
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
             self._bar = None
+
+
+def duration_text(seconds: float) -> str:
+    """'45 s', '12 min', '1.5 h': the time a run's progress and its rounds (console.rounds) say is left."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
 def _step_words(state: dict | None, cfg: Configuration) -> str:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Protocol
 
 from harness.commands import console
+from harness.commands.console import duration_text
 from harness.commands.console.invoked import resume_hint
 
 NAMED_UP_TO = 2
@@ -26,12 +27,6 @@ class Standing(Protocol):
     on_terminal: bool
 
     def show_standing(self, text: str) -> None: ...
-
-
-def duration_text(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
 
 
 def on_round(progress: console.Progress, config, plan, standing, more: list) -> None:
