@@ -105,7 +105,8 @@ def measure_contention(session, watch=None) -> dict[str, float]:
     compute_alone, compute_overlapped, comm_alone, comm_overlapped = (
         statistics.median(column) * 1e3 for column in zip(*repeats, strict=True)
     )
-    compute_slowdowns, comm_slowdowns = zip(*(slowdowns(*r) for r in repeats), strict=True)
+    noise = max(r[0] for r in repeats) - min(r[0] for r in repeats)  # the burst alone's own spread over the repeats
+    compute_slowdowns, comm_slowdowns, bounded = zip(*(slowdowns(*r, noise=noise) for r in repeats), strict=True)
     latency_alone, latency_overlapped = (statistics.median(column) * 1e3 for column in zip(*latencies, strict=True))
     return {
         "bytes": CONTENTION_BYTES,
@@ -114,6 +115,7 @@ def measure_contention(session, watch=None) -> dict[str, float]:
         "comm_alone_ms": comm_alone,
         "comm_overlapped_ms": comm_overlapped,
         "compute_slowdown": statistics.median(compute_slowdowns),
+        "compute_slowdown_at_least": 2 * sum(bounded) >= len(bounded),  # its median repeat's is only a bound
         "comm_slowdown": statistics.median(comm_slowdowns),
         "latency_alone_ms": latency_alone,
         "latency_overlapped_ms": latency_overlapped,
@@ -121,14 +123,22 @@ def measure_contention(session, watch=None) -> dict[str, float]:
     }
 
 
-def slowdowns(compute_alone: float, compute_overlapped: float, comm_alone: float, comm_overlapped: float):
+def slowdowns(
+    compute_alone: float, compute_overlapped: float, comm_alone: float, comm_overlapped: float, *, noise: float = 0.0
+) -> tuple[float, float, bool]:
     """(compute, all-reduce) slowdowns of one repeat, each ≥ 1 (below is noise: overlap cannot speed
-    anything up). The burst outlasts the all-reduce, so the all-reduce's overlapped time is its own;
-    the burst's extra time is spread over the part of it the all-reduce overlapped (what slows
-    compute is the communication in flight)."""
+    anything up), and whether compute's is only a lower bound. The burst outlasts the all-reduce, so the
+    all-reduce's overlapped time is its own; the burst's extra time is spread over the part of it the
+    all-reduce overlapped (what slows compute is the communication in flight): compute ran at the solo
+    compute done while the all-reduce ran (its time less the burst's extra) over that time. Where that
+    solo compute is within `noise` (the burst alone's spread) of none (a burst that lost as long as the
+    all-reduce lasted, or whose own spread is as long: a loaded machine), the ratio is not measured, and
+    its denominator is taken at `noise`: a lower bound (a loaded CPU printed 4943055× over 1e-9)."""
     extra = compute_overlapped - compute_alone
-    compute_during_comm = max(comm_overlapped - extra, 1e-9)  # solo compute done while comm ran
-    return max(1.0, comm_overlapped / compute_during_comm), max(1.0, comm_overlapped / comm_alone)
+    compute_during_comm = comm_overlapped - extra
+    bounded = compute_during_comm <= noise
+    compute = comm_overlapped / max(compute_during_comm, noise, 1e-9)
+    return max(1.0, compute), max(1.0, comm_overlapped / comm_alone), bounded
 
 
 def _overlapped_on_host(buf, piece, pieces: int, device) -> tuple[float, float]:
@@ -175,7 +185,9 @@ def _overlapped_on_gpu(buf, piece, pieces: int, device) -> tuple[float, float]:
 
 def contention_row(plan: dict[str, Any], per_rank: list[dict[str, float]], *, world_size: int) -> dict[str, Any]:
     """The ranks' medians combined: the mean over ranks, slowdowns alike (each rank's median of its
-    repeats' slowdowns, `slowdowns`)."""
-    mean = {key: statistics.fmean(r[key] for r in per_rank) for key in per_rank[0] if key != "bytes"}
+    repeats' slowdowns, `slowdowns`); compute's is a bound where any rank's is."""
+    bound = "compute_slowdown_at_least"
+    mean = {key: statistics.fmean(r[key] for r in per_rank) for key in per_rank[0] if key not in ("bytes", bound)}
+    mean[bound] = any(bool(r.get(bound)) for r in per_rank)
     context = {k: v for k, v in plan["context"].items() if k in model_tables.CONTENTION_SCHEMA.names}
     return {**context, "world_size": world_size, "bytes": per_rank[0]["bytes"], **mean}

@@ -108,12 +108,13 @@ CONTENTION = Table(
         C("comm_overlapped_ms", F64, MS, "the all-reduce while the burst ran"),
         C("compute_slowdown", F64, RATIO, "how much slower compute runs while an all-reduce is in flight (per repeat, the burst's extra time spread over the all-reduce's duration; the median over repeats, the mean over ranks; ≥ 1)"),
         C("comm_slowdown", F64, RATIO, "per repeat, the all-reduce overlapped over alone; the median over repeats, the mean over ranks (≥ 1)"),
+        C("compute_slowdown_at_least", BOOL, "", "true where `compute_slowdown` is not measured but a lower bound: in half the repeats or more (on any rank) the compute the burst did during the all-reduce (its time less the burst's extra time) was no more than the burst's own spread alone over the repeats (a loaded machine; a burst that lost as long as the all-reduce lasted), so the ratio's denominator is taken at that spread; null in runs made before"),
         DEVICE, BACKEND, THREADS, HOSTNAME,
         C("latency_alone_ms", F64, MS, "a 4 KiB all-reduce (all latency) alone"),
         C("latency_overlapped_ms", F64, MS, "the 4 KiB all-reduce while the burst ran (on the CPU seen between the burst's pieces: to about 1 ms)"),
         C("latency_slowdown", F64, RATIO, "per repeat, the 4 KiB all-reduce overlapped over alone; the median over repeats, the mean over ranks (≥ 1): what each call's latency pays while compute runs (null in runs made before it was measured)"),
     ),
-    later=frozenset({"latency_alone_ms", "latency_overlapped_ms", "latency_slowdown"}),
+    later=frozenset({"latency_alone_ms", "latency_overlapped_ms", "latency_slowdown", "compute_slowdown_at_least"}),
 )  # fmt: skip
 
 GRADPROFILE = Table(

@@ -120,3 +120,27 @@ def test_off_a_terminal_a_long_configuration_gets_a_line_a_minute_with_the_bars_
     progress.tick()
     assert log.getvalue().splitlines()[-1] == ("ddpbench: running [2/3] w2 mlp/small naive: launching, 80 s in; about "
                                                "7 min left for the 2 to go at this session's pace")  # fmt: skip
+
+
+def test_a_compute_slowdown_within_noise_is_said_not_measured_with_its_bound(capsys):
+    """`collectives` under load printed 'compute 4943055.01× slower': the burst lost about as long as the all-reduce
+    lasted, leaving the ratio a denominator of nothing. The console says what it could not measure, and the bound
+    (none where it is 1×: the burst's spread alone outlasted the all-reduce)."""
+    import pandas as pd
+
+    from harness.commands.console import predictions
+
+    collectives = pd.DataFrame({"world_size": [2], "op": ["all_reduce"], "bytes": [1024], "busbw_gbps": [1.0],
+                                "correct": [True]})  # fmt: skip
+    row = {"world_size": 2, "compute_slowdown": 15.5, "comm_slowdown": 2.49, "latency_slowdown": 6.96}
+    predictions.collectives_table(collectives, pd.DataFrame([{**row, "compute_slowdown_at_least": True}]))
+    line = capsys.readouterr().out.splitlines()[-1]
+    assert line == ("  w2 overlap: compute's slowdown while an all-reduce is in flight not measured (the compute "
+                    "burst's own spread alone is as long as the compute it did during the all-reduce: at least "
+                    "15.50×), all-reduce 2.49× (4 KiB: 6.96×) slower while the other runs")  # fmt: skip
+    predictions.collectives_table(collectives, pd.DataFrame([{**row, "compute_slowdown": 1.0,
+                                                               "compute_slowdown_at_least": True}]))  # fmt: skip
+    assert "during the all-reduce), all-reduce 2.49×" in capsys.readouterr().out
+    for measured in (False, None):  # measured, or a run from before the bound was kept
+        predictions.collectives_table(collectives, pd.DataFrame([{**row, "compute_slowdown_at_least": measured}]))
+        assert capsys.readouterr().out.splitlines()[-1].startswith("  w2 overlap: compute 15.50× slower, all-reduce")

@@ -70,10 +70,37 @@ def test_cpu_contention_is_measured_with_the_host_clock_on_one_rank(single_rank,
 def test_a_repeats_slowdowns_spread_the_bursts_extra_time_over_the_all_reduce_it_overlapped():
     # Burst 30 ms alone, 33 ms overlapped: 3 ms lost while a 10 ms all-reduce ran, so 7 ms of solo
     # compute took 10 ms (×10/7). The all-reduce took 10 ms against 8 ms alone (×1.25).
-    compute, comm = contention.slowdowns(30.0, 33.0, 8.0, 10.0)
-    assert compute == pytest.approx(10 / 7) and comm == pytest.approx(1.25)
+    compute, comm, bounded = contention.slowdowns(30.0, 33.0, 8.0, 10.0, noise=1.0)
+    assert compute == pytest.approx(10 / 7) and comm == pytest.approx(1.25) and not bounded
     # Faster together is noise: never below 1.
-    assert contention.slowdowns(30.0, 29.0, 8.0, 7.0) == (1.0, 1.0)
+    assert contention.slowdowns(30.0, 29.0, 8.0, 7.0) == (1.0, 1.0, False)
+
+
+def test_a_burst_that_lost_about_as_long_as_the_all_reduce_lasted_bounds_the_compute_slowdown():
+    """A loaded CPU printed 'compute 4943055.01× slower': 10 ms lost during a 10 ms all-reduce leaves a denominator
+    of nothing. Within the burst's own spread (2 ms) of none, the ratio is only bounded: 10 / 2, and said so."""
+    compute, _, bounded = contention.slowdowns(30.0, 40.0 - 2e-6, 8.0, 10.0, noise=2.0)
+    assert bounded and compute == pytest.approx(5.0)
+    compute, _, bounded = contention.slowdowns(30.0, 45.0, 8.0, 10.0, noise=2.0)  # lost more than it lasted
+    assert bounded and compute == pytest.approx(5.0)
+
+
+def test_a_loaded_machine_gives_a_bound_not_a_runaway_ratio(single_rank, monkeypatch):
+    """The measurement itself, with the burst stalled for as long as the all-reduce ran (what a competing process
+    taking the core did): compute's slowdown comes back bounded and marked, not millions."""
+    monkeypatch.setattr(contention, "CONTENTION_BYTES", 64 * 1024)
+    monkeypatch.setattr(contention, "CONTENTION_REPEATS", 3)
+    monkeypatch.setattr(contention, "BURST_PIECES", 5)
+    overlapped = contention._overlapped_on_host
+
+    def loaded(buf, piece, pieces, device):
+        compute_s, comm_s = overlapped(buf, piece, pieces, device)
+        return compute_s + comm_s, comm_s  # the burst lost the all-reduce's whole time
+
+    monkeypatch.setattr(contention, "_overlapped_on_host", loaded)
+    measured = contention.measure_contention(single_rank)
+    assert measured["compute_slowdown_at_least"] is True
+    assert measured["compute_slowdown"] < 1e5  # comm over the burst's spread, not over 1e-9
 
 
 def test_the_contention_row_is_the_mean_of_each_ranks_medians_slowdowns_included():
@@ -82,8 +109,10 @@ def test_the_contention_row_is_the_mean_of_each_ranks_medians_slowdowns_included
               "comm_overlapped_ms": 10.0, "compute_slowdown": 1.4, "comm_slowdown": 1.2},
              {"bytes": 8, "compute_alone_ms": 32.0, "compute_overlapped_ms": 35.0, "comm_alone_ms": 9.0,
               "comm_overlapped_ms": 12.0, "compute_slowdown": 1.6, "comm_slowdown": 1.4}]  # fmt: skip
+    ranks[1]["compute_slowdown_at_least"] = True  # a bound on any rank: the row's is one
     row = contention.contention_row(plan, ranks, world_size=2)
     assert row["compute_slowdown"] == pytest.approx(1.5) and row["comm_slowdown"] == pytest.approx(1.3)
+    assert row["compute_slowdown_at_least"] is True
     assert row["comm_alone_ms"] == pytest.approx(8.5) and row["world_size"] == 2 and row["run_id"] == "r"
 
 

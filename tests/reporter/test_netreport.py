@@ -417,6 +417,10 @@ def test_the_collectives_page_opens_with_the_fitted_network_and_labels_what_each
     assert "compute burst alone, ms (median of repeats)" in table
     assert "compute slowdown while overlapped (median of the repeats' ratios)" in table
     assert "not the ratio of the two medians beside it" in table
+    bound = pages.collectives_page({"run_id": "net", "device": "cpu"}, frame,
+                                   contention.assign(compute_slowdown_at_least=True))  # fmt: skip
+    assert "compute ran" not in bound and "as long as the compute it did during the all-reduce: at least 1.54×" in bound
+    assert "at least 1.54× (not measured: within noise)" in bound.split("<h2>Contention</h2>")[1]
 
 
 def test_the_what_if_headline_says_which_node_counts_no_published_table_checked():
