@@ -631,3 +631,16 @@ def test_a_what_if_page_of_a_smaller_size_leads_with_what_the_full_sizes_floors_
         "<h2>my.py:Net with d_model=4096 to train (profiled: my.py:Net/small, batch 8 per GPU)</h2>"
     )
     assert full_size.heading("s", group.drop(columns="full_size_mb"), "") == "<h2>s</h2>"
+
+
+def test_the_full_size_headline_names_the_nodes_of_the_fewest_gpus_asked():
+    """`predict --nodes 2,4 --page`: the full size's headline said 'on one node (16 GPUs)' above the profiled size's
+    'on 2 nodes (16 GPUs)': its first row is the fewest GPUs asked, on as many nodes as the row holds."""
+    from reports.pages.whatif import full_size
+
+    best = pd.DataFrame({"world_size": [16, 32], "nodes": [2, 4], "full_size_mb": [475.0, 475.0],
+                         "full_size_efficiency_at_most": [1.0, 0.999], "full_size_least_step_ms": [300.1, 300.2],
+                         "full_size_cap_mb": [25.0, 25.0], "local_step_ms": [300.0, 300.0]})  # fmt: skip
+    lead = full_size.full_size_lead(best, "")
+    assert " at most 1.000 on 2 nodes (16 GPUs) and at most 0.999 at 32 GPUs" in lead, lead
+    assert " on one node (8 GPUs) " in full_size.full_size_lead(best.assign(world_size=[8, 16], nodes=[1, 2]), "")

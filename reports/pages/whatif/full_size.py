@@ -90,13 +90,19 @@ def full_size_lead(best: pd.DataFrame, trained: str, default: str = "") -> str:
     which = "" if trained else esc(yours_instead(default))
     return (f'<p class="headline"><b>{whose[0].upper() + whose[1:]}</b>{which}, {last["full_size_mb"]:,.0f} MiB of '
             f"gradients (counted on the meta device): DDP's scaling efficiency is at most "
-            f"{first['full_size_efficiency_at_most']:.3f} on one node ({int(first['world_size'])} GPUs) and at most "
-            f"{last['full_size_efficiency_at_most']:.3f} at {int(last['world_size'])} GPUs with "
+            f"{first['full_size_efficiency_at_most']:.3f} on {nodes_text(int(first['nodes']))} "
+            f"({int(first['world_size'])} GPUs) and at most {last['full_size_efficiency_at_most']:.3f} at "
+            f"{int(last['world_size'])} GPUs with "
             f"{'its' if trained else 'the full size' + chr(39) + 's'} gradients: there its step takes at least "
             f"{last['full_size_least_step_ms']:.4g} ms at any cap ({last['full_size_cap_mb']:g} MiB, the cap its "
             f"floors favour, where the choice ranks it) against {last['local_step_ms']:.4g} ms on one GPU, "
             f"on the profile's compute (the table's last columns give each strategy's floor).{_full_size_why(last)}"
             "</p>")  # fmt: skip
+
+
+def nodes_text(count: int) -> str:
+    """'one node', '2 nodes': where a row's GPUs are (the fewest asked need not be one node: `predict --nodes 2,4`)."""
+    return "one node" if count == 1 else f"{count} nodes"
 
 
 def _full_size_why(row: pd.Series) -> str:

@@ -210,7 +210,7 @@ def _answer(best: pd.DataFrame, cluster: Cluster, trained: str = "", default: st
     why_last = why.predicted_step(last, backward_ms=last["backward_ms"], own_ms=last["ddp_own_ms"])
     before = " (before DDP's own cost, left out)" if last["own_left_out"] else ""  # the calibration note says why
     said = (f"(ZeRO-1's and FSDP2's steps at the same cap are in the table below): {esc(_caps_by_size(best))}. "
-            f"Efficiency{before} {first['scaling_efficiency']:.3f} on {_nodes(int(first['nodes']))} "
+            f"Efficiency{before} {first['scaling_efficiency']:.3f} on {full_size.nodes_text(int(first['nodes']))} "
             f"({int(first['world_size'])} GPUs), "
             f"{last['scaling_efficiency']:.3f} at {int(last['world_size'])} GPUs on {int(last['nodes'])} nodes. "
             f"<b>Why</b> at {int(last['world_size'])} GPUs: {esc(why_last)}."
@@ -222,10 +222,6 @@ def _answer(best: pd.DataFrame, cluster: Cluster, trained: str = "", default: st
             f'<p class="headline"><b>{profiled[0].upper() + profiled[1:]} profile</b> ({last["grad_mb"]:.4g} MiB of '
             f"gradients, the run's), <b>best cap for DDP</b> {said} Its cap is of its own buckets, not of the model "
             "to train.</p>")  # fmt: skip
-
-
-def _nodes(count: int) -> str:
-    return "one node" if count == 1 else f"{count} nodes"
 
 
 def _asked(worlds: list[int], cluster: Cluster) -> str:
