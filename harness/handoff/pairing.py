@@ -20,8 +20,6 @@ from harness.handoff import records
 from harness.handoff.steps import baseline_means, part_columns
 from harness.results import store
 
-PAIRED = ("scaling_efficiency", "scaling_efficiency_vs_local", "speedup_vs_local")
-"""`records.derived_metrics`' columns."""
 GAPS = ("gap_ms", *GAP_PARTS)
 """The columns of the gap over the baseline (`part_columns`' that need the baseline)."""
 
