@@ -330,6 +330,7 @@ class ForCluster(NamedTuple):
     left_out_s: float = 0.0  # a CPU's own cost left out, beyond DDP's (also left out), scaled as the compute is
     scale: float = 1.0  # that scale: the compute's from the run's step to the GPU step given (its ×, said)
     untold: str = ""  # where DDP's own cost was taken as 0, why: the left-out figure is all of FSDP's
+    beyond_ddp: bool = False  # DDP's own cost (> 0) was taken from the left-out figure; false: it is all of FSDP's
 
 
 def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, carried: bool) -> ForCluster:
@@ -361,7 +362,7 @@ def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, 
         f"FSDP's own cost at one rank, {own} ms, a CPU's, no GPU's: {more}{f' ({untold})' * bool(untold)} "
         f"is {ms_text(beyond_s * 1e3)} ms {scaled_words(scaled)}, its step's long end (the choice weighs both)"
     )
-    return ForCluster(profile, None, note, beyond_s, scaled, untold)
+    return ForCluster(profile, None, note, beyond_s, scaled, untold, told and ddp_s > 0)
 
 
 def run_checks(configs, profiles, network) -> list[dict]:

@@ -276,6 +276,33 @@ def test_one_repeat_a_side_tells_ddps_own_cost_by_its_steps_spread_and_charges_f
     assert side.left_out_s == pytest.approx(2 * 533 * MS) and "taken as 0" in fsdp_own_note(side)
 
 
+def test_the_what_if_pages_left_out_fsdp_cost_says_what_of_ddps_was_taken_from_it():
+    """The page's steps table put 'FSDP's, X ms more than DDP's' under FSDP2's step where DDP's own cost was taken as 0
+    (its repeats not told from noise, or its step no slower than the baseline's: a CPU run read 102 ms 'more than
+    DDP's', DDP's own 0): the figure is then all of FSDP's own cost, said with the console's why; where DDP's was
+    taken from it, 'more than DDP's' as before."""
+    from harness.perfmodel.clusters import cluster
+    from reports.pages.whatif import steps_table
+    from reports.pages.whatif.page import best_rows, predicted_rows
+
+    local = [_row("local", 1, ms) for ms in (100.0, 100.5, 99.5)]
+    fsdp_rows = [_row("fsdp", 1, ms) for ms in (130.0, 130.5, 129.5)]
+
+    def caption(stock_ms: tuple[float, ...]) -> str:
+        configs = pd.DataFrame([*local, *fsdp_rows, *(_row("stock", 1, ms) for ms in stock_ms)])
+        rows = predicted_rows(_profile_rows(), configs, cluster.load("dgx-h100"), caps=[25.0], local_step_ms=1000.0,
+                              worlds=[8])  # fmt: skip
+        return steps_table.best_table(best_rows(rows)).split("<p class=caption>")[1]
+
+    told = caption((120.0, 120.5, 119.5))  # DDP's 20 ms told: FSDP's 10 ms beyond it, ×10
+    assert "(FSDP's, 100 ms more than DDP's, scaled" in told
+    untold = caption((101.0, 140.0, 128.0))  # DDP's 21.9 ms not told from noise: all of FSDP's 30 ms
+    assert ("(FSDP's, 300 ms, all of its own cost (DDP's own, 21.9 ms at one rank, taken as 0: its steps there do "
+            "not tell it from noise), scaled") in untold  # fmt: skip
+    faster = caption((95.0, 95.5, 94.5))  # DDP's step below the baseline's: its own taken as 0, nothing subtracted
+    assert "(FSDP's, 300 ms, all of its own cost, scaled" in faster and "more than DDP's" not in faster
+
+
 def test_a_gpu_runs_own_cost_is_in_fsdps_step_a_point_where_a_cpus_bounds_it_and_may_open_the_pick():
     """The same run's rows, FSDP's own cost 10 ms beyond DDP's at one rank: where they are a GPU's (`carried`), that
     cost is in FSDP2's predicted step, a point the choice ranks as before; where a CPU's is scaled to a GPU step given,

@@ -39,13 +39,24 @@ def best_table(best: pd.DataFrame) -> str:
                              f"gathers, {ms_text(r.fsdp_full_size_scatter_ms)} of reduce-scatters)"),
                   f"{r.full_size_efficiency_at_most:.3f}"]
                  for row, r in zip(cells, best.itertuples(), strict=True)]  # fmt: skip
-    left_out = [f"{name}'s, {ms_text(float(best[column].max()))} ms more than DDP's" for name, column in
-                (("ZeRO", "zero_own_left_out_ms"), ("FSDP", "fsdp_own_left_out_ms"))
+    left_out = [f"{name}'s, {ms_text(float(best[column].max()))} ms{over or best['fsdp_own_over'].iloc[0]}"
+                for name, column, over in (("ZeRO", "zero_own_left_out_ms", " more than DDP's"),
+                                           ("FSDP", "fsdp_own_left_out_ms", ""))  # ZeRO's: told from DDP's step
                 if best[column].max() > 0]  # fmt: skip
     note = (f"<p class=caption>* without its own cost, unmeasured on a GPU: a CPU's ({'; '.join(left_out)}, "
             f"{SCALED}) is the long end of the step the choice weighs; bench it on one GPU to measure it.</p>"
             if left_out else "")  # fmt: skip
     return table(heads, cells) + note
+
+
+def own_over(sharded) -> str:
+    """What FSDP's left-out own cost (fsdp.ForCluster's, a CPU's) is, after its figure: ' more than DDP's' where DDP's
+    own cost was taken from it, else ', all of its own cost', with why DDP's was taken as 0 in the console's words
+    (`untold`) where its steps did not tell it from noise (a page read '102 ms more than DDP's' where nothing of
+    DDP's was taken)."""
+    if sharded.beyond_ddp:
+        return " more than DDP's"
+    return ", all of its own cost" + f" ({sharded.untold})" * bool(sharded.untold)
 
 
 def floors_why(group: pd.DataFrame) -> str:
