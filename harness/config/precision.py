@@ -177,6 +177,12 @@ def trains_in(dtype: str, gpu: str | None) -> str:
     return dtype
 
 
+def bench_in(dtype: str) -> str:
+    """'bench --dtype bf16': how a run counts its model in `dtype`; fp16's 'on one GPU' (the CPU has no fp16
+    autocast: a CPU run's note once read 'bench --dtype fp16 on one', the GPU unsaid)."""
+    return f"bench --dtype {dtype}" + " on one GPU" * (dtype == "fp16")
+
+
 def gpu_step_dtype(run_dtype: str, *, device: str, requested: str | None, gpu: str) -> tuple[str, bool]:
     """(dtype, assumed): the precision a one-GPU step of the run's model is taken in on `gpu` (`step_bounds`' peaks). A
     GPU run's own; a CPU run's where its --dtype asked for one (bf16's on a GPU without it: fp16, `trains_in`); where

@@ -45,7 +45,8 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
     _whole_parameter_floor), activation_mb (what the forward keeps for backward at the rank's batch, the same at every
     world size: the batch is per rank; NaN where the run did not count it), activation_top (who keeps the most of it;
     '' where not counted), activation_dtype (what it was counted in: the rows' `activation_dtype` where predict
-    counted it in the dtype a GPU trains in, else the run's), activation_sample_added_mb (what one more sample a rank
+    counted it in the dtype a GPU trains in, else the run's), gpu_half_dtype (the rows' half precision of the GPU
+    the fit is for: bf16, fp16 on a V100; '' where not said), activation_sample_added_mb (what one more sample a rank
     adds to it, where counted at two batches: a bf16 run's copies of its weights are kept once, whatever the batch;
     NaN where not), tokens_per_batch,
     buckets_mb (`_buckets`), unsharded_mb (`_unsharded`; NaN where not recorded), optimizer_temp_mb
@@ -82,6 +83,7 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
                          "activation_top": _first(group, "compute_activation_top" if computes_in
                                                   else "activation_top"), "computes_in": computes_in,
                          "activation_dtype": _first(group, "activation_dtype") or _first(group, "dtype"),
+                         "gpu_half_dtype": _first(group, "gpu_half_dtype"),
                          "activation_sample_added_mb": float("nan") if computes_in or (one_process and world > 1)
                          else _activations(group, "activation_sample_added_mb"),
                          "buckets_mb": buckets,

@@ -23,14 +23,17 @@ def memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None =
     strategy that computes in another dtype than the run's (FSDP2's param_dtype=bf16) counted in its own on the meta
     device, at the rows' size and batch (`compute_activation_mb`).
     `options`: the workload options of the model you will train (--train-wopt over the run's), where not the run's;
-    `terse`: the note as the console says it (the what-if page's in full)."""
+    `terse`: the note as the console says it (the what-if page's in full). Each row says the half precision `gpu`
+    autocasts in (`gpu_half_dtype`: precision.trains_in's, fp16 on a V100), which the choice's hint names."""
     from harness.commands.predict.trained_dtype import gpu_dtype, judged_in
+    from harness.config.precision import trains_in
     from harness.perfmodel.memory import compute_dtype
 
     rows, note = _memory_rows(run_dir, configs, setup, batch_size=batch_size, options=options, terse=terse)
     spec, trained = trained_source(configs, setup, options)
     trained_in = gpu_dtype(run_dir, configs, setup, gpu) if len(rows) else ""
     rows, judged = judged_in(rows, setup, spec, trained, trained_in, gpu, terse=terse)
+    rows = rows.assign(gpu_half_dtype=trains_in("bf16", getattr(gpu, "description", None)))
     note = "; ".join(part for part in (note, judged) if part)
     dtypes = rows["impl_options"].map(compute_dtype) if "impl_options" in rows else []
     if not any(dtypes):

@@ -95,7 +95,7 @@ def dtype_note(setup: dict, rows: pd.DataFrame, spec: str, options: dict, *, ter
     --dtype auto trains in fp32), the same in fp16, its autocast (with a grad scaler), said so."""
     if setup.get("dtype") != "fp32" or "activation_mb" not in rows or rows["activation_mb"].isna().all():
         return ""
-    from harness.config.precision import trains_in
+    from harness.config.precision import bench_in, trains_in
 
     half = trains_in("bf16", getattr(gpu, "description", None))  # fp16 on a GPU without bf16
     dtype = "fp32, the run's dtype" + (f" and --dtype auto's on {gpu.name}'s GPU, which has no bf16" if half != "bf16"
@@ -104,13 +104,13 @@ def dtype_note(setup: dict, rows: pd.DataFrame, spec: str, options: dict, *, ter
     fp32, batch = float(first["activation_mb"]), int(first["batch_size"])
     made_as = spec, json.dumps(options, sort_keys=True), str(first["size"])
     at, more, fp32_at, fp32_more = (counted(*made_as, b, d) for d in (half, "fp32") for b in (batch, batch + 1))
-    autocast, on_one = "autocast" + ", with a grad scaler" * (half == "fp16"), " on one" * (half == "fp16")  # CUDA's
+    autocast = "autocast" + ", with a grad scaler" * (half == "fp16")
     if at is None or more is None:
         if terse:
-            return f"activations in {dtype}; {half}'s could not be counted here: bench --dtype {half}{on_one}"
+            return f"activations in {dtype}; {half}'s could not be counted here: {bench_in(half)}"
         return (f"activations in {dtype}: trained in {half} ({autocast}) the count differs either way (fewer bytes "
                 f"where ops run in {half}, more for the {half} copies of the weights autocast keeps for backward) and "
-                f"could not be counted here; bench --dtype {half}{on_one} to count them so")  # fmt: skip
+                f"could not be counted here; {bench_in(half)} to count them so")  # fmt: skip
     at, added = at["activation_mb"], more["activation_mb"] - at["activation_mb"]
     once = max(at - added * batch, 0.0)  # kept once at any batch: the weights' bf16 copies
     fp32_added = fp32_more["activation_mb"] - fp32_at["activation_mb"] if fp32_at and fp32_more else 0.0
@@ -120,9 +120,9 @@ def dtype_note(setup: dict, rows: pd.DataFrame, spec: str, options: dict, *, ter
         copies = f", {mib_text(once)} of it the weights' {half} copies, kept once" if once > 0 else ""
         each = f"each further sample {mib_text(added)}" + f", {ratio}" * bool(ratio)
         return (f"activations in {dtype}; in {half} ({autocast}) {mib_text(at)} at {samples} a rank{copies} ({each}): "
-                f"bench --dtype {half}{on_one} to count them so")  # fmt: skip
+                f"{bench_in(half)} to count them so")  # fmt: skip
     return (f"activations in {dtype}: trained in {half} ({autocast}) the same forward keeps {mib_text(at)} at "
             f"{samples} a rank against fp32's {mib_text(fp32)}: {mib_text(once)} kept once at any batch, the {half} "
             f"copies of the weights autocast keeps for backward, and each further sample adds {mib_text(added)}"
             f"{f' ({ratio} {mib_text(fp32_added)})' * bool(ratio)}, counted on a CPU's fake tensors under its "
-            f"autocast; bench --dtype {half}{on_one} to count them and the rest so")  # fmt: skip
+            f"autocast; {bench_in(half)} to count them and the rest so")  # fmt: skip

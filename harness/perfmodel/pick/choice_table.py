@@ -10,6 +10,7 @@ import dataclasses
 import pandas as pd
 
 from harness.analysis import agreement
+from harness.config.precision import bench_in
 from harness.perfmodel.pick import bounds
 from harness.perfmodel.pick.choice import (
     Candidate,
@@ -97,7 +98,7 @@ def noted_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
     for c in choices:
         at = state[state["world_size"] == c.world_size]
         cells, notes = _cells(c, without.get(c.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms, batch=batch,
-                              tokens=tokens_a_step(state), counted_in=judged_dtype(at))  # fmt: skip
+                              tokens=tokens_a_step(state), counted_in=(judged_dtype(at), half_dtype(at)))  # fmt: skip
         if not c.picked and (words := batch_words(at, capacity_gib)):
             notes = [Note(words, words), *notes]
         roomy = dict(zip(at["strategy"], roomy_batch(at, capacity_gib), strict=True)) if len(at) else {}
@@ -107,7 +108,7 @@ def noted_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
 
 
 def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float, batch=None,
-           tokens: float | None = None, counted_in: str = "") -> tuple:  # fmt: skip
+           tokens: float | None = None, counted_in: tuple[str, str] = ("", "bf16")) -> tuple:  # fmt: skip
     if not choice.picked:  # what the run never benched may fit: what a rank of theirs holds is unmeasured
         notes = [_unbenched_note(c, faster=False) for c in choice.unbenched]
         return (str(choice.world_size), "none modelled fits", "", "", "", ""), notes + _unfit(choice, counted_in)
@@ -137,7 +138,7 @@ def _bounded_note(c: Candidate) -> Note:
 
 
 def _notes(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float,
-           counted_in: str = "") -> list[Note]:  # fmt: skip
+           counted_in: tuple[str, str] = ("", "bf16")) -> list[Note]:  # fmt: skip
     """What the pick rests on, each a `Note`."""
     missed = f"a lead under {choice.apart:.0%} is within how far the step models missed this run's own steps"
     tie = missed if choice.apart else f"a lead under {agreement.SMALL_CAP_LEAD:.0%} is more than the model can tell"
@@ -166,18 +167,27 @@ def judged_dtype(at: pd.DataFrame) -> str:
     return judged.pop() if len(judged) == 1 else ""
 
 
-def _unfit(choice: Choice, counted_in: str = "") -> list[Note]:
+def half_dtype(at: pd.DataFrame) -> str:
+    """The half precision the GPU the fit is for autocasts in (the rows' `gpu_half_dtype`: precision.trains_in's, fp16
+    on a V100); bf16 where the rows do not say."""
+    said = at["gpu_half_dtype"].dropna() if "gpu_half_dtype" in at else ()
+    return str(said.iloc[0]) if len(said) and said.iloc[0] else "bf16"
+
+
+def _unfit(choice: Choice, counted_in: tuple[str, str] = ("", "bf16")) -> list[Note]:
     """'stock, zero do not fit', where any modelled one does not; 'in fp32' where the activations were counted so
-    (a CPU run's default): a GPU trains in bf16, whose activations differ (a walkthrough's 7B model read 'zero does not
-    fit' at 143 GiB from fp32's 61 GiB of activations; benched in bf16 it fit at 134 and was the pick at 8 GPUs);
-    'in bf16' where predict counted them so for the GPU (--dtype auto's there)."""
-    unfit = sorted(c.strategy for c in choice.others if not c.fits)
-    said = f"{', '.join(unfit)} do{'es' * (len(unfit) == 1)} not fit" + f" in {counted_in}" * bool(counted_in)
+    (a CPU run's default; `counted_in`: that dtype, judged_dtype's, and the GPU's half precision, half_dtype's): a GPU
+    trains in bf16, whose activations differ (a walkthrough's 7B model read 'zero does not fit' at 143 GiB from fp32's
+    61 GiB of activations; benched in bf16 it fit at 134 and was the pick at 8 GPUs), a V100 in fp16 (dgx1-v100 read
+    'bf16's differ: bench --dtype bf16' of a GPU without bf16); 'in bf16' where predict counted them so for the GPU
+    (--dtype auto's there)."""
+    (dtype, half), unfit = counted_in, sorted(c.strategy for c in choice.others if not c.fits)
+    said = f"{', '.join(unfit)} do{'es' * (len(unfit) == 1)} not fit" + f" in {dtype}" * bool(dtype)
     if not unfit:
         return []
-    if counted_in != "fp32":
+    if dtype != "fp32":
         return [Note(said, said)]
-    why = "the run's dtype, its activations counted so; bf16's differ: bench --dtype bf16 to count them"
+    why = f"the run's dtype, its activations counted so; {half}'s differ: {bench_in(half)} to count them"
     return [Note(f"{said} ({why})", said, why)]
 
 
