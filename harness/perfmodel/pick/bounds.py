@@ -54,7 +54,9 @@ zero.own_for_cluster say how much, once)."""
 
 
 def behind_text(low: float, high: float) -> str:
-    """'5.3%', or over the own-cost bounds' corners '0.1–105.1%' ('-1.2% to +40.0%' where one end leads)."""
+    """'5.3%', or over the own-cost bounds' corners '0.1–105.1%' ('-1.2% to +40.0%' where one end leads); an end
+    that rounds to zero reads '0.0%', never '-0.0%' (a lead of 0.01 % read '-0.0% to +30.0%')."""
+    low, high = (0.0 if f"{end:.1%}" in ("0.0%", "-0.0%") else end for end in (low, high))
     if f"{low:.1%}" == f"{high:.1%}":
         return f"{low:.1%}"
     return f"{low * 100:.1f}–{high:.1%}" if low >= 0 else f"{low:+.1%} to {high:+.1%}"

@@ -125,7 +125,8 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
 
 def behind_cell(low: float, high: float) -> str:
     """'+5.3%', or over the own-cost bounds' corners '+0.1–105.1%' (choice.Choice.behind)."""
-    return "+" * (low >= 0) + bounds.behind_text(low, high)
+    said = bounds.behind_text(low, high)
+    return said if said.startswith("-") else f"+{said}"
 
 
 def _bounded_note(c: Candidate) -> Note:
