@@ -12,6 +12,8 @@ import itertools
 from collections.abc import Callable, Hashable, Iterable
 from typing import TypeVar
 
+from harness.analysis import agreement
+
 SHORT, LONG = 0, -1
 """The two ends of a bound, as indices into a tuple of values at each end."""
 
@@ -53,13 +55,26 @@ OWN_RANGE = "from none of its own cost to a CPU's"
 zero.own_for_cluster say how much, once)."""
 
 
-def behind_text(low: float, high: float) -> str:
+def percent(value: float, band: float = agreement.SMALL_CAP_LEAD, sign: str = "") -> str:
+    """`value` as a percentage at 0.1 %, or at as many more digits (up to 0.001 %) as it takes to read on the side of
+    the tie's `band` it is on: a lead of 3.957 % is tied (within 4 %), and '4.0%' would read outside it: '3.96%'."""
+    for digits in (1, 2, 3):
+        said = f"{value:{sign}.{digits}%}"
+        if (value <= band) == (float(said.rstrip("%")) / 100 < band):
+            break
+    return said
+
+
+def behind_text(low: float, high: float, band: float = agreement.SMALL_CAP_LEAD) -> str:
     """'5.3%', or over the own-cost bounds' corners '0.1–105.1%' ('-1.2% to +40.0%' where one end leads); an end
-    that rounds to zero reads '0.0%', never '-0.0%' (a lead of 0.01 % read '-0.0% to +30.0%')."""
+    that rounds to zero reads '0.0%', never '-0.0%' (a lead of 0.01 % read '-0.0% to +30.0%'); each end with the
+    digits that keep it on its side of the tie's `band` (`percent`)."""
     low, high = (0.0 if f"{end:.1%}" in ("0.0%", "-0.0%") else end for end in (low, high))
-    if f"{low:.1%}" == f"{high:.1%}":
-        return f"{low:.1%}"
-    return f"{low * 100:.1f}–{high:.1%}" if low >= 0 else f"{low:+.1%} to {high:+.1%}"
+    if percent(low, band) == percent(high, band):
+        return percent(low, band)
+    if low >= 0:
+        return f"{percent(low, band).removesuffix('%')}–{percent(high, band)}"
+    return f"{percent(low, band, '+')} to {percent(high, band, '+')}"
 
 
 def open_words(choice) -> str:
