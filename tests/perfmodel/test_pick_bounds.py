@@ -3,7 +3,9 @@ judgement over the corners says."""
 
 from __future__ import annotations
 
-from harness.perfmodel.pick import bounds, choice_table
+import dataclasses
+
+from harness.perfmodel.pick import bounds, choice, choice_table
 
 
 def test_a_lead_that_rounds_to_zero_reads_zero_without_a_minus():
@@ -24,3 +26,26 @@ def test_a_lead_inside_the_tie_band_never_reads_as_the_band_itself():
     assert bounds.behind_text(0.03999, 0.5) == "3.999–50.0%"
     assert bounds.behind_text(0.01, 0.5, band=0.1) == "1.0–50.0%"
     assert bounds.behind_text(0.0997, 0.5, band=0.1) == "9.97–50.0%"  # a wider band (the models' errors): its edge
+
+
+def _run_like() -> choice.Choice:
+    """A run's w8 on dgx-h100: stock ≥94.77 ms booked; FSDP2 from 94.95 ms (none of its own cost) to 222 ms (a
+    CPU's, scaled), ZeRO-1 from 98.52 to 198.5 ms: decided for stock only at every corner."""
+    stock = choice.Candidate("stock", 1e3, True, 94.77, model="DDP")
+    fsdp = choice.Candidate("fsdp", 1e3, True, 94.95, 127.0, model="FSDP2")
+    zero = choice.Candidate("zero", 1e3, True, 98.52, 100.0, model="ZeRO-1")
+    return choice.Choice(8, [stock], [zero, fsdp])
+
+
+def test_the_next_that_fits_is_judged_over_the_corners_as_the_pick_is():
+    """The table named zero next, the fastest with every own cost in, never FSDP, which is 0.19 % behind without it,
+    while the bookings tied it from that end: the next is the fastest of the rest at each corner, each named."""
+    made = _run_like()
+    named, (low, high) = choice_table.next_fits(made)
+    assert [c.strategy for c in named] == ["fsdp", "zero"]
+    assert (round(low, 4), round(high, 4)) == (round(94.95 / 94.77 - 1, 4), round(198.52 / 94.77 - 1, 4))
+    cells, notes = choice_table._cells(made, None, optimizer_ms=0.0, step_ms=0.0)
+    assert cells[3:5] == ("fsdp or zero", "+0.2–109.5%")
+    assert [n.said for n in notes] == [f"{s} {bounds.OWN_RANGE}" for s in ("fsdp", "zero")]
+    alone = dataclasses.replace(made, others=[made.others[0]])  # one of the rest: named at every corner
+    assert [c.strategy for c in choice_table.next_fits(alone)[0]] == ["zero"]

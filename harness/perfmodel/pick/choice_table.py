@@ -112,15 +112,27 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
     if not choice.picked:  # what the run never benched may fit: what a rank of theirs holds is unmeasured
         notes = [_unbenched_note(c, faster=False) for c in choice.unbenched]
         return (str(choice.world_size), "none modelled fits", "", "", "", ""), notes + _unfit(choice, counted_in)
-    rest = sorted((c for c in choice.others if c.fits and c.step_ms is not None), key=whole_step)
+    rest, behind = next_fits(choice)
     cells = (str(choice.world_size), " or ".join(c.named for c in choice.picked),  # the cap where the floors rank it
-             step_cell(choice.picked), rest[0].named if rest else "", behind_cell(*choice.behind(rest[0])) if rest
+             step_cell(choice.picked), " or ".join(c.named for c in rest), behind_cell(*behind) if rest
              else "", step_cell(choice.picked, gpu_hours_per_step_ms(batch=batch, tokens=tokens),
                                 lambda v: f"{v:.3g}" if v < 1e3 else f"{v:,.0f}")
              if batch else "")  # fmt: skip  # GPU-hours: no exponent in a table read by eye
-    shown = [c for c in (*choice.picked, *rest[:1]) if c.bounded and c.model not in choice.open_on]
+    shown = [c for c in (*choice.picked, *rest) if c.bounded and c.model not in choice.open_on]
     ranged = [_bounded_note(c) for c in dict.fromkeys(shown)]  # its step a range: said once, its ms above the table
     return cells, _notes(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms, counted_in=counted_in) + ranged
+
+
+def next_fits(choice: Choice) -> tuple[list[Candidate], tuple[float, float]]:
+    """The next that fits, judged as the pick is, over every corner of the own-cost bounds: the fastest of the rest at
+    each corner (several where the corners differ: a run's FSDP from 94.95 ms, fastest of the rest without its own
+    cost, and ZeRO-1's, with it), and how far the next is behind the pick, least and most over the corners."""
+    rest = sorted((c for c in choice.others if c.fits and c.step_ms is not None), key=whole_step)
+    if not rest:
+        return [], (0.0, 0.0)
+    ends = [(min(rest, key=lambda c, at=at: c.at(at)), at) for at in bounds.corners(choice.bounds)]
+    lags = [first.at(at) / min(p.at(at) for p in choice.picked) - 1 for first, at in ends]
+    return list(dict.fromkeys(first for first, _ in ends)), (min(lags), max(lags))
 
 
 def behind_cell(low: float, high: float) -> str:
