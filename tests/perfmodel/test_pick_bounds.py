@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
+from harness.commands.console import predictions
 from harness.perfmodel.pick import bounds, choice, choice_table
+from tests.perfmodel.test_choice import _frame, _state
 
 
 def test_a_lead_that_rounds_to_zero_reads_zero_without_a_minus():
@@ -49,3 +51,31 @@ def test_the_next_that_fits_is_judged_over_the_corners_as_the_pick_is():
     assert [n.said for n in notes] == [f"{s} {bounds.OWN_RANGE}" for s in ("fsdp", "zero")]
     alone = dataclasses.replace(made, others=[made.others[0]])  # one of the rest: named at every corner
     assert [c.strategy for c in choice_table.next_fits(alone)[0]] == ["zero"]
+
+
+def test_faster_and_slower_are_true_at_every_corner_else_said_at_one_end():
+    """'-3.0% to +47.0% slower' of a step ahead at one end, and 'predicted faster' of a never-benched one above the
+    pick's step without its own cost: each word now holds at every corner, or says it holds at one end."""
+    assert bounds.lead_words(0.001, 1.051) == "0.1–105.1% slower"
+    assert bounds.lead_words(-0.03, 0.47) == "3.0% faster to 47.0% slower"
+    assert bounds.lead_words(-0.05, -0.02) == "2.0–5.0% faster"
+    assert bounds.lead_words(-0.0001, 0.3) == "0.0–30.0% slower"
+    state = predictions.labelled(_state([("stock", 8, 20.0), ("fsdp", 8, 10.0)]))
+    frames = [_frame(8, 100.0, 200.0).assign(fsdp_step_ms=97.0, fsdp_own_left_out_ms=40.0)]
+    (made,) = choice.choose(state, frames, 80.0)  # fsdp ties stock without its own cost, trails it with: stock
+    assert [c.strategy for c in made.picked] == ["stock"]
+    assert "fsdp 97–137 ms (from none of its own cost to a CPU's), 3.0% faster to 37.0% slower" in (
+        choice.choice_words(state, frames, 80.0)
+    )
+    alone = predictions.labelled(_state([("stock", 8, 90.0), ("fsdp", 8, 10.0)]))  # stock does not fit: fsdp
+    between = [_frame(8, 100.0, 100.0).assign(fsdp_step_ms=80.0, fsdp_own_left_out_ms=40.0)]  # zero never benched
+    (made,) = choice.choose(alone, between, 80.0)
+    assert [c.strategy for c in made.unbenched] == ["zero"] and not made.faster_at_every_corner(made.unbenched[0])
+    assert (
+        "zero predicted faster at one end (100 ms) but not benched"
+        in choice_table.table_rows(alone, between, 80.0)[0][-1]
+    )
+    ahead = [between[0].assign(zero_step_ms=70.0)]  # below fsdp's fastest possible step: faster at every corner
+    assert "zero predicted faster (70 ms) but not benched" in choice_table.table_rows(alone, ahead, 80.0)[0][-1]
+    behind = [between[0].assign(zero_step_ms=125.0)]  # slower than fsdp at every corner: not named
+    assert not choice.choose(alone, behind, 80.0)[0].unbenched

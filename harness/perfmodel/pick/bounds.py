@@ -77,6 +77,17 @@ def behind_text(low: float, high: float, band: float = agreement.SMALL_CAP_LEAD)
     return f"{percent(low, band, '+')} to {percent(high, band, '+')}"
 
 
+def lead_words(low: float, high: float) -> str:
+    """How far a step is behind another over every corner, in words true at each: '0.1–105.1% slower', '2.0%
+    faster', or where it leads at one end only, '3.0% faster to 47.0% slower' (not '-3.0% to +47.0% slower')."""
+    low, high = (0.0 if f"{end:.1%}" in ("0.0%", "-0.0%") else end for end in (low, high))
+    if low >= 0:
+        return f"{behind_text(low, high)} slower"
+    if high <= 0:
+        return f"{behind_text(-high, -low)} faster"
+    return f"{percent(-low)} faster to {percent(high)} slower"
+
+
 def open_words(choice) -> str:
     """'open until FSDP's own cost is measured on a GPU: fsdp without it, stock with a CPU's, scaled'."""
     short, long = (" or ".join(c.strategy for c in ends) for ends in choice.at_ends)

@@ -75,6 +75,10 @@ class Choice:
         lags = [c.at(at) / min(p.at(at) for p in self.picked) - 1 for at in bounds.corners(self.bounds)]
         return min(lags), max(lags)
 
+    def faster_at_every_corner(self, c: Candidate) -> bool:
+        """Whether `c`'s step is below the fastest pick's at every corner: below its fastest possible step."""
+        return bool(self.picked) and self.behind(c)[1] < 0
+
 
 def _asked(state: pd.DataFrame, options: dict) -> pd.Series:
     """Per row, whether it asked `options` and nothing else beyond its strategy's defaults (the cap is out already):
@@ -188,12 +192,14 @@ def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float,
         if open_on:  # no pick holds at every corner: each corner's, the short ends' first
             picked = list(dict.fromkeys(c for ends in each for c in ends))
         apart = 0.0 if open_on else max((model_apart(picked[0], c, errors) for c in picked[1:]), default=0.0)
-        # named where faster than the pick, or, where nothing benched fits, as the way out: what they hold is unmeasured
-        faster = [c for c in _unbenched(set(models), frame) if not picked or c.step_ms < whole_step(picked[0])]
         picked = sorted(picked, key=lambda c: c.tight)  # a tie names what fits with room first: booked first
-        choices.append(Choice(int(named["world_size"]), picked, [c for c in timed if c not in picked],
-                              apart if apart > agreement.SMALL_CAP_LEAD else 0.0, faster, open_on,
-                              (each[0], each[-1]) if open_on else ([], [])))  # fmt: skip
+        made = Choice(int(named["world_size"]), picked, [c for c in timed if c not in picked],
+                      apart if apart > agreement.SMALL_CAP_LEAD else 0.0, [], open_on,
+                      (each[0], each[-1]) if open_on else ([], []))  # fmt: skip
+        # named where faster than the pick at a corner at least (`faster_at_every_corner` says whether at each), or,
+        # where nothing benched fits, as the way out: what a rank of theirs holds is unmeasured
+        faster = [c for c in _unbenched(set(models), frame) if not picked or made.behind(c)[0] < 0]
+        choices.append(dataclasses.replace(made, unbenched=faster))
     return choices
 
 
@@ -354,7 +360,7 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
     def other(c: Candidate, choice: Choice) -> str:
         if not c.fits:
             return f"{c.strategy} does not fit: {mib_text(c.need_mb)} a rank"
-        return step_text(c) + (f", {bounds.behind_text(*choice.behind(c))} slower" if choice.picked else "")
+        return step_text(c) + (f", {bounds.lead_words(*choice.behind(c))}" if choice.picked else "")
 
     parts = []
     for choice in choices:

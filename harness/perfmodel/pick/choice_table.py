@@ -166,7 +166,7 @@ def _notes(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
         shared, _, exposed = c.note.removesuffix(f"; {LOSSY}").partition(EXPOSED)  # the figures apart: by GPU count
         rest = "; ".join(part for part in (shared, LOSSY if c.note.endswith(LOSSY) else "") if part)
         notes.append(Note(f"{c.strategy}: {c.note}", c.strategy, rest, f"exposed {exposed}" if exposed else ""))
-    notes += [_unbenched_note(c, faster=True) for c in choice.unbenched]
+    notes += [_unbenched_note(c, faster=True, everywhere=choice.faster_at_every_corner(c)) for c in choice.unbenched]
     return notes + _unfit(choice, counted_in)
 
 
@@ -204,10 +204,12 @@ def _unfit(choice: Choice, counted_in: tuple[str, str] = ("", "bf16")) -> list[N
     return [Note(f"{said} ({why})", said, why)]
 
 
-def _unbenched_note(c: Candidate, *, faster: bool) -> Note:
-    """A modelled strategy the run never benched: predicted faster than the pick (`faster`), or where nothing benched
+def _unbenched_note(c: Candidate, *, faster: bool, everywhere: bool = True) -> Note:
+    """A modelled strategy the run never benched: predicted faster than the pick (`faster`; at one end only where not
+    `everywhere`, below the pick's step with all its own cost in, not below it without), or where nothing benched
     fits, predicted at all; what a rank of it holds, so whether it fits, needs a bench of it."""
-    step, what = f"{'≥' * (c.profiled_ms is not None)}{c.step_ms:.4g} ms", "predicted faster" if faster else "predicted"
+    what = "predicted " + ("faster" + " at one end" * (not everywhere) if faster else "")
+    step, what = f"{'≥' * (c.profiled_ms is not None)}{c.step_ms:.4g} ms", what.strip()
     bench = f"bench it (--impls {c.strategy.replace(', ', ',')}) to see what a rank holds"
     return Note(f"{c.strategy} {what} ({step}) but not benched: {bench}", f"{c.strategy} not benched",
                 f"{what}, but not benched: {bench}", step)  # fmt: skip
