@@ -26,6 +26,7 @@ import dataclasses
 import json
 import socket
 from pathlib import Path
+from typing import NamedTuple
 
 from harness.analysis.forecast import measured_here, setups
 from harness.handoff.costs import PER_CONFIGURATION, PER_LAUNCH
@@ -145,25 +146,40 @@ def session_split(run: Path) -> tuple[Measured, Shape] | None:
     configurations launched, first repeats and rounds of verdicts (what bench's end says of its own run, in the
     words a dry run of it planned again says)."""
     try:
-        meta = store.read_run_meta(run)
-        summary = json.loads((run / layout.SUMMARY_JSON).read_text())
-        session = summary.get("session") or summary
-        found = measured(run, meta)
-        if found is None:
-            return None
-        one_session = summary.get("sessions", 1) == 1
-        shape = Shape(int(session.get("launches") or _launches_planned(meta) or 0),
-                      int(session.get("launched") or summary["configurations"]),
-                      (_first_repeats(run) or 0) if one_session else 0,
-                      1 + len(meta.get("look_sizes") or []) if one_session else 1)  # fmt: skip
-    except (ConfigError, OSError, ValueError, KeyError, TypeError, AttributeError):
+        session = _latest_session(run, store.read_run_meta(run))
+    except ConfigError:
         return None
-    return found, shape
+    found = session.split(run.name) if session else None
+    if found is None:
+        return None
+    return found, Shape(session.launches, session.configurations, session.firsts or 0, session.rounds or 1)
 
 
 def measured(run: Path, meta: dict) -> Measured | None:
     """The run's latest session's fixed cost, split (once, a launch's, a configuration's, a first repeat's more, a
     round of verdicts'); None where its summary is missing or kept no split, or its launches cannot be counted."""
+    session = _latest_session(run, meta)
+    return session.split(run.name) if session else None
+
+
+class _Session(NamedTuple):
+    """A run's latest session as summary.json and its rows keep it: its phases, its wall time and what its fixed cost
+    is paid for (first repeats and rounds None where several sessions leave them unknown)."""
+
+    phases: dict[str, float]
+    wall_s: float
+    launches: int
+    configurations: int
+    firsts: int | None
+    rounds: int | None
+
+    def split(self, run: str) -> Measured | None:
+        return split(run, self.phases, self.wall_s, launches=self.launches, configurations=self.configurations,
+                     firsts=self.firsts, rounds=self.rounds)  # fmt: skip
+
+
+def _latest_session(run: Path, meta: dict) -> _Session | None:
+    """The run's latest session; None where its summary is missing or unreadable."""
     try:
         summary = json.loads((run / layout.SUMMARY_JSON).read_text())
         session = summary.get("session") or summary
@@ -171,15 +187,15 @@ def measured(run: Path, meta: dict) -> Measured | None:
         wall = float(session["wall_s"])
         configurations = int(session.get("launched") or summary["configurations"])
         launches = session.get("launches")
-        if launches is None and summary.get("sessions", 1) == 1:
+        one_session = summary.get("sessions", 1) == 1
+        if launches is None and one_session:
             launches = _launches_planned(meta)
         launches = int(launches or 0)
-        one_session = summary.get("sessions", 1) == 1
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
     firsts = _first_repeats(run) if one_session else None
     rounds = 1 + len(meta.get("look_sizes") or []) if one_session else None  # a look at each round's end
-    return split(run.name, phases, wall, launches=launches, configurations=configurations, firsts=firsts, rounds=rounds)
+    return _Session(phases, wall, launches, configurations, firsts, rounds)
 
 
 def split(run: str, phases: dict[str, float], wall_s: float, *, launches: int, configurations: int,
