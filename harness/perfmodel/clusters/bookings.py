@@ -91,10 +91,9 @@ def _pick(rows: pd.DataFrame, choice: Choice | None) -> _Picked:
     if choice is not None:
         if not choice.picked:
             return _Picked("", "", (), None, False, ())
-        short, long = choice.at_ends if choice.open_on else (choice.picked, choice.picked)
-        first, last = min(short, key=lambda c: c.step_ms), min(long, key=whole_step)
-        if not choice.open_on:
-            first = last = choice.fastest
+        first = last = choice.fastest
+        if choice.open_on:  # the pick at each end of the own costs: without any, with all of them
+            first, last = min(choice.at_ends[0], key=lambda c: c.step_ms), min(choice.at_ends[1], key=whole_step)
         tied = tuple(c.strategy for c in choice.picked if c is not first and c is not last)
         own = tuple(dict.fromkeys(c.model for c in (first, last) if c.bounded))
         return _Picked(first.named, last.named if last is not first else "", tied, (first.step_ms, whole_step(last)),
