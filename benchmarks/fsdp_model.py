@@ -29,7 +29,7 @@ import pandas as pd
 from _launches import ddpbench, over_launches
 
 from harness.analysis import stats
-from harness.perfmodel import fsdp, predict
+from harness.perfmodel import fsdp, measured, predict
 from harness.perfmodel.network import network_for_run
 from harness.results import model_tables, store
 
@@ -65,7 +65,7 @@ def fsdp_timeline(run: Path, configs: pd.DataFrame, workload: str) -> pd.DataFra
 
 def baseline_ratio(configs: pd.DataFrame, setup: dict) -> float:
     """The baseline's step at two ranks over one: how much the two ranks' compute slowed each other."""
-    ok = predict.setup_rows(configs, setup)
+    ok = measured.setup_rows(configs, setup)
     local = ok[ok["impl"] == "local"].groupby("world_size")["step_ms_median"].agg(stats.geometric_mean)
     return float(local[2] / local[1])
 
@@ -77,7 +77,7 @@ def errors(run: Path) -> list[dict]:
     for check in fsdp.run_checks(configs, profiles, network):
         if check["impl_options"] != "{}":
             continue
-        setup = {key: check[key] for key in predict.SETUP_KEYS}
+        setup = {key: check[key] for key in measured.SETUP_KEYS}
         timeline = fsdp_timeline(run, configs, check["workload"])
         calls = timeline.assign(took=timeline["done_ms"] - timeline["launched_ms"])
         per_step = calls.groupby(["config_id", "rank", "step"])["took"].sum().median()

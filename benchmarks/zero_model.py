@@ -22,7 +22,7 @@ import pandas as pd
 from _launches import ddpbench, over_launches
 
 from harness.analysis import stats
-from harness.perfmodel import predict, zero
+from harness.perfmodel import measured, predict, zero
 from harness.perfmodel.network import NO_CONTENTION, network_for_run, network_link
 from harness.perfmodel.schedule import calibrate, predict_cap
 from harness.results import model_tables, store
@@ -57,7 +57,7 @@ def errors(run: Path) -> list[dict]:
         )
         ddp = predict_cap(profile, cap_mb=25.0, link=network_link(network, 2), world_size=2,
                           contention=network.contention.get(2, NO_CONTENTION), cap_given=False)  # fmt: skip
-        ok = predict.setup_rows(configs, setup)
+        ok = measured.setup_rows(configs, setup)
         stock = stats.geometric_mean(ok[(ok["impl"] == "stock") & (ok["world_size"] == 2)]["step_ms_median"])
         z = checks[setup["workload"]]
         rows.append({"run": run.name, "workload": setup["workload"], "stock_ms": stock,

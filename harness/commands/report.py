@@ -133,7 +133,7 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
     from harness.commands.predict import full_size as predict_full_size
     from harness.commands.predict import inputs as predict_input
     from harness.config.bench import ConfigError
-    from harness.perfmodel.predict import of_setup
+    from harness.perfmodel.measured import of_setup
     from harness.results import model_tables, store
     from reports.pages.whatif.page import whatif_page
 

@@ -298,18 +298,6 @@ def with_fsdp(frame, profile: Profile, *, gather, scatter, world_size: int, own_
     return frame if own_s is not None else frame.assign(fsdp_own_ms=float("nan"))
 
 
-def own_cost_s(configs, setup: dict) -> float | None:
-    """FSDP's own cost at one rank: its step there (no option set, repeats pooled) minus the baseline's (≥ 0);
-    None where the run lacks either, or FSDP's is faster beyond noise (`predict.below_baseline`: no cost)."""
-    from harness.analysis import roles
-    from harness.perfmodel import predict
-
-    fsdp_s, baseline_s = predict.plain_step_at_one_rank_s(configs, setup, roles.shards_parameters), None
-    if fsdp_s and not predict.below_baseline(configs, setup, roles.shards_parameters):
-        baseline_s = predict.one_rank_baseline_s(configs, setup)
-    return max(0.0, fsdp_s - baseline_s) if fsdp_s and baseline_s else None
-
-
 def compute_only(profile: Profile, configs, setup: dict) -> Profile:
     """The profile scaled to the run's one-rank step as DDP's is (`predict.run_calibration`), without DDP's own
     cost, which FSDP does not pay: to the baseline's step; where the run has no baseline, to the reference's
@@ -335,22 +323,22 @@ class ForCluster(NamedTuple):
 
 def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, carried: bool) -> ForCluster:
     """The profile (calibrated as DDP's is, less DDP's own cost) and FSDP's own cost measured at one rank in the
-    run (`own_cost_s`; None without a usable FSDP step there), scaled with the compute where --local-step-ms scales it
-    (`run_scale`: the run's own scale), left out where it is a CPU's and the compute a GPU's (not `carried`, as
-    DDP's is), with how much more than DDP's it was, scaled: what FSDP2's lead may be wrong by (an H200 measured
-    FSDP's own cost at one GPU 3-135 % of gpt2's and resnet50's full step, DDP's 1-11 %)."""
-    from harness.perfmodel import predict, zero
+    run (`measured.fsdp_own_cost_s`; None without a usable FSDP step there), scaled with the compute where
+    --local-step-ms scales it (`run_scale`: the run's own scale), left out where it is a CPU's and the compute a
+    GPU's (not `carried`, as DDP's is), with how much more than DDP's it was, scaled: what FSDP2's lead may be wrong
+    by (an H200 measured FSDP's own cost at one GPU 3-135 % of gpt2's and resnet50's full step, DDP's 1-11 %)."""
+    from harness.perfmodel import measured, zero
     from harness.perfmodel.schedule import calibrate, scaled_words
 
     profile = calibrate(raw, dataclasses.replace(calibration, reducer_s=0.0))
-    own_s = own_cost_s(configs, setup) if configs is not None else None
+    own_s = measured.fsdp_own_cost_s(configs, setup) if configs is not None else None
     if own_s is None and configs is not None:
         return ForCluster(profile, None, zero.own_cost_unknown(calibration, configs, setup))
     scaled = calibration.compute_scale / run_scale if run_scale else 1.0
     if carried or not own_s:
         return ForCluster(profile, (own_s or 0.0) * scaled if carried else 0.0, "")
-    ddp_s = predict.ddp_own_cost_s(configs, setup) or 0.0
-    told = not ddp_s or predict.ddp_own_cost_told(configs, setup)  # DDP's noise would hide FSDP's own: not taken
+    ddp_s = measured.ddp_own_cost_s(configs, setup) or 0.0
+    told = not ddp_s or measured.ddp_own_cost_told(configs, setup)  # DDP's noise would hide FSDP's own: not taken
     own, ddp = ms_text(own_s * 1e3), ms_text(ddp_s * 1e3)
     if told and own_s <= ddp_s:  # DDP's step leaves out as much or more: alike, nothing beyond it
         return ForCluster(profile, None, f"FSDP's own cost at one rank, {own} ms, a CPU's, is no more than DDP's "
@@ -371,18 +359,18 @@ def run_checks(configs, profiles, network) -> list[dict]:
     predicted from the profile scaled to the run's one-rank rows, its gathers and reduce-scatters on the
     collectives run's fits (else the all-reduce's α and bus bandwidth); every call blocks on the CPU."""
     from harness.analysis import roles, stats
-    from harness.perfmodel import predict
+    from harness.perfmodel import measured, predict
     from harness.perfmodel.network import fitted_source, network_link, sharded_links
     from harness.results.values import options_of
 
-    rows = configs.fillna(predict.SETUP_DEFAULTS)
+    rows = configs.fillna(measured.SETUP_DEFAULTS)
     options = roles.beyond_defaults_of(rows)  # torch's defaults asked by name are the model's own step
     rows = rows[roles.shards_parameters(rows) & (rows["status"] == "ok") & (rows["world_size"] > 1)
                 & options.map(lambda o: set(o) <= MODELLED_OPTIONS) & rows["step_ms_median"].notna()]  # fmt: skip
     checks = []
-    keys_of = ["impl", "impl_options", "world_size", "device", *predict.SETUP_KEYS]
+    keys_of = ["impl", "impl_options", "world_size", "device", *measured.SETUP_KEYS]
     for (impl, impl_options, world, device, *keys), group in rows.groupby(keys_of):
-        setup = dict(zip(predict.SETUP_KEYS, keys, strict=True))
+        setup = dict(zip(measured.SETUP_KEYS, keys, strict=True))
         profile = predict.profile_for(profiles, setup)
         if profile is None or not network.links or units(profile) is None:
             continue
@@ -390,7 +378,7 @@ def run_checks(configs, profiles, network) -> list[dict]:
         step = predict_fsdp(compute_only(profile, configs, setup), gather=gather, scatter=scatter,
                             world_size=int(world), blocking=device == "cpu",
                             reshard_after_forward=options_of(impl_options).get("reshard_after_forward", True),
-                            own_s=own_cost_s(configs, setup) or 0.0)  # fmt: skip
+                            own_s=measured.fsdp_own_cost_s(configs, setup) or 0.0)  # fmt: skip
         checks.append({**setup, "impl": impl, "world_size": int(world), "impl_options": impl_options,
                        "measured_ms": stats.geometric_mean(group["step_ms_median"]), "predicted_ms": step.step_s * 1e3,
                        "compute_ms": step.compute_s * 1e3, "blocking": device == "cpu",

@@ -15,16 +15,20 @@ import pandas as pd
 
 from harness.analysis import roles, stats
 from harness.analysis.sweep import cap_given, given_cap, swept_cap  # the model's layout: a cap given explicitly
+from harness.perfmodel.measured import (
+    SETUP_DEFAULTS,
+    SETUP_KEYS,
+    ddp_defaults_but_cap,
+    ddp_own_cost_s,
+    pooled_step_s,
+)
 from harness.perfmodel.network import Network, network_for_run, network_link
 from harness.perfmodel.schedule import Calibration, Profile, calibrate, predict_cap, profile_from_rows
 from harness.protocols import ConfigError
 from harness.results import model_tables, store
 from harness.results.values import options_of
 
-SETUP_KEYS = ["workload", "size", "batch_size", "dtype", "optimizer"]
 DEFAULT_CAPS_MB = (1.0, 5.0, 10.0, 25.0, 50.0, 100.0)  # predicted where a run swept fewer than two caps
-# Rows written before a column existed hold null there; these were the only values then.
-SETUP_DEFAULTS = {"dtype": "fp32", "optimizer": "sgd"}
 
 
 def profile_for(profiles: pd.DataFrame, setup: dict) -> Profile | None:
@@ -33,88 +37,6 @@ def profile_for(profiles: pd.DataFrame, setup: dict) -> Profile | None:
     for key, value in setup.items():
         rows = rows[rows[key] == value]
     return profile_from_rows(rows) if not rows.empty else None
-
-
-def _ddp_defaults_but_cap(rows: pd.DataFrame) -> pd.Series:
-    """The model simulates DDP's reducer with its defaults (given or not); a comm hook or other knob is not
-    modelled."""
-    asked = [set(roles.beyond_defaults(impl, text)) - {"bucket_cap_mb"} for impl, text in
-             zip(rows["impl"], rows["impl_options"], strict=True)]  # fmt: skip
-    return pd.Series([not a for a in asked], index=rows.index, dtype=bool)
-
-
-def of_setup(frame: pd.DataFrame, setup: dict) -> pd.DataFrame:
-    """`frame`'s rows (configurations, profiles, model state) of this setup, as stored; a key the frame lacks (a
-    run from before it was recorded) or holds null in counts as SETUP_DEFAULTS has it."""
-    keys = [key for key in SETUP_KEYS if key in frame]
-    return frame[(frame[keys].fillna(SETUP_DEFAULTS) == [setup[key] for key in keys]).all(axis=1)]
-
-
-def setup_rows(configs: pd.DataFrame, setup: dict) -> pd.DataFrame:
-    """The run's ok rows with a step (a failed row has none to pool) of this setup; rows written before dtype
-    and optimizer were recorded take their defaults."""
-    rows = configs.fillna(SETUP_DEFAULTS)
-    rows = rows[(rows["status"] == "ok") & rows["step_ms_median"].notna()]
-    for key, value in setup.items():
-        rows = rows[rows[key] == value]
-    return rows
-
-
-def pooled_step_s(configs: pd.DataFrame, setup: dict, *, world: int, role: str) -> float | None:
-    """The step (s) of the strategy with `role` (baseline, reference) at `world`, its repeats pooled as the run
-    page pools them (stats.geometric_mean of their medians), so that what predict calls measured is its figure;
-    the reference's with no option but the cap (the DDP the model simulates: a compression hook or another
-    knob is a different step); None where the run has no such row."""
-    medians = role_medians_ms(configs, setup, world=world, role=role)
-    return stats.geometric_mean(medians) / 1e3 if len(medians) else None
-
-
-def role_medians_ms(configs: pd.DataFrame, setup: dict, *, world: int, role: str) -> pd.Series:
-    """The repeats' median steps (ms) `pooled_step_s` pools."""
-    rows = setup_rows(configs, setup)
-    rows = rows[roles.flag(rows, role) & (rows["world_size"] == world)]
-    if role == "reference" and not rows.empty:
-        rows = rows[_ddp_defaults_but_cap(rows)]
-    return rows["step_ms_median"]
-
-
-def plain_medians_at_one_rank_ms(configs: pd.DataFrame, setup: dict, which, *, but=frozenset()) -> pd.Series:
-    """The repeats' median steps (ms) at one rank of the strategy whose rows `which` (a roles predicate) selects,
-    with no option set (`but` these)."""
-    rows = setup_rows(configs, setup)
-    asked = [roles.beyond_defaults(i, t) for i, t in zip(rows["impl"], rows["impl_options"], strict=True)]
-    plain = pd.Series([set(a) <= set(but) for a in asked], index=rows.index, dtype=bool)
-    return rows.loc[which(rows) & (rows["world_size"] == 1) & plain, "step_ms_median"]
-
-
-def plain_step_at_one_rank_s(configs: pd.DataFrame, setup: dict, which) -> float | None:
-    """The step (s) at one rank of the strategy whose rows `which` selects, with no option set, its repeats pooled
-    as `pooled_step_s` pools them (`plain_medians_at_one_rank_ms`); None where the run has no such row."""
-    medians = plain_medians_at_one_rank_ms(configs, setup, which)
-    return stats.geometric_mean(medians) / 1e3 if len(medians) else None
-
-
-def below_baseline(configs: pd.DataFrame, setup: dict, which, *, but=frozenset()) -> tuple[float, float] | None:
-    """(its step, the baseline's) at one rank, pooled ms, where `which`'s strategy (no option but `but`) beats the
-    baseline beyond noise (`above_beyond_noise`). None else."""
-    if configs.empty:
-        return None
-    mine = plain_medians_at_one_rank_ms(configs, setup, which, but=but)
-    local = role_medians_ms(configs, setup, world=1, role="baseline")
-    told = above_beyond_noise(configs, setup, mine, local)
-    return (stats.geometric_mean(mine), stats.geometric_mean(local)) if told else None
-
-
-def above_beyond_noise(configs: pd.DataFrame, setup: dict, low_ms: pd.Series, high_ms: pd.Series) -> bool:
-    """Whether the steps `high_ms` (repeats' medians of the setup's rows) lie above `low_ms`'s beyond noise: the
-    interval of their ratio (Welch's t on the logs) above 1; with one repeat a side, which gives no interval, every
-    timed step apart: `high_ms`'s p10 above `low_ms`'s p90 (a run from before they were recorded: not told)."""
-    low = stats.ratio_interval(list(low_ms), list(high_ms))["low"] if len(low_ms) and len(high_ms) else 0.0
-    if low == low:
-        return bool(low > 1)
-    rows = setup_rows(configs, setup)
-    spread = "step_ms_p10" in rows and "step_ms_p90" in rows
-    return spread and bool(rows.loc[high_ms.index, "step_ms_p10"].min() > rows.loc[low_ms.index, "step_ms_p90"].max())
 
 
 def run_calibration(configs: pd.DataFrame, setup: dict, *, profile: Profile) -> Calibration:
@@ -163,45 +85,6 @@ def scaled_to_local_step(profile: Profile, calibration: Calibration, local_step_
     return Calibration(compute_scale=calibration.compute_scale * device, reducer_s=own_s, optimizer_s=optimizer_s)
 
 
-def one_rank_baseline_s(configs: pd.DataFrame, setup: dict) -> float | None:
-    """The baseline's step at one rank (s, its repeats pooled), None where the run has none."""
-    return pooled_step_s(configs, setup, world=1, role="baseline")
-
-
-def baseline_slowdown(configs: pd.DataFrame, setup: dict) -> tuple[int, float] | None:
-    """(the largest world size the baseline ran at, its step there over its step at one rank): how much the run's
-    ranks slowed each other's compute where nothing is communicated (a CPU's ranks sharing its cores, or a machine
-    busy with something else); None where the run lacks either."""
-    rows = setup_rows(configs, setup)
-    worlds = sorted(rows.loc[roles.flag(rows, "baseline") & (rows["status"] == "ok"), "world_size"].unique())
-    one, widest = one_rank_baseline_s(configs, setup), int(worlds[-1]) if worlds else 1
-    there = pooled_step_s(configs, setup, world=widest, role="baseline") if widest > 1 else None
-    return (widest, there / one) if one and there else None
-
-
-def ddp_own_cost_s(configs: pd.DataFrame, setup: dict) -> float | None:
-    """DDP's own cost at one rank, where nothing is communicated: the reference's step minus the baseline's (≥ 0);
-    None where the run lacks either. Every cap is pooled: the cost is mostly copying gradients into buckets and
-    back, the same bytes whatever the cap, and the difference of two noisy figures per cap would be mostly noise."""
-    difference = reference_minus_baseline_s(configs, setup)
-    return max(0.0, difference) if difference is not None else None
-
-
-def ddp_own_cost_told(configs: pd.DataFrame, setup: dict) -> bool:
-    """DDP's step at one rank above the baseline's beyond noise (`above_beyond_noise`): 804-1470 ms against 804-825
-    read as 340 ms of DDP's own hid FSDP's 184 beyond it; one repeat a side, not told, took DDP's 433 ms as 0."""
-    local = role_medians_ms(configs, setup, world=1, role="baseline")
-    return above_beyond_noise(configs, setup, local, role_medians_ms(configs, setup, world=1, role="reference"))
-
-
-def reference_minus_baseline_s(configs: pd.DataFrame, setup: dict) -> float | None:
-    """The reference's step at one rank minus the baseline's, as measured: below 0 where noise made
-    DDP look free (`ddp_own_cost_s` takes that as 0, and the console says so)."""
-    local_1 = one_rank_baseline_s(configs, setup)
-    stock_1 = pooled_step_s(configs, setup, world=1, role="reference")
-    return stock_1 - local_1 if stock_1 and local_1 else None
-
-
 def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Network, *,
                       shipped: bool = False) -> list[dict]:  # fmt: skip
     """Per stock bucket-cap configuration at world size ≥ 2 with a profile: measured against predicted,
@@ -209,7 +92,7 @@ def sweep_predictions(configs: pd.DataFrame, profiles: pd.DataFrame, network: Ne
     rows), calibrated (see Calibration), and calibrated with contention. `shipped`: stock as torch ships it (no
     cap given: its 1 MiB first bucket, then 25 MiB) instead, the check a run without a cap sweep has."""
     configs = configs.fillna(SETUP_DEFAULTS)
-    configs = configs[(configs["status"] == "ok") & _ddp_defaults_but_cap(configs)]
+    configs = configs[(configs["status"] == "ok") & ddp_defaults_but_cap(configs)]
     given = configs["impl_options"].map(cap_given).astype(bool)
     cap = swept_cap(configs).where(given, stats.REFERENCE_CAP_MB)  # 0.05 as given, not DDP's whole bytes
     configs = configs.assign(bucket_cap_mb=cap)

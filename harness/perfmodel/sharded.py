@@ -171,7 +171,8 @@ def errors_on_own_run(results_dir: Path, run_dir: Path, setup: dict, *, configs=
     DDP's over its bucket-cap sweep, or where the run swept none over stock as torch ships it (calibrated, with the
     contention measured where there is some), ZeRO-1's and FSDP2's as `predict --run` checks them; None where no
     network is beside the run. `configs`: the run's rows, where the caller has read them already."""
-    from harness.perfmodel.predict import of_setup, sweep_predictions
+    from harness.perfmodel.measured import of_setup
+    from harness.perfmodel.predict import sweep_predictions
     from harness.results import model_tables, store
 
     network = network_for_run(results_dir, run_dir)
@@ -198,7 +199,7 @@ class OwnCheck(NamedTuple):
 def own_check(results_dir: Path, run_dir: Path, setup: dict, *, configs, cluster: str) -> OwnCheck:
     """`setup`'s step models against the run's own steps, as `predict --cluster` says and weighs them (and the
     what-if pages alike)."""
-    from harness.perfmodel.predict import baseline_slowdown
+    from harness.perfmodel.measured import baseline_slowdown
 
     errors = errors_on_own_run(results_dir, run_dir, setup, configs=configs)
     words = errors_words(errors, cluster=cluster, results_dir=results_dir, slowdown=baseline_slowdown(configs, setup),
@@ -226,7 +227,7 @@ def errors_words(errors: dict[str, list[float]] | None, *, cluster: str, results
     """The model's error on the run's own steps (`errors_on_own_run`) in words, said after a cluster's answer by the
     console and the page alike: where the strategies' errors differ, so may their order on the cluster; where one is
     beyond UNBORNE_ERROR, that the steps are not borne out, with the likely cause where the run shows it (`slowdown`:
-    predict.baseline_slowdown); where no network is beside the run, that the check is missing, and the command that
+    measured.baseline_slowdown); where no network is beside the run, that the check is missing, and the command that
     measures it (`network.collectives_command`, where `run_dir` is given)."""
     if errors is None:
         how = f"`{collectives_command(run_dir)}`" if run_dir else "one there"

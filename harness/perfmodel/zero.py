@@ -162,18 +162,18 @@ def own_cost_s(configs, setup: dict) -> float | None:
     """ZeRO's own cost at one rank, where nothing is communicated: its step there (no option but the cap, repeats
     pooled, every cap alike as DDP's are)
     minus the reference's (DDP's, its own cost in it), where ZeRO's lies above DDP's beyond noise, as DDP's above the
-    baseline's must for FSDP's own cost to be taken beyond it (`predict.above_beyond_noise`: the interval of their
+    baseline's must for FSDP's own cost to be taken beyond it (`measured.above_beyond_noise`: the interval of their
     ratio, or with one repeat a side every step apart). None where it does not, or the run lacks either. A
     difference of two noisy one-rank figures is mostly noise on a shared machine: 33 ms of gpt2/small's 246 ms in
     one launch here, 0 in the next (docs/measured)."""
     from harness.analysis import roles, stats
-    from harness.perfmodel import predict
+    from harness.perfmodel import measured
 
-    zero_ms = predict.plain_medians_at_one_rank_ms(
+    zero_ms = measured.plain_medians_at_one_rank_ms(
         configs, setup, roles.sharded_optimizer_over_allreduce, but={"bucket_cap_mb"}
     )  # a cap sweep's rows: DDP's pooled alike
-    ddp_ms = predict.role_medians_ms(configs, setup, world=1, role="reference")
-    if not predict.above_beyond_noise(configs, setup, ddp_ms, zero_ms):
+    ddp_ms = measured.role_medians_ms(configs, setup, world=1, role="reference")
+    if not measured.above_beyond_noise(configs, setup, ddp_ms, zero_ms):
         return None
     return (stats.geometric_mean(zero_ms) - stats.geometric_mean(ddp_ms)) / 1e3
 
@@ -189,19 +189,19 @@ def run_checks(configs, profiles, network) -> list[dict]:
     fitted broadcast (else the all-reduce's α and bus bandwidth)."""
     from harness.analysis import roles, stats
     from harness.analysis.sweep import given_cap
-    from harness.perfmodel import predict
+    from harness.perfmodel import measured, predict
     from harness.perfmodel.network import broadcast_link, network_link
     from harness.perfmodel.schedule import calibrate
     from harness.results.values import options_of
 
-    rows = configs.fillna(predict.SETUP_DEFAULTS)
+    rows = configs.fillna(measured.SETUP_DEFAULTS)
     options = roles.beyond_defaults_of(rows)  # torch's defaults asked by name are the model's own step
     rows = rows[roles.sharded_optimizer_over_allreduce(rows) & (rows["status"] == "ok") & (rows["world_size"] > 1)
                 & options.map(lambda o: set(o) <= MODELLED_OPTIONS) & rows["step_ms_median"].notna()]  # fmt: skip
     checks = []
     for (impl, impl_options, world, *keys), group in rows.groupby(["impl", "impl_options", "world_size",
-                                                                    *predict.SETUP_KEYS]):  # fmt: skip
-        setup = dict(zip(predict.SETUP_KEYS, keys, strict=True))
+                                                                    *measured.SETUP_KEYS]):  # fmt: skip
+        setup = dict(zip(measured.SETUP_KEYS, keys, strict=True))
         profile = predict.profile_for(profiles, setup)
         if profile is None or not network.links:
             continue
@@ -258,9 +258,9 @@ def own_for_cluster(configs, setup: dict, calibration, *, run_scale: float, carr
 
 def own_cost_unknown(calibration, configs=None, setup=None) -> str:
     """Said beside FSDP2's step where the run measured no usable FSDP step at one rank (none, or one faster than the
-    baseline's beyond noise: `predict.below_baseline`): DDP's step carries DDP's own (`reducer_s`), FSDP2's none."""
+    baseline's beyond noise: `measured.below_baseline`): DDP's step carries DDP's own (`reducer_s`), FSDP2's none."""
     from harness.analysis import roles
-    from harness.perfmodel.predict import below_baseline
+    from harness.perfmodel.measured import below_baseline
 
     reducer = calibration.reducer_s
     ddp = f", while DDP's step carries DDP's own ({ms_text(reducer * 1e3)} ms)" if reducer else ""
@@ -274,10 +274,10 @@ def own_cost_unknown(calibration, configs=None, setup=None) -> str:
 
 def baseline_first(configs, setup: dict) -> str:
     """How often the baseline ran first in its launch at one rank, in words: said where a strategy beat it there
-    beyond noise (`predict.below_baseline`), since the first configuration after a launch's processes start pays
+    beyond noise (`measured.below_baseline`), since the first configuration after a launch's processes start pays
     what is still cold. A run from before `launch_position` was recorded ran it first in every launch."""
     from harness.analysis import roles
-    from harness.perfmodel.predict import setup_rows
+    from harness.perfmodel.measured import setup_rows
 
     rows = setup_rows(configs, setup)
     local = rows[roles.flag(rows, "baseline") & (rows["world_size"] == 1)]

@@ -13,8 +13,8 @@ from test_predict import _PROFILE_ROWS as PROFILE  # the same five 1 MiB gradien
 from harness.analysis import agreement, why
 from harness.commands.console import predictions
 from harness.commands.console.predict import steps
+from harness.perfmodel import measured, predict
 from harness.perfmodel import network as net
-from harness.perfmodel import predict
 from harness.perfmodel.network import Contention, Link
 
 MB = 1024 * 1024
@@ -136,12 +136,12 @@ def test_a_reference_faster_than_its_baseline_is_said_to_be_taken_as_0(monkeypat
     from harness.commands.console.predict import scaling
 
     monkeypatch.setattr(predict, "calibration_target", lambda configs, setup: (None, None))
-    monkeypatch.setattr(predict, "reference_minus_baseline_s", lambda configs, setup: -0.000629)
+    monkeypatch.setattr(measured, "reference_minus_baseline_s", lambda configs, setup: -0.000629)
     scaling.say_run_calibration(None, pd.DataFrame(), {}, scaled=False)
     assert ("DDP's own cost 0 ms a step at one rank (taken as 0: stock's step at one rank, every cap pooled (geometric "
             "mean over repeats), minus local's is -0.629 ms, noise)") in capsys.readouterr().out  # fmt: skip
     # beyond noise: a measurement problem, with how often the baseline ran first in its launch (repeats rotate it)
-    monkeypatch.setattr(predict, "below_baseline", lambda *args, **kwargs: (20.0, 21.0))
+    monkeypatch.setattr(measured, "below_baseline", lambda *args, **kwargs: (20.0, 21.0))
     rows = pd.DataFrame({"impl": ["local", "local", "stock"], "baseline": [True, True, False], "world_size": 1,
                          "status": "ok", "step_ms_median": [21.0, 21.0, 20.0],
                          "launch_position": [0, 1, 0]})  # fmt: skip
@@ -193,13 +193,13 @@ def test_a_failed_one_rank_baseline_leaves_the_calibration_out_rather_than_nan()
     failed = {**config("l1", "local", step_ms=float("nan")), "status": "failed", "world_size": 1}
     stock = {**config("s1", "stock"), "world_size": 1}
     configs = pd.DataFrame([failed, stock])
-    assert predict.one_rank_baseline_s(configs, setup) is None and predict.ddp_own_cost_s(configs, setup) is None
+    assert measured.one_rank_baseline_s(configs, setup) is None and measured.ddp_own_cost_s(configs, setup) is None
     # the compute is then scaled to the reference's step at one rank, not left as the profile's
     role, step_s = predict.calibration_target(configs, setup)
     assert role == "reference" and step_s == pytest.approx(stock["step_ms_median"] / 1e3)
     ok = pd.DataFrame([{**failed, "status": "ok", "step_ms_median": 25.0}, stock])
-    assert predict.one_rank_baseline_s(ok, setup) == pytest.approx(0.025)
-    assert predict.ddp_own_cost_s(ok, setup) == pytest.approx(0.005)
+    assert measured.one_rank_baseline_s(ok, setup) == pytest.approx(0.025)
+    assert measured.ddp_own_cost_s(ok, setup) == pytest.approx(0.005)
 
 
 @pytest.mark.parametrize(

@@ -12,7 +12,7 @@ import torch
 
 import workloads
 from harness.measure import gradprofile
-from harness.perfmodel import fsdp
+from harness.perfmodel import fsdp, measured
 from harness.perfmodel import network as net
 from harness.perfmodel.schedule import Grad, Profile, profile_from_rows
 
@@ -417,16 +417,16 @@ def test_an_fsdp_step_faster_than_the_baseline_beyond_noise_is_no_own_cost():
     spread = {"step_ms_p10": 5300.0, "step_ms_p90": 7500.0}
     one = pd.DataFrame([{**_row("local", 1, 6896.0), **spread}, {**_row("fsdp", 1, 2514.0), "step_ms_p10": 2420.0,
                                                                     "step_ms_p90": 2650.0}])  # fmt: skip
-    assert fsdp.own_cost_s(one, setup) is None  # was max(0, -4382 ms): a measured 0
+    assert measured.fsdp_own_cost_s(one, setup) is None  # was max(0, -4382 ms): a measured 0
     note = zero.own_cost_unknown(Calibration(compute_scale=1.0), one, setup)
     assert "2514 ms, beat the baseline's (6896 ms)" in note and "measurement problem" in note
     assert "(the baseline ran first in its launch in 1 of its 1 repeat(s) at one rank)" in note  # older: always first
     later = zero.own_cost_unknown(Calibration(compute_scale=1.0), one.assign(launch_position=[1, 0]), setup)
     assert "in 0 of its 1 repeat(s)" in later  # its place, as the row records it
     overlapping = one.assign(step_ms_p10=[2000.0, 2420.0])  # one repeat a side, steps overlapping: noise, taken as 0
-    assert fsdp.own_cost_s(overlapping, setup) == 0.0
+    assert measured.fsdp_own_cost_s(overlapping, setup) == 0.0
     repeats = pd.DataFrame([_row("local", 1, ms) for ms in (30.0, 31.0, 30.5)]
                            + [_row("fsdp", 1, ms) for ms in (20.0, 20.5, 21.0)])  # fmt: skip
-    assert fsdp.own_cost_s(repeats, setup) is None  # the interval of their ratio lies below 1
+    assert measured.fsdp_own_cost_s(repeats, setup) is None  # the interval of their ratio lies below 1
     told = pd.DataFrame([_row("local", 1, ms) for ms in (30.0, 31.0)] + [_row("fsdp", 1, ms) for ms in (36.0, 37.0)])
-    assert fsdp.own_cost_s(told, setup) == pytest.approx(0.006, rel=0.05)
+    assert measured.fsdp_own_cost_s(told, setup) == pytest.approx(0.006, rel=0.05)

@@ -16,7 +16,7 @@ import pytest
 
 from harness import cli
 from harness.analysis import agreement
-from harness.perfmodel import predict
+from harness.perfmodel import measured, predict
 from harness.perfmodel.clusters import cluster, nccl, nccltests
 from harness.perfmodel.pick import ranked
 from harness.protocols import ConfigError
@@ -466,7 +466,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert "the tiny size's gradients, not your model's" not in answer + answer_tiny  # said once is enough
     configs = store.read_configs(small_run)
     setup = predict.run_setups(small_run)[0]
-    own, baseline = predict.ddp_own_cost_s(configs, setup), predict.one_rank_baseline_s(configs, setup)
+    own, baseline = measured.ddp_own_cost_s(configs, setup), measured.one_rank_baseline_s(configs, setup)
     assert own is not None  # the run has stock and local at one rank: DDP's own cost is measured and used
     # the profile is scaled to the baseline's step first, which --local-step-ms then scales from: the step given's
     # scale is said, not the run's on the way to it

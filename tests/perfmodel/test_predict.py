@@ -21,8 +21,8 @@ from harness import bucketing, cli
 from harness.analysis import agreement
 from harness.config import units
 from harness.measure import gradprofile
+from harness.perfmodel import measured, predict, schedule
 from harness.perfmodel import network as net
-from harness.perfmodel import predict, schedule
 from harness.perfmodel.network import Contention, Link
 from harness.perfmodel.schedule import Grad, Profile
 from harness.results import model_tables, store
@@ -610,8 +610,8 @@ def test_ddps_own_cost_is_the_reference_as_modelled_not_with_a_compression_hook(
     configs = pd.DataFrame([_config("l1", "local", None, 28.0, world=1), _config("s1", "stock", 25.0, 32.0, world=1),
                             hooked])  # fmt: skip
     setup = {"workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32", "optimizer": "sgd"}
-    assert predict.ddp_own_cost_s(configs, setup) * 1e3 == pytest.approx(4.0)
-    assert predict.pooled_step_s(configs.drop(index=1), setup, world=1, role="reference") is None
+    assert measured.ddp_own_cost_s(configs, setup) * 1e3 == pytest.approx(4.0)
+    assert measured.pooled_step_s(configs.drop(index=1), setup, world=1, role="reference") is None
 
 
 def test_the_calibration_pools_repeats_as_the_run_page_does():
@@ -620,7 +620,7 @@ def test_the_calibration_pools_repeats_as_the_run_page_does():
     configs = pd.DataFrame([{**_config(f"l{i}", "local", None, step, world=1), "repeat": i}
                             for i, step in enumerate([10.0, 10.0, 16.0])])  # fmt: skip
     setup = {"workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32", "optimizer": "sgd"}
-    assert predict.one_rank_baseline_s(configs, setup) * 1e3 == pytest.approx(11.696, abs=1e-3)
+    assert measured.one_rank_baseline_s(configs, setup) * 1e3 == pytest.approx(11.696, abs=1e-3)
 
 
 def test_scaling_to_a_gpus_step_carries_ddps_own_cost_with_the_compute_or_leaves_a_cpus_out():

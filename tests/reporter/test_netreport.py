@@ -15,7 +15,7 @@ import torch
 
 import workloads
 from harness.measure import gradprofile
-from harness.perfmodel import predict
+from harness.perfmodel import measured, predict
 from harness.perfmodel.clusters import cluster
 from harness.perfmodel.pick import ranked
 from harness.rank import collectives
@@ -536,7 +536,7 @@ def test_the_baseline_slowdown_is_its_widest_step_over_its_one_rank_step():
     run = Path(__file__).parent.parent / "data" / "cpu_run"
     configs = store.read_configs(run)
     setup = predict.run_setups(run)[0]
-    world, ratio = predict.baseline_slowdown(configs, setup)
+    world, ratio = measured.baseline_slowdown(configs, setup)
     local = configs[configs["impl"] == "local"].set_index("world_size")["step_ms_median"]
     assert world == 2 and ratio == pytest.approx(local[2] / local[1])
 

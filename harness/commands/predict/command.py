@@ -39,8 +39,9 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
 
     from harness.analysis import agreement
     from harness.config.units import parse_caps
+    from harness.perfmodel.measured import SETUP_KEYS
     from harness.perfmodel.network import NO_CONTENTION, network_link
-    from harness.perfmodel.predict import DEFAULT_CAPS_MB, SETUP_KEYS
+    from harness.perfmodel.predict import DEFAULT_CAPS_MB
     from harness.perfmodel.schedule import largest_bucket_bytes, predict_caps
     from harness.perfmodel.sharded import with_sharded_steps
     from harness.results import store
@@ -153,9 +154,9 @@ def _sharded_answers(frames, profile, network, *, caveat: str, fsdp_caveat: str)
 
 def _from_run(args: argparse.Namespace, given, caps, *, device):
     """The Basis of a run: its profile (said, then calibrated), world sizes and caps; the network given, or fitted
-    next to the run; FSDP's profile and own cost (`fsdp.compute_only`, `fsdp.own_cost_s`); each strategy's model
-    state at those world sizes, said, with the run's GPU (`_run_gpu`: None on the CPU) to fit it in."""
-    from harness.perfmodel import fsdp, zero
+    next to the run; FSDP's profile and own cost (`fsdp.compute_only`, `measured.fsdp_own_cost_s`); each strategy's
+    model state at those world sizes, said, with the run's GPU (`_run_gpu`: None on the CPU) to fit it in."""
+    from harness.perfmodel import fsdp, measured, zero
     from harness.perfmodel.network import collectives_command, network_for_run
     from harness.results import store
 
@@ -172,7 +173,7 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
     predictions.predict_profile(setup, profile, source)
     configs = store.read_configs(run_dir)
     inputs.warn_uncalibrated(run_dir, configs, setup)
-    fsdp_basis = (fsdp.compute_only(profile, configs, setup), fsdp.own_cost_s(configs, setup))
+    fsdp_basis = (fsdp.compute_only(profile, configs, setup), measured.fsdp_own_cost_s(configs, setup))
     profile, calibration = _calibrated_to_run(profile, configs, setup)
     worlds = [args.gpus] if args.gpus else sorted({int(n) for n in configs["world_size"] if n > 1}) or [DEFAULT_WORLD]
     gpu = _run_gpu(run_dir)

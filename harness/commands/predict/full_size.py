@@ -58,7 +58,7 @@ def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None 
     `batch_size` a rank where that is not the run's (--batch-size with --local-step-ms: the batch you will train
     at), or with `options` (--train-wopt's); where that cannot be counted on the meta device, the run's own, said to
     be of the smaller size."""
-    from harness.perfmodel.predict import of_setup
+    from harness.perfmodel.measured import of_setup
     from harness.perfmodel.sharded import at_full_size
     from harness.results import store
 

@@ -129,7 +129,7 @@ def say_setup_choice(run_dir: Path, chosen: list[dict]) -> None:
 
 def setup_text(setup: dict) -> str:
     """'gpt2/full batch 8', with the dtype and optimizer where they are not the defaults."""
-    from harness.perfmodel.predict import SETUP_DEFAULTS
+    from harness.perfmodel.measured import SETUP_DEFAULTS
 
     text = f"{setup['workload']}/{setup['size']} batch {setup['batch_size']}"
     rest = [str(setup[key]) for key, default in SETUP_DEFAULTS.items() if setup.get(key, default) != default]
@@ -180,12 +180,12 @@ def warn_uncalibrated(run_dir: Path, configs, setup: dict) -> None:
     silently what it lacks): the compute is scaled to the baseline's step, else to the reference's, else left
     as the profile's own; DDP's own cost (the reference's step minus the baseline's) needs both."""
     from harness.analysis import roles
-    from harness.perfmodel import predict
+    from harness.perfmodel import measured
 
     _warn_short_warmup(run_dir, configs, setup)
     baseline, reference = roles.baseline_name(), roles.reference_name()
     missing = [name for name, role in ((baseline, "baseline"), (reference, "reference"))
-               if predict.pooled_step_s(configs, setup, world=1, role=role) is None]  # fmt: skip
+               if measured.pooled_step_s(configs, setup, world=1, role=role) is None]  # fmt: skip
     if not missing:
         return
     if len(missing) == 2:
@@ -204,9 +204,9 @@ def _warn_short_warmup(run_dir: Path, configs, setup: dict) -> None:
     """One line where the one-rank rows the calibration reads were measured before their strategy was steady
     (roles.warmup_short_by): an H200 run's DDP start-up, read as its own cost, was 3.68 ms against 1.55."""
     from harness.analysis import roles
-    from harness.perfmodel import predict
+    from harness.perfmodel import measured
 
-    rows = predict.setup_rows(configs, setup)
+    rows = measured.setup_rows(configs, setup)
     rows = rows[(rows["world_size"] == 1) & (roles.is_reference(rows) | roles.is_baseline(rows))]
     short = roles.short_warmups(rows)
     if short.empty:  # (rows without a warm-up column have none)
@@ -220,7 +220,7 @@ def _warn_short_warmup(run_dir: Path, configs, setup: dict) -> None:
 
 def _rows_text(configs, setup: dict) -> str:
     """'stock at world size 1; local, stock at world size 2': what the setup's rows are, or 'no rows'."""
-    from harness.perfmodel.predict import setup_rows
+    from harness.perfmodel.measured import setup_rows
 
     by_world = setup_rows(configs, setup).groupby("world_size")["impl"].agg(lambda impls: ", ".join(sorted(set(impls))))
     return "; ".join(f"{impls} at world size {world}" for world, impls in by_world.items()) or "no rows"

@@ -17,12 +17,12 @@ from harness.perfmodel.clusters.cluster import (
     published_check_summary,
     published_checks,
 )
+from harness.perfmodel.measured import of_setup
 from harness.perfmodel.memory import fit_words, mib_text, need_mb, room_words, state_per_rank, unrecorded
 from harness.perfmodel.memory_words import activation_words
 from harness.perfmodel.pick import ranked
 from harness.perfmodel.pick.choice import choice_words
 from harness.perfmodel.pick.choice_table import chosen, table_header, table_rows, tokens_a_step
-from harness.perfmodel.predict import of_setup
 from harness.perfmodel.sharded import OwnCheck, optimizer_break_even, optimizer_share_caveat, unborne_words
 from harness.results.values import strategy_labels
 from reports.pages.html import esc, table

@@ -15,12 +15,11 @@ from harness.analysis.sweep import given_cap
 from harness.perfmodel.clusters.cluster import Cluster, published_checks
 from harness.perfmodel.clusters.nccl import ClusterLink
 from harness.perfmodel.fsdp import for_cluster
+from harness.perfmodel.measured import SETUP_DEFAULTS, ddp_own_cost_s
 from harness.perfmodel.pick import ranked
 from harness.perfmodel.predict import (
     DEFAULT_CAPS_MB,
-    SETUP_DEFAULTS,
     calibration_target,
-    ddp_own_cost_s,
     profiles_by_setup,
     run_calibration,
     scaled_to_local_step,

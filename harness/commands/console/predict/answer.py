@@ -105,7 +105,7 @@ def parity_failed(configs: pd.DataFrame | None, setup: dict | None) -> str:
     """The strategies of the setup predicted whose rows failed parity in the run, for the caveat under the choice: a
     strategy that does not train as one process on the whole batch would is no answer until the run page says why (a
     walkthrough's choice named fsdp, which failed parity at both world sizes, without a word)."""
-    from harness.perfmodel.predict import of_setup
+    from harness.perfmodel.measured import of_setup
     from harness.results.values import strategy_labels
 
     if configs is None or setup is None or "parity_ok" not in configs:

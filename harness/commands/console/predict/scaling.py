@@ -43,11 +43,11 @@ def own_source(configs, setup: dict | None, *, carried: bool, given: bool) -> st
     """Where DDP's own cost in the predicted steps comes from (--out's `ddp_own_source`): 'given' (--local-ddp-ms),
     'measured' (the run's one-rank rows), 'in the compute' (no baseline step at one rank: the compute is scaled to
     DDP's); or not in them: 'left out' (a CPU's, beside a GPU step given), 'not measured'."""
-    from harness.perfmodel import predict
+    from harness.perfmodel import measured, predict
 
     if given or configs is None:
         return "given" if given else "not measured"
-    if predict.ddp_own_cost_s(configs, setup) is not None:
+    if measured.ddp_own_cost_s(configs, setup) is not None:
         return "measured" if carried else "left out"
     return "in the compute" if predict.calibration_target(configs, setup)[0] == "reference" else "not measured"
 
@@ -58,7 +58,7 @@ def say_run_calibration(profile, configs, setup: dict, *, scaled: bool, carried:
     line says that scale), and DDP's own cost (said even as 0), or what takes its place (`given_ms`: --local-ddp-ms);
     a CPU's left out of a GPU step, said without how it was measured."""
     from harness.analysis import roles
-    from harness.perfmodel import predict, zero
+    from harness.perfmodel import measured, predict, zero
 
     role, step_s = predict.calibration_target(configs, setup)
     if step_s and not scaled:
@@ -66,12 +66,11 @@ def say_run_calibration(profile, configs, setup: dict, *, scaled: bool, carried:
         console.say_once(f"ddpbench predict: compute scaled ×{step_s / profile.local_step_s:.4g} to the run's {whose} "
                     f"step at one rank ({step_s * 1e3:.4g} ms over every repeat; the profile's own steps "
                     f"{profile.local_step_s * 1e3:.4g} ms)")  # fmt: skip
-    if (difference_s := predict.reference_minus_baseline_s(configs, setup)) is not None:
+    if (difference_s := measured.reference_minus_baseline_s(configs, setup)) is not None:
         with_compute = " and scaled with the compute" if scaled else ""
         pooled = (f"{roles.reference_name()}'s step at one rank, every cap pooled (geometric mean over repeats), "
                   f"minus {roles.baseline_name()}'s")  # fmt: skip
-        faster = difference_s < 0 and predict.below_baseline(configs, setup, lambda rows: roles.flag(rows, "reference"),
-                                                             but={"bucket_cap_mb"})  # fmt: skip
+        faster = difference_s < 0 and measured.below_baseline(configs, setup, roles.is_reference, but={"bucket_cap_mb"})
         why = (f"beyond noise: a measurement problem ({zero.baseline_first(configs, setup)}), no cost" if faster
                else "noise")  # fmt: skip
         measured = pooled if difference_s >= 0 else f"taken as 0: {pooled} is {ms_text(difference_s * 1e3)} ms, {why}"
