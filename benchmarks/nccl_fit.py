@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import cluster_model
 
-from harness.perfmodel.clusters import nccl, nccltests
+from harness.perfmodel.clusters import nccl, nccltests, nccltests_fit
 
 MIN_ROWS = 4  # fewer rows than that pin nothing: the fit moves two or three levels
 FIT_WITHIN = 0.10
@@ -41,14 +41,14 @@ def as_log(table: cluster_model.Table, folder: Path) -> nccltests.Log | None:
             continue
         time_us = time_us or nbytes * factor / (busbw * 1e3)
         choices.append(nccl.Choice("all_reduce", nbytes, ranks, table.nodes, "", "", time_us))  # as published
-    if sum(c.nbytes >= nccltests.FIT_MIN_BYTES for c in choices) < MIN_ROWS:
+    if sum(c.nbytes >= nccltests_fit.FIT_MIN_BYTES for c in choices) < MIN_ROWS:
         return None
     path = folder / table.file.replace(".csv", ".txt")
     path.write_text(nccltests.write_text(choices))
     return nccltests.read(path)
 
 
-def fits() -> list[tuple[cluster_model.Table, nccltests.Fit]]:
+def fits() -> list[tuple[cluster_model.Table, nccltests_fit.Fit]]:
     out = []
     with tempfile.TemporaryDirectory() as folder:
         for table in cluster_model.TABLES:
@@ -59,11 +59,11 @@ def fits() -> list[tuple[cluster_model.Table, nccltests.Fit]]:
                 continue
             base = cluster_model.profile_for(table)
             assert (log.ranks, log.nodes) == (base.gpus_per_node * table.nodes, table.nodes), table.file
-            out.append((table, nccltests.fit(base, [log], name=f"{base.name} fitted")))
+            out.append((table, nccltests_fit.fit(base, [log], name=f"{base.name} fitted")))
     return out
 
 
-def _fitted(fit: nccltests.Fit) -> str:
+def _fitted(fit: nccltests_fit.Fit) -> str:
     parts = []
     for field, value in fit.fitted.items():
         if field == "latency_scale":
@@ -75,7 +75,7 @@ def _fitted(fit: nccltests.Fit) -> str:
     return ", ".join(parts)
 
 
-def markdown(fitted: list[tuple[cluster_model.Table, nccltests.Fit]] | None = None) -> str:
+def markdown(fitted: list[tuple[cluster_model.Table, nccltests_fit.Fit]] | None = None) -> str:
     lines = ["| table | nodes | rows ≥ 64 KiB | fitted | mean abs error | worst (size) | rows within 10 % |",
              "|---|---:|---:|---|---:|---:|---:|"]  # fmt: skip
     for table, fit in fits() if fitted is None else fitted:

@@ -17,7 +17,7 @@ import pytest
 from harness import cli
 from harness.analysis import agreement
 from harness.perfmodel import measured, predict
-from harness.perfmodel.clusters import cluster, nccl, nccltests
+from harness.perfmodel.clusters import cluster, nccl, nccltests, nccltests_fit
 from harness.perfmodel.pick import ranked
 from harness.protocols import ConfigError
 from harness.results import model_tables, store
@@ -174,9 +174,9 @@ def test_the_fit_finds_the_bandwidths_a_log_was_made_with_and_reproduces_it(tmp_
                                 inter_latency_us=20.0)  # fmt: skip
     (tmp_path / "log.txt").write_text(nccltests.write_text(a_log(truth, nodes=nodes)))
     log = nccltests.read(tmp_path / "log.txt")
-    unfitted = max(abs(nccltests.predicted(base, log, r.nbytes).busbw_gbps / r.busbw_gbps - 1)
+    unfitted = max(abs(nccltests_fit.predicted(base, log, r.nbytes).busbw_gbps / r.busbw_gbps - 1)
                    for r in log.rows if r.nbytes >= 64 * 1024)  # fmt: skip
-    fit = nccltests.fit(base, [log], name="fitted")
+    fit = nccltests_fit.fit(base, [log], name="fitted")
     assert unfitted > 0.15  # the base alone misses the log: there was something to fit
     assert fit.worst <= 0.10 and len(fit.errors) == sum(s >= 64 * 1024 for s in SIZES)
     moved = "nvls_busbw_gbps" if nodes == 1 else "inter_busbw_gbps"
@@ -198,7 +198,7 @@ def test_logs_at_one_and_two_nodes_fit_the_node_and_the_network_together(tmp_pat
     for nodes in (1, 2):
         (tmp_path / f"n{nodes}.txt").write_text(nccltests.write_text(a_log(truth, nodes=nodes)))
         logs.append(nccltests.read(tmp_path / f"n{nodes}.txt"))
-    fit = nccltests.fit(base, logs, name="both")
+    fit = nccltests_fit.fit(base, logs, name="both")
     # the fitted profile says where its numbers now come from: the logs, with the fit's error, to 2 nodes
     assert fit.cluster.fitted_nodes == 2 and "2 nccl-tests log(s) of up to 2 node(s) (n1.txt, n2.txt)" in (
         fit.cluster.fitted_to
@@ -218,7 +218,7 @@ def test_a_published_h100_log_is_reproduced_as_closely_as_docs_clusters_says():
     csv = PUBLISHED / "h100_1node_aws_p5_batch_allreduce.csv"
     log = nccltests._from_text(published_as_text(csv, ranks=8), str(csv))
     assert (log.ranks, log.nodes) == (8, 1)
-    fit = nccltests.fit(cluster.load("dgx-h100"), [log], name="p5")
+    fit = nccltests_fit.fit(cluster.load("dgx-h100"), [log], name="p5")
     large = [abs(error) for _, nbytes, error in fit.errors if nbytes >= 2 * MIB]
     assert max(large) <= 0.11 and fit.worst <= 0.17 and fit.mean_abs <= 0.06
 
@@ -264,7 +264,7 @@ def test_the_what_if_page_of_a_fitted_profile_names_the_logs_and_how_far_they_re
 
     base = cluster.load("dgx-h100")
     (tmp_path / "n2.txt").write_text(nccltests.write_text(a_log(base, nodes=2)))
-    fitted = nccltests.fit(base, [nccltests.read(tmp_path / "n2.txt")], name="mine").cluster
+    fitted = nccltests_fit.fit(base, [nccltests.read(tmp_path / "n2.txt")], name="mine").cluster
     section = whatif_memory.published_section(fitted)
     assert "<h2>Against your logs</h2>" in section and "1 nccl-tests log(s) of up to 2 node(s) (n2.txt)" in section
     assert "Beyond 2 nodes, the predictions carry the fitted network past what your logs measured" in section
@@ -286,7 +286,7 @@ def test_a_fit_saved_once_is_used_by_name_with_what_it_rests_on(tmp_path, capsys
     captured = capsys.readouterr()
     rows = [line for line in captured.out.splitlines() if line.strip()[:1].isdigit()]
     assert len(rows) == 4 and rows == [line for line in fitting.splitlines() if line.strip()[:1].isdigit()]
-    fitted = nccltests.fit(cluster.load("dgx-h100"), [nccltests.read(tmp_path / "n2.json")], name="x").cluster
+    fitted = nccltests_fit.fit(cluster.load("dgx-h100"), [nccltests.read(tmp_path / "n2.json")], name="x").cluster
     loaded = cluster.load(str(saved))
     assert loaded.inter_busbw_gbps == fitted.inter_busbw_gbps and loaded.sources == fitted.sources
     assert (loaded.fitted_to, loaded.fitted_nodes) == (fitted.fitted_to, 2) and not cluster.is_builtin(loaded)
@@ -742,7 +742,7 @@ def test_a_one_node_log_of_small_sizes_still_fits_with_a_multi_node_log(tmp_path
     (tmp_path / "n1.txt").write_text(nccltests.write_text(small))
     (tmp_path / "n2.txt").write_text(nccltests.write_text(a_log(base, nodes=2)))
     logs = [nccltests.read(tmp_path / "n1.txt"), nccltests.read(tmp_path / "n2.txt")]
-    assert nccltests.fit(base, logs, name="both").worst <= 0.10
+    assert nccltests_fit.fit(base, logs, name="both").worst <= 0.10
 
 
 def test_predictions_past_what_was_checked_or_fitted_say_so(tmp_path, capsys):
@@ -847,7 +847,7 @@ def test_a_fitted_ring_stays_within_the_profiles_links_so_the_saved_profile_load
 
     h100 = dataclasses.replace(cluster.load("dgx-h100"), algorithms=("ring", "tree"))
     log = nccltests._from_text(nccltests.write_text(a_log(h100, nodes=1)), "h100.txt")
-    fit = nccltests.fit(cluster.load("dgx1-v100"), [log], name="v100 from h100")
+    fit = nccltests_fit.fit(cluster.load("dgx1-v100"), [log], name="v100 from h100")
     assert fit.fitted["intra_busbw_gbps"] == pytest.approx(300.0) and fit.worst > 0.10
     assert cluster.from_mapping(tomllib.loads(cluster.to_toml(fit.cluster))).intra_busbw_gbps == pytest.approx(300.0)
 

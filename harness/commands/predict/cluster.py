@@ -91,7 +91,7 @@ def _unused_flags(args: argparse.Namespace) -> list[tuple[str, str]]:
 
 def cluster_from_args(args: argparse.Namespace):
     """The profile named or given, fitted to the nccl-tests logs when there are any (and said so)."""
-    from harness.perfmodel.clusters import cluster, nccltests
+    from harness.perfmodel.clusters import cluster, nccltests, nccltests_fit
 
     logs = []
     for path in map(Path, args.nccl_tests or []):  # a log file, or a `ddpbench collectives` run's folder
@@ -138,7 +138,7 @@ def cluster_from_args(args: argparse.Namespace):
     nccl_logs.warn_if_other_gpu(base, logs)
     nccl_logs.warn_other_node_shape(base, logs)
     name = f"{base.name} fitted to {len(logs)} nccl-tests log(s) of {_nodes_text(logs)}"
-    fitted = nccltests.fit(base, logs, name=name)
+    fitted = nccltests_fit.fit(base, logs, name=name)
     predictions.nccl_fit(fitted, logs)
     nccl_logs.warn_far_moved(base, fitted.fitted)
     published.warn_beyond_logs(base.name, max(log.nodes for log in logs), node_counts(args))

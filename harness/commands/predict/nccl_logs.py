@@ -43,7 +43,7 @@ def warn_far_moved(base, fitted: dict[str, float]) -> None:
     """A bandwidth level the fit moved FAR_MOVED times or more from the profile's value: a ring inside a DGX H100
     fitted to 24-56 GB/s (370 built in) came from a single 64 KiB row, and the page then printed it as the
     cluster's. Said per level: what few rows asked for, or logs of another cluster than the profile's."""
-    from harness.perfmodel.clusters.nccltests import FIT_BOUNDS, FIT_MIN_BYTES
+    from harness.perfmodel.clusters.nccltests_fit import FIT_BOUNDS, FIT_MIN_BYTES
 
     for field, value in fitted.items():
         own = getattr(base, field)

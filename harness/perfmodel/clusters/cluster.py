@@ -61,7 +61,7 @@ class Cluster:
     sources: dict[str, str]
     path: str = ""
     latency_scale: float = 1.0  # NCCL's latencies as its tuner has them; a fit to a user's logs may move it
-    fitted_to: str = ""  # a profile fitted to nccl-tests logs: which, and the fit's error (nccltests.fit)
+    fitted_to: str = ""  # a profile fitted to nccl-tests logs: which, and the fit's error (nccltests_fit.fit)
     fitted_nodes: int = 0  # the most nodes those logs measured: beyond, the fitted network is carried on
     gpu_memory_gib: float = 0.0  # what a process can use of one GPU, GiB (its CUDA total; 0: not given)
 
