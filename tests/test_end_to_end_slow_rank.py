@@ -2,9 +2,9 @@
 launcher's API, as tests/launch/test_faults.py does), two repeats, rank 1 held 30 ms before each
 backward in repeat 1 only (DDPBENCH_FAULT slow). Every strategy that synchronises must name rank 1
 there and no rank in the quiet repeat, and each configuration's parts must add up to its gap. 30 measured
-steps: with 12, a loaded machine's scheduling once moved a quiet row's residual (a difference of means
-over steps) past 5 % of its 6.6 ms step in a full suite; mlp/small's longer steps made the naming flaky
-instead (another worker's ranks descheduling rank 0 now and then).
+steps of mlp/tiny: mlp/small's longer steps made the naming flaky (another worker's ranks descheduling
+rank 0 now and then); the 95 % rule still lets one step of 30 go to a rank the host stalled longer than
+the hold (flat's rank 0, 81 ms between two steps, once under 8 busy loops on the 2 cores).
 """
 
 from __future__ import annotations
@@ -55,15 +55,29 @@ def test_the_held_rank_is_named_in_the_slow_repeat_and_none_in_the_quiet_one(row
     assert rows.loc[rows["baseline"].astype(bool), "slowest_rank"].isna().all()  # local waits for no one
 
 
-def test_the_parts_of_each_gap_add_up_to_it(rows):
-    """gap = exposed + waiting + slower compute + rest + residual exactly, and the residual (what the
-    baseline holds beyond its compute) is a small share of the step, not a hidden remainder."""
+def test_the_parts_of_each_gap_add_up_to_it(rows, slow_run):
+    """gap = exposed + waiting + slower compute + rest + residual exactly, and the residual is what
+    docs/output.md says, recomputed from the steps table: the slowest rank's step (the step time) beyond
+    the step of the rank that waited most (whose parts these are), less local's own time beyond its
+    compute. Not a bound on the residual's share of the step: a rank the host's scheduler held after the
+    last transfer ends its step late by that hold, in no other rank's step (8 busy loops on 2 cores: in one
+    step bucketed's rank 0 ran 21.8 ms against rank 1's 10.9, and its quiet residual came to 2.0 ms, 15 % of
+    its 12.9 ms step); the residual names it. What stays small under load is local's own time."""
     parts = ["gap_exposed_comm_ms", "gap_waiting_ms", "gap_slower_compute_ms", "gap_rest_ms", "gap_residual_ms"]
     measured = rows[rows["gap_ms"].notna()]
     assert set(measured["impl"]) == set(SYNCHRONISING)
+    steps = store.read_steps(slow_run)
+    steps = steps[~steps["warmup"].astype(bool)]
     for _, row in measured.iterrows():
         assert abs(row[parts].sum() - row["gap_ms"]) < 1e-6, row["config_id"]
-        assert abs(row["gap_residual_ms"]) <= 0.05 * row["step_ms_mean"] + 0.5, (row["config_id"], row[parts])
+        own = steps[steps["config_id"] == row["config_id"]]
+        slowest = own.groupby("step")["step_ms"].max().mean()
+        waited_most = own.sort_values(["waiting_ms", "step_ms"]).groupby("step").tail(1)["step_ms"].mean()
+        local = rows[rows["baseline"].astype(bool) & (rows["repeat"] == row["repeat"])].iloc[-1]
+        local_own = local["step_ms_mean"] - local["compute_ms"]
+        assert 0 <= local_own <= 0.05 * local["step_ms_mean"], (row["config_id"], local_own)  # its empty sync
+        expected = slowest - waited_most - local_own
+        assert row["gap_residual_ms"] == pytest.approx(expected, abs=1e-6), (row["config_id"], row[parts])
     slow = measured[measured["repeat"] == 1]
     assert (slow["gap_waiting_ms"] >= 0.5 * HELD_MS).all(), slow[["impl", "gap_waiting_ms"]]  # the wait is seen
 

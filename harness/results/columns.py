@@ -291,7 +291,7 @@ CONFIGS = Table(
         C("gap_waiting_ms", F64, MS, "the part spent waiting for the slowest rank: exposed time in which a collective was in flight only because another rank launched it later"),
         C("gap_slower_compute_ms", F64, MS, "the part from slower compute: `compute_ms` − the baseline's (hooks, copies into buckets, cores shared with communication threads)"),
         C("gap_rest_ms", F64, MS, "the part neither compute nor communication: the strategy's own work outside both (DDP copying buckets back, an optimizer wrapper)"),
-        C("gap_residual_ms", F64, MS, "`gap_ms` − the four parts above: what the baseline's step holds beyond its compute (its sync phase, gaps) and the step's difference between the slowest rank and the one that waited most, named, never hidden"),
+        C("gap_residual_ms", F64, MS, "`gap_ms` − the four parts above: the step's difference between the slowest rank and the one that waited most (a rank held by the host's scheduler after the last transfer), less what the baseline's step holds beyond its compute (its sync phase, gaps), named, never hidden"),
         # The thresholds are harness/analysis/gap.py's LATE_*, written out: results sits below analysis.
         C("slowest_rank", I32, "", "the rank the others wait for: from at least 10 measured steps, last to launch in at least 95 % of them, late by at least 15 % of the step (and 1 ms) in the median of those (docs/statistics.md); null on a balanced run or without a timeline"),
         C("slowest_rank_late_ms", F64, MS, "how late it launched, the median over the steps it was last in (the longest any rank waited for it in a step)"),
