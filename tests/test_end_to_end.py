@@ -169,6 +169,26 @@ def test_run_json_carries_the_environment_and_command(small_run):
     assert len(meta["configurations"]) == 12
 
 
+def test_each_launch_records_the_load_it_ran_under(small_run):
+    """What else ran beside each launch (harness.results.contention): measured at its start and end, per launch."""
+    import os
+
+    from harness.results import contention
+
+    records = contention.read(small_run)
+    meta = json.loads((small_run / "run.json").read_text())
+    assert len(records) == json.loads((small_run / "summary.json").read_text())["session"]["launches"]
+    for record in records:
+        assert len(record["load_1m"]) == 2 and all(load >= 0 for load in record["load_1m"])
+        assert record["cpus"] == os.cpu_count() and record["started_at"] <= record["ended_at"]
+        world = int(record["launch"].removeprefix("world-"))
+        assert record["run_threads"] == world * meta["threads_per_rank"] + 1  # its ranks' threads and the launcher
+        assert record["device"] == "cpu" and record["gpus"] is None  # no GPU watched: null, not "none there"
+    ran = {c for r in records for c in r["configurations"]}
+    configs = pd.read_parquet(small_run / "configs")
+    assert set(configs.loc[configs["status"] != "skipped", "config_id"]) <= ran
+
+
 def test_profile_writes_one_readable_chrome_trace_per_rank(small_run):
     import json
 

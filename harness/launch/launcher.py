@@ -24,7 +24,7 @@ from harness.config.bench import BenchConfig, ConfigError
 from harness.config.flags import AUTO
 from harness.config.grid import Configuration
 from harness.config.ranks import available_cpus, threads_per_rank
-from harness.handoff import costs, pairing, records
+from harness.handoff import costs, neighbours, pairing, records
 from harness.handoff.rank_result import RankResult
 from harness.launch import earlier
 from harness.launch.diagnose import diagnose
@@ -312,6 +312,10 @@ def _run_launch(
         layout.costs_path(plan_path).unlink(missing_ok=True)  # an earlier launch's account is not this one's
     launched_at = time.time()
     plan.launches.append(launch_name(config, pending[0]) + (f".retry{attempt}" if attempt else ""))
+    local = -(-pending[0].world_size // config.nnodes) + pending[0].extra_ranks  # this node's ranks
+    # what the run itself may keep runnable here: its ranks' threads (on GPUs, a rank's one feeding thread), and us
+    watch = neighbours.LaunchWatch(run_threads=local * (plan.threads_per_rank if plan.device == "cpu" else 1) + 1,
+                                   device=plan.device)  # fmt: skip
     end = launch_ranks(
         WORKER,
         plan_path,
@@ -327,6 +331,7 @@ def _run_launch(
         device=plan.device,
     )
     costs.add_into(plan.phases_s, costs.read_launch(plan_path, launched_at=launched_at, ended_at=time.time()))
+    watch.end(plan_path, plan.launches[-1], [c.config_id for c in pending], ranks=pending[0].processes)
     return end
 
 

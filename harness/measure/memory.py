@@ -11,6 +11,9 @@ configuration through /proc/self/clear_refs: exact, and free, so a CPU run needs
 thread at all (a thread waking every 20 ms cost a few per cent of step time on a busy CPU).
 Where that reset is not available, RSS is sampled with NVML instead.
 
+NVML's list of the processes on the GPU, read each sample for this process's own memory, also says who else
+held the GPU: the launch's contention record (`harness.handoff.neighbours`).
+
 A figure that cannot be measured here is None (null in Parquet), never 0: no NVML on a CPU
 machine means null NVML columns and a note saying why.
 """
@@ -26,6 +29,7 @@ import torch
 from torch import nn
 
 from harness.bucketing import MIB as MB  # MiB, as every `_mb` column
+from harness.handoff import neighbours
 
 DEFAULT_PERIOD_S = 0.02
 
@@ -34,10 +38,11 @@ class GpuReader(Protocol):
     """What the sampler reads from NVML for one GPU; a fake one stands in for it in tests."""
 
     memory_struct: str
+    gpu_id: str  # NVML's UUID (or bus id): the GPU a launch's record names
 
     def device_used_mb(self) -> float: ...
 
-    def process_used_mb(self) -> float | None: ...
+    def processes(self) -> dict[int, float | None]: ...
 
     def utilization_pct(self) -> float | None: ...
 
@@ -98,7 +103,6 @@ class NvmlReader:
         self._nvml = pynvml
         pynvml.nvmlInit()
         self._handle = self._find_handle(device)
-        self._pid = os.getpid()
         self.memory_struct = "v2"
         try:  # v2 excludes memory the driver reserves for itself, which v1 counts as used
             pynvml.nvmlDeviceGetMemoryInfo(self._handle, version=pynvml.nvmlMemory_v2)
@@ -109,9 +113,10 @@ class NvmlReader:
         props = torch.cuda.get_device_properties(device)
         uuid = str(getattr(props, "uuid", "") or "")
         if uuid:
-            return self._nvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
-        bus = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
-        return self._nvml.nvmlDeviceGetHandleByPciBusId(bus)
+            self.gpu_id = uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
+            return self._nvml.nvmlDeviceGetHandleByUUID(self.gpu_id)
+        self.gpu_id = f"{props.pci_domain_id:08x}:{props.pci_bus_id:02x}:{props.pci_device_id:02x}.0"
+        return self._nvml.nvmlDeviceGetHandleByPciBusId(self.gpu_id)
 
     def device_used_mb(self) -> float:
         nvml = self._nvml
@@ -119,11 +124,10 @@ class NvmlReader:
             return nvml.nvmlDeviceGetMemoryInfo(self._handle, version=nvml.nvmlMemory_v2).used / MB
         return nvml.nvmlDeviceGetMemoryInfo(self._handle).used / MB
 
-    def process_used_mb(self) -> float | None:
-        for proc in self._nvml.nvmlDeviceGetComputeRunningProcesses(self._handle):
-            if proc.pid == self._pid and proc.usedGpuMemory is not None:
-                return proc.usedGpuMemory / MB
-        return None  # not listed (e.g. inside a container's PID namespace)
+    def processes(self) -> dict[int, float | None]:
+        """Every process NVML lists on this GPU, with its memory (None where NVML does not say)."""
+        listed = self._nvml.nvmlDeviceGetComputeRunningProcesses(self._handle)
+        return {p.pid: p.usedGpuMemory / MB if p.usedGpuMemory is not None else None for p in listed}
 
     def _optional(self, read) -> float | None:
         try:
@@ -207,7 +211,7 @@ class MemorySampler:
         self._in_window = threading.Event()
         self._lock = threading.RLock()  # a sample and a window's edge never interleave
         self._kernel_rss = False
-        self._gpu, self._note = gpu, None
+        self._gpu, self._note, self._pid = gpu, None, os.getpid()
         if period_s <= 0:
             self._note = "memory sampling off"
         elif gpu is None and device.type == "cuda":
@@ -228,7 +232,9 @@ class MemorySampler:
             series["rss"].add(rss_mb())
         if self._gpu is not None:
             series["nvml"].add(self._gpu.device_used_mb())
-            series["nvml_process"].add(self._gpu.process_used_mb())
+            listed = self._gpu.processes()  # this process's own (absent inside a container's PID namespace)
+            series["nvml_process"].add(listed.get(self._pid))
+            neighbours.SIGHTINGS.seen(self._gpu.gpu_id, listed, self._pid)  # the launch's contention record
             if self._in_window.is_set():
                 series["util"].add(self._gpu.utilization_pct())
                 series["clock"].add(self._gpu.sm_clock_mhz())

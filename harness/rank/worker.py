@@ -22,7 +22,7 @@ from torch.distributed.elastic.multiprocessing.errors import record
 
 import impls
 from harness.config.grid import Configuration
-from harness.handoff import costs, faults
+from harness.handoff import costs, faults, neighbours
 from harness.handoff.liveness import Responder
 from harness.handoff.progress import announce_configuration
 from harness.measure import gradprofile
@@ -79,8 +79,11 @@ class RowWriter:
         self.written = added if self.written.empty else pd.concat([self.written, added], ignore_index=True)
 
 
-def run_configurations(plan: dict[str, Any], session: Session, *, watch: RankWatch | None = None) -> None:
-    """Every configuration of the launch's plan, in turn; rank 0 writes each one's rows."""
+def run_configurations(
+    plan: dict[str, Any], session: Session, *, watch: RankWatch | None = None, plan_path: Path | None = None
+) -> None:
+    """Every configuration of the launch's plan, in turn; rank 0 writes each one's rows. Every rank hands the
+    launcher the other processes its GPU sampler saw on its GPU, after each configuration (`plan_path`'s)."""
     run = Path(plan["run_dir"])
     watch = watch or RankWatch()
     configurations = [Configuration.from_json(c) for c in plan["configurations"]]
@@ -100,6 +103,8 @@ def run_configurations(plan: dict[str, Any], session: Session, *, watch: RankWat
         release_memory(session.device)
         watch.clock.lap("release")
         gathered = session.gather_to_main(result)
+        if plan_path is not None:
+            neighbours.SIGHTINGS.hand_over(plan_path, session.rank)
         watch.clock.lap("gather")
         if writer is not None:
             writer.write(cfg, gathered, model_info=info, position=position)
@@ -147,7 +152,7 @@ def _run_recorded(argv: list[str] | None = None) -> int:
                           clock if session.is_main else costs.CostClock())  # fmt: skip
         freeze_survivors()  # before the first configuration: garbage collections skip what imports made
         clock.lap("process group")
-        run_configurations(plan, session, watch=watch)
+        run_configurations(plan, session, watch=watch, plan_path=args.plan)
     return 0
 
 

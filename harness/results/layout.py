@@ -80,6 +80,12 @@ ENTRIES = (
           "rank 0 of collectives"),
     Entry(f"{PLANS}/<launch>.json", "what each launch was asked to run", "the launcher"),
     Entry(f"{PLANS}/<launch>.costs.json", "where that launch's time went beyond its steps", "rank 0"),
+    Entry(f"{PLANS}/<launch>.contention.json", "what else ran beside that launch (a retry's name ends .retryN): the "
+          "machine's 1-minute load average at its start and end, the CPUs, the threads the run's own processes "
+          "may keep runnable; on CUDA each GPU's other processes (NVML) and their peak memory. A run from before "
+          "has none: not recorded", "the launcher"),
+    Entry(f"{PLANS}/.<launch>.gpus.rank<N>.json", "the processes a rank's sampler saw on its GPU (hidden; removed "
+          "once folded into the launch's record)", "every rank, on CUDA"),
 
     Entry(f"{LOGS}/<launch>.log", "torchrun's output of each launch (and its .torchrun/ folder)", "the launcher"),
     Entry(f"{TRACES}/<config_id>/rank<N>.json", "`--profile`: one Chrome trace per rank", "every rank"),

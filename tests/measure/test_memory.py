@@ -27,6 +27,7 @@ class FakeGpu:
     """Stands in for NVML: memory rises then falls; utilisation and power are readable, clocks are not."""
 
     memory_struct = "v2"
+    gpu_id = "GPU-fake"
 
     def __init__(self) -> None:
         self.used = iter([100.0, 300.0, 250.0] + [120.0] * 10_000)
@@ -37,8 +38,8 @@ class FakeGpu:
         self.reads += 1
         return next(self.used)
 
-    def process_used_mb(self) -> float | None:
-        return 80.0
+    def processes(self) -> dict[int, float | None]:
+        return {os.getpid(): 80.0}
 
     def utilization_pct(self) -> float | None:
         return self.busy

@@ -1,0 +1,121 @@
+"""What else ran beside each `bench` launch, as measured there, and when that matters.
+
+The launcher writes one record per launch (`plan/<launch>.contention.json`, `harness.results.layout`):
+
+- `load_1m`: the machine's 1-minute load average (`os.getloadavg`) at the launch's start and end, `cpus` the
+  machine's CPUs (the load average counts every CPU, not the run's share), `run_threads` the threads the run's own
+  processes on this node may keep runnable (its ranks × threads per rank on the CPU, its ranks on GPUs, plus
+  one for the launcher). The load average is a smoothed count of runnable threads, the run's own included: it
+  is what is recorded, not the CPU time others took (which /proc cannot give exactly without the run's own).
+- `gpus` (on CUDA; null where no rank's sampler read NVML): per GPU a rank used (NVML's UUID), the processes NVML listed on it during the launch that
+  are not the run's ranks, with their peak memory (MiB; null where NVML does not say), and `pids_comparable`:
+  whether a rank found its own pid in NVML's list (inside a container's PID namespace it does not, and then
+  `listed`, the most processes listed at once, is weighed against the run's ranks on that GPU instead).
+
+A run from before these records has none: `read` gives None, "not recorded", never "quiet".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from harness.results import files
+from harness.results.layout import PLANS
+
+SUFFIX = ".contention.json"
+
+
+def path(plan_path: Path, launch: str) -> Path:
+    """A launch's record, beside its plan (`launch`: its name with a retry's suffix, so a retry keeps its own)."""
+    return Path(plan_path).with_name(f"{launch}{SUFFIX}")
+
+
+def rank_hint(plan_path: Path, rank: int) -> Path:
+    """A rank's GPU sightings for its launch (hidden; the launcher folds them into the record and removes them)."""
+    plan_path = Path(plan_path)
+    return plan_path.with_name(f".{plan_path.stem}.gpus.rank{rank}.json")
+
+
+def read(run: Path, launches: list[str] | None = None) -> list[dict[str, Any]] | None:
+    """The run's records (those of `launches` only, where given), oldest first; None where none was recorded."""
+    folder = Path(run) / PLANS
+    paths = [folder / f"{name}{SUFFIX}" for name in launches] if launches is not None else folder.glob(f"*{SUFFIX}")
+    records = []
+    for found in paths:
+        try:
+            records.append(files.read_json(found))
+        except (OSError, ValueError):
+            continue
+    return sorted(records, key=lambda r: r.get("started_at") or 0) or None
+
+
+def others_load(record: dict[str, Any], before: dict[str, Any] | None = None) -> float | None:
+    """The load others added at the least: the launch's higher load average less what the run itself may have
+    kept runnable then (its threads, or the launch before's where more: a 1-minute average still carries it)."""
+    loads = [x for x in record.get("load_1m") or [] if x is not None]
+    if not loads:
+        return None
+    own = max(record.get("run_threads") or 0, (before or {}).get("run_threads") or 0)
+    return max(loads) - own
+
+
+def cpu_busy(record: dict[str, Any], before: dict[str, Any] | None = None) -> bool:
+    """Others' load above the CPUs the run left free: they took turns on the run's own cores."""
+    others, cpus = others_load(record, before), record.get("cpus")
+    return others is not None and bool(cpus) and others > max(cpus - (record.get("run_threads") or 0), 0)
+
+
+def foreign_gpus(record: dict[str, Any]) -> dict[str, int]:
+    """Per GPU shared with another process during the launch: how many others (by pid, or by count where NVML's
+    pids are another namespace's)."""
+    found = {}
+    for gpu, seen in (record.get("gpus") or {}).items():
+        others = len(seen.get("others") or {})
+        if not seen.get("pids_comparable", True):
+            others = max((seen.get("listed") or 0) - len(seen.get("run_ranks") or []), 0)
+        if others:
+            found[gpu] = others
+    return found
+
+
+def findings(records: list[dict[str, Any]] | None) -> list[str]:
+    """One sentence per kind of contention the launches ran under (none for quiet launches or none recorded):
+    the figure, and what it may distort."""
+    if not records:
+        return []
+    busy = [r for before, r in zip([None, *records], records, strict=False) if cpu_busy(r, before)]
+    said = []
+    if busy:
+        peak = max(max(x for x in r["load_1m"] if x is not None) for r in busy)
+        own = max(r.get("run_threads") or 0 for r in busy)
+        said.append(f"the 1-minute load average reached {peak:.1f} on {busy[0]['cpus']} CPUs in {len(busy)} of "
+                    f"{len(records)} launches, while the run kept at most {own} threads runnable: other work shared "
+                    "its cores, so step times may read slow and noisy")  # fmt: skip
+    shared = [r for r in records if foreign_gpus(r)]
+    if shared:
+        gpus = {gpu for r in shared for gpu in foreign_gpus(r)}
+        most_mb = max((mb or 0 for r in shared for seen in r["gpus"].values() if seen.get("pids_comparable", True)
+                       for mb in (seen.get("others") or {}).values()), default=0)  # fmt: skip
+        memory = f" (up to {most_mb:,.0f} MiB)" if most_mb else ""
+        said.append(f"{len(gpus)} GPU{'s' if len(gpus) > 1 else ''} of the run also held another process{memory} "
+                    f"in {len(shared)} of {len(records)} launches: compute, communication and memory figures may "
+                    "read slow or high")  # fmt: skip
+    return said
+
+
+def in_words(records: list[dict[str, Any]] | None) -> str:
+    """The environment's line: the load range and the CPUs, the GPUs' other processes; or 'not recorded'."""
+    if not records:
+        return "not recorded (a run from before ddpbench recorded it)"
+    loads = [x for r in records for x in r.get("load_1m") or [] if x is not None]
+    text = f"1-minute load average {min(loads):.1f}–{max(loads):.1f} on {records[0].get('cpus')} CPUs" if loads else ""
+    on_gpus = [r for r in records if r.get("device") == "cuda"]
+    seen = [r for r in on_gpus if r.get("gpus") is not None]
+    shared = sum(1 for r in seen if foreign_gpus(r))
+    if shared or len(seen) < len(on_gpus):
+        text += f"; another process on a GPU in {shared} of {len(seen)} launches whose GPUs NVML watched"
+        text += f" ({len(on_gpus) - len(seen)} not watched)" if len(seen) < len(on_gpus) else ""
+    elif seen:
+        text += "; no other process on the run's GPUs"
+    return text or "not recorded"
