@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.commands import console
-from harness.results import layout
+from harness.results import contention, layout
 
 
 def counts_text(counts: dict[str, int], *, parity_failed: int = 0) -> str:
@@ -37,6 +37,9 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0) -> int:
                     f"{wall_s / step_s:.2f}× overhead")  # fmt: skip
     session = totals["session"]
     console.fixed_cost_split(wall_s, session["phases_s"], run=plan.run)
+    said = contention.findings(contention.read(plan.run, plan.launches))  # the launches of this session
+    if said:
+        console.warning(f"not alone on this machine: {'; '.join(said)} (plan/*{contention.SUFFIX})")
     return 1 if totals["status_counts"].get("failed", 0) else 0
 
 

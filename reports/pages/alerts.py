@@ -11,6 +11,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import drift, roles, stats, why
+from harness.results import contention
 from reports.pages.html import esc
 
 
@@ -316,10 +317,19 @@ def interrupted(meta: dict[str, Any], configs: pd.DataFrame, *, resume_command: 
     ]
 
 
-def alerts(meta: dict[str, Any], configs: pd.DataFrame, *, resume_command: str) -> str:
+def not_alone(records: list[dict[str, Any]] | None) -> list[str]:
+    """What else ran beside the launches, where it may have moved the figures (harness.results.contention)."""
+    said = contention.findings(records)
+    return [f"<b>Not alone on the machine:</b> {esc('; '.join(said))}."] if said else []
+
+
+def alerts(
+    meta: dict[str, Any], configs: pd.DataFrame, *, resume_command: str, launches: list[dict[str, Any]] | None = None
+) -> str:
     sentences = [
         *interrupted(meta, configs, resume_command=resume_command),
         *shared_devices(meta, configs),
+        *not_alone(launches),
         *one_world_size(configs),
         *short_warmup(meta, configs),
         *noisy(configs),

@@ -15,7 +15,7 @@ import pandas as pd
 
 from harness.analysis import compare as comparing
 from harness.analysis import roles, stats
-from harness.results import invocation, layout, store
+from harness.results import contention, invocation, layout, store
 from harness.results.invocation import as_typed, resume_command
 from harness.results.values import strategy_labels
 from reports import aggregate
@@ -112,7 +112,8 @@ def header(run: RunData) -> str:
     parts.append(status_section(meta, configs))
     # named as the README names it: the page is read later, maybe elsewhere, where the path that ran it means nothing
     resume = resume_command(meta["run_id"], Path(run.run_path).parent, program=invocation.NAME)
-    parts.append(alerts.alerts(meta, configs, resume_command=resume))
+    launches = contention.read(run.run_path) if run.run_path else None
+    parts.append(alerts.alerts(meta, configs, resume_command=resume, launches=launches))
     parts.extend(f'<p class="banner warning">{s}</p>' for s in profile_alert(configs))
     return "\n".join(parts)
 
@@ -206,9 +207,13 @@ def gib_suffix(mib: Any) -> str:
     return f" ({float(mib) / 1024:.1f} GiB)" if isinstance(mib, (int, float)) and mib else ""
 
 
-def environment_section(meta: dict[str, Any], configs: pd.DataFrame | None = None, *, sessions: int = 1) -> str:
+def environment_section(
+    meta: dict[str, Any], configs: pd.DataFrame | None = None, *, sessions: int = 1, launches: list | None = None
+) -> str:
+    """`launches`: the run's contention records (None: not recorded, as for a run from before them)."""
     environment = meta.get("environment", {})
-    parts = ["<h2 id=environment>7. On what?</h2>", facts_table(environment_facts(meta, configs))]
+    facts = [*environment_facts(meta, configs), ("beside the run", contention.in_words(launches))]
+    parts = ["<h2 id=environment>7. On what?</h2>", facts_table(facts)]
     topology = environment.get("topology") or []
     if topology:
         rows = [
@@ -316,7 +321,8 @@ def run_page(run: RunData) -> str:
     parts.extend(section(run, workloads, figs) for section in SECTIONS)
     parts.append(profiles_section(run.configs, run.traces, run_href=run.run_href, run_path=run.run_path))
     parts.append(workloads_section(run.meta))
-    parts.append(environment_section(run.meta, run.configs, sessions=sessions_of(run.meta, run.run_path)[0]))
+    parts.append(environment_section(run.meta, run.configs, sessions=sessions_of(run.meta, run.run_path)[0],
+                                     launches=contention.read(run.run_path) if run.run_path else None))  # fmt: skip
     parts.append("<h2>Configurations</h2>" + configs_table(run.configs))
     return page(f"ddpbench run {run.meta['run_id']}", "\n".join(parts), depth=1)
 

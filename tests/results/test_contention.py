@@ -1,0 +1,55 @@
+"""When a launch's contention record says the run was not alone: the rule that decides "busy", and a run from
+before the records read as not recorded, never as quiet."""
+
+from __future__ import annotations
+
+import json
+
+from harness.results import contention
+from reports.pages import alerts, run_page
+
+
+def launch(load: tuple[float | None, float | None], *, cpus: int = 2, threads: int = 3, **more) -> dict:
+    return {"load_1m": list(load), "cpus": cpus, "run_threads": threads, "device": "cpu", "gpus": None, **more}
+
+
+def test_busy_is_others_load_above_the_cpus_the_run_left_free():
+    # 2 ranks × 1 thread + the launcher on 2 CPUs leave none free: any load beyond the run's own is others'
+    assert contention.cpu_busy(launch((4.2, 3.9)))
+    assert not contention.cpu_busy(launch((2.9, 3.0)))  # the run's own three threads explain it
+    # 16 CPUs, 5 threads of the run: others may run on the 11 left before they take the run's
+    assert not contention.cpu_busy(launch((3.0, 16.0), cpus=16, threads=5))
+    assert contention.cpu_busy(launch((3.0, 16.5), cpus=16, threads=5))
+
+
+def test_the_launch_before_is_credited_while_its_threads_linger_in_the_average():
+    """A 1-minute average at a launch's start still carries the launch before: its threads are the run's own."""
+    after_a_wider_launch = launch((5.0, 2.5), cpus=4, threads=2)
+    assert contention.cpu_busy(after_a_wider_launch)  # alone, 5.0 − 2 is above the 2 CPUs left
+    assert not contention.cpu_busy(after_a_wider_launch, launch((1.0, 5.0), cpus=4, threads=5))
+    records = [launch((1.0, 5.0), cpus=4, threads=5, started_at=1), {**after_a_wider_launch, "started_at": 2}]
+    assert contention.findings(records) == []
+
+
+def test_an_unreadable_load_is_not_busy_and_says_what_was_read():
+    assert not contention.cpu_busy(launch((None, None)))
+    assert contention.in_words([launch((None, None))]) == "not recorded"
+
+
+def test_one_sentence_names_the_figure_and_what_it_may_distort():
+    records = [launch((1.0, 2.5), started_at=1), launch((4.2, 6.1), started_at=2)]
+    (said,) = contention.findings(records)
+    assert said.startswith("the 1-minute load average reached 6.1 on 2 CPUs in 1 of 2 launches")
+    assert "step times may read slow and noisy" in said
+    assert contention.in_words(records) == "1-minute load average 1.0–6.1 on 2 CPUs"
+    assert "Not alone on the machine" in alerts.not_alone(records)[0]
+
+
+def test_a_run_from_before_the_records_reads_not_recorded(tmp_path):
+    (tmp_path / "plan").mkdir()
+    (tmp_path / "plan" / "world-1.json").write_text(json.dumps({"configurations": []}))  # a plan, no record
+    assert contention.read(tmp_path) is None
+    assert contention.findings(None) == [] and alerts.not_alone(None) == []
+    page = run_page.environment_section({"command": ["ddpbench", "bench"]}, launches=None)
+    assert "not recorded (a run from before ddpbench recorded it)" in page
+    assert "quiet" not in page and "no other process" not in page
