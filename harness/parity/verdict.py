@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import json
@@ -46,6 +47,21 @@ def judged_after_warmup(cfg: Configuration, device: torch.device, *, shards_stat
     return cfg.judges_parity and not replays(cfg, device) and cfg.warmup >= REPLAY_STEPS and not shards_state
 
 
+def replayed(cfg: Configuration) -> Configuration:
+    """The configuration whose steps the judged state took, where it is the first `REPLAY_STEPS` (a replay's, or the
+    warm-up's first): the reference trains as many."""
+    return dataclasses.replace(cfg, warmup=0, steps=REPLAY_STEPS)
+
+
+def reference_ready(cfg: Configuration, device: torch.device, *, folder: Path, progress=None) -> None:
+    """The reference made now where it is not yet: before a GPU replay holds its state on the device, which the
+    reference's own training would otherwise have to fit beside. A failure is left for `verdict` to say."""
+    try:
+        cached_reference(cfg, device, folder=folder, progress=progress)
+    except Exception:
+        return
+
+
 def cached_reference(
     cfg: Configuration,
     device: torch.device,
@@ -53,15 +69,18 @@ def cached_reference(
     folder: Path | None = None,
     progress: Callable[[int], None] | None = None,
 ):
-    """(final, initial or None) of the single-process reference, computed once per setup: every
+    """(final, allowance or None) of the single-process reference, computed once per setup: every
     strategy, bucket cap and repeat of a sweep at one world size shares it. It lives in a file in
     `folder` (default: a temporary folder of this process) and is mapped in while a verdict needs
     it (torch.load with mmap: read from the page cache, and out of the process once dropped; kept
-    in memory it would count in every later configuration's peak RSS). The initial parameters are
-    kept only for autocast runs, which are judged against them."""
+    in memory it would count in every later configuration's peak RSS). Autocast runs are allowed a
+    share of each parameter's movement from the initial parameters (`reference.allowances`): those
+    figures are kept, computed once here, not the initial parameters (a second model-sized state each
+    verdict read and went over again)."""
     key = (cfg.workload_spec, cfg.workload, cfg.size, cfg.world_size, cfg.batch_size, cfg.warmup + cfg.steps,
            cfg.seed, str(device), cfg.dtype, cfg.optimizer)  # fmt: skip
-    path = (folder or _cache_dir()) / f"reference-{hashlib.sha1(repr(key).encode()).hexdigest()[:16]}.pt"
+    # "-allowed": the file holds the allowances, where one of before holds the initial parameters
+    path = (folder or _cache_dir()) / f"reference-allowed-{hashlib.sha1(repr(key).encode()).hexdigest()[:16]}.pt"
     if not path.is_file():
         # On the CPU the reference keeps the ranks' own thread count: a product split over more threads
         # rounds otherwise, and ResNet-18/small's BatchNorm over 8 samples of 1×1 maps grows that rounding
@@ -80,7 +99,7 @@ def cached_reference(
             )
         path.parent.mkdir(parents=True, exist_ok=True)
         partial = path.with_name(f".{path.name}.partial")
-        torch.save((final, initial if reference.COMPUTE_RTOL[cfg.dtype] else None), partial)
+        torch.save((final, reference.allowances(final, initial, compute_dtype=cfg.dtype)), partial)
         partial.replace(path)  # whole or absent: a launch that dies mid-save leaves no half file
     return torch.load(path, mmap=True, weights_only=True)
 
@@ -105,8 +124,8 @@ def verdict(
     `how`: which state was judged, when not the one after the measured steps (', on a deterministic replay
     of 3 steps'); `folder`: where the run keeps its references (PARITY_CACHE in the run folder)."""
     try:
-        expected, initial = cached_reference(cfg, device, folder=folder, progress=progress)
-        outcome = reference.compare(final_state, expected, initial=initial, compute_dtype=cfg.dtype)
+        expected, allowance = cached_reference(cfg, device, folder=folder, progress=progress)
+        outcome = reference.compare(final_state, expected, allowance=allowance, compute_dtype=cfg.dtype)
     except Exception as exc:
         traceback.print_exc(file=sys.stderr)
         return ParityVerdict(None, None, f"parity check failed: {error_line(exc)}")

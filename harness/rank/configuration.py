@@ -236,11 +236,14 @@ def _snapshot_in_warmup(cfg: Configuration, session: Session, built: Built, *, r
 
 def _measured_state(cfg: Configuration, session: Session, built: Built) -> dict | None:
     """The state after the measured steps, where it is what parity judges, on rank 0; every rank calls
-    full_state_dict (sharded strategies gather with collectives)."""
+    full_state_dict (sharded strategies gather with collectives). Copied only where profiled steps will
+    train the model on before the verdict; else its tensors, kept where they are while the rest is released."""
     if not cfg.judges_parity or verdict.replays(cfg, session.device) or _judged_early(cfg, session):
         return None
     full_state = built.strategy.full_state_dict(built.model)
-    return reference.state_on_cpu(full_state) if session.is_main else None
+    if not session.is_main:
+        return None
+    return reference.state_on_cpu(full_state) if cfg.profile else reference.detached(full_state)
 
 
 def _judge_parity(cfg: Configuration, session: Session, final_state: dict | None, *, run: Path):
@@ -248,36 +251,43 @@ def _judge_parity(cfg: Configuration, session: Session, final_state: dict | None
     (on GPUs) on a deterministic replay of its own."""
     judged_cfg, how = cfg, ""
     early = _judged_early(cfg, session)
+    folder = RunFolder(run).parity_cache
     if verdict.replays(cfg, session.device):
+        if session.is_main:  # the reference trains before the replay's state is held on the device beside it
+            verdict.reference_ready(verdict.replayed(cfg), session.device, folder=folder,
+                                    progress=_parity_progress(verdict.replayed(cfg), run))  # fmt: skip
         final_state, judged_cfg = replay_state(cfg, session)
         how = f", on a deterministic replay of {judged_cfg.steps} steps"
         release_memory(session.device)
     elif early and session.is_main:
         final_state = torch.load(_snapshot_path(cfg, run), mmap=True, weights_only=True)
-        judged_cfg = dataclasses.replace(cfg, warmup=0, steps=verdict.REPLAY_STEPS)
+        judged_cfg = verdict.replayed(cfg)
         how = f", after the first {verdict.REPLAY_STEPS} warm-up steps"
     if final_state is None:
         return None
-    total = judged_cfg.warmup + judged_cfg.steps
-    progress = StepProgress(run, cfg.config_id, total, phase="parity") if session.is_main else None
-    judged = verdict.verdict(judged_cfg, final_state, session.device, how=how,
-                             folder=RunFolder(run).parity_cache, progress=progress)  # fmt: skip
+    progress = _parity_progress(judged_cfg, run) if session.is_main else None
+    judged = verdict.verdict(judged_cfg, final_state, session.device, how=how, folder=folder, progress=progress)
     if early:
         _snapshot_path(cfg, run).unlink(missing_ok=True)  # mapped until the verdict is dropped: Linux keeps it
     return judged
 
 
+def _parity_progress(judged_cfg: Configuration, run: Path) -> StepProgress:
+    return StepProgress(run, judged_cfg.config_id, judged_cfg.warmup + judged_cfg.steps, phase="parity")
+
+
 def replay_state(cfg: Configuration, session: Session) -> tuple[dict | None, Configuration]:
-    """The full state after a deterministic replay (rank 0's copy on the CPU, None elsewhere), and the
-    configuration it ran (its steps are what the reference must run): a fresh strategy and model."""
-    replayed = dataclasses.replace(cfg, warmup=0, steps=verdict.REPLAY_STEPS)
+    """The full state after a deterministic replay (rank 0's, where it lives: on a GPU, judged there without a copy
+    to the host; None elsewhere), and the configuration it ran (its steps are what the reference must run): a
+    fresh strategy and model."""
+    replayed = verdict.replayed(cfg)
     with reference.deterministic_algorithms():
         strategy = impls.create(cfg.impl, **cfg.impl_options)  # a fresh one: the measured one holds its model
         workload = cfg.make_workload()
         built, _, _ = _build(replayed, session, strategy, workload)
         train(replayed, session, **built.parts())
         state = strategy.full_state_dict(built.model)  # every rank: sharded strategies gather with collectives
-    return (reference.state_on_cpu(state) if session.is_main else None), replayed
+    return (reference.detached(state) if session.is_main else None), replayed
 
 
 # ---- the training loop ------------------------------------------------------------------------------

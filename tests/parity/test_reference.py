@@ -84,3 +84,26 @@ def test_a_parity_note_names_the_largest_difference_only_where_there_is_one():
     """A difference of 0 everywhere once read 'largest difference in 0.weight', naming a parameter at random."""
     assert reference.ParityResult(0.0, True, "0.weight").where() == "identical to the reference in every parameter"
     assert reference.ParityResult(2e-7, True, "2.bias").where() == "largest difference in 2.bias"
+
+
+def test_allowances_computed_once_judge_as_the_initial_parameters_do(workload):
+    """The cached reference keeps each parameter's allowance, not the initial parameters: the same verdicts."""
+    expected, initial = reference.reference_run(workload, dtype="fp32", **SETUP)
+    allowance = reference.allowances(expected, initial, compute_dtype="bf16")
+    assert reference.allowances(expected, initial, compute_dtype="fp32") is None
+    for scale in (0.5, 2.0):  # half the allowance passes, twice fails
+        nudged = {n: t + scale * allowance[n] for n, t in expected.items()}
+        by_initial = reference.compare(nudged, expected, initial=initial, compute_dtype="bf16")
+        assert reference.compare(nudged, expected, allowance=allowance, compute_dtype="bf16") == by_initial
+        assert by_initial.within_tolerance == (scale < 1)
+
+
+def test_a_nan_fails_and_a_difference_within_rtol_alone_passes():
+    """The element-wise bound is skipped only where the largest difference is within atol alone."""
+    atol, _ = reference.TOLERANCE[torch.float32]
+    ref = {"w": torch.tensor([1000.0, 1.0])}
+    within_rtol = {"w": torch.tensor([1000.0 + 50 * atol, 1.0])}  # 5e-4 > atol, < rtol·1000 = 0.1
+    outcome = reference.compare(within_rtol, ref)
+    assert outcome.within_tolerance and outcome.max_abs_diff > atol
+    assert not reference.compare({"w": torch.tensor([1000.0, 1.0 + 50 * atol])}, ref).within_tolerance
+    assert not reference.compare({"w": torch.tensor([1000.0, float("nan")])}, ref).within_tolerance

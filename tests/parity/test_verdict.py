@@ -266,3 +266,35 @@ def test_a_later_repeat_of_a_strategy_never_judged_does_not_point_at_the_first()
     assert exact == judged_on(0)
     assert parity_columns(RankResult("ok", parity_exact=False), later)["parity_note"] == "not checked"
     assert parity_columns(RankResult("skipped", "needs CUDA", parity_exact=True), later)["parity_note"] == "not checked"
+
+
+def test_an_autocast_reference_keeps_each_parameters_allowance_not_the_initial_parameters(tmp_path):
+    import dataclasses
+
+    import torch
+
+    from harness.parity import reference
+
+    cfg = dataclasses.replace(configuration_for_cache(), dtype="bf16")
+    final, allowance = verdict.cached_reference(cfg, torch.device("cpu"), folder=tmp_path)
+    _, initial = reference.reference_run(cfg.make_workload(), world_size=2, batch_size=2, steps=2, seed=3,
+                                         device=torch.device("cpu"), dtype="bf16")  # fmt: skip
+    assert set(allowance) == set(final) and all(isinstance(v, float) for v in allowance.values())
+    assert allowance == reference.allowances(final, initial, compute_dtype="bf16")
+
+
+def test_a_replay_trains_after_the_reference_is_made_not_beside_it(tmp_path, single_rank, monkeypatch):
+    """On a GPU the replayed state stays on the device for the verdict: the reference trains before it is held."""
+    from harness.parity import reference
+
+    monkeypatch.setattr(verdict, "replays", lambda cfg, device: cfg.parity)
+    order = []
+    real_reference, real_train = reference.reference_run, configuration.train
+    monkeypatch.setattr(
+        reference, "reference_run", lambda *a, **k: order.append("reference") or real_reference(*a, **k)
+    )
+    monkeypatch.setattr(configuration, "train", lambda *a, **k: order.append("train") or real_train(*a, **k))
+    config = BenchConfig(gpus=1, impls=("stock",), size="tiny", steps=1, warmup=0, baseline=False)
+    worker.run_configurations(plan_for(tmp_path, expand(config, device="cpu")), single_rank)
+    assert order == ["train", "reference", "train"]  # measured, the reference, the replay
+    assert store.read_configs(tmp_path)["parity_ok"].tolist() == [True]

@@ -113,3 +113,22 @@ def test_a_row_timed_through_a_hook_it_paid_for_says_so_and_compare_can_read_it(
     assert configuration._caveats(_Costly(), cpu, asked=False) is None  # not asked: attach_timeline's note says why
     unasked = configuration.attach_timeline(_Costly(), None, asked=False)
     assert values.timed_by_hook(unasked) is False and values.timed_by_hook(configuration.GLOO_ON_CUDA) is None
+
+
+class _WholeState:
+    def full_state_dict(self, model):
+        return model.state_dict()
+
+
+def test_the_judged_state_is_copied_only_where_profiled_steps_train_on_before_the_verdict(single_rank):
+    """Without --profile nothing changes the state before parity judges it: its tensors are kept, not copied."""
+    import dataclasses
+
+    config = BenchConfig(gpus=1, impls=("naive",), size="tiny", steps=1, warmup=0, baseline=False)
+    [cfg] = expand(config, device="cpu")
+    model = torch.nn.Linear(2, 2)
+    built = configuration.Built(model, None, _WholeState(), None)
+    kept = configuration._measured_state(cfg, single_rank, built)
+    assert kept["weight"].data_ptr() == model.weight.data_ptr() and not kept["weight"].requires_grad
+    copied = configuration._measured_state(dataclasses.replace(cfg, profile=True), single_rank, built)
+    assert copied["weight"].data_ptr() != model.weight.data_ptr() and torch.equal(copied["weight"], model.weight)
