@@ -109,6 +109,15 @@ def flops(spec: str, size: str, options: dict | None) -> dict | None:
     return _kept("flops", spec, size, options, None, None, count)
 
 
+def described(spec: str, size: str, options: dict | None, *, batch_size: int, dtype: str, device: str,
+              count: Callable[[], dict]) -> dict | None:  # fmt: skip
+    """modelinfo.describe of the workload on `device` (a GPU's name: its attention kernels decide what a forward
+    keeps), as `count()` counts it, for bench's rows: counted once here, not again by every run of the same setup
+    (on a GPU, gpt2/full's model info took 3.2-3.8 s a run: a model built and run there). A count that raises is
+    not kept."""
+    return _kept("described", spec, size, options, batch_size, f"{dtype} on {device}", lambda workload: count())
+
+
 def _kept(what: str, spec: str, size: str, options: dict | None, batch: int | None, dtype: str | None,
           count: Callable) -> Any:  # fmt: skip
     """The count kept for this question and the source as it is now; else counted (`count()`, or `count(workload)`

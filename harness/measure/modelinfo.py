@@ -10,9 +10,11 @@ activations likewise: what autograd saves for backward in one forward, never a f
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import sys
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -48,10 +50,12 @@ def describe_once(
     run: Path,
     cache: dict[tuple, dict | None],
     dtype: str = "fp32",
+    count: Callable[[], dict[str, Any] | None] | None = None,
 ) -> dict[str, Any] | None:
     """`describe`, once per workload setup `key` in a run: later configurations (and the run's
     later launches, through a file in the run folder) reuse it. None where the workload cannot run
-    on `device`, or where counting failed, which must not cost the measurement (a nicety)."""
+    on `device`, or where counting failed, which must not cost the measurement (a nicety). `count`: how it is
+    counted where the run has not yet (`describe`, or the rank's through the user's cache, `meta_counts.described`)."""
     if key in cache:
         return cache[key]
     if workload.unavailable_reason(device=device.type):
@@ -62,7 +66,8 @@ def describe_once(
         cache[key] = json.loads(path.read_text())
     except (OSError, ValueError):
         try:
-            cache[key] = describe(workload, batch_size=batch_size, device=device, dtype=dtype)
+            cache[key] = (count or functools.partial(describe, workload, batch_size=batch_size, device=device,
+                                                     dtype=dtype))()  # fmt: skip
         except Exception:
             traceback.print_exc(file=sys.stderr)
             cache[key] = None

@@ -12,6 +12,7 @@ and runs the rest in a fresh launch.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 from pathlib import Path
 from typing import Any
@@ -33,18 +34,28 @@ from harness.rank.housekeeping import exit_now, freeze_survivors, release_memory
 
 def model_info(cfg: Configuration, session: Session, cache: dict[tuple, dict | None], run: Path) -> dict | None:
     """Sizes, FLOPs and activations of the configuration's model, once per workload setup in the run (rank 0
-    only), before the configuration starts and with its memory released, so that it counts
-    neither in the configuration's time nor in its memory peaks."""
-    from harness.measure import modelinfo  # rank 0's alone: the other ranks start without FLOP counting
+    only; counted once per setup, source and device in the user's cache, harness.measure.meta_counts), before the
+    configuration starts and with its memory released, so that it counts neither in the configuration's time nor
+    in its memory peaks."""
+    from harness.measure import meta_counts, modelinfo  # rank 0's alone: the others start without FLOP counting
 
     key = (cfg.workload_spec, cfg.workload, cfg.size, cfg.batch_size, cfg.dtype)  # dtype: what the forward keeps
     if key in cache:
         return cache[key]
     workload = cfg.make_workload()
-    info = modelinfo.describe_once(workload, key=key, batch_size=cfg.batch_size, device=session.device, run=run,
-                                   cache=cache, dtype=cfg.dtype)  # fmt: skip
+    device, batch = session.device, cfg.batch_size
+    count = functools.partial(modelinfo.describe, workload, batch_size=batch, device=device, dtype=cfg.dtype)
+    kept = functools.partial(meta_counts.described, cfg.workload_spec or cfg.workload, cfg.size, cfg.workload_options,
+                             batch_size=batch, dtype=cfg.dtype, device=device_name(device), count=count)  # fmt: skip
+    info = modelinfo.describe_once(workload, key=key, batch_size=batch, device=device, run=run, cache=cache,
+                                   dtype=cfg.dtype, count=kept)  # fmt: skip
     release_memory(session.device)
     return info
+
+
+def device_name(device: torch.device) -> str:
+    """What a model's count on `device` depends on: a GPU's name (its attention kernels), else the device's type."""
+    return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
 
 
 class RowWriter:

@@ -132,3 +132,24 @@ def test_the_judged_state_is_copied_only_where_profiled_steps_train_on_before_th
     assert kept["weight"].data_ptr() == model.weight.data_ptr() and not kept["weight"].requires_grad
     copied = configuration._measured_state(dataclasses.replace(cfg, profile=True), single_rank, built)
     assert copied["weight"].data_ptr() != model.weight.data_ptr() and torch.equal(copied["weight"], model.weight)
+
+
+def test_model_info_is_counted_once_per_setup_and_device_not_again_by_a_later_run(tmp_path, monkeypatch):
+    """A second run of the same setup reads the count from the user's cache; another device counts it again."""
+    import types
+
+    from harness.measure import meta_counts, modelinfo
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    config = BenchConfig(gpus=1, impls=("naive",), size="tiny", steps=1, warmup=0, baseline=False)
+    [cfg] = expand(config, device="cpu")
+    counted: list[str] = []
+    real = modelinfo.describe
+    monkeypatch.setattr(modelinfo, "describe", lambda *a, **k: counted.append(str(k["device"])) or real(*a, **k))
+    on_cpu = types.SimpleNamespace(device=torch.device("cpu"))
+    first = worker.model_info(cfg, on_cpu, {}, tmp_path / "run-a")
+    again = worker.model_info(cfg, on_cpu, {}, tmp_path / "run-b")  # another run: a folder of its own
+    assert counted == ["cpu"] and again == first and first["param_count"] > 0
+    monkeypatch.setattr(worker, "device_name", lambda device: "NVIDIA H200")  # as a GPU's count would be asked
+    worker.model_info(cfg, on_cpu, {}, tmp_path / "run-c")
+    assert counted == ["cpu", "cpu"] and meta_counts.cache_path().is_file()
