@@ -230,7 +230,8 @@ def add_predict_parser(commands) -> None:
                          "model)")  # fmt: skip
     predict.add_argument("--local-step-gpu", metavar="NAME",
                          help="with --local-step-ms: the GPU that step was measured on, where it is not the "
-                         "cluster's (a100-sxm4-80gb, h100-sxm, …; a bad name is refused with the list). On the "
+                         "cluster's (a100-sxm4-80gb, h100-sxm, …; a bad name is refused with the list; needed with "
+                         "several --cluster of different GPUs: one step is not each one's). On the "
                          "cluster's GPU the step is then not known, only bounded: between the memory-bandwidth "
                          "ratio of the two datasheets (a memory-bound step) and their dense-peak ratio in the dtype "
                          "each trains in (a compute-bound one: the run's, fp16 for bf16 on a GPU without it, a V100; "

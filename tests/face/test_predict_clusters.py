@@ -72,7 +72,8 @@ def test_a_batch_asked_is_the_one_the_throughput_counts(tmp_path, capsys):
     batch is no longer said to be the one they rest on."""
     shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
     assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-a100,dgx-h100",
-                     "--nodes", "1", "--local-step-ms", "310", "--batch-size", "32"]) == 0  # fmt: skip
+                     "--nodes", "1", "--local-step-ms", "310", "--local-step-gpu", "a100-sxm4-80gb",
+                     "--batch-size", "32"]) == 0  # fmt: skip
     said = capsys.readouterr().out
     assert "the run's batch" not in said
     table, _ = _comparison(said)
@@ -82,15 +83,29 @@ def test_a_batch_asked_is_the_one_the_throughput_counts(tmp_path, capsys):
 
 def test_the_bookings_are_what_each_clusters_answer_books(small_run, tmp_path, capsys):
     """With memory per rank (a run at two world sizes) each booking is its cluster's choice: the strategy its answer's
-    table books and that table's step."""
-    flags = ["--cluster", "dgx-h100,dgx-h200", "--nodes", "1,2", "--caps", "0.001,25", "--local-step-ms", "0.2"]
+    table books and that table's step (on the H200, whose step a step timed on an H100 bounds, the shorter end, the
+    one its answer's table is printed at, first in the booking's range)."""
+    flags = [
+        "--cluster",
+        "dgx-h100,dgx-h200",
+        "--nodes",
+        "1,2",
+        "--caps",
+        "0.001,25",
+        "--local-step-ms",
+        "0.2",
+        "--local-step-gpu",
+        "h100-sxm",
+    ]
     assert cli.main(["predict", "--run", small_run.name, "--results", str(small_run.parent), *flags]) == 0
     said = capsys.readouterr().out
     table, verdict = _comparison(said)
     for cluster in ("dgx-h100", "dgx-h200"):
         answer = said.split(f"the answer on {cluster}, ")[1].splitlines()[2:4]  # under its header: w8, w16
         booked = [re.split(r"\s{2,}", line.strip())[:3] for line in answer]
-        assert [[row[1], row[3], row[4]] for row in table if row[0] == cluster] == booked
+        rows = [row for row in table if row[0] == cluster]
+        assert [[row[1], row[3], row[4].split("–")[0]] for row in rows] == booked
+        assert all(("–" in row[4]) == (cluster == "dgx-h200") for row in rows)
     assert verdict.startswith("ddpbench predict: fastest: ") and "cheapest per sample: " in verdict
     # the batch the GPU-hours divide the step by is the run's: said under the first answer table, not again under the
     # second's and the bookings' (it was three times, word for word)
@@ -106,6 +121,12 @@ def test_the_bookings_are_what_each_clusters_answer_books(small_run, tmp_path, c
         (["--nccl-tests", "log.txt"], "--nccl-tests with --cluster 'dgx-a100,dgx-h100': its logs are one cluster's"),
         (["--cluster", "dgx-a100,dgx-x"], "--cluster 'dgx-x' is neither a built-in profile (dgx-a100, "),
         (["--cluster", "dgx-a100,"], "--cluster 'dgx-a100,' names an empty profile; give names (dgx-a100, "),
+        # one step timed on one GPU, taken as an A100's and an H100's alike, tied the two clusters' bookings
+        (
+            [],
+            "--local-step-ms 310 with --cluster 'dgx-a100,dgx-h100', whose GPUs differ: one step cannot be each one's "
+            "own; name the GPU that timed it, --local-step-gpu NAME (h200-sxm, ",
+        ),
     ],
 )
 def test_what_is_one_clusters_is_refused_with_several_in_one_line(tmp_path, capsys, flags, error):

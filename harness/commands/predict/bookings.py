@@ -52,7 +52,25 @@ def cluster_names(args: argparse.Namespace) -> list[str | None]:
     for name in kept:  # every profile read, and refused where it cannot be, before a word about any of them
         predict_input.check_cluster_file(name)
         cluster.refuse_nodes_without_network(profiles.load(name), args)
+    _refuse_one_step_for_several_gpus(args, [profiles.load(name) for name in kept])
     return kept
+
+
+def _refuse_one_step_for_several_gpus(args: argparse.Namespace, loaded: list) -> None:
+    """--local-step-ms without --local-step-gpu is each cluster's own GPU's step: refused where their GPUs' datasheet
+    figures differ (an A100's and an H100's), since one step timed on one GPU taken as both would tie them (it did:
+    'dgx-a100 × 16 GPUs or dgx-h100 × 16 GPUs (tied)' for a step timed on an A100). GPUs the tables do not know
+    (a profile of your own) cannot be told apart, and pass."""
+    from harness.config.precision import GPUS, memory_gbps, peak_tflops
+
+    if not args.local_step_ms or getattr(args, "local_step_gpu", None):
+        return
+    figures = {(peak_tflops(p.description, "bf16", tf32=False), peak_tflops(p.description, "fp32", tf32=False),
+                memory_gbps(p.description)) for p in loaded}  # fmt: skip
+    if len(figures) > 1 and all(None not in figure[1:] for figure in figures):
+        raise ConfigError(f"--local-step-ms {args.local_step_ms:g} with --cluster {args.cluster!r}, whose GPUs "
+                          "differ: one step cannot be each one's own; name the GPU that timed it, --local-step-gpu "
+                          f"NAME ({', '.join(GPUS)})")  # fmt: skip
 
 
 def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *, device: str, run_dir=None,
