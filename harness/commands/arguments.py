@@ -196,7 +196,7 @@ def add_predict_parser(commands) -> None:
                          "NCCL's collectives there, or with --run/--workload the step per cap at --nodes; several, "
                          "comma-separated (with --run/--workload; not with --page or --nccl-tests): each predicted, "
                          "then every booking (cluster × GPU count) compared: its pick, step, samples (tokens) a "
-                         "second, GPU-hours, the fastest and the cheapest")  # fmt: skip
+                         "second, GPU-hours, the fastest and the fewest GPU-hours")  # fmt: skip
     predict.add_argument("--nccl-tests", nargs="+", metavar="FILE",
                          help="nccl-tests logs (text or -J JSON), or `ddpbench collectives` run folders, to fit the "
                          "profile's bandwidths to (the profile: --cluster, else the built-in of the logs' GPU); the "

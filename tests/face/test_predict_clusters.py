@@ -59,7 +59,9 @@ def test_two_clusters_one_bounded_are_compared_after_each_ones_prediction(tmp_pa
         samples = float(row[5].lstrip("≤").split("–")[-1].replace(",", ""))  # the most a second: the shorter step
         assert samples == pytest.approx(gpus * 8 / (ranked.min() / 1e3), rel=5e-3)  # the run's batch, 8 a GPU
     # the H100's longest step is shorter than the A100's 310 ms: ahead at both ends, a decided ranking
-    assert verdict.startswith("ddpbench predict: fastest: dgx-h100 × 16 GPUs at both ends; cheapest per sample: ")
+    assert verdict.startswith(
+        "ddpbench predict: fastest: dgx-h100 × 16 GPUs at both ends; fewest GPU-hours per sample: "
+    )
     assert "open until" not in verdict
     # the step given may have been timed at another batch than the run's 8, which the throughput divides it by: the
     # run's words, said once where they first apply (no memory per rank here: no answer table, under the bookings')
@@ -106,7 +108,7 @@ def test_the_bookings_are_what_each_clusters_answer_books(small_run, tmp_path, c
         rows = [row for row in table if row[0] == cluster]
         assert [[row[1], row[3], row[4].split("–")[0]] for row in rows] == booked
         assert all(("–" in row[4]) == (cluster == "dgx-h200") for row in rows)
-    assert verdict.startswith("ddpbench predict: fastest: ") and "cheapest per sample: " in verdict
+    assert verdict.startswith("ddpbench predict: fastest: ") and "fewest GPU-hours per sample: " in verdict
     # the batch the GPU-hours divide the step by is the run's: said under the first answer table, not again under the
     # second's and the bookings' (it was three times, word for word)
     note = "a GPU's samples a step: "

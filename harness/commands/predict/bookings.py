@@ -1,7 +1,7 @@
 """`predict --cluster A,B… --run RUN`: the run's profile (or a fresh one) predicted on each cluster in turn, as one
 cluster's is (at both ends of a step measured on another GPU: `run_at_ends`), what is the run's and not a cluster's
 said once; --out's rows of every cluster in one file; then, with several, the bookings (a cluster × a GPU count)
-compared: the fastest and the cheapest, decided or open (perfmodel.clusters.bookings)."""
+compared: the fastest and the fewest GPU-hours, decided or open (perfmodel.clusters.bookings)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """`predict --cluster A,B`'s last word: the bookings (a cluster × a GPU count) side by side, each with what its
 cluster's answer books, its step, the samples (tokens) a second and the GPU-hours it costs, as a table, then one line:
-the fastest booking and the cheapest, decided or open, and what step decides them (perfmodel.clusters.bookings)."""
+the fastest booking and the one of fewest GPU-hours, decided or open, and what step decides them
+(perfmodel.clusters.bookings)."""
 
 from __future__ import annotations
 
@@ -66,9 +67,11 @@ def _span(values: tuple[float, ...], text) -> str:
 
 
 def verdict_words(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | None) -> str:
-    """'fastest: dgx-h100 × 32 GPUs; cheapest per sample: …', each decided (at both ends, where a step is bounded),
-    a tie, or open (the best at each end), and where open, which step to measure to decide."""
-    ranked = {"fastest": fastest(bookings), f"cheapest per {'token' if tokens else 'sample'}": cheapest(bookings)}
+    """'fastest: dgx-h100 × 32 GPUs; fewest GPU-hours per sample: …' (an hour of any GPU alike: no price), each
+    decided (at both ends, where a step is bounded), a tie, or open (the best at each end), and where open, which
+    step to measure to decide."""
+    per = f"fewest GPU-hours per {'token' if tokens else 'sample'}"  # not 'cheapest': an H100's hour costs more
+    ranked = {"fastest": fastest(bookings), per: cheapest(bookings)}
     if not any(r.best for r in ranked.values()):
         return "no booking to compare: none modelled fits at any GPU count asked"
     both = " at both ends" if ends and any(b.bounded for b in bookings) else ""
