@@ -184,7 +184,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                   wm.choice_section(configs, at, cluster, worlds,
                                  rows=counted[setup][0] if setup in counted else None, checked=sure),
                   wm.how_sure(sure),
-                  _calibration_note(group.iloc[0], meta),
+                  _calibration_note(group.iloc[0], meta, ended=bool(ends)),
                   figs.add(figures.step_vs_gpus(group, cluster=cluster.name, profiled=_profiled(group), **marked),
                            CAPTIONS["whatif_caps"]),
                   figs.add(figures.strategies_vs_gpus(curve, cluster=cluster.name, **marked),
@@ -278,9 +278,11 @@ def _caveat(cluster: Cluster, nodes: int) -> str:
     return f" <i>{esc(said[0].upper() + said[1:])}.</i>" if said else ""
 
 
-def _calibration_note(row: pd.Series, meta: dict | None = None) -> str:
-    """What the run's one-rank rows changed in the profile, and the step every efficiency is against."""
+def _calibration_note(row: pd.Series, meta: dict | None = None, *, ended: bool = False) -> str:
+    """What the run's one-rank rows changed in the profile, and the step every efficiency is against (`ended`: an end
+    of the bound on this GPU of a step given on another, as the banner says, not the step given)."""
     to, given = row["calibrated_to"], row["local_step_given"]
+    gave = "an end of the bound on this GPU of the step you gave on another, above" if ended else "the step you gave"
     own = ("; DDP's own cost measured on the CPU is left out (no GPU's; --local-ddp-ms MS gives yours)"
            if row["own_left_out"] else f" and DDP's own cost ({ms_text(row['ddp_own_ms'])} ms a step at one rank) added"
            if row["ddp_own_ms"] else "; DDP's own cost at one rank (the reference's step less the baseline's, never "
@@ -296,13 +298,13 @@ def _calibration_note(row: pd.Series, meta: dict | None = None) -> str:
         first = f"first calibrated on the run's {to} step at one rank" if to else "the run has no step at one rank"
         step = "with DDP (its own cost inside)" if to == "reference" else "without DDP"
         scaled = (f"The profile's compute is scaled ×{row['compute_scale']:.4g} so that one GPU's step {step} "
-                  f"is {given:g} ms (the step you gave; {first})")  # fmt: skip
+                  f"is {given:g} ms ({gave}; {first})")  # fmt: skip
         if row.get("optimizer_given"):
             part = ms_text(row["optimizer_share"] * row["local_step_ms"])
             scaled += f", its optimizer {part} ms of it, {row['optimizer_from']}"
     whose = "the reference's" if to == "reference" else "the baseline's, plus DDP's own cost"
     if given:
-        whose = "the step you gave" + (", plus DDP's own cost" if row["ddp_own_ms"] else "")
+        whose = gave + (", plus DDP's own cost" if row["ddp_own_ms"] else "")
     flag, before = " --local-step-ms MS" if given else "", ", both before DDP's own cost" * bool(row["own_left_out"])
     sized = store.size_scales(meta or {}, {"workload": row.get("setup_workload")})  # a file of yours: never
     other = "" if row["size"] == "full" or not sized else (
