@@ -13,7 +13,7 @@ import pandas as pd
 from harness.analysis import decide, stats
 from harness.perfmodel.memory import mib_text
 from reports.aggregate import world_label
-from reports.pages import alerts, answer
+from reports.pages import alerts, answer, evidence
 from reports.pages.whatif.full_size import default_configuration, yours_instead
 
 
@@ -42,6 +42,8 @@ def fastest(configs: pd.DataFrame, *, workload: str, confidence: float = stats.C
     if len(contenders) > 2:  # with two, 'next' already named the slowest
         best, worst = contenders.iloc[0], contenders.iloc[-1]
         slowest = decide.versus(worst["step_ms"] / best["step_ms"], decide.step_of(best["strategy"]))
+        if evidence.evidence(best, worst).get("same_buckets"):  # its cap made best's buckets: one measurement
+            slowest += ", though it makes the same buckets: one measurement, apart by the launches' spread"
         sentence += f"; {worst['strategy']} is slowest, at {slowest}"  # as every ratio on the page runs
     return sentence + "."
 

@@ -388,6 +388,18 @@ def test_two_caps_that_made_the_same_buckets_are_said_to_be_one_measurement_not_
     assert answer.versus_stock(leader, reference).startswith(f"the same buckets as {reference['strategy']}: one ")
 
 
+def test_the_slowest_said_of_a_cap_that_made_the_leaders_buckets_is_one_measurement():
+    """A CPU sweep's section 1 said 'stock bucket_cap_mb=1 is slowest, at 2.09× the step of stock bucket_cap_mb=100'
+    where both caps made one bucket of 0.13 MiB: the table beside it called them one measurement."""
+    one = [[0.13]] * 2
+    rows = run(repeats("stock", [8.0, 8.1], options={"bucket_cap_mb": 100.0}, bucket_sizes_mb=one),
+               repeats("stock", [12.0, 12.4], bucket_sizes_mb=one),
+               repeats("stock", [16.0, 17.0], options={"bucket_cap_mb": 1.0}, bucket_sizes_mb=one))  # fmt: skip
+    said = takeaways.fastest(rows, workload="mlp")
+    assert said.endswith("stock bucket_cap_mb=1 is slowest, at 2.05× the step of stock bucket_cap_mb=100, though it "
+                         "makes the same buckets: one measurement, apart by the launches' spread."), said  # fmt: skip
+
+
 def test_the_answer_opens_at_the_largest_world_size():
     """A review's run page opened with 'At 1 rank: stock bucket_cap_mb=1 leads', where nothing is communicated;
     the 2-rank answer the run exists for came after its table."""
