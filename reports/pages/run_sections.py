@@ -92,7 +92,8 @@ def bucket_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
         for strategy, _ in best.groupby("strategy", sort=False):
             stars = recommended_caps(run.recommendations, workload=workload, strategy=strategy)
             figure = figures.bucket_cap_sweep(run.configs, workload=workload, strategy=strategy, recommended=stars)
-            parts.append(figs.add(figure, CAPTIONS["sweep"]))
+            parts.append(figs.add(figure, CAPTIONS["sweep"] + one_layout_note(run.recommendations, workload=workload,
+                                                                              strategy=strategy)))  # fmt: skip
     if not run.recommendations.empty:
         parts.append(recommendation_table(run.recommendations))
     if len(parts) == 1:
@@ -114,6 +115,19 @@ def recommended_caps(frame: pd.DataFrame, *, workload: str, strategy: str) -> di
         for r in chosen.itertuples()
         if strategy_label(r.impl, r.other_options) == strategy
     }
+
+
+def one_layout_note(frame: pd.DataFrame, *, workload: str, strategy: str) -> str:
+    """' At 2 ranks every cap made the same buckets: …' where the sweep's verdict found one layout (sweep.answer's
+    'flat: any of …'): a CPU sweep's line fell from 16.5 ms at 1 MiB to 7.9 ms at 100 MiB between caps that were one
+    measurement, and read as a cap to pick."""
+    if frame.empty or "same_buckets_mb" not in frame:
+        return ""
+    rows = frame[(frame["workload"] == workload) & frame["same_buckets_mb"].map(lambda v: isinstance(v, str))]
+    worlds = [aggregate.world_label(int(r.world_size)) for r in rows.itertuples()
+              if strategy_label(r.impl, r.other_options) == strategy]  # fmt: skip
+    return (f" At {' and '.join(worlds)} every cap made the same buckets: the line's rise and fall there is the "
+            "launches' spread, one measurement, not the cap's doing.") if worlds else ""  # fmt: skip
 
 
 def recommendation_table(frame: pd.DataFrame) -> str:

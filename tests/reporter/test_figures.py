@@ -129,6 +129,24 @@ def test_the_stars_come_from_the_sweeps_recommendations_only_where_it_recommends
     }
 
 
+def test_a_sweep_line_between_caps_that_made_one_layout_is_captioned_as_the_launches_spread():
+    """A CPU sweep's stock line fell from 16.5 ms at 1 MiB to 7.9 ms at 100 MiB under the generic caption, where every
+    cap had made the same one bucket of 0.13 MiB: the figure read as a cap to pick."""
+    from reports.pages.run_sections import one_layout_note
+
+    keys = ("workload", "impl", "other_options", "world_size", "decision", "same_buckets_mb")
+    frame = pd.DataFrame([
+        dict(zip(keys, ("mlp", "stock", "{}", 2, "flat", "[0.13]"), strict=True)),
+        dict(zip(keys, ("mlp", "stock", "{}", 4, "recommend", None), strict=True)),
+        dict(zip(keys, ("mlp", "bucketed", "{}", 4, "flat", "[0.13]"), strict=True)),
+    ])  # fmt: skip
+    assert one_layout_note(frame, workload="mlp", strategy="stock") == (
+        " At 2 ranks every cap made the same buckets: the line's rise and fall there is the launches' spread, one "
+        "measurement, not the cap's doing."
+    )
+    assert one_layout_note(frame.iloc[1:2], workload="mlp", strategy="stock") == ""
+
+
 def test_a_run_without_a_sweep_has_no_best_cap(cpu_run):
     assert aggregate.best_caps(cpu_run.configs, workload="mlp").empty
 
