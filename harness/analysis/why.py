@@ -72,7 +72,7 @@ def sentence(row: Any, run: pd.DataFrame | None = None, *, cores: int | None = N
         pace = "as fast as" if gap > -NEGLIGIBLE * local else "faster than"
         # Exposed as the console's row counts it: the part beside waiting and the waiting, both costs of the gap.
         exposed = (_get(row, "gap_exposed_comm_ms") or 0.0) + max(_get(row, "gap_waiting_ms") or 0.0, 0.0)
-        if exposed >= NEGLIGIBLE * local:  # a cost measured, offset elsewhere: not 'nothing'
+        if exposed >= NEGLIGIBLE * min(step, local):  # a cost measured, offset elsewhere: not 'nothing'
             return (f"{head} runs {pace} {roles.baseline_name()} ({step / local:.2f}× its mean step), though "
                     f"{exposed:.1f} ms a step is exposed communication (waiting for the slowest rank included): its "
                     f"other parts ran {exposed - gap:.1f} ms faster than {roles.baseline_name()}'s, so these two "

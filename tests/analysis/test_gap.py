@@ -135,6 +135,10 @@ def test_small_parts_get_no_words_and_a_negligible_gap_says_so():
     assert ("though 3.0 ms a step is exposed communication (waiting for the slowest rank included): its other parts "
             "ran 2.9 ms faster than local's") in offset  # fmt: skip
     assert "nothing measurable" not in offset
+    # local's launch ran 4× slower on a busy machine: judged against 5 % of its step, a CPU sweep's 21.8 ms exposed
+    # of a 168 ms step was 'nothing measurable'; it is judged against the shorter step of the two
+    slow_floor = why.sentence(row(gap_exposed_comm_ms=2.0, gap_slower_compute_ms=-62.0), cores=2)
+    assert "runs faster than local (0.25× its mean step), though 2.0 ms a step is exposed" in slow_floor, slow_floor
 
 
 def test_a_residual_of_a_tenth_or_more_of_the_gap_is_named_never_hidden():
