@@ -246,6 +246,7 @@ def describe(row: pd.Series) -> str:
     interval = f", its step's 95% CI {bounds}" if bounds else ""  # the step's; the ratio's interval, after, is its own
     noise = f" [noisy: {row['noise']}]" if row.get("noise") else ""
     lead = "fastest" if row["decision"] != stats.TOO_FEW else "leading so far"  # 'fastest' is a decided word
+    lead = ("by the launches' spread alone, " if isinstance(row.get("same_buckets_mb"), str) else "") + lead
     return (
         f"w{row['world_size']} {row['workload']}/{row['size']} {row['impl']}: {answer(row)} "
         f"({lead} {row['best_cap_mb']:g} MiB: {row['best_step_ms']:.2f} ms{interval}{gain}; "

@@ -275,6 +275,7 @@ def test_caps_that_make_the_same_buckets_are_one_measurement_flat_and_decided():
     assert sweep.answer(pd.Series(row)) == ("flat: any of 1, 25 MiB (every cap makes one bucket of 0.19 MiB, every "
                                             "gradient: a cap splits buckets only between parameters, so a smaller "
                                             "one may not split it)")  # fmt: skip
+    assert "(by the launches' spread alone, fastest 1 MiB: " in sweep.describe(pd.Series(row))  # not a cap to pick
     split = one_bucket.assign(bucket_sizes_mb=[[0.19]] * (len(configs) - 1) + [[0.1, 0.09]])  # one layout differs
     (row,) = sweep.recommendations(split, steps).to_dict("records")
     assert row["same_buckets_mb"] is None and row["decision"] == stats.RECOMMEND  # judged on its repeats
