@@ -34,7 +34,7 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0) -> int:
         # What the harness costs around the steps it measures: launches, builds, parity, writes.
         of = f"this session's {wall}" if sessions > 1 else "that"
         console.say(f"ddpbench: {console.seconds_text(step_s)} of {of} was training steps (warm-up included): "
-                    f"{wall_s / step_s:.2f}× overhead")  # fmt: skip
+                    f"the wall time {wall_s / step_s:.2f}× theirs")  # fmt: skip
     session = totals["session"]
     console.fixed_cost_split(wall_s, session["phases_s"], run=plan.run)
     said = contention.findings(contention.read(plan.run, plan.launches))  # the launches of this session
