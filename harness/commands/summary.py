@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.commands import console
+from harness.config.bench import RESULTS
 from harness.results import contention, layout
 
 
@@ -24,7 +25,10 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0) -> int:
     sessions = totals["sessions"]
     wall = console.seconds_text(wall_s)
     took = f"(this session: {wall}); the whole run has" if sessions > 1 else f"in {wall}:"
-    console.say(f"ddpbench: run {plan.run_id} finished {took} {text}; results in {plan.run}/")
+    folder = Path(plan.run).parent
+    results = "" if folder.resolve() == RESULTS.resolve() else f" --results {folder}"  # as report's default reads
+    console.say(f"ddpbench: run {plan.run_id} finished {took} {text}; results in {plan.run}/ (its pages: "
+                f"ddpbench report{results})")  # fmt: skip
     if sessions > 1:
         console.say(f"ddpbench: over its {totals['sessions']} sessions the run took "
                     f"{console.seconds_text(totals['wall_s'])} ({console.seconds_text(totals['training_step_s'])} "

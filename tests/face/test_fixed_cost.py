@@ -20,6 +20,8 @@ def test_bench_prints_and_keeps_where_its_wall_time_went(tmp_path, capsys):
                      "--size", "tiny", "--gpus", "1", "--steps", "3", "--warmup", "1"])  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0, out
+    assert f"results in {tmp_path / 'r'}/ (its pages: ddpbench report --results {tmp_path})" in out  # not results/
+    assert "training steps (warm-up included): the wall time " in out and "× overhead" not in out  # a ratio, named
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     split = summary["phases_s"]
     # Every phase one launch of one configuration goes through (no profile; model info may be 0.0x s).
