@@ -19,6 +19,7 @@ from harness.perfmodel.memory import is_tight, need_mb
 from harness.perfmodel.memory_words import tight_words, unchosen_words
 from harness.perfmodel.pick import bounds, ranked
 from harness.perfmodel.pick.compressed import compressed_note, compressed_rows
+from harness.perfmodel.pick.turning import turning_share
 
 
 @dataclasses.dataclass(frozen=True)
@@ -315,30 +316,6 @@ def step_text(c: Candidate) -> str:
         return f"{name} {step} ms{own}"
     smaller = ", the smaller model's shards" if c.profiled_ms > c.step_ms else ""  # ZeRO-1's, REPLACED
     return f"{name} at least {step} ms{own} (full-size floor; {c.profiled_ms:.4g} ms as profiled{smaller})"
-
-
-def turning_share(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float) -> str:
-    """Where the pick at this GPU count changes when the optimizer takes no time (`without`: the choice then): ' if
-    the optimizer takes 15% of the one-GPU step or more, else stock' (whose step the line gives among the others),
-    the share where the two picks' steps cross (each step is linear in the optimizer's time); '' where the pick
-    holds either way."""
-    if without is None or not choice.picked or not without.picked or not step_ms:
-        return ""
-    here, there = choice.fastest, without.fastest
-    if here.strategy == there.strategy:
-        return ""
-    steps = {c.strategy: c.step_ms for c in (*without.picked, *without.others)}
-    as_profiled = {c.strategy: c.step_ms for c in (*choice.picked, *choice.others)}
-    tied = {c.strategy for c in choice.picked}  # a pick already too close to call with the other says so
-    if choice.open_on or here.strategy not in steps or there.strategy not in as_profiled or there.strategy in tied:
-        return ""
-    gap_without = steps[here.strategy] - steps[there.strategy]  # > 0: the pick is slower with no optimizer time
-    gap_here = here.step_ms - as_profiled[there.strategy]  # < 0: it is faster as profiled
-    if not gap_without > 0 > gap_here:  # the steps do not cross between no optimizer time and the CPU's
-        return ""
-    share = gap_without / (gap_without - gap_here) * optimizer_ms / step_ms
-    said = f" if a GPU's optimizer takes {share:.{int(share < 0.01)}%} of the one-GPU step or more, else "
-    return said + there.strategy if share >= 0.001 else ""  # below: 'takes 0% or more', so always: no condition
 
 
 def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float, *, optimizer_ms: float = 0.0,

@@ -16,11 +16,11 @@ from harness.perfmodel.pick.choice import (
     Candidate,
     Choice,
     choose,
-    turning_share,
     whole_step,
     without_optimizer,
 )
 from harness.perfmodel.pick.compressed import EXPOSED, LOSSY
+from harness.perfmodel.pick.turning import turning_share
 
 COST = 5
 """The table's column of GPU-hours a million samples take: only where the steps are a GPU's and the batch known."""
