@@ -189,6 +189,13 @@ def baseline_name() -> str:
     return impls.baseline_name()
 
 
+def names_of(which) -> list[str]:
+    """The strategies whose rows `which` (a role predicate) selects, for text where no row is at hand (the bench that
+    measures one: `bench --impls local,fsdp`)."""
+    every = pd.DataFrame({"impl": impls.names()})
+    return list(every.loc[which(every), "impl"])
+
+
 def warmup_short_by(frame: pd.DataFrame) -> pd.Series:
     """Per ok row, how many of its measured steps came before its strategy was steady: the warm-up its
     strategy declares on the row's device (StrategyDefaults.warmup_needed) less the warm-up it ran, where

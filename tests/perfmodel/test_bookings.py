@@ -82,4 +82,11 @@ def test_a_choice_open_on_an_own_cost_books_a_range_and_the_ranking_waits_on_tha
     a100 = _booking("dgx-a100", 8, 95.0)  # between the H100's ends: the fastest flips inside FSDP's range
     words = verdict_words([a100, w8], tokens=False, ends=None)
     assert "open until FSDP's own cost is measured on a GPU" in words and "--local-step-gpu" not in words
-    assert "dgx-h100 × 8 GPUs at the short end, dgx-a100 × 8 GPUs at the long end" in words
+    # each end in the user's terms (it read 'at the short end', 'at the long end'), and the command that measures it
+    assert "dgx-h100 × 8 GPUs without FSDP's own cost, dgx-a100 × 8 GPUs with it at a CPU's" in words
+    assert words.endswith("open until FSDP's own cost is measured on a GPU (bench --gpus 1 --impls local,fsdp there)")
+    both = verdict_words([a100, w8], tokens=False, ends=("compute-bound", "memory-bound"))  # a step elsewhere too
+    assert (
+        "dgx-h100 × 8 GPUs at the compute-bound end without FSDP's own cost, dgx-a100 × 8 GPUs at the "
+        "memory-bound end with it at a CPU's"
+    ) in both

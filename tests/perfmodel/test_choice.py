@@ -117,7 +117,8 @@ def test_a_lead_inside_fsdps_own_cost_bounds_leaves_the_pick_open_and_one_beyond
     assert [[c.strategy for c in ends] for ends in unsure.at_ends] == [["fsdp"], ["stock", "zero"]]
     assert (
         "w64 fsdp 90–110 ms (from none of its own cost to a CPU's) or stock 100 ms or zero 103 ms (open until FSDP's "
-        "own cost is measured on a GPU: fsdp without it, stock or zero with a CPU's, scaled)"
+        "own cost is measured on a GPU (bench --gpus 1 --impls local,fsdp there): fsdp without it, stock or zero "
+        "with a CPU's, scaled)"
     ) in choice.choice_words(predictions.labelled(STATE), [left], 80.0)  # the page's words
     cluster = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=80.0)
     predictions.strategy_choice(STATE, cluster, frames=[left])
@@ -126,14 +127,17 @@ def test_a_lead_inside_fsdps_own_cost_bounds_leaves_the_pick_open_and_one_beyond
     assert row.split()[:7] == ["64", "fsdp", "or", "stock", "or", "zero", "90–110"]  # no next: all three booked
     assert row.endswith("open until FSDP's own cost is measured on a GPU [1]") and "a tie" not in said
     assert "  [1] open until FSDP's own cost is measured on a GPU (w64 fsdp without it, stock or zero with a CPU's, " \
-           "scaled)" in said  # fmt: skip
+           "scaled): bench --gpus 1 --impls local,fsdp on a GPU measures it" in said  # fmt: skip
     # ahead of stock even with all of it (12 ms, within the 4 % at the long end): fsdp at both ends, a range
     tied = frame.assign(fsdp_own_left_out_ms=12.0)
     (decided,) = choice.choose(predictions.labelled(STATE), [tied], 80.0)
     assert [c.strategy for c in decided.picked] == ["fsdp"] and not decided.open_on
     (row,) = choice_table.table_rows(predictions.labelled(STATE), [tied], 80.0)
     assert row[1:5] == ("fsdp", "90–102", "stock", "-2.0% to +11.1%")  # stock 2 % ahead of its long end: a tie there
-    assert row[-1] == "fsdp from none of its own cost to a CPU's"
+    assert row[-1] == (
+        "fsdp from none of its own cost to a CPU's; behind -2.0% with FSDP's own cost at a CPU's, "
+        "+11.1% without it: bench --gpus 1 --impls local,fsdp on a GPU tells which"
+    )  # each end said
     far = frame.assign(fsdp_step_ms=80.0, fsdp_own_left_out_ms=12.0)  # 8 ms ahead even with it: the pick
     assert [c.strategy for c in choice.choose(predictions.labelled(STATE), [far], 80.0)[0].picked] == ["fsdp"]
 
@@ -225,9 +229,10 @@ def test_zeros_own_cost_a_cpu_measured_bounds_its_step_as_fsdps_does():
     frames = [_frame(8, 100.0, 90.0).assign(zero_own_left_out_ms=30.0)]
     w8 = choice.choose(predictions.labelled(state), frames, 80.0)[0]
     assert [c.strategy for c in w8.picked] == ["zero", "stock"] and w8.open_on == ("ZeRO-1",)
-    assert "(open until ZeRO's own cost is measured on a GPU: zero without it, stock with a CPU's, scaled)" in (
-        choice.choice_words(predictions.labelled(state), frames, 80.0)
-    )
+    assert (
+        "(open until ZeRO's own cost is measured on a GPU (bench --gpus 1 --impls stock,zero there): zero without "
+        "it, stock with a CPU's, scaled)"
+    ) in (choice.choice_words(predictions.labelled(state), frames, 80.0))
     # zero 90–97, fsdp 92–100.5, stock 100: zero with fsdp at both short ends, fsdp alone where only ZeRO's is long,
     # zero alone where only FSDP's is, all three at both long ends: no pick at every corner
     three = _state([("stock", 8, 20.0), ("zero", 8, 10.0), ("fsdp", 8, 5.0)])
@@ -235,7 +240,10 @@ def test_zeros_own_cost_a_cpu_measured_bounds_its_step_as_fsdps_does():
     (w8,) = choice.choose(predictions.labelled(three), both, 80.0)
     assert w8.open_on == ("ZeRO-1", "FSDP2") and [c.strategy for c in w8.picked] == ["zero", "fsdp", "stock"]
     (row,) = choice_table.table_rows(predictions.labelled(three), both, 80.0)
-    assert row[-1].startswith("open until ZeRO's and FSDP's own costs are measured on a GPU: zero or fsdp without it")
+    assert row[-1].startswith(
+        "open until ZeRO's and FSDP's own costs are measured on a GPU (bench --gpus 1 --impls "
+        "stock,zero,local,fsdp there): zero or fsdp without it"
+    )
 
 
 def test_no_turning_point_is_said_where_the_pick_is_already_too_close_to_call():
@@ -332,7 +340,8 @@ def test_the_answer_ends_as_a_table_of_the_pick_the_next_and_what_it_rests_on(ca
     assert w64.endswith("  [2]") and max(map(len, lines[1:4])) <= answer.WIDTH
     assert lines[4:] == [
         "  [1] stock does not fit (w8)",
-        "  [2] open until FSDP's own cost is measured on a GPU (w64 fsdp without it, zero with a CPU's, scaled)",
+        "  [2] open until FSDP's own cost is measured on a GPU (w64 fsdp without it, zero with a CPU's, scaled): "
+        "bench --gpus 1 --impls local,fsdp on a GPU measures it",
     ]  # no optimizer's share said where the pick is open already
     # thousands of GPU-hours without an exponent: 8 s a step of one sample
     (row,) = choice_table.table_rows(predictions.labelled(_state([("stock", 8, 20.0)])),

@@ -340,7 +340,10 @@ def test_a_gpu_runs_own_cost_is_in_fsdps_step_a_point_where_a_cpus_bounds_it_and
     assert [c.strategy for c in bounded.picked] == ["fsdp", "stock"] and bounded.open_on == ("FSDP2",)
     (row,) = choice_table.table_rows(state, [cpu], 80.0)
     assert row[1:3] == ("fsdp or stock", f"{bare:.4g}–{bare + 10:.4g}")  # the picks' span: fsdp's long end in it
-    assert row[-1] == "open until FSDP's own cost is measured on a GPU: fsdp without it, stock with a CPU's, scaled"
+    assert row[-1] == (
+        "open until FSDP's own cost is measured on a GPU (bench --gpus 1 --impls local,fsdp there): "
+        "fsdp without it, stock with a CPU's, scaled"
+    )
     # stock 20 ms behind bare FSDP2, more than the 10 ms it may add: fsdp at both ends, its step a range
     (decided,) = choice.choose(state, [frame(False, bare + 20.0)], 80.0)
     assert [c.strategy for c in decided.picked] == ["fsdp"] and not decided.open_on

@@ -49,6 +49,16 @@ def test_the_next_that_fits_is_judged_over_the_corners_as_the_pick_is():
     cells, notes = choice_table._cells(made, None, optimizer_ms=0.0, step_ms=0.0)
     assert cells[3:5] == ("fsdp or zero", "+0.2–109.5%")
     assert [n.said for n in notes] == [f"{s} {bounds.OWN_RANGE}" for s in ("fsdp", "zero")]
+    close = dataclasses.replace(
+        made,
+        picked=[dataclasses.replace(made.picked[0], step_ms=95.11)],  # the run's w8
+        others=[dataclasses.replace(made.others[0], left_out_ms=0.0), made.others[1]],
+    )
+    cells, notes = choice_table._cells(close, None, optimizer_ms=0.0, step_ms=0.0)  # fsdp ahead without its own cost
+    assert cells[4] == "-0.2% to +3.6%" and notes[0].figure == (
+        "behind -0.2% without FSDP's own cost, +3.6% with it at a CPU's: bench --gpus 1 --impls local,fsdp on a GPU "
+        "tells which"
+    )  # it read '-0.2% to +3.9%' and '[1] fsdp from none of its own cost to a CPU's', no end said
     alone = dataclasses.replace(made, others=[made.others[0]])  # one of the rest: named at every corner
     assert [c.strategy for c in choice_table.next_fits(alone)[0]] == ["zero"]
 
@@ -64,18 +74,46 @@ def test_faster_and_slower_are_true_at_every_corner_else_said_at_one_end():
     frames = [_frame(8, 100.0, 200.0).assign(fsdp_step_ms=97.0, fsdp_own_left_out_ms=40.0)]
     (made,) = choice.choose(state, frames, 80.0)  # fsdp ties stock without its own cost, trails it with: stock
     assert [c.strategy for c in made.picked] == ["stock"]
-    assert "fsdp 97–137 ms (from none of its own cost to a CPU's), 3.0% faster to 37.0% slower" in (
-        choice.choice_words(state, frames, 80.0)
-    )
+    assert (
+        "fsdp 97–137 ms (from none of its own cost to a CPU's), 3.0% faster without FSDP's own cost, 37.0% "
+        "slower with it at a CPU's" in choice.choice_words(state, frames, 80.0)
+    )  # which end each holds at, said
+    assert bounds.lead_words(-0.03, 0.47, ({"FSDP2": 0, "ZeRO-1": -1}, {"FSDP2": -1, "ZeRO-1": 0})) == (
+        "3.0% faster without FSDP's own cost, with ZeRO's at a CPU's, 47.0% slower without ZeRO's own cost, with "
+        "FSDP's at a CPU's")  # fmt: skip
     alone = predictions.labelled(_state([("stock", 8, 90.0), ("fsdp", 8, 10.0)]))  # stock does not fit: fsdp
     between = [_frame(8, 100.0, 100.0).assign(fsdp_step_ms=80.0, fsdp_own_left_out_ms=40.0)]  # zero never benched
     (made,) = choice.choose(alone, between, 80.0)
     assert [c.strategy for c in made.unbenched] == ["zero"] and not made.faster_at_every_corner(made.unbenched[0])
     assert (
-        "zero predicted faster at one end (100 ms) but not benched"
+        "zero predicted faster with FSDP's own cost at a CPU's (100 ms) but not benched"
         in choice_table.table_rows(alone, between, 80.0)[0][-1]
     )
     ahead = [between[0].assign(zero_step_ms=70.0)]  # below fsdp's fastest possible step: faster at every corner
     assert "zero predicted faster (70 ms) but not benched" in choice_table.table_rows(alone, ahead, 80.0)[0][-1]
     behind = [between[0].assign(zero_step_ms=125.0)]  # slower than fsdp at every corner: not named
     assert not choice.choose(alone, behind, 80.0)[0].unbenched
+
+
+def test_the_console_says_which_end_the_next_leads_at_and_names_every_gpu_count_under_the_note(capsys, monkeypatch):
+    """fsdp 1 % ahead of stock without its own cost and 39 % behind with a CPU's at w8, behind at both ends at w16: the
+    note under the table said '(w8, w16)' of both and no end; now w8's ends and the bench that tells them apart, and
+    w16 still named beside it (a note with a figure at one GPU count only dropped the others)."""
+    import types
+
+    from harness.commands.console.predict import answer
+
+    state = _state([("stock", 8, 20.0), ("fsdp", 8, 10.0), ("stock", 16, 20.0), ("fsdp", 16, 10.0)])
+    frames = [_frame(8, 100.0, 200.0).assign(fsdp_step_ms=99.0, fsdp_own_left_out_ms=40.0),
+              _frame(16, 100.0, 200.0).assign(fsdp_step_ms=101.0, fsdp_own_left_out_ms=40.0)]  # fmt: skip
+    cluster = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=80.0)
+    predictions.strategy_choice(state, cluster, frames=frames)
+    said = capsys.readouterr().out
+    assert "-1.0% to +39.0%" in said and "+1.0–41.0%" in said
+    ends = (
+        "w8 behind -1.0% without FSDP's own cost, +39.0% with it at a CPU's: bench --gpus 1 --impls local,fsdp on a GPU"
+    )
+    assert f"  [1] fsdp from none of its own cost to a CPU's ({ends} tells which)" in said  # w16's said in its row
+    monkeypatch.setattr(answer, "WIDTH", 40)  # marks alone: every note's words under the table
+    predictions.strategy_choice(state, cluster, frames=frames)
+    assert f"  [1] fsdp from none of its own cost to a CPU's ({ends} tells which; w16)" in capsys.readouterr().out

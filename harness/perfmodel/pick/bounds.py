@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Callable, Hashable, Iterable
 from typing import TypeVar
 
-from harness.analysis import agreement
+from harness.analysis import agreement, roles
 
 SHORT, LONG = 0, -1
 """The two ends of a bound, as indices into a tuple of values at each end."""
@@ -36,12 +36,45 @@ def at_every_corner(keys: Iterable[Hashable], judge: Callable[[dict], T]) -> tup
     return said, all(each == said[0] for each in said)
 
 
-def own_cost_open(models: Iterable[str]) -> str:
-    """'open until FSDP's own cost is measured on a GPU': what a choice that flips inside its own-cost bounds waits
-    on (FSDP2's, ZeRO-1's: a CPU's own cost is no GPU's)."""
+def benched_by(model: str) -> tuple[str, ...]:
+    """What a bench at one GPU needs to measure a step model's own cost: the step it is beyond (measured.py's
+    baseline for FSDP2's, the reference, DDP, for ZeRO-1's) and its own; () for another."""
+    if model == "FSDP2":
+        return (roles.baseline_name(), *roles.names_of(roles.shards_parameters))
+    if model == "ZeRO-1":
+        return (roles.reference_name(), *roles.names_of(roles.sharded_optimizer_over_allreduce))
+    return ()
+
+
+def own_cost_open(models: Iterable[str], *, bench: bool = True) -> str:
+    """'open until FSDP's own cost is measured on a GPU (bench --gpus 1 --impls local,fsdp there)': what a choice
+    that flips inside its own-cost bounds waits on (FSDP2's, ZeRO-1's: a CPU's own cost is no GPU's), and the one
+    command that measures it (not `bench`: said apart)."""
+    models = list(models)
     whose = [OWN_COST_OF.get(model, model) for model in models]
     costs = "own costs are" if len(whose) > 1 else "own cost is"
-    return f"open until {' and '.join(w + chr(39) + 's' for w in whose)} {costs} measured on a GPU"
+    bench = f" ({said} there)" if bench and (said := own_cost_bench(models)) else ""
+    return f"open until {' and '.join(w + chr(39) + 's' for w in whose)} {costs} measured on a GPU{bench}"
+
+
+def own_cost_bench(models: Iterable[str]) -> str:
+    """'bench --gpus 1 --impls local,fsdp': the one command that measures these step models' own costs, run on a
+    GPU (`benched_by`); '' for none."""
+    impls = ",".join(dict.fromkeys(i for m in models for i in benched_by(m)))
+    return f"bench --gpus 1 --impls {impls}" if impls else ""
+
+
+def end_words(at: dict, *, again: bool = False) -> str:
+    """A corner of the own-cost bounds (`corners`) in the user's terms: 'without FSDP's own cost' (none of it on a
+    GPU), 'with FSDP's own cost at a CPU's' (all of a CPU's, scaled), 'without FSDP's own cost, with ZeRO's at a
+    CPU's'; '' where nothing is bounded. `again`: one cost named already ('without it', 'with it at a CPU's')."""
+    if again and len(at) == 1:
+        return "without it" if SHORT in at.values() else "with it at a CPU's"
+    short = [OWN_COST_OF.get(m, m) + "'s" for m, end in at.items() if end == SHORT]
+    long = [OWN_COST_OF.get(m, m) + "'s" for m, end in at.items() if end != SHORT]
+    said = [f"without {' and '.join(short)} own cost" if short else "",
+            f"with {' and '.join(long)}{' own cost' * (not short)} at a CPU's" if long else ""]  # fmt: skip
+    return ", ".join(part for part in said if part)
 
 
 def span_text(low: float, high: float, text: Callable[[float], str] = lambda value: f"{value:.4g}") -> str:
@@ -77,18 +110,23 @@ def behind_text(low: float, high: float, band: float = agreement.SMALL_CAP_LEAD)
     return f"{percent(low, band, '+')} to {percent(high, band, '+')}"
 
 
-def lead_words(low: float, high: float) -> str:
+def lead_words(low: float, high: float, ends: tuple[dict, dict] = ({}, {})) -> str:
     """How far a step is behind another over every corner, in words true at each: '0.1–105.1% slower', '2.0%
-    faster', or where it leads at one end only, '3.0% faster to 47.0% slower' (not '-3.0% to +47.0% slower')."""
+    faster', or where it leads at one end only, each figure with its end (`ends`: the corners of `low` and `high`,
+    `end_words`): '3.0% faster without FSDP's own cost, 47.0% slower with it at a CPU's' (not '3.0% faster to 47.0%
+    slower', which said neither end)."""
     low, high = (0.0 if f"{end:.1%}" in ("0.0%", "-0.0%") else end for end in (low, high))
     if low >= 0:
         return f"{behind_text(low, high)} slower"
     if high <= 0:
         return f"{behind_text(-high, -low)} faster"
-    return f"{percent(-low)} faster to {percent(high)} slower"
+    if not any(ends):  # no corner known: the figures alone
+        return f"{percent(-low)} faster to {percent(high)} slower"
+    faster, slower = end_words(ends[0]), end_words(ends[1], again=list(ends[0]) == list(ends[1]))
+    return f"{percent(-low)} faster {faster}, {percent(high)} slower {slower}".replace(" ,", ",").strip()
 
 
 def open_words(choice) -> str:
-    """'open until FSDP's own cost is measured on a GPU: fsdp without it, stock with a CPU's, scaled'."""
+    """'open until FSDP's own cost is measured on a GPU (bench …): fsdp without it, stock with a CPU's, scaled'."""
     short, long = (" or ".join(c.strategy for c in ends) for ends in choice.at_ends)
     return f"{own_cost_open(choice.open_on)}: {short} without it, {long} with a CPU's, scaled"

@@ -73,8 +73,17 @@ class Choice:
 
     def behind(self, c: Candidate) -> tuple[float, float]:
         """How far `c`'s step is behind the fastest pick's, least and most over every corner of the bounds."""
-        lags = [c.at(at) / min(p.at(at) for p in self.picked) - 1 for at in bounds.corners(self.bounds)]
+        lags = [lag for lag, _ in self.behind_at(c)]
         return min(lags), max(lags)
+
+    def behind_at(self, c: Candidate) -> list[tuple[float, dict]]:
+        """(how far `c`'s step is behind the fastest pick's, the corner) at every corner of the bounds."""
+        return [(c.at(at) / min(p.at(at) for p in self.picked) - 1, at) for at in bounds.corners(self.bounds)]
+
+    def lead_ends(self, c: Candidate) -> tuple[dict, dict]:
+        """The corners where `c` is least and most behind the fastest pick: which end a lead holds at."""
+        lags = self.behind_at(c)
+        return min(lags, key=lambda lag: lag[0])[1], max(lags, key=lambda lag: lag[0])[1]
 
     def faster_at_every_corner(self, c: Candidate) -> bool:
         """Whether `c`'s step is below the fastest pick's at every corner: below its fastest possible step."""
@@ -337,7 +346,8 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
     def other(c: Candidate, choice: Choice) -> str:
         if not c.fits:
             return f"{c.strategy} does not fit: {mib_text(c.need_mb)} a rank"
-        return step_text(c) + (f", {bounds.lead_words(*choice.behind(c))}" if choice.picked else "")
+        return step_text(c) + (f", {bounds.lead_words(*choice.behind(c), choice.lead_ends(c))}" if choice.picked
+                               else "")  # fmt: skip
 
     parts = []
     for choice in choices:

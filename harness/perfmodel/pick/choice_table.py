@@ -118,8 +118,9 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
              else "", step_cell(choice.picked, gpu_hours_per_step_ms(batch=batch, tokens=tokens),
                                 lambda v: f"{v:.3g}" if v < 1e3 else f"{v:,.0f}")
              if batch else "")  # fmt: skip  # GPU-hours: no exponent in a table read by eye
-    shown = [c for c in (*choice.picked, *rest) if c.bounded and c.model not in choice.open_on]
-    ranged = [_bounded_note(c) for c in dict.fromkeys(shown)]  # its step a range: said once, its ms above the table
+    shown = list(dict.fromkeys(c for c in (*choice.picked, *rest) if c.bounded and c.model not in choice.open_on))
+    ends = flip_ends(choice, *behind) if rest else ""  # the next leads at one end: which, said on the range's note
+    ranged = [_bounded_note(c, ends * (k == 0)) for k, c in enumerate(shown)]  # a range: said once, its ms above
     return cells, _notes(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms, counted_in=counted_in) + ranged
 
 
@@ -135,19 +136,38 @@ def next_fits(choice: Choice) -> tuple[list[Candidate], tuple[float, float]]:
     return list(dict.fromkeys(first for first, _ in ends)), (min(lags), max(lags))
 
 
+def flip_ends(choice: Choice, low: float, high: float) -> str:
+    """Where the next that fits leads the pick at one end only (`next_fits`' lags, `low` below 0, `high` above),
+    which end is which and what tells them apart: 'behind -0.2% without FSDP's own cost, +3.9% with it at a CPU's:
+    bench --gpus 1 --impls local,fsdp on a GPU tells which' (a cell read '-0.2% to +3.9%', neither end said); ''
+    where the cell's sign holds at every corner."""
+    if not bounds.behind_text(low, high).startswith("-"):
+        return ""
+    rest = sorted((c for c in choice.others if c.fits and c.step_ms is not None), key=whole_step)
+    lags = [(min(c.at(at) for c in rest) / min(p.at(at) for p in choice.picked) - 1, at)
+            for at in bounds.corners(choice.bounds)]  # fmt: skip
+    (least, at_least), (most, at_most) = min(lags, key=lambda lag: lag[0]), max(lags, key=lambda lag: lag[0])
+    again = list(at_least) == list(at_most)
+    return (
+        f"behind {bounds.percent(least, sign='+')} {bounds.end_words(at_least)}, "
+        f"{bounds.percent(most, sign='+')} {bounds.end_words(at_most, again=again)}: "
+        f"{bounds.own_cost_bench(choice.bounds)} on a GPU tells which"
+    )
+
+
 def behind_cell(low: float, high: float) -> str:
     """'+5.3%', or over the own-cost bounds' corners '+0.1–105.1%' (choice.Choice.behind)."""
     said = bounds.behind_text(low, high)
     return said if said.startswith("-") else f"+{said}"
 
 
-def _bounded_note(c: Candidate) -> Note:
+def _bounded_note(c: Candidate, ends: str = "") -> Note:
     """A step shown as a range: from none of its own cost (a GPU's, unmeasured) to a CPU's, scaled; how much, the
     console says once on the strategy's own line (fsdp.for_cluster's, zero.own_for_cluster's note), the page in its
     caveats (a walkthrough's table read fsdp +246 % behind, a note under it a tie without a CPU's own cost, and the
-    FSDP line that cost left out)."""
+    FSDP line that cost left out); `ends`: where the next leads at one end only, which (`flip_ends`), its figure."""
     said = f"{c.strategy} {bounds.OWN_RANGE}"
-    return Note(said, said)
+    return Note(f"{said}; {ends}" if ends else said, said, figure=ends)
 
 
 def _notes(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float,
@@ -161,12 +181,14 @@ def _notes(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
         notes.append(Note(f"holds{turns} ({settles})", "the optimizer's share decides", settles, f"holds{turns}"))
     if choice.open_on:  # the pick flips inside the own-cost bounds (a CPU's own cost is no GPU's): no booking yet
         ends = bounds.open_words(choice).partition(": ")[2]
-        notes.append(Note(bounds.open_words(choice), bounds.own_cost_open(choice.open_on), figure=ends))
+        short, bench = bounds.own_cost_open(choice.open_on, bench=False), bounds.own_cost_bench(choice.open_on)
+        notes.append(Note(bounds.open_words(choice), short, f"{bench} on a GPU measures it", ends))  # the cell short
     for c in (c for c in choice.picked if c.note):
         shared, _, exposed = c.note.removesuffix(f"; {LOSSY}").partition(EXPOSED)  # the figures apart: by GPU count
         rest = "; ".join(part for part in (shared, LOSSY if c.note.endswith(LOSSY) else "") if part)
         notes.append(Note(f"{c.strategy}: {c.note}", c.strategy, rest, f"exposed {exposed}" if exposed else ""))
-    notes += [_unbenched_note(c, faster=True, everywhere=choice.faster_at_every_corner(c)) for c in choice.unbenched]
+    notes += [_unbenched_note(c, faster=True, where="" if choice.faster_at_every_corner(c) else bounds.end_words(
+        choice.lead_ends(c)[0])) for c in choice.unbenched]  # fmt: skip
     return notes + _unfit(choice, counted_in)
 
 
@@ -204,11 +226,11 @@ def _unfit(choice: Choice, counted_in: tuple[str, str] = ("", "bf16")) -> list[N
     return [Note(f"{said} ({why})", said, why)]
 
 
-def _unbenched_note(c: Candidate, *, faster: bool, everywhere: bool = True) -> Note:
-    """A modelled strategy the run never benched: predicted faster than the pick (`faster`; at one end only where not
-    `everywhere`, below the pick's step with all its own cost in, not below it without), or where nothing benched
-    fits, predicted at all; what a rank of it holds, so whether it fits, needs a bench of it."""
-    what = "predicted " + ("faster" + " at one end" * (not everywhere) if faster else "")
+def _unbenched_note(c: Candidate, *, faster: bool, where: str = "") -> Note:
+    """A modelled strategy the run never benched: predicted faster than the pick (`faster`; at one end only where
+    `where` names it, bounds.end_words: below the pick's step with all its own cost in, not below it without), or
+    where nothing benched fits, predicted at all; what a rank of it holds, so whether it fits, needs a bench of it."""
+    what = "predicted " + ("faster" + f" {where}" * bool(where) if faster else "")
     step, what = f"{'≥' * (c.profiled_ms is not None)}{c.step_ms:.4g} ms", what.strip()
     bench = f"bench it (--impls {c.strategy.replace(', ', ',')}) to see what a rank holds"
     return Note(f"{c.strategy} {what} ({step}) but not benched: {bench}", f"{c.strategy} not benched",

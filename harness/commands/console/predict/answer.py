@@ -47,9 +47,10 @@ def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataF
     for line in _lines(header, table):
         say(line)
     for k, ((short, rest), figures) in enumerate(footnotes.items(), start=1):
-        said = [f"w{gpus} {figure}" for gpus, figure in figures if figure]
-        each = f" ({'; '.join(said)})" if said else f" (w{', w'.join(gpus for gpus, _ in figures)})"
-        if len(said) == len(figures) > 1 and len({figure for _, figure in figures}) == 1:  # alike: said once
+        bare = ", ".join(f"w{gpus}" for gpus, figure in figures if not figure)  # named all the same, after
+        said = [f"w{gpus} {figure}" for gpus, figure in figures if figure] + [bare] * bool(bare)
+        each = f" ({'; '.join(said)})" if any(f for _, f in figures) else f" (w{', w'.join(g for g, _ in figures)})"
+        if len(figures) > 1 and figures[0][1] and len({figure for _, figure in figures}) == 1:  # alike: said once
             each = f" (w{', w'.join(gpus for gpus, _ in figures)}: {figures[0][1]})"
         say(f"  [{k}] {short}{each}{': ' + rest if rest else ''}")
     for words in (*unchosen_words(state, made[0], capacity_gib), caveat):

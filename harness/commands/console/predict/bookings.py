@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from harness.commands.console import say, say_once
 from harness.perfmodel.clusters.bookings import LEAD, Booking, Ranking, cheapest, fastest
-from harness.perfmodel.pick.bounds import OWN_COST_OF, own_cost_open
+from harness.perfmodel.pick.bounds import LONG, OWN_COST_OF, SHORT, end_words, own_cost_open
 from harness.perfmodel.pick.choice_table import cost_unit
 
 RIGHT = (1, 2, 4, 5, 6)
@@ -77,7 +77,7 @@ def verdict_words(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str
     both = " at both ends" if ends and any(b.bounded for b in bookings) else ""
     parts, open_on, why = [], [], f": within {LEAD:.0%} of the best, more than the model can tell"
     for what, ranking in ranked.items():
-        words = _ranking_words(ranking, ends, both)
+        words = _ranking_words(ranking, _end_names(bookings, ends), both)
         if ranking.decided and len(ranking.best) > 1:  # a tie: why said the first time
             words, why = f"{words} (tied{why})", ""
         parts.append(f"{what}: {words}")
@@ -102,12 +102,22 @@ def _open_until(bookings: list[Booking], clusters: list[str]) -> str:
     return "open until " + " and ".join(said)
 
 
-def _ranking_words(ranking: Ranking, ends: tuple[str, str] | None, both: str) -> str:
+def _end_names(bookings: list[Booking], ends: tuple[str, str] | None) -> tuple[str, str]:
+    """The two ends of the bounded steps in the user's terms: 'at the compute-bound end' (a step measured on another
+    GPU), 'without FSDP's own cost' and 'with it at a CPU's' (an own cost a CPU measured), both where both bound
+    them ('at the compute-bound end without FSDP's own cost': a range's short end holds both, Booking.step_ms)."""
+    own = list(dict.fromkeys(m for b in bookings if b.bounded for m in b.own_cost_of))
+    stepped = [f"at the {end} end" for end in ends] if ends else ["", ""]
+    costs = [end_words(dict.fromkeys(own, end), again=k == 1) for k, end in enumerate((SHORT, LONG))]
+    said = [" ".join(part for part in (step, cost) if part) for step, cost in zip(stepped, costs, strict=True)]
+    return said[0] or "at the short end", said[1] or "at the long end"
+
+
+def _ranking_words(ranking: Ranking, ends: tuple[str, str], both: str) -> str:
     if ranking.decided:
         return f"{_named(ranking.best)}{both}"
     low, high = ranking.at_ends
-    first, second = ends or ("short", "long")
-    return f"{_named(low)} at the {first} end, {_named(high)} at the {second} end"
+    return f"{_named(low)} {ends[0]}, {_named(high)} {ends[1]}"
 
 
 def _named(bookings: list[Booking]) -> str:
