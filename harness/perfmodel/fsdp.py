@@ -319,6 +319,7 @@ class ForCluster(NamedTuple):
     scale: float = 1.0  # that scale: the compute's from the run's step to the GPU step given (its ×, said)
     untold: str = ""  # where DDP's own cost was taken as 0, why: the left-out figure is all of FSDP's
     beyond_ddp: bool = False  # DDP's own cost (> 0) was taken from the left-out figure; false: it is all of FSDP's
+    noise: str = ""  # whose steps at one rank did not tell FSDP's own cost from noise ("a CPU's", "the run's"): from 0
 
 
 def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, carried: bool) -> ForCluster:
@@ -335,6 +336,14 @@ def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, 
     if own_s is None and configs is not None:
         return ForCluster(profile, None, zero.own_cost_unknown(calibration, configs, setup))
     scaled = calibration.compute_scale / run_scale if run_scale else 1.0
+    noise = configs is not None and not measured.fsdp_own_cost_told(configs, setup)  # its steps there overlap
+    if noise and (carried or not own_s):  # no figure to add: from 0 (a range, the choice weighs both ends), or 0
+        said, scaled_s = f", {ms_text(own_s * 1e3)} ms," * bool(own_s), own_s * scaled
+        range_ = (
+            f"0 to {ms_text(scaled_s * 1e3)} ms {scaled_words(scaled)}, its step's range" if own_s else "taken as 0"
+        )
+        return ForCluster(profile, None if own_s else 0.0, f"FSDP's own cost at one rank{said} not told from noise "
+                          f"(--repeats 3 may tell it): {range_}", scaled_s, scaled, noise="the run's")  # fmt: skip
     if carried or not own_s:
         return ForCluster(profile, (own_s or 0.0) * scaled if carried else 0.0, "")
     ddp_s = measured.ddp_own_cost_s(configs, setup) or 0.0
@@ -347,10 +356,11 @@ def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, 
     untold = "" if told else f"DDP's own, {ddp} ms at one rank, taken as 0: its steps there do not tell it from noise"
     more = f"its {ms_text((own_s - ddp_s) * 1e3)} ms beyond DDP's ({ddp} ms)" if told and ddp_s else "all of it"
     note = (
-        f"FSDP's own cost at one rank, {own} ms, a CPU's, no GPU's: {more}{f' ({untold})' * bool(untold)} "
+        f"FSDP's own cost at one rank, {own} ms, a CPU's, no GPU's{', not told from noise' * noise}: {more}"
+        f"{f' ({untold})' * bool(untold)} "
         f"is {ms_text(beyond_s * 1e3)} ms {scaled_words(scaled)}, its step's long end (the choice weighs both)"
     )
-    return ForCluster(profile, None, note, beyond_s, scaled, untold, told and ddp_s > 0)
+    return ForCluster(profile, None, note, beyond_s, scaled, untold, told and ddp_s > 0, "a CPU's" * noise)
 
 
 def run_checks(configs, profiles, network) -> list[dict]:

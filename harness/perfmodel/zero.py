@@ -166,6 +166,13 @@ def own_cost_s(configs, setup: dict) -> float | None:
     ratio, or with one repeat a side every step apart). None where it does not, or the run lacks either. A
     difference of two noisy one-rank figures is mostly noise on a shared machine: 33 ms of gpt2/small's 246 ms in
     one launch here, 0 in the next (docs/measured)."""
+    found = own_cost_found(configs, setup)
+    return found[0] if found and found[1] else None
+
+
+def own_cost_found(configs, setup: dict) -> tuple[float, bool] | None:
+    """(ZeRO's step at one rank minus DDP's, s, as `own_cost_s` pools them; whether told from noise); None where the
+    run lacks either: a difference not told is no figure, but bounds a step from 0 (`own_for_cluster`)."""
     from harness.analysis import roles, stats
     from harness.perfmodel import measured
 
@@ -173,9 +180,10 @@ def own_cost_s(configs, setup: dict) -> float | None:
         configs, setup, roles.sharded_optimizer_over_allreduce, but={"bucket_cap_mb"}
     )  # a cap sweep's rows: DDP's pooled alike
     ddp_ms = measured.role_medians_ms(configs, setup, world=1, role="reference")
-    if not measured.above_beyond_noise(configs, setup, ddp_ms, zero_ms):
+    if not len(zero_ms) or not len(ddp_ms):
         return None
-    return (stats.geometric_mean(zero_ms) - stats.geometric_mean(ddp_ms)) / 1e3
+    told = measured.above_beyond_noise(configs, setup, ddp_ms, zero_ms)
+    return (stats.geometric_mean(zero_ms) - stats.geometric_mean(ddp_ms)) / 1e3, told
 
 
 MODELLED_OPTIONS = {"bucket_cap_mb", "parameters_as_bucket_view"}  # any other option is another step
@@ -235,17 +243,24 @@ class OwnCost(NamedTuple):
 
     added_s: float  # added to every predicted step
     left_out_s: float = 0.0  # a CPU's, left out of a GPU's step given, scaled as the compute is
-    note: str = ""  # said where it is left out
+    note: str = ""  # said where it is left out, or not told from noise
+    noise: bool = False  # its steps at one rank did not tell it from DDP's: from 0 (`left_out_s` its long end)
 
 
 def own_for_cluster(configs, setup: dict, calibration, *, run_scale: float, carried: bool) -> OwnCost:
     """ZeRO's own cost as a cluster prediction adds it: measured at one rank in the run (`own_cost_s`), scaled
     with the compute where --local-step-ms scales it (`run_scale`: the run's own scale); left out where it is a
     CPU's and the compute a GPU's (not `carried`, as DDP's own cost is), and said."""
-    own_s = own_cost_s(configs, setup) if configs is not None else None
-    if not own_s:
+    found = own_cost_found(configs, setup) if configs is not None else None
+    if not found:
         return OwnCost(0.0)
-    scale = calibration.compute_scale / run_scale if run_scale else 1.0
+    own_s, scale = found[0], calibration.compute_scale / run_scale if run_scale else 1.0
+    if own_s <= 0:  # no slower than DDP's (beyond noise or not): no cost to add, and said
+        return OwnCost(0.0, 0.0, "ZeRO's own cost at one rank taken as 0: its step there is no slower than DDP's")
+    if not found[1]:  # above DDP's, but not told from noise: no figure to add, a range from 0
+        return OwnCost(0.0, own_s * scale, f"ZeRO's own cost at one rank beyond DDP's, {ms_text(own_s * 1e3)} ms, not "
+                       f"told from noise (--repeats 3 may tell it): 0 to {ms_text(own_s * scale * 1e3)} ms "
+                       f"{scaled_words(scale)}, its step's range", noise=True)  # fmt: skip
     if carried:
         return OwnCost(own_s * scale)
     return OwnCost(

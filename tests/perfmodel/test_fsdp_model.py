@@ -301,6 +301,9 @@ def test_the_what_if_pages_left_out_fsdp_cost_says_what_of_ddps_was_taken_from_i
             "not tell it from noise), scaled") in untold  # fmt: skip
     faster = caption((95.0, 95.5, 94.5))  # DDP's step below the baseline's: its own taken as 0, nothing subtracted
     assert "(FSDP's, 300 ms, all of its own cost, scaled" in faster and "more than DDP's" not in faster
+    fsdp_rows[:] = [_row("fsdp", 1, ms) for ms in (106.0, 95.0, 115.0)]  # FSDP's own steps overlap the baseline's
+    noisy = caption((95.0, 95.5, 94.5))  # its figure the long end of a range from 0: said not told
+    assert "all of its own cost, not told from noise at one rank, scaled" in noisy
 
 
 def test_a_gpu_runs_own_cost_is_in_fsdps_step_a_point_where_a_cpus_bounds_it_and_may_open_the_pick():
@@ -433,3 +436,34 @@ def test_an_fsdp_step_faster_than_the_baseline_beyond_noise_is_no_own_cost():
     assert measured.fsdp_own_cost_s(repeats, setup) is None  # the interval of their ratio lies below 1
     told = pd.DataFrame([_row("local", 1, ms) for ms in (30.0, 31.0)] + [_row("fsdp", 1, ms) for ms in (36.0, 37.0)])
     assert measured.fsdp_own_cost_s(told, setup) == pytest.approx(0.006, rel=0.05)
+    assert measured.fsdp_own_cost_told(told, setup) and not measured.fsdp_own_cost_told(overlapping, setup)
+
+
+def test_fsdps_own_cost_not_told_from_noise_bounds_its_step_from_0_never_a_figure():
+    """FSDP's step minus the baseline's was taken as measured whenever FSDP was not faster beyond noise (31 against
+    30 ms, their spreads overlapping, added 1 ms to a GPU run's FSDP2 step as a figure), while DDP's own cost had to
+    be told from noise: now FSDP's is too. Not told, it bounds the step from 0 (carried or not), said so in the note,
+    the console's line and the what-if page's caption; a difference of 0 is said taken as 0, not a measured 0."""
+    from harness.commands.console.predict.full_size import fsdp_own_note
+    from harness.perfmodel.schedule import Calibration
+    from reports.pages.whatif.steps_table import own_over
+
+    setup = {"workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32", "optimizer": "adam"}
+    noisy = pd.DataFrame([_row("local", 1, ms) for ms in (30.0, 25.0, 35.0)]
+                         + [_row("fsdp", 1, ms) for ms in (31.0, 26.0, 36.0)])  # fmt: skip
+    own = measured.fsdp_own_cost_s(noisy, setup)
+    assert own == pytest.approx(1.0 * MS, rel=0.1) and not measured.fsdp_own_cost_told(noisy, setup)
+    kwargs = {"setup": setup, "run_scale": 1.0}
+    gpu = fsdp.for_cluster(two_blocks(), Calibration(compute_scale=2.0), configs=noisy, carried=True, **kwargs)
+    assert gpu.own_s is None and gpu.left_out_s == pytest.approx(2 * own) and gpu.noise == "the run's"  # was a point
+    assert "not told from noise (--repeats 3 may tell it): 0 to 2" in gpu.note
+    assert fsdp_own_note(gpu).startswith("without FSDP's own cost, not told from noise at one rank: the run's puts up")
+    cpu = fsdp.for_cluster(two_blocks(), Calibration(compute_scale=2.0), configs=noisy, carried=False, **kwargs)
+    assert cpu.left_out_s == pytest.approx(2 * own) and cpu.noise == "a CPU's"  # DDP's none here: all of it
+    assert "a CPU's, no GPU's, not told from noise: all of it" in cpu.note
+    assert "unmeasured on a GPU, and not told from noise at one rank: a CPU's puts up to" in fsdp_own_note(cpu)
+    assert own_over(cpu) == ", all of its own cost, not told from noise at one rank"
+    level = noisy.assign(step_ms_median=[30.0, 25.0, 35.0, 30.0, 25.0, 35.0])  # no slower: 0, not a measured 0
+    zero_side = fsdp.for_cluster(two_blocks(), Calibration(), configs=level, carried=True, **kwargs)
+    assert (zero_side.own_s, zero_side.left_out_s) == (0.0, 0.0)
+    assert zero_side.note == "FSDP's own cost at one rank not told from noise (--repeats 3 may tell it): taken as 0"

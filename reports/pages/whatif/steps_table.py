@@ -39,11 +39,14 @@ def best_table(best: pd.DataFrame) -> str:
                              f"gathers, {ms_text(r.fsdp_full_size_scatter_ms)} of reduce-scatters)"),
                   f"{r.full_size_efficiency_at_most:.3f}"]
                  for row, r in zip(cells, best.itertuples(), strict=True)]  # fmt: skip
+    zero_noise = ", not told from noise at one rank" * bool("zero_own_noise" in best and best["zero_own_noise"].any())
     left_out = [f"{name}'s, {ms_text(float(best[column].max()))} ms{over or best['fsdp_own_over'].iloc[0]}"
-                for name, column, over in (("ZeRO", "zero_own_left_out_ms", " more than DDP's"),
-                                           ("FSDP", "fsdp_own_left_out_ms", ""))  # ZeRO's: told from DDP's step
+                for name, column, over in (("ZeRO", "zero_own_left_out_ms", f" more than DDP's{zero_noise}"),
+                                           ("FSDP", "fsdp_own_left_out_ms", ""))  # ZeRO's: beyond DDP's step
                 if best[column].max() > 0]  # fmt: skip
-    note = (f"<p class=caption>* without its own cost, unmeasured on a GPU: a CPU's ({'; '.join(left_out)}, "
+    run_noise = "fsdp_own_noise" in best and (best["fsdp_own_noise"] == "the run's").any()  # a GPU run's, say
+    whose = "not told from noise at one rank: the run's" if run_noise else "unmeasured on a GPU: a CPU's"
+    note = (f"<p class=caption>* without its own cost, {whose} ({'; '.join(left_out)}, "
             f"{SCALED}) is the long end of the step the choice weighs; bench it on one GPU to measure it.</p>"
             if left_out else "")  # fmt: skip
     return table(heads, cells) + note
@@ -53,10 +56,11 @@ def own_over(sharded) -> str:
     """What FSDP's left-out own cost (fsdp.ForCluster's, a CPU's) is, after its figure: ' more than DDP's' where DDP's
     own cost was taken from it, else ', all of its own cost', with why DDP's was taken as 0 in the console's words
     (`untold`) where its steps did not tell it from noise (a page read '102 ms more than DDP's' where nothing of
-    DDP's was taken)."""
+    DDP's was taken); and where FSDP's own steps did not tell its cost from noise, that too."""
+    noise = ", not told from noise at one rank" * (getattr(sharded, "noise", "") == "a CPU's")  # a range from 0
     if sharded.beyond_ddp:
-        return " more than DDP's"
-    return ", all of its own cost" + f" ({sharded.untold})" * bool(sharded.untold)
+        return f" more than DDP's{noise}"
+    return ", all of its own cost" + f" ({sharded.untold})" * bool(sharded.untold) + noise
 
 
 def floors_why(group: pd.DataFrame) -> str:

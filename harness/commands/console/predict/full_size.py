@@ -28,12 +28,16 @@ def fsdp_own_note(sharded) -> str:
     """What FSDP2's step leaves out (fsdp.for_cluster's note), in the console's words where it is a CPU's own cost,
     said once here: its figure and the scale it took (fsdp.ForCluster.scale), the long end of the step the answer
     gives as a range (pick.bounds), and DDP's own taken as 0 where it was (its repeats did not tell it from noise: the
-    figure is then all of FSDP's, not what it costs beyond DDP's); the what-if page says the rest."""
+    figure is then all of FSDP's, not what it costs beyond DDP's), and FSDP's own steps where they did not tell its
+    cost from noise (the step a range from 0 all the same); the what-if page says the rest."""
     if not sharded.left_out_s:
         return sharded.note
     scaled, untold = scaled_words(sharded.scale), f" ({sharded.untold})" if sharded.untold else ""
-    return (f"without FSDP's own cost, unmeasured on a GPU: a CPU's puts up to {ms_text(sharded.left_out_s * 1e3)} ms "
-            f"more on it{untold}, {scaled}")  # fmt: skip
+    why = {"the run's": "not told from noise at one rank: the run's", "a CPU's": "unmeasured on a GPU, and not told "
+           "from noise at one rank: a CPU's"}.get(sharded.noise, "unmeasured on a GPU: a CPU's")  # fmt: skip
+    return (
+        f"without FSDP's own cost, {why} puts up to {ms_text(sharded.left_out_s * 1e3)} ms more on it{untold}, {scaled}"
+    )
 
 
 def _steps(rows, column: str) -> str:
