@@ -42,7 +42,6 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from harness.perfmodel.schedule import Grad, Profile
-from harness.results.values import ms_text
 
 # ---------------------------------------------------------------- the profile's units
 
@@ -288,7 +287,7 @@ def with_fsdp(frame, profile: Profile, *, gather, scatter, world_size: int, own_
     at every cap: FSDP has no buckets; and `fsdp_kept_step_ms`, its step with `reshard_after_forward=false` (each
     block gathered once, kept from forward to backward). `own_s` None: FSDP's own cost was not added (none
     measured, or a CPU's left out: `fsdp_own_ms` null, not a measured 0); `left_out_s`: how much a left-out one
-    was beyond DDP's (`fsdp_own_left_out_ms`, ForCluster.left_out_s)."""
+    was beyond DDP's (`fsdp_own_left_out_ms`, own_costs.FsdpOwnCost.left_out_s)."""
     links = {"gather": gather, "scatter": scatter, "world_size": world_size, "own_s": own_s or 0.0,
              "blocking": blocking}  # fmt: skip
     step = predict_fsdp(profile, **links)
@@ -307,60 +306,6 @@ def compute_only(profile: Profile, configs, setup: dict) -> Profile:
 
     scale = predict.run_calibration(configs, setup, profile=profile).compute_scale
     return calibrate(profile, Calibration(compute_scale=scale))
-
-
-class ForCluster(NamedTuple):
-    """FSDP's side of a cluster prediction (`for_cluster`)."""
-
-    profile: Profile  # calibrated as DDP's is, less DDP's own cost
-    own_s: float | None  # FSDP's own cost added to its step; None: none added (not measured, or a CPU's left out)
-    note: str  # what FSDP2's step leaves out, said beside it ('' where nothing)
-    left_out_s: float = 0.0  # a CPU's own cost left out, beyond DDP's (also left out), scaled as the compute is
-    scale: float = 1.0  # that scale: the compute's from the run's step to the GPU step given (its ×, said)
-    untold: str = ""  # where DDP's own cost was taken as 0, why: the left-out figure is all of FSDP's
-    beyond_ddp: bool = False  # DDP's own cost (> 0) was taken from the left-out figure; false: it is all of FSDP's
-    noise: str = ""  # whose steps at one rank did not tell FSDP's own cost from noise ("a CPU's", "the run's"): from 0
-
-
-def for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: float, carried: bool) -> ForCluster:
-    """The profile (calibrated as DDP's is, less DDP's own cost) and FSDP's own cost measured at one rank in the
-    run (`measured.fsdp_own_cost_s`; None without a usable FSDP step there), scaled with the compute where
-    --local-step-ms scales it (`run_scale`: the run's own scale), left out where it is a CPU's and the compute a
-    GPU's (not `carried`, as DDP's is), with how much more than DDP's it was, scaled: what FSDP2's lead may be wrong
-    by (an H200 measured FSDP's own cost at one GPU 3-135 % of gpt2's and resnet50's full step, DDP's 1-11 %)."""
-    from harness.perfmodel import measured, zero
-    from harness.perfmodel.schedule import calibrate, scaled_words
-
-    profile = calibrate(raw, dataclasses.replace(calibration, reducer_s=0.0))
-    own_s = measured.fsdp_own_cost_s(configs, setup) if configs is not None else None
-    if own_s is None and configs is not None:
-        return ForCluster(profile, None, zero.own_cost_unknown(calibration, configs, setup))
-    scaled = calibration.compute_scale / run_scale if run_scale else 1.0
-    noise = configs is not None and not measured.fsdp_own_cost_told(configs, setup)  # its steps there overlap
-    if noise and (carried or not own_s):  # no figure to add: from 0 (a range, the choice weighs both ends), or 0
-        said, scaled_s = f", {ms_text(own_s * 1e3)} ms," * bool(own_s), own_s * scaled
-        range_ = (
-            f"0 to {ms_text(scaled_s * 1e3)} ms {scaled_words(scaled)}, its step's range" if own_s else "taken as 0"
-        )
-        return ForCluster(profile, None if own_s else 0.0, f"FSDP's own cost at one rank{said} not told from noise "
-                          f"(--repeats 3 may tell it): {range_}", scaled_s, scaled, noise="the run's")  # fmt: skip
-    if carried or not own_s:
-        return ForCluster(profile, (own_s or 0.0) * scaled if carried else 0.0, "")
-    ddp_s = measured.ddp_own_cost_s(configs, setup) or 0.0
-    told = not ddp_s or measured.ddp_own_cost_told(configs, setup)  # DDP's noise would hide FSDP's own: not taken
-    own, ddp = ms_text(own_s * 1e3), ms_text(ddp_s * 1e3)
-    if told and own_s <= ddp_s:  # DDP's step leaves out as much or more: alike, nothing beyond it
-        return ForCluster(profile, None, f"FSDP's own cost at one rank, {own} ms, a CPU's, is no more than DDP's "
-                                         f"({ddp} ms): left out of both steps alike")  # fmt: skip
-    beyond_s = (own_s - (ddp_s if told else 0.0)) * scaled
-    untold = "" if told else f"DDP's own, {ddp} ms at one rank, taken as 0: its steps there do not tell it from noise"
-    more = f"its {ms_text((own_s - ddp_s) * 1e3)} ms beyond DDP's ({ddp} ms)" if told and ddp_s else "all of it"
-    note = (
-        f"FSDP's own cost at one rank, {own} ms, a CPU's, no GPU's{', not told from noise' * noise}: {more}"
-        f"{f' ({untold})' * bool(untold)} "
-        f"is {ms_text(beyond_s * 1e3)} ms {scaled_words(scaled)}, its step's long end (the choice weighs both)"
-    )
-    return ForCluster(profile, None, note, beyond_s, scaled, untold, told and ddp_s > 0, "a CPU's" * noise)
 
 
 def run_checks(configs, profiles, network) -> list[dict]:

@@ -137,7 +137,8 @@ def reference_minus_baseline_s(configs: pd.DataFrame, setup: dict) -> float | No
 def fsdp_own_cost_s(configs: pd.DataFrame, setup: dict) -> float | None:
     """FSDP's own cost at one rank: its step there (no option set, repeats pooled) minus the baseline's (≥ 0);
     None where the run lacks either, or FSDP's is faster beyond noise (`below_baseline`: no cost). Told from noise or
-    not (`fsdp_own_cost_told`): a cluster's prediction takes one not told as a range from 0 (fsdp.for_cluster)."""
+    not (`fsdp_own_cost_told`): a cluster's prediction takes one not told as a range from 0
+    (own_costs.fsdp_for_cluster)."""
     fsdp_s, baseline_s = plain_step_at_one_rank_s(configs, setup, roles.shards_parameters), None
     if fsdp_s and not below_baseline(configs, setup, roles.shards_parameters):
         baseline_s = one_rank_baseline_s(configs, setup)
@@ -151,3 +152,28 @@ def fsdp_own_cost_told(configs: pd.DataFrame, setup: dict) -> bool:
     mine = plain_medians_at_one_rank_ms(configs, setup, roles.shards_parameters)
     local = role_medians_ms(configs, setup, world=1, role="baseline")
     return above_beyond_noise(configs, setup, local, mine)
+
+
+def zero_own_cost_s(configs: pd.DataFrame, setup: dict) -> float | None:
+    """ZeRO's own cost at one rank, where nothing is communicated: its step there (no option but the cap, repeats
+    pooled, every cap alike as DDP's are) minus the reference's (DDP's, its own cost in it), where ZeRO's lies above
+    DDP's beyond noise, as DDP's above the baseline's must for FSDP's own cost to be taken beyond it
+    (`above_beyond_noise`: the interval of their ratio, or with one repeat a side every step apart). None where it
+    does not, or the run lacks either. A difference of two noisy one-rank figures is mostly noise on a shared
+    machine: 33 ms of gpt2/small's 246 ms in one launch here, 0 in the next (docs/measured)."""
+    found = zero_own_cost_found(configs, setup)
+    return found[0] if found and found[1] else None
+
+
+def zero_own_cost_found(configs: pd.DataFrame, setup: dict) -> tuple[float, bool] | None:
+    """(ZeRO's step at one rank minus DDP's, s, as `zero_own_cost_s` pools them; whether told from noise); None
+    where the run lacks either: a difference not told is no figure, but bounds a step from 0
+    (`own_costs.zero_for_cluster`)."""
+    zero_ms = plain_medians_at_one_rank_ms(
+        configs, setup, roles.sharded_optimizer_over_allreduce, but={"bucket_cap_mb"}
+    )  # a cap sweep's rows: DDP's pooled alike
+    ddp_ms = role_medians_ms(configs, setup, world=1, role="reference")
+    if not len(zero_ms) or not len(ddp_ms):
+        return None
+    told = above_beyond_noise(configs, setup, ddp_ms, zero_ms)
+    return (stats.geometric_mean(zero_ms) - stats.geometric_mean(ddp_ms)) / 1e3, told

@@ -322,7 +322,8 @@ class Calibration:
 
 def scaled_words(scale: float | None = None) -> str:
     """'scaled ×4.93 from the run's step to yours': how an own cost a CPU measured at one rank is scaled to a GPU step
-    given, as the compute is: its scale there over the run's (fsdp.for_cluster, zero.own_for_cluster)."""
+    given, as the compute is: its scale there over the run's (own_costs.fsdp_for_cluster,
+    own_costs.zero_for_cluster)."""
     return f"scaled{f' ×{scale:.3g}' if scale else ''} from the run's step to yours"
 
 

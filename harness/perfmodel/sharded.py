@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import agreement, roles
-from harness.perfmodel import fsdp, zero
+from harness.perfmodel import fsdp, own_costs, zero
 from harness.perfmodel.memory import HELD, listed
 from harness.perfmodel.network import (
     NO_CONTENTION,
@@ -58,11 +58,12 @@ def with_sharded_steps(frame: pd.DataFrame, profile: Profile, network: Network, 
                           own_s=fsdp_own_s, blocking=blocking)  # fmt: skip
 
 
-def cluster_frame(profile: Profile, *, caps: list[float], link, world_size: int, zero_own: zero.OwnCost,
-                  fsdp_part: fsdp.ForCluster) -> pd.DataFrame:  # fmt: skip
+def cluster_frame(profile: Profile, *, caps: list[float], link, world_size: int, zero_own: own_costs.ZeroOwnCost,
+                  fsdp_part: own_costs.FsdpOwnCost) -> pd.DataFrame:  # fmt: skip
     """DDP's steps per cap on a cluster's `link` (`schedule.predict_caps`) with DDP's under a compression hook
     (`schedule.with_compressed`), ZeRO-1's (its own cost as `zero_own` takes it) and FSDP2's (`fsdp_part`:
-    `fsdp.for_cluster`'s profile and own cost): as `predict --cluster` and the what-if page price them alike."""
+    `own_costs.fsdp_for_cluster`'s profile and own cost): as `predict --cluster` and the what-if page price them
+    alike."""
     frame = with_compressed(predict_caps(profile, caps_mb=caps, link=link, world_size=world_size), profile,
                             link=link, world_size=world_size)  # fmt: skip
     frame = zero.with_zero(frame, profile, link=link, world_size=world_size, own_s=zero_own.added_s,

@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from typing import NamedTuple
 
 from harness.perfmodel.network import NO_CONTENTION, Contention
-from harness.perfmodel.schedule import Grad, Profile, StepPrediction, predict_cap, scaled_words
+from harness.perfmodel.schedule import Grad, Profile, StepPrediction, predict_cap
 from harness.results.values import ms_text
 
 ITEMSIZE = {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2}  # a dtype not named here: 4
@@ -158,34 +157,6 @@ def with_zero(frame, profile: Profile, *, link, world_size: int, own_s: float = 
 # ---------------------------------------------------------------- against a run's zero rows
 
 
-def own_cost_s(configs, setup: dict) -> float | None:
-    """ZeRO's own cost at one rank, where nothing is communicated: its step there (no option but the cap, repeats
-    pooled, every cap alike as DDP's are)
-    minus the reference's (DDP's, its own cost in it), where ZeRO's lies above DDP's beyond noise, as DDP's above the
-    baseline's must for FSDP's own cost to be taken beyond it (`measured.above_beyond_noise`: the interval of their
-    ratio, or with one repeat a side every step apart). None where it does not, or the run lacks either. A
-    difference of two noisy one-rank figures is mostly noise on a shared machine: 33 ms of gpt2/small's 246 ms in
-    one launch here, 0 in the next (docs/measured)."""
-    found = own_cost_found(configs, setup)
-    return found[0] if found and found[1] else None
-
-
-def own_cost_found(configs, setup: dict) -> tuple[float, bool] | None:
-    """(ZeRO's step at one rank minus DDP's, s, as `own_cost_s` pools them; whether told from noise); None where the
-    run lacks either: a difference not told is no figure, but bounds a step from 0 (`own_for_cluster`)."""
-    from harness.analysis import roles, stats
-    from harness.perfmodel import measured
-
-    zero_ms = measured.plain_medians_at_one_rank_ms(
-        configs, setup, roles.sharded_optimizer_over_allreduce, but={"bucket_cap_mb"}
-    )  # a cap sweep's rows: DDP's pooled alike
-    ddp_ms = measured.role_medians_ms(configs, setup, world=1, role="reference")
-    if not len(zero_ms) or not len(ddp_ms):
-        return None
-    told = measured.above_beyond_noise(configs, setup, ddp_ms, zero_ms)
-    return (stats.geometric_mean(zero_ms) - stats.geometric_mean(ddp_ms)) / 1e3, told
-
-
 MODELLED_OPTIONS = {"bucket_cap_mb", "parameters_as_bucket_view"}  # any other option is another step
 
 
@@ -217,7 +188,7 @@ def run_checks(configs, profiles, network) -> list[dict]:
         cap = given_cap(impl_options) or 25.0
         link, sender = network_link(network, int(world)), broadcast_link(network, int(world))
         calibrated = calibrate(profile, predict.run_calibration(configs, setup, profile=profile))
-        own_s = own_cost_s(configs, setup) or 0.0
+        own_s = measured.zero_own_cost_s(configs, setup) or 0.0
         step = predict_zero(calibrated, cap_mb=cap, link=link, world_size=int(world), broadcast=sender,
                             contention=network.contention.get(int(world), NO_CONTENTION),
                             bucket_view=bool(chosen.get("parameters_as_bucket_view")),
@@ -236,66 +207,3 @@ def own_cost_words(row) -> str:
     """'; and its own cost …, added' after ZeRO-1's why, where a frame's row added it (`zero_own_ms` > 0)."""
     own = row.get("zero_own_ms", 0.0)  # 0: not measured, or a CPU's left out of a GPU's step (said apart)
     return f"; and its own cost at one rank beyond DDP's, {ms_text(own)} ms, added" if own > 0 else ""
-
-
-class OwnCost(NamedTuple):
-    """ZeRO's own cost as a cluster prediction takes it (`own_for_cluster`)."""
-
-    added_s: float  # added to every predicted step
-    left_out_s: float = 0.0  # a CPU's, left out of a GPU's step given, scaled as the compute is
-    note: str = ""  # said where it is left out, or not told from noise
-    noise: bool = False  # its steps at one rank did not tell it from DDP's: from 0 (`left_out_s` its long end)
-
-
-def own_for_cluster(configs, setup: dict, calibration, *, run_scale: float, carried: bool) -> OwnCost:
-    """ZeRO's own cost as a cluster prediction adds it: measured at one rank in the run (`own_cost_s`), scaled
-    with the compute where --local-step-ms scales it (`run_scale`: the run's own scale); left out where it is a
-    CPU's and the compute a GPU's (not `carried`, as DDP's own cost is), and said."""
-    found = own_cost_found(configs, setup) if configs is not None else None
-    if not found:
-        return OwnCost(0.0)
-    own_s, scale = found[0], calibration.compute_scale / run_scale if run_scale else 1.0
-    if own_s <= 0:  # no slower than DDP's (beyond noise or not): no cost to add, and said
-        return OwnCost(0.0, 0.0, "ZeRO's own cost at one rank taken as 0: its step there is no slower than DDP's")
-    if not found[1]:  # above DDP's, but not told from noise: no figure to add, a range from 0
-        return OwnCost(0.0, own_s * scale, f"ZeRO's own cost at one rank beyond DDP's, {ms_text(own_s * 1e3)} ms, not "
-                       f"told from noise (--repeats 3 may tell it): 0 to {ms_text(own_s * scale * 1e3)} ms "
-                       f"{scaled_words(scale)}, its step's range", noise=True)  # fmt: skip
-    if carried:
-        return OwnCost(own_s * scale)
-    return OwnCost(
-        0.0,
-        own_s * scale,
-        f"ZeRO's own cost at one rank beyond DDP's, {ms_text(own_s * 1e3)} ms, a CPU's, no GPU's: "
-        f"{ms_text(own_s * scale * 1e3)} ms {scaled_words(scale)}, its step's long end (the choice weighs both)",
-    )
-
-
-def own_cost_unknown(calibration, configs=None, setup=None) -> str:
-    """Said beside FSDP2's step where the run measured no usable FSDP step at one rank (none, or one faster than the
-    baseline's beyond noise: `measured.below_baseline`): DDP's step carries DDP's own (`reducer_s`), FSDP2's none."""
-    from harness.analysis import roles
-    from harness.perfmodel.measured import below_baseline
-
-    reducer = calibration.reducer_s
-    ddp = f", while DDP's step carries DDP's own ({ms_text(reducer * 1e3)} ms)" if reducer else ""
-    fast = below_baseline(configs, setup, roles.shards_parameters) if configs is not None else None
-    why = (f"its step at one rank, {ms_text(fast[0])} ms, beat the baseline's ({ms_text(fast[1])} ms), which does "
-           f"less, beyond noise: a measurement problem ({baseline_first(configs, setup)}), no cost" if fast else
-           "the run has no FSDP step at one rank to measure it by")  # fmt: skip
-    return (f"FSDP's own cost not added: {why}{ddp}; FSDP2's step reads short by whatever its own cost is: bench it "
-            "at one GPU (--impls fsdp) to count it")  # fmt: skip
-
-
-def baseline_first(configs, setup: dict) -> str:
-    """How often the baseline ran first in its launch at one rank, in words: said where a strategy beat it there
-    beyond noise (`measured.below_baseline`), since the first configuration after a launch's processes start pays
-    what is still cold. A run from before `launch_position` was recorded ran it first in every launch."""
-    from harness.analysis import roles
-    from harness.perfmodel.measured import setup_rows
-
-    rows = setup_rows(configs, setup)
-    local = rows[roles.flag(rows, "baseline") & (rows["world_size"] == 1)]
-    places = local["launch_position"].fillna(0) if "launch_position" in local else [0] * len(local)
-    first = sum(int(place) == 0 for place in places)
-    return f"the baseline ran first in its launch in {first} of its {len(local)} repeat(s) at one rank"

@@ -12,7 +12,7 @@ import torch
 
 import workloads
 from harness.measure import gradprofile
-from harness.perfmodel import fsdp, measured
+from harness.perfmodel import fsdp, measured, own_costs
 from harness.perfmodel import network as net
 from harness.perfmodel.schedule import Grad, Profile, profile_from_rows
 
@@ -224,14 +224,16 @@ def test_fsdps_own_cost_left_out_of_a_gpu_step_is_beyond_ddps_only_where_the_rep
     fsdp_rows = [_row("fsdp", 1, ms) for ms in (130.0, 130.5, 129.5)]
     told = pd.DataFrame([*local, *fsdp_rows, *(_row("stock", 1, ms) for ms in (120.0, 120.5, 119.5))])
     kwargs = {"setup": setup, "run_scale": 1.0, "carried": False}
-    side = fsdp.for_cluster(two_blocks(), Calibration(), configs=told, **kwargs)
+    side = own_costs.fsdp_for_cluster(two_blocks(), Calibration(), configs=told, **kwargs)
     assert side.left_out_s == pytest.approx(10 * MS, rel=0.01)
     assert side.note.endswith("its 10 ms beyond DDP's (20 ms) is 10 ms scaled ×1 from the run's step to yours, its "
                               "step's long end (the choice weighs both)")  # fmt: skip
     noisy = pd.DataFrame([*local, *fsdp_rows, *(_row("stock", 1, ms) for ms in (101.0, 140.0, 128.0))])
     # the compute ×3 on the profile, the run's own step ×1.5 on it: its own cost, the run's, ×2 (a walkthrough read
     # the profile's ×5.938 beside 17.2 → 84.7 ms, ×4.93 unsaid)
-    side = fsdp.for_cluster(two_blocks(), Calibration(compute_scale=3.0), configs=noisy, **{**kwargs, "run_scale": 1.5})
+    side = own_costs.fsdp_for_cluster(
+        two_blocks(), Calibration(compute_scale=3.0), configs=noisy, **{**kwargs, "run_scale": 1.5}
+    )
     assert side.left_out_s == pytest.approx(60 * MS, rel=0.01) and side.scale == pytest.approx(2.0)
     untold = "DDP's own, 21.9 ms at one rank, taken as 0: its steps there do not tell it from noise"
     assert side.note.endswith(
@@ -263,16 +265,16 @@ def test_one_repeat_a_side_tells_ddps_own_cost_by_its_steps_spread_and_charges_f
 
     kwargs = {"setup": setup, "run_scale": 1.0, "carried": False}
     walkthrough = pd.DataFrame([one("local", 1000.0, 20.0), one("stock", 1433.0, 20.0), one("fsdp", 1427.0, 20.0)])
-    side = fsdp.for_cluster(two_blocks(), Calibration(compute_scale=2.0), configs=walkthrough, **kwargs)
+    side = own_costs.fsdp_for_cluster(two_blocks(), Calibration(compute_scale=2.0), configs=walkthrough, **kwargs)
     assert side.left_out_s == 0.0 and not side.untold
     assert fsdp_own_note(side) == ("FSDP's own cost at one rank, 427 ms, a CPU's, is no more than DDP's (433 ms): "
                                    "left out of both steps alike")  # fmt: skip
     beyond = walkthrough.assign(step_ms_median=[1000.0, 1433.0, 1533.0], step_ms_p10=[980.0, 1413.0, 1513.0],
                                 step_ms_p90=[1020.0, 1453.0, 1553.0])  # fmt: skip
-    side = fsdp.for_cluster(two_blocks(), Calibration(compute_scale=2.0), configs=beyond, **kwargs)
+    side = own_costs.fsdp_for_cluster(two_blocks(), Calibration(compute_scale=2.0), configs=beyond, **kwargs)
     assert side.left_out_s == pytest.approx(2 * 100 * MS) and "its 100 ms beyond DDP's (433 ms)" in side.note
     overlapping = beyond.assign(step_ms_p10=[980.0, 900.0, 1513.0])  # DDP's steps reach below the baseline's p90
-    side = fsdp.for_cluster(two_blocks(), Calibration(compute_scale=2.0), configs=overlapping, **kwargs)
+    side = own_costs.fsdp_for_cluster(two_blocks(), Calibration(compute_scale=2.0), configs=overlapping, **kwargs)
     assert side.left_out_s == pytest.approx(2 * 533 * MS) and "taken as 0" in fsdp_own_note(side)
 
 
@@ -324,7 +326,7 @@ def test_a_gpu_runs_own_cost_is_in_fsdps_step_a_point_where_a_cpus_bounds_it_and
     state = predictions.labelled(pd.DataFrame(rows))
 
     def frame(carried: bool, ddp_ms: float) -> pd.DataFrame:
-        side = fsdp.for_cluster(two_blocks(), Calibration(), configs=configs, setup=setup, run_scale=1.0,
+        side = own_costs.fsdp_for_cluster(two_blocks(), Calibration(), configs=configs, setup=setup, run_scale=1.0,
                                 carried=carried)  # fmt: skip
         ddp = pd.DataFrame({"bucket_cap_mb": [25.0], "step_ms": [ddp_ms], "world_size": [8]})
         return fsdp.with_fsdp(ddp, side.profile, gather=PerMiB(1.0), scatter=PerMiB(1.0), world_size=8,
@@ -416,7 +418,7 @@ def test_a_stored_profile_keeps_its_frozen_parameters_apart_from_the_gradients()
 
 def test_an_fsdp_step_faster_than_the_baseline_beyond_noise_is_no_own_cost():
     """The user's vit_l_16 run: local (first in its launch) 6896 ms at one rank, fsdp 2514: no cost, null, and said."""
-    from harness.perfmodel import zero
+    from harness.perfmodel import measured, own_costs
     from harness.perfmodel.schedule import Calibration
 
     setup = {"workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32", "optimizer": "adam"}
@@ -424,10 +426,10 @@ def test_an_fsdp_step_faster_than_the_baseline_beyond_noise_is_no_own_cost():
     one = pd.DataFrame([{**_row("local", 1, 6896.0), **spread}, {**_row("fsdp", 1, 2514.0), "step_ms_p10": 2420.0,
                                                                     "step_ms_p90": 2650.0}])  # fmt: skip
     assert measured.fsdp_own_cost_s(one, setup) is None  # was max(0, -4382 ms): a measured 0
-    note = zero.own_cost_unknown(Calibration(compute_scale=1.0), one, setup)
+    note = own_costs.fsdp_own_unknown(Calibration(compute_scale=1.0), one, setup)
     assert "2514 ms, beat the baseline's (6896 ms)" in note and "measurement problem" in note
     assert "(the baseline ran first in its launch in 1 of its 1 repeat(s) at one rank)" in note  # older: always first
-    later = zero.own_cost_unknown(Calibration(compute_scale=1.0), one.assign(launch_position=[1, 0]), setup)
+    later = own_costs.fsdp_own_unknown(Calibration(compute_scale=1.0), one.assign(launch_position=[1, 0]), setup)
     assert "in 0 of its 1 repeat(s)" in later  # its place, as the row records it
     overlapping = one.assign(step_ms_p10=[2000.0, 2420.0])  # one repeat a side, steps overlapping: noise, taken as 0
     assert measured.fsdp_own_cost_s(overlapping, setup) == 0.0
@@ -454,16 +456,20 @@ def test_fsdps_own_cost_not_told_from_noise_bounds_its_step_from_0_never_a_figur
     own = measured.fsdp_own_cost_s(noisy, setup)
     assert own == pytest.approx(1.0 * MS, rel=0.1) and not measured.fsdp_own_cost_told(noisy, setup)
     kwargs = {"setup": setup, "run_scale": 1.0}
-    gpu = fsdp.for_cluster(two_blocks(), Calibration(compute_scale=2.0), configs=noisy, carried=True, **kwargs)
+    gpu = own_costs.fsdp_for_cluster(
+        two_blocks(), Calibration(compute_scale=2.0), configs=noisy, carried=True, **kwargs
+    )
     assert gpu.own_s is None and gpu.left_out_s == pytest.approx(2 * own) and gpu.noise == "the run's"  # was a point
     assert "not told from noise (--repeats 3 may tell it): 0 to 2" in gpu.note
     assert fsdp_own_note(gpu).startswith("without FSDP's own cost, not told from noise at one rank: the run's puts up")
-    cpu = fsdp.for_cluster(two_blocks(), Calibration(compute_scale=2.0), configs=noisy, carried=False, **kwargs)
+    cpu = own_costs.fsdp_for_cluster(
+        two_blocks(), Calibration(compute_scale=2.0), configs=noisy, carried=False, **kwargs
+    )
     assert cpu.left_out_s == pytest.approx(2 * own) and cpu.noise == "a CPU's"  # DDP's none here: all of it
     assert "a CPU's, no GPU's, not told from noise: all of it" in cpu.note
     assert "unmeasured on a GPU, and not told from noise at one rank: a CPU's puts up to" in fsdp_own_note(cpu)
     assert own_over(cpu) == ", all of its own cost, not told from noise at one rank"
     level = noisy.assign(step_ms_median=[30.0, 25.0, 35.0, 30.0, 25.0, 35.0])  # no slower: 0, not a measured 0
-    zero_side = fsdp.for_cluster(two_blocks(), Calibration(), configs=level, carried=True, **kwargs)
+    zero_side = own_costs.fsdp_for_cluster(two_blocks(), Calibration(), configs=level, carried=True, **kwargs)
     assert (zero_side.own_s, zero_side.left_out_s) == (0.0, 0.0)
     assert zero_side.note == "FSDP's own cost at one rank not told from noise (--repeats 3 may tell it): taken as 0"

@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
+from harness.perfmodel import measured, own_costs, zero
 from harness.perfmodel import network as net
-from harness.perfmodel import zero
 from harness.perfmodel.schedule import Grad, Profile, predict_cap
 
 MB = 1024**2
@@ -135,20 +135,28 @@ def test_zeros_own_cost_at_one_rank_is_added_at_every_world_size_and_a_cpus_left
     configs = pd.DataFrame([*one_rank, _row("zero", 2, 30.0), _row("zero", 2, 32.0),
                             _row("zero", 1, 40.0, {"overlap_with_ddp": True})])  # fmt: skip
     setup = {"workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32", "optimizer": "adam"}
-    assert zero.own_cost_s(configs, setup) == pytest.approx(2.0 * MS, rel=0.01)  # the geometric means' difference
+    assert measured.zero_own_cost_s(configs, setup) == pytest.approx(
+        2.0 * MS, rel=0.01
+    )  # the geometric means' difference
     noisy = [_row("stock", 1, ms) for ms in (15.0, 20.0, 12.0)] + [_row("zero", 1, ms) for ms in (17.0, 13.0, 19.0)]
-    assert zero.own_cost_s(pd.DataFrame(noisy), setup) is None
-    assert zero.own_cost_s(pd.DataFrame([_row("stock", 1, 15.0), _row("zero", 1, 17.0)]), setup) is None  # one each
+    assert measured.zero_own_cost_s(pd.DataFrame(noisy), setup) is None
+    assert (
+        measured.zero_own_cost_s(pd.DataFrame([_row("stock", 1, 15.0), _row("zero", 1, 17.0)]), setup) is None
+    )  # one each
     # one repeat a side: told as DDP's own cost is told from the baseline's, where every timed step lies above DDP's
     spread = pd.DataFrame([{**_row("stock", 1, 15.0), "step_ms_p10": 14.5, "step_ms_p90": 15.5},
                            {**_row("zero", 1, 17.0), "step_ms_p10": 16.5, "step_ms_p90": 17.5}])  # fmt: skip
-    assert zero.own_cost_s(spread, setup) == pytest.approx(2.0 * MS)
-    assert zero.own_cost_s(spread.assign(step_ms_p10=[14.5, 15.0]), setup) is None  # overlapping: noise
-    assert zero.own_cost_s(configs[configs["impl"] == "zero"], setup) is None  # no DDP step at one rank to subtract
+    assert measured.zero_own_cost_s(spread, setup) == pytest.approx(2.0 * MS)
+    assert measured.zero_own_cost_s(spread.assign(step_ms_p10=[14.5, 15.0]), setup) is None  # overlapping: noise
+    assert (
+        measured.zero_own_cost_s(configs[configs["impl"] == "zero"], setup) is None
+    )  # no DDP step at one rank to subtract
     swept = pd.DataFrame([_row(impl, 1, ms + (2.0 if impl == "zero" else 0.0), {"bucket_cap_mb": cap})
                           for impl in ("stock", "zero") for cap in (1.0, 25.0)
                           for ms in (15.0, 15.1, 14.9)])  # fmt: skip
-    assert zero.own_cost_s(swept, setup) == pytest.approx(2.0 * MS, rel=0.01)  # a cap sweep's rows, caps pooled
+    assert measured.zero_own_cost_s(swept, setup) == pytest.approx(
+        2.0 * MS, rel=0.01
+    )  # a cap sweep's rows, caps pooled
     network = net.given_network(busbw_bytes_per_s=MB / MS, latency_s=0.0)
     plain = next(c for c in zero.run_checks(configs, PROFILE_ROWS, network) if c["impl_options"] == "{}")
     assert plain["zero_own_ms"] == pytest.approx(2.0, rel=0.01)
@@ -156,9 +164,9 @@ def test_zeros_own_cost_at_one_rank_is_added_at_every_world_size_and_a_cpus_left
     assert plain["predicted_ms"] == pytest.approx(parts + plain["zero_own_ms"])  # DDP's changed as ZeRO changes it
     # on a cluster: scaled as the compute is (twice the run's scale here), or a CPU's left out of a GPU's step
     scaled = Calibration(compute_scale=2.0)
-    added = zero.own_for_cluster(configs, setup, scaled, run_scale=1.0, carried=True).added_s
+    added = own_costs.zero_for_cluster(configs, setup, scaled, run_scale=1.0, carried=True).added_s
     assert added == pytest.approx(4 * MS, rel=0.01)
-    left = zero.own_for_cluster(configs, setup, scaled, run_scale=1.0, carried=False)
+    left = own_costs.zero_for_cluster(configs, setup, scaled, run_scale=1.0, carried=False)
     assert (left.added_s, left.left_out_s) == (0.0, pytest.approx(4 * MS, rel=0.01))
     assert "2 ms, a CPU's, no GPU's" in left.note  # its step a range: from none of it to this, the choice weighs both
     assert left.note.endswith(
@@ -176,14 +184,14 @@ def test_zeros_own_cost_not_told_from_noise_bounds_its_step_from_0_and_is_said()
     setup = {"workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32", "optimizer": "adam"}
     noisy = pd.DataFrame([_row("stock", 1, ms) for ms in (15.0, 20.0, 12.0)]
                          + [_row("zero", 1, ms) for ms in (17.0, 23.0, 19.0)])  # fmt: skip
-    assert zero.own_cost_s(noisy, setup) is None  # no figure: as before
+    assert measured.zero_own_cost_s(noisy, setup) is None  # no figure: as before
     apart = stats.geometric_mean([17.0, 23.0, 19.0]) - stats.geometric_mean([15.0, 20.0, 12.0])  # 4.19 ms
     for carried in (True, False):
-        side = zero.own_for_cluster(noisy, setup, Calibration(compute_scale=2.0), run_scale=1.0, carried=carried)
+        side = own_costs.zero_for_cluster(noisy, setup, Calibration(compute_scale=2.0), run_scale=1.0, carried=carried)
         assert side.added_s == 0.0 and side.noise and side.left_out_s == pytest.approx(2 * apart * MS)
         assert side.note.startswith("ZeRO's own cost at one rank beyond DDP's, 4.19 ms, not told from noise")
     faster = pd.DataFrame([_row("stock", 1, 13.2), _row("zero", 1, 5.9)])
-    side = zero.own_for_cluster(faster, setup, Calibration(), run_scale=1.0, carried=False)
+    side = own_costs.zero_for_cluster(faster, setup, Calibration(), run_scale=1.0, carried=False)
     assert (side.added_s, side.left_out_s, side.noise) == (0.0, 0.0, False)
     assert side.note == "ZeRO's own cost at one rank taken as 0: its step there is no slower than DDP's"
 

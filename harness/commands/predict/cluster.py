@@ -212,12 +212,13 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     import pandas as pd
 
     from harness.analysis import agreement
-    from harness.perfmodel import fsdp, predict
+    from harness.perfmodel import own_costs, predict
     from harness.perfmodel.clusters import cluster
     from harness.perfmodel.clusters.nccl import ClusterLink
+    from harness.perfmodel.own_costs import zero_for_cluster
     from harness.perfmodel.schedule import Calibration, calibrate
     from harness.perfmodel.sharded import cluster_frame, optimizer_break_even, optimizer_share_caveat
-    from harness.perfmodel.zero import largest_parameter, own_for_cluster
+    from harness.perfmodel.zero import largest_parameter
 
     from_run = predict.run_calibration(configs, setup, profile=profile) if configs is not None else Calibration()
     carried = not (args.local_step_ms and device == "cpu")  # a CPU's own cost is no GPU's (scaled_to_local_step)
@@ -233,9 +234,9 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     # an own cost (hooks, copies) goes with the parameters, not the batch: --batch-size's part of the scale is not its
     per_batch = (predict_input.memory_batch(args, setup) or 0) / int(setup["batch_size"]) if setup else 0.0
     run_scale = from_run.compute_scale * (per_batch or 1.0)
-    sharded = fsdp.for_cluster(profile, calibration, configs=configs, setup=setup, run_scale=run_scale,
+    sharded = own_costs.fsdp_for_cluster(profile, calibration, configs=configs, setup=setup, run_scale=run_scale,
                                carried=carried)  # fmt: skip
-    zero_own = own_for_cluster(configs, setup, calibration, run_scale=run_scale, carried=carried)
+    zero_own = zero_for_cluster(configs, setup, calibration, run_scale=run_scale, carried=carried)
     profile = calibrate(profile, calibration)
     trained = getattr(args, "train_options", None)  # --train-wopt: the model you will train, counted on meta
     smaller = bool(setup is not None and (setup.get("size") != "full" or trained is not None)

@@ -30,8 +30,8 @@ class Basis(NamedTuple):
     run_dir: Path | None = None
     state: Any = None  # each strategy's model state per rank (harness.perfmodel.memory.state_per_rank)
     gpu: Any = None  # the run's GPU to fit the state in (_run_gpu); None on the CPU
-    fsdp_note: str = ""  # what FSDP2's predicted step leaves out (fsdp.own_cost_unknown)
-    zero_own_s: float = 0.0  # ZeRO's own cost beyond DDP's at one rank (zero.own_cost_s); 0 where not measured
+    fsdp_note: str = ""  # what FSDP2's predicted step leaves out (own_costs.fsdp_own_unknown)
+    zero_own_s: float = 0.0  # ZeRO's own cost beyond DDP's at one rank (measured.zero_own_cost_s); 0 where not measured
 
 
 def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
@@ -156,7 +156,7 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
     """The Basis of a run: its profile (said, then calibrated), world sizes and caps; the network given, or fitted
     next to the run; FSDP's profile and own cost (`fsdp.compute_only`, `measured.fsdp_own_cost_s`); each strategy's
     model state at those world sizes, said, with the run's GPU (`_run_gpu`: None on the CPU) to fit it in."""
-    from harness.perfmodel import fsdp, measured, zero
+    from harness.perfmodel import fsdp, measured, own_costs
     from harness.perfmodel.network import collectives_command, network_for_run
     from harness.results import store
 
@@ -178,9 +178,9 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
     worlds = [args.gpus] if args.gpus else sorted({int(n) for n in configs["world_size"] if n > 1}) or [DEFAULT_WORLD]
     gpu = _run_gpu(run_dir)
     state = full_size.said_state(run_dir, configs, setup, worlds, gpu)
-    unknown = zero.own_cost_unknown(calibration, configs, setup) if fsdp_basis[1] is None else ""  # beside FSDP2's
+    unknown = own_costs.fsdp_own_unknown(calibration, configs, setup) if fsdp_basis[1] is None else ""  # beside FSDP2's
     return Basis(setup, network, profile, worlds, caps or _caps_of_run(configs), *fsdp_basis, run_dir, state, gpu,
-                 unknown, zero.own_cost_s(configs, setup) or 0.0)  # fmt: skip
+                 unknown, measured.zero_own_cost_s(configs, setup) or 0.0)  # fmt: skip
 
 
 def _run_gpu(run_dir: Path):

@@ -84,8 +84,8 @@ def span_text(low: float, high: float, text: Callable[[float], str] = lambda val
 
 
 OWN_RANGE = "from none of its own cost to a CPU's"
-"""A step bounded by its own cost, said: from none of it (a GPU's may be small) to a CPU's, scaled (fsdp.for_cluster,
-zero.own_for_cluster say how much, once)."""
+"""A step bounded by its own cost, said: from none of it (a GPU's may be small) to a CPU's, scaled
+(own_costs.fsdp_for_cluster, own_costs.zero_for_cluster say how much, once)."""
 
 
 def percent(value: float, band: float = agreement.SMALL_CAP_LEAD, sign: str = "") -> str:

@@ -163,9 +163,10 @@ def behind_cell(low: float, high: float) -> str:
 
 def _bounded_note(c: Candidate, ends: str = "") -> Note:
     """A step shown as a range: from none of its own cost (a GPU's, unmeasured) to a CPU's, scaled; how much, the
-    console says once on the strategy's own line (fsdp.for_cluster's, zero.own_for_cluster's note), the page in its
-    caveats (a walkthrough's table read fsdp +246 % behind, a note under it a tie without a CPU's own cost, and the
-    FSDP line that cost left out); `ends`: where the next leads at one end only, which (`flip_ends`), its figure."""
+    console says once on the strategy's own line (own_costs.fsdp_for_cluster's, own_costs.zero_for_cluster's note), the
+    page in its caveats (a walkthrough's table read fsdp +246 % behind, a note under it a tie without a CPU's own cost,
+    and the FSDP line that cost left out); `ends`: where the next leads at one end only, which (`flip_ends`), its
+    figure."""
     said = f"{c.strategy} {bounds.OWN_RANGE}"
     return Note(f"{said}; {ends}" if ends else said, said, figure=ends)
 

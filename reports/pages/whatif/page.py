@@ -14,8 +14,8 @@ from harness.analysis import agreement, roles, stats, why
 from harness.analysis.sweep import given_cap
 from harness.perfmodel.clusters.cluster import Cluster, published_checks
 from harness.perfmodel.clusters.nccl import ClusterLink
-from harness.perfmodel.fsdp import for_cluster
 from harness.perfmodel.measured import SETUP_DEFAULTS, ddp_own_cost_s
+from harness.perfmodel.own_costs import fsdp_for_cluster, zero_for_cluster
 from harness.perfmodel.pick import ranked
 from harness.perfmodel.predict import (
     DEFAULT_CAPS_MB,
@@ -27,7 +27,6 @@ from harness.perfmodel.predict import (
 )
 from harness.perfmodel.schedule import Parameters, calibrate
 from harness.perfmodel.sharded import OwnCheck, cluster_frame, with_full_size_floors
-from harness.perfmodel.zero import own_for_cluster
 from harness.results import store
 from harness.results.values import ms_text
 from reports.figures import whatif as figures
@@ -73,8 +72,10 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
         calibration = scaled_to_local_step(profile, from_run, local_step_ms and local_step_ms / 1e3,
                                            own_carried=carried, optimizer_s=optimizer_s, own_s=own_s)  # fmt: skip
         run_scale = from_run.compute_scale * (batch_size or setup["batch_size"]) / setup["batch_size"]  # as predict's
-        sharded = for_cluster(profile, calibration, configs=configs, setup=setup, run_scale=run_scale, carried=carried)
-        zero_own = own_for_cluster(configs, setup, calibration, run_scale=run_scale, carried=carried)
+        sharded = fsdp_for_cluster(
+            profile, calibration, configs=configs, setup=setup, run_scale=run_scale, carried=carried
+        )
+        zero_own = zero_for_cluster(configs, setup, calibration, run_scale=run_scale, carried=carried)
         calibrated = calibrate(profile, calibration)
         target = calibration_target(configs, setup)[0]
         context = {"setup": setup_label(setup, batch_size), "local_step_ms": calibrated.local_step_s * 1e3,

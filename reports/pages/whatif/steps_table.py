@@ -53,10 +53,10 @@ def best_table(best: pd.DataFrame) -> str:
 
 
 def own_over(sharded) -> str:
-    """What FSDP's left-out own cost (fsdp.ForCluster's, a CPU's) is, after its figure: ' more than DDP's' where DDP's
-    own cost was taken from it, else ', all of its own cost', with why DDP's was taken as 0 in the console's words
-    (`untold`) where its steps did not tell it from noise (a page read '102 ms more than DDP's' where nothing of
-    DDP's was taken); and where FSDP's own steps did not tell its cost from noise, that too."""
+    """What FSDP's left-out own cost (own_costs.FsdpOwnCost's, a CPU's) is, after its figure: ' more than DDP's' where
+    DDP's own cost was taken from it, else ', all of its own cost', with why DDP's was taken as 0 in the console's words
+    (`untold`) where its steps did not tell it from noise (a page read '102 ms more than DDP's' where nothing of DDP's
+    was taken); and where FSDP's own steps did not tell its cost from noise, that too."""
     noise = ", not told from noise at one rank" * (getattr(sharded, "noise", "") == "a CPU's")  # a range from 0
     if sharded.beyond_ddp:
         return f" more than DDP's{noise}"

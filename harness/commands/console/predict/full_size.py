@@ -25,11 +25,11 @@ def has_fsdp_floors(frames: list[pd.DataFrame]) -> bool:
 
 
 def fsdp_own_note(sharded) -> str:
-    """What FSDP2's step leaves out (fsdp.for_cluster's note), in the console's words where it is a CPU's own cost,
-    said once here: its figure and the scale it took (fsdp.ForCluster.scale), the long end of the step the answer
-    gives as a range (pick.bounds), and DDP's own taken as 0 where it was (its repeats did not tell it from noise: the
-    figure is then all of FSDP's, not what it costs beyond DDP's), and FSDP's own steps where they did not tell its
-    cost from noise (the step a range from 0 all the same); the what-if page says the rest."""
+    """What FSDP2's step leaves out (own_costs.fsdp_for_cluster's note), in the console's words where it is a CPU's own
+    cost, said once here: its figure and the scale it took (own_costs.FsdpOwnCost.scale), the long end of the step the
+    answer gives as a range (pick.bounds), and DDP's own taken as 0 where it was (its repeats did not tell it from
+    noise: the figure is then all of FSDP's, not what it costs beyond DDP's), and FSDP's own steps where they did not
+    tell its cost from noise (the step a range from 0 all the same); the what-if page says the rest."""
     if not sharded.left_out_s:
         return sharded.note
     scaled, untold = scaled_words(sharded.scale), f" ({sharded.untold})" if sharded.untold else ""

@@ -58,7 +58,7 @@ def say_run_calibration(profile, configs, setup: dict, *, scaled: bool, carried:
     line says that scale), and DDP's own cost (said even as 0), or what takes its place (`given_ms`: --local-ddp-ms);
     a CPU's left out of a GPU step, said without how it was measured."""
     from harness.analysis import roles
-    from harness.perfmodel import measured, predict, zero
+    from harness.perfmodel import measured, own_costs, predict
 
     role, step_s = predict.calibration_target(configs, setup)
     if step_s and not scaled:
@@ -71,7 +71,7 @@ def say_run_calibration(profile, configs, setup: dict, *, scaled: bool, carried:
         pooled = (f"{roles.reference_name()}'s step at one rank, every cap pooled (geometric mean over repeats), "
                   f"minus {roles.baseline_name()}'s")  # fmt: skip
         faster = difference_s < 0 and measured.below_baseline(configs, setup, roles.is_reference, but={"bucket_cap_mb"})
-        why = (f"beyond noise: a measurement problem ({zero.baseline_first(configs, setup)}), no cost" if faster
+        why = (f"beyond noise: a measurement problem ({own_costs.baseline_first(configs, setup)}), no cost" if faster
                else "noise")  # fmt: skip
         measured = pooled if difference_s >= 0 else f"taken as 0: {pooled} is {ms_text(difference_s * 1e3)} ms, {why}"
         added = f"added to backward{with_compute}" if carried else (
