@@ -422,8 +422,9 @@ def test_a_step_far_below_any_training_steps_share_of_the_peak_is_warned_with_it
     said, warned = scaling.step_against_peak(None, setup, step_ms=step_ms * 4, batch=8, gpu=gpu,
                                              options={**small, "seq_len": 64})  # fmt: skip
     assert warned and said.endswith(
-        "under 2%, far below a training step's: likely not the model you train, as counted at 64 tokens a sample; "
-        "if you train at another sequence or batch, give yours (--train-wopt seq_len=N, --batch-size B)"
+        "under 2%, far below a training step's: likely not the model you train, as counted at 64 tokens a sample, "
+        "unless it is memory-bound (depthwise convolutions: EfficientNet, MobileNet); if you train at another "
+        "sequence or batch, give yours (--train-wopt seq_len=N, --batch-size B)"
     )
     longer, warned = scaling.step_against_peak(None, setup, step_ms=step_ms * 4, batch=8, gpu=gpu,
                                                options={**small, "seq_len": 1024})  # fmt: skip

@@ -135,7 +135,9 @@ project's own steady steps on an H200 (docs/measured/gpu-check-h200.md), counted
 batch 8, 52.65 ms) and 5.5 % (resnet50/full bf16, batch 64, 28.39 ms); large transformers train at 38-52 % (Megatron-LM,
 Narayanan et al. 2021: 52 % of A100 peak; PaLM, Chowdhery et al. 2022: 46 %; Llama 3, 2024: 38-43 % on H100s). A step
 at under a third of the lowest of those is more likely a count of another model than a GPU that slow: a shorter
-sequence or a smaller batch benched than the one trained (a walkthrough benched seq_len=128, trained at 2048: 1 %)."""
+sequence or a smaller batch benched than the one trained (a walkthrough benched seq_len=128, trained at 2048: 1 %).
+Not for every model: one of depthwise convolutions (EfficientNet, MobileNet) moves more bytes than it computes and
+reads low against a dense peak even when its step is right, so the words name that too."""
 
 
 def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: str, options: dict | None,
@@ -194,9 +196,10 @@ def _unlike_a_step(counted: dict, kind: str) -> str:
         f", as counted at {side}×{side} images" if isinstance(side, int) else "")  # fmt: skip
     option = {"hf": "seq_len" if tokens else "image_size", "torchvision": "image_size", "timm": "image_size"}.get(kind)
     what = "sequence" if tokens else "image size" if isinstance(side, int) else "size"
-    return (f"under {LOW_SHARE:.0%}, far below a training step's: likely not the model you train{counted}; if you "
-            f"train at another {what} or batch, give yours (--train-wopt {option or 'KEY'}="
-            f"{'N' if option else 'VALUE'}, --batch-size B)")  # fmt: skip
+    return (f"under {LOW_SHARE:.0%}, far below a training step's: likely not the model you train{counted}, unless "
+            f"it is memory-bound (depthwise convolutions: EfficientNet, MobileNet); if you train at another {what} or "
+            f"batch, give yours (--train-wopt {option or 'KEY'}={'N' if option else 'VALUE'}, "
+            "--batch-size B)")  # fmt: skip
 
 
 def say_step_against_peak(args, configs, setup: dict | None, chosen, trained: dict | None) -> str:
