@@ -114,15 +114,17 @@ def described(spec: str, size: str, options: dict | None, *, batch_size: int, dt
     """modelinfo.describe of the workload on `device` (a GPU's name: its attention kernels decide what a forward
     keeps), as `count()` counts it, for bench's rows: counted once here, not again by every run of the same setup
     (on a GPU, gpt2/full's model info took 3.2-3.8 s a run: a model built and run there). A count that raises is
-    not kept."""
-    return _kept("described", spec, size, options, batch_size, f"{dtype} on {device}", lambda workload: count())
+    not kept, nor one whose activations failed (null: describe keeps its sizes then), which may be this moment's
+    alone: a GPU out of memory while another process held it."""
+    return _kept("described", spec, size, options, batch_size, f"{dtype} on {device}", lambda workload: count(),
+                 keep=lambda value: value.get("activation_mb") is not None)  # fmt: skip
 
 
 def _kept(what: str, spec: str, size: str, options: dict | None, batch: int | None, dtype: str | None,
-          count: Callable) -> Any:  # fmt: skip
+          count: Callable, keep: Callable[[Any], bool] | None = None) -> Any:  # fmt: skip
     """The count kept for this question and the source as it is now; else counted (`count()`, or `count(workload)`
-    given the workload made, None where it cannot be) and kept. Returned as JSON gives it back either way, so that a
-    count read from the cache and one made now are alike."""
+    given the workload made, None where it cannot be) and kept, unless `keep(value)` says not. Returned as JSON gives
+    it back either way, so that a count read from the cache and one made now are alike."""
     asked = json.dumps([what, spec, size, options or {}, batch, dtype], sort_keys=True, default=str)
     source = source_key(spec)
     entry = _read().get(asked)
@@ -138,7 +140,7 @@ def _kept(what: str, spec: str, size: str, options: dict | None, batch: int | No
             return None
         value = count(workload)
     value = json.loads(json.dumps(value))
-    if source is not None:
+    if source is not None and (keep is None or keep(value)):
         _write(asked, {"source": source, "value": value})
     return value
 

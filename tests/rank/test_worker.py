@@ -153,3 +153,26 @@ def test_model_info_is_counted_once_per_setup_and_device_not_again_by_a_later_ru
     monkeypatch.setattr(worker, "device_name", lambda device: "NVIDIA H200")  # as a GPU's count would be asked
     worker.model_info(cfg, on_cpu, {}, tmp_path / "run-c")
     assert counted == ["cpu", "cpu"] and meta_counts.cache_path().is_file()
+
+
+def test_model_info_whose_activations_failed_is_counted_again_not_kept(tmp_path, monkeypatch):
+    """A failed activation count (null: a GPU out of memory while another process held it) may be that moment's
+    alone: kept in the user's cache, every later run of the setup would read null."""
+    import types
+
+    from harness.measure import modelinfo
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    config = BenchConfig(gpus=1, impls=("naive",), size="tiny", steps=1, warmup=0, baseline=False)
+    [cfg] = expand(config, device="cpu")
+    real, failures = modelinfo.activations_by_module, [RuntimeError("CUDA out of memory")]
+
+    def once_out_of_memory(*args, **kwargs):
+        if failures:
+            raise failures.pop()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(modelinfo, "activations_by_module", once_out_of_memory)
+    on_cpu = types.SimpleNamespace(device=torch.device("cpu"))
+    assert worker.model_info(cfg, on_cpu, {}, tmp_path / "run-a")["activation_mb"] is None
+    assert worker.model_info(cfg, on_cpu, {}, tmp_path / "run-b")["activation_mb"] > 0
