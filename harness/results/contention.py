@@ -7,10 +7,12 @@ The launcher writes one record per launch (`plan/<launch>.contention.json`, `har
   processes on this node may keep runnable (its ranks × threads per rank on the CPU, its ranks on GPUs, plus
   one for the launcher). The load average is a smoothed count of runnable threads, the run's own included: it
   is what is recorded, not the CPU time others took (which /proc cannot give exactly without the run's own).
-- `gpus` (on CUDA; null where no rank's sampler read NVML): per GPU a rank used (NVML's UUID), the processes NVML listed on it during the launch that
-  are not the run's ranks, with their peak memory (MiB; null where NVML does not say), and `pids_comparable`:
-  whether a rank found its own pid in NVML's list (inside a container's PID namespace it does not, and then
-  `listed`, the most processes listed at once, is weighed against the run's ranks on that GPU instead).
+- `gpus` (on CUDA; null where no rank's sampler read NVML; a GPU whose list was always empty, `listed` 0, was not
+  watched: a rank holds its GPU, so NVML cannot list processes there): per GPU a rank used (NVML's UUID), the
+  processes NVML listed on it during the launch that are not the run's ranks, with their peak memory (MiB; null
+  where NVML does not say), and `pids_comparable`: whether a rank found its own pid in NVML's list (inside a
+  container's PID namespace it does not, and then `listed`, the most processes listed at once, is weighed against
+  the run's ranks on that GPU instead).
 
 A run from before these records has none: `read` gives None, "not recorded", never "quiet".
 """
@@ -79,6 +81,14 @@ def foreign_gpus(record: dict[str, Any]) -> dict[str, int]:
     return found
 
 
+def watched(record: dict[str, Any]) -> bool:
+    """Whether NVML's lists could say who else held the launch's GPUs: read (not null), and each GPU's listing at
+    least one process. A rank holds its GPU, so a list that was always empty (WSL, some containers) shows NVML
+    cannot list processes there: no other process seen is then no answer."""
+    gpus = record.get("gpus")
+    return gpus is not None and all(seen.get("listed") for seen in gpus.values())
+
+
 def findings(records: list[dict[str, Any]] | None) -> list[str]:
     """One sentence per kind of contention the launches ran under (none for quiet launches or none recorded):
     the figure, and what it may distort."""
@@ -111,9 +121,11 @@ def in_words(records: list[dict[str, Any]] | None) -> str:
     loads = [x for r in records for x in r.get("load_1m") or [] if x is not None]
     text = f"1-minute load average {min(loads):.1f}–{max(loads):.1f} on {records[0].get('cpus')} CPUs" if loads else ""
     on_gpus = [r for r in records if r.get("device") == "cuda"]
-    seen = [r for r in on_gpus if r.get("gpus") is not None]
+    seen = [r for r in on_gpus if watched(r) or foreign_gpus(r)]  # another process seen is an answer
     shared = sum(1 for r in seen if foreign_gpus(r))
-    if shared or len(seen) < len(on_gpus):
+    if on_gpus and not seen:
+        text += "; the GPUs' other processes not watched (NVML listed none, or was not read)"
+    elif shared or len(seen) < len(on_gpus):
         text += f"; another process on a GPU in {shared} of {len(seen)} launches whose GPUs NVML watched"
         text += f" ({len(on_gpus) - len(seen)} not watched)" if len(seen) < len(on_gpus) else ""
     elif seen:

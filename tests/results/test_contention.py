@@ -53,3 +53,14 @@ def test_a_run_from_before_the_records_reads_not_recorded(tmp_path):
     page = run_page.environment_section({"command": ["ddpbench", "bench"]}, launches=None)
     assert "not recorded (a run from before ddpbench recorded it)" in page
     assert "quiet" not in page and "no other process" not in page
+
+
+def test_a_gpu_whose_nvml_list_was_always_empty_is_not_watched_not_quiet():
+    """A rank holds its GPU: NVML listing no process at all (WSL, some containers) cannot say no other did."""
+    empty = {"GPU-0": {"others": {}, "run_ranks": [0], "pids_comparable": False, "listed": 0}}
+    record = launch((0.5, 0.6), cpus=16, threads=2, device="cuda", gpus=empty)
+    said = contention.in_words([record])
+    assert said.endswith("; the GPUs' other processes not watched (NVML listed none, or was not read)")
+    assert not contention.watched(record) and contention.findings([record]) == []
+    listed = {"GPU-0": {**empty["GPU-0"], "listed": 1}}  # the rank's own, by another namespace's pid
+    assert contention.in_words([{**record, "gpus": listed}]).endswith("; no other process on the run's GPUs")
