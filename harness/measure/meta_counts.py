@@ -111,7 +111,7 @@ def flops(spec: str, size: str, options: dict | None) -> dict | None:
 
 def described(spec: str, size: str, options: dict | None, *, batch_size: int, dtype: str, device: str,
               count: Callable[[], dict]) -> dict | None:  # fmt: skip
-    """modelinfo.describe of the workload on `device` (a GPU's name: its attention kernels decide what a forward
+    """modelinfo.describe of the workload on `device` (a GPU's name and cuDNN: its kernels decide what a forward
     keeps), as `count()` counts it, for bench's rows: counted once here, not again by every run of the same setup
     (on a GPU, gpt2/full's model info took 3.2-3.8 s a run: a model built and run there). A count that raises is
     not kept, nor one whose activations failed (null: describe keeps its sizes then), which may be this moment's

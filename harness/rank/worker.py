@@ -54,8 +54,12 @@ def model_info(cfg: Configuration, session: Session, cache: dict[tuple, dict | N
 
 
 def device_name(device: torch.device) -> str:
-    """What a model's count on `device` depends on: a GPU's name (its attention kernels), else the device's type."""
-    return torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+    """What a model's count on `device` depends on beyond the libraries' versions: a GPU's name (its attention
+    kernels) and the cuDNN loaded (its attention and batch norm keep what it decides; torch's version does not
+    fix it where cuDNN is installed apart), else the device's type."""
+    if device.type != "cuda":
+        return device.type
+    return f"{torch.cuda.get_device_name(device)}, cuDNN {torch.backends.cudnn.version()}"
 
 
 class RowWriter:

@@ -176,3 +176,14 @@ def test_model_info_whose_activations_failed_is_counted_again_not_kept(tmp_path,
     on_cpu = types.SimpleNamespace(device=torch.device("cpu"))
     assert worker.model_info(cfg, on_cpu, {}, tmp_path / "run-a")["activation_mb"] is None
     assert worker.model_info(cfg, on_cpu, {}, tmp_path / "run-b")["activation_mb"] > 0
+
+
+def test_model_info_on_a_gpu_is_kept_per_cudnn_too(monkeypatch):
+    """What a GPU's forward keeps is cuDNN's choice too (its attention, its batch norm's reserve): another cuDNN
+    under the same torch is another count."""
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device=None: "NVIDIA H200")
+    monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 90100)
+    before = worker.device_name(torch.device("cuda", 0))
+    monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 90300)
+    assert worker.device_name(torch.device("cuda", 0)) != before and "NVIDIA H200" in before
+    assert worker.device_name(torch.device("cpu")) == "cpu"
