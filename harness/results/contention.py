@@ -19,6 +19,7 @@ A run from before these records has none: `read` gives None, "not recorded", nev
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,8 @@ from harness.results import files
 from harness.results.layout import PLANS
 
 SUFFIX = ".contention.json"
+LOAD_WINDOW_S = 60.0
+"""The 1-minute load average's time constant: what ran t seconds ago still counts e^(−t/60 s) of itself."""
 
 
 def path(plan_path: Path, launch: str) -> Path:
@@ -54,12 +57,16 @@ def read(run: Path, launches: list[str] | None = None) -> list[dict[str, Any]] |
 
 def others_load(record: dict[str, Any], before: dict[str, Any] | None = None) -> float | None:
     """The load others added at the least: the launch's higher load average less what the run itself may have
-    kept runnable then (its threads, or the launch before's where more: a 1-minute average still carries it)."""
+    kept runnable then (its threads, or the launch before's where more: a 1-minute average still carries it, less
+    as the time between them grows: e^(−t/60 s), so that a session resumed a day later is not credited with it)."""
     loads = [x for x in record.get("load_1m") or [] if x is not None]
     if not loads:
         return None
-    own = max(record.get("run_threads") or 0, (before or {}).get("run_threads") or 0)
-    return max(loads) - own
+    before = before or {}
+    carried = before.get("run_threads") or 0
+    if record.get("started_at") is not None and before.get("ended_at") is not None:
+        carried *= math.exp(-max(record["started_at"] - before["ended_at"], 0.0) / LOAD_WINDOW_S)
+    return max(loads) - max(record.get("run_threads") or 0, carried)
 
 
 def cpu_busy(record: dict[str, Any], before: dict[str, Any] | None = None) -> bool:

@@ -64,3 +64,14 @@ def test_a_gpu_whose_nvml_list_was_always_empty_is_not_watched_not_quiet():
     assert not contention.watched(record) and contention.findings([record]) == []
     listed = {"GPU-0": {**empty["GPU-0"], "listed": 1}}  # the rank's own, by another namespace's pid
     assert contention.in_words([{**record, "gpus": listed}]).endswith("; no other process on the run's GPUs")
+
+
+def test_a_launch_long_before_is_not_credited_with_a_load_it_no_longer_carries():
+    """A resumed session's first launch follows the last one of a session a day before: the 1-minute average
+    forgot that one's threads, so others' load is not hidden behind them."""
+    wide_before = launch((1.0, 5.0), cpus=4, threads=5, started_at=0.0, ended_at=100.0)
+    just_after = launch((5.0, 2.5), cpus=4, threads=2, started_at=101.0)
+    a_day_after = {**just_after, "started_at": 100.0 + 86_400}
+    assert not contention.cpu_busy(just_after, wide_before)  # a second later: the average still carries it
+    assert contention.cpu_busy(a_day_after, wide_before)
+    assert contention.findings([wide_before, a_day_after]) != []
