@@ -1,5 +1,6 @@
 """Several clusters' answers compared per booking (perfmodel.clusters.bookings): the figures each booking is given, and
-the fastest and cheapest decided only where every corner of the bounded steps agrees."""
+the fastest, the fewest GPU-hours and the cheapest at the user's prices decided only where every corner of the bounded
+steps agrees, and the price ratio the fewest GPU-hours stay cheapest under."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import pandas as pd
 import pytest
 
 from harness.analysis import agreement
-from harness.perfmodel.clusters.bookings import Booking, cheapest, fastest, of_cluster
+from harness.perfmodel.clusters.bookings import Booking, break_even, cheapest, fastest, fewest_gpu_hours, of_cluster
 from harness.perfmodel.pick.choice import Candidate, Choice
 from harness.perfmodel.pick.choice_table import gpu_hours_per_step_ms
 
@@ -44,7 +45,7 @@ def test_a_ranking_is_decided_where_every_corner_agrees_and_a_tie_stays_a_tie():
     h100 = [_booking("dgx-h100", n, 122.0, 256.0) for n in (8, 16, 32)]  # bounded: both ends
     quick = fastest([*a100, *h100])
     assert quick.decided and [(b.cluster, b.gpus) for b in quick.best] == [("dgx-h100", 32)]  # its bookings move
-    cheap = cheapest([*a100, *h100])  # together: w16 is never ahead of w32 at the same H100 step
+    cheap = fewest_gpu_hours([*a100, *h100])  # together: w16 is never ahead of w32 at the same H100 step
     assert cheap.decided and [(b.cluster, b.gpus) for b in cheap.best] == [("dgx-h100", n) for n in (8, 16, 32)]
 
 
@@ -54,7 +55,7 @@ def test_where_the_best_changes_between_the_ends_it_is_open_on_the_bounded_clust
     quick = fastest([a100, h100])
     assert not quick.decided and quick.open_on == ["dgx-h100"]
     assert quick.at_ends == ([h100], [a100])  # compute-bound: H100's 16 GPUs ahead; memory-bound: A100's 32
-    assert cheapest([a100, h100]).decided  # per sample the H100 is cheaper at either end
+    assert fewest_gpu_hours([a100, h100]).decided  # per sample the H100 is cheaper at either end
     # two bounded clusters: each at either end, independently
     h200 = _booking("dgx-h200", 16, 110.0, 300.0)
     assert fastest([h100, h200]).open_on == ["dgx-h100", "dgx-h200"]
@@ -90,3 +91,22 @@ def test_a_choice_open_on_an_own_cost_books_a_range_and_the_ranking_waits_on_tha
         "dgx-h100 × 8 GPUs at the compute-bound end without FSDP's own cost, dgx-a100 × 8 GPUs at the "
         "memory-bound end with it at a CPU's"
     ) in both
+
+
+def test_at_the_users_prices_the_cheapest_is_ranked_by_cost_and_open_where_the_ratio_falls_inside_the_range():
+    """The H100's GPU-hours are 122-256 ms' against the A100's 420 ms': 1.64-3.44 times fewer. An H100 hour at 1.5×
+    an A100's is cheaper at both ends, at 4× dearer at both, at 2.5× cheaper only where its step is compute-bound."""
+    a100 = [_booking("dgx-a100", n, 420.0) for n in (8, 16)]
+    h100 = [_booking("dgx-h100", n, 122.0, 256.0) for n in (8, 16)]
+    low, high = break_even([*a100, *h100], "dgx-h100", "dgx-a100")
+    assert (low, high) == (pytest.approx(420 / 256), pytest.approx(420 / 122))
+    for ratio, best in ((1.5, h100), (4.0, a100)):
+        ranked = cheapest([*a100, *h100], {"dgx-a100": 2.0, "dgx-h100": 2.0 * ratio})
+        assert ranked.decided and ranked.best == best
+    ranked = cheapest([*a100, *h100], {"dgx-a100": 2.0, "dgx-h100": 5.0})
+    assert ranked.open_on == ["dgx-h100"] and ranked.at_ends == (h100, a100)
+    # both steps a cluster's own: one ratio
+    assert break_even([_booking("dgx-a100", 8, 420.0), _booking("dgx-h100", 8, 200.0)], "dgx-h100", "dgx-a100") == (
+        pytest.approx(2.1),
+        pytest.approx(2.1),
+    )

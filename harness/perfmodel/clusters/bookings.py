@@ -1,6 +1,8 @@
 """Several clusters' answers compared per booking (a cluster × a GPU count): the pick each answer makes, its step, the
 samples (or tokens) a second the booking trains on, the GPU-hours a million samples (a billion tokens) take, and which
-booking is fastest and which cheapest. A step measured on another GPU than a cluster's is only bounded there (two
+booking is fastest, which takes the fewest GPU-hours, and, at the user's prices for an hour of each cluster's GPU,
+which is cheapest (without prices, the ratio of those prices at which the fewest GPU-hours stop being the cheapest:
+`break_even`). A step measured on another GPU than a cluster's is only bounded there (two
 ends, config.precision.step_bounds): each figure is then a range, and a ranking is decided only where it holds over
 every value in the ranges, else open until the step of the clusters it hangs on is measured.
 
@@ -127,9 +129,25 @@ def fastest(bookings: list[Booking], lead: float = LEAD) -> Ranking:
     return _ranked(bookings, lambda b, k: 1 / b.per_s[k], lead)
 
 
-def cheapest(bookings: list[Booking], lead: float = LEAD) -> Ranking:
-    """The bookings that take the fewest GPU-hours a million samples (a billion tokens)."""
+def fewest_gpu_hours(bookings: list[Booking], lead: float = LEAD) -> Ranking:
+    """The bookings that take the fewest GPU-hours a million samples (a billion tokens): an hour of any GPU alike."""
     return _ranked(bookings, lambda b, k: b.gpu_hours[k], lead)
+
+
+def cheapest(bookings: list[Booking], prices: dict[str, float], lead: float = LEAD) -> Ranking:
+    """The bookings that cost the least a million samples (a billion tokens): their GPU-hours × `prices`, a GPU-hour's
+    price on each cluster (every cluster's, in the user's own units)."""
+    return _ranked(bookings, lambda b, k: prices[b.cluster] * b.gpu_hours[k], lead)
+
+
+def break_even(bookings: list[Booking], leader: str, rival: str) -> tuple[float, float]:
+    """The least and the most ratio of a GPU-hour's price on `leader` to one on `rival` under which `leader`'s fewest
+    GPU-hours cost less: `rival`'s least GPU-hours over `leader`'s, at every corner of their ends (one ratio where
+    neither is a range)."""
+    least = {name: [min(b.gpu_hours[k] for b in bookings if b.cluster == name and b.fits) for k in (0, -1)]
+             for name in (leader, rival)}  # fmt: skip
+    ratios = [theirs / ours for theirs in least[rival] for ours in least[leader]]
+    return min(ratios), max(ratios)
 
 
 def _ranked(bookings: list[Booking], cost: Callable[[Booking, int], float], lead: float) -> Ranking:

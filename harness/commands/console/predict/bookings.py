@@ -6,7 +6,7 @@ the fastest booking and the one of fewest GPU-hours, decided or open, and what s
 from __future__ import annotations
 
 from harness.commands.console import say, say_once
-from harness.perfmodel.clusters.bookings import LEAD, Booking, Ranking, cheapest, fastest
+from harness.perfmodel.clusters.bookings import LEAD, Booking, Ranking, fastest, fewest_gpu_hours
 from harness.perfmodel.pick.bounds import LONG, OWN_COST_OF, SHORT, end_words, own_cost_open
 from harness.perfmodel.pick.choice_table import cost_unit
 
@@ -71,7 +71,7 @@ def verdict_words(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str
     decided (at both ends, where a step is bounded), a tie, or open (the best at each end), and where open, which
     step to measure to decide."""
     per = f"fewest GPU-hours per {'token' if tokens else 'sample'}"  # not 'cheapest': an H100's hour costs more
-    ranked = {"fastest": fastest(bookings), per: cheapest(bookings)}
+    ranked = {"fastest": fastest(bookings), per: fewest_gpu_hours(bookings)}
     if not any(r.best for r in ranked.values()):
         return "no booking to compare: none modelled fits at any GPU count asked"
     both = " at both ends" if ends and any(b.bounded for b in bookings) else ""
