@@ -196,7 +196,13 @@ def add_predict_parser(commands) -> None:
                          "NCCL's collectives there, or with --run/--workload the step per cap at --nodes; several, "
                          "comma-separated (with --run/--workload; not with --page or --nccl-tests): each predicted, "
                          "then every booking (cluster × GPU count) compared: its pick, step, samples (tokens) a "
-                         "second, GPU-hours, the fastest and the fewest GPU-hours")  # fmt: skip
+                         "second, GPU-hours, the fastest and the fewest GPU-hours (where the GPUs differ, under what "
+                         "ratio of their hours' prices the fewest cost least)")  # fmt: skip
+    predict.add_argument("--gpu-hour-price", metavar="NAME=PRICE,…",
+                         help="with several --cluster: what a GPU-hour costs you on each (every one compared, in "
+                         "your own currency, e.g. dgx-a100=1.8,dgx-h100=3.2): the bookings gain their cost a million "
+                         "samples (a billion tokens) in those price units, and the cheapest is ranked by it instead "
+                         "of the fewest GPU-hours")  # fmt: skip
     predict.add_argument("--nccl-tests", nargs="+", metavar="FILE",
                          help="nccl-tests logs (text or -J JSON), or `ddpbench collectives` run folders, to fit the "
                          "profile's bandwidths to (the profile: --cluster, else the built-in of the logs' GPU); the "

@@ -167,3 +167,57 @@ def test_a_cluster_named_twice_beside_a_bad_one_is_refused_in_one_line(tmp_path,
                      "--local-step-ms", "310"]) == 2  # fmt: skip
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1 and "--cluster 'x' is neither" in captured.err
+
+
+def test_at_the_prices_given_each_booking_costs_its_gpu_hours_times_its_clusters_price(tmp_path, capsys):
+    """--gpu-hour-price: a cost column, price × GPU-hours, and the cheapest ranked by it. Without prices the fewest
+    GPU-hours say the price ratio under which they cost least, from the table's own figures."""
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    args = ["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-a100,dgx-h100", "--nodes",
+            "1,2", "--local-step-ms", "310", "--local-step-gpu", "a100-sxm4-80gb"]  # fmt: skip
+    assert cli.main(args) == 0
+    table, verdict = _comparison(capsys.readouterr().out)
+    hours = {row[0]: [float(v) for v in row[6].split("–")] for row in table}
+    low, high = hours["dgx-a100"][0] / hours["dgx-h100"][1], hours["dgx-a100"][0] / hours["dgx-h100"][0]
+    ratio = re.search(r"cheaper while an H100 hour costs under ([\d.]+)–([\d.]+)× an A100's: "
+                      r"--gpu-hour-price dgx-a100=P,dgx-h100=Q ranks by cost\)$", verdict)  # fmt: skip
+    assert ratio and float(ratio[1]) <= low < float(ratio[1]) + 0.1 and high <= float(ratio[2]) < high + 0.1
+    prices = {"dgx-a100": 1.8, "dgx-h100": 1.8 * (low + high) / 2}  # inside the ratio's range: open
+    assert cli.main([*args, "--gpu-hour-price", ",".join(f"{k}={v}" for k, v in prices.items())]) == 0
+    said = capsys.readouterr().out
+    assert "price units per 1M samples" in said
+    table, verdict = _comparison(said)
+    for row in table:
+        costs = [float(v) for v in row[7].split("–")]
+        assert costs == [pytest.approx(prices[row[0]] * h, rel=5e-3) for h in hours[row[0]]]
+    assert "; cheapest per sample (at the prices given): dgx-h100 × 8/16 GPUs at the compute-bound end, dgx-a100 × " \
+        "8/16 GPUs at the memory-bound end: open until one step is measured on dgx-h100's GPU" in verdict  # fmt: skip
+    assert "GPU-hours" not in verdict
+    assert cli.main([*args, "--gpu-hour-price", f"dgx-a100=1.8,dgx-h100={1.7 * low:g}"]) == 0  # under: the H100s
+    assert capsys.readouterr().out.strip().endswith("cheapest per sample (at the prices given): dgx-h100 × 8/16 GPUs "
+                                                    "at both ends (tied: within 4% of the best, more than the model "
+                                                    "can tell)")  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("cluster", "prices", "error"),
+    [
+        ("dgx-a100,dgx-h100", "dgx-a100=1.8,dgx-x=2", "--gpu-hour-price 'dgx-x=2': 'dgx-x' is not a cluster compared; "
+         "give NAME=PRICE a GPU-hour for each cluster compared, comma-separated (dgx-a100, dgx-h100)"),
+        ("dgx-a100,dgx-h100", "dgx-a100=0,dgx-h100=2", "--gpu-hour-price 'dgx-a100=0': the price is not a number"),
+        ("dgx-a100,dgx-h100", "dgx-a100=1.8,dgx-h100=$3", "--gpu-hour-price 'dgx-h100=$3': the price is not a number"),
+        ("dgx-a100,dgx-h100", "dgx-a100=1.8", "--gpu-hour-price 'dgx-a100=1.8' has no price for dgx-h100; give "),
+        ("dgx-a100,dgx-h100", "dgx-a100", "--gpu-hour-price 'dgx-a100' is not NAME=PRICE; give NAME=PRICE"),
+        ("dgx-a100", "dgx-a100=1.8", "--gpu-hour-price 'dgx-a100=1.8' with one cluster, 'dgx-a100': prices rank the "
+         "bookings of several; give several"),
+    ],
+)  # fmt: skip
+def test_a_bad_price_is_refused_in_one_line(tmp_path, capsys, cluster, prices, error):
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    out = tmp_path / "x.csv"
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", cluster,
+                     "--local-step-ms", "310", "--local-step-gpu", "a100-sxm4-80gb", "--gpu-hour-price", prices,
+                     "--out", str(out)]) == 2  # fmt: skip
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and error in captured.err
+    assert not out.exists()

@@ -110,3 +110,20 @@ def test_at_the_users_prices_the_cheapest_is_ranked_by_cost_and_open_where_the_r
         pytest.approx(2.1),
         pytest.approx(2.1),
     )
+
+
+def test_the_fewest_gpu_hours_say_the_price_ratio_they_stay_cheapest_under_where_the_gpus_differ():
+    from harness.commands.console.predict.bookings import verdict_words
+
+    booked = [_booking("dgx-a100", 8, 420.0), _booking("dgx-h100", 8, 122.0, 256.0)]
+    gpus = {"dgx-a100": "DGX A100: 8× A100 SXM4 80GB, …", "dgx-h100": "DGX H100: 8× H100 SXM5, …"}
+    words = verdict_words(booked, tokens=False, ends=("compute-bound", "memory-bound"), gpus=gpus)
+    assert words.endswith(  # 420/256 = 1.64 rounded down, 420/122 = 3.44 up: under 1.6× cheaper at either end
+        "fewest GPU-hours per sample: dgx-h100 × 8 GPUs at both ends (cheaper while an H100 hour costs under "
+        "1.6–3.5× an A100's: --gpu-hour-price dgx-a100=P,dgx-h100=Q ranks by cost)"
+    )
+    same = verdict_words(booked, tokens=False, ends=None, gpus={**gpus, "dgx-a100": gpus["dgx-h100"]})
+    assert "cheaper while" not in same  # one GPU: an hour of each may still be priced apart, but no GPU to name
+    priced = verdict_words(booked, tokens=True, ends=None, prices={"dgx-a100": 1.0, "dgx-h100": 4.0}, gpus=gpus)
+    assert priced.endswith("; cheapest per token (at the prices given): dgx-a100 × 8 GPUs")
+    assert "GPU-hours" not in priced

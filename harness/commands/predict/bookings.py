@@ -1,13 +1,15 @@
 """`predict --cluster A,B… --run RUN`: the run's profile (or a fresh one) predicted on each cluster in turn, as one
 cluster's is (at both ends of a step measured on another GPU: `run_at_ends`), what is the run's and not a cluster's
 said once; --out's rows of every cluster in one file; then, with several, the bookings (a cluster × a GPU count)
-compared: the fastest and the fewest GPU-hours, decided or open (perfmodel.clusters.bookings)."""
+compared: the fastest and the fewest GPU-hours (at --gpu-hour-price's prices, the cheapest), decided or open
+(perfmodel.clusters.bookings)."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import copy
+import math
 from pathlib import Path
 from typing import NamedTuple
 
@@ -23,11 +25,14 @@ def cluster_names(args: argparse.Namespace) -> list[str | None]:
     """--cluster's profiles, names or .toml files separated by commas, each refused in one line (before anything is
     measured, printed or written) where it is not one; several are refused with what is one cluster's (a fit to
     nccl-tests logs, a what-if page, a collectives table); one named twice is one (`args.cluster` set to it). [None]:
-    --nccl-tests alone."""
+    --nccl-tests alone. --gpu-hour-price's prices read into `args.gpu_hour_prices` (gpu_hour_prices)."""
     from harness.perfmodel.clusters import cluster as profiles
 
+    args.gpu_hour_prices = None
+    priced = getattr(args, "gpu_hour_price", None)
     if args.cluster is None or "," not in args.cluster:  # one: loaded, and refused, where it is said
         predict_input.check_cluster_file(args.cluster)
+        _refuse_a_price_without_bookings(priced, [args.cluster] if args.cluster else [])
         return [args.cluster]
     names = [name.strip() for name in args.cluster.split(",")]
     known = ", ".join(profiles.builtin_names())
@@ -38,6 +43,7 @@ def cluster_names(args: argparse.Namespace) -> list[str | None]:
     if len(kept) == 1:  # one cluster named twice: one cluster's prediction, its flags as one's
         predict_input.check_cluster_file(kept[0])
         profiles.load(kept[0])  # refused here, before the note that it is named twice
+        _refuse_a_price_without_bookings(priced, kept)
         args.cluster = kept[0]
         return kept
     each = " or ".join(kept)
@@ -53,7 +59,45 @@ def cluster_names(args: argparse.Namespace) -> list[str | None]:
         predict_input.check_cluster_file(name)
         cluster.refuse_nodes_without_network(profiles.load(name), args)
     _refuse_one_step_for_several_gpus(args, [profiles.load(name) for name in kept])
+    if priced is not None:
+        args.gpu_hour_prices = gpu_hour_prices(priced, {name: profiles.load(name).name for name in kept})
     return kept
+
+
+def _refuse_a_price_without_bookings(priced: str | None, clusters: list) -> None:
+    if priced is not None:
+        one = f"with one cluster, {clusters[0]!r}" if clusters else "without --cluster"
+        raise ConfigError(f"--gpu-hour-price {priced!r} {one}: prices rank the bookings of several; give several, "
+                          "--cluster dgx-a100,dgx-h100 (or leave the prices out)")  # fmt: skip
+
+
+def gpu_hour_prices(text: str, clusters: dict[str, str]) -> dict[str, float]:
+    """--gpu-hour-price NAME=PRICE,…: a GPU-hour's price on each cluster of `clusters` ({as --cluster names it: its
+    profile's name}; a price may name either), keyed by the profile's name; refused in one line where a name is not
+    one compared, a price not a number above 0, a cluster compared left without one."""
+    choices = ", ".join(clusters)
+    form = f"give NAME=PRICE a GPU-hour for each cluster compared, comma-separated ({choices})"
+    names = {**{profile: profile for profile in clusters.values()}, **clusters}
+    prices: dict[str, float] = {}
+    for item in text.split(","):
+        name, equals, price = (part.strip() for part in item.partition("="))
+        if not equals:
+            raise ConfigError(f"--gpu-hour-price {item.strip()!r} is not NAME=PRICE; {form}")
+        if name not in names:
+            raise ConfigError(f"--gpu-hour-price {item.strip()!r}: {name!r} is not a cluster compared; {form}")
+        try:
+            value = float(price)
+        except ValueError:
+            value = float("nan")
+        if not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"--gpu-hour-price {item.strip()!r}: the price is not a number above 0; {form}")
+        if names[name] in prices:
+            raise ConfigError(f"--gpu-hour-price names {name!r} twice; {form}")
+        prices[names[name]] = value
+    missing = [given for given, profile in clusters.items() if profile not in prices]
+    if missing:
+        raise ConfigError(f"--gpu-hour-price {text!r} has no price for {', '.join(missing)}; {form}")
+    return prices
 
 
 def _refuse_one_step_for_several_gpus(args: argparse.Namespace, loaded: list) -> None:
@@ -85,7 +129,7 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
     from harness.perfmodel.sharded import OwnCheck, own_check
 
     several = len(args.clusters) > 1
-    frames, booked, tokens, ends = [], [], None, None
+    frames, booked, tokens, ends, gpus = [], [], None, None, {}
     # the run's words once, not a cluster's: the bookings' note too, where an answer table said it
     with console.said_once() if several else contextlib.nullcontext():
         for k, name in enumerate(args.clusters):
@@ -105,6 +149,7 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
             predictions.errors_on_own_run(checked.words if scaling.steps_known(args, device) else "")
             frames += ended.frames
             booked += ended.bookings
+            gpus[chosen.name] = chosen.description
             tokens, ends = tokens or ended.tokens, ends or ended.ends
         if args.page:  # the same calibration, caps and scaling as the console's, from one node to 1,024 GPUs
             report.write_prediction_page(asked, chosen, run_dir, setup, caps, checked=checked)
@@ -117,7 +162,8 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
             asked = predict_input.memory_batch(args, setup) if setup else None
             batch = (asked or int(setup["batch_size"])) if setup else None
             note = run_batch_caveat(batch, step_given=bool(args.local_step_ms), asked=asked)
-            bookings.compared(booked, tokens=tokens is not None, ends=ends, note=note)
+            bookings.compared(booked, tokens=tokens is not None, ends=ends, note=note, prices=args.gpu_hour_prices,
+                              gpus=gpus)  # fmt: skip
     return 0
 
 

@@ -1,36 +1,43 @@
 """`predict --cluster A,B`'s last word: the bookings (a cluster × a GPU count) side by side, each with what its
-cluster's answer books, its step, the samples (tokens) a second and the GPU-hours it costs, as a table, then one line:
-the fastest booking and the one of fewest GPU-hours, decided or open, and what step decides them
-(perfmodel.clusters.bookings)."""
+cluster's answer books, its step, the samples (tokens) a second, the GPU-hours it takes and, at the user's prices for
+a GPU-hour, what it costs, as a table, then one line: the fastest booking and the one of fewest GPU-hours (with
+prices, the cheapest), decided or open, and what step decides them (perfmodel.clusters.bookings)."""
 
 from __future__ import annotations
 
+import math
+import re
+
 from harness.commands.console import say, say_once
-from harness.perfmodel.clusters.bookings import LEAD, Booking, Ranking, fastest, fewest_gpu_hours
+from harness.perfmodel.clusters.bookings import LEAD, Booking, Ranking, break_even, cheapest, fastest, fewest_gpu_hours
 from harness.perfmodel.pick.bounds import LONG, OWN_COST_OF, SHORT, end_words, own_cost_open
 from harness.perfmodel.pick.choice_table import cost_unit
 
-RIGHT = (1, 2, 4, 5, 6)
+RIGHT = (1, 2, 4, 5, 6, 7)
 """The columns of figures, aligned right."""
 
 
-def compared(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | None, note: str = "") -> str:
+def compared(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | None, note: str = "",
+             prices: dict[str, float] | None = None, gpus: dict[str, str] | None = None) -> str:  # fmt: skip
     """Say the table, `note` under it, and the verdict line; the verdict returned. `ends`: the two ends' names
     (compute-bound, memory-bound) where a step is bounded on some cluster, None where every step is a cluster's own
-    GPU's; `note`: what the throughput and GPU-hours rest on (answer.run_batch_caveat)."""
+    GPU's; `note`: what the throughput and GPU-hours rest on (answer.run_batch_caveat); `prices`: a GPU-hour's price
+    on each cluster (--gpu-hour-price), a cost column and the cheapest ranked by it; `gpus`: each cluster's
+    profile description, whose GPU a break-even price ratio names where there are no prices."""
     unit = "tokens" if tokens else "samples"
     header = ("cluster", "GPUs", "nodes", "book", "step ms", f"{unit}/s", f"GPU-h per {cost_unit(tokens)}")
-    table = [header, *(_cells(b) for b in bookings)]
-    widths = [max(len(row[k]) for row in table) for k in range(len(header) - 1)]
+    header += (f"price units per {cost_unit(tokens)}",) if prices else ()
+    table = [header, *(_cells(b, prices) for b in bookings)]
+    widths = [max(len(row[k]) for row in table) for k in range(len(header))]
     ranged = _ranged_words(bookings, ends)
     say(f"ddpbench predict: the bookings compared (the fastest each cluster's answer above books{ranged}):")
     for row in table:
         cells = [cell.rjust(width) if k in RIGHT else cell.ljust(width) for k, (cell, width) in
                  enumerate(zip(row, widths, strict=False))]  # fmt: skip
-        say("  " + "  ".join([*cells, row[-1].rjust(len(header[-1]))]).rstrip())
+        say("  " + "  ".join(cells).rstrip())
     if note:  # said once: where an answer table above said it already, not again
         say_once(f"  {note}")
-    verdict = verdict_words(bookings, tokens=tokens, ends=ends)
+    verdict = verdict_words(bookings, tokens=tokens, ends=ends, prices=prices, gpus=gpus)
     say(f"ddpbench predict: {verdict}")
     return verdict
 
@@ -45,15 +52,16 @@ def _ranged_words(bookings: list[Booking], ends: tuple[str, str] | None) -> str:
     return f"; a range: {'; '.join(why)}" if why else ""
 
 
-def _cells(b: Booking) -> tuple[str, ...]:
+def _cells(b: Booking, prices: dict[str, float] | None) -> tuple[str, ...]:
     if not b.fits:
-        return (b.cluster, str(b.gpus), str(b.nodes), "none modelled fits", "", "", "")
+        return (b.cluster, str(b.gpus), str(b.nodes), "none modelled fits", "", "", "", *([""] if prices else []))
     book = f"{b.book} → {b.other_end}" if b.other_end else b.book
     book += f" (or {', '.join(b.tied)}, tied)" if b.tied else ""
     mark = "≥" if b.at_least else ""
+    cost = (mark + _span(tuple(prices[b.cluster] * h for h in b.gpu_hours), _counted),) if prices else ()
     return (b.cluster, str(b.gpus), str(b.nodes), book, mark + _span(b.step_ms, lambda v: f"{v:.4g}"),
             ("≤" if b.at_least else "") + _span(b.per_s, _counted),
-            mark + _span(b.gpu_hours, _counted))  # fmt: skip
+            mark + _span(b.gpu_hours, _counted), *cost)  # fmt: skip
 
 
 def _counted(value: float) -> str:
@@ -66,20 +74,29 @@ def _span(values: tuple[float, ...], text) -> str:
     return "–".join(dict.fromkeys(text(v) for v in sorted(values)))
 
 
-def verdict_words(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | None) -> str:
-    """'fastest: dgx-h100 × 32 GPUs; fewest GPU-hours per sample: …' (an hour of any GPU alike: no price), each
-    decided (at both ends, where a step is bounded), a tie, or open (the best at each end), and where open, which
-    step to measure to decide."""
-    per = f"fewest GPU-hours per {'token' if tokens else 'sample'}"  # not 'cheapest': an H100's hour costs more
-    ranked = {"fastest": fastest(bookings), per: fewest_gpu_hours(bookings)}
+def verdict_words(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | None,
+                  prices: dict[str, float] | None = None, gpus: dict[str, str] | None = None) -> str:  # fmt: skip
+    """'fastest: dgx-h100 × 32 GPUs; fewest GPU-hours per sample: …' (an hour of any GPU alike: where the leader's GPU
+    is not the others', the price ratio it stays the cheapest under), or with `prices` 'cheapest per sample (at the
+    prices given): …', each decided (at both ends, where a step is bounded), a tie, or open (the best at each end),
+    and where open, which step to measure to decide."""
+    per = "token" if tokens else "sample"
+    if prices:
+        ranked = {"fastest": fastest(bookings), f"cheapest per {per} (at the prices given)": cheapest(bookings, prices)}
+    else:  # not 'cheapest': what an hour of each GPU costs is the user's
+        ranked = {"fastest": fastest(bookings), f"fewest GPU-hours per {per}": fewest_gpu_hours(bookings)}
     if not any(r.best for r in ranked.values()):
         return "no booking to compare: none modelled fits at any GPU count asked"
     both = " at both ends" if ends and any(b.bounded for b in bookings) else ""
     parts, open_on, why = [], [], f": within {LEAD:.0%} of the best, more than the model can tell"
     for what, ranking in ranked.items():
         words = _ranking_words(ranking, _end_names(bookings, ends), both)
+        aside = []
         if ranking.decided and len(ranking.best) > 1:  # a tie: why said the first time
-            words, why = f"{words} (tied{why})", ""
+            aside, why = [f"tied{why}"], ""
+        if not prices and what != "fastest":  # the GPU-hours: the prices' ratio under which they cost least
+            aside += [even] if (even := _break_even_words(bookings, ranking, gpus or {})) else []
+        words += f" ({'; '.join(aside)})" if aside else ""
         parts.append(f"{what}: {words}")
         open_on += ranking.open_on
     said = "; ".join(parts)
@@ -126,3 +143,45 @@ def _named(bookings: list[Booking]) -> str:
     for b in bookings:
         clusters.setdefault(b.cluster, []).append(str(b.gpus))
     return " or ".join(f"{name} × {'/'.join(gpus)} GPUs" for name, gpus in clusters.items())
+
+
+def _break_even_words(bookings: list[Booking], ranking: Ranking, gpus: dict[str, str]) -> str:
+    """'cheaper while an H100 hour costs under 1.6× an A100's: --gpu-hour-price dgx-a100=P,dgx-h100=Q ranks by cost',
+    where one cluster's bookings take the fewest GPU-hours (decided) and another's GPU (both known) is not its: the
+    ratio against the rival it leads least, a range where the steps are ('1.6–3.4×': under its least, cheaper at every
+    end)."""
+    leaders = {b.cluster for b in ranking.best}
+    if not ranking.decided or len(leaders) != 1:
+        return ""
+    (leader,) = leaders
+    ours = _gpu(gpus.get(leader, ""))
+    rivals = list(dict.fromkeys(b.cluster for b in bookings if b.fits and b.cluster != leader))
+    evens = {name: break_even(bookings, leader, name) for name in rivals if _gpu(gpus.get(name, "")) not in ("", ours)}
+    if not ours or not evens:
+        return ""
+    rival = min(evens, key=lambda name: evens[name])
+    low, high = evens[rival]
+    ratio = _two_digits(low, math.floor) + ("" if high <= low * 1.005 else f"–{_two_digits(high, math.ceil)}")
+    clusters = list(dict.fromkeys(b.cluster for b in bookings))
+    flag = ",".join(f"{name}={chr(ord('P') + k)}" for k, name in enumerate(clusters))
+    theirs = _gpu(gpus[rival])
+    return (
+        f"cheaper while {_a(ours)} {ours} hour costs under {ratio}× {_a(theirs)} {theirs}'s: "
+        f"--gpu-hour-price {flag} ranks by cost"
+    )
+
+
+def _gpu(description: str) -> str:
+    """'A100' of 'DGX A100: 8× A100 SXM4 80GB, …': the first GPU model a profile's description names; '' where none."""
+    found = re.search(r"\b[A-Z]\d{1,3}[A-Z]?\b", description)
+    return found.group(0) if found else ""
+
+
+def _a(name: str) -> str:
+    return "an" if name[:1] in "AEFHILMNORSX" else "a"
+
+
+def _two_digits(value: float, rounded) -> str:
+    """Two significant digits, rounded down (the least of a range: under it holds) or up (its most)."""
+    step = 10.0 ** (math.floor(math.log10(value)) - 1)
+    return f"{rounded(round(value / step, 9)) * step:g}"
