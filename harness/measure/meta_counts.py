@@ -56,7 +56,7 @@ def parameters(spec: str, size: str, options: dict | None = None):
         workload = _made(spec, size, options, quiet=False)
         return workload.unavailable_reason(device="cpu") or parameter_count_on_meta(workload)
 
-    kept = _kept("parameters", spec, size, options, None, None, count)
+    kept = _kept("parameters", spec, size, options, None, None, count, made=False)
     return kept if isinstance(kept, str) else ParameterCount(*kept[:3], tuple(kept[3]))
 
 
@@ -116,21 +116,22 @@ def described(spec: str, size: str, options: dict | None, *, batch_size: int, dt
     (on a GPU, gpt2/full's model info took 3.2-3.8 s a run: a model built and run there). A count that raises is
     not kept, nor one whose activations failed (null: describe keeps its sizes then), which may be this moment's
     alone: a GPU out of memory while another process held it."""
-    return _kept("described", spec, size, options, batch_size, f"{dtype} on {device}", lambda workload: count(),
+    return _kept("described", spec, size, options, batch_size, f"{dtype} on {device}", count, made=False,
                  keep=lambda value: value.get("activation_mb") is not None)  # fmt: skip
 
 
 def _kept(what: str, spec: str, size: str, options: dict | None, batch: int | None, dtype: str | None,
-          count: Callable, keep: Callable[[Any], bool] | None = None) -> Any:  # fmt: skip
-    """The count kept for this question and the source as it is now; else counted (`count()`, or `count(workload)`
-    given the workload made, None where it cannot be) and kept, unless `keep(value)` says not. Returned as JSON gives
-    it back either way, so that a count read from the cache and one made now are alike."""
+          count: Callable, keep: Callable[[Any], bool] | None = None, made: bool = True) -> Any:  # fmt: skip
+    """The count kept for this question and the source as it is now; else counted (`count(workload)` given the
+    workload made here, None where it cannot be; `count()` where not `made`: it has its workload, or makes its own,
+    so that none is made to be thrown away) and kept, unless `keep(value)` says not. Returned as JSON gives it back
+    either way, so that a count read from the cache and one made now are alike."""
     asked = json.dumps([what, spec, size, options or {}, batch, dtype], sort_keys=True, default=str)
     source = source_key(spec)
     entry = _read().get(asked)
     if source is not None and isinstance(entry, dict) and entry.get("source") == source and "value" in entry:
         return copy.deepcopy(entry["value"])  # the file's as read once: a caller's changes stay the caller's
-    if what == "parameters":
+    if not made:
         value = count()
         if isinstance(value, str):  # unavailable here: said, not kept
             return value

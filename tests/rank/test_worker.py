@@ -155,6 +155,22 @@ def test_model_info_is_counted_once_per_setup_and_device_not_again_by_a_later_ru
     assert counted == ["cpu", "cpu"] and meta_counts.cache_path().is_file()
 
 
+def test_model_info_makes_no_workload_of_its_own_to_count_the_runs(tmp_path, monkeypatch):
+    """The rank's count describes the workload the run made: the cache's lookup makes none to throw away."""
+    import types
+
+    from harness.measure import meta_counts
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    made = []
+    real = meta_counts._made
+    monkeypatch.setattr(meta_counts, "_made", lambda *a, **k: made.append(a) or real(*a, **k))
+    config = BenchConfig(gpus=1, impls=("naive",), size="tiny", steps=1, warmup=0, baseline=False)
+    [cfg] = expand(config, device="cpu")
+    info = worker.model_info(cfg, types.SimpleNamespace(device=torch.device("cpu")), {}, tmp_path / "run")
+    assert info["param_count"] > 0 and made == []
+
+
 def test_model_info_whose_activations_failed_is_counted_again_not_kept(tmp_path, monkeypatch):
     """A failed activation count (null: a GPU out of memory while another process held it) may be that moment's
     alone: kept in the user's cache, every later run of the setup would read null."""
