@@ -53,13 +53,21 @@ def replayed(cfg: Configuration) -> Configuration:
     return dataclasses.replace(cfg, warmup=0, steps=REPLAY_STEPS)
 
 
-def reference_ready(cfg: Configuration, device: torch.device, *, folder: Path, progress=None) -> None:
+def reference_ready(cfg: Configuration, device: torch.device, *, folder: Path, progress=None) -> ParityVerdict | None:
     """The reference made now where it is not yet: before a GPU replay holds its state on the device, which the
-    reference's own training would otherwise have to fit beside. A failure is left for `verdict` to say."""
+    reference's own training would otherwise have to fit beside. None where it is ready; else the failed verdict,
+    said once (its traceback printed), for `verdict` to give rather than train the reference again."""
     try:
         cached_reference(cfg, device, folder=folder, progress=progress)
-    except Exception:
-        return
+    except Exception as exc:
+        return _failed(exc)
+    return None
+
+
+def _failed(exc: Exception) -> ParityVerdict:
+    """The parity columns where the check itself failed (the measurement stands: its rows are written)."""
+    traceback.print_exc(file=sys.stderr)
+    return ParityVerdict(None, None, f"parity check failed: {error_line(exc)}")
 
 
 def cached_reference(
@@ -119,16 +127,19 @@ def verdict(
     how: str = "",
     folder: Path | None = None,
     progress: Callable[[int], None] | None = None,
+    failed: ParityVerdict | None = None,
 ) -> ParityVerdict:
     """The parity columns' values for `final_state` (a broken reference must not hide the timing);
     `how`: which state was judged, when not the one after the measured steps (', on a deterministic replay
-    of 3 steps'); `folder`: where the run keeps its references (PARITY_CACHE in the run folder)."""
+    of 3 steps'); `folder`: where the run keeps its references (PARITY_CACHE in the run folder); `failed`:
+    `reference_ready`'s failure, given as it is (its reference is not trained again to fail again)."""
+    if failed is not None:
+        return failed
     try:
         expected, allowance = cached_reference(cfg, device, folder=folder, progress=progress)
         outcome = reference.compare(final_state, expected, allowance=allowance, compute_dtype=cfg.dtype)
     except Exception as exc:
-        traceback.print_exc(file=sys.stderr)
-        return ParityVerdict(None, None, f"parity check failed: {error_line(exc)}")
+        return _failed(exc)
     try:
         sums = summing_loss(cfg, device, folder=folder)
     except Exception:  # a batch that cannot be joined, a model of one batch size: the comparison stands

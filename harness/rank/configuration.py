@@ -249,13 +249,13 @@ def _measured_state(cfg: Configuration, session: Session, built: Built) -> dict 
 def _judge_parity(cfg: Configuration, session: Session, final_state: dict | None, *, run: Path):
     """Rank 0's verdict on the measured state, on the state written after the warm-up's first steps, or
     (on GPUs) on a deterministic replay of its own."""
-    judged_cfg, how = cfg, ""
+    judged_cfg, how, failed = cfg, "", None
     early = _judged_early(cfg, session)
     folder = RunFolder(run).parity_cache
     if verdict.replays(cfg, session.device):
         if session.is_main:  # the reference trains before the replay's state is held on the device beside it
-            verdict.reference_ready(verdict.replayed(cfg), session.device, folder=folder,
-                                    progress=_parity_progress(verdict.replayed(cfg), run))  # fmt: skip
+            failed = verdict.reference_ready(verdict.replayed(cfg), session.device, folder=folder,
+                                             progress=_parity_progress(verdict.replayed(cfg), run))  # fmt: skip
         final_state, judged_cfg = replay_state(cfg, session)
         how = f", on a deterministic replay of {judged_cfg.steps} steps"
         release_memory(session.device)
@@ -266,7 +266,8 @@ def _judge_parity(cfg: Configuration, session: Session, final_state: dict | None
     if final_state is None:
         return None
     progress = _parity_progress(judged_cfg, run) if session.is_main else None
-    judged = verdict.verdict(judged_cfg, final_state, session.device, how=how, folder=folder, progress=progress)
+    judged = verdict.verdict(judged_cfg, final_state, session.device, how=how, folder=folder, progress=progress,
+                             failed=failed)  # fmt: skip
     if early:
         _snapshot_path(cfg, run).unlink(missing_ok=True)  # mapped until the verdict is dropped: Linux keeps it
     return judged

@@ -298,3 +298,22 @@ def test_a_replay_trains_after_the_reference_is_made_not_beside_it(tmp_path, sin
     worker.run_configurations(plan_for(tmp_path, expand(config, device="cpu")), single_rank)
     assert order == ["train", "reference", "train"]  # measured, the reference, the replay
     assert store.read_configs(tmp_path)["parity_ok"].tolist() == [True]
+
+
+def test_a_reference_that_fails_before_the_replay_is_said_once_not_trained_again(tmp_path, single_rank, monkeypatch):
+    """A broken reference costs neither the measurement nor a second training: its failure is the verdict."""
+    from harness.parity import reference
+
+    monkeypatch.setattr(verdict, "replays", lambda cfg, device: cfg.parity)
+    tries = []
+
+    def broken(*args, **kwargs):
+        tries.append(1)
+        raise RuntimeError("reference out of memory")
+
+    monkeypatch.setattr(reference, "reference_run", broken)
+    config = BenchConfig(gpus=1, impls=("stock",), size="tiny", steps=1, warmup=0, baseline=False)
+    worker.run_configurations(plan_for(tmp_path, expand(config, device="cpu")), single_rank)
+    row = store.read_configs(tmp_path).iloc[0]
+    assert tries == [1] and row["status"] == "ok" and row["step_ms_median"] > 0
+    assert row["parity_note"] == "parity check failed: RuntimeError: reference out of memory"
