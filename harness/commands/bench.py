@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import functools
 import os
 import shutil
@@ -23,6 +24,7 @@ from harness.commands.summary import summarize, write_summary
 from harness.config.bench import BenchConfig, ConfigError, check_results_folder
 from harness.config.flags import AUTO, from_args
 from harness.handoff import costs
+from harness.results import contention
 from harness.results.layout import RunFolder
 
 RUN_ID_TRIES = 10
@@ -212,6 +214,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         if resumed is None:
             return 0
         config, plan, done = resumed
+        plan = dataclasses.replace(plan, session=contention.session_mark(args.started_at))  # its own records
         if config.node_rank == 0:  # which wrote run.json
             record_session(plan.run, command)
     else:

@@ -41,7 +41,7 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0) -> int:
                     f"the wall time {wall_s / step_s:.2f}× theirs")  # fmt: skip
     session = totals["session"]
     console.fixed_cost_split(wall_s, session["phases_s"], run=plan.run)
-    said = contention.findings(contention.read(plan.run, plan.launches))  # the launches of this session
+    said = contention.findings(contention.read(plan.run, plan.launches, plan.session))  # this session's
     if said:
         console.warning(f"not alone on this machine: {'; '.join(said)} (plan/*{contention.SUFFIX})")
     return 1 if totals["status_counts"].get("failed", 0) else 0

@@ -59,7 +59,9 @@ class LaunchWatch:
         self.run_threads, self.device = run_threads, device
         self.started_at, self.load_start = time.time(), _load_1m()
 
-    def end(self, plan_path: Path, launch: str, configurations: list[str], ranks: int) -> dict[str, Any]:
+    def end(
+        self, plan_path: Path, launch: str, configurations: list[str], ranks: int, session: str = ""
+    ) -> dict[str, Any]:
         record = {
             "launch": launch,
             "configurations": configurations,
@@ -72,7 +74,7 @@ class LaunchWatch:
             "gpus": fold_sightings(plan_path, ranks) if self.device == "cuda" else None,
         }
         with contextlib.suppress(OSError):  # an account of the conditions, never worth a run
-            files.write_json(contention.path(plan_path, launch), record)
+            files.write_json(contention.path(plan_path, launch, session), record)
         return record
 
 

@@ -51,6 +51,8 @@ class BenchRun:
     """Where this session's launches spent their time, seconds per phase (`harness.handoff.costs`)."""
     launches: list[str] = dataclasses.field(default_factory=list, compare=False)
     """The torchrun launches this session made, by name (a retry too): summary.json counts them."""
+    session: str = ""
+    """A resumed session's mark in its launches' records (`contention.session_mark`): it reuses their names."""
 
 
 class RunIdTaken(ConfigError):
@@ -331,7 +333,8 @@ def _run_launch(
         device=plan.device,
     )
     costs.add_into(plan.phases_s, costs.read_launch(plan_path, launched_at=launched_at, ended_at=time.time()))
-    watch.end(plan_path, plan.launches[-1], [c.config_id for c in pending], ranks=pending[0].processes)
+    watch.end(plan_path, plan.launches[-1], [c.config_id for c in pending], ranks=pending[0].processes,
+              session=plan.session)  # fmt: skip
     return end
 
 

@@ -1,6 +1,7 @@
 """What else ran beside each `bench` launch, as measured there, and when that matters.
 
-The launcher writes one record per launch (`plan/<launch>.contention.json`, `harness.results.layout`):
+The launcher writes one record per launch (`plan/<launch>.contention.json`, `harness.results.layout`; a resumed
+session's `plan/<launch>.session-<its start>.contention.json`, as its launches reuse the earlier sessions' names):
 
 - `load_1m`: the machine's 1-minute load average (`os.getloadavg`) at the launch's start and end, `cpus` the
   machine's CPUs (the load average counts every CPU, not the run's share), `run_threads` the threads the run's own
@@ -20,6 +21,7 @@ A run from before these records has none: `read` gives None, "not recorded", nev
 from __future__ import annotations
 
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -31,9 +33,19 @@ LOAD_WINDOW_S = 60.0
 """The 1-minute load average's time constant: what ran t seconds ago still counts e^(−t/60 s) of itself."""
 
 
-def path(plan_path: Path, launch: str) -> Path:
-    """A launch's record, beside its plan (`launch`: its name with a retry's suffix, so a retry keeps its own)."""
-    return Path(plan_path).with_name(f"{launch}{SUFFIX}")
+def path(plan_path: Path, launch: str, session: str = "") -> Path:
+    """A launch's record, beside its plan (`launch`: its name with a retry's suffix, so a retry keeps its own;
+    `session`: a resumed session's mark, `session_mark`, as its launches take the names of the earlier's)."""
+    return Path(plan_path).with_name(_name(launch, session))
+
+
+def session_mark(started_at: float) -> str:
+    """A resumed session's part of its records' names: its start, in UTC to the second."""
+    return "session-" + time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(started_at))
+
+
+def _name(launch: str, session: str) -> str:
+    return f"{launch}.{session}{SUFFIX}" if session else f"{launch}{SUFFIX}"
 
 
 def rank_hint(plan_path: Path, rank: int) -> Path:
@@ -42,10 +54,11 @@ def rank_hint(plan_path: Path, rank: int) -> Path:
     return plan_path.with_name(f".{plan_path.stem}.gpus.rank{rank}.json")
 
 
-def read(run: Path, launches: list[str] | None = None) -> list[dict[str, Any]] | None:
-    """The run's records (those of `launches` only, where given), oldest first; None where none was recorded."""
+def read(run: Path, launches: list[str] | None = None, session: str = "") -> list[dict[str, Any]] | None:
+    """The run's records, every session's (those of `launches` of `session` only, where given), oldest first; None
+    where none was recorded."""
     folder = Path(run) / PLANS
-    paths = [folder / f"{name}{SUFFIX}" for name in launches] if launches is not None else folder.glob(f"*{SUFFIX}")
+    paths = [folder / _name(name, session) for name in launches] if launches is not None else folder.glob(f"*{SUFFIX}")
     records = []
     for found in paths:
         try:

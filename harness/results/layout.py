@@ -80,7 +80,8 @@ ENTRIES = (
           "rank 0 of collectives"),
     Entry(f"{PLANS}/<launch>.json", "what each launch was asked to run", "the launcher"),
     Entry(f"{PLANS}/<launch>.costs.json", "where that launch's time went beyond its steps", "rank 0"),
-    Entry(f"{PLANS}/<launch>.contention.json", "what else ran beside that launch (a retry's name ends .retryN): the "
+    Entry(f"{PLANS}/<launch>.contention.json", "what else ran beside that launch (a retry's name ends .retryN; a "
+          "resumed session's ends .session-<its start>, kept beside the earlier session's): the "
           "machine's 1-minute load average at its start and end, the CPUs, the threads the run's own processes "
           "may keep runnable; on CUDA each GPU's other processes (NVML) and their peak memory. A run from before "
           "has none: not recorded", "the launcher"),

@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from harness import cli
-from harness.results import store
+from harness.results import contention, store
 
 TINY = ["--impls", "naive,flat", "--no-baseline", "--size", "tiny", "--gpus", "1", "--steps", "2", "--warmup", "2"]
 
@@ -62,6 +62,8 @@ def test_resume_leaves_a_complete_run_alone_and_adds_a_retry_to_its_timings(tmp_
     for phase in ("launch", "build", "steps"):
         assert total["phases_s"][phase] == pytest.approx(first["phases_s"][phase] + second["phases_s"][phase])
     assert "over its 2 sessions the run took" in out
+    names = [r["launch"] for r in contention.read(tmp_path / "r")]  # each session's, the names reused
+    assert len(names) == first["session"]["launches"] + second["launches"] and len(set(names)) < len(names)
 
 
 @pytest.mark.parametrize(

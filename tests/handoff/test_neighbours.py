@@ -113,3 +113,17 @@ def test_a_launch_whose_gpus_nvml_never_read_is_not_recorded_as_quiet(tmp_path):
     assert record["gpus"] is None  # --mem-period-ms 0, or no NVML: nothing seen, not "nothing there"
     said = contention.in_words([record])
     assert "not watched" in said and "no other process" not in said
+
+
+def test_a_resumed_sessions_launch_keeps_its_record_beside_the_earlier_sessions_of_that_name(tmp_path):
+    """`bench --resume` names its launches as the earlier session did: each keeps its own record, the run page reads
+    both, and a session's summary its own."""
+    plan_path = tmp_path / "plan" / "world-1.json"
+    plan_path.parent.mkdir()
+    first = neighbours.LaunchWatch(run_threads=2, device="cpu").end(plan_path, "world-1", ["a"], ranks=1)
+    mark = contention.session_mark(first["ended_at"] + 86_400)
+    resumed = neighbours.LaunchWatch(run_threads=2, device="cpu").end(plan_path, "world-1", ["b"], 1, session=mark)
+    assert contention.read(tmp_path) == [first, resumed]
+    assert contention.read(tmp_path, ["world-1"], mark) == [resumed] and contention.read(tmp_path, ["world-1"]) == [
+        first
+    ]
