@@ -135,11 +135,14 @@ def findings(records: list[dict[str, Any]] | None) -> list[str]:
 
 
 def in_words(records: list[dict[str, Any]] | None) -> str:
-    """The environment's line: the load range and the CPUs, the GPUs' other processes; or 'not recorded'."""
+    """The environment's line: the load range and the CPUs, the most threads the run's own processes may have kept
+    runnable (the average counts them: not others' alone), the GPUs' other processes; or 'not recorded'."""
     if not records:
         return "not recorded (a run from before ddpbench recorded it)"
     loads = [x for r in records for x in r.get("load_1m") or [] if x is not None]
     text = f"1-minute load average {min(loads):.1f}–{max(loads):.1f} on {records[0].get('cpus')} CPUs" if loads else ""
+    own = max((r.get("run_threads") or 0 for r in records), default=0)
+    text += f" (the run's own threads: up to {own})" if loads and own else ""
     on_gpus = [r for r in records if r.get("device") == "cuda"]
     seen = [r for r in on_gpus if watched(r) or foreign_gpus(r)]  # another process seen is an answer
     shared = sum(1 for r in seen if foreign_gpus(r))

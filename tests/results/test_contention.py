@@ -41,7 +41,8 @@ def test_one_sentence_names_the_figure_and_what_it_may_distort():
     (said,) = contention.findings(records)
     assert said.startswith("the 1-minute load average reached 6.1 on 2 CPUs in 1 of 2 launches")
     assert "step times may read slow and noisy" in said
-    assert contention.in_words(records) == "1-minute load average 1.0–6.1 on 2 CPUs"
+    # the average counts the run's own threads: said beside it, lest it read as others' alone
+    assert contention.in_words(records) == "1-minute load average 1.0–6.1 on 2 CPUs (the run's own threads: up to 3)"
     assert "Not alone on the machine" in alerts.not_alone(records)[0]
 
 
