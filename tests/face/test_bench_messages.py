@@ -118,10 +118,13 @@ def test_a_dry_run_lists_every_configuration_and_writes_nothing(capsys, tmp_path
     assert listed[9].startswith("[10/12] w2 mlp/tiny stock bucket_cap_mb=1 (repeat 2):")
     assert "[12/12] w2 mlp/tiny local (repeat 2):" in listed[-1]
     assert "dry run: 12 configuration(s) in 4 torchrun launch(es), to start (--repeats auto adds" in out
-    # no earlier run in the folder: the steps' floor by FLOPs, and the fixed cost said not counted
+    # no earlier run in the folder: the steps' floor by FLOPs, no total: the fixed cost on top is not known yet
     forecast = next(line for line in out.splitlines() if line.startswith("ddpbench: at least "))
-    assert forecast.endswith(f"the fixed cost not counted (no earlier run of 2 simulated GPUs here in {str(results)!r} "
-                             "measured it: launches, imports, building, parity)")  # fmt: skip
+    assert forecast.startswith("ddpbench: at least ") and " of steps (all 12 configurations, by their FLOPs" in forecast
+    assert "in all" not in forecast and " of steps alone (2 repeats each) to " in out  # --repeats auto's range too
+    assert forecast.endswith(f"; the fixed cost on top, not known yet (no earlier run of 2 simulated GPUs "
+                             f"here in {str(results)!r} measured it: launches, imports, model info, building, "
+                             "parity)")  # fmt: skip
     # what can only be skipped here is said so, with the rank's reason, before anything is booked
     both = ["--impls", "stock,dataparallel,rpc_hybrid", "--workloads", "mlp", "--size", "tiny", "--gpus", "2"]
     assert cli.main(["bench", "--dry-run", *both, "--results", str(results)]) == 0

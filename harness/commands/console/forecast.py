@@ -48,21 +48,25 @@ def say_forecast(configurations, results, *, threads: int = 1, auto: Auto | None
     total = found.steps_s + (floor[0] if floor else 0.0) + (fixed.total_s if fixed else 0.0)
     about = "about" if not unknown and fixed else "at least"
     parts = [*_steps_text(found, floor, results), _fixed_text(fixed, gpus, results)]
-    counted = " + ".join(part for part in parts if " not counted " not in part)  # each led by its figure
-    left_out = "".join(f"; {part}" for part in parts if " not counted " in part)
-    say(f"ddpbench: {about} {minutes_text(total)} here in all = {counted}{left_out}")
+    summed = [part for part in parts if not _left_out(part)]  # each led by its figure
+    left_out = "".join(f"; {part}" for part in parts if _left_out(part))
+    # without the fixed cost (on a small model nearly all of a run) the steps are no total: said as the floor they are
+    alone = " of steps alone" if fixed is None else ""
+    total_text = f"{about} {minutes_text(total)}{alone or ' here in all'} = " if len(summed) > 1 or not alone else ""
+    say(f"ddpbench: {total_text}{' + '.join(summed)}{left_out}")
     if auto is not None:
 
         def timed(planned, rounds: int) -> float:
             return _total(planned, results, medians, fixed, threads, pace, rounds)
 
-        _say_rounds(configurations, results, auto, about=about, fewest_s=total, timed=timed)
+        _say_rounds(configurations, results, auto, about=about, alone=alone, fewest_s=total, timed=timed)
 
 
-def _say_rounds(configurations, results, auto: Auto, *, about: str, fewest_s: float, timed) -> None:
+def _say_rounds(configurations, results, auto: Auto, *, about: str, alone: str = "", fewest_s: float, timed) -> None:
     """`--repeats auto`'s range, in one line: the plan as listed (2 repeats each, judged once) to the configurations
     its verdicts rest on run to --max-repeats (judged at each look), or the budget's end where that comes first; and
-    the same as the newest earlier auto run here repeated them, where one measured them."""
+    the same as the newest earlier auto run here repeated them, where one measured them (`alone`: ' of steps alone'
+    where the fixed cost is not known)."""
     from harness.analysis.decide import looks
     from harness.analysis.forecast import deciding, grown, repeats_taken
 
@@ -86,8 +90,8 @@ def _say_rounds(configurations, results, auto: Auto, *, about: str, fewest_s: fl
         history = f"; {minutes_text(earlier_s)} as earlier {which} here repeated {some} ({reps})"
     else:
         history = "; no earlier --repeats auto run here measured them (the rounds they took)"
-    say(f"ddpbench: with --repeats auto, {about} {minutes_text(fewest_s)} (2 repeats each) to {minutes_text(most_s)} "
-        f"({ends}){history}")  # fmt: skip
+    say(f"ddpbench: with --repeats auto, {about} {minutes_text(fewest_s)}{alone} (2 repeats each) to "
+        f"{minutes_text(most_s)} ({ends}){history}")  # fmt: skip
 
 
 def _total(planned, results, medians, fixed, threads: int, pace, rounds: int) -> float:
@@ -118,12 +122,17 @@ def _steps_text(found, floor, results) -> list[str]:
     return parts
 
 
+def _left_out(part: str) -> bool:
+    """Whether a part of the forecast says what it could not count (said after the sum, not in it)."""
+    return " not counted " in part or " not known yet " in part
+
+
 def _fixed_text(fixed, gpus: str, results) -> str:
     """'about 40 s of fixed cost (4 launches at 3.1 s, …) as 2 earlier runs of 2 simulated GPUs here measured it (A,
     B: 36 s to 44 s)', or that none did."""
     if fixed is None:
-        return (f"the fixed cost not counted (no earlier run of {gpus} here in {str(results)!r} measured it: launches, "
-                "imports, building, parity)")  # fmt: skip
+        return (f"the fixed cost on top, not known yet (no earlier run of {gpus} here in {str(results)!r} measured it: "
+                "launches, imports, model info, building, parity)")  # fmt: skip
     runs, typical = len(fixed.measured), fixed.typical  # the median run: its parts add up
     split = fixed_cost_parts(typical, fixed.shape) + (f": the median's, {typical.run}" if runs > 1 else "")
     low, high = fixed.spread_s
