@@ -82,6 +82,7 @@ def _compare(args: argparse.Namespace, base_run: Path, new_run: Path, *, thresho
 
     across = args.across_strategies
     frame, environment, not_compared = compare.compare(base_run, new_run, threshold=threshold, across_strategies=across)
+    environment += [*_not_alone(base_run, "BASE"), *_not_alone(new_run, "NEW")]
     failed, missing = compare.without_counterpart(base_run, new_run, across_strategies=across)
     for warning in [*environment, *not_compared, *_shortened(missing), *failed]:
         console.warning(warning)
@@ -108,6 +109,16 @@ def _compare(args: argparse.Namespace, base_run: Path, new_run: Path, *, thresho
                 "both runs' pages")  # fmt: skip
     console.say(f"compare: {judged['sentence']} (exit {code})")
     return code
+
+
+def _not_alone(run: Path, which: str) -> list[str]:
+    """'NEW (id) was not alone on its machine: the 1-minute load average reached …': a run whose launches shared
+    their cores or GPUs with other work (its plan/*.contention.json), as `bench` warned at its end. No setting
+    tells it apart and no confidence level undoes it (docs/statistics.md): a verdict may be the load's."""
+    from harness.results import contention
+
+    said = contention.findings(contention.read(run))
+    return [f"{which} ({run.name}) was not alone on its machine: {'; '.join(said)}"] if said else []
 
 
 def _command_of(run: Path) -> str:

@@ -213,3 +213,19 @@ def test_another_strategy_in_new_is_not_this_configuration_run_otherwise():
     capped = ("stock", '{"bucket_cap_mb": 5.0}', "mlp", 1, "fp32")
     said = _nearest_in_new(capped, [("stock", '{"bucket_cap_mb": 1.0}', "mlp", 1, "fp32")], names)
     assert said == "NEW has stock only at bucket_cap_mb=1"
+
+
+def test_a_run_that_shared_its_cores_is_said_where_the_verdict_is_read(tmp_path, capsys):
+    """A walkthrough on a busy 2-core machine (load 7.6–8.3): `bench` warned 'not alone on this machine' at its
+    end, but `compare` of the two runs said nothing of it, so a CI reader had no way to tell a slowdown (or 12
+    'too few repeats') made by the neighbours from one made by the code."""
+    fake_run(tmp_path / "r", "base")
+    fake_run(tmp_path / "r", "new")
+    record = {"launch": "world-2.r0", "cpus": 2, "run_threads": 3, "load_1m": [4.0, 7.6], "device": "cpu",
+              "started_at": 10.0, "ended_at": 20.0, "gpus": None}  # fmt: skip
+    store.write_json(tmp_path / "r" / "new" / "plan" / "world-2.r0.contention.json", record)
+    code, out = compare(capsys, tmp_path / "r")
+    assert code == 0, out  # a warning, not a verdict: the figures stand as measured
+    said = "NEW (new) was not alone on its machine: the 1-minute load average reached 7.6 on 2 CPUs in 1 of 1 launches"
+    assert f"ddpbench: warning: {said}" in out.err and "BASE (base)" not in out.err
+    assert said in (tmp_path / "site" / "compare" / "base_vs_new.html").read_text()
