@@ -92,6 +92,8 @@ def _compare(args: argparse.Namespace, base_run: Path, new_run: Path, *, thresho
         apart = differing(base_run, new_run, across_strategies=across)
         judged["sentence"] += (f"; {f'the runs differ in {apart}; ' if apart else ''}{base_run.name} measured "
                                f"{measured(base_run)}, {new_run.name} {measured(new_run)}")  # fmt: skip
+    slower = "significantly slower"  # which, by how much, how sure: before any 'failed in NEW' that follows
+    judged["sentence"] = judged["sentence"].replace(slower, slower + compared.slower_named(frame), 1)
     code = {compare.REGRESSED: EXIT_SLOWER, compare.UNDECIDED: EXIT_TOO_FEW, compare.PASSED: 0}[judged["outcome"]]
     judged["exit_code"] = code  # the page says what the gate read, and what each run ran
     said = {"environment": environment, "not_judged": [*failed, *not_compared, *missing], "threshold": threshold,

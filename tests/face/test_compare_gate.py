@@ -188,7 +188,8 @@ def test_a_comparison_is_kept_with_the_runs_and_any_site_built_later_has_its_pag
     assert cli.main(["report", "--results", str(tmp_path / "r"), "--out", str(tmp_path / "other")]) == 0
     assert "1 comparison(s)" in capsys.readouterr().out
     page = (tmp_path / "other" / "compare" / "base_vs_new.html").read_text()
-    assert "Slower: 1 of 1 matched configuration(s) significantly slower (exit 1)." in page  # what the gate read
+    said = "Slower: 1 of 1 matched configuration(s) significantly slower: w2 mlp/tiny stock 1.50× (95% CI 1.49–1.51)"
+    assert f"{said} (exit 1)." in page  # what the gate read
     assert "base ran <code>ddpbench bench --impls stock --gpus 2</code>" in page  # and what each run ran
     assert '<a href="compare/base_vs_new.html">base → new</a>' in (tmp_path / "other" / "index.html").read_text()
     # cross-linked on the first build of a site: the comparison to both runs' pages, each run's page to it
@@ -229,3 +230,16 @@ def test_a_run_that_shared_its_cores_is_said_where_the_verdict_is_read(tmp_path,
     said = "NEW (new) was not alone on its machine: the 1-minute load average reached 7.6 on 2 CPUs in 1 of 1 launches"
     assert f"ddpbench: warning: {said}" in out.err and "BASE (base)" not in out.err
     assert said in (tmp_path / "site" / "compare" / "base_vs_new.html").read_text()
+
+
+def test_the_outcome_line_names_what_got_slower_by_how_much_and_how_sure_before_a_failure(tmp_path, capsys):
+    """A CI log is read from its last line: 'slower: 1 of 4 matched configuration(s) significantly slower (exit 1)'
+    sent a walkthrough up through every configuration's line to find which (w2 mlp/tiny stock, 3.65×)."""
+    fake_run(tmp_path / "r", "base")
+    fake_run(tmp_path / "r", "new", statuses=("ok", "ok", "ok", "failed"), mean_ms=150.0)
+    code, out = compare(capsys, tmp_path / "r")
+    assert code == 1, out
+    last = out.out.splitlines()[-1]
+    assert last.startswith("compare: slower: 1 of 1 matched configuration(s) significantly slower: w2 mlp/tiny stock "
+                           "1.50× (95% CI 1.4"), last  # fmt: skip
+    assert last.endswith("), 1 failed in NEW (exit 1)"), last  # the failure said after, not named as the slower

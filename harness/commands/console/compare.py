@@ -31,7 +31,29 @@ def comparison(frame: pd.DataFrame, *, threshold: float) -> None:
             so_far = f"{leaning} so far, not yet shown beyond {threshold * 100:g}%; " if leaning else ""
             verdict += f" ({so_far}have {have}, {stats.needed_text(r.repeats_needed)} at {threshold * 100:g}%)"
         noise = f" [{r.noise}]" if r.noise else ""
-        paired = getattr(r, "paired", None)  # the reference as shipped matched with its stand-in: both named
-        strategy = paired if isinstance(paired, str) else f"{r.impl}{options_text(r.impl_options)}"
-        _print(f"w{r.world_size} {r.workload}/{r.size} {strategy}: {r.base_ms:.2f} -> "
-              f"{r.new_ms:.2f} ms, ratio {r.ratio:.3f} ({interval}): {verdict}{noise}")  # fmt: skip
+        _print(f"{_named(r)}: {r.base_ms:.2f} -> {r.new_ms:.2f} ms, ratio {r.ratio:.3f} ({interval}): "
+               f"{verdict}{noise}")  # fmt: skip
+
+
+def _named(r) -> str:
+    """'w2 mlp/tiny stock': a matched configuration as its line names it (the reference as shipped matched with its
+    stand-in: both named)."""
+    paired = getattr(r, "paired", None)
+    strategy = paired if isinstance(paired, str) else f"{r.impl}{options_text(r.impl_options)}"
+    return f"w{r.world_size} {r.workload}/{r.size} {strategy}"
+
+
+SHOWN_SLOWER = 3
+"""Slower configurations the outcome line names, the slowest first, before '… and N more'."""
+
+
+def slower_named(frame: pd.DataFrame) -> str:
+    """': w2 mlp/tiny stock 3.65× (98.8% CI 1.43–9.32)': the configurations judged slower, slowest first, for the
+    outcome line to say which, by how much and how sure, as a CI log's last line is read ('' where none is)."""
+    from harness.analysis.compare import interval_level
+
+    slower = frame[frame["verdict"] == stats.SLOWER].sort_values("ratio", ascending=False) if len(frame) else frame
+    said = [f"{_named(r)} {r.ratio:.2f}× ({interval_level(frame)} CI {ratio_number(r.ratio_ci_low)}–"
+            f"{ratio_number(r.ratio_ci_high)})" for r in slower.head(SHOWN_SLOWER).itertuples()]  # fmt: skip
+    more = f", and {len(slower) - SHOWN_SLOWER} more" if len(slower) > SHOWN_SLOWER else ""
+    return f": {', '.join(said)}{more}" if said else ""
