@@ -94,6 +94,9 @@ def _compare(args: argparse.Namespace, base_run: Path, new_run: Path, *, thresho
                                f"{measured(base_run)}, {new_run.name} {measured(new_run)}")  # fmt: skip
     slower = "significantly slower"  # which, by how much, how sure: before any 'failed in NEW' that follows
     judged["sentence"] = judged["sentence"].replace(slower, slower + compared.slower_named(frame), 1)
+    if judged["outcome"] == compare.UNDECIDED:  # what would decide those left open, and which lean slower already
+        too_few = "with too few repeats to tell"
+        judged["sentence"] = judged["sentence"].replace(too_few, too_few + compared.open_named(frame), 1)
     code = {compare.REGRESSED: EXIT_SLOWER, compare.UNDECIDED: EXIT_TOO_FEW, compare.PASSED: 0}[judged["outcome"]]
     judged["exit_code"] = code  # the page says what the gate read, and what each run ran
     said = {"environment": environment, "not_judged": [*failed, *not_compared, *missing], "threshold": threshold,

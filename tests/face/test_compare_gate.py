@@ -243,3 +243,28 @@ def test_the_outcome_line_names_what_got_slower_by_how_much_and_how_sure_before_
     assert last.startswith("compare: slower: 1 of 1 matched configuration(s) significantly slower: w2 mlp/tiny stock "
                            "1.50× (95% CI 1.4"), last  # fmt: skip
     assert last.endswith("), 1 failed in NEW (exit 1)"), last  # the failure said after, not named as the slower
+
+
+def test_a_gate_that_cannot_tell_says_what_would_decide_it_and_what_leans_slower_already(tmp_path, capsys):
+    """Twelve lines of 'too few repeats to tell' ended in 'cannot tell: 12 of 12 matched configuration(s) with too
+    few repeats to tell (exit 3)': nothing a CI owner could act on without reading each line for its 'need about M'
+    (8 to over 1000 on a busy 2-core machine), nor whether any leaned slower."""
+    import pandas as pd
+
+    from harness.commands.console import compare as compared
+
+    fake_run(tmp_path / "r", "base", statuses=("ok",))  # one repeat a side: no verdict, however close
+    fake_run(tmp_path / "r", "new", statuses=("ok",))
+    code, out = compare(capsys, tmp_path / "r")
+    need = out.out.split("need about ")[1].split(" ")[0]  # the configuration's own line
+    assert code == 3 and out.out.splitlines()[-1] == (
+        "compare: cannot tell: 1 of 1 matched configuration(s) with too few repeats to tell (have 1, need up to "
+        f"{need} a run at the spread seen) (exit 3)"
+    ), out.out
+    row = {"world_size": 2, "workload": "mlp", "size": "tiny", "impl": "stock", "impl_options": "{}", "ratio": 1.04,
+           "verdict": "too few repeats to tell", "base_repeats": 5, "new_repeats": 4, "leaning": "slower"}  # fmt: skip
+    frame = pd.DataFrame([{**row, "repeats_needed": 30}, {**row, "world_size": 1, "repeats_needed": 1000,
+                                                          "leaning": ""}])  # fmt: skip
+    assert compared.open_named(frame) == (" (have 4, need up to 30 a run at the spread seen, 1 more than 1000: the "
+                                          "repeats differ far beyond the threshold; slower so far: w2 mlp/tiny stock "
+                                          "1.04×)")  # fmt: skip

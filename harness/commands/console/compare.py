@@ -57,3 +57,21 @@ def slower_named(frame: pd.DataFrame) -> str:
             f"{ratio_number(r.ratio_ci_high)})" for r in slower.head(SHOWN_SLOWER).itertuples()]  # fmt: skip
     more = f", and {len(slower) - SHOWN_SLOWER} more" if len(slower) > SHOWN_SLOWER else ""
     return f": {', '.join(said)}{more}" if said else ""
+
+
+def open_named(frame: pd.DataFrame) -> str:
+    """' (have 5, need up to 124 a run at the spread seen, 3 more than 1000: …; slower so far: w2 mlp/tiny stock
+    1.04×)': what would decide the configurations the repeats left open, and which already lean slower, for the
+    outcome line of a gate that exits 3 ('' where none is open)."""
+    shut = frame[frame["verdict"] == stats.TOO_FEW] if len(frame) else frame
+    if shut.empty:
+        return ""
+    have = int(shut[["base_repeats", "new_repeats"]].min(axis=1).min())
+    needs = shut["repeats_needed"].dropna()
+    within = needs[needs < stats.MAX_REPEATS]
+    said = [f"have {have}"] + ([f"need up to {int(within.max())} a run at the spread seen"] if len(within) else [])
+    if beyond := len(shut) - len(within):  # at the cap, or no estimate at all
+        said.append(f"{beyond} more than {stats.MAX_REPEATS}: the repeats differ far beyond the threshold")
+    leaning = shut[shut["leaning"] == "slower"] if "leaning" in shut else shut.iloc[:0]
+    slower = "; slower so far: " + ", ".join(f"{_named(r)} {r.ratio:.2f}×" for r in leaning.itertuples())
+    return f" ({', '.join(said)}{slower if len(leaning) else ''})"
