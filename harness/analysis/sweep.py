@@ -26,7 +26,7 @@ import pandas as pd
 import impls
 from harness.analysis import roles, stats
 from harness.results import store
-from harness.results.values import options_of, ratio_number
+from harness.results.values import UNBOUNDED_RATIO, options_of, ratio_number
 
 GROUP_KEYS = ("impl", "other_options", "workload", "size", "batch_size", "dtype", "optimizer", "world_size", "nnodes")
 LAYOUT_KEYS = ("cap_given", "first_bucket_cap_mb")
@@ -216,7 +216,7 @@ def versus_reference(row: pd.Series) -> str:
         return ""
     low, high, confidence = row.get("gain_low"), row.get("gain_high"), row.get("confidence")
     known = all(v is not None and not pd.isna(v) for v in (low, high, confidence))
-    interval = f" ({confidence * 100:.3g}% interval {ratio_number(1 + low)}–{ratio_number(1 + high)})" if known else ""
+    interval = f" ({confidence * 100:.3g}% interval {ratio_interval_text(1 + low, 1 + high)})" if known else ""
     return f"{stats.REFERENCE_CAP_MB:g} MiB takes {1 + gain:.2f}× as long{interval}"
 
 
@@ -230,12 +230,21 @@ def no_reference_ratio(row: pd.Series) -> str:
     return "not in the sweep" if stats.REFERENCE_CAP_MB not in json.loads(row["caps_mb"]) else ""
 
 
+TOO_WIDE = "too wide to bound it (more repeats narrow it)"
+
+
 def interval_text(low: float, high: float) -> str:
     """'20.36–23.10' (ms), or where it bounds nothing a reader can use (two repeats' t-interval: '20.36–169658.62')
-    'too wide to bound it (more repeats narrow it)'; '' where there is none."""
+    TOO_WIDE; '' where there is none."""
     if pd.isna(low):
         return ""
-    return "too wide to bound it (more repeats narrow it)" if high > 3 * max(low, 0.0) else f"{low:.2f}–{high:.2f}"
+    return TOO_WIDE if high > 3 * max(low, 0.0) else f"{low:.2f}–{high:.2f}"
+
+
+def ratio_interval_text(low: float, high: float) -> str:
+    """A ratio's interval, '0.69–1.37', or TOO_WIDE (as a step's, interval_text) where an end is past what
+    ratio_number writes as a figure: two repeats' interval read '<0.01–>1000' beside a step's 'too wide to bound it'."""
+    return TOO_WIDE if low < 0.01 or high > UNBOUNDED_RATIO else f"{ratio_number(low)}–{ratio_number(high)}"
 
 
 def describe(row: pd.Series) -> str:

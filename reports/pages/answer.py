@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import decide, roles, stats
+from harness.analysis import decide, roles, stats, sweep
 from harness.analysis.overlap import overlap_efficiency
 from harness.perfmodel.memory import HELD
-from harness.results.values import options_of, ratio_number, strategy_labels
+from harness.results.values import options_of, strategy_labels
 from reports.aggregate import RunData, precision, world_label
 from reports.pages import alerts
 from reports.pages.evidence import (
@@ -190,7 +190,7 @@ def against_reference(row: pd.Series, reference: pd.Series | None) -> str:
         apart = proof["times"] if faster else evidence(reference, row)["times"]
         return f"the same buckets: one measurement ({apart:.2f}× apart: the launches' spread)"
     own = inverted(proof) if faster else evidence(reference, row)  # this row's step over the reference's
-    interval = f"{ratio_number(own['low'])}–{ratio_number(own['high'])}" if own["low"] is not None else ""
+    interval = sweep.ratio_interval_text(own["low"], own["high"]) if own["low"] is not None else ""
     if own["judged"] == TOO_FEW:  # the doubt first: the estimate is no finding yet
         said = [f"{own['times']:.2f}×", decide.faster_words(own["times"]), interval and f"interval {interval}"]
         return f"too few repeats to tell (estimate {', '.join(words for words in said if words)})"
@@ -215,8 +215,6 @@ def recommendation_text(
         return None
     row = rows.iloc[0]
     if isinstance(value(row, "decision"), str):  # the sweep's decision over repeats (docs/statistics.md)
-        from harness.analysis import sweep
-
         return sweep.answer(row)
     best = value(row, "best_cap_mb")
     as_good = _caps(value(row, "equivalent_caps_mb"))

@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import decide, drift, stats, sweep
-from harness.results.values import ratio_number
 from reports.pages.html import esc, table
 
 SIGNIFICANT, NOT_SIGNIFICANT, TOO_FEW = "significant", "not significant", stats.TOO_FEW
@@ -109,7 +108,7 @@ def too_few_text(proof: dict) -> str:
 
 
 def interval_text(proof: dict) -> str:
-    return f"{proof['confidence'] * 100:.3g}% interval {ratio_number(proof['low'])}–{ratio_number(proof['high'])}"
+    return f"{proof['confidence'] * 100:.3g}% interval {sweep.ratio_interval_text(proof['low'], proof['high'])}"
 
 
 def levels_note(frames: list[pd.DataFrame], config: dict, *, swept: bool = False) -> str:

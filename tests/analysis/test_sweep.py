@@ -18,6 +18,7 @@ from harness.config.bench import BenchConfig
 from harness.config.grid import expand
 from harness.launch import launcher as launch
 from harness.results import store
+from reports.pages import evidence
 
 
 def test_repeats_interleave_so_drift_hits_every_configuration_alike():
@@ -304,3 +305,16 @@ def test_an_interval_that_bounds_nothing_is_said_too_wide_on_the_console_and_the
                            "reference_ratio_low": float("nan"), "reference_ratio_high": float("nan"),
                            "equivalent_caps_mb": "[]", "repeats_needed": 9}])  # fmt: skip
     assert "<td>too wide to bound it (more repeats narrow it)</td>" in run_sections.recommendation_table(frame)
+
+
+def test_a_ratio_interval_that_bounds_nothing_is_said_too_wide_as_a_steps_is():
+    """A walkthrough's page said a step's interval was 'too wide to bound it' and, lines below, a ratio's after the
+    same two repeats '<0.01–>1000': one wording for an interval that bounds nothing."""
+    configs, steps = sweep_rows({1.0: 80.0, 25.0: 100.0}, world_sizes=(2,), repeats=2)
+    row = sweep.recommendations(configs, steps).iloc[0].copy()
+    row["gain_low"], row["gain_high"], row["confidence"] = 0.001 - 1, 2500.0 - 1, 0.995
+    assert sweep.versus_reference(row) == "25 MiB takes 1.25× as long (99.5% interval " + sweep.TOO_WIDE + ")"
+    assert sweep.ratio_interval_text(0.004, 140.0) == sweep.TOO_WIDE  # '<0.01–140' bounds nothing either
+    assert sweep.ratio_interval_text(0.69, 1.37) == "0.69–1.37"
+    proof = {"confidence": 0.95, "low": 0.004, "high": 83191606.53}
+    assert evidence.interval_text(proof) == f"95% interval {sweep.TOO_WIDE}"

@@ -68,8 +68,8 @@ def test_a_winner_backed_by_its_repeats_is_fastest_with_the_interval():
     assert answer.headline(group) == (
         "At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads (80.99 ms); too few repeats to tell it from "
         f"bucketed bucket_cap_mb=1, the next: so far {1 / judged['ratio']:.2f}× the step of bucketed bucket_cap_mb=1 "
-        f"({judged['ratio']:.2f}× faster; 95% interval {ratio_number(1 / judged['high']).replace('<', '&lt;')}–"
-        f"{ratio_number(1 / judged['low'])}; have 2 repeats, need about 416), and faster than stock: "
+        f"({judged['ratio']:.2f}× faster; 95% interval {sweep.TOO_WIDE}; have 2 repeats, need about 416), and faster "
+        "than stock: "
         "0.80× stock&#x27;s step (1.25× faster; "
         f"{evidence.interval_text(evidence.inverted(evidence.evidence(group.iloc[0], group.iloc[2])))}); parity ok."
     )
@@ -84,7 +84,7 @@ def test_a_winner_backed_by_its_repeats_is_fastest_with_the_interval():
     assert "not significant" not in line and "leads" not in line
 
 
-def test_the_reviewers_case_says_not_significantly_and_writes_tiny_ends_as_below_one_hundredth():
+def test_the_reviewers_case_says_not_significantly_and_an_interval_with_a_tiny_end_too_wide():
     noisy = run(repeats("stock", [1.0, 1.18]), repeats("bucketed", [0.30, 1.04], options={"bucket_cap_mb": 25.0}))
     group = answer.ranked(noisy, workload="mlp")
     line = answer.headline(group)
@@ -93,12 +93,11 @@ def test_the_reviewers_case_says_not_significantly_and_writes_tiny_ends_as_below
     assert f"{judged['ratio']:.2f}" == "1.94"  # of geometric means (1.086 / 0.559 ms), the interval's centre
     assert line.startswith(
         "At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads (0.56 ms); too few repeats to tell it from stock, the "
-        "next: so far 0.51× stock&#x27;s step (1.94× faster; 95% interval &lt;0.01–"
-    )
+        f"next: so far 0.51× stock&#x27;s step (1.94× faster; 95% interval {sweep.TOO_WIDE}; have 2 repeats"
+    )  # not '<0.01–…' beside a step's 'too wide to bound it': one wording for an interval that bounds nothing
     assert "0.00" not in line
     table = answer.world_table(group, pd.DataFrame(), workload="mlp")
-    assert re.search(r"too few repeats to tell \(estimate 0\.51×, 1\.94× faster, interval &lt;0\.01–(\d+|&gt;1000)\)",
-                     table)  # fmt: skip
+    assert f"too few repeats to tell (estimate 0.51×, 1.94× faster, interval {sweep.TOO_WIDE})" in table
     assert pages.run_headline(noisy).endswith("0.56 ms (leads; too few repeats)")
 
 
