@@ -6,6 +6,7 @@ with a one-line caption, and its small tables; how far from the floor and whethe
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pandas as pd
@@ -130,6 +131,17 @@ def one_layout_note(frame: pd.DataFrame, *, workload: str, strategy: str) -> str
             "launches' spread, one measurement, not the cap's doing.") if worlds else ""  # fmt: skip
 
 
+def cap_cell(row: pd.Series) -> str:
+    """The cap column of the cap table as its answer has it: the cap recommended, 'any' (or the tied caps) where flat,
+    the leader 'so far' where undecided. A walkthrough's table read 'fastest cap 100' beside 'flat: any of 1, 5, 25,
+    100 MiB', where every cap made one bucket: 100 led by the launches' spread alone."""
+    if row.get("decision") == stats.FLAT:
+        tied = sorted(json.loads(row["equivalent_caps_mb"]))
+        every = tied == sorted(json.loads(row["caps_mb"]))
+        return "any" if every else "any of " + ", ".join(f"{c:g}" for c in tied)
+    return f"{row['best_cap_mb']:g}" + (" (leading so far)" if row.get("decision") == stats.TOO_FEW else "")
+
+
 def recommendation_table(frame: pd.DataFrame) -> str:
     """The sweep's verdict (harness.analysis.sweep.answer): the cap to use, 'flat: any of …' or too few
     repeats; the fastest cap, how sure, how much longer the 25 MiB cap takes (sweep.versus_reference), and
@@ -142,10 +154,10 @@ def recommendation_table(frame: pd.DataFrame) -> str:
         rows.append([
             esc(r.workload), esc(r.impl), esc(aggregate.world_label(int(r.world_size))),
             f"<b>{esc(answer)}</b>" if r.decision == "recommend" else esc(answer),
-            f"{r.best_cap_mb:g}", f"{r.best_step_ms:.2f}", interval, gain, esc(r.repeats), esc(r.noise or ""),
+            esc(cap_cell(row)), f"{r.best_step_ms:.2f}", interval, gain, esc(r.repeats), esc(r.noise or ""),
         ])  # fmt: skip
-    head = ["workload", "strategy", "world size", "answer", "fastest cap (MiB)",
-            "its step (ms, geometric mean of repeats)", f"its {stats.CONFIDENCE:.0%} CI (ms)",
+    head = ["workload", "strategy", "world size", "answer", "cap (MiB), as the answer says",
+            "the fastest cap's step (ms, geometric mean of repeats)", f"its {stats.CONFIDENCE:.0%} CI (ms)",
             f"the {stats.REFERENCE_CAP_MB:g} MiB cap", "repeats", "noise"]  # fmt: skip
     return (
         "<h3>Recommended bucket_cap_mb</h3><p>Each repeat's median step is one piece of evidence. A cap is "

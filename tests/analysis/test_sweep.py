@@ -282,6 +282,23 @@ def test_caps_that_make_the_same_buckets_are_one_measurement_flat_and_decided():
     assert row["same_buckets_mb"] is None and row["decision"] == stats.RECOMMEND  # judged on its repeats
 
 
+def test_the_cap_tables_cap_is_the_one_its_answer_gives_not_a_flat_sweeps_fastest():
+    """A walkthrough's cap table read 'fastest cap (MiB) 100' in the row whose answer was 'flat: any of 1, 5, 25,
+    100 MiB' (every cap made one bucket): the cap column says what the answer says."""
+    from reports.pages import run_sections
+
+    configs, steps = sweep_rows({1.0: 100.0, 5.0: 98.0, 25.0: 112.0}, repeats=2)
+    one_bucket = configs.assign(bucket_sizes_mb=[[0.19]] * len(configs))
+    flat = sweep.recommendations(one_bucket, steps)
+    table = run_sections.recommendation_table(flat)
+    assert "<th>cap (MiB), as the answer says</th>" in table and "<td>any</td>" in table and "<td>5</td>" not in table
+    tied = flat.assign(equivalent_caps_mb=json.dumps([1.0, 5.0]))  # flat among some caps: those
+    assert run_sections.cap_cell(tied.iloc[0]) == "any of 1, 5"
+    decided = sweep.recommendations(*sweep_rows({1.0: 80.0, 25.0: 100.0}, repeats=stats.PAIRED_FROM))
+    assert decided["decision"].iloc[0] == stats.RECOMMEND and run_sections.cap_cell(decided.iloc[0]) == "1"
+    assert run_sections.cap_cell(decided.assign(decision=stats.TOO_FEW).iloc[0]) == "1 (leading so far)"
+
+
 def test_an_interval_too_wide_to_bound_the_step_is_said_so_not_printed():
     """A walkthrough read '95% CI 20.36–169658.62' after two repeats: a t-interval of one degree of freedom."""
     configs, steps = sweep_rows({1.0: 130.0, 25.0: 100.0}, world_sizes=(2,), repeats=1)
