@@ -31,7 +31,9 @@ CAPTIONS = {
     "their measured windows (the answer's and the table's samples/s are from the median step instead, without what "
     "runs between steps), and each dot is one repeat.",
     "scaling": "Lines near the dashed ideal (1.0) scale well: each point is throughput at n ranks over n times "
-    "the throughput at one rank, with the batch per rank fixed (weak scaling) — one rank of local (one process "
+    "the throughput at one rank, both from the median step (as the answer's and the sentence's, not over the measured "
+    "window as the throughput bars: a point need not be the ratio of two bars), with the batch per rank fixed (weak "
+    "scaling) — one rank of local (one process "
     "that communicates nothing, so each strategy's own cost at one rank counts and the lines order as the step "
     "times do) where the run has one, else the strategy's own (the axis says which; the hover gives the other).",
     "sweep": "Step time against the cap, one line per world size through each cap's centre over its repeats (the "

@@ -192,12 +192,12 @@ def scaling(configs: pd.DataFrame, *, workload: str) -> go.Figure:
             name="ideal", x=[worlds[0], worlds[-1]], y=[1.0, 1.0], mode="lines", line={"dash": "dash", "color": "#888"}
         )
     )
-    against = "local's samples/s at 1 rank" if vs_local else "its own samples/s at 1 rank"
+    against = "local's at 1 rank" if vs_local else "its own at 1 rank"  # the bars' are over the window: not these
     return styled(
         figure,
         title=f"{workload}: weak-scaling efficiency (1.0 = perfect)",
         xaxis={"title": "world size", "tickvals": worlds, "type": "log" if worlds[-1] > 8 else "linear"},
-        yaxis={"title": f"samples/s(n) / (n × {against})", "rangemode": "tozero"},
+        yaxis={"title": f"samples/s from the median step: at n / (n × {against})", "rangemode": "tozero"},
         legend_title="strategy",
     )
 

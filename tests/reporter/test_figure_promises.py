@@ -236,3 +236,26 @@ def test_a_step_of_many_collectives_is_one_row_each_at_its_own_time():
     [bars] = [trace for trace in figure.data if trace.name == "collective in flight"]
     assert list(bars.base) == [5.0 + i for i in range(many)] and bars.x[1] == 0.5
     assert bars.x[0] == 1.0 + 4.0 + many - 5.0  # unstamped: drawn to the end of sync, as a bucket's row draws it
+
+
+def test_the_scaling_chart_says_its_throughput_is_the_median_steps_not_the_bars_window():
+    """A walkthrough read stock's one-rank point 0.52 beside throughput bars of 367 and 540 samples/s (0.68): the
+    chart's samples/s are from the median step (as the sentence and the answer), the bars' over the measured window.
+    The axis and the caption say which; each point is that figure, pooled over the repeats."""
+    rows = []
+    for impl, world, median_rate, window_rate in [("local", 1, [500.0, 520.0], [540.0, 540.0]),
+                                                  ("stock", 1, [260.0, 265.0], [367.0, 367.0]),
+                                                  ("stock", 2, [400.0, 420.0], [600.0, 610.0])]:  # fmt: skip
+        for repeat, (rate, window) in enumerate(zip(median_rate, window_rate, strict=True)):
+            rows.append({"config_id": f"{impl}-w{world}-r{repeat}", "status": "ok", "impl": impl, "impl_options": "{}",
+                         "workload": "mlp", "size": "tiny", "batch_size": 8, "dtype": "fp32", "optimizer": "sgd",
+                         "device": "cpu", "backend": "gloo", "world_size": world, "nnodes": 1, "repeat": repeat,
+                         "samples_per_s": rate, "window_samples_per_s": window, "step_ms_median": 1.0})  # fmt: skip
+    configs = aggregate.with_labels(pd.DataFrame(rows))
+    figure = figures.scaling(configs, workload="mlp")
+    stock = next(trace for trace in figure.data if trace.name == "stock")
+    geometric = lambda a, b: float(np.sqrt(a * b))  # noqa: E731
+    assert stock.y[0] == pytest.approx(geometric(260.0, 265.0) / geometric(500.0, 520.0))  # 0.51, not 367/540
+    assert stock.y[1] == pytest.approx(geometric(400.0, 420.0) / (2 * geometric(500.0, 520.0)))
+    assert "from the median step" in figure.layout.yaxis.title.text
+    assert "from the median step" in captions.CAPTIONS["scaling"] and "throughput bars" in captions.CAPTIONS["scaling"]

@@ -99,7 +99,7 @@ def test_scaling_has_one_line_per_strategy_against_local_at_one_rank_and_the_ide
     for trace in figure.data[:-1]:
         assert trace.y[0] == pytest.approx(one_rank[trace.name] / one_rank["local"])
         assert trace.customdata[0] == pytest.approx(1.0)
-    assert "local's samples/s at 1 rank" in figure.layout.yaxis.title.text
+    assert "local's at 1 rank" in figure.layout.yaxis.title.text
     assert list(figure.data[-1].y) == [1.0, 1.0]
 
 
@@ -371,14 +371,14 @@ def test_with_repeats_scaling_is_one_line_per_strategy_pooled_over_them(cpu_run)
     lines = {trace.name: trace for trace in figure.data if trace.name != "ideal"}
     assert sorted(lines) == ["local", "naive", "stock"]
     pooled = stats.pooled_scaling(runs).set_index(["impl", "world_size"])
-    assert "local's samples/s at 1 rank" in figure.layout.yaxis.title.text  # the run has local at one rank
+    assert "local's at 1 rank" in figure.layout.yaxis.title.text  # the run has local at one rank
     for name, line in lines.items():
         assert np.allclose(line.y, [pooled.loc[(name, int(w)), "scaling_efficiency_vs_local"] for w in line.x])
         assert np.allclose(line.customdata, [pooled.loc[(name, int(w)), "scaling_efficiency"] for w in line.x])
     # Against local at one rank, stock's one-rank point is below 1 by DDP's own cost there; local's is 1.
     assert lines["local"].y[0] == pytest.approx(1.0) and lines["stock"].y[0] < 1.0
     without = figures.scaling(runs[runs["impl"] != "local"], workload="mlp")
-    assert "its own samples/s at 1 rank" in without.layout.yaxis.title.text
+    assert "its own at 1 rank" in without.layout.yaxis.title.text
 
 
 def test_memory_against_time_has_a_point_per_strategy_for_each_world_size(gpu):
