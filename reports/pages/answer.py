@@ -37,6 +37,7 @@ from reports.pages.evidence import (
     interval_text,
     inverted,
     levels_note,
+    one_layout_pooled,
     repeat_ids,
     too_few_text,
 )
@@ -169,8 +170,8 @@ def reference_name(reference: pd.Series | None) -> str:
     """'stock' for DDP as shipped; 'stock bucket_cap_mb=25 (first bucket 25 MiB)' for the stand-in."""
     if reference is None:
         return roles.reference_name()
-    if not roles.beyond_defaults(reference["impl"], reference["options"]):
-        return reference["strategy"]  # 'stock', or the options a sweep asked at their defaults
+    if reference.get("pooled_caps") or not roles.beyond_defaults(reference["impl"], reference["options"]):
+        return reference["strategy"]  # 'stock', the options a sweep asked at their defaults, or caps of one layout
     first = reference.get("first_bucket_cap_mb")
     first_bucket = "first bucket not recorded" if first is None else f"first bucket {float(first):g} MiB"
     return f"{reference['strategy']} ({first_bucket})"
@@ -279,7 +280,9 @@ def lead(group: pd.DataFrame) -> tuple[str, str]:
     """The fastest communicating strategy and what the repeats say of it, as (its name, the rest):
     ('bucketed', " is fastest (3.10 ms): 0.77× the step of the next, stock (1.30× faster; 95% interval 0.67–0.91)"), or
     ' leads (…), no 5% change shown: …', or ' leads (…); too few repeats to tell it from …'.
-    Against stock too, where stock is not the one it beat. Plain text (the caller escapes it)."""
+    Against stock too, where stock is not the one it beat. Caps of one layout are one (one_layout_pooled). Plain text
+    (the caller escapes it)."""
+    group = one_layout_pooled(group)
     contenders = group[~group["is_floor"]]
     best = contenders.iloc[0]
     if len(contenders) == 1:
@@ -339,7 +342,7 @@ def versus_stock(best: pd.Series, reference: pd.Series) -> str:
 def lead_caveat(group: pd.DataFrame) -> str:
     """The index's compact form of lead()'s doubt: '' when the repeats back the winner, else 'leads; no 5%
     change shown', 'leads; too few repeats' or, two caps that made one layout, 'leads; the same buckets as the next'."""
-    contenders = group[~group["is_floor"]]
+    contenders = one_layout_pooled(group)[lambda rows: ~rows["is_floor"]]
     if len(contenders) < 2:
         return ""
     proof = evidence(contenders.iloc[0], contenders.iloc[1])
@@ -353,6 +356,7 @@ def lead_caveat(group: pd.DataFrame) -> str:
 def headline(group: pd.DataFrame) -> str:
     """'At 2 ranks: <b>bucketed</b> is fastest (3.10 ms): 0.81× the step of the next, stock (1.24× faster; 95% interval
     1.10–1.40); parity ok.' — or 'leads …, no 5% change shown' / 'too few repeats to tell' (lead)."""
+    group = one_layout_pooled(group)  # caps of one bucket layout: one configuration, not a cap to name
     contenders = group[~group["is_floor"]]
     if contenders.empty:
         return f"At {world_label(int(group['world_size'].iloc[0]))}: only the no-communication floor was measured."

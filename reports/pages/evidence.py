@@ -6,12 +6,14 @@ headline and the index use; and under `--repeats auto`, how the answer formed, l
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
 import pandas as pd
 
 from harness.analysis import decide, drift, stats, sweep
+from harness.results.values import strategy_label
 from reports.pages.html import esc, table
 
 SIGNIFICANT, NOT_SIGNIFICANT, TOO_FEW = "significant", "not significant", stats.TOO_FEW
@@ -95,6 +97,53 @@ def _one_layout(one: pd.Series, other: pd.Series) -> bool:
     """Whether every launch of both rows made the same buckets (sweep.same_buckets: the caps are one measurement)."""
     layouts = [row.get("bucket_layouts") for row in (one, other)]
     return all(layouts) and len(layouts[0] | layouts[1]) == 1
+
+
+def one_layout_pooled(group: pd.DataFrame) -> pd.DataFrame:
+    """Answer rows at one world size (answer.ranked's) with the caps of one strategy that made one bucket layout in
+    every launch (two explicit caps or more) as one row, ranked among the rest: the headline's and the index's. A
+    walkthrough's page opened 'stock bucket_cap_mb=100 leads (7.88 ms)', a cap measured twice, where 25 MiB made the
+    same buckets and ran 8 times: one configuration, ranked as several. Each launch is one repeat of it (the
+    geometric mean of its caps' medians there: caps of one launch share its conditions), pooled as repeats are."""
+    if group.empty or "bucket_layouts" not in group:
+        return group
+    sets: dict[tuple, list] = {}
+    for index, row in group.iterrows():
+        layouts, options = row.get("bucket_layouts"), dict(row["options"])
+        if row["is_floor"] or options.pop("bucket_cap_mb", None) is None or row.get("repeat_ids") is None:
+            continue
+        if layouts and len(layouts) == 1 and not row.get("pooled_caps"):
+            sets.setdefault((row["impl"], json.dumps(options, sort_keys=True), *layouts), []).append(index)
+    pooled = [_pooled_caps(group.loc[rows]) for rows in sets.values() if len(rows) > 1]
+    if not pooled:
+        return group
+    kept = group.drop(index=[i for rows in sets.values() if len(rows) > 1 for i in rows]).assign(pooled_caps=None)
+    frame = pd.concat([kept, pd.DataFrame(pooled).astype(object)], ignore_index=True)
+    frame = frame.assign(step_ms=frame["step_ms"].astype(float), is_floor=frame["is_floor"].astype(bool))
+    return frame.sort_values(["is_floor", "step_ms"], kind="stable").reset_index(drop=True)
+
+
+def _pooled_caps(rows: pd.DataFrame) -> dict:
+    """One strategy's caps that made one layout, as one answer row: per launch the geometric mean of its caps'
+    medians, named by the caps; the 25 MiB cap's row, where pooled, lends the rest (it is the reference's stand-in),
+    its cap too: against stock's default layout, where that made the same buckets, it is still one measurement."""
+    by_launch: dict[int, list[float]] = {}
+    for launches, medians in zip(rows["repeat_ids"], rows["repeat_ms"], strict=True):
+        for launch, ms in zip(launches, medians, strict=True):
+            by_launch.setdefault(launch, []).append(float(ms))
+    caps = sorted(float(cap) for cap in rows["bucket_cap_mb"])
+    at_reference = rows[rows["bucket_cap_mb"].astype(float) == stats.REFERENCE_CAP_MB]
+    base = (at_reference if len(at_reference) else rows).iloc[0]
+    medians = [stats.geometric_mean(by_launch[launch]) for launch in sorted(by_launch)]
+    parity = set(rows["parity_ok"])
+    noisy = ", ".join(f"{c:g}" for c, note in sorted(zip(rows["bucket_cap_mb"], rows["noise"], strict=True)) if note)
+    label = strategy_label(base["impl"], base["options"], without=("bucket_cap_mb",))
+    said = f"{label} (caps {', '.join(f'{c:g}' for c in caps)} MiB: one bucket layout)"
+    return {**base.to_dict(), "strategy": said, "repeat_ms": medians, "repeat_ids": sorted(by_launch),
+            "repeats": len(medians), "step_ms": stats.geometric_mean(medians), "first_bucket_cap_mb": None,
+            "config_ids": frozenset().union(*rows["config_ids"]), "pooled_caps": caps,
+            "parity_ok": False if False in parity else (True if True in parity else None),
+            "noise": f"noisy at caps {noisy} (the table says how)" if noisy else ""}  # fmt: skip
 
 
 def too_few_text(proof: dict) -> str:

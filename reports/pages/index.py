@@ -16,7 +16,7 @@ from harness.perfmodel import network
 from reports import aggregate
 from reports.aggregate import machine_summary
 from reports.figures import network as netfigures
-from reports.pages import alerts, answer
+from reports.pages import alerts, answer, evidence
 from reports.pages.html import FigureList, esc, page, reproduce_html, table
 
 BUSBW_CAPTION = (
@@ -40,7 +40,8 @@ def run_headline(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> s
         if frame.empty:
             continue
         world = int(frame["world_size"].max())
-        contenders = frame[(frame["world_size"] == world) & ~frame["is_floor"]]
+        group = evidence.one_layout_pooled(frame[frame["world_size"] == world])  # as the run page's headline
+        contenders = group[~group["is_floor"]]
         rows = configs[configs["workload"] == workload]
         setup = "/".join(str(v) for v in (workload, _first(rows, "size")) if v is not None)
         said_setup = " ".join(str(v) for v in (_first(rows, "dtype"), _first(rows, "optimizer")) if v)
@@ -49,7 +50,7 @@ def run_headline(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> s
             lines.append(where + "only the no-communication floor")
             continue
         best = contenders.iloc[0]
-        said = lead_words(frame[frame["world_size"] == world], found)
+        said = lead_words(group, found)
         said += ["one rank: nothing communicated, only each strategy's own cost"] if world == 1 else []
         lines.append(where + f"<b>{esc(best['strategy'])}</b> {answer.milliseconds(best['step_ms'])}"
                      + (f" ({esc('; '.join(said))})" if said else ""))  # fmt: skip

@@ -387,16 +387,51 @@ def test_two_caps_that_made_the_same_buckets_are_said_to_be_one_measurement_not_
     assert answer.versus_stock(leader, reference).startswith(f"the same buckets as {reference['strategy']}: one ")
 
 
-def test_the_slowest_said_of_a_cap_that_made_the_leaders_buckets_is_one_measurement():
+def test_the_slowest_said_of_a_layout_that_made_the_leaders_buckets_is_one_measurement():
     """A CPU sweep's section 1 said 'stock bucket_cap_mb=1 is slowest, at 2.09× the step of stock bucket_cap_mb=100'
-    where both caps made one bucket of 0.13 MiB: the table beside it called them one measurement."""
+    where both caps made one bucket of 0.13 MiB: the table beside it called them one measurement. The caps are one
+    row now (one_layout_pooled); stock's default layout, which made the same bucket, is still one measurement."""
     one = [[0.13]] * 2
     rows = run(repeats("stock", [8.0, 8.1], options={"bucket_cap_mb": 100.0}, bucket_sizes_mb=one),
-               repeats("stock", [12.0, 12.4], bucket_sizes_mb=one),
+               repeats("bucketed", [12.0, 12.4]),
+               repeats("stock", [20.0, 21.0], bucket_sizes_mb=one),
                repeats("stock", [16.0, 17.0], options={"bucket_cap_mb": 1.0}, bucket_sizes_mb=one))  # fmt: skip
     said = takeaways.fastest(rows, workload="mlp")
-    assert said.endswith("stock bucket_cap_mb=1 is slowest, at 2.05× the step of stock bucket_cap_mb=100, though it "
+    assert said.startswith("At 2 ranks stock (caps 1, 100 MiB: one bucket layout) leads (11.52 ms)"), said
+    assert said.endswith("stock is slowest, at 1.78× the step of stock (caps 1, 100 MiB: one bucket layout), though it "
                          "makes the same buckets: one measurement, apart by the launches' spread."), said  # fmt: skip
+
+
+def test_caps_that_made_one_layout_head_the_page_and_the_index_as_one_pooled_launch_by_launch():
+    """A walkthrough's page and index opened 'stock bucket_cap_mb=100 leads (7.88 ms)': a cap run twice, where 25 MiB
+    made the same one bucket and ran 8 times. The caps are one configuration: the headline names them as one, each
+    launch one repeat (the geometric mean of its caps' medians), and ranks it against the other strategy."""
+    one = [[0.13]] * 8
+    rows = run(repeats("stock", [7.8, 8.0], options={"bucket_cap_mb": 100.0}, bucket_sizes_mb=one[:2]),
+               repeats("stock", [10.0, 10.4, 9.8, 10.2, 10.1, 9.9, 10.3, 10.0], options={"bucket_cap_mb": 25.0},
+                       bucket_sizes_mb=one),
+               repeats("bucketed", [9.0, 9.2, 9.1, 8.9, 9.0, 9.1, 9.2, 9.0], options={"bucket_cap_mb": 25.0}),
+               repeats("local", [5.0, 5.1]))  # fmt: skip
+    group = answer.ranked(rows, workload="mlp")
+    assert group.iloc[0]["strategy"] == "stock bucket_cap_mb=100"  # the table still ranks each cap
+    launches = [np.sqrt(7.8 * 10.0), np.sqrt(8.0 * 10.4), 9.8, 10.2, 10.1, 9.9, 10.3, 10.0]
+    pooled = evidence.one_layout_pooled(group)
+    stock = pooled[pooled["impl"] == "stock"].iloc[0]
+    assert stock["strategy"] == "stock (caps 25, 100 MiB: one bucket layout)" and stock["repeats"] == 8
+    assert np.allclose(stock["repeat_ms"], launches) and stock["step_ms"] == pytest.approx(
+        stats.geometric_mean(launches)
+    )
+    headline = html.unescape(answer.headline(group))
+    assert headline.startswith("At 2 ranks: <b>bucketed bucket_cap_mb=25</b> is fastest (9.06 ms)"), headline
+    assert "the next, stock (caps 25, 100 MiB: one bucket layout) (" in headline
+    assert "bucket_cap_mb=100" not in headline
+    index = html.unescape(pages.run_headline(rows))
+    assert "<b>bucketed bucket_cap_mb=25</b> 9.06 ms (fastest)" in index, index
+    quick = run(repeats("stock", [7.8, 8.0], options={"bucket_cap_mb": 100.0}, bucket_sizes_mb=one[:2]),
+                repeats("stock", [10.0, 10.4], options={"bucket_cap_mb": 25.0}, bucket_sizes_mb=one[:2]),
+                repeats("bucketed", [9.4, 9.6], options={"bucket_cap_mb": 25.0}))  # fmt: skip
+    index = html.unescape(pages.run_headline(quick))  # no cap named as the leader where its caps made one layout
+    assert "<b>stock (caps 25, 100 MiB: one bucket layout)</b> 8.98 ms (leads; too few repeats)" in index, index
 
 
 def test_the_answer_opens_at_the_largest_world_size():
