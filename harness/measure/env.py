@@ -26,6 +26,8 @@ ENV_NAMES = (
     "OMP_NUM_THREADS", "MKL_NUM_THREADS", "MASTER_ADDR", "MASTER_PORT", "TORCH_CPP_LOG_LEVEL",
     # The allocator and the math libraries: each changes GPU time or memory without a code change.
     "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_NO_CUDA_MEMORY_CACHING", "CUBLAS_WORKSPACE_CONFIG", "NVIDIA_TF32_OVERRIDE",
+    # A fault injected on purpose (a rank held, a rank killed): a run slowed by one must say so, and compare tell it.
+    "DDPBENCH_FAULT",
 )  # fmt: skip
 
 

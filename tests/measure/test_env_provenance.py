@@ -73,6 +73,12 @@ def test_allocator_and_math_library_environment_is_recorded(monkeypatch):
     assert captured["env_vars"]["NVIDIA_TF32_OVERRIDE"] == "0"
 
 
+def test_an_injected_fault_is_recorded(monkeypatch):
+    """A run slowed on purpose (DDPBENCH_FAULT) read as a normal one in run.json, and `compare` did not warn."""
+    monkeypatch.setenv("DDPBENCH_FAULT", "slow:rank=1,ms=10")
+    assert env.capture()["env_vars"]["DDPBENCH_FAULT"] == "slow:rank=1,ms=10"
+
+
 def test_allocator_conf_is_null_when_unset(monkeypatch):
     monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
     assert env.capture()["allocator_conf"] is None
