@@ -23,7 +23,7 @@ class FsdpOwnCost(NamedTuple):
     note: str  # what FSDP2's step leaves out, said beside it ('' where nothing)
     left_out_s: float = 0.0  # a CPU's own cost left out, beyond DDP's (also left out), scaled as the compute is
     scale: float = 1.0  # that scale: the compute's from the run's step to the GPU step given (its ×, said)
-    untold: str = ""  # where DDP's own cost was taken as 0, why: the left-out figure is all of FSDP's
+    untold: str = ""  # where DDP's own cost was not told from noise, said: the left-out figure is all of FSDP's
     beyond_ddp: bool = False  # DDP's own cost (> 0) was taken from the left-out figure; false: it is all of FSDP's
     noise: str = ""  # whose steps at one rank did not tell FSDP's own cost from noise ("a CPU's", "the run's"): from 0
 
@@ -56,7 +56,7 @@ def fsdp_for_cluster(raw: Profile, calibration, *, configs, setup, run_scale: fl
         return FsdpOwnCost(profile, None, f"FSDP's own cost at one rank, {own} ms, a CPU's, is no more than DDP's "
                                          f"({ddp} ms): left out of both steps alike")  # fmt: skip
     beyond_s = (own_s - (ddp_s if told else 0.0)) * scaled
-    untold = "" if told else f"DDP's own, {ddp} ms at one rank, taken as 0: its steps there do not tell it from noise"
+    untold = "" if told else f"DDP's own cost, {ddp} ms a step at one rank, not told from noise: none of it taken"
     more = f"its {ms_text((own_s - ddp_s) * 1e3)} ms beyond DDP's ({ddp} ms)" if told and ddp_s else "all of it"
     note = (
         f"FSDP's own cost at one rank, {own} ms, a CPU's, no GPU's{', not told from noise' * noise}: {more}"

@@ -27,12 +27,15 @@ def has_fsdp_floors(frames: list[pd.DataFrame]) -> bool:
 def fsdp_own_note(sharded) -> str:
     """What FSDP2's step leaves out (own_costs.fsdp_for_cluster's note), in the console's words where it is a CPU's own
     cost, said once here: its figure and the scale it took (own_costs.FsdpOwnCost.scale), the long end of the step the
-    answer gives as a range (pick.bounds), and DDP's own taken as 0 where it was (its repeats did not tell it from
-    noise: the figure is then all of FSDP's, not what it costs beyond DDP's), and FSDP's own steps where they did not
+    answer gives as a range (pick.bounds), and none of DDP's own taken from it where its repeats did not tell it from
+    noise (DDP's line above says its figure and that status: the figure is then all of FSDP's, not what it costs
+    beyond DDP's), and FSDP's own steps where they did not
     tell its cost from noise (the step a range from 0 all the same); the what-if page says the rest."""
     if not sharded.left_out_s:
         return sharded.note
-    scaled, untold = scaled_words(sharded.scale), f" ({sharded.untold})" if sharded.untold else ""
+    # DDP's figure and status are said once, on its own line above: here only that none of it was taken
+    untold = " (none of DDP's own cost, not told from noise, taken from it)" * bool(sharded.untold)
+    scaled = scaled_words(sharded.scale)
     why = {"the run's": "not told from noise at one rank: the run's", "a CPU's": "unmeasured on a GPU, and not told "
            "from noise at one rank: a CPU's"}.get(sharded.noise, "unmeasured on a GPU: a CPU's")  # fmt: skip
     return (

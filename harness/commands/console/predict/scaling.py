@@ -73,15 +73,17 @@ def say_run_calibration(profile, configs, setup: dict, *, scaled: bool, carried:
         faster = difference_s < 0 and measured.below_baseline(configs, setup, roles.is_reference, but={"bucket_cap_mb"})
         why = (f"beyond noise: a measurement problem ({own_costs.baseline_first(configs, setup)}), no cost" if faster
                else "noise")  # fmt: skip
-        measured = pooled if difference_s >= 0 else f"taken as 0: {pooled} is {ms_text(difference_s * 1e3)} ms, {why}"
+        source = pooled if difference_s >= 0 else f"taken as 0: {pooled} is {ms_text(difference_s * 1e3)} ms, {why}"
         added = f"added to backward{with_compute}" if carried else (
             "a CPU's, left out of the GPU step given (an H200's was 3.3-4.0 % of its step)")  # fmt: skip
         if given_ms is not None:
             whose = "the run's" if carried else "a CPU's"
             added = f"{whose}, not used: --local-ddp-ms's {given_ms:g} ms takes its place"
-        measured = "" if not carried and given_ms is None else f" ({measured})"  # a CPU's figure, whatever its why
+        source = "" if not carried and given_ms is None else f" ({source})"  # a CPU's figure, whatever its why
+        # its status said here, once: FSDP's note (own_costs.fsdp_for_cluster) refers to it without the figure
+        untold = ", not told from noise" * (difference_s > 0 and not measured.ddp_own_cost_told(configs, setup))
         console.say_once(f"ddpbench predict: DDP's own cost {ms_text(max(difference_s, 0) * 1e3)} ms a step at one "
-                         f"rank{measured}, {added}")  # fmt: skip
+                         f"rank{source}{untold}, {added}")  # fmt: skip
 
 
 def say_one_rank_step(
