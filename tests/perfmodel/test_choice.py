@@ -479,6 +479,13 @@ def test_where_floors_exist_a_step_on_ddps_schedule_is_ranked_at_the_cap_its_ran
     figures = ranked.full_size_figures(_floored(64).assign(local_step_ms=40.0))
     assert (figures["full_size_cap_mb"], figures["full_size_least_step_ms"]) == (100.0, 46.45)
     assert (figures["zero_full_size_cap_mb"], figures["zero_full_size_step_floor_ms"]) == (100.0, 100.8)
+    # floors alike within the tie: booked at 25 MiB, and the headline's figure and bound are 25 MiB's, as the
+    # console's answer gives them (a page read 'at most 1.000 … at least 180 ms at any cap (25 MiB, …)' against the
+    # console's 180.3 ms and 0.998 there: the least over every cap read as the booked cap's)
+    alike = _floored(64).assign(full_size_step_floor_ms=[180.0, 180.3, 180.3, 180.3], local_step_ms=180.0)
+    figures = ranked.full_size_figures(alike)
+    assert (figures["full_size_cap_mb"], figures["full_size_least_step_ms"]) == (25.0, 180.3)
+    assert figures["full_size_efficiency_at_most"] == pytest.approx(180.0 / 180.3)
     # without floors, the cap the small profile's answer names, unsaid
     plain = _floored(64).drop(columns=[c for c in _floored(64) if "full_size" in c])
     (alone,) = choice.choose(state, [plain], 80.0)

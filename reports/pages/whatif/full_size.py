@@ -94,8 +94,8 @@ def full_size_lead(best: pd.DataFrame, trained: str, default: str = "") -> str:
             f"({int(first['world_size'])} GPUs) and at most {last['full_size_efficiency_at_most']:.3f} at "
             f"{int(last['world_size'])} GPUs with "
             f"{'its' if trained else 'the full size' + chr(39) + 's'} gradients: there its step takes at least "
-            f"{last['full_size_least_step_ms']:.4g} ms at any cap ({last['full_size_cap_mb']:g} MiB, the cap its "
-            f"floors favour, where the choice ranks it) against {last['local_step_ms']:.4g} ms on one GPU, "
+            f"{last['full_size_least_step_ms']:.4g} ms at {last['full_size_cap_mb']:g} MiB (the cap its floors "
+            f"favour, where the choice ranks it) against {last['local_step_ms']:.4g} ms on one GPU, "
             f"on the profile's compute (the table's last columns give each strategy's floor).{_full_size_why(last)}"
             "</p>")  # fmt: skip
 

@@ -29,7 +29,7 @@ def best_table(best: pd.DataFrame) -> str:
             "DDP's step at the full size, at least (ms), at the cap its floors favour",
             "ZeRO-1's, at least (ms), at the cap it is ranked at",
             "FSDP2's, at least (ms)",
-            "DDP's efficiency at the full size, at most (any cap)",
+            "DDP's efficiency at the full size, at most, at the cap it is ranked at",
         ]
         cells = [[*row, f"{r.full_size_step_floor_ms:.4g} at {r.full_size_cap_mb:g} MiB "
                   f"({ms_text(r.full_size_comm_ms)} ms of all-reduces)",
