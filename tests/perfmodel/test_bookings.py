@@ -4,6 +4,8 @@ steps agrees, and the price ratio the fewest GPU-hours stay cheapest under."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pandas as pd
 import pytest
 
@@ -28,9 +30,14 @@ def _booking(cluster: str, gpus: int, *steps: float, batch: int = 128) -> Bookin
 def test_a_booking_is_the_choices_fastest_pick_and_its_figures_follow_from_its_step():
     rows = _rows({8: [105.0, 100.0], 16: [110.0, 104.0]})
     zero, stock = (Candidate(s, 1.0, True, ms, cap_mb=25.0) for s, ms in (("zero", 101.0), ("stock", 100.0)))
-    tied = Choice(8, picked=[zero, stock], others=[])  # the roomier first, as choose names a tie
+    tied = Choice(8, picked=[stock, zero], others=[])  # the fastest first, as choose names a tie
     (w8, w16) = of_cluster("dgx-h100", 8, [rows], [{8: tied, 16: Choice(16, picked=[], others=[])}], batch=128)
     assert (w8.book, w8.tied, w8.step_ms, w8.nodes) == ("stock at 25 MiB", ("zero",), (100.0,), 1)
+    # the answer's first is what it books: the roomier before a tight one, even a faster (a walkthrough's answer
+    # read 'fsdp or stock', its bookings 'stock (or fsdp, …)')
+    roomy = Choice(8, picked=[zero, dataclasses.replace(stock, tight=True)], others=[])
+    (booked,) = of_cluster("dgx-h100", 8, [_rows({8: [105.0, 100.0]})], [{8: roomy}], batch=128)
+    assert (booked.book, booked.tied, booked.step_ms) == ("zero at 25 MiB", ("stock",), (101.0,))
     assert w8.per_s == (pytest.approx(8 * 128 / 0.1),) and w8.gpu_hours == (pytest.approx(0.1 * 1e6 / 128 / 3600),)
     assert not w16.fits and w16.book == ""  # none modelled fits: nothing to rank
     # no choice (no memory counted): DDP at its answer's cap, its full-size floor where higher
@@ -59,6 +66,26 @@ def test_where_the_best_changes_between_the_ends_it_is_open_on_the_bounded_clust
     # two bounded clusters: each at either end, independently
     h200 = _booking("dgx-h200", 16, 110.0, 300.0)
     assert fastest([h100, h200]).open_on == ["dgx-h100", "dgx-h200"]
+
+
+def test_a_tie_at_one_end_of_a_steps_range_is_said_to_be_that_ends_in_the_answers_order():
+    """A walkthrough's answer (its compute-bound end) tied 'fsdp or stock', its bookings '(or fsdp, zero, tied)':
+    zero tied at the memory-bound end only, and in another order. The booking names those tied at both ends in the
+    answer's order, then those of one end with it."""
+    from harness.commands.console.predict import bookings as console_bookings
+
+    stock, fsdp, zero = (Candidate(s, 1.0, True, ms, cap_mb=25.0) for s, ms in
+                         (("stock", 100.0), ("fsdp", 101.0), ("zero", 103.0)))  # fmt: skip
+    short, long = Choice(8, picked=[stock, fsdp], others=[zero]), Choice(8, picked=[stock, fsdp, zero], others=[])
+    rows = _rows({8: [105.0, 100.0]})
+    (w8,) = of_cluster("dgx-h100", 8, [rows, rows], [{8: short}, {8: long}], batch=128)
+    assert w8.tied == ("fsdp", "zero") and w8.tied_at_one_end == ((), ("zero",))
+    ends = ("compute-bound", "memory-bound")
+    assert console_bookings._cells(w8, None, ends)[3] == (
+        "stock at 25 MiB (or fsdp, tied; zero too at the memory-bound end)"
+    )
+    (one,) = of_cluster("dgx-a100", 8, [rows], [{8: Choice(8, picked=[stock, zero, fsdp], others=[])}], batch=128)
+    assert console_bookings._cells(one, None)[3] == "stock at 25 MiB (or zero, fsdp, tied)"  # the answer's order
 
 
 def test_nothing_fits_nothing_is_ranked():

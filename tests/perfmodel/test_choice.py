@@ -222,6 +222,16 @@ def test_a_pick_that_rests_on_a_cpus_optimizer_time_is_said_with_the_share_it_tu
     assert "w64 zero 95 ms (stock 100 ms" in plain and " if a GPU's optimizer" not in plain
 
 
+def test_a_decided_tie_names_first_the_pick_it_books_the_least_step_with_its_own_cost_in():
+    """A walkthrough's answer booked 'fsdp or stock at 25 MiB' (fsdp 180.1 ms without its CPU-measured own cost,
+    186.6 with it; stock 180.2) where its bookings booked 'stock at 25 MiB (or fsdp, …)': a tie decided at every
+    corner names first what it books, the least step with every own cost's long end in, as the bookings book it."""
+    frame = _frame(64, 180.2, 250.0).assign(fsdp_step_ms=180.1, fsdp_own_left_out_ms=6.5)
+    (w64,) = choice.choose(predictions.labelled(STATE), [frame], 80.0)
+    assert not w64.open_on and [c.strategy for c in w64.picked] == ["stock", "fsdp"]
+    assert w64.picked[0] is w64.fastest
+
+
 def test_zeros_own_cost_a_cpu_measured_bounds_its_step_as_fsdps_does():
     """A CPU's ZeRO own cost (30 ms here, scaled) is no GPU's either: 10 ms ahead without it, 20 behind with it, the
     pick is open; with FSDP2's bounded too, on every corner of both (each own cost at either end, apart)."""

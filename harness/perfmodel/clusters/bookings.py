@@ -40,6 +40,7 @@ class Booking:
     gpu_hours: tuple[float, ...]  # GPU-hours a million samples (a billion tokens) take at each end
     stepped_elsewhere: bool = False  # its range holds a step measured on another GPU (--local-step-gpu)
     own_cost_of: tuple[str, ...] = ()  # the step models whose own cost, a CPU's, its range holds (FSDP2, ZeRO-1)
+    tied_at_one_end: tuple[tuple[str, ...], ...] = ()  # per end of a step's range, those of `tied` tied there only
 
     @property
     def bounded(self) -> bool:
@@ -78,12 +79,15 @@ def of_cluster(name: str, gpus_per_node: int, ends_rows: list[pd.DataFrame], cho
         steps = tuple(dict.fromkeys((picks[0].steps[0], picks[-1].steps[-1]))) if fits else ()
         book = picks[0].book
         other = next((n for n in (picks[0].other, *(p.book or p.other for p in picks[1:])) if n and n != book), "")
-        tied = tuple(sorted({s for p in picks for s in p.tied if s != book.split(" at ")[0]}))
+        at_ends = [[s for s in p.tied if s != book.split(" at ")[0]] for p in picks]  # in the answer's order
+        tied = tuple(dict.fromkeys(s for end in at_ends for s in end))
+        one_end = tuple(tuple(s for s in end if not all(s in other for other in at_ends)) for end in at_ends) \
+            if len(picks) > 1 else ()  # fmt: skip
         out.append(Booking(name, int(first["nodes"].iloc[0]) if "nodes" in first else world // gpus_per_node, world,
                            book if steps else "", tied, other, steps, fits and any(p.floored for p in picks),
                            tuple(world * a_step / (ms / 1e3) for ms in steps),
                            tuple(ms * per for ms in steps), len(picks) > 1,
-                           tuple(dict.fromkeys(m for p in picks for m in p.own_cost_of))))  # fmt: skip
+                           tuple(dict.fromkeys(m for p in picks for m in p.own_cost_of)), one_end))  # fmt: skip
     return out
 
 
@@ -93,7 +97,7 @@ def _pick(rows: pd.DataFrame, choice: Choice | None) -> _Picked:
     if choice is not None:
         if not choice.picked:
             return _Picked("", "", (), None, False, ())
-        first = last = choice.fastest
+        first = last = choice.picked[0]  # what the answer books first: the roomiest, then the fastest
         if choice.open_on:  # the pick at each end of the own costs: without any, with all of them
             first, last = min(choice.at_ends[0], key=lambda c: c.step_ms), min(choice.at_ends[1], key=whole_step)
         tied = tuple(c.strategy for c in choice.picked if c is not first and c is not last)

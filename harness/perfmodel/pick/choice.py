@@ -63,7 +63,8 @@ class Choice:
 
     @property
     def fastest(self) -> Candidate:
-        """The pick whose step, its own cost's long end in, is least: `picked` names a tie's roomier ones first."""
+        """The pick whose step, its own cost's long end in, is least: `picked` names a tie's roomier ones first, and
+        among those this one first."""
         return min(self.picked, key=whole_step)
 
     @property
@@ -202,7 +203,9 @@ def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float,
         if open_on:  # no pick holds at every corner: each corner's, the short ends' first
             picked = list(dict.fromkeys(c for ends in each for c in ends))
         apart = 0.0 if open_on else max((model_apart(picked[0], c, errors) for c in picked[1:]), default=0.0)
-        picked = sorted(picked, key=lambda c: c.tight)  # a tie names what fits with room first: booked first
+        # a tie names what fits with room first, then the least step with its own cost's long end in: booked first,
+        # as the bookings book it (a walkthrough's answer read 'fsdp or stock', its bookings 'stock (or fsdp)')
+        picked = sorted(picked, key=lambda c: (c.tight, 0.0 if open_on else whole_step(c)))  # open: corners' order
         made = Choice(int(named["world_size"]), picked, [c for c in timed if c not in picked],
                       apart if apart > agreement.SMALL_CAP_LEAD else 0.0, [], open_on,
                       (each[0], each[-1]) if open_on else ([], []))  # fmt: skip

@@ -27,7 +27,7 @@ def compared(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | N
     unit = "tokens" if tokens else "samples"
     header = ("cluster", "GPUs", "nodes", "book", "step ms", f"{unit}/s", f"GPU-h per {cost_unit(tokens)}")
     header += (f"price units per {cost_unit(tokens)}",) if prices else ()
-    table = [header, *(_cells(b, prices) for b in bookings)]
+    table = [header, *(_cells(b, prices, ends) for b in bookings)]
     widths = [max(len(row[k]) for row in table) for k in range(len(header))]
     ranged = _ranged_words(bookings, ends)
     say(f"ddpbench predict: the bookings compared (the fastest each cluster's answer above books{ranged}):")
@@ -52,16 +52,28 @@ def _ranged_words(bookings: list[Booking], ends: tuple[str, str] | None) -> str:
     return f"; a range: {'; '.join(why)}" if why else ""
 
 
-def _cells(b: Booking, prices: dict[str, float] | None) -> tuple[str, ...]:
+def _cells(b: Booking, prices: dict[str, float] | None, ends: tuple[str, str] | None = None) -> tuple[str, ...]:
     if not b.fits:
         return (b.cluster, str(b.gpus), str(b.nodes), "none modelled fits", "", "", "", *([""] if prices else []))
     book = f"{b.book} → {b.other_end}" if b.other_end else b.book
-    book += f" (or {', '.join(b.tied)}, tied)" if b.tied else ""
+    book += f" (or {_tied_words(b, ends)})" if b.tied else ""
     mark = "≥" if b.at_least else ""
     cost = (mark + _span(tuple(prices[b.cluster] * h for h in b.gpu_hours), _counted),) if prices else ()
     return (b.cluster, str(b.gpus), str(b.nodes), book, mark + _span(b.step_ms, lambda v: f"{v:.4g}"),
             ("≤" if b.at_least else "") + _span(b.per_s, _counted),
             mark + _span(b.gpu_hours, _counted), *cost)  # fmt: skip
+
+
+def _tied_words(b: Booking, ends: tuple[str, str] | None) -> str:
+    """'fsdp, zero, tied' in the answer's order, or where a step's range ties some at one end only, 'fsdp, tied; zero
+    too at the memory-bound end': the answer above ties at its printed end alone, so a tie at the other end is said
+    to be that end's."""
+    apart = {s for end in b.tied_at_one_end for s in end} if ends else set()
+    both = [s for s in b.tied if s not in apart]
+    said = [f"{', '.join(both)}, tied"] if both else []
+    said += [f"{', '.join(only)} {'too' if said else 'tied'} at the {name} end"
+             for only, name in zip(b.tied_at_one_end, ends or (), strict=False) if only]  # fmt: skip
+    return "; ".join(said)
 
 
 def _counted(value: float) -> str:
