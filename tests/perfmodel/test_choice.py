@@ -645,3 +645,17 @@ def test_a_tie_at_one_cap_says_the_cap_once_in_the_consoles_book_cell():
     )
     for apart in ("stock at 25 MiB or zero at 100 MiB", "stock or zero", "fsdp", "zero at 25 MiB"):
         assert answer._book(apart) == apart  # caps apart, none, or one pick: as the page says it
+
+
+def test_the_cap_caveats_advice_only_where_a_miss_on_every_all_reduce_could_move_the_cap_named():
+    """A walkthrough's A100 line (every cap within 0.5 %, 0.3 ms of all-reduces exposed in a 180 ms step) ended 'fit
+    your cluster's nccl-tests log (--nccl-tests) before choosing by this margin': no 25 % miss on every all-reduce
+    could move 25 MiB out of the tie there. At a 3× shorter step the same all-reduces could, and it is said."""
+    frame = pd.DataFrame({"bucket_cap_mb": [1.0, 5.0, 25.0], "world_size": 16, "nodes": 2,
+                          "step_ms": [180.0, 180.0, 180.2], "comm_ms": [1.0, 0.5, 0.32],
+                          "full_size_step_floor_ms": [180.0, 180.0, 180.3],
+                          "full_size_comm_ms": [1.12, 0.54, 0.39]})  # fmt: skip
+    assert not ranked.miss_could_move_cap([frame])
+    short = frame.assign(step_ms=[56.76, 56.77, 56.92], full_size_step_floor_ms=[56.76, 56.84, 56.95])
+    assert ranked.miss_could_move_cap([frame, short])
+    assert ranked.miss_could_move_cap([frame], miss=1.1)  # a miss as large as the worst table's: it could

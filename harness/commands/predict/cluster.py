@@ -300,12 +300,18 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     before = own_source in ("left out", "not measured")  # the steps lack DDP's own cost: said, not hidden
     steps.cluster_table(chosen, rows, before_own=before)
     above = set(node_counts(args)) if args.nodes else {c["nodes"] for c in cluster.published_checks(chosen)}
-    said = [joined(*caveat, cluster.cap_caveats(chosen, [n], above=above)) for n in node_counts(args)]  # once each
+    from harness.perfmodel.pick import ranked
+
+    def misses(nodes: list[int]) -> str:  # the published tables' misses, only where they could move the cap named
+        at = [frame for frame in rows if int(frame["nodes"].iloc[0]) in nodes]
+        return cluster.cap_caveats(chosen, nodes, above=above) if ranked.miss_could_move_cap(at) else ""
+
+    said = [joined(*caveat, misses([n])) for n in node_counts(args)]  # once each
     steps.best_caps(
         rows,
         decimals=3,
         caveats=said,  # each GPU count's fastest cap, where all tie one line; the misses said above referred to
-        joint=lambda nodes: "; ".join(filter(None, (*caveat, cluster.cap_caveats(chosen, nodes, above=above)))),
+        joint=lambda nodes: "; ".join(filter(None, (*caveat, misses(nodes)))),
     )
     floors = {label: predict_full_size.floor_words(rows, label) for label in predict_full_size.FLOORED}
 

@@ -206,3 +206,27 @@ def fsdp_floor_why(row: pd.Series) -> str:
         f"{ms_text(row['fsdp_full_size_scatter_ms'])} ms, one at a time; its optimizer steps "
         f"1/{int(row['world_size'])} of every parameter ({ms_text(row['fsdp_optimizer_ms'])} ms){own}"
     )
+
+
+CAP_MISS = 0.25
+"""The miss on every all-reduce a cap caveat's advice is weighed at (`miss_could_move_cap`): the published check's own
+line, 'off by more than 25 %' (its worst misses are single sizes: 10 GiB's, a 2 MiB one's, not every bucket's)."""
+
+
+def miss_could_move_cap(frames: list[pd.DataFrame], miss: float = CAP_MISS) -> bool:
+    """Whether `miss` on every all-reduce could move the cap named out of the caps' tie (agreement.TIE_TOLERANCE) in
+    any of these frames (one GPU count each, a row a cap): the named cap's step slower by its all-reduces' time ×
+    `miss`, every other cap's faster by theirs; the profile's steps at the answer's cap and, where the rows hold them,
+    the full size's floors at the cap they are ranked at. Where none could, the cap caveat's advice (fit the cluster's
+    own log before choosing) cannot change the cap named and is left out (a walkthrough read it where every cap tied,
+    0.3 ms of all-reduces exposed)."""
+    for frame in frames:
+        pairs = [(agreement.answer_row(frame), "step_ms", "comm_ms")]
+        if floors_in(frame, "full_size_step_floor_ms") and "full_size_comm_ms" in frame:
+            pairs.append((ddp_ranked_row(frame), "full_size_step_floor_ms", "full_size_comm_ms"))
+        for named, step, comm in pairs:
+            steps = frame["step_ms"].combine(frame[step], max) if step != "step_ms" else frame["step_ms"]
+            least = float((steps - frame[comm] * miss).min())
+            if max(named["step_ms"], named[step]) + named[comm] * miss > least * (1 + agreement.TIE_TOLERANCE):
+                return True
+    return False

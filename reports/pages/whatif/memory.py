@@ -57,7 +57,10 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
                                  optimizer=str(first.get("setup_optimizer") or "sgd"))  # fmt: skip
     even = optimizer_break_even(frames[-1], optimizer_ms=optimizer_ms, step_ms=first["local_step_ms"]) if on_cpu else ""
     left_out = first.get("own_costs_left_out", "")  # FSDP's and ZeRO's own costs, a CPU's, as the console says
-    said = "; ".join(part for part in (cap_caveats(cluster, sorted({int(n) for n in group["nodes"]})),
+    misses = (
+        cap_caveats(cluster, sorted({int(n) for n in group["nodes"]})) if ranked.miss_could_move_cap(frames) else ""
+    )
+    said = "; ".join(part for part in (misses,
                                        cpu if on_cpu else "", even, left_out) if part)  # fmt: skip
     header = table_header(cost=batch is not None, tokens=tokens_a_step(labelled) is not None)
     answer = table(list(header), [[esc(cell) for cell in row] for row in rows]) if rows else ""

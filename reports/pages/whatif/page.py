@@ -182,7 +182,9 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                                CAPTIONS["whatif_communication"])]  # fmt: skip
             continue
         best, sure, curve = best_rows(at), checked(wm.setup_of(group)) if checked else None, best_rows(group)
-        parts += [full_size.heading(setup, group, trained, default), _answer(best, cluster, trained, default),
+        moves = ranked.miss_could_move_cap([frame for _, frame in at.groupby("world_size", sort=True)])
+        parts += [full_size.heading(setup, group, trained, default),
+                  _answer(best, cluster, trained, default, moves=moves),
                   wm.choice_section(configs, at, cluster, worlds,
                                  rows=counted[setup][0] if setup in counted else None, checked=sure),
                   wm.how_sure(sure),
@@ -204,10 +206,11 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     return page(title, "\n".join(parts), depth=1, **inline)
 
 
-def _answer(best: pd.DataFrame, cluster: Cluster, trained: str = "", default: str = "") -> str:
+def _answer(best: pd.DataFrame, cluster: Cluster, trained: str = "", default: str = "", *, moves: bool = True) -> str:
     """The cap from the fewest GPUs to the most, in the console answer's words, and why the step at the most GPUs
     costs what it does (the same sentence `predict --cluster` ends with); where the rows hold the full size's floors,
-    what they bound for the model to train first, the profiled size's figures after, said to be its."""
+    what they bound for the model to train first, the profiled size's figures after, said to be its; the published
+    tables' caveat only where their misses could move the cap named (`moves`: ranked.miss_could_move_cap)."""
     first, last = best.iloc[0], best.iloc[-1]
     why_last = why.predicted_step(last, backward_ms=last["backward_ms"], own_ms=last["ddp_own_ms"])
     before = " (before DDP's own cost, left out)" if last["own_left_out"] else ""  # the calibration note says why
@@ -216,7 +219,8 @@ def _answer(best: pd.DataFrame, cluster: Cluster, trained: str = "", default: st
             f"({int(first['world_size'])} GPUs), "
             f"{last['scaling_efficiency']:.3f} at {int(last['world_size'])} GPUs on {int(last['nodes'])} nodes. "
             f"<b>Why</b> at {int(last['world_size'])} GPUs: {esc(why_last)}."
-            f"{_caveat(cluster, int(last['nodes']))}{_small_cap_caveat(best)}{_unchecked(cluster, best)}")  # fmt: skip
+            f"{_caveat(cluster, int(last['nodes'])) * moves}{_small_cap_caveat(best)}"
+            f"{_unchecked(cluster, best)}")  # fmt: skip
     if "full_size_efficiency_at_most" not in best or best["full_size_efficiency_at_most"].isna().all():
         return f'<p class="headline"><b>Best cap for DDP</b> {said}</p>'
     profiled = wm.size_words(esc(last["size"]))
