@@ -51,10 +51,19 @@ def test_a_choice_undecided_under_a_cap_both_ends_name_says_the_choice_alone(mon
     chosen = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=79.11)
     said = scaling.say_ends_verdict(chosen, [("compute-bound", 10.0), ("memory-bound", 20.0)], frames, state=None)
     capsys.readouterr()
-    assert said == ("at the other end (memory-bound, 20 ms a GPU step) DDP's step is w8 20 ms; DDP's cap the same at "
-                    "both ends at every GPU count; the choice of strategy not decided at w8 (compute-bound → "
-                    "memory-bound: w8 fsdp / stock at 25 MiB → fsdp / stock at 25 MiB / zero at 25 MiB): one step "
-                    "measured on dgx-h100's GPU settles it (--local-step-ms without --local-step-gpu)")  # fmt: skip
+    # the same pick first at both ends: zero joining the tie changes no pick, and a step measured would settle only
+    # that (a walkthrough read "the choice of strategy not decided … one step measured … settles it")
+    assert said == ("at the other end (memory-bound, 20 ms a GPU step) DDP's step is w8 20 ms; DDP's cap and the "
+                    "choice of strategy: the same at both ends at every GPU count, decided; only the tie differs at "
+                    "w8 (compute-bound → memory-bound: w8 fsdp / stock at 25 MiB → fsdp / stock at 25 MiB / zero at "
+                    "25 MiB)")  # fmt: skip
+    ends[1]["picks"] = ("stock at 25 MiB", "fsdp")  # another pick first: the choice is open, a step settles it
+    said = scaling.say_ends_verdict(chosen, [("compute-bound", 10.0), ("memory-bound", 20.0)], frames, state=None)
+    capsys.readouterr()
+    assert said.endswith("the choice of strategy not decided at w8 (compute-bound → memory-bound: w8 fsdp / stock at "
+                         "25 MiB → stock at 25 MiB / fsdp): one step measured on dgx-h100's GPU settles it "
+                         "(--local-step-ms without --local-step-gpu)")  # fmt: skip
+    ends[1]["picks"] = picks[1]
     # the other end's GPU-hours: the answer's table gives only the printed end's, and a cost compared across clusters
     # by it alone took the compute-bound end's (0.287 GPU-h per 1M samples for convnext_base on dgx-h100, not 0.555)
     ends[1]["picked"] = [types.SimpleNamespace(step_ms=ms, profiled_ms=None, left_out_ms=0.0) for ms in (20.0, 21.0)]

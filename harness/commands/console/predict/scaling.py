@@ -365,13 +365,17 @@ def say_ends_verdict(chosen, ends: list[tuple[str, float]], frames: list, *, sta
         undecided |= {"cap"} if parts else set()
         if here["picks"] != there["picks"]:
             parts.append(f"{' / '.join(here['picks']) or 'none fits'} → {' / '.join(there['picks']) or 'none fits'}")
-            undecided.add("choice")
+            # the same pick booked first at both ends: only who ties with it differs, no choice to settle
+            undecided.add("tie" if here["picks"][:1] == there["picks"][:1] and here["picks"] else "choice")
         differ.append(f"w{v['world_size']} {', '.join(parts)}")
+    counts = ", ".join(f"w{v['world_size']}" for v in open_)
+    if undecided == {"tie"}:  # a step measured would change no pick: said as the tie's, no advice
+        return _said(f"{said}{what}: the same at both ends at every GPU count, decided; only the tie differs at "
+                     f"{counts} ({ends[0][0]} → {ends[1][0]}: {'; '.join(differ)})")  # fmt: skip
     what = {frozenset({"cap"}): "DDP's cap", frozenset({"choice"}): "the choice of strategy"}.get(
-        frozenset(undecided), "DDP's cap and the choice of strategy"
+        frozenset(undecided - {"tie"}), "DDP's cap and the choice of strategy"
     )
     settled = "DDP's cap the same at both ends at every GPU count; " if "cap" not in undecided else ""
-    counts = ", ".join(f"w{v['world_size']}" for v in open_)
     return _said(f"{said}{settled}{what} not decided at {counts} ({ends[0][0]} → {ends[1][0]}: "
                  f"{'; '.join(differ)}): one step measured on {chosen.name}'s GPU settles it (--local-step-ms "
                  "without --local-step-gpu)")  # fmt: skip
