@@ -659,3 +659,25 @@ def test_the_cap_caveats_advice_only_where_a_miss_on_every_all_reduce_could_move
     short = frame.assign(step_ms=[56.76, 56.77, 56.92], full_size_step_floor_ms=[56.76, 56.84, 56.95])
     assert ranked.miss_could_move_cap([frame, short])
     assert ranked.miss_could_move_cap([frame], miss=1.1)  # a miss as large as the worst table's: it could
+
+
+def test_a_gpu_runs_own_cost_not_told_from_noise_is_the_runs_at_the_long_end_not_a_cpus():
+    """A run on a GPU whose FSDP steps at one rank did not tell its own cost from noise bounds FSDP2's step from 0 to
+    that figure, the run's: the choice called its long end 'a CPU's' ('from none of its own cost to a CPU's', 'with
+    a CPU's'), false there. A CPU run's stays a CPU's."""
+    from harness.commands.console.predict import bookings as console_bookings
+    from harness.perfmodel.clusters.bookings import of_cluster
+
+    frame = _frame(64, 100.0, 103.0).assign(fsdp_step_ms=90.0, fsdp_own_left_out_ms=20.0, own_cost_whose="the run's")
+    words = choice.choice_words(predictions.labelled(STATE), [frame], 80.0)
+    assert "fsdp 90–110 ms (from none of its own cost to the run's)" in words and "a CPU's" not in words
+    assert "fsdp without it, stock or zero with the run's, scaled" in words
+    (row,) = choice_table.table_rows(predictions.labelled(STATE), [frame], 80.0)
+    assert "a CPU's" not in " ".join(row) and "the run's" in " ".join(row)
+    (made,) = choice.choose(predictions.labelled(STATE), [frame], 80.0)
+    rows = frame.assign(nodes=8)
+    (booked,) = of_cluster("dgx-h100", 8, [rows], [{64: made}], batch=128)
+    ranged = console_bookings._ranged_words([booked], None)
+    assert ranged.endswith("from none of FSDP's own cost to the run's, scaled") and booked.whose == "the run's"
+    cpu = choice.choice_words(predictions.labelled(STATE), [frame.drop(columns="own_cost_whose")], 80.0)
+    assert "(from none of its own cost to a CPU's)" in cpu

@@ -434,6 +434,7 @@ def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_
         "compute_scale",
         "ddp_own_ms",
         "run_batch_size",
+        "own_cost_whose",
         "train_options",
     }
     floors = {column for column in cluster_rows.columns if "full_size" in column}  # a smaller size's run on a cluster

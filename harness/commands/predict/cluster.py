@@ -268,7 +268,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         frame = cluster_frame(profile, caps=caps, link=link, world_size=world, zero_own=zero_own, fsdp_part=sharded)
         frame.insert(0, "nodes", nodes)
         frame.insert(0, "world_size", world)
-        rows.append(agreement.with_answer_marks(frame))
+        # whose own cost a bounded step's long end holds (the choice's words): a CPU's, or a GPU run's not told
+        rows.append(agreement.with_answer_marks(frame).assign(own_cost_whose="the run's" if carried else "a CPU's"))
     if smaller:  # the full size's gradients on the same compute: the least each step can take
         rows = predict_full_size.with_floors(rows, setup, profile, configs=configs, link=link, cluster_name=chosen.name,
                                              fsdp_profile=sharded.profile, fsdp_own_s=sharded.own_s or 0.0,

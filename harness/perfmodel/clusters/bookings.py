@@ -41,6 +41,7 @@ class Booking:
     stepped_elsewhere: bool = False  # its range holds a step measured on another GPU (--local-step-gpu)
     own_cost_of: tuple[str, ...] = ()  # the step models whose own cost, a CPU's, its range holds (FSDP2, ZeRO-1)
     tied_at_one_end: tuple[tuple[str, ...], ...] = ()  # per end of a step's range, those of `tied` tied there only
+    whose: str = bounds.CPU  # whose own cost `own_cost_of` is: a CPU's, or the run's (a GPU's, not told from noise)
 
     @property
     def bounded(self) -> bool:
@@ -70,7 +71,7 @@ def of_cluster(name: str, gpus_per_node: int, ends_rows: list[pd.DataFrame], cho
     least with the step's short end and no own cost a CPU measured (FSDP's, ZeRO's), most with both long: its range."""
     per = gpu_hours_per_step_ms(batch=batch, tokens=tokens)
     a_step = tokens or batch
-    out = []
+    out, whose = [], next((c.whose for chosen in choices for c in chosen.values() if c.bounds), bounds.CPU)
     for world, first in ends_rows[0].groupby("world_size", sort=True):
         world = int(world)
         picks = [_pick(rows[rows["world_size"] == world], chosen.get(world)) for rows, chosen in
@@ -87,7 +88,7 @@ def of_cluster(name: str, gpus_per_node: int, ends_rows: list[pd.DataFrame], cho
                            book if steps else "", tied, other, steps, fits and any(p.floored for p in picks),
                            tuple(world * a_step / (ms / 1e3) for ms in steps),
                            tuple(ms * per for ms in steps), len(picks) > 1,
-                           tuple(dict.fromkeys(m for p in picks for m in p.own_cost_of)), one_end))  # fmt: skip
+                           tuple(dict.fromkeys(m for p in picks for m in p.own_cost_of)), one_end, whose))  # fmt: skip
     return out
 
 

@@ -64,16 +64,21 @@ def own_cost_bench(models: Iterable[str]) -> str:
     return f"bench --gpus 1 --impls {impls}" if impls else ""
 
 
-def end_words(at: dict, *, again: bool = False) -> str:
+CPU = "a CPU's"
+"""Whose own cost a step's long end holds where the run was on a CPU (its own cost no GPU's); on a GPU whose steps
+did not tell it from noise, "the run's" (own_costs.fsdp_for_cluster's `noise`, zero_for_cluster's)."""
+
+
+def end_words(at: dict, *, again: bool = False, whose: str = CPU) -> str:
     """A corner of the own-cost bounds (`corners`) in the user's terms: 'without FSDP's own cost' (none of it on a
     GPU), 'with FSDP's own cost at a CPU's' (all of a CPU's, scaled), 'without FSDP's own cost, with ZeRO's at a
     CPU's'; '' where nothing is bounded. `again`: one cost named already ('without it', 'with it at a CPU's')."""
     if again and len(at) == 1:
-        return "without it" if SHORT in at.values() else "with it at a CPU's"
+        return "without it" if SHORT in at.values() else f"with it at {whose}"
     short = [OWN_COST_OF.get(m, m) + "'s" for m, end in at.items() if end == SHORT]
     long = [OWN_COST_OF.get(m, m) + "'s" for m, end in at.items() if end != SHORT]
     said = [f"without {' and '.join(short)} own cost" if short else "",
-            f"with {' and '.join(long)}{' own cost' * (not short)} at a CPU's" if long else ""]  # fmt: skip
+            f"with {' and '.join(long)}{' own cost' * (not short)} at {whose}" if long else ""]  # fmt: skip
     return ", ".join(part for part in said if part)
 
 
@@ -83,9 +88,14 @@ def span_text(low: float, high: float, text: Callable[[float], str] = lambda val
     return low_said if low_said == high_said else f"{low_said}–{high_said}"
 
 
-OWN_RANGE = "from none of its own cost to a CPU's"
-"""A step bounded by its own cost, said: from none of it (a GPU's may be small) to a CPU's, scaled
-(own_costs.fsdp_for_cluster, own_costs.zero_for_cluster say how much, once)."""
+def own_range(whose: str = CPU) -> str:
+    """A step bounded by its own cost, said: 'from none of its own cost to a CPU's': from none of it (a GPU's may be
+    small) to `whose`, scaled (own_costs.fsdp_for_cluster, own_costs.zero_for_cluster say how much, once); "the
+    run's" where the run was on a GPU whose steps did not tell it from noise."""
+    return f"from none of its own cost to {whose}"
+
+
+OWN_RANGE = own_range()
 
 
 def percent(value: float, band: float = agreement.SMALL_CAP_LEAD, sign: str = "") -> str:
@@ -110,7 +120,7 @@ def behind_text(low: float, high: float, band: float = agreement.SMALL_CAP_LEAD)
     return f"{percent(low, band, '+')} to {percent(high, band, '+')}"
 
 
-def lead_words(low: float, high: float, ends: tuple[dict, dict] = ({}, {})) -> str:
+def lead_words(low: float, high: float, ends: tuple[dict, dict] = ({}, {}), whose: str = CPU) -> str:
     """How far a step is behind another over every corner, in words true at each: '0.1–105.1% slower', '2.0%
     faster', or where it leads at one end only, each figure with its end (`ends`: the corners of `low` and `high`,
     `end_words`): '3.0% faster without FSDP's own cost, 47.0% slower with it at a CPU's' (not '3.0% faster to 47.0%
@@ -122,11 +132,12 @@ def lead_words(low: float, high: float, ends: tuple[dict, dict] = ({}, {})) -> s
         return f"{behind_text(-high, -low)} faster"
     if not any(ends):  # no corner known: the figures alone
         return f"{percent(-low)} faster to {percent(high)} slower"
-    faster, slower = end_words(ends[0]), end_words(ends[1], again=list(ends[0]) == list(ends[1]))
+    faster = end_words(ends[0], whose=whose)
+    slower = end_words(ends[1], again=list(ends[0]) == list(ends[1]), whose=whose)
     return f"{percent(-low)} faster {faster}, {percent(high)} slower {slower}".replace(" ,", ",").strip()
 
 
 def open_words(choice) -> str:
     """'open until FSDP's own cost is measured on a GPU (bench …): fsdp without it, stock with a CPU's, scaled'."""
     short, long = (" or ".join(c.strategy for c in ends) for ends in choice.at_ends)
-    return f"{own_cost_open(choice.open_on)}: {short} without it, {long} with a CPU's, scaled"
+    return f"{own_cost_open(choice.open_on)}: {short} without it, {long} with {choice.whose}, scaled"

@@ -34,6 +34,7 @@ class Candidate:
     note: str = ""  # what its step rests on beyond its model's (a compression hook's: compressed_note)
     cap_mb: float | None = None  # the cap it is ranked at, where the floors rank a step on DDP's schedule (ranked.py)
     tight: bool = False  # fits, but with less left than the count has read below a peak (memory.is_tight)
+    whose: str = bounds.CPU  # whose own cost `left_out_ms` is: a CPU's, or "the run's" (a GPU's, not told from noise)
 
     @property
     def bounded(self) -> bool:
@@ -66,6 +67,11 @@ class Choice:
         """The pick whose step, its own cost's long end in, is least: `picked` names a tie's roomier ones first, and
         among those this one first."""
         return min(self.picked, key=whole_step)
+
+    @property
+    def whose(self) -> str:
+        """Whose own cost the bounded steps' long ends hold (Candidate.whose): a CPU's unless the run's, a GPU's."""
+        return next((c.whose for c in (*self.picked, *self.others) if c.bounded), bounds.CPU)
 
     @property
     def bounds(self) -> list[str]:
@@ -249,6 +255,7 @@ def _ranked_candidates(at: pd.DataFrame, frame: pd.DataFrame, models: pd.Series,
     floors = [modelled_step(at, row, FLOOR_COLUMNS, masks) for row in rows]
     hooked = compressed_rows(at).to_numpy()
     named = agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]).index
+    whose = str(frame["own_cost_whose"].iloc[0]) if "own_cost_whose" in frame else bounds.CPU
     found = []
     for j, (label, n, extra, model) in enumerate(zip(at["strategy"], need, left, models, strict=True)):
         floored = any(pd.notna(f.iloc[j]) for f in floors)
@@ -258,7 +265,8 @@ def _ranked_candidates(at: pd.DataFrame, frame: pd.DataFrame, models: pd.Series,
                        model)  # fmt: skip
         cap = float(rows[k]["bucket_cap_mb"]) if floored and model in ("DDP", "ZeRO-1") else None
         note = compressed_note(rows[k], full_size=c.profiled_ms is not None) if hooked[j] else ""
-        found.append(dataclasses.replace(c, cap_mb=cap, note=note, tight=is_tight(float(n), capacity_gib)))
+        found.append(dataclasses.replace(c, cap_mb=cap, note=note, tight=is_tight(float(n), capacity_gib),
+                                         whose=whose))  # fmt: skip
     return found
 
 
@@ -323,7 +331,7 @@ def step_text(c: Candidate) -> str:
         return f"{step_text(dataclasses.replace(c, note=''))} ({c.note})"
     name = c.named + "," * (c.cap_mb is not None)  # 'stock at 100 MiB, at least …'
     step = bounds.span_text(c.step_ms, whole_step(c))
-    own = f" ({bounds.OWN_RANGE})" * c.bounded
+    own = f" ({bounds.own_range(c.whose)})" * c.bounded
     if c.profiled_ms is None:
         return f"{name} {step} ms{own}"
     smaller = ", the smaller model's shards" if c.profiled_ms > c.step_ms else ""  # ZeRO-1's, REPLACED
@@ -349,8 +357,8 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
     def other(c: Candidate, choice: Choice) -> str:
         if not c.fits:
             return f"{c.strategy} does not fit: {mib_text(c.need_mb)} a rank"
-        return step_text(c) + (f", {bounds.lead_words(*choice.behind(c), choice.lead_ends(c))}" if choice.picked
-                               else "")  # fmt: skip
+        lead = bounds.lead_words(*choice.behind(c), choice.lead_ends(c), choice.whose) if choice.picked else ""
+        return step_text(c) + f", {lead}" * bool(lead)
 
     parts = []
     for choice in choices:

@@ -149,8 +149,8 @@ def flip_ends(choice: Choice, low: float, high: float) -> str:
     (least, at_least), (most, at_most) = min(lags, key=lambda lag: lag[0]), max(lags, key=lambda lag: lag[0])
     again = list(at_least) == list(at_most)
     return (
-        f"behind {bounds.percent(least, sign='+')} {bounds.end_words(at_least)}, "
-        f"{bounds.percent(most, sign='+')} {bounds.end_words(at_most, again=again)}: "
+        f"behind {bounds.percent(least, sign='+')} {bounds.end_words(at_least, whose=choice.whose)}, "
+        f"{bounds.percent(most, sign='+')} {bounds.end_words(at_most, again=again, whose=choice.whose)}: "
         f"{bounds.own_cost_bench(choice.bounds)} on a GPU tells which"
     )
 
@@ -167,7 +167,7 @@ def _bounded_note(c: Candidate, ends: str = "") -> Note:
     page in its caveats (a walkthrough's table read fsdp +246 % behind, a note under it a tie without a CPU's own cost,
     and the FSDP line that cost left out); `ends`: where the next leads at one end only, which (`flip_ends`), its
     figure."""
-    said = f"{c.strategy} {bounds.OWN_RANGE}"
+    said = f"{c.strategy} {bounds.own_range(c.whose)}"
     return Note(f"{said}; {ends}" if ends else said, said, figure=ends)
 
 
@@ -189,7 +189,7 @@ def _notes(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
         rest = "; ".join(part for part in (shared, LOSSY if c.note.endswith(LOSSY) else "") if part)
         notes.append(Note(f"{c.strategy}: {c.note}", c.strategy, rest, f"exposed {exposed}" if exposed else ""))
     notes += [_unbenched_note(c, faster=True, where="" if choice.faster_at_every_corner(c) else bounds.end_words(
-        choice.lead_ends(c)[0])) for c in choice.unbenched]  # fmt: skip
+        choice.lead_ends(c)[0], whose=choice.whose)) for c in choice.unbenched]  # fmt: skip
     return notes + _unfit(choice, counted_in)
 
 

@@ -87,7 +87,7 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                    "optimizer_given": local_optimizer_ms is not None, "optimizer_from": optimizer_from,
                    "own_costs_left_out": "; ".join(note for note in (sharded.note, zero_own.note) if note),
                    "fsdp_own_over": steps_table.own_over(sharded), "fsdp_own_noise": sharded.noise,
-                   "zero_own_noise": zero_own.noise,
+                   "zero_own_noise": zero_own.noise, "own_cost_whose": "the run's" if carried else "a CPU's",
                    "grad_mb": profile.grad_bytes / 2**20, "grad_tensors": len(profile.grads), "profiled_on": device,
                    "optimizer_share": calibrated.optimizer_s / (calibrated.local_step_s or 1.0),
                    **{f"setup_{key}": value for key, value in setup.items()}, "size": setup["size"]}  # fmt: skip

@@ -10,7 +10,7 @@ import re
 
 from harness.commands.console import say, say_once
 from harness.perfmodel.clusters.bookings import LEAD, Booking, Ranking, break_even, cheapest, fastest, fewest_gpu_hours
-from harness.perfmodel.pick.bounds import LONG, OWN_COST_OF, SHORT, end_words, own_cost_open
+from harness.perfmodel.pick.bounds import CPU, LONG, OWN_COST_OF, SHORT, end_words, own_cost_open
 from harness.perfmodel.pick.choice_table import cost_unit
 
 RIGHT = (1, 2, 4, 5, 6, 7)
@@ -48,7 +48,8 @@ def _ranged_words(bookings: list[Booking], ends: tuple[str, str] | None) -> str:
     own = list(dict.fromkeys(m for b in bookings if b.bounded for m in b.own_cost_of))
     if own:
         whose = " and ".join(OWN_COST_OF.get(m, m) + "'s" for m in own)
-        why.append(f"from none of {whose} own cost to a CPU's, scaled")
+        at = next((b.whose for b in bookings if b.bounded and b.own_cost_of), CPU)  # a CPU's, or a GPU run's
+        why.append(f"from none of {whose} own cost to {at}, scaled")
     return f"; a range: {'; '.join(why)}" if why else ""
 
 
@@ -137,7 +138,8 @@ def _end_names(bookings: list[Booking], ends: tuple[str, str] | None) -> tuple[s
     them ('at the compute-bound end without FSDP's own cost': a range's short end holds both, Booking.step_ms)."""
     own = list(dict.fromkeys(m for b in bookings if b.bounded for m in b.own_cost_of))
     stepped = [f"at the {end} end" for end in ends] if ends else ["", ""]
-    costs = [end_words(dict.fromkeys(own, end), again=k == 1) for k, end in enumerate((SHORT, LONG))]
+    whose = next((b.whose for b in bookings if b.bounded and b.own_cost_of), CPU)
+    costs = [end_words(dict.fromkeys(own, end), again=k == 1, whose=whose) for k, end in enumerate((SHORT, LONG))]
     said = [" ".join(part for part in (step, cost) if part) for step, cost in zip(stepped, costs, strict=True)]
     return said[0] or "at the short end", said[1] or "at the long end"
 
