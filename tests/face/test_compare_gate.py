@@ -268,3 +268,19 @@ def test_a_gate_that_cannot_tell_says_what_would_decide_it_and_what_leans_slower
     assert compared.open_named(frame) == (" (have 4, need up to 30 a run at the spread seen, 1 more than 1000: the "
                                           "repeats differ far beyond the threshold; slower so far: w2 mlp/tiny stock "
                                           "1.04×)")  # fmt: skip
+
+
+def test_an_interval_that_bounds_nothing_reads_too_wide_as_the_page_says(capsys):
+    """'(99.6% CI <0.01->1000)' read like an arrow on the console, where the page and the sweep say 'too wide to
+    bound it' of an interval past what a figure can say."""
+    import pandas as pd
+
+    from harness.analysis.sweep import TOO_WIDE
+    from harness.commands.console import compare as compared
+
+    row = {"world_size": 2, "workload": "mlp", "size": "tiny", "impl": "stock", "impl_options": "{}", "ratio": 2.2,
+           "verdict": "too few repeats to tell", "base_repeats": 2, "new_repeats": 2, "repeats_needed": 800,
+           "ratio_ci_low": 0.004, "ratio_ci_high": 1200.0, "noise": "", "base_ms": 4.0, "new_ms": 8.8}  # fmt: skip
+    compared.comparison(pd.DataFrame([row]), threshold=0.05)
+    said = capsys.readouterr().out
+    assert f"CI {TOO_WIDE}" in said and "<0.01" not in said and ">1000" not in said, said

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness.analysis import stats
+from harness.analysis.sweep import ratio_interval_text
 from harness.commands.console import _print, options_text, say
 from harness.results.values import ratio_number
 
@@ -23,7 +24,7 @@ def comparison(frame: pd.DataFrame, *, threshold: float) -> None:
         say(f"compare: each interval at {level}{family}")
     for r in frame.itertuples():
         interval = "no interval: one repeat" if r.ratio_ci_low != r.ratio_ci_low else (  # both ends, as the page
-            f"{level} CI {ratio_number(r.ratio_ci_low)}-{ratio_number(r.ratio_ci_high)}")  # fmt: skip  # not 124708.818
+            f"{level} CI {ratio_interval_text(r.ratio_ci_low, r.ratio_ci_high)}")  # fmt: skip  # not '<0.01->1000
         verdict = r.verdict
         if verdict == "too few repeats to tell":
             have = min(r.base_repeats, r.new_repeats)
