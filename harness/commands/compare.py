@@ -83,6 +83,7 @@ def _compare(args: argparse.Namespace, base_run: Path, new_run: Path, *, thresho
     across = args.across_strategies
     frame, environment, not_compared = compare.compare(base_run, new_run, threshold=threshold, across_strategies=across)
     environment += [*_not_alone(base_run, "BASE"), *_not_alone(new_run, "NEW")]
+    environment += [*_unfinished(base_run, "BASE"), *_unfinished(new_run, "NEW")]
     failed, missing = compare.without_counterpart(base_run, new_run, across_strategies=across)
     for warning in [*environment, *not_compared, *_shortened(missing), *failed]:
         console.warning(warning)
@@ -124,6 +125,23 @@ def _not_alone(run: Path, which: str) -> list[str]:
 
     said = contention.findings(contention.read(run))
     return [f"{which} ({run.name}) was not alone on its machine: {'; '.join(said)}"] if said else []
+
+
+def _unfinished(run: Path, which: str) -> list[str]:
+    """'NEW (id) has no summary.json: still running, …': a run compared before its end (a CI job that compared
+    against a run still going read its first configurations as the whole run, and nothing said so)."""
+    from harness.results import files
+    from harness.results.layout import SUMMARY_JSON
+
+    try:
+        complete = files.read_json(run / SUMMARY_JSON).get("complete", True)
+    except (OSError, ValueError):
+        return [f"{which} ({run.name}) has no {SUMMARY_JSON}: still running, or stopped before its end; only what "
+                "it had written is compared"]  # fmt: skip
+    if complete is False:
+        return [f"{which} ({run.name}) was stopped before its end (bench --resume {run.name} finishes it); only "
+                "what it measured is compared"]  # fmt: skip
+    return []
 
 
 def _command_of(run: Path) -> str:

@@ -28,6 +28,7 @@ def fake_run(results, run_id: str, *, statuses=("ok",) * 3, dtype: str = "fp32",
         row = {"run_id": run_id, "config_id": f"c{repeat}", **KEYS, "dtype": dtype, "status": status,
                "repeat": repeat, "error": "rank 1: RuntimeError: boom" if status == "failed" else None}  # fmt: skip
         store.write_configuration(results / run_id, f"c{repeat}", row, steps)
+    store.write_json(results / run_id / "summary.json", {"complete": True})  # a run at its end
 
 
 def compare(capsys, results, *extra):
@@ -284,3 +285,17 @@ def test_an_interval_that_bounds_nothing_reads_too_wide_as_the_page_says(capsys)
     compared.comparison(pd.DataFrame([row]), threshold=0.05)
     said = capsys.readouterr().out
     assert f"CI {TOO_WIDE}" in said and "<0.01" not in said and ">1000" not in said, said
+
+
+def test_a_run_compared_before_its_end_is_said_so(tmp_path, capsys):
+    """A CI job that compared against a run still going read its first configurations as the whole run: a run with
+    no summary.json (still running, or killed) and one stopped before its end are named, the gate's verdict kept."""
+    fake_run(tmp_path / "r", "base")
+    fake_run(tmp_path / "r", "new")
+    (tmp_path / "r" / "new" / "summary.json").unlink()
+    _, out = compare(capsys, tmp_path / "r")
+    assert "NEW (new) has no summary.json: still running, or stopped before its end" in out.err, out.err
+    store.write_json(tmp_path / "r" / "new" / "summary.json", {"complete": False})
+    _, out = compare(capsys, tmp_path / "r")
+    assert "NEW (new) was stopped before its end (bench --resume new finishes it)" in out.err, out.err
+    assert "BASE (base)" not in out.err  # a run at its end is not named
