@@ -199,6 +199,19 @@ def test_at_the_prices_given_each_booking_costs_its_gpu_hours_times_its_clusters
                                                     "can tell)")  # fmt: skip
 
 
+def test_prices_without_a_step_to_price_are_said_unused(tmp_path, capsys):
+    """A CPU run without --local-step-ms has no step, so no bookings table: --gpu-hour-price went unused, unsaid."""
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-a100,dgx-h100",
+                     "--nodes", "1", "--gpu-hour-price", "dgx-a100=1.8,dgx-h100=3.2"]) == 0  # fmt: skip
+    said = capsys.readouterr().out
+    assert "bookings compared" not in said
+    assert said.rstrip().endswith(
+        "ddpbench predict: --gpu-hour-price not used: no bookings are compared without a "
+        "GPU's step (--local-step-ms MS, the one-GPU step, gives them)"
+    ), said[-400:]
+
+
 @pytest.mark.parametrize(
     ("cluster", "prices", "error"),
     [

@@ -164,6 +164,9 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
             note = run_batch_caveat(batch, step_given=bool(args.local_step_ms), asked=asked)
             bookings.compared(booked, tokens=tokens is not None, ends=ends, note=note, prices=args.gpu_hour_prices,
                               gpus=gpus)  # fmt: skip
+        elif several and args.gpu_hour_prices:  # no step, no bookings: the prices said unused, not dropped silently
+            console.say("ddpbench predict: --gpu-hour-price not used: no bookings are compared without a GPU's step "
+                        "(--local-step-ms MS, the one-GPU step, gives them)")  # fmt: skip
     return 0
 
 
