@@ -107,12 +107,15 @@ def _compare(args: argparse.Namespace, base_run: Path, new_run: Path, *, thresho
     kept = _keep(base_run.parent, base_run.name, new_run.name, frame, judged, **said)  # beside BASE, as given
     listed = refresh_index(args.out)
     name = compare.comparison_name(base_run.name, new_run.name)  # as the page and the index name it
-    console.say(f"compare {name}: {judged['matched']} configuration(s) matched, {judged['slower']} significantly "
-                f"slower, {judged['too_few']} with too few repeats to tell, {judged['not_compared']} not compared (a "
-                f"setting differs), {judged['failed']} failed in NEW, {judged['missing']} with no ok result in NEW; "
-                f"page: {page}" + (f" (listed in {listed})" if listed else f" (no site built in {args.out} lists "
-                "it)") + f"; kept in {kept}, whose page `ddpbench report` writes into the site it builds, linked from "
-                "both runs' pages")  # fmt: skip
+    console.say(
+        f"compare {name}: {judged['matched']} configuration(s) matched, {judged['slower']} significantly "
+        f"slower, {judged['too_few']} with too few repeats to tell, {judged['not_compared']} not compared (a "
+        f"setting differs), {judged['failed']} failed in NEW, {judged['missing']} with no ok result in NEW"
+    )
+    # where it is: the page (and the site listing it), and the copy beside BASE that `ddpbench report` builds again
+    # into the site it makes, linked from both runs' pages (docs/usage.md): said apart, a CI log's line stays short
+    console.say(f"compare: page {page}" + (f" (listed in {listed})" if listed else f" (no site built in {args.out} "
+                "lists it)") + f"; kept in {kept} (ddpbench report links it from both runs' pages)")  # fmt: skip
     console.say(f"compare: {judged['sentence']} (exit {code})")
     return code
 
