@@ -13,7 +13,6 @@ import functools
 import numpy as np
 import pandas as pd
 
-import impls
 from harness.analysis import agreement, roles
 from harness.perfmodel.memory import is_tight, need_mb
 from harness.perfmodel.memory_words import tight_words, unchosen_words
@@ -273,8 +272,7 @@ def _ranked_candidates(at: pd.DataFrame, frame: pd.DataFrame, models: pd.Series,
 @functools.cache
 def _names_of(model: str) -> str:
     """The registered strategies step model `model` times ('zero'), as you would bench them: the same every call."""
-    named_as = pd.DataFrame({"impl": impls.names(), "impl_options": "{}"})
-    return ", ".join(named_as.loc[dict(MODELS)[model](named_as).to_numpy(), "impl"])
+    return ", ".join(roles.names_of(dict(MODELS)[model]))
 
 
 def _candidate(label: str, need: float, fits: bool, step: float, floor: float, left_out: float,
