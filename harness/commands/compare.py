@@ -133,15 +133,14 @@ def _not_alone(run: Path, which: str) -> list[str]:
 def _unfinished(run: Path, which: str) -> list[str]:
     """'NEW (id) has no summary.json: still running, …': a run compared before its end (a CI job that compared
     against a run still going read its first configurations as the whole run, and nothing said so)."""
-    from harness.results import files
+    from harness.commands.summary import earlier_sessions
     from harness.results.layout import SUMMARY_JSON
 
-    try:
-        complete = files.read_json(run / SUMMARY_JSON).get("complete", True)
-    except (OSError, ValueError):
+    summary = earlier_sessions(run)  # {}: none written (or unreadable)
+    if not summary:
         return [f"{which} ({run.name}) has no {SUMMARY_JSON}: still running, or stopped before its end; only what "
                 "it had written is compared"]  # fmt: skip
-    if complete is False:
+    if summary.get("complete") is False:
         return [f"{which} ({run.name}) was stopped before its end (bench --resume {run.name} finishes it); only "
                 "what it measured is compared"]  # fmt: skip
     return []
