@@ -42,7 +42,7 @@ from harness.bucketing import DDP_DEFAULT_CAP_MB, MIB, assign_buckets, first_buc
 from harness.comm_timeline import BUFFERS, CommTimeline
 from harness.protocols import ConfigError, StrategyDefaults, option
 from impls import register
-from impls._common import (
+from impls._support.common import (
     broadcast_module_state,
     broadcast_tensors,
     flat_buffer_with_views,

@@ -20,7 +20,7 @@ from harness.bucketing import MIB
 from harness.comm_timeline import CommTimeline
 from harness.protocols import StrategyDefaults
 from impls import register
-from impls._common import (
+from impls._support.common import (
     broadcast_module_state,
     flat_buffer_with_views,
     group_by_dtype_and_device,

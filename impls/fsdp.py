@@ -27,15 +27,16 @@ from torch import nn
 
 from harness.comm_timeline import CommTimeline
 from harness.protocols import ConfigError, StrategyDefaults, has_parameters, model_blocks, option, shared_parameters
-from impls import _fsdp_timing, register
-from impls._common import broadcast_module_state, collective_backend
+from impls import register
+from impls._support import fsdp_timing
+from impls._support.common import broadcast_module_state, collective_backend
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 
 
 ALL_GATHERS_BLOCK = (
     "measured, hidden share a lower bound: each all-gather counts as holding compute up from its launch, one "
-    "FSDP prefetched included (FSDP2 has no hook where compute waits for it: impls/_fsdp_timing.py)"
+    "FSDP prefetched included (FSDP2 has no hook where compute waits for it: impls/_support/fsdp_timing.py)"
 )
 """The `comm_note` of an fsdp row on a GPU: its exposed communication reads high, its hidden share low."""
 
@@ -78,7 +79,7 @@ class FSDP(StrategyDefaults):
         sharded = [fully_shard(module, **options) for module, options in self.shard_plan(model, MixedPrecisionPolicy)]
         self._model = sharded[-1]
         if self._timeline is not None:
-            _fsdp_timing.time_collectives(sharded, self._timeline)
+            fsdp_timing.time_collectives(sharded, self._timeline)
         return self._model
 
     def shard_plan(self, model: nn.Module, policy_cls: type) -> list[tuple[nn.Module, dict]]:
@@ -107,7 +108,7 @@ class FSDP(StrategyDefaults):
         return [*plan, (model, root)]
 
     def attach_timeline(self, timeline: CommTimeline) -> bool:
-        if not _fsdp_timing.available():
+        if not fsdp_timing.available():
             return False  # torch < 2.8: FSDP2 has no custom collectives to time them through
         self._timeline = timeline
         return True

@@ -12,7 +12,7 @@ from torch import nn
 from harness.comm_timeline import CommTimeline
 from harness.protocols import StrategyDefaults
 from impls import register
-from impls._common import broadcast_module_state, nbytes, trainable_parameters, zero_missing_grads
+from impls._support.common import broadcast_module_state, nbytes, trainable_parameters, zero_missing_grads
 
 
 @register("naive", description="one blocking all-reduce per parameter after backward (no fusion, no overlap)")

@@ -45,7 +45,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from harness.protocols import ConfigError, StrategyDefaults, option
 from impls import register
-from impls._common import DDP_WARMUP
+from impls._support.common import DDP_WARMUP
 from impls.stock import ddp_layout
 
 _SERVED: dict[str, Any] = {}

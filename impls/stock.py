@@ -37,7 +37,7 @@ from harness.bucketing import MIB
 from harness.comm_timeline import BUFFERS, CommTimeline
 from harness.protocols import ConfigError, StrategyDefaults, option
 from impls import register
-from impls._common import DDP_WARMUP, collective_backend, nbytes
+from impls._support.common import DDP_WARMUP, collective_backend, nbytes
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -17,7 +17,7 @@ from torch import nn
 from harness.comm_timeline import PARAMETERS, CommTimeline
 from harness.protocols import ConfigError, StrategyDefaults, option
 from impls import register
-from impls._common import collective_backend, nbytes
+from impls._support.common import collective_backend, nbytes
 from impls.stock import DDPOptions, Stock
 
 

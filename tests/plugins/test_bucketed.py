@@ -22,7 +22,7 @@ from harness.bucketing import MIB, assign_buckets, first_bucket_bytes
 from harness.measure.training import LEARNING_RATE, OPTIMIZER, build_model, make_batch
 from harness.parity import reference as parity
 from harness.protocols import ConfigError
-from impls._common import nbytes
+from impls._support.common import nbytes
 
 SEED = 7
 BATCH = 4

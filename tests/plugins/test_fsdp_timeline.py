@@ -17,7 +17,7 @@ from harness.comm_timeline import CommTimeline
 from harness.measure.timing import StepTimer
 from harness.measure.training import OPTIMIZER, build_model, make_batch, train_step
 from harness.protocols import model_blocks
-from impls import _fsdp_timing
+from impls._support import fsdp_timing
 
 STEPS = 3
 CPU = torch.device("cpu")
@@ -112,7 +112,7 @@ def _modelled_order(workload) -> tuple[tuple[str, int], ...]:
 
 
 class _GpuLikeTimeline(CommTimeline):
-    """The timeline as on a GPU (`on_gpu`), with the CPU's clock: what `_fsdp_timing` decides from it."""
+    """The timeline as on a GPU (`on_gpu`), with the CPU's clock: what `fsdp_timing` decides from it."""
 
     @property
     def on_gpu(self) -> bool:
@@ -137,7 +137,7 @@ def test_all_gathers_hold_compute_up_on_gpus_too_and_reduce_scatters_only_on_the
     its reduce-scatters run on FSDP's own stream, waited for once at the end of backward."""
     timeline = _GpuLikeTimeline(CPU) if on_gpu else CommTimeline(CPU)
     module = _Sharded()
-    _fsdp_timing.time_collectives([module], timeline)
+    fsdp_timing.time_collectives([module], timeline)
     timeline.begin_step(0)
     gathered, shard = torch.zeros(4), torch.ones(4)
     assert module.all_gather(gathered, shard, dist.group.WORLD) is None  # blocking: stamped done on return

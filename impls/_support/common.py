@@ -1,4 +1,4 @@
-"""Pieces several strategies share. Private (leading underscore): not a plug-in."""
+"""Pieces several strategies share. Private (its folder's leading underscore): not a plug-in."""
 
 import torch
 import torch.distributed as dist

@@ -1,4 +1,4 @@
-"""FSDP2's collectives in the bucket timeline. Private (leading underscore): not a plug-in.
+"""FSDP2's collectives in the bucket timeline. Private (its folder's leading underscore): not a plug-in.
 
 FSDP2 lets a sharded module replace its all-gather and reduce-scatter (`set_custom_all_gather`,
 `set_custom_reduce_scatter`, torch ≥ 2.8). The replacements here do exactly what FSDP's defaults
@@ -25,7 +25,7 @@ from typing import Any
 from torch import nn
 
 from harness.comm_timeline import CommTimeline
-from impls._common import nbytes
+from impls._support.common import nbytes
 
 
 def _defaults() -> tuple[type, type] | None:
