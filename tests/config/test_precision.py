@@ -140,7 +140,7 @@ def test_a_gpu_without_bf16_trains_a_bf16_step_in_fp16_and_auto_in_fp32(monkeypa
 
     import pandas as pd
 
-    from harness.commands.console.predict import scaling
+    from harness.commands.console.predict import gpu_ends, scaling
     from harness.perfmodel.clusters import cluster
 
     v100, h100, a100 = cluster.load("dgx1-v100"), cluster.load("dgx-h100"), gpu_name("a100-sxm4-80gb")
@@ -155,23 +155,23 @@ def test_a_gpu_without_bf16_trains_a_bf16_step_in_fp16_and_auto_in_fp32(monkeypa
                  "bf16": "dgx1-v100's GPU has no bf16: its autocast is fp16, with a grad scaler"}  # fmt: skip
     for dtype, there, peak in (("fp32", "fp32", 15.7), ("bf16", "fp16", 125.0)):  # a CPU run of auto; of bf16
         monkeypatch.setattr(scaling, "_requested_dtype", lambda args, asked=dtype: "auto" if asked == "fp32" else asked)
-        bounds = scaling.local_step_bounds(args, v100, cpu, {"dtype": dtype})
+        bounds = gpu_ends.local_step_bounds(args, v100, cpu, {"dtype": dtype})
         assert (bounds.peak_dtype, bounds.target_peak_dtype) == ("bf16", there)
         assert bounds.compute_ms == pytest.approx(300 * 312 / peak) and bounds.assumed == (dtype == "fp32")
-        scaling.say_step_bounds(args, v100, bounds, bounds.ends())
+        gpu_ends.say_step_bounds(args, v100, bounds, bounds.ends())
         said = capsys.readouterr().out
         assert f"(×{312 / peak:.3g}: dense bf16 312 → {there} {peak:g} TFLOP/s, {v100_said[dtype]}" in said, said
     assert step_bounds(300, measured_on=a100, target=v100.description, dtype="bf16", tf32=False,
                        target_dtype="fp16").compute_ms == pytest.approx(300 * 312 / 125)  # fmt: skip
     monkeypatch.setattr(scaling, "_requested_dtype", lambda args: "auto")
-    bounds = scaling.local_step_bounds(args, h100, cpu, {"dtype": "fp32"})
+    bounds = gpu_ends.local_step_bounds(args, h100, cpu, {"dtype": "fp32"})
     assert (bounds.peak_dtype, bounds.target_peak_dtype) == ("bf16", "bf16")
-    scaling.say_step_bounds(args, h100, bounds, bounds.ends())
+    gpu_ends.say_step_bounds(args, h100, bounds, bounds.ends())
     said = capsys.readouterr().out
     assert "dense bf16 312 → 989.5 TFLOP/s, bf16 assumed: --dtype auto's on each GPU, not" in said
     assert "no bf16" not in said and "fp16" not in said
     # measured on a V100 (auto's fp32 there, the run's), onto dgx-h100: auto's bf16 there, assumed and said
-    from_v100 = scaling.local_step_bounds(SimpleNamespace(**{**vars(args), "local_step_gpu": "v100-sxm2"}), h100, cpu,
+    from_v100 = gpu_ends.local_step_bounds(SimpleNamespace(**{**vars(args), "local_step_gpu": "v100-sxm2"}), h100, cpu,
                                           {"dtype": "fp32"})  # fmt: skip
     assert (from_v100.peak_dtype, from_v100.target_peak_dtype, from_v100.assumed) == ("fp32", "bf16", True)
     assert from_v100.compute_ms == pytest.approx(300 * 15.7 / 989.5)

@@ -13,7 +13,7 @@ import pytest
 
 from harness import cli
 from harness.analysis import agreement
-from harness.commands.console.predict import scaling
+from harness.commands.console.predict import gpu_ends
 from harness.config.precision import GPUS, memory_gbps, peak_tflops
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -28,12 +28,12 @@ def _rows(steps: dict[int, list[float]], caps=(1.0, 25.0, 100.0)) -> pd.DataFram
 def test_a_cap_is_decided_only_where_both_ends_name_it(capsys):
     short = _rows({8: [10.0, 9.0, 9.5], 16: [10.0, 10.0, 10.0]})  # w8: 25 MiB; w16: any cap
     long = _rows({8: [5.0, 6.0, 7.0], 16: [8.0, 9.0, 10.0]})  # w8: 1 MiB; w16: 1 MiB, which "any" holds
-    verdicts = scaling.ends_verdicts([short, long], None, 0.0)
+    verdicts = gpu_ends.ends_verdicts([short, long], None, 0.0)
     assert [(v["world_size"], v["decided"]) for v in verdicts] == [(8, False), (16, True)]
     assert verdicts[0]["ends"][0]["caps"] == {25.0} and verdicts[0]["ends"][1]["picks"] is None
     chosen = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=0.0)
     ends = [("compute-bound", 9.0), ("memory-bound", 18.0)]
-    said = scaling.say_ends_verdict(chosen, ends, [short, long], state=None)
+    said = gpu_ends.say_ends_verdict(chosen, ends, [short, long], state=None)
     assert capsys.readouterr().out == f"ddpbench predict: {said}\n"
     assert said == ("at the other end (memory-bound, 18 ms a GPU step) DDP's step is w8 5, w16 8 ms; DDP's cap not "
                     "decided at w8 (compute-bound → memory-bound: w8 25 MiB → 1 MiB): one step measured on "
@@ -47,9 +47,9 @@ def test_a_choice_undecided_under_a_cap_both_ends_name_says_the_choice_alone(mon
     picks = [("fsdp", "stock at 25 MiB"), ("fsdp", "stock at 25 MiB", "zero at 25 MiB")]
     ends = [{"caps": {1.0, 25.0, 100.0}, "picks": p, "step_ms": ms, "floored": False, "picked": []}
             for p, ms in zip(picks, (10, 20), strict=True)]  # fmt: skip
-    monkeypatch.setattr(scaling, "ends_verdicts", lambda *a, **k: [{"world_size": 8, "ends": ends, "decided": False}])
+    monkeypatch.setattr(gpu_ends, "ends_verdicts", lambda *a, **k: [{"world_size": 8, "ends": ends, "decided": False}])
     chosen = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=79.11)
-    said = scaling.say_ends_verdict(chosen, [("compute-bound", 10.0), ("memory-bound", 20.0)], frames, state=None)
+    said = gpu_ends.say_ends_verdict(chosen, [("compute-bound", 10.0), ("memory-bound", 20.0)], frames, state=None)
     capsys.readouterr()
     # the same pick first at both ends: zero joining the tie changes no pick, and a step measured would settle only
     # that (a walkthrough read "the choice of strategy not decided … one step measured … settles it")
@@ -58,7 +58,7 @@ def test_a_choice_undecided_under_a_cap_both_ends_name_says_the_choice_alone(mon
                     "w8 (compute-bound → memory-bound: w8 fsdp / stock at 25 MiB → fsdp / stock at 25 MiB / zero at "
                     "25 MiB)")  # fmt: skip
     ends[1]["picks"] = ("stock at 25 MiB", "fsdp")  # another pick first: the choice is open, a step settles it
-    said = scaling.say_ends_verdict(chosen, [("compute-bound", 10.0), ("memory-bound", 20.0)], frames, state=None)
+    said = gpu_ends.say_ends_verdict(chosen, [("compute-bound", 10.0), ("memory-bound", 20.0)], frames, state=None)
     capsys.readouterr()
     assert said.endswith("the choice of strategy not decided at w8 (compute-bound → memory-bound: w8 fsdp / stock at "
                          "25 MiB → stock at 25 MiB / fsdp): one step measured on dgx-h100's GPU settles it "
@@ -68,7 +68,7 @@ def test_a_choice_undecided_under_a_cap_both_ends_name_says_the_choice_alone(mon
     # by it alone took the compute-bound end's (0.287 GPU-h per 1M samples for convnext_base on dgx-h100, not 0.555)
     ends[1]["picked"] = [types.SimpleNamespace(step_ms=ms, profiled_ms=None, left_out_ms=0.0) for ms in (20.0, 21.0)]
     state = pd.DataFrame({"world_size": [8]})
-    said = scaling.say_ends_verdict(chosen, [("compute-bound", 10.0), ("memory-bound", 20.0)], frames, state=state,
+    said = gpu_ends.say_ends_verdict(chosen, [("compute-bound", 10.0), ("memory-bound", 20.0)], frames, state=state,
                                     batch=128)  # fmt: skip
     low, high = (ms / 1e3 * 1e6 / 128 / 3600 for ms in (20.0, 21.0))
     assert f"DDP's step is w8 20 ms; the pick's GPU-h per 1M samples w8 {low:.3g}–{high:.3g}; DDP's cap" in said

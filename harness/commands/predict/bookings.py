@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 from harness.commands import console
 from harness.commands.console import predictions
-from harness.commands.console.predict import scaling
+from harness.commands.console.predict import gpu_ends, scaling
 from harness.commands.predict import cluster
 from harness.commands.predict import inputs as predict_input
 from harness.config.bench import ConfigError
@@ -189,12 +189,12 @@ def run_at_ends(args: argparse.Namespace, chosen, profile, caps: list[float], *,
     from harness.perfmodel.clusters.bookings import of_cluster
     from harness.perfmodel.pick.choice_table import tokens_a_step
 
-    bounds = scaling.local_step_bounds(args, chosen, configs, setup)
+    bounds = gpu_ends.local_step_bounds(args, chosen, configs, setup)
     ends = bounds.ends() if bounds is not None and not bounds.same else [(None, args.local_step_ms)]
     given, frames = args.local_step_ms, []
     args.local_step_given, args.local_optimizer_given = given, args.local_optimizer_ms
     if bounds is not None:
-        scaling.say_step_bounds(args, chosen, bounds, ends)
+        gpu_ends.say_step_bounds(args, chosen, bounds, ends)
     for k in reversed(range(len(ends))):  # the end printed last: the page is written at it, as the console says
         args.local_step_end, step_ms = ends[k]
         if args.local_step_end is not None:
@@ -207,7 +207,7 @@ def run_at_ends(args: argparse.Namespace, chosen, profile, caps: list[float], *,
                                                setup=setup, state=state, errors=errors))  # fmt: skip
     batch = (predict_input.memory_batch(args, setup) or int(setup["batch_size"])) if setup else None
     if len(ends) > 1:
-        args.ends_verdict = scaling.say_ends_verdict(chosen, ends, frames, state=state, errors=errors, batch=batch)
+        args.ends_verdict = gpu_ends.say_ends_verdict(chosen, ends, frames, state=state, errors=errors, batch=batch)
     tokens = tokens_a_step(state) if state is not None else None
     booked = of_cluster(chosen.name, chosen.gpus_per_node, frames, [_choices(f, state, chosen, errors) for f in frames],
                         batch=batch or 1, tokens=tokens)  # fmt: skip
