@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/activations.py                     # every workload at its full size, ~30 s
     .venv/bin/python benchmarks/activations.py --workloads gpt2 --size full --batch-size 1
 
-The count the runs record (harness.measure.modelinfo.activations_by_module), per workload: MiB per sample
+The count the runs record (harness.measure.activations.activations_by_module), per workload: MiB per sample
 at `--batch-size` (default 1: a full GPT-2 sample keeps over 1 GiB), where it was counted (the meta device,
 else this CPU), the seconds it took, and the kinds of module that keep the most. Beside it, for the
 transformers, the same count with SDPA left to its math backend (what the meta device runs unasked):
@@ -25,7 +25,7 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 import workloads
-from harness.measure import modelinfo
+from harness.measure import activations
 
 CPU = torch.device("cpu")
 MIB = 2**20
@@ -37,13 +37,13 @@ def counted(workload, *, batch_size: int, flash: bool) -> tuple[dict[str, int], 
     where = "meta"
     with contextlib.ExitStack() as stack:
         if not flash:  # the math backend everywhere: the meta device runs nothing else, the CPU is told to
-            stack.enter_context(mock.patch.object(modelinfo, "_flash_attention_kept", contextlib.nullcontext))
+            stack.enter_context(mock.patch.object(activations, "_flash_attention_kept", contextlib.nullcontext))
             stack.enter_context(sdpa_kernel(SDPBackend.MATH))
         try:
-            kept = modelinfo._saved_bytes(workload, batch_size=batch_size, device=torch.device("meta"), dtype="fp32")
+            kept = activations._saved_bytes(workload, batch_size=batch_size, device=torch.device("meta"), dtype="fp32")
         except Exception:  # a value read: counted on the CPU, as activations_by_module does
             where = "cpu"
-            kept = modelinfo._saved_bytes(workload, batch_size=batch_size, device=CPU, dtype="fp32")
+            kept = activations._saved_bytes(workload, batch_size=batch_size, device=CPU, dtype="fp32")
     return kept, where, time.perf_counter() - began
 
 
@@ -61,7 +61,7 @@ def main(argv: list[str]) -> int:
         math, _, _ = counted(workload, batch_size=args.batch_size, flash=False)
         per_sample, math_per_sample = (sum(k.values()) / MIB / args.batch_size for k in (kept, math))
         print(f"{name:10} {per_sample:10.1f} {math_per_sample:10.1f} {where:>5} {seconds:5.1f}  "
-              f"{modelinfo.largest_keepers(kept)}")  # fmt: skip
+              f"{activations.largest_keepers(kept)}")  # fmt: skip
     return 0
 
 

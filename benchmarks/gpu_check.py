@@ -259,7 +259,7 @@ def activation_allocator_lines(setup: Setup) -> list[Line]:
     import torch
 
     import workloads
-    from harness.measure import modelinfo
+    from harness.measure import activations
     from harness.measure.training import build_model, forward_precision
 
     cuda, lines = torch.device("cuda"), []
@@ -279,7 +279,7 @@ def activation_allocator_lines(setup: Setup) -> list[Line]:
             left = torch.cuda.memory_allocated() - before
             del loss, model, batch
             torch.cuda.empty_cache()
-            counted = modelinfo.activation_bytes(workload, batch_size=ALLOCATOR_BATCH, device=cuda, dtype=dtype)
+            counted = activations.activation_bytes(workload, batch_size=ALLOCATOR_BATCH, device=cuda, dtype=dtype)
             ratio = left / counted if counted else float("nan")
             value = (
                 f"allocated {left / 2**20:.1f} MiB after forward and loss, counted {counted / 2**20:.1f}: {ratio:.3f}"

@@ -26,8 +26,8 @@ MOST_ENTRIES = 500
 """Entries kept, the latest written: counts asked long ago give way, the file stays small to read."""
 LIBRARIES = ("torch", "torchvision", "transformers", "timm")
 """The libraries that build a zoo's models (and torch every model): another version, another count."""
-COUNTING = ("measure/modelinfo.py", "measure/counting.py", "measure/training.py", "measure/pace.py",
-            "measure/meta_counts.py", "protocols.py")  # fmt: skip
+COUNTING = ("measure/modelinfo.py", "measure/activations.py", "measure/counting.py", "measure/training.py",
+            "measure/pace.py", "measure/meta_counts.py", "protocols.py")  # fmt: skip
 """ddpbench's modules, under harness/, that a count runs through, beside every module of workloads/."""
 
 
@@ -72,10 +72,10 @@ def counts(spec: str, size: str, options: dict | None, *, batch_size: int, dtype
 
 
 def activations(spec: str, size: str, options: dict | None, *, batch_size: int, dtype: str) -> dict | None:
-    """modelinfo.activations_on_meta of the workload; None where it cannot be made."""
+    """activations.activations_on_meta of the workload; None where it cannot be made."""
 
     def count(workload):
-        from harness.measure.modelinfo import activations_on_meta
+        from harness.measure.activations import activations_on_meta
 
         return activations_on_meta(workload, batch_size=batch_size, dtype=dtype)
 
@@ -83,10 +83,10 @@ def activations(spec: str, size: str, options: dict | None, *, batch_size: int, 
 
 
 def computing_in(spec: str, size: str, options: dict | None, *, batch_size: int, param_dtype: str) -> dict | None:
-    """modelinfo.activations_computing_in of the workload; None where it cannot be made or counted."""
+    """activations.activations_computing_in of the workload; None where it cannot be made or counted."""
 
     def count(workload):
-        from harness.measure.modelinfo import activations_computing_in
+        from harness.measure.activations import activations_computing_in
 
         return activations_computing_in(workload, batch_size=batch_size, param_dtype=param_dtype)
 

@@ -13,7 +13,7 @@ import pytest
 
 import workloads
 from harness.commands import info
-from harness.measure import meta_counts, modelinfo, pace
+from harness.measure import activations, meta_counts, modelinfo, pace
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "my_workload.py"
 
@@ -24,7 +24,7 @@ def cache(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     counted: list[str] = []
     for module, name in ((modelinfo, "parameter_count_on_meta"), (modelinfo, "counts_on_meta"),
-                         (modelinfo, "activations_on_meta"), (modelinfo, "activations_computing_in"),
+                         (activations, "activations_on_meta"), (activations, "activations_computing_in"),
                          (pace, "training_flops_per_sample")):  # fmt: skip
         real = getattr(module, name)
         monkeypatch.setattr(
@@ -72,8 +72,8 @@ def _fresh(name: str):
     fresh = {
         "parameter_count_on_meta": lambda: modelinfo.parameter_count_on_meta(mlp),
         "counts_on_meta": lambda: modelinfo.counts_on_meta(mlp, batch_size=2, dtype="fp32"),
-        "activations_on_meta": lambda: modelinfo.activations_on_meta(mlp, batch_size=2, dtype="bf16"),
-        "activations_computing_in": lambda: modelinfo.activations_computing_in(resnet, batch_size=2,
+        "activations_on_meta": lambda: activations.activations_on_meta(mlp, batch_size=2, dtype="bf16"),
+        "activations_computing_in": lambda: activations.activations_computing_in(resnet, batch_size=2,
                                                                                param_dtype="bf16"),
         "training_flops_per_sample": lambda: {"flops_per_sample": pace.training_flops_per_sample(gpt2),
                                               "tokens_per_sample": gpt2.tokens_per_sample(), "image_size": None},

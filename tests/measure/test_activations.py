@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import workloads
-from harness.measure import modelinfo
+from harness.measure import activations, modelinfo
 
 CPU = torch.device("cpu")
 
@@ -19,7 +19,7 @@ def test_the_saved_tensors_of_a_small_mlp_are_what_its_operations_keep(batch):
     weight."""
     width, classes, float32, int64 = 32, 10, 4, 8
     by_hand = batch * (3 * width * float32 + classes * float32 + int64) + float32
-    counted = modelinfo.activation_bytes(workloads.create("mlp", size="tiny"), batch_size=batch, device=CPU,
+    counted = activations.activation_bytes(workloads.create("mlp", size="tiny"), batch_size=batch, device=CPU,
                                          dtype="fp32")  # fmt: skip
     assert counted == by_hand
 
@@ -44,11 +44,11 @@ def test_counted_on_meta_as_on_the_cpu_attention_as_flash_keeps_it(name):
     if workload.unavailable_reason(device="cpu"):
         pytest.skip(workload.unavailable_reason(device="cpu"))
     figures = {"batch_size": 8, "dtype": "fp32"}
-    on_cpu = sum(modelinfo._saved_bytes(workload, device=CPU, **figures).values())
+    on_cpu = sum(activations._saved_bytes(workload, device=CPU, **figures).values())
     try:
-        on_meta = sum(modelinfo._saved_bytes(workload, device=torch.device("meta"), **figures).values())
+        on_meta = sum(activations._saved_bytes(workload, device=torch.device("meta"), **figures).values())
     except Exception:  # a value read: activation_bytes counts it on the device
-        assert modelinfo.activation_bytes(workload, device=CPU, **figures) == on_cpu
+        assert activations.activation_bytes(workload, device=CPU, **figures) == on_cpu
         return
     assert on_meta == pytest.approx(on_cpu, rel=0.02, abs=128)
 
@@ -62,19 +62,19 @@ def test_a_bf16_run_is_counted_without_memory_under_the_cpus_autocast(spec):
     walkthrough's bf16 convnext had no activations, no fit and no answer)."""
     workload = workloads.create(spec, size="tiny")
     figures = {"batch_size": 2, "dtype": "bf16"}
-    counted = sum(modelinfo._saved_bytes(workload, device=torch.device("meta"), **figures).values())
-    assert counted == pytest.approx(sum(modelinfo._saved_bytes(workload, device=CPU, **figures).values()), rel=0.01)
-    assert counted != sum(modelinfo._saved_bytes(workload, device=CPU, batch_size=2, dtype="fp32").values())
+    counted = sum(activations._saved_bytes(workload, device=torch.device("meta"), **figures).values())
+    assert counted == pytest.approx(sum(activations._saved_bytes(workload, device=CPU, **figures).values()), rel=0.01)
+    assert counted != sum(activations._saved_bytes(workload, device=CPU, batch_size=2, dtype="fp32").values())
 
 
 def test_who_keeps_them_is_the_innermost_module_running_and_the_loss_outside():
     """mlp/tiny's hand count by who keeps each tensor: the first Linear its input (the data), each ReLU its
     output (the next Linear's input, kept once), the loss its log-softmax, labels and total weight."""
-    kept = modelinfo.activations_by_module(workloads.create("mlp", size="tiny"), batch_size=8, device=CPU,
+    kept = activations.activations_by_module(workloads.create("mlp", size="tiny"), batch_size=8, device=CPU,
                                            dtype="fp32")  # fmt: skip
-    assert kept == {"Linear": 8 * 32 * 4, "ReLU": 2 * 8 * 32 * 4, modelinfo.LOSS: 8 * 10 * 4 + 8 * 8 + 4}
-    assert modelinfo.largest_keepers(kept) == "ReLU 59%, Linear 30%, the loss 11%"
-    assert modelinfo.largest_keepers({"A": 96, "B": 4}) == "A 96%"  # a keeper under 5 % is not named
+    assert kept == {"Linear": 8 * 32 * 4, "ReLU": 2 * 8 * 32 * 4, activations.LOSS: 8 * 10 * 4 + 8 * 8 + 4}
+    assert activations.largest_keepers(kept) == "ReLU 59%, Linear 30%, the loss 11%"
+    assert activations.largest_keepers({"A": 96, "B": 4}) == "A 96%"  # a keeper under 5 % is not named
 
 
 def test_attention_with_dropout_or_grouped_heads_is_counted_as_flash_and_torch_is_left_as_it_was():
@@ -85,7 +85,7 @@ def test_attention_with_dropout_or_grouped_heads_is_counted_as_flash_and_torch_i
 
     query, grouped = torch.randn(2, 8, 64, 16, requires_grad=True), torch.randn(2, 2, 64, 16, requires_grad=True)
     made = F.scaled_dot_product_attention
-    with modelinfo._flash_attention_kept():
+    with activations._flash_attention_kept():
         assert (
             F.scaled_dot_product_attention(query, query, query, dropout_p=0.1)
             .grad_fn.name()
@@ -107,13 +107,13 @@ def test_attention_with_dropout_or_grouped_heads_is_counted_as_flash_and_torch_i
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(workload, "loss", lambda model, batch: Broken()(batch[0]))
         with pytest.raises(RuntimeError, match="the forward fails"):
-            modelinfo._saved_bytes(workload, batch_size=2, device=CPU, dtype="fp32")
+            activations._saved_bytes(workload, batch_size=2, device=CPU, dtype="fp32")
 
     def out_of_memory(*args, **kwargs):
         raise RuntimeError("out of memory")
 
     with pytest.MonkeyPatch.context() as patch:  # a count that fails costs only itself, not the FLOPs beside it
-        patch.setattr(modelinfo, "activations_by_module", out_of_memory)
+        patch.setattr(activations, "activations_by_module", out_of_memory)
         info = modelinfo.describe(workload, batch_size=2, device=CPU)
     assert info["activation_mb"] is None and info["flops_per_sample"] > 0
     assert F.scaled_dot_product_attention is made
@@ -133,7 +133,7 @@ def test_a_strategy_computing_in_bf16_keeps_what_fsdp2s_mixed_precision_keeps(si
     from harness.protocols import model_blocks
 
     workload = workloads.create(name, size="tiny")
-    counted = modelinfo.activations_computing_in(workload, batch_size=2, param_dtype="bf16")["activation_mb"]
+    counted = activations.activations_computing_in(workload, batch_size=2, param_dtype="bf16")["activation_mb"]
     model = build_model(workload, seed=0, device=CPU)
     bf16 = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
@@ -147,11 +147,11 @@ def test_a_strategy_computing_in_bf16_keeps_what_fsdp2s_mixed_precision_keeps(si
     kept = {}
 
     def keep(tensor: torch.Tensor) -> torch.Tensor:  # each storage once, read when forward is done
-        kept.setdefault(modelinfo._storage_key(tensor), tensor.untyped_storage())
+        kept.setdefault(activations._storage_key(tensor), tensor.untyped_storage())
         return tensor
 
-    with modelinfo._flash_attention_kept(), torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
+    with activations._flash_attention_kept(), torch.autograd.graph.saved_tensors_hooks(keep, lambda t: t):
         workload.loss(model, batch)
     held = sum(storage.nbytes() for storage in kept.values()) / 2**20  # a gathered parameter freed since: 0
-    fp32 = modelinfo.activation_bytes(workload, batch_size=2, device=CPU, dtype="fp32") / 2**20
+    fp32 = activations.activation_bytes(workload, batch_size=2, device=CPU, dtype="fp32") / 2**20
     assert counted == pytest.approx(held, rel=tolerance, abs=1e-9) and held < 0.75 * fp32  # BatchNorm keeps fp32

@@ -176,19 +176,19 @@ def test_model_info_whose_activations_failed_is_counted_again_not_kept(tmp_path,
     alone: kept in the user's cache, every later run of the setup would read null."""
     import types
 
-    from harness.measure import modelinfo
+    from harness.measure import activations
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     config = BenchConfig(gpus=1, impls=("naive",), size="tiny", steps=1, warmup=0, baseline=False)
     [cfg] = expand(config, device="cpu")
-    real, failures = modelinfo.activations_by_module, [RuntimeError("CUDA out of memory")]
+    real, failures = activations.activations_by_module, [RuntimeError("CUDA out of memory")]
 
     def once_out_of_memory(*args, **kwargs):
         if failures:
             raise failures.pop()
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(modelinfo, "activations_by_module", once_out_of_memory)
+    monkeypatch.setattr(activations, "activations_by_module", once_out_of_memory)
     on_cpu = types.SimpleNamespace(device=torch.device("cpu"))
     assert worker.model_info(cfg, on_cpu, {}, tmp_path / "run-a")["activation_mb"] is None
     assert worker.model_info(cfg, on_cpu, {}, tmp_path / "run-b")["activation_mb"] > 0

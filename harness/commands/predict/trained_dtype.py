@@ -1,6 +1,6 @@
 """The dtype `ddpbench predict` judges what fits in: a CPU run counts its activations in fp32 (the CPU trains so under
 --dtype auto), while the GPU the fit is for trains in bf16 under the same --dtype auto (precision.gpu_step_dtype).
-There the activations are counted again in bf16 on the meta device (modelinfo.activations_on_meta: a CPU's fake
+There the activations are counted again in bf16 on the meta device (activations.activations_on_meta: a CPU's fake
 tensors under its autocast), at the rows' size and batch and one sample more, and the fit is judged on them
 (`judged_in`); elsewhere a run counted in fp32 says what bf16 would keep beside its count (`dtype_note`). The model
 state stays as the run held it: ddpbench's bf16 is autocast, which keeps the parameters, gradients and optimizer
@@ -20,7 +20,7 @@ from harness.perfmodel.memory import mib_text
 @functools.cache
 def counted(spec: str, options: str, size: str, batch_size: int, dtype: str) -> dict | None:
     """The workload `spec` at `size` with `options` (JSON)'s activations at `batch_size` in `dtype`
-    (modelinfo.activations_on_meta: `activation_mb`, `activation_top`; its parameters not counted again); None where
+    (activations.activations_on_meta: `activation_mb`, `activation_top`; its parameters not counted again); None where
     it cannot be made or counted; kept in the user's cache (harness.measure.meta_counts)."""
     from harness.measure import meta_counts
 
