@@ -32,6 +32,7 @@ from harness.config.bench import BenchConfig
 from harness.config.grid import expand
 from harness.handoff.liveness import registered_ranks
 from harness.handoff.progress import read_step_progress
+from harness.launch import bench_run
 from harness.launch import launcher as launch
 from harness.results import layout, store
 
@@ -44,7 +45,7 @@ def plan_run(results: Path, name: str, timeout_s: float | None, steps: int):
     config = BenchConfig(gpus=2, impls=IMPLS, size="tiny", steps=steps, warmup=1, baseline=False, parity=False,
                          results=results, timeout_s=timeout_s)  # fmt: skip
     configurations = [c for c in expand(config, device="cpu") if c.world_size == 2]
-    return config, launch.create_run(config, configurations, run_id=name, device="cpu", environment={})
+    return config, bench_run.create_run(config, configurations, run_id=name, device="cpu", environment={})
 
 
 def fault_time(run: Path) -> float:

@@ -21,6 +21,7 @@ from harness.analysis import decide
 from harness.config import grid
 from harness.config.bench import BenchConfig
 from harness.config.grid import Configuration, expand
+from harness.launch import bench_run
 from harness.launch import launcher as launch
 from harness.results import store
 from reports import site
@@ -54,7 +55,7 @@ def auto_run(tmp_path_factory):
                          warmup=1, parity=False, mem_period_ms=0.0, max_repeats=MAX_REPEATS,
                          results=results)  # fmt: skip
     configurations = [c for c in expand(config, device="cpu") if c.world_size == 2]
-    plan = launch.create_run(config, configurations, run_id="auto", device="cpu", environment={})
+    plan = bench_run.create_run(config, configurations, run_id="auto", device="cpu", environment={})
     launch.run_groups(config, plan, on_written=lambda cfg: None)  # the first round (two repeats), then a stop
     code, out = bench("--resume", "auto", "--results", str(results))
     monkeypatch.undo()

@@ -17,6 +17,7 @@ from harness.analysis import gap
 from harness.commands import bench
 from harness.config.bench import BenchConfig
 from harness.config.grid import expand
+from harness.launch import bench_run
 from harness.launch import launcher as launch
 from harness.results import store
 
@@ -33,7 +34,7 @@ def slow_run(tmp_path_factory, request):
     config = BenchConfig(gpus=2, impls=SYNCHRONISING, size="tiny", steps=20, warmup=2, repeats=2, parity=False,
                          bucket_timeline=True, results=results)  # fmt: skip
     configurations = [c for c in expand(config, device="cpu") if c.world_size == 2]
-    plan = launch.create_run(config, configurations, run_id="slow", device="cpu", environment={})
+    plan = bench_run.create_run(config, configurations, run_id="slow", device="cpu", environment={})
     launch.run_groups(config, plan, on_written=lambda cfg: None)
     return plan.run
 

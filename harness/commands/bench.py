@@ -113,7 +113,7 @@ def _options(args: argparse.Namespace) -> tuple[tuple[str, tuple[str, ...]], ...
 def new_run(args: argparse.Namespace, *, command: tuple[str, ...]):
     """Validate everything, then create the run folder: (config, plan)."""
     from harness.config import bench as cfgmod
-    from harness.launch import launcher as launch
+    from harness.launch import bench_run
 
     config, device, configurations = _planned(args, command=command)  # starts the ranks' imports first
     from harness.measure import env  # imports torch
@@ -124,10 +124,10 @@ def new_run(args: argparse.Namespace, *, command: tuple[str, ...]):
     environment = env.capture(config.command, tf32=config.tf32)  # the math flags the ranks will run with
     for _ in range(RUN_ID_TRIES):
         try:
-            return config, launch.create_run(
+            return config, bench_run.create_run(
                 config, configurations, run_id=run_id, device=device, environment=environment
             )
-        except launch.RunIdTaken:
+        except bench_run.RunIdTaken:
             if config.run_id:
                 raise  # the user's own name is taken (another run made it since the check)
             run_id = cfgmod.new_run_id()  # a run started in the same second drew the same suffix
@@ -162,7 +162,7 @@ def _planned(args: argparse.Namespace, *, command: tuple[str, ...]):
 
 def _dry_run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     """--dry-run: what the run would launch, every flag checked as for a run; nothing launched or written."""
-    from harness.launch.launcher import BenchRun, run_threads
+    from harness.launch.bench_run import BenchRun, run_threads
     from harness.launch.torchrun import end_early
 
     if args.resume or getattr(args, "retry_failed", False):

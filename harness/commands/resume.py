@@ -24,12 +24,11 @@ RESUME_FLAGS = {"resume", "retry_failed"} | resume_fields(BenchConfig, LOCATES)
 
 def resume(args: argparse.Namespace):
     """(config, plan, configurations already written), or None when there is nothing to resume."""
-    from harness.launch import launcher as launch
-    from harness.launch import repeats
+    from harness.launch import bench_run, repeats
 
     validate_run_id(args.resume, flag="--resume")
     steering = _steering(args, _stored_config(args))
-    config, plan, done = launch.resume_run(args.results, args.resume, retry_failed=args.retry_failed)
+    config, plan, done = bench_run.resume_run(args.results, args.resume, retry_failed=args.retry_failed)
     config = dataclasses.replace(config, **steering)
     if not plan.configurations and repeats.more_to_decide(config, plan):
         # By design: a run a --budget stopped is complete (all it planned is written) with verdicts still open

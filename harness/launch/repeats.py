@@ -20,8 +20,9 @@ from harness.config.bench import BenchConfig
 from harness.config.flags import AUTO
 from harness.config.grid import Configuration
 from harness.handoff import costs
+from harness.launch.bench_run import BenchRun
 from harness.launch.earlier import planned_configurations
-from harness.launch.launcher import BenchRun, run_groups
+from harness.launch.launcher import run_groups
 from harness.results import store
 from harness.results.layout import RunFolder
 

@@ -16,7 +16,7 @@ from harness.analysis import stats, sweep
 from harness.commands.console import Progress
 from harness.config.bench import BenchConfig
 from harness.config.grid import expand
-from harness.launch import launcher as launch
+from harness.launch import bench_run
 from harness.results import store
 from reports.pages import evidence
 
@@ -148,7 +148,7 @@ def test_resume_runs_exactly_what_an_interrupted_run_did_not_write(small_run, tm
         (results / "e2e" / "configs" / f"{config_id}.parquet").unlink()
     kept_mtimes = {p.name: p.stat().st_mtime_ns for p in (results / "e2e" / "configs").iterdir()}
 
-    _, plan, done = launch.resume_run(results, "e2e")
+    _, plan, done = bench_run.resume_run(results, "e2e")
     assert sorted(c.config_id for c in plan.configurations) == sorted(lost)
     assert done == len(written) - 2
 

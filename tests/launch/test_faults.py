@@ -30,6 +30,7 @@ from harness.config.grid import expand
 from harness.handoff import faults
 from harness.handoff.liveness import registered_ranks
 from harness.handoff.progress import read_step_progress
+from harness.launch import bench_run
 from harness.launch import launcher as launch
 from harness.results import store
 
@@ -47,7 +48,7 @@ def start_plan(tmp_path: Path, impls: tuple[str, ...], **options):
         **options,
     )
     configurations = [c for c in expand(config, device="cpu") if c.world_size == 2]
-    plan = launch.create_run(config, configurations, run_id="faulty", device="cpu", environment={})
+    plan = bench_run.create_run(config, configurations, run_id="faulty", device="cpu", environment={})
     return config, plan
 
 
@@ -150,7 +151,7 @@ def test_a_repeat_of_what_raised_is_recorded_not_run_and_a_communication_error_r
     """A model that breaks under a strategy breaks in every repeat: its later repeats are failed rows that
     name the first failure, without a launch. A peer's connection lost may not come again: that runs."""
     config = BenchConfig(gpus=1, impls=("stock", "naive"), size="tiny", baseline=False, repeats=3, results=tmp_path)
-    plan = launch.create_run(config, expand(config, device="cpu"), run_id="again", device="cpu", environment={})
+    plan = bench_run.create_run(config, expand(config, device="cpu"), run_id="again", device="cpu", environment={})
     first = {cfg.impl: cfg for cfg in plan.configurations if cfg.repeat == 0}
     for impl, exc in [("stock", ValueError("heads=3 does not divide 16")),
                       ("naive", torch.distributed.DistBackendError("Connection closed by peer"))]:  # fmt: skip

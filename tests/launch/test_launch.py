@@ -11,8 +11,8 @@ import pytest
 from harness.config.bench import BenchConfig
 from harness.config.grid import expand
 from harness.config.ranks import FORK_RANKS, forks_ranks, threads_per_rank
+from harness.launch import bench_run, supervise, torchrun
 from harness.launch import launcher as launch
-from harness.launch import supervise, torchrun
 from harness.launch.rendezvous import ONE_NODE
 from harness.results import store
 
@@ -52,7 +52,7 @@ def test_every_simulated_gpu_gets_the_same_share_of_cores_at_every_world_size():
 def test_a_launch_that_dies_leaves_its_finished_configurations_and_records_the_rest_failed(tmp_path, monkeypatch):
     config = BenchConfig(gpus=2, impls=("naive",), size="tiny", results=tmp_path, baseline=False)
     configurations = expand(config, device="cpu")
-    plan = launch.create_run(config, configurations, run_id="dies", device="cpu", environment={})
+    plan = bench_run.create_run(config, configurations, run_id="dies", device="cpu", environment={})
     first = configurations[0]  # pretend world size 1 finished before the crash
     store.write_configuration(
         plan.run, first.config_id, {"run_id": "dies", "config_id": first.config_id, "status": "ok"}
@@ -80,7 +80,7 @@ def test_a_launch_that_dies_leaves_its_finished_configurations_and_records_the_r
 def test_each_repeat_runs_in_launches_of_its_own_interleaved_rotated_and_world_size_one_first(tmp_path, monkeypatch):
     config = BenchConfig(gpus=2, impls=("naive", "stock"), size="tiny", results=tmp_path, repeats=2)
     configurations = expand(config, device="cpu")
-    plan = launch.create_run(config, configurations, run_id="reps", device="cpu", environment={})
+    plan = bench_run.create_run(config, configurations, run_id="reps", device="cpu", environment={})
     launches = []
     monkeypatch.setattr(launch, "launch_group", lambda config, plan, group, **_: launches.append(group) or 0)
     launch.run_groups(config, plan, on_written=lambda cfg: None)

@@ -13,7 +13,7 @@ from conftest import PROJECT
 
 from harness.config.bench import BenchConfig, ConfigError
 from harness.config.grid import expand
-from harness.launch import launcher as launch
+from harness.launch import bench_run
 from harness.results import store
 
 TINY = ["--impls", "naive", "--no-baseline", "--size", "tiny", "--steps", "3", "--warmup", "1", "--no-parity"]
@@ -61,6 +61,6 @@ def test_two_runs_started_together_into_one_results_folder_do_not_clobber_each_o
 def test_a_run_folder_is_made_exclusively_so_a_second_run_cannot_take_the_same_id(tmp_path):
     config = BenchConfig(gpus=1, impls=("naive",), size="tiny", baseline=False, results=tmp_path, run_id="same")
     configurations = expand(config, device="cpu")
-    launch.create_run(config, configurations, run_id="same", device="cpu", environment={})
+    bench_run.create_run(config, configurations, run_id="same", device="cpu", environment={})
     with pytest.raises(ConfigError, match="--run-id 'same' already exists"):
-        launch.create_run(config, configurations, run_id="same", device="cpu", environment={})
+        bench_run.create_run(config, configurations, run_id="same", device="cpu", environment={})

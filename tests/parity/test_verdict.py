@@ -226,13 +226,13 @@ def test_where_the_first_repeat_failed_the_next_one_judges_and_the_later_ones_po
     from types import SimpleNamespace
 
     from harness.commands import console
-    from harness.launch import earlier, launcher
+    from harness.launch import bench_run, earlier, launcher
     from harness.results.layout import RunFolder
 
     config = BenchConfig(gpus=1, impls=("stock",), size="tiny", steps=1, warmup=3, baseline=False, repeats=3)
     planned = expand(config, device="cpu")
     store.write_json(RunFolder(tmp_path).run_json, {"configurations": [c.to_json() for c in planned]})
-    plan = launcher.BenchRun("t", tmp_path, "cpu", 1, planned, plan_for(tmp_path, [])["context"])
+    plan = bench_run.BenchRun("t", tmp_path, "cpu", 1, planned, plan_for(tmp_path, [])["context"])
     assert [c.judging_repeat for c in earlier.first_to_judge(config, plan.run, planned)] == [0, 1, 2]  # none written
     launcher._record_failure(plan, planned[0], {"error": "killed", "error_kind": "crash"})
     second = earlier.first_to_judge(config, plan.run, [planned[1]])

@@ -1,0 +1,169 @@
+"""`bench`'s run (`BenchRun`): its folder made before any launch, with run.json and the run's provenance (on a
+multi-node job node 0's, which the other nodes wait for), or an interrupted run taken up again with what it did not
+write (`--resume`, `--retry-failed`'s failed configurations set aside first); the threads each rank gets.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from harness.config.bench import BenchConfig, ConfigError
+from harness.config.grid import Configuration
+from harness.config.ranks import available_cpus, threads_per_rank
+from harness.results import layout, store
+from harness.results.layout import RunFolder
+
+POLL_S = 0.5
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchRun:
+    """The run a `bench` session makes or finishes: its folder, the configurations left for this
+    session, and where this session's launches spend their time."""
+
+    run_id: str
+    run: Path
+    device: str
+    threads_per_rank: int
+    configurations: list[Configuration]
+    context: dict[str, Any]
+    phases_s: dict[str, float] = dataclasses.field(default_factory=dict, compare=False)  # where its wall time went
+    """Where this session's launches spent their time, seconds per phase (`harness.handoff.costs`)."""
+    launches: list[str] = dataclasses.field(default_factory=list, compare=False)
+    """The torchrun launches this session made, by name (a retry too): summary.json counts them."""
+    session: str = ""
+    """A resumed session's mark in its launches' records (`contention.session_mark`): it reuses their names."""
+
+
+class RunIdTaken(ConfigError):
+    """The run folder exists already (another run made it since the check): a drawn id is drawn again."""
+
+
+def run_threads(config: BenchConfig, configurations: list[Configuration], *, device: str) -> int:
+    """The threads each rank of the run gets: the cores shared by the most processes a node runs at once, extra
+    ranks (rpc_hybrid's parameter server) counted too."""
+    most_ranks = config.gpus + max((c.extra_ranks for c in configurations), default=0)
+    return threads_per_rank(device=device, max_local_ranks=most_ranks, cpu_count=available_cpus())
+
+
+def create_run(
+    config: BenchConfig, configurations: list[Configuration], *, run_id: str, device: str, environment: dict[str, Any]
+) -> BenchRun:
+    """Make the run folder and write run.json, the run's provenance, before any launch.
+
+    The folder is made exclusively: two runs started at once into one results folder never
+    share one. On a multi-node job, node 0 writes run.json; the other nodes' launchers find
+    (or make) the same folder on a shared file system and keep their plans and logs in it.
+    """
+    run = store.run_dir(config.results, run_id)
+    if config.node_rank != 0:
+        _wait_for_node_zero(run)
+    try:
+        run.mkdir(parents=True, exist_ok=config.node_rank != 0)
+    except FileExistsError:
+        raise RunIdTaken(f"--run-id {run_id!r} already exists in {config.results}; choose another run id") from None
+    except OSError as error:  # what the up-front check cannot see (/proc, a read-only mount): one line, no traceback
+        raise ConfigError(f"--results {str(config.results)!r} cannot be written: {error.strerror or error}") from None
+    started_at = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    threads = run_threads(config, configurations, device=device)
+    context = {
+        "run_id": run_id,
+        "started_at": started_at,
+        "threads_per_rank": threads,
+        "torch_version": environment.get("torch_version"),
+        "gpu_name": environment.get("gpu_name") if device == "cuda" else None,
+        "gpu_count": environment.get("gpu_count") if device == "cuda" else None,  # GPUs per node, for `mfu`
+        "hostname": environment.get("hostname"),
+        "git_sha": environment.get("git_sha"),
+    }
+    if config.node_rank != 0:
+        return BenchRun(run_id, run, device, threads, configurations, context)
+    store.write_json(
+        RunFolder(run).run_json,
+        {
+            "schema_version": store.SCHEMA_VERSION,
+            "run_id": run_id,
+            "started_at": started_at,
+            "device": device,
+            "backend": configurations[0].backend if configurations else None,
+            "threads_per_rank": threads,
+            "config": {k: v for k, v in dataclasses.asdict(config).items() if k != "command"},
+            "command": list(config.command),
+            "environment": environment,
+            "configurations": [c.to_json() for c in configurations],
+            "workloads": workload_provenance(configurations),
+            "context": context,
+        },
+    )
+    return BenchRun(run_id, run, device, threads, configurations, context)
+
+
+def workload_provenance(configurations: list[Configuration]) -> dict[str, dict[str, Any]]:
+    """Which code each workload ran, by its name: its spec, kind, file and the file's hash."""
+    import workloads
+
+    found: dict[str, dict[str, Any]] = {}
+    for cfg in configurations:
+        if cfg.workload not in found:
+            source = workloads.resolve(cfg.workload_spec or cfg.workload)
+            found[cfg.workload] = {**source.provenance(), "options": cfg.workload_options}
+    return found
+
+
+NODE_ZERO_WAIT_S = 60.0
+
+
+def _wait_for_node_zero(run: Path) -> None:
+    """On a shared file system node 0 makes the run folder; wait for it so as not to race it.
+    Without one (node-local disks) it never appears here, and this node makes its own."""
+    deadline = time.monotonic() + NODE_ZERO_WAIT_S
+    while not RunFolder(run).run_json.is_file() and time.monotonic() < deadline:
+        time.sleep(POLL_S)
+
+
+def resume_run(results: Path, run_id: str, *, retry_failed: bool = False) -> tuple[BenchConfig, BenchRun, int]:
+    """The configuration and plan of an interrupted run, left with what it did not write.
+
+    Returns (config, plan, number already written). Nothing is overwritten: a configuration
+    whose part exists is skipped; with `retry_failed` a failed one is run again, its failed row
+    and records set aside in retried/<config_id>/ first (a failed row holds no measured step).
+    """
+    run = store.run_dir(results, run_id)
+    if not RunFolder(run).run_json.is_file():
+        known = store.newest_runs(results)
+        raise ConfigError(f"--resume {run_id!r}: no such run in {str(results)!r} (newest runs: {known})")
+    meta = store.read_run_meta(run)
+    if meta.get("kind") == store.COLLECTIVES_KIND:
+        raise ConfigError(f"--resume {run_id!r} is a `ddpbench collectives` run; run the measurement again instead")
+    config = BenchConfig.from_json({**meta["config"], "results": str(results), "command": meta.get("command", ())})
+    configurations = [Configuration.from_json(c) for c in meta["configurations"]]
+    if retry_failed:
+        configs = store.read_configs(run)
+        for config_id in configs.loc[configs["status"] == "failed", "config_id"]:
+            _set_aside(run, config_id)
+    written = store.written_config_ids(run)
+    pending = [c for c in configurations if c.config_id not in written]
+    plan = BenchRun(run_id, run, meta["device"], meta["threads_per_rank"], pending, meta["context"])
+    return config, plan, len(configurations) - len(pending)
+
+
+def _set_aside(run: Path, config_id: str) -> None:
+    """Move a failed configuration's parts and failure records to retried/<config_id>/ (readers of the
+    run never look there); its config part last, since a visible config part means the rest is there."""
+    folder = RunFolder(run)
+    aside = folder.retried(config_id)
+    aside.mkdir(parents=True, exist_ok=True)
+    for table in ("steps", "ranks", "timeline", "configs"):
+        part = folder.part(table, config_id)
+        if part.is_file():
+            os.replace(part, aside / f"{table}.parquet")
+    failures = folder.failures(config_id)
+    if failures.is_dir():  # the retry's own records must not be read as this failure's
+        shutil.rmtree(aside / layout.FAILURES, ignore_errors=True)
+        os.replace(failures, aside / layout.FAILURES)
