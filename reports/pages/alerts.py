@@ -108,7 +108,7 @@ def local_spread(medians: list[float]) -> str:
 
 
 def answer_below_floor(group: pd.DataFrame) -> str:
-    """A note under one world size's answer table (answer.ranked rows) where its winner comes out faster than
+    """A note under one world size's answer table (pooled.ranked rows) where its winner comes out faster than
     local, the floor the table lists last: both are measured, so the floor bounds it only as far as its noise."""
     floor, contenders = group[group["is_floor"]], group[~group["is_floor"]]
     if floor.empty or contenders.empty or contenders.iloc[0]["step_ms"] >= floor.iloc[0]["step_ms"]:
@@ -147,7 +147,7 @@ def _noted(rows: pd.DataFrame, words: str) -> bool:
 
 
 def nothing_to_hide(row: pd.Series) -> bool:
-    """Whether a pooled row (answer.ranked) communicates nothing worth a share hidden: at one rank NCCL moves no
+    """Whether a pooled row (pooled.ranked) communicates nothing worth a share hidden: at one rank NCCL moves no
     byte (what is timed is the launches: 0.05 ms of a 55 ms step, 0 % or 91 % hidden by chance), nor does any
     backend whose communication is a sliver of the step; gloo on CUDA still copies host↔device, which stays."""
     comm = row.get("comm_ms")

@@ -1,7 +1,7 @@
 """How sure the run's answers are: the evidence that one strategy beats another (the ratio of the repeats'
 geometric means, its interval and the verdicts' judgement, stats.verdict) in the words the run page, its
 headline and the index use; and under `--repeats auto`, how the answer formed, look by look
-(harness.analysis.decide.history). Pure: ranked rows (reports.pages.answer.ranked) or decisions in, words out.
+(harness.analysis.decide.history). Pure: ranked rows (reports.pages.pooled.ranked) or decisions in, words out.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def evidence(fast: pd.Series, slow: pd.Series) -> dict:
     """How sure it is that `fast` (ranked first: the lower geometric mean) beats `slow`: `times` = slow /
     fast as a ratio of the repeats' geometric means, the estimate its interval is built around
     (stats.ratio_interval, the figure the console's verdicts give), the interval at the rows' confidence
-    (answer.run_confidence), and the judgement the verdicts' rule (stats.verdict) gives: significant where
+    (pooled.run_confidence), and the judgement the verdicts' rule (stats.verdict) gives: significant where
     it calls `slow` slower (beyond the 5 % threshold too), not significant where it calls no significant
     change (`no_change_rule`: a narrow interval that decides neither way, which can still reach past 5 %),
     too few repeats where it cannot tell (`needed`: the repeats a side it would take; under two a side, by a
@@ -100,7 +100,7 @@ def _one_layout(one: pd.Series, other: pd.Series) -> bool:
 
 
 def one_layout_pooled(group: pd.DataFrame) -> pd.DataFrame:
-    """Answer rows at one world size (answer.ranked's) with the caps of one strategy that made one bucket layout in
+    """Answer rows at one world size (pooled.ranked's) with the caps of one strategy that made one bucket layout in
     every launch (two explicit caps or more) as one row, ranked among the rest: the headline's and the index's. A
     walkthrough's page opened 'stock bucket_cap_mb=100 leads (7.88 ms)', a cap measured twice, where 25 MiB made the
     same buckets and ran 8 times: one configuration, ranked as several. Each launch is one repeat of it (the

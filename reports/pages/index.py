@@ -16,7 +16,7 @@ from harness.perfmodel import network
 from reports import aggregate
 from reports.aggregate import machine_summary
 from reports.figures import network as netfigures
-from reports.pages import alerts, answer, evidence
+from reports.pages import alerts, answer, evidence, pooled
 from reports.pages.html import FigureList, esc, page, reproduce_html, table
 
 BUSBW_CAPTION = (
@@ -34,9 +34,9 @@ def run_headline(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> s
     bucketed bucket_cap_mb=25 2.46 ms', with the answer's doubt where the repeats do not back the winner
     ('… 2.46 ms (leads; no 5% change shown)', lead_words)."""
     lines = []
-    found = decide.strategy_verdicts(configs, confidence=answer.run_confidence(meta or {}))  # the console's own
+    found = decide.strategy_verdicts(configs, confidence=pooled.run_confidence(meta or {}))  # the console's own
     for workload in dict.fromkeys(configs.loc[configs["status"] == "ok", "workload"]) if not configs.empty else []:
-        frame = answer.ranked(configs, workload=workload, confidence=answer.run_confidence(meta or {}))
+        frame = pooled.ranked(configs, workload=workload, confidence=pooled.run_confidence(meta or {}))
         if frame.empty:
             continue
         world = int(frame["world_size"].max())
@@ -163,7 +163,7 @@ def comparisons_index(comparisons: list[dict[str, Any]]) -> str:
     if not comparisons:
         return ""
     rows = [[f'<a href="{esc(c["href"])}">{esc(comparing.comparison_name(c["base"], c["new"]))}</a>',
-             _outcome_cell(c), *(esc(c.get(key, answer.MISSING)) for key in COMPARISON_COUNTS)]
+             _outcome_cell(c), *(esc(c.get(key, pooled.MISSING)) for key in COMPARISON_COUNTS)]
             for c in comparisons]  # fmt: skip
     return (
         "<h2>Comparisons</h2><p><code>ddpbench compare BASE NEW</code> pages, each named BASE → NEW (slower: "
@@ -178,7 +178,7 @@ COMPARISON_COUNTS = ("matched", "slower", "faster", "too_few")
 
 def _outcome_cell(comparison: dict[str, Any]) -> str:
     word = comparison.get("outcome")
-    return f'<span class="failed">{esc(word)}</span>' if word == comparing.REGRESSED else esc(word or answer.MISSING)
+    return f'<span class="failed">{esc(word)}</span>' if word == comparing.REGRESSED else esc(word or pooled.MISSING)
 
 
 def collectives_page(meta: dict[str, Any], frame: pd.DataFrame, contention: pd.DataFrame) -> str:

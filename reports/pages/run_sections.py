@@ -30,7 +30,7 @@ from reports.figures.captions import (
     POOLED,
     SCALING_REPEATS,
 )
-from reports.pages import alerts, answer, evidence, takeaways
+from reports.pages import alerts, evidence, pooled, takeaways
 from reports.pages.html import HEADING_NAME, FigureList, esc, format_number, name_html, table
 
 
@@ -65,7 +65,7 @@ def config_cell(column: str, value: Any, digits: int | None) -> str:
 def fastest_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     parts = ["<h2 id=fastest>1. Which strategy is fastest here?</h2>"]
     for workload in workloads:
-        said = takeaways.fastest(run.configs, workload=workload, confidence=answer.run_confidence(run.meta))
+        said = takeaways.fastest(run.configs, workload=workload, confidence=pooled.run_confidence(run.meta))
         parts.append(takeaway(workload, said))
         repeated = aggregate.has_repeats(run.configs)
         parts.append(figs.add(figures.step_time_by_strategy(run.configs, workload=workload),
@@ -234,7 +234,7 @@ def frontier_caption(configs: pd.DataFrame, peak: str) -> str:
 
 
 SHARED_GPU_METRICS = (
-    (answer.PROCESS_PEAK, "each rank's own peak (NVML, its process)"),
+    (pooled.PROCESS_PEAK, "each rank's own peak (NVML, its process)"),
     ("mem_peak_nvml_mb", "device peak (NVML): whole GPU, all ranks"),
     *figures.MEMORY_METRICS[1:],
 )
@@ -244,9 +244,9 @@ SHARED_GPU_METRICS = (
 def memory_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     parts = ["<h2 id=memory>5. What does it cost in memory?</h2>"]
     shared = alerts.gpu_shared_worlds(run.meta, run.configs)
-    own = bool(shared) and answer.PROCESS_PEAK in run.configs and run.configs[answer.PROCESS_PEAK].notna().any()
-    peaks = [c for c in answer.MEMORY_PEAKS if c in run.configs and run.configs[c].notna().any()]  # the sentence's
-    peak = answer.PROCESS_PEAK if own else peaks[0] if peaks else "step_ms_median"
+    own = bool(shared) and pooled.PROCESS_PEAK in run.configs and run.configs[pooled.PROCESS_PEAK].notna().any()
+    peaks = [c for c in pooled.MEMORY_PEAKS if c in run.configs and run.configs[c].notna().any()]  # the sentence's
+    peak = pooled.PROCESS_PEAK if own else peaks[0] if peaks else "step_ms_median"
     shown = aggregate.typical_repeats(run.configs, by=peak, highest=True)  # the peak to plan for, as the sentence
     note = MEMORY_REPEATS if aggregate.has_repeats(run.configs) else ""
     caption = CAPTIONS["memory_cpu" if run.meta.get("device") == "cpu" else "memory"]

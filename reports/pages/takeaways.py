@@ -2,7 +2,7 @@
 
 Pure functions over a run's configs; each returns "" when the run has nothing to say there (one
 world size, nothing measured), never a sentence about data that is not in the run. Every sentence
-reads the answer table's pooled frame (answer.ranked: one row per strategy, repeats pooled), so the
+reads the answer table's pooled frame (pooled.ranked: one row per strategy, repeats pooled), so the
 page names one fastest strategy, and no sentence lists a repeat as if it were a strategy.
 """
 
@@ -13,13 +13,13 @@ import pandas as pd
 from harness.analysis import decide, stats
 from harness.perfmodel.memory import mib_text
 from reports.aggregate import world_label
-from reports.pages import alerts, answer, evidence
+from reports.pages import alerts, answer, evidence, pooled
 from reports.pages.whatif.full_size import default_configuration, yours_instead
 
 
 def _largest_world(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
-    """The pooled strategies (answer.ranked) at the run's largest world size, the floor (the baseline) left out."""
-    frame = answer.ranked(configs, workload=workload)
+    """The pooled strategies (pooled.ranked) at the run's largest world size, the floor (the baseline) left out."""
+    frame = pooled.ranked(configs, workload=workload)
     if frame.empty:
         return frame
     return frame[(frame["world_size"] == frame["world_size"].max()) & ~frame["is_floor"]]
@@ -29,8 +29,8 @@ def fastest(configs: pd.DataFrame, *, workload: str, confidence: float = stats.C
     """'At 2 ranks bucketed is fastest (114.3 ms): …; naive is slowest, at 2.63× bucketed's step.' ('leads' where
     the repeats do not back it).
     The same verdict as the answer table's headline at that world size (answer.lead), at the run's
-    confidence (answer.run_confidence)."""
-    frame = answer.ranked(configs, workload=workload, confidence=confidence)
+    confidence (pooled.run_confidence)."""
+    frame = pooled.ranked(configs, workload=workload, confidence=confidence)
     if frame.empty:
         return ""
     group = evidence.one_layout_pooled(frame[frame["world_size"] == frame["world_size"].max()])  # as the headline
@@ -79,7 +79,7 @@ def _floor_kept(configs: pd.DataFrame, *, workload: str, world: int) -> str:
     """'; local itself, which communicates nothing, keeps 41%: what the machine leaves any strategy' where the
     baseline at `world` keeps visibly less than all (a walkthrough read stock's 40 % as DDP's cost, where local's
     own was 41 %: the ranks shared two cores); '' otherwise."""
-    frame = answer.ranked(configs, workload=workload)
+    frame = pooled.ranked(configs, workload=workload)
     floor = frame[(frame["world_size"] == world) & frame["is_floor"]] if not frame.empty else frame
     kept = floor["scaling_efficiency"].dropna() if "scaling_efficiency" in floor else floor.iloc[:0]
     if kept.empty or kept.iloc[0] > 0.95:
@@ -135,7 +135,7 @@ def _late(ranked: pd.DataFrame) -> str:
 
 
 MEMORY_WHAT = {"mem_peak_nvml_mb": "GPU memory (NVML)", "mem_peak_rss_mb": "process memory (RSS)",
-               answer.PROCESS_PEAK: "GPU memory of one rank (NVML, its process)"}  # fmt: skip
+               pooled.PROCESS_PEAK: "GPU memory of one rank (NVML, its process)"}  # fmt: skip
 
 
 def full_size_pointer(meta: dict, configs: pd.DataFrame, workload: str) -> str:
@@ -163,21 +163,21 @@ def memory(
     alerts.gpu_shared_worlds), each rank's own peak, the whole GPU's beside it: that one counts every rank on
     the device, and quoted alone reads as if each rank's memory grew with the world size. With `gpu_mb` (one
     GPU's memory, alerts.gpu_memory_mb), a GPU peak is said as a share of it too: the headroom left."""
-    frame = answer.ranked(configs, workload=workload)
+    frame = pooled.ranked(configs, workload=workload)
     if frame.empty:
         return ""
     rows = frame[frame["world_size"] == frame["world_size"].max()]
     known = rows.map(lambda v: v is not None)
-    own = int(rows["world_size"].iloc[0]) in shared and known[answer.PROCESS_PEAK].any()
-    columns = (answer.PROCESS_PEAK,) if own else answer.MEMORY_PEAKS
+    own = int(rows["world_size"].iloc[0]) in shared and known[pooled.PROCESS_PEAK].any()
+    columns = (pooled.PROCESS_PEAK,) if own else pooled.MEMORY_PEAKS
     column = next((c for c in columns if known[c].any()), None)
     if column is None:
         return ""
     on_cpu = "device" in configs and (configs.loc[configs["workload"] == workload, "device"] == "cpu").all()
-    # Each strategy's figures are the highest of its repeats (answer._pool): said, as the figures' caption refers here.
+    # Each strategy's figures are the highest of its repeats (pooled._pool): said, as the figures' caption refers here.
     repeated = (rows["repeats"] > 1).any()
     plan = " Each figure is the highest of the strategy's repeats: the one to plan for." if repeated else ""
-    if column == "mem_peak_rss_mb" and on_cpu and known[answer.HELD_STATE].any():  # no GPU: what they shrink
+    if column == "mem_peak_rss_mb" and on_cpu and known[pooled.HELD_STATE].any():  # no GPU: what they shrink
         return _held_state(rows, plan)
     rows = rows[rows[column].map(lambda v: v is not None)].sort_values(column, kind="stable")
     low, high = rows.iloc[0], rows.iloc[-1]
@@ -199,8 +199,8 @@ def _held_state(rows: pd.DataFrame, plan: str = "") -> str:
     what it is. RSS is mostly the interpreter and torch (0.9-1.2 GiB a rank here), so ranking the strategies by it
     named fsdp the largest where it holds half of stock's state. Its figures in three digits (`mib_text`, as the what-if
     page says them): whole MiB said a tiny run's fsdp and zero held '0 MiB' beside stock's '1 MiB'."""
-    held = rows[rows[answer.HELD_STATE].map(lambda v: v is not None)].sort_values(answer.HELD_STATE, kind="stable")
-    parts = ", ".join(f"{r.strategy} {mib_text(getattr(r, answer.HELD_STATE))}" for r in held.itertuples())
+    held = rows[rows[pooled.HELD_STATE].map(lambda v: v is not None)].sort_values(pooled.HELD_STATE, kind="stable")
+    parts = ", ".join(f"{r.strategy} {mib_text(getattr(r, pooled.HELD_STATE))}" for r in held.itertuples())
     rss = [v for v in rows["mem_peak_rss_mb"] if v is not None]
     span = f"{_mib(min(rss))}–{_mib(max(rss))}" if len(rss) > 1 else _mib(rss[0])
     world = world_label(int(rows["world_size"].iloc[0]))

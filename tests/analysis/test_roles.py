@@ -25,7 +25,7 @@ from harness.perfmodel.network import given_network
 from harness.rank import worker
 from harness.results import store
 from reports.aggregate import summarize_run
-from reports.pages import answer, takeaways
+from reports.pages import answer, pooled, takeaways
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -104,7 +104,7 @@ def test_a_new_strategy_file_gets_its_floor_answer_row_and_sentence(throwaway, t
     assert mine in set(floor["config_id"])  # its floor: max(the baseline's step, one all-reduce of its bytes)
     assert floor.set_index("config_id").loc[mine, "local_ms"] == pytest.approx(5.0)
 
-    ranked = answer.ranked(configs, workload="mlp")
+    ranked = pooled.ranked(configs, workload="mlp")
     assert ranked["strategy"].tolist() == [throwaway, "naive", impls.baseline_name()]  # the floor listed last
     assert ranked["is_floor"].tolist() == [False, False, True]
     data = summarize_run({"run_id": "roles", "device": "cpu"}, configs, store.read_steps(tmp_path),

@@ -15,7 +15,7 @@ from harness.analysis import sweep
 from harness.results import store
 from reports import site
 from reports.aggregate import with_labels
-from reports.pages import alerts, answer, compare, evidence, takeaways
+from reports.pages import alerts, answer, compare, evidence, pooled, takeaways
 from reports.pages import index as pages
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -40,7 +40,7 @@ def configs() -> pd.DataFrame:
 
 
 def test_strategies_are_ranked_by_step_time_with_local_as_the_floor_last(configs):
-    frame = answer.ranked(configs, workload="gpt2")
+    frame = pooled.ranked(configs, workload="gpt2")
     assert list(frame["impl"]) == ["bucketed", "stock", "naive", "local"]
     html = answer.world_table(frame, pd.DataFrame(), workload="gpt2")
     cells = re.findall(r"<tr[^>]*><td>([^<]+)</td><td>(?:<b>)?([^<]+)", html)
@@ -53,7 +53,7 @@ def test_strategies_are_ranked_by_step_time_with_local_as_the_floor_last(configs
 
 
 def test_the_headline_names_the_fastest_communicating_strategy_against_stock(configs):
-    line = answer.headline(answer.ranked(configs, workload="gpt2"))
+    line = answer.headline(pooled.ranked(configs, workload="gpt2"))
     assert line == ("At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads (80.00 ms); too few repeats to tell it "
                     "from stock, the next: so far 0.80× stock&#x27;s step (1.25× faster; --repeats 2 or more; have 1, "
                     "need about 2); parity ok; noisy steps (CV 0.30).")  # fmt: skip
@@ -61,7 +61,7 @@ def test_the_headline_names_the_fastest_communicating_strategy_against_stock(con
 
 def test_a_missing_column_is_a_dash_not_a_crash(configs):
     bare = configs.drop(columns=["step_ms_cv", "parity_ok", "bucket_cap_mb"])
-    html = answer.world_table(answer.ranked(bare, workload="gpt2"), pd.DataFrame(), workload="gpt2")
+    html = answer.world_table(pooled.ranked(bare, workload="gpt2"), pd.DataFrame(), workload="gpt2")
     assert "not judged" in html and "—" in html
 
 
@@ -109,7 +109,7 @@ def test_the_noise_banner_counts_every_configuration_the_answer_table_marks_nois
     rows = [configs.iloc[[i]].assign(repeat=r, step_ms_median=ms * factor) for i, ms in enumerate((50.0, 100.0, 80.0))
             for r, factor in enumerate((1.0, 1.3 if i == 1 else 1.02))]  # stock's repeats 30 % apart  # fmt: skip
     repeats = pd.concat([*rows, configs.iloc[[3]]])  # naive: one repeat, steady
-    table = answer.world_table(answer.ranked(repeats, workload="gpt2"), pd.DataFrame(), workload="gpt2")
+    table = answer.world_table(pooled.ranked(repeats, workload="gpt2"), pd.DataFrame(), workload="gpt2")
     marked = table.count('<tr class="noisy">')
     assert marked == 2  # stock (its repeats disagree), bucketed (noisy steps: CV 0.3)
     said = alerts.noisy(repeats)[0]
@@ -123,10 +123,10 @@ def test_steps_that_drift_in_most_repeats_are_marked_in_the_table_and_counted_by
     """Stock's three repeats each 3.5 % faster at the end of the window than at its start (flagged: the standard
     error is 0.1 %); a run from before the column (the fixture) says nothing of drift."""
     assert "steps drift" not in alerts.noisy(configs)[0] and "drift" not in answer.world_table(
-        answer.ranked(configs, workload="gpt2"), pd.DataFrame(), workload="gpt2")  # fmt: skip
+        pooled.ranked(configs, workload="gpt2"), pd.DataFrame(), workload="gpt2")  # fmt: skip
     stock = configs.iloc[[1]]
     repeats = pd.concat([stock.assign(repeat=r, step_ms_drift=-0.035, step_ms_drift_se=0.001) for r in range(3)])
-    table = answer.world_table(answer.ranked(repeats, workload="gpt2"), pd.DataFrame(), workload="gpt2")
+    table = answer.world_table(pooled.ranked(repeats, workload="gpt2"), pd.DataFrame(), workload="gpt2")
     assert "<b>noisy</b>: steps drift -3.5% within the window (more --warmup)" in table
     said = alerts.noisy(repeats)[0]
     assert "1 of 1 measured configurations are noisy" in said
@@ -228,7 +228,7 @@ def test_gloo_on_cuda_says_its_hidden_share_is_an_upper_bound_and_one_rank_has_n
 
     assert written == GLOO_ON_CUDA
     run = one_rank("gloo", 29.6, 6.5, GLOO_ON_CUDA)
-    frame = answer.ranked(run, workload="gpt2")
+    frame = pooled.ranked(run, workload="gpt2")
     assert "<td>78% (upper bound)</td>" in answer.world_table(frame, pd.DataFrame(), workload="gpt2")
     assert "<b>Upper bound:</b> gloo on CUDA completes its collectives on the compute stream" in alerts.late_note(frame)
     assert takeaways.communication(run, workload="gpt2") == (
@@ -242,14 +242,14 @@ def test_gloo_on_cuda_says_its_hidden_share_is_an_upper_bound_and_one_rank_has_n
 def test_nccl_at_one_rank_has_nothing_to_hide_not_a_share_of_noise():
     """NCCL at one rank moves no byte: 0.05 ms of launches, 91 % of it 'hidden' by chance."""
     run = one_rank("nccl", 0.053, 0.005)
-    frame = answer.ranked(run, workload="gpt2")
+    frame = pooled.ranked(run, workload="gpt2")
     table = answer.world_table(frame, pd.DataFrame(), workload="gpt2")
     assert "<td>nothing to hide</td>" in table and "91%" not in table and alerts.late_note(frame) == ""
     said = takeaways.communication(run, workload="gpt2")
     assert said.startswith("Nothing to hide at one rank: no other rank") and "%" not in said
     assert "at world size 1 nothing is communicated" in alerts.alerts({"device": "cuda"}, run, resume_command="")
     # At two ranks the same figures are a share of real communication.
-    two = answer.ranked(run.assign(world_size=2), workload="gpt2")
+    two = pooled.ranked(run.assign(world_size=2), workload="gpt2")
     assert "<td>91%</td>" in answer.world_table(two, pd.DataFrame(), workload="gpt2")
 
 
@@ -269,7 +269,7 @@ def test_fsdp_on_a_gpu_says_its_hidden_share_is_a_lower_bound(monkeypatch):
     assert impls.create("bucketed").timeline_caveat("cuda") is None
     timed = {"backend": "nccl", "comm_ms": 20.0, "exposed_comm_ms": 15.0, "comm_note": ALL_GATHERS_BLOCK}
     run = with_labels(pd.DataFrame([config("local", 2, 50.0, parity_ok=None), config("fsdp", 2, 70.0, **timed)]))
-    table = answer.world_table(answer.ranked(run, workload="gpt2"), pd.DataFrame(), workload="gpt2")
+    table = answer.world_table(pooled.ranked(run, workload="gpt2"), pd.DataFrame(), workload="gpt2")
     assert "<td>25% (lower bound)</td>" in table
 
 

@@ -14,7 +14,7 @@ import pytest
 from harness.analysis import stats, sweep
 from harness.results.values import ratio_number
 from reports.aggregate import with_labels
-from reports.pages import answer, compare, evidence, takeaways
+from reports.pages import answer, compare, evidence, pooled, takeaways
 from reports.pages import index as pages
 
 
@@ -48,7 +48,7 @@ SPLIT = run(
 
 
 def test_the_headline_and_the_takeaway_name_the_same_pooled_winner_and_no_repeat():
-    group = answer.ranked(SPLIT, workload="mlp")
+    group = pooled.ranked(SPLIT, workload="mlp")
     headline = answer.headline(group)
     said = takeaways.fastest(SPLIT, workload="mlp")
     assert headline.startswith("At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads")
@@ -58,7 +58,7 @@ def test_the_headline_and_the_takeaway_name_the_same_pooled_winner_and_no_repeat
 
 
 def test_a_winner_backed_by_its_repeats_is_fastest_with_the_interval():
-    group = answer.ranked(SPLIT, workload="mlp")
+    group = pooled.ranked(SPLIT, workload="mlp")
     # next is bucketed cap 1 (geometric mean 91.7 ms), whose repeats disagree too much to tell it from 81 ms; the
     # ratio is of geometric means (91.7 / 81.0 ms), the estimate ranks and intervals are built around
     judged = stats.ratio_interval([80.0, 82.0], [60.0, 140.0])
@@ -76,7 +76,7 @@ def test_a_winner_backed_by_its_repeats_is_fastest_with_the_interval():
     against_stock = stats.ratio_interval([80.0, 82.0], [100.0, 102.0])
     assert against_stock["low"] > 1  # stock's interval excludes 1: a plain "faster than stock"
     clean = run(repeats("stock", [100.0, 102.0]), repeats("bucketed", [80.0, 82.0]))
-    line = answer.headline(answer.ranked(clean, workload="mlp"))
+    line = answer.headline(pooled.ranked(clean, workload="mlp"))
     # The leader's step over the next's, the interval of that same ratio: its ends are stock's over bucketed's, swapped.
     assert line == (f"At 2 ranks: <b>bucketed</b> is fastest (80.99 ms): 0.80× the step of the next, stock (1.25× "
                     f"faster; 95% interval {1 / against_stock['high']:.2f}–{1 / against_stock['low']:.2f}); parity "
@@ -86,7 +86,7 @@ def test_a_winner_backed_by_its_repeats_is_fastest_with_the_interval():
 
 def test_the_reviewers_case_says_not_significantly_and_an_interval_with_a_tiny_end_too_wide():
     noisy = run(repeats("stock", [1.0, 1.18]), repeats("bucketed", [0.30, 1.04], options={"bucket_cap_mb": 25.0}))
-    group = answer.ranked(noisy, workload="mlp")
+    group = pooled.ranked(noisy, workload="mlp")
     line = answer.headline(group)
     judged = stats.ratio_interval([0.30, 1.04], [1.0, 1.18])
     assert judged["low"] < 0.01  # the interval the old page printed as "(0.00–…)"
@@ -103,7 +103,7 @@ def test_the_reviewers_case_says_not_significantly_and_an_interval_with_a_tiny_e
 
 def test_one_repeat_a_side_is_too_few_to_tell_never_a_bare_winner():
     single = run(repeats("stock", [100.0]), repeats("bucketed", [80.0]), repeats("naive", [90.0]))
-    line = answer.headline(answer.ranked(single, workload="mlp"))
+    line = answer.headline(pooled.ranked(single, workload="mlp"))
     assert "leads (80.00 ms); too few repeats to tell it from naive, the next: so far 0.89× naive&#x27;s step" in line
     assert ("too few repeats to tell it from stock: so far 0.80× stock&#x27;s step (1.25× faster; --repeats 2 or more; "
             "have 1, need about 2)") in line  # fmt: skip
@@ -127,20 +127,20 @@ def test_one_repeat_a_side_is_too_few_to_tell_never_a_bare_winner():
 def test_stock_as_shipped_is_the_one_without_options_not_an_explicit_cap_25():
     both = run(repeats("stock", [100.0, 101.0]), repeats("stock", [90.0, 91.0], options={"bucket_cap_mb": 25.0}),
                repeats("bucketed", [80.0, 81.0]))  # fmt: skip
-    group = answer.ranked(both, workload="mlp")
+    group = pooled.ranked(both, workload="mlp")
     assert answer.reference_row(group)["strategy"] == "stock"
     assert answer.reference_name(answer.reference_row(group)) == "stock"
     table = answer.world_table(group, pd.DataFrame(), workload="mlp")
     assert "<th>× stock's step</th>" in table
     hooked = run(repeats("stock", [90.0, 91.0], options={"bucket_cap_mb": 25.0, "comm_hook": "fp16"}))
-    assert answer.reference_row(answer.ranked(hooked, workload="mlp")) is None
+    assert answer.reference_row(pooled.ranked(hooked, workload="mlp")) is None
 
 
 def test_an_explicit_cap_25_stands_in_only_named_for_what_it_is():
     explicit = run(repeats("stock", [100.0, 102.0], options={"bucket_cap_mb": 25.0}),
                    repeats("stock", [110.0, 111.0], options={"bucket_cap_mb": 1.0}),
                    repeats("bucketed", [80.0, 82.0], options={"bucket_cap_mb": 1.0}))  # fmt: skip
-    group = answer.ranked(explicit, workload="mlp")
+    group = pooled.ranked(explicit, workload="mlp")
     name = "stock bucket_cap_mb=25 (first bucket 25 MiB)"
     assert answer.reference_name(answer.reference_row(group)) == name
     assert f"<th>× the step of {name}</th>" in answer.world_table(group, pd.DataFrame(), workload="mlp")
@@ -161,7 +161,7 @@ def test_stock_asking_its_defaults_by_name_is_the_reference_named_as_asked_with_
     knobs = run(repeats("local", [30.0, 31.0]),
                 repeats("stock", [100.0, 102.0], options={"gradient_as_bucket_view": False}),
                 repeats("stock", [95.0, 96.0], options={"gradient_as_bucket_view": True}))  # fmt: skip
-    group = answer.ranked(knobs, workload="mlp")
+    group = pooled.ranked(knobs, workload="mlp")
     assert answer.reference_name(answer.reference_row(group)) == "stock gradient_as_bucket_view=False"
     page = answer.answer_section(RunData(meta={}, configs=knobs, ranks=pd.DataFrame(), phases=pd.DataFrame(),
                                          boxes=pd.DataFrame(), series=pd.DataFrame()), ["mlp"])  # fmt: skip
@@ -174,11 +174,11 @@ def test_comm_hidden_pools_every_repeat_and_noise_is_the_median_cv():
         repeats("bucketed", [80.0, 81.0, 80.5], comm_ms=[10.0, 10.0, 20.0], exposed_comm_ms=[10.0, 0.0, 5.0],
                 step_ms_cv=[0.05, 0.04, 0.5]),
     )  # fmt: skip
-    row = answer.ranked(mixed, workload="mlp").iloc[0]
+    row = pooled.ranked(mixed, workload="mlp").iloc[0]
     assert row["overlap_efficiency"] == pytest.approx(1 - 15.0 / 40.0)  # not the first repeat's 0 %
     assert row["comm_ms"] == pytest.approx(40.0 / 3) and row["exposed_comm_ms"] == pytest.approx(5.0)
     assert row["cv"] == pytest.approx(0.05) and row["noise"] == ""  # the median CV, as stats.noise_note: steady
-    html = answer.world_table(answer.ranked(mixed, workload="mlp"), pd.DataFrame(), workload="mlp")
+    html = answer.world_table(pooled.ranked(mixed, workload="mlp"), pd.DataFrame(), workload="mlp")
     assert "<td>62%</td>" in html and "steady (cv 0.05)" in html and "noisy" not in html
 
 
@@ -191,7 +191,7 @@ def test_the_cap_to_use_is_the_verdict_for_the_rows_own_options():
         {"impl": "stock", "workload": "mlp", "world_size": 2, "other_options": "{}",
          "decision": "flat", "best_cap_mb": 5.0, "equivalent_caps_mb": "[5.0, 25.0]"},
     ])  # fmt: skip
-    html = answer.world_table(answer.ranked(hooks, workload="mlp"), verdicts, workload="mlp")
+    html = answer.world_table(pooled.ranked(hooks, workload="mlp"), verdicts, workload="mlp")
     rows = re.findall(r"<tr[^>]*><td>\d</td><td>(?:<b>)?([^<]+)(?:</b>)?</td>(?:<td>[^<]*</td>){2}<td>([^<]+)", html)
     assert rows == [("stock bucket_cap_mb=5 comm_hook=fp16", "use bucket_cap_mb=5"),
                     ("stock bucket_cap_mb=5", "flat: any of 5, 25 MiB")]  # fmt: skip
@@ -206,7 +206,7 @@ def test_scaling_memory_and_communication_sentences_name_each_strategy_once_pool
         repeats("naive", [20.0, 20.0], world=1, samples_per_s=[200.0, 200.0]),
         repeats("naive", [80.0, 80.0], samples_per_s=[100.0, 100.0], scaling_efficiency=[0.25, 0.25]),
     )
-    stock = answer.ranked(scaled, workload="mlp").set_index(["world_size", "strategy"]).loc[(2, "stock")]
+    stock = pooled.ranked(scaled, workload="mlp").set_index(["world_size", "strategy"]).loc[(2, "stock")]
     assert stock["scaling_efficiency"] == pytest.approx(np.sqrt(160.0 * 200.0) / (2 * np.sqrt(100.0 * 400.0)))
     said = takeaways.scaling(scaled, workload="mlp")
     assert said == (
@@ -215,7 +215,7 @@ def test_scaling_memory_and_communication_sentences_name_each_strategy_once_pool
     )
     plain = pd.concat([scaled, run(repeats("local", [8.0, 8.0], world=1, samples_per_s=[250.0, 250.0]))])
     plain = plain.reset_index(drop=True)
-    stock = answer.ranked(plain, workload="mlp").set_index(["world_size", "strategy"]).loc[(2, "stock")]
+    stock = pooled.ranked(plain, workload="mlp").set_index(["world_size", "strategy"]).loc[(2, "stock")]
     assert stock["scaling_efficiency_vs_local"] == pytest.approx(np.sqrt(160.0 * 200.0) / (2 * 250.0))
     assert takeaways.scaling(plain, workload="mlp") == (
         "At 2 ranks, share of linear scaling kept against local at one rank (pooled over repeats): stock 36%, "
@@ -234,21 +234,21 @@ def test_pooled_scaling_pairs_the_same_options_and_setup_and_names_no_figure_for
         repeats("bucketed", [20.0, 20.0], options={"bucket_cap_mb": 1.0}, samples_per_s=[120.0, 120.0]),
         repeats("bucketed", [20.0, 20.0], options={"bucket_cap_mb": 25.0}, samples_per_s=[90.0, 90.0]),
     )
-    frame = answer.ranked(swept, workload="mlp").set_index(["world_size", "strategy"])["scaling_efficiency"]
+    frame = pooled.ranked(swept, workload="mlp").set_index(["world_size", "strategy"])["scaling_efficiency"]
     assert frame[(2, "bucketed bucket_cap_mb=1")] == pytest.approx(0.6)  # 120 / (2 × 100), its own cap's baseline
     assert frame[(2, "bucketed bucket_cap_mb=25")] == pytest.approx(0.9)  # 90 / (2 × 50)
     # Two batch sizes under one strategy name are two setups: no single figure is theirs.
     mixed = swept.assign(batch_size=[8, 8, 8, 8, 8, 16, 8, 8])
-    assert answer.ranked(mixed, workload="mlp").set_index(["world_size", "strategy"]).loc[
+    assert pooled.ranked(mixed, workload="mlp").set_index(["world_size", "strategy"]).loc[
         (2, "bucketed bucket_cap_mb=1"), "scaling_efficiency"] is None  # fmt: skip
     both_scaled = pd.concat([mixed, mixed.iloc[[0]].assign(batch_size=16, samples_per_s=60.0, config_id="b16")])
     keyed = both_scaled.assign(dtype="fp32", optimizer="sgd", device="cpu", backend="gloo", nnodes=1)
     assert sorted(stats.pooled_scaling(keyed)["scaling_efficiency"]) == pytest.approx([0.6, 0.9, 1, 1, 1, 1])
-    assert answer.ranked(both_scaled, workload="mlp").set_index(["world_size", "strategy"]).loc[
+    assert pooled.ranked(both_scaled, workload="mlp").set_index(["world_size", "strategy"]).loc[
         (2, "bucketed bucket_cap_mb=1"), "scaling_efficiency"] is None  # 0.6 at batch 8, 1.0 at 16  # fmt: skip
-    assert answer.ranked(swept.drop(columns="samples_per_s"), workload="mlp")["scaling_efficiency"].isna().all()
+    assert pooled.ranked(swept.drop(columns="samples_per_s"), workload="mlp")["scaling_efficiency"].isna().all()
     without_baseline = swept[swept["world_size"] == 2]
-    assert answer.ranked(without_baseline, workload="mlp")["scaling_efficiency"].isna().all()
+    assert pooled.ranked(without_baseline, workload="mlp")["scaling_efficiency"].isna().all()
 
 
 def test_a_strategy_that_hides_none_is_given_the_after_backward_reason_only_by_design():
@@ -268,22 +268,22 @@ def test_a_strategy_that_hides_none_is_given_the_after_backward_reason_only_by_d
 def test_an_auto_runs_answer_judges_at_its_stopping_rules_confidence():
     """Under --repeats auto the verdicts are judged at 99.5 % a look: the answer calls nothing significant at
     95 % that the run's own rule left open (the reviewer's page said '1.08× faster (1.01–1.14)' there)."""
-    auto = answer.run_confidence({"config": {"repeats": "auto", "max_repeats": 20}})
-    assert auto == pytest.approx(0.995) and answer.run_confidence({"config": {"repeats": 3}}) == stats.CONFIDENCE
+    auto = pooled.run_confidence({"config": {"repeats": "auto", "max_repeats": 20}})
+    assert auto == pytest.approx(0.995) and pooled.run_confidence({"config": {"repeats": 3}}) == stats.CONFIDENCE
     close = run(repeats("stock", [100.0, 103.0, 98.0]), repeats("bucketed", [89.0, 92.0, 90.0]))
     assert stats.ratio_interval([89.0, 92.0, 90.0], [100.0, 103.0, 98.0])["low"] > 1.05  # beyond 5 % at 95 %
     assert stats.ratio_interval([89.0, 92.0, 90.0], [100.0, 103.0, 98.0], confidence=auto)["low"] < 1
-    fixed = answer.headline(answer.ranked(close, workload="mlp"))
-    judged = answer.headline(answer.ranked(close, workload="mlp", confidence=auto))
+    fixed = answer.headline(pooled.ranked(close, workload="mlp"))
+    judged = answer.headline(pooled.ranked(close, workload="mlp", confidence=auto))
     assert "is fastest (" in fixed and "; 95% interval" in fixed
     assert "leads (" in judged and "too few repeats to tell" in judged and "; 99.5% interval" in judged
 
 
 def test_at_one_rank_which_the_stopping_rule_never_judges_the_answer_looks_once_at_95_percent():
-    auto = answer.run_confidence({"config": {"repeats": "auto", "max_repeats": 20}})
+    auto = pooled.run_confidence({"config": {"repeats": "auto", "max_repeats": 20}})
     both = run(repeats("stock", [100.0, 103.0], world=1), repeats("bucketed", [92.0, 95.0], world=1),
                repeats("stock", [100.0, 103.0]), repeats("bucketed", [92.0, 95.0]))  # fmt: skip
-    frame = answer.ranked(both, workload="mlp", confidence=auto)
+    frame = pooled.ranked(both, workload="mlp", confidence=auto)
     assert set(frame.loc[frame["world_size"] == 1, "confidence"]) == {stats.CONFIDENCE}
     assert frame.loc[frame["world_size"] == 2, "confidence"].tolist() == pytest.approx([0.995, 0.995])
     one, two = (answer.headline(frame[frame["world_size"] == world]) for world in (1, 2))
@@ -295,13 +295,13 @@ def test_the_answer_calls_significant_only_what_the_verdicts_call_beyond_the_thr
     tell': the interval excluded 1 but not the 5 % threshold. The answer now judges as the verdicts do."""
     small = run(repeats("stock", [100.0, 103.0, 98.0]), repeats("bucketed", [90.0, 93.0, 91.0]))
     assert stats.ratio_interval([90.0, 93.0, 91.0], [100.0, 103.0, 98.0])["low"] > 1  # significant, not beyond 5 %
-    frame = answer.ranked(small, workload="mlp")
+    frame = pooled.ranked(small, workload="mlp")
     bucketed = frame[frame["strategy"] == "bucketed"].iloc[0]
     reference = frame[frame["strategy"] == "stock"].iloc[0]
     assert answer.against_reference(bucketed, reference).startswith("too few repeats to tell (estimate")
     assert "leads (" in answer.headline(frame) and "have 3 repeats, need about" in answer.headline(frame)
     level = run(repeats("stock", [100.0, 130.0]), repeats("bucketed", [99.9, 130.1]))  # a walkthrough's at one rank
-    frame = answer.ranked(level, workload="mlp")
+    frame = pooled.ranked(level, workload="mlp")
     said = answer.against_reference(frame[frame["strategy"] == "bucketed"].iloc[0], answer.reference_row(frame))
     assert said.startswith("too few repeats to tell (estimate 1.00×, interval")  # not '1.00× faster'
 
@@ -312,7 +312,7 @@ def test_not_significant_means_the_verdicts_narrow_interval_that_decides_neither
     is 'too few repeats to tell' (the docs' promise), never 'no 5% change shown'."""
     tight = run(repeats("stock", [100.0, 100.4, 100.2]), repeats("bucketed", [99.6, 100.0, 99.8]))
     assert stats.verdict([99.6, 100.0, 99.8], [100.0, 100.4, 100.2], threshold=0.05)["verdict"] == stats.NO_CHANGE
-    frame = answer.ranked(tight, workload="mlp")
+    frame = pooled.ranked(tight, workload="mlp")
     assert answer.against_reference(frame.iloc[0], frame.iloc[1]).endswith(", no 5% change shown")
     assert "leads (99.80 ms), no 5% change shown: 1.00× the step of the next, stock (95% interval" in answer.headline(
         frame
@@ -324,7 +324,7 @@ def test_ranks_rest_on_the_geometric_means_the_ratios_are_built_around():
     """Bucketed's median (1 ms) beats stock's (2 ms) but its geometric mean (2.15 ms) does not: ranked by median,
     the page once put bucketed first and called it '0.93× faster'. One estimate ranks and compares."""
     split = run(repeats("stock", [2.0, 2.0, 2.0]), repeats("bucketed", [1.0, 1.0, 10.0]))
-    frame = answer.ranked(split, workload="mlp")
+    frame = pooled.ranked(split, workload="mlp")
     assert frame["strategy"].tolist() == ["stock", "bucketed"]
     assert frame["step_ms"].tolist() == pytest.approx([2.0, stats.geometric_mean([1.0, 1.0, 10.0])])
     line = answer.headline(frame)
@@ -341,7 +341,7 @@ def test_the_legend_states_not_significant_as_the_rule_applies_it_not_as_a_diffe
     fast, slow = [100.0, 102.0, 98.0], [104.0, 106.0, 104.0]
     judged = stats.verdict(fast, slow, threshold=0.05)
     assert judged["verdict"] == stats.NO_CHANGE and judged["high"] > 1.09  # reaches past 5 %, still no change
-    frame = answer.ranked(run(repeats("stock", slow), repeats("bucketed", fast)), workload="mlp")
+    frame = pooled.ranked(run(repeats("stock", slow), repeats("bucketed", fast)), workload="mlp")
     assert (
         answer.against_reference(frame.iloc[0], frame.iloc[1]) == "0.96× (1.05× faster; 0.92–1.00), no 5% change shown"
     )
@@ -363,8 +363,8 @@ def test_a_strategy_judged_on_its_first_repeat_pools_to_that_verdict():
     rows = run(repeats("stock", [100.0, 101.0, 99.0], parity_ok=later),
                repeats("naive", [160.0, 161.0, 159.0], parity_ok=[False, None, None]),
                repeats("local", [30.0, 31.0, 30.5], parity_ok=[None] * 3))  # fmt: skip
-    pooled = answer.ranked(rows, workload="mlp").set_index("impl")["parity_ok"]
-    assert pooled["stock"] is True and pooled["naive"] is False and pooled["local"] is None
+    parity = pooled.ranked(rows, workload="mlp").set_index("impl")["parity_ok"]
+    assert parity["stock"] is True and parity["naive"] is False and parity["local"] is None
 
 
 def test_two_caps_that_made_the_same_buckets_are_said_to_be_one_measurement_not_a_doubtful_lead():
@@ -374,7 +374,7 @@ def test_two_caps_that_made_the_same_buckets_are_said_to_be_one_measurement_not_
     rows = run(repeats("stock", [8.0, 8.1], options={"bucket_cap_mb": 1.0}, bucket_sizes_mb=one),
                repeats("stock", [12.0, 12.4], bucket_sizes_mb=one),
                repeats("local", [5.0, 5.1]))  # fmt: skip
-    group = answer.ranked(rows, workload="mlp")
+    group = pooled.ranked(rows, workload="mlp")
     reference = answer.reference_row(group)
     leader = group[~group["is_floor"]].iloc[0]
     cell = answer.against_reference(leader, reference)
@@ -412,11 +412,11 @@ def test_caps_that_made_one_layout_head_the_page_and_the_index_as_one_pooled_lau
                        bucket_sizes_mb=one),
                repeats("bucketed", [9.0, 9.2, 9.1, 8.9, 9.0, 9.1, 9.2, 9.0], options={"bucket_cap_mb": 25.0}),
                repeats("local", [5.0, 5.1]))  # fmt: skip
-    group = answer.ranked(rows, workload="mlp")
+    group = pooled.ranked(rows, workload="mlp")
     assert group.iloc[0]["strategy"] == "stock bucket_cap_mb=100"  # the table still ranks each cap
     launches = [np.sqrt(7.8 * 10.0), np.sqrt(8.0 * 10.4), 9.8, 10.2, 10.1, 9.9, 10.3, 10.0]
-    pooled = evidence.one_layout_pooled(group)
-    stock = pooled[pooled["impl"] == "stock"].iloc[0]
+    one_layout = evidence.one_layout_pooled(group)
+    stock = one_layout[one_layout["impl"] == "stock"].iloc[0]
     assert stock["strategy"] == "stock (caps 25, 100 MiB: one bucket layout)" and stock["repeats"] == 8
     assert np.allclose(stock["repeat_ms"], launches) and stock["step_ms"] == pytest.approx(
         stats.geometric_mean(launches)
@@ -463,13 +463,13 @@ def test_the_index_and_the_run_page_say_the_verdict_the_console_said():
     assert cell.endswith(f"fsdp</b> 1.22 ms (leads; too few repeats to tell it from zero, the next; vs stock: "
                          f"{fsdp.word})")  # fmt: skip
     headline = html.unescape(
-        answer.headline(answer.ranked(rows, workload="mlp", confidence=answer.run_confidence(meta)))
+        answer.headline(pooled.ranked(rows, workload="mlp", confidence=pooled.run_confidence(meta)))
     )
     assert "too few repeats to tell it from zero" in headline and "a lead the run does not decide" in headline
     assert "and faster than stock: 0.61× stock's step (1.64× faster; 99.5% interval" in headline
     two = run(repeats("stock", [2.00, 2.02]), repeats("fsdp", [1.22, 1.23]))  # the next is stock: that very verdict
     assert pages.run_headline(two, meta).endswith("1.22 ms (fastest)")
     ahead = run(repeats("stock", [1.00, 1.02]), repeats("fsdp", [1.22, 1.23]), repeats("zero", [1.06, 1.40]))
-    said = html.unescape(answer.headline(answer.ranked(ahead, workload="mlp", confidence=0.995)))
+    said = html.unescape(answer.headline(pooled.ranked(ahead, workload="mlp", confidence=0.995)))
     assert "too few repeats to tell it from zero" in said and "does not decide" not in said  # zero vs stock: a verdict
     assert pages.run_headline(ahead, meta).endswith("1.01 ms (leads; too few repeats)")

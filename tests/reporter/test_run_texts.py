@@ -20,7 +20,7 @@ from harness.results import store
 from reports import aggregate
 from reports.figures import captions
 from reports.figures import network as netfigures
-from reports.pages import answer, model_section, run_page, run_sections
+from reports.pages import answer, model_section, pooled, run_page, run_sections
 from reports.pages import html as pages_html
 from reports.pages.html import FigureList
 
@@ -497,7 +497,7 @@ def test_a_page_with_intervals_at_two_levels_says_why_once():
 
 def repeated_sweep(count: int = 3, **config) -> aggregate.RunData:
     """tests/data/bucket_sweep (stock at caps 1, 5 and 25 MiB) as `count` repeats, each cap's steps a different
-    share slower each repeat, with the sweep's verdicts at the run's confidence (answer.run_confidence)."""
+    share slower each repeat, with the sweep's verdicts at the run's confidence (pooled.run_confidence)."""
     from harness.analysis import sweep
     from reports.site import STEP_COLUMNS
 
@@ -517,7 +517,7 @@ def repeated_sweep(count: int = 3, **config) -> aggregate.RunData:
 
     configs_r, steps_r, ranks_r = (pd.concat([each(f, r) for r in range(count)], ignore_index=True)
                                    for f in (configs, steps, ranks))  # fmt: skip
-    found = sweep.recommendations(configs_r, steps_r, confidence=answer.run_confidence(meta))
+    found = sweep.recommendations(configs_r, steps_r, confidence=pooled.run_confidence(meta))
     return aggregate.summarize_run(meta, configs_r, steps_r[STEP_COLUMNS], ranks_r, found)
 
 
