@@ -11,7 +11,7 @@
                             and linked on its run's line (html.RUN_MARK)
     assets/plotly.min.js    plotly.js, shipped once (no CDN: the site works offline)
 
-This is the only module of `reports/` that touches files; the HTML comes from `reports.pages.run_page` and
+This is the only module of `reports/` that touches files; the HTML comes from `reports.pages.run.run_page` and
 `reports.pages`, the figures from `reports.figures`, `reports.figures.steps` and `reports.figures.network`.
 """
 
@@ -29,8 +29,8 @@ from harness.analysis import decide
 from harness.results import model_tables, store
 from reports import aggregate
 from reports.pages import index as pages
-from reports.pages import run_page
 from reports.pages.html import PLOTLY_ASSET, RUN_MARK, SHARED_PAGE
+from reports.pages.run import run_page
 from reports.pages.whatif import page as whatif
 
 log = logging.getLogger("ddpbench")

@@ -25,7 +25,8 @@ from harness.launch import bench_run
 from harness.launch import launcher as launch
 from harness.results import store
 from reports import site
-from reports.pages import evidence, run_page
+from reports.pages import evidence
+from reports.pages.run import run_page
 
 MAX_REPEATS = 5  # a look (at 4) before the last, to spare a loaded machine's noisy reference
 

@@ -1,5 +1,6 @@
 """The site's other pages: the index of every run, and one page per `ddpbench collectives` run.
-No file I/O (that is `reports.site`); the run page is `reports.pages.run_page`, the HTML helpers `reports.pages.html`.
+No file I/O (that is `reports.site`); the run page is `reports.pages.run.run_page`, the HTML helpers
+`reports.pages.html`.
 """
 
 from __future__ import annotations

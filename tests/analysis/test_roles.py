@@ -25,7 +25,8 @@ from harness.perfmodel.network import given_network
 from harness.rank import worker
 from harness.results import store
 from reports.aggregate import summarize_run
-from reports.pages import answer, pooled, takeaways
+from reports.pages import answer, pooled
+from reports.pages.run import takeaways
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -285,7 +285,7 @@ def test_caps_that_make_the_same_buckets_are_one_measurement_flat_and_decided():
 def test_the_cap_tables_cap_is_the_one_its_answer_gives_not_a_flat_sweeps_fastest():
     """A walkthrough's cap table read 'fastest cap (MiB) 100' in the row whose answer was 'flat: any of 1, 5, 25,
     100 MiB' (every cap made one bucket): the cap column says what the answer says."""
-    from reports.pages import run_sections
+    from reports.pages.run import run_sections
 
     configs, steps = sweep_rows({1.0: 100.0, 5.0: 98.0, 25.0: 112.0}, repeats=2)
     one_bucket = configs.assign(bucket_sizes_mb=[[0.19]] * len(configs))
@@ -312,7 +312,7 @@ def test_an_interval_too_wide_to_bound_the_step_is_said_so_not_printed():
 def test_an_interval_that_bounds_nothing_is_said_too_wide_on_the_console_and_the_page_alike():
     """A walkthrough read 'its 95% CI (ms) 4.95–9340.62' in the run page's cap table (two repeats' t-interval)."""
     from harness.analysis.sweep import interval_text
-    from reports.pages import run_sections
+    from reports.pages.run import run_sections
 
     assert interval_text(20.36, 23.1) == "20.36–23.10" and interval_text(float("nan"), float("nan")) == ""
     assert interval_text(4.95, 9340.62) == "too wide to bound it (more repeats narrow it)"

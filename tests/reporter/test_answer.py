@@ -15,8 +15,9 @@ from harness.analysis import sweep
 from harness.results import store
 from reports import site
 from reports.aggregate import with_labels
-from reports.pages import alerts, answer, compare, evidence, pooled, takeaways
+from reports.pages import alerts, answer, compare, evidence, pooled
 from reports.pages import index as pages
+from reports.pages.run import takeaways
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

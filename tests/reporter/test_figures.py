@@ -16,7 +16,7 @@ from harness.results import store
 from reports import aggregate
 from reports.figures import steps as stepfigures
 from reports.figures import strategies as figures
-from reports.pages import run_sections
+from reports.pages.run import run_sections
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 
@@ -116,7 +116,7 @@ def test_the_bucket_sweep_stars_only_the_cap_the_recommendation_names_on_a_log_a
 
 
 def test_the_stars_come_from_the_sweeps_recommendations_only_where_it_recommends():
-    from reports.pages.run_sections import recommended_caps
+    from reports.pages.run.run_sections import recommended_caps
 
     keys = ("workload", "impl", "other_options", "world_size", "decision", "best_cap_mb")
     frame = pd.DataFrame([
@@ -132,7 +132,7 @@ def test_the_stars_come_from_the_sweeps_recommendations_only_where_it_recommends
 def test_a_sweep_line_between_caps_that_made_one_layout_is_captioned_as_the_launches_spread():
     """A CPU sweep's stock line fell from 16.5 ms at 1 MiB to 7.9 ms at 100 MiB under the generic caption, where every
     cap had made the same one bucket of 0.13 MiB: the figure read as a cap to pick."""
-    from reports.pages.run_sections import one_layout_note
+    from reports.pages.run.run_sections import one_layout_note
 
     keys = ("workload", "impl", "other_options", "world_size", "decision", "same_buckets_mb")
     frame = pd.DataFrame([
@@ -341,8 +341,8 @@ def test_with_repeats_the_throughput_caption_says_its_bars_pool_the_windows_not_
     table's 1379 from the median step)."""
     import dataclasses
 
-    from reports.pages import run_sections
     from reports.pages.html import FigureList
+    from reports.pages.run import run_sections
 
     said = run_sections.fastest_section(dataclasses.replace(cpu_run, configs=repeated(cpu_run, (1.0, 1.5))), ["mlp"],
                                         FigureList())  # fmt: skip

@@ -9,8 +9,8 @@ from types import SimpleNamespace
 import pandas as pd
 
 import impls
-from reports.pages import run_page
 from reports.pages.html import FigureList
+from reports.pages.run import run_page
 
 BASELINE, REFERENCE = impls.baseline_name(), impls.reference_name()
 

@@ -14,8 +14,9 @@ import pytest
 from harness.analysis import stats, sweep
 from harness.results.values import ratio_number
 from reports.aggregate import with_labels
-from reports.pages import answer, compare, evidence, pooled, takeaways
+from reports.pages import answer, compare, evidence, pooled
 from reports.pages import index as pages
+from reports.pages.run import takeaways
 
 
 def repeats(impl: str, medians: list[float], *, world: int = 2, options: dict | None = None, **extra) -> list[dict]:

@@ -20,9 +20,10 @@ from harness.results import store
 from reports import aggregate
 from reports.figures import captions
 from reports.figures import network as netfigures
-from reports.pages import answer, model_section, pooled, run_page, run_sections
+from reports.pages import answer, pooled
 from reports.pages import html as pages_html
 from reports.pages.html import FigureList
+from reports.pages.run import model_section, run_page, run_sections
 
 RULE = "beats the 25 MiB cap significantly and by at least 5 %"
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -427,7 +428,7 @@ def test_a_run_made_over_several_sessions_says_so_and_what_each_later_one_ran(tm
     """A budget-stopped run resumed twice was shown as its first command's: the page names every later session,
     and Reproduce says its command made only the first; a run resumed before sessions were recorded has
     summary.json's count."""
-    from reports.pages import run_page
+    from reports.pages.run import run_page
 
     sessions = [{"started_at": "t0", "command": ["/x/bin/ddpbench", "bench", "--repeats", "auto", "--budget", "4m"]},
                 {"started_at": "t1", "command": ["/x/bin/ddpbench", "bench", "--resume", "r", "--budget", "10m"]},

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from reports.pages import takeaways
+from reports.pages.run import takeaways
 
 
 def configs(rows: list[dict]) -> pd.DataFrame:
@@ -137,7 +137,7 @@ def test_against_stock_means_stock_as_shipped_not_another_stock_row():
 def test_the_memory_frontier_caption_says_where_sharding_shows():
     """A fixed 'the sharded strategies trade communication for memory' sat under a CPU's RSS chart where fsdp
     peaked highest: its saving shows in a GPU's peak and in the held tensors, not in a process's RSS."""
-    from reports.pages import run_sections
+    from reports.pages.run import run_sections
 
     ran = configs([{"impl": "stock", "world_size": 2}, {"impl": "fsdp", "world_size": 2}])
     on_cpu = run_sections.frontier_caption(ran, "mem_peak_rss_mb")

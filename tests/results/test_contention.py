@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from harness.results import contention
-from reports.pages import alerts, run_page
+from reports.pages import alerts
+from reports.pages.run import run_page
 
 
 def launch(load: tuple[float | None, float | None], *, cpus: int = 2, threads: int = 3, **more) -> dict:

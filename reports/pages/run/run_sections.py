@@ -1,7 +1,7 @@
 """The run page's sections, one per question it answers (which strategy is fastest, how it scales,
 which bucket cap, where the time goes, what memory costs, whether to trust it), each a heading, its figures
 with a one-line caption, and its small tables; how far from the floor and whether the model agrees is
-`reports.pages.model_section`'s.
+`reports.pages.run.model_section`'s.
 """
 
 from __future__ import annotations
@@ -30,8 +30,9 @@ from reports.figures.captions import (
     POOLED,
     SCALING_REPEATS,
 )
-from reports.pages import alerts, evidence, pooled, takeaways
+from reports.pages import alerts, evidence, pooled
 from reports.pages.html import HEADING_NAME, FigureList, esc, format_number, name_html, table
+from reports.pages.run import takeaways
 
 
 def one_repeat_each(configs: pd.DataFrame) -> tuple[pd.DataFrame, str]:

@@ -1,4 +1,4 @@
-"""The run page: its header and status, a section per question (`reports.pages.run_sections`), the
+"""The run page: its header and status, a section per question (`reports.pages.run.run_sections`), the
 environment it ran on, every configuration in one table, and the profiles: for each configuration measured
 with `--profile`, its trace files (one per rank), how to open them, and the warning that its times were
 measured under the profiler."""
@@ -20,10 +20,11 @@ from harness.results.invocation import as_typed, resume_command
 from harness.results.values import strategy_labels
 from reports import aggregate
 from reports.aggregate import RunData, machine_summary, precision
-from reports.pages import alerts, answer, takeaways
+from reports.pages import alerts, answer
 from reports.pages.html import FigureList, esc, facts_table, format_number, name_html, page, reproduce_html, table
-from reports.pages.model_section import model_section
-from reports.pages.run_sections import (
+from reports.pages.run import takeaways
+from reports.pages.run.model_section import model_section
+from reports.pages.run.run_sections import (
     bucket_section,
     config_cell,
     fastest_section,

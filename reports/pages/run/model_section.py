@@ -12,7 +12,7 @@ from reports.figures import network as netfigures
 from reports.figures.captions import CAPTIONS, FLOOR_REPEATS, NOT_BEATEN
 from reports.pages import alerts
 from reports.pages.html import FigureList, esc, table
-from reports.pages.run_sections import one_repeat_each, takeaway
+from reports.pages.run.run_sections import one_repeat_each, takeaway
 
 
 def model_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
