@@ -14,6 +14,7 @@ import pytest
 from harness.analysis import stats
 from harness.results import store
 from reports import aggregate
+from reports.figures import memory as memory_figures
 from reports.figures import steps as stepfigures
 from reports.figures import strategies as figures
 from reports.pages.run import run_sections
@@ -227,13 +228,13 @@ def test_sizes_read_in_three_significant_figures():
 
 
 def test_cpu_memory_shows_rss_per_rank_only(cpu_run):
-    figure = figures.memory_by_rank(cpu_run.configs, cpu_run.ranks, workload="mlp")
+    figure = memory_figures.memory_by_rank(cpu_run.configs, cpu_run.ranks, workload="mlp")
     assert names(figure) == ["rank 0", "rank 1"]
     assert [a.text for a in figure.layout.annotations] == ["process RSS peak"]
 
 
 def test_gpu_memory_shows_every_measured_peak_per_rank_and_the_rank0_skew(gpu):
-    figure = figures.memory_by_rank(gpu.configs, gpu.ranks, workload="mlp")
+    figure = memory_figures.memory_by_rank(gpu.configs, gpu.ranks, workload="mlp")
     panels = [a.text for a in figure.layout.annotations]
     assert panels == ["device peak (NVML)", "allocator reserved peak", "allocator allocated peak", "process RSS peak"]
     assert names(figure) == ["rank 0", "rank 1"] * 4
@@ -252,7 +253,9 @@ def test_ranks_sharing_a_gpu_quote_and_plot_each_ranks_own_peak_not_the_whole_de
     own = f"{one_gpu.configs['mem_peak_nvml_process_mb'].max() / 1024:.2f} GiB"
     assert f"the largest peak GPU memory of one rank (NVML, its process) is dataparallel's ({own})" in shared
     assert "(the whole GPU, all ranks on it: " in shared and "whole GPU, all ranks" in shared
-    panels = figures.memory_by_rank(gpu.configs, gpu.ranks, workload="mlp", metrics=run_sections.SHARED_GPU_METRICS)
+    panels = memory_figures.memory_by_rank(
+        gpu.configs, gpu.ranks, workload="mlp", metrics=run_sections.SHARED_GPU_METRICS
+    )
     assert [a.text for a in panels.layout.annotations][:2] == [
         "each rank's own peak (NVML, its process)", "device peak (NVML): whole GPU, all ranks"]  # fmt: skip
     apart = run_sections.memory_section(gpu, ["mlp"], FigureList())  # two GPUs: the device's peak is the rank's
@@ -382,7 +385,7 @@ def test_with_repeats_scaling_is_one_line_per_strategy_pooled_over_them(cpu_run)
 
 
 def test_memory_against_time_has_a_point_per_strategy_for_each_world_size(gpu):
-    figure = figures.memory_vs_time(gpu.configs, workload=gpu.configs["workload"].iloc[0])
+    figure = memory_figures.memory_vs_time(gpu.configs, workload=gpu.configs["workload"].iloc[0])
     ok = gpu.configs[gpu.configs["status"] == "ok"]
     assert sorted(trace.name for trace in figure.data) == sorted(
         aggregate.world_label(int(w)) for w in ok["world_size"].unique()
@@ -401,7 +404,7 @@ def test_held_memory_stacks_parameters_gradients_and_optimizer_state_per_rank():
             for r in (0, 1)
         ]
     )
-    figure = figures.held_by_rank(aggregate.with_labels(configs), ranks, workload="mlp")
+    figure = memory_figures.held_by_rank(aggregate.with_labels(configs), ranks, workload="mlp")
     assert [trace.name for trace in figure.data] == ["parameters", "gradients", "optimizer state"]
     assert list(figure.data[2].y) == [4.0, 5.0]
     assert figure.layout.barmode == "stack"
@@ -430,7 +433,7 @@ def test_throughput_labels_keep_three_significant_figures_however_small_or_large
 
 
 def test_memory_against_time_starts_both_axes_at_zero_in_mib_or_gib(gpu, cpu_run):
-    figure = figures.memory_vs_time(gpu.configs, workload="mlp")
+    figure = memory_figures.memory_vs_time(gpu.configs, workload="mlp")
     assert figure.layout.xaxis.rangemode == "tozero" and figure.layout.yaxis.rangemode == "tozero"
     assert figure.layout.yaxis.title.text in ("MiB", "GiB")
     assert all(trace.cliponaxis is False for trace in figure.data)  # labels at the edge are not cut off
@@ -441,7 +444,7 @@ def test_memory_against_time_gives_points_drawn_on_each_other_one_label_naming_b
                           "world_size": 1, "step_ms_median": ms, "mem_peak_rss_mb": mb}
                          for c, impl, ms, mb in (("a", "stock", 50.0, 800.0), ("b", "zero", 51.0, 805.0),
                                                  ("c", "fsdp", 90.0, 820.0))])  # fmt: skip
-    (trace,) = figures.memory_vs_time(aggregate.with_labels(rows), workload="mlp").data
+    (trace,) = memory_figures.memory_vs_time(aggregate.with_labels(rows), workload="mlp").data
     assert dict(zip(trace.customdata, trace.text, strict=True)) == {"stock": "stock, zero", "zero": "", "fsdp": "fsdp"}
 
 

@@ -16,6 +16,7 @@ from harness.results.values import options_words, strategy_label
 from reports import aggregate
 from reports.aggregate import RunData, world_sizes
 from reports.figures import gap as gapfigures
+from reports.figures import memory as memory_figures
 from reports.figures import steps as stepfigures
 from reports.figures import strategies as figures
 from reports.figures import timeline as timelinefigures
@@ -237,7 +238,7 @@ def frontier_caption(configs: pd.DataFrame, peak: str) -> str:
 SHARED_GPU_METRICS = (
     (pooled.PROCESS_PEAK, "each rank's own peak (NVML, its process)"),
     ("mem_peak_nvml_mb", "device peak (NVML): whole GPU, all ranks"),
-    *figures.MEMORY_METRICS[1:],
+    *memory_figures.MEMORY_METRICS[1:],
 )
 """Where ranks share a GPU, NVML's device peak counts every rank on it: each rank's own comes first."""
 
@@ -252,16 +253,16 @@ def memory_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
     note = MEMORY_REPEATS if aggregate.has_repeats(run.configs) else ""
     caption = CAPTIONS["memory_cpu" if run.meta.get("device") == "cpu" else "memory"]
     caption += CAPTIONS["memory_shared"] if own else ""
-    metrics = SHARED_GPU_METRICS if own else figures.MEMORY_METRICS
+    metrics = SHARED_GPU_METRICS if own else memory_figures.MEMORY_METRICS
     for workload in workloads:
         said = takeaways.memory(run.configs, workload=workload, shared=shared, gpu_mb=alerts.gpu_memory_mb(run.meta))
         parts.append(takeaway(workload, said and said + takeaways.full_size_pointer(run.meta, run.configs, workload)))
-        by_rank = figures.memory_by_rank(shown, run.ranks, workload=workload, metrics=metrics)
+        by_rank = memory_figures.memory_by_rank(shown, run.ranks, workload=workload, metrics=metrics)
         parts.append(figs.add(by_rank, caption, once=note))
-        frontier = figures.memory_vs_time(shown, workload=workload, metrics=metrics)
+        frontier = memory_figures.memory_vs_time(shown, workload=workload, metrics=metrics)
         parts.append(figs.add(frontier, frontier_caption(run.configs, peak), once=note))
         if "held_param_mb" in run.ranks and run.ranks["held_param_mb"].notna().any():
-            figure = figures.held_by_rank(shown, run.ranks, workload=workload)
+            figure = memory_figures.held_by_rank(shown, run.ranks, workload=workload)
             parts.append(figs.add(figure, CAPTIONS["held"], once=note))
     return "\n".join(parts)
 
