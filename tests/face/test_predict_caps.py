@@ -108,11 +108,11 @@ def test_a_profile_measured_now_on_the_cpu_gets_a_ranks_share_of_the_cores(capsy
     faster than a rank's. The caller's thread count is restored after."""
     import torch
 
-    from harness.commands.predict import command as predict
+    from harness.commands.predict import gradient_profile
     from harness.config import ranks
 
     given = []
-    measure = predict._measure_profile
+    measure = gradient_profile._measure_profile
 
     def spy(setup, **kwargs):
         given.append(kwargs.get("threads"))
@@ -120,7 +120,7 @@ def test_a_profile_measured_now_on_the_cpu_gets_a_ranks_share_of_the_cores(capsy
 
     before = torch.get_num_threads()
     monkeypatch.setattr(ranks, "available_cpus", lambda: 8)
-    monkeypatch.setattr(predict, "_measure_profile", spy)
+    monkeypatch.setattr(gradient_profile, "_measure_profile", spy)
     assert cli.main(["predict", "--workload", "mlp", "--size", "tiny", "--gpus", "4", "--busbw", "1GB/s"]) == 0
     assert given == [2] and "here on cpu with 2 thread(s)" in capsys.readouterr().out
     assert torch.get_num_threads() == before

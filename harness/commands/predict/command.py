@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from harness.commands import console
-from harness.commands.console import predictions, profiling
-from harness.commands.predict import bookings, cluster, full_size, inputs
+from harness.commands.console import predictions
+from harness.commands.predict import bookings, cluster, full_size, gradient_profile, inputs
 from harness.config.bench import SIZE_CHOICES, ConfigError
 
 DEFAULT_WORLD = 8
@@ -123,7 +123,7 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
     configs = None
     if run_dir is not None:
         inputs.say_setup_choice(run_dir, matched)
-        profile, source = _profile_for_run(run_dir, setup, device=device)
+        profile, source = gradient_profile._profile_for_run(run_dir, setup, device=device)
         configs = store.read_configs(run_dir)
         caps = caps or _caps_of_run(configs)
         profiled_on = store.read_run_meta(run_dir).get("device", device.type)
@@ -131,7 +131,9 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
         inputs.say_auto_size(args, setup, device)
         console.say(f"ddpbench predict: profiling {setup['workload']}/{setup['size']} (batch {setup['batch_size']}) "
                     f"here on {device.type}…")  # fmt: skip
-        profile = profile_from_rows(pd.DataFrame(_measure_profile(setup, device=device, steps=args.profile_steps)))
+        profile = profile_from_rows(
+            pd.DataFrame(gradient_profile._measure_profile(setup, device=device, steps=args.profile_steps))
+        )
         source = f"profile measured now on {device.type}"
         profiled_on = device.type
     predictions.predict_profile(setup, profile, source)
@@ -169,7 +171,7 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
         raise ConfigError(f"no `ddpbench collectives` run from this run's machine in {str(beside)!r}; run "
                           f"`{collectives_command(run_dir)}` on it, or give --busbw (and --latency)")  # fmt: skip
     inputs.say_setup_choice(run_dir, matched)
-    profile, source = _profile_for_run(run_dir, setup, device=device)
+    profile, source = gradient_profile._profile_for_run(run_dir, setup, device=device)
     predictions.predict_profile(setup, profile, source)
     configs = store.read_configs(run_dir)
     inputs.warn_uncalibrated(run_dir, configs, setup)
@@ -250,64 +252,10 @@ def _measured_now(args: argparse.Namespace, given, *, device):
     console.say(f"ddpbench predict: profiling {setup['workload']}/{setup['size']} (batch {setup['batch_size']}, "
                 f"{setup['optimizer']}) here on {device.type} with {threads or torch.get_num_threads()} "
                 "thread(s)…")  # fmt: skip
-    rows = _measure_profile(setup, device=device, threads=threads, steps=args.profile_steps)
+    rows = gradient_profile._measure_profile(setup, device=device, threads=threads, steps=args.profile_steps)
     profile = profile_from_rows(pd.DataFrame(rows))
     predictions.predict_profile(setup, profile, f"profile measured now on {device.type}")
     return Basis(setup, network, profile, [world], None, fsdp_profile=profile, fsdp_own_s=None)  # nor DDP's own
-
-
-def _profile_for_run(run_dir: Path, setup: dict, *, device):
-    """The run's stored profile for this setup, else one measured now and stored with the run."""
-    import pandas as pd
-
-    from harness.perfmodel import predict
-    from harness.results import store
-
-    profile = predict.stored_profile(run_dir, setup)
-    if profile is not None:
-        return profile, f"profile stored with run {run_dir.name}"
-    threads = store.read_run_meta(run_dir).get("threads_per_rank") if device.type == "cpu" else None
-    source = predict.workload_source(run_dir, setup)
-    rows = pd.DataFrame(_measure_profile(setup, device=device, threads=threads, source=source))
-    profile = predict.store_profile(run_dir, setup, rows, device=device.type)
-    return profile, f"profile measured now (run {run_dir.name} had none) and stored with it"
-
-
-def _measure_profile(setup: dict, *, device, threads: int | None = None, steps: int | None = None,
-                     source: tuple[str, dict] | None = None) -> list[dict]:  # fmt: skip
-    """Profile a workload setup in this process (world size 1 needs no process group); on the
-    CPU with the run's threads per rank, so that compute runs as fast as in one of its ranks.
-    `source`: (spec, options) the workload is built from, where its name alone does not say."""
-    import torch
-
-    before = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(int(threads))
-    try:
-        return _profiled(setup, device=device, steps=steps, source=source)
-    finally:
-        torch.set_num_threads(before)  # the caller's (a test's process) as it was
-
-
-def _profiled(setup: dict, *, device, steps: int | None, source: tuple[str, dict] | None) -> list[dict]:
-    """The profile's rows, said doubtful where the machine is busy or its steps noisy (CPU)."""
-    import workloads
-    from harness.measure import gradprofile
-
-    spec, options = source or (setup["workload"], {})
-    workload = workloads.create(spec, size=setup["size"], **options)
-    reason = workload.unavailable_reason(device=device.type)
-    if reason:
-        raise ConfigError(f"--workload {setup['workload']!r} cannot run here: {reason}")
-    steps = steps or gradprofile.PROFILE_STEPS
-    if device.type == "cpu":
-        profiling.warn_if_busy()
-    progress = profiling.SlowStepProgress()
-    rows = gradprofile.measure(workload, batch_size=setup["batch_size"], device=device, dtype=setup["dtype"],
-                               optimizer=setup["optimizer"], seed=0, steps=steps, on_step=progress)  # fmt: skip
-    if device.type == "cpu":
-        profiling.warn_if_noisy(progress.step_seconds()[-steps:])
-    return [{**setup, **row} for row in rows]
 
 
 def _validate(results_dir: Path, run_dir: Path, network, *, stored: bool) -> None:
