@@ -19,6 +19,7 @@ from harness.commands import console
 from harness.commands.console import rounds
 from harness.commands.console.forecast import Auto
 from harness.commands.console.plan import say_plan
+from harness.commands.console.progress import Progress
 from harness.commands.resume import record_session, resume
 from harness.commands.summary import summarize, write_summary
 from harness.config.bench import BenchConfig, ConfigError, check_results_folder
@@ -231,7 +232,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     began = time.monotonic() - max(time.time() - args.started_at, 0.0)
     launched = time.monotonic()
     costs.add_into(plan.phases_s, {"start": launched - began})
-    progress = console.Progress(plan.run, plan.configurations, done=done)
+    progress = Progress(plan.run, plan.configurations, done=done)
     stops = StopSignals()
     try:
         with stops.caught():

@@ -1,6 +1,6 @@
 """Progress hints from rank 0 to the launcher: which configuration runs and how many of its steps
 are done, in a small hidden file of the run folder. The launcher judges from them whether a
-launch still moves; the face (`harness.commands.console.Progress`) shows them on a terminal.
+launch still moves; the face (`harness.commands.console.progress.Progress`) shows them on a terminal.
 """
 
 from __future__ import annotations

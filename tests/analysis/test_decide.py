@@ -110,7 +110,7 @@ def test_the_console_says_how_many_are_decided_what_runs_next_and_what_stayed_op
 
 
 class Bar:
-    """console.Progress on a terminal, as console.rounds sees it: what it shows in place."""
+    """console.progress.Progress on a terminal, as console.rounds sees it: what it shows in place."""
 
     on_terminal = True
 

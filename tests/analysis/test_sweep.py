@@ -13,7 +13,7 @@ import pandas as pd
 
 from harness import cli
 from harness.analysis import stats, sweep
-from harness.commands.console import Progress
+from harness.commands.console.progress import Progress
 from harness.config.bench import BenchConfig
 from harness.config.grid import expand
 from harness.launch import bench_run

@@ -89,7 +89,9 @@ def test_a_stopped_run_says_how_many_of_its_saved_rows_measured_anything():
 def test_off_a_terminal_a_long_configuration_gets_a_line_a_minute_with_the_bars_words_and_eta(tmp_path, monkeypatch):
     """A slow configuration left a log 12 minutes silent between 'run …: N configurations' and its line."""
     import io
+    import time
 
+    from harness.commands.console.progress import Progress
     from harness.config.grid import Configuration
     from harness.handoff.progress import StepProgress
 
@@ -99,9 +101,9 @@ def test_off_a_terminal_a_long_configuration_gets_a_line_a_minute_with_the_bars_
                              backend="gloo", seed=0, parity=True)  # fmt: skip
 
     clock = [1000.0]
-    monkeypatch.setattr(console.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
     log = io.StringIO()  # not a terminal
-    progress = console.Progress(tmp_path, [planned("stock"), planned("naive"), planned("flat")], stream=log)
+    progress = Progress(tmp_path, [planned("stock"), planned("naive"), planned("flat")], stream=log)
     StepProgress(tmp_path, "w2-stock", 23)(9)  # rank 0's hint: 10 of 3 warm-up + 20 steps done
     clock[0] += 59
     progress.tick()

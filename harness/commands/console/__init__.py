@@ -1,8 +1,6 @@
 """The terminal: every line ddpbench prints goes through here. The commands compute and decide;
 this module formats and writes. Results on stdout; errors and warnings on stderr, one line each.
-A run's progress is a line per finished configuration, always; on a terminal also a bar with the
-current configuration and an ETA (tqdm). Off a terminal (CI, logs, pipes) the bar stays away: a
-configuration that runs long gets a line a minute instead, with what the bar would show. What
+A run's progress (a line per finished configuration, a bar on a terminal) is in `progress`; what
 `collectives` and `predict` print is in `predictions`.
 """
 
@@ -10,8 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import sys
-import time
-from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from harness.commands.console.invoked import resume_hint as resume_hint  # console.resume_hint
@@ -21,8 +17,6 @@ if (
     TYPE_CHECKING
 ):  # pandas (the analysis, the grid) is imported where it is used: `list`, `--help` and errors stay quick
     import pandas as pd
-
-    from harness.config.grid import Configuration
 
 
 def _print(line: str = "", *, file: TextIO | None = None) -> None:
@@ -157,126 +151,11 @@ def communication_text(row: dict) -> str:
     return f", comm {comm:.1f} ms/step mean ({exposed:.1f} exposed{share})"
 
 
-HEARTBEAT_S = 60.0
-"""Off a terminal, a configuration still running this long after the last line said gets a line (`Progress.tick`)."""
-
-
-class Progress:
-    """The launcher's callbacks: `written` when a configuration is on disk, `tick` while one runs."""
-
-    def __init__(self, run: Path, pending: list[Configuration], *, done: int = 0, stream: TextIO | None = None):
-        self._run = run
-        self._pending = list(pending)
-        self._done = done
-        self._total = done + len(pending)
-        self._stream = stream if stream is not None else sys.stdout
-        self._bar = None
-        self.decided: set[str] = set()  # under --repeats auto, the verdicts the last round found decided
-        self.given_up: set[str] = set()  # and given up as out of reach
-        self._standing = ""  # and where they stand, shown in the bar (console.rounds)
-        self._began = self._said = self._current_began = time.monotonic()  # off a terminal: the heartbeat's clocks
-        self._done_here = 0  # configurations finished in this session: the pace its ETA takes, as tqdm's does
-        if self._stream.isatty() and pending:
-            from tqdm import tqdm
-
-            self._bar = tqdm(total=self._total, initial=done, unit="config", file=self._stream, dynamic_ncols=True)
-            self._show_current()
-
-    @property
-    def on_terminal(self) -> bool:
-        return self._bar is not None
-
-    def show_standing(self, text: str) -> None:
-        """Where `--repeats auto`'s verdicts stand, in the bar's description, until the next round's."""
-        self._standing = f"{text} · "
-        self._show_current()
-
-    def _show_current(self) -> None:
-        if self._bar is not None and self._pending:
-            self._bar.set_description_str(f"{self._standing}running {self._pending[0].label()}")
-
-    def written(self, cfg: Configuration) -> None:
-        from harness.results import store
-
-        self._done += 1
-        self._done_here += 1
-        self._said = self._current_began = time.monotonic()
-        self._pending = [c for c in self._pending if c.config_id != cfg.config_id]
-        line = f"[{self._done}/{self._total}] {describe_row(store.read_config_row(self._run, cfg.config_id))}"
-        if self._bar is None:
-            _print(line, file=self._stream)
-            return
-        self._bar.write(line, file=self._stream)
-        self._bar.update(1)
-        self._show_current()
-
-    def catch_up(self) -> None:
-        """Announce the configurations that reached the disk unannounced (a stop can come between a write and
-        its line), so that the lines printed add up to the count the stop line gives."""
-        from harness.results import store
-
-        on_disk = store.written_config_ids(self._run)
-        for cfg in [c for c in self._pending if c.config_id in on_disk]:
-            self.written(cfg)
-
-    def extend(self, more: list[Configuration]) -> None:
-        """More configurations to come (a round of `--repeats auto`)."""
-        self._pending += list(more)
-        self._total += len(more)
-        if self._bar is not None:
-            self._bar.total = self._total
-            self._bar.refresh()
-            self._show_current()
-
-    def tick(self) -> None:
-        """Show how far the current configuration is (steps done): in the bar on a terminal; elsewhere a line when
-        nothing was said for HEARTBEAT_S, with the bar's words and its ETA (a slow configuration left logs silent
-        for 12 minutes)."""
-        from harness.handoff.progress import read_step_progress
-
-        if not self._pending:
-            return
-        if self._bar is not None:
-            self._bar.set_postfix_str(_step_words(read_step_progress(self._run), self._pending[0]))
-            return
-        now = time.monotonic()
-        if now - self._said < HEARTBEAT_S:
-            return
-        self._said = now
-        cfg, left = self._pending[0], self._total - self._done
-        words = _step_words(read_step_progress(self._run), cfg)
-        pace = (now - self._began) / self._done_here if self._done_here else None  # tqdm's ETA: this session's pace
-        eta = f"about {duration_text(pace * left)} left for the {left} to go at this session's pace" if pace else (
-            "no ETA before the first finishes")  # fmt: skip
-        _print(f"ddpbench: running [{self._done + 1}/{self._total}] {cfg.label()}: {words}, "
-               f"{duration_text(now - self._current_began)} in; {eta}", file=self._stream)  # fmt: skip
-
-    def close(self) -> None:
-        if self._bar is not None:
-            self._bar.close()
-            self._bar = None
-
-
 def duration_text(seconds: float) -> str:
     """'45 s', '12 min', '1.5 h': the time a run's progress and its rounds (console.rounds) say is left."""
     if seconds < 90:
         return f"{seconds:.0f} s"
     return f"{seconds / 60:.0f} min" if seconds < 5400 else f"{seconds / 3600:.1f} h"
-
-
-def _step_words(state: dict | None, cfg: Configuration) -> str:
-    """Where the running configuration is: launching (its rank 0 has not said), building, a warm-up step, a
-    timed step (counted apart, as --steps counts them) or a step of the parity reference."""
-    if not state or state.get("config_id") != cfg.config_id:
-        return "launching"  # the hint still names the configuration before: never its steps
-    step, total = state.get("step"), state.get("total")
-    if not total:
-        return "building the model"
-    if state.get("phase") == "parity":
-        return f"parity reference step {step}/{total}"
-    if total != cfg.warmup + cfg.steps:  # a count of its own (not this configuration's warm-up and steps)
-        return f"step {step}/{total}"
-    return f"warm-up step {step}/{cfg.warmup}" if step <= cfg.warmup else f"step {step - cfg.warmup}/{cfg.steps}"
 
 
 def fixed_cost_split(wall_s: float, seconds: dict[str, float], *, run) -> None:

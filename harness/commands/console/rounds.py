@@ -14,6 +14,7 @@ from typing import Protocol
 from harness.commands import console
 from harness.commands.console import duration_text
 from harness.commands.console.invoked import resume_hint
+from harness.commands.console.progress import Progress
 
 NAMED_UP_TO = 2
 """Up to this many open verdicts, a round's line names each with its estimate so far: what the round changed."""
@@ -22,14 +23,14 @@ ROUGH_UNDER = 5
 
 
 class Standing(Protocol):
-    """What a round's progress shows in place (console.Progress, on a terminal)."""
+    """What a round's progress shows in place (console.progress.Progress, on a terminal)."""
 
     on_terminal: bool
 
     def show_standing(self, text: str) -> None: ...
 
 
-def on_round(progress: console.Progress, config, plan, standing, more: list) -> None:
+def on_round(progress: Progress, config, plan, standing, more: list) -> None:
     """bench's `on_round` (harness.launch.repeats.until_decided): the round's line, and after the last, what would
     decide the verdicts left open."""
     progress.extend(more)
