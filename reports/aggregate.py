@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import stats, sweep, why
-from harness.results.columns import PHASE_COLUMNS as PHASES  # the step phases, as steps/ names them
+from harness.results.dictionary.columns import PHASE_COLUMNS as PHASES  # the step phases, as steps/ names them
 from harness.results.values import strategy_label, strategy_labels
 
 MAX_SERIES_POINTS = 400  # per configuration and trace: enough to see warm-up and drift

@@ -18,7 +18,7 @@ from harness.config.grid import Configuration
 from harness.handoff.rank_result import RankResult
 from harness.handoff.steps import baseline_means, communication_columns, part_columns, step_rows, timeline_rows
 from harness.protocols import roles_of
-from harness.results import columns
+from harness.results.dictionary import columns, kinds
 from harness.results.values import judged_on
 
 
@@ -35,7 +35,7 @@ class Rows(NamedTuple):
 # combines its ranks: the largest rank's peak, the ranks' mean, rank 0's note.
 PEAK_COLUMNS = columns.PEAK_MEMORY
 MEAN_COLUMNS = columns.MEAN_MEMORY
-RANK_COLUMNS = columns.names(columns.MEMORY)
+RANK_COLUMNS = kinds.names(columns.MEMORY)
 
 
 def combined_status(results: list[RankResult]) -> tuple[str, str | None]:
@@ -170,7 +170,7 @@ def derived_metrics(
     }
 
 
-MODEL_COLUMNS = columns.names(columns.MODEL)
+MODEL_COLUMNS = kinds.names(columns.MODEL)
 
 
 def model_columns(

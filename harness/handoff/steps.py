@@ -15,7 +15,7 @@ import pandas as pd
 from harness.analysis import gap, overlap
 from harness.config.grid import Configuration
 from harness.handoff.rank_result import RankResult
-from harness.results.columns import PHASES
+from harness.results.dictionary.columns import PHASES
 
 COMM_STEP_COLUMNS = ("comm_ms", "exposed_comm_ms", "exposed_backward_ms", "exposed_forward_ms", "exposed_optimizer_ms")
 PART_STEP_COLUMNS = ("compute_ms", "waiting_ms", "rest_ms", "late_by_ms")

@@ -13,7 +13,7 @@ import itertools
 import torch
 
 from harness.clock import Clock, Mark
-from harness.results.columns import PHASES  # noqa: F401 (the phases, named once in the column dictionary)
+from harness.results.dictionary.columns import PHASES  # noqa: F401 (the phases, named once in the column dictionary)
 
 
 class StepTimer:

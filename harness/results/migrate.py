@@ -18,7 +18,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from harness.protocols import ConfigError, roles_of
-from harness.results import columns, values
+from harness.results import values
+from harness.results.dictionary import columns, kinds
 
 # 2: `error_kind` and `error_file` (why and where a configuration failed).
 # 3: `impl_options` a map, `bucket_sizes_mb` a list, `started_at` a timestamp (text before).
@@ -131,12 +132,12 @@ def migrate(table: pa.Table, *, source: Path) -> pa.Table:
 
 
 @functools.cache
-def _declared(spec: columns.Table) -> tuple[pa.Schema, tuple[columns.Column, ...]]:
+def _declared(spec: kinds.Table) -> tuple[pa.Schema, tuple[kinds.Column, ...]]:
     """`spec`'s schema and its text-typed columns, built once per table (a field per column costs)."""
     return spec.schema, tuple(c for c in spec.columns if values.is_text_typed(c.type))
 
 
-def lift_text_columns(table: pa.Table, spec: columns.Table) -> pa.Table:
+def lift_text_columns(table: pa.Table, spec: kinds.Table) -> pa.Table:
     """Columns held as text where `spec` declares a map, a list or a timestamp, parsed."""
     for column in _declared(spec)[1]:
         if column.name not in table.column_names:
@@ -149,7 +150,7 @@ def lift_text_columns(table: pa.Table, spec: columns.Table) -> pa.Table:
     return table
 
 
-def conform(table: pa.Table, spec: columns.Table) -> pa.Table:
+def conform(table: pa.Table, spec: kinds.Table) -> pa.Table:
     """Every declared column, with its declared type and field metadata (an old part lacks new
     ones; a part whose column is all null says "null"), in the declared order; columns `spec` does
     not know are kept, after them."""

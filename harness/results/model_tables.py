@@ -14,7 +14,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.results import columns, layout, model_columns
+from harness.results import layout
+from harness.results.dictionary import columns, kinds, model_columns
 from harness.results.store import (
     COLLECTIVES_KIND,
     conformed,
@@ -95,7 +96,7 @@ def started(meta: dict) -> pd.Timestamp | None:
     return stamp.tz_localize("UTC") if stamp.tzinfo is None else stamp
 
 
-def _read_parts(folder: Path, pattern: str, spec: columns.Table) -> pd.DataFrame:
+def _read_parts(folder: Path, pattern: str, spec: kinds.Table) -> pd.DataFrame:
     parts = sorted(p for p in Path(folder).glob(pattern) if not p.name.startswith(".")) if Path(folder).is_dir() else []
     tables = []
     for path in parts:  # an unreadable or foreign part is named and skipped, as for configs/steps/ranks

@@ -3,7 +3,7 @@ metadata, and the run listing (where each lives: harness.results.layout; the tab
 model reads and writes: harness.results.model_tables).
 
 The columns of every table, their types, units and meanings, come from the column dictionary
-(harness/results/columns.py); older parts are lifted by harness/results/migrate.py.
+(harness/results/dictionary/columns.py); older parts are lifted by harness/results/migrate.py.
 
 Every file is written atomically: to a temporary name beginning with '.', fsync, rename.
 Readers (pyarrow, pandas) ignore names beginning with '.', so an interrupted write leaves
@@ -22,7 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from harness.protocols import ConfigError
-from harness.results import columns, layout, model_columns, values
+from harness.results import layout, values
+from harness.results.dictionary import columns, kinds, model_columns
 from harness.results.files import atomic_write, read_json, write_json  # noqa: F401 (the store writes through these)
 from harness.results.layout import RunFolder
 from harness.results.migrate import (  # noqa: F401 (the store's readers and writers answer for these)
@@ -134,7 +135,7 @@ rows again every launch and every round of `--repeats auto`, and parts are writt
 a new file each time), so only the new ones are read."""
 
 
-def _read_part(path: Path, kind: str, spec: columns.Table) -> pa.Table | None:
+def _read_part(path: Path, kind: str, spec: kinds.Table) -> pa.Table | None:
     """One part file conformed to the dictionary, or None (named in a warning) when it is
     unreadable, not ours, or holds a value its column cannot take (a timestamp that is no date)."""
     try:
@@ -150,7 +151,7 @@ def _read_part(path: Path, kind: str, spec: columns.Table) -> pa.Table | None:
     return table
 
 
-def _read_part_file(path: Path, kind: str, spec: columns.Table) -> pa.Table | None:
+def _read_part_file(path: Path, kind: str, spec: kinds.Table) -> pa.Table | None:
     try:
         table = pq.read_table(path)
     except (OSError, pa.ArrowException) as exc:
@@ -163,7 +164,7 @@ def _read_part_file(path: Path, kind: str, spec: columns.Table) -> pa.Table | No
     return conformed(path, migrate(table, source=path) if kind == "configs" else table, spec)
 
 
-def conformed(path: Path, table: pa.Table, spec: columns.Table) -> pa.Table | None:
+def conformed(path: Path, table: pa.Table, spec: kinds.Table) -> pa.Table | None:
     """The table in the dictionary's types; None (named) when a value does not parse or cast."""
     try:
         return conform(table, spec)
@@ -197,19 +198,19 @@ def warn_skipped(path: Path, reason: str) -> None:
 _SKIPPED: set[Path] = set()
 
 
-def _read_folder(folder: Path, spec: columns.Table) -> pd.DataFrame:
+def _read_folder(folder: Path, spec: kinds.Table) -> pd.DataFrame:
     """Every readable part of one table. Parts that differ in columns (a newer part with an
     extra column, an older one without) are unified: nothing is dropped, gaps are null."""
     return unified(_readable_parts(folder, spec), spec, conformed=True)
 
 
-def _readable_parts(folder: Path, spec: columns.Table) -> list[pa.Table]:
+def _readable_parts(folder: Path, spec: kinds.Table) -> list[pa.Table]:
     """Every readable part of one table folder, conformed; the others named and skipped (`_read_part`)."""
     parts = sorted(p for p in folder.glob("*.parquet") if not p.name.startswith(".")) if folder.is_dir() else []
     return [t for t in (_read_part(p, folder.name, spec) for p in parts) if t is not None]
 
 
-def unified(tables: list[pa.Table], spec: columns.Table, *, conformed: bool = False) -> pd.DataFrame:
+def unified(tables: list[pa.Table], spec: kinds.Table, *, conformed: bool = False) -> pd.DataFrame:
     """Parts conformed to the dictionary and concatenated: the declared columns in their order,
     then any the dictionary does not know. `conformed`: the parts are already (`_read_part`'s: conforming
     each again cost a run of 50 configurations 0.4 s a read, and bench reads its rows after every launch)."""
@@ -311,7 +312,7 @@ def read_recommendations(run: Path) -> pd.DataFrame:
     return read_table_file(Path(run) / layout.RECOMMENDATIONS, model_columns.RECOMMENDATIONS, empty=pd.DataFrame())
 
 
-def read_table_file(path: Path, spec: columns.Table, *, empty: pd.DataFrame | None = None) -> pd.DataFrame:
+def read_table_file(path: Path, spec: kinds.Table, *, empty: pd.DataFrame | None = None) -> pd.DataFrame:
     """A table kept in one file, conformed to the dictionary; `empty` (default: no rows, the
     declared columns) when the file is not there."""
     if not path.is_file():

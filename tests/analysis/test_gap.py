@@ -225,7 +225,7 @@ def test_a_strategy_that_communicates_after_backward_is_told_which_one_hides_it_
 
 
 def test_every_part_has_its_words_and_its_column():
-    from harness.results import columns
+    from harness.results.dictionary import columns
 
     names = set(columns.CONFIGS.names)
     assert set(why.PART_WORDS) | {"gap_ms", "gap_residual_ms"} <= names

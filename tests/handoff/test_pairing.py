@@ -10,7 +10,8 @@ import pyarrow.parquet as pq
 
 from harness.handoff import pairing, records
 from harness.handoff.rank_result import RankResult
-from harness.results import columns, store
+from harness.results import store
+from harness.results.dictionary import columns
 from harness.results.layout import RunFolder
 from tests.handoff.test_records import CONTEXT, collective, configuration, rank_result
 

@@ -9,7 +9,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from harness.results import columns, docs, model_columns, model_tables, store, values
+from harness.results import docs, model_tables, store, values
+from harness.results.dictionary import columns, kinds, model_columns
 
 
 def test_docs_results_md_holds_the_tables_the_dictionary_renders():
@@ -35,9 +36,9 @@ def test_every_column_has_a_unit_field_and_a_meaning_and_appears_once_per_table(
         for column in table.columns:
             assert column.meaning.strip() and "\n" not in column.meaning, (table.name, column.name)
             if column.name.endswith("_mb"):
-                assert column.unit == columns.MIB_UNIT, column.name
+                assert column.unit == kinds.MIB_UNIT, column.name
             if column.name.endswith("_ms"):
-                assert column.unit == columns.MS, column.name
+                assert column.unit == kinds.MS, column.name
 
 
 def test_the_store_schemas_are_the_dictionarys():
@@ -56,7 +57,7 @@ def part_metadata(path) -> dict[str, dict[str, str]]:
     return {field.name: {k.decode(): v.decode() for k, v in (field.metadata or {}).items()} for field in schema}
 
 
-def expected_metadata(table: columns.Table) -> dict[str, dict[str, str]]:
+def expected_metadata(table: kinds.Table) -> dict[str, dict[str, str]]:
     return {c.name: {"unit": c.unit, "meaning": c.meaning} for c in table.columns}
 
 

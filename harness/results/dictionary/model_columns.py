@@ -7,38 +7,40 @@ model's predictions and floor). `TABLES` is every table of a run folder, these a
 
 from __future__ import annotations
 
-from harness.results.columns import (
+from harness.results.dictionary.columns import (
     BACKEND,
     BATCH_SIZE,
-    BOOL,
     BUCKET_CAP_MB,
-    BYTES,
     CONFIG_ID,
-    COUNT,
     DEVICE,
     DTYPE,
-    F64,
     GRAD_BYTES,
     HOSTNAME,
-    I32,
-    I64,
     IMPL,
-    MIB_UNIT,
-    MS,
     NETWORK,
     NNODES,
     OPTIMIZER,
-    RATIO,
     RUN_ID,
     RUN_TABLES,
     SIZE,
     STARTED_AT,
-    STR,
     THREADS,
-    US,
     WORKLOAD,
     WORLD_SIZE,
     C,
+)
+from harness.results.dictionary.kinds import (
+    BOOL,
+    BYTES,
+    COUNT,
+    F64,
+    I32,
+    I64,
+    MIB_UNIT,
+    MS,
+    RATIO,
+    STR,
+    US,
     Table,
 )
 
