@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np
 import pandas as pd
 
-from harness.analysis import agreement, stats, sweep
+from harness.analysis import agreement, stats
+from harness.analysis.verdicts import sweep
 from harness.perfmodel import predict
 from harness.results import store
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from harness.analysis import decide
+from harness.analysis.verdicts import decide
 from harness.config.flags import AUTO
 from harness.results import store
 

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import stats, sweep, why
+from harness.analysis import stats, why
+from harness.analysis.verdicts import sweep
 from harness.results.dictionary.columns import PHASE_COLUMNS as PHASES  # the step phases, as steps/ names them
 from harness.results.values import strategy_label, strategy_labels
 
@@ -263,7 +264,7 @@ class RunData:
     boxes: pd.DataFrame
     series: pd.DataFrame  # downsampled slowest-rank step times, warm-up included
     recommendations: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
-    """The sweep's recommended caps (harness.analysis.sweep), where the run swept bucket_cap_mb."""
+    """The sweep's recommended caps (harness.analysis.verdicts.sweep), where the run swept bucket_cap_mb."""
     floor: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     """Per configuration, the communication floor (harness.perfmodel.predict), where a network was measured or given."""
     predictions: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
@@ -271,7 +272,7 @@ class RunData:
     timeline: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
     """Per configuration with timed collectives, one typical step of rank 0 (typical_step_timeline)."""
     decisions: pd.DataFrame = dataclasses.field(default_factory=pd.DataFrame)
-    """Under --repeats auto, each verdict and the look it was decided at (harness.analysis.decide.history)."""
+    """Under --repeats auto, each verdict and the look it was decided at (harness.analysis.verdicts.decide.history)."""
     traces: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     """Per profiled configuration, its trace files (names inside its trace_dir)."""
     run_href: str = ""

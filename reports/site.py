@@ -25,7 +25,7 @@ import re
 from pathlib import Path
 from urllib.parse import quote
 
-from harness.analysis import decide
+from harness.analysis.verdicts import decide
 from harness.results import model_tables, store
 from reports import aggregate
 from reports.pages import index as pages

@@ -17,7 +17,7 @@ import itertools
 import pytest
 
 from harness import cli
-from harness.analysis import decide
+from harness.analysis.verdicts import decide
 from harness.config import grid
 from harness.config.bench import BenchConfig
 from harness.config.grid import Configuration, expand

@@ -218,7 +218,7 @@ def _smaller_cap_measured(row: Any, run: pd.DataFrame | None) -> tuple[str, str]
     faster): (the fastest of those that made other buckets against this cap, each the geometric mean of its
     repeats' median steps; a note naming those that made this cap's buckets, whose steps differ by noise)."""
     from harness.analysis.stats import geometric_mean
-    from harness.analysis.sweep import other_options
+    from harness.analysis.verdicts.sweep import other_options
 
     cap = _get(row, "bucket_cap_mb")
     if run is None or cap is None or "bucket_cap_mb" not in run or "step_ms_median" not in run:
@@ -247,7 +247,7 @@ def _smaller_cap_measured(row: Any, run: pd.DataFrame | None) -> tuple[str, str]
 def _caps_laid_out_as(rows: pd.DataFrame, sizes: Any) -> list[float]:
     """The caps whose every launch made the bucket layout `sizes` (this row's): their steps measure the same
     buckets, so a difference between them is the launches' noise, not the cap (the sweep calls them flat)."""
-    from harness.analysis.sweep import bucket_layouts
+    from harness.analysis.verdicts.sweep import bucket_layouts
 
     mine = bucket_layouts([sizes])
     if mine is None or "bucket_sizes_mb" not in rows:

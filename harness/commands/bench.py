@@ -254,7 +254,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
 def _verdicts(config: BenchConfig, plan):
     """The run's end: its rows read once, the cap recommendations written, the verdicts and sentences said;
     the rows returned."""
-    from harness.analysis import decide, sweep
+    from harness.analysis.verdicts import decide, sweep
     from harness.results import store
 
     shutil.rmtree(RunFolder(plan.run).cached(""), ignore_errors=True)  # the run is over: nothing reuses its cache

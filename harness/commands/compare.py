@@ -76,7 +76,7 @@ SHOWN_MISSING = 3
 
 
 def _compare(args: argparse.Namespace, base_run: Path, new_run: Path, *, threshold: float) -> int:
-    from harness.analysis import compare
+    from harness.analysis.verdicts import compare
     from reports.pages.compare import write_comparison_page
     from reports.site import refresh_index
 
@@ -183,7 +183,7 @@ def _shortened(lines: list[str]) -> list[str]:
 def measured(run: Path) -> str:
     """'mlp/tiny fp32 adam batch 8 (stock, bucketed)': what a run's ok configurations measured, per setup, for a
     comparison that matched nothing to say why."""
-    from harness.analysis import compare
+    from harness.analysis.verdicts import compare
 
     ok = _ok_configs(run)
     setup = [k for k in ("workload", "size", "dtype", "optimizer", "batch_size") if k in ok]
@@ -195,7 +195,7 @@ def measured(run: Path) -> str:
 def differing(base_run: Path, new_run: Path, *, across_strategies: bool = False) -> str:
     """'optimizer (adam in BASE, sgd in NEW)': the match keys whose values the two runs' ok configurations share
     none of, for a comparison that matched nothing to name the setting that keeps them apart ('' if none)."""
-    from harness.analysis import compare
+    from harness.analysis.verdicts import compare
 
     base, new = _ok_configs(base_run), _ok_configs(new_run)
     said = []

@@ -311,7 +311,7 @@ def _strategy_refuses(name: str, opts: dict, *, device: str, world: int) -> str 
 
 
 def decides_anything(names: list[str], grids: dict[str, list[dict]], worlds) -> bool:
-    """Whether the run has a verdict to decide (harness.analysis.decide): a world size that communicates, and
+    """Whether the run has a verdict to decide (harness.analysis.verdicts.decide): a world size that communicates, and
     a strategy swept over bucket caps or a strategy to hold against the reference (the reference at another
     option than the cap is one, where it also runs at its defaults)."""
     import impls as impl_registry

@@ -1,4 +1,4 @@
-"""`--repeats auto`: after each round of launches, judge the run's verdicts (harness.analysis.decide) and run
+"""`--repeats auto`: after each round of launches, judge the run's verdicts (harness.analysis.verdicts.decide) and run
 again only the configurations an open verdict rests on, up to the next look, each repeat a launch of its own
 as before, until every verdict is decided, --max-repeats is reached or --budget is spent.
 
@@ -14,7 +14,8 @@ import json
 import time
 from collections.abc import Callable
 
-from harness.analysis import decide, roles
+from harness.analysis import roles
+from harness.analysis.verdicts import decide
 from harness.config import grid
 from harness.config.bench import BenchConfig
 from harness.config.flags import AUTO

@@ -14,7 +14,11 @@ from pathlib import Path
 import pandas as pd
 
 from harness.analysis import roles, stats
-from harness.analysis.sweep import cap_given, given_cap, swept_cap  # the model's layout: a cap given explicitly
+from harness.analysis.verdicts.sweep import (  # the model's layout: a cap given explicitly
+    cap_given,
+    given_cap,
+    swept_cap,
+)
 from harness.perfmodel.measured import (
     SETUP_DEFAULTS,
     SETUP_KEYS,

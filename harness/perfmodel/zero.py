@@ -167,7 +167,7 @@ def run_checks(configs, profiles, network) -> list[dict]:
     (`predict.run_calibration`, as DDP's sweep is), with the network's contention where measured and its
     fitted broadcast (else the all-reduce's α and bus bandwidth)."""
     from harness.analysis import roles, stats
-    from harness.analysis.sweep import given_cap
+    from harness.analysis.verdicts.sweep import given_cap
     from harness.perfmodel import measured, predict
     from harness.perfmodel.network import broadcast_link, network_link
     from harness.perfmodel.schedule import calibrate

@@ -354,7 +354,7 @@ def cap_verdicts(recommendations: pd.DataFrame, *, workload: str, world: int) ->
     """'<b>Bucket cap</b> (each sweep's verdict, section 3): stock: use bucket_cap_mb=1 (25 MiB takes 1.49× as
     long …); bucketed: too few repeats to tell (have 16, need about 189)' for the strategies the run swept at this
     world size; '' where it swept none (a walkthrough tuning the cap found its answer in a table cell only)."""
-    from harness.analysis import sweep
+    from harness.analysis.verdicts import sweep
     from harness.results.values import strategy_label
 
     if recommendations.empty or "world_size" not in recommendations:

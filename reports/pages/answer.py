@@ -16,7 +16,8 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis import decide, roles, stats, sweep
+from harness.analysis import roles, stats
+from harness.analysis.verdicts import decide, sweep
 from harness.results.values import options_of
 from reports.aggregate import RunData, precision, world_label
 from reports.pages import alerts

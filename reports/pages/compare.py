@@ -1,5 +1,5 @@
 """The comparison page of two runs: per configuration, the ratio with its interval and the verdict,
-as a figure and a table. Rendering only: `harness.analysis.compare` computes the table; this turns it
+as a figure and a table. Rendering only: `harness.analysis.verdicts.compare` computes the table; this turns it
 into a page of the site (with a small .json beside it, which the index links from).
 
 Columns the analysis does not give (an older or newer verdict layer) show as "—".
@@ -15,8 +15,8 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from harness.analysis import compare as comparing
 from harness.analysis import stats
+from harness.analysis.verdicts import compare as comparing
 from harness.results import store
 from harness.results.values import options_words
 from reports.figures.style import new_figure, styled
@@ -138,7 +138,7 @@ OUTCOME_CLASS = {comparing.REGRESSED: "alarm", comparing.UNDECIDED: "banner", co
 def comparison_page(base: str, new: str, frame: pd.DataFrame, judged: dict, *, environment: list[str],
                     not_judged: list[str], threshold: float, commands: dict | None = None,
                     run_pages: tuple[str, ...] = ()) -> str:  # fmt: skip
-    """`judged`: harness.analysis.compare.outcome's; `environment`: how the runs' machines and software differ;
+    """`judged`: harness.analysis.verdicts.compare.outcome's; `environment`: how the runs' machines and software differ;
     `not_judged`: BASE's configurations without a verdict (failed or missing in NEW, a setting differs); `run_pages`:
     those of the two runs whose pages the site holds, linked."""
     runs = "".join(f'<a href="../runs/{esc(quote(run))}.html">{role} {esc(run)}</a>'

@@ -11,8 +11,8 @@ from urllib.parse import quote
 import numpy as np
 import pandas as pd
 
-from harness.analysis import compare as comparing
-from harness.analysis import decide
+from harness.analysis.verdicts import compare as comparing
+from harness.analysis.verdicts import decide
 from harness.perfmodel import network
 from reports import aggregate
 from reports.aggregate import machine_summary

@@ -10,8 +10,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from harness.analysis import decide, roles, stats
+from harness.analysis import roles, stats
 from harness.analysis.overlap import overlap_efficiency
+from harness.analysis.verdicts import decide
 from harness.perfmodel.memory import HELD
 from harness.results.values import options_of, strategy_labels
 from reports.pages import alerts

@@ -12,7 +12,8 @@ import pytest
 from conftest import run_ddpbench
 
 from harness import cli
-from harness.analysis import compare, stats
+from harness.analysis import stats
+from harness.analysis.verdicts import compare
 from harness.commands import compare as compare_command
 from harness.results import store, values
 

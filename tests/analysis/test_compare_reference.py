@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from harness import cli
-from harness.analysis import compare, roles
+from harness.analysis import roles
+from harness.analysis.verdicts import compare
 from harness.results import values
 
 DATA = Path(__file__).resolve().parents[1] / "data"

@@ -1,5 +1,5 @@
-"""The verdicts `--repeats auto` decides (harness.analysis.decide) on constructed rows, and what the console says
-after a round."""
+"""The verdicts `--repeats auto` decides (harness.analysis.verdicts.decide) on constructed rows, and what the console
+says after a round."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import io
 import pandas as pd
 from test_sweep import sweep_rows
 
-from harness.analysis import decide, stats, sweep
+from harness.analysis import stats
+from harness.analysis.verdicts import decide, sweep
 from harness.commands import console
 from harness.commands.console import invoked, rounds
 from harness.launch.repeats import Decided

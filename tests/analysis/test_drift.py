@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis import compare, drift, stats, sweep
+from harness.analysis import drift, stats
+from harness.analysis.verdicts import compare, sweep
 
 # An H200 run's slowest rank per measured step, in step order (ms). The stock ones moved within the
 # window (torch DDP syncs the device in its first 11 iterations); their step medians once decided a

@@ -1,4 +1,4 @@
-"""The acceptance of `--repeats auto`, by simulation: the sequential rule (harness.analysis.decide) looks at
+"""The acceptance of `--repeats auto`, by simulation: the sequential rule (harness.analysis.verdicts.decide) looks at
 the evidence after every repeat and stops a verdict as soon as it is decided. Over the same scenarios as
 the fixed-repeats acceptance (AR(1) steps around a per-launch offset, tests/analysis/test_verdict_simulation.py)
 it must call identical code slower or faster at most 5 % of the time over all its looks, find a true 10 %
@@ -17,7 +17,8 @@ from __future__ import annotations
 import numpy as np
 from scipy import special
 
-from harness.analysis import decide, stats, sweep
+from harness.analysis import stats
+from harness.analysis.verdicts import decide, sweep
 from tests.analysis.test_verdict_simulation import SCENARIOS, repeat_medians
 
 MAX_REPEATS = decide.DEFAULT_MAX_REPEATS

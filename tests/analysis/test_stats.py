@@ -7,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis import stats, sweep
+from harness.analysis import stats
+from harness.analysis.verdicts import sweep
 
 
 def repeats(mean: float, n: int = 5, seed: int = 0, spread: float = 0.01) -> list[float]:

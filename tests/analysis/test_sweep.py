@@ -12,7 +12,8 @@ import numpy as np
 import pandas as pd
 
 from harness import cli
-from harness.analysis import stats, sweep
+from harness.analysis import stats
+from harness.analysis.verdicts import sweep
 from harness.commands.console.progress import Progress
 from harness.config.bench import BenchConfig
 from harness.config.grid import expand
@@ -311,7 +312,7 @@ def test_an_interval_too_wide_to_bound_the_step_is_said_so_not_printed():
 
 def test_an_interval_that_bounds_nothing_is_said_too_wide_on_the_console_and_the_page_alike():
     """A walkthrough read 'its 95% CI (ms) 4.95–9340.62' in the run page's cap table (two repeats' t-interval)."""
-    from harness.analysis.sweep import interval_text
+    from harness.analysis.verdicts.sweep import interval_text
     from reports.pages.run import run_sections
 
     assert interval_text(20.36, 23.1) == "20.36–23.10" and interval_text(float("nan"), float("nan")) == ""

@@ -78,7 +78,7 @@ def test_a_gate_over_many_configurations_fails_identical_code_at_most_5_percent_
     is still found with the repeats its verdict asks for after 5 (the fixed rule's acceptance above) in 79 % or
     more of 200 pairs in every scenario (±3 %): the 80 % the one-configuration acceptance asks, within the
     simulation's own error, so the bound here is 75 %."""
-    from harness.analysis.compare import family_confidence
+    from harness.analysis.verdicts.compare import family_confidence
 
     rng, judged = np.random.default_rng(29), 6
     confidence = family_confidence(judged)

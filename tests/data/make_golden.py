@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from harness.analysis import stats, sweep
+from harness.analysis import stats
+from harness.analysis.verdicts import sweep
 from harness.results import store
 
 HERE = Path(__file__).resolve().parent

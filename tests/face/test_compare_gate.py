@@ -110,7 +110,7 @@ def test_an_unparsable_timestamp_skips_that_part_by_name_and_compares_the_rest(t
 
 
 def test_an_unexpected_error_is_one_line_and_exit_4_not_the_slower_code(tmp_path, capsys, monkeypatch):
-    from harness.analysis import compare as analysis
+    from harness.analysis.verdicts import compare as analysis
 
     fake_run(tmp_path / "r", "base")
     fake_run(tmp_path / "r", "new")
@@ -203,7 +203,7 @@ def test_a_comparison_is_kept_with_the_runs_and_any_site_built_later_has_its_pag
 
 def test_another_strategy_in_new_is_not_this_configuration_run_otherwise():
     """A review's NEW had no fsdp: 'NEW ran it with impl local, not fsdp' read as if fsdp had become local."""
-    from harness.analysis.compare import _nearest_in_new
+    from harness.analysis.verdicts.compare import _nearest_in_new
 
     names = ["impl", "impl_options", "workload", "world_size", "dtype"]
     base = ("fsdp", "{}", "mlp", 1, "fp32")
@@ -276,7 +276,7 @@ def test_an_interval_that_bounds_nothing_reads_too_wide_as_the_page_says(capsys)
     bound it' of an interval past what a figure can say."""
     import pandas as pd
 
-    from harness.analysis.sweep import TOO_WIDE
+    from harness.analysis.verdicts.sweep import TOO_WIDE
     from harness.commands.console import compare as compared
 
     row = {"world_size": 2, "workload": "mlp", "size": "tiny", "impl": "stock", "impl_options": "{}", "ratio": 2.2,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.analysis import compare as analysis_compare
-from harness.analysis import sweep
+from harness.analysis.verdicts import compare as analysis_compare
+from harness.analysis.verdicts import sweep
 from harness.results import store
 from reports import site
 from reports.aggregate import with_labels

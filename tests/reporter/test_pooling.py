@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis import stats, sweep
+from harness.analysis import stats
+from harness.analysis.verdicts import sweep
 from harness.results.values import ratio_number
 from reports.aggregate import with_labels
 from reports.pages import answer, compare, evidence, pooled
@@ -451,7 +452,7 @@ def test_the_index_and_the_run_page_say_the_verdict_the_console_said():
     """A walkthrough's console said 'fsdp vs stock: faster, at 0.61×' after 2 repeats and the index 'leads; too few
     repeats': the index judged fsdp against the next (zero), a pair no verdict of the run is about, and said not
     which. It now names the next and gives the run's own verdict against stock, in the console's words."""
-    from harness.analysis import decide
+    from harness.analysis.verdicts import decide
 
     rows = run(repeats("local", [0.5, 0.5]), repeats("stock", [2.00, 2.02]), repeats("fsdp", [1.22, 1.23]),
                repeats("zero", [1.26, 1.30]))  # fmt: skip

@@ -499,7 +499,7 @@ def test_a_page_with_intervals_at_two_levels_says_why_once():
 def repeated_sweep(count: int = 3, **config) -> aggregate.RunData:
     """tests/data/bucket_sweep (stock at caps 1, 5 and 25 MiB) as `count` repeats, each cap's steps a different
     share slower each repeat, with the sweep's verdicts at the run's confidence (pooled.run_confidence)."""
-    from harness.analysis import sweep
+    from harness.analysis.verdicts import sweep
     from reports.site import STEP_COLUMNS
 
     base = DATA / "bucket_sweep"

@@ -210,7 +210,8 @@ def saved_text(statuses: list[str], total: int) -> str:
 
 
 def recommendations(frame: pd.DataFrame) -> None:
-    from harness.analysis import stats, sweep
+    from harness.analysis import stats
+    from harness.analysis.verdicts import sweep
 
     say(f"ddpbench: bucket caps (a cap is recommended only when it beats the {stats.REFERENCE_CAP_MB:g} MiB cap "
         f"significantly over repeats and by at least {stats.DEFAULT_THRESHOLD:.0%}; docs/statistics.md):")  # fmt: skip
@@ -219,8 +220,8 @@ def recommendations(frame: pd.DataFrame) -> None:
 
 
 def strategy_verdicts(verdicts: list) -> None:
-    """Each strategy's step against the reference's at its world size (harness.analysis.decide's verdicts, as the
-    run page and `--repeats auto` judge them), with what an open one would need."""
+    """Each strategy's step against the reference's at its world size (harness.analysis.verdicts.decide's verdicts,
+    as the run page and `--repeats auto` judge them), with what an open one would need."""
     from harness.analysis import roles, stats
 
     if verdicts:

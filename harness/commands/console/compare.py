@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness.analysis import stats
-from harness.analysis.sweep import ratio_interval_text
+from harness.analysis.verdicts.sweep import ratio_interval_text
 from harness.commands.console import _print, options_text, say
 from harness.results.values import ratio_number
 
@@ -17,7 +17,7 @@ def comparison(frame: pd.DataFrame, *, threshold: float) -> None:
     """A line per matched configuration: the ratio, its interval, the verdict, how many repeats a
     decision at the threshold needs when the runs had fewer, and any noise behind it; first, the intervals'
     level where several configurations share the gate's error."""
-    from harness.analysis.compare import family_words, interval_level
+    from harness.analysis.verdicts.compare import family_words, interval_level
 
     level = interval_level(frame)
     if family := family_words(frame):
@@ -51,7 +51,7 @@ SHOWN_SLOWER = 3
 def slower_named(frame: pd.DataFrame) -> str:
     """': w2 mlp/tiny stock 3.65× (98.8% CI 1.43–9.32)': the configurations judged slower, slowest first, for the
     outcome line to say which, by how much and how sure, as a CI log's last line is read ('' where none is)."""
-    from harness.analysis.compare import interval_level
+    from harness.analysis.verdicts.compare import interval_level
 
     slower = frame[frame["verdict"] == stats.SLOWER].sort_values("ratio", ascending=False) if len(frame) else frame
     said = [f"{_named(r)} {r.ratio:.2f}× ({interval_level(frame)} CI {ratio_number(r.ratio_ci_low)}–"

@@ -67,8 +67,8 @@ def _say_rounds(configurations, results, auto: Auto, *, about: str, alone: str =
     its verdicts rest on run to --max-repeats (judged at each look), or the budget's end where that comes first; and
     the same as the newest earlier auto run here repeated them, where one measured them (`alone`: ' of steps alone'
     where the fixed cost is not known)."""
-    from harness.analysis.decide import looks
     from harness.analysis.forecast import deciding, grown, repeats_taken
+    from harness.analysis.verdicts.decide import looks
 
     keys = deciding(configurations)
     if not keys:

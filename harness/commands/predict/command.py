@@ -262,7 +262,8 @@ def _validate(results_dir: Path, run_dir: Path, network, *, stored: bool) -> Non
     """The model against the run's measured sweeps, per (workload, size, world size)."""
     import pandas as pd
 
-    from harness.analysis import agreement, sweep
+    from harness.analysis import agreement
+    from harness.analysis.verdicts import sweep
     from harness.perfmodel import fsdp, predict, zero
     from harness.results import model_tables, store
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.analysis import agreement, roles, stats, sweep
+from harness.analysis import agreement, roles, stats
+from harness.analysis.verdicts import sweep
 from reports import aggregate
 from reports.aggregate import RunData
 from reports.figures import network as netfigures

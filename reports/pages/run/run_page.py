@@ -13,8 +13,8 @@ from urllib.parse import quote
 
 import pandas as pd
 
-from harness.analysis import compare as comparing
 from harness.analysis import roles, stats
+from harness.analysis.verdicts import compare as comparing
 from harness.results import contention, invocation, layout, store
 from harness.results.invocation import as_typed, resume_command
 from harness.results.values import strategy_labels

@@ -11,7 +11,8 @@ from typing import Any
 
 import pandas as pd
 
-from harness.analysis import roles, stats, sweep, why
+from harness.analysis import roles, stats, why
+from harness.analysis.verdicts import sweep
 from harness.results.values import options_words, strategy_label
 from reports import aggregate
 from reports.aggregate import RunData, world_sizes
@@ -145,7 +146,7 @@ def cap_cell(row: pd.Series) -> str:
 
 
 def recommendation_table(frame: pd.DataFrame) -> str:
-    """The sweep's verdict (harness.analysis.sweep.answer): the cap to use, 'flat: any of …' or too few
+    """The sweep's verdict (harness.analysis.verdicts.sweep.answer): the cap to use, 'flat: any of …' or too few
     repeats; the fastest cap, how sure, how much longer the 25 MiB cap takes (sweep.versus_reference), and
     the noise behind it."""
     rows = []

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.analysis import decide, stats
+from harness.analysis import stats
+from harness.analysis.verdicts import decide
 from harness.perfmodel.memory import mib_text
 from reports.aggregate import world_label
 from reports.pages import alerts, answer, evidence, pooled

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from harness.analysis.compare import setup_words
+from harness.analysis.verdicts.compare import setup_words
 from harness.perfmodel.clusters.cluster import (
     Cluster,
     cap_caveats,

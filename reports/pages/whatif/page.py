@@ -11,7 +11,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from harness.analysis import agreement, roles, stats, why
-from harness.analysis.sweep import given_cap
+from harness.analysis.verdicts.sweep import given_cap
 from harness.perfmodel.clusters.cluster import Cluster, published_checks
 from harness.perfmodel.clusters.nccl import ClusterLink
 from harness.perfmodel.measured import SETUP_DEFAULTS, ddp_own_cost_s

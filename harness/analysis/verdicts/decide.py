@@ -3,7 +3,7 @@ must run again to decide the rest.
 
 A run exists for two kinds of verdict, at every world size that communicates:
 
-- **a bucket cap**: each sweep's recommendation (harness.analysis.sweep): decided once it is 'use
+- **a bucket cap**: each sweep's recommendation (harness.analysis.verdicts.sweep): decided once it is 'use
   bucket_cap_mb=…' or 'flat', open while it is 'too few repeats to tell';
 - **a strategy against the reference** (DDP as torch ships it), when the run has both: each other
   communicating strategy's ratio to it (stats.verdict): decided once 'slower', 'faster' or 'no
@@ -33,7 +33,8 @@ import numpy as np
 import pandas as pd
 from scipy.special import chdtri, ndtri  # not scipy.stats: its import is 1 s of every command's start
 
-from harness.analysis import roles, stats, sweep
+from harness.analysis import roles, stats
+from harness.analysis.verdicts import sweep
 from harness.config.flags import AUTO
 from harness.results.values import options_words, ratio_number
 
