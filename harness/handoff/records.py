@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 import impls
-from harness.analysis import stats
+from harness.analysis import scaling, stats
 from harness.config import precision
 from harness.config.grid import Configuration
 from harness.handoff.rank_result import RankResult
@@ -160,13 +160,13 @@ def derived_metrics(
         local = step_ms
         local_single = samples_per_s if cfg.world_size == 1 else local_single
     return {
-        "scaling_efficiency": stats.scaling_efficiency(
+        "scaling_efficiency": scaling.scaling_efficiency(
             samples_per_s, world_size=cfg.world_size, single_rank_samples_per_s=single
         ),
-        "scaling_efficiency_vs_local": stats.scaling_efficiency(
+        "scaling_efficiency_vs_local": scaling.scaling_efficiency(
             samples_per_s, world_size=cfg.world_size, single_rank_samples_per_s=local_single
         ),
-        "speedup_vs_local": stats.speedup_vs_local(step_ms, local),
+        "speedup_vs_local": scaling.speedup_vs_local(step_ms, local),
     }
 
 
@@ -257,7 +257,7 @@ def assemble(
         else stats.summarize([])
     )
     step_ms = summary["step_ms_median"]
-    throughput = stats.samples_per_second(step_ms=step_ms, batch_size=cfg.batch_size, world_size=cfg.world_size)
+    throughput = scaling.samples_per_second(step_ms=step_ms, batch_size=cfg.batch_size, world_size=cfg.world_size)
     main = results[0]
     layout = main.layout or {}
     row: dict[str, Any] = {

@@ -11,6 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from harness.analysis import stats
+from harness.analysis.scaling import pooled_scaling
 from harness.results.values import ms_text, strategy_label, strategy_labels
 from reports import aggregate
 from reports.aggregate import has_repeats, labelled, sweep_centres, world_label
@@ -157,11 +158,11 @@ def scaling(configs: pd.DataFrame, *, workload: str) -> go.Figure:
     """Weak-scaling efficiency against world size, one line per strategy, and the ideal 1.0: against one plain
     process (`local` at one rank) where the run has one, so that each strategy's own cost at one rank counts
     and the lines order as the step times do, else against each strategy's own one-rank step (the axis says
-    which; the other figure in the hover). With repeats, each point is pooled over them (stats.pooled_scaling:
+    which; the other figure in the hover). With repeats, each point is pooled over them (scaling.pooled_scaling:
     the repeats' centre of throughput at n ranks over n × their centre at one rank), as the sentence quotes."""
     # Pooled even with one repeat: figured from samples_per_s as the sentence is (rows from before the per-row
     # column hold nulls there, so drawing the stored one put the chart against another baseline than the sentence).
-    rows = stats.pooled_scaling(labelled(configs, workload=workload))
+    rows = pooled_scaling(labelled(configs, workload=workload))
     rows["label"] = strategy_labels(rows)
     rows = rows.dropna(subset=["scaling_efficiency"])
     vs_local = len(rows) and rows["scaling_efficiency_vs_local"].notna().all()

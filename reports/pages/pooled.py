@@ -12,6 +12,7 @@ import pandas as pd
 
 from harness.analysis import roles, stats
 from harness.analysis.overlap import overlap_efficiency
+from harness.analysis.scaling import pooled_scaling_per_row
 from harness.analysis.verdicts import decide
 from harness.perfmodel.memory import HELD
 from harness.results.values import options_of, strategy_labels
@@ -54,7 +55,7 @@ def ranked(configs: pd.DataFrame, *, workload: str, confidence: float = stats.CO
     rows = rows.dropna(subset=["step_ms_median"])
     if rows.empty:
         return pd.DataFrame()
-    scaling = stats.pooled_scaling_per_row(configs[configs["workload"] == workload], rows)
+    scaling = pooled_scaling_per_row(configs[configs["workload"] == workload], rows)
     rows = rows.assign(strategy=strategy_labels(rows), pooled_scaling=scaling["scaling_efficiency"],
                        pooled_scaling_vs_local=scaling["scaling_efficiency_vs_local"])  # fmt: skip
     pooled = [_pool(world, strategy, group) for (world, strategy), group in rows.groupby(["world_size", "strategy"],
@@ -78,7 +79,7 @@ def _one(values: list[float | None]) -> float | None:
 
 def _pool(world: int, strategy: str, group: pd.DataFrame) -> dict:
     """One strategy's repeats as one row: the geometric mean of the repeats' medians (step), the weak scaling pooled
-    over repeats (stats.pooled_scaling), the noise as alerts.rows_noise_note judges it (median step CV over
+    over repeats (scaling.pooled_scaling), the noise as alerts.rows_noise_note judges it (median step CV over
     repeats; repeats that disagree; steps that drift), communication as the mean per step over repeats and its
     overlap as a ratio of totals, memory peaks as the highest."""
     first = group.iloc[0]

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis import stats
+from harness.analysis import scaling, stats
 from harness.analysis.verdicts import sweep
 
 
@@ -185,11 +185,11 @@ def test_pooled_scaling_takes_the_one_rank_baseline_over_every_repeat_not_the_sa
     # that repeat's scaling half the others'; pooled, the baseline is the centre of the three launches.
     configs = configs_for_scaling([10.0, 5.0, 10.0], [20.0, 20.0, 20.0])
     per_repeat = [
-        stats.scaling_efficiency(w2, world_size=2, single_rank_samples_per_s=w1)
+        scaling.scaling_efficiency(w2, world_size=2, single_rank_samples_per_s=w1)
         for w1, w2 in zip(configs["samples_per_s"][:3], configs["samples_per_s"][3:], strict=True)
     ]
     assert per_repeat == pytest.approx([0.5, 0.25, 0.5])
-    pooled = stats.pooled_scaling(configs).set_index("world_size")
+    pooled = scaling.pooled_scaling(configs).set_index("world_size")
     centre = np.exp(np.mean(np.log([1000.0, 2000.0, 1000.0])))  # samples/s at one rank, geometric mean
     assert pooled.loc[2, "scaling_efficiency"] == pytest.approx(1000.0 / (2 * centre))
     assert pooled.loc[1, "scaling_efficiency"] == pytest.approx(1.0)
@@ -198,7 +198,7 @@ def test_pooled_scaling_takes_the_one_rank_baseline_over_every_repeat_not_the_sa
 
 def test_pooled_scaling_without_a_one_rank_row_is_null_not_a_guess():
     configs = configs_for_scaling([], [20.0, 21.0])
-    pooled = stats.pooled_scaling(configs)
+    pooled = scaling.pooled_scaling(configs)
     assert pooled["scaling_efficiency"].isna().all() and pooled["baseline_repeats"].tolist() == [0]
 
 

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from harness.analysis import stats
+from harness.analysis import scaling, stats
 from harness.analysis.verdicts import sweep
 from harness.results import store
 
@@ -130,7 +130,7 @@ def summary(step_table: dict, spec: Spec, batch_size: int) -> dict[str, Any]:
     for s, ms in zip(step_table["step"][measured], step_table["step_ms"][measured], strict=True):
         slowest[s] = max(slowest.get(s, 0.0), ms)
     row = stats.summarize(list(slowest.values()))
-    row["samples_per_s"] = stats.samples_per_second(
+    row["samples_per_s"] = scaling.samples_per_second(
         step_ms=row["step_ms_median"], batch_size=batch_size, world_size=spec.world_size
     )
     return row
@@ -149,7 +149,7 @@ def add_relative_columns(rows: list[dict[str, Any]]) -> None:
             None,
         )
         local = next((r for r in ok if r["impl"] == "local" and r["world_size"] == row["world_size"]), None)
-        row["scaling_efficiency"] = stats.scaling_efficiency(
+        row["scaling_efficiency"] = scaling.scaling_efficiency(
             row["samples_per_s"],
             world_size=row["world_size"],
             single_rank_samples_per_s=single and single["samples_per_s"],
@@ -158,7 +158,7 @@ def add_relative_columns(rows: list[dict[str, Any]]) -> None:
         # (schema 4 reads them as speedup_vs_local and "not measured").
         local_ms = local and local["step_ms_median"]
         row["exposed_comm_ms"] = row["step_ms_median"] - local_ms if local_ms else None
-        row["overlap_efficiency"] = stats.speedup_vs_local(row["step_ms_median"], local_ms)
+        row["overlap_efficiency"] = scaling.speedup_vs_local(row["step_ms_median"], local_ms)
 
 
 def synthetic_run(

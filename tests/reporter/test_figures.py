@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from harness.analysis import stats
+from harness.analysis import scaling
 from harness.results import store
 from reports import aggregate
 from reports.figures import memory as memory_figures
@@ -373,7 +373,7 @@ def test_with_repeats_scaling_is_one_line_per_strategy_pooled_over_them(cpu_run)
     figure = figures.scaling(runs, workload="mlp")
     lines = {trace.name: trace for trace in figure.data if trace.name != "ideal"}
     assert sorted(lines) == ["local", "naive", "stock"]
-    pooled = stats.pooled_scaling(runs).set_index(["impl", "world_size"])
+    pooled = scaling.pooled_scaling(runs).set_index(["impl", "world_size"])
     assert "local's at 1 rank" in figure.layout.yaxis.title.text  # the run has local at one rank
     for name, line in lines.items():
         assert np.allclose(line.y, [pooled.loc[(name, int(w)), "scaling_efficiency_vs_local"] for w in line.x])

@@ -13,7 +13,7 @@ def configs(rows: list[dict]) -> pd.DataFrame:
     return pd.DataFrame([{**base, "config_id": f"c{i}", **row} for i, row in enumerate(rows)])
 
 
-# Scaling comes from samples_per_s (stats.pooled_scaling over each strategy's one-rank row), never from
+# Scaling comes from samples_per_s (scaling.pooled_scaling over each strategy's one-rank row), never from
 # the rows' own scaling_efficiency: those are set to figures the sentence must not repeat.
 RUN = configs([
     {"impl": "local", "world_size": 2, "step_ms_median": 40.0, "comm_ms": 0.0, "exposed_comm_ms": 0.0,

@@ -52,7 +52,7 @@ def fastest(configs: pd.DataFrame, *, workload: str, confidence: float = stats.C
 def scaling(configs: pd.DataFrame, *, workload: str) -> str:
     """'At 2 ranks, share of linear scaling kept against local at one rank (pooled over repeats): bucketed 72%,
     stock 67% (against their own one-rank step: bucketed 80%, stock 75%).' Ranked by the figure against one
-    plain process (stats.pooled_scaling's `scaling_efficiency_vs_local`), which orders as the step times do and
+    plain process (scaling.pooled_scaling's `scaling_efficiency_vs_local`), which orders as the step times do and
     counts each strategy's own cost at one rank; each one's own scaling after it. Without a `local` row at one
     rank, the own figure alone, named as such. Pooled over repeats, never one repeat's one-rank launch."""
     rows = _largest_world(configs, workload=workload)
