@@ -15,11 +15,11 @@ to tell' when they cannot decide). See docs/statistics.md.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
 from harness.analysis import roles, stats
+from harness.analysis.verdicts.environment import environment_differences
 from harness.config.bench import ConfigError
 from harness.results import store
 from harness.results.values import settings_words, strategy_label, timed_by_hook
@@ -32,12 +32,6 @@ threads per rank follow --gpus (a --gpus 1 run gives a world-size-1 rank twice t
 --gpus 2 run's), since torch 2.9 an explicit bucket cap also caps the first bucket, and
 --bucket-timeline times DDP's buckets through a hook the step pays for (values.timed_by_hook, from
 `comm_note`). A null (a run from before the column, a strategy timed at no cost) matches any value."""
-ENVIRONMENT_KEYS = (
-    "gpu_name", "driver_version", "torch_version", "nccl_version", "cpu_model", "hostname",
-    # What changes GPU numbers without changing the code (a run from before they were recorded: "not recorded").
-    "float32_matmul_precision", "tf32_matmul", "tf32_cudnn", "cudnn_benchmark", "cudnn_deterministic",
-    "cudnn_enabled", "allocator_conf", "gpu_clocks", "gpu_power_limit_w", "gpu_ecc", "gpu_mig",
-)  # fmt: skip
 
 
 def load_samples(run: Path) -> tuple[dict, pd.DataFrame]:
@@ -70,60 +64,6 @@ def repeat_figures(samples: pd.DataFrame) -> pd.DataFrame:
     figures = pd.DataFrame(rows, columns=["config_id", "median_ms", "cv", "rel_se", "drift", "drift_se"])
     keys = samples.drop(columns=["step", "step_ms"]).drop_duplicates("config_id")
     return figures.merge(keys, on="config_id")
-
-
-UNJUDGED_ENV_VARS = ("MASTER_ADDR", "MASTER_PORT", "TORCHELASTIC_RUN_ID")
-"""Distributed environment variables that differ between any two launches and change no timing."""
-
-
-def _comparable(key: str, value):
-    """What of a provenance value must match: a GPU's application clocks, not its current ones."""
-    if key == "gpu_clocks" and isinstance(value, list):
-        return [{k: v for k, v in (c or {}).items() if "current" not in k} for c in value]
-    return value
-
-
-def _recorded(env: dict, key: str) -> str:
-    return repr(_comparable(key, env[key])) if key in env else "not recorded"
-
-
-def environment_differences(base_meta: dict, new_meta: dict) -> list[str]:
-    """A line per provenance value that differs (one recorded by only one run says 'not recorded')."""
-    base_env, new_env = base_meta.get("environment", {}), new_meta.get("environment", {})
-    notes = [
-        f"{key} differs: {_recorded(base_env, key)} vs {_recorded(new_env, key)}"
-        for key in ENVIRONMENT_KEYS
-        if (key in base_env or key in new_env)
-        and _comparable(key, base_env.get(key)) != _comparable(key, new_env.get(key))
-    ]
-    base_vars, new_vars = base_env.get("env_vars") or {}, new_env.get("env_vars") or {}
-    notes += [
-        f"environment variable {name} differs: {base_vars.get(name)!r} vs {new_vars.get(name)!r}"
-        for name in sorted((set(base_vars) | set(new_vars)) - set(UNJUDGED_ENV_VARS))
-        if base_vars.get(name) != new_vars.get(name)
-    ]
-    worlds = [sorted({c["world_size"] for c in meta.get("configurations", [])}) for meta in (base_meta, new_meta)]
-    if worlds[0] != worlds[1]:
-        notes.append(f"world sizes differ: {worlds[0]} vs {worlds[1]}")
-    for key in MEASURING_KEYS:  # how long each configuration was measured: a median of 5 steps is not one of 30
-        base, new = (_per_strategy(meta, key) for meta in (base_meta, new_meta))
-        differing = [f"{impl} {base[impl]} vs {new[impl]}".strip() for impl in base
-                     if impl in new and base[impl] != new[impl]]  # fmt: skip
-        if differing:
-            notes.append(f"--{key} differs: {', '.join(differing)} (each repeat's median is over its steps)")
-    return notes
-
-
-def _per_strategy(meta: dict, key: str) -> dict[str, Any]:
-    """{strategy: its configurations' `key`} as the run planned them (a strategy's own warm-up may differ from
-    the run's --warmup: StrategyDefaults.warmup_needed); the run's flag where its configurations lack it (under
-    '' where they do not name their strategy)."""
-    flag = (meta.get("config") or {}).get(key)
-    values = {c.get("impl") or "": c.get(key, flag) for c in meta.get("configurations") or [{}]}
-    return {impl: value for impl, value in values.items() if value is not None}
-
-
-MEASURING_KEYS = ("steps", "warmup")
 
 
 def match_keys(*, across_strategies: bool) -> list[str]:
