@@ -11,7 +11,7 @@ bf16 input against them) and hands its output on in bf16; FSDP2 takes a policy p
 one more (small) all-gather and reduce-scatter per BatchNorm module.
 
 Which modules are blocks is the workload's knowledge (`Workload.blocks`, which the harness leaves
-on the model it builds); for a model whose workload does not say, `harness.protocols.model_blocks`
+on the model it builds); for a model whose workload does not say, `harness.blocks.model_blocks`
 guesses from its shape (the step model's gradient profile records the same blocks).
 """
 
@@ -25,8 +25,9 @@ from typing import ClassVar, Literal
 import torch
 from torch import nn
 
+from harness.blocks import has_parameters, model_blocks, shared_parameters
 from harness.comm_timeline import CommTimeline
-from harness.protocols import ConfigError, StrategyDefaults, has_parameters, model_blocks, option, shared_parameters
+from harness.protocols import ConfigError, StrategyDefaults, option
 from impls import register
 from impls._support import fsdp_timing
 from impls._support.common import broadcast_module_state, collective_backend

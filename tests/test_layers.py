@@ -31,7 +31,14 @@ STACK = [
     ("plug-ins", ("impls", "workloads")),
     (
         "contract",
-        ("harness.protocols", "harness.registry", "harness.bucketing", "harness.comm_timeline", "harness.clock"),
+        (
+            "harness.protocols",
+            "harness.blocks",
+            "harness.registry",
+            "harness.bucketing",
+            "harness.comm_timeline",
+            "harness.clock",
+        ),
     ),
 ]
 REPORTS_MAY_IMPORT = ("results", "analysis", "perfmodel")

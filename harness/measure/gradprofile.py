@@ -8,7 +8,7 @@ A post-accumulate-grad hook per parameter stamps the time on the rank's clock (h
 wall clock on the CPU, a CUDA event on GPUs, read after the profiled steps, so nothing is
 synchronised inside backward). A forward pre-hook on each module that holds parameters stamps when
 forward first uses them, and each parameter carries the index of the model's block that holds it
-(`harness.protocols.model_blocks`): a sharded strategy gathers a block's parameters before the
+(`harness.blocks.model_blocks`): a sharded strategy gathers a block's parameters before the
 block's forward, so these fix how much of its gathering forward can hide (`harness.perfmodel.fsdp`).
 No process group is needed: the model runs alone, as one rank of a data-parallel job does
 between its collectives.
@@ -24,9 +24,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from harness.blocks import model_blocks
 from harness.clock import Clock
 from harness.measure.training import OPTIMIZERS, build_model, forward_precision, make_batch
-from harness.protocols import Workload, model_blocks
+from harness.protocols import Workload
 
 PROFILE_STEPS = 5
 PROFILE_WARMUP = 2

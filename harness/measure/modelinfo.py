@@ -24,11 +24,12 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils._pytree import tree_map
 from torch.utils.flop_counter import FlopCounterMode
 
+from harness.blocks import model_blocks, record_blocks
 from harness.measure.activations import META, SEED, _activations, activations_on_meta
 from harness.measure.counting import FLOP_FORMULAS
 from harness.measure.counting import one_sequence_a_row as _one_sequence_a_row
 from harness.measure.training import build_model
-from harness.protocols import Workload, model_blocks, record_blocks
+from harness.protocols import Workload
 from harness.results.layout import RunFolder, safe_name
 
 FLOP_COUNT_SAMPLES = 2
@@ -129,7 +130,7 @@ def parameter_sizes(model: nn.Module) -> dict[str, Any]:
 def shard_units(workload: Workload, model: nn.Module) -> dict[str, int]:
     """The sizes of what a strategy that shards parameters block by block (`fsdp`) holds whole at its peak: every
     parameter's bytes; the root's (what no block holds), all of them and the trained ones (their gradients); the
-    largest block's, all and trained; the blocks as `harness.protocols.model_blocks` finds them."""
+    largest block's, all and trained; the blocks as `harness.blocks.model_blocks` finds them."""
     record_blocks(model, workload.blocks(model))
     blocks = model_blocks(model)
     in_blocks = {id(p) for block in blocks for p in block.parameters()}

@@ -12,9 +12,10 @@ from typing import Any
 import torch
 from torch import nn
 
+from harness.blocks import record_blocks
 from harness.comm_timeline import CommTimeline
 from harness.measure.timing import StepTimer
-from harness.protocols import Strategy, Workload, record_blocks
+from harness.protocols import Strategy, Workload
 
 OPTIMIZERS = {"sgd": (torch.optim.SGD, 0.01), "adam": (torch.optim.Adam, 1e-3), "adamw": (torch.optim.AdamW, 1e-3)}
 """--optimizer choices: (class, learning rate). Adam and AdamW have state (two moments per parameter),

@@ -129,8 +129,8 @@ def test_a_strategy_computing_in_bf16_keeps_what_fsdp2s_mixed_precision_keeps(si
     here: equal for mlp and llama, within 1.0 % for gpt2, bert, vit and resnet18."""
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
+    from harness.blocks import model_blocks
     from harness.measure.training import build_model
-    from harness.protocols import model_blocks
 
     workload = workloads.create(name, size="tiny")
     counted = activations.activations_computing_in(workload, batch_size=2, param_dtype="bf16")["activation_mb"]

@@ -9,8 +9,9 @@ from torch import nn
 
 import impls
 import workloads
+from harness.blocks import guessed_blocks, model_blocks, recorded_blocks
 from harness.measure.training import build_model
-from harness.protocols import WorkloadDefaults, guessed_blocks, model_blocks, recorded_blocks
+from harness.protocols import WorkloadDefaults
 
 CPU = torch.device("cpu")
 RESNETS = ("resnet18", "resnet50")

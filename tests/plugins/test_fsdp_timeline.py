@@ -13,10 +13,10 @@ from torch import nn
 import impls
 import workloads
 from harness.analysis import overlap
+from harness.blocks import model_blocks
 from harness.comm_timeline import CommTimeline
 from harness.measure.timing import StepTimer
 from harness.measure.training import OPTIMIZER, build_model, make_batch, train_step
-from harness.protocols import model_blocks
 from impls._support import fsdp_timing
 
 STEPS = 3

@@ -28,12 +28,13 @@ from test_impls_contract import (
 from torch import nn
 
 import impls
+from harness.blocks import model_blocks
 from harness.config.bench import DEFAULT_WARMUP
 from harness.measure.memory import held_bytes, optimizer_state_bytes
 from harness.measure.timing import StepTimer
 from harness.measure.training import LEARNING_RATE, build_model, make_batch, train_step
 from harness.parity import reference as parity
-from harness.protocols import ConfigError, model_blocks
+from harness.protocols import ConfigError
 
 CPU = torch.device("cpu")
 SHARDED = ("zero", "fsdp")
