@@ -24,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from harness.perfmodel.clusters import cluster, nccl
+from harness.perfmodel.clusters.published import PUBLISHED_CHECKS
 
 PUBLISHED = Path(__file__).resolve().parent.parent / "tests" / "data" / "published"
 MIN_BYTES, MAX_BYTES = 2**20, 8 * 2**30
@@ -184,7 +185,7 @@ def markdown() -> str:
 
 
 def published_checks() -> dict[str, list[dict]]:
-    """Per built-in profile, its error against each healthy table (cluster.PUBLISHED_CHECKS' content):
+    """Per built-in profile, its error against each healthy table (published.PUBLISHED_CHECKS' content):
     what `predict --cluster` and the what-if page tell a user about the profile they chose."""
     checks: dict[str, list[dict]] = {}
     for row in summary_rows():
@@ -206,11 +207,11 @@ def published_checks_text() -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", action="store_true", help="every size of every table too")
-    parser.add_argument("--write", action="store_true", help=f"write {cluster.PUBLISHED_CHECKS} too")
+    parser.add_argument("--write", action="store_true", help=f"write {PUBLISHED_CHECKS} too")
     args = parser.parse_args()
     print(markdown())
     if args.write:
-        cluster.PUBLISHED_CHECKS.write_text(published_checks_text())
+        PUBLISHED_CHECKS.write_text(published_checks_text())
     if args.sizes:
         for row in summary_rows():
             print(f"\n{row['table'].file}")

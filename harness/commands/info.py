@@ -47,7 +47,7 @@ def run_list(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
 
 
 def _list_clusters() -> None:
-    from harness.perfmodel.clusters import cluster
+    from harness.perfmodel.clusters import cluster, published
 
     console.say("clusters for `predict --cluster` (or your own .toml: docs/clusters.md):")
     for name in cluster.builtin_names():
@@ -56,7 +56,7 @@ def _list_clusters() -> None:
         console.say(f"  {name:<14} {profile.description}")
         console.say(f"  {'':<14} all-reduce busbw GB/s: one node {profile.intra_busbw_gbps:g}{nvls}; between nodes "
                     f"{profile.inter_busbw_gbps:g} (sources in {profile.path})")  # fmt: skip
-        checks = cluster.published_checks(profile)
+        checks = published.published_checks(profile)
         within, sizes = sum(c["within_25"] for c in checks), sum(c["count"] for c in checks)
         console.say(f"  {'':<14} against published nccl-tests all-reduce tables: " + (
             f"{len(checks)} table{'s' if len(checks) > 1 else ''}, {within} of {sizes} sizes within 25 % "
@@ -288,18 +288,18 @@ def _describe_strategy(name: str) -> None:
 def _describe_cluster(profile) -> None:
     """The profile as its TOML file (every number with its source: a file to copy and edit), then how it
     compares with published tables."""
-    from harness.perfmodel.clusters import cluster
+    from harness.perfmodel.clusters import cluster, published
 
     console.say(cluster.to_toml(profile).rstrip("\n"))
     if missing := cluster.unsourced(profile):
         console.say(f"# no source given for: {', '.join(missing)}")
-    checks = cluster.published_checks(profile)
+    checks = published.published_checks(profile)
     console.say(
         "# against published nccl-tests all-reduce tables (none fitted to; docs/measured/cluster-model.md):"
         if checks
         else "# against published nccl-tests all-reduce tables: checked for built-in profiles only"
     )
-    for line in cluster.published_check_summary(checks):
+    for line in published.published_check_summary(checks):
         console.say(f"#   {line}")
 
 

@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from harness.perfmodel.clusters import cluster, nccl
+from harness.perfmodel.clusters import cluster, nccl, published
 from harness.protocols import ConfigError
 
 MIB, GIB = 2**20, 2**30
@@ -174,7 +174,7 @@ def test_the_published_comparison_page_is_what_its_script_prints():
     """docs/measured/cluster-model.md's table is benchmarks/cluster_model.py's output, not typed figures."""
     script = _benchmark_script("cluster_model")
     assert _page_table("cluster-model") == script.markdown()
-    assert cluster.PUBLISHED_CHECKS.read_text() == script.published_checks_text()  # what users are told, too
+    assert published.PUBLISHED_CHECKS.read_text() == script.published_checks_text()  # what users are told, too
     h200 = next(r for r in script.summary_rows() if r["table"].profile == "dgx-h200" and r["table"].nodes == 1)
     assert abs(h200["worst"]) <= 0.20  # the issue's single-node bound, on a table the profile was not fitted to
 
@@ -227,39 +227,39 @@ def test_a_forced_protocol_is_all_that_nccl_may_choose_and_an_impossible_one_is_
 
 def test_a_builtin_profile_says_how_far_it_was_from_published_tables_and_a_users_says_nothing(tmp_path):
     h200 = cluster.load("dgx-h200")
-    assert cluster.published_check_summary(cluster.published_checks(h200)) == [
+    assert published.published_check_summary(published.published_checks(h200)) == [
         "1 node: 1 table, 14 of 14 sizes within 25 %, worst +6% (8 MiB)",
         "2 nodes: 1 table, 4 of 4 sizes within 25 %, worst -5% (2 GiB)",
     ]
     mine = tmp_path / "dgx-h200.toml"  # a user's copy, even under the built-in's name: not what was checked
     mine.write_text((cluster.BUILTIN_FOLDER / "dgx-h200.toml").read_text())
-    assert cluster.published_checks(cluster.load(str(mine))) == [] and not cluster.is_builtin(cluster.load(str(mine)))
-    assert cluster.published_checks(dataclasses.replace(h200, name="dgx-h200, fitted to 1 nccl-tests log(s)")) == []
-    h100 = cluster.published_checks(cluster.load("dgx-h100"))
+    assert published.published_checks(cluster.load(str(mine))) == [] and not cluster.is_builtin(cluster.load(str(mine)))
+    assert published.published_checks(dataclasses.replace(h200, name="dgx-h200, fitted to 1 nccl-tests log(s)")) == []
+    h100 = published.published_checks(cluster.load("dgx-h100"))
     assert h100 and not any("degraded" in c["table"] or "suspect" in c["table"] for c in h100)  # healthy ones only
 
 
 def test_an_answer_over_several_node_counts_carries_each_ones_published_misses_and_the_advice_once():
     h100 = cluster.load("dgx-h100")
-    at_2, at_8 = cluster.cap_caveat(h100, 2), cluster.cap_caveat(h100, 8)
+    at_2, at_8 = published.cap_caveat(h100, 2), published.cap_caveat(h100, 8)
     assert at_2 and at_8 and at_2 != at_8  # the 2-node and 8-node tables miss different sizes
-    both = cluster.cap_caveats(h100, [1, 2, 8])
+    both = published.cap_caveats(h100, [1, 2, 8])
     assert both.startswith(at_2.split(": ")[0] + "; " + at_8.split(": ")[0])
-    assert both.count(cluster.CAP_CAVEAT_TAIL) == 1 and both.endswith(cluster.CAP_CAVEAT_TAIL)
-    assert cluster.cap_caveats(h100, [1]) == cluster.cap_caveat(h100, 1)
+    assert both.count(published.CAP_CAVEAT_TAIL) == 1 and both.endswith(published.CAP_CAVEAT_TAIL)
+    assert published.cap_caveats(h100, [1]) == published.cap_caveat(h100, 1)
     # node counts past the most checked share its table's words, said once for all of them (once: four times over)
-    beyond = cluster.cap_caveats(h100, [8, 16, 32, 64])
+    beyond = published.cap_caveats(h100, [8, 16, 32, 64])
     assert beyond.count(" published sizes (worst ") == 1 and "(the most checked, for 16, 32 and 64 nodes)" in beyond
 
 
 def test_the_published_misses_between_nodes_say_which_network_measured_them():
     """A walkthrough booking InfiniBand DGX A100s read 'off by more than 25 % on 10 of 14 published sizes' at 2
     nodes, every one of them from an AWS table over EFA: the network the tables ran on is said with the misses."""
-    said = cluster.cap_caveat(cluster.load("dgx-a100"), 2)
+    said = published.cap_caveat(cluster.load("dgx-a100"), 2)
     assert "on 10 of 14 published sizes (worst +110% at 2 MiB; 10 on EFA (4 × 100 Gb/s))" in said
-    h100 = cluster.cap_caveat(cluster.load("dgx-h100"), 2)
+    h100 = published.cap_caveat(cluster.load("dgx-h100"), 2)
     assert "9 on TCPXO Ethernet (8 × 200 Gb/s), 7 on EFA (32 × 100 Gb/s), 6 on InfiniBand (8 × 400 Gb/s))" in h100
-    assert " on " not in cluster.cap_caveat(cluster.load("dgx-a100"), 1).split("(worst")[1]  # one node: NVLink's
+    assert " on " not in published.cap_caveat(cluster.load("dgx-a100"), 1).split("(worst")[1]  # one node: NVLink's
 
 
 def test_a_built_in_gpus_memory_is_what_a_process_can_use_as_published():

@@ -213,7 +213,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
 
     from harness.analysis import agreement
     from harness.perfmodel import own_costs, predict
-    from harness.perfmodel.clusters import cluster
+    from harness.perfmodel.clusters import published
     from harness.perfmodel.clusters.nccl import ClusterLink
     from harness.perfmodel.own_costs import zero_for_cluster
     from harness.perfmodel.schedule import Calibration, calibrate
@@ -300,12 +300,12 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         return out
     before = own_source in ("left out", "not measured")  # the steps lack DDP's own cost: said, not hidden
     steps.cluster_table(chosen, rows, before_own=before)
-    above = set(node_counts(args)) if args.nodes else {c["nodes"] for c in cluster.published_checks(chosen)}
+    above = set(node_counts(args)) if args.nodes else {c["nodes"] for c in published.published_checks(chosen)}
     from harness.perfmodel.pick import ranked
 
     def misses(nodes: list[int]) -> str:  # the published tables' misses, only where they could move the cap named
         at = [frame for frame in rows if int(frame["nodes"].iloc[0]) in nodes]
-        return cluster.cap_caveats(chosen, nodes, above=above) if ranked.miss_could_move_cap(at) else ""
+        return published.cap_caveats(chosen, nodes, above=above) if ranked.miss_could_move_cap(at) else ""
 
     said = [joined(*caveat, misses([n])) for n in node_counts(args)]  # once each
     steps.best_caps(

@@ -10,13 +10,8 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis.verdicts.compare import setup_words
-from harness.perfmodel.clusters.cluster import (
-    Cluster,
-    cap_caveats,
-    is_builtin,
-    published_check_summary,
-    published_checks,
-)
+from harness.perfmodel.clusters.cluster import Cluster, is_builtin
+from harness.perfmodel.clusters.published import cap_caveats, published_check_summary, published_checks
 from harness.perfmodel.measured import of_setup
 from harness.perfmodel.memory import fit_words, mib_text, need_mb, room_words, state_per_rank, unrecorded
 from harness.perfmodel.memory_words import activation_words

@@ -12,8 +12,9 @@ import pandas as pd
 
 from harness.analysis import agreement, roles, stats, why
 from harness.analysis.verdicts.sweep import given_cap
-from harness.perfmodel.clusters.cluster import Cluster, published_checks
+from harness.perfmodel.clusters.cluster import Cluster
 from harness.perfmodel.clusters.nccl import ClusterLink
+from harness.perfmodel.clusters.published import published_checks
 from harness.perfmodel.measured import SETUP_DEFAULTS, ddp_own_cost_s
 from harness.perfmodel.own_costs import fsdp_for_cluster, zero_for_cluster
 from harness.perfmodel.pick import ranked
@@ -278,7 +279,7 @@ def _span(counts: list[int]) -> str:
 
 def _caveat(cluster: Cluster, nodes: int) -> str:
     """The check against published tables where a cap chosen there rests on sizes it found off (as predict says)."""
-    from harness.perfmodel.clusters.cluster import cap_caveat
+    from harness.perfmodel.clusters.published import cap_caveat
 
     said = cap_caveat(cluster, nodes)
     return f" <i>{esc(said[0].upper() + said[1:])}.</i>" if said else ""

@@ -9,9 +9,9 @@ from harness.commands.console import say, warning
 
 def warn_beyond_published(chosen, nodes: list[int]) -> None:
     """Node counts past the largest published table the built-in profile was checked against."""
-    from harness.perfmodel.clusters import cluster
+    from harness.perfmodel.clusters import published
 
-    checked = max((c["nodes"] for c in cluster.published_checks(chosen)), default=None)
+    checked = max((c["nodes"] for c in published.published_checks(chosen)), default=None)
     if checked is not None and (beyond := [n for n in nodes if n > checked]):
         warning(f"{chosen.name}'s largest published table is of {checked} node{'s' if checked > 1 else ''}: "
                 f"its predictions on {_counts_text(beyond)} nodes are unchecked")  # fmt: skip
@@ -40,11 +40,11 @@ def _counts_text(counts: list[int]) -> str:
 
 def say_published_check(chosen, collective: str, *, nodes: list[int] | None) -> None:
     """How far a built-in profile was from the published tables of its GPU, per node count of `nodes` (None: all)."""
-    from harness.perfmodel.clusters import cluster
+    from harness.perfmodel.clusters import cluster, published
 
-    if checks := cluster.published_checks(chosen):  # a line each node count asked, then the others named
+    if checks := published.published_checks(chosen):  # a line each node count asked, then the others named
         asked = [c for c in checks if nodes is None or c["nodes"] in nodes]
-        phrases = cluster.published_check_summary(asked, networks=True) or ["none at the node counts asked"]
+        phrases = published.published_check_summary(asked, networks=True) or ["none at the node counts asked"]
         if others := sorted({c["nodes"] for c in checks} - {c["nodes"] for c in asked}):  # said, not listed
             phrases.append(f"tables of {', '.join(map(str, others))} nodes too: without --nodes")
         say(f"ddpbench predict: {chosen.name}'s all-reduce busbw against published nccl-tests, none fitted to "
