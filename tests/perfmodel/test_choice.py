@@ -12,6 +12,7 @@ from harness.commands.console import predictions
 from harness.commands.console.predict import answer, steps
 from harness.perfmodel import memory_words, sharded
 from harness.perfmodel.pick import choice, choice_table, ranked
+from harness.perfmodel.pick.words import choice_words
 
 GIB = 1024.0  # MiB
 
@@ -72,7 +73,7 @@ def test_nothing_is_chosen_without_a_gpu_memory_or_counted_activations():
 
 def test_the_choice_says_the_pick_what_is_beside_it_and_what_fits_untimed(capsys):
     """The page's words in full; the console's table, with what it leaves out and the caveat under it, once."""
-    said = choice.choice_words(predictions.labelled(STATE), FRAMES, 80.0)
+    said = choice_words(predictions.labelled(STATE), FRAMES, 80.0)
     assert said.startswith("the fastest predicted step of the strategies the")
     assert "w8 zero 104 ms (stock does not fit: 100 GiB a rank)" in said
     assert "w64 stock 100 ms or zero 103 ms (too close to call: under the 4 % the model can tell)" in said
@@ -87,7 +88,7 @@ def test_the_choice_says_the_pick_what_is_beside_it_and_what_fits_untimed(capsys
     assert lines[5:] == ["  fsdp fits too, with no step model to predict its step here: the run page compares what "
                          "the run measured", "  a CPU's compute"]  # fmt: skip
     small = _state([("stock", 8, 20.0), ("zero", 8, 19.0)])
-    assert "w8 stock 100 ms (zero 110 ms, 10.0% slower)" in choice.choice_words(
+    assert "w8 stock 100 ms (zero 110 ms, 10.0% slower)" in choice_words(
         predictions.labelled(small), [_frame(8, 100.0, 110.0)], 80.0
     )
     predictions.strategy_choice(small, cluster, frames=[_frame(8, 100.0, 110.0)])
@@ -119,7 +120,7 @@ def test_a_lead_inside_fsdps_own_cost_bounds_leaves_the_pick_open_and_one_beyond
         "w64 fsdp 90–110 ms (from none of its own cost to a CPU's) or stock 100 ms or zero 103 ms (open until FSDP's "
         "own cost is measured on a GPU (bench --gpus 1 --impls local,fsdp there): fsdp without it, stock or zero "
         "with a CPU's, scaled)"
-    ) in choice.choice_words(predictions.labelled(STATE), [left], 80.0)  # the page's words
+    ) in choice_words(predictions.labelled(STATE), [left], 80.0)  # the page's words
     cluster = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=80.0)
     predictions.strategy_choice(STATE, cluster, frames=[left])
     said = capsys.readouterr().out
@@ -154,7 +155,7 @@ def test_a_gpu_count_without_state_is_skipped_and_uncounted_activations_are_said
                       ignore_index=True)  # fmt: skip
     choices = choice.choose(predictions.labelled(state), [_frame(8, 100.0, 110.0), _frame(16, 90.0, 95.0)], 80.0)
     assert [c.world_size for c in choices] == [8]  # nothing was carried to 16 GPUs: no "nothing fits" there
-    words = choice.choice_words(predictions.labelled(state), [_frame(8, 100.0, 110.0)], 80.0)
+    words = choice_words(predictions.labelled(state), [_frame(8, 100.0, 110.0)], 80.0)
     assert words.endswith("; fsdp left out: its activations were not counted")
 
 
@@ -169,7 +170,7 @@ def test_fsdp_kept_after_forward_is_timed_by_its_own_column():
 
 def test_an_untimed_strategy_that_fits_at_some_gpu_counts_names_them():
     state = _state([("stock", 8, 20.0), ("stock", 64, 20.0), ("bucketed", 8, 90.0), ("bucketed", 64, 30.0)])
-    words = choice.choice_words(predictions.labelled(state), FRAMES, 80.0)
+    words = choice_words(predictions.labelled(state), FRAMES, 80.0)
     assert "; bucketed at w64 fits too, with no step model" in words
 
 
@@ -213,12 +214,12 @@ def test_a_pick_that_rests_on_a_cpus_optimizer_time_is_said_with_the_share_it_tu
         _frame(8, 100.0, 75.0).assign(zero_optimizer_ms=7.5),
         _frame(64, 100.0, 95.0).assign(zero_optimizer_ms=7.5),
     ]
-    words = choice.choice_words(predictions.labelled(state), frames, 80.0, optimizer_ms=30.0, step_ms=100.0)
+    words = choice_words(predictions.labelled(state), frames, 80.0, optimizer_ms=30.0, step_ms=100.0)
     assert "w8 zero 75 ms (stock 100 ms, 33.3% slower)" in words  # holds with no optimizer time too: said plainly
     assert (
         "w64 zero 95 ms if a GPU's optimizer takes 23% of the one-GPU step or more, else stock (stock 100 ms" in words
     )
-    plain = choice.choice_words(predictions.labelled(state), frames, 80.0)  # a GPU's profile: its own optimizer
+    plain = choice_words(predictions.labelled(state), frames, 80.0)  # a GPU's profile: its own optimizer
     assert "w64 zero 95 ms (stock 100 ms" in plain and " if a GPU's optimizer" not in plain
 
 
@@ -242,7 +243,7 @@ def test_zeros_own_cost_a_cpu_measured_bounds_its_step_as_fsdps_does():
     assert (
         "(open until ZeRO's own cost is measured on a GPU (bench --gpus 1 --impls stock,zero there): zero without "
         "it, stock with a CPU's, scaled)"
-    ) in (choice.choice_words(predictions.labelled(state), frames, 80.0))
+    ) in (choice_words(predictions.labelled(state), frames, 80.0))
     # zero 90–97, fsdp 92–100.5, stock 100: zero with fsdp at both short ends, fsdp alone where only ZeRO's is long,
     # zero alone where only FSDP's is, all three at both long ends: no pick at every corner
     three = _state([("stock", 8, 20.0), ("zero", 8, 10.0), ("fsdp", 8, 5.0)])
@@ -259,7 +260,7 @@ def test_zeros_own_cost_a_cpu_measured_bounds_its_step_as_fsdps_does():
 def test_no_turning_point_is_said_where_the_pick_is_already_too_close_to_call():
     state = _state([("stock", 8, 20.0), ("zero", 8, 10.0)])
     frames = [_frame(8, 100.0, 99.0).assign(zero_optimizer_ms=29.0)]  # 1 ms ahead: tied with stock already
-    words = choice.choice_words(predictions.labelled(state), frames, 80.0, optimizer_ms=30.0, step_ms=100.0)
+    words = choice_words(predictions.labelled(state), frames, 80.0, optimizer_ms=30.0, step_ms=100.0)
     assert "too close to call" in words and "if a GPU's optimizer" not in words
 
 
@@ -269,7 +270,7 @@ def test_a_turning_share_under_one_percent_keeps_its_decimal_and_none_under_a_te
 
     def said(shard_ms: float) -> str:
         frames = [_frame(64, 100.0, 95.0).assign(zero_optimizer_ms=shard_ms)]
-        return choice.choice_words(predictions.labelled(state), frames, 80.0, optimizer_ms=30.0, step_ms=100.0)
+        return choice_words(predictions.labelled(state), frames, 80.0, optimizer_ms=30.0, step_ms=100.0)
 
     assert "w64 zero 95 ms if a GPU's optimizer takes 0.6% of the one-GPU step or more, else stock" in said(24.9)
     assert "w64 zero 95 ms (stock" in said(24.99) and "if a GPU's optimizer" not in said(24.99)
@@ -288,7 +289,7 @@ def test_a_lead_smaller_than_the_step_models_own_errors_set_them_apart_is_too_cl
     both = choice.choose(predictions.labelled(state), frames, 80.0, errors)[0]
     assert [c.strategy for c in both.picked] == ["fsdp", "stock"]
     assert both.apart == pytest.approx(0.75 / 0.56 - 1)
-    words = choice.choice_words(predictions.labelled(state), frames, 80.0, errors=errors)
+    words = choice_words(predictions.labelled(state), frames, 80.0, errors=errors)
     assert "w8 fsdp 90 ms or stock 115 ms (too close to call: a lead under 34% is within how far the step models " \
            "missed this run's own steps)" in words  # fmt: skip
     (row,) = choice_table.table_rows(predictions.labelled(state), frames, 80.0, errors=errors)
@@ -306,7 +307,7 @@ def test_a_slower_strategy_whose_step_is_bounded_by_its_own_cost_is_behind_by_a_
     table's +18.7 %: both ends are one range, said once; the cost's figure is the FSDP line's, not the table's."""
     state = _state([("stock", 8, 20.0), ("fsdp", 8, 10.0)])
     frames = [_frame(8, 100.0, 200.0).assign(fsdp_step_ms=100.8, fsdp_own_left_out_ms=40.0)]
-    words = choice.choice_words(predictions.labelled(state), frames, 80.0)
+    words = choice_words(predictions.labelled(state), frames, 80.0)
     assert "fsdp 100.8–140.8 ms (from none of its own cost to a CPU's), 0.8–40.8% slower" in words
     (row,) = choice_table.table_rows(predictions.labelled(state), frames, 80.0)
     assert row[1:5] == ("stock", "100", "fsdp", "+0.8–40.8%")  # a tie without it, stock with it: stock, decided
@@ -368,7 +369,7 @@ def test_options_given_at_their_defaults_are_the_strategys_own_step():
     state = predictions.labelled(pd.concat([shipped, viewed], ignore_index=True))
     (w8,) = choice.choose(state, [_frame(8, 100.0, 104.0)], 80.0)
     assert [(c.strategy, c.step_ms) for c in w8.picked] == [(state["strategy"].iloc[0], 100.0)]
-    said = choice.choice_words(state, [_frame(8, 100.0, 104.0)], 80.0)
+    said = choice_words(state, [_frame(8, 100.0, 104.0)], 80.0)
     assert "stock gradient_as_bucket_view=True static_graph=False fits too, with no step model" in said
 
 
@@ -408,7 +409,7 @@ def test_a_modelled_strategy_the_run_never_benched_is_named_where_predicted_fast
     assert w8_row[1] == "stock" and w8_row[-1].endswith(
         "zero predicted faster (75 ms) but not benched: bench it (--impls zero) to see what a rank holds"
     )
-    assert "w8 stock 100 ms (zero 75 ms, not benched: bench it to see what a rank holds)" in choice.choice_words(
+    assert "w8 stock 100 ms (zero 75 ms, not benched: bench it to see what a rank holds)" in choice_words(
         state, frames, 80.0
     )
     benched = predictions.labelled(_state([("stock", 8, 20.0), ("zero", 8, 90.0)]))  # zero benched, does not fit
@@ -429,7 +430,7 @@ def test_where_nothing_benched_fits_the_modelled_strategies_never_benched_are_na
         "(120 ms) but not benched: bench it (--impls fsdp) to see what a rank holds; stock does not fit"
     )
     assert "w8 no modelled strategy fits (stock does not fit: 100 GiB a rank; zero 130 ms, not benched" in (
-        choice.choice_words(state, frames, 80.0)
+        choice_words(state, frames, 80.0)
     )
 
 
@@ -483,7 +484,7 @@ def test_where_floors_exist_a_step_on_ddps_schedule_is_ranked_at_the_cap_its_ran
     assert (others["zero"].cap_mb, others["zero"].step_ms) == (100.0, 100.8) and others["fsdp"].cap_mb is None
     (row,) = choice_table.table_rows(state, [_floored(64)], 80.0)
     assert row[1:5] == ("stock at 100 MiB", "≥46.45", "fsdp", f"+{70.99 / 46.45 - 1:.1%}")
-    words = choice.choice_words(state, [_floored(64)], 80.0)
+    words = choice_words(state, [_floored(64)], 80.0)
     assert "w64 stock at 100 MiB, at least 46.45 ms (full-size floor; 40.37 ms as profiled)" in words
     # the what-if page's headline bound and its floors' columns come from the same rows
     figures = ranked.full_size_figures(_floored(64).assign(local_step_ms=40.0))
@@ -554,7 +555,7 @@ def test_a_pick_that_fits_only_tightly_is_named_after_a_roomier_one_it_ties_and_
              "up to 8% below a measured peak)")  # fmt: skip
     assert rows[0][-1] == f"a tie: a lead under 4% is more than the model can tell; {tight}" and rows[1][-1] == tight
     assert ("w8 zero 103 ms or stock 100 ms (fits tight: 5.11 GiB left: under 8% of the count, which has read up to "
-            "8% below a measured peak) (too close to call") in choice.choice_words(state, frames, 79.11)  # fmt: skip
+            "8% below a measured peak) (too close to call") in choice_words(state, frames, 79.11)  # fmt: skip
     cluster = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=79.11)
     predictions.strategy_choice(state, cluster, frames=frames)
     lines = capsys.readouterr().out.splitlines()
@@ -669,7 +670,7 @@ def test_a_gpu_runs_own_cost_not_told_from_noise_is_the_runs_at_the_long_end_not
     from harness.perfmodel.clusters.bookings import of_cluster
 
     frame = _frame(64, 100.0, 103.0).assign(fsdp_step_ms=90.0, fsdp_own_left_out_ms=20.0, own_cost_whose="the run's")
-    words = choice.choice_words(predictions.labelled(STATE), [frame], 80.0)
+    words = choice_words(predictions.labelled(STATE), [frame], 80.0)
     assert "fsdp 90–110 ms (from none of its own cost to the run's)" in words and "a CPU's" not in words
     assert "fsdp without it, stock or zero with the run's, scaled" in words
     (row,) = choice_table.table_rows(predictions.labelled(STATE), [frame], 80.0)
@@ -679,5 +680,5 @@ def test_a_gpu_runs_own_cost_not_told_from_noise_is_the_runs_at_the_long_end_not
     (booked,) = of_cluster("dgx-h100", 8, [rows], [{64: made}], batch=128)
     ranged = console_bookings._ranged_words([booked], None)
     assert ranged.endswith("from none of FSDP's own cost to the run's, scaled") and booked.whose == "the run's"
-    cpu = choice.choice_words(predictions.labelled(STATE), [frame.drop(columns="own_cost_whose")], 80.0)
+    cpu = choice_words(predictions.labelled(STATE), [frame.drop(columns="own_cost_whose")], 80.0)
     assert "(from none of its own cost to a CPU's)" in cpu

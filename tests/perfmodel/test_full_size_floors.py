@@ -14,6 +14,7 @@ from harness.commands.console import predictions
 from harness.perfmodel import fsdp, sharded, zero
 from harness.perfmodel.network import Link
 from harness.perfmodel.pick import choice
+from harness.perfmodel.pick.words import choice_words
 from harness.perfmodel.schedule import Grad, Parameters, Profile, floor_with, predict_caps
 from harness.perfmodel.sharded import with_full_size_floors
 
@@ -128,7 +129,7 @@ def test_the_choice_ranks_a_strategy_by_its_full_size_floor_where_that_is_above_
     state = predictions.labelled(_state([("stock", 90.0), ("zero", 40.0), ("fsdp", 5.0)]))
     w64 = choice.choose(state, [frame], 80.0)[0]
     assert [(c.strategy, c.step_ms, c.profiled_ms) for c in w64.picked] == [("zero", 500.0, 300.0)]
-    said = choice.choice_words(state, [frame], 80.0)
+    said = choice_words(state, [frame], 80.0)
     assert "the fastest predicted step (or its floor with the full size's parameters, where higher)" in said
     assert "w64 zero at 25 MiB, at least 500 ms (full-size floor; 300 ms as profiled)" in said
     assert "fsdp at least 1720 ms (full-size floor; 234 ms as profiled), 244.0% slower" in said
@@ -150,7 +151,7 @@ def test_a_floor_below_the_prediction_leaves_ddps_step_as_predicted_but_zeros_fl
         ("stock", 100.0, None),
         ("zero", 103.0, 120.0),
     ]
-    said = choice.choice_words(state, [frame], 80.0)
+    said = choice_words(state, [frame], 80.0)
     assert "zero at 25 MiB, at least 103 ms (full-size floor; 120 ms as profiled, the smaller model's shards)" in said
     assert "stock at 25 MiB, 100 ms" in said
 

@@ -7,6 +7,7 @@ import dataclasses
 
 from harness.commands.console import predictions
 from harness.perfmodel.pick import bounds, choice, choice_table
+from harness.perfmodel.pick.words import choice_words
 from tests.perfmodel.test_choice import _frame, _state
 
 
@@ -76,7 +77,7 @@ def test_faster_and_slower_are_true_at_every_corner_else_said_at_one_end():
     assert [c.strategy for c in made.picked] == ["stock"]
     assert (
         "fsdp 97–137 ms (from none of its own cost to a CPU's), 3.0% faster without FSDP's own cost, 37.0% "
-        "slower with it at a CPU's" in choice.choice_words(state, frames, 80.0)
+        "slower with it at a CPU's" in choice_words(state, frames, 80.0)
     )  # which end each holds at, said
     assert bounds.lead_words(-0.03, 0.47, ({"FSDP2": 0, "ZeRO-1": -1}, {"FSDP2": -1, "ZeRO-1": 0})) == (
         "3.0% faster without FSDP's own cost, with ZeRO's at a CPU's, 47.0% slower without ZeRO's own cost, with "

@@ -1,6 +1,6 @@
 """Where the choice at a GPU count turns on the optimizer's share of the step: a CPU's optimizer time is no GPU's, so
 the pick is said with the share of the one-GPU step at which it changes, where it changes between none and the
-CPU's (choice.choice_words, choice_table's notes)."""
+CPU's (words.choice_words, choice_table's notes)."""
 
 from __future__ import annotations
 

@@ -16,8 +16,8 @@ from harness.perfmodel.measured import of_setup
 from harness.perfmodel.memory import fit_words, mib_text, need_mb, room_words, state_per_rank, unrecorded
 from harness.perfmodel.memory_words import activation_words
 from harness.perfmodel.pick import ranked
-from harness.perfmodel.pick.choice import choice_words
 from harness.perfmodel.pick.choice_table import chosen, table_header, table_rows, tokens_a_step
+from harness.perfmodel.pick.words import choice_words
 from harness.perfmodel.sharded import OwnCheck, optimizer_break_even, optimizer_share_caveat, unborne_words
 from harness.results.values import strategy_labels
 from reports.pages.html import esc, table
@@ -31,7 +31,7 @@ def setup_of(group: pd.DataFrame) -> dict:
 
 def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster, worlds: list[int], *,
                    rows: pd.DataFrame | None = None, checked: OwnCheck | None = None) -> str:  # fmt: skip
-    """The choice over both halves for this setup, in `predict --cluster`'s words (choice.choice_words): the
+    """The choice over both halves for this setup, in `predict --cluster`'s words (words.choice_words): the
     fastest predicted step at each GPU count among the strategies whose memory fits (counted from `rows`, the
     setup's rows as `predict` counts them, default its rows of `configs`; `checked`: the step models' errors on the
     run's own steps, as predict weighs them); '' where nothing is said."""
