@@ -17,6 +17,7 @@ import pandas as pd
 
 from harness.analysis import agreement, roles
 from harness.perfmodel import fsdp, own_costs, zero
+from harness.perfmodel.compression import Compressed, wire_share, with_compressed
 from harness.perfmodel.memory import HELD, listed
 from harness.perfmodel.network import (
     NO_CONTENTION,
@@ -30,15 +31,7 @@ from harness.perfmodel.network import (
 )
 from harness.perfmodel.pick import ranked
 from harness.perfmodel.pick.choice import FLOOR_COLUMNS, SHARD_OF, STEP_COLUMNS
-from harness.perfmodel.schedule import (
-    Compressed,
-    Parameters,
-    Profile,
-    floor_with,
-    predict_caps,
-    wire_share,
-    with_compressed,
-)
+from harness.perfmodel.schedule import Parameters, Profile, floor_with, predict_caps
 from harness.results.values import options_of
 
 
@@ -61,7 +54,7 @@ def with_sharded_steps(frame: pd.DataFrame, profile: Profile, network: Network, 
 def cluster_frame(profile: Profile, *, caps: list[float], link, world_size: int, zero_own: own_costs.ZeroOwnCost,
                   fsdp_part: own_costs.FsdpOwnCost) -> pd.DataFrame:  # fmt: skip
     """DDP's steps per cap on a cluster's `link` (`schedule.predict_caps`) with DDP's under a compression hook
-    (`schedule.with_compressed`), ZeRO-1's (its own cost as `zero_own` takes it) and FSDP2's (`fsdp_part`:
+    (`compression.with_compressed`), ZeRO-1's (its own cost as `zero_own` takes it) and FSDP2's (`fsdp_part`:
     `own_costs.fsdp_for_cluster`'s profile and own cost): as `predict --cluster` and the what-if page price them
     alike."""
     frame = with_compressed(predict_caps(profile, caps_mb=caps, link=link, world_size=world_size), profile,

@@ -52,7 +52,7 @@ def test_a_strategy_with_other_options_or_no_step_model_is_never_picked():
 
 def test_ddp_with_a_compression_hook_is_ranked_by_its_schedule_in_fewer_bytes_and_says_so():
     """A user sweeping DDP's knobs for a cluster read 'stock comm_hook=bf16 … fit too, with no step model': the hook
-    changes what DDP's schedule sends, which the cluster's network prices (schedule.with_compressed)."""
+    changes what DDP's schedule sends, which the cluster's network prices (compression.with_compressed)."""
     hooked = _state([("stock", 8, 1.0)], options='{"comm_hook": "bf16"}')
     frames = [_frame(8, 100.0, 104.0).assign(compressed_step_ms=95.0, compressed_share=0.5, exposed_comm_ms=8.0,
                                              compressed_exposed_comm_ms=3.0)]  # fmt: skip

@@ -21,7 +21,7 @@ from harness import bucketing, cli
 from harness.analysis import agreement
 from harness.config import units
 from harness.measure import gradprofile
-from harness.perfmodel import measured, predict, schedule
+from harness.perfmodel import compression, measured, predict, schedule
 from harness.perfmodel import network as net
 from harness.perfmodel.network import Contention, Link
 from harness.perfmodel.schedule import Grad, Profile
@@ -170,11 +170,11 @@ def test_communication_bound_buckets_queue_behind_each_other():
 def test_a_compression_hook_sends_each_bucket_in_half_the_bytes_where_the_gradients_are_fp32():
     """fp16/bf16 hooks cast a bucket of fp32 gradients to 2-byte floats: the buckets are DDP's, each all-reduce half."""
     profile = _profile([2, 4, 6, 8, 10], backward_ms=10, nbytes=4 * MB)  # 4 ms each: communication-bound
-    assert schedule.wire_share(profile.grads, "fp16") == 0.5 and schedule.wire_share(profile.grads, "none") == 1.0
+    assert compression.wire_share(profile.grads, "fp16") == 0.5 and compression.wire_share(profile.grads, "none") == 1.0
     halves = [dataclasses.replace(g, dtype="bfloat16") for g in profile.grads]
-    assert schedule.wire_share(halves, "bf16") == 1.0  # already 2-byte floats: the hook sends what DDP sends
+    assert compression.wire_share(halves, "bf16") == 1.0  # already 2-byte floats: the hook sends what DDP sends
     frame = schedule.predict_caps(profile, caps_mb=[4], link=ONE_MS_PER_MB, world_size=2)
-    hooked = schedule.with_compressed(frame, profile, link=ONE_MS_PER_MB, world_size=2)
+    hooked = compression.with_compressed(frame, profile, link=ONE_MS_PER_MB, world_size=2)
     # back to back from 2 ms, 2 ms each now: the last ends at 12 ms, 2 ms after backward (22 ms, 12 exposed before)
     assert float(hooked["compressed_exposed_comm_ms"].iloc[0]) == pytest.approx(2.0)
     assert float(hooked["exposed_comm_ms"].iloc[0]) == pytest.approx(12.0)

@@ -1,6 +1,6 @@
 """DDP with a compression hook (fp16's, bf16's) in the choice: which rows ask one, and what its step rests on (its
 share of the bytes all-reduced, its exposed communication before and after, its casts left out), as choice.py ranks
-it on DDP's schedule in fewer bytes (schedule.with_compressed).
+it on DDP's schedule in fewer bytes (compression.with_compressed).
 """
 
 from __future__ import annotations
@@ -8,19 +8,19 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis import roles
-from harness.perfmodel.schedule import WIRE_BYTES
+from harness.perfmodel.compression import WIRE_BYTES
 from harness.results.values import ms_text
 
 
 def compressed_rows(state: pd.DataFrame) -> pd.Series:
-    """The reference's rows asking a compression hook (schedule.WIRE_BYTES: fp16's, bf16's) and nothing else."""
+    """The reference's rows asking a compression hook (compression.WIRE_BYTES: fp16's, bf16's) and nothing else."""
     hooks = [{"comm_hook": hook} for hook in WIRE_BYTES]
     return roles.is_reference(state) & roles.beyond_defaults_of(state).map(hooks.__contains__).astype(bool)
 
 
 def compressed_note(named: pd.Series, *, full_size: bool = False) -> str:
-    """What a compression hook's step rests on, from a cluster frame's row (schedule.with_compressed), the full size's
-    floors' where they rank it (`full_size`)."""
+    """What a compression hook's step rests on, from a cluster frame's row (compression.with_compressed), the full
+    size's floors' where they rank it (`full_size`)."""
     share = float(named.get("compressed_share", 1.0))
     if share >= 1.0:
         return "its gradients are 2-byte floats already: the hook sends what DDP sends"
