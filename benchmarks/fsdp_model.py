@@ -29,8 +29,9 @@ import pandas as pd
 from _launches import ddpbench, over_launches
 
 from harness.analysis import stats
-from harness.perfmodel import fsdp, measured, predict
+from harness.perfmodel import measured, predict
 from harness.perfmodel.network import network_for_run
+from harness.perfmodel.sharding import fsdp
 from harness.results import model_tables, store
 
 

@@ -22,9 +22,10 @@ import pandas as pd
 from _launches import ddpbench, over_launches
 
 from harness.analysis import stats
-from harness.perfmodel import measured, predict, zero
+from harness.perfmodel import measured, predict
 from harness.perfmodel.network import NO_CONTENTION, network_for_run, network_link
 from harness.perfmodel.schedule import calibrate, predict_cap
+from harness.perfmodel.sharding import zero
 from harness.results import model_tables, store
 
 

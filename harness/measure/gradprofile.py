@@ -9,7 +9,7 @@ wall clock on the CPU, a CUDA event on GPUs, read after the profiled steps, so n
 synchronised inside backward). A forward pre-hook on each module that holds parameters stamps when
 forward first uses them, and each parameter carries the index of the model's block that holds it
 (`harness.blocks.model_blocks`): a sharded strategy gathers a block's parameters before the
-block's forward, so these fix how much of its gathering forward can hide (`harness.perfmodel.fsdp`).
+block's forward, so these fix how much of its gathering forward can hide (`harness.perfmodel.sharding.fsdp`).
 No process group is needed: the model runs alone, as one rank of a data-parallel job does
 between its collectives.
 """

@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import agreement, roles
-from harness.perfmodel import fsdp, own_costs, zero
 from harness.perfmodel.compression import Compressed, wire_share, with_compressed
 from harness.perfmodel.memory import HELD, listed
 from harness.perfmodel.network import (
@@ -32,6 +31,7 @@ from harness.perfmodel.network import (
 from harness.perfmodel.pick import ranked
 from harness.perfmodel.pick.choice import FLOOR_COLUMNS, SHARD_OF, STEP_COLUMNS
 from harness.perfmodel.schedule import Parameters, Profile, floor_with, predict_caps
+from harness.perfmodel.sharding import fsdp, own_costs, zero
 from harness.results.values import options_of
 
 

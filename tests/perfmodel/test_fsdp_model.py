@@ -1,4 +1,4 @@
-"""FSDP2's step model (harness.perfmodel.fsdp): the units it reads from a gradient profile, and its schedule of
+"""FSDP2's step model (harness.perfmodel.sharding.fsdp): the units it reads from a gradient profile, and its schedule of
 gathers and reduce-scatters against their compute, overlapped on a GPU and serial where each call blocks."""
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ import torch
 
 import workloads
 from harness.measure import gradprofile
-from harness.perfmodel import fsdp, measured, own_costs
+from harness.perfmodel import measured
 from harness.perfmodel import network as net
 from harness.perfmodel.schedule import Grad, Profile, profile_from_rows
+from harness.perfmodel.sharding import fsdp, own_costs
 
 MS = 1e-3
 MIB = 1024**2
@@ -425,8 +426,9 @@ def test_a_stored_profile_keeps_its_frozen_parameters_apart_from_the_gradients()
 
 def test_an_fsdp_step_faster_than_the_baseline_beyond_noise_is_no_own_cost():
     """The user's vit_l_16 run: local (first in its launch) 6896 ms at one rank, fsdp 2514: no cost, null, and said."""
-    from harness.perfmodel import measured, own_costs
+    from harness.perfmodel import measured
     from harness.perfmodel.schedule import Calibration
+    from harness.perfmodel.sharding import own_costs
 
     setup = {"workload": "w", "size": "tiny", "batch_size": 2, "dtype": "fp32", "optimizer": "adam"}
     spread = {"step_ms_p10": 5300.0, "step_ms_p90": 7500.0}

@@ -11,12 +11,13 @@ import pytest
 from test_fsdp_model import PerMiB, two_blocks
 
 from harness.commands.console import predictions
-from harness.perfmodel import fsdp, sharded, zero
+from harness.perfmodel import sharded
 from harness.perfmodel.network import Link
 from harness.perfmodel.pick import choice
 from harness.perfmodel.pick.words import choice_words
 from harness.perfmodel.schedule import Grad, Parameters, Profile, floor_with, predict_caps
 from harness.perfmodel.sharded import with_full_size_floors
+from harness.perfmodel.sharding import fsdp, zero
 
 MB = 1024 * 1024
 MS = 1e-3

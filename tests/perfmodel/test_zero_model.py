@@ -9,9 +9,10 @@ import pytest
 import torch
 from torch import nn
 
-from harness.perfmodel import measured, own_costs, zero
+from harness.perfmodel import measured
 from harness.perfmodel import network as net
 from harness.perfmodel.schedule import Grad, Profile, predict_cap
+from harness.perfmodel.sharding import own_costs, zero
 
 MB = 1024**2
 MS = 1e-3

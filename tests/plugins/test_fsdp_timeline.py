@@ -70,7 +70,7 @@ def test_fsdp_stamps_its_all_gathers_and_reduce_scatters_without_changing_the_tr
     assert kinds == {"all_gather", "reduce_scatter"}
     sharded = {r["bucket"] for r in last if r["collective"] == "reduce_scatter"}
     assert len(sharded) >= 2  # a reduce-scatter per sharded module (blocks and root) that has gradients
-    # as the step model (harness.perfmodel.fsdp) schedules them: the root gathered once, kept from forward to
+    # as the step model (harness.perfmodel.sharding.fsdp) schedules them: the root gathered once, kept from forward to
     # backward; each block gathered before its forward and again before its backward; one reduce-scatter each
     blocks = len(model_blocks(build_model(workloads.create("gpt2", size="tiny"), seed=0, device=CPU)))
     gathers = [r for r in last if r["collective"] == "all_gather"]
@@ -99,10 +99,10 @@ def _in_order(rows: list[dict], blocks: int) -> tuple[tuple[str, int], ...]:
 
 
 def _modelled_order(workload) -> tuple[tuple[str, int], ...]:
-    """The collectives harness.perfmodel.fsdp issues for the workload's profile, where every call blocks."""
+    """The collectives harness.perfmodel.sharding.fsdp issues for the workload's profile, where every call blocks."""
     from harness.measure import gradprofile
-    from harness.perfmodel import fsdp
     from harness.perfmodel.schedule import profile_from_rows
+    from harness.perfmodel.sharding import fsdp
 
     rows = gradprofile.measure(workload, batch_size=2, device=CPU, steps=1, warmup=1)
     link = type("Link", (), {"collective_s": staticmethod(lambda op, nbytes, world: 1e-3 if nbytes else 0.0)})

@@ -264,7 +264,7 @@ def zero_answer(
     the optimizer on the largest shard (`largest`: the largest parameter's name and share of the elements, where
     it alone bounds the shard), the broadcasts after it (`priced`: on what); parameters_as_bucket_view where it
     sends faster."""
-    from harness.perfmodel.zero import own_cost_words
+    from harness.perfmodel.sharding.zero import own_cost_words
 
     rows = [agreement.answer_row(frame) for frame in frames]
     steps = ", ".join(f"w{int(r['world_size'])} {r['zero_step_ms']:.4g} ms" for r in rows)

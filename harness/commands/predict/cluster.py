@@ -212,13 +212,14 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     import pandas as pd
 
     from harness.analysis import agreement
-    from harness.perfmodel import own_costs, predict
+    from harness.perfmodel import predict
     from harness.perfmodel.clusters import published
     from harness.perfmodel.clusters.nccl import ClusterLink
-    from harness.perfmodel.own_costs import zero_for_cluster
     from harness.perfmodel.schedule import Calibration, calibrate
     from harness.perfmodel.sharded import cluster_frame, optimizer_break_even, optimizer_share_caveat
-    from harness.perfmodel.zero import largest_parameter
+    from harness.perfmodel.sharding import own_costs
+    from harness.perfmodel.sharding.own_costs import zero_for_cluster
+    from harness.perfmodel.sharding.zero import largest_parameter
 
     from_run = predict.run_calibration(configs, setup, profile=profile) if configs is not None else Calibration()
     carried = not (args.local_step_ms and device == "cpu")  # a CPU's own cost is no GPU's (scaled_to_local_step)

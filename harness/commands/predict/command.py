@@ -146,7 +146,7 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
 def _sharded_answers(frames, profile, network, *, caveat: str, fsdp_caveat: str) -> None:
     """ZeRO-1's and FSDP2's steps at the caps DDP's answers name, said with what the network priced them on."""
     from harness.perfmodel.sharded import priced_on
-    from harness.perfmodel.zero import largest_parameter
+    from harness.perfmodel.sharding.zero import largest_parameter
 
     broadcasts, collectives = priced_on(network, int(frames[-1]["world_size"].iloc[0]))
     predictions.zero_answer(frames, optimizer_ms=profile.optimizer_s * 1e3, largest=largest_parameter(profile),
@@ -158,8 +158,9 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
     """The Basis of a run: its profile (said, then calibrated), world sizes and caps; the network given, or fitted
     next to the run; FSDP's profile and own cost (`fsdp.compute_only`, `measured.fsdp_own_cost_s`); each strategy's
     model state at those world sizes, said, with the run's GPU (`_run_gpu`: None on the CPU) to fit it in."""
-    from harness.perfmodel import fsdp, measured, own_costs
+    from harness.perfmodel import measured
     from harness.perfmodel.network import collectives_command, network_for_run
+    from harness.perfmodel.sharding import fsdp, own_costs
     from harness.results import store
 
     run_dir = inputs.resolve(args.run, args.results_dir)
@@ -264,7 +265,8 @@ def _validate(results_dir: Path, run_dir: Path, network, *, stored: bool) -> Non
 
     from harness.analysis import agreement
     from harness.analysis.verdicts import sweep
-    from harness.perfmodel import fsdp, predict, zero
+    from harness.perfmodel import predict
+    from harness.perfmodel.sharding import fsdp, zero
     from harness.results import model_tables, store
 
     configs, profiles = store.read_configs(run_dir), model_tables.read_gradprofiles(run_dir)

@@ -1,6 +1,6 @@
 """Which strategy to book on a cluster: per GPU count, the fastest predicted step among the strategies whose
 memory fits. It joins the two halves `predict --cluster` answers apart: the step (DDP's schedule, ZeRO-1's and FSDP2's,
-harness.perfmodel.schedule, .zero and .fsdp, at the cap DDP's answer names) and the memory
+harness.perfmodel.schedule, .sharding.zero and .sharding.fsdp, at the cap DDP's answer names) and the memory
 (harness.perfmodel.memory: a rank's need at its step's peak, `need_mb`, against the profile's GPU
 memory). A strategy without a step model is named where it fits: its time needs a run.
 """

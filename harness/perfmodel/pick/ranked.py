@@ -162,7 +162,7 @@ def zero_floor_why(rows: list[pd.Series], optimizer_ms: float | None = None) -> 
     its optimizer on the largest shard of the full size's elements (`optimizer_ms`: the whole step's, from; else
     derived), its largest parameter where that alone bounds it, its broadcasts, parameters_as_bucket_view's where it
     would save, its own cost where added. The what-if page says this; the console the reason that dominates."""
-    from harness.perfmodel.zero import own_cost_words
+    from harness.perfmodel.sharding.zero import own_cost_words
 
     last = rows[-1]
     share, name, alone_share = (last["zero_full_size_largest_share"], last["zero_full_size_largest_parameter"],

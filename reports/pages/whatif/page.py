@@ -16,7 +16,6 @@ from harness.perfmodel.clusters.cluster import Cluster
 from harness.perfmodel.clusters.nccl import ClusterLink
 from harness.perfmodel.clusters.published import published_checks
 from harness.perfmodel.measured import SETUP_DEFAULTS, ddp_own_cost_s
-from harness.perfmodel.own_costs import fsdp_for_cluster, zero_for_cluster
 from harness.perfmodel.pick import ranked
 from harness.perfmodel.predict import (
     DEFAULT_CAPS_MB,
@@ -28,6 +27,7 @@ from harness.perfmodel.predict import (
 )
 from harness.perfmodel.schedule import Parameters, calibrate
 from harness.perfmodel.sharded import OwnCheck, cluster_frame, with_full_size_floors
+from harness.perfmodel.sharding.own_costs import fsdp_for_cluster, zero_for_cluster
 from harness.results import store
 from harness.results.values import ms_text
 from reports.figures import whatif as figures

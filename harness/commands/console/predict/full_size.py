@@ -71,7 +71,7 @@ def zero_answer(frames: list[pd.DataFrame], *, optimizer_ms: float, largest: tup
     broadcasts), and the benched model's predictions after it (`small`: whose); predictions.zero_answer (`largest`:
     the profile's largest parameter) where the frames hold no such floor."""
     from harness.analysis import agreement
-    from harness.perfmodel.zero import own_cost_words
+    from harness.perfmodel.sharding.zero import own_cost_words
 
     if not has_zero_floors(frames):
         predictions.zero_answer(frames, optimizer_ms=optimizer_ms, largest=largest, caveat=caveat, priced=priced)

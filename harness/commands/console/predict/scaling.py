@@ -58,7 +58,8 @@ def say_run_calibration(profile, configs, setup: dict, *, scaled: bool, carried:
     line says that scale), and DDP's own cost (said even as 0), or what takes its place (`given_ms`: --local-ddp-ms);
     a CPU's left out of a GPU step, said without how it was measured."""
     from harness.analysis import roles
-    from harness.perfmodel import measured, own_costs, predict
+    from harness.perfmodel import measured, predict
+    from harness.perfmodel.sharding import own_costs
 
     role, step_s = predict.calibration_target(configs, setup)
     if step_s and not scaled:
