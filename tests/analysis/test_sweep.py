@@ -181,17 +181,25 @@ def test_on_a_terminal_a_bar_shows_the_current_configuration_its_steps_and_an_et
     progress = Progress(run, pending, stream=terminal)
     first = pending[0]
     progress.tick()  # its rank 0 has not said a word: not the steps of the configuration before
+    StepProgress(run, pending[1].config_id, total_steps=9)(0)  # the second runs first: the bar names it
+    progress.tick()
     StepProgress(run, first.config_id, total_steps=first.warmup + first.steps)(0)  # a warm-up step done
     progress.tick()
     StepProgress(run, first.config_id, total_steps=first.warmup + first.steps)(first.warmup)  # a timed one
     progress.tick()
     progress.written(first)
+    StepProgress(run, pending[1].config_id, total_steps=pending[1].warmup + pending[1].steps)(0)  # the next's hint
+    progress.tick()
     assert progress.on_terminal  # --repeats auto's standing goes into the bar, in place (console.rounds)
     progress.show_standing("verdicts open 1/2, about 53 s more")
     progress.close()
     shown = terminal.getvalue()
     assert f"verdicts open 1/2, about 53 s more · running {pending[1].label()}" in shown
-    assert f"running {first.label()}" in shown and "launching" in shown and f"warm-up step 1/{first.warmup}" in shown
+    assert f"running {first.label()}" in shown and "launching the next configuration" in shown
+    assert (
+        shown.index(f"running {pending[1].label()}") < shown.index(f"running {first.label()}")
+        and f"warm-up step 1/{first.warmup}" in shown
+    )
     assert f"step 1/{first.steps}" in shown  # counted as --steps counts them
     assert "[1/2]" in shown and "<" in shown  # tqdm's elapsed<remaining: the ETA
     assert not list(run.glob("*.tmp"))

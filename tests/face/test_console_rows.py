@@ -120,8 +120,12 @@ def test_off_a_terminal_a_long_configuration_gets_a_line_a_minute_with_the_bars_
     progress.written(planned("stock"))
     clock[0] += 80  # 200 s since the start, 1 finished: 2 to go at 200 s each (tqdm's rate at this instant)
     progress.tick()
-    assert log.getvalue().splitlines()[-1] == ("ddpbench: running [2/3] w2 mlp/small naive: launching, 80 s in; about "
-                                               "7 min left for the 2 to go at this session's pace")  # fmt: skip
+    assert log.getvalue().splitlines()[-1] == ("ddpbench: running [2/3] the next configuration: launching, 80 s in; "
+                                               "about 7 min left for the 2 to go at this session's pace")  # fmt: skip
+    StepProgress(tmp_path, "w2-flat", 23)(0)  # the launch runs flat before naive: the line names the one stepping
+    clock[0] += 60
+    progress.tick()
+    assert log.getvalue().splitlines()[-1].startswith("ddpbench: running [2/3] w2 mlp/small flat: warm-up step 1/3, ")
 
 
 def test_a_compute_slowdown_within_noise_is_said_not_measured_with_its_bound(capsys):

@@ -36,6 +36,7 @@ class Progress:
         self._standing = ""  # and where they stand, shown in the bar (console.rounds)
         self._began = self._said = self._current_began = time.monotonic()  # off a terminal: the heartbeat's clocks
         self._done_here = 0  # configurations finished in this session: the pace its ETA takes, as tqdm's does
+        self._current: Configuration | None = None  # the pending one rank 0's hint names (launches take their order)
         if self._stream.isatty() and pending:
             from tqdm import tqdm
 
@@ -53,7 +54,8 @@ class Progress:
 
     def _show_current(self) -> None:
         if self._bar is not None and self._pending:
-            self._bar.set_description_str(f"{self._standing}running {self._pending[0].label()}")
+            running = f"running {self._current.label()}" if self._current else "launching the next configuration"
+            self._bar.set_description_str(f"{self._standing}{running}")
 
     def written(self, cfg: Configuration) -> None:
         from harness.results import store
@@ -62,6 +64,7 @@ class Progress:
         self._done_here += 1
         self._said = self._current_began = time.monotonic()
         self._pending = [c for c in self._pending if c.config_id != cfg.config_id]
+        self._current = None
         line = f"[{self._done}/{self._total}] {console.describe_row(store.read_config_row(self._run, cfg.config_id))}"
         if self._bar is None:
             _print(line, file=self._stream)
@@ -91,24 +94,32 @@ class Progress:
     def tick(self) -> None:
         """Show how far the current configuration is (steps done): in the bar on a terminal; elsewhere a line when
         nothing was said for HEARTBEAT_S, with the bar's words and its ETA (a slow configuration left logs silent
-        for 12 minutes)."""
+        for 12 minutes). The current one is the pending configuration rank 0's hint names, not the first planned:
+        a launch runs its configurations in an order of its own (harness.launch.earlier.first_to_judge); before
+        the hint names one, the next is launching, unnamed."""
         from harness.handoff.progress import read_step_progress
 
         if not self._pending:
             return
+        state = read_step_progress(self._run)
+        named = (state or {}).get("config_id")
+        current = next((c for c in self._pending if c.config_id == named), None)
         if self._bar is not None:
-            self._bar.set_postfix_str(_step_words(read_step_progress(self._run), self._pending[0]))
+            if current is not self._current:
+                self._current = current
+                self._show_current()
+            self._bar.set_postfix_str(_step_words(state, current) if current else "")
             return
         now = time.monotonic()
         if now - self._said < HEARTBEAT_S:
             return
         self._said = now
-        cfg, left = self._pending[0], self._total - self._done
-        words = _step_words(read_step_progress(self._run), cfg)
+        left = self._total - self._done
+        what = f"{current.label()}: {_step_words(state, current)}" if current else "the next configuration: launching"
         pace = (now - self._began) / self._done_here if self._done_here else None  # tqdm's ETA: this session's pace
         eta = f"about {duration_text(pace * left)} left for the {left} to go at this session's pace" if pace else (
             "no ETA before the first finishes")  # fmt: skip
-        _print(f"ddpbench: running [{self._done + 1}/{self._total}] {cfg.label()}: {words}, "
+        _print(f"ddpbench: running [{self._done + 1}/{self._total}] {what}, "
                f"{duration_text(now - self._current_began)} in; {eta}", file=self._stream)  # fmt: skip
 
     def close(self) -> None:
