@@ -225,6 +225,34 @@ def test_the_last_word_on_open_verdicts_says_what_would_decide_them(monkeypatch)
     assert out.getvalue() == ""  # nothing open: nothing to say
 
 
+def test_a_verdict_no_number_of_repeats_decides_is_not_sized_into_a_max_repeats(monkeypatch):
+    """A walkthrough's verdict said 'need more than 1000: the repeats differ far beyond the threshold', then the
+    last line offered --max-repeats 1000 (about 26.9 h), a command that could not decide it."""
+    capped = decide.Verdict(decide.STRATEGY, "w2 convnext_tiny/tiny fsdp vs stock", "too few repeats to tell", False,
+                            8, 1000, frozenset({"a"}), given_up=True)  # fmt: skip
+    short = decide.Verdict(decide.CAP, "w2 mlp/small stock", "too few repeats to tell", False, 20, 41, frozenset({"b"}))
+    out = io.StringIO()
+    monkeypatch.setattr(console, "say", lambda line: out.write(line + "\n"))
+    rounds.to_decide(Decided([capped, short], 20, None, stopped_by="max-repeats"), run_id="r1", results="res",
+                     max_repeats=20)  # fmt: skip
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("ddpbench: to decide the 1 that need more: the same command with --max-repeats 41 (")
+    assert lines[1] == ("ddpbench: w2 convnext_tiny/tiny fsdp vs stock: more repeats will not decide it (need more "
+                        "than 1000): the spread between launches must narrow first; run with nothing else on the "
+                        "machine")  # fmt: skip
+    out.truncate(0), out.seek(0)  # that one alone: no command sized for it
+    rounds.to_decide(Decided([capped], 8, None, stopped_by="out of reach"), run_id="r1", results="res", max_repeats=20)
+    assert "--max-repeats" not in out.getvalue() and out.getvalue().count("\n") == 1
+    out.truncate(0), out.seek(0)  # a fixed --repeats run says the same
+    rounds.to_decide_fixed([capped, short], repeats=3, max_repeats=20)
+    assert "--max-repeats 41 (" in out.getvalue() and "more repeats will not decide it" in out.getvalue()
+    from harness.analysis.stats import MAX_REPEATS
+    from harness.launch import repeats
+
+    by_id = {"a": "A", "b": "B"}  # the time the command takes (beyond_s) is sized for what it can decide
+    assert repeats._needs([capped, short], by_id, given_up=True, below=MAX_REPEATS) == {"B": 41}
+
+
 def test_a_fixed_repeats_run_names_the_command_that_decides_its_open_verdicts(monkeypatch):
     """'open after 1 repeats (need about 2)' ended a `--repeats 1` run with no way on: --resume refuses --repeats
     and has nothing to resume, so the way is the same command with --repeats auto (or enough fixed repeats)."""
