@@ -84,7 +84,7 @@ def slow_cpu(monkeypatch):
     from harness.commands.console import forecast
     from harness.measure import pace
 
-    monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads: 1e6)
+    monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads, dtype="fp32": 1e6)
     monkeypatch.setattr(forecast, "available_cpus", lambda: 2)
 
 
@@ -230,16 +230,40 @@ def test_a_full_size_run_that_takes_hours_by_its_flops_is_warned_about_at_its_st
         said.startswith("ddpbench: warning: the steps of 1 configuration(s) at their full size or as --wopt sets them ")
         and " h here by their FLOPs" in said
     )
-    monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads: 1e15)
+    monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads, dtype="fp32": 1e15)
     plan.warn_long_full_size(full, threads=1)
     assert capsys.readouterr().err == ""
     # a small size its --wopt options enlarge is judged too (mlp/tiny with a million classes: 12 steps of 8 samples
     # of some 2·10^8 FLOPs each, at 10^3 FLOP/s)
-    monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads: 1e3)
+    monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads, dtype="fp32": 1e3)
     plan.warn_long_full_size(
         [dataclasses.replace(planned("stock", 1), workload_options={"classes": 1_000_000})], threads=1
     )
     assert "the steps of 1 configuration(s) at their full size or as --wopt sets them" in capsys.readouterr().err
+
+
+def test_a_bf16_run_on_the_cpu_is_timed_in_bf16_and_warned_about_where_it_is_far_slower(capsys, monkeypatch):
+    """A walkthrough's bf16 run: a 512² matmul at 0.7 GFLOP/s in bf16 against 57.5 in fp32, its steps 784 s where the
+    dry run said 'at least 4 s of steps' by an fp32 matmul, and no warning."""
+    from harness.commands.console import forecast as fc
+    from harness.commands.console import plan
+    from harness.measure import pace
+
+    bf16 = dataclasses.replace(planned("stock", 2), dtype="bf16")
+    assert pace.cpu_flops_per_s(1, "bf16") > 1e7  # timed in bf16, even emulated (0.3-0.7 GFLOP/s here), in a second
+    rates = {"fp32": 57.5e9, "bf16": 0.7e9}
+    monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads, dtype="fp32": rates[dtype])
+    rate, how = fc._best_pace(bf16, threads=1)
+    assert rate == 0.7e9 and how.startswith("this CPU's best bf16 matmul, 0.7 GFLOP/s")
+    plan.warn_slow_bf16([planned("stock", 2)], threads=1)
+    assert capsys.readouterr().err == ""  # fp32: nothing timed, nothing said
+    plan.warn_slow_bf16([bf16], threads=1)
+    said = capsys.readouterr().err
+    assert said.startswith("ddpbench: warning: --dtype bf16: this CPU computes bf16 82× slower than fp32 (a matmul at "
+                           "0.7 against 57.5 GFLOP/s, timed now)")  # fmt: skip
+    rates["bf16"] = 60e9  # bf16 instructions (AMX): as fast, nothing to say
+    plan.warn_slow_bf16([bf16], threads=1)
+    assert capsys.readouterr().err == ""
 
 
 def test_the_fixed_cost_said_is_the_sum_of_the_parts_said_beside_it():

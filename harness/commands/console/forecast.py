@@ -179,13 +179,17 @@ def _flops_floor(configurations, *, threads: int, pace: tuple[float | None, str]
 
 
 def _best_pace(cfg, *, threads: int) -> tuple[float | None, str]:
-    """The most FLOP/s a rank of `cfg` computes here, and how that was found: a matmul timed now on the CPU, the
-    datasheet's dense peak on a GPU (None where its GPU is not listed)."""
+    """The most FLOP/s a rank of `cfg` computes here, and how that was found: a matmul in its dtype timed now on the
+    CPU, the datasheet's dense peak on a GPU (None where its GPU is not listed)."""
     if cfg.device == "cpu":
         from harness.measure.pace import cpu_flops_per_s
 
-        rate = cpu_flops_per_s(threads)
-        return rate, f"this CPU's best fp32 matmul, {rate / 1e9:.3g} GFLOP/s on a rank's {threads} thread(s), timed now"
+        dtype = "bf16" if cfg.dtype == "bf16" else "fp32"  # autocast's matmuls: bf16 may be emulated, far slower
+        rate = cpu_flops_per_s(threads, dtype)
+        return (
+            rate,
+            f"this CPU's best {dtype} matmul, {rate / 1e9:.3g} GFLOP/s on a rank's {threads} thread(s), timed now",
+        )
     import torch
 
     from harness.config.precision import peak_tflops

@@ -29,6 +29,8 @@ def say_plan(plan, *, requested_dtype: str, grows: bool = False, dry: bool = Fal
         backend = plan.configurations[0].backend.upper() if plan.configurations else "?"
         say(f"ddpbench: running on CUDA with {backend}, world sizes {worlds}")
     say(f"ddpbench: precision: {_precision_line(plan.configurations, requested_dtype)}")
+    if plan.device == "cpu":
+        warn_slow_bf16(plan.configurations, threads=plan.threads_per_rank)
     say_warmup(plan.configurations)
     warn_nothing_to_shard(plan.configurations)
     if plan.device == "cpu":
@@ -60,6 +62,27 @@ def say_warmup(configurations) -> None:
             warning(f"--warmup {warmup}: {impl} needs {need} warm-up steps on {device} before its "
                     f"steps are steady; its first {need - warmup} measured steps are not (leave --warmup "
                     "out)")  # fmt: skip
+
+
+SLOW_BF16 = 2.0
+"""A CPU whose bf16 matmul runs this many times slower than its fp32 one (emulated: no bf16 instructions) is said to."""
+
+
+def warn_slow_bf16(configurations, *, threads: int) -> None:
+    """A CPU run in bf16 where this CPU computes bf16 far slower than fp32, measured now (a walkthrough's 512² matmul:
+    0.7 GFLOP/s in bf16 against 57.5 in fp32; convnext_tiny's steps 674-1098 ms against 237-334, 784 s of steps
+    unforecast): its steps time the emulation. What predict takes from a bf16 run, the activations in bf16, it counts
+    itself from a --dtype auto run for a GPU that trains in bf16 (docs/your-model.md)."""
+    if not any(c.dtype == "bf16" for c in configurations):
+        return
+    from harness.measure.pace import cpu_flops_per_s
+
+    fp32, bf16 = cpu_flops_per_s(threads, "fp32"), cpu_flops_per_s(threads, "bf16")
+    if bf16 * SLOW_BF16 <= fp32:
+        warning(f"--dtype bf16: this CPU computes bf16 {fp32 / bf16:.0f}× slower than fp32 (a matmul at "
+                f"{bf16 / 1e9:.2g} against {fp32 / 1e9:.3g} GFLOP/s, timed now): the steps time its emulation, "
+                "no GPU's bf16; --dtype auto runs fp32 here, and predict counts a bf16 GPU's activations from "
+                "it")  # fmt: skip
 
 
 def warn_nothing_to_shard(configurations) -> None:
