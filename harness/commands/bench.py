@@ -223,7 +223,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
             raise ConfigError("--retry-failed needs --resume RUN_ID: it runs a stopped run's failed configurations")
         (config, plan), done = new_run(args, command=command), 0
         say_dtypes_ignored(plan.configurations)  # a resume's said at its start (a file of its run may have moved)
-    say_plan(plan, requested_dtype=config.dtype, grows=config.repeats == AUTO and not args.resume)
+    say_plan(plan, requested_dtype=config.dtype, grows=config.repeats == AUTO and not args.resume,
+             auto=Auto(config.max_repeats, config.budget_s))  # fmt: skip
     if config.nnodes > 1:  # torchrun's rendezvous says nothing while it waits (up to its join timeout)
         console.say(f"ddpbench: waiting for {config.nnodes} node(s) at {config.rdzv_endpoint} … (each node runs "
                     f"the same command with --run-id {plan.run_id}; torchrun waits up to 10 minutes)")  # fmt: skip
@@ -232,7 +233,10 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     began = time.monotonic() - max(time.time() - args.started_at, 0.0)
     launched = time.monotonic()
     costs.add_into(plan.phases_s, {"start": launched - began})
-    progress = Progress(plan.run, plan.configurations, done=done)
+    budget = config.budget_s if config.repeats == AUTO else None
+    progress = Progress(
+        plan.run, plan.configurations, done=done, budget_ends=None if budget is None else began + budget
+    )
     stops = StopSignals()
     try:
         with stops.caught():

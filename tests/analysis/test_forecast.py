@@ -297,11 +297,14 @@ def more_repeats(run: Path, config_id: str, repeats: range) -> None:
         pq.write_table(again, run / "configs" / f"{config_id}-r{r}.parquet")
 
 
-def test_repeats_auto_is_forecast_from_its_first_two_repeats_to_max_repeats_and_as_an_earlier_run_took(results, capsys):
+def test_repeats_auto_is_forecast_from_its_first_two_repeats_to_max_repeats_and_as_an_earlier_run_took(
+    results, capsys, monkeypatch
+):
     """Only what a verdict rests on repeats past two: the strategies at two ranks and their baseline, not world size
     1 (one rank communicates nothing). Each further repeat pays its steps, its launch and the configuration (not its
     parity: a first repeat's); each look a round of verdicts."""
     from harness.analysis.forecast import deciding
+    from harness.commands.console import forecast as forecast_module
     from harness.commands.console.forecast import Auto, minutes_text
 
     plan = auto_plan()
@@ -318,6 +321,23 @@ def test_repeats_auto_is_forecast_from_its_first_two_repeats_to_max_repeats_and_
                        "--repeats auto run here measured them (the rounds they took)")  # fmt: skip
     say_forecast(plan, results, auto=Auto(4, budget_s=90.0))  # no round starts that would end past 90 s
     assert f"to 1 min 30 s (--budget's end; {minutes_text(most)} at --max-repeats 4)" in capsys.readouterr().out
+    # a budget the first two repeats outlast: said in the dry run, and at a run's start (a walkthrough's --budget 8m
+    # took 17.5 min, unsaid); at the start nothing else of the forecast
+    say_forecast(plan, results, auto=Auto(4, budget_s=30.0))
+    assert "(2 repeats each, past --budget's 30 s, which stops none of them) to " in capsys.readouterr().out
+    say_forecast(plan, results, auto=Auto(4, budget_s=30.0), dry=False)
+    said = capsys.readouterr()
+    assert said.out == "" and said.err == (
+        "ddpbench: warning: --budget 30 s: the first two repeats, which every verdict needs and --budget does not "
+        f"stop, take about {minutes_text(fewest)} here (--dry-run says how)\n"
+    )
+    say_forecast(plan, results, auto=Auto(4, budget_s=90.0), dry=False)
+    assert capsys.readouterr() == ("", "")  # within the budget: nothing
+    # where no earlier run here measured them, a run's start warns of nothing rather than time a matmul and count
+    # every model's FLOPs (seconds before each launch) for a floor
+    monkeypatch.setattr(forecast_module, "_best_pace", lambda *a, **k: pytest.fail("a run's start timed a matmul"))
+    say_forecast(plan, results.parent / "elsewhere", auto=Auto(4, budget_s=1.0), dry=False)
+    assert capsys.readouterr() == ("", "")
     # an earlier auto run here gave stock and local at w2 three repeats (naive two, as it could have no fewer)
     earlier = earlier_run(results, "took", started="2026-12-05T00:00:00+00:00")
     meta = json.loads((earlier / "run.json").read_text())

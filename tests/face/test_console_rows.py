@@ -103,7 +103,8 @@ def test_off_a_terminal_a_long_configuration_gets_a_line_a_minute_with_the_bars_
     clock = [1000.0]
     monkeypatch.setattr(time, "monotonic", lambda: clock[0])
     log = io.StringIO()  # not a terminal
-    progress = Progress(tmp_path, [planned("stock"), planned("naive"), planned("flat")], stream=log)
+    progress = Progress(tmp_path, [planned("stock"), planned("naive"), planned("flat")], stream=log,
+                        budget_ends=1000.0 + 450)  # --budget 7 min 30 s  # fmt: skip
     StepProgress(tmp_path, "w2-stock", 23)(9)  # rank 0's hint: 10 of 3 warm-up + 20 steps done
     clock[0] += 59
     progress.tick()
@@ -121,7 +122,8 @@ def test_off_a_terminal_a_long_configuration_gets_a_line_a_minute_with_the_bars_
     clock[0] += 80  # 200 s since the start, 1 finished: 2 to go at 200 s each (tqdm's rate at this instant)
     progress.tick()
     assert log.getvalue().splitlines()[-1] == ("ddpbench: running [2/3] the next configuration: launching, 80 s in; "
-                                               "about 7 min left for the 2 to go at this session's pace")  # fmt: skip
+                                               "about 7 min left for the 2 to go at this session's pace, 2 min past "
+                                               "--budget's end")  # 200 + 400 s against 450  # fmt: skip
     StepProgress(tmp_path, "w2-flat", 23)(0)  # the launch runs flat before naive: the line names the one stepping
     clock[0] += 60
     progress.tick()

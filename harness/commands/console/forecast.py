@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from harness.commands.console import fixed_cost_parts, say
+from harness.commands.console import fixed_cost_parts, say, warning
 from harness.config.ranks import available_cpus
 
 
@@ -21,11 +21,13 @@ class Auto:
     budget_s: float | None = None
 
 
-def say_forecast(configurations, results, *, threads: int = 1, auto: Auto | None = None) -> None:
+def say_forecast(configurations, results, *, threads: int = 1, auto: Auto | None = None, dry: bool = True) -> None:
     """How long the planned run will take here: the steps as the runs already in `results` measured them, for the
     configurations none measured at least as long as their FLOPs take at this device's best (said as a floor), plus
     the fixed cost a launch and a configuration as the earlier runs here with as many GPUs measured it, or said not
-    counted where none did; with `auto`, the range its rounds may take."""
+    counted where none did; with `auto`, the range its rounds may take. At a run's start (not `dry`), only a warning
+    where that forecast of its first two repeats ends past `auto`'s --budget (a walkthrough's --budget 8m took
+    17.5 min, unsaid)."""
     from harness.analysis.forecast import forecast, medians_here
     from harness.handoff.fixed_cost import fixed_cost, largest_world
 
@@ -35,9 +37,19 @@ def say_forecast(configurations, results, *, threads: int = 1, auto: Auto | None
     found = forecast(configurations, results, medians=medians)
     if not found.total:  # every configuration skipped here: nothing to time
         return
+    fixed = fixed_cost(configurations, results)
+    if auto is not None and not dry:  # a run's start: only where its first two repeats end past --budget
+        # by what earlier runs here measured alone: the FLOPs floor's counts and matmul would delay every run's
+        # start by seconds (tens of seconds for a zoo model counted the first time), to warn of a floor
+        total = found.steps_s + (fixed.total_s if fixed else 0.0)
+        if auto.budget_s is not None and total > auto.budget_s:
+            word = "about" if found.known == found.total and fixed else "at least"
+            warning(f"--budget {minutes_text(auto.budget_s)}: the first two repeats, which every verdict needs "
+                    f"and --budget does not stop, take {word} {minutes_text(total)} here (--dry-run says "
+                    "how)")  # fmt: skip
+        return
     pace = _best_pace(configurations[0], threads=threads) if found.unmeasured else (None, "")
     floor = _flops_floor(found.unmeasured, threads=threads, pace=pace)
-    fixed = fixed_cost(configurations, results)
     world = largest_world(configurations)
     gpus = f"{world} {'simulated ' if configurations[0].device == 'cpu' else ''}GPU{'s' * (world != 1)}"
     if not found.known and not floor and fixed is None:
@@ -90,7 +102,9 @@ def _say_rounds(configurations, results, auto: Auto, *, about: str, alone: str =
         history = f"; {minutes_text(earlier_s)} as earlier {which} here repeated {some} ({reps})"
     else:
         history = "; no earlier --repeats auto run here measured them (the rounds they took)"
-    say(f"ddpbench: with --repeats auto, {about} {minutes_text(fewest_s)}{alone} (2 repeats each) to "
+    past = f", past --budget's {minutes_text(auto.budget_s)}, which stops none of them" if (
+        auto.budget_s is not None and fewest_s > auto.budget_s) else ""  # fmt: skip
+    say(f"ddpbench: with --repeats auto, {about} {minutes_text(fewest_s)}{alone} (2 repeats each{past}) to "
         f"{minutes_text(most_s)} ({ends}){history}")  # fmt: skip
 
 

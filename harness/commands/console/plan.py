@@ -45,6 +45,8 @@ def say_plan(plan, *, requested_dtype: str, grows: bool = False, dry: bool = Fal
         say_forecast(plan.configurations, plan.run, threads=plan.threads_per_rank, auto=auto if grows else None)
         return
     say(f"ddpbench: run {plan.run_id}: {count} configuration{'s' if count != 1 else ''}{more} -> {plan.run}/")
+    if deciding and auto is not None and auto.budget_s is not None:  # first two repeats past it: said at the start
+        say_forecast(plan.configurations, plan.run.parent, threads=plan.threads_per_rank, auto=auto, dry=False)
 
 
 def say_warmup(configurations) -> None:

@@ -24,8 +24,10 @@ HEARTBEAT_S = 60.0
 class Progress:
     """The launcher's callbacks: `written` when a configuration is on disk, `tick` while one runs."""
 
-    def __init__(self, run: Path, pending: list[Configuration], *, done: int = 0, stream: TextIO | None = None):
+    def __init__(self, run: Path, pending: list[Configuration], *, done: int = 0, stream: TextIO | None = None,
+                 budget_ends: float | None = None):  # fmt: skip
         self._run = run
+        self._budget_ends = budget_ends  # --budget's end on the monotonic clock: the heartbeat says an ETA past it
         self._pending = list(pending)
         self._done = done
         self._total = done + len(pending)
@@ -119,6 +121,8 @@ class Progress:
         pace = (now - self._began) / self._done_here if self._done_here else None  # tqdm's ETA: this session's pace
         eta = f"about {duration_text(pace * left)} left for the {left} to go at this session's pace" if pace else (
             "no ETA before the first finishes")  # fmt: skip
+        if pace and self._budget_ends is not None and now + pace * left > self._budget_ends:
+            eta += f", {duration_text(now + pace * left - self._budget_ends)} past --budget's end"
         _print(f"ddpbench: running [{self._done + 1}/{self._total}] {what}, "
                f"{duration_text(now - self._current_began)} in; {eta}", file=self._stream)  # fmt: skip
 
