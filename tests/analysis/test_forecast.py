@@ -324,7 +324,8 @@ def test_repeats_auto_is_forecast_from_its_first_two_repeats_to_max_repeats_and_
     # a budget the first two repeats outlast: said in the dry run, and at a run's start (a walkthrough's --budget 8m
     # took 17.5 min, unsaid); at the start nothing else of the forecast
     say_forecast(plan, results, auto=Auto(4, budget_s=30.0))
-    assert "(2 repeats each, past --budget's 30 s, which stops none of them) to " in capsys.readouterr().out
+    assert (f"(2 repeats each, past --budget's 30 s, which stops none of them; no round after them, "
+            f"{minutes_text(most)} at --max-repeats 4); no earlier") in capsys.readouterr().out  # fmt: skip
     say_forecast(plan, results, auto=Auto(4, budget_s=30.0), dry=False)
     said = capsys.readouterr()
     assert said.out == "" and said.err == (

@@ -76,9 +76,9 @@ def say_forecast(configurations, results, *, threads: int = 1, auto: Auto | None
 
 def _say_rounds(configurations, results, auto: Auto, *, about: str, alone: str = "", fewest_s: float, timed) -> None:
     """`--repeats auto`'s range, in one line: the plan as listed (2 repeats each, judged once) to the configurations
-    its verdicts rest on run to --max-repeats (judged at each look), or the budget's end where that comes first; and
-    the same as the newest earlier auto run here repeated them, where one measured them (`alone`: ' of steps alone'
-    where the fixed cost is not known)."""
+    its verdicts rest on run to --max-repeats (judged at each look), or the budget's end where that comes first (the
+    two repeats past it: said so, no round after them); and the same as the newest earlier auto run here repeated
+    them, where one measured them (`alone`: ' of steps alone' where the fixed cost is not known)."""
     from harness.analysis.forecast import deciding, grown, repeats_taken
     from harness.analysis.verdicts.decide import looks
 
@@ -86,7 +86,7 @@ def _say_rounds(configurations, results, auto: Auto, *, about: str, alone: str =
     if not keys:
         return
     most = auto.max_repeats
-    most_s = timed(grown(configurations, dict.fromkeys(keys, most)), len(looks(most)))
+    most_s = whole_s = timed(grown(configurations, dict.fromkeys(keys, most)), len(looks(most)))
     ends = f"{len(keys)} configurations its verdicts rest on to --max-repeats {most}"
     if auto.budget_s is not None and most_s > max(fewest_s, auto.budget_s):
         most_s, ends = max(fewest_s, auto.budget_s), f"--budget's end; {minutes_text(most_s)} at --max-repeats {most}"
@@ -102,10 +102,13 @@ def _say_rounds(configurations, results, auto: Auto, *, about: str, alone: str =
         history = f"; {minutes_text(earlier_s)} as earlier {which} here repeated {some} ({reps})"
     else:
         history = "; no earlier --repeats auto run here measured them (the rounds they took)"
-    past = f", past --budget's {minutes_text(auto.budget_s)}, which stops none of them" if (
-        auto.budget_s is not None and fewest_s > auto.budget_s) else ""  # fmt: skip
-    say(f"ddpbench: with --repeats auto, {about} {minutes_text(fewest_s)}{alone} (2 repeats each{past}) to "
-        f"{minutes_text(most_s)} ({ends}){history}")  # fmt: skip
+    fewest = f"{about} {minutes_text(fewest_s)}{alone} (2 repeats each"
+    if auto.budget_s is not None and fewest_s > auto.budget_s:  # past the budget, which stops none of them
+        say(f"ddpbench: with --repeats auto, {fewest}, past --budget's {minutes_text(auto.budget_s)}, which stops "
+            f"none of them; no round after them, {minutes_text(whole_s)} at --max-repeats {most})"
+            f"{history}")  # fmt: skip
+        return
+    say(f"ddpbench: with --repeats auto, {fewest}) to {minutes_text(most_s)} ({ends}){history}")
 
 
 def _total(planned, results, medians, fixed, threads: int, pace, rounds: int) -> float:
