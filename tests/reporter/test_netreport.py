@@ -16,7 +16,7 @@ import torch
 import workloads
 from harness.measure import gradprofile
 from harness.perfmodel import measured, predict
-from harness.perfmodel.clusters import cluster
+from harness.perfmodel.clusters import cluster, published
 from harness.rank import collectives
 from harness.results import model_tables, store
 from reports import site
@@ -645,3 +645,36 @@ def test_the_full_size_headline_names_the_nodes_of_the_fewest_gpus_asked():
     lead = full_size.full_size_lead(best, "")
     assert " at most 1.000 on 2 nodes (16 GPUs) and at most 0.999 at 32 GPUs" in lead, lead
     assert " on one node (8 GPUs) " in full_size.full_size_lead(best.assign(world_size=[8, 16], nodes=[1, 2]), "")
+
+
+def test_a_what_if_page_at_one_gpu_count_says_each_figure_once(built):
+    """`predict --nodes 4 --page` read 'at most 0.999 on 4 nodes (32 GPUs) and at most 0.999 at 32 GPUs', then
+    '1.000 on 4 nodes (32 GPUs), 1.000 at 32 GPUs on 4 nodes': the fewest GPUs asked were the most. And the published
+    tables' misses at 4 nodes stood in the answer and again under the choice's Caveats: the answer says the most
+    GPUs' node count's, the Caveats only the others'."""
+    from harness.commands.report import as_predict_counts
+    from reports.pages.whatif import full_size
+    from reports.pages.whatif import memory as whatif_memory
+    from reports.pages.whatif import page as whatif
+
+    results, _ = built
+    run, h100 = results / "bucket_sweep", cluster.load("dgx-h100")
+    configs = store.read_configs(run)
+    counts = as_predict_counts(run, configs, cluster=h100)
+    page = html.unescape(whatif.whatif_page(store.read_run_meta(run), configs, model_tables.read_gradprofiles(run),
+                                            h100, local_step_ms=20.0, gpus=[32], **counts))  # fmt: skip
+    lead, profiled = page.split('<p class="headline">')[1:3]
+    assert re.search(r"efficiency is at most [\d.]+ on 4 nodes \(32 GPUs\) with the full size's gradients", lead), lead
+    assert re.search(r"Efficiency \(before DDP's own cost, left out\) [\d.]+ on 4 nodes \(32 GPUs\)\. ", profiled)
+    assert "at 32 GPUs" not in lead.split("<b>Why</b>")[0] + profiled.split("<b>Why</b>")[0]
+    one = pd.DataFrame({"world_size": [32], "nodes": [4], "full_size_efficiency_at_most": [0.999]})
+    assert full_size.efficiencies(one, "full_size_efficiency_at_most", " and at most ") == "0.999 on 4 nodes (32 GPUs)"
+
+    def frame(world: int, nodes: int) -> pd.DataFrame:  # a 25 % miss on the all-reduces could move the cap named
+        return pd.DataFrame({"bucket_cap_mb": [5.0, 25.0], "step_ms": [10.0, 10.5], "comm_ms": [5.0, 5.0],
+                             "world_size": [world] * 2, "nodes": [nodes] * 2})  # fmt: skip
+
+    at_4 = [frame(32, 4)]
+    assert whatif._caveat(h100, 4) and not whatif_memory._misses(h100, pd.concat(at_4), at_4)  # the answer's only
+    both = [frame(8, 1), frame(32, 4)]
+    assert whatif_memory._misses(h100, pd.concat(both), both) == published.cap_caveats(h100, [1])  # 4 nodes: above

@@ -85,19 +85,27 @@ def full_size_lead(best: pd.DataFrame, trained: str, default: str = "") -> str:
     """What the full size's floors bound for the model to train (the best rows' `full_size_*`): the headline's first
     paragraph, before the profiled size's own figures, which would read as the model to train's; `default` as
     heading takes it."""
-    first, last = best.iloc[0], best.iloc[-1]
+    last = best.iloc[-1]
     whose = f"the model you will train ({esc(trained)})" if trained else "the full size"
     which = "" if trained else esc(yours_instead(default))
     return (f'<p class="headline"><b>{whose[0].upper() + whose[1:]}</b>{which}, {last["full_size_mb"]:,.0f} MiB of '
             f"gradients (counted on the meta device): DDP's scaling efficiency is at most "
-            f"{first['full_size_efficiency_at_most']:.3f} on {nodes_text(int(first['nodes']))} "
-            f"({int(first['world_size'])} GPUs) and at most {last['full_size_efficiency_at_most']:.3f} at "
-            f"{int(last['world_size'])} GPUs with "
+            f"{efficiencies(best, 'full_size_efficiency_at_most', ' and at most ')} with "
             f"{'its' if trained else 'the full size' + chr(39) + 's'} gradients: there its step takes at least "
             f"{last['full_size_least_step_ms']:.4g} ms at {last['full_size_cap_mb']:g} MiB (the cap its floors "
             f"favour, where the choice ranks it) against {last['local_step_ms']:.4g} ms on one GPU, "
             f"on the profile's compute (the table's last columns give each strategy's floor).{_full_size_why(last)}"
             "</p>")  # fmt: skip
+
+
+def efficiencies(best: pd.DataFrame, column: str, joint: str, *, nodes: bool = False) -> str:
+    """'0.999 on one node (8 GPUs) and at most 0.981 at 1024 GPUs' (`joint` between; `nodes`: '… on 128 nodes'): the
+    fewest GPUs' and the most's; '0.999 on 4 nodes (32 GPUs)' where the rows are of one GPU count (`predict --nodes
+    4`), said once."""
+    first, last = best.iloc[0], best.iloc[-1]
+    fewest = f"{first[column]:.3f} on {nodes_text(int(first['nodes']))} ({int(first['world_size'])} GPUs)"
+    most = f"{last[column]:.3f} at {int(last['world_size'])} GPUs" + f" on {nodes_text(int(last['nodes']))}" * nodes
+    return fewest if len(best) == 1 else f"{fewest}{joint}{most}"
 
 
 def nodes_text(count: int) -> str:

@@ -24,6 +24,16 @@ from reports.pages.html import esc, table
 from reports.pages.whatif.full_size import has_floors, not_yours
 
 
+def _misses(cluster: Cluster, group: pd.DataFrame, frames: list[pd.DataFrame]) -> str:
+    """The published tables' misses where they could move the cap named, at the node counts whose table the answer
+    above leaves out: it says the most GPUs' (page._caveat), which a page with one node count said twice."""
+    if not ranked.miss_could_move_cap(frames):
+        return ""
+    nodes = sorted({int(n) for n in group["nodes"]})
+    table = {n: max((c["nodes"] for c in published_checks(cluster) if c["nodes"] <= n), default=None) for n in nodes}
+    return cap_caveats(cluster, rest) if (rest := [n for n in nodes if table[n] != table[nodes[-1]]]) else ""
+
+
 def setup_of(group: pd.DataFrame) -> dict:
     """The setup a group of the what-if page's predicted rows is of (its `setup_*` columns)."""
     return {key.removeprefix("setup_"): group[key].iloc[0] for key in group if key.startswith("setup_")}
@@ -38,7 +48,7 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
     setup = setup_of(group)
     state = state_per_rank(of_setup(configs, setup) if rows is None else rows, worlds)  # rows: of this setup
     frames = [rows for _, rows in group.groupby("world_size", sort=True)]
-    first = group.iloc[0]  # the console's bracket: each node count's published-table caveat, a CPU's optimizer
+    first = group.iloc[0]  # the console's bracket: a CPU's optimizer
     on_cpu = first["profiled_on"] == "cpu" and not first.get("optimizer_given")  # its optimizer's time a CPU's
     optimizer_ms = first["optimizer_share"] * first["local_step_ms"] if on_cpu else 0.0
     labelled = state.assign(strategy=strategy_labels(state)) if len(state) else state
@@ -52,11 +62,7 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
                                  optimizer=str(first.get("setup_optimizer") or "sgd"))  # fmt: skip
     even = optimizer_break_even(frames[-1], optimizer_ms=optimizer_ms, step_ms=first["local_step_ms"]) if on_cpu else ""
     left_out = first.get("own_costs_left_out", "")  # FSDP's and ZeRO's own costs, a CPU's, as the console says
-    misses = (
-        cap_caveats(cluster, sorted({int(n) for n in group["nodes"]})) if ranked.miss_could_move_cap(frames) else ""
-    )
-    said = "; ".join(part for part in (misses,
-                                       cpu if on_cpu else "", even, left_out) if part)  # fmt: skip
+    said = "; ".join(part for part in (_misses(cluster, group, frames), cpu if on_cpu else "", even, left_out) if part)
     header = table_header(cost=batch is not None, tokens=tokens_a_step(labelled) is not None)
     answer = table(list(header), [[esc(cell) for cell in row] for row in rows]) if rows else ""
     if rows and (unborne := unborne_words(checked and checked.errors)):  # the doubt where the answer is read

@@ -212,13 +212,11 @@ def _answer(best: pd.DataFrame, cluster: Cluster, trained: str = "", default: st
     costs what it does (the same sentence `predict --cluster` ends with); where the rows hold the full size's floors,
     what they bound for the model to train first, the profiled size's figures after, said to be its; the published
     tables' caveat only where their misses could move the cap named (`moves`: ranked.miss_could_move_cap)."""
-    first, last = best.iloc[0], best.iloc[-1]
+    last = best.iloc[-1]
     why_last = why.predicted_step(last, backward_ms=last["backward_ms"], own_ms=last["ddp_own_ms"])
     before = " (before DDP's own cost, left out)" if last["own_left_out"] else ""  # the calibration note says why
     said = (f"(ZeRO-1's and FSDP2's steps at the same cap are in the table below): {esc(_caps_by_size(best))}. "
-            f"Efficiency{before} {first['scaling_efficiency']:.3f} on {full_size.nodes_text(int(first['nodes']))} "
-            f"({int(first['world_size'])} GPUs), "
-            f"{last['scaling_efficiency']:.3f} at {int(last['world_size'])} GPUs on {int(last['nodes'])} nodes. "
+            f"Efficiency{before} {full_size.efficiencies(best, 'scaling_efficiency', ', ', nodes=True)}. "
             f"<b>Why</b> at {int(last['world_size'])} GPUs: {esc(why_last)}."
             f"{_caveat(cluster, int(last['nodes'])) * moves}{_small_cap_caveat(best)}"
             f"{_unchecked(cluster, best)}")  # fmt: skip
@@ -278,7 +276,8 @@ def _span(counts: list[int]) -> str:
 
 
 def _caveat(cluster: Cluster, nodes: int) -> str:
-    """The check against published tables where a cap chosen there rests on sizes it found off (as predict says)."""
+    """The check against published tables where a cap chosen there rests on sizes it found off (as predict says): at
+    the most GPUs' node count, which the choice's caveats leave to it (wm.choice_section)."""
     from harness.perfmodel.clusters.published import cap_caveat
 
     said = cap_caveat(cluster, nodes)
