@@ -26,6 +26,7 @@ from reports.pages.evidence import (
     CELL_DOUBT,
     NO_CHANGE_SHOWN,
     NOT_SIGNIFICANT,
+    POOLED_CAPS,
     SIGNIFICANT,
     STAND_IN,
     TOO_FEW,
@@ -45,6 +46,20 @@ def milliseconds(ms: float | None) -> str:
     if ms is None:
         return MISSING
     return f"{ms:.1f} ms" if ms >= 100 else f"{ms:.2f} ms"
+
+
+def step_said(row: pd.Series) -> str:
+    """'17.07 ms', or for caps of one layout as one row (one_layout_pooled) '17.07 ms, both caps' launches pooled':
+    a figure no row of the table holds (each launch's geometric mean of its caps' medians), said to be pooled."""
+    caps = row.get("pooled_caps")
+    if not isinstance(caps, list):
+        return milliseconds(row["step_ms"])
+    return f"{milliseconds(row['step_ms'])}, {'both' if len(caps) == 2 else f'its {len(caps)}'} caps' launches pooled"
+
+
+def any_pooled(group: pd.DataFrame) -> bool:
+    """Whether one_layout_pooled made one row of some strategy's caps in `group` (its answer rows, pooled)."""
+    return "pooled_caps" in group and bool(group["pooled_caps"].map(lambda caps: isinstance(caps, list)).any())
 
 
 def reference_row(group: pd.DataFrame) -> pd.Series | None:
@@ -107,7 +122,7 @@ def recommendation_text(
         return None
     row = rows.iloc[0]
     if isinstance(value(row, "decision"), str):  # the sweep's decision over repeats (docs/statistics.md)
-        return sweep.answer(row)
+        return sweep.answer(row, why=False)  # the buckets every cap made: the line above says
     best = value(row, "best_cap_mb")
     as_good = _caps(value(row, "equivalent_caps_mb"))
     if best is None:
@@ -177,13 +192,13 @@ def lead(group: pd.DataFrame) -> tuple[str, str]:
     contenders = group[~group["is_floor"]]
     best = contenders.iloc[0]
     if len(contenders) == 1:
-        return best["strategy"], f" is the only strategy measured ({milliseconds(best['step_ms'])})"
+        return best["strategy"], f" is the only strategy measured ({step_said(best)})"
     reference = reference_row(group)
     runner = contenders.iloc[1]
     runner_name = reference_name(reference) if runner["strategy"] == _name(reference) else runner["strategy"]
     proof = evidence(best, runner)  # ranked by the estimate the ratio is built around: times ≥ 1
     own = inverted(proof)  # the leader's step over the next's, as every ratio on the page and the console runs
-    at = milliseconds(best["step_ms"])
+    at = step_said(best)
     interval = interval_text(own) if proof["low"] is not None else ""
     next_step = f"the step of the next, {runner_name}"
     if proof.get("same_buckets"):
@@ -263,7 +278,7 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
               workloads}  # fmt: skip
     levels = levels_note(list(frames.values()), run.meta.get("config") or {}, swept=not run.recommendations.empty)
     parts = ["<h2 id=answer>The answer</h2>", levels]
-    stand_in = False
+    stand_in = pooled = explained = False
     for workload, frame in frames.items():
         if frame.empty:
             continue
@@ -277,11 +292,13 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
         for _, group in sorted(frame.groupby("world_size"), key=lambda item: -item[0]):
             reference = reference_row(group)
             stand_in |= reference is not None and bool(roles.beyond_defaults(reference["impl"], reference["options"]))
+            pooled |= any_pooled(one_layout_pooled(group))
             world, verdicts = int(group["world_size"].iloc[0]), run.recommendations  # the caps' verdicts, then all
-            parts += [f"<p class=headline>{headline(group)}</p>", alerts.cap_verdicts(verdicts, workload=workload,
-                      world=world), world_table(group, verdicts, workload=workload)]  # fmt: skip
+            caps = alerts.cap_verdicts(verdicts, workload=workload, world=world, explain=not explained)
+            explained |= caps != alerts.cap_verdicts(verdicts, workload=workload, world=world, explain=False)  # once
+            parts += [f"<p class=headline>{headline(group)}</p>", caps, world_table(group, verdicts, workload=workload)]
             parts.append(alerts.answer_below_floor(group) + alerts.late_note(group))
     if len(parts) == 2:
         parts.append("<p>No configuration of this run was measured: nothing to rank.</p>")
-    parts.append(f"<p class=caption>{CAPTION}{STAND_IN if stand_in else ''}</p>")
+    parts.append(f"<p class=caption>{CAPTION}{POOLED_CAPS * pooled}{STAND_IN if stand_in else ''}</p>")
     return "\n".join(parts)

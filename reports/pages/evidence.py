@@ -242,6 +242,12 @@ CAPTION = (
     "every rank trains alone, no communication. It is measured like the rest (the geometric mean of its repeats, "
     "with their noise), not an exact bound: a strategy can come out below it, and a note under its table says where."
 )
+POOLED_CAPS = (
+    " Caps of one strategy that made one bucket layout in every launch are one configuration in the headlines and "
+    "section 1 ('stock (caps 5, 25 MiB: one bucket layout)'): each launch one repeat of it, the geometric mean of its "
+    "caps' medians there, so its step ('…, both caps' launches pooled') and its ratios are of those caps' rows of "
+    "the table pooled, not of one of them."
+)
 STAND_IN = (
     " This run has no stock row without options, so stock at an explicit bucket_cap_mb=25 stands in, named as "
     "such: since torch 2.9 an explicit cap caps the first bucket too, which DDP's default (1 MiB) does not."

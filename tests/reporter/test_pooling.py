@@ -399,7 +399,7 @@ def test_the_slowest_said_of_a_layout_that_made_the_leaders_buckets_is_one_measu
                repeats("stock", [20.0, 21.0], bucket_sizes_mb=one),
                repeats("stock", [16.0, 17.0], options={"bucket_cap_mb": 1.0}, bucket_sizes_mb=one))  # fmt: skip
     said = takeaways.fastest(rows, workload="mlp")
-    assert said.startswith("At 2 ranks stock (caps 1, 100 MiB: one bucket layout) leads (11.52 ms)"), said
+    assert said.startswith("At 2 ranks stock (caps 1, 100 MiB: one bucket layout) leads (11.52 ms, both caps"), said
     assert said.endswith("stock is slowest, at 1.78× the step of stock (caps 1, 100 MiB: one bucket layout), though it "
                          "makes the same buckets: one measurement, apart by the launches' spread."), said  # fmt: skip
 
@@ -475,3 +475,33 @@ def test_the_index_and_the_run_page_say_the_verdict_the_console_said():
     said = html.unescape(answer.headline(pooled.ranked(ahead, workload="mlp", confidence=0.995)))
     assert "too few repeats to tell it from zero" in said and "does not decide" not in said  # zero vs stock: a verdict
     assert pages.run_headline(ahead, meta).endswith("1.01 ms (leads; too few repeats)")
+
+
+def test_caps_of_one_layout_say_their_step_is_pooled_and_their_buckets_once():
+    """A CPU page's headline read 'zero (caps 5, 25 MiB: one bucket layout) leads (6023.1 ms) … 0.94× stock': the
+    geometric mean of the two caps' rows, launch by launch, a figure no row of the table holds (its ratio for the
+    pair read 0.88×). It now says the step is the caps' launches pooled, and the caption how. And 'every cap makes one
+    bucket of 27.7 MiB, every gradient: a cap splits …' stood four times on that page: the buckets and why, once."""
+    from reports.aggregate import RunData
+
+    one = [[0.13]] * 2
+    rows = run(*(repeats(impl, [ms, ms * 1.02], world=world, options={"bucket_cap_mb": cap}, bucket_sizes_mb=one)
+                 for world in (2, 4) for impl, base in (("zero", 10.0), ("stock", 12.0))
+                 for cap, ms in ((5.0, base), (25.0, base * 1.2))))  # fmt: skip
+    verdicts = pd.DataFrame([{"workload": "mlp", "impl": impl, "world_size": world, "other_options": "{}",
+                              "decision": stats.FLAT, "equivalent_caps_mb": "[5.0, 25.0]", "caps_mb": "[5.0, 25.0]",
+                              "best_cap_mb": 5.0, "same_buckets_mb": "[0.13]", "repeats": 2}
+                             for world in (2, 4) for impl in ("zero", "stock")])  # fmt: skip
+    empty = {key: pd.DataFrame() for key in ("ranks", "phases", "boxes", "series")}
+    page = html.unescape(answer.answer_section(RunData(meta={}, configs=rows, recommendations=verdicts, **empty),
+                                               ["mlp"]))  # fmt: skip
+    pooled_ms = stats.geometric_mean([10.0, 10.2, 12.0, 12.24])
+    said = (
+        f"<b>zero (caps 5, 25 MiB: one bucket layout)</b> is fastest ({pooled_ms:.2f} ms, both caps' launches pooled)"
+    )
+    assert page.count(said) == 2, page  # at 4 ranks and at 2
+    assert page.count(answer.POOLED_CAPS.strip()) == 1  # how, in the caption
+    assert page.count(sweep.ONLY_BETWEEN) == 1 and page.count("every cap makes one bucket of 0.13 MiB") == 1
+    assert page.count("flat: any of 5, 25 MiB (every cap makes the same buckets)") == 2 * 2 * 2 - 1  # lines, cells
+    plain = run(repeats("zero", [10.0, 10.2]), repeats("stock", [12.0, 12.2]))
+    assert answer.POOLED_CAPS.strip() not in answer.answer_section(RunData(meta={}, configs=plain, **empty), ["mlp"])

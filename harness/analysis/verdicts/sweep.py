@@ -184,9 +184,10 @@ def _noise(repeats: dict[float, list[dict]]) -> str:
 ONLY_BETWEEN = "a cap splits buckets only between parameters, so a smaller one may not split it"
 
 
-def answer(row: pd.Series) -> str:
+def answer(row: pd.Series, *, why: bool = True) -> str:
     """The decision in words, for the console and the run page: the cap to use, or 'flat: any of …',
-    or 'too few repeats to tell (have N, need about M)'."""
+    or 'too few repeats to tell (have N, need about M)'; `why`: the buckets every cap made and why (ONLY_BETWEEN),
+    which a page says once, else '(every cap makes the same buckets)'."""
     as_good = ", ".join(f"{c:g}" for c in json.loads(row["equivalent_caps_mb"]))
     if pd.isna(row.get("decision")):  # written before decisions were made: the fastest, no verdict
         return f"fastest: {row['best_cap_mb']:g} MiB (no verdict recorded: a run from before repeats were judged)"
@@ -194,6 +195,8 @@ def answer(row: pd.Series) -> str:
         return f"use bucket_cap_mb={row['best_cap_mb']:g}"
     if row["decision"] == stats.FLAT:
         same = row.get("same_buckets_mb")
+        if isinstance(same, str) and not why:
+            return f"flat: any of {as_good} MiB (every cap makes the same buckets)"
         if isinstance(same, str):
             sizes = json.loads(same)
             # not 'a cap below it splits it': a review's cap 1 made the same one bucket of 1.01 MiB, one parameter

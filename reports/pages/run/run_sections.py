@@ -153,7 +153,7 @@ def recommendation_table(frame: pd.DataFrame) -> str:
     for r in frame.itertuples():
         row = pd.Series(r._asdict())
         interval = sweep.interval_text(r.best_ci_low_ms, r.best_ci_high_ms)
-        answer, gain = sweep.answer(row), sweep.versus_reference(row) or sweep.no_reference_ratio(row)
+        answer, gain = sweep.answer(row, why=False), sweep.versus_reference(row) or sweep.no_reference_ratio(row)
         rows.append([
             esc(r.workload), esc(r.impl), esc(aggregate.world_label(int(r.world_size))),
             f"<b>{esc(answer)}</b>" if r.decision == "recommend" else esc(answer),
