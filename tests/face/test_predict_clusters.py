@@ -121,6 +121,12 @@ def test_the_bookings_are_what_each_clusters_answer_books(small_run, tmp_path, c
     [
         (["--page", "x.html"], "--page with --cluster 'dgx-a100,dgx-h100': a what-if page is one cluster's; give one"),
         (["--nccl-tests", "log.txt"], "--nccl-tests with --cluster 'dgx-a100,dgx-h100': its logs are one cluster's"),
+        # the way round, in the same line: a fit saved once is a profile like any other
+        (
+            ["--nccl-tests", "log.txt"],
+            "; or fit the logs once to their cluster (--cluster dgx-a100 --nccl-tests LOG… "
+            "--save-profile dgx-a100-fit.toml), then compare --cluster dgx-a100-fit.toml,dgx-h100",
+        ),
         (["--cluster", "dgx-a100,dgx-x"], "--cluster 'dgx-x' is neither a built-in profile (dgx-a100, "),
         (["--cluster", "dgx-a100,"], "--cluster 'dgx-a100,' names an empty profile; give names (dgx-a100, "),
         # one step timed on one GPU, taken as an A100's and an H100's alike, tied the two clusters' bookings

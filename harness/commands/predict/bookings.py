@@ -47,11 +47,15 @@ def cluster_names(args: argparse.Namespace) -> list[str | None]:
         args.cluster = kept[0]
         return kept
     each = " or ".join(kept)
+    fitted = f"{kept[0]}-fit.toml"
+    fit_once = (f"; or fit the logs once to their cluster (--cluster {kept[0]} --nccl-tests LOG… --save-profile "
+                f"{fitted}), then compare --cluster {','.join([fitted, *kept[1:]])}")  # fmt: skip
     for flag, given, why in (("--nccl-tests", args.nccl_tests, "its logs are one cluster's, the one they fit"),
                              ("--page", args.page, "a what-if page is one cluster's"),
                              ("--save-profile", args.save_profile, "it saves one cluster's fit")):  # fmt: skip
         if given:
-            raise ConfigError(f"{flag} with --cluster {args.cluster!r}: {why}; give one cluster ({each}) with it")
+            raise ConfigError(f"{flag} with --cluster {args.cluster!r}: {why}; give one cluster ({each}) with it"
+                              f"{fit_once if flag != '--page' else ''}")  # fmt: skip
     if cluster.is_collective_table(args):
         raise ConfigError(f"--cluster {args.cluster!r}: a collectives table is one cluster's; give one ({each}), or "
                           "--run RUN (or --workload NAME) to compare the bookings of several")  # fmt: skip
