@@ -107,7 +107,7 @@ def test_predict_counts_the_model_you_will_train_from_a_smaller_one_benched(else
     assert done.returncode == 0, done.stderr[-2000:]
     said = done.stdout
     assert "\n  the model you will train (width=2048): its parameters and activations counted on the meta" in said
-    assert ("the model you will train puts floors under each step on dgx-h100, right of | below (≥; left of it the "
+    assert ("the model you will train puts floors under each step, right of | below (≥; left of it the "
             "benched model's): my_workload.py:MyModel's parameters (64.1 MiB of gradients in 10 tensors, counted on "
             "the meta device)") in said  # fmt: skip  # its options said once, with its memory above
     assert "≥" in said.split("the answer on dgx-h100")[1]  # the choice ranks by the trained model's floors

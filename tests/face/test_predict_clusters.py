@@ -83,6 +83,19 @@ def test_a_batch_asked_is_the_one_the_throughput_counts(tmp_path, capsys):
     assert float(a100[5].replace(",", "")) == pytest.approx(8 * 32 / (float(a100[4].lstrip("≥")) / 1e3), rel=5e-3)
 
 
+def test_the_steps_words_are_said_once_not_a_clusters(tmp_path, capsys):
+    """A step measured on an A100 is the same claim whichever cluster is weighed: its FLOPs against the A100's peak and
+    what the full size's floors are were said once per cluster, word for word."""
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-a100,dgx-h200",
+                     "--nodes", "1", "--local-step-ms", "1", "--local-step-gpu", "a100-sxm4-80gb"]) == 0  # fmt: skip
+    said = capsys.readouterr().out
+    assert said.count("the step per bucket cap on ") == 2  # each cluster's table, under the one line of floors
+    assert said.count("ddpbench predict: --local-step-ms 1 for mlp's full size (8 samples a GPU) is ") == 1
+    assert said.count(" of one a100-sxm4-80gb's dense peak in bf16 (312 TFLOP/s)") == 1  # not warned: below 100 %
+    assert said.count("ddpbench predict: the full size puts floors under each step, right of | below") == 1
+
+
 def test_the_bookings_are_what_each_clusters_answer_books(small_run, tmp_path, capsys):
     """With memory per rank (a run at two world sizes) each booking is its cluster's choice: the strategy its answer's
     table books and that table's step (on the H200, whose step a step timed on an H100 bounds, the shorter end, the

@@ -541,7 +541,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert (frame["step_ms"] >= 0.2).all()  # the scaled one-rank step, plus what is exposed
     # and mlp/full's gradients, counted on the meta device, put a floor under each step, said as the tiny's are not
     assert (
-        "ddpbench predict: the full size puts floors under each step on dgx-h100, right of | below (≥; left of it "
+        "ddpbench predict: the full size puts floors under each step, right of | below (≥; left of it "
         "the tiny size's): mlp's " in printed
     )  # what they are, once, above the table that shows them
     assert (frame["full_size_step_floor_ms"] >= 0.2 - 1e-9).all()  # never below the step's compute

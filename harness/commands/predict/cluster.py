@@ -272,7 +272,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         # whose own cost a bounded step's long end holds (the choice's words): a CPU's, or a GPU run's not told
         rows.append(agreement.with_answer_marks(frame).assign(own_cost_whose="the run's" if carried else "a CPU's"))
     if smaller:  # the full size's gradients on the same compute: the least each step can take
-        rows = predict_full_size.with_floors(rows, setup, profile, configs=configs, link=link, cluster_name=chosen.name,
+        rows = predict_full_size.with_floors(rows, setup, profile, configs=configs, link=link,
                                              fsdp_profile=sharded.profile, fsdp_own_s=sharded.own_s or 0.0,
                                              zero_own_s=zero_own.added_s, options=trained, said=known)  # fmt: skip
     own_ms = calibration.reducer_s * 1e3  # DDP's own cost as the prediction adds it (scaled with any compute)

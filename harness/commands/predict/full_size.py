@@ -185,7 +185,7 @@ def full_parameters(setup: dict, configs, profile_grad_bytes: int, *, options: d
     return parameters_of(full["parameters"])
 
 
-def with_floors(frames: list, setup: dict, profile, *, configs, link, cluster_name: str, fsdp_profile,
+def with_floors(frames: list, setup: dict, profile, *, configs, link, fsdp_profile,
                 fsdp_own_s: float = 0.0, zero_own_s: float = 0.0, options: dict | None = None,
                 said: bool = True) -> list:  # fmt: skip
     """Where the profile is a smaller size's (said by `warn_not_whole_model`): each strategy's step floor per GPU
@@ -202,7 +202,7 @@ def with_floors(frames: list, setup: dict, profile, *, configs, link, cluster_na
         return frames
     gradients = f"{mib_text(params.grad_bytes / 2**20)} of gradients in {len(params.trained)} tensors"
     if said:  # what the floors are, once, above the table that shows them
-        steps.say_floors(f"{setup['workload']}'s parameters ({gradients}, counted on the meta device)", cluster_name,
+        steps.say_floors(f"{setup['workload']}'s parameters ({gradients}, counted on the meta device)",
                          trained=options is not None, size=setup["size"])  # fmt: skip
     return [with_full_size_floors(frame, profile, params, link=link, world_size=int(frame["world_size"].iloc[0]),
                                   fsdp_profile=fsdp_profile, fsdp_own_s=fsdp_own_s, zero_own_s=zero_own_s)

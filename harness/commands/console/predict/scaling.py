@@ -222,8 +222,8 @@ def say_step_against_peak(args, configs, setup: dict | None, chosen, trained: di
                                      gpu_said=f"one {measured_on}" if measured_on else "one GPU")  # fmt: skip
     if beyond:
         console.warning(said)
-    elif said:
-        console.say(f"ddpbench predict: {said}")
+    elif said:  # the step's, no cluster's: said once where several clusters' lines would repeat it word for word
+        console.say_once(f"ddpbench predict: {said}")
     return said
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from harness.analysis import agreement
 from harness.bucketing import DDP_DEFAULT_CAP_MB
-from harness.commands.console import say
+from harness.commands.console import say, say_once
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -25,15 +25,16 @@ FLOORS = (("buckets", "full_size_buckets", "d"), ("all-red.", "full_size_comm_ms
 one after another and the last one's, and each strategy's floor."""
 
 
-def say_floors(parameters: str, cluster_name: str, *, trained: bool, size: str) -> None:
+def say_floors(parameters: str, *, trained: bool, size: str) -> None:
     """What the floors right of the table's bar are, once, above it (predict_full_size.with_floors adds them): the
     full size's (the model you will train's, `trained`) `parameters` on the profile's compute, made not measured
-    (DDP's all-reduces one after another; ZeRO-1's and FSDP2's answers below say theirs; docs/clusters.md each)."""
+    (DDP's all-reduces one after another; ZeRO-1's and FSDP2's answers below say theirs; docs/clusters.md each): the
+    step's words, no cluster's, so said once over several clusters."""
     whose, others = ("the model you will train", "benched model") if trained else ("the full size", f"{size} size")
     bench = "bench it (--wopt)" if trained else "bench --size full"
-    say(f"ddpbench predict: {whose} puts floors under each step on {cluster_name}, right of | below (≥; left of it the "
-        f"{others}'s): {parameters} on this compute, DDP's all-reduces one after another, the last after backward; "
-        f"made, not measured: for steps, {bench} on one of the cluster's GPUs")  # fmt: skip
+    say_once(f"ddpbench predict: {whose} puts floors under each step, right of | below (≥; left of it the "
+             f"{others}'s): {parameters} on this compute, DDP's all-reduces one after another, the last after "
+             f"backward; made, not measured: for steps, {bench} on one of the cluster's GPUs")  # fmt: skip
 
 
 def cluster_table(cluster, frames: list[pd.DataFrame], *, before_own: bool = False) -> None:
