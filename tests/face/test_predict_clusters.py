@@ -96,6 +96,34 @@ def test_the_steps_words_are_said_once_not_a_clusters(tmp_path, capsys):
     assert said.count("ddpbench predict: the full size puts floors under each step, right of | below") == 1
 
 
+def test_a_fitted_profiles_file_is_named_by_its_stem_and_priced_by_it(tmp_path, capsys):
+    """A fit saved by --save-profile was named 'dgx-a100 fitted to 1 nccl-tests log(s) of 2 nodes': the cluster column,
+    the prose ('…of 2 nodes's GPU') and --gpu-hour-price (which wanted the file's path) all had that sentence. A saved
+    fit (one saved before so too) is its file's stem, priced by the stem or the path."""
+    import dataclasses
+
+    from harness.perfmodel.clusters import cluster
+
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    saved_so = "dgx-a100 fitted to 1 nccl-tests log(s) of 2 nodes"  # as a fit was saved before
+    fitted = dataclasses.replace(cluster.load("dgx-a100"), name=saved_so, fitted_to="1 nccl-tests log(s) of up to 2 "
+                                 "node(s) (n2.txt)", fitted_nodes=2)  # fmt: skip
+    (tmp_path / "A100FIT.toml").write_text(cluster.to_toml(fitted), encoding="utf-8")
+    path = str(tmp_path / "A100FIT.toml")
+    for key in ("A100FIT", path):
+        assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", f"{path},dgx-h200",
+                         "--nodes", "1", "--local-step-ms", "310", "--local-step-gpu", "a100-sxm4-80gb",
+                         "--gpu-hour-price", f"{key}=1.9,dgx-h200=3.6"]) == 0  # fmt: skip
+        said = capsys.readouterr().out
+        table, _ = _comparison(said)
+        assert [row[0] for row in table] == ["A100FIT", "dgx-h200"] and "fitted to 1 nccl-tests log(s) of 2" not in said
+        assert float(table[0][7]) == pytest.approx(1.9 * float(table[0][6]), rel=2e-2)  # its price, by either key
+    (tmp_path / "dgx-h200.toml").write_text(cluster.to_toml(cluster.load("dgx-h200")), encoding="utf-8")
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster",
+                     f"{tmp_path / 'dgx-h200.toml'},dgx-h200", "--local-step-ms", "310"]) == 2  # fmt: skip
+    assert f"{tmp_path / 'dgx-h200.toml'} and dgx-h200 are both named 'dgx-h200'; give one" in capsys.readouterr().err
+
+
 def test_the_bookings_are_what_each_clusters_answer_books(small_run, tmp_path, capsys):
     """With memory per rank (a run at two world sizes) each booking is its cluster's choice: the strategy its answer's
     table books and that table's step (on the H200, whose step a step timed on an H100 bounds, the shorter end, the

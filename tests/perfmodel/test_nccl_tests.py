@@ -290,6 +290,7 @@ def test_a_fit_saved_once_is_used_by_name_with_what_it_rests_on(tmp_path, capsys
     loaded = cluster.load(str(saved))
     assert loaded.inter_busbw_gbps == fitted.inter_busbw_gbps and loaded.sources == fitted.sources
     assert (loaded.fitted_to, loaded.fitted_nodes) == (fitted.fitted_to, 2) and not cluster.is_builtin(loaded)
+    assert loaded.name == "ours"  # its file's stem: what --cluster ours.toml,dgx-h200's tables and prices name it
     assert f"{saved}: a profile fitted to 1 nccl-tests log(s) of up to 2 node(s) (n2.json): busbw error" in captured.out
     assert "a profile of your own" not in captured.out  # not 'not checked …; --nccl-tests fits it': it was
     assert "on 4 nodes the fitted network is carried past what was measured" in captured.err

@@ -62,9 +62,15 @@ def cluster_names(args: argparse.Namespace) -> list[str | None]:
     for name in kept:  # every profile read, and refused where it cannot be, before a word about any of them
         predict_input.check_cluster_file(name)
         cluster.refuse_nodes_without_network(profiles.load(name), args)
+    named = {name: profiles.load(name).name for name in kept}
+    if len(set(named.values())) < len(named):  # the bookings, the table and the prices know a profile by its name
+        twice = next(n for n in named.values() if list(named.values()).count(n) > 1)
+        alike = " and ".join(given for given, n in named.items() if n == twice)
+        raise ConfigError(f"--cluster {args.cluster!r}: {alike} are both named {twice!r}; give one file another "
+                          "`name` (or another file name, where it has none)")  # fmt: skip
     _refuse_one_step_for_several_gpus(args, [profiles.load(name) for name in kept])
     if priced is not None:
-        args.gpu_hour_prices = gpu_hour_prices(priced, {name: profiles.load(name).name for name in kept})
+        args.gpu_hour_prices = gpu_hour_prices(priced, named)
     return kept
 
 

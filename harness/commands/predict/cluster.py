@@ -138,6 +138,8 @@ def cluster_from_args(args: argparse.Namespace):
     nccl_logs.warn_if_other_gpu(base, logs)
     nccl_logs.warn_other_node_shape(base, logs)
     name = f"{base.name} fitted to {len(logs)} nccl-tests log(s) of {_nodes_text(logs)}"
+    if args.save_profile:  # a file's: its stem, a name for tables, prose and --gpu-hour-price (fitted_to says the rest)
+        name = Path(args.save_profile).stem
     fitted = nccltests_fit.fit(base, logs, name=name)
     predictions.nccl_fit(fitted, logs)
     nccl_logs.warn_far_moved(base, fitted.fitted)

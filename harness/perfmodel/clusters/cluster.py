@@ -209,8 +209,11 @@ def from_mapping(data: dict, *, where: str = "<profile>") -> Cluster:
     _refuse_impossible_node(numbers, fabric, algorithms, where)
     sources = {str(k): str(v) for k, v in data.get("sources", {}).items()}
     _refuse_non_text(data, where)
+    name = str(data.get("name") or Path(where).stem)
+    if data.get("fitted_to") and " fitted to " in name:  # a fit saved before its file's stem named it: a sentence
+        name = Path(where).stem
     return Cluster(
-        name=str(data.get("name") or Path(where).stem), description=str(data.get("description", "")),
+        name=name, description=str(data.get("description", "")),
         **{FIELDS[key]: int(value) if key in COUNTS else value for key, value in numbers.items()},
         generation=_choice(data, "generation", GENERATIONS, where), cpu=_choice(data, "cpu", CPUS, where),
         nccl=str(data.get("nccl", "")), algorithms=algorithms,
