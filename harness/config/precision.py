@@ -138,8 +138,8 @@ A100 40GB's SXM4 and PCIe boards share their figures)."""
 @dataclasses.dataclass(frozen=True)
 class StepBounds:
     """A step measured on one GPU, on another: not known, only bounded. A memory-bound step scales with the memory
-    bandwidths, a compute-bound one with the dense peaks (in the dtype trained: gpu_step_dtype); a real step lies
-    between the two."""
+    bandwidths, a compute-bound one with the dense peaks (in the dtype trained: gpu_step_dtype); a step that scales
+    as either lies between the two (one far below the peak, bound by kernel launches or the host, may not)."""
 
     compute_ms: float  # the step were it compute-bound (a known optimizer part still memory-bound)
     memory_ms: float  # the step were it memory-bound

@@ -374,7 +374,7 @@ def test_the_step_given_is_said_in_flops_against_the_clusters_gpu_and_an_impossi
     assert said.endswith("no GPU runs that step so fast; check the step (and the batch it was measured at)")
     slow, beyond = scaling.step_against_peak(None, setup, step_ms=fast * 10, batch=8, gpu=gpu, options=None)
     assert ": 20% of one GPU's dense peak" in slow and "no GPU runs" not in slow and not beyond
-    assert scaling.step_against_peak(None, setup, step_ms=fast, batch=8, gpu="my cluster", options=None) == ("", False)
+    assert scaling.step_against_peak(None, setup, step_ms=fast, batch=8, gpu="my cluster", options=None) == ("", "")
     assert peak_tflops("DGX-1: 8× V100 SXM2 in NVLink 2's hybrid cube mesh", "fp32", tf32=False) == 15.7
     # a CPU run is fp32 for want of bf16 there: a user's 310 ms ViT-L on an A100 read "195% of the fp32 peak: no GPU
     # runs that step so fast", a false alarm, where it is 12% of the bf16 peak the GPU would train in

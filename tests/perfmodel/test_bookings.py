@@ -10,7 +10,15 @@ import pandas as pd
 import pytest
 
 from harness.analysis import agreement
-from harness.perfmodel.clusters.bookings import Booking, break_even, cheapest, fastest, fewest_gpu_hours, of_cluster
+from harness.perfmodel.clusters.bookings import (
+    Booking,
+    break_even,
+    cheapest,
+    fastest,
+    fewest_gpu_hours,
+    of_cluster,
+    turns,
+)
 from harness.perfmodel.pick.choice import Candidate, Choice
 from harness.perfmodel.pick.choice_table import gpu_hours_per_step_ms
 
@@ -154,3 +162,37 @@ def test_the_fewest_gpu_hours_say_the_price_ratio_they_stay_cheapest_under_where
     priced = verdict_words(booked, tokens=True, ends=None, prices={"dgx-a100": 1.0, "dgx-h100": 4.0}, gpus=gpus)
     assert priced.endswith("; cheapest per token (at the prices given): dgx-a100 × 8 GPUs")
     assert "GPU-hours" not in priced
+
+
+def test_where_one_clusters_step_is_bounded_the_step_its_rankings_turn_at_is_said_decided_or_not():
+    """A walkthrough: an A100's 310 ms step, the H200's bounded 97.75-131.7 ms, each H200 booking's step its GPU's
+    plus what is exposed (2 ms at w8, 3 at w16). Fastest: its 16 GPUs until their step is the A100 16's 310 ms (a GPU
+    step of 307); cheapest at 1.9 and 3.6 a GPU-hour: while 3.6 × (x + 2) is under 1.9 × 310 (x under 161.6). The
+    verdict said the rankings decided 'at both ends' but never what step would turn them."""
+    from harness.commands.console.predict.bookings import verdict_words
+
+    ends = (97.75, 131.7)
+    a100 = [_booking("dgx-a100", n, 310.0) for n in (8, 16)]
+    h200 = [dataclasses.replace(_booking("dgx-h200", n, *(x + extra for x in ends)), local_ms=ends)
+            for n, extra in ((8, 2.0), (16, 3.0))]  # fmt: skip
+    prices = {"dgx-a100": 1.9, "dgx-h200": 3.6}
+    quick, cheap = turns([*a100, *h200], prices)
+    assert (quick.cluster, quick.bounds) == ("dgx-h200", ends) and quick.step_ms == pytest.approx(307.0)
+    assert cheap.step_ms == pytest.approx(1.9 * 310 / 3.6 - 2)  # w8's: the most of its bookings' turns
+    assert turns([*a100, *h200])[1].step_ms == pytest.approx(310 - 2)  # fewest GPU-hours: an hour alike
+    words = verdict_words([*a100, *h200], tokens=False, ends=("compute-bound", "memory-bound"), prices=prices)
+    assert words.startswith("fastest: dgx-h200 × 16 GPUs at both ends; ")
+    assert words.endswith("; dgx-h200 is fastest while its GPU's step is under about 307 ms, cheapest under about "
+                          "162 ms (bounded 97.75–131.7 ms)")  # fmt: skip
+    # a step far below its GPU's peak may scale as neither end: 'at both ends' says what it rests on, and the step
+    # that settles it is said
+    far = verdict_words([*a100, *h200], tokens=False, ends=("compute-bound", "memory-bound"), prices=prices,
+                        far_below_peak=True)  # fmt: skip
+    assert far.startswith("fastest: dgx-h200 × 16 GPUs at both ends, if its step scales as memory bandwidth or peak "
+                          "(far below the peak, it may not); cheapest")  # fmt: skip
+    assert far.endswith("(bounded 97.75–131.7 ms): one step measured on dgx-h200's GPU settles it")
+    # no one step decides it: two clusters bounded, or an own cost's range besides
+    h100 = [dataclasses.replace(b, cluster="dgx-h100") for b in h200]
+    assert turns([*h100, *h200]) == (None, None)
+    own = [dataclasses.replace(b, own_cost_of=("FSDP2",)) for b in h200]
+    assert turns([*a100, *own]) == (None, None) and turns(a100) == (None, None)

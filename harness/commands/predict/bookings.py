@@ -139,7 +139,7 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
     from harness.perfmodel.sharded import OwnCheck, own_check
 
     several = len(args.clusters) > 1
-    frames, booked, tokens, ends, gpus = [], [], None, None, {}
+    frames, booked, tokens, ends, gpus, far = [], [], None, None, {}, False
     # the run's words once, not a cluster's: the bookings' note too, where an answer table said it
     with console.said_once() if several else contextlib.nullcontext():
         for k, name in enumerate(args.clusters):
@@ -160,7 +160,7 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
             frames += ended.frames
             booked += ended.bookings
             gpus[chosen.name] = chosen.description
-            tokens, ends = tokens or ended.tokens, ends or ended.ends
+            tokens, ends, far = tokens or ended.tokens, ends or ended.ends, far or ended.far_below_peak
         if args.page:  # the same calibration, caps and scaling as the console's, from one node to 1,024 GPUs
             report.write_prediction_page(asked, chosen, run_dir, setup, caps, checked=checked)
         if args.out:
@@ -173,7 +173,7 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
             batch = (asked or int(setup["batch_size"])) if setup else None
             note = run_batch_caveat(batch, step_given=bool(args.local_step_ms), asked=asked)
             bookings.compared(booked, tokens=tokens is not None, ends=ends, note=note, prices=args.gpu_hour_prices,
-                              gpus=gpus)  # fmt: skip
+                              gpus=gpus, far_below_peak=far)  # fmt: skip
         elif several and args.gpu_hour_prices:  # no step, no bookings: the prices said unused, not dropped silently
             console.say("ddpbench predict: --gpu-hour-price not used: no bookings are compared without a GPU's step "
                         "(--local-step-ms MS, the one-GPU step, gives them)")  # fmt: skip
@@ -182,12 +182,14 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
 
 class Ended(NamedTuple):
     """One cluster's prediction: its rows at each end, its bookings, a GPU's tokens a step (None: counted in
-    samples) and the ends' names where its step is bounded (None: the step is its GPU's own)."""
+    samples), the ends' names where its step is bounded (None: the step is its GPU's own) and whether the step given
+    is far below its GPU's peak (scaling.step_against_peak's warning: a step that may scale as neither end)."""
 
     frames: list
     bookings: list
     tokens: float | None
     ends: tuple[str, str] | None
+    far_below_peak: bool = False  # the step given, far below its GPU's peak: its ends may bound it not
 
 
 def run_at_ends(args: argparse.Namespace, chosen, profile, caps: list[float], *, device: str, configs=None,
@@ -220,8 +222,9 @@ def run_at_ends(args: argparse.Namespace, chosen, profile, caps: list[float], *,
         args.ends_verdict = gpu_ends.say_ends_verdict(chosen, ends, frames, state=state, errors=errors, batch=batch)
     tokens = tokens_a_step(state) if state is not None else None
     booked = of_cluster(chosen.name, chosen.gpus_per_node, frames, [_choices(f, state, chosen, errors) for f in frames],
-                        batch=batch or 1, tokens=tokens)  # fmt: skip
-    return Ended(frames, booked, tokens, (ends[0][0], ends[1][0]) if len(ends) > 1 else None)
+                        batch=batch or 1, tokens=tokens, local_ms=tuple(ms for _, ms in ends))  # fmt: skip
+    return Ended(frames, booked, tokens, (ends[0][0], ends[1][0]) if len(ends) > 1 else None,
+                 bool(getattr(args, "far_below_peak", False)))  # fmt: skip
 
 
 def _choices(rows, state, chosen, errors) -> dict:

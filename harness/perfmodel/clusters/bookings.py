@@ -42,6 +42,7 @@ class Booking:
     own_cost_of: tuple[str, ...] = ()  # the step models whose own cost, a CPU's, its range holds (FSDP2, ZeRO-1)
     tied_at_one_end: tuple[tuple[str, ...], ...] = ()  # per end of a step's range, those of `tied` tied there only
     whose: str = bounds.CPU  # whose own cost `own_cost_of` is: a CPU's, or the run's (a GPU's, not told from noise)
+    local_ms: tuple[float, ...] = ()  # a step measured on another GPU: the one-GPU step at each end on this cluster's
 
     @property
     def bounded(self) -> bool:
@@ -63,12 +64,13 @@ class _Picked(NamedTuple):
 
 
 def of_cluster(name: str, gpus_per_node: int, ends_rows: list[pd.DataFrame], choices: list[dict[int, Choice]], *,
-               batch: int, tokens: float | None = None) -> list[Booking]:  # fmt: skip
+               batch: int, tokens: float | None = None, local_ms: tuple[float, ...] = ()) -> list[Booking]:  # fmt: skip
     """One cluster's bookings, a GPU count each: `ends_rows`, the predicted rows at each end (one frame an end, every
     GPU count's rows; one end where the step is the cluster's own GPU's); `choices`, the choice at each end per GPU
     count ({} where none is made: no memory counted, so DDP's answer at its cap, its floor where higher, is the pick);
     `batch`, a GPU's samples a step; `tokens`, its tokens a step where the model is a language model's. A step is
-    least with the step's short end and no own cost a CPU measured (FSDP's, ZeRO's), most with both long: its range."""
+    least with the step's short end and no own cost a CPU measured (FSDP's, ZeRO's), most with both long: its range;
+    `local_ms`, the one-GPU step at each end where a step measured on another GPU bounds it (the turn's, `turns`)."""
     per = gpu_hours_per_step_ms(batch=batch, tokens=tokens)
     a_step = tokens or batch
     out, whose = [], next((c.whose for chosen in choices for c in chosen.values() if c.bounds), bounds.CPU)
@@ -88,7 +90,8 @@ def of_cluster(name: str, gpus_per_node: int, ends_rows: list[pd.DataFrame], cho
                            book if steps else "", tied, other, steps, fits and any(p.floored for p in picks),
                            tuple(world * a_step / (ms / 1e3) for ms in steps),
                            tuple(ms * per for ms in steps), len(picks) > 1,
-                           tuple(dict.fromkeys(m for p in picks for m in p.own_cost_of)), one_end, whose))  # fmt: skip
+                           tuple(dict.fromkeys(m for p in picks for m in p.own_cost_of)), one_end, whose,
+                           local_ms if len(picks) > 1 else ()))  # fmt: skip
     return out
 
 
@@ -129,20 +132,67 @@ class Ranking:
         return not self.open_on
 
 
+def _slowness(b: Booking, k: int) -> float:
+    return 1 / b.per_s[k]
+
+
+def _hours(b: Booking, k: int) -> float:
+    return b.gpu_hours[k]
+
+
+def _cost(prices: dict[str, float]) -> Callable[[Booking, int], float]:
+    return lambda b, k: prices[b.cluster] * b.gpu_hours[k]
+
+
 def fastest(bookings: list[Booking], lead: float = LEAD) -> Ranking:
     """The bookings that train fastest (the most samples or tokens a second)."""
-    return _ranked(bookings, lambda b, k: 1 / b.per_s[k], lead)
+    return _ranked(bookings, _slowness, lead)
 
 
 def fewest_gpu_hours(bookings: list[Booking], lead: float = LEAD) -> Ranking:
     """The bookings that take the fewest GPU-hours a million samples (a billion tokens): an hour of any GPU alike."""
-    return _ranked(bookings, lambda b, k: b.gpu_hours[k], lead)
+    return _ranked(bookings, _hours, lead)
 
 
 def cheapest(bookings: list[Booking], prices: dict[str, float], lead: float = LEAD) -> Ranking:
     """The bookings that cost the least a million samples (a billion tokens): their GPU-hours × `prices`, a GPU-hour's
     price on each cluster (every cluster's, in the user's own units)."""
-    return _ranked(bookings, lambda b, k: prices[b.cluster] * b.gpu_hours[k], lead)
+    return _ranked(bookings, _cost(prices), lead)
+
+
+class Turn(NamedTuple):
+    """Where a ranking turns on the one cluster whose step a step measured on another GPU only bounds: its best
+    booking is the best while its one-GPU step is under `step_ms` (its bounds, `bounds`, beside it)."""
+
+    cluster: str
+    step_ms: float
+    bounds: tuple[float, float]
+
+
+def turns(bookings: list[Booking], prices: dict[str, float] | None = None) -> tuple[Turn | None, Turn | None]:
+    """The turn of the fastest and of the second ranking (the cheapest at `prices`, else the fewest GPU-hours): the
+    one-GPU step on the bounded cluster at which its best booking meets the others' best, each booking's figure
+    taken as linear in that step between its two ends (and past them: about). None where no one step decides it:
+    no cluster bounded so, or several, an own cost's range, another cluster's figures ranges too."""
+    fit = [b for b in bookings if b.fits]
+    stepped = {b.cluster for b in fit if b.bounded}
+    if len(stepped) != 1:
+        return None, None
+    (name,) = stepped
+    ours, rivals = [b for b in fit if b.cluster == name], [b for b in fit if b.cluster != name]
+    if not rivals or any(b.bounded for b in rivals) or any(b.own_cost_of or len(b.local_ms) != 2 for b in ours):
+        return None, None
+    return tuple(_turn(ours, rivals, value) for value in (_slowness, _cost(prices) if prices else _hours))
+
+
+def _turn(ours: list[Booking], rivals: list[Booking], value: Callable[[Booking, int], float]) -> Turn | None:
+    """Ours is best under the step at which any of ours meets the rivals' least: the most of those steps."""
+    least, at = min(value(b, 0) for b in rivals), []
+    for b in ours:
+        (low, high), (short, long) = b.local_ms, (value(b, 0), value(b, -1))
+        if high > low and long > short:
+            at.append(low + (least - short) * (high - low) / (long - short))
+    return Turn(ours[0].cluster, max(at), ours[0].local_ms) if at and max(at) > 0 else None
 
 
 def break_even(bookings: list[Booking], leader: str, rival: str) -> tuple[float, float]:

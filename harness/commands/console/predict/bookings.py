@@ -9,7 +9,17 @@ import math
 import re
 
 from harness.commands.console import say, say_once
-from harness.perfmodel.clusters.bookings import LEAD, Booking, Ranking, break_even, cheapest, fastest, fewest_gpu_hours
+from harness.perfmodel.clusters.bookings import (
+    LEAD,
+    Booking,
+    Ranking,
+    Turn,
+    break_even,
+    cheapest,
+    fastest,
+    fewest_gpu_hours,
+    turns,
+)
 from harness.perfmodel.pick.bounds import CPU, LONG, OWN_COST_OF, SHORT, end_words, own_cost_open
 from harness.perfmodel.pick.choice_table import cost_unit
 
@@ -18,12 +28,14 @@ RIGHT = (1, 2, 4, 5, 6, 7)
 
 
 def compared(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | None, note: str = "",
-             prices: dict[str, float] | None = None, gpus: dict[str, str] | None = None) -> str:  # fmt: skip
+             prices: dict[str, float] | None = None, gpus: dict[str, str] | None = None,
+             far_below_peak: bool = False) -> str:  # fmt: skip
     """Say the table, `note` under it, and the verdict line; the verdict returned. `ends`: the two ends' names
     (compute-bound, memory-bound) where a step is bounded on some cluster, None where every step is a cluster's own
     GPU's; `note`: what the throughput and GPU-hours rest on (answer.run_batch_caveat); `prices`: a GPU-hour's price
     on each cluster (--gpu-hour-price), a cost column and the cheapest ranked by it; `gpus`: each cluster's
-    profile description, whose GPU a break-even price ratio names where there are no prices."""
+    profile description, whose GPU a break-even price ratio names where there are no prices; `far_below_peak`: the
+    step given is far below its GPU's peak (scaling.LOW_SHARE), so a range of it bounds it only as it assumes."""
     unit = "tokens" if tokens else "samples"
     header = ("cluster", "GPUs", "nodes", "book", "step ms", f"{unit}/s", f"GPU-h per {cost_unit(tokens)}")
     header += (f"price units per {cost_unit(tokens)}",) if prices else ()
@@ -37,7 +49,8 @@ def compared(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | N
         say("  " + "  ".join(cells).rstrip())
     if note:  # said once: where an answer table above said it already, not again
         say_once(f"  {note}")
-    verdict = verdict_words(bookings, tokens=tokens, ends=ends, prices=prices, gpus=gpus)
+    verdict = verdict_words(bookings, tokens=tokens, ends=ends, prices=prices, gpus=gpus,
+                            far_below_peak=far_below_peak)  # fmt: skip
     say(f"ddpbench predict: {verdict}")
     return verdict
 
@@ -88,11 +101,13 @@ def _span(values: tuple[float, ...], text) -> str:
 
 
 def verdict_words(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | None,
-                  prices: dict[str, float] | None = None, gpus: dict[str, str] | None = None) -> str:  # fmt: skip
+                  prices: dict[str, float] | None = None, gpus: dict[str, str] | None = None,
+                  far_below_peak: bool = False) -> str:  # fmt: skip
     """'fastest: dgx-h100 × 32 GPUs; fewest GPU-hours per sample: …' (an hour of any GPU alike: where the leader's GPU
     is not the others', the price ratio it stays the cheapest under), or with `prices` 'cheapest per sample (at the
     prices given): …', each decided (at both ends, where a step is bounded), a tie, or open (the best at each end),
-    and where open, which step to measure to decide."""
+    and where open, which step to measure to decide; then, where one cluster's step is bounded, the step on its GPU at
+    which each ranking turns (`_turn_words`)."""
     per = "token" if tokens else "sample"
     if prices:
         ranked = {"fastest": fastest(bookings), f"cheapest per {per} (at the prices given)": cheapest(bookings, prices)}
@@ -103,7 +118,8 @@ def verdict_words(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str
     both = " at both ends" if ends and any(b.bounded for b in bookings) else ""
     parts, open_on, why = [], [], f": within {LEAD:.0%} of the best, more than the model can tell"
     for what, ranking in ranked.items():
-        words = _ranking_words(ranking, _end_names(bookings, ends), both)
+        assumed = ", if its step scales as memory bandwidth or peak (far below the peak, it may not)"
+        words = _ranking_words(ranking, _end_names(bookings, ends), both + assumed * (far_below_peak and not parts))
         aside = []
         if ranking.decided and len(ranking.best) > 1:  # a tie: why said the first time
             aside, why = [f"tied{why}"], ""
@@ -115,7 +131,24 @@ def verdict_words(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str
     said = "; ".join(parts)
     if open_on:
         said += ": " + _open_until(bookings, list(dict.fromkeys(open_on)))
-    return said
+    turned = _turn_words(turns(bookings, prices), ("fastest", "cheapest" if prices else "fewest GPU-hours"),
+                         settles=far_below_peak and not open_on)  # fmt: skip
+    return f"{said}; {turned}" if turned else said
+
+
+def _turn_words(turned: tuple[Turn | None, ...], what: tuple[str, ...], *, settles: bool) -> str:
+    """'dgx-h200 is fastest while its GPU's step is under about 310 ms, cheapest under about 164 ms (bounded
+    97.75–131.7 ms)': what decides the rankings, said whether they are decided or open; `settles`, the step given is
+    far below its GPU's peak (and the rankings decided between its bounds): its bounds assume it scales as its GPU's
+    memory bandwidth or peak, which such a step may not, so one step measured there settles it."""
+    said = [(name, turn) for name, turn in zip(what, turned, strict=True) if turn is not None]
+    if not said:
+        return ""
+    cluster, (low, high) = said[0][1].cluster, said[0][1].bounds
+    under = ", ".join(f"{name} {'while its GPU' + chr(39) + 's step is ' if k == 0 else ''}under about "
+                      f"{turn.step_ms:.3g} ms" for k, (name, turn) in enumerate(said))  # fmt: skip
+    settled = f": one step measured on {cluster}'s GPU settles it" if settles else ""
+    return f"{cluster} is {under} (bounded {low:.4g}–{high:.4g} ms){settled}"
 
 
 def _open_until(bookings: list[Booking], clusters: list[str]) -> str:

@@ -144,15 +144,16 @@ reads low against a dense peak even when its step is right, so the words name th
 
 
 def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: str, options: dict | None,
-                      gpu_said: str = "one GPU", requested: str | None = None) -> tuple[str, bool]:  # fmt: skip
+                      gpu_said: str = "one GPU", requested: str | None = None) -> tuple[str, str]:  # fmt: skip
     """('--local-step-ms 900 for the model you will train (2 samples a GPU) is 3.6e+13 FLOPs a step (…) at 40.0 TFLOP/s:
-    4% of one GPU's dense peak in bf16 (989.5 TFLOP/s)', whether it is warned): what the step given claims, in the
-    model's FLOPs a training step (forward and backward, FlopCounterMode on the meta device) over the dense peak of
-    the cluster's GPU (`gpu`: its profile's description; or the GPU the step was measured on, `gpu_said`, where it
-    is another) in the dtype that GPU trains the model in (precision.gpu_step_dtype: the run's; a CPU run of --dtype
-    auto, `requested`, fp32 for want of bf16 there, in the GPU's auto, bf16 on an H100, said so); warned above
+    4% of one GPU's dense peak in bf16 (989.5 TFLOP/s)', why it is warned: 'above', 'below' or ''): what the step
+    given claims, in the model's FLOPs a training step (forward and backward, FlopCounterMode on the meta device)
+    over the dense peak of the cluster's GPU (`gpu`: its profile's description; or the GPU the step was measured on,
+    `gpu_said`, where it is another) in the dtype that GPU trains the model in (precision.gpu_step_dtype: the run's; a
+    CPU run of --dtype auto, `requested`, fp32 for want of bf16 there, in the GPU's auto, bf16 on an H100, said so);
+    warned above
     100 % (no GPU runs that step so fast) and below LOW_SHARE (the FLOPs are likely not the step's: the input or the
-    batch counted is not the one trained). ('', False) where the FLOPs or the peak are not known."""
+    batch counted is not the one trained). ('', '') where the FLOPs or the peak are not known."""
     from harness.commands.predict.full_size import trained_source
     from harness.config.precision import gpu_step_dtype, peak_dtype, peak_tflops
     from harness.measure import meta_counts
@@ -164,11 +165,11 @@ def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: 
     dtype, assumed = gpu_step_dtype(run, device="cpu" if on_cpu else "cuda", requested=requested, gpu=gpu)
     peak = peak_tflops(gpu, dtype, tf32=tf32)
     if not peak or not step_ms:
-        return "", False
+        return "", ""
     # kept in the user's cache; None: options the workload refuses, or a model that cannot run on the meta device
     counted = meta_counts.flops(spec, "full", own)
     if not counted:
-        return "", False
+        return "", ""
     flops = counted["flops_per_sample"] * batch
     achieved = flops / (step_ms / 1e3) / 1e12
     share = achieved / peak
@@ -179,10 +180,10 @@ def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: 
             f"{share:.0%} of {gpu_said}'s dense peak in {peak_dtype(dtype, tf32=tf32)} ({peak:g} TFLOP/s)"
             f"{trains}")  # fmt: skip
     if share > 1:
-        return f"{said}: no GPU runs that step so fast; check the step (and the batch it was measured at)", True
+        return f"{said}: no GPU runs that step so fast; check the step (and the batch it was measured at)", "above"
     if share < LOW_SHARE:
-        return f"{said}: {_unlike_a_step(counted, spec.partition(':')[0])}", True
-    return said, False
+        return f"{said}: {_unlike_a_step(counted, spec.partition(':')[0])}", "below"
+    return said, ""
 
 
 def tflops_text(value: float) -> str:
@@ -208,7 +209,8 @@ def _unlike_a_step(counted: dict, kind: str) -> str:
 def say_step_against_peak(args, configs, setup: dict | None, chosen, trained: dict | None) -> str:
     """--local-step-ms in FLOPs against the cluster's GPU (step_against_peak): said, or a warning where no GPU runs
     the step so fast (a typo, a step measured at another batch) or a training step would be far faster (the input or
-    batch counted is not the one trained); what it said ('' where nothing)."""
+    batch counted is not the one trained); what it said ('' where nothing). `args.far_below_peak`: warned so, where a
+    step measured on another GPU may not scale as its bounds assume (the bookings' verdict says so)."""
     from harness.commands.predict import inputs as predict_input
     from harness.config.precision import GPUS
 
@@ -220,6 +222,7 @@ def say_step_against_peak(args, configs, setup: dict | None, chosen, trained: di
     said, beyond = step_against_peak(configs, setup, step_ms=getattr(args, "local_step_given", args.local_step_ms),
                                      batch=batch, gpu=gpu, options=trained, requested=_requested_dtype(args),
                                      gpu_said=f"one {measured_on}" if measured_on else "one GPU")  # fmt: skip
+    args.far_below_peak = beyond == "below"
     if beyond:
         console.warning(said)
     elif said:  # the step's, no cluster's: said once where several clusters' lines would repeat it word for word
