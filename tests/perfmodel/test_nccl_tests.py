@@ -557,9 +557,10 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
                              "floors favour; w8 to w16: step at least ")  # fmt: skip
     assert f"→ {least:.4g} ms, scaling efficiency at most " in answer
     assert f"Why at w16: at {row['bucket_cap_mb']:g} MiB its all-reduces take at least " in answer
-    # the tiny size's own answer on the line under it: its figures, of its own buckets
-    assert answer_tiny.startswith("ddpbench predict:   for the tiny size: bucket_cap_mb ")
-    assert "w8 to w16: step " in answer_tiny and "Why at w16: " in answer_tiny
+    # the tiny size's own answer on the line under it: its figures, of its own buckets; not its cap again, which the
+    # fastest cap's line under the table gave ('predicted fastest cap at w8, w16: any …', then '… bucket_cap_mb any')
+    assert answer_tiny.startswith("ddpbench predict:   for the tiny size: w8 to w16: step ")
+    assert "Why at w16: " in answer_tiny and "bucket_cap_mb" not in answer_tiny and "fastest cap at w" in printed
     # ZeRO-1's and FSDP2's lines each lead with their own floor and why, the full size's; the small size's after
     assert "for the full size, at least w8 " in zero and "the tiny size's gradients" not in zero
     zero_row = ranked.ranked_row(last, *ranked.ZERO_COLUMNS, "ZeRO-1")

@@ -217,7 +217,8 @@ def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, c
     costs what it does at the most GPUs (the named cap's predicted parts: DDP's default where it ties), in one
     line; `own_ms`, DDP's own cost in the prediction, is named where it costs more than what is exposed (None: not in
     it, and the figures say they are before it). `full_size`: where the full size's floors bind, its answer
-    (predict_full_size.full_size_lead), said first, the small profile's (`small`: whose) after it, said so."""
+    (predict_full_size.full_size_lead), said first, the small profile's (`small`: whose) after it, said so, without
+    the cap the fastest cap's line under the table gave it."""
     answers = [agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"]) for frame in frames]
     named = [frame.iloc[answer.index] for frame, answer in zip(frames, answers, strict=True)]
     changes = [(int(row["world_size"]), answer.text) for row, answer in zip(named, answers, strict=True)]
@@ -237,12 +238,13 @@ def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, c
     said = "".join(f" [{text}]" for text in caveats)
     # after the full size's why, which names backward's ms: the small size's says only what differs
     why_last = why.predicted_step(last, backward_ms=backward_ms, own_ms=own_ms or 0.0, backward_said=bool(full_size))
-    own = f"bucket_cap_mb {cap_text}; {span}. Why at w{int(last['world_size'])}: {why_last}"
+    own = f"{span}. Why at w{int(last['world_size'])}: {why_last}"
     head = f"ddpbench predict: answer for DDP on {cluster.name} (ZeRO-1's and FSDP2's steps follow): "
-    if full_size:  # the model to train's first, a line of its own; the small profile's (its own buckets) under it
-        say(f"{head}{full_size}")
+    if full_size:  # the model to train's first, a line of its own; the small profile's (its own buckets) under it,
+        say(f"{head}{full_size}")  # without its cap: the fastest cap's line under the table said it
         say(f"ddpbench predict:   for {small}: {own}{said}")
         return
+    own = f"bucket_cap_mb {cap_text}; {own}"
     say(f"{head}{own}{said}")
 
 
