@@ -191,6 +191,16 @@ def test_where_one_clusters_step_is_bounded_the_step_its_rankings_turn_at_is_sai
     assert far.startswith("fastest: dgx-h200 × 16 GPUs at both ends, if its step scales as memory bandwidth or peak "
                           "(far below the peak, it may not); cheapest")  # fmt: skip
     assert far.endswith("(bounded 97.75–131.7 ms): one step measured on dgx-h200's GPU settles it")
+    assert far.count("far below the peak") == 1  # where 'at both ends' is first said, not at each
+    # the fastest open (the A100's 32 GPUs ahead at the long end), the cheapest decided: said there
+    wide = (97.75, 200.0)
+    a100 += [_booking("dgx-a100", 32, 310.0)]
+    h200 = [dataclasses.replace(_booking("dgx-h200", n, *(x + 2.0 for x in wide)), local_ms=wide) for n in (8, 16)]
+    opened = verdict_words([*a100, *h200], tokens=False, ends=("compute-bound", "memory-bound"),
+                           prices={"dgx-a100": 1.9, "dgx-h200": 1.0}, far_below_peak=True)  # fmt: skip
+    assert opened.startswith("fastest: dgx-h200 × 16 GPUs at the compute-bound end, dgx-a100 × 32 GPUs at the "
+                             "memory-bound end; cheapest per sample (at the prices given): dgx-h200 × 8/16 GPUs at "
+                             "both ends, if its step scales as memory bandwidth or peak (far below")  # fmt: skip
     # no one step decides it: two clusters bounded, or an own cost's range besides
     h100 = [dataclasses.replace(b, cluster="dgx-h100") for b in h200]
     assert turns([*h100, *h200]) == (None, None)

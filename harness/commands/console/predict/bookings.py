@@ -117,9 +117,10 @@ def verdict_words(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str
         return "no booking to compare: none modelled fits at any GPU count asked"
     both = " at both ends" if ends and any(b.bounded for b in bookings) else ""
     parts, open_on, why = [], [], f": within {LEAD:.0%} of the best, more than the model can tell"
+    assumed = ", if its step scales as memory bandwidth or peak (far below the peak, it may not)" * far_below_peak
     for what, ranking in ranked.items():
-        assumed = ", if its step scales as memory bandwidth or peak (far below the peak, it may not)"
-        words = _ranking_words(ranking, _end_names(bookings, ends), both + assumed * (far_below_peak and not parts))
+        words = _ranking_words(ranking, _end_names(bookings, ends), both + (assumed if both else ""))
+        assumed = assumed if not (both and ranking.decided) else ""  # said where 'at both ends' first is
         aside = []
         if ranking.decided and len(ranking.best) > 1:  # a tie: why said the first time
             aside, why = [f"tied{why}"], ""
