@@ -5,7 +5,7 @@ transformers, timm).
 import workloads
 workloads.names()                              # ['mlp', ...]: the registered ones
 w = workloads.create("mlp", size="tiny")
-w = workloads.create("hf:llama", size="tiny", num_hidden_layers=4)
+w = workloads.create("hf:llama", size="tiny", options={"num_hidden_layers": 4})
 source = workloads.resolve("my_workload.py:MyModel")  # checked on the parent side, before anything runs
 """
 
@@ -45,9 +45,10 @@ def _resolved(spec: str):
     return _zoo.resolve(spec)
 
 
-def create(spec: str, *, size: str = "tiny", **options: Any) -> Workload:
-    """The workload `spec` names, at `size`, with its options."""
-    return resolve(spec).create(size=size, options=options)
+def create(spec: str, *, size: str = "tiny", options: dict[str, Any] | None = None) -> Workload:
+    """The workload `spec` names, at `size`, with its options (a dict: a file's model may take an option named
+    `size` of its own)."""
+    return resolve(spec).create(size=size, options=dict(options or {}))
 
 
 def parse_options(spec: str, texts: dict[str, str]) -> dict[str, Any]:

@@ -82,7 +82,7 @@ def _describer(name: str, given: list[tuple[str, tuple[str, ...]]]):
         return lambda: _describe_cluster(profile)
     if name in workloads.names() or _zoo.is_spec(name):
         options = _options(name, given)
-        built = {size: workloads.create(name, size=size, **options) for size in SIZES}
+        built = {size: workloads.create(name, size=size, options=options) for size in SIZES}
         counts = {size: parameter_count(name, size, options, count=True) for size in SIZES}
         inputs = {size: input_text(workload) for size, workload in built.items()}
         ignored = getattr(built["full"], "dtype_ignored", None)
@@ -198,7 +198,7 @@ def _bench_smaller(name: str, options: dict, *, yours: bool) -> tuple[str, str |
         return f"{how}, then give these options to predict --train-wopt KEY=VALUE (docs/your-model.md)", None
     import workloads
 
-    workload = workloads.create(name, size=size, **kept)
+    workload = workloads.create(name, size=size, options=kept)
     program, train = ddpbench_command(), {key: value for key, value in options.items() if kept.get(key) != value}
     wopts = "".join(f" --wopt {key}={value}" for key, value in kept.items())
     trains = "".join(f" --train-wopt {key}={value}" for key, value in train.items())

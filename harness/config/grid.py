@@ -61,7 +61,7 @@ class Configuration:
         """This configuration's workload, as every rank builds it (`workloads.create`)."""
         import workloads
 
-        return workloads.create(self.workload_spec or self.workload, size=self.size, **self.workload_options)
+        return workloads.create(self.workload_spec or self.workload, size=self.size, options=self.workload_options)
 
     @property
     def workload_options_json(self) -> str:

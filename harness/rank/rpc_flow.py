@@ -278,7 +278,7 @@ def _reference(
     spec: str, size: str, options_json: str, **setup
 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """Computed once per setup: the repeats of a configuration share it."""
-    workload = workloads.create(spec, size=size, **json.loads(options_json))
+    workload = workloads.create(spec, size=size, options=json.loads(options_json))
     return reference.parameter_server_reference(workload, **setup)
 
 

@@ -47,7 +47,7 @@ def test_a_zoo_model_builds_at_tiny_size_and_trains(spec, tokens):
 
 
 def test_a_transformers_model_is_scaled_down_its_blocks_are_its_own_and_options_set_its_fields():
-    workload = workloads.create("hf:llama", size="tiny", num_hidden_layers=3)
+    workload = workloads.create("hf:llama", size="tiny", options={"num_hidden_layers": 3})
     config = workload.config()
     assert (config.num_hidden_layers, config.hidden_size, config.vocab_size) == (3, 64, 512)
     assert config.use_cache is False
@@ -57,7 +57,7 @@ def test_a_transformers_model_is_scaled_down_its_blocks_are_its_own_and_options_
     clip = workloads.create("hf:clip", size="tiny").config()  # a composite: each of its parts scaled (once 87M)
     assert (clip.text_config.hidden_size, clip.vision_config.hidden_size, clip.vision_config.image_size) == (64, 64, 32)
     assert workloads.create("hf:bert", size="tiny").task == "masked_lm"
-    assert workloads.create("hf:gpt2", size="tiny", task="causal_lm").task == "causal_lm"
+    assert workloads.create("hf:gpt2", size="tiny", options={"task": "causal_lm"}).task == "causal_lm"
 
 
 def test_a_width_or_head_count_given_carries_the_fields_derived_from_them_as_transformers_derives_them():
@@ -65,25 +65,36 @@ def test_a_width_or_head_count_given_carries_the_fields_derived_from_them_as_tra
     its 32 key/value heads: 1.19B parameters for the 1.04B model described (a user's hand count found it)."""
     described = {"hidden_size": 2048, "num_hidden_layers": 18, "intermediate_size": 5504, "num_attention_heads": 16,
                  "vocab_size": 32000}  # fmt: skip
-    config = workloads.create("hf:llama", size="full", **described).config()
+    config = workloads.create("hf:llama", size="full", options=described).config()
     assert (config.head_dim, config.num_key_value_heads) == (128, 16)
     with torch.device("meta"):
-        model = workloads.create("hf:llama", size="full", **described).build_model()
+        model = workloads.create("hf:llama", size="full", options=described).build_model()
     per_layer = 4 * 2048 * 2048 + 3 * 2048 * 5504 + 2 * 2048
     assert sum(p.numel() for p in model.parameters()) == 2 * 32000 * 2048 + 18 * per_layer + 2048
     # what the user sets stays; a width the configuration keeps apart, and grouped heads, stay too
-    given = workloads.create("hf:llama", size="full", hidden_size=2048, num_attention_heads=32, head_dim=128).config()
+    given = workloads.create(
+        "hf:llama", size="full", options=dict(hidden_size=2048, num_attention_heads=32, head_dim=128)
+    ).config()
     assert (given.head_dim, given.num_key_value_heads) == (128, 32)
-    mistral = workloads.create("hf:mistral", size="full", hidden_size=2048, num_attention_heads=16).config()
+    mistral = workloads.create(
+        "hf:mistral", size="full", options=dict(hidden_size=2048, num_attention_heads=16)
+    ).config()
     assert (mistral.head_dim, mistral.num_key_value_heads) == (128, 8)  # 8 of 32 grouped: still 8
-    gemma = workloads.create("hf:gemma", size="full", hidden_size=2048).config()
+    gemma = workloads.create("hf:gemma", size="full", options=dict(hidden_size=2048)).config()
     assert gemma.head_dim == 256  # gemma's own width, not 3072 / 16
-    assert workloads.create("hf:llama", size="small", hidden_size=512).config().head_dim == 128  # small's 4 heads
+    assert (
+        workloads.create("hf:llama", size="small", options=dict(hidden_size=512)).config().head_dim == 128
+    )  # small's 4 heads
     # a review's: a width the constructor keeps (qwen3's 128, t5's d_kv), or one set by its other name, stays
-    qwen3 = workloads.create("hf:qwen3", size="full", hidden_size=1024, num_attention_heads=16, num_key_value_heads=8)
+    qwen3 = workloads.create(
+        "hf:qwen3", size="full", options=dict(hidden_size=1024, num_attention_heads=16, num_key_value_heads=8)
+    )
     assert qwen3.config().head_dim == 128  # Qwen3-0.6B
-    assert workloads.create("hf:t5", size="full", d_model=1024, num_heads=32, head_dim=128).config().d_kv == 128
-    assert workloads.create("hf:t5", size="full", num_heads=16).config().d_kv == 64
+    assert (
+        workloads.create("hf:t5", size="full", options=dict(d_model=1024, num_heads=32, head_dim=128)).config().d_kv
+        == 128
+    )
+    assert workloads.create("hf:t5", size="full", options={"num_heads": 16}).config().d_kv == 64
 
 
 def test_a_width_your_config_file_gives_stays_when_options_change_the_heads(tmp_path):
@@ -154,7 +165,7 @@ def test_a_config_files_torch_dtype_is_said_ignored_once_and_the_model_built_fp3
     out = capsys.readouterr().out
     assert out.count(ignored) == 1 and "precision: fp32 (--dtype auto)" in out
     # a name's, given as an option (transformers 5 calls the field dtype), and a composite's part
-    llama = workloads.create("hf:llama", size="tiny", dtype="bfloat16")
+    llama = workloads.create("hf:llama", size="tiny", options={"dtype": "bfloat16"})
     with torch.device("meta"):
         assert {p.dtype for p in llama.build_model().parameters()} == {torch.float32}
     assert (llama.dtype_ignored, workloads.create("hf:llama", size="tiny").dtype_ignored) == ("--wopt dtype=bfloat16",
@@ -274,6 +285,11 @@ class Sized:
         return model(batch).square().mean()
 
 
+class OwnSize(Sized):
+    def __init__(self, size: int = 3):
+        super().__init__(width=size)
+
+
 class NoParameters(Explodes):
     def build_model(self):
         return nn.ReLU()
@@ -295,11 +311,21 @@ def user_file(tmp_path) -> Path:
 
 
 def test_a_user_class_takes_the_options_as_keyword_arguments_and_a_factory_is_called(user_file):
-    sized = workloads.create(f"{user_file}:Sized", size="tiny", width=5)
+    sized = workloads.create(f"{user_file}:Sized", size="tiny", options={"width": 5})
     assert sized.build_model().in_features == 5 and sized.default_batch_size() == 8  # the defaults fill in
     assert workloads.create(f"{user_file}:factory", size="tiny").build_model().in_features == 3
     source = workloads.resolve(f"{user_file}:Sized")
     assert (source.kind, source.name, source.path) == ("file", "models.py:Sized", str(user_file))
+
+
+def test_a_user_class_may_take_an_option_named_size(user_file, capsys):
+    """`list FILE.py:MyGPT --wopt size=full` raised TypeError: workloads.create() got multiple values for keyword
+    argument 'size' (--size is ddpbench's, passed beside the options)."""
+    from harness import cli
+
+    assert workloads.create(f"{user_file}:OwnSize", size="tiny", options={"size": 7}).build_model().in_features == 7
+    assert cli.main(["list", f"{user_file}:OwnSize", "--wopt", "size=7"]) == 0
+    assert "16 parameters" in capsys.readouterr().out  # Linear(7, 2)
 
 
 def test_the_example_file_runs_as_a_workload_from_any_folder(tmp_path, monkeypatch):
@@ -427,7 +453,8 @@ def test_a_module_found_nowhere_is_refused_before_torch_is_imported(tmp_path, mo
 @pytest.mark.parametrize(
     ("name", "said"),
     [
-        ("Missing", "models.py defines no 'Missing' (it defines: Explodes, NoLoss, NoParameters, Sized, factory)"),
+        ("Missing", "models.py defines no 'Missing' (it defines: Explodes, NoLoss, NoParameters, OwnSize, Sized, "
+                    "factory)"),
         ("NoLoss", "models.py:NoLoss lacks loss (a workload defines build_model(), make_batch(batch_size, *, device, "
                    "generator), loss(model, batch))"),
         ("NOT_CALLABLE", "models.py:NOT_CALLABLE is not a class or a factory (it is a int)"),

@@ -48,7 +48,7 @@ def _profiled(setup: dict, *, device, steps: int | None, source: tuple[str, dict
     from harness.measure import gradprofile
 
     spec, options = source or (setup["workload"], {})
-    workload = workloads.create(spec, size=setup["size"], **options)
+    workload = workloads.create(spec, size=setup["size"], options=options)
     reason = workload.unavailable_reason(device=device.type)
     if reason:
         raise ConfigError(f"--workload {setup['workload']!r} cannot run here: {reason}")
