@@ -5,7 +5,8 @@ every rank keeps whole and a part split over the ranks, so `held(n) = whole + sp
 strategy and per kind of state from the world sizes the run measured (least squares over them; two give them
 exactly), never assumed from a strategy's name: ZeRO splits its optimizer state alone, FSDP all three, DDP
 nothing (split = 0). A strategy that splits its optimizer state but not its parameters places whole parameters
-on ranks, so the largest one's state stays on one rank: a floor under the even split. Beside it, what the
+on ranks, so the largest one's state stays on one rank: a floor under the even split (and ZeRO-1's re-counted at
+another size has its optimizer state by torch's partition of that size's parameters). Beside it, what the
 forward keeps for backward at the rank's batch (`activation_mb`, counted by harness.measure.modelinfo; in the
 strategy's own dtype where it computes in another, `compute_activation_mb`), the same at every world size. And,
 whole on every rank at any world size: the gradient buckets kept beside the gradients (`buckets_mb`), what a
@@ -26,9 +27,11 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import roles
+from harness.perfmodel.sharding import zero
 from harness.results.values import options_of
 
 HELD = {"held_param_mb": "parameters", "held_grad_mb": "gradients", "held_optimizer_state_mb": "optimizer state"}
+OPTIMIZER = "held_optimizer_state_mb"
 STRATEGY_KEYS = ["workload", "size", "batch_size", "dtype", "optimizer", "impl", "impl_options"]
 SPLIT_SHARE = 0.01
 """A split part under this share of the state at one rank is the fit's noise, not sharding."""
@@ -65,6 +68,8 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
         fits = {column: _fit(by_world.index.to_numpy(float), by_world[column].to_numpy(float)) for column in held}
         split_kinds = [c for c, (whole, split) in fits.items() if split > SPLIT_SHARE * (whole + split)]
         floor = _whole_parameter_floor(group, fits, split_kinds)
+        table = zero.counted_table(group)  # ZeRO-1's re-counted: its optimizer state by torch's partition
+        all_state = float(by_world.loc[1, OPTIMIZER]) if 1 in by_world.index else sum(fits.get(OPTIMIZER, (0, 0)))
         base = dict(zip([k for k in STRATEGY_KEYS if k in ok], key, strict=True))
         options = base.get("impl_options")
         computes_in = compute_dtype(options)  # its own dtype's count where predict made one, else none
@@ -76,6 +81,8 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
             measured = world in by_world.index
             state = {c: float(by_world.loc[world, c]) if measured else max(whole + split / world, floor.get(c, 0.0))
                      for c, (whole, split) in fits.items()}  # fmt: skip
+            if table is not None:
+                state[OPTIMIZER] = zero.optimizer_state_mb(table, all_state, world)
             rows.append({**base, "world_size": world, "measured": measured, "single_process": one_process, **state,
                          "total_mb": sum(state.values()), "splits": ", ".join(HELD[c] for c in split_kinds),
                          "floor_mb": sum(floor.values()),

@@ -264,7 +264,9 @@ def at_full_size(rows: pd.DataFrame, full: dict) -> pd.DataFrame:
     its gradient and its optimizer state take the same bytes at any size, so what each rank held (`held_*`) and the
     buckets' total grow as the full size's parameter and gradient bytes over the run's; the model's sizes and its
     activations (counted at the run's batch) are the full size's. PowerSGD's largest bucket is laid out anew (DDP's
-    rules over the full size's gradients, at the row's cap). Rows without the run's sizes are left out."""
+    rules over the full size's gradients, at the row's cap), and the full size's parameters ride along
+    (`parameter_table`: ZeRO-1's rank holds the state of its share by torch's partition of them, which a small
+    model's largest parameter does not scale to). Rows without the run's sizes are left out."""
     known = rows[rows["grad_bytes"].fillna(0) > 0] if "grad_bytes" in rows else rows.iloc[:0]
     params, grads = full["param_bytes"] / known["param_bytes"], full["grad_bytes"] / known["grad_bytes"]
     scaled = known.assign(**{c: known[c] * (params if c == "held_param_mb" else grads)
@@ -273,7 +275,8 @@ def at_full_size(rows: pd.DataFrame, full: dict) -> pd.DataFrame:
         scaled["bucket_sizes_mb"] = [_laid_out_at(sizes, ratio, options, full) if listed(sizes) else sizes
                                      for sizes, ratio, options in zip(known["bucket_sizes_mb"], grads,
                                                                       known["impl_options"], strict=True)]  # fmt: skip
-    return scaled.assign(**{c: full.get(c) for c in MODEL_COUNTS}, size="full")
+    table = [full.get("parameters")] * len(scaled) if full.get("parameters") else None  # ZeRO's partition of them
+    return scaled.assign(**{c: full.get(c) for c in MODEL_COUNTS}, size="full", parameter_table=table)
 
 
 def _laid_out_at(sizes, ratio: float, options_json: str | None, full: dict) -> list[float]:

@@ -345,6 +345,40 @@ def test_a_smaller_sizes_run_is_re_counted_at_the_full_size_from_what_its_ranks_
     assert memory.mib_text(1000.0) == "1000 MiB" and memory.mib_text(999.0) == "999 MiB"
 
 
+def test_zeros_optimizer_state_at_the_full_size_is_its_share_by_torchs_partition_of_the_full_models_parameters():
+    """A user's GPT benched small, its tied embedding 88 % of the parameters (one rank held 49.1 of 55.4 MiB at 2),
+    read 'zero 4.72 GiB' at 32 GPUs of the full model, where torch's partition of the full model's parameters gives
+    3.03: the small run's split scaled by the bytes, not the full model's partition."""
+    small = {"param_bytes": 100 * 2**20, "grad_bytes": 100 * 2**20, "largest_param_bytes": 88 * 2**20}
+    embedding, blocks = (200 * 2**20, "float32", True, None, "wte.weight"), [(10 * 2**20, "float32", True, 0, "w")]
+    frozen = (400 * 2**20, "float32", False, None, "frozen")  # partitioned, but no state to keep
+    full = {"param_bytes": 1600 * 2**20, "grad_bytes": 1200 * 2**20, "largest_param_bytes": 400 * 2**20,
+            "parameters": [embedding, *blocks * 100, frozen]}  # fmt: skip
+    rows = pd.DataFrame(
+        [
+            held("zero", 1, 100.0, 100.0, 200.0, **small),
+            held("zero", 2, 100.0, 100.0, 176.0, **small),
+            held("stock", 1, 100.0, 100.0, 200.0, **small),
+            held("stock", 2, 100.0, 100.0, 200.0, **small),
+        ]
+    )
+    state = memory.state_per_rank(sharded.at_full_size(rows, full), [2, 32]).set_index(["impl", "world_size"])
+    # at 2: the frozen 400 MiB to one rank, the embedding to the other, the blocks evened out: 800 of 1200 trained
+    assert state.loc[("zero", 2), "held_optimizer_state_mb"] == pytest.approx(2400.0 * 800 / 1200)  # not 2112
+    assert state.loc[("zero", 32), "held_optimizer_state_mb"] == pytest.approx(2400.0 * 200 / 1200)  # the embedding
+    assert state.loc[("stock", 32), "held_optimizer_state_mb"] == pytest.approx(2400.0)  # nothing split: as was
+    assert state.loc[("zero", 32), "held_param_mb"] == pytest.approx(1600.0)
+    assert memory.state_per_rank(rows, [32]).set_index(["impl", "world_size"]).loc[
+        ("zero", 32), "held_optimizer_state_mb"
+    ] == pytest.approx(176.0)  # the run's own size: its fit, its floor
+    # beside another setup not re-counted (a report's frame of several workloads: its table reads NaN there), as run
+    other = RUN[RUN["impl"] == "zero"].assign(workload="mlp")
+    both = memory.state_per_rank(pd.concat([sharded.at_full_size(rows, full), other]), [32])
+    assert both.set_index(["workload", "impl", "world_size"]).loc[("mlp", "zero", 32), "held_optimizer_state_mb"] == (
+        pytest.approx(180.92 / 32)  # its own fit
+    )
+
+
 def test_a_row_asking_defaults_by_name_or_an_inert_option_is_the_plain_strategy_once():
     """A sweep of gradient_as_bucket_view has a row asking False, DDP as it ships, beside plain stock: the choice
     read them as two strategies tied at one step ('stock 100 ms or stock gradient_as_bucket_view=False 100 ms')."""

@@ -47,6 +47,40 @@ def partition(grads: Sequence[Grad], world_size: int) -> list[list[Grad]]:
     return owned
 
 
+def largest_share(trained: Sequence[Grad], frozen: Sequence[Grad], world_size: int) -> float:
+    """The share of the trained elements the rank that owns the most of them holds under torch's partition (every
+    parameter partitioned, the frozen too): the share of the optimizer's work and of its state (Adam's moments are
+    the trained parameters') that rank takes."""
+    total, ids = sum(elements(g) for g in trained), {g.index for g in trained}
+    owned = partition((*trained, *frozen), world_size)
+    return max(sum(elements(g) for g in shard if g.index in ids) for shard in owned) / total if total else 1.0
+
+
+def counted_table(group) -> list | None:
+    """The parameter table of the model a ZeRO-1 group of rows was re-counted at (sharded.at_full_size's
+    `parameter_table`); None for another strategy, or rows as the run measured them (its ranks held what torch's
+    partition gave them)."""
+    from harness.analysis import roles
+
+    if "parameter_table" not in group or not roles.sharded_optimizer_over_allreduce(group).any():
+        return None
+    table = group["parameter_table"].iloc[0]
+    return (
+        table if isinstance(table, list | tuple) and table else None
+    )  # a setup not re-counted: NaN beside one that is
+
+
+def optimizer_state_mb(table: Sequence[tuple], whole_mb: float, world_size: int) -> float:
+    """The optimizer state (MiB) ZeRO-1's rank that owns the most keeps at `world_size`, of a model whose parameters
+    are `table` (modelinfo.parameter_table's rows, counted on the meta device) and whose whole state is `whole_mb`
+    (one rank's): its share by torch's partition of those parameters, not by another size's (whose largest
+    parameter, a tied embedding, may be most of a small model and little of the full one)."""
+    from harness.perfmodel.schedule import parameters_of
+
+    params = parameters_of(table)
+    return whole_mb * largest_share(params.trained, params.frozen, world_size)
+
+
 def broadcast_messages(grads: Sequence[Grad], world_size: int, *, bucket_view: bool = False) -> list[int]:
     """The bytes of each broadcast that brings every rank the updated parameters: each parameter alone, or
     with `bucket_view` each rank's parameters in one flat buffer, one a rank."""
@@ -81,10 +115,7 @@ def zero_change(profile: Profile, *, sender, world_size: int, bucket_view: bool 
     as the others (torch's optimizer holds every parameter it was given), but the optimizer skips them: its
     share counts the trained elements a rank owns."""
     everything = (*profile.grads, *profile.frozen)
-    trained = {g.index for g in profile.grads}
-    total = sum(elements(g) for g in profile.grads)
-    owned = partition(everything, world_size)
-    share = max(sum(elements(g) for g in shard if g.index in trained) for shard in owned) / total if total else 1.0
+    share = largest_share(profile.grads, profile.frozen, world_size)
     messages = broadcast_messages(everything, world_size, bucket_view=bucket_view)
     sent = sum(sender.broadcast_s(nbytes, world_size) for nbytes in messages)
     return ZeroChange(profile.optimizer_s, profile.optimizer_s * share, sent, len(messages), share, own_s)
