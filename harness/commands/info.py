@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 
 from harness.commands import console
 from harness.protocols import SIZES
@@ -82,8 +81,9 @@ def _describer(name: str, given: list[tuple[str, tuple[str, ...]]]):
         return lambda: _describe_cluster(profile)
     if name in workloads.names() or _zoo.is_spec(name):
         options = _options(name, given)
-        built = {size: workloads.create(name, size=size, options=options) for size in SIZES}
-        counts = {size: parameter_count(name, size, options, count=True) for size in SIZES}
+        sizes = ("full",) if _yours(name) else SIZES  # built as written: --size changes nothing
+        built = {size: workloads.create(name, size=size, options=options) for size in sizes}
+        counts = {size: parameter_count(name, size, options, count=True) for size in sizes}
         inputs = {size: input_text(workload) for size, workload in built.items()}
         ignored = getattr(built["full"], "dtype_ignored", None)
         return lambda: _describe_workload(name, counts, options, inputs, ignored=ignored)
@@ -97,6 +97,14 @@ def _is_workload(name: str) -> bool:
     from workloads import _zoo
 
     return name in workloads.names() or (_zoo.is_spec(name) and not name.endswith(".toml"))
+
+
+def _yours(name: str) -> bool:
+    """Whether workload `name` is a file or module of yours: built as written, whatever --size."""
+    import workloads
+    from workloads._zoo import ZOOS
+
+    return name not in workloads.names() and name.partition(":")[0] not in ZOOS
 
 
 def _options(spec: str, given: list[tuple[str, tuple[str, ...]]]) -> dict:
@@ -144,9 +152,8 @@ def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | No
     """Its parameters and gradients per size, and how to bench it (`ignored`: the dtype its configuration names,
     which it is not built in: said on the first line)."""
     import workloads
-    from workloads._zoo import ZOOS
 
-    registered = name in workloads.names()
+    registered, yours = name in workloads.names(), _yours(name)
     asked = " ".join(f"--wopt {key}={value}" for key, value in options.items())
     console.say(f"workload {name}" + (f" {asked}" if asked else "")
                 + (f": {workloads.REGISTRY.entry(name).description}" if registered else "")
@@ -158,7 +165,8 @@ def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | No
             dtypes = "/".join(DTYPE_NAMES.get(d, d) for d in count.grad_dtypes)
             which = ("DDP all-reduces them all" if count.trained == count.parameters else
                      f"{_human_count(count.trained)} trained: DDP all-reduces theirs")  # fmt: skip
-            console.say(f"  {size:<6} {_human_count(count.parameters):>7} parameters{(inputs or {}).get(size, '')}, "
+            label = "" if yours else f"{size:<6} "  # a file of yours: one model, whatever --size
+            console.say(f"  {label}{_human_count(count.parameters):>7} parameters{(inputs or {}).get(size, '')}, "
                         f"{_human_bytes(count.grad_bytes)} of {dtypes + ' ' if dtypes else ''}gradients a step "
                         f"({which})")  # fmt: skip
     if registered:
@@ -168,13 +176,13 @@ def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | No
     else:
         console.say("  --wopt: its configuration's fields or its keyword arguments (docs/your-model.md)")
     full = counts.get("full")
-    too_large = _too_large_here(full.parameters) if full is not None and not isinstance(full, str) else ""
+    too_large = _too_large_here(name, "full", options) if full is not None and not isinstance(full, str) else ""
     if not too_large:
-        console.say(f"  counted on the meta device; bench it: ddpbench bench --workloads {name} --size full"
-                    + (f" {asked}" if asked else ""))  # fmt: skip
+        console.say(f"  counted on the meta device; bench it: ddpbench bench --workloads {name}"
+                    + ("" if yours else " --size full") + (f" {asked}" if asked else ""))  # fmt: skip
         return
-    how, then = _bench_smaller(name, options, yours=not registered and name.partition(":")[0] not in ZOOS)
-    console.say(f"  counted on the meta device; at full, {too_large}: bench it smaller{how}")
+    how, then = _bench_smaller(name, options, yours=yours)
+    console.say(f"  counted on the meta device; {'' if yours else 'at full, '}{too_large}: bench it smaller{how}")
     if then:
         console.say(f"  then {then}")
 
@@ -192,7 +200,7 @@ def _bench_smaller(name: str, options: dict, *, yours: bool) -> tuple[str, str |
         kept, sizes = _halved_to_fit(name, options), ("full",)
     else:
         kept, sizes = {key: value for key, value in options.items() if key == "task"}, ("small", "tiny")
-    size = next((size for size in sizes if kept is not None and _short(parameter_count(name, size, kept))), None)
+    size = next((size for size in sizes if kept is not None and _short(name, size, kept)), None)
     if size is None:  # nothing found that does: how, in words
         how = " with --wopt" if yours else " at --size tiny with --wopt (its fields)"
         return f"{how}, then give these options to predict --train-wopt KEY=VALUE (docs/your-model.md)", None
@@ -229,9 +237,10 @@ SHORT_PARAMETERS = 20e6
 thread at its batch, and its dry run stays short; a file of yours halved only until its state fit was 625M."""
 
 
-def _short(count) -> bool:
-    """Whether a model of `count` parameters fits this machine and steps briefly here."""
-    return not isinstance(count, str) and count <= SHORT_PARAMETERS and not _too_large_here(count)
+def _short(name: str, size: str, options: dict) -> bool:
+    """Whether workload `name` at `size` with `options` fits this machine and steps briefly here."""
+    count = parameter_count(name, size, options)
+    return not isinstance(count, str) and count <= SHORT_PARAMETERS and not _too_large_here(name, size, options)
 
 
 def _halved_to_fit(name: str, options: dict, *, most: int = 10) -> dict | None:
@@ -241,35 +250,44 @@ def _halved_to_fit(name: str, options: dict, *, most: int = 10) -> dict | None:
     for _ in range(most if counted else 0):
         counted = {key: max(1, value // 2) for key, value in counted.items()}
         halved = {**options, **counted}
-        count = parameter_count(name, "full", halved)
-        if isinstance(count, str):
+        if isinstance(parameter_count(name, "full", halved), str):
             return None
-        if _short(count):
+        if _short(name, "full", halved):
             return halved
     return None
 
 
-ADAM_STATE_BYTES = 16
-"""A parameter's fp32 state a DDP rank holds with Adam: the parameter, its gradient and two moments."""
-
-
-def _too_large_here(parameters: int) -> str:
-    """'104 GiB of fp32 state a rank with Adam (16 B a parameter), more than this machine's 23.4 GiB for 2 ranks'
-    where the state every rank of a default bench here holds whole under DDP outgrows this machine's memory (a GPU's,
-    one rank each; else the host's, shared by bench's 2 simulated ranks); '' where it fits. A 7B file of a user's
-    was listed with 'bench it: … --size full', 208 GiB on a 23 GiB CPU machine."""
+def _too_large_here(name: str, size: str, options: dict) -> str:
+    """'a DDP rank holds about 31.2 GiB at batch 8 (parameters, …), more than the 18.2 GiB this
+    machine has available for 2 ranks' where `bench --workloads NAME` (its default batch, fp32, SGD) would outgrow
+    it, as bench's own check judges it (console.plan: the host's available memory, shared by its 2 simulated ranks;
+    a GPU's, one rank each), or, on the CPU, where it has more than SHORT_PARAMETERS (its steps take hours); '' where
+    it fits or cannot be counted. A user's 350M file was listed with 'bench it',
+    whose dry run said its ranks would be killed: list counted 16 B a parameter against the host's total memory."""
     import torch
 
-    state = ADAM_STATE_BYTES * parameters
-    if torch.cuda.is_available():
-        memory, ranks, where = torch.cuda.get_device_properties(0).total_memory, 1, "this machine's GPU's"
+    import workloads
+    from harness.commands.console.plan import available_bytes, ddp_rank_bytes
+    from harness.measure import meta_counts
+
+    count, gpu = parameter_count(name, size, options), torch.cuda.is_available()
+    if not gpu and not isinstance(count, str) and count > SHORT_PARAMETERS:  # its dry run: hours of steps
+        return (f"{_human_count(count)} parameters, more than the {_human_count(SHORT_PARAMETERS)} a CPU rank steps in "
+                "seconds (bench --dry-run says how long)")  # fmt: skip
+    batch = workloads.create(name, size=size, options=options).default_batch_size()
+    counts = meta_counts.counts(name, size, options, batch_size=batch, dtype="fp32")
+    if gpu:
+        memory, ranks, where = torch.cuda.get_device_properties(0).total_memory, 1, "this machine's GPU has"
     else:
-        memory, ranks, where = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"), 2, "this machine's"
-    if state * ranks <= memory:
+        memory, ranks, where = available_bytes(), 2, "this machine has available"
+    if counts is None or memory is None:
+        return ""
+    rank, parts = ddp_rank_bytes(counts, "sgd")
+    if rank * ranks <= memory:
         return ""
     for_ranks = f" for {ranks} ranks" if ranks > 1 else ""
-    return (f"{_human_bytes(state)} of fp32 state a rank with Adam ({ADAM_STATE_BYTES} B a parameter), more than "
-            f"{where} {_human_bytes(memory)}{for_ranks}")  # fmt: skip
+    return (f"a DDP rank holds about {_human_bytes(rank)} at batch {batch} ({', '.join(parts[:-1])} and {parts[-1]}), "
+            f"more than the {_human_bytes(memory)} {where}{for_ranks}")  # fmt: skip
 
 
 def _describe_strategy(name: str) -> None:

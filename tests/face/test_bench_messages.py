@@ -146,13 +146,13 @@ def test_a_full_size_whose_ranks_would_not_fit_the_host_is_said_before_the_run(c
 
     flags = ["--impls", "stock", "--workloads", "mlp", "--size", "full", "--gpus", "2", "--optimizer", "adam",
              "--results", str(tmp_path / "r")]  # fmt: skip
-    monkeypatch.setattr(plan, "_available_bytes", lambda: 8 * 2**30)
+    monkeypatch.setattr(plan, "available_bytes", lambda: 8 * 2**30)
     assert cli.main(["bench", "--dry-run", *flags]) == 0
     err = capsys.readouterr().err
     assert ("warning: mlp/full: a DDP rank holds about 5.02 GiB here (parameters, gradients, DDP's buckets, Adam's "
             "moments and activations, counted on the meta device), 10 GiB for 2 rank(s); this machine has 8 GiB "
             "available: its ranks would be killed for memory") in err  # fmt: skip
-    monkeypatch.setattr(plan, "_available_bytes", lambda: 16 * 2**30)
+    monkeypatch.setattr(plan, "available_bytes", lambda: 16 * 2**30)
     assert cli.main(["bench", "--dry-run", *flags]) == 0 and "killed for memory" not in capsys.readouterr().err
 
 
@@ -164,7 +164,7 @@ def test_a_model_of_your_own_whose_ranks_would_not_fit_is_said_whatever_the_size
 
     flags = ["--impls", "stock", "--workloads", "examples/my_workload.py:MyModel", "--wopt", "width=4096", "--gpus",
              "2", "--results", str(tmp_path / "r")]  # fmt: skip
-    monkeypatch.setattr(plan, "_available_bytes", lambda: 2**30)
+    monkeypatch.setattr(plan, "available_bytes", lambda: 2**30)
     assert cli.main(["bench", "--dry-run", *flags]) == 0
     err = capsys.readouterr().err
     assert "warning: my_workload.py:MyModel[width=4096]: a DDP rank holds about 0.751 GiB here" in err
@@ -180,7 +180,7 @@ def test_a_small_size_that_its_options_enlarge_is_judged_against_the_hosts_memor
 
     flags = ["--impls", "stock", "--workloads", "mlp", "--size", "tiny", "--gpus", "2", "--results",
              str(tmp_path / "r")]  # fmt: skip
-    monkeypatch.setattr(plan, "_available_bytes", lambda: 2**28)
+    monkeypatch.setattr(plan, "available_bytes", lambda: 2**28)
     assert cli.main(["bench", "--dry-run", *flags]) == 0 and "killed for memory" not in capsys.readouterr().err
     assert cli.main(["bench", "--dry-run", *flags, "--wopt", "classes=1000000"]) == 0
     err = capsys.readouterr().err

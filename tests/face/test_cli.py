@@ -252,21 +252,24 @@ def test_list_of_an_unknown_name_is_one_line_and_exit_2(capsys, name, named):
 
 
 def test_list_counts_the_model_a_user_will_train_with_its_options(capsys, monkeypatch):
-    """A 1.3B Llama is hf:llama with five fields changed: list counts it so, and names the bench that would run it
-    (on a machine that holds its state: 1 TiB here)."""
+    """A 1.3B Llama is hf:llama with five fields changed: list counts it so, and names the bench that would run it:
+    on a CPU, even one that holds its state (1 TiB here), a smaller size's (its full size's steps take days there:
+    a user's 350M file was told to bench it, and its dry run said 217 h), with predict counting the one named."""
     import torch
 
-    from harness.commands import info
+    from harness.commands.console import plan
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(info.os, "sysconf", {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 2**28}.__getitem__)
+    monkeypatch.setattr(plan, "available_bytes", lambda: 2**40)
     wopts = ["--wopt", "hidden_size=2048", "--wopt", "num_hidden_layers=24", "--wopt", "num_attention_heads=16",
              "--wopt", "intermediate_size=5504"]  # fmt: skip
     assert cli.main(["list", "hf:llama", "dgx-h100", *wopts]) == 0  # a cluster beside it takes none of them
     out = capsys.readouterr().out
     full = next(line for line in out.splitlines() if line.strip().startswith("full "))
     assert full.split()[1] == "1.3B" and "5.0 GiB of fp32 gradients a step" in full
-    assert "ddpbench bench --workloads hf:llama --size full --wopt hidden_size=2048 --wopt num_hidden_layers=24" in out
+    assert "at full, 1.3B parameters, more than the 20.0M a CPU rank steps in seconds (bench --dry-run says how " in out
+    assert "bench --workloads hf:llama --size small --batch-size " in out
+    assert "predict --run RUN --cluster dgx-h100 --train-wopt hidden_size=2048 --train-wopt num_hidden_layers=24" in out
 
 
 @pytest.mark.parametrize("args, named", [
@@ -304,10 +307,9 @@ def test_list_counts_the_gradients_of_the_parameters_that_train_alone(tmp_path, 
     all)': every parameter's 4 bytes, where DDP all-reduces the 10,250 trained ones' 40 KiB alone."""
     (tmp_path / "frozen.py").write_text(FROZEN)
     assert cli.main(["list", f"{tmp_path / 'frozen.py'}:Frozen"]) == 0
-    full = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("  full "))
-    assert (
-        full == "  full      1.1M parameters, 40.0 KiB of fp32 gradients a step (10.2k trained: DDP all-reduces theirs)"
-    )
+    said = capsys.readouterr().out.splitlines()
+    assert said[1] == "     1.1M parameters, 40.0 KiB of fp32 gradients a step (10.2k trained: DDP all-reduces theirs)"
+    assert said[2].startswith("  --wopt")  # one line: a file of yours is built as written, whatever --size
 
 
 def test_list_says_to_bench_smaller_a_model_whose_state_outgrows_this_machine(capsys, monkeypatch):
@@ -316,21 +318,21 @@ def test_list_says_to_bench_smaller_a_model_whose_state_outgrows_this_machine(ca
     counts the one named from its run."""
     import torch
 
-    from harness.commands import info
+    from harness.commands.console import plan
     from harness.commands.console.invoked import ddpbench_command
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     mine, program = "examples/my_workload.py:MyModel", ddpbench_command()
-    assert cli.main(["list", mine, "--wopt", "width=512"]) == 0  # 1.1M parameters: 16.1 MiB a rank
-    assert f"bench it: ddpbench bench --workloads {mine} --size full --wopt width=512" in capsys.readouterr().out
-    pages = {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 1024}  # a 4 MiB machine
-    monkeypatch.setattr(info.os, "sysconf", pages.__getitem__)
+    assert cli.main(["list", mine, "--wopt", "width=512"]) == 0  # 1.1M parameters: 12.2 MiB a DDP rank, fits here
+    assert f"bench it: ddpbench bench --workloads {mine} --wopt width=512\n" in capsys.readouterr().out  # no --size
+    monkeypatch.setattr(plan, "available_bytes", lambda: 4 * 2**20)  # a 4 MiB machine, as bench judges it
     assert cli.main(["list", mine, "--wopt", "width=512"]) == 0
     out = capsys.readouterr().out
     assert "bench it: ddpbench" not in out
     assert out.endswith(
-        "  counted on the meta device; at full, 16.1 MiB of fp32 state a rank with Adam (16 B a parameter), more "
-        f"than this machine's 4.0 MiB for 2 ranks: bench it smaller (67.3k parameters): {program} bench --workloads "
+        "  counted on the meta device; a DDP rank holds about 12.2 MiB at batch 8 (parameters, gradients, DDP's "
+        "buckets and activations), more than the 4.0 MiB this machine has available for 2 ranks: "
+        f"bench it smaller (67.3k parameters): {program} bench --workloads "
         f"{mine} --wopt width=128 --batch-size 8\n"  # its width halved until it fits (a file of yours: no --size)
         f"  then {program} predict --run RUN --cluster dgx-h100 --train-wopt width=512 predicts the model you train "
         "from that run (docs/your-model.md)\n"
@@ -353,11 +355,11 @@ def test_list_gives_a_config_too_large_here_the_bench_at_a_size_that_fits_and_th
     its own batch and sequence; the options given to list (a longer sequence, a wider model) go to predict."""
     import torch
 
-    from harness.commands import info
+    from harness.commands.console import plan
     from harness.commands.console.invoked import ddpbench_command
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(info.os, "sysconf", {"SC_PAGE_SIZE": 4096, "SC_PHYS_PAGES": 2**18}.__getitem__)  # 1 GiB
+    monkeypatch.setattr(plan, "available_bytes", lambda: 2**30)  # 1 GiB
     config, program = tmp_path / "config.json", ddpbench_command()
     config.write_text(json.dumps({"model_type": "llama", "hidden_size": 512, "num_hidden_layers": 4,
                                   "num_attention_heads": 8, "intermediate_size": 1408, "vocab_size": 32000,

@@ -114,7 +114,7 @@ def warn_beyond_host_memory(configurations) -> None:
     options may enlarge it (hf:llama tiny with hidden_size=2048 and 24 layers is 1.3B parameters, 72 GiB a rank):
     the smaller sizes, without options, are sized for the machine."""
     judged = [c for c in configurations if _may_be_large(c)]
-    available = _available_bytes() if judged else None
+    available = available_bytes() if judged else None
     if available is None:
         return
     from harness.measure import meta_counts  # counted once per model and kept (the user's cache), only where judged
@@ -128,13 +128,9 @@ def warn_beyond_host_memory(configurations) -> None:
         counts = meta_counts.counts(spec, cfg.size, cfg.workload_options, batch_size=cfg.batch_size, dtype=cfg.dtype)
         if counts is None:
             continue
-        moments = 2 if cfg.optimizer in ("adam", "adamw") else 0
-        activations = counts["activation_mb"]
-        rank = counts["param_bytes"] + (2 + moments) * counts["grad_bytes"] + (activations or 0) * 2**20
+        rank, parts = ddp_rank_bytes(counts, cfg.optimizer)
         ranks = cfg.world_size // cfg.nnodes
         if rank * ranks > available:
-            parts = ["parameters", "gradients", "DDP's buckets", *(["Adam's moments"] * bool(moments)),
-                     *(["activations"] * (activations is not None))]  # fmt: skip
             mine = _as_written(cfg)
             smaller = ("smaller --wopt options much less, from which predict --run RUN --train-wopt KEY=VALUE "
                        "counts the one you will train" if mine or cfg.size != "full" else "a smaller --size much "
@@ -145,6 +141,17 @@ def warn_beyond_host_memory(configurations) -> None:
                     f"{rank * ranks / 2**30:.3g} GiB for {ranks} rank(s); this machine has "
                     f"{available / 2**30:.3g} GiB available: its ranks would be killed for memory (ZeRO and FSDP "
                     f"hold less; {smaller})")  # fmt: skip
+
+
+def ddp_rank_bytes(counts: dict, optimizer: str) -> tuple[float, list[str]]:
+    """What a DDP rank holds (bytes) of a model `counts` counted on the meta device (modelinfo.counts_on_meta): its
+    parameters, gradients, DDP's buckets, Adam's moments where `optimizer` keeps them, the activations its forward
+    keeps at the batch counted; and those parts' names."""
+    moments = 2 if optimizer in ("adam", "adamw") else 0
+    activations = counts["activation_mb"]
+    parts = ["parameters", "gradients", "DDP's buckets", *(["Adam's moments"] * bool(moments)),
+             *(["activations"] * (activations is not None))]  # fmt: skip
+    return counts["param_bytes"] + (2 + moments) * counts["grad_bytes"] + (activations or 0) * 2**20, parts
 
 
 def warn_long_full_size(configurations, *, threads: int) -> None:
@@ -181,7 +188,7 @@ def _as_written(cfg) -> bool:
         return False
 
 
-def _available_bytes() -> int | None:
+def available_bytes() -> int | None:
     """MemAvailable of /proc/meminfo (Linux): what the host can give without swapping; None elsewhere."""
     try:
         with open("/proc/meminfo", encoding="ascii") as meminfo:
