@@ -368,6 +368,9 @@ def test_the_what_if_page_carries_each_strategys_model_state_to_the_clusters_gpu
         "stock 360 MiB of parameters"
     ) in section  # zero's floor: its largest parameter's Adam state, 18 MiB
     assert "resnet50/small fp32 sgd batch 4:</b> At 1024 GPUs each rank holds stock 180 MiB" in section
+    # judged in bf16 (predict's count where the cluster's GPU trains in it), said so, not the run's fp32
+    judged = section_of(configs.assign(activation_mb=12.5, activation_dtype="bf16"))
+    assert "resnet50/small bf16 adam batch 4:</b>" in judged and "fp32 adam batch 4" not in judged
     assert "Counted at batch" not in section  # no activations counted: nothing there grows with the batch
     assert "<th>2 (measured)</th>" in section and "<th>8 GPUs</th>" in section and "<td>45 MiB</td>" in section
     assert "a floor under the even split, applied: zero 18 MiB." in section

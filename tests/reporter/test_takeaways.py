@@ -216,6 +216,9 @@ def test_a_what_if_heading_shortens_a_long_path_not_its_words_and_puts_the_batch
         " with seq_len=2048 to train, batch 8 per GPU (profiled: " + heading.split("(profiled: ")[1]
     )
     assert "/small, batch 1 per GPU)</h2>" in heading and "the run measure" not in heading
+    # --train-wopt's rows say 'benched' (their memory is another model's): the run's size, as its tables say it
+    trained = full_size.heading(f"{path}/small, batch 1", group.assign(size="benched", run_size="small"), "seq_len=2")
+    assert "/small, batch 1 per GPU)</h2>" in trained and "/benched" not in trained
     assert heading.count('title="' + path + '"') == 2  # the path whole in each tooltip, shortened in sight
     same = full_size.heading(f"{path}/small, batch 1 per GPU", group.assign(step_batch=1), "")
     assert "</span>/full to train (profiled: " in same and ", batch 1 per GPU)</h2>" in same

@@ -58,11 +58,13 @@ def heading(setup: str, group: pd.DataFrame, trained: str, default: str = "") ->
 
 
 def _profiled(setup: str, group: pd.DataFrame, workload: str) -> str:
-    """'mlp/tiny, batch 1 per GPU': the size and batch the run measured (not --batch-size's, which the steps are at)."""
+    """'mlp/tiny, batch 1 per GPU': the size and batch the run measured (not --batch-size's, which the steps are at;
+    the run's size, `run_size`, where the rows say 'benched': the console's and the run's tables' label)."""
     if not {"size", "setup_batch_size"} <= set(group):
         return setup
     first = group.iloc[0]
-    return f"{workload}/{first['size']}, batch {int(first['setup_batch_size'])} per GPU"
+    size = first["run_size"] if "run_size" in group else first["size"]
+    return f"{workload}/{size}, batch {int(first['setup_batch_size'])} per GPU"
 
 
 def _at_batch(group: pd.DataFrame) -> str:

@@ -110,6 +110,8 @@ def memory_section(configs: pd.DataFrame, cluster: Cluster, worlds: list[int], *
         ran = "(the run's, scaled)" if size_note else "(measured)"  # re-counted at another size: the run's, scaled
         head = ["strategy", f"splits {ran}", *(f"{w} {ran if w in measured else 'GPUs'}" for w in shown)]
         setup = dict(zip(MEMORY_SETUP, keys, strict=False))
+        if "activation_dtype" in group and group["activation_dtype"].iloc[0]:  # the dtype the fit is judged in
+            setup["dtype"] = group["activation_dtype"].iloc[0]
         opening = esc(_first_fit(group, cluster, worlds[0])) + _batch_words(group, setup, batch_given)
         parts += [f"<p class=takeaway><b>{esc(setup_words(setup))}:</b> {opening}At {worlds[-1]} GPUs each rank "
                   f"holds {esc(said)} of parameters, gradients and optimizer state"

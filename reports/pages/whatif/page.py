@@ -168,7 +168,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                      "there is nothing to predict from.</p>")  # fmt: skip
         return page(title, "\n".join(parts), depth=1, plots=False, **mark)
     inline, figs = {"inline": True, **mark} if standalone else {}, FigureList()
-    rows = rows.assign(size=wm.BENCHED) if trained else rows  # its memory and floors are another model's
+    rows = rows.assign(size=wm.BENCHED, run_size=rows["size"]) if trained else rows  # memory, floors: another's
     counted = {label: memory(wm.setup_of(group)) for label, group in rows.groupby("setup")} if memory else {}
     marked = {"marked": worlds} if gpus else {}  # the figures' span, the counts asked in bold
     for setup, group in rows.groupby("setup", sort=False):
