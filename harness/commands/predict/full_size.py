@@ -78,12 +78,17 @@ def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None 
         flags = "--size full" * bool(scales) + f" --batch-size {batch}" * bool(batch != measured)
         return rows, f"{whose}: bench {flags.strip()} for the one you will train"
     counted = "" if full.get("activation_mb") is not None else "; its activations could not be counted there"
+    from harness.analysis import roles
+
+    zero = ", ZeRO-1's optimizer state by torch's partition of them" * bool(
+        roles.sharded_optimizer_over_allreduce(rows).any()
+    )  # sharded.at_full_size's table: not the run's share
     other = f" (the run measured batch {measured})" if batch != measured else ""
     if options is not None:  # --train-wopt: the model you will train, whatever the run's size, named as it is
         named = scaled.assign(workload=trained_name(configs, setup, options))
         return named, (f"the model you will train ({trained_text(configs, setup, options)}): its parameters and "
                        f"activations counted on the meta device at batch {batch} a rank{other}, each rank's share of "
-                       f"them as the run measured it{counted}")  # fmt: skip
+                       f"them as the run measured it{zero}{counted}")  # fmt: skip
     if not scales:  # the run's own size (the full one, or a file of yours as written), at another batch
         if counted:
             return rows, f"at batch {measured}, the run's: batch {batch}'s activations could not be counted"
@@ -91,7 +96,7 @@ def _memory_rows(run_dir: Path, configs, setup: dict, *, batch_size: int | None 
     if terse:
         return scaled, f"at the full size, counted on the meta device at batch {batch} a rank{other}{counted}"
     return scaled, (f"at the full size: its parameters and activations counted on the meta device at batch {batch} a "
-                    f"rank{other}, each rank's share of them as the {size} run measured it{counted}")  # fmt: skip
+                    f"rank{other}, each rank's share of them as the {size} run measured it{zero}{counted}")  # fmt: skip
 
 
 def _sample_added(setup: dict, configs, batch: int, options: dict | None, full: dict) -> float | None:
