@@ -210,8 +210,12 @@ def add_predict_parser(commands) -> None:
     predict.add_argument("--save-profile", metavar="FILE.toml",
                          help="with --nccl-tests: save the fitted profile, with its fit's logs and error, so that "
                          "--cluster FILE.toml (predict, report) uses it without fitting again")  # fmt: skip
-    predict.add_argument("--nodes", help=f"node counts to predict (default: 1,2,4 for collectives, "
-                         f"{predict_cluster.DEFAULT_NODES} for steps)")  # fmt: skip
+    predict.add_argument("--nodes", metavar="N,…|NAME=N,…",
+                         help=f"node counts to predict on every --cluster (default: 1,2,4 for collectives, "
+                         f"{predict_cluster.DEFAULT_NODES} for steps); with several, NAME=N,… gives each its own "
+                         "(every one named, as --gpu-hour-price; a name's counts run to the next NAME=): "
+                         "dgx-a100=2,dgx-h200=1 compares those two bookings alone, "
+                         "dgx-a100=1,2,dgx-h200=1 three")  # fmt: skip
     predict.add_argument("--collective", default="all_reduce",
                          help="all_reduce|all_gather|reduce_scatter (default: all_reduce)")  # fmt: skip
     predict.add_argument("--sizes", help="message sizes as nccl-tests counts them (all_gather's whole output, "

@@ -164,6 +164,64 @@ def test_the_bookings_are_what_each_clusters_answer_books(small_run, tmp_path, c
     assert said.index(note) < said.index("the answer on dgx-h200")
 
 
+def test_each_clusters_own_nodes_are_the_bookings_and_the_verdicts_compared(tmp_path, capsys):
+    """2 A100 nodes or 1 H200 node: `--nodes 1,2` booked every cluster at both, so the verdicts ranked the H200's 16
+    GPUs, asked of no one, and the pair asked had no verdict of its own. `--nodes dgx-a100=2,dgx-h200=1`: those two
+    bookings alone, in the table, the rows and every verdict, the turn where the H200's 8 GPUs meet the A100's 16."""
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    out = tmp_path / "pair.csv"
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-a100,dgx-h200",
+                     "--nodes", "dgx-a100=2,dgx-h200=1", "--gpu-hour-price", "dgx-a100=1.9,dgx-h200=3.6",
+                     "--local-step-ms", "310", "--local-step-gpu", "a100-sxm4-80gb", "--batch-size", "128",
+                     "--out", str(out)]) == 0  # fmt: skip
+    said = capsys.readouterr().out
+    table, verdict = _comparison(said)
+    assert [row[:3] for row in table] == [["dgx-a100", "16", "2"], ["dgx-h200", "8", "1"]]
+    rows = pd.read_csv(out)
+    assert {c: sorted(set(rows.loc[rows["cluster"] == c, "world_size"])) for c in ("dgx-a100", "dgx-h200")} == {
+        "dgx-a100": [16], "dgx-h200": [8]}  # fmt: skip
+    assert "dgx-h200 × 16" not in said and "dgx-a100 × 8 " not in said
+    # the H200's 8 GPUs (its step its GPU's: nothing exposed at one node) match the A100's 16 at a step of
+    # 8 × 128 over the A100s' samples a second
+    turn = 8 * 128 / float(table[0][5].replace(",", "")) * 1e3
+    assert verdict.startswith("ddpbench predict: fastest: dgx-h200 × 8 GPUs at both ends, ")
+    assert "; cheapest per sample (at the prices given): dgx-h200 × 8 GPUs at both ends; " in verdict
+    assert f"dgx-h200 is fastest while its GPU's step is under about {turn:.3g} ms, cheapest under " in verdict
+
+
+def test_each_clusters_node_counts_run_to_the_next_name_and_either_name_names_it():
+    from harness.commands.predict.bookings import nodes_of_each
+
+    named = {"a100.toml": "a100", "dgx-h200": "dgx-h200"}  # as --cluster gives it: its profile's name
+    assert nodes_of_each("a100=4,1,2, dgx-h200=1,1", named) == {"a100.toml": "1,2,4", "dgx-h200": "1"}
+    assert nodes_of_each("dgx-h200=2,a100.toml=1", named) == {"a100.toml": "1", "dgx-h200": "2"}
+
+
+@pytest.mark.parametrize(
+    ("nodes", "error"),
+    [
+        ("dgx-a100=2,dgx-h100=1", "--nodes 'dgx-a100=2,dgx-h100=1': 'dgx-h100' is not a cluster compared; give "
+         "NAME=N,… for each cluster compared (dgx-a100, dgx-h200), e.g. dgx-a100=1,2,dgx-h200=1, or counts alone for "
+         "every cluster (1,2)"),
+        ("dgx-a100=0,dgx-h200=1", "--nodes 'dgx-a100=0,dgx-h200=1': '0' is not a node count, a whole number from 1 "
+         "to 16,384; give NAME=N,… for each cluster compared (dgx-a100, dgx-h200)"),
+        ("dgx-a100=2,dgx-h200=1.5", "'1.5' is not a node count"),
+        ("dgx-a100=2", "--nodes 'dgx-a100=2' has no node count for dgx-h200; give NAME=N,… for each cluster"),
+        ("2,dgx-a100=1,dgx-h200=1", "--nodes '2,dgx-a100=1,dgx-h200=1': '2' comes before any NAME=, so no cluster's"),
+        ("dgx-a100=1,dgx-h200=1,dgx-a100=2", "names 'dgx-a100' twice; give NAME=N,…"),
+    ],
+)  # fmt: skip
+def test_a_bad_clusters_node_count_is_refused_in_one_line(tmp_path, capsys, nodes, error):
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    out = tmp_path / "x.csv"
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-a100,dgx-h200",
+                     "--nodes", nodes, "--local-step-ms", "310", "--local-step-gpu", "a100-sxm4-80gb",
+                     "--out", str(out)]) == 2  # fmt: skip
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and error in captured.err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize(
     ("flags", "error"),
     [

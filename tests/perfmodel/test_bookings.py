@@ -192,6 +192,14 @@ def test_where_one_clusters_step_is_bounded_the_step_its_rankings_turn_at_is_sai
                           "(far below the peak, it may not); cheapest")  # fmt: skip
     assert far.endswith("(bounded 97.75–131.7 ms): one step measured on dgx-h200's GPU settles it")
     assert far.count("far below the peak") == 1  # where 'at both ends' is first said, not at each
+    # the question booked, 2 A100 nodes or 1 H200 node (--nodes dgx-a100=2,dgx-h200=1): its verdicts and turns are
+    # that pair's, the H200's 8 GPUs fastest while 8 / (x + 2) beats 16 / 310 (x under 153), not its 16's 307
+    asked = [a100[1], h200[0]]
+    assert turns(asked, prices)[0].step_ms == pytest.approx(310 / 2 - 2)
+    pair = verdict_words(asked, tokens=False, ends=("compute-bound", "memory-bound"), prices=prices)
+    assert pair == ("fastest: dgx-h200 × 8 GPUs at both ends; cheapest per sample (at the prices given): dgx-h200 × 8 "
+                    "GPUs at both ends; dgx-h200 is fastest while its GPU's step is under about 153 ms, cheapest "
+                    "under about 162 ms (bounded 97.75–131.7 ms)")  # fmt: skip
     # the fastest open (the A100's 32 GPUs ahead at the long end), the cheapest decided: said there
     wide = (97.75, 200.0)
     a100 += [_booking("dgx-a100", 32, 310.0)]

@@ -25,14 +25,16 @@ def cluster_names(args: argparse.Namespace) -> list[str | None]:
     """--cluster's profiles, names or .toml files separated by commas, each refused in one line (before anything is
     measured, printed or written) where it is not one; several are refused with what is one cluster's (a fit to
     nccl-tests logs, a what-if page, a collectives table); one named twice is one (`args.cluster` set to it). [None]:
-    --nccl-tests alone. --gpu-hour-price's prices read into `args.gpu_hour_prices` (gpu_hour_prices)."""
+    --nccl-tests alone. --gpu-hour-price's prices read into `args.gpu_hour_prices` (gpu_hour_prices), --nodes' counts
+    of each cluster, where it names each's, into `args.cluster_nodes` (nodes_of_each; one cluster's into --nodes)."""
     from harness.perfmodel.clusters import cluster as profiles
 
-    args.gpu_hour_prices = None
+    args.gpu_hour_prices, args.cluster_nodes = None, None
     priced = getattr(args, "gpu_hour_price", None)
     if args.cluster is None or "," not in args.cluster:  # one: loaded, and refused, where it is said
         predict_input.check_cluster_file(args.cluster)
         _refuse_a_price_without_bookings(priced, [args.cluster] if args.cluster else [])
+        _one_clusters_nodes(args, [args.cluster] if args.cluster else [])
         return [args.cluster]
     names = [name.strip() for name in args.cluster.split(",")]
     known = ", ".join(profiles.builtin_names())
@@ -44,6 +46,7 @@ def cluster_names(args: argparse.Namespace) -> list[str | None]:
         predict_input.check_cluster_file(kept[0])
         profiles.load(kept[0])  # refused here, before the note that it is named twice
         _refuse_a_price_without_bookings(priced, kept)
+        _one_clusters_nodes(args, kept)
         args.cluster = kept[0]
         return kept
     each = " or ".join(kept)
@@ -59,19 +62,80 @@ def cluster_names(args: argparse.Namespace) -> list[str | None]:
     if cluster.is_collective_table(args):
         raise ConfigError(f"--cluster {args.cluster!r}: a collectives table is one cluster's; give one ({each}), or "
                           "--run RUN (or --workload NAME) to compare the bookings of several")  # fmt: skip
-    for name in kept:  # every profile read, and refused where it cannot be, before a word about any of them
+    named = {}  # every profile read, and refused where it cannot be, before a word about any of them
+    for name in kept:
         predict_input.check_cluster_file(name)
-        cluster.refuse_nodes_without_network(profiles.load(name), args)
-    named = {name: profiles.load(name).name for name in kept}
+        named[name] = profiles.load(name).name
     if len(set(named.values())) < len(named):  # the bookings, the table and the prices know a profile by its name
         twice = next(n for n in named.values() if list(named.values()).count(n) > 1)
         alike = " and ".join(given for given, n in named.items() if n == twice)
         raise ConfigError(f"--cluster {args.cluster!r}: {alike} are both named {twice!r}; give one file another "
                           "`name` (or another file name, where it has none)")  # fmt: skip
+    if args.nodes is not None and "=" in args.nodes:
+        args.cluster_nodes = nodes_of_each(args.nodes, named)
+    for name in kept:  # a cluster without a network, refused at more than one node: its own counts, where named
+        cluster.refuse_nodes_without_network(profiles.load(name), _with_nodes_of(args, name))
     _refuse_one_step_for_several_gpus(args, [profiles.load(name) for name in kept])
     if priced is not None:
         args.gpu_hour_prices = gpu_hour_prices(priced, named)
     return kept
+
+
+def nodes_of_each(text: str, clusters: dict[str, str]) -> dict[str, str]:
+    """--nodes NAME=N,…,NAME=N,…: each cluster of `clusters` ({as --cluster names it: its profile's name}; either
+    names it) with its own node counts, a name's counts running to the next NAME= (dgx-a100=1,2,dgx-h200=1), keyed by
+    the name --cluster gives, each as --nodes' plain counts ('1,2'); refused in one line where a name is not one
+    compared or named twice, a count not a whole number ≥ 1, a count before any name, a cluster left without one."""
+    from harness.config.units import MAX_PREDICTED_GPUS, list_items
+
+    most = MAX_PREDICTED_GPUS // 8  # 8-GPU nodes, as --nodes' plain counts
+    example = ",".join(f"{given}={'1,2' if k == 0 else 1}" for k, given in enumerate(clusters))
+    form = (f"give NAME=N,… for each cluster compared ({', '.join(clusters)}), e.g. {example}, or counts alone for "
+            "every cluster (1,2)")  # fmt: skip
+    names = {**{profile: given for given, profile in clusters.items()}, **{given: given for given in clusters}}
+    counts: dict[str, list[int]] = {}
+    name = None
+    for item in list_items(text, flag="--nodes"):
+        if "=" in item:
+            typed, _, item = (part.strip() for part in item.partition("="))
+            if typed not in names:
+                raise ConfigError(f"--nodes {text!r}: {typed!r} is not a cluster compared; {form}")
+            if names[typed] in counts:
+                raise ConfigError(f"--nodes {text!r} names {typed!r} twice; {form}")
+            name = names[typed]
+            counts[name] = []
+        if name is None:
+            raise ConfigError(f"--nodes {text!r}: {item!r} comes before any NAME=, so no cluster's; {form}")
+        if not (item.isascii() and item.isdigit() and 1 <= int(item) <= most):
+            raise ConfigError(f"--nodes {text!r}: {item!r} is not a node count, a whole number from 1 to {most:,}; "
+                              f"{form}")  # fmt: skip
+        counts[name].append(int(item))
+    missing = [given for given in clusters if given not in counts]
+    if missing:
+        raise ConfigError(f"--nodes {text!r} has no node count for {', '.join(missing)}; {form}")
+    return {given: ",".join(map(str, sorted(set(each)))) for given, each in counts.items()}
+
+
+def _one_clusters_nodes(args: argparse.Namespace, clusters: list[str]) -> None:
+    """--nodes NAME=N,… with one cluster: its counts, NAME its name (or its profile's), as plain --nodes; refused
+    without --cluster (the name would be a guess's) or where it names another."""
+    from harness.perfmodel.clusters import cluster as profiles
+
+    if args.nodes is None or "=" not in args.nodes:
+        return
+    if not clusters:
+        raise ConfigError(f"--nodes {args.nodes!r} names a cluster's counts without --cluster; give the counts "
+                          "alone (1,2)")  # fmt: skip
+    args.nodes = nodes_of_each(args.nodes, {clusters[0]: profiles.load(clusters[0]).name})[clusters[0]]
+
+
+def _with_nodes_of(args: argparse.Namespace, name: str) -> argparse.Namespace:
+    """`args` with `name`'s own --nodes where --nodes names each cluster's (args.cluster_nodes), else as given."""
+    if not getattr(args, "cluster_nodes", None):
+        return args
+    asked = copy.copy(args)
+    asked.nodes = args.cluster_nodes[name]
+    return asked
 
 
 def _refuse_a_price_without_bookings(priced: str | None, clusters: list) -> None:
@@ -143,12 +207,12 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
     # the run's words once, not a cluster's: the bookings' note too, where an answer table said it
     with console.said_once() if several else contextlib.nullcontext():
         for k, name in enumerate(args.clusters):
-            asked = copy.copy(args)  # each cluster from the flags as given: an end's step is set on them
-            asked.cluster = name
+            asked = copy.copy(_with_nodes_of(args, name))  # each cluster from the flags as given (its own --nodes,
+            asked.cluster = name  # where they name each's): an end's step is set on them
             chosen = first if k == 0 and first is not None else cluster.cluster_from_args(asked)
             state = None  # each strategy's memory per rank: only a run measured what its ranks held
             if configs is not None:
-                worlds = [n * chosen.gpus_per_node for n in cluster.node_counts(args)]
+                worlds = [n * chosen.gpus_per_node for n in cluster.node_counts(asked)]
                 state = full_size.said_state(run_dir, configs, setup, worlds, chosen, options=args.train_options,
                                              batch_size=predict_input.memory_batch(args, setup))  # fmt: skip
             checked = OwnCheck()  # how far the same model was from the run's own steps, on its own machine

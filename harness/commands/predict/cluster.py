@@ -57,7 +57,7 @@ def check_flags(args: argparse.Namespace) -> None:
         raise ConfigError(f"{flag} does not apply to {kind} on a cluster: {reason}")
     if args.sizes:
         parse_size_range(args.sizes)
-    if args.nodes:
+    if args.nodes and "=" not in args.nodes:  # each cluster's own counts: read with the clusters (bookings)
         console.note_repeated("--nodes", args.nodes, parse_counts(args.nodes, flag="--nodes"))
 
 
