@@ -22,6 +22,7 @@ class ParityVerdict:
     max_abs_diff: float | None
     within_tolerance: bool | None  # None: the check itself failed
     note: str
+    allowed: float | None = None  # the tolerance at the largest difference's element (reference.compare)
 
 
 @dataclasses.dataclass

@@ -221,7 +221,7 @@ def parity_columns(main_result: RankResult, cfg: Configuration) -> dict[str, Any
         # A strategy that is judged (parity_exact) and ran: its judging repeat's row has the verdict; else none has.
         first = cfg.parity and not cfg.judges_parity and main_result.parity_exact and main_result.status == "ok"
         note = judged_on(cfg.judging_repeat) if first else "not checked"
-        return {"parity_max_abs_diff": None, "parity_ok": None, "parity_note": note}
+        return {"parity_max_abs_diff": None, "parity_tolerance": None, "parity_ok": None, "parity_note": note}
     note, ok = checked.note, checked.within_tolerance
     if not main_result.parity_exact and ok is not None:
         # Lossy or non-synchronising strategies: the difference is recorded, never judged a pass; why, in the
@@ -229,7 +229,12 @@ def parity_columns(main_result: RankResult, cfg: Configuration) -> dict[str, Any
         why = main_result.parity_inexact_why or "this strategy is not expected to match exactly"
         note = f"not judged: {why}; {note}"
         ok = None
-    return {"parity_max_abs_diff": checked.max_abs_diff, "parity_ok": ok, "parity_note": note}
+    return {
+        "parity_max_abs_diff": checked.max_abs_diff,
+        "parity_tolerance": checked.allowed,
+        "parity_ok": ok,
+        "parity_note": note,
+    }
 
 
 def role_columns(impl: str) -> dict[str, Any]:

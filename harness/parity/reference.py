@@ -65,6 +65,7 @@ class ParityResult:
     max_abs_diff: float
     within_tolerance: bool
     worst_parameter: str | None
+    allowed: float | None = None  # what the largest difference was allowed, at its element (`compare`)
 
     def where(self) -> str:
         """Where it differs most, for the row's parity note: a difference of 0 has no 'largest' to name."""
@@ -179,17 +180,18 @@ def compare(
         raise KeyError(f"parameters missing from the strategy's state: {missing[:5]}")
     if allowance is None:
         allowance = allowances(expected, initial, compute_dtype=compute_dtype)
-    worst_name, worst_diff, ok = None, 0.0, True
+    worst_name, worst_diff, worst_allowed, ok = None, 0.0, None, True
     for name, ref in expected.items():
         atol, rtol = TOLERANCE.get(ref.dtype, TOLERANCE[torch.float32])
         if allowance is not None:
             atol += allowance[name]
         got = actual[name].detach()
-        diff, close = _difference(got.to(ref.dtype), ref.to(got.device), atol=atol, rtol=rtol)
+        diff, close, allowed = _difference(got.to(ref.dtype), ref.to(got.device), atol=atol, rtol=rtol)
         ok = ok and close
         if diff >= worst_diff:
-            worst_name, worst_diff = name, diff
-    return ParityResult(max_abs_diff=worst_diff, within_tolerance=ok, worst_parameter=worst_name)
+            worst_name, worst_diff, worst_allowed = name, diff, allowed
+    return ParityResult(max_abs_diff=worst_diff, within_tolerance=ok, worst_parameter=worst_name,
+                        allowed=worst_allowed)  # fmt: skip
 
 
 def _largest_gap(a: torch.Tensor, b: torch.Tensor) -> float:
@@ -197,20 +199,23 @@ def _largest_gap(a: torch.Tensor, b: torch.Tensor) -> float:
     return torch.sub(a, b).abs_().max().item()
 
 
-def _difference(got: torch.Tensor, ref: torch.Tensor, *, atol: float, rtol: float) -> tuple[float, bool]:
-    """(max |got − ref|, every element within atol + rtol·|ref|: torch.allclose's rule, NaN never close), in the
+def _difference(got: torch.Tensor, ref: torch.Tensor, *, atol: float, rtol: float) -> tuple[float, bool, float]:
+    """(max |got − ref|, every element within atol + rtol·|ref|: torch.allclose's rule, NaN never close, the bound
+    at the element of that largest difference: the tolerance the run page names beside it), in the
     parameters' own dtype. In float64, as this was first written, gpt2/full's 124 M parameters took 5 s a
     verdict on two cores, most of each GPU configuration's parity; two nearby floats subtract exactly. Where the
     largest difference is within atol alone every element is (atol + rtol·|ref| ≥ atol), and the element-wise
     bound is not computed: a NaN's largest difference is NaN, never ≤ atol, so it still meets the bound."""
     if not ref.numel():
-        return 0.0, True
+        return 0.0, True, atol
     gap = torch.sub(got, ref).abs_()
-    largest = gap.max().item()
+    where = int(gap.argmax())
+    largest = gap.flatten()[where].item()
+    allowed = atol + rtol * abs(ref.flatten()[where].item())
     if largest <= atol:
-        return largest, True
+        return largest, True, allowed
     bound = ref.abs().mul_(rtol).add_(atol)
-    return largest, bool(gap.le(bound).all())
+    return largest, bool(gap.le(bound).all()), allowed
 
 
 def parameter_server_reference(

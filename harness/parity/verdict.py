@@ -146,9 +146,9 @@ def verdict(
         traceback.print_exc(file=sys.stderr)
         sums = ""
     if sums:  # like the reference, which averages the ranks' gradients too, but not like one process
-        return ParityVerdict(outcome.max_abs_diff, False, sums)
+        return ParityVerdict(outcome.max_abs_diff, False, sums, outcome.allowed)
     return ParityVerdict(outcome.max_abs_diff, outcome.within_tolerance,
-                         f"{outcome.where()}{how}")  # fmt: skip
+                         f"{outcome.where()}{how}", outcome.allowed)  # fmt: skip
 
 
 ZOO = ("torchvision:", "hf:", "timm:")

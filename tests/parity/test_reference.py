@@ -105,5 +105,8 @@ def test_a_nan_fails_and_a_difference_within_rtol_alone_passes():
     within_rtol = {"w": torch.tensor([1000.0 + 50 * atol, 1.0])}  # 5e-4 > atol, < rtol·1000 = 0.1
     outcome = reference.compare(within_rtol, ref)
     assert outcome.within_tolerance and outcome.max_abs_diff > atol
-    assert not reference.compare({"w": torch.tensor([1000.0, 1.0 + 50 * atol])}, ref).within_tolerance
+    failing = reference.compare({"w": torch.tensor([1000.0, 1.0 + 50 * atol])}, ref)
+    assert not failing.within_tolerance
+    # the tolerance the verdict names is the bound where the difference is largest: atol + rtol·|1.0|, not |1000|'s
+    assert outcome.allowed == pytest.approx(atol + 1e-4 * 1000.0) and failing.allowed == pytest.approx(atol + 1e-4)
     assert not reference.compare({"w": torch.tensor([1000.0, float("nan")])}, ref).within_tolerance

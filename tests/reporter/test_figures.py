@@ -460,11 +460,13 @@ def test_warm_up_steps_are_drawn_in_their_series_colour_not_as_red_crosses(cpu_r
 def test_with_repeats_parity_is_one_row_per_configuration_failed_where_any_repeat_failed(cpu_run):
     runs = repeated(cpu_run, (1.0, 1.5, 1.2))
     stock_w2 = (runs["impl"] == "stock") & (runs["world_size"] == 2)
-    runs.loc[stock_w2 & (runs["repeat"] == 1), ["parity_ok", "parity_max_abs_diff"]] = [False, 0.5]
+    runs.loc[stock_w2 & (runs["repeat"] == 1), ["parity_ok", "parity_max_abs_diff", "parity_tolerance"]] = [
+        False, 0.5, 1e-4]  # fmt: skip
     rows = run_sections.parity_by_configuration(aggregate.labelled(runs)).set_index("config_label")
     assert len(rows) == len(cpu_run.configs)
     failed = rows.loc["stock · w2 (3 repeats)"]
     assert failed["parity_ok"] is False and failed["parity_max_abs_diff"] == 0.5
+    assert failed["parity_tolerance"] == 1e-4  # the tolerance of the repeat that differed most
     assert failed["parity_note"] == "failed in repeat(s) 2"
     assert rows.loc["naive · w1 (3 repeats)", "parity_ok"] is True
     assert rows.loc["local · w1 (3 repeats)", "parity_ok"] is None  # local is never judged
@@ -477,6 +479,7 @@ def test_with_repeats_parity_is_one_row_per_configuration_failed_where_any_repea
     )
     markup = run_sections.parity_table(runs)
     assert markup.count("<b>FAILED</b>") == 1 and "(3 repeats)" in markup
+    assert "<td>5.00e-01</td><td>1.00e-04</td>" in markup.replace("\n", "")
 
 
 def test_the_comparison_figure_is_on_a_log_axis_that_an_interval_of_two_repeats_cannot_flatten():

@@ -52,7 +52,7 @@ def config_cell(column: str, value: Any, digits: int | None) -> str:
     missing = value is None or (isinstance(value, float) and pd.isna(value))
     if column == "parity_ok":
         return {True: "ok", False: "<b>FAILED</b>"}.get(None if missing else bool(value), "not judged")
-    if column == "parity_max_abs_diff" and not missing:
+    if column in ("parity_max_abs_diff", "parity_tolerance") and not missing:
         return f"{value:.2e}"
     if column == "impl_options":
         return esc(options_text(value))
@@ -273,7 +273,8 @@ NOT_CHECKED = "not checked"  # a repeat's note where parity was checked on anoth
 
 def parity_by_configuration(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per configuration over its repeats: failed where any repeat failed (the note names those
-    repeats), ok where every judged one passed, the largest |Δ| of any repeat, the label saying how many."""
+    repeats), ok where every judged one passed, the largest |Δ| of any repeat with the tolerance it had, the label
+    saying how many."""
     keys = [key for key in aggregate.SAME_CONFIGURATION if key in rows]
     pooled = []
     for _, group in rows.groupby(keys, dropna=False, sort=False):
@@ -285,9 +286,17 @@ def parity_by_configuration(rows: pd.DataFrame) -> pd.DataFrame:
             "config_label": f"{label} · w{first['world_size']} ({len(group)} repeats)",
             "parity_ok": False if failed else (True if True in verdicts else None),
             "parity_max_abs_diff": group["parity_max_abs_diff"].max(),
+            "parity_tolerance": _at_largest(group),
             "parity_note": f"failed in repeat(s) {', '.join(map(str, failed))}" if failed else _pooled_note(group),
         })  # fmt: skip
     return pd.DataFrame(pooled)
+
+
+def _at_largest(group: pd.DataFrame) -> float | None:
+    """The tolerance the repeat with the largest |Δ| was judged by (none in a run from before it was recorded)."""
+    if "parity_tolerance" not in group or group["parity_max_abs_diff"].isna().all():
+        return None
+    return group.loc[group["parity_max_abs_diff"].idxmax(), "parity_tolerance"]
 
 
 def _pooled_note(group: pd.DataFrame) -> str:
@@ -308,12 +317,14 @@ def parity_table(configs: pd.DataFrame) -> str:
             esc(r.config_label),
             config_cell("parity_ok", r.parity_ok, None),
             config_cell("parity_max_abs_diff", r.parity_max_abs_diff, None),
+            config_cell("parity_tolerance", getattr(r, "parity_tolerance", None), None),
             esc(r.parity_note),
         ]
         for r in ok.itertuples()
     ]
     classes = ["failed" if r.parity_ok is False else "" for r in ok.itertuples()]
-    return table(["configuration", "parity", "max |Δ| vs reference", "note"], rows, row_classes=classes)
+    return table(["configuration", "parity", "max |Δ| vs reference", "tolerance there", "note"], rows,
+                 row_classes=classes)  # fmt: skip
 
 
 def trust_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
