@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import roles
+from harness.perfmodel.pick import parity
 from harness.perfmodel.sharding import zero
 from harness.results.values import options_of
 
@@ -53,7 +54,8 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
     adds to it, where counted at two batches: a bf16 run's copies of its weights are kept once, whatever the batch;
     NaN where not), tokens_per_batch,
     buckets_mb (`_buckets`), unsharded_mb (`_unsharded`; NaN where not recorded), optimizer_temp_mb
-    (TEMPORARY_SHARE). Empty where no strategy qualifies."""
+    (TEMPORARY_SHARE), parity_failed_by and parity_failed_tolerance (pick.parity.failure: NaN unless it failed
+    parity). Empty where no strategy qualifies."""
     held = [column for column in HELD if column in configs]
     if len(held) < len(HELD) or configs.empty:
         return pd.DataFrame()
@@ -99,7 +101,7 @@ def state_per_rank(configs: pd.DataFrame, worlds: list[int]) -> pd.DataFrame:
                          "optimizer_temp_mb": state.get("held_optimizer_state_mb", 0.0)
                          * TEMPORARY_SHARE.get(str(base.get("optimizer")), 0.0),
                          "unsharded_mb": unsharded, "hook_state_mb": hook_state,
-                         "hook_copies_mb": hook_copies})  # fmt: skip
+                         "hook_copies_mb": hook_copies, **parity.failure(group)})  # fmt: skip
     return pd.DataFrame(rows)
 
 

@@ -580,21 +580,38 @@ def test_a_language_models_cost_is_counted_in_tokens(capsys):
     assert choice_table.tokens_a_step(state.assign(tokens_per_batch=float("nan"))) is None  # a vision model: samples
 
 
-def test_a_strategy_that_failed_parity_in_the_run_is_said_under_the_choice():
-    """A walkthrough's choice named fsdp, which had failed parity at both world sizes, without a word."""
-    from pathlib import Path
+def test_a_strategy_that_failed_parity_in_the_run_is_left_out_of_the_choice_and_said_once(capsys):
+    """A walkthrough booked 'stock at 25 MiB or fsdp or zero' with fsdp failed at both world sizes, a note below saying
+    'no answer until the run page says why': one that does not train as one process would is no booking."""
+    failed = STATE.assign(parity_failed_by=[float("nan"), 2.8e-3, float("nan")] * 2,
+                          parity_failed_tolerance=[float("nan"), 6.1e-5, float("nan")] * 2, batch_size=8)  # fmt: skip
+    w8, w64 = choice.choose(predictions.labelled(failed), FRAMES, 80.0)
+    assert not w8.picked and [c.strategy for c in w8.others] == ["stock"]  # zero fitted; stock does not
+    assert [c.strategy for c in w64.picked] == ["stock"] and not w64.others  # was a tie with zero
+    words = "zero (largest difference 2.8e-03, tolerance 6.1e-05 there) left out: it failed parity in this run"
+    assert choice_words(predictions.labelled(failed), FRAMES, 80.0).count(words) == 1  # the what-if page's
+    cluster = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=80.0)
+    predictions.strategy_choice(failed, cluster, frames=FRAMES)
+    out = capsys.readouterr().out
+    assert out.count(words) == 1 and " zero " not in out.replace(words, "")
 
-    from harness.commands.console.predict.answer import parity_failed
-    from harness.results import store
 
-    configs = store.read_configs(Path(__file__).resolve().parent.parent / "data" / "cpu_run")
-    setup = {"workload": "mlp", "size": "tiny", "batch_size": 8, "dtype": "fp32", "optimizer": "sgd"}
-    assert parity_failed(configs, setup) == ""  # every judged row ok; local's null is not judged, not failed
-    other = configs["impl"] != "stock"
-    failed = configs.assign(parity_ok=configs["parity_ok"].where(other, False),
-                            parity_max_abs_diff=configs["parity_max_abs_diff"].where(other, 0.0037))  # fmt: skip
-    assert parity_failed(failed, setup).startswith("stock failed parity in this run (largest difference 0.0037): ")
-    assert parity_failed(failed, {**setup, "size": "small"}) == ""  # another setup's rows
+def test_a_runs_failed_parity_reaches_the_model_state_and_a_run_without_tolerances_says_none():
+    from test_state_per_rank import RUN
+
+    from harness.perfmodel.memory import state_per_rank
+    from harness.perfmodel.pick import parity
+
+    assert parity.passed(state_per_rank(RUN, [8])).equals(state_per_rank(RUN, [8]))  # nothing judged, nothing failed
+    fsdp = RUN["impl"] == "fsdp"
+    broken = RUN.assign(parity_ok=fsdp.map({True: False, False: True}), parity_max_abs_diff=fsdp * 0.0037)
+    state = predictions.labelled(state_per_rank(broken, [8]))
+    assert set(state.loc[state["parity_failed_by"].notna(), "strategy"]) == {"fsdp"}
+    assert "fsdp" not in set(parity.passed(state)["strategy"])
+    assert parity.left_out_words(state).startswith("fsdp (largest difference 3.7e-03) left out: it failed parity")
+    rows = pd.DataFrame({"parity_ok": [True, False, None], "parity_max_abs_diff": [0.0, 4e-3, None],
+                         "parity_tolerance": [1e-5, 6e-5, None]})  # fmt: skip
+    assert parity.failure(rows) == {parity.FAILED_BY: 4e-3, parity.TOLERANCE: 6e-5}
 
 
 def test_tied_gpu_counts_say_their_published_caveats_together_once(capsys):

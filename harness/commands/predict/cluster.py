@@ -351,8 +351,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         asked = predict_input.memory_batch(args, setup) if setup else None
         step_batch = (asked or int(setup["batch_size"])) if setup else None
         batch_note = answer.run_batch_caveat(step_batch, step_given=bool(args.local_step_ms), asked=asked)
-        notes = joined(*caveat, *cpu_split("ZeRO-1", "FSDP2"), fsdp_note, zero_own.note,
-                       answer.parity_failed(configs, setup))  # fmt: skip
+        notes = joined(*caveat, *cpu_split("ZeRO-1", "FSDP2"), fsdp_note, zero_own.note)
         predictions.strategy_choice(state, chosen, frames=rows, caveat=notes, cpu_optimizer=cpu_optimizer,
                                     errors=errors, batch=step_batch, batch_note=batch_note)  # fmt: skip
     return out

@@ -11,7 +11,7 @@ import pandas as pd
 
 from harness.analysis import agreement
 from harness.config.precision import bench_in
-from harness.perfmodel.pick import bounds
+from harness.perfmodel.pick import bounds, parity
 from harness.perfmodel.pick.choice import (
     Candidate,
     Choice,
@@ -90,8 +90,11 @@ def noted_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
                step_ms: float = 0.0, errors: dict | None = None, batch: int | None = None,
                made: tuple[list[Choice], dict[int, Choice]] | None = None) -> list[tuple]:  # fmt: skip
     """`table_rows`' rows with what the pick rests on as `Note`s: (the cells before it, [Note, …]); `made`: `chosen`
-    of these arguments, where the caller has it already."""
+    of these arguments, where the caller has it already. A strategy that failed parity in the run is in none of
+    them (pick.parity), not even as what would fit at a smaller batch."""
     from harness.perfmodel.memory import batch_words, roomy_batch
+
+    state = parity.passed(state)
 
     choices, without = made or chosen(state, frames, capacity_gib, errors, optimizer_ms)
     rows = []

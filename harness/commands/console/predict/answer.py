@@ -102,24 +102,6 @@ def _lines(header: tuple[str, ...], table: list[tuple]) -> list[str]:
     return lines
 
 
-def parity_failed(configs: pd.DataFrame | None, setup: dict | None) -> str:
-    """The strategies of the setup predicted whose rows failed parity in the run, for the caveat under the choice: a
-    strategy that does not train as one process on the whole batch would is no answer until the run page says why (a
-    walkthrough's choice named fsdp, which failed parity at both world sizes, without a word)."""
-    from harness.perfmodel.measured import of_setup
-    from harness.results.values import strategy_labels
-
-    if configs is None or setup is None or "parity_ok" not in configs:
-        return ""
-    rows = of_setup(configs, setup)
-    failed = rows[rows["parity_ok"].eq(False)]  # null: not judged
-    if failed.empty:
-        return ""
-    names = ", ".join(dict.fromkeys(strategy_labels(failed)))
-    return (f"{names} failed parity in this run (largest difference {failed['parity_max_abs_diff'].max():.2g}): not "
-            "training as one process on the whole batch would, no answer until the run page says why")  # fmt: skip
-
-
 def run_batch_caveat(batch: int | None, *, step_given: bool, asked: int | None) -> str:
     """Where a GPU step was given (--local-step-ms) without the batch it was timed at (--batch-size), the GPU-hours
     and the samples (tokens) a second divide it by the run's batch a GPU, which may not be the step's: said, with the
