@@ -15,7 +15,7 @@ from harness.perfmodel.clusters.published import cap_caveats, published_check_su
 from harness.perfmodel.measured import of_setup
 from harness.perfmodel.memory import fit_words, mib_text, need_mb, room_words, state_per_rank, unrecorded
 from harness.perfmodel.memory_words import activation_words
-from harness.perfmodel.pick import ranked
+from harness.perfmodel.pick import parity, ranked
 from harness.perfmodel.pick.choice_table import chosen, table_header, table_rows, tokens_a_step
 from harness.perfmodel.pick.words import choice_words
 from harness.perfmodel.sharded import OwnCheck, optimizer_break_even, optimizer_share_caveat, unborne_words
@@ -62,7 +62,9 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
                                  optimizer=str(first.get("setup_optimizer") or "sgd"))  # fmt: skip
     even = optimizer_break_even(frames[-1], optimizer_ms=optimizer_ms, step_ms=first["local_step_ms"]) if on_cpu else ""
     left_out = first.get("own_costs_left_out", "")  # FSDP's and ZeRO's own costs, a CPU's, as the console says
-    said = "; ".join(part for part in (_misses(cluster, group, frames), cpu if on_cpu else "", even, left_out) if part)
+    failed = parity.left_out_words(labelled)  # in sight, not only in the folded words: it is never booked
+    said = "; ".join(part for part in (failed, _misses(cluster, group, frames), cpu if on_cpu else "", even,
+                                       left_out) if part)  # fmt: skip
     header = table_header(cost=batch is not None, tokens=tokens_a_step(labelled) is not None)
     answer = table(list(header), [[esc(cell) for cell in row] for row in rows]) if rows else ""
     if rows and (unborne := unborne_words(checked and checked.errors)):  # the doubt where the answer is read
