@@ -93,12 +93,13 @@ def add_bench_parser(commands) -> None:
                        help="finish an interrupted run in --results: skip what it wrote, run the rest with the run's "
                        f"own grid and settings (flags that would change them are refused; {steering} apply: they "
                        "only steer the running)")  # fmt: skip
-    bench.add_argument("--dry-run", action="store_true", help="check every flag, print the configurations "
-                       "the run would launch and how long it would take here (from the steps the results folder "
-                       "measured of them before; those never measured, at least their FLOPs' time at this "
-                       "machine's best; plus the fixed cost a launch and a configuration as its earlier runs of as "
-                       "many GPUs here measured it; under --repeats auto, from two repeats to --max-repeats or "
-                       "--budget, and as an earlier auto run here took them), run nothing")  # fmt: skip
+    bench.add_argument("--dry-run", action="store_true", help="check every flag, print the configurations the run "
+                       "would launch and how long it would take here (from the steps the results folder measured of "
+                       "them before; those never measured, their FLOPs' time at this machine's best times what earlier "
+                       "steps like theirs here ran over it, or at least that; plus the fixed cost a launch and a "
+                       "configuration as its earlier runs of as many GPUs here measured it; under --repeats auto, from "
+                       "two repeats to --max-repeats or --budget, and as an earlier auto run here took them), run "
+                       "nothing")  # fmt: skip
     bench.add_argument("--retry-failed", action="store_true",
                        help="with --resume: run the configurations that failed again (each failed row is kept "
                        "in retried/<config_id>/ of the run folder)")  # fmt: skip

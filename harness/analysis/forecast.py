@@ -3,8 +3,9 @@ runs already in its results folder measured on this machine (its hostname, where
 each configuration measured before (the same strategy and options, workload, size, batch, precision and TF32,
 optimizer, world size, nodes, device and backend) takes its warm-up and timed steps at the median step of its
 newest measurement. The configurations none measured are listed (`unmeasured`): the console puts a floor under them
-from their FLOPs (harness/measure/pace.py). What the run pays beyond its steps (launches, imports, building, parity)
-is harness/handoff/fixed_cost.py's.
+from their FLOPs (harness/measure/pace.py), and gives them the time the steps earlier runs here measured (`paced_here`:
+those whose FLOPs their rows hold) took against their own floor. What the run pays beyond its steps (launches,
+imports, building, parity) is harness/handoff/fixed_cost.py's.
 
 Under `--repeats auto` the plan is its first two repeats; the rounds after them repeat only what an open verdict
 rests on (`deciding`: a communicating strategy at two ranks or more, in a cap sweep or against the reference, and the
@@ -51,6 +52,54 @@ def forecast(configurations, results: Path, *, medians: dict | None = None) -> F
     steps_s = sum(m * (cfg.warmup + cfg.steps) / 1e3 for m, cfg in zip(known, launched, strict=True) if m)
     unmeasured = tuple(cfg for m, cfg in zip(known, launched, strict=True) if not m)
     return Forecast(steps_s, sum(1 for m in known if m), len(launched), unmeasured=unmeasured)
+
+
+@dataclasses.dataclass(frozen=True)
+class Paced:
+    """A step an earlier run here measured whose FLOPs its rows hold: how far above its FLOPs floor a step ran here."""
+
+    world_size: int
+    nnodes: int
+    threads: int  # a rank's
+    dtype: str
+    flops_per_step: float  # a rank's batch's, forward and backward
+    step_ms: float  # its newest median
+
+
+def paced_here(configurations, results: Path) -> list[Paced]:
+    """Each configuration's newest measured step in `results` (runs on this machine and the plan's device) whose
+    FLOPs a sample its row holds, with what sets its floor's pace: its ranks, their threads and its precision."""
+    device, host = configurations[0].device, socket.gethostname()
+    found: dict[tuple, Paced] = {}
+    for run in store.list_runs(results):
+        try:
+            if not measured_here(store.read_run_meta(run), device, host):
+                continue
+            rows = store.read_configs(run)
+        except (ConfigError, ValueError, OSError):
+            continue
+        wanted = {*KEYS, "flops_per_sample", "threads_per_rank", "step_ms_median"}
+        if rows.empty or not wanted <= set(rows.columns):
+            continue
+        rows = rows[(rows["status"] == "ok") & rows["step_ms_median"].notna() & (rows["flops_per_sample"] > 0)]
+        for key, group in rows.fillna(OLDER_ROWS).groupby(list(KEYS), dropna=False):
+            row = group.iloc[0]
+            found.setdefault(
+                tuple(_plain(v) for v in key),
+                Paced(
+                    int(row["world_size"]),
+                    _count(row["nnodes"]),
+                    _count(row["threads_per_rank"]),
+                    str(row["dtype"]),
+                    float(row["flops_per_sample"]) * float(row["batch_size"]),
+                    float(group["step_ms_median"].median()),
+                ),
+            )
+    return list(found.values())
+
+
+def _count(value) -> int:
+    return int(value) if pd.notna(value) and value else 1
 
 
 def medians_here(configurations, results: Path) -> dict[tuple, float]:

@@ -398,3 +398,52 @@ def test_each_models_flops_are_counted_once_and_again_only_where_their_key_chang
     monkeypatch.setattr(meta_counts, "_versions", lambda: {"torch": "another"})
     say_forecast(unmeasured, results)
     assert len(counted) == 3  # another torch: counted again
+
+
+def with_flops(run: Path, flops_per_sample: float) -> None:
+    """`run`'s rows as a run that counted its model's FLOPs writes them (the golden run's, from before: none)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for path in (run / "configs").glob("*.parquet"):
+        table = pq.read_table(path)
+        column = pa.array([flops_per_sample] * table.num_rows, pa.float64())
+        pq.write_table(table.set_column(table.schema.get_field_index("flops_per_sample"), "flops_per_sample",
+                                        column), path)  # fmt: skip
+
+
+def test_unmeasured_steps_take_as_long_over_their_floor_as_earlier_steps_like_theirs_ran_here(
+    results, capsys, slow_cpu, monkeypatch
+):
+    """A user's dry run said 'at least 58 s of steps' by FLOPs for steps that took 411 s (7×). The steps cpu_run
+    measured at w2 (mlp/tiny, 8 samples of 12,160 FLOPs: 9.728 ms a step at 10^7 FLOP/s) took 10.1, 12.4 and
+    15.3 ms, 1.04-1.57× that floor: a planned step of as many ranks and within 10× their FLOPs is given that range."""
+    from harness.commands.console.forecast import minutes_text
+    from harness.measure import pace
+
+    monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads, dtype="fp32": 1e7)
+    with_flops(results / "cpu_run", 12_160)
+    bigger = dataclasses.replace(planned("stock", 2, steps=998), batch_size=16)  # unmeasured: 1000 steps of 16
+    floor = 1000 * 16 * 12_160 / 1e7  # 19.5 s
+    low, high = floor * 10.105390 / 9.728, floor * 15.265495 / 9.728  # local's and naive's at w2
+    say_forecast([bigger], results)
+    said = capsys.readouterr().out
+    assert said.startswith(f"ddpbench: about {minutes_text(31 + low)} to {minutes_text(31 + high)} here in all = "
+                           f"about {minutes_text(low)} to {minutes_text(high)} of steps (the configuration: at least "
+                           "19 s by their FLOPs at this CPU's best fp32 matmul, 0.01 GFLOP/s on a rank's 1 thread(s), "
+                           "timed now; steps earlier runs here measured (as many ranks, within 10× their FLOPs) ran "
+                           "1-1.6× theirs) + about 31 s of fixed cost")  # fmt: skip
+    # one rank: the steps cpu_run measured at w1 (8.2, 9.9 and 12.2 ms), not w2's
+    say_forecast([dataclasses.replace(bigger, world_size=1)], results)
+    w1 = capsys.readouterr().out
+    assert f"about {minutes_text(floor * 8.156915 / 9.728)} to {minutes_text(floor * 12.199266 / 9.728)} of steps" in w1
+    # 11× their FLOPs a step, or another precision: no earlier step like it, the floor alone as before
+    for unlike in (dataclasses.replace(bigger, batch_size=88), dataclasses.replace(bigger, dtype="bf16")):
+        say_forecast([unlike], results)
+        assert "by their FLOPs at this CPU's best" in (said := capsys.readouterr().out)
+        assert "(a model's step runs slower)" in said and " to " not in said.split(" + ")[0]
+    # one like them and one not: the other at its floor, the whole at least
+    say_forecast([bigger, dataclasses.replace(bigger, batch_size=88, config_id="b88")], results)
+    said = capsys.readouterr().out
+    assert said.startswith("ddpbench: at least ") and "of steps (all 2 configurations: at least " in said
+    assert "ran 1-1.6× theirs (1 of them: the rest at their floor))" in said

@@ -1,9 +1,10 @@
 """`bench --dry-run`'s time forecast: how long the planned run will take here, from the steps the runs already in its
 results folder measured (harness.analysis.forecast), a floor from their FLOPs for the configurations none measured
-(measure.pace, each model's count kept in the user's cache: measure.meta_counts), and the fixed cost earlier runs
-with as many GPUs paid (harness.handoff.fixed_cost). Under `--repeats auto`, a line more: the range its rounds may
-take, from the first two repeats to `--max-repeats` (or `--budget`), and as the newest earlier auto run here took
-the same configurations."""
+(measure.pace, each model's count kept in the user's cache: measure.meta_counts) times the least and most that the
+steps earlier runs here measured of as many ranks and like FLOPs ran over their own floor (`_estimate`; the floor alone
+where none did), and the fixed cost earlier runs with as many GPUs paid (harness.handoff.fixed_cost). Under
+`--repeats auto`, a line more: the range its rounds may take, from the first two repeats to `--max-repeats` (or
+`--budget`), and as the newest earlier auto run here took the same configurations."""
 
 from __future__ import annotations
 
@@ -48,30 +49,34 @@ def say_forecast(configurations, results, *, threads: int = 1, auto: Auto | None
                     f"and --budget does not stop, take {word} {minutes_text(total)} here (--dry-run says "
                     "how)")  # fmt: skip
         return
+    from harness.analysis.forecast import paced_here
+
     pace = _best_pace(configurations[0], threads=threads) if found.unmeasured else (None, "")
-    floor = _flops_floor(found.unmeasured, threads=threads, pace=pace)
+    paced = paced_here(configurations, results) if found.unmeasured else []
+    floor = _estimate(found.unmeasured, paced, threads=threads, pace=pace)
     world = largest_world(configurations)
     gpus = f"{world} {'simulated ' if configurations[0].device == 'cpu' else ''}GPU{'s' * (world != 1)}"
     if not found.known and not floor and fixed is None:
         say(f"ddpbench: no time forecast: no earlier run here in {str(results)!r} measured these configurations, nor "
             f"the fixed cost of a run of {gpus} (the progress line gives one once the run has a pace)")  # fmt: skip
         return
-    unknown = found.total - found.known
-    total = found.steps_s + (floor[0] if floor else 0.0) + (fixed.total_s if fixed else 0.0)
+    unknown = found.total - found.known - (floor.alike if floor else 0)
+    known_s = found.steps_s + (fixed.total_s if fixed else 0.0)
+    low, high = (known_s + floor.low_s, known_s + floor.high_s) if floor else (known_s, known_s)
     about = "about" if not unknown and fixed else "at least"
     parts = [*_steps_text(found, floor, results), _fixed_text(fixed, gpus, results)]
     summed = [part for part in parts if not _left_out(part)]  # each led by its figure
     left_out = "".join(f"; {part}" for part in parts if _left_out(part))
     # without the fixed cost (on a small model nearly all of a run) the steps are no total: said as the floor they are
     alone = " of steps alone" if fixed is None else ""
-    total_text = f"{about} {minutes_text(total)}{alone or ' here in all'} = " if len(summed) > 1 or not alone else ""
+    total_text = f"{about} {_span(low, high)}{alone or ' here in all'} = " if len(summed) > 1 or not alone else ""
     say(f"ddpbench: {total_text}{' + '.join(summed)}{left_out}")
     if auto is not None:
 
-        def timed(planned, rounds: int) -> float:
-            return _total(planned, results, medians, fixed, threads, pace, rounds)
+        def timed(planned, rounds: int) -> float:  # where earlier steps like theirs were, by the least they ran
+            return _total(planned, results, medians, fixed, threads, (pace, paced), rounds)
 
-        _say_rounds(configurations, results, auto, about=about, alone=alone, fewest_s=total, timed=timed)
+        _say_rounds(configurations, results, auto, about=about, alone=alone, fewest_s=low, timed=timed)
 
 
 def _say_rounds(configurations, results, auto: Auto, *, about: str, alone: str = "", fewest_s: float, timed) -> None:
@@ -111,18 +116,23 @@ def _say_rounds(configurations, results, auto: Auto, *, about: str, alone: str =
     say(f"ddpbench: with --repeats auto, {fewest}) to {minutes_text(most_s)} ({ends}){history}")
 
 
-def _total(planned, results, medians, fixed, threads: int, pace, rounds: int) -> float:
-    """The forecast of `planned` (the plan grown by rounds): its steps, its floor and its fixed cost."""
+def _total(planned, results, medians, fixed, threads: int, paced, rounds: int) -> float:
+    """The forecast of `planned` (the plan grown by rounds): its steps, its floor (`paced`: the pace and the earlier
+    steps, by the least those ran over their floor) and its fixed cost."""
     from harness.analysis.forecast import forecast
 
     found = forecast(planned, results, medians=medians)
-    floor = _flops_floor(found.unmeasured, threads=threads, pace=pace)
-    return found.steps_s + (floor[0] if floor else 0.0) + (fixed.of(planned, rounds=rounds).total_s if fixed else 0.0)
+    floor = _estimate(found.unmeasured, paced[1], threads=threads, pace=paced[0])
+    return (
+        found.steps_s + (floor.low_s if floor else 0.0) + (fixed.of(planned, rounds=rounds).total_s if fixed else 0.0)
+    )
 
 
 def _steps_text(found, floor, results) -> list[str]:
     """The steps' parts of the total, each led by its own figure: '2 min of steps (6 of the 6 configurations, as last
-    measured in 'results')', 'at least 37 s of steps (the other 2, by their FLOPs at …)', or their steps not counted."""
+    measured in 'results')', 'about 3 min to 9 min of steps (the other 2: at least 37 s by their FLOPs at …; steps
+    earlier runs here measured (as many ranks, within 10× their FLOPs) ran 5-15× theirs)', or their steps not
+    counted."""
     unknown, parts = found.total - found.known, []
     if found.known:
         parts.append(f"{minutes_text(found.steps_s)} of steps ({found.known} of the {found.total} configurations, as "
@@ -131,12 +141,40 @@ def _steps_text(found, floor, results) -> list[str]:
         which = f"the other {unknown}" if found.known else _all(found.total)
         if floor:
             counted = (
-                f"; the other {unknown - floor[1]} not counted: their FLOPs could not be" if floor[1] < unknown else ""
+                f"; the other {unknown - floor.counted} not counted: their FLOPs could not be"
+                if floor.counted < unknown
+                else ""
             )
-            parts.append(f"at least {minutes_text(floor[0])} of steps ({which}, by their FLOPs at {floor[2]}{counted})")
+            parts.append(_floor_text(floor, which, counted))
         else:
             parts.append(f"the steps of {which} not counted (never measured here)")  # `say_forecast` puts it last
     return parts
+
+
+def _floor_text(floor: Estimate, which: str, counted: str) -> str:
+    """The floored configurations' part: their FLOPs floor, led by the time earlier steps like theirs give."""
+    if not floor.alike:
+        floor_s, slower = minutes_text(floor.floor_s), "(a model's step runs slower)"
+        return f"at least {floor_s} of steps ({which}, by their FLOPs at {floor.how} {slower}{counted})"
+    low, high = floor.ratios
+    like = "" if floor.alike == floor.counted else f" ({floor.alike} of them: the rest at their floor)"
+    word = "about" if floor.alike == floor.counted else "at least"
+    return (f"{word} {_span(floor.low_s, floor.high_s)} of steps ({which}: at least {minutes_text(floor.floor_s)} "
+            f"by their FLOPs at {floor.how}; steps earlier runs here measured (as many ranks, within {ALIKE:g}× their "
+            f"FLOPs) ran {_times(low, high)} theirs{like}{counted})")  # fmt: skip
+
+
+def _span(low: float, high: float) -> str:
+    """'3 min to 9 min', or one figure where both read the same."""
+    return (
+        minutes_text(low) if minutes_text(low) == minutes_text(high) else f"{minutes_text(low)} to {minutes_text(high)}"
+    )
+
+
+def _times(low: float, high: float) -> str:
+    """'3-9×', '0.66-3.2×', '4×', '230-1005×'."""
+    low_text, high_text = (f"{x:.2g}" if x < 10 else f"{x:.0f}" for x in (low, high))
+    return f"{low_text}×" if low_text == high_text else f"{low_text}-{high_text}×"
 
 
 def _left_out(part: str) -> bool:
@@ -174,25 +212,80 @@ def flops_floor(configurations, *, threads: int) -> tuple[float, int, str] | Non
 
 
 def _flops_floor(configurations, *, threads: int, pace: tuple[float | None, str]) -> tuple[float, int, str] | None:
-    """flops_floor at `pace` (_best_pace's): each model's FLOPs a sample from the user's cache (measure.meta_counts:
-    counted once per model, its options and its source; the count took 5-6 s of a dry run here)."""
-    rate, how = pace
-    if not configurations or rate is None:
+    """flops_floor at `pace` (_best_pace's)."""
+    floors = _floors(configurations, threads=threads, pace=pace)
+    if not floors:
         return None
+    return sum(floor for _, floor, _ in floors), len(floors), f"{pace[1]} (a model's step runs slower)"
+
+
+def _floors(configurations, *, threads: int, pace: tuple[float | None, str]) -> list[tuple]:
+    """Each configuration's floor at `pace` (_best_pace's), as (the configuration, its steps' floor in seconds, its
+    rank's FLOPs a step), those whose FLOPs could be counted: each model's FLOPs a sample from the user's cache
+    (measure.meta_counts: counted once per model, its options and its source; the count took 5-6 s of a dry run)."""
+    rate, _ = pace
+    if not configurations or rate is None:
+        return []
     from harness.measure import meta_counts
     from harness.measure.pace import compute_floor_s
 
-    counted, seconds = 0, 0.0
+    floors = []
     cores = available_cpus() if configurations[0].device == "cpu" else None
     for cfg in configurations:
         kept = meta_counts.flops(cfg.workload_spec or cfg.workload, cfg.size, cfg.workload_options)
         if kept:
-            counted += 1
-            seconds += compute_floor_s(cfg, flops_per_sample=kept["flops_per_sample"], flops_per_s=rate,
-                                       threads=threads, cores=cores)  # fmt: skip
-    if not counted:
+            floor = compute_floor_s(cfg, flops_per_sample=kept["flops_per_sample"], flops_per_s=rate,
+                                    threads=threads, cores=cores)  # fmt: skip
+            floors.append((cfg, floor, kept["flops_per_sample"] * cfg.batch_size))
+    return floors
+
+
+ALIKE = 10.0
+"""An earlier step is evidence for a planned configuration's at as many ranks of as many threads, the same precision,
+and FLOPs a step within this factor of its own: a smaller step spends more of its time beside its FLOPs (at one rank
+mlp/tiny's ran 500-2200× its floor here, gpt2/small's 1.5×: docs/measured/dry-run-forecast-cpu.md)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """The floored configurations' steps as the earlier steps like theirs ran here against their own floor."""
+
+    floor_s: float  # the FLOPs floor of those counted
+    counted: int
+    how: str  # the pace
+    low_s: float  # by the least and the most an earlier step like each ran over its own floor (the floor where none)
+    high_s: float
+    alike: int = 0  # how many of the counted earlier steps were like
+    ratios: tuple[float, float] = (1.0, 1.0)  # the least and most those ran over their own floor
+
+
+def _estimate(configurations, paced, *, threads: int, pace: tuple[float | None, str]) -> Estimate | None:
+    """The FLOPs floor of `configurations`, and their steps as the earlier steps like theirs (`paced`,
+    analysis.forecast.paced_here's) ran over their own floor at the same pace; None where none could be counted."""
+    floors = _floors(configurations, threads=threads, pace=pace)
+    if not floors:
         return None
-    return seconds, counted, f"{how} (a model's step runs slower)"
+    rate = pace[0]
+    cores = available_cpus() if configurations[0].device == "cpu" else None
+    low = high = 0.0
+    alike, seen = 0, []
+    for cfg, floor, flops in floors:
+        ratios = [p.step_ms / 1e3 / (p.flops_per_step / rate * _turns(p, cores)) for p in paced
+                  if (p.world_size, p.nnodes, p.threads, p.dtype) == (cfg.world_size, max(cfg.nnodes, 1), threads,
+                                                                      cfg.dtype)
+                  and 1 / ALIKE <= p.flops_per_step / flops <= ALIKE]  # fmt: skip
+        alike += bool(ratios)
+        seen += ratios
+        low += floor * min(ratios, default=1.0)
+        high += floor * max(ratios, default=1.0)
+    ratios = (min(seen), max(seen)) if seen else (1.0, 1.0)
+    return Estimate(sum(f for _, f, _ in floors), len(floors), pace[1], low, high, alike, ratios)
+
+
+def _turns(paced, cores: int | None) -> float:
+    """How many turns an earlier step's ranks took on the node's cores (compute_floor_s's)."""
+    ranks_here = paced.world_size // max(paced.nnodes, 1)
+    return max(1.0, ranks_here * paced.threads / cores) if cores else 1.0
 
 
 def _best_pace(cfg, *, threads: int) -> tuple[float | None, str]:
