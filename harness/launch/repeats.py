@@ -14,7 +14,7 @@ import json
 import time
 from collections.abc import Callable
 
-from harness.analysis import roles, stats
+from harness.analysis import roles
 from harness.analysis.verdicts import decide
 from harness.config import grid
 from harness.config.bench import BenchConfig
@@ -110,7 +110,7 @@ def _standing(config: BenchConfig, plan: BenchRun, confidence: float, *, pace: f
     for key in wanted - needs.keys():  # a baseline runs as far as the most its setup's open configurations need
         setup = _setup(repeats[key][0])
         needs[key] = max((n for k, n in needs.items() if _setup(repeats[k][0]) == setup), default=0)
-    every_need = _needs(found, by_id, given_up=True, below=stats.MAX_REPEATS)  # what a --max-repeats can decide
+    every_need = _needs(found, by_id, given_up=True, reachable=True)  # what a --max-repeats can decide
     standing = Decided(found, most, _estimate(pace, repeats, needs, config.max_repeats),
                        beyond_max=any(need > config.max_repeats for need in needs.values()),
                        beyond_s=_estimate(pace, repeats, every_need, max(every_need.values(), default=0)))  # fmt: skip
@@ -157,15 +157,15 @@ def _setup(cfg: Configuration) -> str:
 
 
 def _needs(
-    found: list[decide.Verdict], by_id: dict[str, str], *, given_up: bool = False, below: int | None = None
+    found: list[decide.Verdict], by_id: dict[str, str], *, given_up: bool = False, reachable: bool = False
 ) -> dict[str, int]:
     """Per configuration, the most repeats an open verdict of it asks for (`given_up`: those out of reach too;
-    `below`: only needs under it, leaving out 'more than stats.MAX_REPEATS', which no number of repeats meets)."""
+    `reachable`: only the verdicts some number of repeats can decide, `Verdict.reachable`)."""
     needs: dict[str, int] = {}
     for verdict in found:
         if verdict.decided or (verdict.given_up and not given_up) or verdict.repeats_needed is None:
             continue
-        if below is not None and verdict.repeats_needed >= below:
+        if reachable and not verdict.reachable:
             continue
         for config_id in verdict.config_ids:
             key = by_id.get(config_id)

@@ -245,12 +245,17 @@ def test_a_verdict_no_number_of_repeats_decides_is_not_sized_into_a_max_repeats(
     assert "--max-repeats" not in out.getvalue() and out.getvalue().count("\n") == 1
     out.truncate(0), out.seek(0)  # a fixed --repeats run says the same
     rounds.to_decide_fixed([capped, short], repeats=3, max_repeats=20)
-    assert "--max-repeats 41 (" in out.getvalue() and "more repeats will not decide it" in out.getvalue()
-    from harness.analysis.stats import MAX_REPEATS
+    assert out.getvalue().startswith("ddpbench: to decide the 1 of 2 open verdicts within reach: the same command "
+                                     "with --repeats auto --max-repeats 41 (")  # fmt: skip
+    assert "more repeats will not decide it" in out.getvalue()
+    out.truncate(0), out.seek(0)  # the capped one alone: no command offered for it, only why not
+    rounds.to_decide_fixed([capped], repeats=3, max_repeats=20)
+    assert "to decide" not in out.getvalue() and out.getvalue().count("\n") == 1
     from harness.launch import repeats
 
     by_id = {"a": "A", "b": "B"}  # the time the command takes (beyond_s) is sized for what it can decide
-    assert repeats._needs([capped, short], by_id, given_up=True, below=MAX_REPEATS) == {"B": 41}
+    assert not capped.reachable and short.reachable
+    assert repeats._needs([capped, short], by_id, given_up=True, reachable=True) == {"B": 41}
 
 
 def test_a_fixed_repeats_run_names_the_command_that_decides_its_open_verdicts(monkeypatch):

@@ -121,6 +121,12 @@ class Verdict:
     given_up: bool = False  # open and out of reach within --max-repeats (`out_of_reach`): runs no more
     so_far: str = ""  # open: the estimate and its interval at the look confidence, what the evidence bounds already
 
+    @property
+    def reachable(self) -> bool:
+        """Whether some number of repeats can decide it: a need below stats.MAX_REPEATS (at the cap, 'need more
+        than 1000', the repeats differ far beyond the threshold and only a narrower spread decides it)."""
+        return bool(self.repeats_needed) and self.repeats_needed < stats.MAX_REPEATS
+
     def line(self) -> str:
         if self.decided:
             return f"{self.subject}: {self.word}"

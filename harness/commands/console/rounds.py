@@ -135,10 +135,10 @@ def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int) -
         more += ["some need more"] if beyond else []  # a resume runs them to --max-repeats too: not far enough
         said = f" ({'; '.join(more)})" if more else ""
         console.say(f"ddpbench: to decide {which}: {resume_hint(run_id, results, more=('--budget', 'TIME'))}{said}")
-    need = max((v.repeats_needed for v in beyond if _reachable(v)), default=0)
+    need = max((v.repeats_needed for v in beyond if v.reachable), default=0)
     if need > max_repeats:
         took = f", about {duration_text(standing.beyond_s)} at this session's pace" if standing.beyond_s else ""
-        counted = sum(1 for v in beyond if _reachable(v))
+        counted = sum(1 for v in beyond if v.reachable)
         head = "to decide the rest" if counted == len(still) else f"to decide the {counted} that need more"
         console.say(f"ddpbench: {head}: the same command with --max-repeats {need} (the most an open verdict "
             f"needs at the spread seen{took}; the verdicts decided here stop early again); --resume keeps this run's "
@@ -146,25 +146,21 @@ def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int) -
     say_unreachable(still)
 
 
-def _reachable(verdict) -> bool:
-    """Whether a number of repeats can decide an open verdict: its need is below stats.MAX_REPEATS (at the cap,
-    'need more than 1000', the repeats differ far beyond the threshold)."""
-    from harness.analysis.stats import MAX_REPEATS
-
-    return bool(verdict.repeats_needed) and verdict.repeats_needed < MAX_REPEATS
-
-
 def say_unreachable(still: list) -> None:
     """The open verdicts no number of repeats decides, said as such rather than sized into a --max-repeats: what
     they wait on is a narrower spread between launches, the machine's noise (docs/statistics.md)."""
     from harness.analysis.stats import MAX_REPEATS
 
-    capped = [v for v in still if v.repeats_needed and not _reachable(v)]
-    if capped:
+    if capped := _capped(still):
         which = capped[0].subject if len(capped) == 1 else f"{len(capped)} open verdicts"
         console.say(f"ddpbench: {which}: more repeats will not decide {'it' if len(capped) == 1 else 'them'} (need "
                     f"more than {MAX_REPEATS}): the spread between launches must narrow first; run with nothing "
                     "else on the machine")  # fmt: skip
+
+
+def _capped(still: list) -> list:
+    """The open verdicts that say 'need more than stats.MAX_REPEATS' (one whose need is unknown is not one)."""
+    return [v for v in still if v.repeats_needed and not v.reachable]
 
 
 def to_decide_fixed(found: list, *, repeats: int, max_repeats: int) -> None:
@@ -175,11 +171,13 @@ def to_decide_fixed(found: list, *, repeats: int, max_repeats: int) -> None:
     still = [v for v in found if not v.decided]
     if not still:
         return
-    need = max((int(v.repeats_needed) for v in still if _reachable(v)), default=0)
-    most = f" --max-repeats {need}" if need > max_repeats else ""
-    every = f", or with --repeats {need} (every configuration {need} times)" if need > repeats else ""
-    which = "the open verdict" if len(still) == 1 else f"the {len(still)} open verdicts"
-    console.say(f"ddpbench: to decide {which}: the same command with --repeats auto{most} (it repeats only the "
-                f"configurations they rest on, until each is decided){every}; "
-                "--resume adds no repeats to a finished run")  # fmt: skip
+    if reach := [v for v in still if v not in _capped(still)]:
+        need = max((int(v.repeats_needed) for v in reach if v.reachable), default=0)
+        most = f" --max-repeats {need}" if need > max_repeats else ""
+        every = f", or with --repeats {need} (every configuration {need} times)" if need > repeats else ""
+        which = "the open verdict" if len(still) == 1 else f"the {len(still)} open verdicts"
+        which = which if len(reach) == len(still) else f"the {len(reach)} of {len(still)} open verdicts within reach"
+        console.say(f"ddpbench: to decide {which}: the same command with --repeats auto{most} (it repeats only the "
+                    f"configurations they rest on, until each is decided){every}; "
+                    "--resume adds no repeats to a finished run")  # fmt: skip
     say_unreachable(still)
