@@ -4,10 +4,10 @@ the configurations no earlier run measured (`bench --dry-run`, and a full-size r
 A step cannot run faster than its training FLOPs (forward and backward, counted by FlopCounterMode on the meta
 device: no memory, no time) at the most this device computes: on the CPU, what one rank's threads reach on a
 large matmul in the run's dtype, timed here and now (a model's step runs below it: convolutions, attention,
-elementwise work and the optimizer reach less; a CPU without bf16 instructions emulates it, a 512² matmul 80×
-slower than fp32's on a walkthrough's CPU); on a GPU, the datasheet's dense peak for the run's precision. Ranks
-that outnumber the cores take turns on them. The floor leaves out launches, building and the parity check, which
-the fixed cost counts, and every strategy's communication: it is a lower bound, said as one.
+elementwise work and the optimizer reach less; a CPU without bf16 instructions emulates bf16, far slower than
+fp32); on a GPU, the datasheet's dense peak for the run's precision. Ranks that outnumber the cores take turns on
+them. The floor leaves out launches, building and the parity check, which the fixed cost counts, and every
+strategy's communication: it is a lower bound, said as one.
 """
 
 from __future__ import annotations
@@ -25,21 +25,21 @@ PROBE_START = 128  # the first size tried, doubled up to PROBE_SIZE (cpu_flops_p
 
 
 @functools.cache  # a command times it once (the forecast, the bf16 warning and the floor)
-def cpu_flops_per_s(threads: int, dtype: str = "fp32") -> float:
+def cpu_flops_per_s(threads: int, dtype: str = "fp32", size: int | None = None) -> float:
     """The FLOP/s a rank of `threads` threads reaches on square matmuls in `dtype` (fp32 or bf16, as autocast
     computes them): the best of a few timed batches over about PROBE_SECONDS, at PROBE_SIZE² or, where a matmul
-    runs so slowly that one at the next size up would outlast twice that (bf16 emulated: 0.1 s at 256²), the
-    largest size before it. The first call at each size warms the kernel up and is not counted."""
+    runs so slowly that one at the next size up would outlast twice that (emulated bf16), the largest size before
+    it; at `size`² alone where given. The first call at each size warms the kernel up and is not counted."""
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     kind = torch.bfloat16 if dtype == "bf16" else torch.float32
     try:
-        size = PROBE_START
+        largest, size = size or PROBE_SIZE, size or PROBE_START
         while True:
             a, b = torch.randn(size, size, dtype=kind), torch.randn(size, size, dtype=kind)
             began = time.perf_counter()
             torch.mm(a, b)
-            if size >= PROBE_SIZE or (time.perf_counter() - began) * 8 >= 2 * PROBE_SECONDS:  # 2× the side: 8× the work
+            if size >= largest or (time.perf_counter() - began) * 8 >= 2 * PROBE_SECONDS:  # 2× the side: 8× the work
                 break
             size *= 2
         best, spent = 0.0, 0.0

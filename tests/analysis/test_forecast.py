@@ -243,24 +243,32 @@ def test_a_full_size_run_that_takes_hours_by_its_flops_is_warned_about_at_its_st
 
 
 def test_a_bf16_run_on_the_cpu_is_timed_in_bf16_and_warned_about_where_it_is_far_slower(capsys, monkeypatch):
-    """A walkthrough's bf16 run: a 512² matmul at 0.7 GFLOP/s in bf16 against 57.5 in fp32, its steps 784 s where the
-    dry run said 'at least 4 s of steps' by an fp32 matmul, and no warning."""
+    """A walkthrough's bf16 run: a matmul at 0.7 GFLOP/s in bf16 against 57.5 in fp32 (each at the probe's own size),
+    its steps 784 s where the dry run said 'at least 4 s of steps' by an fp32 matmul, and no warning."""
     from harness.commands.console import forecast as fc
     from harness.commands.console import plan
     from harness.measure import pace
 
     bf16 = dataclasses.replace(planned("stock", 2), dtype="bf16")
-    assert pace.cpu_flops_per_s(1, "bf16") > 1e7  # timed in bf16, even emulated (0.3-0.7 GFLOP/s here), in a second
-    rates = {"fp32": 57.5e9, "bf16": 0.7e9}
-    monkeypatch.setattr(pace, "cpu_flops_per_s", lambda threads, dtype="fp32": rates[dtype])
+    assert pace.cpu_flops_per_s(1, "bf16") > 1e7  # timed in bf16, even emulated
+    rates, sizes = {"fp32": 57.5e9, "bf16": 0.7e9}, set()
+
+    def timed(threads, dtype="fp32", size=None):
+        sizes.add(size)
+        return rates[dtype]
+
+    monkeypatch.setattr(pace, "cpu_flops_per_s", timed)
     rate, how = fc._best_pace(bf16, threads=1)
     assert rate == 0.7e9 and how.startswith("this CPU's best bf16 matmul, 0.7 GFLOP/s")
     plan.warn_slow_bf16([planned("stock", 2)], threads=1)
     assert capsys.readouterr().err == ""  # fp32: nothing timed, nothing said
+    sizes.clear()  # the warning's ratio compares the dtypes at one size, and names it (the probe's sizes differ)
     plan.warn_slow_bf16([bf16], threads=1)
     said = capsys.readouterr().err
-    assert said.startswith("ddpbench: warning: --dtype bf16: this CPU computes bf16 82× slower than fp32 (a matmul at "
-                           "0.7 against 57.5 GFLOP/s, timed now)")  # fmt: skip
+    assert sizes == {plan.SLOW_BF16_SIZE} and said.startswith(
+        "ddpbench: warning: --dtype bf16: this CPU computes bf16 82× slower than fp32 (a 256² matmul at 0.7 against "
+        "57.5 GFLOP/s, timed now)"
+    )
     rates["bf16"] = 60e9  # bf16 instructions (AMX): as fast, nothing to say
     plan.warn_slow_bf16([bf16], threads=1)
     assert capsys.readouterr().err == ""
