@@ -350,26 +350,31 @@ def status_counts(meta: dict[str, Any], configs: pd.DataFrame) -> dict[str, int]
     }
 
 
-def cap_verdicts(recommendations: pd.DataFrame, *, workload: str, world: int, explain: bool = True) -> str:
+def cap_verdicts(recommendations: pd.DataFrame, *, workload: str, world: int, explain: bool = True) -> tuple[str, bool]:
     """'<b>Bucket cap</b> (each sweep's verdict, section 3): stock: use bucket_cap_mb=1 (25 MiB takes 1.49× as
     long …); bucketed: too few repeats to tell (have 16, need about 189)' for the strategies the run swept at this
     world size; '' where it swept none (a walkthrough tuning the cap found its answer in a table cell only).
-    `explain`: the buckets every cap made and why, at the first sweep whose caps made one layout (said once a page)."""
+    `explain`: the buckets every cap made and why, at the first flat sweep whose caps made one layout (said once a
+    page); with the html, whether it said them."""
     from harness.analysis.verdicts import sweep
     from harness.results.values import strategy_label
 
     if recommendations.empty or "world_size" not in recommendations:
-        return ""
+        return "", False
     rows = recommendations[(recommendations["workload"] == workload) & (recommendations["world_size"] == world)]
-    said = []
+    said, explained = [], False
     for _, row in rows.iterrows():
         gain, decided = sweep.versus_reference(row), row.get("decision") != stats.TOO_FEW
         so_far = (
             (f": {gain}" if decided else f"; so far fastest {row['best_cap_mb']:g} MiB, and {gain}") if gain else ""
         )
         verdict = sweep.answer(row, why=explain)
-        explain &= not isinstance(row.get("same_buckets_mb"), str)
+        if explain and row.get("decision") == stats.FLAT and isinstance(row.get("same_buckets_mb"), str):
+            explain, explained = False, True  # sweep.answer said the buckets and why
         said.append(f"{strategy_label(row['impl'], row.get('other_options'))} — {verdict}{so_far}")
     if not said:
-        return ""
-    return f"<p class=headline><b>Bucket cap</b> (each sweep's verdict, section 3): {esc('. '.join(said))}.</p>"
+        return "", False
+    return (
+        f"<p class=headline><b>Bucket cap</b> (each sweep's verdict, section 3): {esc('. '.join(said))}.</p>",
+        explained,
+    )

@@ -294,8 +294,8 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
             stand_in |= reference is not None and bool(roles.beyond_defaults(reference["impl"], reference["options"]))
             pooled |= any_pooled(one_layout_pooled(group))
             world, verdicts = int(group["world_size"].iloc[0]), run.recommendations  # the caps' verdicts, then all
-            caps = alerts.cap_verdicts(verdicts, workload=workload, world=world, explain=not explained)
-            explained |= caps != alerts.cap_verdicts(verdicts, workload=workload, world=world, explain=False)  # once
+            caps, said = alerts.cap_verdicts(verdicts, workload=workload, world=world, explain=not explained)
+            explained |= said  # the buckets' why, once a page
             parts += [f"<p class=headline>{headline(group)}</p>", caps, world_table(group, verdicts, workload=workload)]
             parts.append(alerts.answer_below_floor(group) + alerts.late_note(group))
     if len(parts) == 2:

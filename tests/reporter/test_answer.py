@@ -279,13 +279,34 @@ def test_a_swept_runs_answer_says_each_caps_verdict_under_its_headline(tmp_path)
     each world size's headline, each sweep's verdict in the words the console and the cap table use."""
     run = site.read_run(DATA / "bucket_sweep", pages=tmp_path)
     rows = run.recommendations[run.recommendations["world_size"] == 2]
-    said = alerts.cap_verdicts(run.recommendations, workload="mlp", world=2)
+    said, _ = alerts.cap_verdicts(run.recommendations, workload="mlp", world=2)
     assert said.startswith("<p class=headline><b>Bucket cap</b> (each sweep's verdict, section 3): ") and len(rows)
     for _, row in rows.iterrows():
         assert sweep.answer(row).replace("'", "&#x27;") in said
-    assert alerts.cap_verdicts(run.recommendations, workload="mlp", world=1) == ""  # none at one rank
+    assert alerts.cap_verdicts(run.recommendations, workload="mlp", world=1) == ("", False)  # none at one rank
     page = answer.answer_section(run, ["mlp"])
     assert page.index("<b>Bucket cap</b>") < page.index("<table")  # before the table, under the headline
+
+
+def test_the_buckets_why_is_said_by_the_first_row_that_says_it_not_one_with_no_decision():
+    """A sweep's row with one bucket layout but no recorded decision says 'fastest: … (no verdict recorded …)', no
+    buckets and no why; it cleared the why all the same, and the flat row after it said '(every cap makes the same
+    buckets)' with the reason nowhere on the page."""
+    from harness.analysis import stats
+
+    def row(impl, decision):
+        return {"workload": "mlp", "impl": impl, "world_size": 2, "other_options": "{}", "decision": decision,
+                "equivalent_caps_mb": "[5.0, 25.0]", "best_cap_mb": 5.0, "same_buckets_mb": "[0.13]",
+                "repeats": 2}  # fmt: skip
+
+    verdicts = pd.DataFrame([row("zero", None), row("stock", stats.FLAT)])
+    said, explained = alerts.cap_verdicts(verdicts, workload="mlp", world=2)
+    assert "no verdict recorded" in said and "every cap makes one bucket of 0.13 MiB" in said and explained
+    assert (
+        alerts.cap_verdicts(verdicts.iloc[:1], workload="mlp", world=2)[1] is False
+    )  # nothing explained: still to say
+    said, explained = alerts.cap_verdicts(verdicts, workload="mlp", world=2, explain=False)  # said earlier on the page
+    assert "(every cap makes the same buckets)" in said and not explained
 
 
 def test_a_long_workload_name_is_whole_in_its_heading_and_shortened_in_a_cell():
