@@ -235,6 +235,8 @@ def test_a_builtin_profile_says_how_far_it_was_from_published_tables_and_a_users
     mine.write_text((cluster.BUILTIN_FOLDER / "dgx-h200.toml").read_text())
     assert published.published_checks(cluster.load(str(mine))) == [] and not cluster.is_builtin(cluster.load(str(mine)))
     assert published.published_checks(dataclasses.replace(h200, name="dgx-h200, fitted to 1 nccl-tests log(s)")) == []
+    fit = dataclasses.replace(h200, fitted_to="1 nccl-tests log(s)")  # --save-profile dgx-h200.toml: the stem
+    assert not cluster.is_builtin(fit) and published.published_checks(fit) == []
     h100 = published.published_checks(cluster.load("dgx-h100"))
     assert h100 and not any("degraded" in c["table"] or "suspect" in c["table"] for c in h100)  # healthy ones only
 

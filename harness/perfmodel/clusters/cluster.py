@@ -289,5 +289,7 @@ def unsourced(cluster: Cluster) -> list[str]:
 
 
 def is_builtin(cluster: Cluster) -> bool:
-    """A built-in profile as shipped: not a user's file (even one under a built-in's name), not fitted."""
-    return cluster.name in builtin_names() and cluster.path == str(BUILTIN_FOLDER / f"{cluster.name}.toml")
+    """A built-in profile as shipped: not a user's file (even one under a built-in's name), not fitted (a fit keeps
+    its base's path, and one saved under a built-in's name its name too: its numbers are not what was checked)."""
+    shipped = cluster.path == str(BUILTIN_FOLDER / f"{cluster.name}.toml")
+    return cluster.name in builtin_names() and shipped and not cluster.fitted_to
