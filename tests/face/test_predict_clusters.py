@@ -233,6 +233,15 @@ def test_a_bad_clusters_node_count_is_refused_in_one_line(tmp_path, capsys, node
             "; or fit the logs once to their cluster (--cluster dgx-a100 --nccl-tests LOG… "
             "--save-profile dgx-a100-fit.toml), then compare --cluster dgx-a100-fit.toml,dgx-h100",
         ),
+        # a file's profile: its stem names the fit; a --save-profile given is the file suggested
+        (
+            ["--cluster", "sub/my.toml,dgx-h100", "--nccl-tests", "log.txt"],
+            "--save-profile my-fit.toml), then compare --cluster my-fit.toml,dgx-h100",
+        ),
+        (
+            ["--nccl-tests", "log.txt", "--save-profile", "ours.toml"],
+            "--save-profile ours.toml), then compare --cluster ours.toml,dgx-h100",
+        ),
         (["--cluster", "dgx-a100,dgx-x"], "--cluster 'dgx-x' is neither a built-in profile (dgx-a100, "),
         (["--cluster", "dgx-a100,"], "--cluster 'dgx-a100,' names an empty profile; give names (dgx-a100, "),
         # one step timed on one GPU, taken as an A100's and an H100's alike, tied the two clusters' bookings

@@ -50,7 +50,7 @@ def cluster_names(args: argparse.Namespace) -> list[str | None]:
         args.cluster = kept[0]
         return kept
     each = " or ".join(kept)
-    fitted = f"{kept[0]}-fit.toml"
+    fitted = args.save_profile or f"{Path(kept[0]).stem}-fit.toml"  # a file's stem: not 'my.toml-fit.toml'
     fit_once = (f"; or fit the logs once to their cluster (--cluster {kept[0]} --nccl-tests LOG… --save-profile "
                 f"{fitted}), then compare --cluster {','.join([fitted, *kept[1:]])}")  # fmt: skip
     for flag, given, why in (("--nccl-tests", args.nccl_tests, "its logs are one cluster's, the one they fit"),
