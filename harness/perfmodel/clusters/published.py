@@ -48,8 +48,7 @@ def cap_caveats(cluster: Cluster, node_counts: list[int], *, above: Collection[i
     """`cap_caveat` over several node counts (an answer that spans them), each checked table's misses once (node
     counts beyond the most checked share its words) and the advice once. `above`: node counts whose misses were said
     already (the console's published lines, published_check_summary's `networks`): named, not said again."""
-    checked = {n: max(below, default=None) for n in node_counts
-               if (below := [c["nodes"] for c in published_checks(cluster) if c["nodes"] <= n])}  # fmt: skip
+    checked = {n: table for n in node_counts if (table := checked_table(cluster, n)) is not None}
     heads, referred = [], []
     for nodes in dict.fromkeys(checked.values()):
         beyond = [n for n, c in checked.items() if c == nodes and n > nodes]
@@ -63,6 +62,12 @@ def cap_caveats(cluster: Cluster, node_counts: list[int], *, above: Collection[i
         counts = ", ".join(map(str, referred))
         heads.insert(0, f"the sizes off by more than 25 % at {counts} node{'s' * (referred != [1])} (above)")
     return f"{'; '.join(heads)}: {CAP_CAVEAT_TAIL}" if heads else ""
+
+
+def checked_table(cluster: Cluster, nodes: int) -> int | None:
+    """The node count of the published tables whose check speaks for `nodes` nodes: the most checked at or below
+    it (beyond it no table reaches); None where none is."""
+    return max((c["nodes"] for c in published_checks(cluster) if c["nodes"] <= nodes), default=None)
 
 
 def _off_at(cluster: Cluster, nodes: int, beyond: list[int]) -> str:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from harness.analysis.verdicts.compare import setup_words
 from harness.perfmodel.clusters.cluster import Cluster, is_builtin
-from harness.perfmodel.clusters.published import cap_caveats, published_check_summary, published_checks
+from harness.perfmodel.clusters.published import cap_caveats, checked_table, published_check_summary, published_checks
 from harness.perfmodel.measured import of_setup
 from harness.perfmodel.memory import fit_words, mib_text, need_mb, room_words, state_per_rank, unrecorded
 from harness.perfmodel.memory_words import activation_words
@@ -30,8 +30,8 @@ def _misses(cluster: Cluster, group: pd.DataFrame, frames: list[pd.DataFrame]) -
     if not ranked.miss_could_move_cap(frames):
         return ""
     nodes = sorted({int(n) for n in group["nodes"]})
-    table = {n: max((c["nodes"] for c in published_checks(cluster) if c["nodes"] <= n), default=None) for n in nodes}
-    return cap_caveats(cluster, rest) if (rest := [n for n in nodes if table[n] != table[nodes[-1]]]) else ""
+    rest = [n for n in nodes if checked_table(cluster, n) != checked_table(cluster, nodes[-1])]
+    return cap_caveats(cluster, rest) if rest else ""
 
 
 def setup_of(group: pd.DataFrame) -> dict:
