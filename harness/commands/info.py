@@ -260,10 +260,12 @@ def _halved_to_fit(name: str, options: dict, *, most: int = 10) -> dict | None:
 def _too_large_here(name: str, size: str, options: dict) -> str:
     """'a DDP rank holds about 31.2 GiB at batch 8 (parameters, …), more than the 18.2 GiB this
     machine has available for 2 ranks' where `bench --workloads NAME` (its default batch, fp32, SGD) would outgrow
-    it, as bench's own check judges it (console.plan: the host's available memory, shared by its 2 simulated ranks;
-    a GPU's, one rank each), or, on the CPU, where it has more than SHORT_PARAMETERS (its steps take hours); '' where
-    it fits or cannot be counted. A user's 350M file was listed with 'bench it',
-    whose dry run said its ranks would be killed: list counted 16 B a parameter against the host's total memory."""
+    it: on the CPU as bench's own check judges it (console.plan: the host's available memory, shared by its 2
+    simulated ranks), on a GPU by its memory, one rank (bench checks none there); else, on the CPU, where it has more
+    than SHORT_PARAMETERS, list's own limit (bench --dry-run says how long its steps take); '' where it fits or
+    cannot be counted. Memory is judged first: a 40B model was told only its count, never that no rank could hold
+    it. A user's 350M file was listed with 'bench it', whose dry run said its ranks would be killed: list counted
+    16 B a parameter against the host's total memory."""
     import torch
 
     import workloads
@@ -271,9 +273,9 @@ def _too_large_here(name: str, size: str, options: dict) -> str:
     from harness.measure import meta_counts
 
     count, gpu = parameter_count(name, size, options), torch.cuda.is_available()
-    if not gpu and not isinstance(count, str) and count > SHORT_PARAMETERS:  # its dry run: hours of steps
-        return (f"{_human_count(count)} parameters, more than the {_human_count(SHORT_PARAMETERS)} a CPU rank steps in "
-                "seconds (bench --dry-run says how long)")  # fmt: skip
+    many = not gpu and not isinstance(count, str) and count > SHORT_PARAMETERS
+    many_words = (f"{_human_count(count)} parameters, more than the {_human_count(SHORT_PARAMETERS)} list benches on "
+                  "a CPU (bench --dry-run says how long)") if many else ""  # fmt: skip
     batch = workloads.create(name, size=size, options=options).default_batch_size()
     counts = meta_counts.counts(name, size, options, batch_size=batch, dtype="fp32")
     if gpu:
@@ -281,10 +283,10 @@ def _too_large_here(name: str, size: str, options: dict) -> str:
     else:
         memory, ranks, where = available_bytes(), 2, "this machine has available"
     if counts is None or memory is None:
-        return ""
+        return many_words
     rank, parts = ddp_rank_bytes(counts, "sgd")
     if rank * ranks <= memory:
-        return ""
+        return many_words
     for_ranks = f" for {ranks} ranks" if ranks > 1 else ""
     return (f"a DDP rank holds about {_human_bytes(rank)} at batch {batch} ({', '.join(parts[:-1])} and {parts[-1]}), "
             f"more than the {_human_bytes(memory)} {where}{for_ranks}")  # fmt: skip

@@ -267,9 +267,25 @@ def test_list_counts_the_model_a_user_will_train_with_its_options(capsys, monkey
     out = capsys.readouterr().out
     full = next(line for line in out.splitlines() if line.strip().startswith("full "))
     assert full.split()[1] == "1.3B" and "5.0 GiB of fp32 gradients a step" in full
-    assert "at full, 1.3B parameters, more than the 20.0M a CPU rank steps in seconds (bench --dry-run says how " in out
+    assert "at full, 1.3B parameters, more than the 20.0M list benches on a CPU (bench --dry-run says how long)" in out
     assert "bench --workloads hf:llama --size small --batch-size " in out
     assert "predict --run RUN --cluster dgx-h100 --train-wopt hidden_size=2048 --train-wopt num_hidden_layers=24" in out
+
+
+def test_list_says_a_model_no_cpu_rank_can_hold_before_its_parameter_count(capsys, monkeypatch):
+    """A 40B file on a CPU was told only that it has more than the 20M parameters list benches there, never that
+    no rank could hold it: memory is judged first."""
+    import torch
+
+    from harness.commands.console import plan
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(plan, "available_bytes", lambda: 2**34)  # 16 GiB
+    assert cli.main(["list", "examples/my_workload.py:MyModel", "--wopt", "width=100000"]) == 0
+    out = capsys.readouterr().out
+    assert "counted on the meta device; a DDP rank holds about 447.1 GiB at batch 8 (parameters, " in out
+    assert "more than the 16.0 GiB this machine has available for 2 ranks: bench it smaller" in out
+    assert "list benches on a CPU" not in out
 
 
 @pytest.mark.parametrize("args, named", [
