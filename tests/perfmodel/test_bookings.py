@@ -214,3 +214,24 @@ def test_where_one_clusters_step_is_bounded_the_step_its_rankings_turn_at_is_sai
     assert turns([*h100, *h200]) == (None, None)
     own = [dataclasses.replace(b, own_cost_of=("FSDP2",)) for b in h200]
     assert turns([*a100, *own]) == (None, None) and turns(a100) == (None, None)
+
+
+def test_a_turn_far_past_the_bounds_is_said_as_what_is_known_not_the_line_carried_on():
+    """predict said 'under about 101 ms (bounded 29.1–42.48 ms)': the line through the two ends carried far past the
+    long one. A booking whose communication is exposed (the H200's 8 GPUs: 20 ms exposed at the short end, 5 at the
+    long) steps less than one for one with its GPU's step, and past the long end hides still more: the line (turning
+    at 442 ms) under-reads it. What holds is that the step grows at most one for one: fastest until 131.7 + (310 -
+    136.7) = 305 ms at least. Before the short end, the same bound gives an 'at most'."""
+    from harness.commands.console.predict.bookings import verdict_words
+
+    ends = (97.75, 131.7)
+    a100 = [_booking("dgx-a100", 8, 310.0)]
+    h200 = [dataclasses.replace(_booking("dgx-h200", 8, 117.75, 136.7), local_ms=ends)]
+    quick, _ = turns([*a100, *h200])
+    assert (quick.step_ms, quick.sure) == (pytest.approx(305.0), "at least")
+    words = verdict_words([*a100, *h200], tokens=False, ends=("compute-bound", "memory-bound"))
+    assert words.endswith("; dgx-h200 is fastest while its GPU's step is under 305 ms at least, fewest GPU-hours "
+                          "under 305 ms at least (bounded 97.75–131.7 ms)")  # fmt: skip
+    slow = [_booking("dgx-a100", 8, 90.0)]  # faster than the H200's short end: it would take under 97.75 - 27.75
+    (before, _) = turns([*slow, *h200])
+    assert (before.step_ms, before.sure) == (pytest.approx(70.0), "at most")

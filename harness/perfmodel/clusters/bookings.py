@@ -162,18 +162,25 @@ def cheapest(bookings: list[Booking], prices: dict[str, float], lead: float = LE
 
 class Turn(NamedTuple):
     """Where a ranking turns on the one cluster whose step a step measured on another GPU only bounds: its best
-    booking is the best while its one-GPU step is under `step_ms` (its bounds, `bounds`, beside it)."""
+    booking is the best while its one-GPU step is under `step_ms` (its bounds, `bounds`, beside it); `sure`: '' where
+    that step is the straight line's ('about'), 'at least' or 'at most' where only that much is known (`turns`)."""
 
     cluster: str
     step_ms: float
     bounds: tuple[float, float]
+    sure: str = ""
 
 
 def turns(bookings: list[Booking], prices: dict[str, float] | None = None) -> tuple[Turn | None, Turn | None]:
     """The turn of the fastest and of the second ranking (the cheapest at `prices`, else the fewest GPU-hours): the
     one-GPU step on the bounded cluster at which its best booking meets the others' best, each booking's figure
-    taken as linear in that step between its two ends (and past them: about). None where no one step decides it:
-    no cluster bounded so, or several, an own cost's range, another cluster's figures ranges too."""
+    taken as linear in that step between its two ends. Past them the line is not followed: a booking's step grows at
+    most one for one with its GPU's (its compute is that step; its exposed communication and a floor's excess only
+    shrink as the step grows), and as fast only where nothing is left to hide (its step already grew so between the
+    ends). So past the long end the turn is at least where steps growing one for one meet (said 'at least'; the line,
+    which under-reads them where communication was exposed, taken only where the two agree to within LEAD), and
+    before the short end at most there ('at most'). None where no one step decides it: no cluster bounded so, or
+    several, an own cost's range, another cluster's figures ranges too."""
     fit = [b for b in bookings if b.fits]
     stepped = {b.cluster for b in fit if b.bounded}
     if len(stepped) != 1:
@@ -186,13 +193,23 @@ def turns(bookings: list[Booking], prices: dict[str, float] | None = None) -> tu
 
 
 def _turn(ours: list[Booking], rivals: list[Booking], value: Callable[[Booking, int], float]) -> Turn | None:
-    """Ours is best under the step at which any of ours meets the rivals' least: the most of those steps."""
+    """Ours is best under the step at which any of ours meets the rivals' least: the most of those steps (on the
+    line, and one for one from the nearer end: `turns`)."""
     least, at = min(value(b, 0) for b in rivals), []
     for b in ours:
         (low, high), (short, long) = b.local_ms, (value(b, 0), value(b, -1))
         if high > low and long > short:
-            at.append(low + (least - short) * (high - low) / (long - short))
-    return Turn(ours[0].cluster, max(at), ours[0].local_ms) if at and max(at) > 0 else None
+            line = low + (least - short) * (high - low) / (long - short)
+            # one for one past an end: a figure proportional to the step, at the end's figure a ms of its step
+            past = high + (least - long) * b.step_ms[-1] / long if line > high else line
+            at.append((line, low - (short - least) * b.step_ms[0] / short if line < low else past))
+    if not at or max(line for line, _ in at) <= 0:
+        return None
+    line, sure = max(line for line, _ in at), max(sure for _, sure in at)
+    (low, high), cluster = ours[0].local_ms, ours[0].cluster
+    if low <= line <= high or abs(sure - line) <= LEAD * line:
+        return Turn(cluster, line, (low, high))
+    return Turn(cluster, sure, (low, high), "at least" if line > high else "at most")
 
 
 def break_even(bookings: list[Booking], leader: str, rival: str) -> tuple[float, float]:

@@ -139,15 +139,17 @@ def verdict_words(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str
 
 def _turn_words(turned: tuple[Turn | None, ...], what: tuple[str, ...], *, settles: bool) -> str:
     """'dgx-h200 is fastest while its GPU's step is under about 310 ms, cheapest under about 164 ms (bounded
-    97.75–131.7 ms)': what decides the rankings, said whether they are decided or open; `settles`, the step given is
-    far below its GPU's peak (and the rankings decided between its bounds): its bounds assume it scales as its GPU's
-    memory bandwidth or peak, which such a step may not, so one step measured there settles it."""
+    97.75–131.7 ms)' ('under 150 ms at least' past the bounds, where the line is not followed: bookings.turns): what
+    decides the rankings, said whether they are decided or open; `settles`, the step given is far below its GPU's
+    peak (and the rankings decided between its bounds): its bounds assume it scales as its GPU's memory bandwidth or
+    peak, which such a step may not, so one step measured there settles it."""
     said = [(name, turn) for name, turn in zip(what, turned, strict=True) if turn is not None]
     if not said:
         return ""
     cluster, (low, high) = said[0][1].cluster, said[0][1].bounds
-    under = ", ".join(f"{name} {'while its GPU' + chr(39) + 's step is ' if k == 0 else ''}under about "
-                      f"{turn.step_ms:.3g} ms" for k, (name, turn) in enumerate(said))  # fmt: skip
+    under = ", ".join(f"{name} {'while its GPU' + chr(39) + 's step is ' if k == 0 else ''}under "
+                      + (f"{turn.step_ms:.3g} ms {turn.sure}" if turn.sure else f"about {turn.step_ms:.3g} ms")
+                      for k, (name, turn) in enumerate(said))  # fmt: skip
     settled = f": one step measured on {cluster}'s GPU settles it" if settles else ""
     return f"{cluster} is {under} (bounded {low:.4g}–{high:.4g} ms){settled}"
 
