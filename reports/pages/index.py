@@ -33,7 +33,8 @@ def joined(values: Any) -> str:
 def run_headline(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> str:
     """Per workload, the fastest communicating strategy at the largest world size: 'mlp/small fp32 sgd: at 2 ranks,
     bucketed bucket_cap_mb=25 2.46 ms', with the answer's doubt where the repeats do not back the winner
-    ('… 2.46 ms (leads; no 5% change shown)', lead_words)."""
+    ('… 2.46 ms (leads; no 5% change shown)', lead_words); caps of one layout pooled said so, as the run page says
+    it (answer.step_said: '… 8.98 ms, both caps' launches pooled (…)')."""
     lines = []
     found = decide.strategy_verdicts(configs, confidence=pooled.run_confidence(meta or {}))  # the console's own
     for workload in dict.fromkeys(configs.loc[configs["status"] == "ok", "workload"]) if not configs.empty else []:
@@ -53,7 +54,7 @@ def run_headline(configs: pd.DataFrame, meta: dict[str, Any] | None = None) -> s
         best = contenders.iloc[0]
         said = lead_words(group, found)
         said += ["one rank: nothing communicated, only each strategy's own cost"] if world == 1 else []
-        lines.append(where + f"<b>{esc(best['strategy'])}</b> {answer.milliseconds(best['step_ms'])}"
+        lines.append(where + f"<b>{esc(best['strategy'])}</b> {esc(answer.step_said(best))}"
                      + (f" ({esc('; '.join(said))})" if said else ""))  # fmt: skip
     return "<br>".join(lines) or "nothing measured"
 
