@@ -14,6 +14,7 @@ import pandas as pd
 from harness import cli
 from harness.analysis import stats
 from harness.analysis.verdicts import sweep
+from harness.commands import console
 from harness.commands.console.progress import Progress
 from harness.config.bench import BenchConfig
 from harness.config.grid import expand
@@ -286,6 +287,11 @@ def test_caps_that_make_the_same_buckets_are_one_measurement_flat_and_decided():
                                             "gradient: a cap splits buckets only between parameters, so a smaller "
                                             "one may not split it)")  # fmt: skip
     assert "(by the launches' spread alone, fastest 1 MiB: " in sweep.describe(pd.Series(row))  # not a cap to pick
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):  # two strategies' sweeps of one layout: the why said once, not twice
+        console.recommendations(pd.DataFrame([row, {**row, "impl": "zero"}]))
+    assert out.getvalue().count(sweep.ONLY_BETWEEN) == 1, out.getvalue()
+    assert "zero: flat: any of 1, 25 MiB (every cap makes the same buckets) (" in out.getvalue()
     split = one_bucket.assign(bucket_sizes_mb=[[0.19]] * (len(configs) - 1) + [[0.1, 0.09]])  # one layout differs
     (row,) = sweep.recommendations(split, steps).to_dict("records")
     assert row["same_buckets_mb"] is None and row["decision"] == stats.RECOMMEND  # judged on its repeats

@@ -250,8 +250,9 @@ def ratio_interval_text(low: float, high: float) -> str:
     return TOO_WIDE if low < 0.01 or high > UNBOUNDED_RATIO else f"{ratio_number(low)}–{ratio_number(high)}"
 
 
-def describe(row: pd.Series) -> str:
-    """One line a person reads: the decision, the fastest cap and how sure, how much longer 25 MiB takes, the noise."""
+def describe(row: pd.Series, *, why: bool = True) -> str:
+    """One line a person reads: the decision, the fastest cap and how sure, how much longer 25 MiB takes, the noise;
+    `why`, as answer() takes it."""
     versus = versus_reference(row)
     gain = f"; {versus}" if versus else ""
     bounds = interval_text(row["best_ci_low_ms"], row["best_ci_high_ms"])
@@ -260,7 +261,7 @@ def describe(row: pd.Series) -> str:
     lead = "fastest" if row["decision"] != stats.TOO_FEW else "leading so far"  # 'fastest' is a decided word
     lead = ("by the launches' spread alone, " if isinstance(row.get("same_buckets_mb"), str) else "") + lead
     return (
-        f"w{row['world_size']} {row['workload']}/{row['size']} {row['impl']}: {answer(row)} "
+        f"w{row['world_size']} {row['workload']}/{row['size']} {row['impl']}: {answer(row, why=why)} "
         f"({lead} {row['best_cap_mb']:g} MiB: {row['best_step_ms']:.2f} ms{interval}{gain}; "
         f"the fewest repeats a cap had: {row['repeats']}){noise}"  # (auto reruns the open ones only)
     )

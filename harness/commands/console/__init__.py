@@ -210,13 +210,18 @@ def saved_text(statuses: list[str], total: int) -> str:
 
 
 def recommendations(frame: pd.DataFrame) -> None:
+    """Each sweep's verdict, a line each; the buckets every cap made and why (sweep.answer's `why`) said once, where
+    the same words would stand on the next strategy's line (the run page says them once too)."""
     from harness.analysis import stats
     from harness.analysis.verdicts import sweep
 
     say(f"ddpbench: bucket caps (a cap is recommended only when it beats the {stats.REFERENCE_CAP_MB:g} MiB cap "
         f"significantly over repeats and by at least {stats.DEFAULT_THRESHOLD:.0%}; docs/statistics.md):")  # fmt: skip
+    said = set()
     for _, row in frame.iterrows():
-        _print(f"  {sweep.describe(row)}")
+        words = sweep.answer(row)
+        _print(f"  {sweep.describe(row, why=words not in said)}")
+        said.add(words)
 
 
 def strategy_verdicts(verdicts: list) -> None:
