@@ -283,7 +283,9 @@ def run_at_ends(args: argparse.Namespace, chosen, profile, caps: list[float], *,
                                                setup=setup, state=state, errors=errors))  # fmt: skip
     batch = (predict_input.memory_batch(args, setup) or int(setup["batch_size"])) if setup else None
     if len(ends) > 1:
-        args.ends_verdict = gpu_ends.say_ends_verdict(chosen, ends, frames, state=state, errors=errors, batch=batch)
+        far = bool(getattr(args, "far_below_peak", False))  # the step given, far below its GPU's peak
+        args.ends_verdict = gpu_ends.say_ends_verdict(chosen, ends, frames, state=state, errors=errors, batch=batch,
+                                                      far_below_peak=far)  # fmt: skip
     tokens = tokens_a_step(state) if state is not None else None
     booked = of_cluster(chosen.name, chosen.gpus_per_node, frames, [_choices(f, state, chosen, errors) for f in frames],
                         batch=batch or 1, tokens=tokens, local_ms=tuple(ms for _, ms in ends))  # fmt: skip

@@ -9,6 +9,7 @@ import math
 import re
 
 from harness.commands.console import say, say_once
+from harness.commands.console.predict.scaling import FAR_BELOW_ASSUMED
 from harness.perfmodel.clusters.bookings import (
     LEAD,
     Booking,
@@ -117,7 +118,7 @@ def verdict_words(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str
         return "no booking to compare: none modelled fits at any GPU count asked"
     both = " at both ends" if ends and any(b.bounded for b in bookings) else ""
     parts, open_on, why = [], [], f": within {LEAD:.0%} of the best, more than the model can tell"
-    assumed = ", if its step scales as memory bandwidth or peak (far below the peak, it may not)" * far_below_peak
+    assumed = f", {FAR_BELOW_ASSUMED}" * far_below_peak
     for what, ranking in ranked.items():
         words = _ranking_words(ranking, _end_names(bookings, ends), both + (assumed if both else ""))
         assumed = assumed if not (both and ranking.decided) else ""  # said where 'at both ends' first is

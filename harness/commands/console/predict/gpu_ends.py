@@ -105,10 +105,12 @@ def _caps_words(caps: set, every: set) -> str:
     return "any cap" if caps == every else f"{', '.join(f'{c:g}' for c in sorted(caps))} MiB"
 
 
-def say_ends_verdict(chosen, ends: list[tuple[str, float]], frames: list, *, state, errors=None, batch=None) -> str:
+def say_ends_verdict(chosen, ends: list[tuple[str, float]], frames: list, *, state, errors=None, batch=None,
+                     far_below_peak: bool = False) -> str:  # fmt: skip
     """The last line of a step predicted at both ends: the other end's DDP steps and, given the `batch` a GPU steps
     at, its pick's GPU-hours (the answer's table gives the printed end's), and whether the cap and the choice are the
-    same at both (decided) or where not (the two answers, and what settles it); returned for the page."""
+    same at both (decided: where the step given is `far_below_peak`, only as the ends assume it scales, as the
+    bookings' verdict says) or where not (the two answers, and what settles it); returned for the page."""
     from harness.perfmodel.pick.choice_table import cost_unit, gpu_hours_per_step_ms, step_cell, tokens_a_step
 
     verdicts = ends_verdicts(frames, state, getattr(chosen, "gpu_memory_gib", 0.0), errors)
@@ -125,8 +127,9 @@ def say_ends_verdict(chosen, ends: list[tuple[str, float]], frames: list, *, sta
     what = "DDP's cap and the choice of strategy" if chosen_at else "DDP's cap"
     said = f"at the other end ({ends[1][0]}, {ends[1][1]:.4g} ms a GPU step) DDP's step is {steps}; "
     open_ = [v for v in verdicts if not v["decided"]]
+    decided = f"decided, {scaling.FAR_BELOW_ASSUMED}" if far_below_peak else "decided"
     if not open_:
-        return _said(f"{said}{what}: the same at both ends at every GPU count, decided")
+        return _said(f"{said}{what}: the same at both ends at every GPU count, {decided}")
     differ, undecided = [], set()  # what differs, said alone: a cap both ends name is not the undecided part
     for v in open_:
         here, there = v["ends"]
@@ -140,7 +143,7 @@ def say_ends_verdict(chosen, ends: list[tuple[str, float]], frames: list, *, sta
         differ.append(f"w{v['world_size']} {', '.join(parts)}")
     counts = ", ".join(f"w{v['world_size']}" for v in open_)
     if undecided == {"tie"}:  # a step measured would change no pick: said as the tie's, no advice
-        return _said(f"{said}{what}: the same at both ends at every GPU count, decided; only the tie differs at "
+        return _said(f"{said}{what}: the same at both ends at every GPU count, {decided}; only the tie differs at "
                      f"{counts} ({ends[0][0]} → {ends[1][0]}: {'; '.join(differ)})")  # fmt: skip
     what = {frozenset({"cap"}): "DDP's cap", frozenset({"choice"}): "the choice of strategy"}.get(
         frozenset(undecided - {"tie"}), "DDP's cap and the choice of strategy"

@@ -142,6 +142,10 @@ sequence or a smaller batch benched than the one trained (a walkthrough benched 
 Not for every model: one of depthwise convolutions (EfficientNet, MobileNet) moves more bytes than it computes and
 reads low against a dense peak even when its step is right, so the words name that too."""
 
+FAR_BELOW_ASSUMED = "if its step scales as memory bandwidth or peak (far below the peak, it may not)"
+"""What a verdict decided between the two ends of a step measured on another GPU rests on, where that step is far
+below its GPU's peak (under LOW_SHARE): the bookings' verdict and the ends' line say it in these words."""
+
 
 def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: str, options: dict | None,
                       gpu_said: str = "one GPU", requested: str | None = None) -> tuple[str, str]:  # fmt: skip
