@@ -38,7 +38,7 @@ def _booking(cluster: str, gpus: int, *steps: float, batch: int = 128) -> Bookin
 def test_a_booking_is_the_choices_fastest_pick_and_its_figures_follow_from_its_step():
     rows = _rows({8: [105.0, 100.0], 16: [110.0, 104.0]})
     zero, stock = (Candidate(s, 1.0, True, ms, cap_mb=25.0) for s, ms in (("zero", 101.0), ("stock", 100.0)))
-    tied = Choice(8, picked=[stock, zero], others=[])  # the fastest first, as choose names a tie
+    tied = Choice(8, picked=[stock, zero], others=[])  # as choose names a tie: the least machinery first
     (w8, w16) = of_cluster("dgx-h100", 8, [rows], [{8: tied, 16: Choice(16, picked=[], others=[])}], batch=128)
     assert (w8.book, w8.tied, w8.step_ms, w8.nodes) == ("stock at 25 MiB", ("zero",), (100.0,), 1)
     # the answer's first is what it books: the roomier before a tight one, even a faster (a walkthrough's answer

@@ -287,13 +287,13 @@ def test_a_lead_smaller_than_the_step_models_own_errors_set_them_apart_is_too_cl
     alone = choice.choose(predictions.labelled(state), frames, 80.0)[0]
     assert [c.strategy for c in alone.picked] == ["fsdp"] and alone.apart == 0.0
     both = choice.choose(predictions.labelled(state), frames, 80.0, errors)[0]
-    assert [c.strategy for c in both.picked] == ["fsdp", "stock"]
+    assert [c.strategy for c in both.picked] == ["stock", "fsdp"]  # a tie: the least machinery first, not the step
     assert both.apart == pytest.approx(0.75 / 0.56 - 1)
     words = choice_words(predictions.labelled(state), frames, 80.0, errors=errors)
-    assert "w8 fsdp 90 ms or stock 115 ms (too close to call: a lead under 34% is within how far the step models " \
+    assert "w8 stock 115 ms or fsdp 90 ms (too close to call: a lead under 34% is within how far the step models " \
            "missed this run's own steps)" in words  # fmt: skip
     (row,) = choice_table.table_rows(predictions.labelled(state), frames, 80.0, errors=errors)
-    assert row[1:3] == ("fsdp or stock", "90–115")  # the tie's span, not the first's step alone
+    assert row[1:3] == ("stock or fsdp", "90–115")  # the tie's span, not the first's step alone
     reverse = [_frame(8, 90.0, 200.0).assign(fsdp_step_ms=110.0)]  # stock ahead, and truly further ahead
     assert [c.strategy for c in choice.choose(predictions.labelled(state), reverse, 80.0, errors)[0].picked] == [
         "stock"
@@ -531,7 +531,9 @@ def test_a_tie_takes_in_every_step_no_slower_than_its_slowest_and_says_its_band_
     state = predictions.labelled(_state([("fsdp", 8, 2.0), ("stock", 8, 20.0), ("zero", 8, 11.0)]))
     frames = [_frame(8, 101.1, 108.8).assign(fsdp_step_ms=91.52)]
     (row,) = choice_table.table_rows(state, frames, 80.0, errors=missed)
-    assert row[1:5] == ("fsdp or stock or zero", "91.52–108.8", "", "")
+    # named as a user picks among equals, the least machinery first (a user read 'fsdp or stock or zero' as fsdp
+    # winning, where its lead was the model's to tell), the step no order: the tie's span
+    assert row[1:5] == ("stock or zero or fsdp", "91.52–108.8", "", "")
     assert row[-1] == f"a tie: a lead under {0.71 / 0.57 - 1:.0%} is within how far the step models missed this " \
                       "run's own steps"  # fmt: skip
 

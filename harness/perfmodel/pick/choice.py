@@ -61,8 +61,8 @@ class Choice:
 
     @property
     def fastest(self) -> Candidate:
-        """The pick whose step, its own cost's long end in, is least: `picked` names a tie's roomier ones first, and
-        among those this one first."""
+        """The pick whose step, its own cost's long end in, is least: `picked` names a tie's roomier ones first, then
+        the least machinery (MODELS' order), so this one need not be first."""
         return min(self.picked, key=whole_step)
 
     @property
@@ -164,7 +164,9 @@ def left_out_ms(state: pd.DataFrame, named: pd.Series) -> pd.Series:
 
 MODELS = (("DDP", roles.is_reference), ("ZeRO-1", roles.sharded_optimizer_over_allreduce),
           ("FSDP2", roles.shards_parameters))  # fmt: skip
-"""Each step model's name, as the run's own-steps check (network.errors_on_own_run) names it, and the rows it times."""
+"""Each step model's name, as the run's own-steps check (network.errors_on_own_run) names it, and the rows it times:
+the least machinery first (a tie names them in this order)."""
+_MACHINERY = {name: k for k, (name, _) in enumerate(MODELS)}
 
 
 def model_apart(fastest: Candidate, other: Candidate, errors: dict[str, list[float]] | None) -> float:
@@ -208,9 +210,12 @@ def choose(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: float,
         if open_on:  # no pick holds at every corner: each corner's, the short ends' first
             picked = list(dict.fromkeys(c for ends in each for c in ends))
         apart = 0.0 if open_on else max((model_apart(picked[0], c, errors) for c in picked[1:]), default=0.0)
-        # a tie names what fits with room first, then the least step with its own cost's long end in: booked first,
-        # as the bookings book it (a walkthrough's answer read 'fsdp or stock', its bookings 'stock (or fsdp)')
-        picked = sorted(picked, key=lambda c: (c.tight, 0.0 if open_on else whole_step(c)))  # open: corners' order
+        # a tie names what fits with room first, then, as a user picks among equals, the least machinery (DDP's
+        # all-reduce, ZeRO-1, FSDP2: MODELS' order), then the least step with its own cost's long end in: booked
+        # first, as the bookings book it (a user read 'fsdp or stock at 25 MiB or zero' as fsdp winning, its lead
+        # only its own cost left out); open: the corners' order, the short ends' first
+        picked = sorted(picked, key=lambda c: (c.tight, 0 if open_on else _MACHINERY.get(c.model, len(MODELS)),
+                                               0.0 if open_on else whole_step(c)))  # fmt: skip
         made = Choice(int(named["world_size"]), picked, [c for c in timed if c not in picked],
                       apart if apart > agreement.SMALL_CAP_LEAD else 0.0, [], open_on,
                       (each[0], each[-1]) if open_on else ([], []))  # fmt: skip
