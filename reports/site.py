@@ -196,39 +196,72 @@ def build_site(*, results: Path, out: Path, cluster=None, on_run=None, as_predic
     run_pages: dict[str, Path] = {}
     whatif_pages: dict[str, Path] = {}
     comparisons = read_comparisons(out)  # each run page links those it takes part in
+    shared = read_shared_pages(out)  # and the pages `predict --page` wrote of it into the site
     for run_folder in store.list_runs(results):
-        try:
-            run = read_run(run_folder, pages=out / "runs")
-        except (store.UnsupportedSchema, OSError, ValueError, KeyError) as exc:
-            log.warning("skipping run %s: %s", run_folder, exc)  # one bad run must not cost the site
+        written = write_run(run_folder, out, cluster, comparisons=comparisons, shared=shared, as_predict=as_predict)
+        if written is None:
             continue
-        # Named by folder: two folders may carry one run id (a copied run), and each keeps its page.
-        run.meta["page"] = run_folder.name
-        run.meta["comparisons"] = [c for c in comparisons if run_folder.name in (c["base"], c["new"])]
-        counts = as_predict(run_folder, run.configs) if as_predict and cluster is not None else {}
-        try:
-            run.meta["whatif"] = write_whatif_page(run_folder, run.meta, run.configs, cluster, out, **counts)
-        except Exception as exc:  # a prediction's fault must not cost the measured run its page, nor the site
-            log.warning("what-if page of run %s not written (%s: %s); its run page and the rest are: please report "
-                        "this", run_folder.name, type(exc).__name__, exc)  # fmt: skip
-            (out / "runs" / f"{run_folder.name}.whatif.html").unlink(missing_ok=True)
-            run.meta["whatif"] = None
-        run.meta["whatif_cluster"] = getattr(cluster, "name", None)
-        run.meta["whatif_steps"] = whatif.steps_known(run.meta)  # else its communication and memory alone
-        if run.meta["whatif"]:
-            whatif_pages[run_folder.name] = out / "runs" / run.meta["whatif"]
-        path = out / "runs" / f"{run_folder.name}.html"
-        write_text(path, run_page.run_page(run))
-        run_pages[run_folder.name] = path
+        row, run_pages[run_folder.name], whatif_page = written
+        if whatif_page is not None:
+            whatif_pages[run_folder.name] = whatif_page
         if on_run is not None:
-            on_run(run_folder.name, path, whatif_pages.get(run_folder.name))
-        summaries.append(pages.index_row(run.meta, run.configs))
+            on_run(run_folder.name, run_pages[run_folder.name], whatif_page)
+        summaries.append(row)
     collectives = write_collectives_pages(results, out)
     store.write_json(out / INDEX_FACTS, {"runs": summaries, "collectives": collectives,
                                          "cluster": cluster_key(cluster)})  # fmt: skip
     collectives_pages = {meta["run_id"]: out / "collectives" / f"{meta['run_id']}.html" for meta in collectives}
     return BuiltSite(index=write_index(out), run_pages=run_pages, whatif_pages=whatif_pages,
                      collectives_pages=collectives_pages)  # fmt: skip
+
+
+def write_run(
+    run_folder: Path, out: Path, cluster, *, comparisons: list[dict], shared: list[dict], as_predict=None
+) -> tuple[dict, Path, Path | None] | None:
+    """One run's page and what-if page (build_site's, each run's): its index row and the two pages' paths; None where
+    the run cannot be read (said). The run page and the what-if page link the pages of `shared` that are of it."""
+    try:
+        run = read_run(run_folder, pages=out / "runs")
+    except (store.UnsupportedSchema, OSError, ValueError, KeyError) as exc:
+        log.warning("skipping run %s: %s", run_folder, exc)  # one bad run must not cost the site
+        return None
+    # Named by folder: two folders may carry one run id (a copied run), and each keeps its page.
+    run.meta["page"] = run_folder.name
+    run.meta["comparisons"] = [c for c in comparisons if run_folder.name in (c["base"], c["new"])]
+    run.meta["predict_pages"] = [p for p in shared if p["run"] == run_folder.name]  # at a GPU step given
+    counts = as_predict(run_folder, run.configs) if as_predict and cluster is not None else {}
+    try:
+        run.meta["whatif"] = write_whatif_page(run_folder, run.meta, run.configs, cluster, out, **counts)
+    except Exception as exc:  # a prediction's fault must not cost the measured run its page, nor the site
+        log.warning("what-if page of run %s not written (%s: %s); its run page and the rest are: please report "
+                    "this", run_folder.name, type(exc).__name__, exc)  # fmt: skip
+        (out / "runs" / f"{run_folder.name}.whatif.html").unlink(missing_ok=True)
+        run.meta["whatif"] = None
+    run.meta["whatif_cluster"] = getattr(cluster, "name", None)
+    run.meta["whatif_steps"] = whatif.steps_known(run.meta)  # else its communication and memory alone
+    path = out / "runs" / f"{run_folder.name}.html"
+    write_text(path, run_page.run_page(run))
+    whatif_path = out / "runs" / run.meta["whatif"] if run.meta["whatif"] else None
+    return pages.index_row(run.meta, run.configs), path, whatif_path
+
+
+def relink_run(run_folder: Path, out: Path, cluster, *, as_predict=None) -> Path | None:
+    """After `predict --page` wrote a page of `run_folder` into the site in `out`: that run's page and what-if page
+    again (on `cluster`, the site's last build's), which link it, and the index; None where `out` holds no site
+    built by this version of `ddpbench report`, or none with a page of that run (its next build links it)."""
+    run_folder, out = Path(run_folder), Path(out)
+    if not (out / INDEX_FACTS).is_file() or not (out / "runs" / f"{run_folder.name}.html").is_file():
+        return refresh_index(out)
+    try:
+        facts = store.read_json(out / INDEX_FACTS)
+        written = write_run(run_folder, out, cluster, comparisons=read_comparisons(out), shared=read_shared_pages(out),
+                            as_predict=as_predict)  # fmt: skip
+        if written is not None:
+            facts["runs"] = [written[0] if r.get("page") == run_folder.name else r for r in facts["runs"]]
+            store.write_json(out / INDEX_FACTS, facts)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        log.warning("could not link the page from run %s's page in %s: %s", run_folder.name, out, exc)
+    return refresh_index(out)
 
 
 def cluster_key(cluster) -> str:

@@ -105,6 +105,21 @@ def _warn_shared_run_ids(results) -> None:
             first_folder[run_id] = folder
 
 
+def _relink(out, run_dir):
+    """The index of the site in `out`, and the run's page and what-if page (on the cluster the site was last built
+    with) again, linking the page `predict --page` wrote there (site.relink_run); None where `out` is no site."""
+    from harness.perfmodel.clusters import cluster
+    from reports import site
+
+    try:
+        kept = site.last_cluster(out)
+        chosen = cluster.load(kept) if kept else None
+    except ConfigError:  # a profile of yours the site was built with, moved since: its next `report` says so
+        return site.refresh_index(out)
+    counts = functools.partial(as_predict_counts, cluster=chosen) if chosen is not None else None
+    return site.relink_run(run_dir, out, chosen, as_predict=counts)
+
+
 def _ends_words(args: argparse.Namespace) -> str:
     """The page's words for a step measured on another GPU (predict_cluster.run_at_ends): its two ends on the cluster's
     GPU, the one the page is at, and the other end's verdict; '' where the step is the cluster GPU's own."""
@@ -136,6 +151,7 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
     from harness.perfmodel.measured import of_setup
     from harness.results import model_tables, store
     from reports.pages.whatif.page import whatif_page
+    from reports.site import INDEX_FACTS
 
     # The page is of the setup predicted: its rows and its profile only.
     configs, profiles = store.read_configs(run_dir), model_tables.read_gradprofiles(run_dir)
@@ -152,12 +168,11 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
                        optimizer_from=getattr(args, "optimizer_from", "as given"), local_ddp_ms=args.local_ddp_ms,
                        trained=predict_full_size.trained_text(configs, setup, args.train_options)
                        if args.train_options is not None else "", ends=_ends_words(args),
-                       gpus=_asked_gpus(args, chosen))  # fmt: skip
+                       gpus=_asked_gpus(args, chosen),
+                       site_nav=(Path(args.page).parent / INDEX_FACTS).is_file())  # fmt: skip
     try:
         store.atomic_write(Path(args.page), lambda tmp: tmp.write_text(html, encoding="utf-8"))
     except OSError as error:  # a folder check cannot foresee every refusal (a full disk, /proc)
         raise ConfigError(f"--page {args.page!r}: {error.strerror or error}") from None
-    from reports.site import refresh_index
-
-    listed = refresh_index(Path(args.page).parent)  # written into a built site: its index lists it at once
+    listed = _relink(Path(args.page).parent, run_dir)  # written into a built site: its pages link it at once
     console.say(f"ddpbench predict: what-if page written: {args.page}" + (f" (listed in {listed})" if listed else ""))

@@ -300,5 +300,13 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
             parts.append(alerts.answer_below_floor(group) + alerts.late_note(group))
     if len(parts) == 2:
         parts.append("<p>No configuration of this run was measured: nothing to rank.</p>")
+    parts.append(predict_links(run.meta))
     parts.append(f"<p class=caption>{CAPTION}{POOLED_CAPS * pooled}{STAND_IN if stand_in else ''}</p>")
     return "\n".join(parts)
+
+
+def predict_links(meta: dict) -> str:
+    """The pages `predict --page` wrote of this run into its site (site.read_shared_pages), each under its title: the
+    answer on a cluster at a GPU's step given, which a page of the run's own machine does not give; '' for none."""
+    links = ", ".join(f'<a href="../{esc(p["href"])}">{esc(p["title"])}</a>' for p in meta.get("predict_pages") or [])
+    return f"<p>On a cluster at a GPU step given (<code>ddpbench predict --page</code>): {links}.</p>" if links else ""

@@ -292,17 +292,25 @@ def test_a_predict_page_written_into_a_site_is_listed_by_its_index_now_and_after
 
     results, _ = built
     out = tmp_path / "site"
-    site.build_site(results=results, out=out)
+    site.build_site(results=results, out=out, cluster=cluster.load("dgx-h100"))
     (out / "notes.html").write_text(f"<html><head><title>mine</title></head><body>{SHARED_PAGE}</body></html>")
     page_file = out / "h100.html"
     assert cli.main(["predict", "--run", "bucket_sweep", "--results", str(results), "--cluster", "dgx-h100",
                      "--nodes", "1", "--page", str(page_file)]) == 0  # fmt: skip
     assert f"what-if page written: {page_file} (listed in {out / 'index.html'})" in capsys.readouterr().out
     listed = '<li><a href="h100.html">What if: bucket_sweep on dgx-h100</a></li>'
-    on_its_line = '</small><br><a href="h100.html">What if: bucket_sweep on dgx-h100</a></td>'  # by RUN_MARK
+    on_its_line = 'its communication and memory</a><br><a href="h100.html">What if: bucket_sweep on dgx-h100</a></td>'
     index = (out / "index.html").read_text()
     assert listed in index and on_its_line in index and "notes.html" not in index
-    site.build_site(results=results, out=out)  # the next `report` lists it too
+    # reachable from the run's pages at once (only the index linked it), and the way back from it
+    linked = '<a href="../h100.html">What if: bucket_sweep on dgx-h100</a>'
+    assert linked in (out / "runs" / "bucket_sweep.html").read_text().split("<h2 id=answer>")[1].split("<h2")[0]
+    banner = (out / "runs" / "bucket_sweep.whatif.html").read_text().split('<p class="banner">')[1].split("</p>")[0]
+    assert banner.endswith(f"and this one link it: {linked}.")
+    assert '<nav><a href="index.html">all runs</a><a href="runs/bucket_sweep.html">run bucket_sweep</a></nav>' in (
+        page_file.read_text()
+    )
+    site.build_site(results=results, out=out, cluster=cluster.load("dgx-h100"))  # the next `report` lists it too
     assert listed in (out / "index.html").read_text() and on_its_line in (out / "index.html").read_text()
     assert [p["run"] for p in site.read_shared_pages(out)] == ["bucket_sweep"]  # notes.html: not ddpbench's
 

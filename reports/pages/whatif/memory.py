@@ -256,9 +256,16 @@ def device_banner(meta: dict, cluster: Cluster, local_step_ms: float | None, *, 
                 "strategy to book and no cap, only what holds whatever the GPU computes: the communication "
                 f"{esc(cluster.name)}'s network adds to a step and the memory a GPU holds. <code>ddpbench predict "
                 "--run RUN --cluster NAME --local-step-ms MS --page FILE.html</code> gives the rest for your GPU's "
-                "one-GPU step; written into this site's folder, the index links it beside the run.</p>")  # fmt: skip
+                f"one-GPU step; FILE.html in this site's folder (beside its index.html), the index, the run's page "
+                f"and this one link it{_given(meta)}.</p>")  # fmt: skip
     return (f'<p class="banner">The profile was measured on <b>{esc(device)}</b>: its forward, backward and optimizer '
             f"times are that device's, set here against {esc(cluster.name)}'s communication.</p>")  # fmt: skip
+
+
+def _given(meta: dict) -> str:
+    """': ' and the pages `predict --page` wrote of the run into the site (site.write_run), linked; '' for none."""
+    links = ", ".join(f'<a href="../{esc(p["href"])}">{esc(p["title"])}</a>' for p in meta.get("predict_pages") or [])
+    return f": {links}" if links else ""
 
 
 def communicated(group: pd.DataFrame) -> pd.DataFrame:

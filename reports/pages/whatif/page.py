@@ -141,9 +141,11 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                 checked: Callable[[dict], OwnCheck | None] | None = None,
                 full_params: Callable[[dict, int], Parameters | None] | None = None, trained: str = "",
                 local_optimizer_ms: float | None = None, batch_size: int | None = None,
-                local_ddp_ms: float | None = None, ends: str = "", gpus: list[int] | None = None) -> str:  # fmt: skip
+                local_ddp_ms: float | None = None, ends: str = "", gpus: list[int] | None = None,
+                site_nav: bool = False) -> str:  # fmt: skip
     """The page in a site (links to the index and the run's page), or `standalone`: one file with plotly.js in it and
-    no links, as `predict --page` writes it; `caps`, `local_step_ms`, `full_params` as predicted_rows takes them;
+    no links, as `predict --page` writes it (`site_nav`: written into a site's folder, the same links from there);
+    `caps`, `local_step_ms`, `full_params` as predicted_rows takes them;
     `memory(setup)`: the rows memory is counted from and what size they are of (default: the run's own);
     `checked(setup)`: the step models' errors on the run's own steps; `trained`: what --train-wopt changed; `ends`:
     a step measured on another GPU, at both ends on this one (wm.device_banner); `gpus`: the GPU counts asked
@@ -154,8 +156,10 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                           full_params=full_params, local_optimizer_ms=local_optimizer_ms, batch_size=batch_size,
                           optimizer_from=optimizer_from, local_ddp_ms=local_ddp_ms,
                           worlds=sorted({*world_sizes(cluster), *worlds}))  # fmt: skip
-    nav = "" if standalone else (f'<nav><a href="../index.html">all runs</a><a href="{esc(meta.get("page", run_id))}'
-                                 f'.html">run {esc(run_id)}</a></nav>')  # fmt: skip
+    up = "" if standalone else "../"  # a page to share: written into a site's folder (`site_nav`), beside its index
+    nav = "" if standalone and not site_nav else (
+        f'<nav><a href="{up}index.html">all runs</a><a href="{"runs/" if standalone else ""}'
+        f'{esc(meta.get("page", run_id))}.html">run {esc(run_id)}</a></nav>')  # fmt: skip
     inside = not rows.empty and bool((rows["calibrated_to"] == "reference").all())  # DDP's cost in the compute
     parts = [nav, f"<h1>What if run {esc(run_id)} ran on {esc(cluster.name)}?</h1>",
              wm.device_banner(meta, cluster, local_step_ms, inside=inside, ends=ends),
