@@ -227,7 +227,8 @@ def add_predict_parser(commands) -> None:
                          "--nodes' GPU counts, its figures one node to 1,024 GPUs), calibrated and scaled as "
                          "here, in one file to share, in a folder that exists (a CPU "
                          "run's without --local-step-ms: its communication and memory, no step); written beside a "
-                         "site's index.html, the index lists it, on its run's line too")  # fmt: skip
+                         "site's index.html (reports/site/NAME.html), the index and the run's pages link "
+                         "it")  # fmt: skip
     predict.add_argument("--local-step-ms", type=finite("--local-step-ms", "the one-GPU step in ms"),
                          help="one GPU's step (without DDP) of the model you will train, at your batch per GPU, on the "
                          "cluster's GPU (measured on another: --local-step-gpu): "

@@ -175,4 +175,5 @@ def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict
     except OSError as error:  # a folder check cannot foresee every refusal (a full disk, /proc)
         raise ConfigError(f"--page {args.page!r}: {error.strerror or error}") from None
     listed = _relink(Path(args.page).parent, run_dir)  # written into a built site: its pages link it at once
-    console.say(f"ddpbench predict: what-if page written: {args.page}" + (f" (listed in {listed})" if listed else ""))
+    console.say(f"ddpbench predict: what-if page written: {args.page}" + (f" (listed in {listed})" if listed else
+                " (no site's index.html beside it: nothing links it)"))  # fmt: skip

@@ -214,8 +214,8 @@ def test_predict_page_scales_as_the_console_does_in_one_file_to_share(built, tmp
     page_file = tmp_path / "whatif.html"
     assert cli.main(["predict", "--run", "bucket_sweep", "--results", str(results), "--cluster", "dgx-h100",
                      "--nodes", "1,2", "--local-step-ms", "20", "--page", str(page_file)]) == 0  # fmt: skip
-    printed = capsys.readouterr().out
-    assert f"what-if page written: {page_file}" in printed
+    printed = capsys.readouterr().out  # not into a site's folder: said where a user expected it linked (README)
+    assert f"what-if page written: {page_file} (no site's index.html beside it: nothing links it)\n" in printed
     page = page_file.read_text()
     _assert_printed_steps(printed, _steps_on_page(page), (8, 16))
     assert "<title>What if: bucket_sweep on dgx-h100 at a 20 ms GPU step</title>" in page
