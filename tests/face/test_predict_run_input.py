@@ -104,10 +104,16 @@ def _with_a_second_batch_size(run: Path, batch: int) -> None:
 
 def test_a_run_of_two_setups_says_which_it_predicts_and_the_flags_of_the_other(tmp_path, capsys):
     _with_a_second_batch_size(_copy("cpu_run", tmp_path), 16)
-    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), *CLUSTER]) == 0
+    page = tmp_path / "page.html"
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), *CLUSTER, "--page", str(page)]) == 0
     out = capsys.readouterr().out
     assert ("ddpbench predict: run cpu_run measured 2 workload setups: predicting the first, mlp/tiny batch 8; "
             "the others: mlp/tiny batch 16 by --batch-size 16") in out  # fmt: skip
+    # the page, which travels without the console, says as much: its title (the index's entry) and its banner
+    text = page.read_text()
+    assert "<title>What if: mlp/tiny batch 8 (run cpu_run) on dgx-h100</title>" in text
+    assert ('<p class="banner">This page predicts mlp/tiny batch 8 alone; the run measured mlp/tiny batch 16 by '
+            "--batch-size 16: <code>predict --page</code> with those flags for each.</p>") in text  # fmt: skip
     assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), *CLUSTER, "--batch-size", "16"]) == 0
     out = capsys.readouterr().out
     assert "workload setups" not in out and "mlp/tiny, batch 16 per rank" in out

@@ -136,6 +136,15 @@ def setup_text(setup: dict) -> str:
     return f"{text} ({', '.join(rest)})" if rest else text
 
 
+def setups_left_out(run_dir: Path, setup: dict) -> list[str]:
+    """The run's setups other than `setup`, each with the flags that predict it ('resnet18/tiny batch 8 by --workload
+    resnet18'): what a page of `setup` alone leaves out."""
+    from harness.perfmodel import predict
+
+    every = predict.run_setups(run_dir)
+    return [f"{setup_text(s)} by {_flags_choosing(s, every)}" for s in every if setup_text(s) != setup_text(setup)]
+
+
 def _flags_choosing(setup: dict, setups: list[dict]) -> str:
     """The fewest of predict's setup flags under which `setup` is the first match, so the one predicted (with any
     flags it matches added, still the first: the matches only narrow)."""

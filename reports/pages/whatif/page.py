@@ -142,14 +142,16 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                 full_params: Callable[[dict, int], Parameters | None] | None = None, trained: str = "",
                 local_optimizer_ms: float | None = None, batch_size: int | None = None,
                 local_ddp_ms: float | None = None, ends: str = "", gpus: list[int] | None = None,
-                site_nav: bool = False) -> str:  # fmt: skip
+                site_nav: bool = False, setup_name: str = "", left_out: list[str] = ()) -> str:  # fmt: skip
     """The page in a site (links to the index and the run's page), or `standalone`: one file with plotly.js in it and
     no links, as `predict --page` writes it (`site_nav`: written into a site's folder, the same links from there);
     `caps`, `local_step_ms`, `full_params` as predicted_rows takes them;
     `memory(setup)`: the rows memory is counted from and what size they are of (default: the run's own);
     `checked(setup)`: the step models' errors on the run's own steps; `trained`: what --train-wopt changed; `ends`:
     a step measured on another GPU, at both ends on this one (wm.device_banner); `gpus`: the GPU counts asked
-    (`predict --nodes`), the tables' and the choice's, the figures' from one node to 1,024 GPUs beside them."""
+    (`predict --nodes`), the tables' and the choice's, the figures' from one node to 1,024 GPUs beside them;
+    `setup_name`: the one setup a page of `predict --page` predicts, in its title, and `left_out` the run's others,
+    each with the flags that predict it, in its banner."""
     run_id, device = meta.get("run_id", ""), meta.get("device", "?")
     worlds = sorted(set(gpus)) if gpus else world_sizes(cluster)  # the tables' and the choice's
     rows = predicted_rows(profiles, configs, cluster, caps=caps, local_step_ms=local_step_ms, device=device,
@@ -161,10 +163,16 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
         f'<nav><a href="{up}index.html">all runs</a><a href="{"runs/" if standalone else ""}'
         f'{esc(meta.get("page", run_id))}.html">run {esc(run_id)}</a></nav>')  # fmt: skip
     inside = not rows.empty and bool((rows["calibrated_to"] == "reference").all())  # DDP's cost in the compute
-    parts = [nav, f"<h1>What if run {esc(run_id)} ran on {esc(cluster.name)}?</h1>",
-             wm.device_banner(meta, cluster, local_step_ms, inside=inside, ends=ends),
-             wm.trained_banner(trained), _asked(worlds, cluster) if gpus else ""]  # fmt: skip
-    title = f"What if: {run_id} on {cluster.name}" + (f" at a {local_step_ms:g} ms GPU step" if local_step_ms else "")
+    parts = [
+        nav,
+        f"<h1>What if run {esc(run_id)} ran on {esc(cluster.name)}?</h1>",
+        wm.device_banner(meta, cluster, local_step_ms, inside=inside, ends=ends),
+        wm.trained_banner(trained),
+        _asked(worlds, cluster) if gpus else "",
+        _left_out(setup_name, left_out),
+    ]
+    named = f"{setup_name} (run {run_id})" if setup_name else run_id  # a page to share is one setup's
+    title = f"What if: {named} on {cluster.name}" + (f" at a {local_step_ms:g} ms GPU step" if local_step_ms else "")
     title += " (an end of its bound)" if ends else ""  # not the step given: another GPU's, carried (wm.device_banner)
     mark = {"shared": True, "run": str(meta.get("page", run_id))} if standalone else {}  # the index's link to it
     if rows.empty:
@@ -231,6 +239,14 @@ def _answer(best: pd.DataFrame, cluster: Cluster, trained: str = "", default: st
             f'<p class="headline"><b>{profiled[0].upper() + profiled[1:]} profile</b> ({last["grad_mb"]:.4g} MiB of '
             f"gradients, the run's), <b>best cap for DDP</b> {said} Its cap is of its own buckets, not of the model "
             "to train.</p>")  # fmt: skip
+
+
+def _left_out(setup_name: str, left_out: list[str]) -> str:
+    """Where the page predicts one of the run's setups: the others, each with the flags that predict it."""
+    if not left_out:
+        return ""
+    return (f'<p class="banner">This page predicts {esc(setup_name)} alone; the run measured '
+            f"{esc('; '.join(left_out))}: <code>predict --page</code> with those flags for each.</p>")  # fmt: skip
 
 
 def _asked(worlds: list[int], cluster: Cluster) -> str:
