@@ -482,6 +482,17 @@ def test_with_repeats_parity_is_one_row_per_configuration_failed_where_any_repea
     assert "<td>5.00e-01</td><td>1.00e-04</td>" in markup.replace("\n", "")
 
 
+def test_parity_rows_of_a_run_of_several_models_name_each_model(cpu_run):
+    """A run of gpt2 and resnet18 listed each configuration twice under one label: a failure did not say whose."""
+    runs = repeated(cpu_run, (1.0, 1.5))
+    other = runs.assign(workload="gpt2", parity_ok=False, parity_max_abs_diff=0.5)
+    markup = run_sections.parity_table(pd.concat([runs, other], ignore_index=True)).replace("\n", "")
+    assert "<th>model</th><th>configuration</th>" in markup
+    assert "<td>gpt2/tiny</td><td>stock · w2 (2 repeats)</td><td><b>FAILED</b>" in markup
+    assert "<td>mlp/tiny</td><td>stock · w2 (2 repeats)</td><td>ok" in markup
+    assert "<th>model</th>" not in run_sections.parity_table(runs)  # one model: said by the page's headings
+
+
 def test_the_comparison_figure_is_on_a_log_axis_that_an_interval_of_two_repeats_cannot_flatten():
     from reports.pages import compare as comparison
 

@@ -284,6 +284,7 @@ def parity_by_configuration(rows: pd.DataFrame) -> pd.DataFrame:
         label = strategy_label(first["impl"], first["impl_options"])
         pooled.append({
             "config_label": f"{label} · w{first['world_size']} ({len(group)} repeats)",
+            **{key: first[key] for key in ("workload", "size") if key in group},
             "parity_ok": False if failed else (True if True in verdicts else None),
             "parity_max_abs_diff": group["parity_max_abs_diff"].max(),
             "parity_tolerance": _at_largest(group),
@@ -309,11 +310,16 @@ def _pooled_note(group: pd.DataFrame) -> str:
 
 
 def parity_table(configs: pd.DataFrame) -> str:
-    """Each configuration's gradient parity; with repeats, one row per configuration over them."""
+    """Each configuration's gradient parity; with repeats, one row per configuration over them; the model first where
+    the run measured several (each configuration's rows are alike but for it: a failure would not say whose)."""
     ok = aggregate.labelled(configs)
     ok = parity_by_configuration(ok) if aggregate.has_repeats(ok) and not ok.empty else ok
+    models = _models(ok)
+    several = models.nunique() > 1
+    ok = ok.assign(model=models).sort_values("model", kind="stable") if several else ok
     rows = [
         [
+            *([name_html(r.model)] if several else []),
             esc(r.config_label),
             config_cell("parity_ok", r.parity_ok, None),
             config_cell("parity_max_abs_diff", r.parity_max_abs_diff, None),
@@ -323,8 +329,17 @@ def parity_table(configs: pd.DataFrame) -> str:
         for r in ok.itertuples()
     ]
     classes = ["failed" if r.parity_ok is False else "" for r in ok.itertuples()]
-    return table(["configuration", "parity", "max |Δ| vs reference", "tolerance there", "note"], rows,
-                 row_classes=classes)  # fmt: skip
+    head = [*(["model"] if several else []), "configuration", "parity", "max |Δ| vs reference", "tolerance there",
+            "note"]  # fmt: skip
+    return table(head, rows, row_classes=classes)
+
+
+def _models(rows: pd.DataFrame) -> pd.Series:
+    """Each row's workload/size ('gpt2/tiny'), its workload alone where it has no size."""
+    if "workload" not in rows:
+        return pd.Series("", index=rows.index)
+    sizes = rows["size"].fillna("") if "size" in rows else pd.Series("", index=rows.index)
+    return rows["workload"].astype(str) + sizes.map(lambda size: f"/{size}" if size else "")
 
 
 def trust_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
