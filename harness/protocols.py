@@ -149,6 +149,11 @@ class StrategyDefaults:
     ranks. A strategy with extra ranks is a `ParameterServer` and has its own worker flow
     (harness.rank.rpc_flow)."""
 
+    instrument: ClassVar[str] = ""
+    """Where the strategy is one ddpbench runs to measure what DDP's parts cost, not one a team would train with
+    (naive, flat, bucketed): that, in a few words, which the run page says beside its description where it is
+    shown; "" for a strategy to deploy."""
+
     warmup_needed: ClassVar[dict[str, int]] = {}
     """Warm-up steps the strategy needs on a device type ("cuda", "cpu") before its steps are steady, where
     the run's default is too few. A run without --warmup gives it them (harness.config.grid.warmup_steps);

@@ -82,6 +82,10 @@ class _Slot:
 @dataclasses.dataclass(kw_only=True)
 class Bucketed(StrategyDefaults):
     gradient_traffic: ClassVar[str] = "allreduce"
+    instrument: ClassVar[str] = (
+        "ddpbench's measuring instrument beside DDP (to tell its reducer's cost from its buckets'), not a strategy "
+        "to deploy"
+    )
     keeps_buckets: ClassVar[bool] = True  # one flat buffer a bucket
     bucket_cap_mb: float | None = option(
         None,

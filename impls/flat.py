@@ -45,6 +45,7 @@ class _FlatGroup:
 class Flat(StrategyDefaults):
     gradient_traffic: ClassVar[str] = "allreduce"
     comm_after_backward: ClassVar[bool] = True
+    instrument: ClassVar[str] = "ddpbench's measuring instrument (what overlap saves), not a strategy to deploy"
     keeps_buckets: ClassVar[bool] = True  # one flat buffer a dtype and device
     _groups: list[_FlatGroup] = dataclasses.field(default_factory=list, init=False, repr=False)
     _timeline: CommTimeline | None = dataclasses.field(default=None, init=False, repr=False)

@@ -20,6 +20,9 @@ from impls._support.common import broadcast_module_state, nbytes, trainable_para
 class Naive(StrategyDefaults):
     gradient_traffic: ClassVar[str] = "allreduce"
     comm_after_backward: ClassVar[bool] = True
+    instrument: ClassVar[str] = (
+        "ddpbench's measuring instrument (what fusion and overlap save), not a strategy to deploy"
+    )
     _params: list[nn.Parameter] = dataclasses.field(default_factory=list, init=False, repr=False)
     _timeline: CommTimeline | None = dataclasses.field(default=None, init=False, repr=False)
 

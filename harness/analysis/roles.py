@@ -179,6 +179,15 @@ def beyond_defaults_of(rows: pd.DataFrame) -> pd.Series:
     return pd.Series([beyond_defaults(impl, options) for impl, options in pairs], index=rows.index, dtype=object)
 
 
+def described(impl: str) -> tuple[str, str]:
+    """(strategy `impl`'s registered description, its `instrument` words: why it is not one to deploy, '' where it
+    is); ('', '') for a name no longer registered."""
+    if impl not in impls.names():
+        return "", ""
+    entry = impls.entry(impl)
+    return entry.description, getattr(entry.cls, "instrument", "")
+
+
 def reference_name() -> str:
     """The reference strategy's name, for text where no row of it is at hand."""
     return impls.reference_name()

@@ -279,6 +279,7 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
     levels = levels_note(list(frames.values()), run.meta.get("config") or {}, swept=not run.recommendations.empty)
     parts = ["<h2 id=answer>The answer</h2>", levels]
     stand_in = pooled = explained = False
+    leaders: set[str] = set()  # the strategies a headline names first
     for workload, frame in frames.items():
         if frame.empty:
             continue
@@ -297,9 +298,12 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
             caps, said = alerts.cap_verdicts(verdicts, workload=workload, world=world, explain=not explained)
             explained |= said  # the buckets' why, once a page
             parts += [f"<p class=headline>{headline(group)}</p>", caps, world_table(group, verdicts, workload=workload)]
+            leaders.update(one_layout_pooled(group).loc[lambda rows: ~rows["is_floor"], "impl"].head(1))
             parts.append(alerts.answer_below_floor(group) + alerts.late_note(group))
     if len(parts) == 2:
         parts.append("<p>No configuration of this run was measured: nothing to rank.</p>")
+    parts.append(strategies_legend(list(dict.fromkeys(run.configs.loc[run.configs["status"] == "ok", "impl"])),
+                                   leaders))  # fmt: skip
     parts.append(predict_links(run.meta))
     parts.append(f"<p class=caption>{CAPTION}{POOLED_CAPS * pooled}{STAND_IN if stand_in else ''}</p>")
     return "\n".join(parts)
@@ -310,3 +314,16 @@ def predict_links(meta: dict) -> str:
     answer on a cluster at a GPU's step given, which a page of the run's own machine does not give; '' for none."""
     links = ", ".join(f'<a href="../{esc(p["href"])}">{esc(p["title"])}</a>' for p in meta.get("predict_pages") or [])
     return f"<p>On a cluster at a GPU step given (<code>ddpbench predict --page</code>): {links}.</p>" if links else ""
+
+
+def strategies_legend(shown: list[str], leaders: set[str] = frozenset()) -> str:
+    """What each strategy shown is, in its plug-in's registered words (`ddpbench list`), and where one is not a
+    strategy to deploy (its plug-in's `instrument`), that, first where it leads a headline above; '' for none."""
+    said = {impl: roles.described(impl) for impl in shown}
+    named = [f"<b>{esc(impl)}</b>: {esc(what)}" + (f" — {esc(why)}" if why else "")
+             for impl, (what, why) in said.items() if what]  # fmt: skip
+    if not named:
+        return ""
+    led = [f"<b>{esc(impl)}</b> leads above but is {esc(said[impl][1])}" for impl in shown
+           if impl in leaders and said[impl][1]]  # fmt: skip
+    return f"<p class=caption>{'; '.join(led) + '. ' if led else ''}Strategies: {'; '.join(named)}.</p>"

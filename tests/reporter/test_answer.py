@@ -288,6 +288,29 @@ def test_a_swept_runs_answer_says_each_caps_verdict_under_its_headline(tmp_path)
     assert page.index("<b>Bucket cap</b>") < page.index("<table")  # before the table, under the headline
 
 
+def test_the_answer_says_what_each_strategy_is_in_its_plug_ins_words_and_which_are_no_strategy_to_deploy(tmp_path):
+    """A lead read 'bucketed leads' as a choice to make: bucketed is ddpbench's own reducer in Python, a measuring
+    instrument beside DDP. Under the answer, each strategy shown in its registered description (`ddpbench list`),
+    with its plug-in's `instrument` words where it declares them, and those said first where one leads."""
+    import impls
+
+    legend = answer.strategies_legend(["bucketed", "stock", "naive", "local", "gone"], {"bucketed"})
+    bucketed, naive = (impls.entry(name).cls.instrument for name in ("bucketed", "naive"))
+    assert bucketed and naive and not impls.entry("stock").cls.instrument  # declared by the plug-ins, not here
+    assert legend.startswith(f"<p class=caption><b>bucketed</b> leads above but is {bucketed}. Strategies: ".replace(
+        "'", "&#x27;"))  # fmt: skip
+    for name in ("bucketed", "stock", "naive", "local"):
+        what = impls.entry(name).description + (
+            f" — {impls.entry(name).cls.instrument}" * (name in ("bucketed", "naive"))
+        )
+        assert f"<b>{name}</b>: {what}".replace("'", "&#x27;") in legend
+    assert "gone" not in legend  # a strategy no longer registered has no words to give
+    assert "leads above" not in answer.strategies_legend(["bucketed", "stock"], {"stock"})
+    run = site.read_run(DATA / "bucket_sweep", pages=tmp_path)  # on a run page, under the answer's tables
+    page = answer.answer_section(run, ["mlp"])
+    assert page.index("Strategies: <b>") > page.rindex("<table") and "leads above" not in page
+
+
 def test_the_buckets_why_is_said_by_the_first_row_that_says_it_not_one_with_no_decision():
     """A sweep's row with one bucket layout but no recorded decision says 'fastest: … (no verdict recorded …)', no
     buckets and no why; it cleared the why all the same, and the flat row after it said '(every cap makes the same
