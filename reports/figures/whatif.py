@@ -59,7 +59,7 @@ def efficiency_vs_gpus(best: pd.DataFrame, *, cluster: str, marked=()) -> go.Fig
         figure.add_trace(go.Scatter(name="at most, with the gradients of the model to train", x=best["world_size"],
                                     y=best["full_size_efficiency_at_most"], mode="lines+markers",
                                     line={"color": PALETTE[1], "dash": "dot"},
-                                    hovertemplate="%{x} GPUs: at most %{y:.3f} at the cap its floors favour"
+                                    hovertemplate="%{x} GPUs: at most %{y:.3f} at the cap DDP is ranked at"
                                                   "<extra></extra>"))  # fmt: skip
         title += ", and at most with the gradients of the model to train (dotted)"
     return styled(figure, title=title,

@@ -380,7 +380,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     for m in booked:  # the page books each at the console's cap and figure
         assert f"<td>{m.group(1)}</td><td>stock at {m.group(2)} MiB</td><td>≥{m.group(3)}" in page_table
     # the page gives the full size's floor beside each answer, at the cap the choice ranks it at
-    assert "<th>DDP's step at the full size, at least (ms), at the cap its floors favour</th>" in page_text
+    assert "<th>DDP's step at the full size, at least (ms), at the cap it is ranked at</th>" in page_text
     assert "<th>ZeRO-1's, at least (ms), at the cap it is ranked at</th>" in page_text
     assert "<th>FSDP2's, at least (ms)</th>" in page_text
     assert "The table's last three columns are the least each step can take with the full size's " in page_text

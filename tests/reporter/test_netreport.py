@@ -587,6 +587,7 @@ def test_a_what_if_page_of_a_smaller_size_leads_with_what_the_full_sizes_floors_
     GPUs', its heading the benched size, and the full size's bound in an italic caveat at the end: the model to train
     now leads, heading and headline, and the profiled size's figures follow, said to be its."""
     from harness.commands.report import as_predict_counts
+    from harness.perfmodel.pick import ranked
     from reports.pages.whatif import full_size
     from reports.pages.whatif import page as whatif
 
@@ -609,9 +610,11 @@ def test_a_what_if_page_of_a_smaller_size_leads_with_what_the_full_sizes_floors_
     assert lead.startswith("<b>The full size</b>, 1,024 MiB of gradients (counted on the meta device): DDP's scaling "
                            "efficiency is at most ")  # fmt: skip
     most = re.search(r"and at most ([\d.]+) at 1024 GPUs with the full size's gradients: there its step takes at "
-                     r"least ([\d.]+) ms at ([\d.]+) MiB \(the cap its floors favour, where the "
-                     r"choice ranks it\) against ([\d.]+) ms on one GPU", lead)  # fmt: skip
-    bound, least, cap, one_gpu = (float(x) for x in most.groups())
+                     r"least ([\d.]+) ms at ([\d.]+) MiB \(where the choice ranks it: ([^)]+)\) against ([\d.]+) ms "
+                     r"on one GPU", lead)  # fmt: skip
+    bound, least, cap, one_gpu = (float(x) for x in most.group(1, 2, 3, 5))
+    # why that cap, in the console's words (here every cap ties at 1024 GPUs: not 'the cap its floors favour')
+    assert most.group(4) in {ranked.floors_cap_words(cap, tie) for tie in (True, False)}
     assert bound == pytest.approx(one_gpu / least, abs=1e-3)
     # the floors' columns are at that cap too (a tester read 'at least 102 ms at any cap' above '≥119.1', the floor
     # at the small profile's cap)
@@ -652,10 +655,37 @@ def test_the_full_size_headline_names_the_nodes_of_the_fewest_gpus_asked():
 
     best = pd.DataFrame({"world_size": [16, 32], "nodes": [2, 4], "full_size_mb": [475.0, 475.0],
                          "full_size_efficiency_at_most": [1.0, 0.999], "full_size_least_step_ms": [300.1, 300.2],
-                         "full_size_cap_mb": [25.0, 25.0], "local_step_ms": [300.0, 300.0]})  # fmt: skip
+                         "full_size_cap_mb": [25.0, 25.0], "local_step_ms": [300.0, 300.0],
+                         "full_size_cap_why": "the cap its floors favour"})  # fmt: skip
     lead = full_size.full_size_lead(best, "")
     assert " at most 1.000 on 2 nodes (16 GPUs) and at most 0.999 at 32 GPUs" in lead, lead
     assert " on one node (8 GPUs) " in full_size.full_size_lead(best.assign(world_size=[8, 16], nodes=[1, 2]), "")
+
+
+def test_where_the_floors_tie_at_every_cap_the_page_says_so_in_the_consoles_words():
+    """A team lead's predict page read 'at 25 MiB (the cap its floors favour …)' and a column '… at the cap its
+    floors favour', 120.5 ms at both caps, where the console said 'its floors tie at every cap, and 25 MiB is DDP's
+    default': the page says why that cap in the console's words (ranked.floors_cap_words)."""
+    from harness.perfmodel.pick import ranked
+    from reports.pages.whatif import full_size
+
+    def frame(floors: list[float]) -> pd.DataFrame:
+        return pd.DataFrame({"world_size": 16, "nodes": 2, "bucket_cap_mb": [1.0, 25.0], "step_ms": 120.0,
+                             "scaling_efficiency": 1.0, "full_size_step_floor_ms": floors, "local_step_ms": 120.0,
+                             "zero_step_ms": 124.0, "zero_full_size_step_floor_ms": 127.7,
+                             "full_size_mb": 475.0})  # fmt: skip
+
+    tied = pd.DataFrame([{"world_size": 16, "nodes": 2, "full_size_mb": 475.0, "local_step_ms": 120.0,
+                          **ranked.full_size_figures(frame([120.6, 120.7]))}])  # fmt: skip
+    lead = html.unescape(full_size.full_size_lead(tied, ""))
+    assert "at 25 MiB (where the choice ranks it: its floors tie at every cap, and 25 MiB is DDP's default)" in lead
+    assert "favour" not in lead
+    from harness.commands.predict.full_size import full_size_lead  # the console's words, the same
+
+    said = full_size_lead([frame([120.6, 120.7])], "the full size", backward_ms=50.0)
+    assert "bucket_cap_mb 25 MiB: its floors tie at every cap, and 25 MiB is DDP's default; " in said
+    favoured = ranked.full_size_figures(frame([130.0, 120.7]))
+    assert (favoured["full_size_cap_mb"], favoured["full_size_cap_why"]) == (25.0, "the cap its floors favour")
 
 
 def test_a_what_if_page_at_one_gpu_count_says_each_figure_once(built):

@@ -250,7 +250,6 @@ def full_size_lead(frames: list, whose: str, *, backward_ms: float) -> str:
     its floors favour; w16 to w64: step at least 41.33 → 46.45 ms, scaling efficiency at most 0.968 → 0.861. Why at
     w64: at 100 MiB its all-reduces take at least …'; '' where no floor binds. (A floor is a lower bound: the
     table's ≥ columns say so, and the what-if page in full.)"""
-    from harness.bucketing import DDP_DEFAULT_CAP_MB
     from harness.perfmodel.pick import ranked
 
     if not frames or not any(ranked.floors_bind(frame) for frame in frames):
@@ -267,10 +266,8 @@ def full_size_lead(frames: list, whose: str, *, backward_ms: float) -> str:
             f"at w{int(last['world_size'])}: step at least {least[-1]:.4g} ms, scaling efficiency at most "
             f"{most[-1]:.3f}")  # fmt: skip
     why = ranked.full_size_why(last, backward_ms, last["bucket_cap_mb"], terse=True)
-    favour = ", the cap its floors favour"  # where every cap ties, why this one (ranked.least_row's rule)
-    if len(merged) == 1 and all(ranked.caps_tie(frame) for frame in frames):
-        whose_cap = "DDP's default" if float(cap_text) == DDP_DEFAULT_CAP_MB else "the benched model's answer"
-        favour = f": its floors tie at every cap, and {cap_text} MiB is {whose_cap}"
+    tie = len(merged) == 1 and all(ranked.caps_tie(frame) for frame in frames)  # why this cap: least_row's rule
+    favour = (": " if tie else ", ") + ranked.floors_cap_words(float(rows[0]["bucket_cap_mb"]), tie)
     return (f"for {whose}, by its floors: bucket_cap_mb {cap_text} MiB{favour}; {span}. Why at "
             f"w{int(last['world_size'])}: {why}")  # fmt: skip
 

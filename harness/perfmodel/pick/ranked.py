@@ -87,6 +87,16 @@ def caps_tie(frame: pd.DataFrame) -> bool:
     return len(known) == len(values) > 1 and max(known) <= min(known) * (1 + ALIKE)
 
 
+def floors_cap_words(cap_mb: float, tie: bool) -> str:
+    """Why DDP is ranked at `cap_mb` by its full-size floors, as the console's answer and the what-if page say it:
+    'the cap its floors favour', or where they tie at every cap (`caps_tie`), which cap `least_row`'s rule took:
+    'its floors tie at every cap, and 25 MiB is DDP's default'."""
+    if not tie:
+        return "the cap its floors favour"
+    whose = "DDP's default" if float(cap_mb) == DDP_DEFAULT_CAP_MB else "the benched model's answer"
+    return f"its floors tie at every cap, and {cap_mb:g} MiB is {whose}"
+
+
 def floors_bind(frame: pd.DataFrame) -> bool:
     """Whether DDP's full-size floor at the small profile's cap is above its prediction there: the full size's
     figures, not the small model's, then say what DDP's step is."""
@@ -101,7 +111,7 @@ def full_size_figures(frame: pd.DataFrame) -> dict:
     and ZeRO-1's floor at the cap each is ranked at (`ranked_row`; `full_size_cap_mb`, `zero_full_size_cap_mb`), the
     least DDP's step can take with its gradients at any cap (its prediction or floor, the higher) and the most its
     scaling efficiency can be so (the one-GPU step, `local_step_ms`, over it), both at the cap DDP is ranked at
-    (`full_size_cap_mb`); {} without floors."""
+    (`full_size_cap_mb`, and why that cap: `full_size_cap_why`, floors_cap_words); {} without floors."""
     if "full_size_step_floor_ms" not in frame:
         return {}
     ddp, zero = ddp_ranked_row(frame), ranked_row(frame, *ZERO_COLUMNS, "ZeRO-1")
@@ -111,6 +121,7 @@ def full_size_figures(frame: pd.DataFrame) -> dict:
     return {**{key: ddp[key] for key in frame if key.startswith("full_size_")}, "full_size_cap_mb": ddp.bucket_cap_mb,
             "zero_full_size_step_floor_ms": zero[ZERO_COLUMNS[1]], "zero_full_size_cap_mb": zero.bucket_cap_mb,
             "full_size_least_step_ms": least,
+            "full_size_cap_why": floors_cap_words(ddp.bucket_cap_mb, caps_tie(frame)),
             "full_size_efficiency_at_most": frame["local_step_ms"].iloc[0] / least}  # fmt: skip
 
 

@@ -94,8 +94,8 @@ def full_size_lead(best: pd.DataFrame, trained: str, default: str = "") -> str:
             f"gradients (counted on the meta device): DDP's scaling efficiency is at most "
             f"{efficiencies(best, 'full_size_efficiency_at_most', ' and at most ')} with "
             f"{'its' if trained else 'the full size' + chr(39) + 's'} gradients: there its step takes at least "
-            f"{last['full_size_least_step_ms']:.4g} ms at {last['full_size_cap_mb']:g} MiB (the cap its floors "
-            f"favour, where the choice ranks it) against {last['local_step_ms']:.4g} ms on one GPU, "
+            f"{last['full_size_least_step_ms']:.4g} ms at {last['full_size_cap_mb']:g} MiB (where the choice ranks "
+            f"it: {esc(last['full_size_cap_why'])}) against {last['local_step_ms']:.4g} ms on one GPU, "
             f"on the profile's compute (the table's last columns give each strategy's floor).{_full_size_why(last)}"
             "</p>")  # fmt: skip
 
@@ -116,7 +116,7 @@ def nodes_text(count: int) -> str:
 
 
 def _full_size_why(row: pd.Series) -> str:
-    """' <b>Why</b> at 1024 GPUs: …': the full size's all-reduces at the cap its floors favour (`full_size_cap_mb`),
+    """' <b>Why</b> at 1024 GPUs: …': the full size's all-reduces at the cap DDP is ranked at (`full_size_cap_mb`),
     the profiled size's 'why' being of other buckets; '' where the row has no such floor (ranked.full_size_why)."""
     said = ranked.full_size_why(row, row.get("backward_ms", float("nan")), row.get("full_size_cap_mb", float("nan")))
     return f" <b>Why</b> at {int(row['world_size'])} GPUs: {esc(said)}." if said else ""

@@ -26,13 +26,13 @@ def best_table(best: pd.DataFrame) -> str:
              "its lead", f"ZeRO-1 step ms{sized}", "its broadcasts ms", f"FSDP2 step ms{sized}"]  # fmt: skip
     if sized:  # the full size's parameters at the cap each is ranked at: the least each step takes
         heads += [
-            "DDP's step at the full size, at least (ms), at the cap its floors favour",
+            "DDP's step at the full size, at least (ms), at the cap it is ranked at",
             "ZeRO-1's, at least (ms), at the cap it is ranked at",
             "FSDP2's, at least (ms)",
             "DDP's efficiency at the full size, at most, at the cap it is ranked at",
         ]
         cells = [[*row, f"{r.full_size_step_floor_ms:.4g} at {r.full_size_cap_mb:g} MiB "
-                  f"({ms_text(r.full_size_comm_ms)} ms of all-reduces)",
+                  f"({ms_text(r.full_size_comm_ms)} ms of all-reduces; {esc(r.full_size_cap_why)})",
                   f"{r.zero_full_size_step_floor_ms:.4g} at {r.zero_full_size_cap_mb:g} MiB "
                   f"({ms_text(r.zero_full_size_broadcast_ms)} ms of broadcasts)",
                   _fsdp_cell(r, "fsdp_full_size_step_floor_ms", f" ({ms_text(r.fsdp_full_size_gather_ms)} ms of "
