@@ -76,6 +76,34 @@ def sharded_optimizer_over_allreduce(frame: pd.DataFrame) -> pd.Series:
     return (rows["gradient_traffic"] == "allreduce") & rows["shards_state"].fillna(False).astype(bool)
 
 
+STATELESS_OPTIMIZERS = ("sgd",)
+"""The optimizers that keep no state: ddpbench's `sgd` (torch's SGD without momentum)."""
+
+
+def shards_nothing(frame: pd.DataFrame) -> pd.Series:
+    """Rows of a strategy whose only sharding is the optimizer's state (ZeRO-1: sharded_optimizer_over_allreduce)
+    stepping an optimizer that keeps none (`optimizer` in STATELESS_OPTIMIZERS): it shards nothing, and what its
+    rows hold and take is that optimizer's, not the one a model is trained with."""
+    if not len(frame) or "optimizer" not in frame:
+        return pd.Series(False, index=frame.index, dtype=bool)
+    return sharded_optimizer_over_allreduce(frame) & frame["optimizer"].isin(STATELESS_OPTIMIZERS)
+
+
+def shards_nothing_words(frame: pd.DataFrame) -> str:
+    """'zero shards only the optimizer's state, and --optimizer sgd keeps none: …': where rows shard nothing
+    (`shards_nothing`), what their memory and step are and how to see them with the optimizer one trains with; the
+    words bench's plan, the run page and the what-if page say; '' where no row does."""
+    rows = frame[shards_nothing(frame)]
+    if rows.empty:
+        return ""
+    names, optimizers = (sorted(set(rows[column])) for column in ("impl", "optimizer"))
+    which, stateless = ", ".join(names), " or ".join(optimizers)
+    return (f"{which} shard{'s' * (len(names) == 1)} only the optimizer's state, and --optimizer {stateless} keeps "
+            f"none: {which}'s memory and step here are {stateless}'s, saving nothing for the communication; bench "
+            "with the optimizer you train with (--optimizer adamw keeps two moments a parameter) to see what it "
+            "saves")  # fmt: skip
+
+
 def shards_parameters(frame: pd.DataFrame) -> pd.Series:
     """Rows of strategies that shard the parameters themselves (FSDP): each unit's are all-gathered before its
     compute and its gradients reduce-scattered after."""

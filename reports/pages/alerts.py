@@ -323,6 +323,13 @@ def not_alone(records: list[dict[str, Any]] | None) -> list[str]:
     return [f"<b>Not alone on the machine:</b> {esc('; '.join(said))}."] if said else []
 
 
+def nothing_to_shard(configs: pd.DataFrame) -> list[str]:
+    """A strategy that shards only the optimizer's state, run with an optimizer that keeps none (roles.shards_nothing):
+    its memory and step are that optimizer's, in bench's words."""
+    said = roles.shards_nothing_words(configs[configs["status"] == "ok"]) if "status" in configs else ""
+    return [f"<b>Nothing to shard:</b> {esc(said)}."] if said else []
+
+
 def alerts(
     meta: dict[str, Any], configs: pd.DataFrame, *, resume_command: str, launches: list[dict[str, Any]] | None = None
 ) -> str:
@@ -332,6 +339,7 @@ def alerts(
         *not_alone(launches),
         *one_world_size(configs),
         *short_warmup(meta, configs),
+        *nothing_to_shard(configs),
         *noisy(configs),
     ]
     return "".join(f'<p class="banner warning">{s}</p>' for s in sentences)

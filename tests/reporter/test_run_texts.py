@@ -599,3 +599,30 @@ def pages_html_values(values) -> list[float]:
     if isinstance(values, dict):
         return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"]).tolist()
     return list(values)
+
+
+def test_a_sharding_strategy_with_nothing_to_shard_is_said_on_the_run_and_what_if_pages():
+    """A team lead read 'stock or zero' as a tie and 'zero | nothing' in a what-if page's memory table of a run with
+    --optimizer sgd, which keeps no state for zero to shard: only bench's console said so. The run page's warnings
+    and the what-if page's memory say it, in bench's words, from the rows (optimizer, the strategy's role)."""
+    from harness.analysis import roles
+    from harness.perfmodel.clusters import cluster
+    from reports.pages import alerts
+    from reports.pages.whatif import memory as whatif_memory
+
+    def row(impl: str, world: int, optimizer: str, state: float) -> dict:
+        return {"workload": "gpt2", "size": "tiny", "batch_size": 4, "dtype": "fp32", "optimizer": optimizer,
+                "impl": impl, "impl_options": "{}", "world_size": world, "status": "ok", "held_param_mb": 10.0,
+                "held_grad_mb": 10.0, "held_optimizer_state_mb": state / (world if impl != "stock" else 1)}  # fmt: skip
+
+    sgd = pd.DataFrame([row(impl, world, "sgd", 0.0) for impl in ("stock", "zero", "fsdp") for world in (1, 2)])
+    said = roles.shards_nothing_words(sgd)
+    assert said.startswith("zero shards only the optimizer's state, and --optimizer sgd keeps none: zero's memory "
+                           "and step here are sgd's")  # fmt: skip
+    assert "--optimizer adamw" in said and "fsdp" not in said  # fsdp shards parameters and gradients whatever steps
+    assert alerts.nothing_to_shard(sgd) == [f"<b>Nothing to shard:</b> {pages_html.esc(said)}."]
+    page = text(whatif_memory.memory_section(sgd, cluster.load("dgx-h100"), [8, 16]))
+    assert said in page
+    adamw = pd.DataFrame([row(impl, world, "adamw", 20.0) for impl in ("stock", "zero") for world in (1, 2)])
+    assert roles.shards_nothing_words(adamw) == "" and alerts.nothing_to_shard(adamw) == []
+    assert "shards only" not in text(whatif_memory.memory_section(adamw, cluster.load("dgx-h100"), [8]))

@@ -91,19 +91,14 @@ def warn_slow_bf16(configurations, *, threads: int) -> None:
 
 def warn_nothing_to_shard(configurations) -> None:
     """ZeRO-1 shards only the optimizer's state, and SGD without momentum (ddpbench's sgd) keeps none: such rows
-    pay for the sharding's communication with no memory to save."""
+    pay for the sharding's communication with no memory to save (roles.shards_nothing_words, as the pages say it)."""
     import pandas as pd
 
     from harness.analysis import roles
 
     rows = pd.DataFrame([{"impl": c.impl, "optimizer": c.optimizer} for c in configurations])
-    if rows.empty:
-        return
-    names = sorted(set(rows.loc[roles.sharded_optimizer_over_allreduce(rows) & (rows["optimizer"] == "sgd"), "impl"]))
-    if names:
-        warning(f"{', '.join(names)} shard{'s' * (len(names) == 1)} only the optimizer's state, and "
-                "--optimizer sgd keeps none: the sharding costs communication and saves no memory here; "
-                "--optimizer adam (or adamw) keeps two moments a parameter, the state it shards")  # fmt: skip
+    if said := roles.shards_nothing_words(rows):
+        warning(said)
 
 
 def warn_beyond_host_memory(configurations) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from harness.analysis import roles
 from harness.analysis.verdicts.compare import setup_words
 from harness.perfmodel.clusters.cluster import Cluster, is_builtin
 from harness.perfmodel.clusters.published import cap_caveats, checked_table, published_check_summary, published_checks
@@ -63,8 +64,8 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
     even = optimizer_break_even(frames[-1], optimizer_ms=optimizer_ms, step_ms=first["local_step_ms"]) if on_cpu else ""
     left_out = first.get("own_costs_left_out", "")  # FSDP's and ZeRO's own costs, a CPU's, as the console says
     failed = parity.left_out_words(labelled)  # in sight, not only in the folded words: it is never booked
-    said = "; ".join(part for part in (failed, _misses(cluster, group, frames), cpu if on_cpu else "", even,
-                                       left_out) if part)  # fmt: skip
+    said = "; ".join(part for part in (failed, roles.shards_nothing_words(state), _misses(cluster, group, frames),
+                                       cpu if on_cpu else "", even, left_out) if part)  # fmt: skip
     header = table_header(cost=batch is not None, tokens=tokens_a_step(labelled) is not None)
     answer = table(list(header), [[esc(cell) for cell in row] for row in rows]) if rows else ""
     if rows and (unborne := unborne_words(checked and checked.errors)):  # the doubt where the answer is read
@@ -117,10 +118,18 @@ def memory_section(configs: pd.DataFrame, cluster: Cluster, worlds: list[int], *
         opening = esc(_first_fit(group, cluster, worlds[0])) + _batch_words(group, setup, batch_given)
         parts += [f"<p class=takeaway><b>{esc(setup_words(setup))}:</b> {opening}At {worlds[-1]} GPUs each rank "
                   f"holds {esc(said)} of parameters, gradients and optimizer state"
-                  f"{esc(_with_activations(most, worlds[-1]) + '.' + _fits(group, cluster, worlds))}</p>",
+                  f"{esc(_with_activations(most, worlds[-1]) + '.' + _fits(group, cluster, worlds))}"
+                  f"{esc(_nothing_to_shard(group))}</p>",
                   table(head, cells)]  # fmt: skip
     parts.append(f"<p class=caption>{esc(_memory_caption(state, size_note))}</p>")
     return "\n".join(parts)
+
+
+def _nothing_to_shard(group: pd.DataFrame) -> str:
+    """' zero shards only the optimizer's state, …': where the setup's optimizer leaves a sharding strategy nothing
+    to shard, its memory is that optimizer's (roles.shards_nothing_words, bench's words)."""
+    said = roles.shards_nothing_words(group)
+    return f" {said}." if said else ""
 
 
 def _first_fit(group: pd.DataFrame, cluster: Cluster, world: int) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from harness.analysis import roles
 from harness.commands.console import say, say_once
 from harness.perfmodel.memory_words import unchosen_words
 from harness.perfmodel.pick.choice_table import COST, chosen, noted_rows, table_header, tokens_a_step
@@ -26,10 +27,11 @@ def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataF
                  optimizer_ms: float = 0.0, step_ms: float = 0.0, errors=None, batch: int | None = None,
                  caveat: str = "", batch_note: str = "") -> bool:  # fmt: skip
     """Say the table (`state` labelled by `strategy`, as choice_words takes it), its notes under it, then what the
-    choice leaves out (unchosen.unchosen_words), `caveat` and `batch_note`; nothing where there is no choice; whether
-    said. `batch`: a GPU's samples a step, as the steps are (their GPU-hours a million samples); `batch_note`: which
-    batch that is (run_batch_caveat), the run's words, said once over several clusters (console.say_once). A CPU's
-    steps, with no GPU step given, have no such table (scaling.steps_known)."""
+    choice leaves out (unchosen.unchosen_words), where the run's optimizer leaves a sharding strategy nothing to shard
+    that its memory and step are that optimizer's (roles.shards_nothing_words), `caveat` and `batch_note`; nothing
+    where there is no choice; whether said. `batch`: a GPU's samples a step, as the steps are (their GPU-hours a
+    million samples); `batch_note`: which batch that is (run_batch_caveat), the run's words, said once over several
+    clusters (console.say_once). A CPU's steps, with no GPU step given, have no such table (scaling.steps_known)."""
     made = chosen(state, frames, capacity_gib, errors, optimizer_ms)  # once: the table and what it leaves out say it
     rows = noted_rows(state, frames, capacity_gib, optimizer_ms=optimizer_ms, step_ms=step_ms, errors=errors,
                       batch=batch, made=made)  # fmt: skip
@@ -53,7 +55,7 @@ def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataF
         if len(figures) > 1 and figures[0][1] and len({figure for _, figure in figures}) == 1:  # alike: said once
             each = f" (w{', w'.join(gpus for gpus, _ in figures)}: {figures[0][1]})"
         say(f"  [{k}] {short}{each}{': ' + rest if rest else ''}")
-    for words in (*unchosen_words(state, made[0], capacity_gib), caveat):
+    for words in (*unchosen_words(state, made[0], capacity_gib), roles.shards_nothing_words(state), caveat):
         if words:
             say(f"  {words}")
     if batch_note:
