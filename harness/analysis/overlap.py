@@ -92,17 +92,25 @@ def step_communication(phases: dict[str, float], collectives: Sequence[dict[str,
     a completion stamp counts until the end of the sync phase, by which time every strategy has
     waited for all of its collectives."""
     bounds = phase_bounds(phases)
-    sync_end = bounds["sync"][1]
-    spans = [(c["launched_ms"], c["done_ms"] if c.get("done_ms") is not None else sync_end) for c in collectives]
-    blocked = [span for span, c in zip(spans, collectives, strict=True) if c.get("blocking")]
-    in_flight = merged(spans)
-    exposed = minus(in_flight, compute_intervals(phases, [c["ready_ms"] for c in collectives], blocked))
+    in_flight, exposed = in_flight_and_exposed(phases, collectives)
     return {
         "comm_ms": length(in_flight),
         "exposed_comm_ms": length(exposed),
         **{f"exposed_{phase}_ms": length(clipped(exposed, bounds[phase])) for phase in ("backward", "forward",
                                                                                         "optimizer")},
     }  # fmt: skip
+
+
+def in_flight_and_exposed(
+    phases: dict[str, float], collectives: Sequence[dict[str, float]]
+) -> tuple[list[Interval], list[Interval]]:
+    """When at least one collective was in flight in the step, and when of that no compute ran (exposed), as
+    intervals in ms from the step's start (`step_communication`'s figures; the bucket timeline draws them)."""
+    sync_end = phase_bounds(phases)["sync"][1]
+    spans = [(c["launched_ms"], c["done_ms"] if c.get("done_ms") is not None else sync_end) for c in collectives]
+    blocked = [span for span, c in zip(spans, collectives, strict=True) if c.get("blocking")]
+    in_flight = merged(spans)
+    return in_flight, minus(in_flight, compute_intervals(phases, [c["ready_ms"] for c in collectives], blocked))
 
 
 def overlap_efficiency(comm_ms: Iterable[float], exposed_ms: Iterable[float]) -> float | None:

@@ -78,10 +78,11 @@ CAPTIONS = {
     "after backward by design: 0; a strategy with a single bucket hides none either).",
     "timeline": "One ordinary step of rank 0 (its median step): the phases on the first row of each strategy, "
     "then each bucket's collective (an all-reduce; FSDP's all-gathers and reduce-scatters; the broadcasts of "
-    "buffers before forward and of ZeRO's parameters after its step) from launch to completion. A bucket that "
-    "overlaps the orange backward is "
-    "hidden; one that starts after it is exposed. A tick marks when a bucket was ready, where it had to wait "
-    "for an earlier bucket (buckets launch in order). A step of more than "
+    "buffers before forward and of ZeRO's parameters after its step) from launch to completion. The phases' row "
+    "draws in red when a collective was in flight and no compute ran (communication not hidden, taken out of the "
+    "phase it fell in as the stacked bars take it: DDP waits for its last buckets inside backward), so a bucket over "
+    "the orange backward is hidden, and one over the red is not. A tick marks when a bucket was ready, where it had "
+    "to wait for an earlier bucket (buckets launch in order). A step of more than "
     f"{timeline.MAX_BUCKET_ROWS} collectives (one per parameter) has them all in one row, each at its own time.",
     "memory": "Bars side by side are the ranks of one configuration: a taller rank 0 is a rank-0 skew. "
     "Panels without data were not measurable on this machine (null, never 0).",

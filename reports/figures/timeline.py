@@ -7,8 +7,10 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from harness.analysis import overlap
 from reports.aggregate import PHASES, labelled
 from reports.figures.network import size_label
+from reports.figures.steps import SEGMENT_STYLE
 from reports.figures.style import new_figure, styled
 
 PHASE_COLOURS = {"forward_ms": "#4c78a8", "backward_ms": "#f58518", "sync_ms": "#e45756", "optimizer_ms": "#72b7b2"}
@@ -34,7 +36,7 @@ def bucket_timeline(
         collectives = timeline[timeline["config_id"] == config.config_id]
         phase_row = f"{config.label}: phases"
         order.append(phase_row)
-        _add_phases(figure, phase_row, collectives.iloc[0], first=not figure.data)
+        _add_phases(figure, phase_row, collectives, first=not figure.data)
         if len(collectives) > MAX_BUCKET_ROWS:
             name = f"{config.label}: all {len(collectives)} collectives ({size_label(collectives['bytes'].sum())})"
             order.append(name)
@@ -64,19 +66,41 @@ def collective_name(collective) -> str:
     return kind.replace("_", " ") if kind.startswith("broadcast") else f"{kind.replace('_', '-')} {collective.bucket}"
 
 
-def _add_phases(figure: go.Figure, row: str, step: pd.Series, *, first: bool) -> None:
-    start = 0.0
+def _add_phases(figure: go.Figure, row: str, collectives: pd.DataFrame, *, first: bool) -> None:
+    """The step's phases back to back, each less the time when a collective was in flight and no compute ran
+    (overlap.in_flight_and_exposed, the step's exposed_* figures), which is drawn apart as the stacked bars draw it:
+    a bucket over a phase's own colour is hidden, one over the red is not (DDP waits for its last buckets inside
+    backward, which the whole backward phase would draw as compute)."""
+    step = collectives.iloc[0]
+    phases = {phase: float(step[phase]) if pd.notna(step[phase]) else 0.0 for phase in PHASES}
+    bounds = overlap.phase_bounds(phases)
+    _, exposed = overlap.in_flight_and_exposed(phases, [_stamps(c) for c in collectives.itertuples()])
     for phase in PHASES:
-        duration = float(step[phase]) if pd.notna(step[phase]) else 0.0
-        figure.add_trace(
-            go.Bar(
-                name=phase.removesuffix("_ms"), legendgroup=phase, showlegend=first, orientation="h",
-                y=[row], x=[duration], base=[start], marker_color=PHASE_COLOURS[phase],
-                hovertemplate=f"{phase.removesuffix('_ms')}: %{{base:.2f}}–%{{customdata:.2f}} ms<extra></extra>",
-                customdata=[start + duration],
-            )
-        )  # fmt: skip
-        start += duration
+        name = phase.removesuffix("_ms")
+        own = overlap.minus([bounds[name]], exposed) or [(bounds[name][0], bounds[name][0])]
+        _add_spans(figure, row, own, name=name, group=phase, colour=PHASE_COLOURS[phase], legend=first)
+    if exposed:
+        label, colour = SEGMENT_STYLE["exposed_comm_ms"]
+        _add_spans(figure, row, exposed, name=label, group="exposed", colour=colour, legend=not _named(figure, label))
+
+
+def _add_spans(figure: go.Figure, row: str, spans: list, *, name: str, group: str, colour: str, legend: bool) -> None:
+    figure.add_trace(
+        go.Bar(
+            name=name, legendgroup=group, showlegend=legend, orientation="h", y=[row] * len(spans),
+            x=[end - start for start, end in spans], base=[start for start, _ in spans], marker_color=colour,
+            customdata=[end for _, end in spans],
+            hovertemplate=f"{name}: %{{base:.2f}}–%{{customdata:.2f}} ms<extra></extra>",
+        )
+    )  # fmt: skip
+
+
+def _stamps(collective) -> dict:
+    """A timeline row as overlap takes it: an unstamped completion as None, `blocking` where recorded."""
+    done = collective.done_ms if pd.notna(collective.done_ms) else None
+    blocking = getattr(collective, "blocking", False)
+    return {"ready_ms": collective.ready_ms, "launched_ms": collective.launched_ms, "done_ms": done,
+            "blocking": bool(blocking) if pd.notna(blocking) else False}  # fmt: skip
 
 
 def _add_bucket(figure: go.Figure, row: str, bucket) -> None:

@@ -259,3 +259,28 @@ def test_the_scaling_chart_says_its_throughput_is_the_median_steps_not_the_bars_
     assert stock.y[1] == pytest.approx(geometric(400.0, 420.0) / (2 * geometric(500.0, 520.0)))
     assert "from the median step" in figure.layout.yaxis.title.text
     assert "from the median step" in captions.CAPTIONS["scaling"] and "throughput bars" in captions.CAPTIONS["scaling"]
+
+
+def test_the_timeline_draws_backwards_wait_for_its_buckets_apart_from_its_compute():
+    """A team lead read gpt2 bucketed@1's bucket inside the orange backward, which the caption calls hidden, while
+    the page said it hid none: its backward (13.69 ms) held 7.28 ms of waiting for that bucket (16.72–24.00 ms).
+    The phases' row draws that wait in the stacked bars' red, as the step's exposed_backward_ms counts it."""
+    from harness.analysis import overlap
+
+    configs = aggregate.with_labels(pd.DataFrame([{
+        "config_id": "c", "status": "ok", "impl": "bucketed", "impl_options": "{}", "workload": "gpt2",
+        "world_size": 2, "step_ms_median": 24.4,
+    }]))  # fmt: skip
+    phases = {"forward_ms": 10.31, "backward_ms": 13.69, "sync_ms": 0.1, "optimizer_ms": 0.27}
+    bucket = {"ready_ms": 16.72, "launched_ms": 16.72, "done_ms": 24.0}
+    timeline = pd.DataFrame([{"config_id": "c", "rank": 0, "step": 8, "bucket": 0, "bytes": 1024, **bucket,
+                              **phases}])  # fmt: skip
+    figure = timelinefigures.bucket_timeline(configs, timeline, workload="gpt2", world_size=2)
+    spans = {trace.name: [(b, b + x) for b, x in zip(trace.base, trace.x, strict=True)] for trace in figure.data
+             if trace.y[0].endswith(": phases")}  # fmt: skip
+    assert spans["backward"] == [(10.31, pytest.approx(16.72))]  # its compute, up to its last gradient
+    (red,) = spans["communication not hidden"]
+    assert red == (pytest.approx(16.72), pytest.approx(24.0))
+    exposed = overlap.step_communication(phases, [bucket])["exposed_backward_ms"]
+    assert red[1] - red[0] == pytest.approx(exposed)  # the step's own figure, drawn where it lies
+    assert "a bucket over the orange backward is hidden, and one over the red is not" in captions.CAPTIONS["timeline"]
