@@ -154,6 +154,10 @@ class StrategyDefaults:
     (naive, flat, bucketed): that, in a few words, which the run page says beside its description where it is
     shown; "" for a strategy to deploy."""
 
+    fp16_refused: ClassVar[str] = ""
+    """Why the strategy cannot train in fp16, whose step goes through torch's grad scaler (unscale, an inf check every
+    rank must agree on, a skipped step); "" where it can. `bench --dtype fp16` with it is refused with these words."""
+
     warmup_needed: ClassVar[dict[str, int]] = {}
     """Warm-up steps the strategy needs on a device type ("cuda", "cpu") before its steps are steady, where
     the run's default is too few. A run without --warmup gives it them (harness.config.grid.warmup_steps);

@@ -47,6 +47,12 @@ ALL_GATHERS_BLOCK = (
 class FSDP(StrategyDefaults):
     gradient_traffic: ClassVar[str] = "sharded"  # reduce-scatter, and all-gathers of the parameters
     shards_state: ClassVar[bool] = True  # parameters, gradients and optimizer state
+    # fp16's grad scaler checks each rank's DTensor shards for infs; torch 2.5 all-reduces that check (its PR 132816)
+    fp16_refused: ClassVar[str] = (
+        ""
+        if tuple(map(int, torch.__version__.split(".")[:2])) >= (2, 5)
+        else "torch < 2.5's grad scaler checks each rank's gradient shards apart: its ranks could skip different steps"
+    )
     reshard_after_forward: bool = option(
         True,
         "Free each block's gathered parameters after its forward and gather them again for backward (less"

@@ -129,6 +129,9 @@ class RemotePart(nn.Module):
 class RpcHybrid(StrategyDefaults):
     extra_ranks: ClassVar[int] = 1  # the parameter server, the launch's last rank
     keeps_buckets: ClassVar[bool] = True  # the dense part's DDP
+    fp16_refused: ClassVar[str] = (
+        "its remote part's gradients live in distributed autograd's contexts, which torch's grad scaler cannot unscale"
+    )
     warmup_needed: ClassVar[dict[str, int]] = DDP_WARMUP  # the dense part's DDP
 
     bucket_cap_mb: float | None = option(

@@ -93,7 +93,7 @@ class BenchConfig:
     )
     dtype: str = flag(
         "auto",
-        "auto|fp32|bf16|fp16: autocast dtype of the forward (fp16 needs CUDA); parameters stay fp32",
+        "auto|fp32|bf16|fp16: autocast dtype of the forward (fp16 with a grad scaler); parameters stay fp32",
         default_text="auto: bf16 on GPUs that support it natively, fp32 elsewhere",
     )
     tf32: bool = flag(

@@ -173,6 +173,8 @@ def expand(config: BenchConfig, *, device: str, bf16_supported: bool = False) ->
         raise ConfigError(f"nothing to run: {reasons}")
     grids = impl_option_grids(names, config.options)
     dtype = resolve_dtype(config.dtype, device=device, bf16_supported=bf16_supported)
+    if dtype == "fp16":
+        refuse_fp16(names)
     backend = resolve_backend(config.backend, device=device)
     runs_here = _runs_here(grids, device=device, remote_parts=[c.remote_part for c in choices], nnodes=config.nnodes)
     decides = any(decides_anything([n for n in names if runs_here(world)[n]], runs_here(world), [world])
@@ -248,6 +250,17 @@ def warmup_steps(impl: str, device: str, *, chosen: int | None) -> int:
     if chosen is not None:
         return chosen
     return max(DEFAULT_WARMUP, warmup_needed(impl, device))
+
+
+def refuse_fp16(names: list[str]) -> None:
+    """fp16 trains through torch's grad scaler: a strategy that cannot (its class's `fp16_refused` says why) is
+    refused, in one line, before anything runs."""
+    import impls as impl_registry
+
+    for name in names:
+        if why := getattr(impl_registry.entry(name).cls, "fp16_refused", ""):
+            raise ConfigError(f"--dtype fp16 is refused with {name}: {why}; use bf16 or fp32 with it, or leave it "
+                              "out of --impls")  # fmt: skip
 
 
 def warmup_needed(impl: str, device: str) -> int:

@@ -22,14 +22,34 @@ DTYPES = ("auto", *COMPUTE_DTYPES)
 
 def resolve_dtype(requested: str, *, device: str, bf16_supported: bool) -> str:
     """The compute dtype every rank runs: auto is bf16 autocast where the GPU supports bf16
-    natively, fp32 elsewhere (the CPU, older GPUs)."""
+    natively, fp32 elsewhere (the CPU, older GPUs). fp16 (autocast with a grad scaler) on the CPU needs FP16_TORCH."""
     if requested not in DTYPES:
         raise ConfigError(f"--dtype {requested!r} is not valid; choose one of {', '.join(DTYPES)}")
     if requested == "auto":
         return "bf16" if device == "cuda" and bf16_supported else "fp32"
-    if requested == "fp16" and device != "cuda":
-        raise ConfigError("--dtype fp16 needs CUDA (the CPU has no float16 autocast); use bf16, fp32 or auto")
+    if requested == "fp16" and device != "cuda" and torch_below(FP16_TORCH):
+        raise ConfigError(
+            f"--dtype fp16 on the CPU needs torch >= {'.'.join(map(str, FP16_TORCH))} (its float16 "
+            f"autocast and grad scaler there); this is torch {torch_version()}: use bf16, fp32 or auto"
+        )
     return requested
+
+
+FP16_TORCH = (2, 5)
+"""The torch fp16 runs need: on the CPU its float16 autocast and `GradScaler('cpu')`; with FSDP2 anywhere the grad
+scaler's inf check all-reduced over DTensor shards (torch's PR 132816, in 2.5), without which ranks skip apart."""
+
+
+def torch_version() -> str:
+    import torch
+
+    return torch.__version__
+
+
+def torch_below(release: tuple[int, int]) -> bool:
+    """Whether the installed torch is older than `release` (major, minor)."""
+    found = re.match(r"(\d+)\.(\d+)", torch_version())
+    return found is not None and (int(found[1]), int(found[2])) < release
 
 
 def peak_dtype(dtype: str, *, tf32: bool) -> str:
@@ -178,9 +198,8 @@ def trains_in(dtype: str, gpu: str | None) -> str:
 
 
 def bench_in(dtype: str) -> str:
-    """'bench --dtype bf16': how a run counts its model in `dtype`; fp16's 'on one GPU' (the CPU has no fp16
-    autocast: a CPU run's note once read 'bench --dtype fp16 on one', the GPU unsaid)."""
-    return f"bench --dtype {dtype}" + " on one GPU" * (dtype == "fp16")
+    """'bench --dtype bf16': how a run counts its model in `dtype`."""
+    return f"bench --dtype {dtype}"
 
 
 def gpu_step_dtype(run_dtype: str, *, device: str, requested: str | None, gpu: str) -> tuple[str, bool]:

@@ -54,6 +54,8 @@ class RankResult:
     """`trainer`, or `parameter_server` (rpc_hybrid's last rank)."""
     rpc: dict[str, float] | None = None
     """rpc_hybrid's trainers: `round_trips_per_step`, `bytes_per_step`."""
+    scaler_skipped: int | None = None
+    """fp16: the measured steps the grad scaler skipped (an inf in the gradients); None without a scaler."""
 
     def __post_init__(self) -> None:
         if self.status not in STATUSES:

@@ -289,6 +289,7 @@ def assemble(
         "backend": cfg.backend,
         "steps": cfg.steps,
         "warmup": cfg.warmup,
+        "scaler_skipped_steps": max((r.scaler_skipped for r in results if r.scaler_skipped is not None), default=None),
         **summary,
         "samples_per_s": throughput,
         **derived_metrics(cfg, step_ms, throughput, written),

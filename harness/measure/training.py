@@ -79,6 +79,25 @@ def forward_precision(dtype: str, device: torch.device) -> contextlib.AbstractCo
     return torch.autocast(device_type=device.type, dtype=AUTOCAST_DTYPES[dtype])
 
 
+def grad_scaler(dtype: str, device: torch.device) -> torch.amp.GradScaler | None:
+    """fp16's loss scaling, as any fp16 training has it (torch's defaults: 2^16 to start, halved on an inf or NaN
+    in the gradients, whose step is skipped); None in the other dtypes. FSDP2's gradients are DTensor shards: torch's
+    own unscale all-reduces their inf check over the mesh (torch >= 2.5), so every rank skips the same steps."""
+    return torch.amp.GradScaler(torch.device(device).type) if dtype == "fp16" else None
+
+
+def scaled_step(optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler | None) -> bool:
+    """The optimizer's step, through the scaler where there is one (unscale, inf check, the step unless skipped, the
+    scale's update): whether the scaler skipped it. The inf check is read on the host by the scaler's step itself."""
+    if scaler is None:
+        optimizer.step()
+        return False
+    scaler.step(optimizer)
+    before = scaler.get_scale()
+    scaler.update()
+    return scaler.get_scale() < before  # the scale backs off on an inf or NaN, and only then (torch's public word)
+
+
 def set_tf32(enabled: bool) -> None:
     """`--tf32`: fp32 matmuls and convolutions on TF32 tensor cores, or neither. Set once per rank
     before the model is built. Off also turns off cuDNN's TF32, which torch enables by default, so
@@ -102,10 +121,12 @@ def train_step(
     timeline: CommTimeline | None = None,
     step: int = 0,
     before_backward: Callable[[], None] | None = None,
-) -> None:
+    scaler: torch.amp.GradScaler | None = None,
+) -> bool:
     """One step, timed per phase; with a `timeline`, the strategy's collectives are stamped from the
     step's start (the timer's), as step `step`. `before_backward`: an injected straggler's delay
-    (harness.handoff.faults), inside the backward phase."""
+    (harness.handoff.faults), inside the backward phase. `scaler` (fp16's, `grad_scaler`): the loss scaled before
+    backward, its unscale and inf check timed with the optimizer's step. Whether the scaler skipped the step."""
     timer.start()
     if timeline is not None:
         timeline.begin_step(step)
@@ -114,14 +135,15 @@ def train_step(
     timer.lap("forward")
     if before_backward is not None:
         before_backward()
-    loss.backward()
+    (loss if scaler is None else scaler.scale(loss)).backward()
     timer.lap("backward")
     strategy.sync_gradients()
     timer.lap("sync")
-    optimizer.step()
+    skipped = scaled_step(optimizer, scaler)
     timer.lap("optimizer")
     if after_optimizer_step is not None:  # e.g. to see what a rank holds while gradients still exist
         after_optimizer_step()
     # Untimed, as the step's end: it lets the hook above see the gradients. The strategy says how
     # (dropping them costs microseconds; DDP's bucket views must be zeroed in place instead).
     optimizer.zero_grad(set_to_none=strategy.zero_grad_set_to_none)
+    return skipped

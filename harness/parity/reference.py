@@ -32,7 +32,15 @@ from collections.abc import Callable, Iterator
 import torch
 from torch import nn
 
-from harness.measure.training import OPTIMIZERS, build_model, concat_batches, forward_precision, make_batch
+from harness.measure.training import (
+    OPTIMIZERS,
+    build_model,
+    concat_batches,
+    forward_precision,
+    grad_scaler,
+    make_batch,
+    scaled_step,
+)
 from harness.protocols import Workload
 
 # (atol, rtol) per parameter dtype after a few steps.
@@ -93,22 +101,25 @@ def reference_run(
 ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
     """(final, initial) parameters of the single-process reference over `steps` steps, on the CPU.
 
-    `on_step(step)` after each step tells the launcher the reference is still moving.
+    `on_step(step)` after each step tells the launcher the reference is still moving. In fp16 every rank's loss
+    is scaled as the strategies' are (`grad_scaler`), and a step whose summed gradients hold an inf is skipped, as
+    the strategies skip one whose reduced gradients do.
     """
     model = build_model(workload, seed=seed, device=device)
     initial = parameters_on_cpu(model)
     optimizer_cls, learning_rate = OPTIMIZERS[optimizer]
     optimizer = optimizer_cls(model.parameters(), lr=learning_rate)
+    scaler = grad_scaler(dtype, device)
     for step in range(steps):
         for rank in range(world_size):
             batch = make_batch(workload, batch_size=batch_size, seed=seed, rank=rank, step=step, device=device)
             with forward_precision(dtype, device):
                 loss = workload.loss(model, batch)
-            loss.backward()
+            (loss if scaler is None else scaler.scale(loss)).backward()
         for p in model.parameters():
             if p.grad is not None:
                 p.grad.div_(world_size)
-        optimizer.step()
+        scaled_step(optimizer, scaler)
         optimizer.zero_grad(set_to_none=True)
         if on_step is not None:
             on_step(step)

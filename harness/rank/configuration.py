@@ -30,6 +30,7 @@ from harness.measure.training import (
     build_model,
     concat_batches,
     forward_precision,
+    grad_scaler,
     make_batch,
     set_tf32,
     train_step,
@@ -75,9 +76,11 @@ class Built:
     workload: Any
     strategy: Any
     optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler | None = None  # fp16's
 
     def parts(self) -> dict[str, Any]:
-        return {"model": self.model, "workload": self.workload, "strategy": self.strategy, "optimizer": self.optimizer}
+        return {"model": self.model, "workload": self.workload, "strategy": self.strategy, "optimizer": self.optimizer,
+                "scaler": self.scaler}  # fmt: skip
 
 
 def measure(cfg: Configuration, session: Session, *, run: Path, watch: RankWatch | None = None) -> RankResult:
@@ -156,7 +159,7 @@ def _build_and_train(cfg, session, strategy, workload, *, run: Path, watch: Rank
     caveats = _caveats(strategy, session.device, asked=cfg.bucket_timeline)
     result = RankResult("ok", steps=trained.steps, window_ms=trained.window_ms, memory=dict(memory),
                         layout=strategy.layout(), comm=timeline.rows() if comm_note is None else None,
-                        comm_note=comm_note or caveats)  # fmt: skip
+                        comm_note=comm_note or caveats, scaler_skipped=trained.scaler_skipped)  # fmt: skip
     watch.clock.lap("build")  # the sampler's stop, the strategy's layout
     return result, built, timeline
 
@@ -170,7 +173,7 @@ def _build(cfg: Configuration, session: Session, strategy, workload) -> tuple[Bu
     model = strategy.wrap(model)
     optimizer_cls, learning_rate = OPTIMIZERS[cfg.optimizer]
     optimizer = strategy.make_optimizer(model.parameters(), optimizer_cls, lr=learning_rate)
-    return Built(model, workload, strategy, optimizer), timeline, comm_note
+    return Built(model, workload, strategy, optimizer, grad_scaler(cfg.dtype, session.device)), timeline, comm_note
 
 
 GLOO_ON_CUDA = (
@@ -302,6 +305,8 @@ class Trained:
     """What this rank held (parameters, gradients, optimizer state) after the last optimizer step."""
     window_ms: float | None
     """From the first measured step's start to the last one's end."""
+    scaler_skipped: int | None = None
+    """fp16: the measured steps the grad scaler skipped; None without one."""
 
 
 def train(
@@ -326,6 +331,7 @@ def train(
     precision = forward_precision(cfg.dtype, session.device)
     warmup_timer, timer = make_step_timer(session.device), make_step_timer(session.device)
     held: dict[str, int] = {}
+    skipped = 0
     for step in range(cfg.warmup + cfg.steps):
         if watch is not None:
             watch.before_step(cfg, session, step)
@@ -338,9 +344,9 @@ def train(
         last = step == cfg.warmup + cfg.steps - 1
         inspect = (lambda: held.update(held_bytes(step_parts["model"], step_parts["optimizer"]))) if last else None
         delay = (lambda step=step: watch.before_backward(cfg, session, step)) if slowed else None
-        train_step(batch=batch, timer=warmup_timer if step < cfg.warmup else timer, precision=precision,
-                   after_optimizer_step=inspect, timeline=timeline, step=step, before_backward=delay,
-                   **step_parts)  # fmt: skip
+        skipped += train_step(batch=batch, timer=warmup_timer if step < cfg.warmup else timer, precision=precision,
+                              after_optimizer_step=inspect, timeline=timeline, step=step, before_backward=delay,
+                              **step_parts) and step >= cfg.warmup  # fmt: skip
         if progress is not None:
             progress(step)
         if after_step is not None:
@@ -348,7 +354,7 @@ def train(
     steps = warmup_timer.collect() + timer.collect()
     if sampler is not None:
         sampler.close_window()  # after collect(), which waited for the GPU to finish the last step
-    return Trained(steps, held, timer.window_ms())
+    return Trained(steps, held, timer.window_ms(), skipped if step_parts.get("scaler") is not None else None)
 
 
 def _open_window(sampler: MemorySampler | None, device: torch.device) -> None:

@@ -40,7 +40,7 @@ BAD_BENCH_ARGS = [
     (["--batch-size", "0"], "--batch-size 0"),
     (["--size", "huge"], "'huge'"),
     (["--dtype", "fp8"], "'fp8'"),
-    (["--dtype", "fp16", "--device", "cpu"], "--dtype fp16"),
+    (["--dtype", "fp16", "--impls", "rpc_hybrid"], "--dtype fp16 is refused with rpc_hybrid: its remote part's"),
     (["--device", "tpu"], "'tpu'"),
     (["--backend", "mpi"], "'mpi'"),
     (["--backend", "nccl", "--device", "cpu"], "--backend nccl"),
@@ -195,8 +195,7 @@ def test_dtype_auto_is_bf16_on_a_gpu_that_supports_it_and_fp32_elsewhere():
     assert resolve_dtype("auto", device="cuda", bf16_supported=False) == "fp32"  # a V100, a T4
     assert resolve_dtype("auto", device="cpu", bf16_supported=True) == "fp32"
     assert resolve_dtype("fp32", device="cuda", bf16_supported=True) == "fp32"  # asked for: kept
-    with pytest.raises(ConfigError, match="--dtype fp16 needs CUDA"):
-        resolve_dtype("fp16", device="cpu", bf16_supported=False)
+    assert resolve_dtype("fp16", device="cpu", bf16_supported=False) == "fp16"  # its grad scaler there too (torch 2.5)
 
 
 def test_the_grid_carries_the_resolved_dtype_and_tf32_never_auto():

@@ -175,3 +175,15 @@ def test_a_gpu_without_bf16_trains_a_bf16_step_in_fp16_and_auto_in_fp32(monkeypa
                                           {"dtype": "fp32"})  # fmt: skip
     assert (from_v100.peak_dtype, from_v100.target_peak_dtype, from_v100.assumed) == ("fp32", "bf16", True)
     assert from_v100.compute_ms == pytest.approx(300 * 15.7 / 989.5)
+
+
+def test_fp16_on_the_cpu_needs_the_torch_whose_cpu_autocasts_and_scales_in_float16(monkeypatch):
+    """fp16 trains through a grad scaler; the CPU's float16 autocast and GradScaler('cpu') came with FP16_TORCH."""
+    from harness.config import precision
+
+    monkeypatch.setattr(precision, "torch_version", lambda: "2.4.1+cpu")
+    assert precision.resolve_dtype("fp16", device="cuda", bf16_supported=False) == "fp16"
+    with pytest.raises(ConfigError, match=r"^--dtype fp16 on the CPU needs torch >= 2\.5 .*this is torch 2\.4\.1\+cpu"):
+        precision.resolve_dtype("fp16", device="cpu", bf16_supported=False)
+    monkeypatch.setattr(precision, "torch_version", lambda: "2.14.1+cu130")
+    assert precision.resolve_dtype("fp16", device="cpu", bf16_supported=False) == "fp16"

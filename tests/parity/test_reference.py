@@ -7,11 +7,22 @@ summed instead of averaged, or one parameter (a bucket) left with rank 0's gradi
 
 from __future__ import annotations
 
+import types
+
 import pytest
 import torch
 
 import workloads
-from harness.measure.training import OPTIMIZERS, build_model, forward_precision, make_batch
+from harness.measure.timing import StepTimer
+from harness.measure.training import (
+    OPTIMIZERS,
+    build_model,
+    forward_precision,
+    grad_scaler,
+    make_batch,
+    scaled_step,
+    train_step,
+)
 from harness.parity import reference
 
 CPU = torch.device("cpu")
@@ -19,9 +30,10 @@ SETUP = {"world_size": 2, "batch_size": 4, "steps": 4, "seed": 3, "device": CPU}
 
 
 def trained(workload, *, dtype: str, mistake: str | None) -> dict[str, torch.Tensor]:
-    """Two ranks' data in one process, reduced right (mean) or wrong."""
+    """Two ranks' data in one process, reduced right (mean) or wrong; fp16's loss scaled as a strategy's is."""
     model = build_model(workload, seed=SETUP["seed"], device=CPU)
     optimizer = OPTIMIZERS["sgd"][0](model.parameters(), lr=OPTIMIZERS["sgd"][1])
+    scaler = grad_scaler(dtype, CPU)
     left_out = list(model.parameters())[-1]
     for step in range(SETUP["steps"]):
         for rank in range(SETUP["world_size"]):
@@ -29,7 +41,7 @@ def trained(workload, *, dtype: str, mistake: str | None) -> dict[str, torch.Ten
                                device=CPU)  # fmt: skip
             with forward_precision(dtype, CPU):
                 loss = workload.loss(model, batch)
-            loss.backward()
+            (loss if scaler is None else scaler.scale(loss)).backward()
             if rank == 0 and mistake == "bucket left out":
                 rank0_grad = left_out.grad.clone()
         for p in model.parameters():
@@ -37,7 +49,7 @@ def trained(workload, *, dtype: str, mistake: str | None) -> dict[str, torch.Ten
                 p.grad.div_(SETUP["world_size"])
         if mistake == "bucket left out":
             left_out.grad.copy_(rank0_grad)  # never all-reduced: rank 0 keeps its own gradient
-        optimizer.step()
+        scaled_step(optimizer, scaler)
         optimizer.zero_grad(set_to_none=True)
     return reference.parameters_on_cpu(model)
 
@@ -45,6 +57,52 @@ def trained(workload, *, dtype: str, mistake: str | None) -> dict[str, torch.Ten
 @pytest.fixture(scope="module")
 def workload():
     return workloads.create("mlp", size="tiny")
+
+
+class Overflowing:
+    """A workload whose loss is infinite at one step (its `world_size` losses a step counted as the reference
+    computes them): every gradient then holds an inf or a NaN, as an fp16 overflow leaves them."""
+
+    def __init__(self, workload, *, at_step: int, world_size: int = 1) -> None:
+        self.workload, self.at_step, self.world_size, self.calls = workload, at_step, world_size, 0
+
+    def __getattr__(self, name):
+        return getattr(self.workload, name)
+
+    def loss(self, model, batch):
+        loss = self.workload.loss(model, batch)
+        self.calls += 1
+        return loss * float("inf") if (self.calls - 1) // self.world_size == self.at_step else loss
+
+
+def test_fp16s_scaler_skips_a_step_with_an_inf_in_the_strategys_step_and_the_reference_alike(workload):
+    """A forced inf at step 1 of 3: the timed step says it skipped, its parameters stay as step 0 left them, and the
+    one-process reference skips the same step (its parameters equal the strategy's, bit for bit); a step in fp32
+    goes through no scaler and is never said to skip."""
+    setup = {**SETUP, "world_size": 1, "steps": 3}
+    model = build_model(workload, seed=setup["seed"], device=CPU)
+    optimizer = OPTIMIZERS["sgd"][0](model.parameters(), lr=OPTIMIZERS["sgd"][1])
+    scaler, overflowing = grad_scaler("fp16", CPU), Overflowing(workload, at_step=1)
+    strategy = types.SimpleNamespace(sync_gradients=lambda: None, zero_grad_set_to_none=True)
+    skipped, after = [], []
+    for step in range(setup["steps"]):
+        batch = make_batch(workload, batch_size=setup["batch_size"], seed=setup["seed"], rank=0, step=step, device=CPU)
+        skipped.append(train_step(model=model, workload=overflowing, strategy=strategy, optimizer=optimizer,
+                                  batch=batch, timer=StepTimer(), precision=forward_precision("fp16", CPU),
+                                  scaler=scaler))  # fmt: skip
+        after.append(reference.parameters_on_cpu(model))
+    assert skipped == [False, True, False]
+    assert scaler.get_scale() == 2.0**15  # halved once from torch's 2^16
+    assert all(torch.equal(after[0][name], after[1][name]) for name in after[0])
+    assert not all(torch.equal(after[1][name], after[2][name]) for name in after[0])
+    expected, _ = reference.reference_run(Overflowing(workload, at_step=1), dtype="fp16", **setup)
+    assert all(torch.equal(expected[name], after[2][name]) for name in expected)
+    unskipped, _ = reference.reference_run(workload, dtype="fp16", **setup)
+    assert not all(torch.equal(unskipped[name], expected[name]) for name in expected)
+    fp32 = {"precision": None, "scaler": grad_scaler("fp32", CPU)}
+    assert fp32["scaler"] is None and not train_step(
+        model=model, workload=workload, strategy=strategy, optimizer=optimizer, batch=batch, timer=StepTimer(), **fp32
+    )
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16", "fp16"])

@@ -643,11 +643,11 @@ def test_what_does_not_fit_in_fp32_activations_is_said_in_fp32():
         "bf16 to count them)"
     )
     # on a GPU without bf16 (dgx1-v100 read "bf16's differ: bench --dtype bf16"): the half precision it trains in,
-    # fp16, which only a GPU autocasts in
+    # fp16, which bench autocasts in with a grad scaler, on the CPU too
     v100 = predictions.labelled(_state(rows).assign(dtype="fp32", batch_size=1, gpu_half_dtype="fp16"))
     assert choice_table.table_rows(v100, frames, 80.0)[0][-1] == (
         "stock, zero do not fit in fp32 (the run's dtype, its activations counted so; fp16's differ: bench --dtype "
-        "fp16 on one GPU to count them)"
+        "fp16 to count them)"
     )
     bf16 = predictions.labelled(_state(rows).assign(dtype="bf16", batch_size=1))
     assert choice_table.table_rows(bf16, frames, 80.0)[0][-1] == "stock, zero do not fit"

@@ -511,7 +511,7 @@ def test_a_gpu_without_bf16_gets_fp16s_figures_and_a_bf16_run_is_judged_in_fp16_
         "activations in fp32, the run's dtype and --dtype auto's on dgx1-v100's GPU, which has no bf16; in fp16 "
         "(autocast, with a grad scaler) 481 MiB at 8 samples a rank, 480 MiB of it the weights' fp16 copies"
     ), note
-    assert note.endswith("bench --dtype fp16 on one GPU to count them so") and "bf16 (" not in note
+    assert note.endswith("bench --dtype fp16 to count them so") and "bf16 (" not in note
     # its fit judged in fp32 (auto's there): the rows carry the V100's half precision to the choice's hint
     state = memory.state_per_rank(rows.assign(gpu_half_dtype="fp16"), [8])
     assert choice_table.judged_dtype(state) == "fp32" and choice_table.half_dtype(state) == "fp16"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import types
 
 import pytest
 import torch
@@ -32,7 +33,7 @@ from harness.blocks import model_blocks
 from harness.config.bench import DEFAULT_WARMUP
 from harness.measure.memory import held_bytes, optimizer_state_bytes
 from harness.measure.timing import StepTimer
-from harness.measure.training import LEARNING_RATE, build_model, make_batch, train_step
+from harness.measure.training import LEARNING_RATE, build_model, forward_precision, grad_scaler, make_batch, train_step
 from harness.parity import reference as parity
 from harness.protocols import ConfigError
 
@@ -87,6 +88,38 @@ def held_after_one_step(strategy_name: str) -> dict[str, int]:
     batch = make_batch(workload, batch_size=BATCH, seed=SEED, rank=dist.get_rank(), step=0, device=CPU)
     train_step(model=model, workload=workload, strategy=strategy, optimizer=optimizer, batch=batch, timer=StepTimer())
     return held_bytes(model, optimizer)
+
+
+def fp16_overflow_in_one_shard() -> tuple[list[bool], float]:
+    """fsdp in fp16, two steps: after the first's reduce-scatter an inf lands in rank 0's gradient shard alone (one
+    shard of a parameter overflowing). Which steps this rank's grad scaler skipped, and its scale after."""
+    workload = SCENARIOS[MEMORY_WORKLOAD].make_workload()
+    strategy = impls.create("fsdp")
+    model = strategy.wrap(build_model(workload, seed=SEED + dist.get_rank(), device=CPU))
+    optimizer = strategy.make_optimizer(model.parameters(), torch.optim.SGD, lr=LEARNING_RATE)
+    scaler, skipped = grad_scaler("fp16", CPU), []
+    for step in range(2):
+
+        def sync(step=step):
+            strategy.sync_gradients()
+            if step == 0 and dist.get_rank() == 0:
+                shard = next(p.grad.to_local() for p in model.parameters() if p.grad.to_local().numel())
+                shard.view(-1)[0] = float("inf")
+
+        batch = make_batch(workload, batch_size=BATCH, seed=SEED, rank=dist.get_rank(), step=step, device=CPU)
+        stepped = types.SimpleNamespace(sync_gradients=sync, zero_grad_set_to_none=strategy.zero_grad_set_to_none)
+        fp16 = {"precision": forward_precision("fp16", CPU), "scaler": scaler}
+        skipped.append(train_step(model=model, workload=workload, strategy=stepped, optimizer=optimizer, batch=batch,
+                                  timer=StepTimer(), **fp16))  # fmt: skip
+    return skipped, scaler.get_scale()
+
+
+def test_fsdp_in_fp16_skips_on_every_rank_where_one_ranks_shard_overflows():
+    """FSDP2's gradients are DTensor shards: torch's grad scaler all-reduces their inf check (torch >= 2.5), so the
+    rank whose shard holds no inf skips the step too, and the ranks' scales stay one."""
+    assert (
+        run_in_process_group(fp16_overflow_in_one_shard, world_size=2, timeout_s=120) == [([True, False], 2.0**15)] * 2
+    )
 
 
 # ---- in the test process ----------------------------------------------------------------------
