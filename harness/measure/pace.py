@@ -4,9 +4,9 @@ the configurations no earlier run measured (`bench --dry-run`, and a full-size r
 A step cannot run faster than its training FLOPs (forward and backward, counted by FlopCounterMode on the meta
 device: no memory, no time) at the most this device computes: on the CPU, what one rank's threads reach on a
 large matmul in the run's dtype, timed here and now (a model's step runs below it: convolutions, attention,
-elementwise work and the optimizer reach less; a CPU without bf16 instructions emulates bf16, far slower than
-fp32); on a GPU, the datasheet's dense peak for the run's precision. Ranks that outnumber the cores take turns on
-them. The floor leaves out launches, building and the parity check, which the fixed cost counts, and every
+elementwise work and the optimizer reach less; a CPU without bf16 (fp16) instructions emulates them, far
+slower than fp32); on a GPU, the datasheet's dense peak for the run's precision. Ranks that outnumber the cores take
+turns on them. The floor leaves out launches, building and the parity check, which the fixed cost counts, and every
 strategy's communication: it is a lower bound, said as one.
 """
 
@@ -26,13 +26,13 @@ PROBE_START = 128  # the first size tried, doubled up to PROBE_SIZE (cpu_flops_p
 
 @functools.cache  # a command times it once (the forecast, the bf16 warning and the floor)
 def cpu_flops_per_s(threads: int, dtype: str = "fp32", size: int | None = None) -> float:
-    """The FLOP/s a rank of `threads` threads reaches on square matmuls in `dtype` (fp32 or bf16, as autocast
+    """The FLOP/s a rank of `threads` threads reaches on square matmuls in `dtype` (fp32, bf16 or fp16, as autocast
     computes them): the best of a few timed batches over about PROBE_SECONDS, at PROBE_SIZE² or, where a matmul
-    runs so slowly that one at the next size up would outlast twice that (emulated bf16), the largest size before
+    runs so slowly that one at the next size up would outlast twice that (emulated bf16, fp16), the largest size before
     it; at `size`² alone where given. The first call at each size warms the kernel up and is not counted."""
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
-    kind = torch.bfloat16 if dtype == "bf16" else torch.float32
+    kind = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(dtype, torch.float32)
     try:
         largest, size = size or PROBE_SIZE, size or PROBE_START
         while True:

@@ -242,7 +242,9 @@ def test_a_full_size_run_that_takes_hours_by_its_flops_is_warned_about_at_its_st
     assert "the steps of 1 configuration(s) at their full size or as --wopt sets them" in capsys.readouterr().err
 
 
-def test_a_bf16_run_on_the_cpu_is_timed_in_bf16_and_warned_about_where_it_is_far_slower(capsys, monkeypatch):
+def test_a_bf16_or_fp16_run_on_the_cpu_is_timed_in_its_dtype_and_warned_about_where_it_is_far_slower(
+    capsys, monkeypatch
+):
     """A walkthrough's bf16 run: a matmul at 0.7 GFLOP/s in bf16 against 57.5 in fp32 (each at the probe's own size),
     its steps 784 s where the dry run said 'at least 4 s of steps' by an fp32 matmul, and no warning."""
     from harness.commands.console import forecast as fc
@@ -260,18 +262,23 @@ def test_a_bf16_run_on_the_cpu_is_timed_in_bf16_and_warned_about_where_it_is_far
     monkeypatch.setattr(pace, "cpu_flops_per_s", timed)
     rate, how = fc._best_pace(bf16, threads=1)
     assert rate == 0.7e9 and how.startswith("this CPU's best bf16 matmul, 0.7 GFLOP/s")
-    plan.warn_slow_bf16([planned("stock", 2)], threads=1)
+    plan.warn_slow_half([planned("stock", 2)], threads=1)
     assert capsys.readouterr().err == ""  # fp32: nothing timed, nothing said
     sizes.clear()  # the warning's ratio compares the dtypes at one size, and names it (the probe's sizes differ)
-    plan.warn_slow_bf16([bf16], threads=1)
+    plan.warn_slow_half([bf16], threads=1)
     said = capsys.readouterr().err
     assert sizes == {plan.SLOW_BF16_SIZE} and said.startswith(
         "ddpbench: warning: --dtype bf16: this CPU computes bf16 82× slower than fp32 (a 256² matmul at 0.7 against "
         "57.5 GFLOP/s, timed now)"
     )
     rates["bf16"] = 60e9  # bf16 instructions (AMX): as fast, nothing to say
-    plan.warn_slow_bf16([bf16], threads=1)
+    plan.warn_slow_half([bf16], threads=1)
     assert capsys.readouterr().err == ""
+    rates["fp16"] = 1.5e9  # fp16, emulated like bf16: timed and said the same way, in its own name
+    fp16 = dataclasses.replace(bf16, dtype="fp16")
+    assert fc._best_pace(fp16, threads=1)[1].startswith("this CPU's best fp16 matmul, 1.5 GFLOP/s")
+    plan.warn_slow_half([fp16], threads=1)
+    assert capsys.readouterr().err.startswith("ddpbench: warning: --dtype fp16: this CPU computes fp16 38× slower")
 
 
 def test_the_fixed_cost_said_is_the_sum_of_the_parts_said_beside_it():

@@ -294,7 +294,7 @@ def _best_pace(cfg, *, threads: int) -> tuple[float | None, str]:
     if cfg.device == "cpu":
         from harness.measure.pace import cpu_flops_per_s
 
-        dtype = "bf16" if cfg.dtype == "bf16" else "fp32"  # autocast's matmuls: bf16 may be emulated, far slower
+        dtype = cfg.dtype if cfg.dtype in ("bf16", "fp16") else "fp32"  # autocast's: may be emulated, far slower
         rate = cpu_flops_per_s(threads, dtype)
         return (
             rate,

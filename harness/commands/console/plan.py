@@ -30,7 +30,7 @@ def say_plan(plan, *, requested_dtype: str, grows: bool = False, dry: bool = Fal
         say(f"ddpbench: running on CUDA with {backend}, world sizes {worlds}")
     say(f"ddpbench: precision: {_precision_line(plan.configurations, requested_dtype)}")
     if plan.device == "cpu":
-        warn_slow_bf16(plan.configurations, threads=plan.threads_per_rank)
+        warn_slow_half(plan.configurations, threads=plan.threads_per_rank)
     say_warmup(plan.configurations)
     warn_nothing_to_shard(plan.configurations)
     if plan.device == "cpu":
@@ -67,26 +67,26 @@ def say_warmup(configurations) -> None:
 
 
 SLOW_BF16 = 2.0
-"""A CPU whose bf16 matmul runs this many times slower than its fp32 one (emulated: no bf16 instructions) is said to."""
+"""A CPU whose bf16 (fp16) matmul runs this many times slower than its fp32 one (emulated: no such instructions) is
+said to."""
 SLOW_BF16_SIZE = 256
 """The one size both dtypes' matmuls are timed at for that ratio (the forecast's probe grows each its own way)."""
 
 
-def warn_slow_bf16(configurations, *, threads: int) -> None:
-    """A CPU run in bf16 where this CPU computes bf16 far slower than fp32, measured now by a matmul of each at
-    SLOW_BF16_SIZE² (a walkthrough's convnext_tiny bf16 run: 784 s of steps unforecast): its steps time the
-    emulation. What predict takes from a bf16 run, the activations in bf16, it counts itself from a --dtype auto
-    run for a GPU that trains in bf16 (docs/your-model.md)."""
-    if not any(c.dtype == "bf16" for c in configurations):
-        return
+def warn_slow_half(configurations, *, threads: int) -> None:
+    """A CPU run in bf16 or fp16 where this CPU computes that dtype far slower than fp32, measured now by a matmul of
+    each at SLOW_BF16_SIZE² (a walkthrough's convnext_tiny bf16 run: 784 s of steps unforecast): its steps time the
+    emulation. What predict takes from a half-precision run, the activations in it, it counts itself from a --dtype
+    auto run for a GPU that trains in it (docs/your-model.md)."""
     from harness.measure.pace import cpu_flops_per_s
 
-    fp32, bf16 = (cpu_flops_per_s(threads, dtype, SLOW_BF16_SIZE) for dtype in ("fp32", "bf16"))
-    if bf16 * SLOW_BF16 <= fp32:
-        warning(f"--dtype bf16: this CPU computes bf16 {fp32 / bf16:.0f}× slower than fp32 (a {SLOW_BF16_SIZE}² "
-                f"matmul at {bf16 / 1e9:.2g} against {fp32 / 1e9:.3g} GFLOP/s, timed now): the steps time its "
-                "emulation, no GPU's bf16; --dtype auto runs fp32 here, and predict counts a bf16 GPU's activations "
-                "from it")  # fmt: skip
+    for half in dict.fromkeys(c.dtype for c in configurations if c.dtype in ("bf16", "fp16")):
+        fp32, rate = (cpu_flops_per_s(threads, dtype, SLOW_BF16_SIZE) for dtype in ("fp32", half))
+        if rate * SLOW_BF16 <= fp32:
+            warning(f"--dtype {half}: this CPU computes {half} {fp32 / rate:.0f}× slower than fp32 (a "
+                    f"{SLOW_BF16_SIZE}² matmul at {rate / 1e9:.2g} against {fp32 / 1e9:.3g} GFLOP/s, timed now): the "
+                    f"steps time its emulation, no GPU's {half}; --dtype auto runs fp32 here, and predict counts a "
+                    f"GPU's {half} activations from it")  # fmt: skip
 
 
 def warn_nothing_to_shard(configurations) -> None:
