@@ -6,8 +6,9 @@ goals are met, in one run under 6 minutes on an H200, from a plain checkout with
     PYTHONPATH=. python3 benchmarks/gpu_check.py OUT_DIR --overlap  (the profiled run's lines alone)
 
 Lines (each ok or FAIL; exit 1 on any FAIL, 2 on bad usage):
-- every strategy at world size 1 with NCCL on gpt2/full and resnet50/full in bf16, and stock and
-  bucketed in fp32: ok or skipped with a reason, parity ok where judged;
+- every strategy at world size 1 with NCCL on gpt2/full and resnet50/full in bf16, stock and
+  bucketed in fp32, and stock, zero and fsdp on mlp/small in fp16 (its grad scaler): ok or skipped with a
+  reason, parity ok where judged;
 - two ranks sharing the GPU with gloo (mlp and resnet50 small);
 - a profiled run (stock and bucketed, gpt2/full, two ranks over NCCL; on one GPU one rank over
   gloo, shown but not judged): HTA's TraceAnalysis reads its traces (without HTA: the traces hold
@@ -118,6 +119,11 @@ SHORT = ("--steps", "10", *ONE_LAUNCH)  # the default warm-up: torch DDP needs 1
 """The runs other than the default one: enough steps for a median, no more."""
 
 
+FP16 = ("--gpus", "1", "--dtype", "fp16", "--impls", "stock,zero,fsdp", "--workloads", "mlp", "--size", "small")
+"""fp16 through the grad scaler in a strategy of each kind (replicated, sharded state, sharded parameters), at a size
+whose steps take seconds: every row's parity, as in any run's line."""
+
+
 def bench(results: Path, run_id: str, setup: Setup, *flags: str) -> int:
     where = ["--device", setup.device, "--no-baseline", "--results", str(results), "--run-id", run_id]
     command = [sys.executable, "-m", "harness", "bench", *where, *flags]
@@ -132,6 +138,7 @@ def run_benches(results: Path, setup: Setup) -> dict[str, int]:
     return {  # w1-bf16 is a default bench (every strategy, default steps): its fixed cost is the goal's
         "w1-bf16": bench(results, "w1-bf16", setup, *one, *ONE_LAUNCH, "--dtype", dtype),
         "w1-fp32": bench(results, "w1-fp32", setup, *one, *SHORT, "--dtype", "fp32", "--impls", "stock,bucketed"),
+        "w1-fp16": bench(results, "w1-fp16", setup, *SHORT, *FP16),
         "shared-gloo": bench(
             results,
             "shared-gloo",
