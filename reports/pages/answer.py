@@ -209,17 +209,46 @@ def lead(group: pd.DataFrame) -> tuple[str, str]:
     elif proof["judged"] == NOT_SIGNIFICANT:
         words = f" leads ({at}), {NO_CHANGE_SHOWN}: {decide.versus(own['times'], next_step, interval=interval)}"
     else:
+        verdict = _a_verdicts_pair(best, runner, reference, contenders)
+        doubt = too_few_text(own, pair=not verdict)
         words = (f" leads ({at}); too few repeats to tell it from {runner_name}, the next: so far "
-                 f"{decide.versus(own['times'], decide.step_of(runner_name), interval=too_few_text(own))}")  # fmt: skip
-        if (
-            reference is not None
-            and reference["strategy"] not in (best["strategy"], runner["strategy"])
-            and not caps_of_one_sweep(best, runner)
-        ):  # neither is stock, nor are the two caps of one sweep: no verdict of the run is about the pair
+                 f"{decide.versus(own['times'], decide.step_of(runner_name), interval=doubt)}")  # fmt: skip
+        if reference is not None and not verdict and not caps_of_one_sweep(best, runner):
             words += f" (a lead the run does not decide: its verdicts hold each strategy against {_name(reference)})"
+        elif not verdict and _swept_caps(best, contenders) & {stats.REFERENCE_CAP_MB}:
+            words += (f" (a lead the run does not decide: its cap verdict holds each cap against the "
+                      f"{stats.REFERENCE_CAP_MB:g} MiB cap)")  # fmt: skip
     if reference is not None and reference["strategy"] not in (best["strategy"], runner["strategy"]):
         words += ", and " + versus_stock(best, reference)
     return best["strategy"], words
+
+
+def _swept_caps(row: pd.Series, contenders: pd.DataFrame) -> set[float]:
+    """The caps of `row`'s sweep among the answer's rows (a row of caps of one layout counts each of them)."""
+    caps: set[float] = set()
+    for _, other in contenders.iterrows():
+        if other["strategy"] == row["strategy"] or caps_of_one_sweep(row, other):
+            pooled_caps, cap = other.get("pooled_caps"), other.get("bucket_cap_mb")
+            if isinstance(pooled_caps, list):
+                caps |= set(pooled_caps)
+            elif cap is not None and not pd.isna(cap):  # a strategy without buckets has no cap to count
+                caps.add(float(cap))
+    return caps
+
+
+def _a_verdicts_pair(best: pd.Series, runner: pd.Series, reference: pd.Series | None, contenders) -> bool:
+    """Whether the lead's pair is what one verdict of the run rests on alone, so that its 'need about M' is that
+    verdict's, as the console and the cap table say it: a strategy against the reference, or two caps of one
+    sweep where one is the 25 MiB cap the sweep judges every cap against (sweep.recommend_cap), or the sweep has
+    no other cap. A walkthrough's page said 'need about 11' of two caps, neither 25 MiB, where the console said
+    22 of the sweep's verdict: another pair, unnamed."""
+    if reference is not None and reference["strategy"] in (best["strategy"], runner["strategy"]):
+        return True
+    if not caps_of_one_sweep(best, runner):
+        return False
+    caps = _swept_caps(best, contenders)
+    pair = {float(best["bucket_cap_mb"]), float(runner["bucket_cap_mb"])}
+    return len(caps) == 2 or (stats.REFERENCE_CAP_MB in caps and stats.REFERENCE_CAP_MB in pair)
 
 
 def _name(row: pd.Series | None) -> str | None:

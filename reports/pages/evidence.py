@@ -147,14 +147,16 @@ def _pooled_caps(rows: pd.DataFrame) -> dict:
             "noise": f"noisy at caps {noisy} (the table says how)" if noisy else ""}  # fmt: skip
 
 
-def too_few_text(proof: dict) -> str:
+def too_few_text(proof: dict, *, pair: bool = False) -> str:
     """What an undecided comparison rests on and what would settle it: '--repeats 2 or more; have 1, need about 7'
     without an interval (the cap table's words for the same guess), else '95% interval 0.90–1.30; have 3 repeats,
-    need about 9' (stats.needed_text)."""
+    need about 9' (stats.needed_text). `pair`: a comparison no verdict of the run rests on alone, whose need is
+    named as the pair's ('these two need about 9'), not read as a verdict's, which the console says."""
+    need = ("these two " if pair else "") + stats.needed_text(proof["needed"])
     if proof["low"] is None:
-        guess = f"; have {proof['repeats']}, {stats.needed_text(proof['needed'])}" if proof.get("needed") else ""
+        guess = f"; have {proof['repeats']}, {need}" if proof.get("needed") else ""
         return f"--repeats 2 or more{guess}"
-    return f"{interval_text(proof)}; have {proof['repeats']} repeats, {stats.needed_text(proof['needed'])}"
+    return f"{interval_text(proof)}; have {proof['repeats']} repeats, {need}"
 
 
 def interval_text(proof: dict) -> str:

@@ -506,3 +506,23 @@ def test_caps_of_one_layout_say_their_step_is_pooled_and_their_buckets_once():
     assert page.count("flat: any of 5, 25 MiB (every cap makes the same buckets)") == 2 * 2 * 2 - 1  # lines, cells
     plain = run(repeats("zero", [10.0, 10.2]), repeats("stock", [12.0, 12.2]))
     assert answer.POOLED_CAPS.strip() not in answer.answer_section(RunData(meta={}, configs=plain, **empty), ["mlp"])
+
+
+def test_the_leads_need_is_the_cap_verdicts_where_it_is_that_pair_and_named_as_the_pairs_where_not():
+    """A walkthrough's page said 'need about 11' of its leading two caps (1 and 5 MiB, neither 25) where the console
+    said 22 of the sweep's verdict, which holds each cap against 25 MiB: another pair's need, read as the verdict's.
+    The pair's is named as the pair's, and the verdict's (1 MiB against 25) is the console's number."""
+    caps = {1.0: [10.0, 14.0], 5.0: [10.5, 13.5], 25.0: [11.0, 16.5]}
+    rows = run(*(repeats("stock", ms, options={"bucket_cap_mb": cap}) for cap, ms in caps.items()))
+    frame = pooled.ranked(rows, workload="mlp")
+    said = html.unescape(answer.headline(frame))
+    pair = evidence.evidence(frame.iloc[0], frame.iloc[1])
+    verdict = sweep.recommend_cap(caps, aligned=True)  # the console's and the cap table's
+    assert verdict["decision"] == stats.TOO_FEW and pair["needed"] != verdict["repeats_needed"]
+    assert f"have 2 repeats, these two {stats.needed_text(pair['needed'])})" in said
+    assert "(a lead the run does not decide: its cap verdict holds each cap against the 25 MiB cap)" in said
+    assert said.count("need ") == 2 and f"have 2 repeats, {stats.needed_text(verdict['repeats_needed'])})" in said
+    two = run(*(repeats("stock", ms, options={"bucket_cap_mb": cap}) for cap, ms in caps.items() if cap != 5.0))
+    alone = html.unescape(answer.headline(pooled.ranked(two, workload="mlp")))  # the pair is the verdict's own
+    need = sweep.recommend_cap({cap: ms for cap, ms in caps.items() if cap != 5.0}, aligned=True)["repeats_needed"]
+    assert f"have 2 repeats, {stats.needed_text(need)})" in alone and "these two" not in alone
