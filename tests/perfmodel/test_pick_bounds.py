@@ -57,9 +57,10 @@ def test_the_next_that_fits_is_judged_over_the_corners_as_the_pick_is():
     )
     cells, notes = choice_table._cells(close, None, optimizer_ms=0.0, step_ms=0.0)  # fsdp ahead without its own cost
     assert cells[4] == "-0.2% to +3.6%" and notes[0].figure == (
-        "behind -0.2% without FSDP's own cost, +3.6% with it at a CPU's: bench --gpus 1 --impls local,fsdp on a GPU "
+        "level without FSDP's own cost, 3.6% behind with it at a CPU's: bench --gpus 1 --impls local,fsdp on a GPU "
         "tells which"
-    )  # it read '-0.2% to +3.9%' and '[1] fsdp from none of its own cost to a CPU's', no end said
+    )  # it read '-0.2% to +3.9%' and '[1] fsdp from none of its own cost to a CPU's', no end said; then 'behind -0.2%'
+    assert "behind -" not in notes[0].figure  # ahead by less than the pick's tie: level, not behind by a negative
     alone = dataclasses.replace(made, others=[made.others[0]])  # one of the rest: named at every corner
     assert [c.strategy for c in choice_table.next_fits(alone)[0]] == ["zero"]
 
@@ -112,7 +113,7 @@ def test_the_console_says_which_end_the_next_leads_at_and_names_every_gpu_count_
     said = capsys.readouterr().out
     assert "-1.0% to +39.0%" in said and "+1.0–41.0%" in said
     ends = (
-        "w8 behind -1.0% without FSDP's own cost, +39.0% with it at a CPU's: bench --gpus 1 --impls local,fsdp on a GPU"
+        "w8 level without FSDP's own cost, 39.0% behind with it at a CPU's: bench --gpus 1 --impls local,fsdp on a GPU"
     )
     assert f"  [1] fsdp from none of its own cost to a CPU's ({ends} tells which)" in said  # w16's said in its row
     monkeypatch.setattr(answer, "WIDTH", 40)  # marks alone: every note's words under the table

@@ -141,19 +141,21 @@ def next_fits(choice: Choice) -> tuple[list[Candidate], tuple[float, float]]:
 
 def flip_ends(choice: Choice, low: float, high: float) -> str:
     """Where the next that fits leads the pick at one end only (`next_fits`' lags, `low` below 0, `high` above),
-    which end is which and what tells them apart: 'behind -0.2% without FSDP's own cost, +3.9% with it at a CPU's:
-    bench --gpus 1 --impls local,fsdp on a GPU tells which' (a cell read '-0.2% to +3.9%', neither end said); ''
-    where the cell's sign holds at every corner."""
+    which end is which and what tells them apart: 'level without FSDP's own cost, 3.9% behind with it at a CPU's:
+    bench --gpus 1 --impls local,fsdp on a GPU tells which' (a cell read '-0.2% to +3.9%', neither end
+    said); '' where the cell's sign holds at every corner. The pick holds at every corner, so where the next leads
+    it, it does by less than the model can tell (choice._picked's band): level there (the cell says by how much), not
+    'behind -0.2%', which contradicted itself."""
     if not bounds.behind_text(low, high).startswith("-"):
         return ""
     rest = sorted((c for c in choice.others if c.fits and c.step_ms is not None), key=whole_step)
     lags = [(min(c.at(at) for c in rest) / min(p.at(at) for p in choice.picked) - 1, at)
             for at in bounds.corners(choice.bounds)]  # fmt: skip
-    (least, at_least), (most, at_most) = min(lags, key=lambda lag: lag[0]), max(lags, key=lambda lag: lag[0])
+    (_, at_least), (most, at_most) = min(lags, key=lambda lag: lag[0]), max(lags, key=lambda lag: lag[0])
     again = list(at_least) == list(at_most)
     return (
-        f"behind {bounds.percent(least, sign='+')} {bounds.end_words(at_least, whose=choice.whose)}, "
-        f"{bounds.percent(most, sign='+')} {bounds.end_words(at_most, again=again, whose=choice.whose)}: "
+        f"level {bounds.end_words(at_least, whose=choice.whose)}, "
+        f"{bounds.percent(most)} behind {bounds.end_words(at_most, again=again, whose=choice.whose)}: "
         f"{bounds.own_cost_bench(choice.bounds)} on a GPU tells which"
     )
 
