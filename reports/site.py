@@ -18,6 +18,7 @@ This is the only module of `reports/` that touches files; the HTML comes from `r
 from __future__ import annotations
 
 import dataclasses
+import functools
 import html
 import logging
 import os
@@ -29,6 +30,7 @@ from harness.analysis.verdicts import decide
 from harness.results import model_tables, store
 from reports import aggregate
 from reports.pages import index as pages
+from reports.pages import pooled
 from reports.pages.html import PLOTLY_ASSET, RUN_MARK, SHARED_PAGE
 from reports.pages.run import run_page
 from reports.pages.whatif import page as whatif
@@ -172,12 +174,13 @@ def read_shared_pages(out: Path) -> list[dict]:
     return found
 
 
-def write_whatif_page(run_folder: Path, meta: dict, configs, cluster, out: Path, **as_predict) -> str | None:
+def write_whatif_page(run_folder: Path, meta: dict, configs, cluster, out: Path, *, profiles=None,
+                      **as_predict) -> str | None:  # fmt: skip
     """The run's what-if page on `cluster` when it stored a gradient-ready profile; its file name. Without one,
     a page an earlier build wrote is removed: nothing links it any more, and its cluster is not this build's.
     `as_predict`: how it counts what predict counts beside its steps (whatif.whatif_page's memory, full_params,
-    checked)."""
-    profiles = model_tables.read_gradprofiles(run_folder)
+    checked); `profiles`: the run's gradient-ready profiles where the caller has read them."""
+    profiles = model_tables.read_gradprofiles(run_folder) if profiles is None else profiles
     name = f"{run_folder.name}.whatif.html"
     if cluster is None or profiles.empty:
         (out / "runs" / name).unlink(missing_ok=True)
@@ -186,10 +189,11 @@ def write_whatif_page(run_folder: Path, meta: dict, configs, cluster, out: Path,
     return name
 
 
-def build_site(*, results: Path, out: Path, cluster=None, on_run=None, as_predict=None) -> BuiltSite:
+def build_site(*, results: Path, out: Path, cluster=None, on_run=None, as_predict=None, on_step=None) -> BuiltSite:
     """Every run's page (and, given a cluster profile, its what-if page), the index, plotly.js once. `on_run(folder,
     page, whatif page or None)` hears of each run's pages as they are written (the command's progress);
-    `as_predict(run folder, configs)`: what its what-if page counts as predict does (write_whatif_page)."""
+    `as_predict(run folder, configs)`: what its what-if page counts as predict does (write_whatif_page);
+    `on_step(text)` hears of each run's long parts as they start ('[1/3] run f1: its what-if page on dgx-h100')."""
     out = Path(out)
     write_plotly_asset(out)
     summaries = []
@@ -197,8 +201,15 @@ def build_site(*, results: Path, out: Path, cluster=None, on_run=None, as_predic
     whatif_pages: dict[str, Path] = {}
     comparisons = read_comparisons(out)  # each run page links those it takes part in
     shared = read_shared_pages(out)  # and the pages `predict --page` wrote of it into the site
-    for run_folder in store.list_runs(results):
-        written = write_run(run_folder, out, cluster, comparisons=comparisons, shared=shared, as_predict=as_predict)
+    folders = store.list_runs(results)
+    for number, run_folder in enumerate(folders, 1):
+        step = (
+            functools.partial(_said_of, on_step, f"[{number}/{len(folders)}] run {run_folder.name}")
+            if on_step
+            else None
+        )
+        written = write_run(run_folder, out, cluster, comparisons=comparisons, shared=shared, as_predict=as_predict,
+                            on_step=step)  # fmt: skip
         if written is None:
             continue
         row, run_pages[run_folder.name], whatif_page = written
@@ -215,11 +226,24 @@ def build_site(*, results: Path, out: Path, cluster=None, on_run=None, as_predic
                      collectives_pages=collectives_pages)  # fmt: skip
 
 
+def _said_of(on_step, run: str, what: str) -> None:
+    on_step(f"{run}: {what}")
+
+
 def write_run(
-    run_folder: Path, out: Path, cluster, *, comparisons: list[dict], shared: list[dict], as_predict=None
+    run_folder: Path, out: Path, cluster, *, comparisons: list[dict], shared: list[dict], as_predict=None, on_step=None
 ) -> tuple[dict, Path, Path | None] | None:
     """One run's page and what-if page (build_site's, each run's): its index row and the two pages' paths; None where
-    the run cannot be read (said). The run page and the what-if page link the pages of `shared` that are of it."""
+    the run cannot be read (said). The run page and the what-if page link the pages of `shared` that are of it.
+    `on_step(what)`: each long part as it starts. Its configs are read once and changed by none of its pages: each
+    workload's rows are pooled once for all of them (pooled.kept_while)."""
+    with pooled.kept_while():
+        return _write_run(run_folder, out, cluster, comparisons=comparisons, shared=shared, as_predict=as_predict,
+                          on_step=on_step or (lambda what: None))  # fmt: skip
+
+
+def _write_run(run_folder: Path, out: Path, cluster, *, comparisons, shared, as_predict, on_step):
+    on_step("reading it")
     try:
         run = read_run(run_folder, pages=out / "runs")
     except (store.UnsupportedSchema, OSError, ValueError, KeyError) as exc:
@@ -229,9 +253,13 @@ def write_run(
     run.meta["page"] = run_folder.name
     run.meta["comparisons"] = [c for c in comparisons if run_folder.name in (c["base"], c["new"])]
     run.meta["predict_pages"] = [p for p in shared if p["run"] == run_folder.name]  # at a GPU step given
-    counts = as_predict(run_folder, run.configs) if as_predict and cluster is not None else {}
+    profiles = model_tables.read_gradprofiles(run_folder)
+    if cluster is not None and not profiles.empty:
+        on_step(f"its what-if page on {cluster.name}")
+    counts = as_predict(run_folder, run.configs) if as_predict and cluster is not None and not profiles.empty else {}
     try:
-        run.meta["whatif"] = write_whatif_page(run_folder, run.meta, run.configs, cluster, out, **counts)
+        run.meta["whatif"] = write_whatif_page(run_folder, run.meta, run.configs, cluster, out, profiles=profiles,
+                                             **counts)  # fmt: skip
     except Exception as exc:  # a prediction's fault must not cost the measured run its page, nor the site
         log.warning("what-if page of run %s not written (%s: %s); its run page and the rest are: please report "
                     "this", run_folder.name, type(exc).__name__, exc)  # fmt: skip
@@ -240,6 +268,7 @@ def write_run(
     run.meta["whatif_cluster"] = getattr(cluster, "name", None)
     run.meta["whatif_steps"] = whatif.steps_known(run.meta)  # else its communication and memory alone
     path = out / "runs" / f"{run_folder.name}.html"
+    on_step("its page")
     write_text(path, run_page.run_page(run))
     whatif_path = out / "runs" / run.meta["whatif"] if run.meta["whatif"] else None
     return pages.index_row(run.meta, run.configs), path, whatif_path

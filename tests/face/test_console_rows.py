@@ -152,3 +152,31 @@ def test_a_compute_slowdown_within_noise_is_said_not_measured_with_its_bound(cap
     for measured in (False, None):  # measured, or a run from before the bound was kept
         predictions.collectives_table(collectives, pd.DataFrame([{**row, "compute_slowdown_at_least": measured}]))
         assert capsys.readouterr().out.splitlines()[-1].startswith("  w2 overlap: compute 15.50× slower, all-reduce")
+
+
+def test_a_status_is_one_line_rewritten_on_a_terminal_and_a_line_each_elsewhere():
+    """`report` was silent for 31 s before its first line: its long parts say themselves on stderr, in place on a
+    terminal (wiped before the command's next line), a plain line each in a log; a part before the input is checked
+    on a terminal only, so that a refusal stays its one line."""
+    import io
+
+    from harness.commands.console.progress import Status
+
+    log = io.StringIO()
+    status = Status("report: ", stream=log)
+    status.show("reading results", terminal_only=True)
+    status.show("[1/2] run a: its page")
+    status.clear()
+    assert log.getvalue() == "report: [1/2] run a: its page…\n"
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen = Terminal()
+    status = Status("report: ", stream=screen)
+    status.show("reading results", terminal_only=True)
+    status.show("[1/2] run a: its page")
+    status.clear()
+    status.clear()  # nothing shown: nothing to wipe
+    assert screen.getvalue() == "\r\x1b[Kreport: reading results…\r\x1b[Kreport: [1/2] run a: its page…\r\x1b[K"

@@ -526,3 +526,22 @@ def test_the_leads_need_is_the_cap_verdicts_where_it_is_that_pair_and_named_as_t
     alone = html.unescape(answer.headline(pooled.ranked(two, workload="mlp")))  # the pair is the verdict's own
     need = sweep.recommend_cap({cap: ms for cap, ms in caps.items() if cap != 5.0}, aligned=True)["repeats_needed"]
     assert f"have 2 repeats, {stats.needed_text(need)})" in alone and "these two" not in alone
+
+
+def test_one_runs_pages_pool_each_workload_once_at_each_confidence_asked(monkeypatch):
+    """A run page pooled the same rows 7 times (a third of its time): while one run's pages are built, once."""
+    calls = []
+    original = pooled._ranked
+    monkeypatch.setattr(pooled, "_ranked", lambda *args: calls.append(args) or original(*args))
+    fresh = [pooled.ranked(SPLIT, workload="mlp", confidence=c) for c in (0.95, 0.995)]
+    with pooled.kept_while():
+        kept = [pooled.ranked(SPLIT, workload="mlp", confidence=c) for c in (0.95, 0.995, 0.95)]
+        kept[0].loc[0, "step_ms"] = -1.0  # a caller's change reaches no other caller
+        assert pooled.ranked(SPLIT, workload="mlp")["step_ms"].iloc[0] > 0
+        assert pooled.ranked(SPLIT.copy(), workload="mlp")["step_ms"].iloc[0] > 0  # another frame: pooled anew
+    assert len(calls) == 2 + 1 + 1
+    pd.testing.assert_frame_equal(kept[1], fresh[1])
+    pd.testing.assert_frame_equal(kept[2], fresh[0])
+    assert list(kept[1]["confidence"]) != list(kept[2]["confidence"])
+    pooled.ranked(SPLIT, workload="mlp")  # outside: pooled each time, as a test's changed rows need
+    assert len(calls) == 5

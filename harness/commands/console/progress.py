@@ -1,10 +1,11 @@
 """A run's progress on the console (`Progress`, the launcher's callbacks): a line per finished configuration, always;
 on a terminal also a bar with the current configuration, its steps and an ETA (tqdm); off a terminal a line a minute
-while a configuration runs long, with what the bar would show.
+while a configuration runs long, with what the bar would show. `Status`: what another command's long part is doing.
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -145,3 +146,31 @@ def _step_words(state: dict | None, cfg: Configuration) -> str:
     if total != cfg.warmup + cfg.steps:  # a count of its own (not this configuration's warm-up and steps)
         return f"step {step}/{total}"
     return f"warm-up step {step}/{cfg.warmup}" if step <= cfg.warmup else f"step {step - cfg.warmup}/{cfg.steps}"
+
+
+class Status:
+    """What a command without a run's bar is doing now, on stderr (`report`'s long parts): on a terminal one line
+    updated in place and wiped before the next line the command says (`clear`), elsewhere a plain line each."""
+
+    def __init__(self, prefix: str, *, stream: TextIO | None = None):
+        self._prefix = prefix
+        self._stream = stream if stream is not None else sys.stderr
+        self._shown = False
+
+    def show(self, what: str, *, terminal_only: bool = False) -> None:
+        """`terminal_only`: before the command's input is checked, where a refusal must stay its one line."""
+        line = f"{self._prefix}{what}…"
+        if not self._stream.isatty():
+            if not terminal_only:
+                _print(line, file=self._stream)
+            return
+        width = shutil.get_terminal_size().columns - 1  # a wrapped line is not wiped by a carriage return
+        self._stream.write(f"\r\x1b[K{line[:width]}")
+        self._stream.flush()
+        self._shown = True
+
+    def clear(self) -> None:
+        if self._shown:
+            self._stream.write("\r\x1b[K")
+            self._stream.flush()
+            self._shown = False
