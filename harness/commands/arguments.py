@@ -94,7 +94,7 @@ PREDICT_DESCRIPTION = textwrap.fill(
     "results folder), the model state per rank, what fits a GPU run's GPU, and the error against the run's "
     "sweeps. Without: the profile is measured now, here, and --busbw (or this machine's collectives run) gives "
     "the network. With --cluster NAME|FILE (or --nccl-tests LOG): NCCL's algorithms on a cluster profile, per "
-    "node count (docs/clusters.md); with --cluster A,B, each, then their bookings compared."
+    "node count (docs/clusters.md); with --cluster A,B, their bookings compared first, then each."
 )
 PREDICT_EXAMPLES = """examples:
   ddpbench predict --run RUN --gpus 64                      # the run's profile on its machine's network

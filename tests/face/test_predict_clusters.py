@@ -16,13 +16,15 @@ DATA = Path(__file__).resolve().parent.parent / "data"
 
 
 def _comparison(said: str) -> tuple[list[list[str]], str]:
-    """The bookings' table (its rows' cells) and the verdict line after it, which end the output."""
+    """The bookings' table (its rows' cells) and the verdict line after it, which begin the output: the answer first,
+    each cluster's prediction it rests on after."""
     lines = said.strip().splitlines()
-    at = next(k for k, line in enumerate(lines) if line.startswith("ddpbench predict: the bookings compared"))
-    assert lines[at + 1].split()[:3] == ["cluster", "GPUs", "nodes"]
+    assert lines[0].startswith("ddpbench predict: the bookings compared (the fastest each cluster's answer below")
+    assert lines[1].split()[:3] == ["cluster", "GPUs", "nodes"]
+    end = next(k for k, line in enumerate(lines) if k > 1 and line.startswith("ddpbench predict: "))
     notes = ("a GPU's samples a step: ",)  # under the table: what its throughput rests on
-    rows = [re.split(r"\s{2,}", line.strip()) for line in lines[at + 2 : -1] if not line.strip().startswith(notes)]
-    return rows, lines[-1]
+    rows = [re.split(r"\s{2,}", line.strip()) for line in lines[2:end] if not line.strip().startswith(notes)]
+    return rows, lines[end]
 
 
 def test_two_clusters_one_bounded_are_compared_after_each_ones_prediction(tmp_path, capsys):
@@ -101,6 +103,11 @@ def test_the_steps_words_are_said_once_not_a_clusters(tmp_path, capsys):
     assert said.count("ddpbench predict: --local-step-ms 1 for mlp's full size (8 samples a GPU) is ") == 1
     assert said.count(" of one a100-sxm4-80gb's dense peak in bf16 (312 TFLOP/s)") == 1  # not warned: below 100 %
     assert said.count("ddpbench predict: the full size puts floors under each step, right of | below") == 1
+    # a legend the clusters' tables share: said with the first, 'as above' with the other
+    assert said.count("NCCL's algorithms on the profile's bandwidths; ms; blank: as above") == 1
+    assert "the step per bucket cap on dgx-h200 (8 GPUs a node; as above):" in said
+    assert said.count("(+: predicted faster; docs/measured/cluster-model.md)") == 1
+    assert said.count("a cap named is theirs, the floors yours") == 1
 
 
 def test_a_fitted_profiles_file_is_named_by_its_stem_and_priced_by_it(tmp_path, capsys):
@@ -157,11 +164,10 @@ def test_the_bookings_are_what_each_clusters_answer_books(small_run, tmp_path, c
         assert [[row[1], row[3], row[4].split("–")[0]] for row in rows] == booked
         assert all(("–" in row[4]) == (cluster == "dgx-h200") for row in rows)
     assert verdict.startswith("ddpbench predict: fastest: ") and "fewest GPU-hours per sample: " in verdict
-    # the batch the GPU-hours divide the step by is the run's: said under the first answer table, not again under the
-    # second's and the bookings' (it was three times, word for word)
+    # the batch the GPU-hours divide the step by is the run's: said under the bookings, first, not again under each
+    # cluster's answer table (it was three times, word for word)
     note = "a GPU's samples a step: "
-    assert said.count(note) == 1 and said.index("the answer on dgx-h100") < said.index(note)
-    assert said.index(note) < said.index("the answer on dgx-h200")
+    assert said.count(note) == 1 and said.index(note) < said.index(verdict) < said.index("the answer on dgx-h100")
 
 
 def test_each_clusters_own_nodes_are_the_bookings_and_the_verdicts_compared(tmp_path, capsys):
@@ -326,10 +332,11 @@ def test_prices_without_a_step_to_price_are_said_unused(tmp_path, capsys):
                      "--nodes", "1", "--gpu-hour-price", "dgx-a100=1.8,dgx-h100=3.2"]) == 0  # fmt: skip
     said = capsys.readouterr().out
     assert "bookings compared" not in said
-    assert said.rstrip().endswith(
-        "ddpbench predict: --gpu-hour-price not used: no bookings are compared without a "
-        "GPU's step (--local-step-ms MS, the one-GPU step, gives them)"
-    ), said[-400:]
+    first, second = said.splitlines()[:2]  # why no booking, once for both, first; each cluster's prediction after
+    assert first.startswith("ddpbench predict: no step, strategy to book or cap on dgx-a100 or dgx-h100: the profile's")
+    assert said.count("no step, strategy to book or cap") == 1
+    assert second == ("ddpbench predict: --gpu-hour-price not used: no bookings are compared without a "
+                      "GPU's step (--local-step-ms MS, the one-GPU step, gives them)")  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,9 @@ def _print(line: str = "", *, file: TextIO | None = None) -> None:
     reader has gone (`ddpbench bench … | head -3`), the rest is dropped quietly: the run goes on and
     writes its results and summary, it only stops talking."""
     stream = file if file is not None else sys.stdout
+    if _HELD is not None and stream in _HELD[1:]:  # kept for later (`held`), on the stream it was said on
+        _HELD[0].append((line, stream is _HELD[2]))
+        return
     try:
         print(line, file=stream, flush=True)
     except BrokenPipeError:
@@ -44,6 +47,36 @@ def _reader_gone(stream: TextIO) -> None:
 def say(line: str) -> None:
     """One line on stdout."""
     _print(line)
+
+
+_HELD: tuple[list[tuple[str, bool]], TextIO, TextIO] | None = None  # inside `held`: its lines, stdout, stderr
+_AHEAD_OF: tuple[list[tuple[str, bool]], TextIO, TextIO] | None = None  # inside `ahead`: the `held` it is ahead of
+
+
+@contextlib.contextmanager
+def held():
+    """Inside, what goes to stdout and stderr is kept, in order, and said on leaving (before an error that ends it),
+    after what `ahead` says inside: an answer worked out last said first (`predict --cluster A,B`'s bookings). What
+    `quiet` hides stays hidden."""
+    global _HELD
+    before, _HELD = _HELD, ([], sys.stdout, sys.stderr)
+    try:
+        yield
+    finally:
+        kept, _HELD = _HELD[0], before
+        for line, err in kept:
+            _print(line, file=sys.stderr if err else None)
+
+
+@contextlib.contextmanager
+def ahead():
+    """Inside `held`, said at once: ahead of what it keeps, where a `say_once` line said ahead is not said again."""
+    global _HELD, _AHEAD_OF
+    before, _HELD, _AHEAD_OF = _HELD, None, _HELD
+    try:
+        yield
+    finally:
+        _HELD, _AHEAD_OF = before, None
 
 
 _ONCE: set[str] | None = None  # inside `said_once`: what was said already (say_once's lines, every warning)
@@ -70,6 +103,14 @@ def _first_time(line: str) -> bool:
 def say_once(line: str) -> None:
     if _first_time(line):
         say(line)
+        if _AHEAD_OF is not None:  # said ahead: not again where `held` kept it
+            _AHEAD_OF[0][:] = [kept for kept in _AHEAD_OF[0] if kept != (line, False)]
+
+
+def once(words: str) -> str:
+    """`words` the first time inside `said_once` (and always outside it), '' after: a line's legend, which several
+    clusters' lines share, said with the first of them."""
+    return words if _first_time(words) else ""
 
 
 @contextlib.contextmanager

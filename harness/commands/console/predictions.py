@@ -8,7 +8,7 @@ import math
 from typing import TYPE_CHECKING
 
 from harness.analysis import agreement, stats, why
-from harness.commands.console import bytes_text, say, say_once, warning
+from harness.commands.console import bytes_text, once, say, say_once, warning
 from harness.commands.console.predict.steps import best_cap
 from harness.perfmodel.pick import ranked
 from harness.results.values import ms_text
@@ -292,8 +292,7 @@ def zero_answer(
         f"the elements at w{int(last['world_size'])} ({ms_text(optimizer_ms)} → "
         f"{ms_text(last['zero_optimizer_ms'])} ms{bound}), "
         f"then each rank broadcasts what it updated, overlapping nothing: {int(last['zero_broadcasts'])} broadcasts, "
-        f"one a parameter, take {sent} ms{span}{packed}{own_cost_words(last)} "
-        f"[{priced}{'; ' + caveat if caveat else ''}]"
+        f"one a parameter, take {sent} ms{span}{packed}{own_cost_words(last)}{_bracketed(priced, caveat)}"
     )
 
 
@@ -321,8 +320,14 @@ def fsdp_answer(frames: list[pd.DataFrame], *, caveat: str = "", priced: str = C
         f"w{int(last['world_size'])} the gathers take {ms_text(last['fsdp_gather_ms'])} ms and the reduce-scatters "
         f"{ms_text(last['fsdp_scatter_ms'])} ms, of which {ms_text(last['fsdp_exposed_ms'])} ms are not hidden behind "
         f"compute; its optimizer steps 1/{int(last['world_size'])} of every parameter "
-        f"({ms_text(last['fsdp_optimizer_ms'])} ms){own} [{priced}{'; ' + caveat if caveat else ''}]"
+        f"({ms_text(last['fsdp_optimizer_ms'])} ms){own}{_bracketed(priced, caveat)}"
     )
+
+
+def _bracketed(priced: str, caveat: str) -> str:
+    """' [what it is priced on; caveat]', said with the first cluster's answer alone where several are (`once`)."""
+    said = once(f"{priced}{'; ' + caveat if caveat else ''}")
+    return f" [{said}]" if said else ""
 
 
 def labelled(state: pd.DataFrame) -> pd.DataFrame:

@@ -195,7 +195,7 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
                  configs=None, setup: dict | None = None) -> int:  # fmt: skip
     """Each cluster of `args.clusters` in turn (`first`: the first's profile, already read and said), its memory,
     steps and answer as one cluster's; --page's page (one cluster) and --out's rows (every cluster's), then with
-    several clusters the bookings compared, last."""
+    several clusters the bookings compared, said first (or, without a step, why none is)."""
     import pandas as pd
 
     from harness.commands import report
@@ -229,6 +229,8 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
             report.write_prediction_page(asked, chosen, run_dir, setup, caps, checked=checked)
         if args.out:
             cluster.write_rows(pd.concat(frames, ignore_index=True), Path(args.out))
+    # several: the answer, said ahead of each cluster's prediction it rests on (command._on_cluster holds those)
+    with console.ahead():
         if several and scaling.steps_known(args, device):
             from harness.commands.console.predict import bookings
             from harness.commands.console.predict.answer import run_batch_caveat
@@ -238,9 +240,12 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
             note = run_batch_caveat(batch, step_given=bool(args.local_step_ms), asked=asked)
             bookings.compared(booked, tokens=tokens is not None, ends=ends, note=note, prices=args.gpu_hour_prices,
                               gpus=gpus, far_below_peak=far)  # fmt: skip
-        elif several and args.gpu_hour_prices:  # no step, no bookings: the prices said unused, not dropped silently
-            console.say("ddpbench predict: --gpu-hour-price not used: no bookings are compared without a GPU's step "
-                        "(--local-step-ms MS, the one-GPU step, gives them)")  # fmt: skip
+        elif several:  # no step: why no booking, once for every cluster
+            from harness.commands.console.predict import steps
+
+            steps.no_step(list(gpus), optimizer=(setup or {}).get("optimizer") or "sgd",
+                          share=asked.optimizer_share,
+                          priced=bool(args.gpu_hour_prices))  # fmt: skip
     return 0
 
 

@@ -6,6 +6,7 @@ against the run's own bucket sweeps."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -125,7 +126,6 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
         inputs.say_setup_choice(run_dir, matched)
         profile, source = gradient_profile._profile_for_run(run_dir, setup, device=device)
         configs = store.read_configs(run_dir)
-        caps = caps or _caps_of_run(configs)
         profiled_on = store.read_run_meta(run_dir).get("device", device.type)
     else:
         inputs.say_auto_size(args, setup, device)
@@ -136,11 +136,16 @@ def _on_cluster(args: argparse.Namespace, caps, *, device) -> int:
         )
         source = f"profile measured now on {device.type}"
         profiled_on = device.type
-    predictions.predict_profile(setup, profile, source)
-    if configs is not None:
-        inputs.warn_uncalibrated(run_dir, configs, setup)
-    return bookings.predict_each(args, chosen, profile, caps or list(DEFAULT_CAPS_MB), device=profiled_on,
-                                 run_dir=run_dir, configs=configs, setup=setup)  # fmt: skip
+    # several clusters: the bookings compared, worked out last, said first (predict_each); a profile measured now said
+    # its progress as it went, above
+    with console.held() if len(args.clusters) > 1 else contextlib.nullcontext():
+        if configs is not None:
+            caps = caps or _caps_of_run(configs)
+        predictions.predict_profile(setup, profile, source)
+        if configs is not None:
+            inputs.warn_uncalibrated(run_dir, configs, setup)
+        return bookings.predict_each(args, chosen, profile, caps or list(DEFAULT_CAPS_MB), device=profiled_on,
+                                     run_dir=run_dir, configs=configs, setup=setup)  # fmt: skip
 
 
 def _sharded_answers(frames, profile, network, *, caveat: str, fsdp_caveat: str) -> None:

@@ -57,7 +57,7 @@ def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataF
         say(f"  [{k}] {short}{each}{': ' + rest if rest else ''}")
     for words in (*unchosen_words(state, made[0], capacity_gib), roles.shards_nothing_words(state), caveat):
         if words:
-            say(f"  {words}")
+            say_once(f"  {words}")  # several clusters: a word the same on each said with the first
     if batch_note:
         say_once(f"  {batch_note}")
     return True

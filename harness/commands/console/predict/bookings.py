@@ -43,7 +43,7 @@ def compared(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | N
     table = [header, *(_cells(b, prices, ends) for b in bookings)]
     widths = [max(len(row[k]) for row in table) for k in range(len(header))]
     ranged = _ranged_words(bookings, ends)
-    say(f"ddpbench predict: the bookings compared (the fastest each cluster's answer above books{ranged}):")
+    say(f"ddpbench predict: the bookings compared (the fastest each cluster's answer below books{ranged}):")
     for row in table:
         cells = [cell.rjust(width) if k in RIGHT else cell.ljust(width) for k, (cell, width) in
                  enumerate(zip(row, widths, strict=False))]  # fmt: skip

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness.commands.console import predictions, say
+from harness.commands.console import once, predictions, say
 from harness.perfmodel.pick import ranked
 from harness.perfmodel.schedule import scaled_words
 from harness.results.values import ms_text
@@ -85,7 +85,7 @@ def zero_answer(frames: list[pd.DataFrame], *, optimizer_ms: float, largest: tup
     else:
         why = f"its optimizer steps the largest shard, {last['zero_full_size_largest_share']:.1%} of the elements"
         why += f" ({ms_text(optimizer_ms)} → {ms_text(last['zero_full_size_optimizer_ms'])} ms)"
-    said = "; ".join(part for part in (priced, caveat) if part)
+    said = once("; ".join(part for part in (priced, caveat) if part))  # several clusters: the first's alone
     own = _own_prediction(small, rows, answered, "zero_full_size_step_floor_ms", "zero_step_ms")
     say(f"ddpbench predict: and ZeRO-1 (DDP + torch's ZeroRedundancyOptimizer, its defaults): for {whose}, at least "
         f"{_steps(rows, 'zero_full_size_step_floor_ms')} {_caps(rows)}, its floor, which ranks it{own}. Why at "
@@ -106,7 +106,7 @@ def fsdp_answer(frames: list[pd.DataFrame], *, whose: str, small: str, caveat: s
     rows = [agreement.answer_row(frame) for frame in frames]
     last = rows[-1]
     own = f"; FSDP's own cost at one rank, {ms_text(last['fsdp_own_ms'])} ms, added" if last["fsdp_own_ms"] > 0 else ""
-    said = "; ".join(part for part in (priced, caveat) if part)
+    said = once("; ".join(part for part in (priced, caveat) if part))
     mine = _own_prediction(small, rows, rows, "fsdp_full_size_step_floor_ms", "fsdp_step_ms")
     say(f"ddpbench predict: and FSDP2 (fully_shard on each block and the root, its defaults): for {whose}, at least "
         f"{_steps(rows, 'fsdp_full_size_step_floor_ms')}, its floor{mine}. Why at w{int(last['world_size'])}: its "

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from harness.commands.console import say, say_once
+from harness.commands.console import once, say, say_once
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -50,8 +50,14 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
     whole = " (unsharded: parameters and gradients held whole)" * any(c == "unsharded_mb" for c, _ in kept)
     peak = f"; peak: the state, backward's or the optimizer's part and what is kept beside{whole}" * bool(counted)
     fit = f"; left: in one GPU of {cluster.name}, for buffers, working memory, CUDA's and NCCL's" if capacity else ""
-    say(f"ddpbench predict: memory per rank at {counts}: model state (parameters, gradients, optimizer state) as "
-        f"held at {measured} ranks, then whole + split / n{peak}{fit}:")  # fmt: skip
+    legend = once(
+        f"model state (parameters, gradients, optimizer state) as held at {measured} ranks, then whole + "
+        f"split / n{peak}"
+    )  # several clusters: the first's, the others' 'as above'
+    if legend:
+        say(f"ddpbench predict: memory per rank at {counts}: {legend}{fit}:")
+    else:
+        say(f"ddpbench predict: memory per rank at {counts} on {cluster.name}, as above:")
     for row in table:
         say("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, [*widths, 0], strict=False)).rstrip())
     notes = (*_variants(groups.values(), state), floor_words(state), unrecorded(at) if counted else "", size_note)

@@ -4,7 +4,7 @@ was fitted to (warned of, not refused)."""
 
 from __future__ import annotations
 
-from harness.commands.console import say, warning
+from harness.commands.console import once, say, warning
 
 
 def warn_beyond_published(chosen, nodes: list[int]) -> None:
@@ -47,8 +47,8 @@ def say_published_check(chosen, collective: str, *, nodes: list[int] | None) -> 
         phrases = published.published_check_summary(asked, networks=True) or ["none at the node counts asked"]
         if others := sorted({c["nodes"] for c in checks} - {c["nodes"] for c in asked}):  # said, not listed
             phrases.append(f"tables of {', '.join(map(str, others))} nodes too: without --nodes")
-        say(f"ddpbench predict: {chosen.name}'s all-reduce busbw against published nccl-tests, none fitted to "
-            "(+: predicted faster; docs/measured/cluster-model.md):")  # fmt: skip
+        legend = once(" (+: predicted faster; docs/measured/cluster-model.md)")  # several clusters: the first's
+        say(f"ddpbench predict: {chosen.name}'s all-reduce busbw against published nccl-tests, none fitted to{legend}:")
         for phrase in phrases:
             say(f"  {phrase}")
         if collective != "all_reduce":

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from harness.analysis import agreement
 from harness.bucketing import DDP_DEFAULT_CAP_MB
-from harness.commands.console import say, say_once
+from harness.commands.console import once, say, say_once
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -45,8 +45,8 @@ def cluster_table(cluster, frames: list[pd.DataFrame], *, before_own: bool = Fal
     floored = "full_size_step_floor_ms" in frames[0]
     columns = COLUMNS + FLOORS * floored
     beside = "; *: before DDP's own cost, the one-rank step's too" if before_own else ""  # the floors: said above
-    say(f"ddpbench predict: the step per bucket cap on {cluster.name} ({cluster.gpus_per_node} GPUs a node; NCCL's "
-        f"algorithms on the profile's bandwidths; ms; blank: as above{beside}):")  # fmt: skip
+    legend = once(f"NCCL's algorithms on the profile's bandwidths; ms; blank: as above{beside}") or "as above"
+    say(f"ddpbench predict: the step per bucket cap on {cluster.name} ({cluster.gpus_per_node} GPUs a node; {legend}):")
     marked = ("step_ms", "scaling_efficiency") if before_own else ()
     rows = [tuple(h + "*" * (column in marked) for h, column, _ in columns)]
     for frame in frames:
@@ -149,16 +149,18 @@ def _once(figures) -> str:
     return said[0] if len(set(said)) == 1 else ", ".join(said)
 
 
-def collectives_answer(cluster, frames: list[pd.DataFrame], *, trained: bool, profile, optimizer: str) -> None:
+def collectives_answer(
+    cluster, frames: list[pd.DataFrame], *, trained: bool, profile, optimizer: str, alone: bool = True
+) -> float:
     """Where the compute is a CPU's (scaling.steps_known): per GPU count, the ms each strategy's collectives take a step
     on the cluster's network, whatever the GPU computes (ranked.communicated, as the what-if page's table): the full
     size's (the model you will train's, `trained`) where `frames` hold its floors, else the profile's gradients; then
-    why no step, strategy or cap is named (the page's banner) and what gives them."""
+    why no step, strategy or cap is named (the page's banner) and what gives them, unless several clusters are
+    (`alone` False: said once for them all, first, `no_step`). The optimizer's share of the step returned."""
     import pandas as pd
 
     from harness.perfmodel.memory import mib_text
     from harness.perfmodel.pick.ranked import communicated
-    from harness.perfmodel.sharded import OPTIMIZER_NAMES
 
     full = "full_size_mb" in frames[0]
     comm = communicated(pd.concat(frames, ignore_index=True), full=full)
@@ -166,11 +168,16 @@ def collectives_answer(cluster, frames: list[pd.DataFrame], *, trained: bool, pr
     whose = (f"{model}'s {mib_text(frames[0]['full_size_mb'].iloc[0])} of gradients (counted on the meta device)"
              if full else f"the profile's {mib_text(profile.grad_bytes / 2**20)} of gradients")  # fmt: skip
     caps = sorted(comm["bucket_cap_mb"].unique())
-    say(f"ddpbench predict: what {cluster.name}'s network costs a step, whatever the GPU computes: ms of each "
-        f"strategy's collectives with {whose}, NCCL's algorithms on the profile's bandwidths; DDP's all-reduces "
-        "overlap backward but for the last bucket's (in brackets: exposed on any GPU), ZeRO-1's are DDP's and "
-        "its broadcasts, after its optimizer, FSDP2's gathers and reduce-scatters overlap its blocks' compute:"
-    )  # fmt: skip
+    legend = once(
+        f"ms of each strategy's collectives with {whose}, NCCL's algorithms on the profile's bandwidths; "
+        "DDP's all-reduces overlap backward but for the last bucket's (in brackets: exposed on any GPU), "
+        "ZeRO-1's are DDP's and its broadcasts, after its optimizer, FSDP2's gathers and reduce-scatters "
+        "overlap its blocks' compute"
+    )  # several clusters: the first's, the others' 'as above'
+    say(
+        f"ddpbench predict: what {cluster.name}'s network costs a step, whatever the GPU computes: "
+        f"{legend or 'ms, as above'}:"
+    )
     named = ("ZeRO-1 broadcasts", "FSDP2 gathers", "reduce-scatters")  # ZeRO-1's all-reduces: the DDP columns'
     rows = [("GPUs", "nodes", *(f"DDP at {cap:g} MiB" for cap in caps), *named)]
     for world, group in comm.groupby("world_size", sort=True):
@@ -183,7 +190,22 @@ def collectives_answer(cluster, frames: list[pd.DataFrame], *, trained: bool, pr
     for row in rows:
         say("  " + "  ".join(cell.rjust(width) for cell, width in zip(row, widths, strict=True)))
     share = profile.optimizer_s / (profile.local_step_s or 1.0)
-    say(f"ddpbench predict: no step, strategy to book or cap on {cluster.name}: the profile's compute is a CPU's, "
-        f"which hides communication a GPU's would not, and whose {OPTIMIZER_NAMES.get(optimizer, optimizer)} takes "
-        f"{share:.1%} of the step, a GPU's another share; --local-step-ms MS, the one-GPU step on {cluster.name}'s "
-        "GPU, gives them (with --local-step-gpu NAME where that step was measured on another GPU)")  # fmt: skip
+    if alone:  # several clusters: said once, first, for all (no_step)
+        no_step([cluster.name], optimizer=optimizer, share=share)
+    return share
+
+
+def no_step(clusters: list[str], *, optimizer: str, share: float, priced: bool = False) -> None:
+    """Why no step, strategy to book or cap is named on `clusters` (a CPU's compute) and what gives them; `priced`:
+    --gpu-hour-price given, unused without bookings to price (said, not dropped silently)."""
+    from harness.perfmodel.sharded import OPTIMIZER_NAMES
+
+    given = (f"the one-GPU step on {clusters[0]}'s GPU, gives them (with --local-step-gpu NAME where that step was "
+             "measured on another GPU)") if len(clusters) == 1 else ("a one-GPU step, gives them (with "
+             "--local-step-gpu NAME, the GPU that timed it)")  # fmt: skip
+    say(f"ddpbench predict: no step, strategy to book or cap on {' or '.join(clusters)}: the profile's compute is a "
+        f"CPU's, which hides communication a GPU's would not, and whose {OPTIMIZER_NAMES.get(optimizer, optimizer)} "
+        f"takes {share:.1%} of the step, a GPU's another share; --local-step-ms MS, {given}")  # fmt: skip
+    if priced:
+        say("ddpbench predict: --gpu-hour-price not used: no bookings are compared without a GPU's step "
+            "(--local-step-ms MS, the one-GPU step, gives them)")  # fmt: skip
