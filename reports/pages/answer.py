@@ -30,12 +30,14 @@ from reports.pages.evidence import (
     SIGNIFICANT,
     STAND_IN,
     TOO_FEW,
+    a_verdicts_pair,
     caps_of_one_sweep,
     evidence,
     interval_text,
     inverted,
     levels_note,
     one_layout_pooled,
+    swept_caps,
     too_few_text,
 )
 from reports.pages.html import HEADING_NAME, esc, name_html, table
@@ -48,13 +50,16 @@ def milliseconds(ms: float | None) -> str:
     return f"{ms:.1f} ms" if ms >= 100 else f"{ms:.2f} ms"
 
 
-def step_said(row: pd.Series) -> str:
+def step_said(row: pd.Series, unit: str = "") -> str:
     """'17.07 ms', or for caps of one layout as one row (one_layout_pooled) '17.07 ms, both caps' launches pooled':
-    a figure no row of the table holds (each launch's geometric mean of its caps' medians), said to be pooled."""
+    a figure no row of the table holds (each launch's geometric mean of its caps' medians), said to be pooled;
+    `unit` after the figure ('17.07 ms a step, both …')."""
     caps = row.get("pooled_caps")
     if not isinstance(caps, list):
-        return milliseconds(row["step_ms"])
-    return f"{milliseconds(row['step_ms'])}, {'both' if len(caps) == 2 else f'its {len(caps)}'} caps' launches pooled"
+        return milliseconds(row["step_ms"]) + unit
+    return f"{milliseconds(row['step_ms'])}{unit}, {'both' if len(caps) == 2 else f'its {len(caps)}'} caps' " + (
+        "launches pooled"
+    )
 
 
 def any_pooled(group: pd.DataFrame) -> bool:
@@ -209,46 +214,18 @@ def lead(group: pd.DataFrame) -> tuple[str, str]:
     elif proof["judged"] == NOT_SIGNIFICANT:
         words = f" leads ({at}), {NO_CHANGE_SHOWN}: {decide.versus(own['times'], next_step, interval=interval)}"
     else:
-        verdict = _a_verdicts_pair(best, runner, reference, contenders)
+        verdict = a_verdicts_pair(best, runner, reference, contenders)
         doubt = too_few_text(own, pair=not verdict)
         words = (f" leads ({at}); too few repeats to tell it from {runner_name}, the next: so far "
                  f"{decide.versus(own['times'], decide.step_of(runner_name), interval=doubt)}")  # fmt: skip
         if reference is not None and not verdict and not caps_of_one_sweep(best, runner):
             words += f" (a lead the run does not decide: its verdicts hold each strategy against {_name(reference)})"
-        elif not verdict and _swept_caps(best, contenders) & {stats.REFERENCE_CAP_MB}:
+        elif not verdict and swept_caps(best, contenders) & {stats.REFERENCE_CAP_MB}:
             words += (f" (a lead the run does not decide: its cap verdict holds each cap against the "
                       f"{stats.REFERENCE_CAP_MB:g} MiB cap)")  # fmt: skip
     if reference is not None and reference["strategy"] not in (best["strategy"], runner["strategy"]):
         words += ", and " + versus_stock(best, reference)
     return best["strategy"], words
-
-
-def _swept_caps(row: pd.Series, contenders: pd.DataFrame) -> set[float]:
-    """The caps of `row`'s sweep among the answer's rows (a row of caps of one layout counts each of them)."""
-    caps: set[float] = set()
-    for _, other in contenders.iterrows():
-        if other["strategy"] == row["strategy"] or caps_of_one_sweep(row, other):
-            pooled_caps, cap = other.get("pooled_caps"), other.get("bucket_cap_mb")
-            if isinstance(pooled_caps, list):
-                caps |= set(pooled_caps)
-            elif cap is not None and not pd.isna(cap):  # a strategy without buckets has no cap to count
-                caps.add(float(cap))
-    return caps
-
-
-def _a_verdicts_pair(best: pd.Series, runner: pd.Series, reference: pd.Series | None, contenders) -> bool:
-    """Whether the lead's pair is what one verdict of the run rests on alone, so that its 'need about M' is that
-    verdict's, as the console and the cap table say it: a strategy against the reference, or two caps of one
-    sweep where one is the 25 MiB cap the sweep judges every cap against (sweep.recommend_cap), or the sweep has
-    no other cap. A walkthrough's page said 'need about 11' of two caps, neither 25 MiB, where the console said
-    22 of the sweep's verdict: another pair, unnamed."""
-    if reference is not None and reference["strategy"] in (best["strategy"], runner["strategy"]):
-        return True
-    if not caps_of_one_sweep(best, runner):
-        return False
-    caps = _swept_caps(best, contenders)
-    pair = {float(best["bucket_cap_mb"]), float(runner["bucket_cap_mb"])}
-    return len(caps) == 2 or (stats.REFERENCE_CAP_MB in caps and stats.REFERENCE_CAP_MB in pair)
 
 
 def _name(row: pd.Series | None) -> str | None:
@@ -289,17 +266,57 @@ def lead_caveat(group: pd.DataFrame) -> str:
 
 
 def headline(group: pd.DataFrame) -> str:
-    """'At 2 ranks: <b>bucketed</b> is fastest (3.10 ms): 0.81× the step of the next, stock (1.24× faster; 95% interval
-    1.10–1.40); parity ok.' — or 'leads …, no 5% change shown' / 'too few repeats to tell' (lead)."""
+    """The answer in one sentence, which a reader may read alone: the strategy (its cap in its name), the step it
+    buys against stock, decided or not against the next: 'At 2 ranks: <b>bucketed</b> is fastest: 3.10 ms a step,
+    1.24× faster than stock; decided over 5 repeats; parity ok.' ('leads: …; not decided: too few repeats to tell it
+    from the next, flat (have 1, need about 7)', 'tied with the next, …'). The intervals against stock are the table's
+    column, the lead over the next in full section 1's sentence (lead)."""
     group = one_layout_pooled(group)  # caps of one bucket layout: one configuration, not a cap to name
     contenders = group[~group["is_floor"]]
     if contenders.empty:
         return f"At {world_label(int(group['world_size'].iloc[0]))}: only the no-communication floor was measured."
     best = contenders.iloc[0]
-    name, words = lead(group)
     parity = {True: "parity ok", False: "PARITY FAILED", None: "parity not judged"}[best["parity_ok"]]
     noisy = f"; {best['noise']}" if best["noise"] else ""
-    return f"At {world_label(int(best['world_size']))}: <b>{esc(name)}</b>{esc(words)}; {parity}{esc(noisy)}."
+    start = f"At {world_label(int(best['world_size']))}: <b>{esc(best['strategy'])}</b>"
+    if len(contenders) == 1:
+        return f"{start} is the only strategy measured ({esc(step_said(best))}); {parity}{esc(noisy)}."
+    reference, runner = reference_row(group), contenders.iloc[1]
+    stock_next = runner["strategy"] == _name(reference)
+    runner_name = reference_name(reference) if stock_next else runner["strategy"]
+    proof = evidence(best, runner)
+    judged = "same" if proof.get("same_buckets") else proof["judged"]
+    buys = step_said(best, " a step")
+    if reference is not None and best["strategy"] != reference["strategy"]:  # the step against stock: the table's
+        buys += "" if stock_next and judged in ("same", NOT_SIGNIFICANT) else _against_stock(best, reference)
+    own = inverted(proof)  # the leader's step over the next's
+    faster = f"{words} than" if (words := decide.faster_words(own["times"])) else f"{own['times']:.2f}× the step of"
+    next_one = f"the next, {runner_name}"
+    repeats = f" over {proof['repeats']} repeats" if proof.get("repeats") else ""
+    if judged == "same":
+        verb, verdict = "leads", f"{next_one}, makes the same buckets: one measurement"
+    elif judged == SIGNIFICANT:
+        verb, verdict = "is fastest", f"decided{repeats}" + ("" if stock_next else f": {faster} {next_one}")
+    elif judged == NOT_SIGNIFICANT:
+        verb, verdict = "leads", f"tied with {next_one}: {NO_CHANGE_SHOWN}"
+    else:
+        pair = "" if a_verdicts_pair(best, runner, reference, contenders) else "these two "  # evidence.too_few_text
+        have = f"have {proof['repeats']}, {pair}{stats.needed_text(proof['needed'])}" if proof.get("needed") else ""
+        whom = "" if stock_next else f" to tell it from {next_one}"
+        verb, verdict = "leads", f"not decided: too few repeats{whom} ({have or '--repeats 2 or more'})"
+    return f"{start} {verb}: {esc(buys)}; {esc(verdict)}; {parity}{esc(noisy)}."
+
+
+def _against_stock(best: pd.Series, reference: pd.Series) -> str:
+    """', 1.77× faster than stock' (', so far …' where the repeats are too few to tell; the interval: the table's)."""
+    proof = evidence(best, reference)
+    name = reference_name(reference)
+    if proof.get("same_buckets"):
+        return f", the same buckets as {name}"
+    faster = decide.faster_words(inverted(proof)["times"])
+    if not faster or proof["judged"] == NOT_SIGNIFICANT:
+        return f", {NO_CHANGE_SHOWN} against {name}"
+    return f", {'so far ' if proof['judged'] == TOO_FEW else ''}{faster} than {name}"
 
 
 def answer_section(run: RunData, workloads: list[str]) -> str:

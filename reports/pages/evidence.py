@@ -94,6 +94,34 @@ def caps_of_one_sweep(one: pd.Series, other: pd.Series) -> bool:
     return one["impl"] == other["impl"] and options[0] == options[1] and not any(pd.isna(c) for c in caps)
 
 
+def swept_caps(row: pd.Series, contenders: pd.DataFrame) -> set[float]:
+    """The caps of `row`'s sweep among the answer's rows (a row of caps of one layout counts each of them)."""
+    caps: set[float] = set()
+    for _, other in contenders.iterrows():
+        if other["strategy"] == row["strategy"] or caps_of_one_sweep(row, other):
+            pooled_caps, cap = other.get("pooled_caps"), other.get("bucket_cap_mb")
+            if isinstance(pooled_caps, list):
+                caps |= set(pooled_caps)
+            elif cap is not None and not pd.isna(cap):  # a strategy without buckets has no cap to count
+                caps.add(float(cap))
+    return caps
+
+
+def a_verdicts_pair(best: pd.Series, runner: pd.Series, reference: pd.Series | None, contenders) -> bool:
+    """Whether the lead's pair is what one verdict of the run rests on alone, so that its 'need about M' is that
+    verdict's, as the console and the cap table say it: a strategy against the reference, or two caps of one
+    sweep where one is the 25 MiB cap the sweep judges every cap against (sweep.recommend_cap), or the sweep has
+    no other cap. A walkthrough's page said 'need about 11' of two caps, neither 25 MiB, where the console said
+    22 of the sweep's verdict: another pair, unnamed."""
+    if reference is not None and reference["strategy"] in (best["strategy"], runner["strategy"]):
+        return True
+    if not caps_of_one_sweep(best, runner):
+        return False
+    caps = swept_caps(best, contenders)
+    pair = {float(best["bucket_cap_mb"]), float(runner["bucket_cap_mb"])}
+    return len(caps) == 2 or (stats.REFERENCE_CAP_MB in caps and stats.REFERENCE_CAP_MB in pair)
+
+
 def _one_layout(one: pd.Series, other: pd.Series) -> bool:
     """Whether every launch of both rows made the same buckets (sweep.same_buckets: the caps are one measurement)."""
     layouts = [row.get("bucket_layouts") for row in (one, other)]

@@ -34,6 +34,13 @@ def repeats(impl: str, medians: list[float], *, world: int = 2, options: dict | 
     return rows
 
 
+def in_full(group: pd.DataFrame) -> str:
+    """The lead in full, as section 1's sentence says it (answer.lead): the ratio to the next, its interval and what
+    a verdict is about, which the run page's headline leaves to it (it says the answer alone)."""
+    name, words = answer.lead(group)
+    return name + words
+
+
 def run(*strategies: list[dict]) -> pd.DataFrame:
     return with_labels(pd.DataFrame([row for rows in strategies for row in rows]))
 
@@ -67,35 +74,43 @@ def test_a_winner_backed_by_its_repeats_is_fastest_with_the_interval():
     # two caps of one sweep: the repeats it needs are the sweep's (launch by launch from 8), as its cap table says
     assert sweep.recommend_cap({25.0: [80.0, 82.0], 1.0: [60.0, 140.0]}, aligned=True)["repeats_needed"] == 416
     assert judged["low"] < 1 < judged["high"] and f"{judged['ratio']:.2f}" == "1.13"
-    assert answer.headline(group) == (
-        "At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads (80.99 ms); too few repeats to tell it from "
+    assert in_full(group) == (
+        "bucketed bucket_cap_mb=25 leads (80.99 ms); too few repeats to tell it from "
         f"bucketed bucket_cap_mb=1, the next: so far {1 / judged['ratio']:.2f}× the step of bucketed bucket_cap_mb=1 "
         f"({judged['ratio']:.2f}× faster; 95% interval {sweep.TOO_WIDE}; have 2 repeats, need about 416), and faster "
         "than stock: "
-        "0.80× stock&#x27;s step (1.25× faster; "
-        f"{evidence.interval_text(evidence.inverted(evidence.evidence(group.iloc[0], group.iloc[2])))}); parity ok."
+        "0.80× stock's step (1.25× faster; "
+        f"{evidence.interval_text(evidence.inverted(evidence.evidence(group.iloc[0], group.iloc[2])))})"
+    )
+    # the page's headline: the answer in one sentence, the step against stock, and why it is not decided
+    assert answer.headline(group) == (
+        "At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads: 80.99 ms a step, 1.25× faster than stock; not decided: "
+        "too few repeats to tell it from the next, bucketed bucket_cap_mb=1 (have 2, need about 416); parity ok."
     )
     against_stock = stats.ratio_interval([80.0, 82.0], [100.0, 102.0])
     assert against_stock["low"] > 1  # stock's interval excludes 1: a plain "faster than stock"
     clean = run(repeats("stock", [100.0, 102.0]), repeats("bucketed", [80.0, 82.0]))
-    line = answer.headline(pooled.ranked(clean, workload="mlp"))
+    line = in_full(pooled.ranked(clean, workload="mlp"))
     # The leader's step over the next's, the interval of that same ratio: its ends are stock's over bucketed's, swapped.
-    assert line == (f"At 2 ranks: <b>bucketed</b> is fastest (80.99 ms): 0.80× the step of the next, stock (1.25× "
-                    f"faster; 95% interval {1 / against_stock['high']:.2f}–{1 / against_stock['low']:.2f}); parity "
-                    "ok.")  # fmt: skip
+    assert line == (f"bucketed is fastest (80.99 ms): 0.80× the step of the next, stock (1.25× faster; 95% "
+                    f"interval {1 / against_stock['high']:.2f}–{1 / against_stock['low']:.2f})")  # fmt: skip
     assert "not significant" not in line and "leads" not in line
+    assert answer.headline(pooled.ranked(clean, workload="mlp")) == (
+        "At 2 ranks: <b>bucketed</b> is fastest: 80.99 ms a step, 1.25× faster than stock; decided over 2 repeats; "
+        "parity ok."
+    )
 
 
 def test_the_reviewers_case_says_not_significantly_and_an_interval_with_a_tiny_end_too_wide():
     noisy = run(repeats("stock", [1.0, 1.18]), repeats("bucketed", [0.30, 1.04], options={"bucket_cap_mb": 25.0}))
     group = pooled.ranked(noisy, workload="mlp")
-    line = answer.headline(group)
+    line = in_full(group)
     judged = stats.ratio_interval([0.30, 1.04], [1.0, 1.18])
     assert judged["low"] < 0.01  # the interval the old page printed as "(0.00–…)"
     assert f"{judged['ratio']:.2f}" == "1.94"  # of geometric means (1.086 / 0.559 ms), the interval's centre
     assert line.startswith(
-        "At 2 ranks: <b>bucketed bucket_cap_mb=25</b> leads (0.56 ms); too few repeats to tell it from stock, the "
-        f"next: so far 0.51× stock&#x27;s step (1.94× faster; 95% interval {sweep.TOO_WIDE}; have 2 repeats"
+        "bucketed bucket_cap_mb=25 leads (0.56 ms); too few repeats to tell it from stock, the "
+        f"next: so far 0.51× stock's step (1.94× faster; 95% interval {sweep.TOO_WIDE}; have 2 repeats"
     )  # not '<0.01–…' beside a step's 'too wide to bound it': one wording for an interval that bounds nothing
     assert "0.00" not in line
     table = answer.world_table(group, pd.DataFrame(), workload="mlp")
@@ -105,10 +120,14 @@ def test_the_reviewers_case_says_not_significantly_and_an_interval_with_a_tiny_e
 
 def test_one_repeat_a_side_is_too_few_to_tell_never_a_bare_winner():
     single = run(repeats("stock", [100.0]), repeats("bucketed", [80.0]), repeats("naive", [90.0]))
-    line = answer.headline(pooled.ranked(single, workload="mlp"))
-    assert "leads (80.00 ms); too few repeats to tell it from naive, the next: so far 0.89× naive&#x27;s step" in line
-    assert ("too few repeats to tell it from stock: so far 0.80× stock&#x27;s step (1.25× faster; --repeats 2 or more; "
+    line = in_full(pooled.ranked(single, workload="mlp"))
+    assert "leads (80.00 ms); too few repeats to tell it from naive, the next: so far 0.89× naive's step" in line
+    assert ("too few repeats to tell it from stock: so far 0.80× stock's step (1.25× faster; --repeats 2 or more; "
             "have 1, need about 2)") in line  # fmt: skip
+    assert (
+        "leads: 80.00 ms a step, so far 1.25× faster than stock; not decided: too few repeats to tell it from the "
+        "next, naive (have 1, these two need about" in answer.headline(pooled.ranked(single, workload="mlp"))
+    )
     assert pages.run_headline(single).endswith("80.00 ms (leads; too few repeats to tell it from naive, the next; vs "
                                                "stock: too few repeats to tell)")  # fmt: skip
     setup = single.assign(dtype="fp32", optimizer="adam")  # the index names what a run's memory answer rests on
@@ -146,7 +165,8 @@ def test_an_explicit_cap_25_stands_in_only_named_for_what_it_is():
     name = "stock bucket_cap_mb=25 (first bucket 25 MiB)"
     assert answer.reference_name(answer.reference_row(group)) == name
     assert f"<th>× the step of {name}</th>" in answer.world_table(group, pd.DataFrame(), workload="mlp")
-    assert f"the step of the next, {name} (" in answer.headline(group)
+    assert f"the step of the next, {name} (" in in_full(group)
+    assert f"a step, 1.25× faster than {name}; decided over 2 repeats;" in answer.headline(group)
     assert f"the step of the next, {name} (" in takeaways.fastest(explicit, workload="mlp")
     from reports.aggregate import RunData
 
@@ -275,10 +295,11 @@ def test_an_auto_runs_answer_judges_at_its_stopping_rules_confidence():
     close = run(repeats("stock", [100.0, 103.0, 98.0]), repeats("bucketed", [89.0, 92.0, 90.0]))
     assert stats.ratio_interval([89.0, 92.0, 90.0], [100.0, 103.0, 98.0])["low"] > 1.05  # beyond 5 % at 95 %
     assert stats.ratio_interval([89.0, 92.0, 90.0], [100.0, 103.0, 98.0], confidence=auto)["low"] < 1
-    fixed = answer.headline(pooled.ranked(close, workload="mlp"))
-    judged = answer.headline(pooled.ranked(close, workload="mlp", confidence=auto))
+    fixed = in_full(pooled.ranked(close, workload="mlp"))
+    judged = in_full(pooled.ranked(close, workload="mlp", confidence=auto))
     assert "is fastest (" in fixed and "; 95% interval" in fixed
     assert "leads (" in judged and "too few repeats to tell" in judged and "; 99.5% interval" in judged
+    assert "not decided" in answer.headline(pooled.ranked(close, workload="mlp", confidence=auto))
 
 
 def test_at_one_rank_which_the_stopping_rule_never_judges_the_answer_looks_once_at_95_percent():
@@ -288,7 +309,7 @@ def test_at_one_rank_which_the_stopping_rule_never_judges_the_answer_looks_once_
     frame = pooled.ranked(both, workload="mlp", confidence=auto)
     assert set(frame.loc[frame["world_size"] == 1, "confidence"]) == {stats.CONFIDENCE}
     assert frame.loc[frame["world_size"] == 2, "confidence"].tolist() == pytest.approx([0.995, 0.995])
-    one, two = (answer.headline(frame[frame["world_size"] == world]) for world in (1, 2))
+    one, two = (in_full(frame[frame["world_size"] == world]) for world in (1, 2))
     assert "; 95% interval" in one and "; 99.5% interval" in two
 
 
@@ -301,7 +322,10 @@ def test_the_answer_calls_significant_only_what_the_verdicts_call_beyond_the_thr
     bucketed = frame[frame["strategy"] == "bucketed"].iloc[0]
     reference = frame[frame["strategy"] == "stock"].iloc[0]
     assert answer.against_reference(bucketed, reference).startswith("too few repeats to tell (estimate")
-    assert "leads (" in answer.headline(frame) and "have 3 repeats, need about" in answer.headline(frame)
+    assert "leads (" in in_full(frame) and "have 3 repeats, need about" in in_full(frame)
+    assert "leads: " in answer.headline(
+        frame
+    ) and "not decided: too few repeats (have 3, need about" in answer.headline(frame)
     level = run(repeats("stock", [100.0, 130.0]), repeats("bucketed", [99.9, 130.1]))  # a walkthrough's at one rank
     frame = pooled.ranked(level, workload="mlp")
     said = answer.against_reference(frame[frame["strategy"] == "bucketed"].iloc[0], answer.reference_row(frame))
@@ -316,9 +340,8 @@ def test_not_significant_means_the_verdicts_narrow_interval_that_decides_neither
     assert stats.verdict([99.6, 100.0, 99.8], [100.0, 100.4, 100.2], threshold=0.05)["verdict"] == stats.NO_CHANGE
     frame = pooled.ranked(tight, workload="mlp")
     assert answer.against_reference(frame.iloc[0], frame.iloc[1]).endswith(", no 5% change shown")
-    assert "leads (99.80 ms), no 5% change shown: 1.00× the step of the next, stock (95% interval" in answer.headline(
-        frame
-    )
+    assert "leads (99.80 ms), no 5% change shown: 1.00× the step of the next, stock (95% interval" in in_full(frame)
+    assert "leads: 99.80 ms a step; tied with the next, stock: no 5% change shown; parity ok." in answer.headline(frame)
     assert answer.lead_caveat(frame) == "leads; no 5% change shown"
 
 
@@ -329,9 +352,9 @@ def test_ranks_rest_on_the_geometric_means_the_ratios_are_built_around():
     frame = pooled.ranked(split, workload="mlp")
     assert frame["strategy"].tolist() == ["stock", "bucketed"]
     assert frame["step_ms"].tolist() == pytest.approx([2.0, stats.geometric_mean([1.0, 1.0, 10.0])])
-    line = answer.headline(frame)
-    assert line.startswith("At 2 ranks: <b>stock</b> leads (2.00 ms); too few repeats to tell it from bucketed, "
-                           "the next: so far 0.93× bucketed&#x27;s step (1.08× faster")  # fmt: skip
+    line = in_full(frame)
+    assert line.startswith("stock leads (2.00 ms); too few repeats to tell it from bucketed, "
+                           "the next: so far 0.93× bucketed's step (1.08× faster")  # fmt: skip
     assert "0.93× faster" not in line and "estimate 1.08×, interval" in answer.world_table(frame, pd.DataFrame(),
                                                                                           workload="mlp")  # fmt: skip
 
@@ -384,8 +407,10 @@ def test_two_caps_that_made_the_same_buckets_are_said_to_be_one_measurement_not_
     assert cell == "the same buckets: one measurement (1.52× apart: the launches' spread)", cell
     assert "faster" not in cell and "not significant" not in cell
     assert answer.lead_caveat(group) == "leads; the same buckets as the next"
-    headline = answer.headline(group)
+    headline = in_full(group)
     assert "makes the same buckets, so the two are one measurement" in headline and "faster than" not in headline
+    headline = answer.headline(group)
+    assert "makes the same buckets: one measurement" in headline and "faster than" not in headline
     assert answer.versus_stock(leader, reference).startswith(f"the same buckets as {reference['strategy']}: one ")
 
 
@@ -424,8 +449,8 @@ def test_caps_that_made_one_layout_head_the_page_and_the_index_as_one_pooled_lau
         stats.geometric_mean(launches)
     )
     headline = html.unescape(answer.headline(group))
-    assert headline.startswith("At 2 ranks: <b>bucketed bucket_cap_mb=25</b> is fastest (9.06 ms)"), headline
-    assert "the next, stock (caps 25, 100 MiB: one bucket layout) (" in headline
+    assert headline.startswith("At 2 ranks: <b>bucketed bucket_cap_mb=25</b> is fastest: 9.06 ms a step"), headline
+    assert "the next, stock (caps 25, 100 MiB: one bucket layout) (" in in_full(group)
     assert "bucket_cap_mb=100" not in headline
     index = html.unescape(pages.run_headline(rows))
     assert "<b>bucketed bucket_cap_mb=25</b> 9.06 ms (fastest)" in index, index
@@ -465,15 +490,17 @@ def test_the_index_and_the_run_page_say_the_verdict_the_console_said():
     cell = html.unescape(pages.run_headline(rows, meta))
     assert cell.endswith(f"fsdp</b> 1.22 ms (leads; too few repeats to tell it from zero, the next; vs stock: "
                          f"{fsdp.word})")  # fmt: skip
-    headline = html.unescape(
-        answer.headline(pooled.ranked(rows, workload="mlp", confidence=pooled.run_confidence(meta)))
-    )
+    frame = pooled.ranked(rows, workload="mlp", confidence=pooled.run_confidence(meta))
+    headline = in_full(frame)
     assert "too few repeats to tell it from zero" in headline and "a lead the run does not decide" in headline
     assert "and faster than stock: 0.61× stock's step (1.64× faster; 99.5% interval" in headline
+    assert "1.64× faster than stock; not decided: too few repeats to tell it from the next, zero" in answer.headline(
+        frame
+    )
     two = run(repeats("stock", [2.00, 2.02]), repeats("fsdp", [1.22, 1.23]))  # the next is stock: that very verdict
     assert pages.run_headline(two, meta).endswith("1.22 ms (fastest)")
     ahead = run(repeats("stock", [1.00, 1.02]), repeats("fsdp", [1.22, 1.23]), repeats("zero", [1.06, 1.40]))
-    said = html.unescape(answer.headline(pooled.ranked(ahead, workload="mlp", confidence=0.995)))
+    said = in_full(pooled.ranked(ahead, workload="mlp", confidence=0.995))
     assert "too few repeats to tell it from zero" in said and "does not decide" not in said  # zero vs stock: a verdict
     assert pages.run_headline(ahead, meta).endswith("1.01 ms (leads; too few repeats)")
 
@@ -498,7 +525,8 @@ def test_caps_of_one_layout_say_their_step_is_pooled_and_their_buckets_once():
                                                ["mlp"]))  # fmt: skip
     pooled_ms = stats.geometric_mean([10.0, 10.2, 12.0, 12.24])
     said = (
-        f"<b>zero (caps 5, 25 MiB: one bucket layout)</b> is fastest ({pooled_ms:.2f} ms, both caps' launches pooled)"
+        f"<b>zero (caps 5, 25 MiB: one bucket layout)</b> is fastest: {pooled_ms:.2f} ms a step, both caps' launches "
+        "pooled,"
     )
     assert page.count(said) == 2, page  # at 4 ranks and at 2
     assert page.count(answer.POOLED_CAPS.strip()) == 1  # how, in the caption
@@ -515,17 +543,20 @@ def test_the_leads_need_is_the_cap_verdicts_where_it_is_that_pair_and_named_as_t
     caps = {1.0: [10.0, 14.0], 5.0: [10.5, 13.5], 25.0: [11.0, 16.5]}
     rows = run(*(repeats("stock", ms, options={"bucket_cap_mb": cap}) for cap, ms in caps.items()))
     frame = pooled.ranked(rows, workload="mlp")
-    said = html.unescape(answer.headline(frame))
+    said = html.unescape(answer.lead(frame)[1])  # section 1's sentence; the headline's short form below
     pair = evidence.evidence(frame.iloc[0], frame.iloc[1])
     verdict = sweep.recommend_cap(caps, aligned=True)  # the console's and the cap table's
     assert verdict["decision"] == stats.TOO_FEW and pair["needed"] != verdict["repeats_needed"]
     assert f"have 2 repeats, these two {stats.needed_text(pair['needed'])})" in said
+    assert f"(have 2, these two {stats.needed_text(pair['needed'])})" in html.unescape(answer.headline(frame))
     assert "(a lead the run does not decide: its cap verdict holds each cap against the 25 MiB cap)" in said
     assert said.count("need ") == 2 and f"have 2 repeats, {stats.needed_text(verdict['repeats_needed'])})" in said
     two = run(*(repeats("stock", ms, options={"bucket_cap_mb": cap}) for cap, ms in caps.items() if cap != 5.0))
-    alone = html.unescape(answer.headline(pooled.ranked(two, workload="mlp")))  # the pair is the verdict's own
+    ranked_two = pooled.ranked(two, workload="mlp")  # the pair is the verdict's own
+    alone, short = (html.unescape(text) for text in (answer.lead(ranked_two)[1], answer.headline(ranked_two)))
     need = sweep.recommend_cap({cap: ms for cap, ms in caps.items() if cap != 5.0}, aligned=True)["repeats_needed"]
     assert f"have 2 repeats, {stats.needed_text(need)})" in alone and "these two" not in alone
+    assert f"(have 2, {stats.needed_text(need)})" in short and "these two" not in short
 
 
 def test_one_runs_pages_pool_each_workload_once_at_each_confidence_asked(monkeypatch):
