@@ -57,12 +57,13 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
     if legend:
         say(f"ddpbench predict: memory per rank at {counts}: {legend}{fit}:")
     else:
-        say(f"ddpbench predict: memory per rank at {counts} on {cluster.name}, as above:")
+        say(f"ddpbench predict: memory per rank at {counts} on {getattr(cluster, 'name', 'the GPU')}, as above:")
     for row in table:
         say("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, [*widths, 0], strict=False)).rstrip())
     notes = (*_variants(groups.values(), state), floor_words(state), unrecorded(at) if counted else "", size_note)
-    for words in notes:
-        if words:
+    for words in notes:  # several clusters: a note the first's but for its name, said with the first alone
+        name = getattr(cluster, "name", "")
+        if words and once(f"memory note: {words.replace(name, '{cluster}') if name else words}"):
             say(f"  {words}")
     if words := activation_words(at[at["world_size"] == worlds[-1]], totals=False):
         say_once(f"ddpbench predict: and {words}")
