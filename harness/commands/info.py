@@ -8,6 +8,14 @@ import argparse
 import json
 
 from harness.commands import console
+from harness.commands.fits_here import (
+    bench_smaller,
+    human_bytes,
+    human_count,
+    input_text,
+    parameter_count,
+    too_large_here,
+)
 from harness.protocols import SIZES
 
 
@@ -122,31 +130,6 @@ def _options(spec: str, given: list[tuple[str, tuple[str, ...]]]) -> dict:
     return options
 
 
-def parameter_count(spec: str, size: str, options: dict | None = None, *, count: bool = False):
-    """The parameters of workload `spec` at `size` with `options`, counted on the meta device (nothing allocated,
-    nothing downloaded) and kept in the user's cache (harness.measure.meta_counts); the whole
-    modelinfo.ParameterCount where `count`; the reason where it cannot be built here."""
-    from harness.measure import meta_counts
-
-    counted = meta_counts.parameters(spec, size, options)
-    return counted if count or isinstance(counted, str) else counted.parameters
-
-
-def input_text(workload) -> str:
-    """', 32×32 input' or ', sequence 128': what one sample is at a size, where the workload says (a zoo model),
-    so that `list` shows what a size costs (vit_l_16's tiny once hid a 224×224 input behind its parameters)."""
-    side = getattr(workload, "image_size", None)
-    if isinstance(side, int):
-        return f", {side}×{side} input"
-    seq = getattr(workload, "seq", None)
-    if isinstance(seq, int) and workload.tokens_per_sample() is not None:
-        both = " (source and target)" if workload.task == "seq2seq" else ""
-        positions = getattr(workload, "positions_beyond_seq", None)  # hf at full: 1024 of a config's 2048, unsaid
-        more = f" (not its max_position_embeddings, {positions}: --wopt seq_len=N sets it)" if positions else ""
-        return f", sequence {seq}{both}{more}"
-    return ""
-
-
 def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | None = None, *,
                        ignored: str | None = None) -> None:  # fmt: skip
     """Its parameters and gradients per size, and how to bench it (`ignored`: the dtype its configuration names,
@@ -164,10 +147,10 @@ def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | No
         else:  # DDP all-reduces the gradient of every parameter that trains, in its dtype, a frozen one's not
             dtypes = "/".join(DTYPE_NAMES.get(d, d) for d in count.grad_dtypes)
             which = ("DDP all-reduces them all" if count.trained == count.parameters else
-                     f"{_human_count(count.trained)} trained: DDP all-reduces theirs")  # fmt: skip
+                     f"{human_count(count.trained)} trained: DDP all-reduces theirs")  # fmt: skip
             label = "" if yours else f"{size:<6} "  # a file of yours: one model, whatever --size
-            console.say(f"  {label}{_human_count(count.parameters):>7} parameters{(inputs or {}).get(size, '')}, "
-                        f"{_human_bytes(count.grad_bytes)} of {dtypes + ' ' if dtypes else ''}gradients a step "
+            console.say(f"  {label}{human_count(count.parameters):>7} parameters{(inputs or {}).get(size, '')}, "
+                        f"{human_bytes(count.grad_bytes)} of {dtypes + ' ' if dtypes else ''}gradients a step "
                         f"({which})")  # fmt: skip
     if registered:
         for option in workloads.REGISTRY.entry(name).options().values():
@@ -176,120 +159,15 @@ def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | No
     else:
         console.say("  --wopt: its configuration's fields or its keyword arguments (docs/your-model.md)")
     full = counts.get("full")
-    too_large = _too_large_here(name, "full", options) if full is not None and not isinstance(full, str) else ""
+    too_large = too_large_here(name, "full", options) if full is not None and not isinstance(full, str) else ""
     if not too_large:
         console.say(f"  counted on the meta device; bench it: ddpbench bench --workloads {name}"
                     + ("" if yours else " --size full") + (f" {asked}" if asked else ""))  # fmt: skip
         return
-    how, then = _bench_smaller(name, options, yours=yours)
+    how, then = bench_smaller(name, options, yours=yours)
     console.say(f"  counted on the meta device; {'' if yours else 'at full, '}{too_large}: bench it smaller{how}")
     if then:
         console.say(f"  then {then}")
-
-
-def _bench_smaller(name: str, options: dict, *, yours: bool) -> tuple[str, str | None]:
-    """How to bench a model whose full size outgrows this machine: the bench command, at a size that fits and steps
-    briefly here, then the predict that counts the one to train from its run (None where no command was found). A
-    zoo's or registered model at the largest size that does, its own batch and sequence, the options given to `list`
-    (but task) left to predict --train-wopt; a file of yours (--size scales nothing) with its whole-number options
-    halved until it does. A user's 1.1B config.json was told "bench it at --size small", with no command, and benched
-    it at the sequence it trains at, 2048: 12 minutes, its first configuration unfinished."""
-    from harness.commands.console.invoked import ddpbench_command
-
-    if yours:
-        kept, sizes = _halved_to_fit(name, options), ("full",)
-    else:
-        kept, sizes = {key: value for key, value in options.items() if key == "task"}, ("small", "tiny")
-    size = next((size for size in sizes if kept is not None and _short(name, size, kept)), None)
-    if size is None:  # nothing found that does: how, in words
-        how = " with --wopt" if yours else " at --size tiny with --wopt (its fields)"
-        return f"{how}, then give these options to predict --train-wopt KEY=VALUE (docs/your-model.md)", None
-    import workloads
-
-    workload = workloads.create(name, size=size, options=kept)
-    program, train = ddpbench_command(), {key: value for key, value in options.items() if kept.get(key) != value}
-    wopts = "".join(f" --wopt {key}={value}" for key, value in kept.items())
-    trains = "".join(f" --train-wopt {key}={value}" for key, value in train.items())
-    seq = "seq_len" not in train and _takes(name, "seq_len", getattr(workload, "seq", None))
-    bench = (f" ({_human_count(parameter_count(name, size, kept))} parameters{input_text(workload)}): {program} "
-             f"bench --workloads {name}{'' if yours else f' --size {size}'}{wopts} --batch-size "
-             f"{workload.default_batch_size()}")  # fmt: skip
-    predict = f"{program} predict --run RUN --cluster dgx-h100{trains}" + (" --train-wopt seq_len=N" if seq else "")
-    return bench, (f"{predict} predicts the model you train" + (", at the sequence N you train at," if seq else "")
-                   + " from that run (docs/your-model.md)")  # fmt: skip
-
-
-def _takes(name: str, key: str, value) -> bool:
-    """Whether workload `name` takes option `key` at `value` (an hf model its seq_len), as predict --train-wopt
-    checks it."""
-    import workloads
-    from harness.config.bench import ConfigError
-
-    try:
-        workloads.resolve(name).check_options(workloads.parse_options(name, {key: str(value)}))
-    except ConfigError:
-        return False
-    return isinstance(value, int)
-
-
-SHORT_PARAMETERS = 20e6
-"""The most parameters a model benched smaller has: a zoo's --size small (4 to 7M) steps in about a second on a CPU
-thread at its batch, and its dry run stays short; a file of yours halved only until its state fit was 625M."""
-
-
-def _short(name: str, size: str, options: dict) -> bool:
-    """Whether workload `name` at `size` with `options` fits this machine and steps briefly here."""
-    count = parameter_count(name, size, options)
-    return not isinstance(count, str) and count <= SHORT_PARAMETERS and not _too_large_here(name, size, options)
-
-
-def _halved_to_fit(name: str, options: dict, *, most: int = 10) -> dict | None:
-    """The whole-number options of a file of yours halved together (to 1 at least) until it is `_short`; None where
-    none are given, or halving them does not make it so (or it cannot be built)."""
-    counted = {key: value for key, value in options.items() if isinstance(value, int) and not isinstance(value, bool)}
-    for _ in range(most if counted else 0):
-        counted = {key: max(1, value // 2) for key, value in counted.items()}
-        halved = {**options, **counted}
-        if isinstance(parameter_count(name, "full", halved), str):
-            return None
-        if _short(name, "full", halved):
-            return halved
-    return None
-
-
-def _too_large_here(name: str, size: str, options: dict) -> str:
-    """'a DDP rank holds about 31.2 GiB at batch 8 (parameters, …), more than the 18.2 GiB this
-    machine has available for 2 ranks' where `bench --workloads NAME` (its default batch, fp32, SGD) would outgrow
-    it: on the CPU as bench's own check judges it (console.plan: the host's available memory, shared by its 2
-    simulated ranks), on a GPU by its memory, one rank (bench checks none there); else, on the CPU, where it has more
-    than SHORT_PARAMETERS, list's own limit (bench --dry-run says how long its steps take); '' where it fits or
-    cannot be counted. Memory is judged first: a 40B model was told only its count, never that no rank could hold
-    it. A user's 350M file was listed with 'bench it', whose dry run said its ranks would be killed: list counted
-    16 B a parameter against the host's total memory."""
-    import torch
-
-    import workloads
-    from harness.commands.console.plan import available_bytes, ddp_rank_bytes
-    from harness.measure import meta_counts
-
-    count, gpu = parameter_count(name, size, options), torch.cuda.is_available()
-    many = not gpu and not isinstance(count, str) and count > SHORT_PARAMETERS
-    many_words = (f"{_human_count(count)} parameters, more than the {_human_count(SHORT_PARAMETERS)} list benches on "
-                  "a CPU (bench --dry-run says how long)") if many else ""  # fmt: skip
-    batch = workloads.create(name, size=size, options=options).default_batch_size()
-    counts = meta_counts.counts(name, size, options, batch_size=batch, dtype="fp32")
-    if gpu:
-        memory, ranks, where = torch.cuda.get_device_properties(0).total_memory, 1, "this machine's GPU has"
-    else:
-        memory, ranks, where = available_bytes(), 2, "this machine has available"
-    if counts is None or memory is None:
-        return many_words
-    rank, parts = ddp_rank_bytes(counts, "sgd")
-    if rank * ranks <= memory:
-        return many_words
-    for_ranks = f" for {ranks} ranks" if ranks > 1 else ""
-    return (f"a DDP rank holds about {_human_bytes(rank)} at batch {batch} ({', '.join(parts[:-1])} and {parts[-1]}), "
-            f"more than the {_human_bytes(memory)} {where}{for_ranks}")  # fmt: skip
 
 
 def _describe_strategy(name: str) -> None:
@@ -342,25 +220,11 @@ def _sizes_line(name: str) -> str:
 
 def _count_text(count: int | str) -> str:
     """parameter_count's figure as `list` says it: '4.2M', or why it cannot be built here."""
-    return f"unavailable ({count})" if isinstance(count, str) else _human_count(count)
+    return f"unavailable ({count})" if isinstance(count, str) else human_count(count)
 
 
 DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 """A parameter's torch dtype as the project names it elsewhere (--dtype)."""
-
-
-def _human_bytes(count: float) -> str:
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if count >= scale:
-            return f"{count / scale:.1f} {unit}"
-    return f"{count:.0f} B"
-
-
-def _human_count(count: int) -> str:
-    for unit, scale in (("B", 1e9), ("M", 1e6), ("k", 1e3)):
-        if count >= scale:
-            return f"{count / scale:.1f}{unit}"
-    return str(count)
 
 
 def run_env(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
