@@ -15,17 +15,18 @@ def parameter_count(spec: str, size: str, options: dict | None = None, *, count:
     return counted if count or isinstance(counted, str) else counted.parameters
 
 
-def input_text(workload) -> str:
+def input_text(workload, *, positions: bool = True) -> str:
     """', 32×32 input' or ', sequence 128': what one sample is at a size, where the workload says (a zoo model),
-    so that `list` shows what a size costs (vit_l_16's tiny once hid a 224×224 input behind its parameters)."""
+    so that `list` shows what a size costs (vit_l_16's tiny once hid a 224×224 input behind its parameters); with
+    the positions an hf configuration has beyond it where `positions`."""
     side = getattr(workload, "image_size", None)
     if isinstance(side, int):
         return f", {side}×{side} input"
     seq = getattr(workload, "seq", None)
     if isinstance(seq, int) and workload.tokens_per_sample() is not None:
         both = " (source and target)" if workload.task == "seq2seq" else ""
-        positions = getattr(workload, "positions_beyond_seq", None)  # hf at full: 1024 of a config's 2048, unsaid
-        more = f" (not its max_position_embeddings, {positions}: --wopt seq_len=N sets it)" if positions else ""
+        beyond = positions and getattr(workload, "positions_beyond_seq", None)  # hf at full: 1024 of a config's 2048
+        more = f" (not its max_position_embeddings, {beyond}: --wopt seq_len=N sets it)" if beyond else ""
         return f", sequence {seq}{both}{more}"
     return ""
 
@@ -101,9 +102,10 @@ def _halved_to_fit(name: str, options: dict, *, most: int = 10) -> dict | None:
 
 
 def too_large_here(name: str, size: str, options: dict) -> str:
-    """'a DDP rank holds about 31.2 GiB at batch 8 (parameters, …), more than the 18.2 GiB this
-    machine has available for 2 ranks' where `bench --workloads NAME` (its default batch, fp32, SGD) would outgrow
-    it: on the CPU as bench's own check judges it (console.plan: the host's available memory, shared by its 2
+    """'a DDP rank holds about 31.2 GiB of parameters, … at batch 8, sequence 1024, fp32, SGD (bench's defaults),
+    more than the 18.2 GiB this machine has available for 2 ranks' where `bench --workloads NAME` (its default batch,
+    fp32, SGD: said, as a 1.3B model's 47 GiB read as what training it takes, AdamW's 10 GiB more unsaid) would
+    outgrow it: on the CPU as bench's own check judges it (console.plan: the host's available memory, shared by its 2
     simulated ranks), on a GPU by its memory, one rank (bench checks none there); else, on the CPU, where it has more
     than SHORT_PARAMETERS, list's own limit (bench --dry-run says how long its steps take); '' where it fits or
     cannot be counted. Memory is judged first: a 40B model was told only its count, never that no rank could hold
@@ -119,7 +121,8 @@ def too_large_here(name: str, size: str, options: dict) -> str:
     many = not gpu and not isinstance(count, str) and count > SHORT_PARAMETERS
     many_words = (f"{human_count(count)} parameters, more than the {human_count(SHORT_PARAMETERS)} list benches on "
                   "a CPU (bench --dry-run says how long)") if many else ""  # fmt: skip
-    batch = workloads.create(name, size=size, options=options).default_batch_size()
+    workload = workloads.create(name, size=size, options=options)
+    batch = workload.default_batch_size()
     counts = meta_counts.counts(name, size, options, batch_size=batch, dtype="fp32")
     if gpu:
         memory, ranks, where = torch.cuda.get_device_properties(0).total_memory, 1, "this machine's GPU has"
@@ -131,8 +134,10 @@ def too_large_here(name: str, size: str, options: dict) -> str:
     if rank * ranks <= memory:
         return many_words
     for_ranks = f" for {ranks} ranks" if ranks > 1 else ""
-    return (f"a DDP rank holds about {human_bytes(rank)} at batch {batch} ({', '.join(parts[:-1])} and {parts[-1]}), "
-            f"more than the {human_bytes(memory)} {where}{for_ranks}")  # fmt: skip
+    defaults = "" if gpu else " (bench's defaults)"  # on a GPU its --dtype auto computes in bf16
+    return (f"a DDP rank holds about {human_bytes(rank)} of {', '.join(parts[:-1])} and {parts[-1]} at batch {batch}"
+            f"{input_text(workload, positions=False)}, fp32, SGD{defaults}, more than the {human_bytes(memory)} {where}"
+            f"{for_ranks}")  # fmt: skip
 
 
 def human_bytes(count: float) -> str:

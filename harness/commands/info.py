@@ -141,17 +141,20 @@ def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | No
     console.say(f"workload {name}" + (f" {asked}" if asked else "")
                 + (f": {workloads.REGISTRY.entry(name).description}" if registered else "")
                 + (f": {ignored} ignored: parameters fp32, --dtype picks the compute" if ignored else ""))  # fmt: skip
-    for size, count in counts.items():
+    inputs = inputs or {}
+    one = not yours and len(counts) > 1 and len(set(counts.values())) == 1 and not isinstance(counts["full"], str)
+    if one:  # the --wopt given fix every size's shape: one model, said once, --size only its input
+        alike = len(set(inputs.values())) == 1
+        every = " at every --size (the --wopt given fix its shape)"
+        _say_count("", counts["full"], every + (inputs["full"] if alike else ""))
+        if not alike:
+            each = ", ".join(f"{size} {text.removeprefix(', ')}" for size, text in inputs.items())
+            console.say(f"  --size sets its input alone: {each}")
+    for size, count in {} if one else counts.items():
         if isinstance(count, str):
             console.say(f"  {size:<6} unavailable ({count})")
-        else:  # DDP all-reduces the gradient of every parameter that trains, in its dtype, a frozen one's not
-            dtypes = "/".join(DTYPE_NAMES.get(d, d) for d in count.grad_dtypes)
-            which = ("DDP all-reduces them all" if count.trained == count.parameters else
-                     f"{human_count(count.trained)} trained: DDP all-reduces theirs")  # fmt: skip
-            label = "" if yours else f"{size:<6} "  # a file of yours: one model, whatever --size
-            console.say(f"  {label}{human_count(count.parameters):>7} parameters{(inputs or {}).get(size, '')}, "
-                        f"{human_bytes(count.grad_bytes)} of {dtypes + ' ' if dtypes else ''}gradients a step "
-                        f"({which})")  # fmt: skip
+        else:  # a file of yours: one model, whatever --size
+            _say_count("" if yours else f"{size:<6} ", count, inputs.get(size, ""))
     if registered:
         for option in workloads.REGISTRY.entry(name).options().values():
             if option.name != "size":
@@ -168,6 +171,16 @@ def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | No
     console.say(f"  counted on the meta device; {'' if yours else 'at full, '}{too_large}: bench it smaller{how}")
     if then:
         console.say(f"  then {then}")
+
+
+def _say_count(label: str, count, text: str) -> None:
+    """A model's parameters, `text` after them, and the gradients DDP all-reduces a step: every parameter's that
+    trains, in its dtype, a frozen one's not."""
+    dtypes = "/".join(DTYPE_NAMES.get(d, d) for d in count.grad_dtypes)
+    which = ("DDP all-reduces them all" if count.trained == count.parameters else
+             f"{human_count(count.trained)} trained: DDP all-reduces theirs")  # fmt: skip
+    console.say(f"  {label}{human_count(count.parameters):>7} parameters{text}, {human_bytes(count.grad_bytes)} of "
+                f"{dtypes + ' ' if dtypes else ''}gradients a step ({which})")  # fmt: skip
 
 
 def _describe_strategy(name: str) -> None:

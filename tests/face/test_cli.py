@@ -272,6 +272,26 @@ def test_list_counts_the_model_a_user_will_train_with_its_options(capsys, monkey
     assert "predict --run RUN --cluster dgx-h100 --train-wopt hidden_size=2048 --train-wopt num_hidden_layers=24" in out
 
 
+def test_list_says_a_model_its_options_fix_at_every_size_once(capsys):
+    """A 1.3B Llama given its five shape fields read 'tiny 1.3B parameters, sequence 32', 'small 1.3B …', 'full 1.3B
+    …': one model under three names. It is said once, with what --size still changes (the sequence)."""
+    fields = ("hidden_size=64", "num_hidden_layers=2", "num_attention_heads=2", "num_key_value_heads=2",
+              "vocab_size=1000", "intermediate_size=96")  # fmt: skip
+    shape = [part for field in fields for part in ("--wopt", field)]
+    every = "   198.0k parameters at every --size (the --wopt given fix its shape)"
+    assert cli.main(["list", "hf:llama", *shape]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[1] == f"{every}, 773.2 KiB of fp32 gradients a step (DDP all-reduces them all)"
+    assert said[2].startswith(
+        "  --size sets its input alone: tiny sequence 32, small sequence 128, full sequence 1024 ("
+    )
+    assert cli.main(["list", "hf:llama", *shape, "--wopt", "seq_len=64"]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[1].startswith(f"{every}, sequence 64, 773.2 KiB ") and said[2].startswith("  --wopt: ")
+    assert cli.main(["list", "hf:llama", *shape[:-2]]) == 0  # tiny's own intermediate size: a model of its own
+    assert capsys.readouterr().out.splitlines()[1].startswith("  tiny ")
+
+
 def test_list_says_a_model_no_cpu_rank_can_hold_before_its_parameter_count(capsys, monkeypatch):
     """A 40B file on a CPU was told only that it has more than the 20M parameters list benches there, never that
     no rank could hold it: memory is judged first."""
@@ -283,7 +303,10 @@ def test_list_says_a_model_no_cpu_rank_can_hold_before_its_parameter_count(capsy
     monkeypatch.setattr(plan, "available_bytes", lambda: 2**34)  # 16 GiB
     assert cli.main(["list", "examples/my_workload.py:MyModel", "--wopt", "width=100000"]) == 0
     out = capsys.readouterr().out
-    assert "counted on the meta device; a DDP rank holds about 447.1 GiB at batch 8 (parameters, " in out
+    assert (
+        "counted on the meta device; a DDP rank holds about 447.1 GiB of parameters, gradients, DDP's buckets and "
+        "activations at batch 8, fp32, SGD (bench's defaults), " in out
+    )  # what it assumes, said: AdamW's is more
     assert "more than the 16.0 GiB this machine has available for 2 ranks: bench it smaller" in out
     assert "list benches on a CPU" not in out
 
@@ -346,8 +369,9 @@ def test_list_says_to_bench_smaller_a_model_whose_state_outgrows_this_machine(ca
     out = capsys.readouterr().out
     assert "bench it: ddpbench" not in out
     assert out.endswith(
-        "  counted on the meta device; a DDP rank holds about 12.2 MiB at batch 8 (parameters, gradients, DDP's "
-        "buckets and activations), more than the 4.0 MiB this machine has available for 2 ranks: "
+        "  counted on the meta device; a DDP rank holds about 12.2 MiB of parameters, gradients, DDP's buckets and "
+        "activations at batch 8, fp32, SGD (bench's defaults), more than the 4.0 MiB this machine has available for 2 "
+        "ranks: "
         f"bench it smaller (67.3k parameters): {program} bench --workloads "
         f"{mine} --wopt width=128 --batch-size 8\n"  # its width halved until it fits (a file of yours: no --size)
         f"  then {program} predict --run RUN --cluster dgx-h100 --train-wopt width=512 predicts the model you train "
