@@ -22,7 +22,12 @@ from harness.protocols import SIZES
 def run_list(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     import impls
     import workloads
+    from harness.commands.console.progress import meanwhile
+    from workloads import _zoo
 
+    if specs := [name for name in args.names if _zoo.is_spec(name) and not name.endswith(".toml")]:
+        libraries = "torch and transformers" if any(name.startswith("hf:") for name in specs) else "torch"
+        meanwhile(f"ddpbench list: importing {libraries}, counting {', '.join(specs)} on the meta device…")
     if args.wopt and not any(_is_workload(name) for name in args.names):  # options said of nothing
         from harness.config.bench import ConfigError
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import json
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -290,6 +291,27 @@ def test_list_says_a_model_its_options_fix_at_every_size_once(capsys):
     assert said[1].startswith(f"{every}, sequence 64, 773.2 KiB ") and said[2].startswith("  --wopt: ")
     assert cli.main(["list", "hf:llama", *shape[:-2]]) == 0  # tiny's own intermediate size: a model of its own
     assert capsys.readouterr().out.splitlines()[1].startswith("  tiny ")
+
+
+def test_list_says_on_a_terminal_what_its_silence_before_a_spec_is(capsys, monkeypatch):
+    """`list hf:llama` with a 1.3B Llama's options said nothing for 22 to 27 s (importing torch and transformers,
+    counting on the meta device): a terminal is told so until the first line, which wipes it."""
+    import io
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert cli.main(["list", "examples/my_workload.py:MyModel"]) == 0
+    assert terminal.getvalue() == (
+        "ddpbench list: importing torch, counting examples/my_workload.py:MyModel on the meta device…\r\033[K"
+    )
+    assert capsys.readouterr().out.startswith("workload examples/my_workload.py:MyModel\n")
+    terminal.seek(0), terminal.truncate()
+    assert cli.main(["list", "stock", "dgx-h100"]) == 0  # no model counted: nothing
+    assert terminal.getvalue() == ""
 
 
 def test_list_says_a_model_no_cpu_rank_can_hold_before_its_parameter_count(capsys, monkeypatch):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+
 from harness.commands import console
 
 ROW = {
@@ -180,3 +182,42 @@ def test_a_status_is_one_line_rewritten_on_a_terminal_and_a_line_each_elsewhere(
     status.clear()
     status.clear()  # nothing shown: nothing to wipe
     assert screen.getvalue() == "\r\x1b[Kreport: reading results…\r\x1b[Kreport: [1/2] run a: its page…\r\x1b[K"
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_long_silence_is_said_in_place_on_a_terminal_and_wiped_by_the_next_line(capsys):
+    """`list hf:llama` with a 1.3B Llama's options was silent 22 to 27 s before its first line, `predict
+    --train-wopt` 24 s: a terminal shows what it waits for at once, and the next line wipes it."""
+    from harness.commands.console import progress
+
+    terminal = _Terminal()
+    progress.meanwhile("ddpbench list: counting…", stream=terminal)
+    assert terminal.getvalue() == "ddpbench list: counting…"
+    console.say("workload x")
+    assert terminal.getvalue() == "ddpbench list: counting…\r\033[K" and capsys.readouterr().out == "workload x\n"
+
+
+def test_off_a_terminal_a_long_silence_is_one_plain_line_and_a_short_one_none(monkeypatch):
+    import time
+
+    from harness.commands.console import progress
+
+    monkeypatch.setattr(progress, "QUIET_S", 0.05)
+    piped = io.StringIO()
+    progress.meanwhile("ddpbench list: counting…", stream=piped)
+    for _ in range(200):  # the line comes from a timer's thread
+        if piped.getvalue():
+            break
+        time.sleep(0.05)
+    console.say("workload x")
+    assert piped.getvalue() == "ddpbench list: counting…\n"  # and no wipe: a log keeps it
+    monkeypatch.setattr(progress, "QUIET_S", 60.0)
+    quick = io.StringIO()
+    progress.meanwhile("ddpbench list: counting…", stream=quick)
+    console.say("workload x")  # said before the silence lasted: the line never comes
+    time.sleep(0.1)
+    assert quick.getvalue() == ""

@@ -493,3 +493,27 @@ def test_a_train_wopt_the_workload_does_not_take_points_at_a_bench_command_that_
     assert said.startswith("--train-wopt seq_len=2048 is not valid for gpt2 (workload 'gpt2' has no option seq_len")
     assert "--train-wopt seq_len=1024" not in said  # predict takes no --workloads, bench no --train-wopt
     assert "e.g. ddpbench bench --workloads hf:gpt2 --wopt seq_len=1024: docs/your-model.md" in said, said
+
+
+def test_predict_says_on_a_terminal_what_its_silence_before_the_model_to_train_is(small_run, monkeypatch):
+    """`predict --train-wopt` with a 1.3B Llama said nothing for 24 s (its model counted on the meta device): a
+    terminal is told so until the next line, here its refusal, which wipes it first."""
+    import io
+    import sys
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    terminal = Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    flags = ["--run", small_run.name, "--results", str(small_run.parent), "--cluster", "dgx-h100"]
+    assert cli.main(["predict", *flags, "--train-wopt", "colour=red"]) == 2
+    said = terminal.getvalue()
+    assert (
+        said.startswith(
+            "ddpbench predict: importing torch, counting the model you train (--train-wopt) on the meta device…\r\033[K"
+            "ddpbench: error: --train-wopt colour=red is not valid for mlp"
+        )
+        and said.count("\n") == 1
+    )

@@ -1,10 +1,13 @@
 """A run's progress on the console (`Progress`, the launcher's callbacks): a line per finished configuration, always;
 on a terminal also a bar with the current configuration, its steps and an ETA (tqdm); off a terminal a line a minute
 while a configuration runs long, with what the bar would show. `Status`: what another command's long part is doing.
+A long silence before a command's first line (a model counted on the meta device) says what it waits for
+(`meanwhile`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import sys
 import time
@@ -16,6 +19,50 @@ from harness.commands.console import _print, duration_text
 
 if TYPE_CHECKING:
     from harness.config.grid import Configuration
+
+
+QUIET_S: float | None = 2.0
+"""Off a terminal, `meanwhile`'s line is said once the silence has lasted this long: a quick command, or bad input
+refused at once, says its own lines alone (None: never, as in the tests, whose output must not hang on the pace)."""
+
+
+def meanwhile(text: str, *, stream: TextIO | None = None) -> None:
+    """`text` on stderr while a long, silent stretch runs, until the next line ddpbench prints or its exit: on a
+    terminal at once, in place, and wiped then; elsewhere a plain line once QUIET_S have passed. `list hf:llama`
+    with a 1.3B Llama's options was silent 22 to 27 s (importing torch and transformers, counting on the meta
+    device), `predict --train-wopt` 24 s."""
+    import atexit
+    import threading
+
+    stream = stream if stream is not None else sys.stderr
+    lock, state = threading.Lock(), {"over": False, "shown": False}
+    on_terminal = stream.isatty()
+
+    def show() -> None:
+        with lock:
+            if not state["over"]:
+                state["shown"] = True
+                with contextlib.suppress(OSError, ValueError):
+                    stream.write(text if on_terminal else f"{text}\n")
+                    stream.flush()
+
+    def end() -> None:
+        timer.cancel()
+        with lock:
+            if state["shown"] and on_terminal and not state["over"]:
+                with contextlib.suppress(OSError, ValueError):
+                    stream.write("\r\033[K")
+                    stream.flush()
+            state["over"] = True
+
+    timer = threading.Timer(QUIET_S or 0.0, show)
+    timer.daemon = True
+    console.BEFORE_NEXT_LINE.append(end)
+    atexit.register(end)
+    if on_terminal:
+        show()
+    elif QUIET_S is not None:
+        timer.start()
 
 
 HEARTBEAT_S = 60.0

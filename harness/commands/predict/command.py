@@ -12,6 +12,7 @@ from typing import Any, NamedTuple
 
 from harness.commands import console
 from harness.commands.console import predictions
+from harness.commands.console.progress import meanwhile
 from harness.commands.predict import bookings, cluster, full_size, gradient_profile, inputs
 from harness.config.bench import SIZE_CHOICES, ConfigError
 
@@ -59,6 +60,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     for flag, text, kept in (("--cluster", typed, args.clusters), ("--caps", args.caps, caps)):
         if text and kept:  # said once nothing more is refused: a refusal is its one line
             console.note_repeated(flag, text, kept)
+    if args.train_wopt:  # its model is counted before a first line: 24 s of silence on a 1.3B Llama
+        meanwhile("ddpbench predict: importing torch, counting the model you train (--train-wopt) on the meta device…")
     import torch  # after the flags' checks: bad input is refused in a second, not after torch's import (2 s)
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
