@@ -523,6 +523,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     )  # forward and backward of the 0.2 ms; the optimizer on 1/n
     assert 0 < frame.groupby("world_size")["fsdp_gather_ms"].first()[8] < frame["fsdp_gather_ms"].max()
     assert sharded.startswith("ddpbench predict: and FSDP2 (fully_shard on each block and the root, its defaults)")
+    assert "the gathers in fp32 (FSDP2's default; --opt param_dtype=bf16 would halve their bytes)" in sharded
     fsdp_w16 = frame[frame["world_size"] == 16].iloc[0]  # the full size's gathers, whose floor ranks it
     assert (f"Why at w16: its {int(fsdp_w16['fsdp_full_size_gathers'])} gathers take at least "
             f"{ms_text(fsdp_w16['fsdp_full_size_gather_ms'])} ms and its reduce-scatters "

@@ -249,9 +249,15 @@ def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, c
 
 
 BUCKET_VIEW_WORTH = ranked.BUCKET_VIEW_WORTH
-CLUSTER_BROADCASTS, CLUSTER_SHARDED = "broadcasts priced as NCCL all-gathers", ranked.CLUSTER_SHARDED
+CLUSTER_BROADCASTS = "broadcasts priced as NCCL all-gathers"
+CLUSTER_SHARDED = (
+    f"{ranked.CLUSTER_SHARDED}, the gathers in fp32 (FSDP2's default; --opt param_dtype=bf16 would halve their bytes)"
+)
 """The console's words for how a cluster's collectives are priced; the what-if page's in full (ranked's: the
-all-gathers carry as many bytes a link, the profile holding no broadcast)."""
+all-gathers carry as many bytes a link, the profile holding no broadcast). FSDP2's gathers carry the parameters as
+bench holds them, fp32, which its default param_dtype leaves uncast: a bf16 team's param_dtype=bf16 casts each shard
+before its all-gather (reduce-scatters stay in reduce_dtype, fp32), which the model does not price
+(perfmodel.sharding.fsdp)."""
 
 
 def zero_answer(
