@@ -304,6 +304,7 @@ def test_list_says_on_a_terminal_what_its_silence_before_a_spec_is(capsys, monke
 
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setenv("COLUMNS", "200")
     assert cli.main(["list", "examples/my_workload.py:MyModel"]) == 0
     assert terminal.getvalue() == (
         "ddpbench list: importing torch, counting examples/my_workload.py:MyModel on the meta device…\r\033[K"

@@ -189,16 +189,23 @@ class _Terminal(io.StringIO):
         return True
 
 
-def test_a_long_silence_is_said_in_place_on_a_terminal_and_wiped_by_the_next_line(capsys):
+def test_a_long_silence_is_said_in_place_on_a_terminal_and_wiped_by_the_next_line(capsys, monkeypatch):
     """`list hf:llama` with a 1.3B Llama's options was silent 22 to 27 s before its first line, `predict
-    --train-wopt` 24 s: a terminal shows what it waits for at once, and the next line wipes it."""
+    --train-wopt` 24 s: a terminal shows what it waits for at once, on one row (a wrapped one's first row outlives
+    the wipe), and the next line wipes it."""
     from harness.commands.console import progress
 
+    monkeypatch.setenv("COLUMNS", "80")
     terminal = _Terminal()
     progress.meanwhile("ddpbench list: counting…", stream=terminal)
     assert terminal.getvalue() == "ddpbench list: counting…"
     console.say("workload x")
     assert terminal.getvalue() == "ddpbench list: counting…\r\033[K" and capsys.readouterr().out == "workload x\n"
+    monkeypatch.setenv("COLUMNS", "16")
+    narrow = _Terminal()
+    progress.meanwhile("ddpbench list: counting…", stream=narrow)
+    console.say("workload x")
+    assert narrow.getvalue() == "ddpbench list:…\r\033[K"
 
 
 def test_off_a_terminal_a_long_silence_is_one_plain_line_and_a_short_one_none(monkeypatch):

@@ -507,6 +507,7 @@ def test_predict_says_on_a_terminal_what_its_silence_before_the_model_to_train_i
 
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
+    monkeypatch.setenv("COLUMNS", "200")
     flags = ["--run", small_run.name, "--results", str(small_run.parent), "--cluster", "dgx-h100"]
     assert cli.main(["predict", *flags, "--train-wopt", "colour=red"]) == 2
     said = terminal.getvalue()

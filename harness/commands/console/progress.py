@@ -32,11 +32,15 @@ def meanwhile(text: str, *, stream: TextIO | None = None) -> None:
     with a 1.3B Llama's options was silent 22 to 27 s (importing torch and transformers, counting on the meta
     device), `predict --train-wopt` 24 s."""
     import atexit
+    import shutil
     import threading
 
     stream = stream if stream is not None else sys.stderr
     lock, state = threading.Lock(), {"over": False, "shown": False}
     on_terminal = stream.isatty()
+    if on_terminal:  # one row, or the wipe leaves the rows above it
+        width = shutil.get_terminal_size().columns - 1
+        text = text if len(text) <= width else f"{text[: max(width - 1, 0)]}…"
 
     def show() -> None:
         with lock:
