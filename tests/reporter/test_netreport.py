@@ -121,6 +121,7 @@ def test_the_what_if_page_of_a_cpu_run_gives_its_communication_and_memory_and_no
         "size's 0.009315 MiB of gradients: at 1024 GPUs on 128 nodes DDP's all-reduces take "
     )
     assert "ZeRO-1's broadcasts " in headline and "FSDP2's all-gathers " in headline and "unchecked" not in headline
+    assert "the gathers in fp32 (param_dtype=bf16 would halve them)" in headline  # FSDP2's default, priced
     comm = page.split("FSDP2's reduce-scatters</th>")[1].split("</table>")[0]
     assert [row.split("<td>")[1].split("</td>")[0] for row in comm.split("<tr")[1:]] == [
         str(8 * 2**k) for k in range(8)

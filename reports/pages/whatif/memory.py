@@ -300,7 +300,7 @@ def communication_section(group: pd.DataFrame, cluster: Cluster, *, sized: bool 
     last, row = most["DDP last"], most.iloc[0]
     fsdp = "" if pd.isna(row["FSDP2 gathers"]) else (
         f"; FSDP2's all-gathers {row['FSDP2 gathers']:.4g} ms and reduce-scatters {row['FSDP2 reduce-scatters']:.4g} "
-        "ms, each block's beside its compute")  # fmt: skip
+        "ms, each block's beside its compute, the gathers in fp32 (param_dtype=bf16 would halve them)")  # fmt: skip
     said = (f'<p class="headline"><b>What {esc(cluster.name)}\'s network costs a step</b>, whatever computes it, '
             f"with {whose}: at {int(row.world_size)} GPUs on {int(row.nodes)} nodes DDP's all-reduces take {ddp}, "
             f"overlapping backward but for the last bucket's ({last.min():.3g} to {last.max():.3g} ms, after "
