@@ -169,6 +169,7 @@ class StepBounds:
     optimizer_ms: float | None = None  # an optimizer part given, on the other GPU: memory-bound at either end
     assumed: bool = False  # peak_dtype assumed (gpu_step_dtype: a CPU run's fp32 is not the GPU's), not the run's
     target_peak_dtype: str = ""  # the other GPU's peak's dtype, where it trains in another (a V100: no bf16)
+    optimizer_estimated: bool = False  # optimizer_ms estimated (its memory traffic), not given: each end estimates it
 
     @property
     def same(self) -> bool:

@@ -85,8 +85,12 @@ def test_an_a100_step_on_dgx_h100_is_predicted_at_both_ends_and_on_dgx_a100_as_g
     a100, h100 = GPUS["a100-sxm4-80gb"], "H100 SXM5"
     # a CPU run's fp32 (--dtype auto) is no GPU's: the step was trained in what auto is on a GPU, bf16 (0.315, not
     # fp32's 0.291), and the line says it assumed that and how to have fp32
-    compute = 310 * peak_tflops(a100, "bf16", tf32=False) / peak_tflops(h100, "bf16", tf32=False)
-    memory = 310 * memory_gbps(a100) / memory_gbps(h100)
+    peaks, bandwidths = (peak_tflops(a100, "bf16", tf32=False), peak_tflops(h100, "bf16", tf32=False)), (
+        memory_gbps(a100), memory_gbps(h100))  # fmt: skip
+    # the optimizer's estimated part (SGD: 12 B a parameter) stays memory-bound at the compute-bound end too
+    optimizer = float(said.split("the optimizer's ")[1].split(" ms there (estimated as below)")[0])
+    compute = (310 - optimizer) * peaks[0] / peaks[1] + optimizer * bandwidths[0] / bandwidths[1]
+    memory = 310 * bandwidths[0] / bandwidths[1]
     assert (
         f"--local-step-ms 310 was measured on a100-sxm4-80gb, not dgx-h100's GPU: there it is not known, only "
         f"bounded, {compute:.4g} ms if compute-bound"
@@ -122,6 +126,31 @@ def test_an_a100_step_on_dgx_h100_is_predicted_at_both_ends_and_on_dgx_a100_as_g
     assert "at the other end" not in said
     rows = pd.read_csv(tmp_path / "a100.csv")
     assert (rows["cluster_step_ms"] == 310).all() and rows["local_step_end"].isna().all()
+
+
+def test_an_estimated_optimizer_stays_memory_bound_at_the_compute_bound_end(monkeypatch):
+    """85 ms of a 1.3B Llama with AdamW timed on an H100, on dgx-h200 (the same dense peak, ×1): the compute-bound end
+    kept the whole 85 ms while the optimizer's part was estimated again at the H200's bandwidth (7.85 ms, not 11.2),
+    so forward and backward came out 77.15 ms against the H100's 73.8, the same chip 4.5 % slower. The optimizer's
+    estimate on the GPU that timed the step is memory-bound at either end, as a part given is."""
+    from harness.commands.console.predict import optimizer
+    from harness.perfmodel.clusters import cluster
+
+    monkeypatch.setattr(scaling, "_requested_dtype", lambda args: "auto")
+    h200, parameters = cluster.load("dgx-h200"), 1345.4e6
+    args = types.SimpleNamespace(local_step_gpu="h100-sxm", local_step_ms=85.0, local_optimizer_ms=None, run=None)
+    setup, profile = {"dtype": "fp32", "optimizer": "adamw", "size": "full"}, types.SimpleNamespace(
+        grad_bytes=parameters * 4)  # fmt: skip
+    bounds = gpu_ends.local_step_bounds(args, h200, pd.DataFrame({"device": ["cpu"]}), setup, profile)
+    here, there = (
+        optimizer.optimizer_ms(parameters, "adamw", memory_gbps(gpu)) for gpu in (GPUS["h100-sxm"], h200.description)
+    )
+    assert bounds.peak_ratio == 1 and bounds.optimizer_estimated and here == pytest.approx(11.24, abs=0.01)
+    assert bounds.compute_ms - there == pytest.approx(85 - here)  # forward and backward as the H100 timed them
+    assert bounds.memory_ms == pytest.approx(85 * memory_gbps(GPUS["h100-sxm"]) / memory_gbps(h200.description))
+    given = gpu_ends.local_step_bounds(types.SimpleNamespace(**{**vars(args), "local_optimizer_ms": 20.0}), h200,
+                                       pd.DataFrame({"device": ["cpu"]}), setup, profile)  # fmt: skip
+    assert not given.optimizer_estimated and given.compute_ms == pytest.approx(65 + 20 * bounds.memory_ratio)
 
 
 def test_a_bad_gpu_name_or_one_without_a_step_is_refused_in_one_line(tmp_path, capsys):

@@ -270,7 +270,7 @@ def run_at_ends(args: argparse.Namespace, chosen, profile, caps: list[float], *,
     from harness.perfmodel.clusters.bookings import of_cluster
     from harness.perfmodel.pick.choice_table import tokens_a_step
 
-    bounds = gpu_ends.local_step_bounds(args, chosen, configs, setup)
+    bounds = gpu_ends.local_step_bounds(args, chosen, configs, setup, profile)
     ends = bounds.ends() if bounds is not None and not bounds.same else [(None, args.local_step_ms)]
     given, frames = args.local_step_ms, []
     args.local_step_given, args.local_optimizer_given = given, args.local_optimizer_ms
@@ -279,7 +279,8 @@ def run_at_ends(args: argparse.Namespace, chosen, profile, caps: list[float], *,
     for k in reversed(range(len(ends))):  # the end printed last: the page is written at it, as the console says
         args.local_step_end, step_ms = ends[k]
         if args.local_step_end is not None:
-            args.local_step_ms, args.local_optimizer_ms = float(f"{step_ms:.4g}"), bounds.optimizer_ms
+            args.local_step_ms = float(f"{step_ms:.4g}")  # an estimated optimizer estimated again there, below
+            args.local_optimizer_ms = None if bounds.optimizer_estimated else bounds.optimizer_ms
         with console.quiet() if k else contextlib.nullcontext():
             optimizer.estimate_local_optimizer(args, chosen, setup, configs, profile)  # a GPU's, not the CPU's share
             if args.local_step_end is not None and args.local_optimizer_given is not None:

@@ -11,12 +11,17 @@ def _run_tf32(configs) -> bool:
     return bool(configs["tf32"].fillna(False).any()) if configs is not None and "tf32" in configs else False
 
 
-def local_step_bounds(args, chosen, configs, setup: dict | None):
+def local_step_bounds(args, chosen, configs, setup: dict | None, profile=None):
     """--local-step-ms measured on --local-step-gpu, on the cluster's GPU (precision.step_bounds, in the dtype the
     step was trained in: precision.gpu_step_dtype, the run's, or on a CPU run of --dtype auto the GPU's auto, assumed):
-    a StepBounds; None where no GPU is named (the step is the cluster GPU's own)."""
+    a StepBounds; None where no GPU is named (the step is the cluster GPU's own). Without --local-optimizer-ms, the
+    optimizer's part is estimated on the GPU that timed the step (`profile`'s model; optimizer.estimate_on) and kept
+    memory-bound at either end, as a part given is (`optimizer_estimated`): a compute-bound end of a GPU with the
+    same peak then gives forward and backward back as timed (the optimizer alone re-estimated there had made an
+    H200's 4.5 % slower than the H100's that timed them)."""
     import dataclasses
 
+    from harness.commands.console.predict import optimizer
     from harness.config.precision import gpu_name, gpu_step_dtype, step_bounds
 
     if not (getattr(args, "local_step_gpu", None) and args.local_step_ms):
@@ -26,9 +31,11 @@ def local_step_bounds(args, chosen, configs, setup: dict | None):
     (dtype, assumed), (there, assumed_there) = (gpu_step_dtype((setup or {}).get("dtype") or "fp32", device=device,
                                                    requested=scaling._requested_dtype(args), gpu=gpu)
                                     for gpu in (measured_on, chosen.description))  # fmt: skip
+    estimated = optimizer.estimate_on(args, measured_on, setup, configs, profile)
     bounds = step_bounds(args.local_step_ms, measured_on=measured_on, target=chosen.description, dtype=dtype,
-                         tf32=_run_tf32(configs), optimizer_ms=args.local_optimizer_ms, target_dtype=there)  # fmt: skip
-    return dataclasses.replace(bounds, assumed=assumed or assumed_there)
+                         tf32=_run_tf32(configs), optimizer_ms=args.local_optimizer_ms if estimated is None
+                         else estimated, target_dtype=there)  # fmt: skip
+    return dataclasses.replace(bounds, assumed=assumed or assumed_there, optimizer_estimated=estimated is not None)
 
 
 def say_step_bounds(args, chosen, bounds, ends: list[tuple[str | None, float]]) -> None:
@@ -54,8 +61,9 @@ def say_step_bounds(args, chosen, bounds, ends: list[tuple[str | None, float]]) 
                        "with --dtype fp32 bounds it in fp32")  # fmt: skip
         else:
             assumed = f", {chosen.name}'s GPU has no bf16: its autocast is fp16, with a grad scaler" * no_bf16
-        optimizer = (f"; the optimizer's {bounds.optimizer_ms / bounds.memory_ratio:g} ms memory-bound at either "
-                     "end" if bounds.optimizer_ms is not None else "")  # fmt: skip
+        optimizer = (f"; the optimizer's {bounds.optimizer_ms / bounds.memory_ratio:.3g} ms"
+                     f"{' there (estimated as below)' * bounds.optimizer_estimated} memory-bound at either end"
+                     if bounds.optimizer_ms is not None else "")  # fmt: skip
         said = (f"--local-step-ms {step:g} was measured on {gpu}, not {chosen.name}'s GPU: there it is not known, "
                 f"only bounded, {bounds.compute_ms:.4g} ms if compute-bound (×{bounds.peak_ratio:.3g}: dense "
                 f"{dtypes[0]} {peaks[0]:g} → {dtypes[1] + ' ' if dtypes[1] != dtypes[0] else ''}{peaks[1]:g} "

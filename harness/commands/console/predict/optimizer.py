@@ -27,20 +27,37 @@ def optimizer_ms(parameters: float, optimizer: str, gbps: float) -> float | None
     return None if per is None else parameters * per / (gbps * 1e9) * 1e3
 
 
+def _trained_parameters(args, setup: dict, configs, profile) -> float:
+    """The parameters of the model you will train (the full size's, or --train-wopt's, counted on the meta device;
+    else the profile's), as its fp32 gradients count them (4 B each)."""
+    from harness.commands.predict.full_size import full_parameters
+
+    full = full_parameters(setup, configs, profile.grad_bytes, options=getattr(args, "train_options", None))
+    return (full.grad_bytes if full is not None else profile.grad_bytes) / 4
+
+
+def estimate_on(args, gpu: str, setup: dict | None, configs, profile) -> float | None:
+    """The optimizer's part of --local-step-ms as estimate_local_optimizer would take it on `gpu` (a device name: the
+    GPU that timed the step, --local-step-gpu), unsaid; None where given, not known, or not below the step."""
+    if not args.local_step_ms or args.local_optimizer_ms is not None or setup is None or profile is None:
+        return None
+    gbps = memory_gbps(gpu)
+    estimate = optimizer_ms(_trained_parameters(args, setup, configs, profile), setup.get("optimizer") or "sgd",
+                            gbps) if gbps else None  # fmt: skip
+    return estimate if estimate is not None and estimate < args.local_step_ms else None
+
+
 def estimate_local_optimizer(args, chosen, setup: dict | None, configs, profile) -> None:
     """Where --local-step-ms is given without --local-optimizer-ms: sets `args.local_optimizer_ms` to the estimate
     (`args.local_optimizer_source`: "estimated"; "given" where it was given; None where there is none)
     for the model you will train (the full size's parameters, or --train-wopt's, counted on the meta device; else the
     profile's) on the cluster's GPU, and says it; nothing where the GPU's bandwidth or the optimizer is not known."""
-    from harness.commands.predict.full_size import full_parameters
-
     args.optimizer_from = "as given (--local-optimizer-ms)"  # the page's words for it; --out's:
     args.local_optimizer_source = None if args.local_optimizer_ms is None else "given"
     if not args.local_step_ms or args.local_optimizer_ms is not None or setup is None:
         return
     gbps, optimizer = memory_gbps(chosen.description), setup.get("optimizer") or "sgd"
-    full = full_parameters(setup, configs, profile.grad_bytes, options=getattr(args, "train_options", None))
-    parameters = (full.grad_bytes if full is not None else profile.grad_bytes) / 4  # fp32 gradients, 4 B each
+    parameters = _trained_parameters(args, setup, configs, profile)
     estimate = optimizer_ms(parameters, optimizer, gbps) if gbps else None
     if estimate is None:
         return
