@@ -164,3 +164,34 @@ def test_a_bad_gpu_name_or_one_without_a_step_is_refused_in_one_line(tmp_path, c
         captured = capsys.readouterr()
         assert captured.out == "" and captured.err.count("\n") == 1 and error in captured.err
     assert not (tmp_path / "x.csv").exists()
+
+
+def test_an_estimated_optimizer_is_weighed_as_the_share_the_pick_may_turn_on(tmp_path, monkeypatch):
+    """A 1.3B Llama's fsdp pick rested on the optimizer's 11.2 ms, estimated from its bytes (13 % of an 85 ms step),
+    yet its cell "the pick rests on" was blank: only a CPU's optimizer time was weighed for the share the pick turns
+    on. An estimate is no measurement either: the console's table weighs it, and the page's (its rows say so)."""
+    from harness.commands.console import predictions
+    from reports.pages.whatif import memory
+
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    weighed = {}
+    table, section = predictions.strategy_choice, memory.choice_section
+
+    def console_table(*args, **kwargs):
+        weighed["console"] = kwargs["cpu_optimizer"]
+        return table(*args, **kwargs)
+
+    def page_choice(configs, group, *args, **kwargs):
+        weighed["page"] = bool(group.iloc[0]["optimizer_estimated"])
+        return section(configs, group, *args, **kwargs)
+
+    monkeypatch.setattr(predictions, "strategy_choice", console_table)
+    monkeypatch.setattr(memory, "choice_section", page_choice)
+    args = ["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-h100", "--nodes", "1",
+            "--local-step-ms", "310", "--page", str(tmp_path / "h100.html")]  # fmt: skip
+    assert cli.main(args) == 0
+    estimate, step = weighed["console"]
+    assert step == pytest.approx(310) and 0 < estimate < 310 and weighed["page"]
+    weighed.clear()
+    assert cli.main([*args, "--local-optimizer-ms", str(estimate)]) == 0  # given: a GPU's own, nothing to weigh
+    assert weighed == {"console": (0.0, 0.0), "page": False}

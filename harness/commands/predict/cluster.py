@@ -331,7 +331,9 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     share = profile.optimizer_s / profile.local_step_s if profile.local_step_s else 0.0
     optimizer = (setup or {}).get("optimizer") or "sgd"  # a profile measured now steps --optimizer's (sgd)
     cpu = device == "cpu" and given_optimizer_s is None  # (one given: the GPU's, not a CPU's)
-    cpu_optimizer = (profile.optimizer_s * 1e3, profile.local_step_s * 1e3) if cpu else (0.0, 0.0)
+    estimated = getattr(args, "local_optimizer_source", None) == "estimated"  # a GPU's, from its bytes: the pick's
+    # share is said where it turns on it, as on a CPU's (choice_table's notes); the CPU's caveats stay a CPU's
+    cpu_optimizer = (profile.optimizer_s * 1e3, profile.local_step_s * 1e3) if cpu or estimated else (0.0, 0.0)
 
     def cpu_split(*labels: str) -> tuple[str, ...]:  # the CPU's optimizer share, and where these strategies' leads stop
         if not cpu:

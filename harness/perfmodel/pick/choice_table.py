@@ -101,7 +101,8 @@ def noted_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
     for c in choices:
         at = state[state["world_size"] == c.world_size]
         cells, notes = _cells(c, without.get(c.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms, batch=batch,
-                              tokens=tokens_a_step(state), counted_in=(judged_dtype(at), half_dtype(at)))  # fmt: skip
+                              tokens=tokens_a_step(state), counted_in=(judged_dtype(at), half_dtype(at)),
+                              errors=errors)  # fmt: skip
         if not c.picked and (words := batch_words(at, capacity_gib)):
             notes = [Note(words, words), *notes]
         roomy = dict(zip(at["strategy"], roomy_batch(at, capacity_gib), strict=True)) if len(at) else {}
@@ -111,7 +112,7 @@ def noted_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
 
 
 def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float, batch=None,
-           tokens: float | None = None, counted_in: tuple[str, str] = ("", "bf16")) -> tuple:  # fmt: skip
+           tokens: float | None = None, counted_in: tuple[str, str] = ("", "bf16"), errors=None) -> tuple:  # fmt: skip
     if not choice.picked:  # what the run never benched may fit: what a rank of theirs holds is unmeasured
         notes = [_unbenched_note(c, faster=False) for c in choice.unbenched]
         return (str(choice.world_size), "none modelled fits", "", "", "", ""), notes + _unfit(choice, counted_in)
@@ -124,7 +125,8 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
     shown = list(dict.fromkeys(c for c in (*choice.picked, *rest) if c.bounded and c.model not in choice.open_on))
     ends = flip_ends(choice, *behind) if rest else ""  # the next leads at one end: which, said on the range's note
     ranged = [_bounded_note(c, ends * (k == 0)) for k, c in enumerate(shown)]  # a range: said once, its ms above
-    return cells, _notes(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms, counted_in=counted_in) + ranged
+    return cells, _notes(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms, counted_in=counted_in,
+                         errors=errors) + ranged  # fmt: skip
 
 
 def next_fits(choice: Choice) -> tuple[list[Candidate], tuple[float, float]]:
@@ -177,12 +179,12 @@ def _bounded_note(c: Candidate, ends: str = "") -> Note:
 
 
 def _notes(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float,
-           counted_in: tuple[str, str] = ("", "bf16")) -> list[Note]:  # fmt: skip
+           counted_in: tuple[str, str] = ("", "bf16"), errors=None) -> list[Note]:  # fmt: skip
     """What the pick rests on, each a `Note`."""
     missed = f"a lead under {choice.apart:.0%} is within how far the step models missed this run's own steps"
     tie = missed if choice.apart else f"a lead under {agreement.SMALL_CAP_LEAD:.0%} is more than the model can tell"
     notes = [Note(f"a tie: {tie}", "a tie", tie)] if len(choice.picked) > 1 and not choice.open_on else []
-    if turns := turning_share(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms):
+    if turns := turning_share(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms, errors=errors):
         settles = "--local-optimizer-ms, with --local-step-ms, settles it"
         notes.append(Note(f"holds{turns} ({settles})", "the optimizer's share decides", settles, f"holds{turns}"))
     if choice.open_on:  # the pick flips inside the own-cost bounds (a CPU's own cost is no GPU's): no booking yet

@@ -62,7 +62,8 @@ def choice_words(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: 
         if choice.open_on:  # the pick flips inside the own-cost bounds: no booking on the model's word
             tied = f" ({bounds.open_words(choice)})"
         beside = "; ".join(other(c, choice) for c in choice.others)
-        turns = turning_share(choice, without.get(choice.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms)
+        turns = turning_share(choice, without.get(choice.world_size), optimizer_ms=optimizer_ms, step_ms=step_ms,
+                              errors=errors)  # fmt: skip
         beside = "; ".join([beside, *(f"{step_text(c)}, not benched: bench it to see what a rank holds"
                                       for c in choice.unbenched)]).strip("; ")  # fmt: skip
         parts.append(f"w{choice.world_size} {picked}{tied}{turns}" + (f" ({beside})" if beside else ""))

@@ -51,7 +51,8 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
     frames = [rows for _, rows in group.groupby("world_size", sort=True)]
     first = group.iloc[0]  # the console's bracket: a CPU's optimizer
     on_cpu = first["profiled_on"] == "cpu" and not first.get("optimizer_given")  # its optimizer's time a CPU's
-    optimizer_ms = first["optimizer_share"] * first["local_step_ms"] if on_cpu else 0.0
+    estimated = bool(first.get("optimizer_estimated"))  # a GPU's, from its bytes: the share the pick turns on, said
+    optimizer_ms = first["optimizer_share"] * first["local_step_ms"] if on_cpu or estimated else 0.0
     labelled = state.assign(strategy=strategy_labels(state)) if len(state) else state
     weighed = {"optimizer_ms": optimizer_ms, "step_ms": first["local_step_ms"], "errors": checked and checked.errors}
     made = chosen(labelled, frames, cluster.gpu_memory_gib, weighed["errors"], optimizer_ms) if len(state) else None

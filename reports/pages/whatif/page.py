@@ -86,6 +86,7 @@ def predicted_rows(profiles: pd.DataFrame, configs: pd.DataFrame, cluster: Clust
                    "step_batch": batch_size or setup["batch_size"],  # a GPU's samples a step, as the steps are
                    "own_left_out": not carried and target == "baseline" and local_ddp_ms is None,
                    "optimizer_given": local_optimizer_ms is not None, "optimizer_from": optimizer_from,
+                   "optimizer_estimated": optimizer_from.startswith("estimated"),  # optimizer.py's words: a GPU's
                    "own_costs_left_out": "; ".join(note for note in (sharded.note, zero_own.note) if note),
                    "fsdp_own_over": steps_table.own_over(sharded), "fsdp_own_noise": sharded.noise,
                    "zero_own_noise": zero_own.noise, "own_cost_whose": "the run's" if carried else "a CPU's",
