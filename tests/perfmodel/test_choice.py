@@ -570,8 +570,10 @@ def test_a_pick_that_fits_only_tightly_is_named_after_a_roomier_one_it_ties_and_
     assert [c.strategy for c in w8.picked] == ["zero", "stock"] and w8.fastest.strategy == "stock"
     assert [(c.strategy, c.tight) for c in w64.picked] == [("stock", True)]
     rows = choice_table.table_rows(state, frames, 79.11)
-    assert rows[0][1:5] == ("zero or stock", "100–103", "", "")  # the step's span and the lag: from the fastest
-    assert rows[1][1:5] == ("stock", "100", "zero", "+10.0%")
+    # the step's span and the lag: from the fastest; a tight fit not booked plainly (a user read "book: fsdp or stock
+    # at 25 MiB" with stock's 1.75 GiB left for the CUDA context, NCCL's buffers and the loss's working memory)
+    assert rows[0][1:5] == ("zero or stock (tight)", "100–103", "", "")
+    assert rows[1][1:5] == ("stock (tight)", "100", "zero", "+10.0%")
     tight = ("stock fits tight (5.11 GiB left, batch 7 a rank fits with room; under 8% of the count, which has read "
              "up to 8% below a measured peak)")  # fmt: skip
     assert rows[0][-1] == f"a tie: a lead under 4% is more than the model can tell; {tight}" and rows[1][-1] == tight
@@ -583,6 +585,15 @@ def test_a_pick_that_fits_only_tightly_is_named_after_a_roomier_one_it_ties_and_
     assert lines[2].split()[-5:] == ["[1];", "stock", "fits", "tight", "[2]"]
     assert lines[5] == ("  [2] stock fits tight (w8, w64: 5.11 GiB left, batch 7 a rank fits with room): under 8% of "
                         "the count, which has read up to 8% below a measured peak")  # fmt: skip
+    from harness.commands.console.predict import memory as memory_table
+
+    memory_table.model_state(
+        state.assign(floor_mb=0.0, dtype="fp32", tokens_per_batch=0), [8, 64], cluster
+    )  # and at what batch each has room
+    said = capsys.readouterr().out.splitlines()
+    # zero: (79.11 / 1.08 − 40) / 1.25 GiB a sample = 26.6; stock: (73.25 − 64) / 1.25 = 7.4
+    assert said[0].endswith(", with room (8% of the count) up to a batch a rank of zero 26, stock 7:"), said[0]
+    assert said[3].endswith("tight, 5.11 GiB")
     roomy = choice.choose(state, frames, 90.0)[0]  # 16 GiB left: no longer tight, the faster named first again
     assert [c.strategy for c in roomy.picked] == ["stock", "zero"] and not any(c.tight for c in roomy.picked)
 

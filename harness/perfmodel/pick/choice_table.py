@@ -117,7 +117,8 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
         notes = [_unbenched_note(c, faster=False) for c in choice.unbenched]
         return (str(choice.world_size), "none modelled fits", "", "", "", ""), notes + _unfit(choice, counted_in)
     rest, behind = next_fits(choice)
-    cells = (str(choice.world_size), " or ".join(c.named for c in choice.picked),  # the cap where the floors rank it
+    book = " or ".join(c.named + " (tight)" * c.tight for c in choice.picked)  # not booked plainly: a note says
+    cells = (str(choice.world_size), book,  # the cap where the floors rank it; a tight fit's room, its note
              step_cell(choice.picked), " or ".join(c.named for c in rest), behind_cell(*behind) if rest
              else "", step_cell(choice.picked, gpu_hours_per_step_ms(batch=batch, tokens=tokens),
                                 lambda v: f"{v:.3g}" if v < 1e3 else f"{v:,.0f}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from harness.commands.console import once, say, say_once
+from harness.perfmodel.memory import COUNT_BELOW_PEAK
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -49,7 +50,12 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
     counts = " / ".join(f"w{w}" for w in worlds)
     whole = " (unsharded: parameters and gradients held whole)" * any(c == "unsharded_mb" for c, _ in kept)
     peak = f"; peak: the state, backward's or the optimizer's part and what is kept beside{whole}" * bool(counted)
-    fit = f"; left: in one GPU of {cluster.name}, for buffers, working memory, CUDA's and NCCL's" if capacity else ""
+    roomy = _roomy(at, order, capacity) if capacity else ""  # the batch asked: said in the header, the rows narrow
+    fit = (
+        f"; left: in one GPU of {cluster.name}, for buffers, working memory, CUDA's and NCCL's{roomy}"
+        if capacity
+        else ""
+    )
     legend = once(
         f"model state (parameters, gradients, optimizer state) as held at {measured} ranks, then whole + "
         f"split / n{peak}"
@@ -57,7 +63,7 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
     if legend:
         say(f"ddpbench predict: memory per rank at {counts}: {legend}{fit}:")
     else:
-        say(f"ddpbench predict: memory per rank at {counts} on {getattr(cluster, 'name', 'the GPU')}, as above:")
+        say(f"ddpbench predict: memory per rank at {counts} on {getattr(cluster, 'name', 'the GPU')}, as above{roomy}:")
     for row in table:
         say("  " + "  ".join(cell.ljust(width) for cell, width in zip(row, [*widths, 0], strict=False)).rstrip())
     notes = (*_variants(groups.values(), state), floor_words(state), unrecorded(at) if counted else "", size_note)
@@ -67,6 +73,19 @@ def model_state(state: pd.DataFrame, worlds: list[int], cluster=None, *, size_no
             say(f"  {words}")
     if words := activation_words(at[at["world_size"] == worlds[-1]], totals=False):
         say_once(f"ddpbench predict: and {words}")
+
+
+def _roomy(at: pd.DataFrame, order: list[str], capacity_gib: float) -> str:
+    """', with room (8% of the count) up to a batch a rank of fsdp 10, zero 8, stock 7': per strategy, the most
+    samples a rank at which it fits with room at every GPU count of `at` (memory.roomy_batch: a tight fit's note
+    says it too); '' where none would, or no batch is counted."""
+    from harness.perfmodel.memory import roomy_batch
+
+    if "batch_size" not in at or at.empty:
+        return ""
+    batches = roomy_batch(at, capacity_gib).groupby(at["strategy"]).min()
+    said = ", ".join(f"{name} {int(batches[name])}" for name in order if batches.get(name, 0) > 0)
+    return f", with room ({COUNT_BELOW_PEAK:.0%} of the count) up to a batch a rank of {said}" if said else ""
 
 
 KEPT = (("buckets_mb", "buckets"), ("unsharded_mb", "unsharded"), ("optimizer_temp_mb", "optim. temps"),
