@@ -109,6 +109,7 @@ def with_full_size_floors(frame: pd.DataFrame, profile: Profile, params: Paramet
                         fsdp_kept_full_size_step_floor_ms=kept.step_s * 1e3,
                         fsdp_full_size_gather_ms=fsdp_floor.gather_s * 1e3,
                         fsdp_full_size_scatter_ms=fsdp_floor.scatter_s * 1e3,
+                        fsdp_full_size_exposed_ms=fsdp_floor.exposed_s * 1e3,
                         fsdp_full_size_collectives=fsdp_floor.collectives)  # fmt: skip
 
 

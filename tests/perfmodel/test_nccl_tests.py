@@ -527,7 +527,10 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     fsdp_w16 = frame[frame["world_size"] == 16].iloc[0]  # the full size's gathers, whose floor ranks it
     assert (f"Why at w16: its {int(fsdp_w16['fsdp_full_size_gathers'])} gathers take at least "
             f"{ms_text(fsdp_w16['fsdp_full_size_gather_ms'])} ms and its reduce-scatters "
-            f"{ms_text(fsdp_w16['fsdp_full_size_scatter_ms'])} ms, one at a time") in sharded  # fmt: skip
+            f"{ms_text(fsdp_w16['fsdp_full_size_scatter_ms'])} ms, one at a time, at least "
+            f"{ms_text(fsdp_w16['fsdp_full_size_exposed_ms'])} ms of them exposed") in sharded  # fmt: skip
+    floor = fsdp_w16[["fsdp_full_size_step_floor_ms", "fsdp_full_size_exposed_ms", "fsdp_optimizer_ms"]]
+    assert 0 <= floor.iloc[1] < floor.iloc[0] - floor.iloc[2]  # the floor's part beyond forward and backward
     assert (  # over its units (a tester read the small size's beside its model): the page says them
         f"({int(frame['fsdp_full_size_gathers'].iloc[0])} gathers a step over "
         f"{int(frame['fsdp_full_size_units'].iloc[0])} units)" in page_text.split("Why the floors at")[1]

@@ -205,16 +205,27 @@ def zero_broadcasts(rows: list[pd.Series], *, every: bool = True) -> str:
     )
 
 
+def fsdp_exposed_words(row) -> str:
+    """', at least 3.34 ms of them exposed': FSDP2's full-size floor's communication nothing hid (fsdp.floor_with's
+    exposed_s), as the DDP and ZeRO-1 lines say theirs; below a µs, 0 (a difference of sums read '1.73e-15 ms');
+    '' in rows from before it was kept."""
+    exposed = row.get("fsdp_full_size_exposed_ms", float("nan"))
+    if exposed != exposed:
+        return ""
+    return f", at least {ms_text(exposed if exposed >= 1e-3 else 0.0)} ms of them exposed"
+
+
 def fsdp_floor_why(row: pd.Series) -> str:
     """Why FSDP2's full-size floor at `row`'s GPU count is what it is, in full: its gathers over its units, its
     reduce-scatters, one at a time, its optimizer on 1/n, its own cost where added."""
     own = f"; FSDP's own cost at one rank, {ms_text(row['fsdp_own_ms'])} ms, added" if row["fsdp_own_ms"] > 0 else ""
+    exposed = fsdp_exposed_words(row)
     return (
         f"each block is all-gathered before its forward and again before its backward, the root once "
         f"({int(row['fsdp_full_size_gathers'])} gathers a step over {int(row['fsdp_full_size_units'])} units), "
         f"each reduce-scattered after its backward; the gathers take at least "
         f"{ms_text(row['fsdp_full_size_gather_ms'])} ms and the reduce-scatters "
-        f"{ms_text(row['fsdp_full_size_scatter_ms'])} ms, one at a time; its optimizer steps "
+        f"{ms_text(row['fsdp_full_size_scatter_ms'])} ms, one at a time{exposed}; its optimizer steps "
         f"1/{int(row['world_size'])} of every parameter ({ms_text(row['fsdp_optimizer_ms'])} ms){own}"
     )
 

@@ -236,6 +236,7 @@ class FsdpFloor(NamedTuple):
     gather_s: float  # every all-gather's time, one after another
     scatter_s: float  # every reduce-scatter's
     collectives: int
+    exposed_s: float = float("nan")  # at least: the floor beyond forward and backward, the optimizer's shard and own
 
 
 def floor_with(profile: Profile, params, *, gather, scatter, world_size: int, reshard_after_forward: bool = True,
@@ -260,7 +261,7 @@ def floor_with(profile: Profile, params, *, gather, scatter, world_size: int, re
     end = max(gathered + sent, ags.get(None, 0.0) + profile.forward_s + backward + root_scatter,
               forward_gathers + backward + root_scatter)  # fmt: skip
     return FsdpFloor(end + profile.optimizer_s / max(world_size, 1) + own_s, gathered, sent,
-                     len(ags) + len(again) + len(rss))  # fmt: skip
+                     len(ags) + len(again) + len(rss), end - profile.forward_s - backward)  # fmt: skip
 
 
 # ---------------------------------------------------------------- a cluster's frame and a run's rows

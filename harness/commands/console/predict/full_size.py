@@ -106,6 +106,7 @@ def fsdp_answer(frames: list[pd.DataFrame], *, whose: str, small: str, caveat: s
     rows = [agreement.answer_row(frame) for frame in frames]
     last = rows[-1]
     own = f"; FSDP's own cost at one rank, {ms_text(last['fsdp_own_ms'])} ms, added" if last["fsdp_own_ms"] > 0 else ""
+    own = ranked.fsdp_exposed_words(last) + own
     said = once("; ".join(part for part in (priced, caveat) if part))
     mine = _own_prediction(small, rows, rows, "fsdp_full_size_step_floor_ms", "fsdp_step_ms")
     say(f"ddpbench predict: and FSDP2 (fully_shard on each block and the root, its defaults): for {whose}, at least "
