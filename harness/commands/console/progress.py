@@ -85,6 +85,7 @@ class Progress:
         self._total = done + len(pending)
         self._stream = stream if stream is not None else sys.stdout
         self._bar = None
+        self._above = False  # inside `above`: the bar is wiped until it ends
         self.decided: set[str] = set()  # under --repeats auto, the verdicts the last round found decided
         self.given_up: set[str] = set()  # and given up as out of reach
         self._standing = ""  # and where they stand, shown in the bar (console.rounds)
@@ -106,10 +107,26 @@ class Progress:
         self._standing = f"{text} · "
         self._show_current()
 
+    @contextlib.contextmanager
+    def above(self):
+        """Inside, lines said on the console go above the bar, which is wiped first and drawn again after: said
+        while it stood, a round's line was printed onto the bar's own line."""
+        if self._bar is None:
+            yield
+            return
+        self._bar.clear()
+        self._above = True  # what changes inside is drawn on leaving
+        try:
+            yield
+        finally:
+            self._above = False
+            if self._bar is not None:
+                self._bar.refresh()
+
     def _show_current(self) -> None:
         if self._bar is not None and self._pending:
             running = f"running {self._current.label()}" if self._current else "launching the next configuration"
-            self._bar.set_description_str(f"{self._standing}{running}")
+            self._bar.set_description_str(f"{self._standing}{running}", refresh=not self._above)
 
     def written(self, cfg: Configuration) -> None:
         from harness.results import store

@@ -34,12 +34,15 @@ def on_round(progress: Progress, config, plan, standing, more: list) -> None:
     """bench's `on_round` (harness.launch.repeats.until_decided): the round's line, and after the last, what would
     decide the verdicts left open."""
     progress.extend(more)
-    verdict_round(standing, more, decided_before=progress.decided, given_up_before=progress.given_up,
-                  progress=progress)  # fmt: skip
+    if not more:  # the last word goes below the bar's last state, not onto its line
+        progress.close()
+    with progress.above():  # a round's line above the bar
+        verdict_round(standing, more, decided_before=progress.decided, given_up_before=progress.given_up,
+                      progress=progress)  # fmt: skip
+        if not more:  # the last word: how the open ones would be decided
+            to_decide(standing, run_id=plan.run_id, results=plan.run.parent, max_repeats=config.max_repeats)
     progress.decided = {v.subject for v in standing.verdicts if v.decided}
     progress.given_up = {v.subject for v in standing.open if v.given_up}
-    if not more:  # the last word: how the open ones would be decided
-        to_decide(standing, run_id=plan.run_id, results=plan.run.parent, max_repeats=config.max_repeats)
 
 
 def verdict_round(

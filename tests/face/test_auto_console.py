@@ -1,0 +1,53 @@
+"""`--repeats auto` on a terminal and in its last word (harness.commands.console.rounds with console.progress's bar),
+on a terminal stand-in and constructed verdicts: no launch."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import io
+import types
+
+from harness.analysis.verdicts import decide
+from harness.commands.console import rounds
+from harness.commands.console.progress import Progress
+from harness.config.grid import Configuration
+from harness.launch.repeats import Decided
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def planned(repeat: int) -> Configuration:
+    return Configuration(config_id=f"w2-stock-r{repeat}", impl="stock", impl_options={}, workload="mlp", size="small",
+                         world_size=2, nnodes=1, batch_size=8, steps=6, warmup=2, dtype="fp32", device="cpu",
+                         backend="gloo", seed=0, parity=True, repeat=repeat)  # fmt: skip
+
+
+def open_verdict(subject: str = "w2 mlp/small zero vs stock", *, repeats: int = 8, needed: int = 226, **kw):
+    return decide.Verdict(decide.STRATEGY, subject, "too few repeats to tell", False, repeats, needed,
+                          frozenset({subject}), **kw)  # fmt: skip
+
+
+def on_round(progress: Progress, standing: Decided, more: list, screen: Terminal) -> None:
+    config = types.SimpleNamespace(max_repeats=20)
+    plan = types.SimpleNamespace(run_id="r1", run=types.SimpleNamespace(parent="res"))
+    with contextlib.redirect_stdout(screen):  # console.say's stdout is the terminal the bar is drawn on
+        rounds.on_round(progress, config, plan, standing, more)
+
+
+def test_a_rounds_line_and_the_last_word_go_above_the_bar_not_onto_its_line(tmp_path):
+    """On a terminal the last word once read '…50/50 [03:53<00:00, 4.14s/config, step 6/6]ddpbench: repeats auto: 0
+    of 1 verdicts decided…': said while the bar stood, onto its line."""
+    screen = Terminal()
+    progress = Progress(tmp_path, [planned(0)], stream=screen)
+    decided = dataclasses.replace(open_verdict("w2 mlp/small bucketed vs stock"), decided=True, word="slower, at 2×")
+    on_round(progress, Decided([decided, open_verdict()], 2, 60.0), [planned(1)], screen)  # news: a line
+    on_round(progress, Decided([decided, open_verdict()], 3, None, stopped_by="max-repeats"), [], screen)  # the last
+    shown = screen.getvalue()
+    for said in ("ddpbench: repeats auto after 2 repeat(s): decided", "ddpbench: repeats auto: 1 of 2"):
+        before = shown[: shown.index(said)]
+        assert before.endswith(("\r", "\n")), repr(before[-80:])  # at a line's start: the bar wiped, or closed
+    assert "\r" not in shown[shown.index("ddpbench: repeats auto: 1 of 2") :]  # the bar closed, not drawn again
