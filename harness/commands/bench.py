@@ -234,9 +234,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     launched = time.monotonic()
     costs.add_into(plan.phases_s, {"start": launched - began})
     budget = config.budget_s if config.repeats == AUTO else None
-    progress = Progress(
-        plan.run, plan.configurations, done=done, budget_ends=None if budget is None else began + budget
-    )
+    ends = None if budget is None else began + budget
+    progress = Progress(plan.run, plan.configurations, done=done, budget_ends=ends, grows=config.repeats == AUTO)
     stops = StopSignals()
     try:
         with stops.caught():

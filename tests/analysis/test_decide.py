@@ -156,10 +156,10 @@ def test_each_round_says_what_changed_once_and_a_terminal_shows_the_rest_in_plac
         else:  # a terminal: only the round that decided something is a line; the bar shows every round's standing
             assert said == [decided_line]
             assert progress.shown == [
-                "verdicts open 2/2, about 80 s more",
-                "verdicts open 2/2, about 60 s more",
-                "verdicts open 1/2, about 40 s more",
-                "verdicts open 1/2, about 20 s more",
+                "verdicts open 2/2, ~80 s to decide",
+                "verdicts open 2/2, ~60 s to decide",
+                "verdicts open 1/2, ~40 s to decide",
+                "verdicts open 1/2, ~20 s to decide",
             ]
 
 

@@ -51,3 +51,16 @@ def test_a_rounds_line_and_the_last_word_go_above_the_bar_not_onto_its_line(tmp_
         before = shown[: shown.index(said)]
         assert before.endswith(("\r", "\n")), repr(before[-80:])  # at a line's start: the bar wiped, or closed
     assert "\r" not in shown[shown.index("ddpbench: repeats auto: 1 of 2") :]  # the bar closed, not drawn again
+
+
+def test_the_bar_says_what_its_time_runs_to_and_the_budget_left_with_no_second_eta(tmp_path):
+    """At 1:26 into a 6 min budget the bar read 'verdicts open 1/1, about 6 min more · … 80%| 20/25 [01:26<00:20':
+    the time to reach --max-repeats, said as the run's, beside tqdm's time to the round's end; the run ended at 3:53."""
+    screen = Terminal()
+    progress = Progress(tmp_path, [planned(0)], stream=screen, grows=True)
+    standing = Decided([open_verdict(needed=226)], 8, 360.0, beyond_max=True, budget_left_s=240.0)
+    on_round(progress, standing, [planned(1)], screen)  # nothing changed: said in place
+    progress.close()
+    bar = screen.getvalue().split("\r")[-1]
+    assert bar.startswith("verdicts open 1/1, ~6 min to --max-repeats (4 min of --budget left) · launching")
+    assert "<" not in screen.getvalue()  # no ETA of tqdm's own

@@ -69,6 +69,9 @@ def meanwhile(text: str, *, stream: TextIO | None = None) -> None:
         timer.start()
 
 
+GROWING_BAR = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}{postfix}]"
+"""tqdm's bar without its ETA, for `--repeats auto` (`grows`), whose total grows by rounds: tqdm's '<00:20' was the
+time to the round's end, beside the standing's own time to decide the verdicts (console.rounds)."""
 HEARTBEAT_S = 60.0
 """Off a terminal, a configuration still running this long after the last line said gets a line (`Progress.tick`)."""
 
@@ -77,7 +80,7 @@ class Progress:
     """The launcher's callbacks: `written` when a configuration is on disk, `tick` while one runs."""
 
     def __init__(self, run: Path, pending: list[Configuration], *, done: int = 0, stream: TextIO | None = None,
-                 budget_ends: float | None = None):  # fmt: skip
+                 budget_ends: float | None = None, grows: bool = False):  # fmt: skip
         self._run = run
         self._budget_ends = budget_ends  # --budget's end on the monotonic clock: the heartbeat says an ETA past it
         self._pending = list(pending)
@@ -95,7 +98,8 @@ class Progress:
         if self._stream.isatty() and pending:
             from tqdm import tqdm
 
-            self._bar = tqdm(total=self._total, initial=done, unit="config", file=self._stream, dynamic_ncols=True)
+            self._bar = tqdm(total=self._total, initial=done, unit="config", file=self._stream, dynamic_ncols=True,
+                             bar_format=GROWING_BAR if grows else None)  # fmt: skip
             self._show_current()
 
     @property

@@ -72,8 +72,7 @@ def verdict_round(
         news, count, then = round_words(standing, next_round, decided_before, given_up_before)
         running = [v for v in still if not v.given_up]
         if progress is not None and progress.on_terminal:  # a bar's description is short: counts and the time
-            about = f", about {duration_text(standing.estimate_s)} more" if standing.estimate_s else ""
-            progress.show_standing(f"verdicts open {len(running)}/{total}{about}")
+            progress.show_standing(f"verdicts open {len(running)}/{total}{time_words(standing, short=True)}")
             if not news:
                 return
         if 0 < len(running) <= NAMED_UP_TO:  # each named, as it forms
@@ -111,16 +110,25 @@ def round_words(standing, next_round: list, decided_before, given_up_before) -> 
     running = [v for v in still if not v.given_up]
     count = f"{len(running)} of {len(standing.verdicts)} open"
     count += f", {len(still) - len(running)} given up" if len(running) < len(still) else ""
-    then = f"{len(next_round)} more configuration run(s)"
-    if standing.estimate_s:
-        until = "to reach --max-repeats (some need more)" if standing.beyond_max else "to decide them"
-        # Few repeats give a spread as unsure as the time it predicts (2 repeats: 89 s said, 81 repeats needed).
-        rough = f" (a rough guide from {standing.repeats} repeats)" if standing.repeats < ROUGH_UNDER else ""
-        then += f", about {duration_text(standing.estimate_s)} {until} at the spread seen{rough}"
-        left = standing.budget_left_s
-        if left is not None and left < standing.estimate_s:  # the budget ends it first: say so
-            then += f", more than the {duration_text(left)} left of --budget"
-    return "; ".join(news), count, then
+    return "; ".join(news), count, f"{len(next_round)} more configuration run(s){time_words(standing)}"
+
+
+def time_words(standing, *, short: bool = False) -> str:
+    """', about 6 min to reach --max-repeats (some need more) at the spread seen, more than the 4 min left of
+    --budget': the time the open verdicts need, what it runs to, and the budget where it ends first; `short`, for
+    the bar: ', ~6 min to --max-repeats (4 min of --budget left)'. '' before a pace is known."""
+    if not standing.estimate_s:
+        return ""
+    left = standing.budget_left_s if standing.budget_left_s is not None else float("inf")
+    if short:
+        until = "to --max-repeats" if standing.beyond_max else "to decide"
+        budget = f" ({duration_text(left)} of --budget left)" if left < standing.estimate_s else ""
+        return f", ~{duration_text(standing.estimate_s)} {until}{budget}"
+    until = "to reach --max-repeats (some need more)" if standing.beyond_max else "to decide them"
+    # Few repeats give a spread as unsure as the time it predicts (2 repeats: 89 s said, 81 repeats needed).
+    rough = f" (a rough guide from {standing.repeats} repeats)" if standing.repeats < ROUGH_UNDER else ""
+    said = f", about {duration_text(standing.estimate_s)} {until} at the spread seen{rough}"
+    return said + (f", more than the {duration_text(left)} left of --budget" if left < standing.estimate_s else "")
 
 
 def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int) -> None:
