@@ -62,5 +62,16 @@ def test_the_bar_says_what_its_time_runs_to_and_the_budget_left_with_no_second_e
     on_round(progress, standing, [planned(1)], screen)  # nothing changed: said in place
     progress.close()
     bar = screen.getvalue().split("\r")[-1]
-    assert bar.startswith("verdicts open 1/1, ~6 min to --max-repeats (4 min of --budget left) · launching")
+    assert bar.startswith("verdicts open 1/1, ~6 min to --max-repeats (240 s of --budget left) · launching")
     assert "<" not in screen.getvalue()  # no ETA of tqdm's own
+
+
+def test_the_time_to_decide_and_the_budget_left_never_read_the_same():
+    """'about 4 min to reach --max-repeats … more than the 4 min left of --budget' read as a contradiction."""
+    for estimate, left, said in ((260.0, 230.0, ("260 s", "230 s")), (370.0, 340.0, ("6.2 min", "5.7 min")),
+                                 (6000.0, 5950.0, ("100.0 min", "99.2 min"))):  # fmt: skip
+        assert rounds.apart(estimate, left) == said
+        standing = Decided([open_verdict()], 8, estimate, beyond_max=True, budget_left_s=left)
+        tail = f"about {said[0]} to reach --max-repeats (some need more) at the spread seen, more than the {said[1]} "
+        assert rounds.time_words(standing).endswith(tail + "left of --budget")
+        assert rounds.time_words(standing, short=True) == f", ~{said[0]} to --max-repeats ({said[1]} of --budget left)"

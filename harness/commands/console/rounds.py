@@ -18,6 +18,8 @@ from harness.commands.console.progress import Progress
 
 NAMED_UP_TO = 2
 """Up to this many open verdicts, a round's line names each with its estimate so far: what the round changed."""
+SECONDS_UNDER = 300
+"""A time under this many seconds is said in seconds beside --budget's (duration_text says '4 min' from 90 s)."""
 ROUGH_UNDER = 5
 """Under this many repeats the spread, and the time it predicts, are said to be a rough guide."""
 
@@ -120,15 +122,30 @@ def time_words(standing, *, short: bool = False) -> str:
     if not standing.estimate_s:
         return ""
     left = standing.budget_left_s if standing.budget_left_s is not None else float("inf")
+    need, short_of = apart(standing.estimate_s, left)
     if short:
         until = "to --max-repeats" if standing.beyond_max else "to decide"
-        budget = f" ({duration_text(left)} of --budget left)" if left < standing.estimate_s else ""
-        return f", ~{duration_text(standing.estimate_s)} {until}{budget}"
+        return f", ~{need} {until}" + (f" ({short_of} of --budget left)" if left < standing.estimate_s else "")
     until = "to reach --max-repeats (some need more)" if standing.beyond_max else "to decide them"
     # Few repeats give a spread as unsure as the time it predicts (2 repeats: 89 s said, 81 repeats needed).
     rough = f" (a rough guide from {standing.repeats} repeats)" if standing.repeats < ROUGH_UNDER else ""
-    said = f", about {duration_text(standing.estimate_s)} {until} at the spread seen{rough}"
-    return said + (f", more than the {duration_text(left)} left of --budget" if left < standing.estimate_s else "")
+    said = f", about {need} {until} at the spread seen{rough}"
+    return said + (f", more than the {short_of} left of --budget" if left < standing.estimate_s else "")
+
+
+def apart(seconds: float, other: float) -> tuple[str, str]:
+    """Two times said side by side, seconds under SECONDS_UNDER, and finer where they would read the same: 'about 4
+    min to reach --max-repeats …, more than the 4 min left of --budget' read as a contradiction."""
+    said = ("", "")
+    for words in (_span, lambda s: f"{s / 60:.1f} min", lambda s: f"{s:.0f} s"):
+        said = (words(seconds), words(other) if other != float("inf") else "")
+        if said[0] != said[1]:
+            break
+    return said
+
+
+def _span(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < SECONDS_UNDER else duration_text(seconds)
 
 
 def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int) -> None:
