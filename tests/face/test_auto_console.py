@@ -75,3 +75,24 @@ def test_the_time_to_decide_and_the_budget_left_never_read_the_same():
         tail = f"about {said[0]} to reach --max-repeats (some need more) at the spread seen, more than the {said[1]} "
         assert rounds.time_words(standing).endswith(tail + "left of --budget")
         assert rounds.time_words(standing, short=True) == f", ~{said[0]} to --max-repeats ({said[1]} of --budget left)"
+
+
+def test_the_last_word_keeps_a_verdict_given_up_whose_reference_ran_on_for_another(tmp_path):
+    """zero vs stock was given up at 8 repeats, then stock ran on to 16 for bucketed's verdict: on the final rows
+    out_of_reach no longer held, and the last word said 'zero vs stock: open after 8 repeats (… need about 226)'."""
+    screen = Terminal()
+    progress = Progress(tmp_path, [planned(0)], stream=screen)
+    bucketed = open_verdict("w2 mlp/small bucketed vs stock", needed=40)
+    on_round(progress, Decided([open_verdict(given_up=True), bucketed], 8, 60.0), [planned(8)], screen)
+    final = [open_verdict(), dataclasses.replace(bucketed, repeats=16)]  # zero ran no repeat since
+    on_round(progress, Decided(final, 16, None, stopped_by="max-repeats"), [], screen)
+    said = screen.getvalue().splitlines()
+    (zero,) = [line for line in said if line.startswith("  w2 mlp/small zero vs stock")]
+    assert zero.endswith("need about 226; out of reach within --max-repeats at this spread, so given up)")
+    (bucketed_line,) = [line for line in said if line.startswith("  w2 mlp/small bucketed vs stock")]
+    assert "given up" not in bucketed_line
+    rerun = Progress(tmp_path, [planned(0)], stream=Terminal())  # given up, then run again for its own sake: open
+    on_round(rerun, Decided([open_verdict(given_up=True)], 8, 60.0), [planned(8)], screen)
+    screen.truncate(0), screen.seek(0)
+    on_round(rerun, Decided([open_verdict(repeats=10)], 10, None, stopped_by="max-repeats"), [], screen)
+    assert "given up" not in screen.getvalue()

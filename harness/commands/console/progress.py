@@ -90,7 +90,7 @@ class Progress:
         self._bar = None
         self._above = False  # inside `above`: the bar is wiped until it ends
         self.decided: set[str] = set()  # under --repeats auto, the verdicts the last round found decided
-        self.given_up: set[str] = set()  # and given up as out of reach
+        self.given_up: dict[str, int] = {}  # and given up as out of reach: at how many repeats (console.rounds)
         self._standing = ""  # and where they stand, shown in the bar (console.rounds)
         self._began = self._said = self._current_began = time.monotonic()  # off a terminal: the heartbeat's clocks
         self._done_here = 0  # configurations finished in this session: the pace its ETA takes, as tqdm's does

@@ -8,6 +8,7 @@ once printed 'repeats auto: 0 of 1 verdicts decided after N repeat(s)' five time
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Protocol
 
@@ -38,13 +39,24 @@ def on_round(progress: Progress, config, plan, standing, more: list) -> None:
     progress.extend(more)
     if not more:  # the last word goes below the bar's last state, not onto its line
         progress.close()
+        standing = dataclasses.replace(standing, verdicts=[still_given_up(v, progress.given_up)
+                                                           for v in standing.verdicts])  # fmt: skip
     with progress.above():  # a round's line above the bar
         verdict_round(standing, more, decided_before=progress.decided, given_up_before=progress.given_up,
                       progress=progress)  # fmt: skip
         if not more:  # the last word: how the open ones would be decided
             to_decide(standing, run_id=plan.run_id, results=plan.run.parent, max_repeats=config.max_repeats)
     progress.decided = {v.subject for v in standing.verdicts if v.decided}
-    progress.given_up = {v.subject for v in standing.open if v.given_up}
+    progress.given_up = {v.subject: progress.given_up.get(v.subject, v.repeats) for v in standing.open if v.given_up}
+
+
+def still_given_up(verdict, given_up: dict[str, int]):
+    """The verdict, given up where a round gave it up (`given_up`: at how many repeats) and it has run no repeat
+    since: the repeats another verdict asked of its reference can move its out_of_reach after the last round (zero
+    vs stock, given up at 8 repeats, read 'open after 8 repeats' once stock ran on to 16 for bucketed's verdict)."""
+    if verdict.decided or verdict.given_up or verdict.repeats > given_up.get(verdict.subject, -1):
+        return verdict
+    return dataclasses.replace(verdict, given_up=True)
 
 
 def verdict_round(
