@@ -265,7 +265,7 @@ def _verdicts(config: BenchConfig, plan):
     configs = store.read_configs(plan.run)  # every row written, read once for all four
     recommended = sweep.write_run_recommendations(plan.run, confidence=confidence, configs=configs)  # a cap sweep's
     if not recommended.empty:
-        console.recommendations(recommended)
+        console.recommendations(recommended, verdicts_said=config.repeats == AUTO)
     if config.repeats != AUTO:  # (auto said every verdict in its last round)
         found = decide.verdicts(configs, store.read_steps(plan.run), confidence=confidence)
         console.strategy_verdicts([v for v in found if v.kind == decide.STRATEGY])

@@ -429,3 +429,23 @@ def test_the_reference_at_another_option_is_held_against_it_as_asked_at_its_defa
     assert verdict.kind == decide.STRATEGY and verdict.decided and verdict.word.startswith("slower, at 1.4")
     assert verdict.subject == ("w2 gpt2/tiny stock bucket_cap_mb=25 static_graph=True vs stock bucket_cap_mb=25 "
                                "static_graph=False")  # fmt: skip
+
+
+def test_under_auto_the_bucket_caps_block_adds_only_what_the_last_word_did_not_say(monkeypatch, capsys):
+    """Under auto the console said a cap sweep's verdict twice: 'open after 8 repeats (so far fastest 2 MiB; 25 MiB
+    takes 1.20× as long (99.5% interval 0.56–2.54); need about 236…)', then 'too few repeats to tell (have 8, need
+    about 236) (leading so far 2 MiB … 25 MiB takes 1.20× as long (99.5% interval 0.56–2.54)…)'."""
+    for curve, decided in (({1.0: 100.0, 25.0: 100.5}, False), ({1.0: 100.0, 25.0: 150.0}, True)):
+        configs, steps = rows(curve, repeats=3)
+        found = decide.verdicts(configs, steps, confidence=CONFIDENCE)
+        rounds.verdict_round(Decided(found, 3, None, stopped_by="max-repeats"), next_round=[])
+        frame = sweep.recommendations(configs, steps, confidence=CONFIDENCE)
+        console.recommendations(frame, verdicts_said=True)
+        said = capsys.readouterr().out
+        row = frame.iloc[0]
+        assert said.count(sweep.versus_reference(row)) == 1  # said once: in the verdict where open, else below
+        assert said.count("need about") == (0 if decided else 1) and "too few repeats" not in said
+        caps = said.splitlines()[-1]
+        assert caps.startswith(f"  w2 gpt2/tiny stock: {'fastest' if decided else 'leading so far'} 1 MiB: "
+                               f"{row['best_step_ms']:.2f} ms, its step's 95% CI ")  # fmt: skip
+        assert ("use bucket_cap_mb" in caps) is False and (sweep.versus_reference(row) in caps) is decided

@@ -256,12 +256,18 @@ def saved_text(statuses: list[str], total: int) -> str:
     )
 
 
-def recommendations(frame: pd.DataFrame) -> None:
+def recommendations(frame: pd.DataFrame, *, verdicts_said: bool = False) -> None:
     """Each sweep's verdict, a line each; the buckets every cap made and why (sweep.answer's `why`) said once, where
-    the same words would stand on the next strategy's line (the run page says them once too)."""
+    the same words would stand on the next strategy's line (the run page says them once too). `verdicts_said`
+    (`--repeats auto`, whose last round said every verdict): only what that did not say, the fastest cap's step."""
     from harness.analysis import stats
     from harness.analysis.verdicts import sweep
 
+    if verdicts_said:
+        say("ddpbench: bucket caps, the fastest cap's step (which cap to use: the verdicts above; docs/statistics.md):")
+        for _, row in frame.iterrows():
+            _print(f"  {_fastest_cap(row)}")
+        return
     say(f"ddpbench: bucket caps (a cap is recommended only when it beats the {stats.REFERENCE_CAP_MB:g} MiB cap "
         f"significantly over repeats and by at least {stats.DEFAULT_THRESHOLD:.0%}; docs/statistics.md):")  # fmt: skip
     said = set()
@@ -269,6 +275,23 @@ def recommendations(frame: pd.DataFrame) -> None:
         words = sweep.answer(row)
         _print(f"  {sweep.describe(row, why=words not in said)}")
         said.add(words)
+
+
+def _fastest_cap(row: pd.Series) -> str:
+    """sweep.describe less what `--repeats auto`'s verdict line says: the decision, the repeats and, for an open
+    sweep, 25 MiB's ratio (its 'so far'); a decided one says no ratio there, so it stays."""
+    from harness.analysis import stats
+    from harness.analysis.verdicts import sweep
+
+    decided = row["decision"] != stats.TOO_FEW
+    versus = sweep.versus_reference(row) if decided else ""
+    bounds = sweep.interval_text(row["best_ci_low_ms"], row["best_ci_high_ms"])
+    lead = "fastest" if decided else "leading so far"
+    lead = ("by the launches' spread alone, " if isinstance(row.get("same_buckets_mb"), str) else "") + lead
+    said = [f"{row['best_step_ms']:.2f} ms" + (f", its step's 95% CI {bounds}" if bounds else ""), versus]
+    noise = f" [noisy: {row['noise']}]" if row.get("noise") else ""
+    where = f"w{row['world_size']} {row['workload']}/{row['size']} {row['impl']}"
+    return f"{where}: {lead} {row['best_cap_mb']:g} MiB: {'; '.join(w for w in said if w)}{noise}"
 
 
 def strategy_verdicts(verdicts: list) -> None:
