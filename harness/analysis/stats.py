@@ -200,11 +200,12 @@ def same_launches(*repeat_lists: Sequence[int]) -> bool:
 
 def needed_text(needed) -> str:
     """'need about M' for a count of repeats that can be run; at the cap, say that no practical number
-    will do (the repeats differ far beyond the threshold), not a number nobody will run."""
+    will do (the repeats differ far beyond the threshold), not a number nobody will run, at the ratio so far: the
+    need is sized from it (repeats_needed), and another run's ratio, within the same interval, may need far fewer."""
     if needed is None or needed != needed:
         return "need more"
     if int(needed) >= MAX_REPEATS:
-        return f"need more than {MAX_REPEATS}: the repeats differ far beyond the threshold"
+        return f"need more than {MAX_REPEATS} at the ratio so far: the repeats differ far beyond the threshold"
     return f"need about {int(needed)}"
 
 

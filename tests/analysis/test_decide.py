@@ -212,8 +212,8 @@ def test_the_last_word_on_open_verdicts_says_what_would_decide_them(monkeypatch)
                       results="res", max_repeats=20)  # fmt: skip
     assert out.getvalue() == (
         "ddpbench: to decide the rest: the same command with --max-repeats 189 (the most an open verdict needs at "
-        "the spread seen, about 25 min at this session's pace; the verdicts decided here stop early again); --resume "
-        "keeps this run's --max-repeats 20, on which its verdicts' error rate rests\n"
+        "the spread and ratio seen, about 25 min at this session's pace; the verdicts decided here stop early "
+        "again); --resume keeps this run's --max-repeats 20, on which its verdicts' error rate rests\n"
     )
     out.truncate(0), out.seek(0)
     rounds.to_decide(Decided([short], 6, 90.0, stopped_by="budget"), run_id="r1", results="res", max_repeats=41)
@@ -237,9 +237,9 @@ def test_a_verdict_no_number_of_repeats_decides_is_not_sized_into_a_max_repeats(
                      max_repeats=20)  # fmt: skip
     lines = out.getvalue().splitlines()
     assert lines[0].startswith("ddpbench: to decide the 1 that need more: the same command with --max-repeats 41 (")
-    assert lines[1] == ("ddpbench: w2 convnext_tiny/tiny fsdp vs stock: more repeats will not decide it (need more "
-                        "than 1000): the spread between launches must narrow first; run with nothing else on the "
-                        "machine")  # fmt: skip
+    assert lines[1] == ("ddpbench: w2 convnext_tiny/tiny fsdp vs stock: more repeats will not decide it if its ratio "
+                        "so far holds (need more than 1000 at it): the spread between launches must narrow first; run "
+                        "with nothing else on the machine")  # fmt: skip
     out.truncate(0), out.seek(0)  # that one alone: no command sized for it
     rounds.to_decide(Decided([capped], 8, None, stopped_by="out of reach"), run_id="r1", results="res", max_repeats=20)
     assert "--max-repeats" not in out.getvalue() and out.getvalue().count("\n") == 1
@@ -296,8 +296,8 @@ def test_a_budget_stop_sends_to_resume_only_the_verdicts_a_resume_can_decide(mon
                       results="res", max_repeats=4)  # fmt: skip
     assert out.getvalue() == (  # every open one needs more than a resume reaches: no resume offered
         "ddpbench: to decide the rest: the same command with --max-repeats 864 (the most an open verdict needs at "
-        "the spread seen, about 2.0 h at this session's pace; the verdicts decided here stop early again); --resume "
-        "keeps this run's --max-repeats 4, on which its verdicts' error rate rests\n"
+        "the spread and ratio seen, about 2.0 h at this session's pace; the verdicts decided here stop early "
+        "again); --resume keeps this run's --max-repeats 4, on which its verdicts' error rate rests\n"
     )
     out.truncate(0), out.seek(0)  # some within reach, some beyond: each way on for its own
     rounds.to_decide(Decided([*far, near], 3, 100.0, stopped_by="budget", beyond_max=True, beyond_s=7200.0),
@@ -306,8 +306,8 @@ def test_a_budget_stop_sends_to_resume_only_the_verdicts_a_resume_can_decide(mon
         "ddpbench: to decide the 1 open within --max-repeats 4: python -m harness bench --resume knobs1 --results res "
         "--budget TIME (about 2 min more at the spread seen; some need more)",
         "ddpbench: to decide the 2 that need more: the same command with --max-repeats 864 (the most an open verdict "
-        "needs at the spread seen, about 2.0 h at this session's pace; the verdicts decided here stop early again); "
-        "--resume keeps this run's --max-repeats 4, on which its verdicts' error rate rests",
+        "needs at the spread and ratio seen, about 2.0 h at this session's pace; the verdicts decided here stop early "
+        "again); --resume keeps this run's --max-repeats 4, on which its verdicts' error rate rests",
     ]
     out.truncate(0), out.seek(0)  # --max-repeats reached with every one within it: nothing a command would decide
     rounds.to_decide(Decided([near], 4, None, stopped_by="max-repeats"), run_id="knobs1", results="res",

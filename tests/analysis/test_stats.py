@@ -147,6 +147,16 @@ def test_the_repeats_needed_are_said_as_a_number_until_no_practical_number_will_
     assert stats.needed_text(None) == "need more"
 
 
+def test_a_need_past_the_cap_is_said_to_rest_on_the_ratio_so_far():
+    """Two identical runs, spread alike (0.358 and 0.372 log sd), one at 0.77× (interval 0.52–1.14), one at 0.96×
+    (0.52–1.78): 'need about 86' and 'need more than 1000 … more repeats will not decide them'. The need is sized from
+    the ratio seen, and the second run's own interval ends would need under 20: 'more than 1000' holds at its ratio."""
+    need = {ratio: stats.repeats_needed(0.37, threshold=0.05, confidence=0.9975, ratio=ratio)
+            for ratio in (0.52, 0.77, 0.96, 1.78)}  # fmt: skip
+    assert need[0.96] == stats.MAX_REPEATS and need[0.77] < 120 and max(need[0.52], need[1.78]) < 20
+    assert stats.needed_text(need[0.96]).startswith(f"need more than {stats.MAX_REPEATS} at the ratio so far")
+
+
 def test_a_significant_gain_below_the_threshold_is_flat_as_compare_would_judge_it():
     # 1 % faster with tight repeats: significant (p < 0.001), but below the 5 % that counts.
     figures = {5.0: repeats(99.0, spread=0.001, seed=1), 25.0: repeats(100.0, spread=0.001, seed=2)}

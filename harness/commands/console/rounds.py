@@ -181,20 +181,23 @@ def to_decide(standing, *, run_id: str, results: Path | str, max_repeats: int) -
         counted = sum(1 for v in beyond if v.reachable)
         head = "to decide the rest" if counted == len(still) else f"to decide the {counted} that need more"
         console.say(f"ddpbench: {head}: the same command with --max-repeats {need} (the most an open verdict "
-            f"needs at the spread seen{took}; the verdicts decided here stop early again); --resume keeps this run's "
-            f"--max-repeats {max_repeats}, on which its verdicts' error rate rests")  # fmt: skip
+            f"needs at the spread and ratio seen{took}; the verdicts decided here stop early again); --resume keeps "
+            f"this run's --max-repeats {max_repeats}, on which its verdicts' error rate rests")  # fmt: skip
     say_unreachable(still)
 
 
 def say_unreachable(still: list) -> None:
-    """The open verdicts no number of repeats decides, said as such rather than sized into a --max-repeats: what
-    they wait on is a narrower spread between launches, the machine's noise (docs/statistics.md)."""
+    """The open verdicts no number of repeats decides at their ratio so far, said as such rather than sized into a
+    --max-repeats: what they wait on is a narrower spread between launches, the machine's noise (docs/statistics.md).
+    Only at that ratio: the need is sized from it, and two identical runs (0.96× and 0.77×, intervals 0.52–1.78 and
+    0.52–1.14) once read 'will not decide' and 'need about 86'."""
     from harness.analysis.stats import MAX_REPEATS
 
     if capped := _capped(still):
         which = capped[0].subject if len(capped) == 1 else f"{len(capped)} open verdicts"
-        console.say(f"ddpbench: {which}: more repeats will not decide {'it' if len(capped) == 1 else 'them'} (need "
-                    f"more than {MAX_REPEATS}): the spread between launches must narrow first; run with nothing "
+        it, its = ("it", "its") if len(capped) == 1 else ("them", "their")
+        console.say(f"ddpbench: {which}: more repeats will not decide {it} if {its} ratio so far holds (need more "
+                    f"than {MAX_REPEATS} at it): the spread between launches must narrow first; run with nothing "
                     "else on the machine")  # fmt: skip
 
 
