@@ -374,7 +374,9 @@ def cap_verdicts(recommendations: pd.DataFrame, *, workload: str, world: int, ex
     for _, row in rows.iterrows():
         gain, decided = sweep.versus_reference(row), row.get("decision") != stats.TOO_FEW
         so_far = (
-            (f": {gain}" if decided else f"; so far fastest {row['best_cap_mb']:g} MiB, and {gain}") if gain else ""
+            (f": {gain}" if decided else f"; so far fastest {sweep.point_text(row, row['best_cap_mb'])}, and {gain}")
+            if gain
+            else ""
         )
         verdict = sweep.answer(row, why=explain)
         if explain and row.get("decision") == stats.FLAT and isinstance(row.get("same_buckets_mb"), str):

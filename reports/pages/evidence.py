@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from harness.analysis import drift, stats
-from harness.analysis.verdicts import decide, sweep
+from harness.analysis.verdicts import decide, layouts, sweep
 from harness.results.values import strategy_label
 from reports.pages.html import esc, table
 
@@ -132,46 +132,56 @@ def one_layout_pooled(group: pd.DataFrame) -> pd.DataFrame:
     """Answer rows at one world size (pooled.ranked's) with the caps of one strategy that made one bucket layout in
     every launch (two explicit caps or more) as one row, ranked among the rest: the headline's and the index's. A
     walkthrough's page opened 'stock bucket_cap_mb=100 leads (7.88 ms)', a cap measured twice, where 25 MiB made the
-    same buckets and ran 8 times: one configuration, ranked as several. Each launch is one repeat of it (the
-    geometric mean of its caps' medians there: caps of one launch share its conditions), pooled as repeats are."""
+    same buckets and ran 8 times: one configuration, ranked as several. The rule is the verdicts' own
+    (layouts.layout_points: each launch one repeat of it, the geometric mean of its caps' medians there)."""
     if group.empty or "bucket_layouts" not in group:
         return group
-    sets: dict[tuple, list] = {}
+    sweeps: dict[tuple, dict[float, int]] = {}
     for index, row in group.iterrows():
-        layouts, options = row.get("bucket_layouts"), dict(row["options"])
-        if row["is_floor"] or options.pop("bucket_cap_mb", None) is None or row.get("repeat_ids") is None:
+        options = dict(row["options"])
+        cap = options.pop("bucket_cap_mb", None)
+        if row["is_floor"] or cap is None or row.get("repeat_ids") is None or row.get("pooled_caps"):
             continue
-        if layouts and len(layouts) == 1 and not row.get("pooled_caps"):
-            sets.setdefault((row["impl"], json.dumps(options, sort_keys=True), *layouts), []).append(index)
-    pooled = [_pooled_caps(group.loc[rows]) for rows in sets.values() if len(rows) > 1]
+        sweeps.setdefault((row["impl"], json.dumps(options, sort_keys=True)), {})[float(cap)] = index
+    pooled, merged = [], []
+    for by_cap in sweeps.values():
+        launches = {cap: _launches(group.loc[index]) for cap, index in by_cap.items()}
+        for point in layouts.layout_points(launches):
+            if len(point.caps) > 1:
+                pooled.append(_pooled_caps(group.loc[[by_cap[cap] for cap in point.caps]], point))
+                merged += [by_cap[cap] for cap in point.caps]
     if not pooled:
         return group
-    kept = group.drop(index=[i for rows in sets.values() if len(rows) > 1 for i in rows]).assign(pooled_caps=None)
+    kept = group.drop(index=merged).assign(pooled_caps=None)
     frame = pd.concat([kept, pd.DataFrame(pooled).astype(object)], ignore_index=True)
     frame = frame.assign(step_ms=frame["step_ms"].astype(float), is_floor=frame["is_floor"].astype(bool))
     return frame.sort_values(["is_floor", "step_ms"], kind="stable").reset_index(drop=True)
 
 
-def _pooled_caps(rows: pd.DataFrame) -> dict:
-    """One strategy's caps that made one layout, as one answer row: per launch the geometric mean of its caps'
-    medians, named by the caps; the 25 MiB cap's row, where pooled, lends the rest (it is the reference's stand-in),
-    its cap too: against stock's default layout, where that made the same buckets, it is still one measurement."""
-    by_launch: dict[int, list[float]] = {}
-    for launches, medians in zip(rows["repeat_ids"], rows["repeat_ms"], strict=True):
-        for launch, ms in zip(launches, medians, strict=True):
-            by_launch.setdefault(launch, []).append(float(ms))
-    caps = sorted(float(cap) for cap in rows["bucket_cap_mb"])
-    at_reference = rows[rows["bucket_cap_mb"].astype(float) == stats.REFERENCE_CAP_MB]
-    base = (at_reference if len(at_reference) else rows).iloc[0]
-    medians = [stats.geometric_mean(by_launch[launch]) for launch in sorted(by_launch)]
+def _launches(row: pd.Series) -> list[layouts.Launch]:
+    """A pooled answer row's launches as layouts.layout_points takes them: its one layout for each, where it made one
+    (else none: the row is not pooled)."""
+    made = row.get("bucket_layouts")
+    layout = list(next(iter(made))) if made and len(made) == 1 else None
+    return [(launch, ms, layout) for launch, ms in zip(row["repeat_ids"], row["repeat_ms"], strict=True)]
+
+
+def _pooled_caps(rows: pd.DataFrame, point: layouts.Point) -> dict:
+    """One strategy's caps that made one layout (`point`), as one answer row: per launch the geometric mean of its
+    caps' medians, named by the caps as typed; the 25 MiB cap's row, where pooled, lends the rest (it is the
+    reference's stand-in), its cap too: against stock's default layout, where that made the same buckets, it is
+    still one measurement."""
+    typed = [float(options["bucket_cap_mb"]) for options in rows["options"]]
+    base = rows.iloc[typed.index(point.cap)]
+    medians = list(point.medians)
     parity = set(rows["parity_ok"])
-    noisy = ", ".join(f"{c:g}" for c, note in sorted(zip(rows["bucket_cap_mb"], rows["noise"], strict=True)) if note)
+    judged = False if False in parity else (True if True in parity else None)
+    noisy = layouts.cap_words([c for c, note in sorted(zip(typed, rows["noise"], strict=True)) if note])
     label = strategy_label(base["impl"], base["options"], without=("bucket_cap_mb",))
-    said = f"{label} (caps {', '.join(f'{c:g}' for c in caps)} MiB: one bucket layout)"
-    return {**base.to_dict(), "strategy": said, "repeat_ms": medians, "repeat_ids": sorted(by_launch),
-            "repeats": len(medians), "step_ms": stats.geometric_mean(medians), "first_bucket_cap_mb": None,
-            "config_ids": frozenset().union(*rows["config_ids"]), "pooled_caps": caps,
-            "parity_ok": False if False in parity else (True if True in parity else None),
+    return {**base.to_dict(), "strategy": layouts.pooled_label(label, point.caps), "repeat_ms": medians,
+            "repeat_ids": list(point.repeats), "repeats": len(medians), "step_ms": stats.geometric_mean(medians),
+            "first_bucket_cap_mb": None, "config_ids": frozenset().union(*rows["config_ids"]),
+            "pooled_caps": list(point.caps), "parity_ok": judged,
             "noise": f"noisy at caps {noisy} (the table says how)" if noisy else ""}  # fmt: skip
 
 

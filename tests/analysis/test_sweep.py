@@ -10,10 +10,11 @@ import shutil
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from harness import cli
 from harness.analysis import stats
-from harness.analysis.verdicts import sweep
+from harness.analysis.verdicts import decide, sweep
 from harness.commands import console
 from harness.commands.console.progress import Progress
 from harness.config.bench import BenchConfig
@@ -32,11 +33,17 @@ def test_repeats_interleave_so_drift_hits_every_configuration_alike():
 
 
 def sweep_rows(
-    curve: dict[float, float], world_sizes=(1, 2), *, repeats: int = 5, impl: str = "stock", shared: float = 0.0
+    curve: dict[float, float],
+    world_sizes=(1, 2),
+    *,
+    repeats: int = 5,
+    impl: str = "stock",
+    shared: float = 0.0,
+    buckets: dict[float, list[float]] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """A sweep's rows: per world size, cap and repeat a configuration with a 1 % launch offset of its own,
     times one of sd `shared` that every cap of that launch (world size and repeat) shares, and 30 steps per
-    rank scattered by 2 %."""
+    rank scattered by 2 %; `buckets`: the layout each cap made (recorded on every launch of it)."""
     configs, steps = [], []
     rng = np.random.default_rng(0)
     launches = {(world, repeat): 1 + rng.normal(0, shared) for world in world_sizes for repeat in range(repeats)}
@@ -48,7 +55,8 @@ def sweep_rows(
                 configs.append({"config_id": config_id, "repeat": repeat, "status": "ok", "impl": impl,
                                 "impl_options": options,
                                 "bucket_cap_mb": cap, "workload": "gpt2", "size": "tiny", "batch_size": 2,
-                                "dtype": "fp32", "optimizer": "sgd", "world_size": world, "nnodes": 1})  # fmt: skip
+                                "dtype": "fp32", "optimizer": "sgd", "world_size": world, "nnodes": 1,
+                                "bucket_sizes_mb": (buckets or {}).get(cap)})  # fmt: skip
                 launch = (1 + rng.normal(0, 0.01)) * launches[world, repeat]
                 for step in range(30):
                     for rank in range(world):
@@ -350,3 +358,44 @@ def test_a_ratio_interval_that_bounds_nothing_is_said_too_wide_as_a_steps_is():
     assert sweep.ratio_interval_text(0.69, 1.37) == "0.69–1.37"
     proof = {"confidence": 0.95, "low": 0.004, "high": 83191606.53}
     assert evidence.interval_text(proof) == f"95% interval {sweep.TOO_WIDE}"
+
+
+EIGHT_OF_4 = [4.04] + [4.0] * 7  # caps 1 and 2 on mlp/small: the same 8 buckets of 4 MiB
+LAYOUTS = {1.0: EIGHT_OF_4, 2.0: EIGHT_OF_4, 25.0: [28.07, 4.0], 100.0: [32.07]}
+
+
+def test_caps_that_made_one_layout_are_one_point_never_the_luckier_named_apart():
+    """A run said 'so far fastest 2 MiB … need about 236' and an identical one 'so far fastest 1 MiB … need about
+    310': caps 1 and 2 made the same buckets, so the luckier of one layout was named and its need sized from its
+    luck. However lucky one of them is (cap 2 here 25 % faster in every launch: no spread one program has), they are
+    one point: per launch the geometric mean of their medians, named together, the first a value to type."""
+    for lucky in (1.0, 2.0):
+        curve = {1.0: 100.0, 2.0: 100.0, 25.0: 140.0, 100.0: 150.0, lucky: 75.0}
+        configs, steps = sweep_rows(curve, world_sizes=(2,), buckets=LAYOUTS)
+        row = sweep.recommendations(configs, steps).iloc[0]
+        assert row["one_layout_caps_mb"] == "[[1.0, 2.0]]" and row["best_cap_mb"] == 1.0
+        assert sweep.answer(row) == "use bucket_cap_mb=1 (or 2: the same buckets)", sweep.answer(row)
+        assert row["best_step_ms"] == pytest.approx(np.sqrt(75.0 * 100.0), rel=0.03)  # the two caps' launches pooled
+        assert "leading" not in sweep.describe(row) and "fastest 1 MiB (or 2: the same buckets): " in sweep.describe(
+            row
+        )
+        (cap_verdict,) = [
+            v
+            for v in decide.verdicts(configs.assign(step_ms_median=1.0), steps, confidence=0.95)
+            if v.kind == decide.CAP
+        ]
+        assert cap_verdict.word == sweep.answer(row) and len(cap_verdict.config_ids) == 20  # every cap of each point
+    flat = sweep.recommendations(*sweep_rows({1.0: 100.0, 2.0: 100.5, 25.0: 101.0}, world_sizes=(2,),
+                                             buckets={**LAYOUTS, 25.0: EIGHT_OF_4})).iloc[0]  # fmt: skip
+    assert flat["decision"] == stats.FLAT and isinstance(
+        flat["same_buckets_mb"], str
+    )  # every cap one layout: as before
+    assert pd.isna(flat["one_layout_caps_mb"])
+
+
+def test_the_25_mib_point_is_the_layout_25_made_and_is_named_with_its_caps():
+    configs, steps = sweep_rows({1.0: 100.0, 25.0: 150.0, 100.0: 150.0}, world_sizes=(2,),
+                                buckets={1.0: EIGHT_OF_4, 25.0: [32.07], 100.0: [32.07]})  # fmt: skip
+    row = sweep.recommendations(configs, steps).iloc[0]
+    assert row["one_layout_caps_mb"] == "[[25.0, 100.0]]" and row["decision"] == stats.RECOMMEND
+    assert "; 25 MiB (or 100: the same buckets) takes 1.4" in sweep.describe(row)

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from harness.analysis import scaling, stats
-from harness.analysis.verdicts import sweep
+from harness.analysis.verdicts import decide, sweep
 from harness.results.values import ratio_number
 from reports.aggregate import with_labels
 from reports.pages import answer, compare, evidence, pooled
@@ -576,3 +576,44 @@ def test_one_runs_pages_pool_each_workload_once_at_each_confidence_asked(monkeyp
     assert list(kept[1]["confidence"]) != list(kept[2]["confidence"])
     pooled.ranked(SPLIT, workload="mlp")  # outside: pooled each time, as a test's changed rows need
     assert len(calls) == 5
+
+
+def test_a_strategy_verdict_over_caps_of_one_layout_is_the_pages_pooled_figure():
+    """A run at load ~9 said 'bucketed bucket_cap_mb=25 vs stock bucket_cap_mb=25: slower, at 3.60×' from two repeats
+    of one cap, while bucketed's caps 1 and 25 (one bucket: one computation) measured 2.30/3.21 against 11.82/11.35
+    ms, and the page ranked those caps as one configuration. The verdict judges what the page ranks: each side's caps
+    of one layout pooled per launch, named as the page names them, at the page's ratio."""
+    one = [[0.13]] * 2
+    rows = run(repeats("stock", [3.0, 3.2], options={"bucket_cap_mb": 1.0}, bucket_sizes_mb=one),
+               repeats("stock", [3.1, 3.3], options={"bucket_cap_mb": 25.0}, bucket_sizes_mb=one),
+               repeats("bucketed", [2.30, 3.21], options={"bucket_cap_mb": 1.0}, bucket_sizes_mb=one),
+               repeats("bucketed", [11.82, 11.35], options={"bucket_cap_mb": 25.0}, bucket_sizes_mb=one))  # fmt: skip
+    (verdict,) = decide.strategy_verdicts(rows, confidence=stats.CONFIDENCE)
+    assert verdict.subject == ("w2 mlp/tiny bucketed (caps 1, 25 MiB: one bucket layout) vs "
+                               "stock (caps 1, 25 MiB: one bucket layout)")  # fmt: skip
+    assert len(verdict.config_ids) == 8  # every cap of each side runs again while it is open
+    group = evidence.one_layout_pooled(pooled.ranked(rows, workload="mlp"))
+    reference = answer.reference_row(group)
+    bucketed = group[group["impl"] == "bucketed"].iloc[0]
+    assert reference["strategy"] == "stock (caps 1, 25 MiB: one bucket layout)"
+    ratio = stats.geometric_mean([np.sqrt(2.30 * 11.82), np.sqrt(3.21 * 11.35)]) / stats.geometric_mean(
+        [np.sqrt(3.0 * 3.1), np.sqrt(3.2 * 3.3)]
+    )
+    assert bucketed["step_ms"] / reference["step_ms"] == pytest.approx(ratio)
+    said = f"{ratio:.2f}×"
+    assert said in (verdict.word if verdict.decided else verdict.so_far), verdict.line()
+    assert answer.against_reference(bucketed, reference).startswith(
+        ("too few repeats to tell (estimate " if not verdict.decided else "") + said
+    )
+
+
+def test_caps_of_one_layout_are_named_as_typed_not_as_the_bytes_ddp_recorded():
+    """A page said 'caps 0.000499725, 0.000999451 MiB' where the console said 0.0005 and 0.001."""
+    one = [[0.13]] * 2
+    rows = run(repeats("stock", [8.0, 8.1], options={"bucket_cap_mb": 0.0005}, bucket_sizes_mb=one,
+                       bucket_cap_mb=0.000499725),
+               repeats("stock", [8.2, 8.0], options={"bucket_cap_mb": 0.001}, bucket_sizes_mb=one,
+                       bucket_cap_mb=0.000999451),
+               repeats("bucketed", [12.0, 12.4]))  # fmt: skip
+    group = evidence.one_layout_pooled(pooled.ranked(rows, workload="mlp"))
+    assert group.iloc[0]["strategy"] == "stock (caps 0.0005, 0.001 MiB: one bucket layout)", group.iloc[0]["strategy"]

@@ -9,7 +9,9 @@ A run exists for two kinds of verdict, at every world size that communicates:
   communicating strategy's ratio to it (stats.verdict): decided once 'slower', 'faster' or 'no
   significant change', open while 'too few repeats to tell'. The reference at another cap is the cap
   verdict's business; at another option (static_graph=true, a comm hook) it is a rival like any strategy,
-  against the reference as asked at its defaults; the baseline communicates nothing and is no choice.
+  against the reference as asked at its defaults; the baseline communicates nothing and is no choice. A
+  strategy's explicit caps that made one bucket layout in every launch are one side (verdicts.layouts), as the
+  run page ranks them, so that the console and the page say one ratio.
 
 **The stopping rule** (docs/statistics.md): the evidence is looked at after 2, 3, 4, 5, 6, 8, 10, 13,
 16, 20, … repeats (`looks`: every repeat at first, where large effects are decided, then about a
@@ -34,8 +36,9 @@ import pandas as pd
 from scipy.special import chdtri, ndtri  # not scipy.stats: its import is 1 s of every command's start
 
 from harness.analysis import roles, stats
-from harness.analysis.verdicts import sweep
+from harness.analysis.verdicts import layouts, sweep
 from harness.config.flags import AUTO
+from harness.results import values
 from harness.results.values import options_words, ratio_number
 
 ALPHA = 1 - stats.CONFIDENCE
@@ -173,10 +176,11 @@ def _cap_verdicts(ok: pd.DataFrame, steps: pd.DataFrame, confidence: float, max_
         what = setup["impl"] + "".join(f" {k}={v}" for k, v in sorted(others.items()))
         ids = frozenset(config_id for rows in by_cap.values() for config_id in rows["config_id"].unique())
         decided = decision["decision"] != stats.TOO_FEW
-        given_up = not decided and _sweep_out_of_reach(sweep.cap_figures(summarised[0]), decision, confidence,
-                                                       max_repeats)  # fmt: skip
+        figures = sweep.point_figures(summarised[2])  # what the decision judged: caps of one layout are one point
+        given_up = not decided and len(figures) > 1 and _sweep_out_of_reach(figures, decision, confidence, max_repeats)
         versus = sweep.versus_reference(pd.Series(decision))
-        so_far = "" if decided else f"fastest {decision['best_cap_mb']:g} MiB" + (f"; {versus}" if versus else "")
+        fastest = sweep.point_text(pd.Series(decision), decision["best_cap_mb"])
+        so_far = "" if decided else f"fastest {fastest}" + (f"; {versus}" if versus else "")
         found.append(Verdict(CAP, _subject(setup, what), sweep.answer(pd.Series(decision)), decided,
                              int(decision["repeats"]), decision["repeats_needed"], ids, given_up=given_up,
                              so_far=so_far))  # fmt: skip
@@ -208,6 +212,52 @@ def strategy_label(impl: str, options_json: str | None) -> str:
     return f"{impl} {words}" if words else impl
 
 
+@dataclasses.dataclass(frozen=True)
+class _Side:
+    """One configuration of a setup as a strategy verdict judges it: its rows' impl_options (several where caps
+    that made one bucket layout are pooled), its name, its repeats' medians (a pooled one's per launch)."""
+
+    impl: str
+    options: frozenset
+    label: str
+    medians: list
+    ids: frozenset
+
+
+def _sides(setup: pd.DataFrame) -> list[_Side]:
+    """The setup's configurations, a strategy's explicit caps that made one bucket layout in every launch as one
+    (layouts.layout_points: per launch the geometric mean of its caps' medians), as the run page ranks them."""
+    sides, explicit = [], {}
+    for (impl, options), rows in setup.groupby(["impl", "impl_options"], dropna=False, sort=False):
+        cap = sweep.given_cap(options)
+        if cap is None:
+            sides.append(_Side(impl, frozenset([options]), strategy_label(impl, options),
+                               list(rows["step_ms_median"]), frozenset(rows["config_id"])))  # fmt: skip
+        else:
+            explicit.setdefault((impl, sweep.other_options(options)), {})[cap] = (options, rows)
+    for (impl, _), by_cap in explicit.items():
+        launches = {cap: list(zip(_repeats(rows), rows["step_ms_median"], _recorded(rows), strict=True))
+                    for cap, (_, rows) in by_cap.items()}  # fmt: skip
+        for point in layouts.layout_points(launches):
+            options, rows = by_cap[point.cap]
+            label = strategy_label(impl, options)
+            if len(point.caps) > 1:
+                label = layouts.pooled_label(values.strategy_label(impl, options, without=("bucket_cap_mb",)),
+                                             point.caps)  # fmt: skip
+            ids = frozenset(i for cap in point.caps for i in by_cap[cap][1]["config_id"])
+            sides.append(_Side(impl, frozenset(by_cap[cap][0] for cap in point.caps), label, list(point.medians),
+                               ids))  # fmt: skip
+    return sides
+
+
+def _repeats(rows: pd.DataFrame) -> list[int | None]:
+    return [None if pd.isna(r) else int(r) for r in rows["repeat"]] if "repeat" in rows else [None] * len(rows)
+
+
+def _recorded(rows: pd.DataFrame) -> list:
+    return list(rows["bucket_sizes_mb"]) if "bucket_sizes_mb" in rows else [None] * len(rows)
+
+
 def _strategy_verdicts(ok: pd.DataFrame, confidence: float, max_repeats: int | None) -> list[Verdict]:
     rows = roles.with_roles(ok)
     rows = rows[~rows["baseline"].astype(bool) & rows["step_ms_median"].notna()]
@@ -219,27 +269,22 @@ def _strategy_verdicts(ok: pd.DataFrame, confidence: float, max_repeats: int | N
         reference = _reference(setup)
         if reference is None:
             continue
-        base = setup[setup["impl_options"] == reference[1]]
-        base = base[base["impl"] == reference[0]]
-        for (impl, options), other in setup.groupby(["impl", "impl_options"], dropna=False):
-            if impl == reference[0] and not set(roles.beyond_defaults(impl, options)) - {"bucket_cap_mb"}:
+        sides = _sides(setup)
+        base = next(side for side in sides if side.impl == reference[0] and reference[1] in side.options)
+        for other in sides:
+            options = next(iter(other.options))
+            if other.impl == reference[0] and not set(roles.beyond_defaults(other.impl, options)) - {"bucket_cap_mb"}:
                 continue  # the reference at another cap: the cap verdict decides it; another option is a rival
-            judged = stats.verdict(list(base["step_ms_median"]), list(other["step_ms_median"]),
-                                   threshold=stats.DEFAULT_THRESHOLD, confidence=confidence)  # fmt: skip
-            word = _ratio_words(judged, strategy_label(*reference))
-            subject = _subject(keys, f"{strategy_label(impl, options)} vs {strategy_label(*reference)}")
-            ids = frozenset([*base["config_id"], *other["config_id"]])
+            judged = stats.verdict(base.medians, other.medians, threshold=stats.DEFAULT_THRESHOLD,
+                                   confidence=confidence)  # fmt: skip
+            word = _ratio_words(judged, base.label)
+            subject = _subject(keys, f"{other.label} vs {base.label}")
             decided = judged["verdict"] != stats.TOO_FEW
-            given_up = not decided and out_of_reach(
-                list(base["step_ms_median"]),
-                list(other["step_ms_median"]),
-                max_repeats=max_repeats,
-                confidence=confidence,
-                paired=False,
-            )
-            so_far = "" if decided else _ratio_so_far(judged, confidence, strategy_label(*reference))
+            given_up = not decided and out_of_reach(base.medians, other.medians, max_repeats=max_repeats,
+                                                    confidence=confidence, paired=False)  # fmt: skip
+            so_far = "" if decided else _ratio_so_far(judged, confidence, base.label)
             found.append(Verdict(STRATEGY, subject, word, decided, int(judged["repeats"]), judged["repeats_needed"],
-                                 ids, given_up=given_up, so_far=so_far))  # fmt: skip
+                                 base.ids | other.ids, given_up=given_up, so_far=so_far))  # fmt: skip
     return found
 
 

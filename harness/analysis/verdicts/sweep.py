@@ -17,14 +17,15 @@ result next to it (`recommendations.parquet`), which the report and `predict` sh
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 import impls
 from harness.analysis import roles, stats
+from harness.analysis.verdicts import layouts
+from harness.analysis.verdicts.cap_verdict import cap_pair_verdict as cap_pair_verdict
+from harness.analysis.verdicts.cap_verdict import recommend_cap as recommend_cap
 from harness.results import store
 from harness.results.values import UNBOUNDED_RATIO, options_of, ratio_number
 
@@ -123,14 +124,20 @@ def recommendations(
     return pd.DataFrame(found)
 
 
-def cap_repeats(by_cap: dict[float, pd.DataFrame]) -> tuple[dict[float, list[dict]], bool]:
-    """Each cap's repeat summaries (stats.repeat_summary) in repeat order, and whether every cap ran once in
-    each of the same repeats (a repeat's caps share one launch: they may be judged launch by launch)."""
-    by_repeat = {cap: sorted(((int(r["repeat"].iloc[0]), stats.repeat_summary(r.sort_values("step")["step_ms"]))
-                              for _, r in g.groupby("config_id")), key=lambda pair: pair[0])
+def cap_repeats(by_cap: dict[float, pd.DataFrame]) -> tuple[dict[float, list[dict]], bool, list[layouts.Point]]:
+    """Each cap's repeat summaries (stats.repeat_summary) in repeat order, whether every point ran once in each of
+    the same repeats (a repeat's caps share one launch: they may be judged launch by launch), and the points the
+    sweep judges (layouts.layout_points: caps that made one bucket layout in every launch are one)."""
+    by_repeat = {cap: sorted(((int(r["repeat"].iloc[0]), stats.repeat_summary(r.sort_values("step")["step_ms"]),
+                               r["bucket_sizes_mb"].iloc[0]) for _, r in g.groupby("config_id")),
+                             key=lambda found: found[0])
                  for cap, g in by_cap.items()}  # fmt: skip
-    aligned = stats.same_launches(*([repeat for repeat, _ in pairs] for pairs in by_repeat.values()))
-    return {cap: [summary for _, summary in pairs] for cap, pairs in by_repeat.items()}, aligned
+    launches = {cap: [(None if repeat < 0 else repeat, summary["median_ms"], sizes) for repeat, summary, sizes in found]
+                for cap, found in by_repeat.items()}  # fmt: skip
+    points = layouts.layout_points(launches)
+    known = all(None not in point.repeats for point in points)
+    aligned = known and stats.same_launches(*(point.repeats for point in points))
+    return {cap: [summary for _, summary, _ in found] for cap, found in by_repeat.items()}, aligned, points
 
 
 def cap_figures(repeats: dict[float, list[dict]]) -> dict[float, list[float]]:
@@ -138,21 +145,37 @@ def cap_figures(repeats: dict[float, list[dict]]) -> dict[float, list[float]]:
     return {cap: [r["median_ms"] for r in reps] for cap, reps in repeats.items()}
 
 
+def point_figures(points: list[layouts.Point]) -> dict[float, list[float]]:
+    """Each point's step per launch (ms), keyed by the cap that names it (layouts.Point.cap)."""
+    return {point.cap: list(point.medians) for point in points}
+
+
 def recommend(
     by_cap: dict[float, pd.DataFrame], *, confidence: float = stats.CONFIDENCE, summarised: tuple | None = None
 ) -> dict:
-    """One sweep's decision from its caps' rows (each configuration id one repeat), judged launch by launch
-    where every cap ran once in each of the same repeats (a repeat's caps share one launch), from
-    stats.PAIRED_FROM of them. `summarised`: `cap_repeats(by_cap)`, where the caller has it already."""
-    repeats, aligned = summarised or cap_repeats(by_cap)
-    figures = cap_figures(repeats)
-    best = recommend_cap(figures, confidence=confidence, aligned=aligned)
+    """One sweep's decision from its caps' rows (each configuration id one repeat): its points judged (caps that made
+    one bucket layout in every launch are one point, layouts.layout_points), launch by launch where every point ran
+    once in each of the same repeats (a repeat's caps share one launch), from stats.PAIRED_FROM of them.
+    `summarised`: `cap_repeats(by_cap)`, where the caller has it already."""
+    repeats, aligned, points = summarised or cap_repeats(by_cap)
     same = same_buckets(by_cap)
-    if same is not None:  # one layout under every cap: the same measurement, whatever the repeats say
+    if same is not None or len(points) == 1:  # one layout under every cap: the same measurement
+        best = recommend_cap(cap_figures(repeats), confidence=confidence, aligned=aligned)
         best.update(decision=stats.FLAT, equivalent_caps_mb=sorted(by_cap), repeats_needed=None)  # nothing to tell
+    else:
+        best = recommend_cap(point_figures(points), confidence=confidence, aligned=aligned)
+        caps_of = {point.cap: point.caps for point in points}
+        best["equivalent_caps_mb"] = sorted(c for cap in best["equivalent_caps_mb"] for c in caps_of[cap])
     best["equivalent_caps_mb"] = json.dumps(best["equivalent_caps_mb"])
     same_text = None if same is None else json.dumps(same)
-    return {"caps_mb": json.dumps(sorted(by_cap)), **best, "same_buckets_mb": same_text, "noise": _noise(repeats)}
+    pooled = [list(point.caps) for point in points if len(point.caps) > 1] if same is None else []
+    return {
+        "caps_mb": json.dumps(sorted(by_cap)),
+        **best,
+        "same_buckets_mb": same_text,
+        "noise": _noise(repeats),
+        "one_layout_caps_mb": json.dumps(pooled) if pooled else None,
+    }
 
 
 def same_buckets(by_cap: dict[float, pd.DataFrame]) -> list[float] | None:
@@ -160,19 +183,18 @@ def same_buckets(by_cap: dict[float, pd.DataFrame]) -> list[float] | None:
     made the same (a model whose gradients fit under the smallest cap gets one bucket whatever the cap);
     None where the layouts differ or a row did not record its buckets."""
     launches = (sizes for rows in by_cap.values() for sizes in rows.drop_duplicates("config_id")["bucket_sizes_mb"])
-    layouts = bucket_layouts(launches)
-    return list(next(iter(layouts))) if layouts is not None and len(layouts) == 1 else None
+    found = layouts.bucket_layouts(launches)
+    return list(next(iter(found))) if found is not None and len(found) == 1 else None
 
 
-def bucket_layouts(recorded: Iterable) -> frozenset | None:
-    """The distinct bucket layouts (MiB, launch order) of launches' recorded `bucket_sizes_mb`; None where one
-    launch did not record its buckets (then nothing can be said of them all)."""
-    layouts = set()
-    for sizes in recorded:
-        if sizes is None or not hasattr(sizes, "__len__") or len(sizes) == 0:
-            return None
-        layouts.add(tuple(round(float(size), 6) for size in sizes))
-    return frozenset(layouts)
+bucket_layouts = layouts.bucket_layouts
+
+
+def same_caps(row: pd.Series, cap: float) -> list[float]:
+    """The caps besides `cap` that made its buckets, where the sweep pooled them as one point (`one_layout_caps_mb`)."""
+    pooled = row.get("one_layout_caps_mb")
+    groups = json.loads(pooled) if isinstance(pooled, str) else []
+    return next(([c for c in caps if c != cap] for caps in groups if cap in caps), [])
 
 
 def _noise(repeats: dict[float, list[dict]]) -> str:
@@ -191,8 +213,8 @@ def answer(row: pd.Series, *, why: bool = True) -> str:
     as_good = ", ".join(f"{c:g}" for c in json.loads(row["equivalent_caps_mb"]))
     if pd.isna(row.get("decision")):  # written before decisions were made: the fastest, no verdict
         return f"fastest: {row['best_cap_mb']:g} MiB (no verdict recorded: a run from before repeats were judged)"
-    if row["decision"] == stats.RECOMMEND:
-        return f"use bucket_cap_mb={row['best_cap_mb']:g}"
+    if row["decision"] == stats.RECOMMEND:  # the first a value to type; the caps that made its buckets after
+        return f"use bucket_cap_mb={layouts.or_same(row['best_cap_mb'], same_caps(row, row['best_cap_mb']))}"
     if row["decision"] == stats.FLAT:
         same = row.get("same_buckets_mb")
         if isinstance(same, str) and not why:
@@ -207,20 +229,30 @@ def answer(row: pd.Series, *, why: bool = True) -> str:
     return f"too few repeats to tell (have {row['repeats']}, {stats.needed_text(row['repeats_needed'])})"
 
 
+def point_text(row: pd.Series, cap: float, unit: str = " MiB") -> str:
+    """'1 MiB', or where the sweep pooled caps that made its buckets, '1 MiB (or 2: the same buckets)'."""
+    return layouts.or_same(cap, same_caps(row, cap), unit=unit)
+
+
 def versus_reference(row: pd.Series) -> str:
     """'25 MiB takes 1.49× as long (99.5% interval 1.31–1.70)' (a ratio of step times, so its direction
     cannot be misread; its interval at the verdicts' confidence, where recorded: an undecided sweep still
     bounds what its fastest cap can win); '' when 25 MiB was not measured, is itself the fastest, or makes the
     same buckets as every cap (their ratio is the launches' noise)."""
-    gain = row.get("gain_vs_default")
-    if gain is None or pd.isna(gain) or row["best_cap_mb"] == stats.REFERENCE_CAP_MB:
+    if isinstance(row.get("same_buckets_mb"), str) or row["best_cap_mb"] == stats.REFERENCE_CAP_MB:
         return ""
-    if isinstance(row.get("same_buckets_mb"), str):
+    said = _as_long(row, "gain_vs_default", "gain_low", "gain_high")
+    return f"{point_text(row, stats.REFERENCE_CAP_MB)} {said}" if said else ""
+
+
+def _as_long(row: pd.Series, gain: str, low: str, high: str) -> str:
+    """'takes 1.49× as long (99.5% interval 1.31–1.70)' from a gain over the fastest and its interval's ends."""
+    gain, low, high, confidence = (row.get(key) for key in (gain, low, high, "confidence"))
+    if gain is None or pd.isna(gain):
         return ""
-    low, high, confidence = row.get("gain_low"), row.get("gain_high"), row.get("confidence")
     known = all(v is not None and not pd.isna(v) for v in (low, high, confidence))
     interval = f" ({confidence * 100:.3g}% interval {ratio_interval_text(1 + low, 1 + high)})" if known else ""
-    return f"{stats.REFERENCE_CAP_MB:g} MiB takes {1 + gain:.2f}× as long{interval}"
+    return f"takes {1 + gain:.2f}× as long{interval}"
 
 
 def no_reference_ratio(row: pd.Series) -> str:
@@ -262,7 +294,7 @@ def describe(row: pd.Series, *, why: bool = True) -> str:
     lead = ("by the launches' spread alone, " if isinstance(row.get("same_buckets_mb"), str) else "") + lead
     return (
         f"w{row['world_size']} {row['workload']}/{row['size']} {row['impl']}: {answer(row, why=why)} "
-        f"({lead} {row['best_cap_mb']:g} MiB: {row['best_step_ms']:.2f} ms{interval}{gain}; "
+        f"({lead} {point_text(row, row['best_cap_mb'])}: {row['best_step_ms']:.2f} ms{interval}{gain}; "
         f"the fewest repeats a cap had: {row['repeats']}){noise}"  # (auto reruns the open ones only)
     )
 
@@ -286,85 +318,3 @@ def as_good_caps(table: pd.DataFrame, *, workload: str, size: str, world: int) -
     rows = table[(table["impl"] == impls.reference_name()) & (table["workload"] == workload)
                  & (table["size"] == size) & (table["world_size"] == world)]  # fmt: skip
     return json.loads(rows["equivalent_caps_mb"].iloc[0]) if len(rows) == 1 else None
-
-
-def recommend_cap(
-    figures_by_cap: dict[float, Sequence[float]],
-    *,
-    reference_cap: float = stats.REFERENCE_CAP_MB,
-    threshold: float = stats.DEFAULT_THRESHOLD,
-    confidence: float = stats.CONFIDENCE,
-    aligned: bool = False,
-) -> dict:
-    """From each cap's repeat medians (`aligned`: the i-th of every cap ran in the same launch, so that from
-    stats.PAIRED_FROM repeats on each cap is judged against the fastest launch by launch): the fastest cap,
-    its interval, the caps it does not beat (how flat the optimum is), and the decision. Each rival is judged
-    against the fastest by `stats.verdict`, the rule `compare` uses: 'recommend' only when the fastest is 'faster'
-    than the reference cap (25 MiB: the value DDP uses when none is given) or, without it, than every other cap,
-    that is significantly AND by at least the threshold; 'flat' when the repeats can tell it is not (one rival
-    judged 'no significant change' is enough); 'too few repeats to tell' when they cannot tell which.
-
-    `gain_vs_default` is the reference cap's step / the fastest's − 1. The reference is the cap
-    the sweep measured at 25 MiB: given explicitly, as every cap of a sweep is, so on torch ≥ 2.9
-    its first bucket is 25 MiB too, not the 1 MiB of DDP's layout when no cap is given."""
-    centers = {cap: stats.center_interval(figures) for cap, figures in figures_by_cap.items()}
-    best = min(centers, key=lambda cap: centers[cap][0])
-    have = min(len(figures) for figures in figures_by_cap.values())
-    paired = aligned and have >= stats.PAIRED_FROM
-    judge = {"aligned": aligned, "threshold": threshold, "confidence": confidence}
-    judged = {cap: cap_pair_verdict(figures, figures_by_cap[best], **judge) for cap, figures in figures_by_cap.items()
-              if cap != best}  # fmt: skip
-    words = {cap: found["verdict"] for cap, found in judged.items()}
-    rivals = [reference_cap] if reference_cap in words else sorted(words)
-    if all(words[cap] == stats.FASTER for cap in rivals):
-        decision = stats.RECOMMEND
-    elif any(words[cap] == stats.NO_CHANGE for cap in rivals):
-        decision = stats.FLAT  # one rival the fastest surely does not beat rules a recommendation out
-    elif any(words[cap] == stats.TOO_FEW for cap in rivals):
-        decision = stats.TOO_FEW
-    else:
-        decision = stats.FLAT
-    deciding = [judged[cap]["repeats_needed"] for cap in rivals]  # the most any verdict the decision rests on asks
-    need = None if not deciding or None in deciding else max(deciding)
-    if decision == stats.TOO_FEW and need is not None:
-        need = max(need, have + 1)  # what is at hand did not decide: one more at least, as a verdict says
-    reference, against = centers.get(reference_cap), judged.get(reference_cap)
-    bounded = against is not None and bool(np.isfinite(against["low"]))
-    return {
-        "decision": decision,
-        "best_cap_mb": best,
-        "best_step_ms": centers[best][0],
-        "best_ci_low_ms": centers[best][1],
-        "best_ci_high_ms": centers[best][2],
-        # Not beaten by the threshold: the caps 'flat: any of …' offers (every cap with one repeat).
-        "equivalent_caps_mb": sorted(cap for cap in figures_by_cap if words.get(cap) != stats.FASTER),
-        "gain_vs_default": reference[0] / centers[best][0] - 1 if reference else None,
-        # At `confidence`, from the fastest's verdict against 25 MiB: at most what moving to it wins (null: none).
-        "gain_low": 1 / against["high"] - 1 if bounded else None,
-        "gain_high": 1 / against["low"] - 1 if bounded else None,
-        "confidence": confidence,
-        "repeats": have,
-        "repeats_needed": need,
-        "paired": paired,
-    }
-
-
-def cap_pair_verdict(
-    base: Sequence[float], new: Sequence[float], *, aligned: bool, threshold: float, confidence: float
-) -> dict:
-    """Two caps of one sweep (`stats.verdict(base, new)`), as recommend_cap judges each rival against the fastest
-    and the answer judges two caps: launch by launch from PAIRED_FROM repeats where they ran side by side
-    (`aligned`). The repeats it needs are sized from this pair and the ratio seen, as `stats.verdict` sizes
-    them: as independent sets while that decides before PAIRED_FROM, else launch by launch (never fewer than
-    PAIRED_FROM, where pairing starts); one more at least while it is undecided."""
-    have = min(len(base), len(new))
-    paired = aligned and have >= stats.PAIRED_FROM
-    judged = stats.verdict(base, new, threshold=threshold, confidence=confidence, paired=paired)
-    judge = {"threshold": threshold, "confidence": confidence, "ratio": judged["ratio"]}
-    need = stats.repeats_needed(stats.repeat_spread(base, new), **judge)
-    if aligned and need is not None and need >= stats.PAIRED_FROM:
-        together = stats.repeats_needed(stats.paired_spread((base, new)), paired=True, **judge)
-        need = max(stats.PAIRED_FROM, together) if together is not None else need
-    if judged["verdict"] == stats.TOO_FEW and need is not None:
-        need = max(need, have + 1)
-    return {**judged, "repeats_needed": need, "paired": paired}

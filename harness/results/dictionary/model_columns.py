@@ -54,7 +54,7 @@ RECOMMENDATIONS = Table(
         WORKLOAD, SIZE, BATCH_SIZE, DTYPE, OPTIMIZER, WORLD_SIZE, NNODES,
         C("caps_mb", STR, MIB_UNIT, "the caps measured, a JSON list"),
         C("decision", STR, "", "`recommend` (the best cap beats the 25 MiB cap significantly and by at least 5 %, as `compare` judges, or every other cap when 25 was not measured; or 25 MiB itself, when it beats every other cap), `flat` (any of `equivalent_caps_mb`), or `too few repeats to tell` (docs/statistics.md); none at world size 1 or for `local`"),
-        C("best_cap_mb", F64, MIB_UNIT, "the cap with the fastest step: per repeat the median step (the slowest rank per step), then the geometric mean over repeats"),
+        C("best_cap_mb", F64, MIB_UNIT, "the cap with the fastest step (of a point of several caps, `one_layout_caps_mb`, the cap that names it): per repeat the median step (the slowest rank per step; a point's, the geometric mean of its caps' medians in that launch), then the geometric mean over repeats"),
         C("best_step_ms", F64, MS, "that geometric mean of its repeats' medians"),
         C("best_ci_low_ms", F64, MS, "its 95 % interval over repeats (t on the logs): low end; null with one repeat"),
         C("best_ci_high_ms", F64, MS, "high end"),
@@ -67,6 +67,7 @@ RECOMMENDATIONS = Table(
         C("repeats", I32, COUNT, "the fewest repeats of any cap: the evidence behind the decision"),
         C("repeats_needed", I32, COUNT, "about how many repeats per cap decide at a 5 % threshold: the most any verdict the decision rests on needs, from the repeats' spread and the ratio seen; null where every cap made the same buckets (one measurement: no repeat tells them apart)"),
         C("same_buckets_mb", STR, MIB_UNIT, "the one bucket layout every cap made in every repeat (a JSON list, launch order), where they all made the same: the caps are then one measurement and the decision is `flat` whatever the repeats say; null where the layouts differ or were not recorded"),
+        C("one_layout_caps_mb", STR, MIB_UNIT, "the caps (as typed) that made one bucket layout in every launch, pooled as one point of the sweep (per launch the geometric mean of their medians; the point named by 25 where it is one of them, else by the smallest, in `best_cap_mb`; `equivalent_caps_mb` lists them all), a JSON list of lists; null where no two caps did (or every cap did: `same_buckets_mb`)"),
         C("noise", STR, "", "the caps whose steps are noisy (CV > 0.1), whose repeats disagree (medians > 10 % apart) or whose steps drift within the window, and why; empty when none"),
     ),
 )  # fmt: skip

@@ -142,7 +142,8 @@ def cap_cell(row: pd.Series) -> str:
         tied = sorted(json.loads(row["equivalent_caps_mb"]))
         every = tied == sorted(json.loads(row["caps_mb"]))
         return "any" if every else "any of " + ", ".join(f"{c:g}" for c in tied)
-    return f"{row['best_cap_mb']:g}" + (" (leading so far)" if row.get("decision") == stats.TOO_FEW else "")
+    best = sweep.point_text(row, row["best_cap_mb"], unit="")  # '1 (or 2: the same buckets)': one point
+    return best + (" (leading so far)" if row.get("decision") == stats.TOO_FEW else "")
 
 
 def recommendation_table(frame: pd.DataFrame) -> str:
