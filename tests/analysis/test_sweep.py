@@ -256,7 +256,9 @@ def test_the_line_says_how_much_longer_25_mib_takes_so_its_direction_cannot_be_m
     assert row["gain_low"] < row["gain_vs_default"] < row["gain_high"]  # the interval of the same ratio
     assert "vs 25 MiB" not in sweep.describe(row) and 1.45 < 1 + row["gain_vs_default"] < 1.55
     fastest_25 = sweep.recommendations(*sweep_rows({1.0: 150.0, 25.0: 100.0}, world_sizes=(2,))).iloc[0]
-    assert "takes" not in sweep.describe(fastest_25)  # 25 MiB is the fastest: nothing to compare it with
+    said = sweep.describe(fastest_25)  # 25 MiB is the fastest: how far the next point is behind it, its interval
+    assert "25 MiB takes" not in said and f"the next, 1 MiB, takes {1 + fastest_25['next_gain']:.2f}× as long (" in said
+    assert 1.45 < 1 + fastest_25["next_gain"] < 1.55 and fastest_25["next_gain_low"] < fastest_25["next_gain"]
 
 
 def test_a_cap_is_given_only_when_the_options_name_one():

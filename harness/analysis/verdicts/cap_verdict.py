@@ -55,6 +55,8 @@ def recommend_cap(
         need = max(need, have + 1)  # what is at hand did not decide: one more at least, as a verdict says
     reference, against = centers.get(reference_cap), judged.get(reference_cap)
     bounded = against is not None and bool(np.isfinite(against["low"]))
+    runner = min(judged, key=lambda cap: centers[cap][0], default=None)  # the next behind the fastest
+    behind = runner is not None and bool(np.isfinite(judged[runner]["low"]))
     return {
         "decision": decision,
         "best_cap_mb": best,
@@ -67,6 +69,11 @@ def recommend_cap(
         # At `confidence`, from the fastest's verdict against 25 MiB: at most what moving to it wins (null: none).
         "gain_low": 1 / against["high"] - 1 if bounded else None,
         "gain_high": 1 / against["low"] - 1 if bounded else None,
+        # The next point behind the fastest: how far (its step / the fastest's − 1) and that ratio's interval.
+        "next_cap_mb": runner,
+        "next_gain": centers[runner][0] / centers[best][0] - 1 if runner is not None else None,
+        "next_gain_low": 1 / judged[runner]["high"] - 1 if behind else None,
+        "next_gain_high": 1 / judged[runner]["low"] - 1 if behind else None,
         "confidence": confidence,
         "repeats": have,
         "repeats_needed": need,
