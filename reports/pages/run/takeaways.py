@@ -27,8 +27,8 @@ def _largest_world(configs: pd.DataFrame, *, workload: str) -> pd.DataFrame:
 
 
 def fastest(configs: pd.DataFrame, *, workload: str, confidence: float = stats.CONFIDENCE) -> str:
-    """'At 2 ranks bucketed is fastest (114.3 ms): …; naive is slowest, at 2.63× bucketed's step.' ('leads' where
-    the repeats do not back it).
+    """'At 2 ranks bucketed is fastest (114.3 ms): …; naive is slowest, at 2.63× bucketed's step.' ('leads' and 'trails
+    so far' where the repeats do not back it: 'slowest', as 'fastest', is said of a decided verdict alone).
     The same verdict as the answer table's headline at that world size (answer.lead), at the run's
     confidence (pooled.run_confidence)."""
     frame = pooled.ranked(configs, workload=workload, confidence=confidence)
@@ -43,9 +43,13 @@ def fastest(configs: pd.DataFrame, *, workload: str, confidence: float = stats.C
     if len(contenders) > 2:  # with two, 'next' already named the slowest
         best, worst = contenders.iloc[0], contenders.iloc[-1]
         slowest = decide.versus(worst["step_ms"] / best["step_ms"], decide.step_of(best["strategy"]))
-        if evidence.evidence(best, worst).get("same_buckets"):  # its cap made best's buckets: one measurement
+        proof = evidence.evidence(best, worst)
+        if proof.get("same_buckets"):  # its cap made best's buckets: one measurement
             slowest += ", though it makes the same buckets: one measurement, apart by the launches' spread"
-        sentence += f"; {worst['strategy']} is slowest, at {slowest}"  # as every ratio on the page runs
+        # 'slowest' is a decided word, as 'fastest' is: an interval of 0.52–1.14 backs no 'slowest'
+        verb = {evidence.SIGNIFICANT: "is slowest", evidence.NOT_SIGNIFICANT: f"trails ({evidence.NO_CHANGE_SHOWN})"}
+        said = "is slowest" if proof.get("same_buckets") else verb.get(proof["judged"], "trails so far")
+        sentence += f"; {worst['strategy']} {said}, at {slowest}"  # as every ratio on the page runs
     return sentence + "."
 
 
