@@ -195,6 +195,8 @@ def test_each_clusters_own_nodes_are_the_bookings_and_the_verdicts_compared(tmp_
     # the H200's 8 GPUs (its step its GPU's: nothing exposed at one node) match the A100's 16 at a step of
     # 8 × 128 over the A100s' samples a second
     turn = 8 * 128 / float(table[0][5].replace(",", "")) * 1e3
+    assert "samples a step" in said.splitlines()[1]  # 16 GPUs at 128 a GPU against 8: not one footing, said
+    assert [row[-1] for row in table] == ["2,048", "1,024"]
     assert verdict.startswith("ddpbench predict: fastest: dgx-h200 × 8 GPUs at both ends, ")
     assert "; cheapest per sample (at the prices given): dgx-h200 × 8 GPUs at both ends; " in verdict
     assert f"dgx-h200 is fastest while its GPU's step is under about {turn:.3g} ms, cheapest under " in verdict
@@ -366,3 +368,23 @@ def test_a_bad_price_is_refused_in_one_line(tmp_path, capsys, cluster, prices, e
     captured = capsys.readouterr()
     assert captured.out == "" and captured.err.count("\n") == 1 and error in captured.err
     assert not out.exists()
+
+
+def test_the_samples_a_step_are_a_column_only_where_the_bookings_differ_in_them(capsys):
+    """16 H100s and 8 H200s at 2 samples a GPU step 32 and 16 sequences: the table said neither, so the two read as
+    one footing. A column of all GPUs' samples a step where a booking's differs from another's; none where alike."""
+    from harness.commands.console.predict.bookings import compared
+    from harness.perfmodel.clusters.bookings import Booking
+
+    def booked(cluster, gpus, batch):
+        return Booking(cluster, gpus // 8, gpus, "fsdp", (), "", (80.0,), False, (gpus * batch / 0.08,), (1.0,),
+                       batch=batch)  # fmt: skip
+
+    for bookings, column in (([booked("dgx-h100", 16, 2), booked("dgx-h200", 8, 2)], ["32", "16"]),
+                             ([booked("dgx-h100", 8, 4), booked("dgx-h200", 16, 2)], None),
+                             ([booked("dgx-h100", 8, 2), booked("dgx-h200", 8, 2)], None)):  # fmt: skip
+        compared(bookings, tokens=False, ends=None)
+        said = capsys.readouterr().out
+        table, _ = _comparison(said)
+        assert ("samples a step" in said.splitlines()[1]) == bool(column)
+        assert [row[-1] for row in table] == column if column else all(len(row) == 7 for row in table)

@@ -43,6 +43,7 @@ class Booking:
     tied_at_one_end: tuple[tuple[str, ...], ...] = ()  # per end of a step's range, those of `tied` tied there only
     whose: str = bounds.CPU  # whose own cost `own_cost_of` is: a CPU's, or the run's (a GPU's, not told from noise)
     local_ms: tuple[float, ...] = ()  # a step measured on another GPU: the one-GPU step at each end on this cluster's
+    batch: int = 0  # a GPU's samples a step, as `per_s` counts them (0: not said)
 
     @property
     def bounded(self) -> bool:
@@ -91,7 +92,7 @@ def of_cluster(name: str, gpus_per_node: int, ends_rows: list[pd.DataFrame], cho
                            tuple(world * a_step / (ms / 1e3) for ms in steps),
                            tuple(ms * per for ms in steps), len(picks) > 1,
                            tuple(dict.fromkeys(m for p in picks for m in p.own_cost_of)), one_end, whose,
-                           local_ms if len(picks) > 1 else ()))  # fmt: skip
+                           local_ms if len(picks) > 1 else (), batch))  # fmt: skip
     return out
 
 

@@ -1,7 +1,9 @@
 """`predict --cluster A,B`'s last word: the bookings (a cluster × a GPU count) side by side, each with what its
 cluster's answer books, its step, the samples (tokens) a second, the GPU-hours it takes and, at the user's prices for
-a GPU-hour, what it costs, as a table, then one line: the fastest booking and the one of fewest GPU-hours (with
-prices, the cheapest), decided or open, and what step decides them (perfmodel.clusters.bookings)."""
+a GPU-hour, what it costs (and, where one booking's differs from another's, the samples a step of all its GPUs
+together: 16 GPUs at 2 a GPU run another step than 8 do), as a table, then one line: the fastest booking and the one
+of fewest GPU-hours (with prices, the cheapest), decided or open, and what step decides them
+(perfmodel.clusters.bookings)."""
 
 from __future__ import annotations
 
@@ -40,12 +42,15 @@ def compared(bookings: list[Booking], *, tokens: bool, ends: tuple[str, str] | N
     unit = "tokens" if tokens else "samples"
     header = ("cluster", "GPUs", "nodes", "book", "step ms", f"{unit}/s", f"GPU-h per {cost_unit(tokens)}")
     header += (f"price units per {cost_unit(tokens)}",) if prices else ()
-    table = [header, *(_cells(b, prices, ends) for b in bookings)]
+    unlike = len({b.gpus * b.batch for b in bookings}) > 1 and all(b.batch for b in bookings)
+    header += ("samples a step",) if unlike else ()  # all GPUs' together, where a booking's differs from another's
+    table = [header, *((*_cells(b, prices, ends), *([f"{b.gpus * b.batch:,}"] if unlike else [])) for b in bookings)]
     widths = [max(len(row[k]) for row in table) for k in range(len(header))]
+    right = (*RIGHT, len(header) - 1)
     ranged = _ranged_words(bookings, ends)
     say(f"ddpbench predict: the bookings compared (the fastest each cluster's answer below books{ranged}):")
     for row in table:
-        cells = [cell.rjust(width) if k in RIGHT else cell.ljust(width) for k, (cell, width) in
+        cells = [cell.rjust(width) if k in right else cell.ljust(width) for k, (cell, width) in
                  enumerate(zip(row, widths, strict=False))]  # fmt: skip
         say("  " + "  ".join(cells).rstrip())
     if note:  # said once: where an answer table above said it already, not again
