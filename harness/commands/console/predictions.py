@@ -344,15 +344,17 @@ def labelled(state: pd.DataFrame) -> pd.DataFrame:
 
 
 def strategy_choice(state: pd.DataFrame, cluster, *, frames: list[pd.DataFrame], caveat: str = "",
-                    cpu_optimizer=(0.0, 0.0), errors=None, batch=None, batch_note: str = "") -> None:  # fmt: skip
+                    cpu_optimizer=(0.0, 0.0), errors=None, batch=None, batch_note: str = "",
+                    other_end=None) -> None:  # fmt: skip
     """The answer over both halves, last: a table in sight, what the choice leaves out and `caveat` under it (answer.py;
     `cpu_optimizer`: the optimizer's ms and the one-rank step's, scaled; `batch`: a GPU's samples a step, and
-    `batch_note` what it rests on, the run's words: said once)."""
+    `batch_note` what it rests on, the run's words: said once; `other_end`: a bounded step's two ends' names and the
+    other end's rows, whose steps the table's spans reach to)."""
     from harness.commands.console.predict.answer import choice_table
 
     capacity, (optimizer_ms, step_ms), state = getattr(cluster, "gpu_memory_gib", 0.0), cpu_optimizer, labelled(state)
     if choice_table(state, capacity, frames, cluster_name=cluster.name, optimizer_ms=optimizer_ms, step_ms=step_ms,
-                    errors=errors, batch=batch, caveat=caveat, batch_note=batch_note):  # fmt: skip
+                    errors=errors, batch=batch, caveat=caveat, batch_note=batch_note, other_end=other_end):  # fmt: skip
         return
     if capacity and not state.empty and state["activation_mb"].isna().all():  # once dropped without a word
         warning(f"no choice of strategy on {cluster.name}: the activations were not counted, so what fits is unknown")

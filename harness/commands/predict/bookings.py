@@ -285,6 +285,7 @@ def run_at_ends(args: argparse.Namespace, chosen, profile, caps: list[float], *,
             optimizer.estimate_local_optimizer(args, chosen, setup, configs, profile)  # a GPU's, not the CPU's share
             if args.local_step_end is not None and args.local_optimizer_given is not None:
                 args.local_optimizer_source = "given, scaled"  # by the memory bandwidths' ratio, as said
+            args.other_end = (ends[0][0], ends[1][0], frames[0]) if k == 0 and frames else None  # answer's ranges
             frames.insert(0, cluster.run_steps(args, chosen, profile, caps, device=device, configs=configs,
                                                setup=setup, state=state, errors=errors))  # fmt: skip
     batch = (predict_input.memory_batch(args, setup) or int(setup["batch_size"])) if setup else None

@@ -357,7 +357,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         batch_note = answer.run_batch_caveat(step_batch, step_given=bool(args.local_step_ms), asked=asked)
         notes = joined(*caveat, *cpu_split("ZeRO-1", "FSDP2"), fsdp_note, zero_own.note)
         predictions.strategy_choice(state, chosen, frames=rows, caveat=notes, cpu_optimizer=cpu_optimizer,
-                                    errors=errors, batch=step_batch, batch_note=batch_note)  # fmt: skip
+                                    errors=errors, batch=step_batch, batch_note=batch_note,
+                                    other_end=getattr(args, "other_end", None))  # fmt: skip
     return out
 
 

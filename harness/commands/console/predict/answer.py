@@ -5,6 +5,7 @@ said once under the table, with its figure at each GPU count, so that the rows s
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 from harness.analysis import roles
@@ -25,19 +26,25 @@ under the table."""
 
 def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataFrame], *, cluster_name: str,
                  optimizer_ms: float = 0.0, step_ms: float = 0.0, errors=None, batch: int | None = None,
-                 caveat: str = "", batch_note: str = "") -> bool:  # fmt: skip
+                 caveat: str = "", batch_note: str = "", other_end: tuple | None = None) -> bool:  # fmt: skip
     """Say the table (`state` labelled by `strategy`, as choice_words takes it), its notes under it, then what the
     choice leaves out (unchosen.unchosen_words), where the run's optimizer leaves a sharding strategy nothing to shard
     that its memory and step are that optimizer's (roles.shards_nothing_words), `caveat` and `batch_note`; nothing
     where there is no choice; whether said. `batch`: a GPU's samples a step, as the steps are (their GPU-hours a
     million samples); `batch_note`: which batch that is (run_batch_caveat), the run's words, said once over several
-    clusters (console.say_once). A CPU's steps, with no GPU step given, have no such table (scaling.steps_known)."""
+    clusters (console.say_once). A CPU's steps, with no GPU step given, have no such table (scaling.steps_known).
+    `other_end`: where the step is bounded (a step measured on another GPU), the two ends' names, this end's first,
+    and the other end's rows: a pick booked at both spans its step and GPU-hours to the other end's (an H200's
+    'fsdp ≥54.64', the memory-bound end alone, led with its least likely end for a step at 43 % of its peak)."""
     made = chosen(state, frames, capacity_gib, errors, optimizer_ms)  # once: the table and what it leaves out say it
     rows = noted_rows(state, frames, capacity_gib, optimizer_ms=optimizer_ms, step_ms=step_ms, errors=errors,
                       batch=batch, made=made)  # fmt: skip
     if not rows:
         return False
     header = table_header(cost=bool(batch), tokens=tokens_a_step(state) is not None)
+    spanned = ""
+    if other_end is not None:
+        rows, spanned = _to_other_end(rows, other_end, state, capacity_gib, errors=errors, batch=batch)
     rows = [((*cells[:1], _book(cells[1]), *cells[2:]), notes) for cells, notes in rows]
     table, footnotes = _marked(rows, marks_only=False)
     if max(map(len, _lines(header, table))) > WIDTH:  # the notes' words too wide beside the figures: marks alone
@@ -45,7 +52,7 @@ def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataF
         header = (*header[:-1], "rests on")  # over marks: the header's words no wider than needed
     unborne = f"; {words}, see below" if (words := unborne_words(errors)) else ""
     say(f"ddpbench predict: the answer on {cluster_name}, the fastest step of what fits {capacity_gib:g} GiB a GPU as "
-        f"counted above (≥: the full size's floor ranks it{unborne}):")  # fmt: skip
+        f"counted above (≥: the full size's floor ranks it{unborne}{spanned}):")  # fmt: skip
     for line in _lines(header, table):
         say(line)
     for k, ((short, rest), figures) in enumerate(footnotes.items(), start=1):
@@ -61,6 +68,33 @@ def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataF
     if batch_note:
         say_once(f"  {batch_note}")
     return True
+
+
+def _to_other_end(rows: list[tuple], other_end: tuple, state, capacity_gib: float, *, errors,
+                  batch) -> tuple[list[tuple], str]:  # fmt: skip
+    """`rows` with each pick's step (and GPU-hours) spanned to the other end's where that end books the same pick at
+    its GPU count; and the header's words for it ('' where no row spans)."""
+    here, there, other_rows = other_end
+    frames = [frame.reset_index(drop=True) for _, frame in other_rows.groupby("world_size", sort=True)]
+    theirs = {cells[0]: cells for cells, _ in noted_rows(state, frames, capacity_gib, errors=errors, batch=batch)}
+    figures = (2, COST) if batch else (2,)
+    out, spanned = [], False
+    for cells, notes in rows:
+        other = theirs.get(cells[0])
+        if other is not None and other[1] == cells[1] and cells[2]:
+            cells = tuple(_spanned(cell, other[k]) if k in figures else cell for k, cell in enumerate(cells))
+            spanned = spanned or cells[2] != other[2]
+        out.append((cells, notes))
+    return out, f"; a range: the step's {here} end to its {there} end, the rest at the {here} end" * spanned
+
+
+def _spanned(cell: str, other: str) -> str:
+    """'≥54.64–80.32' of '≥54.64' and '≥80.32': the least figure of the two cells to the most, as each wrote it."""
+    figures = re.findall(r"[\d,]*\.?\d+(?:e[+-]?\d+)?", cell + " " + other)
+    if not figures:
+        return cell
+    ranked = sorted(figures, key=lambda text: float(text.replace(",", "")))
+    return "≥" * ("≥" in cell + other) + "–".join(dict.fromkeys((ranked[0], ranked[-1])))
 
 
 def _marked(rows: list[tuple], *, marks_only: bool) -> tuple[list[tuple], dict]:
