@@ -43,25 +43,30 @@ def step_vs_gpus(rows: pd.DataFrame, *, cluster: str, profiled: str = "", marked
 
 def efficiency_vs_gpus(best: pd.DataFrame, *, cluster: str, marked=()) -> go.Figure:
     """Scaling efficiency of the cap the answer names at each GPU count (1 = no cost of communication), labelled
-    with that cap, or "tied" where it is one of several within the tie tolerance."""
+    with that cap, or "tied" where it is one of several within the tie tolerance. Where the profile is a smaller
+    size's, the model to train's at most leads (solid, first) and the profile's own is drawn dotted behind it: drawn
+    the other way round, the tiny model's flat 1.0 to 1,024 GPUs read as the answer."""
     best = best.sort_values("world_size")
     labels = ["tied" if len(tied) > 1 and cap in tied else f"{cap:g} MiB"
               for cap, tied in zip(best["bucket_cap_mb"], best["tied"], strict=True)]  # fmt: skip
-    figure = new_figure(go.Scatter(
-        name="the cap named", x=best["world_size"], y=best["scaling_efficiency"], mode="lines+markers+text",
-        text=labels, textposition="top center",
-        line={"color": PALETTE[0]},
+    smaller = "full_size_efficiency_at_most" in best  # the profile is a smaller size's: the floors allow at most
+    figure = new_figure()
+    if smaller:
+        figure.add_trace(go.Scatter(name="at most, with the gradients of the model to train", x=best["world_size"],
+                                    y=best["full_size_efficiency_at_most"], mode="lines+markers",
+                                    line={"color": PALETTE[0]},
+                                    hovertemplate="%{x} GPUs: at most %{y:.3f} at the cap DDP is ranked at"
+                                                  "<extra></extra>"))  # fmt: skip
+    figure.add_trace(go.Scatter(
+        name="the size profiled, not the model to train" if smaller else "the cap named", x=best["world_size"],
+        y=best["scaling_efficiency"], mode="lines+markers+text", text=labels, textposition="top center",
+        line={"color": PALETTE[1], "dash": "dot"} if smaller else {"color": PALETTE[0]},
         hovertemplate="%{x} GPUs: efficiency %{y:.3f} with %{text}<extra></extra>",
     ))  # fmt: skip
     title = f"Predicted scaling efficiency on {cluster} with the cap named (labelled)"
-    if "full_size_efficiency_at_most" in best:  # the profile is a smaller size's: what the full size's floors allow
-        figure.data[0].name = "the cap named, the profile's size"
-        figure.add_trace(go.Scatter(name="at most, with the gradients of the model to train", x=best["world_size"],
-                                    y=best["full_size_efficiency_at_most"], mode="lines+markers",
-                                    line={"color": PALETTE[1], "dash": "dot"},
-                                    hovertemplate="%{x} GPUs: at most %{y:.3f} at the cap DDP is ranked at"
-                                                  "<extra></extra>"))  # fmt: skip
-        title += ", and at most with the gradients of the model to train (dotted)"
+    if smaller:
+        title = (f"Predicted scaling efficiency on {cluster}: at most, with the model to train's gradients; dotted, "
+                 "the size profiled, with the cap named (labelled)")  # fmt: skip
     return styled(figure, title=title,
                   xaxis=_gpu_axis(best, marked), yaxis={"title": "scaling efficiency", "range": [0, 1.05]})  # fmt: skip
 

@@ -43,6 +43,9 @@ def test_two_clusters_one_bounded_are_compared_after_each_ones_prediction(tmp_pa
     assert said.count("ddpbench predict: caps: the default list") == 1  # the run's own words, said once
     assert len(re.findall(r"DDP's own cost [\d.]+ ms a step at one rank", said)) == 1
     assert warned.count("but this profile is mlp's tiny size") == 1  # the run's caveat, not a cluster's
+    # the cap line's step and efficiency are the tiny size's, named so: unnamed, they read as the model to train's
+    caps = [line for line in said.splitlines() if "predicted fastest cap at w" in line]
+    assert caps and all(" for the tiny size: " in line for line in caps)
     rows = pd.read_csv(out)  # one file, both clusters' rows, each saying its cluster and end
     assert set(rows["cluster"]) == {"dgx-a100", "dgx-h100"}
     assert rows.loc[rows["cluster"] == "dgx-a100", "local_step_end"].isna().all()

@@ -335,7 +335,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     said = capsys.readouterr()
     printed = said.out
     assert code == 0
-    assert "rests on that scaling" in printed and "predicted fastest cap at w16:" in printed
+    assert "rests on that scaling" in printed and "predicted fastest cap at w16 for the tiny size:" in printed
     # a cap chosen on 2 nodes rests on sizes the published 2-node tables found off by more than 25 %: said there,
     # referring to the misses said above, a line a node count with the networks they were measured on
     w8, w16 = (line for line in printed.splitlines() if "predicted fastest cap at w" in line)

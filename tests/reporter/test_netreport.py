@@ -639,6 +639,11 @@ def test_a_what_if_page_of_a_smaller_size_leads_with_what_the_full_sizes_floors_
     assert "<th>scaling eff. (the tiny size's)</th>" in page.split("its lead")[0].rsplit("<table>", 1)[1]
     assert table.split("<tr")[-1].split("<td>")[-1].startswith(f"{bound:.3f}</td>")  # the table's last column at 1024
     assert '"name":"at most, with the gradients of the model to train"' in page  # and drawn beside the efficiency
+    # first, solid, and in the title's lead: the tiny profile's flat 1.0 to 1,024 GPUs, drawn solid with the full
+    # size's dotted, read as the answer; now dotted, named as not the model to train's
+    lead_line = page.index('"name":"at most, with the gradients of the model to train"')
+    assert lead_line < page.index('"name":"the size profiled, not the model to train"')
+    assert "scaling efficiency on dgx-h100: at most, with the model to train" in page
     # the step per cap is the tiny profile's buckets: its flat lines, titled as the cluster's step, read as any cap
     assert "per bucket cap, the tiny size's gradients (not the model to train's)" in page
     # --train-wopt names the model you will train in the heading; a page without floors keeps its setup

@@ -318,6 +318,7 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
         decimals=3,
         caveats=said,  # each GPU count's fastest cap, where all tie one line; the misses said above referred to
         joint=lambda nodes: "; ".join(filter(None, (*caveat, misses(nodes)))),
+        whose=benched[:-2] if smaller else "",  # its figures the benched model's: not the answer, named so
     )
     floors = {label: predict_full_size.floor_words(rows, label) for label in predict_full_size.FLOORED}
 

@@ -83,32 +83,34 @@ _BLOCKS = ((3, len(COLUMNS)), (len(COLUMNS), len(COLUMNS) + 3), (len(COLUMNS) + 
 efficiency), the full size's DDP buckets (buckets, all-reduces, the last), and the strategies' floors."""
 
 
-def best_cap(frame: pd.DataFrame, *, world: int, decimals: int, caveat: str = "") -> None:
+def best_cap(frame: pd.DataFrame, *, world: int, decimals: int, caveat: str = "", whose: str = "") -> None:
     """The predicted best caps with their margin over the next; where every cap ties, the answer that follows
     from it: the cap does not matter, so DDP's default does. `caveat`: what the figures rest on, said beside
-    the answer rather than only above the tables."""
+    the answer rather than only above the tables; `whose`: the model the figures are, where not the one to train
+    ('the benched model': its step and efficiency were once read as the trained model's, 0.999 beside 0.985)."""
     tied, margin = agreement.best_and_margin(frame["bucket_cap_mb"], frame["step_ms"])
     best = frame.loc[frame["step_ms"].idxmin()]
     figures = f"{best['step_ms']:.{decimals}f} ms, scaling efficiency {best['scaling_efficiency']:.3f}"
-    caveat = f" [{caveat}]" if caveat else ""
+    caveat, whose = f" [{caveat}]" if caveat else "", f" for {whose}" if whose else ""
     if margin is None and len(tied) > 1:
         keep = ("DDP's default 25 MiB is as good as any" if DDP_DEFAULT_CAP_MB in tied
                 else "any of them will do")  # fmt: skip
-        say(f"  predicted fastest cap at w{world}: any: every cap is within {agreement.TIE_TOLERANCE * 100:g} % of the "
-            f"fastest ({figures}); {keep}{caveat}")  # fmt: skip
+        say(f"  predicted fastest cap at w{world}{whose}: any: every cap is within {agreement.TIE_TOLERANCE * 100:g} "
+            f"% of the fastest ({figures}); {keep}{caveat}")  # fmt: skip
         return
     ahead = "" if margin is None else f", {margin:.1%} ahead of the next cap"
     answer = agreement.cap_answer(frame["bucket_cap_mb"], frame["step_ms"])
     if answer.lead_set_aside is not None:  # the answer keeps the larger caps: the lead it sets aside, said here
         kept = answer.text.split(" (", 1)[0]
         ahead += f"; {answer.lead_set_aside:.1%} ahead of {kept}, under the 4 % the model can tell: keep {kept}"
-    say(f"  predicted fastest cap at w{world}: {agreement.caps_text(tied)} ({figures}{ahead}){caveat}")
+    say(f"  predicted fastest cap at w{world}{whose}: {agreement.caps_text(tied)} ({figures}{ahead}){caveat}")
 
 
-def best_caps(frames: list[pd.DataFrame], *, decimals: int, caveats: list[str], joint=None) -> None:
+def best_caps(frames: list[pd.DataFrame], *, decimals: int, caveats: list[str], joint=None, whose: str = "") -> None:
     """`best_cap` at each GPU count (a frame each, its `caveats`), but the GPU counts in a row where every cap ties
     said on one line (a figure said once where every GPU count's is the same), their caveats as `joint(node counts)`
-    says them together."""
+    says them together; `whose`, the model the figures are where not the one to train."""
+    named = f" for {whose}" if whose else ""
     from harness.analysis import agreement
     from harness.bucketing import DDP_DEFAULT_CAP_MB
 
@@ -117,7 +119,7 @@ def best_caps(frames: list[pd.DataFrame], *, decimals: int, caveats: list[str], 
     def flush() -> None:
         if len(pending) == 1:
             best_cap(pending[0][0], world=int(pending[0][0]["world_size"].iloc[0]), decimals=decimals,
-                     caveat=pending[0][1])  # fmt: skip
+                     caveat=pending[0][1], whose=whose)  # fmt: skip
         elif pending:
             bests = [frame.loc[frame["step_ms"].idxmin()] for frame, _, _ in pending]
             worlds = ", ".join(f"w{int(b['world_size'])}" for b in bests)
@@ -128,8 +130,9 @@ def best_caps(frames: list[pd.DataFrame], *, decimals: int, caveats: list[str], 
             nodes = sorted({int(frame["nodes"].iloc[0]) for frame, _, _ in pending if "nodes" in frame})
             said = joint(nodes) if joint and nodes else "; ".join(c for _, c, _ in pending if c)
             say(
-                f"  predicted fastest cap at {worlds}: any: every cap is within {agreement.TIE_TOLERANCE * 100:g} % "
-                f"of the fastest ({steps} ms; scaling efficiency {effs}); {keep}" + (f" [{said}]" if said else "")
+                f"  predicted fastest cap at {worlds}{named}: any: every cap is within "
+                f"{agreement.TIE_TOLERANCE * 100:g} % of the fastest ({steps} ms; scaling efficiency {effs}); {keep}"
+                + (f" [{said}]" if said else "")
             )
         pending.clear()
 
@@ -139,7 +142,7 @@ def best_caps(frames: list[pd.DataFrame], *, decimals: int, caveats: list[str], 
             pending.append((frame, caveat, list(tied)))
             continue
         flush()
-        best_cap(frame, world=int(frame["world_size"].iloc[0]), decimals=decimals, caveat=caveat)
+        best_cap(frame, world=int(frame["world_size"].iloc[0]), decimals=decimals, caveat=caveat, whose=whose)
     flush()
 
 
