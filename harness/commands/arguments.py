@@ -50,6 +50,11 @@ def finite(flag: str, what: str) -> Callable[[str], float]:
     return argument_type(flags.finite(flag, what))
 
 
+def value_or_each(one: Callable[[str], Any]) -> Callable[[str], Any]:
+    """`one`'s value, or NAME=VALUE,… (each cluster's) kept as text: predict.each_cluster reads it."""
+    return lambda text: text if "=" in text else one(text)
+
+
 names = argument_type(flags.names)
 
 
@@ -175,9 +180,12 @@ def add_predict_parser(commands) -> None:
         help=f"{'|'.join(OPTIMIZER_CHOICES)}: the optimizer a profile measured now steps (default: "
         "sgd), or with --run the run's setup of it (Adam's state is what ZeRO-1 and FSDP2 shard)",
     )
-    predict.add_argument("--batch-size", type=whole("--batch-size"), help="samples per rank (default: the workload's; "
+    predict.add_argument("--batch-size", type=value_or_each(whole("--batch-size")), metavar="N|NAME=N,…",
+                         help="samples per rank (default: the workload's; "
                          "with --run, its setup at it; with --cluster and --local-step-ms, a batch the run did not "
-                         "measure: memory is counted there on the meta device)")  # fmt: skip
+                         "measure: memory is counted there on the meta device); with several --cluster, NAME=N,… "
+                         "gives each its own (every one named; unlike batches need each one's --local-step-ms at "
+                         "it): dgx-h100=2,dgx-h200=4")  # fmt: skip
     predict.add_argument("--train-wopt", action="append", type=argument_type(flags.key_values("--train-wopt")),
                          metavar="KEY=VALUE",
                          help="with --run and --cluster: the model you will train is the run's workload at its full "
@@ -229,7 +237,8 @@ def add_predict_parser(commands) -> None:
                          "run's without --local-step-ms: its communication and memory, no step); written beside a "
                          "site's index.html (reports/site/NAME.html), the index and the run's pages link "
                          "it")  # fmt: skip
-    predict.add_argument("--local-step-ms", type=finite("--local-step-ms", "the one-GPU step in ms"),
+    predict.add_argument("--local-step-ms", type=value_or_each(finite("--local-step-ms", "the one-GPU step in ms")),
+                         metavar="MS|NAME=MS,…",
                          help="one GPU's step (without DDP) of the model you will train, at your batch per GPU, on the "
                          "cluster's GPU (measured on another: --local-step-gpu): "
                          "the profile's compute (measured on another device, e.g. this CPU) is scaled to it, split "
@@ -238,7 +247,8 @@ def add_predict_parser(commands) -> None:
                          "A profile of a smaller size keeps its own parameters: predict warns, puts a floor under "
                          "each strategy's step from the full size's (counted on the meta device), and chooses by "
                          "those floors where they are higher (ZeRO-1 by its floor: its prediction shards the smaller "
-                         "model)")  # fmt: skip
+                         "model). With several --cluster, NAME=MS,… gives each its own step (at its --batch-size), "
+                         "on its own GPU or on --local-step-gpu's")  # fmt: skip
     predict.add_argument("--local-step-gpu", metavar="NAME",
                          help="with --local-step-ms: the GPU that step was measured on, where it is not the "
                          "cluster's (a100-sxm4-80gb, h100-sxm, …; a bad name is refused with the list; needed with "

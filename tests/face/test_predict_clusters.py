@@ -354,12 +354,15 @@ def test_prices_without_a_step_to_price_are_said_unused(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("cluster", "prices", "error"),
     [
-        ("dgx-a100,dgx-h100", "dgx-a100=1.8,dgx-x=2", "--gpu-hour-price 'dgx-x=2': 'dgx-x' is not a cluster compared; "
-         "give NAME=PRICE a GPU-hour for each cluster compared, comma-separated (dgx-a100, dgx-h100)"),
-        ("dgx-a100,dgx-h100", "dgx-a100=0,dgx-h100=2", "--gpu-hour-price 'dgx-a100=0': the price is not a number"),
-        ("dgx-a100,dgx-h100", "dgx-a100=1.8,dgx-h100=$3", "--gpu-hour-price 'dgx-h100=$3': the price is not a number"),
+        ("dgx-a100,dgx-h100", "dgx-a100=1.8,dgx-x=2", "--gpu-hour-price 'dgx-a100=1.8,dgx-x=2': 'dgx-x' is not a "
+         "cluster compared; give NAME=PRICE a GPU-hour for each cluster compared, comma-separated "
+         "(dgx-a100, dgx-h100)"),
+        ("dgx-a100,dgx-h100", "dgx-a100=0,dgx-h100=2",
+         "--gpu-hour-price 'dgx-a100=0,dgx-h100=2': '0' is not a price, a number above 0"),
+        ("dgx-a100,dgx-h100", "dgx-a100=1.8,dgx-h100=$3",
+         "--gpu-hour-price 'dgx-a100=1.8,dgx-h100=$3': '$3' is not a price, a number above 0"),
         ("dgx-a100,dgx-h100", "dgx-a100=1.8", "--gpu-hour-price 'dgx-a100=1.8' has no price for dgx-h100; give "),
-        ("dgx-a100,dgx-h100", "dgx-a100", "--gpu-hour-price 'dgx-a100' is not NAME=PRICE; give NAME=PRICE"),
+        ("dgx-a100,dgx-h100", "dgx-a100", "--gpu-hour-price 'dgx-a100': 'dgx-a100' is not NAME=PRICE; give NAME=PRICE"),
         ("dgx-a100", "dgx-a100=1.8", "--gpu-hour-price 'dgx-a100=1.8' with one cluster, 'dgx-a100': prices rank the "
          "bookings of several; give several"),
     ],
@@ -393,3 +396,50 @@ def test_the_samples_a_step_are_a_column_only_where_the_bookings_differ_in_them(
         table, _ = _comparison(said)
         assert ("samples a step" in said.splitlines()[1]) == bool(column)
         assert [row[-1] for row in table] == column if column else all(len(row) == 7 for row in table)
+
+
+def test_each_cluster_is_priced_at_its_own_batch_and_its_step_there(tmp_path, capsys):
+    """One --batch-size priced 16 H100s and 8 H200s at one batch a GPU, the H200's memory left unused: NAME=N,… gives
+    each its own, with each one's step at it (--local-step-ms NAME=MS,…), as --nodes NAME=N,… gives its counts."""
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    out = tmp_path / "each.csv"
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-a100,dgx-h200",
+                     "--nodes", "dgx-a100=2,dgx-h200=1", "--local-step-gpu", "a100-sxm4-80gb",
+                     "--batch-size", "dgx-a100=128,dgx-h200=512", "--local-step-ms", "dgx-a100=310,dgx-h200=1200",
+                     "--out", str(out)]) == 0  # fmt: skip
+    said = capsys.readouterr().out
+    rows = pd.read_csv(out)
+    each = rows.groupby("cluster")[["batch_size", "local_step_ms"]].agg(set).to_dict("index")
+    assert each == {"dgx-a100": {"batch_size": {128}, "local_step_ms": {310.0}},
+                    "dgx-h200": {"batch_size": {512}, "local_step_ms": {1200.0}}}  # fmt: skip
+    table, _ = _comparison(said)
+    assert [row[-1] for row in table] == ["2,048", "4,096"]  # 16 × 128 against 8 × 512: unlike, said
+    a100 = table[0]  # its samples a second: its GPUs × its batch over its step
+    assert float(a100[5].lstrip("≤").replace(",", "")) == pytest.approx(16 * 128 / float(a100[4].lstrip("≥")) * 1e3,
+                                                                        rel=2e-3)  # fmt: skip
+    assert "--local-step-ms 1200 was measured on a100-sxm4-80gb, not dgx-h200's GPU" in said
+
+
+@pytest.mark.parametrize(
+    ("flags", "error"),
+    [
+        (["--batch-size", "dgx-a100=128,dgx-h200=256", "--local-step-ms", "310"],
+         "--batch-size 'dgx-a100=128,dgx-h200=256' gives the clusters unlike batches, but --local-step-ms 310 is one "
+         "step, timed at one batch: give each cluster's step at its batch, --local-step-ms dgx-a100=MS,dgx-h200=MS"),
+        (["--batch-size", "dgx-a100=128,dgx-h100=256", "--local-step-ms", "310"],
+         "--batch-size 'dgx-a100=128,dgx-h100=256': 'dgx-h100' is not a cluster compared; give NAME=N for each cluster "
+         "compared (dgx-a100, dgx-h200), e.g. dgx-a100=N,dgx-h200=N, or one value"),
+        (["--batch-size", "dgx-a100=128,dgx-h200=0.5", "--local-step-ms", "310"], "'0.5' is not a whole number ≥ 1"),
+        (["--batch-size", "dgx-a100=128", "--local-step-ms", "310"], "'dgx-a100=128' has no value for dgx-h200"),
+        (["--local-step-ms", "dgx-a100=310,dgx-h200=inf"], "'inf' is not the one-GPU step in ms, a finite number > 0"),
+        (["--local-step-ms", "dgx-a100=310,dgx-a100=320"], "names 'dgx-a100' twice"),
+    ],
+)  # fmt: skip
+def test_a_bad_clusters_batch_or_step_is_refused_in_one_line(tmp_path, capsys, flags, error):
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    out = tmp_path / "x.csv"
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-a100,dgx-h200",
+                     "--local-step-gpu", "a100-sxm4-80gb", *flags, "--out", str(out)]) == 2  # fmt: skip
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and error in captured.err
+    assert not out.exists()

@@ -16,7 +16,7 @@ from typing import NamedTuple
 from harness.commands import console
 from harness.commands.console import predictions
 from harness.commands.console.predict import gpu_ends, scaling
-from harness.commands.predict import cluster
+from harness.commands.predict import cluster, each_cluster
 from harness.commands.predict import inputs as predict_input
 from harness.config.bench import ConfigError
 
@@ -35,6 +35,7 @@ def cluster_names(args: argparse.Namespace) -> list[str | None]:
         predict_input.check_cluster_file(args.cluster)
         _refuse_a_price_without_bookings(priced, [args.cluster] if args.cluster else [])
         _one_clusters_nodes(args, [args.cluster] if args.cluster else [])
+        _one_clusters_values(args, args.cluster)
         return [args.cluster]
     names = [name.strip() for name in args.cluster.split(",")]
     known = ", ".join(profiles.builtin_names())
@@ -47,6 +48,7 @@ def cluster_names(args: argparse.Namespace) -> list[str | None]:
         profiles.load(kept[0])  # refused here, before the note that it is named twice
         _refuse_a_price_without_bookings(priced, kept)
         _one_clusters_nodes(args, kept)
+        _one_clusters_values(args, kept[0])
         args.cluster = kept[0]
         return kept
     each = " or ".join(kept)
@@ -73,6 +75,7 @@ def cluster_names(args: argparse.Namespace) -> list[str | None]:
                           "`name` (or another file name, where it has none)")  # fmt: skip
     if args.nodes is not None and "=" in args.nodes:
         args.cluster_nodes = nodes_of_each(args.nodes, named)
+    each_cluster.resolve(args, named)  # each's --batch-size and --local-step-ms, where given each's
     for name in kept:  # a cluster without a network, refused at more than one node: its own counts, where named
         cluster.refuse_nodes_without_network(profiles.load(name), _with_nodes_of(args, name))
     _refuse_one_step_for_several_gpus(args, [profiles.load(name) for name in kept])
@@ -129,6 +132,13 @@ def _one_clusters_nodes(args: argparse.Namespace, clusters: list[str]) -> None:
     args.nodes = nodes_of_each(args.nodes, {clusters[0]: profiles.load(clusters[0]).name})[clusters[0]]
 
 
+def _one_clusters_values(args: argparse.Namespace, name: str | None) -> None:
+    from harness.perfmodel.clusters import cluster as profiles
+
+    if name and any(getattr(args, f"{key}_each", None) for key, _, _, _ in each_cluster.EACH):
+        each_cluster.one_clusters(args, name, profiles.load(name).name)
+
+
 def _with_nodes_of(args: argparse.Namespace, name: str) -> argparse.Namespace:
     """`args` with `name`'s own --nodes where --nodes names each cluster's (args.cluster_nodes), else as given."""
     if not getattr(args, "cluster_nodes", None):
@@ -148,30 +158,22 @@ def _refuse_a_price_without_bookings(priced: str | None, clusters: list) -> None
 def gpu_hour_prices(text: str, clusters: dict[str, str]) -> dict[str, float]:
     """--gpu-hour-price NAME=PRICE,…: a GPU-hour's price on each cluster of `clusters` ({as --cluster names it: its
     profile's name}; a price may name either), keyed by the profile's name; refused in one line where a name is not
-    one compared, a price not a number above 0, a cluster compared left without one."""
-    choices = ", ".join(clusters)
-    form = f"give NAME=PRICE a GPU-hour for each cluster compared, comma-separated ({choices})"
-    names = {**{profile: profile for profile in clusters.values()}, **clusters}
-    prices: dict[str, float] = {}
-    for item in text.split(","):
-        name, equals, price = (part.strip() for part in item.partition("="))
-        if not equals:
-            raise ConfigError(f"--gpu-hour-price {item.strip()!r} is not NAME=PRICE; {form}")
-        if name not in names:
-            raise ConfigError(f"--gpu-hour-price {item.strip()!r}: {name!r} is not a cluster compared; {form}")
+    one compared, a price not a number above 0, a cluster compared left without one (each_cluster.named_values)."""
+    form = f"give NAME=PRICE a GPU-hour for each cluster compared, comma-separated ({', '.join(clusters)})"
+
+    def price(figure: str) -> float:
         try:
-            value = float(price)
+            value = float(figure)
         except ValueError:
             value = float("nan")
         if not (math.isfinite(value) and value > 0):
-            raise ConfigError(f"--gpu-hour-price {item.strip()!r}: the price is not a number above 0; {form}")
-        if names[name] in prices:
-            raise ConfigError(f"--gpu-hour-price names {name!r} twice; {form}")
-        prices[names[name]] = value
-    missing = [given for given, profile in clusters.items() if profile not in prices]
-    if missing:
-        raise ConfigError(f"--gpu-hour-price {text!r} has no price for {', '.join(missing)}; {form}")
-    return prices
+            raise ConfigError(f"--gpu-hour-price {text!r}: {figure!r} is not a price, a number above 0; {form}")
+        return value
+
+    prices = each_cluster.named_values(
+        text, clusters, flag="--gpu-hour-price", value="PRICE", form=form, parse=price, noun="price"
+    )
+    return {clusters[given]: value for given, value in prices.items()}
 
 
 def _refuse_one_step_for_several_gpus(args: argparse.Namespace, loaded: list) -> None:
@@ -181,14 +183,15 @@ def _refuse_one_step_for_several_gpus(args: argparse.Namespace, loaded: list) ->
     (a profile of your own) cannot be told apart, and pass."""
     from harness.config.precision import GPUS, memory_gbps, peak_tflops
 
-    if not args.local_step_ms or getattr(args, "local_step_gpu", None):
-        return
+    if not args.local_step_ms or getattr(args, "local_step_gpu", None) or getattr(args, "local_step_ms_each", None):
+        return  # each cluster's own step given: each its own GPU's
     figures = {(peak_tflops(p.description, "bf16", tf32=False), peak_tflops(p.description, "fp32", tf32=False),
                 memory_gbps(p.description)) for p in loaded}  # fmt: skip
     if len(figures) > 1 and all(None not in figure[1:] for figure in figures):
         raise ConfigError(f"--local-step-ms {args.local_step_ms:g} with --cluster {args.cluster!r}, whose GPUs "
                           "differ: one step cannot be each one's own; name the GPU that timed it, --local-step-gpu "
-                          f"NAME ({', '.join(GPUS)})")  # fmt: skip
+                          f"NAME ({', '.join(GPUS)}), or give each one's, --local-step-ms "
+                          f"{','.join(f'{p.name}=MS' for p in loaded)}")  # fmt: skip
 
 
 def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *, device: str, run_dir=None,
@@ -207,14 +210,14 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
     # the run's words once, not a cluster's: the bookings' note too, where an answer table said it
     with console.said_once() if several else contextlib.nullcontext():
         for k, name in enumerate(args.clusters):
-            asked = copy.copy(_with_nodes_of(args, name))  # each cluster from the flags as given (its own --nodes,
-            asked.cluster = name  # where they name each's): an end's step is set on them
+            asked = each_cluster.with_each(copy.copy(_with_nodes_of(args, name)), name)  # each cluster from the
+            asked.cluster = name  # flags as given (its own --nodes, batch, step where named): an end's step set on them
             chosen = first if k == 0 and first is not None else cluster.cluster_from_args(asked)
             state = None  # each strategy's memory per rank: only a run measured what its ranks held
             if configs is not None:
                 worlds = [n * chosen.gpus_per_node for n in cluster.node_counts(asked)]
                 state = full_size.said_state(run_dir, configs, setup, worlds, chosen, options=args.train_options,
-                                             batch_size=predict_input.memory_batch(args, setup))  # fmt: skip
+                                             batch_size=predict_input.memory_batch(asked, setup))  # fmt: skip
             checked = OwnCheck()  # how far the same model was from the run's own steps, on its own machine
             if run_dir is not None:
                 checked = own_check(run_dir.parent, run_dir, setup, configs=configs, cluster=chosen.name)
@@ -237,7 +240,8 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
 
             asked = predict_input.memory_batch(args, setup) if setup else None
             batch = (asked or int(setup["batch_size"])) if setup else None
-            note = run_batch_caveat(batch, step_given=bool(args.local_step_ms), asked=asked)
+            note = run_batch_caveat(batch, step_given=bool(args.local_step_ms),
+                                    asked=asked or getattr(args, "batch_size_each", None))  # fmt: skip
             bookings.compared(booked, tokens=tokens is not None, ends=ends, note=note, prices=args.gpu_hour_prices,
                               gpus=gpus, far_below_peak=far)  # fmt: skip
         elif several:  # no step: why no booking, once for every cluster

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 from harness.commands import console
 from harness.commands.console import predictions
 from harness.commands.console.progress import meanwhile
-from harness.commands.predict import bookings, cluster, full_size, gradient_profile, inputs
+from harness.commands.predict import bookings, cluster, each_cluster, full_size, gradient_profile, inputs
 from harness.config.bench import SIZE_CHOICES, ConfigError
 
 DEFAULT_WORLD = 8
@@ -49,6 +49,7 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     from harness.results import store
 
     args.run, args.results_dir = inputs.run_and_folder(args)
+    each_cluster.split(args)  # each cluster's --batch-size/--local-step-ms: the first's read until the clusters are
     cluster.check_flags(args)
     full_size.check_train_wopt(args.train_wopt)
     inputs.check_page(args)
