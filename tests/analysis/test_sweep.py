@@ -11,6 +11,7 @@ import shutil
 import numpy as np
 import pandas as pd
 import pytest
+from terminal import Terminal
 
 from harness import cli
 from harness.analysis import stats
@@ -171,11 +172,6 @@ def test_resume_runs_exactly_what_an_interrupted_run_did_not_write(small_run, tm
     assert store.written_config_ids(results / "e2e") == set(written)
     for name, mtime in kept_mtimes.items():  # nothing already written was touched
         assert (results / "e2e" / "configs" / name).stat().st_mtime_ns == mtime
-
-
-class Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
 
 
 def test_on_a_terminal_a_bar_shows_the_current_configuration_its_steps_and_an_eta(small_run, tmp_path):

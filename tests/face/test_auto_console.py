@@ -5,19 +5,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import io
 import types
+
+from terminal import Terminal
 
 from harness.analysis.verdicts import decide
 from harness.commands.console import rounds
 from harness.commands.console.progress import Progress
 from harness.config.grid import Configuration
 from harness.launch.repeats import Decided
-
-
-class Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
 
 
 def planned(repeat: int) -> Configuration:

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
+from terminal import Terminal
 
 import impls
 import workloads
@@ -296,11 +297,6 @@ def test_list_says_a_model_its_options_fix_at_every_size_once(capsys):
 def test_list_says_on_a_terminal_what_its_silence_before_a_spec_is(capsys, monkeypatch):
     """`list hf:llama` with a 1.3B Llama's options said nothing for 22 to 27 s (importing torch and transformers,
     counting on the meta device): a terminal is told so until the first line, which wipes it."""
-    import io
-
-    class Terminal(io.StringIO):
-        def isatty(self) -> bool:
-            return True
 
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 
+from terminal import Terminal
+
 from harness.commands import console
 
 ROW = {
@@ -171,10 +173,6 @@ def test_a_status_is_one_line_rewritten_on_a_terminal_and_a_line_each_elsewhere(
     status.clear()
     assert log.getvalue() == "report: [1/2] run a: its page…\n"
 
-    class Terminal(io.StringIO):
-        def isatty(self) -> bool:
-            return True
-
     screen = Terminal()
     status = Status("report: ", stream=screen)
     status.show("reading results", terminal_only=True)
@@ -184,11 +182,6 @@ def test_a_status_is_one_line_rewritten_on_a_terminal_and_a_line_each_elsewhere(
     assert screen.getvalue() == "\r\x1b[Kreport: reading results…\r\x1b[Kreport: [1/2] run a: its page…\r\x1b[K"
 
 
-class _Terminal(io.StringIO):
-    def isatty(self) -> bool:
-        return True
-
-
 def test_a_long_silence_is_said_in_place_on_a_terminal_and_wiped_by_the_next_line(capsys, monkeypatch):
     """`list hf:llama` with a 1.3B Llama's options was silent 22 to 27 s before its first line, `predict
     --train-wopt` 24 s: a terminal shows what it waits for at once, on one row (a wrapped one's first row outlives
@@ -196,13 +189,13 @@ def test_a_long_silence_is_said_in_place_on_a_terminal_and_wiped_by_the_next_lin
     from harness.commands.console import progress
 
     monkeypatch.setenv("COLUMNS", "80")
-    terminal = _Terminal()
+    terminal = Terminal()
     progress.meanwhile("ddpbench list: counting…", stream=terminal)
     assert terminal.getvalue() == "ddpbench list: counting…"
     console.say("workload x")
     assert terminal.getvalue() == "ddpbench list: counting…\r\033[K" and capsys.readouterr().out == "workload x\n"
     monkeypatch.setenv("COLUMNS", "16")
-    narrow = _Terminal()
+    narrow = Terminal()
     progress.meanwhile("ddpbench list: counting…", stream=narrow)
     console.say("workload x")
     assert narrow.getvalue() == "ddpbench list:…\r\033[K"

@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from terminal import Terminal
 
 from harness import cli
 from harness.analysis import roles
@@ -503,12 +504,7 @@ def test_a_train_wopt_the_workload_does_not_take_points_at_a_bench_command_that_
 def test_predict_says_on_a_terminal_what_its_silence_before_the_model_to_train_is(small_run, monkeypatch):
     """`predict --train-wopt` with a 1.3B Llama said nothing for 24 s (its model counted on the meta device): a
     terminal is told so until the next line, here its refusal, which wipes it first."""
-    import io
     import sys
-
-    class Terminal(io.StringIO):
-        def isatty(self) -> bool:
-            return True
 
     terminal = Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
