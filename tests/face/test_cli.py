@@ -245,7 +245,8 @@ def test_list_says_where_the_full_sizes_sequence_is_shorter_than_the_configurati
 
 
 @pytest.mark.parametrize(
-    "name, named", [("bogus", "name a strategy (bucketed"), ("nope.toml", "ddpbench list 'nope.toml'")]
+    "name, named",
+    [("bogus", "name a strategy (bucketed"), ("nope.toml", "ddpbench list 'nope.toml': no such file; give")],
 )
 def test_list_of_an_unknown_name_is_one_line_and_exit_2(capsys, name, named):
     assert cli.main(["list", "stock", name]) == 2

@@ -578,7 +578,7 @@ def test_a_plain_report_keeps_the_cluster_the_site_was_last_built_with_and_says_
     assert cli.main(plain) == 0 and "(what-if pages on ours: the site's last build's" in capsys.readouterr().out
     mine.unlink()  # moved since: refused in one line, naming the flag that fixes it, not built on the default
     assert cli.main(plain) == 2
-    assert f"{str(mine)!r} is neither" in (err := capsys.readouterr().err) and "give --cluster NAME|FILE" in err
+    assert f"{str(mine)!r}: no such file" in (err := capsys.readouterr().err) and "give --cluster NAME|FILE" in err
     assert cli.main([*plain, "--cluster", ""]) == 0 and site.last_cluster(tmp_path / "other") == ""
     assert cli.main(plain) == 0 and "(no what-if pages: the site's last build had none" in capsys.readouterr().out
 

@@ -83,7 +83,11 @@ def load(name_or_file: str) -> Cluster:
     path = Path(name_or_file)
     if name_or_file in builtin_names():
         path = BUILTIN_FOLDER / f"{name_or_file}.toml"
-    elif not (path.suffix == ".toml" and path.is_file()):
+    elif path.suffix == ".toml" and not path.is_file():  # a file's name: it is missing, not an unknown profile
+        what = "is a folder, not a file" if path.is_dir() else "no such file"
+        raise ConfigError(f"--cluster {name_or_file!r}: {what}; give a cluster profile's .toml file, or a built-in "
+                          f"profile ({', '.join(builtin_names())})")  # fmt: skip
+    elif path.suffix != ".toml":
         raise ConfigError(f"--cluster {name_or_file!r} is neither a built-in profile ({', '.join(builtin_names())}) "
                           "nor a .toml file")  # fmt: skip
     try:
