@@ -230,8 +230,9 @@ STEP_NAMES = {"train": "step", "parity": "parity reference step"}
 
 
 def where(hint: dict | None) -> str:
-    """' after step 3/10', ' while building', or nothing without a hint."""
+    """' after rank 0 had reported step 3/10', ' while building', or nothing without a hint. The hint is
+    rank 0's note, written at most twice a second: on fast steps it lags the step the launch ended in."""
     if not hint or not hint.get("total"):
         return " while building" if hint else ""
     what = STEP_NAMES.get(hint.get("phase"), hint.get("phase") or "step")
-    return f" after {what} {hint['step']}/{hint['total']}"
+    return f" after rank 0 had reported {what} {hint['step']}/{hint['total']}"

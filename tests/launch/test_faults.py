@@ -89,7 +89,7 @@ def test_kill_9_of_one_rank_costs_that_configuration_only(tmp_path, monkeypatch)
     failed = configs[configs["status"] == "failed"].iloc[0]
     assert failed["config_id"] == victim.config_id
     assert failed["error_kind"] == "killed", failed["error"]
-    assert "rank 1 killed by SIGKILL" in failed["error"]
+    assert "rank 1 killed by SIGKILL (exit code -9) after rank 0 had reported step " in failed["error"]  # its note
     assert written_at[victim.config_id] - killed_at < 60
     assert processes_of(plan.run) == []
 
@@ -142,6 +142,7 @@ def test_a_frozen_rank_is_a_timeout_that_names_it(three_faults):
     assert rows.loc["flat", "status"] == "failed"
     assert rows.loc["flat", "error_kind"] == "timeout"
     assert "no progress for" in rows.loc["flat", "error"]
+    assert "s) after rank 0 had reported step " in rows.loc["flat", "error"]  # its note, not the frozen rank's step
     assert "rank 1 did not respond" in rows.loc["flat", "error"]
     assert "rank 0 at step 3" in rows.loc["flat", "error"]  # the rank left waiting, and where
     assert processes_of(run) == []  # the stopped rank too: SIGKILL reaches a stopped process

@@ -132,6 +132,9 @@ def test_a_rank_killed_without_a_word_is_the_cause_and_its_peers_exception_the_e
     hint = {"config_id": "w2-all_reduce", "phase": "all_reduce message size", "step": 2, "total": 4}
     failure = diagnose_launch(tmp_path, LaunchEnd(1, log, hint, came_alive=True))
     assert failure["error_kind"] == "killed" and failure["rank"] == 1
-    assert failure["error"] == "rank 1 killed by SIGKILL (exit code -9) after all_reduce message size 2/4"
+    assert (
+        failure["error"]
+        == "rank 1 killed by SIGKILL (exit code -9) after rank 0 had reported all_reduce message size 2/4"
+    )
     hung = LaunchEnd(-15, log, hint, came_alive=True, hang="timeout: no progress for 61 s")
     assert diagnose_launch(tmp_path, hung) == {"error_kind": "timeout", "error": "timeout: no progress for 61 s"}
