@@ -146,12 +146,11 @@ def _ends_words(args: argparse.Namespace) -> str:
     )
 
 
-def _asked_gpus(args: argparse.Namespace, chosen) -> list[int] | None:
-    """The GPU counts `predict --nodes` asked for, the page's tables' and choice's; None without --nodes (the page's
-    one node to 1,024 GPUs)."""
+def _asked_gpus(args: argparse.Namespace, chosen) -> list[int]:
+    """The GPU counts of `predict --nodes` (or its default, as the console's), the page's tables' and choice's."""
     from harness.commands.predict.cluster import node_counts
 
-    return [n * chosen.gpus_per_node for n in node_counts(args)] if getattr(args, "nodes", None) else None
+    return [n * chosen.gpus_per_node for n in node_counts(args)]
 
 
 def write_prediction_page(args: argparse.Namespace, chosen, run_dir, setup: dict, caps: list[float], *,

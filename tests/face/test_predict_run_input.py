@@ -105,13 +105,19 @@ def _with_a_second_batch_size(run: Path, batch: int) -> None:
 
 def test_a_run_of_two_setups_says_which_it_predicts_and_the_flags_of_the_other(tmp_path, capsys):
     _with_a_second_batch_size(_copy("cpu_run", tmp_path), 16)
-    page = tmp_path / "page.html"
-    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), *CLUSTER, "--page", str(page)]) == 0
+    page = tmp_path / "page.html"  # without --nodes: its default, on the console and the page alike
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), CLUSTER[0], CLUSTER[1],
+                     "--page", str(page)]) == 0  # fmt: skip
     out = capsys.readouterr().out
     assert ("ddpbench predict: run cpu_run measured 2 workload setups: predicting the first, mlp/tiny batch 8; "
             "the others: mlp/tiny batch 16 by --batch-size 16") in out  # fmt: skip
     # the page, which travels without the console, says as much: its title (the index's entry) and its banner
     text = page.read_text()
+    lines = out.splitlines()
+    at = next(k for k, line in enumerate(lines) if line.split()[:2] == ["GPUs", "nodes"])
+    printed = [row.split()[0] for row in lines[at + 1 :] if row.startswith(" ") and row.split()[0].isdigit()]
+    assert printed == ["8", "16", "32", "64", "128", "512"]  # --nodes' default, 1 to 64 nodes
+    assert f"At <code>--nodes</code>' GPU counts ({', '.join(printed)} GPUs): the answer" in text  # not 8 to 1,024
     assert "<title>What if: mlp/tiny batch 8 (run cpu_run) on dgx-h100</title>" in text
     assert ('<p class="banner">This page predicts mlp/tiny batch 8 alone; the run measured mlp/tiny batch 16 by '
             "--batch-size 16: <code>predict --page</code> with those flags for each.</p>") in text  # fmt: skip

@@ -228,8 +228,8 @@ def test_predict_page_scales_as_the_console_does_in_one_file_to_share(built, tmp
     assert "<b>Why</b> at 16 GPUs: " in headline and "1024" not in headline
     assert "ZeRO-1 step ms" in page and "its broadcasts ms" in page  # the answer's table: ZeRO-1 at the same cap
     assert "FSDP2 step ms" in page and "not modelled" not in page  # the profile has mlp's blocks: FSDP2's step
-    assert "At the GPU counts asked (<code>--nodes</code>: 8, 16 GPUs): the answer, the choice and the tables; the " \
-           "figures from 8 to 1,024 GPUs, the counts asked in bold on their axes." in page  # fmt: skip
+    assert "At <code>--nodes</code>' GPU counts (8, 16 GPUs): the answer, the choice and the tables; the " \
+           "figures from 8 to 1,024 GPUs, those counts in bold on their axes." in page  # fmt: skip
     best = page.split("its lead")[1].split("</table>")[0]
     assert [row.split("<td>")[1].split("</td>")[0] for row in best.split("<tr")[1:]] == ["8", "16"]
     # the figures keep the curve, 8 to 1,024 GPUs, the counts asked in bold on their axes

@@ -251,12 +251,12 @@ def _left_out(setup_name: str, left_out: list[str]) -> str:
 
 
 def _asked(worlds: list[int], cluster: Cluster) -> str:
-    """Where `predict --nodes` asked for GPU counts: that the tables and the choice are at them, the figures wider."""
+    """A page of `predict --page`: that the tables and the choice are at --nodes' GPU counts, the figures wider."""
     span = sorted({*world_sizes(cluster), *worlds})
     asked = ", ".join(f"{w:,}" for w in worlds)
     return (
-        f"<p>At the GPU counts asked (<code>--nodes</code>: {asked} GPUs): the answer, the choice and the tables; "
-        f"the figures from {span[0]:,} to {span[-1]:,} GPUs, the counts asked in bold on their axes.</p>"
+        f"<p>At <code>--nodes</code>' GPU counts ({asked} GPUs): the answer, the choice and the tables; "
+        f"the figures from {span[0]:,} to {span[-1]:,} GPUs, those counts in bold on their axes.</p>"
     )
 
 
