@@ -30,16 +30,17 @@ class UnknownOption(ConfigError):
 T = TypeVar("T")
 
 
-def option(default: Any, doc: str, *, valid: str = "") -> Any:
+def option(default: Any, doc: str, *, valid: str = "", above: float | None = None) -> Any:
     """An option of a plug-in: a dataclass field with its default and the line `ddpbench list` shows.
 
         bucket_cap_mb: float | None = option(None, "Largest gradient bucket in MiB.", valid="MiB > 0")
 
     `valid` says in words which values of the type the plug-in accepts (its `__post_init__` checks
-    the range); a bad value's error quotes it. The doc and `valid` travel in the field's metadata,
-    so a class that inherits the field (options shared by several strategies) inherits them too.
+    the range, or `above`: a number must be greater, checked with the type); a bad value's error
+    quotes it as given. The doc, `valid` and `above` travel in the field's metadata, so a class that
+    inherits the field (options shared by several strategies) inherits them too.
     """
-    return dataclasses.field(default=default, metadata={"doc": " ".join(doc.split()), "valid": valid})
+    return dataclasses.field(default=default, metadata={"doc": " ".join(doc.split()), "valid": valid, "above": above})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +52,7 @@ class Option:
     default: Any
     doc: str
     valid: str = ""
+    above: float | None = None  # a number must be greater (bucket_cap_mb: MiB > 0)
 
     def choices(self) -> tuple[Any, ...] | None:
         return typing.get_args(self.type) if typing.get_origin(self.type) is Literal else None
@@ -68,7 +70,7 @@ class Option:
             return "|".join(str(c) for c in choices)
         return getattr(self.type, "__name__", str(self.type))
 
-    def coerce(self, text: str) -> Any:
+    def coerce(self, text: str, *, named: str | None = None) -> Any:
         """Turn command-line text into this option's value, or raise ConfigError naming the text and
         what is valid."""
         choices = self.choices()
@@ -82,14 +84,17 @@ class Option:
                 value = base(text)
         except ValueError:
             value = _NOT_PARSED
-        return self.check(value, shown=repr(text))
+        return self.check(value, shown=repr(text), named=named)
 
-    def check(self, value: Any, *, shown: str | None = None) -> Any:
+    def check(self, value: Any, *, shown: str | None = None, named: str | None = None) -> Any:
         """`value` if it is one of this option's values (an int given for a float becomes the float),
-        else ConfigError: one line naming the value (`shown`, default its repr) and what is valid."""
+        else ConfigError: one line naming the value (`shown`, default its repr) and what is valid, the option
+        by its name or by the flag that gave it (`named`: --bucket-cap-mb, which has no unset value)."""
         if value is None and self.optional:
             return None
         checked = self._checked(value)
+        if checked is _NOT_PARSED and named:  # a flag's words: bench's other flags say theirs so
+            raise ConfigError(f"{named} {shown or repr(value)} is not valid; give {self.expected(unset=False)}")
         if checked is _NOT_PARSED:
             raise ConfigError(f"{self.name}: {shown or repr(value)} is not {self.expected()}")
         return checked
@@ -105,11 +110,13 @@ class Option:
             return value if isinstance(value, int) and not isinstance(value, bool) else _NOT_PARSED
         if base is float:
             number = isinstance(value, int | float) and not isinstance(value, bool)
-            return float(value) if number and math.isfinite(value) else _NOT_PARSED
+            above = self.above is None or (number and value > self.above)
+            return float(value) if number and math.isfinite(value) and above else _NOT_PARSED
         return value if not isinstance(base, type) or isinstance(value, base) else _NOT_PARSED
 
-    def expected(self) -> str:
-        """What a valid value is, in words: "one of none, fp16", "a number (MiB > 0, or unset)"."""
+    def expected(self, *, unset: bool = True) -> str:
+        """What a valid value is, in words: "one of none, fp16", "a number (MiB > 0, or unset)" (`unset`: said
+        where the option may be left unset)."""
         choices = self.choices()
         base = _strip_optional(self.type)
         if choices:
@@ -118,7 +125,7 @@ class Option:
             kind = "one of true, false"
         else:
             kind = {int: "a whole number", float: "a finite number"}.get(base, f"a {self.type_name()}")
-        notes = [note for note in (self.valid, "or unset" if self.optional else "") if note]
+        notes = [note for note in (self.valid, "or unset" if self.optional and unset else "") if note]
         return f"{kind} ({', '.join(notes)})" if notes else kind
 
 
@@ -155,7 +162,12 @@ class Entry(Generic[T]):
         hints = _type_hints(self.cls)
         return {
             f.name: Option(
-                f.name, hints[f.name], _field_default(f), f.metadata.get("doc", ""), f.metadata.get("valid", "")
+                f.name,
+                hints[f.name],
+                _field_default(f),
+                f.metadata.get("doc", ""),
+                f.metadata.get("valid", ""),
+                f.metadata.get("above"),
             )
             for f in dataclasses.fields(self.cls)
             if f.init
@@ -238,8 +250,8 @@ class Registry(Generic[T]):
         return found[0]
 
     def create(self, name: str, **options: Any) -> T:
-        """Plug-in `name` with these options, each checked against its type and choices (ConfigError
-        names a bad value and what is valid; the plug-in's own `__post_init__` checks ranges)."""
+        """Plug-in `name` with these options, each checked against its type, choices and bound (ConfigError
+        names a bad value and what is valid; the plug-in's own `__post_init__` checks other ranges)."""
         entry = self.entry(name)
         valid = entry.options()
         unknown = sorted(set(options) - set(valid))

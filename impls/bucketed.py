@@ -40,7 +40,7 @@ from torch import nn
 
 from harness.bucketing import DDP_DEFAULT_CAP_MB, MIB, assign_buckets, first_bucket_bytes
 from harness.comm_timeline import BUFFERS, CommTimeline
-from harness.protocols import ConfigError, StrategyDefaults, option
+from harness.protocols import StrategyDefaults, option
 from impls import register
 from impls._support.common import (
     broadcast_module_state,
@@ -92,12 +92,14 @@ class Bucketed(StrategyDefaults):
         "Bucket cap in MiB: a bucket closes once it holds this much or more (DDP's rule; a gradient is never "
         "split); unset: DDP's default, 25 MiB with DDP's default first bucket.",
         valid="MiB > 0",
+        above=0,
     )
     first_bucket_mb: float | None = option(
         None,
         "Cap of the first bucket of each dtype in MiB (small, so communication starts early); unset: "
         "DDP's own first-bucket cap for this bucket cap (harness.bucketing.first_bucket_bytes).",
         valid="MiB > 0",
+        above=0,
     )
     rebuild: bool = option(
         True,
@@ -123,12 +125,6 @@ class Bucketed(StrategyDefaults):
     _readiness: list[int] | None = dataclasses.field(default=None, init=False, repr=False)
     """Parameter indices in the order their gradients arrived, recorded in the first step when rebuilding."""
     _timeline: CommTimeline | None = dataclasses.field(default=None, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        for name in ("bucket_cap_mb", "first_bucket_mb"):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise ConfigError(f"option {name}={value} is not valid; give MiB > 0")
 
     def cap_bytes(self) -> tuple[int, int]:
         """(cap, first bucket's cap) in bytes. The first is never above the cap: DDP uses its smaller

@@ -43,7 +43,7 @@ import torch.distributed.rpc as rpc
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from harness.protocols import ConfigError, StrategyDefaults, option
+from harness.protocols import StrategyDefaults, option
 from impls import register
 from impls._support.common import DDP_WARMUP
 from impls.stock import ddp_layout
@@ -135,7 +135,10 @@ class RpcHybrid(StrategyDefaults):
     warmup_needed: ClassVar[dict[str, int]] = DDP_WARMUP  # the dense part's DDP
 
     bucket_cap_mb: float | None = option(
-        None, "Bucket cap of the DDP over the dense part, in MiB; unset: DDP's default (as `stock`).", valid="MiB > 0"
+        None,
+        "Bucket cap of the DDP over the dense part, in MiB; unset: DDP's default (as `stock`).",
+        valid="MiB > 0",
+        above=0,
     )
     _server: str | None = dataclasses.field(default=None, init=False, repr=False)
     _remote_part: str | None = dataclasses.field(default=None, init=False, repr=False)
@@ -143,10 +146,6 @@ class RpcHybrid(StrategyDefaults):
     _module_rref: rpc.RRef | None = dataclasses.field(default=None, init=False, repr=False)
     _ddp: DistributedDataParallel | None = dataclasses.field(default=None, init=False, repr=False)
     traffic: Traffic = dataclasses.field(default_factory=Traffic, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        if self.bucket_cap_mb is not None and not self.bucket_cap_mb > 0:
-            raise ConfigError(f"option bucket_cap_mb={self.bucket_cap_mb} is not valid; give MiB > 0")
 
     # -- the server
 

@@ -51,6 +51,7 @@ class DDPOptions:
         "Bucket cap of DDP in MiB; unset: DDP's default (25 MiB, and a first bucket of 1 MiB on torch ≥ 2.9, "
         "which an explicit cap replaces).",
         valid="MiB > 0",
+        above=0,
     )
     broadcast_buffers: bool = option(
         True,
@@ -66,10 +67,6 @@ class DDPOptions:
     static_graph: bool = option(
         False, "Promise DDP that the graph and unused parameters never change (enables optimisations)."
     )
-
-    def __post_init__(self) -> None:
-        if self.bucket_cap_mb is not None and not self.bucket_cap_mb > 0:
-            raise ConfigError(f"option bucket_cap_mb={self.bucket_cap_mb} is not valid; give MiB > 0")
 
     def ddp_options(self) -> dict[str, Any]:
         """These options by name, to build a `Stock` (the DDP underneath) from a strategy that shares them."""
@@ -121,7 +118,6 @@ class Stock(DDPOptions, StrategyDefaults):
     _timeline: CommTimeline | None = dataclasses.field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        super().__post_init__()
         if self.powersgd_rank < 1:
             raise ConfigError(f"option powersgd_rank={self.powersgd_rank} is not valid; give a whole number ≥ 1")
 

@@ -46,7 +46,6 @@ class Zero(DDPOptions, StrategyDefaults):
     _zero: torch.optim.Optimizer | None = dataclasses.field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        super().__post_init__()
         if self.overlap_with_ddp and self.parameters_as_bucket_view:
             raise ConfigError(
                 "zero: parameters_as_bucket_view=true has no effect with overlap_with_ddp=true (torch's "

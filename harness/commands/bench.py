@@ -100,6 +100,11 @@ def _options(args: argparse.Namespace) -> tuple[tuple[str, tuple[str, ...]], ...
     if args.bucket_cap_mb is not None:
         if not args.bucket_cap_mb:
             raise ConfigError("--bucket-cap-mb is empty; give at least one cap in MiB (e.g. --bucket-cap-mb 25)")
+        import impls  # each cap checked as the strategies check it, the flag and the text named as given
+
+        cap = next(found for name in impls.names() if (found := impls.entry(name).options().get("bucket_cap_mb")))
+        for text in args.bucket_cap_mb:
+            cap.coerce(text, named="--bucket-cap-mb")
         given.append(("--bucket-cap-mb ", "bucket_cap_mb", args.bucket_cap_mb))
     options, seen = [], {}
     for flag, key, values in given:

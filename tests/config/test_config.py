@@ -26,9 +26,9 @@ BAD_BENCH_ARGS = [
     (["--gpus", "two"], "'two'"),
     (["--impls", "nonesuch"], "'nonesuch'"),
     (["--workloads", "nonesuch"], "'nonesuch'"),
-    (["--bucket-cap-mb", "0"], "bucket_cap_mb=0"),
-    (["--bucket-cap-mb", "-5"], "bucket_cap_mb=-5"),
-    (["--bucket-cap-mb", "lots"], "'lots'"),
+    (["--bucket-cap-mb", "0"], "--bucket-cap-mb '0' is not valid; give a finite number (MiB > 0)"),  # as typed
+    (["--bucket-cap-mb", "-5"], "--bucket-cap-mb '-5' is not valid; give a finite number (MiB > 0)"),
+    (["--bucket-cap-mb", "lots"], "--bucket-cap-mb 'lots' is not valid; give a finite number (MiB > 0)"),
     (["--opt", "nonesuch=1"], "'nonesuch'"),
     (["--opt", "comm_hook=zip"], "'zip'"),
     (

@@ -96,6 +96,8 @@ def test_options_are_coerced_from_text_by_their_field_types():
         ("stock", {"comm_hook": "int8"}, "comm_hook: 'int8' is not one of none, fp16, bf16, powersgd"),
         ("stock", {"static_graph": "maybe"}, "static_graph: 'maybe' is not one of true, false"),
         ("stock", {"bucket_cap_mb": "abc"}, "bucket_cap_mb: 'abc' is not a finite number (MiB > 0, or unset)"),
+        ("stock", {"bucket_cap_mb": "0"}, "bucket_cap_mb: '0' is not a finite number (MiB > 0, or unset)"),
+        ("bucketed", {"first_bucket_mb": "-5"}, "first_bucket_mb: '-5' is not a finite number (MiB > 0, or unset)"),
         ("stock", {"powersgd_rank": "1.5"}, "powersgd_rank: '1.5' is not a whole number (≥ 1)"),
         ("fsdp", {"param_dtype": "fp16"}, "param_dtype: 'fp16' is not one of fp32, bf16"),
     ],
@@ -136,6 +138,7 @@ def test_float_options_exist_to_be_checked():
         ("stock", {"static_graph": 1}, "static_graph: 1 is not one of true, false"),
         ("stock", {"powersgd_rank": 2.0}, "powersgd_rank: 2.0 is not a whole number (≥ 1)"),
         ("stock", {"bucket_cap_mb": "25"}, "bucket_cap_mb: '25' is not a finite number (MiB > 0, or unset)"),
+        ("rpc_hybrid", {"bucket_cap_mb": 0}, "bucket_cap_mb: 0 is not a finite number (MiB > 0, or unset)"),
         ("stock", {"find_unused_parameters": None}, "find_unused_parameters: None is not one of true, false"),
     ],
 )
