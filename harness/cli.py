@@ -90,7 +90,8 @@ def add_bench_parser(commands) -> None:
     steering = ", ".join(flag_name(name, spec) for name, spec in flags_of(BenchConfig).items()
                          if spec.on_resume == STEERS)  # fmt: skip
     bench.add_argument("--resume", metavar="RUN_ID",
-                       help="finish an interrupted run in --results: skip what it wrote, run the rest with the run's "
+                       help="finish an interrupted run in --results (or give its folder): skip what it wrote, run "
+                       "the rest with the run's "
                        f"own grid and settings (flags that would change them are refused; {steering} apply: they "
                        "only steer the running)")  # fmt: skip
     bench.add_argument("--dry-run", action="store_true", help="check every flag, print the configurations the run "

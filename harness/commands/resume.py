@@ -26,6 +26,7 @@ def resume(args: argparse.Namespace):
     """(config, plan, configurations already written), or None when there is nothing to resume."""
     from harness.launch import bench_run, repeats
 
+    _locate(args)
     validate_run_id(args.resume, flag="--resume")
     steering = _steering(args, _stored_config(args))
     config, plan, done = bench_run.resume_run(args.results, args.resume, retry_failed=args.retry_failed)
@@ -47,6 +48,23 @@ def resume(args: argparse.Namespace):
     console.say(f"ddpbench: resuming run {plan.run_id}: {done} finished configuration(s) kept, "
                 f"{len(plan.configurations)} to run{retried}")  # fmt: skip
     return config, plan, done
+
+
+def _locate(args: argparse.Namespace) -> None:
+    """--resume RUN_ID, or a run's folder as compare and predict take it: its name the id, its parent --results."""
+    from pathlib import Path
+
+    from harness.results import store
+
+    if "/" not in args.resume:  # an id, inside --results
+        return
+    folder = Path(args.resume)
+    if not store.is_run_folder(folder):
+        raise ConfigError(f"--resume {args.resume!r} is not a run folder; give a run's folder, or its id and --results "
+                          "the folder it is in")  # fmt: skip
+    if "results" in getattr(args, "given_flags", {}) and Path(args.results).resolve() != folder.resolve().parent:
+        raise ConfigError(f"--resume {args.resume!r} is not in --results {str(args.results)!r}; give one of them")
+    args.results, args.resume = folder.resolve().parent, folder.resolve().name
 
 
 def record_session(run, command: tuple[str, ...]) -> int:

@@ -85,9 +85,19 @@ def test_resume_refuses_a_flag_that_would_change_the_stored_run(tmp_path, capsys
 
 
 @pytest.mark.parametrize("run_id", ["../R/x", "/abs/x", "a/b", ".."])
-def test_resume_takes_only_a_run_id_inside_results(tmp_path, capsys, run_id):
+def test_resume_takes_a_run_id_inside_results_or_a_run_folder(tmp_path, capsys, run_id):
     code, _, err = bench(capsys, tmp_path, "--resume", run_id)
-    assert code == 2 and err.startswith(f"ddpbench: error: --resume {run_id!r} is not valid; use letters, digits")
+    said = "is not valid; use letters, digits" if "/" not in run_id else "is not a run folder; give a run's folder, or"
+    assert code == 2 and err.startswith(f"ddpbench: error: --resume {run_id!r} {said}"), err
+
+
+def test_resume_of_a_run_folder_reads_it_from_its_parent(tmp_path, capsys):
+    """A run's folder, as compare and predict take it: its parent is --results, its name the id."""
+    store.write_json(tmp_path / "x" / "run.json", {"run_id": "x", "config": {"steps": 10}})
+    code, _, err = bench(capsys, tmp_path, "--resume", str(tmp_path / "x"), "--steps", "500")
+    assert code == 2 and "--resume runs the stored run's own grid and settings; --steps would change" in err, err
+    code, _, err = bench(capsys, tmp_path / "other", "--resume", str(tmp_path / "x"))
+    assert code == 2 and f"--resume {str(tmp_path / 'x')!r} is not in --results {str(tmp_path / 'other')!r}" in err
 
 
 def test_retry_failed_without_resume_is_refused(tmp_path, capsys):
