@@ -87,7 +87,8 @@ def figure_html(figure: go.Figure, *, caption: str, div_id: str) -> str:
         default_height=f"{height}px",
         config={"displaylogo": False, "responsive": True},
     )
-    return f'<div class="figure">{div}<p class="caption">{esc(caption)}</p></div>'
+    said = f'<p class="caption">{esc(caption)}</p>' if caption else ""  # a caption said once, under an earlier figure
+    return f'<div class="figure">{div}{said}</div>'
 
 
 class FigureList:

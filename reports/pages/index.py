@@ -20,8 +20,8 @@ from reports.figures import network as netfigures
 from reports.pages import alerts, answer, evidence, pooled
 from reports.pages.html import FigureList, esc, page, reproduce_html, table
 
-BUSBW_CAPTION = (
-    "Higher is better: bus bandwidth (algorithm bandwidth × the nccl-tests factor) per message size; "
+BUSBW_CAPTION = (  # under the first op's figure only: it holds for each
+    "In each chart, higher is better: bus bandwidth (algorithm bandwidth × the nccl-tests factor) per message size; "
     "small messages are latency-bound, the plateau is what the link sustains. Red crosses: a wrong result."
 )
 
@@ -201,7 +201,7 @@ def collectives_page(meta: dict[str, Any], frame: pd.DataFrame, contention: pd.D
         parts.append(f'<p class="alarm">WRONG RESULTS: {esc(cells)}.</p>')
     parts.append(network_answer(frame, contention))
     for op in dict.fromkeys(frame["op"]):
-        parts.append(figs.add(netfigures.busbw_vs_size(frame, op=op), BUSBW_CAPTION))
+        parts.append(figs.add(netfigures.busbw_vs_size(frame, op=op), "", once=BUSBW_CAPTION))
     parts.append("<h2>Every size</h2>" + collectives_table(frame))
     if not contention.empty:
         parts.append(contention_section(contention))

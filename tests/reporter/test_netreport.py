@@ -349,6 +349,8 @@ def test_the_collectives_page_draws_busbw_per_op_and_flags_a_wrong_result(built)
     assert built_site.collectives_pages == {"net": built_site.index.parent / "collectives" / "net.html"}  # listed
     page = built_site.collectives_pages["net"].read_text()
     assert page.count('class="plotly-graph-div"') == len(collectives.OPS)
+    assert page.count("In each chart, higher is better: bus bandwidth") == 1  # once, not under each op's figure
+    assert page.count('<p class="caption">') == 1
     assert "WRONG RESULTS: broadcast w2 8 KiB" in page and "Contention" in page and "1.60×" in page
     assert 'href="collectives/net.html"' in built_site.index.read_text()
 
