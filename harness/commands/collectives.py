@@ -10,7 +10,7 @@ import shutil
 
 from harness.commands import console
 from harness.commands.bench import EXIT_SIGNAL, StopSignals, Terminated
-from harness.commands.console import predictions
+from harness.commands.console import invoked, predictions
 from harness.config.bench import DEVICES, ConfigError
 
 
@@ -89,8 +89,8 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         return EXIT_SIGNAL[why]
     frame = model_tables.read_collectives(run_dir)
     predictions.collectives_table(frame, model_tables.read_contention(run_dir))
-    console.say(f"collectives: {model_tables.collectives_dir(run_dir)}/ (its page: `ddpbench report --results "
-                f"{config.results}`)")  # fmt: skip
+    report = f"{invoked.ddpbench_command()} report --results {config.results}"  # as typed: pasted into this shell
+    console.say(f"collectives: {model_tables.collectives_dir(run_dir)}/ (its page: `{report}`)")
     return 0 if frame["correct"].all() else 1
 
 

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.commands import console
+from harness.commands.console import invoked
 from harness.config.bench import RESULTS
 from harness.results import contention, layout
 
@@ -28,7 +29,7 @@ def summarize(plan, wall_s: float, *, parity_failed: int = 0) -> int:
     folder = Path(plan.run).parent
     results = "" if folder.resolve() == RESULTS.resolve() else f" --results {folder}"  # as report's default reads
     console.say(f"ddpbench: run {plan.run_id} finished {took} {text}; results in {plan.run}/ (its pages: "
-                f"ddpbench report{results})")  # fmt: skip
+                f"{invoked.ddpbench_command()} report{results})")  # fmt: skip  # as typed: pasted into the same shell
     if sessions > 1:
         console.say(f"ddpbench: over its {totals['sessions']} sessions the run took "
                     f"{console.seconds_text(totals['wall_s'])} ({console.seconds_text(totals['training_step_s'])} "

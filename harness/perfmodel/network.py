@@ -198,12 +198,13 @@ def network_for_run(results: Path, run: Path) -> Network | None:
     return measured_network(collectives_run) if collectives_run is not None else None
 
 
-def collectives_command(run: Path) -> str:
+def collectives_command(run: Path, *, program: str = "ddpbench") -> str:
     """`ddpbench collectives …` as it would run to measure the bench run `run`'s machine beside it (its ranks, 2 at
-    least; its device and backend, which `matching_collectives` matches; into the run's results folder)."""
+    least; its device and backend, which `matching_collectives` matches; into the run's results folder). `program`:
+    how ddpbench is named (a page's as the README names it; the terminal's as it was invoked)."""
     meta = store.read_run_meta(run)
     gpus, backend = max(meta.get("config", {}).get("gpus") or 2, 2), meta.get("backend") or "auto"
-    return (f"ddpbench collectives --gpus {gpus} --device {meta.get('device', 'auto')} --backend {backend} "
+    return (f"{program} collectives --gpus {gpus} --device {meta.get('device', 'auto')} --backend {backend} "
             f"--results {run.parent}")  # fmt: skip
 
 

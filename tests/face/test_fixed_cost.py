@@ -15,12 +15,15 @@ from harness.commands.console import forecast
 from harness.handoff import costs
 
 
-def test_bench_prints_and_keeps_where_its_wall_time_went(tmp_path, capsys):
+def test_bench_prints_and_keeps_where_its_wall_time_went(tmp_path, capsys, monkeypatch):
+    from harness.commands.console import invoked
+
+    monkeypatch.setattr(invoked, "ddpbench_command", lambda: ".venv/bin/ddpbench")  # as the README's setup calls it
     code = cli.main(["bench", "--results", str(tmp_path), "--run-id", "r", "--impls", "naive", "--no-baseline",
                      "--size", "tiny", "--gpus", "1", "--steps", "3", "--warmup", "1"])  # fmt: skip
     out = capsys.readouterr().out
     assert code == 0, out
-    assert f"results in {tmp_path / 'r'}/ (its pages: ddpbench report --results {tmp_path})" in out  # not results/
+    assert f"results in {tmp_path / 'r'}/ (its pages: .venv/bin/ddpbench report --results {tmp_path})" in out
     assert "training steps (warm-up included): the wall time " in out and "× overhead" not in out  # a ratio, named
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
     split = summary["phases_s"]

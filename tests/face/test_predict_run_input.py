@@ -14,6 +14,7 @@ from terminal import Terminal
 
 from harness import cli
 from harness.analysis import roles
+from harness.commands.console import invoked
 from harness.results import store
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -85,12 +86,13 @@ def test_a_gpu_runs_missing_profile_is_not_measured_on_this_cpu(tmp_path, capsys
     import torch
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # "here" is a CPU, wherever the test runs
+    monkeypatch.setattr(invoked, "ddpbench_command", lambda: ".venv/bin/ddpbench")  # a hint names it as typed
     run = _copy("gpu_memory", tmp_path)  # a cuda run that stored no gradient profile
     before = _files(tmp_path)
     assert cli.main(["predict", "--run", "gpu_memory", "--results", str(tmp_path), *network]) == 2
     err = _one_line_error(capsys)
     assert "run gpu_memory ran on cuda and stored no gradient profile for mlp/tiny batch 8" in err
-    assert "`ddpbench bench --device cuda --gpus 1 --workloads mlp --size tiny --batch-size 8" in err
+    assert "`.venv/bin/ddpbench bench --device cuda --gpus 1 --workloads mlp --size tiny --batch-size 8" in err
     assert "--workload mlp --size tiny --batch-size 8 --local-step-ms MS" in err
     assert _files(tmp_path) == before and not (run / "gradprofile").exists()
 
@@ -165,24 +167,29 @@ def test_a_folder_without_a_run_is_said_to_be_none_not_looked_up_as_an_id(tmp_pa
     assert f"--run {str(tmp_path / 'empty')!r} is a folder without a run.json: no bench run" in _one_line_error(capsys)
 
 
-def test_a_run_without_its_machines_collectives_names_the_command_that_measures_them(tmp_path, capsys):
+def test_a_run_without_its_machines_collectives_names_the_command_that_measures_them(tmp_path, capsys, monkeypatch):
     """A review's README-order walkthrough met 'run one there' with no command to copy."""
+    monkeypatch.setattr(invoked, "ddpbench_command", lambda: ".venv/bin/ddpbench")  # a hint names it as typed
     _copy("cpu_run", tmp_path)
     assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path)]) == 2
     # (a run.json from before it kept its config: 2 ranks, as bench simulates them on the CPU by default)
     said = _one_line_error(capsys)
-    assert f"run `ddpbench collectives --gpus 2 --device cpu --backend gloo --results {tmp_path}` on it, or" in said
+    assert (
+        f"run `.venv/bin/ddpbench collectives --gpus 2 --device cpu --backend gloo --results {tmp_path}` on it, or"
+        in said
+    )
     assert not list(tmp_path.glob("*/collectives"))
 
 
-def test_a_setup_the_run_did_not_measure_is_refused_with_the_bench_that_would(tmp_path, capsys):
+def test_a_setup_the_run_did_not_measure_is_refused_with_the_bench_that_would(tmp_path, capsys, monkeypatch):
     """A walkthrough asked for batch 64 of a run benched at batch 4 and was left to guess how to get it."""
+    monkeypatch.setattr(invoked, "ddpbench_command", lambda: ".venv/bin/ddpbench")  # a hint names it as typed
     _copy("cpu_run", tmp_path)
     assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--batch-size", "64",
                      "--busbw", "10GB/s"]) == 2  # fmt: skip
     said = _one_line_error(capsys)
     assert "run cpu_run has no measured setup matching --workload/--size/--batch-size/--optimizer (it has: " in said
-    assert "bench the one you ask for (ddpbench bench --batch-size 64 …) and predict from that run" in said
+    assert "bench the one you ask for (.venv/bin/ddpbench bench --batch-size 64 …) and predict from that run" in said
     # or, on a cluster, the step at that batch given: memory is counted there on the meta device
     assert "; or give --cluster and --local-step-ms (your step at batch 64) to predict from this run with memory " \
            "counted at batch 64" in said  # fmt: skip
@@ -492,19 +499,20 @@ def test_a_train_wopt_typo_is_answered_with_the_field_it_is_close_to():
     )
 
 
-def test_a_train_wopt_the_workload_does_not_take_points_at_a_bench_command_that_exists():
+def test_a_train_wopt_the_workload_does_not_take_points_at_a_bench_command_that_exists(monkeypatch):
     """gpt2 (registered) takes no option: its refusal's advice, a zoo model's fields set with bench's --wopt, read
     '--workloads hf:gpt2 --train-wopt seq_len=1024', a flag of bench's beside one of predict's: neither runs it."""
     from harness.commands.predict import full_size as predict_full_size
     from harness.config.bench import ConfigError
 
+    monkeypatch.setattr(invoked, "ddpbench_command", lambda: ".venv/bin/ddpbench")  # a hint names it as typed
     setup = {"workload": "gpt2", "size": "tiny", "batch_size": 8, "dtype": "fp32"}
     with pytest.raises(ConfigError) as refused:
         predict_full_size.train_options([("seq_len", ("2048",))], None, setup)
     said = str(refused.value)
     assert said.startswith("--train-wopt seq_len=2048 is not valid for gpt2 (workload 'gpt2' has no option seq_len")
     assert "--train-wopt seq_len=1024" not in said  # predict takes no --workloads, bench no --train-wopt
-    assert "e.g. ddpbench bench --workloads hf:gpt2 --wopt seq_len=1024: docs/your-model.md" in said, said
+    assert "e.g. .venv/bin/ddpbench bench --workloads hf:gpt2 --wopt seq_len=1024: docs/your-model.md" in said, said
 
 
 def test_predict_says_on_a_terminal_what_its_silence_before_the_model_to_train_is(small_run, monkeypatch):

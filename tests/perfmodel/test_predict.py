@@ -271,8 +271,11 @@ def test_links_come_from_correct_all_reduce_rows_per_world_size():
     assert "extrapolated" in net.link_for(links, 64).source
 
 
-def test_a_network_fitted_on_small_messages_warns_when_the_buckets_reach_far_past_them(capsys):
+def test_a_network_fitted_on_small_messages_warns_when_the_buckets_reach_far_past_them(capsys, monkeypatch):
+    from harness.commands.console import invoked
     from harness.commands.predict import inputs as predict_input
+
+    monkeypatch.setattr(invoked, "ddpbench_command", lambda: ".venv/bin/ddpbench")  # a hint names it as typed
 
     sizes = [1024 * 2**k for k in range(7)]  # 1 KB … 64 KB, as `collectives --sizes 1KB:64KB` measures
     link = net.fit_link(sizes, [10e-6 + s / 1e9 for s in sizes], world_size=2)
@@ -282,7 +285,7 @@ def test_a_network_fitted_on_small_messages_warns_when_the_buckets_reach_far_pas
     predict_input.warn_if_extrapolated(link, 28 * 2**20 + 68 * 1024, world=2)
     assert capsys.readouterr().err.strip() == (
         "ddpbench: warning: w2: the network was measured up to 64 KiB and these buckets reach 28.0664 MiB: its "
-        "bandwidth there is extrapolated (`ddpbench collectives --sizes 1KiB:32MiB` measures it)"
+        "bandwidth there is extrapolated (`.venv/bin/ddpbench collectives --sizes 1KiB:32MiB` measures it)"
     )
     predict_input.warn_if_extrapolated(net.Link(0.0, 1e9), 2**30, world=2)  # a given network: nothing to say
     assert capsys.readouterr().err == ""
@@ -359,10 +362,14 @@ def test_a_bench_run_stores_the_profile_at_world_size_1(small_run):
     assert profiles["ready_ms"].notna().all() and (profiles["backward_ms"] > 0).all()
 
 
-def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_asked(small_run, tmp_path, capsys):
+def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_asked(small_run, tmp_path, capsys,
+                                                                                      monkeypatch):  # fmt: skip
     """Without --cluster, `predict --run RUN --gpus N` prices ZeRO-1's broadcasts and FSDP2's gathers and
     reduce-scatters on the same network as DDP's all-reduces (here a bus bandwidth typed in, latency 0: twice the
     bandwidth, half their time), as `predict --cluster` does on a cluster's."""
+    from harness.commands.console import invoked
+
+    monkeypatch.setattr(invoked, "ddpbench_command", lambda: ".venv/bin/ddpbench")  # a hint names it as typed
     rows = {}
     for gbps in (1, 2):
         out = tmp_path / f"{gbps}.csv"
@@ -416,8 +423,8 @@ def test_predict_run_on_this_machine_answers_for_zero_and_fsdp_at_the_gpu_count_
            "carries DDP's own (0.5 ms)" in said_gpu  # fmt: skip
     assert "ddpbench predict: not checked against this run's own steps: no `ddpbench collectives` run of" in said_gpu
     # the command that measures it, as it would run (a walkthrough met 'run one there' without it)
-    assert (f"(run `ddpbench collectives --gpus 2 --device cpu --backend gloo --results {small_run.parent}` to see "
-            "the model's error)") in said_gpu  # fmt: skip
+    assert (f"(run `.venv/bin/ddpbench collectives --gpus 2 --device cpu --backend gloo --results "
+            f"{small_run.parent}` to see the model's error)") in said_gpu  # fmt: skip
     # this machine's rows are the cluster's less what only a cluster has, plus the link they rest on (usage.md)
     only_cluster = {
         "nodes",

@@ -65,6 +65,7 @@ def collectives_run(tmp_path_factory) -> Path:
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert "world size 2 done" in done.stdout
+    assert f" -m harness report --results {results}`)" in done.stdout  # its page's command as this one was typed
     return results / "c"
 
 

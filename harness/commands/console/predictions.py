@@ -8,7 +8,7 @@ import math
 from typing import TYPE_CHECKING
 
 from harness.analysis import agreement, stats, why
-from harness.commands.console import bytes_text, once, say, say_once, warning
+from harness.commands.console import bytes_text, invoked, once, say, say_once, warning
 from harness.commands.console.predict.steps import best_cap
 from harness.perfmodel.pick import ranked
 from harness.results.values import ms_text
@@ -362,5 +362,6 @@ def strategy_choice(state: pd.DataFrame, cluster, *, frames: list[pd.DataFrame],
 
 def errors_on_own_run(words: str) -> None:
     """The model's error on the run's own steps (perfmodel.sharded.errors_words), said after a cluster's answer."""
-    if words:
+    if words:  # its command as typed here (the page's names ddpbench as the README does)
+        words = words.replace("(run `ddpbench collectives ", f"(run `{invoked.ddpbench_command()} collectives ")
         say_once(f"ddpbench predict: {words}")

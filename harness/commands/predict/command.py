@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from harness.commands import console
-from harness.commands.console import predictions
+from harness.commands.console import invoked, predictions
 from harness.commands.console.progress import meanwhile
 from harness.commands.predict import bookings, cluster, each_cluster, full_size, gradient_profile, inputs
 from harness.config.bench import SIZE_CHOICES, ConfigError
@@ -178,8 +178,9 @@ def _from_run(args: argparse.Namespace, given, caps, *, device):
     beside = run_dir.parent  # "in the same results folder": the run's own, however the run was named
     network = given or network_for_run(beside, run_dir)
     if network is None:
+        measure = collectives_command(run_dir, program=invoked.ddpbench_command())  # as typed: pasted here
         raise ConfigError(f"no `ddpbench collectives` run from this run's machine in {str(beside)!r}; run "
-                          f"`{collectives_command(run_dir)}` on it, or give --busbw (and --latency)")  # fmt: skip
+                          f"`{measure}` on it, or give --busbw (and --latency)")  # fmt: skip
     inputs.say_setup_choice(run_dir, matched)
     profile, source = gradient_profile._profile_for_run(run_dir, setup, device=device)
     predictions.predict_profile(setup, profile, source)

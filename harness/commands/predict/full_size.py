@@ -13,6 +13,7 @@ import re
 from pathlib import Path
 
 from harness.commands import console
+from harness.commands.console import invoked
 from harness.config.bench import ConfigError
 
 
@@ -310,8 +311,9 @@ def check_train_wopt(given) -> None:
 
 
 def in_train_wopt(said: str) -> str:  # a workload's words on --wopt in --train-wopt's, a bench command cited bench's
-    return re.sub(r"(--workloads \S+ )?--wopt ", lambda m: f"ddpbench bench {m[1]}--wopt " if m[1] else "--train-wopt ",
-                  said)  # fmt: skip
+    program = invoked.ddpbench_command()  # as typed: a hint pasted into the same shell
+    return re.sub(r"(--workloads \S+ )?--wopt ",
+                  lambda m: f"{program} bench {m[1]}--wopt " if m[1] else "--train-wopt ", said)  # fmt: skip
 
 
 def train_options(given, configs, setup: dict) -> dict | None:

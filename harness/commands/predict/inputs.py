@@ -10,6 +10,7 @@ import itertools
 from pathlib import Path
 
 from harness.commands import console
+from harness.commands.console import invoked
 from harness.config.bench import ConfigError
 
 SETUP_FLAGS = (("workload", "--workload"), ("size", "--size"), ("batch_size", "--batch-size"),
@@ -102,9 +103,8 @@ def matching_setups(run_dir: Path, args: argparse.Namespace) -> list[dict]:
         other = (f"; or give {missing} (your step at batch {args.batch_size}) to predict from this run with memory "
                  f"counted at batch {args.batch_size}" if other_batch and args.batch_size else "")  # fmt: skip
         raise ConfigError(f"run {run_dir.name} has no measured setup matching --workload/--size/--batch-size/"
-                          f"--optimizer (it "
-                          f"has: {have}); bench the one you ask for (ddpbench bench {bench} …) and predict from "
-                          f"that run{other}")  # fmt: skip
+                          f"--optimizer (it has: {have}); bench the one you ask for ({invoked.ddpbench_command()} "
+                          f"bench {bench} …) and predict from that run{other}")  # fmt: skip
     return chosen
 
 
@@ -166,9 +166,10 @@ def refuse_profiling_elsewhere(run_dir: Path, setup: dict, *, here: str, cluster
     ran_on = store.read_run_meta(run_dir).get("device") or _configs_device(run_dir)
     if ran_on in (None, here) or predict.stored_profile(run_dir, setup) is not None:
         return
-    bench = (f"ddpbench bench --device {ran_on} --gpus 1 --workloads {setup['workload']} --size {setup['size']} "
+    program = invoked.ddpbench_command()  # as typed: a hint pasted into the same shell
+    bench = (f"{program} bench --device {ran_on} --gpus 1 --workloads {setup['workload']} --size {setup['size']} "
              f"--batch-size {setup['batch_size']} --dtype {setup['dtype']}")  # fmt: skip
-    here_too = (f"ddpbench predict --cluster {cluster or 'NAME'} --workload {setup['workload']} --size "
+    here_too = (f"{program} predict --cluster {cluster or 'NAME'} --workload {setup['workload']} --size "
                 f"{setup['size']} --batch-size {setup['batch_size']} --local-step-ms MS")  # fmt: skip
     raise ConfigError(f"run {run_dir.name} ran on {ran_on} and stored no gradient profile for {setup_text(setup)}: "
                       f"one measured here on {here} would be this machine's compute, not the run's. Profile it where "
@@ -303,9 +304,9 @@ def warn_if_extrapolated(link, bucket_bytes: int, *, world: int) -> None:
     if link.largest_bytes and bucket_bytes > EXTRAPOLATION_FACTOR * link.largest_bytes:
         largest, buckets = console.bytes_text(link.largest_bytes), console.bytes_text(bucket_bytes)
         enough = console.bytes_text(1 << (int(bucket_bytes) - 1).bit_length()).replace(" ", "")  # a power of two
+        measure = f"{invoked.ddpbench_command()} collectives --sizes 1KiB:{enough}"  # as typed: pasted here
         console.warning(f"w{world}: the network was measured up to {largest} and these buckets reach {buckets}: "
-                        f"its bandwidth there is extrapolated (`ddpbench collectives --sizes 1KiB:{enough}` "
-                        "measures it)")  # fmt: skip
+                        f"its bandwidth there is extrapolated (`{measure}` measures it)")  # fmt: skip
 
 
 def warn_unmeasured_world(network, world: int) -> None:
