@@ -29,9 +29,11 @@ def run_list(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         libraries = "torch and transformers" if any(name.startswith("hf:") for name in specs) else "torch"
         meanwhile(f"ddpbench list: importing {libraries}, counting {', '.join(specs)} on the meta device…")
     if args.wopt and not any(_is_workload(name) for name in args.names):  # options said of nothing
+        from harness.commands.console.invoked import ddpbench_command
         from harness.config.bench import ConfigError
 
-        raise ConfigError("--wopt needs a workload NAME to count: ddpbench list hf:llama --wopt hidden_size=2048")
+        raise ConfigError(f"--wopt needs a workload NAME to count: {ddpbench_command()} list hf:llama --wopt "
+                          "hidden_size=2048")  # fmt: skip
     if args.names:  # each resolved before any is said: a bad name is one line and nothing else
         for describe in [_describer(name, args.wopt or []) for name in args.names]:
             describe()
@@ -169,7 +171,9 @@ def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | No
     full = counts.get("full")
     too_large = too_large_here(name, "full", options) if full is not None and not isinstance(full, str) else ""
     if not too_large:
-        console.say(f"  counted on the meta device; bench it: ddpbench bench --workloads {name}"
+        from harness.commands.console.invoked import ddpbench_command
+
+        console.say(f"  counted on the meta device; bench it: {ddpbench_command()} bench --workloads {name}"
                     + ("" if yours else " --size full") + (f" {asked}" if asked else ""))  # fmt: skip
         return
     how, then = bench_smaller(name, options, yours=yours)

@@ -383,7 +383,7 @@ def test_list_says_to_bench_smaller_a_model_whose_state_outgrows_this_machine(ca
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     mine, program = "examples/my_workload.py:MyModel", ddpbench_command()
     assert cli.main(["list", mine, "--wopt", "width=512"]) == 0  # 1.1M parameters: 12.2 MiB a DDP rank, fits here
-    assert f"bench it: ddpbench bench --workloads {mine} --wopt width=512\n" in capsys.readouterr().out  # no --size
+    assert f"bench it: {program} bench --workloads {mine} --wopt width=512\n" in capsys.readouterr().out  # no --size
     monkeypatch.setattr(plan, "available_bytes", lambda: 4 * 2**20)  # a 4 MiB machine, as bench judges it
     assert cli.main(["list", mine, "--wopt", "width=512"]) == 0
     out = capsys.readouterr().out
