@@ -193,7 +193,8 @@ def build_site(*, results: Path, out: Path, cluster=None, on_run=None, as_predic
     """Every run's page (and, given a cluster profile, its what-if page), the index, plotly.js once. `on_run(folder,
     page, whatif page or None)` hears of each run's pages as they are written (the command's progress);
     `as_predict(run folder, configs)`: what its what-if page counts as predict does (write_whatif_page);
-    `on_step(text)` hears of each run's long parts as they start ('[1/3] run f1: its what-if page on dgx-h100')."""
+    `on_step(text, within=run)` hears of each run's long parts as they start ('[1/3] run f1: its what-if page on
+    dgx-h100', within '[1/3] run f1')."""
     out = Path(out)
     write_plotly_asset(out)
     summaries = []
@@ -227,7 +228,7 @@ def build_site(*, results: Path, out: Path, cluster=None, on_run=None, as_predic
 
 
 def _said_of(on_step, run: str, what: str) -> None:
-    on_step(f"{run}: {what}")
+    on_step(f"{run}: {what}", within=run)  # a log: one line a run, of the part that took long
 
 
 def write_run(

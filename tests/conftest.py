@@ -73,15 +73,6 @@ def no_zygote_outlives_its_test():
         sys.modules["harness.launch.zygote"].close_all()
 
 
-@pytest.fixture(autouse=True)
-def no_progress_line_off_a_terminal(monkeypatch):
-    """Off a terminal, `progress.meanwhile`'s line comes after a silence of its own length: what a test reads must not
-    hang on this machine's pace (a test of it sets its own)."""
-    from harness.commands.console import progress
-
-    monkeypatch.setattr(progress, "QUIET_S", None)
-
-
 @pytest.fixture
 def single_rank(monkeypatch):
     """A one-rank gloo process group in this process, as torchrun would set it up."""

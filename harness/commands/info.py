@@ -22,20 +22,25 @@ from harness.protocols import SIZES
 def run_list(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     import impls
     import workloads
-    from harness.commands.console.progress import meanwhile
+    from harness.commands.console.progress import Status
     from workloads import _zoo
 
-    if specs := [name for name in args.names if _zoo.is_spec(name) and not name.endswith(".toml")]:
-        libraries = "torch and transformers" if any(name.startswith("hf:") for name in specs) else "torch"
-        meanwhile(f"ddpbench list: importing {libraries}, counting {', '.join(specs)} on the meta device…")
     if args.wopt and not any(_is_workload(name) for name in args.names):  # options said of nothing
         from harness.commands.console.invoked import ddpbench_command
         from harness.config.bench import ConfigError
 
         raise ConfigError(f"--wopt needs a workload NAME to count: {ddpbench_command()} list hf:llama --wopt "
                           "hidden_size=2048")  # fmt: skip
-    if args.names:  # each resolved before any is said: a bad name is one line and nothing else
-        for describe in [_describer(name, args.wopt or []) for name in args.names]:
+    if args.names:  # each checked, then counted, before any is said: a bad name is one line and nothing else
+        status = Status("list")
+        specs = [name for name in args.names if _zoo.is_spec(name) and not name.endswith(".toml")]
+        if specs:  # a 1.3B Llama's options: 22 to 27 s before the first line, most of it here
+            libraries = "torch and transformers" if any(name.startswith("hf:") for name in specs) else "torch"
+            status.show(f"importing {libraries} to check {', '.join(specs)}", checked=False)
+        counters = [_describer(name, args.wopt or []) for name in args.names]
+        if specs:
+            status.show(f"counting {', '.join(specs)} on the meta device")
+        for describe in [count() for count in counters]:
             describe()
         return 0
     console.say("strategies:")
@@ -79,7 +84,8 @@ def _list_clusters() -> None:
 
 def _describer(name: str, given: list[tuple[str, tuple[str, ...]]]):
     """What `list NAME` says of NAME, a strategy, a cluster profile (built-in, or a .toml file) or a workload
-    (registered, or a spec), as a function to call; ConfigError naming the kinds there are for any other name."""
+    (registered, or a spec), checked: a function that counts it and returns the function that says it; ConfigError
+    naming the kinds there are for any other name."""
     import impls
     import workloads
     from harness.config.bench import ConfigError
@@ -87,24 +93,31 @@ def _describer(name: str, given: list[tuple[str, tuple[str, ...]]]):
     from workloads import _zoo
 
     if name in impls.names():
-        return lambda: _describe_strategy(name)
+        return lambda: lambda: _describe_strategy(name)
     if name in cluster.builtin_names() or name.endswith(".toml"):
         try:
             profile = cluster.load(name)
         except ConfigError as error:  # its words are predict's (--cluster NAME): this command's name instead
             raise ConfigError(str(error).replace("--cluster ", "ddpbench list ", 1)) from None
-        return lambda: _describe_cluster(profile)
+        return lambda: lambda: _describe_cluster(profile)
     if name in workloads.names() or _zoo.is_spec(name):
         options = _options(name, given)
-        sizes = ("full",) if _yours(name) else SIZES  # built as written: --size changes nothing
-        built = {size: workloads.create(name, size=size, options=options) for size in sizes}
-        counts = {size: parameter_count(name, size, options, count=True) for size in sizes}
-        inputs = {size: input_text(workload) for size, workload in built.items()}
-        ignored = getattr(built["full"], "dtype_ignored", None)
-        return lambda: _describe_workload(name, counts, options, inputs, ignored=ignored)
+        return lambda: _counted(name, options)
     raise ConfigError(f"ddpbench list {name!r}: name a strategy ({', '.join(impls.names())}), a workload "
                       f"({', '.join(workloads.names())}, or a spec such as hf:llama or FILE.py:NAME) or a cluster "
                       f"profile ({', '.join(cluster.builtin_names())}, or a .toml file)")  # fmt: skip
+
+
+def _counted(name: str, options: dict):
+    """Workload `name` built and counted at each size (on the meta device), as the function that says it."""
+    import workloads
+
+    sizes = ("full",) if _yours(name) else SIZES  # built as written: --size changes nothing
+    built = {size: workloads.create(name, size=size, options=options) for size in sizes}
+    counts = {size: parameter_count(name, size, options, count=True) for size in sizes}
+    inputs = {size: input_text(workload) for size, workload in built.items()}
+    ignored = getattr(built["full"], "dtype_ignored", None)
+    return lambda: _describe_workload(name, counts, options, inputs, ignored=ignored)
 
 
 def _is_workload(name: str) -> bool:

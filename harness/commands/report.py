@@ -15,15 +15,12 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
 
     check_runs_folder(args.results)
     check_output_folder("--out", args.out)
-    status = Status("report: ")  # on stderr: a run's pages take seconds each, the imports below several
-    try:
-        return _build(args, status)
-    finally:
-        status.clear()
+    # on stderr, ended by the next line said (a warning's too): a run's pages take seconds each, the imports several
+    return _build(args, Status("report"))
 
 
 def _build(args: argparse.Namespace, status) -> int:
-    status.show(f"reading {args.results}", terminal_only=True)  # before the input is checked: on a terminal only
+    status.show(f"reading {args.results}", checked=False)  # before the input is checked: on a terminal only
     from harness.perfmodel import predict
     from harness.perfmodel.clusters import cluster
     from reports import site
@@ -42,7 +39,7 @@ def _build(args: argparse.Namespace, status) -> int:
         cluster.refuse_without_network(chosen, [-(-n // chosen.gpus_per_node) for n in gpus],
                                        asked=f"--cluster: the what-if page's {gpus[0]} to {gpus[-1]} GPUs")  # fmt: skip
     # The floor and the model's curves depend on collectives runs that may have come after a bench run.
-    status.show("refreshing each run's model tables", terminal_only=True)  # seconds only where a table is stale
+    status.show("refreshing each run's model tables")  # seconds only where a table is stale
     predict.update_all_model_tables(args.results)
     _warn_shared_run_ids(args.results)
 
@@ -55,13 +52,11 @@ def _build(args: argparse.Namespace, status) -> int:
     def written(
         run_id: str, page, whatif
     ) -> None:  # as each run's pages are written: a site of many runs takes a while
-        status.clear()
         console.say(f"  run {run_id}: {page}" + (f" (what if on {chosen.name}: {whatif.name})" if whatif else ""))
 
     built = site.build_site(results=args.results, out=args.out, cluster=chosen, on_run=written,
                             as_predict=functools.partial(as_predict_counts, cluster=chosen),
                             on_step=status.show)  # fmt: skip
-    status.clear()
     for run_id, page in built.collectives_pages.items():
         console.say(f"  collectives {run_id}: {page}")
     if kept := write_kept_comparisons(args.results, args.out):  # each `compare` kept beside the runs, listed

@@ -304,7 +304,8 @@ def test_list_says_on_a_terminal_what_its_silence_before_a_spec_is(capsys, monke
     monkeypatch.setenv("COLUMNS", "200")
     assert cli.main(["list", "examples/my_workload.py:MyModel"]) == 0
     assert terminal.getvalue() == (
-        "ddpbench list: importing torch, counting examples/my_workload.py:MyModel on the meta device…\r\033[K"
+        "\r\033[Kddpbench list: importing torch to check examples/my_workload.py:MyModel…\r\033[Kddpbench list: "
+        "counting examples/my_workload.py:MyModel on the meta device…\r\033[K"
     )
     assert capsys.readouterr().out.startswith("workload examples/my_workload.py:MyModel\n")
     terminal.seek(0), terminal.truncate()
@@ -336,7 +337,17 @@ def test_list_says_a_model_no_cpu_rank_can_hold_before_its_parameter_count(capsy
     (["hf:llama", "--wopt", "hidden_sise=3"], "no configuration field hidden_sise (did you mean hidden_size?)"),
     (["hf:llama", "--wopt", "seq_len=1,2"], "--wopt seq_len=1,2: list counts one model; give one value"),
 ])  # fmt: skip
-def test_list_with_a_bad_workload_option_is_one_line_and_exit_2(capsys, args, named):
+def test_list_with_a_bad_workload_option_is_one_line_and_exit_2(capsys, monkeypatch, args, named):
+    """`list hf:gpt2 --wopt n_layer=abc` said what it waited for, then its refusal, 9 s in: off a terminal nothing is
+    said before the options are checked, however long the check (torch's and transformers' imports) takes."""
+    import time
+
+    import workloads
+    from harness.commands.console import progress
+
+    parse = workloads.parse_options
+    monkeypatch.setattr(progress, "QUIET_S", 0.01)  # the silence's line comes at once, if at all
+    monkeypatch.setattr(workloads, "parse_options", lambda *a, **k: time.sleep(0.3) or parse(*a, **k))
     assert cli.main(["list", *args]) == 2
     out, err = capsys.readouterr()
     assert out == "" and err.count("\n") == 1 and named in err

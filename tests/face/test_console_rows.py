@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import io
+import sys
+from pathlib import Path
 
 from terminal import Terminal
 
 from harness.commands import console
+
+DATA = Path(__file__).resolve().parent.parent / "data"
 
 ROW = {
     "world_size": 2, "workload": "mlp", "size": "small", "impl": "stock", "impl_options": "{}", "repeat": 0,
@@ -158,66 +162,78 @@ def test_a_compute_slowdown_within_noise_is_said_not_measured_with_its_bound(cap
         assert capsys.readouterr().out.splitlines()[-1].startswith("  w2 overlap: compute 15.50× slower, all-reduce")
 
 
-def test_a_status_is_one_line_rewritten_on_a_terminal_and_a_line_each_elsewhere():
-    """`report` was silent for 31 s before its first line: its long parts say themselves on stderr, in place on a
-    terminal (wiped before the command's next line), a plain line each in a log; a part before the input is checked
-    on a terminal only, so that a refusal stays its one line."""
-    import io
+def _said(stream: io.StringIO, text: str) -> None:
+    """Wait for a Status's timer (its own thread) to say `text` off a terminal."""
+    import time
 
+    for _ in range(200):
+        if text in stream.getvalue():
+            return
+        time.sleep(0.05)
+
+
+def test_a_status_is_one_row_in_place_wiped_by_any_next_line_on_a_terminal(monkeypatch):
+    """`report` glued a warning onto its status line ('report: refreshing each run's model tables…ddpbench:
+    warning: …'): its line was wiped only where report itself called clear(). Whoever says the next line wipes it,
+    a warning included; a line too wide for one row is cut with '…' (a wrapped line's first row outlives the wipe)."""
     from harness.commands.console.progress import Status
 
-    log = io.StringIO()
-    status = Status("report: ", stream=log)
-    status.show("reading results", terminal_only=True)
-    status.show("[1/2] run a: its page")
-    status.clear()
-    assert log.getvalue() == "report: [1/2] run a: its page…\n"
-
-    screen = Terminal()
-    status = Status("report: ", stream=screen)
-    status.show("reading results", terminal_only=True)
-    status.show("[1/2] run a: its page")
-    status.clear()
-    status.clear()  # nothing shown: nothing to wipe
-    assert screen.getvalue() == "\r\x1b[Kreport: reading results…\r\x1b[Kreport: [1/2] run a: its page…\r\x1b[K"
-
-
-def test_a_long_silence_is_said_in_place_on_a_terminal_and_wiped_by_the_next_line(capsys, monkeypatch):
-    """`list hf:llama` with a 1.3B Llama's options was silent 22 to 27 s before its first line, `predict
-    --train-wopt` 24 s: a terminal shows what it waits for at once, on one row (a wrapped one's first row outlives
-    the wipe), and the next line wipes it."""
-    from harness.commands.console import progress
-
     monkeypatch.setenv("COLUMNS", "80")
-    terminal = Terminal()
-    progress.meanwhile("ddpbench list: counting…", stream=terminal)
-    assert terminal.getvalue() == "ddpbench list: counting…"
-    console.say("workload x")
-    assert terminal.getvalue() == "ddpbench list: counting…\r\033[K" and capsys.readouterr().out == "workload x\n"
+    screen = Terminal()
+    monkeypatch.setattr(sys, "stderr", screen)
+    status = Status("report", stream=screen)
+    status.show("reading results", checked=False)
+    status.show("refreshing each run's model tables")
+    console.warning("two folders, one run id")
+    assert screen.getvalue() == ("\r\x1b[Kddpbench report: reading results…\r\x1b[Kddpbench report: refreshing each "
+                                 "run's model tables…\r\x1b[Kddpbench: warning: two folders, one run id\n")  # fmt: skip
     monkeypatch.setenv("COLUMNS", "16")
     narrow = Terminal()
-    progress.meanwhile("ddpbench list: counting…", stream=narrow)
+    Status("list", stream=narrow).show("counting")
     console.say("workload x")
-    assert narrow.getvalue() == "ddpbench list:…\r\033[K"
+    assert narrow.getvalue() == "\r\x1b[Kddpbench list:…\r\x1b[K"
 
 
-def test_off_a_terminal_a_long_silence_is_one_plain_line_and_a_short_one_none(monkeypatch):
+def test_off_a_terminal_a_status_is_said_once_its_part_lasts_and_once_a_run(monkeypatch):
+    """Off a terminal `report` said four lines a run ('reading it…', 'its what-if page…', 'its page…', then its
+    path): a log gets one line a silence for the parts within one run, once the silence has lasted QUIET_S, none for
+    a quick one, and nothing said before the input is checked."""
     import time
 
     from harness.commands.console import progress
 
     monkeypatch.setattr(progress, "QUIET_S", 0.05)
-    piped = io.StringIO()
-    progress.meanwhile("ddpbench list: counting…", stream=piped)
-    for _ in range(200):  # the line comes from a timer's thread
-        if piped.getvalue():
-            break
-        time.sleep(0.05)
-    console.say("workload x")
-    assert piped.getvalue() == "ddpbench list: counting…\n"  # and no wipe: a log keeps it
-    monkeypatch.setattr(progress, "QUIET_S", 60.0)
-    quick = io.StringIO()
-    progress.meanwhile("ddpbench list: counting…", stream=quick)
-    console.say("workload x")  # said before the silence lasted: the line never comes
-    time.sleep(0.1)
-    assert quick.getvalue() == ""
+    log = io.StringIO()
+    status = progress.Status("report", stream=log)
+    status.show("reading results", checked=False)
+    time.sleep(0.2)  # before the input is checked: never said, however long
+    status.show("[1/2] run a: reading it", within="run a")
+    status.show("[1/2] run a: its page", within="run a")  # the same run's: its clock goes on
+    _said(log, "its page")
+    status.show("[1/2] run a: its page, again", within="run a")  # said of run a already: nothing more
+    time.sleep(0.2)
+    console.say("  run a: a.html")
+    status.show("[2/2] run b: reading it", within="run b")
+    console.say("  run b: b.html")  # quick: said nothing
+    time.sleep(0.2)
+    assert log.getvalue() == "ddpbench report: [1/2] run a: its page…\n"
+
+
+def test_predict_train_wopt_refused_off_a_terminal_is_one_line(tmp_path, capsys, monkeypatch):
+    """`predict --train-wopt n_layer=abc` said what it waited for, then its refusal: its options are checked as its
+    model is counted, so its line is a terminal's only (the silence's timer shortened here, not off)."""
+    import shutil
+    import time
+
+    import workloads
+    from harness import cli
+    from harness.commands.console import progress
+
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    parse = workloads.parse_options
+    monkeypatch.setattr(progress, "QUIET_S", 0.01)
+    monkeypatch.setattr(workloads, "parse_options", lambda *a, **k: time.sleep(0.3) or parse(*a, **k))
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), "--cluster", "dgx-h100",
+                     "--train-wopt", "classes=abc"]) == 2  # fmt: skip
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1 and "--train-wopt classes=abc is not valid for mlp" in err

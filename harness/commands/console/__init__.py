@@ -20,19 +20,20 @@ if (
 
 
 BEFORE_NEXT_LINE: list = []
-"""What ends before the next line is printed: `progress.meanwhile`'s line, which stands for the silence it ends."""
+"""What ends before the next line is printed: `progress.Status`'s transient line, which stands for the silence it
+ends."""
 
 
 def _print(line: str = "", *, file: TextIO | None = None) -> None:
     """Every line goes out here, flushed at once (a long run's lines must show as they happen). When the
     reader has gone (`ddpbench bench … | head -3`), the rest is dropped quietly: the run goes on and
     writes its results and summary, it only stops talking."""
-    while BEFORE_NEXT_LINE:
-        BEFORE_NEXT_LINE.pop()()
     stream = file if file is not None else sys.stdout
     if _HELD is not None and stream in _HELD[1:]:  # kept for later (`held`), on the stream it was said on
         _HELD[0].append((line, stream is _HELD[2]))
         return
+    while BEFORE_NEXT_LINE:  # a line kept stands for no silence's end: the transient line stays
+        BEFORE_NEXT_LINE.pop()()
     try:
         print(line, file=stream, flush=True)
     except BrokenPipeError:

@@ -1,15 +1,16 @@
 """A run's progress on the console (`Progress`, the launcher's callbacks): a line per finished configuration, always;
 on a terminal also a bar with the current configuration, its steps and an ETA (tqdm); off a terminal a line a minute
-while a configuration runs long, with what the bar would show. `Status`: what another command's long part is doing.
-A long silence before a command's first line (a model counted on the meta device) says what it waits for
-(`meanwhile`).
+while a configuration runs long, with what the bar would show. `Status`: what another command's long, silent part
+is doing, on a transient line the next line replaces.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
@@ -19,54 +20,6 @@ from harness.commands.console import _print, duration_text
 
 if TYPE_CHECKING:
     from harness.config.grid import Configuration
-
-
-QUIET_S: float | None = 2.0
-"""Off a terminal, `meanwhile`'s line is said once the silence has lasted this long: a quick command, or bad input
-refused at once, says its own lines alone (None: never, as in the tests, whose output must not hang on the pace)."""
-
-
-def meanwhile(text: str, *, stream: TextIO | None = None) -> None:
-    """`text` on stderr while a long, silent stretch runs, until the next line ddpbench prints or its exit: on a
-    terminal at once, in place, and wiped then; elsewhere a plain line once QUIET_S have passed. `list hf:llama`
-    with a 1.3B Llama's options was silent 22 to 27 s (importing torch and transformers, counting on the meta
-    device), `predict --train-wopt` 24 s."""
-    import atexit
-    import shutil
-    import threading
-
-    stream = stream if stream is not None else sys.stderr
-    lock, state = threading.Lock(), {"over": False, "shown": False}
-    on_terminal = stream.isatty()
-    if on_terminal:  # one row, or the wipe leaves the rows above it
-        width = shutil.get_terminal_size().columns - 1
-        text = text if len(text) <= width else f"{text[: max(width - 1, 0)]}…"
-
-    def show() -> None:
-        with lock:
-            if not state["over"]:
-                state["shown"] = True
-                with contextlib.suppress(OSError, ValueError):
-                    stream.write(text if on_terminal else f"{text}\n")
-                    stream.flush()
-
-    def end() -> None:
-        timer.cancel()
-        with lock:
-            if state["shown"] and on_terminal and not state["over"]:
-                with contextlib.suppress(OSError, ValueError):
-                    stream.write("\r\033[K")
-                    stream.flush()
-            state["over"] = True
-
-    timer = threading.Timer(QUIET_S or 0.0, show)
-    timer.daemon = True
-    console.BEFORE_NEXT_LINE.append(end)
-    atexit.register(end)
-    if on_terminal:
-        show()
-    elif QUIET_S is not None:
-        timer.start()
 
 
 GROWING_BAR = "{l_bar}{bar}| {n_fmt}/{total_fmt} [{elapsed}, {rate_fmt}{postfix}]"
@@ -220,29 +173,92 @@ def _step_words(state: dict | None, cfg: Configuration) -> str:
     return f"warm-up step {step}/{cfg.warmup}" if step <= cfg.warmup else f"step {step - cfg.warmup}/{cfg.steps}"
 
 
+QUIET_S: float | None = 2.0
+"""Off a terminal, a `Status` line is said once its part has lasted this long: a quick part says nothing in a log."""
+_STANDING: list[Status] = []  # the Status whose line stands or is pending: one at a time, on one stderr
+
+
 class Status:
-    """What a command without a run's bar is doing now, on stderr (`report`'s long parts): on a terminal one line
-    updated in place and wiped before the next line the command says (`clear`), elsewhere a plain line each."""
+    """A command's transient line on stderr, 'ddpbench CMD: WHAT…', while a long, silent part runs (`report`'s
+    pages, `list`'s and `predict --train-wopt`'s counting on the meta device, `predict --cluster A,B`'s clusters),
+    ended by the next line ddpbench prints (console.BEFORE_NEXT_LINE), whoever prints it, or by its exit. On a
+    terminal at once, in place, cut to one row with '…' (a wrapped line outlives the wipe), and wiped then. Off a
+    terminal a plain line once a part has lasted QUIET_S, one a silence for each part `within` one thing (a run's
+    pages: one line a run), and nothing said before the input is checked (`checked=False`): a refusal stays its
+    one line."""
 
-    def __init__(self, prefix: str, *, stream: TextIO | None = None):
-        self._prefix = prefix
+    def __init__(self, command: str, *, stream: TextIO | None = None):
+        self._prefix = f"ddpbench {command}: "
         self._stream = stream if stream is not None else sys.stderr
-        self._shown = False
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._timer_count = 0
+        self._pending: tuple[object, str] | None = None  # off a terminal: (what it is within, its line) to say
+        self._said: set = set()  # off a terminal: what the lines said since the last real one were within
+        self._shown = False  # on a terminal: a line stands
+        self._hooked = False
+        atexit.register(self.end)  # a line standing at the exit is wiped too
 
-    def show(self, what: str, *, terminal_only: bool = False) -> None:
-        """`terminal_only`: before the command's input is checked, where a refusal must stay its one line."""
-        line = f"{self._prefix}{what}…"
-        if not self._stream.isatty():
-            if not terminal_only:
-                _print(line, file=self._stream)
+    def show(self, what: str, *, checked: bool = True, within: object = None) -> None:
+        """`what` from now until the next line; `checked=False`: said before the command's input is checked, on a
+        terminal only. Off a terminal, a part `within` what a line was said of since the last real line says none."""
+        if self._stream.isatty():
+            width = shutil.get_terminal_size().columns - 1
+            line = f"{self._prefix}{what}…"
+            self._standing()
+            with self._lock:
+                self._write(f"\r\x1b[K{line if len(line) <= width else line[: max(width - 1, 0)] + '…'}")
+                self._shown = True
             return
-        width = shutil.get_terminal_size().columns - 1  # a wrapped line is not wiped by a carriage return
-        self._stream.write(f"\r\x1b[K{line[:width]}")
-        self._stream.flush()
-        self._shown = True
+        key = what if within is None else within
+        with self._lock:
+            if not checked or QUIET_S is None or key in self._said:
+                self._cancel()
+                return
+            if self._pending is not None and self._pending[0] == key:  # the same part's clock goes on
+                self._pending = (key, f"{self._prefix}{what}…")
+                return
+        self._standing()
+        with self._lock:
+            self._cancel()
+            self._pending = (key, f"{self._prefix}{what}…")
+            self._timer = threading.Timer(QUIET_S, self._say_pending, args=(self._timer_count,))
+            self._timer.daemon = True
+            self._timer.start()
 
-    def clear(self) -> None:
-        if self._shown:
-            self._stream.write("\r\x1b[K")
+    def end(self) -> None:
+        """Wipe the line (on a terminal) or forget the one to come (elsewhere): a real line follows."""
+        with self._lock:
+            self._cancel()
+            self._said.clear()
+            self._hooked = False
+            if self._shown:
+                self._write("\r\x1b[K")
+                self._shown = False
+
+    def _standing(self) -> None:
+        """This Status's line now stands: another's ends, and the next real line or the exit ends this one."""
+        for other in [s for s in _STANDING if s is not self]:
+            other.end()
+        _STANDING[:] = [self]
+        if not self._hooked:
+            self._hooked = True
+            console.BEFORE_NEXT_LINE.append(self.end)
+
+    def _say_pending(self, count: int) -> None:
+        with self._lock:
+            if count == self._timer_count and self._pending is not None:  # not ended nor replaced since
+                self._write(f"{self._pending[1]}\n")
+                self._said.add(self._pending[0])
+                self._timer, self._pending = None, None
+
+    def _cancel(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer, self._pending = None, None
+        self._timer_count += 1  # a timer already firing says nothing
+
+    def _write(self, text: str) -> None:
+        with contextlib.suppress(OSError, ValueError):  # a reader gone: the line is not worth an error
+            self._stream.write(text)
             self._stream.flush()
-            self._shown = False

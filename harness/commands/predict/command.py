@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 from harness.commands import console
 from harness.commands.console import invoked, predictions
-from harness.commands.console.progress import meanwhile
+from harness.commands.console.progress import Status
 from harness.commands.predict import bookings, cluster, each_cluster, full_size, gradient_profile, inputs
 from harness.config.bench import SIZE_CHOICES, ConfigError
 
@@ -62,7 +62,9 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
         if text and kept:  # said once nothing more is refused: a refusal is its one line
             console.note_repeated(flag, text, kept)
     if args.train_wopt:  # its model is counted before a first line: 24 s of silence on a 1.3B Llama
-        meanwhile("ddpbench predict: importing torch, counting the model you train (--train-wopt) on the meta device…")
+        Status("predict").show(
+            "importing torch, counting the model you train (--train-wopt) on the meta device", checked=False
+        )  # its options are checked as it is counted: on a terminal only
     import torch  # after the flags' checks: bad input is refused in a second, not after torch's import (2 s)
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
