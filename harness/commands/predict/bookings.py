@@ -202,6 +202,7 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
     import pandas as pd
 
     from harness.commands import report
+    from harness.commands.console.progress import Status
     from harness.commands.predict import full_size
     from harness.perfmodel.sharded import OwnCheck, own_check
 
@@ -209,7 +210,10 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
     frames, booked, tokens, ends, gpus, far = [], [], None, None, {}, False
     # the run's words once, not a cluster's: the bookings' note too, where an answer table said it
     with console.said_once() if several else contextlib.nullcontext():
+        status = Status("predict")  # several: each cluster's lines held till the end, 6 to 14 s of silence first
         for k, name in enumerate(args.clusters):
+            if several:  # on stderr outside console.held, ended by the first line it lets out
+                status.show(f"predicting on {name} ({k + 1}/{len(args.clusters)})")
             asked = each_cluster.with_each(copy.copy(_with_nodes_of(args, name)), name)  # each cluster from the
             asked.cluster = name  # flags as given (its own --nodes, batch, step where named): an end's step set on them
             chosen = first if k == 0 and first is not None else cluster.cluster_from_args(asked)
