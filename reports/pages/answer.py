@@ -52,7 +52,7 @@ def milliseconds(ms: float | None) -> str:
 
 def step_said(row: pd.Series, unit: str = "") -> str:
     """'17.07 ms', or for caps of one layout as one row (one_layout_pooled) '17.07 ms, both caps' launches pooled':
-    a figure no row of the table holds (each launch's geometric mean of its caps' medians), said to be pooled;
+    a figure no one cap holds (each launch's geometric mean of its caps' medians), said to be pooled;
     `unit` after the figure ('17.07 ms a step, both …')."""
     caps = row.get("pooled_caps")
     if not isinstance(caps, list):
@@ -159,10 +159,12 @@ def noise_cell(row: pd.Series) -> str:
     if row["cv"] is None and not row["noise"]:
         return MISSING
     steady = f"steady (cv {stats.cv_text(row['cv'])})" if row["cv"] is not None else "steady"
-    return f"<b>noisy</b>: {esc(row['noise'])}" if row["noise"] else steady
+    by_cap = row.get("noise_by_cap")  # caps of one layout as one row (one_layout_pooled): each cap's note
+    return f"<b>noisy</b>: {esc(by_cap if isinstance(by_cap, str) else row['noise'])}" if row["noise"] else steady
 
 
 def world_table(group: pd.DataFrame, recommendations: pd.DataFrame, *, workload: str) -> str:
+    group = one_layout_pooled(group)  # ranked as the headline ranks: caps of one bucket layout are one row
     reference = reference_row(group)
     rows, classes, shown_caps = [], [], set()
     rank = 0
@@ -345,7 +347,7 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
             explained |= said  # the buckets' why, once a page
             parts += [f"<p class=headline>{headline(group)}</p>", caps, world_table(group, verdicts, workload=workload)]
             leaders.update(one_layout_pooled(group).loc[lambda rows: ~rows["is_floor"], "impl"].head(1))
-            parts.append(alerts.answer_below_floor(group) + alerts.late_note(group))
+            parts.append(alerts.answer_below_floor(one_layout_pooled(group)) + alerts.late_note(group))  # as ranked
     if len(parts) == 2:
         parts.append("<p>No configuration of this run was measured: nothing to rank.</p>")
     parts.append(strategies_legend(list(dict.fromkeys(run.configs.loc[run.configs["status"] == "ok", "impl"])),

@@ -176,13 +176,17 @@ def _pooled_caps(rows: pd.DataFrame, point: layouts.Point) -> dict:
     medians = list(point.medians)
     parity = set(rows["parity_ok"])
     judged = False if False in parity else (True if True in parity else None)
-    noisy = layouts.cap_words([c for c, note in sorted(zip(typed, rows["noise"], strict=True)) if note])
+    notes = [(cap, note) for cap, note in sorted(zip(typed, rows["noise"], strict=True)) if note]
+    noisy = f"noisy at cap{'s' * (len(notes) > 1)} {layouts.cap_words([cap for cap, _ in notes])}"
+    cvs = [cv for cv in rows["cv"] if cv is not None and not pd.isna(cv)]
     label = strategy_label(base["impl"], base["options"], without=("bucket_cap_mb",))
     return {**base.to_dict(), "strategy": layouts.pooled_label(label, point.caps), "repeat_ms": medians,
             "repeat_ids": list(point.repeats), "repeats": len(medians), "step_ms": stats.geometric_mean(medians),
             "first_bucket_cap_mb": None, "config_ids": frozenset().union(*rows["config_ids"]),
             "pooled_caps": list(point.caps), "parity_ok": judged,
-            "noise": f"noisy at caps {noisy} (the table says how)" if noisy else ""}  # fmt: skip
+            "cv": float(np.median(cvs)) if cvs else None,
+            "noise": f"{noisy} (the table says how)" if notes else "",  # the headline's; the table's cell, each cap's
+            "noise_by_cap": "; ".join(f"cap {cap:g}: {note}" for cap, note in notes)}  # fmt: skip
 
 
 def too_few_text(proof: dict, *, pair: bool = False) -> str:
@@ -283,10 +287,10 @@ CAPTION = (
     "with their noise), not an exact bound: a strategy can come out below it, and a note under its table says where."
 )
 POOLED_CAPS = (
-    " Caps of one strategy that made one bucket layout in every launch are one configuration in the headlines and "
-    "section 1 ('stock (caps 5, 25 MiB: one bucket layout)'): each launch one repeat of it, the geometric mean of its "
-    "caps' medians there, so its step ('…, both caps' launches pooled') and its ratios are of those caps' rows of "
-    "the table pooled, not of one of them."
+    " Caps of one strategy that made one bucket layout in every launch are one configuration, one row, in the tables, "
+    "the headlines and section 1 ('stock (caps 5, 25 MiB: one bucket layout)'): each launch one repeat of it, the "
+    "geometric mean of its caps' medians there, so its step ('…, both caps' launches pooled') and its ratios are of "
+    "those caps' launches pooled, not of one of them; its noise, each cap's."
 )
 STAND_IN = (
     " This run has no stock row without options, so stock at an explicit bucket_cap_mb=25 stands in, named as "

@@ -532,6 +532,10 @@ def test_caps_of_one_layout_say_their_step_is_pooled_and_their_buckets_once():
     assert page.count(answer.POOLED_CAPS.strip()) == 1  # how, in the caption
     assert page.count(sweep.ONLY_BETWEEN) == 1 and page.count("every cap makes one bucket of 0.13 MiB") == 1
     assert page.count("flat: any of 5, 25 MiB (every cap makes the same buckets)") == 2 * 2 * 2 - 1  # lines, cells
+    # The table ranks as the headline does: a CPU page's bold first row was 'bucketed bucket_cap_mb=1', one of two caps
+    # of one program, under a headline that named zero first; each cap's noise stays in the pooled row's cell.
+    assert not re.search(r"<td>(<b>)?(zero|stock) bucket_cap_mb=", page) and f"<td>{pooled_ms:.2f} ms</td>" in page
+    assert page.count("<td>1</td><td><b>zero (caps 5, 25 MiB: one bucket layout)</b></td>") == 2
     plain = run(repeats("zero", [10.0, 10.2]), repeats("stock", [12.0, 12.2]))
     assert answer.POOLED_CAPS.strip() not in answer.answer_section(RunData(meta={}, configs=plain, **empty), ["mlp"])
 

@@ -159,9 +159,11 @@ def recommend(
     `summarised`: `cap_repeats(by_cap)`, where the caller has it already."""
     repeats, aligned, points = summarised or cap_repeats(by_cap)
     same = same_buckets(by_cap)
-    if same is not None or len(points) == 1:  # one layout under every cap: the same measurement
-        best = recommend_cap(cap_figures(repeats), confidence=confidence, aligned=aligned)
-        best.update(decision=stats.FLAT, equivalent_caps_mb=sorted(by_cap), repeats_needed=None)  # nothing to tell
+    if same is not None or len(points) == 1:  # one layout under every cap: one program, one point
+        best = recommend_cap(_one_point(points, cap_figures(repeats)), confidence=confidence, aligned=aligned)
+        best.update(decision=stats.FLAT, equivalent_caps_mb=sorted(by_cap), repeats_needed=None,  # nothing to tell
+                    repeats=min(len(reps) for reps in repeats.values()),
+                    **dict.fromkeys(NO_RATIO))  # fmt: skip
     else:
         best = recommend_cap(point_figures(points), confidence=confidence, aligned=aligned)
         caps_of = {point.cap: point.caps for point in points}
@@ -176,6 +178,19 @@ def recommend(
         "noise": _noise(repeats),
         "one_layout_caps_mb": json.dumps(pooled) if pooled else None,
     }
+
+
+NO_RATIO = ("gain_vs_default", "gain_low", "gain_high", "next_cap_mb", "next_gain", "next_gain_low", "next_gain_high")
+"""A sweep's ratios between its points: none where every cap made one layout (their figures differ by the launches)."""
+
+
+def _one_point(points: list[layouts.Point], figures: dict[float, list[float]]) -> dict[float, list[float]]:
+    """Every cap of one layout as the one point they are, named by its cap (25 MiB where swept): per launch the
+    geometric mean of its caps' medians (layouts.layout_points); where the launches went unrecorded (older rows)
+    every cap's every repeat."""
+    if len(points) == 1:
+        return point_figures(points)
+    return {layouts.Point(tuple(sorted(figures)), (), ()).cap: [ms for cap in sorted(figures) for ms in figures[cap]]}
 
 
 def same_buckets(by_cap: dict[float, pd.DataFrame]) -> list[float] | None:
@@ -297,13 +312,23 @@ def describe(row: pd.Series, *, why: bool = True) -> str:
     bounds = interval_text(row["best_ci_low_ms"], row["best_ci_high_ms"])
     interval = f", its step's 95% CI {bounds}" if bounds else ""  # the step's; the ratio's interval, after, is its own
     noise = f" [noisy: {row['noise']}]" if row.get("noise") else ""
-    lead = "fastest" if row["decision"] != stats.TOO_FEW else "leading so far"  # 'fastest' is a decided word
-    lead = ("by the launches' spread alone, " if isinstance(row.get("same_buckets_mb"), str) else "") + lead
     return (
         f"w{row['world_size']} {row['workload']}/{row['size']} {row['impl']}: {answer(row, why=why)} "
-        f"({lead} {point_text(row, row['best_cap_mb'])}: {row['best_step_ms']:.2f} ms{interval}{gain}; "
+        f"({best_words(row)}: {row['best_step_ms']:.2f} ms{interval}{gain}; "
         f"the fewest repeats a cap had: {row['repeats']}){noise}"  # (auto reruns the open ones only)
     )
+
+
+def best_words(row: pd.Series) -> str:
+    """What `best_step_ms` is the step of: 'fastest 1 MiB', 'leading so far 1 MiB (or 2: the same buckets)', or where
+    every cap made one layout, POOLED (no cap of them is faster: one program)."""
+    if isinstance(row.get("same_buckets_mb"), str):
+        return POOLED
+    lead = "fastest" if row["decision"] != stats.TOO_FEW else "leading so far"  # 'fastest' is a decided word
+    return f"{lead} {point_text(row, row['best_cap_mb'])}"
+
+
+POOLED = "the caps' launches pooled"
 
 
 def write_run_recommendations(

@@ -287,12 +287,10 @@ def _fastest_cap(row: pd.Series) -> str:
     decided = row["decision"] != stats.TOO_FEW
     versus = sweep.versus_reference(row) if decided else ""
     bounds = sweep.interval_text(row["best_ci_low_ms"], row["best_ci_high_ms"])
-    lead = "fastest" if decided else "leading so far"
-    lead = ("by the launches' spread alone, " if isinstance(row.get("same_buckets_mb"), str) else "") + lead
     said = [f"{row['best_step_ms']:.2f} ms" + (f", its step's 95% CI {bounds}" if bounds else ""), versus]
     noise = f" [noisy: {row['noise']}]" if row.get("noise") else ""
     where = f"w{row['world_size']} {row['workload']}/{row['size']} {row['impl']}"
-    return f"{where}: {lead} {row['best_cap_mb']:g} MiB: {'; '.join(w for w in said if w)}{noise}"
+    return f"{where}: {sweep.best_words(row)}: {'; '.join(w for w in said if w)}{noise}"
 
 
 def strategy_verdicts(verdicts: list) -> None:
