@@ -319,3 +319,8 @@ def noise_note(
     if drifted := drift_note(drifts, drift_ses):
         notes.append(drifted)
     return "; ".join(notes)
+
+
+def repeats_text(count: int) -> str:
+    """'1 repeat', '3 repeats': a count of one said in the singular."""
+    return f"{count} repeat{'s' * (count != 1)}"

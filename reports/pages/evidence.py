@@ -237,11 +237,11 @@ def decided_text(row) -> str:
     """'after 2 repeats', or why not: open after N (what the evidence bounds so far, and how many repeats it
     would need)."""
     if pd.notna(row.decided_after):
-        return f"after {int(row.decided_after)} repeats"
+        return f"after {stats.repeats_text(int(row.decided_after))}"
     needed = None if pd.isna(row.repeats_needed) else int(row.repeats_needed)
     so_far = getattr(row, "so_far", "")
     so_far = f"so far {so_far}; " if isinstance(so_far, str) and so_far else ""
-    return f"open after {int(row.repeats)} repeats ({so_far}{stats.needed_text(needed)})"
+    return f"open after {stats.repeats_text(int(row.repeats))} ({so_far}{stats.needed_text(needed)})"
 
 
 def decisions_section(decisions: pd.DataFrame, config: dict) -> str:

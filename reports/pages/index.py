@@ -74,7 +74,7 @@ def lead_words(group: pd.DataFrame, found: list[decide.Verdict]) -> list[str]:
         return [caveat]
     if caveat in (f"leads; {answer.NO_CHANGE_SHOWN}", "leads; too few repeats"):
         caveat = f"{caveat} {'from' if 'shown' in caveat else 'to tell it from'} {runner['strategy']}, the next"
-    return [caveat, f"vs {mine.subject.rsplit(' vs ', 1)[-1]}: {mine.word}"]
+    return [caveat, f"vs {reference['strategy']}: {mine.word}"]  # as the row names it (a verdict's pair: its note once)
 
 
 def _verdict_of(row: pd.Series, found: list[decide.Verdict]) -> decide.Verdict | None:

@@ -593,8 +593,9 @@ def test_a_strategy_verdict_over_caps_of_one_layout_is_the_pages_pooled_figure()
                repeats("bucketed", [2.30, 3.21], options={"bucket_cap_mb": 1.0}, bucket_sizes_mb=one),
                repeats("bucketed", [11.82, 11.35], options={"bucket_cap_mb": 25.0}, bucket_sizes_mb=one))  # fmt: skip
     (verdict,) = decide.strategy_verdicts(rows, confidence=stats.CONFIDENCE)
-    assert verdict.subject == ("w2 mlp/tiny bucketed (caps 1, 25 MiB: one bucket layout) vs "
-                               "stock (caps 1, 25 MiB: one bucket layout)")  # fmt: skip
+    # the layout note once, not on both sides; the ratio's words name stock as the subject does
+    assert verdict.subject == "w2 mlp/tiny bucketed vs stock (each: caps 1, 25 MiB, one bucket layout)"
+    assert verdict.line().count("one bucket layout") == 1, verdict.line()
     assert len(verdict.config_ids) == 8  # every cap of each side runs again while it is open
     group = evidence.one_layout_pooled(pooled.ranked(rows, workload="mlp"))
     reference = answer.reference_row(group)
@@ -609,6 +610,19 @@ def test_a_strategy_verdict_over_caps_of_one_layout_is_the_pages_pooled_figure()
     assert answer.against_reference(bucketed, reference).startswith(
         ("too few repeats to tell (estimate " if not verdict.decided else "") + said
     )
+
+
+def test_a_verdict_names_a_one_layout_side_once_and_one_repeat_in_the_singular():
+    """A review read 'bucketed (caps 1, 25 MiB: one bucket layout) vs stock (caps 1, 25 MiB: one bucket layout): open
+    after 1 repeats'. One side pooled keeps its own note; a count of one is said in the singular."""
+    one = [[0.13]]
+    rows = run(repeats("stock", [3.0], options={"bucket_cap_mb": 1.0}, bucket_sizes_mb=one),
+               repeats("stock", [3.1], options={"bucket_cap_mb": 25.0}, bucket_sizes_mb=one),
+               repeats("bucketed", [2.3], options={"bucket_cap_mb": 25.0}, bucket_sizes_mb=one))  # fmt: skip
+    (verdict,) = decide.strategy_verdicts(rows, confidence=stats.CONFIDENCE)
+    assert verdict.line().startswith("w2 mlp/tiny bucketed bucket_cap_mb=25 vs stock (caps 1, 25 MiB: one bucket "
+                                     "layout): open after 1 repeat ("), verdict.line()  # fmt: skip
+    assert evidence.decided_text(pd.Series({"decided_after": 1, "repeats": 1, "repeats_needed": 5})) == "after 1 repeat"
 
 
 def test_caps_of_one_layout_are_named_as_typed_not_as_the_bytes_ddp_recorded():

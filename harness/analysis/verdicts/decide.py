@@ -135,8 +135,8 @@ class Verdict:
             return f"{self.subject}: {self.word}"
         why = "; out of reach within --max-repeats at this spread, so given up" if self.given_up else ""
         so_far = f"so far {self.so_far}; " if self.so_far else ""
-        return (f"{self.subject}: open after {self.repeats} repeats ({so_far}{stats.needed_text(self.repeats_needed)}"
-                f"{why})")  # fmt: skip
+        return (f"{self.subject}: open after {stats.repeats_text(self.repeats)} "
+                f"({so_far}{stats.needed_text(self.repeats_needed)}{why})")  # fmt: skip
 
 
 def verdicts(
@@ -215,13 +215,15 @@ def strategy_label(impl: str, options_json: str | None) -> str:
 @dataclasses.dataclass(frozen=True)
 class _Side:
     """One configuration of a setup as a strategy verdict judges it: its rows' impl_options (several where caps
-    that made one bucket layout are pooled), its name, its repeats' medians (a pooled one's per launch)."""
+    that made one bucket layout are pooled), its name (without the cap where pooled), its repeats' medians (a pooled
+    one's per launch), its pooled caps."""
 
     impl: str
     options: frozenset
     label: str
     medians: list
     ids: frozenset
+    caps: tuple = ()
 
 
 def _sides(setup: pd.DataFrame) -> list[_Side]:
@@ -240,13 +242,12 @@ def _sides(setup: pd.DataFrame) -> list[_Side]:
                     for cap, (_, rows) in by_cap.items()}  # fmt: skip
         for point in layouts.layout_points(launches):
             options, rows = by_cap[point.cap]
-            label = strategy_label(impl, options)
-            if len(point.caps) > 1:
-                label = layouts.pooled_label(values.strategy_label(impl, options, without=("bucket_cap_mb",)),
-                                             point.caps)  # fmt: skip
+            pooled = point.caps if len(point.caps) > 1 else ()
+            label = values.strategy_label(impl, options, without=("bucket_cap_mb",)) if pooled else (
+                strategy_label(impl, options))  # fmt: skip
             ids = frozenset(i for cap in point.caps for i in by_cap[cap][1]["config_id"])
             sides.append(_Side(impl, frozenset(by_cap[cap][0] for cap in point.caps), label, list(point.medians),
-                               ids))  # fmt: skip
+                               ids, pooled))  # fmt: skip
     return sides
 
 
@@ -278,7 +279,7 @@ def _strategy_verdicts(ok: pd.DataFrame, confidence: float, max_repeats: int | N
             judged = stats.verdict(base.medians, other.medians, threshold=stats.DEFAULT_THRESHOLD,
                                    confidence=confidence)  # fmt: skip
             word = _ratio_words(judged, base.label)
-            subject = _subject(keys, f"{other.label} vs {base.label}")
+            subject = _subject(keys, layouts.versus_label(other.label, other.caps, base.label, base.caps))
             decided = judged["verdict"] != stats.TOO_FEW
             given_up = not decided and out_of_reach(base.medians, other.medians, max_repeats=max_repeats,
                                                     confidence=confidence, paired=False)  # fmt: skip

@@ -93,3 +93,11 @@ def or_same(cap: float, others: Sequence[float], *, unit: str = "") -> str:
     """'1 (or 2: the same buckets)': a point's cap to type first (`unit` after it), the caps that made its buckets
     after."""
     return f"{cap:g}{unit}" + (f" (or {cap_words(others)}: the same buckets)" if others else "")
+
+
+def versus_label(label: str, caps: Sequence[float], base_label: str, base_caps: Sequence[float]) -> str:
+    """A strategy verdict's pair, each named as the page names it (pooled_label where its caps made one layout),
+    the note once where both pooled the same caps: 'bucketed vs stock (each: caps 1, 25 MiB, one bucket layout)'."""
+    if caps and tuple(caps) == tuple(base_caps):
+        return f"{label} vs {base_label} (each: caps {cap_words(caps)} MiB, one bucket layout)"
+    return " vs ".join(pooled_label(name, of) if of else name for name, of in ((label, caps), (base_label, base_caps)))

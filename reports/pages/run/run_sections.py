@@ -284,7 +284,7 @@ def parity_by_configuration(rows: pd.DataFrame) -> pd.DataFrame:
         first = group.iloc[0]
         label = strategy_label(first["impl"], first["impl_options"])
         pooled.append({
-            "config_label": f"{label} · w{first['world_size']} ({len(group)} repeats)",
+            "config_label": f"{label} · w{first['world_size']} ({stats.repeats_text(len(group))})",
             **{key: first[key] for key in ("workload", "size") if key in group},
             "parity_ok": False if failed else (True if True in verdicts else None),
             "parity_max_abs_diff": group["parity_max_abs_diff"].max(),
