@@ -217,10 +217,15 @@ def lead(group: pd.DataFrame) -> tuple[str, str]:
         words = f" leads ({at}), {NO_CHANGE_SHOWN}: {decide.versus(own['times'], next_step, interval=interval)}"
     else:
         verdict = a_verdicts_pair(best, runner, reference, contenders)
-        doubt = too_few_text(own, pair=not verdict)
+        one_rank = int(best["world_size"]) == 1  # no verdict is about it: no need to name
+        doubt = (
+            (interval_text(own) if own["low"] is not None else "") if one_rank else too_few_text(own, pair=not verdict)
+        )
         words = (f" leads ({at}); too few repeats to tell it from {runner_name}, the next: so far "
                  f"{decide.versus(own['times'], decide.step_of(runner_name), interval=doubt)}")  # fmt: skip
-        if reference is not None and not verdict and not caps_of_one_sweep(best, runner):
+        if one_rank:
+            words += f"; {ONE_RANK}"
+        elif reference is not None and not verdict and not caps_of_one_sweep(best, runner):
             words += f" (a lead the run does not decide: its verdicts hold each strategy against {_name(reference)})"
         elif not verdict and swept_caps(best, contenders) & {stats.REFERENCE_CAP_MB}:
             words += (f" (a lead the run does not decide: its cap verdict holds each cap against the "
@@ -301,12 +306,17 @@ def headline(group: pd.DataFrame) -> str:
         verb, verdict = "is fastest", f"decided{repeats}" + ("" if stock_next else f": {faster} {next_one}")
     elif judged == NOT_SIGNIFICANT:
         verb, verdict = "leads", f"tied with {next_one}: {NO_CHANGE_SHOWN}"
+    elif int(best["world_size"]) == 1:  # never judged: a need would read as a verdict the run works towards
+        verb, verdict = "leads", f"too few repeats to tell it from {next_one}; {ONE_RANK}"
     else:
         pair = "" if a_verdicts_pair(best, runner, reference, contenders) else "these two "  # evidence.too_few_text
         have = f"have {proof['repeats']}, {pair}{stats.needed_text(proof['needed'])}" if proof.get("needed") else ""
         whom = "" if stock_next else f" to tell it from {next_one}"
         verb, verdict = "leads", f"not decided: too few repeats{whom} ({have or '--repeats 2 or more'})"
     return f"{start} {verb}: {esc(buys)}; {esc(verdict)}; {parity}{esc(noisy)}."
+
+
+ONE_RANK = "one rank is not judged: nothing communicates"
 
 
 def _against_stock(best: pd.Series, reference: pd.Series) -> str:

@@ -311,6 +311,11 @@ def test_at_one_rank_which_the_stopping_rule_never_judges_the_answer_looks_once_
     assert frame.loc[frame["world_size"] == 2, "confidence"].tolist() == pytest.approx([0.995, 0.995])
     one, two = (in_full(frame[frame["world_size"] == world]) for world in (1, 2))
     assert "; 95% interval" in one and "; 99.5% interval" in two
+    # No verdict is about one rank: a page's 'need about 14' there read as one the run works towards.
+    short = answer.headline(frame[frame["world_size"] == 1])
+    assert "need" not in one + short and "have 2" not in one + short, one + short
+    assert short.endswith(f"too few repeats to tell it from the next, stock; {answer.ONE_RANK}; parity ok."), short
+    assert one.endswith(answer.ONE_RANK) and "need about" in in_full(frame[frame["world_size"] == 2])
 
 
 def test_the_answer_calls_significant_only_what_the_verdicts_call_beyond_the_threshold_too():
