@@ -267,7 +267,7 @@ def test_a_bf16_or_fp16_run_on_the_cpu_is_timed_in_its_dtype_and_warned_about_wh
     sizes.clear()  # the warning's ratio compares the dtypes at one size, and names it (the probe's sizes differ)
     plan.warn_slow_half([bf16], threads=1)
     said = capsys.readouterr().err
-    assert sizes == {plan.SLOW_BF16_SIZE} and said.startswith(
+    assert sizes == {plan.SLOW_HALF_SIZE} and said.startswith(
         "ddpbench: warning: --dtype bf16: this CPU computes bf16 82× slower than fp32 (a 256² matmul at 0.7 against "
         "57.5 GFLOP/s, timed now)"
     )

@@ -640,3 +640,16 @@ def test_caps_of_one_layout_are_named_as_typed_not_as_the_bytes_ddp_recorded():
                repeats("bucketed", [12.0, 12.4]))  # fmt: skip
     group = evidence.one_layout_pooled(pooled.ranked(rows, workload="mlp"))
     assert group.iloc[0]["strategy"] == "stock (caps 0.0005, 0.001 MiB: one bucket layout)", group.iloc[0]["strategy"]
+
+
+def test_one_noisy_cap_of_a_pooled_layout_is_said_in_the_singular_and_its_note_kept_in_the_cell():
+    """A page's headline read 'noisy at caps 25' (one cap); the pooled row's noise cell now says each cap's note."""
+    one = [[0.13]] * 2
+    rows = run(repeats("stock", [8.0, 8.1], options={"bucket_cap_mb": 1.0}, bucket_sizes_mb=one),
+               repeats("stock", [8.2, 8.0], options={"bucket_cap_mb": 25.0}, bucket_sizes_mb=one, step_ms_cv=0.3),
+               repeats("bucketed", [12.0, 12.4]))  # fmt: skip
+    group = evidence.one_layout_pooled(pooled.ranked(rows, workload="mlp"))
+    stock = group[group["impl"] == "stock"].iloc[0]
+    assert stock["noise"] == "noisy at cap 25 (the table says how)", stock["noise"]
+    assert answer.noise_cell(stock) == "<b>noisy</b>: cap 25: noisy steps (CV 0.30)", answer.noise_cell(stock)
+    assert "; noisy at cap 25 (the table says how)." in answer.headline(group)

@@ -66,25 +66,25 @@ def say_warmup(configurations) -> None:
                     "out)")  # fmt: skip
 
 
-SLOW_BF16 = 2.0
-"""A CPU whose bf16 (fp16) matmul runs this many times slower than its fp32 one (emulated: no such instructions) is
+SLOW_HALF = 2.0
+"""A CPU whose bf16 or fp16 matmul runs this many times slower than its fp32 one (emulated: no such instructions) is
 said to."""
-SLOW_BF16_SIZE = 256
+SLOW_HALF_SIZE = 256
 """The one size both dtypes' matmuls are timed at for that ratio (the forecast's probe grows each its own way)."""
 
 
 def warn_slow_half(configurations, *, threads: int) -> None:
     """A CPU run in bf16 or fp16 where this CPU computes that dtype far slower than fp32, measured now by a matmul of
-    each at SLOW_BF16_SIZE² (a walkthrough's convnext_tiny bf16 run: 784 s of steps unforecast): its steps time the
+    each at SLOW_HALF_SIZE² (a walkthrough's convnext_tiny bf16 run: 784 s of steps unforecast): its steps time the
     emulation. What predict takes from a half-precision run, the activations in it, it counts itself from a --dtype
     auto run for a GPU that trains in it (docs/your-model.md)."""
     from harness.measure.pace import cpu_flops_per_s
 
     for half in dict.fromkeys(c.dtype for c in configurations if c.dtype in ("bf16", "fp16")):
-        fp32, rate = (cpu_flops_per_s(threads, dtype, SLOW_BF16_SIZE) for dtype in ("fp32", half))
-        if rate * SLOW_BF16 <= fp32:
+        fp32, rate = (cpu_flops_per_s(threads, dtype, SLOW_HALF_SIZE) for dtype in ("fp32", half))
+        if rate * SLOW_HALF <= fp32:
             warning(f"--dtype {half}: this CPU computes {half} {fp32 / rate:.0f}× slower than fp32 (a "
-                    f"{SLOW_BF16_SIZE}² matmul at {rate / 1e9:.2g} against {fp32 / 1e9:.3g} GFLOP/s, timed now): the "
+                    f"{SLOW_HALF_SIZE}² matmul at {rate / 1e9:.2g} against {fp32 / 1e9:.3g} GFLOP/s, timed now): the "
                     f"steps time its emulation, no GPU's {half}; --dtype auto runs fp32 here, and predict counts a "
                     f"GPU's {half} activations from it")  # fmt: skip
 
