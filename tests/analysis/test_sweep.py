@@ -319,6 +319,7 @@ def test_the_cap_tables_cap_is_the_one_its_answer_gives_not_a_flat_sweeps_fastes
     flat = sweep.recommendations(one_bucket, steps)
     table = run_sections.recommendation_table(flat)
     assert "<th>cap (MiB), as the answer says</th>" in table and "<td>any</td>" in table and "<td>5</td>" not in table
+    assert f"<td>{flat['best_step_ms'].iloc[0]:.2f}</td>" in table and "their launches pooled)</th>" in table
     tied = flat.assign(equivalent_caps_mb=json.dumps([1.0, 5.0]))  # flat among some caps: those
     assert run_sections.cap_cell(tied.iloc[0]) == "any of 1, 5"
     decided = sweep.recommendations(*sweep_rows({1.0: 80.0, 25.0: 100.0}, repeats=stats.PAIRED_FROM))

@@ -161,7 +161,8 @@ def recommendation_table(frame: pd.DataFrame) -> str:
             esc(cap_cell(row)), f"{r.best_step_ms:.2f}", interval, gain, esc(r.repeats), esc(r.noise or ""),
         ])  # fmt: skip
     head = ["workload", "strategy", "world size", "answer", "cap (MiB), as the answer says",
-            "the fastest cap's step (ms, geometric mean of repeats)", f"its {stats.CONFIDENCE:.0%} CI (ms)",
+            "the fastest cap's step (ms, geometric mean of repeats; caps of one layout, their launches pooled)",
+            f"its {stats.CONFIDENCE:.0%} CI (ms)",
             f"the {stats.REFERENCE_CAP_MB:g} MiB cap", "repeats", "noise"]  # fmt: skip
     return (
         "<h3>Recommended bucket_cap_mb</h3><p>Each repeat's median step is one piece of evidence. A cap is "
