@@ -125,7 +125,8 @@ def test_a_lead_inside_fsdps_own_cost_bounds_leaves_the_pick_open_and_one_beyond
     predictions.strategy_choice(STATE, cluster, frames=[left])
     said = capsys.readouterr().out
     row = next(line for line in said.splitlines() if line.split()[:1] == ["64"])
-    assert row.split()[:7] == ["64", "fsdp", "or", "stock", "or", "zero", "90–110"]  # no next: all three booked
+    # no next: all three booked, at the step booked once FSDP's cost is measured: fsdp's without it, stock's with it
+    assert row.split()[:7] == ["64", "fsdp", "or", "stock", "or", "zero", "90–100"]  # (110: no one would book it)
     assert row.endswith("open until FSDP's own cost is measured on a GPU [1]") and "a tie" not in said
     assert "  [1] open until FSDP's own cost is measured on a GPU (w64 fsdp without it, stock or zero with a CPU's, " \
            "scaled): bench --gpus 1 --impls local,fsdp on a GPU measures it" in said  # fmt: skip
@@ -141,6 +142,33 @@ def test_a_lead_inside_fsdps_own_cost_bounds_leaves_the_pick_open_and_one_beyond
     )  # each end said
     far = frame.assign(fsdp_step_ms=80.0, fsdp_own_left_out_ms=12.0)  # 8 ms ahead even with it: the pick
     assert [c.strategy for c in choice.choose(predictions.labelled(STATE), [far], 80.0)[0].picked] == ["fsdp"]
+
+
+def test_an_open_pick_is_the_same_booking_in_the_answer_and_the_bookings_and_the_answer_names_its_end(capsys):
+    """A walkthrough's bookings read 'fsdp → stock at 25 MiB ≥12.95–25' where the answer left 'fsdp or stock' open at
+    ≥12.95–21.15 with no word of the end it was printed at: the booking names the open pick as the answer does, its
+    range at that end is the answer's, and the answer's header says which end its row is (the other books stock)."""
+    from harness.commands.console.predict import bookings as console_bookings
+    from harness.perfmodel.clusters.bookings import of_cluster
+
+    here = _frame(64, 100.0, 103.0).assign(fsdp_step_ms=90.0, fsdp_own_left_out_ms=20.0)  # compute-bound: open
+    there = _frame(64, 200.0, 230.0).assign(fsdp_step_ms=215.0)  # memory-bound: stock ahead
+    state = predictions.labelled(STATE)
+    choices = [{64: choice.choose(state, [frame], 80.0)[0]} for frame in (here, there)]
+    (w64,) = of_cluster("dgx-h100", 8, [here, there], choices, batch=128)
+    (one_end,) = of_cluster("dgx-h100", 8, [here], choices[:1], batch=128)
+    assert (w64.book, w64.other_end, w64.tied) == ("fsdp or stock or zero", "stock", ())
+    assert console_bookings._cells(w64, None, ("compute-bound", "memory-bound"))[3:5] == (
+        "fsdp or stock or zero → stock", "90–200")  # fmt: skip
+    cluster = types.SimpleNamespace(name="dgx-h100", gpu_memory_gib=80.0)
+    predictions.strategy_choice(STATE, cluster, frames=[here], batch=128,
+                                other_end=("compute-bound", "memory-bound", there))  # fmt: skip
+    said = capsys.readouterr().out
+    assert "; at the step's compute-bound end, the memory-bound end's below):" in said
+    row = next(line for line in said.splitlines() if line.split()[:1] == ["64"])
+    step = "–".join(f"{ms:.4g}" for ms in one_end.step_ms)
+    gpu_hours = "–".join(f"{h:.3g}" for h in one_end.gpu_hours)
+    assert row.split()[6] == step == "90–100" and gpu_hours in row.split()  # the booking's, at this end
 
 
 def test_zero_with_a_bucket_view_is_timed_with_one_broadcast_a_rank():
@@ -362,8 +390,9 @@ def test_the_answer_ends_as_a_table_of_the_pick_the_next_and_what_it_rests_on(ca
                                                                      "rests on"]  # fmt: skip  # over marks alone
     # 75 ms a step of 32 samples a GPU: 0.075 s × 10⁶ / 32 / 3,600 = 0.651 GPU-hours a million samples
     assert w8.split() == ["8", "zero", "75", "0.651", "[1]"]  # no runner-up: none else fits, said under the table
-    # open: fsdp or zero, their span; stock behind the faster of them at each end: 100 / 90, 100 / 95
-    assert w64.split()[:8] == ["64", "fsdp", "or", "zero", "90–102", "stock", "+5.3–11.1%", "0.781–0.885"]
+    # open: fsdp or zero, the faster of them at each end (fsdp's 102 with its cost no one would book); stock behind
+    # that at each end: 100 / 90, 100 / 95
+    assert w64.split()[:8] == ["64", "fsdp", "or", "zero", "90–95", "stock", "+5.3–11.1%", "0.781–0.825"]
     assert header.index("book") == w64.index("fsdp")  # words aligned left, figures right
     assert header.index("behind") + len("behind") == w64.index("+5.3–11.1%") + len("+5.3–11.1%")
     # the notes' words beside the figures would pass the console's width: marks, the words under the table once
@@ -689,12 +718,13 @@ def test_what_does_not_fit_in_fp32_activations_is_said_in_fp32():
 
 def test_a_tie_at_one_cap_says_the_cap_once_in_the_consoles_book_cell():
     """'stock at 25 MiB or zero at 25 MiB' took 33 of a 161-character row of a 1.3B Llama's answer: the cap once."""
-    assert answer._book("stock at 25 MiB or zero at 25 MiB") == "stock or zero at 25 MiB"
+    assert answer.book_cell("stock at 25 MiB or zero at 25 MiB") == "stock or zero at 25 MiB"
     assert (
-        answer._book("stock comm_hook=fp16 at 25 MiB or stock at 25 MiB") == "stock comm_hook=fp16 or stock at 25 MiB"
+        answer.book_cell("stock comm_hook=fp16 at 25 MiB or stock at 25 MiB")
+        == "stock comm_hook=fp16 or stock at 25 MiB"
     )
     for apart in ("stock at 25 MiB or zero at 100 MiB", "stock or zero", "fsdp", "zero at 25 MiB"):
-        assert answer._book(apart) == apart  # caps apart, none, or one pick: as the page says it
+        assert answer.book_cell(apart) == apart  # caps apart, none, or one pick: as the page says it
 
 
 def test_the_cap_caveats_advice_only_where_a_miss_on_every_all_reduce_could_move_the_cap_named():

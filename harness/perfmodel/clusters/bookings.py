@@ -31,9 +31,10 @@ class Booking:
     cluster: str
     nodes: int
     gpus: int
-    book: str  # the fastest the cluster's answer books at this GPU count (at the short end); '' where none fits
+    book: str  # what the cluster's answer books at this GPU count (at the short end): its pick, or where an own
+    # cost leaves it open, every pick it leaves open ('fsdp or stock at 25 MiB', as its table); '' where none fits
     tied: tuple[str, ...]  # the strategies the answer ties with it, at either end
-    other_end: str  # the fastest at the long end where it is not `book`; '' where the same (or one end)
+    other_end: str  # what the answer books at the long end where it is not `book`; '' where the same (or one end)
     step_ms: tuple[float, ...]  # the booked step at its short end and its long end; one figure where they are one
     at_least: bool  # a full-size floor ranks it: the step is at least this
     per_s: tuple[float, ...]  # samples (or tokens) a second at each end: GPUs × a GPU's batch / the step
@@ -56,8 +57,7 @@ class Booking:
 
 
 class _Picked(NamedTuple):
-    book: str  # what the answer books at the short end of the own costs
-    other: str  # what it books at their long end, where not the same
+    book: str  # what the answer books: its pick, or every pick an own cost leaves open ('fsdp or stock at 25 MiB')
     tied: tuple[str, ...]
     steps: tuple[float, float] | None  # the booked step without any own cost a CPU measured, and with all of it
     floored: bool  # a full-size floor ranks it
@@ -82,8 +82,9 @@ def of_cluster(name: str, gpus_per_node: int, ends_rows: list[pd.DataFrame], cho
         fits = all(p.steps is not None for p in picks)  # none modelled fits at an end: no booking to rank
         steps = tuple(dict.fromkeys((picks[0].steps[0], picks[-1].steps[-1]))) if fits else ()
         book = picks[0].book
-        other = next((n for n in (picks[0].other, *(p.book or p.other for p in picks[1:])) if n and n != book), "")
-        at_ends = [[s for s in p.tied if s != book.split(" at ")[0]] for p in picks]  # in the answer's order
+        other = next((p.book for p in picks[1:] if p.book and p.book != book), "")  # the long end's, where another
+        booked = set(_strategies(book))
+        at_ends = [[s for s in p.tied if s not in booked] for p in picks]  # in the answer's order
         tied = tuple(dict.fromkeys(s for end in at_ends for s in end))
         one_end = tuple(tuple(s for s in end if not all(s in other for other in at_ends)) for end in at_ends) \
             if len(picks) > 1 else ()  # fmt: skip
@@ -97,24 +98,33 @@ def of_cluster(name: str, gpus_per_node: int, ends_rows: list[pd.DataFrame], cho
 
 
 def _pick(rows: pd.DataFrame, choice: Choice | None) -> _Picked:
-    """The choice's fastest pick (where its own costs flip it, the picks at either end); without a choice, DDP at its
-    answer's cap."""
+    """The choice's pick, as its answer's table books it: its first, the rest tied; where its own costs leave it open,
+    every pick named (as the table's 'fsdp or stock at 25 MiB': the answer leaves the one to book open), the step
+    from the fastest without any own cost to the fastest with all of them (choice_table.step_cell's range); without a
+    choice, DDP at its answer's cap."""
     if choice is not None:
         if not choice.picked:
-            return _Picked("", "", (), None, False, ())
+            return _Picked("", (), None, False, ())
         first = last = choice.picked[0]  # what the answer books first: the roomiest, the least machinery, the fastest
         if choice.open_on:  # the pick at each end of the own costs: without any, with all of them
             first, last = min(choice.at_ends[0], key=lambda c: c.step_ms), min(choice.at_ends[1], key=whole_step)
-        tied = tuple(c.strategy for c in choice.picked if c is not first and c is not last)
+            book, tied = " or ".join(c.named for c in choice.picked), ()
+        else:
+            book, tied = first.named, tuple(c.strategy for c in choice.picked[1:])
         own = tuple(dict.fromkeys(c.model for c in (first, last) if c.bounded))
-        return _Picked(first.named, last.named if last is not first else "", tied, (first.step_ms, whole_step(last)),
+        return _Picked(book, tied, (first.step_ms, whole_step(last)),
                        any(c.profiled_ms is not None for c in (first, last)), own)  # fmt: skip
     row = agreement.answer_row(rows.reset_index(drop=True))
     floor = float(row.get("full_size_step_floor_ms", float("nan")))
     step = float(row["step_ms"])
     floored = floor > step  # NaN where no floor: False
     step = floor if floored else step
-    return _Picked(f"DDP at {float(row['bucket_cap_mb']):g} MiB", "", (), (step, step), floored, ())
+    return _Picked(f"DDP at {float(row['bucket_cap_mb']):g} MiB", (), (step, step), floored, ())
+
+
+def _strategies(book: str) -> list[str]:
+    """The strategies a booking's `book` names: ['fsdp', 'stock'] of 'fsdp or stock at 25 MiB'."""
+    return [pick.split(" at ")[0] for pick in book.split(" or ")]
 
 
 @dataclasses.dataclass(frozen=True)

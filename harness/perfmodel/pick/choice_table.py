@@ -119,9 +119,10 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
     rest, behind = next_fits(choice)
     book = " or ".join(c.named + " (tight)" * c.tight for c in choice.picked)  # not booked plainly: a note says
     cells = (str(choice.world_size), book,  # the cap where the floors rank it; a tight fit's room, its note
-             step_cell(choice.picked), " or ".join(c.named for c in rest), behind_cell(*behind) if rest
-             else "", step_cell(choice.picked, gpu_hours_per_step_ms(batch=batch, tokens=tokens),
-                                lambda v: f"{v:.3g}" if v < 1e3 else f"{v:,.0f}")
+             step_cell(choice.picked, open_=bool(choice.open_on)), " or ".join(c.named for c in rest),
+             behind_cell(*behind) if rest else "",
+             step_cell(choice.picked, gpu_hours_per_step_ms(batch=batch, tokens=tokens),
+                       lambda v: f"{v:.3g}" if v < 1e3 else f"{v:,.0f}", open_=bool(choice.open_on))
              if batch else "")  # fmt: skip  # GPU-hours: no exponent in a table read by eye
     shown = list(dict.fromkeys(c for c in (*choice.picked, *rest) if c.bounded and c.model not in choice.open_on))
     ends = flip_ends(choice, *behind) if rest else ""  # the next leads at one end: which, said on the range's note
@@ -258,10 +259,14 @@ def _tight(c: Candidate, capacity_gib: float, roomy: int, at: pd.DataFrame) -> N
     return Note(f"{c.strategy} fits tight ({left}; {tight_why()})", f"{c.strategy} fits tight", tight_why(), left)
 
 
-def step_cell(picked: list[Candidate], scale: float = 1.0, text=lambda value: f"{value:.4g}") -> str:
+def step_cell(picked: list[Candidate], scale: float = 1.0, text=lambda value: f"{value:.4g}", *,
+              open_: bool = False) -> str:  # fmt: skip
     """'≥269.2' (a full-size floor ranks it), a tie's span '269.2–351.7', a step bounded by its own cost (a CPU's)
-    from its short end to its long; each step × `scale` (GPU-hours a million
+    from its short end to its long; `open_` (picks left open on an own cost: Choice.open_on), the step booked once
+    that cost is measured, the fastest pick's at each end (fsdp 90–110 or stock 100: 90–100, as the bookings book
+    it; it read 90–110, a step no one would book); each step × `scale` (GPU-hours a million
     samples take: step s × 10⁶ / the batch a GPU steps at / 3,600 s, the GPUs' count cancelling out; a billion
     tokens: step s × 10⁹ / the tokens a GPU steps on / 3,600 s)."""
-    span = bounds.span_text(min(c.step_ms for c in picked) * scale, max(map(whole_step, picked)) * scale, text)
+    span = bounds.span_text(min(c.step_ms for c in picked) * scale, (min if open_ else max)(map(whole_step, picked))
+                            * scale, text)  # fmt: skip
     return "≥" * any(c.profiled_ms is not None for c in picked) + span  # a bounded step: its own cost's long end

@@ -45,7 +45,7 @@ def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataF
     spanned = ""
     if other_end is not None:
         rows, spanned = _to_other_end(rows, other_end, state, capacity_gib, errors=errors, batch=batch)
-    rows = [((*cells[:1], _book(cells[1]), *cells[2:]), notes) for cells, notes in rows]
+    rows = [((*cells[:1], book_cell(cells[1]), *cells[2:]), notes) for cells, notes in rows]
     table, footnotes = _marked(rows, marks_only=False)
     if max(map(len, _lines(header, table))) > WIDTH:  # the notes' words too wide beside the figures: marks alone
         table, footnotes = _marked(rows, marks_only=True)
@@ -73,19 +73,26 @@ def choice_table(state: pd.DataFrame, capacity_gib: float, frames: list[pd.DataF
 def _to_other_end(rows: list[tuple], other_end: tuple, state, capacity_gib: float, *, errors,
                   batch) -> tuple[list[tuple], str]:  # fmt: skip
     """`rows` with each pick's step (and GPU-hours) spanned to the other end's where that end books the same pick at
-    its GPU count; and the header's words for it ('' where no row spans)."""
+    its GPU count; and the header's words for the end(s) its rows are at: '' where every row is the same at both
+    ends, else the end each is at (a row the other end books otherwise is this end's alone: it once went unsaid, its
+    range read as the bookings' of both ends)."""
     here, there, other_rows = other_end
     frames = [frame.reset_index(drop=True) for _, frame in other_rows.groupby("world_size", sort=True)]
     theirs = {cells[0]: cells for cells, _ in noted_rows(state, frames, capacity_gib, errors=errors, batch=batch)}
     figures = (2, COST) if batch else (2,)
-    out, spanned = [], False
+    out, spanned, alone = [], False, False
     for cells, notes in rows:
         other = theirs.get(cells[0])
         if other is not None and other[1] == cells[1] and cells[2]:
             cells = tuple(_spanned(cell, other[k]) if k in figures else cell for k, cell in enumerate(cells))
             spanned = spanned or cells[2] != other[2]
+        alone = alone or other is None or other[1] != cells[1]
         out.append((cells, notes))
-    return out, f"; a range: the step's {here} end to its {there} end, the rest at the {here} end" * spanned
+    if not alone:
+        return out, f"; a range: the step's {here} end to its {there} end, the rest at the {here} end" * spanned
+    if not spanned:
+        return out, f"; at the step's {here} end, the {there} end's below"
+    return out, f"; a range: the step's {here} end to its {there} end where both book the same, else its {here} end"
 
 
 def _spanned(cell: str, other: str) -> str:
@@ -116,7 +123,7 @@ def _marked(rows: list[tuple], *, marks_only: bool) -> tuple[list[tuple], dict]:
     return table, footnotes
 
 
-def _book(cell: str) -> str:
+def book_cell(cell: str) -> str:
     """'stock or zero at 25 MiB' for a tie's 'stock at 25 MiB or zero at 25 MiB' (the page's cell): the cap said once
     where every strategy tied is at it."""
     picks = cell.split(" or ")

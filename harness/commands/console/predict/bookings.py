@@ -11,6 +11,7 @@ import math
 import re
 
 from harness.commands.console import say, say_once
+from harness.commands.console.predict.answer import book_cell
 from harness.commands.console.predict.scaling import FAR_BELOW_ASSUMED
 from harness.perfmodel.clusters.bookings import (
     LEAD,
@@ -75,13 +76,21 @@ def _ranged_words(bookings: list[Booking], ends: tuple[str, str] | None) -> str:
 def _cells(b: Booking, prices: dict[str, float] | None, ends: tuple[str, str] | None = None) -> tuple[str, ...]:
     if not b.fits:
         return (b.cluster, str(b.gpus), str(b.nodes), "none modelled fits", "", "", "", *([""] if prices else []))
-    book = f"{b.book} → {b.other_end}" if b.other_end else b.book
+    book = _ends_book(book_cell(b.book), book_cell(b.other_end)) if b.other_end else book_cell(b.book)
     book += f" (or {_tied_words(b, ends)})" if b.tied else ""
     mark = "≥" if b.at_least else ""
     cost = (mark + _span(tuple(prices[b.cluster] * h for h in b.gpu_hours), _counted),) if prices else ()
     return (b.cluster, str(b.gpus), str(b.nodes), book, mark + _span(b.step_ms, lambda v: f"{v:.4g}"),
             ("≤" if b.at_least else "") + _span(b.per_s, _counted),
             mark + _span(b.gpu_hours, _counted), *cost)  # fmt: skip
+
+
+def _ends_book(here: str, there: str) -> str:
+    """'fsdp or stock → stock at 25 MiB': what each end's answer books, a cap both end on said once, last."""
+    cap = there.rpartition(" at ")[2] if " at " in there else ""
+    if cap and here.endswith(f" at {cap}"):
+        here = here.removesuffix(f" at {cap}")
+    return f"{here} → {there}"
 
 
 def _tied_words(b: Booking, ends: tuple[str, str] | None) -> str:

@@ -97,7 +97,7 @@ def ends_verdicts(ends_rows: list, state, capacity_gib: float, errors=None) -> l
             choice = choices.get(world)
             said[world] = {"caps": set(frame.loc[frame["best"], "bucket_cap_mb"]),
                            "picks": tuple(c.named for c in choice.picked) if choice else None,
-                           "picked": list(choice.picked) if choice else [],
+                           "picked": list(choice.picked) if choice else [], "open": bool(choice and choice.open_on),
                            "step_ms": max(row["step_ms"], floor) if floor == floor else row["step_ms"],
                            "floored": floor == floor and floor > row["step_ms"]}  # fmt: skip
         per_end.append(said)
@@ -128,8 +128,9 @@ def say_ends_verdict(chosen, ends: list[tuple[str, float]], frames: list, *, sta
     tokens = tokens_a_step(state) if state is not None else None
     if batch and any(v["ends"][1]["picked"] for v in verdicts):  # as the table's column: step s × 10⁶ / batch / 3,600
         per = gpu_hours_per_step_ms(batch=batch, tokens=tokens)
-        cost = ", ".join(f"w{v['world_size']} {step_cell(v['ends'][1]['picked'], per, lambda x: f'{x:.3g}')}"
-                         for v in verdicts if v["ends"][1]["picked"])  # fmt: skip
+        there = [(v["world_size"], v["ends"][1]) for v in verdicts if v["ends"][1]["picked"]]
+        cost = ", ".join(f"w{world} {step_cell(end['picked'], per, lambda x: f'{x:.3g}', open_=end['open'])}"
+                         for world, end in there)  # fmt: skip
         steps += f"; the pick's GPU-h per {cost_unit(tokens)} {cost}"
     chosen_at = any(end["picks"] is not None for v in verdicts for end in v["ends"])  # a choice made at all
     what = "DDP's cap and the choice of strategy" if chosen_at else "DDP's cap"
