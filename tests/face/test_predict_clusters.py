@@ -95,6 +95,22 @@ def test_a_batch_asked_is_the_one_the_throughput_counts(tmp_path, capsys):
     assert float(a100[5].replace(",", "")) == pytest.approx(8 * 32 / (float(a100[4].lstrip("≥")) / 1e3), rel=5e-3)
 
 
+def test_a_batch_given_even_the_runs_own_is_not_asked_for(small_run, capsys):
+    """`--batch-size` at the run's own batch (4 here: mlp's), one value or each cluster's, was asked for again under
+    the answer ('the step given was timed at another? --batch-size N'): the caveat is for a step given without it."""
+    base = ["predict", "--run", small_run.name, "--results", str(small_run.parent), "--nodes", "1"]
+    caveat = "the step given was timed at another? --batch-size N"
+    assert cli.main([*base, "--cluster", "dgx-h100", "--local-step-ms", "0.2"]) == 0
+    said = capsys.readouterr().out
+    assert caveat in said  # without --batch-size: the run's batch, said so
+    batch = re.search(r"a GPU's samples a step: (\d+), the run's batch", said)[1]
+    for flags in (["--cluster", "dgx-h100", "--local-step-ms", "0.2", "--batch-size", batch],
+                  ["--cluster", "dgx-h100,dgx-h200", "--local-step-ms", "dgx-h100=0.2,dgx-h200=0.15",
+                   "--batch-size", f"dgx-h100={batch},dgx-h200={batch}"]):  # fmt: skip
+        assert cli.main([*base, *flags]) == 0
+        assert caveat not in capsys.readouterr().out, flags
+
+
 def test_the_steps_words_are_said_once_not_a_clusters(tmp_path, capsys):
     """A step measured on an A100 is the same claim whichever cluster is weighed: its FLOPs against the A100's peak and
     what the full size's floors are were said once per cluster, word for word."""

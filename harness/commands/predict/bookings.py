@@ -244,8 +244,7 @@ def predict_each(args: argparse.Namespace, first, profile, caps: list[float], *,
 
             asked = predict_input.memory_batch(args, setup) if setup else None
             batch = (asked or int(setup["batch_size"])) if setup else None
-            note = run_batch_caveat(batch, step_given=bool(args.local_step_ms),
-                                    asked=asked or getattr(args, "batch_size_each", None))  # fmt: skip
+            note = run_batch_caveat(batch, step_given=bool(args.local_step_ms), batch_given=bool(args.batch_size))
             bookings.compared(booked, tokens=tokens is not None, ends=ends, note=note, prices=args.gpu_hour_prices,
                               gpus=gpus, far_below_peak=far)  # fmt: skip
         elif several:  # no step: why no booking, once for every cluster

@@ -355,7 +355,8 @@ def run_steps(args: argparse.Namespace, chosen, profile, caps: list[float], *, d
     if state is not None:  # the two halves joined: the fastest of the strategies that fit (floors in its own words)
         asked = predict_input.memory_batch(args, setup) if setup else None
         step_batch = (asked or int(setup["batch_size"])) if setup else None
-        batch_note = answer.run_batch_caveat(step_batch, step_given=bool(args.local_step_ms), asked=asked)
+        batch_note = answer.run_batch_caveat(step_batch, step_given=bool(args.local_step_ms),
+                                             batch_given=bool(args.batch_size))  # fmt: skip
         notes = joined(*caveat, *cpu_split("ZeRO-1", "FSDP2"), fsdp_note, zero_own.note)
         predictions.strategy_choice(state, chosen, frames=rows, caveat=notes, cpu_optimizer=cpu_optimizer,
                                     errors=errors, batch=step_batch, batch_note=batch_note,

@@ -145,10 +145,11 @@ def _lines(header: tuple[str, ...], table: list[tuple]) -> list[str]:
     return lines
 
 
-def run_batch_caveat(batch: int | None, *, step_given: bool, asked: int | None) -> str:
+def run_batch_caveat(batch: int | None, *, step_given: bool, batch_given: bool) -> str:
     """Where a GPU step was given (--local-step-ms) without the batch it was timed at (--batch-size), the GPU-hours
     and the samples (tokens) a second divide it by the run's batch a GPU, which may not be the step's: said, with the
-    flag that gives the step's; '' where the batch was asked or the steps are the run's own."""
-    if not step_given or asked or not batch:
+    flag that gives the step's; '' where --batch-size was given (even the run's own: it once asked for the flag
+    given) or the steps are the run's own."""
+    if not step_given or batch_given or not batch:
         return ""
     return f"a GPU's samples a step: {batch}, the run's batch; the step given was timed at another? --batch-size N"
