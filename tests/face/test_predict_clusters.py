@@ -439,6 +439,23 @@ def test_each_cluster_is_priced_at_its_own_batch_and_its_step_there(tmp_path, ca
 @pytest.mark.parametrize(
     ("flags", "error"),
     [
+        (["--batch-size", "dgx-a100=4"], "--batch-size 'dgx-a100=4' names a cluster's value without --cluster; give "
+         "one value, e.g. --batch-size 4, or name the clusters with --cluster dgx-a100"),
+        (["--local-step-ms", "dgx-a100=x,dgx-h100=3"], "e.g. --local-step-ms MS, or name the clusters with --cluster "
+         "dgx-a100,dgx-h100"),
+    ],
+)  # fmt: skip
+def test_a_clusters_value_without_cluster_names_the_forms_that_are_valid(tmp_path, capsys, flags, error):
+    """It read '… give one value (2)': a leftover figure, and no form named to give instead."""
+    shutil.copytree(DATA / "cpu_run", tmp_path / "cpu_run")
+    assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), *flags]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and error in captured.err
+
+
+@pytest.mark.parametrize(
+    ("flags", "error"),
+    [
         (["--batch-size", "dgx-a100=128,dgx-h200=256", "--local-step-ms", "310"],
          "--batch-size 'dgx-a100=128,dgx-h200=256' gives the clusters unlike batches, but --local-step-ms 310 is one "
          "step, timed at one batch: give each cluster's step at its batch, --local-step-ms dgx-a100=MS,dgx-h200=MS"),

@@ -24,9 +24,12 @@ def split(args: argparse.Namespace) -> None:
         setattr(args, f"{key}_each", text if isinstance(text, str) else None)
         if not isinstance(text, str):
             continue
-        if not args.cluster:
-            raise ConfigError(f"{flag} {text!r} names a cluster's value without --cluster; give one value (2)")
         first = text.split(",")[0].partition("=")[2].strip()
+        if not args.cluster:
+            named = ",".join(item.partition("=")[0].strip() for item in text.split(",") if "=" in item) or "A,B"
+            one = f"{flag} {_example(key, first)}"
+            raise ConfigError(f"{flag} {text!r} names a cluster's value without --cluster; give one value, e.g. {one}, "
+                              f"or name the clusters with --cluster {named}")  # fmt: skip
         setattr(args, key, _number(key, first, text) if first else None)
 
 
@@ -104,6 +107,14 @@ def one_clusters(args: argparse.Namespace, cluster: str, profile_name: str) -> N
         if isinstance(each, dict):
             setattr(args, key, each[cluster])
             setattr(args, f"{key}_each", None)
+
+
+def _example(key: str, first: str) -> str:
+    """The value typed first where it is one ('4' of 'dgx-a100=4'), else the value's name (N, MS)."""
+    try:
+        return f"{_number(key, first, first):g}"
+    except ConfigError:
+        return next(value for k, _, value, _ in EACH if k == key)
 
 
 def _number(key: str, text: str, given: str, *, form: str = ""):
