@@ -70,9 +70,9 @@ class Option:
             return "|".join(str(c) for c in choices)
         return getattr(self.type, "__name__", str(self.type))
 
-    def coerce(self, text: str, *, named: str | None = None) -> Any:
+    def coerce(self, text: str, *, typed: str | None = None) -> Any:
         """Turn command-line text into this option's value, or raise ConfigError naming the text and
-        what is valid."""
+        what is valid (`typed`: the flag and text as the user typed them, as `check` takes it)."""
         choices = self.choices()
         base = _strip_optional(self.type)
         try:
@@ -84,17 +84,18 @@ class Option:
                 value = base(text)
         except ValueError:
             value = _NOT_PARSED
-        return self.check(value, shown=repr(text), named=named)
+        return self.check(value, shown=repr(text), typed=typed)
 
-    def check(self, value: Any, *, shown: str | None = None, named: str | None = None) -> Any:
+    def check(self, value: Any, *, shown: str | None = None, typed: str | None = None) -> Any:
         """`value` if it is one of this option's values (an int given for a float becomes the float),
         else ConfigError: one line naming the value (`shown`, default its repr) and what is valid, the option
-        by its name or by the flag that gave it (`named`: --bucket-cap-mb, which has no unset value)."""
+        by its name; or, from the command line, what the user typed (`typed`: "--bucket-cap-mb '0'", "--opt
+        bucket_cap_mb=-1": one template for every flag that gives an option, none of which can unset it)."""
         if value is None and self.optional:
             return None
         checked = self._checked(value)
-        if checked is _NOT_PARSED and named:  # a flag's words: bench's other flags say theirs so
-            raise ConfigError(f"{named} {shown or repr(value)} is not valid; give {self.expected(unset=False)}")
+        if checked is _NOT_PARSED and typed:  # a flag's words: bench's other flags say theirs so
+            raise ConfigError(f"{typed} is not valid; give {self.expected(unset=False)}")
         if checked is _NOT_PARSED:
             raise ConfigError(f"{self.name}: {shown or repr(value)} is not {self.expected()}")
         return checked
@@ -263,7 +264,9 @@ class Registry(Generic[T]):
         checked = {key: valid[key].check(value) for key, value in options.items()}
         return entry.cls(**checked)
 
-    def parse_options(self, name: str, texts: dict[str, str]) -> dict[str, Any]:
-        """Coerce {key: text} from the command line into typed options of plug-in `name`."""
+    def parse_options(self, name: str, texts: dict[str, str], *, flag: str | None = None) -> dict[str, Any]:
+        """Coerce {key: text} from the command line into typed options of plug-in `name` (`flag`: the one that gave
+        them, '--opt', named with the text where one is bad: '--opt bucket_cap_mb=-1 is not valid; give …')."""
         valid = self.entry(name).options()
-        return {key: valid[key].coerce(text) for key, text in texts.items() if key in valid}
+        return {key: valid[key].coerce(text, typed=f"{flag} {key}={text}" if flag else None)
+                for key, text in texts.items() if key in valid}  # fmt: skip

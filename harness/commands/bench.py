@@ -104,7 +104,7 @@ def _options(args: argparse.Namespace) -> tuple[tuple[str, tuple[str, ...]], ...
 
         cap = next(found for name in impls.names() if (found := impls.entry(name).options().get("bucket_cap_mb")))
         for text in args.bucket_cap_mb:
-            cap.coerce(text, named="--bucket-cap-mb")
+            cap.coerce(text, typed=f"--bucket-cap-mb {text!r}")
         given.append(("--bucket-cap-mb ", "bucket_cap_mb", args.bucket_cap_mb))
     options, seen = [], {}
     for flag, key, values in given:

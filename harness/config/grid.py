@@ -141,7 +141,7 @@ def impl_option_grids(
         grid = []
         for combo in combos:
             texts = {key: text for (key, _), text in zip(axes, combo, strict=True)}
-            typed = impl_registry.REGISTRY.parse_options(name, texts)
+            typed = impl_registry.REGISTRY.parse_options(name, texts, flag="--opt")
             impl_registry.create(name, **typed)  # validates values (e.g. bucket_cap_mb > 0)
             idle = impl_registry.entry(name).cls.inert_options(typed)
             inert.update({key: f"{key} would change nothing: {name}'s {key} {why}" for key, why in idle.items()})

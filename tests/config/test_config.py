@@ -30,7 +30,11 @@ BAD_BENCH_ARGS = [
     (["--bucket-cap-mb", "-5"], "--bucket-cap-mb '-5' is not valid; give a finite number (MiB > 0)"),
     (["--bucket-cap-mb", "lots"], "--bucket-cap-mb 'lots' is not valid; give a finite number (MiB > 0)"),
     (["--opt", "nonesuch=1"], "'nonesuch'"),
-    (["--opt", "comm_hook=zip"], "'zip'"),
+    (["--opt", "comm_hook=zip"], "--opt comm_hook=zip is not valid; give one of none, fp16, bf16, powersgd"),
+    # as typed, in --bucket-cap-mb's template: it read "bucket_cap_mb: '-1' is not a finite number (MiB > 0, or
+    # unset)", naming neither the flag nor the form typed, and a form --opt cannot give
+    (["--opt", "bucket_cap_mb=-1"], "--opt bucket_cap_mb=-1 is not valid; give a finite number (MiB > 0)"),
+    (["--opt", "bucket_cap_mb=5,inf"], "--opt bucket_cap_mb=inf is not valid; give a finite number (MiB > 0)"),
     (
         ["--opt", "powersgd_rank=4"],
         "powersgd_rank would change nothing: stock's powersgd_rank applies only with comm_hook=powersgd",
