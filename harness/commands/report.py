@@ -1,4 +1,5 @@
-"""`ddpbench report`: refresh each run's model tables, then build the HTML site from the results."""
+"""`ddpbench report`: refresh each run's model tables, judge its cap sweep again, then build the HTML site from the
+results."""
 
 from __future__ import annotations
 
@@ -41,6 +42,7 @@ def _build(args: argparse.Namespace, status) -> int:
     # The floor and the model's curves depend on collectives runs that may have come after a bench run.
     status.show("refreshing each run's model tables")  # seconds only where a table is stale
     predict.update_all_model_tables(args.results)
+    _rejudge_cap_sweeps(args.results)
     _warn_shared_run_ids(args.results)
 
     from reports.pages.compare import write_kept_comparisons
@@ -93,6 +95,20 @@ def as_predict_counts(run_dir, configs, *, cluster) -> dict:
             "full_params": lambda setup, grad_bytes: predict_full_size.full_parameters(setup, configs, grad_bytes),
             "checked": lambda setup: own_check(run_dir.parent, run_dir, setup, configs=configs,
                                                cluster=cluster.name)}  # fmt: skip
+
+
+def _rejudge_cap_sweeps(results) -> None:
+    """Each run's cap recommendations judged again by today's rule, from its rows, at its own confidence: a sweep
+    written before caps of one bucket layout were judged as one point named the luckier of two identical programs
+    (and a 278 % 'gain' between them), and its pages would show that until it was benched again. Only where a run
+    has them: report writes no verdict a run never made."""
+    from harness.analysis.verdicts import sweep
+    from harness.results import layout, store
+    from reports.pages.pooled import run_confidence
+
+    for run in store.list_runs(results):
+        if (run / layout.RECOMMENDATIONS).is_file():
+            sweep.write_run_recommendations(run, confidence=run_confidence(store.read_run_meta(run)))
 
 
 def _warn_shared_run_ids(results) -> None:

@@ -193,3 +193,28 @@ def test_a_build_without_a_cluster_removes_the_what_if_page_an_earlier_build_lef
     stale.write_text("what if on an earlier build's cluster")
     assert site.write_whatif_page(DATA / "bucket_sweep", {}, pd.DataFrame(), None, tmp_path) is None
     assert not stale.exists()
+
+
+def test_report_judges_an_older_runs_cap_sweep_again_by_todays_rule(tmp_path):
+    """A sweep judged before caps of one bucket layout were one point kept its per-cap verdict (the luckier of two
+    identical programs named, with a gain between them) until benched again: report writes it again from the run's
+    rows, at the run's own confidence, and writes none where a run had none."""
+    from harness.analysis.verdicts import sweep
+    from harness.commands import report
+    from reports.pages.pooled import run_confidence
+
+    run = tmp_path / "results" / "bucket_sweep"
+    shutil.copytree(DATA / "bucket_sweep", run)
+    stale = store.read_recommendations(run).assign(best_step_ms=-1.0, decision="recommend")
+    store.write_recommendations(run, stale)
+    bare = tmp_path / "results" / "cpu_run"
+    shutil.copytree(DATA / "cpu_run", bare)
+    (bare / "recommendations.parquet").unlink(missing_ok=True)
+    report._rejudge_cap_sweeps(tmp_path / "results")
+    judged = store.read_recommendations(run)
+    expected = sweep.recommendations(store.read_configs(run), store.read_steps(run),
+                                     confidence=run_confidence(store.read_run_meta(run)))  # fmt: skip
+    assert (judged["best_step_ms"] > 0).all()
+    pd.testing.assert_series_equal(judged["best_step_ms"], expected["best_step_ms"], check_names=False)
+    assert list(judged["decision"]) == list(expected["decision"])
+    assert not (bare / "recommendations.parquet").exists()
