@@ -627,3 +627,20 @@ def test_a_sharding_strategy_with_nothing_to_shard_is_said_on_the_run_and_what_i
     adamw = pd.DataFrame([row(impl, world, "adamw", 20.0) for impl in ("stock", "zero") for world in (1, 2)])
     assert roles.shards_nothing_words(adamw) == "" and alerts.nothing_to_shard(adamw) == []
     assert "shards only" not in text(whatif_memory.memory_section(adamw, cluster.load("dgx-h100"), [8]))
+
+
+def test_the_sweeps_caption_is_said_once_under_the_last_strategys_figure():
+    """A vit run's page said the sweep's 8-line caption under each of its three strategies' figures: once, under the
+    last, the other figures keeping only what is their own."""
+    from reports.site import STEP_COLUMNS
+
+    base = DATA / "bucket_sweep"  # stock's sweep, and the same again as zero's: two strategies' figures
+    frames = [store.read_configs(base), store.read_steps(base), store.read_ranks(base)]
+    both = [pd.concat([f, f.assign(config_id=f["config_id"] + "-z", **({"impl": "zero"} if k == 0 else {}))],
+                      ignore_index=True) for k, f in enumerate(frames)]  # fmt: skip
+    run = aggregate.summarize_run(store.read_run_meta(base), both[0], both[1][STEP_COLUMNS], both[2], pd.DataFrame())
+    section = run_sections.bucket_section(run, ["mlp"], FigureList())
+    figures = section.split('<div class="figure">')[1:]
+    assert len(figures) == 2  # one a strategy
+    caption = html.escape(captions.CAPTIONS["sweep"])
+    assert section.count(caption) == 1 and caption in figures[-1]

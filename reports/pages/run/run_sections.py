@@ -90,14 +90,17 @@ def scaling_section(run: RunData, workloads: list[str], figs: FigureList) -> str
 
 
 def bucket_section(run: RunData, workloads: list[str], figs: FigureList) -> str:
-    parts = ["<h2 id=buckets>3. Which bucket cap?</h2>"]
+    parts, drawn = ["<h2 id=buckets>3. Which bucket cap?</h2>"], []
     for workload in workloads:
         best = aggregate.best_caps(run.configs, workload=workload)
         for strategy, _ in best.groupby("strategy", sort=False):
             stars = recommended_caps(run.recommendations, workload=workload, strategy=strategy)
             figure = figures.bucket_cap_sweep(run.configs, workload=workload, strategy=strategy, recommended=stars)
-            parts.append(figs.add(figure, CAPTIONS["sweep"] + one_layout_note(run.recommendations, workload=workload,
-                                                                              strategy=strategy)))  # fmt: skip
+            note = one_layout_note(run.recommendations, workload=workload, strategy=strategy).strip()
+            drawn += [(figure, note)] if figure is not None else []
+    # The sweep's caption holds for each strategy's figure: said once, under the last (per figure it ran 8 lines × 3)
+    parts += [figs.add(figure, f"{CAPTIONS['sweep']} {note}".strip() if k == len(drawn) - 1 else note)
+              for k, (figure, note) in enumerate(drawn)]  # fmt: skip
     if not run.recommendations.empty:
         parts.append(recommendation_table(run.recommendations))
     if len(parts) == 1:
