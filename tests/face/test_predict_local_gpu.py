@@ -122,7 +122,10 @@ def test_an_a100_step_on_dgx_h100_is_predicted_at_both_ends_and_on_dgx_a100_as_g
     assert f"This page is at the compute-bound end, {float(f'{compute:.4g}'):g} ms" in html
     # the page's step is an end of the bound, not the step given: the banner and the title say so, not 'you gave'
     assert "an end of the bound on this GPU of the step you gave on another" in html
-    assert "the step you gave, <code>--local-step-ms</code>" not in html and "(an end of its bound)</title>" in html
+    assert (
+        "the step you gave, <code>--local-step-ms</code>" not in html
+        and "GPU step (an end of its bound), from run " in html
+    )
     assert "the step you gave;" not in html and ": the step you gave)" not in html  # the note on what it is scaled to
     assert f"({compute:.4g} ms: an end of the bound on this GPU of the step you gave on another, above) over" in html
     # on the cluster's own GPU the step is as given: one set of rows, said in one line

@@ -120,7 +120,9 @@ def test_a_run_of_two_setups_says_which_it_predicts_and_the_flags_of_the_other(t
     printed = [row.split()[0] for row in lines[at + 1 :] if row.startswith(" ") and row.split()[0].isdigit()]
     assert printed == ["8", "16", "32", "64", "128", "512"]  # --nodes' default, 1 to 64 nodes
     assert f"At <code>--nodes</code>' GPU counts ({', '.join(printed)} GPUs): the answer" in text  # not 8 to 1,024
-    assert "<title>What if: mlp/tiny batch 8 (run cpu_run) on dgx-h100</title>" in text
+    assert (
+        "<title>What if: mlp/full batch 8 on dgx-h100, from run cpu_run&#x27;s mlp/tiny batch 8 profile</title>" in text
+    )
     assert ('<p class="banner">This page predicts mlp/tiny batch 8 alone; the run measured mlp/tiny batch 16 by '
             "--batch-size 16: <code>predict --page</code> with those flags for each.</p>") in text  # fmt: skip
     assert cli.main(["predict", "--run", "cpu_run", "--results", str(tmp_path), *CLUSTER, "--batch-size", "16"]) == 0

@@ -219,7 +219,8 @@ def test_predict_page_scales_as_the_console_does_in_one_file_to_share(built, tmp
     assert f"what-if page written: {page_file} (no site's index.html beside it: nothing links it)\n" in printed
     page = page_file.read_text()
     _assert_printed_steps(printed, _steps_on_page(page), (8, 16))
-    assert "<title>What if: mlp/tiny batch 8 (run bucket_sweep) on dgx-h100 at a 20 ms GPU step</title>" in page
+    assert ("<title>What if: mlp/full batch 8 on dgx-h100 at a 20 ms GPU step, from run bucket_sweep&#x27;s mlp/tiny "
+            "batch 8 profile</title>") in page  # the setup it predicts, the one profiled after it # fmt: skip
     # the step answer the site's page of a CPU run does not give, at the GPU counts --nodes asked (the page once
     # answered at 8 to 1,024 GPUs whatever --nodes said), with why
     headline = page.split('<p class="headline">')[2].split("</p>")[0]  # after the full size's bound
@@ -299,15 +300,14 @@ def test_a_predict_page_written_into_a_site_is_listed_by_its_index_now_and_after
     assert cli.main(["predict", "--run", "bucket_sweep", "--results", str(results), "--cluster", "dgx-h100",
                      "--nodes", "1", "--page", str(page_file)]) == 0  # fmt: skip
     assert f"what-if page written: {page_file} (listed in {out / 'index.html'})" in capsys.readouterr().out
-    listed = '<li><a href="h100.html">What if: mlp/tiny batch 8 (run bucket_sweep) on dgx-h100</a></li>'
-    on_its_line = (
-        'its communication and memory</a><br><a href="h100.html">What if: mlp/tiny batch 8 (run bucket_sweep) on '
-        "dgx-h100</a></td>"
-    )
+    title = "What if: mlp/full batch 8 on dgx-h100, from run bucket_sweep&#x27;s mlp/tiny batch 8 profile"
+    listed = f'<li><a href="h100.html">{title}</a></li>'
+    on_its_line = f'its communication and memory</a><br><a href="h100.html">{title}</a></td>'
+
     index = (out / "index.html").read_text()
     assert listed in index and on_its_line in index and "notes.html" not in index
     # reachable from the run's pages at once (only the index linked it), and the way back from it
-    linked = '<a href="../h100.html">What if: mlp/tiny batch 8 (run bucket_sweep) on dgx-h100</a>'
+    linked = f'<a href="../h100.html">{title}</a>'
     assert linked in (out / "runs" / "bucket_sweep.html").read_text().split("<h2 id=answer>")[1].split("<h2")[0]
     banner = (out / "runs" / "bucket_sweep.whatif.html").read_text().split('<p class="banner">')[1].split("</p>")[0]
     assert banner.endswith(f"and this one link it: {linked}.")
@@ -316,7 +316,14 @@ def test_a_predict_page_written_into_a_site_is_listed_by_its_index_now_and_after
     )
     site.build_site(results=results, out=out, cluster=cluster.load("dgx-h100"))  # the next `report` lists it too
     assert listed in (out / "index.html").read_text() and on_its_line in (out / "index.html").read_text()
-    assert [p["run"] for p in site.read_shared_pages(out)] == ["bucket_sweep"]  # notes.html: not ddpbench's
+    # at another batch: titled by it (a vit page of batch 256 was titled by the run's batch 8, one link text twice)
+    assert cli.main(["predict", "--run", "bucket_sweep", "--results", str(results), "--cluster", "dgx-h100",
+                     "--nodes", "1", "--batch-size", "32", "--local-step-ms", "20", "--page",
+                     str(out / "h100-b32.html")]) == 0  # fmt: skip
+    at_32 = title.replace("batch 8 on dgx-h100", "batch 32 on dgx-h100 at a 20 ms GPU step")
+    titles = [p["title"] for p in site.read_shared_pages(out)]  # notes.html: not ddpbench's
+    assert titles == [html.unescape(at_32), html.unescape(title)]
+    assert [p["run"] for p in site.read_shared_pages(out)] == ["bucket_sweep"] * 2
 
 
 def test_report_cluster_is_checked_before_anything_is_written(tmp_path, capsys):

@@ -57,6 +57,22 @@ def heading(setup: str, group: pd.DataFrame, trained: str, default: str = "") ->
     return f"<h2>{_shortened(target, workload)} to train{_at_batch(group)} (profiled: {profiled})</h2>"
 
 
+def predicted_name(rows: pd.DataFrame, trained: str) -> str:
+    """'vit/full batch 256 (adamw)': the setup a page of one setup predicts, in predict's words for the run's
+    (inputs.setup_text): the model to train where the rows hold its floors (`trained`: what --train-wopt changed),
+    at the batch its steps are at (--batch-size's); a page titled by the run's setup alone read 'batch 8' over a
+    heading of batch 256, and two such pages were one link text on the index."""
+    from harness.perfmodel.measured import SETUP_DEFAULTS
+
+    first = rows.iloc[0]
+    workload = str(first["setup_workload"])
+    target = (f"{workload} with {trained}" if trained else f"{workload}/full") if has_floors(rows) else (
+        f"{workload}/{first['setup_size']}")  # fmt: skip
+    rest = [str(first[f"setup_{key}"]) for key, default in SETUP_DEFAULTS.items()
+            if first.get(f"setup_{key}", default) != default]  # fmt: skip
+    return f"{target} batch {int(first['step_batch'])}" + (f" ({', '.join(rest)})" if rest else "")
+
+
 def _profiled(setup: str, group: pd.DataFrame, workload: str) -> str:
     """'mlp/tiny, batch 1 per GPU': the size and batch the run measured (not --batch-size's, which the steps are at;
     the run's size, `run_size`, where the rows say 'benched': the console's and the run's tables' label)."""
