@@ -225,7 +225,9 @@ def test_predict_page_scales_as_the_console_does_in_one_file_to_share(built, tmp
     # answered at 8 to 1,024 GPUs whatever --nodes said), with why
     headline = page.split('<p class="headline">')[2].split("</p>")[0]  # after the full size's bound
     assert "<b>best cap for DDP</b> (ZeRO-1's and FSDP2's steps at the same cap are in the table" in headline
-    assert " on one node (8 GPUs), " in headline and " at 16 GPUs on 2 nodes" in headline
+    both = re.search(r"\) ([\d.]+) on one node \(8 GPUs\), ([\d.]+) at 16 GPUs on 2 nodes\. ", headline)
+    assert both.group(1) != both.group(2) if both else re.search(
+        r"\) [\d.]+ from one node \(8 GPUs\) to 16 GPUs on 2 nodes\. ", headline)  # one figure: said once # fmt: skip
     assert "<b>Why</b> at 16 GPUs: " in headline and "1024" not in headline
     assert "ZeRO-1 step ms" in page and "its broadcasts ms" in page  # the answer's table: ZeRO-1 at the same cap
     assert "FSDP2 step ms" in page and "not modelled" not in page  # the profile has mlp's blocks: FSDP2's step
@@ -619,19 +621,23 @@ def test_a_what_if_page_of_a_smaller_size_leads_with_what_the_full_sizes_floors_
     lead, profiled = page.split('<p class="headline">')[1:3]
     assert lead.startswith("<b>The full size</b>, 1,024 MiB of gradients (counted on the meta device): DDP's scaling "
                            "efficiency is at most ")  # fmt: skip
-    most = re.search(r"and at most ([\d.]+) at 1024 GPUs with the full size's gradients: there its step takes at "
-                     r"least ([\d.]+) ms at ([\d.]+) MiB \(where the choice ranks it: ([^)]+)\) against ([\d.]+) ms "
-                     r"on one GPU", lead)  # fmt: skip
-    bound, least, cap, one_gpu = (float(x) for x in most.group(1, 2, 3, 5))
+    # one figure at both ends is said once, 'from … to 1024 GPUs' (the run's timing decides which)
+    most = re.search(r"(?:and at most (?P<most>[\d.]+) at 1024 GPUs|(?P<one>[\d.]+) from [^)]+\) to 1024 GPUs) "
+                     r"with the full size's gradients: there its step takes at least (?P<floor>[\d.]+) ms at "
+                     r"(?P<cap>[\d.]+) MiB, its floor \(where the choice ranks it: (?P<why>[^);]+)(?:; it ranks DDP "
+                     r"at (?P<least>[\d.]+) ms, the profiled size's step, the higher)?\) against (?P<one_gpu>[\d.]+) "
+                     r"ms on one GPU", lead)  # fmt: skip
+    bound, floor, cap, one_gpu = (float(most[k] or most["one"]) for k in ("most", "floor", "cap", "one_gpu"))
+    least = float(most["least"] or floor)  # the step the choice ranks DDP at, where above the floor
     # why that cap, in the console's words (here every cap ties at 1024 GPUs: not 'the cap its floors favour')
-    assert most.group(4) in {ranked.floors_cap_words(cap, tie) for tie in (True, False)}
+    assert most["why"] in {ranked.floors_cap_words(cap, tie) for tie in (True, False)}
     assert bound == pytest.approx(one_gpu / least, abs=1e-3)
     # the floors' columns are at that cap too (a tester read 'at least 102 ms at any cap' above '≥119.1', the floor
     # at the small profile's cap)
     booked = [float(x) for x in re.findall(rf"<td>([\d.]+) at {cap:g} MiB \(", page)]  # one a GPU count
     # the booked cap's own figure, not the least over caps a tie's width below it (a walkthrough's page read 'at most
     # 1.000 … at least 180 ms at any cap (25 MiB, …)' where the console said 180.3 ms, 0.998 at 25 MiB)
-    assert least in booked
+    assert floor in booked  # the floor as its column gives it
     why = re.search(r"<b>Why</b> at 1024 GPUs: at ([\d.]+) MiB its all-reduces take at least ([\d.]+) ms a step, one "
                     r"after another, overlapping backward \(([\d.]+) ms\); the last \(([\d.]+) ms\) starts only after "
                     r"backward's last gradient, and at least ([\d.]+) ms of them stay exposed", lead)  # fmt: skip
@@ -640,8 +646,9 @@ def test_a_what_if_page_of_a_smaller_size_leads_with_what_the_full_sizes_floors_
     assert 0 < exposed <= comm and 0 < last <= comm
     assert profiled.startswith("<b>The tiny size's profile</b> (0.009315 MiB of gradients, the run's), <b>best cap "
                                "for DDP</b> (ZeRO-1's and FSDP2's steps")  # fmt: skip
-    small = float(re.search(r"Efficiency \(before DDP's own cost, left out\) [\d.]+ on one node \(8 GPUs\), "
-                            r"([\d.]+) at 1024 GPUs", profiled).group(1))  # fmt: skip
+    small = re.search(r"Efficiency \(before DDP's own cost, left out\) (?:[\d.]+ on one node \(8 GPUs\), "
+                      r"(?P<most>[\d.]+) at 1024 GPUs|(?P<one>[\d.]+) from one node)", profiled)  # fmt: skip
+    small = float(small["most"] or small["one"])  # one figure at both ends said once, as the lead's
     assert bound < small  # the small model's efficiency is no bound on the full one's
     assert "<i>The cap and the efficiency are" not in page  # no longer a caveat at the end
     table = page.split("its lead")[1].split("</table>")[0]
@@ -669,11 +676,21 @@ def test_the_full_size_headline_names_the_nodes_of_the_fewest_gpus_asked():
     from reports.pages.whatif import full_size
 
     best = pd.DataFrame({"world_size": [16, 32], "nodes": [2, 4], "full_size_mb": [475.0, 475.0],
-                         "full_size_efficiency_at_most": [1.0, 0.999], "full_size_least_step_ms": [300.1, 300.2],
-                         "full_size_cap_mb": [25.0, 25.0], "local_step_ms": [300.0, 300.0],
+                         "full_size_efficiency_at_most": [1.0, 0.999], "full_size_least_step_ms": [300.1, 300.3],
+                         "full_size_step_floor_ms": [300.0, 300.1], "full_size_cap_mb": [25.0, 25.0],
+                         "local_step_ms": [300.0, 300.0],
                          "full_size_cap_why": "the cap its floors favour"})  # fmt: skip
     lead = full_size.full_size_lead(best, "")
     assert " at most 1.000 on 2 nodes (16 GPUs) and at most 0.999 at 32 GPUs" in lead, lead
+    # the floor as the table's floor column gives it, not the higher of it and the profiled step (read 'at least
+    # 300.3 ms' beside a floor of 300.1); one efficiency where every count's is the same (read 0.999 … and 0.999)
+    assert (
+        "its step takes at least 300.1 ms at 25 MiB, its floor (where the choice ranks it: the cap its floors "
+        "favour; it ranks DDP at 300.3 ms, the profiled size's step, the higher) against 300 ms"
+    ) in lead
+    same = full_size.full_size_lead(best.assign(full_size_efficiency_at_most=0.999, full_size_least_step_ms=300.1), "")
+    assert " at most 0.999 from 2 nodes (16 GPUs) to 32 GPUs with " in same and "(where the choice ranks it: the " \
+        "cap its floors favour) against" in same  # fmt: skip
     assert " on one node (8 GPUs) " in full_size.full_size_lead(best.assign(world_size=[8, 16], nodes=[1, 2]), "")
 
 
@@ -693,7 +710,10 @@ def test_where_the_floors_tie_at_every_cap_the_page_says_so_in_the_consoles_word
     tied = pd.DataFrame([{"world_size": 16, "nodes": 2, "full_size_mb": 475.0, "local_step_ms": 120.0,
                           **ranked.full_size_figures(frame([120.6, 120.7]))}])  # fmt: skip
     lead = html.unescape(full_size.full_size_lead(tied, ""))
-    assert "at 25 MiB (where the choice ranks it: its floors tie at every cap, and 25 MiB is DDP's default)" in lead
+    assert (
+        "at 25 MiB, its floor (where the choice ranks it: its floors tie at every cap, and 25 MiB is DDP's default)"
+        in lead
+    )
     assert "favour" not in lead
     from harness.commands.predict.full_size import full_size_lead  # the console's words, the same
 

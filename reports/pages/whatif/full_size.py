@@ -104,24 +104,32 @@ def full_size_lead(best: pd.DataFrame, trained: str, default: str = "") -> str:
     paragraph, before the profiled size's own figures, which would read as the model to train's; `default` as
     heading takes it."""
     last = best.iloc[-1]
+    floor, least = (f"{last[key]:.4g}" for key in ("full_size_step_floor_ms", "full_size_least_step_ms"))
+    # the floor is the table's; the choice ranks DDP by the higher of it and the profiled size's step: a floor once
+    # read 'at least 300.3 ms' where the table's floor said 300.1
+    ranked_at = "" if least == floor else f"; it ranks DDP at {least} ms, the profiled size's step, the higher"
     whose = f"the model you will train ({esc(trained)})" if trained else "the full size"
     which = "" if trained else esc(yours_instead(default))
     return (f'<p class="headline"><b>{whose[0].upper() + whose[1:]}</b>{which}, {last["full_size_mb"]:,.0f} MiB of '
             f"gradients (counted on the meta device): DDP's scaling efficiency is at most "
             f"{efficiencies(best, 'full_size_efficiency_at_most', ' and at most ')} with "
             f"{'its' if trained else 'the full size' + chr(39) + 's'} gradients: there its step takes at least "
-            f"{last['full_size_least_step_ms']:.4g} ms at {last['full_size_cap_mb']:g} MiB (where the choice ranks "
-            f"it: {esc(last['full_size_cap_why'])}) against {last['local_step_ms']:.4g} ms on one GPU, "
-            f"on the profile's compute (the table's last columns give each strategy's floor).{_full_size_why(last)}"
-            "</p>")  # fmt: skip
+            f"{floor} ms at {last['full_size_cap_mb']:g} MiB, its floor (where the choice ranks it: "
+            f"{esc(last['full_size_cap_why'])}{ranked_at}) against {last['local_step_ms']:.4g} ms on one GPU, on the "
+            "profile's compute (the last columns of the table under the figures give each strategy's floor)."
+            f"{_full_size_why(last)}</p>")  # fmt: skip
 
 
 def efficiencies(best: pd.DataFrame, column: str, joint: str, *, nodes: bool = False) -> str:
     """'0.999 on one node (8 GPUs) and at most 0.981 at 1024 GPUs' (`joint` between; `nodes`: '… on 128 nodes'): the
     fewest GPUs' and the most's; '0.999 on 4 nodes (32 GPUs)' where the rows are of one GPU count (`predict --nodes
-    4`), said once."""
+    4`), said once; '0.999 from 4 nodes (32 GPUs) to 64 GPUs' where every count's is the same at three places (a
+    page read 'at most 0.999 on 4 nodes … and at most 0.999 at 64 GPUs')."""
     first, last = best.iloc[0], best.iloc[-1]
     fewest = f"{first[column]:.3f} on {nodes_text(int(first['nodes']))} ({int(first['world_size'])} GPUs)"
+    if len(best) > 1 and len({f"{value:.3f}" for value in best[column]}) == 1:  # one figure, said once
+        return (f"{fewest.replace(' on ', ' from ', 1)} to {int(last['world_size'])} GPUs"
+                + f" on {nodes_text(int(last['nodes']))}" * nodes)  # fmt: skip
     most = f"{last[column]:.3f} at {int(last['world_size'])} GPUs" + f" on {nodes_text(int(last['nodes']))}" * nodes
     return fewest if len(best) == 1 else f"{fewest}{joint}{most}"
 

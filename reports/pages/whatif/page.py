@@ -169,9 +169,9 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
         f"<h1>What if run {esc(run_id)} ran on {esc(cluster.name)}?</h1>",
         wm.device_banner(meta, cluster, local_step_ms, inside=inside, ends=ends),
         wm.trained_banner(trained),
-        _asked(worlds, cluster) if gpus else "",
         _left_out(setup_name, left_out),
     ]
+    asked = _asked(worlds, cluster) if gpus else ""  # under the first setup's answer: the page opens with it
     # a page to share is one setup's: the one it predicts (the full size, --batch-size's), the run's profile after
     predicted = full_size.predicted_name(rows, trained) if setup_name and not rows.empty else setup_name
     named = f"{setup_name} (run {run_id})" if predicted == setup_name else predicted
@@ -193,19 +193,20 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
         at = group[group["world_size"].isin(worlds)]  # the tables' and the choice's GPU counts
         if not steps_known(meta, local_step_ms):  # a CPU's compute: what holds on any GPU, no step to rank by
             sized = store.size_scales(meta, {"workload": group["setup_workload"].iloc[0]})  # a file of yours: never
-            parts += [full_size.heading(setup, group, trained, default),
+            parts += [full_size.heading(setup, group, trained, default), asked,
                       wm.communication_section(at, cluster, sized=sized, caveats=_unchecked(cluster, at),
                                                default=default),
                       figs.add(figures.communication_vs_gpus(wm.communicated(group), cluster=cluster.name, **marked),
                                CAPTIONS["whatif_communication"])]  # fmt: skip
+            asked = ""
             continue
         best, sure, curve = best_rows(at), checked(wm.setup_of(group)) if checked else None, best_rows(group)
         moves = ranked.miss_could_move_cap([frame for _, frame in at.groupby("world_size", sort=True)])
+        # the choice said first as a table (README), then the answer's words and why
         parts += [full_size.heading(setup, group, trained, default),
-                  _answer(best, cluster, trained, default, moves=moves),
                   wm.choice_section(configs, at, cluster, worlds,
                                  rows=counted[setup][0] if setup in counted else None, checked=sure),
-                  wm.how_sure(sure),
+                  asked, _answer(best, cluster, trained, default, moves=moves), wm.how_sure(sure),
                   _calibration_note(group.iloc[0], meta, ended=bool(ends)),
                   figs.add(figures.step_vs_gpus(group, cluster=cluster.name, profiled=_profiled(group), **marked),
                            CAPTIONS["whatif_caps"]),
@@ -214,6 +215,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
                   figs.add(figures.efficiency_vs_gpus(curve, cluster=cluster.name, **marked),
                            CAPTIONS["whatif_efficiency"]),
                   steps_table.best_table(best), steps_table.floors_why(at)]  # fmt: skip
+        asked = ""
     rows, size_note = configs, ""
     if counted:  # every setup's rows as predict counts them, with what size they are of
         rows = pd.concat([rows for rows, _ in counted.values()], ignore_index=True)
