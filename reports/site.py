@@ -31,7 +31,7 @@ from harness.results import model_tables, store
 from reports import aggregate
 from reports.pages import index as pages
 from reports.pages import pooled
-from reports.pages.html import PLOTLY_ASSET, RUN_MARK, SHARED_PAGE
+from reports.pages.html import BOOK_MARK, PLOTLY_ASSET, RUN_MARK, SHARED_PAGE
 from reports.pages.run import run_page
 from reports.pages.whatif import page as whatif
 
@@ -155,7 +155,8 @@ HEAD_BYTES = 4096
 
 def read_shared_pages(out: Path) -> list[dict]:
     """The pages `predict --page` wrote into the site's own folder, by the marker it writes (html.SHARED_PAGE), not
-    by name: {"href", "title", "run"} each (its run's folder, html.RUN_MARK; '' on a page from before), by name. Any
+    by name: {"href", "title", "run", "book"} each (its run's folder, html.RUN_MARK, and what it books, html.BOOK_MARK;
+    '' on a page from before), by name. Any
     other .html file there is not ddpbench's to list."""
     found = []
     for path in sorted(Path(out).glob("*.html")):
@@ -168,9 +169,11 @@ def read_shared_pages(out: Path) -> list[dict]:
         title = re.search(r"<title>(.*?)</title>", head, re.S)
         marks = head.split("<title>", 1)[0]
         if SHARED_PAGE in marks and title:
-            run = re.search(re.escape(RUN_MARK).replace(re.escape("{}"), '([^"]*)'), marks)
+            run, book = (re.search(re.escape(mark).replace(re.escape("{}"), '([^"]*)'), marks)
+                         for mark in (RUN_MARK, BOOK_MARK))  # fmt: skip
             found.append({"href": quote(path.name), "title": html.unescape(title.group(1)),
-                          "run": html.unescape(run.group(1)) if run else ""})  # fmt: skip
+                          "run": html.unescape(run.group(1)) if run else "",
+                          "book": html.unescape(book.group(1)) if book else ""})  # fmt: skip
     return found
 
 

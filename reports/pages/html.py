@@ -56,13 +56,17 @@ SHARED_PAGE = '<meta name="generator" content="ddpbench predict --page">'
 a site's folder from any other .html file there (site.read_shared_pages), without guessing by name."""
 RUN_MARK = '<meta name="ddpbench-run" content="{}">'
 """Beside SHARED_PAGE: the folder of the run the page is of, by which the index links it on that run's line."""
+BOOK_MARK = '<meta name="ddpbench-book" content="{}">'
+"""Beside SHARED_PAGE: what the page's choice books at its most GPUs, as its table says it ('stock at 25 MiB, 300.3
+ms at 64 GPUs'), which the index gives beside its link: read from the page, never derived again."""
 
 
 def page(title: str, body: str, *, depth: int, plots: bool = True, inline: bool = False, shared: bool = False,
-         run: str = "") -> str:  # fmt: skip
+         run: str = "", book: str = "") -> str:  # fmt: skip
     """A whole page; only pages with plots load plotly.js (4 MB of script to parse): from the site's shared
     asset, or `inline`, inside the page, for a page that travels alone; `shared`: marked SHARED_PAGE, and `run`'s
-    folder with it (RUN_MARK), by which a site's index links it on that run's line."""
+    folder with it (RUN_MARK), by which a site's index links it on that run's line, and what it books (`book`:
+    BOOK_MARK)."""
     script = f'<script src="{"../" * depth}{PLOTLY_ASSET}"></script>' if plots else ""
     if plots and inline:
         from plotly.offline import get_plotlyjs
@@ -72,6 +76,7 @@ def page(title: str, body: str, *, depth: int, plots: bool = True, inline: bool 
         "<!doctype html>\n<html lang=en><head><meta charset=utf-8>"
         '<meta name="viewport" content="width=device-width,initial-scale=1">'
         f"{SHARED_PAGE if shared else ''}{RUN_MARK.format(esc(run)) if shared and run else ''}"
+        f"{BOOK_MARK.format(esc(book)) if shared and book else ''}"
         f"<title>{esc(title)}</title>"
         f"<style>{STYLE}</style>{script}</head>\n<body>\n{body}\n</body></html>\n"
     )

@@ -129,7 +129,8 @@ def index_page(
     rows = [[f'<a href="runs/{esc(quote(r["page"]))}.html">{esc(r["run_id"])}</a><br><small>{esc(r["started_at"])}'
              f"</small>{_whatif_link(r, shared)}", r["fastest"], r["machine"], r["strategies"], r["status"],
              comparison_links(r["page"], comparisons)] for r in runs]  # fmt: skip
-    head = ["run", "leading strategy (largest world size, step: geometric mean of repeats; 'fastest' where decided)",
+    head = ["run", "leading strategy as measured on the run's machine (largest world size, step: geometric mean of "
+            "repeats; 'fastest' where decided)",
             "machine", "strategies", "configurations", "comparisons (BASE → NEW)"]  # fmt: skip
     listing = (
         table(head, rows)
@@ -151,12 +152,20 @@ def index_page(
 def _whatif_link(row: dict[str, str], shared: list[dict[str, str]] = ()) -> str:
     """The run's what-if page under its name, where the site wrote one (an index.json from before: none), and what
     it gives where not the steps (a CPU's profile); then the pages `predict --page` wrote of this run into the site
-    (`shared`), each under its title: the answer at a GPU step given, which the site's own page does not give."""
+    (`shared`), each under its title and what it books (shared_link): the answer at a GPU step given, which the
+    site's own page does not give."""
     what = f": {row['whatif_what']}" if row.get("whatif_what") else ""
     own = (f'<br><a href="runs/{esc(quote(row["whatif"]))}">what if on {esc(row.get("whatif_cluster", ""))}{esc(what)}'
            "</a>" if row.get("whatif") else "")  # fmt: skip
-    return own + "".join(f'<br><a href="{esc(p["href"])}">{esc(p["title"])}</a>' for p in shared
-                         if p.get("run") == row["page"])  # fmt: skip
+    return own + "".join(f"<br>{shared_link(p)}" for p in shared if p.get("run") == row["page"])
+
+
+def shared_link(shared: dict[str, str]) -> str:
+    """A page of `predict --page` under its title, then what its choice books at its most GPUs as its head says it
+    (html.BOOK_MARK: 'books stock at 25 MiB, 300.3 ms at 64 GPUs'), not derived again here: an index showed a
+    run's CPU leader in bold beside two such links whose pages booked another strategy, and only their titles."""
+    book = f": books {esc(shared['book'])}" if shared.get("book") else ""
+    return f'<a href="{esc(shared["href"])}">{esc(shared["title"])}</a>{book}'
 
 
 def comparisons_index(comparisons: list[dict[str, Any]]) -> str:
@@ -302,7 +311,7 @@ def shared_index(shared: list[dict[str, str]]) -> str:
     links them (a page to share travels alone)."""
     if not shared:
         return ""
-    items = "".join(f'<li><a href="{esc(p["href"])}">{esc(p["title"])}</a></li>' for p in shared)
+    items = "".join(f"<li>{shared_link(p)}</li>" for p in shared)
     return (
         "<h2>Predictions</h2><p>Pages <code>ddpbench predict --run RUN --cluster NAME --page FILE.html</code> "
         f"wrote into this folder: a run's profile on a cluster, each one file to share.</p><ul>{items}</ul>"

@@ -380,6 +380,16 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert "Predicted step per strategy on dgx-h100" in page_text and "FSDP2, full-size floor" in page_text
     for m in booked:  # the page books each at the console's cap and figure
         assert f"<td>{m.group(1)}</td><td>stock at {m.group(2)} MiB</td><td>≥{m.group(3)}" in page_table
+    # and its head says what it books at its most GPUs, as its table does, which a site's index gives beside its link
+    from reports import site
+    from reports.pages import index
+
+    most = booked[-1]
+    [shared] = site.read_shared_pages(tmp_path)
+    assert shared["book"] == f"stock at {most.group(2)} MiB, ≥{most.group(3)} ms at 16 GPUs"
+    assert index.shared_link(shared).endswith(
+        f"</a>: books stock at {most.group(2)} MiB, ≥{most.group(3)} ms at 16 GPUs"
+    )
     # the page gives the full size's floor beside each answer, at the cap the choice ranks it at
     assert "<th>DDP's step at the full size, at least (ms), at the cap it is ranked at</th>" in page_text
     assert "<th>ZeRO-1's, at least (ms), at the cap it is ranked at</th>" in page_text
@@ -389,7 +399,6 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     # the site's what-if page (report --cluster) counts as predict does: memory at the full size, word for word, and
     # the full size's floors, which its choice ranks by (a walkthrough found the site's choice without them)
     from harness.commands.report import as_predict_counts
-    from reports import site
 
     configs = store.read_configs(small_run)
     (tmp_path / "site" / "runs").mkdir(parents=True)

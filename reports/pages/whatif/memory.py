@@ -41,11 +41,13 @@ def setup_of(group: pd.DataFrame) -> dict:
 
 
 def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster, worlds: list[int], *,
-                   rows: pd.DataFrame | None = None, checked: OwnCheck | None = None) -> str:  # fmt: skip
+                   rows: pd.DataFrame | None = None, checked: OwnCheck | None = None, booked: dict | None = None,
+                   ) -> str:  # fmt: skip
     """The choice over both halves for this setup, in `predict --cluster`'s words (words.choice_words): the
     fastest predicted step at each GPU count among the strategies whose memory fits (counted from `rows`, the
     setup's rows as `predict` counts them, default its rows of `configs`; `checked`: the step models' errors on the
-    run's own steps, as predict weighs them); '' where nothing is said."""
+    run's own steps, as predict weighs them); '' where nothing is said. `booked`: given, its "row" is set to the
+    table's row at the most GPUs, what the page's head says it books (html.BOOK_MARK)."""
     setup = setup_of(group)
     state = state_per_rank(of_setup(configs, setup) if rows is None else rows, worlds)  # rows: of this setup
     frames = [rows for _, rows in group.groupby("world_size", sort=True)]
@@ -68,6 +70,8 @@ def choice_section(configs: pd.DataFrame, group: pd.DataFrame, cluster: Cluster,
     said = "; ".join(part for part in (failed, roles.shards_nothing_words(state), _misses(cluster, group, frames),
                                        cpu if on_cpu else "", even, left_out) if part)  # fmt: skip
     header = table_header(cost=batch is not None, tokens=tokens_a_step(labelled) is not None)
+    if booked is not None and rows:
+        booked["row"] = rows[-1]
     answer = table(list(header), [[esc(cell) for cell in row] for row in rows]) if rows else ""
     if rows and (unborne := unborne_words(checked and checked.errors)):  # the doubt where the answer is read
         answer = f"<p class=takeaway><b>Before booking by it</b>: {esc(unborne)} (How sure, below).</p>{answer}"

@@ -184,7 +184,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
         parts.append("<p>This run stored no gradient-ready profile (a bench run at world size 1 stores one), so "
                      "there is nothing to predict from.</p>")  # fmt: skip
         return page(title, "\n".join(parts), depth=1, plots=False, **mark)
-    inline, figs = {"inline": True, **mark} if standalone else {}, FigureList()
+    inline, figs, booked = {"inline": True, **mark} if standalone else {}, FigureList(), {}
     rows = rows.assign(size=wm.BENCHED, run_size=rows["size"]) if trained else rows  # memory, floors: another's
     counted = {label: memory(wm.setup_of(group)) for label, group in rows.groupby("setup")} if memory else {}
     marked = {"marked": worlds} if gpus else {}  # the figures' span, the counts asked in bold
@@ -204,7 +204,7 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
         moves = ranked.miss_could_move_cap([frame for _, frame in at.groupby("world_size", sort=True)])
         # the choice said first as a table (README), then the answer's words and why
         parts += [full_size.heading(setup, group, trained, default),
-                  wm.choice_section(configs, at, cluster, worlds,
+                  wm.choice_section(configs, at, cluster, worlds, booked=booked,
                                  rows=counted[setup][0] if setup in counted else None, checked=sure),
                   asked, _answer(best, cluster, trained, default, moves=moves), wm.how_sure(sure),
                   _calibration_note(group.iloc[0], meta, ended=bool(ends)),
@@ -223,7 +223,16 @@ def whatif_page(meta: dict, configs: pd.DataFrame, profiles: pd.DataFrame, clust
     parts += [_measured_section(configs), wm.memory_section(rows, cluster, worlds, size_note=size_note,
                                                             batch_given=batch_size),
               wm.sources_section(cluster), wm.published_section(cluster)]  # fmt: skip
-    return page(title, "\n".join(parts), depth=1, **inline)
+    return page(title, "\n".join(parts), depth=1, **inline, book=_book_words(booked.get("row")) if mark else "")
+
+
+def _book_words(row: tuple | None) -> str:
+    """'stock at 25 MiB, 300.3 ms at 64 GPUs': the choice's table's row at the most GPUs (its book and step cells as
+    they read), which the site's index gives beside the page's link; '' without a table."""
+    if not row:
+        return ""
+    gpus, book, step = row[:3]
+    return f"{book}, {step} ms at {int(gpus):,} GPUs" if step else f"{book} at {int(gpus):,} GPUs"
 
 
 def _answer(best: pd.DataFrame, cluster: Cluster, trained: str = "", default: str = "", *, moves: bool = True) -> str:
