@@ -125,8 +125,8 @@ def _cells(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_
                        lambda v: f"{v:.3g}" if v < 1e3 else f"{v:,.0f}", open_=bool(choice.open_on))
              if batch else "")  # fmt: skip  # GPU-hours: no exponent in a table read by eye
     shown = list(dict.fromkeys(c for c in (*choice.picked, *rest) if c.bounded and c.model not in choice.open_on))
-    ends = flip_ends(choice, *behind) if rest else ""  # the next leads at one end: which, said on the range's note
-    ranged = [_bounded_note(c, ends * (k == 0)) for k, c in enumerate(shown)]  # a range: said once, its ms above
+    ends = flip_ends(choice, *behind) if rest else ("", "")  # the next leads at one end: which, on the range's note
+    ranged = [_bounded_note(c, ends if k == 0 else ("", "")) for k, c in enumerate(shown)]  # a range: said once
     return cells, _notes(choice, without, optimizer_ms=optimizer_ms, step_ms=step_ms, counted_in=counted_in,
                          errors=errors) + ranged  # fmt: skip
 
@@ -143,41 +143,41 @@ def next_fits(choice: Choice) -> tuple[list[Candidate], tuple[float, float]]:
     return list(dict.fromkeys(first for first, _ in ends)), (min(lags), max(lags))
 
 
-def flip_ends(choice: Choice, low: float, high: float) -> str:
+def flip_ends(choice: Choice, low: float, high: float) -> tuple[str, str]:
     """Where the next that fits leads the pick at one end only (`next_fits`' lags, `low` below 0, `high` above),
-    which end is which and what tells them apart: 'level without FSDP's own cost, 3.9% behind with it at a CPU's:
-    bench --gpus 1 --impls local,fsdp on a GPU tells which' (a cell read '-0.2% to +3.9%', neither end
-    said); '' where the cell's sign holds at every corner. The pick holds at every corner, so where the next leads
-    it, it does by less than the model can tell (choice._picked's band): level there (the cell says by how much), not
-    'behind -0.2%', which contradicted itself."""
+    which end is which, and what it waits on: ('level without FSDP's own cost, 3.9% behind with it at a CPU's',
+    "open until FSDP's own cost is measured on a GPU (bench --gpus 1 --impls local,fsdp there)"), over the own costs
+    of the strategies compared alone (a stock-vs-FSDP cell once named ZeRO's own cost too); ('', '') where the cell's
+    sign holds at every corner. The pick holds at every corner, so where the next leads it, it does by less than the
+    model can tell (choice._picked's band): level there, not 'behind -0.2%', which contradicted itself."""
     if not bounds.behind_text(low, high).startswith("-"):
-        return ""
-    rest = sorted((c for c in choice.others if c.fits and c.step_ms is not None), key=whole_step)
+        return "", ""
+    rest = next_fits(choice)[0]
+    compared = [m for m in choice.bounds if m in {c.model for c in (*choice.picked, *rest)}]
     lags = [(min(c.at(at) for c in rest) / min(p.at(at) for p in choice.picked) - 1, at)
-            for at in bounds.corners(choice.bounds)]  # fmt: skip
+            for at in bounds.corners(compared)]  # fmt: skip
     (_, at_least), (most, at_most) = min(lags, key=lambda lag: lag[0]), max(lags, key=lambda lag: lag[0])
     again = list(at_least) == list(at_most)
-    return (
-        f"level {bounds.end_words(at_least, whose=choice.whose)}, "
-        f"{bounds.percent(most)} behind {bounds.end_words(at_most, again=again, whose=choice.whose)}: "
-        f"{bounds.own_cost_bench(choice.bounds)} on a GPU tells which"
-    )
+    ends = (f"level {bounds.end_words(at_least, whose=choice.whose)}, "
+            f"{bounds.percent(most)} behind {bounds.end_words(at_most, again=again, whose=choice.whose)}")  # fmt: skip
+    return ends, bounds.own_cost_open(compared)
 
 
 def behind_cell(low: float, high: float) -> str:
-    """'+5.3%', or over the own-cost bounds' corners '+0.1–105.1%' (choice.Choice.behind)."""
+    """'+5.3%', or over the own-cost bounds' corners '+0.1–105.1%'; 'level to +4.5%' where the next leads at one end,
+    by less than the pick's tie (flip_ends): a cell '-0.4% to +4.5%' beside a single pick read as a lead."""
     said = bounds.behind_text(low, high)
-    return said if said.startswith("-") else f"+{said}"
+    return f"level to +{bounds.percent(high)}" if said.startswith("-") else f"+{said}"
 
 
-def _bounded_note(c: Candidate, ends: str = "") -> Note:
+def _bounded_note(c: Candidate, ends: tuple[str, str] = ("", "")) -> Note:
     """A step shown as a range: from none of its own cost (a GPU's, unmeasured) to a CPU's, scaled; how much, the
     console says once on the strategy's own line (own_costs.fsdp_for_cluster's, own_costs.zero_for_cluster's note), the
     page in its caveats (a walkthrough's table read fsdp +246 % behind, a note under it a tie without a CPU's own cost,
     and the FSDP line that cost left out); `ends`: where the next leads at one end only, which (`flip_ends`), its
-    figure."""
-    said = f"{c.strategy} {bounds.own_range(c.whose)}"
-    return Note(f"{said}; {ends}" if ends else said, said, figure=ends)
+    figure, and what it waits on, said once under a console's table."""
+    said, (figure, waits) = f"{c.strategy} {bounds.own_range(c.whose)}", ends
+    return Note(f"{said}; {figure}: {waits}" if figure else said, said, waits if figure else "", figure)
 
 
 def _notes(choice: Choice, without: Choice | None, *, optimizer_ms: float, step_ms: float,
