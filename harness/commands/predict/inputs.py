@@ -70,13 +70,11 @@ def check_counts(args: argparse.Namespace) -> None:
 
 
 def check_cluster_file(name: str | None) -> None:
-    """A .toml path that is not there is a missing file, not an unknown profile name."""
+    """A .toml path that is not there is a missing file, not an unknown profile name (said before any other flag)."""
     from harness.perfmodel.clusters import cluster
 
-    if name and name.endswith(".toml") and not Path(name).is_file():
-        what = "is a folder, not a file" if Path(name).is_dir() else "no such file"
-        raise ConfigError(f"--cluster {name!r}: {what}; give a cluster profile's .toml file, or a built-in profile "
-                          f"({', '.join(cluster.builtin_names())})")  # fmt: skip
+    if name:
+        cluster.refuse_missing_file(name)
 
 
 def matching_setups(run_dir: Path, args: argparse.Namespace) -> list[dict]:

@@ -78,16 +78,23 @@ def builtin_names() -> list[str]:
     return sorted(path.stem for path in BUILTIN_FOLDER.glob("*.toml"))
 
 
+def refuse_missing_file(name_or_file: str) -> None:
+    """A .toml path that is not there is a missing file, not an unknown profile name: refused in one line."""
+    path = Path(name_or_file)
+    if path.suffix == ".toml" and not path.is_file():
+        what = "is a folder, not a file" if path.is_dir() else "no such file"
+        raise ConfigError(f"--cluster {name_or_file!r}: {what}; give a cluster profile's .toml file, or a built-in "
+                          f"profile ({', '.join(builtin_names())})")  # fmt: skip
+
+
 def load(name_or_file: str) -> Cluster:
     """A built-in profile by name, or a TOML file; a bad one raises ConfigError in one line."""
     path = Path(name_or_file)
     if name_or_file in builtin_names():
         path = BUILTIN_FOLDER / f"{name_or_file}.toml"
-    elif path.suffix == ".toml" and not path.is_file():  # a file's name: it is missing, not an unknown profile
-        what = "is a folder, not a file" if path.is_dir() else "no such file"
-        raise ConfigError(f"--cluster {name_or_file!r}: {what}; give a cluster profile's .toml file, or a built-in "
-                          f"profile ({', '.join(builtin_names())})")  # fmt: skip
-    elif path.suffix != ".toml":
+    elif path.suffix == ".toml":
+        refuse_missing_file(name_or_file)
+    else:
         raise ConfigError(f"--cluster {name_or_file!r} is neither a built-in profile ({', '.join(builtin_names())}) "
                           "nor a .toml file")  # fmt: skip
     try:
