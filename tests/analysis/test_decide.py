@@ -89,14 +89,14 @@ def test_the_console_says_how_many_are_decided_what_runs_next_and_what_stayed_op
     said = out.getvalue().splitlines()
     versus = sweep.versus_reference(sweep.recommendations(configs, steps, confidence=CONFIDENCE).iloc[0])
     assert said[0] == (
-        f"ddpbench: repeats auto after 2 repeat(s): open (1 of 1): w2 gpt2/tiny stock (so far fastest 1 "
+        f"ddpbench: repeats auto after 2 repeats: open (1 of 1): w2 gpt2/tiny stock (so far fastest 1 "
         f"MiB; {versus}); 2 more configuration run(s), about 75 s to decide them at the spread seen (a "
         "rough guide from 2 repeats)"
     )  # the verdict named, with its estimate as it forms
     assert said[-1].endswith("at the spread seen (a rough guide from 2 repeats), more than the 30 s left of "
                              "--budget")  # fmt: skip
     said = said[:-1]
-    assert said[1] == ("ddpbench: repeats auto: 0 of 1 verdicts decided after 20 repeat(s); 1 left open "
+    assert said[1] == ("ddpbench: repeats auto: 0 of 1 verdicts decided after 20 repeats; 1 left open "
                        "(--max-repeats reached). Every verdict:")  # fmt: skip
     # Open, it still says what the evidence bounds: the fastest cap so far and 25 MiB's ratio to it, interval and all.
     assert "% interval" in versus
@@ -105,7 +105,7 @@ def test_the_console_says_how_many_are_decided_what_runs_next_and_what_stayed_op
     out.truncate(0), out.seek(0)
     rounds.verdict_round(Decided(decide.verdicts(plain, plain_steps, confidence=CONFIDENCE), 3, None), next_round=[])
     assert out.getvalue().splitlines() == [
-        "ddpbench: repeats auto: 1 of 1 verdicts decided after 3 repeat(s): every verdict decided:",
+        "ddpbench: repeats auto: 1 of 1 verdicts decided after 3 repeats: every verdict decided:",
         "  w2 gpt2/tiny stock: use bucket_cap_mb=25",
     ]
 
@@ -143,12 +143,12 @@ def test_each_round_says_what_changed_once_and_a_terminal_shows_the_rest_in_plac
                                  progress=progress)  # fmt: skip
             decided = {v.subject for v in found if v.decided}
         said = out.getvalue().splitlines()
-        decided_line = ("ddpbench: repeats auto after 4 repeat(s): decided w2 mlp/tiny fsdp vs stock (slower); open (1 "
+        decided_line = ("ddpbench: repeats auto after 4 repeats: decided w2 mlp/tiny fsdp vs stock (slower); open (1 "
                         "of 2): w2 mlp/tiny stock (so far fastest 1 MiB after 4); 3 more configuration run(s), about "
                         "40 s to decide them at the spread seen (a rough guide from 4 repeats)")  # fmt: skip
         if progress is None:  # a log: a line a round, each with the estimates as they form, the decision said once
             assert len(said) == 4 and said[2] == decided_line
-            assert said[1] == ("ddpbench: repeats auto after 3 repeat(s): open (2 of 2): w2 mlp/tiny stock (so "
+            assert said[1] == ("ddpbench: repeats auto after 3 repeats: open (2 of 2): w2 mlp/tiny stock (so "
                                "far fastest 1 MiB after 3); w2 mlp/tiny fsdp vs stock (so far fastest 1 MiB after 3); "
                                "3 more configuration run(s), about 60 s to decide them at the spread seen (a rough "
                                "guide from 3 repeats)")  # fmt: skip
@@ -190,11 +190,11 @@ def test_a_verdict_given_up_runs_no_more_and_says_why(monkeypatch):
     monkeypatch.setattr(console, "say", lambda line: out.write(line + "\n"))
     rounds.verdict_round(Decided([hopeless], 8, None, stopped_by="out of reach"), next_round=[])
     first = out.getvalue().splitlines()[0]
-    assert first == ("ddpbench: repeats auto: 0 of 1 verdicts decided after 8 repeat(s); "
+    assert first == ("ddpbench: repeats auto: 0 of 1 verdicts decided after 8 repeats; "
                      "1 left open (out of reach within --max-repeats). Every verdict:")  # fmt: skip
     out.truncate(0), out.seek(0)  # one given up while another runs on: the count of open ones runs says so
     rounds.verdict_round(Decided([hopeless, still], 8, None), next_round=[object()])
-    assert out.getvalue().splitlines()[0] == ("ddpbench: repeats auto after 8 repeat(s): given up as out of reach "
+    assert out.getvalue().splitlines()[0] == ("ddpbench: repeats auto after 8 repeats: given up as out of reach "
                                               "within --max-repeats: w2 mlp/small stock; open (1 of 2, 1 given up): w2 "
                                               "mlp/small naive vs stock; 1 more configuration run(s)")  # fmt: skip
 
@@ -321,7 +321,7 @@ def test_a_verdict_reopened_by_another_verdicts_repeats_is_said_and_nothing_to_d
     out = io.StringIO()
     monkeypatch.setattr(console, "say", lambda line: out.write(line + "\n"))
     rounds.verdict_round(Decided([reopened], 4, None), next_round=[object()], decided_before={reopened.subject})
-    assert out.getvalue() == ("ddpbench: repeats auto after 4 repeat(s): reopened w2 mlp/small bucketed vs stock (the "
+    assert out.getvalue() == ("ddpbench: repeats auto after 4 repeats: reopened w2 mlp/small bucketed vs stock (the "
                               "repeats another verdict asked for widened the interval); open (1 of 1): w2 "
                               "mlp/small bucketed vs stock; 1 more configuration run(s)\n")  # fmt: skip
     out.truncate(0), out.seek(0)

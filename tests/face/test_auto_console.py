@@ -43,7 +43,7 @@ def test_a_rounds_line_and_the_last_word_go_above_the_bar_not_onto_its_line(tmp_
     on_round(progress, Decided([decided, open_verdict()], 2, 60.0), [planned(1)], screen)  # news: a line
     on_round(progress, Decided([decided, open_verdict()], 3, None, stopped_by="max-repeats"), [], screen)  # the last
     shown = screen.getvalue()
-    for said in ("ddpbench: repeats auto after 2 repeat(s): decided", "ddpbench: repeats auto: 1 of 2"):
+    for said in ("ddpbench: repeats auto after 2 repeats: decided", "ddpbench: repeats auto: 1 of 2"):
         before = shown[: shown.index(said)]
         assert before.endswith(("\r", "\n")), repr(before[-80:])  # at a line's start: the bar wiped, or closed
     assert "\r" not in shown[shown.index("ddpbench: repeats auto: 1 of 2") :]  # the bar closed, not drawn again

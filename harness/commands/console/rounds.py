@@ -12,6 +12,7 @@ import dataclasses
 from pathlib import Path
 from typing import Protocol
 
+from harness.analysis import stats
 from harness.commands import console
 from harness.commands.console import duration_text
 from harness.commands.console.invoked import resume_hint
@@ -93,11 +94,11 @@ def verdict_round(
             count = f"open ({count.replace(' open', '')}): " + "; ".join(
                 v.subject + (f" (so far {v.so_far})" if v.so_far else "") for v in running
             )
-        console.say(f"ddpbench: repeats auto after {standing.repeats} repeat(s): {news + '; ' if news else ''}{count}; "
-                    f"{then}")  # fmt: skip
+        after = stats.repeats_text(standing.repeats)
+        console.say(f"ddpbench: repeats auto after {after}: {news + '; ' if news else ''}{count}; {then}")
         return
     decided = total - len(still)
-    head = f"ddpbench: repeats auto: {decided} of {total} verdicts decided after {standing.repeats} repeat(s)"
+    head = f"ddpbench: repeats auto: {decided} of {total} verdicts decided after {stats.repeats_text(standing.repeats)}"
     if reopened := [v for v in still if v.subject in decided_before]:  # more repeats, asked for by another verdict
         head += f" ({len(reopened)} reopened: the repeats another verdict asked for widened the interval)"
     why = {"budget": "the next round would end past --budget", "max-repeats": "--max-repeats reached",
