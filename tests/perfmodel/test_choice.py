@@ -546,6 +546,12 @@ def test_where_floors_exist_a_step_on_ddps_schedule_is_ranked_at_the_cap_its_ran
     figures = ranked.full_size_figures(alike)
     assert (figures["full_size_cap_mb"], figures["full_size_least_step_ms"]) == (25.0, 180.3)
     assert figures["full_size_efficiency_at_most"] == pytest.approx(180.0 / 180.3)
+    # a floor under the profiled step: the most it lets the efficiency be is the floor's, as the page says it beside
+    # that floor (read 0.999, the ranked 300.3 ms's, beside a floor of 300.1 ms, which allows 1.000)
+    under = _floored(64).assign(step_ms=300.3, full_size_step_floor_ms=300.1, local_step_ms=300.0)
+    figures = ranked.full_size_figures(under)
+    assert (figures["full_size_least_step_ms"], figures["full_size_step_floor_ms"]) == (300.3, 300.1)
+    assert figures["full_size_efficiency_at_most"] == pytest.approx(300.0 / 300.1)
     # without floors, the cap the small profile's answer names, unsaid
     plain = _floored(64).drop(columns=[c for c in _floored(64) if "full_size" in c])
     (alone,) = choice.choose(state, [plain], 80.0)

@@ -110,19 +110,22 @@ def full_size_figures(frame: pd.DataFrame) -> dict:
     """Where a frame (one GPU count, a row a cap) holds the full size's floors: DDP's full-size columns (`full_size_*`)
     and ZeRO-1's floor at the cap each is ranked at (`ranked_row`; `full_size_cap_mb`, `zero_full_size_cap_mb`), the
     least DDP's step can take with its gradients at any cap (its prediction or floor, the higher) and the most its
-    scaling efficiency can be so (the one-GPU step, `local_step_ms`, over it), both at the cap DDP is ranked at
-    (`full_size_cap_mb`, and why that cap: `full_size_cap_why`, floors_cap_words); {} without floors."""
+    floor lets its scaling efficiency be (the one-GPU step, `local_step_ms`, over the floor: the page says it beside
+    that floor, and read 0.999 from the ranked 300.3 ms beside a floor of 300.1 ms, which allows 1.000), both at
+    the cap DDP is ranked at (`full_size_cap_mb`, and why that cap: `full_size_cap_why`, floors_cap_words); {}
+    without floors."""
     if "full_size_step_floor_ms" not in frame:
         return {}
     ddp, zero = ddp_ranked_row(frame), ranked_row(frame, *ZERO_COLUMNS, "ZeRO-1")
     # at the cap it is ranked and booked at, as the console's answer says it: the least over every cap, within the
     # tie of it, read as that cap's (a page's 'at least 180 ms at any cap (25 MiB, …)', the console's 180.3 there)
     least = ranked_value(ddp["step_ms"], ddp["full_size_step_floor_ms"])
+    floor = ddp["full_size_step_floor_ms"] if pd.notna(ddp["full_size_step_floor_ms"]) else least  # its own end
     return {**{key: ddp[key] for key in frame if key.startswith("full_size_")}, "full_size_cap_mb": ddp.bucket_cap_mb,
             "zero_full_size_step_floor_ms": zero[ZERO_COLUMNS[1]], "zero_full_size_cap_mb": zero.bucket_cap_mb,
             "full_size_least_step_ms": least,
             "full_size_cap_why": floors_cap_words(ddp.bucket_cap_mb, caps_tie(frame)),
-            "full_size_efficiency_at_most": frame["local_step_ms"].iloc[0] / least}  # fmt: skip
+            "full_size_efficiency_at_most": frame["local_step_ms"].iloc[0] / floor}  # fmt: skip
 
 
 def full_size_why(row: pd.Series, backward_ms: float, cap_mb: float, *, terse: bool = False) -> str:
