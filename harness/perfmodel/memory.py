@@ -359,10 +359,18 @@ def is_tight(need: float, capacity_gib: float) -> bool:
     return 0 <= capacity_gib * 1024 - need < COUNT_BELOW_PEAK * need
 
 
+ROOMY_BATCH_CHECKED = 2
+"""How far past the batch its activations were counted at a roomy batch is said: twice it. The count grows by what
+one more sample adds, a growth checked over twice the batch (mlp's full size: 8.5 MiB at 32 samples a rank, 17.0 at
+64; docs/measured/memory-model-cpu.md) and over no more; past it a GPU's working memory may grow otherwise."""
+
+
 def roomy_batch(state: pd.DataFrame, capacity_gib: float) -> pd.Series:
     """Per state row, the most samples a rank at which its need fits `capacity_gib` with room (not `is_tight`: the
-    need at most capacity / (1 + COUNT_BELOW_PEAK)), as largest_batch counts it."""
-    return largest_batch(state, capacity_gib / (1 + COUNT_BELOW_PEAK))
+    need at most capacity / (1 + COUNT_BELOW_PEAK)), as largest_batch counts it, but at most ROOMY_BATCH_CHECKED × the
+    row's batch: there it fits with room, past it unchecked (a tiny model's read 537826 samples a rank)."""
+    batch = largest_batch(state, capacity_gib / (1 + COUNT_BELOW_PEAK))
+    return batch.clip(upper=state["batch_size"] * ROOMY_BATCH_CHECKED).astype(int) if "batch_size" in state else batch
 
 
 def largest_batch(state: pd.DataFrame, capacity_gib: float) -> pd.Series:
@@ -381,14 +389,3 @@ def largest_batch(state: pd.DataFrame, capacity_gib: float) -> pd.Series:
     fixed = state["activation_mb"] - per_sample * state["batch_size"]  # 0 where only the total is known
     batch = np.floor((room - kept - fixed) / per_sample).where((optimizer <= room) & (kept + copies <= room))
     return batch.fillna(0).clip(lower=0).astype(int)
-
-
-def batch_words(state: pd.DataFrame, capacity_gib: float) -> str:
-    """'at batch 6 a rank or fewer fsdp would fit, zero at 2': where nothing fits at the rows' batch, the batch a rank
-    at which each would (largest_batch); '' where none would at any."""
-    rows = state[state["activation_mb"].notna()] if "activation_mb" in state else state.iloc[:0]
-    batches = [(int(b), s) for b, s, at in zip(largest_batch(rows, capacity_gib), rows["strategy"], rows["batch_size"],
-                                               strict=True) if 0 < b < at]  # fmt: skip  # (one that fits says nothing)
-    ranked = sorted(batches, reverse=True)  # none: ''
-    others = "".join(f", {s} at {b}" for b, s in ranked[1:])
-    return f"at batch {ranked[0][0]} a rank or fewer {ranked[0][1]} would fit{others}" if ranked else ""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pandas as pd
 
 from harness.analysis import roles
-from harness.perfmodel.memory import COUNT_BELOW_PEAK, mib_text, need_mb, unrecorded
+from harness.perfmodel.memory import COUNT_BELOW_PEAK, largest_batch, mib_text, need_mb, unrecorded
 
 
 def activation_words(rows: pd.DataFrame, *, holds: str = "", totals: bool = True) -> str:
@@ -163,3 +163,14 @@ def tight_words(need: float, capacity_gib: float) -> str:
 def tight_why() -> str:
     share = f"{COUNT_BELOW_PEAK:.0%}"
     return f"under {share} of the count, which has read up to {share} below a measured peak"
+
+
+def batch_words(state: pd.DataFrame, capacity_gib: float) -> str:
+    """'at batch 6 a rank or fewer fsdp would fit, zero at 2': where nothing fits at the rows' batch, the batch a rank
+    at which each would (largest_batch); '' where none would at any."""
+    rows = state[state["activation_mb"].notna()] if "activation_mb" in state else state.iloc[:0]
+    batches = [(int(b), s) for b, s, at in zip(largest_batch(rows, capacity_gib), rows["strategy"], rows["batch_size"],
+                                               strict=True) if 0 < b < at]  # fmt: skip  # (one that fits says nothing)
+    ranked = sorted(batches, reverse=True)  # none: ''
+    others = "".join(f", {s} at {b}" for b, s in ranked[1:])
+    return f"at batch {ranked[0][0]} a rank or fewer {ranked[0][1]} would fit{others}" if ranked else ""

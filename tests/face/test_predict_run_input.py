@@ -360,11 +360,12 @@ def test_a_gpu_run_predicted_on_its_own_network_says_which_strategy_fits_its_gpu
     assert lines[at + 2].split()[:6] == ["stock", "4", "MiB", "4.5", "MiB", "79.6"]  # 1 + 1 + 2 held, 0.5 of them
     assert lines[at + 2].endswith("  79.6 GiB")  # what it leaves (nothing kept beside: no such column)
     # what for, once, and the most samples a rank that leave 8 % of the count: 4 MiB held, 0.5 / 8 MiB a sample in
-    # 79.6 GiB / 1.08
-    roomy = int((79.6 * 1024 / 1.08 - 4) / (0.5 / 8))
+    # 79.6 GiB / 1.08, a million, past twice the batch counted (8): as far as the count's growth was checked
+    assert int((79.6 * 1024 / 1.08 - 4) / (0.5 / 8)) > 16
     assert lines[at].endswith(
         "left: in one GPU of the run's NVIDIA H100 80GB HBM3, for buffers, working memory, "
-        f"CUDA's and NCCL's, with room (8% of the count) up to a batch a rank of stock {roomy}:"
+        "CUDA's and NCCL's, with room (8% of the count) up to a batch a rank of stock at least 16 (2× the batch "
+        "counted: its growth checked no further):"
     )
     # mlp at its tiny size: what fits is the tiny model's (a review read 'fits' of a model 10,000 times smaller)
     assert lines[at + 4].startswith("  the tiny size's model, not the full size's: bench --size full for the one")

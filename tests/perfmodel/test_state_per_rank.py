@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from harness.commands.predict import trained_dtype
-from harness.perfmodel import memory, sharded
+from harness.perfmodel import memory, memory_words, sharded
 from harness.perfmodel.memory_words import activation_words
 from harness.perfmodel.pick import choice_table
 
@@ -149,12 +149,12 @@ def test_where_nothing_fits_the_batch_a_rank_at_which_each_would_is_said():
     said = memory.fit_words(rows, 80)
     assert said.startswith("stock does not fit (105 GiB a rank at the least; at batch 4 a rank or fewer it would, at "
                            "w64); zero does not fit (")  # fmt: skip
-    assert memory.batch_words(rows[rows["world_size"] == 64], 80) == "at batch 4 a rank or fewer stock would fit"
-    assert memory.batch_words(rows[rows["strategy"] == "zero"], 80) == ""
+    assert memory_words.batch_words(rows[rows["world_size"] == 64], 80) == "at batch 4 a rank or fewer stock would fit"
+    assert memory_words.batch_words(rows[rows["strategy"] == "zero"], 80) == ""
     # a review's: one that fits already is no advice to shrink, and one that keeps nothing has no bound (no crash)
     odd = pd.DataFrame({"strategy": ["none kept", "fits"], "world_size": [8, 8], "total_mb": [90 * 1024.0, 1024.0],
                         "activation_mb": [0.0, 1024.0], "batch_size": [8, 8]})  # fmt: skip
-    assert list(memory.largest_batch(odd, 80)) == [0, 632] and memory.batch_words(odd, 80) == ""
+    assert list(memory.largest_batch(odd, 80)) == [0, 632] and memory_words.batch_words(odd, 80) == ""
 
 
 def test_a_need_that_grows_with_the_gpus_and_a_strategy_in_another_dtype_are_said_as_they_are():

@@ -58,7 +58,7 @@ def table_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
                made: tuple[list[Choice], dict[int, Choice]] | None = None) -> list[tuple]:  # fmt: skip
     """Per GPU count, the choice's cells (table_header): the strategy to book, its step (≥ where its full-size floor
     ranks it), the fastest of the rest that fits and how far behind, and what the pick rests on (where none fits,
-    the batch a rank at which each would: memory.batch_words); the GPU-hours a million samples take given `batch`
+    the batch a rank at which each would: memory_words.batch_words); the GPU-hours a million samples take given `batch`
     (without it, no such cell: table_header's `cost`); [] as `choose`; `made` as noted_rows takes it."""
     rows = noted_rows(state, frames, capacity_gib, optimizer_ms=optimizer_ms, step_ms=step_ms, errors=errors,
                       batch=batch, made=made)  # fmt: skip
@@ -92,7 +92,8 @@ def noted_rows(state: pd.DataFrame, frames: list[pd.DataFrame], capacity_gib: fl
     """`table_rows`' rows with what the pick rests on as `Note`s: (the cells before it, [Note, …]); `made`: `chosen`
     of these arguments, where the caller has it already. A strategy that failed parity in the run is in none of
     them (pick.parity), not even as what would fit at a smaller batch."""
-    from harness.perfmodel.memory import batch_words, roomy_batch
+    from harness.perfmodel.memory import roomy_batch
+    from harness.perfmodel.memory_words import batch_words
 
     state = parity.passed(state)
 
