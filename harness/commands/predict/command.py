@@ -61,10 +61,11 @@ def run(args: argparse.Namespace, *, command: tuple[str, ...]) -> int:
     for flag, text, kept in (("--cluster", typed, args.clusters), ("--caps", args.caps, caps)):
         if text and kept:  # said once nothing more is refused: a refusal is its one line
             console.note_repeated(flag, text, kept)
-    if args.train_wopt:  # its model is counted before a first line: 24 s of silence on a 1.3B Llama
-        Status("predict").show(
-            "importing torch, counting the model you train (--train-wopt) on the meta device", checked=False
-        )  # its options are checked as it is counted: on a terminal only
+    # before a first line: torch's import (2 to 6 s of silence before `--cluster A,B`'s first cluster was said),
+    # and --train-wopt's model counted (24 s on a 1.3B Llama); the run and those options are checked after it, so
+    # on a terminal only
+    counting = ", counting the model you train (--train-wopt) on the meta device" * bool(args.train_wopt)
+    Status("predict").show(f"importing torch{counting}", checked=False)
     import torch  # after the flags' checks: bad input is refused in a second, not after torch's import (2 s)
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
