@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="say one in full: a strategy, a workload or spec (hf:llama, FILE.py:NAME), a cluster "
                               "profile or .toml file")  # fmt: skip
     listing.add_argument("--wopt", action="append", metavar="KEY=VALUE",
-                         type=arguments.argument_type(key_values("--wopt")),
+                         type=arguments.argument_type(key_values("--wopt", deferred=True)),
                          help="a workload NAME's option, as bench takes it (repeat it for several: --wopt "
                               "hidden_size=2048 --wopt num_hidden_layers=24): its parameters counted so")  # fmt: skip
     commands.add_parser("env", help="the environment, as JSON")

@@ -138,16 +138,15 @@ def _yours(name: str) -> bool:
 def _options(spec: str, given: list[tuple[str, tuple[str, ...]]]) -> dict:
     """--wopt KEY=VALUE pairs as workload `spec`'s options, typed and checked as bench checks them; one value each."""
     import workloads
+    from harness.config import workload_grid
     from harness.config.bench import ConfigError
 
-    texts = {}
+    source = workloads.resolve(spec)
+    workload_grid.check_given([source], given)
     for key, values in given:
         if len(values) != 1:
             raise ConfigError(f"--wopt {key}={','.join(values)}: list counts one model; give one value")
-        texts[key] = values[0]
-    options = workloads.parse_options(spec, texts)
-    workloads.resolve(spec).check_options(options)
-    return options
+    return workload_grid.typed_options(source, given)
 
 
 def _describe_workload(name: str, counts: dict, options: dict, inputs: dict | None = None, *,

@@ -60,7 +60,7 @@ class BenchConfig:
         "hf: seq_len, task or any configuration field; torchvision:/timm: image_size, num_classes or a keyword of "
         "the model's class; your class's keyword arguments (docs/your-model.md)",
         name="--wopt",
-        parse=key_values("--wopt"),
+        parse=key_values("--wopt", deferred=True),
         metavar="KEY=V[,V…]",
         repeatable=True,
     )

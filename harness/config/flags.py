@@ -126,12 +126,19 @@ def names(text: str) -> tuple[str, ...]:
     return list_items(text)
 
 
-def key_values(flag: str) -> Callable[[str], tuple[str, tuple[str, ...]]]:
-    """KEY=V[,V…] as (KEY, (V, …))."""
+class Unsplit(tuple):
+    """A text that is not KEY=V[,V…], as (text, ()): --wopt's, refused where the workloads it is meant for are known
+    (workload_grid.check_given, naming the keys they take), not at the parse, which knows none."""
+
+
+def key_values(flag: str, *, deferred: bool = False) -> Callable[[str], tuple[str, tuple[str, ...]]]:
+    """KEY=V[,V…] as (KEY, (V, …)); `deferred`: a text not so as Unsplit, for its refusal to name the keys."""
 
     def parse(text: str) -> tuple[str, tuple[str, ...]]:
         key, sep, values = text.partition("=")
         if not sep or not key.strip():
+            if deferred:
+                return Unsplit((text.strip(), ()))
             raise ConfigError(f"{flag} {text!r} is not key=value[,value…]")
         joined = [value for value in names(values) if "=" in value]
         if joined:  # 'a=1,b=2': the comma separates values of one option, not options

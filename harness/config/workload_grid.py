@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.config.bench import BenchConfig
+from harness.config.flags import Unsplit
 from harness.protocols import ConfigError, UnknownOption
 from harness.results.layout import bounded
 from harness.results.values import options_words
@@ -36,15 +37,11 @@ def workload_choices(config: BenchConfig, *, size: str, device: str = "cpu") -> 
     values sweep."""
     import workloads as workload_registry
 
-    for key, values in config.workload_options:
-        if not values:
-            raise ConfigError(f"--wopt {key} has no value")
     sources = _named_apart([workload_registry.resolve(spec) for spec in config.workloads])
+    check_given(sources, config.workload_options)
     refusals: dict[str, list[str]] = {}  # per key, each workload's own words for why it does not take it
     grids = {source.spec: _workload_option_grid(source, config.workload_options, refusals) for source in sources}
-    for key, _ in config.workload_options:
-        if not any(key in combo for grid in grids.values() for combo in grid):
-            raise ConfigError(f"--wopt {key}: no chosen workload takes it ({') ('.join(refusals[key])})")
+    _check_taken(config.workload_options, [combo for grid in grids.values() for combo in grid], refusals)
     choices = []
     for source in sources:
         for options in grids[source.spec]:
@@ -55,6 +52,44 @@ def workload_choices(config: BenchConfig, *, size: str, device: str = "cpu") -> 
             choices.append(WorkloadChoice(name, source.spec, options, batch, workload.remote_part, source.provenance(),
                                           unavailable))  # fmt: skip
     return choices
+
+
+def check_given(sources: list, given) -> None:
+    """--wopt's texts refused before any is typed, alike from bench and list: one not KEY=V[,V…] (flags.Unsplit),
+    with each workload's words for the key it may have meant (its keys: a bare 'classes' read 'is not key=value'
+    alone), one without a value."""
+    for item in given:
+        key, values = item
+        if isinstance(item, Unsplit):
+            meant = key.partition("=")[0].strip() or key
+            raise ConfigError(f"--wopt {key!r} is not key=value[,value…] "
+                              f"({') ('.join(_key_words(source, meant) for source in sources)})")  # fmt: skip
+        if not values:
+            raise ConfigError(f"--wopt {key} has no value")
+
+
+def typed_options(source, given) -> dict[str, Any]:
+    """One workload's --wopt options, one value each (list's), typed and checked, or refused, as bench does."""
+    check_given([source], given)
+    refusals: dict[str, list[str]] = {}
+    combos = _workload_option_grid(source, given, refusals)
+    _check_taken(given, combos, refusals)
+    return combos[0]
+
+
+def _check_taken(given, combos: list[dict[str, Any]], refusals: dict[str, list[str]]) -> None:
+    for key, _ in given:
+        if not any(key in combo for combo in combos):
+            raise ConfigError(f"--wopt {key}: no chosen workload takes it ({') ('.join(refusals[key])})")
+
+
+def _key_words(source, key: str) -> str:
+    """Why `source` does not take `key`, in its words (which name the keys it does), or that it takes it."""
+    try:
+        taken = _typed_values(source, key, ["1"])
+    except ConfigError:  # it takes the key: the value tried was its to refuse
+        taken = []
+    return str(taken) if isinstance(taken, UnknownOption) else f"{source.name} takes {key}=VALUE"
 
 
 def _named_apart(sources: list) -> list:

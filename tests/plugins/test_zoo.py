@@ -552,6 +552,27 @@ def test_a_workload_option_nothing_takes_is_one_line_exit_2(capsys, tmp_path, ar
     assert said in refused(capsys, tmp_path, *args)
 
 
+@pytest.mark.parametrize(("workload", "wopt", "said"), [
+    ("mlp", "classes", "--wopt 'classes' is not key=value[,value…] (mlp takes classes=VALUE)"),  # once no keys named
+    ("mlp", "colour", "--wopt 'colour' is not key=value[,value…] (workload 'mlp' has no option colour; valid options: "
+                      "classes)"),
+    ("mlp", "colour=red", "--wopt colour: no chosen workload takes it (workload 'mlp' has no option colour; valid "
+                          "options: classes)"),  # list once said it without the flag
+    ("mlp", "classes=abc", "--wopt classes=abc is not valid for mlp (classes: 'abc' is not a whole number (≥ 1))"),
+    ("gpt2", "seq_len=64", "--wopt seq_len: no chosen workload takes it (workload 'gpt2' has no option seq_len; valid "
+                           "options: (none)"),  # a registered workload that takes none
+])  # fmt: skip
+def test_a_bad_workload_option_is_the_same_line_from_list_bench_and_its_dry_run(capsys, tmp_path, workload, wopt,
+                                                                                said):  # fmt: skip
+    """Each refusal of a --wopt, one line naming it and the workload's keys, exit 2, nothing written, said alike by
+    `list`, `bench` and `bench --dry-run` (list said 'classes: 'abc' is not a whole number' of classes=abc)."""
+    lines = {refused(capsys, tmp_path, "--workloads", workload, "--wopt", wopt, *dry) for dry in ([], ["--dry-run"])}
+    assert cli.main(["list", workload, "--wopt", wopt]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert lines | {err} == {err} and said in err, (lines, err)
+
+
 def test_a_value_one_workload_refuses_is_refused_though_another_takes_it(capsys, tmp_path, user_file):
     loose = user_file.parent / "loose.py"
     loose.write_text("from models import Sized\n\n\ndef Loose(**options):\n    return Sized(width=3)\n")
