@@ -286,6 +286,18 @@ def test_zeros_own_cost_a_cpu_measured_bounds_its_step_as_fsdps_does():
     )
 
 
+def test_a_lead_over_the_pick_names_the_own_costs_of_the_two_compared_alone():
+    """fsdp 97–105.5 ms against stock 100 read '3.0% faster without FSDP's and ZeRO's own cost, 5.5% slower without
+    ZeRO's own cost, with FSDP's at a CPU's': ZeRO's own cost moves neither step, so its ends are not named."""
+    three = _state([("stock", 8, 20.0), ("zero", 8, 10.0), ("fsdp", 8, 5.0)])
+    frames = [_frame(8, 100.0, 110.0).assign(zero_own_left_out_ms=7.0, fsdp_step_ms=97.0, fsdp_own_left_out_ms=8.5)]
+    (w8,) = choice.choose(predictions.labelled(three), frames, 80.0)
+    assert [c.strategy for c in w8.picked] == ["stock"] and w8.bounds == ["FSDP2", "ZeRO-1"]
+    said = choice_words(predictions.labelled(three), frames, 80.0)
+    assert "fsdp 97–105.5 ms (from none of its own cost to a CPU's), 3.0% faster without FSDP's own cost, 5.5% " \
+           "slower with it at a CPU's; zero 110–117 ms" in said, said  # fmt: skip
+
+
 def test_no_turning_point_is_said_where_the_pick_is_already_too_close_to_call():
     state = _state([("stock", 8, 20.0), ("zero", 8, 10.0)])
     frames = [_frame(8, 100.0, 99.0).assign(zero_optimizer_ms=29.0)]  # 1 ms ahead: tied with stock already
