@@ -40,7 +40,7 @@ from reports.pages.evidence import (
     swept_caps,
     too_few_text,
 )
-from reports.pages.html import HEADING_NAME, esc, name_html, table
+from reports.pages.html import HEADING_NAME, esc, name_html, shared_link, table
 from reports.pages.pooled import MISSING, ranked, run_confidence, value
 
 
@@ -368,9 +368,10 @@ def answer_section(run: RunData, workloads: list[str]) -> str:
 
 
 def predict_links(meta: dict) -> str:
-    """The pages `predict --page` wrote of this run into its site (site.read_shared_pages), each under its title: the
-    answer on a cluster at a GPU's step given, which a page of the run's own machine does not give; '' for none."""
-    links = ", ".join(f'<a href="../{esc(p["href"])}">{esc(p["title"])}</a>' for p in meta.get("predict_pages") or [])
+    """The pages `predict --page` wrote of this run into its site (site.read_shared_pages), each under its title and
+    what it books, as the index says it (html.shared_link): the answer on a cluster at a GPU's step given, which a page
+    of the run's own machine does not give; '' for none."""
+    links = "; ".join(shared_link(p, up="../") for p in meta.get("predict_pages") or [])
     return f"<p>On a cluster at a GPU step given (<code>ddpbench predict --page</code>): {links}.</p>" if links else ""
 
 

@@ -61,6 +61,16 @@ BOOK_MARK = '<meta name="ddpbench-book" content="{}">'
 ms at 64 GPUs'), which the index gives beside its link: read from the page, never derived again."""
 
 
+def shared_link(shared: dict[str, str], *, up: str = "") -> str:
+    """A page of `predict --page` (site.read_shared_pages) under its title, then what its choice books at its most GPUs
+    as its head says it (BOOK_MARK: 'books stock at 25 MiB, 300.3 ms at 64 GPUs'), not derived again: an index showed
+    a run's CPU leader in bold beside two such links whose pages booked another strategy, and only their titles. The
+    index, the run page and the what-if page each link it so; `up`: the path from the linking page to the site's
+    folder ('../' from runs/)."""
+    book = f": books {esc(shared['book'])}" if shared.get("book") else ""
+    return f'<a href="{up}{esc(shared["href"])}">{esc(shared["title"])}</a>{book}'
+
+
 def page(title: str, body: str, *, depth: int, plots: bool = True, inline: bool = False, shared: bool = False,
          run: str = "", book: str = "") -> str:  # fmt: skip
     """A whole page; only pages with plots load plotly.js (4 MB of script to parse): from the site's shared

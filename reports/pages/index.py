@@ -18,7 +18,7 @@ from reports import aggregate
 from reports.aggregate import machine_summary
 from reports.figures import network as netfigures
 from reports.pages import alerts, answer, evidence, pooled
-from reports.pages.html import FigureList, esc, page, reproduce_html, table
+from reports.pages.html import FigureList, esc, page, reproduce_html, shared_link, table
 
 BUSBW_CAPTION = (  # under the first op's figure only: it holds for each
     "In each chart, higher is better: bus bandwidth (algorithm bandwidth × the nccl-tests factor) per message size; "
@@ -158,14 +158,6 @@ def _whatif_link(row: dict[str, str], shared: list[dict[str, str]] = ()) -> str:
     own = (f'<br><a href="runs/{esc(quote(row["whatif"]))}">what if on {esc(row.get("whatif_cluster", ""))}{esc(what)}'
            "</a>" if row.get("whatif") else "")  # fmt: skip
     return own + "".join(f"<br>{shared_link(p)}" for p in shared if p.get("run") == row["page"])
-
-
-def shared_link(shared: dict[str, str]) -> str:
-    """A page of `predict --page` under its title, then what its choice books at its most GPUs as its head says it
-    (html.BOOK_MARK: 'books stock at 25 MiB, 300.3 ms at 64 GPUs'), not derived again here: an index showed a
-    run's CPU leader in bold beside two such links whose pages booked another strategy, and only their titles."""
-    book = f": books {esc(shared['book'])}" if shared.get("book") else ""
-    return f'<a href="{esc(shared["href"])}">{esc(shared["title"])}</a>{book}'
 
 
 def comparisons_index(comparisons: list[dict[str, Any]]) -> str:

@@ -21,7 +21,7 @@ from harness.perfmodel.pick.choice_table import chosen, table_header, table_rows
 from harness.perfmodel.pick.words import choice_words
 from harness.perfmodel.sharded import OwnCheck, optimizer_break_even, optimizer_share_caveat, unborne_words
 from harness.results.values import strategy_labels
-from reports.pages.html import esc, table
+from reports.pages.html import esc, shared_link, table
 from reports.pages.whatif.full_size import has_floors, not_yours
 
 
@@ -277,8 +277,9 @@ def device_banner(meta: dict, cluster: Cluster, local_step_ms: float | None, *, 
 
 
 def _given(meta: dict) -> str:
-    """': ' and the pages `predict --page` wrote of the run into the site (site.write_run), linked; '' for none."""
-    links = ", ".join(f'<a href="../{esc(p["href"])}">{esc(p["title"])}</a>' for p in meta.get("predict_pages") or [])
+    """': ' and the pages `predict --page` wrote of the run into the site (site.write_run), linked with what each
+    books (html.shared_link); '' for none."""
+    links = "; ".join(shared_link(p, up="../") for p in meta.get("predict_pages") or [])
     return f": {links}" if links else ""
 
 
