@@ -219,8 +219,9 @@ def bucket_cap_sweep(
                 mode="lines+markers",
                 error_y=_whiskers(group.assign(high_ms=group["high_ms"].clip(upper=top)), median="step_ms",
                                   low="low_ms", high="high_ms"),
-                customdata=group[["repeats"]].assign(interval=_interval_words(group)).to_numpy(),
-                hovertemplate="%{x:g} MiB: %{y:.3g} ms (geometric mean of %{customdata[0]} repeat(s)' medians; "
+                customdata=group["repeats"].map(stats.repeats_text).to_frame().assign(
+                    interval=_interval_words(group)).to_numpy(),
+                hovertemplate="%{x:g} MiB: %{y:.3g} ms (geometric mean of %{customdata[0]}' medians; "
                 "%{customdata[1]})<extra>%{fullData.name}</extra>",
             )
         )  # fmt: skip
@@ -229,8 +230,8 @@ def bucket_cap_sweep(
         figure.add_trace(go.Scatter(
             name="95% interval runs past the axis (cut)", x=cut["bucket_cap_mb"], y=[top] * len(cut), mode="markers",
             marker={"symbol": "arrow-up", "size": 12, "color": "#555"}, cliponaxis=False,
-            customdata=cut[["world_size", "low_ms", "high_ms"]],
-            hovertemplate="%{x:g} MiB at %{customdata[0]} rank(s): 95% interval %{customdata[1]:.3g}–"
+            customdata=cut.assign(ranks=cut["world_size"].map(world_label))[["ranks", "low_ms", "high_ms"]],
+            hovertemplate="%{x:g} MiB at %{customdata[0]}: 95% interval %{customdata[1]:.3g}–"
             "%{customdata[2]:.3g} ms<extra></extra>",
         ))  # fmt: skip
     if stars:

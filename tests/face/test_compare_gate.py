@@ -43,7 +43,7 @@ def test_nothing_matched_because_new_failed_everywhere_is_exit_1_naming_the_fail
     fake_run(tmp_path / "r", "new", statuses=("failed",) * 3)
     code, out = compare(capsys, tmp_path / "r")
     assert code == 1, out
-    assert "w2 mlp/tiny stock: failed in NEW (3 of 3 repeat(s)): rank 1: RuntimeError: boom" in out.err
+    assert "w2 mlp/tiny stock: failed in NEW (3 of 3 repeats): rank 1: RuntimeError: boom" in out.err
     assert "0 configuration(s) matched" in out.out
     assert "compare: slower: 1 failed in NEW; base measured mlp/tiny fp32 sgd batch 8 (stock), new no ok " \
            "configuration (exit 1)" in out.out  # fmt: skip

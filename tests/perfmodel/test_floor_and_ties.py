@@ -147,7 +147,7 @@ def test_a_reference_faster_than_its_baseline_is_said_to_be_taken_as_0(monkeypat
                          "launch_position": [0, 1, 0]})  # fmt: skip
     scaling.say_run_calibration(None, rows, {}, scaled=False)
     assert ("-0.629 ms, beyond noise: a measurement problem (the baseline ran first in its launch in 1 of its 2 "
-            "repeat(s) at one rank), no cost)") in capsys.readouterr().out  # fmt: skip
+            "repeats at one rank), no cost)") in capsys.readouterr().out  # fmt: skip
 
 
 def test_validation_says_a_model_agrees_when_its_tied_best_holds_the_measured_best(capsys):

@@ -438,9 +438,9 @@ def test_an_fsdp_step_faster_than_the_baseline_beyond_noise_is_no_own_cost():
     assert measured.fsdp_own_cost_s(one, setup) is None  # was max(0, -4382 ms): a measured 0
     note = own_costs.fsdp_own_unknown(Calibration(compute_scale=1.0), one, setup)
     assert "2514 ms, beat the baseline's (6896 ms)" in note and "measurement problem" in note
-    assert "(the baseline ran first in its launch in 1 of its 1 repeat(s) at one rank)" in note  # older: always first
+    assert "(the baseline ran first in its launch in 1 of its 1 repeat at one rank)" in note  # older: always first
     later = own_costs.fsdp_own_unknown(Calibration(compute_scale=1.0), one.assign(launch_position=[1, 0]), setup)
-    assert "in 0 of its 1 repeat(s)" in later  # its place, as the row records it
+    assert "in 0 of its 1 repeat at one rank" in later  # its place, as the row records it
     overlapping = one.assign(step_ms_p10=[2000.0, 2420.0])  # one repeat a side, steps overlapping: noise, taken as 0
     assert measured.fsdp_own_cost_s(overlapping, setup) == 0.0
     repeats = pd.DataFrame([_row("local", 1, ms) for ms in (30.0, 31.0, 30.5)]

@@ -181,6 +181,9 @@ def test_the_sweep_axis_stays_on_its_points_and_marks_a_whisker_it_cuts():
     cut = lines["95% interval runs past the axis (cut)"]
     assert list(cut.x) == [1.0, 25.0] and list(cut.y) == [top, top]
     assert cut.customdata[0][2] == pytest.approx(high)  # the hover gives the interval whole
+    assert cut.customdata[0][0] == "1 rank" and lines["1 rank"].customdata[0][0] == "2 repeats"  # not 'rank(s)'
+    assert "%{customdata[0]}: 95% interval" in cut.hovertemplate
+    assert "geometric mean of %{customdata[0]}' medians" in lines["1 rank"].hovertemplate
     assert lines["1 rank"].customdata[0][1] == (
         f"95% interval {ms_text(geometric_interval([101.3, 152.9])[1])}–{ms_text(high)} ms"
     )  # no exponent: 1702, not 1.7e+03

@@ -467,7 +467,10 @@ def test_with_repeats_parity_is_one_row_per_configuration_failed_where_any_repea
     failed = rows.loc["stock · w2 (3 repeats)"]
     assert failed["parity_ok"] is False and failed["parity_max_abs_diff"] == 0.5
     assert failed["parity_tolerance"] == 1e-4  # the tolerance of the repeat that differed most
-    assert failed["parity_note"] == "failed in repeat(s) 2"
+    assert failed["parity_note"] == "failed in repeat 2"  # counted as said: not 'repeat(s)'
+    runs.loc[stock_w2 & (runs["repeat"] == 2), "parity_ok"] = False
+    twice = run_sections.parity_by_configuration(aggregate.labelled(runs)).set_index("config_label")
+    assert twice.loc["stock · w2 (3 repeats)", "parity_note"] == "failed in repeats 2, 3"
     assert rows.loc["naive · w1 (3 repeats)", "parity_ok"] is True
     assert rows.loc["local · w1 (3 repeats)", "parity_ok"] is None  # local is never judged
     # one repeat checked, the others not: said as the others', not as a verdict and its denial

@@ -220,8 +220,8 @@ def without_counterpart(base_run: Path, new_run: Path, *, across_strategies: boo
         statuses = counterpart["status"] if counterpart is not None else pd.Series(dtype=str)
         if (statuses == "failed").any():
             error = counterpart.loc[statuses == "failed", "error"].iloc[0]
-            failed.append(f"{label}: failed in NEW ({(statuses == 'failed').sum()} of {len(statuses)} "
-                          f"repeat(s)): {error}")  # fmt: skip
+            failed.append(f"{label}: failed in NEW ({(statuses == 'failed').sum()} of "
+                          f"{stats.repeats_text(len(statuses))}): {error}")  # fmt: skip
         elif not (statuses == "ok").any():
             why = (_nearest_in_new(_plain(key), list(new_groups), keys) if counterpart is None
                    else f"{', '.join(sorted(set(statuses)))} in NEW")  # fmt: skip

@@ -171,7 +171,7 @@ def options_text(options_json: str | None) -> str:
 def describe_row(row: dict) -> str:
     """A finished configuration in one line: its time and parity, or why it did not run."""
     label = f"w{row['world_size']} {row['workload']}/{row['size']} {row['impl']}{options_text(row['impl_options'])}"
-    if row.get("repeat"):  # counted from 1, as "after 3 repeat(s)" counts them (config ids and logs: r0, r1, …)
+    if row.get("repeat"):  # counted from 1, as "after 3 repeats" counts them (config ids and logs: r0, r1, …)
         label += f" (repeat {row['repeat'] + 1})"
     if row["status"] != "ok":
         kind = f" ({row['error_kind']})" if row.get("error_kind") else ""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from typing import NamedTuple
 
-from harness.analysis import roles
+from harness.analysis import roles, stats
 from harness.perfmodel import measured
 from harness.perfmodel.schedule import Profile, calibrate, scaled_words
 from harness.results.values import ms_text
@@ -121,4 +121,4 @@ def baseline_first(configs, setup: dict) -> str:
     local = rows[roles.flag(rows, "baseline") & (rows["world_size"] == 1)]
     places = local["launch_position"].fillna(0) if "launch_position" in local else [0] * len(local)
     first = sum(int(place) == 0 for place in places)
-    return f"the baseline ran first in its launch in {first} of its {len(local)} repeat(s) at one rank"
+    return f"the baseline ran first in its launch in {first} of its {stats.repeats_text(len(local))} at one rank"

@@ -293,7 +293,8 @@ def parity_by_configuration(rows: pd.DataFrame) -> pd.DataFrame:
             "parity_ok": False if failed else (True if True in verdicts else None),
             "parity_max_abs_diff": group["parity_max_abs_diff"].max(),
             "parity_tolerance": _at_largest(group),
-            "parity_note": f"failed in repeat(s) {', '.join(map(str, failed))}" if failed else _pooled_note(group),
+            "parity_note": f"failed in repeat{'s' * (len(failed) > 1)} {', '.join(map(str, failed))}" if failed
+                           else _pooled_note(group),
         })  # fmt: skip
     return pd.DataFrame(pooled)
 
