@@ -373,7 +373,7 @@ def test_predict_on_a_cluster_gives_the_step_per_cap_of_a_runs_profile(small_run
     assert lead.startswith("<b>The full size</b>") and headline.startswith("<b>The tiny size's profile</b>")
     bound = float(re.search(r"and at most ([\d.]+) at \d+ GPUs with the full size's gradients", lead).group(1))
     before = r"\(before DDP's own cost, left out\)"  # a CPU's, beside the GPU step given: not in the figures
-    assert bound < float(
+    assert bound <= float(  # at most the profiled size's: the floors only add (at three decimals, maybe equal)
         re.search(rf"Efficiency {before} [\d.]+ on one node \(\d+ GPUs\), ([\d.]+) at", headline).group(1)
     )
     # and a figure of each modelled strategy's step and floor against GPUs, not DDP's caps alone
