@@ -17,13 +17,20 @@ import pandas as pd
 from harness.analysis import stats, why
 from harness.analysis.verdicts import sweep
 from harness.results.dictionary.columns import PHASE_COLUMNS as PHASES  # the step phases, as steps/ names them
-from harness.results.values import strategy_label, strategy_labels
+from harness.results.values import counted, strategy_label, strategy_labels
 
 MAX_SERIES_POINTS = 400  # per configuration and trace: enough to see warm-up and drift
 
 
 def world_label(world_size: int) -> str:
-    return f"{world_size} rank{'s' if world_size != 1 else ''}"
+    return counted(world_size, "rank")
+
+
+def threads_each(meta: dict) -> str:
+    """'(2 threads each)': a CPU run's threads a rank, as its run.json records them; '' where it records none (the
+    banners once said 'None thread(s) each')."""
+    threads = meta.get("threads_per_rank")
+    return f" ({counted(int(threads), 'thread')} each)" if threads else ""
 
 
 def labelled(configs: pd.DataFrame, *, workload: str | None = None, status: str | None = "ok") -> pd.DataFrame:
@@ -334,13 +341,13 @@ def machine_summary(meta: dict[str, Any], configs: pd.DataFrame) -> str:
     """'CPU, gloo, up to 2 ranks' or '8 × NVIDIA H100, NCCL, up to 8 ranks on 1 node'."""
     worlds = world_sizes(configs) or [c["world_size"] for c in meta.get("configurations", [])] or [0]
     most = max(worlds)
-    ranks = f"up to {most} rank{'s' if most != 1 else ''}"
+    ranks = f"up to {counted(most, 'rank')}"
     if meta.get("device") == "cuda":
         environment = meta.get("environment", {})
         gpu = environment.get("gpu_name") or "GPU"
         count = environment.get("gpu_count") or ""
         nnodes = int(configs["nnodes"].max()) if "nnodes" in configs and configs["nnodes"].notna().any() else 1
-        nodes = f" on {nnodes} node{'s' if nnodes != 1 else ''}"
+        nodes = f" on {counted(nnodes, 'node')}"
         return f"{count} × {gpu}, {str(meta.get('backend') or 'nccl').upper()}, {ranks}{nodes}".lstrip(" ×")
     return f"CPU, {meta.get('backend') or 'gloo'}, {ranks}"
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from harness.analysis.drift import drift_note, step_drift
 from harness.bucketing import DDP_DEFAULT_CAP_MB
-from harness.results.values import ms_text
+from harness.results.values import counted, ms_text
 
 
 def summarize(samples_ms: Sequence[float]) -> dict[str, float | None]:
@@ -323,4 +323,4 @@ def noise_note(
 
 def repeats_text(count: int) -> str:
     """'1 repeat', '3 repeats': a count of one said in the singular."""
-    return f"{count} repeat{'s' * (count != 1)}"
+    return counted(count, "repeat")

@@ -147,3 +147,9 @@ def ratio_number(ratio: float) -> str:
 def ms_text(value: float) -> str:
     """A time in ms for reading: three significant digits, never an exponent ('1720', not '1.72e+03')."""
     return f"{value:.0f}" if abs(value) >= 999.5 else f"{value:.3g}"
+
+
+def counted(count: int, noun: str) -> str:
+    """'1 thread', '4 threads', '0 grid steps': a count with its noun, singular for one (pages and lines once said
+    'thread(s)'; stats.repeats_text and the figures' world labels count repeats and ranks so)."""
+    return f"{count} {noun}{'s' * (count != 1)}"

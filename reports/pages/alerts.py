@@ -12,6 +12,7 @@ import pandas as pd
 
 from harness.analysis import drift, roles, stats, why
 from harness.results import contention
+from harness.results.values import counted
 from reports.pages.html import esc
 
 
@@ -224,7 +225,7 @@ def shared_devices(meta: dict[str, Any], configs: pd.DataFrame) -> list[str]:
         gpus = _gpus_per_node(meta)
         if gpu_shared_worlds(meta, configs):  # the one rule of who shared a GPU, as the memory section uses
             return [
-                f"<b>Devices shared:</b> {per_node} ranks per node ran on {gpus} GPU{'s' if gpus != 1 else ''}, so "
+                f"<b>Devices shared:</b> {per_node} ranks per node ran on {counted(gpus, 'GPU')}, so "
                 "several ranks took turns on one device: step times and scaling efficiency at that world size "
                 "measure the oversubscription, not the strategy."
             ]
@@ -233,7 +234,8 @@ def shared_devices(meta: dict[str, Any], configs: pd.DataFrame) -> list[str]:
     cores = environment.get("cpu_count")
     if cores and per_node * threads > cores:
         return [
-            f"<b>Cores shared:</b> {per_node} ranks × {threads} thread(s) ran on {cores} cores: ranks took turns, "
+            f"<b>Cores shared:</b> {counted(per_node, 'rank')} × {counted(threads, 'thread')} ran on "
+            f"{counted(cores, 'core')}: ranks took turns, "
             "so communication and compute slowed each other more than on separate devices."
         ]
     return []

@@ -190,8 +190,8 @@ def collectives_page(meta: dict[str, Any], frame: pd.DataFrame, contention: pd.D
     parts = ['<nav><a href="../index.html">all runs</a></nav>', f"<h1>Collectives {esc(meta.get('run_id'))}</h1>"]
     if meta.get("device") == "cpu":
         parts.append(
-            '<p class="banner">Measured on the <b>CPU</b> with gloo, one process per simulated GPU '
-            f"({esc(meta.get('threads_per_rank'))} thread(s) each): loopback bandwidth on shared cores, "
+            '<p class="banner">Measured on the <b>CPU</b> with gloo, one process per simulated GPU'
+            f"{esc(aggregate.threads_each(meta))}: loopback bandwidth on shared cores, "
             "not an interconnect.</p>"
         )
     parts.append(f"<p>Started {esc(meta.get('started_at'))} on {esc(meta.get('hostname'))}, "

@@ -174,7 +174,7 @@ def test_validation_agrees_when_the_predicted_best_is_a_cap_the_sweep_calls_as_g
     predictions.validation(("w", "tiny", 2), group, [1.0, 5.0, 25.0], [("calibrated", error)])
     first, second, third = capsys.readouterr().out.split("validation w2")[1:]
     assert "best cap measured 25 MiB vs predicted 1 MiB (agrees: a cap the sweep calls as good)" in first
-    assert "best cap measured 25 MiB vs predicted 1 MiB (2 grid step(s) apart)" in second
+    assert "best cap measured 25 MiB vs predicted 1 MiB (2 grid steps apart)" in second
     assert "(no check of the best cap: the sweep calls every cap as good)" in third
 
 

@@ -97,6 +97,27 @@ def test_alerts_say_noise_shared_gpus_one_world_size_and_interruption(configs):
         "gpu_count": 2}}, configs, resume_command="")  # fmt: skip
 
 
+def test_counts_on_the_pages_are_said_in_the_singular_for_one_not_as_thread_s(configs):
+    """'1 ranks × 4 thread(s) ran on 2 cores', 'None thread(s) each': a count of one in the singular, none unsaid."""
+    from reports import aggregate
+
+    single = configs.assign(world_size=1)
+    cpu = {"device": "cpu", "threads_per_rank": 4, "environment": {"cpu_count": 2}}
+    assert alerts.shared_devices(cpu, single) == [
+        "<b>Cores shared:</b> 1 rank × 4 threads ran on 2 cores: ranks took turns, so communication and compute "
+        "slowed each other more than on separate devices."
+    ]
+    assert (
+        "2 ranks × 1 thread ran on 1 core:"
+        in alerts.shared_devices({**cpu, "threads_per_rank": 1, "environment": {"cpu_count": 1}}, configs)[0]
+    )
+    assert [aggregate.threads_each({"threads_per_rank": n}) for n in (1, 2)] == [
+        " (1 thread each)",
+        " (2 threads each)",
+    ]
+    assert aggregate.threads_each({}) == ""  # a run.json without it: nothing said, not 'None'
+
+
 def test_the_noise_banner_counts_configurations_by_their_repeats_median_cv(configs):
     one = configs.iloc[[0]]
     repeats = pd.concat([one.assign(repeat=r, step_ms_cv=0.12 if r == 0 else 0.03) for r in range(5)])

@@ -188,7 +188,7 @@ def test_a_tied_predicted_best_is_shown_as_every_tied_cap():
     error = tied_prediction()
     assert error["best_predicted_caps_mb"] == [5.0, 25.0] and error["best_measured_caps_mb"] == [5.0]
     assert model_section.describe_error(error) == (
-        f"MAPE {error['mape']:.1%}; best cap 5 or 25 MiB (tied) vs measured 5 MiB (0 grid step(s) apart)"
+        f"MAPE {error['mape']:.1%}; best cap 5 or 25 MiB (tied) vs measured 5 MiB (0 grid steps apart)"
     )
     missed = {**error, "mape": 0.392}  # a review's run: 39-49 % beside 'Target: MAPE ≤ 10 %', unsaid
     assert model_section.describe_error(missed).startswith("MAPE 39.2% (over the 10% target); best cap")
@@ -226,8 +226,8 @@ def test_the_model_table_defines_as_good_by_the_verdicts_rule():
     said = text(model_section.prediction_error_table(predictions, recommendations))
     assert "'As good' caps are those of the sweep that its best does not beat significantly and by 5 % or more" in said
     assert "not significantly slower" not in said
-    assert said.count("best cap 5 or 25 MiB (tied) vs measured 5 MiB (0 grid step(s) apart); 25 MiB among") == 2
-    assert "best cap 25 MiB vs measured 5 MiB (1 grid step(s) apart); among the measured 'as good' caps" in said
+    assert said.count("best cap 5 or 25 MiB (tied) vs measured 5 MiB (0 grid steps apart); 25 MiB among") == 2
+    assert "best cap 25 MiB vs measured 5 MiB (1 grid step apart); among the measured 'as good' caps" in said
 
 
 def test_no_page_text_calls_an_explicit_25_mib_cap_ddps_default():

@@ -11,7 +11,7 @@ from harness.analysis import agreement, stats, why
 from harness.commands.console import bytes_text, invoked, once, say, say_once, warning
 from harness.commands.console.predict.steps import best_cap
 from harness.perfmodel.pick import ranked
-from harness.results.values import ms_text
+from harness.results.values import counted, ms_text
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -105,7 +105,7 @@ def validation(key: tuple, group: pd.DataFrame, as_good: list[float] | None, err
         apart = error["best_cap_grid_steps"]
         said = ("no check of the best cap: the sweep calls every cap as good" if vacuous else "agrees" if apart == 0
                 else "agrees: a cap the sweep calls as good" if agreement.agrees(error, as_good)
-                else f"{apart} grid step(s) apart")  # fmt: skip
+                else f"{counted(apart, 'grid step')} apart")  # fmt: skip
         measured, predicted = (
             agreement.caps_text(error[key]) for key in ("best_measured_caps_mb", "best_predicted_caps_mb")
         )

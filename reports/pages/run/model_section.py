@@ -7,6 +7,7 @@ import pandas as pd
 
 from harness.analysis import agreement, roles, stats
 from harness.analysis.verdicts import sweep
+from harness.results.values import counted
 from reports import aggregate
 from reports.aggregate import RunData
 from reports.figures import network as netfigures
@@ -77,14 +78,14 @@ MODEL_VARIANTS = (
 
 
 def describe_error(error: dict) -> str:
-    """'MAPE 4.0%; best cap 5 or 25 MiB (tied) vs measured 25 MiB (0 grid step(s) apart)': every cap the
+    """'MAPE 4.0%; best cap 5 or 25 MiB (tied) vs measured 25 MiB (0 grid steps apart)': every cap the
     prediction (and the measurement) cannot tell from its fastest (agreement.tied_best), and the grid steps
     between the two sets at their closest."""
     missed = f" (over the {agreement.TARGET_MAPE:.0%} target)" if error["mape"] > agreement.TARGET_MAPE else ""
     return (
         f"MAPE {error['mape']:.1%}{missed}; best cap {agreement.caps_text(error['best_predicted_caps_mb'])} vs "
-        f"measured {agreement.caps_text(error['best_measured_caps_mb'])} ({error['best_cap_grid_steps']} grid step(s) "
-        "apart)"
+        f"measured {agreement.caps_text(error['best_measured_caps_mb'])} "
+        f"({counted(error['best_cap_grid_steps'], 'grid step')} apart)"
     )
 
 

@@ -17,7 +17,7 @@ from harness.analysis import roles, stats
 from harness.analysis.verdicts import compare as comparing
 from harness.results import contention, invocation, layout, store
 from harness.results.invocation import as_typed, resume_command
-from harness.results.values import strategy_labels
+from harness.results.values import counted, strategy_labels
 from reports import aggregate
 from reports.aggregate import RunData, machine_summary, precision
 from reports.pages import alerts, answer
@@ -101,7 +101,7 @@ def header(run: RunData) -> str:
     if meta.get("device") == "cpu":
         parts.append(
             '<p class="banner">This run ran on the <b>CPU</b> with the gloo backend, one process per simulated '
-            f"GPU ({esc(meta.get('threads_per_rank'))} thread(s) each). Its times show relative costs on this "
+            f"GPU{esc(aggregate.threads_each(meta))}. Its times show relative costs on this "
             "machine, not GPU performance.</p>"
         )
     failed_parity = configs[configs["parity_ok"] == False]  # noqa: E712 (None means not judged)
@@ -344,7 +344,8 @@ def profile_alert(configs: pd.DataFrame) -> list[str]:
     if rows.empty:
         return []
     return [
-        f'<b>Profiled:</b> {len(rows)} configuration(s) ran under torch.profiler (<a href="#profiles">traces</a>); '
+        f"<b>Profiled:</b> {counted(len(rows), 'configuration')} ran under torch.profiler "
+        '(<a href="#profiles">traces</a>); '
         "their times include the profiler's overhead, so compare them with each other, not with unprofiled runs."
     ]
 
