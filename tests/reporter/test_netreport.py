@@ -132,6 +132,9 @@ def test_the_what_if_page_of_a_cpu_run_gives_its_communication_and_memory_and_no
         assert f'"name":"DDP\'s all-reduces at {cap} MiB"' in page
     assert "GTC 2024 S62129" in page and "inter.busbw_gbps" in page  # where each number came from
     assert "What the run measured" in page
+    measured = page.split("What the run measured")[1].split("</table>")[0]  # the run page's figures, as it says
+    steps = re.findall(r"<td>([^<]*)</td></tr>", measured)  # each row's last cell, its step
+    assert steps and all(re.fullmatch(r"\d{1,2}\.\d\d ms|\d{3,}\.\d ms", step) for step in steps), steps  # not 9.230
     published = page.split("<h2>Against published figures</h2>")[1]  # how sure the communication is
     assert "1 node: 2 tables, 28 of 28 sizes within 25 %" in published and "nccltests309" in published
     # a GPU's compute is a step to rank by: the same run had it been benched on one keeps the answer
@@ -161,9 +164,13 @@ def _assert_printed_steps(printed: str, on_page: dict[int, tuple[str, str]], wor
         gpus, cells = (int(cells[0]), cells[2:]) if line[:6].strip() else (gpus, cells)
         for cap in cells[0].split(", "):  # caps whose rows are alike share one: '1, 5, 10'
             steps[(gpus, cap)] = cells[2]
-    for world in worlds:  # the console's four figures, the page's three decimals: the same step, as each rounds it
+    for world in worlds:  # four figures each (the page once gave three decimals, '19.520' for the console's 19.52)
         cap, step = on_page[world]
-        assert _overlap(printed_as(steps[(world, cap)], digits=4), printed_as(step)), (steps[(world, cap)], step)
+        assert len(step.replace(".", "").lstrip("0")) <= 4, step
+        assert _overlap(printed_as(steps[(world, cap)], digits=4), printed_as(step, digits=4)), (
+            steps[(world, cap)],
+            step,
+        )
 
 
 def printed_as(text: str, *, digits: int = 0) -> tuple[float, float]:

@@ -32,6 +32,7 @@ from harness.results import store
 from harness.results.values import ms_text
 from reports.figures import whatif as figures
 from reports.figures.captions import CAPTIONS
+from reports.pages.answer import milliseconds
 from reports.pages.html import HEADING_NAME, FigureList, esc, name_html, page, table
 from reports.pages.whatif import full_size, steps_table
 from reports.pages.whatif import memory as wm
@@ -373,8 +374,8 @@ def _measured_section(configs: pd.DataFrame) -> str:
     if measured.empty:
         return ""
     cells = [[name_html(f"{r.workload}/{r.size}, batch {r.batch_size}", HEADING_NAME), str(int(r.world_size)),
-              r.cap if isinstance(r.cap, str) else f"{r.cap:g}", f"{r.step_ms_median:.3f}"]
+              r.cap if isinstance(r.cap, str) else f"{r.cap:g}", milliseconds(r.step_ms_median)]
              for r in measured.itertuples()]  # fmt: skip
     return ("<h2>What the run measured</h2><p>The reference strategy's step on the run's own machine, per world "
             "size and cap (the geometric mean of its repeats' median steps, as on the run page): the evidence the "
-            "profile comes from.</p>" + table(["setup", "ranks", "cap MiB", "step ms"], cells))  # fmt: skip
+            "profile comes from.</p>" + table(["setup", "ranks", "cap MiB", "step"], cells))  # fmt: skip

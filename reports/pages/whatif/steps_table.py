@@ -16,7 +16,7 @@ from reports.pages.whatif import memory as wm
 
 
 def best_table(best: pd.DataFrame) -> str:
-    cells = [[str(int(r.world_size)), str(int(r.nodes)), esc(f"{r.bucket_cap_mb:g} MiB"), f"{r.step_ms:.3f}",
+    cells = [[str(int(r.world_size)), str(int(r.nodes)), esc(f"{r.bucket_cap_mb:g} MiB"), f"{r.step_ms:.4g}",
               f"{r.exposed_comm_ms:.3f}", f"{r.scaling_efficiency:.3f}", esc(agreement.caps_text(r.tied)),
               esc(_lead(r)), _zero_cell(r), f"{r.zero_broadcast_ms:.3f}", _fsdp_cell(r)]
              for r in best.itertuples()]  # fmt: skip
@@ -77,8 +77,8 @@ def floors_why(group: pd.DataFrame) -> str:
 
 def _zero_cell(row) -> str:
     if row.zero_own_left_out_ms > 0:  # a CPU's, left out of a GPU step given (as DDP's is): the note says so
-        return f"{row.zero_step_ms:.3f}*"
-    return f"{row.zero_step_ms:.3f}" + (
+        return f"{row.zero_step_ms:.4g}*"
+    return f"{row.zero_step_ms:.4g}" + (
         f" (its own cost at one rank, {ms_text(row.zero_own_ms)} ms, added)" * bool(row.zero_own_ms > 0)
     )
 
@@ -87,7 +87,7 @@ def _fsdp_cell(row, column: str = "fsdp_step_ms", what: str = "") -> str:
     """FSDP2's step (or `column`: its full-size floor, `what` after it) with the own cost it leaves out, said."""
     if pd.isna(value := getattr(row, column)):
         return "not modelled: no block times" if column == "fsdp_step_ms" else "none: a profiled block never ran"
-    said = (f"{value:.3f}" if column == "fsdp_step_ms" else f"{value:.4g}") + what
+    said = f"{value:.4g}{what}"  # as the console's steps: four figures
     if getattr(row, "fsdp_own_left_out_ms", 0.0) > 0:  # a CPU's, left out of a GPU step given: the note says so
         return f"{said}*"
     unknown = pd.isna(row.fsdp_own_ms) and row.ddp_own_ms > 0  # DDP's step carries its own cost, FSDP2's none
