@@ -333,8 +333,15 @@ def typical_repeats(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def _last_bucket_words(row: Any) -> str:
-    """'; the last bucket, 147 MiB (transformer.wte.weight and 2 more), alone takes 1.9 ms' where the prediction
-    row names its largest gradient; '' else."""
+    """'; of that, 1.9 ms is transformer.wte.weight's bucket (148 MiB, ready as backward ends)': the bucket whose
+    all-reduce runs longest past backward's end in the schedule simulated, by its largest gradient, where the row
+    names it; a row from before those columns, the bucket ready last and what its all-reduce alone takes; '' else."""
+    name = row.get("exposing_largest")
+    if isinstance(name, str) and name and row["exposing_ms"] > 0:
+        share = row["exposing_ready"]
+        when = "as backward ends" if share >= 0.9995 else f"at {share:.0%} of backward"
+        return (f"; of that, {ms_text(row['exposing_ms'])} ms is {name}'s bucket ({row['exposing_bucket_mb']:.3g} MiB, "
+                f"ready {when})")  # fmt: skip
     name = row.get("last_bucket_largest")
     if not isinstance(name, str) or not name:
         return ""
@@ -342,6 +349,25 @@ def _last_bucket_words(row: Any) -> str:
     held = f"{name} and {more} more" if more > 0 else name
     alone = ms_text(row["last_allreduce_ms"])
     return f"; the last bucket, {row['last_bucket_mb']:.3g} MiB ({held}), alone takes {alone} ms"
+
+
+def one_bucket_at_every_cap(frames: Any) -> str:
+    """'big.weight's bucket, ready at 99% of backward, is most of what is exposed at every cap': where, in each
+    frame of predictions per cap, one gradient's bucket exposes over half the exposed communication at every cap
+    (why no cap does better than another); '' else."""
+    rows = [row for frame in frames for _, row in frame.iterrows()]
+    if not rows or any("exposing_largest" not in row for row in rows):
+        return ""
+    names = {row["exposing_largest"] for row in rows}
+    if (
+        len(names) != 1
+        or not next(iter(names))
+        or any(row["exposing_ms"] <= row["exposed_comm_ms"] / 2 for row in rows)
+    ):
+        return ""
+    share = min(row["exposing_ready"] for row in rows)
+    when = "as backward ends" if share >= 0.9995 else f"at {share:.0%} of backward"
+    return f"{names.pop()}'s bucket, ready {when}, is most of what is exposed at every cap"
 
 
 def predicted_step(row: Any, *, backward_ms: float, own_ms: float = 0.0, backward_said: bool = False) -> str:

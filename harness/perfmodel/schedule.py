@@ -88,6 +88,9 @@ class StepPrediction:
     comm_s: float  # sum of all-reduce times without contention
     last_bucket: tuple[Grad, ...] = ()  # the bucket ready last, whose all-reduce ends the step's communication
     last_comm_s: float = 0.0  # its all-reduce, without contention
+    exposing: tuple[Grad, ...] = ()  # the bucket whose all-reduce runs longest after backward ends
+    exposing_s: float = 0.0  # that part of its all-reduce, wall time after backward ends
+    exposing_ready: float = 1.0  # when its last gradient is ready, as a share of backward
 
     @property
     def exposed_comm_s(self) -> float:
@@ -110,10 +113,18 @@ def simulate(
     ready = [min(profile.backward_s, max(g.ready_s for g in bucket)) for bucket in buckets]
     costs = [link.allreduce_s(sum(g.nbytes for g in bucket), world_size) for bucket in buckets]
     slowdowns = comm_slowdowns(costs, link, world_size, contention)
-    backward_end, comm_end = _overlap(profile.backward_s, ready, costs, slowdowns, contention.compute_slowdown)
+    backward_end, comm_end, spans = _overlap(profile.backward_s, ready, costs, slowdowns, contention.compute_slowdown)
     step = profile.forward_s + max(backward_end, comm_end) + profile.optimizer_s
     last = tuple(buckets[-1]) if buckets else ()
-    return StepPrediction(step, backward_end, comm_end, len(buckets), sum(costs), last, costs[-1] if costs else 0.0)
+    after = [max(0.0, end - max(start, backward_end)) for start, end in spans]  # each one's part exposed
+    k = max(range(len(after)), key=lambda i: (after[i], i), default=None)  # ties: the later bucket
+    exposing = (
+        ()
+        if k is None
+        else (tuple(buckets[k]), after[k], ready[k] / profile.backward_s if profile.backward_s > 0 else 1.0)
+    )
+    return StepPrediction(step, backward_end, comm_end, len(buckets), sum(costs), last, costs[-1] if costs else 0.0,
+                          *exposing)  # fmt: skip
 
 
 EPS = 1e-12
@@ -142,8 +153,9 @@ def comm_slowdowns(costs: list[float], link: Link, world_size: int, contention: 
 
 def _overlap(
     backward_s: float, ready: list[float], costs: list[float], slowdowns: list[float], compute_slowdown: float
-) -> tuple[float, float]:
-    """(end of backward, end of the last all-reduce) in wall time after backward began.
+) -> tuple[float, float, list[tuple[float, float]]]:
+    """(end of backward, end of the last all-reduce, each all-reduce's (start, end)) in wall time after backward
+    began.
 
     `ready` is in backward's own time (its progress when it runs alone), `costs` are solo
     all-reduce times, `slowdowns` theirs while backward computes (compute's is `compute_slowdown`
@@ -155,9 +167,11 @@ def _overlap(
     pending = list(zip(ready, costs, slowdowns, strict=True))
     in_flight: float | None = None  # solo seconds left of the all-reduce in flight
     slowdown = 1.0  # the one in flight's, while backward computes
+    spans: list[tuple[float, float]] = []
     while pending or in_flight is not None:
         if in_flight is None and pending[0][0] <= progress + EPS:  # its last gradient is ready: launch
             _, in_flight, slowdown = pending.pop(0)
+            spans.append((now, now))
             continue
         computing = progress < backward_s - EPS
         compute_rate = 1.0 / compute_slowdown if in_flight is not None else 1.0
@@ -178,9 +192,10 @@ def _overlap(
             in_flight -= dt * comm_rate
             if in_flight <= EPS:
                 in_flight, comm_end = None, now
+                spans[-1] = (spans[-1][0], now)
     if backward_end is None:
         backward_end = now + (backward_s - progress)
-    return backward_end, comm_end
+    return backward_end, comm_end, spans
 
 
 def bucket_layout(profile: Profile, cap_mb: float, *, cap_given: bool = True) -> list[list[Grad]]:
@@ -297,11 +312,15 @@ def predict_caps(
 
 
 def last_bucket_columns(step: StepPrediction) -> dict:
-    """The bucket ready last, for the why: its MiB, its all-reduce's ms, its largest gradient's name ('' where the
-    profile has no names) and how many gradients it holds."""
+    """The bucket ready last (its MiB, its all-reduce's ms, its largest gradient's name, '' where the profile has no
+    names, and how many gradients it holds) and, for the why, the bucket that exposes the most: its all-reduce's ms
+    after backward ends, when in backward its last gradient is ready, its MiB and largest gradient."""
     grads = sorted(step.last_bucket, key=lambda g: -g.nbytes)
+    most = sorted(step.exposing, key=lambda g: -g.nbytes)
     return {"last_bucket_mb": sum(g.nbytes for g in grads) / bucketing.MIB, "last_allreduce_ms": step.last_comm_s * 1e3,
-            "last_bucket_largest": grads[0].name if grads else "", "last_bucket_tensors": len(grads)}  # fmt: skip
+            "last_bucket_largest": grads[0].name if grads else "", "last_bucket_tensors": len(grads),
+            "exposing_bucket_mb": sum(g.nbytes for g in most) / bucketing.MIB, "exposing_ms": step.exposing_s * 1e3,
+            "exposing_largest": most[0].name if most else "", "exposing_ready": step.exposing_ready}  # fmt: skip
 
 
 @dataclasses.dataclass(frozen=True)

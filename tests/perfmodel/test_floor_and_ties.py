@@ -218,7 +218,7 @@ def test_the_answer_names_the_part_that_makes_the_step(exposed, comm, said):
 
 def test_the_gradients_ready_last_are_named_from_the_profile():
     """GPT-2's embedding (tied to the output layer) is ready as backward ends: the why names the bucket it is in,
-    by its largest gradient, and what its all-reduce alone costs."""
+    by its largest gradient, and how much of the exposed its all-reduce is."""
     from harness.perfmodel.schedule import Grad, Profile, predict_caps
 
     grads = (Grad(2, 30 * 2**20, "float32", 0.004, "h.0.mlp.weight"), Grad(1, 2**20, "float32", 0.0099, "wpe"),
@@ -228,10 +228,42 @@ def test_the_gradients_ready_last_are_named_from_the_profile():
     assert (row["last_bucket_largest"], row["last_bucket_tensors"]) == ("transformer.wte.weight", 2)
     assert row["last_bucket_mb"] == pytest.approx(148.0)
     said = why.predicted_step(row, backward_ms=10.0)
-    assert said.startswith("the gradients ready last") and "; the last bucket, 148 MiB" in said, said
-    alone = f"alone takes {row['last_allreduce_ms']:.3g} ms"
-    assert f"the last bucket, 148 MiB (transformer.wte.weight and 1 more), {alone}" in why._last_bucket_words(row)
+    assert row["exposing_ms"] == pytest.approx(row["last_allreduce_ms"])  # it starts as backward ends
+    ends = (
+        f"; of that, {row['exposing_ms']:.3g} ms is transformer.wte.weight's bucket (148 MiB, ready as backward ends)"
+    )
+    assert said.startswith("the gradients ready last") and said.endswith(ends), said
+    old = {k: row[k] for k in ("last_bucket_largest", "last_bucket_tensors", "last_bucket_mb", "last_allreduce_ms")}
+    alone = f"alone takes {row['last_allreduce_ms']:.3g} ms"  # a row from before the exposing columns
+    assert f"the last bucket, 148 MiB (transformer.wte.weight and 1 more), {alone}" in why._last_bucket_words(old)
     assert why._last_bucket_words({"exposed_comm_ms": 1.0}) == ""  # a row from before the names: nothing said
+
+
+def test_the_why_names_the_bucket_that_exposes_most_not_a_tiny_last_one():
+    """A recommender's embedding (51.2 MB, 94 % of the gradients) is ready at 99 % of backward, a few small layers
+    after it: its all-reduce is most of what is exposed, the tiny last bucket's little; the why names the embedding's
+    bucket, when it is ready, and, where it is so at every cap, that this is why any cap does."""
+    from harness.perfmodel.schedule import Grad, Profile, predict_caps
+
+    grads = (Grad(2, 3 * 2**20, "float32", 0.002, "user.weight"), Grad(1, 49 * 2**20, "float32", 0.0735, "big.weight"),
+             Grad(0, 2**16, "float32", 0.0742, "bottom.2.weight"))  # fmt: skip
+    link = Link(alpha_s=2e-5, busbw_bytes_per_s=10e9)
+    frame = predict_caps(Profile(0.007, 0.0743, 0.01, grads), caps_mb=[1.0, 25.0, 100.0], link=link, world_size=32)
+    for _, row in frame.iterrows():
+        assert row["exposing_largest"] == "big.weight" and row["exposing_ready"] >= 0.0735 / 0.0743 - 1e-9
+        assert row["exposing_ms"] > row["exposed_comm_ms"] / 2
+    at_25 = frame.iloc[1]
+    assert at_25["last_bucket_largest"] == "bottom.2.weight"  # the last bucket is the tiny one
+    assert at_25["exposing_ready"] == pytest.approx(0.0735 / 0.0743)  # its bucket's last gradient is big.weight
+    said = why.predicted_step(at_25, backward_ms=74.3)
+    assert (
+        f"of that, {at_25['exposing_ms']:.3g} ms is big.weight's bucket (" in said
+        and "ready at 99% of backward)" in said
+    )
+    assert "bottom.2.weight" not in said
+    alike = why.one_bucket_at_every_cap([frame])
+    assert alike == "big.weight's bucket, ready at 99% of backward, is most of what is exposed at every cap"
+    assert why.one_bucket_at_every_cap([frame.assign(exposing_ms=frame["exposed_comm_ms"] / 4)]) == ""
 
 
 def test_the_answer_line_says_the_cap_as_the_per_node_line_does_and_one_node_count_as_one(capsys):

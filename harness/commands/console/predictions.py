@@ -224,6 +224,8 @@ def cluster_answer(cluster, frames: list[pd.DataFrame], *, backward_ms: float, c
     changes = [(int(row["world_size"]), answer.text) for row, answer in zip(named, answers, strict=True)]
     merged = [change for k, change in enumerate(changes) if k == 0 or change[1] != changes[k - 1][1]]
     cap_text = merged[0][1] if len(merged) == 1 else "; ".join(f"{text} from w{world}" for world, text in merged)
+    if cap_text.startswith("any") and (alike := why.one_bucket_at_every_cap(frames)):
+        cap_text = f"{cap_text.removesuffix(')')}: {alike})"
     first, last = named[0], named[-1]
     before = ", both before DDP's own cost" if own_ms is None else ""  # neither measured nor given: not in them
     span = (f"w{int(first['world_size'])} to w{int(last['world_size'])}: step {first['step_ms']:.4g} → "
