@@ -451,7 +451,8 @@ def test_a_step_far_below_any_training_steps_share_of_the_peak_is_warned_with_it
                                              options={**small, "seq_len": 64})  # fmt: skip
     assert warned and said.endswith(
         "under 2%, far below a training step's: likely not the model you train, as counted at 64 tokens a sample, "
-        "unless it is memory-bound (depthwise convolutions: EfficientNet, MobileNet); if you train at another "
+        "unless it is memory-bound (depthwise convolutions: EfficientNet, MobileNet; embedding-heavy recommenders: "
+        "DLRM); if you train at another "
         "sequence or batch, give yours (--train-wopt seq_len=N, --batch-size B)"
     )
     longer, warned = scaling.step_against_peak(None, setup, step_ms=step_ms * 4, batch=8, gpu=gpu,
@@ -460,6 +461,9 @@ def test_a_step_far_below_any_training_steps_share_of_the_peak_is_warned_with_it
     mlp = {"workload": "mlp", "size": "tiny", "batch_size": 8, "dtype": "bf16"}
     said, warned = scaling.step_against_peak(None, mlp, step_ms=1e6, batch=8, gpu=gpu, options=None)
     assert warned and said.endswith("give yours (--train-wopt KEY=VALUE, --batch-size B)")
+    mine = {**mlp, "workload": "examples/my_workload.py:MyModel"}  # a file has no full size: as the run built it
+    said, warned = scaling.step_against_peak(None, mine, step_ms=1e6, batch=8, gpu=gpu, options=None)
+    assert said.startswith("--local-step-ms 1e+06 for examples/my_workload.py:MyModel as benched (8 samples a GPU)")
 
 
 def test_a_language_models_step_without_its_training_sequence_says_which_sequence_is_counted(capsys):

@@ -139,8 +139,9 @@ batch 8, 52.65 ms) and 5.5 % (resnet50/full bf16, batch 64, 28.39 ms); large tra
 Narayanan et al. 2021: 52 % of A100 peak; PaLM, Chowdhery et al. 2022: 46 %; Llama 3, 2024: 38-43 % on H100s). A step
 at under a third of the lowest of those is more likely a count of another model than a GPU that slow: a shorter
 sequence or a smaller batch benched than the one trained (a walkthrough benched seq_len=128, trained at 2048: 1 %).
-Not for every model: one of depthwise convolutions (EfficientNet, MobileNet) moves more bytes than it computes and
-reads low against a dense peak even when its step is right, so the words name that too."""
+Not for every model: one of depthwise convolutions (EfficientNet, MobileNet) or of large embedding tables (a
+recommender's: DLRM) moves more bytes than it computes and reads low against a dense peak even when its step is right,
+so the words name those too."""
 
 FAR_BELOW_ASSUMED = "if its step scales as memory bandwidth or peak (far below the peak, it may not)"
 """What a verdict decided between the two ends of a step measured on another GPU rests on, where that step is far
@@ -177,7 +178,9 @@ def step_against_peak(configs, setup: dict, *, step_ms: float, batch: int, gpu: 
     flops = counted["flops_per_sample"] * batch
     achieved = flops / (step_ms / 1e3) / 1e12
     share = achieved / peak
-    whose = "the model you will train" if options is not None else f"{setup['workload']}'s full size"
+    file = spec.partition(":")[0].endswith(".py")  # a file of yours has no sizes: the model is as the run built it
+    whose = "the model you will train" if options is not None else (
+        f"{setup['workload']} as benched" if file else f"{setup['workload']}'s full size")  # fmt: skip
     trains = f", --dtype auto's there (the CPU run benched {run})" if assumed else ""
     said = (f"--local-step-ms {step_ms:g} for {whose} ({batch} sample{'s' * (batch > 1)} a GPU) is {flops:.2g} "
             f"FLOPs a step (forward and backward, counted on the meta device) at {tflops_text(achieved)} TFLOP/s: "
@@ -205,9 +208,9 @@ def _unlike_a_step(counted: dict, kind: str) -> str:
     option = {"hf": "seq_len" if tokens else "image_size", "torchvision": "image_size", "timm": "image_size"}.get(kind)
     what = "sequence" if tokens else "image size" if isinstance(side, int) else "size"
     return (f"under {LOW_SHARE:.0%}, far below a training step's: likely not the model you train{counted}, unless "
-            f"it is memory-bound (depthwise convolutions: EfficientNet, MobileNet); if you train at another {what} or "
-            f"batch, give yours (--train-wopt {option or 'KEY'}={'N' if option else 'VALUE'}, "
-            "--batch-size B)")  # fmt: skip
+            "it is memory-bound (depthwise convolutions: EfficientNet, MobileNet; embedding-heavy recommenders: DLRM); "
+            f"if you train at another {what} or batch, give yours "
+            f"(--train-wopt {option or 'KEY'}={'N' if option else 'VALUE'}, --batch-size B)")  # fmt: skip
 
 
 def say_step_against_peak(args, configs, setup: dict | None, chosen, trained: dict | None) -> str:
